@@ -1,0 +1,1 @@
+"""The serverless back end: ModelFn seam, runtimes, scheduler, executors, data plane."""

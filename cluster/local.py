@@ -1,0 +1,62 @@
+"""The in-process runtime: runs ModelFns in this process with an LRU cache of loaded weights."""
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import OrderedDict
+from typing import Any
+
+import torch
+
+from cluster.modelfn import ModelFn, get_model_fn
+from cluster.refs import ModelRef
+from cluster.runtime import Runtime
+
+
+class LocalRuntime(Runtime):
+    def __init__(self, max_models: int = 8) -> None:
+        self.max_models = max_models
+        self._models: OrderedDict[tuple[str, str], Any] = OrderedDict()
+        self._fns: dict[str, ModelFn] = {}
+        # torch already uses every core per op; one call at a time keeps results deterministic.
+        self._lock = threading.Lock()
+
+    def model_for(self, fn: ModelFn, ref: ModelRef) -> Any:
+        key = (fn.name, ref.key)
+        if key in self._models:
+            self._models.move_to_end(key)
+            return self._models[key]
+        model = fn.load_model(ref)
+        self._models[key] = model
+        while len(self._models) > self.max_models:
+            self._models.popitem(last=False)
+        return model
+
+    def run(self, fn_name: str, model: ModelRef | None, inputs: dict[str, torch.Tensor | None],
+            params: dict[str, Any] | None = None) -> dict[str, torch.Tensor]:
+        """Synchronous call (what an executor does with one invocation)."""
+        fn = self._fns.get(fn_name)
+        if fn is None:
+            fn = self._fns[fn_name] = get_model_fn(fn_name)()
+        with self._lock, torch.inference_mode():
+            weights = self.model_for(fn, model) if model is not None else None
+            return fn.execute(weights, inputs, params or {})
+
+    async def call(self, fn: str, model: ModelRef | None, inputs: dict[str, torch.Tensor | None],
+                   params: dict[str, Any] | None = None) -> dict[str, torch.Tensor]:
+        return await asyncio.to_thread(self.run, fn, model, inputs, params)
+
+    def free(self, unload_models: bool = True) -> None:
+        if unload_models:
+            with self._lock:
+                self._models.clear()
+
+
+_default: LocalRuntime | None = None
+
+
+def default_local_runtime() -> LocalRuntime:
+    global _default
+    if _default is None:
+        _default = LocalRuntime()
+    return _default

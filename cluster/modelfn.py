@@ -1,0 +1,78 @@
+"""The ModelFn seam: one model's forward pass, the unit that is scheduled, scaled, cached and billed.
+
+The interface is the ServerlessT2I paper's: a ModelFn declares its tensor inputs and outputs in
+`setup_io` (`add_input(name, callback=False)`, `add_output(name)`), builds its weights in
+`load_model`, and runs in `execute`. It is stateless: with the same inputs and params (seeds
+included) it gives the same outputs, so any executor may run or re-run it.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, Callable, ClassVar
+
+import torch
+
+from cluster.refs import ModelRef
+
+TensorSource = torch.Tensor | Callable[[], torch.Tensor]
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    name: str
+    callback: bool = False  # fetched only when execute() first calls it (a zero-argument callable)
+
+
+class ModelFn(ABC):
+    """Subclasses set `name` (the registry key) and implement setup_io, load_model and execute."""
+
+    name: ClassVar[str]
+
+    def __init__(self) -> None:
+        self.inputs: dict[str, InputSpec] = {}
+        self.outputs: list[str] = []
+        self.setup_io()
+
+    def add_input(self, name: str, callback: bool = False) -> None:
+        self.inputs[name] = InputSpec(name, callback)
+
+    def add_output(self, name: str) -> None:
+        self.outputs.append(name)
+
+    @abstractmethod
+    def setup_io(self) -> None:
+        """Declare inputs and outputs."""
+
+    @abstractmethod
+    def load_model(self, ref: ModelRef) -> Any:
+        """Build the model this function runs from `ref` (called on a weight-cache miss)."""
+
+    @abstractmethod
+    def execute(self, model: Any, inputs: dict[str, TensorSource], params: dict[str, Any]) -> dict[str, torch.Tensor]:
+        """Run once. Tensors in `inputs` (callables for callback inputs); plain values in `params`."""
+
+    def resolve(self, inputs: dict[str, TensorSource], name: str) -> torch.Tensor | None:
+        """The tensor of input `name`, fetching it now if it is a callback input."""
+        value = inputs.get(name)
+        return value() if callable(value) else value
+
+
+MODEL_FNS: dict[str, type[ModelFn]] = {}
+
+
+def register(cls: type[ModelFn]) -> type[ModelFn]:
+    """Class decorator: make a ModelFn callable by name from any runtime."""
+    if cls.name in MODEL_FNS and MODEL_FNS[cls.name] is not cls:
+        raise ValueError(f"ModelFn {cls.name!r} registered twice")
+    MODEL_FNS[cls.name] = cls
+    return cls
+
+
+def get_model_fn(name: str) -> type[ModelFn]:
+    if name not in MODEL_FNS:
+        import nodes.modelfns  # noqa: F401  (registers the core ModelFns)
+    try:
+        return MODEL_FNS[name]
+    except KeyError:
+        raise KeyError(f"unknown ModelFn {name!r}; known: {sorted(MODEL_FNS)}") from None

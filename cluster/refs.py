@@ -1,0 +1,75 @@
+"""Values that name things without carrying them: which weights (`ModelRef`)."""
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from typing import Any
+
+
+@lru_cache(maxsize=4096)
+def _digest(path: str, size: int, mtime_ns: int) -> str:
+    h = hashlib.sha256()
+    if os.path.isdir(path):
+        for root, _, files in sorted(os.walk(path)):
+            for fn in sorted(files):
+                p = os.path.join(root, fn)
+                h.update(os.path.relpath(p, path).encode())
+                h.update(file_digest(p).encode())
+        return h.hexdigest()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 22):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def file_digest(path: str | os.PathLike) -> str:
+    """SHA-256 of a file's content, memoised on (path, size, mtime) so a file is read once."""
+    st = os.stat(path)
+    return _digest(os.fspath(path), st.st_size, st.st_mtime_ns)
+
+
+@dataclass(frozen=True)
+class Patch:
+    """A weight patch applied on load: a LoRA file and its strength."""
+    path: str
+    digest: str
+    strength: float
+
+
+@dataclass(frozen=True)
+class ModelRef:
+    """Which weights: the MODEL / CLIP / VAE / CONTROL_NET values of a graph are ModelRefs, never tensors.
+
+    `component` is one of "diffusion_model", "text_encoder", "vae", "controlnet".
+    `sources` are the files the component is read from (a checkpoint, or separate files for
+    DualCLIPLoader); `options` carries settings that change the computation (CLIP skip, CLIP type).
+    Equal refs mean equal weights, so a ModelRef is the key of every weight cache.
+    """
+    component: str
+    arch: str
+    sources: tuple[str, ...]
+    digests: tuple[str, ...]
+    patches: tuple[Patch, ...] = ()
+    options: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def key(self) -> str:
+        h = hashlib.sha256(repr((self.component, self.arch, self.digests, self.patches, self.options)).encode())
+        return h.hexdigest()[:16]
+
+    def option(self, name: str, default: Any = None) -> Any:
+        return dict(self.options).get(name, default)
+
+    def with_option(self, name: str, value: Any) -> "ModelRef":
+        opts = dict(self.options)
+        opts[name] = value
+        return replace(self, options=tuple(sorted(opts.items())))
+
+    def with_patch(self, patch: Patch) -> "ModelRef":
+        return replace(self, patches=self.patches + (patch,))
+
+    def clone(self) -> "ModelRef":
+        """ComfyUI's ModelPatcher.clone(): refs are immutable, so a clone is the ref itself."""
+        return self

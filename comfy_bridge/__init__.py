@@ -1,0 +1,1 @@
+"""The ComfyUI face of Comfy Cluster: protocol server, graph formats, validation, engine, compat modules."""

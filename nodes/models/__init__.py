@@ -1,0 +1,1 @@
+"""Model loading: architecture detection, configs inferred from tensor shapes, key conversion, LoRA."""

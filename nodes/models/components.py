@@ -1,0 +1,83 @@
+"""The loaded-model types the ModelFns run. Each wraps a torch module behind ComfyUI's conventions,
+so that the samplers and nodes never see diffusers' or transformers' calling conventions.
+
+Tensor conventions (ComfyUI's): IMAGE [B,H,W,C] float 0..1; raw VAE latents [B,C,H/8,W/8]
+(unscaled, as LATENT["samples"] holds them); the diffusion model sees `latent_format.process_in(x)`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+
+@dataclass(frozen=True)
+class LatentFormat:
+    channels: int
+    scale_factor: float
+    shift_factor: float = 0.0
+
+    def process_in(self, latent: torch.Tensor) -> torch.Tensor:
+        return (latent - self.shift_factor) * self.scale_factor
+
+    def process_out(self, latent: torch.Tensor) -> torch.Tensor:
+        return latent / self.scale_factor + self.shift_factor
+
+
+SD1_LATENT = LatentFormat(4, 0.18215)
+SDXL_LATENT = LatentFormat(4, 0.13025)
+SD3_LATENT = LatentFormat(16, 1.5305, 0.0609)
+FLUX_LATENT = LatentFormat(16, 0.3611, 0.1159)
+
+
+@dataclass
+class DiffusionModel:
+    """A denoiser network. `sampling` configures nodes.sampling.model_sampling for it:
+    {"kind": "discrete", "prediction": "eps"|"v", "beta_schedule": ..., "linear_start": ..., "linear_end": ...,
+     "timesteps": 1000, "zsnr": False} or {"kind": "flow", "shift": 3.0, "multiplier": 1000} or
+    {"kind": "flux", "shift": 1.15}."""
+    arch: str                      # "sd1" | "sd2" | "sdxl" | "sd3" | "flux"
+    module: torch.nn.Module
+    latent_format: LatentFormat
+    sampling: dict[str, Any]
+    config: dict[str, Any] = field(default_factory=dict)
+    dtype: torch.dtype = torch.float32
+
+    def apply(self, x: torch.Tensor, timestep: torch.Tensor, cond: dict[str, Any]) -> torch.Tensor:
+        """Raw network output for input `x` (already `calculate_input`-scaled) at `timestep` (model units).
+        `cond` keys: "context" [B,T,D]; "pooled" [B,P] (SDXL, SD3, Flux); "time_ids" [B,6] (SDXL);
+        "guidance" [B] (Flux); "control" ControlResiduals or None."""
+        raise NotImplementedError
+
+
+@dataclass
+class TextEncoder:
+    """One CLIP object of ComfyUI: tokenizer(s) + encoder(s) (CLIP-L; CLIP-L+G for SDXL; CLIP-L+T5 for Flux)."""
+    arch: str
+    modules: dict[str, torch.nn.Module]
+    layer: int = -1                # CLIPSetLastLayer's stop_at_clip_layer
+
+    def tokenize(self, text: str) -> dict[str, list[list[tuple[int, float]]]]:
+        """ComfyUI's tokenization: per sub-encoder ("l", "g", "t5xxl"), 77-token chunks of (id, weight)."""
+        raise NotImplementedError
+
+    def encode(self, tokens: dict[str, list[list[tuple[int, float]]]]) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(cond [1,T,D], pooled [1,P] or None) as CLIPTextEncode puts them in CONDITIONING."""
+        raise NotImplementedError
+
+
+@dataclass
+class VAE:
+    arch: str
+    module: torch.nn.Module
+    latent_channels: int
+    downscale: int = 8
+
+    def encode(self, pixels: torch.Tensor) -> torch.Tensor:
+        """IMAGE [B,H,W,3] 0..1 -> raw latent [B,C,H/8,W/8] (the posterior's mode)."""
+        raise NotImplementedError
+
+    def decode(self, latent: torch.Tensor) -> torch.Tensor:
+        """raw latent -> IMAGE [B,H,W,3] clamped to 0..1."""
+        raise NotImplementedError
