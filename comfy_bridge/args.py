@@ -1,0 +1,88 @@
+"""ComfyUI's command-line flags, so `python main.py --listen` keeps working.
+
+Flags that change what the server does are honoured; model-runtime flags that only matter to
+ComfyUI's own memory manager (precision, attention, VRAM modes) are accepted and ignored; any
+other unknown flag is accepted with a warning instead of argparse's exit(2).
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+from typing import Sequence
+
+log = logging.getLogger("comfy_cluster")
+
+# Accepted for compatibility; our executors manage memory and precision themselves.
+ACCEPTED_RUNTIME_FLAGS = (
+    "--gpu-only", "--highvram", "--normalvram", "--lowvram", "--novram", "--disable-smart-memory",
+    "--force-fp16", "--force-fp32", "--fp32-unet", "--fp16-unet", "--bf16-unet", "--fp8_e4m3fn-unet",
+    "--fp16-vae", "--fp32-vae", "--bf16-vae", "--cpu-vae", "--fp8_e4m3fn-text-enc", "--fp16-text-enc",
+    "--fp32-text-enc", "--use-split-cross-attention", "--use-quad-cross-attention", "--use-pytorch-cross-attention",
+    "--use-sage-attention", "--use-flash-attention", "--disable-xformers", "--force-upcast-attention",
+    "--dont-upcast-attention", "--deterministic", "--auto-launch", "--disable-auto-launch",
+    "--windows-standalone-build", "--disable-api-nodes", "--log-stdout", "--enable-compress-response-body",
+    "--disable-ipex-optimize", "--force-channels-last", "--disable-mmap", "--mmap-torch-files",
+)
+
+
+def add_comfyui_flags(p: argparse.ArgumentParser) -> None:
+    """The flags of ComfyUI's main.py that Comfy Cluster honours."""
+    p.add_argument("--listen", nargs="?", const="0.0.0.0,::", default="127.0.0.1", metavar="IP",
+                   help="address(es) to listen on, comma separated; bare --listen means all interfaces")
+    p.add_argument("--port", type=int, default=8188)
+    p.add_argument("--tls-keyfile")
+    p.add_argument("--tls-certfile")
+    p.add_argument("--enable-cors-header", nargs="?", const="*", default=None, metavar="ORIGIN")
+    p.add_argument("--max-upload-size", type=float, default=100, help="upload limit in MB")
+    p.add_argument("--base-directory", help="ComfyUI's name for the workspace root")
+    p.add_argument("--output-directory")
+    p.add_argument("--input-directory")
+    p.add_argument("--temp-directory")
+    p.add_argument("--user-directory")
+    p.add_argument("--extra-model-paths-config", action="append", nargs="+", default=[], metavar="PATH")
+    p.add_argument("--front-end-version", default=None)
+    p.add_argument("--front-end-root", default=None)
+    p.add_argument("--multi-user", action="store_true")
+    p.add_argument("--cpu", action="store_true", help="run executors on the CPU")
+    p.add_argument("--preview-method", default="none", choices=["none", "auto", "latent2rgb", "taesd"])
+    p.add_argument("--preview-size", type=int, default=512)
+    cache = p.add_mutually_exclusive_group()
+    cache.add_argument("--cache-classic", action="store_true")
+    cache.add_argument("--cache-lru", type=int, default=0, metavar="N")
+    cache.add_argument("--cache-none", action="store_true")
+    p.add_argument("--disable-all-custom-nodes", action="store_true")
+    p.add_argument("--whitelist-custom-nodes", nargs="*", default=[])
+    p.add_argument("--disable-metadata", action="store_true")
+    p.add_argument("--default-hashing-function", default="sha256", choices=["md5", "sha1", "sha256", "sha512"])
+    p.add_argument("--quick-test-for-ci", action="store_true", help="exit after start-up")
+    p.add_argument("--dont-print-server", action="store_true")
+    p.add_argument("--verbose", nargs="?", const="DEBUG", default="INFO")
+    p.add_argument("--reserve-vram", type=float, default=None)
+    p.add_argument("--cuda-device", type=int, default=None)
+    p.add_argument("--default-device", type=int, default=None)
+    p.add_argument("--database-url", default=None)
+    p.add_argument("--comfy-api-base", default=None)
+    p.add_argument("--fast", nargs="*", default=None)
+    for flag in ACCEPTED_RUNTIME_FLAGS:
+        p.add_argument(flag, action="store_true", help=argparse.SUPPRESS)
+
+
+def add_cluster_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--workspace", default=None, help="workspace folder (default: platform data dir)")
+    p.add_argument("--executors", type=int, default=1, help="local executor processes to start")
+
+
+def parse_known(p: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """Parse, warning about (not failing on) flags we do not know."""
+    args, unknown = p.parse_known_args(argv)
+    if unknown:
+        log.warning("ignoring unknown ComfyUI flags: %s", " ".join(unknown))
+    return args
+
+
+def cache_mode(args: argparse.Namespace) -> tuple[str, int]:
+    if args.cache_none:
+        return "none", 0
+    if args.cache_lru:
+        return "lru", args.cache_lru
+    return "classic", 0

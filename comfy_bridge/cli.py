@@ -1,0 +1,125 @@
+"""The `comfy-cluster` command: serve, run, demo-models."""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from comfy_bridge import args as cli_args
+from comfy_bridge.workspace import Workspace, activate, default_workspace
+
+log = logging.getLogger("comfy_cluster")
+
+
+def open_workspace(args: argparse.Namespace) -> Workspace:
+    """The workspace the flags describe (ComfyUI's directory flags override its subfolders)."""
+    root = getattr(args, "workspace", None) or getattr(args, "base_directory", None) or default_workspace()
+    ws = Workspace(Path(root),
+                   output_dir=getattr(args, "output_directory", None),
+                   input_dir=getattr(args, "input_directory", None),
+                   temp_dir=getattr(args, "temp_directory", None),
+                   user_dir=getattr(args, "user_directory", None)).create()
+    for group in getattr(args, "extra_model_paths_config", None) or []:
+        for config in group:
+            ws.load_extra_model_paths(Path(config))
+    return activate(ws)
+
+
+def ensure_demo_models(ws: Workspace) -> None:
+    """First start on an empty workspace: build the tiny demo models (and the example input image
+    the img2img and ControlNet workflows load) so a workflow runs with no download."""
+    example = ws.input_dir / "example.png"
+    if not example.exists():
+        write_example_image(example)
+    if ws.list_files("checkpoints"):
+        return
+    from nodes.models.demo import build_demo_models
+    log.info("no checkpoint in %s: building the demo models", ws.models_dir)
+    build_demo_models(ws.models_dir)
+
+
+def write_example_image(path: Path, size: int = 128) -> None:
+    """A deterministic picture: a colour gradient with a disc, enough structure for img2img and ControlNet."""
+    import numpy as np
+    from PIL import Image
+    y, x = np.mgrid[0:size, 0:size] / (size - 1)
+    disc = ((x - 0.5) ** 2 + (y - 0.5) ** 2 < 0.09).astype(float)
+    rgb = np.stack([x, y, 0.5 * (1 - disc) + disc], axis=-1)
+    Image.fromarray((rgb * 255).round().astype("uint8")).save(path)
+
+
+def cmd_demo_models(args: argparse.Namespace) -> int:
+    ws = open_workspace(args)
+    from nodes.models.demo import build_demo_models
+    for path in build_demo_models(ws.models_dir):
+        print(path)
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    ws = open_workspace(args)
+    ensure_demo_models(ws)
+    from comfy_bridge.run import run_workflow_file
+    if args.threads:
+        import torch
+        torch.set_num_threads(args.threads)
+    images = run_workflow_file(Path(args.workflow), ws, seed=args.seed, progress=not args.quiet)
+    for image in images:
+        print(image)
+    return 0 if images else 1
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    ws = open_workspace(args)
+    ensure_demo_models(ws)
+    from comfy_bridge.server.app import ServerConfig, run_server
+    cache_type, cache_size = cli_args.cache_mode(args)
+    config = ServerConfig(
+        listen=args.listen, port=args.port, workspace=ws, enable_cors_header=args.enable_cors_header,
+        max_upload_size=args.max_upload_size, front_end_root=args.front_end_root, multi_user=args.multi_user,
+        cache_type=cache_type, cache_size=cache_size, quick_test_for_ci=args.quick_test_for_ci,
+        disable_custom_nodes=args.disable_all_custom_nodes, whitelist_custom_nodes=args.whitelist_custom_nodes,
+        disable_metadata=args.disable_metadata, preview_method=args.preview_method,
+        dont_print_server=args.dont_print_server, tls_keyfile=args.tls_keyfile, tls_certfile=args.tls_certfile)
+    run_server(config)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="comfy-cluster", description="Serve ComfyUI workflows on a cluster.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="start the ComfyUI-compatible server and its executors")
+    cli_args.add_comfyui_flags(serve)
+    cli_args.add_cluster_flags(serve)
+    serve.set_defaults(func=cmd_serve)
+
+    run = sub.add_parser("run", help="run a workflow file (API or UI format) and write its images")
+    run.add_argument("workflow")
+    run.add_argument("--workspace", default=None)
+    run.add_argument("--seed", type=int, default=None, help="override every seed widget")
+    run.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    run.add_argument("--quiet", action="store_true")
+    run.set_defaults(func=cmd_run)
+
+    demo = sub.add_parser("demo-models", help="build the tiny offline demo models into the workspace")
+    demo.add_argument("--workspace", default=None)
+    demo.set_defaults(func=cmd_demo_models)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "serve":
+        args = cli_args.parse_known(parser, argv)
+    else:
+        args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,39 @@
+"""What the head must know about an architecture without loading its weights:
+its latent format and how its sigmas map to timesteps (the model-sampling config)."""
+from __future__ import annotations
+
+from typing import Any
+
+from nodes.models.components import FLUX_LATENT, SD1_LATENT, SD3_LATENT, SDXL_LATENT, LatentFormat
+
+_EPS = {"kind": "discrete", "prediction": "eps", "beta_schedule": "scaled_linear",
+        "linear_start": 0.00085, "linear_end": 0.012, "timesteps": 1000}
+
+LATENT_FORMATS: dict[str, LatentFormat] = {
+    "sd1": SD1_LATENT, "sd2": SD1_LATENT, "sd2v": SD1_LATENT, "sdxl": SDXL_LATENT,
+    "sd3": SD3_LATENT, "flux": FLUX_LATENT, "flux-schnell": FLUX_LATENT,
+}
+
+SAMPLING_CONFIGS: dict[str, dict[str, Any]] = {
+    "sd1": _EPS,
+    "sd2": _EPS,
+    "sd2v": {**_EPS, "prediction": "v"},
+    "sdxl": _EPS,
+    "sd3": {"kind": "flow", "shift": 3.0, "multiplier": 1000},
+    "flux": {"kind": "flux", "shift": 1.15},
+    "flux-schnell": {"kind": "flux", "shift": 1.0},
+}
+
+
+def latent_format(arch: str) -> LatentFormat:
+    try:
+        return LATENT_FORMATS[arch]
+    except KeyError:
+        raise ValueError(f"no latent format known for architecture {arch!r}") from None
+
+
+def sampling_config(arch: str) -> dict[str, Any]:
+    try:
+        return SAMPLING_CONFIGS[arch]
+    except KeyError:
+        raise ValueError(f"no model sampling known for architecture {arch!r}") from None

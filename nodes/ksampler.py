@@ -1,0 +1,100 @@
+"""KSampler as a composition of ModelFn calls: one `denoise_step` invocation per sampler step.
+
+The head computes what is cheap and exact (noise, sigmas, scaling); each step goes through the
+runtime, which runs it in-process or on an executor without the node knowing which.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from cluster.refs import ModelRef
+from cluster.runtime import runtime
+from comfy_bridge.progress import report_progress, throw_if_interrupted
+from nodes import arch
+from nodes.conditioning import flatten, require
+from nodes.modelfns.denoise import STATE_PREFIX
+from nodes.sampling.model_sampling import model_sampling_from_config
+from nodes.sampling.noise import prepare_noise
+from nodes.sampling.samplers import SAMPLER_NAMES
+from nodes.sampling.schedules import SCHEDULER_NAMES, advanced_sigmas, ksampler_sigmas
+
+
+def fix_empty_latent_channels(model: ModelRef, latent: torch.Tensor) -> torch.Tensor:
+    """An all-zero latent with the wrong channel count (EmptyLatentImage into a 16-channel model) is
+    widened to the model's channels, as ComfyUI does; any other mismatch is an error."""
+    channels = arch.latent_format(model.arch).channels
+    if latent.shape[1] == channels:
+        return latent
+    if torch.count_nonzero(latent) == 0:
+        return torch.zeros(latent.shape[0], channels, *latent.shape[2:], dtype=latent.dtype)
+    raise ValueError(f"latent_image: has {latent.shape[1]} channels but the {model.arch} model expects {channels}")
+
+
+def _require_model(model: Any) -> ModelRef:
+    if not isinstance(model, ModelRef) or model.component != "diffusion_model":
+        raise ValueError(f"model: expected a MODEL, got {type(model).__name__}")
+    return model
+
+
+async def common_ksampler(model: ModelRef, seed: int, steps: int, cfg: float, sampler_name: str, scheduler: str,
+                          positive: list, negative: list, latent: dict, denoise: float = 1.0,
+                          disable_noise: bool = False, start_step: int | None = None, last_step: int | None = None,
+                          force_full_denoise: bool = False) -> tuple[dict]:
+    model = _require_model(model)
+    positive, negative = require(positive, "positive"), require(negative, "negative")
+    if sampler_name not in SAMPLER_NAMES:
+        raise ValueError(f"sampler_name: unknown sampler {sampler_name!r}")
+    if scheduler not in SCHEDULER_NAMES:
+        raise ValueError(f"scheduler: unknown scheduler {scheduler!r}")
+    samples = fix_empty_latent_channels(model, latent["samples"])
+    noise = (torch.zeros(samples.shape, dtype=samples.dtype) if disable_noise
+             else prepare_noise(samples, seed, latent.get("batch_index")))
+    ms_config = arch.sampling_config(model.arch)
+    ms = model_sampling_from_config(ms_config)
+    sigmas = ksampler_sigmas(ms, scheduler, steps, denoise)
+    if start_step is not None or last_step is not None:
+        sigmas = advanced_sigmas(sigmas, start_step or 0, last_step, force_full_denoise)
+    out = dict(latent)
+    if len(sigmas) <= 1:
+        out["samples"] = samples
+        return (out,)
+
+    fmt = arch.latent_format(model.arch)
+    latent_in = fmt.process_in(samples)
+    max_sigma, first = float(ms.sigma_max), float(sigmas[0])
+    max_denoise = math.isclose(max_sigma, first, rel_tol=1e-05) or first > max_sigma
+    x = ms.noise_scaling(sigmas[0], noise, latent_in, max_denoise)
+
+    percent_to_sigma = lambda p: float(ms.percent_to_sigma(p))  # noqa: E731
+    pos_tensors, pos_entries = flatten("positive", positive, percent_to_sigma)
+    neg_tensors, neg_entries = flatten("negative", negative, percent_to_sigma)
+    tensors: dict[str, torch.Tensor] = {**pos_tensors, **neg_tensors, "sigmas": sigmas}
+    mask = latent.get("noise_mask")
+    if mask is not None:
+        tensors.update(denoise_mask=_prepare_mask(mask, samples), latent_image=latent_in, noise=noise)
+    params = {"sampler": sampler_name, "cfg": cfg, "seed": seed, "positive": pos_entries,
+              "negative": neg_entries, "model_sampling": ms_config,
+              "image_size": (samples.shape[2] * 8, samples.shape[3] * 8)}
+    state: dict[str, torch.Tensor] = {}
+    total = len(sigmas) - 1
+    rt = runtime()
+    for i in range(total):
+        throw_if_interrupted()
+        result = await rt.call("denoise_step", model, {**tensors, **state, "x": x}, {**params, "i": i})
+        x = result["x"]
+        state = {k: v for k, v in result.items() if k.startswith(STATE_PREFIX)}
+        report_progress(i + 1, total, ("latent", model.arch, result["denoised"]))
+    out["samples"] = fmt.process_out(ms.inverse_noise_scaling(sigmas[-1], x))
+    return (out,)
+
+
+def _prepare_mask(mask: torch.Tensor, samples: torch.Tensor) -> torch.Tensor:
+    """Noise mask [B,H,W] or [H,W] at pixel or latent size -> [B,1,h,w] at latent size, like ComfyUI."""
+    m = mask.reshape(-1, 1, mask.shape[-2], mask.shape[-1]).float()
+    m = torch.nn.functional.interpolate(m, size=samples.shape[2:], mode="bilinear")
+    b = samples.shape[0]
+    m = torch.cat([m] * math.ceil(b / m.shape[0]))[:b]
+    return m.expand(-1, samples.shape[1], -1, -1).contiguous()

@@ -1,0 +1,215 @@
+"""Loader nodes. They only name weights: each returns ModelRefs (file digests, component, patches);
+the weights are read where a ModelFn runs, through that executor's weight cache."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from cluster.refs import ModelRef, Patch, file_digest
+from comfy_bridge.workspace import active
+
+
+def model_file(folder: str, name: str, input_name: str) -> Path:
+    path = active().full_path(folder, name)
+    if path is None:
+        raise FileNotFoundError(f"{input_name}: {name!r} is not a file in the {folder} folder")
+    return path
+
+
+def probe_arch(path: Path) -> tuple[str, frozenset[str]]:
+    from nodes.models.loader import probe
+    info = probe(path)
+    return info.arch, frozenset(info.components)
+
+
+def make_ref(component: str, arch: str, paths: list[Path], **options) -> ModelRef:
+    return ModelRef(component=component, arch=arch, sources=tuple(str(p) for p in paths),
+                    digests=tuple(file_digest(p) for p in paths),
+                    options=tuple(sorted(options.items())))
+
+
+def _files(folder: str) -> list[str]:
+    return active().list_files(folder)
+
+
+class CheckpointLoaderSimple:
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"ckpt_name": (_files("checkpoints"), {"tooltip": "The checkpoint file to load."})}}
+
+    RETURN_TYPES = ("MODEL", "CLIP", "VAE")
+    OUTPUT_TOOLTIPS = ("The diffusion model that denoises latents.",
+                       "The text encoder that turns prompts into conditioning.",
+                       "The VAE that maps between images and latents.")
+    FUNCTION = "load_checkpoint"
+    CATEGORY = "loaders"
+    DESCRIPTION = "Loads a single-file diffusion checkpoint: its diffusion model, text encoder and VAE."
+
+    def load_checkpoint(self, ckpt_name):
+        path = model_file("checkpoints", ckpt_name, "ckpt_name")
+        arch, parts = probe_arch(path)
+        return tuple(make_ref(c, arch, [path]) if c in parts else None
+                     for c in ("diffusion_model", "text_encoder", "vae"))
+
+
+class UNETLoader:
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"unet_name": (_files("diffusion_models"),),
+                             "weight_dtype": (["default", "fp8_e4m3fn", "fp8_e4m3fn_fast", "fp8_e5m2"],)}}
+
+    RETURN_TYPES = ("MODEL",)
+    FUNCTION = "load_unet"
+    CATEGORY = "advanced/loaders"
+
+    def load_unet(self, unet_name, weight_dtype):
+        path = model_file("diffusion_models", unet_name, "unet_name")
+        arch, _ = probe_arch(path)
+        return (make_ref("diffusion_model", arch, [path], weight_dtype=weight_dtype),)
+
+
+class VAELoader:
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"vae_name": (_files("vae"),)}}
+
+    RETURN_TYPES = ("VAE",)
+    FUNCTION = "load_vae"
+    CATEGORY = "loaders"
+
+    def load_vae(self, vae_name):
+        path = model_file("vae", vae_name, "vae_name")
+        arch, _ = probe_arch(path)
+        return (make_ref("vae", arch, [path]),)
+
+
+CLIP_TYPES = ["stable_diffusion", "stable_cascade", "sd3", "stable_audio", "mochi", "ltxv", "pixart", "cosmos",
+              "lumina2", "wan", "hidream", "chroma", "ace", "omnigen2", "qwen_image", "hunyuan_image"]
+DUAL_CLIP_TYPES = ["sdxl", "sd3", "flux", "hunyuan_video", "hidream", "hunyuan_image"]
+# The CLIP types whose text encoders we can build; the others are refused with a clear error.
+_CLIP_TYPE_ARCH = {"stable_diffusion": "sd1", "sdxl": "sdxl", "flux": "flux"}
+
+
+def _clip_arch(clip_type: str) -> str:
+    if clip_type not in _CLIP_TYPE_ARCH:
+        raise ValueError(f"type: CLIP type {clip_type!r} is not supported by Comfy Cluster yet "
+                         f"(supported: {', '.join(_CLIP_TYPE_ARCH)})")
+    return _CLIP_TYPE_ARCH[clip_type]
+
+
+class CLIPLoader:
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"clip_name": (_files("text_encoders"),), "type": (CLIP_TYPES,)},
+                "optional": {"device": (["default", "cpu"], {"advanced": True})}}
+
+    RETURN_TYPES = ("CLIP",)
+    FUNCTION = "load_clip"
+    CATEGORY = "advanced/loaders"
+
+    def load_clip(self, clip_name, type="stable_diffusion", device="default"):
+        path = model_file("text_encoders", clip_name, "clip_name")
+        return (make_ref("text_encoder", _clip_arch(type), [path], clip_type=type),)
+
+
+class DualCLIPLoader:
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"clip_name1": (_files("text_encoders"),), "clip_name2": (_files("text_encoders"),),
+                             "type": (DUAL_CLIP_TYPES,)},
+                "optional": {"device": (["default", "cpu"], {"advanced": True})}}
+
+    RETURN_TYPES = ("CLIP",)
+    FUNCTION = "load_clip"
+    CATEGORY = "advanced/loaders"
+
+    def load_clip(self, clip_name1, clip_name2, type, device="default"):
+        paths = [model_file("text_encoders", clip_name1, "clip_name1"),
+                 model_file("text_encoders", clip_name2, "clip_name2")]
+        return (make_ref("text_encoder", _clip_arch(type), paths, clip_type=type),)
+
+
+class CLIPSetLastLayer:
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"clip": ("CLIP",),
+                             "stop_at_clip_layer": ("INT", {"default": -1, "min": -24, "max": -1, "step": 1})}}
+
+    RETURN_TYPES = ("CLIP",)
+    FUNCTION = "set_last_layer"
+    CATEGORY = "conditioning"
+
+    def set_last_layer(self, clip, stop_at_clip_layer):
+        return (clip.with_option("layer", stop_at_clip_layer),)
+
+
+def _lora_patch(lora_name: str, strength: float) -> Patch:
+    path = model_file("loras", lora_name, "lora_name")
+    return Patch(str(path), file_digest(path), float(strength))
+
+
+class LoraLoader:
+    @classmethod
+    def INPUT_TYPES(cls):
+        strength = {"default": 1.0, "min": -100.0, "max": 100.0, "step": 0.01}
+        return {"required": {"model": ("MODEL", {"tooltip": "The diffusion model the LoRA is applied to."}),
+                             "clip": ("CLIP", {"tooltip": "The text encoder the LoRA is applied to."}),
+                             "lora_name": (_files("loras"), {"tooltip": "The LoRA file."}),
+                             "strength_model": ("FLOAT", strength),
+                             "strength_clip": ("FLOAT", strength)}}
+
+    RETURN_TYPES = ("MODEL", "CLIP")
+    FUNCTION = "load_lora"
+    CATEGORY = "loaders"
+    DESCRIPTION = "Patches the diffusion model and text encoder with a LoRA."
+
+    def load_lora(self, model, clip, lora_name, strength_model, strength_clip):
+        if strength_model == 0 and strength_clip == 0:
+            return (model, clip)
+        patch_m = _lora_patch(lora_name, strength_model)
+        return (model.with_patch(patch_m) if strength_model != 0 else model,
+                clip.with_patch(Patch(patch_m.path, patch_m.digest, float(strength_clip)))
+                if strength_clip != 0 and clip is not None else clip)
+
+
+class LoraLoaderModelOnly:
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"model": ("MODEL",), "lora_name": (_files("loras"),),
+                             "strength_model": ("FLOAT", {"default": 1.0, "min": -100.0, "max": 100.0, "step": 0.01})}}
+
+    RETURN_TYPES = ("MODEL",)
+    FUNCTION = "load_lora_model_only"
+    CATEGORY = "loaders"
+
+    def load_lora_model_only(self, model, lora_name, strength_model):
+        if strength_model == 0:
+            return (model,)
+        return (model.with_patch(_lora_patch(lora_name, strength_model)),)
+
+
+class ControlNetLoader:
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"control_net_name": (_files("controlnet"),)}}
+
+    RETURN_TYPES = ("CONTROL_NET",)
+    FUNCTION = "load_controlnet"
+    CATEGORY = "loaders"
+
+    def load_controlnet(self, control_net_name):
+        path = model_file("controlnet", control_net_name, "control_net_name")
+        arch, _ = probe_arch(path)
+        return (make_ref("controlnet", arch, [path]),)
+
+
+NODE_CLASS_MAPPINGS = {
+    "CheckpointLoaderSimple": CheckpointLoaderSimple, "UNETLoader": UNETLoader, "VAELoader": VAELoader,
+    "CLIPLoader": CLIPLoader, "DualCLIPLoader": DualCLIPLoader, "CLIPSetLastLayer": CLIPSetLastLayer,
+    "LoraLoader": LoraLoader, "LoraLoaderModelOnly": LoraLoaderModelOnly, "ControlNetLoader": ControlNetLoader,
+}
+NODE_DISPLAY_NAME_MAPPINGS = {
+    "CheckpointLoaderSimple": "Load Checkpoint", "UNETLoader": "Load Diffusion Model", "VAELoader": "Load VAE",
+    "CLIPLoader": "Load CLIP", "DualCLIPLoader": "DualCLIPLoader", "CLIPSetLastLayer": "CLIP Set Last Layer",
+    "LoraLoader": "Load LoRA", "LoraLoaderModelOnly": "LoraLoaderModelOnly",
+    "ControlNetLoader": "Load ControlNet Model",
+}

@@ -1,0 +1,166 @@
+"""One denoising step: the diffusion model (and its ControlNets) evaluated with CFG inside one
+sampler update. The paper's granularity: a 20-step KSampler is 20 invocations of this ModelFn.
+
+The sampler's multistep history and noise-generator state travel as `state.*` tensors, so a step
+can run on any executor and a re-run reproduces its output.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import torch
+
+from cluster.modelfn import ModelFn, register
+from cluster.refs import ModelRef
+from nodes.models.components import DiffusionModel
+from nodes.sampling.model_sampling import ModelSampling, model_sampling_from_config
+from nodes.sampling.noise import NoiseSampler
+from nodes.sampling.samplers import SAMPLERS
+
+STATE_PREFIX = "state."
+
+
+def _active(sigma: float, start: float, end: float) -> bool:
+    # start_percent maps to the larger sigma; an entry applies while end <= sigma <= start.
+    return end <= sigma <= start
+
+
+class GuidedDenoiser:
+    """x, sigma -> CFG-combined denoised prediction, batching compatible conds into one forward pass
+    as ComfyUI does (cond and uncond together when their shapes and ControlNets agree)."""
+
+    def __init__(self, model: DiffusionModel, ms: ModelSampling, inputs: dict[str, torch.Tensor],
+                 params: dict[str, Any], load_control: Callable[[ModelRef], Any]) -> None:
+        self.model, self.ms, self.inputs = model, ms, inputs
+        self.cfg = float(params["cfg"])
+        self.positive = params["positive"]
+        self.negative = params["negative"]
+        self.load_control = load_control
+        self.latent_size = params.get("image_size")
+        self.denoise_mask = inputs.get("denoise_mask")
+        self.latent_image = inputs.get("latent_image")
+        self.noise = inputs.get("noise")
+
+    def __call__(self, x: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
+        if self.denoise_mask is not None:
+            # Inpainting: outside the mask, the latent is the original image noised to this sigma.
+            keep = 1.0 - self.denoise_mask
+            x = x * self.denoise_mask + self.ms.noise_scaling(sigma.reshape(-1)[:1], self.noise, self.latent_image) * keep
+        s = float(sigma.reshape(-1)[0])
+        skip_uncond = math.isclose(self.cfg, 1.0)
+        cond, uncond = self._predict(x, sigma, s, self.positive, None if skip_uncond else self.negative)
+        out = cond if skip_uncond else uncond + (cond - uncond) * self.cfg
+        if self.denoise_mask is not None:
+            out = out * self.denoise_mask + self.latent_image * (1.0 - self.denoise_mask)
+        return out
+
+    def _predict(self, x, sigma, s, positive, negative):
+        """Weighted average of model outputs per side (ComfyUI's calc_cond_batch), then denoised."""
+        sides = [("pos", positive)] + ([("neg", negative)] if negative is not None else [])
+        groups: dict[tuple, list[tuple[str, dict]]] = {}
+        for side, entries in sides:
+            for e in entries:
+                if _active(s, e["sigma_start"], e["sigma_end"]):
+                    context = self.inputs[f"{e['key']}.context"]
+                    controls = tuple((c["ref"].key, c["strength"], c["sigma_start"], c["sigma_end"], c["hint_id"])
+                                     for c in e["controls"])
+                    gkey = (tuple(context.shape), controls,
+                            f"{e['key']}.pooled" in self.inputs, e.get("guidance"))
+                    groups.setdefault(gkey, []).append((side, e))
+        total = {name: torch.zeros_like(x) for name, _ in sides}
+        weight = {name: torch.full_like(x, 1e-37) for name, _ in sides}
+        xc = self.ms.calculate_input(sigma, x)
+        t = self.ms.timestep(sigma)
+        n = x.shape[0]
+        for members in groups.values():
+            k = len(members)
+            xb, tb = xc.repeat(k, 1, 1, 1), t.reshape(-1)[:1].expand(n * k)
+            batch_cond = self._batch_cond([e for _, e in members], n)
+            batch_cond["control"] = self._control([e for _, e in members], n, xb, tb, s, batch_cond)
+            out = self.model.apply(xb, tb, batch_cond)
+            for idx, (side, e) in enumerate(members):
+                total[side] += out[idx * n:(idx + 1) * n] * e["strength"]
+                weight[side] += e["strength"]
+        results = [self.ms.calculate_denoised(sigma, total[name] / weight[name], x) for name, _ in sides]
+        return results[0], (results[1] if len(results) > 1 else None)
+
+    def _batch_cond(self, entries: list[dict], n: int) -> dict[str, Any]:
+        def stacked(suffix: str):
+            ts = [self.inputs.get(f"{e['key']}.{suffix}") for e in entries]
+            if any(t is None for t in ts):
+                return None
+            return torch.cat([t.expand(n, *t.shape[1:]) if t.shape[0] == 1 else t for t in ts])
+        cond: dict[str, Any] = {"context": stacked("context"), "pooled": stacked("pooled")}
+        if self.latent_size is not None:
+            h, w = self.latent_size
+            ids = torch.tensor([h, w, 0, 0, h, w], dtype=torch.float32)
+            cond["time_ids"] = ids.expand(n * len(entries), 6)
+        guidance = entries[0].get("guidance")
+        cond["guidance"] = torch.full((n * len(entries),), 3.5 if guidance is None else float(guidance))
+        return cond
+
+    def _control(self, entries: list[dict], n: int, xb: torch.Tensor, tb: torch.Tensor, s: float,
+                 cond: dict[str, Any]):
+        """Sum of the active ControlNets' residuals for this batch (a chain adds up, as in ComfyUI)."""
+        total = None
+        for k, spec in enumerate(entries[0]["controls"]):
+            if not _active(s, spec["sigma_start"], spec["sigma_end"]):
+                continue
+            hints = [self.inputs[f"{e['key']}.control.{k}.hint"] for e in entries]
+            hint = torch.cat([h.expand(n, *h.shape[1:]) if h.shape[0] == 1 else h for h in hints])
+            residuals = self.load_control(spec["ref"]).apply(xb, tb, cond, hint, spec["strength"])
+            total = residuals if total is None else total + residuals
+        return total
+
+
+@register
+class DenoiseStep(ModelFn):
+    """inputs: x (model-space latent), sigmas, conds (`positive.j.context` ...), optional inpaint tensors and
+    sampler state; params: sampler, i, cfg, seed, positive/negative entry metadata, model sampling config."""
+    name = "denoise_step"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._controlnets: dict[str, Any] = {}
+
+    def setup_io(self) -> None:
+        self.add_input("x")
+        self.add_input("sigmas")
+        self.add_input("conditioning")   # the flattened `positive.*` / `negative.*` tensors
+        self.add_input("control_hints", callback=True)
+        self.add_output("x")
+        self.add_output("denoised")
+        self.add_output("state")
+
+    def load_model(self, ref: ModelRef) -> DiffusionModel:
+        from nodes.models.loader import load_diffusion_model
+        return load_diffusion_model(ref)
+
+    def load_control(self, ref: ModelRef):
+        from nodes.models.loader import load_controlnet
+        if ref.key not in self._controlnets:
+            if len(self._controlnets) >= 4:
+                self._controlnets.pop(next(iter(self._controlnets)))
+            self._controlnets[ref.key] = load_controlnet(ref)
+        return self._controlnets[ref.key]
+
+    def execute(self, model: DiffusionModel, inputs: dict[str, Any], params: dict[str, Any]) -> dict[str, torch.Tensor]:
+        ms = model_sampling_from_config(params["model_sampling"])
+        sampler = SAMPLERS[params["sampler"]]
+        x, sigmas, i = inputs["x"], inputs["sigmas"], int(params["i"])
+        state = {k[len(STATE_PREFIX):]: v for k, v in inputs.items() if k.startswith(STATE_PREFIX)}
+        denoiser = GuidedDenoiser(model, ms, inputs, params, self.load_control)
+        captured: dict[str, torch.Tensor] = {}
+
+        def model_fn(xi: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
+            out = denoiser(xi, sigma)
+            captured.setdefault("denoised", out)
+            return out
+
+        noise = NoiseSampler.from_state(int(params["seed"]), x, sigmas, state)
+        x_next = sampler.step(model_fn, x, sigmas, i, state, noise)
+        noise.save_state(state)
+        result = {"x": x_next, "denoised": captured.get("denoised", x_next)}
+        result.update({STATE_PREFIX + k: v for k, v in state.items()})
+        return result

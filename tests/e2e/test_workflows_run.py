@@ -1,0 +1,30 @@
+"""Every shipped workflow runs end to end on the demo models and writes a PNG with ComfyUI's metadata."""
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from PIL import Image
+
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+WORKFLOWS = sorted(p.name for p in (REPO / "workflows_json").glob("*.json"))
+
+
+@pytest.mark.parametrize("name", WORKFLOWS)
+def test_workflow_writes_png_with_prompt_metadata(demo_workspace, name):
+    from comfy_bridge.registry import build_registry
+    from comfy_bridge.run import load_prompt, run_prompt
+    registry = build_registry(demo_workspace)
+    prompt, workflow = load_prompt(json.loads((REPO / "workflows_json" / name).read_text()), registry)
+    files = asyncio.run(run_prompt(prompt, workflow, registry, show_progress=False))
+    assert files, f"{name} wrote no image"
+    for f in files:
+        with Image.open(f) as im:
+            assert im.format == "PNG"
+            assert json.loads(im.text["prompt"]) == prompt
+            extrema = im.convert("L").getextrema()
+            assert extrema[0] != extrema[1], f"{f.name} is a flat image"
