@@ -1,0 +1,44 @@
+"""Settings of the protocol server; the CLI fills them from ComfyUI's flags."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from comfy_bridge.workspace import Workspace
+
+
+@dataclass
+class ServerConfig:
+    listen: str = "127.0.0.1"            # comma-separated addresses, one TCP site each (ComfyUI's --listen)
+    port: int = 8188
+    workspace: Workspace | Path | str | None = None   # None: comfy_bridge.workspace.active()
+    enable_cors_header: str | None = None  # an origin ("*" for any) switches the origin guard to CORS
+    max_upload_size: float = 100.0         # MB; request bodies above it get 413
+    front_end_root: Path | str | None = None  # None: the comfyui_frontend_package's static folder
+    multi_user: bool = False               # per-user data chosen by the comfy-user header
+    cache_type: str = "classic"            # "classic" | "lru" | "none", handed to PromptExecutor
+    cache_size: int = 0
+    tls_keyfile: str | None = None
+    tls_certfile: str | None = None
+    enable_compress_response_body: bool = False
+    default_hashing_function: str = "sha256"  # upload de-duplication
+    preview_size: int = 512
+    load_custom_nodes: bool = True
+    extra_custom_node_dirs: tuple[Path, ...] = field(default_factory=tuple)
+    dont_print_server: bool = False
+
+    @property
+    def max_upload_bytes(self) -> int:
+        return round(self.max_upload_size * 1024 * 1024)
+
+    @property
+    def addresses(self) -> list[str]:
+        return [a.strip() for a in self.listen.split(",") if a.strip()]
+
+    def resolve_workspace(self) -> Workspace:
+        from comfy_bridge import workspace as ws_mod
+        if self.workspace is None:
+            return ws_mod.active()
+        if isinstance(self.workspace, Workspace):
+            return self.workspace
+        return Workspace(Path(self.workspace)).create()

@@ -1,0 +1,67 @@
+"""The web UI: index.html at /, the frontend's static files, custom node web directories
+(/extensions/<pack>/...), custom node example workflows, and the optional templates and docs packages."""
+from __future__ import annotations
+
+import importlib
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+
+from .custom_node_files import example_workflow_dirs
+
+if TYPE_CHECKING:
+    from .app import PromptServer
+
+log = logging.getLogger(__name__)
+
+
+def _package_dir(module: str, sub: str) -> Path | None:
+    try:
+        mod = importlib.import_module(module)
+    except ImportError:
+        return None
+    path = Path(mod.__file__).parent / sub
+    return path if path.is_dir() else None
+
+
+def resolve_web_root(front_end_root: Path | str | None) -> Path:
+    """`front_end_root` if given, else the installed comfyui_frontend_package's static folder."""
+    if front_end_root is not None:
+        root = Path(front_end_root).resolve()
+        if not root.is_dir():
+            raise FileNotFoundError(f"front_end_root {root} is not a directory")
+        return root
+    root = _package_dir("comfyui_frontend_package", "static")
+    if root is None:
+        raise RuntimeError("comfyui-frontend-package is not installed; install it or set front_end_root")
+    return root
+
+
+def add_routes(routes: web.RouteTableDef, server: "PromptServer") -> None:
+    @routes.get("/")
+    async def get_root(request: web.Request) -> web.StreamResponse:
+        response = web.FileResponse(server.web_root / "index.html")
+        response.headers["Cache-Control"] = "no-cache"
+        response.headers["Pragma"] = "no-cache"
+        response.headers["Expires"] = "0"
+        return response
+
+
+def add_static_routes(app: web.Application, server: "PromptServer") -> None:
+    """Static routes come last: the web root catches every path no other route matched."""
+    statics: list[web.AbstractRouteDef] = []
+    for name, directory in getattr(server.registry, "web_directories", {}).items():
+        if Path(directory).is_dir():
+            statics.append(web.static(f"/extensions/{name}", directory))
+    for module, directory in example_workflow_dirs(server.workspace).items():
+        statics.append(web.static(f"/api/workflow_templates/{module}", directory))
+    templates = _package_dir("comfyui_workflow_templates", "templates")
+    if templates is not None:
+        statics.append(web.static("/templates", templates))
+    docs = _package_dir("comfyui_embedded_docs", "docs")
+    if docs is not None:
+        statics.append(web.static("/docs", docs))
+    statics.append(web.static("/", server.web_root))
+    app.add_routes(statics)

@@ -1,0 +1,143 @@
+"""Server-wide routes: /system_stats, /features, /embeddings, /models, /models/{folder}, /extensions,
+/i18n, /workflow_templates, /free, /interrupt."""
+from __future__ import annotations
+
+import importlib.metadata
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import quote
+
+import psutil
+from aiohttp import web
+
+from comfy_bridge import progress
+
+from .common import read_json
+from .custom_node_files import translations, workflow_templates
+
+if TYPE_CHECKING:
+    from .app import PromptServer
+
+log = logging.getLogger(__name__)
+
+# The ComfyUI release whose protocol this server speaks (reported to the web UI and API clients).
+COMFYUI_VERSION = "0.3.64"
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _devices() -> list[dict]:
+    import torch
+    vm = psutil.virtual_memory()
+    devices = []
+    if torch.cuda.is_available():
+        for index in range(torch.cuda.device_count()):
+            free, total = torch.cuda.mem_get_info(index)
+            reserved = torch.cuda.memory_reserved(index)
+            allocated = torch.cuda.memory_allocated(index)
+            devices.append({"name": f"cuda:{index} {torch.cuda.get_device_name(index)}", "type": "cuda",
+                            "index": index, "vram_total": total, "vram_free": free,
+                            "torch_vram_total": reserved, "torch_vram_free": reserved - allocated})
+    if not devices:
+        devices.append({"name": "cpu", "type": "cpu", "index": None, "vram_total": vm.total,
+                        "vram_free": vm.available, "torch_vram_total": vm.total, "torch_vram_free": vm.available})
+    return devices
+
+
+def system_stats() -> dict:
+    import torch
+    vm = psutil.virtual_memory()
+    frontend = _version("comfyui-frontend-package")
+    templates = _version("comfyui-workflow-templates")
+    return {
+        "system": {
+            "os": os.name, "ram_total": vm.total, "ram_free": vm.available,
+            "comfyui_version": COMFYUI_VERSION, "required_frontend_version": frontend,
+            "installed_templates_version": templates, "required_templates_version": templates,
+            "python_version": sys.version, "pytorch_version": torch.__version__,
+            "embedded_python": Path(sys.executable).parent.name == "python_embeded", "argv": sys.argv,
+        },
+        "devices": _devices(),
+    }
+
+
+def extension_urls(web_root: Path, web_directories: dict) -> list[str]:
+    urls = ["/" + p.relative_to(web_root).as_posix() for p in sorted((web_root / "extensions").rglob("*.js"))] \
+        if (web_root / "extensions").is_dir() else []
+    for name, directory in web_directories.items():
+        directory = Path(directory)
+        if directory.is_dir():
+            urls.extend(f"/extensions/{quote(name)}/{p.relative_to(directory).as_posix()}"
+                        for p in sorted(directory.rglob("*.js")))
+    return urls
+
+
+def add_routes(routes: web.RouteTableDef, server: "PromptServer") -> None:
+    ws = server.workspace
+
+    @routes.get("/system_stats")
+    async def get_system_stats(request: web.Request) -> web.Response:
+        return web.json_response(system_stats())
+
+    @routes.get("/features")
+    async def get_features(request: web.Request) -> web.Response:
+        return web.json_response(server.feature_flags())
+
+    @routes.get("/embeddings")
+    async def get_embeddings(request: web.Request) -> web.Response:
+        return web.json_response([os.path.splitext(name)[0] for name in ws.list_files("embeddings")])
+
+    @routes.get("/models")
+    async def list_model_types(request: web.Request) -> web.Response:
+        return web.json_response(list(ws.folders.keys()))
+
+    @routes.get("/models/{folder}")
+    async def get_models(request: web.Request) -> web.Response:
+        folder = request.match_info["folder"]
+        if folder not in ws.folders:  # legacy aliases (clip, unet) are not keys here, as in ComfyUI
+            return web.Response(status=404)
+        return web.json_response(ws.list_files(folder))
+
+    @routes.get("/extensions")
+    async def get_extensions(request: web.Request) -> web.Response:
+        return web.json_response(extension_urls(server.web_root, getattr(server.registry, "web_directories", {})))
+
+    @routes.get("/i18n")
+    async def get_i18n(request: web.Request) -> web.Response:
+        return web.json_response(translations(ws))
+
+    @routes.get("/workflow_templates")
+    async def get_workflow_templates(request: web.Request) -> web.Response:
+        return web.json_response(workflow_templates(ws))
+
+    @routes.post("/free")
+    async def post_free(request: web.Request) -> web.Response:
+        data = await read_json(request, default={})
+        data = data if isinstance(data, dict) else {}
+        if data.get("unload_models"):
+            server.prompt_queue.set_flag("unload_models", True)
+        if data.get("free_memory"):
+            server.prompt_queue.set_flag("free_memory", True)
+        return web.Response(status=200)
+
+    @routes.post("/interrupt")
+    async def post_interrupt(request: web.Request) -> web.Response:
+        data = await read_json(request, default={})
+        prompt_id = data.get("prompt_id") if isinstance(data, dict) else None
+        if prompt_id:
+            if prompt_id in server.prompt_queue.running_prompt_ids():
+                log.info("Interrupting prompt %s", prompt_id)
+                progress.interrupt()
+            else:
+                log.info("Prompt %s is not currently running, skipping interrupt", prompt_id)
+        else:
+            progress.interrupt()
+        return web.Response(status=200)
