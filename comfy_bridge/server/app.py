@@ -8,6 +8,7 @@ that drains the outgoing message queue; one worker thread executes prompts one a
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import ssl
 import sys
@@ -246,8 +247,12 @@ def _load_registry(server: PromptServer) -> Any:
     except ImportError:
         log.warning("comfy_bridge.compat is unavailable; custom nodes cannot import ComfyUI modules")
     from comfy_bridge.registry import build_registry
-    return build_registry(server.workspace, extra_custom_node_dirs=server.config.extra_custom_node_dirs,
-                          load_custom_nodes=server.config.load_custom_nodes)
+    config = server.config
+    kwargs: dict[str, Any] = {"extra_custom_node_dirs": config.extra_custom_node_dirs,
+                              "load_custom_nodes": not config.disable_custom_nodes}
+    if config.whitelist_custom_nodes and "whitelist" in inspect.signature(build_registry).parameters:
+        kwargs["whitelist"] = config.whitelist_custom_nodes
+    return build_registry(server.workspace, **kwargs)
 
 
 def create_app(config: ServerConfig, *, registry: Any = None, executor_factory: ExecutorFactory | None = None,
@@ -285,11 +290,12 @@ async def start_server(config: ServerConfig, app: web.Application | None = None,
 
 
 def run_server(config: ServerConfig, **engine: Any) -> None:
-    """Serve until interrupted (Ctrl-C)."""
+    """Serve until interrupted (Ctrl-C); with quick_test_for_ci, stop right after start-up."""
     async def main() -> None:
         runner = await start_server(config, **engine)
         try:
-            await asyncio.Event().wait()
+            if not config.quick_test_for_ci:
+                await asyncio.Event().wait()
         finally:
             await runner.cleanup()
     try:

@@ -23,9 +23,14 @@ class ServerConfig:
     enable_compress_response_body: bool = False
     default_hashing_function: str = "sha256"  # upload de-duplication
     preview_size: int = 512
-    load_custom_nodes: bool = True
+    disable_custom_nodes: bool = False    # --disable-all-custom-nodes
+    whitelist_custom_nodes: list[str] = field(default_factory=list)  # loaded even when disabled
     extra_custom_node_dirs: tuple[Path, ...] = field(default_factory=tuple)
+    # Engine settings carried for the executor and nodes (not used by the HTTP layer itself).
+    disable_metadata: bool = False
+    preview_method: str = "none"
     dont_print_server: bool = False
+    quick_test_for_ci: bool = False       # start up, then exit (ComfyUI's --quick-test-for-ci)
 
     @property
     def max_upload_bytes(self) -> int:

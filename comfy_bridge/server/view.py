@@ -35,7 +35,8 @@ def split_annotation(name: str) -> tuple[str, str | None]:
 
 
 def _converted(path: Path, preview: str | None, channel: str) -> tuple[bytes, str] | None:
-    """Re-encode for `preview=fmt;quality` or `channel=rgb|a`; None to send the file as is."""
+    """Re-encode for `preview=fmt;quality` or `channel=rgb|a`; None to send the file as is.
+    `channel` is "" when absent: only an explicit alpha request forces webp previews."""
     from PIL import Image
     if preview:
         parts = preview.split(";")
@@ -108,7 +109,7 @@ def add_routes(routes: web.RouteTableDef, server: "PromptServer") -> None:
             return web.Response(status=403)
         if not path.is_file():
             return web.Response(status=404)
-        converted = _converted(path, query.get("preview"), query.get("channel", "rgba"))
+        converted = _converted(path, query.get("preview"), query.get("channel", ""))
         headers = {"Content-Disposition": f'filename="{path.name}"'}
         if converted is not None:
             body, content_type = converted
