@@ -7,6 +7,9 @@ import torch
 from nodes.image import (EmptyImage, ImageBatch, ImageInvert, ImagePadForOutpaint, ImageScale, ImageScaleBy,
                          RebatchImages)
 
+# Several tests compare results bit for bit.
+pytestmark = pytest.mark.usefixtures("fixed_threads")
+
 
 def test_image_scale_to_size():
     img = torch.rand(2, 10, 20, 3)

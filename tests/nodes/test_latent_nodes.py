@@ -1,11 +1,15 @@
 """Latent nodes: empty latents, resize rules, batch slicing/repeating with seed offsets, noise masks."""
 from __future__ import annotations
 
+import pytest
 import torch
 
 from nodes.latent import (EmptyLatentImage, EmptySD3LatentImage, LatentFromBatch, LatentUpscale,
                           LatentUpscaleBy, RepeatLatentBatch, SetLatentNoiseMask)
 from nodes.upscale import common_upscale
+
+# Several tests compare results bit for bit.
+pytestmark = pytest.mark.usefixtures("fixed_threads")
 
 
 def test_empty_latent_is_zero_4_channel_at_one_eighth():

@@ -10,6 +10,9 @@ from PIL import Image
 
 from nodes.upscale import bislerp, center_crop, common_upscale, slerp
 
+# Several tests compare results bit for bit.
+pytestmark = pytest.mark.usefixtures("fixed_threads")
+
 METHODS = ["nearest-exact", "bilinear", "area", "bicubic", "bislerp", "lanczos"]
 
 
