@@ -29,6 +29,15 @@ SINGLE_FRAME_FORMATS = ("MPO",)
 # PreviewImage's random suffix alphabet, as ComfyUI draws it.
 PREVIEW_LETTERS = "abcdefghijklmnopqrstupvxyz"
 
+# ComfyUI's --disable-metadata: SaveImage/PreviewImage then write no text chunks. Set by the server.
+_write_metadata = True
+
+
+def set_metadata_enabled(enabled: bool) -> None:
+    """Whether SaveImage and PreviewImage embed the prompt and workflow (False = --disable-metadata)."""
+    global _write_metadata
+    _write_metadata = enabled
+
 
 # -- paths ---------------------------------------------------------------------------------------
 
@@ -249,10 +258,11 @@ class SaveImage:
         base = getattr(active(), self.folder_attr)
         folder, stem, counter, subfolder, _ = save_image_path(
             filename_prefix + self.prefix_append, base, images[0].shape[1], images[0].shape[0])
+        metadata = (prompt, extra_pnginfo) if _write_metadata else (None, None)
         results = []
         for batch_number, image in enumerate(images):
             file = f"{stem.replace('%batch_num%', str(batch_number))}_{counter:05}_.png"
-            save_png(image, os.path.join(folder, file), prompt, extra_pnginfo, self.compress_level)
+            save_png(image, os.path.join(folder, file), *metadata, compress_level=self.compress_level)
             results.append({"filename": file, "subfolder": subfolder, "type": self.type})
             counter += 1
         return {"ui": {"images": results}}

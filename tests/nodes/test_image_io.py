@@ -212,3 +212,14 @@ def test_save_then_load_round_trip(workspace):
     loaded, mask = LoadImage().load_image(name)
     assert loaded.shape == img.shape and mask.shape == (1, 64, 64)
     assert (loaded - img).abs().max() <= 1 / 255 + 1e-6
+
+
+def test_disabled_metadata_writes_no_chunks(workspace):
+    from nodes import image_io
+    image_io.set_metadata_enabled(False)
+    try:
+        SaveImage().save_images(torch.rand(1, 4, 4, 3), "nometa", PROMPT, {"workflow": WORKFLOW})
+    finally:
+        image_io.set_metadata_enabled(True)
+    with Image.open(workspace.output_dir / "nometa_00001_.png") as png:
+        assert png.text == {}
