@@ -1,0 +1,169 @@
+"""Flux.1 diffusion models (dev and schnell) from BFL/ComfyUI or diffusers single files.
+
+The network is diffusers' FluxTransformer2DModel, with a config read from the tensor shapes. `apply` takes
+ComfyUI's view of the model: a [B,16,H,W] latent, sigma as the timestep, guidance from the conditioning,
+and does Flux's 2x2 patch packing and position ids the way ComfyUI's Flux model does.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from diffusers import FluxTransformer2DModel
+
+from cluster.refs import ModelRef
+from nodes.models.components import FLUX_LATENT, DiffusionModel
+from nodes.models.errors import ModelLoadError
+from nodes.models.flux_configs import config_for_sources
+from nodes.models.flux_keys import (BFL_MARKER, DIFFUSERS_MARKER, bfl_to_diffusers, count_blocks, find_prefix,
+                                    strip_prefix)
+from nodes.models.safetensors_io import build_module
+
+REAL_FLUX_AXES = (16, 56, 56)     # BFL's RoPE split of the 128-wide heads of Flux.1
+DEFAULT_GUIDANCE = 3.5            # ComfyUI's value when the conditioning carries none (FluxGuidance sets it)
+PATCH = 2
+
+
+def is_flux_state_dict(keys: Iterable[str]) -> bool:
+    keys = list(keys)
+    p = find_prefix(keys, BFL_MARKER)
+    if p is not None and f"{p}img_in.weight" in keys:
+        return True
+    p = find_prefix(keys, DIFFUSERS_MARKER)
+    return p is not None and f"{p}single_transformer_blocks.0.proj_mlp.weight" in keys
+
+
+def to_diffusers_layout(sd: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The transformer's weights in diffusers layout, whatever the file's layout and prefix."""
+    p = find_prefix(sd.keys(), BFL_MARKER)
+    if p is not None and f"{p}img_in.weight" in sd:
+        return bfl_to_diffusers(strip_prefix(sd, p))
+    p = find_prefix(sd.keys(), DIFFUSERS_MARKER)
+    if p is not None:
+        return strip_prefix(sd, p)
+    raise ValueError("not a Flux transformer state dict (no img_in/double_blocks or x_embedder keys)")
+
+
+def infer_config(sd: Mapping[str, torch.Tensor], axes_dim: Iterable[int] | None = None) -> dict[str, Any]:
+    """FluxTransformer2DModel's config from a diffusers-layout state dict's shapes."""
+    inner, in_channels = sd["x_embedder.weight"].shape
+    n_double = count_blocks(sd, "transformer_blocks")
+    n_single = count_blocks(sd, "single_transformer_blocks")
+    block = "transformer_blocks.0" if n_double else "single_transformer_blocks.0"
+    head_dim = sd[f"{block}.attn.norm_k.weight"].shape[0]
+    if inner % head_dim:
+        raise ValueError(f"Flux hidden size {inner} is not a multiple of the head dim {head_dim}")
+    mlp = sd["transformer_blocks.0.ff.net.0.proj.weight" if n_double
+             else "single_transformer_blocks.0.proj_mlp.weight"].shape[0]
+    if mlp != 4 * inner:
+        raise ValueError(f"Flux MLP width {mlp} is not 4 x hidden {inner}; diffusers' Flux supports ratio 4 only")
+    if axes_dim is None:
+        if head_dim != sum(REAL_FLUX_AXES):
+            raise ValueError(f"cannot infer the RoPE axes of a Flux with head dim {head_dim}: the file needs a "
+                             f"config (safetensors metadata 'comfy_cluster.config' naming a folder with flux.json)")
+        axes_dim = REAL_FLUX_AXES
+    axes_dim = tuple(int(a) for a in axes_dim)
+    if sum(axes_dim) != head_dim:
+        raise ValueError(f"RoPE axes {axes_dim} do not sum to the head dim {head_dim}")
+    return {
+        "patch_size": 1,                      # the 2x2 patching happens outside the module (packing)
+        "in_channels": int(in_channels),
+        "out_channels": int(sd["proj_out.weight"].shape[0]),
+        "num_layers": n_double,
+        "num_single_layers": n_single,
+        "attention_head_dim": int(head_dim),
+        "num_attention_heads": int(inner // head_dim),
+        "joint_attention_dim": int(sd["context_embedder.weight"].shape[1]),
+        "pooled_projection_dim": int(sd["time_text_embed.text_embedder.linear_1.weight"].shape[1]),
+        "guidance_embeds": "time_text_embed.guidance_embedder.linear_1.weight" in sd,
+        "axes_dims_rope": axes_dim,
+    }
+
+
+def pack(x: torch.Tensor) -> torch.Tensor:
+    """[B,C,H,W] (H, W even) -> [B, H/2*W/2, C*4], each token's features ordered (c, ph, pw)."""
+    b, c, h, w = x.shape
+    x = x.reshape(b, c, h // PATCH, PATCH, w // PATCH, PATCH).permute(0, 2, 4, 1, 3, 5)
+    return x.reshape(b, (h // PATCH) * (w // PATCH), c * PATCH * PATCH)
+
+
+def unpack(tokens: torch.Tensor, h_len: int, w_len: int) -> torch.Tensor:
+    b, _, d = tokens.shape
+    c = d // (PATCH * PATCH)
+    x = tokens.reshape(b, h_len, w_len, c, PATCH, PATCH).permute(0, 3, 1, 4, 2, 5)
+    return x.reshape(b, c, h_len * PATCH, w_len * PATCH)
+
+
+def image_ids(h_len: int, w_len: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """[h_len*w_len, 3] position ids: (0, row, column) per token, as ComfyUI's Flux builds them."""
+    ids = torch.zeros(h_len, w_len, 3, dtype=dtype, device=device)
+    ids[..., 1] = torch.arange(h_len, dtype=dtype, device=device)[:, None]
+    ids[..., 2] = torch.arange(w_len, dtype=dtype, device=device)[None, :]
+    return ids.reshape(h_len * w_len, 3)
+
+
+def _per_batch(v: Any, batch: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    t = torch.as_tensor(v, dtype=dtype, device=device).reshape(-1)
+    return t.expand(batch) if t.numel() == 1 else t
+
+
+@dataclass
+class FluxDiffusionModel(DiffusionModel):
+    def apply(self, x: torch.Tensor, timestep: torch.Tensor, cond: dict[str, Any]) -> torch.Tensor:
+        if cond.get("control") is not None:
+            raise NotImplementedError("ControlNet is not supported for Flux models yet")
+        module: FluxTransformer2DModel = self.module
+        device, dtype = x.device, self.dtype
+        b, _, h, w = x.shape
+        # Odd sizes: ComfyUI pads circularly to whole patches and crops the output back.
+        x = F.pad(x, (0, (-w) % PATCH, 0, (-h) % PATCH), mode="circular")
+        h_len, w_len = x.shape[-2] // PATCH, x.shape[-1] // PATCH
+
+        context = cond["context"].to(device, dtype)
+        pooled = cond.get("pooled")
+        if pooled is None:
+            pooled = torch.zeros(b, module.config.pooled_projection_dim, device=device, dtype=dtype)
+        guidance = None
+        if module.config.guidance_embeds:
+            g = cond.get("guidance")
+            guidance = _per_batch(DEFAULT_GUIDANCE if g is None else g, b, torch.float32, device)
+        out = module(
+            hidden_states=pack(x.to(dtype)),
+            encoder_hidden_states=context,
+            pooled_projections=pooled.to(device, dtype),
+            timestep=_per_batch(timestep, b, torch.float32, device),   # sigma: Flux's time unit (multiplier 1)
+            img_ids=image_ids(h_len, w_len, dtype, device),
+            txt_ids=torch.zeros(context.shape[1], 3, dtype=dtype, device=device),
+            guidance=guidance,
+            return_dict=False,
+        )[0]
+        return unpack(out, h_len, w_len)[:, :, :h, :w].float()
+
+
+def sampling_for(config: Mapping[str, Any]) -> dict[str, Any]:
+    """ComfyUI: guidance-distilled Flux (dev) samples with ModelSamplingFlux (shift 1.15); schnell, without a
+    guidance embedder, with ModelSamplingDiscreteFlow at shift 1.0 and multiplier 1.0."""
+    if config["guidance_embeds"]:
+        return {"kind": "flux", "shift": 1.15}
+    return {"kind": "flow", "shift": 1.0, "multiplier": 1.0}
+
+
+def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor],
+                         axes_dim: Iterable[int] | None = None) -> FluxDiffusionModel:
+    """A Flux DiffusionModel from a state dict in BFL (optionally `model.diffusion_model.`-prefixed) or
+    diffusers layout. RoPE axes: `axes_dim`, else the config folder the file's metadata names, else Flux.1's."""
+    path = ref.sources[0] if ref.sources else None
+    try:
+        sd = to_diffusers_layout(state_dict)
+        if axes_dim is None:
+            axes_dim = config_for_sources(ref.sources)[1].get("axes_dim")
+        config = infer_config(sd, axes_dim)
+    except (KeyError, ValueError) as e:
+        raise ModelLoadError(path, f"not a usable Flux transformer: {e}") from None
+    dtype = sd["x_embedder.weight"].dtype
+    module = build_module(lambda: FluxTransformer2DModel(**config), sd, path, "Flux transformer", dtype=dtype)
+    return FluxDiffusionModel(arch="flux", module=module, latent_format=FLUX_LATENT,
+                              sampling=sampling_for(config), config=config, dtype=dtype)

@@ -1,0 +1,166 @@
+"""Flux's text encoder, ComfyUI's FluxClipModel: CLIP-L gives the pooled vector, T5-XXL the token states.
+
+Loaded from one checkpoint (`text_encoders.clip_l.transformer.*`, `text_encoders.t5xxl.transformer.*`) or
+from DualCLIPLoader's two files (HF layout, as ComfyUI's models/text_encoders holds them).
+"""
+from __future__ import annotations
+
+import gzip
+import importlib.util
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import CLIPTextConfig, CLIPTextModel, CLIPTokenizer
+from transformers.convert_slow_tokenizer import bytes_to_unicode
+
+from cluster.refs import ModelRef
+from nodes.models.components import TextEncoder
+from nodes.models.errors import ModelLoadError
+from nodes.models.flux_configs import config_for_sources
+from nodes.models.flux_keys import find_prefix, strip_prefix
+from nodes.models.flux_tokenize import ChunkRules, encode_weighted, tokenize_weighted
+from nodes.models.safetensors_io import build_module
+from nodes.models.t5 import (T5_MARKER, build_t5, find_t5_tokenizer, t5_hidden_states, tokenizer_from_json,
+                             tokenizer_from_vocab)
+
+CLIP_MARKER = "text_model.final_layer_norm.weight"
+# ComfyUI's T5-XXL tokenizer for Flux: no start token, </s>=1 at the end, pad 0 up to at least 256 tokens.
+T5_RULES = ChunkRules(start=None, end=1, pad=0, max_length=99_999_999, pad_to_max_length=False, min_length=256)
+
+Tokenize = Callable[[str], list[int]]
+
+
+def clip_rules(vocab_size: int) -> ChunkRules:
+    """CLIP's 77-token windows: <|startoftext|> ... <|endoftext|>, padded with <|endoftext|> (the last two ids)."""
+    return ChunkRules(start=vocab_size - 2, end=vocab_size - 1, pad=vocab_size - 1, max_length=77,
+                      pad_to_max_length=True)
+
+
+def _byte_clip_tokenizer() -> Tokenize:
+    """Byte-level CLIP BPE without merges (514 ids): the tokenizer of the tiny test CLIPs."""
+    base = list(bytes_to_unicode().values())
+    vocab = base + [b + "</w>" for b in base] + ["<|startoftext|>", "<|endoftext|>"]
+    tok = CLIPTokenizer(vocab={t: i for i, t in enumerate(vocab)}, merges=[], model_max_length=77)
+    return lambda text: tok(text, add_special_tokens=False)["input_ids"]
+
+
+def _openai_clip_tokenizer(bpe_gz: Path) -> Tokenize:
+    """OpenAI's CLIP BPE (49,408 ids) rebuilt from open_clip's bpe_simple_vocab_16e6.txt.gz."""
+    lines = gzip.open(bpe_gz).read().decode().split("\n")[1:49152 - 256 - 2 + 1]
+    merges = [tuple(line.split()) for line in lines]
+    base = list(bytes_to_unicode().values())
+    vocab = base + [b + "</w>" for b in base] + ["".join(m) for m in merges] + ["<|startoftext|>", "<|endoftext|>"]
+    tok = CLIPTokenizer(vocab={t: i for i, t in enumerate(vocab)}, merges=merges, model_max_length=77)
+    return lambda text: tok(text, add_special_tokens=False)["input_ids"]
+
+
+def find_clip_tokenizer(weights_path: str | None, vocab_size: int, name: str | None) -> Tokenize:
+    if name == "bytes":
+        return _byte_clip_tokenizer()
+    here = Path(weights_path).resolve().parent if weights_path else None
+    for candidate in ([here / "clip_tokenizer" / "tokenizer.json", here / "clip_l.tokenizer.json"] if here else []):
+        if candidate.is_file():
+            return tokenizer_from_json(candidate)
+    spec = importlib.util.find_spec("open_clip")   # only its data file is used; the package is not imported
+    if vocab_size == 49408 and spec is not None and spec.origin:
+        bpe = Path(spec.origin).parent / "bpe_simple_vocab_16e6.txt.gz"
+        if bpe.is_file():
+            return _openai_clip_tokenizer(bpe)
+    raise ModelLoadError(weights_path, "no CLIP-L tokenizer found: put CLIP's tokenizer.json in a clip_tokenizer/ "
+                                       "folder beside the text encoder, or install open-clip-torch --no-deps")
+
+
+def clip_config(sd: Mapping[str, torch.Tensor], heads: int | None) -> CLIPTextConfig:
+    emb = sd["text_model.embeddings.token_embedding.weight"]
+    vocab, hidden = emb.shape
+    layers = len({k.split(".")[3] for k in sd if k.startswith("text_model.encoder.layers.")})
+    return CLIPTextConfig(
+        vocab_size=vocab, hidden_size=hidden, num_hidden_layers=layers,
+        intermediate_size=sd["text_model.encoder.layers.0.mlp.fc1.weight"].shape[0],
+        num_attention_heads=heads or hidden // 64,       # CLIP-L: 12 heads of 64; not in the weights
+        max_position_embeddings=sd["text_model.embeddings.position_embedding.weight"].shape[0],
+        hidden_act="quick_gelu", bos_token_id=vocab - 2, eos_token_id=vocab - 1, pad_token_id=vocab - 1)
+
+
+def build_clip(sd: Mapping[str, torch.Tensor], path: str | None, heads: int | None) -> CLIPTextModel:
+    cfg = clip_config(sd, heads)
+    # Files use transformers 4's `text_model.` names; transformers 5's CLIPTextModel has no such level.
+    # Projection, logit scale and position ids are not part of CLIPTextModel's weights.
+    with torch.device("meta"):
+        nested = hasattr(CLIPTextModel(cfg), "text_model")
+    sd = {(k if nested else k[len("text_model."):]): v for k, v in sd.items()
+          if k.startswith("text_model.") and not k.endswith("position_ids")}
+    dtype = next(iter(sd.values())).dtype
+    return build_module(lambda: CLIPTextModel(cfg), sd, path, "CLIP-L text encoder", dtype=dtype)
+
+
+@dataclass
+class FluxTextEncoder(TextEncoder):
+    tokenizers: dict[str, Tokenize] = field(default_factory=dict)
+    rules: dict[str, ChunkRules] = field(default_factory=dict)
+
+    def tokenize(self, text: str) -> dict[str, list[list[tuple[int, float]]]]:
+        return {"l": tokenize_weighted(text, self.tokenizers["l"], self.rules["l"]),
+                "t5xxl": tokenize_weighted(text, self.tokenizers["t5xxl"], self.rules["t5xxl"])}
+
+    @torch.no_grad()
+    def encode(self, tokens: dict[str, list[list[tuple[int, float]]]]) -> tuple[torch.Tensor, torch.Tensor | None]:
+        clip, t5 = self.modules["clip_l"], self.modules["t5xxl"]
+
+        def run_t5(ids: torch.Tensor) -> tuple[torch.Tensor, None]:
+            return t5_hidden_states(t5, ids.to(t5.device), self.layer).float(), None
+
+        def run_clip(ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            out = clip(input_ids=ids.to(clip.device))
+            return out.last_hidden_state.float(), out.pooler_output.float()
+
+        cond, _ = encode_weighted(tokens["t5xxl"], self.rules["t5xxl"], run_t5)
+        _, pooled = encode_weighted(tokens["l"], self.rules["l"], run_clip)
+        return cond, pooled
+
+
+def split_text_encoders(ref: ModelRef, state_dicts: Sequence[Mapping[str, torch.Tensor]]
+                        ) -> dict[str, tuple[dict[str, torch.Tensor], str | None]]:
+    """{"clip_l"/"t5xxl": (unprefixed state dict, source path)} found in the given state dicts."""
+    found: dict[str, tuple[dict[str, torch.Tensor], str | None]] = {}
+    for i, sd in enumerate(state_dicts):
+        path = ref.sources[i] if i < len(ref.sources) else None
+        for name, marker in (("clip_l", CLIP_MARKER), ("t5xxl", T5_MARKER)):
+            prefix = find_prefix(sd.keys(), marker)
+            if prefix is not None and name not in found:
+                found[name] = (strip_prefix(sd, prefix), path)
+    return found
+
+
+def load_text_encoder(ref: ModelRef, state_dicts: Sequence[Mapping[str, torch.Tensor]] | Mapping[str, torch.Tensor]
+                      ) -> FluxTextEncoder:
+    """Flux's CLIP object from a checkpoint's state dict or DualCLIPLoader's clip_l + t5xxl state dicts."""
+    if isinstance(state_dicts, Mapping):
+        state_dicts = [state_dicts]
+    found = split_text_encoders(ref, state_dicts)
+    missing = [n for n in ("clip_l", "t5xxl") if n not in found]
+    if missing:
+        raise ModelLoadError(ref.sources[0] if ref.sources else None,
+                             f"Flux needs CLIP-L and T5-XXL text encoders; no {' or '.join(missing)} weights found")
+    config_folder, config = config_for_sources(ref.sources)
+    clip_opts: dict[str, Any] = config.get("clip_l", {})
+    t5_opts: dict[str, Any] = config.get("t5", {})
+
+    clip_sd, clip_path = found["clip_l"]
+    clip = build_clip(clip_sd, clip_path, clip_opts.get("num_attention_heads"))
+    t5_sd, t5_path = found["t5xxl"]
+    t5 = build_t5(t5_sd, t5_path)
+
+    vocab = clip.config.vocab_size
+    clip_tok = find_clip_tokenizer(clip_path, vocab, clip_opts.get("tokenizer"))
+    if config_folder is not None and "vocab" in t5_opts:
+        t5_tok = tokenizer_from_vocab(config_folder / t5_opts["vocab"])
+    else:
+        t5_tok = find_t5_tokenizer(t5_path)
+    layer = int(ref.option("layer", -1))
+    return FluxTextEncoder(arch="flux", modules={"clip_l": clip, "t5xxl": t5}, layer=layer,
+                           tokenizers={"l": clip_tok, "t5xxl": t5_tok},
+                           rules={"l": clip_rules(vocab), "t5xxl": T5_RULES})
