@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from .custom_node_files import example_workflow_dirs
+from .paths import UnsafePath, safe_join
 
 if TYPE_CHECKING:
     from .app import PromptServer
@@ -51,10 +52,23 @@ def add_routes(routes: web.RouteTableDef, server: "PromptServer") -> None:
 
 def add_static_routes(app: web.Application, server: "PromptServer") -> None:
     """Static routes come last: the web root catches every path no other route matched."""
+    web_dirs = {name: Path(d) for name, d in getattr(server.registry, "web_directories", {}).items()}
+
+    # One handler for /extensions/<pack>/...: aiohttp's static routes cannot match pack names that
+    # need URL quoting (spaces), and names that are not packs fall back to the web root's extensions.
+    async def extension_file(request: web.Request) -> web.StreamResponse:
+        name, rel = request.match_info["name"], request.match_info["path"]
+        base = web_dirs.get(name)
+        try:
+            path = safe_join(base, rel) if base is not None else safe_join(server.web_root / "extensions", name, rel)
+        except UnsafePath:
+            return web.Response(status=403)
+        if not path.is_file():
+            return web.Response(status=404)
+        return web.FileResponse(path)
+
+    app.router.add_get("/extensions/{name}/{path:.*}", extension_file)
     statics: list[web.AbstractRouteDef] = []
-    for name, directory in getattr(server.registry, "web_directories", {}).items():
-        if Path(directory).is_dir():
-            statics.append(web.static(f"/extensions/{name}", directory))
     for module, directory in example_workflow_dirs(server.workspace).items():
         statics.append(web.static(f"/api/workflow_templates/{module}", directory))
     templates = _package_dir("comfyui_workflow_templates", "templates")
