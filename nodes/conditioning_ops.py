@@ -1,4 +1,4 @@
-"""Core CONDITIONING nodes that need no model: combine, concat, average, zero out, timestep range, area, mask.
+"""Core CONDITIONING nodes that need no model: combine, concat, average, zero out, timestep range.
 
 CONDITIONING is a list of entries `[tensor [B,T,D], options]`; nodes never mutate their input,
 they build new entries with copied option dicts.
@@ -129,59 +129,12 @@ class ConditioningSetTimestepRange:
         return (set_values(conditioning, {"start_percent": start, "end_percent": end}),)
 
 
-class ConditioningSetArea:
-    @classmethod
-    def INPUT_TYPES(cls):
-        return {"required": {
-            "conditioning": ("CONDITIONING",),
-            "width": ("INT", {"default": 64, "min": 64, "max": MAX_RESOLUTION, "step": 8}),
-            "height": ("INT", {"default": 64, "min": 64, "max": MAX_RESOLUTION, "step": 8}),
-            "x": ("INT", {"default": 0, "min": 0, "max": MAX_RESOLUTION, "step": 8}),
-            "y": ("INT", {"default": 0, "min": 0, "max": MAX_RESOLUTION, "step": 8}),
-            "strength": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 10.0, "step": 0.01}),
-        }}
-
-    RETURN_TYPES = ("CONDITIONING",)
-    FUNCTION = "append"
-    CATEGORY = "conditioning"
-    DESCRIPTION = "Restricts the conditioning to a rectangle of the image, given in pixels."
-
-    def append(self, conditioning: list, width: int, height: int, x: int, y: int, strength: float):
-        # The area is stored in latent units (pixels / 8) as (height, width, y, x).
-        area = (height // 8, width // 8, y // 8, x // 8)
-        return (set_values(conditioning, {"area": area, "strength": strength, "set_area_to_bounds": False}),)
-
-
-class ConditioningSetMask:
-    @classmethod
-    def INPUT_TYPES(cls):
-        return {"required": {
-            "conditioning": ("CONDITIONING",),
-            "mask": ("MASK",),
-            "strength": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 10.0, "step": 0.01}),
-            "set_cond_area": (["default", "mask bounds"],),
-        }}
-
-    RETURN_TYPES = ("CONDITIONING",)
-    FUNCTION = "append"
-    CATEGORY = "conditioning"
-    DESCRIPTION = "Restricts the conditioning to where the mask is set; 'mask bounds' also crops to the mask's box."
-
-    def append(self, conditioning: list, mask: torch.Tensor, set_cond_area: str, strength: float):
-        if mask.ndim < 3:
-            mask = mask.unsqueeze(0)
-        return (set_values(conditioning, {"mask": mask, "set_area_to_bounds": set_cond_area != "default",
-                                          "mask_strength": strength}),)
-
-
 NODE_CLASS_MAPPINGS = {
     "ConditioningCombine": ConditioningCombine,
     "ConditioningAverage": ConditioningAverage,
     "ConditioningConcat": ConditioningConcat,
     "ConditioningZeroOut": ConditioningZeroOut,
     "ConditioningSetTimestepRange": ConditioningSetTimestepRange,
-    "ConditioningSetArea": ConditioningSetArea,
-    "ConditioningSetMask": ConditioningSetMask,
 }
 
 # ComfyUI's display-name table spells the ConditioningAverage key with a trailing space, so the
@@ -189,6 +142,4 @@ NODE_CLASS_MAPPINGS = {
 NODE_DISPLAY_NAME_MAPPINGS = {
     "ConditioningCombine": "Conditioning (Combine)",
     "ConditioningConcat": "Conditioning (Concat)",
-    "ConditioningSetArea": "Conditioning (Set Area)",
-    "ConditioningSetMask": "Conditioning (Set Mask)",
 }

@@ -1,10 +1,10 @@
-"""Conditioning nodes: combine, concat, average, zero out, timestep range, area and mask - without mutating inputs."""
+"""Conditioning nodes: combine, concat, average, zero out, timestep range - without mutating inputs."""
 from __future__ import annotations
 
 import torch
 
 from nodes.conditioning_ops import (ConditioningAverage, ConditioningCombine, ConditioningConcat,
-                                    ConditioningSetArea, ConditioningSetMask, ConditioningSetTimestepRange,
+                                    ConditioningSetTimestepRange,
                                     ConditioningZeroOut)
 
 
@@ -76,20 +76,3 @@ def test_average_takes_pooled_from_when_to_has_none():
     (out,) = ConditioningAverage().addWeighted(to, frm, 0.3)
     # Missing pooled on the "to" side defaults to the "from" one, so the blend is the "from" pooled.
     torch.testing.assert_close(out[0][1]["pooled_output"], frm[0][1]["pooled_output"])
-
-
-def test_set_area_stores_latent_units():
-    (out,) = ConditioningSetArea().append(cond(), 256, 128, 64, 32, 0.5)
-    opts = out[0][1]
-    assert opts["area"] == (16, 32, 4, 8)
-    assert opts["strength"] == 0.5 and opts["set_area_to_bounds"] is False
-
-
-def test_set_mask_options():
-    mask = torch.ones(8, 8)
-    (out,) = ConditioningSetMask().append(cond(), mask, "mask bounds", 0.7)
-    opts = out[0][1]
-    assert opts["mask"].shape == (1, 8, 8)
-    assert opts["set_area_to_bounds"] is True and opts["mask_strength"] == 0.7
-    (out,) = ConditioningSetMask().append(cond(), mask, "default", 1.0)
-    assert out[0][1]["set_area_to_bounds"] is False

@@ -76,17 +76,6 @@ REFERENCE = {
                                       "start": ("FLOAT", dict(default=0.0, min=0.0, max=1.0, step=0.001)),
                                       "end": ("FLOAT", dict(default=1.0, min=0.0, max=1.0, step=0.001))},
                                      ("CONDITIONING",), "advanced/conditioning", None),
-    "ConditioningSetArea": ({"conditioning": ("CONDITIONING", {}),
-                             "width": ("INT", dict(default=64, min=64, max=R, step=8)),
-                             "height": ("INT", dict(default=64, min=64, max=R, step=8)),
-                             "x": ("INT", dict(default=0, min=0, max=R, step=8)),
-                             "y": ("INT", dict(default=0, min=0, max=R, step=8)),
-                             "strength": ("FLOAT", dict(default=1.0, min=0.0, max=10.0, step=0.01))},
-                            ("CONDITIONING",), "conditioning", "Conditioning (Set Area)"),
-    "ConditioningSetMask": ({"conditioning": ("CONDITIONING", {}), "mask": ("MASK", {}),
-                             "strength": ("FLOAT", dict(default=1.0, min=0.0, max=10.0, step=0.01)),
-                             "set_cond_area": (["default", "mask bounds"], {})},
-                            ("CONDITIONING",), "conditioning", "Conditioning (Set Mask)"),
 }
 
 MODULES = (latent, image, image_io, conditioning_ops)
@@ -151,6 +140,5 @@ def test_function_names_match_comfyui():
                 "ImagePadForOutpaint": "expand_image", "SaveImage": "save_images", "PreviewImage": "save_images",
                 "LoadImage": "load_image", "LoadImageMask": "load_image", "ConditioningCombine": "combine",
                 "ConditioningAverage": "addWeighted", "ConditioningConcat": "concat",
-                "ConditioningZeroOut": "zero_out", "ConditioningSetTimestepRange": "set_range",
-                "ConditioningSetArea": "append", "ConditioningSetMask": "append"}
+                "ConditioningZeroOut": "zero_out", "ConditioningSetTimestepRange": "set_range"}
     assert {k: CLASSES[k].FUNCTION for k in expected} == expected

@@ -1,0 +1,87 @@
+"""The official web UI works against our server in a real browser: load the default workflow on the
+demo checkpoint, press Run, and the Save Image node shows the generated image fetched via /view."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed "
+                                "(.ci/run installs it)")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_http(url: str, timeout: float = 60) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            urllib.request.urlopen(url, timeout=2).read()
+            return
+        except OSError:
+            time.sleep(0.3)
+    raise TimeoutError(f"server did not answer {url}")
+
+
+@pytest.fixture
+def server(demo_workspace, tmp_path):
+    port = _free_port()
+    log = open(tmp_path / "server.log", "w")
+    proc = subprocess.Popen([sys.executable, "-m", "comfy_bridge.cli", "serve", "--workspace",
+                             str(demo_workspace.root), "--port", str(port)], cwd=REPO, stdout=log, stderr=log)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        _wait_http(base + "/api/system_stats")
+        # A returning user gets a graph instead of the first-run templates dialog.
+        req = urllib.request.Request(base + "/api/settings/Comfy.TutorialCompleted", data=b"true", method="POST")
+        urllib.request.urlopen(req).read()
+        yield base
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        log.close()
+
+
+def test_run_button_shows_generated_image(server, tmp_path):
+    from playwright.sync_api import sync_playwright
+    prompt = json.loads((REPO / "workflows_json" / "text_to_image.json").read_text())
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1600, "height": 1000})
+        page.goto(server + "/")
+        page.wait_for_function("window.app && window.app.graph && !document.querySelector('#splash-loader')",
+                               timeout=90_000)
+        page.evaluate("async (p) => { await window.app.loadApiJson(p, 'text_to_image.json') }", prompt)
+        ckpt = page.evaluate("""() => window.app.graph.findNodesByType('CheckpointLoaderSimple')[0]
+                                .widgets.find(w => w.name === 'ckpt_name').value""")
+        assert ckpt == "sd1-tiny.safetensors"
+        with page.expect_response(lambda r: "/view?" in r.url and "filename=ComfyUI_" in r.url,
+                                  timeout=120_000) as view:
+            page.get_by_role("button", name="Run", exact=True).first.click()
+        response = view.value
+        assert response.status == 200
+        assert response.headers["content-type"].startswith("image/png")
+        page.wait_for_function("""() => { const n = window.app.graph.findNodesByType('SaveImage')[0];
+                                  return n && n.imgs && n.imgs.length > 0 && n.imgs[0].naturalWidth > 0 }""",
+                               timeout=30_000)
+        width = page.evaluate("() => window.app.graph.findNodesByType('SaveImage')[0].imgs[0].naturalWidth")
+        page.screenshot(path=str(tmp_path / "webui_after_run.png"))
+        browser.close()
+    assert width == prompt["5"]["inputs"]["width"]
