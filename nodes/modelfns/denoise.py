@@ -15,8 +15,8 @@ from cluster.modelfn import ModelFn, register
 from cluster.refs import ModelRef
 from nodes.models.components import DiffusionModel
 from nodes.sampling.model_sampling import ModelSampling, model_sampling_from_config
-from nodes.sampling.noise import NoiseSampler
-from nodes.sampling.samplers import SAMPLERS
+from nodes.sampling.sampler_base import DENOISED
+from nodes.sampling.samplers import run_step
 
 STATE_PREFIX = "state."
 
@@ -147,20 +147,11 @@ class DenoiseStep(ModelFn):
 
     def execute(self, model: DiffusionModel, inputs: dict[str, Any], params: dict[str, Any]) -> dict[str, torch.Tensor]:
         ms = model_sampling_from_config(params["model_sampling"])
-        sampler = SAMPLERS[params["sampler"]]
         x, sigmas, i = inputs["x"], inputs["sigmas"], int(params["i"])
         state = {k[len(STATE_PREFIX):]: v for k, v in inputs.items() if k.startswith(STATE_PREFIX)}
         denoiser = GuidedDenoiser(model, ms, inputs, params, self.load_control)
-        captured: dict[str, torch.Tensor] = {}
-
-        def model_fn(xi: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
-            out = denoiser(xi, sigma)
-            captured.setdefault("denoised", out)
-            return out
-
-        noise = NoiseSampler.from_state(int(params["seed"]), x, sigmas, state)
-        x_next = sampler.step(model_fn, x, sigmas, i, state, noise)
-        noise.save_state(state)
-        result = {"x": x_next, "denoised": captured.get("denoised", x_next)}
+        x_next = run_step(denoiser, x, sigmas, i, params["sampler"], int(params["seed"]), state,
+                          model_sampling=ms if ms.is_const else None)
+        result = {"x": x_next, "denoised": state.get(DENOISED, x_next)}
         result.update({STATE_PREFIX + k: v for k, v in state.items()})
         return result
