@@ -1,0 +1,103 @@
+"""The control-plane protocol between the head and its executors: small typed msgspec messages.
+
+Every message is one msgpack frame of a tagged struct. Tensors never travel here: a `TensorMeta`
+names where the bytes are (a shared-memory segment, an offset) and what they are (dtype, shape).
+The head decodes only these structs, so a garbage or truncated frame fails to decode and is dropped.
+The one opaque field is `Dispatch.payload` (the pickled ModelRef and params), which flows head ->
+executor only: an executor trusts the head it connects to, the head never unpickles executor data.
+"""
+from __future__ import annotations
+
+import msgspec
+
+
+class TensorMeta(msgspec.Struct, frozen=True):
+    segment: str            # name of the shared-memory segment that holds the bytes
+    offset: int
+    dtype: str              # torch dtype name without the "torch." prefix
+    shape: list[int]
+    nbytes: int
+    owner: str = ""         # executor id that produced it ("" = the caller); used for placement
+
+
+# executor -> head
+
+class Register(msgspec.Struct, tag=True):
+    executor_id: str
+    host: str
+    pid: int
+    device: str
+    threads: int
+    memory_budget: int
+    memory_used: int
+    cached_models: list[str]
+    shm_prefix: str          # every segment this executor creates starts with it (cleanup on loss)
+
+
+class Heartbeat(msgspec.Struct, tag=True):
+    queue: int
+    memory_used: int
+    cached_models: list[str]
+
+
+class Done(msgspec.Struct, tag=True):
+    dispatch_id: int
+    outputs: dict[str, TensorMeta]
+    nulls: list[str]          # outputs that were None
+    measured_s: float         # CPU time (thread, or process with a torch pool) or device time
+    wall_s: float
+    load_s: float             # part of the wall time spent making weights resident
+    memory_used: int
+    cached_models: list[str]
+
+
+class Failed(msgspec.Struct, tag=True):
+    dispatch_id: int
+    error: str                # "ExceptionType: message"
+    traceback: str
+    measured_s: float
+
+
+class Bye(msgspec.Struct, tag=True):
+    reason: str
+
+
+# head -> executor
+
+class Welcome(msgspec.Struct, tag=True):
+    heartbeat_s: float
+
+
+class Dispatch(msgspec.Struct, tag=True):
+    dispatch_id: int
+    fn: str
+    model_key: str
+    payload: bytes            # pickle of (ModelRef | None, params dict)
+    inputs: dict[str, TensorMeta]
+    nulls: list[str]          # inputs passed as None
+    deadline_s: float
+
+
+class Abort(msgspec.Struct, tag=True):
+    dispatch_id: int
+    reason: str
+
+
+class Reset(msgspec.Struct, tag=True):
+    """Sent to a sender the head does not know (e.g. declared lost): register again."""
+
+
+class Shutdown(msgspec.Struct, tag=True):
+    pass
+
+
+ToHead = Register | Heartbeat | Done | Failed | Bye
+ToExecutor = Welcome | Dispatch | Abort | Reset | Shutdown
+
+_encoder = msgspec.msgpack.Encoder()
+head_decoder = msgspec.msgpack.Decoder(ToHead)
+executor_decoder = msgspec.msgpack.Decoder(ToExecutor)
+
+
+def encode(msg: msgspec.Struct) -> bytes:
+    return _encoder.encode(msg)
