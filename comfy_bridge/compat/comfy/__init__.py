@@ -1,0 +1,1 @@
+"""ComfyUI-compatible `comfy` package (only the parts node packs use)."""

@@ -1,0 +1,262 @@
+"""`comfy.utils`: ProgressBar, tensor file I/O and image resizing helpers node packs use."""
+from __future__ import annotations
+
+import math
+import struct
+from typing import Any, Callable
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from comfy_bridge import progress
+
+PROGRESS_BAR_ENABLED = True
+PROGRESS_BAR_HOOK: Callable | None = None
+
+
+def set_progress_bar_enabled(enabled: bool) -> None:
+    global PROGRESS_BAR_ENABLED
+    PROGRESS_BAR_ENABLED = enabled
+
+
+def set_progress_bar_global_hook(function: Callable | None) -> None:
+    """A hook for code running outside any node (the engine installs per-node hooks itself)."""
+    global PROGRESS_BAR_HOOK
+    PROGRESS_BAR_HOOK = function
+
+
+class ProgressBar:
+    """Reports `value / total` of the running node (`progress` and `progress_state` messages)."""
+
+    def __init__(self, total: float, node_id: str | None = None):
+        self.total = total
+        self.current = 0
+        self.node_id = node_id
+
+    def update_absolute(self, value: float, total: float | None = None, preview: Any = None) -> None:
+        if total is not None:
+            self.total = total
+        if value > self.total:
+            value = self.total
+        self.current = value
+        if progress._hook.get() is not None:
+            progress.report_progress(self.current, self.total, preview)
+        elif PROGRESS_BAR_HOOK is not None:
+            PROGRESS_BAR_HOOK(self.current, self.total, preview, node_id=self.node_id)
+
+    def update(self, value: float) -> None:
+        self.update_absolute(self.current + value)
+
+
+def safetensors_header(path: str, max_size: int = 100 * 1024 * 1024) -> bytes | None:
+    with open(path, "rb") as f:
+        length = struct.unpack("<Q", f.read(8))[0]
+        if length > max_size:
+            return None
+        return f.read(length)
+
+
+def load_torch_file(ckpt: str, safe_load: bool = False, device: Any = None, return_metadata: bool = False) -> Any:
+    """A state dict from .safetensors/.sft (with metadata on request) or a torch pickle (weights only)."""
+    device = device or torch.device("cpu")
+    metadata = None
+    if str(ckpt).lower().endswith((".safetensors", ".sft")):
+        import safetensors.torch
+        from safetensors import safe_open
+        with safe_open(ckpt, framework="pt", device=str(device)) as f:
+            sd = {k: f.get_tensor(k) for k in f.keys()}
+            metadata = f.metadata() if return_metadata else None
+    else:
+        loaded = torch.load(ckpt, map_location=device, weights_only=True)
+        sd = loaded.get("state_dict", loaded) if isinstance(loaded, dict) else loaded
+    return (sd, metadata) if return_metadata else sd
+
+
+def save_torch_file(sd: dict, ckpt: str, metadata: dict | None = None) -> None:
+    import safetensors.torch
+    safetensors.torch.save_file(sd, ckpt, metadata=metadata)
+
+
+def state_dict_prefix_replace(state_dict: dict, replace_prefix: dict, filter_keys: bool = False) -> dict:
+    out = {} if filter_keys else state_dict
+    for old, new in replace_prefix.items():
+        for key in [k for k in state_dict if k.startswith(old)]:
+            out[new + key[len(old):]] = state_dict.pop(key)
+    return out
+
+
+def set_attr(obj: Any, attr: str, value: Any) -> Any:
+    *path, last = attr.split(".")
+    for name in path:
+        obj = getattr(obj, name)
+    prev = getattr(obj, last)
+    setattr(obj, last, value)
+    return prev
+
+
+def get_attr(obj: Any, attr: str) -> Any:
+    for name in attr.split("."):
+        obj = getattr(obj, name)
+    return obj
+
+
+def repeat_to_batch_size(tensor: torch.Tensor, batch_size: int, dim: int = 0) -> torch.Tensor:
+    if tensor.shape[dim] > batch_size:
+        return tensor.narrow(dim, 0, batch_size)
+    if tensor.shape[dim] < batch_size:
+        reps = [1] * tensor.ndim
+        reps[dim] = math.ceil(batch_size / tensor.shape[dim])
+        return tensor.repeat(reps).narrow(dim, 0, batch_size)
+    return tensor
+
+
+def resize_to_batch_size(tensor: torch.Tensor, batch_size: int) -> torch.Tensor:
+    """Spread (or thin) a batch to `batch_size` items by nearest index."""
+    n = tensor.shape[0]
+    if n == batch_size:
+        return tensor
+    if batch_size <= 1:
+        return tensor[:batch_size]
+    idx = [min(n - 1, round(i * (n - 1) / (batch_size - 1))) for i in range(batch_size)]
+    return tensor[idx]
+
+
+def lanczos(samples: torch.Tensor, width: int, height: int) -> torch.Tensor:
+    from PIL import Image
+    images = []
+    for image in samples.movedim(1, -1).cpu().numpy():
+        pil = Image.fromarray(np.clip(255.0 * image, 0, 255).astype(np.uint8).squeeze())
+        pil = pil.resize((width, height), resample=Image.Resampling.LANCZOS)
+        arr = np.array(pil).astype(np.float32) / 255.0
+        images.append(torch.from_numpy(arr if arr.ndim == 3 else arr[..., None]))
+    return torch.stack(images).movedim(-1, 1).to(samples.device, samples.dtype)
+
+
+def bislerp(samples: torch.Tensor, width: int, height: int) -> torch.Tensor:
+    """Spherical interpolation of channel vectors between bilinear neighbours (keeps latent norms)."""
+    def resize_axis(x: torch.Tensor, size: int, axis: int) -> torch.Tensor:
+        old = x.shape[axis]
+        if old == size:
+            return x
+        pos = (torch.arange(size, dtype=torch.float64) + 0.5) * old / size - 0.5
+        pos = pos.clamp(0, old - 1)
+        lo, hi = pos.floor().long(), pos.ceil().long()
+        t = (pos - lo).to(x.dtype)
+        a, b = x.index_select(axis, lo), x.index_select(axis, hi)
+        shape = [1] * x.ndim
+        shape[axis] = size
+        t = t.view(shape)
+        na, nb = a.norm(dim=1, keepdim=True), b.norm(dim=1, keepdim=True)
+        ua, ub = a / na.clamp_min(1e-8), b / nb.clamp_min(1e-8)
+        dot = (ua * ub).sum(1, keepdim=True).clamp(-1, 1)
+        omega = torch.acos(dot)
+        so = torch.sin(omega)
+        slerped = torch.where(so > 1e-4, (torch.sin((1 - t) * omega) * ua + torch.sin(t * omega) * ub) / so.clamp_min(1e-8),
+                              ua * (1 - t) + ub * t)
+        return slerped * (na * (1 - t) + nb * t)
+    return resize_axis(resize_axis(samples.float(), height, 2), width, 3).to(samples.dtype)
+
+
+def common_upscale(samples: torch.Tensor, width: int, height: int, upscale_method: str, crop: str) -> torch.Tensor:
+    """Resize NCHW `samples` (optionally centre-cropping to the target aspect first)."""
+    if crop == "center":
+        old_w, old_h = samples.shape[-1], samples.shape[-2]
+        old_aspect, new_aspect = old_w / old_h, width / height
+        x = y = 0
+        if old_aspect > new_aspect:
+            x = round((old_w - old_w * (new_aspect / old_aspect)) / 2)
+        elif old_aspect < new_aspect:
+            y = round((old_h - old_h * (old_aspect / new_aspect)) / 2)
+        samples = samples.narrow(-2, y, old_h - y * 2).narrow(-1, x, old_w - x * 2)
+    if upscale_method == "bislerp":
+        return bislerp(samples, width, height)
+    if upscale_method == "lanczos":
+        return lanczos(samples, width, height)
+    if upscale_method in ("bilinear", "bicubic"):
+        return F.interpolate(samples, size=(height, width), mode=upscale_method, align_corners=False)
+    return F.interpolate(samples, size=(height, width), mode=upscale_method)
+
+
+def get_tiled_scale_steps(width: int, height: int, tile_x: int, tile_y: int, overlap: int) -> int:
+    rows = 1 if height <= tile_y else math.ceil((height - overlap) / (tile_y - overlap))
+    cols = 1 if width <= tile_x else math.ceil((width - overlap) / (tile_x - overlap))
+    return rows * cols
+
+
+@torch.inference_mode()
+def tiled_scale_multidim(samples: torch.Tensor, function: Callable, tile: tuple = (64, 64), overlap: int = 8,
+                         upscale_amount: float = 4, out_channels: int = 3, output_device: str = "cpu",
+                         downscale: bool = False, index_formulas: Any = None, pbar: ProgressBar | None = None) -> torch.Tensor:
+    """Apply `function` tile by tile and blend the overlaps with linear feathering."""
+    dims = len(tile)
+    scale = upscale_amount if not isinstance(upscale_amount, (int, float)) else [upscale_amount] * dims
+
+    def out_size(n: float, s: float) -> int:
+        return round(n / s) if downscale else round(n * s)
+    output = torch.empty([samples.shape[0], out_channels, *(out_size(s, f) for s, f in zip(samples.shape[2:], scale))],
+                         device=output_device)
+    for b in range(samples.shape[0]):
+        s = samples[b:b + 1]
+        if all(s.shape[d + 2] <= tile[d] for d in range(dims)):
+            output[b:b + 1] = function(s).to(output_device)
+            if pbar is not None:
+                pbar.update(1)
+            continue
+        acc = torch.zeros([1, out_channels, *output.shape[2:]], device=output_device)
+        weight = torch.zeros_like(acc)
+        starts = [range(0, max(1, s.shape[d + 2] - overlap), tile[d] - overlap) for d in range(dims)]
+        import itertools
+        for pos in itertools.product(*starts):
+            piece = s
+            for d in range(dims):
+                start = max(0, min(s.shape[d + 2] - tile[d], pos[d]))
+                piece = piece.narrow(d + 2, start, min(tile[d], s.shape[d + 2]))
+            ps = function(piece).to(output_device)
+            mask = torch.ones_like(ps)
+            feather = out_size(overlap, scale[0])
+            for d in range(dims):
+                for t in range(feather):
+                    a = (t + 1) / feather
+                    mask.narrow(d + 2, t, 1).mul_(a)
+                    mask.narrow(d + 2, mask.shape[d + 2] - 1 - t, 1).mul_(a)
+            region_acc, region_w = acc, weight
+            for d in range(dims):
+                start = out_size(max(0, min(s.shape[d + 2] - tile[d], pos[d])), scale[d])
+                region_acc = region_acc.narrow(d + 2, start, ps.shape[d + 2])
+                region_w = region_w.narrow(d + 2, start, ps.shape[d + 2])
+            region_acc += ps * mask
+            region_w += mask
+            if pbar is not None:
+                pbar.update(1)
+        output[b:b + 1] = acc / weight.clamp_min(1e-8)
+    return output
+
+
+def tiled_scale(samples: torch.Tensor, function: Callable, tile_x: int = 64, tile_y: int = 64, overlap: int = 8,
+                upscale_amount: float = 4, out_channels: int = 3, output_device: str = "cpu",
+                pbar: ProgressBar | None = None) -> torch.Tensor:
+    return tiled_scale_multidim(samples, function, (tile_y, tile_x), overlap=overlap, upscale_amount=upscale_amount,
+                                out_channels=out_channels, output_device=output_device, pbar=pbar)
+
+
+def reshape_mask(input_mask: torch.Tensor, output_shape: tuple) -> torch.Tensor:
+    """A mask resized to a latent/image shape [B, C, H, W] with its channel count repeated."""
+    dims = len(output_shape) - 2
+    mask = input_mask.reshape((-1, 1) + tuple(input_mask.shape[-dims:]))
+    mode = "bilinear" if dims == 2 else ("linear" if dims == 1 else "trilinear")
+    mask = F.interpolate(mask, size=tuple(output_shape[2:]), mode=mode)
+    if mask.shape[1] < output_shape[1]:
+        mask = mask.repeat((1, output_shape[1]) + (1,) * dims)[:, :output_shape[1]]
+    return repeat_to_batch_size(mask, output_shape[0])
+
+
+def copy_to_param(obj: Any, attr: str, value: torch.Tensor) -> None:
+    get_attr(obj, attr).data.copy_(value)
+
+
+def string_to_seed(data: str) -> int:
+    import zlib
+    return zlib.crc32(data.encode("utf-8"))
+
+

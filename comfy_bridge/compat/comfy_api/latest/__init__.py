@@ -1,0 +1,64 @@
+"""`comfy_api.latest`: io (V3 schemas), ui, ComfyExtension and the ComfyAPI execution helpers."""
+from __future__ import annotations
+
+from typing import Any
+
+from comfy_bridge.compat.comfy_api.latest import _io as io
+from comfy_bridge.compat.comfy_api.latest import _ui as ui
+from comfy_bridge.compat.comfy_api.latest._io import ComfyExtension
+from comfy_bridge.execution.context import get_executing_context
+from comfy_bridge.execution.progress import get_progress_state
+
+
+def _set_progress(value: float, max_value: float, node_id: str | None, preview_image: Any,
+                  ignore_size_limit: bool) -> None:
+    """Update the node's progress (a `progress_state` message, plus a preview for clients that take them)."""
+    context = get_executing_context()
+    if node_id is None and context is not None:
+        node_id = context.node_id
+    if node_id is None:
+        raise ValueError("node_id must be provided if not in executing context")
+    image = preview_image
+    if image is not None and not isinstance(image, tuple):
+        from PIL import Image
+        import numpy as np
+        if not isinstance(image, Image.Image):  # a [B,H,W,C] / [H,W,C] float tensor
+            tensor = image[0] if len(image.shape) == 4 else image
+            image = Image.fromarray(np.clip(tensor.cpu().numpy() * 255, 0, 255).astype(np.uint8))
+        image = (image.format or "JPEG", image, None if ignore_size_limit else 512)
+    get_progress_state().update_progress(node_id, value, max_value, image)
+
+
+class ComfyAPI:
+    """`api = ComfyAPI(); await api.execution.set_progress(value=..., max_value=...)`."""
+    VERSION = "latest"
+
+    class Execution:
+        async def set_progress(self, value: float, max_value: float, node_id: str | None = None,
+                               preview_image: Any = None, ignore_size_limit: bool = False) -> None:
+            _set_progress(value, max_value, node_id, preview_image, ignore_size_limit)
+
+    def __init__(self) -> None:
+        self.execution = ComfyAPI.Execution()
+
+
+class ComfyAPISync:
+    """The same API for sync node code."""
+    VERSION = "latest"
+
+    class Execution:
+        def set_progress(self, value: float, max_value: float, node_id: str | None = None,
+                         preview_image: Any = None, ignore_size_limit: bool = False) -> None:
+            _set_progress(value, max_value, node_id, preview_image, ignore_size_limit)
+
+    def __init__(self) -> None:
+        self.execution = ComfyAPISync.Execution()
+
+
+comfy_io = io
+ComfyAPI_latest = ComfyAPI
+Input = io.Input
+
+Types = io
+
+__all__ = ["ComfyAPI", "ComfyAPISync", "ComfyExtension", "io", "ui", "comfy_io", "Input", "Types"]

@@ -1,0 +1,52 @@
+"""`server`: `PromptServer.instance` for node packs. The real server (comfy_bridge.server) sets `instance`;
+without one, a stub collects routes and drops messages so packs still import."""
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+
+class PromptServer:
+    instance: Any = None
+
+    def __init__(self) -> None:
+        self.routes = web.RouteTableDef()
+        self.app = None
+        self.loop = None
+        self.client_id: str | None = None
+        self.last_node_id: str | None = None
+        self.last_prompt_id: str | None = None
+        self.number = 0
+        self.sockets: dict = {}
+        self.sockets_metadata: dict = {}
+        self.supports = ["custom_nodes_from_web"]
+        self.prompt_queue = None
+        self.on_prompt_handlers: list = []
+
+    def send_sync(self, event: Any, data: Any, sid: str | None = None) -> None:
+        pass
+
+    async def send(self, event: Any, data: Any, sid: str | None = None) -> None:
+        pass
+
+    async def send_json(self, event: Any, data: Any, sid: str | None = None) -> None:
+        pass
+
+    def send_progress_text(self, text: str, node_id: str, sid: str | None = None) -> None:
+        pass
+
+    def add_on_prompt_handler(self, handler: Any) -> None:
+        self.on_prompt_handlers.append(handler)
+
+    def trigger_on_prompt(self, json_data: dict) -> dict:
+        for handler in self.on_prompt_handlers:
+            json_data = handler(json_data)
+        return json_data
+
+    def queue_updated(self) -> None:
+        pass
+
+
+if PromptServer.instance is None:
+    PromptServer.instance = PromptServer()
