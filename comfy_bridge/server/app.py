@@ -8,6 +8,7 @@ that drains the outgoing message queue; one worker thread executes prompts one a
 from __future__ import annotations
 
 import asyncio
+import importlib
 import inspect
 import logging
 import ssl
@@ -234,6 +235,11 @@ def _share_with_compat(server: PromptServer) -> None:
     `server` module has its own PromptServer class, point its .instance at this server."""
     for name in ("server", "comfy_bridge.compat.server"):
         module = sys.modules.get(name)
+        if module is None and name.startswith("comfy_bridge."):
+            try:
+                module = importlib.import_module(name)
+            except ImportError:
+                continue
         cls = getattr(module, "PromptServer", None)
         if cls is not None and cls is not PromptServer:
             cls.instance = server
