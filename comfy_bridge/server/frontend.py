@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from aiohttp import web
 
@@ -50,27 +50,41 @@ def add_routes(routes: web.RouteTableDef, server: "PromptServer") -> None:
         return response
 
 
-def add_static_routes(app: web.Application, server: "PromptServer") -> None:
-    """Static routes come last: the web root catches every path no other route matched."""
-    web_dirs = {name: Path(d) for name, d in getattr(server.registry, "web_directories", {}).items()}
-
-    # One handler for /extensions/<pack>/...: aiohttp's static routes cannot match pack names that
-    # need URL quoting (spaces), and names that are not packs fall back to the web root's extensions.
-    async def extension_file(request: web.Request) -> web.StreamResponse:
-        name, rel = request.match_info["name"], request.match_info["path"]
-        base = web_dirs.get(name)
+def _folder_handler(lookup: Callable[[str], Path | None]):
+    """GET handler for <prefix>/{name}/{path}: serves `path` inside the folder `lookup(name)` returns.
+    aiohttp's static routes cannot match folder names that need URL quoting (spaces), hence a handler."""
+    async def handler(request: web.Request) -> web.StreamResponse:
+        base = lookup(request.match_info["name"])
+        if base is None:
+            return web.Response(status=404)
         try:
-            path = safe_join(base, rel) if base is not None else safe_join(server.web_root / "extensions", name, rel)
+            path = safe_join(base, request.match_info["path"])
         except UnsafePath:
             return web.Response(status=403)
         if not path.is_file():
             return web.Response(status=404)
         return web.FileResponse(path)
+    return handler
 
-    app.router.add_get("/extensions/{name}/{path:.*}", extension_file)
+
+def add_static_routes(app: web.Application, server: "PromptServer") -> None:
+    """Static routes come last: the web root catches every path no other route matched."""
+    web_dirs = {name: Path(d) for name, d in getattr(server.registry, "web_directories", {}).items()}
+    core_extensions = server.web_root / "extensions"
+
+    def extension_dir(name: str) -> Path | None:
+        # A pack's web directory, else the frontend's own extensions/<name> (e.g. extensions/core).
+        if name in web_dirs:
+            return web_dirs[name]
+        try:
+            return safe_join(core_extensions, name)
+        except UnsafePath:
+            return None
+
+    examples = example_workflow_dirs(server.workspace)
+    app.router.add_get("/extensions/{name}/{path:.*}", _folder_handler(extension_dir))
+    app.router.add_get("/api/workflow_templates/{name}/{path:.*}", _folder_handler(examples.get))
     statics: list[web.AbstractRouteDef] = []
-    for module, directory in example_workflow_dirs(server.workspace).items():
-        statics.append(web.static(f"/api/workflow_templates/{module}", directory))
     templates = _package_dir("comfyui_workflow_templates", "templates")
     if templates is not None:
         statics.append(web.static("/templates", templates))

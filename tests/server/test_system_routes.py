@@ -89,6 +89,9 @@ async def test_default_web_root_is_the_frontend_package(workspace):
     async with TestClient(TestServer(app)) as client:
         r = await client.get("/")
         assert r.status == 200 and "<html" in (await r.text()).lower()
+        script = next((expected / "assets").glob("*.js")).name
+        r = await client.get(f"/assets/{script}")
+        assert r.status == 200 and "javascript" in r.headers["Content-Type"]
 
 
 async def test_custom_node_pack_files(client, workspace):
@@ -104,12 +107,13 @@ async def test_custom_node_pack_files(client, workspace):
 
 
 async def test_example_workflows_served_statically(make_client, workspace):
-    pack = workspace.root / "custom_nodes" / "mypack"
+    pack = workspace.root / "custom_nodes" / "my pack"
     (pack / "examples").mkdir(parents=True)
     (pack / "examples" / "demo.json").write_text('{"nodes": []}')
     client = await make_client()
-    r = await client.get("/api/workflow_templates/mypack/demo.json")
+    r = await client.get("/api/workflow_templates/my%20pack/demo.json")
     assert r.status == 200 and json.loads(await r.text()) == {"nodes": []}
+    assert (await client.get("/api/workflow_templates/my%20pack/..%2F..%2Fx.json")).status in (403, 404)
 
 
 async def test_internal_routes(client, workspace):
