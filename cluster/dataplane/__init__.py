@@ -1,0 +1,1 @@
+"""The data plane: per-executor arenas, one-sided tensor pulls, memory budget (see ARCHITECTURE.md)."""
