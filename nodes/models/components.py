@@ -56,7 +56,7 @@ class TextEncoder:
     """One CLIP object of ComfyUI: tokenizer(s) + encoder(s) (CLIP-L; CLIP-L+G for SDXL; CLIP-L+T5 for Flux)."""
     arch: str
     modules: dict[str, torch.nn.Module]
-    layer: int = -1                # CLIPSetLastLayer's stop_at_clip_layer
+    layer: int | None = None       # CLIPSetLastLayer's stop_at_clip_layer; None = the model's default
 
     def tokenize(self, text: str) -> dict[str, list[list[tuple[int, float]]]]:
         """ComfyUI's tokenization: per sub-encoder ("l", "g", "t5xxl"), 77-token chunks of (id, weight)."""

@@ -1,0 +1,172 @@
+"""Tiny random-weight SD models written in the formats users have (ldm single files, kohya LoRA, ldm
+ControlNet, separate VAE / text-encoder files), so that everything runs offline on a CPU.
+
+Seeded and byte-identical across builds. Sizes follow nodes/models conventions (heads, GroupNorm groups,
+SDXL's 256-wide size embedding), so the loaders infer exactly the configs built here."""
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import torch
+
+from . import clip as clip_mod
+from . import controlnet as cn_mod
+from . import unet as unet_mod
+from . import vae as vae_mod
+from .tokenizer import BYTE_VOCAB_SIZE
+
+SEED = 0
+STORE_DTYPE = torch.float16   # as most real checkpoints are stored; the loaders compute in float32
+
+
+def _unet(kind: str):
+    from diffusers import UNet2DConditionModel
+    arch = "sdxl" if kind == "sdxl" else "sd1"
+    channels = (32, 64)
+    common = dict(sample_size=8, in_channels=4, out_channels=4, block_out_channels=channels, layers_per_block=1,
+                  norm_num_groups=unet_mod.norm_groups(channels),
+                  attention_head_dim=tuple(unet_mod.attention_heads(arch, c) for c in channels))
+    if kind == "sd1":
+        return UNet2DConditionModel(**common, down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
+                                    up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"), cross_attention_dim=32)
+    return UNet2DConditionModel(
+        **common, down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
+        up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"), cross_attention_dim=32 + 48,
+        use_linear_projection=True, transformer_layers_per_block=(1, 2), addition_embed_type="text_time",
+        addition_time_embed_dim=unet_mod.SDXL_TIME_EMBED_DIM,
+        projection_class_embeddings_input_dim=6 * unet_mod.SDXL_TIME_EMBED_DIM + 32)
+
+
+def _vae():
+    from diffusers import AutoencoderKL
+    channels = (8, 16, 32, 32)   # four levels: 8x downscale with 4 latent channels, like the real VAE
+    return AutoencoderKL(in_channels=3, out_channels=3, latent_channels=4, block_out_channels=channels,
+                         down_block_types=("DownEncoderBlock2D",) * 4, up_block_types=("UpDecoderBlock2D",) * 4,
+                         layers_per_block=1, norm_num_groups=unet_mod.norm_groups(channels), sample_size=64)
+
+
+def _clip(hidden: int, projection: bool, act: str):
+    from transformers import CLIPTextConfig, CLIPTextModel, CLIPTextModelWithProjection
+    cfg = CLIPTextConfig(vocab_size=BYTE_VOCAB_SIZE, hidden_size=hidden, intermediate_size=2 * hidden,
+                         num_hidden_layers=2, num_attention_heads=clip_mod.clip_heads(hidden),
+                         max_position_embeddings=77, projection_dim=32, hidden_act=act,
+                         bos_token_id=BYTE_VOCAB_SIZE - 2, eos_token_id=BYTE_VOCAB_SIZE - 1,
+                         pad_token_id=BYTE_VOCAB_SIZE - 1)
+    return (CLIPTextModelWithProjection if projection else CLIPTextModel)(cfg)
+
+
+def _layout(unet_module) -> unet_mod.UNetLayout:
+    """The block structure of a diffusers UNet, as far as key names depend on it."""
+    cfg = unet_module.config
+    n = len(cfg.block_out_channels)
+    per_level = _as_tuple(cfg.layers_per_block, n)
+    up_attn = ["CrossAttn" in t for t in reversed(cfg.up_block_types)]   # in level order
+    return unet_mod.UNetLayout(cfg.in_channels, cfg.out_channels, 0, list(cfg.block_out_channels),
+                               [[1] * k for k in per_level], [[int(a)] * (k + 1) for a, k in zip(up_attn, per_level)],
+                               1, cfg.cross_attention_dim, cfg.use_linear_projection, None)
+
+
+def _as_tuple(v, n):
+    return tuple(v) if isinstance(v, (list, tuple)) else (v,) * n
+
+
+def _unet_ldm(module) -> dict[str, torch.Tensor]:
+    return unet_mod.diffusers_to_ldm(module.state_dict(), _layout(module))
+
+
+def _te_hf(module) -> dict[str, torch.Tensor]:
+    return {("text_model." + k if not k.startswith(("text_model.", "text_projection")) else k): v
+            for k, v in module.state_dict().items() if not k.endswith("position_ids")}
+
+
+def _save(tensors: dict[str, torch.Tensor], path: Path) -> Path:
+    from safetensors.torch import save_file
+    path.parent.mkdir(parents=True, exist_ok=True)
+    out = {k: (v.to(STORE_DTYPE) if v.is_floating_point() else v).contiguous() for k, v in sorted(tensors.items())}
+    tmp = path.with_suffix(".tmp")
+    save_file(out, str(tmp), metadata={"format": "pt", "comfy_cluster": "demo"})
+    tmp.replace(path)
+    return path
+
+
+def _prefixed(sd: dict[str, torch.Tensor], prefix: str) -> dict[str, torch.Tensor]:
+    return {prefix + k: v for k, v in sd.items()}
+
+
+def _randomize(tensors, gen: torch.Generator, scale: float) -> None:
+    with torch.no_grad():
+        for t in tensors:
+            t.copy_(torch.randn(t.shape, generator=gen) * scale)
+
+
+def _kohya_lora(targets: dict[str, tuple[int, int]], gen: torch.Generator, rank: int = 4) -> dict[str, torch.Tensor]:
+    out = {}
+    for name, (fan_out, fan_in) in sorted(targets.items()):
+        out[f"{name}.lora_down.weight"] = torch.randn(rank, fan_in, generator=gen) * 0.3
+        out[f"{name}.lora_up.weight"] = torch.randn(fan_out, rank, generator=gen) * 0.3
+        out[f"{name}.alpha"] = torch.tensor(float(rank) / 2)
+    return out
+
+
+def build_demo_models(models_dir: Path) -> list[Path]:
+    """Write the demo models under a ComfyUI models/ folder; returns the files written."""
+    models_dir = Path(models_dir)
+    written: list[Path] = []
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(SEED)
+        gen = torch.Generator().manual_seed(SEED)
+        unet, vae, te = _unet("sd1"), _vae(), _clip(32, False, "quick_gelu")
+        vae_ldm = vae_mod.diffusers_to_ldm(vae.state_dict())
+        te_hf = _te_hf(te)
+        written.append(_save({**_prefixed(_unet_ldm(unet), unet_mod.LDM_UNET_PREFIX),
+                              **_prefixed(vae_ldm, vae_mod.LDM_VAE_PREFIX),
+                              **_prefixed(te_hf, "cond_stage_model.transformer.")},
+                             models_dir / "checkpoints" / "sd1-tiny.safetensors"))
+        written.append(_save(vae_ldm, models_dir / "vae" / "sd1-tiny-vae.safetensors"))
+        written.append(_save(te_hf, models_dir / "text_encoders" / "sd1-tiny-clip.safetensors"))
+
+        lora_targets = {}
+        for name, mod in unet.named_modules():
+            if name.endswith(("attn1.to_q", "attn1.to_k", "attn1.to_v", "attn1.to_out.0",
+                              "attn2.to_q", "attn2.to_k", "attn2.to_v", "attn2.to_out.0")):
+                lora_targets["lora_unet_" + name.replace(".", "_")] = tuple(mod.weight.shape)
+        for name, mod in te.named_modules():
+            if name.endswith(("q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2")):
+                lora_targets["lora_te_text_model_" + name.replace(".", "_")] = tuple(mod.weight.shape)
+        written.append(_save(_kohya_lora(lora_targets, gen), models_dir / "loras" / "sd1-tiny-lora.safetensors"))
+
+        written.append(_save(_controlnet_ldm(unet, gen), models_dir / "controlnet" / "sd1-tiny-controlnet.safetensors"))
+
+        torch.manual_seed(SEED + 1)
+        xl_unet, xl_vae = _unet("sdxl"), _vae()
+        te1, te2 = _clip(32, False, "quick_gelu"), _clip(48, True, "gelu")   # widths must differ (diffusers trap)
+        written.append(_save({**_prefixed(_unet_ldm(xl_unet), unet_mod.LDM_UNET_PREFIX),
+                              **_prefixed(vae_mod.diffusers_to_ldm(xl_vae.state_dict()), vae_mod.LDM_VAE_PREFIX),
+                              **_prefixed(_te_hf(te1), "conditioner.embedders.0.transformer."),
+                              **_prefixed(clip_mod.hf_to_open_clip(te2.state_dict()), "conditioner.embedders.1.model.")},
+                             models_dir / "checkpoints" / "sdxl-tiny.safetensors"))
+    flux = _optional("nodes.models.flux")
+    if flux is not None and hasattr(flux, "build_demo_flux"):
+        written += list(flux.build_demo_flux(models_dir) or [])
+    return written
+
+
+def _controlnet_ldm(unet, gen: torch.Generator) -> dict[str, torch.Tensor]:
+    from diffusers import ControlNetModel
+    cn = ControlNetModel.from_unet(unet, conditioning_embedding_out_channels=(8, 16, 16, 32))
+    # from_unet zero-initialises the output convs, which would make the ControlNet a no-op.
+    outs = [p for n, p in cn.named_parameters()
+            if n.startswith(("controlnet_down_blocks.", "controlnet_mid_block.", "controlnet_cond_embedding.conv_out."))]
+    _randomize(outs, gen, 0.05)
+    layout = _layout(unet)
+    n_convs = 2 + 2 * (len(cn.config.conditioning_embedding_out_channels) - 1)
+    ldm = unet_mod.diffusers_to_ldm(cn.state_dict(), layout, cn_mod.ldm_map(layout, n_convs))
+    return _prefixed(ldm, "control_model.")
+
+
+def _optional(name: str):
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None

@@ -1,0 +1,125 @@
+"""Which model a file holds, from its key names and shapes alone (the safetensors header is enough)."""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import ModelLoadError
+from .safetensors_io import shapes_of
+
+UNET_PREFIXES = ("model.diffusion_model.", "")
+Shapes = dict[str, tuple[int, ...]]
+_LORA_SUFFIXES = (".lora_down.weight", ".lora_up.weight", ".lora_A.weight", ".lora_B.weight",
+                  ".lora.down.weight", ".lora.up.weight", ".lora_linear_layer.down.weight")
+_PIPELINES = {"StableDiffusionPipeline": "sd1", "StableDiffusionXLPipeline": "sdxl", "FluxPipeline": "flux",
+              "StableDiffusion3Pipeline": "sd3", "StableDiffusionControlNetPipeline": "sd1"}
+
+
+@dataclass(frozen=True)
+class CheckpointInfo:
+    """What `probe` found. arch: sd1 | sd2 | sdxl | flux | sd3 for models, clip | t5 for bare text encoders.
+    kind: checkpoint | diffusion_model | vae | text_encoder | controlnet | lora | diffusers.
+    components: which of diffusion_model, vae, text_encoder, controlnet the file can provide.
+    layout: ldm | diffusers | bfl | hf | open_clip | kohya. prefix: the key prefix of the main network."""
+    path: str
+    arch: str
+    kind: str
+    components: frozenset[str]
+    layout: str
+    prefix: str = ""
+    metadata: dict[str, str] = field(default_factory=dict, compare=False)
+
+
+def _prefix_with(shapes: Shapes, marker: str, prefixes=UNET_PREFIXES) -> str | None:
+    return next((p for p in prefixes if p + marker in shapes), None)
+
+
+def unet_arch(shapes: Shapes, prefix: str) -> str:
+    """SDXL has an adm (label) embedding; SD2 projects into attention with linear layers, SD1 with convs."""
+    if f"{prefix}label_emb.0.0.weight" in shapes:
+        return "sdxl"
+    proj = next((k for k in shapes if k.startswith(prefix) and k.endswith(".1.proj_in.weight")), None)
+    return "sd2" if proj is not None and len(shapes[proj]) == 2 else "sd1"
+
+
+def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) -> CheckpointInfo:
+    """The CheckpointInfo of a weights file given its key shapes; unknown files raise ModelLoadError."""
+    meta = metadata or {}
+    keys = shapes.keys()
+
+    def info(arch, kind, components, layout, prefix=""):
+        return CheckpointInfo(path, arch, kind, frozenset(components), layout, prefix, meta)
+
+    if any(k.endswith(_LORA_SUFFIXES) for k in keys):
+        sdxl = any(k.startswith(("lora_te2_", "text_encoder_2.")) for k in keys)
+        flux = any("double_blocks" in k or "single_transformer_blocks" in k for k in keys)
+        return info("flux" if flux else "sdxl" if sdxl else "sd1", "lora", (), "kohya")
+    for prefix in ("control_model.", ""):
+        if prefix + "input_hint_block.0.weight" in shapes:
+            return info(unet_arch(shapes, prefix), "controlnet", {"controlnet"}, "ldm", prefix)
+    if "controlnet_cond_embedding.conv_in.weight" in shapes:
+        arch = "sdxl" if "add_embedding.linear_1.weight" in shapes else "sd1"
+        return info(arch, "controlnet", {"controlnet"}, "diffusers")
+
+    has_vae = any(k.endswith("encoder.conv_in.weight") and not k.startswith("model.") for k in keys)
+    has_te = any(k.startswith(("cond_stage_model.", "conditioner.embedders.", "text_encoders.")) for k in keys)
+    extra = ({"vae"} if has_vae else set()) | ({"text_encoder"} if has_te else set())
+    for arch, marker, layout in (("flux", "double_blocks.0.img_attn.qkv.weight", "bfl"),
+                                 ("sd3", "joint_blocks.0.context_block.attn.qkv.weight", "ldm")):
+        prefix = _prefix_with(shapes, marker)
+        if prefix is not None:
+            return info(arch, "checkpoint" if extra else "diffusion_model", {"diffusion_model"} | extra, layout,
+                        prefix)
+    if "single_transformer_blocks.0.attn.to_q.weight" in shapes:
+        return info("flux", "diffusion_model", {"diffusion_model"}, "diffusers")
+    prefix = _prefix_with(shapes, "input_blocks.0.0.weight")
+    if prefix is not None:
+        return info(unet_arch(shapes, prefix), "checkpoint" if extra else "diffusion_model",
+                    {"diffusion_model"} | extra, "ldm", prefix)
+
+    for prefix in ("first_stage_model.", "vae.", ""):
+        if prefix + "encoder.conv_in.weight" in shapes and prefix + "decoder.conv_in.weight" in shapes:
+            latent = shapes[prefix + "decoder.conv_in.weight"][1]
+            layout = "diffusers" if any(k.startswith(prefix + "encoder.down_blocks.") for k in keys) else "ldm"
+            return info("sd1" if latent == 4 else "flux", "vae", {"vae"}, layout, prefix)
+    if any(k.endswith("encoder.block.0.layer.0.SelfAttention.q.weight") for k in keys):
+        return info("t5", "text_encoder", {"text_encoder"}, "hf")
+    if any(k.endswith("encoder.layers.0.self_attn.q_proj.weight") for k in keys):
+        return info("clip", "text_encoder", {"text_encoder"}, "hf")
+    if any(k.endswith("transformer.resblocks.0.attn.in_proj_weight") for k in keys):
+        return info("clip", "text_encoder", {"text_encoder"}, "open_clip")
+    sample = ", ".join(sorted(keys)[:4]) or "no tensors"
+    raise ModelLoadError(path, f"unknown model architecture (keys like {sample}); supported: SD1.x, SD2.x, "
+                               "SDXL, Flux and SD3 checkpoints, their UNets, VAEs, CLIP/T5 text encoders, "
+                               "ControlNets and LoRAs")
+
+
+def probe(path: str | os.PathLike) -> CheckpointInfo:
+    """Detect a weights file (reading only its header) or a diffusers folder (its model_index.json)."""
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        return probe_diffusers_folder(Path(path))
+    shapes, metadata = shapes_of(path)
+    return classify(shapes, path, metadata)
+
+
+def probe_diffusers_folder(folder: Path) -> CheckpointInfo:
+    index = folder / "model_index.json"
+    if not index.is_file():
+        raise ModelLoadError(folder, "a folder without model_index.json is not a diffusers model")
+    try:
+        cls = json.loads(index.read_text())["_class_name"]
+    except (json.JSONDecodeError, KeyError):
+        raise ModelLoadError(index, "model_index.json has no _class_name") from None
+    arch = _PIPELINES.get(cls)
+    if arch is None:
+        raise ModelLoadError(folder, f"unsupported diffusers pipeline {cls}")
+    unet_cfg = folder / "unet" / "config.json"
+    if arch == "sd1" and unet_cfg.is_file() and json.loads(unet_cfg.read_text()).get("use_linear_projection"):
+        arch = "sd2"
+    parts = {"unet": "diffusion_model", "transformer": "diffusion_model", "vae": "vae",
+             "text_encoder": "text_encoder", "controlnet": "controlnet"}
+    components = {c for sub, c in parts.items() if (folder / sub).is_dir()}
+    return CheckpointInfo(str(folder), arch, "diffusers", frozenset(components), "diffusers")

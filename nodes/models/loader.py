@@ -1,0 +1,309 @@
+"""The public loading API the ModelFns call: ModelRef -> DiffusionModel / TextEncoder / VAE / ControlNet.
+
+Sources are single files (checkpoints, bare UNets, VAEs, text encoders, ControlNets) or diffusers folders.
+Shapes give the network sizes; nodes/models/configs/<arch>/ gives the schedule and text-encoder choices.
+Flux and SD3 are handed to nodes.models.flux (imported only when needed)."""
+from __future__ import annotations
+
+import importlib
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from cluster.refs import ModelRef
+
+from . import clip as clip_mod
+from . import controlnet as cn_mod
+from . import unet as unet_mod
+from . import vae as vae_mod
+from .components import SD1_LATENT, SDXL_LATENT, DiffusionModel, TextEncoder, VAE
+from .detect import CheckpointInfo, probe
+from .errors import ModelLoadError
+from .lora import LoraTargets, TE_FAMILY, clip_targets, merge_loras, unet_targets
+from .safetensors_io import build_module, load_state_dict
+from .tokenizer import BYTE_VOCAB_SIZE, ClipBPE, SDTokenizer, bpe_for_vocab_size
+
+CONFIGS = Path(__file__).parent / "configs"
+LATENTS = {"sd1": SD1_LATENT, "sd2": SD1_LATENT, "sdxl": SDXL_LATENT}
+DIT_ARCHS = ("flux", "sd3")
+__all__ = ["probe", "load_diffusion_model", "load_text_encoder", "load_vae", "load_controlnet", "CheckpointInfo"]
+
+
+# ---- shared helpers ---------------------------------------------------------------------------------------
+
+def _source(ref: ModelRef, i: int = 0) -> tuple[str, str | None]:
+    if i >= len(ref.sources):
+        raise ModelLoadError(None, f"the {ref.component} reference names no source file")
+    return ref.sources[i], ref.digests[i] if i < len(ref.digests) else None
+
+
+def _sd(ref: ModelRef, i: int = 0) -> dict[str, torch.Tensor]:
+    path, digest = _source(ref, i)
+    return load_state_dict(path, digest)
+
+
+def _flux():
+    try:
+        return importlib.import_module("nodes.models.flux")
+    except ImportError as e:
+        raise ModelLoadError(None, f"Flux/SD3 support is not available ({e})") from None
+
+
+def _dispatch(name: str, ref: ModelRef, sd: Any, arch: str):
+    fn = getattr(_flux(), name, None)
+    if fn is None:
+        raise ModelLoadError(ref.sources[0], f"{arch} models are recognised but {name} is not implemented")
+    return fn(ref, sd)
+
+
+def _sd_arch(info: CheckpointInfo) -> str:
+    if info.arch not in LATENTS:
+        raise ModelLoadError(info.path, f"architecture {info.arch} has no SD-family loader")
+    return info.arch
+
+
+@lru_cache(maxsize=8)
+def model_config(arch: str) -> dict[str, Any]:
+    return json.loads((CONFIGS / arch / "model.json").read_text())
+
+
+def sampling_config(scheduler_json: Path, prediction: str | None, zsnr: bool = False) -> dict[str, Any]:
+    """ComfyUI's discrete model-sampling settings from a diffusers scheduler_config.json."""
+    cfg = json.loads(scheduler_json.read_text())
+    pred = prediction or ("v" if cfg.get("prediction_type") == "v_prediction" else "eps")
+    return {"kind": "discrete", "prediction": pred, "beta_schedule": cfg.get("beta_schedule", "scaled_linear"),
+            "linear_start": cfg.get("beta_start", 0.00085), "linear_end": cfg.get("beta_end", 0.012),
+            "timesteps": cfg.get("num_train_timesteps", 1000), "zsnr": zsnr}
+
+
+def _folder_weights(folder: Path) -> dict[str, torch.Tensor]:
+    """All tensors of a diffusers/transformers component folder (single or sharded safetensors)."""
+    files = sorted(folder.glob("*.safetensors"))
+    if not files:
+        raise ModelLoadError(folder, "no .safetensors weights in this folder")
+    sd: dict[str, torch.Tensor] = {}
+    for f in files:
+        sd.update(load_state_dict(f))
+    return sd
+
+
+# ---- diffusion model ------------------------------------------------------------------------------------
+
+def load_diffusion_model(ref: ModelRef) -> DiffusionModel:
+    """The UNet (SD1/SD2/SDXL) of a checkpoint, bare UNet file or diffusers folder, LoRAs merged."""
+    path, _ = _source(ref)
+    info = probe(path)
+    if info.arch in DIT_ARCHS:
+        return _dispatch("load_diffusion_model", ref, _sd(ref), info.arch)
+    arch = _sd_arch(info)
+    if "diffusion_model" not in info.components:
+        raise ModelLoadError(path, f"holds no diffusion model (it is a {info.kind} file)")
+    if info.kind == "diffusers":
+        return _diffusers_unet(ref, Path(path), arch)
+    sd = _sd(ref)
+    unet_sd = unet_mod.strip_prefix(sd, info.prefix) if info.prefix else sd
+    if not info.prefix:  # a bare UNet: drop what belongs to other components of a mixed file
+        unet_sd = {k: v for k, v in sd.items() if not k.startswith(("first_stage_model.", "cond_stage_model.",
+                                                                     "conditioner."))}
+    unet_sd = {k: v for k, v in unet_sd.items() if k not in ("v_pred", "ztsnr")}
+    layout = unet_mod.infer_layout({k: tuple(v.shape) for k, v in unet_sd.items()}, path)
+    cfg = unet_mod.diffusers_config(layout, arch, path)
+    dsd = unet_mod.ldm_to_diffusers(unet_sd, layout, path)
+    names = dict(zip(dsd.keys(), unet_sd.keys()))
+    dsd, patched = merge_loras(ref.patches, unet_targets(names), dsd)
+    from diffusers import UNet2DConditionModel
+    module = build_module(lambda: UNet2DConditionModel(**cfg), dsd, path, "UNet")
+    pred = unet_mod.prediction_type(arch, unet_sd | {k: sd[k] for k in ("v_pred",) if k in sd})
+    sampling = sampling_config(CONFIGS / arch / "scheduler" / "scheduler_config.json",
+                               pred if pred == "v" else None, zsnr="ztsnr" in sd)
+    return unet_mod.UNetModel(arch=arch, module=module, latent_format=LATENTS[arch], sampling=sampling,
+                              config={**cfg, "patched_weights": patched})
+
+
+def _diffusers_unet(ref: ModelRef, folder: Path, arch: str) -> DiffusionModel:
+    from diffusers import UNet2DConditionModel
+    sub = folder / "unet"
+    cfg = dict(UNet2DConditionModel.load_config(sub))
+    dsd = _folder_weights(sub)
+    dsd, patched = merge_loras(ref.patches, unet_targets({k: k for k in dsd}), dsd)
+    module = build_module(lambda: UNet2DConditionModel.from_config(cfg), dsd, str(sub), "UNet")
+    sched = folder / "scheduler" / "scheduler_config.json"
+    sampling = sampling_config(sched if sched.is_file() else CONFIGS / arch / "scheduler" / "scheduler_config.json",
+                               None)
+    return unet_mod.UNetModel(arch=arch, module=module, latent_format=LATENTS[arch], sampling=sampling,
+                              config={**cfg, "patched_weights": patched})
+
+
+# ---- VAE ------------------------------------------------------------------------------------------------
+
+def load_vae(ref: ModelRef) -> VAE:
+    """The VAE of a checkpoint, a VAE file (ldm or diffusers layout) or a diffusers folder."""
+    path, _ = _source(ref)
+    info = probe(path)
+    if info.kind == "diffusers":
+        return _diffusers_vae(Path(path), info.arch)
+    if "vae" not in info.components:
+        raise ModelLoadError(path, f"holds no VAE (it is a {info.kind} file)")
+    sd = _sd(ref)
+    if info.arch in DIT_ARCHS:
+        return _dispatch("load_vae", ref, sd, info.arch)
+    prefix = info.prefix if info.kind == "vae" else "first_stage_model."
+    vsd = unet_mod.strip_prefix(sd, prefix) if prefix else sd
+    if not vae_mod.is_diffusers_layout(vsd):
+        vsd = vae_mod.ldm_to_diffusers(vsd, path)
+    return _build_vae(vsd, path, info.arch)
+
+
+def _build_vae(vsd: dict[str, torch.Tensor], path: str, arch: str, cfg: dict[str, Any] | None = None) -> VAE:
+    from diffusers import AutoencoderKL
+    cfg = cfg or vae_mod.diffusers_config(vsd, path)
+    module = build_module(lambda: AutoencoderKL(**cfg), vsd, path, "VAE")
+    return vae_mod.KLVAE(arch=arch, module=module, latent_channels=cfg["latent_channels"],
+                         downscale=2 ** (len(cfg["block_out_channels"]) - 1))
+
+
+def _diffusers_vae(folder: Path, arch: str) -> VAE:
+    from diffusers import AutoencoderKL
+    sub = folder / "vae"
+    return _build_vae(_folder_weights(sub), str(sub), arch, dict(AutoencoderKL.load_config(sub)))
+
+
+# ---- text encoders --------------------------------------------------------------------------------------
+
+def _vocab_dirs() -> list[Path]:
+    from comfy_bridge.workspace import active
+    ws = active()
+    return ws.folder_paths("text_encoders") + ws.folder_paths("configs")
+
+
+def _bpe(vocab_size: int, path: str | None) -> ClipBPE:
+    return bpe_for_vocab_size(vocab_size, () if vocab_size == BYTE_VOCAB_SIZE else _vocab_dirs(), path)
+
+
+def load_text_encoder(ref: ModelRef) -> TextEncoder:
+    """ComfyUI's CLIP object: from a checkpoint, from CLIPLoader/DualCLIPLoader files (HF or OpenCLIP
+    layout) or a diffusers folder. Options: ("layer", -2) = CLIPSetLastLayer; ("clip_type", "sdxl"|...)."""
+    path, _ = _source(ref)
+    infos = [probe(p) for p in ref.sources]
+    clip_type = ref.option("clip_type")
+    if clip_type in DIT_ARCHS or any(i.arch in DIT_ARCHS + ("t5",) for i in infos):
+        sds = [_sd(ref, i) for i in range(len(ref.sources))]
+        return _dispatch("load_text_encoder", ref, sds if len(sds) > 1 else sds[0], "flux")
+    first = infos[0]
+    if first.kind == "diffusers":
+        return _diffusers_text_encoder(ref, Path(path), first.arch)
+    if first.kind == "text_encoder":
+        arch, towers = _towers_from_files(ref, infos, clip_type)
+    else:
+        if "text_encoder" not in first.components:
+            raise ModelLoadError(path, f"holds no text encoder (it is a {first.kind} file)")
+        arch = _sd_arch(first)
+        towers = _towers_from_checkpoint(_sd(ref), arch, path)
+    specs = [clip_mod.ClipSpec(**e) for e in model_config(arch)["text_encoders"]]
+    return _clip_encoder(ref, arch, specs, towers, lambda name, vocab, p: _bpe(vocab, p))
+
+
+def _towers_from_checkpoint(sd, arch: str, path: str) -> dict[str, tuple[dict, str]]:
+    """{side name: (flattened HF state dict, source path)} of an ldm checkpoint."""
+    if arch == "sd1":
+        return {"l": (clip_mod.hf_keys(sd, "cond_stage_model.transformer."), path)}
+    if arch == "sd2":
+        return {"h": (clip_mod.open_clip_to_hf(sd, "cond_stage_model.model."), path)}
+    return {"l": (clip_mod.hf_keys(sd, "conditioner.embedders.0.transformer."), path),
+            "g": (clip_mod.open_clip_to_hf(sd, "conditioner.embedders.1.model."), path)}
+
+
+def _towers_from_files(ref: ModelRef, infos: list[CheckpointInfo], clip_type: str | None):
+    """Text-encoder files: one (SD1 CLIP-L, or SD2 OpenCLIP-H when clip_type is sd2 or the file is OpenCLIP)
+    or two (SDXL: the wider one is CLIP-G, as ComfyUI decides by content)."""
+    towers = []
+    for i, info in enumerate(infos):
+        if info.kind != "text_encoder":
+            raise ModelLoadError(info.path, f"is a {info.kind} file, not a text encoder")
+        sd = _sd(ref, i)
+        hf = clip_mod.open_clip_to_hf(sd) if info.layout == "open_clip" else clip_mod.hf_keys(sd)
+        towers.append((hf, info.path, info.layout))
+    if len(towers) == 1:
+        hf, p, layout = towers[0]
+        arch = "sd2" if clip_type == "sd2" or layout == "open_clip" else "sd1"
+        return arch, {"h" if arch == "sd2" else "l": (hf, p)}
+    if len(towers) != 2:
+        raise ModelLoadError(infos[0].path, f"{len(towers)} text encoder files given; SDXL takes two")
+    width = [t[0].get("embeddings.token_embedding.weight", torch.empty(0, 0)).shape[1] for t in towers]
+    l, g = (towers[1], towers[0]) if width[0] > width[1] else (towers[0], towers[1])
+    return "sdxl", {"l": (l[0], l[1]), "g": (g[0], g[1])}
+
+
+def _clip_encoder(ref: ModelRef, arch: str, specs: list[clip_mod.ClipSpec], towers: dict[str, tuple[dict, str]],
+                  tokenizer_for, acts: dict[str, str] | None = None) -> TextEncoder:
+    missing = [s.name for s in specs if s.name not in towers or not towers[s.name][0]]
+    if missing:
+        raise ModelLoadError(ref.sources[0], f"the {arch} text encoder {'/'.join(missing)} is missing")
+    # One combined dict ("side/key") so a LoRA's te1/te2 names are checked against both towers at once.
+    combined = {f"{s.name}/{k}": v for s in specs for k, v in towers[s.name][0].items()}
+    targets = LoraTargets(TE_FAMILY, {})
+    for s in specs:
+        kohya = "lora_te_" if len(specs) == 1 else f"lora_te{specs.index(s) + 1}_"
+        peft = "text_encoder." if specs.index(s) == 0 else "text_encoder_2."
+        side_targets = clip_targets(list(towers[s.name][0]), kohya, peft)
+        targets.names.update({n: f"{s.name}/{k}" for n, k in side_targets.names.items()})
+    combined, patched = merge_loras(ref.patches, targets, combined)
+    sides, modules = {}, {}
+    for s in specs:
+        sd = {k.split("/", 1)[1]: v for k, v in combined.items() if k.startswith(s.name + "/")}
+        p = towers[s.name][1]
+        module = clip_mod.build_clip(sd, (acts or {}).get(s.name, s.hidden_act), p, f"CLIP-{s.name.upper()}")
+        vocab = sd["embeddings.token_embedding.weight"].shape[0]
+        tok = SDTokenizer(tokenizer_for(s.name, vocab, p), pad_with_end=s.pad_with_end)
+        sides[s.name] = clip_mod.ClipSide(module, tok, s)
+        modules[s.name] = module
+    return clip_mod.ClipTextEncoder(arch=arch, modules=modules, layer=ref.option("layer"), sides=sides,
+                                    patched_weights=patched)
+
+
+def _diffusers_text_encoder(ref: ModelRef, folder: Path, arch: str) -> TextEncoder:
+    from transformers import CLIPTextConfig
+    specs = [clip_mod.ClipSpec(**e) for e in model_config(arch)["text_encoders"]]
+    subs = ["text_encoder", "text_encoder_2"][:len(specs)]
+    towers, acts = {}, {}
+    for s, sub in zip(specs, subs):
+        towers[s.name] = (clip_mod.hf_keys(_folder_weights(folder / sub)), str(folder / sub))
+        acts[s.name] = CLIPTextConfig.from_pretrained(folder / sub).hidden_act
+    tok_dirs = dict(zip([s.name for s in specs], ["tokenizer", "tokenizer_2"]))
+
+    def tokenizer_for(name: str, vocab: int, p: str) -> ClipBPE:
+        from transformers import CLIPTokenizer
+        d = folder / tok_dirs[name]
+        return ClipBPE(CLIPTokenizer.from_pretrained(d), str(d)) if d.is_dir() else _bpe(vocab, p)
+    return _clip_encoder(ref, arch, specs, towers, tokenizer_for, acts)
+
+
+# ---- ControlNet -----------------------------------------------------------------------------------------
+
+def load_controlnet(ref: ModelRef) -> cn_mod.ControlNet:
+    """A ControlNet file in ldm (`control_model.*`) layout, or diffusers layout with its config.json."""
+    path, _ = _source(ref)
+    info = probe(path)
+    if info.kind != "controlnet":
+        raise ModelLoadError(path, f"is not a ControlNet (it is a {info.kind} file)")
+    from diffusers import ControlNetModel
+    sd = _sd(ref)
+    if info.layout == "diffusers":
+        cfg_file = Path(path).with_name("config.json")
+        if not cfg_file.is_file():
+            raise ModelLoadError(path, "a diffusers-layout ControlNet needs its config.json beside it")
+        cfg = dict(ControlNetModel.load_config(cfg_file.parent))
+        dsd = sd
+    else:
+        csd = unet_mod.strip_prefix(sd, info.prefix) if info.prefix else sd
+        shapes = {k: tuple(v.shape) for k, v in csd.items()}
+        layout = unet_mod.infer_layout(shapes, path, decoder=False)
+        hint = cn_mod.hint_channels(shapes, "")
+        cfg = cn_mod.config(layout, info.arch, hint, shapes["input_hint_block.0.weight"][1], path)
+        n_convs = sum(1 for k in shapes if k.startswith("input_hint_block.") and k.endswith(".weight"))
+        dsd = unet_mod.ldm_to_diffusers(csd, layout, path, cn_mod.ldm_map(layout, n_convs))
+    module = build_module(lambda: ControlNetModel.from_config(cfg), dsd, path, "ControlNet")
+    return cn_mod.ControlNet(arch=info.arch, module=module, config=dict(cfg))
