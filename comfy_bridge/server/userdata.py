@@ -67,9 +67,8 @@ class UserManager:
         return user
 
     def user_root(self, request: web.Request) -> Path:
-        # The id becomes a folder name: one plain segment only.
-        user = self.user_id(request)
-        return safe_join(self.user_dir, user) if user else self.user_dir / DEFAULT_USER
+        # The id becomes a folder name, so it goes through the same traversal checks as paths.
+        return safe_join(self.user_dir, self.user_id(request))
 
     def resolve(self, request: web.Request, relative: str) -> Path:
         """A path in the requesting user's folder; UnsafePath when it would leave it."""
