@@ -24,7 +24,7 @@ class QueueItem(NamedTuple):
     prompt: dict
     extra_data: dict
     outputs_to_execute: list
-    sensitive: dict
+    sensitive: dict | None = None   # secrets from extra_data, handed to the executor only
 
     def public(self) -> list:
         """The 5-element list ComfyUI shows in /queue and stores in history."""
@@ -55,7 +55,9 @@ class PromptQueue:
         self._flags: dict[str, Any] = {}
 
     # -- queue ---------------------------------------------------------------------------
-    def put(self, item: QueueItem) -> None:
+    def put(self, item: QueueItem | tuple) -> None:
+        """Enqueue; plain 5- or 6-tuples (as node packs build them for ComfyUI) are accepted too."""
+        item = item if isinstance(item, QueueItem) else QueueItem(*item)
         with self._cond:
             heapq.heappush(self._heap, (item.number, next(self._seq), item))
             self._cond.notify()

@@ -67,7 +67,7 @@ class QueueWorker:
                 self.executor = server.make_executor()
             executor = self.executor
             loop.run_until_complete(executor.execute_async(
-                item.prompt, item.prompt_id, {**item.extra_data, **item.sensitive}, item.outputs_to_execute))
+                item.prompt, item.prompt_id, {**item.extra_data, **(item.sensitive or {})}, item.outputs_to_execute))
             history_result = executor.history_result
             status = ExecutionStatus("success" if executor.success else "error", bool(executor.success),
                                      list(executor.status_messages))
