@@ -101,7 +101,7 @@ class UniPC(Sampler):
             rk = ((_lambda(times[-(k + 1)]) - lam_0) / h)[0]
             rks.append(float(rk))
             d1s.append((models[-(k + 1)] - m_0) / rk)
-        rk_t = torch.tensor(rks + [1.0], device=x.device)
+        rk_t = torch.tensor(rks + [1.0], device=x.device, dtype=x.dtype)
 
         hh = -h[0]
         h_phi_1 = torch.expm1(hh)
@@ -115,18 +115,18 @@ class UniPC(Sampler):
             factorial *= k + 1
             h_phi_k = h_phi_k / hh - 1 / factorial
         r_mat = torch.stack(rows)
-        b_t = torch.tensor(b, device=x.device)
+        b_t = torch.tensor(b, device=x.device, dtype=x.dtype)
 
         x_lin = append_dims(sigma_t / sigma_0, ndim) * x - append_dims(alpha_t * h_phi_1, ndim) * m_0
         scale = append_dims(alpha_t * b_h, ndim)
         d1 = torch.stack(d1s, dim=1) if d1s else None
         x_t = x_lin
         if d1 is not None:
-            rhos_p = torch.tensor([0.5], device=x.device) if order == 2 else torch.linalg.solve(r_mat[:-1, :-1], b_t[:-1])
+            rhos_p = x.new_tensor([0.5]) if order == 2 else torch.linalg.solve(r_mat[:-1, :-1], b_t[:-1])
             x_t = x_lin - scale * torch.tensordot(d1, rhos_p, dims=([1], [0]))
         if not use_corrector:
             return x_t, None
-        rhos_c = torch.tensor([0.5], device=x.device) if order == 1 else torch.linalg.solve(r_mat, b_t)
+        rhos_c = x.new_tensor([0.5]) if order == 1 else torch.linalg.solve(r_mat, b_t)
         m_t = _data_prediction(model, x_t, t)
         corr = rhos_c[-1] * (m_t - m_0)
         if d1 is not None:
