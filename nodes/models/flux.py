@@ -167,3 +167,11 @@ def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor],
     module = build_module(lambda: FluxTransformer2DModel(**config), sd, path, "Flux transformer", dtype=dtype)
     return FluxDiffusionModel(arch="flux", module=module, latent_format=FLUX_LATENT,
                               sampling=sampling_for(config), config=config, dtype=dtype)
+
+
+# The loader (nodes.models.loader) finds every Flux entry point on this module.
+from nodes.models.flux_demo import build_demo_flux  # noqa: E402
+from nodes.models.flux_text import load_text_encoder  # noqa: E402
+from nodes.models.flux_vae import load_vae  # noqa: E402
+
+__all__ = ["build_demo_flux", "is_flux_state_dict", "load_diffusion_model", "load_text_encoder", "load_vae"]

@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from nodes.models.errors import ModelLoadError
 from nodes.models.safetensors_io import read_header
 
 CONFIGS_DIR = Path(__file__).parent / "configs"
@@ -25,10 +26,10 @@ def file_metadata(path: str | Path) -> dict[str, str]:
 def config_dir(name: str) -> Path:
     # The name comes from a file's metadata: allow only a plain folder name under CONFIGS_DIR.
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", name) or name.startswith("."):
-        raise ValueError(f"invalid config name in model metadata: {name!r}")
+        raise ModelLoadError(None, f"invalid config name in model metadata: {name!r}")
     d = CONFIGS_DIR / name
     if not d.is_dir():
-        raise FileNotFoundError(f"model metadata names config {name!r}, but {d} does not exist")
+        raise ModelLoadError(None, f"the model's metadata names config {name!r}, but {d} does not exist")
     return d
 
 

@@ -80,9 +80,17 @@ def clip_config(sd: Mapping[str, torch.Tensor], heads: int | None) -> CLIPTextCo
     return CLIPTextConfig(
         vocab_size=vocab, hidden_size=hidden, num_hidden_layers=layers,
         intermediate_size=sd["text_model.encoder.layers.0.mlp.fc1.weight"].shape[0],
-        num_attention_heads=heads or hidden // 64,       # CLIP-L: 12 heads of 64; not in the weights
+        num_attention_heads=heads or _default_heads(hidden),
         max_position_embeddings=sd["text_model.embeddings.position_embedding.weight"].shape[0],
         hidden_act="quick_gelu", bos_token_id=vocab - 2, eos_token_id=vocab - 1, pad_token_id=vocab - 1)
+
+
+def _default_heads(hidden: int) -> int:
+    """Heads are not in the weights: CLIP-L has 64-wide heads (12); narrower tiny models get 8-wide ones."""
+    for width in (64, 8):
+        if hidden % width == 0:
+            return hidden // width
+    return 1
 
 
 def build_clip(sd: Mapping[str, torch.Tensor], path: str | None, heads: int | None) -> CLIPTextModel:
@@ -154,12 +162,12 @@ def load_text_encoder(ref: ModelRef, state_dicts: Sequence[Mapping[str, torch.Te
     t5_sd, t5_path = found["t5xxl"]
     t5 = build_t5(t5_sd, t5_path)
 
-    vocab = clip.config.vocab_size
-    clip_tok = find_clip_tokenizer(clip_path, vocab, clip_opts.get("tokenizer"))
     if config_folder is not None and "vocab" in t5_opts:
         t5_tok = tokenizer_from_vocab(config_folder / t5_opts["vocab"])
     else:
         t5_tok = find_t5_tokenizer(t5_path)
+    vocab = clip.config.vocab_size
+    clip_tok = find_clip_tokenizer(clip_path, vocab, clip_opts.get("tokenizer"))
     layer = int(ref.option("layer", -1))
     return FluxTextEncoder(arch="flux", modules={"clip_l": clip, "t5xxl": t5}, layer=layer,
                            tokenizers={"l": clip_tok, "t5xxl": t5_tok},
