@@ -172,7 +172,7 @@ def rescale_zero_terminal_snr(sigmas: Tensor) -> Tensor:
 class DiscreteSampling(ModelSampling):
     """SD1/SD2/SDXL: 1000 discrete timesteps; timestep(sigma) is the nearest index in log-sigma."""
 
-    def __init__(self, parameterisation: Eps, beta_schedule: str = "linear", linear_start: float = 0.00085,
+    def __init__(self, parameterisation: Eps | Const, beta_schedule: str = "linear", linear_start: float = 0.00085,
                  linear_end: float = 0.012, timesteps: int = 1000, zsnr: bool = False) -> None:
         super().__init__(parameterisation)
         betas = make_betas(beta_schedule, timesteps, linear_start, linear_end)
@@ -217,7 +217,7 @@ def flux_time_shift(mu: float, power: float, t: Tensor | float) -> Tensor | floa
 class FlowSampling(ModelSampling):
     """SD3 / AuraFlow: sigma = shifted t, timestep = sigma * multiplier."""
 
-    def __init__(self, parameterisation: Const, shift: float = 1.0, multiplier: float = 1000,
+    def __init__(self, parameterisation: Eps | Const, shift: float = 1.0, multiplier: float = 1000,
                  timesteps: int = 1000) -> None:
         super().__init__(parameterisation)
         self.shift = shift
@@ -241,7 +241,7 @@ class FlowSampling(ModelSampling):
 class FluxSampling(ModelSampling):
     """Flux: sigma = flux_time_shift(shift, 1, t) over 10000 points, timestep = sigma."""
 
-    def __init__(self, parameterisation: Const, shift: float = 1.15, timesteps: int = 10000) -> None:
+    def __init__(self, parameterisation: Eps | Const, shift: float = 1.15, timesteps: int = 10000) -> None:
         super().__init__(parameterisation)
         self.shift = shift
         self.sigmas = self.sigma(torch.arange(1, timesteps + 1, 1) / timesteps)
