@@ -1,0 +1,453 @@
+"""The control plane: executors connect to one ZeroMQ ROUTER socket; the head registers them, tracks
+their heartbeats, declares them lost, and dispatches ready invocations chosen by the scheduler.
+
+All state lives on one head thread; other threads hand it work through a queue of closures and a
+wake-up socket, so there are no locks on the hot path (a lock only guards `stats()` snapshots).
+Callers get a `concurrent.futures.Future` per invocation; it resolves to a `Result` (output tensor
+metadata, read from shared memory by the caller) or raises one of the errors below.
+
+Fault tolerance: ModelFns are deterministic given inputs and params, so an invocation running on an
+executor that is lost (no heartbeat for `lost_after_s`, SIGKILL, disconnect) is refunded and queued
+again, up to `max_attempts` dispatches. Its inputs are in the caller's segments, which outlive it.
+"""
+from __future__ import annotations
+
+import collections
+import concurrent.futures as cf
+import itertools
+import logging
+import os
+import queue
+import socket
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import msgspec
+import zmq
+
+from cluster import messages as m
+from cluster import shm
+from cluster.costs import CostModel
+from cluster.scheduler import Invocation, make_scheduler, place
+
+log = logging.getLogger("cluster.head")
+
+
+class ClusterError(RuntimeError):
+    """An invocation could not produce its outputs."""
+
+
+class ModelFnError(ClusterError):
+    """The ModelFn raised on its executor; the message carries the remote exception text."""
+
+    def __init__(self, message: str, remote_traceback: str = "") -> None:
+        super().__init__(message)
+        self.remote_traceback = remote_traceback
+
+
+class DeadlineExceeded(ClusterError, TimeoutError):
+    """The invocation ran longer than its deadline."""
+
+
+class ExecutorLost(ClusterError):
+    """Every executor that ran the invocation was lost (`max_attempts` times)."""
+
+
+class RequestCancelled(ClusterError):
+    """The request was cancelled (or another of its invocations failed) before this one ran."""
+
+
+@dataclass(frozen=True)
+class Result:
+    outputs: dict[str, m.TensorMeta]
+    nulls: list[str]
+    executor: str
+    measured_s: float
+    wall_s: float
+    attempts: int
+
+
+@dataclass(eq=False)
+class Job:
+    inv: Invocation
+    dispatch: m.Dispatch             # dispatch_id is rewritten per attempt
+    shapes: tuple
+    future: cf.Future
+    attempts: int = 0
+    dispatched_at: float = 0.0
+    executor: "ExecutorState | None" = None
+
+
+@dataclass(eq=False)
+class ExecutorState:
+    id: str
+    identity: bytes
+    host: str
+    pid: int
+    device: str
+    threads: int
+    memory_budget: int
+    memory_used: int
+    cached_models: set[str]
+    shm_prefix: str
+    last_seen: float
+    reported_queue: int = 0
+    inflight: dict[int, Job] = field(default_factory=dict)
+    zombies: set[int] = field(default_factory=set)   # aborted dispatches still occupying it
+    draining: bool = False
+    completed: int = 0
+
+    @property
+    def load(self) -> int:
+        return len(self.inflight) + len(self.zombies)
+
+
+def default_address() -> str:
+    return f"ipc://{tempfile.gettempdir()}/cc-head-{os.getpid()}-{uuid.uuid4().hex[:8]}.sock"
+
+
+class Head:
+    def __init__(self, address: str | None = None, *, policy: str = "vtime", delta: float = 1.0,
+                 heartbeat_s: float = 0.5, lost_after_s: float = 3.0, deadline_s: float = 600.0,
+                 max_attempts: int = 3, slots_per_executor: int = 1, costs: CostModel | None = None,
+                 tick_s: float = 0.05, **scheduler_kw: Any) -> None:
+        self.requested_address = address or default_address()
+        self.address = self.requested_address
+        self.policy = policy
+        self.delta = delta
+        self.heartbeat_s = heartbeat_s
+        self.lost_after_s = lost_after_s
+        self.deadline_s = deadline_s
+        self.max_attempts = max_attempts
+        self.slots = slots_per_executor
+        self.costs = costs or CostModel()
+        self.tick_s = tick_s
+        self.scheduler = make_scheduler(policy, delta=delta, **scheduler_kw) if policy == "vtime" \
+            else make_scheduler(policy, **scheduler_kw)
+        self.executors: dict[str, ExecutorState] = {}
+        self._by_identity: dict[bytes, ExecutorState] = {}
+        self._jobs_by_request: dict[str, set[Job]] = {}
+        self._calls: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._lock = threading.Lock()
+        self._ids = itertools.count(1)
+        self._thread: threading.Thread | None = None
+        self._running = False
+        self._on_stop: list[Callable[[], None]] = []
+        self._decision_times: collections.deque[float] = collections.deque(maxlen=200_000)
+        self.counters = collections.Counter()
+        self.host = socket.gethostname()
+        self.local_cluster: Any = None     # set by start_local_cluster: the executor processes it supervises
+
+    # lifecycle -------------------------------------------------------------------------------------
+    def start(self) -> "Head":
+        ctx = zmq.Context.instance()
+        self._sock = ctx.socket(zmq.ROUTER)
+        self._sock.setsockopt(zmq.ROUTER_MANDATORY, 1)   # sending to a vanished executor raises
+        self._sock.setsockopt(zmq.LINGER, 0)
+        self._sock.bind(self.requested_address)
+        self.address = self._sock.getsockopt_string(zmq.LAST_ENDPOINT)
+        self._running = True
+        self._thread = threading.Thread(target=self._loop, name="cluster-head", daemon=True)
+        self._thread.start()
+        return self
+
+    def on_stop(self, fn: Callable[[], None]) -> None:
+        self._on_stop.append(fn)
+
+    def stop(self) -> None:
+        if not self._running:
+            return
+        self._call(self._shutdown_executors)
+        self._running = False
+        self._wake_w.send(b"x")
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        for fn in self._on_stop:
+            fn()
+        self._sock.close()
+        if self.address.startswith("ipc://"):
+            try:
+                os.unlink(self.address[len("ipc://"):])
+            except OSError:
+                pass
+
+    def wait_for_executors(self, n: int, timeout: float = 60.0) -> None:
+        end = time.monotonic() + timeout
+        while len(self.executors) < n:
+            if time.monotonic() > end:
+                raise TimeoutError(f"{len(self.executors)} of {n} executors registered in {timeout}s")
+            time.sleep(0.02)
+
+    # the API for callers (any thread) --------------------------------------------------------------
+    def submit(self, *, tenant: str, request: str, fn: str, model_key: str, payload: bytes,
+               inputs: dict[str, m.TensorMeta], nulls: list[str], shapes: tuple = (),
+               remaining_s: float = 0.0, deadline_s: float | None = None) -> cf.Future:
+        """Queue one invocation; the future resolves to a `Result` or raises a ClusterError."""
+        fut: cf.Future = cf.Future()
+        fut.set_running_or_notify_cancel()
+        owners: dict[str, int] = collections.Counter()
+        for meta in inputs.values():
+            owners[meta.owner] += meta.nbytes
+
+        def enqueue() -> None:
+            inv = Invocation(id=next(self._ids), tenant=tenant, request=request, fn=fn, model_key=model_key,
+                             estimate=self.costs.estimate(fn, model_key, shapes), remaining=remaining_s,
+                             input_bytes=dict(owners))
+            d = m.Dispatch(0, fn, model_key, payload, inputs, nulls, deadline_s or self.deadline_s)
+            job = Job(inv, d, shapes, fut)
+            inv.payload = job
+            self._jobs_by_request.setdefault(request, set()).add(job)
+            self.scheduler.push(inv)
+        self._call(enqueue)
+        return fut
+
+    def cancel_request(self, request: str, reason: str = "cancelled") -> None:
+        """Fail the request's queued invocations (running ones finish; their results are dropped)."""
+        self._call(lambda: self._fail_request(request, RequestCancelled(f"request {request}: {reason}")))
+
+    def set_tenant_weight(self, tenant: str, weight: float) -> None:
+        self._call(lambda: self.scheduler.set_weight(tenant, weight))
+
+    def stats(self) -> dict[str, Any]:
+        with self._lock:
+            now = time.monotonic()
+            window = 10.0
+            recent = sum(1 for t in self._decision_times if t > now - window)
+            return {
+                "address": self.address,
+                "policy": self.policy,
+                "delta": self.delta,
+                "executors": [{
+                    "id": e.id, "host": e.host, "pid": e.pid, "device": e.device, "threads": e.threads,
+                    "memory_budget": e.memory_budget, "memory_used": e.memory_used,
+                    "cached_models": sorted(e.cached_models), "queue": e.load, "reported_queue": e.reported_queue,
+                    "running": [j.inv.fn for j in e.inflight.values()], "completed": e.completed,
+                    "draining": e.draining, "last_seen_s": round(now - e.last_seen, 3),
+                } for e in self.executors.values()],
+                "tenants": {t.name: {"vtime": t.vtime, "weight": t.weight, "queued": t.queued, "running": t.running}
+                            for t in self.scheduler.tenants.values()},
+                "queued": len(self.scheduler),
+                "running": sum(len(e.inflight) for e in self.executors.values()),
+                "decisions_total": self.scheduler.decisions,
+                "decisions_per_s": recent / window,
+                **{k: v for k, v in self.counters.items()},
+            }
+
+    # head thread -----------------------------------------------------------------------------------
+    def _call(self, fn: Callable[[], None]) -> None:
+        self._calls.put(fn)
+        self._wake_w.send(b"x")
+
+    def _loop(self) -> None:
+        poller = zmq.Poller()
+        poller.register(self._sock, zmq.POLLIN)
+        poller.register(self._wake_r, zmq.POLLIN)
+        next_check = time.monotonic()
+        while self._running:
+            events = dict(poller.poll(self.tick_s * 1000))
+            with self._lock:
+                if self._wake_r.fileno() in events:
+                    self._wake_r.recv(65536)
+                while not self._calls.empty():
+                    self._calls.get()()
+                if self._sock in events:
+                    self._receive()
+                if time.monotonic() >= next_check:
+                    self._check_executors()
+                    next_check = time.monotonic() + self.tick_s
+                self._dispatch()
+        with self._lock:
+            while not self._calls.empty():
+                self._calls.get()()
+            for request in list(self._jobs_by_request):
+                self._fail_request(request, ClusterError("the cluster head stopped"))
+
+    def _receive(self) -> None:
+        for _ in range(10_000):   # bounded, so submissions and checks are not starved
+            try:
+                frames = self._sock.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            if len(frames) != 2:
+                log.warning("dropped a message with %d frames", len(frames))
+                self.counters["bad_messages"] += 1
+                continue
+            identity, raw = frames
+            try:
+                msg = m.head_decoder.decode(raw)
+            except (msgspec.DecodeError, msgspec.ValidationError) as e:
+                log.warning("dropped a bad message from %r: %s", identity[:64], e)
+                self.counters["bad_messages"] += 1
+                continue
+            try:
+                self._handle(identity, msg)
+            except Exception:  # a well-formed but nonsensical message must not stop the head
+                log.exception("dropped a message from %r that could not be handled", identity[:64])
+                self.counters["bad_messages"] += 1
+
+    def _send(self, ex: ExecutorState, msg: msgspec.Struct) -> bool:
+        try:
+            self._sock.send_multipart([ex.identity, m.encode(msg)], zmq.NOBLOCK)
+            return True
+        except zmq.ZMQError as e:
+            self._lose(ex, f"send failed: {e}")
+            return False
+
+    def _handle(self, identity: bytes, msg: m.ToHead) -> None:
+        if isinstance(msg, m.Register):
+            self._register(identity, msg)
+            return
+        ex = self._by_identity.get(identity)
+        if ex is None:
+            # a lost executor coming back, or a stranger: ask it to (re)register; drop its news
+            try:
+                self._sock.send_multipart([identity, m.encode(m.Reset())], zmq.NOBLOCK)
+            except zmq.ZMQError:
+                pass
+            if isinstance(msg, m.Done):
+                shm.unlink(meta.segment for meta in msg.outputs.values())
+            return
+        ex.last_seen = time.monotonic()
+        if isinstance(msg, m.Heartbeat):
+            ex.reported_queue, ex.memory_used, ex.cached_models = msg.queue, msg.memory_used, set(msg.cached_models)
+        elif isinstance(msg, (m.Done, m.Failed)):
+            self._finished(ex, msg)
+        elif isinstance(msg, m.Bye):
+            self._lose(ex, f"said goodbye: {msg.reason}")
+
+    def _register(self, identity: bytes, msg: m.Register) -> None:
+        old = self.executors.get(msg.executor_id)
+        if old is not None:
+            self._lose(old, "registered again (restarted)")
+        ex = ExecutorState(msg.executor_id, identity, msg.host, msg.pid, msg.device, msg.threads,
+                           msg.memory_budget, msg.memory_used, set(msg.cached_models), msg.shm_prefix,
+                           time.monotonic())
+        self.executors[ex.id] = ex
+        self._by_identity[identity] = ex
+        log.info("executor %s registered (%s, %d threads, pid %d on %s)", ex.id, ex.device, ex.threads,
+                 ex.pid, ex.host)
+        self._send(ex, m.Welcome(self.heartbeat_s))
+
+    def _finished(self, ex: ExecutorState, msg: m.Done | m.Failed) -> None:
+        job = ex.inflight.pop(msg.dispatch_id, None)
+        if job is None:
+            if msg.dispatch_id in ex.zombies:   # it finished after all; its result is not wanted
+                ex.zombies.discard(msg.dispatch_id)
+                ex.draining = bool(ex.zombies)
+            if isinstance(msg, m.Done):
+                shm.unlink(meta.segment for meta in msg.outputs.values())
+            return
+        ex.completed += 1
+        self.scheduler.complete(job.inv, msg.measured_s)
+        self._untrack(job)
+        if isinstance(msg, m.Done):
+            ex.memory_used, ex.cached_models = msg.memory_used, set(msg.cached_models)
+            self.costs.observe(job.inv.fn, job.inv.model_key, job.shapes, msg.measured_s)
+            self.counters["completed"] += 1
+            if job.future.done():
+                shm.unlink(meta.segment for meta in msg.outputs.values())
+            else:
+                job.future.set_result(Result(msg.outputs, msg.nulls, ex.id, msg.measured_s, msg.wall_s,
+                                             job.attempts))
+        else:
+            self.counters["failed"] += 1
+            err = ModelFnError(f"ModelFn {job.inv.fn!r} failed on executor {ex.id}: {msg.error}", msg.traceback)
+            self._set_exception(job, err)
+            self._fail_request(job.inv.request, RequestCancelled(
+                f"request {job.inv.request}: another invocation failed: {msg.error}"))
+
+    def _untrack(self, job: Job) -> None:
+        jobs = self._jobs_by_request.get(job.inv.request)
+        if jobs is not None:
+            jobs.discard(job)
+            if not jobs:
+                del self._jobs_by_request[job.inv.request]
+
+    def _set_exception(self, job: Job, err: Exception) -> None:
+        if not job.future.done():
+            job.future.set_exception(err)
+
+    def _fail_request(self, request: str, err: ClusterError) -> None:
+        jobs = self._jobs_by_request.pop(request, set())
+        queued = [j for j in jobs if j.executor is None]
+        self.scheduler.cancel(j.inv for j in queued)
+        for j in jobs:
+            self._set_exception(j, err)
+        # running ones stay tracked until they finish, so a later cancel still finds them
+        running = {j for j in jobs if j.executor is not None}
+        if running:
+            self._jobs_by_request[request] = running
+
+    def _check_executors(self) -> None:
+        now = time.monotonic()
+        for ex in list(self.executors.values()):
+            if now - ex.last_seen > self.lost_after_s:
+                self._lose(ex, f"no heartbeat for {now - ex.last_seen:.1f}s")
+                continue
+            for did, job in list(ex.inflight.items()):
+                limit = job.dispatch.deadline_s
+                if now - job.dispatched_at > limit:
+                    del ex.inflight[did]
+                    ex.zombies.add(did)
+                    ex.draining = True
+                    self.counters["deadline_exceeded"] += 1
+                    self.scheduler.complete(job.inv, now - job.dispatched_at)
+                    self._untrack(job)
+                    err = DeadlineExceeded(f"ModelFn {job.inv.fn!r} of request {job.inv.request} ran past its "
+                                           f"deadline of {limit:g}s on executor {ex.id}")
+                    self._set_exception(job, err)
+                    self._fail_request(job.inv.request, RequestCancelled(f"request {job.inv.request}: {err}"))
+                    self._send(ex, m.Abort(did, f"deadline of {limit:g}s exceeded"))
+
+    def _lose(self, ex: ExecutorState, why: str) -> None:
+        if self.executors.get(ex.id) is not ex:
+            return
+        log.warning("executor %s lost (%s); re-running %d invocation(s)", ex.id, why, len(ex.inflight))
+        del self.executors[ex.id]
+        self._by_identity.pop(ex.identity, None)
+        self.counters["executors_lost"] += 1
+        for job in ex.inflight.values():
+            job.executor = None
+            if job.future.done():               # cancelled meanwhile: only settle the accounting
+                self.scheduler.complete(job.inv, None)
+            elif job.attempts >= self.max_attempts:
+                self.scheduler.complete(job.inv, None)
+                self._untrack(job)
+                self._set_exception(job, ExecutorLost(
+                    f"ModelFn {job.inv.fn!r} lost its executor {job.attempts} times (last: {ex.id}, {why})"))
+            else:
+                self.counters["reruns"] += 1
+                self.scheduler.requeue(job.inv)
+        ex.inflight.clear()
+        if ex.host == self.host:
+            shm.unlink_prefix(ex.shm_prefix)    # its arena is gone with it
+
+    def _shutdown_executors(self) -> None:
+        for ex in list(self.executors.values()):
+            self._send(ex, m.Shutdown())
+
+    def _dispatch(self) -> None:
+        while len(self.scheduler):
+            free = [e for e in self.executors.values() if not e.draining and e.load < self.slots]
+            if not free:
+                return
+            inv = self.scheduler.pop()
+            if inv is None:
+                return
+            job: Job = inv.payload
+            if job.future.done():                # failed with its request while queued
+                self.scheduler.complete(inv, None)
+                continue
+            ex = place(inv, free)
+            job.attempts += 1
+            job.dispatch.dispatch_id = next(self._ids)
+            job.dispatched_at = time.monotonic()
+            job.executor = ex
+            ex.inflight[job.dispatch.dispatch_id] = job
+            self._decision_times.append(job.dispatched_at)
+            self._send(ex, job.dispatch)

@@ -1,0 +1,63 @@
+"""Tiny ModelFns for the cluster tests; executors import this module with --preload."""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+
+from cluster.modelfn import ModelFn, register
+from cluster.refs import ModelRef
+
+
+def tiny_ref(seed: int = 0) -> ModelRef:
+    return ModelRef("test", "tiny-linear", (), (f"seed{seed}",), options=(("seed", seed),))
+
+
+@register
+class TinyLinear(ModelFn):
+    """y = tanh(x @ W + b) with W, b drawn from the ref's seed; also returns an absent output."""
+    name = "cc_test_linear"
+
+    def setup_io(self) -> None:
+        self.add_input("x")
+        self.add_output("y")
+        self.add_output("nothing")
+
+    def load_model(self, ref: ModelRef) -> torch.nn.Linear:
+        torch.manual_seed(ref.option("seed"))
+        return torch.nn.Linear(16, 16)
+
+    def execute(self, model: torch.nn.Linear, inputs: dict[str, Any], params: dict[str, Any]) -> dict:
+        time.sleep(float(params.get("sleep", 0.0)))    # stands in for a long forward pass
+        y = torch.tanh(model(self.resolve(inputs, "x"))) * float(params.get("scale", 1.0))
+        return {"y": y, "nothing": None}
+
+
+@register
+class Raises(ModelFn):
+    name = "cc_test_raise"
+
+    def setup_io(self) -> None:
+        self.add_input("x")
+
+    def load_model(self, ref: ModelRef) -> None:
+        return None
+
+    def execute(self, model: Any, inputs: dict[str, Any], params: dict[str, Any]) -> dict:
+        raise ValueError(f"bad input of shape {tuple(inputs['x'].shape)}")
+
+
+@register
+class Hangs(ModelFn):
+    name = "cc_test_hang"
+
+    def setup_io(self) -> None:
+        self.add_output("never")
+
+    def load_model(self, ref: ModelRef) -> None:
+        return None
+
+    def execute(self, model: Any, inputs: dict[str, Any], params: dict[str, Any]) -> dict:
+        time.sleep(3600)
+        return {}

@@ -1,0 +1,126 @@
+"""A head with two real executor processes: ModelFn results, failures, deadlines, SIGKILL re-runs,
+and a head that shrugs off garbage from the network."""
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+
+import msgspec
+import pytest
+import torch
+import zmq
+
+from cluster import messages as m
+from cluster.head import DeadlineExceeded, ModelFnError
+from cluster.local import LocalRuntime
+from cluster.local_cluster import start_local_cluster
+from tests.cluster.cluster_fns import tiny_ref
+
+FNS = "tests.cluster.cluster_fns"
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    head, rt = start_local_cluster(2, threads_per_executor=1, preload=[FNS], heartbeat_s=0.2,
+                                   lost_after_s=1.5, deadline_s=60.0)
+    yield head, rt
+    head.stop()
+
+
+def expected(x: torch.Tensor, seed: int, scale: float) -> torch.Tensor:
+    torch.set_num_threads(1)
+    return LocalRuntime().run("cc_test_linear", tiny_ref(seed), {"x": x}, {"scale": scale})["y"]
+
+
+def wait_until(pred, timeout: float = 30.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        value = pred()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise TimeoutError("condition not reached")
+
+
+async def test_results_match_in_process_run_bit_for_bit(cluster, fixed_threads):
+    head, rt = cluster
+    x = torch.randn(3, 16, generator=torch.Generator().manual_seed(0))
+    out = await rt.call("cc_test_linear", tiny_ref(7), {"x": x}, {"scale": 0.5})
+    assert torch.equal(out["y"], expected(x, 7, 0.5))
+    assert out["nothing"] is None
+
+
+async def test_parallel_calls_use_both_executors_and_charge_the_tenant(cluster):
+    head, rt = cluster
+    before = {e["id"]: e["completed"] for e in head.stats()["executors"]}
+    mine = rt.bind("tenant-par", "req-par")
+    x = torch.ones(1, 16)
+    await asyncio.gather(*[mine.call("cc_test_linear", tiny_ref(1), {"x": x}, {"sleep": 0.3}) for _ in range(4)])
+    stats = head.stats()
+    after = {e["id"]: e["completed"] for e in stats["executors"]}
+    assert all(after[i] > before.get(i, 0) for i in after)
+    tenant = stats["tenants"]["tenant-par"]
+    assert tenant["vtime"] > 0 and tenant["queued"] == 0 and tenant["running"] == 0
+    assert stats["decisions_total"] >= 4
+
+
+async def test_raising_modelfn_reports_the_exception_text(cluster):
+    head, rt = cluster
+    with pytest.raises(ModelFnError, match=r"ValueError: bad input of shape \(2, 5\)") as info:
+        await rt.bind("t", "req-raise").call("cc_test_raise", None, {"x": torch.zeros(2, 5)}, {})
+    assert "Traceback" in info.value.remote_traceback
+
+
+async def test_hung_modelfn_fails_past_deadline_and_cluster_recovers(cluster):
+    head, rt = cluster
+    hung = rt.bind("t", "req-hang")
+    hung.deadline_s = 1.0
+    t0 = time.monotonic()
+    with pytest.raises(DeadlineExceeded, match="deadline of 1s"):
+        await hung.call("cc_test_hang", None, {}, {})
+    assert time.monotonic() - t0 < 10
+    # the aborted executor exits and is replaced; work still runs
+    wait_until(lambda: len(head.stats()["executors"]) == 2 and head.stats()["deadline_exceeded"] >= 1)
+    x = torch.ones(2, 16)
+    out = await rt.call("cc_test_linear", tiny_ref(2), {"x": x}, {})
+    assert out["y"].shape == (2, 16)
+
+
+async def test_sigkill_mid_request_reruns_on_survivor_with_same_result(cluster, fixed_threads):
+    head, rt = cluster
+    wait_until(lambda: len(head.stats()["executors"]) == 2)
+    reruns = head.stats().get("reruns", 0)
+    x = torch.randn(5, 16, generator=torch.Generator().manual_seed(3))
+    call = asyncio.ensure_future(rt.bind("t", "req-kill").call("cc_test_linear", tiny_ref(4), {"x": x},
+                                                               {"sleep": 2.0, "scale": 3.0}))
+
+    def running_pid():
+        for e in head.stats()["executors"]:
+            if e["running"]:
+                return e["pid"]
+    pid = await asyncio.to_thread(wait_until, running_pid)
+    os.kill(pid, signal.SIGKILL)
+    out = await asyncio.wait_for(call, 30)
+    assert torch.equal(out["y"], expected(x, 4, 3.0))
+    stats = head.stats()
+    assert stats["reruns"] == reruns + 1
+    assert pid not in [e["pid"] for e in stats["executors"]]
+
+
+async def test_garbage_from_the_network_is_dropped(cluster):
+    head, rt = cluster
+    bad_before = head.stats().get("bad_messages", 0)
+    sock = zmq.Context.instance().socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 2000)   # deliver before close
+    sock.connect(head.address)
+    valid = m.encode(m.Register("intruder", "h", 1, "cpu", 1, 1, 0, [], "cc-intruder-"))
+    for frames in ([b"\x00garbage"], [valid[: len(valid) // 2]], [b"a", b"b"],
+                   [msgspec.msgpack.encode({"type": "Done", "dispatch_id": "x"})]):
+        sock.send_multipart(frames)
+    sock.close()
+    wait_until(lambda: head.stats().get("bad_messages", 0) >= bad_before + 4)
+    out = await rt.call("cc_test_linear", tiny_ref(0), {"x": torch.ones(1, 16)}, {})
+    assert out["y"].shape == (1, 16)
+    assert len(head.stats()["executors"]) == 2
