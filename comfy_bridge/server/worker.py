@@ -36,10 +36,12 @@ class QueueWorker:
 
     def stop(self, timeout: float = 10.0) -> None:
         self._stop.set()
-        progress.interrupt()  # let a running node notice
+        if self.server.prompt_queue.running_prompt_ids():
+            progress.interrupt()  # let the running node notice
         self.server.prompt_queue.wake()
         if self._thread is not None:
             self._thread.join(timeout)
+        progress.interrupt(False)  # the flag is process-wide: leave it clear for whoever runs next
 
     def _run(self) -> None:
         loop = asyncio.new_event_loop()

@@ -176,6 +176,24 @@ def simple_prompt(prefix="fake", save_class="FakeSave"):
             "2": {"class_type": save_class, "inputs": {"images": ["1", 0], "filename_prefix": prefix}}}
 
 
+@pytest.fixture(autouse=True)
+def restore_globals():
+    """The server activates its workspace and sets PromptServer.instance: undo both after each test."""
+    import sys
+
+    from comfy_bridge import workspace as workspace_mod
+    from comfy_bridge.server import PromptServer
+    active = workspace_mod._active
+    compat = sys.modules.get("comfy_bridge.compat.server")
+    compat_instance = getattr(getattr(compat, "PromptServer", None), "instance", None)
+    yield
+    workspace_mod._active = active
+    PromptServer.instance = None
+    if compat is not None:
+        compat.PromptServer.instance = compat_instance
+    progress.interrupt(False)
+
+
 @pytest.fixture
 def workspace(tmp_path: Path) -> Workspace:
     return Workspace(tmp_path / "ws").create()
@@ -245,3 +263,13 @@ async def wait_history(client, prompt_id, timeout=5.0) -> dict:
             return data[prompt_id]
         await asyncio.sleep(0.02)
     raise AssertionError(f"prompt {prompt_id} never reached history")
+
+
+async def wait_node_running(node_id: str, timeout=5.0) -> None:
+    """Wait until the worker is inside `node_id` (after the executor cleared stale interrupts)."""
+    from comfy_bridge.server import PromptServer
+    deadline = time.monotonic() + timeout
+    while PromptServer.instance.last_node_id != node_id:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"node {node_id} never started")
+        await asyncio.sleep(0.01)

@@ -1,17 +1,11 @@
 """/queue, /history and /jobs: pending items, clearing, paging, job shapes."""
-import asyncio
-
-from .conftest import simple_prompt, wait_history
+from .conftest import simple_prompt, wait_history, wait_node_running
 
 
 async def _block_worker(client, pid="blocker"):
     """Start a slow prompt and wait until it runs, so later prompts stay pending."""
     await client.post("/prompt", json={"prompt": simple_prompt(save_class="FakeSlow"), "prompt_id": pid})
-    for _ in range(300):
-        if (await (await client.get("/queue")).json())["queue_running"]:
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("slow prompt never started")
+    await wait_node_running("2")
 
 
 async def test_queue_shows_running_and_pending_and_post_deletes(client):

@@ -3,7 +3,7 @@ import asyncio
 import json
 import struct
 
-from .conftest import receive_json_until, simple_prompt, wait_history
+from .conftest import receive_json_until, simple_prompt, wait_history, wait_node_running
 
 
 def types(messages):
@@ -157,10 +157,7 @@ async def test_interrupt_running_prompt_records_cancel(client):
 async def test_global_interrupt_with_empty_body(client):
     r = await client.post("/prompt", json={"prompt": simple_prompt(save_class="FakeSlow"), "prompt_id": "g"})
     assert r.status == 200
-    for _ in range(200):
-        if (await (await client.get("/queue")).json())["queue_running"]:
-            break
-        await asyncio.sleep(0.01)
+    await wait_node_running("2")
     assert (await client.post("/interrupt", data=b"")).status == 200
     entry = await wait_history(client, "g")
     assert entry["status"]["messages"][-1][0] == "execution_interrupted"
