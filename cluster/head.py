@@ -318,7 +318,7 @@ class Head:
         elif isinstance(msg, (m.Done, m.Failed)):
             self._finished(ex, msg)
         elif isinstance(msg, m.Bye):
-            self._lose(ex, f"said goodbye: {msg.reason}")
+            self._lose(ex, f"said goodbye: {msg.reason}", expected=msg.reason == "shutdown")
 
     def _register(self, identity: bytes, msg: m.Register) -> None:
         old = self.executors.get(msg.executor_id)
@@ -404,10 +404,10 @@ class Head:
                     self._fail_request(job.inv.request, RequestCancelled(f"request {job.inv.request}: {err}"))
                     self._send(ex, m.Abort(did, f"deadline of {limit:g}s exceeded"))
 
-    def _lose(self, ex: ExecutorState, why: str) -> None:
+    def _lose(self, ex: ExecutorState, why: str, expected: bool = False) -> None:
         if self.executors.get(ex.id) is not ex:
             return
-        log.warning("executor %s lost (%s); re-running %d invocation(s)", ex.id, why, len(ex.inflight))
+        log.log(logging.INFO if expected else logging.WARNING,"executor %s lost (%s); re-running %d invocation(s)", ex.id, why, len(ex.inflight))
         del self.executors[ex.id]
         self._by_identity.pop(ex.identity, None)
         self.counters["executors_lost"] += 1
