@@ -54,9 +54,9 @@ async def common_ksampler(model: ModelRef, seed: int, steps: int, cfg: float, sa
              else prepare_noise(samples, seed, latent.get("batch_index")))
     ms_config = arch.sampling_config(model.arch)
     ms = model_sampling_from_config(ms_config)
-    sigmas = ksampler_sigmas(ms, scheduler, steps, denoise)
+    sigmas = ksampler_sigmas(ms, scheduler, steps, denoise, sampler_name)
     if start_step is not None or last_step is not None:
-        sigmas = advanced_sigmas(sigmas, start_step or 0, last_step, force_full_denoise)
+        sigmas = advanced_sigmas(sigmas, start_step, last_step, force_full_denoise)
     out = dict(latent)
     if len(sigmas) <= 1:
         out["samples"] = samples
