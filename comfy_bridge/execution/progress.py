@@ -30,6 +30,9 @@ class ProgressRegistry:
         self.dynprompt = dynprompt
         self.server = server
         self.nodes: dict[str, dict] = {}
+        # Each progress_state carries every non-pending node; keep those entries ready so a message costs
+        # one dict copy. Entries are replaced, never mutated, so messages already handed out stay intact.
+        self.public: dict[str, dict] = {}
         self.lock = threading.RLock()  # sync nodes report from worker threads
 
     def _entry(self, node_id: str) -> dict:
@@ -42,25 +45,25 @@ class ProgressRegistry:
                 "parent_node_id": self.dynprompt.get_parent_node_id(node_id),
                 "real_node_id": self.dynprompt.get_real_node_id(node_id)}
 
-    def _send_state(self) -> None:
-        if self.server is None:
-            return
-        nodes = {node_id: {"value": s["value"], "max": s["max"], "state": s["state"], "node_id": node_id,
-                           "prompt_id": self.prompt_id, **self._node_ids(node_id)}
-                 for node_id, s in self.nodes.items() if s["state"] != "pending"}
-        self.server.send_sync("progress_state", {"prompt_id": self.prompt_id, "nodes": nodes}, self.server.client_id)
+    def _send_state(self, node_id: str) -> None:
+        s = self.nodes[node_id]
+        self.public[node_id] = {"value": s["value"], "max": s["max"], "state": s["state"], "node_id": node_id,
+                                "prompt_id": self.prompt_id, **self._node_ids(node_id)}
+        if self.server is not None:
+            self.server.send_sync("progress_state", {"prompt_id": self.prompt_id, "nodes": dict(self.public)},
+                                  self.server.client_id)
 
     def start_progress(self, node_id: str) -> None:
         with self.lock:
             entry = self._entry(node_id)
             entry.update(state="running", value=0.0, max=1.0)
-            self._send_state()
+            self._send_state(node_id)
 
     def update_progress(self, node_id: str, value: float, max_value: float, image: Any = None) -> None:
         with self.lock:
             entry = self._entry(node_id)
             entry.update(state="running", value=value, max=max_value)
-            self._send_state()
+            self._send_state(node_id)
             if image is not None and self.server is not None and \
                     supports_preview_metadata(self.server, self.server.client_id):
                 metadata = {"node_id": node_id, "prompt_id": self.prompt_id, **self._node_ids(node_id)}
@@ -70,7 +73,7 @@ class ProgressRegistry:
         with self.lock:
             entry = self._entry(node_id)
             entry.update(state="finished", value=entry["max"])
-            self._send_state()
+            self._send_state(node_id)
 
 
 _current: contextvars.ContextVar[ProgressRegistry | None] = contextvars.ContextVar("progress_registry", default=None)
