@@ -109,8 +109,9 @@ def _kohya_lora(targets: dict[str, tuple[int, int]], gen: torch.Generator, rank:
     return out
 
 
-def build_demo_models(models_dir: Path) -> list[Path]:
-    """Write the demo models under a ComfyUI models/ folder; returns the files written."""
+def build_demo_models(models_dir: Path, include_flux: bool = True) -> list[Path]:
+    """Write the demo models under a ComfyUI models/ folder; returns the files written. The Flux helper's
+    demo files are added when its module is present (`include_flux=False` skips them)."""
     models_dir = Path(models_dir)
     written: list[Path] = []
     with torch.random.fork_rng(devices=[]):
@@ -146,9 +147,11 @@ def build_demo_models(models_dir: Path) -> list[Path]:
                               **_prefixed(_te_hf(te1), "conditioner.embedders.0.transformer."),
                               **_prefixed(clip_mod.hf_to_open_clip(te2.state_dict()), "conditioner.embedders.1.model.")},
                              models_dir / "checkpoints" / "sdxl-tiny.safetensors"))
-    flux = _optional("nodes.models.flux")
-    if flux is not None and hasattr(flux, "build_demo_flux"):
-        written += list(flux.build_demo_flux(models_dir) or [])
+    if include_flux:
+        build_flux = next((getattr(m, "build_demo_flux") for m in map(_optional, ("nodes.models.flux",
+                           "nodes.models.flux_demo")) if m is not None and hasattr(m, "build_demo_flux")), None)
+        if build_flux is not None:
+            written += list(build_flux(models_dir) or [])
     return written
 
 

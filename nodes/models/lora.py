@@ -103,6 +103,7 @@ def merge_loras(patches: tuple[Patch, ...], targets: LoraTargets, sd: dict[str, 
             key = targets.names[name]
             delta = _delta(mod, out[key], name, patch.path)
             if patch.strength != 0.0:
-                out[key] = out[key] + (patch.strength * delta).to(out[key].dtype)
+                # Merged in float32: the module is built in float32 anyway, and fp16 sums lose the delta.
+                out[key] = out[key].float() + patch.strength * delta
             count += 1
     return out, count

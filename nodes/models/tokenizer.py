@@ -20,6 +20,7 @@ BYTE_VOCAB_SIZE = 514
 OPENAI_VOCAB_SIZE = 49408
 VOCAB_ENV = "COMFY_CLUSTER_CLIP_VOCAB"
 VOCAB_GZ = "bpe_simple_vocab_16e6.txt.gz"
+NO_LIMIT = 1 << 30
 TokenWeights = list[list[tuple[int, float]]]
 
 
@@ -39,6 +40,7 @@ class ClipBPE:
     """Text -> CLIP token ids (without start/end), for any byte-level CLIP vocab."""
 
     def __init__(self, hf_tokenizer, source: str) -> None:
+        hf_tokenizer.model_max_length = NO_LIMIT   # SDTokenizer chunks long prompts itself
         self._tok = hf_tokenizer
         self.source = source
         self.bos_id = hf_tokenizer.convert_tokens_to_ids(BOS)
@@ -50,7 +52,7 @@ class ClipBPE:
         from transformers import CLIPTokenizer
         base = list(bytes_to_unicode().values())
         tokens = base + [b + "</w>" for b in base] + ["".join(m) for m in merges] + [BOS, EOS]
-        tok = CLIPTokenizer(vocab={t: i for i, t in enumerate(tokens)}, merges=merges, model_max_length=77)
+        tok = CLIPTokenizer(vocab={t: i for i, t in enumerate(tokens)}, merges=merges, model_max_length=NO_LIMIT)
         return cls(tok, source)
 
     @classmethod
@@ -61,10 +63,11 @@ class ClipBPE:
             if path.endswith(".gz"):
                 lines = gzip.open(path).read().decode("utf-8").split("\n")
                 # The file's first line is a version header; CLIP uses 48,894 merges (49,408 - 2*256 - 2).
-                merges = [tuple(line.split()) for line in lines[1:OPENAI_VOCAB_SIZE - 2 * 256 - 2 + 1]]
+                pairs = (tuple(line.split()) for line in lines[1:OPENAI_VOCAB_SIZE - 2 * 256 - 2 + 1])
+                merges = [p for p in pairs if len(p) == 2]
                 return cls.from_merges(merges, path)
             from transformers import CLIPTokenizer
-            return cls(CLIPTokenizer(tokenizer_file=path, model_max_length=77), path)
+            return cls(CLIPTokenizer(tokenizer_file=path, model_max_length=NO_LIMIT), path)
         except Exception as e:  # gzip, json and tokenizers each raise their own types
             raise ModelLoadError(path, f"not a usable CLIP vocabulary ({type(e).__name__}: {e})") from None
 
