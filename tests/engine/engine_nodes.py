@@ -280,7 +280,7 @@ class TypeChecked:
 class Picker:
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"choice": (["red", "green"],), "count": ("INT", {"default": 1}),
+        return {"required": {"choice": (["red", "green"],), "count": ("INT", {"default": 1, "control_after_generate": True}),
                              "ratio": ("FLOAT", {"default": 1.0}), "name": ("STRING", {"default": ""}),
                              "flag": ("BOOLEAN", {"default": False})}}
     RETURN_TYPES = ("STRING",)

@@ -1,0 +1,53 @@
+"""Workflow (UI) JSON -> API prompt."""
+from __future__ import annotations
+
+from comfy_bridge.formats import is_ui_format, ui_to_api
+
+
+def workflow() -> dict:
+    return {
+        "last_node_id": 7, "last_link_id": 6, "version": 0.4,
+        "nodes": [
+            {"id": 1, "type": "Picker", "mode": 0, "inputs": [],
+             "outputs": [{"name": "STRING", "type": "STRING", "links": [1]}],
+             "widgets_values": ["green", 3, "randomize", 0.5, "name", True]},
+            {"id": 2, "type": "Reroute", "mode": 0, "inputs": [{"name": "", "type": "*", "link": 1}],
+             "outputs": [{"name": "", "type": "STRING", "links": [2]}]},
+            {"id": 3, "type": "Output", "mode": 0, "title": "Shown", "inputs": [{"name": "value", "type": "*", "link": 2}],
+             "widgets_values": []},
+            {"id": 4, "type": "Const", "mode": 0, "inputs": [{"name": "value", "type": "FLOAT", "link": 3,
+                                                               "widget": {"name": "value"}}],
+             "outputs": [{"name": "FLOAT", "type": "FLOAT", "links": [4]}], "widgets_values": [0.0]},
+            {"id": 5, "type": "PrimitiveNode", "mode": 0, "outputs": [{"name": "FLOAT", "type": "FLOAT", "links": [3]}],
+             "widgets_values": [2.5, "fixed"]},
+            {"id": 6, "type": "Double", "mode": 4, "inputs": [{"name": "value", "type": "FLOAT", "link": 4}],
+             "outputs": [{"name": "FLOAT", "type": "FLOAT", "links": [5]}]},
+            {"id": 7, "type": "Output", "mode": 0, "inputs": [{"name": "value", "type": "*", "link": 5}]},
+            {"id": 8, "type": "Output", "mode": 2, "inputs": [{"name": "value", "type": "*", "link": 6}]},
+            {"id": 9, "type": "Note", "mode": 0, "widgets_values": ["hello"]},
+        ],
+        "links": [[1, 1, 0, 2, 0, "STRING"], [2, 2, 0, 3, 0, "*"], [3, 5, 0, 4, 0, "FLOAT"],
+                  [4, 4, 0, 6, 0, "FLOAT"], [5, 6, 0, 7, 0, "FLOAT"], [6, 4, 0, 8, 0, "FLOAT"]],
+        "groups": [], "config": {}, "extra": {},
+    }
+
+
+def test_detects_formats():
+    assert is_ui_format(workflow())
+    assert not is_ui_format({"1": {"class_type": "Const", "inputs": {"value": 1.0}}})
+
+
+def test_converts_widgets_links_reroutes_primitives_bypass_and_mute(registry):
+    prompt = ui_to_api(workflow(), registry)
+    assert set(prompt) == {"1", "3", "4", "7"}
+    assert prompt["1"]["inputs"] == {"choice": "green", "count": 3, "ratio": 0.5, "name": "name", "flag": True}
+    assert prompt["3"] == {"inputs": {"value": ["1", 0]}, "class_type": "Output", "_meta": {"title": "Shown"}}
+    assert prompt["4"]["inputs"] == {"value": 2.5}
+    assert prompt["7"]["inputs"] == {"value": ["4", 0]}
+    assert prompt["4"]["_meta"]["title"] == "Constant"
+
+
+async def test_converted_workflow_runs(registry, run):
+    executor = await run(ui_to_api(workflow(), registry))
+    assert executor.history_result["outputs"]["7"] == {"values": [2.5]}
+    assert executor.history_result["outputs"]["3"] == {"values": ["green3"]}
