@@ -9,6 +9,10 @@ import importlib
 from pathlib import Path
 
 import torch
+# Imported up front: importing them can draw random numbers, which must not happen after seeding.
+from diffusers import AutoencoderKL, ControlNetModel, UNet2DConditionModel
+from safetensors.torch import save_file
+from transformers import CLIPTextConfig, CLIPTextModel, CLIPTextModelWithProjection
 
 from . import clip as clip_mod
 from . import controlnet as cn_mod
@@ -21,7 +25,6 @@ STORE_DTYPE = torch.float16   # as most real checkpoints are stored; the loaders
 
 
 def _unet(kind: str):
-    from diffusers import UNet2DConditionModel
     arch = "sdxl" if kind == "sdxl" else "sd1"
     channels = (32, 64)
     common = dict(sample_size=8, in_channels=4, out_channels=4, block_out_channels=channels, layers_per_block=1,
@@ -39,7 +42,6 @@ def _unet(kind: str):
 
 
 def _vae():
-    from diffusers import AutoencoderKL
     channels = (8, 16, 32, 32)   # four levels: 8x downscale with 4 latent channels, like the real VAE
     return AutoencoderKL(in_channels=3, out_channels=3, latent_channels=4, block_out_channels=channels,
                          down_block_types=("DownEncoderBlock2D",) * 4, up_block_types=("UpDecoderBlock2D",) * 4,
@@ -47,7 +49,6 @@ def _vae():
 
 
 def _clip(hidden: int, projection: bool, act: str):
-    from transformers import CLIPTextConfig, CLIPTextModel, CLIPTextModelWithProjection
     cfg = CLIPTextConfig(vocab_size=BYTE_VOCAB_SIZE, hidden_size=hidden, intermediate_size=2 * hidden,
                          num_hidden_layers=2, num_attention_heads=clip_mod.clip_heads(hidden),
                          max_position_embeddings=77, projection_dim=32, hidden_act=act,
@@ -81,11 +82,11 @@ def _te_hf(module) -> dict[str, torch.Tensor]:
 
 
 def _save(tensors: dict[str, torch.Tensor], path: Path) -> Path:
-    from safetensors.torch import save_file
     path.parent.mkdir(parents=True, exist_ok=True)
     out = {k: (v.to(STORE_DTYPE) if v.is_floating_point() else v).contiguous() for k, v in sorted(tensors.items())}
     tmp = path.with_suffix(".tmp")
-    save_file(out, str(tmp), metadata={"format": "pt", "comfy_cluster": "demo"})
+    # One metadata entry only: safetensors writes its metadata map in hash order, which varies per run.
+    save_file(out, str(tmp), metadata={"format": "pt"})
     tmp.replace(path)
     return path
 
@@ -156,7 +157,6 @@ def build_demo_models(models_dir: Path, include_flux: bool = True) -> list[Path]
 
 
 def _controlnet_ldm(unet, gen: torch.Generator) -> dict[str, torch.Tensor]:
-    from diffusers import ControlNetModel
     cn = ControlNetModel.from_unet(unet, conditioning_embedding_out_channels=(8, 16, 16, 32))
     # from_unet zero-initialises the output convs, which would make the ControlNet a no-op.
     outs = [p for n, p in cn.named_parameters()
