@@ -45,18 +45,19 @@ def _sd(ref: ModelRef, i: int = 0) -> dict[str, torch.Tensor]:
     return load_state_dict(path, digest)
 
 
-def _flux():
-    try:
-        return importlib.import_module("nodes.models.flux")
-    except ImportError as e:
-        raise ModelLoadError(None, f"Flux/SD3 support is not available ({e})") from None
+FLUX_MODULES = ("nodes.models.flux", "nodes.models.flux_text", "nodes.models.flux_vae")
 
 
 def _dispatch(name: str, ref: ModelRef, sd: Any, arch: str):
-    fn = getattr(_flux(), name, None)
-    if fn is None:
-        raise ModelLoadError(ref.sources[0], f"{arch} models are recognised but {name} is not implemented")
-    return fn(ref, sd)
+    """Hand a Flux/SD3 component to the Flux helper's `name(ref, state_dict)`."""
+    for module_name in FLUX_MODULES:
+        try:
+            fn = getattr(importlib.import_module(module_name), name, None)
+        except ImportError:
+            continue
+        if fn is not None:
+            return fn(ref, sd)
+    raise ModelLoadError(ref.sources[0], f"{arch} models are recognised but {name} is not available for them")
 
 
 def _sd_arch(info: CheckpointInfo) -> str:
