@@ -87,6 +87,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+BENCHMARKS = {
+    "engine": "comfy_bridge.bench.engine",
+}
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    import importlib
+    return importlib.import_module(BENCHMARKS[args.name]).main(args.bench_args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="comfy-cluster", description="Serve ComfyUI workflows on a cluster.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -107,6 +117,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo-models", help="build the tiny offline demo models into the workspace")
     demo.add_argument("--workspace", default=None)
     demo.set_defaults(func=cmd_demo_models)
+    bench = sub.add_parser("bench", help="run a benchmark and print its figures")
+    bench.add_argument("name", choices=sorted(BENCHMARKS))
+    bench.add_argument("bench_args", nargs=argparse.REMAINDER)
+    bench.set_defaults(func=cmd_bench)
     return p
 
 

@@ -72,6 +72,9 @@ def test_run_button_shows_generated_image(server, tmp_path):
         ckpt = page.evaluate("""() => window.app.graph.findNodesByType('CheckpointLoaderSimple')[0]
                                 .widgets.find(w => w.name === 'ckpt_name').value""")
         assert ckpt == "sd1-tiny.safetensors"
+        # Fit the whole graph in view, so the Save Image node is drawn and loads its image.
+        page.locator("canvas#graph-canvas").click(position={"x": 300, "y": 700})
+        page.keyboard.press(".")
         with page.expect_response(lambda r: "/view?" in r.url and "filename=ComfyUI_" in r.url,
                                   timeout=120_000) as view:
             page.get_by_role("button", name="Run", exact=True).first.click()
@@ -79,9 +82,12 @@ def test_run_button_shows_generated_image(server, tmp_path):
         assert response.status == 200
         assert response.headers["content-type"].startswith("image/png")
         page.wait_for_function("""() => { const n = window.app.graph.findNodesByType('SaveImage')[0];
-                                  return n && n.imgs && n.imgs.length > 0 && n.imgs[0].naturalWidth > 0 }""",
-                               timeout=30_000)
-        width = page.evaluate("() => window.app.graph.findNodesByType('SaveImage')[0].imgs[0].naturalWidth")
+                                  return n && n.imgs && n.imgs.length > 0 && n.imgs[0].complete
+                                         && n.imgs[0].naturalWidth > 0 }""", timeout=60_000)
+        shown = page.evaluate("""() => { const img = window.app.graph.findNodesByType('SaveImage')[0].imgs[0];
+                                 return {src: img.src, width: img.naturalWidth} }""")
+        assert "/view?" in shown["src"] and "filename=ComfyUI_" in shown["src"]
+        width = shown["width"]
         page.screenshot(path=str(tmp_path / "webui_after_run.png"))
         browser.close()
     assert width == prompt["5"]["inputs"]["width"]

@@ -1,0 +1,95 @@
+"""Engine overhead: the default workflow through `run` (graph engine + one ModelFn call per step)
+against a plain diffusers StableDiffusionPipeline on the same loaded tiny model, in one process.
+
+Both paths do the same work: encode both prompts, 20 Euler steps with CFG (UNet at batch 2),
+decode, save a PNG. Timings are min-of-N with the two paths interleaved, so machine noise hits both.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _prompt(size: int) -> dict:
+    prompt = json.loads((REPO / "workflows_json" / "text_to_image.json").read_text())
+    prompt["5"]["inputs"].update(width=size, height=size)
+    return prompt
+
+
+def _diffusers_runner(ckpt: Path, prompt: dict, out_dir: Path):
+    from diffusers import EulerDiscreteScheduler, StableDiffusionPipeline
+    from diffusers.utils import logging as dlog
+
+    from nodes.loaders import make_ref, probe_arch
+    from nodes.models.loader import load_diffusion_model, load_text_encoder, load_vae
+    arch, _ = probe_arch(ckpt)
+    unet = load_diffusion_model(make_ref("diffusion_model", arch, [ckpt]))
+    clip = load_text_encoder(make_ref("text_encoder", arch, [ckpt]))
+    vae = load_vae(make_ref("vae", arch, [ckpt]))
+    dlog.disable_progress_bar()
+    sched = EulerDiscreteScheduler(beta_start=0.00085, beta_end=0.012, beta_schedule="scaled_linear",
+                                   timestep_spacing="linspace", steps_offset=1)
+    pipe = StableDiffusionPipeline(vae=vae.module, text_encoder=None, tokenizer=None, unet=unet.module,
+                                   scheduler=sched, safety_checker=None, feature_extractor=None,
+                                   requires_safety_checker=False)
+    pipe.set_progress_bar_config(disable=True)
+    sampler = prompt["3"]["inputs"]
+    size = prompt["5"]["inputs"]["width"]
+
+    def run() -> None:
+        with torch.inference_mode():
+            pos, _ = clip.encode(clip.tokenize(prompt["6"]["inputs"]["text"]))
+            neg, _ = clip.encode(clip.tokenize(prompt["7"]["inputs"]["text"]))
+            image = pipe(prompt_embeds=pos, negative_prompt_embeds=neg, height=size, width=size,
+                         num_inference_steps=sampler["steps"], guidance_scale=sampler["cfg"],
+                         generator=torch.Generator().manual_seed(sampler["seed"])).images[0]
+            image.save(out_dir / "diffusers.png", compress_level=4)
+    return run
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="comfy-cluster bench engine", description=__doc__)
+    p.add_argument("--sizes", type=int, nargs="+", default=[64, 128])
+    p.add_argument("--repeats", type=int, default=7)
+    p.add_argument("--threads", type=int, default=2)
+    args = p.parse_args(argv)
+    torch.set_num_threads(args.threads)
+
+    from comfy_bridge.cli import ensure_demo_models
+    from comfy_bridge.registry import build_registry
+    from comfy_bridge.run import run_prompt
+    from comfy_bridge.workspace import Workspace, activate
+    with tempfile.TemporaryDirectory() as tmp:
+        ws = activate(Workspace(Path(tmp)).create())
+        ensure_demo_models(ws)
+        registry = build_registry(ws)
+        ckpt = ws.full_path("checkpoints", "sd1-tiny.safetensors")
+        print(f"default workflow (sd1-tiny, 20 steps euler, cfg 8), torch threads {args.threads}, "
+              f"min of {args.repeats}")
+        print(f"{'size':>6} {'run (s)':>10} {'diffusers (s)':>14} {'ratio':>7}")
+        for size in args.sizes:
+            prompt = _prompt(size)
+            ours = lambda: asyncio.run(run_prompt(prompt, None, registry, show_progress=False))  # noqa: E731
+            theirs = _diffusers_runner(ckpt, prompt, Path(tmp))
+            ours(), theirs()  # warm-up: load weights, first-call allocations
+            t_ours, t_theirs = [], []
+            for _ in range(args.repeats):
+                for fn, acc in ((ours, t_ours), (theirs, t_theirs)):
+                    t0 = time.perf_counter()
+                    fn()
+                    acc.append(time.perf_counter() - t0)
+            a, b = min(t_ours), min(t_theirs)
+            print(f"{size:>6} {a:>10.4f} {b:>14.4f} {a / b:>7.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
