@@ -69,7 +69,14 @@ def add_comfyui_flags(p: argparse.ArgumentParser) -> None:
 
 def add_cluster_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workspace", default=None, help="workspace folder (default: platform data dir)")
-    p.add_argument("--executors", type=int, default=1, help="local executor processes to start")
+    p.add_argument("--executors", type=int, default=1,
+                   help="local executor processes to start (0: run ModelFns inside the server process)")
+    p.add_argument("--executor-threads", type=int, default=0,
+                   help="torch threads per executor (0: the machine's cores divided among the executors)")
+    p.add_argument("--scheduler", default="vtime", choices=["vtime", "fifo", "sjf", "vtc"],
+                   help="scheduling policy between tenants")
+    p.add_argument("--fairness-slack", type=float, default=None, metavar="SECONDS",
+                   help="vTime slack: tenants within this much service of the least-served compete (default: the scheduler's)")
 
 
 def parse_known(p: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -83,7 +84,21 @@ def cmd_serve(args: argparse.Namespace) -> int:
         disable_custom_nodes=args.disable_all_custom_nodes, whitelist_custom_nodes=args.whitelist_custom_nodes,
         disable_metadata=args.disable_metadata, preview_method=args.preview_method,
         dont_print_server=args.dont_print_server, tls_keyfile=args.tls_keyfile, tls_certfile=args.tls_certfile)
-    run_server(config)
+    head, runtime = None, None
+    if args.executors > 0:
+        from cluster.local_cluster import start_local_cluster
+        threads = args.executor_threads or max(1, (os.cpu_count() or 1) // args.executors)
+        head, runtime = start_local_cluster(args.executors, threads, policy=args.scheduler,
+                                            delta=args.fairness_slack)
+
+    def make_executor(server):
+        from comfy_bridge.execution import PromptExecutor
+        return PromptExecutor(server.registry, server, cache_type=cache_type, cache_size=cache_size, runtime=runtime)
+    try:
+        run_server(config, executor_factory=make_executor)
+    finally:
+        if head is not None:
+            head.stop()
     return 0
 
 

@@ -321,14 +321,17 @@ class PromptExecutor:
                 "traceback": error["traceback"], "current_inputs": error["current_inputs"],
                 "current_outputs": list(current_outputs)}, broadcast=False)
 
-    def _runtime_scope(self) -> contextlib.AbstractContextManager:
+    def _runtime_scope(self, prompt_id: str, extra_data: dict) -> contextlib.AbstractContextManager:
         if self.runtime is None:
             return contextlib.nullcontext()
         from cluster import runtime as runtime_mod
+        rt = self.runtime
+        if hasattr(rt, "bind"):  # a cluster runtime charges the prompt's tenant and groups calls per prompt
+            rt = rt.bind(extra_data.get("tenant", "default"), prompt_id)
 
         @contextlib.contextmanager
         def scope():
-            token = runtime_mod.use_runtime(self.runtime)
+            token = runtime_mod.use_runtime(rt)
             try:
                 yield
             finally:
@@ -343,7 +346,7 @@ class PromptExecutor:
         self.status_messages = []
         self.success = True
         self.add_message("execution_start", {"prompt_id": prompt_id}, broadcast=False)
-        with self._runtime_scope():
+        with self._runtime_scope(prompt_id, extra_data):
             await self._run(prompt, prompt_id, extra_data, list(execute_outputs or []))
 
     async def _run(self, prompt: dict, prompt_id: str, extra_data: dict, execute_outputs: list[str]) -> None:
