@@ -1,0 +1,236 @@
+"""The layer cache: which layers of which models are resident on the device, and making more so.
+
+Per model: a meta-device skeleton, its layer lookup table and per-layer readiness. `use(key)`
+yields the model at once; layers that are not resident stream in, in order, on a background
+loader while earlier layers compute (a forward pre-hook on each block waits for its layer), so a
+model whose first L_e' layers are resident runs about as fast as a warm one. Memory comes from the
+executor's budget; under pressure layers are evicted least recently used model first, each model's
+layers in reverse order, so first layers (the ones that hide loading) stay longest. A layer may
+also live in the communication arena (weight virtualization); the arena takes those back first
+when it needs room.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
+
+import torch
+from torch import nn
+
+from cluster.dataplane.arena import Arena, Block
+from cluster.dataplane.budget import MemoryBudget
+from cluster.weights.lookup import LayerTable, split_layers
+from cluster.weights.tiers import HostTier, HostToDevice
+
+_ALIGN = 256
+
+
+@dataclass
+class _Model:
+    key: str
+    model: nn.Module
+    table: LayerTable
+    layers: list[nn.Module]
+    ready: list[threading.Event]
+    arena_blocks: dict[int, Block] = field(default_factory=dict)  # layers that live in the arena
+    events: dict[int, object] = field(default_factory=dict)  # CUDA events of in-flight copies
+    last_used: float = 0.0
+    in_use: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class LayerCache:
+    def __init__(self, budget: MemoryBudget, host: HostTier, copier: HostToDevice,
+                 arena: Arena | None = None) -> None:
+        self.budget, self.host, self.copier, self.arena = budget, host, copier, arena
+        self.device = copier.device
+        self._models: dict[str, _Model] = {}
+        self._lock = threading.RLock()
+        self.evictions: list[tuple[str, int]] = []  # (model, layer) in the order they were evicted
+        budget.add_reclaimer(self.evict)
+
+    # -- registration -------------------------------------------------------------------------
+
+    def register(self, key: str, factory: Callable[[], nn.Module],
+                 blocks: Callable[[nn.Module], list[nn.Module]],
+                 weights: dict[str, torch.Tensor] | None = None) -> None:
+        """Make `key` known: `factory` builds the architecture (run on the meta device, so no memory),
+        `blocks` lists its layers in execution order; `weights` go to the host tier (else they must
+        already be on host or disk)."""
+        with torch.device("meta"):
+            model = factory().eval()
+        layers = blocks(model)
+        table = LayerTable(model, split_layers(model, layers))
+        m = _Model(key, model, table, layers, [threading.Event() for _ in layers])
+        for i, block in enumerate(layers):
+            block.register_forward_pre_hook(self._waiter(m, i))
+        if weights is not None:
+            self.host.put(key, weights)
+        elif not self.host.has(key):
+            raise KeyError(f"no weights for {key} on host or disk")
+        with self._lock:
+            self._models[key] = m
+
+    def _waiter(self, m: _Model, i: int):
+        def wait(_module, _args):
+            m.ready[i].wait()
+            if m.table.entries[i].region is None:
+                raise RuntimeError(f"layer {i} of {m.key} failed to load")
+            event = m.events.pop(i, None)
+            if event is not None:
+                torch.cuda.current_stream(self.device).wait_event(event)
+        return wait
+
+    # -- state --------------------------------------------------------------------------------
+
+    def blocks(self, key: str) -> list[nn.Module]:
+        return self._models[key].layers
+
+    def num_layers(self, key: str) -> int:
+        return len(self._models[key].table.entries)
+
+    def resident(self, key: str) -> list[int]:
+        return [i for i, e in enumerate(self._models[key].table.entries) if e.region is not None]
+
+    def layer_bytes(self, key: str) -> list[int]:
+        return [e.nbytes for e in self._models[key].table.entries]
+
+    def regions(self, key: str) -> list[str | None]:
+        return [e.region for e in self._models[key].table.entries]
+
+    # -- loading ------------------------------------------------------------------------------
+
+    def _load_layer(self, m: _Model, i: int) -> None:
+        entry = m.table.entries[i]
+        if entry.region is not None:
+            return
+        src = self.host.get(m.key, entry.names)
+        dst, region = self._place(m, i, entry.nbytes)
+        event = self.copier.copy(src, dst)
+        if event is not None:
+            m.events[i] = event
+        m.table.bind(i, dst, region)
+        m.ready[i].set()
+
+    def _place(self, m: _Model, i: int, nbytes: int) -> tuple[dict[str, torch.Tensor], str]:
+        """Destination tensors for layer i: framework memory within the budget, else free arena
+        space, else framework memory after evicting others (over-committing rather than stalling)."""
+        specs = {n: m.table.specs[n] for n in m.table.entries[i].names}
+        if not self.budget.charge_weights(nbytes, evict=False):
+            block = self.arena.alloc(sum(_padded(s, d) for s, d in specs.values())) if self.arena else None
+            if block is not None:
+                m.arena_blocks[i] = block
+                out, off = {}, block.offset
+                for n, (shape, dtype) in specs.items():
+                    out[n] = self.arena.view(off, dtype, tuple(shape))
+                    off += _padded(shape, dtype)
+                return out, "arena"
+            self.budget.charge_weights(nbytes, evict=True, force=True)
+        return {n: torch.empty(s, dtype=d, device=self.device) for n, (s, d) in specs.items()}, "framework"
+
+    def warm(self, key: str, layers: int | None = None) -> None:
+        """Make the first `layers` layers (all by default) resident now, synchronously."""
+        m = self._models[key]
+        n = len(m.ready) if layers is None else min(layers, len(m.ready))
+        with m.lock:
+            for i in range(n):
+                self._load_layer(m, i)
+        self._touch(m)
+
+    @contextmanager
+    def use(self, key: str) -> Iterator[nn.Module]:
+        """The model, runnable at once; missing layers stream in behind its execution."""
+        m = self._models[key]
+        with self._lock:
+            m.in_use += 1
+        self._touch(m)
+        missing = [i for i, e in enumerate(m.table.entries) if e.region is None]
+        for i in missing:
+            m.ready[i].clear()
+        loader = None
+        if missing:
+            loader = threading.Thread(target=self._stream, args=(m, missing), daemon=True,
+                                      name=f"load-{key}")
+            loader.start()
+        try:
+            yield m.model
+        finally:
+            if loader is not None:
+                loader.join()
+            with self._lock:
+                m.in_use -= 1
+            self._touch(m)
+
+    def _stream(self, m: _Model, layers: list[int]) -> None:
+        try:
+            with m.lock:
+                for i in layers:
+                    self._load_layer(m, i)
+        finally:
+            for i in layers:  # wake waiters even on failure; the hook sees region None and raises
+                m.ready[i].set()
+
+    def _touch(self, m: _Model) -> None:
+        m.last_used = time.monotonic()
+
+    # -- eviction -----------------------------------------------------------------------------
+
+    def _victims(self, arena_only: bool) -> Iterator[tuple[_Model, int]]:
+        """(model, layer) in eviction order: LRU idle models first, each from its last layer back."""
+        with self._lock:
+            models = sorted((m for m in self._models.values() if m.in_use == 0), key=lambda m: m.last_used)
+        for m in models:
+            for i in range(len(m.table.entries) - 1, -1, -1):
+                region = m.table.entries[i].region
+                if region is not None and (not arena_only or region == "arena"):
+                    yield m, i
+
+    def _evict_layer(self, m: _Model, i: int) -> int:
+        entry = m.table.entries[i]
+        region = entry.region
+        m.table.unbind(i)
+        m.ready[i].clear()
+        self.evictions.append((m.key, i))
+        if region == "arena":
+            block = m.arena_blocks.pop(i)
+            self.arena.free(block)
+            return block.size
+        self.budget.release_weights(entry.nbytes)
+        return entry.nbytes
+
+    def evict(self, nbytes: int) -> int:
+        """Budget reclaimer: evict framework-region layers until `nbytes` are freed; returns bytes freed."""
+        freed = 0
+        with self._lock:
+            for m, i in list(self._victims(arena_only=False)):
+                if freed >= nbytes:
+                    break
+                if m.table.entries[i].region == "framework":
+                    freed += self._evict_layer(m, i)
+        return freed
+
+    def evict_arena(self, nbytes: int) -> int:
+        """Arena pressure hook (TensorStore.on_pressure): give arena-resident layers back."""
+        freed = 0
+        with self._lock:
+            for m, i in list(self._victims(arena_only=True)):
+                if freed >= nbytes:
+                    break
+                freed += self._evict_layer(m, i)
+        return freed
+
+    def drop(self, key: str) -> None:
+        """Evict every layer of `key` (host and disk copies stay)."""
+        m = self._models[key]
+        with self._lock:
+            for i in range(len(m.table.entries) - 1, -1, -1):
+                if m.table.entries[i].region is not None:
+                    self._evict_layer(m, i)
+
+
+def _padded(shape: torch.Size, dtype: torch.dtype) -> int:
+    n = shape.numel() * torch.empty((), dtype=dtype).element_size()
+    return (n + _ALIGN - 1) // _ALIGN * _ALIGN
