@@ -1,0 +1,168 @@
+"""Data-plane benchmarks: `python -m cluster.bench_dataplane [--json]`.
+
+1. Transfer: a producer process publishes a 64 MiB tensor into its arena; this process pulls it
+   into its own arena through shared memory. Throughput is reported as a fraction of this
+   machine's memcpy bandwidth measured in the same run (target >= 50%).
+2. Prefix loading: a stack of Linear layers behind a host -> device tier slowed to a fixed
+   bandwidth (T_load = 3 x T_comp per layer, about the paper's Flux transformer ratio). First
+   invocation of a fully warm model, of a cold one with L_e' layers resident (target: within 10%
+   of warm), of one with L_e'/2, and of one with none (expected: far slower).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import asdict
+
+import numpy as np
+import torch
+from torch import nn
+
+from cluster.dataplane.arena import ShmArena
+from cluster.dataplane.budget import MemoryBudget
+from cluster.dataplane.tensor_store import TensorHandle, TensorStore
+from cluster.weights.cache import LayerCache
+from cluster.weights.prefix import ProfileStore, e2e_time, prefix_length
+from cluster.weights.tiers import DiskTier, HostTier, HostToDevice
+
+MiB = 1 << 20
+
+
+def _store(arena_bytes: int, owner: str) -> TensorStore:
+    prefix = f"cc-{owner}-"
+    return TensorStore(ShmArena(prefix, arena_bytes), owner, prefix)
+
+
+def _producer(q_out, q_in, owner: str, nbytes: int, readers: int) -> None:
+    store = _store(2 * nbytes, owner)
+    src = torch.arange(nbytes // 4, dtype=torch.float32)
+    q_out.put(asdict(store.publish(src, readers=readers)))
+    q_in.get(timeout=600)
+    store.close()
+    store.arena.close()
+
+
+def memcpy_bandwidth(nbytes: int, repeats: int) -> float:
+    """Bytes/s of one-thread memcpy between two pre-touched buffers (the same copy a pull does)."""
+    a = np.ones(nbytes, dtype=np.uint8)
+    b = np.zeros(nbytes, dtype=np.uint8)
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        np.copyto(b, a)
+        times.append(time.perf_counter() - t0)
+    return nbytes / statistics.median(times)
+
+
+def bench_transfer(nbytes: int = 64 * MiB, repeats: int = 9) -> dict:
+    ctx = mp.get_context("spawn")
+    q_out, q_in = ctx.Queue(), ctx.Queue()
+    owner = f"bp{uuid.uuid4().hex[:8]}"
+    proc = ctx.Process(target=_producer, args=(q_out, q_in, owner, nbytes, repeats + 1))
+    proc.start()
+    consumer = _store(2 * nbytes, f"bc{uuid.uuid4().hex[:8]}")
+    try:
+        handle = TensorHandle(**q_out.get(timeout=600))
+        times = []
+        for i in range(repeats + 1):
+            with consumer.scope() as scope:
+                t0 = time.perf_counter()
+                out = scope.fetch(handle)
+                times.append(time.perf_counter() - t0)
+                if i == 0:
+                    ok = bool(out[-1].item() == nbytes // 4 - 1 and out[1].item() == 1)
+        memcpy = memcpy_bandwidth(nbytes, repeats)
+    finally:
+        q_in.put("done")
+        proc.join(60)
+        consumer.close()
+        consumer.arena.close()
+    pull = nbytes / statistics.median(times[1:])
+    return {"bytes": nbytes, "correct": ok, "first_pull_s": times[0], "pull_GBps": pull / 1e9,
+            "memcpy_GBps": memcpy / 1e9, "ratio": pull / memcpy, "target": 0.5, "pass": ok and pull / memcpy >= 0.5}
+
+
+def _stack(layers: int, width: int) -> nn.Module:
+    return nn.Sequential(*[nn.Linear(width, width) for _ in range(layers)])
+
+
+def _first_invocation(cache: LayerCache, key: str, x: torch.Tensor, resident: int | None, runs: int) -> float:
+    """Median wall time of one invocation (including waiting for every layer) with `resident`
+    layers on the device beforehand (None = all)."""
+    times = []
+    for _ in range(runs):
+        cache.drop(key)
+        cache.warm(key, resident)
+        t0 = time.perf_counter()
+        with torch.inference_mode(), cache.use(key) as model:
+            model(x)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def bench_prefix(layers: int = 12, width: int = 1024, batch: int = 384, load_ratio: float = 3.0,
+                 runs: int = 3, profiles: str | None = None) -> dict:
+    torch.manual_seed(0)
+    torch.set_num_threads(1)  # steady per-layer times on a shared machine
+    weights = _stack(layers, width).state_dict()
+    tmp = tempfile.mkdtemp(prefix="bench-weights-")
+    copier = HostToDevice("cpu")
+    cache = LayerCache(MemoryBudget(1 << 40), HostTier(DiskTier(tmp)), copier)
+    key = f"stack{layers}x{width}"
+    cache.register(key, lambda: _stack(layers, width), lambda m: list(m), weights)
+    x = torch.randn(batch, width)
+    warm = _first_invocation(cache, key, x, None, runs)
+    # Slow the host -> device tier so that one layer loads in load_ratio x its compute time.
+    layer_bytes = cache.layer_bytes(key)[0]
+    copier.bandwidth = layer_bytes / (load_ratio * warm / layers)
+    store = ProfileStore(profiles or f"{tmp}/profiles.json")
+    prof = store.get_or_profile(cache, key, lambda m: m(x))
+    le = prof.prefix
+    warm = _first_invocation(cache, key, x, None, runs)
+    cold_le = _first_invocation(cache, key, x, le, runs)
+    cold_half = _first_invocation(cache, key, x, le // 2, runs)
+    cold_zero = _first_invocation(cache, key, x, 0, runs)
+    return {"layers": layers, "layer_MiB": layer_bytes / MiB, "bandwidth_MBps": copier.bandwidth / 1e6,
+            "t_load_ms": prof.t_load * 1e3, "t_comp_ms": prof.t_comp * 1e3, "prefix_layers": le,
+            "warm_s": warm, "cold_Le_s": cold_le, "cold_Le_half_s": cold_half, "cold_0_s": cold_zero,
+            "eq1_Le_s": e2e_time(layers, le, prof.t_load, prof.t_comp),
+            "eq1_0_s": e2e_time(layers, 0, prof.t_load, prof.t_comp),
+            "cold_Le_over_warm": cold_le / warm, "cold_0_over_warm": cold_zero / warm,
+            "pass": cold_le <= 1.10 * warm and cold_zero > 1.10 * warm}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--mib", type=int, default=64, help="transfer size in MiB")
+    p.add_argument("--profiles", help="JSON file of per-layer profiles (default: a temp file)")
+    args = p.parse_args(argv)
+    transfer = bench_transfer(args.mib * MiB)
+    prefix = bench_prefix(profiles=args.profiles)
+    if args.json:
+        print(json.dumps({"transfer": transfer, "prefix": prefix}, indent=1))
+    else:
+        t = transfer
+        print(f"transfer {args.mib} MiB across processes: {t['pull_GBps']:.2f} GB/s = {t['ratio']:.0%} of "
+              f"memcpy {t['memcpy_GBps']:.2f} GB/s (first pull {t['first_pull_s'] * 1e3:.1f} ms) "
+              f"[{'PASS' if t['pass'] else 'FAIL'} >= 50%]")
+        q = prefix
+        print(f"prefix loading: L={q['layers']} layers of {q['layer_MiB']:.1f} MiB, host->device at "
+              f"{q['bandwidth_MBps']:.0f} MB/s, T_load={q['t_load_ms']:.1f} ms, T_comp={q['t_comp_ms']:.1f} ms, "
+              f"L_e'={q['prefix_layers']}")
+        print(f"  warm {q['warm_s'] * 1e3:.0f} ms | cold with L_e' resident {q['cold_Le_s'] * 1e3:.0f} ms "
+              f"({q['cold_Le_over_warm']:.2f}x) | L_e'/2 {q['cold_Le_half_s'] * 1e3:.0f} ms | "
+              f"none resident {q['cold_0_s'] * 1e3:.0f} ms ({q['cold_0_over_warm']:.2f}x) "
+              f"[Eq.1: {q['eq1_Le_s'] * 1e3:.0f} / {q['eq1_0_s'] * 1e3:.0f} ms] "
+              f"[{'PASS' if q['pass'] else 'FAIL'} cold(L_e') <= 1.10 warm < cold(0)]")
+    return 0 if transfer["pass"] and prefix["pass"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
