@@ -33,10 +33,17 @@ class TensorHandle:
     shape: tuple[int, ...]
     nbytes: int
     owner: str
-    refs: str           # the owner's reference-count table
-    slot: int
-    generation: int
+    refs: str = ""      # the owner's reference-count table; "" = unmanaged (read as is, never freed here)
+    slot: int = -1
+    generation: int = 0
     pe: int = -1        # NVSHMEM PE of a GPU arena; -1 = host memory (arena or spill)
+
+    @classmethod
+    def from_meta(cls, meta: object) -> "TensorHandle":
+        """From any object with TensorMeta's fields (and optionally refs/slot/generation/pe)."""
+        return cls(meta.segment, meta.offset, meta.dtype, tuple(meta.shape), meta.nbytes,
+                   getattr(meta, "owner", ""), getattr(meta, "refs", ""), getattr(meta, "slot", -1),
+                   getattr(meta, "generation", 0), getattr(meta, "pe", -1))
 
     def meta_fields(self) -> dict:
         return {k: v for k, v in asdict(self).items() if k in ("segment", "offset", "dtype", "shape", "nbytes", "owner")}
@@ -136,7 +143,7 @@ class TensorStore:
         shape = tuple(handle.shape)
         if _nbytes(dtype, shape) != handle.nbytes:
             raise SegmentError(f"handle {handle} is inconsistent")
-        self.clients.check(handle.refs, handle.slot, handle.generation)
+        self._check(handle)
         t0 = time.perf_counter()
         block = self._alloc(handle.nbytes)
         if block is not None:
@@ -150,18 +157,26 @@ class TensorStore:
         else:
             copy_from_segment(self.peers, handle.segment, handle.offset, handle.nbytes, out)
         # If the producer freed the block while we copied, the generation moved: fail, not garbage.
-        self.clients.check(handle.refs, handle.slot, handle.generation)
+        self._check(handle)
         self.stats.pulled += 1
         self.stats.pull_bytes += handle.nbytes
         self.stats.pull_s += time.perf_counter() - t0
         return out
 
+    def _check(self, handle: TensorHandle) -> None:
+        if handle.refs:
+            self.clients.check(handle.refs, handle.slot, handle.generation)
+
     def release(self, handle: TensorHandle) -> int:
-        """This reader is done with `handle`; returns how many readers are left."""
+        """This reader is done with `handle`; returns how many readers are left (-1: unmanaged)."""
+        if not handle.refs:
+            return -1
         return self.clients.add(handle.refs, handle.slot, handle.generation, -1)
 
     def retain(self, handle: TensorHandle, readers: int = 1) -> int:
         """Register more readers (a consumer the DAG added after publishing)."""
+        if not handle.refs:
+            return -1
         return self.clients.add(handle.refs, handle.slot, handle.generation, readers)
 
     def scope(self) -> "Scope":

@@ -62,16 +62,33 @@ class LayerCache:
         already be on host or disk)."""
         with torch.device("meta"):
             model = factory().eval()
-        layers = blocks(model)
-        table = LayerTable(model, split_layers(model, layers))
-        m = _Model(key, model, table, layers, [threading.Event() for _ in layers])
-        for i, block in enumerate(layers):
-            block.register_forward_pre_hook(self._waiter(m, i))
         if weights is not None:
             self.host.put(key, weights)
         elif not self.host.has(key):
             raise KeyError(f"no weights for {key} on host or disk")
+        self._adopt(key, model, blocks(model))
+
+    def register_module(self, key: str, module: nn.Module,
+                        blocks: Callable[[nn.Module], list[nn.Module]] | None = None) -> nn.Module:
+        """Adopt a model a ModelFn's load_model built: its weights move to the host tier and the
+        module itself becomes the skeleton the cache binds layers into. Returns the module."""
+        layers = (blocks or default_blocks)(module)
+        names = [n for layer in split_layers(module, layers) for n in layer]
+        state = dict(module.named_parameters()) | dict(module.named_buffers())
+        self.host.put(key, {n: state[n].detach() for n in names})
+        self._adopt(key, module.eval(), layers)
+        return module
+
+    def _adopt(self, key: str, model: nn.Module, layers: list[nn.Module]) -> None:
+        table = LayerTable(model, split_layers(model, layers))
+        for i in range(len(layers)):
+            table.unbind(i)  # nothing is resident until loaded through the budget
+        m = _Model(key, model, table, layers, [threading.Event() for _ in layers])
+        for i, block in enumerate(layers):
+            block.register_forward_pre_hook(self._waiter(m, i))
         with self._lock:
+            if key in self._models:
+                self.drop(key)
             self._models[key] = m
 
     def _waiter(self, m: _Model, i: int):
@@ -229,6 +246,17 @@ class LayerCache:
             for i in range(len(m.table.entries) - 1, -1, -1):
                 if m.table.entries[i].region is not None:
                     self._evict_layer(m, i)
+
+
+def default_blocks(module: nn.Module) -> list[nn.Module]:
+    """The blocks of the ModuleList that holds the most parameters (a transformer's blocks, a
+    UNet's largest stage list); the whole module as one layer when it has none."""
+    def size(m: nn.Module) -> int:
+        return sum(p.numel() for p in m.parameters())
+    lists = [m for m in module.modules() if isinstance(m, nn.ModuleList) and len(m)]
+    if not lists:
+        return [module]
+    return list(max(lists, key=size))
 
 
 def _padded(shape: torch.Size, dtype: torch.dtype) -> int:

@@ -1,0 +1,87 @@
+"""One executor's data plane in one object: arena, tensor store, memory budget and layer cache.
+
+What an executor does per invocation with it:
+
+    plane = ExecutorDataPlane(executor_id, budget_bytes=..., arena_bytes=...)
+    with plane.invocation() as inv:
+        inputs = inv.inputs(metas, callbacks={"control"}, pending={"control": future})
+        with plane.cache.use(model_key) as model, plane.budget.reserve(activation_bytes):
+            outputs = fn.execute(model, inputs, params)
+        handles = plane.publish(outputs, readers)
+    # handles go to the head in Done; pulled inputs are freed and released when the block ends
+"""
+from __future__ import annotations
+
+from concurrent.futures import Future
+from pathlib import Path
+
+import torch
+
+from cluster.dataplane.arena import Arena, NvshmemArena, ShmArena
+from cluster.dataplane.budget import MemoryBudget
+from cluster.dataplane.segments import safe_prefix
+from cluster.dataplane.tensor_store import LazyFetch, Scope, TensorHandle, TensorStore
+from cluster.weights.cache import LayerCache
+from cluster.weights.tiers import DiskTier, HostTier, HostToDevice
+
+
+class Invocation:
+    """The inputs of one ModelFn call: eager ones pulled now, callback ones as `LazyFetch`es."""
+
+    def __init__(self, scope: Scope) -> None:
+        self.scope = scope
+
+    def inputs(self, metas: dict[str, object], callbacks: set[str] = frozenset(),
+               pending: dict[str, Future] | None = None) -> dict[str, torch.Tensor | LazyFetch]:
+        """`metas`: name -> TensorHandle or TensorMeta-like; `pending`: callback inputs whose
+        producer has not finished yet (a Future the executor completes when the head forwards the
+        metadata)."""
+        out: dict[str, torch.Tensor | LazyFetch] = {}
+        for name, meta in metas.items():
+            handle = meta if isinstance(meta, TensorHandle) else TensorHandle.from_meta(meta)
+            out[name] = self.scope.lazy(handle) if name in callbacks else self.scope.fetch(handle)
+        for name, future in (pending or {}).items():
+            out[name] = self.scope.lazy(future)
+        return out
+
+
+class ExecutorDataPlane:
+    def __init__(self, owner: str, budget_bytes: int, arena_bytes: int, device: str = "cpu",
+                 weights_dir: str | Path | None = None, host_bytes: int | None = None,
+                 h2d_bandwidth: float | None = None, weights_in_arena: bool = True,
+                 nvshmem: bool = False) -> None:
+        self.owner, self.prefix = owner, safe_prefix(owner)
+        self.arena: Arena = NvshmemArena(arena_bytes) if nvshmem else ShmArena(self.prefix, arena_bytes)
+        self.budget = MemoryBudget(budget_bytes, arena=self.arena.capacity)
+        disk = DiskTier(weights_dir or Path.home() / ".cache" / "comfy-cluster" / "weights")
+        self.cache = LayerCache(self.budget, HostTier(disk, host_bytes, pin=device.startswith("cuda")),
+                                HostToDevice(device, h2d_bandwidth),
+                                arena=self.arena if weights_in_arena else None)
+        self.store = TensorStore(self.arena, owner, self.prefix, on_pressure=self.cache.evict_arena)
+
+    def invocation(self) -> "_InvocationContext":
+        return _InvocationContext(self.store)
+
+    def publish(self, outputs: dict[str, torch.Tensor | None], readers: dict[str, int] | int = 1
+                ) -> dict[str, TensorHandle]:
+        """Copy outputs into the arena (None outputs are skipped); readers per output or for all."""
+        return {k: self.store.publish(t, readers if isinstance(readers, int) else readers.get(k, 1))
+                for k, t in outputs.items() if t is not None}
+
+    def memory_used(self) -> int:
+        return self.budget.used
+
+    def close(self) -> None:
+        self.store.close()
+        self.arena.close()
+
+
+class _InvocationContext:
+    def __init__(self, store: TensorStore) -> None:
+        self._scope = store.scope()
+
+    def __enter__(self) -> Invocation:
+        return Invocation(self._scope)
+
+    def __exit__(self, *exc) -> None:
+        self._scope.close()
