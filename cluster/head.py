@@ -251,16 +251,21 @@ class Head:
         while self._running:
             events = dict(poller.poll(self.tick_s * 1000))
             with self._lock:
-                if self._wake_r.fileno() in events:
-                    self._wake_r.recv(65536)
-                while not self._calls.empty():
-                    self._calls.get()()
-                if self._sock in events:
-                    self._receive()
-                if time.monotonic() >= next_check:
-                    self._check_executors()
-                    next_check = time.monotonic() + self.tick_s
-                self._dispatch()
+                try:
+                    if self._wake_r.fileno() in events:
+                        self._wake_r.recv(65536)
+                    while not self._calls.empty():
+                        self._calls.get()()
+                    if self._sock in events:
+                        self._receive()
+                    if time.monotonic() >= next_check:
+                        self._check_executors()
+                        next_check = time.monotonic() + self.tick_s
+                    self._dispatch()
+                except Exception as e:  # a bug must fail the requests in flight, never hang them
+                    log.exception("cluster head loop error")
+                    for request in list(self._jobs_by_request):
+                        self._fail_request(request, ClusterError(f"cluster head error: {e!r}"))
         with self._lock:
             while not self._calls.empty():
                 self._calls.get()()

@@ -88,8 +88,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.executors > 0:
         from cluster.local_cluster import start_local_cluster
         threads = args.executor_threads or max(1, (os.cpu_count() or 1) // args.executors)
-        head, runtime = start_local_cluster(args.executors, threads, policy=args.scheduler,
-                                            delta=args.fairness_slack)
+        head_options = {"policy": args.scheduler}
+        if args.fairness_slack is not None:
+            head_options["delta"] = args.fairness_slack
+        head, runtime = start_local_cluster(args.executors, threads, **head_options)
 
     def make_executor(server):
         from comfy_bridge.execution import PromptExecutor
