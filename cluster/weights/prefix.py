@@ -47,7 +47,7 @@ class LayerProfile:
         return prefix_length(self.layers, self.t_load, self.t_comp)
 
 
-def profile_model(cache: LayerCache, key: str, run: Callable[[nn.Module], Any], repeats: int = 3) -> LayerProfile:
+def profile_model(cache: LayerCache, key: str, run: Callable[[nn.Module], Any], repeats: int = 5) -> LayerProfile:
     """Measure T_comp (per block, warm, best of `repeats` runs) and T_load (each layer copied once
     through the cache's host -> device path). Leaves the model fully resident."""
     cache.drop(key)
