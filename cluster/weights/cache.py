@@ -173,6 +173,10 @@ class LayerCache:
                                       name=f"load-{key}")
             loader.start()
         try:
+            if missing and missing[0] == 0:
+                # Layer 0 also holds the parameters outside every block (embeddings, head), which
+                # may run before the first block: the model is handed out once it is resident.
+                self._waiter(m, 0)(None, None)
             yield m.model
         finally:
             if loader is not None:

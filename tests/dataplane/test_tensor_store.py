@@ -174,3 +174,22 @@ def test_lost_producer_raises(make_store):
     prod.arena.close()
     with pytest.raises(SegmentError), cons.scope() as s:
         s.fetch(h)
+
+
+def test_unmanaged_metadata_reads_a_plain_segment(make_store):
+    from types import SimpleNamespace
+    from cluster.dataplane import segments
+    name = f"cc-plain{__import__('uuid').uuid4().hex[:8]}"
+    mm = segments.create(name, 4096)
+    try:
+        src = torch.arange(6, dtype=torch.int32)
+        torch.frombuffer(mm, dtype=torch.uint8, count=24, offset=64).copy_(src.view(torch.uint8))
+        meta = SimpleNamespace(segment=name, offset=64, dtype="int32", shape=[2, 3], nbytes=24, owner="x")
+        cons = make_store()
+        h = TensorHandle.from_meta(meta)
+        with cons.scope() as s:
+            assert torch.equal(s.fetch(h), src.view(2, 3))
+        with pytest.raises(SegmentError), cons.scope() as s:  # metadata that overruns the segment
+            s.fetch(TensorHandle.from_meta(SimpleNamespace(**{**vars(meta), "offset": 4090})))
+    finally:
+        segments.unlink(name)

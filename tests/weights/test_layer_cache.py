@@ -113,3 +113,32 @@ def test_bind_rejects_wrong_shapes(make_cache):
     table = cache._models["a"].table
     with pytest.raises(ValueError):
         table.bind(0, {"0.weight": torch.zeros(3, 3), "0.bias": torch.zeros(WIDTH)}, "framework")
+
+
+class _Net(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = torch.nn.Linear(WIDTH, WIDTH)
+        self.blocks = torch.nn.ModuleList([torch.nn.Linear(WIDTH, WIDTH) for _ in range(3)])
+        self.head = torch.nn.Linear(WIDTH, 2)
+
+    def forward(self, x):
+        x = self.embed(x)
+        for b in self.blocks:
+            x = torch.relu(b(x))
+        return self.head(x)
+
+
+@torch.inference_mode()
+def test_adopting_a_loaded_module_moves_its_weights_behind_the_cache(make_cache):
+    torch.manual_seed(0)
+    net = _Net().eval()
+    ref = _Net().eval()
+    ref.load_state_dict(net.state_dict())
+    cache = make_cache(bandwidth=2e6)
+    cache.register_module("net", net)  # default blocks: the ModuleList
+    assert net.blocks[0].weight.is_meta and net.head.weight.is_meta and cache.resident("net") == []
+    x = torch.randn(4, WIDTH)
+    with cache.use("net") as m:
+        assert m is net and torch.equal(m(x), ref(x))
+    assert cache.resident("net") == [0, 1, 2]
