@@ -22,7 +22,6 @@ class ConsoleSink:
         self.last_node_id: str | None = None
         self.show = show_progress
         self.bar: tqdm | None = None
-        self.error: dict | None = None
         self.node_names: dict[str, str] = {}
 
     def send_sync(self, event: Any, data: Any, sid: str | None = None) -> None:
@@ -38,8 +37,6 @@ class ConsoleSink:
             self.bar.total = data["max"]
             self.bar.n = data["value"]
             self.bar.refresh()
-        elif event == "execution_error":
-            self.error = data
         elif event in ("execution_success", "execution_interrupted"):
             self._close()
 
@@ -75,7 +72,7 @@ async def run_prompt(prompt: dict, workflow: dict | None, registry, show_progres
     extra = {"extra_pnginfo": {"workflow": workflow}} if workflow else {}
     await executor.execute_async(prompt, prompt_id, extra, outputs)
     if not executor.success:
-        err = sink.error or {}
+        err = next((data for event, data in executor.status_messages if event == "execution_error"), {})
         raise SystemExit(f"node {err.get('node_id')} ({err.get('node_type')}): {err.get('exception_message')}")
     ws = active()
     files = []

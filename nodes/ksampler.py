@@ -33,6 +33,30 @@ def fix_empty_latent_channels(model: ModelRef, latent: torch.Tensor) -> torch.Te
     raise ValueError(f"latent_image: has {latent.shape[1]} channels but the {model.arch} model expects {channels}")
 
 
+LOAD_ERROR = "cannot load model"
+
+
+async def call_model_fn(fn: str, ref: ModelRef, input_name: str, inputs: dict, params: dict) -> dict:
+    """runtime().call, with weight-loading failures (here or on an executor) prefixed by the node input."""
+    try:
+        return await runtime().call(fn, ref, inputs, params)
+    except Exception as e:
+        if LOAD_ERROR in str(e):
+            raise ValueError(f"{input_name}: {e}") from e
+        raise
+
+
+def check_hint_batches(conditioning: list, batch: int, input_name: str) -> None:
+    """Each ControlNet hint must be one image or a batch that divides the latent batch (it is repeated)."""
+    for _, opts in conditioning:
+        spec = opts.get("control")
+        for c in spec.chain() if spec is not None else []:
+            hb = c.hint.shape[0]
+            if batch % hb:
+                raise ValueError(f"{input_name}: the ControlNet hint image has a batch of {hb}, which does not "
+                                 f"divide the latent batch of {batch}")
+
+
 def _require_model(model: Any) -> ModelRef:
     if not isinstance(model, ModelRef) or model.component != "diffusion_model":
         raise ValueError(f"model: expected a MODEL, got {type(model).__name__}")
@@ -50,6 +74,8 @@ async def common_ksampler(model: ModelRef, seed: int, steps: int, cfg: float, sa
     if scheduler not in SCHEDULER_NAMES:
         raise ValueError(f"scheduler: unknown scheduler {scheduler!r}")
     samples = fix_empty_latent_channels(model, latent["samples"])
+    check_hint_batches(positive, samples.shape[0], "positive")
+    check_hint_batches(negative, samples.shape[0], "negative")
     noise = (torch.zeros(samples.shape, dtype=samples.dtype) if disable_noise
              else prepare_noise(samples, seed, latent.get("batch_index")))
     ms_config = arch.sampling_config(model.arch)
@@ -80,10 +106,9 @@ async def common_ksampler(model: ModelRef, seed: int, steps: int, cfg: float, sa
               "image_size": (samples.shape[2] * 8, samples.shape[3] * 8)}
     state: dict[str, torch.Tensor] = {}
     total = len(sigmas) - 1
-    rt = runtime()
     for i in range(total):
         throw_if_interrupted()
-        result = await rt.call("denoise_step", model, {**tensors, **state, "x": x}, {**params, "i": i})
+        result = await call_model_fn("denoise_step", model, "model", {**tensors, **state, "x": x}, {**params, "i": i})
         x = result["x"]
         state = {k: v for k, v in result.items() if k.startswith(STATE_PREFIX)}
         report_progress(i + 1, total, ("latent", model.arch, result["denoised"]))

@@ -15,9 +15,16 @@ def model_file(folder: str, name: str, input_name: str) -> Path:
     return path
 
 
-def probe_arch(path: Path) -> tuple[str, frozenset[str]]:
+def probe_arch(path: Path, input_name: str | None = None) -> tuple[str, frozenset[str]]:
+    """Architecture and components of a model file, read from its header; errors name the input."""
+    from nodes.models.errors import ModelLoadError
     from nodes.models.loader import probe
-    info = probe(path)
+    try:
+        info = probe(path)
+    except ModelLoadError as e:
+        if input_name is None:
+            raise
+        raise ValueError(f"{input_name}: {e}") from e
     return info.arch, frozenset(info.components)
 
 
@@ -46,7 +53,7 @@ class CheckpointLoaderSimple:
 
     def load_checkpoint(self, ckpt_name):
         path = model_file("checkpoints", ckpt_name, "ckpt_name")
-        arch, parts = probe_arch(path)
+        arch, parts = probe_arch(path, "ckpt_name")
         return tuple(make_ref(c, arch, [path]) if c in parts else None
                      for c in ("diffusion_model", "text_encoder", "vae"))
 
@@ -63,7 +70,7 @@ class UNETLoader:
 
     def load_unet(self, unet_name, weight_dtype):
         path = model_file("diffusion_models", unet_name, "unet_name")
-        arch, _ = probe_arch(path)
+        arch, _ = probe_arch(path, "unet_name")
         return (make_ref("diffusion_model", arch, [path], weight_dtype=weight_dtype),)
 
 
@@ -78,7 +85,7 @@ class VAELoader:
 
     def load_vae(self, vae_name):
         path = model_file("vae", vae_name, "vae_name")
-        arch, _ = probe_arch(path)
+        arch, _ = probe_arch(path, "vae_name")
         return (make_ref("vae", arch, [path]),)
 
 
@@ -198,7 +205,7 @@ class ControlNetLoader:
 
     def load_controlnet(self, control_net_name):
         path = model_file("controlnet", control_net_name, "control_net_name")
-        arch, _ = probe_arch(path)
+        arch, _ = probe_arch(path, "control_net_name")
         return (make_ref("controlnet", arch, [path]),)
 
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 import torch
 
 from cluster.refs import ModelRef
-from cluster.runtime import runtime
 from nodes.conditioning import ControlSpec, require
-from nodes.ksampler import common_ksampler
+from nodes.ksampler import call_model_fn, common_ksampler
 from nodes.sampling.samplers import SAMPLER_NAMES
 from nodes.sampling.schedules import SCHEDULER_NAMES
 
@@ -41,7 +40,7 @@ class CLIPTextEncode:
 
     async def encode(self, clip, text):
         clip = _require(clip, "text_encoder", "clip")
-        out = await runtime().call("text_encode", clip, {}, {"text": text})
+        out = await call_model_fn("text_encode", clip, "clip", {}, {"text": text})
         return ([[out["cond"], {"pooled_output": out.get("pooled")}]],)
 
 
@@ -108,7 +107,7 @@ class VAEDecode:
 
     async def decode(self, vae, samples):
         vae = _require(vae, "vae", "vae")
-        out = await runtime().call("vae_decode", vae, {"latent": samples["samples"]}, {})
+        out = await call_model_fn("vae_decode", vae, "vae", {"latent": samples["samples"]}, {})
         return (out["image"],)
 
 
@@ -132,8 +131,8 @@ class VAEDecodeTiled:
         vae = _require(vae, "vae", "vae")
         if tile_size < overlap * 4:
             overlap = tile_size // 4
-        out = await runtime().call("vae_decode", vae, {"latent": samples["samples"]},
-                                   {"tile": tile_size, "overlap": overlap})
+        out = await call_model_fn("vae_decode", vae, "vae", {"latent": samples["samples"]},
+                               {"tile": tile_size, "overlap": overlap})
         return (out["image"],)
 
 
@@ -148,7 +147,7 @@ class VAEEncode:
 
     async def encode(self, vae, pixels):
         vae = _require(vae, "vae", "vae")
-        out = await runtime().call("vae_encode", vae, {"pixels": crop_to_multiple(pixels[:, :, :, :3], 8)}, {})
+        out = await call_model_fn("vae_encode", vae, "vae", {"pixels": crop_to_multiple(pixels[:, :, :, :3], 8)}, {})
         return ({"samples": out["latent"]},)
 
 
