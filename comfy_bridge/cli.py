@@ -77,6 +77,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     ensure_demo_models(ws)
     from comfy_bridge.server.app import ServerConfig, run_server
     cache_type, cache_size = cli_args.cache_mode(args)
+    from nodes import image_io, previews
+    previews.set_method(args.preview_method, args.preview_size)
+    image_io.set_metadata_enabled(not args.disable_metadata)
     config = ServerConfig(
         listen=args.listen, port=args.port, workspace=ws, enable_cors_header=args.enable_cors_header,
         max_upload_size=args.max_upload_size, front_end_root=args.front_end_root, multi_user=args.multi_user,

@@ -13,7 +13,7 @@ import torch
 from cluster.refs import ModelRef
 from cluster.runtime import runtime
 from comfy_bridge.progress import report_progress, throw_if_interrupted
-from nodes import arch
+from nodes import arch, previews
 from nodes.conditioning import flatten, require
 from nodes.modelfns.denoise import STATE_PREFIX
 from nodes.sampling.model_sampling import model_sampling_from_config
@@ -111,7 +111,7 @@ async def common_ksampler(model: ModelRef, seed: int, steps: int, cfg: float, sa
         result = await call_model_fn("denoise_step", model, "model", {**tensors, **state, "x": x}, {**params, "i": i})
         x = result["x"]
         state = {k: v for k, v in result.items() if k.startswith(STATE_PREFIX)}
-        report_progress(i + 1, total, ("latent", model.arch, result["denoised"]))
+        report_progress(i + 1, total, previews.preview(result["denoised"]))
     out["samples"] = fmt.process_out(ms.inverse_noise_scaling(sigmas[-1], x))
     return (out,)
 
