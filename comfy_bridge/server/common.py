@@ -18,10 +18,11 @@ async def read_json(request: web.Request, default: Any = ...) -> Any:
     raw = await request.read()
     try:
         return json.loads(raw) if raw.strip() else ({} if default is ... else default)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:  # RecursionError: absurd nesting
         if default is not ...:
             return default
-        raise web.HTTPBadRequest(text=json.dumps(error_body("invalid_json", "Invalid JSON in request body", str(exc))),
+        raise web.HTTPBadRequest(text=json.dumps(error_body("invalid_json", "Invalid JSON in request body",
+                                                         str(exc) or type(exc).__name__)),
                                  content_type="application/json") from None
 
 
