@@ -1,4 +1,4 @@
-"""Core CONDITIONING nodes that need no model: combine, concat, average, zero out, timestep range.
+"""Core CONDITIONING nodes that need no model: combine, concat, average, zero out, timestep range, Flux guidance.
 
 CONDITIONING is a list of entries `[tensor [B,T,D], options]`; nodes never mutate their input,
 they build new entries with copied option dicts.
@@ -129,7 +129,26 @@ class ConditioningSetTimestepRange:
         return (set_values(conditioning, {"start_percent": start, "end_percent": end}),)
 
 
+class FluxGuidance:
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {
+            "conditioning": ("CONDITIONING",),
+            "guidance": ("FLOAT", {"default": 3.5, "min": 0.0, "max": 100.0, "step": 0.1}),
+        }}
+
+    RETURN_TYPES = ("CONDITIONING",)
+    FUNCTION = "append"
+    CATEGORY = "advanced/conditioning/flux"
+    DESCRIPTION = "Sets the guidance strength that guidance-distilled Flux models are conditioned on."
+    RELATIVE_PYTHON_MODULE = "comfy_extras.nodes_flux"
+
+    def append(self, conditioning: list, guidance: float):
+        return (set_values(conditioning, {"guidance": guidance}),)
+
+
 NODE_CLASS_MAPPINGS = {
+    "FluxGuidance": FluxGuidance,
     "ConditioningCombine": ConditioningCombine,
     "ConditioningAverage": ConditioningAverage,
     "ConditioningConcat": ConditioningConcat,

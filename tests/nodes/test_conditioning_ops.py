@@ -1,11 +1,10 @@
-"""Conditioning nodes: combine, concat, average, zero out, timestep range - without mutating inputs."""
+"""Conditioning nodes: combine, concat, average, zero out, timestep range, Flux guidance - without mutating inputs."""
 from __future__ import annotations
 
 import torch
 
 from nodes.conditioning_ops import (ConditioningAverage, ConditioningCombine, ConditioningConcat,
-                                    ConditioningSetTimestepRange,
-                                    ConditioningZeroOut)
+                                    ConditioningSetTimestepRange, ConditioningZeroOut, FluxGuidance)
 
 
 def cond(tokens=3, dim=4, pooled=True, **opts):
@@ -76,3 +75,10 @@ def test_average_takes_pooled_from_when_to_has_none():
     (out,) = ConditioningAverage().addWeighted(to, frm, 0.3)
     # Missing pooled on the "to" side defaults to the "from" one, so the blend is the "from" pooled.
     torch.testing.assert_close(out[0][1]["pooled_output"], frm[0][1]["pooled_output"])
+
+
+def test_flux_guidance_sets_guidance_on_every_entry_without_mutating():
+    conditioning = cond() + cond()
+    (out,) = FluxGuidance().append(conditioning, 2.5)
+    assert [opts["guidance"] for _, opts in out] == [2.5, 2.5]
+    assert all("guidance" not in opts for _, opts in conditioning)
