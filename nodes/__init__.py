@@ -6,7 +6,7 @@ import importlib
 
 MAX_RESOLUTION = 16384
 
-_MODULES = ("loaders", "model_nodes", "latent", "image", "image_io", "conditioning_ops")
+_MODULES = ("loaders", "model_nodes", "latent", "image", "image_io", "conditioning_ops", "cascade_nodes")
 
 NODE_CLASS_MAPPINGS: dict[str, type] = {}
 NODE_DISPLAY_NAME_MAPPINGS: dict[str, str] = {}
