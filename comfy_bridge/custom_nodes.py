@@ -2,7 +2,8 @@
 
 Each entry (a `.py` file or a package folder) is imported under its file path; V1 packs export
 NODE_CLASS_MAPPINGS, V3 packs a `comfy_entrypoint()` returning a ComfyExtension. A pack that fails to
-import is logged and recorded; the others still load.
+import is logged and recorded; the others still load. Before any pack is imported, each pack folder's
+`prestartup_script.py` runs. With custom nodes disabled, only whitelisted packs load.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from comfy_bridge.packs.origin import PackOrigin, record
 from comfy_bridge.registry import NodeRegistry
 
 log = logging.getLogger(__name__)
@@ -76,6 +78,7 @@ async def load_pack(registry: NodeRegistry, path: Path) -> bool:
         mappings = getattr(module, "NODE_CLASS_MAPPINGS", None)
         if mappings is not None:
             registry.add_custom(mappings, getattr(module, "NODE_DISPLAY_NAME_MAPPINGS", None), relative)
+            _record_origins(registry, mappings, name, path)
             return True
         entrypoint = getattr(module, "comfy_entrypoint", None)
         if entrypoint is not None:
@@ -89,6 +92,7 @@ async def load_pack(registry: NodeRegistry, path: Path) -> bool:
                 schema = cls.GET_SCHEMA()
                 registry.add_custom({schema.node_id: cls}, {schema.node_id: schema.display_name}
                                     if schema.display_name else None, relative)
+                _record_origins(registry, {schema.node_id: cls}, name, path)
             return True
         log.warning("Skip %s module for custom nodes due to the lack of NODE_CLASS_MAPPINGS or NODES_LIST.", path)
         registry.import_failures[str(path)] = "no NODE_CLASS_MAPPINGS or comfy_entrypoint"
@@ -98,6 +102,27 @@ async def load_pack(registry: NodeRegistry, path: Path) -> bool:
         log.warning("%s\nCannot import %s module for custom nodes:", tb, path)
         registry.import_failures[str(path)] = tb
         return False
+
+
+def _record_origins(registry: NodeRegistry, mappings: dict, name: str, path: Path) -> None:
+    for key, cls in mappings.items():
+        if registry.classes.get(key) is cls:
+            record(cls, PackOrigin(name, str(path), key))
+
+
+async def pack_classes(path: Path) -> dict[str, type]:
+    """{class_type: class} of one pack, importing it if this process has not (an executor does this)."""
+    from comfy_bridge.packs.transport import import_pack_module
+    key = str(path.with_suffix("")) if path.is_file() else str(path).replace(".", "_x_")
+    import_pack_module(key)
+    module = sys.modules[key]
+    mappings = getattr(module, "NODE_CLASS_MAPPINGS", None)
+    if mappings is not None:
+        return dict(mappings)
+    extension = module.comfy_entrypoint()
+    if inspect.isawaitable(extension):
+        extension = await extension
+    return {cls.GET_SCHEMA().node_id: cls for cls in await extension.get_node_list()}
 
 
 def pack_entries(directory: Path) -> list[Path]:
@@ -115,10 +140,47 @@ def pack_entries(directory: Path) -> list[Path]:
     return entries
 
 
-async def load_custom_nodes(registry: NodeRegistry, directories: list[Path]) -> None:
+def _allowed(path: Path, only: set[str] | None) -> bool:
+    return only is None or path.name in only or path.stem in only
+
+
+def run_prestartup_scripts(directories: list[Path], only: set[str] | None = None) -> dict[str, bool]:
+    """Run `prestartup_script.py` of every pack folder (files and disabled folders skipped), as ComfyUI
+    does before importing packs; a failing script is logged and loading goes on. {script: ok}."""
+    results: dict[str, bool] = {}
     times = []
     for directory in directories:
         for path in pack_entries(Path(directory)):
+            script = path / "prestartup_script.py"
+            if not path.is_dir() or not script.is_file() or not _allowed(path, only):
+                continue
+            start = time.perf_counter()
+            try:
+                spec = importlib.util.spec_from_file_location("prestartup_script", script)
+                assert spec is not None and spec.loader is not None
+                spec.loader.exec_module(importlib.util.module_from_spec(spec))
+                results[str(script)] = True
+            except Exception:
+                log.warning("%s\nFailed to execute startup-script: %s", traceback.format_exc(), script)
+                results[str(script)] = False
+            times.append((time.perf_counter() - start, path, results[str(script)]))
+    if times:
+        log.info("Prestartup times for custom nodes:")
+        for seconds, path, ok in sorted(times, key=lambda t: t[0]):
+            log.info("%6.1f seconds%s: %s", seconds, "" if ok else " (PRESTARTUP FAILED)", path)
+    return results
+
+
+async def load_custom_nodes(registry: NodeRegistry, directories: list[Path], only: set[str] | None = None) -> None:
+    """Prestartup scripts, then every pack of `directories` (only those named in `only`, when given:
+    ComfyUI's --disable-all-custom-nodes with --whitelist-custom-nodes)."""
+    directories = [Path(d) for d in directories]
+    run_prestartup_scripts(directories, only)
+    times = []
+    for directory in directories:
+        for path in pack_entries(directory):
+            if not _allowed(path, only):
+                continue
             start = time.perf_counter()
             ok = await load_pack(registry, path)
             times.append((time.perf_counter() - start, path, ok))

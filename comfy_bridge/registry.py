@@ -108,18 +108,20 @@ def _core_nodes() -> tuple[dict, dict]:
 
 
 def build_registry(workspace: Any, extra_custom_node_dirs: Iterable[str | Path] = (),
-                   load_custom_nodes: bool = True) -> NodeRegistry:
-    """Core nodes from `nodes`, then the packs in the workspace's custom_nodes folders and the extra dirs."""
+                   load_custom_nodes: bool = True, whitelist: Iterable[str] = ()) -> NodeRegistry:
+    """Core nodes from `nodes`, then the packs in the workspace's custom_nodes folders and the extra dirs
+    (with load_custom_nodes False, only the packs named in `whitelist`)."""
     from comfy_bridge import compat
     compat.install()
     registry = NodeRegistry()
     core, display = _core_nodes()
     registry.add_builtin(core, display)
-    if load_custom_nodes:
+    whitelist = set(whitelist)
+    if load_custom_nodes or whitelist:
         from comfy_bridge.custom_nodes import load_custom_nodes as load
         dirs = [Path(d) for d in workspace.folder_paths("custom_nodes")] if workspace is not None else []
         dirs += [Path(d) for d in extra_custom_node_dirs]
-        run_coroutine_sync(load(registry, dirs))
+        run_coroutine_sync(load(registry, dirs, None if load_custom_nodes else whitelist))
     _publish(registry)
     return registry
 

@@ -16,6 +16,7 @@ from comfy_bridge.progress import report_progress, throw_if_interrupted
 from nodes import arch, previews
 from nodes.conditioning import flatten, require
 from nodes.modelfns.denoise import STATE_PREFIX
+from nodes.modelfns.model_patches import Patches
 from nodes.sampling.model_sampling import model_sampling_from_config
 from nodes.sampling.noise import prepare_noise
 from nodes.sampling.samplers import SAMPLER_NAMES
@@ -104,6 +105,9 @@ async def common_ksampler(model: ModelRef, seed: int, steps: int, cfg: float, sa
     params = {"sampler": sampler_name, "cfg": cfg, "seed": seed, "positive": pos_entries,
               "negative": neg_entries, "model_sampling": ms_config,
               "image_size": (samples.shape[2] * 8, samples.shape[3] * 8)}
+    patches = getattr(model, "sampler_patches", None)
+    if patches:   # a MODEL patched by a node pack (comfy_bridge.packs.proxies)
+        params["model_patches"] = Patches(patches())
     state: dict[str, torch.Tensor] = {}
     total = len(sigmas) - 1
     for i in range(total):

@@ -14,7 +14,7 @@ import sys
 from types import ModuleType
 
 ALIASES = ("folder_paths", "comfy", "comfy_execution", "comfy_api", "server", "protocol", "node_helpers",
-           "latent_preview", "execution")
+           "latent_preview", "execution", "comfy_extras")
 
 _installed: dict[str, str] = {}
 

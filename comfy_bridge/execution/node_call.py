@@ -13,6 +13,7 @@ from comfy_bridge.execution.context import ExecutionContext, current_executing_c
 from comfy_bridge.execution.graph import DynamicPrompt, get_input_info
 from comfy_bridge.execution.graph_utils import ExecutionBlocker, GraphBuilder, is_link
 from comfy_bridge.execution.nodeapi import (_NodeOutputInternal, bound_function, hidden_values, input_types, is_v3)
+from comfy_bridge.packs.remote import route
 
 _V1_HIDDEN = {
     "PROMPT": lambda uid, dp, extra: dp.get_original_prompt() if dp is not None else {},
@@ -100,7 +101,7 @@ async def map_node_over_list(prompt_id: str, unique_id: str, obj: Any, input_dat
                 setup(index or 0)
             GraphBuilder.set_default_prefix(unique_id, index or 0, 0)
         ctx.run(enter)
-        fn = bound_function(obj, func, hidden_inputs)
+        fn = route(obj, func, hidden_inputs, bound_function(obj, func, hidden_inputs), unique_id, prompt_id)
         if inspect.iscoroutinefunction(fn):
             task = asyncio.get_running_loop().create_task(fn(**inputs), context=ctx)
             await asyncio.sleep(0)  # let it run to its first real suspension

@@ -6,7 +6,6 @@ can run on any executor and a re-run reproduces its output.
 """
 from __future__ import annotations
 
-import math
 from typing import Any, Callable
 
 import torch
@@ -14,6 +13,7 @@ import torch
 from cluster.modelfn import ModelFn, register
 from cluster.refs import ModelRef
 from nodes.models.components import DiffusionModel
+from nodes.modelfns.model_patches import combine, skips_uncond
 from nodes.sampling.model_sampling import ModelSampling, model_sampling_from_config
 from nodes.sampling.sampler_base import DENOISED
 from nodes.sampling.samplers import run_step
@@ -41,6 +41,7 @@ class GuidedDenoiser:
         self.denoise_mask = inputs.get("denoise_mask")
         self.latent_image = inputs.get("latent_image")
         self.noise = inputs.get("noise")
+        self.patches = params.get("model_patches") or {}
 
     def __call__(self, x: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
         if self.denoise_mask is not None:
@@ -48,9 +49,12 @@ class GuidedDenoiser:
             keep = 1.0 - self.denoise_mask
             x = x * self.denoise_mask + self.ms.noise_scaling(sigma.reshape(-1)[:1], self.noise, self.latent_image) * keep
         s = float(sigma.reshape(-1)[0])
-        skip_uncond = math.isclose(self.cfg, 1.0)
+        skip_uncond = skips_uncond(self.patches, self.cfg)
         cond, uncond = self._predict(x, sigma, s, self.positive, None if skip_uncond else self.negative)
-        out = cond if skip_uncond else uncond + (cond - uncond) * self.cfg
+        if self.patches:
+            out = combine(self.patches, cond, uncond, self.cfg, x, sigma, self.ms, (self.positive, self.negative))
+        else:
+            out = cond if skip_uncond else uncond + (cond - uncond) * self.cfg
         if self.denoise_mask is not None:
             out = out * self.denoise_mask + self.latent_image * (1.0 - self.denoise_mask)
         return out

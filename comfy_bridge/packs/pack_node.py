@@ -1,0 +1,96 @@
+"""`pack_node`: one custom node's function run whole, as one invocation, on an executor.
+
+The executor imports the pack by path (the same module name the head uses), activates the head's
+workspace so `folder_paths` answers the same, calls the node with real tensors and MODEL/CLIP/VAE
+proxies, and returns the pickled result with its tensors and the events the node sent.
+"""
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from cluster.modelfn import ModelFn, register
+from cluster.refs import ModelRef
+from comfy_bridge.packs import events, transport
+from comfy_bridge.packs.origin import PackOrigin, reset_running, set_running
+from comfy_bridge.packs.proxies import wrap_inputs
+
+RESULT = "result"
+
+
+def workspace_snapshot() -> dict[str, Any]:
+    """The head's active workspace as plain data, to activate the same one on an executor."""
+    from comfy_bridge import workspace as ws_mod
+    ws = ws_mod.active()
+    return {"root": str(ws.root), "output_dir": str(ws.output_dir), "input_dir": str(ws.input_dir),
+            "temp_dir": str(ws.temp_dir), "user_dir": str(ws.user_dir),
+            "folders": {k: [str(p) for p in v] for k, v in ws.folders.items()}}
+
+
+def _activate(snapshot: dict[str, Any]) -> None:
+    from comfy_bridge import workspace as ws_mod
+    current = ws_mod._active
+    if current is not None and str(current.root) == snapshot["root"] and \
+            {k: [str(p) for p in v] for k, v in current.folders.items()} == snapshot["folders"]:
+        return
+    folders = {k: [Path(p) for p in v] for k, v in snapshot["folders"].items()}
+    ws_mod.activate(ws_mod.Workspace(Path(snapshot["root"]), Path(snapshot["output_dir"]),
+                                     Path(snapshot["input_dir"]), Path(snapshot["temp_dir"]),
+                                     Path(snapshot["user_dir"]), folders))
+
+
+def _node_class(origin: PackOrigin) -> type:
+    from comfy_bridge.custom_nodes import pack_classes
+    from comfy_bridge.registry import run_coroutine_sync
+    classes = run_coroutine_sync(pack_classes(Path(origin.path)))
+    try:
+        return classes[origin.node_id]
+    except KeyError:
+        raise KeyError(f"node pack {origin.pack!r} no longer defines {origin.node_id!r}") from None
+
+
+def call_node(cls: type, function: str, kwargs: dict[str, Any], hidden: dict | None) -> Any:
+    """Instantiate (V1) or clone (V3) the node and call its function; coroutines are run to the end."""
+    from comfy_bridge.execution.nodeapi import bound_function, is_v3
+    obj = cls if is_v3(cls) else cls()
+    result = bound_function(obj, function, hidden)(**wrap_inputs(kwargs))
+    if inspect.isawaitable(result):
+        from comfy_bridge.registry import run_coroutine_sync
+
+        async def wait() -> Any:
+            return await result
+        result = run_coroutine_sync(wait())
+    return result
+
+
+@register
+class PackNodeFn(ModelFn):
+    """params: origin (PackOrigin), function, args (pickled kwargs/hidden), ids, workspace;
+    inputs: the argument tensors. Output `result`: the pickled (result, events); `t.*`: its tensors."""
+    name = "pack_node"
+
+    def setup_io(self) -> None:
+        self.add_input("args")
+        self.add_output(RESULT)
+
+    def load_model(self, ref: ModelRef) -> None:
+        return None
+
+    def execute(self, model: Any, inputs: dict[str, Any], params: dict[str, Any]) -> dict[str, torch.Tensor]:
+        from comfy_bridge import compat
+        compat.install()
+        _activate(params["workspace"])
+        origin: PackOrigin = params["origin"]
+        token = set_running(origin)
+        try:
+            cls = _node_class(origin)
+            kwargs, hidden = transport.loads(params["args"], {k: self.resolve(inputs, k) for k in inputs})
+            with events.recording(params["ids"]) as recorded:
+                result = call_node(cls, params["function"], kwargs, hidden)
+        finally:
+            reset_running(token)
+        blob, tensors = transport.dumps((result, recorded))
+        return {RESULT: transport.bytes_to_tensor(blob), **tensors}

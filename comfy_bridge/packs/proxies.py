@@ -1,0 +1,308 @@
+"""MODEL, CLIP and VAE as node packs see them: ComfyUI's ModelPatcher / CLIP / VAE methods on top of a
+ModelRef. The proxies are ModelRefs (so core nodes accept what a pack returns); their methods send the
+work to the cluster through `runtime().call`, and what cannot be honoured raises UnsupportedFeature
+naming the pack, the node and the feature.
+
+Honoured model patches (`model_options`): `sampler_cfg_function`, `sampler_post_cfg_function` and
+`sampler_pre_cfg_function`, when their functions can be pickled (module-level functions or objects of
+module-level classes), because denoise steps run in executor processes.
+"""
+from __future__ import annotations
+
+import copy
+import pickle
+from typing import Any, Callable
+
+import torch
+
+from cluster.refs import ModelRef
+from cluster.runtime import runtime
+from comfy_bridge.packs import transport
+from comfy_bridge.packs.origin import UnsupportedAttribute, UnsupportedFeature
+
+HONOURED_OPTIONS = ("sampler_cfg_function", "sampler_post_cfg_function", "sampler_pre_cfg_function",
+                    "disable_cfg1_optimization")
+
+
+def _sync(coro_fn: Callable[[], Any]) -> Any:
+    """Run a runtime call from a pack's synchronous code (worker thread, executor, or a loop thread)."""
+    from comfy_bridge.registry import run_coroutine_sync
+    return run_coroutine_sync(coro_fn())
+
+
+def _call(fn: str, ref: ModelRef, inputs: dict, params: dict | None = None) -> dict[str, torch.Tensor]:
+    rt = runtime()   # read here: the context does not follow into run_coroutine_sync's thread
+    bare = base_ref(ref)
+    return _sync(lambda: rt.call(fn, bare, inputs, params or {}))
+
+
+def base_ref(ref: ModelRef) -> ModelRef:
+    """The plain ModelRef of a proxy (what weight caches and ModelFns key on)."""
+    return ModelRef(ref.component, ref.arch, ref.sources, ref.digests, ref.patches, ref.options)
+
+
+class _Proxy(ModelRef):
+    """Shared proxy plumbing: extra state kept outside the dataclass fields, preserved by the
+    ModelRef helpers that build a new ref."""
+
+    def _state(self) -> dict:
+        return {}
+
+    def _adopt(self, other: ModelRef) -> "_Proxy":
+        new = type(self)(other.component, other.arch, other.sources, other.digests, other.patches, other.options)
+        for key, value in self._state().items():
+            object.__setattr__(new, key, copy.copy(value))
+        return new
+
+    def with_option(self, name: str, value: Any) -> "_Proxy":
+        return self._adopt(super().with_option(name, value))
+
+    def with_patch(self, patch: Any) -> "_Proxy":
+        return self._adopt(super().with_patch(patch))
+
+    def clone(self) -> "_Proxy":
+        return self._adopt(self)
+
+    def is_clone(self, other: Any) -> bool:
+        return isinstance(other, ModelRef) and other.key == self.key
+
+    def load_model(self, *args: Any, **kwargs: Any) -> None:
+        """Weights are made resident by the executors that run this model's ModelFns."""
+
+    def get_sd(self) -> dict[str, torch.Tensor]:
+        """The component's weights as stored in its files (read here, on the process that asks)."""
+        from comfy_bridge.compat.comfy.utils import load_torch_file
+        sd: dict[str, torch.Tensor] = {}
+        for path in self.sources:
+            sd.update(load_torch_file(path))
+        prefixes = _SD_PREFIXES.get(self.component, ())
+        if any(k.startswith(prefixes) for k in sd) and prefixes:
+            sd = {k: v for k, v in sd.items() if k.startswith(prefixes)}
+        return sd
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise UnsupportedAttribute(f"{_KIND.get(self.component, 'model')}.{name}")
+
+    def __reduce__(self) -> tuple:
+        # Extra state may hold pack functions: pickled so that the executor imports their pack first.
+        fields = (self.component, self.arch, self.sources, self.digests, self.patches, self.options)
+        return _rebuild, (type(self), fields, transport.dumps_plain(self._state()))
+
+
+def _rebuild(cls: type["_Proxy"], fields: tuple, state: bytes) -> "_Proxy":
+    proxy = cls(*fields)
+    for key, value in transport.loads_plain(state).items():
+        object.__setattr__(proxy, key, value)
+    return proxy
+
+
+_SD_PREFIXES = {"diffusion_model": ("model.diffusion_model.",), "vae": ("first_stage_model.",),
+                "text_encoder": ("cond_stage_model.", "conditioner.", "text_encoders.")}
+_KIND = {"diffusion_model": "MODEL", "text_encoder": "CLIP", "vae": "VAE", "controlnet": "CONTROL_NET"}
+
+
+class _ModelView:
+    """What packs read from `model.model` (ComfyUI's BaseModel): sampling and latent format."""
+
+    def __init__(self, ref: ModelRef) -> None:
+        from nodes import arch
+        from nodes.sampling.model_sampling import model_sampling_from_config
+        self.model_sampling = model_sampling_from_config(arch.sampling_config(ref.arch))
+        self.latent_format = arch.latent_format(ref.arch)
+        self.arch = ref.arch
+
+    def __getattr__(self, name: str) -> Any:
+        raise UnsupportedAttribute(f"MODEL.model.{name}", "the diffusion model lives on the executors")
+
+
+class ModelPatcher(_Proxy):
+    """MODEL: clone(), model_options and the sampler patches the cluster honours."""
+
+    def _state(self) -> dict:
+        return {"_model_options": self.model_options}
+
+    @property
+    def model_options(self) -> dict:
+        opts = self.__dict__.get("_model_options")
+        if opts is None:
+            opts = {"transformer_options": {}}
+            object.__setattr__(self, "_model_options", opts)
+        return opts
+
+    def _adopt(self, other: ModelRef) -> "ModelPatcher":
+        new = super()._adopt(other)
+        opts = copy.copy(self.model_options)
+        opts["transformer_options"] = copy.copy(opts.get("transformer_options", {}))
+        for key in ("sampler_post_cfg_function", "sampler_pre_cfg_function"):
+            if key in opts:
+                opts[key] = list(opts[key])
+        object.__setattr__(new, "_model_options", opts)
+        return new
+
+    def sampler_patches(self) -> dict[str, Any]:
+        """The model_options entries denoise steps honour (what nodes.ksampler passes to them)."""
+        return {k: v for k, v in self.model_options.items() if k in HONOURED_OPTIONS and v}
+
+    @property
+    def model(self) -> _ModelView:
+        return _ModelView(self)
+
+    def get_model_object(self, name: str) -> Any:
+        if name in ("model_sampling", "latent_format"):
+            return getattr(_ModelView(self), name)
+        raise UnsupportedFeature(f"MODEL.get_model_object({name!r})")
+
+    def model_dtype(self) -> torch.dtype:
+        return torch.float32
+
+    def _picklable(self, fn: Any, feature: str) -> None:
+        try:
+            transport.dumps(fn)
+        except (pickle.PicklingError, AttributeError, TypeError) as e:
+            raise UnsupportedFeature(feature, "the function must be picklable (defined at module level) "
+                                              f"to run on the executors ({e})") from None
+
+    def set_model_sampler_cfg_function(self, fn: Callable, disable_cfg1_optimization: bool = False) -> None:
+        self._picklable(fn, "MODEL.set_model_sampler_cfg_function")
+        self.model_options["sampler_cfg_function"] = fn
+        if disable_cfg1_optimization:
+            self.model_options["disable_cfg1_optimization"] = True
+
+    def set_model_sampler_post_cfg_function(self, fn: Callable, disable_cfg1_optimization: bool = False) -> None:
+        self._picklable(fn, "MODEL.set_model_sampler_post_cfg_function")
+        self.model_options.setdefault("sampler_post_cfg_function", []).append(fn)
+        if disable_cfg1_optimization:
+            self.model_options["disable_cfg1_optimization"] = True
+
+    def set_model_sampler_pre_cfg_function(self, fn: Callable, disable_cfg1_optimization: bool = False) -> None:
+        self._picklable(fn, "MODEL.set_model_sampler_pre_cfg_function")
+        self.model_options.setdefault("sampler_pre_cfg_function", []).append(fn)
+        if disable_cfg1_optimization:
+            self.model_options["disable_cfg1_optimization"] = True
+
+    def add_patches(self, patches: dict, strength_patch: float = 1.0, strength_model: float = 1.0) -> list:
+        raise UnsupportedFeature("MODEL.add_patches", "weight patches are applied from LoRA files (LoraLoader)")
+
+    def add_object_patch(self, name: str, obj: Any) -> None:
+        raise UnsupportedFeature(f"MODEL.add_object_patch({name!r})")
+
+
+def _unsupported_setter(feature: str) -> Callable:
+    def setter(self: Any, *args: Any, **kwargs: Any) -> None:
+        raise UnsupportedFeature(f"MODEL.{feature}", "the diffusion model runs on the executors, which do not "
+                                                     "apply this patch")
+    setter.__name__ = feature
+    return setter
+
+
+# ModelPatcher setters whose patches reach inside the diffusion model: refused with a clear error.
+UNSUPPORTED_MODEL_SETTERS = (
+    "set_model_unet_function_wrapper", "set_model_denoise_mask_function", "set_model_patch",
+    "set_model_patch_replace", "set_model_attn1_patch", "set_model_attn2_patch", "set_model_attn1_replace",
+    "set_model_attn2_replace", "set_model_attn1_output_patch", "set_model_attn2_output_patch",
+    "set_model_input_block_patch", "set_model_input_block_patch_after_skip", "set_model_output_block_patch",
+    "set_model_emb_patch", "set_model_forward_timestep_embed_patch", "set_model_double_block_patch",
+    "set_model_post_input_patch", "set_model_rope_options", "set_model_compute_dtype", "add_wrapper",
+    "add_callback", "add_object_patch_with_key", "set_attachments", "set_injections",
+)
+for _name in UNSUPPORTED_MODEL_SETTERS:
+    setattr(ModelPatcher, _name, _unsupported_setter(_name))
+
+
+class Tokens(dict):
+    """What CLIP.tokenize returns: opaque to packs here; the text encoder tokenizes on its executor."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+
+
+class CLIP(_Proxy):
+    """CLIP: tokenize / encode_from_tokens(_scheduled) / encode, run as text_encode ModelFns."""
+
+    def tokenize(self, text: str, return_word_ids: bool = False, **kwargs: Any) -> Tokens:
+        if return_word_ids:
+            raise UnsupportedFeature("CLIP.tokenize(return_word_ids=True)")
+        return Tokens(text)
+
+    def _encode(self, tokens: Any) -> tuple[torch.Tensor, torch.Tensor | None]:
+        if not isinstance(tokens, Tokens):
+            raise UnsupportedFeature("CLIP.encode_from_tokens with hand-made tokens",
+                                     "pass what CLIP.tokenize returned")
+        out = _call("text_encode", self, {}, {"text": tokens.text})
+        return out["cond"], out.get("pooled")
+
+    def encode_from_tokens(self, tokens: Any, return_pooled: bool | str = False, return_dict: bool = False) -> Any:
+        cond, pooled = self._encode(tokens)
+        if return_dict:
+            return {"cond": cond, "pooled_output": pooled}
+        return (cond, pooled) if return_pooled else cond
+
+    def encode_from_tokens_scheduled(self, tokens: Any, unprojected_pooled: bool = False,
+                                     add_dict: dict | None = None) -> list:
+        cond, pooled = self._encode(tokens)
+        return [[cond, {"pooled_output": pooled, **(add_dict or {})}]]
+
+    def encode(self, text: str) -> torch.Tensor:
+        return self.encode_from_tokens(self.tokenize(text))
+
+    def clip_layer(self, layer_idx: int) -> None:
+        raise UnsupportedFeature("CLIP.clip_layer (in place)", "use clip.clone().with_option or CLIPSetLastLayer")
+
+    def load_sd(self, sd: dict, full_model: bool = False) -> None:
+        raise UnsupportedFeature("CLIP.load_sd")
+
+
+class VAE(_Proxy):
+    """VAE: decode / encode (tiled too) as vae_decode / vae_encode ModelFns."""
+
+    downscale_ratio = 8
+    upscale_ratio = 8
+
+    @property
+    def latent_channels(self) -> int:
+        from nodes import arch
+        return arch.latent_format(self.arch).channels
+
+    def spacial_compression_decode(self) -> int:
+        return self.upscale_ratio
+
+    def spacial_compression_encode(self) -> int:
+        return self.downscale_ratio
+
+    def decode(self, samples: torch.Tensor, vae_options: dict | None = None) -> torch.Tensor:
+        return _call("vae_decode", self, {"latent": samples})["image"]
+
+    def decode_tiled(self, samples: torch.Tensor, tile_x: int = 64, tile_y: int = 64, overlap: int = 16,
+                     **kwargs: Any) -> torch.Tensor:
+        tile = max(tile_x, tile_y) * self.upscale_ratio
+        return _call("vae_decode", self, {"latent": samples},
+                     {"tile": tile, "overlap": overlap * self.upscale_ratio})["image"]
+
+    def encode(self, pixels: torch.Tensor) -> torch.Tensor:
+        return _call("vae_encode", self, {"pixels": pixels[:, :, :, :3]})["latent"]
+
+    def encode_tiled(self, pixels: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+        return self.encode(pixels)
+
+
+PROXY_TYPES: dict[str, type[_Proxy]] = {"diffusion_model": ModelPatcher, "text_encoder": CLIP, "vae": VAE}
+
+
+def wrap(value: Any) -> Any:
+    """A ModelRef as the proxy of its kind (proxies and other values unchanged)."""
+    if isinstance(value, _Proxy) or not isinstance(value, ModelRef):
+        return value
+    cls = PROXY_TYPES.get(value.component)
+    if cls is None:
+        return value
+    return cls(value.component, value.arch, value.sources, value.digests, value.patches, value.options)
+
+
+def wrap_inputs(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Pack node keyword arguments with ModelRefs (also inside INPUT_IS_LIST lists) as proxies."""
+    return {k: [wrap(x) for x in v] if isinstance(v, list) else wrap(v) for k, v in kwargs.items()}
+
+

@@ -1,0 +1,82 @@
+"""Head side of running a pack's node: in this process (no cluster, as ComfyUI does) or whole on an
+executor as one `pack_node` invocation when the prompt's runtime is a cluster.
+
+Either way the node sees MODEL/CLIP/VAE proxies and errors name its pack. On the cluster the
+invocation has a deadline (`PACK_DEADLINE_S`): a pack that hangs fails its prompt and its executor
+is replaced; one that crashes its executor is re-run elsewhere and then fails; the head lives on.
+"""
+from __future__ import annotations
+
+import copy
+import functools
+import inspect
+import sys
+from typing import Any, Callable
+
+from cluster.runtime import runtime
+from comfy_bridge.packs import events, transport
+from comfy_bridge.packs.origin import PackOrigin, origin_of, reset_running, set_running
+from comfy_bridge.packs.proxies import wrap_inputs
+
+PACK_DEADLINE_S = 600.0
+
+
+def _cluster_runtime(rt: Any) -> bool:
+    module = sys.modules.get("cluster.cluster_runtime")   # not imported: no cluster runtime can exist
+    return module is not None and isinstance(rt, module.ClusterRuntime)
+
+
+def _ids(unique_id: str, prompt_id: str) -> dict[str, Any]:
+    from comfy_bridge.compat.server import PromptServer
+    server = PromptServer.instance
+    return {"node_id": unique_id, "prompt_id": prompt_id, "client_id": getattr(server, "client_id", None)}
+
+
+async def _run_remote(origin: PackOrigin, function: str, hidden: dict | None, ids: dict, kwargs: dict) -> Any:
+    from comfy_bridge.packs.pack_node import RESULT, workspace_snapshot
+    rt = copy.copy(runtime())
+    rt.deadline_s = PACK_DEADLINE_S if rt.deadline_s is None else min(rt.deadline_s, PACK_DEADLINE_S)
+    try:
+        blob, tensors = transport.dumps((kwargs, hidden))
+    except Exception as e:
+        raise TypeError(f"node pack {origin.pack!r}, node {origin.node_id!r}: its inputs cannot be sent to an "
+                        f"executor ({type(e).__name__}: {e})") from e
+    params = {"origin": origin, "function": function, "args": blob, "ids": ids, "workspace": workspace_snapshot()}
+    out = await rt.call("pack_node", None, tensors, params)
+    result, recorded = transport.loads(transport.tensor_to_bytes(out.pop(RESULT)), out)
+    events.replay(recorded)
+    return result
+
+
+def route(obj: Any, func: str, hidden: dict | None, fn: Callable, unique_id: str, prompt_id: str) -> Callable:
+    """The callable the engine runs for node function `func`: `fn` itself for core nodes; for pack nodes
+    `fn` with proxies and the pack named in errors, or a call to the cluster when one runs the prompt."""
+    cls = obj if isinstance(obj, type) else type(obj)
+    origin = origin_of(cls)
+    if origin is None or func != getattr(cls, "FUNCTION", "execute"):
+        return fn
+    if _cluster_runtime(runtime()):
+        ids = _ids(unique_id, prompt_id)
+
+        async def remote(**kwargs: Any) -> Any:
+            return await _run_remote(origin, func, hidden, ids, kwargs)
+        return remote
+
+    if inspect.iscoroutinefunction(fn):
+        @functools.wraps(fn)
+        async def local_async(**kwargs: Any) -> Any:
+            token = set_running(origin)
+            try:
+                return await fn(**wrap_inputs(kwargs))
+            finally:
+                reset_running(token)
+        return local_async
+
+    @functools.wraps(fn)
+    def local(**kwargs: Any) -> Any:
+        token = set_running(origin)
+        try:
+            return fn(**wrap_inputs(kwargs))
+        finally:
+            reset_running(token)
+    return local

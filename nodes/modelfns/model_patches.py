@@ -1,0 +1,57 @@
+"""The MODEL patches a denoise step honours (ComfyUI's model_options): `sampler_pre_cfg_function`,
+`sampler_cfg_function`, `sampler_post_cfg_function` and `disable_cfg1_optimization`.
+
+They come from node packs (comfy_bridge.packs.proxies.ModelPatcher) as functions; they travel inside
+the step's params as a `Patches` value whose pickle imports the defining pack on the executor.
+"""
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+from typing import Any
+
+import torch
+
+
+class Patches(dict):
+    """model_options entries; pickled so that an executor imports the packs that define them."""
+
+    def __reduce__(self) -> tuple:
+        from comfy_bridge.packs import transport
+        return _load, (transport.dumps_plain(dict(self)),)
+
+
+def _load(data: bytes) -> Patches:
+    from comfy_bridge.packs import transport
+    return Patches(transport.loads_plain(data))
+
+
+def skips_uncond(patches: dict, cfg: float) -> bool:
+    """ComfyUI's cfg=1 shortcut: no negative pass unless a patch disabled it."""
+    return math.isclose(cfg, 1.0) and not patches.get("disable_cfg1_optimization", False)
+
+
+def combine(patches: dict, cond: torch.Tensor, uncond: torch.Tensor | None, cfg: float, x: torch.Tensor,
+            sigma: torch.Tensor, model_sampling: Any, conds: tuple[Any, Any]) -> torch.Tensor:
+    """Denoised predictions of both sides -> the guided prediction, with the patches applied in ComfyUI's
+    order and with its argument names."""
+    model = SimpleNamespace(model_sampling=model_sampling)
+    if uncond is None and patches:
+        uncond = torch.zeros_like(cond)      # what ComfyUI's batch gives for a skipped side
+    for fn in patches.get("sampler_pre_cfg_function", []):
+        cond, uncond = fn({"conds": list(conds), "conds_out": [cond, uncond], "cond_scale": cfg, "timestep": sigma,
+                           "input": x, "sigma": sigma, "model": model, "model_options": patches})
+    if "sampler_cfg_function" in patches:
+        args = {"cond": x - cond, "uncond": x - uncond, "cond_scale": cfg, "timestep": sigma, "input": x,
+                "sigma": sigma, "cond_denoised": cond, "uncond_denoised": uncond, "model": model,
+                "model_options": patches, "input_cond": conds[0], "input_uncond": conds[1]}
+        out = x - patches["sampler_cfg_function"](args)
+    elif uncond is None:
+        out = cond
+    else:
+        out = uncond + (cond - uncond) * cfg
+    for fn in patches.get("sampler_post_cfg_function", []):
+        out = fn({"denoised": out, "cond": conds[0], "uncond": conds[1], "cond_scale": cfg, "model": model,
+                  "uncond_denoised": uncond, "cond_denoised": cond, "sigma": sigma, "model_options": patches,
+                  "input": x})
+    return out

@@ -1,0 +1,57 @@
+"""A V1 pack: NODE_CLASS_MAPPINGS, display names, a web extension, an HTTP route, progress and custom
+websocket events, and a node that reports the process it ran in."""
+import os
+
+from aiohttp import web
+
+import comfy.utils
+from server import PromptServer
+
+from .nodes import V1Invert
+
+PRESTARTUP_SEEN = os.environ.get("V1_PACK_PRESTARTUP")
+WEB_DIRECTORY = "./js"
+
+
+@PromptServer.instance.routes.get("/v1_pack/hello")
+async def hello(request):
+    return web.json_response({"hello": "v1_pack", "prestartup": PRESTARTUP_SEEN})
+
+
+class V1Progress:
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"image": ("IMAGE",), "steps": ("INT", {"default": 3, "min": 1, "max": 10})},
+                "hidden": {"unique_id": "UNIQUE_ID"}}
+
+    RETURN_TYPES = ("IMAGE", "STRING")
+    RETURN_NAMES = ("image", "pid")
+    FUNCTION = "run"
+    CATEGORY = "v1_pack"
+
+    def run(self, image, steps, unique_id=None):
+        bar = comfy.utils.ProgressBar(steps)
+        for _ in range(steps):
+            bar.update(1)
+        PromptServer.instance.send_sync("v1_pack.done", {"node": unique_id, "steps": steps,
+                                                         "sum": float(image.sum())})
+        return (image * 0.5, str(os.getpid()))
+
+
+class V1ShowText:
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"text": ("STRING", {"forceInput": True})}}
+
+    RETURN_TYPES = ()
+    OUTPUT_NODE = True
+    FUNCTION = "show"
+    CATEGORY = "v1_pack"
+
+    def show(self, text):
+        return {"ui": {"text": [text]}}
+
+
+NODE_CLASS_MAPPINGS = {"V1Invert": V1Invert, "V1Progress": V1Progress, "V1ShowText": V1ShowText,
+                       "KSampler": V1Invert}   # a pack cannot replace a core node
+NODE_DISPLAY_NAME_MAPPINGS = {"V1Invert": "Invert (v1 pack)"}
