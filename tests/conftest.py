@@ -28,3 +28,49 @@ def fixed_threads():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+def free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def serve(tmp_path_factory, demo_workspace):
+    """A factory that starts `comfy-cluster serve` on the demo workspace with extra flags and returns its
+    base URL once it answers; every server is stopped when the module's tests are done."""
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+    procs = []
+
+    def start(*flags: str) -> str:
+        port = free_port()
+        log_path = tmp_path_factory.mktemp("serve") / "server.log"
+        log = open(log_path, "w")
+        proc = subprocess.Popen([sys.executable, "-m", "comfy_bridge.cli", "serve", "--workspace",
+                                 str(demo_workspace.root), "--port", str(port), *flags],
+                                cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+        procs.append((proc, log))
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.time() + 120
+        while True:
+            try:
+                urllib.request.urlopen(base + "/system_stats", timeout=2).read()
+                return base
+            except OSError:
+                if time.time() > deadline or proc.poll() is not None:
+                    raise RuntimeError("server did not start:\n" + log_path.read_text())
+                time.sleep(0.3)
+
+    yield start
+    for proc, log in procs:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()

@@ -11,7 +11,7 @@ from cluster.local_cluster import start_local_cluster
 REPO = Path(__file__).resolve().parents[2]
 
 
-async def _run(ws, runtime) -> list[bytes]:
+async def _run(ws, runtime, extra_data: dict | None = None) -> list[bytes]:
     from comfy_bridge.execution import PromptExecutor
     from comfy_bridge.registry import build_registry
     from comfy_bridge.run import ConsoleSink, load_prompt
@@ -21,7 +21,7 @@ async def _run(ws, runtime) -> list[bytes]:
     valid, error, outputs, _ = await validate_prompt(registry, "p", prompt, None)
     assert valid, error
     executor = PromptExecutor(registry, ConsoleSink(False), runtime=runtime)
-    await executor.execute_async(prompt, "p", {}, outputs)
+    await executor.execute_async(prompt, "p", extra_data or {}, outputs)
     assert executor.success
     images = [im for ui in executor.history_result["outputs"].values() for im in ui.get("images", [])]
     return [(ws.output_dir / im.get("subfolder", "") / im["filename"]).read_bytes() for im in images]
@@ -31,7 +31,7 @@ async def test_text_to_image_on_two_executors_matches_in_process(demo_workspace,
     local = await _run(demo_workspace, LocalRuntime())
     head, rt = start_local_cluster(2, threads_per_executor=1)
     try:
-        remote = await _run(demo_workspace, rt.bind("alice", "p"))
+        remote = await _run(demo_workspace, rt, {"tenant": "alice"})   # the engine binds per prompt
         stats = head.stats()
     finally:
         head.stop()

@@ -3,10 +3,6 @@ keeps serving, and nothing is written outside the workspace."""
 from __future__ import annotations
 
 import json
-import socket
-import subprocess
-import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -16,32 +12,9 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
-def base(demo_workspace, tmp_path_factory):
-    port = _free_port()
-    log = open(tmp_path_factory.mktemp("bad") / "server.log", "w")
-    proc = subprocess.Popen([sys.executable, "-m", "comfy_bridge.cli", "serve", "--workspace", str(demo_workspace.root),
-                             "--port", str(port), "--executors", "0", "--max-upload-size", "12"],
-                            cwd=REPO, stdout=log, stderr=log)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 90
-    while True:
-        try:
-            urllib.request.urlopen(url + "/system_stats", timeout=2).read()
-            break
-        except OSError:
-            assert time.time() < deadline and proc.poll() is None, "server did not start"
-            time.sleep(0.3)
-    yield url
-    proc.terminate()
-    proc.wait(20)
-    log.close()
+def base(serve):
+    return serve("--executors", "0", "--max-upload-size", "12")
 
 
 def _request(url: str, data: bytes | None = None, method: str | None = None, headers: dict | None = None):

@@ -3,10 +3,8 @@ the images are bit-identical to the in-process run (one torch thread everywhere)
 from __future__ import annotations
 
 import asyncio
+import io
 import json
-import socket
-import subprocess
-import sys
 import time
 import urllib.parse
 import urllib.request
@@ -15,17 +13,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 from PIL import Image
 
 REPO = Path(__file__).resolve().parents[2]
 WORKFLOWS = sorted(p for p in (REPO / "workflows_json").glob("*.json") if not p.name.endswith(".ui.json"))
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _get(url: str) -> bytes:
@@ -33,28 +24,8 @@ def _get(url: str) -> bytes:
 
 
 @pytest.fixture(scope="module")
-def cluster_server(demo_workspace, tmp_path_factory):
-    port = _free_port()
-    log_path = tmp_path_factory.mktemp("serve") / "server.log"
-    log = open(log_path, "w")
-    proc = subprocess.Popen([sys.executable, "-m", "comfy_bridge.cli", "serve", "--workspace", str(demo_workspace.root),
-                             "--port", str(port), "--executors", "2", "--executor-threads", "1"],
-                            cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 120
-    while True:
-        try:
-            _get(base + "/system_stats")
-            break
-        except OSError:
-            if time.time() > deadline or proc.poll() is not None:
-                proc.kill()
-                raise RuntimeError("server did not start:\n" + log_path.read_text())
-            time.sleep(0.5)
-    yield base
-    proc.terminate()
-    proc.wait(20)
-    log.close()
+def cluster_server(serve):
+    return serve("--executors", "2", "--executor-threads", "1")
 
 
 def _run_on_server(base: str, prompt: dict) -> list[np.ndarray]:
@@ -73,7 +44,7 @@ def _run_on_server(base: str, prompt: dict) -> list[np.ndarray]:
     for out in history[pid]["outputs"].values():
         for im in out.get("images", []):
             data = _get(f"{base}/view?" + urllib.parse.urlencode(im))
-            images.append(np.asarray(Image.open(__import__("io").BytesIO(data))))
+            images.append(np.asarray(Image.open(io.BytesIO(data))))
     return images
 
 

@@ -4,11 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 import uuid
 from pathlib import Path
 
@@ -18,31 +14,9 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
-def server(demo_workspace, tmp_path_factory):
-    port = _free_port()
-    log = open(tmp_path_factory.mktemp("ws") / "server.log", "w")
-    proc = subprocess.Popen([sys.executable, "-m", "comfy_bridge.cli", "serve", "--workspace", str(demo_workspace.root),
-                             "--port", str(port), "--executors", "0"], cwd=REPO, stdout=log, stderr=log)
-    base = f"127.0.0.1:{port}"
-    deadline = time.time() + 90
-    while True:
-        try:
-            urllib.request.urlopen(f"http://{base}/system_stats", timeout=2).read()
-            break
-        except OSError:
-            assert time.time() < deadline and proc.poll() is None, "server did not start"
-            time.sleep(0.3)
-    yield base
-    proc.terminate()
-    proc.wait(20)
-    log.close()
+def server(serve):
+    return serve("--executors", "0").removeprefix("http://")
 
 
 async def _run(base: str, prompt: dict) -> list[tuple[str, dict]]:

@@ -5,10 +5,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
-import subprocess
-import sys
-import time
 import urllib.request
 from pathlib import Path
 
@@ -23,40 +19,13 @@ pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's c
                                 "(.ci/run installs it)")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_http(url: str, timeout: float = 60) -> None:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        try:
-            urllib.request.urlopen(url, timeout=2).read()
-            return
-        except OSError:
-            time.sleep(0.3)
-    raise TimeoutError(f"server did not answer {url}")
-
-
 @pytest.fixture
-def server(demo_workspace, tmp_path):
-    port = _free_port()
-    log = open(tmp_path / "server.log", "w")
-    proc = subprocess.Popen([sys.executable, "-m", "comfy_bridge.cli", "serve", "--workspace",
-                             str(demo_workspace.root), "--port", str(port)], cwd=REPO, stdout=log, stderr=log)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        _wait_http(base + "/api/system_stats")
-        # A returning user gets a graph instead of the first-run templates dialog.
-        req = urllib.request.Request(base + "/api/settings/Comfy.TutorialCompleted", data=b"true", method="POST")
-        urllib.request.urlopen(req).read()
-        yield base
-    finally:
-        proc.terminate()
-        proc.wait(10)
-        log.close()
+def server(serve):
+    base = serve()
+    # A returning user gets a graph instead of the first-run templates dialog.
+    req = urllib.request.Request(base + "/api/settings/Comfy.TutorialCompleted", data=b"true", method="POST")
+    urllib.request.urlopen(req).read()
+    return base
 
 
 def test_run_button_shows_generated_image(server, tmp_path):

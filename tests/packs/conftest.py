@@ -1,0 +1,92 @@
+"""A workspace whose custom_nodes hold the fixture packs (and, through extra_model_paths.yaml, a second
+custom_nodes folder and the demo models), a registry built from it, and a prompt runner."""
+from __future__ import annotations
+
+import shutil
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from comfy_bridge.workspace import Workspace, activate
+
+FIXTURES = Path(__file__).parent / "fixture_packs"
+
+EXTRA_PACK = textwrap.dedent('''
+    class ExtraDouble:
+        @classmethod
+        def INPUT_TYPES(cls):
+            return {"required": {"image": ("IMAGE",)}}
+        RETURN_TYPES = ("IMAGE",)
+        FUNCTION = "run"
+        CATEGORY = "extra"
+
+        def run(self, image):
+            return (image * 2.0,)
+
+    NODE_CLASS_MAPPINGS = {"ExtraDouble": ExtraDouble}
+''')
+
+
+class RecordingSink:
+    def __init__(self) -> None:
+        self.client_id: str | None = "tester"
+        self.last_node_id: str | None = None
+        self.messages: list[tuple] = []
+
+    def send_sync(self, event, data, sid=None) -> None:
+        self.messages.append((event, data, sid))
+
+    def events(self, name: str) -> list:
+        return [d for e, d, _ in self.messages if e == name]
+
+
+@pytest.fixture(scope="session")
+def packs_ws(tmp_path_factory, demo_workspace) -> Workspace:
+    root = tmp_path_factory.mktemp("packs_ws")
+    shutil.copytree(FIXTURES, root / "custom_nodes")
+    extra = root / "more_nodes"
+    extra.mkdir()
+    (extra / "extra_pack.py").write_text(EXTRA_PACK)
+    (root / "extra_model_paths.yaml").write_text(textwrap.dedent(f'''
+        demo:
+            base_path: {demo_workspace.models_dir}
+            checkpoints: checkpoints
+            vae: vae
+            loras: loras
+        mine:
+            base_path: {root}
+            custom_nodes: more_nodes
+    '''))
+    return Workspace(root).create()
+
+
+@pytest.fixture(scope="session")
+def packs_registry(packs_ws):
+    from comfy_bridge.registry import build_registry
+    activate(packs_ws)
+    return build_registry(packs_ws)
+
+
+@pytest.fixture(autouse=True)
+def _active_packs_ws(request):
+    if "packs_ws" in request.fixturenames:
+        activate(request.getfixturevalue("packs_ws"))
+
+
+async def run_prompt(registry, prompt: dict, runtime=None, prompt_id: str = "p"):
+    """Validate and execute; returns (executor, sink)."""
+    from comfy_bridge.execution import PromptExecutor
+    from comfy_bridge.validation import validate_prompt
+    valid, error, outputs, node_errors = await validate_prompt(registry, prompt_id, prompt, None)
+    assert valid, (error, node_errors)
+    sink = RecordingSink()
+    executor = PromptExecutor(registry, sink, runtime=runtime) if runtime is not None else PromptExecutor(registry, sink)
+    await executor.execute_async(prompt, prompt_id, {}, outputs)
+    return executor, sink
+
+
+def error_of(sink: RecordingSink) -> dict:
+    errors = sink.events("execution_error")
+    assert errors, "expected an execution_error"
+    return errors[0]
