@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Sequence
 
 from comfy_bridge import args as cli_args
+from comfy_bridge.tenancy import cli as tenancy_cli
 from comfy_bridge.workspace import Workspace, activate, default_workspace
 
 log = logging.getLogger("comfy_cluster")
@@ -86,7 +87,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         cache_type=cache_type, cache_size=cache_size, quick_test_for_ci=args.quick_test_for_ci,
         disable_custom_nodes=args.disable_all_custom_nodes, whitelist_custom_nodes=args.whitelist_custom_nodes,
         disable_metadata=args.disable_metadata, preview_method=args.preview_method,
-        dont_print_server=args.dont_print_server, tls_keyfile=args.tls_keyfile, tls_certfile=args.tls_certfile)
+        dont_print_server=args.dont_print_server, tls_keyfile=args.tls_keyfile, tls_certfile=args.tls_certfile,
+        state_db=args.state_db or True, insecure_open=args.insecure_open)
     head, runtime = None, None
     if args.executors > 0:
         from cluster.local_cluster import start_local_cluster
@@ -95,12 +97,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if args.fairness_slack is not None:
             head_options["delta"] = args.fairness_slack
         head, runtime = start_local_cluster(args.executors, threads, **head_options)
+        config.scheduler = head  # tenants' fair-share weights
 
     def make_executor(server):
         from comfy_bridge.execution import PromptExecutor
         return PromptExecutor(server.registry, server, cache_type=cache_type, cache_size=cache_size, runtime=runtime)
+    from comfy_bridge.tenancy.server import InsecureListen
     try:
         run_server(config, executor_factory=make_executor)
+    except InsecureListen as err:
+        log.error("%s", err)
+        return 2
     finally:
         if head is not None:
             head.stop()
@@ -124,6 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="start the ComfyUI-compatible server and its executors")
     cli_args.add_comfyui_flags(serve)
     cli_args.add_cluster_flags(serve)
+    tenancy_cli.add_serve_flags(serve)
     serve.set_defaults(func=cmd_serve)
 
     run = sub.add_parser("run", help="run a workflow file (API or UI format) and write its images")
@@ -137,10 +145,13 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo-models", help="build the tiny offline demo models into the workspace")
     demo.add_argument("--workspace", default=None)
     demo.set_defaults(func=cmd_demo_models)
+    tenancy_cli.add_parser(sub)
     bench = sub.add_parser("bench", help="run a benchmark and print its figures")
     bench.add_argument("name", choices=sorted(BENCHMARKS))
     bench.add_argument("bench_args", nargs=argparse.REMAINDER)
     bench.set_defaults(func=cmd_bench)
+    from cluster.cascade.train_cli import add_parser as add_discriminator_parser
+    add_discriminator_parser(sub)
     return p
 
 

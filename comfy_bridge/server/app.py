@@ -48,7 +48,7 @@ class PromptServer:
                  validate: Validator | None = None):
         PromptServer.instance = self
         self.config = config
-        self.workspace = workspace_mod.activate(config.resolve_workspace())
+        self.workspace = workspace_mod.activate(self.open_workspace())
         self.registry = registry
         self._executor_factory = executor_factory
         self._validate = validate
@@ -61,14 +61,14 @@ class PromptServer:
         self.number = 0
         self.on_prompt_handlers: list[Callable[[dict], dict]] = []
         self.supports = ["custom_nodes_from_web"]
-        self.prompt_queue = PromptQueue(self.queue_updated)
-        self.user_manager = UserManager(self.workspace.user_dir, config.multi_user)
+        self.prompt_queue = self.make_prompt_queue()
+        self.user_manager = self.make_user_manager()
         self.web_root = frontend.resolve_web_root(config.front_end_root)
         self.loop: asyncio.AbstractEventLoop | None = _running_loop()
         self.messages: asyncio.Queue | None = None
         self.worker = QueueWorker(self)
         self.log_buffer = internal.LogBuffer(self)
-        middlewares = [cache_control]
+        middlewares = [*self.first_middlewares(), cache_control]
         if config.enable_compress_response_body:
             middlewares.append(compress_body)
         middlewares.append(cors(config.enable_cors_header) if config.enable_cors_header else origin_guard)
@@ -79,6 +79,20 @@ class PromptServer:
         self.app.on_startup.append(self._on_startup)
         self.app.on_cleanup.append(self._on_cleanup)
         _share_with_compat(self)
+
+    # -- component hooks: the hosted server (comfy_bridge.tenancy) swaps these ---------------
+    def open_workspace(self) -> workspace_mod.Workspace:
+        return self.config.resolve_workspace()
+
+    def make_prompt_queue(self) -> PromptQueue:
+        return PromptQueue(self.queue_updated)
+
+    def make_user_manager(self) -> UserManager:
+        return UserManager(self.workspace.user_dir, self.config.multi_user)
+
+    def first_middlewares(self) -> list:
+        """Middlewares that run before all others (authentication)."""
+        return []
 
     # -- engine hooks -------------------------------------------------------------------
     async def validate(self, prompt_id: str, prompt_dict: dict, targets: list[str] | None) -> tuple:
@@ -133,9 +147,13 @@ class PromptServer:
     def send_progress_text(self, text: str, node_id: str, sid: str | None = None) -> None:
         self.send_sync(websocket.TEXT, {"text": text, "node_id": node_id}, sid)
 
-    async def send(self, event: str | int, data: Any, sid: str | None = None) -> None:
-        targets = list(self.sockets.items()) if sid is None else (
+    def _targets(self, sid: str | None) -> list[tuple[str, web.WebSocketResponse]]:
+        """The sockets a message for `sid` (None: everyone) goes to."""
+        return list(self.sockets.items()) if sid is None else (
             [(sid, self.sockets[sid])] if sid in self.sockets else [])
+
+    async def send(self, event: str | int, data: Any, sid: str | None = None) -> None:
+        targets = self._targets(sid)
         if not targets:
             return
         if isinstance(event, int):
@@ -265,7 +283,10 @@ def create_app(config: ServerConfig, *, registry: Any = None, executor_factory: 
                validate: Validator | None = None) -> web.Application:
     """Build the server: PromptServer first (so custom nodes find PromptServer.instance and add routes
     while they load), then the node registry, then the frozen route table."""
-    server = PromptServer(config, registry=registry, executor_factory=executor_factory, validate=validate)
+    server_class = PromptServer
+    if config.state_db is not None:  # durable queue and history, tenants (comfy_bridge.tenancy)
+        from comfy_bridge.tenancy.server import TenantPromptServer as server_class
+    server = server_class(config, registry=registry, executor_factory=executor_factory, validate=validate)
     if server.registry is None:
         server.registry = _load_registry(server)
     server.add_routes()

@@ -6,6 +6,9 @@ from typing import Any
 
 from aiohttp import web
 
+# The tenant a request acts for, set by the hosted server's authentication (comfy_bridge.tenancy).
+TENANT_KEY: web.RequestKey = web.RequestKey("tenant", str)
+
 
 def error_body(type_: str, message: str, details: str = "") -> dict:
     """ComfyUI's error response: {"error": {type, message, details, extra_info}, "node_errors": {}}."""

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from comfy_bridge.workspace import Workspace
 
@@ -31,6 +32,11 @@ class ServerConfig:
     preview_method: str = "none"
     dont_print_server: bool = False
     quick_test_for_ci: bool = False       # start up, then exit (ComfyUI's --quick-test-for-ci)
+    # Hosted service (comfy_bridge.tenancy): the SQLite file of the durable queue, history, tenants and
+    # keys (True: <workspace>/comfy_cluster.sqlite3; None: in-memory single-user server).
+    state_db: Path | str | bool | None = None
+    insecure_open: bool = False           # allow a non-loopback address with no tenant configured
+    scheduler: Any = None                 # the cluster head: receives each tenant's fair-share weight
 
     @property
     def max_upload_bytes(self) -> int:

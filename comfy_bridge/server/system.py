@@ -138,6 +138,6 @@ def add_routes(routes: web.RouteTableDef, server: "PromptServer") -> None:
                 progress.interrupt()
             else:
                 log.info("Prompt %s is not currently running, skipping interrupt", prompt_id)
-        else:
+        elif server.prompt_queue.running_prompt_ids():  # scoped: a tenant interrupts only its own prompt
             progress.interrupt()
         return web.Response(status=200)

@@ -1,0 +1,88 @@
+"""`comfy-cluster tenants ...`: add, set, list, key, revoke, remove, usage; and the serve flags of
+a hosted server. Works on the store file while the server runs (SQLite WAL)."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from .store import DB_NAME, LIMITS, Store, StoreError
+
+
+def add_serve_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--state-db", default=None, metavar="PATH",
+                   help=f"SQLite file of the queue, history, tenants and keys (default: <workspace>/{DB_NAME})")
+    p.add_argument("--insecure-open", action="store_true",
+                   help="allow listening on a non-loopback address with no tenant (anyone can use the server)")
+
+
+def _add_limit_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--weight", type=float, default=None, help="fair-share weight (vTime is divided by it)")
+    for name in LIMITS:
+        p.add_argument("--" + name.replace("_", "-"), type=int, default=None, dest=name, metavar="N")
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("tenants", help="manage the tenants and API keys of a hosted server")
+    p.add_argument("--workspace", default=None)
+    p.add_argument("--state-db", default=None, metavar="PATH")
+    actions = p.add_subparsers(dest="action", required=True)
+    add = actions.add_parser("add", help="add a tenant")
+    add.add_argument("name")
+    _add_limit_flags(add)
+    change = actions.add_parser("set", help="change a tenant's weight or limits (0 removes a limit)")
+    change.add_argument("name")
+    _add_limit_flags(change)
+    actions.add_parser("list", help="list tenants, their limits and keys")
+    key = actions.add_parser("key", help="create an API key (printed once, stored only as a hash)")
+    key.add_argument("name")
+    revoke = actions.add_parser("revoke", help="revoke a tenant's keys (all, or --key ID) and its sessions")
+    revoke.add_argument("name")
+    revoke.add_argument("--key", default=None, metavar="ID")
+    remove = actions.add_parser("remove", help="remove a tenant, its keys and queued prompts (files are kept)")
+    remove.add_argument("name")
+    usage = actions.add_parser("usage", help="a tenant's accounted GPU seconds, prompts and images")
+    usage.add_argument("name")
+    p.set_defaults(func=run)
+
+
+def open_store(args: argparse.Namespace) -> Store:
+    if args.state_db:
+        return Store(Path(args.state_db))
+    from comfy_bridge.cli import open_workspace
+    return Store(open_workspace(args).root / DB_NAME)
+
+
+def run(args: argparse.Namespace) -> int:
+    store = open_store(args)
+    limits = {name: getattr(args, name, None) for name in LIMITS}
+    try:
+        if args.action == "add":
+            given = {k: v for k, v in limits.items() if v is not None}
+            tenant = store.add_tenant(args.name, 1.0 if args.weight is None else args.weight, **given)
+            print(json.dumps(tenant.as_dict()))
+        elif args.action == "set":
+            given = {k: v for k, v in limits.items() if v is not None}
+            print(json.dumps(store.update_tenant(args.name, args.weight, **given).as_dict()))
+        elif args.action == "list":
+            keys = store.list_keys()
+            for tenant in store.list_tenants():
+                mine = [k["id"] + (" (revoked)" if k["revoked"] else "") for k in keys if k["tenant"] == tenant.name]
+                print(json.dumps({**tenant.as_dict(), "keys": mine}))
+        elif args.action == "key":
+            print(store.create_key(args.name))
+        elif args.action == "revoke":
+            if store.get_tenant(args.name) is None:
+                raise StoreError(f"no tenant {args.name!r}")
+            print(f"revoked {store.revoke(args.name, args.key)} key(s)")
+        elif args.action == "remove":
+            store.remove_tenant(args.name)
+        elif args.action == "usage":
+            print(json.dumps({"tenant": args.name, **store.usage(args.name)}))
+    except StoreError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    finally:
+        store.close()
+    return 0

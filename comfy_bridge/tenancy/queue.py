@@ -1,0 +1,145 @@
+"""`TenantQueue`: the server's PromptQueue interface over the durable `Store`, scoped per tenant.
+
+Route-facing methods (put, get_current_queue, history, delete, ...) act for the tenant of the
+calling context (tenancy.context): a tenant sees and changes only its own entries; unscoped
+(single-user) code sees all. Worker-facing methods (get, task_done, flags) are global: `get`
+picks the next prompt fairly between tenants (least weighted service first, then the prompt's
+number), skips tenants at their concurrency limit, and binds the worker thread to the tenant of
+the prompt it hands out, so the engine, its files and its messages act for that tenant.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable
+
+from comfy_bridge.server.prompt_queue import MAX_HISTORY, ExecutionStatus, QueueItem
+
+from . import context
+from .store import QueueRow, Store
+
+
+class TenantQueue:
+    def __init__(self, store: Store, on_change: Callable[[], None] = lambda: None, max_history: int = MAX_HISTORY):
+        self.store = store
+        self._on_change = on_change
+        self._max_history = max_history
+        self._cond = threading.Condition(threading.RLock())
+        self._flags: dict[str, Any] = {}
+        self._sensitive: dict[int, dict] = {}   # secrets stay in memory, never on disk
+        self._running: dict[int, tuple[QueueRow, float]] = {}
+        self._served: dict[str, float] = {}     # tenant -> seconds of service / weight (this process)
+        self.resumed = store.requeue_running()
+
+    # -- queue ---------------------------------------------------------------------------
+    def put(self, item: QueueItem | tuple) -> None:
+        item = item if isinstance(item, QueueItem) else QueueItem(*item)
+        tenant = context.current()
+        if tenant is not None:
+            # The engine charges extra_data["tenant"]; a client must not pick whom it charges.
+            item.extra_data["tenant"] = tenant
+        with self._cond:
+            row_id = self.store.queue_add(tenant or "", item.prompt_id, item.number, item.public())
+            if item.sensitive:
+                self._sensitive[row_id] = item.sensitive
+            self._cond.notify()
+        self._on_change()
+
+    def get(self, timeout: float | None = None) -> tuple[QueueItem, int] | None:
+        with self._cond:
+            row = self._next()
+            if row is None:
+                self._cond.wait(timeout)
+                row = self._next()
+            if row is None:
+                return None
+            self._running[row.id] = (row, time.perf_counter())
+            sensitive = self._sensitive.pop(row.id, None)
+        context.set_current(row.tenant)
+        self._on_change()
+        return QueueItem(*row.item, sensitive), row.id
+
+    def _next(self) -> QueueRow | None:
+        running = self.store.running_by_tenant()
+        candidates = []
+        for row in self.store.pending_heads():
+            tenant = self.store.get_tenant(row.tenant) if row.tenant else None
+            cap = tenant.max_concurrent if tenant is not None else None
+            if cap is not None and running.get(row.tenant, 0) >= cap:
+                continue
+            candidates.append((self._served.get(row.tenant, 0.0), row.number, row.id, row))
+        for *_, row in sorted(candidates, key=lambda c: c[:3]):
+            if self.store.queue_claim(row.id):
+                return row
+        return None
+
+    def wake(self) -> None:
+        with self._cond:
+            self._cond.notify_all()
+
+    def task_done(self, task_id: int, history_result: dict, status: ExecutionStatus | None) -> None:
+        with self._cond:
+            row, started = self._running.pop(task_id)
+            seconds = time.perf_counter() - started
+            tenant = self.store.get_tenant(row.tenant) if row.tenant else None
+            weight = tenant.weight if tenant is not None and tenant.weight > 0 else 1.0
+            self._served[row.tenant] = self._served.get(row.tenant, 0.0) + seconds / weight
+            result = history_result or {}
+            outputs = result.get("outputs", {})
+            entry = {"prompt": row.item, "outputs": outputs,
+                     "status": status.as_dict() if status is not None else None, "meta": result.get("meta", {})}
+            self.store.finish(row.id, row.prompt_id, row.tenant, entry, self._max_history)
+            self.store.add_usage(row.tenant, seconds, _count_images(outputs))
+            self._cond.notify_all()   # a concurrency slot is free
+        self._on_change()
+
+    def get_current_queue(self) -> tuple[list[list], list[list]]:
+        rows = self.store.queue_rows(context.current())
+        return [r.item for r in rows if r.running], [r.item for r in rows if not r.running]
+
+    def running_prompt_ids(self) -> list[str]:
+        return [r.prompt_id for r in self.store.queue_rows(context.current(), running=True)]
+
+    def get_tasks_remaining(self) -> int:
+        return sum(self.store.queue_counts(context.current()))
+
+    def wipe_queue(self) -> None:
+        self.store.queue_clear(context.current())
+        self._on_change()
+
+    def delete_queue_item(self, predicate: Callable[[QueueItem], bool]) -> bool:
+        for row in self.store.queue_rows(context.current(), running=False):
+            if predicate(QueueItem(*row.item)):
+                self.store.queue_remove(row.id)
+                self._sensitive.pop(row.id, None)
+                self._on_change()
+                return True
+        return False
+
+    # -- history -------------------------------------------------------------------------
+    def get_history(self, prompt_id: str | None = None, max_items: int | None = None, offset: int = -1) -> dict:
+        return self.store.history(context.current(), prompt_id, max_items, offset)
+
+    def wipe_history(self) -> None:
+        self.store.history_delete(context.current())
+
+    def delete_history_item(self, prompt_id: str) -> None:
+        self.store.history_delete(context.current(), prompt_id)
+
+    # -- worker flags (/free) -----------------------------------------------------------
+    def set_flag(self, name: str, value: Any) -> None:
+        with self._cond:
+            self._flags[name] = value
+            self._cond.notify_all()
+
+    def get_flags(self, reset: bool = True) -> dict:
+        with self._cond:
+            flags = dict(self._flags)
+            if reset:
+                self._flags.clear()
+            return flags
+
+
+def _count_images(outputs: dict) -> int:
+    return sum(len(node.get("images") or []) for node in outputs.values()
+               if isinstance(node, dict) and isinstance(node.get("images"), list))

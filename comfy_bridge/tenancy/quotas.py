@@ -1,0 +1,92 @@
+"""Admission checks for a tenant's request: queued prompts, prompt size and node count, upload
+size and stored bytes. Over a limit the answer is 429 (come back later) or 413 (too big), in
+ComfyUI's error shape with the limit named in the message and in extra_info."""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Callable
+
+from aiohttp import web
+
+from comfy_bridge.server.common import error_body
+
+from .store import Store, Tenant
+from .workspace import storage_bytes
+
+UPLOAD_PATHS = ("/upload/image", "/upload/mask")
+STORAGE_TTL_S = 2.0
+
+
+def over_limit(status: int, limit: str, allowed: int, message: str) -> web.HTTPException:
+    body = error_body("quota_exceeded", f"{message} (limit {limit} = {allowed})")
+    body["error"]["extra_info"] = {"limit": limit, "allowed": allowed}
+    cls = web.HTTPTooManyRequests if status == 429 else web.HTTPRequestEntityTooLarge
+    if cls is web.HTTPRequestEntityTooLarge:
+        # aiohttp's 413 wants the sizes; the JSON body carries the real explanation.
+        return cls(max_size=allowed, actual_size=allowed + 1, text=json.dumps(body), content_type="application/json")
+    headers = {"Retry-After": "5"}
+    return cls(text=json.dumps(body), content_type="application/json", headers=headers)
+
+
+class Quotas:
+    def __init__(self, store: Store, folders: Callable[[str], list[Path]]):
+        self.store = store
+        self._folders = folders
+        self._storage: dict[str, tuple[float, int]] = {}
+
+    def stored_bytes(self, tenant: str, fresh: bool = False) -> int:
+        cached = self._storage.get(tenant)
+        if cached is None or fresh or time.monotonic() - cached[0] > STORAGE_TTL_S:
+            cached = (time.monotonic(), storage_bytes(self._folders(tenant)))
+            self._storage[tenant] = cached
+        return cached[1]
+
+    async def check(self, request: web.Request, tenant: Tenant) -> None:
+        """Raise the 413/429 for a request over one of `tenant`'s limits."""
+        if request.method != "POST":
+            return
+        path = request.path[4:] if request.path.startswith("/api/") else request.path
+        if path == "/prompt":
+            await self._check_prompt(request, tenant)
+        elif path in UPLOAD_PATHS or path.startswith("/userdata/"):
+            await self._check_upload(request, tenant)
+
+    def _check_storage(self, tenant: Tenant, incoming: int = 0) -> None:
+        cap = tenant.max_storage_bytes
+        if cap is not None:
+            used = self.stored_bytes(tenant.name)
+            if used + incoming > cap:
+                raise over_limit(413, "max_storage_bytes", cap, f"storage full: {used} bytes stored, "
+                                 f"{incoming} more requested")
+
+    async def _check_prompt(self, request: web.Request, tenant: Tenant) -> None:
+        body = await request.read()   # aiohttp keeps it: the handler reads the same bytes
+        if tenant.max_prompt_bytes is not None and len(body) > tenant.max_prompt_bytes:
+            raise over_limit(413, "max_prompt_bytes", tenant.max_prompt_bytes, f"prompt is {len(body)} bytes")
+        try:
+            data = json.loads(body)
+        except (ValueError, UnicodeDecodeError):
+            return   # the route answers malformed JSON itself
+        prompt = data.get("prompt") if isinstance(data, dict) else None
+        if tenant.max_nodes is not None and isinstance(prompt, dict) and len(prompt) > tenant.max_nodes:
+            raise over_limit(413, "max_nodes", tenant.max_nodes, f"prompt has {len(prompt)} nodes")
+        if tenant.max_queued is not None:
+            queued = sum(self.store.queue_counts(tenant.name))
+            if queued >= tenant.max_queued:
+                raise over_limit(429, "max_queued", tenant.max_queued, f"{queued} prompts already queued or running")
+        self._check_storage(tenant)
+        prompt_id = data.get("prompt_id") if isinstance(data, dict) else None
+        if prompt_id is not None and self.store.prompt_owner(str(prompt_id)) not in (None, tenant.name):
+            raise web.HTTPConflict(text=json.dumps(error_body("prompt_id_in_use", "prompt_id is already in use")),
+                                   content_type="application/json")
+
+    async def _check_upload(self, request: web.Request, tenant: Tenant) -> None:
+        size = request.content_length
+        if size is None:
+            size = len(await request.read())
+        cap = tenant.max_upload_bytes
+        if cap is not None and size > cap:
+            raise over_limit(413, "max_upload_bytes", cap, f"upload is {size} bytes")
+        self._check_storage(tenant, size)

@@ -1,0 +1,136 @@
+"""`TenantPromptServer`: the protocol server of a hosted deployment. Queue, history, tenants and
+keys are durable (Store); requests are authenticated and scoped to their tenant; websocket
+messages reach only the sockets of the tenant they belong to; each tenant has its own engine
+cache and folders. With no tenant configured it serves one user exactly like PromptServer, but
+its queue and history survive a restart."""
+from __future__ import annotations
+
+import ipaddress
+import logging
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from comfy_bridge.server.app import PromptServer
+from comfy_bridge.server.common import TENANT_KEY
+from comfy_bridge.server.config import ServerConfig
+from comfy_bridge.workspace import Workspace
+
+from . import context
+from .auth import Gate
+from .engine import TenantExecutors
+from .queue import TenantQueue
+from .quotas import Quotas
+from .store import DB_NAME, Store
+from .workspace import TenantUserManager, TenantWorkspace
+
+log = logging.getLogger(__name__)
+
+
+class InsecureListen(RuntimeError):
+    """A non-loopback address with no tenant configured (and no --insecure-open)."""
+
+
+def is_loopback(address: str) -> bool:
+    if address == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False
+
+
+def check_listen(config: ServerConfig, store: Store) -> None:
+    exposed = [a for a in config.addresses if not is_loopback(a)]
+    if exposed and not store.has_tenants() and not config.insecure_open:
+        raise InsecureListen(
+            f"refusing to listen on {', '.join(exposed)} with no tenant: anyone who reaches it could run prompts "
+            "and read every file. Add one (`comfy-cluster tenants add NAME`, then `tenants key NAME`) or pass "
+            "--insecure-open.")
+
+
+def state_path(config: ServerConfig, workspace: Workspace) -> Path:
+    return Path(config.state_db) if config.state_db not in (None, True) else workspace.root / DB_NAME
+
+
+class TenantPromptServer(PromptServer):
+    def __init__(self, config: ServerConfig, **engine: Any):
+        self.store = Store(state_path(config, config.resolve_workspace()))
+        check_listen(config, self.store)
+        self.tenant_workspace: TenantWorkspace | None = None
+        super().__init__(config, **engine)
+        self.number = int(self.store.max_number()) + 1   # new prompts queue after the resumed ones
+        self.gate.add_routes(self.app)
+        self.app.router.add_get("/cluster/tenants/{name}/usage", self.usage)
+        if self.prompt_queue.resumed:
+            log.info("resumed %d prompts that were running when the server stopped", self.prompt_queue.resumed)
+
+    # -- component hooks ------------------------------------------------------------------
+    def open_workspace(self) -> Workspace:
+        self.tenant_workspace = TenantWorkspace.wrap(self.config.resolve_workspace())
+        return self.tenant_workspace
+
+    def make_prompt_queue(self) -> TenantQueue:
+        return TenantQueue(self.store, self.queue_updated)
+
+    def make_user_manager(self) -> TenantUserManager:
+        return TenantUserManager(self.tenant_workspace, self.config.multi_user)
+
+    def first_middlewares(self) -> list:
+        self.quotas = Quotas(self.store, self.tenant_workspace.tenant_folders)
+        self.gate = Gate(self.store, self.quotas)
+        return [self.gate.middleware]
+
+    def make_executor(self) -> Any:
+        return TenantExecutors(super().make_executor, on_tenant=self._charge_weight)
+
+    def _charge_weight(self, tenant: str) -> None:
+        """The cluster scheduler divides a tenant's vTime by its weight."""
+        scheduler = self.config.scheduler
+        record = self.store.get_tenant(tenant) if tenant else None
+        if scheduler is not None and record is not None:
+            scheduler.set_tenant_weight(tenant, record.weight)
+
+    # -- messages: every message belongs to the tenant it was produced for ----------------------
+    def queue_updated(self) -> None:
+        tenants = {meta.get("tenant") for meta in list(self.sockets_metadata.values())} or {None}
+        for tenant in tenants:
+            with context.scoped(tenant):
+                super().queue_updated()
+
+    def send_sync(self, event: str | int, data: Any, sid: str | None = None) -> None:
+        loop, messages = self.loop, self.messages
+        if loop is None or messages is None or loop.is_closed():
+            return
+        try:
+            loop.call_soon_threadsafe(messages.put_nowait, (event, data, sid, context.current()))
+        except RuntimeError:  # loop closed between the check and the call (shutdown)
+            pass
+
+    async def publish_loop(self) -> None:
+        while True:
+            event, data, sid, tenant = await self.messages.get()
+            try:
+                with context.scoped(tenant):
+                    await self.send(event, data, sid)
+            except Exception:
+                log.exception("failed to send %s", event)
+
+    def _targets(self, sid: str | None) -> list[tuple[str, web.WebSocketResponse]]:
+        tenant = context.current()
+        return [(s, ws) for s, ws in super()._targets(sid)
+                if self.sockets_metadata.get(s, {}).get("tenant") == tenant]
+
+    # -- accounting -----------------------------------------------------------------------
+    async def usage(self, request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        if request.get(TENANT_KEY) not in (None, name):
+            return web.json_response({"error": "forbidden"}, status=403)
+        tenant = self.store.get_tenant(name)
+        if tenant is None:
+            return web.json_response({"error": "no such tenant"}, status=404)
+        pending, running = self.store.queue_counts(name)
+        return web.json_response({"tenant": name, **self.store.usage(name), "pending": pending, "running": running,
+                                  "stored_bytes": self.quotas.stored_bytes(name, fresh=True),
+                                  "limits": tenant.as_dict()})

@@ -1,0 +1,342 @@
+"""Durable state of a hosted server: tenants, API keys, login sessions, the prompt queue, history
+and usage, in one SQLite file (WAL) in the workspace.
+
+`Store` is the whole storage interface; the queue, the auth middleware and the CLI use nothing
+else, so another backend (PostgreSQL for several heads) implements these methods. Thread-safe:
+one connection behind a lock; other processes (the `tenants` CLI) share the file through WAL.
+Tenant "" owns the rows of the single-user server.
+"""
+from __future__ import annotations
+
+import hmac
+import json
+import os
+import re
+import sqlite3
+import threading
+import time
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any, Iterator
+
+from . import keys as keys_mod
+
+DB_NAME = "comfy_cluster.sqlite3"
+TENANT_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
+LIMITS = ("max_queued", "max_concurrent", "max_prompt_bytes", "max_nodes", "max_upload_bytes", "max_storage_bytes")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS tenants (
+    name TEXT PRIMARY KEY, weight REAL NOT NULL DEFAULT 1.0, created REAL NOT NULL,
+    max_queued INTEGER, max_concurrent INTEGER, max_prompt_bytes INTEGER, max_nodes INTEGER,
+    max_upload_bytes INTEGER, max_storage_bytes INTEGER);
+CREATE TABLE IF NOT EXISTS api_keys (
+    id TEXT PRIMARY KEY, tenant TEXT NOT NULL, salt BLOB NOT NULL, hash BLOB NOT NULL, n INTEGER NOT NULL,
+    created REAL NOT NULL, revoked REAL);
+CREATE TABLE IF NOT EXISTS sessions (
+    digest TEXT PRIMARY KEY, tenant TEXT NOT NULL, key_id TEXT NOT NULL, expires REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS queue (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, tenant TEXT NOT NULL, prompt_id TEXT NOT NULL, number REAL NOT NULL,
+    item TEXT NOT NULL, running INTEGER NOT NULL DEFAULT 0);
+CREATE INDEX IF NOT EXISTS queue_tenant ON queue (tenant, running, number, id);
+CREATE TABLE IF NOT EXISTS history (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, prompt_id TEXT NOT NULL UNIQUE, tenant TEXT NOT NULL, entry TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS history_tenant ON history (tenant, seq);
+CREATE TABLE IF NOT EXISTS usage (
+    tenant TEXT PRIMARY KEY, seconds REAL NOT NULL DEFAULT 0, prompts INTEGER NOT NULL DEFAULT 0,
+    images INTEGER NOT NULL DEFAULT 0);
+"""
+
+
+class StoreError(ValueError):
+    """A request the store refuses (unknown tenant, bad name, duplicate)."""
+
+
+@dataclass
+class Tenant:
+    name: str
+    weight: float = 1.0
+    max_queued: int | None = None
+    max_concurrent: int | None = None
+    max_prompt_bytes: int | None = None
+    max_nodes: int | None = None
+    max_upload_bytes: int | None = None
+    max_storage_bytes: int | None = None
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class QueueRow:
+    id: int
+    tenant: str
+    prompt_id: str
+    number: float
+    item: list            # ComfyUI's 5-element public list
+    running: bool
+
+
+_TENANT_COLUMNS = ", ".join(f.name for f in fields(Tenant))
+
+
+class Store:
+    def __init__(self, path: str | Path, scrypt_n: int = keys_mod.DEFAULT_SCRYPT_N):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.scrypt_n = scrypt_n
+        self._lock = threading.RLock()
+        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=10.0)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")   # with WAL: durable across a killed process
+        self._db.executescript(_SCHEMA)
+        self._verified: dict[str, str] = {}   # key id -> digest of a secret scrypt already accepted
+        if os.name == "posix":
+            os.chmod(self.path, 0o600)
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def _rows(self, sql: str, args: tuple = ()) -> list[tuple]:
+        with self._lock:
+            return self._db.execute(sql, args).fetchall()
+
+    def _exec(self, sql: str, args: tuple = ()) -> sqlite3.Cursor:
+        with self._lock:
+            return self._db.execute(sql, args)
+
+    # -- tenants --------------------------------------------------------------------------
+    def add_tenant(self, name: str, weight: float = 1.0, **limits: int | None) -> Tenant:
+        if not TENANT_NAME.match(name):
+            raise StoreError(f"invalid tenant name {name!r}: use 1-32 of a-z, 0-9, '_' and '-'")
+        tenant = Tenant(name, float(weight), **_limits(limits))
+        try:
+            self._exec(f"INSERT INTO tenants ({_TENANT_COLUMNS}, created) VALUES ({', '.join('?' * 9)})",
+                       (*asdict(tenant).values(), time.time()))
+        except sqlite3.IntegrityError:
+            raise StoreError(f"tenant {name!r} already exists") from None
+        return tenant
+
+    def update_tenant(self, name: str, weight: float | None = None, **limits: int | None) -> Tenant:
+        """Change the weight and the given limits (a limit of 0 or less removes it)."""
+        tenant = self.get_tenant(name)
+        if tenant is None:
+            raise StoreError(f"no tenant {name!r}")
+        if weight is not None:
+            tenant.weight = float(weight)
+        for key, value in _limits(limits).items():
+            setattr(tenant, key, value if value and value > 0 else None)
+        sets = ", ".join(f"{f.name} = ?" for f in fields(Tenant)[1:])
+        self._exec(f"UPDATE tenants SET {sets} WHERE name = ?", (*list(asdict(tenant).values())[1:], name))
+        return tenant
+
+    def remove_tenant(self, name: str) -> None:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            for table in ("tenants", "api_keys", "sessions", "queue"):
+                column = "name" if table == "tenants" else "tenant"
+                self._db.execute(f"DELETE FROM {table} WHERE {column} = ?", (name,))
+            self._db.execute("COMMIT")
+        self._verified.clear()
+
+    def get_tenant(self, name: str) -> Tenant | None:
+        rows = self._rows(f"SELECT {_TENANT_COLUMNS} FROM tenants WHERE name = ?", (name,))
+        return Tenant(*rows[0]) if rows else None
+
+    def list_tenants(self) -> list[Tenant]:
+        return [Tenant(*r) for r in self._rows(f"SELECT {_TENANT_COLUMNS} FROM tenants ORDER BY name")]
+
+    def has_tenants(self) -> bool:
+        return bool(self._rows("SELECT 1 FROM tenants LIMIT 1"))
+
+    # -- API keys -------------------------------------------------------------------------
+    def create_key(self, tenant: str) -> str:
+        """A new key for `tenant`; only its scrypt hash is kept, so this is the one time it is seen."""
+        if self.get_tenant(tenant) is None:
+            raise StoreError(f"no tenant {tenant!r}")
+        key_id, secret, key = keys_mod.new_key()
+        salt = os.urandom(16)
+        self._exec("INSERT INTO api_keys (id, tenant, salt, hash, n, created) VALUES (?, ?, ?, ?, ?, ?)",
+                   (key_id, tenant, salt, keys_mod.hash_secret(secret, salt, self.scrypt_n), self.scrypt_n,
+                    time.time()))
+        return key
+
+    def list_keys(self, tenant: str | None = None) -> list[dict]:
+        sql = "SELECT id, tenant, created, revoked FROM api_keys"
+        rows = self._rows(sql + (" WHERE tenant = ?" if tenant else "") + " ORDER BY created",
+                          (tenant,) if tenant else ())
+        return [{"id": r[0], "tenant": r[1], "created": r[2], "revoked": r[3]} for r in rows]
+
+    def revoke(self, tenant: str, key_id: str | None = None) -> int:
+        """Revoke one key (or all keys) of `tenant` and end the sessions opened with them; returns the count."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            where, args = ("tenant = ? AND id = ?", (tenant, key_id)) if key_id else ("tenant = ?", (tenant,))
+            count = self._db.execute(f"UPDATE api_keys SET revoked = ? WHERE {where} AND revoked IS NULL",
+                                     (time.time(), *args)).rowcount
+            swhere = "tenant = ? AND key_id = ?" if key_id else "tenant = ?"
+            self._db.execute(f"DELETE FROM sessions WHERE {swhere}", args)
+            self._db.execute("COMMIT")
+        self._verified.clear()
+        return count
+
+    def authenticate_key(self, key: str) -> tuple[str, str] | None:
+        """(tenant, key id) for a valid, unrevoked key; None otherwise. The revocation check reads
+        the database every time (another process may have revoked it); the scrypt check runs once
+        per key and process."""
+        parts = keys_mod.split_key(key)
+        if parts is None:
+            return None
+        key_id, secret = parts
+        rows = self._rows("SELECT k.tenant, k.salt, k.hash, k.n FROM api_keys k JOIN tenants t ON t.name = k.tenant "
+                          "WHERE k.id = ? AND k.revoked IS NULL", (key_id,))
+        if not rows:
+            return None
+        tenant, salt, expected, n = rows[0]
+        digest = keys_mod.token_digest(secret)
+        seen = self._verified.get(key_id)
+        if seen is not None and hmac.compare_digest(seen, digest):
+            return tenant, key_id
+        if not keys_mod.verify_secret(secret, salt, expected, n):
+            return None
+        self._verified[key_id] = digest
+        return tenant, key_id
+
+    # -- login sessions -------------------------------------------------------------------
+    def create_session(self, tenant: str, key_id: str, ttl_s: float) -> str:
+        token = keys_mod.new_session_token()
+        now = time.time()
+        self._exec("DELETE FROM sessions WHERE expires < ?", (now,))
+        self._exec("INSERT INTO sessions (digest, tenant, key_id, expires) VALUES (?, ?, ?, ?)",
+                   (keys_mod.token_digest(token), tenant, key_id, now + ttl_s))
+        return token
+
+    def session_tenant(self, token: str) -> str | None:
+        rows = self._rows("SELECT s.tenant FROM sessions s JOIN api_keys k ON k.id = s.key_id "
+                          "WHERE s.digest = ? AND s.expires > ? AND k.revoked IS NULL",
+                          (keys_mod.token_digest(token), time.time()))
+        return rows[0][0] if rows else None
+
+    def delete_session(self, token: str) -> None:
+        self._exec("DELETE FROM sessions WHERE digest = ?", (keys_mod.token_digest(token),))
+
+    # -- queue ----------------------------------------------------------------------------
+    def queue_add(self, tenant: str, prompt_id: str, number: float, item: list) -> int:
+        return self._exec("INSERT INTO queue (tenant, prompt_id, number, item) VALUES (?, ?, ?, ?)",
+                          (tenant, prompt_id, number, json.dumps(item))).lastrowid
+
+    def queue_rows(self, tenant: str | None = None, running: bool | None = None) -> list[QueueRow]:
+        """Rows in queue order (number, then arrival); `tenant` None means every tenant."""
+        where, args = [], []
+        if tenant is not None:
+            where.append("tenant = ?")
+            args.append(tenant)
+        if running is not None:
+            where.append("running = ?")
+            args.append(int(running))
+        sql = "SELECT id, tenant, prompt_id, number, item, running FROM queue"
+        sql += (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY number, id"
+        return [QueueRow(r[0], r[1], r[2], r[3], json.loads(r[4]), bool(r[5])) for r in self._rows(sql, tuple(args))]
+
+    def queue_counts(self, tenant: str | None = None) -> tuple[int, int]:
+        """(pending, running) of `tenant` (None: all)."""
+        sql = "SELECT running, COUNT(*) FROM queue" + (" WHERE tenant = ?" if tenant is not None else "")
+        counts = dict(self._rows(sql + " GROUP BY running", (tenant,) if tenant is not None else ()))
+        return counts.get(0, 0), counts.get(1, 0)
+
+    def running_by_tenant(self) -> dict[str, int]:
+        return dict(self._rows("SELECT tenant, COUNT(*) FROM queue WHERE running = 1 GROUP BY tenant"))
+
+    def pending_heads(self) -> list[QueueRow]:
+        """The first pending row of every tenant."""
+        rows = self._rows("SELECT id, tenant, prompt_id, number, item, running FROM queue q WHERE running = 0 AND "
+                          "id = (SELECT id FROM queue p WHERE p.tenant = q.tenant AND p.running = 0 "
+                          "ORDER BY number, id LIMIT 1)")
+        return [QueueRow(r[0], r[1], r[2], r[3], json.loads(r[4]), False) for r in rows]
+
+    def queue_claim(self, row_id: int) -> bool:
+        return self._exec("UPDATE queue SET running = 1 WHERE id = ? AND running = 0", (row_id,)).rowcount == 1
+
+    def queue_remove(self, row_id: int) -> None:
+        self._exec("DELETE FROM queue WHERE id = ?", (row_id,))
+
+    def queue_clear(self, tenant: str | None) -> None:
+        if tenant is None:
+            self._exec("DELETE FROM queue WHERE running = 0")
+        else:
+            self._exec("DELETE FROM queue WHERE running = 0 AND tenant = ?", (tenant,))
+
+    def requeue_running(self) -> int:
+        """After a restart: prompts that were running when the head died go back to pending."""
+        return self._exec("UPDATE queue SET running = 0 WHERE running = 1").rowcount
+
+    def max_number(self) -> float:
+        rows = self._rows("SELECT MAX(number) FROM queue")
+        return rows[0][0] if rows and rows[0][0] is not None else -1
+
+    def finish(self, row_id: int, prompt_id: str, tenant: str, entry: dict, max_history: int) -> None:
+        """Move a running row to history in one transaction, trimming the tenant's oldest entries."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            self._db.execute("DELETE FROM queue WHERE id = ?", (row_id,))
+            self._db.execute("DELETE FROM history WHERE prompt_id = ?", (prompt_id,))
+            self._db.execute("INSERT INTO history (prompt_id, tenant, entry) VALUES (?, ?, ?)",
+                             (prompt_id, tenant, json.dumps(entry)))
+            self._db.execute("DELETE FROM history WHERE tenant = ? AND seq NOT IN (SELECT seq FROM history "
+                             "WHERE tenant = ? ORDER BY seq DESC LIMIT ?)", (tenant, tenant, max_history))
+            self._db.execute("COMMIT")
+
+    def prompt_owner(self, prompt_id: str) -> str | None:
+        rows = self._rows("SELECT tenant FROM queue WHERE prompt_id = ? UNION ALL "
+                          "SELECT tenant FROM history WHERE prompt_id = ? LIMIT 1", (prompt_id, prompt_id))
+        return rows[0][0] if rows else None
+
+    # -- history --------------------------------------------------------------------------
+    def history(self, tenant: str | None, prompt_id: str | None = None, max_items: int | None = None,
+                offset: int = -1) -> dict[str, dict]:
+        """ComfyUI's paging: offset < 0 with max_items means the newest max_items entries."""
+        where, args = ("WHERE tenant = ?", [tenant]) if tenant is not None else ("", [])
+        if prompt_id is not None:
+            where = (where + " AND" if where else "WHERE") + " prompt_id = ?"
+            args.append(prompt_id)
+        if offset < 0 and max_items is not None:
+            total = self._rows(f"SELECT COUNT(*) FROM history {where}", tuple(args))[0][0]
+            offset = total - max_items
+        offset = max(offset, 0)
+        limit = max_items if max_items is not None else -1
+        rows = self._rows(f"SELECT prompt_id, entry FROM history {where} ORDER BY seq LIMIT ? OFFSET ?",
+                          (*args, limit, offset))
+        return {pid: json.loads(entry) for pid, entry in rows}
+
+    def history_delete(self, tenant: str | None, prompt_id: str | None = None) -> None:
+        where, args = [], []
+        if tenant is not None:
+            where.append("tenant = ?")
+            args.append(tenant)
+        if prompt_id is not None:
+            where.append("prompt_id = ?")
+            args.append(prompt_id)
+        self._exec("DELETE FROM history" + (" WHERE " + " AND ".join(where) if where else ""), tuple(args))
+
+    # -- usage ----------------------------------------------------------------------------
+    def add_usage(self, tenant: str, seconds: float, images: int) -> None:
+        self._exec("INSERT INTO usage (tenant, seconds, prompts, images) VALUES (?, ?, 1, ?) ON CONFLICT(tenant) "
+                   "DO UPDATE SET seconds = seconds + excluded.seconds, prompts = prompts + 1, "
+                   "images = images + excluded.images", (tenant, seconds, images))
+
+    def usage(self, tenant: str) -> dict[str, Any]:
+        rows = self._rows("SELECT seconds, prompts, images FROM usage WHERE tenant = ?", (tenant,))
+        seconds, prompts, images = rows[0] if rows else (0.0, 0, 0)
+        return {"seconds": seconds, "prompts": prompts, "images": images}
+
+    def all_usage(self) -> Iterator[tuple[str, dict]]:
+        for tenant, seconds, prompts, images in self._rows("SELECT tenant, seconds, prompts, images FROM usage"):
+            yield tenant, {"seconds": seconds, "prompts": prompts, "images": images}
+
+
+def _limits(limits: dict) -> dict:
+    unknown = set(limits) - set(LIMITS)
+    if unknown:
+        raise StoreError(f"unknown limits: {', '.join(sorted(unknown))}")
+    return {k: (int(v) if v is not None else None) for k, v in limits.items()}

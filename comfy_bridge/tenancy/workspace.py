@@ -1,0 +1,77 @@
+"""Per-tenant folders: input/, output/, temp/ and user/ each get a `tenants/<name>` subfolder that
+is the whole folder for code acting for that tenant (routes, /view, the engine's Save and Load
+nodes through folder_paths). Model folders stay shared and read-only to tenants."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from comfy_bridge.server.userdata import UserManager
+from comfy_bridge.workspace import Workspace
+
+from . import context
+
+TENANTS_DIR = "tenants"
+SCOPED_DIRS = ("input_dir", "output_dir", "temp_dir", "user_dir")
+
+
+def tenant_dir(base: Path, tenant: str) -> Path:
+    return base / TENANTS_DIR / tenant
+
+
+def _scoped(attr: str) -> property:
+    def get(self: "TenantWorkspace") -> Path | None:
+        base = self.__dict__.get("_" + attr)
+        tenant = context.current()
+        if tenant is None or base is None:
+            return base
+        path = tenant_dir(base, tenant)
+        made = self.__dict__.setdefault("_made", set())
+        if path not in made:
+            path.mkdir(parents=True, exist_ok=True)
+            made.add(path)
+        return path
+
+    def set_(self: "TenantWorkspace", value: Path | None) -> None:
+        self.__dict__["_" + attr] = value
+    return property(get, set_)
+
+
+class TenantWorkspace(Workspace):
+    """A Workspace whose input/output/temp/user folders follow the current tenant."""
+    input_dir = _scoped("input_dir")
+    output_dir = _scoped("output_dir")
+    temp_dir = _scoped("temp_dir")
+    user_dir = _scoped("user_dir")
+
+    @classmethod
+    def wrap(cls, ws: Workspace) -> "TenantWorkspace":
+        with context.scoped(None):
+            return cls(ws.root, output_dir=ws.output_dir, input_dir=ws.input_dir, temp_dir=ws.temp_dir,
+                       user_dir=ws.user_dir, folders=ws.folders)
+
+    def tenant_folders(self, tenant: str) -> list[Path]:
+        """The tenant's own folders (for storage accounting)."""
+        return [tenant_dir(self.__dict__["_" + attr], tenant) for attr in SCOPED_DIRS]
+
+
+class TenantUserManager(UserManager):
+    """ComfyUI's user manager rooted in the current tenant's user folder."""
+    def __init__(self, workspace: TenantWorkspace, multi_user: bool):
+        self._workspace = workspace
+        super().__init__(workspace.user_dir, multi_user)
+
+    @property
+    def user_dir(self) -> Path:
+        return Path(self._workspace.user_dir)
+
+    @user_dir.setter
+    def user_dir(self, value: Path) -> None:
+        """The folder follows the workspace; UserManager's own assignment is ignored."""
+
+
+def storage_bytes(folders: list[Path]) -> int:
+    total = 0
+    for folder in folders:
+        if folder.is_dir():
+            total += sum(p.stat().st_size for p in folder.rglob("*") if p.is_file() and not p.is_symlink())
+    return total
