@@ -1,17 +1,23 @@
 """Query-aware cascades (DiffServe): a light model answers first, a discriminator scores the image,
 the heavy model re-runs the queries it rejects, and a controller sizes the threshold, batch sizes and
-executors from measured demand. `cascade_stats()` is the section GET /cluster/stats includes."""
+executors from measured demand. `cascade_stats()` is the section GET /cluster/stats includes.
+
+Imports are deferred so that `comfy-cluster` starts without loading the solver."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from cluster.cascade.controller import CascadeController, default_controller
-from cluster.cascade.spec import CascadeSpec, load_cascades
+if TYPE_CHECKING:
+    from cluster.cascade.controller import CascadeController
+    from cluster.cascade.spec import CascadeSpec
 
 
-def declare_workspace_cascades(root: Path, controller: CascadeController | None = None) -> dict[str, CascadeSpec]:
+def declare_workspace_cascades(root: Path, controller: "CascadeController | None" = None) -> dict[str, "CascadeSpec"]:
     """Declare a workspace's `cascades/*.yaml` to the controller (re-reading them: edits take effect,
     measurements are kept)."""
+    from cluster.cascade.controller import default_controller
+    from cluster.cascade.spec import load_cascades
     controller = controller or default_controller()
     specs = load_cascades(Path(root))
     for spec in specs.values():
@@ -19,12 +25,13 @@ def declare_workspace_cascades(root: Path, controller: CascadeController | None 
     return specs
 
 
-def declared_for_active_workspace() -> dict[str, CascadeSpec]:
+def declared_for_active_workspace() -> dict[str, "CascadeSpec"]:
     from comfy_bridge.workspace import active
     return declare_workspace_cascades(active().root)
 
 
 def cascade_stats() -> dict:
     """Every declared cascade with its measurements and current decision (JSON-ready)."""
+    from cluster.cascade.controller import default_controller
     declared_for_active_workspace()
     return default_controller().stats()

@@ -115,8 +115,14 @@ def train_discriminator(model: Discriminator, real: torch.Tensor, fake: torch.Te
     """Fit real (label 1) vs generated (label 0) images [N,H,W,3]; returns the mean loss per epoch.
 
     Classes are balanced by weighting the loss, and each epoch sees a seeded shuffle with random
-    horizontal flips, so a run is repeatable."""
-    gen = torch.Generator().manual_seed(seed)
+    horizontal flips (and dropout draws from a forked, seeded global generator), so a run is repeatable."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return _train(model, real, fake, epochs, batch_size, lr, torch.Generator().manual_seed(seed))
+
+
+def _train(model: Discriminator, real: torch.Tensor, fake: torch.Tensor, epochs: int, batch_size: int, lr: float,
+           gen: torch.Generator) -> list[float]:
     images = torch.cat([real, fake]).float()
     labels = torch.cat([torch.ones(len(real), dtype=torch.long), torch.zeros(len(fake), dtype=torch.long)])
     weight = torch.tensor([len(images) / (2 * max(len(fake), 1)), len(images) / (2 * max(len(real), 1))])
