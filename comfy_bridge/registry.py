@@ -98,13 +98,21 @@ def run_coroutine_sync(coro: Coroutine) -> Any:
     return box.get("value")
 
 
+_core: tuple[dict, dict] | None = None
+
+
 def _core_nodes() -> tuple[dict, dict]:
-    try:
-        import nodes
-    except ImportError:
-        log.warning("core nodes package `nodes` is not importable; starting with custom nodes only")
-        return {}, {}
-    return dict(getattr(nodes, "NODE_CLASS_MAPPINGS", None) or {}), dict(getattr(nodes, "NODE_DISPLAY_NAME_MAPPINGS", None) or {})
+    # Read once: _publish later adds the packs to nodes.NODE_CLASS_MAPPINGS, and those are not core.
+    global _core
+    if _core is None:
+        try:
+            import nodes
+        except ImportError:
+            log.warning("core nodes package `nodes` is not importable; starting with custom nodes only")
+            return {}, {}
+        _core = (dict(getattr(nodes, "NODE_CLASS_MAPPINGS", None) or {}),
+                 dict(getattr(nodes, "NODE_DISPLAY_NAME_MAPPINGS", None) or {}))
+    return dict(_core[0]), dict(_core[1])
 
 
 def build_registry(workspace: Any, extra_custom_node_dirs: Iterable[str | Path] = (),

@@ -86,7 +86,19 @@ async def run_prompt(registry, prompt: dict, runtime=None, prompt_id: str = "p")
     return executor, sink
 
 
-def error_of(sink: RecordingSink) -> dict:
-    errors = sink.events("execution_error")
+def error_of(executor) -> dict:
+    errors = [d for e, d in executor.status_messages if e == "execution_error"]
     assert errors, "expected an execution_error"
     return errors[0]
+
+
+def output(executor, node_id: str, slot: int = 0):
+    """The first value of output `slot` of a node, from the executor's output cache."""
+    data = executor.caches.outputs.get(node_id)
+    data = getattr(data, "outputs", data)
+    return data[slot][0]
+
+
+def image(node_id: str = "img", size: int = 8, color: int = 0) -> dict:
+    return {node_id: {"class_type": "EmptyImage", "inputs": {"width": size, "height": size, "batch_size": 1,
+                                                             "color": color}}}
