@@ -1,29 +1,31 @@
-"""The runtime that sends ModelFn calls to the cluster: `call` writes the inputs into shared memory,
-submits one invocation to the head under the request's tenant and id, waits for it, and copies the
-outputs out of the executor's segment.
+"""The runtime that sends ModelFn calls to the cluster: `call` makes its inputs available in the data
+plane (the producer's handle when an input is an unmodified output of an earlier call, else a copy
+in this process's arena), submits one invocation to the head under the request's tenant and id,
+waits for it, and pulls private copies of the outputs from the executor's arena.
 
-The engine binds one per prompt (`runtime.bind(tenant, prompt_id)` then `use_runtime(...)`). If the
-outputs vanish before they are read (their executor was lost right after finishing), the invocation is
-run again: ModelFns are deterministic, so the re-run gives the same tensors.
+The engine binds one per prompt (`runtime.bind(tenant, prompt_id)` then `use_runtime(...)`). The
+caller holds one reference to every input until the call returns, so re-runs can read them again.
+If outputs vanish before they are read (their executor was lost right after finishing), or a
+forwarded input's producer is lost before the consumer read it, the invocation is run again with
+the caller's own copies: ModelFns are deterministic, so the re-run gives the same tensors.
 """
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures as cf
-import os
 import pickle
 import uuid
 from typing import Any
 
 import torch
 
-from cluster import shm
+from cluster.caller_store import CallerStore, caller_store, to_meta
 from cluster.costs import remaining_critical_path, shape_signature
-from cluster.head import ClusterError, Head, Result
+from cluster.dataplane.segments import SegmentError
+from cluster.dataplane.tensor_store import TensorHandle
+from cluster.head import ClusterError, Head, InputLost, Result
 from cluster.refs import ModelRef
 from cluster.runtime import Runtime
-
-_INPUT_PREFIX = shm.segment_prefix(f"c{os.getpid()}")
 
 
 class ClusterRuntime(Runtime):
@@ -39,40 +41,60 @@ class ClusterRuntime(Runtime):
         """The same cluster, charging `tenant` and grouping calls under `request_id`."""
         return ClusterRuntime(self.head, tenant, request_id, self.deadline_s, self.max_reads)
 
+    @property
+    def store(self) -> CallerStore:
+        store = caller_store()
+        self.head.watch_lost(store.drop_peer)
+        return store
+
     def _submit(self, fn: str, model: ModelRef | None, inputs: dict[str, torch.Tensor | None],
-                params: dict[str, Any], metas: dict) -> cf.Future:
+                params: dict[str, Any], handles: dict[str, TensorHandle]) -> cf.Future:
         key = model.key if model is not None else ""
         shapes = shape_signature(inputs)
         return self.head.submit(
             tenant=self.tenant, request=self.request_id, fn=fn, model_key=key,
             payload=pickle.dumps((model, params), protocol=pickle.HIGHEST_PROTOCOL),
-            inputs=metas, nulls=[k for k, v in inputs.items() if v is None], shapes=shapes,
+            inputs={k: to_meta(h) for k, h in handles.items()},
+            nulls=[k for k, v in inputs.items() if v is None], shapes=shapes,
             remaining_s=remaining_critical_path(fn, inputs, params, self.head.costs, key, shapes),
             deadline_s=self.deadline_s)
 
-    @staticmethod
-    def _read(result: Result) -> dict[str, torch.Tensor | None]:
+    def _read(self, store: CallerStore, result: Result) -> dict[str, torch.Tensor | None]:
+        out: dict[str, torch.Tensor | None] = {}
         try:
-            out: dict[str, torch.Tensor | None] = shm.read_tensors(result.outputs)
+            for k, meta in result.outputs.items():
+                out[k] = store.pull(meta)
         finally:
-            shm.unlink(meta.segment for meta in result.outputs.values())
+            # the reference each output was published with is now owned by its pulled copy
+            for k, meta in result.outputs.items():
+                if k not in out:
+                    store.release(TensorHandle.from_meta(meta))
         out.update({k: None for k in result.nulls})
         return out
 
     async def call(self, fn: str, model: ModelRef | None, inputs: dict[str, torch.Tensor | None],
                    params: dict[str, Any] | None = None) -> dict[str, torch.Tensor]:
         params = params or {}
-        metas = shm.write_tensors(_INPUT_PREFIX, {k: v for k, v in inputs.items() if v is not None})
+        store = self.store
+        store.collect()
+        tensors = {k: v for k, v in inputs.items() if v is not None}
+        handles = {k: store.hold(v, set(self.head.executors)) for k, v in tensors.items()}
         try:
             for attempt in range(self.max_reads):
-                result = await asyncio.wrap_future(self._submit(fn, model, inputs, params, metas))
                 try:
-                    return self._read(result)
-                except shm.ShmError:
+                    result = await asyncio.wrap_future(self._submit(fn, model, inputs, params, handles))
+                    return self._read(store, result)
+                except (SegmentError, InputLost) as e:
                     if attempt + 1 == self.max_reads:
-                        raise ClusterError(f"outputs of {fn!r} were lost {self.max_reads} times") from None
+                        raise ClusterError(f"data of {fn!r} was lost {self.max_reads} times: {e}") from None
+                    # a producer was lost: send our own copies of the inputs it held
+                    for k, h in list(handles.items()):
+                        if h.owner != store.owner:
+                            store.release(h)
+                            handles[k] = store.store.publish(tensors[k], readers=1)
         finally:
-            shm.unlink(meta.segment for meta in metas.values())
+            for h in handles.values():
+                store.release(h)
         raise AssertionError("unreachable")
 
     def call_sync(self, fn: str, model: ModelRef | None, inputs: dict[str, torch.Tensor | None],

@@ -4,98 +4,62 @@
         --memory-budget 4000000000 [--preload tests.cluster.cluster_fns]
 
 The main thread owns the ZeroMQ DEALER socket (registration, heartbeats, results); a worker thread
-runs the ModelFns, so heartbeats continue while a long invocation runs. Inputs are read from, and
-outputs written to, named shared memory (cluster.shm); the socket carries metadata only. Weights are
-kept in an LRU cache bounded by the memory budget. An invocation the head aborts (past its deadline)
+runs the ModelFns, so heartbeats continue while a long invocation runs. The executor's data plane
+(cluster.dataplane.plane) holds one memory budget shared by its arena, active inference and cached
+weights: inputs are pulled one-sidedly from their producers' arenas, outputs are published into its
+own arena and only their metadata travels in the reply; weights live in the per-layer cache (LRU
+model first, last layers first). An invocation the head aborts (past its deadline)
 cannot be interrupted inside a Python thread, so the executor says goodbye and exits; whoever
 supervises it starts a fresh one.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import logging
 import os
 import pickle
 import queue
+import shutil
 import socket
 import sys
 import threading
 import time
 import traceback
 import uuid
-from collections import OrderedDict
+from pathlib import Path
 from typing import Any
 
 import torch
 import zmq
 
 from cluster import messages as m
-from cluster import shm
+from cluster.dataplane.plane import ExecutorDataPlane
+from cluster.dataplane.segments import SegmentError, safe_prefix
+from cluster.executor_models import ExecutorModels
 from cluster.modelfn import ModelFn, get_model_fn
-from cluster.refs import ModelRef
 
 log = logging.getLogger("cluster.executor")
-
-
-def model_bytes(obj: Any, _seen: set[int] | None = None) -> int:
-    """Bytes of the tensors held by a loaded model (modules, tensors, and containers of them)."""
-    seen = _seen if _seen is not None else set()
-    if id(obj) in seen:
-        return 0
-    seen.add(id(obj))
-    if isinstance(obj, torch.Tensor):
-        return obj.numel() * obj.element_size()
-    if isinstance(obj, torch.nn.Module):
-        return sum(model_bytes(t, seen) for t in list(obj.parameters()) + list(obj.buffers()))
-    if isinstance(obj, dict):
-        return sum(model_bytes(v, seen) for v in obj.values())
-    if isinstance(obj, (list, tuple)):
-        return sum(model_bytes(v, seen) for v in obj)
-    if hasattr(obj, "__dict__"):
-        return sum(model_bytes(v, seen) for v in vars(obj).values()
-                   if isinstance(v, (torch.Tensor, torch.nn.Module, dict, list, tuple)))
-    return 0
-
-
-class WeightCache:
-    """Loaded models by (ModelFn, ModelRef.key), least recently used evicted past the budget."""
-
-    def __init__(self, budget: int) -> None:
-        self.budget = budget
-        self._models: OrderedDict[tuple[str, str], tuple[Any, int]] = OrderedDict()
-        self.used = 0
-
-    def get(self, fn: ModelFn, ref: ModelRef) -> tuple[Any, float]:
-        """(model, seconds spent loading it now)."""
-        key = (fn.name, ref.key)
-        if key in self._models:
-            self._models.move_to_end(key)
-            return self._models[key][0], 0.0
-        t0 = time.perf_counter()
-        model = fn.load_model(ref)
-        size = model_bytes(model)
-        self._models[key] = (model, size)
-        self.used += size
-        while self.used > self.budget and len(self._models) > 1:
-            _, (_, freed) = self._models.popitem(last=False)
-            self.used -= freed
-        return model, time.perf_counter() - t0
-
-    def keys(self) -> list[str]:
-        return sorted({ref_key for _, ref_key in self._models})
+# where the host tier spills whole models past its capacity (one folder per executor, removed on exit)
+WEIGHTS_DIR = Path.home() / ".cache" / "comfy-cluster" / "weights"
 
 
 class Executor:
     def __init__(self, head: str, device: str = "cpu", threads: int = 1, memory_budget: int = 8 << 30,
-                 executor_id: str | None = None, heartbeat_s: float = 0.5, exit_with_parent: bool = False) -> None:
+                 executor_id: str | None = None, heartbeat_s: float = 0.5, exit_with_parent: bool = False,
+                 arena_bytes: int = 64 << 20, host_bytes: int | None = None) -> None:
         self.head = head
         self.device = device
         self.threads = threads
         self.id = executor_id or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
-        self.prefix = shm.segment_prefix(self.id)
+        self.prefix = safe_prefix(self.id)
         self.heartbeat_s = heartbeat_s
-        self.cache = WeightCache(memory_budget)
+        self.memory_budget = memory_budget
+        self.plane = ExecutorDataPlane(self.id, memory_budget, min(arena_bytes, memory_budget), device,
+                                       weights_dir=WEIGHTS_DIR / self.prefix.strip("-"),
+                                       host_bytes=memory_budget if host_bytes is None else host_bytes)
+        self.models = ExecutorModels(self.plane.cache)
         self.parent = os.getppid() if exit_with_parent else None
         self._fns: dict[str, ModelFn] = {}
         self._work: queue.Queue[m.Dispatch | None] = queue.Queue()
@@ -123,32 +87,46 @@ class Executor:
 
     def _run(self, d: m.Dispatch) -> m.Done | m.Failed:
         t_wall, t_cpu = time.perf_counter(), self._cpu_clock()
+        stage = "inputs"
         try:
             ref, params = pickle.loads(d.payload)
-            inputs: dict[str, Any] = shm.read_tensors(d.inputs)
-            inputs.update({k: None for k in d.nulls})
             fn = self._fns.get(d.fn)
             if fn is None:
                 fn = self._fns[d.fn] = get_model_fn(d.fn)()
-            with torch.inference_mode():
-                model, load_s = self.cache.get(fn, ref) if ref is not None else (None, 0.0)
-                out = fn.execute(model, inputs, params)
-            if self.device.startswith("cuda"):
-                torch.cuda.synchronize()
-            tensors = {k: v for k, v in out.items() if v is not None}
-            metas = shm.write_tensors(self.prefix, tensors, owner=self.id)
+            callbacks = {k for k in d.inputs if k in fn.inputs and fn.inputs[k].callback}
+            with self.plane.invocation() as inv:
+                # The caller holds one reference to every input until the call returns, so a re-run
+                # on another executor can pull them again: this executor reads without releasing.
+                inputs: dict[str, Any] = inv.inputs(d.inputs, callbacks=callbacks, release=False)
+                inputs.update({k: None for k in d.nulls})
+                stage = "execute"
+                activations = sum(meta.nbytes for meta in d.inputs.values())
+                with torch.inference_mode(), self._model(fn, ref) as (model, load_s), \
+                        self.plane.budget.reserve(activations):
+                    out = fn.execute(model, inputs, params)
+                if self.device.startswith("cuda"):
+                    torch.cuda.synchronize()
+                # published (copied) before the scope frees the pulled inputs an output may view
+                handles = self.plane.publish(out, readers=1)
+            self.plane.store.collect()
+            metas = {k: m.TensorMeta(h.segment, h.offset, h.dtype, list(h.shape), h.nbytes, h.owner, h.refs,
+                                     h.slot, h.generation, h.pe) for k, h in handles.items()}
             wall = time.perf_counter() - t_wall
             measured = wall if self.device.startswith("cuda") else self._cpu_clock() - t_cpu
             return m.Done(d.dispatch_id, metas, [k for k, v in out.items() if v is None], measured, wall,
-                          load_s, self.cache.used, self.cache.keys())
+                          load_s, self.plane.memory_used(), self.models.resident())
         except Exception as e:  # reported to the caller, which raises it
             return m.Failed(d.dispatch_id, f"{type(e).__name__}: {e}", traceback.format_exc(),
-                            self._cpu_clock() - t_cpu)
+                            self._cpu_clock() - t_cpu, lost_input=stage == "inputs" and isinstance(e, SegmentError))
+
+    def _model(self, fn: ModelFn, ref: Any):
+        return self.models.use(fn, ref) if ref is not None else contextlib.nullcontext((None, 0.0))
 
     # the main thread ------------------------------------------------------------------------------
     def _register(self, sock: zmq.Socket) -> None:
         sock.send(m.encode(m.Register(self.id, socket.gethostname(), os.getpid(), self.device, self.threads,
-                                      self.cache.budget, self.cache.used, self.cache.keys(), self.prefix)))
+                                      self.memory_budget, self.plane.memory_used(), self.models.resident(),
+                                      self.prefix)))
 
     def _handle(self, sock: zmq.Socket, msg: m.Welcome | m.Dispatch | m.Abort | m.Reset | m.Shutdown) -> None:
         if isinstance(msg, m.Dispatch):
@@ -195,7 +173,7 @@ class Executor:
                 sock.send(m.encode(self._results.get()))
             if time.monotonic() >= next_beat:
                 busy = self._work.qsize() + (self._running is not None)
-                sock.send(m.encode(m.Heartbeat(busy, self.cache.used, self.cache.keys())))
+                sock.send(m.encode(m.Heartbeat(busy, self.plane.memory_used(), self.models.resident())))
                 next_beat = time.monotonic() + self.heartbeat_s
                 if self.parent is not None and os.getppid() != self.parent:
                     log.warning("parent process exited; stopping")
@@ -203,6 +181,8 @@ class Executor:
         self._work.put(None)
         sock.send(m.encode(m.Bye("shutdown")))
         sock.close()
+        self.plane.close()
+        shutil.rmtree(WEIGHTS_DIR / self.prefix.strip("-"), ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -210,7 +190,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--head", required=True, help="the head's address: ipc://PATH or tcp://HOST:PORT")
     p.add_argument("--device", default="cpu")
     p.add_argument("--threads", type=int, default=1, help="torch threads (CPU)")
-    p.add_argument("--memory-budget", type=int, default=8 << 30, help="bytes of cached weights")
+    p.add_argument("--memory-budget", type=int, default=8 << 30,
+                   help="bytes shared by the arena, active inference and cached weights")
+    p.add_argument("--arena-bytes", type=int, default=64 << 20, help="bytes of the communication arena")
+    p.add_argument("--host-bytes", type=int, default=None,
+                   help="bytes of models kept in host memory before spilling to disk (default: the budget)")
     p.add_argument("--preload", action="append", default=[], help="module to import (registers ModelFns)")
     p.add_argument("--id", default=None, help="executor id (default: host-pid-random)")
     p.add_argument("--heartbeat", type=float, default=0.5, help="seconds between heartbeats")
@@ -220,7 +204,7 @@ def main(argv: list[str] | None = None) -> None:
     for mod in args.preload:
         importlib.import_module(mod)
     Executor(args.head, args.device, args.threads, args.memory_budget, args.id, args.heartbeat,
-             args.exit_with_parent).run()
+             args.exit_with_parent, args.arena_bytes, args.host_bytes).run()
 
 
 if __name__ == "__main__":

@@ -32,6 +32,8 @@ import zmq
 from cluster import messages as m
 from cluster import shm
 from cluster.costs import CostModel
+from cluster.dataplane.refcounts import RefClient
+from cluster.dataplane.segments import SegmentError
 from cluster.scheduler import Invocation, make_scheduler, place
 
 log = logging.getLogger("cluster.head")
@@ -59,6 +61,10 @@ class ExecutorLost(ClusterError):
 
 class RequestCancelled(ClusterError):
     """The request was cancelled (or another of its invocations failed) before this one ran."""
+
+
+class InputLost(ClusterError):
+    """An input's producer was lost before the executor read it; the caller re-sends its own copy."""
 
 
 @dataclass(frozen=True)
@@ -106,6 +112,21 @@ class ExecutorState:
         return len(self.inflight) + len(self.zombies)
 
 
+def _alive(pid: int) -> bool:
+    """Whether a process of this host is running (a zombie, killed but not yet reaped, is not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
 def default_address() -> str:
     return f"ipc://{tempfile.gettempdir()}/cc-head-{os.getpid()}-{uuid.uuid4().hex[:8]}.sock"
 
@@ -142,6 +163,8 @@ class Head:
         self.counters = collections.Counter()
         self.host = socket.gethostname()
         self.local_cluster: Any = None     # set by start_local_cluster: the executor processes it supervises
+        self._refs = RefClient()           # to release outputs nobody will read
+        self._lost_watchers: list[Callable[[str], None]] = []
 
     # lifecycle -------------------------------------------------------------------------------------
     def start(self) -> "Head":
@@ -158,6 +181,11 @@ class Head:
 
     def on_stop(self, fn: Callable[[], None]) -> None:
         self._on_stop.append(fn)
+
+    def watch_lost(self, fn: Callable[[str], None]) -> None:
+        """Call `fn(segment prefix)` (on the head thread) whenever an executor is lost; idempotent."""
+        if fn not in self._lost_watchers:
+            self._lost_watchers.append(fn)
 
     def stop(self) -> None:
         if not self._running:
@@ -315,7 +343,7 @@ class Head:
             except zmq.ZMQError:
                 pass
             if isinstance(msg, m.Done):
-                shm.unlink(meta.segment for meta in msg.outputs.values())
+                self._discard(msg.outputs)
             return
         ex.last_seen = time.monotonic()
         if isinstance(msg, m.Heartbeat):
@@ -345,7 +373,7 @@ class Head:
                 ex.zombies.discard(msg.dispatch_id)
                 ex.draining = bool(ex.zombies)
             if isinstance(msg, m.Done):
-                shm.unlink(meta.segment for meta in msg.outputs.values())
+                self._discard(msg.outputs)
             return
         ex.completed += 1
         self.scheduler.complete(job.inv, msg.measured_s)
@@ -355,16 +383,31 @@ class Head:
             self.costs.observe(job.inv.fn, job.inv.model_key, job.shapes, msg.measured_s)
             self.counters["completed"] += 1
             if job.future.done():
-                shm.unlink(meta.segment for meta in msg.outputs.values())
+                self._discard(msg.outputs)
             else:
                 job.future.set_result(Result(msg.outputs, msg.nulls, ex.id, msg.measured_s, msg.wall_s,
                                              job.attempts))
+        elif msg.lost_input:
+            # not the ModelFn's fault and not the request's end: the caller re-sends the input
+            self.counters["lost_inputs"] += 1
+            self._set_exception(job, InputLost(f"an input of {job.inv.fn!r} was lost: {msg.error}"))
         else:
             self.counters["failed"] += 1
             err = ModelFnError(f"ModelFn {job.inv.fn!r} failed on executor {ex.id}: {msg.error}", msg.traceback)
             self._set_exception(job, err)
             self._fail_request(job.inv.request, RequestCancelled(
                 f"request {job.inv.request}: another invocation failed: {msg.error}"))
+
+    def _discard(self, outputs: dict[str, m.TensorMeta]) -> None:
+        """Outputs no caller will read: give up the reference they were published with."""
+        for meta in outputs.values():
+            if not meta.refs:
+                shm.unlink([meta.segment])   # an unmanaged one-off segment
+                continue
+            try:
+                self._refs.add(meta.refs, meta.slot, meta.generation, -1)
+            except SegmentError:
+                pass   # its producer is gone, and the tensor with it
 
     def _untrack(self, job: Job) -> None:
         jobs = self._jobs_by_request.get(job.inv.request)
@@ -429,8 +472,11 @@ class Head:
                 self.counters["reruns"] += 1
                 self.scheduler.requeue(job.inv)
         ex.inflight.clear()
-        if ex.host == self.host:
-            shm.unlink_prefix(ex.shm_prefix)    # its arena is gone with it
+        if ex.host == self.host and not _alive(ex.pid):
+            # its arena is gone with it; a live one (slow heartbeats) may register again and keep it
+            shm.unlink_prefix(ex.shm_prefix)
+        for watch in self._lost_watchers:
+            watch(ex.shm_prefix)
 
     def _shutdown_executors(self) -> None:
         for ex in list(self.executors.values()):

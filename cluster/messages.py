@@ -18,6 +18,10 @@ class TensorMeta(msgspec.Struct, frozen=True):
     shape: list[int]
     nbytes: int
     owner: str = ""         # executor id that produced it ("" = the caller); used for placement
+    refs: str = ""          # the owner's reference-count table; "" = unmanaged (read, never counted)
+    slot: int = -1
+    generation: int = 0
+    pe: int = -1            # NVSHMEM PE of a GPU arena; -1 = host memory
 
 
 # executor -> head
@@ -56,6 +60,7 @@ class Failed(msgspec.Struct, tag=True):
     error: str                # "ExceptionType: message"
     traceback: str
     measured_s: float
+    lost_input: bool = False  # an input's producer was gone: the caller re-sends it, the request goes on
 
 
 class Bye(msgspec.Struct, tag=True):

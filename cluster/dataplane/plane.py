@@ -32,16 +32,18 @@ class Invocation:
         self.scope = scope
 
     def inputs(self, metas: dict[str, object], callbacks: set[str] = frozenset(),
-               pending: dict[str, Future] | None = None) -> dict[str, torch.Tensor | LazyFetch]:
+               pending: dict[str, Future] | None = None, release: bool = True
+               ) -> dict[str, torch.Tensor | LazyFetch]:
         """`metas`: name -> TensorHandle or TensorMeta-like; `pending`: callback inputs whose
         producer has not finished yet (a Future the executor completes when the head forwards the
-        metadata)."""
+        metadata). `release=False` reads without giving up a reference (someone else holds it)."""
         out: dict[str, torch.Tensor | LazyFetch] = {}
         for name, meta in metas.items():
             handle = meta if isinstance(meta, TensorHandle) else TensorHandle.from_meta(meta)
-            out[name] = self.scope.lazy(handle) if name in callbacks else self.scope.fetch(handle)
+            out[name] = self.scope.lazy(handle, release=release) if name in callbacks \
+                else self.scope.fetch(handle, release)
         for name, future in (pending or {}).items():
-            out[name] = self.scope.lazy(future)
+            out[name] = self.scope.lazy(future, release=release)
         return out
 
 

@@ -91,6 +91,12 @@ class PeerMaps:
         with self._lock:
             self._maps.pop(name, None)  # closed when the last tensor view of it goes
 
+    def drop_prefix(self, prefix: str) -> None:
+        """Forget every map whose segment name starts with `prefix` (a lost owner's segments)."""
+        with self._lock:
+            for name in [n for n in self._maps if n.startswith(prefix)]:
+                del self._maps[name]
+
     def close(self) -> None:
         with self._lock:
             self._maps.clear()

@@ -24,6 +24,9 @@ from cluster.dataplane.arena import Arena, Block, copy_from_segment, element_cou
 from cluster.dataplane.refcounts import RefClient, RefTable
 from cluster.dataplane.segments import SegmentError
 
+SPILL_TAG = "spill-"  # in the names of one-off host segments (arena full)
+
+
 @dataclass(frozen=True)
 class TensorHandle:
     """Where a published tensor lives. The first six fields are those of messages.TensorMeta."""
@@ -116,7 +119,7 @@ class TensorStore:
         return TensorHandle(seg, off, dtype_name, shape, nbytes, self.owner, self.table.name, slot, gen, pe)
 
     def _spill(self, t: torch.Tensor, nbytes: int) -> str:
-        name = f"{self.prefix}spill-{next(self._spill_ids)}"
+        name = f"{self.prefix}{SPILL_TAG}{next(self._spill_ids)}"
         mm = segments.create(name, nbytes)
         if nbytes:
             torch.frombuffer(mm, dtype=torch.uint8, count=nbytes).copy_(t.reshape(-1).view(torch.uint8).cpu())
@@ -156,6 +159,8 @@ class TensorStore:
             self.arena.pull(handle, out)
         else:
             copy_from_segment(self.peers, handle.segment, handle.offset, handle.nbytes, out)
+            if SPILL_TAG in handle.segment:
+                self.peers.drop(handle.segment)  # a one-off segment: keeping its map would pin its memory
         # If the producer freed the block while we copied, the generation moved: fail, not garbage.
         self._check(handle)
         self.stats.pulled += 1
@@ -211,8 +216,8 @@ class Scope:
             self.store.release(handle)
         return out
 
-    def lazy(self, source: "HandleSource", timeout: float | None = None) -> "LazyFetch":
-        fetch = LazyFetch(self, source, timeout)
+    def lazy(self, source: "HandleSource", timeout: float | None = None, release: bool = True) -> "LazyFetch":
+        fetch = LazyFetch(self, source, timeout, release)
         self.lazies.append(fetch)
         return fetch
 
@@ -234,8 +239,8 @@ class Scope:
 class LazyFetch:
     """A callback input: the handle may not exist yet; the pull happens on the first call only."""
 
-    def __init__(self, scope: Scope, source, timeout: float | None = None) -> None:
-        self._scope, self._source, self._timeout = scope, source, timeout
+    def __init__(self, scope: Scope, source, timeout: float | None = None, release: bool = True) -> None:
+        self._scope, self._source, self._timeout, self._release = scope, source, timeout, release
         self._value: torch.Tensor | None = None
         self._lock = threading.Lock()
         self.fetched_at: float | None = None
@@ -254,7 +259,7 @@ class LazyFetch:
 
     def abandon(self) -> None:
         """The invocation ended without touching this input: give up its read (now or when it arrives)."""
-        if self.fetched:
+        if self.fetched or not self._release:
             return
         src = self._source
         if isinstance(src, Future):
@@ -271,7 +276,7 @@ class LazyFetch:
     def __call__(self) -> torch.Tensor:
         with self._lock:
             if self._value is None:
-                self._value = self._scope.fetch(self._handle())
+                self._value = self._scope.fetch(self._handle(), self._release)
                 self.fetched_at = time.perf_counter()
             return self._value
 

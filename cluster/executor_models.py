@@ -1,0 +1,74 @@
+"""An executor's loaded models, with their weights managed by the data plane's layer cache.
+
+A ModelFn's `load_model` returns whatever object its `execute` wants (a wrapper holding one or more
+torch modules, a bare module, or None). The modules inside are adopted by the `LayerCache`: their
+weights move to the host tier and are bound back layer by layer within the memory budget, so a
+model evicted under pressure is rebuilt from host (or disk) instead of reloaded from its files, and
+a partly resident one starts at once while its remaining layers stream in (prefix loading). The
+wrapper object keeps pointing at the same module objects, whose parameters the cache rebinds.
+Objects without modules (tokenizers only, None) are kept as they are.
+"""
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+from torch import nn
+
+from cluster.modelfn import ModelFn
+from cluster.refs import ModelRef
+from cluster.weights.cache import LayerCache
+
+
+def modules_of(obj: Any) -> dict[str, nn.Module]:
+    """The torch modules an object holds: itself, its attributes, or the values of a dict attribute."""
+    if isinstance(obj, nn.Module):
+        return {"model": obj}
+    found: dict[str, nn.Module] = {}
+    for name, value in (vars(obj).items() if hasattr(obj, "__dict__") else ()):
+        if isinstance(value, nn.Module):
+            found[name] = value
+        elif isinstance(value, dict):
+            found.update({f"{name}.{k}".replace(".", "_"): v for k, v in value.items() if isinstance(v, nn.Module)})
+    return found
+
+
+def _tied(module: nn.Module) -> bool:
+    """Whether a parameter is shared between two places (the layer cache binds each name separately)."""
+    return len(list(module.named_parameters(remove_duplicate=False))) != len(list(module.named_parameters()))
+
+
+class ExecutorModels:
+    def __init__(self, cache: LayerCache) -> None:
+        self.cache = cache
+        self._loaded: dict[str, tuple[Any, bool]] = {}   # cache key -> (object, its weights are managed)
+        self._ref_keys: dict[str, str] = {}              # cache key -> ModelRef.key (what the head sees)
+
+    @contextmanager
+    def use(self, fn: ModelFn, ref: ModelRef) -> Iterator[tuple[Any, float]]:
+        """(model, seconds spent loading it from its files now); layers stream in while it runs."""
+        key = f"{fn.name}-{ref.key}"
+        load_s = 0.0
+        if key not in self._loaded:
+            t0 = time.perf_counter()
+            obj = fn.load_model(ref)
+            modules = modules_of(obj)
+            holder = nn.ModuleDict(modules)
+            managed = bool(modules) and not _tied(holder)
+            if managed:
+                self.cache.register_module(key, holder)
+            self._loaded[key] = (obj, managed)
+            self._ref_keys[key] = ref.key
+            load_s = time.perf_counter() - t0
+        obj, managed = self._loaded[key]
+        if not managed:
+            yield obj, load_s
+            return
+        with self.cache.use(key):
+            yield obj, load_s
+
+    def resident(self) -> list[str]:
+        """ModelRef keys with at least their first layer resident (they start without waiting)."""
+        return sorted({ref for key, ref in self._ref_keys.items()
+                       if not self._loaded[key][1] or 0 in self.cache.resident(key)})
