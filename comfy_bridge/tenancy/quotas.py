@@ -56,7 +56,8 @@ class Quotas:
     def _check_storage(self, tenant: Tenant, incoming: int = 0) -> None:
         cap = tenant.max_storage_bytes
         if cap is not None:
-            used = self.stored_bytes(tenant.name)
+            # Uploads measure afresh (the previous one may be seconds old); prompts may use the cache.
+            used = self.stored_bytes(tenant.name, fresh=incoming > 0)
             if used + incoming > cap:
                 raise over_limit(413, "max_storage_bytes", cap, f"storage full: {used} bytes stored, "
                                  f"{incoming} more requested")
