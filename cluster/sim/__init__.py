@@ -1,0 +1,1 @@
+"""Discrete-event simulation of Comfy Cluster and its monolithic baselines on modelled GPUs."""

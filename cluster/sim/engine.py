@@ -1,0 +1,388 @@
+"""The discrete-event simulator: the real scheduler and placement over modelled GPU executors.
+
+Systems (`SimConfig.system`):
+  ours      workflows run as DAGs of ModelFn invocations; every invocation goes through
+            cluster.scheduler (vTime, FIFO, SJF or VTC, the same classes the head uses, on the
+            simulated clock) and cluster.scheduler.place; each executor keeps a layer cache
+            (LayerLRU) and loads with prefix pipelining (cluster.weights.prefix, Eq. 1).
+  mcache    monolithic workflow functions, whole models cached in idle memory (paper §8.1)
+  wcache    monolithic workflow functions, whole workflows cached in idle memory
+  nocache   monolithic workflow functions, nothing cached between requests
+Monolithic requests also queue in a cluster.scheduler queue (FIFO by default) and are placed with
+`place`, preferring a GPU holding the workflow (WCache) or the most of its model bytes (MCache).
+
+Time advances by events only (arrivals and completions); an executor runs one invocation at a time.
+The control-plane CPU time (scheduling, placement, cost model, DAG bookkeeping) is measured with
+the thread's CPU clock and reported against the simulated GPU time it ordered.
+"""
+from __future__ import annotations
+
+import heapq
+import time
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from cluster.costs import CostModel
+from cluster.scheduler import Invocation, make_scheduler, place
+from cluster.sim.caches import LayerLRU, ModelLRU, WorkflowLRU
+from cluster.sim.profiles import GIB, GPUSpec, ModelProfile, REFERENCE
+from cluster.sim.results import Completion, RequestRecord, SimResult
+from cluster.sim.traces import TraceRequest
+from cluster.sim.workflows import Workflow, compute_times
+from cluster.weights.prefix import e2e_time, prefix_length
+
+SYSTEMS = ("ours", "mcache", "wcache", "nocache")
+
+
+@dataclass
+class SimConfig:
+    gpus: int = 32
+    gpu: GPUSpec = REFERENCE
+    system: str = "ours"
+    policy: str = "vtime"               # scheduler policy (cluster.scheduler.POLICIES)
+    delta: float = 10.0                 # fairness slack, seconds of vTime
+    slo_scale: float = 3.0              # deadline = slo_scale x solo latency of the workflow
+    prefix_loading: bool = True         # ours: run on resident first layers while the rest stream in
+    activation_frac: float = 0.076      # runtime state per running model (Flux: 7.6 % of weights)
+    horizon_s: float | None = None      # stop there (backlog experiments); None: drain every request
+    warmup_s: float = 0.0               # leave requests arriving earlier out of the figures
+    record_service: bool = False        # keep every completion (fairness plots)
+    wait_for_warm: bool = True          # park an invocation for a busy warm executor when sooner than a load
+    tenant_weights: dict[str, float] = field(default_factory=dict)
+
+
+class _Executor:
+    __slots__ = ("id", "cache", "busy", "busy_until", "cached_models", "running_bytes")
+
+    def __init__(self, idx: int, cache) -> None:
+        self.id = f"gpu{idx:04d}"
+        self.cache = cache
+        self.busy = False
+        self.busy_until = 0.0
+        self.cached_models: set[str] = set()
+        self.running_bytes = 0
+
+    @property
+    def load(self) -> int:
+        return int(self.busy)
+
+
+class _Request:
+    __slots__ = ("idx", "trace", "wf", "deadline", "pending", "ran_on", "left", "load_s", "compute_s",
+                 "transfer_s", "finish")
+
+    def __init__(self, idx: int, tr: TraceRequest, wf: Workflow, deadline: float) -> None:
+        self.idx, self.trace, self.wf, self.deadline = idx, tr, wf, deadline
+        self.pending = [len(n.deps) for n in wf.nodes]
+        self.ran_on: list[str | None] = [None] * len(wf.nodes)
+        self.left = len(wf.nodes)
+        self.load_s = self.compute_s = self.transfer_s = 0.0
+        self.finish: float | None = None
+
+
+class Simulator:
+    def __init__(self, cfg: SimConfig, workflows: Sequence[Workflow], profiles: dict[str, ModelProfile]) -> None:
+        if cfg.system not in SYSTEMS:
+            raise ValueError(f"unknown system {cfg.system!r}; choose one of {SYSTEMS}")
+        self.cfg = cfg
+        self.workflows = {w.name: w for w in workflows}
+        self.profiles = profiles
+        self.compute = compute_times(profiles, cfg.gpu)
+        self.load = {k: cfg.gpu.load_s(p) for k, p in profiles.items()}
+        self.remaining = {w.name: w.remaining(self.compute) for w in workflows}
+        self.solo = {w.name: w.solo_s(self.compute) for w in workflows}
+        self.prefix = {k: prefix_length(p.layers, self.load[k] / p.layers, self.compute[k] / p.layers)
+                       for k, p in profiles.items()}
+        self.now = 0.0
+        self.scheduler = make_scheduler(cfg.policy, cfg.delta, clock=lambda: self.now)
+        for tenant, weight in cfg.tenant_weights.items():
+            self.scheduler.set_weight(tenant, weight)
+        self.costs = CostModel()
+        self._profile_costs(workflows)
+        # weights may fill the device except the runtime state of the largest model that runs
+        largest = max(profiles[m].nbytes for w in workflows for m in w.models)
+        capacity = int(cfg.gpu.memory_gib * GIB) - int(cfg.activation_frac * largest)
+        self.executors = [_Executor(i, self._make_cache(capacity)) for i in range(cfg.gpus)]
+        self.free = {e.id: e for e in self.executors}
+        self.parked: dict[str, list[tuple[float, Invocation]]] = {}
+        self._events: list = []
+        self._seq = 0
+        self._inv_ids = 0
+        self.cp_cpu_s = 0.0
+        self._exec_model_s = 0.0    # CPU time of the executor model inside a handler (not control plane)
+        self.gpu_busy_s = 0.0
+        self.completions: list[Completion] = []
+        self.vtimes: list[tuple[float, dict[str, float]]] = []   # scheduler vTime after each completion
+        self.loads = {"hit": 0, "partial": 0, "miss": 0}
+        self._mem_used = 0
+        self._mem_integral = 0.0
+        self._mem_t = 0.0
+        self.inflight = 0
+        self.max_inflight = 0
+
+    # -- setup ----------------------------------------------------------------------------------
+
+    def _make_cache(self, capacity: int):
+        system = self.cfg.system
+        if system == "ours":
+            return LayerLRU(capacity, self.profiles)
+        if system == "mcache":
+            return ModelLRU(capacity, self.profiles)
+        if system == "wcache":
+            return WorkflowLRU(capacity)
+        return None
+
+    def _profile_costs(self, workflows: Sequence[Workflow]) -> None:
+        """One profiling pass per ModelFn, as a deployment measures before taking traffic."""
+        for w in workflows:
+            for n in w.nodes:
+                if self.costs.samples(n.fn, n.model) == 0:
+                    self.costs.observe(n.fn, n.model, (), self.compute[n.model])
+            if self.costs.samples("workflow", w.name) == 0:
+                self.costs.observe("workflow", w.name, (), sum(self.compute[n.model] for n in w.nodes))
+
+    # -- event loop -----------------------------------------------------------------------------
+
+    def _at(self, t: float, kind: int, obj) -> None:
+        self._seq += 1
+        heapq.heappush(self._events, (t, self._seq, kind, obj))
+
+    def run(self, trace: Sequence[TraceRequest]) -> SimResult:
+        unknown = {r.workflow for r in trace} - set(self.workflows)
+        if unknown:
+            raise ValueError(f"trace names unknown workflows {sorted(unknown)}")
+        requests: list[_Request] = []
+        for i, tr in enumerate(trace):
+            wf = self.workflows[tr.workflow]
+            req = _Request(i, tr, wf, tr.time + self.cfg.slo_scale * self.solo[wf.name])
+            requests.append(req)
+            self._at(tr.time, 0, req)
+        horizon = self.cfg.horizon_s
+        clock = time.thread_time
+        while self._events:
+            t, _, kind, obj = heapq.heappop(self._events)
+            if horizon is not None and t > horizon:
+                break
+            self.now = t
+            c0 = clock()
+            if kind == 0:
+                self._arrive(obj)
+            else:
+                self._finish(*obj)
+            self._dispatch()
+            self.cp_cpu_s += clock() - c0 - self._exec_model_s
+            self._exec_model_s = 0.0
+        end = self.now if horizon is None else horizon
+        self._mem_account(end, 0)
+        return self._result(requests, end)
+
+    # -- control plane --------------------------------------------------------------------------
+
+    def _arrive(self, req: _Request) -> None:
+        self.inflight += 1
+        self.max_inflight = max(self.max_inflight, self.inflight)
+        if self.cfg.system == "ours":
+            for i in req.wf.roots:
+                self._push(req, i)
+        else:
+            self._push_workflow(req)
+
+    def _push(self, req: _Request, i: int) -> None:
+        node = req.wf.nodes[i]
+        inputs: dict[str, int] = {}
+        for d in node.deps:
+            ex = req.ran_on[d]
+            inputs[ex] = inputs.get(ex, 0) + req.wf.nodes[d].out_bytes
+        self._inv_ids += 1
+        self.scheduler.push(Invocation(
+            self._inv_ids, req.trace.tenant, str(req.idx), node.fn, node.model,
+            self.costs.estimate(node.fn, node.model), self.remaining[req.wf.name][i],
+            input_bytes=inputs, payload=(req, i)))
+
+    def _push_workflow(self, req: _Request) -> None:
+        self._inv_ids += 1
+        wf = req.wf
+        self.scheduler.push(Invocation(
+            self._inv_ids, req.trace.tenant, str(req.idx), "workflow", wf.name,
+            self.costs.estimate("workflow", wf.name), 0.0, payload=(req, -1)))
+
+    def _dispatch(self) -> None:
+        if self.parked:
+            for ex in list(self.free.values()):
+                inv = self._take_parked(ex)
+                if inv is not None:
+                    self._start(ex, inv)
+        while self.free and len(self.scheduler):
+            inv = self.scheduler.pop()
+            if inv is None:
+                return
+            free = list(self.free.values())
+            if self.cfg.system == "mcache":
+                models = inv.payload[0].wf.models
+                inv.input_bytes = {e.id: e.cache.cached_bytes(models) for e in free}
+            ex = place(inv, free)
+            if self._should_wait(ex, inv):
+                self.parked.setdefault(inv.model_key, []).append((self.now, inv))
+                continue
+            self._start(ex, inv)
+
+    def _start(self, ex: _Executor, inv: Invocation) -> None:
+        del self.free[ex.id]
+        ex.busy = True
+        ex.busy_until = self.now + inv.estimate
+        c0 = time.thread_time()
+        duration = self._execute(ex, inv)
+        self._exec_model_s += time.thread_time() - c0
+        self._at(self.now + duration, 1, (ex, inv, duration))
+
+    # -- waiting for a warm executor (delay scheduling) -------------------------------------------
+
+    def _should_wait(self, ex: _Executor, inv: Invocation) -> bool:
+        """Park `inv` for a busy executor that holds its weights when that is expected to be sooner
+        than loading them on the free executor `place` chose."""
+        if not self.cfg.wait_for_warm or inv.model_key in ex.cached_models or self.cfg.system == "nocache":
+            return False
+        holders = [e for e in self.executors if e.busy and inv.model_key in e.cached_models]
+        if not holders:
+            return False
+        # at most one parked invocation per holder: beyond that the model needs another executor
+        if len(self.parked.get(inv.model_key, ())) >= len(holders):
+            return False
+        return min(e.busy_until for e in holders) - self.now < self._load_estimate(ex, inv)
+
+    def _load_estimate(self, ex: _Executor, inv: Invocation) -> float:
+        req, i = inv.payload
+        if i >= 0:
+            p = self.profiles[inv.model_key]
+            return (p.layers - ex.cache.layers(p.name)) * self.load[p.name] / p.layers
+        if self.cfg.system == "mcache":
+            return sum(self.load[m] for m in req.wf.models if m not in ex.cache.resident)
+        return sum(self.load[m] for m in req.wf.models)
+
+    def _take_parked(self, ex: _Executor) -> Invocation | None:
+        """The oldest parked invocation `ex` holds weights for, else one that has waited longer than
+        loading would take (its holders are too busy, or evicted it)."""
+        best = None
+        for key, queue in self.parked.items():
+            since, inv = queue[0]
+            if key in ex.cached_models or self.now - since >= self._load_estimate(ex, inv):
+                if best is None or since < best[0]:
+                    best = (since, key)
+        if best is None:
+            return None
+        queue = self.parked[best[1]]
+        _, inv = queue.pop(0)
+        if not queue:
+            del self.parked[best[1]]
+        return inv
+
+    def _finish(self, ex: _Executor, inv: Invocation, measured: float) -> None:
+        req, i = inv.payload
+        self.scheduler.complete(inv, measured)
+        self.costs.observe(inv.fn, inv.model_key, (), measured)
+        self.gpu_busy_s += measured
+        self._mem_account(self.now, -ex.running_bytes)
+        ex.running_bytes = 0
+        ex.busy = False
+        self.free[ex.id] = ex
+        if self.cfg.record_service:
+            self.completions.append(Completion(self.now, req.trace.tenant, measured))
+            self.vtimes.append((self.now, {t.name: t.vtime for t in self.scheduler.tenants.values()}))
+        if i < 0:
+            req.left = 0
+        else:
+            req.ran_on[i] = ex.id
+            req.left -= 1
+            for s in req.wf.succ[i]:
+                req.pending[s] -= 1
+                if req.pending[s] == 0:
+                    self._push(req, s)
+        if req.left == 0:
+            req.finish = self.now
+            self.inflight -= 1
+
+    # -- executor model -------------------------------------------------------------------------
+
+    def _execute(self, ex: _Executor, inv: Invocation) -> float:
+        req, i = inv.payload
+        if i >= 0:
+            return self._execute_modelfn(ex, req, i, inv)
+        return self._execute_workflow(ex, req)
+
+    def _execute_modelfn(self, ex: _Executor, req: _Request, i: int, inv: Invocation) -> float:
+        p = self.profiles[inv.model_key]
+        used = ex.cache.used
+        before = ex.cache.acquire(p.name)
+        self._mem_account(self.now, ex.cache.used - used)
+        t_layer_load = self.load[p.name] / p.layers
+        t_layer_comp = self.compute[p.name] / p.layers
+        comp = self.compute[p.name]
+        if self.cfg.prefix_loading:
+            run = e2e_time(p.layers, before, t_layer_load, t_layer_comp)
+        else:
+            run = (p.layers - before) * t_layer_load + comp
+        self.loads["hit" if before == p.layers else "miss" if before == 0 else "partial"] += 1
+        # "holds the weights" for placement: enough first layers resident to hide the rest's loading
+        ex.cached_models = {m for m, r in ex.cache.resident.items() if r >= self.prefix[m]}
+        remote = sum(b for e, b in inv.input_bytes.items() if e != ex.id)
+        transfer = self.cfg.gpu.transfer_s(remote)
+        req.load_s += run - comp
+        req.compute_s += comp
+        req.transfer_s += transfer
+        self._running(ex, int(self.cfg.activation_frac * p.nbytes))
+        return run + transfer
+
+    def _execute_workflow(self, ex: _Executor, req: _Request) -> float:
+        wf = req.wf
+        models = wf.models
+        wf_bytes = sum(self.profiles[m].nbytes for m in models)
+        system = self.cfg.system
+        used = ex.cache.used if ex.cache is not None else 0
+        if system == "mcache":
+            missing = ex.cache.acquire(models)
+            ex.cached_models = {w.name for w in self.workflows.values()
+                                if all(m in ex.cache.resident for m in w.models)}
+        elif system == "wcache":
+            missing = [] if ex.cache.acquire(wf.name, wf_bytes) else models
+            ex.cached_models = set(ex.cache.resident)
+        else:
+            missing = models
+        if ex.cache is not None:
+            self._mem_account(self.now, ex.cache.used - used)
+        for m in models:
+            self.loads["miss" if m in missing else "hit"] += 1
+        load = sum(self.load[m] for m in missing)
+        comp = sum(self.compute[n.model] for n in wf.nodes)   # one process runs the DAG in order
+        req.load_s += load
+        req.compute_s += comp
+        act = int(self.cfg.activation_frac * max(self.profiles[m].nbytes for m in models))
+        # NoCache holds the weights only while it runs; the others hold them in their cache
+        self._running(ex, act + (wf_bytes if system == "nocache" else 0))
+        return load + comp
+
+    def _running(self, ex: _Executor, nbytes: int) -> None:
+        ex.running_bytes = nbytes
+        self._mem_account(self.now, nbytes)
+
+    def _mem_account(self, t: float, delta: int) -> None:
+        self._mem_integral += self._mem_used * (t - self._mem_t)
+        self._mem_t = t
+        self._mem_used += delta
+
+    # -- results --------------------------------------------------------------------------------
+
+    def _result(self, requests: list[_Request], end: float) -> SimResult:
+        records = [RequestRecord(r.trace.time, r.trace.tenant, r.wf.name, r.finish, r.deadline,
+                                 self.solo[r.wf.name], r.load_s, r.compute_s, r.transfer_s) for r in requests]
+        capacity = self.cfg.gpus * self.cfg.gpu.memory_gib * GIB
+        return SimResult(
+            system=self.cfg.system, policy=self.cfg.policy, gpus=self.cfg.gpus, requests=records,
+            end_s=end, memory_utilisation=self._mem_integral / (capacity * end) if end > 0 else 0.0,
+            loads=dict(self.loads), cp_cpu_s=self.cp_cpu_s, gpu_busy_s=self.gpu_busy_s,
+            decisions=self.scheduler.decisions, max_inflight=self.max_inflight,
+            completions=self.completions, vtimes=self.vtimes, warmup_s=self.cfg.warmup_s)
+
+
+def simulate(cfg: SimConfig, trace: Sequence[TraceRequest], workflows: Sequence[Workflow],
+             profiles: dict[str, ModelProfile]) -> SimResult:
+    return Simulator(cfg, workflows, profiles).run(trace)

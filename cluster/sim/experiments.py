@@ -1,0 +1,74 @@
+"""One simulation point from plain parameters (so sweeps can fan out over processes)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from cluster.sim.engine import SimConfig, simulate
+from cluster.sim.profiles import GPUS
+from cluster.sim.results import SimResult
+from cluster.sim.traces import TraceSpec, generate
+from cluster.sim.workflows import catalogue
+
+# The system under test and its baselines, as the report names them.
+LINEUP = {"Comfy Cluster": ("ours", "vtime"), "MCache": ("mcache", "fifo"),
+          "WCache": ("wcache", "fifo"), "NoCache": ("nocache", "fifo")}
+
+
+@dataclass(frozen=True)
+class Point:
+    system: str = "ours"
+    policy: str = "vtime"
+    setting: str = "s1"
+    gpus: int = 32
+    gpu: str = "H800"
+    rate: float = 8.0
+    cov: float = 1.0
+    slo_scale: float = 3.0
+    delta: float = 10.0
+    duration_s: float = 90.0
+    warmup_s: float = 20.0
+    tenants: int = 4
+    seed: int = 0
+
+    def with_(self, **kw) -> "Point":
+        return replace(self, **kw)
+
+
+def run_point(p: Point) -> SimResult:
+    workflows, profiles = catalogue(p.setting)
+    trace = generate(TraceSpec(duration_s=p.duration_s, rate=p.rate, cov=p.cov, tenants=p.tenants, seed=p.seed),
+                     [w.name for w in workflows])
+    cfg = SimConfig(gpus=p.gpus, gpu=GPUS[p.gpu], system=p.system, policy=p.policy, delta=p.delta,
+                    slo_scale=p.slo_scale, warmup_s=p.warmup_s)
+    return simulate(cfg, trace, workflows, profiles)
+
+
+def attainment_at(result: SimResult, slo_scale: float) -> float:
+    """SLO attainment had the deadlines been `slo_scale` x solo latency (no policy here reads deadlines)."""
+    reqs = result.measured
+    if not reqs:
+        return 1.0
+    return sum(r.latency is not None and r.latency <= slo_scale * r.solo_s + 1e-9 for r in reqs) / len(reqs)
+
+
+def crossing(xs: list[float], ys: list[float], target: float = 0.9, rising: bool = False) -> float | None:
+    """Interpolated x where y crosses `target`. Falling curves (attainment vs rate): the highest x
+    still at or above the target before its last drop. Rising curves (vs GPUs): the lowest x from
+    which y stays at or above it. None when it never meets the target."""
+    xs, ys = list(xs), list(ys)
+    ok = [y >= target for y in ys]
+    if not any(ok):
+        return None
+    if rising:
+        i = len(ok) - 1
+        while i > 0 and ok[i - 1]:
+            i -= 1
+        if not ok[-1]:
+            return None
+        return xs[0] if i == 0 else float(np.interp(target, [ys[i - 1], ys[i]], [xs[i - 1], xs[i]]))
+    i = max(k for k, v in enumerate(ok) if v)
+    if i == len(ys) - 1:
+        return xs[-1]
+    return float(np.interp(target, [ys[i + 1], ys[i]], [xs[i + 1], xs[i]]))
