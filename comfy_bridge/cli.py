@@ -116,12 +116,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 BENCHMARKS = {
     "engine": "comfy_bridge.bench.engine",
+    "report": "cluster.sim.report",
 }
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
     import importlib
     return importlib.import_module(BENCHMARKS[args.name]).main(args.bench_args)
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from cluster.sim.cli import main as simulate_main
+    return simulate_main(args.sim_args)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -146,6 +152,11 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--workspace", default=None)
     demo.set_defaults(func=cmd_demo_models)
     tenancy_cli.add_parser(sub)
+    # no options of its own, so every flag reaches cluster.sim.cli (simulate --help included)
+    simulate = sub.add_parser("simulate", help="replay a trace on simulated GPUs", add_help=False,
+                              prefix_chars="+")
+    simulate.add_argument("sim_args", nargs=argparse.REMAINDER)
+    simulate.set_defaults(func=cmd_simulate)
     bench = sub.add_parser("bench", help="run a benchmark and print its figures")
     bench.add_argument("name", choices=sorted(BENCHMARKS))
     bench.add_argument("bench_args", nargs=argparse.REMAINDER)
