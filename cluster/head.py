@@ -34,6 +34,7 @@ from cluster import shm
 from cluster.costs import CostModel
 from cluster.dataplane.refcounts import RefClient
 from cluster.dataplane.segments import SegmentError
+from cluster.scaling import ScalingController, replica_counts
 from cluster.scheduler import Invocation, make_scheduler, place
 
 log = logging.getLogger("cluster.head")
@@ -135,7 +136,7 @@ class Head:
     def __init__(self, address: str | None = None, *, policy: str = "vtime", delta: float = 1.0,
                  heartbeat_s: float = 0.5, lost_after_s: float = 3.0, deadline_s: float = 600.0,
                  max_attempts: int = 3, slots_per_executor: int = 1, costs: CostModel | None = None,
-                 tick_s: float = 0.05, **scheduler_kw: Any) -> None:
+                 tick_s: float = 0.05, scaling: ScalingController | None = None, **scheduler_kw: Any) -> None:
         self.requested_address = address or default_address()
         self.address = self.requested_address
         self.policy = policy
@@ -146,6 +147,7 @@ class Head:
         self.max_attempts = max_attempts
         self.slots = slots_per_executor
         self.costs = costs or CostModel()
+        self.scaling = scaling or ScalingController()
         self.tick_s = tick_s
         self.scheduler = make_scheduler(policy, delta=delta, **scheduler_kw) if policy == "vtime" \
             else make_scheduler(policy, **scheduler_kw)
@@ -263,6 +265,7 @@ class Head:
                 "running": sum(len(e.inflight) for e in self.executors.values()),
                 "decisions_total": self.scheduler.decisions,
                 "decisions_per_s": recent / window,
+                "models": self.scaling.report(list(self.executors.values())),
                 **{k: v for k, v in self.counters.items()},
             }
 
@@ -381,6 +384,7 @@ class Head:
         if isinstance(msg, m.Done):
             ex.memory_used, ex.cached_models = msg.memory_used, set(msg.cached_models)
             self.costs.observe(job.inv.fn, job.inv.model_key, job.shapes, msg.measured_s)
+            self.scaling.observe(job.inv.model_key, msg.measured_s)
             self.counters["completed"] += 1
             if job.future.done():
                 self._discard(msg.outputs)
@@ -483,6 +487,10 @@ class Head:
             self._send(ex, m.Shutdown())
 
     def _dispatch(self) -> None:
+        if not len(self.scheduler):
+            return
+        targets = self.scaling.targets(len(self.executors))
+        replicas = replica_counts(self.executors.values())
         while len(self.scheduler):
             free = [e for e in self.executors.values() if not e.draining and e.load < self.slots]
             if not free:
@@ -494,7 +502,7 @@ class Head:
             if job.future.done():                # failed with its request while queued
                 self.scheduler.complete(inv, None)
                 continue
-            ex = place(inv, free)
+            ex = place(inv, free, targets, replicas)
             job.attempts += 1
             job.dispatch.dispatch_id = next(self._ids)
             job.dispatched_at = time.monotonic()

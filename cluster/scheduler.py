@@ -27,6 +27,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Protocol, Sequence
 
+from cluster.scaling import displacement
+
 POLICIES = ("vtime", "fifo", "sjf", "vtc")
 
 
@@ -402,8 +404,14 @@ class ExecutorView(Protocol):
     def load(self) -> int: ...
 
 
-def place(inv: Invocation, free: Sequence[ExecutorView]) -> ExecutorView:
+def place(inv: Invocation, free: Sequence[ExecutorView], targets: dict[str, int] | None = None,
+          replicas: dict[str, int] | None = None) -> ExecutorView:
     """Best-fit executor among the free ones: holding the weights, then holding the most input
-    bytes, then the least loaded (ties by id, so placement is reproducible)."""
+    bytes, then (with the scaling controller's `targets` and current `replicas`) the one where
+    loading the weights would push out the fewest wanted warm copies of other models, then the
+    least loaded (ties by id, so placement is reproducible)."""
+    targets, replicas = targets or {}, replicas or {}
     return min(free, key=lambda e: (inv.model_key not in e.cached_models,
-                                    -inv.input_bytes.get(e.id, 0), e.load, e.id))
+                                    -inv.input_bytes.get(e.id, 0),
+                                    displacement(e, inv.model_key, targets, replicas) if targets else 0,
+                                    e.load, e.id))
