@@ -97,6 +97,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if args.fairness_slack is not None:
             head_options["delta"] = args.fairness_slack
         head, runtime = start_local_cluster(args.executors, threads, **head_options)
+        config.cluster_head = head
         config.scheduler = head  # tenants' fair-share weights
 
     def make_executor(server):
@@ -116,6 +117,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 BENCHMARKS = {
     "engine": "comfy_bridge.bench.engine",
+    "dispatch": "cluster.bench_dispatch",
+    "dataplane": "cluster.bench_dataplane",
+    "cluster": "cluster.bench_workflow",
+    "cascade": "cluster.cascade.bench",
     "report": "cluster.sim.report",
 }
 

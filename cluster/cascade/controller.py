@@ -32,13 +32,20 @@ class StageState:
     arrivals: int = 0              # since the last tick
     queue_len: float = 0.0         # EWMA of `inflight` at ticks
     rate: float = 0.0              # EWMA arrivals per second
+    departures: int = 0            # since the last tick
+    drain_rate: float = 0.0        # EWMA departures per second
     served: int = 0
 
     def queueing_delay(self, batch: int) -> float:
-        """Little's law: time in stage = L / lambda; queueing is that minus the service time."""
-        if self.rate <= 1e-9:
+        """Little's law: time in stage = L / lambda; queueing is that minus the service time.
+
+        lambda is the larger of the arrival and departure rates: after a stage stops receiving
+        queries its backlog still drains, and dividing by the vanishing arrival rate alone would
+        report an unbounded wait that keeps the stage from ever being used again."""
+        rate = max(self.rate, self.drain_rate)
+        if rate <= 1e-9:
             return 0.0
-        return max(0.0, self.queue_len / self.rate - self.latency.latency(batch))
+        return max(0.0, self.queue_len / rate - self.latency.latency(batch))
 
 
 @dataclass
@@ -91,21 +98,32 @@ class CascadeController:
             state.queries += n
         self.maybe_tick()
 
+    def enter(self, name: str, stage: str, n: int = 1) -> None:
+        """`n` queries entered a stage (queued or running)."""
+        with self._lock:
+            st = self.cascades[name].stages[stage]
+            st.inflight += n
+            st.arrivals += n
+
+    def leave(self, name: str, stage: str, n: int = 1, seconds: float | None = None) -> None:
+        """`n` queries left a stage; `seconds` is the batch's latency when measured."""
+        with self._lock:
+            st = self.cascades[name].stages[stage]
+            st.inflight -= n
+            st.served += n
+            st.departures += n
+            if seconds is not None:
+                st.latency.observe(n, seconds)
+
     @contextmanager
     def stage(self, name: str, stage: str, batch: int = 1) -> Iterator[None]:
         """Bracket one stage of one query: counts it in the stage's queue and measures its latency."""
-        with self._lock:
-            st = self.cascades[name].stages[stage]
-            st.inflight += batch
-            st.arrivals += batch
+        self.enter(name, stage, batch)
         start = self.clock()
         try:
             yield
         finally:
-            with self._lock:
-                st.inflight -= batch
-                st.served += batch
-                st.latency.observe(batch, self.clock() - start)
+            self.leave(name, stage, batch, self.clock() - start)
 
     def record_latency(self, name: str, stage: str, batch: int, seconds: float) -> None:
         with self._lock:
@@ -157,8 +175,9 @@ class CascadeController:
         state.arrivals = 0
         for st in state.stages.values():
             st.rate = self._ewma(st.rate, st.arrivals / elapsed, first)
+            st.drain_rate = self._ewma(st.drain_rate, st.departures / elapsed, first)
             st.queue_len = self._ewma(st.queue_len, float(st.inflight), first)
-            st.arrivals = 0
+            st.arrivals = st.departures = 0
 
     def _budget_shares(self) -> dict[str, int]:
         """Split the executors among cascades in proportion to demand (largest remainder), each capped
@@ -227,6 +246,7 @@ def _state_stats(s: CascadeState) -> dict:
         "answered": dict(s.answered), "confidences_seen": len(s.curve),
         "decision": None if s.decision is None else s.decision.as_dict(),
         "stages": {name: {"inflight": st.inflight, "queue_len": round(st.queue_len, 3), "rate": round(st.rate, 4),
+                          "drain_rate": round(st.drain_rate, 4),
                           "served": st.served, "latency_s": {b: round(v, 4) for b, v in st.latency.measured.items()}}
                    for name, st in s.stages.items()},
     }
