@@ -20,8 +20,8 @@ from aiohttp import web
 
 from comfy_bridge import workspace as workspace_mod
 
-from . import (frontend, history, internal, jobs, model_manager, object_info, prompt, queue, settings, system,
-               upload, userdata, view, websocket)
+from . import (cluster_stats, frontend, history, internal, jobs, model_manager, object_info, prompt, queue,
+               settings, system, upload, userdata, view, websocket)
 from .config import ServerConfig
 from .middleware import cache_control, compress_body, cors, origin_guard
 from .prompt_queue import PromptQueue
@@ -37,7 +37,7 @@ SERVER_KEY: web.AppKey = web.AppKey("comfy_server", object)
 
 # Route families in registration order; each module's add_routes(routes, server) adds its routes.
 ROUTE_MODULES = (websocket, frontend, system, view, upload, prompt, queue, history, object_info, jobs,
-                 userdata, settings, model_manager)
+                 userdata, settings, model_manager, cluster_stats)
 
 
 class PromptServer:
