@@ -66,6 +66,17 @@ class TenantPromptServer(PromptServer):
         if self.prompt_queue.resumed:
             log.info("resumed %d prompts that were running when the server stopped", self.prompt_queue.resumed)
 
+    # The worker sets client_id for the prompt it runs; a socket of another tenant reconnecting under
+    # that id must not be told which node runs, so the id reads as None outside the prompt's tenant.
+    @property
+    def client_id(self) -> str | None:
+        value, owner = self.__dict__.get("_client", (None, None))
+        return value if owner == context.current() else None
+
+    @client_id.setter
+    def client_id(self, value: str | None) -> None:
+        self.__dict__["_client"] = (value, context.current())
+
     # -- component hooks ------------------------------------------------------------------
     def open_workspace(self) -> Workspace:
         self.tenant_workspace = TenantWorkspace.wrap(self.config.resolve_workspace())
