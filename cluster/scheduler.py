@@ -61,7 +61,8 @@ class Tenant:
     ready: list = field(default_factory=list)   # heap of (key, seq, Invocation)
     idle_since: float | None = None             # None: never seen
     node: "_Node | None" = None                 # in the backlogged treap
-    active_node: "_Node | None" = None          # in the active treap
+    in_active: bool = False                     # has a current entry in the active-vTime heap
+    active_stamp: int = -1                      # which heap entry is current (older ones are stale)
 
     @property
     def active(self) -> bool:
@@ -172,7 +173,10 @@ class Scheduler(ABC):
         self.lift = lift
         self.tenants: dict[str, Tenant] = {}
         self._by_order: list[Tenant] = []
-        self._active = Treap(seed=1)        # active tenants by vtime (val unused)
+        # Active tenants by vTime, only ever asked for its minimum (the lift): a heap with lazy
+        # deletion, one push per change instead of a treap removal and insertion per decision.
+        self._active: list[tuple[float, int, int]] = []   # (vtime, tenant order, stamp)
+        self._stamps = itertools.count()
         self._floor = 0.0                   # highest least-active-vTime seen: the lift target when idle
         self._seq = itertools.count()
         self.queued = 0
@@ -192,11 +196,19 @@ class Scheduler(ABC):
         self.tenant(name).weight = weight
 
     def _min_active(self) -> float | None:
-        n = self._active.first()
-        if n is not None:
-            self._floor = max(self._floor, n.key[0])
-            return n.key[0]
+        heap = self._active
+        while heap:
+            v, order, stamp = heap[0]
+            t = self._by_order[order]
+            if t.in_active and t.active_stamp == stamp:
+                self._floor = max(self._floor, v)
+                return v
+            heapq.heappop(heap)
         return None
+
+    def _compact_active(self) -> None:
+        self._active = [(t.vtime, t.order, t.active_stamp) for t in self._by_order if t.in_active]
+        heapq.heapify(self._active)
 
     def _set_vtime(self, t: Tenant, v: float) -> None:
         self._detach(t)
@@ -204,18 +216,24 @@ class Scheduler(ABC):
         self._attach(t)
 
     def _attach(self, t: Tenant) -> None:
-        if t.active and t.active_node is None:
-            t.active_node = self._active.insert((t.vtime, t.order), (), t)
+        if t.active and not t.in_active:
+            t.in_active = True
+            t.active_stamp = next(self._stamps)
+            heapq.heappush(self._active, (t.vtime, t.order, t.active_stamp))
+            if len(self._active) > 2 * len(self._by_order) + 64:   # amortised O(1): stale entries
+                self._compact_active()
         self._attach_ready(t)
 
     def _detach(self, t: Tenant) -> None:
-        if t.active_node is not None:
-            self._active.remove(t.active_node.key)
-            t.active_node = None
+        t.in_active = False
         self._detach_ready(t)
 
     def _attach_ready(self, t: Tenant) -> None:
         """Policies that rank tenants keep backlogged tenants in their own structure."""
+
+    def _keeps_order(self, t: Tenant, inv: Invocation) -> bool:
+        """Whether queueing `inv` leaves the tenant's place in the policy's structures unchanged."""
+        return True
 
     def _detach_ready(self, t: Tenant) -> None:
         pass
@@ -234,13 +252,19 @@ class Scheduler(ABC):
     def push(self, inv: Invocation, requeue: bool = False) -> None:
         """Make `inv` ready (vTime lift first when its tenant arrives or returns)."""
         t = self.tenant(inv.tenant)
-        self._detach(t)
-        if not t.active and not requeue:
-            self._became_active(t)
         if not requeue:
             inv.seq = next(self._seq)
             if inv.arrival is None:
                 inv.arrival = self.clock()
+        if t.active and self._keeps_order(t, inv):
+            # no lift, no change of vTime or of the tenant's best ready key: no structure to update
+            t.queued += 1
+            self.queued += 1
+            self._enqueue(t, inv)
+            return
+        self._detach(t)
+        if not t.active and not requeue:
+            self._became_active(t)
         t.queued += 1
         self.queued += 1
         self._enqueue(t, inv)
@@ -306,7 +330,8 @@ class Scheduler(ABC):
 
     @abstractmethod
     def _select(self) -> Invocation | None:
-        """Remove and return the next invocation from the ready structures (cancelled ones included)."""
+        """Remove and return the next invocation from the ready structures (cancelled ones included);
+        its tenant may be left detached, pop() detaches and re-attaches it."""
 
 
 class FairScheduler(Scheduler):
@@ -337,6 +362,9 @@ class FairScheduler(Scheduler):
     def _enqueue(self, t: Tenant, inv: Invocation) -> None:
         heapq.heappush(t.ready, (self._key(inv), inv.seq, inv))
 
+    def _keeps_order(self, t: Tenant, inv: Invocation) -> bool:
+        return t.node is not None and (self._key(inv), inv.seq) > t.ready[0][:2]
+
     def _attach_ready(self, t: Tenant) -> None:
         if t.ready and t.node is None:
             t.node = self._backlogged.insert((t.vtime, t.order), t.ready[0][:2], t)
@@ -354,8 +382,7 @@ class FairScheduler(Scheduler):
         t = self._by_order[best[1]]
         self._detach_ready(t)
         _, _, inv = heapq.heappop(t.ready)
-        self._attach_ready(t)
-        return inv
+        return inv   # pop() re-attaches the tenant once its vTime is charged: one treap update, not two
 
     def candidates(self) -> list[str]:
         """Layer 1's candidate set (for stats and tests; O(|C|))."""
