@@ -28,6 +28,12 @@ from cluster.refs import ModelRef
 from cluster.runtime import Runtime
 
 
+def _discard(store: CallerStore, future: cf.Future) -> None:
+    if not future.cancelled() and future.exception() is None:
+        for meta in future.result().outputs.values():
+            store.release(TensorHandle.from_meta(meta))
+
+
 class ClusterRuntime(Runtime):
     def __init__(self, head: Head, tenant: str = "default", request_id: str | None = None,
                  deadline_s: float | None = None, max_reads: int = 3) -> None:
@@ -82,7 +88,13 @@ class ClusterRuntime(Runtime):
         try:
             for attempt in range(self.max_reads):
                 try:
-                    result = await asyncio.wrap_future(self._submit(fn, model, inputs, params, handles))
+                    future = self._submit(fn, model, inputs, params, handles)
+                    try:
+                        result = await asyncio.wrap_future(future)
+                    except asyncio.CancelledError:
+                        # nobody will read what it produces: give its outputs' references back
+                        future.add_done_callback(lambda f: _discard(store, f))
+                        raise
                     return self._read(store, result)
                 except (SegmentError, InputLost) as e:
                     if attempt + 1 == self.max_reads:
