@@ -172,7 +172,8 @@ def save_discriminator(model: Discriminator, path: str | Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     tensors = {k: v.detach().contiguous().clone() for k, v in sorted(model.state_dict().items())}
     tmp = path.with_name(path.name + ".tmp")
-    save_file(tensors, str(tmp), metadata={"format": "pt", CONFIG_KEY: model.config.to_json()})
+    # One metadata entry only: safetensors writes its metadata map in hash order, which varies per run.
+    save_file(tensors, str(tmp), metadata={CONFIG_KEY: model.config.to_json()})
     tmp.replace(path)
     return path
 
