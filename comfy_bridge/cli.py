@@ -73,6 +73,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0 if images else 1
 
 
+def state_db_choice(args: argparse.Namespace) -> str | bool | None:
+    """--state-db, else $COMFY_CLUSTER_STATE_DB, else the workspace's file (True). "memory" keeps the queue
+    and history in the process, as ComfyUI does: suites that restart the server expect them gone."""
+    value = args.state_db or os.environ.get("COMFY_CLUSTER_STATE_DB") or True
+    return None if value == "memory" else value
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     ws = open_workspace(args)
     ensure_demo_models(ws)
@@ -88,7 +95,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         disable_custom_nodes=args.disable_all_custom_nodes, whitelist_custom_nodes=args.whitelist_custom_nodes,
         disable_metadata=args.disable_metadata, preview_method=args.preview_method,
         dont_print_server=args.dont_print_server, tls_keyfile=args.tls_keyfile, tls_certfile=args.tls_certfile,
-        state_db=args.state_db or True, insecure_open=args.insecure_open)
+        state_db=state_db_choice(args), insecure_open=args.insecure_open)
     head, runtime = None, None
     if args.executors > 0:
         from cluster.local_cluster import start_local_cluster

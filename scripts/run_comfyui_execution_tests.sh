@@ -55,8 +55,13 @@ fi
 # A free port: the suite starts and kills seven servers on it.
 PORT="$(python -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 
+# ComfyUI keeps queue and history in the server process; the suite restarts the server seven times
+# and expects neither to survive (e.g. its /history offset tests), so no SQLite state for these servers.
+export COMFY_CLUSTER_STATE_DB=memory
+
 # -c/--rootdir: ComfyUI's pytest.ini and conftest (options --port, --skip-timing-checks) apply, ours do not.
 # The plugin lets the test process import comfy_execution.graph_utils from our compat layer.
+# --timeout (pytest-timeout, in our test extras): a missing final `executing` would otherwise block forever.
 python -m pytest "$WORK/tests/execution" -c "$WORK/pytest.ini" --rootdir "$WORK" \
-  -p comfy_bridge.compat.pytest_plugin -p no:cacheprovider \
+  -p comfy_bridge.compat.pytest_plugin -p no:cacheprovider --timeout 300 \
   -v --skip-timing-checks --port "$PORT" --output_dir "$WORK/output" "$@"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -63,7 +64,8 @@ def server(tmp_path_factory, demo_workspace):
         [sys.executable, "main.py", "--base-directory", str(base), "--output-directory", str(root / "out"),
          "--listen", "127.0.0.1", "--port", str(port), "--extra-model-paths-config",
          str(root / "conf" / "extra_model_paths.yaml"), "--cpu", "--cache-lru", "0"],
-        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env={**os.environ, "COMFY_CLUSTER_STATE_DB": "memory"})  # as scripts/run_comfyui_execution_tests.sh
     ready_after = None
     while time.monotonic() - started < 60 and proc.poll() is None:
         try:
@@ -74,7 +76,7 @@ def server(tmp_path_factory, demo_workspace):
             time.sleep(0.2)
     try:
         assert ready_after is not None, f"main.py never listened (exit code {proc.poll()})"
-        yield {"url": f"http://127.0.0.1:{port}", "ready_after": ready_after, "output": root / "out"}
+        yield {"url": f"http://127.0.0.1:{port}", "ready_after": ready_after, "base": base}
     finally:
         proc.send_signal(signal.SIGKILL)  # as the suites stop it; executors exit with their parent
         proc.wait(timeout=30)
@@ -123,6 +125,10 @@ async def drain(ws: aiohttp.ClientWebSocketResponse, seconds: float) -> list[dic
 
 def test_ready_within_the_suites_window(server):
     assert server["ready_after"] < READINESS_WINDOW_S, server["ready_after"]
+
+
+def test_memory_state_writes_no_database(server):
+    assert not list(server["base"].glob("*.sqlite3*"))
 
 
 async def test_prompt_posted_as_form_runs_and_view_truncates_pixels(server):
