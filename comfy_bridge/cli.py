@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Sequence
 
 from comfy_bridge import args as cli_args
+from comfy_bridge.packs import manage as nodes_cli
 from comfy_bridge.tenancy import cli as tenancy_cli
 from comfy_bridge.workspace import Workspace, activate, default_workspace
 
@@ -95,7 +96,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         disable_custom_nodes=args.disable_all_custom_nodes, whitelist_custom_nodes=args.whitelist_custom_nodes,
         disable_metadata=args.disable_metadata, preview_method=args.preview_method,
         dont_print_server=args.dont_print_server, tls_keyfile=args.tls_keyfile, tls_certfile=args.tls_certfile,
-        state_db=state_db_choice(args), insecure_open=args.insecure_open)
+        state_db=state_db_choice(args), insecure_open=args.insecure_open, allowed_hosts=tuple(args.allowed_hosts))
     head, runtime = None, None
     if args.executors > 0:
         from cluster.local_cluster import start_local_cluster
@@ -129,6 +130,7 @@ BENCHMARKS = {
     "cluster": "cluster.bench_workflow",
     "cascade": "cluster.cascade.bench",
     "report": "cluster.sim.report",
+    "realcheck": "cluster.sim.realcheck",
 }
 
 
@@ -164,6 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--workspace", default=None)
     demo.set_defaults(func=cmd_demo_models)
     tenancy_cli.add_parser(sub)
+    nodes_cli.add_parser(sub)
     # no options of its own, so every flag reaches cluster.sim.cli (simulate --help included)
     simulate = sub.add_parser("simulate", help="replay a trace on simulated GPUs", add_help=False,
                               prefix_chars="+")

@@ -1,0 +1,217 @@
+"""`comfy-cluster nodes install | list | disable | enable`: managing the workspace's custom node packs
+the way ComfyUI-Manager does.
+
+A pack is installed into the workspace's first custom_nodes folder (where `comfy --workspace DIR node
+install` puts packs too) by copying a local folder or `.py` file, or by `git clone` of anything else.
+It is assembled under a dot-name (which the loader skips), its requirements.txt is installed with the
+torch family pinned (pip_guard refuses what would replace torch), and only then renamed into place, so
+a refused pack leaves nothing behind. Disabling renames an entry to `<name>.disabled`, as the Manager
+does; the loader skips such entries.
+"""
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from comfy_bridge.packs.pip_guard import RequirementsError, TorchReplacement, install_requirements
+from comfy_bridge.workspace import Workspace, default_workspace
+
+DISABLED = ".disabled"
+STAGING_PREFIX = ".installing-"
+
+
+class PackError(RuntimeError):
+    """A pack cannot be installed, found, enabled or disabled as asked."""
+
+
+@dataclass(frozen=True)
+class PackEntry:
+    name: str            # as the loader names it: the folder, or the .py file
+    path: Path
+    enabled: bool
+    origin: str | None   # the git remote it was cloned from, when it is a git checkout
+
+
+def install_dir(ws: Workspace) -> Path:
+    """Where new packs go: the workspace's own custom_nodes (the first custom_nodes path)."""
+    return ws.folder_paths("custom_nodes")[0]
+
+
+def _git_origin(path: Path) -> str | None:
+    if not (path / ".git").exists():
+        return None
+    done = subprocess.run(["git", "-C", str(path), "config", "--get", "remote.origin.url"],
+                          capture_output=True, text=True)
+    return done.stdout.strip() or None
+
+
+def list_packs(ws: Workspace) -> list[PackEntry]:
+    """Every pack entry of the workspace's custom_nodes folders, enabled or not, sorted by name."""
+    entries = []
+    for folder in ws.folder_paths("custom_nodes"):
+        if not folder.is_dir():
+            continue
+        for path in sorted(folder.iterdir()):
+            if path.name.startswith(".") or path.name == "__pycache__":
+                continue
+            enabled = not path.name.endswith(DISABLED)
+            name = path.name if enabled else path.name[:-len(DISABLED)]
+            if (Path(name).suffix != ".py") if path.is_file() else not path.is_dir():
+                continue
+            entries.append(PackEntry(name, path, enabled, _git_origin(path) if path.is_dir() else None))
+    return sorted(entries, key=lambda e: e.name.lower())
+
+
+def is_local_source(source: str) -> bool:
+    """A local pack folder or .py file to copy (a bare git repository is cloned instead)."""
+    path = Path(source).expanduser()
+    if path.is_file():
+        return path.suffix == ".py"
+    is_bare_repo = (path / "HEAD").is_file() and (path / "objects").is_dir()
+    return path.is_dir() and not is_bare_repo
+
+
+def pack_name(source: str) -> str:
+    """The entry name a source installs as: the folder or file name, or the repository name of a URL."""
+    if is_local_source(source):
+        return Path(source).expanduser().resolve().name
+    name = source.rstrip("/").rsplit("/", 1)[-1].rsplit(":", 1)[-1]
+    return name[:-4] if name.endswith(".git") else name
+
+
+def _fetch(source: str, dest: Path) -> None:
+    if is_local_source(source):
+        path = Path(source).expanduser()
+        if path.is_dir():
+            shutil.copytree(path, dest, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(path, dest)
+        return
+    done = subprocess.run(["git", "clone", "--quiet", "--recursive", source, str(dest)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise PackError(f"git clone {source} failed:\n{done.stderr.strip()}")
+
+
+def install_pack(ws: Workspace, source: str, requirements: bool = True, python: str = sys.executable,
+                 pip_args: Sequence[str] = ()) -> tuple[PackEntry, list[str]]:
+    """Install a pack from a local path or a git URL; returns (the entry, the packages pip installed).
+    Raises PackError, or pip_guard's TorchReplacement / RequirementsError (nothing is installed then)."""
+    name = pack_name(source)
+    if not name or name.startswith("."):
+        raise PackError(f"cannot tell a pack name from {source!r}")
+    folder = install_dir(ws)
+    folder.mkdir(parents=True, exist_ok=True)
+    dest = folder / name
+    if dest.exists() or (folder / (name + DISABLED)).exists():
+        raise PackError(f"a pack named {name!r} is already in {folder} (disable or remove it first)")
+    staging = folder / (STAGING_PREFIX + name)
+    if staging.exists():   # left by an interrupted install
+        shutil.rmtree(staging) if staging.is_dir() else staging.unlink()
+    try:
+        _fetch(source, staging)
+        installed: list[str] = []
+        req = staging / "requirements.txt"
+        if requirements and req.is_file():
+            installed = install_requirements(req, python, pip_args)
+        staging.rename(dest)
+    finally:
+        if staging.is_dir():
+            shutil.rmtree(staging)
+        elif staging.exists():
+            staging.unlink()
+    return PackEntry(name, dest, True, _git_origin(dest) if dest.is_dir() else None), installed
+
+
+def _find(ws: Workspace, name: str) -> PackEntry:
+    matches = [e for e in list_packs(ws) if name in (e.name, Path(e.name).stem)]
+    if not matches:
+        raise PackError(f"no pack named {name!r} in {', '.join(map(str, ws.folder_paths('custom_nodes')))}")
+    if len(matches) > 1:
+        raise PackError(f"{name!r} names several entries: {', '.join(str(e.path) for e in matches)}")
+    return matches[0]
+
+
+def set_enabled(ws: Workspace, name: str, enabled: bool) -> PackEntry:
+    """Enable (drop the `.disabled` suffix) or disable (add it) a pack; the server loads the change on
+    its next start, as ComfyUI does."""
+    from comfy_bridge.packs.cluster_pack import PACK_NAME
+    if name == PACK_NAME:
+        raise PackError(f"{PACK_NAME} is built into Comfy Cluster and cannot be enabled or disabled")
+    entry = _find(ws, name)
+    if entry.enabled == enabled:
+        return entry
+    target = entry.path.parent / (entry.name if enabled else entry.name + DISABLED)
+    if target.exists():
+        raise PackError(f"cannot rename {entry.path} to {target}: it exists")
+    entry.path.rename(target)
+    return PackEntry(entry.name, target, enabled, entry.origin)
+
+
+# -- the `nodes` subcommand -----------------------------------------------------------------------
+
+def _workspace(args: argparse.Namespace) -> Workspace:
+    return Workspace(Path(args.workspace or default_workspace())).create()
+
+
+def cmd_install(args: argparse.Namespace) -> int:
+    ws = _workspace(args)
+    try:
+        entry, installed = install_pack(ws, args.source, requirements=not args.skip_requirements,
+                                        pip_args=args.pip_arg or ())
+    except (PackError, RequirementsError) as err:
+        print(f"{'refused' if isinstance(err, TorchReplacement) else 'error'}: {err}", file=sys.stderr)
+        return 1
+    print(f"installed {entry.name} into {entry.path}")
+    for requirement in installed:
+        print(f"  pip installed {requirement}")
+    if entry.path.is_dir() and (entry.path / "install.py").is_file():
+        print(f"  note: {entry.path / 'install.py'} was not run (ComfyUI-Manager would run it); "
+              "run it yourself if the pack needs it")
+    print("restart the server to load it")
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from comfy_bridge.packs.cluster_pack import PACK_NAME, node_names
+    ws = _workspace(args)
+    print(f"{PACK_NAME}\tbuilt in\t{', '.join(node_names())}")
+    for entry in list_packs(ws):
+        state = "enabled" if entry.enabled else "disabled"
+        print(f"{entry.name}\t{state}\t{entry.origin or entry.path}")
+    return 0
+
+
+def cmd_enable(args: argparse.Namespace, enabled: bool) -> int:
+    try:
+        entry = set_enabled(_workspace(args), args.name, enabled)
+    except PackError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    print(f"{entry.name} {'enabled' if enabled else 'disabled'} ({entry.path}); restart the server to apply")
+    return 0
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """`comfy-cluster nodes ...`"""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--workspace", default=None)
+    nodes = sub.add_parser("nodes", help="install, list, disable and enable custom node packs")
+    actions = nodes.add_subparsers(dest="nodes_command", required=True)
+    install = actions.add_parser("install", parents=[common], help="install a pack from a folder, .py file or git URL")
+    install.add_argument("source", help="a local pack folder or .py file, or a git URL")
+    install.add_argument("--skip-requirements", action="store_true", help="do not pip install requirements.txt")
+    install.add_argument("--pip-arg", action="append", help="an extra argument for pip, repeatable; "
+                         "write options as --pip-arg=--no-index")
+    install.set_defaults(func=cmd_install)
+    listing = actions.add_parser("list", parents=[common], help="list the packs and whether they are enabled")
+    listing.set_defaults(func=cmd_list)
+    for verb, enabled in (("disable", False), ("enable", True)):
+        action = actions.add_parser(verb, parents=[common], help=f"{verb} a pack (renames it, as ComfyUI-Manager does)")
+        action.add_argument("name")
+        action.set_defaults(func=lambda args, enabled=enabled: cmd_enable(args, enabled))
