@@ -8,50 +8,9 @@ from dataclasses import dataclass
 
 import torch
 
+from nodes.models.tokenizer import SDTokenizer, escape_parens, unescape_parens, parse_weights
+
 Chunk = list[tuple[int, float]]
-_ESCAPES = (("\\)", "\0\1"), ("\\(", "\0\2"))
-_MAX_WORD_LENGTH = 8          # segments at least this long may be split across windows
-
-
-def _split_parentheses(text: str) -> list[str]:
-    """Top-level pieces: plain text and balanced "(...)" groups."""
-    out, cur, depth = [], "", 0
-    for ch in text:
-        if ch == "(":
-            if depth == 0 and cur:
-                out.append(cur)
-                cur = ""
-            cur += ch
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-            cur += ch
-            if depth == 0:
-                out.append(cur)
-                cur = ""
-        else:
-            cur += ch
-    if cur:
-        out.append(cur)
-    return out
-
-
-def parse_weights(text: str, weight: float = 1.0) -> list[tuple[str, float]]:
-    """Segments of `text` with their weights: "(x)" multiplies by 1.1, "(x:w)" sets w."""
-    out: list[tuple[str, float]] = []
-    for piece in _split_parentheses(text):
-        if len(piece) >= 2 and piece[0] == "(" and piece[-1] == ")":
-            inner, w = piece[1:-1], weight * 1.1
-            colon = inner.rfind(":")
-            if colon > 0:
-                try:
-                    w, inner = float(inner[colon + 1:]), inner[:colon]
-                except ValueError:
-                    pass
-            out += parse_weights(inner, w)
-        else:
-            out.append((piece, weight))
-    return out
 
 
 @dataclass(frozen=True)
@@ -67,12 +26,9 @@ class ChunkRules:
 
 def tokenize_weighted(text: str, encode: Callable[[str], list[int]], rules: ChunkRules) -> list[Chunk]:
     """Windows of (token id, weight). `encode` maps a text segment to ids without special tokens."""
-    for raw, esc in _ESCAPES:
-        text = text.replace(raw, esc)
     groups = []
-    for segment, weight in parse_weights(text):
-        for raw, esc in _ESCAPES:
-            segment = segment.replace(esc, raw[1])
+    for segment, weight in parse_weights(escape_parens(text)):
+        segment = unescape_parens(segment)
         if segment:
             groups.append([(t, weight) for t in encode(segment)])
 
@@ -80,7 +36,7 @@ def tokenize_weighted(text: str, encode: Callable[[str], list[int]], rules: Chun
     head: Chunk = [] if rules.start is None else [(rules.start, 1.0)]
     windows: list[Chunk] = [list(head)]
     for group in groups:
-        large = len(group) >= _MAX_WORD_LENGTH
+        large = len(group) >= SDTokenizer.MAX_WORD
         while group:
             window = windows[-1]
             room = rules.max_length - len(window) - has_end

@@ -131,13 +131,13 @@ def bpe_for_vocab_size(vocab_size: int, search_dirs: Iterable[str | os.PathLike]
 _ESCAPES = (("\\)", "\0\1"), ("\\(", "\0\2"))
 
 
-def _escape(text: str) -> str:
+def escape_parens(text: str) -> str:
     for src, dst in _ESCAPES:
         text = text.replace(src, dst)
     return text
 
 
-def _unescape(text: str) -> str:
+def unescape_parens(text: str) -> str:
     for src, dst in _ESCAPES:
         text = text.replace(dst, src[1])
     return text
@@ -200,7 +200,7 @@ class SDTokenizer:
         self.pad = self.end if pad_with_end else 0
 
     def tokenize_with_weights(self, text: str) -> TokenWeights:
-        groups = [[(t, w) for t in self.bpe.encode(_unescape(seg))] for seg, w in parse_weights(_escape(text))]
+        groups = [[(t, w) for t in self.bpe.encode(unescape_parens(seg))] for seg, w in parse_weights(escape_parens(text))]
         chunks: TokenWeights = []
         chunk = [(self.start, 1.0)]
         room = self.max_length - 1   # the end token always fits
