@@ -130,6 +130,7 @@ BENCHMARKS = {
     "cluster": "cluster.bench_workflow",
     "cascade": "cluster.cascade.bench",
     "report": "cluster.sim.report",
+    "realcheck": "cluster.sim.realcheck",
 }
 
 
