@@ -149,6 +149,7 @@ BENCHMARKS = {
     "cluster": "cluster.bench_workflow",
     "cascade": "cluster.cascade.bench",
     "report": "cluster.sim.report",
+    "realcheck": "cluster.sim.realcheck",
 }
 
 
