@@ -23,9 +23,10 @@ from comfy_bridge import workspace as workspace_mod
 from . import (cluster_stats, frontend, history, internal, jobs, model_manager, object_info, prompt, queue,
                settings, system, upload, userdata, view, websocket)
 from .config import ServerConfig
-from .middleware import cache_control, compress_body, cors, origin_guard
+from .middleware import cache_control, compress_body
 from .prompt_queue import PromptQueue
 from .userdata import UserManager
+from .web_security import WebSecurity
 from .worker import QueueWorker
 
 log = logging.getLogger(__name__)
@@ -68,10 +69,11 @@ class PromptServer:
         self.messages: asyncio.Queue | None = None
         self.worker = QueueWorker(self)
         self.log_buffer = internal.LogBuffer(self)
-        middlewares = [*self.first_middlewares(), cache_control]
+        # Host and Origin checks (and CORS) wrap everything, authentication included.
+        self.web_security = WebSecurity(config)
+        middlewares = [self.web_security.middleware, *self.first_middlewares(), cache_control]
         if config.enable_compress_response_body:
             middlewares.append(compress_body)
-        middlewares.append(cors(config.enable_cors_header) if config.enable_cors_header else origin_guard)
         self.app = web.Application(client_max_size=config.max_upload_bytes, middlewares=middlewares)
         self.app[SERVER_KEY] = self
         for module in ROUTE_MODULES:

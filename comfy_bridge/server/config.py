@@ -13,7 +13,8 @@ class ServerConfig:
     listen: str = "127.0.0.1"            # comma-separated addresses, one TCP site each (ComfyUI's --listen)
     port: int = 8188
     workspace: Workspace | Path | str | None = None   # None: comfy_bridge.workspace.active()
-    enable_cors_header: str | None = None  # an origin ("*" for any) switches the origin guard to CORS
+    enable_cors_header: str | None = None  # origins ("*" for any), comma separated: CORS for them
+    allowed_hosts: tuple[str, ...] = ()    # Host names served besides IPs, loopback and --listen names
     max_upload_size: float = 100.0         # MB; request bodies above it get 413
     front_end_root: Path | str | None = None  # None: the comfyui_frontend_package's static folder
     multi_user: bool = False               # per-user data chosen by the comfy-user header

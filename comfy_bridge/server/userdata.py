@@ -19,6 +19,7 @@ from aiohttp import web
 
 from .common import query_bool, read_json
 from .paths import UnsafePath, safe_join
+from .web_security import served_file_headers
 
 if TYPE_CHECKING:
     from .app import PromptServer
@@ -181,7 +182,7 @@ def add_routes(routes: web.RouteTableDef, server: "PromptServer") -> None:
         path = file_param(request, "file")
         if not path.is_file():
             return web.Response(status=404)
-        return web.FileResponse(path)
+        return web.FileResponse(path, headers=served_file_headers(path.name))   # never sniffed or run
 
     @routes.post("/userdata/{file}")
     @guarded()

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import mimetypes
 import struct
 from io import BytesIO
 from pathlib import Path
@@ -13,12 +12,11 @@ from aiohttp import web
 from comfy_bridge.workspace import Workspace
 
 from .paths import UnsafePath, check_relative, safe_join
+from .web_security import served_file_headers
 
 if TYPE_CHECKING:
     from .app import PromptServer
 
-# Types a browser could execute in our origin are served as opaque bytes.
-_UNSAFE_MIME = {"text/html", "text/html-sandboxed", "application/xhtml+xml", "text/javascript", "text/css"}
 _ANNOTATIONS = {" [output]": "output", " [input]": "input", " [temp]": "temp"}
 
 
@@ -109,16 +107,15 @@ def add_routes(routes: web.RouteTableDef, server: "PromptServer") -> None:
             return web.Response(status=403)
         if not path.is_file():
             return web.Response(status=404)
-        converted = _converted(path, query.get("preview"), query.get("channel", ""))
-        headers = {"Content-Disposition": f'filename="{path.name}"'}
+        try:
+            converted = _converted(path, query.get("preview"), query.get("channel", ""))
+        except (OSError, ValueError, SyntaxError):   # not an image PIL can read or write that way
+            return web.Response(status=400)
         if converted is not None:
             body, content_type = converted
-            return web.Response(body=body, content_type=content_type, headers=headers)
-        content_type = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
-        if content_type in _UNSAFE_MIME:
-            content_type = "application/octet-stream"
-        headers["Content-Type"] = content_type
-        return web.FileResponse(path, headers=headers)
+            return web.Response(body=body, headers=served_file_headers(path.name, content_type))
+        # SVG, HTML and scripts go out as attachments of opaque bytes, never as active content.
+        return web.FileResponse(path, headers=served_file_headers(path.name))
 
     @routes.get("/view_metadata/{folder_name}")
     async def view_metadata(request: web.Request) -> web.Response:

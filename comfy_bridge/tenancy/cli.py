@@ -15,6 +15,13 @@ def add_serve_flags(p: argparse.ArgumentParser) -> None:
                    help=f"SQLite file of the queue, history, tenants and keys (default: <workspace>/{DB_NAME})")
     p.add_argument("--insecure-open", action="store_true",
                    help="allow listening on a non-loopback address with no tenant (anyone can use the server)")
+    p.add_argument("--allowed-hosts", action="extend", type=_names, default=[], metavar="NAMES",
+                   help="Host names the server answers besides IP addresses, localhost and the --listen names "
+                        "(comma separated; '.example.com' admits subdomains, '*' any name): DNS rebinding protection")
+
+
+def _names(value: str) -> list[str]:
+    return [v.strip() for v in value.split(",") if v.strip()]
 
 
 def _add_limit_flags(p: argparse.ArgumentParser) -> None:
