@@ -61,7 +61,8 @@ def list_packs(ws: Workspace) -> list[PackEntry]:
                 continue
             enabled = not path.name.endswith(DISABLED)
             name = path.name if enabled else path.name[:-len(DISABLED)]
-            if (Path(name).suffix != ".py") if path.is_file() else not path.is_dir():
+            is_pack = path.is_dir() or (path.is_file() and Path(name).suffix == ".py")
+            if not is_pack:
                 continue
             entries.append(PackEntry(name, path, enabled, _git_origin(path) if path.is_dir() else None))
     return sorted(entries, key=lambda e: e.name.lower())
