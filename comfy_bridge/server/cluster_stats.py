@@ -106,6 +106,10 @@ class ClusterCollector:
             for path, value in _numeric_leaves(s["cascades"]):
                 g.add_metric([path], value)
             yield g
+        # A hosted server adds its per-tenant accounting (comfy_bridge.tenancy.accounting).
+        tenant_families = getattr(self.server, "metric_families", None)
+        if callable(tenant_families):
+            yield from tenant_families()
 
 
 def add_routes(routes: web.RouteTableDef, server: "PromptServer") -> None:

@@ -24,9 +24,10 @@ from .store import Store
 COOKIE = "comfy_cluster_session"
 SESSION_TTL_S = 7 * 24 * 3600
 OPEN_PATHS = ("/login", "/logout")
-# Process-wide controls a tenant may not pull: they would drop other tenants' work or read the
-# server's log (which names every tenant's prompts).
-OPERATOR_PATHS = ("/free", "/api/free", "/internal/logs", "/internal/logs/raw", "/internal/logs/subscribe")
+# Process-wide controls and views only an admin tenant may pull: they would drop other tenants'
+# work or show the server's log and every tenant's figures.
+OPERATOR_PATHS = ("/free", "/api/free", "/internal/logs", "/internal/logs/raw", "/internal/logs/subscribe",
+                  "/metrics", "/api/metrics", "/cluster/stats", "/api/cluster/stats")
 _ACTIVE_TTL_S = 1.0
 
 _LOGIN_PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>Comfy Cluster: sign in</title>
@@ -80,11 +81,11 @@ class Gate:
                 request.method not in ("GET", "HEAD") or request.headers.get("Upgrade", "").lower() == "websocket"):
             # A cookie rides along with cross-site requests; bearer keys do not.
             return web.json_response({"error": "cross-origin request refused"}, status=403)
-        if request.path in OPERATOR_PATHS:
-            return web.json_response({"error": "operator only"}, status=403)
         tenant = self.store.get_tenant(name)
         if tenant is None:
             return _unauthenticated(request)
+        if request.path in OPERATOR_PATHS and not tenant.admin:
+            return web.json_response({"error": "operator only: needs an admin tenant's key"}, status=403)
         await self.quotas.check(request, tenant)
         request[TENANT_KEY] = name
         with context.scoped(name):

@@ -26,6 +26,8 @@ def _names(value: str) -> list[str]:
 
 def _add_limit_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--weight", type=float, default=None, help="fair-share weight (vTime is divided by it)")
+    p.add_argument("--admin", action=argparse.BooleanOptionalAction, default=None,
+                   help="an operator: reads every tenant's usage, /metrics and /cluster/stats")
     for name in LIMITS:
         p.add_argument("--" + name.replace("_", "-"), type=int, default=None, dest=name, metavar="N")
 
@@ -67,11 +69,12 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.action == "add":
             given = {k: v for k, v in limits.items() if v is not None}
-            tenant = store.add_tenant(args.name, 1.0 if args.weight is None else args.weight, **given)
+            tenant = store.add_tenant(args.name, 1.0 if args.weight is None else args.weight, bool(args.admin),
+                                      **given)
             print(json.dumps(tenant.as_dict()))
         elif args.action == "set":
             given = {k: v for k, v in limits.items() if v is not None}
-            print(json.dumps(store.update_tenant(args.name, args.weight, **given).as_dict()))
+            print(json.dumps(store.update_tenant(args.name, args.weight, args.admin, **given).as_dict()))
         elif args.action == "list":
             keys = store.list_keys()
             for tenant in store.list_tenants():

@@ -5,10 +5,11 @@ cache and folders. With no tenant configured it serves one user exactly like Pro
 its queue and history survive a restart."""
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from aiohttp import web
 
@@ -18,6 +19,7 @@ from comfy_bridge.server.config import ServerConfig
 from comfy_bridge.workspace import Workspace
 
 from . import context
+from .accounting import Accounting
 from .auth import Gate
 from .engine import TenantExecutors
 from .queue import TenantQueue
@@ -62,6 +64,7 @@ class TenantPromptServer(PromptServer):
         super().__init__(config, **engine)
         self.number = int(self.store.max_number()) + 1   # new prompts queue after the resumed ones
         self.gate.add_routes(self.app)
+        self.app.router.add_get("/cluster/tenants", self.usage_list)
         self.app.router.add_get("/cluster/tenants/{name}/usage", self.usage)
         if self.prompt_queue.resumed:
             log.info("resumed %d prompts that were running when the server stopped", self.prompt_queue.resumed)
@@ -91,6 +94,7 @@ class TenantPromptServer(PromptServer):
     def first_middlewares(self) -> list:
         self.quotas = Quotas(self.store, self.tenant_workspace.tenant_folders)
         self.gate = Gate(self.store, self.quotas)
+        self.accounting = Accounting(self.store, self.quotas, lambda: self.config.cluster_head)
         return [self.gate.middleware]
 
     def make_executor(self) -> Any:
@@ -134,14 +138,31 @@ class TenantPromptServer(PromptServer):
                 if self.sockets_metadata.get(s, {}).get("tenant") == tenant]
 
     # -- accounting -----------------------------------------------------------------------
+    def _is_admin(self, request: web.Request) -> bool:
+        """An admin tenant, or the unauthenticated operator of a server with no tenant."""
+        caller = request.get(TENANT_KEY)
+        record = self.store.get_tenant(caller) if caller is not None else None
+        return caller is None or (record is not None and record.admin)
+
     async def usage(self, request: web.Request) -> web.Response:
+        """GET /cluster/tenants/{name}/usage: for the tenant itself or an admin."""
         name = request.match_info["name"]
-        if request.get(TENANT_KEY) not in (None, name):
+        if request.get(TENANT_KEY) != name and not self._is_admin(request):
             return web.json_response({"error": "forbidden"}, status=403)
         tenant = self.store.get_tenant(name)
         if tenant is None:
             return web.json_response({"error": "no such tenant"}, status=404)
-        pending, running = self.store.queue_counts(name)
-        return web.json_response({"tenant": name, **self.store.usage(name), "pending": pending, "running": running,
-                                  "stored_bytes": self.quotas.stored_bytes(name, fresh=True),
-                                  "limits": tenant.as_dict()})
+        return web.json_response(await asyncio.to_thread(self.accounting.usage, tenant))
+
+    async def usage_list(self, request: web.Request) -> web.Response:
+        """GET /cluster/tenants: every tenant's usage for an admin, the caller's own otherwise."""
+        if self._is_admin(request):
+            rows = await asyncio.to_thread(self.accounting.all_usage)
+        else:
+            tenant = self.store.get_tenant(request[TENANT_KEY])
+            rows = [await asyncio.to_thread(self.accounting.usage, tenant)] if tenant is not None else []
+        return web.json_response({"tenants": rows})
+
+    def metric_families(self) -> Iterator[Any]:
+        """The per-tenant families /metrics adds to the cluster's (comfy_bridge.server.cluster_stats)."""
+        return self.accounting.metric_families()

@@ -29,7 +29,7 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS tenants (
     name TEXT PRIMARY KEY, weight REAL NOT NULL DEFAULT 1.0, created REAL NOT NULL,
     max_queued INTEGER, max_concurrent INTEGER, max_prompt_bytes INTEGER, max_nodes INTEGER,
-    max_upload_bytes INTEGER, max_storage_bytes INTEGER);
+    max_upload_bytes INTEGER, max_storage_bytes INTEGER, admin INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS api_keys (
     id TEXT PRIMARY KEY, tenant TEXT NOT NULL, salt BLOB NOT NULL, hash BLOB NOT NULL, n INTEGER NOT NULL,
     created REAL NOT NULL, revoked REAL);
@@ -62,6 +62,10 @@ class Tenant:
     max_nodes: int | None = None
     max_upload_bytes: int | None = None
     max_storage_bytes: int | None = None
+    admin: bool = False     # may read every tenant's usage, /metrics, /cluster/stats and the operator routes
+
+    def __post_init__(self) -> None:
+        self.admin = bool(self.admin)   # SQLite hands back 0/1
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -90,6 +94,12 @@ class Store:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")   # with WAL: durable across a killed process
         self._db.executescript(_SCHEMA)
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(tenants)")}
+        if "admin" not in columns:   # a store written before admin tenants existed
+            try:
+                self._db.execute("ALTER TABLE tenants ADD COLUMN admin INTEGER NOT NULL DEFAULT 0")
+            except sqlite3.OperationalError:   # another process added it first
+                pass
         self._verified: dict[str, str] = {}   # key id -> digest of a secret scrypt already accepted
         if os.name == "posix":
             os.chmod(self.path, 0o600)
@@ -107,24 +117,28 @@ class Store:
             return self._db.execute(sql, args)
 
     # -- tenants --------------------------------------------------------------------------
-    def add_tenant(self, name: str, weight: float = 1.0, **limits: int | None) -> Tenant:
+    def add_tenant(self, name: str, weight: float = 1.0, admin: bool = False, **limits: int | None) -> Tenant:
         if not TENANT_NAME.match(name):
             raise StoreError(f"invalid tenant name {name!r}: use 1-32 of a-z, 0-9, '_' and '-'")
-        tenant = Tenant(name, float(weight), **_limits(limits))
+        tenant = Tenant(name, float(weight), admin=admin, **_limits(limits))
         try:
-            self._exec(f"INSERT INTO tenants ({_TENANT_COLUMNS}, created) VALUES ({', '.join('?' * 9)})",
+            self._exec(f"INSERT INTO tenants ({_TENANT_COLUMNS}, created) VALUES "
+                       f"({', '.join('?' * (len(fields(Tenant)) + 1))})",
                        (*asdict(tenant).values(), time.time()))
         except sqlite3.IntegrityError:
             raise StoreError(f"tenant {name!r} already exists") from None
         return tenant
 
-    def update_tenant(self, name: str, weight: float | None = None, **limits: int | None) -> Tenant:
-        """Change the weight and the given limits (a limit of 0 or less removes it)."""
+    def update_tenant(self, name: str, weight: float | None = None, admin: bool | None = None,
+                      **limits: int | None) -> Tenant:
+        """Change the weight, the admin flag and the given limits (a limit of 0 or less removes it)."""
         tenant = self.get_tenant(name)
         if tenant is None:
             raise StoreError(f"no tenant {name!r}")
         if weight is not None:
             tenant.weight = float(weight)
+        if admin is not None:
+            tenant.admin = bool(admin)
         for key, value in _limits(limits).items():
             setattr(tenant, key, value if value and value > 0 else None)
         sets = ", ".join(f"{f.name} = ?" for f in fields(Tenant)[1:])
