@@ -17,7 +17,7 @@ from typing import Sequence
 
 import numpy as np
 
-from cluster.sim import fairness
+from cluster.sim import cascades, fairness
 from cluster.sim.experiments import LINEUP, Point, attainment_at, crossing, run_point
 from cluster.sim.profiles import h800_profiles
 from cluster.sim.results import SimResult
@@ -192,6 +192,7 @@ def build(args: argparse.Namespace) -> dict:
     data["fairness"] = fair
     data["scale"] = scale_r
     data["loading"] = loading_breakdown()
+    data["cascades"] = cascades.run(seconds=240.0 if args.full else 120.0)
     rate_at = {n: crossing([base.rate * k for k in rate_scales], data["vs_rate"][n]) for n in LINEUP}
     gpus_at = {n: crossing(gpu_counts, data["vs_gpus"][n], rising=True) for n in LINEUP}
     data["headline"] = {"rate_at_90": rate_at, "gpus_at_90": gpus_at,
@@ -225,6 +226,8 @@ def write(data: dict, out: Path) -> Path:
     _plot_bars(out / "latency_breakdown.png", names,
                {f: [data["breakdown"][n][f] for n in names] for f in ("queue", "load", "compute", "transfer")},
                "mean seconds per request", f"Where request time goes ({cfg['rate']:g} req/s)", stacked=True)
+    if data.get("cascades"):
+        cascades.plot(data["cascades"], out / "cascades.png")
     (out / "results.json").write_text(json.dumps(data, indent=1, default=str))
     md = out / "report.md"
     md.write_text(_markdown(data))
@@ -277,6 +280,7 @@ def _markdown(d: dict) -> str:
         "resident, and no loading at all (Eq. 1 per model).", "",
         "| scheme | latency (s) |", "|---|---|", *[f"| {k} | {v:.2f} |" for k, v in d["loading"].items()], "",
         "![](loading_breakdown.png) ![](latency_breakdown.png)", "",
+        *cascades.markdown(d.get("cascades")),
         "## What is modelled", "",
         "- Executors: one invocation at a time; compute and host->device load times from the H800 profiles; "
         "Comfy Cluster's layer cache (LRU model, reverse-layer eviction) with prefix pipelining (Eq. 1); "
