@@ -16,7 +16,6 @@ from pathlib import Path
 import torch
 
 from cluster.cascade import declared_for_active_workspace
-from cluster.cascade.controller import default_controller
 from cluster.cascade.discriminator import DEMO_NAME, build_demo_discriminator
 from cluster.cascade.spec import CascadeSpec, Policy, StageSpec
 from cluster.refs import ModelRef
@@ -95,6 +94,7 @@ class CascadeKSampler:
     async def sample(self, model, heavy_model, vae, discriminator, seed, steps, cfg, sampler_name, scheduler,
                      heavy_steps, heavy_cfg, threshold, positive, negative, latent_image, heavy_positive=None,
                      heavy_negative=None, heavy_vae=None, cascade="", extra_pnginfo=None, unique_id=None):
+        from cluster.cascade.controller import default_controller  # scipy's MILP: imported on first use
         rt, controller = runtime(), default_controller()
         declared = declared_for_active_workspace()
         if cascade and cascade not in declared:

@@ -3,7 +3,6 @@
 """
 from __future__ import annotations
 
-from scipy import integrate
 from torch import Tensor
 
 from .model_sampling import ModelSampling
@@ -156,6 +155,7 @@ def lms_coefficient(order: int, t, i: int, j: int) -> float:
             if j != k:
                 prod *= (tau - t[i - k]) / (t[i - j] - t[i - k])
         return prod
+    from scipy import integrate  # imported here: scipy.integrate costs a second at server start
     return integrate.quad(basis, t[i], t[i + 1], epsrel=1e-4)[0]
 
 

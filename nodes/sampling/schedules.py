@@ -8,7 +8,6 @@ import math
 from typing import Callable
 
 import numpy as np
-import scipy.stats
 import torch
 from torch import Tensor
 
@@ -80,6 +79,7 @@ def sgm_uniform(ms: ModelSampling, steps: int) -> Tensor:
 def beta(ms: ModelSampling, steps: int, alpha: float = 0.6, beta_: float = 0.6) -> Tensor:
     """Lee et al. 2024 (arXiv 2407.12173): timesteps at quantiles of a Beta(0.6, 0.6); repeats are dropped."""
     total = len(ms.sigmas) - 1
+    import scipy.stats  # imported here: scipy.stats costs a second at server start
     ts = np.rint(scipy.stats.beta.ppf(1 - np.linspace(0, 1, steps, endpoint=False), alpha, beta_) * total)
     sigs: list[float] = []
     last = -1.0

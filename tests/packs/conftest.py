@@ -61,7 +61,22 @@ def packs_ws(tmp_path_factory, demo_workspace) -> Workspace:
     return Workspace(root).create()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module", autouse=True)
+def _restore_globals_packs_extend():
+    """Packs extend process-wide lists when imported (a scheduler, the node mappings), as they do in a
+    server; tests share one process, so each module gives those lists back as it found them."""
+    import nodes
+    from nodes.sampling import schedules
+    saved = (dict(schedules.SCHEDULERS), list(schedules.SCHEDULER_NAMES), dict(nodes.NODE_CLASS_MAPPINGS))
+    yield
+    schedules.SCHEDULERS.clear()
+    schedules.SCHEDULERS.update(saved[0])
+    schedules.SCHEDULER_NAMES[:] = saved[1]
+    nodes.NODE_CLASS_MAPPINGS.clear()
+    nodes.NODE_CLASS_MAPPINGS.update(saved[2])
+
+
+@pytest.fixture(scope="module")
 def packs_registry(packs_ws):
     from comfy_bridge.registry import build_registry
     activate(packs_ws)

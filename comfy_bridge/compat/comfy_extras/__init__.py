@@ -94,6 +94,8 @@ def _module(name: str) -> ModuleType:
     module.__spec__ = importlib.machinery.ModuleSpec(full, None)
 
     def lookup(attr: str) -> Any:
+        if attr.startswith("__"):   # introspection (inspect, pickle) must not import the node package
+            raise AttributeError(attr)
         import nodes
         if attr in nodes.NODE_CLASS_MAPPINGS:
             return nodes.NODE_CLASS_MAPPINGS[attr]
