@@ -72,73 +72,148 @@ class Tenant:
 # --- treap keyed by (vtime, tenant order), augmented with the minimum head key of each subtree ---
 
 class _Node:
-    __slots__ = ("key", "prio", "left", "right", "val", "tenant", "best")
+    __slots__ = ("key", "prio", "left", "right", "parent", "own", "best", "tenant")
 
     def __init__(self, key: tuple, val: tuple, tenant: Tenant, prio: float) -> None:
-        self.key, self.val, self.tenant, self.prio = key, val, tenant, prio
-        self.left = self.right = None
-        self.best: tuple = (val, tenant.order)
-
-
-def _best(n: _Node | None) -> tuple | None:
-    return None if n is None else n.best
+        self.key, self.tenant, self.prio = key, tenant, prio
+        self.left = self.right = self.parent = None
+        self.own: tuple = (val, tenant.order)    # this node's (head key, order)
+        self.best: tuple = self.own              # the least `own` in its subtree
 
 
 def _pull(n: _Node) -> None:
-    b = (n.val, n.tenant.order)
-    for child in (n.left, n.right):
-        if child is not None and child.best < b:
-            b = child.best
+    b = n.own
+    c = n.left
+    if c is not None and c.best < b:
+        b = c.best
+    c = n.right
+    if c is not None and c.best < b:
+        b = c.best
     n.best = b
 
 
-def _split(t: _Node | None, key: tuple) -> tuple[_Node | None, _Node | None]:
-    """(keys < key, keys >= key)."""
-    if t is None:
-        return None, None
-    if t.key < key:
-        left, right = _split(t.right, key)
-        t.right = left
-        _pull(t)
-        return t, right
-    left, right = _split(t.left, key)
-    t.left = right
-    _pull(t)
-    return left, t
-
-
-def _merge(a: _Node | None, b: _Node | None) -> _Node | None:
-    if a is None:
-        return b
-    if b is None:
-        return a
-    if a.prio > b.prio:
-        a.right = _merge(a.right, b)
-        _pull(a)
-        return a
-    b.left = _merge(a, b.left)
-    _pull(b)
-    return b
-
-
 class Treap:
+    """Nodes with parent pointers, so an update touches one root-to-node path: insertion descends to
+    a leaf and rotates up (expected O(1) rotations), removal rotates down to a leaf and cuts it, and
+    the ancestors' subtree minima are re-pulled only until one stays the same. `visits` counts the
+    nodes walked, for tests of the O(log n) bound."""
+
     def __init__(self, seed: int = 0) -> None:
         self.root: _Node | None = None
         self._rng = random.Random(seed)
         self.size = 0
+        self.visits = 0
 
     def insert(self, key: tuple, val: tuple, tenant: Tenant) -> _Node:
         node = _Node(key, val, tenant, self._rng.random())
-        left, right = _split(self.root, key)
-        self.root = _merge(_merge(left, node), right)
-        self.size += 1
+        self._link(node)
         return node
 
     def remove(self, key: tuple) -> None:
-        left, rest = _split(self.root, key)
-        _, right = _split(rest, (key[0], key[1] + 0.5))  # tenant orders are integers
-        self.root = _merge(left, right)
+        n = self.root
+        while n is not None and n.key != key:
+            n = n.left if key < n.key else n.right
+        if n is None:
+            raise KeyError(key)
+        self.unlink(n)
+
+    def rekey(self, node: _Node, key: tuple) -> None:
+        """Move a linked node to a new key (its tenant's vTime changed)."""
+        self.unlink(node)
+        node.key = key
+        self._link(node)
+
+    def set_val(self, node: _Node, val: tuple) -> None:
+        """Change a linked node's head key in place (its key, hence its place, is unchanged)."""
+        node.own = (val, node.tenant.order)
+        self._repull(node, None)
+
+    def _rotate_up(self, x: _Node) -> None:
+        """Swap `x` with its parent; the old parent's minimum is re-pulled, `x`'s is left to the caller."""
+        p = x.parent
+        g = p.parent
+        if p.left is x:
+            c = x.right
+            p.left, x.right = c, p
+        else:
+            c = x.left
+            p.right, x.left = c, p
+        if c is not None:
+            c.parent = p
+        p.parent, x.parent = x, g
+        if g is None:
+            self.root = x
+        elif g.left is p:
+            g.left = x
+        else:
+            g.right = x
+        _pull(p)
+
+    def _repull(self, n: _Node | None, top: _Node | None) -> None:
+        """Re-pull from `n` up: every node below `top` (rotated ones), then from `top` on only until a
+        node's minimum is the same object as before (then nothing above it changes either)."""
+        steps = 0
+        while n is not None and n is not top:
+            _pull(n)
+            n = n.parent
+            steps += 1
+        while n is not None:
+            old = n.best
+            _pull(n)
+            steps += 1
+            if n.best is old:
+                break
+            n = n.parent
+        self.visits += steps
+
+    def _link(self, node: _Node) -> None:
+        node.left = node.right = node.parent = None
+        node.best = node.own
+        self.size += 1
+        p = self.root
+        if p is None:
+            self.root = node
+            return
+        key, steps = node.key, 0
+        while True:
+            steps += 1
+            if key < p.key:
+                if p.left is None:
+                    p.left = node
+                    break
+                p = p.left
+            else:
+                if p.right is None:
+                    p.right = node
+                    break
+                p = p.right
+        self.visits += steps
+        node.parent = p
+        prio, rotated = node.prio, False
+        while node.parent is not None and node.parent.prio < prio:
+            self._rotate_up(node)
+            rotated = True
+        if rotated:
+            _pull(node)
+        self._repull(node.parent, None)
+
+    def unlink(self, node: _Node) -> None:
+        top = node.parent
+        while node.left is not None and node.right is not None:
+            self._rotate_up(node.left if node.left.prio > node.right.prio else node.right)
+        child = node.left if node.left is not None else node.right
+        p = node.parent
+        if child is not None:
+            child.parent = p
+        if p is None:
+            self.root = child
+        elif p.left is node:
+            p.left = child
+        else:
+            p.right = child
+        node.parent = node.left = node.right = None
         self.size -= 1
+        self._repull(p, top)
 
     def first(self) -> _Node | None:
         n = self.root
@@ -147,10 +222,22 @@ class Treap:
         return n
 
     def best_below(self, limit: float) -> tuple | None:
-        """The smallest (val, order) among nodes whose vtime <= limit."""
-        left, right = _split(self.root, (limit, float("inf")))
-        best = _best(left)
-        self.root = _merge(left, right)
+        """The smallest (val, order) among nodes whose vtime <= limit: one descent, every node whose
+        vtime qualifies brings its left subtree's minimum along."""
+        best, n, steps = None, self.root, 0
+        while n is not None:
+            steps += 1
+            if n.key[0] <= limit:
+                b = n.own
+                c = n.left
+                if c is not None and c.best < b:
+                    b = c.best
+                if best is None or b < best:
+                    best = b
+                n = n.right
+            else:
+                n = n.left
+        self.visits += steps
         return best
 
     def depth(self) -> int:
@@ -210,33 +297,20 @@ class Scheduler(ABC):
         self._active = [(t.vtime, t.order, t.active_stamp) for t in self._by_order if t.in_active]
         heapq.heapify(self._active)
 
-    def _set_vtime(self, t: Tenant, v: float) -> None:
-        self._detach(t)
-        t.vtime = v
-        self._attach(t)
-
     def _attach(self, t: Tenant) -> None:
-        if t.active and not t.in_active:
+        """Bring the tenant's entries up to date: a fresh active-heap entry if its old one went stale
+        (its vTime changed) and it is active, and its place in the policy's ready structures."""
+        if not t.in_active and t.queued + t.running > 0:
             t.in_active = True
             t.active_stamp = next(self._stamps)
             heapq.heappush(self._active, (t.vtime, t.order, t.active_stamp))
             if len(self._active) > 2 * len(self._by_order) + 64:   # amortised O(1): stale entries
                 self._compact_active()
-        self._attach_ready(t)
+        self._place(t)
 
-    def _detach(self, t: Tenant) -> None:
-        t.in_active = False
-        self._detach_ready(t)
-
-    def _attach_ready(self, t: Tenant) -> None:
-        """Policies that rank tenants keep backlogged tenants in their own structure."""
-
-    def _keeps_order(self, t: Tenant, inv: Invocation) -> bool:
-        """Whether queueing `inv` leaves the tenant's place in the policy's structures unchanged."""
-        return True
-
-    def _detach_ready(self, t: Tenant) -> None:
-        pass
+    def _place(self, t: Tenant) -> None:
+        """Policies that rank tenants keep each backlogged tenant's vTime and best ready key in
+        their own structure; called after either may have changed."""
 
     def _charge(self, inv: Invocation) -> float:
         return inv.estimate
@@ -256,15 +330,8 @@ class Scheduler(ABC):
             inv.seq = next(self._seq)
             if inv.arrival is None:
                 inv.arrival = self.clock()
-        if t.active and self._keeps_order(t, inv):
-            # no lift, no change of vTime or of the tenant's best ready key: no structure to update
-            t.queued += 1
-            self.queued += 1
-            self._enqueue(t, inv)
-            return
-        self._detach(t)
-        if not t.active and not requeue:
-            self._became_active(t)
+            if t.queued + t.running == 0:
+                self._became_active(t)   # an idle tenant has no entry anywhere: nothing goes stale
         t.queued += 1
         self.queued += 1
         self._enqueue(t, inv)
@@ -277,15 +344,15 @@ class Scheduler(ABC):
             if inv is None:
                 return None
             t = self.tenants[inv.tenant]
-            self._detach(t)
             t.queued -= 1
             self.queued -= 1
             if inv.cancelled:
-                self._attach(t)
+                self._place(t)
                 self._idle_check(t)
                 continue
             inv.charged = self._charge(inv)
             t.vtime += inv.charged / t.weight
+            t.in_active = False
             t.running += 1
             self._attach(t)
             self.decisions += 1
@@ -294,9 +361,9 @@ class Scheduler(ABC):
     def complete(self, inv: Invocation, measured: float | None) -> None:
         """The dispatch finished (or failed): correct the charge to the measured time."""
         t = self.tenants[inv.tenant]
-        self._detach(t)
-        if measured is not None and self.charges_time:
+        if measured is not None and self.charges_time and measured != inv.charged:
             t.vtime += (measured - inv.charged) / t.weight
+            t.in_active = False
             inv.charged = measured
         t.running -= 1
         self._attach(t)
@@ -305,11 +372,10 @@ class Scheduler(ABC):
     def requeue(self, inv: Invocation) -> None:
         """The dispatch was lost with its executor: refund it and make it ready again."""
         t = self.tenants[inv.tenant]
-        self._detach(t)
         t.vtime -= inv.charged / t.weight
+        t.in_active = False
         inv.charged = 0.0
         t.running -= 1
-        self._attach(t)
         self.push(inv, requeue=True)
 
     def cancel(self, invs: Iterable[Invocation]) -> None:
@@ -318,8 +384,8 @@ class Scheduler(ABC):
             inv.cancelled = True
 
     def _idle_check(self, t: Tenant) -> None:
-        if not t.active:
-            self._detach(t)
+        if t.queued + t.running == 0:
+            t.in_active = False
             t.idle_since = self.clock()
 
     def __len__(self) -> int:
@@ -331,7 +397,7 @@ class Scheduler(ABC):
     @abstractmethod
     def _select(self) -> Invocation | None:
         """Remove and return the next invocation from the ready structures (cancelled ones included);
-        its tenant may be left detached, pop() detaches and re-attaches it."""
+        pop() then charges its tenant and calls `_place`."""
 
 
 class FairScheduler(Scheduler):
@@ -362,27 +428,28 @@ class FairScheduler(Scheduler):
     def _enqueue(self, t: Tenant, inv: Invocation) -> None:
         heapq.heappush(t.ready, (self._key(inv), inv.seq, inv))
 
-    def _keeps_order(self, t: Tenant, inv: Invocation) -> bool:
-        return t.node is not None and (self._key(inv), inv.seq) > t.ready[0][:2]
-
-    def _attach_ready(self, t: Tenant) -> None:
-        if t.ready and t.node is None:
-            t.node = self._backlogged.insert((t.vtime, t.order), t.ready[0][:2], t)
-
-    def _detach_ready(self, t: Tenant) -> None:
-        if t.node is not None:
-            self._backlogged.remove(t.node.key)
-            t.node = None
+    def _place(self, t: Tenant) -> None:
+        node, tree = t.node, self._backlogged
+        if not t.ready:
+            if node is not None:
+                tree.unlink(node)
+                t.node = None
+            return
+        key, val = (t.vtime, t.order), t.ready[0][:2]
+        if node is None:
+            t.node = tree.insert(key, val, t)
+        elif node.key != key:
+            node.own = (val, t.order)
+            tree.rekey(node, key)
+        elif node.own[0] != val:
+            tree.set_val(node, val)
 
     def _select(self) -> Invocation | None:
         first = self._backlogged.first()
         if first is None:
             return None
         best = self._backlogged.best_below(first.key[0] + self.delta)   # layer 1, then layer 2
-        t = self._by_order[best[1]]
-        self._detach_ready(t)
-        _, _, inv = heapq.heappop(t.ready)
-        return inv   # pop() re-attaches the tenant once its vTime is charged: one treap update, not two
+        return heapq.heappop(self._by_order[best[1]].ready)[2]
 
     def candidates(self) -> list[str]:
         """Layer 1's candidate set (for stats and tests; O(|C|))."""
