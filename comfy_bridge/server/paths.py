@@ -13,6 +13,7 @@ from pathlib import Path
 # Percent-encoded '.', '/', '\\' and NUL: already decoded once by the HTTP layer, a second decode
 # anywhere downstream would turn them into traversal, so a name still carrying them is refused.
 _ENCODED = re.compile(r"%(2e|2f|5c|00)", re.IGNORECASE)
+NAME_MAX = 255   # bytes in one path component on common filesystems
 
 
 class UnsafePath(ValueError):
@@ -25,8 +26,8 @@ def check_relative(name: str) -> None:
         raise UnsafePath(name)
     if name.startswith("/") or re.match(r"^[A-Za-z]:", name):
         raise UnsafePath(name)
-    if any(part == ".." for part in name.split("/")):
-        raise UnsafePath(name)
+    if any(part == ".." or len(part.encode("utf-8", "surrogatepass")) > NAME_MAX for part in name.split("/")):
+        raise UnsafePath(name)   # too long a name cannot exist: refused before the filesystem errors
 
 
 def is_inside(path: Path, base: Path) -> bool:

@@ -64,7 +64,10 @@ def add_routes(routes: web.RouteTableDef, server: "PromptServer") -> None:
 
     async def handle_upload(request: web.Request,
                             save: Callable[[bytes, dict, Path], None] | None = None) -> web.Response:
-        post = await request.post()  # bodies above client_max_size raise 413 here
+        try:
+            post = await request.post()  # bodies above client_max_size raise 413 here
+        except ValueError:   # a malformed multipart body: ComfyUI lets it become a 500
+            return web.Response(status=400)
         image = post.get("image")
         if image is None or not hasattr(image, "file"):
             return web.Response(status=400)

@@ -11,6 +11,7 @@ unless the operator configured CORS for it.
 """
 from __future__ import annotations
 
+import errno
 import ipaddress
 import mimetypes
 import socket
@@ -149,6 +150,10 @@ class WebSecurity:
             self._with_cors(request, exc, origin)
             exc.headers.setdefault("X-Content-Type-Options", "nosniff")
             raise
+        except OSError as exc:
+            if exc.errno != errno.ENAMETOOLONG:
+                raise
+            response = web.Response(status=404)   # e.g. the static route on a name no file can have
         response.headers.setdefault("X-Content-Type-Options", "nosniff")
         return self._with_cors(request, response, origin)
 

@@ -111,7 +111,10 @@ class Gate:
                 data = None
             data = data if isinstance(data, dict) else {}
         else:
-            data = dict(await request.post())
+            try:
+                data = dict(await request.post())
+            except ValueError:   # a malformed form body
+                data = {}
         key, next_ = str(data.get("key", "")), _safe_next(data.get("next"))
         found = await asyncio.get_running_loop().run_in_executor(None, self.store.authenticate_key, key)
         if found is None:

@@ -68,7 +68,7 @@ class Quotas:
             raise over_limit(413, "max_prompt_bytes", tenant.max_prompt_bytes, f"prompt is {len(body)} bytes")
         try:
             data = json.loads(body)
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):   # RecursionError: absurd nesting
             return   # the route answers malformed JSON itself
         prompt = data.get("prompt") if isinstance(data, dict) else None
         if tenant.max_nodes is not None and isinstance(prompt, dict) and len(prompt) > tenant.max_nodes:
