@@ -3,10 +3,13 @@
 Choose a threshold t_k (one of a grid), a batch size per stage and an executor count per stage so that
   light capacity  x1 * p1(b1) >= D
   heavy capacity  x2 * p2(b2) >= D * f(t_k)
-  latency         l1(b1) + q1 + [l2(b2) + q2 if the heavy stage runs] <= SLO
+  latency         d1(b1) + [d2(b2) if the heavy stage runs] <= SLO
   executors       1 <= x1,  x1 + x2 <= S
 maximising t (more queries reach the heavy model, better quality), then using the fewest executors.
-p(b) = b / l(b) is the throughput of one executor at batch size b; q are the measured queueing delays.
+p(b) = b / l(b) is the throughput of one executor at batch size b. A stage's delay d(b) = l(b) + w(b)
+adds to the service time the wait before service: the larger of the measured queueing delay q
+(Little's law, for the plan in force) and `batch_wait` x l(b), the part of a running batch a new query
+is expected to wait out under the new plan, which no measurement has seen yet.
 
 The capacity constraints multiply an integer (x) by a one-hot choice (b); they are linearised with
 y_i = x * b_i, which four linear inequalities pin exactly when b_i is binary and x <= S (big-M = S).
@@ -47,6 +50,13 @@ class Problem:
     budget: int                        # executors this cascade may use
     queue_light_s: float = 0.0
     queue_heavy_s: float = 0.0
+    batch_wait: float = 0.0            # fraction of a batch's latency a query waits before its own starts
+
+    def delays(self) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        """d(b) per batch option of the light and the heavy stage: service plus expected wait."""
+        def stage(profile: StageProfile, queue: float) -> tuple[float, ...]:
+            return tuple(l + max(queue, self.batch_wait * l) for l in profile.latency_s)
+        return stage(self.light, self.queue_light_s), stage(self.heavy, self.queue_heavy_s)
 
 
 @dataclass(frozen=True)
@@ -76,16 +86,16 @@ def _ceil(x: float) -> int:
 def solve_exhaustive(p: Problem) -> Allocation | None:
     """The optimum by enumeration of (threshold, b1, b2); the executor counts follow in closed form."""
     p1, p2 = p.light.throughput(), p.heavy.throughput()
+    d1, d2 = p.delays()
     best: tuple | None = None
     for k, (t, f) in enumerate(zip(p.thresholds, p.deferred)):
         heavy_load = p.demand * f
-        for i, l1 in enumerate(p.light.latency_s):
+        for i in range(len(d1)):
             x1 = max(1, _ceil(p.demand / p1[i]))
             options = [(0, 0, 0.0)] if heavy_load <= EPS else []
-            options += [(j + 1, _ceil(heavy_load / p2[j]), l2 + p.queue_heavy_s)
-                        for j, l2 in enumerate(p.heavy.latency_s)]
+            options += [(j + 1, _ceil(heavy_load / p2[j]), d2[j]) for j in range(len(d2))]
             for j1, x2, extra in options:
-                if x1 + x2 > p.budget or l1 + p.queue_light_s + extra > p.slo_s + EPS:
+                if x1 + x2 > p.budget or d1[i] + extra > p.slo_s + EPS:
                     continue
                 key = (k, -(x1 + x2))
                 if best is None or key > best[0]:
@@ -131,9 +141,8 @@ def solve_milp(p: Problem) -> Allocation | None:
     add({int(y): float(c) for y, c in zip(y1, p1)}, p.demand - EPS, np.inf)
     add({**{int(y): float(c) for y, c in zip(y2, p2)},
          **{int(k): -p.demand * f for k, f in zip(z, p.deferred)}}, -EPS, np.inf)
-    add({**{int(b): l for b, l in zip(b1, p.light.latency_s)},
-         **{int(b): l + p.queue_heavy_s for b, l in zip(b2, p.heavy.latency_s)}}, -np.inf,
-        p.slo_s - p.queue_light_s + EPS)
+    d1, d2 = p.delays()
+    add({**{int(b): d for b, d in zip(b1, d1)}, **{int(b): d for b, d in zip(b2, d2)}}, -np.inf, p.slo_s + EPS)
 
     # Lexicographic objective in integers: threshold rank first, then fewer executors (x1+x2 <= S < S+1).
     c = np.zeros(nv)
@@ -158,11 +167,29 @@ def solve_milp(p: Problem) -> Allocation | None:
                       int(x[ix1]), x2, p.deferred[k], "optimal")
 
 
+def holds(p: Problem, a: Allocation) -> bool:
+    """Whether allocation `a` (decided earlier) still meets every constraint of `p` (measured now).
+    f is re-read at a's threshold from p's curve, so a shift in the confidences counts too."""
+    if (a.status != "optimal" or a.executors > p.budget or a.threshold not in p.thresholds
+            or a.light_batch not in p.light.batch_sizes
+            or (a.heavy_batch and a.heavy_batch not in p.heavy.batch_sizes)):
+        return False
+    d1, d2 = p.delays()
+    i = p.light.batch_sizes.index(a.light_batch)
+    if a.light_executors * p.light.throughput()[i] < p.demand - EPS:
+        return False
+    heavy_load = p.demand * p.deferred[p.thresholds.index(a.threshold)]
+    if not a.heavy_batch:
+        return heavy_load <= EPS and d1[i] <= p.slo_s + EPS
+    j = p.heavy.batch_sizes.index(a.heavy_batch)
+    return a.heavy_executors * p.heavy.throughput()[j] >= heavy_load - EPS and d1[i] + d2[j] <= p.slo_s + EPS
+
+
 def degrade(p: Problem) -> Allocation:
     """All-light on every executor at the highest-throughput batch size that meets the SLO (the
     fastest one if none does); the queries beyond its capacity are shed by deadline."""
     p1 = p.light.throughput()
-    fits = [i for i, l in enumerate(p.light.latency_s) if l + p.queue_light_s <= p.slo_s]
+    fits = [i for i, d in enumerate(p.delays()[0]) if d <= p.slo_s]
     i = max(fits, key=lambda i: p1[i]) if fits else int(np.argmin(p.light.latency_s))
     x1 = max(1, p.budget)
     capacity = x1 * p1[i]

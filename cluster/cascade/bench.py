@@ -99,7 +99,10 @@ class Simulation:
     def run(self) -> "Simulation":
         rng = random.Random(self.seed)
         self.now = 0.0
-        self.ctl = CascadeController(budget=self.executors, period_s=5.0, solver="milp", clock=lambda: self.now)
+        # DiffServe's cadence (measure every 1 s, solve every 5 s), plus a solve within a tick whenever the
+        # decision in force stops fitting the measurements (see controller.py).
+        self.ctl = CascadeController(budget=self.executors, period_s=5.0, tick_s=1.0, solver="milp",
+                                     clock=lambda: self.now)
         spec = CascadeSpec(NAME, StageSpec(LIGHT, 1), StageSpec(HEAVY, 50), "efficientnet", self.slo_s,
                            Policy(threshold_step=0.01, batch_sizes=BATCHES))
         self.ctl.add(spec)
@@ -236,16 +239,20 @@ def plot(sims: list[Simulation], path: str) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(3, 1, figsize=(8, 8), sharex=True)
+    fig, axes = plt.subplots(4, 1, figsize=(8, 10), sharex=True)
     for sim in sims:
         s = sim.series()
         axes[1].plot(s["t"], s["violation"], label=sim.policy)
         axes[2].plot(s["t"], s["heavy_share"], label=sim.policy)
+        if sim.thresholds:
+            t, th = zip(*sim.thresholds)
+            axes[3].step(t, th, where="post", label=sim.policy, color="tab:red")
     axes[0].plot(sims[0].series()["t"], sims[0].series()["qps"], color="k")
     axes[0].set_ylabel("demand (qps)")
     axes[1].set_ylabel("SLO violation ratio")
     axes[2].set_ylabel("served by heavy")
-    axes[2].set_xlabel("time (s)")
+    axes[3].set_ylabel("adaptive threshold")
+    axes[3].set_xlabel("time (s)")
     axes[1].legend()
     fig.tight_layout()
     fig.savefig(path)

@@ -1,15 +1,27 @@
-"""The cascade controller: every `period_s` it turns what it measured into a new allocation.
+"""The cascade controller: it measures every `tick_s` and turns what it measured into a new allocation
+every `period_s`, or at once when the allocation in force stops fitting the measurements.
 
-Per cascade it keeps the demand (EWMA of arrivals per second), per stage the in-system count
-(sampled each tick, EWMA) and the arrival rate, from which Little's law gives the queueing delay
-(W = L / lambda, minus the service time), the latency per batch size (`LatencyProfile`), and f(t)
-from the discriminator's recent confidences (`DeferralCurve`). It then solves DiffServe's allocation
-(`allocation.allocate`) with the cascade's share of the executor budget. The decision sets the
-threshold the node applies, the batch size per stage and the executors that keep each model warm;
-listeners registered with `on_decision` (the cluster's per-model scaling) receive it.
+Per cascade it keeps the demand (EWMA of arrivals per second, and the EWM variance of the per-tick
+rates), per stage the in-system count (sampled each tick, EWMA) and the arrival rate, from which
+Little's law gives the queueing delay (W = L / lambda, minus the service time), the latency per
+batch size (`LatencyProfile`), and f(t) from the discriminator's recent confidences (`DeferralCurve`).
+It then solves DiffServe's allocation (`allocation.allocate`) with the cascade's share of the
+executor budget. The decision sets the threshold the node applies, the batch size per stage and the
+executors that keep each model warm; listeners registered with `on_decision` (the cluster's
+per-model scaling) receive it.
+
+Rising load is where a periodic controller fails: between two solves the old, higher threshold keeps
+sending the heavy stage more than it can serve, and the backlog it builds outlives the next solve.
+So the controller plans for the upper confidence bound of the demand (EWMA + z standard errors,
+times the policy's headroom), prices the wait for a running batch into the latency constraint
+(`batch_wait`), and on every tick re-checks the decision in force against the fresh measurements
+(`allocation.holds`): a demand or queue spike that breaks a capacity or latency constraint triggers a
+solve within one tick instead of at the end of the period. Falling load only waits for the period,
+so the threshold does not flap on noise.
 """
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections import deque
@@ -17,7 +29,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
-from cluster.cascade.allocation import Allocation, Problem, allocate
+from cluster.cascade.allocation import Allocation, Problem, allocate, holds
 from cluster.cascade.deferral import DeferralCurve
 from cluster.cascade.profiles import LatencyProfile
 from cluster.cascade.spec import CascadeSpec
@@ -41,11 +53,12 @@ class StageState:
 
         lambda is the larger of the arrival and departure rates: after a stage stops receiving
         queries its backlog still drains, and dividing by the vanishing arrival rate alone would
-        report an unbounded wait that keeps the stage from ever being used again."""
+        report an unbounded wait that keeps the stage from ever being used again. L is the larger of
+        the EWMA and the count now, so a backlog that has just formed counts at once."""
         rate = max(self.rate, self.drain_rate)
         if rate <= 1e-9:
             return 0.0
-        return max(0.0, self.queue_len / rate - self.latency.latency(batch))
+        return max(0.0, max(self.queue_len, self.inflight) / rate - self.latency.latency(batch))
 
 
 @dataclass
@@ -54,7 +67,11 @@ class CascadeState:
     curve: DeferralCurve = field(default_factory=DeferralCurve)
     stages: dict[str, StageState] = field(default_factory=lambda: {s: StageState() for s in STAGES})
     arrivals: int = 0
-    demand: float = 0.0
+    demand: float = 0.0            # EWMA arrivals per second
+    demand_var: float = 0.0        # EWM variance of the per-tick arrival rates
+    planned_demand: float = 0.0    # the demand the decision in force was solved for
+    solved_at: float = -math.inf
+    solves: dict[str, int] = field(default_factory=dict)   # by reason: first, spike, degraded, period, ...
     queries: int = 0
     answered: dict[str, int] = field(default_factory=lambda: {s: 0 for s in STAGES})
     decision: Allocation | None = None
@@ -62,15 +79,25 @@ class CascadeState:
 
 
 class CascadeController:
+    """`tick_s`: measurement interval (DiffServe: 1 s); `period_s`: solve interval when nothing breaks
+    the decision in force (DiffServe: 5 s); `alpha`: EWMA weight of a new tick; `confidence_z`: the
+    standard errors of the demand EWMA planned for on top of it; `batch_wait`: the fraction of a
+    batch's latency a query is expected to wait for a running batch before its own starts."""
+
     def __init__(self, budget: int = 1, period_s: float = 5.0, alpha: float = 0.4, solver: str = "milp",
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, tick_s: float = 1.0, confidence_z: float = 1.0,
+                 batch_wait: float = 0.25) -> None:
         self.budget = budget
         self.period_s = period_s
+        self.tick_s = tick_s
         self.alpha = alpha
+        self.confidence_z = confidence_z
+        self.batch_wait = batch_wait
         self.solver = solver
         self.clock = clock
         self.cascades: dict[str, CascadeState] = {}
         self.ticks = 0
+        self.solves = 0
         self._last_tick = clock()
         self._lock = threading.RLock()
         self._listeners: list[Callable[[str, Allocation], None]] = []
@@ -146,38 +173,69 @@ class CascadeController:
                 return state.spec.policy.threshold
             return None if state.decision is None else state.decision.threshold
 
-    def maybe_tick(self) -> None:
-        if self.clock() - self._last_tick >= self.period_s:
-            self.tick()
-
-    def tick(self) -> dict[str, Allocation]:
-        """Update the measurements and solve every cascade's allocation."""
+    def maybe_tick(self) -> dict[str, Allocation]:
+        """Measure when a tick is due; then solve when a period has passed or the decision in force no
+        longer fits the measurements. Returns the new decisions (empty when none was made)."""
         with self._lock:
             now = self.clock()
-            elapsed = max(now - self._last_tick, 1e-6)
-            self._last_tick = now
-            self.ticks += 1
-            for state in self.cascades.values():
-                self._measure(state, elapsed)
+            if now - self._last_tick < self.tick_s:
+                return {}
+            self._measure_all(now)
             shares = self._budget_shares()
-            decisions = {name: self._solve(state, shares[name], now) for name, state in self.cascades.items()}
+            reasons = {name: self._due(state, shares[name], now) for name, state in self.cascades.items()}
+            if not any(reasons.values()):
+                return {}
+            # One cascade's re-solve moves the budget shares, so all are solved together.
+            decisions = {name: self._solve(state, shares[name], now, reasons[name] or "rebalance")
+                         for name, state in self.cascades.items()}
+        self._notify(decisions)
+        return decisions
+
+    def tick(self) -> dict[str, Allocation]:
+        """Measure now and solve every cascade's allocation, due or not."""
+        with self._lock:
+            now = self.clock()
+            self._measure_all(now)
+            shares = self._budget_shares()
+            decisions = {name: self._solve(state, shares[name], now, self._due(state, shares[name], now) or "forced")
+                         for name, state in self.cascades.items()}
+        self._notify(decisions)
+        return decisions
+
+    def _notify(self, decisions: dict[str, Allocation]) -> None:
         for name, decision in decisions.items():
             for fn in self._listeners:
                 fn(name, decision)
-        return decisions
+
+    def _measure_all(self, now: float) -> None:
+        elapsed = max(now - self._last_tick, 1e-6)
+        self._last_tick = now
+        self.ticks += 1
+        for state in self.cascades.values():
+            self._measure(state, elapsed)
 
     def _ewma(self, old: float, sample: float, first: bool) -> float:
         return sample if first else old + self.alpha * (sample - old)
 
     def _measure(self, state: CascadeState, elapsed: float) -> None:
         first = not state.history
-        state.demand = self._ewma(state.demand, state.arrivals / elapsed, first)
+        rate = state.arrivals / elapsed
+        # West's incremental EWM variance: var <- (1 - a)(var + a d^2), d the sample's distance to the mean.
+        d = rate - state.demand
+        state.demand_var = 0.0 if first else (1 - self.alpha) * (state.demand_var + self.alpha * d * d)
+        state.demand = self._ewma(state.demand, rate, first)
         state.arrivals = 0
         for st in state.stages.values():
             st.rate = self._ewma(st.rate, st.arrivals / elapsed, first)
             st.drain_rate = self._ewma(st.drain_rate, st.departures / elapsed, first)
             st.queue_len = self._ewma(st.queue_len, float(st.inflight), first)
             st.arrivals = st.departures = 0
+
+    def planning_demand(self, state: CascadeState) -> float:
+        """The demand to provision for: the EWMA's upper confidence bound times the policy's headroom.
+        The EWMA's standard error is the per-tick rates' deviation times sqrt(alpha / (2 - alpha))."""
+        se = math.sqrt(max(state.demand_var, 0.0) * self.alpha / (2 - self.alpha))
+        return (state.demand + self.confidence_z * se) * state.spec.policy.headroom
 
     def _budget_shares(self) -> dict[str, int]:
         """Split the executors among cascades in proportion to demand (largest remainder), each capped
@@ -196,19 +254,38 @@ class CascadeController:
             shares[n] = max(1, shares[n] if cap is None else min(cap, shares[n]))
         return shares
 
-    def _solve(self, state: CascadeState, budget: int, now: float) -> Allocation:
+    def _problem(self, state: CascadeState, budget: int) -> Problem:
         spec, policy = state.spec, state.spec.policy
         grid = policy.grid()
         light, heavy = state.stages["light"], state.stages["heavy"]
         previous = state.decision
         b1 = previous.light_batch if previous else policy.batch_sizes[0]
         b2 = (previous.heavy_batch or policy.batch_sizes[0]) if previous else policy.batch_sizes[0]
-        problem = Problem(light.latency.stage(policy.batch_sizes), heavy.latency.stage(policy.batch_sizes),
-                          grid, state.curve.curve(grid), state.demand * policy.headroom, spec.slo_s, budget,
-                          light.queueing_delay(b1), heavy.queueing_delay(b2))
+        return Problem(light.latency.stage(policy.batch_sizes), heavy.latency.stage(policy.batch_sizes),
+                       grid, state.curve.curve(grid), self.planning_demand(state), spec.slo_s, budget,
+                       light.queueing_delay(b1), heavy.queueing_delay(b2), self.batch_wait)
+
+    def _due(self, state: CascadeState, budget: int, now: float) -> str:
+        """Why this cascade needs a new decision now ("" when it does not)."""
+        if state.decision is None:
+            return "first"
+        if state.decision.status != "optimal":
+            return "degraded"            # nothing fitted last time: try again each tick
+        if not holds(self._problem(state, budget), state.decision):
+            return "spike"               # demand, queueing or f(t) outgrew the decision in force
+        if now - state.solved_at >= self.period_s:
+            return "period"
+        return ""
+
+    def _solve(self, state: CascadeState, budget: int, now: float, reason: str) -> Allocation:
+        problem = self._problem(state, budget)
         state.decision = allocate(problem, self.solver)
+        state.planned_demand = problem.demand
+        state.solved_at = now
+        state.solves[reason] = state.solves.get(reason, 0) + 1
+        self.solves += 1
         state.history.append((round(now, 3), round(state.demand, 4), state.decision.threshold,
-                              state.decision.status))
+                              state.decision.status, reason))
         return state.decision
 
     # running in the background ---------------------------------------------------------------------
@@ -226,13 +303,15 @@ class CascadeController:
             self._thread = None
 
     def _run(self) -> None:
-        while not self._stop.wait(self.period_s):
-            self.tick()
+        while not self._stop.wait(self.tick_s):
+            self.maybe_tick()
 
     # reporting -------------------------------------------------------------------------------------
     def stats(self) -> dict:
         with self._lock:
-            return {"budget": self.budget, "period_s": self.period_s, "ticks": self.ticks, "solver": self.solver,
+            return {"budget": self.budget, "period_s": self.period_s, "tick_s": self.tick_s, "ticks": self.ticks,
+                    "solves": self.solves, "solver": self.solver, "confidence_z": self.confidence_z,
+                    "batch_wait": self.batch_wait,
                     "cascades": {name: _state_stats(s) for name, s in self.cascades.items()}}
 
 
@@ -242,7 +321,8 @@ def _state_stats(s: CascadeState) -> dict:
         "light": {"checkpoint": spec.light.checkpoint, "steps": spec.light.steps},
         "heavy": {"checkpoint": spec.heavy.checkpoint, "steps": spec.heavy.steps},
         "discriminator": spec.discriminator, "slo_s": spec.slo_s if spec.slo_s != float("inf") else None, "adaptive": spec.policy.adaptive,
-        "source": spec.source, "demand_qps": round(s.demand, 4), "queries": s.queries,
+        "source": spec.source, "demand_qps": round(s.demand, 4), "planned_qps": round(s.planned_demand, 4),
+        "solves": dict(s.solves), "queries": s.queries,
         "answered": dict(s.answered), "confidences_seen": len(s.curve),
         "decision": None if s.decision is None else s.decision.as_dict(),
         "stages": {name: {"inflight": st.inflight, "queue_len": round(st.queue_len, 3), "rate": round(st.rate, 4),

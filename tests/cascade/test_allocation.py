@@ -7,7 +7,8 @@ import random
 
 import pytest
 
-from cluster.cascade.allocation import Problem, StageProfile, allocate, degrade, solve_exhaustive, solve_milp
+from cluster.cascade.allocation import (Allocation, Problem, StageProfile, allocate, degrade, holds, solve_exhaustive,
+                                       solve_milp)
 from cluster.cascade.profiles import reference_profile
 
 BATCHES = (1, 2, 4, 8)
@@ -24,7 +25,8 @@ def _random_problem(rng: random.Random) -> Problem:
     deferred[0] = 0.0
     return Problem(_profile(rng, rng.uniform(0.05, 0.3)), _profile(rng, rng.uniform(0.5, 3.0)), thresholds,
                    tuple(deferred), demand=rng.uniform(0, 30), slo_s=rng.uniform(0.5, 8), budget=rng.randint(1, 16),
-                   queue_light_s=rng.uniform(0, 0.5), queue_heavy_s=rng.uniform(0, 1))
+                   queue_light_s=rng.uniform(0, 0.5), queue_heavy_s=rng.uniform(0, 1),
+                   batch_wait=rng.choice((0.0, 0.25, 1.0)))
 
 
 def _violations(p: Problem, a) -> list[str]:
@@ -33,11 +35,13 @@ def _violations(p: Problem, a) -> list[str]:
     i = p.light.batch_sizes.index(a.light_batch)
     if a.light_executors * p.light.throughput()[i] < p.demand - 1e-6:
         out.append("light capacity")
-    latency = p.light.latency_s[i] + p.queue_light_s
+    l1 = p.light.latency_s[i]
+    latency = l1 + max(p.queue_light_s, p.batch_wait * l1)
     heavy_load = p.demand * a.deferred
     if a.heavy_batch:
         j = p.heavy.batch_sizes.index(a.heavy_batch)
-        latency += p.heavy.latency_s[j] + p.queue_heavy_s
+        l2 = p.heavy.latency_s[j]
+        latency += l2 + max(p.queue_heavy_s, p.batch_wait * l2)
         if a.heavy_executors * p.heavy.throughput()[j] < heavy_load - 1e-6:
             out.append("heavy capacity")
     elif heavy_load > 1e-6:
@@ -106,3 +110,31 @@ def test_fewest_executors_among_equal_thresholds():
     p = Problem(StageProfile((1, 8), (1.0, 1.6)), StageProfile((1,), (1.0,)), (0.0,), (0.0,), 4.5, 5.0, 10)
     a = solve_milp(p)
     assert a.light_batch == 8 and a.light_executors == math.ceil(4.5 / 5.0)
+
+
+def test_batch_wait_prices_the_running_batch_into_the_slo():
+    # l1 + l2 = 4.4 s fits a 5 s SLO; waiting half a batch per stage (6.6 s) does not, so the heavy
+    # stage drops to its smaller, faster batch.
+    light = StageProfile((1, 4), (0.1, 0.4))
+    heavy = StageProfile((1, 4), (2.0, 4.0))
+    base = dict(thresholds=(0.0, 1.0), deferred=(0.0, 1.0), demand=1.0, slo_s=5.0, budget=8)
+    assert solve_milp(Problem(light, heavy, **base)).heavy_batch == 4
+    waiting = Problem(light, heavy, **base, batch_wait=0.5)
+    a, b = solve_milp(waiting), solve_exhaustive(waiting)
+    assert (a.heavy_batch, a.threshold) == (b.heavy_batch, b.threshold) == (1, 1.0)
+    assert _violations(waiting, a) == []
+
+
+def test_holds_detects_a_decision_outgrown_by_demand_or_queueing():
+    light = reference_profile("sdturbo", BATCHES, extra_s=0.02)
+    heavy = reference_profile("sdv15", BATCHES)
+    thresholds = tuple(round(0.01 * i, 2) for i in range(101))
+    deferred = tuple(min(1.0, 2 * t) for t in thresholds)
+    p = Problem(light, heavy, thresholds, deferred, 10.0, slo_s=5.0, budget=16)
+    a = allocate(p)
+    assert holds(p, a)
+    assert not holds(Problem(light, heavy, thresholds, deferred, 14.0, 5.0, 16), a)          # demand spike
+    assert not holds(Problem(light, heavy, thresholds, deferred, 10.0, 5.0, 16, queue_heavy_s=2.0), a)
+    assert not holds(Problem(light, heavy, thresholds, deferred, 10.0, 5.0, a.executors - 1), a)
+    assert holds(Problem(light, heavy, thresholds, deferred, 5.0, 5.0, 16), a)                # less load fits
+    assert not holds(p, Allocation(**{**a.as_dict(), "status": "degraded"}))

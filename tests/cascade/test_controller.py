@@ -114,3 +114,67 @@ def test_stage_context_counts_inflight_and_measures_latency():
     assert st.inflight == 0 and st.served == 2
     before = DIFFSERVE_MS["sdturbo"][2] / 1e3
     assert st.latency.measured[2] == pytest.approx(before + st.latency.alpha * (0.5 - before))
+
+
+def _feed(ctl: CascadeController, clock: FakeClock, qps: float, seconds: int) -> list[tuple[float, float]]:
+    """Arrivals at a steady `qps` through the data path, one tick a second; (time, threshold) per solve."""
+    solves = []
+    for _ in range(seconds):
+        clock.now += 1.0
+        ctl.cascades["c1"].arrivals += int(qps)
+        decisions = ctl.maybe_tick()
+        if decisions:
+            solves.append((clock.now, decisions["c1"].threshold))
+    return solves
+
+
+def _ticking_controller() -> tuple[CascadeController, FakeClock]:
+    ctl, clock = _controller()
+    ctl.tick_s = 1.0
+    return ctl, clock
+
+
+def test_step_increase_in_demand_lowers_the_threshold_within_one_tick():
+    ctl, clock = _ticking_controller()
+    _feed(ctl, clock, 3, 12)
+    assert ctl.threshold("c1") == 1.0
+    step_at = clock.now
+    solves = _feed(ctl, clock, 25, 1)                # the period is 5 s; the step is seen after 1 s
+    assert solves and solves[0][0] == step_at + 1.0 and solves[0][1] < 1.0
+    assert ctl.cascades["c1"].solves["spike"] >= 1
+
+
+def test_backlog_in_the_heavy_stage_lowers_the_threshold_within_one_tick():
+    ctl, clock = _ticking_controller()
+    _feed(ctl, clock, 8, 12)
+    calm = ctl.threshold("c1")
+    heavy = ctl.cascades["c1"].stages["heavy"]
+    heavy.arrivals, heavy.inflight = 8, 40          # 40 queries waiting at ~8 q/s: about 5 s of queueing
+    solves = _feed(ctl, clock, 8, 1)
+    assert solves and solves[0][1] < calm
+
+
+def test_steady_or_falling_demand_solves_only_every_period():
+    ctl, clock = _ticking_controller()
+    _feed(ctl, clock, 10, 3)
+    steady = _feed(ctl, clock, 10, 20)
+    times = [t for t, _ in steady]
+    assert len(times) == 4 and all(b - a == ctl.period_s for a, b in zip(times, times[1:]))
+    falling = _feed(ctl, clock, 2, 5)               # less load still fits: no early solve, no flapping
+    assert [t for t, _ in falling] == [times[-1] + ctl.period_s]
+    assert "spike" not in ctl.cascades["c1"].solves
+
+
+def test_planned_demand_is_the_ewma_upper_confidence_bound_with_headroom():
+    ctl, clock = _ticking_controller()
+    ctl.confidence_z = 2.0
+    for qps in (10, 14, 6, 12, 8):
+        _feed(ctl, clock, qps, 1)
+    state = ctl.cascades["c1"]
+    assert state.demand_var > 0
+    se = (state.demand_var * ctl.alpha / (2 - ctl.alpha)) ** 0.5
+    assert ctl.planning_demand(state) == pytest.approx(state.demand + 2.0 * se)   # headroom 1.0 here
+    spec = state.spec
+    ctl.add(CascadeSpec(spec.name, spec.light, spec.heavy, spec.discriminator, spec.slo_s,
+                        Policy(threshold_step=0.01, batch_sizes=(1, 2, 4, 8), headroom=1.5)))
+    assert ctl.planning_demand(state) == pytest.approx(1.5 * (state.demand + 2.0 * se))
