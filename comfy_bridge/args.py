@@ -73,6 +73,9 @@ def add_cluster_flags(p: argparse.ArgumentParser) -> None:
                    help="local executor processes to start (0: run ModelFns inside the server process)")
     p.add_argument("--executor-threads", type=int, default=0,
                    help="torch threads per executor (0: the machine's cores divided among the executors)")
+    p.add_argument("--concurrent-prompts", type=int, default=1, metavar="N",
+                   help="prompts orchestrated at once, each with its own engine and output cache "
+                        "(1: ComfyUI's one at a time, one shared cache)")
     p.add_argument("--scheduler", default="vtime", choices=["vtime", "fifo", "sjf", "vtc"],
                    help="scheduling policy between tenants")
     p.add_argument("--fairness-slack", type=float, default=None, metavar="SECONDS",

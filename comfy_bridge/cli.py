@@ -121,7 +121,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         disable_custom_nodes=args.disable_all_custom_nodes, whitelist_custom_nodes=args.whitelist_custom_nodes,
         disable_metadata=args.disable_metadata, preview_method=args.preview_method,
         dont_print_server=args.dont_print_server, tls_keyfile=args.tls_keyfile, tls_certfile=args.tls_certfile,
-        state_db=state_db_choice(args), insecure_open=args.insecure_open, allowed_hosts=tuple(args.allowed_hosts))
+        state_db=state_db_choice(args), insecure_open=args.insecure_open, allowed_hosts=tuple(args.allowed_hosts),
+        concurrent_prompts=args.concurrent_prompts)
     head, runtime = cluster.result() if cluster is not None else (None, None)
     if head is not None:
         config.cluster_head = head

@@ -2,6 +2,9 @@
 
 The engine installs a hook per running node (a context variable, so concurrent prompts do not mix);
 node code calls `report_progress` and `throw_if_interrupted` without knowing who listens.
+Interrupts are per prompt: the worker binds each running prompt to its own flag, so interrupting one
+of several concurrent prompts leaves the others running; code outside a bound prompt (the `run`
+command, tests) uses one process-wide flag.
 """
 from __future__ import annotations
 
@@ -12,7 +15,10 @@ from typing import Any, Callable
 ProgressHook = Callable[[int, int, Any], None]  # (value, total, preview) -> None
 
 _hook: contextvars.ContextVar[ProgressHook | None] = contextvars.ContextVar("comfy_progress_hook", default=None)
-_interrupt = threading.Event()
+_interrupt = threading.Event()                       # for code not bound to a prompt
+_prompt_flags: dict[str, threading.Event] = {}
+_current_prompt: contextvars.ContextVar[str | None] = contextvars.ContextVar("comfy_prompt", default=None)
+_lock = threading.Lock()
 
 
 class InterruptProcessingException(Exception):
@@ -33,16 +39,46 @@ def report_progress(value: int, total: int, preview: Any = None) -> None:
         hook(value, total, preview)
 
 
-def interrupt(value: bool = True) -> None:
-    """Ask the running node to stop at its next check (or clear the request)."""
-    _interrupt.set() if value else _interrupt.clear()
+def bind_prompt(prompt_id: str) -> contextvars.Token:
+    """Give the prompt about to run in this context its own interrupt flag."""
+    with _lock:
+        _prompt_flags[prompt_id] = threading.Event()
+    return _current_prompt.set(prompt_id)
+
+
+def unbind_prompt(token: contextvars.Token) -> None:
+    prompt_id = _current_prompt.get()
+    _current_prompt.reset(token)
+    with _lock:
+        _prompt_flags.pop(prompt_id, None)
+
+
+def _flag() -> threading.Event:
+    prompt_id = _current_prompt.get()
+    return _prompt_flags.get(prompt_id, _interrupt) if prompt_id is not None else _interrupt
+
+
+def interrupt(value: bool = True, prompt_id: str | None = None) -> None:
+    """Ask running code to stop at its next check (or withdraw the request): one prompt, or every
+    running prompt and unbound code when `prompt_id` is None."""
+    with _lock:
+        flags = ([_prompt_flags[prompt_id]] if prompt_id in _prompt_flags else []) if prompt_id is not None \
+            else [*_prompt_flags.values(), _interrupt]
+    for flag in flags:
+        flag.set() if value else flag.clear()
+
+
+def clear_interrupt() -> None:
+    """A prompt starts with no pending interrupt (its own, or the process-wide one when unbound)."""
+    _flag().clear()
 
 
 def interrupt_requested() -> bool:
-    return _interrupt.is_set()
+    return _flag().is_set()
 
 
 def throw_if_interrupted() -> None:
-    if _interrupt.is_set():
-        _interrupt.clear()
+    flag = _flag()
+    if flag.is_set():
+        flag.clear()
         raise InterruptProcessingException()

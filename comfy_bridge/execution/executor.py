@@ -341,7 +341,7 @@ class PromptExecutor:
     async def execute_async(self, prompt: dict, prompt_id: str, extra_data: dict | None = None,
                             execute_outputs: list[str] | None = None) -> None:
         extra_data = extra_data or {}
-        progress.interrupt(False)
+        progress.clear_interrupt()
         self.server.client_id = extra_data.get("client_id")
         self.status_messages = []
         self.success = True

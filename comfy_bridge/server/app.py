@@ -67,7 +67,7 @@ class PromptServer:
         self.web_root = frontend.resolve_web_root(config.front_end_root)
         self.loop: asyncio.AbstractEventLoop | None = _running_loop()
         self.messages: asyncio.Queue | None = None
-        self.worker = QueueWorker(self)
+        self.worker = QueueWorker(self, config.concurrent_prompts)
         self.log_buffer = internal.LogBuffer(self)
         # Host and Origin checks (and CORS) wrap everything, authentication included.
         self.web_security = WebSecurity(config)
@@ -103,11 +103,13 @@ class PromptServer:
             self._validate = validate_prompt
         return await self._validate(self.registry, prompt_id, prompt_dict, targets)
 
-    def make_executor(self) -> Any:
+    def make_executor(self, sink: Any = None) -> Any:
+        """An engine whose messages go through `sink` (the server itself, or one orchestrator's sink)."""
+        sink = self if sink is None else sink
         if self._executor_factory is not None:
-            return self._executor_factory(self)
+            return self._executor_factory(sink)
         from comfy_bridge.execution import PromptExecutor
-        return PromptExecutor(self.registry, self, cache_type=self.config.cache_type,
+        return PromptExecutor(self.registry, sink, cache_type=self.config.cache_type,
                               cache_size=self.config.cache_size)
 
     # -- ComfyUI's PromptServer surface used by node packs ---------------------------

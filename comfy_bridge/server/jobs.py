@@ -183,7 +183,7 @@ def add_routes(routes: web.RouteTableDef, server: "PromptServer") -> None:
         if q.delete_queue_item(lambda item: item.prompt_id == job_id):
             return True
         if job_id in q.running_prompt_ids():
-            progress.interrupt()
+            progress.interrupt(prompt_id=job_id)
             return True
         return False
 

@@ -135,9 +135,10 @@ def add_routes(routes: web.RouteTableDef, server: "PromptServer") -> None:
         if prompt_id:
             if prompt_id in server.prompt_queue.running_prompt_ids():
                 log.info("Interrupting prompt %s", prompt_id)
-                progress.interrupt()
+                progress.interrupt(prompt_id=prompt_id)
             else:
                 log.info("Prompt %s is not currently running, skipping interrupt", prompt_id)
-        elif server.prompt_queue.running_prompt_ids():  # scoped: a tenant interrupts only its own prompt
-            progress.interrupt()
+        else:  # scoped: a tenant interrupts only its own running prompts
+            for running in server.prompt_queue.running_prompt_ids():
+                progress.interrupt(prompt_id=running)
         return web.Response(status=200)

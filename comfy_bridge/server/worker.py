@@ -1,7 +1,10 @@
-"""The queue worker: one thread that executes prompts one at a time, as ComfyUI's prompt_worker.
+"""The queue worker: threads that take prompts off the queue and run them, as ComfyUI's prompt_worker.
 
-A thread (not a task on the HTTP loop) because node bodies run long synchronous torch code; the
-thread owns its own event loop so the executor's async nodes still run concurrently within a prompt.
+Threads (not tasks on the HTTP loop) because node bodies run long synchronous torch code; each thread
+owns its own event loop so the executor's async nodes still run concurrently within a prompt. With one
+thread (the default, ComfyUI's behaviour) prompts run one at a time and share one output cache. With
+`concurrent_prompts` > 1 (a cluster behind the server) each thread is an orchestrator with its own
+engine and cache, talking to clients through a `PromptSink` that carries its prompt's client id.
 """
 from __future__ import annotations
 
@@ -22,52 +25,81 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+class PromptSink:
+    """What one orchestrator's engine sends through: the server, with the running prompt's own client
+    id and last node, so concurrent prompts never mix their clients."""
+
+    def __init__(self, server: "PromptServer") -> None:
+        self._server = server
+        self.client_id: str | None = None
+        self.last_node_id: str | None = None
+
+    def send_sync(self, event: Any, data: Any, sid: str | None = None) -> None:
+        self._server.send_sync(event, data, sid)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._server, name)
+
+
 class QueueWorker:
-    def __init__(self, server: "PromptServer"):
+    def __init__(self, server: "PromptServer", concurrency: int = 1):
         self.server = server
-        self.executor: Any = None
+        self.concurrency = max(1, concurrency)
+        self.executors: dict[int, Any] = {}
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
+
+    @property
+    def executor(self) -> Any:
+        """The first orchestrator's engine (the only one in ComfyUI's one-at-a-time mode)."""
+        return self.executors.get(0)
 
     def start(self) -> None:
         self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="prompt_worker", daemon=True)
-        self._thread.start()
+        self._threads = [threading.Thread(target=self._run, args=(i,), name=f"prompt_worker-{i}", daemon=True)
+                         for i in range(self.concurrency)]
+        for thread in self._threads:
+            thread.start()
 
     def stop(self, timeout: float = 10.0) -> None:
         self._stop.set()
         if self.server.prompt_queue.running_prompt_ids():
             progress.interrupt()  # let the running node notice
-        self.server.prompt_queue.wake()
-        if self._thread is not None:
-            self._thread.join(timeout)
-        progress.interrupt(False)  # the flag is process-wide: leave it clear for whoever runs next
+        for _ in self._threads:
+            self.server.prompt_queue.wake()
+        for thread in self._threads:
+            thread.join(timeout)
+        progress.interrupt(False)  # leave no interrupt pending for whoever runs next
 
-    def _run(self) -> None:
+    def _run(self, index: int) -> None:
         loop = asyncio.new_event_loop()
         asyncio.set_event_loop(loop)
         queue = self.server.prompt_queue
+        # One at a time the server itself is the sink (ComfyUI's PromptServer.client_id stays meaningful).
+        sink = self.server if self.concurrency == 1 else PromptSink(self.server)
         try:
             while not self._stop.is_set():
                 got = queue.get(timeout=1.0)
                 if got is not None and not self._stop.is_set():
-                    self._execute(loop, *got)
+                    self._execute(loop, index, sink, *got)
                 self._apply_flags(queue.get_flags())
         finally:
             loop.close()
 
-    def _execute(self, loop: asyncio.AbstractEventLoop, item: QueueItem, task_id: int) -> None:
+    def _execute(self, loop: asyncio.AbstractEventLoop, index: int, sink: Any, item: QueueItem,
+                 task_id: int) -> None:
         server = self.server
         started = time.perf_counter()
         server.last_prompt_id = item.prompt_id
-        server.client_id = item.extra_data.get("client_id")
-        progress.interrupt(False)  # a stale interrupt must not hit the next prompt
+        sink.client_id = item.extra_data.get("client_id")
+        token = progress.bind_prompt(item.prompt_id)
         history_result: dict = {}
         status: ExecutionStatus
+        executor = None
         try:
-            if self.executor is None:
-                self.executor = server.make_executor()
-            executor = self.executor
+            executor = self.executors.get(index)
+            if executor is None:
+                executor = self.executors[index] = server.make_executor(sink)
             loop.run_until_complete(executor.execute_async(
                 item.prompt, item.prompt_id, {**item.extra_data, **(item.sensitive or {})}, item.outputs_to_execute))
             history_result = executor.history_result
@@ -78,21 +110,24 @@ class QueueWorker:
             status = ExecutionStatus("error", False, [("execution_error", {
                 "prompt_id": item.prompt_id, "exception_message": str(exc),
                 "exception_type": type(exc).__name__, "timestamp": int(time.time() * 1000)})])
-            if self.executor is not None:
-                history_result = getattr(self.executor, "history_result", {}) or {}
+            if executor is not None:
+                history_result = getattr(executor, "history_result", {}) or {}
+        finally:
+            progress.unbind_prompt(token)
         server.prompt_queue.task_done(task_id, history_result, status)
-        if server.client_id is not None:
-            server.send_sync("executing", {"node": None, "prompt_id": item.prompt_id}, server.client_id)
-        server.last_node_id = None
+        if sink.client_id is not None:
+            server.send_sync("executing", {"node": None, "prompt_id": item.prompt_id}, sink.client_id)
+        sink.last_node_id = None
         log.info("Prompt executed in %.2f seconds", time.perf_counter() - started)
 
     def _apply_flags(self, flags: dict) -> None:
         free_memory = flags.get("free_memory", False)
-        if flags.get("unload_models", free_memory) and self.executor is not None:
-            unload = getattr(self.executor, "unload_models", None)
-            if callable(unload):
-                unload()
-        if free_memory and self.executor is not None:
-            self.executor.reset()
+        for executor in list(self.executors.values()):
+            if flags.get("unload_models", free_memory):
+                unload = getattr(executor, "unload_models", None)
+                if callable(unload):
+                    unload()
+            if free_memory:
+                executor.reset()
         if flags:
             gc.collect()

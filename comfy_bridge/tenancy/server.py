@@ -97,8 +97,9 @@ class TenantPromptServer(PromptServer):
         self.accounting = Accounting(self.store, self.quotas, lambda: self.config.cluster_head)
         return [self.gate.middleware]
 
-    def make_executor(self) -> Any:
-        return TenantExecutors(super().make_executor, on_tenant=self._charge_weight)
+    def make_executor(self, sink: Any = None) -> Any:
+        make = super().make_executor
+        return TenantExecutors(lambda: make(sink), on_tenant=self._charge_weight)
 
     def _charge_weight(self, tenant: str) -> None:
         """The cluster scheduler divides a tenant's vTime by its weight."""
