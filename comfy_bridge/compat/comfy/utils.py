@@ -122,60 +122,8 @@ def resize_to_batch_size(tensor: torch.Tensor, batch_size: int) -> torch.Tensor:
     return tensor[idx]
 
 
-def lanczos(samples: torch.Tensor, width: int, height: int) -> torch.Tensor:
-    from PIL import Image
-    images = []
-    for image in samples.movedim(1, -1).cpu().numpy():
-        pil = Image.fromarray(np.clip(255.0 * image, 0, 255).astype(np.uint8).squeeze())
-        pil = pil.resize((width, height), resample=Image.Resampling.LANCZOS)
-        arr = np.array(pil).astype(np.float32) / 255.0
-        images.append(torch.from_numpy(arr if arr.ndim == 3 else arr[..., None]))
-    return torch.stack(images).movedim(-1, 1).to(samples.device, samples.dtype)
-
-
-def bislerp(samples: torch.Tensor, width: int, height: int) -> torch.Tensor:
-    """Spherical interpolation of channel vectors between bilinear neighbours (keeps latent norms)."""
-    def resize_axis(x: torch.Tensor, size: int, axis: int) -> torch.Tensor:
-        old = x.shape[axis]
-        if old == size:
-            return x
-        pos = (torch.arange(size, dtype=torch.float64) + 0.5) * old / size - 0.5
-        pos = pos.clamp(0, old - 1)
-        lo, hi = pos.floor().long(), pos.ceil().long()
-        t = (pos - lo).to(x.dtype)
-        a, b = x.index_select(axis, lo), x.index_select(axis, hi)
-        shape = [1] * x.ndim
-        shape[axis] = size
-        t = t.view(shape)
-        na, nb = a.norm(dim=1, keepdim=True), b.norm(dim=1, keepdim=True)
-        ua, ub = a / na.clamp_min(1e-8), b / nb.clamp_min(1e-8)
-        dot = (ua * ub).sum(1, keepdim=True).clamp(-1, 1)
-        omega = torch.acos(dot)
-        so = torch.sin(omega)
-        slerped = torch.where(so > 1e-4, (torch.sin((1 - t) * omega) * ua + torch.sin(t * omega) * ub) / so.clamp_min(1e-8),
-                              ua * (1 - t) + ub * t)
-        return slerped * (na * (1 - t) + nb * t)
-    return resize_axis(resize_axis(samples.float(), height, 2), width, 3).to(samples.dtype)
-
-
-def common_upscale(samples: torch.Tensor, width: int, height: int, upscale_method: str, crop: str) -> torch.Tensor:
-    """Resize NCHW `samples` (optionally centre-cropping to the target aspect first)."""
-    if crop == "center":
-        old_w, old_h = samples.shape[-1], samples.shape[-2]
-        old_aspect, new_aspect = old_w / old_h, width / height
-        x = y = 0
-        if old_aspect > new_aspect:
-            x = round((old_w - old_w * (new_aspect / old_aspect)) / 2)
-        elif old_aspect < new_aspect:
-            y = round((old_h - old_h * (old_aspect / new_aspect)) / 2)
-        samples = samples.narrow(-2, y, old_h - y * 2).narrow(-1, x, old_w - x * 2)
-    if upscale_method == "bislerp":
-        return bislerp(samples, width, height)
-    if upscale_method == "lanczos":
-        return lanczos(samples, width, height)
-    if upscale_method in ("bilinear", "bicubic"):
-        return F.interpolate(samples, size=(height, width), mode=upscale_method, align_corners=False)
-    return F.interpolate(samples, size=(height, width), mode=upscale_method)
+# One resize implementation serves the core nodes and the packs (checked against ComfyUI's, bit for bit).
+from nodes.upscale import bislerp, common_upscale, lanczos  # noqa: E402,F401
 
 
 def get_tiled_scale_steps(width: int, height: int, tile_x: int, tile_y: int, overlap: int) -> int:
