@@ -3,8 +3,11 @@
     python -m cluster.executor --head ipc:///tmp/head.sock --device cpu --threads 2 \
         --memory-budget 4000000000 [--preload tests.cluster.cluster_fns]
 
-The main thread owns the ZeroMQ DEALER socket (registration, heartbeats, results); a worker thread
-runs the ModelFns, so heartbeats continue while a long invocation runs. The executor's data plane
+The main thread receives dispatches, runs the ModelFns and sends the results on its ZeroMQ DEALER
+socket itself: no thread handoff on the way in or out, which is most of a short call's latency. A
+lock guards the socket; the main thread holds it except while a ModelFn runs, and only then does a
+watchdog thread take it to send heartbeats and to answer the head (an abort of a hung invocation, a
+shutdown), so a long invocation is not mistaken for a lost executor. The executor's data plane
 (cluster.dataplane.plane) holds one memory budget shared by its arena, active inference and cached
 weights: inputs are pulled one-sidedly from their producers' arenas, outputs are published into its
 own arena and only their metadata travels in the reply; weights live in the per-layer cache (LRU
@@ -15,12 +18,12 @@ supervises it starts a fresh one.
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import importlib
 import logging
 import os
 import pickle
-import queue
 import shutil
 import socket
 import sys
@@ -35,6 +38,7 @@ import torch
 import zmq
 
 from cluster import messages as m
+from cluster import shm
 from cluster.dataplane.plane import ExecutorDataPlane
 from cluster.dataplane.segments import SegmentError, safe_prefix
 from cluster.executor_models import ExecutorModels
@@ -62,11 +66,11 @@ class Executor:
         self.models = ExecutorModels(self.plane.cache)
         self.parent = os.getppid() if exit_with_parent else None
         self._fns: dict[str, ModelFn] = {}
-        self._work: queue.Queue[m.Dispatch | None] = queue.Queue()
-        self._results: queue.Queue[m.Done | m.Failed] = queue.Queue()
+        self._pending: collections.deque[m.Dispatch] = collections.deque()
         self._aborted: set[int] = set()
         self._running: int | None = None
-        self._wake_r, self._wake_w = socket.socketpair()
+        self._io = threading.Lock()          # the socket's; see the module docstring
+        self._next_beat = 0.0
         self._stop = False
 
     # the worker thread ----------------------------------------------------------------------------
@@ -74,16 +78,6 @@ class Executor:
         # One torch thread: all compute is this thread's. Several: torch's pool does it, and the
         # executor runs one invocation at a time, so the process's CPU time is the invocation's.
         return time.thread_time() if self.threads == 1 else time.process_time()
-
-    def _work_loop(self) -> None:
-        torch.set_num_threads(self.threads)
-        while (d := self._work.get()) is not None:
-            if d.dispatch_id in self._aborted:
-                continue
-            self._running = d.dispatch_id
-            self._results.put(self._run(d))
-            self._running = None
-            self._wake_w.send(b"x")
 
     def _run(self, d: m.Dispatch) -> m.Done | m.Failed:
         t_wall, t_cpu = time.perf_counter(), self._cpu_clock()
@@ -130,7 +124,7 @@ class Executor:
 
     def _handle(self, sock: zmq.Socket, msg: m.Welcome | m.Dispatch | m.Abort | m.Reset | m.Shutdown) -> None:
         if isinstance(msg, m.Dispatch):
-            self._work.put(msg)
+            self._pending.append(msg)
         elif isinstance(msg, m.Welcome):
             self.heartbeat_s = msg.heartbeat_s
         elif isinstance(msg, m.Reset):
@@ -146,39 +140,74 @@ class Executor:
         elif isinstance(msg, m.Shutdown):
             self._stop = True
 
+    def _drain(self, sock: zmq.Socket) -> None:
+        """Handle every message waiting on the socket (the caller holds `_io`)."""
+        while True:
+            try:
+                raw = sock.recv(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            try:
+                self._handle(sock, m.executor_decoder.decode(raw))
+            except Exception as e:  # a bad frame from the head must not kill the executor
+                log.warning("dropped a bad message from the head: %s", e)
+
+    def _beat(self, sock: zmq.Socket) -> None:
+        """Send a heartbeat if one is due (the caller holds `_io`)."""
+        if time.monotonic() < self._next_beat:
+            return
+        busy = len(self._pending) + (self._running is not None)
+        sock.send(m.encode(m.Heartbeat(busy, self.plane.memory_used(), self.models.resident())))
+        self._next_beat = time.monotonic() + self.heartbeat_s
+        if self.parent is not None and os.getppid() != self.parent:
+            log.warning("parent process exited; stopping")
+            self._stop = True
+
+    def _watch(self, sock: zmq.Socket) -> None:
+        """While a ModelFn runs: heartbeats, and the head's messages (an abort exits from here)."""
+        while not self._stop:
+            time.sleep(min(self.heartbeat_s, 0.1))
+            if self._running is None or not self._io.acquire(blocking=False):
+                continue   # the main thread is at the socket: it does this itself
+            try:
+                if self._running is not None:
+                    self._drain(sock)
+                    self._beat(sock)
+                    if self.parent is not None and os.getppid() != self.parent:
+                        # orphaned while a ModelFn runs (maybe hung): nobody to finish it for
+                        shm.unlink_prefix(self.prefix)
+                        shutil.rmtree(WEIGHTS_DIR / self.prefix.strip("-"), ignore_errors=True)
+                        os._exit(4)
+            finally:
+                self._io.release()
+
     def run(self) -> None:
+        torch.set_num_threads(self.threads)
         ctx = zmq.Context.instance()
         sock = ctx.socket(zmq.DEALER)
         sock.setsockopt(zmq.IDENTITY, self.id.encode())
         sock.setsockopt(zmq.LINGER, 500)
         sock.connect(self.head)
-        worker = threading.Thread(target=self._work_loop, name="executor-work", daemon=True)
-        worker.start()
         self._register(sock)
-        poller = zmq.Poller()
-        poller.register(sock, zmq.POLLIN)
-        poller.register(self._wake_r, zmq.POLLIN)
-        next_beat = time.monotonic() + self.heartbeat_s
+        self._next_beat = time.monotonic() + self.heartbeat_s
+        watchdog = threading.Thread(target=self._watch, args=(sock,), name="executor-watchdog", daemon=True)
+        watchdog.start()
         while not self._stop:
-            events = dict(poller.poll(max(0.0, next_beat - time.monotonic()) * 1000))
-            if sock in events:
-                while sock.poll(0):
-                    try:
-                        self._handle(sock, m.executor_decoder.decode(sock.recv()))
-                    except Exception as e:  # a bad frame from the head must not kill the executor
-                        log.warning("dropped a bad message from the head: %s", e)
-            if self._wake_r.fileno() in events:
-                self._wake_r.recv(4096)
-            while not self._results.empty():
-                sock.send(m.encode(self._results.get()))
-            if time.monotonic() >= next_beat:
-                busy = self._work.qsize() + (self._running is not None)
-                sock.send(m.encode(m.Heartbeat(busy, self.plane.memory_used(), self.models.resident())))
-                next_beat = time.monotonic() + self.heartbeat_s
-                if self.parent is not None and os.getppid() != self.parent:
-                    log.warning("parent process exited; stopping")
-                    self._stop = True
-        self._work.put(None)
+            with self._io:
+                if not self._pending:
+                    sock.poll(max(0.0, self._next_beat - time.monotonic()) * 1000)
+                self._drain(sock)
+                self._beat(sock)
+                if not self._pending or self._stop:
+                    continue
+                d = self._pending.popleft()
+                if d.dispatch_id in self._aborted:
+                    continue
+                self._running = d.dispatch_id
+            result = self._run(d)   # without the lock: the watchdog may use the socket meanwhile
+            with self._io:
+                self._running = None
+                sock.send(m.encode(result))
         sock.send(m.encode(m.Bye("shutdown")))
         sock.close()
         self.plane.close()

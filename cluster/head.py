@@ -1,8 +1,12 @@
 """The control plane: executors connect to one ZeroMQ ROUTER socket; the head registers them, tracks
 their heartbeats, declares them lost, and dispatches ready invocations chosen by the scheduler.
 
-All state lives on one head thread; other threads hand it work through a queue of closures and a
-wake-up socket, so there are no locks on the hot path (a lock only guards `stats()` snapshots).
+All state is guarded by one lock, and whichever thread holds it does the head's work: a caller's
+`submit` schedules and sends the dispatch from its own thread, so a call does not wait for another
+thread to wake up; the head thread handles what arrives from executors and the periodic checks. The
+ZeroMQ socket is then used from several threads, always under the lock, and the head thread waits on
+the socket's signalling file descriptor, never on the socket itself (zmq.FD, edge-triggered: after
+every use of the socket its events are read again and anything pending is handled at once).
 Callers get a `concurrent.futures.Future` per invocation; it resolves to a `Result` (output tensor
 metadata, read from shared memory by the caller) or raises one of the errors below.
 
@@ -17,7 +21,6 @@ import concurrent.futures as cf
 import itertools
 import logging
 import os
-import queue
 import socket
 import tempfile
 import threading
@@ -154,9 +157,11 @@ class Head:
         self.executors: dict[str, ExecutorState] = {}
         self._by_identity: dict[bytes, ExecutorState] = {}
         self._jobs_by_request: dict[str, set[Job]] = {}
-        self._calls: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
-        self._wake_r, self._wake_w = socket.socketpair()
+        self._calls: collections.deque[Callable[[], None]] = collections.deque()   # deferred, see _call
+        self._wake_r, self._wake_w = socket.socketpair()   # wakes the head thread to stop
         self._lock = threading.Lock()
+        self._holder: int | None = None    # thread ident holding the lock for head work
+        self._next_check = 0.0
         self._ids = itertools.count(1)
         self._thread: threading.Thread | None = None
         self._running = False
@@ -193,13 +198,15 @@ class Head:
         if not self._running:
             return
         self._call(self._shutdown_executors)
-        self._running = False
+        with self._lock:
+            self._running = False
         self._wake_w.send(b"x")
         if self._thread is not None:
             self._thread.join(timeout=5)
         for fn in self._on_stop:
             fn()
-        self._sock.close()
+        with self._lock:
+            self._sock.close()
         if self.address.startswith("ipc://"):
             try:
                 os.unlink(self.address[len("ipc://"):])
@@ -271,37 +278,68 @@ class Head:
 
     # head thread -----------------------------------------------------------------------------------
     def _call(self, fn: Callable[[], None]) -> None:
-        self._calls.put(fn)
-        self._wake_w.send(b"x")
+        """Run `fn` on the head's state now, in this thread, then do the work it set in motion
+        (dispatches, and messages that arrived meanwhile). From inside head work in this thread (a
+        future's callback that submits again) it is deferred until that work is done, and before
+        the head starts or after it stops it waits for the head thread (which fails it at the end)."""
+        me = threading.get_ident()
+        if self._holder == me:
+            self._calls.append(fn)
+            return
+        with self._lock:
+            if not self._running:
+                self._calls.append(fn)
+                return
+            self._holder = me
+            try:
+                fn()
+                self._pump()
+            finally:
+                self._holder = None
+
+    def _pump(self) -> None:
+        """Deferred calls, received messages, checks and dispatches until nothing is pending; the
+        socket's events are read last, so its file descriptor signals whatever arrives next."""
+        try:
+            while True:
+                while self._calls:
+                    self._calls.popleft()()
+                self._receive()
+                if time.monotonic() >= self._next_check:
+                    self._check_executors()
+                    self._next_check = time.monotonic() + self.tick_s
+                self._dispatch()
+                if not self._calls and not self._sock.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+                    return
+        except Exception as e:  # a bug must fail the requests in flight, never hang them
+            log.exception("cluster head loop error")
+            for request in list(self._jobs_by_request):
+                self._fail_request(request, ClusterError(f"cluster head error: {e!r}"))
 
     def _loop(self) -> None:
         poller = zmq.Poller()
-        poller.register(self._sock, zmq.POLLIN)
+        poller.register(self._sock.getsockopt(zmq.FD), zmq.POLLIN)
         poller.register(self._wake_r, zmq.POLLIN)
-        next_check = time.monotonic()
+        me = threading.get_ident()
         while self._running:
             events = dict(poller.poll(self.tick_s * 1000))
+            if self._wake_r.fileno() in events:
+                self._wake_r.recv(65536)
             with self._lock:
+                if not self._running:
+                    break
+                self._holder = me
                 try:
-                    if self._wake_r.fileno() in events:
-                        self._wake_r.recv(65536)
-                    while not self._calls.empty():
-                        self._calls.get()()
-                    if self._sock in events:
-                        self._receive()
-                    if time.monotonic() >= next_check:
-                        self._check_executors()
-                        next_check = time.monotonic() + self.tick_s
-                    self._dispatch()
-                except Exception as e:  # a bug must fail the requests in flight, never hang them
-                    log.exception("cluster head loop error")
-                    for request in list(self._jobs_by_request):
-                        self._fail_request(request, ClusterError(f"cluster head error: {e!r}"))
+                    self._pump()
+                finally:
+                    self._holder = None
         with self._lock:
-            while not self._calls.empty():
-                self._calls.get()()
+            self._holder = me
+            while self._calls:
+                self._calls.popleft()()
             for request in list(self._jobs_by_request):
                 self._fail_request(request, ClusterError("the cluster head stopped"))
+            self._holder = None
 
     def _receive(self) -> None:
         for _ in range(10_000):   # bounded, so submissions and checks are not starved

@@ -88,6 +88,18 @@ async def test_hung_modelfn_fails_past_deadline_and_cluster_recovers(cluster):
     assert out["y"].shape == (2, 16)
 
 
+async def test_an_invocation_longer_than_the_loss_timeout_keeps_its_executor(cluster, fixed_threads):
+    """The executor runs ModelFns on its socket thread; its watchdog must keep the heartbeats going."""
+    head, rt = cluster
+    lost, reruns = head.stats().get("executors_lost", 0), head.stats().get("reruns", 0)
+    x = torch.randn(1, 16, generator=torch.Generator().manual_seed(9))
+    out = await rt.bind("t-long", "req-long").call("cc_test_linear", tiny_ref(9), {"x": x},
+                                                   {"sleep": 2 * head.lost_after_s})
+    assert torch.equal(out["y"], expected(x, 9, 1.0))
+    stats = head.stats()
+    assert stats.get("executors_lost", 0) == lost and stats.get("reruns", 0) == reruns
+
+
 async def test_sigkill_mid_request_reruns_on_survivor_with_same_result(cluster, fixed_threads):
     head, rt = cluster
     wait_until(lambda: len(head.stats()["executors"]) == 2)
