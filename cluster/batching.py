@@ -1,0 +1,196 @@
+"""Batching same-model invocations from different requests into one call (DiffServe's per-model batch
+size, chosen by the cascade controller, is the cap).
+
+Two `denoise_step` invocations share one forward pass when everything that shapes the computation is
+the same apart from the batch: the ModelFn, the weights (ModelRef), every param but the seed (sampler,
+step index, guidance, model sampling, image size, the conditioning layout: entry keys, strengths,
+ranges, ControlNets), the whole sigma schedule, and each tensor's dtype and shape past the batch.
+`batch_key` says whether two calls are compatible (equal keys) or whether a call cannot be batched
+at all (None). `merge` concatenates the per-sample tensors along the batch (x, conditioning expanded
+to each request's batch, inpainting tensors, sampler history), `run_merged` runs the real ModelFn once
+on the executor, and `split` cuts every output back into the requests' parts.
+
+Samplers that draw noise are not merged: each request's noise stream comes from its own seed and
+generator state, and one call would draw a single stream for the whole batch. Neither are MODELs
+patched by node packs (their patches are code the merge cannot see into).
+"""
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import torch
+
+from cluster.modelfn import ModelFn
+from cluster.refs import ModelRef
+
+BATCHABLE = frozenset({"denoise_step"})
+STATE_PREFIX = "state."          # nodes.modelfns.denoise.STATE_PREFIX, not imported: no torch models here
+UNBATCHED_PARAMS = ("seed",)     # deterministic samplers never read it
+
+
+@dataclass(frozen=True)
+class Call:
+    """One invocation as the head holds it: which ModelFn on which weights, tensors and plain params."""
+    fn: str
+    ref: ModelRef | None
+    inputs: dict[str, torch.Tensor | None]
+    params: dict[str, Any]
+
+    @property
+    def size(self) -> int:
+        x = self.inputs.get("x")
+        return int(x.shape[0]) if isinstance(x, torch.Tensor) else 1
+
+
+@dataclass(frozen=True)
+class Merged:
+    """The batched call and what `split` needs to cut its outputs back."""
+    fn: str
+    ref: ModelRef
+    inputs: dict[str, torch.Tensor | None]
+    params: dict[str, Any]
+    sizes: tuple[int, ...]
+    ndim: int                    # x's rank: tensors of this rank are per sample, one more is a history stack
+
+
+def _freeze(value: Any) -> Hashable:
+    """A hashable, order-independent image of a params value (dicts, lists, tuples, scalars, refs)."""
+    if isinstance(value, dict):
+        return ("dict", tuple(sorted((str(k), _freeze(v)) for k, v in value.items())))
+    if isinstance(value, (list, tuple)):
+        return ("seq", tuple(_freeze(v) for v in value))
+    if isinstance(value, torch.Tensor):
+        return ("tensor", str(value.dtype), tuple(value.shape), tuple(value.flatten().tolist()))
+    hash(value)                  # raises TypeError for anything else unhashable
+    return value
+
+
+def _layout(name: str, t: torch.Tensor, n: int, ndim: int) -> tuple | None:
+    """How tensor input `name` lines up with a batch of n samples: per sample, history stack, or shared."""
+    if name == "x":
+        return ("sample", str(t.dtype), tuple(t.shape[1:]))
+    if name == "sigmas":
+        return ("shared",) + _freeze(t)[1:]
+    if name.startswith(STATE_PREFIX):
+        if t.ndim == ndim and t.shape[0] == n:
+            return ("sample", str(t.dtype), tuple(t.shape[1:]))
+        if t.ndim == ndim + 1 and t.shape[1] == n:
+            return ("history", str(t.dtype), t.shape[0], tuple(t.shape[2:]))
+        if t.numel() <= 16:      # step sizes and the like: the same schedule gives the same values
+            return ("shared",) + _freeze(t)[1:]
+        return None
+    # conditioning (`positive.0.context`, hints) and inpainting tensors: one for all, or one per sample
+    if t.ndim >= 1 and t.shape[0] in (1, n):
+        return ("sample", str(t.dtype), tuple(t.shape[1:]))
+    return None
+
+
+def batch_key(call: Call) -> Hashable | None:
+    """Equal keys: the calls can run as one batch. None: this call runs alone."""
+    if call.fn not in BATCHABLE or call.ref is None or "model_patches" in call.params:
+        return None
+    from nodes.sampling.samplers import get_sampler   # the sampler registry, imported where used
+    try:
+        if get_sampler(str(call.params["sampler"])).noise_kind != "none":
+            return None
+    except (KeyError, ValueError):
+        return None
+    x = call.inputs.get("x")
+    if not isinstance(x, torch.Tensor) or x.ndim < 2:
+        return None
+    n, ndim = int(x.shape[0]), x.ndim
+    layout = []
+    for name in sorted(call.inputs):
+        t = call.inputs[name]
+        if t is None:
+            layout.append((name, None))
+            continue
+        if not isinstance(t, torch.Tensor):
+            return None
+        entry = _layout(name, t, n, ndim)
+        if entry is None:
+            return None
+        layout.append((name, entry))
+    try:
+        params = _freeze({k: v for k, v in call.params.items() if k not in UNBATCHED_PARAMS})
+    except TypeError:
+        return None
+    return (call.fn, call.ref.key, params, tuple(layout))
+
+
+def plan_batches(calls: Sequence[Call], max_batch: int) -> list[list[int]]:
+    """Group the calls (indices, in arrival order) into batches of compatible calls holding at most
+    `max_batch` samples; a call that cannot be batched, or is larger than the cap, runs alone."""
+    groups: list[list[int]] = []
+    open_group: dict[Hashable, int] = {}       # key -> index in `groups` of the batch still filling
+    load: list[int] = []
+    for i, call in enumerate(calls):
+        key = batch_key(call)
+        g = open_group.get(key) if key is not None else None
+        if g is not None and load[g] + call.size <= max_batch:
+            groups[g].append(i)
+            load[g] += call.size
+            continue
+        groups.append([i])
+        load.append(call.size)
+        if key is not None:
+            open_group[key] = len(groups) - 1
+    return groups
+
+
+def merge(calls: Sequence[Call]) -> Merged:
+    """One call for compatible calls: per-sample tensors concatenated along the batch (conditioning of
+    batch 1 expanded to its request's batch first), history stacks along their second dimension."""
+    keys = {batch_key(c) for c in calls}
+    if None in keys or len(keys) != 1:
+        raise ValueError("merge: the calls are not batch-compatible (see batch_key)")
+    first = calls[0]
+    sizes = tuple(c.size for c in calls)
+    ndim = first.inputs["x"].ndim
+    inputs: dict[str, torch.Tensor | None] = {}
+    for name, t in first.inputs.items():
+        if t is None:
+            inputs[name] = None
+            continue
+        kind = _layout(name, t, sizes[0], ndim)[0]
+        if kind == "shared":
+            inputs[name] = t
+        elif kind == "history":
+            inputs[name] = torch.cat([c.inputs[name] for c in calls], dim=1)
+        else:
+            inputs[name] = torch.cat([c.inputs[name].expand(n, *c.inputs[name].shape[1:])
+                                      for c, n in zip(calls, sizes)], dim=0)
+    return Merged(first.fn, first.ref, inputs, dict(first.params), sizes, ndim)
+
+
+def split(merged: Merged, outputs: dict[str, torch.Tensor | None]) -> list[dict[str, torch.Tensor | None]]:
+    """Each request's part of the merged call's outputs, in the order the calls were merged."""
+    total = sum(merged.sizes)
+    parts: list[dict[str, torch.Tensor | None]] = [{} for _ in merged.sizes]
+    for name, t in outputs.items():
+        if t is None or not isinstance(t, torch.Tensor):
+            pieces: Sequence[Any] = [t] * len(parts)
+        elif t.ndim == merged.ndim and t.shape[0] == total:
+            pieces = t.split(list(merged.sizes), dim=0)
+        elif t.ndim == merged.ndim + 1 and t.shape[1] == total:
+            pieces = [p.contiguous() for p in t.split(list(merged.sizes), dim=1)]
+        elif t.numel() <= 16:
+            pieces = [t] * len(parts)        # a per-step scalar: the same for every request
+        else:
+            raise ValueError(f"split: output {name!r} of shape {tuple(t.shape)} does not follow the batch")
+        for part, piece in zip(parts, pieces):
+            part[name] = piece
+    return parts
+
+
+def run_merged(fn: ModelFn, model: Any, merged: Merged) -> list[dict[str, torch.Tensor | None]]:
+    """The executor side: run the real ModelFn once on the merged call and split its outputs."""
+    return split(merged, fn.execute(model, merged.inputs, merged.params))
+
+
+def charge_shares(sizes: Sequence[int], seconds: float) -> list[float]:
+    """Each request's share of a batched call's measured time, in proportion to its samples."""
+    total = sum(sizes)
+    return [seconds * n / total for n in sizes]
