@@ -95,23 +95,29 @@ def bench_scheduler(policy: str, invocations: int = 1000, tenants: int = 100, ro
     return invocations / best
 
 
-def bench_steady(policy: str, invocations: int = 1000, tenants: int = 100, decisions: int = 10_000) -> float:
+def bench_steady(policy: str, invocations: int = 1000, tenants: int = 100, decisions: int = 10_000,
+                 rounds: int = 3) -> float:
     """Decisions per second with `invocations` always ready: each decision is followed by the
-    completion of the dispatched invocation and a new arrival from the same tenant (timed too)."""
-    rng = random.Random(1)
-    sched = make_scheduler(policy, delta=0.5) if policy == "vtime" else make_scheduler(policy)
+    completion of the dispatched invocation and a new arrival from the same tenant (timed too).
+    Best of `rounds`, like the draining figure: on a shared machine the slowest rounds measure the
+    neighbours."""
+    best = 0.0
+    for r in range(rounds):
+        rng = random.Random(1 + r)
+        sched = make_scheduler(policy, delta=0.5) if policy == "vtime" else make_scheduler(policy)
 
-    def arrival(i: int, tenant: str) -> Invocation:
-        return Invocation(id=i, tenant=tenant, request=f"r{i}", fn="f", model_key="m",
-                          estimate=rng.uniform(0.01, 1.0), remaining=rng.uniform(0, 5))
-    for i in range(invocations):
-        sched.push(arrival(i, f"t{i % tenants}"))
-    t0 = time.perf_counter()
-    for i in range(decisions):
-        inv = sched.pop()
-        sched.complete(inv, inv.estimate * 1.1)
-        sched.push(arrival(invocations + i, inv.tenant))
-    return decisions / (time.perf_counter() - t0)
+        def arrival(i: int, tenant: str) -> Invocation:
+            return Invocation(id=i, tenant=tenant, request=f"r{i}", fn="f", model_key="m",
+                              estimate=rng.uniform(0.01, 1.0), remaining=rng.uniform(0, 5))
+        for i in range(invocations):
+            sched.push(arrival(i, f"t{i % tenants}"))
+        t0 = time.perf_counter()
+        for i in range(decisions):
+            inv = sched.pop()
+            sched.complete(inv, inv.estimate * 1.1)
+            sched.push(arrival(invocations + i, inv.tenant))
+        best = max(best, decisions / (time.perf_counter() - t0))
+    return best
 
 
 def main(argv: list[str] | None = None) -> None:
