@@ -151,6 +151,7 @@ BENCHMARKS = {
     "cascade": "cluster.cascade.bench",
     "report": "cluster.sim.report",
     "realcheck": "cluster.sim.realcheck",
+    "tenants-load": "comfy_bridge.tenancy.bench_load",
 }
 
 

@@ -19,7 +19,7 @@ from comfy_bridge.server.common import TENANT_KEY
 
 from . import context
 from .quotas import Quotas
-from .store import Store
+from .store import Store, Tenant
 
 COOKIE = "comfy_cluster_session"
 SESSION_TTL_S = 7 * 24 * 3600
@@ -45,6 +45,7 @@ class Gate:
         self.store = store
         self.quotas = quotas
         self._active: tuple[float, bool] = (0.0, False)
+        self._tenants: dict[str, tuple[float, Tenant | None]] = {}
 
     def active(self) -> bool:
         """Whether any tenant exists (re-read every second: the CLI may add the first one)."""
@@ -54,13 +55,22 @@ class Gate:
             self._active = (time.monotonic(), value)
         return value
 
+    def tenant(self, name: str) -> Tenant | None:
+        """The tenant's record, re-read at most every second (limits changed by the CLI apply within it)."""
+        checked, record = self._tenants.get(name, (0.0, None))
+        if time.monotonic() - checked > _ACTIVE_TTL_S:
+            record = self.store.get_tenant(name)
+            self._tenants[name] = (time.monotonic(), record)
+        return record
+
     async def identify(self, request: web.Request) -> tuple[str, str, str] | None:
         """(tenant, how, credential id) from the bearer key or the session cookie."""
         header = request.headers.get("Authorization", "")
         if header[:7].lower() == "bearer ":
-            # The first check of a key runs scrypt: off the event loop.
-            found = await asyncio.get_running_loop().run_in_executor(
-                None, self.store.authenticate_key, header[7:].strip())
+            key = header[7:].strip()
+            # A key verified before is a cheap lookup on the loop; a first check runs scrypt off it.
+            found = self.store.verified_key(key) or await asyncio.get_running_loop().run_in_executor(
+                None, self.store.authenticate_key, key)
             return (found[0], "key", found[1]) if found else None
         token = request.cookies.get(COOKIE)
         if token:
@@ -81,7 +91,7 @@ class Gate:
                 request.method not in ("GET", "HEAD") or request.headers.get("Upgrade", "").lower() == "websocket"):
             # A cookie rides along with cross-site requests; bearer keys do not.
             return web.json_response({"error": "cross-origin request refused"}, status=403)
-        tenant = self.store.get_tenant(name)
+        tenant = self.tenant(name)
         if tenant is None:
             return _unauthenticated(request)
         if request.path in OPERATOR_PATHS and not tenant.admin:

@@ -199,10 +199,20 @@ class Store:
         """(tenant, key id) for a valid, unrevoked key; None otherwise. The revocation check reads
         the database every time (another process may have revoked it); the scrypt check runs once
         per key and process."""
+        return self._authenticate(key, verify=True)
+
+    def verified_key(self, key: str) -> tuple[str, str] | None:
+        """authenticate_key without scrypt: the answer for a key this process has already verified
+        (still unrevoked), None for any other (which then needs authenticate_key)."""
+        return self._authenticate(key, verify=False)
+
+    def _authenticate(self, key: str, verify: bool) -> tuple[str, str] | None:
         parts = keys_mod.split_key(key)
         if parts is None:
             return None
         key_id, secret = parts
+        if not verify and key_id not in self._verified:
+            return None
         rows = self._rows("SELECT k.tenant, k.salt, k.hash, k.n FROM api_keys k JOIN tenants t ON t.name = k.tenant "
                           "WHERE k.id = ? AND k.revoked IS NULL", (key_id,))
         if not rows:
@@ -212,7 +222,7 @@ class Store:
         seen = self._verified.get(key_id)
         if seen is not None and hmac.compare_digest(seen, digest):
             return tenant, key_id
-        if not keys_mod.verify_secret(secret, salt, expected, n):
+        if not verify or not keys_mod.verify_secret(secret, salt, expected, n):
             return None
         self._verified[key_id] = digest
         return tenant, key_id

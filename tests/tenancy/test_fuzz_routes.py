@@ -258,7 +258,6 @@ def test_fuzzed_requests_never_fail_the_server(tmp_path, hosted_mode):
         while not output.exists() and time.monotonic() < deadline:
             time.sleep(0.05)
         assert output.exists(), "the worker stopped running prompts"
-        assert server.worker._thread.is_alive()
     finally:
         live.stop()
     assert _tree(tmp_path, ws.root) == before, "files written outside the workspace"

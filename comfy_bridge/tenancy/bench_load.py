@@ -1,0 +1,193 @@
+"""`comfy-cluster bench tenants-load`: a hosted server on loopback with N tenants x M queued prompts;
+GET /queue and GET /history latency (p50/p95/p99/max) measured from every tenant while the worker
+executes the backlog. Target: p99 under 100 ms.
+
+The server runs in its own process (as in production: its event loop shares the GIL with the
+worker thread, not with the load generator) on the core nodes; each prompt is EmptyImage ->
+SaveImage with a distinct colour, so no prompt is a cache hit and each one writes a PNG.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+TARGET_P99_MS = 100.0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _serve(workspace: str, state_db: str, port: int) -> int:
+    """The server process: the hosted server on the core nodes (no custom nodes, no demo models)."""
+    import logging
+
+    from comfy_bridge.registry import build_registry
+    from comfy_bridge.server import ServerConfig, run_server
+    from comfy_bridge.workspace import Workspace
+    logging.basicConfig(level=logging.WARNING)
+    ws = Workspace(Path(workspace)).create()
+    web = ws.root / "web"
+    web.mkdir(exist_ok=True)
+    (web / "index.html").write_text("<html></html>")
+    config = ServerConfig(workspace=ws, state_db=state_db, port=port, front_end_root=web, dont_print_server=True)
+    run_server(config, registry=build_registry(ws, load_custom_nodes=False))
+    return 0
+
+
+def _prompt(tenant: int, i: int, size: int) -> dict:
+    return {"1": {"class_type": "EmptyImage", "inputs": {"width": size, "height": size, "batch_size": 1,
+                                                         "color": (tenant * 7919 + i * 104729) % 0xFFFFFF}},
+            "2": {"class_type": "SaveImage", "inputs": {"images": ["1", 0], "filename_prefix": f"load{i}"}}}
+
+
+def percentiles(samples: list[float]) -> dict[str, float]:
+    """p50/p95/p99/max in ms (nearest rank)."""
+    if not samples:
+        return {"n": 0, "p50": float("nan"), "p95": float("nan"), "p99": float("nan"), "max": float("nan")}
+    ordered = sorted(samples)
+
+    def rank(q: float) -> float:
+        return ordered[min(len(ordered) - 1, max(0, int(q * len(ordered) + 0.999999) - 1))] * 1000
+    return {"n": len(ordered), "p50": rank(0.50), "p95": rank(0.95), "p99": rank(0.99), "max": ordered[-1] * 1000}
+
+
+async def _load(base: str, keys: list[str], prompts: int, size: int, poll_s: float, timeout_s: float) -> dict:
+    import aiohttp
+    timings: dict[str, list[float]] = {"submit": [], "queue": [], "history": []}
+    errors: list[str] = []
+    async with aiohttp.ClientSession(base_url=base) as http:
+        async def call(kind: str, method: str, path: str, key: str, **kw) -> dict | None:
+            start = time.perf_counter()
+            async with http.request(method, path, headers={"Authorization": f"Bearer {key}"}, **kw) as resp:
+                body = await resp.read()
+                elapsed = time.perf_counter() - start
+            if resp.status != 200:
+                errors.append(f"{method} {path}: {resp.status} {body[:200]!r}")
+                return None
+            timings[kind].append(elapsed)
+            return json.loads(body)
+
+        for key in keys:   # each key's first check runs scrypt once in the server: not part of the figures
+            async with http.get("/queue", headers={"Authorization": f"Bearer {key}"}) as resp:
+                await resp.read()
+
+        async def submit(t: int, key: str) -> None:
+            for i in range(prompts):
+                await call("submit", "POST", "/prompt", key, json={"prompt": _prompt(t, i, size)})
+        started = time.perf_counter()
+        await asyncio.gather(*(submit(t, k) for t, k in enumerate(keys)))
+        submitted = time.perf_counter() - started
+        work_start = time.perf_counter()
+        finished = {"n": 0}
+
+        async def poll(key: str) -> None:
+            while time.perf_counter() - work_start < timeout_s:
+                queue = await call("queue", "GET", "/queue", key)
+                history = await call("history", "GET", "/history", key)
+                if queue is not None and history is not None and not queue["queue_running"] \
+                        and not queue["queue_pending"] and len(history) >= prompts:
+                    finished["n"] += 1
+                    return
+                await asyncio.sleep(poll_s * random.uniform(0.5, 1.5))   # independent clients, not in lockstep
+        await asyncio.gather(*(poll(k) for k in keys))
+        work = time.perf_counter() - work_start
+    return {"timings": timings, "errors": errors, "submitted_s": submitted, "work_s": work,
+            "tenants_done": finished["n"]}
+
+
+def run(tenants: int, prompts: int, size: int, poll_s: float, timeout_s: float) -> dict:
+    from .store import Store
+    with tempfile.TemporaryDirectory(prefix="comfy-tenants-load-") as tmp:
+        root = Path(tmp) / "ws"
+        state_db = root / "state.sqlite3"
+        store = Store(state_db)
+        keys = []
+        for t in range(tenants):
+            store.add_tenant(f"t{t:02d}")
+            keys.append(store.create_key(f"t{t:02d}"))
+        store.close()
+        port = _free_port()
+        server = subprocess.Popen([sys.executable, "-m", "comfy_bridge.tenancy.bench_load", "--serve", str(root),
+                                   str(state_db), str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            base = f"http://127.0.0.1:{port}"
+            _wait_listening(port, server)
+            result = asyncio.run(_load(base, keys, prompts, size, poll_s, timeout_s))
+        finally:
+            server.terminate()
+            try:
+                server.wait(30)
+            except subprocess.TimeoutExpired:
+                server.kill()
+    return result
+
+
+def _wait_listening(port: int, server: subprocess.Popen, timeout_s: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise RuntimeError("server exited:\n" + server.stderr.read().decode(errors="replace"))
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return
+        except OSError:
+            time.sleep(0.2)
+    raise RuntimeError("server did not start listening")
+
+
+def report(result: dict, tenants: int, prompts: int, size: int) -> str:
+    t = result["timings"]
+    total = tenants * prompts
+    lines = [f"tenants-load: {tenants} tenants x {prompts} prompts = {total} queued on loopback "
+             f"(EmptyImage {size}x{size} -> SaveImage, one worker)",
+             f"submit: {len(t['submit'])} POST /prompt in {result['submitted_s']:.1f} s "
+             f"(p99 {percentiles(t['submit'])['p99']:.1f} ms)",
+             f"backlog drained in {result['work_s']:.1f} s ({total / max(result['work_s'], 1e-9):.1f} prompts/s), "
+             f"{result['tenants_done']}/{tenants} tenants saw all their history"]
+    worst = 0.0
+    for kind, label in (("queue", "GET /queue  "), ("history", "GET /history")):
+        p = percentiles(t[kind])
+        worst = max(worst, p["p99"])
+        lines.append(f"  {label} n={p['n']:5d}  p50 {p['p50']:6.1f} ms  p95 {p['p95']:6.1f} ms  "
+                     f"p99 {p['p99']:6.1f} ms  max {p['max']:6.1f} ms")
+    verdict = "PASS" if worst < TARGET_P99_MS and not result["errors"] else "FAIL"
+    lines.append(f"target p99 < {TARGET_P99_MS:.0f} ms while the worker executes: {verdict}")
+    if result["errors"]:
+        lines.append(f"{len(result['errors'])} errors, first: {result['errors'][0]}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="comfy-cluster bench tenants-load", description=__doc__.split("\n")[0])
+    p.add_argument("--tenants", type=int, default=20)
+    p.add_argument("--prompts", type=int, default=50, help="queued prompts per tenant")
+    p.add_argument("--size", type=int, default=512, help="image side of each prompt (its work)")
+    p.add_argument("--poll", type=float, default=0.25,
+                   help="mean seconds between a tenant's /queue + /history polls (jittered; the web UI refreshes "
+                        "both on each status message)")
+    p.add_argument("--timeout", type=float, default=900.0)
+    p.add_argument("--json", action="store_true", help="print the raw figures as JSON too")
+    p.add_argument("--serve", nargs=3, metavar=("WORKSPACE", "STATE_DB", "PORT"), help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.serve:
+        return _serve(args.serve[0], args.serve[1], int(args.serve[2]))
+    result = run(args.tenants, args.prompts, args.size, args.poll, args.timeout)
+    print(report(result, args.tenants, args.prompts, args.size))
+    if args.json:
+        print(json.dumps({k: percentiles(v) for k, v in result["timings"].items()}))
+    return 1 if result["errors"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
