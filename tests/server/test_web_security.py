@@ -162,3 +162,12 @@ async def test_images_stay_inline_with_nosniff_and_csp(client, workspace):
     assert (await client.get("/view?filename=s.svg&type=input&preview=webp;50")).status == 400   # not a raster
     r = await client.get("/userdata/workflows%2Fnone.json")
     assert r.headers["X-Content-Type-Options"] == "nosniff"   # every answer, errors included
+
+
+def test_allowed_hosts_flag_reaches_the_config():
+    from comfy_bridge import args as cli_args
+    from comfy_bridge.cli import build_parser
+    args = cli_args.parse_known(build_parser(), ["serve", "--allowed-hosts", "a.example, .b.example",
+                                                 "--allowed-hosts", "c.example"])
+    assert args.allowed_hosts == ["a.example", ".b.example", "c.example"]
+    assert cli_args.parse_known(build_parser(), ["serve"]).allowed_hosts == []
