@@ -135,6 +135,7 @@ class Executor:
                 log.error("aborting hung dispatch %d (%s); exiting", msg.dispatch_id, msg.reason)
                 sock.send(m.encode(m.Bye(f"aborted dispatch {msg.dispatch_id}: {msg.reason}")))
                 sock.close(linger=200)
+                zmq.Context.instance().term()   # flushes the goodbye (os._exit would drop it)
                 os._exit(3)
             self._aborted.add(msg.dispatch_id)
         elif isinstance(msg, m.Shutdown):

@@ -343,6 +343,10 @@ class Head:
 
     def _receive(self) -> None:
         for _ in range(10_000):   # bounded, so submissions and checks are not starved
+            # Events first: reading them keeps the interpreter lock, while an empty recv would let
+            # the head thread (woken by the same signal) take it in the middle of a caller's pump.
+            if not self._sock.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+                return
             try:
                 frames = self._sock.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:

@@ -91,6 +91,8 @@ async def test_hung_modelfn_fails_past_deadline_and_cluster_recovers(cluster):
 async def test_an_invocation_longer_than_the_loss_timeout_keeps_its_executor(cluster, fixed_threads):
     """The executor runs ModelFns on its socket thread; its watchdog must keep the heartbeats going."""
     head, rt = cluster
+    # two executors up, none still leaving after an abort by an earlier test
+    wait_until(lambda: [e["draining"] for e in head.stats()["executors"]] == [False, False])
     lost, reruns = head.stats().get("executors_lost", 0), head.stats().get("reruns", 0)
     x = torch.randn(1, 16, generator=torch.Generator().manual_seed(9))
     out = await rt.bind("t-long", "req-long").call("cc_test_linear", tiny_ref(9), {"x": x},
