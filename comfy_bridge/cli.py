@@ -68,8 +68,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     ensure_demo_models(ws)
     from comfy_bridge.run import run_workflow_file
     if args.threads:
-        import torch
-        torch.set_num_threads(args.threads)
+        from cluster.local import set_threads
+        set_threads(args.threads)
     images = run_workflow_file(Path(args.workflow), ws, seed=args.seed, progress=not args.quiet)
     for image in images:
         print(image)

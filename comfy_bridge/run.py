@@ -59,9 +59,12 @@ def load_prompt(data: dict, registry) -> tuple[dict, dict | None]:
 
 async def run_prompt(prompt: dict, workflow: dict | None, registry, show_progress: bool = True) -> list[Path]:
     """Validate and execute `prompt`; returns the image files its output nodes wrote."""
+    from cluster.local import SharedCompute
     from comfy_bridge.execution import PromptExecutor
     from comfy_bridge.validation import validate_prompt
     from comfy_bridge.workspace import active
+    # Sync node bodies run on the ModelFn thread too: one torch OpenMP team per process (see cluster.local).
+    asyncio.get_running_loop().set_default_executor(SharedCompute())
     prompt_id = str(uuid.uuid4())
     valid, error, outputs, node_errors = await validate_prompt(registry, prompt_id, prompt, None)
     if not valid:

@@ -27,10 +27,11 @@ def demo_workspace(tmp_path_factory) -> "Workspace":
 @pytest.fixture
 def fixed_threads():
     """Bit-for-bit comparisons need one torch thread count."""
+    from cluster.local import set_threads
     before = torch.get_num_threads()
-    torch.set_num_threads(1)
+    set_threads(1)   # in-process ModelFns run on their own thread, which keeps its own count
     yield
-    torch.set_num_threads(before)
+    set_threads(before)
 
 
 def free_port() -> int:

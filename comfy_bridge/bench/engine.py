@@ -59,9 +59,11 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="comfy-cluster bench engine", description=__doc__)
     p.add_argument("--sizes", type=int, nargs="+", default=[64, 128])
     p.add_argument("--repeats", type=int, default=7)
-    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch threads (1: on a 2-core machine two OpenMP teams in one process slow each other)")
     args = p.parse_args(argv)
-    torch.set_num_threads(args.threads)
+    from cluster.local import COMPUTE, set_threads
+    set_threads(args.threads)
 
     from comfy_bridge.cli import ensure_demo_models
     from comfy_bridge.registry import build_registry
@@ -78,7 +80,10 @@ def main(argv: list[str] | None = None) -> int:
         for size in args.sizes:
             prompt = _prompt(size)
             ours = lambda: asyncio.run(run_prompt(prompt, None, registry, show_progress=False))  # noqa: E731
-            theirs = _diffusers_runner(ckpt, prompt, Path(tmp))
+            # The pipeline runs on the thread our ModelFns run on: torch's OpenMP team is per thread, and a
+            # second team's idle spinning would slow whichever side ran next.
+            pipeline = _diffusers_runner(ckpt, prompt, Path(tmp))
+            theirs = lambda: COMPUTE.submit(pipeline).result()  # noqa: E731
             ours(), theirs()  # warm-up: load weights, first-call allocations
             t_ours, t_theirs = [], []
             for _ in range(args.repeats):
