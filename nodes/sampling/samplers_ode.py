@@ -200,40 +200,28 @@ class IPNDM(Sampler):
             x_next = denoised
         elif order == 1:
             x_next = x + (t_next - t) * d
-        elif order == 2:
-            x_next = x + (t_next - t) * (3 * d - buf[-1]) / 2
-        elif order == 3:
-            x_next = x + (t_next - t) * (23 * d - 16 * buf[-1] + 5 * buf[-2]) / 12
         else:
-            x_next = x + (t_next - t) * (55 * d - 59 * buf[-1] + 37 * buf[-2] - 9 * buf[-3]) / 24
+            x_next = x + self._increment(sigmas, i, order, d, buf)
         stack_history(state, "ipndm_buf", d, self.max_order - 1)
         return x_next
 
+    def _increment(self, s: Tensor, i: int, order: int, d: Tensor, buf: list[Tensor]) -> Tensor:
+        """x_next - x for a multistep order >= 2: fixed Adams-Bashforth weights."""
+        dt = s[i + 1] - s[i]
+        if order == 2:
+            return dt * (3 * d - buf[-1]) / 2
+        if order == 3:
+            return dt * (23 * d - 16 * buf[-1] + 5 * buf[-2]) / 12
+        return dt * (55 * d - 59 * buf[-1] + 37 * buf[-2] - 9 * buf[-3]) / 24
 
-class IPNDMV(Sampler):
+
+class IPNDMV(IPNDM):
     """Variable-step iPNDM: the Adams-Bashforth weights follow the actual (non-uniform) sigma steps."""
 
     name = "ipndm_v"
 
-    def __init__(self, max_order: int = 4) -> None:
-        self.max_order = max_order
-
-    def step(self, model: Model, x: Tensor, sigmas: Tensor, i: int, state: dict[str, Tensor],
-             noise: NoiseSampler, *, model_sampling: ModelSampling | None = None) -> Tensor:
-        t, t_next = sigmas[i], sigmas[i + 1]
-        denoised = call_model(model, x, t)
-        state[DENOISED] = denoised
-        d = (x - denoised) / t
-        buf = list(state["ipndm_buf"].unbind(0)) if "ipndm_buf" in state else []
-        order = min(self.max_order, i + 1)
-        if t_next == 0:
-            x_next = denoised
-        elif order == 1:
-            x_next = x + (t_next - t) * d
-        else:
-            x_next = x + (t_next - t) * self._combination(sigmas, i, order, d, buf)
-        stack_history(state, "ipndm_buf", d, self.max_order - 1)
-        return x_next
+    def _increment(self, s: Tensor, i: int, order: int, d: Tensor, buf: list[Tensor]) -> Tensor:
+        return (s[i + 1] - s[i]) * self._combination(s, i, order, d, buf)
 
     @staticmethod
     def _combination(s: Tensor, i: int, order: int, d: Tensor, buf: list[Tensor]) -> Tensor:
