@@ -17,6 +17,7 @@ ProgressHook = Callable[[int, int, Any], None]  # (value, total, preview) -> Non
 _hook: contextvars.ContextVar[ProgressHook | None] = contextvars.ContextVar("comfy_progress_hook", default=None)
 _interrupt = threading.Event()                       # for code not bound to a prompt
 _prompt_flags: dict[str, threading.Event] = {}
+_early: set[str] = set()   # interrupted after the queue handed them out but before they were bound
 _current_prompt: contextvars.ContextVar[str | None] = contextvars.ContextVar("comfy_prompt", default=None)
 _lock = threading.Lock()
 
@@ -41,8 +42,12 @@ def report_progress(value: int, total: int, preview: Any = None) -> None:
 
 def bind_prompt(prompt_id: str) -> contextvars.Token:
     """Give the prompt about to run in this context its own interrupt flag."""
+    flag = threading.Event()
     with _lock:
-        _prompt_flags[prompt_id] = threading.Event()
+        if prompt_id in _early:
+            _early.discard(prompt_id)
+            flag.set()
+        _prompt_flags[prompt_id] = flag
     return _current_prompt.set(prompt_id)
 
 
@@ -62,15 +67,20 @@ def interrupt(value: bool = True, prompt_id: str | None = None) -> None:
     """Ask running code to stop at its next check (or withdraw the request): one prompt, or every
     running prompt and unbound code when `prompt_id` is None."""
     with _lock:
-        flags = ([_prompt_flags[prompt_id]] if prompt_id in _prompt_flags else []) if prompt_id is not None \
-            else [*_prompt_flags.values(), _interrupt]
+        if prompt_id is not None and prompt_id not in _prompt_flags:
+            # Taken off the queue but not bound yet: the flag is raised when it binds.
+            _early.add(prompt_id) if value else _early.discard(prompt_id)
+            return
+        flags = [_prompt_flags[prompt_id]] if prompt_id is not None else [*_prompt_flags.values(), _interrupt]
     for flag in flags:
         flag.set() if value else flag.clear()
 
 
 def clear_interrupt() -> None:
-    """A prompt starts with no pending interrupt (its own, or the process-wide one when unbound)."""
-    _flag().clear()
+    """Unbound code (the `run` command) starts a prompt with no stale interrupt; a bound prompt's flag
+    is new, and may already hold an interrupt that arrived before it was bound."""
+    if _current_prompt.get() is None:
+        _interrupt.clear()
 
 
 def interrupt_requested() -> bool:

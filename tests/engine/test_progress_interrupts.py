@@ -38,8 +38,15 @@ def test_interrupt_without_id_reaches_every_prompt():
     progress.interrupt(False)
 
 
+def test_an_interrupt_before_binding_is_kept_for_the_prompt():
+    progress.interrupt(prompt_id="early")      # handed out by the queue, not yet bound
+    ctx = _in_prompt("early")
+    ctx.run(progress.clear_interrupt)          # what the engine does as the prompt starts
+    assert _raises(ctx)
+
+
 def test_unbound_code_uses_the_process_flag():
-    progress.interrupt(prompt_id="nobody-running")   # unknown ids do nothing
+    progress.interrupt(prompt_id="not-bound-yet")   # held for that prompt, not for unbound code
     progress.throw_if_interrupted()
     progress.interrupt()
     with pytest.raises(progress.InterruptProcessingException):
