@@ -2,6 +2,8 @@
 the weights are read where a ModelFn runs, through that executor's weight cache."""
 from __future__ import annotations
 
+import functools
+import os
 from pathlib import Path
 
 from cluster.refs import ModelRef, Patch, file_digest
@@ -15,17 +17,24 @@ def model_file(folder: str, name: str, input_name: str) -> Path:
     return path
 
 
-def probe_arch(path: Path, input_name: str | None = None) -> tuple[str, frozenset[str]]:
-    """Architecture and components of a model file, read from its header; errors name the input."""
-    from nodes.models.errors import ModelLoadError
+@functools.lru_cache(maxsize=256)
+def _probe(path: str, size: int, mtime_ns: int) -> tuple[str, frozenset[str]]:
     from nodes.models.loader import probe
+    info = probe(Path(path))
+    return info.arch, frozenset(info.components)
+
+
+def probe_arch(path: Path, input_name: str | None = None) -> tuple[str, frozenset[str]]:
+    """Architecture and components of a model file, read from its header once per file version;
+    errors name the input."""
+    from nodes.models.errors import ModelLoadError
     try:
-        info = probe(path)
+        st = os.stat(path)
+        return _probe(str(path), st.st_size, st.st_mtime_ns)
     except ModelLoadError as e:
         if input_name is None:
             raise
         raise ValueError(f"{input_name}: {e}") from e
-    return info.arch, frozenset(info.components)
 
 
 def make_ref(component: str, arch: str, paths: list[Path], **options) -> ModelRef:
