@@ -14,20 +14,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import tempfile
 import time
 from pathlib import Path
-
-import torch
-
-REPO = Path(__file__).resolve().parents[1]
-
-
-def _prompt(size: int) -> dict:
-    prompt = json.loads((REPO / "workflows_json" / "text_to_image.json").read_text())
-    prompt["5"]["inputs"].update(width=size, height=size)
-    return prompt
 
 
 async def _run(registry, prompt: dict, runtime, n: int = 1) -> list[bytes]:
@@ -56,9 +45,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--executors", type=int, default=2)
     p.add_argument("--threads", type=int, default=1, help="torch threads in-process and per executor")
     args = p.parse_args(argv)
-    torch.set_num_threads(args.threads)
-
-    from cluster.local import LocalRuntime
+    from cluster.local import LocalRuntime, set_threads
+    set_threads(args.threads)   # this thread and the in-process ModelFn thread (OpenMP counts are per thread)
+    from comfy_bridge.bench.engine import _prompt
     from cluster.local_cluster import start_local_cluster
     from comfy_bridge.cli import ensure_demo_models
     from comfy_bridge.registry import build_registry
