@@ -5,8 +5,9 @@ import asyncio
 import contextvars
 import threading
 from collections import OrderedDict
+from collections.abc import Callable, Coroutine
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
@@ -20,6 +21,29 @@ from cluster.runtime import Runtime
 # threads steal the cores from the working one (measured: a 64 px UNet step went from 11 ms to 35-54 ms).
 COMPUTE_THREAD = "modelfn"
 COMPUTE = ThreadPoolExecutor(max_workers=1, thread_name_prefix=COMPUTE_THREAD)
+
+
+T = TypeVar("T")
+
+
+def on_compute_thread() -> bool:
+    return threading.current_thread().name.startswith(COMPUTE_THREAD)
+
+
+def run_on_compute(main: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """`asyncio.run(main())` with the event loop on the ModelFn thread. In-process ModelFns and sync node
+    bodies then run inline instead of being handed to this thread and back, two thread wake-ups per call
+    (a 20-step KSampler makes 20 calls). For one-shot programs (`comfy-cluster run`) that need no loop
+    of their own while a ModelFn runs."""
+    if on_compute_thread():
+        return asyncio.run(main())
+    future = COMPUTE.submit(lambda: asyncio.run(main()))
+    try:
+        return future.result()
+    except KeyboardInterrupt:   # Ctrl-C lands in the waiting thread: stop the prompt at its next check
+        from comfy_bridge.progress import interrupt
+        interrupt()
+        raise
 
 
 def set_threads(n: int) -> None:
@@ -36,7 +60,14 @@ class SharedCompute(ThreadPoolExecutor):  # asyncio accepts only ThreadPoolExecu
         super().__init__(max_workers=1)
 
     def submit(self, fn, /, *args, **kwargs) -> Future:
-        return COMPUTE.submit(fn, *args, **kwargs)
+        if not on_compute_thread():
+            return COMPUTE.submit(fn, *args, **kwargs)
+        done: Future = Future()   # the loop runs on COMPUTE itself (run_on_compute): queueing would deadlock
+        try:
+            done.set_result(fn(*args, **kwargs))
+        except BaseException as e:  # noqa: BLE001 - delivered to the awaiting coroutine, as a pool would
+            done.set_exception(e)
+        return done
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         pass
@@ -73,8 +104,8 @@ class LocalRuntime(Runtime):
 
     async def call(self, fn: str, model: ModelRef | None, inputs: dict[str, torch.Tensor | None],
                    params: dict[str, Any] | None = None) -> dict[str, torch.Tensor]:
-        if threading.current_thread().name.startswith(COMPUTE_THREAD):
-            return self.run(fn, model, inputs, params)   # already on it (a pack's sync code calling back)
+        if on_compute_thread():
+            return self.run(fn, model, inputs, params)   # already on it (run_on_compute, a pack's sync code)
         ctx = contextvars.copy_context()
         return await asyncio.get_running_loop().run_in_executor(
             COMPUTE, ctx.run, self.run, fn, model, inputs, params)

@@ -95,4 +95,5 @@ def run_workflow_file(path: Path, ws: Workspace, seed: int | None = None, progre
             for name in SEED_INPUTS:
                 if isinstance(node.get("inputs", {}).get(name), int):
                     node["inputs"][name] = seed
-    return asyncio.run(run_prompt(prompt, workflow, registry, progress))
+    from cluster.local import run_on_compute
+    return run_on_compute(lambda: run_prompt(prompt, workflow, registry, progress))

@@ -7,7 +7,6 @@ decode, save a PNG. Timings are min-of-N with the two paths interleaved, so mach
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import tempfile
 import time
@@ -62,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=1,
                    help="torch threads (1: on a 2-core machine two OpenMP teams in one process slow each other)")
     args = p.parse_args(argv)
-    from cluster.local import COMPUTE, set_threads
+    from cluster.local import COMPUTE, run_on_compute, set_threads
     set_threads(args.threads)
 
     from comfy_bridge.cli import ensure_demo_models
@@ -79,7 +78,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{'size':>6} {'run (s)':>10} {'diffusers (s)':>14} {'ratio':>7}")
         for size in args.sizes:
             prompt = _prompt(size)
-            ours = lambda: asyncio.run(run_prompt(prompt, None, registry, show_progress=False))  # noqa: E731
+            # as `comfy-cluster run` does it (comfy_bridge.run.run_workflow_file)
+            ours = lambda: run_on_compute(lambda: run_prompt(prompt, None, registry, show_progress=False))  # noqa: E731
             # The pipeline runs on the thread our ModelFns run on: torch's OpenMP team is per thread, and a
             # second team's idle spinning would slow whichever side ran next.
             pipeline = _diffusers_runner(ckpt, prompt, Path(tmp))

@@ -72,11 +72,10 @@ class GuidedDenoiser:
                     gkey = (tuple(context.shape), controls,
                             f"{e['key']}.pooled" in self.inputs, e.get("guidance"))
                     groups.setdefault(gkey, []).append((side, e))
-        total = {name: torch.zeros_like(x) for name, _ in sides}
-        weight = {name: torch.full_like(x, 1e-37) for name, _ in sides}
         xc = self.ms.calculate_input(sigma, x)
         t = self.ms.timestep(sigma)
         n = x.shape[0]
+        weighted: dict[str, list[tuple[torch.Tensor, float]]] = {name: [] for name, _ in sides}
         for members in groups.values():
             k = len(members)
             xb, tb = xc.repeat(k, 1, 1, 1), t.reshape(-1)[:1].expand(n * k)
@@ -84,9 +83,8 @@ class GuidedDenoiser:
             batch_cond["control"] = self._control([e for _, e in members], n, xb, tb, s, batch_cond)
             out = self.model.apply(xb, tb, batch_cond)
             for idx, (side, e) in enumerate(members):
-                total[side] += out[idx * n:(idx + 1) * n] * e["strength"]
-                weight[side] += e["strength"]
-        results = [self.ms.calculate_denoised(sigma, total[name] / weight[name], x) for name, _ in sides]
+                weighted[side].append((out[idx * n:(idx + 1) * n], e["strength"]))
+        results = [self.ms.calculate_denoised(sigma, _weighted_mean(weighted[name], x), x) for name, _ in sides]
         return results[0], (results[1] if len(results) > 1 else None)
 
     def _batch_cond(self, entries: list[dict], n: int) -> dict[str, Any]:
@@ -96,12 +94,13 @@ class GuidedDenoiser:
                 return None
             return torch.cat([t.expand(n, *t.shape[1:]) if t.shape[0] == 1 else t for t in ts])
         cond: dict[str, Any] = {"context": stacked("context"), "pooled": stacked("pooled")}
-        if self.latent_size is not None:
+        if self.latent_size is not None and self.model.arch == "sdxl":   # the only family reading them
             h, w = self.latent_size
             ids = torch.tensor([h, w, 0, 0, h, w], dtype=torch.float32)
             cond["time_ids"] = ids.expand(n * len(entries), 6)
         guidance = entries[0].get("guidance")
-        cond["guidance"] = torch.full((n * len(entries),), 3.5 if guidance is None else float(guidance))
+        if guidance is not None:   # FluxGuidance; a guidance-distilled model applies its default otherwise
+            cond["guidance"] = float(guidance)
         return cond
 
     def _control(self, entries: list[dict], n: int, xb: torch.Tensor, tb: torch.Tensor, s: float,
@@ -118,6 +117,21 @@ class GuidedDenoiser:
         return total
 
 
+def _weighted_mean(outputs: list[tuple[torch.Tensor, float]], like: torch.Tensor) -> torch.Tensor:
+    """sum(out * strength) / (1e-37 + sum(strength)) in float32, as ComfyUI averages a side's conds; one
+    cond at strength 1 is its output unchanged (the float32 arithmetic gives exactly that too)."""
+    if not outputs:
+        return torch.zeros_like(like)
+    if len(outputs) == 1 and outputs[0][1] == 1.0:
+        return outputs[0][0]
+    total, weight = None, torch.tensor(1e-37, dtype=torch.float32)
+    for out, strength in outputs:
+        term = out * strength
+        total = term if total is None else total + term
+        weight = weight + strength
+    return total / weight
+
+
 @register
 class DenoiseStep(ModelFn):
     """inputs: x (model-space latent), sigmas, conds (`positive.j.context` ...), optional inpaint tensors and
@@ -127,6 +141,7 @@ class DenoiseStep(ModelFn):
     def __init__(self) -> None:
         super().__init__()
         self._controlnets: dict[str, Any] = {}
+        self._samplings: dict[tuple, ModelSampling] = {}
 
     def setup_io(self) -> None:
         self.add_input("x")
@@ -149,8 +164,16 @@ class DenoiseStep(ModelFn):
             self._controlnets[ref.key] = load_controlnet(ref)
         return self._controlnets[ref.key]
 
+    def _model_sampling(self, config: dict[str, Any]) -> ModelSampling:
+        """One per config: building the 1000-entry sigma tables on every step cost more than the step's
+        arithmetic. Samplers only read them."""
+        key = tuple(sorted(config.items()))
+        if key not in self._samplings:
+            self._samplings[key] = model_sampling_from_config(config)
+        return self._samplings[key]
+
     def execute(self, model: DiffusionModel, inputs: dict[str, Any], params: dict[str, Any]) -> dict[str, torch.Tensor]:
-        ms = model_sampling_from_config(params["model_sampling"])
+        ms = self._model_sampling(params["model_sampling"])
         x, sigmas, i = inputs["x"], inputs["sigmas"], int(params["i"])
         state = {k[len(STATE_PREFIX):]: v for k, v in inputs.items() if k.startswith(STATE_PREFIX)}
         denoiser = GuidedDenoiser(model, ms, inputs, params, self.load_control)
