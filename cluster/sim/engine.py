@@ -23,12 +23,14 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from cluster.costs import CostModel
+from cluster.scaling import ScalingController, replica_counts
 from cluster.scheduler import Invocation, make_scheduler, place
 from cluster.sim.caches import LayerLRU, ModelLRU, WorkflowLRU
 from cluster.sim.profiles import GIB, GPUSpec, ModelProfile, REFERENCE
 from cluster.sim.results import Completion, RequestRecord, SimResult
 from cluster.sim.traces import TraceRequest
 from cluster.sim.workflows import Workflow, compute_times
+from cluster.warm_wait import Parked, WarmWaitPolicy, load_estimate, pick_parked, should_park
 from cluster.weights.prefix import e2e_time, prefix_length
 
 SYSTEMS = ("ours", "mcache", "wcache", "nocache")
@@ -98,6 +100,8 @@ class Simulator:
         for tenant, weight in cfg.tenant_weights.items():
             self.scheduler.set_weight(tenant, weight)
         self.costs = CostModel()
+        # ours: the head's per-model scaling controller on the simulated clock (placement reads its targets)
+        self.scaling = ScalingController(clock=lambda: self.now) if cfg.system == "ours" else None
         self._profile_costs(workflows)
         # weights may fill the device except the runtime state of the largest model that runs
         largest = max(profiles[m].nbytes for w in workflows for m in w.models)
@@ -105,6 +109,7 @@ class Simulator:
         self.executors = [_Executor(i, self._make_cache(capacity)) for i in range(cfg.gpus)]
         self.free = {e.id: e for e in self.executors}
         self.parked: dict[str, list[tuple[float, Invocation]]] = {}
+        self.warm_wait = WarmWaitPolicy(enabled=cfg.wait_for_warm)
         self._events: list = []
         self._seq = 0
         self._inv_ids = 0
@@ -212,6 +217,10 @@ class Simulator:
                 inv = self._take_parked(ex)
                 if inv is not None:
                     self._start(ex, inv)
+        targets = replicas = None
+        if self.scaling is not None and self.free and len(self.scheduler):
+            targets = self.scaling.targets(len(self.executors))
+            replicas = replica_counts(self.executors)
         while self.free and len(self.scheduler):
             inv = self.scheduler.pop()
             if inv is None:
@@ -220,7 +229,7 @@ class Simulator:
             if self.cfg.system == "mcache":
                 models = inv.payload[0].wf.models
                 inv.input_bytes = {e.id: e.cache.cached_bytes(models) for e in free}
-            ex = place(inv, free)
+            ex = place(inv, free, targets, replicas)
             if self._should_wait(ex, inv):
                 self.parked.setdefault(inv.model_key, []).append((self.now, inv))
                 continue
@@ -235,51 +244,47 @@ class Simulator:
         self._exec_model_s += time.thread_time() - c0
         self._at(self.now + duration, 1, (ex, inv, duration))
 
-    # -- waiting for a warm executor (delay scheduling) -------------------------------------------
+    # -- waiting for a warm executor (delay scheduling, cluster.warm_wait) -----------------------
 
     def _should_wait(self, ex: _Executor, inv: Invocation) -> bool:
         """Park `inv` for a busy executor that holds its weights when that is expected to be sooner
-        than loading them on the free executor `place` chose."""
-        if not self.cfg.wait_for_warm or inv.model_key in ex.cached_models or self.cfg.system == "nocache":
+        than loading them on the free executor `place` chose (cluster.warm_wait)."""
+        if self.cfg.system == "nocache" or inv.model_key in ex.cached_models:
             return False
-        holders = [e for e in self.executors if e.busy and inv.model_key in e.cached_models]
-        if not holders:
-            return False
-        # at most one parked invocation per holder: beyond that the model needs another executor
-        if len(self.parked.get(inv.model_key, ())) >= len(holders):
-            return False
-        return min(e.busy_until for e in holders) - self.now < self._load_estimate(ex, inv)
+        free_in = [max(0.0, e.busy_until - self.now) for e in self.executors
+                   if e.busy and inv.model_key in e.cached_models]
+        waiting = len(self.parked.get(inv.model_key, ()))
+        return should_park(self._load_estimate(ex, inv), free_in, waiting, self.warm_wait)
 
     def _load_estimate(self, ex: _Executor, inv: Invocation) -> float:
         req, i = inv.payload
         if i >= 0:
             p = self.profiles[inv.model_key]
-            return (p.layers - ex.cache.layers(p.name)) * self.load[p.name] / p.layers
+            return load_estimate(p.layers, ex.cache.layers(p.name), self.load[p.name])
         if self.cfg.system == "mcache":
             return sum(self.load[m] for m in req.wf.models if m not in ex.cache.resident)
         return sum(self.load[m] for m in req.wf.models)
 
     def _take_parked(self, ex: _Executor) -> Invocation | None:
-        """The oldest parked invocation `ex` holds weights for, else one that has waited longer than
-        loading would take (its holders are too busy, or evicted it)."""
-        best = None
-        for key, queue in self.parked.items():
-            since, inv = queue[0]
-            if key in ex.cached_models or self.now - since >= self._load_estimate(ex, inv):
-                if best is None or since < best[0]:
-                    best = (since, key)
-        if best is None:
+        """The parked invocation a newly free `ex` runs (cluster.warm_wait.pick_parked); models
+        queue in parking order."""
+        keys = list(self.parked)
+        heads = [Parked(k, self.parked[k][0][0], self._load_estimate(ex, self.parked[k][0][1])) for k in keys]
+        i = pick_parked(heads, ex.cached_models, self.now)
+        if i is None:
             return None
-        queue = self.parked[best[1]]
+        queue = self.parked[keys[i]]
         _, inv = queue.pop(0)
         if not queue:
-            del self.parked[best[1]]
+            del self.parked[keys[i]]
         return inv
 
     def _finish(self, ex: _Executor, inv: Invocation, measured: float) -> None:
         req, i = inv.payload
         self.scheduler.complete(inv, measured)
         self.costs.observe(inv.fn, inv.model_key, (), measured)
+        if self.scaling is not None:
+            self.scaling.observe(inv.model_key, measured)
         self.gpu_busy_s += measured
         self._mem_account(self.now, -ex.running_bytes)
         ex.running_bytes = 0

@@ -63,11 +63,12 @@ def reseed(prompt: dict, rng: np.random.Generator) -> dict:
 
 
 class RealServer:
-    """`comfy-cluster serve --executors N` as a subprocess; a context manager."""
+    """`comfy-cluster serve --executors N --concurrent-prompts P` as a subprocess; a context manager."""
 
     def __init__(self, executors: int = 2, threads: int = 1, workspace: str | Path | None = None,
-                 cache: str = "none", start_timeout_s: float = 240.0) -> None:
+                 cache: str = "none", start_timeout_s: float = 240.0, concurrent_prompts: int = 1) -> None:
         self.executors, self.threads, self.cache = executors, threads, cache
+        self.concurrent_prompts = concurrent_prompts
         self.start_timeout_s = start_timeout_s
         self._tmp = tempfile.TemporaryDirectory(prefix="realcheck-") if workspace is None else None
         self.workspace = Path(workspace) if workspace is not None else Path(self._tmp.name) / "ws"
@@ -87,7 +88,8 @@ class RealServer:
         self.workspace.parent.mkdir(parents=True, exist_ok=True)
         cmd = [sys.executable, "-c", "import sys; from comfy_bridge.cli import main; sys.exit(main())",
                "serve", "--workspace", str(self.workspace), "--listen", "127.0.0.1", "--port", str(self.port),
-               "--executors", str(self.executors), "--executor-threads", str(self.threads)]
+               "--executors", str(self.executors), "--executor-threads", str(self.threads),
+               "--concurrent-prompts", str(self.concurrent_prompts)]
         if self.cache == "none":
             cmd.append("--cache-none")   # every prompt computes every node: replay runs what solo timed
         log = open(self.log_path, "wb")
@@ -180,27 +182,40 @@ def _error(entry: dict) -> str:
     return str(entry.get("status"))
 
 
-def run_alone(server: RealServer, prompt: dict, rng: np.random.Generator, timeout_s: float = 300.0) -> float:
-    """Seconds from submission to the server's success timestamp, nothing else in the system."""
+@dataclass(frozen=True)
+class SoloTiming:
+    """One workflow alone on the server, medians over the repetitions."""
+    admit_s: float      # submission to execution_start: HTTP, validation, the worker picking it up
+    service_s: float    # execution_start to execution_success: what the executors and the orchestrator do
+
+    @property
+    def latency_s(self) -> float:
+        return self.admit_s + self.service_s
+
+
+def run_alone(server: RealServer, prompt: dict, rng: np.random.Generator, timeout_s: float = 300.0,
+              poll_s: float = 0.25) -> tuple[float, float]:
+    """(admission, service) seconds of one run with nothing else in the system, from the server's
+    timestamps. Polls as sparsely as `replay` does, so the client loads the machine the same way."""
     t0 = time.time()
     pid = server.submit(reseed(prompt, rng), "solo")
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
+        time.sleep(poll_s)
         entry = server.history(pid)
         if entry is not None:
-            _, end, ok = _timestamps(entry)
-            if not ok or end is None:
+            start, end, ok = _timestamps(entry)
+            if not ok or end is None or start is None:
                 raise RuntimeError(f"run failed: {_error(entry)}")
-            return end - t0
-        time.sleep(0.05)
+            return max(0.0, start - t0), end - start
     raise TimeoutError(f"solo run did not finish within {timeout_s:g} s")
 
 
 def measure_solo(server: RealServer, prompts: dict[str, dict], repeats: int = 3,
-                 seed: int = 0) -> tuple[dict[str, float], dict[str, str]]:
-    """Median latency of each workflow run alone, and the workflows that failed (with the error).
-    One discarded warm-up each first (weights load, kernels warm), then rounds over all workflows,
-    so a run never follows itself (as in a mixed trace)."""
+                 seed: int = 0) -> tuple[dict[str, SoloTiming], dict[str, str]]:
+    """Median admission and service time of each workflow run alone, and the workflows that failed
+    (with the error). One discarded warm-up each first (weights load, kernels warm), then rounds over
+    all workflows, so a run never follows itself (as in a mixed trace)."""
     rng = np.random.default_rng(seed)
     failed: dict[str, str] = {}
     for name, prompt in prompts.items():
@@ -208,11 +223,12 @@ def measure_solo(server: RealServer, prompts: dict[str, dict], repeats: int = 3,
             run_alone(server, prompt, rng)
         except RuntimeError as err:
             failed[name] = str(err)[:500]
-    times: dict[str, list[float]] = {name: [] for name in prompts if name not in failed}
+    runs: dict[str, list[tuple[float, float]]] = {name: [] for name in prompts if name not in failed}
     for _ in range(repeats):
-        for name in times:
-            times[name].append(run_alone(server, prompts[name], rng))
-    return {name: statistics.median(ts) for name, ts in times.items()}, failed
+        for name in runs:
+            runs[name].append(run_alone(server, prompts[name], rng))
+    return {name: SoloTiming(statistics.median(a for a, _ in rs), statistics.median(s for _, s in rs))
+            for name, rs in runs.items()}, failed
 
 
 def replay(server: RealServer, prompts: dict[str, dict], trace: Sequence[TraceRequest], seed: int = 0,
