@@ -36,14 +36,34 @@ def run_on_compute(main: Callable[[], Coroutine[Any, Any, T]]) -> T:
     (a 20-step KSampler makes 20 calls). For one-shot programs (`comfy-cluster run`) that need no loop
     of their own while a ModelFn runs."""
     if on_compute_thread():
-        return asyncio.run(main())
-    future = COMPUTE.submit(lambda: asyncio.run(main()))
+        return _run_here(main)
+    future = COMPUTE.submit(_run_here, main)
     try:
         return future.result()
     except KeyboardInterrupt:   # Ctrl-C lands in the waiting thread: stop the prompt at its next check
         from comfy_bridge.progress import interrupt
         interrupt()
         raise
+
+
+_runner: asyncio.Runner | None = None   # the compute thread's event loop, used only on that thread
+
+
+def _run_here(main: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """main() on this thread's long-lived loop. asyncio.run makes and closes a loop per call, and closing
+    one starts a thread only to shut its default executor down: 1.5 ms per prompt, measured."""
+    global _runner
+    if _runner is None:
+        _runner = asyncio.Runner()
+    try:
+        return _runner.run(main(), context=contextvars.copy_context())
+    finally:   # what asyncio.run does at close: nothing a prompt left running outlives it
+        loop = _runner.get_loop()
+        leftovers = asyncio.all_tasks(loop)
+        for task in leftovers:
+            task.cancel()
+        if leftovers:
+            loop.run_until_complete(asyncio.gather(*leftovers, return_exceptions=True))
 
 
 def set_threads(n: int) -> None:
