@@ -10,12 +10,18 @@ at all (None). `merge` concatenates the per-sample tensors along the batch (x, c
 to each request's batch, inpainting tensors, sampler history), `run_merged` runs the real ModelFn once
 on the executor, and `split` cuts every output back into the requests' parts.
 
+On the cluster the caller tags each invocation with `batch_tag` (a digest of its key, and its samples);
+the head groups ready invocations with equal tags up to the model's batch-size cap and sends them to
+one executor as one message; the executor merges, runs once, splits, and charges each request its
+share of the measured time (`charge_shares`). A merged run that fails is re-run part by part.
+
 Samplers that draw noise are not merged: each request's noise stream comes from its own seed and
 generator state, and one call would draw a single stream for the whole batch. Neither are MODELs
 patched by node packs (their patches are code the merge cannot see into).
 """
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -118,6 +124,18 @@ def batch_key(call: Call) -> Hashable | None:
     except TypeError:
         return None
     return (call.fn, call.ref.key, params, tuple(layout))
+
+
+def batch_tag(fn: str, ref: ModelRef | None, inputs: dict[str, torch.Tensor | None],
+              params: dict[str, Any]) -> tuple[str | None, int]:
+    """What the head groups by: a short digest of `batch_key` (None: the call runs alone) and the
+    call's samples. The key's repr is deterministic: tensors were frozen into numbers, and an object
+    without a value repr only makes the keys differ, never equal by accident."""
+    if fn not in BATCHABLE:
+        return None, 1
+    call = Call(fn, ref, inputs, params)
+    key = batch_key(call)
+    return (None if key is None else hashlib.sha256(repr(key).encode()).hexdigest()[:32]), call.size
 
 
 def plan_batches(calls: Sequence[Call], max_batch: int) -> list[list[int]]:

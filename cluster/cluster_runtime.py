@@ -1,7 +1,9 @@
 """The runtime that sends ModelFn calls to the cluster: `call` makes its inputs available in the data
 plane (the producer's handle when an input is an unmodified output of an earlier call, else a copy
 in this process's arena), submits one invocation to the head under the request's tenant and id,
-waits for it, and pulls private copies of the outputs from the executor's arena.
+waits for it, and pulls private copies of the outputs from the executor's arena. A call the head
+may batch with other requests' (its model's batch size above 1) carries a batch tag
+(cluster.batching.batch_tag); computing it is skipped otherwise.
 
 The engine binds one per prompt (`runtime.bind(tenant, prompt_id)` then `use_runtime(...)`). The
 caller holds one reference to every input until the call returns, so re-runs can read them again.
@@ -19,6 +21,7 @@ from typing import Any
 
 import torch
 
+from cluster.batching import BATCHABLE, batch_tag
 from cluster.caller_store import CallerStore, caller_store, to_meta
 from cluster.costs import remaining_critical_path, shape_signature
 from cluster.dataplane.segments import SegmentError
@@ -53,8 +56,14 @@ class ClusterRuntime(Runtime):
         self.head.watch_lost(store.drop_peer)
         return store
 
+    def _batch_tag(self, fn: str, model: ModelRef | None, inputs: dict[str, torch.Tensor | None],
+                   params: dict[str, Any]) -> tuple[str | None, int]:
+        if fn not in BATCHABLE or model is None or self.head.batch_size(model.key) <= 1:
+            return None, 1
+        return batch_tag(fn, model, inputs, params)
+
     def _submit(self, fn: str, model: ModelRef | None, inputs: dict[str, torch.Tensor | None],
-                params: dict[str, Any], handles: dict[str, TensorHandle]) -> cf.Future:
+                params: dict[str, Any], handles: dict[str, TensorHandle], tag: tuple[str | None, int]) -> cf.Future:
         key = model.key if model is not None else ""
         shapes = shape_signature(inputs)
         return self.head.submit(
@@ -63,7 +72,7 @@ class ClusterRuntime(Runtime):
             inputs={k: to_meta(h) for k, h in handles.items()},
             nulls=[k for k, v in inputs.items() if v is None], shapes=shapes,
             remaining_s=remaining_critical_path(fn, inputs, params, self.head.costs, key, shapes),
-            deadline_s=self.deadline_s)
+            deadline_s=self.deadline_s, batch_key=tag[0], batch_size=tag[1])
 
     def _read(self, store: CallerStore, result: Result) -> dict[str, torch.Tensor | None]:
         out: dict[str, torch.Tensor | None] = {}
@@ -85,10 +94,11 @@ class ClusterRuntime(Runtime):
         store.collect()
         tensors = {k: v for k, v in inputs.items() if v is not None}
         handles = {k: store.hold(v, set(self.head.executors)) for k, v in tensors.items()}
+        tag = self._batch_tag(fn, model, inputs, params)
         try:
             for attempt in range(self.max_reads):
                 try:
-                    future = self._submit(fn, model, inputs, params, handles)
+                    future = self._submit(fn, model, inputs, params, handles, tag)
                     try:
                         result = await asyncio.wrap_future(future)
                     except asyncio.CancelledError:

@@ -11,7 +11,11 @@ shutdown), so a long invocation is not mistaken for a lost executor. The executo
 (cluster.dataplane.plane) holds one memory budget shared by its arena, active inference and cached
 weights: inputs are pulled one-sidedly from their producers' arenas, outputs are published into its
 own arena and only their metadata travels in the reply; weights live in the per-layer cache (LRU
-model first, last layers first). An invocation the head aborts (past its deadline)
+model first, last layers first). A `BatchDispatch` (compatible invocations of several requests) is
+run as one call: each part's inputs pulled, merged along the batch, the ModelFn run once, the
+outputs split and published per part, one Done per part charged its share of the measured time; if
+the merged run fails, the parts are run one by one, so one part's bad input fails only that part.
+An invocation the head aborts (past its deadline)
 cannot be interrupted inside a Python thread, so the executor says goodbye and exits; whoever
 supervises it starts a fresh one.
 """
@@ -39,6 +43,7 @@ import zmq
 
 from cluster import messages as m
 from cluster import shm
+from cluster.batching import Call, charge_shares, merge, run_merged
 from cluster.dataplane.plane import ExecutorDataPlane
 from cluster.dataplane.segments import SegmentError, safe_prefix
 from cluster.executor_models import ExecutorModels
@@ -66,9 +71,9 @@ class Executor:
         self.models = ExecutorModels(self.plane.cache)
         self.parent = os.getppid() if exit_with_parent else None
         self._fns: dict[str, ModelFn] = {}
-        self._pending: collections.deque[m.Dispatch] = collections.deque()
+        self._pending: collections.deque[m.Dispatch | m.BatchDispatch] = collections.deque()
         self._aborted: set[int] = set()
-        self._running: int | None = None
+        self._running: tuple[int, ...] = ()      # dispatch ids of the run in progress
         self._io = threading.Lock()          # the socket's; see the module docstring
         self._next_beat = 0.0
         self._stop = False
@@ -79,14 +84,22 @@ class Executor:
         # executor runs one invocation at a time, so the process's CPU time is the invocation's.
         return time.thread_time() if self.threads == 1 else time.process_time()
 
+    def _fn(self, name: str) -> ModelFn:
+        fn = self._fns.get(name)
+        if fn is None:
+            fn = self._fns[name] = get_model_fn(name)()
+        return fn
+
+    def _metas(self, handles: dict[str, Any]) -> dict[str, m.TensorMeta]:
+        return {k: m.TensorMeta(h.segment, h.offset, h.dtype, list(h.shape), h.nbytes, h.owner, h.refs,
+                                h.slot, h.generation, h.pe) for k, h in handles.items()}
+
     def _run(self, d: m.Dispatch) -> m.Done | m.Failed:
         t_wall, t_cpu = time.perf_counter(), self._cpu_clock()
         stage = "inputs"
         try:
             ref, params = pickle.loads(d.payload)
-            fn = self._fns.get(d.fn)
-            if fn is None:
-                fn = self._fns[d.fn] = get_model_fn(d.fn)()
+            fn = self._fn(d.fn)
             callbacks = {k for k in d.inputs if k in fn.inputs and fn.inputs[k].callback}
             with self.plane.invocation() as inv:
                 # The caller holds one reference to every input until the call returns, so a re-run
@@ -103,15 +116,50 @@ class Executor:
                 # published (copied) before the scope frees the pulled inputs an output may view
                 handles = self.plane.publish(out, readers=1)
             self.plane.store.collect()
-            metas = {k: m.TensorMeta(h.segment, h.offset, h.dtype, list(h.shape), h.nbytes, h.owner, h.refs,
-                                     h.slot, h.generation, h.pe) for k, h in handles.items()}
             wall = time.perf_counter() - t_wall
             measured = wall if self.device.startswith("cuda") else self._cpu_clock() - t_cpu
-            return m.Done(d.dispatch_id, metas, [k for k, v in out.items() if v is None], measured, wall,
-                          load_s, self.plane.memory_used(), self.models.resident())
+            return m.Done(d.dispatch_id, self._metas(handles), [k for k, v in out.items() if v is None], measured,
+                          wall, load_s, self.plane.memory_used(), self.models.resident())
         except Exception as e:  # reported to the caller, which raises it
             return m.Failed(d.dispatch_id, f"{type(e).__name__}: {e}", traceback.format_exc(),
                             self._cpu_clock() - t_cpu, lost_input=stage == "inputs" and isinstance(e, SegmentError))
+
+    def _run_batch(self, parts: list[m.Dispatch]) -> list[m.Done | m.Failed]:
+        """The parts as one merged call; if that fails, one by one (each then fails on its own)."""
+        try:
+            return self._run_merged(parts)
+        except Exception as e:
+            log.warning("merged run of %d %r parts failed (%s: %s); running them one by one",
+                        len(parts), parts[0].fn, type(e).__name__, e)
+            return [self._run(d) for d in parts]
+
+    def _run_merged(self, parts: list[m.Dispatch]) -> list[m.Done]:
+        t_wall, t_cpu = time.perf_counter(), self._cpu_clock()
+        fn = self._fn(parts[0].fn)
+        with self.plane.invocation() as inv:
+            calls = []
+            for d in parts:
+                ref, params = pickle.loads(d.payload)
+                callbacks = {k for k in d.inputs if k in fn.inputs and fn.inputs[k].callback}
+                inputs: dict[str, Any] = inv.inputs(d.inputs, callbacks=callbacks, release=False)
+                inputs.update({k: None for k in d.nulls})
+                calls.append(Call(d.fn, ref, inputs, params))
+            merged = merge(calls)            # ValueError when the parts are not compatible after all
+            activations = 2 * sum(meta.nbytes for d in parts for meta in d.inputs.values())  # inputs + merged copy
+            with torch.inference_mode(), self._model(fn, merged.ref) as (model, load_s), \
+                    self.plane.budget.reserve(activations):
+                outs = run_merged(fn, model, merged)
+            if self.device.startswith("cuda"):
+                torch.cuda.synchronize()
+            handles = [self.plane.publish(out, readers=1) for out in outs]
+        self.plane.store.collect()
+        wall = time.perf_counter() - t_wall
+        measured = wall if self.device.startswith("cuda") else self._cpu_clock() - t_cpu
+        shares = charge_shares(merged.sizes, measured)
+        memory, resident = self.plane.memory_used(), self.models.resident()
+        return [m.Done(d.dispatch_id, self._metas(h), [k for k, v in out.items() if v is None], share, wall,
+                       load_s if i == 0 else 0.0, memory, resident, len(parts), measured)
+                for i, (d, out, h, share) in enumerate(zip(parts, outs, handles, shares))]
 
     def _model(self, fn: ModelFn, ref: Any):
         return self.models.use(fn, ref) if ref is not None else contextlib.nullcontext((None, 0.0))
@@ -122,15 +170,15 @@ class Executor:
                                       self.memory_budget, self.plane.memory_used(), self.models.resident(),
                                       self.prefix)))
 
-    def _handle(self, sock: zmq.Socket, msg: m.Welcome | m.Dispatch | m.Abort | m.Reset | m.Shutdown) -> None:
-        if isinstance(msg, m.Dispatch):
+    def _handle(self, sock: zmq.Socket, msg: m.ToExecutor) -> None:
+        if isinstance(msg, (m.Dispatch, m.BatchDispatch)):
             self._pending.append(msg)
         elif isinstance(msg, m.Welcome):
             self.heartbeat_s = msg.heartbeat_s
         elif isinstance(msg, m.Reset):
             self._register(sock)
         elif isinstance(msg, m.Abort):
-            if self._running == msg.dispatch_id:
+            if msg.dispatch_id in self._running:
                 # A Python thread cannot be interrupted; a fresh process is the clean way out.
                 log.error("aborting hung dispatch %d (%s); exiting", msg.dispatch_id, msg.reason)
                 sock.send(m.encode(m.Bye(f"aborted dispatch {msg.dispatch_id}: {msg.reason}")))
@@ -157,7 +205,7 @@ class Executor:
         """Send a heartbeat if one is due (the caller holds `_io`)."""
         if time.monotonic() < self._next_beat:
             return
-        busy = len(self._pending) + (self._running is not None)
+        busy = len(self._pending) + bool(self._running)
         sock.send(m.encode(m.Heartbeat(busy, self.plane.memory_used(), self.models.resident())))
         self._next_beat = time.monotonic() + self.heartbeat_s
         if self.parent is not None and os.getppid() != self.parent:
@@ -168,10 +216,10 @@ class Executor:
         """While a ModelFn runs: heartbeats, and the head's messages (an abort exits from here)."""
         while not self._stop:
             time.sleep(min(self.heartbeat_s, 0.1))
-            if self._running is None or not self._io.acquire(blocking=False):
+            if not self._running or not self._io.acquire(blocking=False):
                 continue   # the main thread is at the socket: it does this itself
             try:
-                if self._running is not None:
+                if self._running:
                     self._drain(sock)
                     self._beat(sock)
                     if self.parent is not None and os.getppid() != self.parent:
@@ -202,13 +250,17 @@ class Executor:
                 if not self._pending or self._stop:
                     continue
                 d = self._pending.popleft()
-                if d.dispatch_id in self._aborted:
+                parts = [p for p in (d.parts if isinstance(d, m.BatchDispatch) else [d])
+                         if p.dispatch_id not in self._aborted]
+                if not parts:
                     continue
-                self._running = d.dispatch_id
-            result = self._run(d)   # without the lock: the watchdog may use the socket meanwhile
+                self._running = tuple(p.dispatch_id for p in parts)
+            # without the lock: the watchdog may use the socket meanwhile
+            results = self._run_batch(parts) if len(parts) > 1 else [self._run(parts[0])]
             with self._io:
-                self._running = None
-                sock.send(m.encode(result))
+                self._running = ()
+                for result in results:
+                    sock.send(m.encode(result))
         sock.send(m.encode(m.Bye("shutdown")))
         sock.close()
         self.plane.close()

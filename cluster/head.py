@@ -13,6 +13,14 @@ metadata, read from shared memory by the caller) or raises one of the errors bel
 Fault tolerance: ModelFns are deterministic given inputs and params, so an invocation running on an
 executor that is lost (no heartbeat for `lost_after_s`, SIGKILL, disconnect) is refunded and queued
 again, up to `max_attempts` dispatches. Its inputs are in the caller's segments, which outlive it.
+
+Batching (cluster.batching): each model has a batch-size cap (`set_batch_size`, default `max_batch`,
+1 = no batching). When the scheduler picks an invocation with a batch key and its model's cap is
+above its samples, the head also takes the other ready invocations with the same key (any tenant,
+arrival order, up to the cap) from an index key -> ready invocations kept on push, pop and cancel. A
+batch that is not full waits up to `batch_window_s` for more (requests in lockstep resubmit their
+next steps a few milliseconds apart; without a wait the first would always run alone), holding one
+free executor for itself; it goes out as one `BatchDispatch` whose parts are answered one by one.
 """
 from __future__ import annotations
 
@@ -79,6 +87,8 @@ class Result:
     measured_s: float
     wall_s: float
     attempts: int
+    batch: int = 1                   # invocations that shared the run (measured_s is this one's share)
+    batch_s: float = 0.0             # the shared run's measured time
 
 
 @dataclass(eq=False)
@@ -90,6 +100,21 @@ class Job:
     attempts: int = 0
     dispatched_at: float = 0.0
     executor: "ExecutorState | None" = None
+    batched: bool = False            # its last dispatch was a part of a BatchDispatch
+
+
+@dataclass(eq=False)
+class Batch:
+    """Jobs taken to run as one batch, waiting until full, its window closes, or an executor is free."""
+    key: str
+    cap: int
+    until: float
+    jobs: list[Job] = field(default_factory=list)
+    samples: int = 0
+
+    @property
+    def full(self) -> bool:
+        return self.samples >= self.cap
 
 
 @dataclass(eq=False)
@@ -139,7 +164,8 @@ class Head:
     def __init__(self, address: str | None = None, *, policy: str = "vtime", delta: float = 1.0,
                  heartbeat_s: float = 0.5, lost_after_s: float = 3.0, deadline_s: float = 600.0,
                  max_attempts: int = 3, slots_per_executor: int = 1, costs: CostModel | None = None,
-                 tick_s: float = 0.05, scaling: ScalingController | None = None, **scheduler_kw: Any) -> None:
+                 tick_s: float = 0.05, scaling: ScalingController | None = None, max_batch: int = 1,
+                 batch_window_s: float = 0.02, **scheduler_kw: Any) -> None:
         self.requested_address = address or default_address()
         self.address = self.requested_address
         self.policy = policy
@@ -172,6 +198,14 @@ class Head:
         self.local_cluster: Any = None     # set by start_local_cluster: the executor processes it supervises
         self._refs = RefClient()           # to release outputs nobody will read
         self._lost_watchers: list[Callable[[str], None]] = []
+        if max_batch < 1:
+            raise ValueError("max_batch must be at least 1")
+        self.max_batch = max_batch
+        self.batch_window_s = batch_window_s
+        self._batch_caps: dict[str, int] = {}                 # model key -> samples per batch
+        self._ready_by_key: dict[str, dict[int, Job]] = {}    # batch key -> ready jobs, arrival order
+        self._forming: list[Batch] = []                       # taken, waiting to be dispatched
+        self._open: dict[str, Batch] = {}                     # batch key -> the forming batch still filling
 
     # lifecycle -------------------------------------------------------------------------------------
     def start(self) -> "Head":
@@ -223,8 +257,10 @@ class Head:
     # the API for callers (any thread) --------------------------------------------------------------
     def submit(self, *, tenant: str, request: str, fn: str, model_key: str, payload: bytes,
                inputs: dict[str, m.TensorMeta], nulls: list[str], shapes: tuple = (),
-               remaining_s: float = 0.0, deadline_s: float | None = None) -> cf.Future:
-        """Queue one invocation; the future resolves to a `Result` or raises a ClusterError."""
+               remaining_s: float = 0.0, deadline_s: float | None = None, batch_key: str | None = None,
+               batch_size: int = 1) -> cf.Future:
+        """Queue one invocation; the future resolves to a `Result` or raises a ClusterError.
+        `batch_key` (cluster.batching.batch_tag): invocations with equal keys may run as one batch."""
         fut: cf.Future = cf.Future()
         fut.set_running_or_notify_cancel()
         owners: dict[str, int] = collections.Counter()
@@ -234,14 +270,24 @@ class Head:
         def enqueue() -> None:
             inv = Invocation(id=next(self._ids), tenant=tenant, request=request, fn=fn, model_key=model_key,
                              estimate=self.costs.estimate(fn, model_key, shapes), remaining=remaining_s,
-                             input_bytes=dict(owners))
+                             input_bytes=dict(owners), batch_key=batch_key, batch_size=batch_size)
             d = m.Dispatch(0, fn, model_key, payload, inputs, nulls, deadline_s or self.deadline_s)
             job = Job(inv, d, shapes, fut)
             inv.payload = job
             self._jobs_by_request.setdefault(request, set()).add(job)
             self.scheduler.push(inv)
+            self._index(job)
         self._call(enqueue)
         return fut
+
+    def set_batch_size(self, model_key: str, n: int) -> None:
+        """Samples one executor may run at once for this model (1: no batching); overrides `max_batch`."""
+        if n < 1:
+            raise ValueError("batch size must be at least 1")
+        self._batch_caps[model_key] = int(n)   # one dict store: atomic, and safe from head work too
+
+    def batch_size(self, model_key: str) -> int:
+        return self._batch_caps.get(model_key, self.max_batch)
 
     def cancel_request(self, request: str, reason: str = "cancelled") -> None:
         """Fail the request's queued invocations (running ones finish; their results are dropped)."""
@@ -273,6 +319,9 @@ class Head:
                 "decisions_total": self.scheduler.decisions,
                 "decisions_per_s": recent / window,
                 "models": self.scaling.report(list(self.executors.values())),
+                "batching": {"max_batch": self.max_batch, "window_s": self.batch_window_s,
+                             "batch_sizes": dict(self._batch_caps), "forming": len(self._forming)},
+                "batches_dispatched": 0, "parts_batched": 0, "batch_fallbacks": 0,
                 **{k: v for k, v in self.counters.items()},
             }
 
@@ -322,7 +371,7 @@ class Head:
         poller.register(self._wake_r, zmq.POLLIN)
         me = threading.get_ident()
         while self._running:
-            events = dict(poller.poll(self.tick_s * 1000))
+            events = dict(poller.poll(self._wait_s() * 1000))
             if self._wake_r.fileno() in events:
                 self._wake_r.recv(65536)
             with self._lock:
@@ -340,6 +389,12 @@ class Head:
             for request in list(self._jobs_by_request):
                 self._fail_request(request, ClusterError("the cluster head stopped"))
             self._holder = None
+
+    def _wait_s(self) -> float:
+        """How long the head thread may sleep: a tick, or until the first batch window closes."""
+        with self._lock:
+            until = min((b.until for b in self._forming), default=None)
+        return self.tick_s if until is None else max(0.0, min(self.tick_s, until - time.monotonic()))
 
     def _receive(self) -> None:
         for _ in range(10_000):   # bounded, so submissions and checks are not starved
@@ -421,9 +476,11 @@ class Head:
                 self._discard(msg.outputs)
             return
         ex.completed += 1
-        self.scheduler.complete(job.inv, msg.measured_s)
+        self.scheduler.complete(job.inv, msg.measured_s)   # a batch part: its share of the run
         self._untrack(job)
         if isinstance(msg, m.Done):
+            if job.batched and msg.batch == 1:
+                self.counters["batch_fallbacks"] += 1      # the merged run failed; this part ran alone
             ex.memory_used, ex.cached_models = msg.memory_used, set(msg.cached_models)
             self.costs.observe(job.inv.fn, job.inv.model_key, job.shapes, msg.measured_s)
             self.scaling.observe(job.inv.model_key, msg.measured_s)
@@ -432,7 +489,7 @@ class Head:
                 self._discard(msg.outputs)
             else:
                 job.future.set_result(Result(msg.outputs, msg.nulls, ex.id, msg.measured_s, msg.wall_s,
-                                             job.attempts))
+                                             job.attempts, msg.batch, msg.batch_s))
         elif msg.lost_input:
             # not the ModelFn's fault and not the request's end: the caller re-sends the input
             self.counters["lost_inputs"] += 1
@@ -470,6 +527,8 @@ class Head:
         jobs = self._jobs_by_request.pop(request, set())
         queued = [j for j in jobs if j.executor is None]
         self.scheduler.cancel(j.inv for j in queued)
+        for j in queued:                # a forming batch drops them when it is dispatched
+            self._unindex(j)
         for j in jobs:
             self._set_exception(j, err)
         # running ones stay tracked until they finish, so a later cancel still finds them
@@ -517,6 +576,7 @@ class Head:
             else:
                 self.counters["reruns"] += 1
                 self.scheduler.requeue(job.inv)
+                self._index(job)
         ex.inflight.clear()
         if ex.host == self.host and not _alive(ex.pid):
             # its arena is gone with it; a live one (slow heartbeats) may register again and keep it
@@ -528,27 +588,127 @@ class Head:
         for ex in list(self.executors.values()):
             self._send(ex, m.Shutdown())
 
+    # batching ---------------------------------------------------------------------------------------
+    def _index(self, job: Job) -> None:
+        if job.inv.batch_key is not None:
+            self._ready_by_key.setdefault(job.inv.batch_key, {})[job.inv.id] = job
+            batch = self._open.get(job.inv.batch_key)
+            if batch is not None:           # a batch of this key is waiting: join it now
+                self._fill(batch)
+
+    def _unindex(self, job: Job) -> None:
+        key = job.inv.batch_key
+        ready = self._ready_by_key.get(key) if key is not None else None
+        if ready is not None:
+            ready.pop(job.inv.id, None)
+            if not ready:
+                del self._ready_by_key[key]
+
+    def _fill(self, batch: Batch) -> None:
+        """Take ready jobs with the batch's key, in arrival order, while they fit under its cap."""
+        ready = self._ready_by_key.get(batch.key, {})
+        for inv_id in list(ready):
+            job = ready[inv_id]
+            if job.inv.cancelled or job.future.done():
+                del ready[inv_id]           # its request failed; the scheduler skips it when reached
+                continue
+            if batch.samples + job.inv.batch_size > batch.cap:
+                break
+            del ready[inv_id]
+            self.scheduler.take(job.inv)
+            batch.jobs.append(job)
+            batch.samples += job.inv.batch_size
+        if not ready:
+            self._ready_by_key.pop(batch.key, None)
+        if batch.full:
+            self._open.pop(batch.key, None)
+
+    def _start_batch(self, job: Job) -> Batch | None:
+        """A batch led by the job just popped, or None when it runs alone."""
+        inv = job.inv
+        if inv.batch_key is None:
+            return None
+        self._unindex(job)
+        cap = self.batch_size(inv.model_key)
+        if cap <= inv.batch_size:
+            return None
+        batch = Batch(inv.batch_key, cap, time.monotonic() + self.batch_window_s, [job], inv.batch_size)
+        self._fill(batch)
+        if not batch.full and self.batch_window_s > 0 and batch.key not in self._open:
+            self._open[batch.key] = batch
+            if self._thread is not None and threading.get_ident() != self._thread.ident:
+                self._wake_w.send(b"x")     # the head thread's sleep must end when the window closes
+        return batch
+
+    def _due_batch(self, now: float) -> Batch | None:
+        for batch in self._forming:
+            if batch.full or now >= batch.until or self._open.get(batch.key) is not batch:
+                return batch
+        return None
+
+    # dispatching -------------------------------------------------------------------------------------
+    def _free(self) -> list[ExecutorState]:
+        return [e for e in self.executors.values() if not e.draining and e.load < self.slots]
+
     def _dispatch(self) -> None:
-        if not len(self.scheduler):
+        if not len(self.scheduler) and not self._forming:
             return
         targets = self.scaling.targets(len(self.executors))
         replicas = replica_counts(self.executors.values())
-        while len(self.scheduler):
-            free = [e for e in self.executors.values() if not e.draining and e.load < self.slots]
+        while True:
+            free = self._free()
             if not free:
+                return
+            batch = self._due_batch(time.monotonic())
+            if batch is not None:
+                self._forming.remove(batch)
+                if self._open.get(batch.key) is batch:
+                    del self._open[batch.key]
+                self._send_jobs(batch.jobs, free, targets, replicas)
+                continue
+            # a forming batch holds one free executor for itself until its window closes
+            if len(free) <= len(self._forming) or not len(self.scheduler):
                 return
             inv = self.scheduler.pop()
             if inv is None:
                 return
             job: Job = inv.payload
             if job.future.done():                # failed with its request while queued
+                self._unindex(job)
                 self.scheduler.complete(inv, None)
                 continue
-            ex = place(inv, free, targets, replicas)
+            batch = self._start_batch(job)
+            if batch is None:
+                self._send_jobs([job], free, targets, replicas)
+            elif batch.full or self._open.get(batch.key) is not batch:
+                self._send_jobs(batch.jobs, free, targets, replicas)
+            else:
+                self._forming.append(batch)
+
+    def _send_jobs(self, jobs: list[Job], free: list[ExecutorState], targets: dict[str, int],
+                   replicas: dict[str, int]) -> None:
+        """Dispatch one job, or a batch of jobs as one message, to the best free executor."""
+        live = []
+        for job in jobs:
+            if job.future.done():           # its request failed while the batch was forming
+                self.scheduler.complete(job.inv, None)
+            else:
+                live.append(job)
+        if not live:
+            return
+        ex = place(live[0].inv, free, targets, replicas)
+        now = time.monotonic()
+        for job in live:
             job.attempts += 1
             job.dispatch.dispatch_id = next(self._ids)
-            job.dispatched_at = time.monotonic()
+            job.dispatched_at = now
             job.executor = ex
+            job.batched = len(live) > 1
             ex.inflight[job.dispatch.dispatch_id] = job
-            self._decision_times.append(job.dispatched_at)
-            self._send(ex, job.dispatch)
+        self._decision_times.append(now)
+        if len(live) == 1:
+            self._send(ex, live[0].dispatch)
+            return
+        self.counters["batches_dispatched"] += 1
+        self.counters["parts_batched"] += len(live)
+        self._send(ex, m.BatchDispatch([job.dispatch for job in live]))

@@ -53,6 +53,8 @@ class Done(msgspec.Struct, tag=True):
     load_s: float             # part of the wall time spent making weights resident
     memory_used: int
     cached_models: list[str]
+    batch: int = 1            # parts that shared the run; measured_s is this part's share of batch_s
+    batch_s: float = 0.0      # measured time of the whole shared run (0.0: the part ran alone)
 
 
 class Failed(msgspec.Struct, tag=True):
@@ -83,6 +85,12 @@ class Dispatch(msgspec.Struct, tag=True):
     deadline_s: float
 
 
+class BatchDispatch(msgspec.Struct, tag=True):
+    """Compatible invocations of different requests to run as one batch (cluster.batching). Each part
+    keeps its own dispatch id, payload and inputs, and is answered by its own Done or Failed."""
+    parts: list[Dispatch]
+
+
 class Abort(msgspec.Struct, tag=True):
     dispatch_id: int
     reason: str
@@ -97,7 +105,7 @@ class Shutdown(msgspec.Struct, tag=True):
 
 
 ToHead = Register | Heartbeat | Done | Failed | Bye
-ToExecutor = Welcome | Dispatch | Abort | Reset | Shutdown
+ToExecutor = Welcome | Dispatch | BatchDispatch | Abort | Reset | Shutdown
 
 _encoder = msgspec.msgpack.Encoder()
 head_decoder = msgspec.msgpack.Decoder(ToHead)

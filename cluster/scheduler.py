@@ -16,6 +16,10 @@ vTime policy:
   change while the invocation waits. That is what lets each tenant keep its ready set in a heap, and
   the backlogged tenants live in a treap ordered by vTime and augmented with the best head key of
   each subtree: one decision is a split at `vmin + delta`, a subtree minimum and a merge.
+
+Batching (cluster.batching): `take` dispatches a chosen ready invocation out of turn, to join the batch
+of the one just popped. It is charged like a pop; its heap entry goes stale (each entry carries the
+invocation's token, bumped by `take` and `push`) and is dropped when it reaches the top.
 """
 from __future__ import annotations
 
@@ -48,6 +52,9 @@ class Invocation:
     charged: float = 0.0                # vTime charged for the current dispatch (before weighting)
     seq: int = 0
     cancelled: bool = False
+    batch_key: str | None = None        # equal keys can run as one batch (cluster.batching); None: alone
+    batch_size: int = 1                 # samples, counted against the model's batch-size cap
+    token: int = 0                      # which ready-structure entry is current (see `take`)
 
 
 @dataclass(eq=False)
@@ -58,7 +65,7 @@ class Tenant:
     vtime: float = 0.0
     queued: int = 0
     running: int = 0
-    ready: list = field(default_factory=list)   # heap of (key, seq, Invocation)
+    ready: list = field(default_factory=list)   # heap of (key, seq, Invocation, token)
     idle_since: float | None = None             # None: never seen
     node: "_Node | None" = None                 # in the backlogged treap
     in_active: bool = False                     # has a current entry in the active-vTime heap
@@ -334,6 +341,7 @@ class Scheduler(ABC):
                 self._became_active(t)   # an idle tenant has no entry anywhere: nothing goes stale
         t.queued += 1
         self.queued += 1
+        inv.token += 1
         self._enqueue(t, inv)
         self._attach(t)
 
@@ -350,13 +358,25 @@ class Scheduler(ABC):
                 self._place(t)
                 self._idle_check(t)
                 continue
-            inv.charged = self._charge(inv)
-            t.vtime += inv.charged / t.weight
-            t.in_active = False
-            t.running += 1
-            self._attach(t)
+            self._start(t, inv)
             self.decisions += 1
             return inv
+
+    def take(self, inv: Invocation) -> None:
+        """Dispatch a ready (queued, not cancelled) invocation out of turn, charged like `pop`: it
+        joins a batch with the invocation just popped."""
+        t = self.tenants[inv.tenant]
+        t.queued -= 1
+        self.queued -= 1
+        inv.token += 1                      # its entry in the ready structures is now stale
+        self._start(t, inv)
+
+    def _start(self, t: Tenant, inv: Invocation) -> None:
+        inv.charged = self._charge(inv)
+        t.vtime += inv.charged / t.weight
+        t.in_active = False
+        t.running += 1
+        self._attach(t)
 
     def complete(self, inv: Invocation, measured: float | None) -> None:
         """The dispatch finished (or failed): correct the charge to the measured time."""
@@ -426,10 +446,12 @@ class FairScheduler(Scheduler):
         return self.w_wait * inv.arrival + self.w_remaining * inv.remaining + self.w_exec * inv.estimate
 
     def _enqueue(self, t: Tenant, inv: Invocation) -> None:
-        heapq.heappush(t.ready, (self._key(inv), inv.seq, inv))
+        heapq.heappush(t.ready, (self._key(inv), inv.seq, inv, inv.token))
 
     def _place(self, t: Tenant) -> None:
         node, tree = t.node, self._backlogged
+        while t.ready and _stale(t.ready[0]):   # taken for a batch: the head key must be a live entry
+            heapq.heappop(t.ready)
         if not t.ready:
             if node is not None:
                 tree.unlink(node)
@@ -470,10 +492,19 @@ class QueueScheduler(Scheduler):
 
     def _enqueue(self, t: Tenant, inv: Invocation) -> None:
         key = inv.estimate if self.shortest_first else 0.0
-        heapq.heappush(self._heap, (key, inv.seq, inv))
+        heapq.heappush(self._heap, (key, inv.seq, inv, inv.token))
 
     def _select(self) -> Invocation | None:
-        return heapq.heappop(self._heap)[2] if self._heap else None
+        while self._heap:
+            entry = heapq.heappop(self._heap)
+            if not _stale(entry):
+                return entry[2]
+        return None
+
+
+def _stale(entry: tuple) -> bool:
+    """A ready-structure entry of an invocation taken for a batch (or re-queued since)."""
+    return entry[3] != entry[2].token
 
 
 def make_scheduler(policy: str = "vtime", delta: float = 1.0, **kw: Any) -> Scheduler:

@@ -91,14 +91,18 @@ def start_cluster_in_background(args: argparse.Namespace) -> Future | None:
         return None
     from cluster.local_cluster import start_local_cluster
     threads = args.executor_threads or max(1, (os.cpu_count() or 1) // args.executors)
-    head_options = {"policy": args.scheduler}
+    head_options = {"policy": args.scheduler, "max_batch": args.max_batch,
+                    "batch_window_s": args.batch_window_ms / 1000}
     if args.fairness_slack is not None:
         head_options["delta"] = args.fairness_slack
     future: Future = Future()
 
     def start() -> None:
         try:
-            future.set_result(start_local_cluster(args.executors, threads, **head_options))
+            head, runtime = start_local_cluster(args.executors, threads, **head_options)
+            from cluster.cascade.head_hook import follow_head
+            follow_head(head)   # cascade decisions set the batch sizes of their models
+            future.set_result((head, runtime))
         except BaseException as err:  # re-raised in cmd_serve by future.result()
             future.set_exception(err)
     threading.Thread(target=start, name="local-cluster-start", daemon=True).start()
@@ -149,6 +153,7 @@ BENCHMARKS = {
     "dataplane": "cluster.bench_dataplane",
     "cluster": "cluster.bench_workflow",
     "cascade": "cluster.cascade.bench",
+    "batching": "cluster.bench_batching",
     "report": "cluster.sim.report",
     "realcheck": "cluster.sim.realcheck",
     "tenants-load": "comfy_bridge.tenancy.bench_load",

@@ -31,6 +31,7 @@ from typing import Callable, Iterator
 
 from cluster.cascade.allocation import Allocation, Problem, allocate, holds
 from cluster.cascade.deferral import DeferralCurve
+from cluster.cascade.head_hook import batch_size_listener
 from cluster.cascade.profiles import LatencyProfile
 from cluster.cascade.spec import CascadeSpec
 
@@ -342,6 +343,7 @@ def default_controller() -> CascadeController:
     with _default_lock:
         if _default is None:
             _default = CascadeController()
+            _default.on_decision(batch_size_listener(_default))   # batch sizes reach the serving head
         return _default
 
 
