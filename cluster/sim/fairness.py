@@ -1,6 +1,7 @@
 """Two backlogged tenants (paper §6 Fig. 9-right, §8.4 Fig. 13-right): service difference over time.
 
-Tenant `light` sends a cheap workflow and tenant `heavy` an expensive one at the same request rate,
+Tenant `light` sends a cheap workflow and tenant `heavy` an expensive one at the same request rate
+(default: SD3 and Flux1-Dev on 4 GPUs, as Fig. 9-right),
 both above what the GPUs can serve, so both stay backlogged. Service is the GPU time each tenant's
 invocations used (loading included, as vTime charges it).
 """
@@ -13,7 +14,7 @@ import numpy as np
 from cluster.sim.engine import SimConfig, simulate
 from cluster.sim.results import SimResult
 from cluster.sim.traces import TraceRequest
-from cluster.sim.workflows import catalogue
+from cluster.sim.workflows import catalogue, library
 
 TENANTS = ("light", "heavy")
 
@@ -45,7 +46,9 @@ def two_tenant_trace(case: FairnessCase) -> list[TraceRequest]:
 
 
 def run_case(case: FairnessCase) -> SimResult:
-    workflows, profiles = catalogue("s1")
+    _, profiles = catalogue("s2")
+    lib = library()
+    workflows = [lib[case.light], lib[case.heavy]]
     cfg = SimConfig(gpus=case.gpus, system="ours", policy=case.policy, delta=case.delta,
                     horizon_s=case.duration_s, record_service=True)
     return simulate(cfg, two_tenant_trace(case), workflows, profiles)

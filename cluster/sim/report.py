@@ -121,9 +121,9 @@ def _plot_fairness(path: Path, runs: list[dict]) -> None:
 
 def loading_breakdown(workflow: str = "flux1-schnell") -> dict[str, float]:
     """Fig. 12-left: latency of one warm-host request under each loading scheme (Eq. 1 per model)."""
-    from cluster.sim.workflows import catalogue, compute_times
-    workflows, profiles = catalogue("s1")
-    wf = next(w for w in workflows if w.name == workflow)
+    from cluster.sim.workflows import catalogue, compute_times, library
+    _, profiles = catalogue("s2")
+    wf = library()[workflow]
     comp = compute_times(profiles)
     out = {"w/o ppl.": 0.0, "ppl.(0)": 0.0, "ppl.(L_e'/2)": 0.0, "ppl.(L_e')": 0.0, "w/o load": 0.0}
     for n in wf.nodes:

@@ -4,7 +4,7 @@ A basic workflow is the paper's Fig. 1: text encoders (in parallel), one `denois
 per step of the diffusion model (a chain), then the VAE decoder. A ControlNet workflow runs a
 `controlnet_step` before each denoising step; a LoRA workflow uses a different (merged) diffusion
 model. The ServerlessT2I S1/S2 settings use Z-Image and Flux2-Klein, which have no public profile;
-SD3 and SDXL stand in for them (shared/reference/gpu-profiles.md).
+their profiles are scaled from measured ones by parameter count (profiles.py).
 """
 from __future__ import annotations
 
@@ -79,36 +79,50 @@ SD3_ENC = ["CLIP_L", "CLIP_G", "T5"]
 SDXL_ENC = ["CLIP_SDXL_1", "CLIP_SDXL_2"]
 
 
-def s1() -> list[Workflow]:
-    """Five basic workflows (paper Table 1, S1)."""
-    return [
-        basic("flux1-dev", FLUX_ENC, "Flux1Dev", 28, "Flux1VAE"),
-        basic("flux1-schnell", FLUX_ENC, "Flux1Schnell", 4, "Flux1VAE"),
+def library() -> dict[str, Workflow]:
+    """Every basic workflow (text encoders, diffusion model, VAE) the settings and experiments draw on.
+    Steps are the models' defaults; Z-Image and Z-Image-Turbo share their text encoder and VAE."""
+    wfs = [
         basic("sd3.5-large", SD3_ENC, "StableDiffusion35Large", 28, "StableDiffusion35LargeVAE"),
+        basic("z-image", ["Qwen3_4B"], "ZImage", 50, "Flux1VAE"),
+        basic("z-image-turbo", ["Qwen3_4B"], "ZImageTurbo", 8, "Flux1VAE"),
+        basic("flux1-dev", FLUX_ENC, "Flux1Dev", 28, "Flux1VAE"),
+        basic("flux2-klein", ["Qwen3_8B"], "Flux2Klein", 4, "Flux2VAE"),
+        basic("flux1-schnell", FLUX_ENC, "Flux1Schnell", 4, "Flux1VAE"),
         basic("sd3", SD3_ENC, "StableDiffusion3", 28, "StableDiffusion3VAE"),
         basic("sdxl", SDXL_ENC, "StableDiffusionXL", 30, "StableDiffusionXLVAE"),
+        basic("sd1.5", ["CLIP_SD15"], "StableDiffusion15", 50, "StableDiffusion15VAE"),
     ]
+    return {w.name: w for w in wfs}
+
+
+def s1() -> list[Workflow]:
+    """The paper's S1 (Table 1): basic workflows on SD3.5-Large, Z-Image, Z-Image-Turbo, Flux1-Dev and
+    Flux2-Klein (the Z-Image and Flux2-Klein profiles are scaled, profiles.py)."""
+    lib = library()
+    return [lib[n] for n in ("sd3.5-large", "z-image", "z-image-turbo", "flux1-dev", "flux2-klein")]
 
 
 def s2() -> list[Workflow]:
-    """Twenty workflows: S1 plus ControlNet and LoRA variants (paper Table 1, S2)."""
-    out = s1() + [basic("sd1.5", ["CLIP_SD15"], "StableDiffusion15", 50, "StableDiffusion15VAE")]
+    """Twenty workflows: S1, Flux1-Schnell, SD1.5, ControlNet variants (two per base model with a profiled
+    ControlNet) and LoRA variants (paper Table 1, S2, on the models with public profiles)."""
+    lib = library()
+    out = s1() + [lib["flux1-schnell"], lib["sd1.5"]]
     cn = [("flux1-dev", FLUX_ENC, "Flux1Dev", 28, "Flux1VAE", ["Flux1DevControlNetCanny", "Flux1DevControlNetDepth"]),
           ("sd3.5-large", SD3_ENC, "StableDiffusion35Large", 28, "StableDiffusion35LargeVAE",
            ["StableDiffusion35LargeControlNetCanny", "StableDiffusion35LargeControlNetDepth"]),
           ("sd3", SD3_ENC, "StableDiffusion3", 28, "StableDiffusion3VAE",
            ["StableDiffusion3ControlNetCanny", "StableDiffusion3ControlNetPose"]),
           ("sdxl", SDXL_ENC, "StableDiffusionXL", 30, "StableDiffusionXLVAE",
-           ["StableDiffusionXLControlNetCanny", "StableDiffusionXLControlNetDepth"]),
-          ("sd1.5", ["CLIP_SD15"], "StableDiffusion15", 50, "StableDiffusion15VAE",
-           ["StableDiffusion15ControlNetCanny", "StableDiffusion15ControlNetDepth"])]
+           ["StableDiffusionXLControlNetCanny", "StableDiffusionXLControlNetDepth"])]
     for name, enc, dm, steps, vae, nets in cn:
         for net in nets:
             out.append(basic(f"{name}+{net.split('ControlNet')[-1].lower()}", enc, dm, steps, vae, controlnet=net))
     for name, enc, dm, steps, vae in [("flux1-dev", FLUX_ENC, "Flux1Dev", 28, "Flux1VAE"),
                                       ("flux1-schnell", FLUX_ENC, "Flux1Schnell", 4, "Flux1VAE"),
                                       ("sdxl", SDXL_ENC, "StableDiffusionXL", 30, "StableDiffusionXLVAE"),
-                                      ("sd1.5", ["CLIP_SD15"], "StableDiffusion15", 50, "StableDiffusion15VAE")]:
+                                      ("sd1.5", ["CLIP_SD15"], "StableDiffusion15", 50, "StableDiffusion15VAE"),
+                                      ("z-image", ["Qwen3_4B"], "ZImage", 50, "Flux1VAE")]:
         out.append(basic(f"{name}+lora", enc, f"{dm}+lora", steps, vae))
     return out
 
@@ -119,7 +133,7 @@ def catalogue(setting: str = "s1") -> tuple[list[Workflow], dict[str, ModelProfi
         raise ValueError(f"unknown setting {setting!r}; choose s1 or s2")
     profiles = h800_profiles()
     for base in list(profiles.values()):
-        if base.name in ("Flux1Dev", "Flux1Schnell", "StableDiffusionXL", "StableDiffusion15"):
+        if base.name in ("Flux1Dev", "Flux1Schnell", "StableDiffusionXL", "StableDiffusion15", "ZImage"):
             v = lora_variant(base, "lora")
             profiles[v.name] = v
     return (s1() if setting == "s1" else s2()), profiles
