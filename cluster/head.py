@@ -391,10 +391,12 @@ class Head:
             self._holder = None
 
     def _wait_s(self) -> float:
-        """How long the head thread may sleep: a tick, or until the first batch window closes."""
+        """How long the head thread may sleep: a tick, or until the next batch window closes (a batch
+        already due waits for an executor, whose reply wakes the thread)."""
+        now = time.monotonic()
         with self._lock:
-            until = min((b.until for b in self._forming), default=None)
-        return self.tick_s if until is None else max(0.0, min(self.tick_s, until - time.monotonic()))
+            until = min((b.until for b in self._forming if b.until > now), default=None)
+        return self.tick_s if until is None else min(self.tick_s, until - now)
 
     def _receive(self) -> None:
         for _ in range(10_000):   # bounded, so submissions and checks are not starved
@@ -642,7 +644,7 @@ class Head:
 
     def _due_batch(self, now: float) -> Batch | None:
         for batch in self._forming:
-            if batch.full or now >= batch.until or self._open.get(batch.key) is not batch:
+            if batch.full or now >= batch.until:
                 return batch
         return None
 

@@ -192,6 +192,44 @@ def test_a_merged_run_that_fails_is_rerun_part_by_part(cluster, steps):
         assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+def test_a_step_cancelled_while_its_batch_forms_is_left_out(cluster, steps):
+    from cluster.head import RequestCancelled
+    red, blue = steps["red"][0], steps["blue"][0]
+    cluster.set_batch_size(_model_key(steps["red"]), 3)
+    before = _counters(cluster)
+    results: list = []
+
+    async def go():
+        quitter = Observed(cluster, "grace", results)
+        first = asyncio.ensure_future(quitter.call(red.fn, red.ref, red.inputs, red.params))
+        while cluster.stats()["batching"]["forming"] == 0:     # red leads a batch waiting for more
+            await asyncio.sleep(0.01)
+        quitter.cancel("the user interrupted")
+        second = await Observed(cluster, "heidi", results).call(blue.fn, blue.ref, blue.inputs, blue.params)
+        with pytest.raises(RequestCancelled):
+            await first
+        return second
+    out = asyncio.run(go())
+    assert _counters(cluster) == before and [r.batch for r in results] == [1]
+    assert out["x"].shape[0] == 2
+
+
+def test_take_dispatches_out_of_turn_and_its_entry_is_skipped():
+    from cluster.scheduler import Invocation, make_scheduler
+    for policy in ("vtime", "fifo"):
+        s = make_scheduler(policy, lift=False)
+        invs = [Invocation(id=i, tenant=f"t{i % 2}", request=f"r{i}", fn="f", model_key="m", estimate=1.0)
+                for i in range(4)]
+        for inv in invs:
+            s.push(inv)
+        s.take(invs[2])
+        assert len(s) == 3 and s.tenants["t0"].running == 1 and s.tenants["t0"].vtime == 1.0
+        popped = [s.pop() for _ in range(3)]
+        assert invs[2] not in popped and s.pop() is None
+        s.requeue(invs[2])                       # lost with its executor: ready again, once
+        assert s.pop() is invs[2] and s.pop() is None
+
+
 def test_cascade_decisions_set_the_stage_models_batch_sizes(demo_workspace):
     from cluster.cascade.controller import CascadeController
     from cluster.cascade.head_hook import _heads, batch_size_listener, checkpoint_model_key, follow_head
