@@ -100,7 +100,7 @@ class ClusterRuntime(Runtime):
                 try:
                     future = self._submit(fn, model, inputs, params, handles, tag)
                     try:
-                        result = await asyncio.wrap_future(future)
+                        result = await self.head.result(future)
                     except asyncio.CancelledError:
                         # nobody will read what it produces: give its outputs' references back
                         future.add_done_callback(lambda f: _discard(store, f))

@@ -24,6 +24,7 @@ free executor for itself; it goes out as one `BatchDispatch` whose parts are ans
 """
 from __future__ import annotations
 
+import asyncio
 import collections
 import concurrent.futures as cf
 import itertools
@@ -156,6 +157,10 @@ def _alive(pid: int) -> bool:
         return True
 
 
+def _nothing() -> None:
+    pass
+
+
 def default_address() -> str:
     return f"ipc://{tempfile.gettempdir()}/cc-head-{os.getpid()}-{uuid.uuid4().hex[:8]}.sock"
 
@@ -206,6 +211,7 @@ class Head:
         self._ready_by_key: dict[str, dict[int, Job]] = {}    # batch key -> ready jobs, arrival order
         self._forming: list[Batch] = []                       # taken, waiting to be dispatched
         self._open: dict[str, Batch] = {}                     # batch key -> the forming batch still filling
+        self._readers: dict[asyncio.AbstractEventLoop, int] = {}   # loops awaiting results, see `result`
 
     # lifecycle -------------------------------------------------------------------------------------
     def start(self) -> "Head":
@@ -215,6 +221,7 @@ class Head:
         self._sock.setsockopt(zmq.LINGER, 0)
         self._sock.bind(self.requested_address)
         self.address = self._sock.getsockopt_string(zmq.LAST_ENDPOINT)
+        self._fd = self._sock.getsockopt(zmq.FD)
         self._running = True
         self._thread = threading.Thread(target=self._loop, name="cluster-head", daemon=True)
         self._thread.start()
@@ -279,6 +286,25 @@ class Head:
             self._index(job)
         self._call(enqueue)
         return fut
+
+    async def result(self, future: cf.Future) -> "Result":
+        """Await a `submit` future while this event loop also reads the head's socket. The executor's
+        reply is then handled in the awaiting thread as soon as it lands, instead of by the head thread
+        handing the result over to this loop: that hand-off (a thread wake-up and a loop wake-up) was
+        the largest part of a short invocation's round trip on a busy host."""
+        loop = asyncio.get_running_loop()
+        waiting = self._readers.get(loop, 0)
+        if not waiting and self._running:
+            loop.add_reader(self._fd, self._call, _nothing)   # _call pumps: receives, then dispatches
+        self._readers[loop] = waiting + 1
+        try:
+            return await asyncio.wrap_future(future)
+        finally:
+            waiting = self._readers.pop(loop) - 1
+            if waiting:
+                self._readers[loop] = waiting
+            else:
+                loop.remove_reader(self._fd)
 
     def set_batch_size(self, model_key: str, n: int) -> None:
         """Samples one executor may run at once for this model (1: no batching); overrides `max_batch`."""
