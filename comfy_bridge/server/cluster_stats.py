@@ -98,7 +98,7 @@ class ClusterCollector:
             yield g
         events = CounterMetricFamily("comfy_cluster_events", "head events", labels=["event"])
         for name in ("completed", "failed", "reruns", "executors_lost", "bad_messages", "deadline_exceeded",
-                     "lost_inputs"):
+                     "lost_inputs", "batches_dispatched", "parts_batched", "batch_fallbacks"):
             events.add_metric([name], float(s.get(name, 0)))
         yield events
         if "cascades" in s:

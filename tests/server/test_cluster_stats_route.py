@@ -62,6 +62,9 @@ async def test_metrics_route_exposes_the_same_figures(make_client, head):
     assert samples[("comfy_cluster_queued_invocations", ())] == 1
     assert samples[("comfy_cluster_scheduler_decisions_total", ())] == 0
     assert samples[("comfy_cluster_model_replicas", (("model", "model-a"),))] == 1
+    head.counters["batches_dispatched"] += 3   # what the head counts when it runs steps batched
+    text = await (await client.get("/metrics")).text()
+    assert 'comfy_cluster_events_total{event="batches_dispatched"} 3.0' in text
 
 
 async def test_without_a_cluster_the_routes_answer_empty(make_client):
