@@ -31,6 +31,7 @@ class Point:
     warmup_s: float = 20.0
     tenants: int = 4
     seed: int = 0
+    wait_for_warm: bool = True
 
     def with_(self, **kw) -> "Point":
         return replace(self, **kw)
@@ -41,7 +42,7 @@ def run_point(p: Point) -> SimResult:
     trace = generate(TraceSpec(duration_s=p.duration_s, rate=p.rate, cov=p.cov, tenants=p.tenants, seed=p.seed),
                      [w.name for w in workflows])
     cfg = SimConfig(gpus=p.gpus, gpu=GPUS[p.gpu], system=p.system, policy=p.policy, delta=p.delta,
-                    slo_scale=p.slo_scale, warmup_s=p.warmup_s)
+                    slo_scale=p.slo_scale, warmup_s=p.warmup_s, wait_for_warm=p.wait_for_warm)
     return simulate(cfg, trace, workflows, profiles)
 
 

@@ -27,8 +27,11 @@ from cluster.weights.prefix import e2e_time, prefix_length
 def _summary(p: Point) -> dict:
     r = run_point(p)
     slo = {s: attainment_at(r, s) for s in SLO_SCALES}
+    done = len(r.measured) or 1
     return {"point": p.__dict__, "summary": r.summary(), "attainment": r.attainment, "slo": slo,
-            "breakdown": r.breakdown(), "memory": r.memory_utilisation}
+            "breakdown": r.breakdown(), "memory": r.memory_utilisation,
+            "gpu_busy": r.gpu_busy_s / (p.gpus * r.end_s) if r.end_s > 0 else 0.0,
+            "misses_per_request": r.loads["miss"] / done, "requests": len(r.measured)}
 
 
 def _fair(case: fairness.FairnessCase) -> dict:
@@ -48,6 +51,8 @@ def _scale(p: Point) -> dict:
 
 
 SLO_SCALES = [1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0]
+POLICY_RATE_SCALE = 1.5
+NO_WAIT = "Comfy Cluster, no warm wait"
 
 
 def _plot_lines(path: Path, x: list, series: dict[str, list[float]], xlabel: str, title: str,
@@ -57,7 +62,8 @@ def _plot_lines(path: Path, x: list, series: dict[str, list[float]], xlabel: str
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(5, 3.4))
     for name, ys in series.items():
-        ax.plot(x, ys, marker="o", label=name, linewidth=2 if name == "Comfy Cluster" else 1.2)
+        ax.plot(x, ys, marker="o", label=name, linewidth=2 if name == "Comfy Cluster" else 1.2,
+                linestyle="--" if name.endswith("no warm wait") else "-")
     if target is not None:
         ax.axhline(target, color="grey", linestyle=":", linewidth=1)
         ax.set_ylim(0, 1.02)
@@ -146,8 +152,8 @@ def loading_breakdown(workflow: str = "flux1-schnell") -> dict[str, float]:
 def build(args: argparse.Namespace) -> dict:
     base = Point(setting=args.setting, gpus=args.gpus, rate=args.rate, duration_s=args.duration,
                  warmup_s=args.duration * 0.2, seed=args.seed)
-    rate_scales = [0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75] if args.full else [0.25, 0.5, 0.75, 1.0, 1.25, 1.5]
-    gpu_counts = [4, 8, 12, 16, 24, 32, 48] if args.full else [4, 8, 12, 16, 24, 32]
+    rate_scales = [0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0]
+    gpu_counts = [8, 12, 16, 20, 24, 32, 40, 48]
     covs = [1.0, 2.0, 3.0, 4.0, 5.0] if args.full else [1.0, 2.0, 3.0, 4.0]
     seeds = range(args.seed, args.seed + args.seeds)
     jobs: dict[tuple, Point] = {}
@@ -160,9 +166,14 @@ def build(args: argparse.Namespace) -> dict:
                 jobs[("gpus", name, g, s)] = pt.with_(gpus=g, rate=args.gpu_sweep_rate, seed=s)
             for c in covs:
                 jobs[("cov", name, c, s)] = pt.with_(cov=c, seed=s)
+    # the real head without cluster.warm_wait: Comfy Cluster's rate sweep once more without it
+    for s in seeds:
+        for k in rate_scales:
+            jobs[("rate", NO_WAIT, k, s)] = base.with_(rate=base.rate * k, seed=s, wait_for_warm=False)
     for pol in ("fifo", "sjf", "vtc", "vtime"):
         for s in seeds:
-            jobs[("policy", pol, 1.0, s)] = base.with_(policy=pol, seed=s)
+            # at rate scale 1.5: below it the queue is too short for the order to matter
+            jobs[("policy", pol, 1.0, s)] = base.with_(policy=pol, rate=base.rate * POLICY_RATE_SCALE, seed=s)
     cases = [fairness.FairnessCase(p) for p in ("fifo", "sjf", "vtc")] + \
         [fairness.FairnessCase("vtime", d) for d in (0.0, 5.0, 10.0, 20.0)]
     scale = base.with_(setting="s1", gpus=args.scale_gpus, rate=args.scale_rate, duration_s=args.scale_duration,
@@ -180,7 +191,7 @@ def build(args: argparse.Namespace) -> dict:
 
     data: dict = {"config": vars(args), "rate_scales": rate_scales, "gpu_counts": gpu_counts, "covs": covs,
                   "slo_scales": SLO_SCALES}
-    data["vs_rate"] = {n: [mean("rate", n, k) for k in rate_scales] for n in LINEUP}
+    data["vs_rate"] = {n: [mean("rate", n, k) for k in rate_scales] for n in (*LINEUP, NO_WAIT)}
     data["vs_gpus"] = {n: [mean("gpus", n, g) for g in gpu_counts] for n in LINEUP}
     data["vs_cov"] = {n: [mean("cov", n, c) for c in covs] for n in LINEUP}
     data["vs_slo"] = {n: [float(np.mean([results[("rate", n, 1.0, s)]["slo"][x] for s in seeds]))
@@ -188,12 +199,14 @@ def build(args: argparse.Namespace) -> dict:
     data["memory"] = {n: [mean("rate", n, k, "memory") for k in rate_scales] for n in LINEUP}
     data["breakdown"] = {n: {f: float(np.mean([results[("rate", n, 1.0, s)]["breakdown"][f] for s in seeds]))
                              for f in ("queue", "load", "compute", "transfer")} for n in LINEUP}
+    data["efficiency"] = {n: {"gpu_busy": mean("rate", n, 1.0, "gpu_busy"),
+                              "misses_per_request": mean("rate", n, 1.0, "misses_per_request")} for n in LINEUP}
     data["policies"] = {p: mean("policy", p, 1.0) for p in ("fifo", "sjf", "vtc", "vtime")}
     data["fairness"] = fair
     data["scale"] = scale_r
     data["loading"] = loading_breakdown()
     data["cascades"] = cascades.run(seconds=240.0 if args.full else 120.0)
-    rate_at = {n: crossing([base.rate * k for k in rate_scales], data["vs_rate"][n]) for n in LINEUP}
+    rate_at = {n: crossing([base.rate * k for k in rate_scales], data["vs_rate"][n]) for n in (*LINEUP, NO_WAIT)}
     gpus_at = {n: crossing(gpu_counts, data["vs_gpus"][n], rising=True) for n in LINEUP}
     data["headline"] = {"rate_at_90": rate_at, "gpus_at_90": gpus_at,
                         "rate_gain_vs_mcache": _ratio(rate_at["Comfy Cluster"], rate_at["MCache"]),
@@ -242,11 +255,13 @@ def _markdown(d: dict) -> str:
     cfg, h, sc = d["config"], d["headline"], d["scale"]
     lines = [
         "# Comfy Cluster benchmark report (simulated)", "",
-        f"Setting {cfg['setting'].upper()} on modelled H800 GPUs (profiles: shared/reference/gpu-profiles.md), "
-        f"{cfg['duration']:g} s traces (first 20 % left out as warm-up), {cfg['seeds']} seed(s), "
-        "4 tenants, diurnal rate, Gamma arrivals, Zipf workflow popularity. Deadline = SLO scale x solo latency. "
-        "Comfy Cluster runs the real `cluster.scheduler` (vTime, slack 10 s) and `place`; the baselines run each "
-        "workflow as one monolithic GPU function (FIFO), caching as the paper defines NoCache / WCache / MCache.", "",
+        f"Setting {cfg['setting'].upper()} (the paper's Table 1: SD3.5-Large, Z-Image, Z-Image-Turbo, Flux1-Dev, "
+        f"Flux2-Klein) on {cfg['gpus']} modelled H800 GPUs (profiles: shared/reference/gpu-profiles.md; Z-Image and "
+        f"Flux2-Klein scaled by parameter count), {cfg['duration']:g} s traces (first 20 % left out as warm-up), "
+        f"{cfg['seeds']} seed(s), 4 tenants, diurnal rate, Gamma arrivals, Zipf workflow popularity. Deadline = SLO "
+        "scale x solo latency. Comfy Cluster runs the real `cluster.scheduler` (vTime, slack 10 s), `place` with the "
+        "real scaling controller's targets, and `cluster.warm_wait`; the baselines run each workflow as one "
+        "monolithic GPU function (FIFO), caching as the paper defines NoCache / WCache / MCache.", "",
         "## Headline", "",
         "| figure | Comfy Cluster | MCache | WCache | NoCache |", "|---|---|---|---|---|",
         "| rate at 90 % SLO attainment (req/s) | " + " | ".join(_fmt(h["rate_at_90"][n]) for n in LINEUP) + " |",
@@ -255,17 +270,20 @@ def _markdown(d: dict) -> str:
         "(paper: up to 2x).",
         f"- GPU saving over MCache at {cfg['gpu_sweep_rate']:g} req/s: **{_fmt(h['gpu_saving_vs_mcache'], 'x')}** "
         "(paper: up to 3x).",
+        f"- Without `cluster.warm_wait` (the real head today) Comfy Cluster reaches 90 % up to "
+        f"{_fmt(h['rate_at_90'][NO_WAIT])} req/s.",
         f"- Simulator control-plane overhead at {sc['point']['gpus']} GPUs, {sc['max_inflight']} requests in "
         f"flight: **{100 * sc['overhead']:.3f} %** of the GPU time it dispatched "
         f"({sc['decisions']} decisions, {sc['cp_cpu_s']:.2f} s CPU; one control-plane core is "
         f"{100 * sc['control_plane_load']:.1f} % busy per simulated second). Paper: 3.3 %.", "",
         "![](slo_vs_rate.png) ![](slo_vs_gpus.png)", "",
+        *_shortfall(d),
         "## SLO attainment vs SLO scale and burstiness", "", "![](slo_vs_slo_scale.png) ![](slo_vs_cov.png)", "",
         "## GPU memory utilisation", "",
-        "Time-averaged weights + runtime state over device memory. Comfy Cluster loads layers on demand and "
-        "keeps one copy per executor that needs it, so it needs less memory for the same load than "
-        "whole-workflow caching.", "", "![](memory_utilisation.png)", "",
-        "## Scheduling policies (Comfy Cluster, default load)", "",
+        "Time-averaged weights + runtime state over device memory. Nothing is pre-loaded: an executor holds "
+        "what it ran, so utilisation follows how many distinct models each executor has run.", "",
+        "![](memory_utilisation.png)", "",
+        f"## Scheduling policies (Comfy Cluster, {cfg['rate'] * POLICY_RATE_SCALE:g} req/s)", "",
         "| policy | SLO attainment |", "|---|---|",
         *[f"| {p} | {a:.3f} |" for p, a in d["policies"].items()], "",
         "## Fairness: two backlogged tenants", "",
@@ -282,14 +300,47 @@ def _markdown(d: dict) -> str:
         "![](loading_breakdown.png) ![](latency_breakdown.png)", "",
         *cascades.markdown(d.get("cascades")),
         "## What is modelled", "",
-        "- Executors: one invocation at a time; compute and host->device load times from the H800 profiles; "
-        "Comfy Cluster's layer cache (LRU model, reverse-layer eviction) with prefix pipelining (Eq. 1); "
-        "an invocation waits for a busy executor holding its weights when that is expected to be sooner than a "
-        "load (at most one waiter per holder); tensors move at 100 GB/s between executors.",
-        "- Weights are always in host memory (the paper: 99 % of loads hit host memory); no batching; "
-        "Z-Image and Flux2-Klein have no public profile, so SD3 and SDXL stand in for them.",
+        "- Executors: one invocation at a time; compute and host->device load times from the H800 profiles (a "
+        "denoising step with classifier-free guidance costs the measured batch-2 pass); Comfy Cluster's layer cache "
+        "(LRU model, reverse-layer eviction) with prefix pipelining (Eq. 1); tensors move at 100 GB/s between "
+        "executors.",
+        "- Comfy Cluster's dispatch: the real scheduler pops an invocation, the real `place` picks a free executor "
+        "with the real scaling controller's targets, and `cluster.warm_wait` parks it for a busy executor holding "
+        "its weights when that is expected sooner than loading (at most one waiter per holder). The real head "
+        "does not call `cluster.warm_wait` yet; the rate sweep is also run without it (headline): denoising "
+        "steps then hop to cold executors and load.",
+        "- MCache / WCache / NoCache: a request runs its whole workflow on one GPU, loading what that GPU lacks "
+        "serially before running (no pre-warming); placement prefers the GPU holding the most of its bytes, and "
+        "it too may wait for a busy warm GPU.",
+        "- Weights are always in host memory (the paper: 99 % of loads hit host memory); no batching; no "
+        "pre-loading of first layers before a model is requested; no multi-GPU parallelism within a model.",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _shortfall(d: dict) -> list[str]:
+    """Why the measured gain is what it is: GPU time and loads of each system at the base rate."""
+    eff, br, cfg = d.get("efficiency"), d["breakdown"], d["config"]
+    if not eff:
+        return []
+    return [
+        "## Where the difference comes from", "",
+        f"At {cfg['rate']:g} req/s on {cfg['gpus']} GPUs (rate scale 1):", "",
+        "| system | GPU busy share | whole-model loads per request | exposed load (s/request) | "
+        "queueing (s/request) |", "|---|---|---|---|---|",
+        *[f"| {n} | {eff[n]['gpu_busy']:.2f} | {eff[n]['misses_per_request']:.2f} | {br[n]['load']:.2f} | "
+          f"{br[n]['queue']:.2f} |" for n in eff], "",
+        "Every system computes the same work per request (same profiles, no batching), so a baseline falls behind "
+        "only by the GPU time it spends loading and by the order it serves requests in. In this model MCache "
+        "keeps most models resident (LRU over each GPU's 80 GiB), so its GPU time per request stays close to "
+        "Comfy Cluster's; what it loses is mostly queueing: first-come-first-served whole workflows make the short "
+        "Z-Image-Turbo and Flux2-Klein requests (3-4 s deadlines) wait behind 7-12 s ones, which Comfy Cluster's "
+        "scheduler interleaves at ModelFn granularity. The paper's MCache needs 4x the GPUs and a 24x SLO scale "
+        "for 90 % (Figs. 10b-c), which takes several times Comfy Cluster's GPU time per request, i.e. loads "
+        "dominating; the paper does not define how its monolithic functions are scaled, kept alive and routed, "
+        "and this baseline takes the generous reading (any free GPU runs any workflow at once, on the GPU "
+        "holding most of its bytes).", "",
+    ]
 
 
 def parser() -> argparse.ArgumentParser:
@@ -297,8 +348,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="bench-report", help="folder for report.md, the PNGs and results.json")
     p.add_argument("--setting", choices=("s1", "s2"), default="s1")
     p.add_argument("--gpus", type=int, default=32)
-    p.add_argument("--rate", type=float, default=8.0, help="req/s at rate scale 1")
-    p.add_argument("--gpu-sweep-rate", type=float, default=4.0, help="fixed req/s of the GPU-count sweep")
+    p.add_argument("--rate", type=float, default=3.0, help="req/s at rate scale 1")
+    p.add_argument("--gpu-sweep-rate", type=float, default=2.0, help="fixed req/s of the GPU-count sweep")
     p.add_argument("--duration", type=float, default=60.0)
     p.add_argument("--seeds", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
