@@ -24,7 +24,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpu", choices=sorted(GPUS), default="H800")
     p.add_argument("--slo-scale", type=float, default=3.0)
     p.add_argument("--duration", type=float, default=60.0, help="generated trace length (s)")
-    p.add_argument("--rate", type=float, default=8.0, help="generated mean req/s")
+    p.add_argument("--rate", type=float, default=3.0, help="generated mean req/s")
     p.add_argument("--cov", type=float, default=1.0, help="generated inter-arrival CoV")
     p.add_argument("--tenants", type=int, default=4)
     p.add_argument("--seed", type=int, default=0)
