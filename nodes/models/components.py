@@ -11,6 +11,8 @@ from typing import Any
 
 import torch
 
+from nodes.models.batch_invariant import make_batch_invariant
+
 
 @dataclass(frozen=True)
 class LatentFormat:
@@ -43,6 +45,9 @@ class DiffusionModel:
     sampling: dict[str, Any]
     config: dict[str, Any] = field(default_factory=dict)
     dtype: torch.dtype = torch.float32
+
+    def __post_init__(self) -> None:
+        make_batch_invariant(self.module)   # batched steps give the unbatched bits (cluster.batching)
 
     def apply(self, x: torch.Tensor, timestep: torch.Tensor, cond: dict[str, Any]) -> torch.Tensor:
         """Raw network output for input `x` (already `calculate_input`-scaled) at `timestep` (model units).

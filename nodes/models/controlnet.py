@@ -7,6 +7,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from .batch_invariant import make_batch_invariant
 from .errors import ModelLoadError
 from .unet import UNetLayout, _batch, block_map, diffusers_config, sdxl_time_ids
 
@@ -87,6 +88,9 @@ class ControlNet:
     module: torch.nn.Module
     config: dict[str, Any] = field(default_factory=dict)
     dtype: torch.dtype = torch.float32
+
+    def __post_init__(self) -> None:
+        make_batch_invariant(self.module)   # it runs inside batched denoising steps too
 
     @property
     def hint_downscale(self) -> int:

@@ -50,7 +50,9 @@ def test_apply_equals_diffusers_on_packed_input():
                 txt_ids=torch.zeros(5, 3), guidance=torch.tensor([3.5, 2.0]), return_dict=False)[0]
     expected = FluxPipeline._unpack_latents(ref, 64, 96, 8)
     assert out.shape == x.shape
-    assert torch.allclose(out, expected, atol=1e-6, rtol=0), (out - expected).abs().max()
+    # Ours multiplies the [batch, features] projections row by row (batch invariance), diffusers in one
+    # GEMM: a few float32 ulps apart.
+    assert torch.allclose(out, expected, atol=5e-6, rtol=0), (out - expected).abs().max()
 
 
 def test_guidance_defaults_to_comfyui_value_and_changes_output():

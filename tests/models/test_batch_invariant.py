@@ -1,0 +1,40 @@
+"""Linear layers of loaded diffusion models compute each row of a 2-D input independently of the
+batch around it, so batched denoising steps reproduce unbatched ones bit for bit."""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from nodes.models.batch_invariant import BatchInvariantLinear, make_batch_invariant
+
+
+def test_rows_of_a_2d_input_give_the_same_bits_at_any_batch_size(fixed_threads):
+    torch.manual_seed(0)
+    layer = make_batch_invariant(nn.Sequential(nn.Linear(320, 1280), nn.SiLU(), nn.Linear(1280, 1280)))
+    x = torch.randn(8, 320)
+    with torch.inference_mode():
+        alone = [layer(x[i:i + 1]) for i in range(8)]
+        for batch in (2, 3, 4, 8):
+            out = layer(x[:batch])
+            assert all(torch.equal(out[i:i + 1], alone[i]) for i in range(batch)), batch
+
+
+def test_keeps_parameters_and_state_dict_and_token_inputs_use_one_gemm():
+    plain = nn.Linear(16, 32)
+    patched = make_batch_invariant(nn.Sequential(nn.Linear(16, 32)))[0]
+    patched.load_state_dict(plain.state_dict())
+    assert type(patched) is BatchInvariantLinear and set(patched.state_dict()) == {"weight", "bias"}
+    tokens = torch.randn(2, 7, 16)
+    assert torch.equal(patched(tokens), nn.functional.linear(tokens, plain.weight, plain.bias))
+
+
+def test_loaded_denoisers_and_controlnets_have_no_plain_linear(demo_workspace):
+    from nodes.loaders import CheckpointLoaderSimple, ControlNetLoader
+    from nodes.models.loader import load_controlnet, load_diffusion_model
+    loaded = [load_diffusion_model(CheckpointLoaderSimple().load_checkpoint(name)[0])
+              for name in ("sd1-tiny.safetensors", "sdxl-tiny.safetensors", "flux-tiny.safetensors")]
+    loaded.append(load_controlnet(ControlNetLoader().load_controlnet("sd1-tiny-controlnet.safetensors")[0]))
+    for component in loaded:
+        layers = list(component.module.modules())
+        assert not [m for m in layers if type(m) is nn.Linear], component.arch
+        assert any(isinstance(m, BatchInvariantLinear) for m in layers), component.arch
