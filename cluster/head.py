@@ -161,6 +161,16 @@ def _nothing() -> None:
     pass
 
 
+def _copy_outcome(done: cf.Future, waiter: asyncio.Future) -> None:
+    if waiter.cancelled():
+        return
+    err = done.exception()
+    if err is not None:
+        waiter.set_exception(err)
+    else:
+        waiter.set_result(done.result())
+
+
 def default_address() -> str:
     return f"ipc://{tempfile.gettempdir()}/cc-head-{os.getpid()}-{uuid.uuid4().hex[:8]}.sock"
 
@@ -291,20 +301,40 @@ class Head:
         """Await a `submit` future while this event loop also reads the head's socket. The executor's
         reply is then handled in the awaiting thread as soon as it lands, instead of by the head thread
         handing the result over to this loop: that hand-off (a thread wake-up and a loop wake-up) was
-        the largest part of a short invocation's round trip on a busy host."""
+        the largest part of a short invocation's round trip on a busy host. A reply handled here also
+        resolves the awaited future directly, not through the loop's self-pipe."""
         loop = asyncio.get_running_loop()
-        waiting = self._readers.get(loop, 0)
-        if not waiting and self._running:
+        if loop not in self._readers and self._running:
             loop.add_reader(self._fd, self._call, _nothing)   # _call pumps: receives, then dispatches
-        self._readers[loop] = waiting + 1
+            self._readers[loop] = 0
+        if loop in self._readers:
+            self._readers[loop] += 1
         try:
-            return await asyncio.wrap_future(future)
+            if future.done():
+                return future.result()
+            waiter = loop.create_future()
+            here = threading.get_ident()
+
+            def resolve(done: cf.Future) -> None:
+                if threading.get_ident() == here:
+                    _copy_outcome(done, waiter)
+                else:
+                    loop.call_soon_threadsafe(_copy_outcome, done, waiter)
+            future.add_done_callback(resolve)
+            return await waiter
         finally:
-            waiting = self._readers.pop(loop) - 1
-            if waiting:
-                self._readers[loop] = waiting
-            else:
-                loop.remove_reader(self._fd)
+            if loop in self._readers:
+                self._readers[loop] -= 1
+                if not self._readers[loop]:
+                    # a chain of calls awaits its next result within this loop step: keep reading
+                    loop.call_soon(self._stop_reading, loop)
+
+    def _stop_reading(self, loop: asyncio.AbstractEventLoop) -> None:
+        if self._readers.get(loop) == 0:
+            del self._readers[loop]
+            loop.remove_reader(self._fd)
+            if not self._readers:
+                self._wake_w.send(b"x")   # the head thread watches the socket again
 
     def set_batch_size(self, model_key: str, n: int) -> None:
         """Samples one executor may run at once for this model (1: no batching); overrides `max_batch`."""
@@ -393,10 +423,19 @@ class Head:
 
     def _loop(self) -> None:
         poller = zmq.Poller()
-        poller.register(self._sock.getsockopt(zmq.FD), zmq.POLLIN)
         poller.register(self._wake_r, zmq.POLLIN)
+        watching = False
         me = threading.get_ident()
         while self._running:
+            # While an event loop reads the socket (`result`), this thread leaves it to that loop and
+            # only wakes for its tick: two threads woken by every reply slowed each other on a small
+            # host. The last reader to stop wakes this thread to watch the socket again.
+            if watching != (not self._readers):
+                watching = not watching
+                if watching:
+                    poller.register(self._fd, zmq.POLLIN)
+                else:
+                    poller.unregister(self._fd)
             events = dict(poller.poll(self._wait_s() * 1000))
             if self._wake_r.fileno() in events:
                 self._wake_r.recv(65536)

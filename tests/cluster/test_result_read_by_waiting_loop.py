@@ -1,8 +1,11 @@
-"""`Head.result`: a loop awaiting invocations reads the head's socket itself while it waits, and stops
-watching it when its last invocation returns."""
+"""`Head.result`: a loop awaiting invocations reads the head's socket itself while it waits, keeps
+watching it through a chain of calls, and stops once its last invocation has returned; the head
+thread leaves the socket to such loops and watches it again when none is left."""
 from __future__ import annotations
 
 import asyncio
+import pickle
+import uuid
 
 import pytest
 import torch
@@ -36,6 +39,7 @@ async def test_the_loop_watches_the_socket_only_while_it_awaits_results(cluster)
 
     outs = await asyncio.gather(*[one(i) for i in range(6)])
     assert seen[:5] == [True] * 5          # watched while any call of this loop was outstanding
+    await asyncio.sleep(0)                 # the watch ends on the loop's next step
     assert not _watching(loop, head._fd)   # and no longer once all returned
     assert loop not in head._readers
     for i, y in enumerate(outs):           # every result reached its own caller
@@ -47,4 +51,39 @@ async def test_a_failed_call_stops_the_watch_too(cluster):
     head, rt = cluster
     with pytest.raises(Exception, match="bad input of shape"):
         await rt.call("cc_test_raise", None, {"x": torch.ones(2)}, {})
+    await asyncio.sleep(0)
     assert asyncio.get_running_loop() not in head._readers
+
+
+async def test_a_chain_of_calls_starts_watching_once(cluster):
+    head, rt = cluster
+    loop = asyncio.get_running_loop()
+    added = []
+    add_reader = loop.add_reader
+    loop.add_reader = lambda fd, *args: (added.append(fd), add_reader(fd, *args))
+    try:
+        for i in range(5):                 # each call awaits the previous one, like denoising steps
+            await rt.call("cc_test_linear", tiny_ref(1), {"x": torch.full((1, 16), float(i))}, {})
+            assert _watching(loop, head._fd)
+    finally:
+        loop.add_reader = add_reader
+    assert added == [head._fd]
+    await asyncio.sleep(0)
+    assert not _watching(loop, head._fd)
+
+
+def test_the_head_thread_reads_replies_again_once_no_loop_does():
+    # A 60 s tick: were the head thread not woken when the last loop stops reading, the reply to a
+    # plain `submit` below would wait for the tick.
+    head, rt = start_local_cluster(1, threads_per_executor=1, preload=[FNS], tick_s=60.0)
+    try:
+        async def two():     # the first reply wakes the head thread, which sees this loop reading
+            return await asyncio.gather(*(rt.call("cc_test_linear", tiny_ref(1), {"x": torch.ones(1, 16)},
+                                                  {"sleep": s}) for s in (0.0, 0.5)))
+        asyncio.run(two())
+        assert not head._readers
+        future = head.submit(tenant="t", request=uuid.uuid4().hex, fn="cc_test_raise", model_key="",
+                             payload=pickle.dumps((None, {})), inputs={}, nulls=["x"])
+        assert future.exception(timeout=20) is not None    # the ModelFn's error, read by the head thread
+    finally:
+        head.stop()
