@@ -1,19 +1,28 @@
-"""Batch-invariant linear layers, so a request's denoising step gives the same bits whether the
-executor runs it alone or merged with other requests' steps (cluster.batching).
+"""Batch-invariant layers, so a request's denoising step gives the same bits whether the executor
+runs it alone or merged with other requests' steps (cluster.batching).
 
-On CPU, a GEMM with few rows picks its kernel (and so its summation order) by the row count: the
-time-embedding and modulation projections, whose input is [batch, features], round differently at
-batch 2 than at batch 4. Every other layer of the UNet and DiT families was checked row for row and
-is already invariant (convolutions, norms and token-wise projections split their work by sample or
-token the same way at any batch). So only 2-D inputs are special-cased: each row is multiplied on
-its own, the same GEMV at any batch size. Those projections are a few hundred microseconds of a
-step at most; the token-wise projections keep their single GEMM.
+On CPU, a GEMM picks its kernel (and so its summation order) by the problem size, so the same sample
+can round differently inside a bigger batch. Checked layer by layer on the UNet and Flux families at
+batch 2 to 32: the [batch, features] projections (time embedding, modulation) differ from batch 2 on,
+1x1 convolutions (one GEMM over batch x pixels) at 16 and above; norms, attention and the token-wise
+projections did not differ. So a 2-D linear input is multiplied row by row and a convolution runs one
+sample at a time: the same call at any batch size. The cost is per-call overhead, small next to a
+real model's convolutions; batching still pays through the rest of the network (`bench batching`).
 """
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+
+class BatchInvariantConv2d(nn.Conv2d):
+    """nn.Conv2d run one sample at a time."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dim() != 4 or x.shape[0] == 1:
+            return super().forward(x)
+        return torch.cat([super(BatchInvariantConv2d, self).forward(sample) for sample in x.split(1)])
 
 
 class BatchInvariantLinear(nn.Linear):
@@ -32,4 +41,6 @@ def make_batch_invariant(module: nn.Module) -> nn.Module:
     for m in module.modules():
         if type(m) is nn.Linear:
             m.__class__ = BatchInvariantLinear
+        elif type(m) is nn.Conv2d:
+            m.__class__ = BatchInvariantConv2d
     return module

@@ -1,11 +1,11 @@
-"""Linear layers of loaded diffusion models compute each row of a 2-D input independently of the
+"""Linear and convolution layers of loaded diffusion models compute each sample independently of the
 batch around it, so batched denoising steps reproduce unbatched ones bit for bit."""
 from __future__ import annotations
 
 import torch
 from torch import nn
 
-from nodes.models.batch_invariant import BatchInvariantLinear, make_batch_invariant
+from nodes.models.batch_invariant import BatchInvariantConv2d, BatchInvariantLinear, make_batch_invariant
 
 
 def test_rows_of_a_2d_input_give_the_same_bits_at_any_batch_size(fixed_threads):
@@ -17,6 +17,15 @@ def test_rows_of_a_2d_input_give_the_same_bits_at_any_batch_size(fixed_threads):
         for batch in (2, 3, 4, 8):
             out = layer(x[:batch])
             assert all(torch.equal(out[i:i + 1], alone[i]) for i in range(batch)), batch
+
+
+def test_samples_of_a_1x1_convolution_give_the_same_bits_at_batch_16(fixed_threads):
+    torch.manual_seed(0)
+    conv = make_batch_invariant(nn.Sequential(nn.Conv2d(32, 32, 1)))   # a GEMM over batch x pixels
+    x = torch.randn(16, 32, 8, 8)
+    with torch.inference_mode():
+        alone = conv(x[:2])
+        assert all(torch.equal(conv(x[:n])[:2], alone) for n in (4, 8, 16))
 
 
 def test_keeps_parameters_and_state_dict_and_token_inputs_use_one_gemm():
@@ -36,5 +45,7 @@ def test_loaded_denoisers_and_controlnets_have_no_plain_linear(demo_workspace):
     loaded.append(load_controlnet(ControlNetLoader().load_controlnet("sd1-tiny-controlnet.safetensors")[0]))
     for component in loaded:
         layers = list(component.module.modules())
-        assert not [m for m in layers if type(m) is nn.Linear], component.arch
+        assert not [m for m in layers if type(m) in (nn.Linear, nn.Conv2d)], component.arch
         assert any(isinstance(m, BatchInvariantLinear) for m in layers), component.arch
+        if component.arch != "flux":
+            assert any(isinstance(m, BatchInvariantConv2d) for m in layers), component.arch
