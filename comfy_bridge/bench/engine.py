@@ -26,6 +26,8 @@ def _prompt(size: int) -> dict:
 
 
 def _diffusers_runner(ckpt: Path, prompt: dict, out_dir: Path):
+    from transformers.utils import logging as tlog
+    tlog.set_verbosity_error()   # the pipeline's image-processor imports warn about torchvision, unused here
     from diffusers import EulerDiscreteScheduler, StableDiffusionPipeline
     from diffusers.utils import logging as dlog
 
