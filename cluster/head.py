@@ -21,6 +21,16 @@ arrival order, up to the cap) from an index key -> ready invocations kept on pus
 batch that is not full waits up to `batch_window_s` for more (requests in lockstep resubmit their
 next steps a few milliseconds apart; without a wait the first would always run alone), holding one
 free executor for itself; it goes out as one `BatchDispatch` whose parts are answered one by one.
+
+Warm wait (cluster.warm_wait, delay scheduling for weights): when placement can only offer a free
+executor without a single invocation's weights while busy executors hold them, the head compares the
+model's load time (the latest `load_s` an executor reported; a model never loaded yet is not
+compared) with when the holders are expected to be free (their running work's estimates minus the
+time it has run). If a holder is sooner, the invocation is parked instead of sent, and the free
+executor stays free for other work. Free executors take parked invocations before popping new work:
+one holding the weights takes the oldest of its models', any takes one that has waited its load time
+(the head thread's sleep ends then too). An invocation stays charged to its tenant while parked, as
+it was when popped; a parked one whose request failed is dropped and its charge settled.
 """
 from __future__ import annotations
 
@@ -48,6 +58,7 @@ from cluster.dataplane.refcounts import RefClient
 from cluster.dataplane.segments import SegmentError
 from cluster.scaling import ScalingController, replica_counts
 from cluster.scheduler import Invocation, make_scheduler, place
+from cluster.warm_wait import Parked, WarmWaitPolicy, pick_parked, should_park
 
 log = logging.getLogger("cluster.head")
 
@@ -180,7 +191,8 @@ class Head:
                  heartbeat_s: float = 0.5, lost_after_s: float = 3.0, deadline_s: float = 600.0,
                  max_attempts: int = 3, slots_per_executor: int = 1, costs: CostModel | None = None,
                  tick_s: float = 0.05, scaling: ScalingController | None = None, max_batch: int = 1,
-                 batch_window_s: float = 0.02, **scheduler_kw: Any) -> None:
+                 batch_window_s: float = 0.02, warm_wait: WarmWaitPolicy | None = None,
+                 **scheduler_kw: Any) -> None:
         self.requested_address = address or default_address()
         self.address = self.requested_address
         self.policy = policy
@@ -222,6 +234,9 @@ class Head:
         self._forming: list[Batch] = []                       # taken, waiting to be dispatched
         self._open: dict[str, Batch] = {}                     # batch key -> the forming batch still filling
         self._readers: dict[asyncio.AbstractEventLoop, int] = {}   # loops awaiting results, see `result`
+        self.warm_wait = warm_wait or WarmWaitPolicy()
+        self._parked: list[tuple[Parked, Job]] = []           # popped, waiting for a warm executor
+        self._load_s: dict[str, float] = {}                   # model key -> its latest measured load time
 
     # lifecycle -------------------------------------------------------------------------------------
     def start(self) -> "Head":
@@ -378,6 +393,10 @@ class Head:
                 "batching": {"max_batch": self.max_batch, "window_s": self.batch_window_s,
                              "batch_sizes": dict(self._batch_caps), "forming": len(self._forming)},
                 "batches_dispatched": 0, "parts_batched": 0, "batch_fallbacks": 0,
+                "warm_wait": {"enabled": self.warm_wait.enabled,
+                              "max_waiters_per_holder": self.warm_wait.max_waiters_per_holder,
+                              "load_s": dict(self._load_s)},
+                "parked": len(self._parked), "warm_waits": 0, "warm_wait_hits": 0,
                 **{k: v for k, v in self.counters.items()},
             }
 
@@ -456,11 +475,13 @@ class Head:
             self._holder = None
 
     def _wait_s(self) -> float:
-        """How long the head thread may sleep: a tick, or until the next batch window closes (a batch
-        already due waits for an executor, whose reply wakes the thread)."""
+        """How long the head thread may sleep: a tick, or until the next batch window closes or a
+        parked invocation has waited its load time (one already due waits for an executor, whose
+        reply wakes the thread)."""
         now = time.monotonic()
         with self._lock:
-            until = min((b.until for b in self._forming if b.until > now), default=None)
+            ends = [b.until for b in self._forming] + [p.since + p.load_s for p, _ in self._parked]
+            until = min((t for t in ends if t > now), default=None)
         return self.tick_s if until is None else min(self.tick_s, until - now)
 
     def _receive(self) -> None:
@@ -544,6 +565,10 @@ class Head:
             return
         ex.completed += 1
         self.scheduler.complete(job.inv, msg.measured_s)   # a batch part: its share of the run
+        if isinstance(msg, m.Done) and msg.load_s > 0 and job.inv.model_key:
+            # The latest load is the estimate: every executor loads a model from the same files, and
+            # the latest measurement reflects the host as it is now (page cache, contention).
+            self._load_s[job.inv.model_key] = msg.load_s
         self._untrack(job)
         if isinstance(msg, m.Done):
             if job.batched and msg.batch == 1:
@@ -718,6 +743,8 @@ class Head:
         return [e for e in self.executors.values() if not e.draining and e.load < self.slots]
 
     def _dispatch(self) -> None:
+        if self._parked:
+            self._run_parked()
         if not len(self.scheduler) and not self._forming:
             return
         targets = self.scaling.targets(len(self.executors))
@@ -754,7 +781,8 @@ class Head:
 
     def _send_jobs(self, jobs: list[Job], free: list[ExecutorState], targets: dict[str, int],
                    replicas: dict[str, int]) -> None:
-        """Dispatch one job, or a batch of jobs as one message, to the best free executor."""
+        """Dispatch one job, or a batch of jobs as one message, to the best free executor (a single
+        job may be parked instead, see `_park`)."""
         live = []
         for job in jobs:
             if job.future.done():           # its request failed while the batch was forming
@@ -764,6 +792,12 @@ class Head:
         if not live:
             return
         ex = place(live[0].inv, free, targets, replicas)
+        if len(live) == 1 and self._park(live[0], ex):
+            return
+        self._send_to(ex, live)
+
+    def _send_to(self, ex: ExecutorState, live: list[Job]) -> None:
+        """Send the jobs to `ex`: one Dispatch, or one BatchDispatch for several."""
         now = time.monotonic()
         for job in live:
             job.attempts += 1
@@ -779,3 +813,64 @@ class Head:
         self.counters["batches_dispatched"] += 1
         self.counters["parts_batched"] += len(live)
         self._send(ex, m.BatchDispatch([job.dispatch for job in live]))
+
+    # warm wait (cluster.warm_wait) --------------------------------------------------------------------
+    def _park(self, job: Job, ex: ExecutorState) -> bool:
+        """Park `job` instead of loading its weights on the cold `ex` when a busy holder is expected
+        to be free sooner than the load would take; True when parked."""
+        key = job.inv.model_key
+        load_s = self._load_s.get(key)
+        if not self.warm_wait.enabled or not key or key in ex.cached_models or load_s is None:
+            return False
+        now = time.monotonic()
+        free_in = [self._free_in(e, now) for e in self.executors.values()
+                   if key in e.cached_models and not e.draining and e.load >= self.slots]
+        waiting = sum(1 for p, _ in self._parked if p.model_key == key)
+        if not should_park(load_s, free_in, waiting, self.warm_wait):
+            return False
+        self._parked.append((Parked(key, now, load_s), job))
+        self.counters["warm_waits"] += 1
+        if self._thread is not None and threading.get_ident() != self._thread.ident:
+            self._wake_w.send(b"x")         # the head thread's sleep must end when its wait is over
+        return True
+
+    @staticmethod
+    def _free_in(ex: ExecutorState, now: float) -> float:
+        """Seconds until a busy `ex` is expected to start another invocation. It runs its dispatches
+        one after another since the oldest was sent, so their estimates add up; the parts of a batch
+        share one run, counted as its longest part's estimate (an underestimate for large batches)."""
+        alone = batched = 0.0
+        started = now
+        for job in ex.inflight.values():
+            if job.batched:
+                batched = max(batched, job.inv.estimate)
+            else:
+                alone += job.inv.estimate
+            started = min(started, job.dispatched_at)
+        return max(0.0, alone + batched - (now - started))
+
+    def _run_parked(self) -> None:
+        """Free executors take parked invocations before new work (the scheduler chose those first)."""
+        waiting = []
+        for p, job in self._parked:
+            if job.future.done():           # its request failed while it was parked
+                self.scheduler.complete(job.inv, None)
+            else:
+                waiting.append((p, job))
+        self._parked = waiting
+        if not waiting:
+            return
+        now = time.monotonic()
+        # executors holding a parked model choose first: one that waited its load time would
+        # otherwise take a cold executor while a warm one is free too
+        free = sorted(self._free(), key=lambda e: not any(p.model_key in e.cached_models for p, _ in waiting))
+        for ex in free:
+            if not self._parked:
+                return
+            i = pick_parked([p for p, _ in self._parked], ex.cached_models, now)
+            if i is None:
+                continue
+            p, job = self._parked.pop(i)
+            if p.model_key in ex.cached_models:
+                self.counters["warm_wait_hits"] += 1
+            self._send_to(ex, [job])

@@ -95,6 +95,9 @@ def start_cluster_in_background(args: argparse.Namespace) -> Future | None:
                     "batch_window_s": args.batch_window_ms / 1000}
     if args.fairness_slack is not None:
         head_options["delta"] = args.fairness_slack
+    if args.no_warm_wait:
+        from cluster.warm_wait import WarmWaitPolicy
+        head_options["warm_wait"] = WarmWaitPolicy(enabled=False)
     future: Future = Future()
 
     def start() -> None:
@@ -177,6 +180,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="start the ComfyUI-compatible server and its executors")
     cli_args.add_comfyui_flags(serve)
     cli_args.add_cluster_flags(serve)
+    serve.add_argument("--no-warm-wait", action="store_true",
+                       help="always load a model's weights on the free executor chosen, never wait for a "
+                            "busy executor that holds them (warm wait is on by default)")
     tenancy_cli.add_serve_flags(serve)
     serve.set_defaults(func=cmd_serve)
 

@@ -3,7 +3,8 @@
 Both read one snapshot of the head (`ServerConfig.cluster_head`, set by `comfy-cluster serve
 --executors N`): executors with their device, memory use, cached models and queue; per-tenant vTime
 and queued/running invocations; scheduler decisions per second; per-model demand and warm
-replicas; and the cascade figures when cluster.cascade provides `cascade_stats()`. Without a
+replicas; invocations parked for a busy executor holding their weights (warm wait) and how often
+that paid off; and the cascade figures when cluster.cascade provides `cascade_stats()`. Without a
 cluster (in-process serving) the same shape comes back empty with "enabled": false.
 """
 from __future__ import annotations
@@ -87,6 +88,8 @@ class ClusterCollector:
             yield g
         yield GaugeMetricFamily("comfy_cluster_queued_invocations", "ready invocations waiting", value=s["queued"])
         yield GaugeMetricFamily("comfy_cluster_running_invocations", "invocations running", value=s["running"])
+        yield GaugeMetricFamily("comfy_cluster_parked_invocations", "invocations waiting for a busy executor "
+                                "holding their weights (warm wait)", value=s.get("parked", 0))
         yield CounterMetricFamily("comfy_cluster_scheduler_decisions", "scheduling decisions", value=s["decisions_total"])
         yield GaugeMetricFamily("comfy_cluster_scheduler_decisions_per_second", "decisions per second (last 10 s)",
                                 value=s["decisions_per_s"])
@@ -98,7 +101,8 @@ class ClusterCollector:
             yield g
         events = CounterMetricFamily("comfy_cluster_events", "head events", labels=["event"])
         for name in ("completed", "failed", "reruns", "executors_lost", "bad_messages", "deadline_exceeded",
-                     "lost_inputs", "batches_dispatched", "parts_batched", "batch_fallbacks"):
+                     "lost_inputs", "batches_dispatched", "parts_batched", "batch_fallbacks", "warm_waits",
+                     "warm_wait_hits"):
             events.add_metric([name], float(s.get(name, 0)))
         yield events
         if "cascades" in s:

@@ -61,3 +61,17 @@ class Hangs(ModelFn):
     def execute(self, model: Any, inputs: dict[str, Any], params: dict[str, Any]) -> dict:
         time.sleep(3600)
         return {}
+
+
+def slow_ref(seed: int, load_s: float) -> ModelRef:
+    return ModelRef("test", "slow-load", (), (f"seed{seed}",), options=(("seed", seed), ("load_s", load_s)))
+
+
+@register
+class SlowLoad(TinyLinear):
+    """TinyLinear whose weights take the ref's `load_s` seconds to load, like a real diffusion model's."""
+    name = "cc_test_slow_load"
+
+    def load_model(self, ref: ModelRef) -> torch.nn.Linear:
+        time.sleep(float(ref.option("load_s")))
+        return super().load_model(ref)

@@ -65,6 +65,10 @@ async def test_metrics_route_exposes_the_same_figures(make_client, head):
     head.counters["batches_dispatched"] += 3   # what the head counts when it runs steps batched
     text = await (await client.get("/metrics")).text()
     assert 'comfy_cluster_events_total{event="batches_dispatched"} 3.0' in text
+    head.counters["warm_waits"] += 2           # invocations parked for a busy executor holding their weights
+    text = await (await client.get("/metrics")).text()
+    assert 'comfy_cluster_events_total{event="warm_waits"} 2.0' in text
+    assert "comfy_cluster_parked_invocations 0.0" in text
 
 
 async def test_without_a_cluster_the_routes_answer_empty(make_client):
