@@ -5,7 +5,7 @@ Systems (`SimConfig.system`):
             cluster.scheduler (vTime, FIFO, SJF or VTC, the same classes the head uses, on the
             simulated clock) and cluster.scheduler.place with the head's per-model scaling targets
             (cluster.scaling); an invocation placed on a cold executor may wait for a busy warm one
-            (cluster.warm_wait, which the real head does not call yet); each executor keeps a layer
+            (cluster.warm_wait, as the real head does); each executor keeps a layer
             cache (LayerLRU) and loads with prefix pipelining (cluster.weights.prefix, Eq. 1).
   mcache    monolithic workflow functions, whole models cached in idle memory (paper §8.1)
   wcache    monolithic workflow functions, whole workflows cached in idle memory
