@@ -37,9 +37,11 @@ def test_keeps_parameters_and_state_dict_and_token_inputs_use_one_gemm():
     assert torch.equal(patched(tokens), nn.functional.linear(tokens, plain.weight, plain.bias))
 
 
-def test_loaded_denoisers_and_controlnets_have_no_plain_linear(demo_workspace):
+def test_loaded_denoisers_and_controlnets_have_no_plain_linear(demo_workspace, monkeypatch):
+    from comfy_bridge import workspace
     from nodes.loaders import CheckpointLoaderSimple, ControlNetLoader
     from nodes.models.loader import load_controlnet, load_diffusion_model
+    monkeypatch.setattr(workspace, "_active", demo_workspace)   # another test may have switched it
     loaded = [load_diffusion_model(CheckpointLoaderSimple().load_checkpoint(name)[0])
               for name in ("sd1-tiny.safetensors", "sdxl-tiny.safetensors", "flux-tiny.safetensors")]
     loaded.append(load_controlnet(ControlNetLoader().load_controlnet("sd1-tiny-controlnet.safetensors")[0]))
