@@ -94,18 +94,25 @@ async def start_busy(head, model, x: torch.Tensor, sleep: float, holder: str) ->
     return task
 
 
+async def call_beside_busy_holder(head, model, x: torch.Tensor, sleep: float, holder: str) -> "Observed":
+    """Keep the holder busy for `sleep` seconds with an `x` call, meanwhile call the model again; the
+    second call's runtime (which executor answered) once both have finished."""
+    busy = await start_busy(head, model, x, sleep, holder)
+    second = Observed(head)
+    t0 = time.monotonic()
+    await asyncio.wait_for(second.call(FN, model, {"x": SHORT}), HANG_S)
+    print(f"second call answered in {time.monotonic() - t0:.3f}s (load time {LOAD_S}s)")
+    await asyncio.wait_for(busy, HANG_S)
+    return second
+
+
 async def test_a_call_waits_for_the_busy_executor_holding_its_weights(cluster):
     head = cluster
     model = slow_ref(next(_seeds), LOAD_S)
     a = await warm_up(head, model)
     price(head, model, SHORT, 0.3)          # the holder is expected free long before a load would end
     waits, hits = counters(head)
-    busy = await start_busy(head, model, SHORT, 0.3, a)
-    second = Observed(head)
-    t0 = time.monotonic()
-    await asyncio.wait_for(second.call(FN, model, {"x": SHORT}), HANG_S)
-    print(f"parked call answered in {time.monotonic() - t0:.3f}s (load time {LOAD_S}s)")
-    await asyncio.wait_for(busy, HANG_S)
+    second = await call_beside_busy_holder(head, model, SHORT, 0.3, a)
     assert second.executor == a
     assert counters(head) == (waits + 1, hits + 1)
     assert holders(head, model.key) == {a}            # the free executor never loaded the model
@@ -118,10 +125,7 @@ async def test_a_holder_expected_busy_longer_than_the_load_sends_the_call_to_the
     a = await warm_up(head, model)
     price(head, model, LONG, 3 * LOAD_S)
     waits, hits = counters(head)
-    busy = await start_busy(head, model, LONG, 1.0, a)
-    second = Observed(head)
-    await asyncio.wait_for(second.call(FN, model, {"x": SHORT}), HANG_S)
-    await asyncio.wait_for(busy, HANG_S)
+    second = await call_beside_busy_holder(head, model, LONG, 1.0, a)
     assert second.executor != a
     assert counters(head) == (waits, hits)
     assert holders(head, model.key) == {a, second.executor}
@@ -135,10 +139,7 @@ async def test_with_warm_wait_off_a_call_never_waits(cluster):
     waits, hits = counters(head)
     head.warm_wait = WarmWaitPolicy(enabled=False)
     try:
-        busy = await start_busy(head, model, SHORT, 0.3, a)
-        second = Observed(head)
-        await asyncio.wait_for(second.call(FN, model, {"x": SHORT}), HANG_S)
-        await asyncio.wait_for(busy, HANG_S)
+        second = await call_beside_busy_holder(head, model, SHORT, 0.3, a)
     finally:
         head.warm_wait = WarmWaitPolicy()
     assert second.executor != a
@@ -173,10 +174,7 @@ async def test_a_parked_call_whose_holder_stays_busy_past_the_load_time_loads_el
     a = await warm_up(head, model)
     price(head, model, SHORT, 0.3)          # expected short, so the call parks; it runs far longer
     waits, hits = counters(head)
-    busy = await start_busy(head, model, SHORT, 2 * LOAD_S, a)
-    second = Observed(head)
-    await asyncio.wait_for(second.call(FN, model, {"x": SHORT}), HANG_S)
+    second = await call_beside_busy_holder(head, model, SHORT, 2 * LOAD_S, a)
     assert second.executor != a
     assert counters(head) == (waits + 1, hits)
-    await asyncio.wait_for(busy, HANG_S)
     assert holders(head, model.key) == {a, second.executor}
