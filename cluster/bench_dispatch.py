@@ -140,5 +140,6 @@ def main(argv: list[str] | None = None) -> None:
                   f"overhead (minus executor run time) median {r['overhead_median_ms']:.3f} ms, "
                   f"p99 {r['overhead_p99_ms']:.3f} ms")
 
+
 if __name__ == "__main__":
     main()

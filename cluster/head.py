@@ -322,7 +322,8 @@ class Head:
         if loop not in self._readers and self._running:
             loop.add_reader(self._fd, self._call, _nothing)   # _call pumps: receives, then dispatches
             self._readers[loop] = 0
-        if loop in self._readers:
+        reading = loop in self._readers
+        if reading:
             self._readers[loop] += 1
         try:
             if future.done():
@@ -338,7 +339,7 @@ class Head:
             future.add_done_callback(resolve)
             return await waiter
         finally:
-            if loop in self._readers:
+            if reading:
                 self._readers[loop] -= 1
                 if not self._readers[loop]:
                     # a chain of calls awaits its next result within this loop step: keep reading
@@ -349,7 +350,7 @@ class Head:
             del self._readers[loop]
             loop.remove_reader(self._fd)
             if not self._readers:
-                self._wake_w.send(b"x")   # the head thread watches the socket again
+                self._wake_w.send(b"x")   # the head thread watches the socket again (from this loop's thread)
 
     def set_batch_size(self, model_key: str, n: int) -> None:
         """Samples one executor may run at once for this model (1: no batching); overrides `max_batch`."""
@@ -473,6 +474,12 @@ class Head:
             for request in list(self._jobs_by_request):
                 self._fail_request(request, ClusterError("the cluster head stopped"))
             self._holder = None
+
+    def _resleep(self) -> None:
+        """Work with a deadline (a batch window, a parked invocation's wait) was set from another
+        thread: wake the head thread so that its sleep (`_wait_s`, computed before) ends by then."""
+        if self._thread is not None and threading.get_ident() != self._thread.ident:
+            self._wake_w.send(b"x")
 
     def _wait_s(self) -> float:
         """How long the head thread may sleep: a tick, or until the next batch window closes or a
@@ -728,8 +735,7 @@ class Head:
         self._fill(batch)
         if not batch.full and self.batch_window_s > 0 and batch.key not in self._open:
             self._open[batch.key] = batch
-            if self._thread is not None and threading.get_ident() != self._thread.ident:
-                self._wake_w.send(b"x")     # the head thread's sleep must end when the window closes
+            self._resleep()
         return batch
 
     def _due_batch(self, now: float) -> Batch | None:
@@ -830,8 +836,7 @@ class Head:
             return False
         self._parked.append((Parked(key, now, load_s), job))
         self.counters["warm_waits"] += 1
-        if self._thread is not None and threading.get_ident() != self._thread.ident:
-            self._wake_w.send(b"x")         # the head thread's sleep must end when its wait is over
+        self._resleep()
         return True
 
     @staticmethod

@@ -21,8 +21,8 @@ class BatchInvariantConv2d(nn.Conv2d):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.dim() != 4 or x.shape[0] == 1:
-            return super().forward(x)
-        return torch.cat([super(BatchInvariantConv2d, self).forward(sample) for sample in x.split(1)])
+            return self._conv_forward(x, self.weight, self.bias)
+        return torch.cat([self._conv_forward(sample, self.weight, self.bias) for sample in x.split(1)])
 
 
 class BatchInvariantLinear(nn.Linear):
@@ -35,9 +35,9 @@ class BatchInvariantLinear(nn.Linear):
 
 
 def make_batch_invariant(module: nn.Module) -> nn.Module:
-    """Turn every plain nn.Linear of `module` into a BatchInvariantLinear, in place (same parameters,
-    hooks and state-dict keys). Subclasses of nn.Linear (LoRA wrappers, quantised layers) are left
-    alone: their forward is their own."""
+    """Turn every plain nn.Linear and nn.Conv2d of `module` into its batch-invariant class, in place
+    (same parameters, hooks and state-dict keys). Subclasses (LoRA wrappers, quantised layers) are
+    left alone: their forward is their own."""
     for m in module.modules():
         if type(m) is nn.Linear:
             m.__class__ = BatchInvariantLinear

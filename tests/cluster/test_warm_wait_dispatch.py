@@ -67,6 +67,15 @@ async def warm_up(head, model) -> str:
     return rt.executor
 
 
+async def warm_model(head, x: torch.Tensor, seconds: float):
+    """A model no executor holds yet, loaded by one warm-up call and priced to run `seconds` on inputs
+    shaped like `x`; the model and the executor that holds it."""
+    model = slow_ref(next(_seeds), LOAD_S)
+    holder = await warm_up(head, model)
+    price(head, model, x, seconds)
+    return model, holder
+
+
 async def until(pred, timeout: float = HANG_S) -> None:
     end = time.monotonic() + timeout
     while not pred():
@@ -108,9 +117,7 @@ async def call_beside_busy_holder(head, model, x: torch.Tensor, sleep: float, ho
 
 async def test_a_call_waits_for_the_busy_executor_holding_its_weights(cluster):
     head = cluster
-    model = slow_ref(next(_seeds), LOAD_S)
-    a = await warm_up(head, model)
-    price(head, model, SHORT, 0.3)          # the holder is expected free long before a load would end
+    model, a = await warm_model(head, SHORT, 0.3)   # the holder is expected free long before a load ends
     waits, hits = counters(head)
     second = await call_beside_busy_holder(head, model, SHORT, 0.3, a)
     assert second.executor == a
@@ -121,9 +128,7 @@ async def test_a_call_waits_for_the_busy_executor_holding_its_weights(cluster):
 
 async def test_a_holder_expected_busy_longer_than_the_load_sends_the_call_to_the_free_executor(cluster):
     head = cluster
-    model = slow_ref(next(_seeds), LOAD_S)
-    a = await warm_up(head, model)
-    price(head, model, LONG, 3 * LOAD_S)
+    model, a = await warm_model(head, LONG, 3 * LOAD_S)
     waits, hits = counters(head)
     second = await call_beside_busy_holder(head, model, LONG, 1.0, a)
     assert second.executor != a
@@ -133,9 +138,7 @@ async def test_a_holder_expected_busy_longer_than_the_load_sends_the_call_to_the
 
 async def test_with_warm_wait_off_a_call_never_waits(cluster):
     head = cluster
-    model = slow_ref(next(_seeds), LOAD_S)
-    a = await warm_up(head, model)
-    price(head, model, SHORT, 0.3)
+    model, a = await warm_model(head, SHORT, 0.3)
     waits, hits = counters(head)
     head.warm_wait = WarmWaitPolicy(enabled=False)
     try:
@@ -149,9 +152,7 @@ async def test_with_warm_wait_off_a_call_never_waits(cluster):
 
 async def test_a_parked_call_of_a_cancelled_request_is_dropped(cluster):
     head = cluster
-    model = slow_ref(next(_seeds), LOAD_S)
-    a = await warm_up(head, model)
-    price(head, model, SHORT, 0.3)
+    model, a = await warm_model(head, SHORT, 0.3)
     waits, _ = counters(head)
     busy = await start_busy(head, model, SHORT, 1.5, a)
     second = Observed(head, tenant="cancels")
@@ -170,9 +171,7 @@ async def test_a_parked_call_of_a_cancelled_request_is_dropped(cluster):
 
 async def test_a_parked_call_whose_holder_stays_busy_past_the_load_time_loads_elsewhere(cluster):
     head = cluster
-    model = slow_ref(next(_seeds), LOAD_S)
-    a = await warm_up(head, model)
-    price(head, model, SHORT, 0.3)          # expected short, so the call parks; it runs far longer
+    model, a = await warm_model(head, SHORT, 0.3)   # expected short, so the call parks; it runs far longer
     waits, hits = counters(head)
     second = await call_beside_busy_holder(head, model, SHORT, 2 * LOAD_S, a)
     assert second.executor != a
