@@ -115,6 +115,13 @@ async def call_beside_busy_holder(head, model, x: torch.Tensor, sleep: float, ho
     return second
 
 
+def assert_loaded_elsewhere_without_waiting(head, model, holder: str, second: "Observed",
+                                            counts_before: tuple[int, int]) -> None:
+    assert second.executor != holder
+    assert counters(head) == counts_before                 # nothing parked
+    assert holders(head, model.key) == {holder, second.executor}
+
+
 async def test_a_call_waits_for_the_busy_executor_holding_its_weights(cluster):
     head = cluster
     model, a = await warm_model(head, SHORT, 0.3)   # the holder is expected free long before a load ends
@@ -131,9 +138,7 @@ async def test_a_holder_expected_busy_longer_than_the_load_sends_the_call_to_the
     model, a = await warm_model(head, LONG, 3 * LOAD_S)
     waits, hits = counters(head)
     second = await call_beside_busy_holder(head, model, LONG, 1.0, a)
-    assert second.executor != a
-    assert counters(head) == (waits, hits)
-    assert holders(head, model.key) == {a, second.executor}
+    assert_loaded_elsewhere_without_waiting(head, model, a, second, (waits, hits))
 
 
 async def test_with_warm_wait_off_a_call_never_waits(cluster):
@@ -145,9 +150,7 @@ async def test_with_warm_wait_off_a_call_never_waits(cluster):
         second = await call_beside_busy_holder(head, model, SHORT, 0.3, a)
     finally:
         head.warm_wait = WarmWaitPolicy()
-    assert second.executor != a
-    assert counters(head) == (waits, hits)
-    assert holders(head, model.key) == {a, second.executor}
+    assert_loaded_elsewhere_without_waiting(head, model, a, second, (waits, hits))
 
 
 async def test_a_parked_call_of_a_cancelled_request_is_dropped(cluster):
