@@ -805,7 +805,11 @@ class Head:
     def _send_to(self, ex: ExecutorState, live: list[Job]) -> None:
         """Send the jobs to `ex`: one Dispatch, or one BatchDispatch for several."""
         now = time.monotonic()
+        key = live[0].inv.model_key
+        load_s = self._load_s.get(key, 0.0) if key and key not in ex.cached_models else 0.0
         for job in live:
+            if load_s:   # a cold start: charge the load its run will include (the batch's parts share it)
+                self.scheduler.revise_charge(job.inv, job.inv.estimate + load_s / len(live))
             job.attempts += 1
             job.dispatch.dispatch_id = next(self._ids)
             job.dispatched_at = now

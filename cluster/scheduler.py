@@ -2,8 +2,9 @@
 Algorithm 1) and the FIFO / SJF / VTC baselines, all with O(log n) decisions.
 
 Accounting is common to every policy: each tenant has a cumulative vTime, its service divided by its
-weight. A dispatch charges the estimated execution time; the completion corrects it to the measured
-time; a dispatch lost with its executor is refunded and queued again. A tenant that arrives, or
+weight. A dispatch charges the estimated execution time, plus the expected load when placement puts it
+on an executor without its weights (`revise_charge`); the completion corrects it to the measured time;
+a dispatch lost with its executor is refunded and queued again. A tenant that arrives, or
 returns after being idle longer than `lift_grace_s`, is lifted to the least vTime among active
 tenants (never below the highest such minimum seen, so a tenant cannot bank credit while the whole
 cluster is idle either).
@@ -378,16 +379,28 @@ class Scheduler(ABC):
         t.running += 1
         self._attach(t)
 
+    def revise_charge(self, inv: Invocation, charge: float) -> None:
+        """A dispatched invocation is now expected to cost `charge` seconds (placement put it on an
+        executor that must load its weights first): charge that instead of the estimate. Loading is
+        GPU time the tenant uses, and charging it at dispatch rather than at completion keeps the gap
+        between two backlogged tenants within Δ + L_max while several loads run at once."""
+        self._recharge(self.tenants[inv.tenant], inv, charge)
+        self._attach(self.tenants[inv.tenant])
+
     def complete(self, inv: Invocation, measured: float | None) -> None:
         """The dispatch finished (or failed): correct the charge to the measured time."""
         t = self.tenants[inv.tenant]
-        if measured is not None and self.charges_time and measured != inv.charged:
-            t.vtime += (measured - inv.charged) / t.weight
-            t.in_active = False
-            inv.charged = measured
+        if measured is not None:
+            self._recharge(t, inv, measured)
         t.running -= 1
         self._attach(t)
         self._idle_check(t)
+
+    def _recharge(self, t: Tenant, inv: Invocation, charge: float) -> None:
+        if self.charges_time and charge != inv.charged:
+            t.vtime += (charge - inv.charged) / t.weight
+            t.in_active = False
+            inv.charged = charge
 
     def requeue(self, inv: Invocation) -> None:
         """The dispatch was lost with its executor: refund it and make it ready again."""

@@ -238,6 +238,9 @@ class Simulator:
             self._start(ex, inv)
 
     def _start(self, ex: _Executor, inv: Invocation) -> None:
+        load = self._exposed_load(ex, inv)
+        if load > 0:
+            self.scheduler.revise_charge(inv, inv.estimate + load)   # as the head charges a cold start
         del self.free[ex.id]
         ex.busy = True
         ex.busy_until = self.now + inv.estimate
@@ -266,6 +269,23 @@ class Simulator:
         if self.cfg.system == "mcache":
             return sum(self.load[m] for m in req.wf.models if m not in ex.cache.resident)
         return sum(self.load[m] for m in req.wf.models)
+
+    def _exposed_load(self, ex: _Executor, inv: Invocation) -> float:
+        """Loading `inv` will add to its run on `ex`: with prefix loading, what the resident first
+        layers do not hide (Eq. 1); monolithic functions load their missing models before running."""
+        req, i = inv.payload
+        if i < 0:
+            if self.cfg.system == "wcache" and req.wf.name in ex.cache.resident:
+                return 0.0
+            return self._load_estimate(ex, inv)
+        p = self.profiles[inv.model_key]
+        before = ex.cache.layers(p.name)
+        if before == p.layers:
+            return 0.0
+        if not self.cfg.prefix_loading:
+            return load_estimate(p.layers, before, self.load[p.name])
+        return e2e_time(p.layers, before, self.load[p.name] / p.layers,
+                        self.compute[p.name] / p.layers) - self.compute[p.name]
 
     def _take_parked(self, ex: _Executor) -> Invocation | None:
         """The parked invocation a newly free `ex` runs (cluster.warm_wait.pick_parked); models
@@ -318,16 +338,11 @@ class Simulator:
 
     def _execute_modelfn(self, ex: _Executor, req: _Request, i: int, inv: Invocation) -> float:
         p = self.profiles[inv.model_key]
+        comp = self.compute[p.name]
+        run = comp + self._exposed_load(ex, inv)
         used = ex.cache.used
         before = ex.cache.acquire(p.name)
         self._mem_account(self.now, ex.cache.used - used)
-        t_layer_load = self.load[p.name] / p.layers
-        t_layer_comp = self.compute[p.name] / p.layers
-        comp = self.compute[p.name]
-        if self.cfg.prefix_loading:
-            run = e2e_time(p.layers, before, t_layer_load, t_layer_comp)
-        else:
-            run = (p.layers - before) * t_layer_load + comp
         self.loads["hit" if before == p.layers else "miss" if before == 0 else "partial"] += 1
         # "holds the weights" for placement: enough first layers resident to hide the rest's loading
         ex.cached_models = {m for m, r in ex.cache.resident.items() if r >= self.prefix[m]}

@@ -2,8 +2,9 @@
 
 Tenant `light` sends a cheap workflow and tenant `heavy` an expensive one at the same request rate
 (default: SD3 and Flux1-Dev on 4 GPUs, as Fig. 9-right),
-both above what the GPUs can serve, so both stay backlogged. Service is the GPU time each tenant's
-invocations used (loading included, as vTime charges it).
+both above what the GPUs can serve, so both stay backlogged. Service is vTime, as in the paper's bound:
+the GPU time each tenant's invocations use (loading included), charged at dispatch and corrected at
+completion; the GPU time of finished invocations lags it by the work in flight.
 """
 from __future__ import annotations
 
@@ -55,8 +56,16 @@ def run_case(case: FairnessCase) -> SimResult:
 
 
 def service_gap(result: SimResult, times: np.ndarray) -> np.ndarray:
-    """W_light(t) - W_heavy(t) in GPU-seconds."""
+    """GPU time of the finished invocations of `light` minus `heavy` at each time, in GPU-seconds."""
     return result.service(TENANTS, times)
+
+
+def vtime_gap(result: SimResult, times: np.ndarray) -> np.ndarray:
+    """v_light(t) - v_heavy(t): the paper's W_u(0, t) is tenant u's vTime (charged at dispatch, corrected
+    to the measured GPU time at completion), the quantity its bound is on."""
+    at, gap = result.vtime_gap(TENANTS)
+    idx = np.searchsorted(at, times, side="right") - 1
+    return np.where(idx >= 0, gap[np.clip(idx, 0, None)], 0.0) if len(at) else np.zeros(len(times))
 
 
 def bound(result: SimResult, delta: float) -> float:

@@ -180,3 +180,20 @@ async def test_a_parked_call_whose_holder_stays_busy_past_the_load_time_loads_el
     assert second.executor != a
     assert counters(head) == (waits + 1, hits)
     assert holders(head, model.key) == {a, second.executor}
+
+
+async def test_a_call_sent_to_a_cold_executor_is_charged_its_load_at_dispatch(cluster):
+    head = cluster
+    model, a = await warm_model(head, LONG, 3 * LOAD_S)   # too long to wait for: the call loads elsewhere
+    busy = await start_busy(head, model, LONG, 1.0, a)
+    cold = Observed(head, tenant="cold-start")
+    call = asyncio.create_task(cold.call(FN, model, {"x": LONG}))
+    await until(lambda: head.stats()["tenants"].get("cold-start", {}).get("running") == 1)
+    [job] = [j for e in list(head.executors.values()) for j in list(e.inflight.values())
+             if j.inv.tenant == "cold-start"]
+    assert job.inv.charged == pytest.approx(3 * LOAD_S + head.stats()["warm_wait"]["load_s"][model.key])
+    await asyncio.wait_for(call, HANG_S)
+    await asyncio.wait_for(busy, HANG_S)
+    assert cold.executor != a
+    # the completion corrects it to what the executor measured (a sleeping CPU ModelFn: about its load)
+    assert job.inv.charged == pytest.approx(cold.results[0].measured_s)
