@@ -1,13 +1,16 @@
 """`comfy-cluster simulate`: replay a trace (generated or a CSV of time,tenant,workflow) on simulated
-GPUs and print SLO attainment, latency, memory use, loads and the simulator's own overhead."""
+GPUs and print SLO attainment, latency, memory use, loads and the simulator's own overhead; with
+`--find-gpus`, the fewest GPUs that meet a target attainment on that trace."""
 from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 from typing import Sequence
 
 from cluster.scheduler import POLICIES
 from cluster.sim.engine import SYSTEMS, SimConfig, simulate
+from cluster.sim.experiments import fewest_gpus
 from cluster.sim.profiles import GPUS
 from cluster.sim.traces import TraceSpec, generate, read_csv, scale, write_csv
 from cluster.sim.workflows import catalogue
@@ -30,6 +33,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--warmup", type=float, default=0.0, help="leave requests arriving earlier out")
     p.add_argument("--save-trace", help="write the (generated) trace to this CSV")
+    p.add_argument("--find-gpus", action="store_true",
+                   help="capacity planning: search the fewest GPUs that meet --target SLO attainment on this trace")
+    p.add_argument("--target", type=float, default=0.9, help="SLO attainment --find-gpus aims for")
+    p.add_argument("--max-gpus", type=int, default=1024, help="--find-gpus gives up beyond this many")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -53,6 +60,13 @@ def run(args: argparse.Namespace) -> int:
     policy = args.policy or ("vtime" if args.system == "ours" else "fifo")
     cfg = SimConfig(gpus=args.gpus, gpu=GPUS[args.gpu], system=args.system, policy=policy, delta=args.slack,
                     slo_scale=args.slo_scale, warmup_s=args.warmup)
+    if args.find_gpus:
+        gpus, tried = fewest_gpus(lambda n: simulate(replace(cfg, gpus=n), trace, workflows, profiles).attainment,
+                                  args.target, args.max_gpus)
+        print(json.dumps({"system": args.system, "policy": policy, "gpu": args.gpu, "requests": len(trace),
+                          "target": args.target, "gpus": gpus,
+                          "tried": {n: round(a, 4) for n, a in sorted(tried.items())}}, indent=1))
+        return 0 if gpus is not None else 1
     result = simulate(cfg, trace, workflows, profiles)
     print(json.dumps(result.summary(), indent=1))
     return 0

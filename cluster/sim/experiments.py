@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Callable
 
 import numpy as np
 
@@ -73,3 +74,33 @@ def crossing(xs: list[float], ys: list[float], target: float = 0.9, rising: bool
     if i == len(ys) - 1:
         return xs[-1]
     return float(np.interp(target, [ys[i + 1], ys[i]], [xs[i + 1], xs[i]]))
+
+
+def fewest_gpus(attainment: Callable[[int], float], target: float = 0.9,
+                max_gpus: int = 1024) -> tuple[int | None, dict[int, float]]:
+    """The fewest GPUs whose run meets `target` SLO attainment, and every count tried with its attainment.
+
+    Doubles the count from 1 until a run meets the target, then bisects between the last count that
+    failed and the first that passed: about 2 log2(N) runs. Attainment rises with the GPU count except
+    for noise of a request or two, so the answer can differ by a GPU from a full scan. None when even
+    `max_gpus` falls short."""
+    if not 0 < target <= 1:
+        raise ValueError(f"target attainment must be in (0, 1], got {target}")
+    tried: dict[int, float] = {}
+
+    def meets(n: int) -> bool:
+        tried[n] = attainment(n)
+        return tried[n] >= target
+
+    lo, hi = 0, 1
+    while not meets(hi):
+        if hi >= max_gpus:
+            return None, tried
+        lo, hi = hi, min(2 * hi, max_gpus)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if meets(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi, tried
