@@ -245,7 +245,7 @@ class Simulator:
         ex.busy = True
         ex.busy_until = self.now + inv.estimate
         c0 = time.thread_time()
-        duration = self._execute(ex, inv)
+        duration = self._execute(ex, inv, load)
         self._exec_model_s += time.thread_time() - c0
         self._at(self.now + duration, 1, (ex, inv, duration))
 
@@ -330,16 +330,16 @@ class Simulator:
 
     # -- executor model -------------------------------------------------------------------------
 
-    def _execute(self, ex: _Executor, inv: Invocation) -> float:
+    def _execute(self, ex: _Executor, inv: Invocation, load: float) -> float:
         req, i = inv.payload
         if i >= 0:
-            return self._execute_modelfn(ex, req, i, inv)
+            return self._execute_modelfn(ex, req, inv, load)
         return self._execute_workflow(ex, req)
 
-    def _execute_modelfn(self, ex: _Executor, req: _Request, i: int, inv: Invocation) -> float:
+    def _execute_modelfn(self, ex: _Executor, req: _Request, inv: Invocation, load: float) -> float:
         p = self.profiles[inv.model_key]
         comp = self.compute[p.name]
-        run = comp + self._exposed_load(ex, inv)
+        run = comp + load
         used = ex.cache.used
         before = ex.cache.acquire(p.name)
         self._mem_account(self.now, ex.cache.used - used)
