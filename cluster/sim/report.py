@@ -373,6 +373,10 @@ def _capacity(d: dict) -> list[str]:
         twice = 2 * rate_at["MCache"]
         lines.append(f"Twice MCache's rate, {twice:.2f} req/s, would take {100 * twice / limit:.0f} % of the GPU "
                      "time there is.")
+    gpus_mcache, rate = d["headline"]["gpus_at_90"].get("MCache"), d["config"]["gpu_sweep_rate"]
+    if gpus_mcache:
+        lines.append(f"At {rate:g} req/s the requests keep {rate * work:.1f} GPUs busy on average; half MCache's "
+                     f"GPU count is {gpus_mcache / 2:.1f}.")
     return [" ".join(lines), ""]
 
 
