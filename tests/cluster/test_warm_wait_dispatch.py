@@ -188,9 +188,12 @@ async def test_a_call_sent_to_a_cold_executor_is_charged_its_load_at_dispatch(cl
     busy = await start_busy(head, model, LONG, 1.0, a)
     cold = Observed(head, tenant="cold-start")
     call = asyncio.create_task(cold.call(FN, model, {"x": LONG}))
-    await until(lambda: head.stats()["tenants"].get("cold-start", {}).get("running") == 1)
-    [job] = [j for e in list(head.executors.values()) for j in list(e.inflight.values())
-             if j.inv.tenant == "cold-start"]
+
+    def sent() -> list:   # the head charges a job before it puts it in flight
+        return [j for e in list(head.executors.values()) for j in list(e.inflight.values())
+                if j.inv.tenant == "cold-start"]
+    await until(lambda: bool(sent()))
+    [job] = sent()
     assert job.inv.charged == pytest.approx(3 * LOAD_S + head.stats()["warm_wait"]["load_s"][model.key])
     await asyncio.wait_for(call, HANG_S)
     await asyncio.wait_for(busy, HANG_S)
