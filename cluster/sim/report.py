@@ -18,7 +18,7 @@ from typing import Sequence
 import numpy as np
 
 from cluster.sim import cascades, fairness
-from cluster.sim.experiments import LINEUP, Point, attainment_at, crossing, run_point
+from cluster.sim.experiments import LINEUP, Point, attainment_at, crossing, fewest_gpus, run_point
 from cluster.sim.profiles import h800_profiles
 from cluster.sim.results import SimResult
 from cluster.sim.traces import TraceSpec
@@ -49,6 +49,14 @@ def _fair(case: fairness.FairnessCase) -> dict:
             "attainment": r.attainment}
 
 
+def _fewest(job: tuple[Point, tuple[int, ...], int]) -> dict:
+    """Capacity planning: the fewest whole GPUs at which the mean attainment over the seeds is 90 %."""
+    point, seeds, max_gpus = job
+    gpus, tried = fewest_gpus(lambda n: float(np.mean([run_point(point.with_(gpus=n, seed=s)).attainment
+                                                       for s in seeds])), 0.9, max_gpus)
+    return {"gpus": gpus, "tried": tried}
+
+
 def _scale(p: Point) -> dict:
     r = run_point(p)
     return {"point": p.__dict__, "summary": r.summary(), "cp_cpu_s": r.cp_cpu_s, "gpu_busy_s": r.gpu_busy_s,
@@ -57,6 +65,8 @@ def _scale(p: Point) -> dict:
 
 
 SLO_SCALES = [1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0]
+PLAN_RATES = (0.5, 1.0, 2.0, 3.0)       # req/s of the capacity-planning table (the first two without --full)
+PLAN_MAX_GPUS = 96
 POLICY_RATE_SCALE = 1.5
 NO_WAIT = "Comfy Cluster, no warm wait"
 
@@ -184,12 +194,17 @@ def build(args: argparse.Namespace) -> dict:
         [fairness.FairnessCase("vtime", d) for d in (0.0, 5.0, 10.0, 20.0)]
     scale = base.with_(setting="s1", gpus=args.scale_gpus, rate=args.scale_rate, duration_s=args.scale_duration,
                        warmup_s=0.0)
+    plan_rates = PLAN_RATES if args.full else PLAN_RATES[:2]
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
         scale_f = pool.submit(_scale, scale)
         fair_f = [pool.submit(_fair, c) for c in cases]
+        plan_f = {(name, r): pool.submit(_fewest, (base.with_(system=system, policy=policy, rate=r),
+                                                   tuple(seeds), PLAN_MAX_GPUS))
+                  for name, (system, policy) in LINEUP.items() for r in plan_rates}
         keys = list(jobs)
         results = dict(zip(keys, pool.map(_summary, [jobs[k] for k in keys])))
         fair = [f.result() for f in fair_f]
+        plan = {k: f.result() for k, f in plan_f.items()}
         scale_r = scale_f.result()
 
     def mean(kind: str, name: str, x, field: str = "attainment") -> float:
@@ -211,6 +226,8 @@ def build(args: argparse.Namespace) -> dict:
     data["capacity"] = {"work_per_request": mean("rate", "Comfy Cluster", 1.0, "work_per_request"),
                         "peak_factor": 1 + TraceSpec().diurnal_amplitude}
     data["policies"] = {p: mean("policy", p, 1.0) for p in ("fifo", "sjf", "vtc", "vtime")}
+    data["planning"] = {"rates": list(plan_rates), "max_gpus": PLAN_MAX_GPUS,
+                        "gpus": {n: [plan[(n, r)]["gpus"] for r in plan_rates] for n in LINEUP}}
     data["fairness"] = fair
     data["scale"] = scale_r
     data["loading"] = loading_breakdown()
@@ -287,6 +304,7 @@ def _markdown(d: dict) -> str:
         f"{100 * sc['control_plane_load']:.1f} % busy per simulated second). Paper: 3.3 %.", "",
         "![](slo_vs_rate.png) ![](slo_vs_gpus.png)", "",
         *_shortfall(d),
+        *_planning(d),
         "## SLO attainment vs SLO scale and burstiness", "", "![](slo_vs_slo_scale.png) ![](slo_vs_cov.png)", "",
         "## GPU memory utilisation", "",
         "Time-averaged weights + runtime state over device memory. Nothing is pre-loaded: an executor holds "
@@ -354,6 +372,30 @@ def _shortfall(d: dict) -> list[str]:
         "and this baseline takes the generous reading (any free GPU runs any workflow at once, on the GPU "
         "holding most of its bytes).", "",
         *_capacity(d),
+    ]
+
+
+def _planning(d: dict) -> list[str]:
+    """The fewest whole GPUs each system needs for 90 % SLO attainment at several fixed rates."""
+    plan = d.get("planning")
+    if not plan:
+        return []
+    rates, gpus = plan["rates"], plan["gpus"]
+
+    def cell(n: int | None) -> str:
+        return f"more than {plan['max_gpus']}" if n is None else str(n)
+
+    def saving(i: int) -> str:
+        ours, mcache = gpus["Comfy Cluster"][i], gpus["MCache"][i]
+        return "-" if ours is None or mcache is None else f"{mcache / ours:.2f}x"
+    return [
+        "## Capacity planning: GPUs for 90 % SLO attainment", "",
+        "The fewest whole GPUs at which the mean attainment over the seeds reaches 90 % (`comfy-cluster simulate "
+        "--find-gpus` answers the same for one trace of your own: it doubles the count, then bisects).", "",
+        "| req/s | " + " | ".join(LINEUP) + " | MCache / Comfy Cluster |",
+        "|---|" + "---|" * (len(LINEUP) + 1),
+        *[f"| {r:g} | " + " | ".join(cell(gpus[n][i]) for n in LINEUP) + f" | {saving(i)} |"
+          for i, r in enumerate(rates)], "",
     ]
 
 

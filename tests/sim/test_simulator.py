@@ -109,7 +109,7 @@ def test_report_writes_markdown_and_plots(tmp_path):
                  "--gpu-sweep-rate", "1", "--scale-gpus", "16", "--scale-rate", "8", "--scale-duration", "4",
                  "--workers", "1"]) == 0
     text = (out / "report.md").read_text()
-    assert "Headline" in text and "Fairness" in text
+    assert "Headline" in text and "Fairness" in text and "Capacity planning" in text
     for name in ("slo_vs_rate", "slo_vs_slo_scale", "slo_vs_gpus", "slo_vs_cov", "memory_utilisation",
                  "fairness", "loading_breakdown", "latency_breakdown"):
         png = out / f"{name}.png"
