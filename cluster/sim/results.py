@@ -115,12 +115,27 @@ class SimResult:
     def max_charge(self) -> float:
         return max((c.gpu_s for c in self.completions), default=0.0)
 
-    def summary(self) -> dict[str, float | int | str]:
+    def groups(self, by: str) -> dict[str, dict[str, float | int]]:
+        """Requests, SLO attainment and p50/p95 latency per `workflow` or per `tenant`: which ones miss."""
+        out: dict[str, list[RequestRecord]] = {}
+        for r in self.measured:
+            out.setdefault(getattr(r, by), []).append(r)
+        return {k: _figures(v) for k, v in sorted(out.items())}
+
+    def summary(self) -> dict:
         return {"system": self.system, "policy": self.policy, "gpus": self.gpus,
                 "requests": len(self.requests), "completed": self.completed,
                 "slo_attainment": round(self.attainment, 4),
                 "p50_s": round(self.latency_percentile(50), 3), "p95_s": round(self.latency_percentile(95), 3),
+                "by_workflow": self.groups("workflow"), "by_tenant": self.groups("tenant"),
                 "memory_utilisation": round(self.memory_utilisation, 4),
                 "loads": dict(self.loads), "decisions": self.decisions, "max_inflight": self.max_inflight,
                 "overhead": round(self.overhead, 5), "control_plane_load": round(self.control_plane_load, 5),
                 "breakdown_s": {k: round(v, 3) for k, v in self.breakdown().items()}}
+
+
+def _figures(reqs: list[RequestRecord]) -> dict[str, float | int]:
+    lat = [r.latency for r in reqs if r.latency is not None]
+    pct = (lambda q: round(float(np.percentile(lat, q)), 3)) if lat else (lambda q: float("nan"))
+    return {"requests": len(reqs), "slo_attainment": round(sum(r.met for r in reqs) / len(reqs), 4),
+            "p50_s": pct(50), "p95_s": pct(95)}

@@ -115,3 +115,16 @@ def test_report_writes_markdown_and_plots(tmp_path):
         png = out / f"{name}.png"
         assert png.read_bytes()[:4] == b"\x89PNG", name
         assert f"{name}.png" in text
+
+
+def test_summary_breaks_attainment_down_by_workflow_and_tenant():
+    trace = generate(TraceSpec(duration_s=30, rate=2, seed=6), NAMES)
+    r = _run("ours", trace, gpus=6)
+    s = r.summary()
+    for by in ("by_workflow", "by_tenant"):
+        groups = s[by]
+        assert sum(g["requests"] for g in groups.values()) == len(r.measured)
+        met = sum(g["slo_attainment"] * g["requests"] for g in groups.values())
+        assert met == pytest.approx(r.attainment * len(r.measured), abs=0.01)   # rounded to 4 places
+    assert set(s["by_workflow"]) == {q.workflow for q in r.measured}
+    assert min(g["slo_attainment"] for g in s["by_workflow"].values()) < 1.0   # 6 GPUs: someone misses
