@@ -60,6 +60,8 @@ class Executor:
                  arena_bytes: int = 64 << 20, host_bytes: int | None = None) -> None:
         self.head = head
         self.device = device
+        if device.startswith("cuda"):
+            torch.cuda.set_device(torch.device(device))   # tensors a ModelFn makes on "cuda" land on this GPU
         self.threads = threads
         self.id = executor_id or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self.prefix = safe_prefix(self.id)

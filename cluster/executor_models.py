@@ -58,6 +58,8 @@ class ExecutorModels:
             managed = bool(modules) and not _tied(holder)
             if managed:
                 self.cache.register_module(key, holder)
+            else:
+                holder.to(self.cache.device)   # tied weights stay whole, on the executor's device
             self._loaded[key] = (obj, managed)
             self._ref_keys[key] = ref.key
             load_s = time.perf_counter() - t0

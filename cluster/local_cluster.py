@@ -28,9 +28,10 @@ _clusters: list["LocalCluster"] = []
 
 class LocalCluster:
     def __init__(self, head: Head, n: int, threads: int, memory_budget: int, preload: Sequence[str],
-                 device: str, restart: bool, env: dict[str, str] | None) -> None:
+                 devices: Sequence[str], restart: bool, env: dict[str, str] | None) -> None:
         self.head = head
-        self.threads, self.memory_budget, self.preload, self.device = threads, memory_budget, list(preload), device
+        self.threads, self.memory_budget, self.preload = threads, memory_budget, list(preload)
+        self.devices = list(devices)     # executor i runs on devices[i % len(devices)]
         self.restart = restart
         self.env = {**os.environ, **(env or {})}
         # the executors import this repo's packages (and test modules named in --preload)
@@ -42,7 +43,8 @@ class LocalCluster:
         self._watch.start()
 
     def _spawn(self, i: int) -> subprocess.Popen:
-        cmd = [sys.executable, "-m", "cluster.executor", "--head", self.head.address, "--device", self.device,
+        device = self.devices[i % len(self.devices)]
+        cmd = [sys.executable, "-m", "cluster.executor", "--head", self.head.address, "--device", device,
                "--threads", str(self.threads), "--memory-budget", str(self.memory_budget),
                "--heartbeat", str(self.head.heartbeat_s), "--exit-with-parent"]
         for mod in self.preload:
@@ -75,14 +77,14 @@ class LocalCluster:
 
 
 def start_local_cluster(n: int, threads_per_executor: int = 1, *, memory_budget: int = 8 << 30,
-                        preload: Sequence[str] = (), device: str = "cpu", restart: bool = True,
+                        preload: Sequence[str] = (), devices: Sequence[str] = ("cpu",), restart: bool = True,
                         tenant: str = "default", wait_s: float = 120.0, env: dict[str, str] | None = None,
                         **head_kw: Any) -> tuple[Head, ClusterRuntime]:
     """Start a head (its options in `head_kw`: policy, delta, deadline_s, lost_after_s, ...) and `n`
-    executor processes; returns once all have registered."""
+    executor processes, executor i on `devices[i % len(devices)]`; returns once all have registered."""
     head = Head(**head_kw).start()
     try:
-        cluster = LocalCluster(head, n, threads_per_executor, memory_budget, preload, device, restart, env)
+        cluster = LocalCluster(head, n, threads_per_executor, memory_budget, preload, devices, restart, env)
     except Exception:
         head.stop()
         raise

@@ -69,8 +69,9 @@ def add_comfyui_flags(p: argparse.ArgumentParser) -> None:
 
 def add_cluster_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workspace", default=None, help="workspace folder (default: platform data dir)")
-    p.add_argument("--executors", type=int, default=1,
-                   help="local executor processes to start (0: run ModelFns inside the server process)")
+    p.add_argument("--executors", type=int, default=None,
+                   help="local executor processes to start (default: one per GPU, or 1 on the CPU; "
+                        "0: run ModelFns inside the server process, on the CPU)")
     p.add_argument("--executor-threads", type=int, default=0,
                    help="torch threads per executor (0: the machine's cores divided among the executors)")
     p.add_argument("--concurrent-prompts", type=int, default=1, metavar="N",
@@ -85,6 +86,26 @@ def add_cluster_flags(p: argparse.ArgumentParser) -> None:
                         "executor, per model (1: no batching; a cascade's controller overrides it for its models)")
     p.add_argument("--batch-window-ms", type=float, default=20.0, metavar="MS",
                    help="with --max-batch above 1: how long a batch that is not full waits for more steps")
+
+
+def executor_devices(args: argparse.Namespace, cuda_devices: int | None = None) -> list[str]:
+    """The device of each local executor, as ComfyUI picks its own: the GPUs when CUDA has any (one
+    executor per GPU unless --executors says otherwise, spread over them in turn), only the GPU
+    --cuda-device names, or the CPU with --cpu or without CUDA. `cuda_devices`: how many CUDA devices
+    there are (default: ask torch)."""
+    if cuda_devices is None:
+        import torch
+        cuda_devices = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if args.cpu or cuda_devices == 0:
+        return ["cpu"] * (1 if args.executors is None else args.executors)
+    if args.cuda_device is not None:
+        if not 0 <= args.cuda_device < cuda_devices:
+            raise ValueError(f"--cuda-device {args.cuda_device}: this machine has CUDA devices 0 to {cuda_devices - 1}")
+        gpus = [f"cuda:{args.cuda_device}"]
+    else:
+        gpus = [f"cuda:{i}" for i in range(cuda_devices)]
+    n = len(gpus) if args.executors is None else args.executors
+    return [gpus[i % len(gpus)] for i in range(n)]
 
 
 def parse_known(p: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:

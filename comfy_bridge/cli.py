@@ -87,10 +87,11 @@ def start_cluster_in_background(args: argparse.Namespace) -> Future | None:
     """The local cluster of `serve --executors N`, started on a thread so that its executor processes boot
     while this process imports the nodes: clients that give a new server ~20 s (ComfyUI's test suites)
     see it listening sooner. The future resolves to (head, runtime)."""
-    if args.executors <= 0:
+    devices = cli_args.executor_devices(args)
+    if not devices:
         return None
     from cluster.local_cluster import start_local_cluster
-    threads = args.executor_threads or max(1, (os.cpu_count() or 1) // args.executors)
+    threads = args.executor_threads or max(1, (os.cpu_count() or 1) // len(devices))
     head_options = {"policy": args.scheduler, "max_batch": args.max_batch,
                     "batch_window_s": args.batch_window_ms / 1000}
     if args.fairness_slack is not None:
@@ -102,7 +103,7 @@ def start_cluster_in_background(args: argparse.Namespace) -> Future | None:
 
     def start() -> None:
         try:
-            head, runtime = start_local_cluster(args.executors, threads, **head_options)
+            head, runtime = start_local_cluster(len(devices), threads, devices=devices, **head_options)
             from cluster.cascade.head_hook import follow_head
             follow_head(head)   # cascade decisions set the batch sizes of their models
             future.set_result((head, runtime))

@@ -53,6 +53,7 @@ class ExecutorDataPlane:
                  h2d_bandwidth: float | None = None, weights_in_arena: bool = True,
                  nvshmem: bool = False) -> None:
         self.owner, self.prefix = owner, safe_prefix(owner)
+        self.device = torch.device(device)
         self.arena: Arena = NvshmemArena(arena_bytes) if nvshmem else ShmArena(self.prefix, arena_bytes)
         self.budget = MemoryBudget(budget_bytes, arena=self.arena.capacity)
         disk = DiskTier(weights_dir or Path.home() / ".cache" / "comfy-cluster" / "weights")
@@ -62,7 +63,8 @@ class ExecutorDataPlane:
         self.store = TensorStore(self.arena, owner, self.prefix, on_pressure=self.cache.evict_arena)
 
     def invocation(self) -> "_InvocationContext":
-        return _InvocationContext(self.store)
+        """One ModelFn call's inputs, on this executor's device (`publish` copies outputs back)."""
+        return _InvocationContext(self.store, None if self.device.type == "cpu" else self.device)
 
     def publish(self, outputs: dict[str, torch.Tensor | None], readers: dict[str, int] | int = 1
                 ) -> dict[str, TensorHandle]:
@@ -79,8 +81,8 @@ class ExecutorDataPlane:
 
 
 class _InvocationContext:
-    def __init__(self, store: TensorStore) -> None:
-        self._scope = store.scope()
+    def __init__(self, store: TensorStore, device: torch.device | None) -> None:
+        self._scope = store.scope(device)
 
     def __enter__(self) -> Invocation:
         return Invocation(self._scope)

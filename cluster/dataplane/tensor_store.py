@@ -184,8 +184,8 @@ class TensorStore:
             return -1
         return self.clients.add(handle.refs, handle.slot, handle.generation, readers)
 
-    def scope(self) -> "Scope":
-        return Scope(self)
+    def scope(self, device: torch.device | None = None) -> "Scope":
+        return Scope(self, device)
 
     def close(self) -> None:
         """Drop every tensor and the reference table (the arena is closed by its owner)."""
@@ -205,13 +205,16 @@ class Scope:
     publishes (copies) outputs before closing, and ModelFns do not keep inputs across calls.
     """
 
-    def __init__(self, store: TensorStore) -> None:
+    def __init__(self, store: TensorStore, device: torch.device | None = None) -> None:
         self.store = store
+        self.device = device        # where the ModelFn computes: pulled tensors are copied there
         self.blocks: list[Block] = []
         self.lazies: list[LazyFetch] = []
 
     def fetch(self, handle: TensorHandle, release: bool = True) -> torch.Tensor:
         out = self.store.pull(handle, self)
+        if self.device is not None and out.device != self.device:
+            out = out.to(self.device)   # a GPU executor over the shared-memory arena: host -> device
         if release:
             self.store.release(handle)
         return out

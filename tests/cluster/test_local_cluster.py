@@ -138,3 +138,27 @@ async def test_garbage_from_the_network_is_dropped(cluster):
     out = await rt.call("cc_test_linear", tiny_ref(0), {"x": torch.ones(1, 16)}, {})
     assert out["y"].shape == (1, 16)
     assert len(head.stats()["executors"]) == 2
+
+
+def test_executors_start_on_their_devices_in_turn(monkeypatch):
+    from types import SimpleNamespace
+
+    from cluster import local_cluster
+    started: list[list[str]] = []
+
+    class Process:
+        def __init__(self, cmd, **_):
+            started.append(cmd)
+            self.pid, self.returncode = 0, None
+
+        def poll(self):
+            return None
+
+        def wait(self, timeout=None):
+            return 0
+
+    monkeypatch.setattr(local_cluster.subprocess, "Popen", Process)
+    head = SimpleNamespace(address="ipc:///nowhere", heartbeat_s=0.5)
+    cluster = local_cluster.LocalCluster(head, 3, 1, 1 << 30, (), ["cuda:0", "cuda:1"], restart=False, env=None)
+    cluster.stop()
+    assert [cmd[cmd.index("--device") + 1] for cmd in started] == ["cuda:0", "cuda:1", "cuda:0"]

@@ -70,3 +70,24 @@ def test_executor_flow_with_a_late_callback_input(tmp_path):
     finally:
         a.close()
         b.close()
+
+
+@torch.inference_mode()
+def test_inputs_are_pulled_onto_the_executors_device(tmp_path):
+    """A GPU executor over the shared-memory arena computes on its device: eager and callback inputs
+    arrive there. The meta device stands in for CUDA here; a CPU executor gets the arena's tensors."""
+    a = ExecutorDataPlane(f"ea{uuid.uuid4().hex[:6]}", 1 << 24, 1 << 20, weights_dir=tmp_path)
+    on_meta = ExecutorDataPlane(f"eb{uuid.uuid4().hex[:6]}", 1 << 24, 1 << 20, device="meta", weights_dir=tmp_path)
+    try:
+        x, c = torch.randn(2, 8), torch.randn(3, 4)
+        handles = a.publish({"x": x, "c": c}, readers=2)
+        with on_meta.invocation() as inv:
+            inputs = inv.inputs(handles, callbacks={"c"})
+            assert inputs["x"].device.type == "meta" and inputs["x"].shape == x.shape
+            assert inputs["c"]().device.type == "meta" and inputs["c"]().dtype == c.dtype
+        with a.invocation() as inv:
+            inputs = inv.inputs(handles, callbacks={"c"})
+            assert torch.equal(inputs["x"], x) and torch.equal(inputs["c"](), c)
+    finally:
+        a.close()
+        on_meta.close()

@@ -1,0 +1,34 @@
+"""`comfy-cluster serve` on a CUDA machine: its executor runs ModelFns on the GPU (weights bound there by
+the layer cache, inputs copied there from the shared-memory arena, outputs copied back) and renders the
+default workflow like the CPU does, up to GPU rounding."""
+from __future__ import annotations
+
+import asyncio
+import json
+import urllib.request
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from tests.e2e.test_cluster_serve_matches_in_process import REPO, _run_on_server
+
+if not torch.cuda.is_available():
+    pytest.skip("GPU executors need a CUDA device", allow_module_level=True)
+
+
+def test_default_workflow_runs_on_a_gpu_executor(serve, demo_workspace, fixed_threads):
+    from comfy_bridge.registry import build_registry
+    from comfy_bridge.run import run_prompt
+    base = serve("--cuda-device", "0", "--executors", "1")
+    prompt = json.loads((REPO / "workflows_json" / "text_to_image.json").read_text())
+    [gpu] = _run_on_server(base, prompt)
+    stats = json.loads(urllib.request.urlopen(base + "/cluster/stats", timeout=30).read())
+    assert [e["device"] for e in stats["executors"]] == ["cuda:0"]
+    [cpu] = [np.asarray(Image.open(f)) for f in
+             asyncio.run(run_prompt(prompt, None, build_registry(demo_workspace), show_progress=False))]
+    assert gpu.shape == cpu.shape
+    diff = np.abs(gpu.astype(np.int16) - cpu.astype(np.int16))
+    print(f"GPU vs CPU: mean |difference| {diff.mean():.3f}, max {diff.max()} of 255")
+    assert diff.mean() < 8
