@@ -38,6 +38,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import psutil
 import torch
 import zmq
 
@@ -55,7 +56,7 @@ WEIGHTS_DIR = Path.home() / ".cache" / "comfy-cluster" / "weights"
 
 
 class Executor:
-    def __init__(self, head: str, device: str = "cpu", threads: int = 1, memory_budget: int = 8 << 30,
+    def __init__(self, head: str, device: str = "cpu", threads: int = 1, memory_budget: int | None = None,
                  executor_id: str | None = None, heartbeat_s: float = 0.5, exit_with_parent: bool = False,
                  arena_bytes: int = 64 << 20, host_bytes: int | None = None) -> None:
         self.head = head
@@ -66,10 +67,10 @@ class Executor:
         self.id = executor_id or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self.prefix = safe_prefix(self.id)
         self.heartbeat_s = heartbeat_s
-        self.memory_budget = memory_budget
+        self.memory_budget = memory_budget = memory_budget or default_memory_budget(device)
         self.plane = ExecutorDataPlane(self.id, memory_budget, min(arena_bytes, memory_budget), device,
                                        weights_dir=WEIGHTS_DIR / self.prefix.strip("-"),
-                                       host_bytes=memory_budget if host_bytes is None else host_bytes)
+                                       host_bytes=host_bytes or default_host_bytes(device, memory_budget))
         self.models = ExecutorModels(self.plane.cache)
         self.parent = os.getppid() if exit_with_parent else None
         self._fns: dict[str, ModelFn] = {}
@@ -269,16 +270,39 @@ class Executor:
         shutil.rmtree(WEIGHTS_DIR / self.prefix.strip("-"), ignore_errors=True)
 
 
+CPU_BUDGET = 8 << 30
+GPU_RESERVE = 1 << 30       # left to the CUDA context, cuBLAS/cuDNN workspaces and the allocator's slack
+
+
+def default_memory_budget(device: str) -> int:
+    """What an executor manages when not told: on a GPU, the device memory free at start less a reserve
+    (the idle memory the layer cache and the arena harvest); on the CPU, 8 GiB."""
+    if not device.startswith("cuda"):
+        return CPU_BUDGET
+    free, _ = torch.cuda.mem_get_info(torch.device(device))
+    return max(free - GPU_RESERVE, GPU_RESERVE)
+
+
+def default_host_bytes(device: str, memory_budget: int) -> int:
+    """Host memory for whole models before they spill to disk: as much as the budget on the CPU; beside a
+    GPU at most a quarter of the machine's memory (pinned pages, and every GPU's executor keeps its own)."""
+    if not device.startswith("cuda"):
+        return memory_budget
+    return min(memory_budget, psutil.virtual_memory().total // 4)
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m cluster.executor", description=__doc__.split("\n")[0])
     p.add_argument("--head", required=True, help="the head's address: ipc://PATH or tcp://HOST:PORT")
     p.add_argument("--device", default="cpu")
     p.add_argument("--threads", type=int, default=1, help="torch threads (CPU)")
-    p.add_argument("--memory-budget", type=int, default=8 << 30,
-                   help="bytes shared by the arena, active inference and cached weights")
+    p.add_argument("--memory-budget", type=int, default=None,
+                   help="bytes shared by the arena, active inference and cached weights (default: a GPU's "
+                        "free memory less 1 GiB, or 8 GiB on the CPU)")
     p.add_argument("--arena-bytes", type=int, default=64 << 20, help="bytes of the communication arena")
     p.add_argument("--host-bytes", type=int, default=None,
-                   help="bytes of models kept in host memory before spilling to disk (default: the budget)")
+                   help="bytes of models kept in host memory before spilling to disk (default: the budget; "
+                        "beside a GPU at most a quarter of the machine's memory)")
     p.add_argument("--preload", action="append", default=[], help="module to import (registers ModelFns)")
     p.add_argument("--id", default=None, help="executor id (default: host-pid-random)")
     p.add_argument("--heartbeat", type=float, default=0.5, help="seconds between heartbeats")

@@ -27,7 +27,7 @@ _clusters: list["LocalCluster"] = []
 
 
 class LocalCluster:
-    def __init__(self, head: Head, n: int, threads: int, memory_budget: int, preload: Sequence[str],
+    def __init__(self, head: Head, n: int, threads: int, memory_budget: int | None, preload: Sequence[str],
                  devices: Sequence[str], restart: bool, env: dict[str, str] | None) -> None:
         self.head = head
         self.threads, self.memory_budget, self.preload = threads, memory_budget, list(preload)
@@ -45,8 +45,9 @@ class LocalCluster:
     def _spawn(self, i: int) -> subprocess.Popen:
         device = self.devices[i % len(self.devices)]
         cmd = [sys.executable, "-m", "cluster.executor", "--head", self.head.address, "--device", device,
-               "--threads", str(self.threads), "--memory-budget", str(self.memory_budget),
-               "--heartbeat", str(self.head.heartbeat_s), "--exit-with-parent"]
+               "--threads", str(self.threads), "--heartbeat", str(self.head.heartbeat_s), "--exit-with-parent"]
+        if self.memory_budget is not None:   # else the executor's default for its device
+            cmd += ["--memory-budget", str(self.memory_budget)]
         for mod in self.preload:
             cmd += ["--preload", mod]
         return subprocess.Popen(cmd, cwd=REPO, env=self.env)
@@ -76,7 +77,7 @@ class LocalCluster:
                 p.wait()
 
 
-def start_local_cluster(n: int, threads_per_executor: int = 1, *, memory_budget: int = 8 << 30,
+def start_local_cluster(n: int, threads_per_executor: int = 1, *, memory_budget: int | None = None,
                         preload: Sequence[str] = (), devices: Sequence[str] = ("cpu",), restart: bool = True,
                         tenant: str = "default", wait_s: float = 120.0, env: dict[str, str] | None = None,
                         **head_kw: Any) -> tuple[Head, ClusterRuntime]:
