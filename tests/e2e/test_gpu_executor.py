@@ -18,10 +18,11 @@ if not torch.cuda.is_available():
     pytest.skip("GPU executors need a CUDA device", allow_module_level=True)
 
 
-def test_default_workflow_runs_on_a_gpu_executor(serve, demo_workspace, fixed_threads):
+def test_default_workflow_runs_on_a_gpu_executor(serve, demo_workspace, fixed_threads, tmp_path):
     from comfy_bridge.registry import build_registry
     from comfy_bridge.run import run_prompt
-    base = serve("--cuda-device", "0", "--executors", "1")
+    (tmp_path / "index.html").write_text("<html></html>")   # the web UI package need not be there
+    base = serve("--cuda-device", "0", "--executors", "1", "--front-end-root", str(tmp_path))
     prompt = json.loads((REPO / "workflows_json" / "text_to_image.json").read_text())
     [gpu] = _run_on_server(base, prompt)
     stats = json.loads(urllib.request.urlopen(base + "/cluster/stats", timeout=30).read())

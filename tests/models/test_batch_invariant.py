@@ -2,16 +2,22 @@
 batch around it, so batched denoising steps reproduce unbatched ones bit for bit."""
 from __future__ import annotations
 
+import pytest
 import torch
 from torch import nn
 
 from nodes.models.batch_invariant import BatchInvariantConv2d, BatchInvariantLinear, make_batch_invariant
 
+# cuBLAS and cuDNN pick kernels by size as CPU GEMMs do: the same checks on a GPU where there is one
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(),
+                                                                 reason="needs a CUDA device"))]
 
-def test_rows_of_a_2d_input_give_the_same_bits_at_any_batch_size(fixed_threads):
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_rows_of_a_2d_input_give_the_same_bits_at_any_batch_size(fixed_threads, device):
     torch.manual_seed(0)
-    layer = make_batch_invariant(nn.Sequential(nn.Linear(320, 1280), nn.SiLU(), nn.Linear(1280, 1280)))
-    x = torch.randn(8, 320)
+    layer = make_batch_invariant(nn.Sequential(nn.Linear(320, 1280), nn.SiLU(), nn.Linear(1280, 1280))).to(device)
+    x = torch.randn(8, 320, device=device)
     with torch.inference_mode():
         alone = [layer(x[i:i + 1]) for i in range(8)]
         for batch in (2, 3, 4, 8):
@@ -19,10 +25,11 @@ def test_rows_of_a_2d_input_give_the_same_bits_at_any_batch_size(fixed_threads):
             assert all(torch.equal(out[i:i + 1], alone[i]) for i in range(batch)), batch
 
 
-def test_samples_of_a_1x1_convolution_give_the_same_bits_at_batch_16(fixed_threads):
+@pytest.mark.parametrize("device", DEVICES)
+def test_samples_of_a_1x1_convolution_give_the_same_bits_at_batch_16(fixed_threads, device):
     torch.manual_seed(0)
-    conv = make_batch_invariant(nn.Sequential(nn.Conv2d(32, 32, 1)))   # a GEMM over batch x pixels
-    x = torch.randn(16, 32, 8, 8)
+    conv = make_batch_invariant(nn.Sequential(nn.Conv2d(32, 32, 1))).to(device)   # a GEMM over batch x pixels
+    x = torch.randn(16, 32, 8, 8, device=device)
     with torch.inference_mode():
         alone = conv(x[:2])
         assert all(torch.equal(conv(x[:n])[:2], alone) for n in (4, 8, 16))
