@@ -58,19 +58,25 @@ WEIGHTS_DIR = Path.home() / ".cache" / "comfy-cluster" / "weights"
 class Executor:
     def __init__(self, head: str, device: str = "cpu", threads: int = 1, memory_budget: int | None = None,
                  executor_id: str | None = None, heartbeat_s: float = 0.5, exit_with_parent: bool = False,
-                 arena_bytes: int = 64 << 20, host_bytes: int | None = None) -> None:
+                 arena_bytes: int = 64 << 20, host_bytes: int | None = None, device_share: int = 1,
+                 host_share: int = 1) -> None:
         self.head = head
         self.device = device
+        if device == "cuda":
+            device = self.device = f"cuda:{torch.cuda.current_device()}"
         if device.startswith("cuda"):
             torch.cuda.set_device(torch.device(device))   # tensors a ModelFn makes on "cuda" land on this GPU
         self.threads = threads
         self.id = executor_id or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self.prefix = safe_prefix(self.id)
         self.heartbeat_s = heartbeat_s
-        self.memory_budget = memory_budget = memory_budget or default_memory_budget(device)
+        if memory_budget is None:
+            memory_budget = default_memory_budget(device, device_share)
+        self.memory_budget = memory_budget
         self.plane = ExecutorDataPlane(self.id, memory_budget, min(arena_bytes, memory_budget), device,
                                        weights_dir=WEIGHTS_DIR / self.prefix.strip("-"),
-                                       host_bytes=host_bytes or default_host_bytes(device, memory_budget))
+                                       host_bytes=default_host_bytes(device, memory_budget, host_share)
+                                       if host_bytes is None else host_bytes)
         self.models = ExecutorModels(self.plane.cache)
         self.parent = os.getppid() if exit_with_parent else None
         self._fns: dict[str, ModelFn] = {}
@@ -274,21 +280,23 @@ CPU_BUDGET = 8 << 30
 GPU_RESERVE = 1 << 30       # left to the CUDA context, cuBLAS/cuDNN workspaces and the allocator's slack
 
 
-def default_memory_budget(device: str) -> int:
-    """What an executor manages when not told: on a GPU, the device memory free at start less a reserve
-    (the idle memory the layer cache and the arena harvest); on the CPU, 8 GiB."""
+def default_memory_budget(device: str, share: int = 1) -> int:
+    """What an executor manages when not told: on a GPU, its share (`share` executors on the device) of
+    the memory free at start less a reserve (the idle memory the layer cache and the arena harvest); on
+    the CPU, 8 GiB."""
     if not device.startswith("cuda"):
         return CPU_BUDGET
     free, _ = torch.cuda.mem_get_info(torch.device(device))
-    return max(free - GPU_RESERVE, GPU_RESERVE)
+    return max((free - GPU_RESERVE) // max(share, 1), GPU_RESERVE)
 
 
-def default_host_bytes(device: str, memory_budget: int) -> int:
+def default_host_bytes(device: str, memory_budget: int, share: int = 1) -> int:
     """Host memory for whole models before they spill to disk: as much as the budget on the CPU; beside a
-    GPU at most a quarter of the machine's memory (pinned pages, and every GPU's executor keeps its own)."""
+    GPU at most a quarter of the machine's memory split over the `share` executors of the host (the pages
+    are pinned, and every executor keeps its own)."""
     if not device.startswith("cuda"):
         return memory_budget
-    return min(memory_budget, psutil.virtual_memory().total // 4)
+    return min(memory_budget, psutil.virtual_memory().total // 4 // max(share, 1))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -299,6 +307,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--memory-budget", type=int, default=None,
                    help="bytes shared by the arena, active inference and cached weights (default: a GPU's "
                         "free memory less 1 GiB, or 8 GiB on the CPU)")
+    p.add_argument("--device-share", type=int, default=1, help="executors on this device (they split its memory)")
+    p.add_argument("--host-share", type=int, default=1, help="executors on this host (they split its memory)")
     p.add_argument("--arena-bytes", type=int, default=64 << 20, help="bytes of the communication arena")
     p.add_argument("--host-bytes", type=int, default=None,
                    help="bytes of models kept in host memory before spilling to disk (default: the budget; "
@@ -312,7 +322,7 @@ def main(argv: list[str] | None = None) -> None:
     for mod in args.preload:
         importlib.import_module(mod)
     Executor(args.head, args.device, args.threads, args.memory_budget, args.id, args.heartbeat,
-             args.exit_with_parent, args.arena_bytes, args.host_bytes).run()
+             args.exit_with_parent, args.arena_bytes, args.host_bytes, args.device_share, args.host_share).run()
 
 
 if __name__ == "__main__":

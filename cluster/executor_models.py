@@ -34,6 +34,10 @@ def modules_of(obj: Any) -> dict[str, nn.Module]:
     return found
 
 
+def _nbytes(module: nn.Module) -> int:
+    return sum(t.numel() * t.element_size() for t in (*module.parameters(), *module.buffers()))
+
+
 def _tied(module: nn.Module) -> bool:
     """Whether a parameter is shared between two places (the layer cache binds each name separately)."""
     return len(list(module.named_parameters(remove_duplicate=False))) != len(list(module.named_parameters()))
@@ -58,8 +62,9 @@ class ExecutorModels:
             managed = bool(modules) and not _tied(holder)
             if managed:
                 self.cache.register_module(key, holder)
-            else:
-                holder.to(self.cache.device)   # tied weights stay whole, on the executor's device
+            else:   # tied weights stay whole, on the executor's device, charged to its budget for good
+                holder.to(self.cache.device)
+                self.cache.budget.charge_weights(_nbytes(holder), evict=True, force=True)
             self._loaded[key] = (obj, managed)
             self._ref_keys[key] = ref.key
             load_s = time.perf_counter() - t0

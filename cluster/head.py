@@ -807,9 +807,10 @@ class Head:
         now = time.monotonic()
         key = live[0].inv.model_key
         load_s = self._load_s.get(key, 0.0) if key and key not in ex.cached_models else 0.0
+        samples = sum(job.inv.batch_size for job in live)
         for job in live:
-            if load_s:   # a cold start: charge the load its run will include (the batch's parts share it)
-                self.scheduler.revise_charge(job.inv, job.inv.estimate + load_s / len(live))
+            if load_s:   # a cold start: charge the load its run will include (a batch's parts by their samples)
+                self.scheduler.revise_charge(job.inv, job.inv.estimate + load_s * job.inv.batch_size / samples)
             job.attempts += 1
             job.dispatch.dispatch_id = next(self._ids)
             job.dispatched_at = now

@@ -31,7 +31,7 @@ class LocalCluster:
                  devices: Sequence[str], restart: bool, env: dict[str, str] | None) -> None:
         self.head = head
         self.threads, self.memory_budget, self.preload = threads, memory_budget, list(preload)
-        self.devices = list(devices)     # executor i runs on devices[i % len(devices)]
+        self.devices = [list(devices)[i % len(devices)] for i in range(n)]   # executor i's device
         self.restart = restart
         self.env = {**os.environ, **(env or {})}
         # the executors import this repo's packages (and test modules named in --preload)
@@ -43,8 +43,9 @@ class LocalCluster:
         self._watch.start()
 
     def _spawn(self, i: int) -> subprocess.Popen:
-        device = self.devices[i % len(self.devices)]
+        device = self.devices[i]
         cmd = [sys.executable, "-m", "cluster.executor", "--head", self.head.address, "--device", device,
+               "--device-share", str(self.devices.count(device)), "--host-share", str(len(self.devices)),
                "--threads", str(self.threads), "--heartbeat", str(self.head.heartbeat_s), "--exit-with-parent"]
         if self.memory_budget is not None:   # else the executor's default for its device
             cmd += ["--memory-budget", str(self.memory_budget)]

@@ -70,8 +70,12 @@ def add_comfyui_flags(p: argparse.ArgumentParser) -> None:
 def add_cluster_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workspace", default=None, help="workspace folder (default: platform data dir)")
     p.add_argument("--executors", type=int, default=None,
-                   help="local executor processes to start (default: one per GPU, or 1 on the CPU; "
-                        "0: run ModelFns inside the server process, on the CPU)")
+                   help="local executor processes to start (default: one per GPU with --executor-device "
+                        "cuda, else 1; 0: run ModelFns inside the server process, on the CPU)")
+    p.add_argument("--executor-device", choices=("cpu", "cuda", "auto"), default="cpu",
+                   help="where executors run ModelFns: the CPU (default: GPU executors have not run on a GPU "
+                        "yet, see the README), the GPUs (in turn; --cuda-device N: only GPU N), or auto "
+                        "(the GPUs when CUDA has any)")
     p.add_argument("--executor-threads", type=int, default=0,
                    help="torch threads per executor (0: the machine's cores divided among the executors)")
     p.add_argument("--concurrent-prompts", type=int, default=1, metavar="N",
@@ -89,14 +93,16 @@ def add_cluster_flags(p: argparse.ArgumentParser) -> None:
 
 
 def executor_devices(args: argparse.Namespace, cuda_devices: int | None = None) -> list[str]:
-    """The device of each local executor, as ComfyUI picks its own: the GPUs when CUDA has any (one
-    executor per GPU unless --executors says otherwise, spread over them in turn), only the GPU
-    --cuda-device names, or the CPU with --cpu or without CUDA. `cuda_devices`: how many CUDA devices
-    there are (default: ask torch)."""
+    """The device of each local executor. With --executor-device cuda (or auto on a CUDA machine): one
+    executor per GPU unless --executors says otherwise, spread over the GPUs in turn, or only the GPU
+    --cuda-device names; else the CPU (--cpu always means the CPU). `cuda_devices`: how many CUDA
+    devices there are (default: ask torch)."""
     if cuda_devices is None:
         import torch
         cuda_devices = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    if args.cpu or cuda_devices == 0:
+    if args.executor_device == "cuda" and not args.cpu and cuda_devices == 0:
+        raise ValueError("--executor-device cuda: torch sees no CUDA device on this machine")
+    if args.cpu or args.executor_device == "cpu" or cuda_devices == 0:
         return ["cpu"] * (1 if args.executors is None else args.executors)
     if args.cuda_device is not None:
         if not 0 <= args.cuda_device < cuda_devices:

@@ -90,6 +90,11 @@ def start_cluster_in_background(args: argparse.Namespace) -> Future | None:
     devices = cli_args.executor_devices(args)
     if not devices:
         return None
+    if args.executor_device == "cpu" and not args.cpu:
+        import torch
+        if torch.cuda.is_available():
+            log.warning("executors run on the CPU; `--executor-device cuda` puts them on the %d GPU(s), "
+                        "a path that has not run on a GPU yet (see the README)", torch.cuda.device_count())
     from cluster.local_cluster import start_local_cluster
     threads = args.executor_threads or max(1, (os.cpu_count() or 1) // len(devices))
     head_options = {"policy": args.scheduler, "max_batch": args.max_batch,

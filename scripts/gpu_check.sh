@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every check that needs a GPU, in one run on a CUDA machine (about 3 minutes on an H200):
+# Every check that needs a GPU, in one run on a CUDA machine (never run yet; budget a few minutes):
 #   the layer cache's CUDA-stream copies, the NVSHMEM arena, batch invariance with cuBLAS/cuDNN, and
 #   `serve` with a GPU executor rendering the default workflow against the CPU image.
 # With the device tool: run scripts/fetch_gpu_wheels.sh here first, then run

@@ -59,7 +59,8 @@ class ExecutorDataPlane:
         disk = DiskTier(weights_dir or Path.home() / ".cache" / "comfy-cluster" / "weights")
         self.cache = LayerCache(self.budget, HostTier(disk, host_bytes, pin=device.startswith("cuda")),
                                 HostToDevice(device, h2d_bandwidth),
-                                arena=self.arena if weights_in_arena else None)
+                                # weights may live in the arena only where they compute: not a GPU's in host shm
+                                arena=self.arena if weights_in_arena and self.arena.device == self.device else None)
         self.store = TensorStore(self.arena, owner, self.prefix, on_pressure=self.cache.evict_arena)
 
     def invocation(self) -> "_InvocationContext":

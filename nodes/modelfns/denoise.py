@@ -79,7 +79,7 @@ class GuidedDenoiser:
         for members in groups.values():
             k = len(members)
             xb, tb = xc.repeat(k, 1, 1, 1), t.reshape(-1)[:1].expand(n * k)
-            batch_cond = self._batch_cond([e for _, e in members], n)
+            batch_cond = self._batch_cond([e for _, e in members], n, x.device)
             batch_cond["control"] = self._control([e for _, e in members], n, xb, tb, s, batch_cond)
             out = self.model.apply(xb, tb, batch_cond)
             for idx, (side, e) in enumerate(members):
@@ -87,7 +87,7 @@ class GuidedDenoiser:
         results = [self.ms.calculate_denoised(sigma, _weighted_mean(weighted[name], x), x) for name, _ in sides]
         return results[0], (results[1] if len(results) > 1 else None)
 
-    def _batch_cond(self, entries: list[dict], n: int) -> dict[str, Any]:
+    def _batch_cond(self, entries: list[dict], n: int, device: torch.device) -> dict[str, Any]:
         def stacked(suffix: str):
             ts = [self.inputs.get(f"{e['key']}.{suffix}") for e in entries]
             if any(t is None for t in ts):
@@ -96,7 +96,7 @@ class GuidedDenoiser:
         cond: dict[str, Any] = {"context": stacked("context"), "pooled": stacked("pooled")}
         if self.latent_size is not None and self.model.arch == "sdxl":   # the only family reading them
             h, w = self.latent_size
-            ids = torch.tensor([h, w, 0, 0, h, w], dtype=torch.float32)
+            ids = torch.tensor([h, w, 0, 0, h, w], dtype=torch.float32, device=device)
             cond["time_ids"] = ids.expand(n * len(entries), 6)
         guidance = entries[0].get("guidance")
         if guidance is not None:   # FluxGuidance; a guidance-distilled model applies its default otherwise
@@ -112,7 +112,9 @@ class GuidedDenoiser:
                 continue
             hints = [self.inputs[f"{e['key']}.control.{k}.hint"] for e in entries]
             hint = torch.cat([h.expand(n, *h.shape[1:]) if h.shape[0] == 1 else h for h in hints])
-            residuals = self.load_control(spec["ref"]).apply(xb, tb, cond, hint, spec["strength"])
+            net = self.load_control(spec["ref"])
+            net.module.to(xb.device)   # loaded beside the layer cache: it follows the step to its device
+            residuals = net.apply(xb, tb, cond, hint, spec["strength"])
             total = residuals if total is None else total + residuals
         return total
 
@@ -124,7 +126,7 @@ def _weighted_mean(outputs: list[tuple[torch.Tensor, float]], like: torch.Tensor
         return torch.zeros_like(like)
     if len(outputs) == 1 and outputs[0][1] == 1.0:
         return outputs[0][0]
-    total, weight = None, torch.tensor(1e-37, dtype=torch.float32)
+    total, weight = None, torch.tensor(1e-37, dtype=torch.float32, device=like.device)
     for out, strength in outputs:
         term = out * strength
         total = term if total is None else total + term

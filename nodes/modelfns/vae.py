@@ -54,8 +54,8 @@ def tiled(decode, latent: torch.Tensor, tile: int, overlap: int, scale: int) -> 
     tile = max(8, min(tile, max(h, w)))
     overlap = max(0, min(overlap, tile // 2))
     stride = tile - overlap
-    out = torch.zeros(b, h * scale, w * scale, 3)
-    weight = torch.zeros(1, h * scale, w * scale, 1)
+    out = torch.zeros(b, h * scale, w * scale, 3, device=latent.device)
+    weight = torch.zeros(1, h * scale, w * scale, 1, device=latent.device)
     ys = list(range(0, max(h - overlap, 1), stride))
     xs = list(range(0, max(w - overlap, 1), stride))
     for y in ys:
@@ -64,7 +64,7 @@ def tiled(decode, latent: torch.Tensor, tile: int, overlap: int, scale: int) -> 
             piece = decode(latent[:, :, y0:y0 + tile, x0:x0 + tile])
             th, tw = piece.shape[1], piece.shape[2]
             ramp = overlap * scale
-            mask = torch.ones(1, th, tw, 1)
+            mask = torch.ones(1, th, tw, 1, device=latent.device)
             for i in range(ramp):
                 f = (i + 1) / (ramp + 1)
                 if y0 > 0:

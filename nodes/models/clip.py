@@ -158,6 +158,7 @@ class ClipSide:
     def forward_ids(self, ids: torch.Tensor, layer: int | None) -> tuple[torch.Tensor, torch.Tensor]:
         """(hidden states [N,T,D] of the chosen layer, pooled [N,P]) for token rows."""
         idx = self.spec.default_layer if layer is None else layer
+        ids = ids.to(next(self.module.parameters()).device)   # token ids are made on the CPU
         out = self.text_model(input_ids=ids, output_hidden_states=True)
         last = out.last_hidden_state
         if idx is None or abs(idx) > self.num_layers:
@@ -168,7 +169,7 @@ class ClipSide:
                 z = self.text_model.final_layer_norm(z)
         # Pooled: the final-normed state at the first end token (ComfyUI counts tokens up to it).
         first_end = (ids == self.tokenizer.end).int().argmax(dim=-1)
-        pooled = last[torch.arange(ids.shape[0]), first_end]
+        pooled = last[torch.arange(ids.shape[0], device=last.device), first_end]
         if self.spec.projected_pooled and hasattr(self.module, "text_projection"):
             pooled = self.module.text_projection(pooled)
         return z.float(), pooled.float()
@@ -188,7 +189,7 @@ class ClipSide:
         for k, chunk in enumerate(token_weights):
             zk = z[k:k + 1].clone()
             if weighted:
-                w = torch.tensor([w for _, w in chunk], dtype=zk.dtype).reshape(1, -1, 1)
+                w = torch.tensor([w for _, w in chunk], dtype=zk.dtype, device=zk.device).reshape(1, -1, 1)
                 zk = (zk - z[-1:]) * w + z[-1:]
             parts.append(zk)
         return torch.cat(parts, dim=-2), pooled[:1]

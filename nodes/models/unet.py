@@ -281,7 +281,7 @@ def sdxl_time_ids(x: torch.Tensor, time_ids: torch.Tensor | None) -> torch.Tenso
     if time_ids is not None:
         return time_ids
     h, w = x.shape[-2] * 8, x.shape[-1] * 8
-    return torch.tensor([[h, w, 0, 0, h, w]], dtype=torch.float32)
+    return torch.tensor([[h, w, 0, 0, h, w]], dtype=torch.float32, device=x.device)
 
 
 def _batch(t: torch.Tensor, b: int) -> torch.Tensor:

@@ -70,7 +70,8 @@ class GaussianNoise:
     def from_state(cls, seed: int, x: Tensor, state: dict[str, Tensor]) -> GaussianNoise:
         noise = cls(x, seed)
         if RNG_STATE_KEY in state:
-            noise.generator.set_state(state[RNG_STATE_KEY])
+            # generator states are host byte tensors; an executor moves every input to its device
+            noise.generator.set_state(state[RNG_STATE_KEY].cpu())
         return noise
 
     def __call__(self, sigma: Tensor, sigma_next: Tensor) -> Tensor:

@@ -140,7 +140,7 @@ async def test_garbage_from_the_network_is_dropped(cluster):
     assert len(head.stats()["executors"]) == 2
 
 
-def test_executors_start_on_their_devices_in_turn(monkeypatch):
+def test_executors_start_on_their_devices_in_turn_and_split_their_memory(monkeypatch):
     from types import SimpleNamespace
 
     from cluster import local_cluster
@@ -159,6 +159,12 @@ def test_executors_start_on_their_devices_in_turn(monkeypatch):
 
     monkeypatch.setattr(local_cluster.subprocess, "Popen", Process)
     head = SimpleNamespace(address="ipc:///nowhere", heartbeat_s=0.5)
-    cluster = local_cluster.LocalCluster(head, 3, 1, 1 << 30, (), ["cuda:0", "cuda:1"], restart=False, env=None)
+    cluster = local_cluster.LocalCluster(head, 3, 1, None, (), ["cuda:0", "cuda:1"], restart=False, env=None)
     cluster.stop()
-    assert [cmd[cmd.index("--device") + 1] for cmd in started] == ["cuda:0", "cuda:1", "cuda:0"]
+    def flag(cmd: list[str], name: str) -> str:
+        return cmd[cmd.index(name) + 1]
+    assert [flag(cmd, "--device") for cmd in started] == ["cuda:0", "cuda:1", "cuda:0"]
+    # executors sharing a GPU, or the host, split its memory between them
+    assert [flag(cmd, "--device-share") for cmd in started] == ["2", "1", "2"]
+    assert {flag(cmd, "--host-share") for cmd in started} == {"3"}
+    assert all("--memory-budget" not in cmd for cmd in started)   # each takes its device's default

@@ -194,7 +194,9 @@ def test_cold_start_is_charged_at_dispatch_and_corrected_at_completion():
     assert sched.tenant("a").vtime == 4.5
     sched.push(inv("a", 1.0))
     m = sched.pop()
-    sched.requeue(m)                           # a lost dispatch is refunded whatever it was charged
+    sched.revise_charge(m, 4.0)
+    assert sched.tenant("a").vtime == 8.5
+    sched.requeue(m)                           # a lost dispatch is refunded what it was charged
     assert sched.tenant("a").vtime == 4.5
 
 

@@ -1,4 +1,4 @@
-"""`comfy-cluster serve` on a CUDA machine: its executor runs ModelFns on the GPU (weights bound there by
+"""`comfy-cluster serve --executor-device cuda` on a CUDA machine: its executor runs ModelFns on the GPU (weights bound there by
 the layer cache, inputs copied there from the shared-memory arena, outputs copied back) and renders the
 default workflow like the CPU does, up to GPU rounding."""
 from __future__ import annotations
@@ -22,7 +22,8 @@ def test_default_workflow_runs_on_a_gpu_executor(serve, demo_workspace, fixed_th
     from comfy_bridge.registry import build_registry
     from comfy_bridge.run import run_prompt
     (tmp_path / "index.html").write_text("<html></html>")   # the web UI package need not be there
-    base = serve("--cuda-device", "0", "--executors", "1", "--front-end-root", str(tmp_path))
+    base = serve("--executor-device", "cuda", "--cuda-device", "0", "--executors", "1",
+                 "--front-end-root", str(tmp_path))
     prompt = json.loads((REPO / "workflows_json" / "text_to_image.json").read_text())
     [gpu] = _run_on_server(base, prompt)
     stats = json.loads(urllib.request.urlopen(base + "/cluster/stats", timeout=30).read())
