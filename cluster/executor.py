@@ -61,9 +61,9 @@ class Executor:
                  arena_bytes: int = 64 << 20, host_bytes: int | None = None, device_share: int = 1,
                  host_share: int = 1) -> None:
         self.head = head
+        if device == "cuda":   # a bare "cuda" is the current GPU: name its index, as set_device needs
+            device = f"cuda:{torch.cuda.current_device()}"
         self.device = device
-        if device == "cuda":
-            device = self.device = f"cuda:{torch.cuda.current_device()}"
         if device.startswith("cuda"):
             torch.cuda.set_device(torch.device(device))   # tensors a ModelFn makes on "cuda" land on this GPU
         self.threads = threads

@@ -334,7 +334,7 @@ class Simulator:
         req, i = inv.payload
         if i >= 0:
             return self._execute_modelfn(ex, req, inv, load)
-        return self._execute_workflow(ex, req)
+        return self._execute_workflow(ex, req, load)
 
     def _execute_modelfn(self, ex: _Executor, req: _Request, inv: Invocation, load: float) -> float:
         p = self.profiles[inv.model_key]
@@ -354,7 +354,7 @@ class Simulator:
         self._running(ex, int(self.cfg.activation_frac * p.nbytes))
         return run + transfer
 
-    def _execute_workflow(self, ex: _Executor, req: _Request) -> float:
+    def _execute_workflow(self, ex: _Executor, req: _Request, load: float) -> float:
         wf = req.wf
         models = wf.models
         wf_bytes = sum(self.profiles[m].nbytes for m in models)
@@ -373,7 +373,6 @@ class Simulator:
             self._mem_account(self.now, ex.cache.used - used)
         for m in models:
             self.loads["miss" if m in missing else "hit"] += 1
-        load = sum(self.load[m] for m in missing)
         comp = sum(self.compute[n.model] for n in wf.nodes)   # one process runs the DAG in order
         req.load_s += load
         req.compute_s += comp
