@@ -10,6 +10,7 @@ import asyncio
 import html
 import json
 import time
+import unicodedata
 from typing import Awaitable, Callable
 from urllib.parse import quote, urlsplit
 
@@ -24,6 +25,11 @@ from .store import Store, Tenant
 COOKIE = "comfy_cluster_session"
 SESSION_TTL_S = 7 * 24 * 3600
 OPEN_PATHS = ("/login", "/logout")
+# Unicode categories a URL parser may drop or treat as a separator: controls, format characters,
+# line and paragraph separators, surrogates, unassigned and private-use code points.
+_INVISIBLE = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs", "Cn", "Co"})
+# ASCII punctuation a path and query keep as is (the backslash never gets this far).
+_URL_PUNCTUATION = "/?#[]@!$&'()*+,;=:-._~%"
 # Process-wide controls and views only an admin tenant may pull: they would drop other tenants'
 # work or show the server's log and every tenant's figures.
 OPERATOR_PATHS = ("/free", "/api/free", "/internal/logs", "/internal/logs/raw", "/internal/logs/subscribe",
@@ -155,9 +161,21 @@ def _page(next_: str, error: str = "", status: int = 200) -> web.Response:
 
 
 def _safe_next(value: object) -> str:
-    """Only a path on this server (no scheme, no `//host`): the login must not redirect off-site."""
-    text = str(value or "/")
-    return text if text.startswith("/") and not text.startswith("//") and "\\" not in text else "/"
+    """Only a path on this server (no scheme, no `//host`): the login must not redirect off-site.
+
+    Judged as a browser reads a Location: URL parsers drop tabs and newlines anywhere and trim
+    spaces and controls, and read `\\` as `/`, so `/\\t/evil.example` is `//evil.example`. A value
+    with any whitespace, control or format character or backslash is refused outright rather than
+    cleaned, and whatever is not a plain `/path` falls back to `/`."""
+    if not isinstance(value, str) or not value.startswith("/") or value.startswith("//") or "\\" in value:
+        return "/"
+    if any(ch.isspace() or unicodedata.category(ch) in _INVISIBLE for ch in value):
+        return "/"
+    parts = urlsplit(value)
+    if parts.scheme or parts.netloc:
+        return "/"
+    # Non-ASCII goes out percent-encoded, so no header codec or browser reinterprets it.
+    return quote(value, safe=_URL_PUNCTUATION)
 
 
 def _cross_origin(request: web.Request) -> bool:

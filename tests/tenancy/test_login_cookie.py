@@ -65,3 +65,24 @@ async def test_revoking_the_key_ends_its_sessions(hosted):
     hosted.store.revoke("alice")
     assert (await hosted.client.get("/queue", headers=cookie)).status == 401
     assert (await hosted.client.get("/queue", headers=hosted.auth("alice"))).status == 401
+
+
+@pytest.mark.parametrize("next_", ["/\t/evil.example", "/\n/evil.example", "/\r\n/evil.example", " //evil.example",
+                                   "/ /evil.example", "/\x00/evil.example", "/\x7f/evil.example", "/\\evil.example",
+                                   "\\/evil.example", "///evil.example", "https://evil.example/",
+                                   "javascript:alert(1)", "/\u3000/evil.example", "/\u2028/evil.example"])
+async def test_login_never_redirects_off_site_after_url_normalisation(hosted, next_):
+    """Browsers drop tabs and newlines from a URL and read `\\` as `/`: `/\\t/evil` is `//evil`."""
+    hosted.add("alice")
+    page = await hosted.client.get("/login", params={"next": next_})
+    assert 'name="next" value="/"' in await page.text()
+    resp = await hosted.client.post("/login", data={"key": hosted.keys["alice"], "next": next_},
+                                    allow_redirects=False)
+    assert resp.status == 303 and resp.headers["Location"] == "/"
+
+
+async def test_login_keeps_a_same_origin_next_path(hosted):
+    hosted.add("alice")
+    resp = await hosted.client.post("/login", data={"key": hosted.keys["alice"], "next": "/view?filename=ü.png"},
+                                    allow_redirects=False)
+    assert resp.status == 303 and resp.headers["Location"] == "/view?filename=%C3%BC.png"
