@@ -66,6 +66,10 @@ def call_node(cls: type, function: str, kwargs: dict[str, Any], hidden: dict | N
     return result
 
 
+def _owned(t: torch.Tensor | None) -> torch.Tensor | None:
+    return None if t is None else t.clone()
+
+
 @register
 class PackNodeFn(ModelFn):
     """params: origin (PackOrigin), function, args (pickled kwargs/hidden), ids, workspace;
@@ -87,7 +91,9 @@ class PackNodeFn(ModelFn):
         token = set_running(origin)
         try:
             cls = _node_class(origin)
-            kwargs, hidden = transport.loads(params["args"], {k: self.resolve(inputs, k) for k in inputs})
+            # Pack code may keep its inputs (caches, globals): give it copies, not views into the arena,
+            # whose blocks are reused once this call ends.
+            kwargs, hidden = transport.loads(params["args"], {k: _owned(self.resolve(inputs, k)) for k in inputs})
             with events.recording(params["ids"]) as recorded:
                 result = call_node(cls, params["function"], kwargs, hidden)
         finally:

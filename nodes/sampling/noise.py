@@ -70,8 +70,9 @@ class GaussianNoise:
     def from_state(cls, seed: int, x: Tensor, state: dict[str, Tensor]) -> GaussianNoise:
         noise = cls(x, seed)
         if RNG_STATE_KEY in state:
-            # generator states are host byte tensors; an executor moves every input to its device
-            noise.generator.set_state(state[RNG_STATE_KEY].cpu())
+            # A host byte tensor of our own: on an executor the state arrives as a view into the shared-memory
+            # arena (at an offset, reused after the call), and Generator.set_state reinterprets its storage.
+            noise.generator.set_state(state[RNG_STATE_KEY].detach().to("cpu", copy=True).contiguous())
         return noise
 
     def __call__(self, sigma: Tensor, sigma_next: Tensor) -> Tensor:
