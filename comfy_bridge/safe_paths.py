@@ -1,9 +1,11 @@
 """Safe joining of client-supplied names onto workspace folders.
 
-Every route that touches files (/view, /upload/*, /userdata, /view_metadata, /internal/files) goes
-through `safe_join`, so the traversal rules live in one place: no absolute paths, no `..`
-segments, no backslashes, no NUL, no percent-encoded separators or dots that a later decode could
-turn into traversal, and the resolved path (symlinks followed) must stay inside the base folder.
+Every route that touches files (/view, /upload/*, /userdata, /view_metadata, /internal/files) and
+every node that opens an input, output or temp file by name (LoadImage and kin, folder_paths'
+annotated paths) goes through `safe_join`, so the traversal rules live in one place: no absolute
+paths, no `..` segments, no backslashes, no NUL, no percent-encoded separators or dots that a later
+decode could turn into traversal, and the resolved path (symlinks followed) must stay inside the
+base folder. A route and a node therefore never disagree on which files a prompt may reach.
 """
 from __future__ import annotations
 

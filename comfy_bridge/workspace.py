@@ -120,13 +120,18 @@ class Workspace:
         return sorted(found)
 
     def full_path(self, name: str, filename: str) -> Path | None:
-        """The file `filename` in folder `name`, or None. Refuses names that climb out of the folder."""
+        """The file `filename` in folder `name`, or None. Refuses names that climb out of the folder.
+
+        The check is on the name only, and symlinks are followed wherever they lead: users link
+        model files and folders in from other disks (as extra_model_paths.yaml does), and model
+        folders are the operator's, never written by a tenant. Input, output and temp files, which
+        tenants do write, obey the stricter rule of comfy_bridge.safe_paths instead."""
         for base in self.folder_paths(name):
-            candidate = (base / filename).resolve()
-            if not candidate.is_relative_to(base.resolve()):
+            joined = Path(os.path.normpath(base / filename))
+            if not joined.is_relative_to(os.path.normpath(base)):
                 return None
-            if candidate.exists():
-                return candidate
+            if joined.exists():
+                return joined.resolve()
         return None
 
     def load_extra_model_paths(self, config: Path) -> None:

@@ -21,6 +21,7 @@ import torch
 from PIL import Image, ImageFile, ImageOps, ImageSequence, UnidentifiedImageError
 from PIL.PngImagePlugin import PngInfo
 
+from comfy_bridge.safe_paths import safe_join
 from comfy_bridge.workspace import active
 
 ANNOTATIONS = {"[output]": "output_dir", "[input]": "input_dir", "[temp]": "temp_dir"}
@@ -52,14 +53,11 @@ def split_annotation(name: str) -> tuple[str, Path | None]:
 def annotated_path(name: str, default_dir: Path | None = None) -> Path:
     """The file an image name refers to: annotated folder, else `default_dir`, else the input folder.
 
-    Refuses names that climb out of their folder ("../secret.png").
+    UnsafePath (a ValueError) for a name that climbs out of its folder ("../secret.png") or reaches
+    out through a symlink: the same rule as /view, so a prompt never reads a file the routes refuse.
     """
     rel, base = split_annotation(name)
-    base = Path(base or default_dir or active().input_dir)
-    path = Path(os.path.abspath(base / rel))
-    if not path.is_relative_to(os.path.abspath(base)):
-        raise ValueError(f"image name {name!r} points outside its folder")
-    return path
+    return safe_join(Path(base or default_dir or active().input_dir), rel)
 
 
 def _is_image_name(name: str) -> bool:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from comfy_bridge import workspace as _ws
+from comfy_bridge.safe_paths import UnsafePath, safe_join
 from comfy_bridge.workspace import FOLDER_ALIASES, MODEL_EXTENSIONS
 
 supported_pt_extensions = set(MODEL_EXTENSIONS)
@@ -123,14 +124,22 @@ def annotated_filepath(name: str) -> tuple[str, str | None]:
 
 
 def get_annotated_filepath(name: str, default_dir: str | None = None) -> str:
+    """The input, output or temp file `name` refers to. UnsafePath (a ValueError) when it climbs out
+    of its folder or a symlink leads out: node packs open these files for a prompt, so they obey the
+    containment rule of /view (comfy_bridge.safe_paths). Model files (get_full_path) do not."""
     name, base = annotated_filepath(name)
     if base is None:
         base = default_dir if default_dir is not None else get_input_directory()
+    safe_join(Path(base), name)
+    # The path as joined, as ComfyUI returns it (packs display and compare it); it was checked above.
     return os.path.join(base, name)
 
 
 def exists_annotated_filepath(name: str) -> bool:
-    return os.path.exists(get_annotated_filepath(name))
+    try:
+        return os.path.exists(get_annotated_filepath(name))
+    except UnsafePath:
+        return False
 
 
 def filter_files_extensions(files: list[str], extensions: Any) -> list[str]:

@@ -13,7 +13,7 @@ from aiohttp import web
 
 from comfy_bridge.workspace import FOLDER_EXTENSIONS, MODEL_EXTENSIONS
 
-from .paths import UnsafePath, safe_join
+from comfy_bridge.safe_paths import UnsafePath, safe_join
 from .view import safetensors_metadata
 
 if TYPE_CHECKING:

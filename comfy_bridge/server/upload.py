@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Callable
 
 from aiohttp import web
 
-from .paths import UnsafePath, safe_join
+from comfy_bridge.safe_paths import UnsafePath, safe_join
 from .view import split_annotation, type_dir
 
 if TYPE_CHECKING:

@@ -18,7 +18,7 @@ from urllib.parse import unquote
 from aiohttp import web
 
 from .common import query_bool, read_json
-from .paths import UnsafePath, safe_join
+from comfy_bridge.safe_paths import UnsafePath, safe_join
 from .web_security import served_file_headers
 
 if TYPE_CHECKING:

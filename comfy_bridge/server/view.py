@@ -11,7 +11,7 @@ from aiohttp import web
 
 from comfy_bridge.workspace import Workspace
 
-from .paths import UnsafePath, check_relative, safe_join
+from comfy_bridge.safe_paths import UnsafePath, check_relative, safe_join
 from .web_security import served_file_headers
 
 if TYPE_CHECKING:

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import importlib
 
+import pytest
+
 
 def test_comfyui_names_are_our_modules():
     pairs = {"comfy.utils": "comfy_bridge.compat.comfy.utils",
@@ -32,6 +34,35 @@ def test_folder_paths_follow_the_active_workspace(tmp_path):
     (ws.output_dir / "sub" / "img_00004_.png").write_bytes(b"")
     assert (name, sub, counter) == ("img", "sub", 1)
     assert folder_paths.get_save_image_path("sub/img", folder_paths.get_output_directory())[2] == 5
+
+
+def test_folder_paths_annotated_files_stay_inside_their_folder(tmp_path):
+    """What node packs open through get_annotated_filepath obeys the containment rule of /view."""
+    import folder_paths
+    from comfy_bridge.workspace import Workspace, activate
+    ws = activate(Workspace(tmp_path / "x").create())
+    (tmp_path / "secret.png").write_bytes(b"secret")
+    (ws.input_dir / "link.png").symlink_to(tmp_path / "secret.png")
+    (ws.output_dir / "link.png").symlink_to(tmp_path / "secret.png")
+    (ws.input_dir / "in.png").write_bytes(b"in")
+    assert folder_paths.get_annotated_filepath("in.png") == str(ws.input_dir / "in.png")
+    assert folder_paths.exists_annotated_filepath("in.png")
+    for name in ("link.png", "link.png [output]", "../x/input/in.png", "/etc/hostname"):
+        with pytest.raises(ValueError):
+            folder_paths.get_annotated_filepath(name)
+        assert not folder_paths.exists_annotated_filepath(name)
+
+
+def test_folder_paths_finds_a_symlinked_model_file(tmp_path):
+    """Users link model files in from other disks: model folders follow symlinks, unlike input/output."""
+    import folder_paths
+    from comfy_bridge.workspace import Workspace, activate
+    ws = activate(Workspace(tmp_path / "x").create())
+    (tmp_path / "big.safetensors").write_bytes(b"0")
+    (ws.models_dir / "loras" / "big.safetensors").symlink_to(tmp_path / "big.safetensors")
+    assert folder_paths.get_filename_list("loras") == ["big.safetensors"]
+    assert folder_paths.get_full_path("loras", "big.safetensors") == str(tmp_path / "big.safetensors")
+    assert folder_paths.get_full_path("loras", "../../big.safetensors") is None   # names still cannot climb
 
 
 async def test_v3_set_progress_updates_running_node(run, sink, registry):

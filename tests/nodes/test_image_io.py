@@ -168,6 +168,33 @@ def test_load_image_validate_inputs(workspace):
     assert LoadImageMask.VALIDATE_INPUTS("missing.png") == "Invalid image file: missing.png"
 
 
+def test_file_reading_nodes_refuse_a_symlink_out_of_their_folder(workspace, tmp_path):
+    """The rule of /view: the resolved file must lie inside its folder, so a link cannot reach out."""
+    outside = tmp_path / "secret.png"
+    write_rgba(outside)
+    for folder in (workspace.input_dir, workspace.output_dir, workspace.temp_dir):
+        (folder / "link.png").symlink_to(outside)
+    (workspace.input_dir / "linkdir").symlink_to(tmp_path, target_is_directory=True)
+    for name in ("link.png", "link.png [input]", "link.png [output]", "link.png [temp]", "linkdir/secret.png"):
+        with pytest.raises(ValueError):
+            LoadImage().load_image(name)
+        with pytest.raises(ValueError):
+            LoadImageMask().load_image(name, "alpha")
+        with pytest.raises(ValueError):
+            LoadImage.IS_CHANGED(name)
+        assert LoadImage.VALIDATE_INPUTS(name) == f"Invalid image file: {name}"
+        assert LoadImageMask.VALIDATE_INPUTS(name) == f"Invalid image file: {name}"
+    with pytest.raises(ValueError):
+        LoadImageOutput().load_image("link.png [output]")
+
+
+def test_file_reading_nodes_follow_a_symlink_that_stays_inside(workspace):
+    write_rgba(workspace.input_dir / "a.png")
+    (workspace.input_dir / "alias.png").symlink_to(workspace.input_dir / "a.png")
+    image, _ = LoadImage().load_image("alias.png")
+    assert image.shape == (1, 6, 5, 3) and LoadImage.VALIDATE_INPUTS("alias.png") is True
+
+
 def test_load_image_is_changed_is_file_sha256(workspace):
     path = workspace.input_dir / "a.png"
     write_rgba(path, 10)
