@@ -13,7 +13,7 @@ import inspect
 import logging
 import ssl
 import sys
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, MutableMapping
 
 import aiohttp
 from aiohttp import web
@@ -54,8 +54,8 @@ class PromptServer:
         self._executor_factory = executor_factory
         self._validate = validate
         self.routes = web.RouteTableDef()
-        self.sockets: dict[str, web.WebSocketResponse] = {}
-        self.sockets_metadata: dict[str, dict] = {}
+        self.sockets: MutableMapping[str, web.WebSocketResponse] = self.make_socket_map()
+        self.sockets_metadata: MutableMapping[str, dict] = self.make_socket_map()
         self.client_id: str | None = None
         self.last_node_id: str | None = None
         self.last_prompt_id: str | None = None
@@ -91,6 +91,14 @@ class PromptServer:
 
     def make_user_manager(self) -> UserManager:
         return UserManager(self.workspace.user_dir, self.config.multi_user)
+
+    def make_socket_map(self) -> MutableMapping:
+        """The mapping from client id to socket (and to its metadata): one namespace here."""
+        return {}
+
+    def all_sockets(self) -> list[web.WebSocketResponse]:
+        """Every connected socket, whoever it belongs to (shutdown closes them all)."""
+        return list(self.sockets.values())
 
     def first_middlewares(self) -> list:
         """Middlewares that run before all others (authentication)."""
@@ -234,7 +242,7 @@ class PromptServer:
         await asyncio.get_running_loop().run_in_executor(None, self.worker.stop)
         self.log_buffer.uninstall()
         self._publisher.cancel()
-        for ws in list(self.sockets.values()):
+        for ws in self.all_sockets():
             await ws.close()
 
 

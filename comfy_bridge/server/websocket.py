@@ -15,8 +15,6 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 from aiohttp import web
 
-from .common import TENANT_KEY
-
 if TYPE_CHECKING:
     from .app import PromptServer
 
@@ -83,12 +81,10 @@ def add_routes(routes: web.RouteTableDef, server: "PromptServer") -> None:
         ws = web.WebSocketResponse()
         await ws.prepare(request)
         sid = request.rel_url.query.get("clientId", "") or uuid.uuid4().hex
-        tenant = request.get(TENANT_KEY)  # None unless the hosted server authenticated a tenant
-        if sid in server.sockets and server.sockets_metadata.get(sid, {}).get("tenant") != tenant:
-            sid = uuid.uuid4().hex  # another tenant's client id: never take over its messages
-        # A reconnect under the same id replaces the old registration.
+        # A reconnect under the same id replaces the old registration. On a hosted server the
+        # mappings are per tenant (tenancy.sockets), so this never touches another tenant's socket.
         server.sockets[sid] = ws
-        server.sockets_metadata[sid] = {"feature_flags": {}, "tenant": tenant}
+        server.sockets_metadata[sid] = {"feature_flags": {}}
         try:
             await server.send("status", {"status": server.get_queue_info(), "sid": sid}, sid)
             if server.client_id == sid and server.last_node_id is not None:

@@ -24,6 +24,7 @@ from .auth import Gate
 from .engine import TenantExecutors
 from .queue import TenantQueue
 from .quotas import Quotas
+from .sockets import TenantScoped
 from .store import DB_NAME, Store
 from .workspace import TenantUserManager, TenantWorkspace
 
@@ -91,6 +92,12 @@ class TenantPromptServer(PromptServer):
     def make_user_manager(self) -> TenantUserManager:
         return TenantUserManager(self.tenant_workspace, self.config.multi_user)
 
+    def make_socket_map(self) -> TenantScoped:
+        return TenantScoped()
+
+    def all_sockets(self) -> list[web.WebSocketResponse]:
+        return self.sockets.every_value()
+
     def first_middlewares(self) -> list:
         self.quotas = Quotas(self.store, self.tenant_workspace.tenant_folders)
         self.gate = Gate(self.store, self.quotas)
@@ -110,7 +117,7 @@ class TenantPromptServer(PromptServer):
 
     # -- messages: every message belongs to the tenant it was produced for ----------------------
     def queue_updated(self) -> None:
-        tenants = {meta.get("tenant") for meta in list(self.sockets_metadata.values())} or {None}
+        tenants = self.sockets.tenants() or {None}
         for tenant in tenants:
             with context.scoped(tenant):
                 super().queue_updated()
@@ -132,11 +139,6 @@ class TenantPromptServer(PromptServer):
                     await self.send(event, data, sid)
             except Exception:
                 log.exception("failed to send %s", event)
-
-    def _targets(self, sid: str | None) -> list[tuple[str, web.WebSocketResponse]]:
-        tenant = context.current()
-        return [(s, ws) for s, ws in super()._targets(sid)
-                if self.sockets_metadata.get(s, {}).get("tenant") == tenant]
 
     # -- accounting -----------------------------------------------------------------------
     def _is_admin(self, request: web.Request) -> bool:

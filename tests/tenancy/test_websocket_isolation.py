@@ -1,5 +1,6 @@
-"""Websocket messages reach only the sockets of the tenant whose prompt produced them; a tenant
-cannot take over another's client id, connected or not; queue counts are per tenant."""
+"""Websocket messages reach only the sockets of the tenant whose prompt produced them; client ids
+are scoped to their tenant, so none can take, squat on or observe another's, connected or not;
+queue counts are per tenant."""
 from __future__ import annotations
 
 import asyncio
@@ -25,7 +26,7 @@ async def _collect(ws, into: list, stop: asyncio.Event) -> None:
 async def test_messages_never_cross_tenants(hosted):
     alice, bob = hosted.add("alice"), hosted.add("bob")
     ws_a = await hosted.client.ws_connect("/ws?clientId=alicews", headers=alice)
-    ws_b = await hosted.client.ws_connect("/ws?clientId=alicews", headers=bob)   # alice's id: refused
+    ws_b = await hosted.client.ws_connect("/ws?clientId=alicews", headers=bob)   # the same id, in bob's scope
     got_a, got_b, stop = [], [], asyncio.Event()
     tasks = [asyncio.create_task(_collect(ws_a, got_a, stop)), asyncio.create_task(_collect(ws_b, got_b, stop))]
     await asyncio.sleep(0.1)
@@ -33,9 +34,10 @@ async def test_messages_never_cross_tenants(hosted):
     await hosted.wait_history("alice", out["prompt_id"])
     await asyncio.sleep(0.3)
 
-    # Bob's socket was given its own id, and alice's prompt still reached alice.
+    # Bob's socket keeps the id he asked for, which names his socket only, and alice's prompt still
+    # reached alice.
     first_b = next(m for m in got_b if isinstance(m, dict) and m["type"] == "status")
-    assert first_b["data"]["sid"] != "alicews"
+    assert first_b["data"]["sid"] == "alicews"
     assert any(isinstance(m, dict) and m["type"] == "executed" and m["data"]["prompt_id"] == out["prompt_id"]
                for m in got_a)
     # Not one of alice's messages (or queue counts) reached bob.
@@ -61,3 +63,44 @@ async def test_messages_never_cross_tenants(hosted):
     assert not [m for m in got_b + got_b2 if not isinstance(m, dict)]   # no binary frames either
     await ws_b.close()
     await ws_b2.close()
+
+
+async def _until(ws, done, into: list, timeout: float = 20.0) -> None:
+    """Receive text messages into `into` until `done(message)`."""
+    async with asyncio.timeout(timeout):
+        while True:
+            msg = await ws.receive()
+            assert msg.type.name in ("TEXT", "BINARY"), msg
+            if msg.type.name == "TEXT":
+                into.append(json.loads(msg.data))
+                if done(into[-1]):
+                    return
+
+
+def _success(prompt_id: str):
+    return lambda m: m["type"] == "execution_success" and m["data"]["prompt_id"] == prompt_id
+
+
+async def test_a_client_id_taken_first_by_another_tenant_still_reaches_its_owner(hosted):
+    """Client ids are scoped to their tenant: bob squatting on an id first neither silences alice
+    under it nor shows him her messages; each keeps the id asked for."""
+    alice, bob = hosted.add("alice"), hosted.add("bob")
+    ws_b = await hosted.client.ws_connect("/ws?clientId=shared", headers=bob)
+    ws_a = await hosted.client.ws_connect("/ws?clientId=shared", headers=alice)
+    got_a, got_b = [], []
+    await _until(ws_b, lambda m: m["type"] == "status", got_b)
+    await _until(ws_a, lambda m: m["type"] == "status", got_a)
+    assert got_a[0]["data"]["sid"] == "shared" and got_b[0]["data"]["sid"] == "shared"
+
+    out = await hosted.post_prompt("alice", tn.prompt(41, prefix="squat_a"), client_id="shared")
+    await _until(ws_a, _success(out["prompt_id"]), got_a)
+    assert any(m["type"] == "executed" and m["data"]["prompt_id"] == out["prompt_id"] for m in got_a)
+    # Bob's own prompt ends his stream: one publish loop sends in order, so anything of alice's
+    # meant for him would have come before it.
+    own = await hosted.post_prompt("bob", tn.prompt(42, prefix="squat_b"), client_id="shared")
+    await _until(ws_b, _success(own["prompt_id"]), got_b)
+    seen_by_bob = json.dumps(got_b)
+    assert out["prompt_id"] not in seen_by_bob and "squat_a" not in seen_by_bob
+    assert own["prompt_id"] not in json.dumps(got_a)
+    await ws_a.close()
+    await ws_b.close()
