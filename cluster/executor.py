@@ -24,11 +24,13 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
+import faulthandler
 import importlib
 import logging
 import os
 import pickle
 import shutil
+import signal
 import socket
 import sys
 import threading
@@ -319,10 +321,24 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--exit-with-parent", action="store_true", help="stop when the parent process exits")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s executor %(process)d %(levelname)s %(message)s")
+    faulthandler.enable()   # a crash in native code leaves its Python traceback on stderr, for the supervisor
+    if args.exit_with_parent:
+        # Ctrl-C reaches the whole process group: a supervised executor leaves it to its head, which
+        # shuts it down (or it follows the head out when the head dies)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     for mod in args.preload:
         importlib.import_module(mod)
-    Executor(args.head, args.device, args.threads, args.memory_budget, args.id, args.heartbeat,
-             args.exit_with_parent, args.arena_bytes, args.host_bytes, args.device_share, args.host_share).run()
+    executor = Executor(args.head, args.device, args.threads, args.memory_budget, args.id, args.heartbeat,
+                        args.exit_with_parent, args.arena_bytes, args.host_bytes, args.device_share,
+                        args.host_share)
+
+    def stop(signum: int, frame: Any) -> None:
+        # leave as on Shutdown, after the invocation in progress: data plane closed, segments unlinked
+        executor._stop = True
+    signal.signal(signal.SIGTERM, stop)
+    if not args.exit_with_parent:
+        signal.signal(signal.SIGINT, stop)
+    executor.run()
 
 
 if __name__ == "__main__":

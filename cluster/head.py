@@ -252,6 +252,15 @@ class Head:
         self._thread.start()
         return self
 
+    def executor_exited(self, pid: int, cause: str) -> None:
+        """A supervisor saw the executor process `pid` of this host exit: lose it now, with the real
+        cause (exit code or signal, its last stderr lines) rather than a missing heartbeat later."""
+        def lose() -> None:
+            for ex in list(self.executors.values()):
+                if ex.pid == pid and ex.host == self.host:
+                    self._lose(ex, cause)
+        self._call(lose)
+
     def on_stop(self, fn: Callable[[], None]) -> None:
         self._on_stop.append(fn)
 

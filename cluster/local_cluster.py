@@ -5,25 +5,66 @@
     stop()            # or head.stop(): stops the executors it started too
 
 Executors connect over ipc:// and are supervised: one that exits (killed, or aborted after a hung
-invocation) is replaced by a fresh process unless `restart=False`.
+invocation) is replaced by a fresh process unless `restart=False`, and the head learns at once why it
+exited (its exit code or signal and the last lines of its stderr, where the fault handler writes a crash's
+traceback), instead of from a missing heartbeat seconds later.
 """
 from __future__ import annotations
 
+import collections
 import logging
 import os
+import signal
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import IO, Any, Sequence
 
 from cluster.cluster_runtime import ClusterRuntime
 from cluster.head import Head
+from cluster.reclaim import reclaim_dead
 
 log = logging.getLogger("cluster.local")
 REPO = Path(__file__).resolve().parents[1]
+STDERR_TAIL_LINES = 40   # a fault handler trace: the faulting thread, the others, the extension list
 _clusters: list["LocalCluster"] = []
+
+
+class StderrTail:
+    """Forwards a child's stderr to ours line by line and keeps its last lines for a post-mortem."""
+
+    def __init__(self, stream: IO[bytes], lines: int = STDERR_TAIL_LINES) -> None:
+        self.lines: collections.deque[str] = collections.deque(maxlen=lines)
+        self._thread = threading.Thread(target=self._pump, args=(stream,), name="executor-stderr", daemon=True)
+        self._thread.start()
+
+    def _pump(self, stream: IO[bytes]) -> None:
+        with stream:
+            for raw in iter(stream.readline, b""):
+                line = raw.decode("utf-8", "replace")
+                self.lines.append(line.rstrip("\n"))
+                try:
+                    sys.stderr.write(line)
+                except (OSError, ValueError):   # our own stderr closed: keep collecting
+                    pass
+
+    def text(self, timeout: float = 1.0) -> str:
+        """The last lines, once the child's stderr has closed (or after `timeout`)."""
+        self._thread.join(timeout)
+        return "\n".join(self.lines)
+
+
+def exit_cause(returncode: int) -> str:
+    """`exit code 3` or `killed by signal 11 (SIGSEGV: Segmentation fault)`."""
+    if returncode >= 0:
+        return f"exit code {returncode}"
+    try:
+        name = signal.Signals(-returncode).name
+    except ValueError:
+        name = "unknown signal"
+    return f"killed by signal {-returncode} ({name}: {signal.strsignal(-returncode) or '?'})"
 
 
 class LocalCluster:
@@ -36,6 +77,7 @@ class LocalCluster:
         self.env = {**os.environ, **(env or {})}
         # the executors import this repo's packages (and test modules named in --preload)
         self.env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), self.env.get("PYTHONPATH")) if p)
+        self.tails: dict[int, StderrTail] = {}     # pid -> its stderr's last lines
         self.procs: list[subprocess.Popen] = [self._spawn(i) for i in range(n)]
         self._stopping = False
         self._lock = threading.Lock()
@@ -51,15 +93,30 @@ class LocalCluster:
             cmd += ["--memory-budget", str(self.memory_budget)]
         for mod in self.preload:
             cmd += ["--preload", mod]
-        return subprocess.Popen(cmd, cwd=REPO, env=self.env)
+        proc = subprocess.Popen(cmd, cwd=REPO, env=self.env, stderr=subprocess.PIPE)
+        self.tails[proc.pid] = StderrTail(proc.stderr)
+        return proc
+
+    def _report_exit(self, proc: subprocess.Popen) -> None:
+        """Tell the head why this executor exited, with its stderr's last lines (a crash's traceback)."""
+        tail = self.tails.pop(proc.pid, None)
+        cause = f"executor process {proc.pid} {exit_cause(proc.returncode)}"
+        text = tail.text() if tail is not None else ""
+        if proc.returncode != 0:
+            log.warning("%s%s", cause, f"; its last stderr lines:\n{text}" if text else "")
+        self.head.executor_exited(proc.pid, cause + (f"; its last stderr lines:\n{text}" if text else ""))
 
     def _supervise(self) -> None:
         while not self._stopping:
             time.sleep(0.2)
             with self._lock:
                 for i, p in enumerate(self.procs):
-                    if p.poll() is not None and not self._stopping and self.restart:
-                        log.warning("executor pid %d exited with %s; starting a new one", p.pid, p.returncode)
+                    if p.poll() is None or p.pid not in self.tails or self._stopping:
+                        continue
+                    self._report_exit(p)
+                    reclaim_dead([p.pid])   # a killed one's arena, reference table and spills
+                    if self.restart:
+                        log.warning("starting a new executor in place of pid %d", p.pid)
                         self.procs[i] = self._spawn(i)
 
     def pids(self) -> list[int]:
@@ -76,6 +133,7 @@ class LocalCluster:
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
+        reclaim_dead([p.pid for p in self.procs])   # those that had to be killed could not clean up
 
 
 def start_local_cluster(n: int, threads_per_executor: int = 1, *, memory_budget: int | None = None,

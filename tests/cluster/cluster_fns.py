@@ -75,3 +75,20 @@ class SlowLoad(TinyLinear):
     def load_model(self, ref: ModelRef) -> torch.nn.Linear:
         time.sleep(float(ref.option("load_s")))
         return super().load_model(ref)
+
+
+@register
+class Crashes(ModelFn):
+    """Crashes the executor process in native code, as a torch kernel fault would."""
+    name = "cc_test_crash"
+
+    def setup_io(self) -> None:
+        self.add_input("x")
+
+    def load_model(self, ref: ModelRef) -> None:
+        return None
+
+    def execute(self, model: Any, inputs: dict[str, Any], params: dict[str, Any]) -> dict:
+        import faulthandler
+        faulthandler._sigsegv()
+        return {}

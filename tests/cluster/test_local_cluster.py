@@ -13,7 +13,7 @@ import torch
 import zmq
 
 from cluster import messages as m
-from cluster.head import DeadlineExceeded, ModelFnError
+from cluster.head import DeadlineExceeded, ExecutorLost, ModelFnError
 from cluster.local import LocalRuntime
 from cluster.local_cluster import start_local_cluster
 from tests.cluster.cluster_fns import tiny_ref
@@ -123,6 +123,19 @@ async def test_sigkill_mid_request_reruns_on_survivor_with_same_result(cluster, 
     assert pid not in [e["pid"] for e in stats["executors"]]
 
 
+async def test_a_crashed_executor_is_reported_with_its_signal_and_stderr(cluster):
+    """A segfault is named as such, with the fault handler's traceback, not as a missing heartbeat."""
+    head, rt = cluster
+    wait_until(lambda: len(head.stats()["executors"]) == 2)
+    with pytest.raises(ExecutorLost) as err:
+        await asyncio.wait_for(rt.bind("t", "req-crash").call("cc_test_crash", None, {"x": torch.zeros(2)}, {}), 60)
+    message = str(err.value)
+    assert "lost its executor 3 times" in message
+    assert "killed by signal 11 (SIGSEGV" in message and "no heartbeat" not in message
+    assert "Fatal Python error: Segmentation fault" in message and "cluster_fns.py" in message
+    wait_until(lambda: len(head.stats()["executors"]) == 2)   # the supervisor replaced every one
+
+
 async def test_garbage_from_the_network_is_dropped(cluster):
     head, rt = cluster
     bad_before = head.stats().get("bad_messages", 0)
@@ -148,8 +161,9 @@ def test_executors_start_on_their_devices_in_turn_and_split_their_memory(monkeyp
 
     class Process:
         def __init__(self, cmd, **_):
+            import io
             started.append(cmd)
-            self.pid, self.returncode = 0, None
+            self.pid, self.returncode, self.stderr = 0, None, io.BytesIO()
 
         def poll(self):
             return None
