@@ -3,6 +3,7 @@ replace torch is refused before pip installs a thing. pip runs in a throwaway vi
 sees this one's packages (torch included), with wheels made here and no package index."""
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import zipfile
@@ -33,14 +34,41 @@ def make_wheel(folder: Path, name: str, version: str, requires: tuple[str, ...] 
     return path
 
 
+def running_site_dirs() -> list[str]:
+    """The site-packages folders of the interpreter running the tests, in its search order: a
+    virtualenv's own first (its torch), then, with --system-site-packages, its base interpreter's."""
+    return [path for path in sys.path if Path(path).name in ("site-packages", "dist-packages")]
+
+
 @pytest.fixture(scope="module")
 def venv(tmp_path_factory) -> str:
-    """A virtual environment over this one's site-packages (torch visible), whose installs stay its own."""
+    """A virtual environment over this one's site-packages (torch visible), whose installs stay its own.
+
+    `venv --system-site-packages` alone exposes the base interpreter's site-packages, not those of a
+    virtualenv the tests run in (where torch is), so a .pth file in the new environment adds the
+    running interpreter's site folders after its own."""
     root = tmp_path_factory.mktemp("venv")
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(root)], check=True)
     python = str(root / "bin" / "python")
+    purelib = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                             check=True, capture_output=True, text=True).stdout.strip()
+    Path(purelib, "running_environment.pth").write_text("".join(d + "\n" for d in running_site_dirs()))
     subprocess.run([python, "-m", "pip", "--version"], check=True, capture_output=True)
     return python
+
+
+def test_the_venv_sees_the_running_torch_and_installs_into_itself(venv):
+    """The same torch as the tests' interpreter (a virtualenv's own when they run in one), and the
+    environment's own site-packages first on its path, where pip installs."""
+    import torch
+    found = subprocess.run([venv, "-c", "import json, sys, sysconfig, torch; print(torch.__file__); "
+                                        "print(sysconfig.get_path('purelib')); print(json.dumps(sys.path))"],
+                           check=True, capture_output=True, text=True).stdout.splitlines()
+    assert Path(found[0]).resolve() == Path(torch.__file__).resolve()
+    own = found[1]
+    assert own.startswith(str(Path(venv).parent.parent))
+    paths = json.loads(found[2])
+    assert paths.index(own) < min(paths.index(d) for d in running_site_dirs())
 
 
 @pytest.fixture(scope="module")
