@@ -96,6 +96,8 @@ def start_cluster_in_background(args: argparse.Namespace) -> Future | None:
             log.warning("executors run on the CPU; `--executor-device cuda` puts them on the %d GPU(s), "
                         "a path that has not run on a GPU yet (see the README)", torch.cuda.device_count())
     from cluster.local_cluster import start_local_cluster
+    from comfy_bridge.workspace import child_process_env
+    executor_env = child_process_env()   # the executors open this workspace: its model folders and configs
     threads = args.executor_threads or max(1, (os.cpu_count() or 1) // len(devices))
     head_options = {"policy": args.scheduler, "max_batch": args.max_batch,
                     "batch_window_s": args.batch_window_ms / 1000}
@@ -108,7 +110,8 @@ def start_cluster_in_background(args: argparse.Namespace) -> Future | None:
 
     def start() -> None:
         try:
-            head, runtime = start_local_cluster(len(devices), threads, devices=devices, **head_options)
+            head, runtime = start_local_cluster(len(devices), threads, devices=devices, env=executor_env,
+                                                **head_options)
             from cluster.cascade.head_hook import follow_head
             follow_head(head)   # cascade decisions set the batch sizes of their models
             future.set_result((head, runtime))

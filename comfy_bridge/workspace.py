@@ -5,9 +5,11 @@ compat module that node packs import is a thin view over the active workspace.
 """
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import platformdirs
 import yaml
@@ -39,6 +41,10 @@ MODEL_FOLDERS: dict[str, list[str]] = {
 # Legacy aliases ComfyUI keeps for node packs.
 FOLDER_ALIASES = {"clip": "text_encoders", "unet": "diffusion_models", "t2i_adapter": "controlnet"}
 FOLDER_EXTENSIONS: dict[str, frozenset[str]] = {"configs": frozenset({".yaml"}), "diffusers": frozenset({"folder"})}
+
+# The head's workspace, as `Workspace.snapshot()` JSON, for the executor processes it starts: their ModelFns
+# must read the same model folders and configs (a CLIP vocabulary in models/configs, extra_model_paths).
+SNAPSHOT_ENV = "COMFY_CLUSTER_WORKSPACE_SNAPSHOT"
 
 WORKSPACE_SUBDIRS = ("custom_nodes", "input", "output", "temp", "user")
 CREATED_MODEL_DIRS = ("checkpoints", "loras", "vae", "controlnet", "clip", "text_encoders", "diffusion_models",
@@ -134,6 +140,17 @@ class Workspace:
                 return joined.resolve()
         return None
 
+    def snapshot(self) -> dict[str, Any]:
+        """This workspace as plain data (its folders as resolved now), to open the same one elsewhere."""
+        return {"root": str(self.root), "output_dir": str(self.output_dir), "input_dir": str(self.input_dir),
+                "temp_dir": str(self.temp_dir), "user_dir": str(self.user_dir),
+                "folders": {k: [str(p) for p in v] for k, v in self.folders.items()}}
+
+    @classmethod
+    def from_snapshot(cls, data: dict[str, Any]) -> "Workspace":
+        return cls(Path(data["root"]), Path(data["output_dir"]), Path(data["input_dir"]), Path(data["temp_dir"]),
+                   Path(data["user_dir"]), {k: [Path(p) for p in v] for k, v in data["folders"].items()})
+
     def load_extra_model_paths(self, config: Path) -> None:
         """Read ComfyUI's extra_model_paths.yaml: sections with base_path, is_default and folder keys."""
         data = yaml.safe_load(config.read_text()) or {}
@@ -164,7 +181,15 @@ def activate(ws: Workspace) -> Workspace:
 
 
 def active() -> Workspace:
+    """The workspace in use: the activated one; in a process the head started, the head's (SNAPSHOT_ENV);
+    else the default one."""
     global _active
     if _active is None:
-        _active = Workspace(default_workspace()).create()
+        snapshot = os.environ.get(SNAPSHOT_ENV)
+        _active = Workspace.from_snapshot(json.loads(snapshot)) if snapshot else Workspace(default_workspace()).create()
     return _active
+
+
+def child_process_env() -> dict[str, str]:
+    """Environment that makes processes started from here (executors) open the active workspace."""
+    return {SNAPSHOT_ENV: json.dumps(active().snapshot())}

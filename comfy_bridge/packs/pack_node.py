@@ -24,22 +24,14 @@ RESULT = "result"
 def workspace_snapshot() -> dict[str, Any]:
     """The head's active workspace as plain data, to activate the same one on an executor."""
     from comfy_bridge import workspace as ws_mod
-    ws = ws_mod.active()
-    return {"root": str(ws.root), "output_dir": str(ws.output_dir), "input_dir": str(ws.input_dir),
-            "temp_dir": str(ws.temp_dir), "user_dir": str(ws.user_dir),
-            "folders": {k: [str(p) for p in v] for k, v in ws.folders.items()}}
+    return ws_mod.active().snapshot()
 
 
 def _activate(snapshot: dict[str, Any]) -> None:
     from comfy_bridge import workspace as ws_mod
     current = ws_mod._active
-    if current is not None and str(current.root) == snapshot["root"] and \
-            {k: [str(p) for p in v] for k, v in current.folders.items()} == snapshot["folders"]:
-        return
-    folders = {k: [Path(p) for p in v] for k, v in snapshot["folders"].items()}
-    ws_mod.activate(ws_mod.Workspace(Path(snapshot["root"]), Path(snapshot["output_dir"]),
-                                     Path(snapshot["input_dir"]), Path(snapshot["temp_dir"]),
-                                     Path(snapshot["user_dir"]), folders))
+    if current is None or current.snapshot() != snapshot:
+        ws_mod.activate(ws_mod.Workspace.from_snapshot(snapshot))
 
 
 def _node_class(origin: PackOrigin) -> type:
