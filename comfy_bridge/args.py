@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
-from typing import Sequence
+from typing import Callable, Sequence
 
 log = logging.getLogger("comfy_cluster")
 
@@ -112,6 +112,19 @@ def executor_devices(args: argparse.Namespace, cuda_devices: int | None = None) 
         gpus = [f"cuda:{i}" for i in range(cuda_devices)]
     n = len(gpus) if args.executors is None else args.executors
     return [gpus[i % len(gpus)] for i in range(n)]
+
+
+def shared_options(command: argparse.ArgumentParser,
+                   add: Callable[[argparse.ArgumentParser], object]) -> argparse.ArgumentParser:
+    """Options that every verb of `command` takes, accepted before the verb (`tenants --workspace W add X`)
+    and after it (`tenants add X --workspace W`, as users type them). `add` adds them to a parser without
+    defaults; they go on `command` itself and on the returned parser, to pass as `parents=[...]` to each
+    verb. The verbs' copies default to SUPPRESS because argparse copies a verb's defaults over the
+    namespace, which would reset a value given before the verb."""
+    add(command)
+    verb_options = argparse.ArgumentParser(add_help=False, argument_default=argparse.SUPPRESS)
+    add(verb_options)
+    return verb_options
 
 
 def parse_known(p: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:

@@ -6,18 +6,21 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from comfy_bridge.args import shared_options
+
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".webp", ".bmp"}
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     disc = sub.add_parser("discriminator", help="train the cascade discriminator")
+    common = shared_options(disc, lambda p: p.add_argument("--workspace", help="where the default --out goes"))
     actions = disc.add_subparsers(dest="action", required=True)
-    train = actions.add_parser("train", help="train on real and generated images; writes a .safetensors")
+    train = actions.add_parser("train", parents=[common],
+                               help="train on real and generated images; writes a .safetensors")
     train.add_argument("--real", required=True, help="folder of real images (searched recursively)")
     train.add_argument("--fake", required=True, help="folder of generated images (searched recursively)")
     train.add_argument("--out", default=None, help="output file (default: <workspace>/models/classifiers/"
                                                    "discriminator.safetensors)")
-    train.add_argument("--workspace", default=None)
     train.add_argument("--epochs", type=int, default=20)
     train.add_argument("--batch-size", type=int, default=32)
     train.add_argument("--lr", type=float, default=3e-3)

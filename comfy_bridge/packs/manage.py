@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from comfy_bridge.args import shared_options
 from comfy_bridge.packs.pip_guard import RequirementsError, TorchReplacement, install_requirements
 from comfy_bridge.workspace import Workspace, default_workspace
 
@@ -200,9 +201,8 @@ def cmd_enable(args: argparse.Namespace, enabled: bool) -> int:
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """`comfy-cluster nodes ...`"""
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--workspace", default=None)
     nodes = sub.add_parser("nodes", help="install, list, disable and enable custom node packs")
+    common = shared_options(nodes, lambda p: p.add_argument("--workspace", help="the workspace whose packs to manage"))
     actions = nodes.add_subparsers(dest="nodes_command", required=True)
     install = actions.add_parser("install", parents=[common], help="install a pack from a folder, .py file or git URL")
     install.add_argument("source", help="a local pack folder or .py file, or a git URL")

@@ -7,6 +7,8 @@ import json
 import sys
 from pathlib import Path
 
+from comfy_bridge.args import shared_options
+
 from .store import DB_NAME, LIMITS, Store, StoreError
 
 
@@ -32,26 +34,32 @@ def _add_limit_flags(p: argparse.ArgumentParser) -> None:
         p.add_argument("--" + name.replace("_", "-"), type=int, default=None, dest=name, metavar="N")
 
 
+def _store_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--workspace", help="the workspace whose store to manage (default: the user's workspace)")
+    p.add_argument("--state-db", metavar="PATH", help=f"the store file itself (default: <workspace>/{DB_NAME})")
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("tenants", help="manage the tenants and API keys of a hosted server")
-    p.add_argument("--workspace", default=None)
-    p.add_argument("--state-db", default=None, metavar="PATH")
+    common = [shared_options(p, _store_flags)]
     actions = p.add_subparsers(dest="action", required=True)
-    add = actions.add_parser("add", help="add a tenant")
+    add = actions.add_parser("add", parents=common, help="add a tenant")
     add.add_argument("name")
     _add_limit_flags(add)
-    change = actions.add_parser("set", help="change a tenant's weight or limits (0 removes a limit)")
+    change = actions.add_parser("set", parents=common, help="change a tenant's weight or limits (0 removes a limit)")
     change.add_argument("name")
     _add_limit_flags(change)
-    actions.add_parser("list", help="list tenants, their limits and keys")
-    key = actions.add_parser("key", help="create an API key (printed once, stored only as a hash)")
+    actions.add_parser("list", parents=common, help="list tenants, their limits and keys")
+    key = actions.add_parser("key", parents=common, help="create an API key (printed once, stored only as a hash)")
     key.add_argument("name")
-    revoke = actions.add_parser("revoke", help="revoke a tenant's keys (all, or --key ID) and its sessions")
+    revoke = actions.add_parser("revoke", parents=common,
+                                help="revoke a tenant's keys (all, or --key ID) and its sessions")
     revoke.add_argument("name")
     revoke.add_argument("--key", default=None, metavar="ID")
-    remove = actions.add_parser("remove", help="remove a tenant, its keys and queued prompts (files are kept)")
+    remove = actions.add_parser("remove", parents=common,
+                                help="remove a tenant, its keys and queued prompts (files are kept)")
     remove.add_argument("name")
-    usage = actions.add_parser("usage", help="a tenant's accounted GPU seconds, prompts and images")
+    usage = actions.add_parser("usage", parents=common, help="a tenant's accounted GPU seconds, prompts and images")
     usage.add_argument("name")
     p.set_defaults(func=run)
 
