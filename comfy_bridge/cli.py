@@ -122,8 +122,18 @@ def start_cluster_in_background(args: argparse.Namespace) -> Future | None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    try:
+        return _serve(args)
+    except KeyboardInterrupt:   # Ctrl-C while starting, before the server takes the signal itself
+        log.info("interrupted")
+        return 130
+
+
+def _serve(args: argparse.Namespace) -> int:
     ws = open_workspace(args)
     ensure_demo_models(ws)
+    from cluster.reclaim import reclaim_dead
+    reclaim_dead()   # the segments and sockets of servers and executors that were killed
     cluster = start_cluster_in_background(args)
     from comfy_bridge.server.app import ServerConfig, run_server
     cache_type, cache_size = cli_args.cache_mode(args)

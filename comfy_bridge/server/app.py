@@ -11,8 +11,10 @@ import asyncio
 import importlib
 import inspect
 import logging
+import signal
 import ssl
 import sys
+import threading
 from typing import Any, Awaitable, Callable, MutableMapping
 
 import aiohttp
@@ -328,16 +330,43 @@ async def start_server(config: ServerConfig, app: web.Application | None = None,
     return runner
 
 
+async def until_stop_signal() -> None:
+    """Return on the first SIGINT (Ctrl-C) or SIGTERM (a service manager's stop), so the caller stops
+    gracefully: the running prompt interrupted, executors shut down, shared memory and sockets removed.
+    A second signal takes the default path (SIGINT raises KeyboardInterrupt, SIGTERM kills) for an
+    operator who will not wait. Off the main thread (a server embedded in a test) signals are not ours
+    to take: wait for cancellation."""
+    if threading.current_thread() is not threading.main_thread():
+        await asyncio.Event().wait()
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    signals = (signal.SIGINT, signal.SIGTERM)
+
+    def on_signal(signum: int) -> None:
+        log.info("%s received: stopping (send it again to stop at once)", signal.Signals(signum).name)
+        for s in signals:
+            loop.remove_signal_handler(s)
+        stop.set()
+    for s in signals:
+        loop.add_signal_handler(s, on_signal, s)
+    try:
+        await stop.wait()
+    finally:
+        for s in signals:
+            loop.remove_signal_handler(s)
+
+
 def run_server(config: ServerConfig, **engine: Any) -> None:
-    """Serve until interrupted (Ctrl-C); with quick_test_for_ci, stop right after start-up."""
+    """Serve until SIGINT (Ctrl-C) or SIGTERM, then stop gracefully; with quick_test_for_ci, stop right
+    after start-up."""
     async def main() -> None:
         runner = await start_server(config, **engine)
         try:
             if not config.quick_test_for_ci:
-                await asyncio.Event().wait()
+                await until_stop_signal()
         finally:
             await runner.cleanup()
     try:
         asyncio.run(main())
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:   # a second Ctrl-C while stopping
         pass
