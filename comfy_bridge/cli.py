@@ -148,7 +148,7 @@ def _serve(args: argparse.Namespace) -> int:
         disable_metadata=args.disable_metadata, preview_method=args.preview_method,
         dont_print_server=args.dont_print_server, tls_keyfile=args.tls_keyfile, tls_certfile=args.tls_certfile,
         state_db=state_db_choice(args), insecure_open=args.insecure_open, allowed_hosts=tuple(args.allowed_hosts),
-        concurrent_prompts=args.concurrent_prompts)
+        concurrent_prompts=args.concurrent_prompts, **tenancy_cli.prompt_limits(args))
     head, runtime = cluster.result() if cluster is not None else (None, None)
     if head is not None:
         config.cluster_head = head

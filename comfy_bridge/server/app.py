@@ -134,6 +134,10 @@ class PromptServer:
                 log.exception("on_prompt handler %r failed", handler)
         return json_data
 
+    def prompt_limits(self, request: web.Request) -> tuple[int | None, int | None]:
+        """(max_prompt_bytes, max_text_chars) for a POST /prompt; None: no limit."""
+        return self.config.max_prompt_bytes, self.config.max_text_chars
+
     def get_queue_info(self) -> dict:
         return {"exec_info": {"queue_remaining": self.prompt_queue.get_tasks_remaining()}}
 

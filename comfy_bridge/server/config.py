@@ -7,6 +7,13 @@ from typing import Any
 
 from comfy_bridge.workspace import Workspace
 
+# 8 MiB holds the largest UI workflows (the web UI sends the graph beside the prompt) many times over.
+DEFAULT_MAX_PROMPT_BYTES = 8 * 1024 * 1024
+# CLIP encodes a text 77 tokens at a time, and the sampler then attends over every chunk at every
+# step: cost grows linearly with the text (2 MB cost 109 s of CPU). 100,000 characters (about 330
+# chunks, ~5 s of CLIP on that CPU) is far beyond any written prompt yet keeps one prompt bounded.
+DEFAULT_MAX_TEXT_CHARS = 100_000
+
 
 @dataclass
 class ServerConfig:
@@ -16,6 +23,10 @@ class ServerConfig:
     enable_cors_header: str | None = None  # origins ("*" for any), comma separated: CORS for them
     allowed_hosts: tuple[str, ...] = ()    # Host names served besides IPs, loopback and --listen names
     max_upload_size: float = 100.0         # MB; request bodies above it get 413
+    # A prompt's body and the longest string in its nodes (None: no limit); over either, POST /prompt
+    # answers 413 naming the limit. A hosted tenant's own limits replace these defaults.
+    max_prompt_bytes: int | None = DEFAULT_MAX_PROMPT_BYTES
+    max_text_chars: int | None = DEFAULT_MAX_TEXT_CHARS
     front_end_root: Path | str | None = None  # None: the comfyui_frontend_package's static folder
     multi_user: bool = False               # per-user data chosen by the comfy-user header
     cache_type: str = "classic"            # "classic" | "lru" | "none", handed to PromptExecutor

@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from .common import query_int, read_json_object
+from .common import bad_request, json_response, query_int, read_json_object
 
 if TYPE_CHECKING:
     from .app import PromptServer
@@ -16,15 +16,17 @@ def add_routes(routes: web.RouteTableDef, server: "PromptServer") -> None:
     async def get_history(request: web.Request) -> web.Response:
         max_items = query_int(request, "max_items")
         offset = query_int(request, "offset", -1)
-        return web.json_response(server.prompt_queue.get_history(max_items=max_items, offset=offset))
+        return json_response(server.prompt_queue.get_history(max_items=max_items, offset=offset))
 
     @routes.get("/history/{prompt_id}")
     async def get_history_prompt(request: web.Request) -> web.Response:
-        return web.json_response(server.prompt_queue.get_history(prompt_id=request.match_info["prompt_id"]))
+        return json_response(server.prompt_queue.get_history(prompt_id=request.match_info["prompt_id"]))
 
     @routes.post("/history")
     async def post_history(request: web.Request) -> web.Response:
         body = await read_json_object(request)
+        if not isinstance(body.get("delete") or [], list):
+            raise bad_request("invalid_request", "delete must be a list of prompt ids")
         if body.get("clear"):
             server.prompt_queue.wipe_history()
         for prompt_id in body.get("delete") or []:

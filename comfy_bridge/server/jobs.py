@@ -11,7 +11,7 @@ from aiohttp import web
 
 from comfy_bridge import progress
 
-from .common import read_json
+from .common import json_response, read_json
 
 if TYPE_CHECKING:
     from .app import PromptServer
@@ -114,7 +114,7 @@ def history_job(prompt_id: str, entry: dict, detail: bool = False) -> dict:
 
 
 def _bad(message: str) -> web.Response:
-    return web.json_response({"error": message}, status=400)
+    return json_response({"error": message}, status=400)
 
 
 def add_routes(routes: web.RouteTableDef, server: "PromptServer") -> None:
@@ -161,7 +161,7 @@ def add_routes(routes: web.RouteTableDef, server: "PromptServer") -> None:
         jobs.sort(key=key, reverse=sort_order == "desc")
         total = len(jobs)
         page = jobs[offset:] if limit is None else jobs[offset:offset + limit]
-        return web.json_response({"jobs": page, "pagination": {
+        return json_response({"jobs": page, "pagination": {
             "offset": offset, "limit": limit if limit is not None else total, "total": total,
             "has_more": offset + len(page) < total}})
 
@@ -170,13 +170,13 @@ def add_routes(routes: web.RouteTableDef, server: "PromptServer") -> None:
         job_id = request.match_info["job_id"]
         history = q.get_history(prompt_id=job_id)
         if job_id in history:
-            return web.json_response(history_job(job_id, history[job_id], detail=True))
+            return json_response(history_job(job_id, history[job_id], detail=True))
         running, pending = q.get_current_queue()
         for status, items in (("in_progress", running), ("pending", pending)):
             for item in items:
                 if item[1] == job_id:
-                    return web.json_response(queue_job(item, status, detail=True))
-        return web.json_response({"error": "Job not found"}, status=404)
+                    return json_response(queue_job(item, status, detail=True))
+        return json_response({"error": "Job not found"}, status=404)
 
     def cancel(job_id: str) -> bool:
         """Dequeue a pending job or interrupt the running one; finished/unknown ids are no-ops."""
@@ -189,7 +189,7 @@ def add_routes(routes: web.RouteTableDef, server: "PromptServer") -> None:
 
     @routes.post("/jobs/{job_id}/cancel")
     async def cancel_job(request: web.Request) -> web.Response:
-        return web.json_response({"cancelled": cancel(request.match_info["job_id"])})
+        return json_response({"cancelled": cancel(request.match_info["job_id"])})
 
     @routes.post("/jobs/cancel")
     async def cancel_jobs(request: web.Request) -> web.Response:
@@ -198,4 +198,4 @@ def add_routes(routes: web.RouteTableDef, server: "PromptServer") -> None:
         if not isinstance(job_ids, list) or not all(isinstance(j, str) for j in job_ids):
             return _bad("job_ids must be a list of strings")
         results = [cancel(j) for j in job_ids]
-        return web.json_response({"cancelled": any(results)})
+        return json_response({"cancelled": any(results)})

@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import heapq
 import itertools
+import math
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, NamedTuple
@@ -16,6 +17,20 @@ from typing import Any, Callable, NamedTuple
 MAX_HISTORY = 10000
 # Keys of extra_data that are secrets: kept for execution, never stored in /queue or /history.
 SENSITIVE_EXTRA_DATA_KEYS = ("auth_token_comfy_org", "api_key_comfy_org")
+# A queue number is a float that the web UI reads as a JavaScript number and the durable store keeps
+# as a REAL, then counts on from as an int: beyond 2**53 it loses integer precision, at Infinity it
+# breaks all three.
+MAX_QUEUE_NUMBER = 2**53
+
+
+def queue_number(value: Any) -> float | None:
+    """A client's explicit `number` as ComfyUI reads it (float(value)); None when it is not a finite
+    number within MAX_QUEUE_NUMBER."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):   # OverflowError: an int too large for a float
+        return None
+    return number if math.isfinite(number) and abs(number) <= MAX_QUEUE_NUMBER else None
 
 
 class QueueItem(NamedTuple):

@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from .common import read_json_object
+from .common import bad_request, json_response, read_json_object
 
 if TYPE_CHECKING:
     from .app import PromptServer
@@ -15,11 +15,13 @@ def add_routes(routes: web.RouteTableDef, server: "PromptServer") -> None:
     @routes.get("/queue")
     async def get_queue(request: web.Request) -> web.Response:
         running, pending = server.prompt_queue.get_current_queue()
-        return web.json_response({"queue_running": running, "queue_pending": pending})
+        return json_response({"queue_running": running, "queue_pending": pending})
 
     @routes.post("/queue")
     async def post_queue(request: web.Request) -> web.Response:
         body = await read_json_object(request)
+        if not isinstance(body.get("delete") or [], list):
+            raise bad_request("invalid_request", "delete must be a list of prompt ids")
         if body.get("clear"):
             server.prompt_queue.wipe_queue()
         for prompt_id in body.get("delete") or []:

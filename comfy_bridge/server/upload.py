@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from comfy_bridge.safe_paths import UnsafePath, safe_join
 from .view import split_annotation, type_dir
@@ -66,7 +67,7 @@ def add_routes(routes: web.RouteTableDef, server: "PromptServer") -> None:
                             save: Callable[[bytes, dict, Path], None] | None = None) -> web.Response:
         try:
             post = await request.post()  # bodies above client_max_size raise 413 here
-        except ValueError:   # a malformed multipart body: ComfyUI lets it become a 500
+        except (ValueError, HttpProcessingError):   # malformed multipart, a NUL in a header: ComfyUI's 500
             return web.Response(status=400)
         image = post.get("image")
         if image is None or not hasattr(image, "file"):
@@ -87,6 +88,8 @@ def add_routes(routes: web.RouteTableDef, server: "PromptServer") -> None:
         data = image.file.read()
         folder.mkdir(parents=True, exist_ok=True)
         overwrite = str(post.get("overwrite", "")).lower() in ("true", "1")
+        if overwrite and target.is_dir():   # a file cannot replace a folder
+            return web.Response(status=400)
         duplicate = False
         if not overwrite:
             stem, ext = os.path.splitext(filename)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import html
-import json
 import time
 import unicodedata
 from typing import Awaitable, Callable
@@ -16,7 +15,7 @@ from urllib.parse import quote, urlsplit
 
 from aiohttp import web
 
-from comfy_bridge.server.common import TENANT_KEY
+from comfy_bridge.server.common import TENANT_KEY, error_body, loads_json
 
 from . import context
 from .quotas import Quotas
@@ -122,9 +121,10 @@ class Gate:
         is_json = request.content_type == "application/json"
         if is_json:
             try:
-                data = json.loads(await request.read())
-            except ValueError:
-                data = None
+                data = loads_json(await request.read())
+            except ValueError as exc:   # malformed, or nested past the parser's recursion limit
+                return web.json_response(error_body("invalid_json", "Invalid JSON in request body", str(exc)),
+                                         status=400)
             data = data if isinstance(data, dict) else {}
         else:
             try:

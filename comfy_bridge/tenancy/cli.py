@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from comfy_bridge.args import shared_options
+from comfy_bridge.server.config import DEFAULT_MAX_PROMPT_BYTES, DEFAULT_MAX_TEXT_CHARS
 
 from .store import DB_NAME, LIMITS, Store, StoreError
 
@@ -20,6 +21,20 @@ def add_serve_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--allowed-hosts", action="extend", type=_names, default=[], metavar="NAMES",
                    help="Host names the server answers besides IP addresses, localhost and the --listen names "
                         "(comma separated; '.example.com' admits subdomains, '*' any name): DNS rebinding protection")
+
+
+    p.add_argument("--max-prompt-bytes", type=int, default=DEFAULT_MAX_PROMPT_BYTES, metavar="N",
+                   help="largest POST /prompt body; larger ones get 413 (default %(default)s; 0: no limit; "
+                        "a tenant's own limit replaces it)")
+    p.add_argument("--max-text-chars", type=int, default=DEFAULT_MAX_TEXT_CHARS, metavar="N",
+                   help="longest string in a prompt's nodes (text encoders' cost grows with it); longer ones get "
+                        "413 (default %(default)s; 0: no limit; a tenant's own limit replaces it)")
+
+
+def prompt_limits(args: argparse.Namespace) -> dict[str, int | None]:
+    """The ServerConfig fields of --max-prompt-bytes and --max-text-chars (0 or less: no limit)."""
+    limits = {"max_prompt_bytes": args.max_prompt_bytes, "max_text_chars": args.max_text_chars}
+    return {name: value if value > 0 else None for name, value in limits.items()}
 
 
 def _names(value: str) -> list[str]:

@@ -30,6 +30,7 @@ class TenantQueue:
         self._running: dict[int, tuple[QueueRow, float]] = {}
         self._served: dict[str, float] = {}     # tenant -> seconds of service / weight (this process)
         self.resumed = store.requeue_running()
+        store.repair_queue()
 
     # -- queue ---------------------------------------------------------------------------
     def put(self, item: QueueItem | tuple) -> None:

@@ -1,6 +1,7 @@
 """Admission checks for a tenant's request: queued prompts, prompt size and node count, upload
 size and stored bytes. Over a limit the answer is 429 (come back later) or 413 (too big), in
-ComfyUI's error shape with the limit named in the message and in extra_info."""
+ComfyUI's error shape with the limit named in the message and in extra_info. The text length of a
+prompt is checked by the route (it parses the prompt), with the limits of `prompt_limits`."""
 from __future__ import annotations
 
 import json
@@ -10,7 +11,7 @@ from typing import Callable
 
 from aiohttp import web
 
-from comfy_bridge.server.common import error_body
+from comfy_bridge.server.common import error_body, over_limit
 
 from .store import Store, Tenant
 from .workspace import storage_bytes
@@ -19,22 +20,21 @@ UPLOAD_PATHS = ("/upload/image", "/upload/mask")
 STORAGE_TTL_S = 2.0
 
 
-def over_limit(status: int, limit: str, allowed: int, message: str) -> web.HTTPException:
-    body = error_body("quota_exceeded", f"{message} (limit {limit} = {allowed})")
-    body["error"]["extra_info"] = {"limit": limit, "allowed": allowed}
-    cls = web.HTTPTooManyRequests if status == 429 else web.HTTPRequestEntityTooLarge
-    if cls is web.HTTPRequestEntityTooLarge:
-        # aiohttp's 413 wants the sizes; the JSON body carries the real explanation.
-        return cls(max_size=allowed, actual_size=allowed + 1, text=json.dumps(body), content_type="application/json")
-    headers = {"Retry-After": "5"}
-    return cls(text=json.dumps(body), content_type="application/json", headers=headers)
-
-
 class Quotas:
-    def __init__(self, store: Store, folders: Callable[[str], list[Path]]):
+    def __init__(self, store: Store, folders: Callable[[str], list[Path]],
+                 prompt_defaults: tuple[int | None, int | None] = (None, None)):
         self.store = store
         self._folders = folders
+        self._prompt_defaults = prompt_defaults   # the server's (max_prompt_bytes, max_text_chars)
         self._storage: dict[str, tuple[float, int]] = {}
+
+    def prompt_limits(self, tenant: Tenant | None) -> tuple[int | None, int | None]:
+        """(max_prompt_bytes, max_text_chars): the tenant's own where set, else the server's."""
+        default_bytes, default_chars = self._prompt_defaults
+        if tenant is None:
+            return default_bytes, default_chars
+        return (tenant.max_prompt_bytes if tenant.max_prompt_bytes is not None else default_bytes,
+                tenant.max_text_chars if tenant.max_text_chars is not None else default_chars)
 
     def stored_bytes(self, tenant: str, fresh: bool = False) -> int:
         cached = self._storage.get(tenant)
@@ -64,11 +64,12 @@ class Quotas:
 
     async def _check_prompt(self, request: web.Request, tenant: Tenant) -> None:
         body = await request.read()   # aiohttp keeps it: the handler reads the same bytes
-        if tenant.max_prompt_bytes is not None and len(body) > tenant.max_prompt_bytes:
-            raise over_limit(413, "max_prompt_bytes", tenant.max_prompt_bytes, f"prompt is {len(body)} bytes")
+        max_bytes, _ = self.prompt_limits(tenant)
+        if max_bytes is not None and len(body) > max_bytes:   # before parsing it
+            raise over_limit(413, "max_prompt_bytes", max_bytes, f"prompt is {len(body)} bytes")
         try:
             data = json.loads(body)
-        except (ValueError, UnicodeDecodeError, RecursionError):   # RecursionError: absurd nesting
+        except (ValueError, RecursionError):   # RecursionError: absurd nesting
             return   # the route answers malformed JSON itself
         prompt = data.get("prompt") if isinstance(data, dict) else None
         if tenant.max_nodes is not None and isinstance(prompt, dict) and len(prompt) > tenant.max_nodes:

@@ -99,10 +99,16 @@ class TenantPromptServer(PromptServer):
         return self.sockets.every_value()
 
     def first_middlewares(self) -> list:
-        self.quotas = Quotas(self.store, self.tenant_workspace.tenant_folders)
+        self.quotas = Quotas(self.store, self.tenant_workspace.tenant_folders,
+                             (self.config.max_prompt_bytes, self.config.max_text_chars))
         self.gate = Gate(self.store, self.quotas)
         self.accounting = Accounting(self.store, self.quotas, lambda: self.config.cluster_head)
         return [self.gate.middleware]
+
+    def prompt_limits(self, request: web.Request) -> tuple[int | None, int | None]:
+        tenant = request.get(TENANT_KEY)
+        record = self.gate.tenant(tenant) if tenant is not None else None
+        return self.quotas.prompt_limits(record)
 
     def make_executor(self, sink: Any = None) -> Any:
         make = super().make_executor

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import hmac
 import json
+import logging
+import math
 import os
 import re
 import sqlite3
@@ -19,17 +21,22 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Iterator
 
+from comfy_bridge.server.prompt_queue import MAX_QUEUE_NUMBER, queue_number
+
 from . import keys as keys_mod
+
+log = logging.getLogger(__name__)
 
 DB_NAME = "comfy_cluster.sqlite3"
 TENANT_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
-LIMITS = ("max_queued", "max_concurrent", "max_prompt_bytes", "max_nodes", "max_upload_bytes", "max_storage_bytes")
+LIMITS = ("max_queued", "max_concurrent", "max_prompt_bytes", "max_nodes", "max_upload_bytes", "max_storage_bytes",
+          "max_text_chars")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS tenants (
     name TEXT PRIMARY KEY, weight REAL NOT NULL DEFAULT 1.0, created REAL NOT NULL,
     max_queued INTEGER, max_concurrent INTEGER, max_prompt_bytes INTEGER, max_nodes INTEGER,
-    max_upload_bytes INTEGER, max_storage_bytes INTEGER, admin INTEGER NOT NULL DEFAULT 0);
+    max_upload_bytes INTEGER, max_storage_bytes INTEGER, admin INTEGER NOT NULL DEFAULT 0, max_text_chars INTEGER);
 CREATE TABLE IF NOT EXISTS api_keys (
     id TEXT PRIMARY KEY, tenant TEXT NOT NULL, salt BLOB NOT NULL, hash BLOB NOT NULL, n INTEGER NOT NULL,
     created REAL NOT NULL, revoked REAL);
@@ -62,6 +69,7 @@ class Tenant:
     max_nodes: int | None = None
     max_upload_bytes: int | None = None
     max_storage_bytes: int | None = None
+    max_text_chars: int | None = None   # longest string in a prompt's nodes (text encoders' cost grows with it)
     admin: bool = False     # may read every tenant's usage, /metrics, /cluster/stats and the operator routes
 
     def __post_init__(self) -> None:
@@ -95,11 +103,13 @@ class Store:
         self._db.execute("PRAGMA synchronous=NORMAL")   # with WAL: durable across a killed process
         self._db.executescript(_SCHEMA)
         columns = {row[1] for row in self._db.execute("PRAGMA table_info(tenants)")}
-        if "admin" not in columns:   # a store written before admin tenants existed
-            try:
-                self._db.execute("ALTER TABLE tenants ADD COLUMN admin INTEGER NOT NULL DEFAULT 0")
-            except sqlite3.OperationalError:   # another process added it first
-                pass
+        # Columns added since the first stores were written.
+        for column, decl in (("admin", "INTEGER NOT NULL DEFAULT 0"), ("max_text_chars", "INTEGER")):
+            if column not in columns:
+                try:
+                    self._db.execute(f"ALTER TABLE tenants ADD COLUMN {column} {decl}")
+                except sqlite3.OperationalError:   # another process added it first
+                    pass
         self._verified: dict[str, str] = {}   # key id -> digest of a secret scrypt already accepted
         if os.name == "posix":
             os.chmod(self.path, 0o600)
@@ -120,7 +130,7 @@ class Store:
     def add_tenant(self, name: str, weight: float = 1.0, admin: bool = False, **limits: int | None) -> Tenant:
         if not TENANT_NAME.match(name):
             raise StoreError(f"invalid tenant name {name!r}: use 1-32 of a-z, 0-9, '_' and '-'")
-        tenant = Tenant(name, float(weight), admin=admin, **_limits(limits))
+        tenant = Tenant(name, _weight(weight), admin=admin, **_limits(limits))
         try:
             self._exec(f"INSERT INTO tenants ({_TENANT_COLUMNS}, created) VALUES "
                        f"({', '.join('?' * (len(fields(Tenant)) + 1))})",
@@ -136,7 +146,7 @@ class Store:
         if tenant is None:
             raise StoreError(f"no tenant {name!r}")
         if weight is not None:
-            tenant.weight = float(weight)
+            tenant.weight = _weight(weight)
         if admin is not None:
             tenant.admin = bool(admin)
         for key, value in _limits(limits).items():
@@ -296,8 +306,39 @@ class Store:
         return self._exec("UPDATE queue SET running = 0 WHERE running = 1").rowcount
 
     def max_number(self) -> float:
-        rows = self._rows("SELECT MAX(number) FROM queue")
+        """The highest queue number in range (see repair_queue for rows outside it); -1 when none."""
+        rows = self._rows("SELECT MAX(number) FROM queue WHERE number BETWEEN ? AND ?",
+                          (-MAX_QUEUE_NUMBER, MAX_QUEUE_NUMBER))
         return rows[0][0] if rows and rows[0][0] is not None else -1
+
+    def repair_queue(self) -> None:
+        """At start-up, make every queued row servable, logging each change: a row whose item cannot be
+        read is dropped; a number that is not finite or out of range (older versions took `"number":
+        1e999`) becomes the next one after (or, negative, before) every valid number, which is what the
+        client asked for. One bad row must neither stop the server from starting nor block a queue."""
+        rows = []
+        for row_id, tenant, prompt_id, number, text in self._rows(
+                "SELECT id, tenant, prompt_id, number, item FROM queue ORDER BY id"):
+            item = _load(text)
+            if isinstance(item, list) and len(item) == 5 and isinstance(item[2], dict) \
+                    and isinstance(item[3], dict) and isinstance(item[4], list):
+                rows.append((row_id, tenant, prompt_id, number, item))
+            else:
+                log.error("dropped queued prompt %s of tenant %r: its stored item is unreadable", prompt_id, tenant)
+                self.queue_remove(row_id)
+        valid = [n for *_, n, _ in rows if queue_number(n) is not None]
+        low, high = min(valid, default=0), max(valid, default=-1)
+        for row_id, tenant, prompt_id, number, item in rows:
+            fixed = queue_number(number)
+            if fixed is None:
+                if isinstance(number, (int, float)) and number < 0:
+                    low = fixed = low - 1
+                else:
+                    high = fixed = high + 1
+                log.error("queued prompt %s of tenant %r had number %r: now %s", prompt_id, tenant, number, fixed)
+            if fixed != number or item[0] != fixed:
+                item[0] = fixed
+                self._exec("UPDATE queue SET number = ?, item = ? WHERE id = ?", (fixed, json.dumps(item), row_id))
 
     def finish(self, row_id: int, prompt_id: str, tenant: str, entry: dict, max_history: int) -> None:
         """Move a running row to history in one transaction, trimming the tenant's oldest entries."""
@@ -331,7 +372,11 @@ class Store:
         limit = max_items if max_items is not None else -1
         rows = self._rows(f"SELECT prompt_id, entry FROM history {where} ORDER BY seq LIMIT ? OFFSET ?",
                           (*args, limit, offset))
-        return {pid: json.loads(entry) for pid, entry in rows}
+        entries = {pid: _load(entry) for pid, entry in rows}
+        for pid in [pid for pid, entry in entries.items() if entry is None]:
+            log.error("history entry %s is unreadable: left out", pid)
+            del entries[pid]
+        return entries
 
     def history_delete(self, tenant: str | None, prompt_id: str | None = None) -> None:
         where, args = [], []
@@ -357,6 +402,21 @@ class Store:
     def all_usage(self) -> Iterator[tuple[str, dict]]:
         for tenant, seconds, prompts, images in self._rows("SELECT tenant, seconds, prompts, images FROM usage"):
             yield tenant, {"seconds": seconds, "prompts": prompts, "images": images}
+
+
+def _load(text: str) -> Any:
+    """A stored JSON value, None when it cannot be read."""
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError, RecursionError):
+        return None
+
+
+def _weight(value: float) -> float:
+    weight = float(value)
+    if not (math.isfinite(weight) and weight > 0):
+        raise StoreError(f"weight must be a positive number, not {value!r}")
+    return weight
 
 
 def _limits(limits: dict) -> dict:

@@ -79,12 +79,21 @@ def test_out_of_range_value(base):
     assert status == 400 and body["node_errors"]["3"]["errors"][0]["type"] == "value_bigger_than_max"
 
 
-def test_ten_megabyte_prompt(base):
+def test_ten_megabyte_prompt_is_413_naming_the_limit(base):
     prompt = _default()
-    # 10 MB in a node no output depends on: accepted and parsed, never executed (ComfyUI prunes it too).
+    # Over the default --max-prompt-bytes (8 MiB): refused before it is parsed, let alone encoded.
     prompt["99"] = {"class_type": "CLIPTextEncode", "inputs": {"clip": ["4", 1], "text": "x" * (10 * 1024 * 1024)}}
     status, body = _post_prompt(base, prompt)
-    assert status == 200 and body["node_errors"] == {}
+    assert status == 413 and body["error"]["extra_info"]["limit"] == "max_prompt_bytes"
+    _still_serving(base)
+
+
+def test_two_megabyte_prompt_text_is_413_naming_the_limit(base):
+    prompt = _default()
+    prompt["6"]["inputs"]["text"] = "a cat " * 350_000   # 2.1 MB of text: 109 s of CLIP CPU before the limit
+    status, body = _post_prompt(base, prompt)
+    assert status == 413 and body["error"]["extra_info"]["limit"] == "max_text_chars"
+    assert "node 6" in body["error"]["message"]
     _still_serving(base)
 
 

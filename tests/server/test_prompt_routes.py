@@ -72,13 +72,37 @@ async def test_bad_json_is_400_error_shape_and_server_keeps_serving(client):
     assert r.status == 200
 
 
-async def test_ten_megabyte_prompt_is_accepted(client):
+async def test_ten_megabyte_prompt_is_413_by_default_and_accepted_with_the_limits_raised(client, make_client):
     prompt = simple_prompt()
     prompt["1"]["inputs"]["padding"] = "x" * (10 * 1024 * 1024)
     r = await client.post("/prompt", json={"prompt": prompt})
+    assert r.status == 413 and (await r.json())["error"]["extra_info"]["limit"] == "max_prompt_bytes"
+    roomy = await make_client(max_prompt_bytes=None, max_text_chars=None)
+    r = await roomy.post("/prompt", json={"prompt": prompt})
     assert r.status == 200
-    entry = await wait_history(client, (await r.json())["prompt_id"])
+    entry = await wait_history(roomy, (await r.json())["prompt_id"])
     assert len(entry["prompt"][2]["1"]["inputs"]["padding"]) == 10 * 1024 * 1024
+
+
+async def test_prompt_body_and_text_limits_are_413_naming_the_limit(make_client):
+    from comfy_bridge.server.config import DEFAULT_MAX_TEXT_CHARS
+    client = await make_client()
+    for length, status in ((DEFAULT_MAX_TEXT_CHARS, 200), (DEFAULT_MAX_TEXT_CHARS + 1, 413)):
+        prompt = simple_prompt()
+        prompt["2"]["inputs"]["filename_prefix"] = "p" * length
+        r = await client.post("/prompt", json={"prompt": prompt})
+        assert r.status == status
+    body = await r.json()
+    assert body["error"]["extra_info"] == {"limit": "max_text_chars", "allowed": DEFAULT_MAX_TEXT_CHARS}
+    assert "max_text_chars" in body["error"]["message"] and "node 2" in body["error"]["message"]
+    small = await make_client(max_prompt_bytes=600, max_text_chars=50)
+    nested = simple_prompt()
+    nested["1"]["inputs"]["deep"] = [[{"k": "q" * 51}]]   # strings inside lists and objects count too
+    r = await small.post("/prompt", json={"prompt": nested})
+    assert r.status == 413 and (await r.json())["error"]["extra_info"]["limit"] == "max_text_chars"
+    r = await small.post("/prompt", json={"prompt": simple_prompt(), "extra_data": {"pad": "y" * 600}})
+    assert r.status == 413 and (await r.json())["error"]["extra_info"]["limit"] == "max_prompt_bytes"
+    assert (await small.post("/prompt", json={"prompt": simple_prompt()})).status == 200
 
 
 async def test_sensitive_extra_data_reaches_executor_but_not_queue_or_history(client):
