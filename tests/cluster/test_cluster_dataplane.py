@@ -22,7 +22,7 @@ from cluster.local_cluster import start_local_cluster
 @pytest.fixture(scope="module")
 def cluster():
     head, rt = start_local_cluster(2, threads_per_executor=1, preload=[FNS], heartbeat_s=0.2,
-                                   lost_after_s=1.5, deadline_s=60.0)
+                                   lost_after_s=5.0, deadline_s=60.0)
     yield head, rt
     head.stop()
 

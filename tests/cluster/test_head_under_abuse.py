@@ -24,7 +24,7 @@ from tests.cluster.test_local_cluster import FNS, expected, wait_until
 @pytest.fixture(scope="module")
 def cluster():
     head, rt = start_local_cluster(1, threads_per_executor=1, preload=[FNS], heartbeat_s=0.2,
-                                   lost_after_s=1.0, deadline_s=60.0, delta=0.05)
+                                   lost_after_s=5.0, deadline_s=60.0, delta=0.05)
     yield head, rt
     head.stop()
 

@@ -163,6 +163,25 @@ class Sleep:
         return (value,)
 
 
+class Rendezvous:
+    """Waits until `parties` Rendezvous nodes of the process are running at once (or fails after 60 s):
+    it finishes only if the engine runs them concurrently, whatever the machine's speed."""
+    arrived = 0
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"value": ("FLOAT",), "parties": ("INT", {"default": 2})}}
+    RETURN_TYPES = ("FLOAT",)
+    FUNCTION = "run"
+
+    async def run(self, value, parties):
+        Rendezvous.arrived += 1
+        for _ in range(6000):
+            if Rendezvous.arrived >= parties:
+                return (value,)
+            await asyncio.sleep(0.01)
+        raise TimeoutError(f"only {Rendezvous.arrived} of {parties} ran at once")
+
+
 class SyncSleep(Sleep):
     def run(self, value, seconds):
         time.sleep(seconds)
