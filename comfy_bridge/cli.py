@@ -49,10 +49,12 @@ def write_example_image(path: Path, size: int = 128) -> None:
     """A deterministic picture: a colour gradient with a disc, enough structure for img2img and ControlNet."""
     import numpy as np
     from PIL import Image
+
+    from comfy_bridge.output_claims import write_atomic
     y, x = np.mgrid[0:size, 0:size] / (size - 1)
     disc = ((x - 0.5) ** 2 + (y - 0.5) ** 2 < 0.09).astype(float)
     rgb = np.stack([x, y, 0.5 * (1 - disc) + disc], axis=-1)
-    Image.fromarray((rgb * 255).round().astype("uint8")).save(path)
+    write_atomic(path, lambda tmp: Image.fromarray((rgb * 255).round().astype("uint8")).save(tmp, format="PNG"))
 
 
 def cmd_demo_models(args: argparse.Namespace) -> int:

@@ -21,6 +21,8 @@ import torch
 from PIL import Image, ImageFile, ImageOps, ImageSequence, UnidentifiedImageError
 from PIL.PngImagePlugin import PngInfo
 
+from comfy_bridge import output_claims
+from comfy_bridge.output_claims import write_atomic
 from comfy_bridge.safe_paths import safe_join
 from comfy_bridge.workspace import active
 
@@ -145,7 +147,9 @@ def save_png(image: torch.Tensor, path: str | Path, prompt: Any = None, extra_pn
         info.add_text("prompt", json.dumps(prompt))
     for key, value in (extra_pnginfo or {}).items():
         info.add_text(key, json.dumps(value))
-    to_pil(image).save(path, pnginfo=info, compress_level=compress_level)
+    # whole or not at all under its name: a kill mid-write must not leave a truncated PNG there
+    write_atomic(path, lambda tmp: to_pil(image).save(tmp, format="PNG", pnginfo=info,
+                                                      compress_level=compress_level))
 
 
 def _pillow(fn: Callable, arg: Any) -> Any:
@@ -256,6 +260,11 @@ class SaveImage:
         base = getattr(active(), self.folder_attr)
         folder, stem, counter, subfolder, _ = save_image_path(
             filename_prefix + self.prefix_append, base, images[0].shape[1], images[0].shape[0])
+        # a re-run of this prompt (its head was killed) writes over the names the dead run took
+        taken = output_claims.claim(folder, stem, counter, len(images))
+        if taken.folder != folder:   # the dead run's, from a prefix with time variables
+            subfolder = os.path.relpath(taken.folder, os.path.abspath(base))
+        folder, stem, counter = taken.folder, taken.stem, taken.counter
         metadata = (prompt, extra_pnginfo) if _write_metadata else (None, None)
         results = []
         for batch_number, image in enumerate(images):

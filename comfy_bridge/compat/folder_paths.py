@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from comfy_bridge import output_claims
 from comfy_bridge import workspace as _ws
 from comfy_bridge.safe_paths import UnsafePath, safe_join
 from comfy_bridge.workspace import FOLDER_ALIASES, MODEL_EXTENSIONS
@@ -215,4 +216,8 @@ def get_save_image_path(filename_prefix: str, output_dir: str, image_width: int 
             digits = existing[prefix_len + 1:].split("_")[0]
             if digits.isdigit():
                 counter = max(counter, int(digits) + 1)
-    return full_output_folder, filename, counter, subfolder, filename_prefix
+    # a re-run of this prompt (its head was killed) writes over the names the dead run took
+    taken = output_claims.claim(full_output_folder, filename, counter)
+    if taken.folder != full_output_folder:   # the dead run's, from a prefix with time variables
+        subfolder = os.path.relpath(taken.folder, output_dir)
+    return taken.folder, taken.stem, taken.counter, subfolder, filename_prefix

@@ -18,6 +18,7 @@ from urllib.parse import unquote
 from aiohttp import web
 
 from .common import query_bool, read_json
+from comfy_bridge.output_claims import write_atomic
 from comfy_bridge.safe_paths import UnsafePath, safe_join
 from .web_security import served_file_headers
 
@@ -56,7 +57,7 @@ class UserManager:
             user_id = re.sub(r"[^a-zA-Z0-9-_]+", "-", name) + "_" + str(uuid.uuid4())
             users[user_id] = name
             self.user_dir.mkdir(parents=True, exist_ok=True)
-            self._users_file.write_text(json.dumps(users), encoding="utf-8")
+            write_atomic(self._users_file, lambda tmp: Path(tmp).write_text(json.dumps(users), encoding="utf-8"))
         return user_id
 
     def user_id(self, request: web.Request) -> str:

@@ -15,7 +15,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from comfy_bridge import progress
+from comfy_bridge import output_claims, progress
 
 from .prompt_queue import ExecutionStatus, QueueItem
 
@@ -93,6 +93,7 @@ class QueueWorker:
         server.last_prompt_id = item.prompt_id
         sink.client_id = item.extra_data.get("client_id")
         token = progress.bind_prompt(item.prompt_id)
+        claims = output_claims.bind(getattr(server.prompt_queue, "output_claims", None), task_id)
         history_result: dict = {}
         status: ExecutionStatus
         executor = None
@@ -113,6 +114,7 @@ class QueueWorker:
             if executor is not None:
                 history_result = getattr(executor, "history_result", {}) or {}
         finally:
+            output_claims.unbind(claims)
             progress.unbind_prompt(token)
         server.prompt_queue.task_done(task_id, history_result, status)
         if sink.client_id is not None:

@@ -22,6 +22,7 @@ from .store import QueueRow, Store
 class TenantQueue:
     def __init__(self, store: Store, on_change: Callable[[], None] = lambda: None, max_history: int = MAX_HISTORY):
         self.store = store
+        self.output_claims = store   # a prompt re-run after a restart writes the files its dead run named
         self._on_change = on_change
         self._max_history = max_history
         self._cond = threading.Condition(threading.RLock())

@@ -23,6 +23,8 @@ from typing import Any, Iterator
 
 from comfy_bridge.server.prompt_queue import MAX_QUEUE_NUMBER, queue_number
 
+from comfy_bridge.output_claims import Claim
+
 from . import keys as keys_mod
 
 log = logging.getLogger(__name__)
@@ -49,6 +51,10 @@ CREATE INDEX IF NOT EXISTS queue_tenant ON queue (tenant, running, number, id);
 CREATE TABLE IF NOT EXISTS history (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, prompt_id TEXT NOT NULL UNIQUE, tenant TEXT NOT NULL, entry TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS history_tenant ON history (tenant, seq);
+CREATE TABLE IF NOT EXISTS output_claims (
+    task INTEGER NOT NULL, key TEXT NOT NULL, folder TEXT NOT NULL, stem TEXT NOT NULL, counter INTEGER NOT NULL,
+    count INTEGER NOT NULL, PRIMARY KEY (task, key));
+CREATE INDEX IF NOT EXISTS output_claims_name ON output_claims (folder, stem);
 CREATE TABLE IF NOT EXISTS usage (
     tenant TEXT PRIMARY KEY, seconds REAL NOT NULL DEFAULT 0, prompts INTEGER NOT NULL DEFAULT 0,
     images INTEGER NOT NULL DEFAULT 0);
@@ -302,8 +308,28 @@ class Store:
             self._exec("DELETE FROM queue WHERE running = 0 AND tenant = ?", (tenant,))
 
     def requeue_running(self) -> int:
-        """After a restart: prompts that were running when the head died go back to pending."""
+        """After a restart: prompts that were running when the head died go back to pending (keeping the
+        output names they claimed, see comfy_bridge.output_claims)."""
+        self._exec("DELETE FROM output_claims WHERE task NOT IN (SELECT id FROM queue)")   # a removed tenant's
         return self._exec("UPDATE queue SET running = 0 WHERE running = 1").rowcount
+
+    def claim_output(self, task: int, key: str, folder: str, stem: str, counter: int, count: int) -> Claim:
+        """The output name queue row `task` claimed under `key`, or a new claim (see output_claims.ClaimBook)."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                row = self._db.execute("SELECT folder, stem, counter FROM output_claims WHERE task = ? AND key = ?",
+                                       (task, key)).fetchone()
+                if row is None:
+                    (end,) = self._db.execute("SELECT MAX(counter + count) FROM output_claims WHERE folder = ? "
+                                              "AND stem = ? AND task != ?", (folder, stem, task)).fetchone()
+                    row = (folder, stem, max(counter, end or 0))
+                    self._db.execute("INSERT INTO output_claims VALUES (?, ?, ?, ?, ?, ?)", (task, key, *row, count))
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        return Claim(*row)
 
     def max_number(self) -> float:
         """The highest queue number in range (see repair_queue for rows outside it); -1 when none."""
@@ -345,6 +371,7 @@ class Store:
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             self._db.execute("DELETE FROM queue WHERE id = ?", (row_id,))
+            self._db.execute("DELETE FROM output_claims WHERE task = ?", (row_id,))   # its files are written
             self._db.execute("DELETE FROM history WHERE prompt_id = ?", (prompt_id,))
             self._db.execute("INSERT INTO history (prompt_id, tenant, entry) VALUES (?, ?, ?)",
                              (prompt_id, tenant, json.dumps(entry)))

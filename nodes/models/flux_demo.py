@@ -11,6 +11,7 @@ from diffusers import AutoencoderKL, FluxTransformer2DModel
 from safetensors.torch import save_file
 from transformers import CLIPTextConfig, CLIPTextModel, T5Config, T5EncoderModel
 
+from comfy_bridge.output_claims import write_atomic
 from nodes.models.flux_configs import CONFIGS_DIR, METADATA_KEY
 from nodes.models.flux_keys import diffusers_to_bfl
 from nodes.models.vae import diffusers_to_ldm
@@ -82,6 +83,6 @@ def build_demo_flux(models_dir: Path, seed: int = 0) -> list[Path]:
     for rel, sd in files.items():
         path = models_dir / rel
         path.parent.mkdir(parents=True, exist_ok=True)
-        save_file(sd, str(path), metadata=meta)
+        write_atomic(path, lambda tmp, sd=sd: save_file(sd, tmp, metadata=meta))
         written.append(path)
     return written

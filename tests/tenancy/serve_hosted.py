@@ -13,6 +13,7 @@ from comfy_bridge.workspace import Workspace  # noqa: E402
 if __name__ == "__main__":
     logging.basicConfig(level=logging.WARNING)
     workspace, state_db, port = sys.argv[1:4]
+    tenant_nodes.TSaveThenWait.RUNS_LOG = str(Path(workspace) / "runs.log")
     web = Path(workspace) / "web"
     web.mkdir(parents=True, exist_ok=True)
     config = ServerConfig(workspace=Workspace(Path(workspace)).create(), state_db=state_db, port=int(port),

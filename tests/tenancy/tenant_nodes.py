@@ -58,7 +58,37 @@ class TSlowSave(TSave):
         return _save(value, prefix)
 
 
-CLASSES = {"TNumber": TNumber, "TSave": TSave, "TSlowSave": TSlowSave}
+class TSaveThenWait:
+    """SaveImage's own writing (counter names, claims, atomic rename) of a 4x4 image, then a wait, so
+    a head killed during the wait leaves a prompt whose file is written but which is not finished.
+    Each run appends its prefix to RUNS_LOG (when set), which survives the kill."""
+    RUNS_LOG: str | None = None
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"value": ("INT", {}), "prefix": ("STRING", {"default": "img"}),
+                             "seconds": ("FLOAT", {"default": 0.2})}}
+    RETURN_TYPES = ()
+    OUTPUT_NODE = True
+    FUNCTION = "run"
+    CATEGORY = "test"
+
+    def run(self, value, prefix, seconds):
+        import torch
+        from nodes.image_io import SaveImage
+        name = f"{prefix}_{value}"
+        if self.RUNS_LOG:
+            with open(self.RUNS_LOG, "a") as f:
+                f.write(name + "\n")
+        result = SaveImage().save_images(torch.full((1, 4, 4, 3), (value % 256) / 255), name)
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            progress.throw_if_interrupted()
+            time.sleep(0.01)
+        return result
+
+
+CLASSES = {"TNumber": TNumber, "TSave": TSave, "TSlowSave": TSlowSave, "TSaveThenWait": TSaveThenWait}
 
 
 def registry():

@@ -75,7 +75,8 @@ def load_torch_file(ckpt: str, safe_load: bool = False, device: Any = None, retu
 
 def save_torch_file(sd: dict, ckpt: str, metadata: dict | None = None) -> None:
     import safetensors.torch
-    safetensors.torch.save_file(sd, ckpt, metadata=metadata)
+    from comfy_bridge.output_claims import write_atomic
+    write_atomic(ckpt, lambda tmp: safetensors.torch.save_file(sd, tmp, metadata=metadata))
 
 
 def state_dict_prefix_replace(state_dict: dict, replace_prefix: dict, filter_keys: bool = False) -> dict:

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from comfy_bridge.compat.comfy_api.latest._io import FolderType, _UIOutput
+from comfy_bridge.output_claims import write_atomic
 
 
 class SavedResult(dict):
@@ -39,8 +40,9 @@ class ImageSaveHelper:
         for batch_number, image in enumerate(images):
             arr = np.clip(255.0 * image.cpu().numpy(), 0, 255).astype(np.uint8)
             name = f"{filename.replace('%batch_num%', str(batch_number))}_{counter:05}_.png"
-            Image.fromarray(arr.squeeze() if arr.shape[-1] == 1 else arr).save(
-                os.path.join(full_folder, name), compress_level=compress_level)
+            pil = Image.fromarray(arr.squeeze() if arr.shape[-1] == 1 else arr)
+            write_atomic(os.path.join(full_folder, name),
+                         lambda tmp: pil.save(tmp, format="PNG", compress_level=compress_level))
             results.append(SavedResult(name, subfolder, folder_type))
             counter += 1
         return results
