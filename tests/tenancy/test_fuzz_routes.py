@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import socket
 import threading
 import time
@@ -16,6 +17,7 @@ from urllib.parse import quote
 
 import pytest
 import tenant_nodes as tn
+from app_routes import app_routes
 from aiohttp import web
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -37,24 +39,16 @@ TRICKY = ["..", "../..", "../../outside/pwn", "..%2F..%2Foutside%2Fpwn", "%2e%2e
 SEGMENT = st.one_of(st.sampled_from(TRICKY), st.text(max_size=24),
                     st.builds(lambda a, b, c: a + b + c, st.sampled_from(TRICKY), st.text(max_size=6),
                               st.sampled_from(TRICKY)))
-ROUTES = [
-    ("GET", "/"), ("GET", "/ws"), ("GET", "/prompt"), ("POST", "/prompt"), ("GET", "/queue"), ("POST", "/queue"),
-    ("GET", "/history"), ("GET", "/history/{}"), ("POST", "/history"), ("GET", "/object_info"),
-    ("GET", "/object_info/{}"), ("GET", "/view"), ("GET", "/view_metadata/{}"), ("GET", "/system_stats"),
-    ("GET", "/features"), ("GET", "/embeddings"), ("GET", "/models"), ("GET", "/models/{}"), ("GET", "/extensions"),
-    ("GET", "/i18n"), ("GET", "/workflow_templates"), ("POST", "/interrupt"), ("POST", "/free"),
-    ("POST", "/upload/image"), ("POST", "/upload/mask"), ("GET", "/users"), ("POST", "/users"), ("GET", "/userdata"),
-    ("GET", "/v2/userdata"), ("GET", "/userdata/{}"), ("POST", "/userdata/{}"), ("DELETE", "/userdata/{}"),
-    ("POST", "/userdata/{}/move/{}"), ("GET", "/settings"), ("POST", "/settings"), ("GET", "/settings/{}"),
-    ("POST", "/settings/{}"), ("GET", "/jobs"), ("GET", "/jobs/{}"), ("POST", "/jobs/{}/cancel"),
-    ("POST", "/jobs/cancel"), ("GET", "/experiment/models"), ("GET", "/experiment/models/{}"),
-    ("GET", "/experiment/models/preview/{}/{}/{}"), ("GET", "/internal/logs"), ("GET", "/internal/logs/raw"),
-    ("PATCH", "/internal/logs/subscribe"), ("GET", "/internal/folder_paths"), ("GET", "/internal/files/{}"),
-    ("GET", "/cluster/stats"), ("GET", "/metrics"), ("GET", "/cluster/tenants"), ("GET", "/cluster/tenants/{}/usage"),
-    ("GET", "/login"), ("POST", "/login"), ("POST", "/logout"), ("GET", "/extensions/{}/{}"),
-    ("GET", "/api/workflow_templates/{}/{}"), ("GET", "/{}"), ("PUT", "/prompt"), ("OPTIONS", "/prompt"),
-    ("HEAD", "/view"),
-]
+# The routes come from the app's own router (tests/tenancy/app_routes.py), every method and path, HEADs
+# and /api mirrors included; these are sent besides, as methods no route takes.
+EXTRA_ROUTES = [("PUT", "/prompt"), ("OPTIONS", "/prompt"), ("DELETE", "/queue")]
+
+
+def fuzz_routes(app: web.Application) -> list[tuple[str, str]]:
+    """(method, template with {} per parameter) of every route of the app, and EXTRA_ROUTES."""
+    return [(m, re.sub(r"\{[^}]*\}", "{}", p)) for m, p in app_routes(app)] + EXTRA_ROUTES
+
+
 QUERY_KEYS = ["filename", "type", "subfolder", "preview", "channel", "max_items", "offset", "dir", "recurse",
               "full_info", "split", "path", "overwrite", "clientId", "limit", "status", "sort_by", "sort_order",
               "next", "workflow_id", "x"]
@@ -100,8 +94,8 @@ def mostly(usual: st.SearchStrategy, odd: st.SearchStrategy = header_value) -> s
     return st.sampled_from(range(10)).flatmap(lambda i: odd if i == 9 else usual)   # shrinks towards usual
 
 
-requests = st.fixed_dictionaries({
-    "route": st.sampled_from(ROUTES), "api": st.booleans(), "segments": st.lists(SEGMENT, min_size=3, max_size=3),
+requests = lambda routes: st.fixed_dictionaries({   # noqa: E731
+    "route": st.sampled_from(routes), "api": st.booleans(), "segments": st.lists(SEGMENT, min_size=3, max_size=3),
     "raw_segments": st.booleans(), "query": st.dictionaries(st.sampled_from(QUERY_KEYS) | st.text(max_size=6), SEGMENT,
                                                            max_size=4),
     "auth": mostly(st.sampled_from(["$alice", "$alice", "$admin", "$cookie", "$none"])),
@@ -233,10 +227,21 @@ def test_fuzzed_requests_never_fail_the_server(tmp_path, hosted_mode):
     before = _tree(tmp_path, ws.root)
     failures: list[tuple[int, bytes]] = []
     started = time.monotonic()
+    routes = fuzz_routes(live.app)
+    assert len(routes) >= 170
+    # Every route once with a plain request first (hypothesis then draws among them).
+    for method, template in routes:
+        spec = {"route": (method, template), "api": False, "segments": ["a.png", "b", "c"], "raw_segments": False,
+                "query": {"filename": "a.png"}, "auth": "$alice", "cookie": None, "content_type": None,
+                "origin": None, "host": "$same", "extra": {}, "upgrade": False, "body": None}
+        raw = _request(spec, live.port, secrets)
+        status = live.send(raw)
+        if status >= 500 or status == -1:
+            failures.append((status, raw[:600]))
 
     @settings(max_examples=EXAMPLES, deadline=None, derandomize=not os.environ.get("FUZZ_RANDOM"), database=None,
               suppress_health_check=list(HealthCheck))
-    @given(requests)
+    @given(requests(routes))
     def fuzz(spec: dict) -> None:
         raw = _request(spec, live.port, secrets)
         status = live.send(raw)

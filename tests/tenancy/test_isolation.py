@@ -1,95 +1,233 @@
-"""Two tenants: every route of the face tried by one against the other's prompt ids, files, user
-data and settings is denied or answers only the caller's own (empty) data, with no byte of the
-other's data in any answer."""
+"""Two tenants, both ways round: every route of the app's router (every method and path, /api mirrors,
+HEADs, the /internal sub-application, the static catch-all) is tried by one tenant against the other's
+prompt ids, files, user data, settings, users and sockets, with the case isolation_cases.CASES gives
+it; a route with no case fails test_every_route_has_an_isolation_case. Nothing is concluded from a
+sleep: an interrupt is checked on the prompt's own flag, sockets are read up to the caller's own
+prompt, which the one publish loop delivers after anything of the victim's."""
 from __future__ import annotations
 
 import asyncio
+import json
+import struct
 
 import aiohttp
+import pytest
 import tenant_nodes as tn
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
+from app_routes import app_routes, route_hit, route_key
+from isolation_cases import CASES, WRITES, Ctx, Tenant, _form, _png, assert_not_interrupted, clean, stale, uncovered
+
+from comfy_bridge import progress
+from comfy_bridge.registry import NodeRegistry
+from comfy_bridge.server import ServerConfig, create_app
+from comfy_bridge.server.app import SERVER_KEY
+from comfy_bridge.workspace import Workspace
+from nodes.image_io import LoadImage, SaveImage
+
+SLOW_S = 120.0   # the victim's running prompt: interrupted by the victim when the routes are done
 
 
-async def _running(hosted, name: str, prompt_id: str) -> bool:
-    resp = await hosted.client.get("/queue", headers=hosted.auth(name))
-    return any(item[1] == prompt_id for item in (await resp.json())["queue_running"])
+def _registry() -> NodeRegistry:
+    registry = NodeRegistry()
+    registry.add_builtin({**tn.CLASSES, "LoadImage": LoadImage, "SaveImage": SaveImage})
+    return registry
 
 
-async def _wait_running(hosted, name, prompt_id, timeout=10.0):
-    for _ in range(int(timeout / 0.02)):
-        if await _running(hosted, name, prompt_id):
-            return
-        await asyncio.sleep(0.02)
-    raise TimeoutError(prompt_id)
+def _safetensors(meta: dict) -> bytes:
+    header = json.dumps({"__metadata__": meta}).encode()
+    return struct.pack("<Q", len(header)) + header
 
 
-async def test_every_route_denies_the_other_tenants_data(hosted, workspace):
-    alice, bob = hosted.add("alice"), hosted.add("bob")
-    client = hosted.client
-    done = (await hosted.post_prompt("alice", tn.prompt(11, prefix="secretimg")))["prompt_id"]
-    await hosted.wait_history("alice", done)
-    form = aiohttp.FormData()
-    form.add_field("image", b"ALICE-UPLOAD-BYTES", filename="aliceinput.png")
-    assert (await client.post("/upload/image", data=form, headers=alice)).status == 200
-    assert (await client.post("/userdata/workflows%2Faliceflow.json", data=b'{"ALICE": 1}',
-                              headers=alice)).status == 200
-    assert (await client.post("/settings", json={"alice.secret": "ALICE-SETTING"}, headers=alice)).status == 200
-    running = (await hosted.post_prompt("alice", tn.prompt(12, prefix="secretslow", slow=30)))["prompt_id"]
-    pending = (await hosted.post_prompt("alice", tn.prompt(13, prefix="secretpending")))["prompt_id"]
-    await _wait_running(hosted, "alice", running)
+def _config(tmp_path, **extra) -> ServerConfig:
+    ws = Workspace(tmp_path / "ws").create()
+    (tmp_path / "web").mkdir(exist_ok=True)
+    (tmp_path / "web" / "index.html").write_text("<html>ui</html>")
+    checkpoints = ws.folder_paths("checkpoints")[0]
+    checkpoints.mkdir(parents=True, exist_ok=True)
+    (checkpoints / "shared.safetensors").write_bytes(_safetensors({"note": "OPERATOR-META"}))
+    return ServerConfig(workspace=ws, state_db=tmp_path / "state.sqlite3", front_end_root=tmp_path / "web",
+                        multi_user=True, **extra)
 
-    # Alice's files are in her folders, not in the shared ones.
-    assert (workspace.output_dir / "tenants" / "alice" / "secretimg_11.png").is_file()
-    assert not (workspace.output_dir / "secretimg_11.png").exists()
-    assert (workspace.input_dir / "tenants" / "alice" / "aliceinput.png").is_file()
 
-    secrets = [done, running, pending, "secretimg", "secretslow", "secretpending", "aliceinput", "ALICE",
-               "aliceflow", "tenants/alice"]
-    reads = ["/queue", "/history", f"/history/{done}", f"/history/{running}", "/jobs", f"/jobs/{done}",
-             f"/jobs/{running}", f"/jobs/{pending}", "/prompt", "/view?filename=secretimg_11.png",
-             "/view?filename=secretimg_11.png&subfolder=..%2Falice", "/view?filename=secretimg_11.png&subfolder=../alice",
-             "/view?filename=aliceinput.png&type=input", "/view?filename=../alice/aliceinput.png&type=input",
-             "/userdata?dir=workflows", "/userdata/workflows%2Faliceflow.json", "/v2/userdata",
-             "/v2/userdata?path=workflows", "/settings", "/settings/alice.secret", "/internal/files/input",
-             "/internal/files/output", "/internal/logs", "/internal/logs/raw", "/cluster/tenants/alice/usage",
-             "/api/history", "/api/queue", "/api/jobs"]
-    for path in reads:
-        resp = await client.get(path, headers=bob)
-        body = await resp.read()
-        assert resp.status < 500, path
-        for secret in secrets:
-            assert secret.encode() not in body, (path, secret, body[:300])
-    for path in ("/view?filename=secretimg_11.png", "/view?filename=aliceinput.png&type=input",
-                 "/userdata/workflows%2Faliceflow.json"):
-        assert (await client.get(path, headers=bob)).status in (400, 403, 404), path
+def check_coverage(app: web.Application) -> None:
+    routes = app_routes(app)
+    missing = uncovered(routes)
+    assert not missing, f"routes with no isolation case in isolation_cases.CASES: {missing}"
+    assert not stale(routes), f"cases for routes the app does not have: {stale(routes)}"
 
-    writes = [("post", "/queue", {"delete": [pending]}), ("post", "/queue", {"clear": True}),
-              ("post", "/history", {"delete": [done]}), ("post", "/history", {"clear": True}),
-              ("post", f"/jobs/{pending}/cancel", None), ("post", f"/jobs/{running}/cancel", None),
-              ("post", "/jobs/cancel", {"job_ids": [pending, running]}), ("post", "/interrupt", {"prompt_id": running}),
-              ("post", "/interrupt", {}), ("post", "/free", {"free_memory": True}),
-              ("delete", "/userdata/workflows%2Faliceflow.json", None),
-              ("post", "/userdata/workflows%2Faliceflow.json/move/workflows%2Fstolen.json", None)]
-    for method, path, body in writes:
-        resp = await client.request(method, path, json=body, headers=bob)
-        assert resp.status < 500, path
-        text = await resp.read()
-        assert not any(s.encode() in text for s in secrets), path
-        cancelled = (await resp.json())["cancelled"] if path.startswith("/jobs") else False
-        assert cancelled is False, path
 
-    await asyncio.sleep(0.3)
-    assert await _running(hosted, "alice", running), "bob's interrupt reached alice's prompt"
-    resp = await client.get("/queue", headers=alice)
-    assert [i[1] for i in (await resp.json())["queue_pending"]] == [pending]
-    assert done in await (await client.get("/history", headers=alice)).json()
-    assert (await client.get("/userdata/workflows%2Faliceflow.json", headers=alice)).status == 200
-    assert await (await client.get("/settings/alice.secret", headers=alice)).json() == "ALICE-SETTING"
-    assert (await client.get("/view?filename=secretimg_11.png", headers=alice)).status == 200
+def test_every_route_has_an_isolation_case(tmp_path):
+    app = create_app(_config(tmp_path), registry=_registry())
+    check_coverage(app)
+    assert len(app_routes(app)) >= 170   # 59 cases; with HEADs and /api mirrors, every route
 
-    # Alice can stop her own prompt with the same calls that did nothing for bob.
-    assert (await client.post("/interrupt", json={}, headers=alice)).status == 200
-    entry = await hosted.wait_history("alice", running)
-    assert entry["status"]["status_str"] == "error"
+
+async def _dummy(request: web.Request) -> web.Response:
+    return web.json_response({"secret": "whatever"})
+
+
+@pytest.mark.parametrize("where", ["app router", "server.routes (a node pack's way, mirrored under /api)"])
+def test_a_route_without_a_case_fails_the_coverage_check(tmp_path, where):
+    """The self-check: the app with one more route fails check_coverage, naming the route."""
+    from comfy_bridge.tenancy.server import TenantPromptServer
+    config = _config(tmp_path)
+    if where == "app router":
+        app = create_app(config, registry=_registry())
+        app.router.add_post("/tenant_dummy/{id}", _dummy)
+        expected = [("POST", "/tenant_dummy/{id}")]
+    else:   # as create_app does, with a pack adding its route through PromptServer.instance.routes
+        server = TenantPromptServer(config, registry=_registry())
+        server.routes.get("/tenant_dummy")(_dummy)
+        server.add_routes()
+        app = server.app
+        expected = [("GET", "/api/tenant_dummy"), ("GET", "/tenant_dummy"), ("HEAD", "/api/tenant_dummy"),
+                    ("HEAD", "/tenant_dummy")]
+    assert uncovered(app_routes(app)) == expected
+    with pytest.raises(AssertionError, match="tenant_dummy"):
+        check_coverage(app)
+
+
+class World:
+    def __init__(self, client: TestClient):
+        self.client = client
+        self.server = client.server.app[SERVER_KEY]
+        self.workspace = self.server.workspace
+        self.app = client.server.app
+
+    def tenant(self, name: str) -> Tenant:
+        self.server.store.add_tenant(name)
+        key = self.server.store.create_key(name)
+        self.server.gate._active = (0.0, False)
+        return Tenant(name, {"Authorization": f"Bearer {key}"})
+
+    async def post(self, who: Tenant, prompt: dict, **extra) -> str:
+        resp = await self.client.post("/prompt", json={"prompt": prompt, **extra}, headers=who.headers)
+        assert resp.status == 200, await resp.text()
+        return (await resp.json())["prompt_id"]
+
+    async def wait_history(self, who: Tenant, prompt_id: str, timeout: float = 60.0) -> dict:
+        """Poll until the prompt's entry is there (the condition, not the sleep, ends the wait)."""
+        async with asyncio.timeout(timeout):
+            while True:
+                data = await (await self.client.get(f"/history/{prompt_id}", headers=who.headers)).json()
+                if prompt_id in data:
+                    return data[prompt_id]
+                await asyncio.sleep(0.02)
+
+    async def fill(self, t: Tenant, value: int) -> None:
+        """The tenant's data: uploads, a user, user data, a setting and a finished prompt."""
+        c = self.client
+        for name, data in ((f"{t.name}input.png", _png(f"{t.upper}-PNGTEXT")),
+                           (f"{t.name}model.safetensors", _safetensors({"secret": f"{t.upper}-META"}))):
+            assert (await c.post("/upload/image", data=_form(name, data), headers=t.headers)).status == 200
+        resp = await c.post("/users", json={"username": f"{t.name}user"}, headers=t.headers)
+        assert resp.status == 200, await resp.text()
+        t.user_id = await resp.json()
+        resp = await c.post(f"/userdata/workflows%2F{t.name}flow.json", data=json.dumps({f"{t.upper}-USERDATA": 1}),
+                            headers=t.headers)
+        assert resp.status == 200
+        assert (await c.post("/settings", json={f"{t.name}.secret": f"{t.upper}-SETTING"},
+                             headers=t.headers)).status == 200
+        prompt = {**tn.prompt(value, prefix=f"{t.name}img"),
+                  "3": {"class_type": "LoadImage", "inputs": {"image": f"{t.name}input.png"}},
+                  "4": {"class_type": "SaveImage", "inputs": {"images": ["3", 0], "filename_prefix": f"{t.name}loaded"}}}
+        t.done = await self.post(t, prompt)
+        entry = await self.wait_history(t, t.done)
+        assert entry["status"]["status_str"] == "success", entry["status"]
+        t.image = f"{t.name}img_{value}.png"
+
+    async def snapshot(self, t: Tenant) -> dict:
+        out = {}
+        for path in ("/queue", "/history", "/userdata?dir=workflows", f"/userdata/workflows%2F{t.name}flow.json",
+                     "/settings", "/users", "/internal/files/input", "/internal/files/output", "/jobs"):
+            resp = await self.client.get(path, headers=t.headers)
+            out[path] = (resp.status, await resp.read())
+        # The victim's own masks (upload_mask's positive control) are the victim's doing.
+        names = json.loads(out["/internal/files/input"][1])
+        out["/internal/files/input"] = sorted(n for n in names if not n.startswith(f"{t.name}mask"))
+        return out
+
+
+async def read_until(sock, done, timeout: float = 60.0) -> list:
+    """Every message up to and including the first text message `done` accepts."""
+    got = []
+    async with asyncio.timeout(timeout):
+        while True:
+            msg = await sock.receive()
+            assert msg.type in (aiohttp.WSMsgType.TEXT, aiohttp.WSMsgType.BINARY), msg
+            got.append(json.loads(msg.data) if msg.type == aiohttp.WSMsgType.TEXT else msg.data)
+            if isinstance(got[-1], dict) and done(got[-1]):
+                return got
+
+
+def _ended(prompt_id: str, types=("execution_success",)):
+    return lambda m: m["type"] in types and m.get("data", {}).get("prompt_id") == prompt_id
+
+
+@pytest.fixture
+async def world(tmp_path):
+    app = create_app(_config(tmp_path), registry=_registry())
+    async with TestClient(TestServer(app)) as client:
+        yield World(client)
+
+
+@pytest.mark.parametrize("direction", ["bob against alice", "alice against bob"])
+async def test_every_route_keeps_each_tenant_to_its_own_data(world, direction):
+    alice, bob = world.tenant("alice"), world.tenant("bob")
+    attacker, victim = (bob, alice) if direction.startswith("bob") else (alice, bob)
+    await world.fill(alice, 11)
+    await world.fill(bob, 12)
+    # The victim's sockets, one per websocket route, and a prompt running and one pending behind it.
+    v_socks = {cid: await world.client.ws_connect(f"{p}/ws?clientId={cid}", headers=victim.headers)
+               for p, cid in (("", victim.cid), ("/api", victim.cid + "-api"))}
+    victim.running = await world.post(victim, tn.prompt(13, prefix=f"{victim.name}slow", slow=SLOW_S),
+                                      client_id=victim.cid + "-api")
+    victim.pending = await world.post(victim, tn.prompt(14, prefix=f"{victim.name}pending"), client_id=victim.cid)
+    async with asyncio.timeout(30):
+        while victim.running not in progress._prompt_flags:   # bound: it runs
+            await asyncio.sleep(0.02)
+    before = await world.snapshot(victim)
+
+    routes = app_routes(world.app)
+    present = set(routes)
+    # Reads first, then writes; a route and its /api mirror together.
+    order = sorted((m in WRITES, route_key(m, p, present), m) for m, p in routes if m != "HEAD")
+    ctxs = {}
+    for _, (key_method, key_path, prefix), method in order:
+        ctx = ctxs.setdefault(prefix, Ctx(world.client, victim, attacker, prefix, world.server, world.workspace))
+        await CASES[(key_method, key_path)](ctx)
+    tried = [t for ctx in ctxs.values() for t in ctx.tried]
+    hit = {await route_hit(world.app, method, url) for method, url, _ in tried}
+    hit |= {("GET", "/ws"), ("GET", "/api/ws")}   # the sockets, opened with ws_connect
+    assert not present - hit, f"routes no request reached: {sorted(present - hit)}"
+
+    # Nothing of the victim's changed, and its prompt still runs, uninterrupted.
+    assert await world.snapshot(victim) == before
+    assert_not_interrupted(ctxs[""])
+    # The victim stops its own prompt with the call that did nothing for the attacker; the pending one runs.
+    assert (await world.client.post("/interrupt", json={}, headers=victim.headers)).status == 200
+    assert (await world.wait_history(victim, victim.running))["status"]["status_str"] == "error"
+    assert (await world.wait_history(victim, victim.pending))["status"]["status_str"] == "success"
+    # Positive control: the victim's sockets got its prompts' messages.
+    got = await read_until(v_socks[victim.cid], _ended(victim.pending))
+    assert any(m["type"] == "executed" for m in got if isinstance(m, dict))
+    await read_until(v_socks[victim.cid + "-api"],
+                     _ended(victim.running, ("execution_interrupted", "execution_error")))
+    # The attacker's sockets under the victim's client ids: read up to the attacker's own prompt for that
+    # id, which the one publish loop delivers after every message of the victim's prompts.
+    sockets = [s for ctx in ctxs.values() for s in ctx.sockets]
+    assert len(sockets) == 2
+    for i, (cid, sock) in enumerate(sockets):
+        mine = await world.post(attacker, tn.prompt(20 + i, prefix=f"{attacker.name}final"), client_id=cid)
+        got = await read_until(sock, _ended(mine))
+        clean(json.dumps([m for m in got if isinstance(m, dict)]).encode(), victim, cid, ("socket", cid))
+        assert not [m for m in got if not isinstance(m, dict)], "binary frames reached the attacker"
+        assert all(m["data"]["status"]["exec_info"]["queue_remaining"] <= 1
+                   for m in got if isinstance(m, dict) and m["type"] == "status")
+        await sock.close()
+    for sock in v_socks.values():
+        await sock.close()
 
 
 async def test_requests_without_a_valid_key_are_refused(hosted):
