@@ -57,7 +57,7 @@ async def test_five_thousand_digit_integer_anywhere_is_400(client):
     {"prompt": {"1": 5}},
     {"prompt": {"1": [1, 2]}},
     {"prompt": {"1": {"class_type": {"a": 1}, "inputs": {}}}},
-    {"prompt": {"1": {"class_type": "FakeImage", "inputs": 5}}},
+    {"prompt": {"1": {"class_type": "StubImage", "inputs": 5}}},
     {"prompt": simple_prompt(), "partial_execution_targets": 5},
     {"prompt": simple_prompt(), "partial_execution_targets": [2]},
     {"prompt": simple_prompt(), "client_id": {"a": 1}},

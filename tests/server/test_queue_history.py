@@ -1,11 +1,11 @@
 """/queue, /history and /jobs: pending items, clearing, paging, job shapes."""
-from .conftest import simple_prompt, wait_history, wait_node_running
+from .conftest import simple_prompt, wait_history, wait_slow_node_running
 
 
 async def _block_worker(client, pid="blocker"):
     """Start a slow prompt and wait until it runs, so later prompts stay pending."""
-    await client.post("/prompt", json={"prompt": simple_prompt(save_class="FakeSlow"), "prompt_id": pid})
-    await wait_node_running("2")
+    await client.post("/prompt", json={"prompt": simple_prompt(save_class="StubSlow"), "prompt_id": pid})
+    await wait_slow_node_running()
 
 
 async def test_queue_shows_running_and_pending_and_post_deletes(client):
@@ -58,7 +58,7 @@ async def test_jobs_list_and_detail_shapes(client):
     r = await client.post("/prompt", json={"prompt": simple_prompt(), "prompt_id": "ok",
                                            "extra_data": {"extra_pnginfo": {"workflow": {"id": "wf1"}}}})
     await wait_history(client, "ok")
-    await client.post("/prompt", json={"prompt": simple_prompt(save_class="FakeError"), "prompt_id": "err"})
+    await client.post("/prompt", json={"prompt": simple_prompt(save_class="StubError"), "prompt_id": "err"})
     await wait_history(client, "err")
     r = await client.get("/api/jobs?status=completed,failed,cancelled&limit=64&offset=0")
     body = await r.json()
@@ -67,7 +67,7 @@ async def test_jobs_list_and_detail_shapes(client):
     ok = jobs["ok"]
     assert ok["status"] == "completed" and ok["workflow_id"] == "wf1"
     assert ok["outputs_count"] == 1 and ok["previewable_outputs_count"] == 1
-    assert ok["preview_output"] == {"filename": "fake.png", "subfolder": "", "type": "output", "nodeId": "2",
+    assert ok["preview_output"] == {"filename": "stub.png", "subfolder": "", "type": "output", "nodeId": "2",
                                     "mediaType": "images"}
     assert isinstance(ok["create_time"], int) and ok["execution_end_time"] >= ok["execution_start_time"]
     assert jobs["err"]["status"] == "failed" and jobs["err"]["execution_error"]["exception_type"] == "RuntimeError"
@@ -78,7 +78,7 @@ async def test_jobs_list_and_detail_shapes(client):
     assert len(page["jobs"]) == 1 and page["pagination"]["has_more"] is True
     assert page["jobs"][0]["id"] == "err"  # newest first
     detail = await (await client.get("/api/jobs/ok")).json()
-    assert detail["outputs"]["2"]["images"][0]["filename"] == "fake.png"
+    assert detail["outputs"]["2"]["images"][0]["filename"] == "stub.png"
     assert detail["workflow"]["extra_data"]["extra_pnginfo"]["workflow"]["id"] == "wf1"
     assert (await client.get("/api/jobs/unknown")).status == 404
     assert (await client.get("/api/jobs?status=bogus")).status == 400

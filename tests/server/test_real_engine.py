@@ -1,6 +1,5 @@
 """The server on the real engine (registry, validation, executor, custom node loading): a model-free
 prompt runs end to end, invalid prompts are refused, a pack's routes and web directory are served."""
-import asyncio
 import io
 import textwrap
 
@@ -99,7 +98,8 @@ async def test_real_validation_refuses_bad_prompts(real_client):
     assert body["error"]["type"] == "prompt_outputs_failed_validation" and "1" in body["node_errors"]
     r = await real_client.post("/prompt", json={"prompt": {"1": {"class_type": "Nope", "inputs": {}}}})
     assert r.status == 400 and (await r.json())["error"]["type"] == "invalid_prompt"
-    await asyncio.sleep(0.05)
+    # a refused prompt is never enqueued (the 400 is answered before any queueing), so nothing can run
+    assert await (await real_client.get("/queue")).json() == {"queue_running": [], "queue_pending": []}
     assert await (await real_client.get("/history")).json() == {}
 
 

@@ -7,9 +7,7 @@ import aiohttp
 
 from comfy_bridge.server import ServerConfig, run_server, start_server
 
-from .conftest import FakeExecutor, FakeRegistry, fake_validate, simple_prompt
-
-ENGINE = {"registry": None, "executor_factory": FakeExecutor, "validate": fake_validate}
+from .conftest import make_registry, simple_prompt
 
 
 def free_port() -> int:
@@ -21,7 +19,7 @@ def free_port() -> int:
 async def test_start_server_serves_http_and_runs_prompts(workspace, web_root):
     port = free_port()
     config = ServerConfig(listen="127.0.0.1", port=port, workspace=workspace, front_end_root=web_root)
-    runner = await start_server(config, **{**ENGINE, "registry": FakeRegistry()})
+    runner = await start_server(config, registry=make_registry())
     try:
         async with aiohttp.ClientSession() as session:
             base = f"http://127.0.0.1:{port}"
@@ -29,13 +27,16 @@ async def test_start_server_serves_http_and_runs_prompts(workspace, web_root):
                 assert await r.json() == {"exec_info": {"queue_remaining": 0}}
             async with session.post(base + "/prompt", json={"prompt": simple_prompt(), "prompt_id": "live"}) as r:
                 assert r.status == 200
-            for _ in range(200):
+            deadline = time.monotonic() + 30
+            while True:
                 async with session.get(base + "/history/live") as r:
-                    if "live" in await r.json():
-                        break
+                    entry = (await r.json()).get("live")
+                if entry is not None:
+                    break
+                assert time.monotonic() < deadline, "prompt never finished"
                 await asyncio.sleep(0.01)
-            else:
-                raise AssertionError("prompt never finished")
+            assert entry["status"]["status_str"] == "success"
+            assert entry["outputs"]["2"]["images"][0]["filename"] == "stub.png"
     finally:
         await runner.cleanup()
     with socket.socket() as s:  # the port is released after cleanup
@@ -45,5 +46,5 @@ async def test_start_server_serves_http_and_runs_prompts(workspace, web_root):
 def test_run_server_quick_test_for_ci_returns(workspace, web_root):
     config = ServerConfig(port=free_port(), workspace=workspace, front_end_root=web_root, quick_test_for_ci=True)
     started = time.monotonic()
-    run_server(config, **{**ENGINE, "registry": FakeRegistry()})
+    run_server(config, registry=make_registry())
     assert time.monotonic() - started < 30

@@ -9,7 +9,8 @@ from aiohttp import web
 from comfy_bridge.server import PromptServer, ServerConfig, create_app
 from comfy_bridge.server.app import SERVER_KEY
 
-from .conftest import FakeExecutor, FakeRegistry, fake_validate
+from .conftest import make_registry
+from .server_nodes import CLASSES, StubBrokenInfo
 
 
 async def test_system_stats_and_features(client):
@@ -46,28 +47,24 @@ async def test_models_and_embeddings(client, workspace):
 
 async def test_object_info_all_and_one(client):
     info = await (await client.get("/api/object_info")).json()
-    assert set(info) == {"FakeImage", "FakeSave", "FakeError", "FakeSlow", "FakePreview"}
-    one = await (await client.get("/object_info/FakeImage")).json()
-    assert one["FakeImage"]["display_name"] == "Fake Image"
+    assert set(info) == set(CLASSES)
+    one = await (await client.get("/object_info/StubImage")).json()
+    assert one["StubImage"]["display_name"] == "Stub Image"
+    assert one["StubImage"]["input"] == {"required": {"width": ["INT", {"default": 8, "min": 1, "max": 64}]}}
     assert await (await client.get("/object_info/DoesNotExist")).json() == {}
 
 
 async def test_object_info_skips_broken_node(make_client):
-    class Broken(FakeRegistry):
-        def node_info(self, class_type):
-            if class_type == "FakeSlow":
-                raise RuntimeError("bad INPUT_TYPES")
-            return super().node_info(class_type)
-    client = await make_client(registry=Broken())
+    client = await make_client(registry=make_registry({"StubBrokenInfo": StubBrokenInfo}))
     info = await (await client.get("/object_info")).json()
-    assert "FakeSlow" not in info and "FakeImage" in info
+    assert "StubBrokenInfo" not in info and "StubImage" in info
 
 
 async def test_frontend_index_and_static_and_extensions(make_client, tmp_path):
     pack_web = tmp_path / "pack_web"
     (pack_web / "js").mkdir(parents=True)
     (pack_web / "js" / "ext.js").write_text("// pack")
-    client = await make_client(registry=FakeRegistry(web_directories={"my pack": pack_web}))
+    client = await make_client(registry=make_registry(web_directories={"my pack": pack_web}))
     r = await client.get("/")
     assert r.status == 200 and "fake ui" in await r.text()
     assert r.headers["Cache-Control"] == "no-cache"
@@ -81,8 +78,7 @@ async def test_frontend_index_and_static_and_extensions(make_client, tmp_path):
 
 async def test_default_web_root_is_the_frontend_package(workspace):
     import comfyui_frontend_package
-    app = create_app(ServerConfig(workspace=workspace), registry=FakeRegistry(), executor_factory=FakeExecutor,
-                     validate=fake_validate)
+    app = create_app(ServerConfig(workspace=workspace), registry=make_registry())
     expected = Path(comfyui_frontend_package.__file__).parent / "static"
     assert app[SERVER_KEY].web_root == expected
     from aiohttp.test_utils import TestClient, TestServer
@@ -152,18 +148,18 @@ async def test_cors_header_option(make_client):
 
 
 async def test_pack_routes_added_through_instance_get_api_mirror(workspace, web_root):
-    class PackRegistry(FakeRegistry):
-        def __init__(self):
-            super().__init__()
-            routes = PromptServer.instance.routes
+    def load_pack():
+        """What a pack does while create_app builds the registry: add a route to PromptServer.instance."""
+        routes = PromptServer.instance.routes
 
-            @routes.get("/mypack/hello")
-            async def hello(request):
-                return web.json_response({"hi": True})
+        @routes.get("/mypack/hello")
+        async def hello(request):
+            return web.json_response({"hi": True})
+        return make_registry()
 
     config = ServerConfig(workspace=workspace, front_end_root=web_root)
-    server = PromptServer(config, executor_factory=FakeExecutor, validate=fake_validate)
-    server.registry = PackRegistry()  # what create_app does when it builds the registry
+    server = PromptServer(config)
+    server.registry = load_pack()  # what create_app does when it builds the registry
     server.add_routes()
     from aiohttp.test_utils import TestClient, TestServer
     async with TestClient(TestServer(server.app)) as client:
@@ -186,7 +182,7 @@ async def test_extension_static_refuses_traversal(make_client, tmp_path):
     pack_web = tmp_path / "pack_web"
     pack_web.mkdir()
     (tmp_path / "secret.js").write_text("secret")
-    client = await make_client(registry=FakeRegistry(web_directories={"p": pack_web}))
+    client = await make_client(registry=make_registry(web_directories={"p": pack_web}))
     for url in ("/extensions/p/..%2Fsecret.js", "/extensions/p/%2e%2e/secret.js", "/extensions/..%2F..%2Fx/y.js"):
         r = await client.get(url)
         assert r.status in (403, 404), url
