@@ -99,7 +99,8 @@ _TENANT_COLUMNS = ", ".join(f.name for f in fields(Tenant))
 
 
 class Store:
-    def __init__(self, path: str | Path, scrypt_n: int = keys_mod.DEFAULT_SCRYPT_N):
+    def __init__(self, path: str | Path, scrypt_n: int = keys_mod.HMAC_SHA256):
+        """`scrypt_n`: how new keys are hashed (keys.HMAC_SHA256, or an older version's scrypt cost)."""
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.scrypt_n = scrypt_n
@@ -116,7 +117,7 @@ class Store:
                     self._db.execute(f"ALTER TABLE tenants ADD COLUMN {column} {decl}")
                 except sqlite3.OperationalError:   # another process added it first
                     pass
-        self._verified: dict[str, str] = {}   # key id -> digest of a secret scrypt already accepted
+        self._verified: dict[str, str] = {}   # key id -> digest of a secret already checked against its hash
         if os.name == "posix":
             os.chmod(self.path, 0o600)
 
@@ -182,7 +183,7 @@ class Store:
 
     # -- API keys -------------------------------------------------------------------------
     def create_key(self, tenant: str) -> str:
-        """A new key for `tenant`; only its scrypt hash is kept, so this is the one time it is seen."""
+        """A new key for `tenant`; only its hash is kept, so this is the one time it is seen."""
         if self.get_tenant(tenant) is None:
             raise StoreError(f"no tenant {tenant!r}")
         key_id, secret, key = keys_mod.new_key()
@@ -213,12 +214,12 @@ class Store:
 
     def authenticate_key(self, key: str) -> tuple[str, str] | None:
         """(tenant, key id) for a valid, unrevoked key; None otherwise. The revocation check reads
-        the database every time (another process may have revoked it); the scrypt check runs once
+        the database every time (another process may have revoked it); the hash check runs once
         per key and process."""
         return self._authenticate(key, verify=True)
 
     def verified_key(self, key: str) -> tuple[str, str] | None:
-        """authenticate_key without scrypt: the answer for a key this process has already verified
+        """authenticate_key without hashing: the answer for a key this process has already verified
         (still unrevoked), None for any other (which then needs authenticate_key)."""
         return self._authenticate(key, verify=False)
 
