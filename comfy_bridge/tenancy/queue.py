@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 from typing import Any, Callable
 
 from comfy_bridge.server.prompt_queue import MAX_HISTORY, ExecutionStatus, QueueItem
@@ -30,6 +31,16 @@ class TenantQueue:
         self._sensitive: dict[int, dict] = {}   # secrets stay in memory, never on disk
         self._running: dict[int, tuple[QueueRow, float]] = {}
         self._served: dict[str, float] = {}     # tenant -> seconds of service / weight (this process)
+        # In-memory copies of a tenant's queue rows and history (oldest first), loaded on its first
+        # read and then updated after each store write, under their own lock (never held across the
+        # worker's store writes): every client re-reads /queue and /history on each status message,
+        # and reading them from SQLite on the event loop, behind the worker's store lock (its commits
+        # and WAL checkpoints), was the tail of those routes. Updates are idempotent, so one made
+        # after a load that already saw its write changes nothing. Reads that span every tenant
+        # (tenant None) go to the store.
+        self._mirror = threading.Lock()
+        self._queues: dict[str, dict[int, QueueRow]] = {}
+        self._histories: dict[str, dict[str, dict]] = {}
         self.resumed = store.requeue_running()
         store.repair_queue()
 
@@ -44,6 +55,10 @@ class TenantQueue:
             row_id = self.store.queue_add(tenant or "", item.prompt_id, item.number, item.public())
             if item.sensitive:
                 self._sensitive[row_id] = item.sensitive
+            with self._mirror:
+                rows = self._queues.get(tenant or "")
+                if rows is not None:
+                    rows[row_id] = QueueRow(row_id, tenant or "", item.prompt_id, item.number, item.public(), False)
             self._cond.notify()
         self._on_change()
 
@@ -57,6 +72,10 @@ class TenantQueue:
                 return None
             self._running[row.id] = (row, time.perf_counter())
             sensitive = self._sensitive.pop(row.id, None)
+            with self._mirror:
+                rows = self._queues.get(row.tenant)
+                if rows is not None and row.id in rows:
+                    rows[row.id] = replace(rows[row.id], running=True)
         context.set_current(row.tenant)
         self._on_change()
         return QueueItem(*row.item, sensitive), row.id
@@ -91,13 +110,32 @@ class TenantQueue:
             entry = {"prompt": row.item, "outputs": outputs,
                      "status": status.as_dict() if status is not None else None, "meta": result.get("meta", {})}
             self.store.finish(row.id, row.prompt_id, row.tenant, entry, self._max_history)
+            with self._mirror:
+                self._queues.get(row.tenant, {}).pop(row.id, None)
+                history = self._histories.get(row.tenant)
+                if history is not None:   # as the store keeps it: the newest entry last, the oldest trimmed
+                    history.pop(row.prompt_id, None)
+                    history[row.prompt_id] = entry
+                    for prompt_id in list(history)[:max(0, len(history) - self._max_history)]:
+                        del history[prompt_id]
             self.store.add_usage(row.tenant, seconds, _count_images(outputs))
             self._cond.notify_all()   # a concurrency slot is free
         self._on_change()
 
     def get_current_queue(self) -> tuple[list[list], list[list]]:
-        rows = self.store.queue_rows(context.current())
+        """(running, pending) items of the calling tenant; shared with the queue: do not change them."""
+        rows = self._tenant_rows(context.current())
         return [r.item for r in rows if r.running], [r.item for r in rows if not r.running]
+
+    def _tenant_rows(self, tenant: str | None) -> list[QueueRow]:
+        """The tenant's rows in queue order (number, then arrival), as store.queue_rows gives them."""
+        if tenant is None:
+            return self.store.queue_rows(None)
+        with self._mirror:
+            rows = self._queues.get(tenant)
+            if rows is None:
+                rows = self._queues[tenant] = {r.id: r for r in self.store.queue_rows(tenant)}
+            return sorted(rows.values(), key=lambda r: (r.number, r.id))
 
     def running_prompt_ids(self) -> list[str]:
         return [r.prompt_id for r in self.store.queue_rows(context.current(), running=True)]
@@ -106,13 +144,20 @@ class TenantQueue:
         return sum(self.store.queue_counts(context.current()))
 
     def wipe_queue(self) -> None:
-        self.store.queue_clear(context.current())
+        tenant = context.current()
+        self.store.queue_clear(tenant)
+        with self._mirror:
+            for name, rows in self._queues.items():
+                if tenant is None or name == tenant:
+                    self._queues[name] = {i: r for i, r in rows.items() if r.running}
         self._on_change()
 
     def delete_queue_item(self, predicate: Callable[[QueueItem], bool]) -> bool:
         for row in self.store.queue_rows(context.current(), running=False):
             if predicate(QueueItem(*row.item)):
                 self.store.queue_remove(row.id)
+                with self._mirror:
+                    self._queues.get(row.tenant, {}).pop(row.id, None)
                 self._sensitive.pop(row.id, None)
                 self._on_change()
                 return True
@@ -120,13 +165,39 @@ class TenantQueue:
 
     # -- history -------------------------------------------------------------------------
     def get_history(self, prompt_id: str | None = None, max_items: int | None = None, offset: int = -1) -> dict:
-        return self.store.history(context.current(), prompt_id, max_items, offset)
+        """The calling tenant's history with ComfyUI's paging (store.history's); its entries are shared
+        with the queue: do not change them."""
+        tenant = context.current()
+        if tenant is None:
+            return self.store.history(None, prompt_id, max_items, offset)
+        with self._mirror:
+            history = self._histories.get(tenant)
+            if history is None:
+                history = self._histories[tenant] = self.store.history(tenant)
+            if prompt_id is not None:
+                return {prompt_id: history[prompt_id]} if prompt_id in history else {}
+            items = list(history.items())
+        if offset < 0 and max_items is not None:
+            offset = len(items) - max_items
+        offset = max(offset, 0)
+        end = offset + max_items if max_items is not None and max_items >= 0 else None   # SQLite: LIMIT -1
+        return dict(items[offset:end])
 
     def wipe_history(self) -> None:
-        self.store.history_delete(context.current())
+        tenant = context.current()
+        self.store.history_delete(tenant)
+        with self._mirror:
+            for name in list(self._histories):
+                if tenant is None or name == tenant:
+                    self._histories[name] = {}
 
     def delete_history_item(self, prompt_id: str) -> None:
-        self.store.history_delete(context.current(), prompt_id)
+        tenant = context.current()
+        self.store.history_delete(tenant, prompt_id)
+        with self._mirror:
+            for name, history in self._histories.items():
+                if tenant is None or name == tenant:
+                    history.pop(prompt_id, None)
 
     # -- worker flags (/free) -----------------------------------------------------------
     def set_flag(self, name: str, value: Any) -> None:
