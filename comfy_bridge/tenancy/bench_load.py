@@ -1,6 +1,8 @@
 """`comfy-cluster bench tenants-load`: a hosted server on loopback with N tenants x M queued prompts;
-GET /queue and GET /history latency (p50/p95/p99/max) measured from every tenant while the worker
-executes the backlog. Target: p99 under 100 ms.
+POST /prompt latency while every tenant queues its prompts at once with a key the server has not
+seen yet (its first check runs scrypt), then GET /queue and GET /history latency (p50/p95/p99/max)
+measured from every tenant while the worker executes the backlog. Targets: POST /prompt p99 under
+250 ms, GET /queue and GET /history p99 under 50 ms.
 
 The server runs in its own process (as in production: its event loop shares the GIL with the
 worker thread, not with the load generator) on the core nodes; each prompt is EmptyImage ->
@@ -19,7 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
-TARGET_P99_MS = 100.0
+# p99 targets in ms, per timed request kind
+TARGETS_P99_MS = {"submit": 250.0, "queue": 50.0, "history": 50.0}
 
 
 def _free_port() -> int:
@@ -78,10 +81,8 @@ async def _load(base: str, keys: list[str], prompts: int, size: int, poll_s: flo
             timings[kind].append(elapsed)
             return json.loads(body)
 
-        for key in keys:   # each key's first check runs scrypt once in the server: not part of the figures
-            async with http.get("/queue", headers={"Authorization": f"Bearer {key}"}) as resp:
-                await resp.read()
-
+        # No warm-up request: each tenant's first POST /prompt is the server's first check of its key
+        # (scrypt), as for a client that starts queueing as soon as it has a key.
         async def submit(t: int, key: str) -> None:
             for i in range(prompts):
                 await call("submit", "POST", "/prompt", key, json={"prompt": _prompt(t, i, size)})
@@ -103,7 +104,7 @@ async def _load(base: str, keys: list[str], prompts: int, size: int, poll_s: flo
         await asyncio.gather(*(poll(k) for k in keys))
         work = time.perf_counter() - work_start
     return {"timings": timings, "errors": errors, "submitted_s": submitted, "work_s": work,
-            "tenants_done": finished["n"]}
+            "tenants": len(keys), "tenants_done": finished["n"]}
 
 
 def run(tenants: int, prompts: int, size: int, poll_s: float, timeout_s: float) -> dict:
@@ -151,21 +152,33 @@ def report(result: dict, tenants: int, prompts: int, size: int) -> str:
     total = tenants * prompts
     lines = [f"tenants-load: {tenants} tenants x {prompts} prompts = {total} queued on loopback "
              f"(EmptyImage {size}x{size} -> SaveImage, one worker)",
-             f"submit: {len(t['submit'])} POST /prompt in {result['submitted_s']:.1f} s "
-             f"(p99 {percentiles(t['submit'])['p99']:.1f} ms)",
+             f"queued in {result['submitted_s']:.1f} s, every tenant at once with a cold key; "
              f"backlog drained in {result['work_s']:.1f} s ({total / max(result['work_s'], 1e-9):.1f} prompts/s), "
              f"{result['tenants_done']}/{tenants} tenants saw all their history"]
-    worst = 0.0
-    for kind, label in (("queue", "GET /queue  "), ("history", "GET /history")):
+    for kind, label in (("submit", "POST /prompt"), ("queue", "GET /queue  "), ("history", "GET /history")):
         p = percentiles(t[kind])
-        worst = max(worst, p["p99"])
         lines.append(f"  {label} n={p['n']:5d}  p50 {p['p50']:6.1f} ms  p95 {p['p95']:6.1f} ms  "
-                     f"p99 {p['p99']:6.1f} ms  max {p['max']:6.1f} ms")
-    verdict = "PASS" if worst < TARGET_P99_MS and not result["errors"] else "FAIL"
-    lines.append(f"target p99 < {TARGET_P99_MS:.0f} ms while the worker executes: {verdict}")
-    if result["errors"]:
-        lines.append(f"{len(result['errors'])} errors, first: {result['errors'][0]}")
+                     f"p99 {p['p99']:6.1f} ms  max {p['max']:6.1f} ms  (target p99 < {TARGETS_P99_MS[kind]:.0f} ms)")
+    missed = verdict(result)
+    lines.append("PASS" if not missed else "FAIL: " + "; ".join(missed))
     return "\n".join(lines)
+
+
+def verdict(result: dict) -> list[str]:
+    """What misses the targets (an empty list is a pass): a p99 over its target, a kind with no
+    sample, any failed request, a tenant that never saw all its history."""
+    missed = []
+    for kind, target in TARGETS_P99_MS.items():
+        p = percentiles(result["timings"][kind])
+        if not p["n"]:
+            missed.append(f"no {kind} request timed")
+        elif not p["p99"] < target:
+            missed.append(f"{kind} p99 {p['p99']:.1f} ms >= {target:.0f} ms")
+    if result["errors"]:
+        missed.append(f"{len(result['errors'])} failed requests, first: {result['errors'][0]}")
+    if result["tenants_done"] < result["tenants"]:
+        missed.append(f"{result['tenants'] - result['tenants_done']} tenants did not see all their history")
+    return missed
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -186,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     print(report(result, args.tenants, args.prompts, args.size))
     if args.json:
         print(json.dumps({k: percentiles(v) for k, v in result["timings"].items()}))
-    return 1 if result["errors"] else 0
+    return 1 if verdict(result) else 0
 
 
 if __name__ == "__main__":
