@@ -126,6 +126,9 @@ def add_routes(routes: web.RouteTableDef, server: "PromptServer") -> None:
                 original = None
             # Like ComfyUI, a bad reference silently skips the save; the name is still answered.
             if original is not None and original.is_file():
-                _merge_mask(original, data, target)
+                try:
+                    _merge_mask(original, data, target)
+                except (OSError, ValueError) as e:   # PIL: not an image (UnidentifiedImageError is an OSError)
+                    raise web.HTTPBadRequest(text=f"cannot merge the mask into {ref['filename']!r}: {e}") from None
 
         return await handle_upload(request, save)

@@ -174,3 +174,15 @@ async def test_internal_files_lists_newest_first(client, workspace):
     assert await r.json() == ["b.png", "a.png"]
     assert (await client.get("/internal/files/models")).status == 400
     assert (await client.get("/api/internal/files/input")).status == 404  # not mirrored under /api
+
+
+async def test_upload_mask_onto_a_file_that_is_not_an_image_is_a_400(client, workspace):
+    (workspace.input_dir / "fake.png").write_bytes(b"not an image at all")
+    ref = json.dumps({"filename": "fake.png [input]"})
+    r = await client.post("/upload/mask", data=form(png_bytes((0, 0, 0, 30)), name="m3.png", original_ref=ref))
+    assert r.status == 400 and "fake.png" in await r.text()
+    assert not (workspace.input_dir / "m3.png").exists()
+    (workspace.input_dir / "real.png").write_bytes(png_bytes((1, 2, 3, 255)))
+    r = await client.post("/upload/mask", data=form(b"garbage", name="m4.png",
+                                                    original_ref=json.dumps({"filename": "real.png [input]"})))
+    assert r.status == 400 and not (workspace.input_dir / "m4.png").exists()   # the mask is not an image
