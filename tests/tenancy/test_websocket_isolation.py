@@ -23,16 +23,36 @@ async def _collect(ws, into: list, stop: asyncio.Event) -> None:
         into.append(json.loads(msg.data))
 
 
+async def _seen(into: list, pred, timeout: float = 20.0) -> None:
+    """Wait until a collected message satisfies `pred` (a condition, never a fixed sleep)."""
+    async with asyncio.timeout(timeout):
+        while not any(isinstance(m, dict) and pred(m) for m in into):
+            await asyncio.sleep(0.01)
+
+
+def _finished(prompt_id: str):
+    return lambda m: m["type"] == "execution_success" and m["data"]["prompt_id"] == prompt_id
+
+
+def _status(m: dict) -> bool:
+    return m["type"] == "status"
+
+
 async def test_messages_never_cross_tenants(hosted):
     alice, bob = hosted.add("alice"), hosted.add("bob")
     ws_a = await hosted.client.ws_connect("/ws?clientId=alicews", headers=alice)
     ws_b = await hosted.client.ws_connect("/ws?clientId=alicews", headers=bob)   # the same id, in bob's scope
     got_a, got_b, stop = [], [], asyncio.Event()
     tasks = [asyncio.create_task(_collect(ws_a, got_a, stop)), asyncio.create_task(_collect(ws_b, got_b, stop))]
-    await asyncio.sleep(0.1)
+    await _seen(got_a, _status)   # both sockets registered
+    await _seen(got_b, _status)
     out = await hosted.post_prompt("alice", tn.prompt(31, prefix="wsalice"), client_id="alicews")
-    await hosted.wait_history("alice", out["prompt_id"])
-    await asyncio.sleep(0.3)
+    await _seen(got_a, _finished(out["prompt_id"]))
+    # One publish loop sends in order: once bob's own prompt has reached him, anything of alice's
+    # addressed to his socket would have arrived before it.
+    before_mine = len(got_b)       # the queue counts bob saw while only alice had work
+    mine = await hosted.post_prompt("bob", tn.prompt(33, prefix="wsbob"), client_id="alicews")
+    await _seen(got_b, _finished(mine["prompt_id"]))
 
     # Bob's socket keeps the id he asked for, which names his socket only, and alice's prompt still
     # reached alice.
@@ -43,19 +63,20 @@ async def test_messages_never_cross_tenants(hosted):
     # Not one of alice's messages (or queue counts) reached bob.
     assert out["prompt_id"] not in json.dumps([m for m in got_b if isinstance(m, dict)])
     assert all(m["data"]["status"]["exec_info"]["queue_remaining"] == 0
-               for m in got_b if isinstance(m, dict) and m["type"] == "status")
+               for m in got_b[:before_mine] if isinstance(m, dict) and m["type"] == "status")
     assert any(m["data"]["status"]["exec_info"]["queue_remaining"] > 0
                for m in got_a if isinstance(m, dict) and m["type"] == "status")
 
     # Alice leaves; bob now claims her id: her next prompt's messages still do not reach him.
     await ws_a.close()
-    await asyncio.sleep(0.1)
     ws_b2 = await hosted.client.ws_connect("/ws?clientId=alicews", headers=bob)
     got_b2 = []
     tasks.append(asyncio.create_task(_collect(ws_b2, got_b2, stop)))
+    await _seen(got_b2, _status)
     out2 = await hosted.post_prompt("alice", tn.prompt(32, prefix="wsalice2"), client_id="alicews")
     await hosted.wait_history("alice", out2["prompt_id"])
-    await asyncio.sleep(0.3)
+    mine2 = await hosted.post_prompt("bob", tn.prompt(34, prefix="wsbob2"), client_id="alicews")
+    await _seen(got_b2, _finished(mine2["prompt_id"]))
     stop.set()
     await asyncio.gather(*tasks)
     seen = json.dumps([m for m in got_b + got_b2 if isinstance(m, dict)])
