@@ -391,6 +391,10 @@ class Head:
                     "memory_budget": e.memory_budget, "memory_used": e.memory_used,
                     "cached_models": sorted(e.cached_models), "queue": e.load, "reported_queue": e.reported_queue,
                     "running": [j.inv.fn for j in e.inflight.values()], "completed": e.completed,
+                    # what it runs, by dispatch: the ModelFn, its model, the request (a served prompt's id), attempt
+                    "inflight": [{"dispatch_id": did, "fn": j.inv.fn, "model": j.inv.model_key,
+                                  "request": j.inv.request, "tenant": j.inv.tenant, "attempt": j.attempts,
+                                  "running_s": round(now - j.dispatched_at, 3)} for did, j in e.inflight.items()],
                     "draining": e.draining, "last_seen_s": round(now - e.last_seen, 3),
                 } for e in self.executors.values()],
                 "tenants": {t.name: {"vtime": t.vtime, "weight": t.weight, "queued": t.queued, "running": t.running}
@@ -407,6 +411,8 @@ class Head:
                               "max_waiters_per_holder": self.warm_wait.max_waiters_per_holder,
                               "load_s": dict(self._load_s)},
                 "parked": len(self._parked), "warm_waits": 0, "warm_wait_hits": 0,
+                "completed": 0, "failed": 0, "reruns": 0, "executors_lost": 0, "bad_messages": 0,
+                "deadline_exceeded": 0, "lost_inputs": 0,   # the event counters, 0 until they first move
                 **{k: v for k, v in self.counters.items()},
             }
 

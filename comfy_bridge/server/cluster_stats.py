@@ -1,7 +1,8 @@
 """Cluster observability: GET /cluster/stats (JSON) and GET /metrics (Prometheus text format).
 
 Both read one snapshot of the head (`ServerConfig.cluster_head`, set by `comfy-cluster serve
---executors N`): executors with their device, memory use, cached models and queue; per-tenant vTime
+--executors N`): executors with their pid, device, memory use, cached models, queue and what they run
+(`inflight`: ModelFn, request id (a prompt's id), attempt and seconds since dispatch); per-tenant vTime
 and queued/running invocations; scheduler decisions per second; per-model demand and warm
 replicas; invocations parked for a busy executor holding their weights (warm wait) and how often
 that paid off; and the cascade figures when cluster.cascade provides `cascade_stats()`. Without a
