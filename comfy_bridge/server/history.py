@@ -16,6 +16,11 @@ def add_routes(routes: web.RouteTableDef, server: "PromptServer") -> None:
     async def get_history(request: web.Request) -> web.Response:
         max_items = query_int(request, "max_items")
         offset = query_int(request, "offset", -1)
+        # A queue that keeps each entry's JSON text (the hosted server's) answers without re-encoding.
+        encoded = getattr(server.prompt_queue, "encoded_history", None)
+        text = encoded(max_items=max_items, offset=offset) if encoded is not None else None
+        if text is not None:
+            return web.Response(text=text, content_type="application/json")
         return json_response(server.prompt_queue.get_history(max_items=max_items, offset=offset))
 
     @routes.get("/history/{prompt_id}")

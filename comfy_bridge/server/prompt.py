@@ -1,6 +1,7 @@
 """GET /prompt (queue counter) and POST /prompt (validate, then enqueue)."""
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import uuid
@@ -101,5 +102,8 @@ def add_routes(routes: web.RouteTableDef, server: "PromptServer") -> None:
             return json_response({"error": error, "node_errors": node_errors}, status=400)
         sensitive = {k: extra_data.pop(k) for k in SENSITIVE_EXTRA_DATA_KEYS if k in extra_data}
         extra_data["create_time"] = int(time.time() * 1000)  # the /jobs API sorts by it
-        server.prompt_queue.put(QueueItem(number, prompt_id, prompt, extra_data, list(outputs), sensitive))
+        # Off the event loop: a durable queue writes to its store (behind the worker's transactions),
+        # and every other request would wait for it.
+        await asyncio.to_thread(server.prompt_queue.put,
+                                QueueItem(number, prompt_id, prompt, extra_data, list(outputs), sensitive))
         return json_response({"prompt_id": prompt_id, "number": number, "node_errors": node_errors})

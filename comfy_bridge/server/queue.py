@@ -14,6 +14,11 @@ if TYPE_CHECKING:
 def add_routes(routes: web.RouteTableDef, server: "PromptServer") -> None:
     @routes.get("/queue")
     async def get_queue(request: web.Request) -> web.Response:
+        # A queue that keeps each item's JSON text (the hosted server's) answers without re-encoding.
+        encoded = getattr(server.prompt_queue, "encoded_queue", None)
+        text = encoded() if encoded is not None else None
+        if text is not None:
+            return web.Response(text=text, content_type="application/json")
         running, pending = server.prompt_queue.get_current_queue()
         return json_response({"queue_running": running, "queue_pending": pending})
 

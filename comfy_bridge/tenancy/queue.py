@@ -9,11 +9,13 @@ the prompt it hands out, so the engine, its files and its messages act for that 
 """
 from __future__ import annotations
 
+import json
 import threading
 import time
 from dataclasses import replace
 from typing import Any, Callable
 
+from comfy_bridge.server.common import dumps_json
 from comfy_bridge.server.prompt_queue import MAX_HISTORY, ExecutionStatus, QueueItem
 
 from . import context
@@ -41,6 +43,10 @@ class TenantQueue:
         self._mirror = threading.Lock()
         self._queues: dict[str, dict[int, QueueRow]] = {}
         self._histories: dict[str, dict[str, dict]] = {}
+        # The JSON text of each queue item and history entry, computed once (a client polls the same
+        # entries over and over): key -> (the object it encodes, its text), valid while the mirror
+        # still holds that very object, so an entry replaced or removed is never answered stale.
+        self._encoded: dict[str, dict[Any, tuple[object, str]]] = {}
         self.resumed = store.requeue_running()
         store.repair_queue()
 
@@ -60,6 +66,8 @@ class TenantQueue:
                 if rows is not None:
                     rows[row_id] = QueueRow(row_id, tenant or "", item.prompt_id, item.number, item.public(), False)
             self._cond.notify()
+        if tenant is not None:
+            self.load(tenant)   # (routes run put off the event loop) so that the tenant's next reads find them
         self._on_change()
 
     def get(self, timeout: float | None = None) -> tuple[QueueItem, int] | None:
@@ -127,15 +135,85 @@ class TenantQueue:
         rows = self._tenant_rows(context.current())
         return [r.item for r in rows if r.running], [r.item for r in rows if not r.running]
 
+    def loaded(self, tenant: str) -> bool:
+        """Whether the tenant's in-memory queue and history are loaded (its reads touch no SQLite)."""
+        return tenant in self._queues and tenant in self._histories
+
+    def load(self, tenant: str) -> None:
+        """Load the tenant's in-memory queue and history from the store if they are not yet: a SQLite
+        read and JSON decoding of every row, so callers on the event loop run it in a thread first
+        (the hosted server's middleware does, for each request of a tenant not loaded yet): 20
+        tenants' first reads at once stalled the loop for 200 ms."""
+        if self.loaded(tenant):
+            return
+        with self._mirror:
+            self._queue_mirror(tenant)
+            self._history_mirror(tenant)
+
+    def _queue_mirror(self, tenant: str) -> dict[int, QueueRow]:
+        """The tenant's in-memory queue rows, loaded on first use; the caller holds self._mirror."""
+        rows = self._queues.get(tenant)
+        if rows is None:
+            rows = self._queues[tenant] = {r.id: r for r in self.store.queue_rows(tenant)}
+        return rows
+
+    def _history_mirror(self, tenant: str) -> dict[str, dict]:
+        """The tenant's in-memory history, loaded on first use; the caller holds self._mirror."""
+        history = self._histories.get(tenant)
+        if history is None:
+            history = self._histories[tenant] = self.store.history(tenant)
+        return history
+
     def _tenant_rows(self, tenant: str | None) -> list[QueueRow]:
         """The tenant's rows in queue order (number, then arrival), as store.queue_rows gives them."""
         if tenant is None:
             return self.store.queue_rows(None)
         with self._mirror:
-            rows = self._queues.get(tenant)
-            if rows is None:
-                rows = self._queues[tenant] = {r.id: r for r in self.store.queue_rows(tenant)}
-            return sorted(rows.values(), key=lambda r: (r.number, r.id))
+            return sorted(self._queue_mirror(tenant).values(), key=lambda r: (r.number, r.id))
+
+    def encoded_queue(self) -> str | None:
+        """GET /queue's body for the calling tenant as JSON text (what json_response would write for
+        get_current_queue), joined from each item's cached text; None for unscoped callers."""
+        tenant = context.current()
+        if tenant is None:
+            return None
+        running, pending = [], []
+        with self._mirror:
+            rows = sorted(self._queue_mirror(tenant).values(), key=lambda r: (r.number, r.id))
+            for row in rows:
+                (running if row.running else pending).append(self._encode(tenant, row.id, row.item))
+        return f'{{"queue_running": [{", ".join(running)}], "queue_pending": [{", ".join(pending)}]}}'
+
+    def encoded_history(self, max_items: int | None = None, offset: int = -1) -> str | None:
+        """GET /history's body (get_history with the same paging) as JSON text, joined from each
+        entry's cached text; None for unscoped callers."""
+        tenant = context.current()
+        if tenant is None:
+            return None
+        with self._mirror:
+            items = list(self._history_mirror(tenant).items())
+            if offset < 0 and max_items is not None:
+                offset = len(items) - max_items
+            offset = max(offset, 0)
+            end = offset + max_items if max_items is not None and max_items >= 0 else None
+            parts = [f"{json.dumps(pid)}: {self._encode(tenant, ('h', pid), entry)}"
+                     for pid, entry in items[offset:end]]
+        return "{" + ", ".join(parts) + "}"
+
+    def _encode(self, tenant: str, key: Any, value: object) -> str:
+        """The cached JSON text of `value` (a mirror's object under `key`); the caller holds self._mirror."""
+        cache = self._encoded.setdefault(tenant, {})
+        cached = cache.get(key)
+        if cached is not None and cached[0] is value:
+            return cached[1]
+        if len(cache) > 2 * (len(self._queues.get(tenant, ())) + len(self._histories.get(tenant, ()))) + 64:
+            live = {r.id: r.item for r in self._queues.get(tenant, {}).values()}
+            live.update({("h", pid): e for pid, e in self._histories.get(tenant, {}).items()})
+            for stale in [k for k, (v, _) in cache.items() if live.get(k) is not v]:
+                del cache[stale]
+        text = dumps_json(value)
+        cache[key] = (value, text)
+        return text
 
     def running_prompt_ids(self) -> list[str]:
         return [r.prompt_id for r in self.store.queue_rows(context.current(), running=True)]
@@ -171,9 +249,7 @@ class TenantQueue:
         if tenant is None:
             return self.store.history(None, prompt_id, max_items, offset)
         with self._mirror:
-            history = self._histories.get(tenant)
-            if history is None:
-                history = self._histories[tenant] = self.store.history(tenant)
+            history = self._history_mirror(tenant)
             if prompt_id is not None:
                 return {prompt_id: history[prompt_id]} if prompt_id in history else {}
             items = list(history.items())

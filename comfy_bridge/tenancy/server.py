@@ -103,7 +103,16 @@ class TenantPromptServer(PromptServer):
                              (self.config.max_prompt_bytes, self.config.max_text_chars))
         self.gate = Gate(self.store, self.quotas)
         self.accounting = Accounting(self.store, self.quotas, lambda: self.config.cluster_head)
-        return [self.gate.middleware]
+        return [self.gate.middleware, self._load_tenant_queue]
+
+    @web.middleware
+    async def _load_tenant_queue(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        """A tenant's first request loads its in-memory queue and history in a thread, so that its
+        routes read them without touching SQLite on the event loop."""
+        tenant = request.get(TENANT_KEY)
+        if tenant is not None and not self.prompt_queue.loaded(tenant):
+            await asyncio.to_thread(self.prompt_queue.load, tenant)
+        return await handler(request)
 
     def prompt_limits(self, request: web.Request) -> tuple[int | None, int | None]:
         tenant = request.get(TENANT_KEY)

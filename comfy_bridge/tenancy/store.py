@@ -3,7 +3,12 @@ and usage, in one SQLite file (WAL) in the workspace.
 
 `Store` is the whole storage interface; the queue, the auth middleware and the CLI use nothing
 else, so another backend (PostgreSQL for several heads) implements these methods. Thread-safe:
-one connection behind a lock; other processes (the `tenants` CLI) share the file through WAL.
+writes go through one connection behind a lock; other processes (the `tenants` CLI) share the file
+through WAL. The lookups every request makes (its key or session, its tenant's record) read
+through a second, read-only connection with its own lock: WAL lets it read while the worker
+writes, so a request never waits behind the worker's transactions and WAL checkpoints (on the
+event loop, that wait stalled every tenant's request at once). It reads the committed state of
+the file each time, so a key revoked by another process fails at once.
 Tenant "" owns the rows of the single-user server.
 """
 from __future__ import annotations
@@ -117,17 +122,28 @@ class Store:
                     self._db.execute(f"ALTER TABLE tenants ADD COLUMN {column} {decl}")
                 except sqlite3.OperationalError:   # another process added it first
                     pass
+        # The request-path lookups' connection (see the module's docstring), opened after the schema exists.
+        self._read_lock = threading.Lock()
+        self._reader = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=10.0)
+        self._reader.execute("PRAGMA query_only = ON")
         self._verified: dict[str, str] = {}   # key id -> digest of a secret already checked against its hash
         if os.name == "posix":
             os.chmod(self.path, 0o600)
 
     def close(self) -> None:
+        with self._read_lock:
+            self._reader.close()
         with self._lock:
             self._db.close()
 
     def _rows(self, sql: str, args: tuple = ()) -> list[tuple]:
         with self._lock:
             return self._db.execute(sql, args).fetchall()
+
+    def _read(self, sql: str, args: tuple = ()) -> list[tuple]:
+        """A read on the read-only connection: never waits for a write or a checkpoint of this process."""
+        with self._read_lock:
+            return self._reader.execute(sql, args).fetchall()
 
     def _exec(self, sql: str, args: tuple = ()) -> sqlite3.Cursor:
         with self._lock:
@@ -172,14 +188,14 @@ class Store:
         self._verified.clear()
 
     def get_tenant(self, name: str) -> Tenant | None:
-        rows = self._rows(f"SELECT {_TENANT_COLUMNS} FROM tenants WHERE name = ?", (name,))
+        rows = self._read(f"SELECT {_TENANT_COLUMNS} FROM tenants WHERE name = ?", (name,))
         return Tenant(*rows[0]) if rows else None
 
     def list_tenants(self) -> list[Tenant]:
         return [Tenant(*r) for r in self._rows(f"SELECT {_TENANT_COLUMNS} FROM tenants ORDER BY name")]
 
     def has_tenants(self) -> bool:
-        return bool(self._rows("SELECT 1 FROM tenants LIMIT 1"))
+        return bool(self._read("SELECT 1 FROM tenants LIMIT 1"))
 
     # -- API keys -------------------------------------------------------------------------
     def create_key(self, tenant: str) -> str:
@@ -230,7 +246,7 @@ class Store:
         key_id, secret = parts
         if not verify and key_id not in self._verified:
             return None
-        rows = self._rows("SELECT k.tenant, k.salt, k.hash, k.n FROM api_keys k JOIN tenants t ON t.name = k.tenant "
+        rows = self._read("SELECT k.tenant, k.salt, k.hash, k.n FROM api_keys k JOIN tenants t ON t.name = k.tenant "
                           "WHERE k.id = ? AND k.revoked IS NULL", (key_id,))
         if not rows:
             return None
@@ -254,7 +270,7 @@ class Store:
         return token
 
     def session_tenant(self, token: str) -> str | None:
-        rows = self._rows("SELECT s.tenant FROM sessions s JOIN api_keys k ON k.id = s.key_id "
+        rows = self._read("SELECT s.tenant FROM sessions s JOIN api_keys k ON k.id = s.key_id "
                           "WHERE s.digest = ? AND s.expires > ? AND k.revoked IS NULL",
                           (keys_mod.token_digest(token), time.time()))
         return rows[0][0] if rows else None
@@ -381,7 +397,7 @@ class Store:
             self._db.execute("COMMIT")
 
     def prompt_owner(self, prompt_id: str) -> str | None:
-        rows = self._rows("SELECT tenant FROM queue WHERE prompt_id = ? UNION ALL "
+        rows = self._read("SELECT tenant FROM queue WHERE prompt_id = ? UNION ALL "
                           "SELECT tenant FROM history WHERE prompt_id = ? LIMIT 1", (prompt_id, prompt_id))
         return rows[0][0] if rows else None
 

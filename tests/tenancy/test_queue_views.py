@@ -1,8 +1,10 @@
 """A tenant's /queue and /history are answered from memory, kept in step with the store: every change
-(put, claim, finish, delete, wipe) reads back exactly as the store has it, with ComfyUI's paging."""
+(put, claim, finish, delete, wipe) reads back exactly as the store has it, with ComfyUI's paging, and
+their encoded bodies (joined from cached JSON text per entry) are the same JSON."""
 from __future__ import annotations
 
 import itertools
+import json
 
 from comfy_bridge.server.prompt_queue import QueueItem
 from comfy_bridge.tenancy import context
@@ -23,6 +25,11 @@ def _same_as_store(queue: TenantQueue, store: Store, tenant: str) -> None:
                 list(store.history(tenant, None, max_items, offset))
         for prompt_id in [*store.history(tenant), "nothing"]:
             assert queue.get_history(prompt_id=prompt_id) == store.history(tenant, prompt_id)
+        # The routes' encoded bodies (each entry's JSON text cached) read as the views' JSON, byte for byte.
+        assert queue.encoded_queue() == json.dumps({"queue_running": [r.item for r in rows if r.running],
+                                                    "queue_pending": [r.item for r in rows if not r.running]})
+        for max_items, offset in PAGES:
+            assert queue.encoded_history(max_items, offset) == json.dumps(store.history(tenant, None, max_items, offset))
 
 
 def test_views_follow_every_change(tmp_path):
