@@ -84,6 +84,16 @@ async def _read_until(sock, prompt_id: str) -> list:
                 return got
 
 
+async def _history_entry(client, t) -> dict:
+    """The prompt's history entry: the worker records it just after execution_success goes out."""
+    async with asyncio.timeout(60):
+        while True:
+            history = await (await client.get(f"/history/{t.done}", headers=t.headers)).json()
+            if t.done in history:
+                return history[t.done]
+            await asyncio.sleep(0.02)
+
+
 async def test_prompt_data_stays_with_its_tenant_through_an_executor(client, cluster):
     head, _ = cluster
     server = client.server.app[SERVER_KEY]
@@ -108,7 +118,7 @@ async def test_prompt_data_stays_with_its_tenant_through_an_executor(client, clu
     messages = {t.name: await _read_until(socks[t.name], t.done) for t in tenants}
     assert head.stats()["decisions_total"] >= decisions + 2   # both ran on the executor
     for t in tenants:
-        entry = (await (await client.get(f"/history/{t.done}", headers=t.headers)).json())[t.done]
+        entry = await _history_entry(client, t)
         assert entry["status"]["status_str"] == "success", entry["status"]
         t.image = entry["outputs"]["2"]["images"][0]["filename"]
         assert int(t.image.rsplit("_", 1)[1][:-4]) in head.local_cluster.pids()   # written by the executor
