@@ -40,6 +40,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import psutil
 import torch
 import zmq
@@ -61,7 +62,7 @@ class Executor:
     def __init__(self, head: str, device: str = "cpu", threads: int = 1, memory_budget: int | None = None,
                  executor_id: str | None = None, heartbeat_s: float = 0.5, exit_with_parent: bool = False,
                  arena_bytes: int = 64 << 20, host_bytes: int | None = None, device_share: int = 1,
-                 host_share: int = 1) -> None:
+                 host_share: int = 1, parent_pid: int | None = None) -> None:
         self.head = head
         if device == "cuda":   # a bare "cuda" is the current GPU: name its index, as set_device needs
             device = f"cuda:{torch.cuda.current_device()}"
@@ -80,7 +81,8 @@ class Executor:
                                        host_bytes=default_host_bytes(device, memory_budget, host_share)
                                        if host_bytes is None else host_bytes)
         self.models = ExecutorModels(self.plane.cache)
-        self.parent = os.getppid() if exit_with_parent else None
+        # whose exit ends this executor; a launcher names itself, since it may be gone before we ask
+        self.parent = parent_pid or (os.getppid() if exit_with_parent else None)
         self._fns: dict[str, ModelFn] = {}
         self._pending: collections.deque[m.Dispatch | m.BatchDispatch] = collections.deque()
         self._aborted: set[int] = set()
@@ -176,10 +178,30 @@ class Executor:
         return self.models.use(fn, ref) if ref is not None else contextlib.nullcontext((None, 0.0))
 
     # the main thread ------------------------------------------------------------------------------
+    def _orphaned(self) -> bool:
+        return self.parent is not None and os.getppid() != self.parent
+
+    def _send(self, sock: zmq.Socket, msg: msgspec.Struct, retry: bool = True) -> bool:
+        """Send to the head. With no head connected (it died, or has not come up yet) a DEALER's send
+        would block for ever: SNDTIMEO bounds each try, and an executor whose parent head has gone stops
+        instead of waiting (a remote executor keeps trying until its head is back)."""
+        data = m.encode(msg)
+        while True:
+            try:
+                sock.send(data)
+                return True
+            except zmq.Again:
+                if self._orphaned():
+                    log.warning("parent process exited; stopping")
+                    self._stop = True
+                    return False
+                if not retry:
+                    return False
+
     def _register(self, sock: zmq.Socket) -> None:
-        sock.send(m.encode(m.Register(self.id, socket.gethostname(), os.getpid(), self.device, self.threads,
+        self._send(sock, m.Register(self.id, socket.gethostname(), os.getpid(), self.device, self.threads,
                                       self.memory_budget, self.plane.memory_used(), self.models.resident(),
-                                      self.prefix)))
+                                      self.prefix))
 
     def _handle(self, sock: zmq.Socket, msg: m.ToExecutor) -> None:
         if isinstance(msg, (m.Dispatch, m.BatchDispatch)):
@@ -192,7 +214,7 @@ class Executor:
             if msg.dispatch_id in self._running:
                 # A Python thread cannot be interrupted; a fresh process is the clean way out.
                 log.error("aborting hung dispatch %d (%s); exiting", msg.dispatch_id, msg.reason)
-                sock.send(m.encode(m.Bye(f"aborted dispatch {msg.dispatch_id}: {msg.reason}")))
+                self._send(sock, m.Bye(f"aborted dispatch {msg.dispatch_id}: {msg.reason}"), retry=False)
                 sock.close(linger=200)
                 zmq.Context.instance().term()   # flushes the goodbye (os._exit would drop it)
                 os._exit(3)
@@ -217,9 +239,9 @@ class Executor:
         if time.monotonic() < self._next_beat:
             return
         busy = len(self._pending) + bool(self._running)
-        sock.send(m.encode(m.Heartbeat(busy, self.plane.memory_used(), self.models.resident())))
+        self._send(sock, m.Heartbeat(busy, self.plane.memory_used(), self.models.resident()))
         self._next_beat = time.monotonic() + self.heartbeat_s
-        if self.parent is not None and os.getppid() != self.parent:
+        if self._orphaned():
             log.warning("parent process exited; stopping")
             self._stop = True
 
@@ -233,7 +255,7 @@ class Executor:
                 if self._running:
                     self._drain(sock)
                     self._beat(sock)
-                    if self.parent is not None and os.getppid() != self.parent:
+                    if self._orphaned():
                         # orphaned while a ModelFn runs (maybe hung): nobody to finish it for
                         shm.unlink_prefix(self.prefix)
                         shutil.rmtree(WEIGHTS_DIR / self.prefix.strip("-"), ignore_errors=True)
@@ -247,6 +269,7 @@ class Executor:
         sock = ctx.socket(zmq.DEALER)
         sock.setsockopt(zmq.IDENTITY, self.id.encode())
         sock.setsockopt(zmq.LINGER, 500)
+        sock.setsockopt(zmq.SNDTIMEO, SEND_TIMEOUT_MS)
         sock.connect(self.head)
         self._register(sock)
         self._next_beat = time.monotonic() + self.heartbeat_s
@@ -271,13 +294,14 @@ class Executor:
             with self._io:
                 self._running = ()
                 for result in results:
-                    sock.send(m.encode(result))
-        sock.send(m.encode(m.Bye("shutdown")))
+                    self._send(sock, result)
+        self._send(sock, m.Bye("shutdown"), retry=False)
         sock.close()
         self.plane.close()
         shutil.rmtree(WEIGHTS_DIR / self.prefix.strip("-"), ignore_errors=True)
 
 
+SEND_TIMEOUT_MS = 1000      # how long one send waits for a head to be connected
 CPU_BUDGET = 8 << 30
 GPU_RESERVE = 1 << 30       # left to the CUDA context, cuBLAS/cuDNN workspaces and the allocator's slack
 
@@ -319,6 +343,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--id", default=None, help="executor id (default: host-pid-random)")
     p.add_argument("--heartbeat", type=float, default=0.5, help="seconds between heartbeats")
     p.add_argument("--exit-with-parent", action="store_true", help="stop when the parent process exits")
+    p.add_argument("--parent-pid", type=int, default=None,
+                   help="with --exit-with-parent: the launching process (default: the parent at start)")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s executor %(process)d %(levelname)s %(message)s")
     faulthandler.enable()   # a crash in native code leaves its Python traceback on stderr, for the supervisor
@@ -330,7 +356,7 @@ def main(argv: list[str] | None = None) -> None:
         importlib.import_module(mod)
     executor = Executor(args.head, args.device, args.threads, args.memory_budget, args.id, args.heartbeat,
                         args.exit_with_parent, args.arena_bytes, args.host_bytes, args.device_share,
-                        args.host_share)
+                        args.host_share, args.parent_pid if args.exit_with_parent else None)
 
     def stop(signum: int, frame: Any) -> None:
         # leave as on Shutdown, after the invocation in progress: data plane closed, segments unlinked

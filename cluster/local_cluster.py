@@ -88,7 +88,8 @@ class LocalCluster:
         device = self.devices[i]
         cmd = [sys.executable, "-m", "cluster.executor", "--head", self.head.address, "--device", device,
                "--device-share", str(self.devices.count(device)), "--host-share", str(len(self.devices)),
-               "--threads", str(self.threads), "--heartbeat", str(self.head.heartbeat_s), "--exit-with-parent"]
+               "--threads", str(self.threads), "--heartbeat", str(self.head.heartbeat_s), "--exit-with-parent",
+               "--parent-pid", str(os.getpid())]
         if self.memory_budget is not None:   # else the executor's default for its device
             cmd += ["--memory-budget", str(self.memory_budget)]
         for mod in self.preload:
