@@ -1,5 +1,5 @@
 """Every core node we offer declares ComfyUI 0.3.64's interface, as its `/object_info` reports it
-(tests/nodes/fixtures/comfyui_0_3_64/object_info.json, recorded from
+(tests/nodes/fixtures/comfyui_0_3_64_object_info.json, recorded from
 ComfyUI 0.3.64 on the CPU with no custom nodes; paid API nodes, descriptions and tooltips left out): input names per section and their order, types,
 defaults, ranges, steps, options and flags, outputs, output names, list outputs, output-node flag,
 category and module path. Descriptions and tooltips are ours and are not compared; neither are the
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-REFERENCE = Path(__file__).resolve().parent / "fixtures" / "comfyui_0_3_64" / "object_info.json"
+REFERENCE = Path(__file__).resolve().parent / "fixtures" / "comfyui_0_3_64_object_info.json"
 # Inputs whose options are the files of a workspace folder (or of the input folder): only their type is compared.
 FILE_COMBOS = {"ckpt_name", "vae_name", "lora_name", "clip_name", "clip_name1", "clip_name2", "clip_name3",
                "clip_name4", "unet_name", "control_net_name", "image", "model_name", "style_model_name",
