@@ -20,7 +20,7 @@ from cluster.cascade.discriminator import DEMO_NAME, build_demo_discriminator
 from cluster.cascade.spec import CascadeSpec, Policy, StageSpec
 from cluster.refs import ModelRef
 from cluster.runtime import runtime
-from comfy_bridge.workspace import active
+from nodes.workspace import active
 from nodes.ksampler import common_ksampler
 from nodes.loaders import make_ref, model_file
 from nodes.model_nodes import CFG, SEED, STEPS

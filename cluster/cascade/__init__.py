@@ -26,7 +26,7 @@ def declare_workspace_cascades(root: Path, controller: "CascadeController | None
 
 
 def declared_for_active_workspace() -> dict[str, "CascadeSpec"]:
-    from comfy_bridge.workspace import active
+    from nodes.workspace import active
     return declare_workspace_cascades(active().root)
 
 

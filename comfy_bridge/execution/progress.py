@@ -95,7 +95,7 @@ def get_progress_state() -> ProgressRegistry:
 
 def make_progress_hook(server: Any, registry: ProgressRegistry, node_id: str):
     """The ProgressBar hook of one node: registry update, `progress` message, legacy preview frame."""
-    from comfy_bridge import progress
+    from nodes import progress
 
     def hook(value: float, total: float, preview: Any = None) -> None:
         progress.throw_if_interrupted()

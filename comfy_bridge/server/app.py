@@ -20,7 +20,7 @@ from typing import Any, Awaitable, Callable, MutableMapping
 import aiohttp
 from aiohttp import web
 
-from comfy_bridge import workspace as workspace_mod
+from nodes import workspace as workspace_mod
 
 from . import (cluster_stats, frontend, history, internal, jobs, model_manager, object_info, prompt, queue,
                settings, system, upload, userdata, view, websocket)

@@ -51,7 +51,7 @@ def test_bad_files_are_named_in_the_error(tmp_path, text, message):
 def test_cascade_stats_lists_workspace_cascades(tmp_path):
     from cluster.cascade import cascade_stats
     from cluster.cascade.controller import CascadeController, set_default_controller
-    from comfy_bridge.workspace import Workspace, activate, active
+    from nodes.workspace import Workspace, activate, active
     previous = active()
     try:
         ws = activate(Workspace(tmp_path).create())
