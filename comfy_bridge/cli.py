@@ -115,7 +115,8 @@ def start_cluster_in_background(args: argparse.Namespace) -> Future | None:
             head, runtime = start_local_cluster(len(devices), threads, devices=devices, env=executor_env,
                                                 **head_options)
             from cluster.cascade.head_hook import follow_head
-            follow_head(head)   # cascade decisions set the batch sizes of their models
+            from nodes.cascade_nodes import checkpoint_model_key
+            follow_head(head, checkpoint_model_key)   # cascade decisions set the batch sizes of their models
             future.set_result((head, runtime))
         except BaseException as err:  # re-raised in cmd_serve by future.result()
             future.set_exception(err)
@@ -229,7 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("name", choices=sorted(BENCHMARKS))
     bench.add_argument("bench_args", nargs=argparse.REMAINDER)
     bench.set_defaults(func=cmd_bench)
-    from cluster.cascade.train_cli import add_parser as add_discriminator_parser
+    from comfy_bridge.discriminator_cli import add_parser as add_discriminator_parser
     add_discriminator_parser(sub)
     return p
 

@@ -58,7 +58,7 @@ def test_cascade_stats_lists_workspace_cascades(tmp_path):
         (ws.root / "cascades").mkdir()
         (ws.root / "cascades" / "fast.yaml").write_text(YAML)
         set_default_controller(CascadeController(budget=4))
-        stats = json.loads(json.dumps(cascade_stats()))     # JSON-ready
+        stats = json.loads(json.dumps(cascade_stats(ws.root)))     # JSON-ready
         assert stats["budget"] == 4
         fast = stats["cascades"]["fast"]
         assert fast["light"]["checkpoint"] == "sd1-tiny.safetensors" and fast["slo_s"] == 3.5
