@@ -46,9 +46,9 @@ import torch
 import zmq
 
 from cluster import messages as m
-from cluster import shm
 from cluster.batching import Call, charge_shares, merge, run_merged
 from cluster.dataplane.plane import ExecutorDataPlane
+from cluster.dataplane import segments
 from cluster.dataplane.segments import SegmentError, safe_prefix
 from cluster.executor_models import ExecutorModels
 from cluster.modelfn import ModelFn, get_model_fn
@@ -258,7 +258,7 @@ class Executor:
                     self._beat(sock)
                     if self._orphaned():
                         # orphaned while a ModelFn runs (maybe hung): nobody to finish it for
-                        shm.unlink_prefix(self.prefix)
+                        segments.unlink_prefix(self.prefix)
                         shutil.rmtree(WEIGHTS_DIR / self.prefix.strip("-"), ignore_errors=True)
                         os._exit(4)
             finally:
