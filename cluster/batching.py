@@ -1,23 +1,19 @@
 """Batching same-model invocations from different requests into one call (DiffServe's per-model batch
 size, chosen by the cascade controller, is the cap).
 
-Two `denoise_step` invocations share one forward pass when everything that shapes the computation is
-the same apart from the batch: the ModelFn, the weights (ModelRef), every param but the seed (sampler,
-step index, guidance, model sampling, image size, the conditioning layout: entry keys, strengths,
-ranges, ControlNets), the whole sigma schedule, and each tensor's dtype and shape past the batch.
-`batch_key` says whether two calls are compatible (equal keys) or whether a call cannot be batched
-at all (None). `merge` concatenates the per-sample tensors along the batch (x, conditioning expanded
-to each request's batch, inpainting tensors, sampler history), `run_merged` runs the real ModelFn once
-on the executor, and `split` cuts every output back into the requests' parts.
+Which calls may share one forward pass is the ModelFn's to say (`ModelFn.batch_key`, default: none);
+this module knows no model. Equal keys mean everything that shapes the computation is the same apart
+from the batch; a ModelFn usually builds its key with `layout_key`: the ModelFn, the weights
+(ModelRef), every param but those it names as unread in a batch (a deterministic sampler's seed), and
+each tensor input's layout (`ModelFn.input_layout`: per sample, a history stack of per-sample tensors,
+or shared by all). `merge` concatenates the per-sample tensors along the batch (a batch-1 tensor
+expanded to its request's batch), `run_merged` runs the real ModelFn once on the executor, and `split`
+cuts every output back into the requests' parts.
 
 On the cluster the caller tags each invocation with `batch_tag` (a digest of its key, and its samples);
 the head groups ready invocations with equal tags up to the model's batch-size cap and sends them to
 one executor as one message; the executor merges, runs once, splits, and charges each request its
 share of the measured time (`charge_shares`). A merged run that fails is re-run part by part.
-
-Samplers that draw noise are not merged: each request's noise stream comes from its own seed and
-generator state, and one call would draw a single stream for the whole batch. Neither are MODELs
-patched by node packs (their patches are code the merge cannot see into).
 """
 from __future__ import annotations
 
@@ -28,12 +24,8 @@ from typing import Any, Sequence
 
 import torch
 
-from cluster.modelfn import ModelFn
+from cluster.modelfn import ModelFn, get_model_fn
 from cluster.refs import ModelRef
-
-BATCHABLE = frozenset({"denoise_step"})
-STATE_PREFIX = "state."          # nodes.modelfns.denoise.STATE_PREFIX, not imported: no torch models here
-UNBATCHED_PARAMS = ("seed",)     # deterministic samplers never read it
 
 
 @dataclass(frozen=True)
@@ -61,47 +53,41 @@ class Merged:
     ndim: int                    # x's rank: tensors of this rank are per sample, one more is a history stack
 
 
-def _freeze(value: Any) -> Hashable:
+def freeze(value: Any) -> Hashable:
     """A hashable, order-independent image of a params value (dicts, lists, tuples, scalars, refs)."""
     if isinstance(value, dict):
-        return ("dict", tuple(sorted((str(k), _freeze(v)) for k, v in value.items())))
+        return ("dict", tuple(sorted((str(k), freeze(v)) for k, v in value.items())))
     if isinstance(value, (list, tuple)):
-        return ("seq", tuple(_freeze(v) for v in value))
+        return ("seq", tuple(freeze(v) for v in value))
     if isinstance(value, torch.Tensor):
         return ("tensor", str(value.dtype), tuple(value.shape), tuple(value.flatten().tolist()))
     hash(value)                  # raises TypeError for anything else unhashable
     return value
 
 
-def _layout(name: str, t: torch.Tensor, n: int, ndim: int) -> tuple | None:
-    """How tensor input `name` lines up with a batch of n samples: per sample, history stack, or shared."""
-    if name == "x":
-        return ("sample", str(t.dtype), tuple(t.shape[1:]))
-    if name == "sigmas":
-        return ("shared",) + _freeze(t)[1:]
-    if name.startswith(STATE_PREFIX):
-        if t.ndim == ndim and t.shape[0] == n:
-            return ("sample", str(t.dtype), tuple(t.shape[1:]))
-        if t.ndim == ndim + 1 and t.shape[1] == n:
-            return ("history", str(t.dtype), t.shape[0], tuple(t.shape[2:]))
-        if t.numel() <= 16:      # step sizes and the like: the same schedule gives the same values
-            return ("shared",) + _freeze(t)[1:]
-        return None
-    # conditioning (`positive.0.context`, hints) and inpainting tensors: one for all, or one per sample
-    if t.ndim >= 1 and t.shape[0] in (1, n):
-        return ("sample", str(t.dtype), tuple(t.shape[1:]))
-    return None
+def batchable(fn: str) -> bool:
+    """Whether calls of ModelFn `fn` may ever be batched (it overrides `batch_key`)."""
+    try:
+        cls = get_model_fn(fn)
+    except KeyError:
+        return False
+    return cls.batch_key.__func__ is not ModelFn.batch_key.__func__
 
 
 def batch_key(call: Call) -> Hashable | None:
     """Equal keys: the calls can run as one batch. None: this call runs alone."""
-    if call.fn not in BATCHABLE or call.ref is None or "model_patches" in call.params:
-        return None
-    from nodes.sampling.samplers import get_sampler   # the sampler registry, imported where used
     try:
-        if get_sampler(str(call.params["sampler"])).noise_kind != "none":
-            return None
-    except (KeyError, ValueError):
+        cls = get_model_fn(call.fn)
+    except KeyError:
+        return None
+    return cls.batch_key(call)
+
+
+def layout_key(cls: type[ModelFn], call: Call, unbatched_params: Sequence[str] = ()) -> Hashable | None:
+    """The usual key: the ModelFn, the weights, the params but `unbatched_params` (values a batch may
+    mix because the computation never reads them), and every tensor input's layout; None when an input
+    has no layout (cannot be batched) or a param is unhashable."""
+    if call.ref is None:
         return None
     x = call.inputs.get("x")
     if not isinstance(x, torch.Tensor) or x.ndim < 2:
@@ -115,12 +101,12 @@ def batch_key(call: Call) -> Hashable | None:
             continue
         if not isinstance(t, torch.Tensor):
             return None
-        entry = _layout(name, t, n, ndim)
+        entry = cls.input_layout(name, t, n, ndim)
         if entry is None:
             return None
         layout.append((name, entry))
     try:
-        params = _freeze({k: v for k, v in call.params.items() if k not in UNBATCHED_PARAMS})
+        params = freeze({k: v for k, v in call.params.items() if k not in unbatched_params})
     except TypeError:
         return None
     return (call.fn, call.ref.key, params, tuple(layout))
@@ -131,7 +117,7 @@ def batch_tag(fn: str, ref: ModelRef | None, inputs: dict[str, torch.Tensor | No
     """What the head groups by: a short digest of `batch_key` (None: the call runs alone) and the
     call's samples. The key's repr is deterministic: tensors were frozen into numbers, and an object
     without a value repr only makes the keys differ, never equal by accident."""
-    if fn not in BATCHABLE:
+    if not batchable(fn):
         return None, 1
     call = Call(fn, ref, inputs, params)
     key = batch_key(call)
@@ -165,6 +151,7 @@ def merge(calls: Sequence[Call]) -> Merged:
     if None in keys or len(keys) != 1:
         raise ValueError("merge: the calls are not batch-compatible (see batch_key)")
     first = calls[0]
+    cls = get_model_fn(first.fn)
     sizes = tuple(c.size for c in calls)
     ndim = first.inputs["x"].ndim
     inputs: dict[str, torch.Tensor | None] = {}
@@ -172,7 +159,7 @@ def merge(calls: Sequence[Call]) -> Merged:
         if t is None:
             inputs[name] = None
             continue
-        kind = _layout(name, t, sizes[0], ndim)[0]
+        kind = cls.input_layout(name, t, sizes[0], ndim)[0]
         if kind == "shared":
             inputs[name] = t
         elif kind == "history":

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from cluster.batching import BATCHABLE, batch_tag
+from cluster.batching import batch_tag, batchable
 from cluster.caller_store import CallerStore, caller_store, to_meta
 from cluster.costs import remaining_critical_path, shape_signature
 from cluster.dataplane.segments import SegmentError
@@ -58,7 +58,7 @@ class ClusterRuntime(Runtime):
 
     def _batch_tag(self, fn: str, model: ModelRef | None, inputs: dict[str, torch.Tensor | None],
                    params: dict[str, Any]) -> tuple[str | None, int]:
-        if fn not in BATCHABLE or model is None or self.head.batch_size(model.key) <= 1:
+        if model is None or self.head.batch_size(model.key) <= 1 or not batchable(fn):
             return None, 1
         return batch_tag(fn, model, inputs, params)
 

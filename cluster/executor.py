@@ -46,12 +46,13 @@ import torch
 import zmq
 
 from cluster import messages as m
-from cluster import shm
 from cluster.batching import Call, charge_shares, merge, run_merged
 from cluster.dataplane.plane import ExecutorDataPlane
+from cluster.dataplane import segments
 from cluster.dataplane.segments import SegmentError, safe_prefix
 from cluster.executor_models import ExecutorModels
 from cluster.modelfn import ModelFn, get_model_fn
+from cluster.providers import add_providers
 
 log = logging.getLogger("cluster.executor")
 # where the host tier spills whole models past its capacity (one folder per executor, removed on exit)
@@ -257,7 +258,7 @@ class Executor:
                     self._beat(sock)
                     if self._orphaned():
                         # orphaned while a ModelFn runs (maybe hung): nobody to finish it for
-                        shm.unlink_prefix(self.prefix)
+                        segments.unlink_prefix(self.prefix)
                         shutil.rmtree(WEIGHTS_DIR / self.prefix.strip("-"), ignore_errors=True)
                         os._exit(4)
             finally:
@@ -340,6 +341,9 @@ def main(argv: list[str] | None = None) -> None:
                    help="bytes of models kept in host memory before spilling to disk (default: the budget; "
                         "beside a GPU at most a quarter of the machine's memory)")
     p.add_argument("--preload", action="append", default=[], help="module to import (registers ModelFns)")
+    p.add_argument("--provider", action="append", default=[],
+                   help="module that registers ModelFns, imported on the first ModelFn it does not know yet "
+                        "(besides the entry-point group comfy_cluster.modelfns, which installed packages declare)")
     p.add_argument("--id", default=None, help="executor id (default: host-pid-random)")
     p.add_argument("--heartbeat", type=float, default=0.5, help="seconds between heartbeats")
     p.add_argument("--exit-with-parent", action="store_true", help="stop when the parent process exits")
@@ -352,6 +356,7 @@ def main(argv: list[str] | None = None) -> None:
         # Ctrl-C reaches the whole process group: a supervised executor leaves it to its head, which
         # shuts it down (or it follows the head out when the head dies)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+    add_providers(*args.provider)
     for mod in args.preload:
         importlib.import_module(mod)
     executor = Executor(args.head, args.device, args.threads, args.memory_budget, args.id, args.heartbeat,

@@ -52,9 +52,9 @@ import msgspec
 import zmq
 
 from cluster import messages as m
-from cluster import shm
 from cluster.costs import CostModel
 from cluster.dataplane.refcounts import RefClient
+from cluster.dataplane import segments
 from cluster.dataplane.segments import SegmentError
 from cluster.scaling import ScalingController, replica_counts
 from cluster.scheduler import Invocation, make_scheduler, place
@@ -619,7 +619,7 @@ class Head:
         """Outputs no caller will read: give up the reference they were published with."""
         for meta in outputs.values():
             if not meta.refs:
-                shm.unlink([meta.segment])   # an unmanaged one-off segment
+                segments.unlink(meta.segment)   # an unmanaged one-off segment
                 continue
             try:
                 self._refs.add(meta.refs, meta.slot, meta.generation, -1)
@@ -694,7 +694,7 @@ class Head:
         ex.inflight.clear()
         if ex.host == self.host and not _alive(ex.pid):
             # its arena is gone with it; a live one (slow heartbeats) may register again and keep it
-            shm.unlink_prefix(ex.shm_prefix)
+            segments.unlink_prefix(ex.shm_prefix)
         for watch in self._lost_watchers:
             watch(ex.shm_prefix)
 

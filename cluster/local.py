@@ -30,19 +30,21 @@ def on_compute_thread() -> bool:
     return threading.current_thread().name.startswith(COMPUTE_THREAD)
 
 
-def run_on_compute(main: Callable[[], Coroutine[Any, Any, T]]) -> T:
+def run_on_compute(main: Callable[[], Coroutine[Any, Any, T]],
+                   on_interrupt: Callable[[], None] | None = None) -> T:
     """`asyncio.run(main())` with the event loop on the ModelFn thread. In-process ModelFns and sync node
     bodies then run inline instead of being handed to this thread and back, two thread wake-ups per call
     (a 20-step KSampler makes 20 calls). For one-shot programs (`comfy-cluster run`) that need no loop
-    of their own while a ModelFn runs."""
+    of their own while a ModelFn runs. `on_interrupt` is called on Ctrl-C, before it propagates: the
+    caller's way to stop the work still running on the compute thread (the back end knows no prompt)."""
     if on_compute_thread():
         return _run_here(main)
     future = COMPUTE.submit(_run_here, main)
     try:
         return future.result()
-    except KeyboardInterrupt:   # Ctrl-C lands in the waiting thread: stop the prompt at its next check
-        from comfy_bridge.progress import interrupt
-        interrupt()
+    except KeyboardInterrupt:   # Ctrl-C lands in the waiting thread, not in the work it waits for
+        if on_interrupt is not None:
+            on_interrupt()
         raise
 
 

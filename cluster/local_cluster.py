@@ -24,6 +24,7 @@ from typing import IO, Any, Sequence
 
 from cluster.cluster_runtime import ClusterRuntime
 from cluster.head import Head
+from cluster.providers import added_providers
 from cluster.reclaim import reclaim_dead
 
 log = logging.getLogger("cluster.local")
@@ -94,6 +95,8 @@ class LocalCluster:
             cmd += ["--memory-budget", str(self.memory_budget)]
         for mod in self.preload:
             cmd += ["--preload", mod]
+        for mod in added_providers():   # what this process can run, its executors can run
+            cmd += ["--provider", mod]
         proc = subprocess.Popen(cmd, cwd=REPO, env=self.env, stderr=subprocess.PIPE)
         self.tails[proc.pid] = StderrTail(proc.stderr)
         return proc

@@ -8,14 +8,24 @@ included) it gives the same outputs, so any executor may run or re-run it.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Hashable
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar
+from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
 import torch
 
+from cluster.providers import load_providers
 from cluster.refs import ModelRef
 
+if TYPE_CHECKING:
+    from cluster.batching import Call
+
 TensorSource = torch.Tensor | Callable[[], torch.Tensor]
+# How a tensor input lines up with a batch of n samples (cluster.batching): ("sample", dtype, shape
+# past the batch), ("history", dtype, steps, shape past the batch) for a stack of per-sample tensors
+# batched along its second dimension, ("shared", ...values) for one tensor every request has equal;
+# None when the input cannot be batched.
+Layout = tuple | None
 
 
 @dataclass(frozen=True)
@@ -52,6 +62,22 @@ class ModelFn(ABC):
     def execute(self, model: Any, inputs: dict[str, TensorSource], params: dict[str, Any]) -> dict[str, torch.Tensor]:
         """Run once. Tensors in `inputs` (callables for callback inputs); plain values in `params`."""
 
+    # -- batching (cluster.batching): optional, for ModelFns whose calls from different requests may
+    # share one forward pass. The back end knows no model: these say which calls are compatible.
+    @classmethod
+    def batch_key(cls, call: "Call") -> Hashable | None:
+        """Equal keys: the calls can run as one batch (`cluster.batching.layout_key` builds the usual
+        key). None, the default: this call runs alone."""
+        return None
+
+    @classmethod
+    def input_layout(cls, name: str, t: torch.Tensor, n: int, ndim: int) -> Layout:
+        """How tensor input `name` lines up with a batch of `n` samples whose `x` has rank `ndim`. The
+        default: `x`, and any tensor with one entry or one per sample, are per sample."""
+        if name == "x" or (t.ndim >= 1 and t.shape[0] in (1, n)):
+            return ("sample", str(t.dtype), tuple(t.shape[1:]))
+        return None
+
     def resolve(self, inputs: dict[str, TensorSource], name: str) -> torch.Tensor | None:
         """The tensor of input `name`, fetching it now if it is a callback input."""
         value = inputs.get(name)
@@ -70,8 +96,9 @@ def register(cls: type[ModelFn]) -> type[ModelFn]:
 
 
 def get_model_fn(name: str) -> type[ModelFn]:
+    """The ModelFn registered as `name`, importing the providers (cluster.providers) on the first miss."""
     if name not in MODEL_FNS:
-        import nodes.modelfns  # noqa: F401  (registers the core ModelFns)
+        load_providers()
     try:
         return MODEL_FNS[name]
     except KeyError:

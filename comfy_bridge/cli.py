@@ -13,7 +13,7 @@ from typing import Sequence
 from comfy_bridge import args as cli_args
 from comfy_bridge.packs import manage as nodes_cli
 from comfy_bridge.tenancy import cli as tenancy_cli
-from comfy_bridge.workspace import Workspace, activate, default_workspace
+from nodes.workspace import Workspace, activate, default_workspace
 
 log = logging.getLogger("comfy_cluster")
 
@@ -50,7 +50,7 @@ def write_example_image(path: Path, size: int = 128) -> None:
     import numpy as np
     from PIL import Image
 
-    from comfy_bridge.output_claims import write_atomic
+    from nodes.output_claims import write_atomic
     y, x = np.mgrid[0:size, 0:size] / (size - 1)
     disc = ((x - 0.5) ** 2 + (y - 0.5) ** 2 < 0.09).astype(float)
     rgb = np.stack([x, y, 0.5 * (1 - disc) + disc], axis=-1)
@@ -98,7 +98,7 @@ def start_cluster_in_background(args: argparse.Namespace) -> Future | None:
             log.warning("executors run on the CPU; `--executor-device cuda` puts them on the %d GPU(s), "
                         "a path that has not run on a GPU yet (see the README)", torch.cuda.device_count())
     from cluster.local_cluster import start_local_cluster
-    from comfy_bridge.workspace import child_process_env
+    from nodes.workspace import child_process_env
     executor_env = child_process_env()   # the executors open this workspace: its model folders and configs
     threads = args.executor_threads or max(1, (os.cpu_count() or 1) // len(devices))
     head_options = {"policy": args.scheduler, "max_batch": args.max_batch,
@@ -115,7 +115,8 @@ def start_cluster_in_background(args: argparse.Namespace) -> Future | None:
             head, runtime = start_local_cluster(len(devices), threads, devices=devices, env=executor_env,
                                                 **head_options)
             from cluster.cascade.head_hook import follow_head
-            follow_head(head)   # cascade decisions set the batch sizes of their models
+            from nodes.cascade_nodes import checkpoint_model_key
+            follow_head(head, checkpoint_model_key)   # cascade decisions set the batch sizes of their models
             future.set_result((head, runtime))
         except BaseException as err:  # re-raised in cmd_serve by future.result()
             future.set_exception(err)
@@ -175,9 +176,9 @@ BENCHMARKS = {
     "engine": "comfy_bridge.bench.engine",
     "dispatch": "cluster.bench_dispatch",
     "dataplane": "cluster.bench_dataplane",
-    "cluster": "cluster.bench_workflow",
+    "cluster": "comfy_bridge.bench.workflow",
     "cascade": "cluster.cascade.bench",
-    "batching": "cluster.bench_batching",
+    "batching": "comfy_bridge.bench.batching",
     "report": "cluster.sim.report",
     "realcheck": "cluster.sim.realcheck",
     "tenants-load": "comfy_bridge.tenancy.bench_load",
@@ -229,7 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("name", choices=sorted(BENCHMARKS))
     bench.add_argument("bench_args", nargs=argparse.REMAINDER)
     bench.set_defaults(func=cmd_bench)
-    from cluster.cascade.train_cli import add_parser as add_discriminator_parser
+    from comfy_bridge.discriminator_cli import add_parser as add_discriminator_parser
     add_discriminator_parser(sub)
     return p
 

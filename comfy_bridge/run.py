@@ -9,7 +9,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from comfy_bridge.workspace import Workspace
+from nodes.workspace import Workspace
 
 SEED_INPUTS = ("seed", "noise_seed")
 
@@ -62,7 +62,7 @@ async def run_prompt(prompt: dict, workflow: dict | None, registry, show_progres
     from cluster.local import SharedCompute
     from comfy_bridge.execution import PromptExecutor
     from comfy_bridge.validation import validate_prompt
-    from comfy_bridge.workspace import active
+    from nodes.workspace import active
     # Sync node bodies run on the ModelFn thread too: one torch OpenMP team per process (see cluster.local).
     asyncio.get_running_loop().set_default_executor(SharedCompute())
     prompt_id = str(uuid.uuid4())
@@ -96,4 +96,5 @@ def run_workflow_file(path: Path, ws: Workspace, seed: int | None = None, progre
                 if isinstance(node.get("inputs", {}).get(name), int):
                     node["inputs"][name] = seed
     from cluster.local import run_on_compute
-    return run_on_compute(lambda: run_prompt(prompt, workflow, registry, progress))
+    from nodes.progress import interrupt   # Ctrl-C stops the prompt at its next check
+    return run_on_compute(lambda: run_prompt(prompt, workflow, registry, progress), on_interrupt=interrupt)

@@ -1,22 +1,52 @@
 """ComfyUI's core nodes on torch + diffusers, importable as `nodes` like ComfyUI's nodes.py:
-`NODE_CLASS_MAPPINGS`, `NODE_DISPLAY_NAME_MAPPINGS`, `MAX_RESOLUTION` and the node classes."""
+`NODE_CLASS_MAPPINGS`, `NODE_DISPLAY_NAME_MAPPINGS`, `MAX_RESOLUTION` and the node classes.
+
+The node modules load on the first attribute that needs them (PEP 562), not on `import nodes`: the
+package also holds light modules every layer above reads (`nodes.workspace`, `nodes.safe_paths`,
+`nodes.progress`), and importing one of them must not pull in torch (1.6 s for `comfy-cluster --help`)."""
 from __future__ import annotations
 
 import importlib
+import threading
+from pathlib import Path
+from typing import Any
 
 MAX_RESOLUTION = 16384
 
 _MODULES = ("loaders", "model_nodes", "latent", "image", "image_io", "conditioning_ops", "cascade_nodes")
+_load_lock = threading.RLock()   # re-entrant: a node module being loaded may read `nodes.X` itself
 
-NODE_CLASS_MAPPINGS: dict[str, type] = {}
-NODE_DISPLAY_NAME_MAPPINGS: dict[str, str] = {}
 
-for _name in _MODULES:
-    _module = importlib.import_module(f"nodes.{_name}")
-    NODE_CLASS_MAPPINGS.update(_module.NODE_CLASS_MAPPINGS)
-    NODE_DISPLAY_NAME_MAPPINGS.update(_module.NODE_DISPLAY_NAME_MAPPINGS)
+def _load() -> None:
+    """Import the node modules once and publish their classes as this module's attributes."""
+    with _load_lock:
+        if "NODE_CLASS_MAPPINGS" in globals():
+            return
+        mappings: dict[str, type] = {}
+        display: dict[str, str] = {}
+        for name in _MODULES:
+            module = importlib.import_module(f"nodes.{name}")
+            mappings.update(module.NODE_CLASS_MAPPINGS)
+            display.update(module.NODE_DISPLAY_NAME_MAPPINGS)
+        from nodes.ksampler import common_ksampler   # packs call nodes.common_ksampler
+        # Node packs import core classes by name (`from nodes import KSampler`).
+        globals().update(mappings)
+        globals().update(common_ksampler=common_ksampler, NODE_DISPLAY_NAME_MAPPINGS=display)
+        globals()["NODE_CLASS_MAPPINGS"] = mappings   # last: its presence marks the load complete
 
-# Node packs import core classes by name (`from nodes import KSampler`).
-globals().update(NODE_CLASS_MAPPINGS)
 
-from nodes.ksampler import common_ksampler  # noqa: E402,F401  (packs call nodes.common_ksampler)
+def __getattr__(name: str) -> Any:
+    if name.startswith("__") or _is_submodule(name):
+        # Import machinery probing (__path__ ...), or `from nodes import progress` asking whether the
+        # submodule is an attribute yet: answering no makes it import just that submodule.
+        raise AttributeError(name)
+    _load()
+    try:
+        return globals()[name]
+    except KeyError:
+        raise AttributeError(f"module 'nodes' has no attribute {name!r}") from None
+
+
+def _is_submodule(name: str) -> bool:
+    here = Path(__file__).parent
+    return (here / f"{name}.py").is_file() or (here / name / "__init__.py").is_file()

@@ -10,24 +10,42 @@ prompt carries PNG info (a workflow), into a "cascade" PNG text chunk written by
 """
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 
 import torch
 
-from cluster.cascade import declared_for_active_workspace
-from cluster.cascade.discriminator import DEMO_NAME, build_demo_discriminator
+from cluster.cascade import declare_workspace_cascades
 from cluster.cascade.spec import CascadeSpec, Policy, StageSpec
 from cluster.refs import ModelRef
 from cluster.runtime import runtime
-from comfy_bridge.workspace import active
 from nodes.ksampler import common_ksampler
-from nodes.loaders import make_ref, model_file
+from nodes.loaders import CheckpointLoaderSimple, make_ref, model_file
 from nodes.model_nodes import CFG, SEED, STEPS
+from nodes.models.discriminator import DEMO_NAME, build_demo_discriminator
 from nodes.sampling.samplers import SAMPLER_NAMES
 from nodes.sampling.schedules import SCHEDULER_NAMES
+from nodes.workspace import active
 
 DISCRIMINATOR_FOLDER = "classifiers"
+log = logging.getLogger("nodes.cascade")
+
+
+def declared_for_active_workspace() -> dict[str, CascadeSpec]:
+    """The active workspace's cascades/*.yaml, declared to the process's controller (re-read)."""
+    return declare_workspace_cascades(active().root)
+
+
+def checkpoint_model_key(checkpoint: str) -> str | None:
+    """The head's model key of a checkpoint's diffusion model (None: not a file of the checkpoints folder):
+    how the cascade controller names a stage's model when it sets its batch size (head_hook.follow_head)."""
+    try:
+        model = CheckpointLoaderSimple().load_checkpoint(checkpoint)[0]
+    except (FileNotFoundError, ValueError, OSError, LookupError) as e:
+        log.debug("cascade batch size: %s", e)
+        return None
+    return None if model is None else model.key
 
 
 def discriminator_names() -> list[str]:

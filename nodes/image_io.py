@@ -21,10 +21,10 @@ import torch
 from PIL import Image, ImageFile, ImageOps, ImageSequence, UnidentifiedImageError
 from PIL.PngImagePlugin import PngInfo
 
-from comfy_bridge import output_claims
-from comfy_bridge.output_claims import write_atomic
-from comfy_bridge.safe_paths import safe_join
-from comfy_bridge.workspace import active
+from nodes import output_claims
+from nodes.output_claims import write_atomic
+from nodes.safe_paths import safe_join
+from nodes.workspace import active
 
 ANNOTATIONS = {"[output]": "output_dir", "[input]": "input_dir", "[temp]": "temp_dir"}
 # Multi-frame formats whose extra frames are not animation (MPO: stereo/preview pairs): first frame only.

@@ -12,7 +12,7 @@ import torch
 
 from cluster.refs import ModelRef
 from cluster.runtime import runtime
-from comfy_bridge.progress import report_progress, throw_if_interrupted
+from nodes.progress import report_progress, throw_if_interrupted
 from nodes import arch, previews
 from nodes.conditioning import flatten, require
 from nodes.modelfns.denoise import STATE_PREFIX

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from cluster.refs import ModelRef, Patch, file_digest
-from comfy_bridge.workspace import active
+from nodes.workspace import active
 
 
 def model_file(folder: str, name: str, input_name: str) -> Path:

@@ -25,13 +25,10 @@ def declare_workspace_cascades(root: Path, controller: "CascadeController | None
     return specs
 
 
-def declared_for_active_workspace() -> dict[str, "CascadeSpec"]:
-    from comfy_bridge.workspace import active
-    return declare_workspace_cascades(active().root)
-
-
-def cascade_stats() -> dict:
-    """Every declared cascade with its measurements and current decision (JSON-ready)."""
+def cascade_stats(root: Path | None = None) -> dict:
+    """Every declared cascade with its measurements and current decision (JSON-ready); with `root`,
+    that workspace's cascades/*.yaml are declared (re-read) first."""
     from cluster.cascade.controller import default_controller
-    declared_for_active_workspace()
+    if root is not None:
+        declare_workspace_cascades(root)
     return default_controller().stats()

@@ -58,6 +58,16 @@ def unlink(name: str) -> None:
         pass
 
 
+def unlink_prefix(prefix: str) -> int:
+    """Remove every segment whose name starts with `prefix` (a lost executor's); returns the count."""
+    if not _NAME.match(prefix + "x"):
+        raise SegmentError(f"bad prefix {prefix!r}")
+    names = [n for n in os.listdir(SHM_DIR) if n.startswith(prefix)]
+    for name in names:
+        unlink(name)
+    return len(names)
+
+
 class PeerMaps:
     """Read-only maps of other processes' segments, opened once and kept (a pull is then one copy).
 

@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     from comfy_bridge.cli import ensure_demo_models
     from comfy_bridge.registry import build_registry
     from comfy_bridge.run import run_prompt
-    from comfy_bridge.workspace import Workspace, activate
+    from nodes.workspace import Workspace, activate
     with tempfile.TemporaryDirectory() as tmp:
         ws = activate(Workspace(Path(tmp)).create())
         ensure_demo_models(ws)

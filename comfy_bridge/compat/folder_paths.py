@@ -1,4 +1,4 @@
-"""`folder_paths`: ComfyUI's folder API as a view over the active workspace (comfy_bridge.workspace)."""
+"""`folder_paths`: ComfyUI's folder API as a view over the active workspace (nodes.workspace)."""
 from __future__ import annotations
 
 import mimetypes
@@ -7,10 +7,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from comfy_bridge import output_claims
-from comfy_bridge import workspace as _ws
-from comfy_bridge.safe_paths import UnsafePath, safe_join
-from comfy_bridge.workspace import FOLDER_ALIASES, MODEL_EXTENSIONS
+from nodes import output_claims
+from nodes import workspace as _ws
+from nodes.safe_paths import UnsafePath, safe_join
+from nodes.workspace import FOLDER_ALIASES, MODEL_EXTENSIONS
 
 supported_pt_extensions = set(MODEL_EXTENSIONS)
 SUPPORTED_PT_EXTENSIONS = supported_pt_extensions
@@ -44,7 +44,7 @@ def __getattr__(name: str) -> Any:
     if name in ("output_directory", "input_directory", "temp_directory", "user_directory"):
         return str(getattr(ws, name.replace("directory", "dir")))
     if name == "folder_names_and_paths":
-        from comfy_bridge.workspace import FOLDER_EXTENSIONS
+        from nodes.workspace import FOLDER_EXTENSIONS
         return {key: ([str(p) for p in paths], set(FOLDER_EXTENSIONS.get(key, MODEL_EXTENSIONS)))
                 for key, paths in ws.folders.items()}
     raise AttributeError(name)
@@ -127,7 +127,7 @@ def annotated_filepath(name: str) -> tuple[str, str | None]:
 def get_annotated_filepath(name: str, default_dir: str | None = None) -> str:
     """The input, output or temp file `name` refers to. UnsafePath (a ValueError) when it climbs out
     of its folder or a symlink leads out: node packs open these files for a prompt, so they obey the
-    containment rule of /view (comfy_bridge.safe_paths). Model files (get_full_path) do not."""
+    containment rule of /view (nodes.safe_paths). Model files (get_full_path) do not."""
     name, base = annotated_filepath(name)
     if base is None:
         base = default_dir if default_dir is not None else get_input_directory()

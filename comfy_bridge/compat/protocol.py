@@ -1,4 +1,5 @@
-"""`protocol`: websocket binary event types."""
+"""`protocol`: websocket binary event types, as ComfyUI names them. The one definition: the server's
+frames (server/websocket.py) and the engine's previews (execution/progress.py) use these too."""
 
 
 class BinaryEventTypes:

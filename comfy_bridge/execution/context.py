@@ -19,6 +19,13 @@ def get_executing_context() -> ExecutionContext | None:
     return current_executing_context.get()
 
 
+def executing_node_key() -> str:
+    """`node_id/list_index` of the node running in this context ("-" outside one): the key of its
+    output-name claims (nodes.output_claims.bind), the same in every run of a prompt."""
+    ctx = get_executing_context()
+    return f"{ctx.node_id}/{ctx.list_index}" if ctx is not None else "-"
+
+
 class CurrentNodeContext:
     """`with CurrentNodeContext(prompt_id, node_id, i):` marks code as running on behalf of that node."""
 

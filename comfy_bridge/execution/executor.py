@@ -10,7 +10,7 @@ import traceback
 from enum import Enum
 from typing import Any, Protocol
 
-from comfy_bridge import progress
+from nodes import progress
 from comfy_bridge.execution.caching import CacheSet, Signer
 from comfy_bridge.execution.graph import DynamicPrompt, ExecutionList
 from comfy_bridge.execution.graph_utils import ExecutionBlocker, is_link

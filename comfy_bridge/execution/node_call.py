@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 import torch
 
-from comfy_bridge import progress
+from nodes import progress
 from comfy_bridge.execution.context import ExecutionContext, current_executing_context
 from comfy_bridge.execution.graph import DynamicPrompt, get_input_info
 from comfy_bridge.execution.graph_utils import ExecutionBlocker, GraphBuilder, is_link

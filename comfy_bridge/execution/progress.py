@@ -10,12 +10,8 @@ import contextvars
 import threading
 from typing import Any
 
+from comfy_bridge.compat.protocol import BinaryEventTypes
 from comfy_bridge.execution.graph import DynamicPrompt
-
-PREVIEW_IMAGE = 1
-UNENCODED_PREVIEW_IMAGE = 2
-TEXT = 3
-PREVIEW_IMAGE_WITH_METADATA = 4
 
 
 def supports_preview_metadata(server: Any, client_id: str | None) -> bool:
@@ -67,7 +63,8 @@ class ProgressRegistry:
             if image is not None and self.server is not None and \
                     supports_preview_metadata(self.server, self.server.client_id):
                 metadata = {"node_id": node_id, "prompt_id": self.prompt_id, **self._node_ids(node_id)}
-                self.server.send_sync(PREVIEW_IMAGE_WITH_METADATA, (*image, metadata), self.server.client_id)
+                self.server.send_sync(BinaryEventTypes.PREVIEW_IMAGE_WITH_METADATA, (*image, metadata),
+                                      self.server.client_id)
 
     def finish_progress(self, node_id: str) -> None:
         with self.lock:
@@ -95,7 +92,7 @@ def get_progress_state() -> ProgressRegistry:
 
 def make_progress_hook(server: Any, registry: ProgressRegistry, node_id: str):
     """The ProgressBar hook of one node: registry update, `progress` message, legacy preview frame."""
-    from comfy_bridge import progress
+    from nodes import progress
 
     def hook(value: float, total: float, preview: Any = None) -> None:
         progress.throw_if_interrupted()
@@ -103,5 +100,5 @@ def make_progress_hook(server: Any, registry: ProgressRegistry, node_id: str):
         server.send_sync("progress", {"value": value, "max": total, "prompt_id": registry.prompt_id, "node": node_id},
                          server.client_id)
         if preview is not None and not supports_preview_metadata(server, server.client_id):
-            server.send_sync(PREVIEW_IMAGE, tuple(preview), server.client_id)
+            server.send_sync(BinaryEventTypes.PREVIEW_IMAGE, tuple(preview), server.client_id)
     return hook

@@ -6,7 +6,7 @@ import contextlib
 import sys
 from typing import Any, Iterator
 
-from comfy_bridge import progress
+from nodes import progress
 
 Event = tuple  # ("progress", value, total) | ("send", event, data, sid)
 

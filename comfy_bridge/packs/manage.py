@@ -20,7 +20,7 @@ from typing import Sequence
 
 from comfy_bridge.args import shared_options
 from comfy_bridge.packs.pip_guard import RequirementsError, TorchReplacement, install_requirements
-from comfy_bridge.workspace import Workspace, default_workspace
+from nodes.workspace import Workspace, default_workspace
 
 DISABLED = ".disabled"
 STAGING_PREFIX = ".installing-"

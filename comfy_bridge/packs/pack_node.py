@@ -23,12 +23,12 @@ RESULT = "result"
 
 def workspace_snapshot() -> dict[str, Any]:
     """The head's active workspace as plain data, to activate the same one on an executor."""
-    from comfy_bridge import workspace as ws_mod
+    from nodes import workspace as ws_mod
     return ws_mod.active().snapshot()
 
 
 def _activate(snapshot: dict[str, Any]) -> None:
-    from comfy_bridge import workspace as ws_mod
+    from nodes import workspace as ws_mod
     current = ws_mod._active
     if current is None or current.snapshot() != snapshot:
         ws_mod.activate(ws_mod.Workspace.from_snapshot(snapshot))

@@ -255,8 +255,10 @@ def class_rows(cls: type, names: tuple[str, ...], instance_attributes: set[str] 
 
 def sections() -> list[tuple[str, list[Row]]]:
     # `nodes` (and torch) first: comfy_extras' module __getattr__ imports `nodes` when anything, such as
-    # inspect during torch's import, asks a comfy_extras module for a dunder attribute.
-    import nodes  # noqa: F401
+    # inspect during torch's import, asks a comfy_extras module for a dunder attribute. Its node modules
+    # load on first use: load them now, as the attributes are read statically below.
+    import nodes
+    nodes.NODE_CLASS_MAPPINGS  # noqa: B018
     from comfy_bridge import compat
     compat.install()
     from comfy_bridge.compat.comfy_extras import MODULE_NAMES

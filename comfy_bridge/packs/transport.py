@@ -16,6 +16,8 @@ from typing import Any
 
 import torch
 
+from nodes.modelfns import model_patches
+
 TENSOR_PREFIX = "t."
 
 
@@ -94,3 +96,8 @@ def import_pack_module(module: str) -> None:
         _import_module(folder)
     if module != root:
         importlib.import_module(module)
+
+
+# MODEL patches that packs install travel in a denoise step's params: carried by this module, which
+# imports their packs on the executor.
+model_patches.set_codec(__name__)

@@ -20,7 +20,8 @@ from typing import Any, Awaitable, Callable, MutableMapping
 import aiohttp
 from aiohttp import web
 
-from comfy_bridge import workspace as workspace_mod
+from comfy_bridge.compat.protocol import BinaryEventTypes
+from nodes import workspace as workspace_mod
 
 from . import (cluster_stats, frontend, history, internal, jobs, model_manager, object_info, prompt, queue,
                settings, system, upload, userdata, view, websocket)
@@ -163,7 +164,7 @@ class PromptServer:
             pass
 
     def send_progress_text(self, text: str, node_id: str, sid: str | None = None) -> None:
-        self.send_sync(websocket.TEXT, {"text": text, "node_id": node_id}, sid)
+        self.send_sync(BinaryEventTypes.TEXT, {"text": text, "node_id": node_id}, sid)
 
     def _targets(self, sid: str | None) -> list[tuple[str, web.WebSocketResponse]]:
         """The sockets a message for `sid` (None: everyone) goes to."""
@@ -187,7 +188,7 @@ class PromptServer:
         await self.send(event, bytes(data), sid)
 
     async def _send_binary(self, event: int, data: Any, targets: list[tuple[str, web.WebSocketResponse]]) -> None:
-        if event == websocket.TEXT and isinstance(data, dict):
+        if event == BinaryEventTypes.TEXT and isinstance(data, dict):
             for target_sid, ws in targets:
                 pid = self.last_prompt_id if self.supports_feature(target_sid, "supports_progress_text_metadata") \
                     else None
@@ -198,7 +199,7 @@ class PromptServer:
             for _, ws in targets:
                 await _send_safely(ws.send_bytes, message)
             return
-        if event == websocket.PREVIEW_IMAGE_WITH_METADATA:
+        if event == BinaryEventTypes.PREVIEW_IMAGE_WITH_METADATA:
             # A legacy client (no supports_preview_metadata) cannot parse type 4: give it type 1.
             preview, metadata = websocket.split_preview_with_metadata(data)
             plain = rich = None
@@ -210,7 +211,7 @@ class PromptServer:
                     plain = plain or websocket.preview_frame(preview)
                     await _send_safely(ws.send_bytes, plain)
             return
-        if event in (websocket.PREVIEW_IMAGE, websocket.UNENCODED_PREVIEW_IMAGE):
+        if event in (BinaryEventTypes.PREVIEW_IMAGE, BinaryEventTypes.UNENCODED_PREVIEW_IMAGE):
             message = websocket.preview_frame(tuple(data))
             for _, ws in targets:
                 await _send_safely(ws.send_bytes, message)

@@ -32,7 +32,10 @@ def _cascade_stats() -> Any:
     except ImportError:
         return None
     fn = getattr(module, "cascade_stats", None)
-    return fn() if callable(fn) else None
+    if not callable(fn):
+        return None
+    from nodes.workspace import active
+    return fn(active().root)     # the workspace's cascades/*.yaml, re-read: edits take effect
 
 
 def snapshot(server: "PromptServer") -> dict[str, Any]:

@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from comfy_bridge.workspace import Workspace
+from nodes.workspace import Workspace
 
 # 8 MiB holds the largest UI workflows (the web UI sends the graph beside the prompt) many times over.
 DEFAULT_MAX_PROMPT_BYTES = 8 * 1024 * 1024
@@ -19,7 +19,7 @@ DEFAULT_MAX_TEXT_CHARS = 100_000
 class ServerConfig:
     listen: str = "127.0.0.1"            # comma-separated addresses, one TCP site each (ComfyUI's --listen)
     port: int = 8188
-    workspace: Workspace | Path | str | None = None   # None: comfy_bridge.workspace.active()
+    workspace: Workspace | Path | str | None = None   # None: nodes.workspace.active()
     enable_cors_header: str | None = None  # origins ("*" for any), comma separated: CORS for them
     allowed_hosts: tuple[str, ...] = ()    # Host names served besides IPs, loopback and --listen names
     max_upload_size: float = 100.0         # MB; request bodies above it get 413
@@ -61,7 +61,7 @@ class ServerConfig:
         return [a.strip() for a in self.listen.split(",") if a.strip()]
 
     def resolve_workspace(self) -> Workspace:
-        from comfy_bridge import workspace as ws_mod
+        from nodes import workspace as ws_mod
         if self.workspace is None:
             return ws_mod.active()
         if isinstance(self.workspace, Workspace):

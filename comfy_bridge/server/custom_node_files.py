@@ -5,7 +5,7 @@ import json
 import logging
 from pathlib import Path
 
-from comfy_bridge.workspace import Workspace
+from nodes.workspace import Workspace
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Callable
 from aiohttp import web
 
 from .custom_node_files import example_workflow_dirs
-from comfy_bridge.safe_paths import UnsafePath, safe_join
+from nodes.safe_paths import UnsafePath, safe_join
 
 if TYPE_CHECKING:
     from .app import PromptServer

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from comfy_bridge import progress
+from nodes import progress
 
 from .common import json_response, read_json
 

@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from comfy_bridge.workspace import FOLDER_EXTENSIONS, MODEL_EXTENSIONS
+from nodes.workspace import FOLDER_EXTENSIONS, MODEL_EXTENSIONS
 
-from comfy_bridge.safe_paths import UnsafePath, safe_join
+from nodes.safe_paths import UnsafePath, safe_join
 from .view import safetensors_metadata
 
 if TYPE_CHECKING:

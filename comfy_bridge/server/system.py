@@ -13,7 +13,7 @@ from urllib.parse import quote
 import psutil
 from aiohttp import web
 
-from comfy_bridge import progress
+from nodes import progress
 
 from .common import read_json
 from .custom_node_files import translations, workflow_templates

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Callable
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
-from comfy_bridge.safe_paths import UnsafePath, safe_join
+from nodes.safe_paths import UnsafePath, safe_join
 from .view import split_annotation, type_dir
 
 if TYPE_CHECKING:

@@ -18,8 +18,8 @@ from urllib.parse import unquote
 from aiohttp import web
 
 from .common import query_bool, read_json
-from comfy_bridge.output_claims import write_atomic
-from comfy_bridge.safe_paths import UnsafePath, safe_join
+from nodes.output_claims import write_atomic
+from nodes.safe_paths import UnsafePath, safe_join
 from .web_security import served_file_headers
 
 if TYPE_CHECKING:

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from comfy_bridge.workspace import Workspace
+from nodes.workspace import Workspace
 
-from comfy_bridge.safe_paths import UnsafePath, check_relative, safe_join
+from nodes.safe_paths import UnsafePath, check_relative, safe_join
 from .web_security import served_file_headers
 
 if TYPE_CHECKING:

@@ -15,15 +15,13 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 from aiohttp import web
 
+from comfy_bridge.compat.protocol import BinaryEventTypes
+
 if TYPE_CHECKING:
     from .app import PromptServer
 
 log = logging.getLogger(__name__)
 
-PREVIEW_IMAGE = 1
-UNENCODED_PREVIEW_IMAGE = 2
-TEXT = 3
-PREVIEW_IMAGE_WITH_METADATA = 4
 _IMAGE_FORMAT_IDS = {"JPEG": 1, "PNG": 2}
 
 
@@ -43,7 +41,7 @@ def _encode_image(image_type: str, image: Any, max_size: int | None) -> bytes:
 def preview_frame(preview: tuple) -> bytes:
     """Type 1: format id (1 JPEG, 2 PNG) + encoded image; `preview` = (format, PIL image, max_size)."""
     image_type, image, max_size = preview[:3]
-    return frame(PREVIEW_IMAGE, struct.pack(">I", _IMAGE_FORMAT_IDS.get(image_type, 1))
+    return frame(BinaryEventTypes.PREVIEW_IMAGE, struct.pack(">I", _IMAGE_FORMAT_IDS.get(image_type, 1))
                  + _encode_image(image_type, image, max_size))
 
 
@@ -53,7 +51,7 @@ def preview_metadata_frame(preview: tuple, metadata: dict | None) -> bytes:
     meta = dict(metadata or {})
     meta["image_type"] = "image/png" if image_type == "PNG" else "image/jpeg"
     meta_bytes = json.dumps(meta).encode()
-    return frame(PREVIEW_IMAGE_WITH_METADATA,
+    return frame(BinaryEventTypes.PREVIEW_IMAGE_WITH_METADATA,
                  struct.pack(">I", len(meta_bytes)) + meta_bytes + _encode_image(image_type, image, max_size))
 
 
@@ -64,7 +62,7 @@ def text_frame(node_id: str, text: str, prompt_id: str | None = None) -> bytes:
     if prompt_id is not None:
         pid = prompt_id.encode()
         head = struct.pack(">I", len(pid)) + pid
-    return frame(TEXT, head + struct.pack(">I", len(node)) + node + text.encode())
+    return frame(BinaryEventTypes.TEXT, head + struct.pack(">I", len(node)) + node + text.encode())
 
 
 def split_preview_with_metadata(data: Any) -> tuple[tuple, dict | None]:

@@ -15,7 +15,8 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from comfy_bridge import output_claims, progress
+from comfy_bridge.execution.context import executing_node_key
+from nodes import output_claims, progress
 
 from .prompt_queue import ExecutionStatus, QueueItem
 
@@ -93,7 +94,8 @@ class QueueWorker:
         server.last_prompt_id = item.prompt_id
         sink.client_id = item.extra_data.get("client_id")
         token = progress.bind_prompt(item.prompt_id)
-        claims = output_claims.bind(getattr(server.prompt_queue, "output_claims", None), task_id)
+        claims = output_claims.bind(getattr(server.prompt_queue, "output_claims", None), task_id,
+                                    executing_node_key)
         history_result: dict = {}
         status: ExecutionStatus
         executor = None

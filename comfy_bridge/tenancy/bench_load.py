@@ -37,7 +37,7 @@ def _serve(workspace: str, state_db: str, port: int) -> int:
 
     from comfy_bridge.registry import build_registry
     from comfy_bridge.server import ServerConfig, run_server
-    from comfy_bridge.workspace import Workspace
+    from nodes.workspace import Workspace
     logging.basicConfig(level=logging.WARNING)
     ws = Workspace(Path(workspace)).create()
     web = ws.root / "web"

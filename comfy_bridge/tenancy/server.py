@@ -16,7 +16,7 @@ from aiohttp import web
 from comfy_bridge.server.app import PromptServer
 from comfy_bridge.server.common import TENANT_KEY
 from comfy_bridge.server.config import ServerConfig
-from comfy_bridge.workspace import Workspace
+from nodes.workspace import Workspace
 
 from . import context
 from .accounting import Accounting

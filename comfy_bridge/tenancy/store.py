@@ -28,7 +28,7 @@ from typing import Any, Iterator
 
 from comfy_bridge.server.prompt_queue import MAX_QUEUE_NUMBER, queue_number
 
-from comfy_bridge.output_claims import Claim
+from nodes.output_claims import Claim
 
 from . import keys as keys_mod
 
@@ -326,7 +326,7 @@ class Store:
 
     def requeue_running(self) -> int:
         """After a restart: prompts that were running when the head died go back to pending (keeping the
-        output names they claimed, see comfy_bridge.output_claims)."""
+        output names they claimed, see nodes.output_claims)."""
         self._exec("DELETE FROM output_claims WHERE task NOT IN (SELECT id FROM queue)")   # a removed tenant's
         return self._exec("UPDATE queue SET running = 0 WHERE running = 1").rowcount
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from comfy_bridge.server.userdata import UserManager
-from comfy_bridge.workspace import Workspace
+from nodes.workspace import Workspace
 
 from . import context
 

@@ -1,4 +1,3 @@
-"""The core ModelFns: text encoding, one denoising step, VAE encode/decode (registered on import),
-and `pack_node`, which runs a custom node pack's node whole on an executor."""
-from comfy_bridge.packs import pack_node  # noqa: F401
+"""The core ModelFns: text encoding, one denoising step, VAE encode/decode, the cascade discriminator
+(registered on import; cluster.providers says who imports this)."""
 from nodes.modelfns import denoise, discriminator, text_encoder, vae  # noqa: F401

@@ -6,19 +6,22 @@ can run on any executor and a re-run reproduces its output.
 """
 from __future__ import annotations
 
+from collections.abc import Hashable
 from typing import Any, Callable
 
 import torch
 
-from cluster.modelfn import ModelFn, register
+from cluster.batching import Call, freeze, layout_key
+from cluster.modelfn import Layout, ModelFn, register
 from cluster.refs import ModelRef
 from nodes.models.components import DiffusionModel
 from nodes.modelfns.model_patches import combine, skips_uncond
 from nodes.sampling.model_sampling import ModelSampling, model_sampling_from_config
 from nodes.sampling.sampler_base import DENOISED
-from nodes.sampling.samplers import run_step
+from nodes.sampling.samplers import get_sampler, run_step
 
 STATE_PREFIX = "state."
+UNBATCHED_PARAMS = ("seed",)     # deterministic samplers never read it
 
 
 def _active(sigma: float, start: float, end: float) -> bool:
@@ -153,6 +156,40 @@ class DenoiseStep(ModelFn):
         self.add_output("x")
         self.add_output("denoised")
         self.add_output("state")
+
+    @classmethod
+    def batch_key(cls, call: Call) -> Hashable | None:
+        """Steps of different requests share one forward pass when everything that shapes the computation
+        is the same apart from the batch: the weights, every param but the seed (sampler, step index,
+        guidance, model sampling, image size, the conditioning layout: entry keys, strengths, ranges,
+        ControlNets), the whole sigma schedule, and each tensor's dtype and shape past the batch.
+        Samplers that draw noise are not merged: each request's noise stream comes from its own seed and
+        generator state, and one call would draw a single stream for the whole batch. Neither are MODELs
+        patched by node packs (their patches are code the merge cannot see into)."""
+        if "model_patches" in call.params:
+            return None
+        try:
+            if get_sampler(str(call.params["sampler"])).noise_kind != "none":
+                return None
+        except (KeyError, ValueError):
+            return None
+        return layout_key(cls, call, UNBATCHED_PARAMS)
+
+    @classmethod
+    def input_layout(cls, name: str, t: torch.Tensor, n: int, ndim: int) -> Layout:
+        """The sigma schedule is shared; sampler state is per sample, a history stack, or a few shared
+        step sizes; conditioning and inpainting tensors follow the default (one for all, or per sample)."""
+        if name == "sigmas":
+            return ("shared",) + freeze(t)[1:]
+        if name.startswith(STATE_PREFIX):
+            if t.ndim == ndim and t.shape[0] == n:
+                return ("sample", str(t.dtype), tuple(t.shape[1:]))
+            if t.ndim == ndim + 1 and t.shape[1] == n:
+                return ("history", str(t.dtype), t.shape[0], tuple(t.shape[2:]))
+            if t.numel() <= 16:      # step sizes and the like: the same schedule gives the same values
+                return ("shared",) + freeze(t)[1:]
+            return None
+        return super().input_layout(name, t, n, ndim)
 
     def load_model(self, ref: ModelRef) -> DiffusionModel:
         from nodes.models.loader import load_diffusion_model

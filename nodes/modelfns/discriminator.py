@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from cluster.cascade.discriminator import Discriminator, load_discriminator
+from nodes.models.discriminator import Discriminator, load_discriminator
 from cluster.modelfn import ModelFn, register
 from cluster.refs import ModelRef
 

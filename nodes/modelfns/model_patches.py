@@ -6,24 +6,37 @@ the step's params as a `Patches` value whose pickle imports the defining pack on
 """
 from __future__ import annotations
 
+import importlib
 import math
 from types import SimpleNamespace
 from typing import Any
 
 import torch
 
+# The module whose `dumps_plain(obj) -> bytes` / `loads_plain(bytes) -> obj` carry the patches' functions:
+# pack modules are imported by file path, which a plain unpickler cannot do. The packs layer, which makes
+# the patches, installs it (`set_codec`); it is named in the pickle so that the executor unpickling one
+# imports the codec without this module naming the layer above.
+_codec: str | None = None
+
+
+def set_codec(module: str) -> None:
+    """Carry patches with `module`'s dumps_plain / loads_plain (the packs layer calls this on import)."""
+    global _codec
+    _codec = module
+
 
 class Patches(dict):
     """model_options entries; pickled so that an executor imports the packs that define them."""
 
     def __reduce__(self) -> tuple:
-        from comfy_bridge.packs import transport
-        return _load, (transport.dumps_plain(dict(self)),)
+        if _codec is None:   # no packs layer in this process: the functions are importable by name
+            return Patches, (dict(self),)
+        return _load, (_codec, importlib.import_module(_codec).dumps_plain(dict(self)))
 
 
-def _load(data: bytes) -> Patches:
-    from comfy_bridge.packs import transport
-    return Patches(transport.loads_plain(data))
+def _load(codec: str, data: bytes) -> Patches:
+    return Patches(importlib.import_module(codec).loads_plain(data))
 
 
 def skips_uncond(patches: dict, cfg: float) -> bool:

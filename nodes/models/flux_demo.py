@@ -11,7 +11,7 @@ from diffusers import AutoencoderKL, FluxTransformer2DModel
 from safetensors.torch import save_file
 from transformers import CLIPTextConfig, CLIPTextModel, T5Config, T5EncoderModel
 
-from comfy_bridge.output_claims import write_atomic
+from nodes.output_claims import write_atomic
 from nodes.models.flux_configs import CONFIGS_DIR, METADATA_KEY
 from nodes.models.flux_keys import diffusers_to_bfl
 from nodes.models.vae import diffusers_to_ldm

@@ -175,7 +175,7 @@ def _diffusers_vae(folder: Path, arch: str) -> VAE:
 # ---- text encoders --------------------------------------------------------------------------------------
 
 def _vocab_dirs() -> list[Path]:
-    from comfy_bridge.workspace import active
+    from nodes.workspace import active
     ws = active()
     return ws.folder_paths("text_encoders") + ws.folder_paths("configs")
 

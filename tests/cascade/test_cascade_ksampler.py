@@ -125,7 +125,7 @@ def test_heavy_rerun_that_would_miss_the_slo_keeps_the_light_image(graph, demo_w
     path.write_text("light: sd1-tiny.safetensors\nheavy: sdxl-tiny.safetensors\n"
                     "discriminator: cascade-demo-discriminator.safetensors\nslo_s: 0.5\npolicy: {threshold: 1.0}\n")
     try:
-        from cluster.cascade import declared_for_active_workspace
+        from nodes.cascade_nodes import declared_for_active_workspace
         declared_for_active_workspace()
         default_controller().record_latency("tight", "heavy", 2, 10.0)   # the heavy stage takes 10 s
         image, _, _, answered = _run(graph, 1.0, cascade="tight")["result"]

@@ -10,7 +10,7 @@ import pytest
 import torch
 from PIL import Image
 
-from cluster.cascade.discriminator import (DEMO_CONFIG, Discriminator, MBConv, build_demo_discriminator,
+from nodes.models.discriminator import (DEMO_CONFIG, Discriminator, MBConv, build_demo_discriminator,
                                            load_discriminator, save_discriminator, synthetic_images,
                                            train_discriminator)
 

@@ -51,14 +51,14 @@ def test_bad_files_are_named_in_the_error(tmp_path, text, message):
 def test_cascade_stats_lists_workspace_cascades(tmp_path):
     from cluster.cascade import cascade_stats
     from cluster.cascade.controller import CascadeController, set_default_controller
-    from comfy_bridge.workspace import Workspace, activate, active
+    from nodes.workspace import Workspace, activate, active
     previous = active()
     try:
         ws = activate(Workspace(tmp_path).create())
         (ws.root / "cascades").mkdir()
         (ws.root / "cascades" / "fast.yaml").write_text(YAML)
         set_default_controller(CascadeController(budget=4))
-        stats = json.loads(json.dumps(cascade_stats()))     # JSON-ready
+        stats = json.loads(json.dumps(cascade_stats(ws.root)))     # JSON-ready
         assert stats["budget"] == 4
         fast = stats["cascades"]["fast"]
         assert fast["light"]["checkpoint"] == "sd1-tiny.safetensors" and fast["slo_s"] == 3.5

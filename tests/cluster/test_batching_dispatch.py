@@ -228,7 +228,8 @@ def test_take_dispatches_out_of_turn_and_its_entry_is_skipped():
 
 def test_cascade_decisions_set_the_stage_models_batch_sizes(demo_workspace):
     from cluster.cascade.controller import CascadeController
-    from cluster.cascade.head_hook import _heads, batch_size_listener, checkpoint_model_key, follow_head
+    from cluster.cascade.head_hook import _heads, batch_size_listener, follow_head
+    from nodes.cascade_nodes import checkpoint_model_key
     from cluster.cascade.spec import CascadeSpec, Policy, StageSpec
 
     class FakeHead:
@@ -242,7 +243,7 @@ def test_cascade_decisions_set_the_stage_models_batch_sizes(demo_workspace):
     controller.on_decision(batch_size_listener(controller))
     controller.add(CascadeSpec("c", StageSpec("sd1-tiny.safetensors", 2), StageSpec("sdxl-tiny.safetensors", 4),
                                "d", slo_s=5.0, policy=Policy(batch_sizes=(2, 4))))
-    follow_head(head)
+    follow_head(head, checkpoint_model_key)
     try:
         decision = controller.tick()["c"]
     finally:

@@ -12,7 +12,7 @@ from comfy_bridge import compat  # noqa: E402
 from comfy_bridge.execution import PromptExecutor  # noqa: E402
 from comfy_bridge.registry import NodeRegistry  # noqa: E402
 from comfy_bridge.validation import validate_prompt  # noqa: E402
-from comfy_bridge.workspace import Workspace, activate  # noqa: E402
+from nodes.workspace import Workspace, activate  # noqa: E402
 
 compat.install()
 import engine_nodes  # noqa: E402

@@ -228,7 +228,7 @@ class WaitForInterrupt:
     FUNCTION = "run"
 
     def run(self, value):
-        from comfy_bridge import progress
+        from nodes import progress
         progress.interrupt()
         progress.throw_if_interrupted()
         return (value,)

@@ -25,7 +25,7 @@ def test_io_any_matches_everything_and_unions_overlap():
 
 def test_folder_paths_follow_the_active_workspace(tmp_path):
     import folder_paths
-    from comfy_bridge.workspace import Workspace, activate
+    from nodes.workspace import Workspace, activate
     ws = activate(Workspace(tmp_path / "x").create())
     (ws.models_dir / "loras" / "a.safetensors").write_bytes(b"0")
     assert folder_paths.get_filename_list("loras") == ["a.safetensors"]
@@ -39,7 +39,7 @@ def test_folder_paths_follow_the_active_workspace(tmp_path):
 def test_folder_paths_annotated_files_stay_inside_their_folder(tmp_path):
     """What node packs open through get_annotated_filepath obeys the containment rule of /view."""
     import folder_paths
-    from comfy_bridge.workspace import Workspace, activate
+    from nodes.workspace import Workspace, activate
     ws = activate(Workspace(tmp_path / "x").create())
     (tmp_path / "secret.png").write_bytes(b"secret")
     (ws.input_dir / "link.png").symlink_to(tmp_path / "secret.png")
@@ -56,7 +56,7 @@ def test_folder_paths_annotated_files_stay_inside_their_folder(tmp_path):
 def test_folder_paths_finds_a_symlinked_model_file(tmp_path):
     """Users link model files in from other disks: model folders follow symlinks, unlike input/output."""
     import folder_paths
-    from comfy_bridge.workspace import Workspace, activate
+    from nodes.workspace import Workspace, activate
     ws = activate(Workspace(tmp_path / "x").create())
     (tmp_path / "big.safetensors").write_bytes(b"0")
     (ws.models_dir / "loras" / "big.safetensors").symlink_to(tmp_path / "big.safetensors")

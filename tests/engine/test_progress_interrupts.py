@@ -6,7 +6,7 @@ import contextvars
 
 import pytest
 
-from comfy_bridge import progress
+from nodes import progress
 
 
 def _in_prompt(prompt_id: str):

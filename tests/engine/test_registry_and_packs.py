@@ -5,7 +5,7 @@ import json
 import textwrap
 
 from comfy_bridge.registry import build_registry
-from comfy_bridge.workspace import Workspace, activate
+from nodes.workspace import Workspace, activate
 
 
 def test_v1_node_info_shape(registry):

@@ -45,7 +45,7 @@ def test_keeps_parameters_and_state_dict_and_token_inputs_use_one_gemm():
 
 
 def test_loaded_denoisers_and_controlnets_have_no_plain_linear(demo_workspace, monkeypatch):
-    from comfy_bridge import workspace
+    from nodes import workspace
     from nodes.loaders import CheckpointLoaderSimple, ControlNetLoader
     from nodes.models.loader import load_controlnet, load_diffusion_model
     monkeypatch.setattr(workspace, "_active", demo_workspace)   # another test may have switched it

@@ -87,7 +87,7 @@ class _SaveLatent:
 
     def save(self, samples: dict, filename_prefix: str = "latents/ComfyUI"):
         from safetensors.torch import save_file
-        from comfy_bridge.workspace import active
+        from nodes.workspace import active
         subfolder, _, stem = filename_prefix.rpartition("/")
         folder = Path(active().output_dir) / subfolder
         folder.mkdir(parents=True, exist_ok=True)
@@ -100,7 +100,7 @@ class _SaveLatent:
 class _LoadLatent:
     @classmethod
     def INPUT_TYPES(cls):
-        from comfy_bridge.workspace import active
+        from nodes.workspace import active
         folder = Path(active().input_dir)
         return {"required": {"latent": (sorted(p.name for p in folder.glob("*.latent") if p.is_file()),)}}
 
@@ -110,7 +110,7 @@ class _LoadLatent:
 
     def load(self, latent: str):
         from safetensors.torch import load_file
-        from comfy_bridge.workspace import active
+        from nodes.workspace import active
         tensors = load_file(str(Path(active().input_dir) / latent))
         scale = 1.0 if "latent_format_version_0" in tensors else 1.0 / 0.18215
         return ({"samples": tensors["latent_tensor"].float() * scale},)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from comfy_bridge import workspace as ws_module
+from nodes import workspace as ws_module
 
 
 @pytest.fixture

@@ -32,7 +32,7 @@ def _params():
 @pytest.fixture(scope="module")
 def engine(tmp_path_factory):
     """One fresh workspace holding every fixture's input files, and a registry built on it."""
-    from comfy_bridge import workspace as ws_module
+    from nodes import workspace as ws_module
     from comfy_bridge.registry import build_registry
     previous = ws_module._active
     ws = ws_module.activate(ws_module.Workspace(tmp_path_factory.mktemp("comfyui-fixtures")).create())
@@ -58,7 +58,7 @@ def test_case_matches_comfyui(engine, path, name):
 
 def ws_module_active(ws) -> None:
     """Other tests in the session may activate their own workspace between ours."""
-    from comfy_bridge import workspace as ws_module
+    from nodes import workspace as ws_module
     ws_module.activate(ws)
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from comfy_bridge.workspace import Workspace, activate
+from nodes.workspace import Workspace, activate
 
 FIXTURES = Path(__file__).parent / "fixture_packs"
 

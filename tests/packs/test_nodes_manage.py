@@ -13,7 +13,7 @@ import pytest
 from comfy_bridge.custom_nodes import load_custom_nodes
 from comfy_bridge.packs.manage import PackError, install_pack, list_packs, set_enabled
 from comfy_bridge.registry import NodeRegistry
-from comfy_bridge.workspace import Workspace
+from nodes.workspace import Workspace
 
 PACK_INIT = textwrap.dedent('''
     class {cls}:

@@ -46,7 +46,7 @@ def test_prestartup_script_runs_before_the_pack_imports(packs_registry, packs_ws
 
 def test_failing_prestartup_script_is_logged_and_loading_goes_on(tmp_path, caplog):
     from comfy_bridge.custom_nodes import run_prestartup_scripts
-    from comfy_bridge.workspace import Workspace, activate
+    from nodes.workspace import Workspace, activate
     ws = activate(Workspace(tmp_path / "ws").create())
     bad = ws.root / "custom_nodes" / "bad_start"
     bad.mkdir()

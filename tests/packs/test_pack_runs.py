@@ -9,7 +9,7 @@ import os
 
 import torch
 
-from comfy_bridge import progress
+from nodes import progress
 from nodes.sampling.model_sampling import model_sampling_from_config
 from nodes import arch
 from nodes.sampling.schedules import ksampler_sigmas

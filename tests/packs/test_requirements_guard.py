@@ -14,7 +14,7 @@ import pytest
 from comfy_bridge.packs.manage import install_pack, list_packs
 from comfy_bridge.packs.pip_guard import (TorchReplacement, constraints, install_requirements,
                                           installed_torch_family)
-from comfy_bridge.workspace import Workspace
+from nodes.workspace import Workspace
 
 
 def make_wheel(folder: Path, name: str, version: str, requires: tuple[str, ...] = ()) -> Path:

@@ -22,10 +22,10 @@ import pytest
 from aiohttp import WSMsgType
 from aiohttp.test_utils import TestClient, TestServer
 
-from comfy_bridge import progress
 from comfy_bridge.registry import NodeRegistry
+from nodes import progress
 from comfy_bridge.server import ServerConfig, create_app
-from comfy_bridge.workspace import Workspace
+from nodes.workspace import Workspace
 
 from . import server_nodes
 
@@ -48,7 +48,7 @@ def restore_globals():
     """The server activates its workspace and sets PromptServer.instance: undo both after each test."""
     import sys
 
-    from comfy_bridge import workspace as workspace_mod
+    from nodes import workspace as workspace_mod
     from comfy_bridge.server import PromptServer
     active = workspace_mod._active
     compat = sys.modules.get("comfy_bridge.compat.server")

@@ -9,7 +9,7 @@ import time
 import torch
 from PIL import Image
 
-from comfy_bridge import workspace
+from nodes import workspace
 from comfy_bridge.compat.comfy import model_management
 from comfy_bridge.compat.comfy.utils import ProgressBar
 

@@ -13,15 +13,15 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import tenant_nodes  # noqa: E402
 
-from comfy_bridge import progress  # noqa: E402
+from nodes import progress  # noqa: E402
 from comfy_bridge.server import ServerConfig, create_app  # noqa: E402
 from comfy_bridge.server.app import SERVER_KEY  # noqa: E402
-from comfy_bridge.workspace import Workspace  # noqa: E402
+from nodes.workspace import Workspace  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
 def restore_globals():
-    from comfy_bridge import workspace as workspace_mod
+    from nodes import workspace as workspace_mod
     from comfy_bridge.server import PromptServer
     active = workspace_mod._active
     yield

@@ -22,7 +22,7 @@ import aiohttp
 from aiohttp.test_utils import TestClient
 
 from app_routes import route_key
-from comfy_bridge import progress
+from nodes import progress
 
 
 @dataclass

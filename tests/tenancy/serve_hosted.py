@@ -8,7 +8,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import tenant_nodes  # noqa: E402
 
 from comfy_bridge.server import ServerConfig, run_server  # noqa: E402
-from comfy_bridge.workspace import Workspace  # noqa: E402
+from nodes.workspace import Workspace  # noqa: E402
 
 if __name__ == "__main__":
     logging.basicConfig(level=logging.WARNING)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from comfy_bridge import progress
+from nodes import progress
 from comfy_bridge.compat import folder_paths
 
 RUNS: list[int] = []

@@ -26,7 +26,7 @@ from comfy_bridge.registry import NodeRegistry
 from comfy_bridge.server import ServerConfig, create_app
 from comfy_bridge.server.app import SERVER_KEY
 from comfy_bridge.tenancy.keys import split_key
-from comfy_bridge.workspace import Workspace
+from nodes.workspace import Workspace
 from nodes.image import EmptyImage
 from nodes.image_io import LoadImage, SaveImage
 

@@ -18,11 +18,11 @@ from aiohttp.test_utils import TestClient, TestServer
 from app_routes import app_routes, route_hit, route_key
 from isolation_cases import CASES, WRITES, Ctx, Tenant, _form, _png, assert_not_interrupted, clean, stale, uncovered
 
-from comfy_bridge import progress
+from nodes import progress
 from comfy_bridge.registry import NodeRegistry
 from comfy_bridge.server import ServerConfig, create_app
 from comfy_bridge.server.app import SERVER_KEY
-from comfy_bridge.workspace import Workspace
+from nodes.workspace import Workspace
 from nodes.image_io import LoadImage, SaveImage
 
 SLOW_S = 120.0   # the victim's running prompt: interrupted by the victim when the routes are done

@@ -16,7 +16,7 @@ from isolation_cases import Tenant, _form, _png, clean
 
 from comfy_bridge.server import ServerConfig, create_app
 from comfy_bridge.server.app import SERVER_KEY
-from comfy_bridge.workspace import Workspace
+from nodes.workspace import Workspace
 
 PACK = textwrap.dedent('''
     import os

@@ -1,14 +1,14 @@
-"""Output-name claims in the durable store and atomic writes (comfy_bridge.output_claims)."""
+"""Output-name claims in the durable store and atomic writes (nodes.output_claims)."""
 from __future__ import annotations
 
 import pytest
 import torch
 
-from comfy_bridge import output_claims
-from comfy_bridge.execution.context import CurrentNodeContext
-from comfy_bridge.output_claims import Claim, write_atomic
+from nodes import output_claims
+from comfy_bridge.execution.context import CurrentNodeContext, executing_node_key
+from nodes.output_claims import Claim, write_atomic
 from comfy_bridge.tenancy.store import Store
-from comfy_bridge.workspace import Workspace, activate
+from nodes.workspace import Workspace, activate
 
 
 def test_a_claim_is_kept_for_its_prompt_and_skipped_by_others(tmp_path):
@@ -33,7 +33,7 @@ def test_save_image_rerun_writes_over_the_dead_runs_file(tmp_path):
     task = store.queue_add("", "p", 1, ["x"])
     names = []
     for value in (0.25, 0.75):   # the dead run, then the re-run
-        token = output_claims.bind(store, task)
+        token = output_claims.bind(store, task, executing_node_key)
         try:
             with CurrentNodeContext("p", "9"):
                 names.append(SaveImage().save_images(torch.full((1, 4, 4, 3), value), "out")["ui"]["images"])

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from comfy_bridge.packs.manage import install_pack
-from comfy_bridge.workspace import Workspace
+from nodes.workspace import Workspace
 
 FIXTURE_PACK = Path(__file__).parent / "fixture_web_pack"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"

@@ -1,7 +1,7 @@
 """`comfy.model_management`: devices, memory and the interrupt flag, as node packs call them.
 
 Models live in the cluster (weights are placed by executors), so the memory functions here only
-describe this process's device; interrupts go to comfy_bridge.progress.
+describe this process's device; interrupts go to nodes.progress.
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 import psutil
 import torch
 
-from comfy_bridge import progress
+from nodes import progress
 
 InterruptProcessingException = progress.InterruptProcessingException
 OOM_EXCEPTION = getattr(torch, "OutOfMemoryError", MemoryError)

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from comfy_bridge import progress
+from nodes import progress
 
 PROGRESS_BAR_ENABLED = True
 PROGRESS_BAR_HOOK: Callable | None = None
@@ -75,7 +75,7 @@ def load_torch_file(ckpt: str, safe_load: bool = False, device: Any = None, retu
 
 def save_torch_file(sd: dict, ckpt: str, metadata: dict | None = None) -> None:
     import safetensors.torch
-    from comfy_bridge.output_claims import write_atomic
+    from nodes.output_claims import write_atomic
     write_atomic(ckpt, lambda tmp: safetensors.torch.save_file(sd, tmp, metadata=metadata))
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from comfy_bridge.compat.comfy_api.latest._io import FolderType, _UIOutput
-from comfy_bridge.output_claims import write_atomic
+from nodes.output_claims import write_atomic
 
 
 class SavedResult(dict):

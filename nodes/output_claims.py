@@ -38,6 +38,7 @@ class ClaimBook(Protocol):
 class _Binding:
     book: ClaimBook
     task: int
+    node: Callable[[], str]      # the running node's key, the same in every run of the prompt
     taken: dict[str, int]
     lock: threading.Lock
 
@@ -45,10 +46,11 @@ class _Binding:
 _binding: contextvars.ContextVar[_Binding | None] = contextvars.ContextVar("comfy_output_claims", default=None)
 
 
-def bind(book: ClaimBook | None, task: int) -> contextvars.Token:
+def bind(book: ClaimBook | None, task: int, node: Callable[[], str]) -> contextvars.Token:
     """Claim the names of the prompt about to run in this context (queue row `task`) in `book`; None
-    (a queue that does not survive a restart) keeps ComfyUI's rule."""
-    return _binding.set(None if book is None else _Binding(book, task, {}, threading.Lock()))
+    (a queue that does not survive a restart) keeps ComfyUI's rule. `node()` names the node running
+    when a claim is made (the engine knows; node code does not)."""
+    return _binding.set(None if book is None else _Binding(book, task, node, {}, threading.Lock()))
 
 
 def unbind(token: contextvars.Token) -> None:
@@ -61,10 +63,7 @@ def claim(folder: str, stem: str, counter: int, count: int = 1) -> Claim:
     binding = _binding.get()
     if binding is None:
         return Claim(folder, stem, counter)
-    # imported here: the execution package imports the compat modules that import this one
-    from comfy_bridge.execution.context import get_executing_context
-    ctx = get_executing_context()
-    node = f"{ctx.node_id}/{ctx.list_index}" if ctx is not None else "-"
+    node = binding.node()
     with binding.lock:   # list items of one node may run concurrently
         n = binding.taken.get(node, 0)
         binding.taken[node] = n + 1

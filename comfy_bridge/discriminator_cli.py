@@ -47,7 +47,7 @@ def load_folder(folder: Path, size: int):
 
 def main(args: argparse.Namespace) -> int:
     import torch
-    from cluster.cascade.discriminator import (Discriminator, DiscriminatorConfig, save_discriminator,
+    from nodes.models.discriminator import (Discriminator, DiscriminatorConfig, save_discriminator,
                                                train_discriminator)
     if args.out:
         out = Path(args.out)

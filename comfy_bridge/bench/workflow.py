@@ -24,7 +24,7 @@ async def _run(registry, prompt: dict, runtime, n: int = 1) -> list[bytes]:
     from comfy_bridge.execution import PromptExecutor
     from comfy_bridge.run import ConsoleSink
     from comfy_bridge.validation import validate_prompt
-    from comfy_bridge.workspace import active
+    from nodes.workspace import active
 
     async def one(i: int) -> bytes:
         pid = f"bench-{i}-{time.monotonic_ns()}"
@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     from cluster.local_cluster import start_local_cluster
     from comfy_bridge.cli import ensure_demo_models
     from comfy_bridge.registry import build_registry
-    from comfy_bridge.workspace import Workspace, activate
+    from nodes.workspace import Workspace, activate
     with tempfile.TemporaryDirectory() as tmp:
         ws = activate(Workspace(Path(tmp)).create())
         ensure_demo_models(ws)

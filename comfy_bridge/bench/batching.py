@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     from cluster.local import set_threads
     from cluster.local_cluster import start_local_cluster
     from comfy_bridge.cli import ensure_demo_models
-    from comfy_bridge.workspace import Workspace, activate
+    from nodes.workspace import Workspace, activate
     set_threads(args.threads)
     with tempfile.TemporaryDirectory() as tmp:
         ensure_demo_models(activate(Workspace(Path(tmp)).create()))

@@ -131,7 +131,7 @@ class Workspace:
         The check is on the name only, and symlinks are followed wherever they lead: users link
         model files and folders in from other disks (as extra_model_paths.yaml does), and model
         folders are the operator's, never written by a tenant. Input, output and temp files, which
-        tenants do write, obey the stricter rule of comfy_bridge.safe_paths instead."""
+        tenants do write, obey the stricter rule of nodes.safe_paths instead."""
         for base in self.folder_paths(name):
             joined = Path(os.path.normpath(base / filename))
             if not joined.is_relative_to(os.path.normpath(base)):
