@@ -24,7 +24,7 @@ def _load() -> None:
             return
         mappings: dict[str, type] = {}
         display: dict[str, str] = {}
-        for name in _MODULES:
+        for name in _MODULES + _library_modules():
             module = importlib.import_module(f"nodes.{name}")
             mappings.update(module.NODE_CLASS_MAPPINGS)
             display.update(module.NODE_DISPLAY_NAME_MAPPINGS)
@@ -33,6 +33,13 @@ def _load() -> None:
         globals().update(mappings)
         globals().update(common_ksampler=common_ksampler, NODE_DISPLAY_NAME_MAPPINGS=display)
         globals()["NODE_CLASS_MAPPINGS"] = mappings   # last: its presence marks the load complete
+
+
+def _library_modules() -> tuple[str, ...]:
+    """The node families of `nodes/library/` (one module each, named after ComfyUI's `comfy_extras`
+    module it stands for), in name order; each exports NODE_CLASS_MAPPINGS and NODE_DISPLAY_NAME_MAPPINGS."""
+    folder = Path(__file__).parent / "library"
+    return tuple(f"library.{p.stem}" for p in sorted(folder.glob("*.py")) if p.stem != "__init__")
 
 
 def __getattr__(name: str) -> Any:
