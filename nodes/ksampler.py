@@ -6,6 +6,7 @@ runtime, which runs it in-process or on an executor without the node knowing whi
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -64,6 +65,44 @@ def _require_model(model: Any) -> ModelRef:
     return model
 
 
+@dataclass(frozen=True)
+class SamplerChoice:
+    """A SAMPLER value: a sampler of nodes.sampling.samplers by name, with options for its step function
+    (eta, s_noise, r, solver_type, order) as the sampler-object nodes set them. Plain data: it travels
+    to the executors in each step's params."""
+    name: str
+    options: tuple[tuple[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class NoiseChoice:
+    """A NOISE value: the initial noise from `seed` (RandomNoise), or none (DisableNoise, whose seed 0
+    is still the seed of the ancestral and SDE samplers' per-step noise, as in ComfyUI)."""
+    seed: int = 0
+    enabled: bool = True
+
+    def generate(self, latent: dict, samples: torch.Tensor) -> torch.Tensor:
+        if not self.enabled:
+            return torch.zeros(samples.shape, dtype=samples.dtype)
+        return prepare_noise(samples, self.seed, latent.get("batch_index"))
+
+
+@dataclass(frozen=True)
+class GuiderChoice:
+    """A GUIDER value: the model, its conditionings by role and the guidance scales.
+    kind "cfg": positive/negative with cfg (CFGGuider, and BasicGuider as positive alone at cfg 1);
+    kind "dual": positive/middle/negative with cfg (cond1 over cond2) and cfg2 (cond2 over negative),
+    `nested` choosing DualCFGGuider's style."""
+    model: ModelRef
+    positive: list
+    negative: list
+    cfg: float = 1.0
+    kind: str = "cfg"
+    middle: list | None = None
+    cfg2: float = 1.0
+    nested: bool = False
+
+
 async def common_ksampler(model: ModelRef, seed: int, steps: int, cfg: float, sampler_name: str, scheduler: str,
                           positive: list, negative: list, latent: dict, denoise: float = 1.0,
                           disable_noise: bool = False, start_step: int | None = None, last_step: int | None = None,
@@ -74,50 +113,74 @@ async def common_ksampler(model: ModelRef, seed: int, steps: int, cfg: float, sa
         raise ValueError(f"sampler_name: unknown sampler {sampler_name!r}")
     if scheduler not in SCHEDULER_NAMES:
         raise ValueError(f"scheduler: unknown scheduler {scheduler!r}")
-    samples = fix_empty_latent_channels(model, latent["samples"])
-    check_hint_batches(positive, samples.shape[0], "positive")
-    check_hint_batches(negative, samples.shape[0], "negative")
-    noise = (torch.zeros(samples.shape, dtype=samples.dtype) if disable_noise
-             else prepare_noise(samples, seed, latent.get("batch_index")))
-    ms_config = arch.sampling_config(model.arch)
-    ms = model_sampling_from_config(ms_config)
+    ms = model_sampling_from_config(arch.sampling_config(model.arch))
     sigmas = ksampler_sigmas(ms, scheduler, steps, denoise, sampler_name)
     if start_step is not None or last_step is not None:
         sigmas = advanced_sigmas(sigmas, start_step, last_step, force_full_denoise)
-    out = dict(latent)
     if len(sigmas) <= 1:
-        out["samples"] = samples
+        # KSampler's cut left nothing to sample (start at or past the end): the latent as it came
+        out = dict(latent)
+        out["samples"] = fix_empty_latent_channels(model, latent["samples"])
         return (out,)
+    out, _ = await sample_guided(GuiderChoice(model, positive, negative, cfg), SamplerChoice(sampler_name), sigmas,
+                                 latent, NoiseChoice(seed, not disable_noise))
+    return (out,)
 
+
+async def sample_guided(guider: GuiderChoice, sampler: SamplerChoice, sigmas: torch.Tensor, latent: dict,
+                        noise: NoiseChoice) -> tuple[dict, dict]:
+    """The one sampling loop of KSampler, KSamplerAdvanced, SamplerCustom and SamplerCustomAdvanced: one
+    `denoise_step` invocation per step, the sampler state and the noise generator's state travelling as
+    tensors between them. Returns (output latent, the last step's denoised prediction as a latent; the
+    output itself when no step ran), as ComfyUI's custom samplers do."""
+    model = _require_model(guider.model)
+    samples = fix_empty_latent_channels(model, latent["samples"])
+    out = dict(latent)
+    out["samples"] = samples
+    if len(sigmas) == 0:
+        return out, out
+    for name in ("positive", "negative") + (("middle",) if guider.kind == "dual" else ()):
+        check_hint_batches(getattr(guider, name), samples.shape[0], name)
+    noise_t = noise.generate(latent, samples)
+    ms_config = arch.sampling_config(model.arch)
+    ms = model_sampling_from_config(ms_config)
     fmt = arch.latent_format(model.arch)
-    latent_in = fmt.process_in(samples)
+    # ComfyUI leaves an all-zero latent unshifted (an empty latent stays empty in model space).
+    latent_in = fmt.process_in(samples) if torch.count_nonzero(samples) > 0 else samples
     max_sigma, first = float(ms.sigma_max), float(sigmas[0])
     max_denoise = math.isclose(max_sigma, first, rel_tol=1e-05) or first > max_sigma
-    x = ms.noise_scaling(sigmas[0], noise, latent_in, max_denoise)
+    x = ms.noise_scaling(sigmas[0], noise_t, latent_in, max_denoise)
 
     percent_to_sigma = lambda p: float(ms.percent_to_sigma(p))  # noqa: E731
-    pos_tensors, pos_entries = flatten("positive", positive, percent_to_sigma)
-    neg_tensors, neg_entries = flatten("negative", negative, percent_to_sigma)
-    tensors: dict[str, torch.Tensor] = {**pos_tensors, **neg_tensors, "sigmas": sigmas}
+    tensors: dict[str, torch.Tensor] = {"sigmas": sigmas}
+    params: dict[str, Any] = {"sampler": sampler.name, "cfg": guider.cfg, "seed": noise.seed,
+                              "model_sampling": ms_config, "image_size": (samples.shape[2] * 8, samples.shape[3] * 8)}
+    if sampler.options:
+        params["sampler_options"] = dict(sampler.options)
+    for name in ("positive", "negative") + (("middle",) if guider.kind == "dual" else ()):
+        side_tensors, params[name] = flatten(name, getattr(guider, name), percent_to_sigma)
+        tensors.update(side_tensors)
+    if guider.kind == "dual":
+        params["dual_cfg"] = {"cfg2": guider.cfg2, "nested": guider.nested}
     mask = latent.get("noise_mask")
     if mask is not None:
-        tensors.update(denoise_mask=_prepare_mask(mask, samples), latent_image=latent_in, noise=noise)
-    params = {"sampler": sampler_name, "cfg": cfg, "seed": seed, "positive": pos_entries,
-              "negative": neg_entries, "model_sampling": ms_config,
-              "image_size": (samples.shape[2] * 8, samples.shape[3] * 8)}
+        tensors.update(denoise_mask=_prepare_mask(mask, samples), latent_image=latent_in, noise=noise_t)
     patches = getattr(model, "sampler_patches", None)
     if patches:   # a MODEL patched by a node pack (comfy_bridge.packs.proxies)
         params["model_patches"] = Patches(patches())
     state: dict[str, torch.Tensor] = {}
+    denoised = None
     total = len(sigmas) - 1
     for i in range(total):
         throw_if_interrupted()
         result = await call_model_fn("denoise_step", model, "model", {**tensors, **state, "x": x}, {**params, "i": i})
-        x = result["x"]
+        x, denoised = result["x"], result["denoised"]
         state = {k: v for k, v in result.items() if k.startswith(STATE_PREFIX)}
-        report_progress(i + 1, total, previews.preview(result["denoised"]))
+        report_progress(i + 1, total, previews.preview(denoised))
     out["samples"] = fmt.process_out(ms.inverse_noise_scaling(sigmas[-1], x))
-    return (out,)
+    if denoised is None:
+        return out, out
+    return out, {**out, "samples": fmt.process_out(denoised)}
 
 
 def _prepare_mask(mask: torch.Tensor, samples: torch.Tensor) -> torch.Tensor:

@@ -6,6 +6,7 @@ can run on any executor and a re-run reproduces its output.
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable
 from typing import Any, Callable
 
@@ -45,6 +46,8 @@ class GuidedDenoiser:
         self.latent_image = inputs.get("latent_image")
         self.noise = inputs.get("noise")
         self.patches = params.get("model_patches") or {}
+        self.middle = params.get("middle")
+        self.dual = params.get("dual_cfg")
 
     def __call__(self, x: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
         if self.denoise_mask is not None:
@@ -52,19 +55,46 @@ class GuidedDenoiser:
             keep = 1.0 - self.denoise_mask
             x = x * self.denoise_mask + self.ms.noise_scaling(sigma.reshape(-1)[:1], self.noise, self.latent_image) * keep
         s = float(sigma.reshape(-1)[0])
-        skip_uncond = skips_uncond(self.patches, self.cfg)
-        cond, uncond = self._predict(x, sigma, s, self.positive, None if skip_uncond else self.negative)
-        if self.patches:
-            out = combine(self.patches, cond, uncond, self.cfg, x, sigma, self.ms, (self.positive, self.negative))
+        if self.dual is not None:
+            out = self._dual_cfg(x, sigma, s)
         else:
-            out = cond if skip_uncond else uncond + (cond - uncond) * self.cfg
+            skip_uncond = skips_uncond(self.patches, self.cfg)
+            cond, uncond = self._predict(x, sigma, s, [self.positive, None if skip_uncond else self.negative])
+            out = self._cfg(cond, uncond, self.cfg, x, sigma, (self.positive, self.negative))
         if self.denoise_mask is not None:
             out = out * self.denoise_mask + self.latent_image * (1.0 - self.denoise_mask)
         return out
 
-    def _predict(self, x, sigma, s, positive, negative):
-        """Weighted average of model outputs per side (ComfyUI's calc_cond_batch), then denoised."""
-        sides = [("pos", positive)] + ([("neg", negative)] if negative is not None else [])
+    def _cfg(self, cond: torch.Tensor, uncond: torch.Tensor | None, cfg: float, x: torch.Tensor,
+             sigma: torch.Tensor, conds: tuple[list, list]) -> torch.Tensor:
+        """ComfyUI's cfg_function: uncond + (cond - uncond) * cfg, or the patches' replacement for it."""
+        if self.patches:
+            return combine(self.patches, cond, uncond, cfg, x, sigma, self.ms, conds)
+        return cond if uncond is None else uncond + (cond - uncond) * cfg
+
+    def _dual_cfg(self, x: torch.Tensor, sigma: torch.Tensor, s: float) -> torch.Tensor:
+        """DualCFGGuider: cond1 (positive) over cond2 (middle) at cfg, cond2 over negative at cfg2.
+        "regular" adds the two differences (skipping the sides a scale of 1 makes unneeded, as ComfyUI
+        does); "nested" applies cfg2 to the result of the first guidance. A skipped side predicts zeros."""
+        cfg2, nested = float(self.dual["cfg2"]), bool(self.dual["nested"])
+        negative, middle = self.negative, self.middle
+        if not nested and not self.patches.get("disable_cfg1_optimization", False) and math.isclose(cfg2, 1.0):
+            negative = None
+            if math.isclose(self.cfg, 1.0):
+                middle = None
+        neg, mid, pos = (torch.zeros_like(x) if p is None else p
+                         for p in self._predict(x, sigma, s, [negative, middle, self.positive]))
+        if nested:
+            text = self._cfg(pos, mid, self.cfg, x, sigma, (self.positive, self.middle))
+            return neg + cfg2 * (text - neg)
+        return self._cfg(mid, neg, cfg2, x, sigma, (self.middle, self.negative)) + (pos - mid) * self.cfg
+
+    def _predict(self, x: torch.Tensor, sigma: torch.Tensor, s: float,
+                 sides_entries: list[list | None]) -> list[torch.Tensor | None]:
+        """Per side (a list of cond entries, or None for a side not evaluated), the weighted average of its
+        model outputs (ComfyUI's calc_cond_batch) as a denoised prediction; compatible entries of all sides
+        share one forward pass."""
+        sides = [(str(k), entries) for k, entries in enumerate(sides_entries) if entries is not None]
         groups: dict[tuple, list[tuple[str, dict]]] = {}
         for side, entries in sides:
             for e in entries:
@@ -87,8 +117,8 @@ class GuidedDenoiser:
             out = self.model.apply(xb, tb, batch_cond)
             for idx, (side, e) in enumerate(members):
                 weighted[side].append((out[idx * n:(idx + 1) * n], e["strength"]))
-        results = [self.ms.calculate_denoised(sigma, _weighted_mean(weighted[name], x), x) for name, _ in sides]
-        return results[0], (results[1] if len(results) > 1 else None)
+        results = {name: self.ms.calculate_denoised(sigma, _weighted_mean(weighted[name], x), x) for name, _ in sides}
+        return [results.get(str(k)) for k in range(len(sides_entries))]
 
     def _batch_cond(self, entries: list[dict], n: int, device: torch.device) -> dict[str, Any]:
         def stacked(suffix: str):
@@ -217,7 +247,7 @@ class DenoiseStep(ModelFn):
         state = {k[len(STATE_PREFIX):]: v for k, v in inputs.items() if k.startswith(STATE_PREFIX)}
         denoiser = GuidedDenoiser(model, ms, inputs, params, self.load_control)
         x_next = run_step(denoiser, x, sigmas, i, params["sampler"], int(params["seed"]), state,
-                          model_sampling=ms if ms.is_const else None)
+                          model_sampling=ms if ms.is_const else None, options=params.get("sampler_options"))
         result = {"x": x_next, "denoised": state.get(DENOISED, x_next)}
         result.update({STATE_PREFIX + k: v for k, v in state.items()})
         return result

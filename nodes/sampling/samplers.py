@@ -9,7 +9,8 @@ Inputs are in k-diffusion's scale: x = latent + sigma * noise (what ModelSamplin
 """
 from __future__ import annotations
 
-from typing import Callable
+import copy
+from typing import Any, Callable
 
 from torch import Tensor
 
@@ -81,13 +82,34 @@ def get_sampler(name: str) -> Sampler:
         raise ValueError(f"unknown sampler {name!r}; available: {', '.join(SAMPLER_NAMES)}") from None
 
 
+# What the sampler-object nodes (SamplerEulerAncestral, SamplerLMS, ...) may set on a sampler's step function.
+SAMPLER_OPTIONS = frozenset({"eta", "s_noise", "r", "solver_type", "order"})
+
+
+def configured_sampler(name: str, options: dict[str, Any] | None = None) -> Sampler:
+    """The named sampler with `options` replacing its step function's settings (a copy: the registry's
+    instance keeps ComfyUI's defaults, which KSampler uses)."""
+    sampler = get_sampler(name)
+    if not options:
+        return sampler
+    sampler = copy.copy(sampler)
+    for key, value in options.items():
+        if key not in SAMPLER_OPTIONS or not hasattr(sampler, key):
+            raise ValueError(f"sampler {name!r} has no option {key!r}")
+        setattr(sampler, key, value)
+    if getattr(sampler, "solver_type", "midpoint") not in ("heun", "midpoint"):
+        raise ValueError("solver_type must be 'heun' or 'midpoint'")
+    return sampler
+
+
 def run_step(model: Model, x: Tensor, sigmas: Tensor, i: int, sampler_name: str, seed: int,
-             state: dict[str, Tensor], model_sampling: ModelSampling | None = None) -> Tensor:
+             state: dict[str, Tensor], model_sampling: ModelSampling | None = None,
+             options: dict[str, Any] | None = None) -> Tensor:
     """Step i alone: rebuild the noise sampler from (seed, state), step, save the noise state back into `state`.
 
     Start with an empty `state` at i = 0; afterwards `state["denoised"]` is this step's x0 prediction.
     """
-    sampler = get_sampler(sampler_name)
+    sampler = configured_sampler(sampler_name, options)
     noise = sampler.make_noise(seed, x, sigmas, state)
     x = sampler.step(model, x, sigmas, i, state, noise, model_sampling=model_sampling)
     noise.save_state(state)

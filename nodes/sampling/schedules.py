@@ -30,6 +30,27 @@ def exponential(n: int, sigma_min: float, sigma_max: float) -> Tensor:
     return _append_zero(torch.linspace(math.log(sigma_max), math.log(sigma_min), n).exp())
 
 
+def polyexponential(n: int, sigma_min: float, sigma_max: float, rho: float = 1.0) -> Tensor:
+    """log sigma as a polynomial of degree rho in the ramp 1 -> 0 (rho = 1 is exponential)."""
+    ramp = torch.linspace(1, 0, n) ** rho
+    return _append_zero(torch.exp(ramp * (math.log(sigma_max) - math.log(sigma_min)) + math.log(sigma_min)))
+
+
+def vp(n: int, beta_d: float = 19.9, beta_min: float = 0.1, eps_s: float = 1e-3) -> Tensor:
+    """The continuous VP-SDE schedule (Song et al. 2021): sigma(t) = sqrt(exp(beta_d t^2 / 2 + beta_min t) - 1)
+    for t from 1 down to eps_s."""
+    t = torch.linspace(1, eps_s, n)
+    return _append_zero(torch.sqrt(torch.special.expm1(beta_d * t ** 2 / 2 + beta_min * t)))
+
+
+def laplace(n: int, sigma_min: float, sigma_max: float, mu: float = 0.0, beta: float = 0.5) -> Tensor:
+    """Log sigma at the quantiles of a Laplace(mu, beta) (Tiankai et al. 2024), clamped to [sigma_min,
+    sigma_max]. Unlike the others it does not end with 0 (k-diffusion's get_sigmas_laplace neither)."""
+    x = torch.linspace(0, 1, n)
+    lmb = mu - beta * torch.sign(0.5 - x) * torch.log(1 - 2 * torch.abs(0.5 - x) + 1e-5)   # 1e-5: no log(0)
+    return torch.clamp(torch.exp(lmb), min=sigma_min, max=sigma_max)
+
+
 def kl_optimal(n: int, sigma_min: float, sigma_max: float) -> Tensor:
     """Uniform in arctan(sigma) (AYS paper, 'KL optimal')."""
     w = torch.arange(n, dtype=torch.float).div_(n - 1)

@@ -24,7 +24,8 @@ OURS_ONLY = {"CascadeKSampler"}
 MISSING_SAMPLERS = ("dpm_fast, dpm_adaptive, deis, er_sde, seeds_2/3, sa_solver(_pece) and the *_cfg_pp "
                     "variants are not offered yet (README: Core nodes)")
 KNOWN_GAPS = {("KSampler", "input.required.sampler_name"): MISSING_SAMPLERS,
-              ("KSamplerAdvanced", "input.required.sampler_name"): MISSING_SAMPLERS}
+              ("KSamplerAdvanced", "input.required.sampler_name"): MISSING_SAMPLERS,
+              ("KSamplerSelect", "input.required.sampler_name"): MISSING_SAMPLERS}
 
 
 def reference() -> dict[str, dict]:
