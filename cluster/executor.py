@@ -11,12 +11,13 @@ shutdown), so a long invocation is not mistaken for a lost executor. The executo
 (cluster.dataplane.plane) holds one memory budget shared by its arena, active inference and cached
 weights: inputs are pulled one-sidedly from their producers' arenas, outputs are published into its
 own arena and only their metadata travels in the reply; weights live in the per-layer cache (LRU
-model first, last layers first). A `BatchDispatch` (compatible invocations of several requests) is
-run as one call: each part's inputs pulled, merged along the batch, the ModelFn run once, the
-outputs split and published per part, one Done per part charged its share of the measured time; if
-the merged run fails, the parts are run one by one, so one part's bad input fails only that part.
-An invocation the head aborts (past its deadline)
-cannot be interrupted inside a Python thread, so the executor says goodbye and exits; whoever
+model first, last layers first). The run itself is the executor core's (cluster.executor_core), the
+same one the in-process runtime drives; this module is the process shell around it (`ArenaIO` moves
+the tensors). A `BatchDispatch` (compatible invocations of several requests) is run as one call: each
+part's inputs pulled, merged along the batch, the ModelFn run once, the outputs split and published
+per part, one Done per part charged its share of the measured time; if the merged run fails, the
+parts are run one by one, so one part's bad input fails only that part. An invocation the head
+aborts (past its deadline) cannot be interrupted inside a Python thread, so the executor says goodbye and exits; whoever
 supervises it starts a fresh one.
 """
 from __future__ import annotations
@@ -38,20 +39,20 @@ import time
 import traceback
 import uuid
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import msgspec
-import psutil
 import torch
 import zmq
 
 from cluster import messages as m
-from cluster.batching import Call, charge_shares, merge, run_merged
-from cluster.dataplane.plane import ExecutorDataPlane
 from cluster.dataplane import segments
-from cluster.dataplane.segments import SegmentError, safe_prefix
-from cluster.executor_models import ExecutorModels
-from cluster.modelfn import ModelFn, get_model_fn
+from cluster.dataplane.plane import ExecutorDataPlane, Invocation
+from cluster.dataplane.segments import safe_prefix
+from cluster.executor_core import (ExecutorCore, Fault, Part, Ran, TensorIO, default_host_bytes,
+                                   default_memory_budget)
+from cluster.modelfn import ModelFn
 from cluster.providers import add_providers
 
 log = logging.getLogger("cluster.executor")
@@ -81,10 +82,10 @@ class Executor:
                                        weights_dir=WEIGHTS_DIR / self.prefix.strip("-"),
                                        host_bytes=default_host_bytes(device, memory_budget, host_share)
                                        if host_bytes is None else host_bytes)
-        self.models = ExecutorModels(self.plane.cache)
+        self.core = ExecutorCore(self.plane.budget, self.plane.cache, device, threads)
+        self.io = ArenaIO(self.plane)
         # whose exit ends this executor; a launcher names itself, since it may be gone before we ask
         self.parent = parent_pid or (os.getppid() if exit_with_parent else None)
-        self._fns: dict[str, ModelFn] = {}
         self._pending: collections.deque[m.Dispatch | m.BatchDispatch] = collections.deque()
         self._aborted: set[int] = set()
         self._running: tuple[int, ...] = ()      # dispatch ids of the run in progress
@@ -92,91 +93,32 @@ class Executor:
         self._next_beat = 0.0
         self._stop = False
 
-    # the worker thread ----------------------------------------------------------------------------
-    def _cpu_clock(self) -> float:
-        # One torch thread: all compute is this thread's. Several: torch's pool does it, and the
-        # executor runs one invocation at a time, so the process's CPU time is the invocation's.
-        return time.thread_time() if self.threads == 1 else time.process_time()
+    # the worker thread: the core runs, this shell translates --------------------------------------
+    def _part(self, d: m.Dispatch) -> Part:
+        ref, params = pickle.loads(d.payload)
+        return Part(ref, params, d.inputs, d.nulls)
 
-    def _fn(self, name: str) -> ModelFn:
-        fn = self._fns.get(name)
-        if fn is None:
-            fn = self._fns[name] = get_model_fn(name)()
-        return fn
+    def _reply(self, d: m.Dispatch, r: Ran | Fault) -> m.Done | m.Failed:
+        if isinstance(r, Fault):
+            return m.Failed(d.dispatch_id, f"{type(r.error).__name__}: {r.error}", r.traceback, r.measured_s,
+                            lost_input=r.lost_input)
+        return m.Done(d.dispatch_id, r.outputs, r.nulls, r.measured_s, r.wall_s, r.load_s,
+                      self.plane.memory_used(), self.core.models.resident(), r.batch, r.batch_s)
 
-    def _metas(self, handles: dict[str, Any]) -> dict[str, m.TensorMeta]:
-        return {k: m.TensorMeta(h.segment, h.offset, h.dtype, list(h.shape), h.nbytes, h.owner, h.refs,
-                                h.slot, h.generation, h.pe) for k, h in handles.items()}
-
-    def _run(self, d: m.Dispatch) -> m.Done | m.Failed:
-        t_wall, t_cpu = time.perf_counter(), self._cpu_clock()
-        stage = "inputs"
-        try:
-            ref, params = pickle.loads(d.payload)
-            fn = self._fn(d.fn)
-            callbacks = {k for k in d.inputs if k in fn.inputs and fn.inputs[k].callback}
-            with self.plane.invocation() as inv:
-                # The caller holds one reference to every input until the call returns, so a re-run
-                # on another executor can pull them again: this executor reads without releasing.
-                inputs: dict[str, Any] = inv.inputs(d.inputs, callbacks=callbacks, release=False)
-                inputs.update({k: None for k in d.nulls})
-                stage = "execute"
-                activations = sum(meta.nbytes for meta in d.inputs.values())
-                with torch.inference_mode(), self._model(fn, ref) as (model, load_s), \
-                        self.plane.budget.reserve(activations):
-                    out = fn.execute(model, inputs, params)
-                if self.device.startswith("cuda"):
-                    torch.cuda.synchronize()
-                # published (copied) before the scope frees the pulled inputs an output may view
-                handles = self.plane.publish(out, readers=1)
-            self.plane.store.collect()
-            wall = time.perf_counter() - t_wall
-            measured = wall if self.device.startswith("cuda") else self._cpu_clock() - t_cpu
-            return m.Done(d.dispatch_id, self._metas(handles), [k for k, v in out.items() if v is None], measured,
-                          wall, load_s, self.plane.memory_used(), self.models.resident())
-        except Exception as e:  # reported to the caller, which raises it
-            return m.Failed(d.dispatch_id, f"{type(e).__name__}: {e}", traceback.format_exc(),
-                            self._cpu_clock() - t_cpu, lost_input=stage == "inputs" and isinstance(e, SegmentError))
-
-    def _run_batch(self, parts: list[m.Dispatch]) -> list[m.Done | m.Failed]:
-        """The parts as one merged call; if that fails, one by one (each then fails on its own)."""
-        try:
-            return self._run_merged(parts)
-        except Exception as e:
-            log.warning("merged run of %d %r parts failed (%s: %s); running them one by one",
-                        len(parts), parts[0].fn, type(e).__name__, e)
-            return [self._run(d) for d in parts]
-
-    def _run_merged(self, parts: list[m.Dispatch]) -> list[m.Done]:
-        t_wall, t_cpu = time.perf_counter(), self._cpu_clock()
-        fn = self._fn(parts[0].fn)
-        with self.plane.invocation() as inv:
-            calls = []
-            for d in parts:
-                ref, params = pickle.loads(d.payload)
-                callbacks = {k for k in d.inputs if k in fn.inputs and fn.inputs[k].callback}
-                inputs: dict[str, Any] = inv.inputs(d.inputs, callbacks=callbacks, release=False)
-                inputs.update({k: None for k in d.nulls})
-                calls.append(Call(d.fn, ref, inputs, params))
-            merged = merge(calls)            # ValueError when the parts are not compatible after all
-            activations = 2 * sum(meta.nbytes for d in parts for meta in d.inputs.values())  # inputs + merged copy
-            with torch.inference_mode(), self._model(fn, merged.ref) as (model, load_s), \
-                    self.plane.budget.reserve(activations):
-                outs = run_merged(fn, model, merged)
-            if self.device.startswith("cuda"):
-                torch.cuda.synchronize()
-            handles = [self.plane.publish(out, readers=1) for out in outs]
-        self.plane.store.collect()
-        wall = time.perf_counter() - t_wall
-        measured = wall if self.device.startswith("cuda") else self._cpu_clock() - t_cpu
-        shares = charge_shares(merged.sizes, measured)
-        memory, resident = self.plane.memory_used(), self.models.resident()
-        return [m.Done(d.dispatch_id, self._metas(h), [k for k, v in out.items() if v is None], share, wall,
-                       load_s if i == 0 else 0.0, memory, resident, len(parts), measured)
-                for i, (d, out, h, share) in enumerate(zip(parts, outs, handles, shares))]
-
-    def _model(self, fn: ModelFn, ref: Any):
-        return self.models.use(fn, ref) if ref is not None else contextlib.nullcontext((None, 0.0))
+    def _run_parts(self, dispatches: list[m.Dispatch]) -> list[m.Done | m.Failed]:
+        """The dispatches (of one ModelFn) as one core run; a payload that does not decode fails alone."""
+        replies: dict[int, m.Done | m.Failed] = {}
+        parts: list[tuple[m.Dispatch, Part]] = []
+        for d in dispatches:
+            try:
+                parts.append((d, self._part(d)))
+            except Exception as e:  # reported to the caller, which raises it
+                replies[d.dispatch_id] = m.Failed(d.dispatch_id, f"{type(e).__name__}: {e}",
+                                                  traceback.format_exc(), 0.0)
+        if parts:
+            results = self.core.run(parts[0][0].fn, [p for _, p in parts], self.io)
+            replies.update({d.dispatch_id: self._reply(d, r) for (d, _), r in zip(parts, results)})
+        return [replies[d.dispatch_id] for d in dispatches]
 
     # the main thread ------------------------------------------------------------------------------
     def _orphaned(self) -> bool:
@@ -201,7 +143,7 @@ class Executor:
 
     def _register(self, sock: zmq.Socket) -> None:
         self._send(sock, m.Register(self.id, socket.gethostname(), os.getpid(), self.device, self.threads,
-                                      self.memory_budget, self.plane.memory_used(), self.models.resident(),
+                                      self.memory_budget, self.plane.memory_used(), self.core.models.resident(),
                                       self.prefix))
 
     def _handle(self, sock: zmq.Socket, msg: m.ToExecutor) -> None:
@@ -240,7 +182,7 @@ class Executor:
         if time.monotonic() < self._next_beat:
             return
         busy = len(self._pending) + bool(self._running)
-        self._send(sock, m.Heartbeat(busy, self.plane.memory_used(), self.models.resident()))
+        self._send(sock, m.Heartbeat(busy, self.plane.memory_used(), self.core.models.resident()))
         self._next_beat = time.monotonic() + self.heartbeat_s
         if self._orphaned():
             log.warning("parent process exited; stopping")
@@ -291,7 +233,7 @@ class Executor:
                     continue
                 self._running = tuple(p.dispatch_id for p in parts)
             # without the lock: the watchdog may use the socket meanwhile
-            results = self._run_batch(parts) if len(parts) > 1 else [self._run(parts[0])]
+            results = self._run_parts(parts)
             with self._io:
                 self._running = ()
                 for result in results:
@@ -303,27 +245,44 @@ class Executor:
 
 
 SEND_TIMEOUT_MS = 1000      # how long one send waits for a head to be connected
-CPU_BUDGET = 8 << 30
-GPU_RESERVE = 1 << 30       # left to the CUDA context, cuBLAS/cuDNN workspaces and the allocator's slack
 
 
-def default_memory_budget(device: str, share: int = 1) -> int:
-    """What an executor manages when not told: on a GPU, its share (`share` executors on the device) of
-    the memory free at start less a reserve (the idle memory the layer cache and the arena harvest); on
-    the CPU, 8 GiB."""
-    if not device.startswith("cuda"):
-        return CPU_BUDGET
-    free, _ = torch.cuda.mem_get_info(torch.device(device))
-    return max((free - GPU_RESERVE) // max(share, 1), GPU_RESERVE)
+class ArenaIO(TensorIO):
+    """Across processes: inputs pulled one-sidedly from their producers' arenas onto the executor's
+    device, outputs published into its own arena; only their metadata goes back to the head."""
 
+    def __init__(self, plane: ExecutorDataPlane) -> None:
+        self.plane = plane
+        self._inv: Invocation | None = None
 
-def default_host_bytes(device: str, memory_budget: int, share: int = 1) -> int:
-    """Host memory for whole models before they spill to disk: as much as the budget on the CPU; beside a
-    GPU at most a quarter of the machine's memory split over the `share` executors of the host (the pages
-    are pinned, and every executor keeps its own)."""
-    if not device.startswith("cuda"):
-        return memory_budget
-    return min(memory_budget, psutil.virtual_memory().total // 4 // max(share, 1))
+    @contextlib.contextmanager
+    def scope(self) -> Iterator[None]:
+        with self.plane.invocation() as inv:
+            self._inv = inv
+            try:
+                yield
+            finally:
+                self._inv = None
+
+    def inputs(self, fn: ModelFn, part: Part) -> dict[str, Any]:
+        assert self._inv is not None, "inputs are pulled inside scope()"
+        callbacks = {k for k in part.inputs if k in fn.inputs and fn.inputs[k].callback}
+        # The caller holds one reference to every input until the call returns, so a re-run on another
+        # executor can pull them again: this executor reads without releasing.
+        inputs: dict[str, Any] = self._inv.inputs(part.inputs, callbacks=callbacks, release=False)
+        inputs.update({k: None for k in part.nulls})
+        return inputs
+
+    def input_bytes(self, part: Part) -> int:
+        return sum(meta.nbytes for meta in part.inputs.values())
+
+    def deliver(self, outputs: dict[str, torch.Tensor | None]) -> dict[str, m.TensorMeta]:
+        return {k: m.TensorMeta(h.segment, h.offset, h.dtype, list(h.shape), h.nbytes, h.owner, h.refs,
+                                h.slot, h.generation, h.pe)
+                for k, h in self.plane.publish(outputs, readers=1).items()}
+
+    def finish(self) -> None:
+        self.plane.store.collect()
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -48,6 +48,8 @@ class ExecutorModels:
         self.cache = cache
         self._loaded: dict[str, tuple[Any, bool]] = {}   # cache key -> (object, its weights are managed)
         self._ref_keys: dict[str, str] = {}              # cache key -> ModelRef.key (what the head sees)
+        self.loads = 0      # models built from their files (misses)
+        self.hits = 0       # uses of a model already built (its layers may still have to stream in)
 
     @contextmanager
     def use(self, fn: ModelFn, ref: ModelRef) -> Iterator[tuple[Any, float]]:
@@ -68,12 +70,26 @@ class ExecutorModels:
             self._loaded[key] = (obj, managed)
             self._ref_keys[key] = ref.key
             load_s = time.perf_counter() - t0
+            self.loads += 1
+        else:
+            self.hits += 1
         obj, managed = self._loaded[key]
         if not managed:
             yield obj, load_s
             return
         with self.cache.use(key):
             yield obj, load_s
+
+    def unload(self) -> None:
+        """Forget every model, weights in all tiers included; the next use loads it from its files again.
+        Unmanaged (tied) models give their charge back to the budget."""
+        for key, (obj, managed) in list(self._loaded.items()):
+            if managed:
+                self.cache.forget(key)
+            else:
+                self.cache.budget.release_weights(_nbytes(nn.ModuleDict(modules_of(obj))))
+        self._loaded.clear()
+        self._ref_keys.clear()
 
     def resident(self) -> list[str]:
         """ModelRef keys with at least their first layer resident (they start without waiting)."""

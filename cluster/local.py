@@ -1,17 +1,19 @@
-"""The in-process runtime: runs ModelFns in this process with an LRU cache of loaded weights."""
+"""The in-process runtime and the compute thread it shares with node bodies.
+
+`LocalRuntime` runs ModelFns through the executor core (cluster.executor_core), the one execution
+path: same memory budget, layer cache and batching as an executor process, tensors handed over directly."""
 from __future__ import annotations
 
 import asyncio
 import contextvars
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Coroutine
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import torch
 
-from cluster.modelfn import ModelFn, get_model_fn
+from cluster.executor_core import DirectIO, ExecutorCore, Fault, Part
 from cluster.refs import ModelRef
 from cluster.runtime import Runtime
 
@@ -96,33 +98,28 @@ class SharedCompute(ThreadPoolExecutor):  # asyncio accepts only ThreadPoolExecu
 
 
 class LocalRuntime(Runtime):
-    def __init__(self, max_models: int = 8) -> None:
-        self.max_models = max_models
-        self._models: OrderedDict[tuple[str, str], Any] = OrderedDict()
-        self._fns: dict[str, ModelFn] = {}
+    """The in-process runtime (`--executors 0`): the executor core (cluster.executor_core) without the
+    process boundary, as vLLM's in-process client wraps the same engine core. Its calls get an
+    executor's memory budget, layer cache and batching; the tensors are handed in and out directly
+    (`DirectIO`) instead of through the data plane's shared memory. Calls run on the compute thread."""
+
+    def __init__(self, core: ExecutorCore | None = None) -> None:
+        self.core = core or ExecutorCore.in_process()
+        self._io = DirectIO(torch.device(self.core.device))
         # torch already uses every core per op; one call at a time keeps results deterministic.
         self._lock = threading.Lock()
 
-    def model_for(self, fn: ModelFn, ref: ModelRef) -> Any:
-        key = (fn.name, ref.key)
-        if key in self._models:
-            self._models.move_to_end(key)
-            return self._models[key]
-        model = fn.load_model(ref)
-        self._models[key] = model
-        while len(self._models) > self.max_models:
-            self._models.popitem(last=False)
-        return model
-
     def run(self, fn_name: str, model: ModelRef | None, inputs: dict[str, torch.Tensor | None],
             params: dict[str, Any] | None = None) -> dict[str, torch.Tensor]:
-        """Synchronous call (what an executor does with one invocation)."""
-        fn = self._fns.get(fn_name)
-        if fn is None:
-            fn = self._fns[fn_name] = get_model_fn(fn_name)()
-        with self._lock, torch.inference_mode():
-            weights = self.model_for(fn, model) if model is not None else None
-            return fn.execute(weights, inputs, params or {})
+        """Synchronous call: one dispatch through the core, on the calling thread. The ModelFn's own
+        exception is raised again (its type matters: an interrupt, a bad input)."""
+        part = Part(model, params or {}, {k: v for k, v in inputs.items() if v is not None},
+                    [k for k, v in inputs.items() if v is None])
+        with self._lock:
+            (result,) = self.core.run(fn_name, [part], self._io)
+        if isinstance(result, Fault):
+            raise result.error
+        return result.outputs
 
     async def call(self, fn: str, model: ModelRef | None, inputs: dict[str, torch.Tensor | None],
                    params: dict[str, Any] | None = None) -> dict[str, torch.Tensor]:
@@ -135,7 +132,7 @@ class LocalRuntime(Runtime):
     def free(self, unload_models: bool = True) -> None:
         if unload_models:
             with self._lock:
-                self._models.clear()
+                self.core.unload()
 
 
 _default: LocalRuntime | None = None

@@ -12,13 +12,27 @@ from cluster.refs import ModelRef
 
 
 class Runtime(ABC):
+    """Where a prompt's ModelFn calls run. Two implementations drive the same executor core
+    (cluster.executor_core): `cluster.local.LocalRuntime` in this process, `cluster.cluster_runtime.
+    ClusterRuntime` through the head on executor processes."""
+
     @abstractmethod
     async def call(self, fn: str, model: ModelRef | None, inputs: dict[str, torch.Tensor | None],
                    params: dict[str, Any] | None = None) -> dict[str, torch.Tensor]:
-        """Invoke ModelFn `fn` with weights `model`; returns its outputs by name."""
+        """Invoke ModelFn `fn` (its registered name) with the weights `model` names (None: a ModelFn
+        without weights) on `inputs` (None for an absent optional input) and plain `params`.
+
+        Returns every declared output by name, None for one the ModelFn left out. The tensors are the
+        caller's: a runtime never changes them after returning, and never changes `inputs`. Results are
+        deterministic: the same call gives the same tensors, bit for bit, on any runtime with the same
+        torch thread count. Raises the ModelFn's error (in-process its own exception, across processes a
+        `cluster.head.ModelFnError` with its message and traceback); an `asyncio.CancelledError` leaves
+        nothing held for the call."""
 
     def free(self, unload_models: bool = True) -> None:
-        """Drop cached weights (ComfyUI's /free)."""
+        """ComfyUI's /free: with `unload_models`, forget every loaded model so its memory is given back
+        (the next call loads it from its files again). Never fails a call that is running; the default
+        does nothing (a runtime whose models live elsewhere)."""
 
 
 _current: contextvars.ContextVar[Runtime | None] = contextvars.ContextVar("comfy_cluster_runtime", default=None)

@@ -21,8 +21,7 @@ from cluster.dataplane.arena import Arena, NvshmemArena, ShmArena
 from cluster.dataplane.budget import MemoryBudget
 from cluster.dataplane.segments import safe_prefix
 from cluster.dataplane.tensor_store import LazyFetch, Scope, TensorHandle, TensorStore
-from cluster.weights.cache import LayerCache
-from cluster.weights.tiers import DiskTier, HostTier, HostToDevice
+from cluster.weights.cache import build_layer_cache
 
 
 class Invocation:
@@ -56,11 +55,11 @@ class ExecutorDataPlane:
         self.device = torch.device(device)
         self.arena: Arena = NvshmemArena(arena_bytes) if nvshmem else ShmArena(self.prefix, arena_bytes)
         self.budget = MemoryBudget(budget_bytes, arena=self.arena.capacity)
-        disk = DiskTier(weights_dir or Path.home() / ".cache" / "comfy-cluster" / "weights")
-        self.cache = LayerCache(self.budget, HostTier(disk, host_bytes, pin=device.startswith("cuda")),
-                                HostToDevice(device, h2d_bandwidth),
-                                # weights may live in the arena only where they compute: not a GPU's in host shm
-                                arena=self.arena if weights_in_arena and self.arena.device == self.device else None)
+        self.cache = build_layer_cache(self.budget, device,
+                                       weights_dir or Path.home() / ".cache" / "comfy-cluster" / "weights",
+                                       host_bytes, h2d_bandwidth=h2d_bandwidth,
+                                       # weights may live in the arena only where they compute: not a GPU's in host shm
+                                       arena=self.arena if weights_in_arena and self.arena.device == self.device else None)
         self.store = TensorStore(self.arena, owner, self.prefix, on_pressure=self.cache.evict_arena)
 
     def invocation(self) -> "_InvocationContext":

@@ -15,6 +15,7 @@ import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable, Iterator
 
 import torch
@@ -23,7 +24,7 @@ from torch import nn
 from cluster.dataplane.arena import Arena, Block
 from cluster.dataplane.budget import MemoryBudget
 from cluster.weights.lookup import LayerTable, split_layers
-from cluster.weights.tiers import HostTier, HostToDevice
+from cluster.weights.tiers import DiskTier, HostTier, HostToDevice
 
 _ALIGN = 256
 
@@ -250,6 +251,21 @@ class LayerCache:
             for i in range(len(m.table.entries) - 1, -1, -1):
                 if m.table.entries[i].region is not None:
                     self._evict_layer(m, i)
+
+    def forget(self, key: str) -> None:
+        """Drop `key` entirely: its layers, its host and disk copies, the model itself."""
+        with self._lock:
+            self.drop(key)
+            del self._models[key]
+        self.host.drop(key)
+
+
+def build_layer_cache(budget: MemoryBudget, device: str, weights_dir: str | Path, host_bytes: int | None,
+                      arena: Arena | None = None, h2d_bandwidth: float | None = None) -> LayerCache:
+    """An executor's layer cache on `device`: whole models in host memory up to `host_bytes` (pinned beside
+    a GPU), past that on disk under `weights_dir`; `arena` lends weights room when the budget has none."""
+    host = HostTier(DiskTier(weights_dir), host_bytes, pin=device.startswith("cuda"))
+    return LayerCache(budget, host, HostToDevice(device, h2d_bandwidth), arena=arena)
 
 
 def default_blocks(module: nn.Module) -> list[nn.Module]:

@@ -61,6 +61,11 @@ class HostTier:
     def has(self, key: str) -> bool:
         return key in self._models or self.disk.has(key)
 
+    def drop(self, key: str) -> None:
+        """Forget `key` here and on disk."""
+        self._models.pop(key, None)
+        self.disk.path(key).unlink(missing_ok=True)
+
     def get(self, key: str, names: list[str]) -> dict[str, torch.Tensor]:
         model = self._models.get(key)
         if model is None:  # third tier: read the layer from disk
