@@ -24,7 +24,7 @@ from comfy_bridge.compat.protocol import BinaryEventTypes
 from nodes import workspace as workspace_mod
 
 from . import (cluster_stats, frontend, history, internal, jobs, model_manager, object_info, prompt, queue,
-               settings, system, upload, userdata, view, websocket)
+               settings, subgraphs, system, upload, userdata, view, websocket)
 from .config import ServerConfig
 from .middleware import cache_control, compress_body
 from .prompt_queue import PromptQueue
@@ -41,7 +41,7 @@ SERVER_KEY: web.AppKey = web.AppKey("comfy_server", object)
 
 # Route families in registration order; each module's add_routes(routes, server) adds its routes.
 ROUTE_MODULES = (websocket, frontend, system, view, upload, prompt, queue, history, object_info, jobs,
-                 userdata, settings, model_manager, cluster_stats)
+                 userdata, settings, subgraphs, model_manager, cluster_stats)
 
 
 class PromptServer:

@@ -1,5 +1,6 @@
 """The web UI: index.html at /, the frontend's static files, custom node web directories
-(/extensions/<pack>/...), custom node example workflows, and the optional templates and docs packages."""
+(/extensions/<pack>/...), custom node example workflows, user.css, the workflow templates (templates.py) and
+the optional docs package."""
 from __future__ import annotations
 
 import importlib
@@ -9,6 +10,7 @@ from typing import TYPE_CHECKING, Callable
 
 from aiohttp import web
 
+from . import templates
 from .custom_node_files import example_workflow_dirs
 from nodes.safe_paths import UnsafePath, safe_join
 
@@ -67,6 +69,17 @@ def _folder_handler(lookup: Callable[[str], Path | None]):
     return handler
 
 
+def _user_css(web_root: Path):
+    """index.html links `user.css` beside it (the old frontend shipped one in its web root): a web root
+    that has one serves it, else an empty stylesheet answers, so the page does not log a failed load."""
+    async def handler(request: web.Request) -> web.StreamResponse:
+        path = web_root / "user.css"
+        if path.is_file():
+            return web.FileResponse(path, headers={"Content-Type": "text/css"})
+        return web.Response(body=b"", content_type="text/css")
+    return handler
+
+
 def add_static_routes(app: web.Application, server: "PromptServer") -> None:
     """Static routes come last: the web root catches every path no other route matched."""
     web_dirs = {name: Path(d) for name, d in getattr(server.registry, "web_directories", {}).items()}
@@ -84,10 +97,9 @@ def add_static_routes(app: web.Application, server: "PromptServer") -> None:
     examples = example_workflow_dirs(server.workspace)
     app.router.add_get("/extensions/{name}/{path:.*}", _folder_handler(extension_dir))
     app.router.add_get("/api/workflow_templates/{name}/{path:.*}", _folder_handler(examples.get))
+    app.router.add_get("/user.css", _user_css(server.web_root))
+    templates.add_static_routes(app)
     statics: list[web.AbstractRouteDef] = []
-    templates = _package_dir("comfyui_workflow_templates", "templates")
-    if templates is not None:
-        statics.append(web.static("/templates", templates))
     docs = _package_dir("comfyui_embedded_docs", "docs")
     if docs is not None:
         statics.append(web.static("/docs", docs))

@@ -27,6 +27,13 @@ if TYPE_CHECKING:
 
 DEFAULT_USER = "default"
 
+# Folders the web UI lists at every start (saved workflows, subgraph blueprints): one a user has not
+# written to yet lists as empty, as it does in ComfyUI once it exists, instead of "Directory not found".
+STANDARD_FOLDERS = frozenset({"workflows", "subgraphs"})
+# Files the web UI loads at every start, with what an absent one means to it: index.html links the
+# user's stylesheet, and the node-templates extension reads its list (for it, 404 and [] mean the same).
+DEFAULT_FILES = {"user.css": (b"", "text/css"), "comfy.templates.json": (b"[]", "application/json")}
+
 
 class UnknownUser(KeyError):
     pass
@@ -144,6 +151,8 @@ def add_routes(routes: web.RouteTableDef, server: "PromptServer") -> None:
             return web.Response(status=400, text="Directory not provided")
         base = users.resolve(request, directory)
         if not base.is_dir():
+            if directory.strip("/") in STANDARD_FOLDERS and not base.exists():
+                return web.json_response([])
             return web.Response(status=404, text="Directory not found")
         files = _list_files(base, query_bool(request, "recurse"))
         if query_bool(request, "full_info"):
@@ -182,6 +191,10 @@ def add_routes(routes: web.RouteTableDef, server: "PromptServer") -> None:
     async def get_userdata(request: web.Request) -> web.StreamResponse:
         path = file_param(request, "file")
         if not path.is_file():
+            name = path.relative_to(users.user_root(request)).as_posix()
+            if name in DEFAULT_FILES and not path.exists():
+                body, content_type = DEFAULT_FILES[name]
+                return web.Response(body=body, headers=served_file_headers(name, content_type))
             return web.Response(status=404)
         return web.FileResponse(path, headers=served_file_headers(path.name))   # never sniffed or run
 

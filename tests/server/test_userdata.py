@@ -44,12 +44,12 @@ async def test_userdata_write_read_list_move_delete(client, workspace):
     assert entries[1]["path"] == "workflows/b.json" and entries[1]["size"] == 7
     assert (await client.delete(f"/userdata/{enc('workflows/b.json')}")).status == 204
     assert (await client.delete(f"/userdata/{enc('workflows/b.json')}")).status == 404
-    assert (await client.get(f"/userdata/{enc('comfy.templates.json')}")).status == 404
+    assert (await client.get(f"/userdata/{enc('workflows/gone.json')}")).status == 404
 
 
 async def test_userdata_listing_errors(client):
     assert (await client.get("/userdata")).status == 400
-    assert (await client.get("/userdata?dir=workflows")).status == 404
+    assert (await client.get("/userdata?dir=not_written_yet")).status == 404
     assert await (await client.get("/v2/userdata")).json() == []
 
 
