@@ -14,11 +14,10 @@ import json
 import numpy as np
 import pytest
 import torch
-from PIL import Image
 
 from nodes.sampling.samplers import SAMPLER_NAMES
 from nodes.sampling.schedules import DISCARD_PENULTIMATE_SIGMA_SAMPLERS, SCHEDULER_NAMES
-from tests.e2e.test_samplers_on_executors import BASE_PROMPT, render_on_server
+from tests.e2e.test_samplers_on_executors import BASE_PROMPT, differing_cases, render_in_process, render_on_server
 
 SEED, STEPS, CFG = 11, 4, 7.0
 
@@ -245,28 +244,13 @@ def _engine_cases() -> dict[str, dict]:
 
 @pytest.fixture(scope="module")
 def in_process_images(demo_workspace) -> dict[str, np.ndarray]:
-    from cluster.local import set_threads
-    from comfy_bridge.registry import build_registry
-    from comfy_bridge.run import run_prompt
-    before = torch.get_num_threads()
-    set_threads(1)
-    try:
-        registry = build_registry(demo_workspace)
-        out = {}
-        for case, prompt in _engine_cases().items():
-            (path,) = asyncio.run(run_prompt(prompt, None, registry, show_progress=False))
-            out[case] = np.asarray(Image.open(path))
-        return out
-    finally:
-        set_threads(before)
+    return render_in_process(demo_workspace, _engine_cases())
 
 
 @pytest.mark.parametrize("executors", [1, 2])
 def test_custom_sampling_on_executors_gives_the_in_process_image(serve, in_process_images, executors):
     base = serve("--executors", str(executors), "--executor-threads", "1")
-    remote = render_on_server(base, _engine_cases())
-    differing = {case: int((remote[case] != local).sum()) for case, local in in_process_images.items()
-                 if remote[case].shape != local.shape or not np.array_equal(remote[case], local)}
+    differing = differing_cases(render_on_server(base, _engine_cases()), in_process_images)
     assert not differing, f"images differ from the in-process run (values differing per case): {differing}"
 
 

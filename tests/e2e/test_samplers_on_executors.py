@@ -68,29 +68,42 @@ def render_on_server(base: str, prompts: dict[str, dict], timeout_s: float = 600
     return images
 
 
-@pytest.fixture(scope="module")
-def in_process_images(demo_workspace) -> dict[str, np.ndarray]:
+def render_in_process(workspace, prompts: dict[str, dict]) -> dict[str, np.ndarray]:
+    """Each prompt's single image, rendered in this process with one torch thread."""
+    import torch
     from cluster.local import set_threads
     from comfy_bridge.registry import build_registry
     from comfy_bridge.run import run_prompt
-    import torch
     before = torch.get_num_threads()
     set_threads(1)
     try:
-        registry = build_registry(demo_workspace)
+        registry = build_registry(workspace)
         out = {}
-        for sampler, scheduler in CASES:
-            (path,) = asyncio.run(run_prompt(prompt_for(sampler, scheduler), None, registry, show_progress=False))
-            out[f"{sampler}/{scheduler}"] = np.asarray(Image.open(path))
+        for case, prompt in prompts.items():
+            (path,) = asyncio.run(run_prompt(prompt, None, registry, show_progress=False))
+            out[case] = np.asarray(Image.open(path))
         return out
     finally:
         set_threads(before)
 
 
+def differing_cases(remote: dict[str, np.ndarray], local: dict[str, np.ndarray]) -> dict[str, int]:
+    """Case -> how many values differ, for the cases whose images are not identical."""
+    return {case: int((remote[case] != image).sum()) if remote[case].shape == image.shape else -1
+            for case, image in local.items() if not np.array_equal(remote[case], image)}
+
+
+def matrix_prompts() -> dict[str, dict]:
+    return {f"{a}/{b}": prompt_for(a, b) for a, b in CASES}
+
+
+@pytest.fixture(scope="module")
+def in_process_images(demo_workspace) -> dict[str, np.ndarray]:
+    return render_in_process(demo_workspace, matrix_prompts())
+
+
 @pytest.mark.parametrize("executors", [1, 2])
 def test_every_sampler_and_scheduler_on_executors_gives_the_in_process_image(serve, in_process_images, executors):
     base = serve("--executors", str(executors), "--executor-threads", "1")
-    remote = render_on_server(base, {f"{a}/{b}": prompt_for(a, b) for a, b in CASES})
-    differing = {case: int((remote[case] != local).sum()) for case, local in in_process_images.items()
-                 if remote[case].shape != local.shape or not np.array_equal(remote[case], local)}
+    differing = differing_cases(render_on_server(base, matrix_prompts()), in_process_images)
     assert not differing, f"images differ from the in-process run (values differing per case): {differing}"

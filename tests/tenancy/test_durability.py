@@ -40,6 +40,17 @@ def _start(workspace: Path, db: Path, port: int, log: Path) -> subprocess.Popen:
     raise TimeoutError("server did not start")
 
 
+def _tenants_with_keys(db: Path, tenants: list[str]) -> dict[str, dict[str, str]]:
+    """Add the tenants to the store at `db`; each one's Authorization header."""
+    store = Store(db, scrypt_n=2 ** 10)
+    keys = {}
+    for t in tenants:
+        store.add_tenant(t)
+        keys[t] = {"Authorization": f"Bearer {store.create_key(t)}"}
+    store.close()
+    return keys
+
+
 def _prompt(value: int, tenant: str) -> dict:
     return {"1": {"class_type": "TNumber", "inputs": {"value": value}},
             "2": {"class_type": "TSlowSave", "inputs": {"value": ["1", 0], "prefix": tenant, "seconds": 0.05}}}
@@ -47,13 +58,8 @@ def _prompt(value: int, tenant: str) -> dict:
 
 def test_sigkill_restart_resumes_queue_and_keeps_history(tmp_path):
     workspace, db, log = tmp_path / "ws", tmp_path / "state.sqlite3", tmp_path / "server.log"
-    store = Store(db, scrypt_n=2 ** 10)
     tenants = ["t1", "t2", "t3"]
-    keys = {}
-    for t in tenants:
-        store.add_tenant(t)
-        keys[t] = {"Authorization": f"Bearer {store.create_key(t)}"}
-    store.close()
+    keys = _tenants_with_keys(db, tenants)
     port = _free_port()
     base = f"http://127.0.0.1:{port}"
     proc = _start(workspace, db, port, log)
@@ -124,13 +130,8 @@ def test_head_kills_lose_no_prompt_and_write_none_twice(tmp_path):
     again: every prompt ends in history once, its re-run wrote over the dead run's file (the same name,
     never a second counter) and no file is truncated. Prints the counts."""
     workspace, db, log = tmp_path / "ws", tmp_path / "state.sqlite3", tmp_path / "server.log"
-    store = Store(db, scrypt_n=2 ** 10)
     tenants = ["t1", "t2", "t3"]
-    keys = {}
-    for t in tenants:
-        store.add_tenant(t)
-        keys[t] = {"Authorization": f"Bearer {store.create_key(t)}"}
-    store.close()
+    keys = _tenants_with_keys(db, tenants)
     port = _free_port()
     base = f"http://127.0.0.1:{port}"
     outputs = [workspace / "output" / "tenants" / t for t in tenants]
