@@ -14,23 +14,14 @@ Fault tolerance: ModelFns are deterministic given inputs and params, so an invoc
 executor that is lost (no heartbeat for `lost_after_s`, SIGKILL, disconnect) is refunded and queued
 again, up to `max_attempts` dispatches. Its inputs are in the caller's segments, which outlive it.
 
-Batching (cluster.batching): each model has a batch-size cap (`set_batch_size`, default `max_batch`,
-1 = no batching). When the scheduler picks an invocation with a batch key and its model's cap is
-above its samples, the head also takes the other ready invocations with the same key (any tenant,
-arrival order, up to the cap) from an index key -> ready invocations kept on push, pop and cancel. A
-batch that is not full waits up to `batch_window_s` for more (requests in lockstep resubmit their
-next steps a few milliseconds apart; without a wait the first would always run alone), holding one
-free executor for itself; it goes out as one `BatchDispatch` whose parts are answered one by one.
-
-Warm wait (cluster.warm_wait, delay scheduling for weights): when placement can only offer a free
-executor without a single invocation's weights while busy executors hold them, the head compares the
-model's load time (the latest `load_s` an executor reported; a model never loaded yet is not
-compared) with when the holders are expected to be free (their running work's estimates minus the
-time it has run). If a holder is sooner, the invocation is parked instead of sent, and the free
-executor stays free for other work. Free executors take parked invocations before popping new work:
-one holding the weights takes the oldest of its models', any takes one that has waited its load time
-(the head thread's sleep ends then too). An invocation stays charged to its tenant while parked, as
-it was when popped; a parked one whose request failed is dropped and its charge settled.
+What runs where and when (placement, parking for a warm executor, batching, charging) is decided by
+cluster.dispatcher, the same policy the simulator drives; the head applies its assignments: it keeps
+the jobs, sends one `Dispatch` or one `BatchDispatch` (whose parts are answered one by one), and
+tells the dispatcher what arrived, failed or was lost. It also supplies what the policy cannot know:
+each model's load time (the latest `load_s` an executor reported; a model never loaded is never
+waited for) and when busy executors are expected to be free (their running work's estimates minus
+the time it has run). The head thread's sleep ends when a batch window closes or a parked
+invocation has waited its load time.
 """
 from __future__ import annotations
 
@@ -46,7 +37,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import msgspec
 import zmq
@@ -56,9 +47,11 @@ from cluster.costs import CostModel
 from cluster.dataplane.refcounts import RefClient
 from cluster.dataplane import segments
 from cluster.dataplane.segments import SegmentError
-from cluster.scaling import ScalingController, replica_counts
-from cluster.scheduler import Invocation, make_scheduler, place
-from cluster.warm_wait import Parked, WarmWaitPolicy, pick_parked, should_park
+from cluster.dispatch_interface import ExecutorView
+from cluster.dispatcher import Dispatcher
+from cluster.scaling import ScalingController
+from cluster.scheduler import Invocation, make_scheduler
+from cluster.warm_wait import WarmWaitPolicy
 
 log = logging.getLogger("cluster.head")
 
@@ -116,20 +109,6 @@ class Job:
 
 
 @dataclass(eq=False)
-class Batch:
-    """Jobs taken to run as one batch, waiting until full, its window closes, or an executor is free."""
-    key: str
-    cap: int
-    until: float
-    jobs: list[Job] = field(default_factory=list)
-    samples: int = 0
-
-    @property
-    def full(self) -> bool:
-        return self.samples >= self.cap
-
-
-@dataclass(eq=False)
 class ExecutorState:
     id: str
     identity: bytes
@@ -151,6 +130,39 @@ class ExecutorState:
     @property
     def load(self) -> int:
         return len(self.inflight) + len(self.zombies)
+
+    def free_in(self, now: float) -> float:
+        """Seconds until it is expected to start another invocation. It runs its dispatches one after
+        another since the oldest was sent, so their estimates add up; the parts of a batch share one
+        run, counted as its longest part's estimate (an underestimate for large batches)."""
+        alone = batched = 0.0
+        started = now
+        for job in self.inflight.values():
+            if job.batched:
+                batched = max(batched, job.inv.estimate)
+            else:
+                alone += job.inv.estimate
+            started = min(started, job.dispatched_at)
+        return max(0.0, alone + batched - (now - started))
+
+
+class _MeasuredLoads:
+    """The head's load costs for the dispatcher: a model's latest measured load time on any executor
+    (every executor loads a model from the same files, and the latest measurement reflects the host
+    as it is now: page cache, contention)."""
+
+    def __init__(self) -> None:
+        self.measured: dict[str, float] = {}   # model key -> its latest measured load time
+
+    def load_s(self, ex: ExecutorView, inv: Invocation) -> float | None:
+        return self.measured.get(inv.model_key) if inv.model_key else None
+
+    def exposed_load_s(self, ex: ExecutorView, inv: Invocation) -> float:
+        key = inv.model_key
+        return self.measured.get(key, 0.0) if key and key not in ex.cached_models else 0.0
+
+    def prepare(self, inv: Invocation, free: Sequence[ExecutorView]) -> None:
+        pass   # input locality is fixed at submit: the caller's segments do not move
 
 
 def _alive(pid: int) -> bool:
@@ -225,18 +237,10 @@ class Head:
         self.local_cluster: Any = None     # set by start_local_cluster: the executor processes it supervises
         self._refs = RefClient()           # to release outputs nobody will read
         self._lost_watchers: list[Callable[[str], None]] = []
-        if max_batch < 1:
-            raise ValueError("max_batch must be at least 1")
-        self.max_batch = max_batch
-        self.batch_window_s = batch_window_s
-        self._batch_caps: dict[str, int] = {}                 # model key -> samples per batch
-        self._ready_by_key: dict[str, dict[int, Job]] = {}    # batch key -> ready jobs, arrival order
-        self._forming: list[Batch] = []                       # taken, waiting to be dispatched
-        self._open: dict[str, Batch] = {}                     # batch key -> the forming batch still filling
+        self._loads = _MeasuredLoads()
+        self.dispatcher = Dispatcher(self.scheduler, self._loads, slots=slots_per_executor, max_batch=max_batch,
+                                     batch_window_s=batch_window_s, warm_wait=warm_wait, scaling=self.scaling)
         self._readers: dict[asyncio.AbstractEventLoop, int] = {}   # loops awaiting results, see `result`
-        self.warm_wait = warm_wait or WarmWaitPolicy()
-        self._parked: list[tuple[Parked, Job]] = []           # popped, waiting for a warm executor
-        self._load_s: dict[str, float] = {}                   # model key -> its latest measured load time
 
     # lifecycle -------------------------------------------------------------------------------------
     def start(self) -> "Head":
@@ -316,8 +320,7 @@ class Head:
             job = Job(inv, d, shapes, fut)
             inv.payload = job
             self._jobs_by_request.setdefault(request, set()).add(job)
-            self.scheduler.push(inv)
-            self._index(job)
+            self.dispatcher.add(inv)
         self._call(enqueue)
         return fut
 
@@ -363,12 +366,31 @@ class Head:
 
     def set_batch_size(self, model_key: str, n: int) -> None:
         """Samples one executor may run at once for this model (1: no batching); overrides `max_batch`."""
-        if n < 1:
-            raise ValueError("batch size must be at least 1")
-        self._batch_caps[model_key] = int(n)   # one dict store: atomic, and safe from head work too
+        self.dispatcher.set_batch_size(model_key, n)   # one dict store: safe from any thread
 
     def batch_size(self, model_key: str) -> int:
-        return self._batch_caps.get(model_key, self.max_batch)
+        return self.dispatcher.batch_size(model_key)
+
+    # the dispatcher's settings, read and set by the CLI and tests
+    @property
+    def max_batch(self) -> int:
+        return self.dispatcher.max_batch
+
+    @property
+    def batch_window_s(self) -> float:
+        return self.dispatcher.batch_window_s
+
+    @batch_window_s.setter
+    def batch_window_s(self, value: float) -> None:
+        self.dispatcher.batch_window_s = value
+
+    @property
+    def warm_wait(self) -> WarmWaitPolicy:
+        return self.dispatcher.warm_wait
+
+    @warm_wait.setter
+    def warm_wait(self, policy: WarmWaitPolicy) -> None:
+        self.dispatcher.warm_wait = policy
 
     def cancel_request(self, request: str, reason: str = "cancelled") -> None:
         """Fail the request's queued invocations (running ones finish; their results are dropped)."""
@@ -405,15 +427,16 @@ class Head:
                 "decisions_per_s": recent / window,
                 "models": self.scaling.report(list(self.executors.values())),
                 "batching": {"max_batch": self.max_batch, "window_s": self.batch_window_s,
-                             "batch_sizes": dict(self._batch_caps), "forming": len(self._forming)},
+                             "batch_sizes": dict(self.dispatcher.batch_caps), "forming": self.dispatcher.forming},
                 "batches_dispatched": 0, "parts_batched": 0, "batch_fallbacks": 0,
                 "warm_wait": {"enabled": self.warm_wait.enabled,
                               "max_waiters_per_holder": self.warm_wait.max_waiters_per_holder,
-                              "load_s": dict(self._load_s)},
-                "parked": len(self._parked), "warm_waits": 0, "warm_wait_hits": 0,
+                              "load_s": dict(self._loads.measured)},
+                "parked": self.dispatcher.parked, "warm_waits": 0, "warm_wait_hits": 0,
                 "completed": 0, "failed": 0, "reruns": 0, "executors_lost": 0, "bad_messages": 0,
                 "deadline_exceeded": 0, "lost_inputs": 0,   # the event counters, 0 until they first move
                 **{k: v for k, v in self.counters.items()},
+                **{k: v for k, v in self.dispatcher.counters.items()},
             }
 
     # head thread -----------------------------------------------------------------------------------
@@ -502,8 +525,7 @@ class Head:
         reply wakes the thread)."""
         now = time.monotonic()
         with self._lock:
-            ends = [b.until for b in self._forming] + [p.since + p.load_s for p, _ in self._parked]
-            until = min((t for t in ends if t > now), default=None)
+            until = self.dispatcher.wake_at(now)
         return self.tick_s if until is None else min(self.tick_s, until - now)
 
     def _receive(self) -> None:
@@ -590,7 +612,7 @@ class Head:
         if isinstance(msg, m.Done) and msg.load_s > 0 and job.inv.model_key:
             # The latest load is the estimate: every executor loads a model from the same files, and
             # the latest measurement reflects the host as it is now (page cache, contention).
-            self._load_s[job.inv.model_key] = msg.load_s
+            self._loads.measured[job.inv.model_key] = msg.load_s
         self._untrack(job)
         if isinstance(msg, m.Done):
             if job.batched and msg.batch == 1:
@@ -640,9 +662,7 @@ class Head:
     def _fail_request(self, request: str, err: ClusterError) -> None:
         jobs = self._jobs_by_request.pop(request, set())
         queued = [j for j in jobs if j.executor is None]
-        self.scheduler.cancel(j.inv for j in queued)
-        for j in queued:                # a forming batch drops them when it is dispatched
-            self._unindex(j)
+        self.dispatcher.cancel(j.inv for j in queued)   # parked or forming ones are dropped at the next dispatch
         for j in jobs:
             self._set_exception(j, err)
         # running ones stay tracked until they finish, so a later cancel still finds them
@@ -677,6 +697,7 @@ class Head:
         log.log(logging.INFO if expected else logging.WARNING,"executor %s lost (%s); re-running %d invocation(s)", ex.id, why, len(ex.inflight))
         del self.executors[ex.id]
         self._by_identity.pop(ex.identity, None)
+        ex.draining = True      # a dispatch being decided (a send to it just failed) skips it
         self.counters["executors_lost"] += 1
         for job in ex.inflight.values():
             job.executor = None
@@ -689,8 +710,7 @@ class Head:
                     f"ModelFn {job.inv.fn!r} lost its executor {job.attempts} times (last: {ex.id}, {why})"))
             else:
                 self.counters["reruns"] += 1
-                self.scheduler.requeue(job.inv)
-                self._index(job)
+                self.dispatcher.requeue(job.inv)
         ex.inflight.clear()
         if ex.host == self.host and not _alive(ex.pid):
             # its arena is gone with it; a live one (slow heartbeats) may register again and keep it
@@ -702,130 +722,21 @@ class Head:
         for ex in list(self.executors.values()):
             self._send(ex, m.Shutdown())
 
-    # batching ---------------------------------------------------------------------------------------
-    def _index(self, job: Job) -> None:
-        if job.inv.batch_key is not None:
-            self._ready_by_key.setdefault(job.inv.batch_key, {})[job.inv.id] = job
-            batch = self._open.get(job.inv.batch_key)
-            if batch is not None:           # a batch of this key is waiting: join it now
-                self._fill(batch)
-
-    def _unindex(self, job: Job) -> None:
-        key = job.inv.batch_key
-        ready = self._ready_by_key.get(key) if key is not None else None
-        if ready is not None:
-            ready.pop(job.inv.id, None)
-            if not ready:
-                del self._ready_by_key[key]
-
-    def _fill(self, batch: Batch) -> None:
-        """Take ready jobs with the batch's key, in arrival order, while they fit under its cap."""
-        ready = self._ready_by_key.get(batch.key, {})
-        for inv_id in list(ready):
-            job = ready[inv_id]
-            if job.inv.cancelled or job.future.done():
-                del ready[inv_id]           # its request failed; the scheduler skips it when reached
-                continue
-            if batch.samples + job.inv.batch_size > batch.cap:
-                break
-            del ready[inv_id]
-            self.scheduler.take(job.inv)
-            batch.jobs.append(job)
-            batch.samples += job.inv.batch_size
-        if not ready:
-            self._ready_by_key.pop(batch.key, None)
-        if batch.full:
-            self._open.pop(batch.key, None)
-
-    def _start_batch(self, job: Job) -> Batch | None:
-        """A batch led by the job just popped, or None when it runs alone."""
-        inv = job.inv
-        if inv.batch_key is None:
-            return None
-        self._unindex(job)
-        cap = self.batch_size(inv.model_key)
-        if cap <= inv.batch_size:
-            return None
-        batch = Batch(inv.batch_key, cap, time.monotonic() + self.batch_window_s, [job], inv.batch_size)
-        self._fill(batch)
-        if not batch.full and self.batch_window_s > 0 and batch.key not in self._open:
-            self._open[batch.key] = batch
-            self._resleep()
-        return batch
-
-    def _due_batch(self, now: float) -> Batch | None:
-        for batch in self._forming:
-            if batch.full or now >= batch.until:
-                return batch
-        return None
-
-    # dispatching -------------------------------------------------------------------------------------
-    def _free(self) -> list[ExecutorState]:
-        return [e for e in self.executors.values() if not e.draining and e.load < self.slots]
-
+    # dispatching (cluster.dispatcher decides; the head sends) -------------------------------------------
     def _dispatch(self) -> None:
-        if self._parked:
-            self._run_parked()
-        if not len(self.scheduler) and not self._forming:
+        d = self.dispatcher
+        if not d.pending():
             return
-        targets = self.scaling.targets(len(self.executors))
-        replicas = replica_counts(self.executors.values())
-        while True:
-            free = self._free()
-            if not free:
-                return
-            batch = self._due_batch(time.monotonic())
-            if batch is not None:
-                self._forming.remove(batch)
-                if self._open.get(batch.key) is batch:
-                    del self._open[batch.key]
-                self._send_jobs(batch.jobs, free, targets, replicas)
-                continue
-            # a forming batch holds one free executor for itself until its window closes
-            if len(free) <= len(self._forming) or not len(self.scheduler):
-                return
-            inv = self.scheduler.pop()
-            if inv is None:
-                return
-            job: Job = inv.payload
-            if job.future.done():                # failed with its request while queued
-                self._unindex(job)
-                self.scheduler.complete(inv, None)
-                continue
-            batch = self._start_batch(job)
-            if batch is None:
-                self._send_jobs([job], free, targets, replicas)
-            elif batch.full or self._open.get(batch.key) is not batch:
-                self._send_jobs(batch.jobs, free, targets, replicas)
-            else:
-                self._forming.append(batch)
-
-    def _send_jobs(self, jobs: list[Job], free: list[ExecutorState], targets: dict[str, int],
-                   replicas: dict[str, int]) -> None:
-        """Dispatch one job, or a batch of jobs as one message, to the best free executor (a single
-        job may be parked instead, see `_park`)."""
-        live = []
-        for job in jobs:
-            if job.future.done():           # its request failed while the batch was forming
-                self.scheduler.complete(job.inv, None)
-            else:
-                live.append(job)
-        if not live:
-            return
-        ex = place(live[0].inv, free, targets, replicas)
-        if len(live) == 1 and self._park(live[0], ex):
-            return
-        self._send_to(ex, live)
+        waits = d.waits_started
+        for a in d.schedule(time.monotonic(), self.executors.values()):
+            self._send_to(a.executor, [inv.payload for inv in a.invocations])
+        if d.waits_started != waits:
+            self._resleep()   # a batch window opened or an invocation parked: the head thread wakes for it
 
     def _send_to(self, ex: ExecutorState, live: list[Job]) -> None:
         """Send the jobs to `ex`: one Dispatch, or one BatchDispatch for several."""
         now = time.monotonic()
-        key = live[0].inv.model_key
-        load_s = self._load_s.get(key, 0.0) if key and key not in ex.cached_models else 0.0
-        samples = sum(job.inv.batch_size for job in live)
         for job in live:
-            if load_s:   # a cold start: charge the load its run will include (a batch's parts by their samples)
-                self.scheduler.revise_charge(job.inv, job.inv.estimate + load_s * job.inv.batch_size / samples)
             job.attempts += 1
             job.dispatch.dispatch_id = next(self._ids)
             job.dispatched_at = now
@@ -836,66 +747,4 @@ class Head:
         if len(live) == 1:
             self._send(ex, live[0].dispatch)
             return
-        self.counters["batches_dispatched"] += 1
-        self.counters["parts_batched"] += len(live)
         self._send(ex, m.BatchDispatch([job.dispatch for job in live]))
-
-    # warm wait (cluster.warm_wait) --------------------------------------------------------------------
-    def _park(self, job: Job, ex: ExecutorState) -> bool:
-        """Park `job` instead of loading its weights on the cold `ex` when a busy holder is expected
-        to be free sooner than the load would take; True when parked."""
-        key = job.inv.model_key
-        load_s = self._load_s.get(key)
-        if not self.warm_wait.enabled or not key or key in ex.cached_models or load_s is None:
-            return False
-        now = time.monotonic()
-        free_in = [self._free_in(e, now) for e in self.executors.values()
-                   if key in e.cached_models and not e.draining and e.load >= self.slots]
-        waiting = sum(1 for p, _ in self._parked if p.model_key == key)
-        if not should_park(load_s, free_in, waiting, self.warm_wait):
-            return False
-        self._parked.append((Parked(key, now, load_s), job))
-        self.counters["warm_waits"] += 1
-        self._resleep()
-        return True
-
-    @staticmethod
-    def _free_in(ex: ExecutorState, now: float) -> float:
-        """Seconds until a busy `ex` is expected to start another invocation. It runs its dispatches
-        one after another since the oldest was sent, so their estimates add up; the parts of a batch
-        share one run, counted as its longest part's estimate (an underestimate for large batches)."""
-        alone = batched = 0.0
-        started = now
-        for job in ex.inflight.values():
-            if job.batched:
-                batched = max(batched, job.inv.estimate)
-            else:
-                alone += job.inv.estimate
-            started = min(started, job.dispatched_at)
-        return max(0.0, alone + batched - (now - started))
-
-    def _run_parked(self) -> None:
-        """Free executors take parked invocations before new work (the scheduler chose those first)."""
-        waiting = []
-        for p, job in self._parked:
-            if job.future.done():           # its request failed while it was parked
-                self.scheduler.complete(job.inv, None)
-            else:
-                waiting.append((p, job))
-        self._parked = waiting
-        if not waiting:
-            return
-        now = time.monotonic()
-        # executors holding a parked model choose first: one that waited its load time would
-        # otherwise take a cold executor while a warm one is free too
-        free = sorted(self._free(), key=lambda e: not any(p.model_key in e.cached_models for p, _ in waiting))
-        for ex in free:
-            if not self._parked:
-                return
-            i = pick_parked([p for p, _ in self._parked], ex.cached_models, now)
-            if i is None:
-                continue
-            p, job = self._parked.pop(i)
-            if p.model_key in ex.cached_models:
-                self.counters["warm_wait_hits"] += 1
-            self._send_to(ex, [job])

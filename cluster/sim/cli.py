@@ -32,6 +32,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tenants", type=int, default=4)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--warmup", type=float, default=0.0, help="leave requests arriving earlier out")
+    p.add_argument("--max-batch", type=int, default=1,
+                   help="ours: same-model invocations merged per run (1: no batching, the head's default)")
+    p.add_argument("--batch-window", type=float, default=0.0, help="seconds a batch that is not full waits for more")
     p.add_argument("--save-trace", help="write the (generated) trace to this CSV")
     p.add_argument("--find-gpus", action="store_true",
                    help="capacity planning: search the fewest GPUs that meet --target SLO attainment on this trace")
@@ -59,7 +62,8 @@ def run(args: argparse.Namespace) -> int:
         write_csv(trace, args.save_trace)
     policy = args.policy or ("vtime" if args.system == "ours" else "fifo")
     cfg = SimConfig(gpus=args.gpus, gpu=GPUS[args.gpu], system=args.system, policy=policy, delta=args.slack,
-                    slo_scale=args.slo_scale, warmup_s=args.warmup)
+                    slo_scale=args.slo_scale, warmup_s=args.warmup, max_batch=args.max_batch,
+                    batch_window_s=args.batch_window)
     if args.find_gpus:
         gpus, tried = fewest_gpus(lambda n: simulate(replace(cfg, gpus=n), trace, workflows, profiles).attainment,
                                   args.target, args.max_gpus)
