@@ -9,9 +9,9 @@ from typing import Sequence
 import pytest
 import torch
 
-from cluster.batching import Call, batch_key, charge_shares, merge, plan_batches, run_merged
+from cluster.batching import Call, batch_key, charge_shares, merge, plan_batches
+from cluster.executor_core import DirectIO, Part, Ran
 from cluster.local import LocalRuntime
-from cluster.modelfn import get_model_fn
 from cluster.runtime import Runtime, use_runtime
 
 REQUESTS = (("a red barn in a snowy field", 11, 1), ("a blue boat on a calm lake", 29, 2))  # prompt, seed, batch
@@ -35,13 +35,14 @@ class LockstepBatcher(Runtime):
             batch, self.pending = self.pending, []
             calls = [c for c, _ in batch]
             assert plan_batches(calls, max_batch=8) == [list(range(len(calls)))]
-            fn_obj = get_model_fn(fn)()
-            merged = merge(calls)
-            with torch.inference_mode():
-                parts = run_merged(fn_obj, self.local.model_for(fn_obj, model), merged)
-            self.merged.append(merged.sizes)
-            for (_, f), part in zip(batch, parts):
-                f.set_result(part)
+            # the executor core's merged run, as an executor runs a BatchDispatch
+            parts = [Part(c.ref, c.params, {k: v for k, v in c.inputs.items() if v is not None},
+                          [k for k, v in c.inputs.items() if v is None]) for c in calls]
+            results = self.local.core.run(fn, parts, DirectIO(torch.device("cpu")))
+            assert all(isinstance(r, Ran) and r.batch == len(calls) for r in results), results
+            self.merged.append(merge(calls).sizes)
+            for (_, f), result in zip(batch, results):
+                f.set_result(result.outputs)
         return await future
 
 
