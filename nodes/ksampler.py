@@ -17,6 +17,7 @@ from nodes.progress import report_progress, throw_if_interrupted
 from nodes import arch, previews
 from nodes.conditioning import flatten, require
 from nodes.modelfns.denoise import STATE_PREFIX
+from nodes.modelfns.model_options import sampler_patches, sampling_config, weights_ref
 from nodes.modelfns.model_patches import Patches
 from nodes.sampling.model_sampling import model_sampling_from_config
 from nodes.sampling.noise import prepare_noise
@@ -113,7 +114,7 @@ async def common_ksampler(model: ModelRef, seed: int, steps: int, cfg: float, sa
         raise ValueError(f"sampler_name: unknown sampler {sampler_name!r}")
     if scheduler not in SCHEDULER_NAMES:
         raise ValueError(f"scheduler: unknown scheduler {scheduler!r}")
-    ms = model_sampling_from_config(arch.sampling_config(model.arch))
+    ms = model_sampling_from_config(sampling_config(model))
     sigmas = ksampler_sigmas(ms, scheduler, steps, denoise, sampler_name)
     if start_step is not None or last_step is not None:
         sigmas = advanced_sigmas(sigmas, start_step, last_step, force_full_denoise)
@@ -142,7 +143,7 @@ async def sample_guided(guider: GuiderChoice, sampler: SamplerChoice, sigmas: to
     for name in ("positive", "negative") + (("middle",) if guider.kind == "dual" else ()):
         check_hint_batches(getattr(guider, name), samples.shape[0], name)
     noise_t = noise.generate(latent, samples)
-    ms_config = arch.sampling_config(model.arch)
+    ms_config = sampling_config(model)
     ms = model_sampling_from_config(ms_config)
     fmt = arch.latent_format(model.arch)
     # ComfyUI leaves an all-zero latent unshifted (an empty latent stays empty in model space).
@@ -165,15 +166,15 @@ async def sample_guided(guider: GuiderChoice, sampler: SamplerChoice, sigmas: to
     mask = latent.get("noise_mask")
     if mask is not None:
         tensors.update(denoise_mask=_prepare_mask(mask, samples), latent_image=latent_in, noise=noise_t)
-    patches = getattr(model, "sampler_patches", None)
-    if patches:   # a MODEL patched by a node pack (comfy_bridge.packs.proxies)
-        params["model_patches"] = Patches(patches())
+    patches = sampler_patches(model)
+    if patches:   # RescaleCFG and the like, or a MODEL patched by a node pack (comfy_bridge.packs.proxies)
+        params["model_patches"] = Patches(patches)
     state: dict[str, torch.Tensor] = {}
     denoised = None
     total = len(sigmas) - 1
     for i in range(total):
         throw_if_interrupted()
-        result = await call_model_fn("denoise_step", model, "model", {**tensors, **state, "x": x}, {**params, "i": i})
+        result = await call_model_fn("denoise_step", weights_ref(model), "model", {**tensors, **state, "x": x}, {**params, "i": i})
         x, denoised = result["x"], result["denoised"]
         state = {k: v for k, v in result.items() if k.startswith(STATE_PREFIX)}
         report_progress(i + 1, total, previews.preview(denoised))

@@ -16,6 +16,7 @@ from cluster.refs import ModelRef
 from nodes import arch
 from nodes.conditioning import require
 from nodes.ksampler import GuiderChoice, NoiseChoice, SamplerChoice, sample_guided
+from nodes.modelfns.model_options import sampling_config
 from nodes.sampling.model_sampling import ModelSampling, model_sampling_from_config
 from nodes.sampling.samplers import SAMPLER_NAMES
 from nodes.sampling.schedules import (SCHEDULER_NAMES, calculate_sigmas, exponential, karras, laplace,
@@ -54,7 +55,7 @@ def _model(model: Any) -> ModelRef:
 
 
 def _model_sampling(model: Any) -> ModelSampling:
-    return model_sampling_from_config(arch.sampling_config(_model(model).arch))
+    return model_sampling_from_config(sampling_config(_model(model)))
 
 
 def _sigmas(sigmas: Any) -> torch.Tensor:

@@ -81,7 +81,45 @@ class Const:
         return latent / (1.0 - s)
 
 
-PARAMETERISATIONS = {"eps": Eps, "v": VPrediction, "v_prediction": VPrediction, "const": Const, "flow": Const}
+class X0(Eps):
+    """The network predicts the clean latent itself."""
+
+    name = "x0"
+
+    def calculate_denoised(self, sigma: Tensor, out: Tensor, x: Tensor, sigma_data: float) -> Tensor:
+        return out
+
+
+class ImgToImg(X0):
+    """x0 prediction on the unscaled noisy latent (ComfyUI's IMG_TO_IMG)."""
+
+    name = "img_to_img"
+
+    def calculate_input(self, sigma: Tensor, x: Tensor, sigma_data: float) -> Tensor:
+        return x
+
+
+class Lcm(Eps):
+    """Latent consistency models: the eps estimate of x0 blended with the input by LCM's boundary-condition
+    coefficients at timestep * 10 (sigma_data 0.5). Needs the schedule's timestep(sigma), bound on creation."""
+
+    name = "lcm"
+
+    def __init__(self, timestep: Any) -> None:
+        self.timestep = timestep
+
+    def calculate_denoised(self, sigma: Tensor, out: Tensor, x: Tensor, sigma_data: float) -> Tensor:
+        t = self.timestep(sigma).view(sigma.shape[:1] + (1,) * (out.ndim - 1))
+        s = sigma.view(sigma.shape[:1] + (1,) * (out.ndim - 1))
+        x0 = x - out * s
+        lcm_data, scaled = 0.5, t * 10.0
+        c_skip = lcm_data ** 2 / (scaled ** 2 + lcm_data ** 2)
+        c_out = scaled / (scaled ** 2 + lcm_data ** 2) ** 0.5
+        return c_out * x0 + c_skip * x
+
+
+PARAMETERISATIONS = {"eps": Eps, "v": VPrediction, "v_prediction": VPrediction, "const": Const, "flow": Const,
+                     "x0": X0, "img_to_img": ImgToImg}
 
 
 # --- schedules ---------------------------------------------------------------------------------------------
@@ -202,6 +240,106 @@ class DiscreteSampling(ModelSampling):
         return self.sigma(torch.tensor((1.0 - percent) * 999.0)).item()
 
 
+class DistilledDiscreteSampling(DiscreteSampling):
+    """LCM's schedule: every (timesteps / 50)-th sigma of the discrete table, timesteps mapped back onto the
+    1000-step grid."""
+
+    original_timesteps = 50
+
+    def __init__(self, parameterisation: Eps | Const, **kwargs: Any) -> None:
+        super().__init__(parameterisation, **kwargs)
+        self.skip_steps = self.num_timesteps // self.original_timesteps
+        full = self.sigmas
+        valid = torch.zeros(self.original_timesteps, dtype=torch.float32)
+        for k in range(self.original_timesteps):
+            valid[self.original_timesteps - 1 - k] = full[self.num_timesteps - 1 - k * self.skip_steps]
+        # ComfyUI takes the log of the float32 subset (not of the float64 table) here.
+        self.sigmas, self.log_sigmas = valid, valid.log().float()
+
+    def timestep(self, sigma: Tensor) -> Tensor:
+        dists = sigma.log().to(self.log_sigmas.device) - self.log_sigmas[:, None]
+        idx = dists.abs().argmin(dim=0).view(sigma.shape)
+        return (idx * self.skip_steps + (self.skip_steps - 1)).to(sigma.device)
+
+    def sigma(self, timestep: Tensor) -> Tensor:
+        t = ((timestep.float().to(self.log_sigmas.device) - (self.skip_steps - 1)) / self.skip_steps).float()
+        t = torch.clamp(t, min=0, max=len(self.sigmas) - 1)
+        lo, hi, w = t.floor().long(), t.ceil().long(), t.frac()
+        return ((1 - w) * self.log_sigmas[lo] + w * self.log_sigmas[hi]).exp().to(timestep.device)
+
+
+class ContinuousEDMSampling(ModelSampling):
+    """Continuous-time EDM models: 1000 sigmas log-spaced between sigma_min and sigma_max,
+    timestep = log(sigma) / 4."""
+
+    def __init__(self, parameterisation: Eps | Const, sigma_min: float = 0.002, sigma_max: float = 120.0,
+                 sigma_data: float = 1.0) -> None:
+        super().__init__(parameterisation)
+        self.sigma_data = sigma_data
+        sigmas = torch.linspace(math.log(sigma_min), math.log(sigma_max), 1000).exp()
+        self.sigmas, self.log_sigmas = sigmas.float(), sigmas.log().float()
+
+    def timestep(self, sigma: Tensor) -> Tensor:
+        return 0.25 * sigma.log()
+
+    def sigma(self, timestep: Tensor) -> Tensor:
+        return (timestep / 0.25).exp()
+
+    def percent_to_sigma(self, percent: float) -> float:
+        if percent <= 0.0:
+            return 999999999.9
+        if percent >= 1.0:
+            return 0.0
+        log_min = math.log(self.sigma_min)
+        return math.exp((math.log(self.sigma_max) - log_min) * (1.0 - percent) + log_min)
+
+
+class ContinuousVSampling(ContinuousEDMSampling):
+    """Continuous-time v models: timestep = atan(sigma) * 2 / pi."""
+
+    def timestep(self, sigma: Tensor) -> Tensor:
+        return sigma.atan() / math.pi * 2
+
+    def sigma(self, timestep: Tensor) -> Tensor:
+        return (timestep * math.pi / 2).tan()
+
+
+class StableCascadeSampling(ModelSampling):
+    """Würstchen/Stable Cascade: a cosine alpha_bar over t in (0, 1], its log-SNR shifted by -2 log(shift),
+    clamped to [1e-4, 0.9999]; 10000 table points."""
+
+    def __init__(self, parameterisation: Eps | Const, shift: float = 1.0, cosine_s: float = 8e-3) -> None:
+        super().__init__(parameterisation)
+        self.shift = shift
+        self.cosine_s = torch.tensor(cosine_s)
+        self.init_alpha_cumprod = torch.cos(self.cosine_s / (1 + self.cosine_s) * torch.pi * 0.5) ** 2
+        self.num_timesteps = 10000
+        # t rounded from float64 to float32, as ComfyUI's per-index Python floats are
+        t = (torch.arange(1, self.num_timesteps + 1, dtype=torch.float64) / self.num_timesteps).float()
+        sigmas = self.sigma(t).float()
+        self.sigmas, self.log_sigmas = sigmas, sigmas.log().float()
+
+    def sigma(self, timestep: Tensor) -> Tensor:
+        ac = torch.cos((timestep + self.cosine_s) / (1 + self.cosine_s) * torch.pi * 0.5) ** 2 / self.init_alpha_cumprod
+        if self.shift != 1.0:
+            log_snr = (ac / (1 - ac)).log() + 2 * torch.log(1.0 / torch.tensor(self.shift))
+            ac = log_snr.sigmoid()
+        ac = ac.clamp(0.0001, 0.9999)
+        return ((1 - ac) / ac) ** 0.5
+
+    def timestep(self, sigma: Tensor) -> Tensor:
+        var = (1 / (sigma * sigma + 1)).clamp(0, 1.0)
+        s, min_var = self.cosine_s.to(var.device), self.init_alpha_cumprod.to(var.device)
+        return (((var * min_var) ** 0.5).acos() / (torch.pi * 0.5)) * (1 + s) - s
+
+    def percent_to_sigma(self, percent: float) -> float:
+        if percent <= 0.0:
+            return 999999999.9
+        if percent >= 1.0:
+            return 0.0
+        return float(self.sigma(torch.tensor(1.0 - percent)))
+
+
 def time_snr_shift(shift: float, t: Tensor | float) -> Tensor | float:
     """SD3's timestep shift: t' = shift * t / (1 + (shift - 1) * t)."""
     if shift == 1.0:
@@ -265,14 +403,27 @@ def model_sampling_from_config(cfg: dict[str, Any]) -> ModelSampling:
 
     {"kind": "discrete", "prediction": "eps"|"v", "beta_schedule": ..., "linear_start": ..., "linear_end": ...,
      "timesteps": 1000, "zsnr": False}; {"kind": "flow", "shift": 3.0, "multiplier": 1000};
-    {"kind": "flux", "shift": 1.15}. Flow kinds default to the CONST parameterisation.
+    {"kind": "flux", "shift": 1.15}; {"kind": "continuous_edm" | "continuous_v", "prediction": ..., "sigma_min": ...,
+    "sigma_max": ..., "sigma_data": ...}; {"kind": "stable_cascade", "shift": 2.0}. Discrete predictions also
+    take "x0", "img_to_img" and "lcm". Flow kinds default to the CONST parameterisation.
     """
     kind = cfg.get("kind", "discrete")
     if kind == "discrete":
-        param = PARAMETERISATIONS[cfg.get("prediction", "eps")]()
-        return DiscreteSampling(param, beta_schedule=cfg.get("beta_schedule", "linear"),
-                                linear_start=cfg.get("linear_start", 0.00085), linear_end=cfg.get("linear_end", 0.012),
-                                timesteps=cfg.get("timesteps", 1000), zsnr=cfg.get("zsnr", False))
+        prediction = cfg.get("prediction", "eps")
+        table = dict(beta_schedule=cfg.get("beta_schedule", "linear"), linear_start=cfg.get("linear_start", 0.00085),
+                     linear_end=cfg.get("linear_end", 0.012), timesteps=cfg.get("timesteps", 1000),
+                     zsnr=cfg.get("zsnr", False))
+        if prediction == "lcm":   # LCM models also sample LCM's 50-step subset of the table
+            ms = DistilledDiscreteSampling(Eps(), **table)
+            ms.param = Lcm(ms.timestep)
+            return ms
+        return DiscreteSampling(PARAMETERISATIONS[prediction](), **table)
+    if kind in ("continuous_edm", "continuous_v"):
+        base = ContinuousEDMSampling if kind == "continuous_edm" else ContinuousVSampling
+        return base(PARAMETERISATIONS[cfg.get("prediction", "eps")](), sigma_min=cfg.get("sigma_min", 0.002),
+                    sigma_max=cfg.get("sigma_max", 120.0), sigma_data=cfg.get("sigma_data", 1.0))
+    if kind == "stable_cascade":
+        return StableCascadeSampling(Eps(), shift=cfg.get("shift", 1.0))
     if kind == "flow":
         param = PARAMETERISATIONS[cfg.get("prediction", "const")]()
         return FlowSampling(param, shift=cfg.get("shift", 1.0), multiplier=cfg.get("multiplier", 1000),

@@ -1,0 +1,180 @@
+"""ComfyUI's comfy_extras.nodes_model_advanced: the ModelSampling* nodes and RescaleCFG, as data on the MODEL.
+
+A ModelSampling node replaces the MODEL's sigma table and parameterisation (a model-sampling config, see
+nodes.sampling.model_sampling); RescaleCFG adds a guidance function. The weights are untouched: the denoise
+steps load the plain model (nodes.modelfns.model_options). ModelSamplingContinuousEDM is not offered yet
+(its edm_playground_v2.5 option also swaps the latent format) nor ModelComputeDtype.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from cluster.refs import ModelRef
+from nodes.modelfns.model_options import sampling_config, with_function, with_sampling
+
+MODULE = "comfy_extras.nodes_model_advanced"
+MAX_RESOLUTION = 16384
+DISCRETE_SAMPLINGS = ["eps", "v_prediction", "lcm", "x0", "img_to_img"]
+_PREDICTION = {"eps": "eps", "v_prediction": "v", "lcm": "lcm", "x0": "x0", "img_to_img": "img_to_img"}
+_BETA_KEYS = ("beta_schedule", "linear_start", "linear_end", "timesteps")
+
+
+def _model(model: Any) -> ModelRef:
+    if not isinstance(model, ModelRef) or model.component != "diffusion_model":
+        raise ValueError(f"model: expected a MODEL, got {type(model).__name__}")
+    return model
+
+
+def _shift(default: float) -> tuple:
+    return ("FLOAT", {"default": default, "min": 0.0, "max": 100.0, "step": 0.01,
+                      "tooltip": "Time shift: higher values spend more of the schedule at high noise."})
+
+
+class _Patch:
+    RELATIVE_PYTHON_MODULE = MODULE
+    RETURN_TYPES = ("MODEL",)
+    FUNCTION = "patch"
+    CATEGORY = "advanced/model"
+
+
+class ModelSamplingDiscrete(_Patch):
+    DESCRIPTION = ("Samples the model as a 1000-step discrete (DDPM) model with the chosen prediction type, "
+                   "optionally rescaled to zero terminal SNR.")
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"model": ("MODEL",),
+                             "sampling": (DISCRETE_SAMPLINGS, {"tooltip": "What the network predicts."}),
+                             "zsnr": ("BOOLEAN", {"default": False,
+                                                  "tooltip": "Rescale the betas to zero terminal SNR."})}}
+
+    def patch(self, model: Any, sampling: str, zsnr: bool) -> tuple[ModelRef]:
+        model = _model(model)
+        if sampling not in _PREDICTION:
+            raise ValueError(f"sampling: unknown value {sampling!r}")
+        # The beta schedule stays the model's own (ComfyUI reads its model_config); flow models get the
+        # DDPM defaults.
+        base = {k: v for k, v in sampling_config(model).items() if k in _BETA_KEYS} \
+            if sampling_config(model).get("kind", "discrete") == "discrete" else {}
+        return (with_sampling(model, {**base, "kind": "discrete", "prediction": _PREDICTION[sampling],
+                                      "zsnr": bool(zsnr)}),)
+
+
+class ModelSamplingStableCascade(_Patch):
+    DESCRIPTION = "Samples the model with Stable Cascade's shifted cosine schedule."
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"model": ("MODEL",), "shift": _shift(2.0)}}
+
+    def patch(self, model: Any, shift: float) -> tuple[ModelRef]:
+        return (with_sampling(_model(model), {"kind": "stable_cascade", "shift": float(shift)}),)
+
+
+class ModelSamplingSD3(_Patch):
+    DESCRIPTION = "Samples the model as a rectified-flow model (SD3's schedule) with the given time shift."
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"model": ("MODEL",), "shift": _shift(3.0)}}
+
+    def patch(self, model: Any, shift: float, multiplier: float = 1000) -> tuple[ModelRef]:
+        return (with_sampling(_model(model), {"kind": "flow", "prediction": "const", "shift": float(shift),
+                                              "multiplier": float(multiplier)}),)
+
+
+class ModelSamplingAuraFlow(ModelSamplingSD3):
+    DESCRIPTION = "Samples the model as a rectified-flow model with AuraFlow's timesteps (0..1) and time shift."
+    FUNCTION = "patch_aura"
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"model": ("MODEL",), "shift": _shift(1.73)}}
+
+    def patch_aura(self, model: Any, shift: float) -> tuple[ModelRef]:
+        return self.patch(model, shift, multiplier=1.0)
+
+
+class ModelSamplingFlux(_Patch):
+    DESCRIPTION = ("Samples the model with Flux's schedule, its shift interpolated from the image size "
+                   "between base_shift (256 tokens) and max_shift (4096 tokens).")
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"model": ("MODEL",),
+                             "max_shift": ("FLOAT", {"default": 1.15, "min": 0.0, "max": 100.0, "step": 0.01}),
+                             "base_shift": ("FLOAT", {"default": 0.5, "min": 0.0, "max": 100.0, "step": 0.01}),
+                             "width": ("INT", {"default": 1024, "min": 16, "max": MAX_RESOLUTION, "step": 8}),
+                             "height": ("INT", {"default": 1024, "min": 16, "max": MAX_RESOLUTION, "step": 8})}}
+
+    def patch(self, model: Any, max_shift: float, base_shift: float, width: int, height: int) -> tuple[ModelRef]:
+        x1, x2 = 256, 4096
+        slope = (max_shift - base_shift) / (x2 - x1)
+        shift = (width * height / (8 * 8 * 2 * 2)) * slope + (base_shift - slope * x1)
+        return (with_sampling(_model(model), {"kind": "flux", "prediction": "const", "shift": shift}),)
+
+
+class ModelSamplingContinuousV(_Patch):
+    DESCRIPTION = "Samples the model as a continuous-time v-prediction model between sigma_min and sigma_max."
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"model": ("MODEL",), "sampling": (["v_prediction"],),
+                             "sigma_max": ("FLOAT", {"default": 500.0, "min": 0.0, "max": 1000.0, "step": 0.001,
+                                                     "round": False}),
+                             "sigma_min": ("FLOAT", {"default": 0.03, "min": 0.0, "max": 1000.0, "step": 0.001,
+                                                     "round": False})}}
+
+    def patch(self, model: Any, sampling: str, sigma_max: float, sigma_min: float) -> tuple[ModelRef]:
+        if sampling != "v_prediction":
+            raise ValueError(f"sampling: unknown value {sampling!r}")
+        return (with_sampling(_model(model), {"kind": "continuous_v", "prediction": "v", "sigma_min": float(sigma_min),
+                                              "sigma_max": float(sigma_max), "sigma_data": 1.0}),)
+
+
+@dataclass(frozen=True)
+class RescaleCfgFunction:
+    """Lin et al. 2023's CFG rescale, done on the v-prediction view of both sides: the guided v is rescaled
+    to the positive side's standard deviation and mixed with the plain one by `multiplier`."""
+    multiplier: float
+
+    def __call__(self, args: dict) -> torch.Tensor:
+        cond, uncond, scale, x_orig = args["cond"], args["uncond"], args["cond_scale"], args["input"]
+        sigma = args["sigma"]
+        sigma = sigma.view(sigma.shape[:1] + (1,) * (cond.ndim - 1))
+        x = x_orig / (sigma * sigma + 1.0)
+        v_cond = ((x - (x_orig - cond)) * (sigma ** 2 + 1.0) ** 0.5) / sigma
+        v_uncond = ((x - (x_orig - uncond)) * (sigma ** 2 + 1.0) ** 0.5) / sigma
+        v_cfg = v_uncond + scale * (v_cond - v_uncond)
+        dims = tuple(range(1, cond.ndim))
+        rescaled = v_cfg * (torch.std(v_cond, dim=dims, keepdim=True) / torch.std(v_cfg, dim=dims, keepdim=True))
+        v_final = self.multiplier * rescaled + (1.0 - self.multiplier) * v_cfg
+        return x_orig - (x - v_final * sigma / (sigma * sigma + 1.0) ** 0.5)
+
+
+class RescaleCFG(_Patch):
+    DESCRIPTION = "Rescales the guided prediction towards the positive prediction's spread (less overexposure)."
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"model": ("MODEL",),
+                             "multiplier": ("FLOAT", {"default": 0.7, "min": 0.0, "max": 1.0, "step": 0.01,
+                                                      "tooltip": "0: plain CFG, 1: fully rescaled."})}}
+
+    def patch(self, model: Any, multiplier: float) -> tuple[ModelRef]:
+        return (with_function(_model(model), "sampler_cfg_function", RescaleCfgFunction(float(multiplier))),)
+
+
+NODE_CLASS_MAPPINGS = {
+    "ModelSamplingDiscrete": ModelSamplingDiscrete,
+    "ModelSamplingContinuousV": ModelSamplingContinuousV,
+    "ModelSamplingStableCascade": ModelSamplingStableCascade,
+    "ModelSamplingSD3": ModelSamplingSD3,
+    "ModelSamplingAuraFlow": ModelSamplingAuraFlow,
+    "ModelSamplingFlux": ModelSamplingFlux,
+    "RescaleCFG": RescaleCFG,
+}
+NODE_DISPLAY_NAME_MAPPINGS: dict[str, str] = {}
