@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import json
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from cluster.refs import ModelRef
 
 from . import clip as clip_mod
 from . import controlnet as cn_mod
+from . import merge as merge_mod
 from . import unet as unet_mod
 from . import vae as vae_mod
 from .components import SD1_LATENT, SDXL_LATENT, DiffusionModel, TextEncoder, VAE
@@ -93,17 +95,37 @@ def _folder_weights(folder: Path) -> dict[str, torch.Tensor]:
 
 # ---- diffusion model ------------------------------------------------------------------------------------
 
-def load_diffusion_model(ref: ModelRef) -> DiffusionModel:
-    """The UNet (SD1/SD2/SDXL) of a checkpoint, bare UNet file or diffusers folder, LoRAs merged."""
+@dataclass
+class UNetWeights:
+    """An ldm UNet's weights in our module's (diffusers) names, patches and merges applied; `names` maps
+    them back to the ldm names (without `model.diffusion_model.`) that merge prefixes and saving use."""
+    arch: str
+    path: str
+    sd: dict[str, torch.Tensor]       # the whole source file
+    unet_sd: dict[str, torch.Tensor]  # its UNet part, ldm names, as stored
+    cfg: dict[str, Any]
+    dsd: dict[str, torch.Tensor]
+    names: dict[str, str]
+    patched: int
+
+
+def _refuse_merges(ref: ModelRef, path: str, why: str) -> None:
+    if merge_mod.merges(ref):
+        raise ModelLoadError(path, f"merged models are not supported for {why} yet")
+
+
+def unet_weights(ref: ModelRef) -> UNetWeights:
+    """The UNet weights of an SD1/SD2/SDXL single file, LoRAs and merges applied (merged models load,
+    merge and save through this)."""
     path, _ = _source(ref)
     info = probe(path)
     if info.arch in DIT_ARCHS:
-        return _dispatch("load_diffusion_model", ref, _sd(ref), info.arch)
+        raise ModelLoadError(path, f"merging or saving {info.arch} diffusion models is not supported yet")
     arch = _sd_arch(info)
     if "diffusion_model" not in info.components:
         raise ModelLoadError(path, f"holds no diffusion model (it is a {info.kind} file)")
     if info.kind == "diffusers":
-        return _diffusers_unet(ref, Path(path), arch)
+        raise ModelLoadError(path, "merging or saving a diffusers folder is not supported; use a single-file model")
     sd = _sd(ref)
     unet_sd = unet_mod.strip_prefix(sd, info.prefix) if info.prefix else sd
     if not info.prefix:  # a bare UNet: drop what belongs to other components of a mixed file
@@ -114,14 +136,32 @@ def load_diffusion_model(ref: ModelRef) -> DiffusionModel:
     cfg = unet_mod.diffusers_config(layout, arch, path)
     dsd = unet_mod.ldm_to_diffusers(unet_sd, layout, path)
     names = dict(zip(dsd.keys(), unet_sd.keys()))
-    dsd, patched = merge_loras(ref.patches, unet_targets(names), dsd)
+    dsd, patched = merge_mod.patch_weights(ref, unet_targets(names), dsd, names.__getitem__,
+                                           lambda other: unet_weights(other).dsd)
+    return UNetWeights(arch, path, sd, unet_sd, cfg, dsd, names, patched)
+
+
+def load_diffusion_model(ref: ModelRef) -> DiffusionModel:
+    """The UNet (SD1/SD2/SDXL) of a checkpoint, bare UNet file or diffusers folder, LoRAs and merges applied."""
+    path, _ = _source(ref)
+    info = probe(path)
+    if info.arch in DIT_ARCHS:
+        _refuse_merges(ref, path, f"{info.arch} diffusion models")
+        return _dispatch("load_diffusion_model", ref, _sd(ref), info.arch)
+    arch = _sd_arch(info)
+    if "diffusion_model" not in info.components:
+        raise ModelLoadError(path, f"holds no diffusion model (it is a {info.kind} file)")
+    if info.kind == "diffusers":
+        _refuse_merges(ref, path, "diffusers folders")
+        return _diffusers_unet(ref, Path(path), arch)
+    w = unet_weights(ref)
     from diffusers import UNet2DConditionModel
-    module = build_module(lambda: UNet2DConditionModel(**cfg), dsd, path, "UNet")
-    pred = unet_mod.prediction_type(arch, unet_sd | {k: sd[k] for k in ("v_pred",) if k in sd})
+    module = build_module(lambda: UNet2DConditionModel(**w.cfg), w.dsd, path, "UNet")
+    pred = unet_mod.prediction_type(arch, w.unet_sd | {k: w.sd[k] for k in ("v_pred",) if k in w.sd})
     sampling = sampling_config(CONFIGS / arch / "scheduler" / "scheduler_config.json",
-                               pred if pred == "v" else None, zsnr="ztsnr" in sd)
+                               pred if pred == "v" else None, zsnr="ztsnr" in w.sd)
     return unet_mod.UNetModel(arch=arch, module=module, latent_format=LATENTS[arch], sampling=sampling,
-                              config={**cfg, "patched_weights": patched})
+                              config={**w.cfg, "patched_weights": w.patched})
 
 
 def _diffusers_unet(ref: ModelRef, folder: Path, arch: str) -> DiffusionModel:
@@ -191,20 +231,53 @@ def load_text_encoder(ref: ModelRef) -> TextEncoder:
     infos = [probe(p) for p in ref.sources]
     clip_type = ref.option("clip_type")
     if clip_type in DIT_ARCHS or any(i.arch in DIT_ARCHS + ("t5",) for i in infos):
+        _refuse_merges(ref, path, "these text encoders")
         sds = [_sd(ref, i) for i in range(len(ref.sources))]
         return _dispatch("load_text_encoder", ref, sds if len(sds) > 1 else sds[0], "flux")
-    first = infos[0]
-    if first.kind == "diffusers":
-        return _diffusers_text_encoder(ref, Path(path), first.arch)
+    if infos[0].kind == "diffusers":
+        return _diffusers_text_encoder(ref, Path(path), infos[0].arch)
+    arch, specs, towers = _te_towers(ref, infos)
+    return _clip_encoder(ref, arch, specs, towers, lambda name, vocab, p: _bpe(vocab, p))
+
+
+def _te_towers(ref: ModelRef, infos: list[CheckpointInfo]
+               ) -> tuple[str, list[clip_mod.ClipSpec], dict[str, tuple[dict, str]]]:
+    """(arch, tower specs, towers) of a checkpoint's or text-encoder files' SD-family CLIP."""
+    first, path = infos[0], ref.sources[0]
     if first.kind == "text_encoder":
-        arch, towers = _towers_from_files(ref, infos, clip_type)
+        arch, towers = _towers_from_files(ref, infos, ref.option("clip_type"))
     else:
         if "text_encoder" not in first.components:
             raise ModelLoadError(path, f"holds no text encoder (it is a {first.kind} file)")
         arch = _sd_arch(first)
         towers = _towers_from_checkpoint(_sd(ref), arch, path)
-    specs = [clip_mod.ClipSpec(**e) for e in model_config(arch)["text_encoders"]]
-    return _clip_encoder(ref, arch, specs, towers, lambda name, vocab, p: _bpe(vocab, p))
+    return arch, [clip_mod.ClipSpec(**e) for e in model_config(arch)["text_encoders"]], towers
+
+
+def text_encoder_weights(ref: ModelRef) -> tuple[str, dict[str, torch.Tensor]]:
+    """(arch, {"<side>/<HF key>": tensor}) of an SD-family CLIP from single files, LoRAs and merges
+    applied (merging and saving read CLIP weights through this)."""
+    infos = [probe(p) for p in ref.sources]
+    if ref.option("clip_type") in DIT_ARCHS or any(i.kind == "diffusers" or i.arch in DIT_ARCHS + ("t5",)
+                                                   for i in infos):
+        raise ModelLoadError(ref.sources[0], "merging or saving this text encoder is not supported yet "
+                                             "(SD1/SD2/SDXL CLIP from single files only)")
+    arch, specs, towers = _te_towers(ref, infos)
+    return arch, _clip_weights(ref, specs, towers)[0]
+
+
+def _clip_weights(ref: ModelRef, specs: list[clip_mod.ClipSpec], towers: dict[str, tuple[dict, str]]
+                  ) -> tuple[dict[str, torch.Tensor], int]:
+    # One combined dict ("side/key") so a LoRA's te1/te2 names are checked against both towers at once.
+    combined = {f"{s.name}/{k}": v for s in specs for k, v in towers[s.name][0].items()}
+    targets = LoraTargets(TE_FAMILY, {})
+    for s in specs:
+        kohya = "lora_te_" if len(specs) == 1 else f"lora_te{specs.index(s) + 1}_"
+        peft = "text_encoder." if specs.index(s) == 0 else "text_encoder_2."
+        side_targets = clip_targets(list(towers[s.name][0]), kohya, peft)
+        targets.names.update({n: f"{s.name}/{k}" for n, k in side_targets.names.items()})
+    return merge_mod.patch_weights(ref, targets, combined, lambda key: key,
+                                   lambda other: text_encoder_weights(other)[1])
 
 
 def _towers_from_checkpoint(sd, arch: str, path: str) -> dict[str, tuple[dict, str]]:
@@ -243,15 +316,7 @@ def _clip_encoder(ref: ModelRef, arch: str, specs: list[clip_mod.ClipSpec], towe
     missing = [s.name for s in specs if s.name not in towers or not towers[s.name][0]]
     if missing:
         raise ModelLoadError(ref.sources[0], f"the {arch} text encoder {'/'.join(missing)} is missing")
-    # One combined dict ("side/key") so a LoRA's te1/te2 names are checked against both towers at once.
-    combined = {f"{s.name}/{k}": v for s in specs for k, v in towers[s.name][0].items()}
-    targets = LoraTargets(TE_FAMILY, {})
-    for s in specs:
-        kohya = "lora_te_" if len(specs) == 1 else f"lora_te{specs.index(s) + 1}_"
-        peft = "text_encoder." if specs.index(s) == 0 else "text_encoder_2."
-        side_targets = clip_targets(list(towers[s.name][0]), kohya, peft)
-        targets.names.update({n: f"{s.name}/{k}" for n, k in side_targets.names.items()})
-    combined, patched = merge_loras(ref.patches, targets, combined)
+    combined, patched = _clip_weights(ref, specs, towers)
     sides, modules = {}, {}
     for s in specs:
         sd = {k.split("/", 1)[1]: v for k, v in combined.items() if k.startswith(s.name + "/")}
