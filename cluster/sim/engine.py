@@ -14,7 +14,8 @@ Systems (`SimConfig.system`):
 Monolithic requests go through the same dispatcher (FIFO by default), placed preferring a GPU
 holding the workflow (WCache) or the most of its model bytes (MCache).
 
-Time advances by events only (arrivals, completions, and a batch window closing); an executor runs
+Time advances by events only (arrivals, completions, a batch window closing, and a parked invocation
+having waited its load time: the dispatcher's wake_at, as the head's sleep); an executor runs
 one invocation, or one batch, at a time.
 The control-plane CPU time (scheduling, placement, cost model, DAG bookkeeping) is measured with
 the thread's CPU clock and reported against the simulated GPU time it ordered.
@@ -192,7 +193,7 @@ class Simulator:
             elif kind == 1:
                 self._complete(*obj)
             else:
-                self._wake_at = None    # a batch window closed
+                self._wake_at = None    # a batch window closed, or a parked invocation is due
             self._dispatch()
             self.cp_cpu_s += clock() - c0 - self._exec_model_s
             self._exec_model_s = 0.0
@@ -238,7 +239,10 @@ class Simulator:
             return
         for a in d.schedule(self.now, self.executors):
             self._start(a)
-        due = d.batch_due_at()
+        # the head sleeps until DispatchPolicy.wake_at: a batch window closes, or a parked invocation
+        # has waited its load time and may take a cold executor; without that event it would wait for
+        # the next arrival or completion (seconds at low rates), which the head never does
+        due = d.wake_at(self.now)
         if due is not None and due > self.now and (self._wake_at is None or due < self._wake_at):
             self._wake_at = due
             self._at(due, 2, None)
