@@ -4,6 +4,9 @@
     python scripts/record_comfyui_fixtures.py --url http://127.0.0.1:PORT \\
         tests/nodes/fixtures/comfyui_cases/core.json [--comfyui-commit SHA] [--only NAME ...]
 
+Run ComfyUI with OMP_NUM_THREADS=2 (--cpu): some CPU kernels round by the thread count, and the test runs
+our side with as many threads (tests/nodes/comfyui_fixtures.py RECORDED_THREADS).
+
 The cases file is JSON, either a list of cases or {"family": NAME, "input_files": {...}, "cases": [...]}.
 A case is {"name": ..., "prompt": {API-format prompt}, "record": [output node ids] (optional: every output
 node that reported something), "expect": "success" | "validation_error" | "execution_error" (optional, a

@@ -29,6 +29,10 @@ import torch
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES_DIR = Path(__file__).resolve().parent / "fixtures" / "comfyui_0_3_64"
 
+# The oracle runs with OMP_NUM_THREADS=2 (shared/reference/running-real-comfyui.md); some CPU kernels round by
+# the thread count, so our side of a comparison runs with as many torch threads.
+RECORDED_THREADS = 2
+
 
 def _recorder():
     spec = importlib.util.spec_from_file_location("record_comfyui_fixtures",

@@ -40,7 +40,13 @@ def engine(tmp_path_factory):
     for path in cf.fixture_files():
         fixtures[path] = cf.load_fixture(path)
         cf.install_inputs(fixtures[path], ws)
+    import torch
+    from cluster.local import set_threads
+    before = torch.get_num_threads()
+    # Some kernels (bilinear resampling) round by the thread count: run with the recording's.
+    set_threads(cf.RECORDED_THREADS)
     yield ws, build_registry(ws), fixtures
+    set_threads(before)
     ws_module._active = previous
 
 

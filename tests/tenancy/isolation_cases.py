@@ -603,6 +603,12 @@ CASES: dict[tuple[str, str], Case] = {
     ("GET", "/workflow_templates"): public(UI, "/workflow_templates"),
     ("GET", "/api/workflow_templates/{name}/{path}"): public(UI, "/api/workflow_templates/x/{ev}",
                                                              "/api/workflow_templates/x/a.json"),
+    ("GET", "/templates/{name}"): public("the installed workflow-template packages' files",
+                                         "/templates/index.json", "/templates/{ev}", "/templates/..%2F{v}"),
+    ("GET", "/user.css"): public(UI, "/user.css"),
+    ("GET", "/global_subgraphs"): public("subgraph blueprints of the installed node packs", "/global_subgraphs"),
+    ("GET", "/global_subgraphs/{id}"): public("subgraph blueprints of the installed node packs",
+                                              "/global_subgraphs/x", "/global_subgraphs/{ev}"),
 }
 
 # Writes run after every read, so the caller's own writes under the victim's names (which the
