@@ -8,6 +8,7 @@ that drains the outgoing message queue; one worker thread executes prompts one a
 from __future__ import annotations
 
 import asyncio
+import gc
 import importlib
 import inspect
 import logging
@@ -366,6 +367,9 @@ def run_server(config: ServerConfig, **engine: Any) -> None:
     after start-up."""
     async def main() -> None:
         runner = await start_server(config, **engine)
+        # Everything loaded so far (torch, the nodes, the registry) lives as long as the server: moved out
+        # of the collector's reach, a full collection no longer walks it and stalls every request.
+        gc.freeze()
         try:
             if not config.quick_test_for_ci:
                 await until_stop_signal()
