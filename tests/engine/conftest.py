@@ -38,8 +38,12 @@ class RecordingSink:
 
 @pytest.fixture(autouse=True)
 def _workspace(tmp_path):
+    from nodes import workspace as ws_module
+    previous = ws_module._active
     activate(Workspace(tmp_path / "ws").create())
     engine_nodes.CALLS.clear()
+    yield
+    ws_module._active = previous   # later tests (and modules) find the workspace they had
 
 
 @pytest.fixture

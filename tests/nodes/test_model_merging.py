@@ -25,8 +25,20 @@ TE = "cond_stage_model.transformer.text_model."
 SECOND = "sd1-tiny-b.safetensors"
 
 
+@pytest.fixture(scope="module", autouse=True)
+def demo_active(demo_workspace):
+    """The merges load the demo checkpoints through the active workspace: make it the demo one (tests
+    that ran before may have left their own active)."""
+    from nodes import workspace as ws_module
+    previous = ws_module._active
+    ws_module.activate(demo_workspace)
+    yield demo_workspace
+    ws_module._active = previous
+
+
 @pytest.fixture(scope="module")
-def two_models(demo_workspace, tmp_path_factory):
+def two_models(demo_active, tmp_path_factory):
+    demo_workspace = demo_active
     """(refs of sd1-tiny, refs of a second SD1 checkpoint of the same shapes and another seed, raw files)."""
     target = demo_workspace.models_dir / "checkpoints" / SECOND
     if not target.exists():
