@@ -42,6 +42,11 @@ def set_metadata_enabled(enabled: bool) -> None:
     _write_metadata = enabled
 
 
+def metadata_enabled() -> bool:
+    """False under --disable-metadata: every node that writes a file then leaves the prompt out."""
+    return _write_metadata
+
+
 # -- paths ---------------------------------------------------------------------------------------
 
 def split_annotation(name: str) -> tuple[str, Path | None]:

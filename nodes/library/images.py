@@ -147,7 +147,7 @@ class SaveAnimatedWEBP:
             filename_prefix, active().output_dir, images[0].shape[1], images[0].shape[0])
         frames = _frames(images)
         exif = frames[0].getexif()
-        if image_io._write_metadata:
+        if image_io.metadata_enabled():
             # ComfyUI's tags: 0x0110 (Model) holds the prompt, then 0x010f downwards one per pnginfo key.
             if prompt is not None:
                 exif[0x0110] = "prompt:{}".format(json.dumps(prompt))
@@ -191,7 +191,7 @@ class SaveAnimatedPNG:
             filename_prefix, active().output_dir, images[0].shape[1], images[0].shape[0])
         frames = _frames(images)
         info = None
-        if image_io._write_metadata:
+        if image_io.metadata_enabled():
             info = PngInfo()
             if prompt is not None:
                 info.add(b"comf", b"prompt\0" + json.dumps(prompt).encode("latin-1", "strict"), after_idat=True)

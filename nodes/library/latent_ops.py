@@ -242,7 +242,7 @@ class SaveLatent:
             subfolder = os.path.relpath(taken.folder, os.path.abspath(base))
         file = f"{taken.stem}_{taken.counter:05}_.latent"
         metadata = None
-        if image_io._write_metadata:   # the server's --disable-metadata switch lives in image_io
+        if image_io.metadata_enabled():
             metadata = {"prompt": json.dumps(prompt) if prompt is not None else ""}
             for key, value in (extra_pnginfo or {}).items():
                 metadata[key] = json.dumps(value)

@@ -36,6 +36,14 @@ def _ratio_rule(prefix: str, ratio: float) -> tuple[str, float, float]:
     return (prefix, float(ratio), 1.0 - float(ratio))
 
 
+def _difference_rule(multiplier: float) -> tuple[str, float, float]:
+    """w = (w1 - w2) * multiplier, on every key."""
+    return ("", float(multiplier), -float(multiplier))
+
+
+SUM_RULE = ("", 1.0, 1.0)   # w = w1 + w2
+
+
 class ModelMergeSimple:
     RELATIVE_PYTHON_MODULE = MODULE
 
@@ -65,7 +73,7 @@ class ModelMergeSubtract:
     DESCRIPTION = "The difference of two diffusion models, scaled: (model1 - model2) * multiplier."
 
     def merge(self, model1: ModelRef, model2: ModelRef, multiplier: float) -> tuple[ModelRef]:
-        return (with_merge(model1, model2, (("", float(multiplier), -float(multiplier)),)),)
+        return (with_merge(model1, model2, (_difference_rule(multiplier),)),)
 
 
 class ModelMergeAdd:
@@ -81,7 +89,7 @@ class ModelMergeAdd:
     DESCRIPTION = "The sum of two diffusion models' weights (e.g. a base plus a difference from ModelMergeSubtract)."
 
     def merge(self, model1: ModelRef, model2: ModelRef) -> tuple[ModelRef]:
-        return (with_merge(model1, model2, (("", 1.0, 1.0),)),)
+        return (with_merge(model1, model2, (SUM_RULE,)),)
 
 
 class ModelMergeBlocks:
@@ -141,7 +149,7 @@ class CLIPMergeSubtract:
     DESCRIPTION = "The difference of two text encoders, scaled: (clip1 - clip2) * multiplier."
 
     def merge(self, clip1: ModelRef, clip2: ModelRef, multiplier: float) -> tuple[ModelRef]:
-        return (with_merge(clip1, clip2, (("", float(multiplier), -float(multiplier)),)),)
+        return (with_merge(clip1, clip2, (_difference_rule(multiplier),)),)
 
 
 class CLIPMergeAdd:
@@ -157,14 +165,14 @@ class CLIPMergeAdd:
     DESCRIPTION = "The sum of two text encoders' weights."
 
     def merge(self, clip1: ModelRef, clip2: ModelRef) -> tuple[ModelRef]:
-        return (with_merge(clip1, clip2, (("", 1.0, 1.0),)),)
+        return (with_merge(clip1, clip2, (SUM_RULE,)),)
 
 
 # ---- saving ----------------------------------------------------------------------------------------------
 
 def _metadata(prompt: Any, extra_pnginfo: dict | None) -> dict[str, str]:
     """The prompt and workflow, unless the server runs with --disable-metadata (image_io keeps that flag)."""
-    if not image_io._write_metadata:
+    if not image_io.metadata_enabled():
         return {}
     meta = {"prompt": json.dumps(prompt) if prompt is not None else ""}
     meta.update({k: json.dumps(v) for k, v in (extra_pnginfo or {}).items()})
@@ -276,7 +284,7 @@ class CLIPSave:
              extra_pnginfo: dict | None = None) -> dict:
         from nodes.models.checkpoint_save import text_encoder_sides
         _, sides = text_encoder_sides(clip)
-        meta = {"format": "pt", **_metadata(prompt, extra_pnginfo)} if image_io._write_metadata else {}
+        meta = {"format": "pt", **_metadata(prompt, extra_pnginfo)} if image_io.metadata_enabled() else {}
         for side in ("l", "g", "h"):   # ComfyUI's order of tower prefixes
             if side in sides:
                 _write(f"{filename_prefix}_clip_{side}", sides[side], meta)
