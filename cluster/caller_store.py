@@ -24,7 +24,7 @@ import torch
 from cluster import messages as m
 from cluster.dataplane.arena import ShmArena, copy_from_segment
 from cluster.dataplane.segments import SegmentError, safe_prefix
-from cluster.dataplane.tensor_store import SPILL_TAG, TensorHandle, TensorStore, _dtype
+from cluster.dataplane.tensor_store import SPILL_TAG, TensorHandle, TensorStore, dtype_named
 
 
 def _version(t: torch.Tensor) -> int:
@@ -55,7 +55,7 @@ class CallerStore:
         handle = TensorHandle.from_meta(meta)
         # a normal tensor even inside inference mode, so in-place changes bump its version counter
         with torch.inference_mode(False):
-            out = torch.empty(tuple(handle.shape), dtype=_dtype(handle.dtype))
+            out = torch.empty(tuple(handle.shape), dtype=dtype_named(handle.dtype))
         self.store._check(handle)
         copy_from_segment(self.store.peers, handle.segment, handle.offset, handle.nbytes, out)
         self.store._check(handle)   # freed while copying: the generation moved

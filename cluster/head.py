@@ -238,6 +238,8 @@ class Head:
         self._refs = RefClient()           # to release outputs nobody will read
         self._lost_watchers: list[Callable[[str], None]] = []
         self._loads = _MeasuredLoads()
+        # called with every Done/Failed the head handles (benchmarks read the executors' wall times)
+        self.completion_listeners: list[Callable[[m.Done | m.Failed], None]] = []
         self.dispatcher = Dispatcher(self.scheduler, self._loads, slots=slots_per_executor, max_batch=max_batch,
                                      batch_window_s=batch_window_s, warm_wait=warm_wait, scaling=self.scaling)
         self._readers: dict[asyncio.AbstractEventLoop, int] = {}   # loops awaiting results, see `result`
@@ -599,6 +601,8 @@ class Head:
         self._send(ex, m.Welcome(self.heartbeat_s))
 
     def _finished(self, ex: ExecutorState, msg: m.Done | m.Failed) -> None:
+        for listener in self.completion_listeners:
+            listener(msg)
         job = ex.inflight.pop(msg.dispatch_id, None)
         if job is None:
             if msg.dispatch_id in ex.zombies:   # it finished after all; its result is not wanted

@@ -48,4 +48,10 @@ def runtime() -> Runtime:
 
 
 def use_runtime(rt: Runtime) -> contextvars.Token:
+    """Make `rt` the runtime of the current context; give the token to `restore_runtime` when done."""
     return _current.set(rt)
+
+
+def restore_runtime(token: contextvars.Token) -> None:
+    """Undo the `use_runtime` call that returned `token`."""
+    _current.reset(token)

@@ -24,7 +24,7 @@ from comfy_bridge.registry import NodeRegistry
 log = logging.getLogger(__name__)
 
 
-def _import_module(path: Path) -> tuple[Any, str, Path]:
+def import_module_file(path: Path) -> tuple[Any, str, Path]:
     """Import a pack (file or package dir) the way ComfyUI does; returns (module, name, module dir)."""
     if path.is_file():
         name = path.stem
@@ -65,7 +65,7 @@ def _pyproject_web_dir(pack_dir: Path) -> tuple[str, Path] | None:
 async def load_pack(registry: NodeRegistry, path: Path) -> bool:
     """Import one pack and register its nodes; False (and a logged traceback) when it fails."""
     try:
-        module, name, module_dir = _import_module(path)
+        module, name, module_dir = import_module_file(path)
         registry.loaded_module_dirs[name] = str(module_dir.resolve())
         if path.is_dir():
             found = _pyproject_web_dir(path)

@@ -13,7 +13,7 @@ import sys
 import traceback
 from typing import Any, Generator
 
-from comfy_bridge.execution.executor import full_type_name
+from comfy_bridge.execution.prompt_executor import full_type_name
 from comfy_bridge.execution.graph import get_input_info
 from comfy_bridge.execution.graph_utils import ExecutionBlocker
 from comfy_bridge.execution.node_call import get_input_data, map_node_over_list, resolve_results

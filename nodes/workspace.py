@@ -180,6 +180,14 @@ def activate(ws: Workspace) -> Workspace:
     return ws
 
 
+def activate_snapshot(snapshot: dict[str, Any]) -> Workspace:
+    """Activate the workspace `snapshot` describes, keeping the active one when it is that workspace
+    already (an executor gets the snapshot with every pack call)."""
+    if _active is None or _active.snapshot() != snapshot:
+        activate(Workspace.from_snapshot(snapshot))
+    return active()
+
+
 def active() -> Workspace:
     """The workspace in use: the activated one; in a process the head started, the head's (SNAPSHOT_ENV);
     else the default one."""

@@ -17,7 +17,7 @@ collect_ignore = ["execution"]
 def demo_workspace(tmp_path_factory) -> "Workspace":
     """A workspace with the demo models and the example input image, built once per session."""
     from nodes.workspace import Workspace, activate
-    from comfy_bridge.cli import ensure_demo_models
+    from comfy_bridge.cli.demo_models import ensure_demo_models
     root = Path(os.environ.get("COMFY_CLUSTER_TEST_WORKSPACE") or tmp_path_factory.mktemp("workspace"))
     ws = activate(Workspace(root).create())
     ensure_demo_models(ws)

@@ -52,7 +52,7 @@ class TensorHandle:
         return {k: v for k, v in asdict(self).items() if k in ("segment", "offset", "dtype", "shape", "nbytes", "owner")}
 
 
-def _dtype(name: str) -> torch.dtype:
+def dtype_named(name: str) -> torch.dtype:
     dt = getattr(torch, name, None)
     if not isinstance(dt, torch.dtype):
         raise SegmentError(f"bad dtype {name!r}")
@@ -142,7 +142,7 @@ class TensorStore:
 
     def pull(self, handle: TensorHandle, scope: "Scope") -> torch.Tensor:
         """Copy the tensor into this executor's memory (arena block owned by `scope`, or a spill)."""
-        dtype = _dtype(handle.dtype)
+        dtype = dtype_named(handle.dtype)
         shape = tuple(handle.shape)
         if _nbytes(dtype, shape) != handle.nbytes:
             raise SegmentError(f"handle {handle} is inconsistent")

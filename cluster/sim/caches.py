@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections import OrderedDict
 
-from cluster.sim.profiles import ModelProfile
+from cluster.sim.gpu_profiles import ModelProfile
 
 
 class CacheFull(RuntimeError):

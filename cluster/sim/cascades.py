@@ -1,7 +1,7 @@
 """Static vs adaptive cascades (DiffServe) for the report: a sweep of peak demand.
 
 Each point replays a rising-then-falling Poisson demand on simulated executors with DiffServe's
-profiled latencies (cluster.cascade.bench), under four policies: all-light, all-heavy, a static
+profiled latencies (cluster.bench.cascade), under four policies: all-light, all-heavy, a static
 cascade provisioned once for the trace's peak (DiffServe-Static), and the adaptive cascade whose
 threshold, batch sizes and executor split the real controller re-solves (MILP) every 5 s from what
 it measures. Reported per peak: SLO violation ratio, share answered by the heavy model and the FID
@@ -22,7 +22,7 @@ PEAKS = (8.0, 16.0, 24.0, 32.0)
 def available() -> bool:
     """The cascade package needs scipy (MILP) and yaml; the report leaves this section out without them."""
     try:
-        import cluster.cascade.bench  # noqa: F401
+        import cluster.bench.cascade  # noqa: F401
     except ImportError:
         return False
     return True
@@ -31,7 +31,7 @@ def available() -> bool:
 def _static_for(arrivals: list[float], seconds: float, executors: int, seed: int):
     """A static cascade whose one allocation is solved for 1.2 x the trace's mean demand."""
     from cluster.cascade.allocation import Problem, allocate
-    from cluster.cascade.bench import (BATCHES, C1_DEFERRED, DISCRIMINATOR_MS, HEAVY, LIGHT, Simulation,
+    from cluster.bench.cascade import (BATCHES, C1_DEFERRED, DISCRIMINATOR_MS, HEAVY, LIGHT, Simulation,
                                        plan_from)
     from cluster.cascade.profiles import reference_profile
 
@@ -52,7 +52,7 @@ def run(seconds: float = 120.0, peaks: Sequence[float] = PEAKS, executors: int =
     """Every policy at every peak; None when the cascade package cannot be imported."""
     if not available():
         return None
-    from cluster.cascade.bench import Simulation, triangle_trace
+    from cluster.bench.cascade import Simulation, triangle_trace
     out: dict = {"seconds": seconds, "executors": executors, "low": low, "peaks": list(peaks),
                  "policies": {p: {"violation": [], "heavy_share": [], "fid": []} for p in POLICIES}}
     series_peak = peaks[len(peaks) // 2]

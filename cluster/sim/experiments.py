@@ -6,8 +6,8 @@ from typing import Callable
 
 import numpy as np
 
-from cluster.sim.engine import SimConfig, simulate
-from cluster.sim.profiles import GPUS
+from cluster.sim.simulator import SimConfig, simulate
+from cluster.sim.gpu_profiles import GPUS
 from cluster.sim.results import SimResult
 from cluster.sim.traces import TraceSpec, generate
 from cluster.sim.workflows import catalogue

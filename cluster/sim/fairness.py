@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cluster.sim.engine import SimConfig, simulate
+from cluster.sim.simulator import SimConfig, simulate
 from cluster.sim.results import SimResult
 from cluster.sim.traces import TraceRequest
 from cluster.sim.workflows import catalogue, library

@@ -35,8 +35,8 @@ from typing import Sequence
 
 import numpy as np
 
-from cluster.sim.engine import SimConfig, Simulator
-from cluster.sim.profiles import GPUSpec, ModelProfile
+from cluster.sim.simulator import SimConfig, Simulator
+from cluster.sim.gpu_profiles import GPUSpec, ModelProfile
 from cluster.sim.realserver import RealRecord, RealServer, SoloTiming, demo_prompts, measure_solo, replay
 from cluster.sim.traces import TraceRequest, TraceSpec, generate, read_csv, scale
 from cluster.sim.workflows import Node, Workflow

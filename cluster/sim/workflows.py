@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from cluster.sim.profiles import GPUSpec, ModelProfile, REFERENCE, h800_profiles, lora_variant
+from cluster.sim.gpu_profiles import GPUSpec, ModelProfile, REFERENCE, h800_profiles, lora_variant
 
 
 @dataclass(frozen=True)

@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     from cluster.local import set_threads
     from cluster.local_cluster import start_local_cluster
-    from comfy_bridge.cli import ensure_demo_models
+    from comfy_bridge.cli.demo_models import ensure_demo_models
     from nodes.workspace import Workspace, activate
     set_threads(args.threads)
     with tempfile.TemporaryDirectory() as tmp:

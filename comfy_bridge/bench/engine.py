@@ -24,7 +24,7 @@ from cluster.runtime import Runtime, use_runtime
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _prompt(size: int) -> dict:
+def sd1_prompt(size: int) -> dict:
     prompt = json.loads((REPO / "workflows_json" / "text_to_image.json").read_text())
     prompt["5"]["inputs"].update(width=size, height=size)
     return prompt
@@ -52,7 +52,7 @@ class _Replay(Runtime):
 def _engine_alone(prompt: dict, registry, repeats: int) -> float:
     """Seconds per run of the engine alone (min of `repeats`)."""
     from cluster.local import run_on_compute
-    from comfy_bridge.run import run_prompt
+    from comfy_bridge.cli.run import run_prompt
     replay = _Replay()
 
     async def once():
@@ -111,9 +111,9 @@ def main(argv: list[str] | None = None) -> int:
     from cluster.local import COMPUTE, run_on_compute, set_threads
     set_threads(args.threads)
 
-    from comfy_bridge.cli import ensure_demo_models
+    from comfy_bridge.cli.demo_models import ensure_demo_models
     from comfy_bridge.registry import build_registry
-    from comfy_bridge.run import run_prompt
+    from comfy_bridge.cli.run import run_prompt
     from nodes.workspace import Workspace, activate
     with tempfile.TemporaryDirectory() as tmp:
         ws = activate(Workspace(Path(tmp)).create())
@@ -126,8 +126,8 @@ def main(argv: list[str] | None = None) -> int:
         print("  (ratio of the minima; median of the rounds' ratios; the engine with every ModelFn output "
               "replayed, and its share of the run)")
         for size in args.sizes:
-            prompt = _prompt(size)
-            # as `comfy-cluster run` does it (comfy_bridge.run.run_workflow_file)
+            prompt = sd1_prompt(size)
+            # as `comfy-cluster run` does it (comfy_bridge.cli.run.run_workflow_file)
             ours = lambda: run_on_compute(lambda: run_prompt(prompt, None, registry, show_progress=False))  # noqa: E731
             # The pipeline runs on the thread our ModelFns run on: torch's OpenMP team is per thread, and a
             # second team's idle spinning would slow whichever side ran next.

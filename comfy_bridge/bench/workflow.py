@@ -22,7 +22,7 @@ from pathlib import Path
 async def _run(registry, prompt: dict, runtime, n: int = 1) -> list[bytes]:
     """Run `n` copies of the prompt at once; returns the PNG bytes of each."""
     from comfy_bridge.execution import PromptExecutor
-    from comfy_bridge.run import ConsoleSink
+    from comfy_bridge.cli.run import ConsoleSink
     from comfy_bridge.validation import validate_prompt
     from nodes.workspace import active
 
@@ -47,16 +47,16 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     from cluster.local import LocalRuntime, set_threads
     set_threads(args.threads)   # this thread and the in-process ModelFn thread (OpenMP counts are per thread)
-    from comfy_bridge.bench.engine import _prompt
+    from comfy_bridge.bench.engine import sd1_prompt
     from cluster.local_cluster import start_local_cluster
-    from comfy_bridge.cli import ensure_demo_models
+    from comfy_bridge.cli.demo_models import ensure_demo_models
     from comfy_bridge.registry import build_registry
     from nodes.workspace import Workspace, activate
     with tempfile.TemporaryDirectory() as tmp:
         ws = activate(Workspace(Path(tmp)).create())
         ensure_demo_models(ws)
         registry = build_registry(ws)
-        prompt = _prompt(args.size)
+        prompt = sd1_prompt(args.size)
         local = LocalRuntime()
         head, cluster = start_local_cluster(args.executors, args.threads)
         try:

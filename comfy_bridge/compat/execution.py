@@ -1,5 +1,5 @@
 """`execution`: the names some packs import from ComfyUI's execution.py."""
-from comfy_bridge.execution.executor import ExecutionResult, IsChangedCache, PromptExecutor, full_type_name
+from comfy_bridge.execution.prompt_executor import ExecutionResult, IsChangedCache, PromptExecutor, full_type_name
 from comfy_bridge.execution.node_call import (format_value, get_input_data, get_output_from_returns,
                                               map_node_over_list as _async_map_node_over_list, merge_result_data)
 from comfy_bridge.validation import validate_inputs, validate_prompt

@@ -9,10 +9,10 @@ from typing import Any, Callable
 import torch
 
 from nodes import progress
-from comfy_bridge.execution.context import ExecutionContext, current_executing_context
+from comfy_bridge.execution.node_context import ExecutionContext, current_executing_context
 from comfy_bridge.execution.graph import DynamicPrompt, get_input_info
 from comfy_bridge.execution.graph_utils import ExecutionBlocker, GraphBuilder, is_link
-from comfy_bridge.execution.nodeapi import (_NodeOutputInternal, bound_function, hidden_values, input_types, is_v3)
+from comfy_bridge.execution.nodeapi import NodeOutputBase, bound_function, hidden_values, input_types, is_v3
 from comfy_bridge.packs.remote import route
 
 _V1_HIDDEN = {
@@ -171,7 +171,7 @@ def get_output_from_returns(return_values: list, class_def: type) -> tuple[Any, 
             elif "result" in r:
                 results.append(result)
                 subgraph_results.append((None, result))
-        elif isinstance(r, _NodeOutputInternal):
+        elif isinstance(r, NodeOutputBase):
             if r.ui is not None:
                 uis.append(r.ui if isinstance(r.ui, dict) else r.ui.as_dict())
             result = r.result

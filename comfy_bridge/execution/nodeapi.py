@@ -3,15 +3,15 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from comfy_bridge.compat.comfy_api.latest._io import (ComfyNode, Hidden, _ComfyNodeInternal, _NodeOutputInternal,
+from comfy_bridge.compat.comfy_api.latest._io import (ComfyNode, ComfyNodeBase, Hidden, NodeOutputBase,
                                                       first_real_override)
 
 __all__ = ["is_v3", "input_types", "v3_hidden", "custom_function", "bound_function", "Hidden",
-           "_NodeOutputInternal", "hidden_values"]
+           "NodeOutputBase", "hidden_values"]
 
 
 def is_v3(cls: Any) -> bool:
-    return isinstance(cls, type) and issubclass(cls, _ComfyNodeInternal)
+    return isinstance(cls, type) and issubclass(cls, ComfyNodeBase)
 
 
 def input_types(cls: type, include_hidden: bool = True) -> dict:

@@ -10,7 +10,6 @@ does; the loader skips such entries.
 """
 from __future__ import annotations
 
-import argparse
 import shutil
 import subprocess
 import sys
@@ -18,9 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from comfy_bridge.args import shared_options
-from comfy_bridge.packs.pip_guard import RequirementsError, TorchReplacement, install_requirements
-from nodes.workspace import Workspace, default_workspace
+from comfy_bridge.packs.pip_guard import install_requirements
+from nodes.workspace import Workspace
 
 DISABLED = ".disabled"
 STAGING_PREFIX = ".installing-"
@@ -153,66 +151,3 @@ def set_enabled(ws: Workspace, name: str, enabled: bool) -> PackEntry:
         raise PackError(f"cannot rename {entry.path} to {target}: it exists")
     entry.path.rename(target)
     return PackEntry(entry.name, target, enabled, entry.origin)
-
-
-# -- the `nodes` subcommand -----------------------------------------------------------------------
-
-def _workspace(args: argparse.Namespace) -> Workspace:
-    return Workspace(Path(args.workspace or default_workspace())).create()
-
-
-def cmd_install(args: argparse.Namespace) -> int:
-    ws = _workspace(args)
-    try:
-        entry, installed = install_pack(ws, args.source, requirements=not args.skip_requirements,
-                                        pip_args=args.pip_arg or ())
-    except (PackError, RequirementsError) as err:
-        print(f"{'refused' if isinstance(err, TorchReplacement) else 'error'}: {err}", file=sys.stderr)
-        return 1
-    print(f"installed {entry.name} into {entry.path}")
-    for requirement in installed:
-        print(f"  pip installed {requirement}")
-    if entry.path.is_dir() and (entry.path / "install.py").is_file():
-        print(f"  note: {entry.path / 'install.py'} was not run (ComfyUI-Manager would run it); "
-              "run it yourself if the pack needs it")
-    print("restart the server to load it")
-    return 0
-
-
-def cmd_list(args: argparse.Namespace) -> int:
-    from comfy_bridge.packs.cluster_pack import PACK_NAME, node_names
-    ws = _workspace(args)
-    print(f"{PACK_NAME}\tbuilt in\t{', '.join(node_names())}")
-    for entry in list_packs(ws):
-        state = "enabled" if entry.enabled else "disabled"
-        print(f"{entry.name}\t{state}\t{entry.origin or entry.path}")
-    return 0
-
-
-def cmd_enable(args: argparse.Namespace, enabled: bool) -> int:
-    try:
-        entry = set_enabled(_workspace(args), args.name, enabled)
-    except PackError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
-    print(f"{entry.name} {'enabled' if enabled else 'disabled'} ({entry.path}); restart the server to apply")
-    return 0
-
-
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    """`comfy-cluster nodes ...`"""
-    nodes = sub.add_parser("nodes", help="install, list, disable and enable custom node packs")
-    common = shared_options(nodes, lambda p: p.add_argument("--workspace", help="the workspace whose packs to manage"))
-    actions = nodes.add_subparsers(dest="nodes_command", required=True)
-    install = actions.add_parser("install", parents=[common], help="install a pack from a folder, .py file or git URL")
-    install.add_argument("source", help="a local pack folder or .py file, or a git URL")
-    install.add_argument("--skip-requirements", action="store_true", help="do not pip install requirements.txt")
-    install.add_argument("--pip-arg", action="append", help="an extra argument for pip, repeatable; "
-                         "write options as --pip-arg=--no-index")
-    install.set_defaults(func=cmd_install)
-    listing = actions.add_parser("list", parents=[common], help="list the packs and whether they are enabled")
-    listing.set_defaults(func=cmd_list)
-    for verb, enabled in (("disable", False), ("enable", True)):
-        action = actions.add_parser(verb, parents=[common], help=f"{verb} a pack (renames it, as ComfyUI-Manager does)")
-        action.add_argument("name")
-        action.set_defaults(func=lambda args, enabled=enabled: cmd_enable(args, enabled))

@@ -28,10 +28,8 @@ def workspace_snapshot() -> dict[str, Any]:
 
 
 def _activate(snapshot: dict[str, Any]) -> None:
-    from nodes import workspace as ws_mod
-    current = ws_mod._active
-    if current is None or current.snapshot() != snapshot:
-        ws_mod.activate(ws_mod.Workspace.from_snapshot(snapshot))
+    from nodes.workspace import activate_snapshot
+    activate_snapshot(snapshot)
 
 
 def _node_class(origin: PackOrigin) -> type:

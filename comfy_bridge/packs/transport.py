@@ -83,17 +83,17 @@ def import_pack_module(module: str) -> None:
     if not os.path.isabs(module):
         return
     from comfy_bridge import compat
-    from comfy_bridge.custom_nodes import _import_module
+    from comfy_bridge.custom_nodes import import_module_file
     compat.install()                        # the pack imports folder_paths, comfy.*, ...
     if Path(module + ".py").is_file():      # a single-file pack
-        _import_module(Path(module + ".py"))
+        import_module_file(Path(module + ".py"))
         return
     root = module.partition(".")[0]         # a package pack, or a submodule of one
     folder = Path(root.replace("_x_", "."))
     if not (folder / "__init__.py").is_file():
         return
     if root not in sys.modules:
-        _import_module(folder)
+        import_module_file(folder)
     if module != root:
         importlib.import_module(module)
 

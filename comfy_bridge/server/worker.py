@@ -15,7 +15,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from comfy_bridge.execution.context import executing_node_key
+from comfy_bridge.execution.node_context import executing_node_key
 from nodes import output_claims, progress
 
 from .prompt_queue import ExecutionStatus, QueueItem

@@ -17,7 +17,7 @@ from aiohttp import web
 
 from comfy_bridge.server.common import TENANT_KEY, error_body, loads_json
 
-from . import context
+from . import tenant_context as context
 from .quotas import Quotas
 from .store import Store, Tenant
 

@@ -14,7 +14,7 @@ from aiohttp import web
 from comfy_bridge.server.common import error_body, over_limit
 
 from .store import Store, Tenant
-from .workspace import storage_bytes
+from .tenant_folders import storage_bytes
 
 UPLOAD_PATHS = ("/upload/image", "/upload/mask")
 STORAGE_TTL_S = 2.0

@@ -18,15 +18,15 @@ from comfy_bridge.server.common import TENANT_KEY
 from comfy_bridge.server.config import ServerConfig
 from nodes.workspace import Workspace
 
-from . import context
+from . import tenant_context as context
 from .accounting import Accounting
 from .auth import Gate
-from .engine import TenantExecutors
-from .queue import TenantQueue
+from .tenant_engines import TenantExecutors
+from .tenant_queue import TenantQueue
 from .quotas import Quotas
 from .sockets import TenantScoped
 from .store import DB_NAME, Store
-from .workspace import TenantUserManager, TenantWorkspace
+from .tenant_folders import TenantUserManager, TenantWorkspace
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Iterator, MutableMapping, TypeVar
 
-from . import context
+from . import tenant_context as context
 
 V = TypeVar("V")
 

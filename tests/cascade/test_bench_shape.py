@@ -3,7 +3,7 @@ simulated executors) keeps violations as low as a cascade provisioned statically
 every window of the ramp too, while serving more queries with the heavy model than it or all-light."""
 from __future__ import annotations
 
-from cluster.cascade.bench import compare, modelled_fid
+from cluster.bench.cascade import compare, modelled_fid
 
 
 def test_adaptive_cascade_reproduces_diffserve_shape():

@@ -292,7 +292,7 @@ def test_served_prompts_batched_give_the_unbatched_pngs(serve, demo_workspace, f
     from PIL import Image
 
     from comfy_bridge.registry import build_registry
-    from comfy_bridge.run import run_prompt
+    from comfy_bridge.cli.run import run_prompt
     base = serve("--executors", "1", "--executor-threads", "1", "--max-batch", "2", "--batch-window-ms", "500",
                  "--concurrent-prompts", "2")
     prompts = [_prompt(101), _prompt(202)]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cluster.bench_dispatch import bench_dispatch, bench_scheduler
+from cluster.bench.dispatch import bench_dispatch, bench_scheduler
 
 
 @pytest.mark.parametrize("tensor", [False, True])

@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parents[2]
 async def _run(ws, runtime, extra_data: dict | None = None) -> list[bytes]:
     from comfy_bridge.execution import PromptExecutor
     from comfy_bridge.registry import build_registry
-    from comfy_bridge.run import ConsoleSink, load_prompt
+    from comfy_bridge.cli.run import ConsoleSink, load_prompt
     from comfy_bridge.validation import validate_prompt
     registry = build_registry(ws)
     prompt, _ = load_prompt(json.loads((REPO / "workflows_json" / "text_to_image.json").read_text()), registry)

@@ -16,7 +16,7 @@ def _workflow(name: str) -> dict:
 
 def _run(ws, prompt: dict) -> str:
     from comfy_bridge.registry import build_registry
-    from comfy_bridge.run import run_prompt
+    from comfy_bridge.cli.run import run_prompt
     with pytest.raises(SystemExit) as info:
         asyncio.run(run_prompt(prompt, None, build_registry(ws), show_progress=False))
     return str(info.value)
@@ -72,7 +72,7 @@ def test_out_of_range_widget_fails_validation_naming_input(demo_workspace):
 
 def test_process_keeps_working_after_errors(demo_workspace, truncated_checkpoint):
     from comfy_bridge.registry import build_registry
-    from comfy_bridge.run import run_prompt
+    from comfy_bridge.cli.run import run_prompt
     bad = _workflow("text_to_image.json")
     bad["4"]["inputs"]["ckpt_name"] = truncated_checkpoint
     _run(demo_workspace, bad)

@@ -12,7 +12,7 @@ from comfy_bridge.bench.engine import _prompt, _Replay
 
 def test_a_replayed_run_makes_every_recorded_call_and_writes_the_same_image(demo_workspace, fixed_threads):
     from comfy_bridge.registry import build_registry
-    from comfy_bridge.run import run_prompt
+    from comfy_bridge.cli.run import run_prompt
     registry, prompt, replay = build_registry(demo_workspace), _prompt(32), _Replay()
 
     async def once():

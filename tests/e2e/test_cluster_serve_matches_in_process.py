@@ -51,7 +51,7 @@ def _run_on_server(base: str, prompt: dict) -> list[np.ndarray]:
 @pytest.mark.parametrize("workflow", WORKFLOWS, ids=lambda p: p.stem)
 def test_two_executors_give_the_in_process_images(cluster_server, demo_workspace, workflow, fixed_threads):
     from comfy_bridge.registry import build_registry
-    from comfy_bridge.run import run_prompt
+    from comfy_bridge.cli.run import run_prompt
     prompt = json.loads(workflow.read_text())
     remote = _run_on_server(cluster_server, prompt)
     local = [np.asarray(Image.open(f)) for f in

@@ -65,7 +65,7 @@ def test_two_prompts_overlap_and_stay_apart(serve, demo_workspace, fixed_threads
         assert pid in ids and other not in ids
 
     from comfy_bridge.registry import build_registry
-    from comfy_bridge.run import run_prompt
+    from comfy_bridge.cli.run import run_prompt
     registry = build_registry(demo_workspace)
     for seed, hist in ((7, hist_a), (8, hist_b)):
         (out,) = [im for o in hist["outputs"].values() for im in o.get("images", [])]

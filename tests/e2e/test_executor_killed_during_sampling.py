@@ -125,6 +125,6 @@ def test_executor_killed_while_running_a_denoise_step(serve, demo_workspace, fix
           f"done {t_done - t_kill:.1f}s later")
 
     from comfy_bridge.registry import build_registry
-    from comfy_bridge.run import run_prompt
+    from comfy_bridge.cli.run import run_prompt
     (path,) = asyncio.run(run_prompt(_prompt(), None, build_registry(demo_workspace), show_progress=False))
     assert np.array_equal(image, np.asarray(Image.open(path))), "the image differs after the kill"

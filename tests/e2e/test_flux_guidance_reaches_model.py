@@ -13,7 +13,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def _image(ws, guidance: float) -> np.ndarray:
     from comfy_bridge.registry import build_registry
-    from comfy_bridge.run import run_prompt
+    from comfy_bridge.cli.run import run_prompt
     prompt = json.loads((REPO / "workflows_json" / "flux.json").read_text())
     prompt["13"]["inputs"]["guidance"] = guidance
     prompt["3"]["inputs"]["steps"] = 2

@@ -20,7 +20,7 @@ if not torch.cuda.is_available():
 
 def test_default_workflow_runs_on_a_gpu_executor(serve, demo_workspace, fixed_threads, tmp_path):
     from comfy_bridge.registry import build_registry
-    from comfy_bridge.run import run_prompt
+    from comfy_bridge.cli.run import run_prompt
     (tmp_path / "index.html").write_text("<html></html>")   # the web UI package need not be there
     base = serve("--executor-device", "cuda", "--cuda-device", "0", "--executors", "1",
                  "--front-end-root", str(tmp_path))

@@ -73,7 +73,7 @@ def render_in_process(workspace, prompts: dict[str, dict]) -> dict[str, np.ndarr
     import torch
     from cluster.local import set_threads
     from comfy_bridge.registry import build_registry
-    from comfy_bridge.run import run_prompt
+    from comfy_bridge.cli.run import run_prompt
     before = torch.get_num_threads()
     set_threads(1)
     try:

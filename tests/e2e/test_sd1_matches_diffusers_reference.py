@@ -130,7 +130,7 @@ def _reference(prompt: dict, ckpt: Path) -> tuple[torch.Tensor, torch.Tensor]:
 def test_default_sd1_workflow_matches_diffusers_reference(demo_workspace, fixed_threads, monkeypatch):
     from cluster.local import run_on_compute
     from comfy_bridge.registry import build_registry
-    from comfy_bridge.run import run_prompt
+    from comfy_bridge.cli.run import run_prompt
     from nodes.models import vae as vae_mod
 
     prompt = json.loads((REPO / "workflows_json" / "text_to_image.json").read_text())

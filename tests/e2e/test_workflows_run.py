@@ -17,7 +17,7 @@ WORKFLOWS = sorted(p.name for p in (REPO / "workflows_json").glob("*.json"))
 @pytest.mark.parametrize("name", WORKFLOWS)
 def test_workflow_writes_png_with_prompt_metadata(demo_workspace, name):
     from comfy_bridge.registry import build_registry
-    from comfy_bridge.run import load_prompt, run_prompt
+    from comfy_bridge.cli.run import load_prompt, run_prompt
     registry = build_registry(demo_workspace)
     prompt, workflow = load_prompt(json.loads((REPO / "workflows_json" / name).read_text()), registry)
     files = asyncio.run(run_prompt(prompt, workflow, registry, show_progress=False))

@@ -141,7 +141,7 @@ def test_a_pack_scheduler_is_offered_and_used_by_ksampler(packs_registry):
 
 async def test_ksampler_runs_with_the_pack_scheduler(packs_registry, fixed_threads):
     a, sink = await run_prompt(packs_registry, _sampling_prompt(["ckpt", 0], cfg=4.0, scheduler="surface_linear"))
-    assert a.success, executor.status_messages
+    assert a.success, a.status_messages
     b, _ = await run_prompt(packs_registry, _sampling_prompt(["ckpt", 0], cfg=4.0, scheduler="normal"))
     assert not torch.equal(output(a, "ks")["samples"], output(b, "ks")["samples"])
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from comfy_bridge.args import executor_devices
+from comfy_bridge.cli.flags import executor_devices
 from comfy_bridge.cli import build_parser
 
 

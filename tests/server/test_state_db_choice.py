@@ -4,7 +4,7 @@ import argparse
 
 import pytest
 
-from comfy_bridge.cli import state_db_choice
+from comfy_bridge.cli.serve import state_db_choice
 
 
 @pytest.mark.parametrize("flag, env, expected", [

@@ -165,7 +165,7 @@ async def test_images_stay_inline_with_nosniff_and_csp(client, workspace):
 
 
 def test_allowed_hosts_flag_reaches_the_config():
-    from comfy_bridge import args as cli_args
+    from comfy_bridge.cli import flags as cli_args
     from comfy_bridge.cli import build_parser
     args = cli_args.parse_known(build_parser(), ["serve", "--allowed-hosts", "a.example, .b.example",
                                                  "--allowed-hosts", "c.example"])

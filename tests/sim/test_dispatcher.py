@@ -9,8 +9,8 @@ import pytest
 from cluster.dispatcher import Dispatcher
 from cluster.head import Head
 from cluster.scheduler import Invocation, make_scheduler
-from cluster.sim.engine import SimConfig, Simulator, simulate
-from cluster.sim.profiles import ModelProfile
+from cluster.sim.simulator import SimConfig, Simulator, simulate
+from cluster.sim.gpu_profiles import ModelProfile
 from cluster.sim.traces import TraceRequest
 from cluster.sim.workflows import Node, Workflow
 from cluster.warm_wait import WarmWaitPolicy

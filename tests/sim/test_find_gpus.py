@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from cluster.sim.cli import main as simulate_main
+from comfy_bridge.cli.simulate import main as simulate_main
 from cluster.sim.experiments import fewest_gpus
 
 

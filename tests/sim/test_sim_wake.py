@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from cluster.sim.engine import SimConfig, Simulator
+from cluster.sim.simulator import SimConfig, Simulator
 from cluster.sim.traces import TraceRequest
 from cluster.sim.workflows import catalogue
 

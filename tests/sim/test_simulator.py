@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 
 from cluster.sim.caches import LayerLRU
-from cluster.sim.engine import SimConfig, simulate
+from cluster.sim.simulator import SimConfig, simulate
 from cluster.sim.experiments import crossing
 from cluster.sim.fairness import TENANTS, FairnessCase, bound, run_case, service_gap
-from cluster.sim.profiles import GIB, ModelProfile
+from cluster.sim.gpu_profiles import GIB, ModelProfile
 from cluster.sim.traces import TraceSpec, generate, iat_cov, read_csv, write_csv
 from cluster.sim.workflows import catalogue
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from cluster.sim.engine import SimConfig, simulate
-from cluster.sim.profiles import ModelProfile
+from cluster.sim.simulator import SimConfig, simulate
+from cluster.sim.gpu_profiles import ModelProfile
 from cluster.sim.traces import TraceRequest
 from cluster.sim.workflows import Node, Workflow
 from cluster.warm_wait import Parked, WarmWaitPolicy, load_estimate, pick_parked, should_park

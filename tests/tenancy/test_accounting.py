@@ -8,7 +8,7 @@ import tenant_nodes as tn
 from prometheus_client.parser import text_string_to_metric_families
 
 from comfy_bridge.server.cluster_stats import EMPTY
-from comfy_bridge.tenancy.workspace import storage_bytes
+from comfy_bridge.tenancy.tenant_folders import storage_bytes
 
 
 def _samples(text: str) -> dict:

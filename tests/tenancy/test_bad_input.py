@@ -117,7 +117,7 @@ def test_tenants_cli_sets_text_limit(tmp_path, capsys):
 def test_serve_flags_set_the_server_defaults():
     from comfy_bridge.cli import build_parser
     from comfy_bridge.server.config import DEFAULT_MAX_PROMPT_BYTES, DEFAULT_MAX_TEXT_CHARS
-    from comfy_bridge.tenancy.cli import prompt_limits
+    from comfy_bridge.cli.tenants import prompt_limits
     args = build_parser().parse_args(["serve"])
     assert prompt_limits(args) == {"max_prompt_bytes": DEFAULT_MAX_PROMPT_BYTES,
                                    "max_text_chars": DEFAULT_MAX_TEXT_CHARS}

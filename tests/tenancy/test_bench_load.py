@@ -5,7 +5,7 @@ the figures depend on the machine; the bench itself prints PASS or FAIL against 
 from __future__ import annotations
 
 from comfy_bridge.cli import main
-from comfy_bridge.tenancy.bench_load import TARGETS_P99_MS, percentiles, report, run, verdict
+from comfy_bridge.bench.tenants_load import TARGETS_P99_MS, percentiles, report, run, verdict
 
 
 def test_percentiles_use_nearest_rank():

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from nodes import output_claims
-from comfy_bridge.execution.context import CurrentNodeContext, executing_node_key
+from comfy_bridge.execution.node_context import CurrentNodeContext, executing_node_key
 from nodes.output_claims import Claim, write_atomic
 from comfy_bridge.tenancy.store import Store
 from nodes.workspace import Workspace, activate

@@ -7,8 +7,8 @@ import itertools
 import json
 
 from comfy_bridge.server.prompt_queue import QueueItem
-from comfy_bridge.tenancy import context
-from comfy_bridge.tenancy.queue import TenantQueue
+from comfy_bridge.tenancy import tenant_context as context
+from comfy_bridge.tenancy.tenant_queue import TenantQueue
 from comfy_bridge.tenancy.store import Store
 
 PAGES = [(None, -1), (2, -1), (0, -1), (3, 1), (None, 2), (-1, 1), (100, 0), (2, 100)]

@@ -6,8 +6,8 @@ from typing import Any
 from comfy_bridge.compat.comfy_api.latest import _io as io
 from comfy_bridge.compat.comfy_api.latest import _ui as ui
 from comfy_bridge.compat.comfy_api.latest._io import ComfyExtension
-from comfy_bridge.execution.context import get_executing_context
-from comfy_bridge.execution.progress import get_progress_state
+from comfy_bridge.execution.node_context import get_executing_context
+from comfy_bridge.execution.progress_state import get_progress_state
 
 
 def _set_progress(value: float, max_value: float, node_id: str | None, preview_image: Any,

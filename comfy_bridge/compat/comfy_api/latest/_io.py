@@ -488,6 +488,11 @@ class _NodeOutputInternal:
     """Marker base for V3 NodeOutput."""
 
 
+# The engine's names for the two bases above (packs keep ComfyUI's underscored spelling).
+ComfyNodeBase = _ComfyNodeInternal
+NodeOutputBase = _NodeOutputInternal
+
+
 def _origin(cls: type) -> type:
     return cls.__dict__.get("_V3_ORIGIN", cls)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from comfy_bridge.server.userdata import UserManager
 from nodes.workspace import Workspace
 
-from . import context
+from . import tenant_context as context
 
 TENANTS_DIR = "tenants"
 SCOPED_DIRS = ("input_dir", "output_dir", "temp_dir", "user_dir")

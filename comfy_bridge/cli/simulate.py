@@ -9,9 +9,9 @@ from dataclasses import replace
 from typing import Sequence
 
 from cluster.scheduler import POLICIES
-from cluster.sim.engine import SYSTEMS, SimConfig, simulate
+from cluster.sim.simulator import SYSTEMS, SimConfig, simulate
 from cluster.sim.experiments import fewest_gpus
-from cluster.sim.profiles import GPUS
+from cluster.sim.gpu_profiles import GPUS
 from cluster.sim.traces import TraceSpec, generate, read_csv, scale, write_csv
 from cluster.sim.workflows import catalogue
 
@@ -74,3 +74,10 @@ def run(args: argparse.Namespace) -> int:
     result = simulate(cfg, trace, workflows, profiles)
     print(json.dumps(result.summary(), indent=1))
     return 0
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    # no options of its own, so every flag reaches `main` (simulate --help included)
+    simulate = sub.add_parser("simulate", help="replay a trace on simulated GPUs", add_help=False, prefix_chars="+")
+    simulate.add_argument("sim_args", nargs=argparse.REMAINDER)
+    simulate.set_defaults(func=lambda args: main(args.sim_args))

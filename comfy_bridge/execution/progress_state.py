@@ -83,6 +83,11 @@ def set_progress_state(registry: ProgressRegistry) -> contextvars.Token:
     return _current.set(registry)
 
 
+def restore_progress_state(token: contextvars.Token) -> None:
+    """Undo the `set_progress_state` call that returned `token`."""
+    _current.reset(token)
+
+
 def get_progress_state() -> ProgressRegistry:
     registry = _current.get() or _last
     if registry is None:

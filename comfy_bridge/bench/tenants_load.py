@@ -108,7 +108,7 @@ async def _load(base: str, keys: list[str], prompts: int, size: int, poll_s: flo
 
 
 def run(tenants: int, prompts: int, size: int, poll_s: float, timeout_s: float) -> dict:
-    from .store import Store
+    from comfy_bridge.tenancy.store import Store
     with tempfile.TemporaryDirectory(prefix="comfy-tenants-load-") as tmp:
         root = Path(tmp) / "ws"
         state_db = root / "state.sqlite3"
@@ -119,7 +119,7 @@ def run(tenants: int, prompts: int, size: int, poll_s: float, timeout_s: float) 
             keys.append(store.create_key(f"t{t:02d}"))
         store.close()
         port = _free_port()
-        server = subprocess.Popen([sys.executable, "-m", "comfy_bridge.tenancy.bench_load", "--serve", str(root),
+        server = subprocess.Popen([sys.executable, "-m", "comfy_bridge.bench.tenants_load", "--serve", str(root),
                                    str(state_db), str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         try:
             base = f"http://127.0.0.1:{port}"

@@ -18,7 +18,7 @@ from typing import Any, Callable
 from comfy_bridge.server.common import dumps_json
 from comfy_bridge.server.prompt_queue import MAX_HISTORY, ExecutionStatus, QueueItem
 
-from . import context
+from . import tenant_context as context
 from .store import QueueRow, Store
 
 

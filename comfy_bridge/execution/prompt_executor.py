@@ -17,8 +17,8 @@ from comfy_bridge.execution.graph_utils import ExecutionBlocker, is_link
 from comfy_bridge.execution.node_call import (format_value, get_input_data, get_output_from_returns,
                                               map_node_over_list, merge_result_data, resolve_results)
 from comfy_bridge.execution.nodeapi import custom_function, input_types, is_v3
-from comfy_bridge.execution.progress import (ProgressRegistry, get_progress_state, make_progress_hook,
-                                             set_progress_state)
+from comfy_bridge.execution.progress_state import (ProgressRegistry, make_progress_hook, restore_progress_state,
+                                                   set_progress_state)
 
 log = logging.getLogger(__name__)
 
@@ -335,7 +335,7 @@ class PromptExecutor:
             try:
                 yield
             finally:
-                runtime_mod._current.reset(token)
+                runtime_mod.restore_runtime(token)
         return scope()
 
     async def execute_async(self, prompt: dict, prompt_id: str, extra_data: dict | None = None,
@@ -391,8 +391,7 @@ class PromptExecutor:
             self.server.last_node_id = None
         finally:
             await self._cancel_stragglers()
-            from comfy_bridge.execution import progress as progress_mod
-            progress_mod._current.reset(token)
+            restore_progress_state(token)
 
     def _collect_history(self) -> None:
         outputs, meta = {}, {}

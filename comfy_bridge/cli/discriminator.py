@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from comfy_bridge.args import shared_options
+from comfy_bridge.cli.flags import shared_options
 
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".webp", ".bmp"}
 
@@ -52,7 +52,7 @@ def main(args: argparse.Namespace) -> int:
     if args.out:
         out = Path(args.out)
     else:
-        from comfy_bridge.cli import open_workspace
+        from comfy_bridge.cli.workspace_args import open_workspace
         out = open_workspace(args).folder_paths("classifiers")[0] / "discriminator.safetensors"
     real, fake = load_folder(Path(args.real), args.image_size), load_folder(Path(args.fake), args.image_size)
     print(f"{len(real)} real and {len(fake)} generated images at {args.image_size}px")

@@ -7,7 +7,7 @@ is dropped when its projected finish passes 1.5 x SLO, and violates the SLO when
 Confidences are drawn from DiffServe's measured f(t) of cascade C1 (SD-Turbo -> SDv1.5), and quality is
 modelled, as DiffServe does, from the fraction served by the light model through its FID table.
 
-    python -m cluster.cascade.bench [--seconds 240] [--peak 28] [--executors 16] [--plot out.png]
+    python -m cluster.bench.cascade [--seconds 240] [--peak 28] [--executors 16] [--plot out.png]
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Dispatch overhead and scheduler throughput.
 
-    python -m cluster.bench_dispatch [--calls 300] [--transport tcp|ipc]
+    python -m cluster.bench.dispatch [--calls 300] [--transport tcp|ipc]
 
 1. Per-invocation overhead on loopback: a no-op ModelFn called back to back through a head and one
    executor process; latency is the whole ClusterRuntime.call and overhead is that minus the
@@ -63,12 +63,11 @@ async def _latencies(rt, n: int, tensor: bool = True) -> list[float]:
 def bench_dispatch(n: int, transport: str, tensor: bool = True) -> dict[str, float]:
     from cluster.local_cluster import start_local_cluster
     address = "tcp://127.0.0.1:0" if transport == "tcp" else None
-    head, rt = start_local_cluster(1, preload=["cluster.bench_dispatch"], address=address, tick_s=0.05)
+    head, rt = start_local_cluster(1, preload=["cluster.bench.dispatch"], address=address, tick_s=0.05)
     try:
         # the executor's own wall time per call, taken from the completions the head handles
         walls: list[float] = []
-        handle = head._finished
-        head._finished = lambda ex, msg: (walls.append(msg.wall_s), handle(ex, msg))
+        head.completion_listeners.append(lambda msg: walls.append(msg.wall_s))
         latency = asyncio.run(_latencies(rt, n, tensor))
         walls = walls[WARMUP:]
         overhead = [lat - w for lat, w in zip(latency, walls)]
@@ -123,7 +122,7 @@ def bench_steady(policy: str, invocations: int = 1000, tenants: int = 100, decis
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="python -m cluster.bench_dispatch", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m cluster.bench.dispatch", description=__doc__.split("\n")[0])
     p.add_argument("--calls", type=int, default=300)
     p.add_argument("--transport", choices=("tcp", "ipc"), default="tcp")
     p.add_argument("--skip-dispatch", action="store_true", help="only the scheduler benchmark")

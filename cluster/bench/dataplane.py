@@ -1,4 +1,4 @@
-"""Data-plane benchmarks: `python -m cluster.bench_dataplane [--json]`.
+"""Data-plane benchmarks: `python -m cluster.bench.dataplane [--json]`.
 
 1. Transfer: a producer process publishes a 64 MiB tensor into its arena; this process pulls it
    into its own arena through shared memory. Throughput is reported as a fraction of this
@@ -28,7 +28,7 @@ from cluster.dataplane.arena import ShmArena
 from cluster.dataplane.budget import MemoryBudget
 from cluster.dataplane.tensor_store import TensorHandle, TensorStore
 from cluster.weights.cache import LayerCache
-from cluster.weights.prefix import ProfileStore, e2e_time, prefix_length
+from cluster.weights.prefix import ProfileStore, e2e_time
 from cluster.weights.tiers import DiskTier, HostTier, HostToDevice
 
 MiB = 1 << 20

@@ -1,6 +1,7 @@
 """`comfy-cluster run`: execute one workflow file in-process with a progress bar per node."""
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import uuid
@@ -9,6 +10,8 @@ from typing import Any
 
 from tqdm import tqdm
 
+from comfy_bridge.cli.demo_models import ensure_demo_models
+from comfy_bridge.cli.workspace_args import open_workspace
 from nodes.workspace import Workspace
 
 SEED_INPUTS = ("seed", "noise_seed")
@@ -98,3 +101,25 @@ def run_workflow_file(path: Path, ws: Workspace, seed: int | None = None, progre
     from cluster.local import run_on_compute
     from nodes.progress import interrupt   # Ctrl-C stops the prompt at its next check
     return run_on_compute(lambda: run_prompt(prompt, workflow, registry, progress), on_interrupt=interrupt)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    ws = open_workspace(args)
+    ensure_demo_models(ws)
+    if args.threads:
+        from cluster.local import set_threads
+        set_threads(args.threads)
+    images = run_workflow_file(Path(args.workflow), ws, seed=args.seed, progress=not args.quiet)
+    for image in images:
+        print(image)
+    return 0 if images else 1
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    run = sub.add_parser("run", help="run a workflow file (API or UI format) and write its images")
+    run.add_argument("workflow")
+    run.add_argument("--workspace", default=None)
+    run.add_argument("--seed", type=int, default=None, help="override every seed widget")
+    run.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    run.add_argument("--quiet", action="store_true")
+    run.set_defaults(func=cmd_run)

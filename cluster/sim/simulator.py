@@ -33,7 +33,7 @@ from cluster.dispatcher import Dispatcher
 from cluster.scaling import ScalingController
 from cluster.scheduler import Invocation, make_scheduler
 from cluster.sim.caches import LayerLRU, ModelLRU, WorkflowLRU
-from cluster.sim.profiles import GIB, GPUSpec, ModelProfile, REFERENCE
+from cluster.sim.gpu_profiles import GIB, GPUSpec, ModelProfile, REFERENCE
 from cluster.sim.results import Completion, RequestRecord, SimResult
 from cluster.sim.traces import TraceRequest
 from cluster.sim.workflows import Workflow, compute_times

@@ -7,10 +7,10 @@ import json
 import sys
 from pathlib import Path
 
-from comfy_bridge.args import shared_options
+from comfy_bridge.cli.flags import shared_options
 from comfy_bridge.server.config import DEFAULT_MAX_PROMPT_BYTES, DEFAULT_MAX_TEXT_CHARS
 
-from .store import DB_NAME, LIMITS, Store, StoreError
+from comfy_bridge.tenancy.store import DB_NAME, LIMITS, Store, StoreError
 
 
 def add_serve_flags(p: argparse.ArgumentParser) -> None:
@@ -82,7 +82,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def open_store(args: argparse.Namespace) -> Store:
     if args.state_db:
         return Store(Path(args.state_db))
-    from comfy_bridge.cli import open_workspace
+    from comfy_bridge.cli.workspace_args import open_workspace
     return Store(open_workspace(args).root / DB_NAME)
 
 

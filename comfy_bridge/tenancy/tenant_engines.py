@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any, Callable
 
-from . import context
+from . import tenant_context as context
 
 MAX_ENGINES = 16
 

@@ -1,0 +1,1 @@
+"""Benchmarks of the cluster layer: dispatch decisions, the data plane, cascades."""

@@ -1,0 +1,42 @@
+"""The `comfy-cluster` command, the top of the house: the only code that imports all three layers and
+installs the hooks between them. One module per subcommand:
+
+    serve        serve.py          the ComfyUI-compatible server and its executors (also `python main.py`)
+    run          run.py            one workflow file in-process, with progress bars
+    demo-models  demo_models.py    the tiny offline models
+    tenants      tenants.py        tenants, keys and limits of a hosted service
+    nodes        packs.py          custom node packs
+    simulate     simulate.py       a trace replayed on simulated GPUs
+    bench        bench.py          the benchmarks
+    discriminator discriminator.py train the cascade's discriminator
+
+flags.py holds ComfyUI's flags and the cluster's; workspace_args.py turns them into a workspace.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from typing import Sequence
+
+from comfy_bridge.cli import bench, demo_models, discriminator, packs, run, serve, simulate, tenants
+from comfy_bridge.cli import flags as cli_args
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="comfy-cluster", description="Serve ComfyUI workflows on a cluster.")
+    sub = p.add_subparsers(dest="command", required=True)
+    for command in (serve, run, demo_models, tenants, packs, simulate, bench, discriminator):
+        command.add_parser(sub)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "serve":
+        args = cli_args.parse_known(parser, argv)
+    else:
+        args = parser.parse_args(argv)
+    return args.func(args)

@@ -1,0 +1,52 @@
+"""`comfy-cluster demo-models`, and the first start on an empty workspace: the tiny offline models (and
+the example input image) that make every bundled workflow run with no download."""
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+from comfy_bridge.cli.workspace_args import open_workspace
+from nodes.workspace import Workspace
+
+log = logging.getLogger("comfy_cluster")
+
+
+def ensure_demo_models(ws: Workspace) -> None:
+    """First start on an empty workspace: build the tiny demo models (and the example input image
+    the img2img and ControlNet workflows load) so a workflow runs with no download."""
+    example = ws.input_dir / "example.png"
+    if not example.exists():
+        write_example_image(example)
+    if ws.list_files("checkpoints"):
+        return
+    from nodes.models.demo import build_demo_models
+    log.info("no checkpoint in %s: building the demo models", ws.models_dir)
+    build_demo_models(ws.models_dir)
+
+
+def write_example_image(path: Path, size: int = 128) -> None:
+    """A deterministic picture: a colour gradient with a disc, enough structure for img2img and ControlNet."""
+    import numpy as np
+    from PIL import Image
+
+    from nodes.output_claims import write_atomic
+    y, x = np.mgrid[0:size, 0:size] / (size - 1)
+    disc = ((x - 0.5) ** 2 + (y - 0.5) ** 2 < 0.09).astype(float)
+    rgb = np.stack([x, y, 0.5 * (1 - disc) + disc], axis=-1)
+    write_atomic(path, lambda tmp: Image.fromarray((rgb * 255).round().astype("uint8")).save(tmp, format="PNG"))
+
+
+def cmd_demo_models(args: argparse.Namespace) -> int:
+    ws = open_workspace(args)
+    from nodes.models.demo import build_demo_models
+    for path in build_demo_models(ws.models_dir):
+        print(path)
+    return 0
+
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    demo = sub.add_parser("demo-models", help="build the tiny offline demo models into the workspace")
+    demo.add_argument("--workspace", default=None)
+    demo.set_defaults(func=cmd_demo_models)

@@ -1,0 +1,121 @@
+"""`comfy-cluster serve` (and `python main.py`): the ComfyUI-compatible server, its local executors and
+the hooks that join the layers (the engine's runtime, the cascade controller's model keys)."""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import threading
+from concurrent.futures import Future
+
+from comfy_bridge.cli import flags as cli_args
+from comfy_bridge.cli import tenants as tenancy_cli
+from comfy_bridge.cli.demo_models import ensure_demo_models
+from comfy_bridge.cli.workspace_args import open_workspace
+
+log = logging.getLogger("comfy_cluster")
+
+
+def state_db_choice(args: argparse.Namespace) -> str | bool | None:
+    """--state-db, else $COMFY_CLUSTER_STATE_DB, else the workspace's file (True). "memory" keeps the queue
+    and history in the process, as ComfyUI does: suites that restart the server expect them gone."""
+    value = args.state_db or os.environ.get("COMFY_CLUSTER_STATE_DB") or True
+    return None if value == "memory" else value
+
+
+def start_cluster_in_background(args: argparse.Namespace) -> Future | None:
+    """The local cluster of `serve --executors N`, started on a thread so that its executor processes boot
+    while this process imports the nodes: clients that give a new server ~20 s (ComfyUI's test suites)
+    see it listening sooner. The future resolves to (head, runtime)."""
+    devices = cli_args.executor_devices(args)
+    if not devices:
+        return None
+    if args.executor_device == "cpu" and not args.cpu:
+        import torch
+        if torch.cuda.is_available():
+            log.warning("executors run on the CPU; `--executor-device cuda` puts them on the %d GPU(s), "
+                        "a path that has not run on a GPU yet (see the README)", torch.cuda.device_count())
+    from cluster.local_cluster import start_local_cluster
+    from nodes.workspace import child_process_env
+    executor_env = child_process_env()   # the executors open this workspace: its model folders and configs
+    threads = args.executor_threads or max(1, (os.cpu_count() or 1) // len(devices))
+    head_options = {"policy": args.scheduler, "max_batch": args.max_batch,
+                    "batch_window_s": args.batch_window_ms / 1000}
+    if args.fairness_slack is not None:
+        head_options["delta"] = args.fairness_slack
+    if args.no_warm_wait:
+        from cluster.warm_wait import WarmWaitPolicy
+        head_options["warm_wait"] = WarmWaitPolicy(enabled=False)
+    future: Future = Future()
+
+    def start() -> None:
+        try:
+            head, runtime = start_local_cluster(len(devices), threads, devices=devices, env=executor_env,
+                                                **head_options)
+            from cluster.cascade.head_hook import follow_head
+            from nodes.cascade_nodes import checkpoint_model_key
+            follow_head(head, checkpoint_model_key)   # cascade decisions set the batch sizes of their models
+            future.set_result((head, runtime))
+        except BaseException as err:  # re-raised in cmd_serve by future.result()
+            future.set_exception(err)
+    threading.Thread(target=start, name="local-cluster-start", daemon=True).start()
+    return future
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    try:
+        return _serve(args)
+    except KeyboardInterrupt:   # Ctrl-C while starting, before the server takes the signal itself
+        log.info("interrupted")
+        return 130
+
+
+def _serve(args: argparse.Namespace) -> int:
+    ws = open_workspace(args)
+    ensure_demo_models(ws)
+    from cluster.reclaim import reclaim_dead
+    reclaim_dead()   # the segments and sockets of servers and executors that were killed
+    cluster = start_cluster_in_background(args)
+    from comfy_bridge.server.app import ServerConfig, run_server
+    cache_type, cache_size = cli_args.cache_mode(args)
+    from nodes import image_io, previews
+    previews.set_method(args.preview_method, args.preview_size)
+    image_io.set_metadata_enabled(not args.disable_metadata)
+    config = ServerConfig(
+        listen=args.listen, port=args.port, workspace=ws, enable_cors_header=args.enable_cors_header,
+        max_upload_size=args.max_upload_size, front_end_root=args.front_end_root, multi_user=args.multi_user,
+        cache_type=cache_type, cache_size=cache_size, quick_test_for_ci=args.quick_test_for_ci,
+        disable_custom_nodes=args.disable_all_custom_nodes, whitelist_custom_nodes=args.whitelist_custom_nodes,
+        disable_metadata=args.disable_metadata, preview_method=args.preview_method,
+        dont_print_server=args.dont_print_server, tls_keyfile=args.tls_keyfile, tls_certfile=args.tls_certfile,
+        state_db=state_db_choice(args), insecure_open=args.insecure_open, allowed_hosts=tuple(args.allowed_hosts),
+        concurrent_prompts=args.concurrent_prompts, **tenancy_cli.prompt_limits(args))
+    head, runtime = cluster.result() if cluster is not None else (None, None)
+    if head is not None:
+        config.cluster_head = head
+        config.scheduler = head  # tenants' fair-share weights
+
+    def make_executor(server):
+        from comfy_bridge.execution import PromptExecutor
+        return PromptExecutor(server.registry, server, cache_type=cache_type, cache_size=cache_size, runtime=runtime)
+    from comfy_bridge.tenancy.server import InsecureListen
+    try:
+        run_server(config, executor_factory=make_executor)
+    except InsecureListen as err:
+        log.error("%s", err)
+        return 2
+    finally:
+        if head is not None:
+            head.stop()
+    return 0
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    serve = sub.add_parser("serve", help="start the ComfyUI-compatible server and its executors")
+    cli_args.add_comfyui_flags(serve)
+    cli_args.add_cluster_flags(serve)
+    serve.add_argument("--no-warm-wait", action="store_true",
+                       help="always load a model's weights on the free executor chosen, never wait for a "
+                            "busy executor that holds them (warm wait is on by default)")
+    tenancy_cli.add_serve_flags(serve)
+    serve.set_defaults(func=cmd_serve)
