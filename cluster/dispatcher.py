@@ -1,5 +1,5 @@
 """The one dispatch policy: which ready invocation runs where and when, for the head (cluster/head.py,
-the ZeroMQ shell around it) and for the simulator (cluster/sim/engine.py, the event-clock shell).
+the ZeroMQ shell around it) and for the simulator (cluster/sim/simulator.py, the event-clock shell).
 No sockets, no threads: the clock is passed in and decisions come out as `Assignment`s
 (cluster.dispatch_interface states the contract).
 

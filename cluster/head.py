@@ -98,7 +98,7 @@ class Result:
 
 @dataclass(eq=False)
 class Job:
-    inv: Invocation
+    inv: "Invocation[Job]"
     dispatch: m.Dispatch             # dispatch_id is rewritten per attempt
     shapes: tuple
     future: cf.Future

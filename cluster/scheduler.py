@@ -30,15 +30,20 @@ import random
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Protocol, Sequence
+from typing import Any, Callable, Generic, Iterable, Protocol, Sequence, TypeVar
 
 from cluster.scaling import displacement
 
 POLICIES = ("vtime", "fifo", "sjf", "vtc")
 
 
+# What the shell that drives the scheduler attaches to an invocation to carry it out: the head's `Job`
+# (the Dispatch message and the caller's future), the simulator's `SimStep` (its request and node).
+PayloadT = TypeVar("PayloadT")
+
+
 @dataclass(eq=False)
-class Invocation:
+class Invocation(Generic[PayloadT]):
     """One ModelFn call waiting for, or holding, an executor."""
     id: int
     tenant: str
@@ -49,7 +54,7 @@ class Invocation:
     remaining: float = 0.0              # critical-path seconds of the request after this one
     arrival: float | None = None        # clock() when it became ready; kept across re-runs
     input_bytes: dict[str, int] = field(default_factory=dict)  # producer executor id -> bytes
-    payload: Any = None                 # what the head needs to dispatch it
+    payload: PayloadT | None = None     # what the shell needs to carry it out (PayloadT above)
     charged: float = 0.0                # vTime charged for the current dispatch (before weighting)
     seq: int = 0
     cancelled: bool = False

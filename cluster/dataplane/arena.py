@@ -36,7 +36,10 @@ def element_count(shape: tuple[int, ...] | list[int]) -> int:
 
 
 class Arena(ABC):
-    """A fixed region of `capacity` bytes owned by one executor."""
+    """The data plane's interface: a fixed region of `capacity` bytes owned by one executor, which peers
+    read without the control plane (shared memory on a CPU host, NVSHMEM's symmetric heap on GPUs).
+    `alloc`/`free` hand out blocks (thread-safe); `view` is a tensor over a block, no copy; `pull`
+    copies a peer's block into one of ours."""
 
     name: str           # how peers find it: a segment name (CPU) or "nvshmem-<pe>" (GPU)
     device: torch.device
@@ -74,7 +77,9 @@ class Arena(ABC):
         """Copy the bytes a peer's handle `src` names into `out` (a view of this arena or a spill)."""
 
     @abstractmethod
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Give the region back (unlink the segment, free the symmetric heap). Views of it must not be used
+        afterwards; a peer's pull of one of its blocks fails instead of reading stale bytes."""
 
 
 class ShmArena(Arena):

@@ -65,7 +65,7 @@ class AdmittingSimulator(Simulator):
         super()._arrive(req)
 
     def _finish(self, ex, inv, measured: float) -> None:
-        req = inv.payload[0]
+        req = inv.payload.request
         before = req.left
         super()._finish(ex, inv, measured)
         if before > 0 and req.left == 0:

@@ -19,8 +19,6 @@ import numpy as np
 
 from cluster.sim import cascades, fairness
 from cluster.sim.experiments import LINEUP, Point, attainment_at, crossing, fewest_gpus, run_point
-from cluster.sim.gpu_profiles import h800_profiles
-from cluster.sim.results import SimResult
 from cluster.sim.traces import TraceSpec
 from cluster.weights.prefix import e2e_time, prefix_length
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import heapq
 import time
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 from cluster.costs import CostModel
 from cluster.dispatch_interface import Assignment
@@ -97,6 +97,19 @@ class _Request:
         self.left = len(wf.nodes)
         self.load_s = self.compute_s = self.transfer_s = 0.0
         self.finish: float | None = None
+
+
+WHOLE_WORKFLOW = -1
+
+
+class SimStep(NamedTuple):
+    """The simulator's payload of an Invocation: the request, and which node of its workflow this call
+    is (WHOLE_WORKFLOW for the monolithic baselines, which run a workflow as one function)."""
+    request: _Request
+    node: int
+
+
+SimInvocation = Invocation[SimStep]
 
 
 class Simulator:
@@ -224,14 +237,14 @@ class Simulator:
         self.dispatcher.add(Invocation(
             self._inv_ids, req.trace.tenant, str(req.idx), node.fn, node.model,
             self.costs.estimate(node.fn, node.model), self.remaining[req.wf.name][i],
-            input_bytes=inputs, payload=(req, i), batch_key=key))
+            input_bytes=inputs, payload=SimStep(req, i), batch_key=key))
 
     def _push_workflow(self, req: _Request) -> None:
         self._inv_ids += 1
         wf = req.wf
         self.dispatcher.add(Invocation(
             self._inv_ids, req.trace.tenant, str(req.idx), "workflow", wf.name,
-            self.costs.estimate("workflow", wf.name), 0.0, payload=(req, -1)))
+            self.costs.estimate("workflow", wf.name), 0.0, payload=SimStep(req, WHOLE_WORKFLOW)))
 
     def _dispatch(self) -> None:
         d = self.dispatcher
@@ -258,31 +271,31 @@ class Simulator:
 
     # -- the dispatcher's load costs (cluster.dispatch_interface.LoadCosts) ------------------------
 
-    def load_s(self, ex: _Executor, inv: Invocation) -> float:
+    def load_s(self, ex: _Executor, inv: SimInvocation) -> float:
         return self._load_estimate(ex, inv)
 
-    def exposed_load_s(self, ex: _Executor, inv: Invocation) -> float:
+    def exposed_load_s(self, ex: _Executor, inv: SimInvocation) -> float:
         return self._exposed_load(ex, inv)
 
-    def prepare(self, inv: Invocation, free) -> None:
+    def prepare(self, inv: SimInvocation, free) -> None:
         if self.cfg.system == "mcache":   # placement prefers the GPU holding most of the workflow's models
-            models = inv.payload[0].wf.models
+            models = inv.payload.request.wf.models
             inv.input_bytes = {e.id: e.cache.cached_bytes(models) for e in free}
 
-    def _load_estimate(self, ex: _Executor, inv: Invocation) -> float:
+    def _load_estimate(self, ex: _Executor, inv: SimInvocation) -> float:
         req, i = inv.payload
-        if i >= 0:
+        if i != WHOLE_WORKFLOW:
             p = self.profiles[inv.model_key]
             return load_estimate(p.layers, ex.cache.layers(p.name), self.load[p.name])
         if self.cfg.system == "mcache":
             return sum(self.load[m] for m in req.wf.models if m not in ex.cache.resident)
         return sum(self.load[m] for m in req.wf.models)
 
-    def _exposed_load(self, ex: _Executor, inv: Invocation) -> float:
+    def _exposed_load(self, ex: _Executor, inv: SimInvocation) -> float:
         """Loading `inv` will add to its run on `ex`: with prefix loading, what the resident first
         layers do not hide (Eq. 1); monolithic functions load their missing models before running."""
         req, i = inv.payload
-        if i < 0:
+        if i == WHOLE_WORKFLOW:
             if self.cfg.system == "wcache" and req.wf.name in ex.cache.resident:
                 return 0.0
             return self._load_estimate(ex, inv)
@@ -295,7 +308,7 @@ class Simulator:
         return e2e_time(p.layers, before, self.load[p.name] / p.layers,
                         self.compute[p.name] / p.layers) - self.compute[p.name]
 
-    def _complete(self, ex: _Executor, invs: tuple[Invocation, ...], duration: float) -> None:
+    def _complete(self, ex: _Executor, invs: tuple[SimInvocation, ...], duration: float) -> None:
         """A run ended: the executor is free, and each part is charged its share (the head's
         cluster.batching.charge_shares, with one sample per modelled invocation)."""
         self._mem_account(self.now, -ex.running_bytes)
@@ -305,7 +318,7 @@ class Simulator:
         for inv in invs:
             self._finish(ex, inv, share)
 
-    def _finish(self, ex: _Executor, inv: Invocation, measured: float) -> None:
+    def _finish(self, ex: _Executor, inv: SimInvocation, measured: float) -> None:
         req, i = inv.payload
         self.scheduler.complete(inv, measured)
         self.costs.observe(inv.fn, inv.model_key, (), measured)
@@ -315,7 +328,7 @@ class Simulator:
         if self.cfg.record_service:
             self.completions.append(Completion(self.now, req.trace.tenant, measured))
             self.vtimes.append((self.now, {t.name: t.vtime for t in self.scheduler.tenants.values()}))
-        if i < 0:
+        if i == WHOLE_WORKFLOW:
             req.left = 0
         else:
             req.ran_on[i] = ex.id
@@ -330,13 +343,13 @@ class Simulator:
 
     # -- executor model -------------------------------------------------------------------------
 
-    def _execute(self, ex: _Executor, invs: tuple[Invocation, ...], load: float) -> float:
+    def _execute(self, ex: _Executor, invs: tuple[SimInvocation, ...], load: float) -> float:
         req, i = invs[0].payload
-        if i >= 0:
+        if i != WHOLE_WORKFLOW:
             return self._execute_modelfn(ex, invs, load)
         return self._execute_workflow(ex, req, load)
 
-    def _execute_modelfn(self, ex: _Executor, invs: tuple[Invocation, ...], load: float) -> float:
+    def _execute_modelfn(self, ex: _Executor, invs: tuple[SimInvocation, ...], load: float) -> float:
         """One run of a ModelFn for one invocation or a batch: the weights are brought in once, and
         every request in the batch waits for the whole run."""
         p = self.profiles[invs[0].model_key]
@@ -352,7 +365,7 @@ class Simulator:
         remote = sum(b for inv in invs for e, b in inv.input_bytes.items() if e != ex.id)
         transfer = self.cfg.gpu.transfer_s(remote)
         for inv in invs:
-            req = inv.payload[0]
+            req = inv.payload.request
             req.load_s += run - comp
             req.compute_s += comp
             req.transfer_s += transfer
