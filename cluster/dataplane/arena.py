@@ -79,7 +79,7 @@ class Arena(ABC):
     @abstractmethod
     def close(self) -> None:
         """Give the region back (unlink the segment, free the symmetric heap). Views of it must not be used
-        afterwards; a peer's pull of one of its blocks fails instead of reading stale bytes."""
+        afterwards, and handles to its blocks are dead."""
 
 
 class ShmArena(Arena):
