@@ -7,13 +7,16 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import threading
+import time
 from collections.abc import Callable, Coroutine
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import torch
 
-from cluster.executor_core import DirectIO, ExecutorCore, Fault, Part
+from cluster.batching import batch_tag
+from cluster.executor_core import DirectIO, ExecutorCore, Fault, Part, Ran
 from cluster.refs import ModelRef
 from cluster.runtime import Runtime
 
@@ -101,45 +104,130 @@ class LocalRuntime(Runtime):
     """The in-process runtime (`--executors 0`): the executor core (cluster.executor_core) without the
     process boundary, as vLLM's in-process client wraps the same engine core. Its calls get an
     executor's memory budget, layer cache and batching; the tensors are handed in and out directly
-    (`DirectIO`) instead of through the data plane's shared memory. Calls run on the compute thread."""
+    (`DirectIO`) instead of through the data plane's shared memory. Calls run on the compute thread.
 
-    def __init__(self, core: ExecutorCore | None = None) -> None:
+    Batching (`max_batch` above 1, serve's --max-batch): calls from concurrent prompts queue for the
+    compute thread; the oldest runs together with the queued calls of the same batch tag
+    (cluster.batching.batch_tag, the head's grouping) up to `max_batch` samples, as one merged core run,
+    after waiting at most `batch_window_s` from its arrival for the batch to fill (the head's window)."""
+
+    def __init__(self, core: ExecutorCore | None = None, max_batch: int = 1, batch_window_s: float = 0.02) -> None:
         self.core = core or ExecutorCore.in_process()
+        self.max_batch, self.batch_window_s = max_batch, batch_window_s
         self._io = DirectIO(torch.device(self.core.device))
         # torch already uses every core per op; one call at a time keeps results deterministic.
         self._lock = threading.Lock()
+        self._arrived = threading.Condition()   # guards _queued; notified when a call queues
+        self._queued: list[_Queued] = []     # calls waiting for the compute thread, oldest first
+        self.batches_run = 0                 # merged core runs (of two calls or more)
+        self.parts_batched = 0               # calls that ran in them
 
     def run(self, fn_name: str, model: ModelRef | None, inputs: dict[str, torch.Tensor | None],
             params: dict[str, Any] | None = None) -> dict[str, torch.Tensor]:
         """Synchronous call: one dispatch through the core, on the calling thread. The ModelFn's own
         exception is raised again (its type matters: an interrupt, a bad input)."""
-        part = Part(model, params or {}, {k: v for k, v in inputs.items() if v is not None},
-                    [k for k, v in inputs.items() if v is None])
         with self._lock:
-            (result,) = self.core.run(fn_name, [part], self._io)
-        if isinstance(result, Fault):
-            raise result.error
-        return result.outputs
+            (result,) = self.core.run(fn_name, [_part(model, inputs, params)], self._io)
+        return _outputs(result)
 
     async def call(self, fn: str, model: ModelRef | None, inputs: dict[str, torch.Tensor | None],
                    params: dict[str, Any] | None = None) -> dict[str, torch.Tensor]:
         if on_compute_thread():
             return self.run(fn, model, inputs, params)   # already on it (run_on_compute, a pack's sync code)
+        params = params or {}
+        loop = asyncio.get_running_loop()
         ctx = contextvars.copy_context()
-        return await asyncio.get_running_loop().run_in_executor(
-            COMPUTE, ctx.run, self.run, fn, model, inputs, params)
+        tag, samples = (None, 1) if self.max_batch <= 1 or model is None else batch_tag(fn, model, inputs, params)
+        if tag is None:
+            return await loop.run_in_executor(COMPUTE, ctx.run, self.run, fn, model, inputs, params)
+        queued = _Queued(fn, tag, samples, _part(model, inputs, params), Future(), time.monotonic())
+        with self._arrived:
+            self._queued.append(queued)
+            self._arrived.notify_all()
+        # One turn of the compute thread per call: a turn that finds its call taken by an earlier
+        # turn's batch has nothing left to do.
+        loop.run_in_executor(COMPUTE, ctx.run, self._run_queued)
+        return _outputs(await asyncio.wrap_future(queued.done))
+
+    def _take_batch(self) -> list[_Queued]:
+        """The oldest queued call and those that can share its run, waiting for more while the batch is
+        not full and the oldest has waited less than the window (the head's --batch-window-ms)."""
+        with self._arrived:
+            while True:
+                if not self._queued:
+                    return []
+                first = self._queued[0]
+                batch, samples = [], 0
+                for q in self._queued:
+                    if q.fn == first.fn and q.tag == first.tag and (not batch or samples + q.samples <= self.max_batch):
+                        batch.append(q)
+                        samples += q.samples
+                wait = first.queued_at + self.batch_window_s - time.monotonic()
+                if samples >= self.max_batch or wait <= 0:
+                    self._queued = [q for q in self._queued if q not in batch]
+                    return batch
+                self._arrived.wait(wait)
+
+    def _run_queued(self) -> None:
+        batch = self._take_batch()
+        if not batch:
+            return
+        if len(batch) > 1:
+            self.batches_run += 1
+            self.parts_batched += len(batch)
+        try:
+            with self._lock:
+                results = self.core.run(batch[0].fn, [q.part for q in batch], self._io)
+        except BaseException as e:  # noqa: BLE001 - the core reports faults per part; this is its own failure
+            for q in batch:
+                q.done.set_exception(e)
+            raise
+        for q, result in zip(batch, results):
+            q.done.set_result(result)
 
     def free(self, unload_models: bool = True) -> None:
         if unload_models:
             with self._lock:
                 self.core.unload()
 
+    def stats(self) -> dict[str, Any]:
+        """The batching counters in /cluster/stats' shape (served in-process, there is no head)."""
+        return {"batching": {"max_batch": self.max_batch}, "batches_dispatched": self.batches_run,
+                "parts_batched": self.parts_batched}
+
+
+@dataclass(eq=False)
+class _Queued:
+    fn: str
+    tag: str
+    samples: int
+    part: Part
+    done: Future
+    queued_at: float
+
+
+def _part(model: ModelRef | None, inputs: dict[str, torch.Tensor | None], params: dict[str, Any] | None) -> Part:
+    return Part(model, params or {}, {k: v for k, v in inputs.items() if v is not None},
+                [k for k, v in inputs.items() if v is None])
+
+
+def _outputs(result: Ran | Fault) -> dict[str, torch.Tensor]:
+    if isinstance(result, Fault):
+        raise result.error
+    return result.outputs
+
 
 _default: LocalRuntime | None = None
 
 
-def default_local_runtime() -> LocalRuntime:
+def default_local_runtime(max_batch: int | None = None, batch_window_s: float | None = None) -> LocalRuntime:
+    """The process's in-process runtime; serve's --max-batch and --batch-window-ms with --executors 0 set
+    its batching."""
     global _default
     if _default is None:
         _default = LocalRuntime()
+    if max_batch is not None:
+        _default.max_batch = max_batch
+    if batch_window_s is not None:
+        _default.batch_window_s = batch_window_s
     return _default

@@ -90,7 +90,11 @@ def _serve(args: argparse.Namespace) -> int:
         dont_print_server=args.dont_print_server, tls_keyfile=args.tls_keyfile, tls_certfile=args.tls_certfile,
         state_db=state_db_choice(args), insecure_open=args.insecure_open, allowed_hosts=tuple(args.allowed_hosts),
         concurrent_prompts=args.concurrent_prompts, **tenancy_cli.prompt_limits(args))
-    head, runtime = cluster.result() if cluster is not None else (None, None)
+    if cluster is not None:
+        head, runtime = cluster.result()
+    else:   # --executors 0: in-process, through the same executor core, batching as --max-batch says
+        from cluster.local import default_local_runtime
+        head, runtime = None, default_local_runtime(args.max_batch, args.batch_window_ms / 1000)
     if head is not None:
         config.cluster_head = head
         config.scheduler = head  # tenants' fair-share weights

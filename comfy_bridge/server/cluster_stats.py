@@ -6,7 +6,8 @@ Both read one snapshot of the head (`ServerConfig.cluster_head`, set by `comfy-c
 and queued/running invocations; scheduler decisions per second; per-model demand and warm
 replicas; invocations parked for a busy executor holding their weights (warm wait) and how often
 that paid off; and the cascade figures when cluster.cascade provides `cascade_stats()`. Without a
-cluster (in-process serving) the same shape comes back empty with "enabled": false.
+cluster (in-process serving) the same shape comes back empty with "enabled": false, plus the
+in-process runtime's batching counters.
 """
 from __future__ import annotations
 
@@ -40,7 +41,11 @@ def _cascade_stats() -> Any:
 
 def snapshot(server: "PromptServer") -> dict[str, Any]:
     head = getattr(server.config, "cluster_head", None)
-    stats = {**head.stats(), "enabled": True} if head is not None else dict(EMPTY)
+    if head is not None:
+        stats = {**head.stats(), "enabled": True}
+    else:   # in-process serving: the local runtime's batching counters
+        from cluster.local import default_local_runtime
+        stats = {**EMPTY, **default_local_runtime().stats()}
     cascades = _cascade_stats()
     if cascades is not None:
         stats["cascades"] = cascades

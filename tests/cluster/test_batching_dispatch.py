@@ -312,3 +312,20 @@ def test_served_prompts_batched_give_the_unbatched_pngs(serve, demo_workspace, f
     # 20 steps each; the two prompts' text encodes interleave differently per run, so not every step
     # pairs up, but most do
     assert stats["batches_dispatched"] >= 10 and stats["parts_batched"] == 2 * stats["batches_dispatched"]
+
+
+def test_served_in_process_prompts_batched_give_the_unbatched_pngs(serve):
+    """`--executors 0 --max-batch 2`: the in-process runtime batches the two prompts' steps through the
+    same executor core, and the images are those of the same server without batching (same threads)."""
+    prompts = [_prompt(303), _prompt(404)]
+    batched_base = serve("--executors", "0", "--max-batch", "2", "--batch-window-ms", "500", "--concurrent-prompts", "2")
+    batched = _served_images(batched_base, prompts)
+    stats = json.loads(_get(batched_base + "/cluster/stats"))
+    alone = _served_images(serve("--executors", "0", "--concurrent-prompts", "2"), prompts)
+    for a, b in zip(batched, alone):
+        assert np.array_equal(a, b)
+    assert not np.array_equal(batched[0], batched[1])
+    assert stats["batching"]["max_batch"] == 2
+    print(f"{stats['batches_dispatched']} merged runs, {stats['parts_batched']} steps in them")
+    # 20 steps each; the text encodes interleave differently per run, so not every step pairs up, but most do
+    assert stats["batches_dispatched"] >= 10 and stats["parts_batched"] == 2 * stats["batches_dispatched"]

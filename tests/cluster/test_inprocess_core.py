@@ -117,3 +117,50 @@ def test_a_modelfn_error_is_raised_as_itself(tmp_path):
         assert "shape" in str(e) or "size" in str(e)
     else:
         raise AssertionError("expected the ModelFn's RuntimeError")
+
+
+class BatchableStack(Stack):
+    """Stack whose calls on the same weights may share one forward pass (the denoise step's rule)."""
+    name = "cc_test_batchable_stack"
+
+    @classmethod
+    def batch_key(cls, call):
+        from cluster.batching import layout_key
+        return layout_key(cls, call)
+
+
+if BatchableStack.name not in MODEL_FNS:
+    register(BatchableStack)
+
+
+def test_concurrent_calls_batch_in_process():
+    """`--executors 0 --max-batch N`: calls that queue while the compute thread is busy run as one
+    merged core run, and each caller gets its own sample's result. (Bit-identity with an unbatched run is
+    the model's property: the diffusion models are made batch-invariant, this toy Linear stack is not.)"""
+    import asyncio
+    import threading
+
+    from cluster.local import COMPUTE
+
+    ref = ModelRef("stack", "test", ("/nonexistent/batch",), ("b" * 64,), options=(("seed", 3),))
+    xs = [torch.randn(1, WIDTH, generator=torch.Generator().manual_seed(i)) for i in range(3)]
+    alone = LocalRuntime(ExecutorCore.in_process(memory_budget=4 * MODEL_BYTES))
+    expected = [alone.run(BatchableStack.name, ref, {"x": x})["y"] for x in xs]
+
+    rt = LocalRuntime(ExecutorCore.in_process(memory_budget=4 * MODEL_BYTES), max_batch=4, batch_window_s=0)
+    runs: list[int] = []
+    core_run = rt.core.run
+    rt.core.run = lambda fn, parts, io: (runs.append(len(parts)), core_run(fn, parts, io))[1]
+    gate = threading.Event()
+    COMPUTE.submit(gate.wait)          # the compute thread is busy: the three calls queue behind it
+
+    async def three() -> list[dict]:
+        calls = [asyncio.create_task(rt.call(BatchableStack.name, ref, {"x": x})) for x in xs]
+        await asyncio.sleep(0.1)
+        gate.set()
+        return await asyncio.gather(*calls)
+
+    got = asyncio.run(three())
+    assert runs == [3]
+    for out, want in zip(got, expected):
+        assert torch.allclose(out["y"], want, atol=1e-6)
