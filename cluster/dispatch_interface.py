@@ -88,5 +88,11 @@ class DispatchPolicy(ABC):
         event: a batch's window closes, or a parked invocation has waited its load time."""
 
     @abstractmethod
+    def take_shed(self) -> list[Invocation]:
+        """The invocations dropped since the last call because they could not finish by their deadline
+        (load shedding, off unless the policy was built with it), each settled on the scheduler: the
+        shell ends their requests unanswered."""
+
+    @abstractmethod
     def pending(self) -> bool:
         """Whether anything is ready, parked or forming (False: `schedule` yields nothing)."""

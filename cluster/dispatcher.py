@@ -18,12 +18,17 @@ One `schedule(now, executors)` does, in order:
 - placement (cluster.scheduler.place with the scaling controller's targets); a single invocation
   placed on a cold executor is parked instead when a busy holder of its weights is expected to be
   free sooner than the load (cluster.warm_wait.should_park);
-- charging: a cold start is charged the load its run will include (a batch's parts by their samples).
+- charging: a cold start is charged the load its run will include (a batch's parts by their samples);
+- load shedding, an option the head leaves off: built with `shed_run_s` (seconds a run of a model's
+  batch takes), an invocation with a `deadline` that a full batch started now would miss is dropped
+  instead of run when it is popped or would join a batch, as DiffServe's workers drop the queries
+  that cannot finish within 1.5 x SLO: running them would only delay the queries that still can.
+  The shell collects the dropped ones with `take_shed` and ends their requests.
 """
 from __future__ import annotations
 
 import collections
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from cluster.dispatch_interface import Assignment, DispatchPolicy, ExecutorView, LoadCosts
@@ -49,7 +54,8 @@ class Batch:
 class Dispatcher(DispatchPolicy):
     def __init__(self, scheduler: Scheduler, loads: LoadCosts, *, slots: int = 1, max_batch: int = 1,
                  batch_window_s: float = 0.0, warm_wait: WarmWaitPolicy | None = None,
-                 scaling: ScalingController | None = None) -> None:
+                 scaling: ScalingController | None = None,
+                 shed_run_s: Callable[[str, int], float] | None = None) -> None:
         if max_batch < 1:
             raise ValueError("max_batch must be at least 1")
         self.scheduler = scheduler
@@ -59,6 +65,8 @@ class Dispatcher(DispatchPolicy):
         self.batch_window_s = batch_window_s
         self.warm_wait = warm_wait or WarmWaitPolicy()
         self.scaling = scaling
+        self.shed_run_s = shed_run_s                               # (model key, samples) -> run seconds
+        self._shed: list[Invocation] = []
         self.batch_caps: dict[str, int] = {}                       # model key -> samples per batch
         self._ready_by_key: dict[str, dict[int, Invocation]] = {}  # batch key -> ready ones, arrival order
         self._forming: list[Batch] = []                            # taken, waiting to be dispatched
@@ -91,6 +99,10 @@ class Dispatcher(DispatchPolicy):
 
     def batch_size(self, model_key: str) -> int:
         return self.batch_caps.get(model_key, self.max_batch)
+
+    def take_shed(self) -> list[Invocation]:
+        shed, self._shed = self._shed, []
+        return shed
 
     # what the shell reads ---------------------------------------------------------------------------
     def pending(self) -> bool:
@@ -141,6 +153,10 @@ class Dispatcher(DispatchPolicy):
             inv = self.scheduler.pop()
             if inv is None:
                 return
+            if self._hopeless(inv, now):
+                self._unindex(inv)
+                self._drop(inv)
+                continue
             batch = self._start_batch(inv, now)
             if batch is None:
                 yield from self._assign([inv], free, executors, targets, replicas, now)
@@ -161,6 +177,8 @@ class Dispatcher(DispatchPolicy):
         for inv in invs:
             if inv.cancelled:               # its request failed while the batch was forming
                 self.scheduler.complete(inv, None)
+            elif self._hopeless(inv, now):   # it joined a forming batch on `add`, unchecked
+                self._drop(inv)
             else:
                 live.append(inv)
         if not live:
@@ -246,7 +264,7 @@ class Dispatcher(DispatchPolicy):
             self._ready_by_key.setdefault(inv.batch_key, {})[inv.id] = inv
             batch = self._open.get(inv.batch_key)
             if batch is not None:           # a batch of this key is waiting: join it now
-                self._fill(batch)
+                self._fill(batch, None)
 
     def _unindex(self, inv: Invocation) -> None:
         key = inv.batch_key
@@ -256,8 +274,10 @@ class Dispatcher(DispatchPolicy):
             if not ready:
                 del self._ready_by_key[key]
 
-    def _fill(self, batch: Batch) -> None:
-        """Take ready invocations with the batch's key, in arrival order, while they fit under its cap."""
+    def _fill(self, batch: Batch, now: float | None) -> None:
+        """Take ready invocations with the batch's key, in arrival order, while they fit under its cap;
+        with shedding, hopeless ones are dropped rather than take a place (checked at `now`, and at
+        assignment for those that join on `add`, where no clock is passed)."""
         ready = self._ready_by_key.get(batch.key, {})
         for inv_id in list(ready):
             inv = ready[inv_id]
@@ -268,6 +288,9 @@ class Dispatcher(DispatchPolicy):
                 break
             del ready[inv_id]
             self.scheduler.take(inv)
+            if now is not None and self._hopeless(inv, now):
+                self._drop(inv)
+                continue
             batch.invs.append(inv)
             batch.samples += inv.batch_size
         if not ready:
@@ -284,7 +307,7 @@ class Dispatcher(DispatchPolicy):
         if cap <= inv.batch_size:
             return None
         batch = Batch(inv.batch_key, cap, now + self.batch_window_s, [inv], inv.batch_size)
-        self._fill(batch)
+        self._fill(batch, now)
         if not batch.full and self.batch_window_s > 0 and batch.key not in self._open:
             self._open[batch.key] = batch
             self.waits_started += 1
@@ -295,3 +318,19 @@ class Dispatcher(DispatchPolicy):
             if batch.full or now >= batch.until:
                 return batch
         return None
+
+    # load shedding ----------------------------------------------------------------------------------------
+    def _hopeless(self, inv: Invocation, now: float) -> bool:
+        """Whether `inv` would miss its deadline even in a run started now at its model's full batch."""
+        if self.shed_run_s is None or inv.deadline is None:
+            return False
+        samples = self.batch_size(inv.model_key) if inv.batch_key is not None else inv.batch_size
+        return now + self.shed_run_s(inv.model_key, max(samples, inv.batch_size)) > inv.deadline
+
+    def _drop(self, inv: Invocation) -> None:
+        """Settle a dispatched (popped or taken) invocation that will not run: shed work is no service."""
+        inv.cancelled = True
+        self.scheduler.revise_charge(inv, 0.0)
+        self.scheduler.complete(inv, None)
+        self._shed.append(inv)
+        self.counters["shed"] += 1

@@ -29,6 +29,15 @@ class ScalingController:
         self.window_s, self.target_utilisation, self.clock = window_s, target_utilisation, clock
         self._samples: dict[str, collections.deque[tuple[float, float]]] = {}   # model -> (time, seconds)
         self._busy: dict[str, float] = collections.defaultdict(float)          # sum over the window
+        self.floors: dict[str, int] = {}                                       # model -> replicas (set_floor)
+
+    def set_floor(self, model_key: str, replicas: int) -> None:
+        """Want at least `replicas` warm copies of `model_key` whatever its measured demand (0: no floor):
+        an allocation planned ahead of demand, as a cascade controller's executors per stage."""
+        if replicas > 0:
+            self.floors[model_key] = int(replicas)
+        else:
+            self.floors.pop(model_key, None)
 
     def observe(self, model_key: str, seconds: float) -> None:
         """An invocation of `model_key` took `seconds` of executor time."""
@@ -52,9 +61,12 @@ class ScalingController:
         return {k: max(0.0, busy) / self.window_s for k, busy in self._busy.items()}
 
     def targets(self, executors: int) -> dict[str, int]:
-        """Warm replicas wanted per model (models absent: zero), each capped at `executors`."""
-        return {k: min(executors, max(1, math.ceil(d / self.target_utilisation - 1e-9)))
-                for k, d in self.demand().items()}
+        """Warm replicas wanted per model (models absent: zero), each at least its floor and capped at
+        `executors`."""
+        wanted = {k: max(1, math.ceil(d / self.target_utilisation - 1e-9)) for k, d in self.demand().items()}
+        for k, floor in self.floors.items():
+            wanted[k] = max(wanted.get(k, 0), floor)
+        return {k: min(executors, n) for k, n in wanted.items()}
 
     def report(self, holders: Sequence[Holder]) -> dict[str, dict[str, float]]:
         """Per model with demand or replicas: demand, target and current replicas (for stats)."""

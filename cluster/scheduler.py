@@ -58,6 +58,8 @@ class Invocation(Generic[PayloadT]):
     charged: float = 0.0                # vTime charged for the current dispatch (before weighting)
     seq: int = 0
     cancelled: bool = False
+    deadline: float | None = None       # with load shedding on (Dispatcher.shed_run_s), dropped unstarted
+                                        # when it cannot finish by then; None: never shed
     batch_key: str | None = None        # equal keys can run as one batch (cluster.batching); None: alone
     batch_size: int = 1                 # samples, counted against the model's batch-size cap
     token: int = 0                      # which ready-structure entry is current (see `take`)

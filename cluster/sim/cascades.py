@@ -1,16 +1,17 @@
 """Static vs adaptive cascades (DiffServe) for the report: a sweep of peak demand.
 
-Each point replays a rising-then-falling Poisson demand on simulated executors with DiffServe's
-profiled latencies (cluster.bench.cascade), under four policies: all-light, all-heavy, a static
-cascade provisioned once for the trace's peak (DiffServe-Static), and the adaptive cascade whose
-threshold, batch sizes and executor split the real controller re-solves (MILP) every 5 s from what
-it measures. Reported per peak: SLO violation ratio, share answered by the heavy model and the FID
-modelled from it (lower is better), plus the adaptive threshold over time at one peak. A second
-static cascade is provisioned for the trace's mean demand: what an operator who does not know the
-peak in advance would pick.
+Each point replays a rising-then-falling Poisson demand through the cascade scenario of the simulator
+(cluster/sim/cascade_scenario.py: the head's dispatch policy, DiffServe's profiled latencies), under
+four policies: all-light, all-heavy, a static cascade provisioned once for the trace's peak
+(DiffServe-Static), and the adaptive cascade whose threshold, batch sizes and executor split the
+real controller re-solves (MILP) every 5 s from what it measures. Reported per peak: SLO violation
+ratio, share answered by the heavy model and the FID modelled from it (lower is better), plus the
+adaptive threshold over time at one peak. A second static cascade is provisioned for the trace's
+mean demand: what an operator who does not know the peak in advance would pick.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Sequence
 
 import numpy as np
@@ -28,53 +29,37 @@ def available() -> bool:
     return True
 
 
-def _static_for(arrivals: list[float], seconds: float, executors: int, seed: int):
-    """A static cascade whose one allocation is solved for 1.2 x the trace's mean demand."""
-    from cluster.cascade.allocation import Problem, allocate
-    from cluster.bench.cascade import (BATCHES, C1_DEFERRED, DISCRIMINATOR_MS, HEAVY, LIGHT, Simulation,
-                                       plan_from)
-    from cluster.cascade.profiles import reference_profile
-
-    class StaticAtMean(Simulation):
-        def _initial_plan(self):
-            grid = tuple(round(0.01 * i, 2) for i in range(101))
-            f = tuple(float(np.interp(t, *zip(*C1_DEFERRED))) for t in grid)
-            demand = 1.2 * len(self.arrivals) / seconds
-            return plan_from(allocate(Problem(reference_profile(LIGHT, BATCHES, DISCRIMINATOR_MS / 1e3),
-                                              reference_profile(HEAVY, BATCHES), grid, f, demand, self.slo_s,
-                                              self.executors)), self.executors)
-
-    return StaticAtMean("static", arrivals, executors, seed=seed).run()
-
-
 def run(seconds: float = 120.0, peaks: Sequence[float] = PEAKS, executors: int = 16, low: float = 2.0,
         seed: int = 0) -> dict | None:
     """Every policy at every peak; None when the cascade package cannot be imported."""
     if not available():
         return None
-    from cluster.bench.cascade import Simulation, triangle_trace
+    from cluster.bench.cascade import C1, triangle_trace
+    from cluster.sim.cascade_scenario import simulate
+    cascade = replace(C1, executors=executors)
     out: dict = {"seconds": seconds, "executors": executors, "low": low, "peaks": list(peaks),
                  "policies": {p: {"violation": [], "heavy_share": [], "fid": []} for p in POLICIES}}
     series_peak = peaks[len(peaks) // 2]
     for peak in peaks:
         arrivals = triangle_trace(seconds, low, peak, seed)
-        sims = {"light": Simulation("light", arrivals, executors, seed=seed).run(),
-                "heavy": Simulation("heavy", arrivals, executors, seed=seed).run(),
-                "static (peak)": Simulation("static", arrivals, executors, seed=seed).run(),
-                "static (mean)": _static_for(arrivals, seconds, executors, seed),
-                "adaptive": Simulation("adaptive", arrivals, executors, seed=seed).run()}
-        for policy, sim in sims.items():
-            s = sim.summary()
+        mean_demand = 1.2 * len(arrivals) / seconds
+        runs = {"light": simulate(cascade, "light", arrivals, seed),
+                "heavy": simulate(cascade, "heavy", arrivals, seed),
+                "static (peak)": simulate(cascade, "static", arrivals, seed),
+                "static (mean)": simulate(cascade, "static", arrivals, seed, static_demand=mean_demand),
+                "adaptive": simulate(cascade, "adaptive", arrivals, seed)}
+        for policy, result in runs.items():
+            s = result.summary()
             row = out["policies"][policy]
             row["violation"].append(s["slo_violation"])
             row["heavy_share"].append(s["heavy_share"])
             row["fid"].append(s["fid"])
         if peak == series_peak:
-            out["series"] = {"peak": peak, "t": sims["adaptive"].series()["t"].tolist(),
-                             "qps": sims["adaptive"].series()["qps"].tolist(),
-                             "thresholds": [list(p) for p in sims["adaptive"].thresholds]}
+            adaptive = runs["adaptive"].series()
+            out["series"] = {"peak": peak, "t": adaptive["t"].tolist(), "qps": adaptive["qps"].tolist(),
+                             "thresholds": [list(p) for p in runs["adaptive"].thresholds]}
             for policy in ("static (peak)", "static (mean)", "adaptive"):
-                ts = sims[policy].series()
+                ts = runs[policy].series()
                 out["series"][policy] = {"violation": ts["violation"].tolist(),
                                          "heavy_share": ts["heavy_share"].tolist()}
     return out

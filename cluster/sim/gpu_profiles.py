@@ -21,10 +21,17 @@ class ModelProfile:
     gib: float              # device memory the weights take
     exec_s: float           # one invocation (a denoising step: with CFG's batch of 2) on the reference GPU
     layers: int = 24
+    # Profiled seconds per batch size, (size, seconds) ascending, when a batch's run time was measured
+    # rather than modelled: a batch runs as long as the smallest profiled size holding it (padded).
+    batch_s: tuple[tuple[int, float], ...] = ()
 
     @property
     def nbytes(self) -> int:
         return int(self.gib * GIB)
+
+    def padded_batch_s(self, n: int) -> float | None:
+        """Profiled seconds of a batch of `n` (None: not profiled, or larger than every profiled size)."""
+        return next((s for size, s in self.batch_s if size >= n), None)
 
 
 @dataclass(frozen=True)

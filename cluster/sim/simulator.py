@@ -14,6 +14,11 @@ Systems (`SimConfig.system`):
 Monolithic requests go through the same dispatcher (FIFO by default), placed preferring a GPU
 holding the workflow (WCache) or the most of its model bytes (MCache).
 
+A scenario (`SimHooks`, e.g. cluster/sim/cascade_scenario.py) hears of arrivals and runs, and decides
+whether a node whose inputs are ready runs at all (a branch not taken is skipped), so a workflow can
+be conditional; with `shed_factor`, the dispatcher drops invocations whose request can no longer finish
+within that multiple of its SLO (load shedding) and the request ends unanswered.
+
 Time advances by events only (arrivals, completions, a batch window closing, and a parked invocation
 having waited its load time: the dispatcher's wake_at, as the head's sleep); an executor runs
 one invocation, or one batch, at a time.
@@ -25,7 +30,7 @@ from __future__ import annotations
 import heapq
 import time
 from dataclasses import dataclass, field
-from typing import NamedTuple, Sequence
+from typing import NamedTuple, Protocol, Sequence
 
 from cluster.costs import CostModel
 from cluster.dispatch_interface import Assignment
@@ -51,6 +56,8 @@ class SimConfig:
     policy: str = "vtime"               # scheduler policy (cluster.scheduler.POLICIES)
     delta: float = 10.0                 # fairness slack, seconds of vTime
     slo_scale: float = 3.0              # deadline = slo_scale x solo latency of the workflow
+    slo_s: float | None = None          # or this many seconds after arrival for every workflow
+    shed_factor: float | None = None    # shed what cannot finish within this x the SLO (None: never)
     prefix_loading: bool = True         # ours: run on resident first layers while the rest stream in
     activation_frac: float = 0.076      # runtime state per running model (Flux: 7.6 % of weights)
     horizon_s: float | None = None      # stop there (backlog experiments); None: drain every request
@@ -86,12 +93,14 @@ class _Executor:
         return max(0.0, self.busy_until - now)
 
 
-class _Request:
+class SimRequest:
+    """One request of the trace as it runs: which of its workflow's nodes wait for inputs, where each ran."""
     __slots__ = ("idx", "trace", "wf", "deadline", "pending", "ran_on", "left", "load_s", "compute_s",
-                 "transfer_s", "finish")
+                 "transfer_s", "finish", "shed")
 
     def __init__(self, idx: int, tr: TraceRequest, wf: Workflow, deadline: float) -> None:
         self.idx, self.trace, self.wf, self.deadline = idx, tr, wf, deadline
+        self.shed = False                    # the dispatcher dropped one of its invocations
         self.pending = [len(n.deps) for n in wf.nodes]
         self.ran_on: list[str | None] = [None] * len(wf.nodes)
         self.left = len(wf.nodes)
@@ -105,18 +114,37 @@ WHOLE_WORKFLOW = -1
 class SimStep(NamedTuple):
     """The simulator's payload of an Invocation: the request, and which node of its workflow this call
     is (WHOLE_WORKFLOW for the monolithic baselines, which run a workflow as one function)."""
-    request: _Request
+    request: SimRequest
     node: int
 
 
 SimInvocation = Invocation[SimStep]
 
 
+class SimHooks(Protocol):
+    """What a scenario adds to the simulated workflows (the cascade: cluster/sim/cascade_scenario.py)."""
+
+    def arrived(self, req: SimRequest) -> None:
+        """`req` arrived; its root nodes are pushed next."""
+
+    def runs(self, req: SimRequest, node: int) -> bool:
+        """Whether `node`, whose inputs are ready, runs (False: skipped, a branch not taken)."""
+
+    def ran(self, invs: Sequence[SimInvocation], seconds: float) -> None:
+        """A run of `invs` (one call, a batch when several) ended after `seconds`, before their
+        successors are considered."""
+
+    def shed(self, inv: SimInvocation) -> None:
+        """The dispatcher dropped `inv` (load shedding): its request ends unanswered."""
+
+
 class Simulator:
-    def __init__(self, cfg: SimConfig, workflows: Sequence[Workflow], profiles: dict[str, ModelProfile]) -> None:
+    def __init__(self, cfg: SimConfig, workflows: Sequence[Workflow], profiles: dict[str, ModelProfile],
+                 hooks: SimHooks | None = None) -> None:
         if cfg.system not in SYSTEMS:
             raise ValueError(f"unknown system {cfg.system!r}; choose one of {SYSTEMS}")
         self.cfg = cfg
+        self.hooks = hooks
         self.workflows = {w.name: w for w in workflows}
         self.profiles = profiles
         self.compute = compute_times(profiles, cfg.gpu)
@@ -139,7 +167,8 @@ class Simulator:
         self.executors = [_Executor(i, self._make_cache(capacity)) for i in range(cfg.gpus)]
         # the simulator is the dispatcher's shell and its load costs (LoadCosts: load_s, exposed_load_s, prepare)
         self.dispatcher = Dispatcher(self.scheduler, self, max_batch=cfg.max_batch, batch_window_s=cfg.batch_window_s,
-                                     warm_wait=WarmWaitPolicy(enabled=cfg.wait_for_warm), scaling=self.scaling)
+                                     warm_wait=WarmWaitPolicy(enabled=cfg.wait_for_warm), scaling=self.scaling,
+                                     shed_run_s=self.run_s if cfg.shed_factor is not None else None)
         self._wake_at: float | None = None   # the pending batch-window event
         self._events: list = []
         self._seq = 0
@@ -187,10 +216,10 @@ class Simulator:
         unknown = {r.workflow for r in trace} - set(self.workflows)
         if unknown:
             raise ValueError(f"trace names unknown workflows {sorted(unknown)}")
-        requests: list[_Request] = []
+        requests: list[SimRequest] = []
         for i, tr in enumerate(trace):
             wf = self.workflows[tr.workflow]
-            req = _Request(i, tr, wf, tr.time + self.cfg.slo_scale * self.solo[wf.name])
+            req = SimRequest(i, tr, wf, tr.time + self.slo(wf))
             requests.append(req)
             self._at(tr.time, 0, req)
         horizon = self.cfg.horizon_s
@@ -214,37 +243,69 @@ class Simulator:
         self._mem_account(end, 0)
         return self._result(requests, end)
 
+    def slo(self, wf: Workflow) -> float:
+        return self.cfg.slo_s if self.cfg.slo_s is not None else self.cfg.slo_scale * self.solo[wf.name]
+
     # -- control plane --------------------------------------------------------------------------
 
-    def _arrive(self, req: _Request) -> None:
+    def _arrive(self, req: SimRequest) -> None:
         self.inflight += 1
         self.max_inflight = max(self.max_inflight, self.inflight)
+        if self.hooks is not None:
+            self.hooks.arrived(req)
         if self.cfg.system == "ours":
             for i in req.wf.roots:
-                self._push(req, i)
+                self._ready(req, i)
         else:
             self._push_workflow(req)
 
-    def _push(self, req: _Request, i: int) -> None:
+    def _ready(self, req: SimRequest, i: int) -> None:
+        """Node `i`'s inputs are ready: push it, or skip it (and go on to its successors) when the
+        scenario says this branch is not taken."""
+        if self.hooks is None or self.hooks.runs(req, i):
+            self._push(req, i)
+        else:
+            self._node_done(req, i)
+
+    def _node_done(self, req: SimRequest, i: int) -> None:
+        """Node `i` ran or was skipped: the request finishes with its last node, else successors whose
+        inputs are now all ready become ready."""
+        req.left -= 1
+        if req.left == 0:
+            req.finish = self.now
+            self.inflight -= 1
+            return
+        for s in req.wf.succ[i]:
+            req.pending[s] -= 1
+            if req.pending[s] == 0:
+                self._ready(req, s)
+
+    def _push(self, req: SimRequest, i: int) -> None:
         node = req.wf.nodes[i]
         inputs: dict[str, int] = {}
         for d in node.deps:
             ex = req.ran_on[d]
             inputs[ex] = inputs.get(ex, 0) + req.wf.nodes[d].out_bytes
         self._inv_ids += 1
-        # same ModelFn on the same model: one run (the modelled nodes carry no params to tell apart)
-        key = f"{node.fn}|{node.model}" if self.cfg.max_batch > 1 else None
+        # same ModelFn on the same model: one run (the modelled nodes carry no params to tell apart),
+        # when its model's cap (`max_batch`, or one set on the dispatcher) allows more than one
+        key = f"{node.fn}|{node.model}" if self.dispatcher.batch_size(node.model) > 1 else None
         self.dispatcher.add(Invocation(
             self._inv_ids, req.trace.tenant, str(req.idx), node.fn, node.model,
             self.costs.estimate(node.fn, node.model), self.remaining[req.wf.name][i],
-            input_bytes=inputs, payload=SimStep(req, i), batch_key=key))
+            input_bytes=inputs, payload=SimStep(req, i), batch_key=key, deadline=self._shed_deadline(req)))
 
-    def _push_workflow(self, req: _Request) -> None:
+    def _shed_deadline(self, req: SimRequest) -> float | None:
+        factor = self.cfg.shed_factor
+        return None if factor is None else req.trace.time + factor * self.slo(req.wf)
+
+    def _push_workflow(self, req: SimRequest) -> None:
         self._inv_ids += 1
         wf = req.wf
         self.dispatcher.add(Invocation(
             self._inv_ids, req.trace.tenant, str(req.idx), "workflow", wf.name,
-            self.costs.estimate("workflow", wf.name), 0.0, payload=SimStep(req, WHOLE_WORKFLOW)))
+            self.costs.estimate("workflow", wf.name), 0.0, payload=SimStep(req, WHOLE_WORKFLOW),
+            deadline=self._shed_deadline(req)))
 
     def _dispatch(self) -> None:
         d = self.dispatcher
@@ -252,6 +313,8 @@ class Simulator:
             return
         for a in d.schedule(self.now, self.executors):
             self._start(a)
+        for inv in d.take_shed():
+            self._shed(inv)
         # the head sleeps until DispatchPolicy.wake_at: a batch window closes, or a parked invocation
         # has waited its load time and may take a cold executor; without that event it would wait for
         # the next arrival or completion (seconds at low rates), which the head never does
@@ -259,6 +322,16 @@ class Simulator:
         if due is not None and due > self.now and (self._wake_at is None or due < self._wake_at):
             self._wake_at = due
             self._at(due, 2, None)
+
+    def _shed(self, inv: SimInvocation) -> None:
+        """The request of a shed invocation ends unanswered. Only chains shed cleanly: a sibling branch
+        already queued still runs, but nothing new of the request starts."""
+        req = inv.payload.request
+        if not req.shed:
+            req.shed = True
+            self.inflight -= 1
+        if self.hooks is not None:
+            self.hooks.shed(inv)
 
     def _start(self, a: Assignment) -> None:
         ex, invs = a.executor, a.invocations
@@ -314,6 +387,8 @@ class Simulator:
         self._mem_account(self.now, -ex.running_bytes)
         ex.running_bytes = 0
         ex.busy = False
+        if self.hooks is not None:
+            self.hooks.ran(invs, duration)
         share = duration / len(invs)
         for inv in invs:
             self._finish(ex, inv, share)
@@ -328,20 +403,25 @@ class Simulator:
         if self.cfg.record_service:
             self.completions.append(Completion(self.now, req.trace.tenant, measured))
             self.vtimes.append((self.now, {t.name: t.vtime for t in self.scheduler.tenants.values()}))
+        if req.shed:
+            return
         if i == WHOLE_WORKFLOW:
             req.left = 0
-        else:
-            req.ran_on[i] = ex.id
-            req.left -= 1
-            for s in req.wf.succ[i]:
-                req.pending[s] -= 1
-                if req.pending[s] == 0:
-                    self._push(req, s)
-        if req.left == 0:
             req.finish = self.now
             self.inflight -= 1
+        else:
+            req.ran_on[i] = ex.id
+            self._node_done(req, i)
 
     # -- executor model -------------------------------------------------------------------------
+
+    def run_s(self, model: str, n: int) -> float:
+        """Seconds one run of `n` invocations of `model` computes: its profiled batch time, padded, or
+        1 + (n-1) x `batch_marginal` times one invocation."""
+        profiled = self.profiles[model].padded_batch_s(n)
+        if profiled is not None:
+            return profiled / self.cfg.gpu.speed
+        return self.compute[model] * (1 + (n - 1) * self.cfg.batch_marginal)
 
     def _execute(self, ex: _Executor, invs: tuple[SimInvocation, ...], load: float) -> float:
         req, i = invs[0].payload
@@ -354,7 +434,7 @@ class Simulator:
         every request in the batch waits for the whole run."""
         p = self.profiles[invs[0].model_key]
         n = len(invs)
-        comp = self.compute[p.name] * (1 + (n - 1) * self.cfg.batch_marginal)
+        comp = self.run_s(p.name, n)
         run = comp + load
         used = ex.cache.used
         before = ex.cache.acquire(p.name)
@@ -372,7 +452,7 @@ class Simulator:
         self._running(ex, int(self.cfg.activation_frac * p.nbytes * n))
         return run + transfer
 
-    def _execute_workflow(self, ex: _Executor, req: _Request, load: float) -> float:
+    def _execute_workflow(self, ex: _Executor, req: SimRequest, load: float) -> float:
         wf = req.wf
         models = wf.models
         wf_bytes = sum(self.profiles[m].nbytes for m in models)
@@ -410,7 +490,7 @@ class Simulator:
 
     # -- results --------------------------------------------------------------------------------
 
-    def _result(self, requests: list[_Request], end: float) -> SimResult:
+    def _result(self, requests: list[SimRequest], end: float) -> SimResult:
         records = [RequestRecord(r.trace.time, r.trace.tenant, r.wf.name, r.finish, r.deadline,
                                  self.solo[r.wf.name], r.load_s, r.compute_s, r.transfer_s) for r in requests]
         capacity = self.cfg.gpus * self.cfg.gpu.memory_gib * GIB
