@@ -148,6 +148,7 @@ def build_demo_models(models_dir: Path, include_flux: bool = True) -> list[Path]
                               **_prefixed(_te_hf(te1), "conditioner.embedders.0.transformer."),
                               **_prefixed(clip_mod.hf_to_open_clip(te2.state_dict()), "conditioner.embedders.1.model.")},
                              models_dir / "checkpoints" / "sdxl-tiny.safetensors"))
+        written.append(_save(_esrgan(), models_dir / "upscale_models" / "esrgan-tiny-x4.safetensors"))
     if include_flux:
         build_flux = next((getattr(m, "build_demo_flux") for m in map(_optional, ("nodes.models.flux",
                            "nodes.models.flux_demo")) if m is not None and hasattr(m, "build_demo_flux")), None)
@@ -166,6 +167,15 @@ def _controlnet_ldm(unet, gen: torch.Generator) -> dict[str, torch.Tensor]:
     n_convs = 2 + 2 * (len(cn.config.conditioning_embedding_out_channels) - 1)
     ldm = unet_mod.diffusers_to_ldm(cn.state_dict(), layout, cn_mod.ldm_map(layout, n_convs))
     return _prefixed(ldm, "control_model.")
+
+
+def _esrgan() -> dict[str, torch.Tensor]:
+    """A 4x ESRGAN (RRDBNet) in the original key layout, 8 features and one RRDB (spandrel fixes the growth
+    channels at 32); its own generator, so the models above keep their bytes."""
+    from .esrgan import ESRGANConfig, RRDBNet
+    net = RRDBNet(ESRGANConfig(in_nc=3, out_nc=3, nf=8, blocks=1, scale=4, plus=False, shuffle=None))
+    _randomize(net.parameters(), torch.Generator().manual_seed(SEED + 2), 0.05)
+    return net.state_dict()
 
 
 def _optional(name: str):
