@@ -1,7 +1,8 @@
 """CONDITIONING as ComfyUI shapes it, and its flattening into ModelFn inputs.
 
 A CONDITIONING value is `[[tensor, options], ...]`; options may hold "pooled_output",
-"start_percent"/"end_percent", "strength", "guidance" and "control" (a `ControlSpec` chain).
+"start_percent"/"end_percent", "strength", "guidance", "control" (a `ControlSpec` chain), "area" / "mask" /
+"mask_strength" / "set_area_to_bounds" (nodes.conditioning_areas) and SDXL's sizes (SIZE_KEYS).
 A denoising-step invocation receives the tensors by name and the rest as plain params.
 """
 from __future__ import annotations
@@ -12,6 +13,11 @@ from typing import Any
 import torch
 
 from cluster.refs import ModelRef
+
+
+# SDXL's size conditioning (CLIPTextEncodeSDXL and the refiner's encoder); unset values default to the
+# latent's size in pixels, no crop, as ComfyUI's SDXL model does.
+SIZE_KEYS = ("width", "height", "crop_w", "crop_h", "target_width", "target_height")
 
 
 @dataclass(frozen=True, eq=False)
@@ -48,14 +54,25 @@ def flatten(name: str, conditioning: list, percent_to_sigma) -> tuple[dict[str, 
             controls.append({"ref": c.ref, "strength": c.strength, "hint_id": id(c.hint),
                              "sigma_start": percent_to_sigma(c.start_percent),
                              "sigma_end": percent_to_sigma(c.end_percent)})
-        entries.append({
+        entry = {
             "key": key,
             "strength": float(opts.get("strength", 1.0)),
             "sigma_start": percent_to_sigma(opts.get("start_percent", 0.0)),
             "sigma_end": percent_to_sigma(opts.get("end_percent", 1.0)),
             "guidance": opts.get("guidance"),
             "controls": controls,
-        })
+        }
+        # Area and mask conditioning (nodes.conditioning_areas has resolved them to latent cells) and
+        # SDXL's size conditioning: only where set, so plain conds keep their layout.
+        if opts.get("area") is not None:
+            entry["area"] = tuple(int(v) for v in opts["area"])
+        if opts.get("mask") is not None:
+            tensors[f"{key}.mask"] = opts["mask"]
+            entry["mask_strength"] = float(opts.get("mask_strength", 1.0))
+        size = {k: int(opts[k]) for k in SIZE_KEYS if opts.get(k) is not None}
+        if size:
+            entry["size"] = size
+        entries.append(entry)
     return tensors, entries
 
 

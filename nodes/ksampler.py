@@ -16,6 +16,7 @@ from cluster.runtime import runtime
 from nodes.progress import report_progress, throw_if_interrupted
 from nodes import arch, previews
 from nodes.conditioning import flatten, require
+from nodes.conditioning_areas import resolve
 from nodes.modelfns.denoise import STATE_PREFIX
 from nodes.modelfns.model_options import sampler_patches, sampling_config, weights_ref
 from nodes.modelfns.model_patches import Patches
@@ -158,8 +159,10 @@ async def sample_guided(guider: GuiderChoice, sampler: SamplerChoice, sigmas: to
                               "model_sampling": ms_config, "image_size": (samples.shape[2] * 8, samples.shape[3] * 8)}
     if sampler.options:
         params["sampler_options"] = dict(sampler.options)
-    for name in ("positive", "negative") + (("middle",) if guider.kind == "dual" else ()):
-        side_tensors, params[name] = flatten(name, getattr(guider, name), percent_to_sigma)
+    # ComfyUI's order of a guider's conds (positive first): it decides which opposite-area entries are added.
+    names = ("positive", "middle", "negative") if guider.kind == "dual" else ("positive", "negative")
+    for name, side in zip(names, resolve([getattr(guider, n) for n in names], tuple(samples.shape[2:]))):
+        side_tensors, params[name] = flatten(name, side, percent_to_sigma)
         tensors.update(side_tensors)
     if guider.kind == "dual":
         params["dual_cfg"] = {"cfg2": guider.cfg2, "nested": guider.nested}

@@ -15,6 +15,7 @@ import torch
 from cluster.batching import Call, freeze, layout_key
 from cluster.modelfn import Layout, ModelFn, register
 from cluster.refs import ModelRef
+from nodes.conditioning_areas import area_and_mult, crop
 from nodes.models.components import DiffusionModel
 from nodes.modelfns.model_patches import combine, skips_uncond
 from nodes.sampling.model_sampling import ModelSampling, model_sampling_from_config
@@ -92,32 +93,39 @@ class GuidedDenoiser:
     def _predict(self, x: torch.Tensor, sigma: torch.Tensor, s: float,
                  sides_entries: list[list | None]) -> list[torch.Tensor | None]:
         """Per side (a list of cond entries, or None for a side not evaluated), the weighted average of its
-        model outputs (ComfyUI's calc_cond_batch) as a denoised prediction; compatible entries of all sides
-        share one forward pass."""
+        entries' denoised predictions, each on its area with its weight (ComfyUI's calc_cond_batch); entries
+        of all sides whose crops, embeddings and ControlNets agree share one forward pass."""
         sides = [(str(k), entries) for k, entries in enumerate(sides_entries) if entries is not None]
-        groups: dict[tuple, list[tuple[str, dict]]] = {}
+        groups: dict[tuple, list[tuple[str, dict, tuple | None, torch.Tensor]]] = {}
         for side, entries in sides:
             for e in entries:
                 if _active(s, e["sigma_start"], e["sigma_end"]):
+                    area, mult = area_and_mult(e, self.inputs.get(f"{e['key']}.mask"), x)
                     context = self.inputs[f"{e['key']}.context"]
                     controls = tuple((c["ref"].key, c["strength"], c["sigma_start"], c["sigma_end"], c["hint_id"])
                                      for c in e["controls"])
-                    gkey = (tuple(context.shape), controls,
+                    gkey = (tuple(mult.shape), tuple(context.shape), controls,
                             f"{e['key']}.pooled" in self.inputs, e.get("guidance"))
-                    groups.setdefault(gkey, []).append((side, e))
+                    groups.setdefault(gkey, []).append((side, e, area, mult))
         xc = self.ms.calculate_input(sigma, x)
         t = self.ms.timestep(sigma)
         n = x.shape[0]
-        weighted: dict[str, list[tuple[torch.Tensor, float]]] = {name: [] for name, _ in sides}
+        totals = {name: torch.zeros_like(x) for name, _ in sides}
+        counts = {name: torch.ones_like(x) * 1e-37 for name, _ in sides}
         for members in groups.values():
             k = len(members)
-            xb, tb = xc.repeat(k, 1, 1, 1), t.reshape(-1)[:1].expand(n * k)
-            batch_cond = self._batch_cond([e for _, e in members], n, x.device)
-            batch_cond["control"] = self._control([e for _, e in members], n, xb, tb, s, batch_cond)
+            xb = torch.cat([crop(xc, area) for _, _, area, _ in members])
+            tb = t.reshape(-1)[:1].expand(n * k)
+            batch_cond = self._batch_cond([e for _, e, _, _ in members], n, x.device)
+            batch_cond["control"] = self._control([e for _, e, _, _ in members], n, xb, tb, s, batch_cond)
             out = self.model.apply(xb, tb, batch_cond)
-            for idx, (side, e) in enumerate(members):
-                weighted[side].append((out[idx * n:(idx + 1) * n], e["strength"]))
-        results = {name: self.ms.calculate_denoised(sigma, _weighted_mean(weighted[name], x), x) for name, _ in sides}
+            # ComfyUI accumulates a batch from its last member to its first; the order rounds overlaps.
+            for idx in reversed(range(k)):
+                side, _, area, mult = members[idx]
+                denoised = self.ms.calculate_denoised(sigma, out[idx * n:(idx + 1) * n], crop(x, area))
+                crop(totals[side], area).add_(denoised * mult)
+                crop(counts[side], area).add_(mult)
+        results = {name: totals[name] / counts[name] for name, _ in sides}
         return [results.get(str(k)) for k in range(len(sides_entries))]
 
     def _batch_cond(self, entries: list[dict], n: int, device: torch.device) -> dict[str, Any]:
@@ -128,9 +136,9 @@ class GuidedDenoiser:
             return torch.cat([t.expand(n, *t.shape[1:]) if t.shape[0] == 1 else t for t in ts])
         cond: dict[str, Any] = {"context": stacked("context"), "pooled": stacked("pooled")}
         if self.latent_size is not None and self.model.arch == "sdxl":   # the only family reading them
-            h, w = self.latent_size
-            ids = torch.tensor([h, w, 0, 0, h, w], dtype=torch.float32, device=device)
-            cond["time_ids"] = ids.expand(n * len(entries), 6)
+            ids = torch.tensor([_time_ids(e.get("size", {}), self.latent_size) for e in entries],
+                               dtype=torch.float32, device=device)
+            cond["time_ids"] = ids.repeat_interleave(n, dim=0)
         guidance = entries[0].get("guidance")
         if guidance is not None:   # FluxGuidance; a guidance-distilled model applies its default otherwise
             cond["guidance"] = float(guidance)
@@ -152,19 +160,12 @@ class GuidedDenoiser:
         return total
 
 
-def _weighted_mean(outputs: list[tuple[torch.Tensor, float]], like: torch.Tensor) -> torch.Tensor:
-    """sum(out * strength) / (1e-37 + sum(strength)) in float32, as ComfyUI averages a side's conds; one
-    cond at strength 1 is its output unchanged (the float32 arithmetic gives exactly that too)."""
-    if not outputs:
-        return torch.zeros_like(like)
-    if len(outputs) == 1 and outputs[0][1] == 1.0:
-        return outputs[0][0]
-    total, weight = None, torch.tensor(1e-37, dtype=torch.float32, device=like.device)
-    for out, strength in outputs:
-        term = out * strength
-        total = term if total is None else total + term
-        weight = weight + strength
-    return total / weight
+def _time_ids(size: dict[str, int], latent_size: tuple[int, int]) -> list[int]:
+    """SDXL's [height, width, crop_h, crop_w, target_height, target_width] from an entry's sizes; ComfyUI's
+    defaults: the image size, no crop, the target the size."""
+    height, width = size.get("height", latent_size[0]), size.get("width", latent_size[1])
+    return [height, width, size.get("crop_h", 0), size.get("crop_w", 0),
+            size.get("target_height", height), size.get("target_width", width)]
 
 
 @register
