@@ -31,7 +31,6 @@ REASONS: dict[str, str] = {
     "comfy_extras.nodes_cosmos": VIDEO, "comfy_extras.nodes_lt": VIDEO, "comfy_extras.nodes_video_model": VIDEO,
     "comfy_extras.nodes_camera_trajectory": VIDEO, "comfy_extras.nodes_context_windows": VIDEO,
     "comfy_extras.nodes_hunyuan": family("HunyuanVideo / HunyuanDiT / Hunyuan Image"),
-    "comfy_extras.nodes_webcam": "a browser camera widget, not a server feature yet",
     "comfy_extras.nodes_audio": AUDIO, "comfy_extras.nodes_ace": AUDIO, "comfy_extras.nodes_audio_encoder": AUDIO,
     "comfy_extras.nodes_hunyuan3d": THREE_D, "comfy_extras.nodes_load_3d": THREE_D,
     "comfy_extras.nodes_stable3d": THREE_D,
