@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from cluster.refs import ModelRef
+from nodes.modelfns.hooks import schedule
 
 
 # SDXL's size conditioning (CLIPTextEncodeSDXL and the refiner's encoder); unset values default to the
@@ -57,8 +58,9 @@ def flatten(name: str, conditioning: list, percent_to_sigma) -> tuple[dict[str, 
         entry = {
             "key": key,
             "strength": float(opts.get("strength", 1.0)),
-            "sigma_start": percent_to_sigma(opts.get("start_percent", 0.0)),
-            "sigma_end": percent_to_sigma(opts.get("end_percent", 1.0)),
+            # A scheduled CLIP's encodings hold for their own part of sampling too (clip_*_percent).
+            "sigma_start": percent_to_sigma(max(opts.get("clip_start_percent", 0.0), opts.get("start_percent", 0.0))),
+            "sigma_end": percent_to_sigma(min(opts.get("clip_end_percent", 1.0), opts.get("end_percent", 1.0))),
             "guidance": opts.get("guidance"),
             "controls": controls,
         }
@@ -72,6 +74,10 @@ def flatten(name: str, conditioning: list, percent_to_sigma) -> tuple[dict[str, 
         size = {k: int(opts[k]) for k in SIZE_KEYS if opts.get(k) is not None}
         if size:
             entry["size"] = size
+        if opts.get("hooks") is not None:   # weight hooks (nodes.modelfns.hooks), keyframes as sigmas
+            entry["hooks"] = schedule(opts["hooks"], percent_to_sigma)
+        if opts.get("default"):   # ConditioningSetDefaultCombine: weighs what the other entries leave
+            entry["default"] = True
         entries.append(entry)
     return tensors, entries
 

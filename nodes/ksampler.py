@@ -19,6 +19,7 @@ from nodes.conditioning import flatten, require
 from nodes.conditioning_areas import resolve
 from nodes.modelfns.denoise import STATE_PREFIX
 from nodes.modelfns.model_options import sampler_patches, sampling_config, weights_ref
+from nodes.modelfns.hooks import uses_hooks
 from nodes.modelfns.model_patches import Patches
 from nodes.sampling.model_sampling import model_sampling_from_config
 from nodes.sampling.noise import prepare_noise
@@ -169,6 +170,8 @@ async def sample_guided(guider: GuiderChoice, sampler: SamplerChoice, sigmas: to
     mask = latent.get("noise_mask")
     if mask is not None:
         tensors.update(denoise_mask=_prepare_mask(mask, samples), latent_image=latent_in, noise=noise_t)
+    if uses_hooks(params):   # the weights the steps apply the conds' hooks to
+        params["hook_base"] = weights_ref(model)
     patches = sampler_patches(model)
     if patches:   # RescaleCFG and the like, or a MODEL patched by a node pack (comfy_bridge.packs.proxies)
         params["model_patches"] = Patches(patches)

@@ -17,6 +17,7 @@ from cluster.modelfn import Layout, ModelFn, register
 from cluster.refs import ModelRef
 from nodes.conditioning_areas import area_and_mult, crop
 from nodes.models.components import DiffusionModel
+from nodes.modelfns.hooks import HookWeights, entry_hooks, uses_hooks
 from nodes.modelfns.model_patches import combine, skips_uncond
 from nodes.sampling.model_sampling import ModelSampling, model_sampling_from_config
 from nodes.sampling.sampler_base import DENOISED
@@ -36,8 +37,10 @@ class GuidedDenoiser:
     as ComfyUI does (cond and uncond together when their shapes and ControlNets agree)."""
 
     def __init__(self, model: DiffusionModel, ms: ModelSampling, inputs: dict[str, torch.Tensor],
-                 params: dict[str, Any], load_control: Callable[[ModelRef], Any]) -> None:
+                 params: dict[str, Any], load_control: Callable[[ModelRef], Any],
+                 hook_weights: HookWeights | None = None) -> None:
         self.model, self.ms, self.inputs = model, ms, inputs
+        self.hook_weights = hook_weights   # cond entries with weight hooks (nodes.modelfns.hooks)
         self.cfg = float(params["cfg"])
         self.positive = params["positive"]
         self.negative = params["negative"]
@@ -97,16 +100,20 @@ class GuidedDenoiser:
         of all sides whose crops, embeddings and ControlNets agree share one forward pass."""
         sides = [(str(k), entries) for k, entries in enumerate(sides_entries) if entries is not None]
         groups: dict[tuple, list[tuple[str, dict, tuple | None, torch.Tensor]]] = {}
-        for side, entries in sides:
-            for e in entries:
-                if _active(s, e["sigma_start"], e["sigma_end"]):
-                    area, mult = area_and_mult(e, self.inputs.get(f"{e['key']}.mask"), x)
-                    context = self.inputs[f"{e['key']}.context"]
-                    controls = tuple((c["ref"].key, c["strength"], c["sigma_start"], c["sigma_end"], c["hint_id"])
-                                     for c in e["controls"])
-                    gkey = (tuple(mult.shape), tuple(context.shape), controls,
-                            f"{e['key']}.pooled" in self.inputs, e.get("guidance"))
-                    groups.setdefault(gkey, []).append((side, e, area, mult))
+        placed = [(side, e, *area_and_mult(e, self.inputs.get(f"{e['key']}.mask"), x))
+                  for side, entries in sides for e in entries
+                  if not e.get("default") and _active(s, e["sigma_start"], e["sigma_end"])]
+        placed += self._defaults(sides, placed, s, x)
+        for side, e, area, mult in placed:
+            context = self.inputs[f"{e['key']}.context"]
+            controls = tuple((c["ref"].key, c["strength"], c["sigma_start"], c["sigma_end"], c["hint_id"])
+                             for c in e["controls"])
+            if self.hook_weights is not None:
+                self.hook_weights.prepare(entry_hooks(e), s)
+            gkey = (tuple(mult.shape), tuple(context.shape), controls,
+                    f"{e['key']}.pooled" in self.inputs, e.get("guidance"),
+                    tuple((h.hook.uid, h.hook.keyframes.uid) for h in entry_hooks(e)))
+            groups.setdefault(gkey, []).append((side, e, area, mult))
         xc = self.ms.calculate_input(sigma, x)
         t = self.ms.timestep(sigma)
         n = x.shape[0]
@@ -118,7 +125,7 @@ class GuidedDenoiser:
             tb = t.reshape(-1)[:1].expand(n * k)
             batch_cond = self._batch_cond([e for _, e, _, _ in members], n, x.device)
             batch_cond["control"] = self._control([e for _, e, _, _ in members], n, xb, tb, s, batch_cond)
-            out = self.model.apply(xb, tb, batch_cond)
+            out = self._model_for(members[0][1], x.device).apply(xb, tb, batch_cond)
             # ComfyUI accumulates a batch from its last member to its first; the order rounds overlaps.
             for idx in reversed(range(k)):
                 side, _, area, mult = members[idx]
@@ -127,6 +134,37 @@ class GuidedDenoiser:
                 crop(counts[side], area).add_(mult)
         results = {name: totals[name] / counts[name] for name, _ in sides}
         return [results.get(str(k)) for k in range(len(sides_entries))]
+
+    def _defaults(self, sides: list[tuple[str, list]], placed: list[tuple], s: float,
+                  x: torch.Tensor) -> list[tuple[str, dict, tuple | None, torch.Tensor]]:
+        """ComfyUI's finalize_default_conds: a side's "default" entries (ConditioningSetDefaultCombine) weigh
+        what the side's other active entries leave uncovered, relu(1 - their summed weights), and are left
+        out where that is zero everywhere."""
+        out = []
+        for side, entries in sides:
+            chosen = [e for e in entries if e.get("default") and _active(s, e["sigma_start"], e["sigma_end"])]
+            if not chosen:
+                continue
+            left = torch.ones_like(x)
+            for other_side, _, area, mult in placed:
+                if other_side == side:
+                    crop(left, area).sub_(mult)
+            torch.nn.functional.relu(left, inplace=True)
+            if torch.max(left) == 0.0:
+                continue
+            for e in chosen:
+                area, _ = area_and_mult(e, self.inputs.get(f"{e['key']}.mask"), x)
+                out.append((side, e, area, crop(left, area)))
+        return out
+
+    def _model_for(self, entry: dict, device: torch.device) -> DiffusionModel:
+        """The MODEL, or for an entry with weight hooks the MODEL with its hooks at this evaluation's strengths."""
+        hooks = entry_hooks(entry)
+        if not hooks or self.hook_weights is None:
+            return self.model
+        model = self.hook_weights.model(hooks)
+        model.module.to(device)   # built beside the layer cache, like a ControlNet: it follows the step
+        return model
 
     def _batch_cond(self, entries: list[dict], n: int, device: torch.device) -> dict[str, Any]:
         def stacked(suffix: str):
@@ -177,6 +215,7 @@ class DenoiseStep(ModelFn):
     def __init__(self) -> None:
         super().__init__()
         self._controlnets: dict[str, Any] = {}
+        self._hooked: dict[str, DiffusionModel] = {}
         self._samplings: dict[tuple, ModelSampling] = {}
 
     def setup_io(self) -> None:
@@ -196,8 +235,9 @@ class DenoiseStep(ModelFn):
         ControlNets), the whole sigma schedule, and each tensor's dtype and shape past the batch.
         Samplers that draw noise are not merged: each request's noise stream comes from its own seed and
         generator state, and one call would draw a single stream for the whole batch. Neither are MODELs
-        patched by node packs (their patches are code the merge cannot see into)."""
-        if "model_patches" in call.params:
+        patched by node packs (their patches are code the merge cannot see into), nor steps with weight
+        hooks (their weights and keyframe states are per request)."""
+        if "model_patches" in call.params or uses_hooks(call.params):
             return None
         try:
             if get_sampler(str(call.params["sampler"])).noise_kind != "none":
@@ -234,6 +274,15 @@ class DenoiseStep(ModelFn):
             self._controlnets[ref.key] = load_controlnet(ref)
         return self._controlnets[ref.key]
 
+    def _load_hooked(self, ref: ModelRef) -> DiffusionModel:
+        """The MODEL with a hook group's weights at given strengths: a few kept, as a schedule revisits
+        the same strengths step after step."""
+        if ref.key not in self._hooked:
+            if len(self._hooked) >= 2:
+                self._hooked.pop(next(iter(self._hooked)))
+            self._hooked[ref.key] = self.load_model(ref)
+        return self._hooked[ref.key]
+
     def _model_sampling(self, config: dict[str, Any]) -> ModelSampling:
         """One per config: building the 1000-entry sigma tables on every step cost more than the step's
         arithmetic. Samplers only read them."""
@@ -246,7 +295,8 @@ class DenoiseStep(ModelFn):
         ms = self._model_sampling(params["model_sampling"])
         x, sigmas, i = inputs["x"], inputs["sigmas"], int(params["i"])
         state = {k[len(STATE_PREFIX):]: v for k, v in inputs.items() if k.startswith(STATE_PREFIX)}
-        denoiser = GuidedDenoiser(model, ms, inputs, params, self.load_control)
+        hooks = HookWeights(params["hook_base"], state, sigmas, self._load_hooked) if uses_hooks(params) else None
+        denoiser = GuidedDenoiser(model, ms, inputs, params, self.load_control, hook_weights=hooks)
         x_next = run_step(denoiser, x, sigmas, i, params["sampler"], int(params["seed"]), state,
                           model_sampling=ms if ms.is_const else None, options=params.get("sampler_options"))
         result = {"x": x_next, "denoised": state.get(DENOISED, x_next)}
