@@ -19,6 +19,7 @@ from nodes.conditioning_areas import area_and_mult, crop
 from nodes.models.components import DiffusionModel
 from nodes.modelfns.hooks import HookWeights, entry_hooks, uses_hooks
 from nodes.modelfns.model_patches import combine, skips_uncond
+from nodes.modelfns.network_patches import CALC_COND, apply_model
 from nodes.sampling.model_sampling import ModelSampling, model_sampling_from_config
 from nodes.sampling.sampler_base import DENOISED
 from nodes.sampling.samplers import get_sampler, run_step
@@ -50,6 +51,8 @@ class GuidedDenoiser:
         self.latent_image = inputs.get("latent_image")
         self.noise = inputs.get("noise")
         self.patches = params.get("model_patches") or {}
+        if self.patches:   # post-CFG functions may run the model again (PAG, SAG), as ComfyUI's calc_cond_batch
+            self.patches = {**self.patches, CALC_COND: self._calc_cond_batch}
         self.middle = params.get("middle")
         self.dual = params.get("dual_cfg")
 
@@ -125,7 +128,8 @@ class GuidedDenoiser:
             tb = t.reshape(-1)[:1].expand(n * k)
             batch_cond = self._batch_cond([e for _, e, _, _ in members], n, x.device)
             batch_cond["control"] = self._control([e for _, e, _, _ in members], n, xb, tb, s, batch_cond)
-            out = self._model_for(members[0][1], x.device).apply(xb, tb, batch_cond)
+            out = apply_model(self._model_for(members[0][1], x.device), self.patches, xb, tb, batch_cond, sigma,
+                              [int(m[0]) for m in members])
             # ComfyUI accumulates a batch from its last member to its first; the order rounds overlaps.
             for idx in reversed(range(k)):
                 side, _, area, mult = members[idx]
@@ -134,6 +138,16 @@ class GuidedDenoiser:
                 crop(counts[side], area).add_(mult)
         results = {name: totals[name] / counts[name] for name, _ in sides}
         return [results.get(str(k)) for k in range(len(sides_entries))]
+
+    def _calc_cond_batch(self, model: Any, conds: list[list | None], x: torch.Tensor, sigma: torch.Tensor,
+                         model_options: dict) -> list[torch.Tensor | None]:
+        """ComfyUI's calc_cond_batch for patches: the sides' denoised predictions under other model_options
+        (e.g. with an attention replaced)."""
+        saved, self.patches = self.patches, model_options
+        try:
+            return self._predict(x, sigma, float(sigma.reshape(-1)[0]), conds)
+        finally:
+            self.patches = saved
 
     def _defaults(self, sides: list[tuple[str, list]], placed: list[tuple], s: float,
                   x: torch.Tensor) -> list[tuple[str, dict, tuple | None, torch.Tensor]]:

@@ -18,7 +18,8 @@ from nodes import arch
 
 SAMPLING = "model_sampling"
 FUNCTIONS = "sampler_functions"
-_SAMPLING_ONLY = (SAMPLING, FUNCTIONS)
+NETWORK = "network_patches"   # patches inside the network (nodes.modelfns.network_patches)
+_SAMPLING_ONLY = (SAMPLING, FUNCTIONS, NETWORK)
 # ComfyUI's ModelPatcher: set_model_sampler_cfg_function replaces, the pre/post setters append.
 _LISTS = ("sampler_pre_cfg_function", "sampler_post_cfg_function")
 
@@ -48,6 +49,8 @@ def sampler_patches(model: ModelRef) -> dict[str, Any]:
             out[hook] = out.get(hook, []) + [fn]
         else:
             out[hook] = fn
+    if model.option(NETWORK):
+        out[NETWORK] = tuple(model.option(NETWORK))
     pack = getattr(model, "sampler_patches", None)
     for hook, value in (pack() if pack else {}).items():
         out[hook] = out.get(hook, []) + list(value) if hook in _LISTS else value

@@ -1,0 +1,250 @@
+"""Record what ComfyUI's model-patch nodes compute inside the network, on fixed small tensors, as a fixture.
+
+Run inside ComfyUI's own environment (it imports ComfyUI's modules and runs their node code; nothing of
+ComfyUI is copied here):
+
+    cd <ComfyUI source> && PYTHONPATH=<site>:. OMP_NUM_THREADS=2 <ComfyUI venv>/bin/python \
+        /work/main/scripts/record_comfyui_model_patches.py /work/main/tests/nodes/fixtures/comfyui_model_patches.json <workspace>/models/checkpoints/sd1-tiny.safetensors
+
+Each node is run on a stand-in MODEL (`Recorder`) whose clone() captures the patches the node registers
+(output/input block patches, attention patches and replacements, post-CFG functions); the captured
+functions are then called on seeded tensors. Inputs and outputs are stored as float32 (base64), so the
+test can compare with a tight tolerance. PAG and SAG's post-CFG functions call calc_cond_batch; it is
+replaced by a toy evaluator that records the model_options it was given.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import sys
+
+import torch
+
+OUT, CHECKPOINT = sys.argv[1:3]
+sys.argv[1:] = ["--cpu"]   # ComfyUI reads its command line on import: no CUDA here
+import comfy.cli_args  # noqa: E402
+comfy.cli_args.args.cpu = True
+import comfy.model_sampling  # noqa: E402
+import comfy.samplers  # noqa: E402
+from comfy_extras import nodes_freelunch, nodes_model_downscale, nodes_pag  # noqa: E402
+
+
+def b64(t: torch.Tensor) -> dict:
+    t = t.detach().to(torch.float32).contiguous()
+    return {"shape": list(t.shape), "f32": base64.b64encode(t.numpy().tobytes()).decode()}
+
+
+class _Config:
+    def __init__(self, model_channels: int) -> None:
+        self.unet_config = {"model_channels": model_channels}
+
+
+class Recorder:
+    """Just enough of a ModelPatcher for the nodes' patch code: it records what they register."""
+
+    def __init__(self, model_channels: int = 8) -> None:
+        self.model = type("M", (), {"model_config": _Config(model_channels)})()
+        self.model_options: dict = {"transformer_options": {}}
+        self.patches: dict[str, list] = {}
+        self.replace: dict[tuple, object] = {}
+        self.post_cfg: list = []
+        self.sampling = comfy.model_sampling.ModelSamplingDiscrete()
+
+    def clone(self) -> "Recorder":
+        return self
+
+    def get_model_object(self, name: str):
+        assert name == "model_sampling"
+        return self.sampling
+
+    def _add(self, kind: str, fn) -> None:
+        self.patches.setdefault(kind, []).append(fn)
+
+    def set_model_output_block_patch(self, fn) -> None:
+        self._add("output_block_patch", fn)
+
+    def set_model_input_block_patch(self, fn) -> None:
+        self._add("input_block_patch", fn)
+
+    def set_model_input_block_patch_after_skip(self, fn) -> None:
+        self._add("input_block_patch_after_skip", fn)
+
+    def set_model_attn1_patch(self, fn) -> None:
+        self._add("attn1_patch", fn)
+
+    def set_model_attn2_patch(self, fn) -> None:
+        self._add("attn2_patch", fn)
+
+    def set_model_attn1_output_patch(self, fn) -> None:
+        self._add("attn1_output_patch", fn)
+
+    def set_model_attn1_replace(self, fn, block, number, transformer_index=None) -> None:
+        self.replace[("attn1", block, number, transformer_index)] = fn
+
+    def set_model_sampler_post_cfg_function(self, fn, disable_cfg1_optimization=False) -> None:
+        self.post_cfg.append((fn, disable_cfg1_optimization))
+
+
+def seeded(seed: int, *shape: int) -> torch.Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+def freeu_cases() -> list[dict]:
+    cases = []
+    for node, params in ((nodes_freelunch.FreeU, (1.1, 1.2, 0.9, 0.2)), (nodes_freelunch.FreeU_V2, (1.3, 1.4, 0.7, 0.3))):
+        m = Recorder(model_channels=8)
+        node().patch(m, *params)
+        fn = m.patches["output_block_patch"][0]
+        for k, (ch, size) in enumerate(((32, 4), (16, 6), (8, 4), (16, 5))):
+            h, hsp = seeded(10 + k, 2, ch, size, size), seeded(20 + k, 2, ch, size, size)
+            oh, ohsp = fn(h.clone(), hsp.clone(), {})
+            cases.append({"node": node.__name__, "params": params, "model_channels": 8,
+                          "h": b64(h), "hsp": b64(hsp), "out_h": b64(oh), "out_hsp": b64(ohsp)})
+    return cases
+
+
+def downscale_cases() -> list[dict]:
+    cases = []
+    for after_skip in (True, False):
+        for down, up in (("bicubic", "bicubic"), ("nearest-exact", "bilinear"), ("area", "bislerp"),
+                         ("bislerp", "nearest-exact"), ("bilinear", "area")):
+            m = Recorder()
+            params = {"block_number": 3, "downscale_factor": 1.7, "start_percent": 0.0, "end_percent": 0.35,
+                      "downscale_after_skip": after_skip, "downscale_method": down, "upscale_method": up}
+            nodes_model_downscale.PatchModelAddDownscale.execute(m, **params)
+            kind = "input_block_patch_after_skip" if after_skip else "input_block_patch"
+            inp, outp = m.patches[kind][0], m.patches["output_block_patch"][0]
+            h = seeded(30, 1, 4, 11, 9)
+            results = []
+            for block, sigma in ((3, 14.0), (3, 2.0), (2, 14.0), (3, 14.6147)):
+                out = inp(h.clone(), {"block": ("input", block), "sigmas": torch.tensor([sigma, sigma])})
+                results.append({"block": block, "sigma": sigma, "out": b64(out)})
+            small, skip = seeded(31, 1, 4, 6, 5), seeded(32, 1, 4, 11, 9)
+            oh, ohsp = outp(small.clone(), skip.clone(), {})
+            cases.append({"params": params, "h": b64(h), "input": results, "small": b64(small), "skip": b64(skip),
+                          "out_h": b64(oh), "out_hsp": b64(ohsp),
+                          "sigma_start": float(m.sampling.percent_to_sigma(0.0)),
+                          "sigma_end": float(m.sampling.percent_to_sigma(0.35))})
+    return cases
+
+
+def toy_calc(record: list):
+    """calc_cond_batch stand-in: records the options and returns a function of x and the replacements."""
+    def calc(model, conds, x, timestep, model_options):
+        replace = model_options["transformer_options"].get("patches_replace", {})
+        record.append({side: sorted(str(k) for k in blocks) for side, blocks in replace.items()})
+        return [x * 0.5 + 0.25 * len(replace.get("attn1", {}))]
+    return calc
+
+
+def pag_cases() -> list[dict]:
+    cases = []
+    for scale in (3.0, 0.0, 1.5):
+        m = Recorder()
+        nodes_pag.PerturbedAttentionGuidance.execute(m, scale)
+        fn, disable = m.post_cfg[0]
+        record: list = []
+        comfy.samplers.calc_cond_batch = toy_calc(record)
+        x, cond, out = seeded(40, 1, 4, 5, 5), seeded(41, 1, 4, 5, 5), seeded(42, 1, 4, 5, 5)
+        args = {"model": None, "cond_denoised": cond, "cond": [{}], "denoised": out, "sigma": torch.tensor([3.0]),
+                "model_options": {"transformer_options": {}}, "input": x}
+        result = fn(args)
+        # The replacement itself, on q, k, v.
+        q, k, v = seeded(43, 1, 6, 8), seeded(44, 1, 6, 8), seeded(45, 1, 6, 8)
+        (key, replacement), = [(k_, f) for k_, f in record_replacements(scale).items()]
+        cases.append({"scale": scale, "disable_cfg1": disable, "x": b64(x), "cond_denoised": b64(cond),
+                      "denoised": b64(out), "result": b64(result), "calc_options": record,
+                      "replace_key": list(key), "replace_matches_v": bool(torch.equal(replacement(q, k, v, {}), v))})
+    return cases
+
+
+def record_replacements(scale: float) -> dict:
+    """The attention replacement PAG puts into the options of its second model call."""
+    captured: dict = {}
+
+    def calc(model, conds, x, timestep, model_options):
+        for blocks in model_options["transformer_options"]["patches_replace"].values():
+            captured.update(blocks)
+        return [x]
+    m = Recorder()
+    nodes_pag.PerturbedAttentionGuidance.execute(m, scale or 1.0)
+    comfy.samplers.calc_cond_batch = calc
+    t = torch.zeros(1, 1, 1, 1)
+    m.post_cfg[0][0]({"model": None, "cond_denoised": t, "cond": [], "denoised": t, "sigma": t,
+                      "model_options": {"transformer_options": {}}, "input": t})
+    return captured
+
+
+def transformer_options(m: Recorder, sigma: float) -> dict:
+    """What ComfyUI's sampler hands its UNet: the captured patches, replacements and the step's sigmas."""
+    replace: dict = {}
+    for (which, block, number, index), fn in m.replace.items():
+        replace.setdefault(which, {})[(block, number) if index is None else (block, number, index)] = fn
+    return {"patches": dict(m.patches), "patches_replace": replace, "sigmas": torch.tensor([sigma, sigma]),
+            "cond_or_uncond": [0, 1]}
+
+
+# (case, node, its inputs besides the model, latent size): run through ComfyUI's own UNet on the demo weights.
+UNET_CASES = [
+    ("none", None, {}, 8),
+    ("freeu", nodes_freelunch.FreeU, {"b1": 1.1, "b2": 1.2, "s1": 0.9, "s2": 0.2}, 8),
+    ("freeu_v2", nodes_freelunch.FreeU_V2, {"b1": 1.3, "b2": 1.4, "s1": 0.7, "s2": 0.3}, 8),
+    ("downscale_after_skip", nodes_model_downscale.PatchModelAddDownscale,
+     {"block_number": 3, "downscale_factor": 2.0, "start_percent": 0.0, "end_percent": 0.6,
+      "downscale_after_skip": True, "downscale_method": "bicubic", "upscale_method": "bislerp"}, 8),
+    ("downscale_before_skip", nodes_model_downscale.PatchModelAddDownscale,
+     {"block_number": 1, "downscale_factor": 2.0, "start_percent": 0.0, "end_percent": 0.6,
+      "downscale_after_skip": False, "downscale_method": "area", "upscale_method": "bilinear"}, 8),
+    ("downscale_odd", nodes_model_downscale.PatchModelAddDownscale,
+     {"block_number": 2, "downscale_factor": 1.5, "start_percent": 0.0, "end_percent": 0.6,
+      "downscale_after_skip": True, "downscale_method": "nearest-exact", "upscale_method": "bicubic"}, 12),
+    ("pag_replacement", nodes_pag.PerturbedAttentionGuidance, {"scale": 3.0}, 8),
+]
+
+
+def unet_cases(checkpoint: str) -> list[dict]:
+    """ComfyUI's ldm UNet built for the demo SD1 model (model_channels 32, channel_mult (1, 2), one resnet per
+    level, attention at level 0 and in the middle, 8 heads, context 32), its weights loaded from the demo
+    checkpoint, evaluated with each node's patches in transformer_options."""
+    import hashlib
+    import comfy.ops
+    from comfy.ldm.modules.diffusionmodules.openaimodel import UNetModel
+    from safetensors.torch import load_file
+    prefix = "model.diffusion_model."
+    weights = {k[len(prefix):]: v for k, v in load_file(checkpoint).items() if k.startswith(prefix)}
+    net = UNetModel(image_size=32, in_channels=4, model_channels=32, out_channels=4, num_res_blocks=1, dropout=0,
+                    channel_mult=(1, 2), num_heads=8, use_spatial_transformer=True, transformer_depth=[1, 0],
+                    transformer_depth_middle=1, transformer_depth_output=[1, 1, 0, 0], context_dim=32,
+                    use_linear_in_transformer=False, dtype=torch.float32, device="cpu",
+                    operations=comfy.ops.disable_weight_init)
+    net.load_state_dict(weights, strict=True)
+    digest = hashlib.sha256(open(checkpoint, "rb").read()).hexdigest()
+    cases = []
+    for name, node, params, size in UNET_CASES:
+        m = Recorder(model_channels=32)
+        if node is nodes_pag.PerturbedAttentionGuidance:   # only its attention replacement, as in its 2nd call
+            m.replace.update({("attn1",) + tuple(k) + (None,): f for k, f in record_replacements(3.0).items()})
+        elif node is not None:
+            run = getattr(node, "execute", None) or getattr(node(), "patch")
+            run(m, **params)
+        x, ctx = seeded(50, 2, 4, size, size), seeded(51, 2, 7, 32)
+        t = torch.tensor([600.0, 600.0])
+        with torch.no_grad():
+            out = net(x, timesteps=t, context=ctx, transformer_options=transformer_options(m, 10.0))
+        cases.append({"case": name, "node": node.__name__ if node else None, "params": params, "x": b64(x),
+                      "t": 600.0, "sigma": 10.0, "context": b64(ctx), "out": b64(out)})
+    return [{"checkpoint_sha256": digest, "cases": cases}]
+
+
+def main(out_path: str, checkpoint: str) -> None:
+    data = {"comfyui": "0.3.64 (a125cd84b054a57729b5eecab930ca9408719832)",
+            "recorded_by": "scripts/record_comfyui_model_patches.py", "torch": torch.__version__,
+            "freeu": freeu_cases(), "downscale": downscale_cases(), "pag": pag_cases(),
+            "unet": unet_cases(checkpoint)[0]}
+    with open(out_path, "w") as f:
+        json.dump(data, f, indent=1)
+        f.write("\n")
+
+
+if __name__ == "__main__":
+    main(OUT, CHECKPOINT)

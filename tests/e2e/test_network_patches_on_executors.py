@@ -1,0 +1,57 @@
+"""Each patch inside the network (FreeU, FreeU_V2, PatchModelAddDownscale, PAG, ...) runs end to end on the
+demo SD1 model, changes the image, and gives the in-process image on one executor: the patch travels as data
+on the MODEL and is installed on the UNet inside the executor's denoise steps only."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from tests.e2e.test_samplers_on_executors import (BASE_PROMPT, differing_cases, render_in_process,
+                                                  render_on_server)
+
+DOWNSCALE = {"downscale_factor": 2.0, "start_percent": 0.0, "end_percent": 0.6,
+             "downscale_method": "bicubic", "upscale_method": "bislerp"}
+PATCHES: dict[str, tuple[str, dict]] = {
+    "freeu": ("FreeU", {"b1": 1.1, "b2": 1.2, "s1": 0.9, "s2": 0.2}),
+    "freeu_v2": ("FreeU_V2", {"b1": 1.3, "b2": 1.4, "s1": 0.9, "s2": 0.2}),
+    "deep_shrink_after_skip": ("PatchModelAddDownscale", {"block_number": 3, "downscale_after_skip": True,
+                                                          **DOWNSCALE}),
+    "deep_shrink_before_skip": ("PatchModelAddDownscale", {"block_number": 1, "downscale_after_skip": False,
+                                                           **DOWNSCALE}),
+    "pag": ("PerturbedAttentionGuidance", {"scale": 3.0}),
+}
+
+
+def prompt_for(case: str | None) -> dict:
+    prompt = json.loads(json.dumps(BASE_PROMPT))
+    prompt["3"]["inputs"].update(steps=4, sampler_name="euler", scheduler="normal")
+    prompt["5"]["inputs"].update(width=64, height=64)
+    prompt["9"]["inputs"]["filename_prefix"] = f"netpatch_{case or 'none'}"
+    if case is not None:
+        class_type, inputs = PATCHES[case]
+        prompt["20"] = {"class_type": class_type, "inputs": {"model": ["4", 0], **inputs}}
+        prompt["3"]["inputs"]["model"] = ["20", 0]
+    return prompt
+
+
+def prompts() -> dict[str, dict]:
+    return {"none": prompt_for(None), **{case: prompt_for(case) for case in PATCHES}}
+
+
+@pytest.fixture(scope="module")
+def in_process_images(demo_workspace) -> dict[str, np.ndarray]:
+    return render_in_process(demo_workspace, prompts())
+
+
+def test_every_network_patch_changes_the_image(in_process_images):
+    unpatched = in_process_images["none"]
+    same = [case for case in PATCHES if np.array_equal(in_process_images[case], unpatched)]
+    assert not same, f"these patches left the image unchanged: {same}"
+
+
+def test_network_patched_models_on_one_executor_give_the_in_process_image(serve, in_process_images):
+    base = serve("--executors", "1", "--executor-threads", "1")
+    differing = differing_cases(render_on_server(base, prompts()), in_process_images)
+    assert not differing, f"images differ from the in-process run (values differing per case): {differing}"

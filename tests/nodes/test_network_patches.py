@@ -1,0 +1,134 @@
+"""Patches inside the network against ComfyUI 0.3.64 (a125cd84): the fixture
+tests/nodes/fixtures/comfyui_model_patches.json holds what ComfyUI's own node code computed on fixed tensors
+(scripts/record_comfyui_model_patches.py, run in ComfyUI's environment): the FreeU / FreeU_V2 output-block
+patches, PatchModelAddDownscale's input and output patches, PAG's post-CFG function with a toy
+calc_cond_batch, and ComfyUI's ldm UNet on the demo SD1 weights with each node's patches installed, which
+our diffusers UNet with the same patches as hooks must reproduce."""
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from cluster.refs import ModelRef
+from nodes.library.freelunch import FreeU, FreeU_V2, FreeUPatch
+from nodes.library.model_downscale import PatchModelAddDownscale
+from nodes.library.pag import IdentityAttention, PerturbedAttentionGuidance
+from nodes.loaders import make_ref
+from nodes.modelfns.model_options import NETWORK, sampler_patches, weights_ref
+from nodes.modelfns.network_patches import CALC_COND, apply_model, with_network_patch
+
+FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_model_patches.json").read_text())
+NODES = {"FreeU": FreeU, "FreeU_V2": FreeU_V2, "PatchModelAddDownscale": PatchModelAddDownscale,
+         "PerturbedAttentionGuidance": PerturbedAttentionGuidance}
+
+
+def tensor(d: dict) -> torch.Tensor:
+    return torch.from_numpy(np.frombuffer(base64.b64decode(d["f32"]), dtype=np.float32).copy()).reshape(d["shape"])
+
+
+def sd1_ref(workspace) -> ModelRef:
+    return make_ref("diffusion_model", "sd1", [workspace.root / "models" / "checkpoints" / "sd1-tiny.safetensors"])
+
+
+@pytest.fixture(scope="module")
+def sd1(demo_workspace) -> ModelRef:
+    return sd1_ref(demo_workspace)
+
+
+def entries(model: ModelRef) -> tuple:
+    return tuple(model.option(NETWORK, ()))
+
+
+@pytest.mark.parametrize("case", FIXTURE["freeu"], ids=lambda c: f"{c['node']}-{c['h']['shape'][1]}ch")
+def test_freeu_output_block_patch_matches_comfyui(case):
+    fn = FreeUPatch(*case["params"], v2=case["node"] == "FreeU_V2")
+    h, hsp = fn(tensor(case["h"]), tensor(case["hsp"]), {"model_channels": case["model_channels"]})
+    assert torch.allclose(h, tensor(case["out_h"]), atol=1e-6, rtol=1e-6)
+    assert torch.allclose(hsp, tensor(case["out_hsp"]), atol=1e-6, rtol=1e-6)
+
+
+@pytest.mark.parametrize("case", FIXTURE["downscale"],
+                         ids=lambda c: f"{c['params']['downscale_method']}-{c['params']['downscale_after_skip']}")
+def test_deep_shrink_patches_match_comfyui(sd1, case):
+    model = PatchModelAddDownscale().patch(sd1, **case["params"])[0]
+    (hook, _, down), (out_hook, _, up) = entries(model)
+    assert hook == ("input_block_patch_after_skip" if case["params"]["downscale_after_skip"] else "input_block_patch")
+    assert out_hook == "output_block_patch"
+    assert (down.sigma_start, down.sigma_end) == pytest.approx((case["sigma_start"], case["sigma_end"]), rel=1e-6)
+    for r in case["input"]:
+        out = down(tensor(case["h"]), {"block": ("input", r["block"]), "sigmas": torch.tensor([r["sigma"]] * 2)})
+        assert torch.allclose(out, tensor(r["out"]), atol=1e-5), (r["block"], r["sigma"])
+    h, hsp = up(tensor(case["small"]), tensor(case["skip"]), {})
+    assert torch.allclose(h, tensor(case["out_h"]), atol=1e-5)
+    assert torch.equal(hsp, tensor(case["out_hsp"]))
+
+
+@pytest.mark.parametrize("case", FIXTURE["pag"], ids=lambda c: f"scale{c['scale']}")
+def test_pag_post_cfg_matches_comfyui(sd1, case):
+    model = PerturbedAttentionGuidance().patch(sd1, case["scale"])[0]
+    fn = sampler_patches(model)["sampler_post_cfg_function"][0]
+    calls = []
+
+    def calc(model, conds, x, sigma, options):   # the same toy evaluator as the recording
+        replaced = [e for e in options[NETWORK] if e[0] == "attn1_replace"]
+        calls.append({"attn1": [str(e[1]) for e in replaced]})
+        assert all(isinstance(e[2], IdentityAttention) for e in replaced)
+        return [x * 0.5 + 0.25 * len(replaced)]
+    out = fn({"model": None, "cond_denoised": tensor(case["cond_denoised"]), "cond": [{}],
+              "denoised": tensor(case["denoised"]), "sigma": torch.tensor([3.0]), "input": tensor(case["x"]),
+              "model_options": {CALC_COND: calc}})
+    assert torch.allclose(out, tensor(case["result"]), atol=1e-6)
+    assert calls == case["calc_options"]
+    assert tuple(case["replace_key"]) == ("middle", 0) and case["replace_matches_v"]
+    q, k, v = (torch.randn(1, 3, 8) for _ in range(3))
+    assert IdentityAttention()(q, k, v, {}) is v
+
+
+def _patched(sd1: ModelRef, case: dict) -> ModelRef:
+    if case["node"] is None:
+        return sd1
+    if case["node"] == "PerturbedAttentionGuidance":   # its second model call: the replacement alone
+        return with_network_patch(sd1, "attn1_replace", IdentityAttention(), ("middle", 0))
+    return NODES[case["node"]]().patch(sd1, **case["params"])[0]
+
+
+@pytest.fixture(scope="module")
+def sd1_unet(sd1, demo_workspace):
+    from nodes.models.loader import load_diffusion_model
+    path = demo_workspace.root / "models" / "checkpoints" / "sd1-tiny.safetensors"
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == FIXTURE["unet"]["checkpoint_sha256"], \
+        "the demo checkpoint changed: re-record the fixture"
+    return load_diffusion_model(sd1)
+
+
+@pytest.mark.parametrize("case", FIXTURE["unet"]["cases"], ids=lambda c: c["case"])
+def test_patched_unet_matches_comfyuis_ldm_unet(sd1, sd1_unet, case):
+    model = _patched(sd1, case)
+    assert weights_ref(model) == sd1     # the weights (and their caches) are the plain model's
+    x, ctx = tensor(case["x"]), tensor(case["context"])
+    with torch.no_grad():
+        out = apply_model(sd1_unet, sampler_patches(model), x, torch.full((2,), case["t"]), {"context": ctx},
+                          torch.full((2,), case["sigma"]), [0, 1])
+    expected = tensor(case["out"])
+    assert torch.allclose(out, expected, atol=2e-5, rtol=1e-4), float((out - expected).abs().max())
+
+
+def test_hooks_are_removed_after_the_call(sd1, sd1_unet):
+    module = sd1_unet.module
+    processors = {name: type(p) for name, p in module.attn_processors.items()}
+    model = PatchModelAddDownscale().patch(FreeU().patch(sd1, 1.1, 1.2, 0.9, 0.2)[0], 1, 2.0, 0.0, 1.0, True,
+                                           "bicubic", "bicubic")[0]
+    model = with_network_patch(model, "attn1_replace", IdentityAttention(), ("middle", 0))
+    x = torch.randn(1, 4, 8, 8)
+    with torch.no_grad():
+        apply_model(sd1_unet, sampler_patches(model), x, torch.tensor([500.0]), {"context": torch.randn(1, 7, 32)},
+                    torch.tensor([5.0]), [0])
+    assert {name: type(p) for name, p in module.attn_processors.items()} == processors
+    assert not any(m._forward_hooks or m._forward_pre_hooks for m in module.modules())
+
