@@ -45,8 +45,6 @@ REASONS: dict[str, str] = {
     "comfy_extras.nodes_edit_model": family("Flux Kontext / edit"),
     "comfy_extras.nodes_ip2p": family("InstructPix2Pix"),
     "comfy_extras.nodes_torch_compile": "executors manage compilation themselves; not offered as a node",
-    "comfy_extras.nodes_latent": "LatentApplyOperationCFG patches a MODEL with a pre-CFG function; a core MODEL "
-                                 "(a ModelRef) does not carry sampler functions to the executors yet",
 }
 
 

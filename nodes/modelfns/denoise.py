@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable
+from types import SimpleNamespace
 from typing import Any, Callable
 
 import torch
@@ -39,6 +40,7 @@ class GuidedDenoiser:
 
     def __init__(self, model: DiffusionModel, ms: ModelSampling, inputs: dict[str, torch.Tensor],
                  params: dict[str, Any], load_control: Callable[[ModelRef], Any],
+                 state: dict[str, torch.Tensor] | None = None, keep_uncond: bool = False,
                  hook_weights: HookWeights | None = None) -> None:
         self.model, self.ms, self.inputs = model, ms, inputs
         self.hook_weights = hook_weights   # cond entries with weight hooks (nodes.modelfns.hooks)
@@ -55,12 +57,29 @@ class GuidedDenoiser:
             self.patches = {**self.patches, CALC_COND: self._calc_cond_batch}
         self.middle = params.get("middle")
         self.dual = params.get("dual_cfg")
+        self.state = state
+        # The CFG++ samplers step along the negative prediction: ComfyUI's samplers read it with a post-CFG
+        # function appended last and make the negative side run even at cfg 1. Read it the same way.
+        self.uncond_denoised: torch.Tensor | None = None
+        if keep_uncond:
+            self.patches = {**self.patches, "disable_cfg1_optimization": True,
+                            "sampler_post_cfg_function": list(self.patches.get("sampler_post_cfg_function", []))
+                            + [self._keep_uncond]}
+
+    def _keep_uncond(self, args: dict) -> torch.Tensor:
+        self.uncond_denoised = args["uncond_denoised"]
+        return args["denoised"]
 
     def __call__(self, x: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
-        if self.denoise_mask is not None:
+        mask = self.denoise_mask
+        if mask is not None:
+            if "denoise_mask_function" in self.patches:   # e.g. Differential Diffusion's per-step mask
+                mask = self.patches["denoise_mask_function"](sigma, mask, extra_options={
+                    "model": SimpleNamespace(inner_model=SimpleNamespace(model_sampling=self.ms)),
+                    "sigmas": self.inputs["sigmas"]})
             # Inpainting: outside the mask, the latent is the original image noised to this sigma.
-            keep = 1.0 - self.denoise_mask
-            x = x * self.denoise_mask + self.ms.noise_scaling(sigma.reshape(-1)[:1], self.noise, self.latent_image) * keep
+            keep = 1.0 - mask
+            x = x * mask + self.ms.noise_scaling(sigma.reshape(-1)[:1], self.noise, self.latent_image) * keep
         s = float(sigma.reshape(-1)[0])
         if self.dual is not None:
             out = self._dual_cfg(x, sigma, s)
@@ -68,15 +87,15 @@ class GuidedDenoiser:
             skip_uncond = skips_uncond(self.patches, self.cfg)
             cond, uncond = self._predict(x, sigma, s, [self.positive, None if skip_uncond else self.negative])
             out = self._cfg(cond, uncond, self.cfg, x, sigma, (self.positive, self.negative))
-        if self.denoise_mask is not None:
-            out = out * self.denoise_mask + self.latent_image * (1.0 - self.denoise_mask)
+        if mask is not None:
+            out = out * mask + self.latent_image * (1.0 - mask)
         return out
 
     def _cfg(self, cond: torch.Tensor, uncond: torch.Tensor | None, cfg: float, x: torch.Tensor,
              sigma: torch.Tensor, conds: tuple[list, list]) -> torch.Tensor:
         """ComfyUI's cfg_function: uncond + (cond - uncond) * cfg, or the patches' replacement for it."""
         if self.patches:
-            return combine(self.patches, cond, uncond, cfg, x, sigma, self.ms, conds)
+            return combine(self.patches, cond, uncond, cfg, x, sigma, self.ms, conds, self.state)
         return cond if uncond is None else uncond + (cond - uncond) * cfg
 
     def _dual_cfg(self, x: torch.Tensor, sigma: torch.Tensor, s: float) -> torch.Tensor:
@@ -310,7 +329,8 @@ class DenoiseStep(ModelFn):
         x, sigmas, i = inputs["x"], inputs["sigmas"], int(params["i"])
         state = {k[len(STATE_PREFIX):]: v for k, v in inputs.items() if k.startswith(STATE_PREFIX)}
         hooks = HookWeights(params["hook_base"], state, sigmas, self._load_hooked) if uses_hooks(params) else None
-        denoiser = GuidedDenoiser(model, ms, inputs, params, self.load_control, hook_weights=hooks)
+        denoiser = GuidedDenoiser(model, ms, inputs, params, self.load_control, state,
+                                  keep_uncond=get_sampler(params["sampler"]).cfg_pp, hook_weights=hooks)
         x_next = run_step(denoiser, x, sigmas, i, params["sampler"], int(params["seed"]), state,
                           model_sampling=ms if ms.is_const else None, options=params.get("sampler_options"))
         result = {"x": x_next, "denoised": state.get(DENOISED, x_next)}

@@ -16,10 +16,13 @@ from torch import Tensor
 
 from .model_sampling import ModelSampling
 from .sampler_base import DENOISED, Model, Sampler
+from .samplers_cfg_pp import (DPMPP2MCFGPP, DPMPP2SAncestralCFGPP, EulerAncestralCFGPP, EulerCFGPPAlternative,
+                              GradientEstimationCFGPP, RESMultistepCFGPP)
 from .samplers_dpmpp import DPMPP2M, DPMPP2MSDE, DPMPP2SAncestral, DPMPP3MSDE, DPMPPSDE, RESMultistep
 from .samplers_markov import DDPM, LCM
 from .samplers_ode import (DPM2, IPNDM, IPNDMV, LMS, DPM2Ancestral, Euler, EulerAncestral, GradientEstimation, Heun,
                            HeunPP2)
+from .samplers_seeds import ERSDE, SEEDS
 from .uni_pc import UniPC
 
 
@@ -57,8 +60,20 @@ _ALL: list[Sampler] = [
     _named(Euler(), "ddim"),
     UniPC(),
     UniPC(variant="bh2", name="uni_pc_bh2"),
+    EulerAncestralCFGPP(eta=0.0, s_noise=0.0, name="euler_cfg_pp"),
+    EulerAncestralCFGPP(),
+    DPMPP2SAncestralCFGPP(),
+    DPMPP2MCFGPP(),
+    RESMultistepCFGPP(),
+    RESMultistepCFGPP(eta=1.0, name="res_multistep_ancestral_cfg_pp"),
+    GradientEstimationCFGPP(),
+    ERSDE(),
+    SEEDS(2),
+    SEEDS(3),
 ]
 SAMPLERS: dict[str, Sampler] = {s.name: s for s in _ALL}
+# Samplers only sampler-object nodes give (not in KSampler's list).
+OBJECT_SAMPLERS: dict[str, Sampler] = {s.name: s for s in (EulerCFGPPAlternative(),)}
 
 # ComfyUI's SAMPLER_NAMES order, restricted to the samplers implemented here.
 _COMFY_ORDER = [
@@ -77,13 +92,13 @@ Callback = Callable[[int, Tensor, Tensor], None]
 
 def get_sampler(name: str) -> Sampler:
     try:
-        return SAMPLERS[name]
+        return SAMPLERS[name] if name in SAMPLERS else OBJECT_SAMPLERS[name]
     except KeyError:
         raise ValueError(f"unknown sampler {name!r}; available: {', '.join(SAMPLER_NAMES)}") from None
 
 
 # What the sampler-object nodes (SamplerEulerAncestral, SamplerLMS, ...) may set on a sampler's step function.
-SAMPLER_OPTIONS = frozenset({"eta", "s_noise", "r", "solver_type", "order"})
+SAMPLER_OPTIONS = frozenset({"eta", "s_noise", "r", "solver_type", "order", "max_stage", "scaler_eta"})
 
 
 def configured_sampler(name: str, options: dict[str, Any] | None = None) -> Sampler:

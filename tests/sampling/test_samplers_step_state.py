@@ -40,8 +40,8 @@ def test_sampler_names_follow_comfyui_and_include_the_required_ones():
     required = {"euler", "euler_ancestral", "heun", "dpm_2", "dpm_2_ancestral", "lms", "dpmpp_2s_ancestral",
                 "dpmpp_sde", "dpmpp_2m", "dpmpp_2m_sde", "dpmpp_3m_sde", "ddpm", "lcm", "ddim", "uni_pc"}
     assert required <= set(SAMPLER_NAMES) and set(SAMPLER_NAMES) == set(SAMPLERS)
-    assert SAMPLER_NAMES[:3] == ["euler", "euler_ancestral", "heun"] and SAMPLER_NAMES[-3:] == ["ddim", "uni_pc",
-                                                                                                "uni_pc_bh2"]
+    assert SAMPLER_NAMES[:3] == ["euler", "euler_cfg_pp", "euler_ancestral"]
+    assert SAMPLER_NAMES[-3:] == ["ddim", "uni_pc", "uni_pc_bh2"]
 
 
 @pytest.mark.parametrize("kind,name", [("ve", n) for n in SAMPLER_NAMES]
