@@ -26,7 +26,7 @@ import comfy.cli_args  # noqa: E402
 comfy.cli_args.args.cpu = True
 import comfy.model_sampling  # noqa: E402
 import comfy.samplers  # noqa: E402
-from comfy_extras import nodes_freelunch, nodes_model_downscale, nodes_pag  # noqa: E402
+from comfy_extras import nodes_attention_multiply, nodes_freelunch, nodes_model_downscale, nodes_pag  # noqa: E402
 
 
 def b64(t: torch.Tensor) -> dict:
@@ -236,11 +236,55 @@ def unet_cases(checkpoint: str) -> list[dict]:
     return [{"checkpoint_sha256": digest, "cases": cases}]
 
 
+class WeightRecorder:
+    """A MODEL / CLIP stand-in for the attention-multiply nodes: its state dict's key names, and the
+    (strength_patch, strength_model) each add_patches call gives a key."""
+
+    def __init__(self, keys: list[str]) -> None:
+        self.keys = keys
+        self.patcher = self
+        self.added: dict[str, list] = {}
+
+    def clone(self) -> "WeightRecorder":
+        return self
+
+    def model_state_dict(self) -> dict:
+        return dict.fromkeys(self.keys)
+
+    def add_patches(self, patches: dict, strength_patch: float, strength_model: float) -> None:
+        for key, value in patches.items():
+            assert value == (None,)
+            self.added.setdefault(key, []).append([strength_patch, strength_model])
+
+
+def attention_multiply_cases(checkpoint: str) -> dict:
+    """ComfyUI's key names for the demo SD1 model (its UNet, plus temporal layers as a video UNet names them)
+    and its CLIP, and the weight patches each node adds to them."""
+    from safetensors import safe_open
+    with safe_open(checkpoint, "pt") as f:
+        names = list(f.keys())
+    unet = ["diffusion_model." + k[len("model.diffusion_model."):] for k in names if k.startswith("model.diffusion_model.")]
+    unet += [k.replace(".transformer_blocks.0.", ".time_stack.0.") for k in unet if ".transformer_blocks.0.attn" in k]
+    clip = ["clip_l.transformer." + k[len("cond_stage_model.transformer."):] for k in names
+            if k.startswith("cond_stage_model.transformer.")]
+    n = nodes_attention_multiply
+    runs = [("UNetSelfAttentionMultiply", unet, (1.1, 1.2, 1.3, 0.9)),
+            ("UNetCrossAttentionMultiply", unet, (0.8, 1.0, 1.5, 2.0)),
+            ("UNetTemporalAttentionMultiply", unet, (1.1, 1.2, 1.3, 0.9)),
+            ("CLIPAttentionMultiply", clip, (1.1, 1.2, 0.7, 0.9))]
+    cases = []
+    for node, keys, factors in runs:
+        m = WeightRecorder(keys)
+        getattr(n, node).execute(m, *factors)
+        cases.append({"node": node, "factors": factors, "keys": keys, "patches": m.added})
+    return {"cases": cases}
+
+
 def main(out_path: str, checkpoint: str) -> None:
     data = {"comfyui": "0.3.64 (a125cd84b054a57729b5eecab930ca9408719832)",
             "recorded_by": "scripts/record_comfyui_model_patches.py", "torch": torch.__version__,
             "freeu": freeu_cases(), "downscale": downscale_cases(), "pag": pag_cases(),
-            "unet": unet_cases(checkpoint)[0]}
+            "unet": unet_cases(checkpoint)[0], "attention_multiply": attention_multiply_cases(checkpoint)}
     with open(out_path, "w") as f:
         json.dump(data, f, indent=1)
         f.write("\n")

@@ -1,6 +1,7 @@
-"""Each patch inside the network (FreeU, FreeU_V2, PatchModelAddDownscale, PAG, ...) runs end to end on the
-demo SD1 model, changes the image, and gives the in-process image on one executor: the patch travels as data
-on the MODEL and is installed on the UNet inside the executor's denoise steps only."""
+"""Each patch inside the network (FreeU, FreeU_V2, PatchModelAddDownscale, PAG, the attention multipliers, ...)
+runs end to end on the demo SD1 model, changes the image, and gives the in-process image on one executor: the
+patch travels as data on the MODEL (or CLIP) and is applied on the executor, hooks inside the denoise steps
+only, weight scales where the weights load."""
 from __future__ import annotations
 
 import json
@@ -21,7 +22,14 @@ PATCHES: dict[str, tuple[str, dict]] = {
     "deep_shrink_before_skip": ("PatchModelAddDownscale", {"block_number": 1, "downscale_after_skip": False,
                                                            **DOWNSCALE}),
     "pag": ("PerturbedAttentionGuidance", {"scale": 3.0}),
+    "self_attention_multiply": ("UNetSelfAttentionMultiply", {"q": 1.5, "k": 1.2, "v": 0.8, "out": 1.1}),
+    "cross_attention_multiply": ("UNetCrossAttentionMultiply", {"q": 1.0, "k": 1.3, "v": 1.5, "out": 1.0}),
+    "temporal_attention_multiply": ("UNetTemporalAttentionMultiply", {"self_structural": 1.4, "self_temporal": 1.0,
+                                                                      "cross_structural": 0.7,
+                                                                      "cross_temporal": 1.0}),
+    "clip_attention_multiply": ("CLIPAttentionMultiply", {"q": 1.2, "k": 1.1, "v": 0.9, "out": 1.3}),
 }
+CLIP_PATCHES = {"CLIPAttentionMultiply"}
 
 
 def prompt_for(case: str | None) -> dict:
@@ -31,8 +39,12 @@ def prompt_for(case: str | None) -> dict:
     prompt["9"]["inputs"]["filename_prefix"] = f"netpatch_{case or 'none'}"
     if case is not None:
         class_type, inputs = PATCHES[case]
-        prompt["20"] = {"class_type": class_type, "inputs": {"model": ["4", 0], **inputs}}
-        prompt["3"]["inputs"]["model"] = ["20", 0]
+        if class_type in CLIP_PATCHES:
+            prompt["20"] = {"class_type": class_type, "inputs": {"clip": ["4", 1], **inputs}}
+            prompt["6"]["inputs"]["clip"] = prompt["7"]["inputs"]["clip"] = ["20", 0]
+        else:
+            prompt["20"] = {"class_type": class_type, "inputs": {"model": ["4", 0], **inputs}}
+            prompt["3"]["inputs"]["model"] = ["20", 0]
     return prompt
 
 

@@ -16,11 +16,14 @@ import pytest
 import torch
 
 from cluster.refs import ModelRef
+from nodes.library.attention_multiply import (CLIPAttentionMultiply, UNetCrossAttentionMultiply,
+                                              UNetSelfAttentionMultiply, UNetTemporalAttentionMultiply)
 from nodes.library.freelunch import FreeU, FreeU_V2, FreeUPatch
 from nodes.library.model_downscale import PatchModelAddDownscale
 from nodes.library.pag import IdentityAttention, PerturbedAttentionGuidance
 from nodes.loaders import make_ref
 from nodes.modelfns.model_options import NETWORK, sampler_patches, weights_ref
+from nodes.models.merge import merges
 from nodes.modelfns.network_patches import CALC_COND, apply_model, with_network_patch
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_model_patches.json").read_text())
@@ -132,3 +135,47 @@ def test_hooks_are_removed_after_the_call(sd1, sd1_unet):
     assert {name: type(p) for name, p in module.attn_processors.items()} == processors
     assert not any(m._forward_hooks or m._forward_pre_hooks for m in module.modules())
 
+
+
+ATTENTION_NODES = {"UNetSelfAttentionMultiply": UNetSelfAttentionMultiply,
+                   "UNetCrossAttentionMultiply": UNetCrossAttentionMultiply,
+                   "UNetTemporalAttentionMultiply": UNetTemporalAttentionMultiply,
+                   "CLIPAttentionMultiply": CLIPAttentionMultiply}
+
+
+def _our_name(comfy_key: str) -> str:
+    """ComfyUI's state-dict key -> the name our merge rules see (ldm UNet key; "side/HF key" for CLIP)."""
+    for prefix, ours in (("diffusion_model.", ""), ("clip_l.transformer.", "l/")):
+        if comfy_key.startswith(prefix):
+            return ours + comfy_key[len(prefix):]
+    raise AssertionError(comfy_key)
+
+
+@pytest.mark.parametrize("case", FIXTURE["attention_multiply"]["cases"], ids=lambda c: c["node"])
+def test_attention_multiply_scales_comfyuis_keys(demo_workspace, case):
+    component, arch = ("text_encoder", "sd1") if case["node"] == "CLIPAttentionMultiply" else ("diffusion_model", "sd1")
+    ref = make_ref(component, arch, [demo_workspace.root / "models" / "checkpoints" / "sd1-tiny.safetensors"])
+    (step,) = merges(ATTENTION_NODES[case["node"]]().patch(ref, *case["factors"])[0])
+    assert step.other == ref and step.after_patches == 0
+    for key in case["keys"]:
+        expected = 1.0
+        for strength_patch, strength_model in case["patches"].get(key, []):
+            assert strength_patch == 0.0
+            expected *= strength_model
+        strengths = step.strengths(_our_name(key))
+        assert (1.0 if strengths is None else strengths[0]) == pytest.approx(expected), key
+        assert strengths is None or strengths[1] == 0.0
+
+
+def test_attention_multiply_scales_the_loaded_weights(sd1, sd1_unet):
+    from nodes.models.loader import load_diffusion_model
+    scaled_model = load_diffusion_model(UNetSelfAttentionMultiply().patch(sd1, 1.5, 1.0, 0.5, 2.0)[0])
+    plain, patched = sd1_unet.module.state_dict(), scaled_model.module.state_dict()
+    factors = {"attn1.to_q.weight": 1.5, "attn1.to_k.weight": 1.0, "attn1.to_v.weight": 0.5,
+               "attn1.to_out.0.weight": 2.0, "attn1.to_out.0.bias": 2.0}
+    seen = 0
+    for key, w in plain.items():
+        factor = next((f for suffix, f in factors.items() if key.endswith(suffix)), 1.0)
+        assert torch.equal(patched[key], w * factor) if factor != 1.0 else torch.equal(patched[key], w), key
+        seen += factor != 1.0
+    assert seen == 4 * sum(key.endswith("attn1.to_q.weight") for key in plain)   # four in each attention
