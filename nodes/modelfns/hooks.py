@@ -128,8 +128,7 @@ def hooked_ref(ref: ModelRef, hooks: Iterable[tuple[WeightHook, float]], target:
             continue
         if base is None:
             base = _unpatched(ref)
-        ref = with_merge(ref, base, (("", 1.0, -float(strength)),))
-        ref = with_merge(ref, other, (("", 1.0, float(strength)),))
+        ref = with_merge(ref, other, (("", 1.0, float(strength)),), minus=base)
     return ref
 
 

@@ -150,7 +150,7 @@ def test_model_as_lora_adds_the_difference_to_the_unpatched_base():
     base = SD1.with_patch(LORA)
     ref = hooked_ref(base, [(WeightHook("m", 0.7, 0.0, model=other), 1.0)], "model")
     steps = merges(ref)
-    assert [(s.other, s.rules) for s in steps] == [(SD1, (("", 1.0, -0.7),)), (other, (("", 1.0, 0.7),))]
+    assert [(s.other, s.rules, s.minus) for s in steps] == [(other, (("", 1.0, 0.7),), SD1)]
     assert ref.patches == base.patches
 
 
