@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterable
 import torch
 
 from cluster.refs import ModelRef, Patch
-from nodes.models.merge import OPTION as MERGES, with_merge
+from nodes.models.merge import OPTION as MERGES, merges, with_merge
 
 STATE_KEY = "hook_keyframes."     # + keyframe group id: [index, used evaluations, last sigma] (float64)
 
@@ -258,11 +258,12 @@ def clip_schedule(group: HookGroup) -> list[tuple[tuple[float, float], list[floa
 class ClipHooks:
     """What SetClipHooks put on a CLIP (as its `clip_hooks` option): the hooks, whether the conds it encodes
     carry them (`to_conds`), and whether encoding follows their keyframes (`scheduled`). `plain` is the CLIP
-    before the hooks, from which the scheduled encodings are made."""
+    before the hooks, `applied` the CLIP SetClipHooks returned (what was done to it later is told from it)."""
     group: HookGroup
     to_conds: bool
     scheduled: bool
     plain: ModelRef
+    applied: ModelRef
 
 
 CLIP_OPTION = "clip_hooks"
@@ -271,10 +272,32 @@ CLIP_OPTION = "clip_hooks"
 def set_clip_hooks(clip: ModelRef, group: HookGroup, to_conds: bool, scheduled: bool) -> ModelRef:
     """The CLIP every encoder uses with the hooks at their unscheduled strengths (ComfyUI's forced hooks:
     strength_clip, times the first keyframe's multiplier when scheduled), remembering the hooks."""
-    plain = clip.option(CLIP_OPTION).plain if clip.option(CLIP_OPTION) is not None else clip
+    plain = without_hooks(clip)     # a later SetClipHooks replaces the earlier hooks, as in ComfyUI
     mults = [h.keyframes.initial_strength if scheduled else 1.0 for h in group.hooks]
     patched = hooked_ref(plain, zip(group.hooks, mults), "clip")
-    return patched.with_option(CLIP_OPTION, ClipHooks(group, to_conds, scheduled, plain))
+    return patched.with_option(CLIP_OPTION, ClipHooks(group, to_conds, scheduled, plain, patched))
+
+
+def without_hooks(clip: ModelRef) -> ModelRef:
+    """The CLIP without SetClipHooks' weights but with everything done to it since (LoRAs, merges, options
+    such as CLIPSetLastLayer), in their order: ComfyUI keeps hooks apart from a CLIP's own patches."""
+    hooks: ClipHooks | None = clip.option(CLIP_OPTION)
+    if hooks is None:
+        return clip
+    applied, out = hooks.applied, hooks.plain
+    for name, value in clip.options:
+        if name not in (CLIP_OPTION, MERGES) and applied.option(name) != value:
+            out = out.with_option(name, value)
+    later, done = clip.patches[len(applied.patches):], 0
+    for step in merges(clip)[len(merges(applied)):]:
+        upto = step.after_patches - len(applied.patches)
+        for patch in later[done:upto]:
+            out = out.with_patch(patch)
+        done = upto
+        out = with_merge(out, step.other, step.rules, step.minus)
+    for patch in later[done:]:
+        out = out.with_patch(patch)
+    return out
 
 
 def encodings(clip: ModelRef) -> list[tuple[ModelRef, dict[str, Any]]]:
@@ -286,6 +309,7 @@ def encodings(clip: ModelRef) -> list[tuple[ModelRef, dict[str, Any]]]:
     extra: dict[str, Any] = {"hooks": hooks.group} if hooks.to_conds else {}
     if not hooks.scheduled:
         return [(clip, extra)]
-    return [(hooked_ref(hooks.plain, zip(hooks.group.hooks, mults), "clip"),
+    plain = without_hooks(clip)
+    return [(hooked_ref(plain, zip(hooks.group.hooks, mults), "clip"),
              {"clip_start_percent": lo, "clip_end_percent": hi, **extra})
             for (lo, hi), mults in clip_schedule(hooks.group)]

@@ -15,8 +15,8 @@ from cluster.refs import ModelRef, Patch
 from nodes import arch
 from nodes.library import hooks as nh
 from nodes.modelfns.hooks import (HookGroup, HookKeyframes, HookWeights, WeightHook, clip_schedule, encodings,
-                                  hooked_ref, schedule, set_clip_hooks)
-from nodes.models.merge import merges
+                                  CLIP_OPTION, hooked_ref, schedule, set_clip_hooks)
+from nodes.models.merge import merges, with_merge
 from nodes.sampling.model_sampling import model_sampling_from_config
 from nodes.sampling.samplers import run_step
 
@@ -167,6 +167,24 @@ def test_set_clip_hooks_patches_the_clip_and_schedules_its_encodings():
         ((Patch(LORA.path, LORA.digest, 0.6),), {"clip_start_percent": 0.0, "clip_end_percent": 0.5}),
         ((Patch(LORA.path, LORA.digest, 0.15),), {"clip_start_percent": 0.5, "clip_end_percent": 1.0})]
     assert nh.SetClipHooks().apply_hooks(CLIP, True, False, None) == (CLIP,)
+
+
+def test_scheduled_clip_keeps_what_was_done_to_the_clip_after_set_clip_hooks():
+    from nodes.loaders import CLIPSetLastLayer
+    (kf,) = nh.CreateHookKeyframe().create_hook_keyframe(0.5, 0.0)
+    hooks = HookGroup((lora_hook(1.0, 1.0),)).with_keyframes(kf)
+    other = ModelRef("text_encoder", "sd1", ("/m/other.safetensors",), ("f" * 64,))
+    later = Patch("/m/later.safetensors", "a" * 64, 0.3)
+    (clip,) = nh.SetClipHooks().apply_hooks(CLIP.with_patch(later), True, True, hooks)
+    (clip,) = CLIPSetLastLayer().set_last_layer(clip, -2)
+    clip = with_merge(clip.with_patch(later), other, (("", 0.5, 0.5),))
+    ((ref, _),) = encodings(clip)
+    assert ref.patches == (later, later, Patch(LORA.path, LORA.digest, 0.5))   # hooks after the CLIP's own
+    assert ref.option("layer") == clip.option("layer") and ref.option(CLIP_OPTION) is None
+    ((step_other, after),) = [(s.other, s.after_patches) for s in merges(ref)]
+    assert (step_other, after) == (other, 2)
+    (again,) = nh.SetClipHooks().apply_hooks(clip, False, False, HookGroup((lora_hook(0.0, 0.7, uid="x"),)))
+    assert again.patches == (later, later, Patch(LORA.path, LORA.digest, 0.7))  # replaces the earlier hooks
 
 
 def test_wrong_inputs_are_refused_with_the_input_name():
