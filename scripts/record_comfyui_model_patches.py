@@ -26,7 +26,8 @@ import comfy.cli_args  # noqa: E402
 comfy.cli_args.args.cpu = True
 import comfy.model_sampling  # noqa: E402
 import comfy.samplers  # noqa: E402
-from comfy_extras import nodes_attention_multiply, nodes_freelunch, nodes_model_downscale, nodes_pag  # noqa: E402
+from comfy_extras import (nodes_attention_multiply, nodes_freelunch, nodes_hypertile,  # noqa: E402
+                          nodes_model_downscale, nodes_pag, nodes_tomesd)
 
 
 def b64(t: torch.Tensor) -> dict:
@@ -199,7 +200,12 @@ UNET_CASES = [
      {"block_number": 2, "downscale_factor": 1.5, "start_percent": 0.0, "end_percent": 0.6,
       "downscale_after_skip": True, "downscale_method": "nearest-exact", "upscale_method": "bicubic"}, 12),
     ("pag_replacement", nodes_pag.PerturbedAttentionGuidance, {"scale": 3.0}, 8),
+    ("hypertile", nodes_hypertile.HyperTile, {"tile_size": 32, "swap_size": 1, "max_depth": 1, "scale_depth": False}, 16),
+    ("hypertile_scaled", nodes_hypertile.HyperTile,
+     {"tile_size": 16, "swap_size": 1, "max_depth": 1, "scale_depth": True}, 16),
+    ("tome", nodes_tomesd.TomePatchModel, {"ratio": 0.5}, 10),
 ]
+GLOBAL_SEED = 77   # torch.manual_seed before each forward: ToMe draws its destinations from the global generator
 
 
 def unet_cases(checkpoint: str) -> list[dict]:
@@ -229,11 +235,45 @@ def unet_cases(checkpoint: str) -> list[dict]:
             run(m, **params)
         x, ctx = seeded(50, 2, 4, size, size), seeded(51, 2, 7, 32)
         t = torch.tensor([600.0, 600.0])
+        torch.manual_seed(GLOBAL_SEED)
         with torch.no_grad():
             out = net(x, timesteps=t, context=ctx, transformer_options=transformer_options(m, 10.0))
         cases.append({"case": name, "node": node.__name__ if node else None, "params": params, "x": b64(x),
                       "t": 600.0, "sigma": 10.0, "context": b64(ctx), "out": b64(out)})
-    return [{"checkpoint_sha256": digest, "cases": cases}]
+    return [{"checkpoint_sha256": digest, "global_seed": GLOBAL_SEED, "cases": cases}]
+
+
+def attention_patch_cases() -> dict:
+    """HyperTile's and ToMe's attn1 patch and output patch on seeded tokens (the output patch is given the
+    patched queries, standing in for the attention output, so both directions are checked)."""
+    hypertile = []
+    for params, shape in (({"tile_size": 32, "swap_size": 1, "max_depth": 0, "scale_depth": False}, [2, 4, 16, 16]),
+                          ({"tile_size": 64, "swap_size": 1, "max_depth": 2, "scale_depth": True}, [1, 4, 32, 16]),
+                          ({"tile_size": 8, "swap_size": 1, "max_depth": 1, "scale_depth": False}, [1, 4, 24, 16]),
+                          ({"tile_size": 256, "swap_size": 1, "max_depth": 0, "scale_depth": False}, [1, 4, 16, 16])):
+        m = Recorder()
+        nodes_hypertile.HyperTile.execute(m, **params)
+        tile_in, tile_out = m.patches["attn1_patch"][0], m.patches["attn1_output_patch"][0]
+        h, w = shape[-2:]
+        for depth in range(params["max_depth"] + 2):
+            q = seeded(60 + depth, shape[0], (h >> depth) * (w >> depth), 8)
+            tq, _, _ = tile_in(q.clone(), q, q, {"original_shape": shape})
+            back = tile_out(tq * 2.0, {})
+            hypertile.append({"params": params, "shape": shape, "q": b64(q), "tiled": b64(tq), "back": b64(back)})
+    tome = []
+    for ratio, shape, seed in ((0.5, [2, 4, 8, 8], 1), (0.3, [1, 4, 10, 6], 2), (0.9, [1, 4, 7, 9], 3),
+                               (0.5, [1, 4, 8, 8], 4)):
+        m = Recorder()
+        nodes_tomesd.TomePatchModel.execute(m, ratio)
+        merge, unmerge = m.patches["attn1_patch"][0], m.patches["attn1_output_patch"][0]
+        for tokens in (shape[-2] * shape[-1], (shape[-2] // 2) * (shape[-1] // 2)):
+            q = seeded(70 + seed, shape[0], tokens, 8)
+            torch.manual_seed(seed)
+            mq, _, _ = merge(q.clone(), q, q, {"original_shape": shape})
+            back = unmerge(mq * 2.0 + 1.0, {})
+            tome.append({"ratio": ratio, "shape": shape, "seed": seed, "q": b64(q), "merged": b64(mq),
+                         "back": b64(back)})
+    return {"hypertile": hypertile, "tome": tome}
 
 
 class WeightRecorder:
@@ -284,7 +324,8 @@ def main(out_path: str, checkpoint: str) -> None:
     data = {"comfyui": "0.3.64 (a125cd84b054a57729b5eecab930ca9408719832)",
             "recorded_by": "scripts/record_comfyui_model_patches.py", "torch": torch.__version__,
             "freeu": freeu_cases(), "downscale": downscale_cases(), "pag": pag_cases(),
-            "unet": unet_cases(checkpoint)[0], "attention_multiply": attention_multiply_cases(checkpoint)}
+            "unet": unet_cases(checkpoint)[0], "attention_multiply": attention_multiply_cases(checkpoint),
+            **attention_patch_cases()}
     with open(out_path, "w") as f:
         json.dump(data, f, indent=1)
         f.write("\n")

@@ -19,8 +19,11 @@ from cluster.refs import ModelRef
 from nodes.library.attention_multiply import (CLIPAttentionMultiply, UNetCrossAttentionMultiply,
                                               UNetSelfAttentionMultiply, UNetTemporalAttentionMultiply)
 from nodes.library.freelunch import FreeU, FreeU_V2, FreeUPatch
+from nodes.library import tomesd
+from nodes.library.hypertile import HyperTile, HyperTileIn, HyperTileOut
 from nodes.library.model_downscale import PatchModelAddDownscale
 from nodes.library.pag import IdentityAttention, PerturbedAttentionGuidance
+from nodes.library.tomesd import TomeMerge, TomePatchModel, TomeUnmerge
 from nodes.loaders import make_ref
 from nodes.modelfns.model_options import NETWORK, sampler_patches, weights_ref
 from nodes.models.merge import merges
@@ -28,7 +31,8 @@ from nodes.modelfns.network_patches import CALC_COND, apply_model, with_network_
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_model_patches.json").read_text())
 NODES = {"FreeU": FreeU, "FreeU_V2": FreeU_V2, "PatchModelAddDownscale": PatchModelAddDownscale,
-         "PerturbedAttentionGuidance": PerturbedAttentionGuidance}
+         "PerturbedAttentionGuidance": PerturbedAttentionGuidance, "HyperTile": HyperTile,
+         "TomePatchModel": TomePatchModel}
 
 
 def tensor(d: dict) -> torch.Tensor:
@@ -111,7 +115,11 @@ def sd1_unet(sd1, demo_workspace):
 
 
 @pytest.mark.parametrize("case", FIXTURE["unet"]["cases"], ids=lambda c: c["case"])
-def test_patched_unet_matches_comfyuis_ldm_unet(sd1, sd1_unet, case):
+def test_patched_unet_matches_comfyuis_ldm_unet(sd1, sd1_unet, case, monkeypatch):
+    # ComfyUI's ToMe draws from torch's global generator, seeded before the forward pass: one generator
+    # shared by the layers in order gives the same draws.
+    shared = torch.Generator().manual_seed(FIXTURE["unet"]["global_seed"])
+    monkeypatch.setattr(tomesd, "step_generator", lambda options, tokens: shared)
     model = _patched(sd1, case)
     assert weights_ref(model) == sd1     # the weights (and their caches) are the plain model's
     x, ctx = tensor(case["x"]), tensor(case["context"])
@@ -179,3 +187,35 @@ def test_attention_multiply_scales_the_loaded_weights(sd1, sd1_unet):
         assert torch.equal(patched[key], w * factor) if factor != 1.0 else torch.equal(patched[key], w), key
         seen += factor != 1.0
     assert seen == 4 * sum(key.endswith("attn1.to_q.weight") for key in plain)   # four in each attention
+
+
+@pytest.mark.parametrize("case", FIXTURE["hypertile"], ids=lambda c: f"{c['shape']}-{c['q']['shape'][1]}tokens")
+def test_hypertile_patches_match_comfyui(case):
+    p = case["params"]
+    tile_in = HyperTileIn(p["tile_size"], p["swap_size"], p["max_depth"], p["scale_depth"])
+    q = tensor(case["q"])
+    options = {"original_shape": case["shape"], "sigmas": torch.tensor([1.0])}
+    tiled, k, v = tile_in(q, q, q, options)
+    assert torch.equal(tiled, tensor(case["tiled"])) and k is q and v is q
+    assert torch.equal(HyperTileOut()(tiled * 2.0, options), tensor(case["back"]))
+
+
+@pytest.mark.parametrize("case", FIXTURE["tome"], ids=lambda c: f"{c['shape']}-{c['q']['shape'][1]}tokens")
+def test_tome_patches_match_comfyui(case, monkeypatch):
+    monkeypatch.setattr(tomesd, "step_generator", lambda options, tokens: torch.Generator().manual_seed(case["seed"]))
+    q = tensor(case["q"])
+    options = {"original_shape": case["shape"]}
+    merged, k, v = TomeMerge(case["ratio"])(q, q, q, options)
+    assert torch.equal(merged, tensor(case["merged"])) and k is q and v is q
+    assert torch.allclose(TomeUnmerge()(merged * 2.0 + 1.0, options), tensor(case["back"]), atol=1e-6)
+
+
+def test_random_tiling_and_merging_depend_only_on_the_step():
+    """Where ComfyUI draws from the global generator, a step's draws here come from its sigma and layer."""
+    q = torch.randn(1, 256, 8)
+    draws = []
+    for _ in range(2):
+        torch.manual_seed(len(draws))     # the global generator plays no part
+        opts = {"original_shape": [1, 4, 16, 16], "sigmas": torch.tensor([3.5])}
+        draws.append((HyperTileIn(16, 3, 0, False)(q, q, q, dict(opts))[0], TomeMerge(0.5)(q, q, q, dict(opts))[0]))
+    assert all(torch.equal(a, b) for a, b in zip(*draws))
