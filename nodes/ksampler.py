@@ -94,6 +94,8 @@ class NoiseChoice:
 class GuiderChoice:
     """A GUIDER value: the model, its conditionings by role and the guidance scales.
     kind "cfg": positive/negative with cfg (CFGGuider, and BasicGuider as positive alone at cfg 1);
+    kind "perp_neg": positive/negative with cfg and the empty prompt as middle, cfg2 the negative's scale
+    (PerpNegGuider);
     kind "dual": positive/middle/negative with cfg (cond1 over cond2) and cfg2 (cond2 over negative),
     `nested` choosing DualCFGGuider's style."""
     model: ModelRef
@@ -142,7 +144,7 @@ async def sample_guided(guider: GuiderChoice, sampler: SamplerChoice, sigmas: to
     out["samples"] = samples
     if len(sigmas) == 0:
         return out, out
-    for name in ("positive", "negative") + (("middle",) if guider.kind == "dual" else ()):
+    for name in ("positive", "negative") + (("middle",) if guider.middle is not None else ()):
         check_hint_batches(getattr(guider, name), samples.shape[0], name)
     noise_t = noise.generate(latent, samples)
     ms_config = sampling_config(model)
@@ -161,12 +163,14 @@ async def sample_guided(guider: GuiderChoice, sampler: SamplerChoice, sigmas: to
     if sampler.options:
         params["sampler_options"] = dict(sampler.options)
     # ComfyUI's order of a guider's conds (positive first): it decides which opposite-area entries are added.
-    names = ("positive", "middle", "negative") if guider.kind == "dual" else ("positive", "negative")
+    names = ("positive", "middle", "negative") if guider.middle is not None else ("positive", "negative")
     for name, side in zip(names, resolve([getattr(guider, n) for n in names], tuple(samples.shape[2:]))):
         side_tensors, params[name] = flatten(name, side, percent_to_sigma)
         tensors.update(side_tensors)
     if guider.kind == "dual":
         params["dual_cfg"] = {"cfg2": guider.cfg2, "nested": guider.nested}
+    elif guider.kind == "perp_neg":
+        params["perp_neg"] = {"neg_scale": guider.cfg2}
     mask = latent.get("noise_mask")
     if mask is not None:
         tensors.update(denoise_mask=_prepare_mask(mask, samples), latent_image=latent_in, noise=noise_t)

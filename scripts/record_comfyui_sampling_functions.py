@@ -29,6 +29,7 @@ import comfy.cli_args  # noqa: E402
 comfy.cli_args.args.cpu = True
 import comfy.model_sampling  # noqa: E402
 import comfy.samplers  # noqa: E402
+from comfy.k_diffusion import sa_solver  # noqa: E402
 from comfy.k_diffusion import sampling as k  # noqa: E402
 from comfy_extras import (nodes_align_your_steps, nodes_apg, nodes_differential_diffusion, nodes_fresca,  # noqa: E402
                           nodes_gits, nodes_latent, nodes_mahiro, nodes_optimalsteps, nodes_perpneg, nodes_tcfg)
@@ -187,16 +188,22 @@ class ToyGuided:
 
 SAMPLERS = ["euler_cfg_pp", "euler_ancestral_cfg_pp", "dpmpp_2s_ancestral_cfg_pp", "dpmpp_2m_cfg_pp",
             "res_multistep_cfg_pp", "res_multistep_ancestral_cfg_pp", "gradient_estimation_cfg_pp", "er_sde",
-            "seeds_2", "seeds_3"]
+            "seeds_2", "seeds_3", "sa_solver", "sa_solver_pece"]
 # Sampler-object settings (SamplerER_SDE's solver types, SamplerEulerAncestralCFGPP's eta / s_noise)
 OPTIONS = [("er_sde", {"s_noise": 0.0, "max_stage": 2, "scaler_eta": 0.0}),
            ("er_sde", {"s_noise": 0.7, "max_stage": 1, "scaler_eta": 0.5}),
            ("er_sde", {"s_noise": 1.0, "max_stage": 3, "scaler_eta": None}),
-           ("euler_ancestral_cfg_pp", {"eta": 0.5, "s_noise": 0.8})]
+           ("euler_ancestral_cfg_pp", {"eta": 0.5, "s_noise": 0.8}),
+           ("sa_solver", {"predictor_order": 2, "corrector_order": 2, "simple_order_2": True, "s_noise": 0.5,
+                          "tau": (0.7, 10.0, 0.5)}),
+           ("sa_solver", {"predictor_order": 1, "corrector_order": 0, "tau": (0.0, 10.0, 0.5)}),
+           ("sa_solver_pece", {"predictor_order": 4, "corrector_order": 3, "tau": (1.2, 100.0, 0.0)})]
 
 
 def _options(options: dict) -> dict:
     opts = dict(options)
+    if "tau" in opts:
+        opts["tau_func"] = sa_solver.get_tau_interval_func(opts["tau"][1], opts["tau"][2], eta=opts.pop("tau")[0])
     if "scaler_eta" in opts:
         eta = opts.pop("scaler_eta")
         if eta is not None:

@@ -1,12 +1,17 @@
-"""Sampler-object nodes beyond nodes.library.custom_sampler's: ComfyUI's SamplerEulerAncestralCFGPP and
-SamplerER_SDE (comfy_extras.nodes_custom_sampler) and SamplerEulerCFGpp (comfy_extras.nodes_advanced_samplers).
+"""Sampler-object nodes beyond nodes.library.custom_sampler's: ComfyUI's SamplerEulerAncestralCFGPP,
+SamplerER_SDE and SamplerSASolver (comfy_extras.nodes_custom_sampler) and SamplerEulerCFGpp (comfy_extras.nodes_advanced_samplers).
 
 Each returns a SAMPLER value (nodes.ksampler.SamplerChoice: a sampler name of nodes.sampling.samplers with
 settings for its step function), so SamplerCustom(Advanced) runs it one denoise_step invocation per step.
 """
 from __future__ import annotations
 
+from typing import Any
+
+from cluster.refs import ModelRef
 from nodes.ksampler import SamplerChoice
+from nodes.modelfns.model_options import sampling_config
+from nodes.sampling.model_sampling import model_sampling_from_config
 
 CUSTOM_SAMPLER = "comfy_extras.nodes_custom_sampler"
 SAMPLERS_CATEGORY = "sampling/custom_sampling/samplers"
@@ -63,6 +68,42 @@ class SamplerER_SDE(_SamplerObject):
                                          ("scaler_eta", scaler_eta))),)
 
 
+class SamplerSASolver(_SamplerObject):
+    RELATIVE_PYTHON_MODULE = CUSTOM_SAMPLER
+    CATEGORY = SAMPLERS_CATEGORY
+    DESCRIPTION = ("SA-Solver, a stochastic Adams predictor-corrector: noise is injected with strength eta "
+                   "between two points of the schedule.")
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        def percent(default: float, tooltip: str) -> tuple:
+            return ("FLOAT", {"default": default, "min": 0.0, "max": 1.0, "step": 0.001, "tooltip": tooltip})
+        return {"required": {
+            "model": ("MODEL", {}),
+            "eta": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 10.0, "step": 0.01, "round": False,
+                              "tooltip": "Stochastic strength inside the interval (0: an ODE solver)."}),
+            "sde_start_percent": percent(0.2, "Where the stochastic interval starts (share of the schedule)."),
+            "sde_end_percent": percent(0.8, "Where the stochastic interval ends (share of the schedule)."),
+            "s_noise": _float(1.0, 100.0, "Scale of the added noise."),
+            "predictor_order": ("INT", {"default": 3, "min": 1, "max": 6,
+                                        "tooltip": "How many past predictions the predictor uses."}),
+            "corrector_order": ("INT", {"default": 4, "min": 0, "max": 6,
+                                        "tooltip": "How many predictions the corrector uses (0: none)."}),
+            "use_pece": ("BOOLEAN", {"tooltip": "Evaluate the model again on the corrected state (PECE)."}),
+            "simple_order_2": ("BOOLEAN", {"tooltip": "Use the simplified order-2 coefficients."})}}
+
+    def get_sampler(self, model: Any, eta: float, sde_start_percent: float, sde_end_percent: float,
+                    s_noise: float, predictor_order: int, corrector_order: int, use_pece: bool,
+                    simple_order_2: bool) -> tuple[SamplerChoice]:
+        if not isinstance(model, ModelRef) or model.component != "diffusion_model":
+            raise ValueError(f"model: expected a MODEL, got {type(model).__name__}")
+        ms = model_sampling_from_config(sampling_config(model))
+        tau = (float(eta), ms.percent_to_sigma(sde_start_percent), ms.percent_to_sigma(sde_end_percent))
+        return (SamplerChoice("sa_solver_pece" if use_pece else "sa_solver", (
+            ("tau", tau), ("s_noise", float(s_noise)), ("predictor_order", int(predictor_order)),
+            ("corrector_order", int(corrector_order)), ("simple_order_2", bool(simple_order_2)))),)
+
+
 class SamplerEulerCFGpp(_SamplerObject):
     RELATIVE_PYTHON_MODULE = "comfy_extras.nodes_advanced_samplers"
     CATEGORY = "_for_testing"
@@ -79,6 +120,7 @@ class SamplerEulerCFGpp(_SamplerObject):
         return (SamplerChoice("euler_cfg_pp_alternative" if version == "alternative" else "euler_cfg_pp"),)
 
 
-NODE_CLASS_MAPPINGS = {cls.__name__: cls for cls in (SamplerEulerAncestralCFGPP, SamplerER_SDE, SamplerEulerCFGpp)}
+NODE_CLASS_MAPPINGS = {cls.__name__: cls for cls in (SamplerEulerAncestralCFGPP, SamplerER_SDE, SamplerSASolver,
+                                                     SamplerEulerCFGpp)}
 NODE_DISPLAY_NAME_MAPPINGS = {"SamplerEulerAncestralCFGPP": "SamplerEulerAncestralCFG++",
                               "SamplerEulerCFGpp": "SamplerEulerCFG++"}

@@ -19,7 +19,7 @@ from cluster.refs import ModelRef
 from nodes.conditioning_areas import area_and_mult, crop
 from nodes.models.components import DiffusionModel
 from nodes.modelfns.hooks import HookWeights, entry_hooks, uses_hooks
-from nodes.modelfns.model_patches import combine, skips_uncond
+from nodes.modelfns.model_patches import combine, perp_neg, post_cfg, pre_cfg, skips_uncond
 from nodes.modelfns.network_patches import CALC_COND, apply_model
 from nodes.sampling.model_sampling import ModelSampling, model_sampling_from_config
 from nodes.sampling.sampler_base import DENOISED
@@ -57,6 +57,7 @@ class GuidedDenoiser:
             self.patches = {**self.patches, CALC_COND: self._calc_cond_batch}
         self.middle = params.get("middle")
         self.dual = params.get("dual_cfg")
+        self.perp = params.get("perp_neg")
         self.state = state
         # The CFG++ samplers step along the negative prediction: ComfyUI's samplers read it with a post-CFG
         # function appended last and make the negative side run even at cfg 1. Read it the same way.
@@ -83,6 +84,8 @@ class GuidedDenoiser:
         s = float(sigma.reshape(-1)[0])
         if self.dual is not None:
             out = self._dual_cfg(x, sigma, s)
+        elif self.perp is not None:
+            out = self._perp_neg(x, sigma, s)
         else:
             skip_uncond = skips_uncond(self.patches, self.cfg)
             cond, uncond = self._predict(x, sigma, s, [self.positive, None if skip_uncond else self.negative])
@@ -97,6 +100,23 @@ class GuidedDenoiser:
         if self.patches:
             return combine(self.patches, cond, uncond, cfg, x, sigma, self.ms, conds, self.state)
         return cond if uncond is None else uncond + (cond - uncond) * cfg
+
+    def _perp_neg(self, x: torch.Tensor, sigma: torch.Tensor, s: float) -> torch.Tensor:
+        """PerpNegGuider: positive, negative and empty prompt in one batch, the pre-CFG functions on the three,
+        Perp-Neg guidance, then the post-CFG functions (ComfyUI's Guider_PerpNeg). A neg_scale of 0 skips the
+        negative side, and with cfg 1 also the empty one (they predict zeros)."""
+        neg_scale, negative, empty = float(self.perp["neg_scale"]), self.negative, self.middle
+        if not self.patches.get("disable_cfg1_optimization", False) and math.isclose(neg_scale, 0.0):
+            negative = None
+            if math.isclose(self.cfg, 1.0):
+                empty = None
+        conds = [self.positive, negative, empty]
+        outs = [torch.zeros_like(x) if p is None else p for p in self._predict(x, sigma, s, conds)]
+        model = SimpleNamespace(model_sampling=self.ms)
+        pos, neg, emp = pre_cfg(self.patches, outs, self.cfg, x, sigma, model, conds, self.state)
+        out = perp_neg(pos, neg, emp, neg_scale, self.cfg)
+        return post_cfg(self.patches, out, pos, neg, self.cfg, x, sigma, model, (self.positive, negative),
+                        empty_cond=empty, empty_cond_denoised=emp)
 
     def _dual_cfg(self, x: torch.Tensor, sigma: torch.Tensor, s: float) -> torch.Tensor:
         """DualCFGGuider: cond1 (positive) over cond2 (middle) at cfg, cond2 over negative at cfg2.
@@ -329,10 +349,12 @@ class DenoiseStep(ModelFn):
         x, sigmas, i = inputs["x"], inputs["sigmas"], int(params["i"])
         state = {k[len(STATE_PREFIX):]: v for k, v in inputs.items() if k.startswith(STATE_PREFIX)}
         hooks = HookWeights(params["hook_base"], state, sigmas, self._load_hooked) if uses_hooks(params) else None
+        sampler = get_sampler(params["sampler"])
         denoiser = GuidedDenoiser(model, ms, inputs, params, self.load_control, state,
-                                  keep_uncond=get_sampler(params["sampler"]).cfg_pp, hook_weights=hooks)
+                                  keep_uncond=sampler.cfg_pp, hook_weights=hooks)
         x_next = run_step(denoiser, x, sigmas, i, params["sampler"], int(params["seed"]), state,
-                          model_sampling=ms if ms.is_const else None, options=params.get("sampler_options"))
+                          model_sampling=ms if ms.is_const or sampler.reads_model_sampling else None,
+                          options=params.get("sampler_options"))
         result = {"x": x_next, "denoised": state.get(DENOISED, x_next)}
         result.update({STATE_PREFIX + k: v for k, v in state.items()})
         return result

@@ -88,3 +88,12 @@ def post_cfg(patches: dict, out: torch.Tensor, cond: torch.Tensor, uncond: torch
                   "uncond_denoised": uncond, "cond_denoised": cond, "sigma": sigma, "model_options": patches,
                   "input": x, **extra})
     return out
+
+
+def perp_neg(positive: torch.Tensor, negative: torch.Tensor, empty: torch.Tensor, neg_scale: float,
+             cfg: float) -> torch.Tensor:
+    """Perp-Neg guidance (Armandpour et al. 2023): guidance relative to the empty prompt, minus the part of the
+    negative guidance perpendicular to the positive guidance, scaled by neg_scale."""
+    pos, neg = positive - empty, negative - empty
+    perpendicular = neg - (torch.mul(neg, pos).sum() / torch.norm(pos) ** 2) * pos
+    return empty + cfg * (pos - perpendicular * neg_scale)

@@ -30,6 +30,8 @@ class Sampler:
     noise_kind: str = "none"
     # CFG++ samplers (Chung et al. 2024) also read the negative side's prediction: see call_model_cfg_pp.
     cfg_pp: bool = False
+    # Samplers that read the model's sampling (schedule positions) for any model, not only rectified flow.
+    reads_model_sampling: bool = False
 
     def make_noise(self, seed: int, x: Tensor, sigmas: Tensor, state: dict[str, Tensor]) -> NoiseSampler:
         if self.noise_kind == "gaussian":

@@ -22,6 +22,7 @@ from .samplers_dpmpp import DPMPP2M, DPMPP2MSDE, DPMPP2SAncestral, DPMPP3MSDE, D
 from .samplers_markov import DDPM, LCM
 from .samplers_ode import (DPM2, IPNDM, IPNDMV, LMS, DPM2Ancestral, Euler, EulerAncestral, GradientEstimation, Heun,
                            HeunPP2)
+from .samplers_sa import SASolver
 from .samplers_seeds import ERSDE, SEEDS
 from .uni_pc import UniPC
 
@@ -70,6 +71,8 @@ _ALL: list[Sampler] = [
     ERSDE(),
     SEEDS(2),
     SEEDS(3),
+    SASolver(),
+    SASolver(use_pece=True),
 ]
 SAMPLERS: dict[str, Sampler] = {s.name: s for s in _ALL}
 # Samplers only sampler-object nodes give (not in KSampler's list).
@@ -98,7 +101,8 @@ def get_sampler(name: str) -> Sampler:
 
 
 # What the sampler-object nodes (SamplerEulerAncestral, SamplerLMS, ...) may set on a sampler's step function.
-SAMPLER_OPTIONS = frozenset({"eta", "s_noise", "r", "solver_type", "order", "max_stage", "scaler_eta"})
+SAMPLER_OPTIONS = frozenset({"eta", "s_noise", "r", "solver_type", "order", "max_stage", "scaler_eta",
+                             "predictor_order", "corrector_order", "simple_order_2", "tau"})
 
 
 def configured_sampler(name: str, options: dict[str, Any] | None = None) -> Sampler:

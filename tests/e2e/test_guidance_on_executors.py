@@ -1,5 +1,5 @@
-"""The guidance patches (APG, Mahiro, TCFG, FreSca, LatentApplyOperationCFG, DifferentialDiffusion), the table
-schedulers, the sampler-object nodes and the KSampler samplers added with them run end to end on the demo SD1
+"""The guidance patches (APG, Mahiro, TCFG, FreSca, LatentApplyOperationCFG, DifferentialDiffusion), PerpNegGuider,
+the table schedulers, the sampler-object nodes and the KSampler samplers added with them run end to end on the demo SD1
 model: each patch changes the image, and every graph gives the in-process image on one and on two executors
 (the patches travel as data on the MODEL; APG's momentum and the CFG++ samplers' history cross processes in
 the sampler state)."""
@@ -15,7 +15,7 @@ from tests.e2e.test_samplers_on_executors import differing_cases, prompt_for, re
 
 NEW_SAMPLERS = ["euler_cfg_pp", "euler_ancestral_cfg_pp", "dpmpp_2s_ancestral_cfg_pp", "dpmpp_2m_cfg_pp",
                 "res_multistep_cfg_pp", "res_multistep_ancestral_cfg_pp", "gradient_estimation_cfg_pp", "er_sde",
-                "seeds_2", "seeds_3"]
+                "seeds_2", "seeds_3", "sa_solver", "sa_solver_pece"]
 # case -> (patch node, its inputs besides the model, extra nodes it reads from)
 PATCHES: dict[str, tuple[str, dict, dict]] = {
     "apg": ("APG", {"eta": 0.5, "norm_threshold": 3.0, "momentum": 0.0}, {}),
@@ -65,9 +65,20 @@ def prompts() -> dict[str, dict]:
                                                  "BasicScheduler", karras),
         "er_sde_reverse_time": custom_prompt("SamplerER_SDE", {"solver_type": "Reverse-time SDE", "max_stage": 2,
                                                                "eta": 0.5, "s_noise": 1.0}, "BasicScheduler", karras),
+        "sa_solver_node": custom_prompt("SamplerSASolver", {"model": ["4", 0], "eta": 0.8, "sde_start_percent": 0.1,
+                                                            "sde_end_percent": 0.7, "s_noise": 1.0,
+                                                            "predictor_order": 2, "corrector_order": 2,
+                                                            "use_pece": True, "simple_order_2": True},
+                                        "BasicScheduler", karras),
         "er_sde_ode": custom_prompt("SamplerER_SDE", {"solver_type": "ODE", "max_stage": 3, "eta": 1.0,
                                                       "s_noise": 1.0}, "BasicScheduler", karras),
     })
+    for neg_scale in (1.5, 0.0):
+        prompt = custom_prompt("KSamplerSelect", {"sampler_name": "euler"}, "BasicScheduler", karras, guider=(
+            "PerpNegGuider", {"positive": ["6", 0], "negative": ["7", 0], "empty_conditioning": ["50", 0],
+                              "cfg": 6.0, "neg_scale": neg_scale}))
+        prompt["50"] = {"class_type": "CLIPTextEncode", "inputs": {"clip": ["4", 1], "text": ""}}
+        cases[f"perp_neg_{neg_scale}"] = prompt
     for case, prompt in cases.items():
         prompt["9"]["inputs"]["filename_prefix"] = f"guidance_{case}"
     return cases
@@ -82,6 +93,7 @@ def test_every_patch_changes_the_image(in_process_images):
     same = [case for case in PATCHES if np.array_equal(in_process_images[case], in_process_images["none"])]
     assert not same, f"these patches left the image unchanged: {same}"
     assert not np.array_equal(in_process_images["differential_diffusion"], in_process_images["masked"])
+    assert not np.array_equal(in_process_images["perp_neg_1.5"], in_process_images["perp_neg_0.0"])
 
 
 @pytest.mark.parametrize("executors", [1, 2])

@@ -17,8 +17,9 @@ from nodes.library.guidance import (ApgFunction, FreScaFunction, LatentOperation
                                     TcfgFunction)
 from nodes.library.latent_ops import Sharpen, TonemapReinhard
 from nodes.library.noise_level_schedules import AlignYourStepsScheduler, GITSScheduler, OptimalStepsScheduler
+from nodes.modelfns.model_patches import perp_neg
 from nodes.sampling.model_sampling import model_sampling_from_config
-from nodes.sampling.samplers import run_step
+from nodes.sampling.samplers import get_sampler, run_step
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_sampling_functions.json").read_text())
 GUIDANCE = FIXTURE["guidance"]
@@ -88,6 +89,12 @@ def test_latent_operation_cfg_matches_comfyui(case):
     assert_close(out, tensor(case["out"]), case["operation"], atol=2e-6)
 
 
+@pytest.mark.parametrize("case", GUIDANCE["perp_neg"], ids=lambda c: f"neg{c['neg_scale']}_cfg{c['cfg']}")
+def test_perp_neg_matches_comfyui(case):
+    out = perp_neg(COND, UNCOND, tensor(GUIDANCE["empty"]), case["neg_scale"], case["cfg"])
+    assert_close(out, tensor(case["out"]), "perp_neg", atol=2e-6)
+
+
 @pytest.mark.parametrize("index", range(len(GUIDANCE["differential_diffusion"])))
 def test_differential_diffusion_mask_matches_comfyui(index):
     case = GUIDANCE["differential_diffusion"][index]
@@ -133,8 +140,10 @@ def test_samplers_match_comfyui_on_a_toy_denoiser(case):
     ms = model_sampling_from_config(SAMPLING[case["kind"]])
     sigmas, x = tensor(case["sigmas"]), tensor(case["x"])
     model, state = ToyGuided(case["cfg"]), {}
+    # What the denoise step hands over (nodes.modelfns.denoise.DenoiseStep.execute).
+    reads = ms.is_const or get_sampler(case["sampler"]).reads_model_sampling
     for i in range(len(sigmas) - 1):
-        x = run_step(model, x, sigmas, i, case["sampler"], 123, state, model_sampling=ms if ms.is_const else None,
+        x = run_step(model, x, sigmas, i, case["sampler"], 123, state, model_sampling=ms if reads else None,
                      options=case["options"] or None)
     assert_close(state["denoised"], tensor(case["last_denoised"]), "last denoised", atol=1e-5)
     assert_close(x, tensor(case["out"]), "output", atol=1e-5)
