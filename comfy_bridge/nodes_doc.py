@@ -45,6 +45,11 @@ REASONS: dict[str, str] = {
     "comfy_extras.nodes_edit_model": family("Flux Kontext / edit"),
     "comfy_extras.nodes_ip2p": family("InstructPix2Pix"),
     "comfy_extras.nodes_torch_compile": "executors manage compilation themselves; not offered as a node",
+    "comfy_extras.nodes_images": "SaveSVGNode saves SVG values, which only the paid API nodes (Recraft) make; "
+                                 "no offered node produces one",
+    "nodes": "unCLIPCheckpointLoader / unCLIPConditioning: the SD2.1 unCLIP family and SDXL's image-embedding "
+             "(revision) conditioning are not implemented; GLIGENLoader / GLIGENTextBoxApply: the GLIGEN family "
+             "(gated self-attention layers in the UNet) is not implemented",
 }
 
 
