@@ -27,7 +27,7 @@ comfy.cli_args.args.cpu = True
 import comfy.model_sampling  # noqa: E402
 import comfy.samplers  # noqa: E402
 from comfy_extras import (nodes_attention_multiply, nodes_freelunch, nodes_hypertile,  # noqa: E402
-                          nodes_model_downscale, nodes_pag, nodes_tomesd)
+                          nodes_model_downscale, nodes_pag, nodes_sag, nodes_tomesd)
 
 
 def b64(t: torch.Tensor) -> dict:
@@ -204,6 +204,7 @@ UNET_CASES = [
     ("hypertile_scaled", nodes_hypertile.HyperTile,
      {"tile_size": 16, "swap_size": 1, "max_depth": 1, "scale_depth": True}, 16),
     ("tome", nodes_tomesd.TomePatchModel, {"ratio": 0.5}, 10),
+    ("sag_replacement", nodes_sag.SelfAttentionGuidance, {"scale": 0.5, "blur_sigma": 2.0}, 8),
 ]
 GLOBAL_SEED = 77   # torch.manual_seed before each forward: ToMe draws its destinations from the global generator
 
@@ -320,12 +321,40 @@ def attention_multiply_cases(checkpoint: str) -> dict:
     return {"cases": cases}
 
 
+def sag_cases() -> list[dict]:
+    """SAG's attention replacement on seeded projections (batch: positive, negative), then its post-CFG function
+    with a toy calc_cond_batch (0.5 x + 0.1) that records the latent it was given."""
+    cases = []
+    for scale, blur_sigma, size in ((0.5, 2.0, 12), (1.5, 0.7, 12), (-1.0, 3.0, 8), (0.5, 2.0, 4)):
+        m = Recorder()
+        nodes_sag.SelfAttentionGuidance.execute(m, scale, blur_sigma)
+        (key, replacement), = m.replace.items()
+        post, disable = m.post_cfg[0]
+        tokens = (size // 4) ** 2
+        q, k, v = seeded(80, 2, tokens, 16), seeded(81, 2, tokens, 16), seeded(82, 2, tokens, 16)
+        attn_out = replacement(q, k, v, {"n_heads": 2, "cond_or_uncond": [0, 1], "attn_precision": None})
+        seen: list = []
+
+        def calc(model, conds, x, timestep, model_options):
+            seen.append(x.clone())
+            return [x * 0.5 + 0.1]
+        comfy.samplers.calc_cond_batch = calc
+        x, uncond, out = (seeded(83 + i, 1, 4, size, size) for i in range(3))
+        result = post({"model": None, "uncond_denoised": uncond, "uncond": [{}], "denoised": out,
+                       "sigma": torch.tensor([2.0]), "model_options": {}, "input": x})
+        cases.append({"scale": scale, "blur_sigma": blur_sigma, "replace_key": [str(p) for p in key],
+                      "disable_cfg1": disable, "q": b64(q), "k": b64(k), "v": b64(v), "attn_out": b64(attn_out),
+                      "x": b64(x), "uncond_denoised": b64(uncond), "denoised": b64(out), "result": b64(result),
+                      "calc_input": b64(seen[0]) if seen else None})
+    return cases
+
+
 def main(out_path: str, checkpoint: str) -> None:
     data = {"comfyui": "0.3.64 (a125cd84b054a57729b5eecab930ca9408719832)",
             "recorded_by": "scripts/record_comfyui_model_patches.py", "torch": torch.__version__,
             "freeu": freeu_cases(), "downscale": downscale_cases(), "pag": pag_cases(),
             "unet": unet_cases(checkpoint)[0], "attention_multiply": attention_multiply_cases(checkpoint),
-            **attention_patch_cases()}
+            **attention_patch_cases(), "sag": sag_cases()}
     with open(out_path, "w") as f:
         json.dump(data, f, indent=1)
         f.write("\n")

@@ -11,7 +11,8 @@ Hook signatures are ComfyUI's: output_block_patch(h, hsp, options) -> (h, hsp); 
 -> h; attnN_patch(n, context, value, options) -> (n, context, value); attnN_output_patch(n, options) -> n;
 attnN_replace(q, k, v, options) -> attention output (key: (block_kind, block_id) or with the transformer
 index). `options` holds "block" (("input"|"middle"|"output", id) in ldm numbering), "block_index", "sigmas",
-"cond_or_uncond", "original_shape", "n_heads", "dim_head" and "model_channels".
+"cond_or_uncond", "original_shape", "n_heads", "dim_head", "model_channels" and "model_options" (the step's
+model_options, through which a patch can leave something for the step's guidance functions, as SAG does).
 """
 from __future__ import annotations
 
@@ -55,7 +56,7 @@ def apply_model(model: DiffusionModel, patches: dict, x: torch.Tensor, t: torch.
     if not entries or not hasattr(module, "up_blocks"):
         return model.apply(x, t, cond)
     options = {"sigmas": sigma.reshape(-1), "cond_or_uncond": list(cond_or_uncond), "original_shape": list(x.shape),
-               "model_channels": int(module.config.block_out_channels[0])}
+               "model_channels": int(module.config.block_out_channels[0]), "model_options": patches}
     with installed(module, entries, options):
         return model.apply(x, t, cond)
 

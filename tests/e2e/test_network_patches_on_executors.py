@@ -1,5 +1,5 @@
 """Each patch inside the network (FreeU, FreeU_V2, PatchModelAddDownscale, PAG, the attention multipliers,
-HyperTile, ToMe, ...) runs end to end on the demo SD1 model, changes the image, and gives the in-process image
+HyperTile, ToMe, SAG, ...) runs end to end on the demo SD1 model, changes the image, and gives the in-process image
 on one executor: the patch travels as data on the MODEL (or CLIP) and is applied on the executor, hooks inside
 the denoise steps only, weight scales where the weights load."""
 from __future__ import annotations
@@ -30,6 +30,7 @@ PATCHES: dict[str, tuple[str, dict]] = {
     "clip_attention_multiply": ("CLIPAttentionMultiply", {"q": 1.2, "k": 1.1, "v": 0.9, "out": 1.3}),
     "hypertile": ("HyperTile", {"tile_size": 32, "swap_size": 2, "max_depth": 1, "scale_depth": False}),
     "tome": ("TomePatchModel", {"ratio": 0.5}),
+    "sag": ("SelfAttentionGuidance", {"scale": 0.5, "blur_sigma": 2.0}),
 }
 CLIP_PATCHES = {"CLIPAttentionMultiply"}
 

@@ -23,6 +23,7 @@ from nodes.library import tomesd
 from nodes.library.hypertile import HyperTile, HyperTileIn, HyperTileOut
 from nodes.library.model_downscale import PatchModelAddDownscale
 from nodes.library.pag import IdentityAttention, PerturbedAttentionGuidance
+from nodes.library.sag import SCORES, RecordingAttention, SelfAttentionGuidance
 from nodes.library.tomesd import TomeMerge, TomePatchModel, TomeUnmerge
 from nodes.loaders import make_ref
 from nodes.modelfns.model_options import NETWORK, sampler_patches, weights_ref
@@ -32,7 +33,7 @@ from nodes.modelfns.network_patches import CALC_COND, apply_model, with_network_
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_model_patches.json").read_text())
 NODES = {"FreeU": FreeU, "FreeU_V2": FreeU_V2, "PatchModelAddDownscale": PatchModelAddDownscale,
          "PerturbedAttentionGuidance": PerturbedAttentionGuidance, "HyperTile": HyperTile,
-         "TomePatchModel": TomePatchModel}
+         "TomePatchModel": TomePatchModel, "SelfAttentionGuidance": SelfAttentionGuidance}
 
 
 def tensor(d: dict) -> torch.Tensor:
@@ -219,3 +220,38 @@ def test_random_tiling_and_merging_depend_only_on_the_step():
         opts = {"original_shape": [1, 4, 16, 16], "sigmas": torch.tensor([3.5])}
         draws.append((HyperTileIn(16, 3, 0, False)(q, q, q, dict(opts))[0], TomeMerge(0.5)(q, q, q, dict(opts))[0]))
     assert all(torch.equal(a, b) for a, b in zip(*draws))
+
+
+@pytest.mark.parametrize("case", FIXTURE["sag"], ids=lambda c: f"scale{c['scale']}-sigma{c['blur_sigma']}")
+def test_sag_matches_comfyui(sd1, case):
+    model = SelfAttentionGuidance().patch(sd1, case["scale"], case["blur_sigma"])[0]
+    patches = sampler_patches(model)
+    assert patches["disable_cfg1_optimization"] is True and case["disable_cfg1"]
+    ((hook, key, replacement),) = patches[NETWORK]
+    assert [hook.split("_")[0], *map(str, key)] == case["replace_key"]
+    options = {}
+    out = replacement(tensor(case["q"]), tensor(case["k"]), tensor(case["v"]),
+                      {"n_heads": 2, "cond_or_uncond": [0, 1], "model_options": options})
+    assert torch.allclose(out, tensor(case["attn_out"]), atol=1e-6)
+    assert options[SCORES].shape[0] == 2     # the negative half's heads
+    seen = []
+
+    def calc(model, conds, x, sigma, model_options):   # the recording's toy evaluator
+        seen.append(x)
+        return [x * 0.5 + 0.1]
+    result = patches["sampler_post_cfg_function"][0](
+        {"model": None, "uncond_denoised": tensor(case["uncond_denoised"]), "uncond": [{}],
+         "denoised": tensor(case["denoised"]), "sigma": torch.tensor([2.0]), "input": tensor(case["x"]),
+         "model_options": {**options, CALC_COND: calc}})
+    assert torch.allclose(result, tensor(case["result"]), atol=1e-5)
+    if case["calc_input"] is None:
+        assert not seen
+    else:
+        assert torch.allclose(seen[0], tensor(case["calc_input"]), atol=1e-5)
+
+
+def test_sag_attention_without_the_negative_prompt_records_nothing():
+    q = torch.randn(1, 4, 16)
+    options = {}
+    out = RecordingAttention()(q, q, q, {"n_heads": 2, "cond_or_uncond": [0], "model_options": options})
+    assert out.shape == q.shape and not options
