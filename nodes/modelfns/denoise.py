@@ -152,7 +152,9 @@ class GuidedDenoiser:
                              for c in e["controls"])
             if self.hook_weights is not None:
                 self.hook_weights.prepare(entry_hooks(e), s)
+            cn_context = self.inputs.get(f"{e['key']}.controlnet_context")
             gkey = (tuple(mult.shape), tuple(context.shape), controls,
+                    None if cn_context is None else tuple(cn_context.shape),
                     f"{e['key']}.pooled" in self.inputs, e.get("guidance"),
                     tuple((h.hook.uid, h.hook.keyframes.uid) for h in entry_hooks(e)))
             groups.setdefault(gkey, []).append((side, e, area, mult))
@@ -226,6 +228,9 @@ class GuidedDenoiser:
                 return None
             return torch.cat([t.expand(n, *t.shape[1:]) if t.shape[0] == 1 else t for t in ts])
         cond: dict[str, Any] = {"context": stacked("context"), "pooled": stacked("pooled")}
+        cn_context = stacked("controlnet_context")
+        if cn_context is not None:   # CLIPTextEncodeControlnet: what the ControlNets attend to
+            cond["controlnet_context"] = cn_context
         if self.latent_size is not None and self.model.arch == "sdxl":   # the only family reading them
             ids = torch.tensor([_time_ids(e.get("size", {}), self.latent_size) for e in entries],
                                dtype=torch.float32, device=device)
@@ -239,6 +244,8 @@ class GuidedDenoiser:
                  cond: dict[str, Any]):
         """Sum of the active ControlNets' residuals for this batch (a chain adds up, as in ComfyUI)."""
         total = None
+        if "controlnet_context" in cond:
+            cond = {**cond, "context": cond["controlnet_context"]}
         for k, spec in enumerate(entries[0]["controls"]):
             if not _active(s, spec["sigma_start"], spec["sigma_end"]):
                 continue

@@ -124,6 +124,21 @@ def _flux(case: str, encoder: dict | None) -> dict:
     return prompt
 
 
+def _controlnet(case: str, controlnet_text: str | None = None, diff_loader: bool = False) -> dict:
+    prompt = json.loads((REPO / "workflows_json" / "controlnet.json").read_text())
+    prompt["3"]["inputs"].update(steps=3)
+    prompt["5"]["inputs"].update(width=64, height=64)
+    prompt["9"]["inputs"]["filename_prefix"] = f"condfam_{case}"
+    if controlnet_text is not None:
+        prompt["13"] = {"class_type": "CLIPTextEncodeControlnet", "inputs": {"clip": ["4", 1], "conditioning": ["12", 0],
+                                                                            "text": controlnet_text}}
+        prompt["3"]["inputs"]["positive"] = ["13", 0]
+    if diff_loader:
+        prompt["10"] = {"class_type": "DiffControlNetLoader", "inputs": {"model": ["4", 0],
+                                                                        "control_net_name": "sd1-tiny-controlnet.safetensors"}}
+    return prompt
+
+
 SAME_SIZE = dict(width=64, height=64, crop_w=0, crop_h=0, target_width=64, target_height=64)
 CASES = {
     "sd1_plain": _sd1("sd1_plain"),
@@ -145,6 +160,10 @@ CASES = {
     "sdxl_sizes": _sdxl("sdxl_sizes", **{**SAME_SIZE, "width": 1024, "height": 768, "crop_w": 32, "crop_h": 16}),
     "sdxl_two_texts": _sdxl("sdxl_two_texts", **SAME_SIZE, text_l="a red house " * 30),
     "sdxl_refiner": _sdxl_refiner("sdxl_refiner"),
+    "controlnet_plain": _controlnet("controlnet_plain"),
+    "controlnet_same_text": _controlnet("controlnet_same_text", BASE_PROMPT["6"]["inputs"]["text"]),
+    "controlnet_other_text": _controlnet("controlnet_other_text", "red lava, fire"),
+    "controlnet_diff_loader": _controlnet("controlnet_diff_loader", diff_loader=True),
     "flux_plain": _flux("flux_plain", None),
     "flux_same": _flux("flux_same", {"clip_l": "a glass bottle with a purple galaxy inside",
                                      "t5xxl": "a glass bottle with a purple galaxy inside", "guidance": 3.5}),
@@ -164,12 +183,14 @@ def in_process_images(demo_workspace) -> dict[str, np.ndarray]:
     ("mask_bounds", "sd1_plain"), ("mask_bounds", "mask"), ("inpaint", "sd1_plain"),
     ("inpaint_conditioning", "sd1_plain"), ("inpaint_conditioning", "inpaint"), ("tiled", "sd1_plain"),
     ("sdxl_sizes", "sdxl_plain"), ("sdxl_two_texts", "sdxl_plain"), ("sdxl_refiner", "sdxl_plain"),
-    ("flux_two_texts", "flux_plain")])
+    ("flux_two_texts", "flux_plain"), ("controlnet_other_text", "controlnet_plain")])
 def test_each_node_changes_the_image(in_process_images, case, plain):
     assert not np.array_equal(in_process_images[case], in_process_images[plain])
 
 
-@pytest.mark.parametrize("case,plain", [("sdxl_same_sizes", "sdxl_plain"), ("flux_same", "flux_plain")])
+@pytest.mark.parametrize("case,plain", [("sdxl_same_sizes", "sdxl_plain"), ("flux_same", "flux_plain"),
+                                        ("controlnet_same_text", "controlnet_plain"),
+                                        ("controlnet_diff_loader", "controlnet_plain")])
 def test_encoders_given_the_plain_encoders_inputs_give_its_image(in_process_images, case, plain):
     assert np.array_equal(in_process_images[case], in_process_images[plain])
 
