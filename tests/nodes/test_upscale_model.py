@@ -107,3 +107,10 @@ def test_upscale_prompt_runs_through_the_engine(demo_workspace, model_path, fixe
     expected = _upscale(model_path, LoadImage().load_image("example.png")[0])[0].numpy()
     assert saved.shape == (512, 512, 3)
     assert np.array_equal(saved, np.clip(255.0 * expected, 0, 255).astype(np.uint8))
+
+
+def test_a_torch_file_wrapping_the_weights_in_params_ema_loads(model_path, tmp_path, fixed_threads):
+    wrapped = tmp_path / "RealESRGAN_tiny.pth"
+    torch.save({"params_ema": _new_layout(load_state_dict(model_path))}, wrapped)
+    image = images()["small"]
+    assert torch.equal(_upscale(wrapped, image), _upscale(model_path, image))
