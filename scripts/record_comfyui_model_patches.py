@@ -27,7 +27,7 @@ comfy.cli_args.args.cpu = True
 import comfy.model_sampling  # noqa: E402
 import comfy.samplers  # noqa: E402
 from comfy_extras import (nodes_attention_multiply, nodes_freelunch, nodes_hypertile,  # noqa: E402
-                          nodes_model_downscale, nodes_pag, nodes_sag, nodes_tomesd)
+                          nodes_model_downscale, nodes_pag, nodes_sag, nodes_slg, nodes_tomesd)
 
 
 def b64(t: torch.Tensor) -> dict:
@@ -84,6 +84,9 @@ class Recorder:
 
     def set_model_sampler_post_cfg_function(self, fn, disable_cfg1_optimization=False) -> None:
         self.post_cfg.append((fn, disable_cfg1_optimization))
+
+    def set_model_sampler_calc_cond_batch_function(self, fn) -> None:
+        self.calc_cond_batch_function = fn
 
 
 def seeded(seed: int, *shape: int) -> torch.Tensor:
@@ -349,12 +352,55 @@ def sag_cases() -> list[dict]:
     return cases
 
 
+def dit_calc(record: list):
+    """calc_cond_batch stand-in for SLG: records the skipped blocks; side i (not None) gives
+    0.3 x + 0.1 * (number of skips) + i."""
+    def calc(model, conds, x, timestep, model_options):
+        blocks = model_options.get("transformer_options", {}).get("patches_replace", {}).get("dit", {})
+        record.append(sorted(list(k) for k in blocks))
+        assert all(f({"img": 1, "txt": 2}, {}) == {"img": 1, "txt": 2} for f in blocks.values())
+        return [None if c is None else x * 0.3 + 0.1 * len(blocks) + i for i, c in enumerate(conds)]
+    return calc
+
+
+def slg_cases() -> dict:
+    post, simple = [], []
+    for double, single, rescale in (("7, 8, 9", "1;2", 0.0), ("0", "", 0.7), ("", "3 4", 1.5), ("", "", 0.0)):
+        for sigma in (10.0, 1.0, 14.5):
+            m = Recorder()
+            out_model = nodes_slg.SkipLayerGuidanceDiT.execute(m, 3.0, 0.01, 0.15, double, single, rescale)
+            record: list = []
+            comfy.samplers.calc_cond_batch = dit_calc(record)
+            x, cond, out = seeded(90, 1, 4, 6, 6), seeded(91, 1, 4, 6, 6), seeded(92, 1, 4, 6, 6)
+            result = m.post_cfg[0][0]({"model": None, "cond_denoised": cond, "cond": [{}], "denoised": out,
+                                       "sigma": torch.tensor([sigma]), "input": x,
+                                       "model_options": {"transformer_options": {}}}) if m.post_cfg else out
+            post.append({"double": double, "single": single, "rescaling_scale": rescale, "sigma": sigma,
+                         "patched": bool(m.post_cfg), "x": b64(x), "cond_denoised": b64(cond), "denoised": b64(out),
+                         "result": b64(result), "calls": record})
+            m = Recorder()
+            nodes_slg.SkipLayerGuidanceDiTSimple.execute(m, 0.0, 0.5, double, single)
+            fn = getattr(m, "calc_cond_batch_function", None)
+            for with_uncond in (True, False):
+                record = []
+                comfy.samplers.calc_cond_batch = dit_calc(record)
+                conds = [[{}], [{}] if with_uncond else None]
+                outs = fn({"input": x, "model": None, "conds": conds, "sigma": torch.tensor([sigma]),
+                           "model_options": {"transformer_options": {}}}) if fn else None
+                simple.append({"double": double, "single": single, "sigma": sigma, "with_uncond": with_uncond,
+                               "patched": fn is not None, "x": b64(x), "calls": record,
+                               "outs": None if outs is None else [None if o is None else b64(o) for o in outs]})
+    m = Recorder()
+    return {"post": post, "simple": simple, "sigma_start": float(m.sampling.percent_to_sigma(0.01)),
+            "sigma_end": float(m.sampling.percent_to_sigma(0.15))}
+
+
 def main(out_path: str, checkpoint: str) -> None:
     data = {"comfyui": "0.3.64 (a125cd84b054a57729b5eecab930ca9408719832)",
             "recorded_by": "scripts/record_comfyui_model_patches.py", "torch": torch.__version__,
             "freeu": freeu_cases(), "downscale": downscale_cases(), "pag": pag_cases(),
             "unet": unet_cases(checkpoint)[0], "attention_multiply": attention_multiply_cases(checkpoint),
-            **attention_patch_cases(), "sag": sag_cases()}
+            **attention_patch_cases(), "sag": sag_cases(), "slg": slg_cases()}
     with open(out_path, "w") as f:
         json.dump(data, f, indent=1)
         f.write("\n")

@@ -13,6 +13,10 @@ attnN_replace(q, k, v, options) -> attention output (key: (block_kind, block_id)
 index). `options` holds "block" (("input"|"middle"|"output", id) in ldm numbering), "block_index", "sigmas",
 "cond_or_uncond", "original_shape", "n_heads", "dim_head", "model_channels" and "model_options" (the step's
 model_options, through which a patch can leave something for the step's guidance functions, as SAG does).
+
+On Flux, dit_replace(args, extra) -> {"img", "txt"} replaces a block (key ("double_block" | "single_block",
+index)): args "img", "txt" (a single block sees them joined, text first), "vec", "pe" (diffusers' rotary
+embedding) and "transformer_options"; extra "original_block". The block is swapped for the call only.
 """
 from __future__ import annotations
 
@@ -32,7 +36,7 @@ Entry = tuple[str, Any, Callable]
 # to its guidance functions.
 CALC_COND = "calc_cond_batch"
 HOOKS = ("output_block_patch", "input_block_patch", "input_block_patch_after_skip", "attn1_patch", "attn2_patch",
-         "attn1_output_patch", "attn2_output_patch", "attn1_replace", "attn2_replace")
+         "attn1_output_patch", "attn2_output_patch", "attn1_replace", "attn2_replace", "dit_replace")
 
 
 def with_network_patch(model: ModelRef, hook: str, fn: Callable, key: Any = None) -> ModelRef:
@@ -53,6 +57,10 @@ def apply_model(model: DiffusionModel, patches: dict, x: torch.Tensor, t: torch.
     ldm UNet blocks (the DiTs) have none of these hook points, so ComfyUI ignores the patches there too."""
     entries = tuple(patches.get(NETWORK, ()))
     module = model.module
+    if entries and hasattr(module, "single_transformer_blocks"):
+        with dit_replaced(module, entries, {"sigmas": sigma.reshape(-1), "cond_or_uncond": list(cond_or_uncond),
+                                            "model_options": patches}):
+            return model.apply(x, t, cond)
     if not entries or not hasattr(module, "up_blocks"):
         return model.apply(x, t, cond)
     options = {"sigmas": sigma.reshape(-1), "cond_or_uncond": list(cond_or_uncond), "original_shape": list(x.shape),
@@ -250,3 +258,52 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, heads: int,
     q, k, v = (t.reshape(b, -1, heads, dim).transpose(1, 2) for t in (q, k, v))
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
     return out.transpose(1, 2).reshape(b, -1, heads * dim)
+
+
+@contextmanager
+def dit_replaced(dit: nn.Module, entries: tuple[Entry, ...], options: dict[str, Any]) -> Iterator[None]:
+    """Swap the Flux blocks that have a dit_replace entry for a wrapper calling it; swapped back on exit.
+    Keys naming blocks the model does not have are ignored, as ComfyUI's loop never reaches them."""
+    lists = {"double_block": dit.transformer_blocks, "single_block": dit.single_transformer_blocks}
+    swapped = []
+    try:
+        for hook, key, fn in entries:
+            if hook == "dit_replace" and key[0] in lists and key[1] < len(lists[key[0]]):
+                blocks = lists[key[0]]
+                swapped.append((blocks, key[1], blocks[key[1]]))
+                blocks[key[1]] = _ReplacedBlock(blocks[key[1]], fn, key[0] == "single_block", options)
+        yield
+    finally:
+        for blocks, i, original in reversed(swapped):
+            blocks[i] = original
+
+
+class _ReplacedBlock(nn.Module):
+    """A diffusers Flux block whose call goes through a ComfyUI-style block replacement."""
+
+    def __init__(self, original: nn.Module, fn: Callable, single: bool, options: dict[str, Any]) -> None:
+        super().__init__()
+        object.__setattr__(self, "original", original)     # not a child: the swap must not re-parent it
+        self.fn, self.single, self.options = fn, single, options
+
+    def forward(self, hidden_states: torch.Tensor, encoder_hidden_states: torch.Tensor, temb: torch.Tensor,
+                image_rotary_emb: Any = None, joint_attention_kwargs: Any = None) -> tuple[torch.Tensor, torch.Tensor]:
+        text = encoder_hidden_states.shape[1]
+        args = {"vec": temb, "pe": image_rotary_emb, "attn_mask": None, "transformer_options": self.options}
+
+        def run(img: torch.Tensor, txt: torch.Tensor, a: dict) -> tuple[torch.Tensor, torch.Tensor]:
+            return self.original(hidden_states=img, encoder_hidden_states=txt, temb=a["vec"],
+                                 image_rotary_emb=a["pe"], joint_attention_kwargs=joint_attention_kwargs)
+        if self.single:
+            def original_single(a: dict) -> dict:
+                txt, img = run(a["img"][:, text:], a["img"][:, :text], a)
+                return {"img": torch.cat([txt, img], dim=1)}
+            out = self.fn({**args, "img": torch.cat([encoder_hidden_states, hidden_states], dim=1)},
+                          {"original_block": original_single})
+            return out["img"][:, :text], out["img"][:, text:]
+
+        def original_double(a: dict) -> dict:
+            txt, img = run(a["img"], a["txt"], a)
+            return {"img": img, "txt": txt}
+        out = self.fn({**args, "img": hidden_states, "txt": encoder_hidden_states}, {"original_block": original_double})
+        return out["txt"], out["img"]

@@ -1,7 +1,7 @@
 """Each patch inside the network (FreeU, FreeU_V2, PatchModelAddDownscale, PAG, the attention multipliers,
-HyperTile, ToMe, SAG, ...) runs end to end on the demo SD1 model, changes the image, and gives the in-process image
-on one executor: the patch travels as data on the MODEL (or CLIP) and is applied on the executor, hooks inside
-the denoise steps only, weight scales where the weights load."""
+HyperTile, ToMe, SAG on the demo SD1 model; skip-layer guidance on the demo Flux model) runs end to end, changes
+the image, and gives the in-process image on one executor: the patch travels as data on the MODEL (or CLIP)
+and is applied on the executor, hooks inside the denoise steps only, weight scales where the weights load."""
 from __future__ import annotations
 
 import json
@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from tests.e2e.test_samplers_on_executors import (BASE_PROMPT, differing_cases, render_in_process,
+from tests.e2e.test_samplers_on_executors import (BASE_PROMPT, REPO, differing_cases, render_in_process,
                                                   render_on_server)
 
 DOWNSCALE = {"downscale_factor": 2.0, "start_percent": 0.0, "end_percent": 0.6,
@@ -33,6 +33,13 @@ PATCHES: dict[str, tuple[str, dict]] = {
     "sag": ("SelfAttentionGuidance", {"scale": 0.5, "blur_sigma": 2.0}),
 }
 CLIP_PATCHES = {"CLIPAttentionMultiply"}
+FLUX_PROMPT = json.loads((REPO / "workflows_json" / "flux.json").read_text())
+SKIPS = {"double_layers": "0", "single_layers": "1", "start_percent": 0.0}
+# Flux (DiT) cases: (node, inputs, cfg).
+FLUX_PATCHES: dict[str, tuple[str, dict, float]] = {
+    "flux_slg": ("SkipLayerGuidanceDiT", {**SKIPS, "scale": 3.0, "end_percent": 0.8, "rescaling_scale": 0.5}, 1.0),
+    "flux_slg_simple": ("SkipLayerGuidanceDiTSimple", {**SKIPS, "end_percent": 1.0}, 2.0),
+}
 
 
 def prompt_for(case: str | None) -> dict:
@@ -51,8 +58,22 @@ def prompt_for(case: str | None) -> dict:
     return prompt
 
 
+def flux_prompt_for(case: str | None, cfg: float = 1.0) -> dict:
+    prompt = json.loads(json.dumps(FLUX_PROMPT))
+    prompt["3"]["inputs"].update(steps=4, sampler_name="euler", cfg=cfg)
+    prompt["5"]["inputs"].update(width=64, height=64)
+    prompt["9"]["inputs"]["filename_prefix"] = f"netpatch_{case or 'flux_none'}_{cfg}"
+    if case is not None:
+        class_type, inputs, _ = FLUX_PATCHES[case]
+        prompt["20"] = {"class_type": class_type, "inputs": {"model": ["10", 0], **inputs}}
+        prompt["3"]["inputs"]["model"] = ["20", 0]
+    return prompt
+
+
 def prompts() -> dict[str, dict]:
-    return {"none": prompt_for(None), **{case: prompt_for(case) for case in PATCHES}}
+    flux = {case: flux_prompt_for(case, cfg) for case, (_, _, cfg) in FLUX_PATCHES.items()}
+    flux_plain = {f"flux_none_{cfg}": flux_prompt_for(None, cfg) for cfg in {c for _, _, c in FLUX_PATCHES.values()}}
+    return {"none": prompt_for(None), **{case: prompt_for(case) for case in PATCHES}, **flux, **flux_plain}
 
 
 @pytest.fixture(scope="module")
@@ -63,6 +84,8 @@ def in_process_images(demo_workspace) -> dict[str, np.ndarray]:
 def test_every_network_patch_changes_the_image(in_process_images):
     unpatched = in_process_images["none"]
     same = [case for case in PATCHES if np.array_equal(in_process_images[case], unpatched)]
+    same += [case for case, (_, _, cfg) in FLUX_PATCHES.items()
+             if np.array_equal(in_process_images[case], in_process_images[f"flux_none_{cfg}"])]
     assert not same, f"these patches left the image unchanged: {same}"
 
 

@@ -24,6 +24,7 @@ from nodes.library.hypertile import HyperTile, HyperTileIn, HyperTileOut
 from nodes.library.model_downscale import PatchModelAddDownscale
 from nodes.library.pag import IdentityAttention, PerturbedAttentionGuidance
 from nodes.library.sag import SCORES, RecordingAttention, SelfAttentionGuidance
+from nodes.library.slg import SkipBlock, SkipLayerGuidanceDiT, SkipLayerGuidanceDiTSimple
 from nodes.library.tomesd import TomeMerge, TomePatchModel, TomeUnmerge
 from nodes.loaders import make_ref
 from nodes.modelfns.model_options import NETWORK, sampler_patches, weights_ref
@@ -255,3 +256,82 @@ def test_sag_attention_without_the_negative_prompt_records_nothing():
     options = {}
     out = RecordingAttention()(q, q, q, {"n_heads": 2, "cond_or_uncond": [0], "model_options": options})
     assert out.shape == q.shape and not options
+
+
+def _dit_calc(calls: list):
+    """The recording's toy calc_cond_batch: side i gives 0.3 x + 0.1 * (number of skipped blocks) + i."""
+    def calc(model, conds, x, sigma, options):
+        skipped = [e for e in options.get(NETWORK, ()) if e[0] == "dit_replace"]
+        assert all(isinstance(e[2], SkipBlock) for e in skipped)
+        calls.append(sorted(list(e[1]) for e in skipped))
+        return [None if c is None else x * 0.3 + 0.1 * len(skipped) + i for i, c in enumerate(conds)]
+    return calc
+
+
+@pytest.mark.parametrize("case", FIXTURE["slg"]["post"], ids=lambda c: f"{c['double']}|{c['single']}|{c['sigma']}")
+def test_skip_layer_guidance_matches_comfyui(sd1, case):
+    model = SkipLayerGuidanceDiT().patch(sd1, case["double"], case["single"], 3.0, 0.01, 0.15,
+                                         case["rescaling_scale"])[0]
+    if not case["patched"]:
+        assert model == sd1
+        return
+    fn = sampler_patches(model)["sampler_post_cfg_function"][0]
+    assert (fn.sigma_start, fn.sigma_end) == pytest.approx((FIXTURE["slg"]["sigma_start"], FIXTURE["slg"]["sigma_end"]))
+    calls = []
+    out = fn({"model": None, "cond_denoised": tensor(case["cond_denoised"]), "cond": [{}],
+              "denoised": tensor(case["denoised"]), "sigma": torch.tensor([case["sigma"]]), "input": tensor(case["x"]),
+              "model_options": {CALC_COND: _dit_calc(calls)}})
+    assert calls == case["calls"]
+    assert torch.allclose(out, tensor(case["result"]), atol=1e-6)
+
+
+@pytest.mark.parametrize("case", FIXTURE["slg"]["simple"],
+                         ids=lambda c: f"{c['double']}|{c['single']}|{c['sigma']}|{c['with_uncond']}")
+def test_skip_layer_guidance_simple_matches_comfyui(sd1, case):
+    model = SkipLayerGuidanceDiTSimple().patch(sd1, case["double"], case["single"], 0.0, 0.5)[0]
+    if not case["patched"]:
+        assert model == sd1
+        return
+    fn = sampler_patches(model)["sampler_pre_cfg_function"][0]
+    x = tensor(case["x"])
+    conds = [[{}], [{}] if case["with_uncond"] else None]
+    plain = _dit_calc([])(None, conds, x, None, {})       # what the step's own batch predicted
+    calls = []
+    outs = fn({"conds_out": plain, "conds": conds, "input": x, "sigma": torch.tensor([case["sigma"]]), "model": None,
+               "model_options": {CALC_COND: _dit_calc(calls)}})
+    # ComfyUI's function also evaluates the positive side plainly; ours keeps the step's plain prediction.
+    assert calls == [c for c in case["calls"] if c]
+    for ours, theirs in zip(outs, case["outs"]):
+        assert (ours is None) == (theirs is None)
+        assert ours is None or torch.allclose(ours, tensor(theirs), atol=1e-6)
+
+
+def test_dit_block_skip_is_the_model_without_the_block(demo_workspace):
+    from nodes.models.loader import load_diffusion_model
+    flux = load_diffusion_model(make_ref("diffusion_model", "flux",
+                                         [demo_workspace.root / "models" / "diffusion_models" / "flux-tiny.safetensors"]))
+    module = flux.module
+    gen = torch.Generator().manual_seed(5)
+    x = torch.randn(1, 16, 8, 8, generator=gen)
+    cond = {"context": torch.randn(1, 5, module.config.joint_attention_dim, generator=gen),
+            "pooled": torch.randn(1, module.config.pooled_projection_dim, generator=gen), "guidance": 3.5}
+    t, sigma = torch.tensor([0.5]), torch.tensor([0.5])
+    skips = ((("dit_replace", ("single_block", 1), SkipBlock()),),
+             (("dit_replace", ("double_block", 0), SkipBlock()), ("dit_replace", ("double_block", 9), SkipBlock())))
+    with torch.no_grad():
+        plain = flux.apply(x, t, cond)
+        for entries, (blocks, index) in zip(skips, ((module.single_transformer_blocks, 1), (module.transformer_blocks, 0))):
+            patched = apply_model(flux, {NETWORK: entries}, x, t, cond, sigma, [0])
+            original = blocks[index]
+            blocks[index] = _PassThrough()
+            try:
+                expected = flux.apply(x, t, cond)
+            finally:
+                blocks[index] = original
+            assert torch.equal(patched, expected) and not torch.equal(patched, plain)
+    assert torch.equal(flux.apply(x, t, cond), plain)      # the swap is undone
+
+
+class _PassThrough(torch.nn.Module):
+    def forward(self, hidden_states, encoder_hidden_states, **kwargs):
+        return encoder_hidden_states, hidden_states
