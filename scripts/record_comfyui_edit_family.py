@@ -1,0 +1,86 @@
+"""Record what ComfyUI computes for RenormCFG (nodes_lumina2), Flux's reference latents (ReferenceLatent /
+FluxKontextMultiReferenceLatentMethod, comfy/ldm/flux/model.py) and InstructPixToPixConditioning (nodes_ip2p),
+as a fixture for tests/nodes/test_edit_family.py.
+
+Run inside ComfyUI's own environment (it imports ComfyUI's modules and runs their code; nothing of ComfyUI
+is copied here), from the Comfy Cluster checkout's parent environment for the demo weights:
+
+    cd <ComfyUI source> && PYTHONPATH=<site>:. OMP_NUM_THREADS=2 <ComfyUI venv>/bin/python \\
+        /work/main/scripts/record_comfyui_edit_family.py <flux-tiny.safetensors> \\
+        /work/main/tests/nodes/fixtures/comfyui_edit_family.json
+
+- RenormCFG: the node's function, captured from a stand-in MODEL, called with ComfyUI's argument dict on
+  seeded tensors (batch of one, as ComfyUI's comparison needs) at sigmas above and below cfg_trunc.
+- Flux: ComfyUI's Flux class built with the demo flux-tiny's hyperparameters and loaded with its weights
+  (converted to ComfyUI's key layout by comfy.utils.flux_to_diffusers' map), one forward pass with seeded
+  inputs, with and without reference latents, for both ref_latents_method values.
+- InstructPixToPixConditioning: the node with a stand-in VAE that records the pixels it is given and
+  returns a fixed latent, so the pre-processing and the outputs' structure can be compared.
+Tensors are stored as float32 (base64).
+"""
+from __future__ import annotations
+
+import base64
+import json
+import sys
+
+import torch
+
+OUT = sys.argv[2]
+WEIGHTS = sys.argv[1]
+sys.argv[1:] = ["--cpu"]   # ComfyUI reads its command line on import: no CUDA here
+import comfy.cli_args  # noqa: E402
+comfy.cli_args.args.cpu = True
+from comfy_extras import nodes_lumina2  # noqa: E402
+
+COMFYUI = "0.3.64 (a125cd84b054a57729b5eecab930ca9408719832)"
+
+
+def b64(t: torch.Tensor) -> dict:
+    t = t.detach().to(torch.float32).contiguous()
+    return {"shape": list(t.shape), "f32": base64.b64encode(t.numpy().tobytes()).decode()}
+
+
+def seeded(seed: int, *shape: int) -> torch.Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+class Recorder:
+    """Just enough of a ModelPatcher: records the cfg function RenormCFG registers."""
+
+    def __init__(self, in_channels: int) -> None:
+        self.model = type("M", (), {"diffusion_model": type("D", (), {"in_channels": in_channels})()})()
+        self.fn = None
+
+    def clone(self) -> "Recorder":
+        return self
+
+    def set_model_sampler_cfg_function(self, fn, disable_cfg1_optimization=False) -> None:
+        self.fn = fn
+
+
+def renorm_cases() -> dict:
+    x, cond, uncond = seeded(1, 1, 4, 6, 5), seeded(2, 1, 4, 6, 5), seeded(3, 1, 4, 6, 5)
+    cases: dict = {"x": b64(x), "cond": b64(cond), "uncond": b64(uncond), "runs": []}
+    for cfg_trunc, renorm, scale, sigma in ((100.0, 1.0, 5.0, 3.0), (100.0, 0.0, 5.0, 3.0), (2.0, 1.0, 5.0, 3.0),
+                                            (100.0, 3.0, 2.0, 0.5), (100.0, 50.0, 7.0, 14.0)):
+        m = Recorder(4)
+        nodes_lumina2.RenormCFG.execute(m, cfg_trunc, renorm)
+        t = torch.tensor([sigma])
+        out = m.fn({"cond": x - cond, "uncond": x - uncond, "cond_scale": scale, "timestep": t, "input": x,
+                    "sigma": t, "cond_denoised": cond, "uncond_denoised": uncond, "model": None,
+                    "model_options": {}})
+        cases["runs"].append({"cfg_trunc": cfg_trunc, "renorm_cfg": renorm, "cond_scale": scale, "sigma": sigma,
+                              "out": b64(x - out)})
+    return cases
+
+
+def main() -> None:
+    fixture = {"comfyui": COMFYUI, "recorded_by": "scripts/record_comfyui_edit_family.py",
+               "renorm_cfg": renorm_cases()}
+    with open(OUT, "w") as f:
+        json.dump(fixture, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
