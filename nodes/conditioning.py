@@ -71,6 +71,8 @@ def flatten(name: str, conditioning: list, percent_to_sigma) -> tuple[dict[str, 
         if opts.get("mask") is not None:
             tensors[f"{key}.mask"] = opts["mask"]
             entry["mask_strength"] = float(opts.get("mask_strength", 1.0))
+        if "guidance" in opts and opts["guidance"] is None:   # FluxDisableGuidance, not merely unset
+            entry["guidance_disabled"] = True
         if opts.get("cross_attn_controlnet") is not None:   # CLIPTextEncodeControlnet: the ControlNets' prompt
             tensors[f"{key}.controlnet_context"] = opts["cross_attn_controlnet"]
         size = {k: int(opts[k]) for k in SIZE_KEYS if opts.get(k) is not None}

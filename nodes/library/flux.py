@@ -1,9 +1,11 @@
-"""Flux conditioning nodes of ComfyUI's comfy_extras.nodes_flux: CLIPTextEncodeFlux and FluxKontextImageScale
-(FluxGuidance lives with the core conditioning nodes, nodes/conditioning_ops.py)."""
+"""Flux conditioning nodes of ComfyUI's comfy_extras.nodes_flux: CLIPTextEncodeFlux, FluxDisableGuidance and
+FluxKontextImageScale (FluxGuidance lives with the core conditioning nodes, nodes/conditioning_ops.py)."""
 from __future__ import annotations
 
 import torch
 
+from nodes.conditioning import require
+from nodes.conditioning_ops import set_values
 from nodes.library.clip_sdxl import TEXT, _encode
 from nodes.model_nodes import _require
 from nodes.upscale import common_upscale
@@ -40,6 +42,23 @@ class CLIPTextEncodeFlux:
         return (await _encode(clip, {"texts": {"l": clip_l, "t5xxl": t5xxl}}, {"guidance": guidance}),)
 
 
+class FluxDisableGuidance:
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"conditioning": ("CONDITIONING", {})}}
+
+    RETURN_TYPES = ("CONDITIONING",)
+    FUNCTION = "execute"
+    CATEGORY = "advanced/conditioning/flux"
+    DESCRIPTION = ("Leaves the guidance embedding out of a guidance-distilled Flux model's conditioning "
+                   "(not even the default of 3.5).")
+    RELATIVE_PYTHON_MODULE = MODULE
+
+    def execute(self, conditioning: list):
+        # None, not a missing key: the model then adds no guidance embedding at all.
+        return (set_values(require(conditioning, "conditioning"), {"guidance": None}),)
+
+
 class FluxKontextImageScale:
     @classmethod
     def INPUT_TYPES(cls):
@@ -61,5 +80,6 @@ class FluxKontextImageScale:
         return (common_upscale(image.movedim(-1, 1), width, height, "lanczos", "center").movedim(1, -1),)
 
 
-NODE_CLASS_MAPPINGS = {"CLIPTextEncodeFlux": CLIPTextEncodeFlux, "FluxKontextImageScale": FluxKontextImageScale}
+NODE_CLASS_MAPPINGS = {"CLIPTextEncodeFlux": CLIPTextEncodeFlux, "FluxDisableGuidance": FluxDisableGuidance,
+                       "FluxKontextImageScale": FluxKontextImageScale}
 NODE_DISPLAY_NAME_MAPPINGS: dict[str, str] = {}

@@ -155,7 +155,7 @@ class GuidedDenoiser:
             cn_context = self.inputs.get(f"{e['key']}.controlnet_context")
             gkey = (tuple(mult.shape), tuple(context.shape), controls,
                     None if cn_context is None else tuple(cn_context.shape),
-                    f"{e['key']}.pooled" in self.inputs, e.get("guidance"),
+                    f"{e['key']}.pooled" in self.inputs, e.get("guidance"), e.get("guidance_disabled", False),
                     tuple((h.hook.uid, h.hook.keyframes.uid) for h in entry_hooks(e)))
             groups.setdefault(gkey, []).append((side, e, area, mult))
         xc = self.ms.calculate_input(sigma, x)
@@ -238,6 +238,8 @@ class GuidedDenoiser:
         guidance = entries[0].get("guidance")
         if guidance is not None:   # FluxGuidance; a guidance-distilled model applies its default otherwise
             cond["guidance"] = float(guidance)
+        elif entries[0].get("guidance_disabled"):   # FluxDisableGuidance: the model adds no guidance embedding
+            cond["guidance_disabled"] = True
         return cond
 
     def _control(self, entries: list[dict], n: int, xb: torch.Tensor, tb: torch.Tensor, s: float,

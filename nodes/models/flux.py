@@ -6,7 +6,9 @@ and does Flux's 2x2 patch packing and position ids the way ComfyUI's Flux model 
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import threading
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -130,17 +132,45 @@ class FluxDiffusionModel(DiffusionModel):
         if module.config.guidance_embeds:
             g = cond.get("guidance")
             guidance = _per_batch(DEFAULT_GUIDANCE if g is None else g, b, torch.float32, device)
-        out = module(
-            hidden_states=pack(x.to(dtype)),
-            encoder_hidden_states=context,
-            pooled_projections=pooled.to(device, dtype),
-            timestep=_per_batch(timestep, b, torch.float32, device),   # sigma: Flux's time unit (multiplier 1)
-            img_ids=image_ids(h_len, w_len, dtype, device),
-            txt_ids=torch.zeros(context.shape[1], 3, dtype=dtype, device=device),
-            guidance=guidance,
-            return_dict=False,
-        )[0]
+        with guidance_embedding_off(module, bool(cond.get("guidance_disabled"))):
+            out = module(
+                hidden_states=pack(x.to(dtype)),
+                encoder_hidden_states=context,
+                pooled_projections=pooled.to(device, dtype),
+                timestep=_per_batch(timestep, b, torch.float32, device),   # sigma: Flux's time unit (multiplier 1)
+                img_ids=image_ids(h_len, w_len, dtype, device),
+                txt_ids=torch.zeros(context.shape[1], 3, dtype=dtype, device=device),
+                guidance=guidance,
+                return_dict=False,
+            )[0]
         return unpack(out, h_len, w_len)[:, :, :h, :w].float()
+
+
+_guidance_off = threading.local()
+
+
+def _zero_guidance(module: torch.nn.Module, args: tuple, output: torch.Tensor) -> torch.Tensor | None:
+    return torch.zeros_like(output) if getattr(_guidance_off, "on", False) else None
+
+
+@contextmanager
+def guidance_embedding_off(module: FluxTransformer2DModel, off: bool) -> Iterator[None]:
+    """ComfyUI's Flux with guidance None (FluxDisableGuidance): the time vector gets no guidance embedding,
+    only the timestep's and the pooled text's. diffusers always adds one on a guidance-distilled model, so its
+    guidance embedder answers zeros for this thread's call (t + 0 + pooled is t + pooled exactly). The hook
+    is installed once and does nothing for other calls or threads."""
+    if not off or not module.config.guidance_embeds:   # schnell has no guidance embedding to leave out
+        yield
+        return
+    embedder = module.time_text_embed.guidance_embedder
+    if not getattr(embedder, "_zero_guidance_hook", False):
+        embedder.register_forward_hook(_zero_guidance)
+        embedder._zero_guidance_hook = True
+    _guidance_off.on = True
+    try:
+        yield
+    finally:
+        _guidance_off.on = False
 
 
 def sampling_for(config: Mapping[str, Any]) -> dict[str, Any]:

@@ -139,6 +139,21 @@ def _controlnet(case: str, controlnet_text: str | None = None, diff_loader: bool
     return prompt
 
 
+def _flux_guidance(case: str, before: float, disable: bool, after: float | None = None) -> dict:
+    """flux.json's FluxGuidance at `before`, then FluxDisableGuidance, then FluxGuidance at `after`."""
+    prompt = _flux(case, None)
+    prompt["13"]["inputs"]["guidance"] = before
+    last = ["13", 0]
+    if disable:
+        prompt["14"] = {"class_type": "FluxDisableGuidance", "inputs": {"conditioning": last}}
+        last = ["14", 0]
+    if after is not None:
+        prompt["15"] = {"class_type": "FluxGuidance", "inputs": {"conditioning": last, "guidance": after}}
+        last = ["15", 0]
+    prompt["3"]["inputs"]["positive"] = last
+    return prompt
+
+
 SAME_SIZE = dict(width=64, height=64, crop_w=0, crop_h=0, target_width=64, target_height=64)
 CASES = {
     "sd1_plain": _sd1("sd1_plain"),
@@ -165,6 +180,9 @@ CASES = {
     "controlnet_other_text": _controlnet("controlnet_other_text", "red lava, fire"),
     "controlnet_diff_loader": _controlnet("controlnet_diff_loader", diff_loader=True),
     "flux_plain": _flux("flux_plain", None),
+    "flux_no_guidance": _flux_guidance("flux_no_guidance", 1.0, True),
+    "flux_no_guidance_from_6": _flux_guidance("flux_no_guidance_from_6", 6.0, True),
+    "flux_guidance_again": _flux_guidance("flux_guidance_again", 6.0, True, 3.5),
     "flux_same": _flux("flux_same", {"clip_l": "a glass bottle with a purple galaxy inside",
                                      "t5xxl": "a glass bottle with a purple galaxy inside", "guidance": 3.5}),
     "flux_two_texts": _flux("flux_two_texts", {"clip_l": "a red house",
@@ -183,14 +201,17 @@ def in_process_images(demo_workspace) -> dict[str, np.ndarray]:
     ("mask_bounds", "sd1_plain"), ("mask_bounds", "mask"), ("inpaint", "sd1_plain"),
     ("inpaint_conditioning", "sd1_plain"), ("inpaint_conditioning", "inpaint"), ("tiled", "sd1_plain"),
     ("sdxl_sizes", "sdxl_plain"), ("sdxl_two_texts", "sdxl_plain"), ("sdxl_refiner", "sdxl_plain"),
-    ("flux_two_texts", "flux_plain"), ("controlnet_other_text", "controlnet_plain")])
+    ("flux_two_texts", "flux_plain"), ("controlnet_other_text", "controlnet_plain"),
+    ("flux_no_guidance", "flux_plain")])
 def test_each_node_changes_the_image(in_process_images, case, plain):
     assert not np.array_equal(in_process_images[case], in_process_images[plain])
 
 
 @pytest.mark.parametrize("case,plain", [("sdxl_same_sizes", "sdxl_plain"), ("flux_same", "flux_plain"),
                                         ("controlnet_same_text", "controlnet_plain"),
-                                        ("controlnet_diff_loader", "controlnet_plain")])
+                                        ("controlnet_diff_loader", "controlnet_plain"),
+                                        ("flux_no_guidance_from_6", "flux_no_guidance"),
+                                        ("flux_guidance_again", "flux_plain")])
 def test_encoders_given_the_plain_encoders_inputs_give_its_image(in_process_images, case, plain):
     assert np.array_equal(in_process_images[case], in_process_images[plain])
 
