@@ -23,7 +23,7 @@ from nodes.modelfns.hooks import uses_hooks
 from nodes.modelfns.model_patches import Patches
 from nodes.sampling.model_sampling import model_sampling_from_config
 from nodes.sampling.noise import prepare_noise
-from nodes.sampling.samplers import SAMPLER_NAMES
+from nodes.sampling.samplers import SAMPLER_NAMES, get_sampler
 from nodes.sampling.schedules import SCHEDULER_NAMES, advanced_sigmas, ksampler_sigmas
 
 
@@ -182,12 +182,15 @@ async def sample_guided(guider: GuiderChoice, sampler: SamplerChoice, sigmas: to
     state: dict[str, torch.Tensor] = {}
     denoised = None
     total = len(sigmas) - 1
-    for i in range(total):
+    stepper = get_sampler(sampler.name)   # an adaptive sampler (dpm_adaptive) ends the loop from its state
+    i = 0
+    while not stepper.finished(i, sigmas, {k[len(STATE_PREFIX):]: v for k, v in state.items()}):
         throw_if_interrupted()
         result = await call_model_fn("denoise_step", weights_ref(model), "model", {**tensors, **state, "x": x}, {**params, "i": i})
         x, denoised = result["x"], result["denoised"]
         state = {k: v for k, v in result.items() if k.startswith(STATE_PREFIX)}
         report_progress(i + 1, total, previews.preview(denoised))
+        i += 1
     out["samples"] = fmt.process_out(ms.inverse_noise_scaling(sigmas[-1], x))
     if denoised is None:
         return out, out

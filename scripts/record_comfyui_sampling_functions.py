@@ -188,7 +188,7 @@ class ToyGuided:
 
 SAMPLERS = ["euler_cfg_pp", "euler_ancestral_cfg_pp", "dpmpp_2s_ancestral_cfg_pp", "dpmpp_2m_cfg_pp",
             "res_multistep_cfg_pp", "res_multistep_ancestral_cfg_pp", "gradient_estimation_cfg_pp", "er_sde",
-            "seeds_2", "seeds_3", "sa_solver", "sa_solver_pece"]
+            "seeds_2", "seeds_3", "sa_solver", "sa_solver_pece", "dpm_fast", "dpm_adaptive", "deis"]
 # Sampler-object settings (SamplerER_SDE's solver types, SamplerEulerAncestralCFGPP's eta / s_noise)
 OPTIONS = [("er_sde", {"s_noise": 0.0, "max_stage": 2, "scaler_eta": 0.0}),
            ("er_sde", {"s_noise": 0.7, "max_stage": 1, "scaler_eta": 0.5}),
@@ -197,7 +197,10 @@ OPTIONS = [("er_sde", {"s_noise": 0.0, "max_stage": 2, "scaler_eta": 0.0}),
            ("sa_solver", {"predictor_order": 2, "corrector_order": 2, "simple_order_2": True, "s_noise": 0.5,
                           "tau": (0.7, 10.0, 0.5)}),
            ("sa_solver", {"predictor_order": 1, "corrector_order": 0, "tau": (0.0, 10.0, 0.5)}),
-           ("sa_solver_pece", {"predictor_order": 4, "corrector_order": 3, "tau": (1.2, 100.0, 0.0)})]
+           ("sa_solver_pece", {"predictor_order": 4, "corrector_order": 3, "tau": (1.2, 100.0, 0.0)}),
+           ("dpm_adaptive", {"order": 2, "rtol": 0.1, "atol": 0.01, "h_init": 0.1, "pcoeff": 0.1, "icoeff": 0.8,
+                             "dcoeff": 0.05, "accept_safety": 0.7, "eta": 0.5, "s_noise": 0.9}),
+           ("dpm_adaptive", {"order": 3, "rtol": 0.01, "atol": 0.001, "h_init": 0.3, "accept_safety": 0.9})]
 
 
 def _options(options: dict) -> dict:
@@ -215,22 +218,26 @@ def sampler_cases() -> list[dict]:
     cases = []
     x0 = seeded(7, 2, 4, 4, 4)
     runs = [(name, {}) for name in SAMPLERS] + OPTIONS
-    for kind in ("ve", "flow"):
-        if kind == "ve":
+    for kind in ("ve", "flow", "ve5", "ve7"):
+        if kind.startswith("ve"):
             class Eps(comfy.model_sampling.ModelSamplingDiscrete, comfy.model_sampling.EPS):
                 pass
             ms = Eps()
-            sigmas = k.get_sigmas_karras(6, float(ms.sigma_min), float(ms.sigma_max))
+            sigmas = k.get_sigmas_karras(int(kind[2:] or 6), float(ms.sigma_min), float(ms.sigma_max))
+            if kind != "ve":   # other step counts: dpm_fast's other order patterns
+                runs_here = [("dpm_fast", {})]
         else:
             class Flow(comfy.model_sampling.ModelSamplingDiscreteFlow, comfy.model_sampling.CONST):
                 pass
             ms = Flow()
             ms.set_parameters(shift=3.0)
             sigmas = comfy.samplers.simple_scheduler(ms, 6)
-        for name, options in runs:
+        for name, options in (runs if kind in ("ve", "flow") else runs_here):
             for cfg in (1.0, 1.7):
                 x = ms.noise_scaling(sigmas[0], x0, torch.zeros_like(x0), max_denoise=True)
-                fn = getattr(k, f"sample_{name}")
+                # dpm_fast / dpm_adaptive take the schedule's ends: ComfyUI's KSAMPLER wrapper passes them
+                fn = (comfy.samplers.ksampler(name).sampler_function if name in ("dpm_fast", "dpm_adaptive")
+                      else getattr(k, f"sample_{name}"))
                 seen = []
                 out = fn(ToyGuided(cfg, ms), x.clone(), sigmas.clone(), extra_args={"seed": 123, "model_options": {}},
                          callback=lambda d: seen.append(d["denoised"]), disable=True, **_options(options))

@@ -1,5 +1,5 @@
-"""Sampler-object nodes beyond nodes.library.custom_sampler's: ComfyUI's SamplerEulerAncestralCFGPP,
-SamplerER_SDE and SamplerSASolver (comfy_extras.nodes_custom_sampler) and SamplerEulerCFGpp (comfy_extras.nodes_advanced_samplers).
+"""Sampler-object nodes beyond nodes.library.custom_sampler's: ComfyUI's SamplerDPMAdaptative,
+SamplerEulerAncestralCFGPP, SamplerER_SDE and SamplerSASolver (comfy_extras.nodes_custom_sampler) and SamplerEulerCFGpp (comfy_extras.nodes_advanced_samplers).
 
 Each returns a SAMPLER value (nodes.ksampler.SamplerChoice: a sampler name of nodes.sampling.samplers with
 settings for its step function), so SamplerCustom(Advanced) runs it one denoise_step invocation per step.
@@ -25,6 +25,35 @@ def _float(default: float, maximum: float, tooltip: str) -> tuple:
 class _SamplerObject:
     RETURN_TYPES = ("SAMPLER",)
     FUNCTION = "get_sampler"
+
+
+class SamplerDPMAdaptative(_SamplerObject):
+    RELATIVE_PYTHON_MODULE = CUSTOM_SAMPLER
+    CATEGORY = SAMPLERS_CATEGORY
+    DESCRIPTION = ("DPM-Solver with adaptive step sizes: an embedded lower-order solution estimates each step's "
+                   "error and a PID controller sizes the next step; the schedule gives only its two ends.")
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {
+            "order": ("INT", {"default": 3, "min": 2, "max": 3, "tooltip": "The solver's order (2 or 3)."}),
+            "rtol": _float(0.05, 100.0, "Relative error tolerance."),
+            "atol": _float(0.0078, 100.0, "Absolute error tolerance."),
+            "h_init": _float(0.05, 100.0, "The first step size, in log sigma."),
+            "pcoeff": _float(0.0, 100.0, "Proportional gain of the step-size controller."),
+            "icoeff": _float(1.0, 100.0, "Integral gain of the step-size controller."),
+            "dcoeff": _float(0.0, 100.0, "Derivative gain of the step-size controller."),
+            "accept_safety": _float(0.81, 100.0, "The smallest step-size factor at which a step is accepted."),
+            "eta": _float(0.0, 100.0, "How much fresh noise each accepted step adds (0: deterministic)."),
+            "s_noise": _float(1.0, 100.0, "Scale of the added noise.")}}
+
+    def get_sampler(self, order: int, rtol: float, atol: float, h_init: float, pcoeff: float, icoeff: float,
+                    dcoeff: float, accept_safety: float, eta: float, s_noise: float) -> tuple[SamplerChoice]:
+        settings = {"order": int(order), "rtol": rtol, "atol": atol, "h_init": h_init, "pcoeff": pcoeff,
+                    "icoeff": icoeff, "dcoeff": dcoeff, "accept_safety": accept_safety, "eta": eta,
+                    "s_noise": s_noise}
+        return (SamplerChoice("dpm_adaptive", tuple((k, v if k == "order" else float(v))
+                                                    for k, v in settings.items())),)
 
 
 class SamplerEulerAncestralCFGPP(_SamplerObject):
@@ -120,7 +149,7 @@ class SamplerEulerCFGpp(_SamplerObject):
         return (SamplerChoice("euler_cfg_pp_alternative" if version == "alternative" else "euler_cfg_pp"),)
 
 
-NODE_CLASS_MAPPINGS = {cls.__name__: cls for cls in (SamplerEulerAncestralCFGPP, SamplerER_SDE, SamplerSASolver,
-                                                     SamplerEulerCFGpp)}
+NODE_CLASS_MAPPINGS = {cls.__name__: cls for cls in (SamplerDPMAdaptative, SamplerEulerAncestralCFGPP, SamplerER_SDE,
+                                                     SamplerSASolver, SamplerEulerCFGpp)}
 NODE_DISPLAY_NAME_MAPPINGS = {"SamplerEulerAncestralCFGPP": "SamplerEulerAncestralCFG++",
                               "SamplerEulerCFGpp": "SamplerEulerCFG++"}

@@ -296,13 +296,15 @@ class DenoiseStep(ModelFn):
         guidance, model sampling, image size, the conditioning layout: entry keys, strengths, ranges,
         ControlNets), the whole sigma schedule, and each tensor's dtype and shape past the batch.
         Samplers that draw noise are not merged: each request's noise stream comes from its own seed and
-        generator state, and one call would draw a single stream for the whole batch. Neither are MODELs
+        generator state, and one call would draw a single stream for the whole batch; nor samplers whose
+        step reads the whole batch (dpm_adaptive's error norm). Neither are MODELs
         patched by node packs (their patches are code the merge cannot see into), nor steps with weight
         hooks (their weights and keyframe states are per request)."""
         if "model_patches" in call.params or uses_hooks(call.params):
             return None
         try:
-            if get_sampler(str(call.params["sampler"])).noise_kind != "none":
+            sampler = get_sampler(str(call.params["sampler"]))
+            if sampler.noise_kind != "none" or sampler.couples_batch:
                 return None
         except (KeyError, ValueError):
             return None

@@ -32,6 +32,8 @@ class Sampler:
     cfg_pp: bool = False
     # Samplers that read the model's sampling (schedule positions) for any model, not only rectified flow.
     reads_model_sampling: bool = False
+    # Samplers whose step depends on the whole batch (an error norm over it): requests must not share a step.
+    couples_batch: bool = False
 
     def make_noise(self, seed: int, x: Tensor, sigmas: Tensor, state: dict[str, Tensor]) -> NoiseSampler:
         if self.noise_kind == "gaussian":
@@ -43,6 +45,11 @@ class Sampler:
     def step(self, model: Model, x: Tensor, sigmas: Tensor, i: int, state: dict[str, Tensor],
              noise: NoiseSampler, *, model_sampling: ModelSampling | None = None) -> Tensor:
         raise NotImplementedError
+
+    def finished(self, i: int, sigmas: Tensor, state: dict[str, Tensor]) -> bool:
+        """Whether the sampling loop is over before step i: after the schedule's last step, for every sampler
+        but the adaptive ones, which decide from their state."""
+        return i >= len(sigmas) - 1
 
     def __repr__(self) -> str:
         return f"<Sampler {self.name}>"

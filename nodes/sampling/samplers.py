@@ -18,6 +18,8 @@ from .model_sampling import ModelSampling
 from .sampler_base import DENOISED, Model, Sampler
 from .samplers_cfg_pp import (DPMPP2MCFGPP, DPMPP2SAncestralCFGPP, EulerAncestralCFGPP, EulerCFGPPAlternative,
                               GradientEstimationCFGPP, RESMultistepCFGPP)
+from .samplers_deis import DEIS
+from .samplers_dpm_solver import DPMAdaptive, DPMFast
 from .samplers_dpmpp import DPMPP2M, DPMPP2MSDE, DPMPP2SAncestral, DPMPP3MSDE, DPMPPSDE, RESMultistep
 from .samplers_markov import DDPM, LCM
 from .samplers_ode import (DPM2, IPNDM, IPNDMV, LMS, DPM2Ancestral, Euler, EulerAncestral, GradientEstimation, Heun,
@@ -73,6 +75,9 @@ _ALL: list[Sampler] = [
     SEEDS(3),
     SASolver(),
     SASolver(use_pece=True),
+    DPMFast(),
+    DPMAdaptive(),
+    DEIS(),
 ]
 SAMPLERS: dict[str, Sampler] = {s.name: s for s in _ALL}
 # Samplers only sampler-object nodes give (not in KSampler's list).
@@ -102,7 +107,8 @@ def get_sampler(name: str) -> Sampler:
 
 # What the sampler-object nodes (SamplerEulerAncestral, SamplerLMS, ...) may set on a sampler's step function.
 SAMPLER_OPTIONS = frozenset({"eta", "s_noise", "r", "solver_type", "order", "max_stage", "scaler_eta",
-                             "predictor_order", "corrector_order", "simple_order_2", "tau"})
+                             "predictor_order", "corrector_order", "simple_order_2", "tau", "rtol", "atol", "h_init",
+                             "pcoeff", "icoeff", "dcoeff", "accept_safety"})
 
 
 def configured_sampler(name: str, options: dict[str, Any] | None = None) -> Sampler:
@@ -148,8 +154,10 @@ def sample(model: Model, noise_scaled_x: Tensor, sigmas: Tensor, sampler_name: s
         return x
     state: dict[str, Tensor] = {}
     noise = sampler.make_noise(seed, x, sigmas, state)
-    for i in range(len(sigmas) - 1):
+    i = 0
+    while not sampler.finished(i, sigmas, state):
         x = sampler.step(model, x, sigmas, i, state, noise, model_sampling=model_sampling)
         if callback is not None:
             callback(i, x, state[DENOISED])
+        i += 1
     return x

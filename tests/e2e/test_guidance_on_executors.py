@@ -15,7 +15,7 @@ from tests.e2e.test_samplers_on_executors import differing_cases, prompt_for, re
 
 NEW_SAMPLERS = ["euler_cfg_pp", "euler_ancestral_cfg_pp", "dpmpp_2s_ancestral_cfg_pp", "dpmpp_2m_cfg_pp",
                 "res_multistep_cfg_pp", "res_multistep_ancestral_cfg_pp", "gradient_estimation_cfg_pp", "er_sde",
-                "seeds_2", "seeds_3", "sa_solver", "sa_solver_pece"]
+                "seeds_2", "seeds_3", "sa_solver", "sa_solver_pece", "dpm_fast", "dpm_adaptive", "deis"]
 # case -> (patch node, its inputs besides the model, extra nodes it reads from)
 PATCHES: dict[str, tuple[str, dict, dict]] = {
     "apg": ("APG", {"eta": 0.5, "norm_threshold": 3.0, "momentum": 0.0}, {}),
@@ -70,6 +70,10 @@ def prompts() -> dict[str, dict]:
                                                             "predictor_order": 2, "corrector_order": 2,
                                                             "use_pece": True, "simple_order_2": True},
                                         "BasicScheduler", karras),
+        "dpm_adaptive_node": custom_prompt("SamplerDPMAdaptative", {"order": 2, "rtol": 0.1, "atol": 0.01,
+                                                                    "h_init": 0.1, "pcoeff": 0.0, "icoeff": 1.0,
+                                                                    "dcoeff": 0.0, "accept_safety": 0.81, "eta": 0.5,
+                                                                    "s_noise": 1.0}, "BasicScheduler", karras),
         "er_sde_ode": custom_prompt("SamplerER_SDE", {"solver_type": "ODE", "max_stage": 3, "eta": 1.0,
                                                       "s_noise": 1.0}, "BasicScheduler", karras),
     })

@@ -132,6 +132,7 @@ class ToyGuided:
 
 
 SAMPLING = {"ve": {"kind": "discrete", "beta_schedule": "linear"}, "flow": {"kind": "flow", "shift": 3.0}}
+SAMPLING.update(ve5=SAMPLING["ve"], ve7=SAMPLING["ve"])
 
 
 @pytest.mark.parametrize("case", FIXTURE["samplers"],
@@ -141,9 +142,12 @@ def test_samplers_match_comfyui_on_a_toy_denoiser(case):
     sigmas, x = tensor(case["sigmas"]), tensor(case["x"])
     model, state = ToyGuided(case["cfg"]), {}
     # What the denoise step hands over (nodes.modelfns.denoise.DenoiseStep.execute).
-    reads = ms.is_const or get_sampler(case["sampler"]).reads_model_sampling
-    for i in range(len(sigmas) - 1):
+    sampler = get_sampler(case["sampler"])
+    reads = ms.is_const or sampler.reads_model_sampling
+    i = 0
+    while not sampler.finished(i, sigmas, state):
         x = run_step(model, x, sigmas, i, case["sampler"], 123, state, model_sampling=ms if reads else None,
                      options=case["options"] or None)
+        i += 1
     assert_close(state["denoised"], tensor(case["last_denoised"]), "last denoised", atol=1e-5)
     assert_close(x, tensor(case["out"]), "output", atol=1e-5)
