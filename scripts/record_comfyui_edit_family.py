@@ -75,9 +75,35 @@ def renorm_cases() -> dict:
     return cases
 
 
+def flux_cases(weights: str) -> dict:
+    import comfy.ldm.flux.model
+    import comfy.ops
+    import comfy.utils
+    sd = comfy.utils.load_torch_file(weights)
+    model = comfy.ldm.flux.model.Flux(
+        in_channels=16, out_channels=16, vec_in_dim=32, context_in_dim=32, hidden_size=32, mlp_ratio=4.0,
+        num_heads=2, depth=1, depth_single_blocks=2, axes_dim=[4, 4, 8], theta=10000, patch_size=2, qkv_bias=True,
+        guidance_embed=True, operations=comfy.ops.disable_weight_init)
+    missing, unexpected = model.load_state_dict(sd, strict=False)
+    assert not missing and not unexpected, (missing, unexpected)
+    x, context, y = seeded(10, 2, 16, 6, 8), seeded(11, 2, 5, 32), seeded(12, 2, 32)
+    refs = [seeded(13, 1, 16, 6, 8), seeded(14, 1, 16, 4, 10), seeded(15, 1, 16, 5, 3)]
+    t, guidance = torch.tensor([0.7, 0.7]), torch.tensor([3.5, 3.5])
+    cases: dict = {"x": b64(x), "context": b64(context), "y": b64(y), "sigma": 0.7, "guidance": 3.5,
+                   "refs": [b64(r) for r in refs], "runs": []}
+    with torch.no_grad():
+        cases["plain"] = b64(model(x, t, context, y, guidance))
+        for method in ("offset", "index", "uxo"):
+            for n in (1, 3):
+                ref_latents = [r.repeat(2, 1, 1, 1) for r in refs[:n]]   # CONDList repeats to the batch
+                out = model(x, t, context, y, guidance, ref_latents=ref_latents, ref_latents_method=method)
+                cases["runs"].append({"method": method, "refs": n, "out": b64(out)})
+    return cases
+
+
 def main() -> None:
     fixture = {"comfyui": COMFYUI, "recorded_by": "scripts/record_comfyui_edit_family.py",
-               "renorm_cfg": renorm_cases()}
+               "renorm_cfg": renorm_cases(), "flux_reference_latents": flux_cases(WEIGHTS)}
     with open(OUT, "w") as f:
         json.dump(fixture, f, indent=1)
 

@@ -44,3 +44,35 @@ def test_renorm_cfg_caps_each_sample_of_a_batch():
     single = [combine(patches, cond[i:i + 1], uncond[i:i + 1], 5.0, x[i:i + 1], torch.tensor([3.0]), None, ([], []))
               for i in range(2)]
     assert torch.allclose(out, torch.cat(single))
+
+
+@pytest.fixture(scope="module")
+def flux_model(demo_workspace):
+    from nodes.loaders import UNETLoader
+    from nodes.models.loader import load_diffusion_model
+    return load_diffusion_model(UNETLoader().load_unet("flux-tiny.safetensors", "default")[0])
+
+
+def _flux_cond(rec: dict) -> dict:
+    return {"context": tensor(rec["context"]), "pooled": tensor(rec["y"]), "guidance": rec["guidance"]}
+
+
+def test_flux_without_references_equals_comfyuis_flux(flux_model):
+    rec = FIXTURE["flux_reference_latents"]
+    with torch.no_grad():
+        out = flux_model.apply(tensor(rec["x"]), torch.tensor([rec["sigma"]] * 2), _flux_cond(rec))
+    assert torch.allclose(out, tensor(rec["plain"]), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("run", FIXTURE["flux_reference_latents"]["runs"], ids=lambda r: f"{r['method']}-{r['refs']}")
+def test_flux_reference_latents_equal_comfyuis_flux(flux_model, run):
+    """ComfyUI's Flux class, built with the demo model's hyperparameters and weights, one forward pass with
+    reference latents of different sizes (one of odd width) placed by each method."""
+    rec = FIXTURE["flux_reference_latents"]
+    cond = {**_flux_cond(rec), "ref_latents": [tensor(r).repeat(2, 1, 1, 1) for r in rec["refs"][:run["refs"]]],
+            "ref_latents_method": run["method"]}
+    with torch.no_grad():
+        out = flux_model.apply(tensor(rec["x"]), torch.tensor([rec["sigma"]] * 2), cond)
+    expected = tensor(run["out"])
+    assert not torch.allclose(expected, tensor(rec["plain"]), atol=1e-3)
+    assert torch.allclose(out, expected, atol=1e-5, rtol=1e-5), (out - expected).abs().max()
