@@ -154,6 +154,14 @@ def _flux_guidance(case: str, before: float, disable: bool, after: float | None 
     return prompt
 
 
+def _t5_options(case: str, min_padding: int, min_length: int) -> dict:
+    prompt = _flux(case, None)
+    prompt["16"] = {"class_type": "T5TokenizerOptions", "inputs": {"clip": ["11", 0], "min_padding": min_padding,
+                                                                  "min_length": min_length}}
+    prompt["6"]["inputs"]["clip"] = ["16", 0]
+    return prompt
+
+
 SAME_SIZE = dict(width=64, height=64, crop_w=0, crop_h=0, target_width=64, target_height=64)
 CASES = {
     "sd1_plain": _sd1("sd1_plain"),
@@ -180,6 +188,8 @@ CASES = {
     "controlnet_other_text": _controlnet("controlnet_other_text", "red lava, fire"),
     "controlnet_diff_loader": _controlnet("controlnet_diff_loader", diff_loader=True),
     "flux_plain": _flux("flux_plain", None),
+    "t5_default_padding": _t5_options("t5_default_padding", 0, 256),
+    "t5_no_padding": _t5_options("t5_no_padding", 0, 0),
     "flux_no_guidance": _flux_guidance("flux_no_guidance", 1.0, True),
     "flux_no_guidance_from_6": _flux_guidance("flux_no_guidance_from_6", 6.0, True),
     "flux_guidance_again": _flux_guidance("flux_guidance_again", 6.0, True, 3.5),
@@ -202,7 +212,7 @@ def in_process_images(demo_workspace) -> dict[str, np.ndarray]:
     ("inpaint_conditioning", "sd1_plain"), ("inpaint_conditioning", "inpaint"), ("tiled", "sd1_plain"),
     ("sdxl_sizes", "sdxl_plain"), ("sdxl_two_texts", "sdxl_plain"), ("sdxl_refiner", "sdxl_plain"),
     ("flux_two_texts", "flux_plain"), ("controlnet_other_text", "controlnet_plain"),
-    ("flux_no_guidance", "flux_plain")])
+    ("flux_no_guidance", "flux_plain"), ("t5_no_padding", "flux_plain")])
 def test_each_node_changes_the_image(in_process_images, case, plain):
     assert not np.array_equal(in_process_images[case], in_process_images[plain])
 
@@ -211,7 +221,8 @@ def test_each_node_changes_the_image(in_process_images, case, plain):
                                         ("controlnet_same_text", "controlnet_plain"),
                                         ("controlnet_diff_loader", "controlnet_plain"),
                                         ("flux_no_guidance_from_6", "flux_no_guidance"),
-                                        ("flux_guidance_again", "flux_plain")])
+                                        ("flux_guidance_again", "flux_plain"),
+                                        ("t5_default_padding", "flux_plain")])
 def test_encoders_given_the_plain_encoders_inputs_give_its_image(in_process_images, case, plain):
     assert np.array_equal(in_process_images[case], in_process_images[plain])
 
