@@ -44,6 +44,10 @@ REASONS: dict[str, str] = {
     "comfy_extras.nodes_lotus": family("Lotus"), "comfy_extras.nodes_sdupscale": family("SD x4 upscaler"),
     "comfy_extras.nodes_edit_model": family("Flux Kontext / edit"),
     "comfy_extras.nodes_ip2p": family("InstructPix2Pix"),
+    "comfy_extras.nodes_controlnet": "SetUnionControlNetType: union ControlNets (ControlNet++ / ProMax) are not "
+                                     "implemented; ControlNetInpaintingAliMamaApply: the AliMama inpainting "
+                                     "ControlNets are Flux / SD3 ControlNets, and ControlNets for those models are "
+                                     "not implemented",
     "comfy_extras.nodes_torch_compile": "executors manage compilation themselves; not offered as a node",
     "comfy_extras.nodes_images": "SaveSVGNode saves SVG values, which only the paid API nodes (Recraft) make; "
                                  "no offered node produces one",
