@@ -26,6 +26,7 @@ import comfy.cli_args  # noqa: E402
 comfy.cli_args.args.cpu = True
 import comfy.model_sampling  # noqa: E402
 import comfy.samplers  # noqa: E402
+from comfy_extras import nodes_hypernetwork  # noqa: E402
 from comfy_extras import (nodes_attention_multiply, nodes_freelunch, nodes_hypertile,  # noqa: E402
                           nodes_model_downscale, nodes_pag, nodes_sag, nodes_slg, nodes_tomesd)
 
@@ -208,7 +209,9 @@ UNET_CASES = [
      {"tile_size": 16, "swap_size": 1, "max_depth": 1, "scale_depth": True}, 16),
     ("tome", nodes_tomesd.TomePatchModel, {"ratio": 0.5}, 10),
     ("sag_replacement", nodes_sag.SelfAttentionGuidance, {"scale": 0.5, "blur_sigma": 2.0}, 8),
+    ("hypernetwork", None, {"strength": 0.8}, 8),
 ]
+HYPERNETWORK_STRENGTH = 0.8
 GLOBAL_SEED = 77   # torch.manual_seed before each forward: ToMe draws its destinations from the global generator
 
 
@@ -232,7 +235,10 @@ def unet_cases(checkpoint: str) -> list[dict]:
     cases = []
     for name, node, params, size in UNET_CASES:
         m = Recorder(model_channels=32)
-        if node is nodes_pag.PerturbedAttentionGuidance:   # only its attention replacement, as in its 2nd call
+        if name == "hypernetwork":
+            patch = nodes_hypernetwork.load_hypernetwork_patch(HYPERNETWORK_FILE, HYPERNETWORK_STRENGTH)
+            m.patches.update(attn1_patch=[patch], attn2_patch=[patch])
+        elif node is nodes_pag.PerturbedAttentionGuidance:   # only its attention replacement, as in its 2nd call
             m.replace.update({("attn1",) + tuple(k) + (None,): f for k, f in record_replacements(3.0).items()})
         elif node is not None:
             run = getattr(node, "execute", None) or getattr(node(), "patch")
@@ -242,7 +248,8 @@ def unet_cases(checkpoint: str) -> list[dict]:
         torch.manual_seed(GLOBAL_SEED)
         with torch.no_grad():
             out = net(x, timesteps=t, context=ctx, transformer_options=transformer_options(m, 10.0))
-        cases.append({"case": name, "node": node.__name__ if node else None, "params": params, "x": b64(x),
+        node_name = "HypernetworkLoader" if name == "hypernetwork" else node.__name__ if node else None
+        cases.append({"case": name, "node": node_name, "params": params, "x": b64(x),
                       "t": 600.0, "sigma": 10.0, "context": b64(ctx), "out": b64(out)})
     return [{"checkpoint_sha256": digest, "global_seed": GLOBAL_SEED, "cases": cases}]
 
@@ -368,7 +375,7 @@ def slg_cases() -> dict:
     for double, single, rescale in (("7, 8, 9", "1;2", 0.0), ("0", "", 0.7), ("", "3 4", 1.5), ("", "", 0.0)):
         for sigma in (10.0, 1.0, 14.5):
             m = Recorder()
-            out_model = nodes_slg.SkipLayerGuidanceDiT.execute(m, 3.0, 0.01, 0.15, double, single, rescale)
+            nodes_slg.SkipLayerGuidanceDiT.execute(m, 3.0, 0.01, 0.15, double, single, rescale)
             record: list = []
             comfy.samplers.calc_cond_batch = dit_calc(record)
             x, cond, out = seeded(90, 1, 4, 6, 6), seeded(91, 1, 4, 6, 6), seeded(92, 1, 4, 6, 6)
@@ -395,12 +402,55 @@ def slg_cases() -> dict:
             "sigma_end": float(m.sampling.percent_to_sigma(0.15))}
 
 
+def tiny_hypernetwork(activation: str, layer_norm: bool, seed: int) -> dict:
+    """A hypernetwork in A1111's format for the demo SD1 model's widths (32: level-0 self-attention and every
+    cross-attention's context, 64: the middle block); the test builds the same file with the same code."""
+    from collections import OrderedDict
+    gen = torch.Generator().manual_seed(seed)
+
+    def mlp(width: int) -> OrderedDict:
+        sd, index = OrderedDict(), 0
+        for a, b in ((width, width * 2), (width * 2, width)):
+            sd[f"linear.{index}.weight"] = torch.randn(b, a, generator=gen) * 0.1
+            sd[f"linear.{index}.bias"] = torch.randn(b, generator=gen) * 0.1
+            index += 1
+            if layer_norm:
+                sd[f"linear.{index}.weight"] = 1 + torch.randn(b, generator=gen) * 0.1
+                sd[f"linear.{index}.bias"] = torch.randn(b, generator=gen) * 0.1
+                index += 1
+        return sd
+    return {32: [mlp(32), mlp(32)], 64: [mlp(64), mlp(64)], "activation_func": activation,
+            "is_layer_norm": layer_norm, "use_dropout": False, "activate_output": False, "last_layer_dropout": False}
+
+
+HYPERNETWORK_FILE = "/tmp/record_hypernetwork_unet.pt"
+HYPERNETWORKS = [("relu", True, 0), ("tanh", False, 1), ("linear", True, 2), ("mish", False, 3)]
+
+
+def hypernetwork_cases() -> list[dict]:
+    torch.save(tiny_hypernetwork(*HYPERNETWORKS[0]), HYPERNETWORK_FILE)
+    cases = []
+    for activation, layer_norm, seed in HYPERNETWORKS:
+        path = f"/tmp/record_hypernetwork_{seed}.pt"
+        torch.save(tiny_hypernetwork(activation, layer_norm, seed), path)
+        patch = nodes_hypernetwork.load_hypernetwork_patch(path, 0.7)
+        for width, tokens in ((32, 5), (64, 3), (48, 2)):
+            q, k, v = (seeded(100 + i + width, 2, tokens, width) for i in range(3))
+            oq, ok, ov = patch(q, k, v, {})
+            cases.append({"activation": activation, "layer_norm": layer_norm, "seed": seed, "strength": 0.7,
+                          "q": b64(q), "k": b64(k), "v": b64(v), "out_q": b64(oq), "out_k": b64(ok),
+                          "out_v": b64(ov)})
+    return cases
+
+
 def main(out_path: str, checkpoint: str) -> None:
+    hypernetworks = hypernetwork_cases()     # also writes the file the UNet case uses
     data = {"comfyui": "0.3.64 (a125cd84b054a57729b5eecab930ca9408719832)",
             "recorded_by": "scripts/record_comfyui_model_patches.py", "torch": torch.__version__,
             "freeu": freeu_cases(), "downscale": downscale_cases(), "pag": pag_cases(),
             "unet": unet_cases(checkpoint)[0], "attention_multiply": attention_multiply_cases(checkpoint),
-            **attention_patch_cases(), "sag": sag_cases(), "slg": slg_cases()}
+            **attention_patch_cases(), "sag": sag_cases(), "slg": slg_cases(),
+            "hypernetwork": {"unet_file": list(HYPERNETWORKS[0]), "cases": hypernetworks}}
     with open(out_path, "w") as f:
         json.dump(data, f, indent=1)
         f.write("\n")

@@ -1,16 +1,19 @@
 """Each patch inside the network (FreeU, FreeU_V2, PatchModelAddDownscale, PAG, the attention multipliers,
-HyperTile, ToMe, SAG on the demo SD1 model; skip-layer guidance on the demo Flux model) runs end to end, changes
-the image, and gives the in-process image on one executor: the patch travels as data on the MODEL (or CLIP)
-and is applied on the executor, hooks inside the denoise steps only, weight scales where the weights load."""
+HyperTile, ToMe, SAG, a hypernetwork on the demo SD1 model; skip-layer guidance on the demo Flux model) runs end
+to end, changes the image, and gives the in-process image on one executor: the patch travels as data on the
+MODEL (or CLIP) and is applied on the executor, hooks inside the denoise steps only, weight scales where the
+weights load."""
 from __future__ import annotations
 
 import json
 
 import numpy as np
 import pytest
+import torch
 
 from tests.e2e.test_samplers_on_executors import (BASE_PROMPT, REPO, differing_cases, render_in_process,
                                                   render_on_server)
+from tests.nodes.test_network_patches import tiny_hypernetwork
 
 DOWNSCALE = {"downscale_factor": 2.0, "start_percent": 0.0, "end_percent": 0.6,
              "downscale_method": "bicubic", "upscale_method": "bislerp"}
@@ -31,6 +34,7 @@ PATCHES: dict[str, tuple[str, dict]] = {
     "hypertile": ("HyperTile", {"tile_size": 32, "swap_size": 2, "max_depth": 1, "scale_depth": False}),
     "tome": ("TomePatchModel", {"ratio": 0.5}),
     "sag": ("SelfAttentionGuidance", {"scale": 0.5, "blur_sigma": 2.0}),
+    "hypernetwork": ("HypernetworkLoader", {"hypernetwork_name": "e2e-tiny.pt", "strength": 1.0}),
 }
 CLIP_PATCHES = {"CLIPAttentionMultiply"}
 FLUX_PROMPT = json.loads((REPO / "workflows_json" / "flux.json").read_text())
@@ -74,6 +78,16 @@ def prompts() -> dict[str, dict]:
     flux = {case: flux_prompt_for(case, cfg) for case, (_, _, cfg) in FLUX_PATCHES.items()}
     flux_plain = {f"flux_none_{cfg}": flux_prompt_for(None, cfg) for cfg in {c for _, _, c in FLUX_PATCHES.values()}}
     return {"none": prompt_for(None), **{case: prompt_for(case) for case in PATCHES}, **flux, **flux_plain}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def hypernetwork_file(demo_workspace):
+    folder = demo_workspace.root / "models" / "hypernetworks"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "e2e-tiny.pt"
+    torch.save(tiny_hypernetwork("relu", True, 0), path)
+    yield path
+    path.unlink(missing_ok=True)
 
 
 @pytest.fixture(scope="module")

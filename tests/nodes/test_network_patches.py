@@ -20,6 +20,7 @@ from nodes.library.attention_multiply import (CLIPAttentionMultiply, UNetCrossAt
                                               UNetSelfAttentionMultiply, UNetTemporalAttentionMultiply)
 from nodes.library.freelunch import FreeU, FreeU_V2, FreeUPatch
 from nodes.library import tomesd
+from nodes.library.hypernetwork import HypernetworkLoader, HypernetworkPatch
 from nodes.library.hypertile import HyperTile, HyperTileIn, HyperTileOut
 from nodes.library.model_downscale import PatchModelAddDownscale
 from nodes.library.pag import IdentityAttention, PerturbedAttentionGuidance
@@ -99,9 +100,44 @@ def test_pag_post_cfg_matches_comfyui(sd1, case):
     assert IdentityAttention()(q, k, v, {}) is v
 
 
-def _patched(sd1: ModelRef, case: dict) -> ModelRef:
+def tiny_hypernetwork(activation: str, layer_norm: bool, seed: int) -> dict:
+    """The hypernetwork scripts/record_comfyui_model_patches.py builds (A1111's format, the demo SD1 widths)."""
+    from collections import OrderedDict
+    gen = torch.Generator().manual_seed(seed)
+
+    def mlp(width: int) -> OrderedDict:
+        sd, index = OrderedDict(), 0
+        for a, b in ((width, width * 2), (width * 2, width)):
+            sd[f"linear.{index}.weight"] = torch.randn(b, a, generator=gen) * 0.1
+            sd[f"linear.{index}.bias"] = torch.randn(b, generator=gen) * 0.1
+            index += 1
+            if layer_norm:
+                sd[f"linear.{index}.weight"] = 1 + torch.randn(b, generator=gen) * 0.1
+                sd[f"linear.{index}.bias"] = torch.randn(b, generator=gen) * 0.1
+                index += 1
+        return sd
+    return {32: [mlp(32), mlp(32)], 64: [mlp(64), mlp(64)], "activation_func": activation,
+            "is_layer_norm": layer_norm, "use_dropout": False, "activate_output": False, "last_layer_dropout": False}
+
+
+def write_hypernetwork(path: Path, activation: str, layer_norm: bool, seed: int) -> HypernetworkPatch:
+    torch.save(tiny_hypernetwork(activation, layer_norm, seed), path)
+    from cluster.refs import file_digest
+    return HypernetworkPatch(str(path), file_digest(path), 0.7)
+
+
+@pytest.fixture(scope="module")
+def unet_hypernetwork(tmp_path_factory) -> HypernetworkPatch:
+    path = tmp_path_factory.mktemp("hypernetworks") / "unet.pt"
+    patch = write_hypernetwork(path, *FIXTURE["hypernetwork"]["unet_file"])
+    return HypernetworkPatch(patch.path, patch.digest, FIXTURE["unet"]["cases"][-1]["params"]["strength"])
+
+
+def _patched(sd1: ModelRef, case: dict, hypernetwork: HypernetworkPatch | None = None) -> ModelRef:
     if case["node"] is None:
         return sd1
+    if case["node"] == "HypernetworkLoader":
+        return with_network_patch(with_network_patch(sd1, "attn1_patch", hypernetwork), "attn2_patch", hypernetwork)
     if case["node"] == "PerturbedAttentionGuidance":   # its second model call: the replacement alone
         return with_network_patch(sd1, "attn1_replace", IdentityAttention(), ("middle", 0))
     return NODES[case["node"]]().patch(sd1, **case["params"])[0]
@@ -117,12 +153,12 @@ def sd1_unet(sd1, demo_workspace):
 
 
 @pytest.mark.parametrize("case", FIXTURE["unet"]["cases"], ids=lambda c: c["case"])
-def test_patched_unet_matches_comfyuis_ldm_unet(sd1, sd1_unet, case, monkeypatch):
+def test_patched_unet_matches_comfyuis_ldm_unet(sd1, sd1_unet, case, monkeypatch, unet_hypernetwork):
     # ComfyUI's ToMe draws from torch's global generator, seeded before the forward pass: one generator
     # shared by the layers in order gives the same draws.
     shared = torch.Generator().manual_seed(FIXTURE["unet"]["global_seed"])
     monkeypatch.setattr(tomesd, "step_generator", lambda options, tokens: shared)
-    model = _patched(sd1, case)
+    model = _patched(sd1, case, unet_hypernetwork)
     assert weights_ref(model) == sd1     # the weights (and their caches) are the plain model's
     x, ctx = tensor(case["x"]), tensor(case["context"])
     with torch.no_grad():
@@ -335,3 +371,33 @@ def test_dit_block_skip_is_the_model_without_the_block(demo_workspace):
 class _PassThrough(torch.nn.Module):
     def forward(self, hidden_states, encoder_hidden_states, **kwargs):
         return encoder_hidden_states, hidden_states
+
+
+@pytest.mark.parametrize("case", FIXTURE["hypernetwork"]["cases"],
+                         ids=lambda c: f"{c['activation']}-{c['layer_norm']}-{c['k']['shape'][-1]}")
+def test_hypernetwork_patch_matches_comfyui(tmp_path, case):
+    patch = write_hypernetwork(tmp_path / "h.pt", case["activation"], case["layer_norm"], case["seed"])
+    q, k, v = (tensor(case[n]) for n in ("q", "k", "v"))
+    with torch.no_grad():
+        oq, ok, ov = patch(q, k, v, {})
+    assert oq is q
+    assert torch.allclose(ok, tensor(case["out_k"]), atol=1e-6) and torch.allclose(ov, tensor(case["out_v"]), atol=1e-6)
+
+
+def test_hypernetwork_loader_patches_both_attentions(demo_workspace, sd1):
+    folder = demo_workspace.root / "models" / "hypernetworks"
+    folder.mkdir(parents=True, exist_ok=True)
+    relu, gelu = folder / "test-relu.pt", folder / "test-gelu.pt"
+    try:
+        write_hypernetwork(relu, "relu", True, 0)
+        torch.save({**tiny_hypernetwork("relu", True, 0), "activation_func": "gelu"}, gelu)
+        (model,) = HypernetworkLoader().load_hypernetwork(sd1, "test-relu.pt", 0.5)
+        hooks = [(hook, fn.strength) for hook, _, fn in entries(model)]
+        assert hooks == [("attn1_patch", 0.5), ("attn2_patch", 0.5)] and weights_ref(model) == sd1
+        # An activation ComfyUI does not know: logged, the model is returned unpatched (as ComfyUI does).
+        assert HypernetworkLoader().load_hypernetwork(sd1, "test-gelu.pt", 1.0) == (sd1,)
+        with pytest.raises(FileNotFoundError):
+            HypernetworkLoader().load_hypernetwork(sd1, "missing.pt", 1.0)
+    finally:
+        relu.unlink(missing_ok=True)
+        gelu.unlink(missing_ok=True)
