@@ -11,6 +11,7 @@ weighted predictions divided by them (calc_cond_batch), so cells no entry covers
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -22,10 +23,11 @@ MODEL_COND_KEYS = ("pooled_output", "guidance", "width", "height", "crop_w", "cr
 FEATHER = 8     # cells over which an area's edge ramps up, where it borders other content
 
 
-def resolve(sides: list[list], dims: tuple[int, int]) -> list[list]:
+def resolve(sides: list[list], latent_shape: Sequence[int]) -> list[list]:
     """CONDITIONING lists of the sides of one guider (positive first) with areas in latent cells,
-    masks at the latent size [B,h,w], and the opposite-area entries added."""
-    out = [[_resolved(cond, opts, dims) for cond, opts in side] for side in sides]
+    masks at the latent's size and batch [B,h,w], and the opposite-area entries added."""
+    batch, dims = int(latent_shape[0]), tuple(int(d) for d in latent_shape[2:])
+    out = [[_resolved(cond, opts, dims, batch) for cond, opts in side] for side in sides]
     for k, side in enumerate(out):
         for entry in side:   # a live walk: entries added to a later side are visited too, as in ComfyUI
             for kk, other in enumerate(out):
@@ -34,7 +36,7 @@ def resolve(sides: list[list], dims: tuple[int, int]) -> list[list]:
     return out
 
 
-def _resolved(cond: torch.Tensor, opts: dict, dims: tuple[int, int]) -> list:
+def _resolved(cond: torch.Tensor, opts: dict, dims: tuple[int, int], batch: int) -> list:
     area = opts.get("area")
     if area is None and opts.get("mask") is None:
         return [cond, opts]
@@ -49,9 +51,18 @@ def _resolved(cond: torch.Tensor, opts: dict, dims: tuple[int, int]) -> list:
         if tuple(mask.shape[1:]) != tuple(dims):
             mask = torch.nn.functional.interpolate(mask.unsqueeze(1), size=tuple(dims), mode="bilinear").squeeze(1)
         if opts.get("set_area_to_bounds", False):
-            opts["area"] = _mask_bounds(mask)
-        opts["mask"] = mask
+            opts["area"] = _mask_bounds(mask)   # over the whole mask batch, as ComfyUI reads it
+        opts["mask"] = _to_batch(mask, batch)
     return [cond, opts]
+
+
+def _to_batch(mask: torch.Tensor, batch: int) -> torch.Tensor:
+    """The masks ComfyUI's sampler weights the latent's samples with: the first `batch`, repeated when there
+    are fewer. Resolved here, so that a step merged with other requests' steps pairs each sample with its mask."""
+    mask = mask[:batch]
+    if batch % mask.shape[0]:
+        raise ValueError(f"conditioning: a batch of {mask.shape[0]} masks cannot weigh a latent batch of {batch}")
+    return mask.repeat(batch // mask.shape[0], 1, 1)
 
 
 def _mask_bounds(mask: torch.Tensor) -> tuple[int, int, int, int]:

@@ -164,7 +164,7 @@ async def sample_guided(guider: GuiderChoice, sampler: SamplerChoice, sigmas: to
         params["sampler_options"] = dict(sampler.options)
     # ComfyUI's order of a guider's conds (positive first): it decides which opposite-area entries are added.
     names = ("positive", "middle", "negative") if guider.middle is not None else ("positive", "negative")
-    for name, side in zip(names, resolve([getattr(guider, n) for n in names], tuple(samples.shape[2:]))):
+    for name, side in zip(names, resolve([getattr(guider, n) for n in names], samples.shape)):
         side_tensors, params[name] = flatten(name, side, percent_to_sigma)
         tensors.update(side_tensors)
     if guider.kind == "dual":

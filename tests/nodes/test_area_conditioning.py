@@ -18,6 +18,7 @@ import torch
 from nodes.conditioning import flatten
 from nodes.conditioning_areas import resolve
 from nodes.library.conditioning_area import NODE_CLASS_MAPPINGS
+from nodes.models.components import SD1_LATENT, DiffusionModel
 from nodes.modelfns.denoise import GuidedDenoiser
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_area_conditioning.json").read_text())
@@ -31,10 +32,8 @@ CONTEXTS = {k: tensor(v) for k, v in FIXTURE["contexts"].items()}
 MASKS = {k: tensor(v) for k, v in FIXTURE["masks"].items()}
 
 
-class ToyModel:
-    """The recording's model function, in our DiffusionModel's calling convention."""
-    arch = "sd1"
-    module = torch.nn.Identity()   # no UNet blocks: nothing for network patches to hook
+class ToyModel(DiffusionModel):
+    """The recording's model function as a DiffusionModel (its module has no UNet blocks to patch)."""
 
     def apply(self, x: torch.Tensor, t: torch.Tensor, cond: dict) -> torch.Tensor:
         h, w = x.shape[2:]
@@ -65,12 +64,13 @@ def test_blended_predictions_equal_comfyuis(case):
     rec = FIXTURE["cases"][case]
     x, sigma = tensor(FIXTURE["x"]), tensor(FIXTURE["sigma"])
     names = list(rec["sides"])
-    sides = resolve([conditioning(rec["sides"][n]) for n in names], tuple(x.shape[2:]))
+    sides = resolve([conditioning(rec["sides"][n]) for n in names], x.shape)
     inputs, params = {}, {"cfg": 1.0}
     for name, side in zip(names, sides):
         tensors, params[name] = flatten(name, side, lambda p: 1.0 - p)   # every entry active at sigma 1.5
         inputs.update(tensors)
-    denoiser = GuidedDenoiser(ToyModel(), IDENTITY, inputs, params, load_control=None)
+    model = ToyModel(arch="sd1", module=torch.nn.Identity(), latent_format=SD1_LATENT, sampling={})
+    denoiser = GuidedDenoiser(model, IDENTITY, inputs, params, load_control=None)
     ours = denoiser._predict(x, sigma, 1.0, [params[n] for n in names])
     for name, got, want in zip(names, ours, rec["out"]):
         got = got.contiguous()
@@ -89,3 +89,15 @@ def test_nodes_write_comfyuis_options(call):
             for k, v in result[0][1].items()}
     assert opts == call["options"]
     assert cond[0][1] == {"pooled_output": None, "strength": 0.3}, "the input conditioning was modified"
+
+
+def test_masks_are_fitted_to_the_latent_batch_on_the_head():
+    """ComfyUI weighs sample i with mask i of the first B, the masks repeated when fewer; resolving that once
+    keeps the pairing when a step is merged with other requests' steps."""
+    masks = torch.rand(3, 4, 4)
+    (((_, opts),),) = resolve([[[CONTEXTS["A"], {"mask": masks}]]], (2, 4, 4, 4))
+    assert torch.equal(opts["mask"], masks[:2])
+    (((_, opts),),) = resolve([[[CONTEXTS["A"], {"mask": masks[:1]}]]], (2, 4, 4, 4))
+    assert torch.equal(opts["mask"], masks[:1].repeat(2, 1, 1))
+    with pytest.raises(ValueError, match="batch of 2 masks"):
+        resolve([[[CONTEXTS["A"], {"mask": masks[:2]}]]], (3, 4, 4, 4))
