@@ -49,10 +49,10 @@ REASONS: dict[str, str] = {
                                      "ControlNets are Flux / SD3 ControlNets, and ControlNets for those models are "
                                      "not implemented",
     "comfy_extras.nodes_torch_compile": "executors manage compilation themselves; not offered as a node",
-    "comfy_extras.nodes_easycache": "EasyCache / LazyCache reuse model outputs across steps from state the sampling "
-                                    "run keeps in process memory; here each step may run on another executor, so "
-                                    "that state would have to travel as step state, and the denoise step has no "
-                                    "predict-noise / diffusion-model wrapper hooks yet",
+    "comfy_extras.nodes_easycache": "EasyCache caches per conditioning (by cond UUID) inside the diffusion model's "
+                                    "forward pass, which needs a diffusion-model wrapper hook and per-cond cache "
+                                    "state carried between steps; not implemented (LazyCache, around the whole "
+                                    "prediction, is offered)",
     "comfy_extras.nodes_images": "SaveSVGNode saves SVG values, which only the paid API nodes (Recraft) make; "
                                  "no offered node produces one",
     "nodes": "unCLIPCheckpointLoader / unCLIPConditioning: the SD2.1 unCLIP family and SDXL's image-embedding "

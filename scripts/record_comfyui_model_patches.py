@@ -25,8 +25,9 @@ sys.argv[1:] = ["--cpu"]   # ComfyUI reads its command line on import: no CUDA h
 import comfy.cli_args  # noqa: E402
 comfy.cli_args.args.cpu = True
 import comfy.model_sampling  # noqa: E402
+import comfy.patcher_extension  # noqa: E402
 import comfy.samplers  # noqa: E402
-from comfy_extras import nodes_hypernetwork  # noqa: E402
+from comfy_extras import nodes_easycache, nodes_hypernetwork  # noqa: E402
 from comfy_extras import (nodes_attention_multiply, nodes_freelunch, nodes_hypertile,  # noqa: E402
                           nodes_model_downscale, nodes_pag, nodes_sag, nodes_slg, nodes_tomesd)
 
@@ -443,6 +444,37 @@ def hypernetwork_cases() -> list[dict]:
     return cases
 
 
+def lazycache_cases() -> list[dict]:
+    """LazyCache's predict-noise wrapper over a small Euler loop of a toy predictor (0.8 x + 0.05 sigma), as
+    ComfyUI's node sets it up (holder cloned and its sigmas prepared per sampling run)."""
+    ms = comfy.model_sampling.ModelSamplingDiscrete()
+    sigmas = [float(v) for v in torch.linspace(14.0, 0.05, 13)] + [0.0]
+    cases = []
+    for threshold, start, end in ((0.2, 0.15, 0.95), (1.0, 0.0, 1.0), (0.05, 0.3, 0.8), (3.0, 0.1, 0.9)):
+        m = Recorder()
+        m.wrappers = {}
+        m.add_wrapper_with_key = lambda kind, key, fn: m.wrappers.__setitem__(kind, fn)
+        nodes_easycache.LazyCacheNode.execute(m, threshold, start, end, False)
+        holder = m.model_options["transformer_options"]["easycache"].clone().prepare_timesteps(ms)
+        wrapper = m.wrappers[comfy.patcher_extension.WrappersMP.PREDICT_NOISE]
+        x = seeded(110, 1, 4, 16, 16) * sigmas[0]
+        calls, outs = [], []
+        for i in range(len(sigmas) - 1):
+            sigma = torch.tensor([sigmas[i]])
+
+            def executor(x_, t_, options_):
+                calls.append(i)
+                return x_ * 0.8 + 0.05 * t_.reshape(-1, 1, 1, 1)
+            executor_obj = type("E", (), {"__call__": lambda self, *a, **k: executor(*a, **k)})()
+            out = wrapper(executor_obj, x, sigma, {"transformer_options": {"easycache": holder}})
+            outs.append(b64(out))
+            x = out + (x - out) * (sigmas[i + 1] / sigmas[i])
+        cases.append({"reuse_threshold": threshold, "start_percent": start, "end_percent": end, "sigmas": sigmas,
+                      "x0": b64(seeded(110, 1, 4, 16, 16) * sigmas[0]), "model_calls": calls, "outs": outs,
+                      "skipped": holder.total_steps_skipped})
+    return cases
+
+
 def main(out_path: str, checkpoint: str) -> None:
     hypernetworks = hypernetwork_cases()     # also writes the file the UNet case uses
     data = {"comfyui": "0.3.64 (a125cd84b054a57729b5eecab930ca9408719832)",
@@ -450,6 +482,7 @@ def main(out_path: str, checkpoint: str) -> None:
             "freeu": freeu_cases(), "downscale": downscale_cases(), "pag": pag_cases(),
             "unet": unet_cases(checkpoint)[0], "attention_multiply": attention_multiply_cases(checkpoint),
             **attention_patch_cases(), "sag": sag_cases(), "slg": slg_cases(),
+            "lazycache": lazycache_cases(),
             "hypernetwork": {"unet_file": list(HYPERNETWORKS[0]), "cases": hypernetworks}}
     with open(out_path, "w") as f:
         json.dump(data, f, indent=1)

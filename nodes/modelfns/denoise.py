@@ -20,7 +20,7 @@ from nodes.conditioning_areas import area_and_mult, crop
 from nodes.models.components import DiffusionModel
 from nodes.modelfns.hooks import HookWeights, entry_hooks, uses_hooks
 from nodes.modelfns.model_patches import combine, perp_neg, post_cfg, pre_cfg, skips_uncond
-from nodes.modelfns.network_patches import CALC_COND, apply_model
+from nodes.modelfns.network_patches import CALC_COND, apply_model, wrap_prediction
 from nodes.sampling.model_sampling import ModelSampling, model_sampling_from_config
 from nodes.sampling.sampler_base import DENOISED
 from nodes.sampling.samplers import get_sampler, run_step
@@ -363,6 +363,7 @@ class DenoiseStep(ModelFn):
         sampler = get_sampler(params["sampler"])
         denoiser = GuidedDenoiser(model, ms, inputs, params, self.load_control, state,
                                   keep_uncond=sampler.cfg_pp, hook_weights=hooks)
+        denoiser = wrap_prediction(denoiser, denoiser.patches, state)   # LazyCache: around the whole prediction
         x_next = run_step(denoiser, x, sigmas, i, params["sampler"], int(params["seed"]), state,
                           model_sampling=ms if ms.is_const or sampler.reads_model_sampling else None,
                           options=params.get("sampler_options"))

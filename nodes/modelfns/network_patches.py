@@ -35,6 +35,9 @@ Entry = tuple[str, Any, Callable]
 # The model_options key under which a denoise step offers calc_cond_batch(model, conds, x, sigma, model_options)
 # to its guidance functions.
 CALC_COND = "calc_cond_batch"
+# A model_options entry wrapper(predict, x, sigma, state) -> prediction around the step's whole guided prediction
+# (ComfyUI's PREDICT_NOISE wrapper); `state` is the step's sampler state, which travels to the next step.
+PREDICT_NOISE = "predict_noise_wrapper"
 HOOKS = ("output_block_patch", "input_block_patch", "input_block_patch_after_skip", "attn1_patch", "attn2_patch",
          "attn1_output_patch", "attn2_output_patch", "attn1_replace", "attn2_replace", "dit_replace")
 
@@ -67,6 +70,25 @@ def apply_model(model: DiffusionModel, patches: dict, x: torch.Tensor, t: torch.
                "model_channels": int(module.config.block_out_channels[0]), "model_options": patches}
     with installed(module, entries, options):
         return model.apply(x, t, cond)
+
+
+class _WrappedPrediction:
+    """A denoiser whose calls go through a predict-noise wrapper; everything else is the denoiser's."""
+
+    def __init__(self, denoiser: Callable, wrapper: Callable, state: dict[str, torch.Tensor]) -> None:
+        self.denoiser, self.wrapper, self.state = denoiser, wrapper, state
+
+    def __call__(self, x: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
+        return self.wrapper(self.denoiser, x, sigma, self.state)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.denoiser, name)
+
+
+def wrap_prediction(denoiser: Callable, patches: dict, state: dict[str, torch.Tensor]) -> Callable:
+    """The denoiser, through the MODEL's predict-noise wrapper if it has one."""
+    wrapper = patches.get(PREDICT_NOISE)
+    return denoiser if wrapper is None else _WrappedPrediction(denoiser, wrapper, state)
 
 
 def _first(out: Any) -> torch.Tensor:

@@ -1,8 +1,8 @@
-"""Each patch inside the network (FreeU, FreeU_V2, PatchModelAddDownscale, PAG, the attention multipliers,
-HyperTile, ToMe, SAG, a hypernetwork on the demo SD1 model; skip-layer guidance on the demo Flux model) runs end
-to end, changes the image, and gives the in-process image on one executor: the patch travels as data on the
-MODEL (or CLIP) and is applied on the executor, hooks inside the denoise steps only, weight scales where the
-weights load."""
+"""Each patch inside the network or around the prediction (FreeU, FreeU_V2, PatchModelAddDownscale, PAG, the
+attention multipliers, HyperTile, ToMe, SAG, a hypernetwork, LazyCache on the demo SD1 model; skip-layer
+guidance on the demo Flux model) runs end to end, changes the image, and gives the in-process image on one
+executor: the patch travels as data on the MODEL (or CLIP) and is applied on the executor, hooks inside the
+denoise steps only, weight scales where the weights load, LazyCache's cache as step state."""
 from __future__ import annotations
 
 import json
@@ -35,6 +35,8 @@ PATCHES: dict[str, tuple[str, dict]] = {
     "tome": ("TomePatchModel", {"ratio": 0.5}),
     "sag": ("SelfAttentionGuidance", {"scale": 0.5, "blur_sigma": 2.0}),
     "hypernetwork": ("HypernetworkLoader", {"hypernetwork_name": "e2e-tiny.pt", "strength": 1.0}),
+    # A threshold that makes it skip model calls (the image changes only then); its cache is step state.
+    "lazycache": ("LazyCache", {"reuse_threshold": 1.0, "start_percent": 0.0, "end_percent": 1.0, "verbose": False}),
 }
 CLIP_PATCHES = {"CLIPAttentionMultiply"}
 FLUX_PROMPT = json.loads((REPO / "workflows_json" / "flux.json").read_text())

@@ -20,6 +20,7 @@ from nodes.library.attention_multiply import (CLIPAttentionMultiply, UNetCrossAt
                                               UNetSelfAttentionMultiply, UNetTemporalAttentionMultiply)
 from nodes.library.freelunch import FreeU, FreeU_V2, FreeUPatch
 from nodes.library import tomesd
+from nodes.library.easycache import SKIPPED, LazyCache
 from nodes.library.hypernetwork import HypernetworkLoader, HypernetworkPatch
 from nodes.library.hypertile import HyperTile, HyperTileIn, HyperTileOut
 from nodes.library.model_downscale import PatchModelAddDownscale
@@ -401,3 +402,21 @@ def test_hypernetwork_loader_patches_both_attentions(demo_workspace, sd1):
     finally:
         relu.unlink(missing_ok=True)
         gelu.unlink(missing_ok=True)
+
+
+@pytest.mark.parametrize("case", FIXTURE["lazycache"], ids=lambda c: f"threshold{c['reuse_threshold']}")
+def test_lazycache_matches_comfyui(sd1, case):
+    model = LazyCache().patch(sd1, case["reuse_threshold"], case["start_percent"], case["end_percent"], False)[0]
+    wrapper = sampler_patches(model)["predict_noise_wrapper"]
+    assert weights_ref(model) == sd1
+    sigmas, x, state, calls = case["sigmas"], tensor(case["x0"]), {}, []
+    for i in range(len(sigmas) - 1):
+        def predict(x_, sigma_):
+            calls.append(i)
+            return x_ * 0.8 + 0.05 * sigma_.reshape(-1, 1, 1, 1)
+        state = {k: v.clone() for k, v in state.items()}    # as it travels between steps
+        out = wrapper(predict, x, torch.tensor([sigmas[i]]), state)
+        assert torch.allclose(out, tensor(case["outs"][i]), atol=1e-5), i
+        x = out + (x - out) * (sigmas[i + 1] / sigmas[i])
+    assert calls == case["model_calls"]
+    assert int(state.get(SKIPPED, torch.tensor(0))) == case["skipped"]
