@@ -31,7 +31,7 @@ import comfy.model_sampling  # noqa: E402
 import comfy.samplers  # noqa: E402
 from comfy.k_diffusion import sa_solver  # noqa: E402
 from comfy.k_diffusion import sampling as k  # noqa: E402
-from comfy_extras import (nodes_align_your_steps, nodes_apg, nodes_differential_diffusion, nodes_fresca,  # noqa: E402
+from comfy_extras import (nodes_advanced_samplers, nodes_align_your_steps, nodes_apg, nodes_differential_diffusion, nodes_fresca,  # noqa: E402
                           nodes_gits, nodes_latent, nodes_mahiro, nodes_optimalsteps, nodes_perpneg, nodes_tcfg)
 
 COMFYUI = "0.3.64 (a125cd84b054a57729b5eecab930ca9408719832)"
@@ -200,7 +200,10 @@ OPTIONS = [("er_sde", {"s_noise": 0.0, "max_stage": 2, "scaler_eta": 0.0}),
            ("sa_solver_pece", {"predictor_order": 4, "corrector_order": 3, "tau": (1.2, 100.0, 0.0)}),
            ("dpm_adaptive", {"order": 2, "rtol": 0.1, "atol": 0.01, "h_init": 0.1, "pcoeff": 0.1, "icoeff": 0.8,
                              "dcoeff": 0.05, "accept_safety": 0.7, "eta": 0.5, "s_noise": 0.9}),
-           ("dpm_adaptive", {"order": 3, "rtol": 0.01, "atol": 0.001, "h_init": 0.3, "accept_safety": 0.9})]
+           ("dpm_adaptive", {"order": 3, "rtol": 0.01, "atol": 0.001, "h_init": 0.3, "accept_safety": 0.9}),
+           ("lcm_upscale", {"total_upscale": 1.5, "upscale_method": "bilinear", "upscale_steps": None}),
+           ("lcm_upscale", {"total_upscale": 2.0, "upscale_method": "bislerp", "upscale_steps": 2}),
+           ("lcm_upscale", {"total_upscale": 0.75, "upscale_method": "area", "upscale_steps": 9})]
 
 
 def _options(options: dict) -> dict:
@@ -237,7 +240,9 @@ def sampler_cases() -> list[dict]:
                 x = ms.noise_scaling(sigmas[0], x0, torch.zeros_like(x0), max_denoise=True)
                 # dpm_fast / dpm_adaptive take the schedule's ends: ComfyUI's KSAMPLER wrapper passes them
                 fn = (comfy.samplers.ksampler(name).sampler_function if name in ("dpm_fast", "dpm_adaptive")
-                      else getattr(k, f"sample_{name}"))
+                      else getattr(k, f"sample_{name}", None) or nodes_advanced_samplers.sample_lcm_upscale)
+                # sample_lcm_upscale draws from torch's global generator: seed it as the others seed theirs
+                torch.manual_seed(123)
                 seen = []
                 out = fn(ToyGuided(cfg, ms), x.clone(), sigmas.clone(), extra_args={"seed": 123, "model_options": {}},
                          callback=lambda d: seen.append(d["denoised"]), disable=True, **_options(options))

@@ -1,5 +1,6 @@
 """Sampler-object nodes beyond nodes.library.custom_sampler's: ComfyUI's SamplerDPMAdaptative,
-SamplerEulerAncestralCFGPP, SamplerER_SDE and SamplerSASolver (comfy_extras.nodes_custom_sampler) and SamplerEulerCFGpp (comfy_extras.nodes_advanced_samplers).
+SamplerEulerAncestralCFGPP, SamplerER_SDE and SamplerSASolver (comfy_extras.nodes_custom_sampler), SamplerEulerCFGpp
+and SamplerLCMUpscale (comfy_extras.nodes_advanced_samplers).
 
 Each returns a SAMPLER value (nodes.ksampler.SamplerChoice: a sampler name of nodes.sampling.samplers with
 settings for its step function), so SamplerCustom(Advanced) runs it one denoise_step invocation per step.
@@ -149,7 +150,30 @@ class SamplerEulerCFGpp(_SamplerObject):
         return (SamplerChoice("euler_cfg_pp_alternative" if version == "alternative" else "euler_cfg_pp"),)
 
 
+class SamplerLCMUpscale(_SamplerObject):
+    RELATIVE_PYTHON_MODULE = "comfy_extras.nodes_advanced_samplers"
+    CATEGORY = SAMPLERS_CATEGORY
+    DESCRIPTION = ("LCM sampling that enlarges the latent step by step over its first steps, up to scale_ratio "
+                   "times its size.")
+    UPSCALE_METHODS = ["bislerp", "nearest-exact", "bilinear", "area", "bicubic"]
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {
+            "scale_ratio": ("FLOAT", {"default": 1.0, "min": 0.1, "max": 20.0, "step": 0.01,
+                                      "tooltip": "The final size as a multiple of the starting one."}),
+            "scale_steps": ("INT", {"default": -1, "min": -1, "max": 1000, "step": 1,
+                                    "tooltip": "Over how many steps to enlarge (-1: the first half)."}),
+            "upscale_method": ("COMBO", {"multiselect": False, "options": cls.UPSCALE_METHODS})}}
+
+    def get_sampler(self, scale_ratio: float, scale_steps: int, upscale_method: str) -> tuple[SamplerChoice]:
+        if upscale_method not in self.UPSCALE_METHODS:
+            raise ValueError(f"upscale_method: unknown value {upscale_method!r}")
+        return (SamplerChoice("lcm_upscale", (("total_upscale", float(scale_ratio)), ("upscale_method", upscale_method),
+                                              ("upscale_steps", None if scale_steps < 0 else int(scale_steps)))),)
+
+
 NODE_CLASS_MAPPINGS = {cls.__name__: cls for cls in (SamplerDPMAdaptative, SamplerEulerAncestralCFGPP, SamplerER_SDE,
-                                                     SamplerSASolver, SamplerEulerCFGpp)}
+                                                     SamplerSASolver, SamplerEulerCFGpp, SamplerLCMUpscale)}
 NODE_DISPLAY_NAME_MAPPINGS = {"SamplerEulerAncestralCFGPP": "SamplerEulerAncestralCFG++",
                               "SamplerEulerCFGpp": "SamplerEulerCFG++"}

@@ -21,7 +21,7 @@ from .samplers_cfg_pp import (DPMPP2MCFGPP, DPMPP2SAncestralCFGPP, EulerAncestra
 from .samplers_deis import DEIS
 from .samplers_dpm_solver import DPMAdaptive, DPMFast
 from .samplers_dpmpp import DPMPP2M, DPMPP2MSDE, DPMPP2SAncestral, DPMPP3MSDE, DPMPPSDE, RESMultistep
-from .samplers_markov import DDPM, LCM
+from .samplers_markov import DDPM, LCM, LCMUpscale
 from .samplers_ode import (DPM2, IPNDM, IPNDMV, LMS, DPM2Ancestral, Euler, EulerAncestral, GradientEstimation, Heun,
                            HeunPP2)
 from .samplers_sa import SASolver
@@ -81,7 +81,7 @@ _ALL: list[Sampler] = [
 ]
 SAMPLERS: dict[str, Sampler] = {s.name: s for s in _ALL}
 # Samplers only sampler-object nodes give (not in KSampler's list).
-OBJECT_SAMPLERS: dict[str, Sampler] = {s.name: s for s in (EulerCFGPPAlternative(),)}
+OBJECT_SAMPLERS: dict[str, Sampler] = {s.name: s for s in (EulerCFGPPAlternative(), LCMUpscale())}
 
 # ComfyUI's SAMPLER_NAMES order, restricted to the samplers implemented here.
 _COMFY_ORDER = [
@@ -108,7 +108,8 @@ def get_sampler(name: str) -> Sampler:
 # What the sampler-object nodes (SamplerEulerAncestral, SamplerLMS, ...) may set on a sampler's step function.
 SAMPLER_OPTIONS = frozenset({"eta", "s_noise", "r", "solver_type", "order", "max_stage", "scaler_eta",
                              "predictor_order", "corrector_order", "simple_order_2", "tau", "rtol", "atol", "h_init",
-                             "pcoeff", "icoeff", "dcoeff", "accept_safety"})
+                             "pcoeff", "icoeff", "dcoeff", "accept_safety", "total_upscale", "upscale_method",
+                             "upscale_steps"})
 
 
 def configured_sampler(name: str, options: dict[str, Any] | None = None) -> Sampler:

@@ -74,6 +74,11 @@ def prompts() -> dict[str, dict]:
                                                                     "h_init": 0.1, "pcoeff": 0.0, "icoeff": 1.0,
                                                                     "dcoeff": 0.0, "accept_safety": 0.81, "eta": 0.5,
                                                                     "s_noise": 1.0}, "BasicScheduler", karras),
+        "lcm_upscale_bislerp": custom_prompt("SamplerLCMUpscale", {"scale_ratio": 1.5, "scale_steps": 2,
+                                                                   "upscale_method": "bislerp"}, "BasicScheduler", karras),
+        "lcm_upscale_bilinear": custom_prompt("SamplerLCMUpscale", {"scale_ratio": 1.25, "scale_steps": -1,
+                                                                    "upscale_method": "bilinear"}, "BasicScheduler",
+                                              karras),
         "er_sde_ode": custom_prompt("SamplerER_SDE", {"solver_type": "ODE", "max_stage": 3, "eta": 1.0,
                                                       "s_noise": 1.0}, "BasicScheduler", karras),
     })
@@ -98,6 +103,7 @@ def test_every_patch_changes_the_image(in_process_images):
     assert not same, f"these patches left the image unchanged: {same}"
     assert not np.array_equal(in_process_images["differential_diffusion"], in_process_images["masked"])
     assert not np.array_equal(in_process_images["perp_neg_1.5"], in_process_images["perp_neg_0.0"])
+    assert in_process_images["lcm_upscale_bislerp"].shape[:2] == (96, 96)     # 64 px enlarged 1.5 times
 
 
 @pytest.mark.parametrize("executors", [1, 2])
