@@ -42,8 +42,6 @@ REASONS: dict[str, str] = {
     "comfy_extras.nodes_photomaker": family("PhotoMaker"),
     "comfy_extras.nodes_model_patch": family("Qwen-Image / USO model-patch"),
     "comfy_extras.nodes_lotus": family("Lotus"), "comfy_extras.nodes_sdupscale": family("SD x4 upscaler"),
-    "comfy_extras.nodes_edit_model": family("Flux Kontext / edit"),
-    "comfy_extras.nodes_ip2p": family("InstructPix2Pix"),
     "comfy_extras.nodes_controlnet": "SetUnionControlNetType: union ControlNets (ControlNet++ / ProMax) are not "
                                      "implemented; ControlNetInpaintingAliMamaApply: the AliMama inpainting "
                                      "ControlNets are Flux / SD3 ControlNets, and ControlNets for those models are "

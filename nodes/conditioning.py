@@ -82,6 +82,14 @@ def flatten(name: str, conditioning: list, percent_to_sigma) -> tuple[dict[str, 
             entry["hooks"] = schedule(opts["hooks"], percent_to_sigma)
         if opts.get("default"):   # ConditioningSetDefaultCombine: weighs what the other entries leave
             entry["default"] = True
+        if opts.get("concat_latent_image") is not None:   # InstructPix2Pix / inpainting: a raw latent
+            tensors[f"{key}.concat_latent_image"] = opts["concat_latent_image"]
+        refs = opts.get("reference_latents")
+        if refs:   # ReferenceLatent (Flux Kontext): raw latents, put in model space by the step
+            tensors.update({f"{key}.ref.{i}": r for i, r in enumerate(refs)})
+            entry["ref_latents"] = len(refs)
+            if opts.get("reference_latents_method") is not None:
+                entry["ref_latents_method"] = str(opts["reference_latents_method"])
         entries.append(entry)
     return tensors, entries
 

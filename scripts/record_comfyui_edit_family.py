@@ -101,9 +101,47 @@ def flux_cases(weights: str) -> dict:
     return cases
 
 
+class RecordingVAE:
+    """Stands in for ComfyUI's VAE: records the pixels it is asked to encode, returns a fixed latent."""
+
+    def __init__(self) -> None:
+        self.pixels = None
+
+    def encode(self, pixels: torch.Tensor) -> torch.Tensor:
+        self.pixels = pixels
+        return seeded(21, pixels.shape[0], 4, pixels.shape[1] // 8, pixels.shape[2] // 8)
+
+
+def node_cases() -> dict:
+    from comfy_extras import nodes_edit_model, nodes_flux, nodes_ip2p
+    cond = [[seeded(30, 1, 3, 8), {"pooled_output": seeded(31, 1, 8)}], [seeded(32, 1, 3, 8), {}]]
+    a, b = seeded(33, 1, 16, 4, 4), seeded(34, 1, 16, 2, 6)
+    once = nodes_edit_model.ReferenceLatent.execute(cond, {"samples": a}).result[0]
+    twice = nodes_edit_model.ReferenceLatent.execute(once, {"samples": b}).result[0]
+    untouched = nodes_edit_model.ReferenceLatent.execute(cond, None).result[0]
+    methods = {m: nodes_flux.FluxKontextMultiReferenceLatentMethod.execute(twice, m).result[0][0][1]
+               ["reference_latents_method"] for m in ("offset", "index", "uxo/uno")}
+    cases: dict = {
+        "reference_latent": {"refs_per_entry": [[len(e[1]["reference_latents"]) for e in out] for out in (once, twice)],
+                             "second_is_appended": bool(torch.equal(twice[0][1]["reference_latents"][1], b)),
+                             "without_latent_unchanged": untouched is cond, "methods": methods},
+        "ip2p": [],
+    }
+    for shape in ((1, 37, 45, 3), (2, 64, 40, 3)):
+        vae, pixels = RecordingVAE(), torch.rand(*shape, generator=torch.Generator().manual_seed(40))
+        pos, neg, latent = nodes_ip2p.InstructPixToPixConditioning.execute(cond, cond[:1], pixels, vae).result
+        concat = pos[0][1]["concat_latent_image"]
+        cases["ip2p"].append({
+            "image": b64(pixels), "encoded_pixels": b64(vae.pixels), "latent_samples": b64(latent["samples"]),
+            "latent_keys": sorted(latent), "positive_keys": [sorted(e[1]) for e in pos],
+            "negative_keys": [sorted(e[1]) for e in neg],
+            "concat_is_the_encoding": all(e[1]["concat_latent_image"] is concat for e in pos + neg)})
+    return cases
+
+
 def main() -> None:
     fixture = {"comfyui": COMFYUI, "recorded_by": "scripts/record_comfyui_edit_family.py",
-               "renorm_cfg": renorm_cases(), "flux_reference_latents": flux_cases(WEIGHTS)}
+               "renorm_cfg": renorm_cases(), "flux_reference_latents": flux_cases(WEIGHTS), "nodes": node_cases()}
     with open(OUT, "w") as f:
         json.dump(fixture, f, indent=1)
 

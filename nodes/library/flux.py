@@ -1,5 +1,6 @@
-"""Flux conditioning nodes of ComfyUI's comfy_extras.nodes_flux: CLIPTextEncodeFlux, FluxDisableGuidance and
-FluxKontextImageScale (FluxGuidance lives with the core conditioning nodes, nodes/conditioning_ops.py)."""
+"""Flux conditioning nodes of ComfyUI's comfy_extras.nodes_flux: CLIPTextEncodeFlux, FluxDisableGuidance,
+FluxKontextImageScale and FluxKontextMultiReferenceLatentMethod (FluxGuidance lives with the core conditioning
+nodes, nodes/conditioning_ops.py)."""
 from __future__ import annotations
 
 import torch
@@ -80,6 +81,29 @@ class FluxKontextImageScale:
         return (common_upscale(image.movedim(-1, 1), width, height, "lanczos", "center").movedim(1, -1),)
 
 
+class FluxKontextMultiReferenceLatentMethod:
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"conditioning": ("CONDITIONING", {}),
+                             "reference_latents_method": ("COMBO", {
+                                 "multiselect": False, "options": ["offset", "index", "uxo/uno"],
+                                 "tooltip": "offset: references side by side in one extra frame; index: one "
+                                            "frame each; uxo/uno: placed diagonally past the image (USO/UNO)."})}}
+
+    RETURN_TYPES = ("CONDITIONING",)
+    FUNCTION = "execute"
+    CATEGORY = "advanced/conditioning/flux"
+    EXPERIMENTAL = True
+    DESCRIPTION = "Chooses where Flux Kontext places several reference latents (ReferenceLatent) in position space."
+    RELATIVE_PYTHON_MODULE = MODULE
+
+    def execute(self, conditioning: list, reference_latents_method: str):
+        method = "uxo" if "uxo" in reference_latents_method or "uso" in reference_latents_method \
+            else reference_latents_method
+        return (set_values(require(conditioning, "conditioning"), {"reference_latents_method": method}),)
+
+
 NODE_CLASS_MAPPINGS = {"CLIPTextEncodeFlux": CLIPTextEncodeFlux, "FluxDisableGuidance": FluxDisableGuidance,
-                       "FluxKontextImageScale": FluxKontextImageScale}
+                       "FluxKontextImageScale": FluxKontextImageScale,
+                       "FluxKontextMultiReferenceLatentMethod": FluxKontextMultiReferenceLatentMethod}
 NODE_DISPLAY_NAME_MAPPINGS: dict[str, str] = {}

@@ -156,7 +156,9 @@ class GuidedDenoiser:
             gkey = (tuple(mult.shape), tuple(context.shape), controls,
                     None if cn_context is None else tuple(cn_context.shape),
                     f"{e['key']}.pooled" in self.inputs, e.get("guidance"), e.get("guidance_disabled", False),
-                    tuple((h.hook.uid, h.hook.keyframes.uid) for h in entry_hooks(e)))
+                    tuple((h.hook.uid, h.hook.keyframes.uid) for h in entry_hooks(e)),
+                    tuple(tuple(self.inputs[f"{e['key']}.ref.{i}"].shape[1:]) for i in range(e.get("ref_latents", 0))),
+                    e.get("ref_latents_method"))
             groups.setdefault(gkey, []).append((side, e, area, mult))
         xc = self.ms.calculate_input(sigma, x)
         t = self.ms.timestep(sigma)
@@ -168,6 +170,10 @@ class GuidedDenoiser:
             xb = torch.cat([crop(xc, area) for _, _, area, _ in members])
             tb = t.reshape(-1)[:1].expand(n * k)
             batch_cond = self._batch_cond([e for _, e, _, _ in members], n, x.device)
+            concats = [self.model.concat_image(self.inputs.get(f"{e['key']}.concat_latent_image"), x)
+                       for _, e, _, _ in members]
+            if concats[0] is not None:   # InstructPix2Pix: the image latent joins the input, cropped like it
+                batch_cond["concat"] = torch.cat([crop(c, m[2]) for c, m in zip(concats, members)])
             batch_cond["control"] = self._control([e for _, e, _, _ in members], n, xb, tb, s, batch_cond)
             out = apply_model(self._model_for(members[0][1], x.device), self.patches, xb, tb, batch_cond, sigma,
                               [int(m[0]) for m in members])
@@ -240,6 +246,11 @@ class GuidedDenoiser:
             cond["guidance"] = float(guidance)
         elif entries[0].get("guidance_disabled"):   # FluxDisableGuidance: the model adds no guidance embedding
             cond["guidance_disabled"] = True
+        if entries[0].get("ref_latents"):   # ReferenceLatent: in model space, as ComfyUI's process_latent_in
+            fmt = self.model.latent_format
+            cond["ref_latents"] = [fmt.process_in(stacked(f"ref.{i}")).to(device)
+                                   for i in range(entries[0]["ref_latents"])]
+            cond["ref_latents_method"] = entries[0].get("ref_latents_method")
         return cond
 
     def _control(self, entries: list[dict], n: int, xb: torch.Tensor, tb: torch.Tensor, s: float,

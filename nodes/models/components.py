@@ -52,8 +52,14 @@ class DiffusionModel:
     def apply(self, x: torch.Tensor, timestep: torch.Tensor, cond: dict[str, Any]) -> torch.Tensor:
         """Raw network output for input `x` (already `calculate_input`-scaled) at `timestep` (model units).
         `cond` keys: "context" [B,T,D]; "pooled" [B,P] (SDXL, SD3, Flux); "time_ids" [B,6] (SDXL);
-        "guidance" [B] (Flux); "control" ControlResiduals or None."""
+        "guidance" [B] (Flux); "control" ControlResiduals or None; "concat" [B,C',H,W], channels joined to
+        the input (InstructPix2Pix); "ref_latents" / "ref_latents_method" (Flux Kontext)."""
         raise NotImplementedError
+
+    def concat_image(self, image: torch.Tensor | None, x: torch.Tensor) -> torch.Tensor | None:
+        """What this model takes joined to its input channels for a cond's concat_latent_image (raw latent or
+        None) and the step's input `x`; None for a model that takes only the latent."""
+        return None
 
 
 @dataclass

@@ -76,3 +76,47 @@ def test_flux_reference_latents_equal_comfyuis_flux(flux_model, run):
     expected = tensor(run["out"])
     assert not torch.allclose(expected, tensor(rec["plain"]), atol=1e-3)
     assert torch.allclose(out, expected, atol=1e-5, rtol=1e-5), (out - expected).abs().max()
+
+
+def test_reference_latent_and_method_nodes_shape_the_conditioning_as_comfyui():
+    from nodes.library.edit_model import ReferenceLatent
+    from nodes.library.flux import FluxKontextMultiReferenceLatentMethod
+    rec = FIXTURE["nodes"]["reference_latent"]
+    cond = [[torch.zeros(1, 3, 8), {"pooled_output": torch.zeros(1, 8)}], [torch.zeros(1, 3, 8), {}]]
+    a, b = torch.randn(1, 16, 4, 4), torch.randn(1, 16, 2, 6)
+    (once,) = ReferenceLatent().execute(cond, {"samples": a})
+    (twice,) = ReferenceLatent().execute(once, {"samples": b})
+    assert [[len(e[1]["reference_latents"]) for e in out] for out in (once, twice)] == rec["refs_per_entry"]
+    assert torch.equal(twice[0][1]["reference_latents"][1], b) == rec["second_is_appended"]
+    assert "reference_latents" not in cond[0][1]   # the input is not changed in place
+    assert (ReferenceLatent().execute(cond)[0] is cond) == rec["without_latent_unchanged"]
+    got = {m: FluxKontextMultiReferenceLatentMethod().execute(twice, m)[0][0][1]["reference_latents_method"]
+           for m in rec["methods"]}
+    assert got == rec["methods"]
+
+
+@pytest.mark.parametrize("case", FIXTURE["nodes"]["ip2p"], ids=lambda c: "x".join(map(str, c["image"]["shape"])))
+def test_instruct_pix2pix_conditioning_prepares_as_comfyui(monkeypatch, case):
+    """ComfyUI's node with a stand-in VAE: the pixels it encodes (centre-cropped to multiples of 8) and the
+    outputs' structure; the encoding itself is the VAE's (our demo VAE is not ComfyUI-loadable)."""
+    import asyncio
+    import nodes.library.inpaint as inpaint
+    from nodes.library.ip2p import InstructPixToPixConditioning
+    seen = {}
+
+    async def fake_call(name, ref, role, inputs, params):
+        seen["pixels"] = inputs["pixels"]
+        p = inputs["pixels"]
+        return {"latent": torch.randn(p.shape[0], 4, p.shape[1] // 8, p.shape[2] // 8)}
+    monkeypatch.setattr(inpaint, "call_model_fn", fake_call)
+    monkeypatch.setattr("nodes.library.ip2p._require", lambda v, *a: v)
+    cond = [[torch.zeros(1, 3, 8), {"pooled_output": torch.zeros(1, 8)}], [torch.zeros(1, 3, 8), {}]]
+    pos, neg, latent = asyncio.run(InstructPixToPixConditioning().encode(cond, cond[:1], tensor(case["image"]), "vae"))
+    assert torch.equal(seen["pixels"], tensor(case["encoded_pixels"]))
+    assert sorted(latent) == case["latent_keys"]
+    assert latent["samples"].shape == tensor(case["latent_samples"]).shape and not latent["samples"].any()
+    assert [sorted(e[1]) for e in pos] == case["positive_keys"]
+    assert [sorted(e[1]) for e in neg] == case["negative_keys"]
+    concat = pos[0][1]["concat_latent_image"]
+    assert all(e[1]["concat_latent_image"] is concat for e in pos + neg) == case["concat_is_the_encoding"]
+    assert latent["samples"].shape == concat.shape
