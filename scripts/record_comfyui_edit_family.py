@@ -15,7 +15,9 @@ is copied here), from the Comfy Cluster checkout's parent environment for the de
   (converted to ComfyUI's key layout by comfy.utils.flux_to_diffusers' map), one forward pass with seeded
   inputs, with and without reference latents, for both ref_latents_method values.
 - InstructPixToPixConditioning: the node with a stand-in VAE that records the pixels it is given and
-  returns a fixed latent, so the pre-processing and the outputs' structure can be compared.
+  returns a fixed latent, so the pre-processing and the outputs' structure can be compared; and the
+  InstructPix2Pix model's concat input (comfy.model_base.IP2P.concat_cond) for images of other sizes and
+  batches. ReferenceLatent / FluxKontextMultiReferenceLatentMethod: the conditioning they return.
 Tensors are stored as float32 (base64).
 """
 from __future__ import annotations
@@ -136,6 +138,18 @@ def node_cases() -> dict:
             "latent_keys": sorted(latent), "positive_keys": [sorted(e[1]) for e in pos],
             "negative_keys": [sorted(e[1]) for e in neg],
             "concat_is_the_encoding": all(e[1]["concat_latent_image"] is concat for e in pos + neg)})
+    # The InstructPix2Pix model's concat input (SD15_instructpix2pix's concat_cond: the IP2P mixin's rule).
+    import comfy.model_base
+    ip2p = type("IP2PRule", (comfy.model_base.IP2P,), {})()
+    ip2p.process_ip2p_image_in = lambda image: image
+    cases["ip2p_concat"] = []
+    for image_shape, noise_shape in (((1, 4, 16, 12), (3, 4, 8, 8)), ((5, 4, 8, 8), (2, 4, 8, 8)),
+                                     ((2, 4, 6, 10), (7, 4, 6, 10)), (None, (2, 4, 8, 8))):
+        image = None if image_shape is None else seeded(50, *image_shape)
+        noise = seeded(51, *noise_shape)
+        out = ip2p.concat_cond(concat_latent_image=image, noise=noise, device="cpu")
+        cases["ip2p_concat"].append({"image": None if image is None else b64(image), "noise": b64(noise),
+                                     "out": b64(out)})
     return cases
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+from types import SimpleNamespace
 from pathlib import Path
 
 import numpy as np
@@ -120,3 +121,15 @@ def test_instruct_pix2pix_conditioning_prepares_as_comfyui(monkeypatch, case):
     concat = pos[0][1]["concat_latent_image"]
     assert all(e[1]["concat_latent_image"] is concat for e in pos + neg) == case["concat_is_the_encoding"]
     assert latent["samples"].shape == concat.shape
+
+
+@pytest.mark.parametrize("case", FIXTURE["nodes"]["ip2p_concat"], ids=lambda c: "x".join(map(str, c["noise"]["shape"])))
+def test_ip2p_unet_concat_input_equals_comfyuis(demo_workspace, case):
+    """What an 8-channel UNet takes beside its input: the image latent resized to the input's size and batch
+    (or zeros), as ComfyUI's IP2P concat_cond."""
+    from nodes.models.components import SD1_LATENT
+    from nodes.models.unet import UNetModel
+    model = UNetModel.__new__(UNetModel)   # the rule reads only the channel counts
+    model.module, model.latent_format = SimpleNamespace(config=SimpleNamespace(in_channels=8)), SD1_LATENT
+    image = None if case["image"] is None else tensor(case["image"])
+    assert torch.equal(model.concat_image(image, tensor(case["noise"])), tensor(case["out"]))
