@@ -35,15 +35,20 @@ class TextEncode(ModelFn):
 def tokens_for(model: TextEncoder, params: dict[str, Any]) -> dict[str, list[list[tuple[int, float]]]]:
     """The tokens per sub-encoder: of `text`, or each sub-encoder's own text from `texts` (CLIPTextEncodeSDXL's
     text_g/text_l, CLIPTextEncodeFlux's clip_l/t5xxl). With `equal_chunks` the sub-encoders with fewer chunks
-    get the empty prompt's chunks appended until all have as many, as CLIPTextEncodeSDXL does."""
+    (all, or those it lists) get the empty prompt's chunks appended until they have as many, as
+    CLIPTextEncodeSDXL and CLIPTextEncodeSD3 do. With `drop_empty` an empty text gives its sub-encoder no
+    tokens at all (CLIPTextEncodeSD3's empty_padding "none")."""
     texts = params.get("texts")
     if not texts:
         return model.tokenize(params["text"])
-    tokens = {sub: model.tokenize(text)[sub] for sub, text in texts.items()}
-    if params.get("equal_chunks"):
+    drop = params.get("drop_empty", False)
+    tokens = {sub: [] if drop and text == "" else model.tokenize(text)[sub] for sub, text in texts.items()}
+    equal = params.get("equal_chunks")
+    if equal:
         empty = model.tokenize("")
-        most = max(len(chunks) for chunks in tokens.values())
-        for sub, chunks in tokens.items():
-            while len(chunks) < most:
-                chunks += empty[sub]
+        subs = list(tokens) if equal is True else list(equal)
+        most = max(len(tokens[sub]) for sub in subs)
+        for sub in subs:
+            while len(tokens[sub]) < most:
+                tokens[sub] += empty[sub]
     return tokens

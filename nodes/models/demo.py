@@ -111,8 +111,8 @@ def _kohya_lora(targets: dict[str, tuple[int, int]], gen: torch.Generator, rank:
 
 
 def build_demo_models(models_dir: Path, include_flux: bool = True) -> list[Path]:
-    """Write the demo models under a ComfyUI models/ folder; returns the files written. The Flux helper's
-    demo files are added when its module is present (`include_flux=False` skips them)."""
+    """Write the demo models under a ComfyUI models/ folder; returns the files written. The Flux and SD3
+    helpers' demo files are added when their modules are present (`include_flux=False` skips both)."""
     models_dir = Path(models_dir)
     written: list[Path] = []
     with torch.random.fork_rng(devices=[]):
@@ -156,6 +156,9 @@ def build_demo_models(models_dir: Path, include_flux: bool = True) -> list[Path]
                            "nodes.models.flux_demo")) if m is not None and hasattr(m, "build_demo_flux")), None)
         if build_flux is not None:
             written += list(build_flux(models_dir) or [])
+        build_sd3 = getattr(_optional("nodes.models.sd3_demo"), "build_demo_sd3", None)
+        if build_sd3 is not None:
+            written += build_sd3(models_dir)
     return written
 
 

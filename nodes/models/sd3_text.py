@@ -72,8 +72,18 @@ class SD3TextEncoder(TextEncoder):
         if out is None:
             out = torch.zeros(1, 77, CONTEXT_WIDTH)
         if pooled is None:
-            pooled = torch.zeros(1, MISSING_WIDTH["l"] + MISSING_WIDTH["g"])
+            pooled = torch.zeros(1, sum(self.pooled_width(name) for name in ("l", "g")))
         return out, pooled
+
+    def pooled_width(self, name: str) -> int:
+        """The width of a CLIP's pooled output. With no CLIP tokens ComfyUI's pooled vector is zeros of the real
+        CLIPs' widths (768 + 1280); a model's own widths say the same for real models and fit tiny ones."""
+        side = self.sides.get(name)
+        if side is None:
+            return MISSING_WIDTH[name]
+        cfg = side.module.config
+        return cfg.projection_dim if side.spec.projected_pooled and hasattr(side.module, "text_projection") \
+            else cfg.hidden_size
 
 
 def _clip_towers(sd: Mapping[str, torch.Tensor]) -> list[dict[str, torch.Tensor]]:
