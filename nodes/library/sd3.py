@@ -5,10 +5,13 @@
   weights, as ComfyUI does, so their order does not matter).
 - CLIPTextEncodeSD3: a prompt per text encoder; CLIP-L and CLIP-G get equally many 77-token chunks, and with
   empty_padding "none" an empty prompt leaves its encoder out instead of encoding the empty prompt.
+- SkipLayerGuidanceSD3: SkipLayerGuidanceDiT (nodes.library.slg) with the MMDiT's joint blocks as the double
+  blocks, no single blocks and no rescaling, as ComfyUI's node delegates.
 """
 from __future__ import annotations
 
 from nodes.library.clip_sdxl import TEXT, _encode
+from nodes.library.slg import LAYERS, SkipLayerGuidanceDiT
 from nodes.loaders import _files, make_ref, model_file
 from nodes.model_nodes import _require
 
@@ -56,5 +59,29 @@ class CLIPTextEncodeSD3:
         return (await _encode(clip, params, {}),)
 
 
-NODE_CLASS_MAPPINGS = {"TripleCLIPLoader": TripleCLIPLoader, "CLIPTextEncodeSD3": CLIPTextEncodeSD3}
+class SkipLayerGuidanceSD3:
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {
+            "model": ("MODEL", {}), "layers": LAYERS,
+            "scale": ("FLOAT", {"default": 3.0, "min": 0.0, "max": 10.0, "step": 0.1}),
+            "start_percent": ("FLOAT", {"default": 0.01, "min": 0.0, "max": 1.0, "step": 0.001}),
+            "end_percent": ("FLOAT", {"default": 0.15, "min": 0.0, "max": 1.0, "step": 0.001}),
+        }}
+
+    RETURN_TYPES = ("MODEL",)
+    FUNCTION = "skip_guidance_sd3"
+    CATEGORY = "advanced/guidance"
+    EXPERIMENTAL = True
+    DESCRIPTION = ("Skip-layer guidance for SD3: guides away from a prediction made with the given joint blocks "
+                   "skipped, between start_percent and end_percent of the schedule.")
+    RELATIVE_PYTHON_MODULE = MODULE
+
+    def skip_guidance_sd3(self, model, layers: str, scale: float, start_percent: float, end_percent: float):
+        return SkipLayerGuidanceDiT().patch(model, double_layers=layers, single_layers="", scale=scale,
+                                            start_percent=start_percent, end_percent=end_percent, rescaling_scale=0.0)
+
+
+NODE_CLASS_MAPPINGS = {"TripleCLIPLoader": TripleCLIPLoader, "CLIPTextEncodeSD3": CLIPTextEncodeSD3,
+                       "SkipLayerGuidanceSD3": SkipLayerGuidanceSD3}
 NODE_DISPLAY_NAME_MAPPINGS: dict[str, str] = {}

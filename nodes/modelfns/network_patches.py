@@ -14,9 +14,10 @@ index). `options` holds "block" (("input"|"middle"|"output", id) in ldm numberin
 "cond_or_uncond", "original_shape", "n_heads", "dim_head", "model_channels" and "model_options" (the step's
 model_options, through which a patch can leave something for the step's guidance functions, as SAG does).
 
-On Flux, dit_replace(args, extra) -> {"img", "txt"} replaces a block (key ("double_block" | "single_block",
-index)): args "img", "txt" (a single block sees them joined, text first), "vec", "pe" (diffusers' rotary
-embedding) and "transformer_options"; extra "original_block". The block is swapped for the call only.
+On Flux and SD3, dit_replace(args, extra) -> {"img", "txt"} replaces a block (key ("double_block" |
+"single_block", index); SD3's joint blocks are double blocks): args "img", "txt" (a single block sees them
+joined, text first), "vec", "pe" (diffusers' rotary embedding; None on SD3) and "transformer_options"; extra
+"original_block". The block is swapped for the call only.
 """
 from __future__ import annotations
 
@@ -60,7 +61,7 @@ def apply_model(model: DiffusionModel, patches: dict, x: torch.Tensor, t: torch.
     ldm UNet blocks (the DiTs) have none of these hook points, so ComfyUI ignores the patches there too."""
     entries = tuple(patches.get(NETWORK, ()))
     module = model.module
-    if entries and hasattr(module, "single_transformer_blocks"):
+    if entries and hasattr(module, "transformer_blocks"):   # the DiTs: Flux, SD3
         with dit_replaced(module, entries, {"sigmas": sigma.reshape(-1), "cond_or_uncond": list(cond_or_uncond),
                                             "model_options": patches}):
             return model.apply(x, t, cond)
@@ -284,9 +285,10 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, heads: int,
 
 @contextmanager
 def dit_replaced(dit: nn.Module, entries: tuple[Entry, ...], options: dict[str, Any]) -> Iterator[None]:
-    """Swap the Flux blocks that have a dit_replace entry for a wrapper calling it; swapped back on exit.
-    Keys naming blocks the model does not have are ignored, as ComfyUI's loop never reaches them."""
-    lists = {"double_block": dit.transformer_blocks, "single_block": dit.single_transformer_blocks}
+    """Swap the Flux/SD3 blocks that have a dit_replace entry for a wrapper calling it; swapped back on exit.
+    Keys naming blocks the model does not have are ignored, as ComfyUI's loop never reaches them (SD3's
+    joint blocks are its double blocks; it has no single blocks)."""
+    lists = {"double_block": dit.transformer_blocks, "single_block": getattr(dit, "single_transformer_blocks", ())}
     swapped = []
     try:
         for hook, key, fn in entries:
@@ -301,7 +303,7 @@ def dit_replaced(dit: nn.Module, entries: tuple[Entry, ...], options: dict[str, 
 
 
 class _ReplacedBlock(nn.Module):
-    """A diffusers Flux block whose call goes through a ComfyUI-style block replacement."""
+    """A diffusers Flux or SD3 block whose call goes through a ComfyUI-style block replacement."""
 
     def __init__(self, original: nn.Module, fn: Callable, single: bool, options: dict[str, Any]) -> None:
         super().__init__()
@@ -314,8 +316,9 @@ class _ReplacedBlock(nn.Module):
         args = {"vec": temb, "pe": image_rotary_emb, "attn_mask": None, "transformer_options": self.options}
 
         def run(img: torch.Tensor, txt: torch.Tensor, a: dict) -> tuple[torch.Tensor, torch.Tensor]:
+            rope = {} if a["pe"] is None else {"image_rotary_emb": a["pe"]}   # SD3's blocks take no RoPE
             return self.original(hidden_states=img, encoder_hidden_states=txt, temb=a["vec"],
-                                 image_rotary_emb=a["pe"], joint_attention_kwargs=joint_attention_kwargs)
+                                 joint_attention_kwargs=joint_attention_kwargs, **rope)
         if self.single:
             def original_single(a: dict) -> dict:
                 txt, img = run(a["img"][:, text:], a["img"][:, :text], a)

@@ -1,5 +1,5 @@
 """SD3 end to end on the tiny demo SD3: checkpoint and TripleCLIPLoader prompts through our engine, with
-CLIPTextEncode and CLIPTextEncodeSD3, in process and on `serve --executors 2`."""
+CLIPTextEncode, CLIPTextEncodeSD3 and SkipLayerGuidanceSD3, in process and on `serve --executors 2`."""
 from __future__ import annotations
 
 import numpy as np
@@ -36,8 +36,20 @@ def sd3_prompt(encoder: str = "plain", l: str = TEXT, g: str = TEXT, t5: str = T
     return p
 
 
+def with_slg(prompt: dict, node: str) -> dict:
+    """The prompt's model through SkipLayerGuidanceSD3 or, given the same settings, SkipLayerGuidanceDiT."""
+    inputs = {"model": ["ckpt", 0], "scale": 3.0, "start_percent": 0.0, "end_percent": 1.0}
+    inputs.update({"layers": "1"} if node == "SkipLayerGuidanceSD3" else
+                  {"double_layers": "1", "single_layers": "", "rescaling_scale": 0.0})
+    prompt = {**prompt, "slg": {"class_type": node, "inputs": inputs}}
+    prompt["sample"] = {**prompt["sample"], "inputs": {**prompt["sample"]["inputs"], "model": ["slg", 0]}}
+    return prompt
+
+
 def prompts() -> dict[str, dict]:
     return {"plain": sd3_prompt(), "sd3": sd3_prompt("sd3"),
+            "slg": with_slg(sd3_prompt(), "SkipLayerGuidanceSD3"),
+            "slg_dit": with_slg(sd3_prompt(), "SkipLayerGuidanceDiT"),
             "sd3_no_t5": sd3_prompt("sd3", t5="", padding="none"),
             "sd3_t5_only": sd3_prompt("sd3", l="", g="", padding="none"),
             "sd3_empty_t5_padded": sd3_prompt("sd3", t5="", padding="empty_prompt")}
@@ -52,6 +64,8 @@ def test_sd3_prompts_render_and_encoders_agree(local) -> None:
     # The three prompts given to CLIPTextEncodeSD3 encode as CLIPTextEncode's one (same weights, same tokens).
     assert np.array_equal(local["plain"], local["sd3"])
     assert local["plain"].shape == (48, 64, 3) and local["plain"].std() > 0
+    # Skip-layer guidance on the joint blocks changes the image, exactly as SkipLayerGuidanceDiT's double blocks.
+    assert np.array_equal(local["slg"], local["slg_dit"]) and not np.array_equal(local["slg"], local["plain"])
     others = [local[k] for k in ("sd3_no_t5", "sd3_t5_only", "sd3_empty_t5_padded")]
     for i, image in enumerate(others):
         assert not np.array_equal(image, local["sd3"])

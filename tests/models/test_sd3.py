@@ -119,3 +119,19 @@ def test_clips_without_t5_leave_t5_out(models, text_encoder) -> None:
     cond, pooled = dual.encode(tokens)
     full, full_pooled = text_encoder.encode(tokens)
     assert cond.shape[1] == 77 and torch.equal(cond, full[:, :77]) and torch.equal(pooled, full_pooled)
+
+
+@pytest.mark.parametrize("index", range(len(FIXTURE["mmdit"])))
+@pytest.mark.parametrize("block", [0, 1])
+def test_skipped_joint_block_equals_comfyui(mmdit, index: int, block: int) -> None:
+    """SkipLayerGuidanceSD3's extra prediction: a joint block swapped for a pass-through (the dit_replace
+    network patch) on our MMDiT equals ComfyUI's MMDiT with the same patches_replace entry."""
+    from nodes.library.slg import skips
+    from nodes.modelfns.network_patches import dit_replaced
+    case = FIXTURE["mmdit"][index]
+    x, context, y = inputs(case)
+    with dit_replaced(mmdit.module, skips((block,), ()), {}):
+        out = mmdit.apply(x, torch.tensor(case["timesteps"]), {"context": context, "pooled": y})
+    torch.testing.assert_close(out, tensor(case["skip_block"][str(block)]), atol=2e-5, rtol=1e-4)
+    plain = mmdit.apply(x, torch.tensor(case["timesteps"]), {"context": context, "pooled": y})
+    torch.testing.assert_close(plain, tensor(case["out"]), atol=2e-5, rtol=1e-4)   # swapped back
