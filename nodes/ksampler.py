@@ -18,7 +18,7 @@ from nodes import arch, previews
 from nodes.conditioning import flatten, require
 from nodes.conditioning_areas import resolve
 from nodes.modelfns.denoise import STATE_PREFIX
-from nodes.modelfns.model_options import sampler_patches, sampling_config, weights_ref
+from nodes.modelfns.model_options import COMPILE, sampler_patches, sampling_config, weights_ref
 from nodes.modelfns.hooks import uses_hooks
 from nodes.modelfns.model_patches import Patches
 from nodes.sampling.model_sampling import model_sampling_from_config
@@ -179,6 +179,8 @@ async def sample_guided(guider: GuiderChoice, sampler: SamplerChoice, sigmas: to
     patches = sampler_patches(model)
     if patches:   # RescaleCFG and the like, or a MODEL patched by a node pack (comfy_bridge.packs.proxies)
         params["model_patches"] = Patches(patches)
+    if model.option(COMPILE):   # TorchCompileModel: the executor runs the network compiled with this backend
+        params["torch_compile"] = model.option(COMPILE)
     state: dict[str, torch.Tensor] = {}
     denoised = None
     total = len(sigmas) - 1

@@ -6,6 +6,7 @@ can run on any executor and a re-run reproduces its output.
 """
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Hashable
 from types import SimpleNamespace
@@ -290,6 +291,7 @@ class DenoiseStep(ModelFn):
         self._controlnets: dict[str, Any] = {}
         self._hooked: dict[str, DiffusionModel] = {}
         self._samplings: dict[tuple, ModelSampling] = {}
+        self._compiled: dict[tuple[int, str], tuple[torch.nn.Module, torch.nn.Module]] = {}
 
     def setup_io(self) -> None:
         self.add_input("x")
@@ -366,7 +368,22 @@ class DenoiseStep(ModelFn):
             self._samplings[key] = model_sampling_from_config(config)
         return self._samplings[key]
 
+    def _compile(self, model: DiffusionModel, backend: str) -> DiffusionModel:
+        """TorchCompileModel: the loaded network compiled once per (network, backend) and reused by every
+        later step (torch.compile's own guards decide when a new shape needs another graph). A few kept, as
+        with the hooked models; each entry holds its network, so an id is never mistaken for another's."""
+        key = (id(model.module), backend)
+        if key not in self._compiled or self._compiled[key][0] is not model.module:
+            if len(self._compiled) >= 2:
+                self._compiled.pop(next(iter(self._compiled)))
+            self._compiled[key] = (model.module, torch.compile(model.module, backend=backend))
+        compiled = copy.copy(model)   # the same DiffusionModel whose network is the compiled one
+        compiled.module = self._compiled[key][1]
+        return compiled
+
     def execute(self, model: DiffusionModel, inputs: dict[str, Any], params: dict[str, Any]) -> dict[str, torch.Tensor]:
+        if params.get("torch_compile"):
+            model = self._compile(model, str(params["torch_compile"]))
         ms = self._model_sampling(params["model_sampling"])
         x, sigmas, i = inputs["x"], inputs["sigmas"], int(params["i"])
         state = {k[len(STATE_PREFIX):]: v for k, v in inputs.items() if k.startswith(STATE_PREFIX)}

@@ -19,7 +19,8 @@ from nodes import arch
 SAMPLING = "model_sampling"
 FUNCTIONS = "sampler_functions"
 NETWORK = "network_patches"   # patches inside the network (nodes.modelfns.network_patches)
-_SAMPLING_ONLY = (SAMPLING, FUNCTIONS, NETWORK)
+COMPILE = "torch_compile"     # TorchCompileModel's backend: the denoise step compiles the loaded network
+_SAMPLING_ONLY = (SAMPLING, FUNCTIONS, NETWORK, COMPILE)
 # ComfyUI's ModelPatcher: set_model_sampler_cfg_function replaces, the pre/post setters append.
 _LISTS = ("sampler_pre_cfg_function", "sampler_post_cfg_function")
 
