@@ -12,7 +12,8 @@ Run inside ComfyUI's own environment (it imports ComfyUI's modules; nothing of C
   (what SkipLayerGuidanceSD3 does in its extra prediction).
 - text: ComfyUI's SDClipModel (CLIP-L, CLIP-G settings of SD3ClipModel) and T5 are built with the tiny
   encoders' sizes, load the tiny weights, and ComfyUI's SD3ClipModel.encode_token_weights combines them on
-  fixed token lists (plain, weighted, uneven chunks, empty T5, empty CLIPs, nothing at all).
+  fixed token lists (plain, weighted, uneven chunks, empty T5, empty CLIPs, nothing at all; and weighted with
+  CLIPSetLastLayer's option -3).
 - sampling: ComfyUI's SD3 model sampling (discrete flow, shift 3.0): sigma range, timesteps, percent_to_sigma.
 Outputs are stored as float32 base64 (4096-wide text states as a digest: see cond_digest); seeded inputs are re-made by the test with the same generator calls.
 """
@@ -153,6 +154,14 @@ def record_text(ckpt: dict) -> dict:
         with torch.no_grad():
             cond, pooled, _ = model.encode_token_weights(pairs)
         out[name] = {"tokens": tokens, "shape": list(cond.shape), "pooled": b64(pooled), **cond_digest(cond)}
+    # CLIPSetLastLayer(-3) reaches all three encoders (T5, one layer deep, keeps its last layer).
+    model.set_clip_options({"layer": -3})
+    tokens = token_cases()["weighted"]
+    with torch.no_grad():
+        cond, pooled, _ = model.encode_token_weights({k: [[tuple(p) for p in c] for c in v] for k, v in tokens.items()})
+    model.reset_clip_options()
+    out["weighted_layer_-3"] = {"tokens": tokens, "layer": -3, "shape": list(cond.shape), "pooled": b64(pooled),
+                                **cond_digest(cond)}
     return out
 
 

@@ -88,6 +88,8 @@ def to_diffusers_layout(state_dict: Mapping[str, torch.Tensor]) -> dict[str, tor
 def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) -> SD3DiffusionModel:
     """An SD3 DiffusionModel from a checkpoint (`model.diffusion_model.` prefix) or a bare MMDiT file."""
     path = ref.sources[0] if ref.sources else None
+    if ref.patches:
+        raise ModelLoadError(path, "LoRAs on SD3 diffusion models are not supported yet")
     try:
         sd = to_diffusers_layout(state_dict)
         config = infer_config(sd)

@@ -62,7 +62,8 @@ class SD3TextEncoder(TextEncoder):
             pooled = torch.cat([pl, pg], dim=-1)
         t5 = self.modules.get("t5xxl")
         if t5 is not None:
-            layer = -1 if self.layer is None else self.layer
+            # CLIPSetLastLayer reaches T5 too; past its depth ComfyUI takes the last layer.
+            layer = -1 if self.layer is None or abs(self.layer) > t5.config.num_layers else self.layer
 
             def run_t5(ids: torch.Tensor) -> tuple[torch.Tensor, None]:
                 return t5_hidden_states(t5, ids.to(t5.device), layer).float(), None

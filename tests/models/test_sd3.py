@@ -84,9 +84,12 @@ def text_encoder(models):
 
 
 @pytest.mark.parametrize("name", sorted(FIXTURE["text"]))
-def test_text_encoding_equals_comfyui_sd3_clip(text_encoder, name: str) -> None:
+def test_text_encoding_equals_comfyui_sd3_clip(models, text_encoder, name: str) -> None:
     rec = FIXTURE["text"][name]
     tokens = {k: [[(int(t), float(w)) for t, w in chunk] for chunk in v] for k, v in rec["tokens"].items()}
+    if "layer" in rec:   # CLIPSetLastLayer
+        text_encoder = loader.load_text_encoder(make_ref(
+            "text_encoder", "sd3", [models / "checkpoints/sd3-tiny.safetensors"], layer=rec["layer"]))
     cond, pooled = text_encoder.encode(tokens)
     assert list(cond.shape) == rec["shape"]
     expected = tensor(rec["pooled"])
@@ -135,3 +138,27 @@ def test_skipped_joint_block_equals_comfyui(mmdit, index: int, block: int) -> No
     torch.testing.assert_close(out, tensor(case["skip_block"][str(block)]), atol=2e-5, rtol=1e-4)
     plain = mmdit.apply(x, torch.tensor(case["timesteps"]), {"context": context, "pooled": y})
     torch.testing.assert_close(plain, tensor(case["out"]), atol=2e-5, rtol=1e-4)   # swapped back
+
+
+def test_bare_mmdit_file_loads_as_the_checkpoints_model(models, mmdit, tmp_path) -> None:
+    """A diffusion_models/ file (UNETLoader): the MMDiT without the checkpoint's prefix and components."""
+    from safetensors.torch import save_file
+    from nodes.models.detect import probe
+    path = tmp_path / "sd3-tiny-mmdit.safetensors"
+    save_file(tiny_sd3_state_dicts()["mmdit"], str(path))
+    info = probe(path)
+    assert (info.arch, info.kind) == ("sd3", "diffusion_model")
+    bare = loader.load_diffusion_model(make_ref("diffusion_model", "sd3", [path]))
+    case = FIXTURE["mmdit"][1]
+    x, context, y = inputs(case)
+    cond = {"context": context, "pooled": y}
+    t = torch.tensor(case["timesteps"])
+    assert torch.equal(bare.apply(x, t, cond), mmdit.apply(x, t, cond))
+
+
+def test_lora_on_sd3_is_refused(models) -> None:
+    from cluster.refs import Patch
+    from nodes.models.errors import ModelLoadError
+    ref = make_ref("diffusion_model", "sd3", [models / "checkpoints/sd3-tiny.safetensors"])
+    with pytest.raises(ModelLoadError, match="LoRA"):
+        loader.load_diffusion_model(ref.with_patch(Patch("x.safetensors", "0" * 64, 1.0)))
