@@ -2,7 +2,8 @@
 
 A CONDITIONING value is `[[tensor, options], ...]`; options may hold "pooled_output",
 "start_percent"/"end_percent", "strength", "guidance", "control" (a `ControlSpec` chain), "area" / "mask" /
-"mask_strength" / "set_area_to_bounds" (nodes.conditioning_areas) and SDXL's sizes (SIZE_KEYS).
+"mask_strength" / "set_area_to_bounds" (nodes.conditioning_areas), SDXL's sizes (SIZE_KEYS), "concat_latent_image"
+(InstructPix2Pix, inpainting) and "reference_latents" / "reference_latents_method" (Flux Kontext).
 A denoising-step invocation receives the tensors by name and the rest as plain params.
 """
 from __future__ import annotations
