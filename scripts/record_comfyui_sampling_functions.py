@@ -31,8 +31,9 @@ import comfy.model_sampling  # noqa: E402
 import comfy.samplers  # noqa: E402
 from comfy.k_diffusion import sa_solver  # noqa: E402
 from comfy.k_diffusion import sampling as k  # noqa: E402
-from comfy_extras import (nodes_advanced_samplers, nodes_align_your_steps, nodes_apg, nodes_differential_diffusion, nodes_fresca,  # noqa: E402
-                          nodes_gits, nodes_latent, nodes_mahiro, nodes_optimalsteps, nodes_perpneg, nodes_tcfg)
+from comfy_extras import (nodes_advanced_samplers, nodes_align_your_steps, nodes_apg,  # noqa: E402
+                          nodes_differential_diffusion, nodes_fresca, nodes_gits, nodes_latent, nodes_mahiro,
+                          nodes_optimalsteps, nodes_perpneg, nodes_tcfg)
 
 COMFYUI = "0.3.64 (a125cd84b054a57729b5eecab930ca9408719832)"
 
@@ -259,7 +260,8 @@ def tables() -> dict:
 def main(out_path: str, tables_path: str) -> None:
     torch.set_num_threads(1)
     data = {"comfyui": COMFYUI, "recorded_by": "scripts/record_comfyui_sampling_functions.py",
-            "torch": torch.__version__, "toy": "cond = 0.8 x / (1 + s) + 0.1 tanh x; uncond = 0.6 x / sqrt(1 + s^2) - 0.05",
+            "torch": torch.__version__,
+            "toy": "cond = 0.8 x / (1 + s) + 0.1 tanh x; uncond = 0.6 x / sqrt(1 + s^2) - 0.05",
             "guidance": guidance_cases(), "schedulers": scheduler_cases(), "samplers": sampler_cases()}
     with open(out_path, "w") as f:
         json.dump(data, f, indent=1)

@@ -50,7 +50,8 @@ def pre_args(cond: torch.Tensor, uncond: torch.Tensor, scale: float, sigma: torc
             "sampler_state": {} if state is None else state}
 
 
-@pytest.mark.parametrize("case", GUIDANCE["apg"], ids=lambda c: f"eta{c['eta']}_norm{c['norm_threshold']}_m{c['momentum']}")
+@pytest.mark.parametrize("case", GUIDANCE["apg"],
+                         ids=lambda c: f"eta{c['eta']}_norm{c['norm_threshold']}_m{c['momentum']}")
 def test_apg_matches_comfyui_over_steps(case):
     fn, state = ApgFunction(case["eta"], case["norm_threshold"], case["momentum"]), {}
     for step, (sigma, expected) in enumerate(zip((14.0, 7.0, 3.0, 9.0, 1.0), case["outs"])):
