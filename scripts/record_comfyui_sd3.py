@@ -15,7 +15,8 @@ Run inside ComfyUI's own environment (it imports ComfyUI's modules; nothing of C
   fixed token lists (plain, weighted, uneven chunks, empty T5, empty CLIPs, nothing at all; and weighted with
   CLIPSetLastLayer's option -3).
 - sampling: ComfyUI's SD3 model sampling (discrete flow, shift 3.0): sigma range, timesteps, percent_to_sigma.
-Outputs are stored as float32 base64 (4096-wide text states as a digest: see cond_digest); seeded inputs are re-made by the test with the same generator calls.
+Outputs are stored as float32 base64 (4096-wide text states as a digest: see cond_digest); seeded inputs are
+re-made by the test with the same generator calls.
 """
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -37,9 +37,12 @@ class SD3TextEncoder(TextEncoder):
     t5_tokenize: Callable[[str], list[int]] | None = None
 
     def tokenize(self, text: str) -> dict[str, TokenWeights]:
-        # A missing CLIP's tokens are never encoded; the other CLIP's tokenizer gives them the same chunking.
-        out = {name: (self.sides.get(name) or next(iter(self.sides.values()))).tokenize(text) if self.sides else []
-               for name in ("g", "l")}
+        out: dict[str, TokenWeights] = {"g": [], "l": []}
+        for name in out:
+            # A missing CLIP's tokens are never encoded; the other CLIP's tokenizer gives them the same chunks.
+            side = self.sides.get(name) or next(iter(self.sides.values()), None)
+            if side is not None:
+                out[name] = side.tokenize(text)
         out["t5xxl"] = tokenize_weighted(text, self.t5_tokenize, T5_RULES) if self.t5_tokenize else []
         return out
 
@@ -144,15 +147,15 @@ def load_text_encoder(ref: ModelRef, state_dicts: Sequence[Mapping[str, torch.Te
             sd, path = found[name]
             module = clip_mod.build_clip(sd, specs[name].hidden_act, path, f"CLIP-{name.upper()}")
             vocab = sd["embeddings.token_embedding.weight"].shape[0]
-            sides[name] = clip_mod.ClipSide(module, SDTokenizer(_bpe(vocab, path), pad_with_end=specs[name].pad_with_end),
-                                            specs[name])
+            tokenizer = SDTokenizer(_bpe(vocab, path), pad_with_end=specs[name].pad_with_end)
+            sides[name] = clip_mod.ClipSide(module, tokenizer, specs[name])
             modules[f"clip_{name}"] = module
     t5_tokenize = None
     if "t5xxl" in found:
         sd, path = found["t5xxl"]
         modules["t5xxl"] = build_t5(sd, path)
         folder, config = config_for_sources(ref.sources)
-        vocab_file: Any = config.get("t5", {}).get("vocab")
+        vocab_file = config.get("t5", {}).get("vocab")
         t5_tokenize = tokenizer_from_vocab(folder / vocab_file) if folder is not None and vocab_file \
             else find_t5_tokenizer(path)
     return SD3TextEncoder(arch="sd3", modules=modules, layer=ref.option("layer"), sides=sides,

@@ -36,7 +36,8 @@ def models(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def mmdit(models):
-    return loader.load_diffusion_model(make_ref("diffusion_model", "sd3", [models / "checkpoints/sd3-tiny.safetensors"]))
+    ckpt = models / "checkpoints/sd3-tiny.safetensors"
+    return loader.load_diffusion_model(make_ref("diffusion_model", "sd3", [ckpt]))
 
 
 def inputs(case: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -162,3 +163,8 @@ def test_lora_on_sd3_is_refused(models) -> None:
     ref = make_ref("diffusion_model", "sd3", [models / "checkpoints/sd3-tiny.safetensors"])
     with pytest.raises(ModelLoadError, match="LoRA"):
         loader.load_diffusion_model(ref.with_patch(Patch("x.safetensors", "0" * 64, 1.0)))
+
+
+def test_demo_files_are_byte_identical_when_rebuilt(models, tmp_path) -> None:
+    again = build_demo_sd3(tmp_path)
+    assert again and all(p.read_bytes() == (models / p.relative_to(tmp_path)).read_bytes() for p in again)
