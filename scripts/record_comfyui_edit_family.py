@@ -3,17 +3,19 @@ FluxKontextMultiReferenceLatentMethod, comfy/ldm/flux/model.py) and InstructPixT
 as a fixture for tests/nodes/test_edit_family.py.
 
 Run inside ComfyUI's own environment (it imports ComfyUI's modules and runs their code; nothing of ComfyUI
-is copied here), from the Comfy Cluster checkout's parent environment for the demo weights:
+is copied here), given the demo models (`comfy-cluster demo-models` builds them):
 
     cd <ComfyUI source> && PYTHONPATH=<site>:. OMP_NUM_THREADS=2 <ComfyUI venv>/bin/python \\
-        /work/main/scripts/record_comfyui_edit_family.py <flux-tiny.safetensors> \\
-        /work/main/tests/nodes/fixtures/comfyui_edit_family.json
+        /work/main/scripts/record_comfyui_edit_family.py <models>/diffusion_models/flux-tiny.safetensors \\
+        /work/main/tests/nodes/fixtures/comfyui_edit_family.json <models>/checkpoints/sd1-tiny.safetensors
 
 - RenormCFG: the node's function, captured from a stand-in MODEL, called with ComfyUI's argument dict on
   seeded tensors (batch of one, as ComfyUI's comparison needs) at sigmas above and below cfg_trunc.
 - Flux: ComfyUI's Flux class built with the demo flux-tiny's hyperparameters and loaded with its weights
-  (converted to ComfyUI's key layout by comfy.utils.flux_to_diffusers' map), one forward pass with seeded
-  inputs, with and without reference latents, for both ref_latents_method values.
+  (the file is in BFL's layout, ComfyUI's own), one forward pass with seeded inputs, without reference
+  latents and with 1 or 3 of different sizes for each ref_latents_method (offset, index, uxo).
+- An InstructPix2Pix UNet: ComfyUI's ldm UNet with 8 input channels on the demo SD1 weights (first convolution
+  widened), one forward pass on the input joined with a concat latent.
 - InstructPixToPixConditioning: the node with a stand-in VAE that records the pixels it is given and
   returns a fixed latent, so the pre-processing and the outputs' structure can be compared; and the
   InstructPix2Pix model's concat input (comfy.model_base.IP2P.concat_cond) for images of other sizes and
@@ -30,6 +32,7 @@ import torch
 
 OUT = sys.argv[2]
 WEIGHTS = sys.argv[1]
+SD1_CHECKPOINT = sys.argv[3]
 sys.argv[1:] = ["--cpu"]   # ComfyUI reads its command line on import: no CUDA here
 import comfy.cli_args  # noqa: E402
 comfy.cli_args.args.cpu = True
@@ -153,9 +156,40 @@ def node_cases() -> dict:
     return cases
 
 
+IP2P_SEED = 7   # the 4 extra input channels: 0.3 * randn from this seed (tests/e2e/test_edit_family_on_executors.py)
+
+
+def ip2p_unet_case(checkpoint: str) -> dict:
+    """ComfyUI's ldm UNet built for the demo SD1 model (as scripts/record_comfyui_model_patches.py builds it) with
+    8 input channels, the demo weights with the first convolution widened, given the input joined with the
+    concat latent as ComfyUI's apply_model joins c_concat."""
+    import hashlib
+    import comfy.ops
+    from comfy.ldm.modules.diffusionmodules.openaimodel import UNetModel
+    from safetensors.torch import load_file
+    prefix = "model.diffusion_model."
+    weights = {k[len(prefix):]: v for k, v in load_file(checkpoint).items() if k.startswith(prefix)}
+    w = weights["input_blocks.0.0.weight"]
+    extra = 0.3 * torch.randn(w.shape[0], 4, *w.shape[2:], generator=torch.Generator().manual_seed(IP2P_SEED))
+    weights["input_blocks.0.0.weight"] = torch.cat([w, extra.to(w.dtype)], dim=1)
+    net = UNetModel(image_size=32, in_channels=8, model_channels=32, out_channels=4, num_res_blocks=1, dropout=0,
+                    channel_mult=(1, 2), num_heads=8, use_spatial_transformer=True, transformer_depth=[1, 0],
+                    transformer_depth_middle=1, transformer_depth_output=[1, 1, 0, 0], context_dim=32,
+                    use_linear_in_transformer=False, dtype=torch.float32, device="cpu",
+                    operations=comfy.ops.disable_weight_init)
+    net.load_state_dict(weights, strict=True)
+    x, concat, ctx = seeded(60, 2, 4, 8, 8), seeded(61, 2, 4, 8, 8), seeded(62, 2, 7, 32)
+    t = torch.tensor([600.0, 600.0])
+    with torch.no_grad():
+        out = net(torch.cat([x, concat], dim=1), timesteps=t, context=ctx)
+    return {"checkpoint_sha256": hashlib.sha256(open(checkpoint, "rb").read()).hexdigest(), "seed": IP2P_SEED,
+            "x": b64(x), "concat": b64(concat), "context": b64(ctx), "t": 600.0, "out": b64(out)}
+
+
 def main() -> None:
     fixture = {"comfyui": COMFYUI, "recorded_by": "scripts/record_comfyui_edit_family.py",
-               "renorm_cfg": renorm_cases(), "flux_reference_latents": flux_cases(WEIGHTS), "nodes": node_cases()}
+               "renorm_cfg": renorm_cases(), "flux_reference_latents": flux_cases(WEIGHTS), "nodes": node_cases(),
+               "ip2p_unet": ip2p_unet_case(SD1_CHECKPOINT)}
     with open(OUT, "w") as f:
         json.dump(fixture, f, indent=1)
 

@@ -8,8 +8,8 @@ import json
 
 import numpy as np
 import pytest
-import torch
 
+from tests.nodes.test_edit_family import write_ip2p_checkpoint
 from tests.e2e.test_samplers_on_executors import REPO, differing_cases, render_in_process, render_on_server
 
 SD1 = json.loads((REPO / "workflows_json" / "text_to_image.json").read_text())
@@ -82,15 +82,9 @@ CASES = {
 
 @pytest.fixture(scope="module")
 def ip2p_checkpoint(demo_workspace):
-    """sd1-tiny with 4 more input channels (seeded weights) in a checkpoint of its own, removed afterwards."""
-    from safetensors.torch import load_file, save_file
-    sd = load_file(str(demo_workspace.models_dir / "checkpoints" / "sd1-tiny.safetensors"))
-    key = "model.diffusion_model.input_blocks.0.0.weight"
-    w = sd[key]
-    extra = 0.3 * torch.randn(w.shape[0], 4, *w.shape[2:], generator=torch.Generator().manual_seed(7))
-    sd[key] = torch.cat([w, extra.to(w.dtype)], dim=1).contiguous()
+    """sd1-tiny with 4 more input channels in a checkpoint of its own, removed afterwards."""
     path = demo_workspace.models_dir / "checkpoints" / IP2P_CKPT
-    save_file(sd, str(path), metadata={"format": "pt"})
+    write_ip2p_checkpoint(demo_workspace.models_dir / "checkpoints" / "sd1-tiny.safetensors", path)
     yield path
     path.unlink()
 

@@ -20,6 +20,19 @@ from nodes.modelfns.model_patches import combine
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_edit_family.json").read_text())
 
 
+def write_ip2p_checkpoint(source: Path, path: Path) -> None:
+    """An InstructPix2Pix-shaped SD1 checkpoint: `source` with its first convolution widened to 8 input channels
+    (the 4 new ones 0.3 * randn from the fixture's seed, as the recording widens ComfyUI's copy)."""
+    from safetensors.torch import load_file, save_file
+    sd = load_file(str(source))
+    key = "model.diffusion_model.input_blocks.0.0.weight"
+    w = sd[key]
+    gen = torch.Generator().manual_seed(FIXTURE["ip2p_unet"]["seed"])
+    extra = 0.3 * torch.randn(w.shape[0], 4, *w.shape[2:], generator=gen)
+    sd[key] = torch.cat([w, extra.to(w.dtype)], dim=1).contiguous()
+    save_file(sd, str(path), metadata={"format": "pt"})
+
+
 def tensor(entry: dict) -> torch.Tensor:
     return torch.from_numpy(np.frombuffer(base64.b64decode(entry["f32"]), dtype=np.float32).copy()).reshape(
         entry["shape"])
@@ -133,3 +146,24 @@ def test_ip2p_unet_concat_input_equals_comfyuis(demo_workspace, case):
     model.module, model.latent_format = SimpleNamespace(config=SimpleNamespace(in_channels=8)), SD1_LATENT
     image = None if case["image"] is None else tensor(case["image"])
     assert torch.equal(model.concat_image(image, tensor(case["noise"])), tensor(case["out"]))
+
+
+def test_ip2p_unet_equals_comfyuis_ldm_unet_on_the_joined_input(demo_workspace, tmp_path):
+    """The demo SD1 UNet widened to 8 input channels, given the concat latent through cond["concat"], equals
+    ComfyUI's ldm UNet given the input joined with it (as its apply_model joins c_concat)."""
+    import hashlib
+    from nodes.models.loader import load_diffusion_model
+    from nodes.loaders import make_ref
+    rec = FIXTURE["ip2p_unet"]
+    source = demo_workspace.root / "models" / "checkpoints" / "sd1-tiny.safetensors"
+    assert hashlib.sha256(source.read_bytes()).hexdigest() == rec["checkpoint_sha256"], \
+        "the demo checkpoint changed: re-record the fixture"
+    path = tmp_path / "ip2p.safetensors"
+    write_ip2p_checkpoint(source, path)
+    unet = load_diffusion_model(make_ref("diffusion_model", "sd1", [path]))
+    assert unet.concat_image(None, tensor(rec["x"])) is not None   # it takes a concat input
+    with torch.no_grad():
+        out = unet.apply(tensor(rec["x"]), torch.full((2,), rec["t"]),
+                         {"context": tensor(rec["context"]), "concat": tensor(rec["concat"])})
+    expected = tensor(rec["out"])
+    assert torch.allclose(out, expected, atol=2e-5, rtol=1e-4), float((out - expected).abs().max())
