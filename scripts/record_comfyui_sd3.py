@@ -14,6 +14,8 @@ Run inside ComfyUI's own environment (it imports ComfyUI's modules; nothing of C
   encoders' sizes, load the tiny weights, and ComfyUI's SD3ClipModel.encode_token_weights combines them on
   fixed token lists (plain, weighted, uneven chunks, empty T5, empty CLIPs, nothing at all; and weighted with
   CLIPSetLastLayer's option -3).
+- denoised: ComfyUI's whole SD3 model (model_base.SD3) on the weights: apply_model's denoised prediction at
+  one sigma, and the SD3 latent format's process_in/out.
 - sampling: ComfyUI's SD3 model sampling (discrete flow, shift 3.0): sigma range, timesteps, percent_to_sigma.
 Outputs are stored as float32 base64 (4096-wide text states as a digest: see cond_digest); seeded inputs are
 re-made by the test with the same generator calls.
@@ -61,7 +63,7 @@ class Skip:
 
 
 def record_mmdit(ckpt: dict) -> list[dict]:
-    sd = comfy.utils.state_dict_prefix_replace(ckpt, {"model.diffusion_model.": ""}, filter_keys=True)
+    sd = comfy.utils.state_dict_prefix_replace(dict(ckpt), {"model.diffusion_model.": ""}, filter_keys=True)
     config = comfy.model_detection.detect_unet_config(sd, "")
     model = OpenAISignatureMMDITWrapper(**config, dtype=torch.float32, operations=comfy.ops.disable_weight_init)
     model.load_state_dict(sd, strict=True)
@@ -78,6 +80,23 @@ def record_mmdit(ckpt: dict) -> list[dict]:
         cases.append({"seed": seed, "shape": shape, "tokens": tokens, "timesteps": t, "out": b64(plain),
                       "skip_block": skipped})
     return cases
+
+
+def record_denoised(ckpt: dict) -> dict:
+    """ComfyUI's whole SD3 model (model_base.SD3 with supported_models.SD3's config): the denoised prediction
+    apply_model returns for sigma (input scaling, sigma -> timestep, CONST output), and its latent format."""
+    import comfy.model_base
+    sd = comfy.utils.state_dict_prefix_replace(dict(ckpt), {"model.diffusion_model.": ""}, filter_keys=True)
+    config = comfy.supported_models.SD3(comfy.model_detection.detect_unet_config(sd, ""))
+    config.set_inference_dtype(torch.float32, None)
+    model = comfy.model_base.SD3(config)
+    model.diffusion_model.load_state_dict(sd, strict=True)
+    x, context, y = mmdit_inputs(3, [1, 16, 6, 8], 154)
+    sigma = torch.tensor([0.6])
+    with torch.no_grad():
+        denoised = model.apply_model(x, sigma, c_crossattn=context, y=y)
+    return {"seed": 3, "shape": [1, 16, 6, 8], "tokens": 154, "sigma": 0.6, "denoised": b64(denoised),
+            "process_in": b64(model.process_latent_in(x)), "process_out": b64(model.process_latent_out(x))}
 
 
 def clip_model(sd: dict, hidden_act: str, heads: int, pad: int, projected: bool) -> sd1_clip.SDClipModel:
@@ -179,7 +198,7 @@ def record_sampling() -> dict:
 def main() -> None:
     ckpt = comfy.utils.load_torch_file(f"{MODELS}/checkpoints/sd3-tiny.safetensors")
     fixture = {"comfyui_commit": COMMIT, "recorded_by": "scripts/record_comfyui_sd3.py",
-               "mmdit": record_mmdit(ckpt), "text": record_text(ckpt), "sampling": record_sampling()}
+               "mmdit": record_mmdit(ckpt), "denoised": record_denoised(ckpt), "text": record_text(ckpt), "sampling": record_sampling()}
     with open(OUT, "w") as f:
         json.dump(fixture, f)
 

@@ -168,3 +168,16 @@ def test_lora_on_sd3_is_refused(models) -> None:
 def test_demo_files_are_byte_identical_when_rebuilt(models, tmp_path) -> None:
     again = build_demo_sd3(tmp_path)
     assert again and all(p.read_bytes() == (models / p.relative_to(tmp_path)).read_bytes() for p in again)
+
+
+def test_denoised_prediction_equals_comfyui_sd3_model(mmdit) -> None:
+    """The whole model as the sampler sees it (input scaling, sigma -> timestep, flow output -> denoised) and the
+    SD3 latent format, against ComfyUI's model_base.SD3 on the same weights."""
+    rec = FIXTURE["denoised"]
+    x, context, y = inputs(rec)
+    ms = model_sampling_from_config(mmdit.sampling)
+    sigma = torch.tensor([rec["sigma"]])
+    out = mmdit.apply(ms.calculate_input(sigma, x), ms.timestep(sigma), {"context": context, "pooled": y})
+    torch.testing.assert_close(ms.calculate_denoised(sigma, out, x), tensor(rec["denoised"]), atol=2e-5, rtol=1e-4)
+    torch.testing.assert_close(mmdit.latent_format.process_in(x), tensor(rec["process_in"]), atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(mmdit.latent_format.process_out(x), tensor(rec["process_out"]), atol=1e-6, rtol=1e-6)
