@@ -198,7 +198,8 @@ def record_sampling() -> dict:
 def main() -> None:
     ckpt = comfy.utils.load_torch_file(f"{MODELS}/checkpoints/sd3-tiny.safetensors")
     fixture = {"comfyui_commit": COMMIT, "recorded_by": "scripts/record_comfyui_sd3.py",
-               "mmdit": record_mmdit(ckpt), "denoised": record_denoised(ckpt), "text": record_text(ckpt), "sampling": record_sampling()}
+               "mmdit": record_mmdit(ckpt), "denoised": record_denoised(ckpt), "text": record_text(ckpt),
+               "sampling": record_sampling()}
     with open(OUT, "w") as f:
         json.dump(fixture, f)
 
