@@ -18,7 +18,7 @@ from nodes import arch, previews
 from nodes.conditioning import flatten, require
 from nodes.conditioning_areas import resolve
 from nodes.modelfns.denoise import STATE_PREFIX
-from nodes.modelfns.model_options import COMPILE, sampler_patches, sampling_config, weights_ref
+from nodes.modelfns.model_options import COMPILE, latent_format, sampler_patches, sampling_config, weights_ref
 from nodes.modelfns.hooks import uses_hooks
 from nodes.modelfns.model_patches import Patches
 from nodes.sampling.model_sampling import model_sampling_from_config
@@ -149,7 +149,7 @@ async def sample_guided(guider: GuiderChoice, sampler: SamplerChoice, sigmas: to
     noise_t = noise.generate(latent, samples)
     ms_config = sampling_config(model)
     ms = model_sampling_from_config(ms_config)
-    fmt = arch.latent_format(model.arch)
+    fmt = latent_format(model)
     # ComfyUI leaves an all-zero latent unshifted (an empty latent stays empty in model space).
     latent_in = fmt.process_in(samples) if torch.count_nonzero(samples) > 0 else samples
     max_sigma, first = float(ms.sigma_max), float(sigmas[0])

@@ -252,6 +252,46 @@ def sampler_cases() -> list[dict]:
     return cases
 
 
+class EdmRecorder:
+    """A ModelPatcher stand-in for ModelSamplingContinuousEDM: records its object patches."""
+
+    def __init__(self) -> None:
+        config = type("C", (), {"sampling_settings": {}})()
+        self.model = type("M", (), {"model_config": config})()
+        self.objects: dict[str, object] = {}
+
+    def clone(self) -> "EdmRecorder":
+        return self
+
+    def add_object_patch(self, name: str, obj: object) -> None:
+        self.objects[name] = obj
+
+
+def edm_cases() -> list[dict]:
+    """What the patched MODEL's model_sampling (and latent format) computes, per sampling option."""
+    from comfy_extras import nodes_model_advanced
+    x, out, noise = seeded(11, 2, 4, 3, 3), seeded(12, 2, 4, 3, 3), seeded(13, 2, 4, 3, 3)
+    sigma = torch.tensor([7.5, 0.3])
+    cases = []
+    for sampling in ("v_prediction", "edm", "edm_playground_v2.5", "eps", "cosmos_rflow"):
+        for sigma_max, sigma_min in ((120.0, 0.002), (80.0, 0.03)):
+            m = EdmRecorder()
+            nodes_model_advanced.ModelSamplingContinuousEDM().patch(m, sampling, sigma_max, sigma_min)
+            ms = m.objects["model_sampling"]
+            case = {"sampling": sampling, "sigma_max": sigma_max, "sigma_min": sigma_min, "sigmas": b64(ms.sigmas),
+                    "timestep": b64(ms.timestep(sigma)), "sigma_of": [float(ms.sigma(t)) for t in ms.timestep(sigma)],
+                    "percent_to_sigma": [ms.percent_to_sigma(p) for p in (0.0, 0.2, 0.5, 0.9, 1.0)],
+                    "input": b64(ms.calculate_input(sigma, x)), "denoised": b64(ms.calculate_denoised(sigma, out, x)),
+                    "noise_scaling": b64(ms.noise_scaling(sigma, noise, x)),
+                    "noise_scaling_max": b64(ms.noise_scaling(sigma, noise, x, max_denoise=True)),
+                    "inverse_noise_scaling": b64(ms.inverse_noise_scaling(sigma, x))}
+            if "latent_format" in m.objects:
+                fmt = m.objects["latent_format"]
+                case["process_in"], case["process_out"] = b64(fmt.process_in(x)), b64(fmt.process_out(x))
+            cases.append(case)
+    return cases
+
+
 def tables() -> dict:
     return {"align_your_steps": nodes_align_your_steps.NOISE_LEVELS, "optimal_steps": nodes_optimalsteps.NOISE_LEVELS,
             "gits": {f"{c:.2f}": rows for c, rows in nodes_gits.NOISE_LEVELS.items()}}
@@ -262,7 +302,8 @@ def main(out_path: str, tables_path: str) -> None:
     data = {"comfyui": COMFYUI, "recorded_by": "scripts/record_comfyui_sampling_functions.py",
             "torch": torch.__version__,
             "toy": "cond = 0.8 x / (1 + s) + 0.1 tanh x; uncond = 0.6 x / sqrt(1 + s^2) - 0.05",
-            "guidance": guidance_cases(), "schedulers": scheduler_cases(), "samplers": sampler_cases()}
+            "guidance": guidance_cases(), "schedulers": scheduler_cases(), "samplers": sampler_cases(),
+            "model_sampling_continuous_edm": edm_cases()}
     with open(out_path, "w") as f:
         json.dump(data, f, indent=1)
         f.write("\n")

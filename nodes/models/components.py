@@ -27,10 +27,33 @@ class LatentFormat:
         return latent / self.scale_factor + self.shift_factor
 
 
+@dataclass(frozen=True)
+class NormalizedLatentFormat(LatentFormat):
+    """A format that also standardises each channel: (latent - mean) * scale_factor / std."""
+    latents_mean: tuple[float, ...] = ()
+    latents_std: tuple[float, ...] = ()
+
+    def _stats(self, latent: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        mean = torch.tensor(self.latents_mean).view(1, -1, 1, 1).to(latent.device, latent.dtype)
+        std = torch.tensor(self.latents_std).view(1, -1, 1, 1).to(latent.device, latent.dtype)
+        return mean, std
+
+    def process_in(self, latent: torch.Tensor) -> torch.Tensor:
+        mean, std = self._stats(latent)
+        return (latent - mean) * self.scale_factor / std
+
+    def process_out(self, latent: torch.Tensor) -> torch.Tensor:
+        mean, std = self._stats(latent)
+        return latent * std / self.scale_factor + mean
+
+
 SD1_LATENT = LatentFormat(4, 0.18215)
 SDXL_LATENT = LatentFormat(4, 0.13025)
 SD3_LATENT = LatentFormat(16, 1.5305, 0.0609)
 FLUX_LATENT = LatentFormat(16, 0.3611, 0.1159)
+# Playground v2.5's SDXL latents, standardised per channel (the statistics its authors published).
+PLAYGROUND_2_5_LATENT = NormalizedLatentFormat(4, 0.5, 0.0, (-1.6574, 1.886, -1.383, 2.5155),
+                                               (8.4927, 5.9022, 6.5498, 5.2299))
 
 
 @dataclass

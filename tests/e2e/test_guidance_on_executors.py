@@ -1,8 +1,8 @@
-"""The guidance patches (APG, Mahiro, TCFG, FreSca, LatentApplyOperationCFG, DifferentialDiffusion), PerpNegGuider,
-the table schedulers, the sampler-object nodes and the KSampler samplers added with them run end to end on the demo SD1
-model: each patch changes the image, and every graph gives the in-process image on one and on two executors
-(the patches travel as data on the MODEL; APG's momentum and the CFG++ samplers' history cross processes in
-the sampler state)."""
+"""The guidance patches (APG, Mahiro, TCFG, FreSca, LatentApplyOperationCFG, DifferentialDiffusion), the
+ModelSamplingContinuousEDM options, PerpNegGuider, the table schedulers, the sampler-object nodes and the KSampler
+samplers added with them run end to end on the demo SD1 model: each patch changes the image, and every graph gives
+the in-process image on one and on two executors (the patches travel as data on the MODEL; APG's momentum and the
+CFG++ samplers' history cross processes in the sampler state)."""
 from __future__ import annotations
 
 import json
@@ -23,6 +23,9 @@ PATCHES: dict[str, tuple[str, dict, dict]] = {
     "mahiro": ("Mahiro", {}, {}),
     "tcfg": ("TCFG", {}, {}),
     "fresca": ("FreSca", {"scale_low": 1.0, "scale_high": 1.5, "freq_cutoff": 2}, {}),
+    **{f"continuous_edm_{sampling}": ("ModelSamplingContinuousEDM",
+                                      {"sampling": sampling, "sigma_max": 80.0, "sigma_min": 0.01}, {})
+       for sampling in ("v_prediction", "edm", "edm_playground_v2.5", "eps", "cosmos_rflow")},
     "latent_operation_cfg": ("LatentApplyOperationCFG", {"operation": ["41", 0]},
                              {"41": {"class_type": "LatentOperationTonemapReinhard", "inputs": {"multiplier": 0.5}}}),
 }

@@ -12,17 +12,22 @@ import numpy as np
 import pytest
 import torch
 
+from cluster.refs import ModelRef
+from nodes import arch
 from nodes.library.differential_diffusion import DifferentialDiffusionFunction
 from nodes.library.guidance import (ApgFunction, FreScaFunction, LatentOperationCfgFunction, MahiroFunction,
                                     TcfgFunction)
 from nodes.library.latent_ops import Sharpen, TonemapReinhard
+from nodes.library.model_advanced import ModelSamplingContinuousEDM
 from nodes.library.noise_level_schedules import AlignYourStepsScheduler, GITSScheduler, OptimalStepsScheduler
+from nodes.modelfns.model_options import latent_format, sampling_config, weights_ref
 from nodes.modelfns.model_patches import perp_neg
 from nodes.sampling.model_sampling import model_sampling_from_config
 from nodes.sampling.samplers import get_sampler, run_step
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_sampling_functions.json").read_text())
 GUIDANCE = FIXTURE["guidance"]
+SD1 = ModelRef("diffusion_model", "sd1", ("/m/sd1.safetensors",), ("d" * 64,))
 
 
 @pytest.fixture(autouse=True)
@@ -33,6 +38,10 @@ def _one_thread():
 def tensor(entry: dict) -> torch.Tensor:
     data = np.frombuffer(base64.b64decode(entry["f32"]), dtype=np.float32).copy()
     return torch.from_numpy(data).reshape(entry["shape"])
+
+
+def seeded(seed: int, *shape: int) -> torch.Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
 
 
 def assert_close(ours: torch.Tensor, theirs: torch.Tensor, what: str, atol: float = 1e-6) -> None:
@@ -152,3 +161,29 @@ def test_samplers_match_comfyui_on_a_toy_denoiser(case):
         i += 1
     assert_close(state["denoised"], tensor(case["last_denoised"]), "last denoised", atol=1e-5)
     assert_close(x, tensor(case["out"]), "output", atol=1e-5)
+
+
+@pytest.mark.parametrize("case", FIXTURE["model_sampling_continuous_edm"],
+                         ids=lambda c: f"{c['sampling']}-{c['sigma_max']}-{c['sigma_min']}")
+def test_model_sampling_continuous_edm_matches_comfyui(case):
+    model = ModelSamplingContinuousEDM().patch(SD1, case["sampling"], case["sigma_max"], case["sigma_min"])[0]
+    ms, fmt = model_sampling_from_config(sampling_config(model)), latent_format(model)
+    x, out, noise = seeded(11, 2, 4, 3, 3), seeded(12, 2, 4, 3, 3), seeded(13, 2, 4, 3, 3)
+    sigma = torch.tensor([7.5, 0.3])
+    assert_close(ms.sigmas, tensor(case["sigmas"]), "sigmas")
+    assert_close(ms.timestep(sigma), tensor(case["timestep"]), "timestep")
+    assert [float(ms.sigma(t)) for t in ms.timestep(sigma)] == pytest.approx(case["sigma_of"], rel=1e-6)
+    assert [ms.percent_to_sigma(p) for p in (0.0, 0.2, 0.5, 0.9, 1.0)] == pytest.approx(case["percent_to_sigma"],
+                                                                                       rel=1e-6)
+    assert_close(ms.calculate_input(sigma, x), tensor(case["input"]), "calculate_input")
+    assert_close(ms.calculate_denoised(sigma, out, x), tensor(case["denoised"]), "calculate_denoised")
+    assert_close(ms.noise_scaling(sigma, noise, x), tensor(case["noise_scaling"]), "noise_scaling")
+    assert_close(ms.noise_scaling(sigma, noise, x, max_denoise=True), tensor(case["noise_scaling_max"]),
+                 "noise_scaling at the top")
+    assert_close(ms.inverse_noise_scaling(sigma, x), tensor(case["inverse_noise_scaling"]), "inverse_noise_scaling")
+    if "process_in" in case:
+        assert_close(fmt.process_in(x), tensor(case["process_in"]), "latent format in")
+        assert_close(fmt.process_out(x), tensor(case["process_out"]), "latent format out", atol=1e-5)
+    else:
+        assert fmt is arch.latent_format("sd1")
+    assert weights_ref(model) == SD1     # a sampling patch: the weights stay the plain model's
