@@ -31,7 +31,6 @@ REASONS: dict[str, str] = {
     "comfy_extras.nodes_cosmos": VIDEO, "comfy_extras.nodes_lt": VIDEO, "comfy_extras.nodes_video_model": VIDEO,
     "comfy_extras.nodes_camera_trajectory": VIDEO, "comfy_extras.nodes_context_windows": VIDEO,
     "comfy_extras.nodes_hunyuan": family("HunyuanVideo / HunyuanDiT / Hunyuan Image"),
-    "comfy_extras.nodes_webcam": "a browser camera widget, not a server feature yet",
     "comfy_extras.nodes_audio": AUDIO, "comfy_extras.nodes_ace": AUDIO, "comfy_extras.nodes_audio_encoder": AUDIO,
     "comfy_extras.nodes_hunyuan3d": THREE_D, "comfy_extras.nodes_load_3d": THREE_D,
     "comfy_extras.nodes_stable3d": THREE_D,
@@ -43,11 +42,22 @@ REASONS: dict[str, str] = {
     "comfy_extras.nodes_photomaker": family("PhotoMaker"),
     "comfy_extras.nodes_model_patch": family("Qwen-Image / USO model-patch"),
     "comfy_extras.nodes_lotus": family("Lotus"), "comfy_extras.nodes_sdupscale": family("SD x4 upscaler"),
-    "comfy_extras.nodes_edit_model": family("Flux Kontext / edit"),
-    "comfy_extras.nodes_ip2p": family("InstructPix2Pix"),
-    "comfy_extras.nodes_torch_compile": "executors manage compilation themselves; not offered as a node",
-    "comfy_extras.nodes_latent": "LatentApplyOperationCFG patches a MODEL with a pre-CFG function; a core MODEL "
-                                 "(a ModelRef) does not carry sampler functions to the executors yet",
+    "comfy_extras.nodes_controlnet": "SetUnionControlNetType: union ControlNets (ControlNet++ / ProMax) are not "
+                                     "implemented; ControlNetInpaintingAliMamaApply: the AliMama inpainting "
+                                     "ControlNets are Flux / SD3 ControlNets, and ControlNets for those models are "
+                                     "not implemented",
+    "comfy_extras.nodes_sd3": "ControlNetApplySD3: it is for ControlNets that take VAE-encoded hints (SD3 / Flux "
+                              "ControlNets), which are not implemented; ComfyUI's SD1/SDXL ControlNets fail when "
+                              "given a VAE",
+    "comfy_extras.nodes_easycache": "EasyCache caches per conditioning (by cond UUID) inside the diffusion model's "
+                                    "forward pass, which needs a diffusion-model wrapper hook and per-cond cache "
+                                    "state carried between steps; not implemented (LazyCache, around the whole "
+                                    "prediction, is offered)",
+    "comfy_extras.nodes_images": "SaveSVGNode saves SVG values, which only the paid API nodes (Recraft) make; "
+                                 "no offered node produces one",
+    "nodes": "unCLIPCheckpointLoader / unCLIPConditioning: the SD2.1 unCLIP family and SDXL's image-embedding "
+             "(revision) conditioning are not implemented; GLIGENLoader / GLIGENTextBoxApply: the GLIGEN family "
+             "(gated self-attention layers in the UNet) is not implemented",
 }
 
 

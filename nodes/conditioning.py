@@ -1,7 +1,9 @@
 """CONDITIONING as ComfyUI shapes it, and its flattening into ModelFn inputs.
 
 A CONDITIONING value is `[[tensor, options], ...]`; options may hold "pooled_output",
-"start_percent"/"end_percent", "strength", "guidance" and "control" (a `ControlSpec` chain).
+"start_percent"/"end_percent", "strength", "guidance", "control" (a `ControlSpec` chain), "area" / "mask" /
+"mask_strength" / "set_area_to_bounds" (nodes.conditioning_areas), SDXL's sizes (SIZE_KEYS), "concat_latent_image"
+(InstructPix2Pix, inpainting) and "reference_latents" / "reference_latents_method" (Flux Kontext).
 A denoising-step invocation receives the tensors by name and the rest as plain params.
 """
 from __future__ import annotations
@@ -12,6 +14,12 @@ from typing import Any
 import torch
 
 from cluster.refs import ModelRef
+from nodes.modelfns.hooks import schedule
+
+
+# SDXL's size conditioning (CLIPTextEncodeSDXL and the refiner's encoder); unset values default to the
+# latent's size in pixels, no crop, as ComfyUI's SDXL model does.
+SIZE_KEYS = ("width", "height", "crop_w", "crop_h", "target_width", "target_height")
 
 
 @dataclass(frozen=True, eq=False)
@@ -48,14 +56,42 @@ def flatten(name: str, conditioning: list, percent_to_sigma) -> tuple[dict[str, 
             controls.append({"ref": c.ref, "strength": c.strength, "hint_id": id(c.hint),
                              "sigma_start": percent_to_sigma(c.start_percent),
                              "sigma_end": percent_to_sigma(c.end_percent)})
-        entries.append({
+        entry = {
             "key": key,
             "strength": float(opts.get("strength", 1.0)),
-            "sigma_start": percent_to_sigma(opts.get("start_percent", 0.0)),
-            "sigma_end": percent_to_sigma(opts.get("end_percent", 1.0)),
+            # A scheduled CLIP's encodings hold for their own part of sampling too (clip_*_percent).
+            "sigma_start": percent_to_sigma(max(opts.get("clip_start_percent", 0.0), opts.get("start_percent", 0.0))),
+            "sigma_end": percent_to_sigma(min(opts.get("clip_end_percent", 1.0), opts.get("end_percent", 1.0))),
             "guidance": opts.get("guidance"),
             "controls": controls,
-        })
+        }
+        # Area and mask conditioning (nodes.conditioning_areas has resolved them to latent cells) and
+        # SDXL's size conditioning: only where set, so plain conds keep their layout.
+        if opts.get("area") is not None:
+            entry["area"] = tuple(int(v) for v in opts["area"])
+        if opts.get("mask") is not None:
+            tensors[f"{key}.mask"] = opts["mask"]
+            entry["mask_strength"] = float(opts.get("mask_strength", 1.0))
+        if "guidance" in opts and opts["guidance"] is None:   # FluxDisableGuidance, not merely unset
+            entry["guidance_disabled"] = True
+        if opts.get("cross_attn_controlnet") is not None:   # CLIPTextEncodeControlnet: the ControlNets' prompt
+            tensors[f"{key}.controlnet_context"] = opts["cross_attn_controlnet"]
+        size = {k: int(opts[k]) for k in SIZE_KEYS if opts.get(k) is not None}
+        if size:
+            entry["size"] = size
+        if opts.get("hooks") is not None:   # weight hooks (nodes.modelfns.hooks), keyframes as sigmas
+            entry["hooks"] = schedule(opts["hooks"], percent_to_sigma)
+        if opts.get("default"):   # ConditioningSetDefaultCombine: weighs what the other entries leave
+            entry["default"] = True
+        if opts.get("concat_latent_image") is not None:   # InstructPix2Pix / inpainting: a raw latent
+            tensors[f"{key}.concat_latent_image"] = opts["concat_latent_image"]
+        refs = opts.get("reference_latents")
+        if refs:   # ReferenceLatent (Flux Kontext): raw latents, put in model space by the step
+            tensors.update({f"{key}.ref.{i}": r for i, r in enumerate(refs)})
+            entry["ref_latents"] = len(refs)
+            if opts.get("reference_latents_method") is not None:
+                entry["ref_latents_method"] = str(opts["reference_latents_method"])
+        entries.append(entry)
     return tensors, entries
 
 

@@ -16,12 +16,14 @@ from cluster.runtime import runtime
 from nodes.progress import report_progress, throw_if_interrupted
 from nodes import arch, previews
 from nodes.conditioning import flatten, require
+from nodes.conditioning_areas import resolve
 from nodes.modelfns.denoise import STATE_PREFIX
-from nodes.modelfns.model_options import sampler_patches, sampling_config, weights_ref
+from nodes.modelfns.model_options import COMPILE, latent_format, sampler_patches, sampling_config, weights_ref
+from nodes.modelfns.hooks import uses_hooks
 from nodes.modelfns.model_patches import Patches
 from nodes.sampling.model_sampling import model_sampling_from_config
 from nodes.sampling.noise import prepare_noise
-from nodes.sampling.samplers import SAMPLER_NAMES
+from nodes.sampling.samplers import SAMPLER_NAMES, get_sampler
 from nodes.sampling.schedules import SCHEDULER_NAMES, advanced_sigmas, ksampler_sigmas
 
 
@@ -92,6 +94,8 @@ class NoiseChoice:
 class GuiderChoice:
     """A GUIDER value: the model, its conditionings by role and the guidance scales.
     kind "cfg": positive/negative with cfg (CFGGuider, and BasicGuider as positive alone at cfg 1);
+    kind "perp_neg": positive/negative with cfg and the empty prompt as middle, cfg2 the negative's scale
+    (PerpNegGuider);
     kind "dual": positive/middle/negative with cfg (cond1 over cond2) and cfg2 (cond2 over negative),
     `nested` choosing DualCFGGuider's style."""
     model: ModelRef
@@ -140,12 +144,12 @@ async def sample_guided(guider: GuiderChoice, sampler: SamplerChoice, sigmas: to
     out["samples"] = samples
     if len(sigmas) == 0:
         return out, out
-    for name in ("positive", "negative") + (("middle",) if guider.kind == "dual" else ()):
+    for name in ("positive", "negative") + (("middle",) if guider.middle is not None else ()):
         check_hint_batches(getattr(guider, name), samples.shape[0], name)
     noise_t = noise.generate(latent, samples)
     ms_config = sampling_config(model)
     ms = model_sampling_from_config(ms_config)
-    fmt = arch.latent_format(model.arch)
+    fmt = latent_format(model)
     # ComfyUI leaves an all-zero latent unshifted (an empty latent stays empty in model space).
     latent_in = fmt.process_in(samples) if torch.count_nonzero(samples) > 0 else samples
     max_sigma, first = float(ms.sigma_max), float(sigmas[0])
@@ -158,26 +162,37 @@ async def sample_guided(guider: GuiderChoice, sampler: SamplerChoice, sigmas: to
                               "model_sampling": ms_config, "image_size": (samples.shape[2] * 8, samples.shape[3] * 8)}
     if sampler.options:
         params["sampler_options"] = dict(sampler.options)
-    for name in ("positive", "negative") + (("middle",) if guider.kind == "dual" else ()):
-        side_tensors, params[name] = flatten(name, getattr(guider, name), percent_to_sigma)
+    # ComfyUI's order of a guider's conds (positive first): it decides which opposite-area entries are added.
+    names = ("positive", "middle", "negative") if guider.middle is not None else ("positive", "negative")
+    for name, side in zip(names, resolve([getattr(guider, n) for n in names], samples.shape)):
+        side_tensors, params[name] = flatten(name, side, percent_to_sigma)
         tensors.update(side_tensors)
     if guider.kind == "dual":
         params["dual_cfg"] = {"cfg2": guider.cfg2, "nested": guider.nested}
+    elif guider.kind == "perp_neg":
+        params["perp_neg"] = {"neg_scale": guider.cfg2}
     mask = latent.get("noise_mask")
     if mask is not None:
         tensors.update(denoise_mask=_prepare_mask(mask, samples), latent_image=latent_in, noise=noise_t)
+    if uses_hooks(params):   # the weights the steps apply the conds' hooks to
+        params["hook_base"] = weights_ref(model)
     patches = sampler_patches(model)
     if patches:   # RescaleCFG and the like, or a MODEL patched by a node pack (comfy_bridge.packs.proxies)
         params["model_patches"] = Patches(patches)
+    if model.option(COMPILE):   # TorchCompileModel: the executor runs the network compiled with this backend
+        params["torch_compile"] = model.option(COMPILE)
     state: dict[str, torch.Tensor] = {}
     denoised = None
     total = len(sigmas) - 1
-    for i in range(total):
+    stepper = get_sampler(sampler.name)   # an adaptive sampler (dpm_adaptive) ends the loop from its state
+    i = 0
+    while not stepper.finished(i, sigmas, {k[len(STATE_PREFIX):]: v for k, v in state.items()}):
         throw_if_interrupted()
         result = await call_model_fn("denoise_step", weights_ref(model), "model", {**tensors, **state, "x": x}, {**params, "i": i})
         x, denoised = result["x"], result["denoised"]
         state = {k: v for k, v in result.items() if k.startswith(STATE_PREFIX)}
         report_progress(i + 1, total, previews.preview(denoised))
+        i += 1
     out["samples"] = fmt.process_out(ms.inverse_noise_scaling(sigmas[-1], x))
     if denoised is None:
         return out, out

@@ -7,6 +7,7 @@ import torch
 from cluster.refs import ModelRef
 from nodes.conditioning import ControlSpec, require
 from nodes.ksampler import call_model_fn, common_ksampler
+from nodes.modelfns.hooks import encodings
 from nodes.sampling.samplers import SAMPLER_NAMES
 from nodes.sampling.schedules import SCHEDULER_NAMES
 
@@ -40,8 +41,11 @@ class CLIPTextEncode:
 
     async def encode(self, clip, text):
         clip = _require(clip, "text_encoder", "clip")
-        out = await call_model_fn("text_encode", clip, "clip", {}, {"text": text})
-        return ([[out["cond"], {"pooled_output": out.get("pooled")}]],)
+        conditioning = []
+        for ref, extra in encodings(clip):   # one, or one per keyframe range of a scheduled hooked CLIP
+            out = await call_model_fn("text_encode", ref, "clip", {}, {"text": text})
+            conditioning.append([out["cond"], {"pooled_output": out.get("pooled"), **extra}])
+        return (conditioning,)
 
 
 class KSampler:

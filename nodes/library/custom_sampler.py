@@ -13,10 +13,9 @@ from typing import Any
 import torch
 
 from cluster.refs import ModelRef
-from nodes import arch
 from nodes.conditioning import require
 from nodes.ksampler import GuiderChoice, NoiseChoice, SamplerChoice, sample_guided
-from nodes.modelfns.model_options import sampling_config
+from nodes.modelfns.model_options import latent_format, sampling_config
 from nodes.sampling.model_sampling import ModelSampling, model_sampling_from_config
 from nodes.sampling.samplers import SAMPLER_NAMES
 from nodes.sampling.schedules import (SCHEDULER_NAMES, calculate_sigmas, exponential, karras, laplace,
@@ -482,7 +481,7 @@ class AddNoise(_Node):
             return (latent,)
         samples = latent["samples"]
         drawn = noise.generate(latent, samples)
-        ms, fmt = _model_sampling(model), arch.latent_format(model.arch)
+        ms, fmt = _model_sampling(model), latent_format(model)
         scale = torch.abs(sigmas[0] - sigmas[-1]) if len(sigmas) > 1 else sigmas[0]
         if torch.count_nonzero(samples) > 0:   # an empty latent is not shifted into model space
             samples = fmt.process_in(samples)

@@ -2,8 +2,8 @@
 
 A ModelSampling node replaces the MODEL's sigma table and parameterisation (a model-sampling config, see
 nodes.sampling.model_sampling); RescaleCFG adds a guidance function. The weights are untouched: the denoise
-steps load the plain model (nodes.modelfns.model_options). ModelSamplingContinuousEDM is not offered yet
-(its edm_playground_v2.5 option also swaps the latent format) nor ModelComputeDtype.
+steps load the plain model (nodes.modelfns.model_options). ModelSamplingContinuousEDM's edm_playground_v2.5
+also swaps the latent format sampling uses (a MODEL option too). ModelComputeDtype is not offered yet.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from cluster.refs import ModelRef
-from nodes.modelfns.model_options import sampling_config, with_function, with_sampling
+from nodes.modelfns.model_options import LATENT, sampling_config, with_function, with_sampling
 
 MODULE = "comfy_extras.nodes_model_advanced"
 MAX_RESOLUTION = 16384
@@ -135,6 +135,39 @@ class ModelSamplingContinuousV(_Patch):
                                               "sigma_max": float(sigma_max), "sigma_data": 1.0}),)
 
 
+# ModelSamplingContinuousEDM's options -> (model-sampling kind, parameterisation, sigma_data, latent format)
+_EDM_SAMPLINGS: dict[str, tuple[str, str, float, str | None]] = {
+    "v_prediction": ("continuous_edm", "v", 1.0, None),
+    "edm": ("continuous_edm", "edm", 0.5, None),
+    "edm_playground_v2.5": ("continuous_edm", "edm", 0.5, "sdxl_playground_2_5"),
+    "eps": ("continuous_edm", "eps", 1.0, None),
+    "cosmos_rflow": ("cosmos_rflow", "cosmos_rflow", 1.0, None),
+}
+
+
+class ModelSamplingContinuousEDM(_Patch):
+    DESCRIPTION = ("Samples the model as a continuous-time model with 1000 noise levels log-spaced between "
+                   "sigma_min and sigma_max, in the chosen parameterisation (EDM, v, eps, Cosmos' flow); "
+                   "edm_playground_v2.5 also uses Playground v2.5's latent format.")
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"model": ("MODEL",), "sampling": (list(_EDM_SAMPLINGS),),
+                             "sigma_max": ("FLOAT", {"default": 120.0, "min": 0.0, "max": 1000.0, "step": 0.001,
+                                                     "round": False}),
+                             "sigma_min": ("FLOAT", {"default": 0.002, "min": 0.0, "max": 1000.0, "step": 0.001,
+                                                     "round": False})}}
+
+    def patch(self, model: Any, sampling: str, sigma_max: float, sigma_min: float) -> tuple[ModelRef]:
+        model = _model(model)
+        if sampling not in _EDM_SAMPLINGS:
+            raise ValueError(f"sampling: unknown value {sampling!r}")
+        kind, prediction, sigma_data, latent = _EDM_SAMPLINGS[sampling]
+        model = with_sampling(model, {"kind": kind, "prediction": prediction, "sigma_min": float(sigma_min),
+                                      "sigma_max": float(sigma_max), "sigma_data": sigma_data})
+        return (model.with_option(LATENT, latent) if latent is not None else model,)
+
+
 @dataclass(frozen=True)
 class RescaleCfgFunction:
     """Lin et al. 2023's CFG rescale, done on the v-prediction view of both sides: the guided v is rescaled
@@ -171,6 +204,7 @@ class RescaleCFG(_Patch):
 NODE_CLASS_MAPPINGS = {
     "ModelSamplingDiscrete": ModelSamplingDiscrete,
     "ModelSamplingContinuousV": ModelSamplingContinuousV,
+    "ModelSamplingContinuousEDM": ModelSamplingContinuousEDM,
     "ModelSamplingStableCascade": ModelSamplingStableCascade,
     "ModelSamplingSD3": ModelSamplingSD3,
     "ModelSamplingAuraFlow": ModelSamplingAuraFlow,

@@ -1,3 +1,4 @@
 """The core ModelFns: text encoding, one denoising step, VAE encode/decode, the cascade discriminator
 (registered on import; cluster.providers says who imports this)."""
-from nodes.modelfns import denoise, discriminator, text_encoder, vae  # noqa: F401
+from nodes.modelfns import (clip_vision, denoise, discriminator, style_model, text_encoder,  # noqa: F401
+                            upscale_model, vae)

@@ -6,8 +6,10 @@ can run on any executor and a re-run reproduces its output.
 """
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Hashable
+from types import SimpleNamespace
 from typing import Any, Callable
 
 import torch
@@ -15,8 +17,11 @@ import torch
 from cluster.batching import Call, freeze, layout_key
 from cluster.modelfn import Layout, ModelFn, register
 from cluster.refs import ModelRef
+from nodes.conditioning_areas import area_and_mult, crop
 from nodes.models.components import DiffusionModel
-from nodes.modelfns.model_patches import combine, skips_uncond
+from nodes.modelfns.hooks import HookWeights, entry_hooks, uses_hooks
+from nodes.modelfns.model_patches import combine, perp_neg, post_cfg, pre_cfg, skips_uncond
+from nodes.modelfns.network_patches import CALC_COND, apply_model, wrap_prediction
 from nodes.sampling.model_sampling import ModelSampling, model_sampling_from_config
 from nodes.sampling.sampler_base import DENOISED
 from nodes.sampling.samplers import get_sampler, run_step
@@ -35,8 +40,11 @@ class GuidedDenoiser:
     as ComfyUI does (cond and uncond together when their shapes and ControlNets agree)."""
 
     def __init__(self, model: DiffusionModel, ms: ModelSampling, inputs: dict[str, torch.Tensor],
-                 params: dict[str, Any], load_control: Callable[[ModelRef], Any]) -> None:
+                 params: dict[str, Any], load_control: Callable[[ModelRef], Any],
+                 state: dict[str, torch.Tensor] | None = None, keep_uncond: bool = False,
+                 hook_weights: HookWeights | None = None) -> None:
         self.model, self.ms, self.inputs = model, ms, inputs
+        self.hook_weights = hook_weights   # cond entries with weight hooks (nodes.modelfns.hooks)
         self.cfg = float(params["cfg"])
         self.positive = params["positive"]
         self.negative = params["negative"]
@@ -46,31 +54,70 @@ class GuidedDenoiser:
         self.latent_image = inputs.get("latent_image")
         self.noise = inputs.get("noise")
         self.patches = params.get("model_patches") or {}
+        if self.patches:   # post-CFG functions may run the model again (PAG, SAG), as ComfyUI's calc_cond_batch
+            self.patches = {**self.patches, CALC_COND: self._calc_cond_batch}
         self.middle = params.get("middle")
         self.dual = params.get("dual_cfg")
+        self.perp = params.get("perp_neg")
+        self.state = state
+        # The CFG++ samplers step along the negative prediction: ComfyUI's samplers read it with a post-CFG
+        # function appended last and make the negative side run even at cfg 1. Read it the same way.
+        self.uncond_denoised: torch.Tensor | None = None
+        if keep_uncond:
+            self.patches = {**self.patches, "disable_cfg1_optimization": True,
+                            "sampler_post_cfg_function": list(self.patches.get("sampler_post_cfg_function", []))
+                            + [self._keep_uncond]}
+
+    def _keep_uncond(self, args: dict) -> torch.Tensor:
+        self.uncond_denoised = args["uncond_denoised"]
+        return args["denoised"]
 
     def __call__(self, x: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
-        if self.denoise_mask is not None:
+        mask = self.denoise_mask
+        if mask is not None:
+            if "denoise_mask_function" in self.patches:   # e.g. Differential Diffusion's per-step mask
+                mask = self.patches["denoise_mask_function"](sigma, mask, extra_options={
+                    "model": SimpleNamespace(inner_model=SimpleNamespace(model_sampling=self.ms)),
+                    "sigmas": self.inputs["sigmas"]})
             # Inpainting: outside the mask, the latent is the original image noised to this sigma.
-            keep = 1.0 - self.denoise_mask
-            x = x * self.denoise_mask + self.ms.noise_scaling(sigma.reshape(-1)[:1], self.noise, self.latent_image) * keep
+            keep = 1.0 - mask
+            x = x * mask + self.ms.noise_scaling(sigma.reshape(-1)[:1], self.noise, self.latent_image) * keep
         s = float(sigma.reshape(-1)[0])
         if self.dual is not None:
             out = self._dual_cfg(x, sigma, s)
+        elif self.perp is not None:
+            out = self._perp_neg(x, sigma, s)
         else:
             skip_uncond = skips_uncond(self.patches, self.cfg)
             cond, uncond = self._predict(x, sigma, s, [self.positive, None if skip_uncond else self.negative])
             out = self._cfg(cond, uncond, self.cfg, x, sigma, (self.positive, self.negative))
-        if self.denoise_mask is not None:
-            out = out * self.denoise_mask + self.latent_image * (1.0 - self.denoise_mask)
+        if mask is not None:
+            out = out * mask + self.latent_image * (1.0 - mask)
         return out
 
     def _cfg(self, cond: torch.Tensor, uncond: torch.Tensor | None, cfg: float, x: torch.Tensor,
              sigma: torch.Tensor, conds: tuple[list, list]) -> torch.Tensor:
         """ComfyUI's cfg_function: uncond + (cond - uncond) * cfg, or the patches' replacement for it."""
         if self.patches:
-            return combine(self.patches, cond, uncond, cfg, x, sigma, self.ms, conds)
+            return combine(self.patches, cond, uncond, cfg, x, sigma, self.ms, conds, self.state)
         return cond if uncond is None else uncond + (cond - uncond) * cfg
+
+    def _perp_neg(self, x: torch.Tensor, sigma: torch.Tensor, s: float) -> torch.Tensor:
+        """PerpNegGuider: positive, negative and empty prompt in one batch, the pre-CFG functions on the three,
+        Perp-Neg guidance, then the post-CFG functions (ComfyUI's Guider_PerpNeg). A neg_scale of 0 skips the
+        negative side, and with cfg 1 also the empty one (they predict zeros)."""
+        neg_scale, negative, empty = float(self.perp["neg_scale"]), self.negative, self.middle
+        if not self.patches.get("disable_cfg1_optimization", False) and math.isclose(neg_scale, 0.0):
+            negative = None
+            if math.isclose(self.cfg, 1.0):
+                empty = None
+        conds = [self.positive, negative, empty]
+        outs = [torch.zeros_like(x) if p is None else p for p in self._predict(x, sigma, s, conds)]
+        model = SimpleNamespace(model_sampling=self.ms)
+        pos, neg, emp = pre_cfg(self.patches, outs, self.cfg, x, sigma, model, conds, self.state)
+        out = perp_neg(pos, neg, emp, neg_scale, self.cfg)
+        return post_cfg(self.patches, out, pos, neg, self.cfg, x, sigma, model, (self.positive, negative),
+                        empty_cond=empty, empty_cond_denoised=emp)
 
     def _dual_cfg(self, x: torch.Tensor, sigma: torch.Tensor, s: float) -> torch.Tensor:
         """DualCFGGuider: cond1 (positive) over cond2 (middle) at cfg, cond2 over negative at cfg2.
@@ -92,33 +139,94 @@ class GuidedDenoiser:
     def _predict(self, x: torch.Tensor, sigma: torch.Tensor, s: float,
                  sides_entries: list[list | None]) -> list[torch.Tensor | None]:
         """Per side (a list of cond entries, or None for a side not evaluated), the weighted average of its
-        model outputs (ComfyUI's calc_cond_batch) as a denoised prediction; compatible entries of all sides
-        share one forward pass."""
+        entries' denoised predictions, each on its area with its weight (ComfyUI's calc_cond_batch); entries
+        of all sides whose crops, embeddings and ControlNets agree share one forward pass."""
         sides = [(str(k), entries) for k, entries in enumerate(sides_entries) if entries is not None]
-        groups: dict[tuple, list[tuple[str, dict]]] = {}
-        for side, entries in sides:
-            for e in entries:
-                if _active(s, e["sigma_start"], e["sigma_end"]):
-                    context = self.inputs[f"{e['key']}.context"]
-                    controls = tuple((c["ref"].key, c["strength"], c["sigma_start"], c["sigma_end"], c["hint_id"])
-                                     for c in e["controls"])
-                    gkey = (tuple(context.shape), controls,
-                            f"{e['key']}.pooled" in self.inputs, e.get("guidance"))
-                    groups.setdefault(gkey, []).append((side, e))
+        groups: dict[tuple, list[tuple[str, dict, tuple | None, torch.Tensor]]] = {}
+        placed = [(side, e, *area_and_mult(e, self.inputs.get(f"{e['key']}.mask"), x))
+                  for side, entries in sides for e in entries
+                  if not e.get("default") and _active(s, e["sigma_start"], e["sigma_end"])]
+        placed += self._defaults(sides, placed, s, x)
+        for side, e, area, mult in placed:
+            context = self.inputs[f"{e['key']}.context"]
+            controls = tuple((c["ref"].key, c["strength"], c["sigma_start"], c["sigma_end"], c["hint_id"])
+                             for c in e["controls"])
+            if self.hook_weights is not None:
+                self.hook_weights.prepare(entry_hooks(e), s)
+            cn_context = self.inputs.get(f"{e['key']}.controlnet_context")
+            gkey = (tuple(mult.shape), tuple(context.shape), controls,
+                    None if cn_context is None else tuple(cn_context.shape),
+                    f"{e['key']}.pooled" in self.inputs, e.get("guidance"), e.get("guidance_disabled", False),
+                    tuple((h.hook.uid, h.hook.keyframes.uid) for h in entry_hooks(e)),
+                    tuple(tuple(self.inputs[f"{e['key']}.ref.{i}"].shape[1:]) for i in range(e.get("ref_latents", 0))),
+                    e.get("ref_latents_method"))
+            groups.setdefault(gkey, []).append((side, e, area, mult))
         xc = self.ms.calculate_input(sigma, x)
         t = self.ms.timestep(sigma)
         n = x.shape[0]
-        weighted: dict[str, list[tuple[torch.Tensor, float]]] = {name: [] for name, _ in sides}
+        totals = {name: torch.zeros_like(x) for name, _ in sides}
+        counts = {name: torch.ones_like(x) * 1e-37 for name, _ in sides}
         for members in groups.values():
             k = len(members)
-            xb, tb = xc.repeat(k, 1, 1, 1), t.reshape(-1)[:1].expand(n * k)
-            batch_cond = self._batch_cond([e for _, e in members], n, x.device)
-            batch_cond["control"] = self._control([e for _, e in members], n, xb, tb, s, batch_cond)
-            out = self.model.apply(xb, tb, batch_cond)
-            for idx, (side, e) in enumerate(members):
-                weighted[side].append((out[idx * n:(idx + 1) * n], e["strength"]))
-        results = {name: self.ms.calculate_denoised(sigma, _weighted_mean(weighted[name], x), x) for name, _ in sides}
+            xb = torch.cat([crop(xc, area) for _, _, area, _ in members])
+            tb = t.reshape(-1)[:1].expand(n * k)
+            batch_cond = self._batch_cond([e for _, e, _, _ in members], n, x.device)
+            concats = [self.model.concat_image(self.inputs.get(f"{e['key']}.concat_latent_image"), x)
+                       for _, e, _, _ in members]
+            if concats[0] is not None:   # InstructPix2Pix: the image latent joins the input, cropped like it
+                batch_cond["concat"] = torch.cat([crop(c, m[2]) for c, m in zip(concats, members)])
+            batch_cond["control"] = self._control([e for _, e, _, _ in members], n, xb, tb, s, batch_cond)
+            out = apply_model(self._model_for(members[0][1], x.device), self.patches, xb, tb, batch_cond, sigma,
+                              [int(m[0]) for m in members])
+            # ComfyUI accumulates a batch from its last member to its first; the order rounds overlaps.
+            for idx in reversed(range(k)):
+                side, _, area, mult = members[idx]
+                denoised = self.ms.calculate_denoised(sigma, out[idx * n:(idx + 1) * n], crop(x, area))
+                crop(totals[side], area).add_(denoised * mult)
+                crop(counts[side], area).add_(mult)
+        results = {name: totals[name] / counts[name] for name, _ in sides}
         return [results.get(str(k)) for k in range(len(sides_entries))]
+
+    def _calc_cond_batch(self, model: Any, conds: list[list | None], x: torch.Tensor, sigma: torch.Tensor,
+                         model_options: dict) -> list[torch.Tensor | None]:
+        """ComfyUI's calc_cond_batch for patches: the sides' denoised predictions under other model_options
+        (e.g. with an attention replaced)."""
+        saved, self.patches = self.patches, model_options
+        try:
+            return self._predict(x, sigma, float(sigma.reshape(-1)[0]), conds)
+        finally:
+            self.patches = saved
+
+    def _defaults(self, sides: list[tuple[str, list]], placed: list[tuple], s: float,
+                  x: torch.Tensor) -> list[tuple[str, dict, tuple | None, torch.Tensor]]:
+        """ComfyUI's finalize_default_conds: a side's "default" entries (ConditioningSetDefaultCombine) weigh
+        what the side's other active entries leave uncovered, relu(1 - their summed weights), and are left
+        out where that is zero everywhere."""
+        out = []
+        for side, entries in sides:
+            chosen = [e for e in entries if e.get("default") and _active(s, e["sigma_start"], e["sigma_end"])]
+            if not chosen:
+                continue
+            left = torch.ones_like(x)
+            for other_side, _, area, mult in placed:
+                if other_side == side:
+                    crop(left, area).sub_(mult)
+            torch.nn.functional.relu(left, inplace=True)
+            if torch.max(left) == 0.0:
+                continue
+            for e in chosen:
+                area, _ = area_and_mult(e, self.inputs.get(f"{e['key']}.mask"), x)
+                out.append((side, e, area, crop(left, area)))
+        return out
+
+    def _model_for(self, entry: dict, device: torch.device) -> DiffusionModel:
+        """The MODEL, or for an entry with weight hooks the MODEL with its hooks at this evaluation's strengths."""
+        hooks = entry_hooks(entry)
+        if not hooks or self.hook_weights is None:
+            return self.model
+        model = self.hook_weights.model(hooks)
+        model.module.to(device)   # built beside the layer cache, like a ControlNet: it follows the step
+        return model
 
     def _batch_cond(self, entries: list[dict], n: int, device: torch.device) -> dict[str, Any]:
         def stacked(suffix: str):
@@ -127,19 +235,31 @@ class GuidedDenoiser:
                 return None
             return torch.cat([t.expand(n, *t.shape[1:]) if t.shape[0] == 1 else t for t in ts])
         cond: dict[str, Any] = {"context": stacked("context"), "pooled": stacked("pooled")}
+        cn_context = stacked("controlnet_context")
+        if cn_context is not None:   # CLIPTextEncodeControlnet: what the ControlNets attend to
+            cond["controlnet_context"] = cn_context
         if self.latent_size is not None and self.model.arch == "sdxl":   # the only family reading them
-            h, w = self.latent_size
-            ids = torch.tensor([h, w, 0, 0, h, w], dtype=torch.float32, device=device)
-            cond["time_ids"] = ids.expand(n * len(entries), 6)
+            ids = torch.tensor([_time_ids(e.get("size", {}), self.latent_size) for e in entries],
+                               dtype=torch.float32, device=device)
+            cond["time_ids"] = ids.repeat_interleave(n, dim=0)
         guidance = entries[0].get("guidance")
         if guidance is not None:   # FluxGuidance; a guidance-distilled model applies its default otherwise
             cond["guidance"] = float(guidance)
+        elif entries[0].get("guidance_disabled"):   # FluxDisableGuidance: the model adds no guidance embedding
+            cond["guidance_disabled"] = True
+        if entries[0].get("ref_latents"):   # ReferenceLatent: in model space, as ComfyUI's process_latent_in
+            fmt = self.model.latent_format
+            cond["ref_latents"] = [fmt.process_in(stacked(f"ref.{i}")).to(device)
+                                   for i in range(entries[0]["ref_latents"])]
+            cond["ref_latents_method"] = entries[0].get("ref_latents_method")
         return cond
 
     def _control(self, entries: list[dict], n: int, xb: torch.Tensor, tb: torch.Tensor, s: float,
                  cond: dict[str, Any]):
         """Sum of the active ControlNets' residuals for this batch (a chain adds up, as in ComfyUI)."""
         total = None
+        if "controlnet_context" in cond:
+            cond = {**cond, "context": cond["controlnet_context"]}
         for k, spec in enumerate(entries[0]["controls"]):
             if not _active(s, spec["sigma_start"], spec["sigma_end"]):
                 continue
@@ -152,19 +272,12 @@ class GuidedDenoiser:
         return total
 
 
-def _weighted_mean(outputs: list[tuple[torch.Tensor, float]], like: torch.Tensor) -> torch.Tensor:
-    """sum(out * strength) / (1e-37 + sum(strength)) in float32, as ComfyUI averages a side's conds; one
-    cond at strength 1 is its output unchanged (the float32 arithmetic gives exactly that too)."""
-    if not outputs:
-        return torch.zeros_like(like)
-    if len(outputs) == 1 and outputs[0][1] == 1.0:
-        return outputs[0][0]
-    total, weight = None, torch.tensor(1e-37, dtype=torch.float32, device=like.device)
-    for out, strength in outputs:
-        term = out * strength
-        total = term if total is None else total + term
-        weight = weight + strength
-    return total / weight
+def _time_ids(size: dict[str, int], latent_size: tuple[int, int]) -> list[int]:
+    """SDXL's [height, width, crop_h, crop_w, target_height, target_width] from an entry's sizes; ComfyUI's
+    defaults: the image size, no crop, the target the size."""
+    height, width = size.get("height", latent_size[0]), size.get("width", latent_size[1])
+    return [height, width, size.get("crop_h", 0), size.get("crop_w", 0),
+            size.get("target_height", height), size.get("target_width", width)]
 
 
 @register
@@ -176,7 +289,9 @@ class DenoiseStep(ModelFn):
     def __init__(self) -> None:
         super().__init__()
         self._controlnets: dict[str, Any] = {}
+        self._hooked: dict[str, DiffusionModel] = {}
         self._samplings: dict[tuple, ModelSampling] = {}
+        self._compiled: dict[tuple[int, str], tuple[torch.nn.Module, torch.nn.Module]] = {}
 
     def setup_io(self) -> None:
         self.add_input("x")
@@ -194,12 +309,15 @@ class DenoiseStep(ModelFn):
         guidance, model sampling, image size, the conditioning layout: entry keys, strengths, ranges,
         ControlNets), the whole sigma schedule, and each tensor's dtype and shape past the batch.
         Samplers that draw noise are not merged: each request's noise stream comes from its own seed and
-        generator state, and one call would draw a single stream for the whole batch. Neither are MODELs
-        patched by node packs (their patches are code the merge cannot see into)."""
-        if "model_patches" in call.params:
+        generator state, and one call would draw a single stream for the whole batch; nor samplers whose
+        step reads the whole batch (dpm_adaptive's error norm). Neither are MODELs
+        patched by node packs (their patches are code the merge cannot see into), nor steps with weight
+        hooks (their weights and keyframe states are per request)."""
+        if "model_patches" in call.params or uses_hooks(call.params):
             return None
         try:
-            if get_sampler(str(call.params["sampler"])).noise_kind != "none":
+            sampler = get_sampler(str(call.params["sampler"]))
+            if sampler.noise_kind != "none" or sampler.couples_batch:
                 return None
         except (KeyError, ValueError):
             return None
@@ -233,6 +351,15 @@ class DenoiseStep(ModelFn):
             self._controlnets[ref.key] = load_controlnet(ref)
         return self._controlnets[ref.key]
 
+    def _load_hooked(self, ref: ModelRef) -> DiffusionModel:
+        """The MODEL with a hook group's weights at given strengths: a few kept, as a schedule revisits
+        the same strengths step after step."""
+        if ref.key not in self._hooked:
+            if len(self._hooked) >= 2:
+                self._hooked.pop(next(iter(self._hooked)))
+            self._hooked[ref.key] = self.load_model(ref)
+        return self._hooked[ref.key]
+
     def _model_sampling(self, config: dict[str, Any]) -> ModelSampling:
         """One per config: building the 1000-entry sigma tables on every step cost more than the step's
         arithmetic. Samplers only read them."""
@@ -241,13 +368,33 @@ class DenoiseStep(ModelFn):
             self._samplings[key] = model_sampling_from_config(config)
         return self._samplings[key]
 
+    def _compile(self, model: DiffusionModel, backend: str) -> DiffusionModel:
+        """TorchCompileModel: the loaded network compiled once per (network, backend) and reused by every
+        later step (torch.compile's own guards decide when a new shape needs another graph). A few kept, as
+        with the hooked models; each entry holds its network, so an id is never mistaken for another's."""
+        key = (id(model.module), backend)
+        if key not in self._compiled or self._compiled[key][0] is not model.module:
+            if len(self._compiled) >= 2:
+                self._compiled.pop(next(iter(self._compiled)))
+            self._compiled[key] = (model.module, torch.compile(model.module, backend=backend))
+        compiled = copy.copy(model)   # the same DiffusionModel whose network is the compiled one
+        compiled.module = self._compiled[key][1]
+        return compiled
+
     def execute(self, model: DiffusionModel, inputs: dict[str, Any], params: dict[str, Any]) -> dict[str, torch.Tensor]:
+        if params.get("torch_compile"):
+            model = self._compile(model, str(params["torch_compile"]))
         ms = self._model_sampling(params["model_sampling"])
         x, sigmas, i = inputs["x"], inputs["sigmas"], int(params["i"])
         state = {k[len(STATE_PREFIX):]: v for k, v in inputs.items() if k.startswith(STATE_PREFIX)}
-        denoiser = GuidedDenoiser(model, ms, inputs, params, self.load_control)
+        hooks = HookWeights(params["hook_base"], state, sigmas, self._load_hooked) if uses_hooks(params) else None
+        sampler = get_sampler(params["sampler"])
+        denoiser = GuidedDenoiser(model, ms, inputs, params, self.load_control, state,
+                                  keep_uncond=sampler.cfg_pp, hook_weights=hooks)
+        denoiser = wrap_prediction(denoiser, denoiser.patches, state)   # LazyCache: around the whole prediction
         x_next = run_step(denoiser, x, sigmas, i, params["sampler"], int(params["seed"]), state,
-                          model_sampling=ms if ms.is_const else None, options=params.get("sampler_options"))
+                          model_sampling=ms if ms.is_const or sampler.reads_model_sampling else None,
+                          options=params.get("sampler_options"))
         result = {"x": x_next, "denoised": state.get(DENOISED, x_next)}
         result.update({STATE_PREFIX + k: v for k, v in state.items()})
         return result

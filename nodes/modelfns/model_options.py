@@ -15,12 +15,25 @@ from typing import Any, Callable
 
 from cluster.refs import ModelRef
 from nodes import arch
+from nodes.models.components import PLAYGROUND_2_5_LATENT, LatentFormat
 
 SAMPLING = "model_sampling"
 FUNCTIONS = "sampler_functions"
-_SAMPLING_ONLY = (SAMPLING, FUNCTIONS)
+NETWORK = "network_patches"   # patches inside the network (nodes.modelfns.network_patches)
+COMPILE = "torch_compile"     # TorchCompileModel's backend: the denoise step compiles the loaded network
+LATENT = "latent_format"      # a latent format replacing the architecture's (ModelSamplingContinuousEDM)
+_SAMPLING_ONLY = (SAMPLING, FUNCTIONS, NETWORK, COMPILE, LATENT)
+# The latent formats a MODEL patch may select, by name.
+LATENT_FORMATS: dict[str, LatentFormat] = {"sdxl_playground_2_5": PLAYGROUND_2_5_LATENT}
 # ComfyUI's ModelPatcher: set_model_sampler_cfg_function replaces, the pre/post setters append.
 _LISTS = ("sampler_pre_cfg_function", "sampler_post_cfg_function")
+
+
+def latent_format(model: ModelRef) -> LatentFormat:
+    """The latent format sampling uses: the MODEL's patch (ComfyUI's latent_format object patch), else its
+    architecture's."""
+    patched = model.option(LATENT)
+    return LATENT_FORMATS[patched] if patched is not None else arch.latent_format(model.arch)
 
 
 def sampling_config(model: ModelRef) -> dict[str, Any]:
@@ -48,6 +61,8 @@ def sampler_patches(model: ModelRef) -> dict[str, Any]:
             out[hook] = out.get(hook, []) + [fn]
         else:
             out[hook] = fn
+    if model.option(NETWORK):
+        out[NETWORK] = tuple(model.option(NETWORK))
     pack = getattr(model, "sampler_patches", None)
     for hook, value in (pack() if pack else {}).items():
         out[hook] = out.get(hook, []) + list(value) if hook in _LISTS else value

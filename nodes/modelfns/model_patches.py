@@ -45,15 +45,16 @@ def skips_uncond(patches: dict, cfg: float) -> bool:
 
 
 def combine(patches: dict, cond: torch.Tensor, uncond: torch.Tensor | None, cfg: float, x: torch.Tensor,
-            sigma: torch.Tensor, model_sampling: Any, conds: tuple[Any, Any]) -> torch.Tensor:
+            sigma: torch.Tensor, model_sampling: Any, conds: tuple[Any, Any],
+            state: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
     """Denoised predictions of both sides -> the guided prediction, with the patches applied in ComfyUI's
-    order and with its argument names."""
+    order and with its argument names. `state` is the sampler state of the step: functions that keep
+    history between steps (APG's momentum) read and write it as `sampler_state`."""
     model = SimpleNamespace(model_sampling=model_sampling)
     if uncond is None and patches:
         uncond = torch.zeros_like(cond)      # what ComfyUI's batch gives for a skipped side
-    for fn in patches.get("sampler_pre_cfg_function", []):
-        cond, uncond = fn({"conds": list(conds), "conds_out": [cond, uncond], "cond_scale": cfg, "timestep": sigma,
-                           "input": x, "sigma": sigma, "model": model, "model_options": patches})
+        conds = (conds[0], None)             # and the functions see the skipped side's conds as None
+    cond, uncond = pre_cfg(patches, [cond, uncond], cfg, x, sigma, model, list(conds), state)
     if "sampler_cfg_function" in patches:
         args = {"cond": x - cond, "uncond": x - uncond, "cond_scale": cfg, "timestep": sigma, "input": x,
                 "sigma": sigma, "cond_denoised": cond, "uncond_denoised": uncond, "model": model,
@@ -63,8 +64,36 @@ def combine(patches: dict, cond: torch.Tensor, uncond: torch.Tensor | None, cfg:
         out = cond
     else:
         out = uncond + (cond - uncond) * cfg
+    return post_cfg(patches, out, cond, uncond, cfg, x, sigma, model, conds)
+
+
+def pre_cfg(patches: dict, conds_out: list, cfg: float, x: torch.Tensor, sigma: torch.Tensor, model: Any,
+            conds: list, state: dict[str, torch.Tensor] | None = None) -> list:
+    """The sampler_pre_cfg_function chain over the sides' predictions (ComfyUI's conds_out)."""
+    for fn in patches.get("sampler_pre_cfg_function", []):
+        args = {"conds": conds, "conds_out": conds_out, "cond_scale": cfg, "timestep": sigma, "input": x,
+                "sigma": sigma, "model": model, "model_options": patches}
+        if state is not None:
+            args["sampler_state"] = state
+        conds_out = fn(args)
+    return conds_out
+
+
+def post_cfg(patches: dict, out: torch.Tensor, cond: torch.Tensor, uncond: torch.Tensor | None, cfg: float,
+             x: torch.Tensor, sigma: torch.Tensor, model: Any, conds: tuple[Any, Any] | list,
+             **extra: Any) -> torch.Tensor:
+    """The sampler_post_cfg_function chain over the guided prediction; `extra` adds guider-specific args."""
     for fn in patches.get("sampler_post_cfg_function", []):
         out = fn({"denoised": out, "cond": conds[0], "uncond": conds[1], "cond_scale": cfg, "model": model,
                   "uncond_denoised": uncond, "cond_denoised": cond, "sigma": sigma, "model_options": patches,
-                  "input": x})
+                  "input": x, **extra})
     return out
+
+
+def perp_neg(positive: torch.Tensor, negative: torch.Tensor, empty: torch.Tensor, neg_scale: float,
+             cfg: float) -> torch.Tensor:
+    """Perp-Neg guidance (Armandpour et al. 2023): guidance relative to the empty prompt, minus the part of the
+    negative guidance perpendicular to the positive guidance, scaled by neg_scale."""
+    pos, neg = positive - empty, negative - empty
+    perpendicular = neg - (torch.mul(neg, pos).sum() / torch.norm(pos) ** 2) * pos
+    return empty + cfg * (pos - perpendicular * neg_scale)

@@ -12,7 +12,8 @@ from nodes.models.components import TextEncoder
 
 @register
 class TextEncode(ModelFn):
-    """params: text. Tokenises with the encoder's own tokenizer (ComfyUI's weighting syntax) and encodes."""
+    """params: text, or texts (a text per sub-encoder) and equal_chunks. Tokenises with the encoder's own
+    tokenizer (ComfyUI's weighting syntax) and encodes."""
     name = "text_encode"
 
     def setup_io(self) -> None:
@@ -24,8 +25,30 @@ class TextEncode(ModelFn):
         return load_text_encoder(ref)
 
     def execute(self, model: TextEncoder, inputs: dict[str, Any], params: dict[str, Any]) -> dict[str, torch.Tensor]:
-        cond, pooled = model.encode(model.tokenize(params["text"]))
+        cond, pooled = model.encode(tokens_for(model, params))
         out = {"cond": cond}
         if pooled is not None:
             out["pooled"] = pooled
         return out
+
+
+def tokens_for(model: TextEncoder, params: dict[str, Any]) -> dict[str, list[list[tuple[int, float]]]]:
+    """The tokens per sub-encoder: of `text`, or each sub-encoder's own text from `texts` (CLIPTextEncodeSDXL's
+    text_g/text_l, CLIPTextEncodeFlux's clip_l/t5xxl). With `equal_chunks` the sub-encoders with fewer chunks
+    (all, or those it lists) get the empty prompt's chunks appended until they have as many, as
+    CLIPTextEncodeSDXL and CLIPTextEncodeSD3 do. With `drop_empty` an empty text gives its sub-encoder no
+    tokens at all (CLIPTextEncodeSD3's empty_padding "none")."""
+    texts = params.get("texts")
+    if not texts:
+        return model.tokenize(params["text"])
+    drop = params.get("drop_empty", False)
+    tokens = {sub: [] if drop and text == "" else model.tokenize(text)[sub] for sub, text in texts.items()}
+    equal = params.get("equal_chunks")
+    if equal:
+        empty = model.tokenize("")
+        subs = list(tokens) if equal is True else list(equal)
+        most = max(len(tokens[sub]) for sub in subs)
+        for sub in subs:
+            while len(tokens[sub]) < most:
+                tokens[sub] += empty[sub]
+    return tokens

@@ -1,7 +1,7 @@
-"""VAE encode and decode as ModelFns (tiled decode included: it is the same weights, another schedule)."""
+"""VAE encode and decode as ModelFns (tiled encode and decode included: the same weights, another schedule)."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -42,7 +42,57 @@ class VAEEncodeFn(_VAEFn):
         self.add_output("latent")
 
     def execute(self, model: VAE, inputs: dict[str, Any], params: dict[str, Any]) -> dict[str, torch.Tensor]:
+        tile = params.get("tile")
+        if tile:
+            return {"latent": tiled_encode(model.encode, inputs["pixels"], tile, params.get("overlap", 64),
+                                           model.downscale, model.latent_channels)}
         return {"latent": model.encode(inputs["pixels"])}
+
+
+def tiled_encode(encode: Callable[[torch.Tensor], torch.Tensor], pixels: torch.Tensor, tile: int, overlap: int, scale: int, channels: int) -> torch.Tensor:
+    """ComfyUI's tiled VAE encode: the mean of three tilings (tile x tile, twice as wide and half as tall, half
+    as wide and twice as tall), so that no tile seam falls in the same place in all three. IMAGE [B,H,W,C]
+    (sides multiples of `scale`) -> latent [B,channels,H/scale,W/scale]."""
+    out = _tiling(encode, pixels, (tile, tile), overlap, scale, channels)
+    out += _tiling(encode, pixels, (tile // 2, tile * 2), overlap, scale, channels)
+    out += _tiling(encode, pixels, (tile * 2, tile // 2), overlap, scale, channels)
+    out /= 3.0
+    return out
+
+
+def _tiling(encode: Callable[[torch.Tensor], torch.Tensor], pixels: torch.Tensor, tile: tuple[int, int], overlap: int, scale: int,
+            channels: int) -> torch.Tensor:
+    """One tiling, image by image: tiles of tile=(height, width) pixels every tile - overlap pixels (the last
+    moved back to end at the border), each encoded alone; a tile's latent is weighted by a ramp over the
+    overlap's latent cells at each of its edges, and every cell is divided by the weights it received."""
+    b, h, w, _ = pixels.shape
+    out = torch.empty(b, channels, h // scale, w // scale, device=pixels.device)
+    ramp = round(overlap / scale)
+    for i in range(b):
+        image = pixels[i:i + 1]
+        if h <= tile[0] and w <= tile[1]:
+            out[i:i + 1] = encode(image)
+            continue
+        total = torch.zeros(1, channels, h // scale, w // scale, device=pixels.device)
+        weight = torch.zeros_like(total)
+        rows = range(0, h - overlap, tile[0] - overlap) if h > tile[0] else [0]
+        cols = range(0, w - overlap, tile[1] - overlap) if w > tile[1] else [0]
+        for y in rows:
+            for x in cols:
+                y0, x0 = max(0, min(h - overlap, y)), max(0, min(w - overlap, x))
+                piece = encode(image[:, y0:y0 + min(tile[0], h - y0), x0:x0 + min(tile[1], w - x0)])
+                mask = torch.ones_like(piece)
+                for d in (2, 3):
+                    if ramp >= mask.shape[d]:
+                        continue
+                    for t in range(ramp):
+                        mask.narrow(d, t, 1).mul_((t + 1) / ramp)
+                        mask.narrow(d, mask.shape[d] - 1 - t, 1).mul_((t + 1) / ramp)
+                ly, lx = round(y0 / scale), round(x0 / scale)
+                total[:, :, ly:ly + piece.shape[2], lx:lx + piece.shape[3]] += piece * mask
+                weight[:, :, ly:ly + piece.shape[2], lx:lx + piece.shape[3]] += mask
+        out[i:i + 1] = total / weight
+    return out
 
 
 def tiled(decode, latent: torch.Tensor, tile: int, overlap: int, scale: int) -> torch.Tensor:

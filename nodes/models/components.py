@@ -27,10 +27,33 @@ class LatentFormat:
         return latent / self.scale_factor + self.shift_factor
 
 
+@dataclass(frozen=True)
+class NormalizedLatentFormat(LatentFormat):
+    """A format that also standardises each channel: (latent - mean) * scale_factor / std."""
+    latents_mean: tuple[float, ...] = ()
+    latents_std: tuple[float, ...] = ()
+
+    def _stats(self, latent: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        mean = torch.tensor(self.latents_mean).view(1, -1, 1, 1).to(latent.device, latent.dtype)
+        std = torch.tensor(self.latents_std).view(1, -1, 1, 1).to(latent.device, latent.dtype)
+        return mean, std
+
+    def process_in(self, latent: torch.Tensor) -> torch.Tensor:
+        mean, std = self._stats(latent)
+        return (latent - mean) * self.scale_factor / std
+
+    def process_out(self, latent: torch.Tensor) -> torch.Tensor:
+        mean, std = self._stats(latent)
+        return latent * std / self.scale_factor + mean
+
+
 SD1_LATENT = LatentFormat(4, 0.18215)
 SDXL_LATENT = LatentFormat(4, 0.13025)
 SD3_LATENT = LatentFormat(16, 1.5305, 0.0609)
 FLUX_LATENT = LatentFormat(16, 0.3611, 0.1159)
+# Playground v2.5's SDXL latents, standardised per channel (the statistics its authors published).
+PLAYGROUND_2_5_LATENT = NormalizedLatentFormat(4, 0.5, 0.0, (-1.6574, 1.886, -1.383, 2.5155),
+                                               (8.4927, 5.9022, 6.5498, 5.2299))
 
 
 @dataclass
@@ -52,8 +75,14 @@ class DiffusionModel:
     def apply(self, x: torch.Tensor, timestep: torch.Tensor, cond: dict[str, Any]) -> torch.Tensor:
         """Raw network output for input `x` (already `calculate_input`-scaled) at `timestep` (model units).
         `cond` keys: "context" [B,T,D]; "pooled" [B,P] (SDXL, SD3, Flux); "time_ids" [B,6] (SDXL);
-        "guidance" [B] (Flux); "control" ControlResiduals or None."""
+        "guidance" [B] (Flux); "control" ControlResiduals or None; "concat" [B,C',H,W], channels joined to
+        the input (InstructPix2Pix); "ref_latents" / "ref_latents_method" (Flux Kontext)."""
         raise NotImplementedError
+
+    def concat_image(self, image: torch.Tensor | None, x: torch.Tensor) -> torch.Tensor | None:
+        """What this model takes joined to its input channels for a cond's concat_latent_image (raw latent or
+        None) and the step's input `x`; None for a model that takes only the latent."""
+        return None
 
 
 @dataclass

@@ -111,8 +111,8 @@ def _kohya_lora(targets: dict[str, tuple[int, int]], gen: torch.Generator, rank:
 
 
 def build_demo_models(models_dir: Path, include_flux: bool = True) -> list[Path]:
-    """Write the demo models under a ComfyUI models/ folder; returns the files written. The Flux helper's
-    demo files are added when its module is present (`include_flux=False` skips them)."""
+    """Write the demo models under a ComfyUI models/ folder; returns the files written. The Flux and SD3
+    helpers' demo files are added when their modules are present (`include_flux=False` skips both)."""
     models_dir = Path(models_dir)
     written: list[Path] = []
     with torch.random.fork_rng(devices=[]):
@@ -148,11 +148,17 @@ def build_demo_models(models_dir: Path, include_flux: bool = True) -> list[Path]
                               **_prefixed(_te_hf(te1), "conditioner.embedders.0.transformer."),
                               **_prefixed(clip_mod.hf_to_open_clip(te2.state_dict()), "conditioner.embedders.1.model.")},
                              models_dir / "checkpoints" / "sdxl-tiny.safetensors"))
+        written.append(_save(_esrgan(), models_dir / "upscale_models" / "esrgan-tiny-x4.safetensors"))
+        written.append(_save(_clip_vision(), models_dir / "clip_vision" / "clip-vision-tiny.safetensors"))
+        written.append(_save(_style_adapter(), models_dir / "style_models" / "sd1-tiny-style.safetensors"))
     if include_flux:
         build_flux = next((getattr(m, "build_demo_flux") for m in map(_optional, ("nodes.models.flux",
                            "nodes.models.flux_demo")) if m is not None and hasattr(m, "build_demo_flux")), None)
         if build_flux is not None:
             written += list(build_flux(models_dir) or [])
+        build_sd3 = getattr(_optional("nodes.models.sd3_demo"), "build_demo_sd3", None)
+        if build_sd3 is not None:
+            written += build_sd3(models_dir)
     return written
 
 
@@ -166,6 +172,36 @@ def _controlnet_ldm(unet, gen: torch.Generator) -> dict[str, torch.Tensor]:
     n_convs = 2 + 2 * (len(cn.config.conditioning_embedding_out_channels) - 1)
     ldm = unet_mod.diffusers_to_ldm(cn.state_dict(), layout, cn_mod.ldm_map(layout, n_convs))
     return _prefixed(ldm, "control_model.")
+
+
+def _esrgan() -> dict[str, torch.Tensor]:
+    """A 4x ESRGAN (RRDBNet) in the original key layout, 8 features and one RRDB (spandrel fixes the growth
+    channels at 32); its own generator, so the models above keep their bytes."""
+    from .esrgan import ESRGANConfig, RRDBNet
+    net = RRDBNet(ESRGANConfig(in_nc=3, out_nc=3, nf=8, blocks=1, scale=4, plus=False, shuffle=None))
+    _randomize(net.parameters(), torch.Generator().manual_seed(SEED + 2), 0.05)
+    return net.state_dict()
+
+
+def _clip_vision() -> dict[str, torch.Tensor]:
+    """A two-layer CLIP vision tower with projection, in transformers' layout (ComfyUI's clip_vision files),
+    224-pixel input and 14-pixel patches like ViT-L, 16 heads like every CLIP vision config ComfyUI ships."""
+    from transformers import CLIPVisionConfig, CLIPVisionModelWithProjection
+    torch.manual_seed(SEED + 3)
+    cfg = CLIPVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=16,
+                           image_size=224, patch_size=14, projection_dim=32, hidden_act="quick_gelu")
+    return CLIPVisionModelWithProjection(cfg).state_dict()
+
+
+def _style_adapter() -> dict[str, torch.Tensor]:
+    """A T2I-Adapter style model for the tiny pair: CLIP vision width 32 in, sd1-tiny's 32-wide text tokens
+    out, 3 blocks and 8 style tokens like the released adapter."""
+    from .style_model import StyleAdapter
+    torch.manual_seed(SEED + 4)
+    adapter = StyleAdapter(width=32, context_dim=32, layers=3, tokens=8)
+    gen = torch.Generator().manual_seed(SEED + 4)
+    _randomize([adapter.style_embedding, adapter.proj], gen, 32 ** -0.5)   # zeros would make it a no-op
+    return adapter.state_dict()
 
 
 def _optional(name: str):

@@ -6,7 +6,9 @@ and does Flux's 2x2 patch packing and position ids the way ComfyUI's Flux model 
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import threading
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -97,12 +99,51 @@ def unpack(tokens: torch.Tensor, h_len: int, w_len: int) -> torch.Tensor:
     return x.reshape(b, c, h_len * PATCH, w_len * PATCH)
 
 
-def image_ids(h_len: int, w_len: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    """[h_len*w_len, 3] position ids: (0, row, column) per token, as ComfyUI's Flux builds them."""
+def image_ids(h_len: int, w_len: int, dtype: torch.dtype, device: torch.device, index: int = 0,
+              h_offset: int = 0, w_offset: int = 0) -> torch.Tensor:
+    """[h_len*w_len, 3] position ids: (index, row + h_offset, column + w_offset) per token, as ComfyUI's Flux
+    builds them (index 0 for the image being denoised)."""
     ids = torch.zeros(h_len, w_len, 3, dtype=dtype, device=device)
-    ids[..., 1] = torch.arange(h_len, dtype=dtype, device=device)[:, None]
-    ids[..., 2] = torch.arange(w_len, dtype=dtype, device=device)[None, :]
+    ids[..., 0] = index
+    ids[..., 1] = torch.arange(h_offset, h_offset + h_len, dtype=dtype, device=device)[:, None]
+    ids[..., 2] = torch.arange(w_offset, w_offset + w_len, dtype=dtype, device=device)[None, :]
     return ids.reshape(h_len * w_len, 3)
+
+
+def _patched(x: torch.Tensor) -> torch.Tensor:
+    # Odd sizes: ComfyUI pads circularly to whole patches (and crops the output back).
+    return F.pad(x, (0, (-x.shape[-1]) % PATCH, 0, (-x.shape[-2]) % PATCH), mode="circular")
+
+
+def reference_tokens(refs: list[torch.Tensor], method: str, h_len: int, w_len: int,
+                     dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """Flux Kontext's reference latents (model space, [B,16,h,w] each) as tokens to append to the image's,
+    with their position ids; `method` places them as ComfyUI's Flux does: "offset" (index 1, each reference
+    beside or below the ones before it, whichever keeps the canvas squarer), "index" (index 1, 2, ... at the
+    origin) or "uxo" (index 0, diagonally past the image and the references before it). Offsets are in
+    latent cells and become token offsets rounded half up."""
+    tokens, ids = [], []
+    h = w = 0
+    index = 0
+    for ref in refs:
+        h_off = w_off = 0
+        if method == "index":
+            index += 1
+        elif method == "uxo":
+            index, h_off, w_off = 0, h_len * PATCH + h, w_len * PATCH + w
+            h, w = h + ref.shape[-2], w + ref.shape[-1]
+        else:
+            index = 1
+            if ref.shape[-2] + h > ref.shape[-1] + w:
+                w_off = w
+            else:
+                h_off = h
+            h, w = max(h, ref.shape[-2] + h_off), max(w, ref.shape[-1] + w_off)
+        padded = _patched(ref.to(dtype))
+        tokens.append(pack(padded))
+        ids.append(image_ids(padded.shape[-2] // PATCH, padded.shape[-1] // PATCH, dtype, ref.device, index,
+                             (h_off + PATCH // 2) // PATCH, (w_off + PATCH // 2) // PATCH))
+    return torch.cat(tokens, dim=1), torch.cat(ids)
 
 
 def _per_batch(v: Any, batch: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
@@ -118,9 +159,13 @@ class FluxDiffusionModel(DiffusionModel):
         module: FluxTransformer2DModel = self.module
         device, dtype = x.device, self.dtype
         b, _, h, w = x.shape
-        # Odd sizes: ComfyUI pads circularly to whole patches and crops the output back.
-        x = F.pad(x, (0, (-w) % PATCH, 0, (-h) % PATCH), mode="circular")
+        x = _patched(x)
         h_len, w_len = x.shape[-2] // PATCH, x.shape[-1] // PATCH
+        tokens, ids = pack(x.to(dtype)), image_ids(h_len, w_len, dtype, device)
+        if cond.get("ref_latents"):   # Flux Kontext: references join the image tokens; only the image's are read
+            ref_tokens, ref_ids = reference_tokens(cond["ref_latents"], cond.get("ref_latents_method") or "offset",
+                                                   h_len, w_len, dtype)
+            tokens, ids = torch.cat([tokens, ref_tokens], dim=1), torch.cat([ids, ref_ids])
 
         context = cond["context"].to(device, dtype)
         pooled = cond.get("pooled")
@@ -130,17 +175,45 @@ class FluxDiffusionModel(DiffusionModel):
         if module.config.guidance_embeds:
             g = cond.get("guidance")
             guidance = _per_batch(DEFAULT_GUIDANCE if g is None else g, b, torch.float32, device)
-        out = module(
-            hidden_states=pack(x.to(dtype)),
-            encoder_hidden_states=context,
-            pooled_projections=pooled.to(device, dtype),
-            timestep=_per_batch(timestep, b, torch.float32, device),   # sigma: Flux's time unit (multiplier 1)
-            img_ids=image_ids(h_len, w_len, dtype, device),
-            txt_ids=torch.zeros(context.shape[1], 3, dtype=dtype, device=device),
-            guidance=guidance,
-            return_dict=False,
-        )[0]
-        return unpack(out, h_len, w_len)[:, :, :h, :w].float()
+        with guidance_embedding_off(module, bool(cond.get("guidance_disabled"))):
+            out = module(
+                hidden_states=tokens,
+                encoder_hidden_states=context,
+                pooled_projections=pooled.to(device, dtype),
+                timestep=_per_batch(timestep, b, torch.float32, device),   # sigma: Flux's time unit (multiplier 1)
+                img_ids=ids,
+                txt_ids=torch.zeros(context.shape[1], 3, dtype=dtype, device=device),
+                guidance=guidance,
+                return_dict=False,
+            )[0]
+        return unpack(out[:, :h_len * w_len], h_len, w_len)[:, :, :h, :w].float()
+
+
+_guidance_off = threading.local()
+
+
+def _zero_guidance(module: torch.nn.Module, args: tuple, output: torch.Tensor) -> torch.Tensor | None:
+    return torch.zeros_like(output) if getattr(_guidance_off, "on", False) else None
+
+
+@contextmanager
+def guidance_embedding_off(module: FluxTransformer2DModel, off: bool) -> Iterator[None]:
+    """ComfyUI's Flux with guidance None (FluxDisableGuidance): the time vector gets no guidance embedding,
+    only the timestep's and the pooled text's. diffusers always adds one on a guidance-distilled model, so its
+    guidance embedder answers zeros for this thread's call (t + 0 + pooled is t + pooled exactly). The hook
+    is installed once and does nothing for other calls or threads."""
+    if not off or not module.config.guidance_embeds:   # schnell has no guidance embedding to leave out
+        yield
+        return
+    embedder = module.time_text_embed.guidance_embedder
+    if not getattr(embedder, "_zero_guidance_hook", False):
+        embedder.register_forward_hook(_zero_guidance)
+        embedder._zero_guidance_hook = True
+    _guidance_off.on = True
+    try:
+        yield
+    finally:
+        _guidance_off.on = False
 
 
 def sampling_for(config: Mapping[str, Any]) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from nodes.models.components import TextEncoder
 from nodes.models.errors import ModelLoadError
 from nodes.models.flux_configs import config_for_sources
 from nodes.models.flux_keys import find_prefix, strip_prefix
-from nodes.models.flux_tokenize import ChunkRules, encode_weighted, tokenize_weighted
+from nodes.models.flux_tokenize import ChunkRules, encode_weighted, tokenize_weighted, with_tokenizer_options
 from nodes.models.safetensors_io import build_module
 from nodes.models.t5 import (T5_MARKER, build_t5, find_t5_tokenizer, t5_hidden_states, tokenizer_from_json,
                              tokenizer_from_vocab)
@@ -171,4 +171,5 @@ def load_text_encoder(ref: ModelRef, state_dicts: Sequence[Mapping[str, torch.Te
     layer = int(ref.option("layer", -1))
     return FluxTextEncoder(arch="flux", modules={"clip_l": clip, "t5xxl": t5}, layer=layer,
                            tokenizers={"l": clip_tok, "t5xxl": t5_tok},
-                           rules={"l": clip_rules(vocab), "t5xxl": T5_RULES})
+                           rules={"l": clip_rules(vocab), "t5xxl": with_tokenizer_options(
+                               T5_RULES, dict(ref.option("tokenizer_options", ())), "t5xxl")})

@@ -4,7 +4,7 @@ weight interpolation against an empty prompt that the encoders apply afterwards.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -22,6 +22,14 @@ class ChunkRules:
     max_length: int               # window length including start/end
     pad_to_max_length: bool
     min_length: int | None = None
+    min_padding: int | None = None   # pad tokens always added after the last window's end (T5TokenizerOptions)
+
+
+def with_tokenizer_options(rules: ChunkRules, options: dict[str, int], key: str) -> ChunkRules:
+    """The rules with ComfyUI's tokenizer options for the sub-encoder `key` ("<key>_min_length",
+    "<key>_min_padding") in place of its own settings."""
+    return replace(rules, min_length=options.get(f"{key}_min_length", rules.min_length),
+                   min_padding=options.get(f"{key}_min_padding", rules.min_padding))
 
 
 def tokenize_weighted(text: str, encode: Callable[[str], list[int]], rules: ChunkRules) -> list[Chunk]:
@@ -55,6 +63,8 @@ def tokenize_weighted(text: str, encode: Callable[[str], list[int]], rules: Chun
     last = windows[-1]
     if rules.end is not None:
         last.append((rules.end, 1.0))
+    if rules.min_padding is not None:
+        last.extend([(rules.pad, 1.0)] * rules.min_padding)
     if rules.pad_to_max_length and len(last) < rules.max_length:
         last.extend([(rules.pad, 1.0)] * (rules.max_length - len(last)))
     if rules.min_length is not None and len(last) < rules.min_length:

@@ -48,11 +48,12 @@ def _sd(ref: ModelRef, i: int = 0) -> dict[str, torch.Tensor]:
 
 
 FLUX_MODULES = ("nodes.models.flux", "nodes.models.flux_text", "nodes.models.flux_vae")
+SD3_MODULES = ("nodes.models.sd3",)
 
 
 def _dispatch(name: str, ref: ModelRef, sd: Any, arch: str):
-    """Hand a Flux/SD3 component to the Flux helper's `name(ref, state_dict)`."""
-    for module_name in FLUX_MODULES:
+    """Hand a Flux/SD3 component to the Flux or SD3 helper's `name(ref, state_dict)`."""
+    for module_name in SD3_MODULES if arch == "sd3" else FLUX_MODULES:
         try:
             fn = getattr(importlib.import_module(module_name), name, None)
         except ImportError:
@@ -233,7 +234,8 @@ def load_text_encoder(ref: ModelRef) -> TextEncoder:
     if clip_type in DIT_ARCHS or any(i.arch in DIT_ARCHS + ("t5",) for i in infos):
         _refuse_merges(ref, path, "these text encoders")
         sds = [_sd(ref, i) for i in range(len(ref.sources))]
-        return _dispatch("load_text_encoder", ref, sds if len(sds) > 1 else sds[0], "flux")
+        arch = "sd3" if clip_type == "sd3" or any(i.arch == "sd3" for i in infos) else "flux"
+        return _dispatch("load_text_encoder", ref, sds if len(sds) > 1 else sds[0], arch)
     if infos[0].kind == "diffusers":
         return _diffusers_text_encoder(ref, Path(path), infos[0].arch)
     arch, specs, towers = _te_towers(ref, infos)

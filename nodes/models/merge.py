@@ -26,10 +26,12 @@ class MergeStep:
     """One merge of `other` into a ref. `after_patches` is how many of the base ref's LoRA patches were
     added before it (they apply first). `rules` are (key prefix, strength_model, strength_patch); for a key
     the longest matching prefix wins, "" matches every key. Prefixes are ComfyUI's key names relative to
-    the component ("input_blocks.0." for an ldm UNet)."""
+    the component ("input_blocks.0." for an ldm UNet). With `minus`, model2 is other's weights less minus's
+    (ComfyUI's "model_as_lora" patch of weight hooks: the difference to the base's own weights)."""
     other: ModelRef
     after_patches: int
     rules: tuple[tuple[str, float, float], ...]
+    minus: ModelRef | None = None
 
     def strengths(self, name: str) -> tuple[float, float] | None:
         best: tuple[str, float, float] | None = None
@@ -39,12 +41,13 @@ class MergeStep:
         return None if best is None else (best[1], best[2])
 
 
-def with_merge(base: ModelRef, other: ModelRef, rules: tuple[tuple[str, float, float], ...]) -> ModelRef:
+def with_merge(base: ModelRef, other: ModelRef, rules: tuple[tuple[str, float, float], ...],
+               minus: ModelRef | None = None) -> ModelRef:
     """`base` merged with `other`: base's options (CLIP skip, sampling settings) carry on, other's don't,
     as ComfyUI clones model1 and takes only model2's weights."""
     if base.component != other.component:
         raise ValueError(f"cannot merge a {base.component} with a {other.component}")
-    return base.with_option(OPTION, merges(base) + (MergeStep(other, len(base.patches), rules),))
+    return base.with_option(OPTION, merges(base) + (MergeStep(other, len(base.patches), rules, minus),))
 
 
 def merges(ref: ModelRef) -> tuple[MergeStep, ...]:
@@ -88,7 +91,12 @@ def patch_weights(ref: ModelRef, targets: LoraTargets, sd: dict[str, torch.Tenso
         sd, n = merge_loras(ref.patches[done:step.after_patches], targets, sd)
         count += n
         done = step.after_patches
-        sd, n = merge_weights(sd, weights_of(step.other), step, name_of)
+        other = weights_of(step.other)
+        if step.minus is not None:   # float32 differences, on the keys both have with one shape
+            less = weights_of(step.minus)
+            other = {k: w.float() - less[k].float() for k, w in other.items()
+                     if k in less and less[k].shape == w.shape and w.is_floating_point()}
+        sd, n = merge_weights(sd, other, step, name_of)
         count += n
     sd, n = merge_loras(ref.patches[done:], targets, sd)
     return sd, count + n

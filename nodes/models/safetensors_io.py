@@ -85,6 +85,8 @@ def _read_state_dict(path: str) -> dict[str, torch.Tensor]:
             raise ModelLoadError(path, f"cannot read the torch file ({type(e).__name__}: {e})") from None
         if isinstance(obj, dict) and isinstance(obj.get("state_dict"), dict):
             obj = obj["state_dict"]
+        elif isinstance(obj, dict) and len(obj) == 1 and isinstance(next(iter(obj.values())), dict):
+            obj = next(iter(obj.values()))   # one wrapped dict, as ComfyUI unwraps it (Real-ESRGAN's params_ema)
         if not isinstance(obj, dict):
             raise ModelLoadError(path, "the torch file holds no state dict")
         return {k: v for k, v in obj.items() if isinstance(v, torch.Tensor)}

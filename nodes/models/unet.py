@@ -2,10 +2,13 @@
 does), the ldm <-> diffusers key mapping for any level/block count, and the DiffusionModel wrapper."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
 import torch
+
+from nodes.upscale import common_upscale
 
 from .components import DiffusionModel
 from .errors import ModelLoadError
@@ -253,6 +256,22 @@ def prediction_type(arch: str, sd: dict[str, torch.Tensor]) -> str:
 class UNetModel(DiffusionModel):
     """SD1/SD2/SDXL UNet behind ComfyUI's apply convention."""
 
+    def concat_image(self, image: torch.Tensor | None, x: torch.Tensor) -> torch.Tensor | None:
+        """InstructPix2Pix UNets (twice the latent's input channels, as ComfyUI detects them) take the image's
+        raw latent (zeros without one) joined to the input, resized to the input's size (bilinear, centre
+        crop) and batch, as ComfyUI's IP2P concat_cond."""
+        in_channels = self.module.config.in_channels
+        if in_channels == self.latent_format.channels:
+            return None
+        if in_channels != 2 * self.latent_format.channels:
+            raise ValueError(f"UNets with {in_channels} input channels (inpainting models) are not supported")
+        if image is None:
+            return torch.zeros_like(x)
+        image = image.to(x.device, x.dtype)
+        if image.shape[1:] != x.shape[1:]:
+            image = common_upscale(image, x.shape[-1], x.shape[-2], "bilinear", "center")
+        return resize_to_batch_size(image, x.shape[0])
+
     def apply(self, x: torch.Tensor, timestep: torch.Tensor, cond: dict[str, Any]) -> torch.Tensor:
         context = cond["context"].to(self.dtype)
         b = x.shape[0]
@@ -269,6 +288,8 @@ class UNetModel(DiffusionModel):
         down = mid = None
         if control is not None:
             down, mid = tuple(r.to(self.dtype) for r in control.down), control.mid.to(self.dtype)
+        if cond.get("concat") is not None:   # the model's extra input channels (concat_image)
+            x = torch.cat([x, cond["concat"].to(x.dtype)], dim=1)
         out = self.module(x.to(self.dtype), t, encoder_hidden_states=_batch(context, b), added_cond_kwargs=added,
                           down_block_additional_residuals=down, mid_block_additional_residual=mid,
                           return_dict=False)[0]
@@ -282,6 +303,19 @@ def sdxl_time_ids(x: torch.Tensor, time_ids: torch.Tensor | None) -> torch.Tenso
         return time_ids
     h, w = x.shape[-2] * 8, x.shape[-1] * 8
     return torch.tensor([[h, w, 0, 0, h, w]], dtype=torch.float32, device=x.device)
+
+
+def resize_to_batch_size(t: torch.Tensor, b: int) -> torch.Tensor:
+    """A batch of b from t's samples spread evenly over it (ComfyUI's rule: fewer pick from both ends, more
+    repeat each in turn)."""
+    n = t.shape[0]
+    if n == b or b <= 1:
+        return t[:b]
+    if b < n:
+        picks = [min(round(i * (n - 1) / (b - 1)), n - 1) for i in range(b)]
+    else:
+        picks = [min(math.floor((i + 0.5) * n / b), n - 1) for i in range(b)]
+    return t[picks]
 
 
 def _batch(t: torch.Tensor, b: int) -> torch.Tensor:

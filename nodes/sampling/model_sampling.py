@@ -118,8 +118,41 @@ class Lcm(Eps):
         return c_out * x0 + c_skip * x
 
 
+class Edm(VPrediction):
+    """EDM's preconditioning (Karras et al. 2022): the network output enters the denoised estimate with a plus
+    sign, x * sd^2 / (s^2 + sd^2) + out * s * sd / sqrt(s^2 + sd^2)."""
+
+    name = "edm"
+
+    def calculate_denoised(self, sigma: Tensor, out: Tensor, x: Tensor, sigma_data: float) -> Tensor:
+        s = _per_sample(sigma, out.ndim)
+        return x * sigma_data ** 2 / (s ** 2 + sigma_data ** 2) + out * s * sigma_data / (s ** 2 + sigma_data ** 2) ** 0.5
+
+
+class CosmosRFlow:
+    """Cosmos' rectified flow in EDM sigmas: the flow time is t = sigma / (sigma + 1), the input is scaled by
+    1 - t and the network predicts the velocity; noise is added EDM-style (latent + sigma * noise)."""
+
+    name = "cosmos_rflow"
+    const = False
+
+    def calculate_input(self, sigma: Tensor, x: Tensor, sigma_data: float) -> Tensor:
+        t = _per_sample(sigma / (sigma + 1), x.ndim)
+        return x * (1.0 - t)
+
+    def calculate_denoised(self, sigma: Tensor, out: Tensor, x: Tensor, sigma_data: float) -> Tensor:
+        t = _per_sample(sigma / (sigma + 1), out.ndim)
+        return x * (1.0 - t) - out * t
+
+    def noise_scaling(self, sigma: Tensor, noise: Tensor, latent: Tensor, max_denoise: bool) -> Tensor:
+        return noise * _per_sample(sigma, noise.ndim) + latent
+
+    def inverse_noise_scaling(self, sigma: Tensor, latent: Tensor) -> Tensor:
+        return latent
+
+
 PARAMETERISATIONS = {"eps": Eps, "v": VPrediction, "v_prediction": VPrediction, "const": Const, "flow": Const,
-                     "x0": X0, "img_to_img": ImgToImg}
+                     "x0": X0, "img_to_img": ImgToImg, "edm": Edm, "cosmos_rflow": CosmosRFlow}
 
 
 # --- schedules ---------------------------------------------------------------------------------------------
@@ -304,6 +337,19 @@ class ContinuousVSampling(ContinuousEDMSampling):
         return (timestep * math.pi / 2).tan()
 
 
+class CosmosRFlowSampling(ContinuousEDMSampling):
+    """Cosmos' rectified flow on the EDM sigma table: timestep = sigma / (sigma + 1), capped at sigma_max."""
+
+    def timestep(self, sigma: Tensor) -> Tensor:
+        return sigma / (sigma + 1)
+
+    def sigma(self, timestep: Tensor) -> Tensor:
+        sigma_max = self.sigma_max
+        if timestep >= (sigma_max / (sigma_max + 1)):
+            return sigma_max
+        return timestep / (1 - timestep)
+
+
 class StableCascadeSampling(ModelSampling):
     """Würstchen/Stable Cascade: a cosine alpha_bar over t in (0, 1], its log-SNR shifted by -2 log(shift),
     clamped to [1e-4, 0.9999]; 10000 table points."""
@@ -418,8 +464,9 @@ def model_sampling_from_config(cfg: dict[str, Any]) -> ModelSampling:
             ms.param = Lcm(ms.timestep)
             return ms
         return DiscreteSampling(PARAMETERISATIONS[prediction](), **table)
-    if kind in ("continuous_edm", "continuous_v"):
-        base = ContinuousEDMSampling if kind == "continuous_edm" else ContinuousVSampling
+    if kind in ("continuous_edm", "continuous_v", "cosmos_rflow"):
+        base = {"continuous_edm": ContinuousEDMSampling, "continuous_v": ContinuousVSampling,
+                "cosmos_rflow": CosmosRFlowSampling}[kind]
         return base(PARAMETERISATIONS[cfg.get("prediction", "eps")](), sigma_min=cfg.get("sigma_min", 0.002),
                     sigma_max=cfg.get("sigma_max", 120.0), sigma_data=cfg.get("sigma_data", 1.0))
     if kind == "stable_cascade":

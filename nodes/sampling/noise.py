@@ -79,6 +79,11 @@ class GaussianNoise:
         return torch.randn(self.shape, dtype=self.dtype, layout=self.layout, device=self.device,
                            generator=self.generator)
 
+    def like(self, x: Tensor) -> Tensor:
+        """The stream's next draw in x's shape, filled in x's memory order as torch.randn_like fills it (for a
+        sampler whose latent changes size between steps)."""
+        return torch.randn_like(x, generator=self.generator)
+
     def save_state(self, state: dict[str, Tensor]) -> None:
         state[RNG_STATE_KEY] = self.generator.get_state()
 

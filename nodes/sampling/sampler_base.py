@@ -28,6 +28,12 @@ class Sampler:
 
     name: str = ""
     noise_kind: str = "none"
+    # CFG++ samplers (Chung et al. 2024) also read the negative side's prediction: see call_model_cfg_pp.
+    cfg_pp: bool = False
+    # Samplers that read the model's sampling (schedule positions) for any model, not only rectified flow.
+    reads_model_sampling: bool = False
+    # Samplers whose step depends on the whole batch (an error norm over it): requests must not share a step.
+    couples_batch: bool = False
 
     def make_noise(self, seed: int, x: Tensor, sigmas: Tensor, state: dict[str, Tensor]) -> NoiseSampler:
         if self.noise_kind == "gaussian":
@@ -40,6 +46,11 @@ class Sampler:
              noise: NoiseSampler, *, model_sampling: ModelSampling | None = None) -> Tensor:
         raise NotImplementedError
 
+    def finished(self, i: int, sigmas: Tensor, state: dict[str, Tensor]) -> bool:
+        """Whether the sampling loop is over before step i: after the schedule's last step, for every sampler
+        but the adaptive ones, which decide from their state."""
+        return i >= len(sigmas) - 1
+
     def __repr__(self) -> str:
         return f"<Sampler {self.name}>"
 
@@ -47,6 +58,15 @@ class Sampler:
 def call_model(model: Model, x: Tensor, sigma: Tensor) -> Tensor:
     """k-diffusion's convention: the model gets one sigma per batch item."""
     return model(x, sigma * x.new_ones([x.shape[0]]))
+
+
+def call_model_cfg_pp(model: Model, x: Tensor, sigma: Tensor) -> tuple[Tensor, Tensor]:
+    """(guided prediction, negative side's prediction). The denoiser keeps the latter as `uncond_denoised`
+    after each call when the sampler is a CFG++ one (nodes.modelfns.denoise.GuidedDenoiser); a model without
+    guidance has a single prediction, which is then both."""
+    denoised = call_model(model, x, sigma)
+    uncond = getattr(model, "uncond_denoised", None)
+    return denoised, denoised if uncond is None else uncond
 
 
 def append_dims(v: Tensor, ndim: int) -> Tensor:

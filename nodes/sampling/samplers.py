@@ -16,10 +16,16 @@ from torch import Tensor
 
 from .model_sampling import ModelSampling
 from .sampler_base import DENOISED, Model, Sampler
+from .samplers_cfg_pp import (DPMPP2MCFGPP, DPMPP2SAncestralCFGPP, EulerAncestralCFGPP, EulerCFGPPAlternative,
+                              GradientEstimationCFGPP, RESMultistepCFGPP)
+from .samplers_deis import DEIS
+from .samplers_dpm_solver import DPMAdaptive, DPMFast
 from .samplers_dpmpp import DPMPP2M, DPMPP2MSDE, DPMPP2SAncestral, DPMPP3MSDE, DPMPPSDE, RESMultistep
-from .samplers_markov import DDPM, LCM
+from .samplers_markov import DDPM, LCM, LCMUpscale
 from .samplers_ode import (DPM2, IPNDM, IPNDMV, LMS, DPM2Ancestral, Euler, EulerAncestral, GradientEstimation, Heun,
                            HeunPP2)
+from .samplers_sa import SASolver
+from .samplers_seeds import ERSDE, SEEDS
 from .uni_pc import UniPC
 
 
@@ -57,8 +63,25 @@ _ALL: list[Sampler] = [
     _named(Euler(), "ddim"),
     UniPC(),
     UniPC(variant="bh2", name="uni_pc_bh2"),
+    EulerAncestralCFGPP(eta=0.0, s_noise=0.0, name="euler_cfg_pp"),
+    EulerAncestralCFGPP(),
+    DPMPP2SAncestralCFGPP(),
+    DPMPP2MCFGPP(),
+    RESMultistepCFGPP(),
+    RESMultistepCFGPP(eta=1.0, name="res_multistep_ancestral_cfg_pp"),
+    GradientEstimationCFGPP(),
+    ERSDE(),
+    SEEDS(2),
+    SEEDS(3),
+    SASolver(),
+    SASolver(use_pece=True),
+    DPMFast(),
+    DPMAdaptive(),
+    DEIS(),
 ]
 SAMPLERS: dict[str, Sampler] = {s.name: s for s in _ALL}
+# Samplers only sampler-object nodes give (not in KSampler's list).
+OBJECT_SAMPLERS: dict[str, Sampler] = {s.name: s for s in (EulerCFGPPAlternative(), LCMUpscale())}
 
 # ComfyUI's SAMPLER_NAMES order, restricted to the samplers implemented here.
 _COMFY_ORDER = [
@@ -77,13 +100,16 @@ Callback = Callable[[int, Tensor, Tensor], None]
 
 def get_sampler(name: str) -> Sampler:
     try:
-        return SAMPLERS[name]
+        return SAMPLERS[name] if name in SAMPLERS else OBJECT_SAMPLERS[name]
     except KeyError:
         raise ValueError(f"unknown sampler {name!r}; available: {', '.join(SAMPLER_NAMES)}") from None
 
 
 # What the sampler-object nodes (SamplerEulerAncestral, SamplerLMS, ...) may set on a sampler's step function.
-SAMPLER_OPTIONS = frozenset({"eta", "s_noise", "r", "solver_type", "order"})
+SAMPLER_OPTIONS = frozenset({"eta", "s_noise", "r", "solver_type", "order", "max_stage", "scaler_eta",
+                             "predictor_order", "corrector_order", "simple_order_2", "tau", "rtol", "atol", "h_init",
+                             "pcoeff", "icoeff", "dcoeff", "accept_safety", "total_upscale", "upscale_method",
+                             "upscale_steps"})
 
 
 def configured_sampler(name: str, options: dict[str, Any] | None = None) -> Sampler:
@@ -129,8 +155,10 @@ def sample(model: Model, noise_scaled_x: Tensor, sigmas: Tensor, sampler_name: s
         return x
     state: dict[str, Tensor] = {}
     noise = sampler.make_noise(seed, x, sigmas, state)
-    for i in range(len(sigmas) - 1):
+    i = 0
+    while not sampler.finished(i, sigmas, state):
         x = sampler.step(model, x, sigmas, i, state, noise, model_sampling=model_sampling)
         if callback is not None:
             callback(i, x, state[DENOISED])
+        i += 1
     return x

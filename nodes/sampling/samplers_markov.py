@@ -1,15 +1,21 @@
-"""Samplers that jump through the Markov chain of the forward process: DDPM ancestral steps and LCM.
+"""Samplers that jump through the Markov chain of the forward process: DDPM ancestral steps, LCM and LCM with
+upscaling.
 
-Both draw fresh Gaussian noise each step from the seeded default noise sampler.
+They draw fresh Gaussian noise each step from the seeded default noise sampler.
 """
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import Tensor
 
+from nodes.upscale import common_upscale
+
 from .model_sampling import Eps, ModelSampling
-from .noise import NoiseSampler
+from .noise import GaussianNoise, NoiseSampler
 from .sampler_base import DENOISED, Model, Sampler, call_model
+
+ORIGINAL_SIZE, CHANNELS_LAST = "lcm_original_size", "lcm_channels_last"
 
 
 class DDPM(Sampler):
@@ -53,3 +59,42 @@ class LCM(Sampler):
                 return Eps().noise_scaling(sigma_next, noise(sigma, sigma_next), denoised, False)
             return model_sampling.noise_scaling(sigma_next, noise(sigma, sigma_next), denoised)
         return denoised
+
+
+class LCMUpscale(Sampler):
+    """LCM that also enlarges the latent over its first steps (SamplerLCMUpscale): after each of the first
+    `upscale_steps` steps the prediction is resized towards total_upscale times the starting size, then
+    re-noised. The starting size is kept in the state; the re-noising draws from the seeded stream in the new
+    shape (ComfyUI draws from torch's unseeded global generator, the same stream when it is seeded alike)."""
+
+    name = "lcm_upscale"
+    noise_kind = "gaussian"
+
+    def __init__(self, total_upscale: float = 2.0, upscale_method: str = "bislerp",
+                 upscale_steps: int | None = None) -> None:
+        self.total_upscale, self.upscale_method, self.upscale_steps = total_upscale, upscale_method, upscale_steps
+
+    def step(self, model: Model, x: Tensor, sigmas: Tensor, i: int, state: dict[str, Tensor],
+             noise: NoiseSampler, *, model_sampling: ModelSampling | None = None) -> Tensor:
+        if self.upscale_steps is None:
+            count = max(len(sigmas) // 2 + 1, 2)
+        else:
+            count = min(self.upscale_steps + 1, len(sigmas) + 1)
+        scales = np.linspace(1.0, self.total_upscale, count)[1:]
+        if ORIGINAL_SIZE not in state:
+            state[ORIGINAL_SIZE] = torch.tensor(x.shape[-2:])
+        height, width = (int(v) for v in state[ORIGINAL_SIZE])
+        x = call_model(model, x, sigmas[i])
+        state[DENOISED] = x
+        if i < len(scales):
+            x = common_upscale(x, round(width * scales[i]), round(height * scales[i]), self.upscale_method, "disabled")
+            if self.upscale_method == "bislerp":
+                state[CHANNELS_LAST] = torch.tensor(True)
+        if sigmas[i + 1] > 0:
+            assert isinstance(noise, GaussianNoise)
+            # The re-noising fills x in memory order (torch.randn_like). ComfyUI's bislerp returns channels-last
+            # memory, which the following steps keep (the model's output follows its input's layout); here a
+            # step's x leaves it in the standard layout, so the draw takes the layout ComfyUI's x would have.
+            layout = x.contiguous(memory_format=torch.channels_last) if CHANNELS_LAST in state else x
+            x = x + sigmas[i + 1] * noise.like(layout)
+        return x.contiguous()

@@ -21,7 +21,7 @@ def _digest(p) -> str:
 
 def test_demo_build_is_byte_identical_and_small(sd_models, tmp_path):
     again = build_demo_models(tmp_path, include_flux=False)
-    assert len(again) == 6
+    assert len(again) == 9
     for f in again:
         assert _digest(f) == _digest(sd_models / f.relative_to(tmp_path))
     assert sum(f.stat().st_size for f in again) < 10 << 20

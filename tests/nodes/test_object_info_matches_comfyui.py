@@ -21,11 +21,7 @@ NOT_COMPARED_OPTIONS = {"tooltip"}
 # The cluster's own nodes, which ComfyUI does not have.
 OURS_ONLY = {"CascadeKSampler"}
 # Differences we know of and say in the README, each with its reason; a gap that closes must leave this table.
-MISSING_SAMPLERS = ("dpm_fast, dpm_adaptive, deis, er_sde, seeds_2/3, sa_solver(_pece) and the *_cfg_pp "
-                    "variants are not offered yet (README: Core nodes)")
-KNOWN_GAPS = {("KSampler", "input.required.sampler_name"): MISSING_SAMPLERS,
-              ("KSamplerAdvanced", "input.required.sampler_name"): MISSING_SAMPLERS,
-              ("KSamplerSelect", "input.required.sampler_name"): MISSING_SAMPLERS}
+KNOWN_GAPS: dict[tuple[str, str], str] = {}
 
 
 def reference() -> dict[str, dict]:
