@@ -99,7 +99,7 @@ UPSCALE_PROMPT = {
 
 def test_upscale_prompt_runs_through_the_engine(demo_workspace, model_path, fixed_threads):
     from comfy_bridge.registry import build_registry
-    from comfy_bridge.run import run_prompt
+    from comfy_bridge.cli.run import run_prompt
     from nodes.image_io import LoadImage
     (path,) = asyncio.run(run_prompt(json.loads(json.dumps(UPSCALE_PROMPT)), None, build_registry(demo_workspace),
                                      show_progress=False))
