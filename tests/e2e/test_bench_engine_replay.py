@@ -7,13 +7,13 @@ import numpy as np
 
 from cluster.local import run_on_compute
 from cluster.runtime import use_runtime
-from comfy_bridge.bench.engine import _prompt, _Replay
+from comfy_bridge.bench.engine import _Replay, sd1_prompt
 
 
 def test_a_replayed_run_makes_every_recorded_call_and_writes_the_same_image(demo_workspace, fixed_threads):
     from comfy_bridge.registry import build_registry
     from comfy_bridge.cli.run import run_prompt
-    registry, prompt, replay = build_registry(demo_workspace), _prompt(32), _Replay()
+    registry, prompt, replay = build_registry(demo_workspace), sd1_prompt(32), _Replay()
 
     async def once():
         use_runtime(replay)
