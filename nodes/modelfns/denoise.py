@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Hashable
+from functools import partial
 from types import SimpleNamespace
 from typing import Any, Callable
 
@@ -21,7 +22,7 @@ from nodes.conditioning_areas import area_and_mult, crop
 from nodes.models.components import DiffusionModel
 from nodes.modelfns.hooks import HookWeights, entry_hooks, uses_hooks
 from nodes.modelfns.model_patches import combine, perp_neg, post_cfg, pre_cfg, skips_uncond
-from nodes.modelfns.network_patches import CALC_COND, apply_model, wrap_prediction
+from nodes.modelfns.network_patches import CALC_COND, apply_model, wrap_forward, wrap_prediction
 from nodes.sampling.model_sampling import ModelSampling, model_sampling_from_config
 from nodes.sampling.sampler_base import DENOISED
 from nodes.sampling.samplers import get_sampler, run_step
@@ -164,6 +165,7 @@ class GuidedDenoiser:
         xc = self.ms.calculate_input(sigma, x)
         t = self.ms.timestep(sigma)
         n = x.shape[0]
+        evaluation: dict[str, Any] = {}   # what the passes of this evaluation share (EasyCache's skip decision)
         totals = {name: torch.zeros_like(x) for name, _ in sides}
         counts = {name: torch.ones_like(x) * 1e-37 for name, _ in sides}
         for members in groups.values():
@@ -176,8 +178,10 @@ class GuidedDenoiser:
             if concats[0] is not None:   # InstructPix2Pix: the image latent joins the input, cropped like it
                 batch_cond["concat"] = torch.cat([crop(c, m[2]) for c, m in zip(concats, members)])
             batch_cond["control"] = self._control([e for _, e, _, _ in members], n, xb, tb, s, batch_cond)
-            out = apply_model(self._model_for(members[0][1], x.device), self.patches, xb, tb, batch_cond, sigma,
-                              [int(m[0]) for m in members])
+            forward = partial(apply_model, self._model_for(members[0][1], x.device), self.patches, t=tb,
+                              cond=batch_cond, sigma=sigma, cond_or_uncond=[int(m[0]) for m in members])
+            out = wrap_forward(self.patches, forward, xb, sigma, [e["key"] for _, e, _, _ in members], self.state,
+                               evaluation)
             # ComfyUI accumulates a batch from its last member to its first; the order rounds overlaps.
             for idx in reversed(range(k)):
                 side, _, area, mult = members[idx]
