@@ -296,6 +296,7 @@ class DenoiseStep(ModelFn):
         self._hooked: dict[str, DiffusionModel] = {}
         self._samplings: dict[tuple, ModelSampling] = {}
         self._compiled: dict[tuple[int, str], tuple[torch.nn.Module, torch.nn.Module]] = {}
+        self._cast: dict[tuple[int, str], tuple[torch.nn.Module, torch.nn.Module]] = {}
 
     def setup_io(self) -> None:
         self.add_input("x")
@@ -385,7 +386,25 @@ class DenoiseStep(ModelFn):
         compiled.module = self._compiled[key][1]
         return compiled
 
+    def _in_dtype(self, model: DiffusionModel, dtype_name: str) -> DiffusionModel:
+        """ModelComputeDtype: the loaded network copied and cast to `dtype_name` once per (network, dtype),
+        the shared loaded module left as it is. The model casts its inputs to its dtype and its output back
+        to the input's float32, as ComfyUI's model_base does with a compute dtype."""
+        dtype = getattr(torch, dtype_name)
+        if dtype == model.dtype:
+            return model
+        key = (id(model.module), dtype_name)
+        if key not in self._cast or self._cast[key][0] is not model.module:
+            if len(self._cast) >= 2:
+                self._cast.pop(next(iter(self._cast)))
+            self._cast[key] = (model.module, copy.deepcopy(model.module).to(dtype))
+        cast = copy.copy(model)   # the same DiffusionModel with the cast network
+        cast.module, cast.dtype = self._cast[key][1], dtype
+        return cast
+
     def execute(self, model: DiffusionModel, inputs: dict[str, Any], params: dict[str, Any]) -> dict[str, torch.Tensor]:
+        if params.get("compute_dtype"):
+            model = self._in_dtype(model, str(params["compute_dtype"]))
         if params.get("torch_compile"):
             model = self._compile(model, str(params["torch_compile"]))
         ms = self._model_sampling(params["model_sampling"])
