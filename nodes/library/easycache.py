@@ -113,7 +113,9 @@ def _reference(state: dict[str, torch.Tensor]) -> str | None:
 class EasyCacheWrapper:
     """wrapper(forward, x, sigma, keys, state, evaluation) around one forward pass of the diffusion model: x
     holds len(keys) equal chunks, one per cond entry, in our batch order; `evaluation` is scratch shared by the
-    passes of one guided prediction (ComfyUI's calc_cond_batch)."""
+    passes of one guided prediction (ComfyUI's calc_cond_batch). With an image latent joined to the input
+    (InstructPix2Pix), ComfyUI's wrapper sees the joined input and measures against its last channels; here x is
+    the noisy latent alone."""
     reuse_threshold: float
     start_sigma: float
     end_sigma: float
