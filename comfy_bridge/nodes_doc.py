@@ -46,13 +46,6 @@ REASONS: dict[str, str] = {
                                      "implemented; ControlNetInpaintingAliMamaApply: the AliMama inpainting "
                                      "ControlNets are Flux / SD3 ControlNets, and ControlNets for those models are "
                                      "not implemented",
-    "comfy_extras.nodes_sd3": "ControlNetApplySD3: it is for ControlNets that take VAE-encoded hints (SD3 / Flux "
-                              "ControlNets), which are not implemented; ComfyUI's SD1/SDXL ControlNets fail when "
-                              "given a VAE",
-    "comfy_extras.nodes_easycache": "EasyCache caches per conditioning (by cond UUID) inside the diffusion model's "
-                                    "forward pass, which needs a diffusion-model wrapper hook and per-cond cache "
-                                    "state carried between steps; not implemented (LazyCache, around the whole "
-                                    "prediction, is offered)",
     "comfy_extras.nodes_images": "SaveSVGNode saves SVG values, which only the paid API nodes (Recraft) make; "
                                  "no offered node produces one",
     "nodes": "unCLIPCheckpointLoader / unCLIPConditioning: the SD2.1 unCLIP family and SDXL's image-embedding "

@@ -18,7 +18,8 @@ from nodes import arch, previews
 from nodes.conditioning import flatten, require
 from nodes.conditioning_areas import resolve
 from nodes.modelfns.denoise import STATE_PREFIX
-from nodes.modelfns.model_options import COMPILE, latent_format, sampler_patches, sampling_config, weights_ref
+from nodes.modelfns.model_options import (COMPILE, DTYPE, carried_conditionings, latent_format, sampler_patches,
+                                         sampling_config, weights_ref)
 from nodes.modelfns.hooks import uses_hooks
 from nodes.modelfns.model_patches import Patches
 from nodes.sampling.model_sampling import model_sampling_from_config
@@ -177,10 +178,16 @@ async def sample_guided(guider: GuiderChoice, sampler: SamplerChoice, sigmas: to
     if uses_hooks(params):   # the weights the steps apply the conds' hooks to
         params["hook_base"] = weights_ref(model)
     patches = sampler_patches(model)
+    for name, carried in carried_conditionings(model).items():   # e.g. PerpNeg's empty prompt
+        (side,) = resolve([carried], samples.shape)
+        side_tensors, patches[name] = flatten(name, side, percent_to_sigma)
+        tensors.update(side_tensors)
     if patches:   # RescaleCFG and the like, or a MODEL patched by a node pack (comfy_bridge.packs.proxies)
         params["model_patches"] = Patches(patches)
     if model.option(COMPILE):   # TorchCompileModel: the executor runs the network compiled with this backend
         params["torch_compile"] = model.option(COMPILE)
+    if model.option(DTYPE):   # ModelComputeDtype: the executor runs a copy of the network in this dtype
+        params["compute_dtype"] = model.option(DTYPE)
     state: dict[str, torch.Tensor] = {}
     denoised = None
     total = len(sigmas) - 1

@@ -206,6 +206,15 @@ class ControlNetApply:
         return (_apply_control(conditioning, control_net, _check_hint(image), strength, 0.0, 1.0, {}),)
 
 
+def with_hint_vae(control_net: ModelRef, vae: ModelRef) -> ModelRef:
+    """The ControlNet with the VAE that encodes its hints (SD3 ControlNets take latent hints). ComfyUI encodes
+    the hint of any ControlNet given a VAE, which image-hint (SD1/SDXL) ControlNets cannot take."""
+    if control_net.arch != "sd3":
+        raise ValueError(f"control_net: this {control_net.arch} ControlNet takes image hints, not VAE-encoded "
+                         "ones: apply it without a VAE")
+    return control_net.with_option("vae", vae)
+
+
 class ControlNetApplyAdvanced:
     @classmethod
     def INPUT_TYPES(cls):
@@ -227,6 +236,8 @@ class ControlNetApplyAdvanced:
         if strength == 0:
             return (positive, negative)
         control_net = _require(control_net, "controlnet", "control_net")
+        if vae is not None:
+            control_net = with_hint_vae(control_net, _require(vae, "vae", "vae"))
         hint = _check_hint(image)
         shared: dict = {}
         return (_apply_control(positive, control_net, hint, strength, start_percent, end_percent, shared),

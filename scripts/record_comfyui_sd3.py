@@ -16,6 +16,8 @@ Run inside ComfyUI's own environment (it imports ComfyUI's modules; nothing of C
   CLIPSetLastLayer's option -3).
 - denoised: ComfyUI's whole SD3 model (model_base.SD3) on the weights: apply_model's denoised prediction at
   one sigma, and the SD3 latent format's process_in/out.
+- controlnet: ComfyUI's SD3 ControlNet on the tiny ControlNet file: block outputs for a seeded latent hint,
+  the MMDiT with them as control, and the hint latent scaling.
 - sampling: ComfyUI's SD3 model sampling (discrete flow, shift 3.0): sigma range, timesteps, percent_to_sigma.
 Outputs are stored as float32 base64 (4096-wide text states as a digest: see cond_digest); seeded inputs are
 re-made by the test with the same generator calls.
@@ -97,6 +99,29 @@ def record_denoised(ckpt: dict) -> dict:
         denoised = model.apply_model(x, sigma, c_crossattn=context, y=y)
     return {"seed": 3, "shape": [1, 16, 6, 8], "tokens": 154, "sigma": 0.6, "denoised": b64(denoised),
             "process_in": b64(model.process_latent_in(x)), "process_out": b64(model.process_latent_out(x))}
+
+
+def record_controlnet(ckpt: dict) -> dict:
+    """ComfyUI's SD3 ControlNet (load_controlnet_state_dict: "SD3 diffusers controlnet") on the tiny ControlNet:
+    its block outputs for a seeded latent hint, the MMDiT with them as control (strength applied as ComfyUI's
+    control merge does), and the latent format it scales hints with."""
+    import comfy.controlnet
+    cn = comfy.controlnet.load_controlnet_state_dict(comfy.utils.load_torch_file(
+        f"{MODELS}/controlnet/sd3-tiny-controlnet.safetensors"))
+    sd = comfy.utils.state_dict_prefix_replace(dict(ckpt), {"model.diffusion_model.": ""}, filter_keys=True)
+    model = OpenAISignatureMMDITWrapper(**comfy.model_detection.detect_unet_config(sd, ""), dtype=torch.float32,
+                                        operations=comfy.ops.disable_weight_init)
+    model.load_state_dict(sd, strict=True)
+    x, context, y = mmdit_inputs(4, [2, 16, 8, 6], 154)
+    hint = torch.randn([2, 16, 8, 6], generator=torch.Generator().manual_seed(5))
+    ts, strength = torch.tensor([300.0, 700.0]), 0.8
+    with torch.no_grad():
+        outs = cn.control_model(x=x, hint=hint, timesteps=ts, context=context, y=y)["output"]
+        control = {"output": [o * strength for o in outs]}
+        controlled = model(x, ts, context=context, y=y, control=control)
+    return {"seed": 4, "hint_seed": 5, "shape": [2, 16, 8, 6], "tokens": 154, "timesteps": ts.tolist(),
+            "strength": strength, "outputs": [b64(o) for o in outs], "controlled": b64(controlled),
+            "hint_process_in": b64(cn.latent_format.process_in(hint))}
 
 
 def clip_model(sd: dict, hidden_act: str, heads: int, pad: int, projected: bool) -> sd1_clip.SDClipModel:
@@ -198,7 +223,8 @@ def record_sampling() -> dict:
 def main() -> None:
     ckpt = comfy.utils.load_torch_file(f"{MODELS}/checkpoints/sd3-tiny.safetensors")
     fixture = {"comfyui_commit": COMMIT, "recorded_by": "scripts/record_comfyui_sd3.py",
-               "mmdit": record_mmdit(ckpt), "denoised": record_denoised(ckpt), "text": record_text(ckpt),
+               "mmdit": record_mmdit(ckpt), "denoised": record_denoised(ckpt),
+               "controlnet": record_controlnet(ckpt), "text": record_text(ckpt),
                "sampling": record_sampling()}
     with open(OUT, "w") as f:
         json.dump(fixture, f)

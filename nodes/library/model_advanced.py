@@ -3,17 +3,18 @@
 A ModelSampling node replaces the MODEL's sigma table and parameterisation (a model-sampling config, see
 nodes.sampling.model_sampling); RescaleCFG adds a guidance function. The weights are untouched: the denoise
 steps load the plain model (nodes.modelfns.model_options). ModelSamplingContinuousEDM's edm_playground_v2.5
-also swaps the latent format sampling uses (a MODEL option too). ModelComputeDtype is not offered yet.
+also swaps the latent format sampling uses (a MODEL option too). ModelComputeDtype names the dtype the denoise
+step runs the network in (a MODEL option; the executor casts a copy of the loaded network).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
 
 from cluster.refs import ModelRef
-from nodes.modelfns.model_options import LATENT, sampling_config, with_function, with_sampling
+from nodes.modelfns.model_options import DTYPE, LATENT, sampling_config, with_function, with_sampling
 
 MODULE = "comfy_extras.nodes_model_advanced"
 MAX_RESOLUTION = 16384
@@ -201,6 +202,28 @@ class RescaleCFG(_Patch):
         return (with_function(_model(model), "sampler_cfg_function", RescaleCfgFunction(float(multiplier))),)
 
 
+# ComfyUI's string_to_torch_dtype; "default" (None) computes in the weights' dtype.
+_DTYPES = {"default": None, "fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+
+
+class ModelComputeDtype(_Patch):
+    CATEGORY = "advanced/debug/model"
+    DESCRIPTION = "Runs the diffusion model in another precision; the weights are cast for the computation only."
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"model": ("MODEL",),
+                             "dtype": (list(_DTYPES), {"tooltip": "default: the weights' own dtype."})}}
+
+    def patch(self, model: Any, dtype: str) -> tuple[ModelRef]:
+        if dtype not in _DTYPES:
+            raise ValueError(f"dtype: expected one of {list(_DTYPES)}, got {dtype!r}")
+        model = _model(model)
+        if _DTYPES[dtype] is None:   # a later "default" undoes an earlier ModelComputeDtype, as in ComfyUI
+            return (replace(model, options=tuple((k, v) for k, v in model.options if k != DTYPE)),)
+        return (model.with_option(DTYPE, _DTYPES[dtype]),)
+
+
 NODE_CLASS_MAPPINGS = {
     "ModelSamplingDiscrete": ModelSamplingDiscrete,
     "ModelSamplingContinuousV": ModelSamplingContinuousV,
@@ -210,5 +233,6 @@ NODE_CLASS_MAPPINGS = {
     "ModelSamplingAuraFlow": ModelSamplingAuraFlow,
     "ModelSamplingFlux": ModelSamplingFlux,
     "RescaleCFG": RescaleCFG,
+    "ModelComputeDtype": ModelComputeDtype,
 }
 NODE_DISPLAY_NAME_MAPPINGS: dict[str, str] = {}

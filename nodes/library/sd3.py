@@ -7,13 +7,15 @@
   empty_padding "none" an empty prompt leaves its encoder out instead of encoding the empty prompt.
 - SkipLayerGuidanceSD3: SkipLayerGuidanceDiT (nodes.library.slg) with the MMDiT's joint blocks as the double
   blocks, no single blocks and no rescaling, as ComfyUI's node delegates.
+- ControlNetApplySD3 ("Apply Controlnet with VAE", deprecated): Apply ControlNet with its VAE input required;
+  the VAE encodes the hint for the ControlNets that take latent hints (SD3's).
 """
 from __future__ import annotations
 
 from nodes.library.clip_sdxl import TEXT, _encode
 from nodes.library.slg import LAYERS, SkipLayerGuidanceDiT
 from nodes.loaders import _files, make_ref, model_file
-from nodes.model_nodes import _require
+from nodes.model_nodes import ControlNetApplyAdvanced, _require
 
 MODULE = "comfy_extras.nodes_sd3"
 
@@ -82,6 +84,29 @@ class SkipLayerGuidanceSD3:
                                             start_percent=start_percent, end_percent=end_percent, rescaling_scale=0.0)
 
 
+class ControlNetApplySD3(ControlNetApplyAdvanced):
+    @classmethod
+    def INPUT_TYPES(cls):
+        percent = {"min": 0.0, "max": 1.0, "step": 0.001}
+        return {"required": {
+            "positive": ("CONDITIONING", {}), "negative": ("CONDITIONING", {}), "control_net": ("CONTROL_NET", {}),
+            "vae": ("VAE", {}), "image": ("IMAGE", {}),
+            "strength": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 10.0, "step": 0.01}),
+            "start_percent": ("FLOAT", {"default": 0.0, **percent}),
+            "end_percent": ("FLOAT", {"default": 1.0, **percent}),
+        }}
+
+    DEPRECATED = True
+    DESCRIPTION = ("Applies a ControlNet that takes VAE-encoded hints (an SD3 ControlNet) to the positive and "
+                   "negative conditioning, between start_percent and end_percent of the schedule.")
+    RELATIVE_PYTHON_MODULE = MODULE
+
+    def apply_controlnet(self, positive, negative, control_net, vae, image, strength: float, start_percent: float,
+                         end_percent: float):
+        return super().apply_controlnet(positive, negative, control_net, image, strength, start_percent,
+                                        end_percent, vae=vae)
+
+
 NODE_CLASS_MAPPINGS = {"TripleCLIPLoader": TripleCLIPLoader, "CLIPTextEncodeSD3": CLIPTextEncodeSD3,
-                       "SkipLayerGuidanceSD3": SkipLayerGuidanceSD3}
-NODE_DISPLAY_NAME_MAPPINGS: dict[str, str] = {}
+                       "SkipLayerGuidanceSD3": SkipLayerGuidanceSD3, "ControlNetApplySD3": ControlNetApplySD3}
+NODE_DISPLAY_NAME_MAPPINGS = {"ControlNetApplySD3": "Apply Controlnet with VAE"}

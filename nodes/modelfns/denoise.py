@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Hashable
+from functools import partial
 from types import SimpleNamespace
 from typing import Any, Callable
 
@@ -21,7 +22,7 @@ from nodes.conditioning_areas import area_and_mult, crop
 from nodes.models.components import DiffusionModel
 from nodes.modelfns.hooks import HookWeights, entry_hooks, uses_hooks
 from nodes.modelfns.model_patches import combine, perp_neg, post_cfg, pre_cfg, skips_uncond
-from nodes.modelfns.network_patches import CALC_COND, apply_model, wrap_prediction
+from nodes.modelfns.network_patches import CALC_COND, apply_model, wrap_forward, wrap_prediction
 from nodes.sampling.model_sampling import ModelSampling, model_sampling_from_config
 from nodes.sampling.sampler_base import DENOISED
 from nodes.sampling.samplers import get_sampler, run_step
@@ -164,6 +165,7 @@ class GuidedDenoiser:
         xc = self.ms.calculate_input(sigma, x)
         t = self.ms.timestep(sigma)
         n = x.shape[0]
+        evaluation: dict[str, Any] = {}   # what the passes of this evaluation share (EasyCache's skip decision)
         totals = {name: torch.zeros_like(x) for name, _ in sides}
         counts = {name: torch.ones_like(x) * 1e-37 for name, _ in sides}
         for members in groups.values():
@@ -176,8 +178,10 @@ class GuidedDenoiser:
             if concats[0] is not None:   # InstructPix2Pix: the image latent joins the input, cropped like it
                 batch_cond["concat"] = torch.cat([crop(c, m[2]) for c, m in zip(concats, members)])
             batch_cond["control"] = self._control([e for _, e, _, _ in members], n, xb, tb, s, batch_cond)
-            out = apply_model(self._model_for(members[0][1], x.device), self.patches, xb, tb, batch_cond, sigma,
-                              [int(m[0]) for m in members])
+            forward = partial(apply_model, self._model_for(members[0][1], x.device), self.patches, t=tb,
+                              cond=batch_cond, sigma=sigma, cond_or_uncond=[int(m[0]) for m in members])
+            out = wrap_forward(self.patches, forward, xb, sigma, [e["key"] for _, e, _, _ in members], self.state,
+                               evaluation)
             # ComfyUI accumulates a batch from its last member to its first; the order rounds overlaps.
             for idx in reversed(range(k)):
                 side, _, area, mult = members[idx]
@@ -292,6 +296,7 @@ class DenoiseStep(ModelFn):
         self._hooked: dict[str, DiffusionModel] = {}
         self._samplings: dict[tuple, ModelSampling] = {}
         self._compiled: dict[tuple[int, str], tuple[torch.nn.Module, torch.nn.Module]] = {}
+        self._cast: dict[tuple[int, str], tuple[torch.nn.Module, torch.nn.Module]] = {}
 
     def setup_io(self) -> None:
         self.add_input("x")
@@ -381,7 +386,25 @@ class DenoiseStep(ModelFn):
         compiled.module = self._compiled[key][1]
         return compiled
 
+    def _in_dtype(self, model: DiffusionModel, dtype_name: str) -> DiffusionModel:
+        """ModelComputeDtype: the loaded network copied and cast to `dtype_name` once per (network, dtype),
+        the shared loaded module left as it is. The model casts its inputs to its dtype and its output back
+        to the input's float32, as ComfyUI's model_base does with a compute dtype."""
+        dtype = getattr(torch, dtype_name)
+        if dtype == model.dtype:
+            return model
+        key = (id(model.module), dtype_name)
+        if key not in self._cast or self._cast[key][0] is not model.module:
+            if len(self._cast) >= 2:
+                self._cast.pop(next(iter(self._cast)))
+            self._cast[key] = (model.module, copy.deepcopy(model.module).to(dtype))
+        cast = copy.copy(model)   # the same DiffusionModel with the cast network
+        cast.module, cast.dtype = self._cast[key][1], dtype
+        return cast
+
     def execute(self, model: DiffusionModel, inputs: dict[str, Any], params: dict[str, Any]) -> dict[str, torch.Tensor]:
+        if params.get("compute_dtype"):
+            model = self._in_dtype(model, str(params["compute_dtype"]))
         if params.get("torch_compile"):
             model = self._compile(model, str(params["torch_compile"]))
         ms = self._model_sampling(params["model_sampling"])

@@ -10,8 +10,11 @@ with the plain MODEL.
 """
 from __future__ import annotations
 
-from dataclasses import replace
+import hashlib
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
+
+import torch
 
 from cluster.refs import ModelRef
 from nodes import arch
@@ -22,7 +25,9 @@ FUNCTIONS = "sampler_functions"
 NETWORK = "network_patches"   # patches inside the network (nodes.modelfns.network_patches)
 COMPILE = "torch_compile"     # TorchCompileModel's backend: the denoise step compiles the loaded network
 LATENT = "latent_format"      # a latent format replacing the architecture's (ModelSamplingContinuousEDM)
-_SAMPLING_ONLY = (SAMPLING, FUNCTIONS, NETWORK, COMPILE, LATENT)
+DTYPE = "compute_dtype"       # ModelComputeDtype: the denoise step runs a copy of the network in this dtype
+CONDS = "conditionings"       # CONDITIONINGs a guidance function evaluates (PerpNeg's empty prompt)
+_SAMPLING_ONLY = (SAMPLING, FUNCTIONS, NETWORK, COMPILE, LATENT, DTYPE, CONDS)
 # The latent formats a MODEL patch may select, by name.
 LATENT_FORMATS: dict[str, LatentFormat] = {"sdxl_playground_2_5": PLAYGROUND_2_5_LATENT}
 # ComfyUI's ModelPatcher: set_model_sampler_cfg_function replaces, the pre/post setters append.
@@ -50,6 +55,50 @@ def with_sampling(model: ModelRef, config: dict[str, Any]) -> ModelRef:
 def with_function(model: ModelRef, hook: str, fn: Callable[[dict], Any]) -> ModelRef:
     """Add a model_options function (hook: sampler_cfg_function, sampler_pre/post_cfg_function)."""
     return model.with_option(FUNCTIONS, tuple(model.option(FUNCTIONS, ())) + ((hook, fn),))
+
+
+def _digest(value: Any, h: Any) -> None:
+    if isinstance(value, torch.Tensor):
+        t = value.detach().cpu().contiguous()
+        h.update(f"tensor{t.dtype}{tuple(t.shape)}".encode())
+        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+    elif isinstance(value, dict):
+        for k in sorted(value, key=str):
+            h.update(repr(k).encode())
+            _digest(value[k], h)
+    elif isinstance(value, (list, tuple)):
+        h.update(f"seq{len(value)}".encode())
+        for v in value:
+            _digest(v, h)
+    else:
+        h.update(repr(value).encode())
+
+
+@dataclass(frozen=True)
+class CarriedConditioning:
+    """A CONDITIONING inside a MODEL's options: equal, hashed and keyed (ModelRef.key reads the repr) by a
+    digest of its content, so the ref stays a hashable value; the tensors travel as step inputs, not params."""
+    digest: str
+    conditioning: list = field(repr=False, compare=False, hash=False)
+
+    @classmethod
+    def of(cls, conditioning: list) -> "CarriedConditioning":
+        h = hashlib.sha256()
+        _digest(conditioning, h)
+        return cls(h.hexdigest(), conditioning)
+
+
+def with_conditioning(model: ModelRef, name: str, conditioning: list) -> ModelRef:
+    """Carry `conditioning` under `name`: the sampling loop flattens it into the step's inputs as `name.*` and
+    gives its entries to the guidance functions as model_options[name] (a later patch of a name replaces it)."""
+    carried = dict(model.option(CONDS, ()))
+    carried[name] = CarriedConditioning.of(conditioning)
+    return model.with_option(CONDS, tuple(sorted(carried.items())))
+
+
+def carried_conditionings(model: ModelRef) -> dict[str, list]:
+    """name -> CONDITIONING of the MODEL's carried conditionings."""
+    return {name: c.conditioning for name, c in model.option(CONDS, ())}
 
 
 def sampler_patches(model: ModelRef) -> dict[str, Any]:

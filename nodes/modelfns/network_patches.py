@@ -39,6 +39,11 @@ CALC_COND = "calc_cond_batch"
 # A model_options entry wrapper(predict, x, sigma, state) -> prediction around the step's whole guided prediction
 # (ComfyUI's PREDICT_NOISE wrapper); `state` is the step's sampler state, which travels to the next step.
 PREDICT_NOISE = "predict_noise_wrapper"
+# A model_options entry wrapper(forward, x, sigma, keys, state, evaluation) -> output around each forward pass of
+# the diffusion model (ComfyUI's DIFFUSION_MODEL wrapper): x is the pass's model input, one chunk per cond entry
+# (keys: their conditioning keys, in batch order), `state` the step's sampler state and `evaluation` scratch
+# shared by the passes of one guided prediction (what ComfyUI's calc_cond_batch wrappers see).
+DIFFUSION_MODEL = "diffusion_model_wrapper"
 HOOKS = ("output_block_patch", "input_block_patch", "input_block_patch_after_skip", "attn1_patch", "attn2_patch",
          "attn1_output_patch", "attn2_output_patch", "attn1_replace", "attn2_replace", "dit_replace")
 
@@ -90,6 +95,16 @@ def wrap_prediction(denoiser: Callable, patches: dict, state: dict[str, torch.Te
     """The denoiser, through the MODEL's predict-noise wrapper if it has one."""
     wrapper = patches.get(PREDICT_NOISE)
     return denoiser if wrapper is None else _WrappedPrediction(denoiser, wrapper, state)
+
+
+def wrap_forward(patches: dict, forward: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor,
+                 sigma: torch.Tensor, keys: list[str], state: dict[str, torch.Tensor] | None,
+                 evaluation: dict[str, Any]) -> torch.Tensor:
+    """One forward pass, through the MODEL's diffusion-model wrapper if it has one."""
+    wrapper = patches.get(DIFFUSION_MODEL)
+    if wrapper is None or state is None:
+        return forward(x)
+    return wrapper(forward, x, sigma, keys, state, evaluation)
 
 
 def _first(out: Any) -> torch.Tensor:

@@ -59,6 +59,8 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
     for prefix in ("control_model.", ""):
         if prefix + "input_hint_block.0.weight" in shapes:
             return info(unet_arch(shapes, prefix), "controlnet", {"controlnet"}, "ldm", prefix)
+    if all(marker in shapes for marker in ("controlnet_blocks.0.weight", "pos_embed_input.proj.weight")):
+        return info("sd3", "controlnet", {"controlnet"}, "diffusers")   # SD3 (diffusers-layout) ControlNets
     if "controlnet_cond_embedding.conv_in.weight" in shapes:
         arch = "sdxl" if "add_embedding.linear_1.weight" in shapes else "sd1"
         return info(arch, "controlnet", {"controlnet"}, "diffusers")

@@ -357,6 +357,8 @@ def load_controlnet(ref: ModelRef) -> cn_mod.ControlNet:
     info = probe(path)
     if info.kind != "controlnet":
         raise ModelLoadError(path, f"is not a ControlNet (it is a {info.kind} file)")
+    if info.arch == "sd3":
+        return _dispatch("load_controlnet", ref, _sd(ref), info.arch)
     from diffusers import ControlNetModel
     sd = _sd(ref)
     if info.layout == "diffusers":

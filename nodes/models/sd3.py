@@ -47,7 +47,9 @@ def infer_config(sd: Mapping[str, torch.Tensor]) -> dict[str, Any]:
         "joint_attention_dim": int(sd["context_embedder.weight"].shape[1]),
         "caption_projection_dim": int(sd["context_embedder.weight"].shape[0]),
         "pooled_projection_dim": int(sd["time_text_embed.text_embedder.linear_1.weight"].shape[1]),
-        "out_channels": int(sd["proj_out.weight"].shape[0] // (patch * patch)),
+        # A ControlNet has no output projection (its out_channels are unused).
+        "out_channels": int(sd["proj_out.weight"].shape[0] // (patch * patch)) if "proj_out.weight" in sd
+        else int(in_channels),
         "pos_embed_max_size": side,
         "dual_attention_layers": tuple(n for n in blocks if f"transformer_blocks.{n}.attn2.to_q.weight" in sd),
         "qk_norm": "rms_norm" if "transformer_blocks.0.attn.norm_q.weight" in sd else None,
@@ -57,8 +59,6 @@ def infer_config(sd: Mapping[str, torch.Tensor]) -> dict[str, Any]:
 @dataclass
 class SD3DiffusionModel(DiffusionModel):
     def apply(self, x: torch.Tensor, timestep: torch.Tensor, cond: dict[str, Any]) -> torch.Tensor:
-        if cond.get("control") is not None:
-            raise NotImplementedError("ControlNet is not supported for SD3 models yet")
         module: SD3Transformer2DModel = self.module
         device, dtype = x.device, self.dtype
         b, _, h, w = x.shape
@@ -71,8 +71,24 @@ class SD3DiffusionModel(DiffusionModel):
         t = torch.as_tensor(timestep, dtype=torch.float32, device=device).reshape(-1)
         out = module(hidden_states=x.to(dtype), encoder_hidden_states=cond["context"].to(device, dtype),
                      pooled_projections=pooled.to(device, dtype), timestep=t.expand(b) if t.numel() == 1 else t,
-                     return_dict=False)[0]
+                     block_controlnet_hidden_states=self._control(cond.get("control"), x), return_dict=False)[0]
         return out[:, :, :h, :w].float()
+
+    def _control(self, control: Any, x: torch.Tensor) -> list[torch.Tensor] | None:
+        """SD3 ControlNet residuals as one tensor per joint block (zeros where none), so that diffusers adds
+        residual i after block i, as ComfyUI's MMDiT does (neither adds one after the last block)."""
+        if control is None:
+            return None
+        blocks = getattr(control, "blocks", None)
+        if blocks is None:
+            raise ValueError("this ControlNet is not an SD3 ControlNet")
+        cfg = self.module.config
+        n = len(self.module.transformer_blocks)
+        tokens = (x.shape[-2] // cfg.patch_size) * (x.shape[-1] // cfg.patch_size)   # x is padded to whole patches
+        zero = torch.zeros(x.shape[0], tokens, cfg.num_attention_heads * cfg.attention_head_dim, device=x.device,
+                           dtype=self.dtype)
+        return [blocks[i].to(x.device, self.dtype) if i < len(blocks) and blocks[i] is not None else zero
+                for i in range(n)]
 
 
 def to_diffusers_layout(state_dict: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -102,7 +118,8 @@ def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) 
 
 
 # The loader (nodes.models.loader) finds every SD3 entry point on this module.
+from nodes.models.sd3_controlnet import load_controlnet  # noqa: E402
 from nodes.models.sd3_text import load_text_encoder  # noqa: E402
 from nodes.models.flux_vae import load_vae  # noqa: E402
 
-__all__ = ["infer_config", "load_diffusion_model", "load_text_encoder", "load_vae"]
+__all__ = ["infer_config", "load_controlnet", "load_diffusion_model", "load_text_encoder", "load_vae"]

@@ -1,7 +1,8 @@
 """A deterministic tiny SD3, written the way SD3 users have their files: an all-in-one checkpoint
 (checkpoints/sd3-tiny.safetensors: `model.diffusion_model.*` MMDiT in ComfyUI's layout, `first_stage_model.*`
 16-channel VAE, `text_encoders.clip_l|clip_g|t5xxl.transformer.*`) and the three text encoders as separate
-HF-layout files for TripleCLIPLoader. Same seed -> byte-identical files.
+HF-layout files for TripleCLIPLoader, and a one-block ControlNet in diffusers' layout (controlnet/).
+Same seed -> byte-identical files.
 
 ComfyUI's MMDiT has 64-wide heads and SD3's text encoder pads the CLIP features to 4096, so the tiny MMDiT is
 128 wide (2 heads, 2 joint blocks) and the tiny T5 is 4096 wide (one narrow layer). The T5 shares the tiny
@@ -12,7 +13,7 @@ import json
 from pathlib import Path
 
 import torch
-from diffusers import AutoencoderKL, SD3Transformer2DModel
+from diffusers import AutoencoderKL, SD3ControlNetModel, SD3Transformer2DModel
 from safetensors.torch import save_file
 from transformers import CLIPTextConfig, CLIPTextModel, CLIPTextModelWithProjection, T5Config, T5EncoderModel
 
@@ -59,14 +60,19 @@ def tiny_sd3_state_dicts(seed: int = SEED) -> dict[str, dict[str, torch.Tensor]]
                             down_block_types=("DownEncoderBlock2D",) * 4, up_block_types=("UpDecoderBlock2D",) * 4,
                             block_out_channels=(32, 32, 32, 32), layers_per_block=1, norm_num_groups=32,
                             use_quant_conv=False, use_post_quant_conv=False)
-        for m in (l, g, mmdit, t5, vae):
-            _randomize_constants(m, gen)
+        controlnet = SD3ControlNetModel(sample_size=64, patch_size=2, in_channels=16, num_layers=1,
+                                        attention_head_dim=64, num_attention_heads=2, joint_attention_dim=4096,
+                                        caption_projection_dim=128, pooled_projection_dim=32 + 48, out_channels=16,
+                                        pos_embed_max_size=32)
+        for m in (l, g, mmdit, t5, vae, controlnet):
+            _randomize_constants(m, gen)   # also the zero-initialised ControlNet outputs: no no-op ControlNet
     return {
         "mmdit": diffusers_to_mmdit(mmdit.state_dict()),
         "clip_l": _hf_clip(l),
         "clip_g": _hf_clip(g),
         "t5xxl": {k: v.contiguous() for k, v in t5.state_dict().items() if k != "encoder.embed_tokens.weight"},
         "vae": {k: v.contiguous() for k, v in diffusers_to_ldm(vae.state_dict()).items()},
+        "controlnet": {k: v.contiguous() for k, v in controlnet.state_dict().items()},
     }
 
 
@@ -82,7 +88,9 @@ def build_demo_sd3(models_dir: Path, seed: int = SEED) -> list[Path]:
                 "clip_l": "text_encoders.clip_l.transformer.", "clip_g": "text_encoders.clip_g.transformer.",
                 "t5xxl": "text_encoders.t5xxl.transformer."}
     files = {
-        "checkpoints/sd3-tiny.safetensors": {prefixed[c] + k: v for c, sd in sds.items() for k, v in sd.items()},
+        "checkpoints/sd3-tiny.safetensors": {prefixed[c] + k: v for c, sd in sds.items() if c in prefixed
+                                             for k, v in sd.items()},
+        "controlnet/sd3-tiny-controlnet.safetensors": sds["controlnet"],
         "text_encoders/sd3-tiny-clip_l.safetensors": sds["clip_l"],
         "text_encoders/sd3-tiny-clip_g.safetensors": sds["clip_g"],
         "text_encoders/sd3-tiny-t5.safetensors": sds["t5xxl"],

@@ -275,7 +275,9 @@ class UNetModel(DiffusionModel):
     def apply(self, x: torch.Tensor, timestep: torch.Tensor, cond: dict[str, Any]) -> torch.Tensor:
         context = cond["context"].to(self.dtype)
         b = x.shape[0]
-        t = timestep.reshape(-1).to(self.dtype)
+        # float32 timesteps in any compute dtype: the sinusoidal embedding is taken in float32 and cast to the
+        # network's dtype after, as ComfyUI's model_base does (bf16 would round t=999 to 1000)
+        t = timestep.reshape(-1).float()
         t = t.expand(b) if t.numel() == 1 else t
         added = None
         if self.arch == "sdxl":

@@ -1,5 +1,6 @@
 """SD3 end to end on the tiny demo SD3: checkpoint and TripleCLIPLoader prompts through our engine, with
-CLIPTextEncode, CLIPTextEncodeSD3 and SkipLayerGuidanceSD3, in process and on `serve --executors 2`."""
+CLIPTextEncode, CLIPTextEncodeSD3, SkipLayerGuidanceSD3 and ControlNetApplySD3, in process and on
+`serve --executors 2`."""
 from __future__ import annotations
 
 import numpy as np
@@ -46,10 +47,26 @@ def with_slg(prompt: dict, node: str) -> dict:
     return prompt
 
 
+def with_controlnet(prompt: dict, node: str) -> dict:
+    """The prompt's conditioning through the tiny SD3 ControlNet (hint: the example image, VAE-encoded)."""
+    prompt = {**prompt,
+              "cn": {"class_type": "ControlNetLoader",
+                     "inputs": {"control_net_name": "sd3-tiny-controlnet.safetensors"}},
+              "image": {"class_type": "LoadImage", "inputs": {"image": "example.png"}},
+              "apply": {"class_type": node, "inputs": {
+                  "positive": ["pos", 0], "negative": ["neg", 0], "control_net": ["cn", 0], "vae": ["ckpt", 2],
+                  "image": ["image", 0], "strength": 0.8, "start_percent": 0.0, "end_percent": 1.0}}}
+    prompt["sample"] = {**prompt["sample"], "inputs": {**prompt["sample"]["inputs"], "positive": ["apply", 0],
+                                                       "negative": ["apply", 1]}}
+    return prompt
+
+
 def prompts() -> dict[str, dict]:
     return {"plain": sd3_prompt(), "sd3": sd3_prompt("sd3"),
             "slg": with_slg(sd3_prompt(), "SkipLayerGuidanceSD3"),
             "slg_dit": with_slg(sd3_prompt(), "SkipLayerGuidanceDiT"),
+            "controlnet": with_controlnet(sd3_prompt(), "ControlNetApplySD3"),
+            "controlnet_advanced": with_controlnet(sd3_prompt(), "ControlNetApplyAdvanced"),
             "sd3_no_t5": sd3_prompt("sd3", t5="", padding="none"),
             "sd3_t5_only": sd3_prompt("sd3", l="", g="", padding="none"),
             "sd3_empty_t5_padded": sd3_prompt("sd3", t5="", padding="empty_prompt")}
@@ -66,6 +83,9 @@ def test_sd3_prompts_render_and_encoders_agree(local) -> None:
     assert local["plain"].shape == (48, 64, 3) and local["plain"].std() > 0
     # Skip-layer guidance on the joint blocks changes the image, exactly as SkipLayerGuidanceDiT's double blocks.
     assert np.array_equal(local["slg"], local["slg_dit"]) and not np.array_equal(local["slg"], local["plain"])
+    # The SD3 ControlNet changes the image; Apply ControlNet given the VAE applies it alike.
+    assert np.array_equal(local["controlnet"], local["controlnet_advanced"])
+    assert not np.array_equal(local["controlnet"], local["plain"])
     others = [local[k] for k in ("sd3_no_t5", "sd3_t5_only", "sd3_empty_t5_padded")]
     for i, image in enumerate(others):
         assert not np.array_equal(image, local["sd3"])

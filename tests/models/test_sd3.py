@@ -15,7 +15,10 @@ import torch
 
 from nodes.arch import sampling_config
 from nodes.loaders import make_ref
+from nodes.library.sd3 import ControlNetApplySD3
 from nodes.models import loader
+from nodes.models.components import SD3_LATENT
+from nodes.models.controlnet import resize_hint
 from nodes.models.sd3_demo import build_demo_sd3, tiny_sd3_state_dicts
 from nodes.models.sd3_keys import diffusers_to_mmdit, mmdit_to_diffusers
 from nodes.sampling.model_sampling import model_sampling_from_config
@@ -181,3 +184,51 @@ def test_denoised_prediction_equals_comfyui_sd3_model(mmdit) -> None:
     torch.testing.assert_close(ms.calculate_denoised(sigma, out, x), tensor(rec["denoised"]), atol=2e-5, rtol=1e-4)
     torch.testing.assert_close(mmdit.latent_format.process_in(x), tensor(rec["process_in"]), atol=1e-6, rtol=1e-6)
     torch.testing.assert_close(mmdit.latent_format.process_out(x), tensor(rec["process_out"]), atol=1e-6, rtol=1e-6)
+
+
+@pytest.fixture(scope="module")
+def controlnet(models):
+    vae = make_ref("vae", "sd3", [models / "checkpoints/sd3-tiny.safetensors"])
+    ref = make_ref("controlnet", "sd3", [models / "controlnet/sd3-tiny-controlnet.safetensors"], vae=vae)
+    return loader.load_controlnet(ref)
+
+
+def test_controlnet_equals_comfyui_sd3_controlnet(mmdit, controlnet) -> None:
+    """ComfyUI's SD3 ControlNet block outputs (repeated per joint block) and the MMDiT they control."""
+    rec = FIXTURE["controlnet"]
+    x, context, y = inputs(rec)
+    hint = torch.randn(rec["shape"], generator=torch.Generator().manual_seed(rec["hint_seed"]))
+    t = torch.tensor(rec["timesteps"])
+    control = controlnet.run(x, t, {"context": context}, hint, rec["strength"])
+    assert len(control.blocks) == len(rec["outputs"])
+    for ours, theirs in zip(control.blocks, rec["outputs"]):
+        torch.testing.assert_close(ours, tensor(theirs) * rec["strength"], atol=2e-5, rtol=1e-4)
+    out = mmdit.apply(x, t, {"context": context, "pooled": y, "control": control})
+    torch.testing.assert_close(out, tensor(rec["controlled"]), atol=2e-5, rtol=1e-4)
+    chained = control + control   # ComfyUI's control merge adds chained ControlNets per block
+    assert all(torch.equal(c, 2 * b) for c, b in zip(chained.blocks, control.blocks))
+
+
+def test_controlnet_hint_latent_is_scaled_without_shift(controlnet) -> None:
+    rec = FIXTURE["controlnet"]
+    z = torch.randn(rec["shape"], generator=torch.Generator().manual_seed(rec["hint_seed"]))
+    torch.testing.assert_close(z * SD3_LATENT.scale_factor, tensor(rec["hint_process_in"]), atol=1e-6, rtol=1e-6)
+    image = torch.rand(1, 40, 56, 3, generator=torch.Generator().manual_seed(9))
+    latent = controlnet.latent_hint(image, 8, 6)
+    expected = controlnet.vae.encode(resize_hint(image, 64, 48).movedim(1, -1)) * SD3_LATENT.scale_factor
+    assert latent.shape == (1, 16, 8, 6) and torch.equal(latent, expected)
+
+
+def test_controlnet_without_vae_is_refused(models) -> None:
+    from nodes.models.errors import ModelLoadError
+    with pytest.raises(ModelLoadError, match="needs a VAE"):
+        loader.load_controlnet(make_ref("controlnet", "sd3", [models / "controlnet/sd3-tiny-controlnet.safetensors"]))
+
+
+def test_image_hint_controlnets_refuse_a_vae(models) -> None:
+    """ComfyUI VAE-encodes the hint of any ControlNet given a VAE, which SD1/SDXL ControlNets cannot take."""
+    cond = [[torch.zeros(1, 77, 32), {}]]
+    sd1 = make_ref("controlnet", "sd1", [models / "controlnet/sd3-tiny-controlnet.safetensors"])
+    vae = make_ref("vae", "sd3", [models / "checkpoints/sd3-tiny.safetensors"])
+    with pytest.raises(ValueError, match="takes image hints"):
+        ControlNetApplySD3().apply_controlnet(cond, cond, sd1, vae, torch.zeros(1, 64, 64, 3), 1.0, 0.0, 1.0)
