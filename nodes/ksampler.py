@@ -26,6 +26,7 @@ from nodes.sampling.model_sampling import model_sampling_from_config
 from nodes.sampling.noise import prepare_noise
 from nodes.sampling.samplers import SAMPLER_NAMES, get_sampler
 from nodes.sampling.schedules import SCHEDULER_NAMES, advanced_sigmas, ksampler_sigmas
+from nodes.inputs import require_model
 
 
 def fix_empty_latent_channels(model: ModelRef, latent: torch.Tensor) -> torch.Tensor:
@@ -61,12 +62,6 @@ def check_hint_batches(conditioning: list, batch: int, input_name: str) -> None:
             if batch % hb:
                 raise ValueError(f"{input_name}: the ControlNet hint image has a batch of {hb}, which does not "
                                  f"divide the latent batch of {batch}")
-
-
-def _require_model(model: Any) -> ModelRef:
-    if not isinstance(model, ModelRef) or model.component != "diffusion_model":
-        raise ValueError(f"model: expected a MODEL, got {type(model).__name__}")
-    return model
 
 
 @dataclass(frozen=True)
@@ -113,7 +108,7 @@ async def common_ksampler(model: ModelRef, seed: int, steps: int, cfg: float, sa
                           positive: list, negative: list, latent: dict, denoise: float = 1.0,
                           disable_noise: bool = False, start_step: int | None = None, last_step: int | None = None,
                           force_full_denoise: bool = False) -> tuple[dict]:
-    model = _require_model(model)
+    model = require_model(model)
     positive, negative = require(positive, "positive"), require(negative, "negative")
     if sampler_name not in SAMPLER_NAMES:
         raise ValueError(f"sampler_name: unknown sampler {sampler_name!r}")
@@ -139,7 +134,7 @@ async def sample_guided(guider: GuiderChoice, sampler: SamplerChoice, sigmas: to
     `denoise_step` invocation per step, the sampler state and the noise generator's state travelling as
     tensors between them. Returns (output latent, the last step's denoised prediction as a latent; the
     output itself when no step ran), as ComfyUI's custom samplers do."""
-    model = _require_model(guider.model)
+    model = require_model(guider.model)
     samples = fix_empty_latent_channels(model, latent["samples"])
     out = dict(latent)
     out["samples"] = samples

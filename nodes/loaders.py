@@ -43,14 +43,14 @@ def make_ref(component: str, arch: str, paths: list[Path], **options) -> ModelRe
                     options=tuple(sorted(options.items())))
 
 
-def _files(folder: str) -> list[str]:
+def model_files(folder: str) -> list[str]:
     return active().list_files(folder)
 
 
 class CheckpointLoaderSimple:
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"ckpt_name": (_files("checkpoints"), {"tooltip": "The checkpoint file to load."})}}
+        return {"required": {"ckpt_name": (model_files("checkpoints"), {"tooltip": "The checkpoint file to load."})}}
 
     RETURN_TYPES = ("MODEL", "CLIP", "VAE")
     OUTPUT_TOOLTIPS = ("The diffusion model that denoises latents.",
@@ -70,7 +70,7 @@ class CheckpointLoaderSimple:
 class UNETLoader:
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"unet_name": (_files("diffusion_models"),),
+        return {"required": {"unet_name": (model_files("diffusion_models"),),
                              "weight_dtype": (["default", "fp8_e4m3fn", "fp8_e4m3fn_fast", "fp8_e5m2"],)}}
 
     RETURN_TYPES = ("MODEL",)
@@ -86,7 +86,7 @@ class UNETLoader:
 class VAELoader:
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"vae_name": (_files("vae"),)}}
+        return {"required": {"vae_name": (model_files("vae"),)}}
 
     RETURN_TYPES = ("VAE",)
     FUNCTION = "load_vae"
@@ -115,7 +115,7 @@ def _clip_arch(clip_type: str) -> str:
 class CLIPLoader:
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"clip_name": (_files("text_encoders"),), "type": (CLIP_TYPES,)},
+        return {"required": {"clip_name": (model_files("text_encoders"),), "type": (CLIP_TYPES,)},
                 "optional": {"device": (["default", "cpu"], {"advanced": True})}}
 
     RETURN_TYPES = ("CLIP",)
@@ -130,7 +130,7 @@ class CLIPLoader:
 class DualCLIPLoader:
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"clip_name1": (_files("text_encoders"),), "clip_name2": (_files("text_encoders"),),
+        return {"required": {"clip_name1": (model_files("text_encoders"),), "clip_name2": (model_files("text_encoders"),),
                              "type": (DUAL_CLIP_TYPES,)},
                 "optional": {"device": (["default", "cpu"], {"advanced": True})}}
 
@@ -169,7 +169,7 @@ class LoraLoader:
         strength = {"default": 1.0, "min": -100.0, "max": 100.0, "step": 0.01}
         return {"required": {"model": ("MODEL", {"tooltip": "The diffusion model the LoRA is applied to."}),
                              "clip": ("CLIP", {"tooltip": "The text encoder the LoRA is applied to."}),
-                             "lora_name": (_files("loras"), {"tooltip": "The LoRA file."}),
+                             "lora_name": (model_files("loras"), {"tooltip": "The LoRA file."}),
                              "strength_model": ("FLOAT", strength),
                              "strength_clip": ("FLOAT", strength)}}
 
@@ -190,7 +190,7 @@ class LoraLoader:
 class LoraLoaderModelOnly:
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"model": ("MODEL",), "lora_name": (_files("loras"),),
+        return {"required": {"model": ("MODEL",), "lora_name": (model_files("loras"),),
                              "strength_model": ("FLOAT", {"default": 1.0, "min": -100.0, "max": 100.0, "step": 0.01})}}
 
     RETURN_TYPES = ("MODEL",)
@@ -206,7 +206,7 @@ class LoraLoaderModelOnly:
 class ControlNetLoader:
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"control_net_name": (_files("controlnet"),)}}
+        return {"required": {"control_net_name": (model_files("controlnet"),)}}
 
     RETURN_TYPES = ("CONTROL_NET",)
     FUNCTION = "load_controlnet"

@@ -10,6 +10,7 @@ from nodes.ksampler import call_model_fn, common_ksampler
 from nodes.modelfns.hooks import encodings
 from nodes.sampling.samplers import SAMPLER_NAMES
 from nodes.sampling.schedules import SCHEDULER_NAMES
+from nodes.inputs import require_component
 
 MAX_RESOLUTION = 16384
 SEED = ("INT", {"default": 0, "min": 0, "max": 0xffffffffffffffff, "control_after_generate": True,
@@ -17,13 +18,6 @@ SEED = ("INT", {"default": 0, "min": 0, "max": 0xffffffffffffffff, "control_afte
 STEPS = ("INT", {"default": 20, "min": 1, "max": 10000, "tooltip": "The number of denoising steps."})
 CFG = ("FLOAT", {"default": 8.0, "min": 0.0, "max": 100.0, "step": 0.1, "round": 0.01,
                  "tooltip": "Classifier-free guidance scale."})
-
-
-def _require(value, component: str, input_name: str) -> ModelRef:
-    if not isinstance(value, ModelRef) or value.component != component:
-        raise ValueError(f"ERROR: {input_name} input is invalid: {value!r}\n\nIf the {input_name} is from a "
-                         f"checkpoint loader node your checkpoint does not contain a valid {input_name} model.")
-    return value
 
 
 class CLIPTextEncode:
@@ -40,7 +34,7 @@ class CLIPTextEncode:
     DESCRIPTION = "Encodes a text prompt with a CLIP text encoder into conditioning."
 
     async def encode(self, clip, text):
-        clip = _require(clip, "text_encoder", "clip")
+        clip = require_component(clip, "text_encoder", "clip")
         conditioning = []
         for ref, extra in encodings(clip):   # one, or one per keyframe range of a scheduled hooked CLIP
             out = await call_model_fn("text_encode", ref, "clip", {}, {"text": text})
@@ -110,7 +104,7 @@ class VAEDecode:
     DESCRIPTION = "Decodes a latent into an image."
 
     async def decode(self, vae, samples):
-        vae = _require(vae, "vae", "vae")
+        vae = require_component(vae, "vae", "vae")
         out = await call_model_fn("vae_decode", vae, "vae", {"latent": samples["samples"]}, {})
         return (out["image"],)
 
@@ -132,7 +126,7 @@ class VAEDecodeTiled:
     CATEGORY = "_for_testing"
 
     async def decode(self, vae, samples, tile_size, overlap=64, temporal_size=64, temporal_overlap=8):
-        vae = _require(vae, "vae", "vae")
+        vae = require_component(vae, "vae", "vae")
         if tile_size < overlap * 4:
             overlap = tile_size // 4
         out = await call_model_fn("vae_decode", vae, "vae", {"latent": samples["samples"]},
@@ -150,7 +144,7 @@ class VAEEncode:
     CATEGORY = "latent"
 
     async def encode(self, vae, pixels):
-        vae = _require(vae, "vae", "vae")
+        vae = require_component(vae, "vae", "vae")
         out = await call_model_fn("vae_encode", vae, "vae", {"pixels": crop_to_multiple(pixels[:, :, :, :3], 8)}, {})
         return ({"samples": out["latent"]},)
 
@@ -202,7 +196,7 @@ class ControlNetApply:
         conditioning = require(conditioning, "conditioning")
         if strength == 0:
             return (conditioning,)
-        control_net = _require(control_net, "controlnet", "control_net")
+        control_net = require_component(control_net, "controlnet", "control_net")
         return (_apply_control(conditioning, control_net, _check_hint(image), strength, 0.0, 1.0, {}),)
 
 
@@ -235,9 +229,9 @@ class ControlNetApplyAdvanced:
         positive, negative = require(positive, "positive"), require(negative, "negative")
         if strength == 0:
             return (positive, negative)
-        control_net = _require(control_net, "controlnet", "control_net")
+        control_net = require_component(control_net, "controlnet", "control_net")
         if vae is not None:
-            control_net = with_hint_vae(control_net, _require(vae, "vae", "vae"))
+            control_net = with_hint_vae(control_net, require_component(vae, "vae", "vae"))
         hint = _check_hint(image)
         shared: dict = {}
         return (_apply_control(positive, control_net, hint, strength, start_percent, end_percent, shared),

@@ -12,6 +12,7 @@ from typing import Any
 
 from cluster.refs import ModelRef
 from nodes.models.merge import OPTION, MergeStep, merges
+from nodes.inputs import require_model
 
 MODULE = "comfy_extras.nodes_attention_multiply"
 CATEGORY = "_for_testing/attention_experiments"
@@ -47,12 +48,6 @@ def _projections(prefix: str, names: tuple[str, str, str, str], q: float, k: flo
                  for name, factor in zip(names, (q, k, v, out)) for kind in ("weight", "bias"))
 
 
-def _model(model: Any) -> ModelRef:
-    if not isinstance(model, ModelRef) or model.component != "diffusion_model":
-        raise ValueError(f"model: expected a MODEL, got {type(model).__name__}")
-    return model
-
-
 def _unet(model: ModelRef, rules: tuple) -> ModelRef:
     # The DiT families have no keys with these names: ComfyUI's patch matches nothing there.
     return scaled(model, rules) if model.arch in SD_FAMILY else model
@@ -75,7 +70,7 @@ class _AttentionMultiply:
 
     def patch(self, model: Any, q: float, k: float, v: float, out: float) -> tuple[ModelRef]:
         rules = _projections(f"{self.ATTENTION}.", UNET_PROJECTIONS, float(q), float(k), float(v), float(out))
-        return (_unet(_model(model), rules),)
+        return (_unet(require_model(model), rules),)
 
 
 class UNetSelfAttentionMultiply(_AttentionMultiply):
@@ -108,7 +103,7 @@ class UNetTemporalAttentionMultiply:
                                                      ("attn2", True, cross_temporal),
                                                      ("attn2", False, cross_structural))
                       for kind in ("weight", "bias"))
-        return (_unet(_model(model), rules),)
+        return (_unet(require_model(model), rules),)
 
 
 class CLIPAttentionMultiply:

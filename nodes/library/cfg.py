@@ -9,15 +9,10 @@ import torch
 
 from cluster.refs import ModelRef
 from nodes.modelfns.model_options import with_function
+from nodes.inputs import require_model
 
 MODULE = "comfy_extras.nodes_cfg"
 POST_CFG = "sampler_post_cfg_function"
-
-
-def _model(model: Any) -> ModelRef:
-    if not isinstance(model, ModelRef) or model.component != "diffusion_model":
-        raise ValueError(f"model: expected a MODEL, got {type(model).__name__}")
-    return model
 
 
 def optimized_scale(positive: torch.Tensor, negative: torch.Tensor) -> torch.Tensor:
@@ -63,7 +58,7 @@ class CFGZeroStar:
         return {"required": {"model": ("MODEL", {})}}
 
     def patch(self, model: Any) -> tuple[ModelRef]:
-        return (with_function(_model(model), POST_CFG, CfgZeroStarFunction()),)
+        return (with_function(require_model(model), POST_CFG, CfgZeroStarFunction()),)
 
 
 class CFGNorm:
@@ -81,7 +76,7 @@ class CFGNorm:
                              "strength": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 100.0, "step": 0.01})}}
 
     def patch(self, model: Any, strength: float) -> tuple[ModelRef]:
-        return (with_function(_model(model), POST_CFG, CfgNormFunction(float(strength))),)
+        return (with_function(require_model(model), POST_CFG, CfgNormFunction(float(strength))),)
 
 
 NODE_CLASS_MAPPINGS = {"CFGZeroStar": CFGZeroStar, "CFGNorm": CFGNorm}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from nodes.conditioning_ops import MAX_RESOLUTION
 from nodes.ksampler import call_model_fn
-from nodes.model_nodes import _require
+from nodes.inputs import require_component
 from nodes.modelfns.hooks import encodings
 
 MODULE = "comfy_extras.nodes_clip_sdxl"
@@ -19,7 +19,7 @@ def _size(default: int, tip: str) -> tuple:
     return ("INT", {"default": default, "min": 0, "max": MAX_RESOLUTION, "tooltip": tip})
 
 
-async def _encode(clip, params: dict, add: dict) -> list:
+async def encode_conditioning(clip, params: dict, add: dict) -> list:
     """CONDITIONING of the text_encode params with `add` in each entry: one entry, or one per keyframe range of
     a scheduled hooked CLIP (as CLIPTextEncode does)."""
     conditioning = []
@@ -53,11 +53,11 @@ class CLIPTextEncodeSDXL:
 
     async def execute(self, clip, width: int, height: int, crop_w: int, crop_h: int, target_width: int,
                       target_height: int, text_g: str, text_l: str):
-        clip = _require(clip, "text_encoder", "clip")
+        clip = require_component(clip, "text_encoder", "clip")
         if clip.arch != "sdxl":
             raise ValueError(f"clip: CLIPTextEncodeSDXL needs SDXL's CLIP (L and G), got a {clip.arch} CLIP")
         params = {"texts": {"g": text_g, "l": text_l}, "equal_chunks": True}
-        return (await _encode(clip, params, {"width": width, "height": height, "crop_w": crop_w, "crop_h": crop_h,
+        return (await encode_conditioning(clip, params, {"width": width, "height": height, "crop_w": crop_w, "crop_h": crop_h,
                                              "target_width": target_width, "target_height": target_height}),)
 
 
@@ -80,8 +80,8 @@ class CLIPTextEncodeSDXLRefiner:
     RELATIVE_PYTHON_MODULE = MODULE
 
     async def execute(self, clip, ascore: float, width: int, height: int, text: str):
-        clip = _require(clip, "text_encoder", "clip")
-        return (await _encode(clip, {"text": text}, {"aesthetic_score": ascore, "width": width, "height": height}),)
+        clip = require_component(clip, "text_encoder", "clip")
+        return (await encode_conditioning(clip, {"text": text}, {"aesthetic_score": ascore, "width": width, "height": height}),)
 
 
 NODE_CLASS_MAPPINGS = {"CLIPTextEncodeSDXLRefiner": CLIPTextEncodeSDXLRefiner, "CLIPTextEncodeSDXL": CLIPTextEncodeSDXL}

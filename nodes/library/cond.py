@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from nodes.conditioning import require
 from nodes.ksampler import call_model_fn
-from nodes.model_nodes import _require
+from nodes.inputs import require_component
 
 
 class CLIPTextEncodeControlnet:
@@ -31,7 +31,7 @@ class CLIPTextEncodeControlnet:
 
     async def execute(self, clip, conditioning: list, text: str):
         conditioning = require(conditioning, "conditioning")
-        clip = _require(clip, "text_encoder", "clip")
+        clip = require_component(clip, "text_encoder", "clip")
         out = await call_model_fn("text_encode", clip, "clip", {}, {"text": text})
         return ([[cond, {**opts, "cross_attn_controlnet": out["cond"], "pooled_output_controlnet": out.get("pooled")}]
                  for cond, opts in conditioning],)
@@ -62,7 +62,7 @@ class T5TokenizerOptions:
     RELATIVE_PYTHON_MODULE = "comfy_extras.nodes_cond"
 
     def execute(self, clip, min_padding: int, min_length: int):
-        clip = _require(clip, "text_encoder", "clip")
+        clip = require_component(clip, "text_encoder", "clip")
         options = dict(clip.option("tokenizer_options", ()))
         for t5 in T5_TYPES:
             options.update({f"{t5}_min_padding": min_padding, f"{t5}_min_length": min_length})

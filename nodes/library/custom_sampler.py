@@ -12,7 +12,6 @@ from typing import Any
 
 import torch
 
-from cluster.refs import ModelRef
 from nodes.conditioning import require
 from nodes.ksampler import GuiderChoice, NoiseChoice, SamplerChoice, sample_guided
 from nodes.modelfns.model_options import latent_format, sampling_config
@@ -21,6 +20,7 @@ from nodes.sampling.samplers import SAMPLER_NAMES
 from nodes.sampling.schedules import (SCHEDULER_NAMES, calculate_sigmas, exponential, karras, laplace,
                                       polyexponential, vp)
 from nodes.sampling.schedules import beta as beta_schedule
+from nodes.inputs import require_model
 
 MODULE = "comfy_extras.nodes_custom_sampler"
 SCHEDULERS_CATEGORY = "sampling/custom_sampling/schedulers"
@@ -47,14 +47,8 @@ SEED = ("INT", {"default": 0, "min": 0, "max": 0xffffffffffffffff, "control_afte
                 "tooltip": "The random seed of the noise."})
 
 
-def _model(model: Any) -> ModelRef:
-    if not isinstance(model, ModelRef) or model.component != "diffusion_model":
-        raise ValueError(f"model: expected a MODEL, got {type(model).__name__}")
-    return model
-
-
 def _model_sampling(model: Any) -> ModelSampling:
-    return model_sampling_from_config(sampling_config(_model(model)))
+    return model_sampling_from_config(sampling_config(require_model(model)))
 
 
 def _sigmas(sigmas: Any) -> torch.Tensor:
@@ -475,7 +469,7 @@ class AddNoise(_Node):
                              "latent_image": ("LATENT",)}}
 
     def add_noise(self, model, noise, sigmas, latent_image):
-        model, sigmas, latent = _model(model), _sigmas(sigmas), _latent(latent_image)
+        model, sigmas, latent = require_model(model), _sigmas(sigmas), _latent(latent_image)
         noise = _of(noise, NoiseChoice, "noise", "NOISE")
         if len(sigmas) == 0:
             return (latent,)
@@ -505,7 +499,7 @@ class BasicGuider(_Guider):
         return {"required": {"model": ("MODEL",), "conditioning": ("CONDITIONING",)}}
 
     def get_guider(self, model, conditioning):
-        return (GuiderChoice(_model(model), require(conditioning, "conditioning"), []),)
+        return (GuiderChoice(require_model(model), require(conditioning, "conditioning"), []),)
 
 
 class CFGGuider(_Guider):
@@ -517,7 +511,7 @@ class CFGGuider(_Guider):
                              "cfg": CFG}}
 
     def get_guider(self, model, positive, negative, cfg):
-        return (GuiderChoice(_model(model), require(positive, "positive"), require(negative, "negative"), cfg),)
+        return (GuiderChoice(require_model(model), require(positive, "positive"), require(negative, "negative"), cfg),)
 
 
 class DualCFGGuider(_Guider):
@@ -531,7 +525,7 @@ class DualCFGGuider(_Guider):
                              "style": (["regular", "nested"],)}}
 
     def get_guider(self, model, cond1, cond2, negative, cfg_conds, cfg_cond2_negative, style):
-        return (GuiderChoice(_model(model), require(cond1, "cond1"), require(negative, "negative"), cfg_conds,
+        return (GuiderChoice(require_model(model), require(cond1, "cond1"), require(negative, "negative"), cfg_conds,
                              kind="dual", middle=require(cond2, "cond2"), cfg2=cfg_cond2_negative,
                              nested=style == "nested"),)
 
@@ -553,7 +547,7 @@ class SamplerCustom(_Node):
                              "sampler": ("SAMPLER",), "sigmas": ("SIGMAS",), "latent_image": ("LATENT",)}}
 
     async def sample(self, model, add_noise, noise_seed, cfg, positive, negative, sampler, sigmas, latent_image):
-        guider = GuiderChoice(_model(model), require(positive, "positive"), require(negative, "negative"), cfg)
+        guider = GuiderChoice(require_model(model), require(positive, "positive"), require(negative, "negative"), cfg)
         # Without added noise the seed still seeds the samplers' per-step noise, as in ComfyUI.
         return await sample_guided(guider, _of(sampler, SamplerChoice, "sampler", "SAMPLER"), _sigmas(sigmas),
                                    _latent(latent_image), NoiseChoice(noise_seed, bool(add_noise)))

@@ -7,8 +7,8 @@ to them is not implemented.
 """
 from __future__ import annotations
 
-from nodes.ksampler import _require_model
-from nodes.loaders import ControlNetLoader, _files, model_file
+from nodes.inputs import require_model
+from nodes.loaders import ControlNetLoader, model_files, model_file
 from nodes.models.safetensors_io import shapes_of
 
 
@@ -16,7 +16,7 @@ class DiffControlNetLoader:
     @classmethod
     def INPUT_TYPES(cls):
         return {"required": {"model": ("MODEL", {"tooltip": "The model the ControlNet is for."}),
-                             "control_net_name": (_files("controlnet"),)}}
+                             "control_net_name": (model_files("controlnet"),)}}
 
     RETURN_TYPES = ("CONTROL_NET",)
     FUNCTION = "load_controlnet"
@@ -24,7 +24,7 @@ class DiffControlNetLoader:
     DESCRIPTION = "Loads a ControlNet for the given model."
 
     def load_controlnet(self, model, control_net_name: str):
-        _require_model(model)
+        require_model(model)
         shapes, _ = shapes_of(model_file("controlnet", control_net_name, "control_net_name"))
         if "difference" in shapes:
             raise ValueError(f"control_net_name: {control_net_name} is a difference ControlNet (its weights are "

@@ -10,6 +10,7 @@ import torch
 
 from cluster.refs import ModelRef
 from nodes.modelfns.model_options import with_function
+from nodes.inputs import require_model
 
 
 @dataclass(frozen=True)
@@ -50,8 +51,7 @@ class DifferentialDiffusion:
                                                                "mask."})}}
 
     def apply(self, model: Any, strength: float = 1.0) -> tuple[ModelRef]:
-        if not isinstance(model, ModelRef) or model.component != "diffusion_model":
-            raise ValueError(f"model: expected a MODEL, got {type(model).__name__}")
+        require_model(model)
         return (with_function(model, "denoise_mask_function", DifferentialDiffusionFunction(float(strength))),)
 
 

@@ -25,6 +25,7 @@ from cluster.refs import ModelRef
 from nodes.modelfns.model_options import sampling_config, with_function
 from nodes.modelfns.network_patches import DIFFUSION_MODEL, PREDICT_NOISE
 from nodes.sampling.model_sampling import model_sampling_from_config
+from nodes.inputs import require_model
 
 MODULE = "comfy_extras.nodes_easycache"
 log = logging.getLogger(__name__)
@@ -212,8 +213,7 @@ class EasyCache:
 
     def patch(self, model: Any, reuse_threshold: float, start_percent: float, end_percent: float,
               verbose: bool) -> tuple[ModelRef]:
-        if not isinstance(model, ModelRef) or model.component != "diffusion_model":
-            raise ValueError(f"model: expected a MODEL, got {type(model).__name__}")
+        require_model(model)
         ms = model_sampling_from_config(sampling_config(model))
         wrapper = EasyCacheWrapper(float(reuse_threshold), float(ms.percent_to_sigma(start_percent)),
                                    float(ms.percent_to_sigma(end_percent)), bool(verbose))
@@ -235,8 +235,7 @@ class LazyCache:
 
     def patch(self, model: Any, reuse_threshold: float, start_percent: float, end_percent: float,
               verbose: bool) -> tuple[ModelRef]:
-        if not isinstance(model, ModelRef) or model.component != "diffusion_model":
-            raise ValueError(f"model: expected a MODEL, got {type(model).__name__}")
+        require_model(model)
         ms = model_sampling_from_config(sampling_config(model))
         wrapper = LazyCacheWrapper(float(reuse_threshold), float(ms.percent_to_sigma(start_percent)),
                                    float(ms.percent_to_sigma(end_percent)), bool(verbose))

@@ -9,6 +9,7 @@ import torch
 
 from cluster.refs import ModelRef
 from nodes.modelfns.model_options import with_function
+from nodes.inputs import require_model
 
 MODULE = "comfy_extras.nodes_eps"
 
@@ -37,8 +38,7 @@ class EpsilonScaling:
                                                           "display": "number"})}}
 
     def patch(self, model: Any, scaling_factor: float) -> tuple[ModelRef]:
-        if not isinstance(model, ModelRef) or model.component != "diffusion_model":
-            raise ValueError(f"model: expected a MODEL, got {type(model).__name__}")
+        require_model(model)
         factor = 1e-9 if scaling_factor == 0 else float(scaling_factor)   # as ComfyUI guards the division
         return (with_function(model, "sampler_post_cfg_function", EpsilonScalingFunction(factor)),)
 

@@ -7,8 +7,8 @@ import torch
 
 from nodes.conditioning import require
 from nodes.conditioning_ops import set_values
-from nodes.library.clip_sdxl import TEXT, _encode
-from nodes.model_nodes import _require
+from nodes.library.clip_sdxl import TEXT, encode_conditioning
+from nodes.inputs import require_component
 from nodes.upscale import common_upscale
 
 MODULE = "comfy_extras.nodes_flux"
@@ -37,10 +37,10 @@ class CLIPTextEncodeFlux:
     RELATIVE_PYTHON_MODULE = MODULE
 
     async def execute(self, clip, clip_l: str, t5xxl: str, guidance: float):
-        clip = _require(clip, "text_encoder", "clip")
+        clip = require_component(clip, "text_encoder", "clip")
         if clip.arch != "flux":
             raise ValueError(f"clip: CLIPTextEncodeFlux needs Flux's CLIP (CLIP-L and T5-XXL), got a {clip.arch} CLIP")
-        return (await _encode(clip, {"texts": {"l": clip_l, "t5xxl": t5xxl}}, {"guidance": guidance}),)
+        return (await encode_conditioning(clip, {"texts": {"l": clip_l, "t5xxl": t5xxl}}, {"guidance": guidance}),)
 
 
 class FluxDisableGuidance:

@@ -12,14 +12,9 @@ import torch
 
 from cluster.refs import ModelRef
 from nodes.modelfns.network_patches import with_network_patch
+from nodes.inputs import require_model
 
 MODULE = "comfy_extras.nodes_freelunch"
-
-
-def _model(model: Any) -> ModelRef:
-    if not isinstance(model, ModelRef) or model.component != "diffusion_model":
-        raise ValueError(f"model: expected a MODEL, got {type(model).__name__}")
-    return model
 
 
 def fourier_filter(x: torch.Tensor, threshold: int, scale: float) -> torch.Tensor:
@@ -82,7 +77,7 @@ class FreeU:
 
     def patch(self, model: Any, b1: float, b2: float, s1: float, s2: float) -> tuple[ModelRef]:
         fn = FreeUPatch(float(b1), float(b2), float(s1), float(s2), self.V2)
-        return (with_network_patch(_model(model), "output_block_patch", fn),)
+        return (with_network_patch(require_model(model), "output_block_patch", fn),)
 
 
 class FreeU_V2(FreeU):

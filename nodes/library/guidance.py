@@ -15,16 +15,11 @@ import torch.nn.functional as F
 from cluster.refs import ModelRef
 from nodes.library.cfg import POST_CFG
 from nodes.modelfns.model_options import with_function
+from nodes.inputs import require_model
 
 PRE_CFG = "sampler_pre_cfg_function"
 # APG's running average and the sigma it was last updated at, kept in the sampler state between steps.
 APG_AVERAGE, APG_SIGMA = "patch.apg.running_avg", "patch.apg.prev_sigma"
-
-
-def _model(model: Any) -> ModelRef:
-    if not isinstance(model, ModelRef) or model.component != "diffusion_model":
-        raise ValueError(f"model: expected a MODEL, got {type(model).__name__}")
-    return model
 
 
 def _both_sides(args: dict) -> bool:
@@ -190,7 +185,7 @@ class APG(_Patch):
                                    "tooltip": "Weight of the previous steps' guidance (0: none)."})}}
 
     def patch(self, model: Any, eta: float, norm_threshold: float, momentum: float) -> tuple[ModelRef]:
-        return (with_function(_model(model), PRE_CFG,
+        return (with_function(require_model(model), PRE_CFG,
                               ApgFunction(float(eta), float(norm_threshold), float(momentum))),)
 
 
@@ -206,7 +201,7 @@ class Mahiro(_Patch):
         return {"required": {"model": ("MODEL", {})}}
 
     def patch(self, model: Any) -> tuple[ModelRef]:
-        return (with_function(_model(model), POST_CFG, MahiroFunction()),)
+        return (with_function(require_model(model), POST_CFG, MahiroFunction()),)
 
 
 class TCFG(_Patch):
@@ -220,7 +215,7 @@ class TCFG(_Patch):
         return {"required": {"model": ("MODEL", {})}}
 
     def patch(self, model: Any) -> tuple[ModelRef]:
-        return (with_function(_model(model), PRE_CFG, TcfgFunction()),)
+        return (with_function(require_model(model), PRE_CFG, TcfgFunction()),)
 
 
 class FreSca(_Patch):
@@ -241,7 +236,7 @@ class FreSca(_Patch):
                                     "tooltip": "How many frequency indices around the centre count as low."})}}
 
     def patch(self, model: Any, scale_low: float, scale_high: float, freq_cutoff: int) -> tuple[ModelRef]:
-        return (with_function(_model(model), PRE_CFG,
+        return (with_function(require_model(model), PRE_CFG,
                               FreScaFunction(float(scale_low), float(scale_high), int(freq_cutoff))),)
 
 
@@ -258,7 +253,7 @@ class LatentApplyOperationCFG(_Patch):
     def patch(self, model: Any, operation: Any) -> tuple[ModelRef]:
         if not callable(operation):
             raise ValueError(f"operation: expected a LATENT_OPERATION, got {type(operation).__name__}")
-        return (with_function(_model(model), PRE_CFG, LatentOperationCfgFunction(operation)),)
+        return (with_function(require_model(model), PRE_CFG, LatentOperationCfgFunction(operation)),)
 
 
 NODE_CLASS_MAPPINGS = {cls.__name__: cls for cls in (APG, Mahiro, TCFG, FreSca, LatentApplyOperationCFG)}

@@ -23,6 +23,7 @@ from nodes.modelfns.network_patches import with_network_patch
 from nodes.models.errors import ModelLoadError
 from nodes.models.safetensors_io import is_torch_pickle
 from nodes.workspace import active
+from nodes.inputs import require_model
 
 MODULE = "comfy_extras.nodes_hypernetwork"
 log = logging.getLogger(__name__)
@@ -117,8 +118,7 @@ class HypernetworkLoader:
                              "strength": ("FLOAT", {"default": 1.0, "min": -10.0, "max": 10.0, "step": 0.01})}}
 
     def load_hypernetwork(self, model: Any, hypernetwork_name: str, strength: float) -> tuple[ModelRef]:
-        if not isinstance(model, ModelRef) or model.component != "diffusion_model":
-            raise ValueError(f"model: expected a MODEL, got {type(model).__name__}")
+        require_model(model)
         path = model_file("hypernetworks", hypernetwork_name, "hypernetwork_name")
         digest = file_digest(path)
         sd = read_hypernetwork(str(path), digest)

@@ -17,6 +17,7 @@ import torch
 
 from cluster.refs import ModelRef
 from nodes.modelfns.network_patches import with_network_patch
+from nodes.inputs import require_model
 
 MODULE = "comfy_extras.nodes_hypertile"
 STASH = "hypertile"     # the options key through which the output patch learns the input patch's tiling
@@ -103,8 +104,7 @@ class HyperTile:
         }}
 
     def patch(self, model: Any, tile_size: int, swap_size: int, max_depth: int, scale_depth: bool) -> tuple[ModelRef]:
-        if not isinstance(model, ModelRef) or model.component != "diffusion_model":
-            raise ValueError(f"model: expected a MODEL, got {type(model).__name__}")
+        require_model(model)
         tile_in = HyperTileIn(int(tile_size), int(swap_size), int(max_depth), bool(scale_depth))
         model = with_network_patch(model, "attn1_patch", tile_in)
         return (with_network_patch(model, "attn1_output_patch", HyperTileOut()),)

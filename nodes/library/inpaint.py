@@ -14,7 +14,8 @@ import torch.nn.functional as F
 from nodes.conditioning import require
 from nodes.conditioning_ops import set_values
 from nodes.ksampler import call_model_fn
-from nodes.model_nodes import _require, crop_to_multiple
+from nodes.inputs import require_component
+from nodes.model_nodes import crop_to_multiple
 
 DOWNSCALE = 8   # every VAE we load has 8 pixels per latent cell
 
@@ -46,7 +47,7 @@ def grow_mask(mask: torch.Tensor, by: int) -> torch.Tensor:
     return grown[:, :, :mask.shape[2], :mask.shape[3]].round()
 
 
-async def _encode(vae, pixels: torch.Tensor) -> torch.Tensor:
+async def encode_pixels(vae, pixels: torch.Tensor) -> torch.Tensor:
     out = await call_model_fn("vae_encode", vae, "vae", {"pixels": crop_to_multiple(pixels[..., :3], DOWNSCALE)}, {})
     return out["latent"]
 
@@ -68,9 +69,9 @@ class VAEEncodeForInpaint:
                    "(widened) mask becomes the latent's noise mask.")
 
     async def encode(self, vae, pixels: torch.Tensor, mask: torch.Tensor, grow_mask_by: int = 6):
-        vae = _require(vae, "vae", "vae")
+        vae = require_component(vae, "vae", "vae")
         masked, mask = mask_to_pixels(pixels, mask)
-        return ({"samples": await _encode(vae, masked), "noise_mask": grow_mask(mask, grow_mask_by)},)
+        return ({"samples": await encode_pixels(vae, masked), "noise_mask": grow_mask(mask, grow_mask_by)},)
 
 
 class InpaintModelConditioning:
@@ -94,10 +95,10 @@ class InpaintModelConditioning:
     async def encode(self, positive: list, negative: list, pixels: torch.Tensor, vae, mask: torch.Tensor,
                      noise_mask: bool = True):
         positive, negative = require(positive, "positive"), require(negative, "negative")
-        vae = _require(vae, "vae", "vae")
+        vae = require_component(vae, "vae", "vae")
         masked, mask = mask_to_pixels(pixels, mask)
-        concat = await _encode(vae, masked)
-        latent = {"samples": await _encode(vae, pixels)}
+        concat = await encode_pixels(vae, masked)
+        latent = {"samples": await encode_pixels(vae, pixels)}
         if noise_mask:
             latent["noise_mask"] = mask
         extra = {"concat_latent_image": concat, "concat_mask": mask}

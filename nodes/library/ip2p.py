@@ -7,8 +7,8 @@ import torch
 
 from nodes.conditioning import require
 from nodes.conditioning_ops import set_values
-from nodes.library.inpaint import _encode
-from nodes.model_nodes import _require
+from nodes.library.inpaint import encode_pixels
+from nodes.inputs import require_component
 
 
 class InstructPixToPixConditioning:
@@ -27,8 +27,8 @@ class InstructPixToPixConditioning:
 
     async def encode(self, positive: list, negative: list, pixels: torch.Tensor, vae) -> tuple[list, list, dict]:
         positive, negative = require(positive, "positive"), require(negative, "negative")
-        # _encode centre-crops to whole latent cells first, as ComfyUI's node does.
-        concat = await _encode(_require(vae, "vae", "vae"), pixels)
+        # encode_pixels centre-crops to whole latent cells first, as ComfyUI's node does.
+        concat = await encode_pixels(require_component(vae, "vae", "vae"), pixels)
         extra = {"concat_latent_image": concat}
         return set_values(positive, extra), set_values(negative, extra), {"samples": torch.zeros_like(concat)}
 

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from cluster.refs import ModelRef
-from nodes.library.cfg import _model
+from nodes.inputs import require_model
 from nodes.modelfns.model_options import with_function
 
 
@@ -58,7 +58,7 @@ class RenormCFG:
         }}
 
     def patch(self, model: Any, cfg_trunc: float, renorm_cfg: float) -> tuple[ModelRef]:
-        return (with_function(_model(model), "sampler_cfg_function",
+        return (with_function(require_model(model), "sampler_cfg_function",
                               RenormCfgFunction(float(cfg_trunc), float(renorm_cfg))),)
 
 

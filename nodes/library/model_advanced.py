@@ -15,18 +15,13 @@ import torch
 
 from cluster.refs import ModelRef
 from nodes.modelfns.model_options import DTYPE, LATENT, sampling_config, with_function, with_sampling
+from nodes.inputs import require_model
 
 MODULE = "comfy_extras.nodes_model_advanced"
 MAX_RESOLUTION = 16384
 DISCRETE_SAMPLINGS = ["eps", "v_prediction", "lcm", "x0", "img_to_img"]
 _PREDICTION = {"eps": "eps", "v_prediction": "v", "lcm": "lcm", "x0": "x0", "img_to_img": "img_to_img"}
 _BETA_KEYS = ("beta_schedule", "linear_start", "linear_end", "timesteps")
-
-
-def _model(model: Any) -> ModelRef:
-    if not isinstance(model, ModelRef) or model.component != "diffusion_model":
-        raise ValueError(f"model: expected a MODEL, got {type(model).__name__}")
-    return model
 
 
 def _shift(default: float) -> tuple:
@@ -53,7 +48,7 @@ class ModelSamplingDiscrete(_Patch):
                                                   "tooltip": "Rescale the betas to zero terminal SNR."})}}
 
     def patch(self, model: Any, sampling: str, zsnr: bool) -> tuple[ModelRef]:
-        model = _model(model)
+        model = require_model(model)
         if sampling not in _PREDICTION:
             raise ValueError(f"sampling: unknown value {sampling!r}")
         # The beta schedule stays the model's own (ComfyUI reads its model_config); flow models get the
@@ -72,7 +67,7 @@ class ModelSamplingStableCascade(_Patch):
         return {"required": {"model": ("MODEL",), "shift": _shift(2.0)}}
 
     def patch(self, model: Any, shift: float) -> tuple[ModelRef]:
-        return (with_sampling(_model(model), {"kind": "stable_cascade", "shift": float(shift)}),)
+        return (with_sampling(require_model(model), {"kind": "stable_cascade", "shift": float(shift)}),)
 
 
 class ModelSamplingSD3(_Patch):
@@ -83,7 +78,7 @@ class ModelSamplingSD3(_Patch):
         return {"required": {"model": ("MODEL",), "shift": _shift(3.0)}}
 
     def patch(self, model: Any, shift: float, multiplier: float = 1000) -> tuple[ModelRef]:
-        return (with_sampling(_model(model), {"kind": "flow", "prediction": "const", "shift": float(shift),
+        return (with_sampling(require_model(model), {"kind": "flow", "prediction": "const", "shift": float(shift),
                                               "multiplier": float(multiplier)}),)
 
 
@@ -115,7 +110,7 @@ class ModelSamplingFlux(_Patch):
         x1, x2 = 256, 4096
         slope = (max_shift - base_shift) / (x2 - x1)
         shift = (width * height / (8 * 8 * 2 * 2)) * slope + (base_shift - slope * x1)
-        return (with_sampling(_model(model), {"kind": "flux", "prediction": "const", "shift": shift}),)
+        return (with_sampling(require_model(model), {"kind": "flux", "prediction": "const", "shift": shift}),)
 
 
 class ModelSamplingContinuousV(_Patch):
@@ -132,7 +127,7 @@ class ModelSamplingContinuousV(_Patch):
     def patch(self, model: Any, sampling: str, sigma_max: float, sigma_min: float) -> tuple[ModelRef]:
         if sampling != "v_prediction":
             raise ValueError(f"sampling: unknown value {sampling!r}")
-        return (with_sampling(_model(model), {"kind": "continuous_v", "prediction": "v", "sigma_min": float(sigma_min),
+        return (with_sampling(require_model(model), {"kind": "continuous_v", "prediction": "v", "sigma_min": float(sigma_min),
                                               "sigma_max": float(sigma_max), "sigma_data": 1.0}),)
 
 
@@ -160,7 +155,7 @@ class ModelSamplingContinuousEDM(_Patch):
                                                      "round": False})}}
 
     def patch(self, model: Any, sampling: str, sigma_max: float, sigma_min: float) -> tuple[ModelRef]:
-        model = _model(model)
+        model = require_model(model)
         if sampling not in _EDM_SAMPLINGS:
             raise ValueError(f"sampling: unknown value {sampling!r}")
         kind, prediction, sigma_data, latent = _EDM_SAMPLINGS[sampling]
@@ -199,7 +194,7 @@ class RescaleCFG(_Patch):
                                                       "tooltip": "0: plain CFG, 1: fully rescaled."})}}
 
     def patch(self, model: Any, multiplier: float) -> tuple[ModelRef]:
-        return (with_function(_model(model), "sampler_cfg_function", RescaleCfgFunction(float(multiplier))),)
+        return (with_function(require_model(model), "sampler_cfg_function", RescaleCfgFunction(float(multiplier))),)
 
 
 # ComfyUI's string_to_torch_dtype; "default" (None) computes in the weights' dtype.
@@ -218,7 +213,7 @@ class ModelComputeDtype(_Patch):
     def patch(self, model: Any, dtype: str) -> tuple[ModelRef]:
         if dtype not in _DTYPES:
             raise ValueError(f"dtype: expected one of {list(_DTYPES)}, got {dtype!r}")
-        model = _model(model)
+        model = require_model(model)
         if _DTYPES[dtype] is None:   # a later "default" undoes an earlier ModelComputeDtype, as in ComfyUI
             return (replace(model, options=tuple((k, v) for k, v in model.options if k != DTYPE)),)
         return (model.with_option(DTYPE, _DTYPES[dtype]),)

@@ -15,6 +15,7 @@ from nodes.modelfns.model_options import sampling_config
 from nodes.modelfns.network_patches import with_network_patch
 from nodes.sampling.model_sampling import model_sampling_from_config
 from nodes.upscale import common_upscale
+from nodes.inputs import require_model
 
 MODULE = "comfy_extras.nodes_model_downscale"
 METHODS = ["bicubic", "nearest-exact", "bilinear", "area", "bislerp"]
@@ -76,8 +77,7 @@ class PatchModelAddDownscale:
     def patch(self, model: Any, block_number: int, downscale_factor: float, start_percent: float,
               end_percent: float, downscale_after_skip: bool, downscale_method: str,
               upscale_method: str) -> tuple[ModelRef]:
-        if not isinstance(model, ModelRef) or model.component != "diffusion_model":
-            raise ValueError(f"model: expected a MODEL, got {type(model).__name__}")
+        require_model(model)
         for name, method in (("downscale_method", downscale_method), ("upscale_method", upscale_method)):
             if method not in METHODS:
                 raise ValueError(f"{name}: unknown value {method!r}")

@@ -12,6 +12,7 @@ import torch
 from cluster.refs import ModelRef
 from nodes.modelfns.model_options import with_function
 from nodes.modelfns.network_patches import CALC_COND, with_extra
+from nodes.inputs import require_model
 
 MODULE = "comfy_extras.nodes_pag"
 BLOCK = ("middle", 0)
@@ -52,8 +53,7 @@ class PerturbedAttentionGuidance:
                                                  "round": 0.01})}}
 
     def patch(self, model: Any, scale: float) -> tuple[ModelRef]:
-        if not isinstance(model, ModelRef) or model.component != "diffusion_model":
-            raise ValueError(f"model: expected a MODEL, got {type(model).__name__}")
+        require_model(model)
         return (with_function(model, "sampler_post_cfg_function", PerturbedAttentionFunction(float(scale))),)
 
 

@@ -20,6 +20,7 @@ from nodes.ksampler import GuiderChoice
 from nodes.modelfns.model_options import with_conditioning, with_function
 from nodes.modelfns.model_patches import perp_neg
 from nodes.modelfns.network_patches import CALC_COND
+from nodes.inputs import require_model
 
 MODULE = "comfy_extras.nodes_perpneg"
 EMPTY = "perp_neg_empty"   # the carried conditioning's name: its step inputs and model_options entry
@@ -36,12 +37,6 @@ class PerpNegFunction:
         (empty,) = options[CALC_COND](args["model"], [options[EMPTY]], x, sigma, options)
         return x - perp_neg(args["cond_denoised"], args["uncond_denoised"], empty, self.neg_scale,
                             args["cond_scale"])
-
-
-def _model(model: Any) -> ModelRef:
-    if not isinstance(model, ModelRef) or model.component != "diffusion_model":
-        raise ValueError(f"model: expected a MODEL, got {type(model).__name__}")
-    return model
 
 
 class PerpNeg:
@@ -62,7 +57,7 @@ class PerpNeg:
                                     "tooltip": "Weight of the negative prompt's perpendicular part."})}}
 
     def patch(self, model: Any, empty_conditioning: list, neg_scale: float) -> tuple[ModelRef]:
-        model = with_conditioning(_model(model), EMPTY, require(empty_conditioning, "empty_conditioning"))
+        model = with_conditioning(require_model(model), EMPTY, require(empty_conditioning, "empty_conditioning"))
         return (with_function(model, "sampler_cfg_function", PerpNegFunction(float(neg_scale))),)
 
 
@@ -87,7 +82,7 @@ class PerpNegGuider:
 
     def get_guider(self, model: Any, positive: list, negative: list, empty_conditioning: list, cfg: float,
                    neg_scale: float) -> tuple[GuiderChoice]:
-        return (GuiderChoice(_model(model), require(positive, "positive"), require(negative, "negative"), float(cfg),
+        return (GuiderChoice(require_model(model), require(positive, "positive"), require(negative, "negative"), float(cfg),
                              kind="perp_neg", middle=require(empty_conditioning, "empty_conditioning"),
                              cfg2=float(neg_scale)),)
 

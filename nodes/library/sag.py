@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from cluster.refs import ModelRef
 from nodes.modelfns.model_options import with_function
 from nodes.modelfns.network_patches import CALC_COND, attention, with_network_patch
+from nodes.inputs import require_model
 
 MODULE = "comfy_extras.nodes_sag"
 SCORES = "sag_uncond_attention"      # model_options key of the recorded map
@@ -110,8 +111,7 @@ class SelfAttentionGuidance:
                              "blur_sigma": ("FLOAT", {"default": 2.0, "min": 0.0, "max": 10.0, "step": 0.1})}}
 
     def patch(self, model: Any, scale: float, blur_sigma: float) -> tuple[ModelRef]:
-        if not isinstance(model, ModelRef) or model.component != "diffusion_model":
-            raise ValueError(f"model: expected a MODEL, got {type(model).__name__}")
+        require_model(model)
         model = with_function(model, "sampler_post_cfg_function",
                               SelfAttentionGuidanceFunction(float(scale), float(blur_sigma)))
         model = with_function(model, "disable_cfg1_optimization", True)

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from cluster.refs import ModelRef
 from nodes.ksampler import SamplerChoice
 from nodes.modelfns.model_options import sampling_config
 from nodes.sampling.model_sampling import model_sampling_from_config
+from nodes.inputs import require_model
 
 CUSTOM_SAMPLER = "comfy_extras.nodes_custom_sampler"
 SAMPLERS_CATEGORY = "sampling/custom_sampling/samplers"
@@ -125,8 +125,7 @@ class SamplerSASolver(_SamplerObject):
     def get_sampler(self, model: Any, eta: float, sde_start_percent: float, sde_end_percent: float,
                     s_noise: float, predictor_order: int, corrector_order: int, use_pece: bool,
                     simple_order_2: bool) -> tuple[SamplerChoice]:
-        if not isinstance(model, ModelRef) or model.component != "diffusion_model":
-            raise ValueError(f"model: expected a MODEL, got {type(model).__name__}")
+        require_model(model)
         ms = model_sampling_from_config(sampling_config(model))
         tau = (float(eta), ms.percent_to_sigma(sde_start_percent), ms.percent_to_sigma(sde_end_percent))
         return (SamplerChoice("sa_solver_pece" if use_pece else "sa_solver", (

@@ -12,10 +12,11 @@
 """
 from __future__ import annotations
 
-from nodes.library.clip_sdxl import TEXT, _encode
+from nodes.library.clip_sdxl import TEXT, encode_conditioning
 from nodes.library.slg import LAYERS, SkipLayerGuidanceDiT
-from nodes.loaders import _files, make_ref, model_file
-from nodes.model_nodes import ControlNetApplyAdvanced, _require
+from nodes.loaders import model_files, make_ref, model_file
+from nodes.model_nodes import ControlNetApplyAdvanced
+from nodes.inputs import require_component
 
 MODULE = "comfy_extras.nodes_sd3"
 
@@ -23,7 +24,7 @@ MODULE = "comfy_extras.nodes_sd3"
 class TripleCLIPLoader:
     @classmethod
     def INPUT_TYPES(cls):
-        files = ("COMBO", {"multiselect": False, "options": _files("text_encoders")})
+        files = ("COMBO", {"multiselect": False, "options": model_files("text_encoders")})
         return {"required": {"clip_name1": files, "clip_name2": files, "clip_name3": files}}
 
     RETURN_TYPES = ("CLIP",)
@@ -52,13 +53,13 @@ class CLIPTextEncodeSD3:
     RELATIVE_PYTHON_MODULE = MODULE
 
     async def encode(self, clip, clip_l: str, clip_g: str, t5xxl: str, empty_padding: str):
-        clip = _require(clip, "text_encoder", "clip")
+        clip = require_component(clip, "text_encoder", "clip")
         if clip.arch != "sd3":
             raise ValueError(f"clip: CLIPTextEncodeSD3 needs SD3's CLIP (TripleCLIPLoader or an SD3 checkpoint), "
                              f"got a {clip.arch} CLIP")
         params = {"texts": {"g": clip_g, "l": clip_l, "t5xxl": t5xxl}, "equal_chunks": ["l", "g"],
                   "drop_empty": empty_padding == "none"}
-        return (await _encode(clip, params, {}),)
+        return (await encode_conditioning(clip, params, {}),)
 
 
 class SkipLayerGuidanceSD3:

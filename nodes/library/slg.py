@@ -21,6 +21,7 @@ from cluster.refs import ModelRef
 from nodes.modelfns.model_options import sampling_config, with_function
 from nodes.modelfns.network_patches import CALC_COND, with_extra
 from nodes.sampling.model_sampling import model_sampling_from_config
+from nodes.inputs import require_model
 
 MODULE = "comfy_extras.nodes_slg"
 LAYERS = ("STRING", {"default": "7, 8, 9", "multiline": False})
@@ -85,8 +86,7 @@ class SkipLayerUncondFunction:
 
 def _prepare(model: Any, start_percent: float, end_percent: float, double_layers: str,
              single_layers: str) -> tuple[ModelRef, tuple[int, ...], tuple[int, ...], float, float]:
-    if not isinstance(model, ModelRef) or model.component != "diffusion_model":
-        raise ValueError(f"model: expected a MODEL, got {type(model).__name__}")
+    require_model(model)
     ms = model_sampling_from_config(sampling_config(model))
     return (model, layer_numbers(double_layers), layer_numbers(single_layers),
             float(ms.percent_to_sigma(start_percent)), float(ms.percent_to_sigma(end_percent)))

@@ -17,6 +17,7 @@ import torch
 from cluster.refs import ModelRef
 from nodes.library.hypertile import step_generator
 from nodes.modelfns.network_patches import with_network_patch
+from nodes.inputs import require_model
 
 MODULE = "comfy_extras.nodes_tomesd"
 STASH = "tome_unmerge"
@@ -129,8 +130,7 @@ class TomePatchModel:
                                                  "tooltip": "Share of the tokens merged away."})}}
 
     def patch(self, model: Any, ratio: float) -> tuple[ModelRef]:
-        if not isinstance(model, ModelRef) or model.component != "diffusion_model":
-            raise ValueError(f"model: expected a MODEL, got {type(model).__name__}")
+        require_model(model)
         model = with_network_patch(model, "attn1_patch", TomeMerge(float(ratio)))
         return (with_network_patch(model, "attn1_output_patch", TomeUnmerge()),)
 

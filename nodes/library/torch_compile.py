@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from cluster.refs import ModelRef
-from nodes.library.cfg import _model
+from nodes.inputs import require_model
 from nodes.modelfns.model_options import COMPILE
 
 BACKENDS = ["inductor", "cudagraphs"]   # ComfyUI's choices
@@ -30,7 +30,7 @@ class TorchCompileModel:
         if backend not in BACKENDS:
             raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
         # A later TorchCompileModel replaces the earlier backend, as ComfyUI's wrapper does.
-        return (_model(model).with_option(COMPILE, backend),)
+        return (require_model(model).with_option(COMPILE, backend),)
 
 
 NODE_CLASS_MAPPINGS = {"TorchCompileModel": TorchCompileModel}

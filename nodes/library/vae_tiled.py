@@ -5,7 +5,8 @@ from __future__ import annotations
 import torch
 
 from nodes.ksampler import call_model_fn
-from nodes.model_nodes import _require, crop_to_multiple
+from nodes.inputs import require_component
+from nodes.model_nodes import crop_to_multiple
 
 
 class VAEEncodeTiled:
@@ -31,7 +32,7 @@ class VAEEncodeTiled:
 
     async def encode(self, vae, pixels: torch.Tensor, tile_size: int, overlap: int, temporal_size: int = 64,
                      temporal_overlap: int = 8):
-        vae = _require(vae, "vae", "vae")
+        vae = require_component(vae, "vae", "vae")
         # The half-size tiling must still advance: ComfyUI divides by zero (or tiles nothing) past this.
         if overlap >= tile_size // 2:
             raise ValueError(f"overlap: {overlap} must be less than half the tile size ({tile_size // 2})")

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from cluster.refs import ModelRef
-from nodes.library.cfg import _model
+from nodes.inputs import require_model
 from nodes.modelfns.model_options import with_function
 
 MODULE = "comfy_extras.nodes_video_model"
@@ -61,7 +61,7 @@ class _VideoCfg:
                                                    "tooltip": "Guidance scale at the ends of the batch."})}}
 
     def patch(self, model: Any, min_cfg: float) -> tuple[ModelRef]:
-        return (with_function(_model(model), CFG_FUNCTION, self.SHAPE(float(min_cfg))),)
+        return (with_function(require_model(model), CFG_FUNCTION, self.SHAPE(float(min_cfg))),)
 
 
 class VideoLinearCFGGuidance(_VideoCfg):

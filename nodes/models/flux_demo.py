@@ -19,7 +19,7 @@ from nodes.models.vae import diffusers_to_ldm
 CONFIG_NAME = "flux-tiny"
 
 
-def _randomize_constants(module: torch.nn.Module, gen: torch.Generator) -> None:
+def randomize_constants(module: torch.nn.Module, gen: torch.Generator) -> None:
     """Give constant-initialised tensors (norm scales, zero biases) random values, so that every weight is
     distinct and a key mix-up in a conversion changes the outputs."""
     with torch.no_grad():
@@ -47,7 +47,7 @@ def _tiny_modules(gen: torch.Generator) -> dict[str, torch.nn.Module]:
                         use_quant_conv=False, use_post_quant_conv=False)
     mods = {"transformer": transformer, "clip_l": clip, "t5xxl": t5, "vae": vae}
     for m in mods.values():
-        _randomize_constants(m, gen)
+        randomize_constants(m, gen)
     return mods
 
 

@@ -221,7 +221,7 @@ def _vocab_dirs() -> list[Path]:
     return ws.folder_paths("text_encoders") + ws.folder_paths("configs")
 
 
-def _bpe(vocab_size: int, path: str | None) -> ClipBPE:
+def clip_bpe(vocab_size: int, path: str | None) -> ClipBPE:
     return bpe_for_vocab_size(vocab_size, () if vocab_size == BYTE_VOCAB_SIZE else _vocab_dirs(), path)
 
 
@@ -239,7 +239,7 @@ def load_text_encoder(ref: ModelRef) -> TextEncoder:
     if infos[0].kind == "diffusers":
         return _diffusers_text_encoder(ref, Path(path), infos[0].arch)
     arch, specs, towers = _te_towers(ref, infos)
-    return _clip_encoder(ref, arch, specs, towers, lambda name, vocab, p: _bpe(vocab, p))
+    return _clip_encoder(ref, arch, specs, towers, lambda name, vocab, p: clip_bpe(vocab, p))
 
 
 def _te_towers(ref: ModelRef, infos: list[CheckpointInfo]
@@ -345,7 +345,7 @@ def _diffusers_text_encoder(ref: ModelRef, folder: Path, arch: str) -> TextEncod
     def tokenizer_for(name: str, vocab: int, p: str) -> ClipBPE:
         from transformers import CLIPTokenizer
         d = folder / tok_dirs[name]
-        return ClipBPE(CLIPTokenizer.from_pretrained(d), str(d)) if d.is_dir() else _bpe(vocab, p)
+        return ClipBPE(CLIPTokenizer.from_pretrained(d), str(d)) if d.is_dir() else clip_bpe(vocab, p)
     return _clip_encoder(ref, arch, specs, towers, tokenizer_for, acts)
 
 

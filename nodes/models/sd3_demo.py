@@ -19,7 +19,7 @@ from transformers import CLIPTextConfig, CLIPTextModel, CLIPTextModelWithProject
 
 from nodes.models import clip as clip_mod
 from nodes.models.flux_configs import CONFIGS_DIR, METADATA_KEY
-from nodes.models.flux_demo import CONFIG_NAME as T5_CONFIG, _randomize_constants
+from nodes.models.flux_demo import CONFIG_NAME as T5_CONFIG, randomize_constants
 from nodes.models.sd3_keys import diffusers_to_mmdit
 from nodes.models.tokenizer import BYTE_VOCAB_SIZE
 from nodes.models.vae import diffusers_to_ldm
@@ -65,7 +65,7 @@ def tiny_sd3_state_dicts(seed: int = SEED) -> dict[str, dict[str, torch.Tensor]]
                                         caption_projection_dim=128, pooled_projection_dim=32 + 48, out_channels=16,
                                         pos_embed_max_size=32)
         for m in (l, g, mmdit, t5, vae, controlnet):
-            _randomize_constants(m, gen)   # also the zero-initialised ControlNet outputs: no no-op ControlNet
+            randomize_constants(m, gen)   # also the zero-initialised ControlNet outputs: no no-op ControlNet
     return {
         "mmdit": diffusers_to_mmdit(mmdit.state_dict()),
         "clip_l": _hf_clip(l),

@@ -131,7 +131,7 @@ def split_text_encoders(ref: ModelRef, state_dicts: Sequence[Mapping[str, torch.
 def load_text_encoder(ref: ModelRef, state_dicts: Sequence[Mapping[str, torch.Tensor]] | Mapping[str, torch.Tensor]
                       ) -> SD3TextEncoder:
     """SD3's CLIP object from a checkpoint's state dict or one to three text-encoder files."""
-    from nodes.models.loader import _bpe, model_config   # the SD-family CLIP helpers (loader imports us lazily)
+    from nodes.models.loader import clip_bpe, model_config   # the SD-family CLIP helpers (loader imports us lazily)
     if ref.patches:
         raise ModelLoadError(ref.sources[0], "LoRAs on SD3 text encoders are not supported yet")
     if isinstance(state_dicts, Mapping):
@@ -147,7 +147,7 @@ def load_text_encoder(ref: ModelRef, state_dicts: Sequence[Mapping[str, torch.Te
             sd, path = found[name]
             module = clip_mod.build_clip(sd, specs[name].hidden_act, path, f"CLIP-{name.upper()}")
             vocab = sd["embeddings.token_embedding.weight"].shape[0]
-            tokenizer = SDTokenizer(_bpe(vocab, path), pad_with_end=specs[name].pad_with_end)
+            tokenizer = SDTokenizer(clip_bpe(vocab, path), pad_with_end=specs[name].pad_with_end)
             sides[name] = clip_mod.ClipSide(module, tokenizer, specs[name])
             modules[f"clip_{name}"] = module
     t5_tokenize = None

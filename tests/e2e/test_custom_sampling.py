@@ -35,7 +35,21 @@ SAMPLER_OBJECTS = [(f"select_{s}", s, "KSamplerSelect", {"sampler_name": s})
      {"solver_type": "heun", "eta": 1.0, "s_noise": 1.0, "noise_device": "gpu"}),
     ("dpmpp_3m_sde_cpu", "dpmpp_3m_sde", "SamplerDPMPP_3M_SDE", {"eta": 1.0, "s_noise": 1.0, "noise_device": "cpu"}),
     ("lms_node", "lms", "SamplerLMS", {"order": 4}),
+    ("er_sde_node", "er_sde", "SamplerER_SDE", {"solver_type": "ER-SDE", "max_stage": 3, "eta": 1.0, "s_noise": 1.0}),
+    ("euler_ancestral_cfg_pp_node", "euler_ancestral_cfg_pp", "SamplerEulerAncestralCFGPP", {"eta": 1.0, "s_noise": 1.0}),
+    ("euler_cfg_pp_node", "euler_cfg_pp", "SamplerEulerCFGpp", {"version": "regular"}),
+    ("dpm_adaptive_node", "dpm_adaptive", "SamplerDPMAdaptative",
+     {"order": 3, "rtol": 0.05, "atol": 0.0078, "h_init": 0.05, "pcoeff": 0.0, "icoeff": 1.0, "dcoeff": 0.0,
+      "accept_safety": 0.81, "eta": 0.0, "s_noise": 1.0}),
+    ("sa_solver_node", "sa_solver", "SamplerSASolver",
+     {"eta": 1.0, "sde_start_percent": 0.2, "sde_end_percent": 0.8, "s_noise": 1.0, "predictor_order": 3,
+      "corrector_order": 4, "use_pece": False, "simple_order_2": False}),
+    ("sa_solver_pece_node", "sa_solver_pece", "SamplerSASolver",
+     {"eta": 1.0, "sde_start_percent": 0.2, "sde_end_percent": 0.8, "s_noise": 1.0, "predictor_order": 3,
+      "corrector_order": 4, "use_pece": True, "simple_order_2": False}),
 ]
+# sampler nodes that take the MODEL (its sigma range places their stochastic interval)
+MODEL_SAMPLERS = {"SamplerSASolver"}
 # Options away from the defaults must change the result (they reach the step functions).
 CHANGED_OPTIONS = [
     ("euler_ancestral", "SamplerEulerAncestral", {"eta": 0.5, "s_noise": 1.0}),
@@ -109,7 +123,7 @@ def ksampler(parts, sampler_name: str, scheduler: str, cfg: float = CFG, denoise
 def custom_advanced(parts, sampler_node: str, sampler_inputs: dict, scheduler_node: str, scheduler_inputs: dict,
                     guider=None) -> torch.Tensor:
     model, pos, neg, latent = parts
-    (sampler,) = _call(sampler_node, **sampler_inputs)
+    (sampler,) = _call(sampler_node, **sampler_inputs, **({"model": model} if sampler_node in MODEL_SAMPLERS else {}))
     extra = {"model": model} if scheduler_node in MODEL_SCHEDULERS else {}
     (sigmas,) = _call(scheduler_node, **scheduler_inputs, **extra)
     (noise,) = _call("RandomNoise", noise_seed=SEED)
@@ -200,7 +214,8 @@ def custom_prompt(sampler_node: str, sampler_inputs: dict, scheduler_node: str, 
     prompt["20"] = {"class_type": "RandomNoise", "inputs": {"noise_seed": SEED}}
     kind, inputs = guider or ("CFGGuider", {"positive": ["6", 0], "negative": ["7", 0], "cfg": CFG})
     prompt["21"] = {"class_type": kind, "inputs": {"model": model, **inputs}}
-    prompt["22"] = {"class_type": sampler_node, "inputs": dict(sampler_inputs)}
+    prompt["22"] = {"class_type": sampler_node,
+                    "inputs": {**sampler_inputs, **({"model": model} if sampler_node in MODEL_SAMPLERS else {})}}
     extra = {"model": model} if scheduler_node in MODEL_SCHEDULERS else {}
     prompt["23"] = {"class_type": scheduler_node, "inputs": {**scheduler_inputs, **extra}}
     sigmas = ["23", 0]
@@ -220,6 +235,11 @@ def _engine_cases() -> dict[str, dict]:
     span = {"steps": STEPS, "sigma_max": sigma_max, "sigma_min": sigma_min}
     ancestral = ("KSamplerSelect", {"sampler_name": "euler_ancestral"})
     cases.update({
+        "align_your_steps": custom_prompt(*ancestral, "AlignYourStepsScheduler",
+                                          {"model_type": "SD1", "steps": STEPS, "denoise": 1.0}),
+        "gits": custom_prompt(*ancestral, "GITSScheduler", {"coeff": 1.2, "steps": STEPS, "denoise": 1.0}),
+        "optimal_steps": custom_prompt(*ancestral, "OptimalStepsScheduler",
+                                       {"model_type": "FLUX", "steps": STEPS, "denoise": 1.0}),
         "polyexponential": custom_prompt(*ancestral, "PolyexponentialScheduler", {**span, "rho": 1.5}),
         "laplace": custom_prompt(*ancestral, "LaplaceScheduler", {**span, "mu": 0.0, "beta": 0.5}),
         "vp": custom_prompt(*ancestral, "VPScheduler", {"steps": STEPS, "beta_d": 19.9, "beta_min": 0.1,
