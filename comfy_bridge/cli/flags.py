@@ -87,7 +87,8 @@ def add_cluster_flags(p: argparse.ArgumentParser) -> None:
                    help="vTime slack: tenants within this much service of the least-served compete (default: the scheduler's)")
     p.add_argument("--max-batch", type=int, default=1, metavar="N",
                    help="samples of compatible denoising steps from different prompts run as one batch on an "
-                        "executor, per model (1: no batching; a cascade's controller overrides it for its models)")
+                        "executor (or in-process with --executors 0), per model (1: no batching; a cascade's "
+                        "controller overrides it for its models)")
     p.add_argument("--batch-window-ms", type=float, default=20.0, metavar="MS",
                    help="with --max-batch above 1: how long a batch that is not full waits for more steps")
 

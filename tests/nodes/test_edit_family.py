@@ -123,7 +123,7 @@ def test_instruct_pix2pix_conditioning_prepares_as_comfyui(monkeypatch, case):
         p = inputs["pixels"]
         return {"latent": torch.randn(p.shape[0], 4, p.shape[1] // 8, p.shape[2] // 8)}
     monkeypatch.setattr(inpaint, "call_model_fn", fake_call)
-    monkeypatch.setattr("nodes.library.ip2p._require", lambda v, *a: v)
+    monkeypatch.setattr("nodes.library.ip2p.require_component", lambda v, *a: v)
     cond = [[torch.zeros(1, 3, 8), {"pooled_output": torch.zeros(1, 8)}], [torch.zeros(1, 3, 8), {}]]
     pos, neg, latent = asyncio.run(InstructPixToPixConditioning().encode(cond, cond[:1], tensor(case["image"]), "vae"))
     assert torch.equal(seen["pixels"], tensor(case["encoded_pixels"]))
