@@ -1,10 +1,13 @@
-"""`server`: `PromptServer.instance` for node packs. The real server (comfy_bridge.server) sets `instance`;
-without one, a stub collects routes and drops messages so packs still import."""
+"""`server`: `PromptServer.instance` for node packs, and `BinaryEventTypes` (ComfyUI's server module
+re-exports it from `protocol`). The real server (comfy_bridge.server) sets `instance`; without one, a
+stub collects routes and drops messages so packs still import."""
 from __future__ import annotations
 
 from typing import Any
 
 from aiohttp import web
+
+from comfy_bridge.compat.protocol import BinaryEventTypes
 
 
 class PromptServer:
@@ -33,6 +36,9 @@ class PromptServer:
     async def send_json(self, event: Any, data: Any, sid: str | None = None) -> None:
         pass
 
+    async def send_bytes(self, event: int, data: bytes, sid: str | None = None) -> None:
+        pass
+
     def send_progress_text(self, text: str, node_id: str, sid: str | None = None) -> None:
         pass
 
@@ -50,3 +56,5 @@ class PromptServer:
 
 if PromptServer.instance is None:
     PromptServer.instance = PromptServer()
+
+__all__ = ["BinaryEventTypes", "PromptServer"]

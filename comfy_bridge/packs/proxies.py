@@ -107,10 +107,11 @@ class _ModelView:
     """What packs read from `model.model` (ComfyUI's BaseModel): sampling and latent format."""
 
     def __init__(self, ref: ModelRef) -> None:
+        from comfy_bridge.compat.comfy.latent_formats import for_format
         from nodes import arch
         from nodes.sampling.model_sampling import model_sampling_from_config
         self.model_sampling = model_sampling_from_config(arch.sampling_config(ref.arch))
-        self.latent_format = arch.latent_format(ref.arch)
+        self.latent_format = for_format(arch.latent_format(ref.arch))
         self.arch = ref.arch
 
     def __getattr__(self, name: str) -> Any:

@@ -28,8 +28,9 @@ _OPEN_CLIP_VISION = {"class_embedding": "embeddings.class_embedding", "conv1.wei
                      "ln_post.weight": "post_layernorm.weight", "ln_post.bias": "post_layernorm.bias"}
 
 
-def preprocess(image: torch.Tensor, size: int, crop: bool) -> torch.Tensor:
-    """IMAGE [B,H,W,C] -> normalised pixel values [B,3,size,size]."""
+def preprocess(image: torch.Tensor, size: int, crop: bool, mean: tuple[float, ...] = MEAN,
+               std: tuple[float, ...] = STD) -> torch.Tensor:
+    """IMAGE [B,H,W,C] -> normalised pixel values [B,3,size,size] (CLIP's channel statistics by default)."""
     image = image[..., :3].movedim(-1, 1)
     if image.shape[2] != size or image.shape[3] != size:
         if crop:
@@ -41,9 +42,9 @@ def preprocess(image: torch.Tensor, size: int, crop: bool) -> torch.Tensor:
         top, left = (image.shape[2] - size) // 2, (image.shape[3] - size) // 2
         image = image[:, :, top:top + size, left:left + size]
     image = torch.clip(255.0 * image, 0, 255).round() / 255.0
-    mean = torch.tensor(MEAN, device=image.device, dtype=image.dtype).view(3, 1, 1)
-    std = torch.tensor(STD, device=image.device, dtype=image.dtype).view(3, 1, 1)
-    return (image - mean) / std
+    mean_t = torch.tensor(mean, device=image.device, dtype=image.dtype).view(3, 1, 1)
+    std_t = torch.tensor(std, device=image.device, dtype=image.dtype).view(3, 1, 1)
+    return (image - mean_t) / std_t
 
 
 def to_transformers_layout(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

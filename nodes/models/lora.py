@@ -54,7 +54,8 @@ def clip_targets(weight_keys: list[str], kohya: str, peft: str, out: LoraTargets
     return t
 
 
-def _modules(lora: dict[str, torch.Tensor], path: str) -> dict[str, dict[str, torch.Tensor]]:
+def lora_modules(lora: dict[str, torch.Tensor], path: str) -> dict[str, dict[str, torch.Tensor]]:
+    """LoRA module name -> its {"up", "down", "alpha"} tensors; refuses a file with no up/down pair."""
     mods: dict[str, dict[str, torch.Tensor]] = {}
     for k, v in lora.items():
         for suffix, part in _PARTS.items():
@@ -66,7 +67,8 @@ def _modules(lora: dict[str, torch.Tensor], path: str) -> dict[str, dict[str, to
     return mods
 
 
-def _delta(mod: dict[str, torch.Tensor], weight: torch.Tensor, name: str, path: str) -> torch.Tensor:
+def lora_delta(mod: dict[str, torch.Tensor], weight: torch.Tensor, name: str, path: str) -> torch.Tensor:
+    """alpha / rank * up @ down in `weight`'s shape (float32); refuses a shape that does not fit."""
     up, down = mod["up"].float(), mod["down"].float()
     rank = down.shape[0]
     scale = float(mod["alpha"]) / rank if "alpha" in mod else 1.0
@@ -85,7 +87,7 @@ def merge_loras(patches: tuple[Patch, ...], targets: LoraTargets, sd: dict[str, 
     out = dict(sd)
     count = 0
     for patch in patches:
-        mods = _modules(load_state_dict(patch.path, patch.digest), patch.path)
+        mods = lora_modules(load_state_dict(patch.path, patch.digest), patch.path)
         known = [n for n in mods if n.startswith(UNET_FAMILY + TE_FAMILY)]
         if not known:
             raise ModelLoadError(patch.path, "LoRA names match no known layout (expected lora_unet_/lora_te_ "
@@ -101,7 +103,7 @@ def merge_loras(patches: tuple[Patch, ...], targets: LoraTargets, sd: dict[str, 
             if "up" not in mod or "down" not in mod:
                 raise ModelLoadError(patch.path, f"LoRA weight {name} lacks its up or down matrix")
             key = targets.names[name]
-            delta = _delta(mod, out[key], name, patch.path)
+            delta = lora_delta(mod, out[key], name, patch.path)
             if patch.strength != 0.0:
                 # Merged in float32: the module is built in float32 anyway, and fp16 sums lose the delta.
                 out[key] = out[key].float() + patch.strength * delta

@@ -1,0 +1,38 @@
+"""`comfy.clip_vision`: loading a CLIP vision file (a CLIP_VISION, as our CLIPVisionLoader returns: the
+encoder runs on the executors) and ComfyUI's image preprocessing, which is our encoder's own
+(nodes.models.clip_vision.preprocess)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+
+from cluster.refs import ModelRef
+from comfy_bridge.packs.origin import UnsupportedFeature
+from nodes.library.clip_vision import COMPONENT, clip_vision_file
+from nodes.library.clip_vision import ClipVisionOutput as Output
+from nodes.loaders import make_ref
+from nodes.models.clip_vision import MEAN, STD, preprocess
+
+
+def clip_preprocess(image: torch.Tensor, size: int = 224, mean: Sequence[float] = MEAN, std: Sequence[float] = STD,
+                    crop: bool = True) -> torch.Tensor:
+    """IMAGE [B,H,W,C] -> [B,3,size,size]: resize (short side, then center crop; or squash), 8-bit levels,
+    normalised by `mean` / `std`."""
+    return preprocess(image, size, crop, tuple(mean), tuple(std))
+
+
+def load(ckpt_path: str) -> ModelRef:
+    """A CLIP_VISION for the file, as CLIPVisionLoader gives (CLIPVisionEncode encodes with it)."""
+    path = Path(ckpt_path)
+    clip_vision_file(path, "ckpt_path")
+    return make_ref(COMPONENT, "clip_vision", [path])
+
+
+def load_clipvision_from_sd(sd: dict[str, torch.Tensor], prefix: str = "", convert_keys: bool = False) -> Any:
+    raise UnsupportedFeature("comfy.clip_vision.load_clipvision_from_sd",
+                             "CLIP vision models load from files: use comfy.clip_vision.load or CLIPVisionLoader")
+
+
+__all__ = ["Output", "clip_preprocess", "load", "load_clipvision_from_sd"]
