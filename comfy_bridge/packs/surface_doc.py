@@ -57,7 +57,15 @@ MODULE_SURFACE: dict[str, tuple[str, ...]] = {
     "comfy.comfy_types": ("IO", "ComfyNodeABC", "InputTypeDict", "CheckLazyMixin", "FileLocator"),
     "comfy.controlnet": ("ControlNet", "load_controlnet"),
     "comfy.model_base": ("BaseModel", "ModelType"),
-    "comfy.k_diffusion.sampling": ("sample_euler", "get_sigmas_karras", "to_d", "default_noise_sampler"),
+    "comfy.k_diffusion.sampling": (
+        "sample_euler", "sample_euler_ancestral", "sample_heun", "sample_heunpp2", "sample_dpm_2",
+        "sample_dpm_2_ancestral", "sample_lms", "sample_dpmpp_2s_ancestral", "sample_dpmpp_sde", "sample_dpmpp_2m",
+        "sample_dpmpp_2m_sde", "sample_dpmpp_3m_sde", "sample_ddpm", "sample_lcm", "sample_ipndm", "sample_deis",
+        "sample_euler_cfg_pp", "sample_euler_ancestral_cfg_pp", "sample_dpmpp_2m_cfg_pp", "sample_res_multistep",
+        "sample_er_sde", "sample_seeds_2", "sample_sa_solver", "get_sigmas_karras", "get_sigmas_exponential",
+        "get_sigmas_polyexponential", "get_sigmas_vp", "get_sigmas_laplace", "to_d", "append_dims", "append_zero",
+        "get_ancestral_step", "default_noise_sampler", "BrownianTreeNoiseSampler", "sigma_to_half_log_snr",
+        "half_log_snr_to_sigma"),
     "latent_preview": ("prepare_callback", "get_previewer"),
     "node_helpers": ("pillow", "conditioning_set_values", "hasher"),
     "nodes": (
