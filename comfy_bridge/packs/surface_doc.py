@@ -48,7 +48,15 @@ MODULE_SURFACE: dict[str, tuple[str, ...]] = {
         "throw_exception_if_processing_interrupted", "InterruptProcessingException"),
     "comfy.samplers": (
         "KSampler", "KSampler.SAMPLERS", "KSampler.SCHEDULERS", "SAMPLER_NAMES", "KSAMPLER_NAMES",
-        "SCHEDULER_NAMES", "SCHEDULER_HANDLERS", "sampler_object", "KSAMPLER", "CFGGuider", "calculate_sigmas"),
+        "SCHEDULER_NAMES", "SCHEDULER_HANDLERS", "sampler_object", "ksampler", "KSAMPLER", "KSamplerX0Inpaint",
+        "CFGGuider", "calculate_sigmas", "simple_scheduler", "normal_scheduler", "beta_scheduler", "ddim_scheduler",
+        "linear_quadratic_schedule", "kl_optimal_scheduler", "cfg_function", "sampling_function", "calc_cond_batch",
+        "sample"),
+    "comfy.sampler_helpers": (
+        "prepare_mask", "get_models_from_cond", "convert_cond", "get_additional_models",
+        "get_additional_models_from_model_options", "cleanup_additional_models", "cleanup_models", "estimate_memory",
+        "prepare_sampling", "get_hooks_from_cond", "prepare_model_patcher"),
+    "comfy_extras.nodes_custom_sampler": ("Noise_RandomNoise", "Noise_EmptyNoise"),
     "comfy.sample": ("prepare_noise", "fix_empty_latent_channels", "sample", "sample_custom"),
     "comfy.sd": ("load_checkpoint_guess_config", "load_diffusion_model", "load_lora_for_models", "load_clip",
                  "CLIP", "VAE"),
