@@ -4,6 +4,8 @@ in-process with ComfyUI's numbers, the conditioning helpers, and clear errors fo
 BaseModel."""
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -129,3 +131,24 @@ async def test_a_pack_noise_and_sampler_object_sample_as_our_nodes(packs_registr
     assert ran_pack.success, ran_pack.status_messages
     assert ran_core.success, ran_core.status_messages
     assert torch.equal(output(ran_pack, "sca")["samples"], output(ran_core, "sca")["samples"])
+
+
+def _recorded_dpm_solver_cases() -> list[dict]:
+    path = Path(__file__).parents[1] / "nodes" / "fixtures" / "comfyui_sampling_functions.json"
+    return [c for c in json.loads(path.read_text())["samplers"] if c["sampler"] in ("dpm_fast", "dpm_adaptive")]
+
+
+@pytest.mark.parametrize("case", _recorded_dpm_solver_cases(),
+                         ids=lambda c: f"{c['kind']}-{c['sampler']}-{len(c['options'])}-{c['cfg']}")
+def test_dpm_solver_sampler_functions_match_comfyui(case):
+    """ComfyUI's ksampler(name).sampler_function for the two DPM-Solver samplers (recorded in the sampling
+    fixture of tests/nodes): over the schedule, to its last non-zero sigma."""
+    class Toy(ToyGuided):
+        def __call__(self, x, sigma, model_options=None, seed=None, **kwargs):
+            s = sigma.reshape(-1, 1, 1, 1)
+            cond, uncond = 0.8 * x / (1 + s) + 0.1 * torch.tanh(x), 0.6 * x / (1 + s * s) ** 0.5 - 0.05
+            return uncond + (cond - uncond) * case["cfg"]
+    fn = samplers.ksampler(case["sampler"]).sampler_function
+    out = fn(Toy(None), tensor(case["x"]), tensor(case["sigmas"]), extra_args={"seed": 123, "model_options": {}},
+             callback=None, disable=True, **case["options"])
+    torch.testing.assert_close(out, tensor(case["out"]), atol=2e-5, rtol=1e-5)

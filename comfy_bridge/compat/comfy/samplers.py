@@ -215,11 +215,29 @@ class KSAMPLER(Sampler):
         return ms.inverse_noise_scaling(sigmas[-1], samples)
 
 
+def _over_sigmas(name: str) -> Callable[..., torch.Tensor]:
+    """dpm_fast / dpm_adaptive as sampler functions over a schedule (ComfyUI's wrappers): from its first sigma to
+    its last non-zero one, dpm_fast in as many model evaluations as the schedule has steps."""
+    def run(model: Any, noise: torch.Tensor, sigmas: torch.Tensor, extra_args: dict | None = None,
+            callback: Callable | None = None, disable: bool | None = None, **options: Any) -> torch.Tensor:
+        if len(sigmas) <= 1:
+            return noise
+        sigma_min = sigmas[-1] if sigmas[-1] != 0 else sigmas[-2]
+        if name == "dpm_fast":
+            return k_diffusion_sampling.sample_dpm_fast(model, noise, sigma_min, sigmas[0], len(sigmas) - 1,
+                                                        extra_args=extra_args, callback=callback, disable=disable)
+        return k_diffusion_sampling.sample_dpm_adaptive(model, noise, sigma_min, sigmas[0], extra_args=extra_args,
+                                                        callback=callback, disable=disable, **options)
+    return run
+
+
 class _NamedKSAMPLER(SamplerChoice, KSAMPLER):
     """A KSAMPLER for one of our samplers by name: also the SamplerChoice our SamplerCustom nodes take."""
 
     @property
     def sampler_function(self) -> Callable[..., torch.Tensor]:  # type: ignore[override]
+        if self.name in ("dpm_fast", "dpm_adaptive"):
+            return _over_sigmas(self.name)
         fn = getattr(k_diffusion_sampling, f"sample_{'euler' if self.name == 'ddim' else self.name}", None)
         if fn is None:
             raise UnsupportedFeature(f"comfy.samplers.sampler_object({self.name!r}).sampler_function",

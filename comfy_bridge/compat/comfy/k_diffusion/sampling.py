@@ -4,8 +4,8 @@ Each `sample_<name>(model, x, sigmas, extra_args=None, callback=None, disable=No
 step function of nodes.sampling.samplers' sampler of that name in a loop around `model(x, sigma, **extra_args)`,
 so a pack's own sampling loop gets this backend's numbers (which match ComfyUI's). The per-step noise is
 ComfyUI's: a generator seeded with `extra_args["seed"]` (Brownian tree for the SDE samplers), or the pack's
-`noise_sampler`. dpm_fast / dpm_adaptive (their signature takes the schedule's ends) and ddim / uni_pc (not
-k-diffusion functions) are not here.
+`noise_sampler`. sample_dpm_fast / sample_dpm_adaptive take the schedule's ends, as k-diffusion's do (their
+callback comes once per model evaluation / attempted step here). ddim and uni_pc are not k-diffusion functions.
 """
 from __future__ import annotations
 
@@ -27,7 +27,8 @@ __all__ = ["append_dims", "append_zero", "to_d", "sigma_to_half_log_snr", "half_
            "get_sigmas_laplace"]
 
 # k-diffusion options our samplers do not take, and the value at which ComfyUI's result does not depend on them.
-_NEUTRAL = {"s_churn": 0.0, "s_tmin": 0.0, "s_tmax": math.inf, "s_noise": 1.0}
+_NEUTRAL = {"s_churn": 0.0, "s_tmin": 0.0, "s_tmax": math.inf, "s_noise": 1.0, "eta": 0.0}
+# Not k-diffusion functions of the common signature (dpm_fast / dpm_adaptive are defined below).
 _NOT_FUNCTIONS = {"ddim", "uni_pc", "uni_pc_bh2", "dpm_fast", "dpm_adaptive"}
 
 
@@ -200,6 +201,33 @@ def _function(name: str) -> Callable[..., Tensor]:
     return sample
 
 
+def sample_dpm_fast(model: Callable[..., Tensor], x: Tensor, sigma_min: Any, sigma_max: Any, n: int,
+                    extra_args: dict | None = None, callback: Callable[[dict], Any] | None = None,
+                    disable: bool | None = None, eta: float = 0.0, s_noise: float = 1.0,
+                    noise_sampler: Callable | None = None) -> Tensor:
+    """DPM-Solver-fast from sigma_max to sigma_min in n model evaluations."""
+    if sigma_min <= 0 or sigma_max <= 0:
+        raise ValueError("sigma_min and sigma_max must not be 0")
+    # our dpm_fast reads only the schedule's ends and its length
+    sigmas = torch.linspace(float(sigma_max), float(sigma_min), n + 1)
+    return _run("dpm_fast", model, x, sigmas, extra_args, callback, noise_sampler, {"eta": eta, "s_noise": s_noise})
+
+
+def sample_dpm_adaptive(model: Callable[..., Tensor], x: Tensor, sigma_min: Any, sigma_max: Any,
+                        extra_args: dict | None = None, callback: Callable[[dict], Any] | None = None,
+                        disable: bool | None = None, noise_sampler: Callable | None = None,
+                        return_info: bool = False, **options: Any) -> Tensor:
+    """DPM-Solver-12 / 23 with adaptive steps from sigma_max to sigma_min."""
+    if sigma_min <= 0 or sigma_max <= 0:
+        raise ValueError("sigma_min and sigma_max must not be 0")
+    if return_info:
+        raise UnsupportedFeature("comfy.k_diffusion.sampling.sample_dpm_adaptive(return_info=True)",
+                                 "the solver's step statistics are not kept")
+    sigmas = torch.tensor([float(sigma_max), float(sigma_min)])
+    return _run("dpm_adaptive", model, x, sigmas, extra_args, callback, noise_sampler, options)
+
+
+__all__ += ["sample_dpm_fast", "sample_dpm_adaptive"]
 for _name in SAMPLER_NAMES:
     if _name not in _NOT_FUNCTIONS:
         globals()[f"sample_{_name}"] = _function(_name)
