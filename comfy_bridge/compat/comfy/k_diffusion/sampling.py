@@ -22,9 +22,9 @@ from nodes.sampling.noise import BrownianNoise, GaussianNoise
 from nodes.sampling.sampler_base import DENOISED, append_dims, half_log_snr, sigma_from_half_log_snr, to_d
 from nodes.sampling.samplers import SAMPLER_NAMES, SAMPLER_OPTIONS, configured_sampler
 
-__all__ = ["append_dims", "append_zero", "to_d", "sigma_to_half_log_snr", "half_log_snr_to_sigma", "get_ancestral_step", "default_noise_sampler", "BrownianTreeNoiseSampler",
-           "get_sigmas_karras", "get_sigmas_exponential", "get_sigmas_polyexponential", "get_sigmas_vp",
-           "get_sigmas_laplace"]
+__all__ = ["append_dims", "append_zero", "to_d", "sigma_to_half_log_snr", "half_log_snr_to_sigma",
+           "get_ancestral_step", "default_noise_sampler", "BrownianTreeNoiseSampler", "get_sigmas_karras",
+           "get_sigmas_exponential", "get_sigmas_polyexponential", "get_sigmas_vp", "get_sigmas_laplace"]
 
 # k-diffusion options our samplers do not take, and the value at which ComfyUI's result does not depend on them.
 _NEUTRAL = {"s_churn": 0.0, "s_tmin": 0.0, "s_tmax": math.inf, "s_noise": 1.0, "eta": 0.0}
@@ -107,9 +107,6 @@ class _PackNoise:
 
     def __call__(self, sigma: Tensor, sigma_next: Tensor) -> Tensor:
         return self.fn(sigma, sigma_next)
-
-    def like(self, x: Tensor) -> Tensor:
-        return self.fn(None, None)
 
     def save_state(self, state: dict) -> None:
         return None
