@@ -91,3 +91,14 @@ def test_a_pack_noise_sampler_is_used_and_an_unknown_setting_is_refused():
     k.sample_euler(ToyGuided(None), x, sigmas, s_churn=0.0, s_tmax=float("inf"))
     with pytest.raises(UnsupportedFeature, match="s_churn"):
         k.sample_euler(ToyGuided(None), x, sigmas, s_churn=0.5)
+
+
+def test_dpm_adaptive_calls_back_each_step_and_sigma_helpers_need_our_model_sampling():
+    seen = []
+    k.sample_dpm_adaptive(ToyGuided(None), torch.randn(1, 1, 2, 2), 0.03, 14.6, callback=seen.append)
+    assert len(seen) > 2 and float(seen[-1]["sigma"]) == pytest.approx(0.03)
+    flow = _model_sampling("flow")
+    lam = k.sigma_to_half_log_snr(torch.tensor([0.25]), flow)
+    torch.testing.assert_close(k.half_log_snr_to_sigma(lam, flow), torch.tensor([0.25]))
+    with pytest.raises(UnsupportedFeature, match="model_sampling"):
+        k.sigma_to_half_log_snr(torch.tensor([0.25]), object())

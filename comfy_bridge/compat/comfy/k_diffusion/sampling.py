@@ -146,7 +146,7 @@ def _model_sampling(model: Any) -> ModelSampling | None:
 def _ours(model_sampling: Any) -> ModelSampling:
     if not isinstance(model_sampling, ModelSampling):
         raise UnsupportedFeature("comfy.k_diffusion.sampling with ComfyUI's model_sampling objects",
-                                 "pass this backend's ModelSampling (comfy.model_management / MODEL proxies give it)")
+                                 "pass this backend's (a MODEL's get_model_object('model_sampling') gives it)")
     return model_sampling
 
 
@@ -183,7 +183,8 @@ def _run(name: str, model: Callable[..., Tensor], x: Tensor, sigmas: Tensor, ext
         x_in = x
         x = sampler.step(bound, x, sigmas, i, state, noise, model_sampling=ms)
         if callback is not None:
-            callback({"x": x_in, "i": i, "sigma": sigmas[i], "sigma_hat": sigmas[i], "denoised": state[DENOISED]})
+            sigma = sigmas[min(i, len(sigmas) - 1)]   # dpm_adaptive takes more steps than its two sigmas
+            callback({"x": x_in, "i": i, "sigma": sigma, "sigma_hat": sigma, "denoised": state[DENOISED]})
         i += 1
     return x
 
