@@ -2,21 +2,30 @@
 
 `SCHEDULER_NAMES` / `KSampler.SCHEDULERS` and `SAMPLER_NAMES` / `KSampler.SAMPLERS` are the very lists the
 core KSampler offers, and `SCHEDULER_HANDLERS` writes through to the schedules the core KSampler
-computes sigmas from, so a scheduler a pack adds here is offered by KSampler and used by it. Running
-a sampler object or a guider here is not supported: sampling runs as denoise steps on the executors.
+computes sigmas from, so a scheduler a pack adds here is offered by KSampler and used by it.
+`ksampler` / `sampler_object` give SAMPLER values our SamplerCustom nodes take (a KSAMPLER that is also our
+SamplerChoice); `KSAMPLER.sample` runs its k-diffusion function in-process around a model wrapper whose
+model_sampling is ours, as ComfyUI's does. What needs ComfyUI's BaseModel (sampling_function,
+calc_cond_batch) or its guider loop raises UnsupportedFeature: sampling runs as denoise steps on the executors.
 """
 from __future__ import annotations
 
 from collections.abc import MutableMapping
 from typing import Any, Callable, Iterator, NamedTuple
 
+import math
+
 import torch
 
+from comfy_bridge.compat.comfy.k_diffusion import sampling as k_diffusion_sampling
 from comfy_bridge.packs.origin import UnsupportedFeature
+from nodes.ksampler import SamplerChoice
 from nodes.sampling import schedules
-from nodes.sampling.samplers import SAMPLER_NAMES
+from nodes.sampling.model_sampling import ModelSampling
+from nodes.sampling.samplers import SAMPLER_NAMES, configured_sampler
 
-KSAMPLER_NAMES = SAMPLER_NAMES
+# ComfyUI's KSAMPLER_NAMES: the k-diffusion samplers; SAMPLER_NAMES adds ddim and the UniPC pair.
+KSAMPLER_NAMES = [n for n in SAMPLER_NAMES if n not in ("ddim", "uni_pc", "uni_pc_bh2")]
 SCHEDULER_NAMES = schedules.SCHEDULER_NAMES
 DISCARD_PENULTIMATE_SIGMA_SAMPLERS = set(schedules.DISCARD_PENULTIMATE_SIGMA_SAMPLERS)
 
@@ -67,30 +76,203 @@ def calculate_sigmas(model_sampling: Any, scheduler_name: str, steps: int) -> to
     return schedules.calculate_sigmas(model_sampling, scheduler_name, steps)
 
 
-class KSAMPLER:
-    """A sampler by name (what SamplerCustom-style nodes pass around as SAMPLER)."""
+def simple_scheduler(model_sampling: ModelSampling, steps: int) -> torch.Tensor:
+    return schedules.simple(model_sampling, steps)
 
-    def __init__(self, sampler_function: Any, extra_options: dict | None = None, inpaint_options: dict | None = None):
+
+def ddim_scheduler(model_sampling: ModelSampling, steps: int) -> torch.Tensor:
+    return schedules.ddim_uniform(model_sampling, steps)
+
+
+def normal_scheduler(model_sampling: ModelSampling, steps: int, sgm: bool = False, floor: bool = False) -> torch.Tensor:
+    return schedules.normal(model_sampling, steps, sgm)   # ComfyUI ignores `floor` too
+
+
+def beta_scheduler(model_sampling: ModelSampling, steps: int, alpha: float = 0.6, beta: float = 0.6) -> torch.Tensor:
+    return schedules.beta(model_sampling, steps, alpha, beta)
+
+
+def linear_quadratic_schedule(model_sampling: ModelSampling, steps: int, threshold_noise: float = 0.025,
+                              linear_steps: int | None = None) -> torch.Tensor:
+    return schedules.linear_quadratic(model_sampling, steps, threshold_noise, linear_steps)
+
+
+def kl_optimal_scheduler(n: int, sigma_min: float, sigma_max: float) -> torch.Tensor:
+    return schedules.kl_optimal(n, sigma_min, sigma_max)
+
+
+def _our_model_sampling(model_wrap: Any, what: str) -> ModelSampling:
+    ms = getattr(getattr(model_wrap, "inner_model", None), "model_sampling", None)
+    if not isinstance(ms, ModelSampling):
+        raise UnsupportedFeature(what, "it needs a model whose inner_model.model_sampling is this backend's "
+                                       "(ComfyUI's BaseModel does not run here)")
+    return ms
+
+
+def cfg_function(model: Any, cond_pred: torch.Tensor, uncond_pred: torch.Tensor, cond_scale: float, x: torch.Tensor,
+                 timestep: torch.Tensor, model_options: dict | None = None, cond: Any = None,
+                 uncond: Any = None) -> torch.Tensor:
+    """CFG of two predictions with the model options' sampler_cfg_function and post-CFG functions (ComfyUI's
+    argument dicts: `cond` / `uncond` there are x minus the predictions)."""
+    model_options = model_options or {}
+    if "sampler_cfg_function" in model_options:
+        args = {"cond": x - cond_pred, "uncond": x - uncond_pred, "cond_scale": cond_scale, "timestep": timestep,
+                "input": x, "sigma": timestep, "cond_denoised": cond_pred, "uncond_denoised": uncond_pred,
+                "model": model, "model_options": model_options, "input_cond": cond, "input_uncond": uncond}
+        result = x - model_options["sampler_cfg_function"](args)
+    else:
+        result = uncond_pred + (cond_pred - uncond_pred) * cond_scale
+    for fn in model_options.get("sampler_post_cfg_function", []):
+        result = fn({"denoised": result, "cond": cond, "uncond": uncond, "cond_scale": cond_scale, "model": model,
+                     "uncond_denoised": uncond_pred, "cond_denoised": cond_pred, "sigma": timestep,
+                     "model_options": model_options, "input": x})
+    return result
+
+
+def calc_cond_batch(model: Any, conds: list, x_in: torch.Tensor, timestep: torch.Tensor,
+                    model_options: dict) -> list[torch.Tensor]:
+    raise UnsupportedFeature("comfy.samplers.calc_cond_batch", "it runs ComfyUI's BaseModel, which does not run "
+                                                               "here; the denoise steps run on the executors")
+
+
+def calc_cond_uncond_batch(model: Any, cond: Any, uncond: Any, x_in: torch.Tensor, timestep: torch.Tensor,
+                           model_options: dict) -> tuple:
+    raise UnsupportedFeature("comfy.samplers.calc_cond_uncond_batch", "it runs ComfyUI's BaseModel, which does "
+                                                                      "not run here")
+
+
+def sampling_function(model: Any, x: torch.Tensor, timestep: torch.Tensor, uncond: Any, cond: Any,
+                      cond_scale: float, model_options: dict | None = None, seed: int | None = None) -> torch.Tensor:
+    raise UnsupportedFeature("comfy.samplers.sampling_function", "it runs ComfyUI's BaseModel on the "
+                                                                 "conditioning, which does not run here")
+
+
+class KSamplerX0Inpaint:
+    """A model wrapper's x0 prediction with the latent kept outside the denoise mask (ComfyUI's inpainting
+    wrapper), for a wrapper whose inner_model.model_sampling is ours."""
+
+    def __init__(self, model: Any, sigmas: torch.Tensor) -> None:
+        self.inner_model, self.sigmas = model, sigmas
+        self.noise: torch.Tensor | None = None
+        self.latent_image: torch.Tensor | None = None
+
+    def __call__(self, x: torch.Tensor, sigma: torch.Tensor, denoise_mask: torch.Tensor | None = None,
+                 model_options: dict | None = None, seed: int | None = None) -> torch.Tensor:
+        model_options = model_options or {}
+        if denoise_mask is not None:
+            if "denoise_mask_function" in model_options:
+                denoise_mask = model_options["denoise_mask_function"](
+                    sigma, denoise_mask, extra_options={"model": self.inner_model, "sigmas": self.sigmas})
+            ms = _our_model_sampling(self.inner_model, "comfy.samplers.KSamplerX0Inpaint with a denoise mask")
+            kept = ms.noise_scaling(sigma.reshape([sigma.shape[0]] + [1] * (x.ndim - 1)), self.noise,
+                                    self.latent_image)
+            x = x * denoise_mask + kept * (1.0 - denoise_mask)
+        out = self.inner_model(x, sigma, model_options=model_options, seed=seed)
+        if denoise_mask is not None:
+            out = out * denoise_mask + self.latent_image * (1.0 - denoise_mask)
+        return out
+
+
+class Sampler:
+    def sample(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError
+
+    def max_denoise(self, model_wrap: Any, sigmas: torch.Tensor) -> bool:
+        max_sigma = float(model_wrap.inner_model.model_sampling.sigma_max)
+        sigma = float(sigmas[0])
+        return math.isclose(max_sigma, sigma, rel_tol=1e-05) or sigma > max_sigma
+
+
+class KSAMPLER(Sampler):
+    """A k-diffusion sampler function with its options. `sample` runs it in-process, as ComfyUI's does: noise
+    scaled to sigmas[0], the function over the inpainting wrapper, the result scaled back."""
+
+    def __init__(self, sampler_function: Callable[..., torch.Tensor], extra_options: dict | None = None,
+                 inpaint_options: dict | None = None) -> None:
         self.sampler_function = sampler_function
         self.extra_options = extra_options or {}
         self.inpaint_options = inpaint_options or {}
 
-    def sample(self, *args: Any, **kwargs: Any) -> Any:
-        raise UnsupportedFeature("comfy.samplers.KSAMPLER.sample", "sampling runs as denoise steps on the executors; "
-                                 "use nodes.common_ksampler")
+    def sample(self, model_wrap: Any, sigmas: torch.Tensor, extra_args: dict, callback: Callable | None,
+               noise: torch.Tensor, latent_image: torch.Tensor | None = None,
+               denoise_mask: torch.Tensor | None = None, disable_pbar: bool = False) -> torch.Tensor:
+        ms = _our_model_sampling(model_wrap, "comfy.samplers.KSAMPLER.sample")
+        if latent_image is None:
+            latent_image = torch.zeros_like(noise)
+        extra_args["denoise_mask"] = denoise_mask
+        model_k = KSamplerX0Inpaint(model_wrap, sigmas)
+        model_k.latent_image = latent_image
+        if self.inpaint_options.get("random", False):
+            generator = torch.manual_seed(extra_args.get("seed", 41) + 1)
+            model_k.noise = torch.randn(noise.shape, generator=generator).to(noise)
+        else:
+            model_k.noise = noise
+        x = ms.noise_scaling(sigmas[0], noise, latent_image, self.max_denoise(model_wrap, sigmas))
+        steps = len(sigmas) - 1
+        k_callback = None if callback is None else (lambda d: callback(d["i"], d["denoised"], d["x"], steps))
+        samples = self.sampler_function(model_k, x, sigmas, extra_args=extra_args, callback=k_callback,
+                                        disable=disable_pbar, **self.extra_options)
+        return ms.inverse_noise_scaling(sigmas[-1], samples)
 
 
-Sampler = KSAMPLER
+def _over_sigmas(name: str) -> Callable[..., torch.Tensor]:
+    """dpm_fast / dpm_adaptive as sampler functions over a schedule (ComfyUI's wrappers): from its first sigma to
+    its last non-zero one, dpm_fast in as many model evaluations as the schedule has steps."""
+    def run(model: Any, noise: torch.Tensor, sigmas: torch.Tensor, extra_args: dict | None = None,
+            callback: Callable | None = None, disable: bool | None = None, **options: Any) -> torch.Tensor:
+        if len(sigmas) <= 1:
+            return noise
+        sigma_min = sigmas[-1] if sigmas[-1] != 0 else sigmas[-2]
+        if name == "dpm_fast":
+            return k_diffusion_sampling.sample_dpm_fast(model, noise, sigma_min, sigmas[0], len(sigmas) - 1,
+                                                        extra_args=extra_args, callback=callback, disable=disable)
+        return k_diffusion_sampling.sample_dpm_adaptive(model, noise, sigma_min, sigmas[0], extra_args=extra_args,
+                                                        callback=callback, disable=disable, **options)
+    return run
+
+
+class _NamedKSAMPLER(SamplerChoice, KSAMPLER):
+    """A KSAMPLER for one of our samplers by name: also the SamplerChoice our SamplerCustom nodes take."""
+
+    @property
+    def sampler_function(self) -> Callable[..., torch.Tensor]:  # type: ignore[override]
+        if self.name in ("dpm_fast", "dpm_adaptive"):
+            return _over_sigmas(self.name)
+        fn = getattr(k_diffusion_sampling, f"sample_{'euler' if self.name == 'ddim' else self.name}", None)
+        if fn is None:
+            raise UnsupportedFeature(f"comfy.samplers.sampler_object({self.name!r}).sampler_function",
+                                     "this sampler runs only as denoise steps on the executors")
+        return fn
+
+    @property
+    def extra_options(self) -> dict:  # type: ignore[override]
+        return dict(self.options)
+
+    @property
+    def inpaint_options(self) -> dict:  # type: ignore[override]
+        return {"random": True} if self.name == "ddim" else {}
 
 
 def ksampler(sampler_name: str, extra_options: dict | None = None, inpaint_options: dict | None = None) -> KSAMPLER:
+    """The named sampler with options: a SAMPLER our nodes take where our sampler has those settings, else a
+    plain KSAMPLER of its function (which only runs in-process)."""
     if sampler_name not in SAMPLER_NAMES:
         raise ValueError(f"unknown sampler {sampler_name!r}")
-    return KSAMPLER(sampler_name, extra_options, inpaint_options)
+    extra_options = extra_options or {}
+    try:
+        configured_sampler(sampler_name, extra_options)
+    except (ValueError, TypeError):
+        return KSAMPLER(_NamedKSAMPLER(sampler_name).sampler_function, extra_options, inpaint_options)
+    return _NamedKSAMPLER(sampler_name, tuple(extra_options.items()))
 
 
 def sampler_object(name: str) -> KSAMPLER:
     return ksampler(name)
+
+
+def sample(*args: Any, **kwargs: Any) -> Any:
+    raise UnsupportedFeature("comfy.samplers.sample", "sampling runs as denoise steps on the executors; "
+                                                      "use nodes.common_ksampler")
 
 
 class CFGGuider:

@@ -3,6 +3,7 @@ subclass a node class. Each module answers the core node classes of this backend
 them, as `nodes` does); a name this backend lacks raises an AttributeError naming it."""
 from __future__ import annotations
 
+import importlib
 import importlib.machinery
 import sys
 from types import ModuleType
@@ -88,6 +89,11 @@ MODULE_NAMES = (
 )
 
 
+# Names of a module that are not node classes: (module, attribute) -> where they live here.
+EXTRAS = {("nodes_custom_sampler", "Noise_RandomNoise"): "comfy_bridge.compat.comfy_extras._noise",
+          ("nodes_custom_sampler", "Noise_EmptyNoise"): "comfy_bridge.compat.comfy_extras._noise"}
+
+
 def _module(name: str) -> ModuleType:
     full = f"{__name__}.{name}"
     module = ModuleType(full, f"comfy_extras.{name}: core node classes by name")
@@ -96,6 +102,8 @@ def _module(name: str) -> ModuleType:
     def lookup(attr: str) -> Any:
         if attr.startswith("__"):   # introspection (inspect, pickle) must not import the node package
             raise AttributeError(attr)
+        if (name, attr) in EXTRAS:
+            return getattr(importlib.import_module(EXTRAS[name, attr]), attr)
         import nodes
         if attr in nodes.NODE_CLASS_MAPPINGS:
             return nodes.NODE_CLASS_MAPPINGS[attr]
