@@ -7,11 +7,18 @@ from typing import Any
 from cluster.refs import ModelRef
 
 
+def require_ref(value: Any, component: str, input_name: str, type_name: str) -> ModelRef:
+    """`value` as a ModelRef of `component`, else a ValueError saying which input expected which type
+    (`type_name`, as the node declares it) and what came instead."""
+    if not isinstance(value, ModelRef) or value.component != component:
+        article = "an" if type_name[0] in "AEIOU" else "a"
+        raise ValueError(f"{input_name}: expected {article} {type_name}, got {type(value).__name__}")
+    return value
+
+
 def require_model(value: Any) -> ModelRef:
     """`value` as a MODEL (a diffusion model's ModelRef), else a ValueError naming what came instead."""
-    if not isinstance(value, ModelRef) or value.component != "diffusion_model":
-        raise ValueError(f"model: expected a MODEL, got {type(value).__name__}")
-    return value
+    return require_ref(value, "diffusion_model", "model", "MODEL")
 
 
 def require_component(value: Any, component: str, input_name: str) -> ModelRef:

@@ -12,7 +12,7 @@ from typing import Any
 
 from cluster.refs import ModelRef
 from nodes.models.merge import OPTION, MergeStep, merges
-from nodes.inputs import require_model
+from nodes.inputs import require_model, require_ref
 
 MODULE = "comfy_extras.nodes_attention_multiply"
 CATEGORY = "_for_testing/attention_experiments"
@@ -119,8 +119,7 @@ class CLIPAttentionMultiply:
         return {"required": {"clip": ("CLIP", {}), "q": FACTOR, "k": FACTOR, "v": FACTOR, "out": FACTOR}}
 
     def patch(self, clip: Any, q: float, k: float, v: float, out: float) -> tuple[ModelRef]:
-        if not isinstance(clip, ModelRef) or clip.component != "text_encoder":
-            raise ValueError(f"clip: expected a CLIP, got {type(clip).__name__}")
+        require_ref(clip, "text_encoder", "clip", "CLIP")
         if clip.arch not in SD_FAMILY:
             raise ValueError(f"CLIPAttentionMultiply supports the SD1/SD2/SDXL text encoders; this CLIP is "
                              f"{clip.arch!r}")

@@ -12,6 +12,7 @@ from cluster.refs import ModelRef
 from nodes.ksampler import call_model_fn
 from nodes.loaders import make_ref, model_file
 from nodes.workspace import active
+from nodes.inputs import require_ref
 
 COMPONENT = "clip_vision"
 
@@ -77,8 +78,7 @@ class CLIPVisionEncode:
     DESCRIPTION = "Encodes images with a CLIP vision model, for style models and unCLIP conditioning."
 
     async def encode(self, clip_vision: ModelRef, image: torch.Tensor, crop: str) -> tuple[ClipVisionOutput]:
-        if not isinstance(clip_vision, ModelRef) or clip_vision.component != COMPONENT:
-            raise ValueError(f"clip_vision: expected a CLIP_VISION, got {type(clip_vision).__name__}")
+        require_ref(clip_vision, COMPONENT, "clip_vision", "CLIP_VISION")
         out = await call_model_fn("clip_vision_encode", clip_vision, "clip_vision", {"image": image},
                                   {"crop": crop == "center"})
         return (ClipVisionOutput(out["last_hidden_state"], out["image_embeds"], out["penultimate_hidden_states"]),)

@@ -10,13 +10,14 @@ from typing import Any
 
 import torch
 
-from cluster.refs import ModelRef, Patch, file_digest
+from cluster.refs import Patch, file_digest
 from nodes.conditioning import require
 from nodes.conditioning_ops import set_values
 from nodes.loaders import CheckpointLoaderSimple, model_file
 from nodes.modelfns.hooks import (HookGroup, HookKeyframe, HookKeyframes, WeightHook, combine_all, new_id,
                                   set_clip_hooks)
 from nodes.workspace import active
+from nodes.inputs import require_ref
 
 log = logging.getLogger(__name__)
 MODULE = "comfy_extras.nodes_hooks"
@@ -229,8 +230,7 @@ class SetClipHooks(_Hooks):
                    "to the conds it makes, schedule_clip encodes once per keyframe range.")
 
     def apply_hooks(self, clip, apply_to_conds, schedule_clip, hooks=None):
-        if not isinstance(clip, ModelRef) or clip.component != "text_encoder":
-            raise ValueError(f"clip: expected a CLIP, got {type(clip).__name__}")
+        require_ref(clip, "text_encoder", "clip", "CLIP")
         hooks = _hooks(hooks, "hooks")
         if hooks is None:
             return (clip,)

@@ -15,6 +15,7 @@ from nodes.ksampler import call_model_fn
 from nodes.library.clip_vision import ClipVisionOutput
 from nodes.loaders import make_ref, model_file
 from nodes.workspace import active
+from nodes.inputs import require_ref
 
 COMPONENT = "style_model"
 
@@ -86,8 +87,7 @@ class StyleModelApply:
 
     async def apply_stylemodel(self, conditioning: list, style_model: ModelRef, clip_vision_output: ClipVisionOutput,
                                strength: float, strength_type: str) -> tuple[list]:
-        if not isinstance(style_model, ModelRef) or style_model.component != COMPONENT:
-            raise ValueError(f"style_model: expected a STYLE_MODEL, got {type(style_model).__name__}")
+        require_ref(style_model, COMPONENT, "style_model", "STYLE_MODEL")
         biased = strength_type == "attn_bias" and strength != 1.0
         if style_model.arch == "flux_redux" and (biased or any("attention_mask" in k for _, k in conditioning)):
             raise ValueError("strength_type: an attention bias on a Flux Redux style model is not supported yet "

@@ -9,6 +9,7 @@ from cluster.refs import ModelRef
 from nodes.ksampler import call_model_fn
 from nodes.loaders import make_ref, model_file
 from nodes.workspace import active
+from nodes.inputs import require_ref
 
 MODULE = "comfy_extras.nodes_upscale_model"
 COMPONENT = "upscale_model"
@@ -56,8 +57,7 @@ class ImageUpscaleWithModel:
     RELATIVE_PYTHON_MODULE = MODULE
 
     async def upscale(self, upscale_model: ModelRef, image: torch.Tensor) -> tuple[torch.Tensor]:
-        if not isinstance(upscale_model, ModelRef) or upscale_model.component != COMPONENT:
-            raise ValueError(f"upscale_model: expected an UPSCALE_MODEL, got {type(upscale_model).__name__}")
+        require_ref(upscale_model, COMPONENT, "upscale_model", "UPSCALE_MODEL")
         out = await call_model_fn("upscale_image", upscale_model, "upscale_model", {"image": image}, {})
         return (out["image"],)
 
