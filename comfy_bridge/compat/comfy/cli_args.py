@@ -22,3 +22,43 @@ args = argparse.Namespace(
     max_upload_size=100, extra_model_paths_config=None, whitelist_custom_nodes=[], front_end_version=None,
     front_end_root=None, disable_metadata=False, windows_standalone_build=False,
 )
+
+
+class _LenientParser(argparse.ArgumentParser):
+    """ComfyUI's command-line parser for packs that parse the command line themselves (some call
+    `parser.parse_args()` at import). Arguments it does not know, or cannot parse, are ignored: this
+    process's command line is the server's, not ComfyUI's, and a pack's import must not exit on it."""
+
+    def parse_args(self, args=None, namespace=None):  # type: ignore[override]
+        try:
+            known, _unknown = self.parse_known_args(args, namespace)
+        except (argparse.ArgumentError, SystemExit):
+            known, _unknown = self.parse_known_args([], namespace)
+        return known
+
+    def error(self, message: str):  # type: ignore[override]
+        raise argparse.ArgumentError(None, message)
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    p = _LenientParser(prog="comfy", add_help=False)
+    p.add_argument("--listen", type=str, default=args.listen, nargs="?", const="0.0.0.0,::")
+    p.add_argument("--preview-method", type=LatentPreviewMethod, default=args.preview_method,
+                   choices=list(LatentPreviewMethod))
+    p.add_argument("--verbose", default=args.verbose, const="DEBUG", nargs="?")
+    for name, default in sorted(vars(args).items()):
+        if name in ("listen", "preview_method", "verbose"):
+            continue
+        flag = "--" + name.replace("_", "-")
+        if isinstance(default, bool):
+            p.add_argument(flag, dest=name, action="store_true", default=default)
+        elif isinstance(default, list):
+            p.add_argument(flag, dest=name, nargs="+", default=list(default))
+        elif isinstance(default, int):
+            p.add_argument(flag, dest=name, type=int, default=default)
+        else:
+            p.add_argument(flag, dest=name, type=str, default=default)
+    return p
+
+
+parser = _build_parser()

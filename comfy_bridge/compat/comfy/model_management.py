@@ -55,6 +55,11 @@ def get_torch_device() -> torch.device:
     return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
 
 
+def get_autocast_device(dev: Any) -> str:
+    """The device type string torch.autocast takes ("cuda" when `dev` is not a torch.device)."""
+    return dev.type if hasattr(dev, "type") else "cuda"
+
+
 def get_torch_device_name(device: Any = None) -> str:
     device = device or get_torch_device()
     if getattr(device, "type", "cpu") == "cuda":

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np  # noqa: F401  (ComfyUI's comfy.sample imports numpy as np; packs read comfy.sample.np)
+
 from comfy_bridge.packs.origin import UnsupportedFeature
 from nodes.ksampler import fix_empty_latent_channels
 from nodes.sampling.noise import prepare_noise

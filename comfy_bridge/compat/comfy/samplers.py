@@ -310,3 +310,103 @@ class KSampler:
 
     def sample(self, *args: Any, **kwargs: Any) -> Any:
         raise UnsupportedFeature("comfy.samplers.KSampler.sample", "use nodes.common_ksampler")
+
+
+# ---- cond batching (packs with their own CFG loop: area / mask weights and batching of prepared conds) ----
+
+class CondObj(NamedTuple):
+    """One prepared cond entry for one model call (ComfyUI's `cond_obj`)."""
+    input_x: torch.Tensor
+    mult: torch.Tensor
+    conditioning: dict
+    area: list | None
+    control: Any
+    patches: dict | None
+    uuid: Any
+    hooks: Any
+
+
+def add_area_dims(area: list, num_dims: int) -> list:
+    """An area [sizes..., offsets...] padded at the front with whole-axis dims up to `num_dims` axes."""
+    while len(area) // 2 < num_dims:
+        half = len(area) // 2
+        area = [2147483648] + area[:half] + [0] + area[half:]
+    return area
+
+
+def get_area_and_mult(conds: dict, x_in: torch.Tensor, timestep_in: torch.Tensor) -> CondObj | None:
+    """The part of `x_in` a prepared cond entry covers and its per-element weight, or None when the entry's
+    timestep range excludes `timestep_in`. The weight is the mask (times mask_strength) or, for an area
+    without a mask, ones feathered over up to 8 elements at inner edges; both times the entry's strength.
+    The entry's model_conds are processed to the batch size and area."""
+    dims = tuple(x_in.shape[2:])
+    if "timestep_start" in conds and timestep_in[0] > conds["timestep_start"]:
+        return None
+    if "timestep_end" in conds and timestep_in[0] < conds["timestep_end"]:
+        return None
+    area = None
+    if "area" in conds:
+        area = add_area_dims(list(conds["area"]), len(dims))
+        half = len(area) // 2
+        if half > len(dims):
+            area = area[:len(dims)] + area[half:half + len(dims)]
+    n = len(dims)
+    strength = conds.get("strength", 1.0)
+    input_x = x_in
+    if area is not None:
+        for i in range(n):
+            area[i] = min(input_x.shape[i + 2] - area[n + i], area[i])
+            input_x = input_x.narrow(i + 2, area[n + i], area[i])
+    if "mask" in conds:
+        mask = conds["mask"][:input_x.shape[0]]
+        if area is not None:
+            for i in range(n):
+                mask = mask.narrow(i + 1, area[n + i], area[i])
+        mask = mask * conds.get("mask_strength", 1.0)
+        reps = (input_x.shape[0] // mask.shape[0], input_x.shape[1]) + (1,) * (mask.ndim - 1)
+        mask = mask.unsqueeze(1).repeat(reps)
+    else:
+        mask = torch.ones_like(input_x)
+    mult = mask * strength
+    if "mask" not in conds and area is not None:
+        for i in range(n):
+            ramp = min(8, mult.shape[2 + i] // 4)
+            for t in range(ramp):
+                w = (t + 1) / ramp
+                if area[n + i] != 0:
+                    mult.narrow(i + 2, t, 1).mul_(w)
+                if area[i] + area[n + i] < x_in.shape[i + 2]:
+                    mult.narrow(i + 2, area[i] - 1 - t, 1).mul_(w)
+    conditioning = {k: c.process_cond(batch_size=x_in.shape[0], area=area)
+                    for k, c in conds["model_conds"].items()}
+    if "gligen" in conds:
+        raise UnsupportedFeature("comfy.samplers.get_area_and_mult (gligen)",
+                                 "GLIGEN models run in ComfyUI's process; they are not loaded here")
+    return CondObj(input_x, mult, conditioning, area, conds.get("control"), None, conds.get("uuid"),
+                   conds.get("hooks"))
+
+
+def cond_equal_size(c1: dict, c2: dict) -> bool:
+    if c1 is c2:
+        return True
+    return c1.keys() == c2.keys() and all(c1[k].can_concat(c2[k]) for k in c1)
+
+
+def can_concat_cond(c1: CondObj, c2: CondObj) -> bool:
+    """Whether two prepared entries can run in one model call: same input shape, the very same control and
+    patches objects (or none on both), and model conds that concatenate."""
+    if c1.input_x.shape != c2.input_x.shape:
+        return False
+    for a, b in ((c1.control, c2.control), (c1.patches, c2.patches)):
+        if (a is None) != (b is None) or (a is not None and a is not b):
+            return False
+    return cond_equal_size(c1.conditioning, c2.conditioning)
+
+
+def cond_cat(c_list: list[dict]) -> dict:
+    """Model conds of several entries joined per key (each key's first value concatenates the rest)."""
+    grouped: dict[str, list] = {}
+    for c in c_list:
+        for k, v in c.items():
+            grouped.setdefault(k, []).append(v)
+    return {k: vs[0].concat(vs[1:]) for k, vs in grouped.items()}

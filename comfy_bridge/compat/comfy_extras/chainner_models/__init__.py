@@ -1,0 +1,1 @@
+"""`comfy_extras.chainner_models`: ComfyUI's deprecated upscale-model loading module (now spandrel)."""
