@@ -1,0 +1,1 @@
+"""`comfy.cldm`: the ControlNet model class name."""

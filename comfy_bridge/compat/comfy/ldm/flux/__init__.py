@@ -1,0 +1,1 @@
+"""`comfy.ldm.flux`: Flux layers, rope math and the model class name."""

@@ -1,0 +1,1 @@
+"""`comfy.ldm.models`: the autoencoder class name."""

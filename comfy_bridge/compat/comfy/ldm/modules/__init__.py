@@ -1,0 +1,1 @@
+"""`comfy.ldm.modules`: attention, diffusion-model building blocks and distributions."""

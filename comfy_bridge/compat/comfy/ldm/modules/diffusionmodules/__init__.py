@@ -1,0 +1,1 @@
+"""`comfy.ldm.modules.diffusionmodules`: UNet pieces (util, openaimodel, mmdit)."""

@@ -1,0 +1,1 @@
+"""`comfy.ldm.modules.distributions`: the VAE posterior (DiagonalGaussianDistribution)."""

@@ -1,0 +1,1 @@
+"""`comfy.ldm.wan`: Wan helpers (sinusoidal_embedding_1d)."""
