@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from comfy_bridge.compat.comfy import model_detection  # noqa: F401  (packs import it from comfy.sd)
 from comfy_bridge.packs.origin import UnsupportedFeature
 from comfy_bridge.packs.proxies import CLIP, VAE, ModelPatcher, wrap
 
@@ -28,6 +29,17 @@ def load_diffusion_model(unet_path: str, model_options: dict | None = None) -> M
     return wrap(make_ref("diffusion_model", arch, [Path(unet_path)]))
 
 
+def load_unet(unet_path: str, dtype: Any = None) -> ModelPatcher:
+    """ComfyUI's older name for load_diffusion_model (dtype is the executors' choice here)."""
+    return load_diffusion_model(unet_path)
+
+
+def load_diffusion_model_state_dict(sd: dict, model_options: dict | None = None) -> ModelPatcher:
+    raise UnsupportedFeature("comfy.sd.load_diffusion_model_state_dict",
+                             "diffusion models are loaded from files on the executors, not from an in-process "
+                             "state dict: use comfy.sd.load_diffusion_model with a path, or nodes.UNETLoader")
+
+
 def load_lora_for_models(model: Any, clip: Any, lora: Any, strength_model: float, strength_clip: float) -> tuple:
     raise UnsupportedFeature("comfy.sd.load_lora_for_models with a state dict",
                              "LoRAs are applied from files: use nodes.LoraLoader")
@@ -38,4 +50,4 @@ def load_clip(*args: Any, **kwargs: Any) -> CLIP:
 
 
 __all__ = ["CLIP", "VAE", "ModelPatcher", "load_checkpoint_guess_config", "load_diffusion_model",
-           "load_lora_for_models", "load_clip"]
+           "load_unet", "load_diffusion_model_state_dict", "load_lora_for_models", "load_clip", "model_detection"]

@@ -92,7 +92,9 @@ MODULE_NAMES = (
 # Names of a module that are not node classes: (module, attribute) -> where they live here.
 EXTRAS = {("nodes_custom_sampler", "Noise_RandomNoise"): "comfy_bridge.compat.comfy_extras._noise",
           ("nodes_custom_sampler", "Noise_EmptyNoise"): "comfy_bridge.compat.comfy_extras._noise",
-          ("nodes_stable3d", "camera_embeddings"): "comfy_bridge.compat.comfy_extras._stable3d"}
+          ("nodes_stable3d", "camera_embeddings"): "comfy_bridge.compat.comfy_extras._stable3d",
+          ("nodes_model_advanced", "LCM"): "comfy_bridge.compat.comfy_extras._model_advanced",
+          ("nodes_model_advanced", "ModelSamplingDiscreteDistilled"): "comfy_bridge.compat.comfy_extras._model_advanced"}
 
 
 def _module(name: str) -> ModuleType:

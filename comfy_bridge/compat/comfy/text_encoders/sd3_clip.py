@@ -1,0 +1,43 @@
+"""`comfy.text_encoders.sd3_clip`: ComfyUI's SD3 text encoder classes (CLIP-L + CLIP-G + T5-XXL). Packs check
+a CLIP's encoder against them; building one refuses: text encoders run on the executors, and a CLIP here is
+a reference to its weights (encode with CLIP.encode_from_tokens / nodes.CLIPTextEncode)."""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from comfy_bridge.packs.origin import UnsupportedFeature
+
+
+def _refusing(name: str, base: type = torch.nn.Module) -> type:
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        raise UnsupportedFeature(f"comfy.text_encoders.sd3_clip.{name}(...)",
+                                 "text encoders are built and run on the executors; a CLIP is a reference to "
+                                 "its weights (use CLIP.encode_from_tokens)")
+    return type(name, (base,), {"__init__": __init__, "__module__": __name__,
+                                "__doc__": f"ComfyUI's {name} (a name to check against; building one refuses)."})
+
+
+T5XXLModel = _refusing("T5XXLModel")
+T5XXLTokenizer = _refusing("T5XXLTokenizer", object)
+SD3Tokenizer = _refusing("SD3Tokenizer", object)
+SD3ClipModel = _refusing("SD3ClipModel")
+
+
+def t5_xxl_detect(state_dict: dict, prefix: str = "") -> dict:
+    """dtype_t5 (and t5xxl_scaled_fp8) of a T5-XXL state dict, as ComfyUI reads them."""
+    out: dict = {}
+    weight = state_dict.get(f"{prefix}encoder.final_layer_norm.weight")
+    if weight is not None:
+        out["dtype_t5"] = weight.dtype
+    if f"{prefix}scaled_fp8" in state_dict:
+        out["t5xxl_scaled_fp8"] = state_dict[f"{prefix}scaled_fp8"].dtype
+    return out
+
+
+def sd3_clip(*args: Any, **kwargs: Any) -> type:
+    raise UnsupportedFeature("comfy.text_encoders.sd3_clip.sd3_clip", "text encoders are built on the executors")
+
+
+__all__ = ["T5XXLModel", "T5XXLTokenizer", "SD3Tokenizer", "SD3ClipModel", "t5_xxl_detect", "sd3_clip"]
