@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from comfy_bridge.packs.origin import PackOrigin, record
+from comfy_bridge.packs.pip_guard import guard_pack_installs_at_runtime
 from comfy_bridge.registry import NodeRegistry
 
 log = logging.getLogger(__name__)
@@ -173,8 +174,10 @@ def run_prestartup_scripts(directories: list[Path], only: set[str] | None = None
 
 async def load_custom_nodes(registry: NodeRegistry, directories: list[Path], only: set[str] | None = None) -> None:
     """Prestartup scripts, then every pack of `directories` (only those named in `only`, when given:
-    ComfyUI's --disable-all-custom-nodes with --whitelist-custom-nodes)."""
+    ComfyUI's --disable-all-custom-nodes with --whitelist-custom-nodes). pip runs that packs start
+    themselves meanwhile cannot replace torch (PIP_CONSTRAINT)."""
     directories = [Path(d) for d in directories]
+    guard_pack_installs_at_runtime()
     run_prestartup_scripts(directories, only)
     times = []
     for directory in directories:

@@ -149,11 +149,12 @@ class Server:
 
 
 def start_our_server(packs_dir: Path, workspace: Path, wait_s: float, extra_args: list[str]) -> Server:
-    """`comfy-cluster serve` on a fresh workspace whose extra_model_paths.yaml adds the packs folder and the
-    probe as custom_nodes folders, as a user would."""
-    workspace.mkdir(parents=True, exist_ok=True)
-    (workspace / "extra_model_paths.yaml").write_text(
-        f"packs_check:\n  custom_nodes: |\n    {packs_dir.resolve()}\n    {PROBES}\n")
+    """`comfy-cluster serve` on a fresh workspace with the packs in its custom_nodes folder (linked) and the probe
+    added by its extra_model_paths.yaml, as a user would."""
+    (workspace / "custom_nodes").mkdir(parents=True, exist_ok=True)
+    for pack in packs_dir.iterdir():   # some packs refuse to load from a path without "custom_nodes" in it
+        (workspace / "custom_nodes" / pack.name).symlink_to(pack.resolve())
+    (workspace / "extra_model_paths.yaml").write_text(f"packs_check:\n  custom_nodes: {PROBES}\n")
     port = free_port()
     log_path = workspace / "server.log"
     cmd = [sys.executable, "-m", "comfy_bridge.cli", "serve", "--workspace", str(workspace), "--port", str(port),

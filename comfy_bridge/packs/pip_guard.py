@@ -9,12 +9,13 @@ resolution (`--dry-run --report`) is read for anything of the family it would st
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Sequence
+from typing import MutableMapping, Sequence
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
@@ -121,3 +122,21 @@ def install_requirements(requirements: Path, python: str = sys.executable,
         if done.returncode != 0:
             raise RequirementsError("pip install failed:\n" + (done.stderr or done.stdout).strip())
     return [f"{name}=={version}" for name, version in plan]
+
+
+def guard_pack_installs_at_runtime(environ: MutableMapping[str, str] = os.environ) -> Path:
+    """Pin the torch family for the pip runs packs start themselves while they load (ComfyUI-Manager's
+    startup script, packs that install a missing module on import): pip reads PIP_CONSTRAINT, and the
+    child processes packs spawn inherit it. Constraints already set there are kept. Returns the file."""
+    from importlib import metadata
+    installed = {}
+    for name in sorted(TORCH_FAMILY):
+        try:
+            installed[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    pins = Path(tempfile.gettempdir()) / f"comfy-cluster-torch-pins-{os.getpid()}.txt"
+    pins.write_text(constraints(installed))
+    existing = [p for p in environ.get("PIP_CONSTRAINT", "").split() if p and p != str(pins)]
+    environ["PIP_CONSTRAINT"] = " ".join([*existing, str(pins)])
+    return pins

@@ -4,6 +4,7 @@ sees this one's packages (torch included), with wheels made here and no package 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import zipfile
@@ -159,3 +160,20 @@ def test_cli_reports_the_refusal(wheels, tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith("refused:") and "torchvision" in err
     assert not (tmp_path / "ws" / "custom_nodes" / "vision_pack").exists()
+
+
+def test_pip_runs_a_pack_starts_while_loading_cannot_replace_torch(venv, wheels, tmp_path, monkeypatch):
+    """ComfyUI-Manager's startup script and some packs run pip themselves while they load; the loader pins
+    the torch family for them through PIP_CONSTRAINT, keeping constraints the user had set."""
+    import torch
+    from comfy_bridge.packs.pip_guard import guard_pack_installs_at_runtime
+    mine = tmp_path / "mine.txt"
+    mine.write_text("numpy<3\n")
+    environ = {"PIP_CONSTRAINT": str(mine)}
+    pins = guard_pack_installs_at_runtime(environ)
+    assert environ["PIP_CONSTRAINT"] == f"{mine} {pins}"
+    assert f"torch=={torch.__version__}\n" in pins.read_text()
+    make_wheel(wheels, "torch", "0.0.1")
+    plan = subprocess.run([venv, "-m", "pip", "install", "--dry-run", *offline(wheels), "torch==0.0.1"],
+                          capture_output=True, text=True, env={**os.environ, **environ})
+    assert plan.returncode != 0 and "torch==0.0.1" in plan.stdout + plan.stderr
