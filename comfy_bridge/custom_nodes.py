@@ -18,6 +18,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+import nodes
+from comfy_bridge import compat
 from comfy_bridge.packs.origin import PackOrigin, record
 from comfy_bridge.packs.pip_guard import guard_pack_installs_at_runtime
 from comfy_bridge.registry import NodeRegistry
@@ -75,6 +77,7 @@ async def load_pack(registry: NodeRegistry, path: Path) -> bool:
         web = getattr(module, "WEB_DIRECTORY", None)
         if web is not None and (module_dir / web).is_dir():
             registry.web_directories[name] = (module_dir / web).resolve()
+            nodes.EXTENSION_WEB_DIRS[name] = str(registry.web_directories[name])
         relative = f"custom_nodes.{name}"
         mappings = getattr(module, "NODE_CLASS_MAPPINGS", None)
         if mappings is not None:
@@ -177,6 +180,7 @@ async def load_custom_nodes(registry: NodeRegistry, directories: list[Path], onl
     ComfyUI's --disable-all-custom-nodes with --whitelist-custom-nodes). pip runs that packs start
     themselves meanwhile cannot replace torch (PIP_CONSTRAINT)."""
     directories = [Path(d) for d in directories]
+    compat.import_as_comfyui_has()
     guard_pack_installs_at_runtime()
     run_prestartup_scripts(directories, only)
     times = []
@@ -187,6 +191,9 @@ async def load_custom_nodes(registry: NodeRegistry, directories: list[Path], onl
             start = time.perf_counter()
             ok = await load_pack(registry, path)
             times.append((time.perf_counter() - start, path, ok))
+    for name, folder in list(nodes.EXTENSION_WEB_DIRS.items()):   # what packs put there themselves
+        if name not in registry.web_directories and Path(folder).is_dir():
+            registry.web_directories[name] = Path(folder).resolve()
     if times:
         log.info("Import times for custom nodes:")
         for seconds, path, ok in sorted(times, key=lambda t: t[0]):

@@ -12,6 +12,9 @@ from pathlib import Path
 from typing import Any
 
 MAX_RESOLUTION = 16384
+# ComfyUI's {pack name: web folder}: the server serves each under /extensions/<name>/; packs may add to it
+# directly instead of declaring WEB_DIRECTORY (Impact Pack does).
+EXTENSION_WEB_DIRS: dict[str, str] = {}
 
 _MODULES = ("loaders", "model_nodes", "latent", "image", "image_io", "conditioning_ops", "cascade_nodes")
 _load_lock = threading.RLock()   # re-entrant: a node module being loaded may read `nodes.X` itself

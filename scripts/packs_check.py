@@ -212,14 +212,14 @@ def run_cases(base: str, folder: str) -> list[dict]:
     cases_file, fixture_file = CASES / f"{folder}.json", FIXTURES / f"{folder}.json"
     if not cases_file.is_file() or not fixture_file.is_file():
         return []
-    fixture = json.loads(fixture_file.read_text())
+    expected_by_name = {c["name"]: c["expected"] for c in json.loads(fixture_file.read_text())["cases"]}
     _, input_specs, cases = recorder.load_cases(cases_file)
     comfy = recorder.ComfyUI(base)
     for name in input_specs:
         comfy.upload_input(name, recorder.make_input_file(input_specs[name]))
     results = []
     for case in cases:
-        expected = fixture["cases"].get(case["name"])
+        expected = expected_by_name.get(case["name"])
         try:
             got = recorder.record_case(comfy, case)
             ok, why = same_outputs(expected, got) if expected else (False, "not recorded on ComfyUI")

@@ -10,6 +10,7 @@ from typing import Any, Callable
 import torch
 from PIL import Image
 
+from comfy_bridge.compat.comfy.cli_args import LatentPreviewMethod  # noqa: F401  (packs read it here)
 from comfy_bridge.compat.comfy.utils import ProgressBar
 from comfy_bridge.packs.origin import UnsupportedFeature
 from nodes import previews

@@ -212,6 +212,24 @@ for _name in UNSUPPORTED_MODEL_SETTERS:
     setattr(ModelPatcher, _name, _unsupported_setter(_name))
 
 
+def _unsupported_loading(feature: str) -> Callable:
+    def method(self: Any, *args: Any, **kwargs: Any) -> None:
+        raise UnsupportedFeature(f"MODEL.{feature}", "the diffusion model is loaded, patched and unloaded by the "
+                                                     "executors that run it")
+    method.__name__ = feature
+    return method
+
+
+# ModelPatcher's own loading machinery: packs read these at import (to wrap or replace them later);
+# calling one refuses.
+UNSUPPORTED_MODEL_LOADING = (
+    "patch_model", "unpatch_model", "partially_load", "partially_unload", "patch_weight_to_device",
+    "model_patches_to", "pre_run", "cleanup", "detach", "inject_model", "eject_model",
+)
+for _name in UNSUPPORTED_MODEL_LOADING:
+    setattr(ModelPatcher, _name, _unsupported_loading(_name))
+
+
 class Tokens(dict):
     """What CLIP.tokenize returns: opaque to packs here; the text encoder tokenizes on its executor."""
 

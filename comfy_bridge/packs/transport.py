@@ -84,7 +84,7 @@ def import_pack_module(module: str) -> None:
         return
     from comfy_bridge import compat
     from comfy_bridge.custom_nodes import import_module_file
-    compat.install()                        # the pack imports folder_paths, comfy.*, ...
+    compat.import_as_comfyui_has()          # the pack imports folder_paths, comfy.*, ...
     if Path(module + ".py").is_file():      # a single-file pack
         import_module_file(Path(module + ".py"))
         return

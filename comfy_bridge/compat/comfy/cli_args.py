@@ -21,6 +21,18 @@ args = argparse.Namespace(
     dont_print_server=False, multi_user=False, deterministic=False, enable_cors_header=None,
     max_upload_size=100, extra_model_paths_config=None, whitelist_custom_nodes=[], front_end_version=None,
     front_end_root=None, disable_metadata=False, windows_standalone_build=False,
+    # The rest of ComfyUI 0.3.64's settings, at its defaults: packs read them (attention choice, precision).
+    async_offload=False, auto_launch=False, bf16_text_enc=False, bf16_unet=False, comfy_api_base="https://api.comfy.org",
+    cpu_vae=False, cuda_device=None, cuda_malloc=False, database_url=None, default_device=None,
+    default_hashing_function="sha256", directml=None, disable_auto_launch=False, disable_cuda_malloc=False,
+    disable_ipex_optimize=False, disable_mmap=False, disable_xformers=False, dont_upcast_attention=False,
+    enable_compress_response_body=False, fast=set(), force_channels_last=False, force_non_blocking=False,
+    force_upcast_attention=False, fp16_text_enc=False, fp16_unet=False, fp32_text_enc=False, fp32_unet=False,
+    fp64_unet=False, fp8_e4m3fn_text_enc=False, fp8_e4m3fn_unet=False, fp8_e5m2_text_enc=False,
+    fp8_e5m2_unet=False, fp8_e8m0fnu_unet=False, log_stdout=False, mmap_torch_files=False, normalvram=False,
+    oneapi_device_selector=None, quick_test_for_ci=False, reserve_vram=None, supports_fp8_compute=False,
+    tls_certfile=None, tls_keyfile=None, use_flash_attention=False, use_pytorch_cross_attention=False,
+    use_quad_cross_attention=False, use_sage_attention=False, use_split_cross_attention=False,
 )
 
 
@@ -52,8 +64,8 @@ def _build_parser() -> argparse.ArgumentParser:
         flag = "--" + name.replace("_", "-")
         if isinstance(default, bool):
             p.add_argument(flag, dest=name, action="store_true", default=default)
-        elif isinstance(default, list):
-            p.add_argument(flag, dest=name, nargs="+", default=list(default))
+        elif isinstance(default, (list, set)):
+            p.add_argument(flag, dest=name, nargs="*", default=type(default)(default))
         elif isinstance(default, int):
             p.add_argument(flag, dest=name, type=int, default=default)
         else:

@@ -4,30 +4,19 @@ executors, and a CLIP here is a reference to its weights (encode with CLIP.encod
 nodes.CLIPTextEncode)."""
 from __future__ import annotations
 
-from typing import Any
+from comfy_bridge.compat.comfy.text_encoder_classes import refusing_class
 
-import torch
+MODULE = "comfy.sdxl_clip"
 
-from comfy_bridge.packs.origin import UnsupportedFeature
-
-
-def _refusing(name: str, base: type = torch.nn.Module) -> type:
-    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        raise UnsupportedFeature(f"comfy.sdxl_clip.{name}(...)", "text encoders are built and run on the executors; "
-                                 "a CLIP is a reference to its weights (use CLIP.encode_from_tokens)")
-    return type(name, (base,), {"__init__": __init__, "__module__": __name__,
-                                "__doc__": f"ComfyUI's {name} (a name to check against; building one refuses)."})
-
-
-SDXLClipG = _refusing("SDXLClipG")
-SDXLClipGTokenizer = _refusing("SDXLClipGTokenizer", object)
-SDXLTokenizer = _refusing("SDXLTokenizer", object)
-SDXLClipModel = _refusing("SDXLClipModel")
-SDXLRefinerClipModel = _refusing("SDXLRefinerClipModel")
-StableCascadeClipGTokenizer = _refusing("StableCascadeClipGTokenizer", object)
-StableCascadeTokenizer = _refusing("StableCascadeTokenizer", object)
-StableCascadeClipG = _refusing("StableCascadeClipG")
-StableCascadeClipModel = _refusing("StableCascadeClipModel")
+SDXLClipG = refusing_class(MODULE, "SDXLClipG")
+SDXLClipGTokenizer = refusing_class(MODULE, "SDXLClipGTokenizer", object)
+SDXLTokenizer = refusing_class(MODULE, "SDXLTokenizer", object)
+SDXLClipModel = refusing_class(MODULE, "SDXLClipModel")
+SDXLRefinerClipModel = refusing_class(MODULE, "SDXLRefinerClipModel")
+StableCascadeClipGTokenizer = refusing_class(MODULE, "StableCascadeClipGTokenizer", object)
+StableCascadeTokenizer = refusing_class(MODULE, "StableCascadeTokenizer", object)
+StableCascadeClipG = refusing_class(MODULE, "StableCascadeClipG")
+StableCascadeClipModel = refusing_class(MODULE, "StableCascadeClipModel")
 
 __all__ = ["SDXLClipG", "SDXLClipGTokenizer", "SDXLTokenizer", "SDXLClipModel", "SDXLRefinerClipModel",
            "StableCascadeClipGTokenizer", "StableCascadeTokenizer", "StableCascadeClipG", "StableCascadeClipModel"]

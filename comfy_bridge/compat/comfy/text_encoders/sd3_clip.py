@@ -5,24 +5,16 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
-
+from comfy_bridge.compat.comfy.text_encoder_classes import refusing_class
 from comfy_bridge.packs.origin import UnsupportedFeature
 
-
-def _refusing(name: str, base: type = torch.nn.Module) -> type:
-    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        raise UnsupportedFeature(f"comfy.text_encoders.sd3_clip.{name}(...)",
-                                 "text encoders are built and run on the executors; a CLIP is a reference to "
-                                 "its weights (use CLIP.encode_from_tokens)")
-    return type(name, (base,), {"__init__": __init__, "__module__": __name__,
-                                "__doc__": f"ComfyUI's {name} (a name to check against; building one refuses)."})
+MODULE = "comfy.text_encoders.sd3_clip"
 
 
-T5XXLModel = _refusing("T5XXLModel")
-T5XXLTokenizer = _refusing("T5XXLTokenizer", object)
-SD3Tokenizer = _refusing("SD3Tokenizer", object)
-SD3ClipModel = _refusing("SD3ClipModel")
+T5XXLModel = refusing_class(MODULE, "T5XXLModel")
+T5XXLTokenizer = refusing_class(MODULE, "T5XXLTokenizer", object)
+SD3Tokenizer = refusing_class(MODULE, "SD3Tokenizer", object)
+SD3ClipModel = refusing_class(MODULE, "SD3ClipModel")
 
 
 def t5_xxl_detect(state_dict: dict, prefix: str = "") -> dict:
