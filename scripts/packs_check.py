@@ -17,7 +17,8 @@ outputs of the recorded cases (tests/packs/real_packs/cases/<folder>.json) are r
 scripts/record_comfyui_fixtures.py --out-dir tests/packs/real_packs/comfyui_0_3_64.
 
 `check` optionally installs each pack's requirements under the torch guard (comfy_bridge.packs.pip_guard),
-starts `comfy-cluster serve` with the packs, and reports per pack: imported or not with the first missing
+starts `comfy-cluster serve` with the packs (pip runs the packs start themselves keep numpy and torch: run
+real ComfyUI with the same PIP_CONSTRAINT when recording), and reports per pack: imported or not with the first missing
 name, the nodes ComfyUI registers that we do not, web extensions served, routes answering as they do on
 ComfyUI, and the recorded cases giving ComfyUI's outputs.
 """
@@ -49,6 +50,11 @@ FIXTURES = REAL_PACKS / "comfyui_0_3_64"
 CASES = REAL_PACKS / "cases"
 PROBES = REPO / "scripts" / "pack_probes"   # a custom_nodes folder holding only the probe
 ROUTE_TIMEOUT_S = 10.0
+# GET routes are asked without parameters, except those whose path names an action (ComfyUI-Manager's
+# /manager/reboot restarts the server, /snapshot/restore rewrites packs): a word of the path among these.
+ACTION_WORDS = frozenset({"reboot", "restart", "update", "install", "uninstall", "remove", "delete", "restore",
+                          "save", "reset", "start", "stop", "set", "switch", "refresh", "deduplicate", "upload",
+                          "download", "fetch", "clear", "fix", "import", "export"})
 # The exception lines of a failed import that name what was missing.
 MISSING = re.compile(r"^(?:ModuleNotFoundError|ImportError|AttributeError|NameError|NotImplementedError)"
                      r"[^\n]*$", re.M)
@@ -91,6 +97,10 @@ def http_get(base: str, path: str, timeout: float = ROUTE_TIMEOUT_S) -> tuple[in
         return f"error: {e}", b""
 
 
+def is_action(path: str) -> bool:
+    return bool(ACTION_WORDS & set(re.split(r"[/_.\-]+", path.lower())))
+
+
 def pack_of_file(file: str, packs_dir: Path) -> str | None:
     try:
         return Path(file).resolve().relative_to(packs_dir.resolve()).parts[0]
@@ -100,7 +110,7 @@ def pack_of_file(file: str, packs_dir: Path) -> str | None:
 
 def read_server(base: str, packs_dir: Path, folders: list[str], log_text: str) -> dict[str, dict]:
     """Per pack folder: imported, error, nodes, extensions, routes {path: status} (GET routes without
-    path parameters, each asked once)."""
+    path parameters that name no action, each asked once)."""
     failures = import_failures(log_text)
     info = json.loads(http_get(base, "/object_info", timeout=300)[1])
     extensions = json.loads(http_get(base, "/extensions")[1])
@@ -111,7 +121,7 @@ def read_server(base: str, packs_dir: Path, folders: list[str], log_text: str) -
         nodes = sorted(name for name, d in info.items() if d.get("python_module") == module)
         prefix = f"/extensions/{folder}/"
         own = sorted({r["path"] for r in routes if r["method"] == "GET" and "{" not in r["path"]
-                      and pack_of_file(r["file"], packs_dir) == folder})
+                      and not is_action(r["path"]) and pack_of_file(r["file"], packs_dir) == folder})
         result[folder] = {
             "imported": folder not in failures and (packs_dir / folder).is_dir(),
             "error": failures.get(folder) or None,
@@ -148,6 +158,20 @@ class Server:
                 os.killpg(self.process.pid, signal.SIGKILL)
 
 
+def keep_installed(path: Path) -> Path:
+    """pip constraints holding this environment's versions of what packs' own pip runs would change under
+    both servers alike (ComfyUI-Manager's startup script installs numpy<2): numpy and the torch family."""
+    from importlib import metadata
+    pins = []
+    for name in ("numpy", "torch", "torchvision", "torchaudio"):
+        try:
+            pins.append(f"{name}=={metadata.version(name)}\n")
+        except metadata.PackageNotFoundError:
+            pass
+    path.write_text("".join(pins))
+    return path
+
+
 def start_our_server(packs_dir: Path, workspace: Path, wait_s: float, extra_args: list[str]) -> Server:
     """`comfy-cluster serve` on a fresh workspace with the packs in its custom_nodes folder (linked) and the probe
     added by its extra_model_paths.yaml, as a user would."""
@@ -159,8 +183,10 @@ def start_our_server(packs_dir: Path, workspace: Path, wait_s: float, extra_args
     log_path = workspace / "server.log"
     cmd = [sys.executable, "-m", "comfy_bridge.cli", "serve", "--workspace", str(workspace), "--port", str(port),
            *extra_args]
+    env = {**os.environ, "PIP_CONSTRAINT": str(keep_installed(workspace / "keep-installed.txt"))}
     with open(log_path, "w") as log:
-        process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=workspace)
+        process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=workspace,
+                                   env=env)
     server = Server(process, f"http://127.0.0.1:{port}", log_path)
     deadline = time.time() + wait_s
     while time.time() < deadline:

@@ -74,3 +74,12 @@ def test_case_outputs_must_equal_comfyuis():
     assert h.same_outputs(expected, {"status": "success", "outputs": {"3": image}})[0]
     assert not h.same_outputs(expected, {"status": "success", "outputs": {"3": {"images": []}}})[0]
     assert not h.same_outputs(expected, {"status": "execution_error"})[0]
+
+
+def test_routes_that_name_an_action_are_never_asked():
+    h = harness()
+    for path in ("/manager/reboot", "/manager/queue/update_all", "/snapshot/restore", "/easyuse/reboot",
+                 "/impact/set/pb_id_image", "/customnode/fetch_updates"):
+        assert h.is_action(path), path
+    for path in ("/manager/queue/status", "/snapshot/getlist", "/rgthree/link_fixer", "/pysssss/workflows"):
+        assert not h.is_action(path), path
