@@ -21,6 +21,8 @@ from comfy_bridge.execution.nodeapi import custom_function, input_types
 
 log = logging.getLogger(__name__)
 
+WIDGET_CONVERSIONS = (("INT", int), ("FLOAT", float), ("STRING", str), ("BOOLEAN", bool))
+
 
 def validate_node_input(received_type: Any, input_type: Any, strict: bool = False) -> bool:
     """Can an output of `received_type` feed an input of `input_type`?
@@ -111,10 +113,11 @@ def _check_node(registry: Any, prompt_id: str, prompt: dict, unique_id: str, val
                 # {"__value__": [...]} carries a literal list (bare lists mean links).
                 if isinstance(val, dict) and "__value__" in val:
                     val = inputs[x] = val["__value__"]
-                converter = {"INT": int, "FLOAT": float, "STRING": str, "BOOLEAN": bool}.get(
-                    input_type if isinstance(input_type, str) else None)
-                if converter is not None:
-                    val = inputs[x] = converter(val)
+                # One test after another, with ==, as ComfyUI does: a pack's wildcard type that equals every
+                # name (AlwaysEqualProxy("*")) gets each conversion in turn, ending as a bool.
+                for name, convert in WIDGET_CONVERSIONS:
+                    if input_type == name:
+                        val = inputs[x] = convert(val)
             except Exception as ex:
                 errors.append(_reason("invalid_input_type", f"Failed to convert an input value to a {input_type} value",
                                       f"{x}, {val}, {ex}", input_name=x, input_config=info, received_value=val,

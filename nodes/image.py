@@ -19,14 +19,17 @@ def scale_image(image: torch.Tensor, width: int, height: int, method: str, crop:
 
 
 class ImageScale:
+    upscale_methods = IMAGE_UPSCALE_METHODS   # packs read these lists from the class, as in ComfyUI
+    crop_methods = CROP_METHODS
+
     @classmethod
     def INPUT_TYPES(cls):
         return {"required": {
             "image": ("IMAGE",),
-            "upscale_method": (IMAGE_UPSCALE_METHODS,),
+            "upscale_method": (cls.upscale_methods,),
             "width": ("INT", {"default": 512, "min": 0, "max": MAX_RESOLUTION, "step": 1}),
             "height": ("INT", {"default": 512, "min": 0, "max": MAX_RESOLUTION, "step": 1}),
-            "crop": (CROP_METHODS,),
+            "crop": (cls.crop_methods,),
         }}
 
     RETURN_TYPES = ("IMAGE",)
@@ -46,11 +49,13 @@ class ImageScale:
 
 
 class ImageScaleBy:
+    upscale_methods = IMAGE_UPSCALE_METHODS   # packs read these lists from the class, as in ComfyUI
+
     @classmethod
     def INPUT_TYPES(cls):
         return {"required": {
             "image": ("IMAGE",),
-            "upscale_method": (IMAGE_UPSCALE_METHODS,),
+            "upscale_method": (cls.upscale_methods,),
             "scale_by": ("FLOAT", {"default": 1.0, "min": 0.01, "max": 8.0, "step": 0.01}),
         }}
 

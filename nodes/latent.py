@@ -60,14 +60,17 @@ class EmptySD3LatentImage:
 
 
 class LatentUpscale:
+    upscale_methods = LATENT_UPSCALE_METHODS   # packs read these lists from the class, as in ComfyUI
+    crop_methods = CROP_METHODS
+
     @classmethod
     def INPUT_TYPES(cls):
         return {"required": {
             "samples": ("LATENT",),
-            "upscale_method": (LATENT_UPSCALE_METHODS,),
+            "upscale_method": (cls.upscale_methods,),
             "width": ("INT", {"default": 512, "min": 0, "max": MAX_RESOLUTION, "step": 8}),
             "height": ("INT", {"default": 512, "min": 0, "max": MAX_RESOLUTION, "step": 8}),
-            "crop": (CROP_METHODS,),
+            "crop": (cls.crop_methods,),
         }}
 
     RETURN_TYPES = ("LATENT",)
@@ -94,11 +97,13 @@ class LatentUpscale:
 
 
 class LatentUpscaleBy:
+    upscale_methods = LATENT_UPSCALE_METHODS   # packs read these lists from the class, as in ComfyUI
+
     @classmethod
     def INPUT_TYPES(cls):
         return {"required": {
             "samples": ("LATENT",),
-            "upscale_method": (LATENT_UPSCALE_METHODS,),
+            "upscale_method": (cls.upscale_methods,),
             "scale_by": ("FLOAT", {"default": 1.5, "min": 0.01, "max": 8.0, "step": 0.01}),
         }}
 

@@ -1,6 +1,7 @@
 """`server`: `PromptServer.instance` for node packs, and `BinaryEventTypes` (ComfyUI's server module
 re-exports it from `protocol`). The real server (comfy_bridge.server) sets `instance`; without one, a
-stub collects routes and drops messages so packs still import."""
+stub (on executors) collects routes and hooks on an application it never runs, and drops messages, so packs
+still import there."""
 from __future__ import annotations
 
 from typing import Any
@@ -15,7 +16,8 @@ class PromptServer:
 
     def __init__(self) -> None:
         self.routes = web.RouteTableDef()
-        self.app = None
+        # Never run: packs register startup hooks and routes on it at import (comfyui-deploy does).
+        self.app = web.Application()
         self.loop = None
         self.client_id: str | None = None
         self.last_node_id: str | None = None

@@ -37,9 +37,18 @@ def _node_class(origin: PackOrigin) -> type:
     from comfy_bridge.registry import run_coroutine_sync
     classes = run_coroutine_sync(pack_classes(Path(origin.path)))
     try:
-        return classes[origin.node_id]
+        cls = classes[origin.node_id]
     except KeyError:
         raise KeyError(f"node pack {origin.pack!r} no longer defines {origin.node_id!r}") from None
+    if cls not in _INPUT_TYPES_ASKED and callable(getattr(cls, "INPUT_TYPES", None)):
+        # ComfyUI asks INPUT_TYPES while it validates, in the process that then runs the node, and some
+        # packs keep what it loads on the class (portrait-master's lists): ask once here as well.
+        cls.INPUT_TYPES()
+        _INPUT_TYPES_ASKED.add(cls)
+    return cls
+
+
+_INPUT_TYPES_ASKED: set[type] = set()
 
 
 def call_node(cls: type, function: str, kwargs: dict[str, Any], hidden: dict | None) -> Any:

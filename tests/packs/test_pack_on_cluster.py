@@ -74,3 +74,15 @@ async def test_a_hanging_node_fails_at_the_deadline_and_the_cluster_serves_on(pa
     executor, _ = await run_prompt(packs_registry, again, runtime=rt, prompt_id="c5")
     assert executor.success, executor.status_messages
     assert torch.equal(output(executor, "inv"), torch.ones(1, 8, 8, 3))
+
+
+async def test_real_pack_patterns_run_on_an_executor_as_in_comfyui(packs_registry, cluster):
+    """What INPUT_TYPES keeps on the class is there when the node runs in the executor's process, a
+    wildcard widget value gets ComfyUI's conversions in turn (INT, FLOAT, STRING, then BOOLEAN: 2 -> True),
+    and the pack's import there could hook the (never run) application's startup."""
+    head, rt = cluster
+    prompt = {"n": {"class_type": "V1ListsFromInputTypes", "inputs": {"pick": "second", "anything": 2}},
+              "show": {"class_type": "V1ShowText", "inputs": {"text": ["n", 0]}}}
+    executor, _ = await run_prompt(packs_registry, prompt, runtime=rt, prompt_id="c-patterns")
+    assert executor.success, executor.status_messages
+    assert output(executor, "n", 0) == "1 True"

@@ -7,10 +7,20 @@ from aiohttp import web
 import comfy.utils
 from server import PromptServer
 
-from .nodes import V1Invert
+from .nodes import V1Invert, V1ListsFromInputTypes
 
 PRESTARTUP_SEEN = os.environ.get("V1_PACK_PRESTARTUP")
 WEB_DIRECTORY = "./js"
+
+
+STARTED = []
+
+
+async def on_startup(app):
+    STARTED.append(True)
+
+
+PromptServer.instance.app.on_startup.append(on_startup)   # comfyui-deploy does this at import
 
 
 @PromptServer.instance.routes.get("/v1_pack/hello")
@@ -53,5 +63,5 @@ class V1ShowText:
 
 
 NODE_CLASS_MAPPINGS = {"V1Invert": V1Invert, "V1Progress": V1Progress, "V1ShowText": V1ShowText,
-                       "KSampler": V1Invert}   # a pack cannot replace a core node
+                       "V1ListsFromInputTypes": V1ListsFromInputTypes, "KSampler": V1Invert}   # a pack cannot replace a core node
 NODE_DISPLAY_NAME_MAPPINGS = {"V1Invert": "Invert (v1 pack)"}
