@@ -293,7 +293,7 @@ def compare(folder: str, real: dict, ours: dict, served: dict[str, int | str]) -
 
 
 def markdown_table(results: list[PackResult], real: dict[str, dict]) -> str:
-    rows = ["| pack | imports here | nodes (ComfyUI's) | JS files | routes | cases | |",
+    rows = ["| pack | imports on ComfyUI / here | nodes | JS files | routes | cases | note |",
             "|---|---|---|---|---|---|---|"]
     for r in results:
         ref = real[r.folder]
@@ -301,11 +301,14 @@ def markdown_table(results: list[PackResult], real: dict[str, dict]) -> str:
         js = f"{len(ref['extensions']) - len(r.extensions_missing) - len(r.extensions_not_served)}/{len(ref['extensions'])}"
         routes = f"{len(ref['routes']) - len(r.routes_differing)}/{len(ref['routes'])}"
         cases = f"{sum(c['ok'] for c in r.cases)}/{len(r.cases)}" if r.cases else "-"
-        note = r.error or ("" if ref["imported"] else f"fails on ComfyUI too: {ref['error']}")
-        if r.nodes_missing and not note:
+        note = "" if ref["imported"] else f"fails on ComfyUI too: {ref['error']}"
+        if r.nodes_missing:
             note = "missing " + ", ".join(r.nodes_missing[:3])
-        rows.append(f"| {r.folder} | {'yes' if r.imported else 'no'} | {nodes} | {js} | {routes} | {cases} | "
-                    f"{note.replace('|', '/')[:120]} |")
+        elif r.error and ref["imported"]:
+            note = r.error
+        imports = f"{'yes' if ref['imported'] else 'no'} / {'yes' if r.imported else 'no'}"
+        rows.append(f"| {r.folder} | {imports} | {nodes} | {js} | {routes} | {cases} | "
+                    f"{note.replace('|', '/')[:110]} |")
     return "\n".join(rows) + "\n"
 
 
@@ -360,6 +363,14 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 0 if works == len(results) else 1
 
 
+def cmd_table(args: argparse.Namespace) -> int:
+    real = json.loads((FIXTURES / "registry.json").read_text())["packs"]
+    fields = set(PackResult.__dataclass_fields__)
+    results = [PackResult(**{k: v for k, v in r.items() if k in fields}) for r in json.loads(args.report.read_text())]
+    sys.stdout.write(markdown_table(results, real))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="command", required=True)
@@ -376,8 +387,10 @@ def main(argv: list[str] | None = None) -> int:
     chk.add_argument("--wait", type=float, default=900.0, help="seconds to wait for the server to start")
     chk.add_argument("--keep", action="store_true", help="keep the workspace (and its server.log)")
     chk.add_argument("--server-arg", action="append", help="one more argument for `serve`")
+    tab = sub.add_parser("table", help="the README's table from a saved --report")
+    tab.add_argument("report", type=Path)
     args = ap.parse_args(argv)
-    return cmd_record(args) if args.command == "record" else cmd_check(args)
+    return {"record": cmd_record, "check": cmd_check, "table": cmd_table}[args.command](args)
 
 
 if __name__ == "__main__":
