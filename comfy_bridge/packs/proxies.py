@@ -190,12 +190,11 @@ class ModelPatcher(_Proxy):
         raise UnsupportedFeature(f"MODEL.add_object_patch({name!r})")
 
 
-def _unsupported_setter(feature: str) -> Callable:
-    def setter(self: Any, *args: Any, **kwargs: Any) -> None:
-        raise UnsupportedFeature(f"MODEL.{feature}", "the diffusion model runs on the executors, which do not "
-                                                     "apply this patch")
-    setter.__name__ = feature
-    return setter
+def _refusing_method(feature: str, why: str) -> Callable:
+    def method(self: Any, *args: Any, **kwargs: Any) -> None:
+        raise UnsupportedFeature(f"MODEL.{feature}", why)
+    method.__name__ = feature
+    return method
 
 
 # ModelPatcher setters whose patches reach inside the diffusion model: refused with a clear error.
@@ -208,26 +207,17 @@ UNSUPPORTED_MODEL_SETTERS = (
     "set_model_post_input_patch", "set_model_rope_options", "set_model_compute_dtype", "add_wrapper",
     "add_callback", "add_object_patch_with_key", "set_attachments", "set_injections",
 )
-for _name in UNSUPPORTED_MODEL_SETTERS:
-    setattr(ModelPatcher, _name, _unsupported_setter(_name))
-
-
-def _unsupported_loading(feature: str) -> Callable:
-    def method(self: Any, *args: Any, **kwargs: Any) -> None:
-        raise UnsupportedFeature(f"MODEL.{feature}", "the diffusion model is loaded, patched and unloaded by the "
-                                                     "executors that run it")
-    method.__name__ = feature
-    return method
-
-
-# ModelPatcher's own loading machinery: packs read these at import (to wrap or replace them later);
-# calling one refuses.
+# ModelPatcher's own loading machinery: packs read these at import (to wrap or replace them later).
 UNSUPPORTED_MODEL_LOADING = (
     "patch_model", "unpatch_model", "partially_load", "partially_unload", "patch_weight_to_device",
     "model_patches_to", "pre_run", "cleanup", "detach", "inject_model", "eject_model",
 )
+for _name in UNSUPPORTED_MODEL_SETTERS:
+    setattr(ModelPatcher, _name, _refusing_method(_name, "the diffusion model runs on the executors, which do "
+                                                         "not apply this patch"))
 for _name in UNSUPPORTED_MODEL_LOADING:
-    setattr(ModelPatcher, _name, _unsupported_loading(_name))
+    setattr(ModelPatcher, _name, _refusing_method(_name, "the diffusion model is loaded, patched and unloaded by "
+                                                         "the executors that run it"))
 
 
 class Tokens(dict):
