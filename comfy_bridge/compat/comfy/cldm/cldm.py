@@ -10,8 +10,8 @@ __all__ = ["ControlNet", "ControlledUnetModel"]
 
 
 class ControlledUnetModel(UNetModel):
-    comfy_name = "comfy.cldm.cldm.ControlledUnetModel"
+    """ComfyUI's name for a UNetModel that takes ControlNet residuals."""
 
 
 class ControlNet(UnsupportedModel):
-    comfy_name = "comfy.cldm.cldm.ControlNet"
+    """The SD ControlNet (a UNet encoder copy with zero convs)."""

@@ -14,10 +14,22 @@ WHY = ("Comfy Cluster runs models in its own engine and has no ComfyUI in-proces
        "build, rebuild or patch")
 
 
+COMPAT_PREFIX = "comfy_bridge.compat."
+
+
 class UnsupportedModel(nn.Module):
-    """nn.Module whose construction raises UnsupportedFeature naming the ComfyUI class (`comfy_name`)."""
+    """nn.Module whose construction raises UnsupportedFeature naming the ComfyUI class (`comfy_name`).
+
+    A subclass defined in our compat modules gets its ComfyUI name from where it lives
+    (comfy_bridge.compat.comfy.ldm.flux.layers.SelfAttention -> "comfy.ldm.flux.layers.SelfAttention"); a
+    pack's subclass keeps its base's name, and the message adds the subclass."""
 
     comfy_name = "comfy.ldm model class"
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.__module__.startswith(COMPAT_PREFIX) and "comfy_name" not in cls.__dict__:
+            cls.comfy_name = f"{cls.__module__.removeprefix(COMPAT_PREFIX)}.{cls.__qualname__}"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise UnsupportedFeature(type(self).comfy_name if type(self).__dict__.get("comfy_name") else

@@ -117,16 +117,16 @@ def apply_mod(tensor: Tensor, m_mult: Tensor, m_add: Tensor | None = None, modul
 
 
 class SelfAttention(UnsupportedModel):
-    comfy_name = "comfy.ldm.flux.layers.SelfAttention"
+    """Flux's attention projection (qkv, QK norm, output projection)."""
 
 
 class DoubleStreamBlock(UnsupportedModel):
-    comfy_name = "comfy.ldm.flux.layers.DoubleStreamBlock"
+    """Flux's block with separate image and text streams joined in attention."""
 
 
 class SingleStreamBlock(UnsupportedModel):
-    comfy_name = "comfy.ldm.flux.layers.SingleStreamBlock"
+    """Flux's block over the concatenated image and text tokens."""
 
 
 class LastLayer(UnsupportedModel):
-    comfy_name = "comfy.ldm.flux.layers.LastLayer"
+    """Flux's final norm, modulation and projection to patches."""

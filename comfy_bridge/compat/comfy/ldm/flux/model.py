@@ -31,4 +31,4 @@ class FluxParams:
 
 
 class Flux(UnsupportedModel):
-    comfy_name = "comfy.ldm.flux.model.Flux"
+    """Flux's diffusion transformer."""

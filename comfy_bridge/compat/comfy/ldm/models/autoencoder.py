@@ -9,16 +9,16 @@ __all__ = ["AbstractAutoencoder", "AutoencodingEngine", "AutoencodingEngineLegac
 
 
 class AbstractAutoencoder(UnsupportedModel):
-    comfy_name = "comfy.ldm.models.autoencoder.AbstractAutoencoder"
+    """The base of ComfyUI's autoencoders."""
 
 
 class AutoencodingEngine(AbstractAutoencoder):
-    comfy_name = "comfy.ldm.models.autoencoder.AutoencodingEngine"
+    """An encoder, decoder and regularizer (the KL posterior for AutoencoderKL)."""
 
 
 class AutoencodingEngineLegacy(AutoencodingEngine):
-    comfy_name = "comfy.ldm.models.autoencoder.AutoencodingEngineLegacy"
+    """AutoencodingEngine built from the LDM ddconfig, with the quant convs."""
 
 
 class AutoencoderKL(AutoencodingEngineLegacy):
-    comfy_name = "comfy.ldm.models.autoencoder.AutoencoderKL"
+    """The KL VAE of SD-family checkpoints."""

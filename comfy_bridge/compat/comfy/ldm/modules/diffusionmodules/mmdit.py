@@ -30,12 +30,12 @@ class RMSNorm(nn.Module):
 
 
 class JointBlock(UnsupportedModel):
-    comfy_name = "comfy.ldm.modules.diffusionmodules.mmdit.JointBlock"
+    """An MMDiT block attending jointly over the image and text tokens."""
 
 
 class MMDiT(UnsupportedModel):
-    comfy_name = "comfy.ldm.modules.diffusionmodules.mmdit.MMDiT"
+    """SD3's multimodal diffusion transformer."""
 
 
 class OpenAISignatureMMDITWrapper(MMDiT):
-    comfy_name = "comfy.ldm.modules.diffusionmodules.mmdit.OpenAISignatureMMDITWrapper"
+    """MMDiT called with the UNet's signature (x, timesteps, context, y)."""

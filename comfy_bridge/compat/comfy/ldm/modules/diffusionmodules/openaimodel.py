@@ -31,27 +31,27 @@ class TimestepBlock(nn.Module):
 
 
 class TimestepEmbedSequential(UnsupportedModel, TimestepBlock):
-    comfy_name = "comfy.ldm.modules.diffusionmodules.openaimodel.TimestepEmbedSequential"
+    """The UNet's nn.Sequential that passes the timestep embedding (and context) to its blocks."""
 
 
 class Upsample(UnsupportedModel):
-    comfy_name = "comfy.ldm.modules.diffusionmodules.openaimodel.Upsample"
+    """The UNet's 2x upsampling block (optionally followed by a conv)."""
 
 
 class Downsample(UnsupportedModel):
-    comfy_name = "comfy.ldm.modules.diffusionmodules.openaimodel.Downsample"
+    """The UNet's 2x downsampling block (strided conv or average pooling)."""
 
 
 class ResBlock(UnsupportedModel, TimestepBlock):
-    comfy_name = "comfy.ldm.modules.diffusionmodules.openaimodel.ResBlock"
+    """The UNet's residual block conditioned on the timestep embedding."""
 
 
 class VideoResBlock(ResBlock):
-    comfy_name = "comfy.ldm.modules.diffusionmodules.openaimodel.VideoResBlock"
+    """SVD's ResBlock with a temporal residual stack."""
 
 
 class UNetModel(UnsupportedModel):
-    comfy_name = "comfy.ldm.modules.diffusionmodules.openaimodel.UNetModel"
+    """The SD1/SD2/SDXL UNet."""
 
 
 class Timestep(nn.Module):
