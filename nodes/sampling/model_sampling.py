@@ -192,11 +192,12 @@ class ModelSampling:
     def percent_to_sigma(self, percent: float) -> float:
         raise NotImplementedError
 
-    def calculate_input(self, sigma: Tensor, x: Tensor) -> Tensor:
-        return self.param.calculate_input(sigma, x, self.sigma_data)
+    def calculate_input(self, sigma: Tensor, noise: Tensor) -> Tensor:
+        """The model's input for the noisy latent `noise` at sigma (ComfyUI's argument names)."""
+        return self.param.calculate_input(sigma, noise, self.sigma_data)
 
-    def calculate_denoised(self, sigma: Tensor, model_output: Tensor, x: Tensor) -> Tensor:
-        return self.param.calculate_denoised(sigma, model_output, x, self.sigma_data)
+    def calculate_denoised(self, sigma: Tensor, model_output: Tensor, model_input: Tensor) -> Tensor:
+        return self.param.calculate_denoised(sigma, model_output, model_input, self.sigma_data)
 
     def noise_scaling(self, sigma: Tensor, noise: Tensor, latent_image: Tensor, max_denoise: bool = False) -> Tensor:
         return self.param.noise_scaling(sigma, noise, latent_image, max_denoise)

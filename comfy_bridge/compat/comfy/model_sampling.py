@@ -31,21 +31,14 @@ def _settings(model_config: Any) -> dict:
 # --- parameterisations (mixins: they read self.sigma_data from the schedule) --------------------------------
 
 class _Parameterisation:
-    """The four methods every parameterisation has, delegating to one of ours (self.param)."""
+    """The four methods every parameterisation has: our ModelSampling's, delegating to one of our
+    parameterisations (self.param) with the schedule's sigma_data."""
 
     param: Any = None
-
-    def calculate_input(self, sigma: Tensor, noise: Tensor) -> Tensor:
-        return self.param.calculate_input(sigma, noise, self.sigma_data)
-
-    def calculate_denoised(self, sigma: Tensor, model_output: Tensor, model_input: Tensor) -> Tensor:
-        return self.param.calculate_denoised(sigma, model_output, model_input, self.sigma_data)
-
-    def noise_scaling(self, sigma: Tensor, noise: Tensor, latent_image: Tensor, max_denoise: bool = False) -> Tensor:
-        return self.param.noise_scaling(sigma, noise, latent_image, max_denoise)
-
-    def inverse_noise_scaling(self, sigma: Tensor, latent: Tensor) -> Tensor:
-        return self.param.inverse_noise_scaling(sigma, latent)
+    calculate_input = ours.ModelSampling.calculate_input
+    calculate_denoised = ours.ModelSampling.calculate_denoised
+    noise_scaling = ours.ModelSampling.noise_scaling
+    inverse_noise_scaling = ours.ModelSampling.inverse_noise_scaling
 
 
 class EPS(_Parameterisation):
