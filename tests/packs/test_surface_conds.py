@@ -3,26 +3,13 @@ CONDList) batch, crop, check and join conds as ComfyUI's do (fixture recorded on
 scripts/record_comfyui_model_surface.py)."""
 from __future__ import annotations
 
-import base64
-import json
-from pathlib import Path
-
-import numpy as np
 import torch
 
 from comfy_bridge.compat.comfy import conds as c
 
-FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_model_surface.json").read_text())["conds"]
+from .recorded import load, ramp, tensor
 
-
-def tensor(entry: dict) -> torch.Tensor:
-    data = np.frombuffer(base64.b64decode(entry["f32"]), dtype=np.float32).copy()
-    return torch.from_numpy(data).reshape(entry["shape"])
-
-
-def ramp(*shape: int, scale: float = 0.37, shift: float = 0.0) -> torch.Tensor:
-    n = int(np.prod(shape))
-    return torch.sin(torch.arange(n, dtype=torch.float32) * scale + shift).reshape(shape)
+FIXTURE = load("comfyui_model_surface.json")["conds"]
 
 
 def same(ours: torch.Tensor, entry: dict) -> None:

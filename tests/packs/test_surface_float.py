@@ -3,22 +3,14 @@ ComfyUI's bits, and the rounding is unbiased (fixture recorded on ComfyUI 0.3.64
 scripts/record_comfyui_model_surface.py)."""
 from __future__ import annotations
 
-import base64
-import json
-from pathlib import Path
-
-import numpy as np
 import pytest
 import torch
 
 from comfy_bridge.compat.comfy import float as cfloat
 
-FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_model_surface.json").read_text())["float"]
+from .recorded import load, tensor
 
-
-def tensor(entry: dict) -> torch.Tensor:
-    data = np.frombuffer(base64.b64decode(entry["f32"]), dtype=np.float32).copy()
-    return torch.from_numpy(data).reshape(entry["shape"])
+FIXTURE = load("comfyui_model_surface.json")["float"]
 
 
 def value() -> torch.Tensor:

@@ -2,12 +2,8 @@
 recorded on ComfyUI 0.3.64 by scripts/record_comfyui_kdiffusion_functions.py)."""
 from __future__ import annotations
 
-import base64
-import json
-from pathlib import Path
 from types import SimpleNamespace
 
-import numpy as np
 import pytest
 import torch
 
@@ -15,12 +11,9 @@ from comfy_bridge.compat.comfy.k_diffusion import sampling as k
 from comfy_bridge.packs.origin import UnsupportedFeature
 from nodes.sampling.model_sampling import model_sampling_from_config
 
-FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_kdiffusion_functions.json").read_text())
+from .recorded import load, tensor
 
-
-def tensor(entry: dict) -> torch.Tensor:
-    data = np.frombuffer(base64.b64decode(entry["f32"]), dtype=np.float32).copy()
-    return torch.from_numpy(data).reshape(entry["shape"])
+FIXTURE = load("comfyui_kdiffusion_functions.json")
 
 
 class ToyGuided:

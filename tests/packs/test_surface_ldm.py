@@ -5,7 +5,6 @@ subclass or isinstance-check exist and refuse to be built with UnsupportedFeatur
 from __future__ import annotations
 
 import importlib.util
-import json
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -26,8 +25,10 @@ from comfy_bridge.compat.comfy.ldm.qwen_image import model as qwen
 from comfy_bridge.compat.comfy.ldm.wan import model as wan
 from comfy_bridge.packs.origin import UnsupportedFeature
 
+from .recorded import load
+
 ROOT = Path(__file__).resolve().parents[2]
-FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_ldm.json").read_text())["cases"]
+FIXTURE = load("comfyui_ldm.json")["cases"]
 
 
 def recorder():

@@ -3,11 +3,8 @@ multigpu: what packs use at import time works with ComfyUI's names and numbers (
 0.3.64 by scripts/record_comfyui_model_surface.py); building in-process models refuses with a clear message."""
 from __future__ import annotations
 
-import base64
-import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
@@ -16,17 +13,9 @@ from comfy_bridge.compat.comfy import (model_base, model_detection, model_sampli
 from comfy_bridge.compat.comfy.text_encoders import sd3_clip as te_sd3_clip
 from comfy_bridge.packs.origin import UnsupportedFeature
 
-FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_model_surface.json").read_text())
+from .recorded import load, ramp, tensor
 
-
-def tensor(entry: dict) -> torch.Tensor:
-    data = np.frombuffer(base64.b64decode(entry["f32"]), dtype=np.float32).copy()
-    return torch.from_numpy(data).reshape(entry["shape"])
-
-
-def ramp(*shape: int, scale: float = 0.37, shift: float = 0.0) -> torch.Tensor:
-    n = int(np.prod(shape))
-    return torch.sin(torch.arange(n, dtype=torch.float32) * scale + shift).reshape(shape)
+FIXTURE = load("comfyui_model_surface.json")
 
 
 def close(ours: torch.Tensor, entry: dict, rtol: float = 1e-5, atol: float = 1e-6) -> None:

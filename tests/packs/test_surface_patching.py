@@ -5,9 +5,6 @@ against ComfyUI's own numbers (tests/packs/fixtures/comfyui_surface_patching.jso
 scripts/record_comfyui_surface_patching.py)."""
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
 import torch
 
@@ -18,7 +15,9 @@ from comfy_bridge.compat.comfy_extras.chainner_models import model_loading
 from comfy_bridge.packs.origin import UnsupportedFeature
 from nodes.modelfns import hooks as core_hooks
 
-FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_surface_patching.json").read_text())
+from .recorded import load
+
+FIXTURE = load("comfyui_surface_patching.json")
 
 
 # ---- patcher_extension / model_patcher ------------------------------------------------------------------
