@@ -23,20 +23,24 @@ def set_model_options_patch_replace(model_options: dict, patch: Callable, name: 
     return model_options
 
 
-def set_model_options_post_cfg_function(model_options: dict, post_cfg_function: Callable,
-                                        disable_cfg1_optimization: bool = False) -> dict:
-    model_options["sampler_post_cfg_function"] = model_options.get("sampler_post_cfg_function", []) + [post_cfg_function]
+def _append_cfg_function(model_options: dict, key: str, function: Callable, disable_cfg1_optimization: bool) -> dict:
+    """model_options with `function` appended to the list under `key` (a new list)."""
+    model_options[key] = model_options.get(key, []) + [function]
     if disable_cfg1_optimization:
         model_options["disable_cfg1_optimization"] = True
     return model_options
+
+
+def set_model_options_post_cfg_function(model_options: dict, post_cfg_function: Callable,
+                                        disable_cfg1_optimization: bool = False) -> dict:
+    return _append_cfg_function(model_options, "sampler_post_cfg_function", post_cfg_function,
+                                disable_cfg1_optimization)
 
 
 def set_model_options_pre_cfg_function(model_options: dict, pre_cfg_function: Callable,
                                        disable_cfg1_optimization: bool = False) -> dict:
-    model_options["sampler_pre_cfg_function"] = model_options.get("sampler_pre_cfg_function", []) + [pre_cfg_function]
-    if disable_cfg1_optimization:
-        model_options["disable_cfg1_optimization"] = True
-    return model_options
+    return _append_cfg_function(model_options, "sampler_pre_cfg_function", pre_cfg_function,
+                                disable_cfg1_optimization)
 
 
 def create_model_options_clone(orig_model_options: dict) -> dict:
