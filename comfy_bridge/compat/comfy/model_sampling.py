@@ -72,15 +72,11 @@ class COSMOS_RFLOW(_Parameterisation):
 # --- schedules --------------------------------------------------------------------------------------------
 
 class _Schedule(torch.nn.Module):
+    """The sigmas buffer's ends as sigma_min / sigma_max (our ModelSampling's properties)."""
+
     sigma_data = 1.0
-
-    @property
-    def sigma_min(self) -> Tensor:
-        return self.sigmas[0]
-
-    @property
-    def sigma_max(self) -> Tensor:
-        return self.sigmas[-1]
+    sigma_min = ours.ModelSampling.sigma_min
+    sigma_max = ours.ModelSampling.sigma_max
 
 
 class ModelSamplingDiscrete(_Schedule):
