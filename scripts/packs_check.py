@@ -7,7 +7,9 @@
     python scripts/packs_check.py check PACKS [--install] [--report out.json] [--markdown table.md]
 
 PACKS is a folder holding the packs of tests/packs/real_packs/manifest.json, one sub-folder each (a git
-clone at the pinned commit, or a plain copy). CI cannot download packs, so this runs at development time and
+clone at the pinned commit with its extras in place, or a plain copy). Run both servers from one Python
+environment, the one the manifest's "environment" describes, with the packs in real ComfyUI's own
+custom_nodes folder (some packs expect it) and scripts/pack_probes added through extra_model_paths.yaml. CI cannot download packs, so this runs at development time and
 its table goes in the README; the tests in tests/packs keep what can run offline.
 
 `record` writes tests/packs/real_packs/comfyui_0_3_64/registry.json: per pack, whether real ComfyUI imported

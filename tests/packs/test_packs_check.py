@@ -83,3 +83,15 @@ def test_routes_that_name_an_action_are_never_asked():
         assert h.is_action(path), path
     for path in ("/manager/queue/status", "/snapshot/getlist", "/rgthree/link_fixer", "/pysssss/workflows"):
         assert not h.is_action(path), path
+
+
+def test_the_recorded_registry_covers_every_pack_of_the_manifest():
+    real_packs = REPO / "tests" / "packs" / "real_packs"
+    folders = {p["folder"] for p in json.loads((real_packs / "manifest.json").read_text())["packs"]}
+    registry = json.loads((real_packs / "comfyui_0_3_64" / "registry.json").read_text())["packs"]
+    assert set(registry) == folders
+    for folder, entry in registry.items():
+        assert entry["imported"] == (entry["error"] is None), folder
+        assert all(url.startswith(f"/extensions/{folder}/") for url in entry["extensions"]), folder
+    cases = {p.stem for p in (real_packs / "cases").glob("*.json")}
+    assert cases <= folders and all((real_packs / "comfyui_0_3_64" / f"{c}.json").is_file() for c in cases)
