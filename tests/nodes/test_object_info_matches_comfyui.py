@@ -20,7 +20,7 @@ FILE_COMBOS = {"ckpt_name", "vae_name", "lora_name", "clip_name", "clip_name1", 
 NOT_COMPARED_OPTIONS = {"tooltip"}
 # The cluster's own nodes, which ComfyUI does not have.
 OURS_ONLY = {"CascadeKSampler"}
-# Differences we know of and say in the README, each with its reason; a gap that closes must leave this table.
+# Differences we know of and say in docs/compatibility.md, each with its reason; a gap that closes must leave this table.
 KNOWN_GAPS: dict[tuple[str, str], str] = {}
 
 
