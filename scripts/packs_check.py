@@ -10,7 +10,7 @@ PACKS is a folder holding the packs of tests/packs/real_packs/manifest.json, one
 clone at the pinned commit with its extras in place, or a plain copy). Run both servers from one Python
 environment, the one the manifest's "environment" describes, with the packs in real ComfyUI's own
 custom_nodes folder (some packs expect it) and scripts/pack_probes added through extra_model_paths.yaml. CI cannot download packs, so this runs at development time and
-its table goes in the README; the tests in tests/packs keep what can run offline.
+its table goes in docs/packs.md; the tests in tests/packs keep what can run offline.
 
 `record` writes tests/packs/real_packs/comfyui_0_3_64/registry.json: per pack, whether real ComfyUI imported
 it (from its startup log), the node classes it registered (/object_info's python_module), its web
@@ -389,7 +389,7 @@ def main(argv: list[str] | None = None) -> int:
     chk.add_argument("--wait", type=float, default=900.0, help="seconds to wait for the server to start")
     chk.add_argument("--keep", action="store_true", help="keep the workspace (and its server.log)")
     chk.add_argument("--server-arg", action="append", help="one more argument for `serve`")
-    tab = sub.add_parser("table", help="the README's table from a saved --report")
+    tab = sub.add_parser("table", help="docs/packs.md's table from a saved --report")
     tab.add_argument("report", type=Path)
     args = ap.parse_args(argv)
     return {"record": cmd_record, "check": cmd_check, "table": cmd_table}[args.command](args)
