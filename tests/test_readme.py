@@ -219,6 +219,9 @@ def test_serve_answers_and_the_client_code_runs_against_it(tmp_path):
                                 f"within {SERVE_START_S} s:\n{log_path.read_text()[-4000:]}")
                 time.sleep(0.5)
         assert b"system" in stats
+        started = log_path.read_text()   # serve says where the workspace and its model folders are
+        workspace = (tmp_path / "workspace").resolve()
+        assert f"Workspace: {workspace}" in started and f"checkpoints: {workspace / 'models' / 'checkpoints'}" in started
         for block in of_kind("client"):
             code = block.text.replace("8188", str(port))
             done = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True,

@@ -11,7 +11,7 @@ from concurrent.futures import Future
 from comfy_bridge.cli import flags as cli_args
 from comfy_bridge.cli import tenants as tenancy_cli
 from comfy_bridge.cli.demo_models import ensure_demo_models
-from comfy_bridge.cli.workspace_args import open_workspace
+from comfy_bridge.cli.workspace_args import describe_workspace, open_workspace
 
 log = logging.getLogger("comfy_cluster")
 
@@ -72,6 +72,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def _serve(args: argparse.Namespace) -> int:
     ws = open_workspace(args)
+    for line in describe_workspace(ws):
+        log.info("%s", line)
     ensure_demo_models(ws)
     from cluster.reclaim import reclaim_dead
     reclaim_dead()   # the segments and sockets of servers and executors that were killed

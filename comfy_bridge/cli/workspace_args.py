@@ -20,3 +20,16 @@ def open_workspace(args: argparse.Namespace) -> Workspace:
         for config in group:
             ws.load_extra_model_paths(Path(config))
     return activate(ws)
+
+
+def describe_workspace(ws: Workspace) -> list[str]:
+    """What `serve` prints at start: where the workspace is and where each kind of model is looked for, so
+    a user knows where to put checkpoints (and that `main.py` and `serve` may use different folders)."""
+    lines = [f"Workspace: {ws.root}", f"  input {ws.input_dir}, output {ws.output_dir}"]
+    for key in ("checkpoints", "diffusion_models", "text_encoders", "vae", "loras", "controlnet",
+                "upscale_models", "custom_nodes"):
+        folders = ws.folder_paths(key)
+        if folders:
+            lines.append(f"  {key}: " + ", ".join(str(folder) for folder in folders))
+    return lines
+
