@@ -20,6 +20,8 @@ BYTE_VOCAB_SIZE = 514
 OPENAI_VOCAB_SIZE = 49408
 VOCAB_ENV = "COMFY_CLUSTER_CLIP_VOCAB"
 VOCAB_GZ = "bpe_simple_vocab_16e6.txt.gz"
+# OpenAI's CLIP vocabulary ships with the project (origin and licence: NOTICE), as ComfyUI carries its own.
+SHIPPED_VOCAB = Path(__file__).parent / "data" / VOCAB_GZ
 NO_LIMIT = 1 << 30
 TokenWeights = list[list[tuple[int, float]]]
 
@@ -86,8 +88,8 @@ def byte_level_bpe() -> ClipBPE:
 
 def vocab_candidates(search_dirs: Iterable[str | os.PathLike] = ()) -> list[Path]:
     """Where a real CLIP vocab may be, in order: $COMFY_CLUSTER_CLIP_VOCAB, the given folders (the
-    workspace's models/text_encoders and models/configs), then an installed open_clip's data file
-    (located without importing open_clip, which cannot import here)."""
+    workspace's models/text_encoders and models/configs), an installed open_clip's data file (located
+    without importing open_clip, which cannot import here), then the copy shipped with the project."""
     out: list[Path] = []
     env = os.environ.get(VOCAB_ENV)
     if env:
@@ -98,6 +100,7 @@ def vocab_candidates(search_dirs: Iterable[str | os.PathLike] = ()) -> list[Path
     spec = importlib.util.find_spec("open_clip")
     if spec is not None and spec.origin:
         out.append(Path(spec.origin).parent / VOCAB_GZ)
+    out.append(SHIPPED_VOCAB)
     return out
 
 
@@ -120,10 +123,10 @@ def bpe_for_vocab_size(vocab_size: int, search_dirs: Iterable[str | os.PathLike]
             bpe = _openai_bpe(str(cand))
             if bpe.vocab_size == OPENAI_VOCAB_SIZE:
                 return bpe
-    raise ModelLoadError(model_path, "this text encoder needs the OpenAI CLIP vocabulary, which is not "
-                                     f"installed: put {VOCAB_GZ} (from the open_clip package) or a CLIP "
-                                     "tokenizer.json into models/text_encoders/ or models/configs/ of the "
-                                     f"workspace, or set {VOCAB_ENV} to its path")
+    raise ModelLoadError(model_path, "this text encoder needs the OpenAI CLIP vocabulary, and the copy "
+                                     f"shipped with Comfy Cluster ({SHIPPED_VOCAB}) is missing: reinstall, or "
+                                     f"put {VOCAB_GZ} or a CLIP tokenizer.json into models/text_encoders/ or "
+                                     f"models/configs/ of the workspace, or set {VOCAB_ENV} to its path")
 
 
 # ---- ComfyUI's prompt weighting -------------------------------------------------------------------------

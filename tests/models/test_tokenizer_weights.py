@@ -49,9 +49,20 @@ def test_chunks_padding_and_weights():
     assert sum(1 for c in long for t, _ in c if t not in (512, 513)) == 100
 
 
+def test_openai_vocab_ships_with_the_project(tmp_path, monkeypatch):
+    """No tokenizer file anywhere in the workspace, no open_clip: the shipped vocabulary (NOTICE) gives
+    OpenAI's ids ("a photo of a cat" -> 320 1125 539 320 2368, between 49406 and 49407)."""
+    monkeypatch.delenv("COMFY_CLUSTER_CLIP_VOCAB", raising=False)
+    monkeypatch.setattr("importlib.util.find_spec", lambda name: None)
+    bpe = bpe_for_vocab_size(49408, [tmp_path])
+    assert bpe.vocab_size == 49408 and (bpe.bos_id, bpe.eos_id) == (49406, 49407)
+    assert bpe.encode("a photo of a cat") == [320, 1125, 539, 320, 2368]
+
+
 def test_real_vocab_from_gz_and_clear_error_without_it(tmp_path, monkeypatch):
     monkeypatch.delenv("COMFY_CLUSTER_CLIP_VOCAB", raising=False)
     monkeypatch.setattr("importlib.util.find_spec", lambda name: None)
+    monkeypatch.setattr("nodes.models.tokenizer.SHIPPED_VOCAB", tmp_path / "missing" / "vocab.txt.gz")
     with pytest.raises(ModelLoadError, match="COMFY_CLUSTER_CLIP_VOCAB"):
         bpe_for_vocab_size(49408, [tmp_path])
     # A vocab file in OpenAI's format (header line + merges); a small one still exercises the reader.
