@@ -7,6 +7,7 @@ with start/end tokens and padding (end token for CLIP-L, 0 for OpenCLIP)."""
 from __future__ import annotations
 
 import gzip
+import json
 import importlib.util
 import os
 from functools import lru_cache
@@ -20,6 +21,8 @@ BYTE_VOCAB_SIZE = 514
 OPENAI_VOCAB_SIZE = 49408
 VOCAB_ENV = "COMFY_CLUSTER_CLIP_VOCAB"
 VOCAB_GZ = "bpe_simple_vocab_16e6.txt.gz"
+# The CLIP vocabulary files a user may place, in the order they are looked for in a folder.
+USER_VOCAB_FILES = (VOCAB_GZ, "tokenizer.json", "vocab.json")
 # OpenAI's CLIP vocabulary ships with the project (origin and licence: NOTICE), as ComfyUI carries its own.
 SHIPPED_VOCAB = Path(__file__).parent / "data" / VOCAB_GZ
 NO_LIMIT = 1 << 30
@@ -59,7 +62,8 @@ class ClipBPE:
 
     @classmethod
     def from_file(cls, path: str | os.PathLike) -> "ClipBPE":
-        """OpenAI's gzipped merges file or a tokenizers `tokenizer.json`."""
+        """OpenAI's gzipped merges file, a tokenizers `tokenizer.json`, or a `vocab.json` with `merges.txt`
+        beside it (the layout ComfyUI carries)."""
         path = os.fspath(path)
         try:
             if path.endswith(".gz"):
@@ -69,6 +73,12 @@ class ClipBPE:
                 merges = [p for p in pairs if len(p) == 2]
                 return cls.from_merges(merges, path)
             from transformers import CLIPTokenizer
+            if os.path.basename(path) == "vocab.json":   # ComfyUI's layout: vocab.json with merges.txt beside
+                with open(path, encoding="utf-8") as f:
+                    vocab = json.load(f)
+                with open(os.path.join(os.path.dirname(path), "merges.txt"), encoding="utf-8") as f:
+                    merges = [tuple(line.split()) for line in f if line.strip() and not line.startswith("#")]
+                return cls(CLIPTokenizer(vocab=vocab, merges=merges, model_max_length=NO_LIMIT), path)
             return cls(CLIPTokenizer(tokenizer_file=path, model_max_length=NO_LIMIT), path)
         except Exception as e:  # gzip, json and tokenizers each raise their own types
             raise ModelLoadError(path, f"not a usable CLIP vocabulary ({type(e).__name__}: {e})") from None
@@ -94,9 +104,9 @@ def vocab_candidates(search_dirs: Iterable[str | os.PathLike] = ()) -> list[Path
     env = os.environ.get(VOCAB_ENV)
     if env:
         p = Path(env)
-        out += [p / VOCAB_GZ, p / "tokenizer.json"] if p.is_dir() else [p]
+        out += [p / name for name in USER_VOCAB_FILES] if p.is_dir() else [p]
     for d in search_dirs:
-        out += [Path(d) / VOCAB_GZ, Path(d) / "tokenizer.json"]
+        out += [Path(d) / name for name in USER_VOCAB_FILES]
     spec = importlib.util.find_spec("open_clip")
     if spec is not None and spec.origin:
         out.append(Path(spec.origin).parent / VOCAB_GZ)

@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import gzip
+import json
 
 import pytest
 
 from nodes.models.errors import ModelLoadError
-from nodes.models.tokenizer import (ClipBPE, SDTokenizer, bpe_for_vocab_size, byte_level_bpe, parse_weights)
+from nodes.models.tokenizer import (SHIPPED_VOCAB, ClipBPE, SDTokenizer, bpe_for_vocab_size, byte_level_bpe,
+                                   parse_weights)
 
 
 def test_weight_syntax():
@@ -57,6 +59,21 @@ def test_openai_vocab_ships_with_the_project(tmp_path, monkeypatch):
     bpe = bpe_for_vocab_size(49408, [tmp_path])
     assert bpe.vocab_size == 49408 and (bpe.bos_id, bpe.eos_id) == (49406, 49407)
     assert bpe.encode("a photo of a cat") == [320, 1125, 539, 320, 2368]
+
+
+def test_comfyuis_vocab_json_and_merges_layout_is_accepted(tmp_path, monkeypatch):
+    """vocab.json + merges.txt in models/configs (the layout ComfyUI carries its CLIP tokenizer in) is found
+    before the shipped copy and tokenizes the same."""
+    monkeypatch.delenv("COMFY_CLUSTER_CLIP_VOCAB", raising=False)
+    monkeypatch.setattr("importlib.util.find_spec", lambda name: None)
+    shipped = bpe_for_vocab_size(49408, [])
+    (tmp_path / "vocab.json").write_text(json.dumps(shipped._tok.get_vocab()))
+    merges = gzip.decompress(SHIPPED_VOCAB.read_bytes()).decode().split("\n")[1:49408 - 2 * 256 - 2 + 1]
+    (tmp_path / "merges.txt").write_text("#version: 0.2\n" + "\n".join(merges) + "\n")
+    bpe = bpe_for_vocab_size(49408, [tmp_path])
+    assert bpe.source == str(tmp_path / "vocab.json")
+    text = "a (photo:1.2) of an astronaut riding a horse, 8k"
+    assert bpe.encode(text) == shipped.encode(text)
 
 
 def test_real_vocab_from_gz_and_clear_error_without_it(tmp_path, monkeypatch):
