@@ -163,14 +163,8 @@ class Server:
 def keep_installed(path: Path) -> Path:
     """pip constraints holding this environment's versions of what packs' own pip runs would change under
     both servers alike (ComfyUI-Manager's startup script installs numpy<2): numpy and the torch family."""
-    from importlib import metadata
-    pins = []
-    for name in ("numpy", "torch", "torchvision", "torchaudio"):
-        try:
-            pins.append(f"{name}=={metadata.version(name)}\n")
-        except metadata.PackageNotFoundError:
-            pass
-    path.write_text("".join(pins))
+    from comfy_bridge.packs.pip_guard import constraints, installed_torch_family, installed_versions
+    path.write_text(constraints(installed_torch_family() | installed_versions(["numpy"])))
     return path
 
 

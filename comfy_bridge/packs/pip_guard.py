@@ -15,7 +15,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import MutableMapping, Sequence
+from typing import Iterable, MutableMapping, Sequence
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
@@ -43,13 +43,28 @@ def guarded(name: str) -> bool:
     return name in TORCH_FAMILY or name.startswith(GUARDED_PREFIXES)
 
 
-def installed_torch_family(python: str = sys.executable) -> dict[str, str]:
-    """{name: version} of the torch family installed in `python`'s environment (asked of that
-    interpreter, which need not be this one)."""
+def installed_versions(names: Iterable[str], python: str = sys.executable) -> dict[str, str]:
+    """{name: version} of those of `names` installed in `python`'s environment: read here for this
+    interpreter, asked of any other one."""
+    names = sorted(names)
+    if python == sys.executable:
+        from importlib import metadata
+        found = {}
+        for name in names:
+            try:
+                found[name] = metadata.version(name)
+            except metadata.PackageNotFoundError:
+                pass
+        return found
     probe = ("import json, importlib.metadata as m\nout = {}\nfor n in %r:\n    try: out[n] = m.version(n)\n"
-             "    except m.PackageNotFoundError: pass\nprint(json.dumps(out))") % sorted(TORCH_FAMILY)
+             "    except m.PackageNotFoundError: pass\nprint(json.dumps(out))") % names
     done = subprocess.run([python, "-c", probe], capture_output=True, text=True, check=True)
     return json.loads(done.stdout)
+
+
+def installed_torch_family(python: str = sys.executable) -> dict[str, str]:
+    """{name: version} of the torch family installed in `python`'s environment."""
+    return installed_versions(TORCH_FAMILY, python)
 
 
 def constraints(installed: dict[str, str]) -> str:
@@ -109,7 +124,7 @@ def install_requirements(requirements: Path, python: str = sys.executable,
     check_requirement_lines(requirements.read_text().splitlines(), installed)
     with tempfile.TemporaryDirectory() as tmp:
         pins = Path(tmp) / "constraints.txt"
-        pins.write_text(constraints(installed))
+        pins.write_text(constraints(installed_torch_family()))
         plan = planned_installs(python, requirements, pins, pip_args)
         touched = [f"{name}=={version}" for name, version in plan if guarded(name)]
         if touched:
@@ -128,15 +143,8 @@ def guard_pack_installs_at_runtime(environ: MutableMapping[str, str] = os.enviro
     """Pin the torch family for the pip runs packs start themselves while they load (ComfyUI-Manager's
     startup script, packs that install a missing module on import): pip reads PIP_CONSTRAINT, and the
     child processes packs spawn inherit it. Constraints already set there are kept. Returns the file."""
-    from importlib import metadata
-    installed = {}
-    for name in sorted(TORCH_FAMILY):
-        try:
-            installed[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            pass
     pins = Path(tempfile.gettempdir()) / f"comfy-cluster-torch-pins-{os.getpid()}.txt"
-    pins.write_text(constraints(installed))
+    pins.write_text(constraints(installed_torch_family()))
     existing = [p for p in environ.get("PIP_CONSTRAINT", "").split() if p and p != str(pins)]
     environ["PIP_CONSTRAINT"] = " ".join([*existing, str(pins)])
     return pins
