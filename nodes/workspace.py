@@ -188,6 +188,11 @@ def activate_snapshot(snapshot: dict[str, Any]) -> Workspace:
     return active()
 
 
+def has_active_workspace() -> bool:
+    """Whether a workspace was activated, or the head handed this process its own (SNAPSHOT_ENV)."""
+    return _active is not None or SNAPSHOT_ENV in os.environ
+
+
 def active() -> Workspace:
     """The workspace in use: the activated one; in a process the head started, the head's (SNAPSHOT_ENV);
     else the default one."""

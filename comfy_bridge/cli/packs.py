@@ -7,13 +7,16 @@ import sys
 from pathlib import Path
 
 from comfy_bridge.cli.flags import shared_options
+from comfy_bridge.compat.workspace_entry_points import write_entry_points
 from comfy_bridge.packs.manage import PackError, install_pack, list_packs, set_enabled
 from comfy_bridge.packs.pip_guard import RequirementsError, TorchReplacement
 from nodes.workspace import Workspace, default_workspace
 
 
 def _workspace(args: argparse.Namespace) -> Workspace:
-    return Workspace(Path(args.workspace or default_workspace())).create()
+    ws = Workspace(Path(args.workspace or default_workspace())).create()
+    write_entry_points(ws.root)
+    return ws
 
 
 def cmd_install(args: argparse.Namespace) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from comfy_bridge.compat.workspace_entry_points import write_entry_points
 from nodes.workspace import Workspace, activate, default_workspace
 
 
@@ -16,6 +17,7 @@ def open_workspace(args: argparse.Namespace) -> Workspace:
                    input_dir=getattr(args, "input_directory", None),
                    temp_dir=getattr(args, "temp_directory", None),
                    user_dir=getattr(args, "user_directory", None)).create()
+    write_entry_points(ws.root)
     for group in getattr(args, "extra_model_paths_config", None) or []:
         for config in group:
             ws.load_extra_model_paths(Path(config))

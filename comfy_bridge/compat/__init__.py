@@ -73,11 +73,14 @@ _comfy_folder_finder = _ComfyFolderFinder()
 
 def install() -> dict[str, str]:
     """Activate the aliases (idempotent); returns {ComfyUI name: our module} for those installed."""
+    from comfy_bridge.compat.workspace_entry_points import is_entry_point
     for name in ALIASES:
         if name in _installed:
             continue
-        if name in sys.modules or importlib.util.find_spec(name) is not None:
-            continue  # a real module of that name exists: leave it alone
+        found = sys.modules.get(name) or importlib.util.find_spec(name)
+        origin = getattr(found, "__file__", None) or getattr(found, "origin", None)
+        if found is not None and not is_entry_point(origin):
+            continue  # a real module of that name exists: leave it alone (a workspace's forwarder is ours)
         _installed[name] = f"{__name__}.{name}"
     if _finder not in sys.meta_path:
         sys.meta_path.insert(0, _finder)

@@ -94,6 +94,14 @@ def get_user_directory() -> str:
     return str(_active().user_dir)
 
 
+def get_system_user_directory(name: str = "system") -> str:
+    """Where a tool keeps its own files under the user folder (`user/__manager` for ComfyUI-Manager): the
+    name must be a plain identifier, so a caller cannot reach outside it (newer ComfyUI's function)."""
+    if not name.isidentifier() or name.startswith("_"):
+        raise ValueError(f"invalid system user directory name {name!r}: a plain identifier is expected")
+    return str(_active().user_dir / f"__{name}")
+
+
 def set_output_directory(path: str) -> None:
     _active().output_dir = Path(path).resolve()
 
