@@ -5,16 +5,13 @@ from DualCLIPLoader's two files (HF layout, as ComfyUI's models/text_encoders ho
 """
 from __future__ import annotations
 
-import gzip
-import importlib.util
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
-from transformers import CLIPTextConfig, CLIPTextModel, CLIPTokenizer
-from transformers.convert_slow_tokenizer import bytes_to_unicode
+from transformers import CLIPTextConfig, CLIPTextModel
 
 from cluster.refs import ModelRef
 from nodes.models.components import TextEncoder
@@ -25,6 +22,7 @@ from nodes.models.flux_tokenize import ChunkRules, encode_weighted, tokenize_wei
 from nodes.models.safetensors_io import build_module
 from nodes.models.t5 import (T5_MARKER, build_t5, find_t5_tokenizer, t5_hidden_states, tokenizer_from_json,
                              tokenizer_from_vocab)
+from nodes.models.tokenizer import bpe_for_vocab_size, byte_level_bpe
 
 CLIP_MARKER = "text_model.final_layer_norm.weight"
 # ComfyUI's T5-XXL tokenizer for Flux: no start token, </s>=1 at the end, pad 0 up to at least 256 tokens.
@@ -39,38 +37,16 @@ def clip_rules(vocab_size: int) -> ChunkRules:
                       pad_to_max_length=True)
 
 
-def _byte_clip_tokenizer() -> Tokenize:
-    """Byte-level CLIP BPE without merges (514 ids): the tokenizer of the tiny test CLIPs."""
-    base = list(bytes_to_unicode().values())
-    vocab = base + [b + "</w>" for b in base] + ["<|startoftext|>", "<|endoftext|>"]
-    tok = CLIPTokenizer(vocab={t: i for i, t in enumerate(vocab)}, merges=[], model_max_length=77)
-    return lambda text: tok(text, add_special_tokens=False)["input_ids"]
-
-
-def _openai_clip_tokenizer(bpe_gz: Path) -> Tokenize:
-    """OpenAI's CLIP BPE (49,408 ids) rebuilt from open_clip's bpe_simple_vocab_16e6.txt.gz."""
-    lines = gzip.open(bpe_gz).read().decode().split("\n")[1:49152 - 256 - 2 + 1]
-    merges = [tuple(line.split()) for line in lines]
-    base = list(bytes_to_unicode().values())
-    vocab = base + [b + "</w>" for b in base] + ["".join(m) for m in merges] + ["<|startoftext|>", "<|endoftext|>"]
-    tok = CLIPTokenizer(vocab={t: i for i, t in enumerate(vocab)}, merges=merges, model_max_length=77)
-    return lambda text: tok(text, add_special_tokens=False)["input_ids"]
-
-
 def find_clip_tokenizer(weights_path: str | None, vocab_size: int, name: str | None) -> Tokenize:
+    """CLIP-L's tokenizer: the byte-level vocab of the tiny demo CLIPs, a tokenizer.json beside the weights, or
+    (as SD1/SDXL/SD3 find theirs) the OpenAI CLIP vocabulary a user placed or the project ships."""
     if name == "bytes":
-        return _byte_clip_tokenizer()
+        return byte_level_bpe().encode
     here = Path(weights_path).resolve().parent if weights_path else None
     for candidate in ([here / "clip_tokenizer" / "tokenizer.json", here / "clip_l.tokenizer.json"] if here else []):
         if candidate.is_file():
             return tokenizer_from_json(candidate)
-    spec = importlib.util.find_spec("open_clip")   # only its data file is used; the package is not imported
-    if vocab_size == 49408 and spec is not None and spec.origin:
-        bpe = Path(spec.origin).parent / "bpe_simple_vocab_16e6.txt.gz"
-        if bpe.is_file():
-            return _openai_clip_tokenizer(bpe)
-    raise ModelLoadError(weights_path, "no CLIP-L tokenizer found: put CLIP's tokenizer.json in a clip_tokenizer/ "
-                                       "folder beside the text encoder, or install open-clip-torch --no-deps")
+    return bpe_for_vocab_size(vocab_size, model_path=weights_path).encode
 
 
 def clip_config(sd: Mapping[str, torch.Tensor], heads: int | None) -> CLIPTextConfig:
@@ -165,7 +141,7 @@ def load_text_encoder(ref: ModelRef, state_dicts: Sequence[Mapping[str, torch.Te
     if config_folder is not None and "vocab" in t5_opts:
         t5_tok = tokenizer_from_vocab(config_folder / t5_opts["vocab"])
     else:
-        t5_tok = find_t5_tokenizer(t5_path)
+        t5_tok = find_t5_tokenizer(t5_path, t5.config.vocab_size)
     vocab = clip.config.vocab_size
     clip_tok = find_clip_tokenizer(clip_path, vocab, clip_opts.get("tokenizer"))
     layer = int(ref.option("layer", -1))

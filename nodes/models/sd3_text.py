@@ -157,6 +157,6 @@ def load_text_encoder(ref: ModelRef, state_dicts: Sequence[Mapping[str, torch.Te
         folder, config = config_for_sources(ref.sources)
         vocab_file = config.get("t5", {}).get("vocab")
         t5_tokenize = tokenizer_from_vocab(folder / vocab_file) if folder is not None and vocab_file \
-            else find_t5_tokenizer(path)
+            else find_t5_tokenizer(path, modules["t5xxl"].config.vocab_size)
     return SD3TextEncoder(arch="sd3", modules=modules, layer=ref.option("layer"), sides=sides,
                           t5_tokenize=t5_tokenize)

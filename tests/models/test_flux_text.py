@@ -94,10 +94,15 @@ def test_missing_t5_is_a_clear_error(files):
         load_text_encoder(_ref(clip), [load_state_dict(clip)])
 
 
-def test_real_clip_without_tokenizer_is_a_clear_error(tmp_path, monkeypatch):
-    monkeypatch.setattr("nodes.models.flux_text.importlib.util.find_spec", lambda name: None)
-    with pytest.raises(ModelLoadError, match="no CLIP-L tokenizer found"):
-        find_clip_tokenizer(str(tmp_path / "clip_l.safetensors"), 49408, None)
+def test_real_clip_l_without_tokenizer_file_uses_the_shipped_vocab(tmp_path, monkeypatch):
+    """A real CLIP-L (49,408 embeddings) with no tokenizer beside it and no open_clip: OpenAI's ids from the
+    vocabulary shipped with the project; an unknown vocabulary size is a clear error."""
+    monkeypatch.delenv("COMFY_CLUSTER_CLIP_VOCAB", raising=False)
+    monkeypatch.setattr("importlib.util.find_spec", lambda name: None)
+    tokenize = find_clip_tokenizer(str(tmp_path / "clip_l.safetensors"), 49408, None)
+    assert tokenize("a photo of a cat") == [320, 1125, 539, 320, 2368]
+    with pytest.raises(ModelLoadError, match="1000 token embeddings"):
+        find_clip_tokenizer(str(tmp_path / "clip_l.safetensors"), 1000, None)
 
 
 def test_t5_without_tokenizer_is_a_clear_error(files, tmp_path):
