@@ -58,14 +58,23 @@ def is_entry_point(path: str | Path | None) -> bool:
         return False
 
 
+def _ours_or_absent(root: Path, relative: str) -> bool:
+    """A top-level entry (main.py, or a package folder) that exists and is not ours is the user's: a real
+    ComfyUI folder used as the workspace keeps its comfy/ (which has no __init__.py) and utils/ untouched."""
+    top = root / relative.split("/")[0]
+    if not top.exists():
+        return True
+    return is_entry_point(top / "__init__.py" if top.is_dir() else top)
+
+
 def write_entry_points(root: Path) -> None:
-    """Write the entry points into the workspace `root`, leaving any file of that name the user wrote.
-    Not in the project's own checkout, whose main.py and packages are the real ones."""
+    """Write the entry points into the workspace `root`, leaving any file or folder of that name that is
+    not ours. Not in the project's own checkout, whose main.py and packages are the real ones."""
     if (root / "comfy_bridge" / "compat" / Path(__file__).name).is_file():
         return
     for relative, template in FILES.items():
         path = root / relative
-        if path.exists() and not is_entry_point(path):
+        if not _ours_or_absent(root, relative):
             continue
         text = template.format(mark=ENTRY_POINT_MARK)
         if not path.exists() or path.read_text(encoding="utf-8") != text:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from comfy_cli.workspace_manager import check_comfy_repo
 
-from comfy_bridge.compat.workspace_entry_points import FILES, ENTRY_POINT_MARK, write_entry_points
+from comfy_bridge.compat.workspace_entry_points import ENTRY_POINT_MARK, FILES, is_entry_point, write_entry_points
 from nodes.workspace import Workspace
 from tests.packs.test_nodes_manage import git, make_pack, registered
 
@@ -44,7 +44,22 @@ def test_entry_points_never_overwrite_a_users_file_and_are_kept_current(tmp_path
     write_entry_points(root)
     assert (root / "utils" / "extra_config.py").read_text() == "MINE = 1\n"
     assert "run_main" in (root / "main.py").read_text()
-    assert all((root / name).is_file() for name in FILES if name != "utils/extra_config.py")
+    assert all((root / name).is_file() for name in FILES if not name.startswith("utils/"))
+    assert not (root / "utils" / "__init__.py").exists()   # the folder is the user's
+
+
+def test_a_real_comfyui_folder_used_as_workspace_keeps_its_own_packages(tmp_path):
+    root = tmp_path / "ComfyUI"
+    (root / "comfy").mkdir(parents=True)          # ComfyUI's comfy/ has no __init__.py
+    (root / "comfy" / "sd.py").write_text("")
+    (root / "utils").mkdir()
+    (root / "utils" / "__init__.py").write_text("")
+    (root / "main.py").write_text("print('ComfyUI')\n")
+    write_entry_points(root)
+    assert sorted(p.name for p in (root / "comfy").iterdir()) == ["sd.py"]
+    assert sorted(p.name for p in (root / "utils").iterdir()) == ["__init__.py"]
+    assert (root / "main.py").read_text() == "print('ComfyUI')\n"
+    assert is_entry_point(root / "folder_paths.py")
 
 
 def test_not_written_into_the_project_checkout():
