@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from nodes.models.components import FLUX_LATENT, SD1_LATENT, SD3_LATENT, SDXL_LATENT, LatentFormat
+from nodes.models.components import FLUX2_LATENT, FLUX_LATENT, SD1_LATENT, SD3_LATENT, SDXL_LATENT, LatentFormat
 
 _EPS = {"kind": "discrete", "prediction": "eps", "beta_schedule": "scaled_linear",
         "linear_start": 0.00085, "linear_end": 0.012, "timesteps": 1000}
 
 LATENT_FORMATS: dict[str, LatentFormat] = {
     "sd1": SD1_LATENT, "sd2": SD1_LATENT, "sd2v": SD1_LATENT, "sdxl": SDXL_LATENT,
-    "sd3": SD3_LATENT, "flux": FLUX_LATENT, "flux-schnell": FLUX_LATENT,
+    "sd3": SD3_LATENT, "flux": FLUX_LATENT, "flux-schnell": FLUX_LATENT, "flux2": FLUX2_LATENT,
 }
 
 SAMPLING_CONFIGS: dict[str, dict[str, Any]] = {
@@ -22,6 +22,7 @@ SAMPLING_CONFIGS: dict[str, dict[str, Any]] = {
     "sd3": {"kind": "flow", "shift": 3.0, "multiplier": 1000},
     "flux": {"kind": "flux", "shift": 1.15},
     "flux-schnell": {"kind": "flux", "shift": 1.0},
+    "flux2": {"kind": "flux", "shift": 2.02},      # ComfyUI's supported_models.Flux2 (ModelSamplingFlux)
 }
 
 

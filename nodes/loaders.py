@@ -99,10 +99,10 @@ class VAELoader:
 
 
 CLIP_TYPES = ["stable_diffusion", "stable_cascade", "sd3", "stable_audio", "mochi", "ltxv", "pixart", "cosmos",
-              "lumina2", "wan", "hidream", "chroma", "ace", "omnigen2", "qwen_image", "hunyuan_image"]
+              "lumina2", "wan", "hidream", "chroma", "ace", "omnigen2", "qwen_image", "hunyuan_image", "flux2"]
 DUAL_CLIP_TYPES = ["sdxl", "sd3", "flux", "hunyuan_video", "hidream", "hunyuan_image"]
 # The CLIP types whose text encoders we can build; the others are refused with a clear error.
-_CLIP_TYPE_ARCH = {"stable_diffusion": "sd1", "sdxl": "sdxl", "sd3": "sd3", "flux": "flux"}
+_CLIP_TYPE_ARCH = {"stable_diffusion": "sd1", "sdxl": "sdxl", "sd3": "sd3", "flux": "flux", "flux2": "flux2"}
 
 
 def _clip_arch(clip_type: str) -> str:

@@ -51,6 +51,8 @@ SD1_LATENT = LatentFormat(4, 0.18215)
 SDXL_LATENT = LatentFormat(4, 0.13025)
 SD3_LATENT = LatentFormat(16, 1.5305, 0.0609)
 FLUX_LATENT = LatentFormat(16, 0.3611, 0.1159)
+# FLUX.2: 128 channels (the VAE's 32 channels x 2x2 patches, standardised by the VAE itself), no scaling.
+FLUX2_LATENT = LatentFormat(128, 1.0)
 # Playground v2.5's SDXL latents, standardised per channel (the statistics its authors published).
 PLAYGROUND_2_5_LATENT = NormalizedLatentFormat(4, 0.5, 0.0, (-1.6574, 1.886, -1.383, 2.5155),
                                                (8.4927, 5.9022, 6.5498, 5.2299))

@@ -19,7 +19,7 @@ _PIPELINES = {"StableDiffusionPipeline": "sd1", "StableDiffusionXLPipeline": "sd
 
 @dataclass(frozen=True)
 class CheckpointInfo:
-    """What `probe` found. arch: sd1 | sd2 | sdxl | flux | sd3 for models, clip | t5 for bare text encoders.
+    """What `probe` found. arch: sd1 | sd2 | sdxl | flux | flux2 | sd3 for models, clip | t5 for bare text encoders.
     kind: checkpoint | diffusion_model | vae | text_encoder | controlnet | lora | diffusers.
     components: which of diffusion_model, vae, text_encoder, controlnet the file can provide.
     layout: ldm | diffusers | bfl | hf | open_clip | kohya. prefix: the key prefix of the main network."""
@@ -68,7 +68,9 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
     has_vae = any(k.endswith("encoder.conv_in.weight") and not k.startswith("model.") for k in keys)
     has_te = any(k.startswith(("cond_stage_model.", "conditioner.embedders.", "text_encoders.")) for k in keys)
     extra = ({"vae"} if has_vae else set()) | ({"text_encoder"} if has_te else set())
-    for arch, marker, layout in (("flux", "double_blocks.0.img_attn.qkv.weight", "bfl"),
+    for arch, marker, layout in (("flux2", "double_stream_modulation_img.lin.weight", "bfl"),   # before Flux.1's
+                                 ("flux2", "double_stream_modulation_img.linear.weight", "diffusers"),
+                                 ("flux", "double_blocks.0.img_attn.qkv.weight", "bfl"),
                                  ("sd3", "joint_blocks.0.context_block.attn.qkv.weight", "ldm")):
         prefix = _prefix_with(shapes, marker)
         if prefix is not None:
@@ -85,7 +87,8 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
         if prefix + "encoder.conv_in.weight" in shapes and prefix + "decoder.conv_in.weight" in shapes:
             latent = shapes[prefix + "decoder.conv_in.weight"][1]
             layout = "diffusers" if any(k.startswith(prefix + "encoder.down_blocks.") for k in keys) else "ldm"
-            return info("sd1" if latent == 4 else "flux", "vae", {"vae"}, layout, prefix)
+            arch = "flux2" if prefix + "bn.running_mean" in shapes else "sd1" if latent == 4 else "flux"
+            return info(arch, "vae", {"vae"}, layout, prefix)
     if any(k.endswith("encoder.block.0.layer.0.SelfAttention.q.weight") for k in keys):
         return info("t5", "text_encoder", {"text_encoder"}, "hf")
     if any(k.endswith("encoder.layers.0.self_attn.q_proj.weight") for k in keys):

@@ -1,0 +1,143 @@
+"""FLUX.2 diffusion models (Klein 4B/9B and dev) from BFL/ComfyUI single files or diffusers layout.
+
+The network is diffusers' Flux2Transformer2DModel; BFL keys go through diffusers' own single-file converter, and
+the config is read from the tensor shapes. `apply` takes ComfyUI's view of the model: a [B,128,H/16,W/16] latent
+(the VAE's 2x2 patches are already channels, so every latent pixel is one token), sigma as the timestep, the
+stacked text-encoder states as context (left-padded with zeros to 512 tokens, as ComfyUI's Flux2 does), and
+4-axis position ids (t, h, w, l): image tokens at (0, row, column, 0), text tokens at (0, 0, 0, index).
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from diffusers import Flux2Transformer2DModel
+from diffusers.loaders.single_file_utils import convert_flux2_transformer_checkpoint_to_diffusers
+
+from cluster.refs import ModelRef
+from nodes.models.components import FLUX2_LATENT, DiffusionModel
+from nodes.models.errors import ModelLoadError
+from nodes.models.flux_keys import count_blocks, find_prefix, strip_prefix
+from nodes.models.safetensors_io import build_module
+
+# BFL's marker of FLUX.2 (Flux.1 has per-block modulations instead), as ComfyUI's model_detection tells them apart.
+BFL_MARKER = "double_stream_modulation_img.lin.weight"
+DIFFUSERS_MARKER = "double_stream_modulation_img.linear.weight"
+AXES_DIM = (32, 32, 32, 32)       # ComfyUI's and BFL's RoPE split of FLUX.2's 128-wide heads
+ROPE_THETA = 2000
+TEXT_TOKENS = 512                 # ComfyUI's Flux2 pads shorter contexts to this many tokens (zeros, on the left)
+DEFAULT_GUIDANCE = 3.5            # ComfyUI's value for a guidance-embedding model when the conditioning has none
+SAMPLING = {"kind": "flux", "shift": 2.02}   # ComfyUI's supported_models.Flux2: ModelSamplingFlux, shift 2.02
+
+
+def is_flux2_keys(keys: Iterable[str]) -> bool:
+    keys = list(keys)
+    return find_prefix(keys, BFL_MARKER) is not None or find_prefix(keys, DIFFUSERS_MARKER) is not None
+
+
+def to_diffusers_layout(sd: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The transformer's weights in diffusers layout, whatever the file's layout and prefix."""
+    p = find_prefix(sd.keys(), BFL_MARKER)
+    if p is not None:
+        return convert_flux2_transformer_checkpoint_to_diffusers(strip_prefix(sd, p))
+    p = find_prefix(sd.keys(), DIFFUSERS_MARKER)
+    if p is not None:
+        return strip_prefix(sd, p)
+    raise ValueError("not a FLUX.2 transformer state dict (no double_stream_modulation_img weights)")
+
+
+def infer_config(sd: Mapping[str, torch.Tensor]) -> dict[str, Any]:
+    """Flux2Transformer2DModel's config from a diffusers-layout state dict's shapes."""
+    inner, in_channels = sd["x_embedder.weight"].shape
+    n_double = count_blocks(sd, "transformer_blocks")
+    n_single = count_blocks(sd, "single_transformer_blocks")
+    block = "transformer_blocks.0" if n_double else "single_transformer_blocks.0"
+    head_dim = int(sd[f"{block}.attn.norm_k.weight"].shape[0])
+    if head_dim != sum(AXES_DIM) or inner % head_dim:
+        raise ValueError(f"FLUX.2 heads are {sum(AXES_DIM)} wide (RoPE axes {AXES_DIM}); this file has head dim "
+                         f"{head_dim} and hidden size {inner}")
+    mlp = (sd["transformer_blocks.0.ff.linear_out.weight"].shape[1] if n_double
+           else sd["single_transformer_blocks.0.attn.to_out.weight"].shape[1] - inner)
+    return {
+        "patch_size": 1,
+        "in_channels": int(in_channels),
+        "out_channels": int(sd["proj_out.weight"].shape[0]),
+        "num_layers": n_double,
+        "num_single_layers": n_single,
+        "attention_head_dim": head_dim,
+        "num_attention_heads": int(inner // head_dim),
+        "joint_attention_dim": int(sd["context_embedder.weight"].shape[1]),
+        "timestep_guidance_channels": int(sd["time_guidance_embed.timestep_embedder.linear_1.weight"].shape[1]),
+        "mlp_ratio": mlp / inner,
+        "axes_dims_rope": AXES_DIM,
+        "rope_theta": ROPE_THETA,
+        "guidance_embeds": "time_guidance_embed.guidance_embedder.linear_1.weight" in sd,
+    }
+
+
+def image_ids(h: int, w: int, device: torch.device) -> torch.Tensor:
+    """[h*w, 4] position ids (t, row, column, l) of the image tokens, row-major."""
+    ids = torch.zeros(h, w, len(AXES_DIM), device=device)
+    ids[..., 1] = torch.arange(h, device=device, dtype=torch.float32)[:, None]
+    ids[..., 2] = torch.arange(w, device=device, dtype=torch.float32)[None, :]
+    return ids.reshape(h * w, len(AXES_DIM))
+
+
+def text_ids(n: int, device: torch.device) -> torch.Tensor:
+    """[n, 4] position ids of the text tokens: their index on the last axis (ComfyUI's txt_ids_dims [3])."""
+    ids = torch.zeros(n, len(AXES_DIM), device=device)
+    ids[:, 3] = torch.arange(n, device=device, dtype=torch.float32)
+    return ids
+
+
+def pad_context(context: torch.Tensor) -> torch.Tensor:
+    """ComfyUI's Flux2.extra_conds: a context shorter than 512 tokens gets zero rows in front."""
+    short = TEXT_TOKENS - context.shape[1]
+    return F.pad(context, (0, 0, short, 0)) if short > 0 else context
+
+
+def _per_batch(v: Any, batch: int, device: torch.device) -> torch.Tensor:
+    t = torch.as_tensor(v, dtype=torch.float32, device=device).reshape(-1)
+    return t.expand(batch) if t.numel() == 1 else t
+
+
+@dataclass
+class Flux2DiffusionModel(DiffusionModel):
+    def apply(self, x: torch.Tensor, timestep: torch.Tensor, cond: dict[str, Any]) -> torch.Tensor:
+        if cond.get("control") is not None:
+            raise NotImplementedError("ControlNet is not supported for FLUX.2 models yet")
+        if cond.get("ref_latents"):
+            raise NotImplementedError("reference latents (FLUX.2 editing) are not supported yet")
+        module: Flux2Transformer2DModel = self.module
+        device, dtype = x.device, self.dtype
+        b, c, h, w = x.shape
+        tokens = x.to(dtype).reshape(b, c, h * w).transpose(1, 2)
+        context = pad_context(cond["context"].to(device, dtype))
+        guidance = None
+        if module.config.guidance_embeds and not cond.get("guidance_disabled"):
+            g = cond.get("guidance")
+            guidance = _per_batch(DEFAULT_GUIDANCE if g is None else g, b, device)
+        out = module(hidden_states=tokens, encoder_hidden_states=context,
+                     timestep=_per_batch(timestep, b, device),     # sigma; the module scales it by 1000
+                     img_ids=image_ids(h, w, device), txt_ids=text_ids(context.shape[1], device),
+                     guidance=guidance, return_dict=False)[0]
+        return out.transpose(1, 2).reshape(b, -1, h, w).float()
+
+
+
+def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) -> Flux2DiffusionModel:
+    """A FLUX.2 DiffusionModel from a state dict in BFL (optionally `model.diffusion_model.`-prefixed) or
+    diffusers layout."""
+    path = ref.sources[0] if ref.sources else None
+    try:
+        sd = to_diffusers_layout(state_dict)
+        config = infer_config(sd)
+    except (KeyError, ValueError) as e:
+        raise ModelLoadError(path, f"not a usable FLUX.2 transformer: {e}") from None
+    dtype = sd["x_embedder.weight"].dtype
+    module = build_module(lambda: Flux2Transformer2DModel(**config), sd, path, "FLUX.2 transformer", dtype=dtype)
+    return Flux2DiffusionModel(arch="flux2", module=module, latent_format=FLUX2_LATENT, sampling=dict(SAMPLING),
+                               config=config, dtype=dtype)
