@@ -8,6 +8,7 @@ tensor_store) rather than waiting, since an arena that waits for space can deadl
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -72,6 +73,10 @@ class Arena(ABC):
     def view(self, offset: int, dtype: torch.dtype, shape: tuple[int, ...]) -> torch.Tensor:
         """A tensor over arena bytes [offset, offset + nbytes) — no copy."""
 
+    def write(self, offset: int, tensor: torch.Tensor) -> None:
+        """Copy `tensor` into arena bytes at `offset`; peers may read them as soon as this returns."""
+        self.view(offset, tensor.dtype, tuple(tensor.shape)).copy_(tensor)
+
     @abstractmethod
     def pull(self, src: Any, out: torch.Tensor) -> None:
         """Copy the bytes a peer's handle `src` names into `out` (a view of this arena or a spill)."""
@@ -117,27 +122,44 @@ def copy_from_segment(peers: segments.PeerMaps, segment: str, offset: int, nbyte
     if nbytes:
         src = memoryview(mm)[offset:offset + nbytes]
         try:
-            out.reshape(-1).view(torch.uint8).numpy()[:] = src
+            if out.device.type == "cpu":
+                out.reshape(-1).view(torch.uint8).numpy()[:] = src
+            else:
+                # a host handle pulled into device memory (a GPU arena): stage on the host, then one copy
+                # up (a synchronous one, so the segment may be unmapped when this returns)
+                staged = torch.empty(nbytes, dtype=torch.uint8)
+                staged.numpy()[:] = src
+                out.reshape(-1).view(torch.uint8).copy_(staged)
         finally:
             src.release()
 
 
 class NvshmemArena(Arena):
-    """GPU memory: one uint8 tensor on the NVSHMEM symmetric heap, pulled one-sidedly.
+    """GPU memory: one symmetric allocation on the NVSHMEM heap for the arena's life, pulled one-sidedly.
 
     Every executor of the NVSHMEM team must create its arena with the same size, in the same order
-    after `nvshmem.core.init`, so an offset names the same block on every PE.
+    after `nvshmem.core.init` (the allocation is collective), so an offset names the same block on
+    every PE. Facts of nvshmem4py 0.4.1 this follows (its nvshmem/core/rma.py and interop/torch.py):
+    get/quiet exist only on a stream (stream=None raises NotImplementedError); a torch tensor is
+    resolved to its NVSHMEM buffer by the exact data_ptr of an allocation (a slice raises
+    NvshmemInvalid, and the allocation itself stands for all of it), while a `cuda.core.Buffer` is used
+    as it is. So a block is named by a Buffer over its local symmetric address, which NVSHMEM maps to
+    the same offset of the remote PE's heap.
     """
 
     def __init__(self, size: int, min_block: int = 4096, stream: Any = None) -> None:
         super().__init__(size, min_block)
         import nvshmem.core as nvshmem  # optional dependency: nvshmem4py (the gpu extra)
-        self._nv = nvshmem
+        from cuda.core import Buffer    # what nvshmem4py itself imports (cuda-core >= 0.5)
+        self._nv, self._buffer = nvshmem, Buffer
         self.pe = nvshmem.my_pe()
         self.name = f"nvshmem-{self.pe}"
         self._heap = nvshmem.tensor((self.capacity,), dtype=torch.uint8)
+        self._base = self._heap.data_ptr()
         self.device = self._heap.device
-        self._stream = stream
+        # nvshmem4py has no stream-less transfers: pulls and publishes run on a stream of the arena's own
+        # (anything with __cuda_stream__, as torch.cuda.Stream has).
+        self.stream = stream if stream is not None else torch.cuda.Stream(self.device)
 
     def view(self, offset: int, dtype: torch.dtype, shape: tuple[int, ...]) -> torch.Tensor:
         nbytes = element_count(shape) * torch.empty((), dtype=dtype).element_size()
@@ -145,11 +167,39 @@ class NvshmemArena(Arena):
             raise SegmentError(f"[{offset}, +{nbytes}) is outside the arena of {self.capacity}")
         return self._heap[offset:offset + nbytes].view(dtype).view(shape)
 
+    def write(self, offset: int, tensor: torch.Tensor) -> None:
+        dst = self.view(offset, tensor.dtype, tuple(tensor.shape))
+        self._after_compute()      # the tensor was made on the compute stream
+        with self._on_stream():
+            dst.copy_(tensor)
+        # Peers pull as soon as they hold the handle, on their own streams: the bytes must have landed
+        # before publish hands it out.
+        self.stream.synchronize()
+
     def pull(self, src: Any, out: torch.Tensor) -> None:
-        # The source is the peer's copy of the same symmetric slice: same offset, remote PE.
-        remote = self._heap[src.offset:src.offset + src.nbytes]
-        self._nv.get(out.reshape(-1).view(torch.uint8), remote, remote_pe=src.pe, stream=self._stream)
-        self._nv.quiet(stream=self._stream)
+        nbytes = src.nbytes
+        if src.offset < 0 or src.offset + nbytes > self.capacity:
+            raise SegmentError(f"[{src.offset}, +{nbytes}) is outside the symmetric arena of {self.capacity}")
+        if out.device != self.device or not out.is_contiguous() or out.numel() * out.element_size() != nbytes:
+            raise SegmentError(f"cannot pull {nbytes} bytes into a {tuple(out.shape)} {out.dtype} on {out.device}")
+        if nbytes == 0:
+            return
+        remote = self._buffer.from_handle(ptr=self._base + src.offset, size=nbytes)
+        # `out` is local device memory (a block of this arena or a spill): NVSHMEM reaches it over
+        # P2P/NVLink; a transport through a NIC would need it registered first.
+        local = self._buffer.from_handle(ptr=out.data_ptr(), size=nbytes)
+        self._after_compute()      # the block may still be read by work queued before it was freed
+        self._nv.get(local, remote, remote_pe=src.pe, stream=self.stream)
+        self._nv.quiet(stream=self.stream)
+        # The store checks the handle's generation after the pull: the bytes must be here by then.
+        self.stream.synchronize()
+
+    def _after_compute(self) -> None:
+        if self.device.type == "cuda":
+            self.stream.wait_stream(torch.cuda.current_stream(self.device))
+
+    def _on_stream(self) -> contextlib.AbstractContextManager:
+        return torch.cuda.stream(self.stream) if self.device.type == "cuda" else contextlib.nullcontext()
 
     def close(self) -> None:
         self._nv.free_tensor(self._heap)

@@ -108,7 +108,7 @@ class TensorStore:
             slot, gen = self.table.take(readers)
             block = self._alloc(nbytes)
             if block is not None:
-                self.arena.view(block.offset, t.dtype, shape).copy_(t)
+                self.arena.write(block.offset, t)   # landed when it returns: the handle may leave
                 self._storage[slot] = block
                 seg, off, pe = self.arena.name, block.offset, self.arena.pe
             else:
