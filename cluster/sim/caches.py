@@ -46,6 +46,22 @@ class LayerLRU:
         self.used += need
         return before
 
+    def preload(self, model: str, layers: int) -> int:
+        """Bring `model`'s first `layers` layers in while memory is free, never evicting: they join as the
+        least recently used, so the next load takes them first. Returns the bytes added."""
+        p = self.profiles[model]
+        have = self.resident.get(model, 0)
+        fit = have
+        while fit < min(layers, p.layers) and _bytes(p, fit + 1) - _bytes(p, have) <= self.capacity - self.used:
+            fit += 1
+        added = _bytes(p, fit) - _bytes(p, have)
+        if fit > have:
+            self.resident[model] = fit
+            if have == 0:
+                self.resident.move_to_end(model, last=False)
+            self.used += added
+        return added
+
     def _make_room(self, need: int, keep: str) -> None:
         for victim in list(self.resident):
             if self.capacity - self.used >= need:

@@ -33,6 +33,10 @@ class Point:
     tenants: int = 4
     seed: int = 0
     wait_for_warm: bool = True
+    trace_kind: str = "mix"             # cluster.sim.traces: mix | paper
+    startup_s: float = 0.0              # monolithic baselines: a function instance's start-up (0: a pool)
+    keepalive_s: float = 60.0
+    preload: bool = False               # ours: first L_e layers of requested models in idle memory
 
     def with_(self, **kw) -> "Point":
         return replace(self, **kw)
@@ -40,10 +44,11 @@ class Point:
 
 def run_point(p: Point) -> SimResult:
     workflows, profiles = catalogue(p.setting)
-    trace = generate(TraceSpec(duration_s=p.duration_s, rate=p.rate, cov=p.cov, tenants=p.tenants, seed=p.seed),
-                     [w.name for w in workflows])
+    trace = generate(TraceSpec(duration_s=p.duration_s, rate=p.rate, cov=p.cov, tenants=p.tenants, seed=p.seed,
+                               kind=p.trace_kind), [w.name for w in workflows])
     cfg = SimConfig(gpus=p.gpus, gpu=GPUS[p.gpu], system=p.system, policy=p.policy, delta=p.delta,
-                    slo_scale=p.slo_scale, warmup_s=p.warmup_s, wait_for_warm=p.wait_for_warm)
+                    slo_scale=p.slo_scale, warmup_s=p.warmup_s, wait_for_warm=p.wait_for_warm,
+                    startup_s=p.startup_s, keepalive_s=p.keepalive_s, preload=p.preload)
     return simulate(cfg, trace, workflows, profiles)
 
 

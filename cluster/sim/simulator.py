@@ -12,7 +12,15 @@ Systems (`SimConfig.system`):
   wcache    monolithic workflow functions, whole workflows cached in idle memory
   nocache   monolithic workflow functions, nothing cached between requests
 Monolithic requests go through the same dispatcher (FIFO by default), placed preferring a GPU
-holding the workflow (WCache) or the most of its model bytes (MCache).
+holding the workflow (WCache) or the most of its model bytes (MCache). With `startup_s` above 0 they
+run as the paper deploys them (§2.3, §8.1): serverless function instances, one workflow each, that the
+platform starts on a GPU when no live instance of the workflow is there (paying `startup_s` before the
+weight loads) and scales in after `keepalive_s` idle; a WCache instance lives exactly as long as its
+workflow stays cached ("a GPU function is terminated when the cached workflow is evicted"), while
+MCache's cached models outlive the instances that loaded them. With `startup_s` 0 an instance costs
+nothing and the baselines are the generous shared pool.
+With `preload`, Comfy Cluster's executors fill idle memory with the first L_e layers of the models the
+workload has asked for (§5.1), most requested first, whenever they fall idle; never by evicting.
 
 A scenario (`SimHooks`, e.g. cluster/sim/cascade_scenario.py) hears of arrivals and runs, and decides
 whether a node whose inputs are ready runs at all (a branch not taken is skipped), so a workflow can
@@ -70,11 +78,14 @@ class SimConfig:
     # measured 1.31x steps/s at n=4 on one CPU executor, i.e. about 0.68 per extra sample.
     batch_marginal: float = 0.68
     tenant_weights: dict[str, float] = field(default_factory=dict)
+    startup_s: float = 0.0              # monolithic baselines: start-up of a function instance (0: a pool)
+    keepalive_s: float = 60.0           # ... and how long an idle NoCache/MCache instance is kept
+    preload: bool = False               # ours: first L_e layers of requested models into idle memory
 
 
 class _Executor:
     """A modelled GPU, as cluster.dispatch_interface.ExecutorView."""
-    __slots__ = ("id", "cache", "busy", "busy_until", "cached_models", "running_bytes")
+    __slots__ = ("id", "cache", "busy", "busy_until", "cached_models", "running_bytes", "instances")
     draining = False    # a modelled GPU never aborts a run
 
     def __init__(self, idx: int, cache) -> None:
@@ -84,6 +95,7 @@ class _Executor:
         self.busy_until = 0.0
         self.cached_models: set[str] = set()
         self.running_bytes = 0
+        self.instances: dict[str, float] = {}    # function instances: workflow -> when it was last busy
 
     @property
     def load(self) -> int:
@@ -154,6 +166,9 @@ class Simulator:
         self.prefix = {k: prefix_length(p.layers, self.load[k] / p.layers, self.compute[k] / p.layers)
                        for k, p in profiles.items()}
         self.now = 0.0
+        # monolithic baselines as function instances: the platform starts another instance for a request
+        # rather than hold it for a busy one, so it has no warm wait
+        self.functions = cfg.system != "ours" and cfg.startup_s > 0
         self.scheduler = make_scheduler(cfg.policy, cfg.delta, clock=lambda: self.now)
         for tenant, weight in cfg.tenant_weights.items():
             self.scheduler.set_weight(tenant, weight)
@@ -167,7 +182,7 @@ class Simulator:
         self.executors = [_Executor(i, self._make_cache(capacity)) for i in range(cfg.gpus)]
         # the simulator is the dispatcher's shell and its load costs (LoadCosts: load_s, exposed_load_s, prepare)
         self.dispatcher = Dispatcher(self.scheduler, self, max_batch=cfg.max_batch, batch_window_s=cfg.batch_window_s,
-                                     warm_wait=WarmWaitPolicy(enabled=cfg.wait_for_warm), scaling=self.scaling,
+                                     warm_wait=WarmWaitPolicy(enabled=cfg.wait_for_warm and not self.functions), scaling=self.scaling,
                                      shed_run_s=self.run_s if cfg.shed_factor is not None else None)
         self._wake_at: float | None = None   # the pending batch-window event
         self._events: list = []
@@ -179,11 +194,14 @@ class Simulator:
         self.completions: list[Completion] = []
         self.vtimes: list[tuple[float, dict[str, float]]] = []   # scheduler vTime after each completion
         self.loads = {"hit": 0, "partial": 0, "miss": 0}
+        if self.functions:
+            self.loads["instance_starts"] = 0
         self._mem_used = 0
         self._mem_integral = 0.0
         self._mem_t = 0.0
         self.inflight = 0
         self.max_inflight = 0
+        self.demand: dict[str, int] = {}         # requests per model so far (what preloading expects)
 
     # -- setup ----------------------------------------------------------------------------------
 
@@ -224,6 +242,8 @@ class Simulator:
             self._at(tr.time, 0, req)
         horizon = self.cfg.horizon_s
         clock = time.thread_time
+        for ex in self.executors:
+            self._preload(ex)
         while self._events:
             t, _, kind, obj = heapq.heappop(self._events)
             if horizon is not None and t > horizon:
@@ -249,6 +269,8 @@ class Simulator:
     # -- control plane --------------------------------------------------------------------------
 
     def _arrive(self, req: SimRequest) -> None:
+        for m in req.wf.models:
+            self.demand[m] = self.demand.get(m, 0) + 1
         self.inflight += 1
         self.max_inflight = max(self.max_inflight, self.inflight)
         if self.hooks is not None:
@@ -351,7 +373,10 @@ class Simulator:
         return self._exposed_load(ex, inv)
 
     def prepare(self, inv: SimInvocation, free) -> None:
-        if self.cfg.system == "mcache":   # placement prefers the GPU holding most of the workflow's models
+        if self.functions:   # placement prefers a live instance of the workflow (no start-up)
+            for e in free:
+                e.cached_models = {w for w in e.cached_models if self._instance_alive(e, w)}
+        if self.cfg.system == "mcache":   # then the GPU holding most of the workflow's models
             models = inv.payload.request.wf.models
             inv.input_bytes = {e.id: e.cache.cached_bytes(models) for e in free}
 
@@ -360,9 +385,19 @@ class Simulator:
         if i != WHOLE_WORKFLOW:
             p = self.profiles[inv.model_key]
             return load_estimate(p.layers, ex.cache.layers(p.name), self.load[p.name])
+        startup = 0.0 if self._instance_alive(ex, req.wf.name) else self.cfg.startup_s
         if self.cfg.system == "mcache":
-            return sum(self.load[m] for m in req.wf.models if m not in ex.cache.resident)
-        return sum(self.load[m] for m in req.wf.models)
+            return startup + sum(self.load[m] for m in req.wf.models if m not in ex.cache.resident)
+        return startup + sum(self.load[m] for m in req.wf.models)
+
+    def _instance_alive(self, ex: _Executor, workflow: str) -> bool:
+        """A live function instance of `workflow` on `ex` (always, when instances cost nothing)."""
+        if not self.functions:
+            return True
+        if self.cfg.system == "wcache":
+            return workflow in ex.cache.resident
+        last = ex.instances.get(workflow)
+        return last is not None and self.now - last <= self.cfg.keepalive_s
 
     def _exposed_load(self, ex: _Executor, inv: SimInvocation) -> float:
         """Loading `inv` will add to its run on `ex`: with prefix loading, what the resident first
@@ -392,6 +427,24 @@ class Simulator:
         share = duration / len(invs)
         for inv in invs:
             self._finish(ex, inv, share)
+        if not ex.busy:
+            self._preload(ex)
+
+    def _preload(self, ex: _Executor) -> None:
+        """An idle executor of ours takes the first L_e layers of the models asked for most (at the start,
+        of every deployed model) into free memory, in the background: no GPU time, no eviction."""
+        if not self.cfg.preload or self.cfg.system != "ours":
+            return
+        if self.demand:
+            wanted = sorted(self.demand, key=lambda m: -self.demand[m])
+        else:
+            wanted = list(dict.fromkeys(m for w in self.workflows.values() for m in w.models))
+        used = ex.cache.used
+        for m in wanted:
+            ex.cache.preload(m, self.prefix[m])
+        if ex.cache.used != used:
+            self._mem_account(self.now, ex.cache.used - used)
+            ex.cached_models = {m for m, r in ex.cache.resident.items() if r >= self.prefix[m]}
 
     def _finish(self, ex: _Executor, inv: SimInvocation, measured: float) -> None:
         req, i = inv.payload
@@ -458,6 +511,8 @@ class Simulator:
         wf_bytes = sum(self.profiles[m].nbytes for m in models)
         system = self.cfg.system
         used = ex.cache.used if ex.cache is not None else 0
+        if self.functions and not self._instance_alive(ex, wf.name):
+            self.loads["instance_starts"] += 1
         if system == "mcache":
             missing = ex.cache.acquire(models)
             ex.cached_models = {w.name for w in self.workflows.values()
@@ -467,6 +522,11 @@ class Simulator:
             ex.cached_models = set(ex.cache.resident)
         else:
             missing = models
+        if self.functions:
+            ex.instances[wf.name] = self.now + load + sum(self.compute[n.model] for n in wf.nodes)
+            if system != "wcache":   # nocache: nothing is cached, the live instance is what is warm
+                ex.cached_models = ({w for w in ex.cached_models if w in ex.instances} if system == "mcache"
+                                    else set(ex.instances))
         if ex.cache is not None:
             self._mem_account(self.now, ex.cache.used - used)
         for m in models:

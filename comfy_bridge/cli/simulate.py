@@ -12,7 +12,7 @@ from cluster.scheduler import POLICIES
 from cluster.sim.simulator import SYSTEMS, SimConfig, simulate
 from cluster.sim.experiments import fewest_gpus
 from cluster.sim.gpu_profiles import GPUS
-from cluster.sim.traces import TraceSpec, generate, read_csv, scale, write_csv
+from cluster.sim.traces import TRACE_KINDS, TraceSpec, generate, read_csv, scale, write_csv
 from cluster.sim.workflows import catalogue
 
 
@@ -29,7 +29,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--duration", type=float, default=60.0, help="generated trace length (s)")
     p.add_argument("--rate", type=float, default=3.0, help="generated mean req/s")
     p.add_argument("--cov", type=float, default=1.0, help="generated inter-arrival CoV")
-    p.add_argument("--tenants", type=int, default=4)
+    p.add_argument("--tenants", type=int, default=4, help="tenants of a `mix` trace")
+    p.add_argument("--trace-kind", choices=TRACE_KINDS, default="mix",
+                   help="mix: tenants share one arrival process; paper: one bursty tenant per workflow (§8.1)")
+    p.add_argument("--baseline-startup", type=float, default=0.0, metavar="S",
+                   help="monolithic baselines run as function instances that pay S seconds to start "
+                        "(0: a shared pool that starts nothing; no measured S exists yet, see docs/simulator.md)")
+    p.add_argument("--keepalive", type=float, default=60.0, help="idle seconds before a function instance is scaled in")
+    p.add_argument("--preload", action=argparse.BooleanOptionalAction, default=False,
+                   help="ours: preload the first L_e layers of requested models into idle memory (§5.1)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--warmup", type=float, default=0.0, help="leave requests arriving earlier out")
     p.add_argument("--max-batch", type=int, default=1,
@@ -55,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
         trace = read_csv(args.trace, known=names)
     else:
         trace = generate(TraceSpec(duration_s=args.duration, rate=args.rate, cov=args.cov,
-                                   tenants=args.tenants, seed=args.seed), names)
+                                   tenants=args.tenants, seed=args.seed, kind=args.trace_kind), names)
     if args.rate_scale != 1.0:
         trace = scale(trace, args.rate_scale)
     if args.save_trace:
@@ -63,7 +71,8 @@ def run(args: argparse.Namespace) -> int:
     policy = args.policy or ("vtime" if args.system == "ours" else "fifo")
     cfg = SimConfig(gpus=args.gpus, gpu=GPUS[args.gpu], system=args.system, policy=policy, delta=args.slack,
                     slo_scale=args.slo_scale, warmup_s=args.warmup, max_batch=args.max_batch,
-                    batch_window_s=args.batch_window)
+                    batch_window_s=args.batch_window, startup_s=args.baseline_startup,
+                    keepalive_s=args.keepalive, preload=args.preload)
     if args.find_gpus:
         gpus, tried = fewest_gpus(lambda n: simulate(replace(cfg, gpus=n), trace, workflows, profiles).attainment,
                                   args.target, args.max_gpus)
