@@ -147,7 +147,7 @@ class LayerCache:
                     off += _padded(shape, dtype)
                 return out, "arena"
             self.budget.charge_weights(nbytes, evict=True, force=True)
-        return {n: torch.empty(s, dtype=d, device=self.device) for n, (s, d) in specs.items()}, "framework"
+        return {n: self.copier.empty(s, d) for n, (s, d) in specs.items()}, "framework"
 
     def warm(self, key: str, layers: int | None = None) -> None:
         """Make the first `layers` layers (all by default) resident now, synchronously."""
@@ -213,6 +213,7 @@ class LayerCache:
     def _evict_layer(self, m: _Model, i: int) -> int:
         entry = m.table.entries[i]
         region = entry.region
+        self.copier.retire(entry.tensors, m.events.pop(i, None))   # a copy may still be writing it
         m.table.unbind(i)
         m.ready[i].clear()
         self.evictions.append((m.key, i))

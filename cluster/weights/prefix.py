@@ -49,19 +49,31 @@ class LayerProfile:
 
 def profile_model(cache: LayerCache, key: str, run: Callable[[nn.Module], Any], repeats: int = 5) -> LayerProfile:
     """Measure T_comp (per block, warm, best of `repeats` runs) and T_load (each layer copied once
-    through the cache's host -> device path). Leaves the model fully resident."""
+    through the cache's host -> device path). Leaves the model fully resident.
+
+    On a GPU copies and kernels are asynchronous: both clocks stop only after the work landed (the
+    copier's stream, the device), else T_load and T_comp are issue times and L_e' comes out 0."""
     cache.drop(key)
+    sync = torch.cuda.synchronize if cache.device.type == "cuda" else (lambda: None)
+    sync()
     t0 = time.perf_counter()
     cache.warm(key)
+    cache.copier.synchronize()
     t_load = (time.perf_counter() - t0) / cache.num_layers(key)
     starts: dict[int, float] = {}
     spans: list[float] = []
 
     def start(i: int) -> Callable:
-        return lambda _m, _a: starts.__setitem__(i, time.perf_counter())
+        def hook(_m, _a) -> None:
+            sync()
+            starts[i] = time.perf_counter()
+        return hook
 
     def stop(i: int) -> Callable:
-        return lambda _m, _a, _o: spans.append(time.perf_counter() - starts[i])
+        def hook(_m, _a, _o) -> None:
+            sync()
+            spans.append(time.perf_counter() - starts[i])
+        return hook
 
     hooks = []
     for i, block in enumerate(cache.blocks(key)):

@@ -2,7 +2,8 @@
 
 `HostToDevice` is the PCIe stand-in on CPU: a copy that takes at least nbytes / bandwidth seconds
 (it sleeps the rest, releasing the GIL, so compute overlaps it as it would overlap a DMA). On a GPU
-it copies on its own CUDA stream and records an event the compute stream waits on.
+it copies on its own CUDA stream and records an event the compute stream waits on; the layers it
+fills are allocated from that stream's pool and retired through it (see `empty` and `retire`).
 """
 from __future__ import annotations
 
@@ -86,6 +87,30 @@ class HostToDevice:
         self.device = torch.device(device)
         self.bandwidth = bandwidth  # bytes/s; None = as fast as the copy goes
         self.stream = torch.cuda.Stream(self.device) if self.device.type == "cuda" else None
+
+    def empty(self, shape: torch.Size, dtype: torch.dtype) -> torch.Tensor:
+        """Memory for a layer to be copied in. On a GPU it comes from the copier stream's pool: a block
+        freed while a copy into it is in flight is then reused only by work queued behind that copy."""
+        if self.stream is None:
+            return torch.empty(shape, dtype=dtype, device=self.device)
+        with torch.cuda.stream(self.stream):
+            return torch.empty(shape, dtype=dtype, device=self.device)
+
+    def retire(self, tensors: dict[str, torch.Tensor], event: object | None) -> None:
+        """Before a layer's memory is given back (evicted): its copy must have landed, since an arena
+        block is reused at once, and the allocator must not hand the block to the copier again before
+        the compute stream's reads queued so far (the evicting thread's current stream) are done."""
+        if event is not None:
+            event.synchronize()
+        if self.stream is not None:
+            compute = torch.cuda.current_stream(self.device)
+            for t in tensors.values():
+                t.record_stream(compute)
+
+    def synchronize(self) -> None:
+        """Wait until every copy issued so far has landed (timing a load measures the copy, not its issue)."""
+        if self.stream is not None:
+            self.stream.synchronize()
 
     def copy(self, src: dict[str, torch.Tensor], dst: dict[str, torch.Tensor]) -> object | None:
         """Copy src[k] into dst[k]; returns a CUDA event to wait on (GPU) or None (done)."""

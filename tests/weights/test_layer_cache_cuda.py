@@ -57,3 +57,32 @@ def test_evicted_layers_free_device_memory_and_come_back(tmp_path):
         assert torch.equal(m(x), refs["a"](x))
     torch.cuda.synchronize()
     assert torch.cuda.memory_allocated() <= before + 2 * LAYER_BYTES + (1 << 20)
+
+
+@torch.inference_mode()
+def test_layers_dropped_while_their_copies_are_in_flight_come_back_whole(tmp_path):
+    # warm issues the copies on the copier stream; drop retires the layers at once (waits on each copy,
+    # records the compute stream's use) and the memory serves the next load
+    cache = gpu_cache(tmp_path)
+    ref = register(cache, "a", 3, layers=8)
+    cache.warm("a")
+    cache.drop("a")
+    assert cache.resident("a") == []
+    x = torch.randn(4, WIDTH, device="cuda")
+    with cache.use("a") as model:
+        out = model(x)
+    torch.cuda.synchronize()
+    assert torch.equal(out, ref(x))
+
+
+def test_the_profile_times_copies_and_kernels_to_their_completion(tmp_path):
+    from cluster.weights.prefix import profile_model
+    cache = gpu_cache(tmp_path)
+    ref = register(cache, "a", 4, layers=8)
+    x = torch.randn(4, WIDTH, device="cuda")
+    prof = profile_model(cache, "a", lambda model: model(x), repeats=2)
+    assert prof.t_load > 0 and prof.t_comp > 0
+    print(f"layer profile on {torch.cuda.get_device_name()}: T_load {prof.t_load * 1e6:.1f} us, "
+          f"T_comp {prof.t_comp * 1e6:.1f} us, L_e' {prof.prefix} of {prof.layers}")
+    with torch.inference_mode(), cache.use("a") as model:
+        assert torch.equal(model(x), ref(x))
