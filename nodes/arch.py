@@ -12,6 +12,7 @@ _EPS = {"kind": "discrete", "prediction": "eps", "beta_schedule": "scaled_linear
 LATENT_FORMATS: dict[str, LatentFormat] = {
     "sd1": SD1_LATENT, "sd2": SD1_LATENT, "sd2v": SD1_LATENT, "sdxl": SDXL_LATENT,
     "sd3": SD3_LATENT, "flux": FLUX_LATENT, "flux-schnell": FLUX_LATENT, "flux2": FLUX2_LATENT,
+    "zimage": FLUX_LATENT,
 }
 
 SAMPLING_CONFIGS: dict[str, dict[str, Any]] = {
@@ -23,6 +24,8 @@ SAMPLING_CONFIGS: dict[str, dict[str, Any]] = {
     "flux": {"kind": "flux", "shift": 1.15},
     "flux-schnell": {"kind": "flux", "shift": 1.0},
     "flux2": {"kind": "flux", "shift": 2.02},      # ComfyUI's supported_models.Flux2 (ModelSamplingFlux)
+    # Z-Image: ComfyUI's ZImage model sampling (AuraFlow's: sigma is the timestep), shift 3.
+    "zimage": {"kind": "flow", "shift": 3.0, "multiplier": 1.0},
 }
 
 

@@ -111,8 +111,8 @@ def _kohya_lora(targets: dict[str, tuple[int, int]], gen: torch.Generator, rank:
 
 
 def build_demo_models(models_dir: Path, include_flux: bool = True) -> list[Path]:
-    """Write the demo models under a ComfyUI models/ folder; returns the files written. The Flux and SD3
-    helpers' demo files are added when their modules are present (`include_flux=False` skips both)."""
+    """Write the demo models under a ComfyUI models/ folder; returns the files written. The Flux, SD3 and
+    Z-Image helpers' demo files are added when their modules are present (`include_flux=False` skips them)."""
     models_dir = Path(models_dir)
     written: list[Path] = []
     with torch.random.fork_rng(devices=[]):
@@ -159,6 +159,9 @@ def build_demo_models(models_dir: Path, include_flux: bool = True) -> list[Path]
         build_sd3 = getattr(_optional("nodes.models.sd3_demo"), "build_demo_sd3", None)
         if build_sd3 is not None:
             written += build_sd3(models_dir)
+        build_zimage = getattr(_optional("nodes.models.zimage_demo"), "build_demo_zimage", None)
+        if build_zimage is not None:
+            written += build_zimage(models_dir)
     return written
 
 

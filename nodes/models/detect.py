@@ -19,10 +19,11 @@ _PIPELINES = {"StableDiffusionPipeline": "sd1", "StableDiffusionXLPipeline": "sd
 
 @dataclass(frozen=True)
 class CheckpointInfo:
-    """What `probe` found. arch: sd1 | sd2 | sdxl | flux | flux2 | sd3 for models, clip | t5 for bare text encoders.
+    """What `probe` found. arch: sd1 | sd2 | sdxl | flux | flux2 | sd3 | zimage for models, clip | t5 | qwen3
+    for bare text encoders.
     kind: checkpoint | diffusion_model | vae | text_encoder | controlnet | lora | diffusers.
     components: which of diffusion_model, vae, text_encoder, controlnet the file can provide.
-    layout: ldm | diffusers | bfl | hf | open_clip | kohya. prefix: the key prefix of the main network."""
+    layout: ldm | diffusers | bfl | comfy | hf | open_clip | kohya. prefix: the key prefix of the main network."""
     path: str
     arch: str
     kind: str
@@ -76,6 +77,10 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
         if prefix is not None:
             return info(arch, "checkpoint" if extra else "diffusion_model", {"diffusion_model"} | extra, layout,
                         prefix)
+    prefix = _prefix_with(shapes, "layers.0.adaLN_modulation.0.weight")   # Z-Image (ComfyUI's NextDiT names)
+    if prefix is not None and prefix + "cap_embedder.1.weight" in shapes:
+        return info("zimage", "checkpoint" if extra else "diffusion_model", {"diffusion_model"} | extra, "comfy",
+                    prefix)
     if "single_transformer_blocks.0.attn.to_q.weight" in shapes:
         return info("flux", "diffusion_model", {"diffusion_model"}, "diffusers")
     prefix = _prefix_with(shapes, "input_blocks.0.0.weight")
@@ -91,14 +96,16 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
             return info(arch, "vae", {"vae"}, layout, prefix)
     if any(k.endswith("encoder.block.0.layer.0.SelfAttention.q.weight") for k in keys):
         return info("t5", "text_encoder", {"text_encoder"}, "hf")
+    if any(k.endswith("model.layers.0.self_attn.q_norm.weight") for k in keys):   # Qwen3 (Z-Image, Flux2-Klein)
+        return info("qwen3", "text_encoder", {"text_encoder"}, "hf")
     if any(k.endswith("encoder.layers.0.self_attn.q_proj.weight") for k in keys):
         return info("clip", "text_encoder", {"text_encoder"}, "hf")
     if any(k.endswith("transformer.resblocks.0.attn.in_proj_weight") for k in keys):
         return info("clip", "text_encoder", {"text_encoder"}, "open_clip")
     sample = ", ".join(sorted(keys)[:4]) or "no tensors"
     raise ModelLoadError(path, f"unknown model architecture (keys like {sample}); supported: SD1.x, SD2.x, "
-                               "SDXL, Flux and SD3 checkpoints, their UNets, VAEs, CLIP/T5 text encoders, "
-                               "ControlNets and LoRAs")
+                               "SDXL, Flux, FLUX.2, SD3 and Z-Image checkpoints, their UNets, VAEs, CLIP/T5/Qwen3 "
+                               "text encoders, ControlNets and LoRAs")
 
 
 def probe(path: str | os.PathLike) -> CheckpointInfo:

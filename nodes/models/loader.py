@@ -30,7 +30,7 @@ from .tokenizer import BYTE_VOCAB_SIZE, ClipBPE, SDTokenizer, bpe_for_vocab_size
 
 CONFIGS = Path(__file__).parent / "configs"
 LATENTS = {"sd1": SD1_LATENT, "sd2": SD1_LATENT, "sdxl": SDXL_LATENT}
-DIT_ARCHS = ("flux", "sd3", "flux2")
+DIT_ARCHS = ("flux", "sd3", "flux2", "zimage")
 __all__ = ["probe", "load_diffusion_model", "load_text_encoder", "load_vae", "load_controlnet", "CheckpointInfo"]
 
 
@@ -50,11 +50,11 @@ def _sd(ref: ModelRef, i: int = 0) -> dict[str, torch.Tensor]:
 FLUX_MODULES = ("nodes.models.flux", "nodes.models.flux_text", "nodes.models.flux_vae")
 SD3_MODULES = ("nodes.models.sd3",)
 FLUX2_MODULES = ("nodes.models.flux2", "nodes.models.flux2_text", "nodes.models.flux2_vae")
-_ARCH_MODULES = {"sd3": SD3_MODULES, "flux2": FLUX2_MODULES}
+_ARCH_MODULES = {"sd3": SD3_MODULES, "flux2": FLUX2_MODULES, "zimage": ("nodes.models.zimage",)}
 
 
 def _dispatch(name: str, ref: ModelRef, sd: Any, arch: str):
-    """Hand a Flux/FLUX.2/SD3 component to that family's helper `name(ref, state_dict)`."""
+    """Hand a DiT family's component to that family's helper `name(ref, state_dict)` (Flux's unless listed)."""
     for module_name in _ARCH_MODULES.get(arch, FLUX_MODULES):
         try:
             fn = getattr(importlib.import_module(module_name), name, None)
@@ -233,11 +233,17 @@ def load_text_encoder(ref: ModelRef) -> TextEncoder:
     path, _ = _source(ref)
     infos = [probe(p) for p in ref.sources]
     clip_type = ref.option("clip_type")
+    if any(i.arch == "qwen3" for i in infos):
+        # ComfyUI: a Qwen3-4B file is Flux2-Klein's encoder for CLIPLoader types flux/flux2, Z-Image's otherwise.
+        _refuse_merges(ref, path, "these text encoders")
+        arch = "flux2" if clip_type in ("flux", "flux2") else "zimage"
+        return _dispatch("load_text_encoder", ref, [_sd(ref, i) for i in range(len(ref.sources))], arch)
     if clip_type in DIT_ARCHS or any(i.arch in DIT_ARCHS + ("t5",) for i in infos):
         _refuse_merges(ref, path, "these text encoders")
         sds = [_sd(ref, i) for i in range(len(ref.sources))]
         arch = "sd3" if clip_type == "sd3" or any(i.arch == "sd3" for i in infos) else \
             "flux2" if clip_type == "flux2" else "flux"
+        arch = "zimage" if any(i.arch == "zimage" for i in infos) else arch   # a Z-Image checkpoint's Qwen3
         return _dispatch("load_text_encoder", ref, sds if len(sds) > 1 else sds[0], arch)
     if infos[0].kind == "diffusers":
         return _diffusers_text_encoder(ref, Path(path), infos[0].arch)
