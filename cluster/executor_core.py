@@ -24,7 +24,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 import psutil
 import torch
@@ -38,19 +38,42 @@ from cluster.refs import ModelRef
 from cluster.weights.cache import LayerCache, build_layer_cache
 
 log = logging.getLogger("cluster.executor")
+T = TypeVar("T")
 
 CPU_BUDGET = 8 << 30
-GPU_RESERVE = 1 << 30       # left to the CUDA context, cuBLAS/cuDNN workspaces and the allocator's slack
+MIN_GPU_BUDGET = 1 << 30
+
+
+def gpu_reserve(total: int) -> int:
+    """Device memory left out of the budget: the CUDA context, cuBLAS/cuDNN workspaces, the caching
+    allocator's fragmentation and activations beyond their charged input bytes, which all grow with
+    the models a bigger GPU runs: max(8 GiB, 10 %), at most half the device (a small GPU)."""
+    return min(max(8 << 30, total // 10), total // 2)
 
 
 def default_memory_budget(device: str, share: int = 1) -> int:
     """What a core manages when not told: on a GPU, its share (`share` executors on the device) of
-    the memory free at start less a reserve (the idle memory the layer cache and the arena harvest); on
-    the CPU, 8 GiB."""
+    the memory free at start less the reserve (the idle memory the layer cache and the arena harvest);
+    on the CPU, 8 GiB."""
     if not device.startswith("cuda"):
         return CPU_BUDGET
-    free, _ = torch.cuda.mem_get_info(torch.device(device))
-    return max((free - GPU_RESERVE) // max(share, 1), GPU_RESERVE)
+    free, total = torch.cuda.mem_get_info(torch.device(device))
+    return max((free - gpu_reserve(total)) // max(share, 1), MIN_GPU_BUDGET)
+
+
+def retry_after_oom(call: Callable[[], T], free: Callable[[], int]) -> T:
+    """`call()`, and once more after a device OutOfMemoryError: `free()` gives cached weights back and
+    the allocator returns its cached blocks first. A second OutOfMemoryError is raised (it does not fit)."""
+    try:
+        return call()
+    except torch.OutOfMemoryError as e:
+        # retried outside the handler: the traceback's frames hold the failed call's tensors
+        log.warning("out of device memory (%s); evicting cached weights and retrying once", str(e).split("\n")[0])
+    freed = free()
+    if torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
+    log.info("freed %d bytes of cached weights", freed)
+    return call()
 
 
 def default_host_bytes(device: str, memory_budget: int, share: int = 1) -> int:
@@ -185,6 +208,10 @@ class ExecutorCore:
         return CoreStats(self.budget.snapshot(), self.models.loads, self.models.hits,
                          len(self.models.cache.evictions), self.models.resident())
 
+    def free_idle_weights(self) -> int:
+        """Evict every cached layer of the models not running now; returns the bytes given back."""
+        return self.models.cache.evict(self.budget.total)
+
     def unload(self) -> None:
         """Forget every loaded model, its host and disk copies too (ComfyUI's /free)."""
         self.models.unload()
@@ -236,7 +263,7 @@ class ExecutorCore:
                 inputs = io.inputs(fn, part)
                 stage = "execute"
                 with self._resident(fn, part.ref, io.input_bytes(part)) as (model, load_s):
-                    out = fn.execute(model, inputs, part.params)
+                    out = retry_after_oom(lambda: fn.execute(model, inputs, part.params), self.free_idle_weights)
                 self._sync()
                 # delivered (published) before the scope frees the pulled inputs an output may view
                 delivered = io.deliver(out)
@@ -255,7 +282,7 @@ class ExecutorCore:
             merged = merge(calls)            # ValueError when the parts are not compatible after all
             activations = 2 * sum(io.input_bytes(p) for p in parts)   # inputs + merged copy
             with self._resident(fn, merged.ref, activations) as (model, load_s):
-                outs = run_merged(fn, model, merged)
+                outs = retry_after_oom(lambda: run_merged(fn, model, merged), self.free_idle_weights)
             self._sync()
             delivered = [io.deliver(out) for out in outs]
         io.finish()

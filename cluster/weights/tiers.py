@@ -39,9 +39,17 @@ class DiskTier:
             return {n: f.get_tensor(n) for n in names}
 
 
+def held_bytes(t: torch.Tensor, pinned: bool) -> int:
+    """Host memory a tensor holds. Pinned tensors come from torch's caching host allocator, which
+    rounds every block up to a power of two (and keeps freed blocks cached for the next pinned ones),
+    so counting their nbytes would undercount by up to 2x."""
+    n = t.numel() * t.element_size()
+    return 1 << (n - 1).bit_length() if pinned and n > 1 else n
+
+
 class HostTier:
-    """Whole models in host memory (pinned on a GPU machine), LRU beyond `capacity` bytes; a model
-    dropped from here is written to disk first so it is never lost."""
+    """Whole models in host memory (pinned on a GPU machine), LRU beyond `capacity` bytes counted as
+    the allocator holds them; a model dropped from here is written to disk first so it is never lost."""
 
     def __init__(self, disk: DiskTier, capacity: int | None = None, pin: bool = False) -> None:
         self.disk, self.capacity, self.pin = disk, capacity, pin
@@ -49,7 +57,7 @@ class HostTier:
         self.loads_from_disk = 0
 
     def nbytes(self) -> int:
-        return sum(t.numel() * t.element_size() for m in self._models.values() for t in m.values())
+        return sum(held_bytes(t, self.pin) for m in self._models.values() for t in m.values())
 
     def put(self, key: str, tensors: dict[str, torch.Tensor]) -> None:
         host = {k: v.detach().to("cpu").contiguous() for k, v in tensors.items()}

@@ -34,25 +34,42 @@ def _version(dist: str) -> str | None:
         return None
 
 
-def _devices() -> list[dict]:
+def _devices(executors: list[dict] | None = None) -> list[dict]:
+    """ComfyUI's device list, without creating a CUDA context in the server process (one would take
+    device memory and race the executors measuring what is free): GPUs as the executors report them
+    (their budgets and use, summed per device), else this process's GPU where it already has a context
+    (the in-process runtime on a GPU), else the host."""
     import torch
-    vm = psutil.virtual_memory()
-    devices = []
-    if torch.cuda.is_available():
+    devices: dict[str, dict] = {}
+    for e in executors or []:
+        device = str(e.get("device", ""))
+        if not device.startswith("cuda"):
+            continue
+        d = devices.setdefault(device, {"name": device, "type": "cuda",
+                                        "index": int(device.partition(":")[2] or 0),
+                                        "vram_total": 0, "vram_free": 0, "torch_vram_total": 0, "torch_vram_free": 0})
+        budget, used = int(e.get("memory_budget", 0)), int(e.get("memory_used", 0))
+        d["vram_total"] += budget
+        d["vram_free"] += budget - used
+        d["torch_vram_total"] += budget
+        d["torch_vram_free"] += budget - used
+    if not devices and torch.cuda.is_initialized():
         for index in range(torch.cuda.device_count()):
             free, total = torch.cuda.mem_get_info(index)
             reserved = torch.cuda.memory_reserved(index)
             allocated = torch.cuda.memory_allocated(index)
-            devices.append({"name": f"cuda:{index} {torch.cuda.get_device_name(index)}", "type": "cuda",
-                            "index": index, "vram_total": total, "vram_free": free,
-                            "torch_vram_total": reserved, "torch_vram_free": reserved - allocated})
-    if not devices:
-        devices.append({"name": "cpu", "type": "cpu", "index": None, "vram_total": vm.total,
-                        "vram_free": vm.available, "torch_vram_total": vm.total, "torch_vram_free": vm.available})
-    return devices
+            devices[f"cuda:{index}"] = {"name": f"cuda:{index} {torch.cuda.get_device_name(index)}", "type": "cuda",
+                                        "index": index, "vram_total": total, "vram_free": free,
+                                        "torch_vram_total": reserved, "torch_vram_free": reserved - allocated}
+    if devices:
+        return list(devices.values())
+    vm = psutil.virtual_memory()
+    return [{"name": "cpu", "type": "cpu", "index": None, "vram_total": vm.total,
+             "vram_free": vm.available, "torch_vram_total": vm.total, "torch_vram_free": vm.available}]
 
 
-def system_stats() -> dict:
+def system_stats(executors: list[dict] | None = None) -> dict:
+    """/system_stats; `executors`: the head's reports of its executors (device, memory_budget, memory_used)."""
     import torch
     vm = psutil.virtual_memory()
     frontend = _version("comfyui-frontend-package")
@@ -65,7 +82,7 @@ def system_stats() -> dict:
             "python_version": sys.version, "pytorch_version": torch.__version__,
             "embedded_python": Path(sys.executable).parent.name == "python_embeded", "argv": sys.argv,
         },
-        "devices": _devices(),
+        "devices": _devices(executors),
     }
 
 
@@ -85,7 +102,8 @@ def add_routes(routes: web.RouteTableDef, server: "PromptServer") -> None:
 
     @routes.get("/system_stats")
     async def get_system_stats(request: web.Request) -> web.Response:
-        return web.json_response(system_stats())
+        head = getattr(server.config, "cluster_head", None)
+        return web.json_response(system_stats(head.stats()["executors"] if head is not None else None))
 
     @routes.get("/features")
     async def get_features(request: web.Request) -> web.Response:
