@@ -107,10 +107,11 @@ def test_report_writes_markdown_and_plots(tmp_path):
     out = tmp_path / "r"
     assert main(["--out", str(out), "--duration", "15", "--seeds", "1", "--gpus", "8", "--rate", "2",
                  "--gpu-sweep-rate", "1", "--scale-gpus", "16", "--scale-rate", "8", "--scale-duration", "4",
-                 "--workers", "1"]) == 0
+                 "--startup-duration", "20", "--workers", "1"]) == 0
     text = (out / "report.md").read_text()
     assert "Headline" in text and "Fairness" in text and "Capacity planning" in text
-    for name in ("slo_vs_rate", "slo_vs_slo_scale", "slo_vs_gpus", "slo_vs_cov", "memory_utilisation",
+    assert "baselines as function instances with start-up S" in text
+    for name in ("startup_sweep", "slo_vs_rate", "slo_vs_slo_scale", "slo_vs_gpus", "slo_vs_cov", "memory_utilisation",
                  "fairness", "loading_breakdown", "latency_breakdown"):
         png = out / f"{name}.png"
         assert png.read_bytes()[:4] == b"\x89PNG", name
