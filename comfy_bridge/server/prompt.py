@@ -22,7 +22,7 @@ def _invalid(message: str, details: str = "") -> web.Response:
     return json_response(error_body("invalid_prompt", message, details), status=400)
 
 
-def _shape_error(prompt: dict) -> str | None:
+def shape_error(prompt: dict) -> str | None:
     """What makes `prompt` not a map of nodes the validator can read (it expects dicts with a string
     class_type and a dict of inputs); None when it is one."""
     for node_id, node in prompt.items():
@@ -77,9 +77,9 @@ def add_routes(routes: web.RouteTableDef, server: "PromptServer") -> None:
             return json_response(error_body("no_prompt", "No prompt provided", "No prompt provided"), status=400)
         if not isinstance(prompt, dict):
             return _invalid("Prompt must be a JSON object")
-        shape_error = _shape_error(prompt)
-        if shape_error is not None:
-            return _invalid("Prompt is not a map of nodes", shape_error)
+        problem = shape_error(prompt)
+        if problem is not None:
+            return _invalid("Prompt is not a map of nodes", problem)
         if max_chars is not None:
             length, where = longest_text(prompt)
             if length > max_chars:

@@ -180,7 +180,7 @@ class WebSecurity:
         else:
             return response
         response.headers["Access-Control-Allow-Methods"] = "POST, GET, DELETE, PUT, OPTIONS, PATCH"
-        response.headers["Access-Control-Allow-Headers"] = "Content-Type, Authorization"
+        response.headers["Access-Control-Allow-Headers"] = "Content-Type, Authorization, X-API-Key, Idempotency-Key, Range"
         response.headers["Access-Control-Allow-Credentials"] = "true"
         if request.headers.get("Access-Control-Request-Private-Network") == "true":
             response.headers["Access-Control-Allow-Private-Network"] = "true"   # Chrome's PNA preflight

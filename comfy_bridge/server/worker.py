@@ -62,6 +62,10 @@ class QueueWorker:
         for thread in self._threads:
             thread.start()
 
+    def alive(self) -> bool:
+        """Whether every worker thread is running (a health check's answer)."""
+        return bool(self._threads) and all(t.is_alive() for t in self._threads)
+
     def stop(self, timeout: float = 10.0) -> None:
         self._stop.set()
         if self.server.prompt_queue.running_prompt_ids():

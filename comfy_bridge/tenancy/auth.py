@@ -1,4 +1,5 @@
-"""Authentication for a hosted server: `Authorization: Bearer KEY` for API clients, a login page
+"""Authentication for a hosted server: `Authorization: Bearer KEY` (or `X-API-Key: KEY`, as Comfy
+Cloud takes it) for API clients, a login page
 that turns a key into an HttpOnly SameSite session cookie for the browser (the web UI and its
 websocket then work unchanged), and the per-request tenant scope.
 
@@ -23,7 +24,8 @@ from .store import Store, Tenant
 
 COOKIE = "comfy_cluster_session"
 SESSION_TTL_S = 7 * 24 * 3600
-OPEN_PATHS = ("/login", "/logout")
+OPEN_PATHS = ("/login", "/logout", "/api/v2/health")
+V2_PREFIX = "/api/v2/"
 # Unicode categories a URL parser may drop or treat as a separator: controls, format characters,
 # line and paragraph separators, surrogates, unassigned and private-use code points.
 _INVISIBLE = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs", "Cn", "Co"})
@@ -71,8 +73,8 @@ class Gate:
     async def identify(self, request: web.Request) -> tuple[str, str, str] | None:
         """(tenant, how, credential id) from the bearer key or the session cookie."""
         header = request.headers.get("Authorization", "")
-        if header[:7].lower() == "bearer ":
-            key = header[7:].strip()
+        key = header[7:].strip() if header[:7].lower() == "bearer " else request.headers.get("X-API-Key", "").strip()
+        if key:
             # A key verified before is a cheap lookup on the loop; a first check runs scrypt off it.
             found = self.store.verified_key(key) or await asyncio.get_running_loop().run_in_executor(
                 None, self.store.authenticate_key, key)
@@ -187,6 +189,10 @@ def _cross_origin(request: web.Request) -> bool:
 
 
 def _unauthenticated(request: web.Request) -> web.StreamResponse:
+    if request.path.startswith(V2_PREFIX):   # Comfy API v2's error envelope
+        return web.json_response({"error": {"code": "unauthorized", "message": "Send your API key as "
+                                            "'Authorization: Bearer <key>' or 'X-API-Key: <key>'.", "details": None}},
+                                 status=401, headers={"WWW-Authenticate": 'Bearer realm="comfy"'})
     wants_page = (request.method == "GET" and "text/html" in request.headers.get("Accept", "")
                   and request.headers.get("Upgrade", "").lower() != "websocket")
     if wants_page:

@@ -63,7 +63,10 @@ class Quotas:
                                  f"{incoming} more requested")
 
     async def _check_prompt(self, request: web.Request, tenant: Tenant) -> None:
-        body = await request.read()   # aiohttp keeps it: the handler reads the same bytes
+        self.check_prompt_body(tenant, await request.read())   # aiohttp keeps the body for the handler
+
+    def check_prompt_body(self, tenant: Tenant, body: bytes, field: str = "prompt") -> None:
+        """Raise the 413/429 for a prompt body (its graph under `field`: "workflow" in API v2) over a limit."""
         max_bytes, _ = self.prompt_limits(tenant)
         if max_bytes is not None and len(body) > max_bytes:   # before parsing it
             raise over_limit(413, "max_prompt_bytes", max_bytes, f"prompt is {len(body)} bytes")
@@ -71,7 +74,7 @@ class Quotas:
             data = json.loads(body)
         except (ValueError, RecursionError):   # RecursionError: absurd nesting
             return   # the route answers malformed JSON itself
-        prompt = data.get("prompt") if isinstance(data, dict) else None
+        prompt = data.get(field) if isinstance(data, dict) else None
         if tenant.max_nodes is not None and isinstance(prompt, dict) and len(prompt) > tenant.max_nodes:
             raise over_limit(413, "max_nodes", tenant.max_nodes, f"prompt has {len(prompt)} nodes")
         if tenant.max_queued is not None:
@@ -88,6 +91,10 @@ class Quotas:
         size = request.content_length
         if size is None:
             size = len(await request.read())
+        self.check_upload(tenant, size)
+
+    def check_upload(self, tenant: Tenant, size: int) -> None:
+        """Raise the 413 for an upload of `size` bytes over the tenant's upload or storage limit."""
         cap = tenant.max_upload_bytes
         if cap is not None and size > cap:
             raise over_limit(413, "max_upload_bytes", cap, f"upload is {size} bytes")

@@ -14,11 +14,12 @@ from typing import Any, Iterator
 from aiohttp import web
 
 from comfy_bridge.server.app import PromptServer
-from comfy_bridge.server.common import TENANT_KEY
+from comfy_bridge.server.common import TENANT_KEY, over_limit
 from comfy_bridge.server.config import ServerConfig
 from nodes.workspace import Workspace
 
 from . import tenant_context as context
+from . import v2_install
 from .accounting import Accounting
 from .auth import Gate
 from .tenant_engines import TenantExecutors
@@ -59,7 +60,8 @@ def state_path(config: ServerConfig, workspace: Workspace) -> Path:
 
 class TenantPromptServer(PromptServer):
     def __init__(self, config: ServerConfig, **engine: Any):
-        self.store = Store(state_path(config, config.resolve_workspace()))
+        db_path = state_path(config, config.resolve_workspace())
+        self.store = Store(db_path)
         check_listen(config, self.store)
         self.tenant_workspace: TenantWorkspace | None = None
         super().__init__(config, **engine)
@@ -67,6 +69,7 @@ class TenantPromptServer(PromptServer):
         self.gate.add_routes(self.app)
         self.app.router.add_get("/cluster/tenants", self.usage_list)
         self.app.router.add_get("/cluster/tenants/{name}/usage", self.usage)
+        self.v2 = v2_install.install(self, db_path)   # Comfy API v2 (/api/v2/*), records in the same file
         if self.prompt_queue.resumed:
             log.info("resumed %d prompts that were running when the server stopped", self.prompt_queue.resumed)
 
@@ -138,6 +141,9 @@ class TenantPromptServer(PromptServer):
                 super().queue_updated()
 
     def send_sync(self, event: str | int, data: Any, sid: str | None = None) -> None:
+        v2 = self.__dict__.get("v2")
+        if v2 is not None:
+            v2.observe(event, data, sid)   # an API v2 job's messages feed its event stream
         loop, messages = self.loop, self.messages
         if loop is None or messages is None or loop.is_closed():
             return
@@ -154,6 +160,40 @@ class TenantPromptServer(PromptServer):
                     await self.send(event, data, sid)
             except Exception:
                 log.exception("failed to send %s", event)
+
+    # -- API v2 requests under the v1 limits ------------------------------------------------------
+    def v2_prompt_refusal(self, request: web.Request, body: bytes) -> web.Response | None:
+        """The v2 answer when a job's body is over a limit of the caller (or the server's)."""
+        tenant = request.get(TENANT_KEY)
+        record = self.gate.tenant(tenant) if tenant is not None else None
+        try:
+            if record is not None:
+                self.quotas.check_prompt_body(record, body, field="workflow")
+            else:
+                max_bytes, _ = self.prompt_limits(request)
+                if max_bytes is not None and len(body) > max_bytes:
+                    raise over_limit(413, "max_prompt_bytes", max_bytes, f"prompt is {len(body)} bytes")
+        except web.HTTPException as exc:
+            return v2_install.refusal(exc)
+        return None
+
+    def v2_upload_limit(self, request: web.Request) -> int:
+        """The largest upload the caller may send: its own limit where set, else the server's."""
+        tenant = request.get(TENANT_KEY)
+        record = self.gate.tenant(tenant) if tenant is not None else None
+        own = record.max_upload_bytes if record is not None else None
+        return min(own, self.config.max_upload_bytes) if own is not None else self.config.max_upload_bytes
+
+    def v2_storage_refusal(self, request: web.Request, size: int) -> web.Response | None:
+        tenant = request.get(TENANT_KEY)
+        record = self.gate.tenant(tenant) if tenant is not None else None
+        if record is None:
+            return None
+        try:
+            self.quotas.check_upload(record, size)
+        except web.HTTPException as exc:
+            return v2_install.refusal(exc)
+        return None
 
     # -- accounting -----------------------------------------------------------------------
     def _is_admin(self, request: web.Request) -> bool:

@@ -34,6 +34,10 @@ class Tenant:
     pending: str = ""    # queued behind it (victim only)
     user_id: str = ""    # created with POST /users (multi-user mode)
     image: str = ""      # the output file of `done`
+    v2_job: str = ""     # a finished Comfy API v2 job, its output's asset id and blake3 hash
+    v2_output: str = ""
+    v2_hash: str = ""
+    v2_asset: str = ""   # an asset uploaded through /api/v2/assets
 
     @property
     def upper(self) -> str:
@@ -45,7 +49,8 @@ class Tenant:
 
     def secrets(self) -> list[str]:
         n, u = self.name, self.upper
-        return [s for s in (self.done, self.running, self.pending, self.user_id, f"{n}img", f"{n}loaded",
+        return [s for s in (self.done, self.running, self.pending, self.user_id, self.v2_job, self.v2_output,
+                            self.v2_asset, self.v2_hash, f"{n}img", f"{n}loaded",
                             f"{n}input", f"{u}-PNGTEXT", f"{n}model", f"{u}-META", f"{n}flow", f"{u}-USERDATA",
                             f"{u}-SETTING", f"{n}user", f"tenants/{n}") if s]
 
@@ -627,3 +632,11 @@ def stale(routes: list[tuple[str, str]]) -> list[tuple[str, str]]:
     present = set(routes)
     keys = {route_key(m, p, present)[:2] for m, p in routes}
     return sorted(set(CASES) - keys)
+
+
+def _with_v2() -> None:
+    from isolation_cases_v2 import V2_CASES
+    CASES.update(V2_CASES)
+
+
+_with_v2()

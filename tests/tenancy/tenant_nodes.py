@@ -88,7 +88,40 @@ class TSaveThenWait:
         return result
 
 
-CLASSES = {"TNumber": TNumber, "TSave": TSave, "TSlowSave": TSlowSave, "TSaveThenWait": TSaveThenWait}
+class TStepSave(TSave):
+    """A sampler's shape: `steps` steps, each reported as progress (what ProgressBar does), then a save."""
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"value": ("INT", {}), "prefix": ("STRING", {"default": "steps"}),
+                             "steps": ("INT", {"default": 4}), "seconds": ("FLOAT", {"default": 0.02})}}
+
+    def run(self, value, prefix, steps, seconds):
+        for step in range(steps):
+            time.sleep(seconds)
+            progress.report_progress(step + 1, steps)
+        return _save(value, prefix)
+
+
+class TCopyInput:
+    """Loads a file of the input folder by name (as LoadImage does) and saves its bytes as an output,
+    so a test sees which file a name resolved to."""
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"image": ("STRING", {}), "prefix": ("STRING", {"default": "copy"})}}
+    RETURN_TYPES = ()
+    OUTPUT_NODE = True
+    FUNCTION = "run"
+    CATEGORY = "test"
+
+    def run(self, image, prefix):
+        import shutil
+        name = f"{prefix}.png"
+        shutil.copyfile(folder_paths.get_annotated_filepath(image), f"{folder_paths.get_output_directory()}/{name}")
+        return {"ui": {"images": [{"filename": name, "subfolder": "", "type": "output"}]}}
+
+
+CLASSES = {"TNumber": TNumber, "TSave": TSave, "TSlowSave": TSlowSave, "TSaveThenWait": TSaveThenWait,
+           "TStepSave": TStepSave, "TCopyInput": TCopyInput}
 
 
 def registry():
