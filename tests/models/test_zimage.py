@@ -139,3 +139,25 @@ def test_a_truncated_file_is_refused(tmp_path):
     del sd["layers.1.feed_forward.w2.weight"]
     with pytest.raises(ModelLoadError, match="w2"):
         load_diffusion_model(ModelRef("diffusion_model", "zimage", (str(tmp_path / "z.safetensors"),), ("",)), sd)
+
+
+def test_all_in_one_checkpoint_gives_all_three_components(demo_workspace, tmp_path):
+    """ComfyUI's checkpoint layout for Z-Image: model.diffusion_model. + text_encoders.qwen3_4b.transformer. +
+    vae. (supported_models.ZImage); CheckpointLoaderSimple's three outputs load from it."""
+    from nodes.models.loader import load_text_encoder, load_vae
+    parts = tiny_zimage_state_dicts()
+    prefixes = {"transformer": "model.diffusion_model.", "text_encoder": "text_encoders.qwen3_4b.transformer.",
+                "vae": "vae."}
+    path = tmp_path / "z_image_turbo_aio.safetensors"
+    save_file({prefixes[p] + k: v for p, sd in parts.items() for k, v in sd.items()}, str(path))
+    info = probe(path)
+    assert (info.arch, info.kind, info.components) == (
+        "zimage", "checkpoint", frozenset({"diffusion_model", "text_encoder", "vae"}))
+    ref = ModelRef("diffusion_model", "zimage", (str(path),), ("",))
+    from nodes.models.loader import load_diffusion_model as load_any
+    assert load_any(ref).config["dim"] == TINY_CONFIG["dim"]
+    te = load_text_encoder(ModelRef("text_encoder", "zimage", (str(path),), ("",)))
+    cond, _ = te.encode(te.tokenize("a cat"))
+    assert cond.shape[-1] == TINY_CONFIG["cap_feat_dim"]
+    vae = load_vae(ModelRef("vae", "zimage", (str(path),), ("",)))
+    assert vae.latent_channels == 16
