@@ -52,7 +52,7 @@ from cluster.dataplane.plane import ExecutorDataPlane, Invocation
 from cluster.dataplane.segments import safe_prefix
 from cluster.executor_core import (ExecutorCore, Fault, Part, Ran, TensorIO, default_host_bytes,
                                    default_memory_budget)
-from cluster.modelfn import ModelFn
+from cluster.modelfn import ModelFn, warm_up_all
 from cluster.providers import add_providers
 
 log = logging.getLogger("cluster.executor")
@@ -64,8 +64,10 @@ class Executor:
     def __init__(self, head: str, device: str = "cpu", threads: int = 1, memory_budget: int | None = None,
                  executor_id: str | None = None, heartbeat_s: float = 0.5, exit_with_parent: bool = False,
                  arena_bytes: int = 64 << 20, host_bytes: int | None = None, device_share: int = 1,
-                 host_share: int = 1, parent_pid: int | None = None) -> None:
+                 host_share: int = 1, parent_pid: int | None = None, warmed: tuple[list[str], float] = ([], 0.0)
+                 ) -> None:
         self.head = head
+        self.warmed, self.warm_s = warmed   # what warm_up_all did before this executor registers
         if device == "cuda":   # a bare "cuda" is the current GPU: name its index, as set_device needs
             device = f"cuda:{torch.cuda.current_device()}"
         self.device = device
@@ -144,7 +146,7 @@ class Executor:
     def _register(self, sock: zmq.Socket) -> None:
         self._send(sock, m.Register(self.id, socket.gethostname(), os.getpid(), self.device, self.threads,
                                       self.memory_budget, self.plane.memory_used(), self.core.models.resident(),
-                                      self.prefix))
+                                      self.prefix, self.warmed, self.warm_s))
 
     def _handle(self, sock: zmq.Socket, msg: m.ToExecutor) -> None:
         if isinstance(msg, (m.Dispatch, m.BatchDispatch)):
@@ -303,6 +305,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--provider", action="append", default=[],
                    help="module that registers ModelFns, imported on the first ModelFn it does not know yet "
                         "(besides the entry-point group comfy_cluster.modelfns, which installed packages declare)")
+    p.add_argument("--warm-up", action="store_true",
+                   help="import every provider and warm its ModelFns up before registering (cluster.modelfn."
+                        "warm_up_all), so the first invocation pays no import; `serve` starts its executors so")
     p.add_argument("--id", default=None, help="executor id (default: host-pid-random)")
     p.add_argument("--heartbeat", type=float, default=0.5, help="seconds between heartbeats")
     p.add_argument("--exit-with-parent", action="store_true", help="stop when the parent process exits")
@@ -318,9 +323,14 @@ def main(argv: list[str] | None = None) -> None:
     add_providers(*args.provider)
     for mod in args.preload:
         importlib.import_module(mod)
+    warmed: tuple[list[str], float] = ([], 0.0)
+    if args.warm_up:
+        torch.set_num_threads(args.threads)   # the warm-up's first calls set up the pool it will run on
+        t0 = time.perf_counter()
+        warmed = (warm_up_all(), time.perf_counter() - t0)
     executor = Executor(args.head, args.device, args.threads, args.memory_budget, args.id, args.heartbeat,
                         args.exit_with_parent, args.arena_bytes, args.host_bytes, args.device_share,
-                        args.host_share, args.parent_pid if args.exit_with_parent else None)
+                        args.host_share, args.parent_pid if args.exit_with_parent else None, warmed)
 
     def stop(signum: int, frame: Any) -> None:
         # leave as on Shutdown, after the invocation in progress: data plane closed, segments unlinked

@@ -126,6 +126,8 @@ class ExecutorState:
     zombies: set[int] = field(default_factory=set)   # aborted dispatches still occupying it
     draining: bool = False
     completed: int = 0
+    warmed: list[str] = field(default_factory=list)   # ModelFns it warmed up before registering
+    warm_s: float = 0.0
 
     @property
     def load(self) -> int:
@@ -593,11 +595,11 @@ class Head:
             self._lose(old, "registered again (restarted)")
         ex = ExecutorState(msg.executor_id, identity, msg.host, msg.pid, msg.device, msg.threads,
                            msg.memory_budget, msg.memory_used, set(msg.cached_models), msg.shm_prefix,
-                           time.monotonic())
+                           time.monotonic(), warmed=list(msg.warmed), warm_s=msg.warm_s)
         self.executors[ex.id] = ex
         self._by_identity[identity] = ex
-        log.info("executor %s registered (%s, %d threads, pid %d on %s)", ex.id, ex.device, ex.threads,
-                 ex.pid, ex.host)
+        log.info("executor %s registered (%s, %d threads, pid %d on %s%s)", ex.id, ex.device, ex.threads,
+                 ex.pid, ex.host, f"; {len(ex.warmed)} ModelFns warmed up in {ex.warm_s:.1f} s" if ex.warmed else "")
         self._send(ex, m.Welcome(self.heartbeat_s))
 
     def _finished(self, ex: ExecutorState, msg: m.Done | m.Failed) -> None:

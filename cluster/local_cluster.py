@@ -70,8 +70,9 @@ def exit_cause(returncode: int) -> str:
 
 class LocalCluster:
     def __init__(self, head: Head, n: int, threads: int, memory_budget: int | None, preload: Sequence[str],
-                 devices: Sequence[str], restart: bool, env: dict[str, str] | None) -> None:
+                 devices: Sequence[str], restart: bool, env: dict[str, str] | None, warm_up: bool = False) -> None:
         self.head = head
+        self.warm_up = warm_up
         self.threads, self.memory_budget, self.preload = threads, memory_budget, list(preload)
         self.devices = [list(devices)[i % len(devices)] for i in range(n)]   # executor i's device
         self.restart = restart
@@ -95,6 +96,8 @@ class LocalCluster:
             cmd += ["--memory-budget", str(self.memory_budget)]
         for mod in self.preload:
             cmd += ["--preload", mod]
+        if self.warm_up:
+            cmd.append("--warm-up")
         for mod in added_providers():   # what this process can run, its executors can run
             cmd += ["--provider", mod]
         proc = subprocess.Popen(cmd, cwd=REPO, env=self.env, stderr=subprocess.PIPE)
@@ -143,12 +146,15 @@ class LocalCluster:
 def start_local_cluster(n: int, threads_per_executor: int = 1, *, memory_budget: int | None = None,
                         preload: Sequence[str] = (), devices: Sequence[str] = ("cpu",), restart: bool = True,
                         tenant: str = "default", wait_s: float = 120.0, env: dict[str, str] | None = None,
-                        **head_kw: Any) -> tuple[Head, ClusterRuntime]:
+                        warm_up: bool = False, **head_kw: Any) -> tuple[Head, ClusterRuntime]:
     """Start a head (its options in `head_kw`: policy, delta, deadline_s, lost_after_s, ...) and `n`
-    executor processes, executor i on `devices[i % len(devices)]`; returns once all have registered."""
+    executor processes, executor i on `devices[i % len(devices)]`; returns once all have registered.
+    `warm_up`: each executor imports its providers and warms their ModelFns up before registering
+    (what `serve` wants; tests of the back end alone skip the seconds it takes)."""
     head = Head(**head_kw).start()
     try:
-        cluster = LocalCluster(head, n, threads_per_executor, memory_budget, preload, devices, restart, env)
+        cluster = LocalCluster(head, n, threads_per_executor, memory_budget, preload, devices, restart, env,
+                               warm_up)
     except Exception:
         head.stop()
         raise

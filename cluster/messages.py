@@ -36,6 +36,8 @@ class Register(msgspec.Struct, tag=True):
     memory_used: int
     cached_models: list[str]
     shm_prefix: str          # every segment this executor creates starts with it (cleanup on loss)
+    warmed: list[str] = []   # ModelFns warmed up before registering (cluster.modelfn.warm_up_all)
+    warm_s: float = 0.0      # seconds that took
 
 
 class Heartbeat(msgspec.Struct, tag=True):

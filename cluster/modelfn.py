@@ -78,6 +78,12 @@ class ModelFn(ABC):
             return ("sample", str(t.dtype), tuple(t.shape[1:]))
         return None
 
+    @classmethod
+    def warm_up(cls) -> None:
+        """Pay, once per process and before the first invocation, what a first call would otherwise pay:
+        importing the model code, first-call set-up of kernels. `warm_up_all` calls it at an executor's
+        start, before it takes work. The default does nothing."""
+
     def resolve(self, inputs: dict[str, TensorSource], name: str) -> torch.Tensor | None:
         """The tensor of input `name`, fetching it now if it is a callback input."""
         value = inputs.get(name)
@@ -93,6 +99,16 @@ def register(cls: type[ModelFn]) -> type[ModelFn]:
         raise ValueError(f"ModelFn {cls.name!r} registered twice")
     MODEL_FNS[cls.name] = cls
     return cls
+
+
+def warm_up_all() -> list[str]:
+    """Import every provider and warm every registered ModelFn up (`ModelFn.warm_up`); the names warmed.
+    An executor does this before it registers, so a fresh cluster's first prompt finds the model code
+    imported instead of importing it (seconds) on the critical path."""
+    load_providers()
+    for _, cls in sorted(MODEL_FNS.items()):
+        cls.warm_up()
+    return sorted(MODEL_FNS)
 
 
 def get_model_fn(name: str) -> type[ModelFn]:

@@ -7,7 +7,8 @@ The back end names no provider. The layers above declare theirs, in two ways tha
   `start_local_cluster` hands on to the executors it starts, so a checkout that was not reinstalled
   after a provider was added still runs.
 Providers are imported on the first ModelFn name not yet known, not at start-up: they load torch and
-model code, which a process that never runs a ModelFn does not need.
+model code, which a process that never runs a ModelFn does not need. An executor started to serve
+(`--warm-up`) imports them at start instead (`cluster.modelfn.warm_up_all`), before it registers.
 
 No torch here: the ComfyUI layer registers its providers on import, and `comfy-cluster --help` must
 stay quick.

@@ -51,7 +51,7 @@ def start_cluster_in_background(args: argparse.Namespace) -> Future | None:
     def start() -> None:
         try:
             head, runtime = start_local_cluster(len(devices), threads, devices=devices, env=executor_env,
-                                                **head_options)
+                                                warm_up=True, **head_options)
             from cluster.cascade.head_hook import follow_head
             from nodes.cascade_nodes import checkpoint_model_key
             follow_head(head, checkpoint_model_key)   # cascade decisions set the batch sizes of their models
@@ -96,7 +96,10 @@ def _serve(args: argparse.Namespace) -> int:
         head, runtime = cluster.result()
     else:   # --executors 0: in-process, through the same executor core, batching as --max-batch says
         from cluster.local import default_local_runtime
+        from cluster.modelfn import warm_up_all
         head, runtime = None, default_local_runtime(args.max_batch, args.batch_window_ms / 1000)
+        # the model code imports while the server starts and waits, instead of in the first prompt
+        threading.Thread(target=warm_up_all, name="warm-up", daemon=True).start()
     if head is not None:
         config.cluster_head = head
         config.scheduler = head  # tenants' fair-share weights

@@ -344,6 +344,11 @@ class DenoiseStep(ModelFn):
             return None
         return super().input_layout(name, t, n, ndim)
 
+    @classmethod
+    def warm_up(cls) -> None:
+        from nodes.models.loader import import_model_code
+        import_model_code()
+
     def load_model(self, ref: ModelRef) -> DiffusionModel:
         from nodes.models.loader import load_diffusion_model
         return load_diffusion_model(ref)

@@ -20,6 +20,11 @@ class TextEncode(ModelFn):
         self.add_output("cond")
         self.add_output("pooled")
 
+    @classmethod
+    def warm_up(cls) -> None:
+        from nodes.models.loader import import_model_code
+        import_model_code()
+
     def load_model(self, ref: ModelRef) -> TextEncoder:
         from nodes.models.loader import load_text_encoder
         return load_text_encoder(ref)

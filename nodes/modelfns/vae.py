@@ -11,6 +11,11 @@ from nodes.models.components import VAE
 
 
 class _VAEFn(ModelFn):
+    @classmethod
+    def warm_up(cls) -> None:
+        from nodes.models.loader import import_model_code
+        import_model_code()
+
     def load_model(self, ref: ModelRef) -> VAE:
         from nodes.models.loader import load_vae
         return load_vae(ref)

@@ -34,6 +34,14 @@ DIT_ARCHS = ("flux", "sd3", "flux2", "zimage")
 __all__ = ["probe", "load_diffusion_model", "load_text_encoder", "load_vae", "load_controlnet", "CheckpointInfo"]
 
 
+def import_model_code() -> None:
+    """Import the model classes the SD-family loaders build (diffusers' UNet and VAE, transformers' CLIP):
+    seconds of imports that an executor pays at start (ModelFn.warm_up) instead of in its first prompt.
+    Importing diffusers' models imports its transformer package too, which holds the DiT families'."""
+    from diffusers import AutoencoderKL, UNet2DConditionModel  # noqa: F401
+    from transformers import CLIPTextModel, CLIPTextModelWithProjection  # noqa: F401
+
+
 # ---- shared helpers ---------------------------------------------------------------------------------------
 
 def _source(ref: ModelRef, i: int = 0) -> tuple[str, str | None]:

@@ -92,3 +92,26 @@ class Crashes(ModelFn):
         import faulthandler
         faulthandler._sigsegv()
         return {}
+
+
+WARMED = False   # set in an executor process by WarmProbe.warm_up (cluster.modelfn.warm_up_all)
+
+
+@register
+class WarmProbe(ModelFn):
+    """Answers whether its process warmed it up before this call."""
+    name = "cc_test_warm_probe"
+
+    @classmethod
+    def warm_up(cls) -> None:
+        global WARMED
+        WARMED = True
+
+    def setup_io(self) -> None:
+        self.add_output("warmed")
+
+    def load_model(self, ref: ModelRef) -> None:
+        return None
+
+    def execute(self, model: None, inputs: dict[str, Any], params: dict[str, Any]) -> dict:
+        return {"warmed": torch.tensor([float(WARMED)])}
