@@ -27,6 +27,7 @@ from cluster.weights.lookup import LayerTable, split_layers
 from cluster.weights.tiers import DiskTier, HostTier, HostToDevice
 
 _ALIGN = 256
+_TORCH_ALIGN = 64   # what torch's CPU allocator guarantees
 
 
 @dataclass
@@ -127,15 +128,21 @@ class LayerCache:
             return
         src = self.host.get(m.key, entry.names)
         dst, region = self._place(m, i, entry.nbytes)
-        event = self.copier.copy(src, dst)
-        if event is not None:
-            m.events[i] = event
+        if dst is None:   # the host tensors run as they are (HostToDevice.shares_host_memory), but
+            # aligned as torch aligns its memory: kernels pick their code path (and rounding) by alignment,
+            # and a layer read back from the disk tier (a memory map) must give the same bits
+            dst = {n: t if t.data_ptr() % _TORCH_ALIGN == 0 else t.clone() for n, t in src.items()}
+        else:
+            event = self.copier.copy(src, dst)
+            if event is not None:
+                m.events[i] = event
         m.table.bind(i, dst, region)
         m.ready[i].set()
 
-    def _place(self, m: _Model, i: int, nbytes: int) -> tuple[dict[str, torch.Tensor], str]:
+    def _place(self, m: _Model, i: int, nbytes: int) -> tuple[dict[str, torch.Tensor] | None, str]:
         """Destination tensors for layer i: framework memory within the budget, else free arena
-        space, else framework memory after evicting others (over-committing rather than stalling)."""
+        space, else framework memory after evicting others (over-committing rather than stalling).
+        Framework memory on a device that shares host memory is the host tensors themselves: None."""
         specs = {n: m.table.specs[n] for n in m.table.entries[i].names}
         if not self.budget.charge_weights(nbytes, evict=False):
             block = self.arena.alloc(sum(_padded(s, d) for s, d in specs.values())) if self.arena else None
@@ -147,6 +154,8 @@ class LayerCache:
                     off += _padded(shape, dtype)
                 return out, "arena"
             self.budget.charge_weights(nbytes, evict=True, force=True)
+        if self.copier.shares_host_memory:
+            return None, "framework"
         return {n: self.copier.empty(s, d) for n, (s, d) in specs.items()}, "framework"
 
     def warm(self, key: str, layers: int | None = None) -> None:

@@ -120,6 +120,12 @@ class HostToDevice:
         if self.stream is not None:
             self.stream.synchronize()
 
+    @property
+    def shares_host_memory(self) -> bool:
+        """A CPU device with no bandwidth to emulate: host memory is device memory, so a layer can run
+        from its host tensors as they are (copying them would only double the memory and the time)."""
+        return self.device.type == "cpu" and not self.bandwidth
+
     def copy(self, src: dict[str, torch.Tensor], dst: dict[str, torch.Tensor]) -> object | None:
         """Copy src[k] into dst[k]; returns a CUDA event to wait on (GPU) or None (done)."""
         t0 = time.perf_counter()

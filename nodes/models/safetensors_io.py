@@ -165,12 +165,24 @@ def build_module(factory: Callable[[], torch.nn.Module], state_dict: dict[str, t
         if tuple(state_dict[k].shape) != tuple(t.shape):
             raise ModelLoadError(path, f"the {what} tensor {k} has shape {tuple(state_dict[k].shape)}, "
                                        f"the architecture needs {tuple(t.shape)}")
-    # Copies, so that patching a module in place can never alter the cached file contents.
-    weights = {k: state_dict[k].to(dtype if state_dict[k].is_floating_point() else state_dict[k].dtype, copy=True)
-               for k in expected}
+    weights = {k: in_compute_dtype(state_dict[k], dtype) for k in expected}
     module.load_state_dict(weights, strict=True, assign=True)
     _materialize_buffers(module, path, what)
     return module.eval().requires_grad_(False)
+
+
+ALIGN = 64   # torch's CPU allocator aligns to 64 bytes; BLAS kernels pick their code path (and rounding) by it
+
+
+def in_compute_dtype(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """`t` as a module weight: a float tensor of another dtype (fp16/bf16 files) converted, the one pass
+    over its bytes; one already in `dtype` used as it is, a view of the file's private (copy-on-write)
+    memory map, so loading copies nothing and no write can reach the file. Only a view that is not
+    aligned as torch aligns its own memory is copied: GEMM and convolution kernels choose their code
+    path by alignment, and a weight must give the same bits whichever file it came from."""
+    if t.is_floating_point() and t.dtype != dtype:
+        return t.to(dtype)
+    return t.clone() if t.data_ptr() % ALIGN else t
 
 
 def _materialize_buffers(module: torch.nn.Module, path: str | None, what: str) -> None:
