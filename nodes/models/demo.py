@@ -165,6 +165,33 @@ def build_demo_models(models_dir: Path, include_flux: bool = True) -> list[Path]
     return written
 
 
+def build_real_size_sd1(path: Path) -> Path:
+    """A real-size SD1.5 checkpoint with random weights, for benchmarks that must move real amounts of bytes:
+    the full UNet (860M parameters), CLIP-L (123M, OpenAI's 49408-token vocabulary, so the shipped tokenizer
+    serves it) and the full VAE (84M), in the ldm single-file layout, float16 as users download it (2.1 GB).
+    Weights are seeded normal draws scaled by 1/sqrt(fan-in) (norm scales 1), so activations stay finite.
+    Built on the meta device: only the file's bytes are ever allocated."""
+    with torch.device("meta"):
+        unet = UNet2DConditionModel(cross_attention_dim=768)   # the other defaults are SD1.5's
+        vae = AutoencoderKL(down_block_types=("DownEncoderBlock2D",) * 4, up_block_types=("UpDecoderBlock2D",) * 4,
+                            block_out_channels=(128, 256, 512, 512), layers_per_block=2, sample_size=512)
+        te = CLIPTextModel(CLIPTextConfig(vocab_size=49408, hidden_size=768, intermediate_size=3072,
+                                          num_hidden_layers=12, num_attention_heads=12, max_position_embeddings=77,
+                                          hidden_act="quick_gelu", projection_dim=768))
+    layout = {**_prefixed(_unet_ldm(unet), unet_mod.LDM_UNET_PREFIX),
+              **_prefixed(vae_mod.diffusers_to_ldm(vae.state_dict()), vae_mod.LDM_VAE_PREFIX),
+              **_prefixed(_te_hf(te), "cond_stage_model.transformer.")}
+    gen = torch.Generator().manual_seed(SEED)
+    tensors = {}
+    for key, meta in sorted(layout.items()):
+        if meta.ndim == 1 and "norm" in key and key.endswith(".weight"):
+            tensors[key] = torch.ones(meta.shape, dtype=STORE_DTYPE)
+        else:
+            fan_in = max(1, meta[0].numel()) if meta.ndim > 1 else meta.numel()
+            tensors[key] = (torch.randn(meta.shape, generator=gen) * fan_in ** -0.5).to(STORE_DTYPE)
+    return _save(tensors, Path(path))
+
+
 def _controlnet_ldm(unet, gen: torch.Generator) -> dict[str, torch.Tensor]:
     cn = ControlNetModel.from_unet(unet, conditioning_embedding_out_channels=(8, 16, 16, 32))
     # from_unet zero-initialises the output convs, which would make the ControlNet a no-op.

@@ -1,0 +1,116 @@
+"""The floor of `bench coldstart`: what a plain script needs, from process start to a saved image, for the
+work a fresh server's first prompt does. It reads an SD1 ldm checkpoint with safetensors (memory-mapped),
+converts the weights once into float32 modules built on the meta device (diffusers' UNet2DConditionModel
+and AutoencoderKL, transformers' CLIPTextModel; the key names mapped by nodes.models' renaming tables,
+which copy nothing), encodes two 77-token prompts, runs Euler steps with classifier-free guidance (the UNet
+at batch 2, as ComfyUI's KSampler does) on the normal schedule, decodes and writes a PNG. No engine, no
+server, no cache, no batch-invariant layers.
+
+    python -m comfy_bridge.bench.coldstart_floor CHECKPOINT --size 256 --steps 4 --out image.png
+
+Prints one JSON line: the phases' seconds since the process started (its imports included).
+"""
+from __future__ import annotations
+
+import time
+
+T_START = time.perf_counter()
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import torch  # noqa: E402
+
+
+def _meta_build(factory, weights: dict[str, torch.Tensor]) -> torch.nn.Module:
+    with torch.device("meta"):
+        module = factory()
+    module.load_state_dict({k: v.float() for k, v in weights.items()}, strict=True, assign=True)
+    return module.eval().requires_grad_(False)
+
+
+def normal_sigmas(steps: int) -> torch.Tensor:
+    """ComfyUI's "normal" schedule of SD1's discrete model sampling (scaled-linear betas, 1000 steps)."""
+    betas = torch.linspace(0.00085 ** 0.5, 0.012 ** 0.5, 1000, dtype=torch.float64) ** 2
+    sigmas = ((1 - torch.cumprod(1 - betas, 0)) / torch.cumprod(1 - betas, 0)) ** 0.5
+    log_sigmas = sigmas.log().float()
+    ts = torch.linspace(999, 0, steps)
+    low, frac = ts.floor().long(), ts.frac()
+    high = (low + 1).clamp(max=999)
+    out = ((1 - frac) * log_sigmas[low] + frac * log_sigmas[high]).exp()
+    return torch.cat([out, out.new_zeros(1)]), log_sigmas
+
+
+def timestep(sigma: torch.Tensor, log_sigmas: torch.Tensor) -> torch.Tensor:
+    dists = sigma.log() - log_sigmas[:, None]
+    low = dists.ge(0).cumsum(0).argmax(0).clamp(max=log_sigmas.shape[0] - 2)
+    w = ((log_sigmas[low] - sigma.log()) / (log_sigmas[low] - log_sigmas[low + 1])).clamp(0, 1)
+    return (1 - w) * low + w * (low + 1)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m comfy_bridge.bench.coldstart_floor", description=__doc__)
+    p.add_argument("checkpoint")
+    p.add_argument("--size", type=int, default=256)
+    p.add_argument("--steps", type=int, default=4)
+    p.add_argument("--cfg", type=float, default=8.0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default=os.devnull)
+    args = p.parse_args(argv)
+    marks: dict[str, float] = {}
+
+    def mark(name: str) -> None:
+        marks[name] = round(time.perf_counter() - T_START, 3)
+
+    from diffusers import AutoencoderKL, UNet2DConditionModel
+    from PIL import Image
+    from safetensors.torch import load_file
+    from transformers import CLIPTextModel
+
+    from nodes.models import clip as clip_mod
+    from nodes.models import unet as unet_mod
+    from nodes.models import vae as vae_mod
+    mark("imports")
+    sd = load_file(args.checkpoint)   # a memory map: nothing read yet
+    unet_sd = unet_mod.strip_prefix(sd, unet_mod.LDM_UNET_PREFIX)
+    layout = unet_mod.infer_layout({k: tuple(v.shape) for k, v in unet_sd.items()})
+    unet = _meta_build(lambda: UNet2DConditionModel(**unet_mod.diffusers_config(layout, "sd1")),
+                       unet_mod.ldm_to_diffusers(unet_sd, layout))
+    vsd = vae_mod.ldm_to_diffusers(unet_mod.strip_prefix(sd, vae_mod.LDM_VAE_PREFIX))
+    vae = _meta_build(lambda: AutoencoderKL(**vae_mod.diffusers_config(vsd)), vsd)
+    tsd = clip_mod.hf_keys(sd, "cond_stage_model.transformer.")
+    cfg = clip_mod.clip_config(tsd, "quick_gelu")
+    te = _meta_build(lambda: CLIPTextModel(cfg), tsd)
+    for module in te.modules():   # the one buffer no file holds
+        if getattr(module, "position_ids", None) is not None and module.position_ids.is_meta:
+            module.register_buffer("position_ids", torch.arange(77).expand(1, -1), persistent=False)
+    mark("loaded")
+    with torch.inference_mode():
+        ids = torch.full((1, 77), cfg.eos_token_id)
+        ids[0, 0] = cfg.bos_token_id
+        conds = [te(input_ids=ids).last_hidden_state for _ in range(2)]   # the positive and negative prompt
+        context = torch.cat(conds)
+        mark("encoded")
+        sigmas, log_sigmas = normal_sigmas(args.steps)
+        g = torch.Generator().manual_seed(args.seed)
+        x = torch.randn(1, 4, args.size // 8, args.size // 8, generator=g) * sigmas[0]
+        for i in range(args.steps):
+            s = sigmas[i]
+            xin = torch.cat([x, x]) / (s ** 2 + 1) ** 0.5
+            eps = unet(xin, timestep(s.reshape(1), log_sigmas).expand(2), encoder_hidden_states=context).sample
+            den_c, den_u = (x - eps[:1] * s), (x - eps[1:] * s)
+            denoised = den_u + (den_c - den_u) * args.cfg
+            x = x + (x - denoised) / s * (sigmas[i + 1] - s)
+        mark("sampled")
+        image = vae.decode(x / 0.18215).sample
+        pixels = ((image[0].clamp(-1, 1) + 1) * 127.5).round().to(torch.uint8).permute(1, 2, 0).numpy()
+        Image.fromarray(pixels).save(args.out, format="PNG")
+        mark("image")
+    print(json.dumps(marks), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
