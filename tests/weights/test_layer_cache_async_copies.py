@@ -27,6 +27,7 @@ class LateEvent:
 
 class LateCopier(HostToDevice):
     """Copies queued at issue, landing (after COPY_S each) on synchronize or their event's wait."""
+    shares_host_memory = False   # it stands for a GPU's copier: layers are copied, never run from host memory
 
     def __init__(self, events: bool) -> None:
         super().__init__("cpu")
