@@ -1,23 +1,130 @@
 #!/usr/bin/env bash
-# Every check that needs a GPU, in one run on a CUDA machine (never run yet; budget a few minutes):
-#   the layer cache's CUDA-stream copies, the NVSHMEM arena, batch invariance with cuBLAS/cuDNN, and
-#   `serve` with a GPU executor rendering the default workflow against the CPU image.
-# With the device tool: run scripts/fetch_gpu_wheels.sh here first, then run
-#   `bash scripts/gpu_check.sh` there with carry [".whl"]; logs land in $OUT (default /tmp/gpu-check).
+# Every check that needs a GPU, in one run of under 7 minutes on a CUDA machine (no run has happened yet).
+# Each step has its own time limit and log; everything is written under $OUT, at most 8 files (what the
+# device tool brings back):
+#   env.txt           the GPU, driver, torch/CUDA and package versions, before and after the install
+#   install.log       the wheels of scripts/gpu_wheels.txt, from $WHEELS (.whl/), installed with no network
+#   units.log         the layer cache's CUDA-stream copies and profile, batch invariance with cuBLAS/cuDNN
+#   e2e.log           `serve` with a GPU executor rendering the default workflow against the CPU image
+#   e2e-server.log    that server's log, its executors' output with it
+#   nvshmem-one.log   the NVSHMEM arena on one PE, in a process of its own (NVSHMEM ends a process whose
+#                     init fails)
+#   nvshmem-pair.log  two PEs pulling each other's tensors (last, in processes of their own)
+#   summary.txt       each step's status and seconds
+# A missing or broken nvshmem4py fails the check, as does a step whose tests skipped.
+#
+# Usage: bash scripts/gpu_check.sh [--dry-run]
+#   --dry-run (any machine): print the exact commands and check that every wheel and file they need is here.
+# With the device tool: run scripts/fetch_gpu_wheels.sh here, then `bash scripts/gpu_check.sh` there with
+# carry [".whl"] and timeout_s 450.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+DRY=0
+case "${1:-}" in
+  --dry-run) DRY=1 ;;
+  "") ;;
+  *) echo "usage: $0 [--dry-run]" >&2; exit 2 ;;
+esac
 OUT=${OUT:-/tmp/gpu-check}
-mkdir -p "$OUT"
-if [ -d .whl ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    || { echo "installing the carried wheels failed" >&2; exit 1; }
-  export PYTHONPATH=/tmp/site
+WHEELS=${WHEELS:-.whl}
+SITE=${SITE:-/tmp/gpu-check-site}
+WORK=${WORK:-/tmp/gpu-check-work}
+PY=${PY:-python3}
+# Step limits in seconds; together (405) under 7 minutes.
+T_ENV=15 T_INSTALL=40 T_UNITS=75 T_E2E=160 T_ONE=40 T_PAIR=60
+PYTEST=("$PY" -m pytest -q -rs -s -p no:cacheprovider)
+NEEDED=(scripts/gpu_wheels.txt scripts/gpu_env.py scripts/gpu_nvshmem_pair.py
+        tests/weights/test_layer_cache_cuda.py tests/models/test_batch_invariant.py tests/e2e/test_gpu_executor.py
+        tests/dataplane/test_nvshmem_arena.py workflows_json/text_to_image.json)
+
+# -- what is needed is here ---------------------------------------------------------------------------
+missing=()
+for f in "${NEEDED[@]}"; do
+  [ -f "$f" ] || missing+=("file $f")
+done
+wheel_files=()
+if [ -f scripts/gpu_wheels.txt ]; then
+  while read -r req; do
+    name=${req%%==*} version=${req#*==}
+    norm=$(echo "$name" | tr 'A-Z' 'a-z' | sed -E 's/[-_.]+/_/g')
+    found=("$WHEELS/$norm-$version-"*.whl)
+    if [ ${#found[@]} -eq 1 ] && [ -f "${found[0]}" ]; then
+      wheel_files+=("${found[0]}")
+    else
+      missing+=("wheel $req (as $WHEELS/$norm-$version-*.whl; run scripts/fetch_gpu_wheels.sh)")
+    fi
+  done < <(grep -Ev '^[[:space:]]*(#|$)' scripts/gpu_wheels.txt)
 fi
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>&1 | tee "$OUT/gpu.txt"
-python3 -c "import torch; print('torch', torch.__version__, 'CUDA', torch.version.cuda, torch.cuda.get_device_name(0))" \
-  2>&1 | tee -a "$OUT/gpu.txt"
-python3 -m pytest -q -rs -s -p no:cacheprovider \
-  tests/weights/test_layer_cache_cuda.py tests/dataplane/test_nvshmem_arena.py tests/models/test_batch_invariant.py \
-  tests/e2e/test_gpu_executor.py 2>&1 | tee "$OUT/pytest.log"
-exit "${PIPESTATUS[0]}"
+for f in scripts/gpu_env.py scripts/gpu_nvshmem_pair.py; do
+  [ -f "$f" ] && ! "$PY" -c "import ast, sys; ast.parse(open(sys.argv[1]).read())" "$f" 2>/dev/null \
+    && missing+=("a script that parses: $f")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  printf 'missing: %s\n' "${missing[@]}" >&2
+  exit 1
+fi
+
+# -- the steps ---------------------------------------------------------------------------------------
+FAILED=0
+summary() {
+  if [ $DRY = 0 ]; then echo "$*" >> "$OUT/summary.txt"; fi
+  echo "$*"
+}
+
+# step NAME LIMIT LOG KIND COMMAND...: run COMMAND under LIMIT seconds into LOG (appended for env).
+# KIND pytest: a run that skipped tests, or ran none, failed.
+step() {
+  local name=$1 limit=$2 log=$3 kind=$4
+  shift 4
+  if [ $DRY = 1 ]; then
+    printf '[%s, %ss] timeout -k 5 %s %s>> %s 2>&1\n' "$name" "$limit" "$limit" "$(printf '%q ' "$@")" "$log"
+    return 0
+  fi
+  local t0=$SECONDS rc status
+  timeout -k 5 "$limit" "$@" >> "$log" 2>&1
+  rc=$?
+  status=passed
+  if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+    status="FAILED (over its ${limit}s)"
+  elif [ $rc -ne 0 ]; then
+    status="FAILED (exit $rc)"
+  elif [ "$kind" = pytest ] && { grep -Eq '[0-9]+ skipped|no tests ran' "$log"; }; then
+    status="FAILED (tests skipped: $(grep -Eo '[0-9]+ skipped' "$log" | tail -1))"
+  fi
+  case $status in passed) ;; *) FAILED=1 ;; esac
+  summary "$name: $status in $((SECONDS - t0))s"
+}
+
+if [ $DRY = 1 ]; then
+  echo "# every wheel and file is here; the commands, in order:"
+  echo "mkdir -p $OUT $WORK; rm -f $OUT/*"
+else
+  mkdir -p "$OUT" "$WORK"
+  rm -f "$OUT"/*
+fi
+
+step env $T_ENV "$OUT/env.txt" plain "$PY" scripts/gpu_env.py
+step install $T_INSTALL "$OUT/install.log" plain \
+  "$PY" -m pip install --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" "${wheel_files[@]}"
+export PYTHONPATH="$PWD:$SITE" PYTHONUNBUFFERED=1 COMFY_CLUSTER_GPU_CHECK=1
+[ $DRY = 1 ] && echo "export PYTHONPATH=$PYTHONPATH PYTHONUNBUFFERED=1 COMFY_CLUSTER_GPU_CHECK=1"
+step env-after-install $T_ENV "$OUT/env.txt" plain "$PY" scripts/gpu_env.py
+step units $T_UNITS "$OUT/units.log" pytest "${PYTEST[@]}" --timeout 60 --basetemp "$WORK/units" \
+  tests/weights/test_layer_cache_cuda.py \
+  "tests/models/test_batch_invariant.py::test_rows_of_a_2d_input_give_the_same_bits_at_any_batch_size[cuda]" \
+  "tests/models/test_batch_invariant.py::test_samples_of_a_1x1_convolution_give_the_same_bits_at_batch_16[cuda]"
+step e2e $T_E2E "$OUT/e2e.log" pytest "${PYTEST[@]}" --timeout 150 --basetemp "$WORK/e2e" \
+  tests/e2e/test_gpu_executor.py
+if [ $DRY = 1 ]; then
+  echo "find $WORK/e2e -name server.log -exec cat {} + > $OUT/e2e-server.log"
+else
+  find "$WORK/e2e" -name server.log -exec cat {} + > "$OUT/e2e-server.log" 2>/dev/null
+fi
+# NVSHMEM last, each in processes of its own
+step nvshmem-one $T_ONE "$OUT/nvshmem-one.log" pytest "${PYTEST[@]}" --timeout 35 --basetemp "$WORK/one" \
+  tests/dataplane/test_nvshmem_arena.py
+step nvshmem-pair $T_PAIR "$OUT/nvshmem-pair.log" plain env NVSHMEM_DEBUG=WARN "$PY" scripts/gpu_nvshmem_pair.py
+
+[ $DRY = 1 ] && exit 0
+summary "gpu_check: $([ $FAILED = 0 ] && echo passed || echo FAILED)"
+exit $FAILED

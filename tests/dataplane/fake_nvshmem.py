@@ -9,7 +9,9 @@ What it enforces, from nvshmem4py 0.4.1's nvshmem/core/rma.py, interop/torch.py 
   is. `get` copies min(src.size, dst.size) bytes;
 - `src` of a get is a local symmetric address: the same offset of the remote PE's allocation is read.
 - `tensor`/`free_tensor` are collective: every PE allocates in the same order (here each PE of the team
-  allocates under `team.as_pe(pe)`).
+  allocates under `team.as_pe(pe)`);
+- the unique id is a `bindings.uniqueid` struct (128 bytes of `bindings.uniqueid_dtype`) at `.ptr`;
+  `get_unique_id(empty=True)` is zeroed; `init` takes device, uid, rank, nranks, initializer_method="uid".
 Transfers are queued on the stream and land when the stream is synchronised, as the host sees a real one.
 """
 from __future__ import annotations
@@ -21,7 +23,30 @@ import threading
 import types
 from typing import Any, Callable, Iterator
 
+import numpy as np
 import torch
+
+UNIQUEID_DTYPE = np.dtype([("version", "<i4"), ("internal", "i1", (124,))])
+
+
+class UniqueId:
+    def __init__(self) -> None:
+        self.data = np.zeros(1, dtype=UNIQUEID_DTYPE)
+
+    @property
+    def ptr(self) -> int:
+        return self.data.ctypes.data
+
+
+class Device:
+    """cuda.core.Device: an index that can be made current."""
+    current: int | None = None
+
+    def __init__(self, device_id: int = 0) -> None:
+        self.device_id = device_id
+
+    def set_current(self) -> None:
+        Device.current = self.device_id
 
 
 class NvshmemInvalid(Exception):
@@ -64,6 +89,8 @@ class Team:
         self.heaps: dict[int, list[torch.Tensor]] = {pe: [] for pe in range(n)}
         self._local = threading.local()
         self.gets: list[tuple[int, int, int]] = []   # (calling PE, remote PE, bytes)
+        self.inits: list[dict] = []                   # init's arguments, the id as bytes
+        self.finalized = 0
 
     @contextlib.contextmanager
     def as_pe(self, pe: int) -> Iterator[None]:
@@ -79,6 +106,25 @@ class Team:
 
     def n_pes(self) -> int:
         return self.n
+
+    # -- setup ----------------------------------------------------------------------------------
+
+    def get_unique_id(self, empty: bool = False) -> UniqueId:
+        uid = UniqueId()
+        if not empty:
+            uid.data["version"] = 1
+            uid.data["internal"] = np.random.default_rng().integers(-128, 127, 124, dtype=np.int8)
+        return uid
+
+    def init(self, device: Any = None, uid: Any = None, rank: int | None = None, nranks: int | None = None,
+             mpi_comm: Any = None, initializer_method: str = "") -> None:
+        if initializer_method != "uid" or uid is None or rank is None or nranks is None or mpi_comm:
+            raise NvshmemInvalid(f"Invalid parameters for UID based init {uid} {rank} {nranks}")
+        self.inits.append({"device": device.device_id, "current": Device.current, "rank": rank, "nranks": nranks,
+                           "uid": ctypes.string_at(uid.ptr, UNIQUEID_DTYPE.itemsize)})
+
+    def finalize(self) -> None:
+        self.finalized += 1
 
     # -- memory ---------------------------------------------------------------------------------
 
@@ -140,16 +186,20 @@ class Team:
     def install(self, monkeypatch: Any) -> None:
         """Put `nvshmem.core` and `cuda.core` (with Buffer) into sys.modules for the test's duration."""
         core = types.ModuleType("nvshmem.core")
-        for name in ("my_pe", "n_pes", "tensor", "tensor_get_buffer", "free_tensor", "get", "quiet"):
+        for name in ("my_pe", "n_pes", "tensor", "tensor_get_buffer", "free_tensor", "get", "quiet",
+                     "get_unique_id", "init", "finalize"):
             setattr(core, name, getattr(self, name))
         core.get_nbi = self.get
         core.NvshmemInvalid = NvshmemInvalid
+        bindings = types.ModuleType("nvshmem.bindings")
+        bindings.uniqueid_dtype = UNIQUEID_DTYPE
         pkg = types.ModuleType("nvshmem")
-        pkg.core = core
+        pkg.core, pkg.bindings = core, bindings
         cuda_core = types.ModuleType("cuda.core")
-        cuda_core.Buffer = Buffer
+        cuda_core.Buffer, cuda_core.Device = Buffer, Device
         cuda = sys.modules.get("cuda") or types.ModuleType("cuda")
-        for name, mod in (("nvshmem", pkg), ("nvshmem.core", core), ("cuda.core", cuda_core)):
+        for name, mod in (("nvshmem", pkg), ("nvshmem.core", core), ("nvshmem.bindings", bindings),
+                          ("cuda.core", cuda_core)):
             monkeypatch.setitem(sys.modules, name, mod)
         if "cuda" not in sys.modules:
             monkeypatch.setitem(sys.modules, "cuda", cuda)

@@ -1,0 +1,113 @@
+"""Two NVSHMEM PEs, each its own process, pull each other's tensors through their arenas (the last step
+of scripts/gpu_check.sh, in processes of its own: NVSHMEM ends a process whose init fails).
+
+PE 0 makes the team's unique id and hands its bytes to PE 1 (as the head will over the control plane);
+both join, allocate their arenas collectively, publish a seeded tensor, pull the other's, compare it
+with the same seed's tensor made locally, and time a larger pull. One GPU: both PEs on it (NVSHMEM's
+several processes per GPU); two or more: one each. Exit status 0 only when both PEs saw the right bytes.
+"""
+from __future__ import annotations
+
+import multiprocessing as mp
+import sys
+import time
+import traceback
+import uuid
+from dataclasses import asdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+SHAPE = (512, 512)
+BIG = 32 << 20     # bytes of the timed pull
+TIMEOUT_S = 60
+
+
+def seeded(rank: int, shape: tuple[int, ...], device: str):
+    import torch
+    return torch.randn(shape, generator=torch.Generator(device).manual_seed(1000 + rank), device=device)
+
+
+def member(rank: int, devices: list[int], uid_q, inboxes, results) -> None:
+    try:
+        import torch
+
+        from cluster.dataplane.arena import NvshmemArena
+        from cluster.dataplane.nvshmem_team import join, leave, new_unique_id
+        from cluster.dataplane.tensor_store import TensorHandle, TensorStore
+        import nvshmem.core as nvshmem
+        n, device = len(devices), devices[rank]
+        torch.cuda.set_device(device)
+        if rank == 0:
+            uid = new_unique_id()
+            for _ in range(n - 1):
+                uid_q.put(uid)
+        else:
+            uid = uid_q.get(timeout=TIMEOUT_S)
+        join(uid, rank, n, device)
+        arena = NvshmemArena(4 * BIG)           # collective: same size, same order on every PE
+        owner = f"p{rank}{uuid.uuid4().hex[:6]}"
+        store = TensorStore(arena, owner, f"cc-{owner}-")
+        dev = f"cuda:{device}"
+        small = store.publish(seeded(rank, SHAPE, dev))
+        big = store.publish(torch.full((BIG // 4,), float(rank), device=dev))
+        other = (rank + 1) % n
+        for peer in range(n):
+            if peer != rank:
+                inboxes[peer].put((asdict(small), asdict(big)))
+        got_small, got_big = inboxes[rank].get(timeout=TIMEOUT_S)
+        with store.scope() as scope:
+            pulled = scope.fetch(TensorHandle(**{**got_small, "shape": tuple(got_small["shape"])}))
+            ok = bool(torch.equal(pulled, seeded(other, SHAPE, dev)))
+            t0 = time.perf_counter()
+            pulled_big = scope.fetch(TensorHandle(**{**got_big, "shape": tuple(got_big["shape"])}))
+            seconds = time.perf_counter() - t0
+            ok = ok and bool(torch.all(pulled_big == float(other)))
+        nvshmem.barrier_all(arena.stream)       # every pull done before any arena is freed
+        arena.stream.synchronize()
+        store.close()
+        arena.close()
+        leave()
+        results.put((rank, ok, f"PE {rank} on cuda:{device}: pulled PE {other}'s tensors, "
+                               f"{'equal' if ok else 'DIFFERENT'}; {BIG >> 20} MiB in {seconds * 1e3:.2f} ms "
+                               f"({BIG / seconds / 1e9:.1f} GB/s)"))
+    except BaseException:
+        results.put((rank, False, f"PE {rank} failed:\n{traceback.format_exc()}"))
+
+
+def main() -> int:
+    import torch
+    count = torch.cuda.device_count()
+    if count == 0:
+        print("no CUDA device")
+        return 1
+    devices = [0, 0] if count == 1 else [0, 1]
+    ctx = mp.get_context("spawn")
+    uid_q, results = ctx.Queue(), ctx.Queue()
+    inboxes = [ctx.Queue() for _ in devices]
+    procs = [ctx.Process(target=member, args=(r, devices, uid_q, inboxes, results)) for r in range(len(devices))]
+    for p in procs:
+        p.start()
+    reports = []
+    deadline = time.monotonic() + 2 * TIMEOUT_S
+    while len(reports) < len(procs) and time.monotonic() < deadline:
+        try:
+            reports.append(results.get(timeout=1))
+        except Exception:
+            if all(p.exitcode is not None for p in procs) and results.empty():
+                break
+    for p in procs:
+        p.join(5)
+        if p.exitcode is None:
+            p.kill()
+    for rank, _, text in sorted(reports):
+        print(text)
+    dead = [f"PE {r} exited with {p.exitcode} before reporting" for r, p in enumerate(procs)
+            if r not in {rank for rank, _, _ in reports}]
+    for line in dead:
+        print(line)
+    return 0 if len(reports) == len(procs) and all(ok for _, ok, _ in reports) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
