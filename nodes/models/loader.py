@@ -250,7 +250,7 @@ def load_text_encoder(ref: ModelRef) -> TextEncoder:
         _refuse_merges(ref, path, "these text encoders")
         sds = [_sd(ref, i) for i in range(len(ref.sources))]
         arch = "sd3" if clip_type == "sd3" or any(i.arch == "sd3" for i in infos) else \
-            "flux2" if clip_type == "flux2" else "flux"
+            "flux2" if clip_type == "flux2" or any(i.arch == "flux2" for i in infos) else "flux"
         arch = "zimage" if any(i.arch == "zimage" for i in infos) else arch   # a Z-Image checkpoint's Qwen3
         return _dispatch("load_text_encoder", ref, sds if len(sds) > 1 else sds[0], arch)
     if infos[0].kind == "diffusers":
