@@ -18,6 +18,7 @@ from comfy_bridge.execution.graph import get_input_info
 from comfy_bridge.execution.graph_utils import ExecutionBlocker
 from comfy_bridge.execution.node_call import get_input_data, map_node_over_list, resolve_results
 from comfy_bridge.execution.nodeapi import custom_function, input_types
+from nodes.model_checks import model_file_problem
 
 log = logging.getLogger(__name__)
 
@@ -138,6 +139,13 @@ def _check_node(registry: Any, prompt_id: str, prompt: dict, unique_id: str, val
                     errors.append(_reason("value_not_in_list", "Value not in list", f"{x}: '{val}' not in {list_info}",
                                           input_name=x, input_config=None if big else info, received_value=val))
                     continue
+            # A model file that cannot be used is refused now, as a custom validation failure, rather than
+            # seconds into the run (nodes.model_checks reads only the file's header, once per file version).
+            problem = model_file_problem(obj_class, x, val)
+            if problem is not None:
+                errors.append(_reason("custom_validation_failed", "Custom validation failed for node",
+                                      f"{x} - {problem}", input_name=x))
+                continue
 
     if validate_args or validate_kwargs:
         data, _, hidden = get_input_data(inputs, obj_class, unique_id)

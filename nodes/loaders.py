@@ -52,6 +52,7 @@ class CheckpointLoaderSimple:
     def INPUT_TYPES(cls):
         return {"required": {"ckpt_name": (model_files("checkpoints"), {"tooltip": "The checkpoint file to load."})}}
 
+    MODEL_FILE_INPUTS = {"ckpt_name": ("checkpoints", "diffusion_model")}   # checked at validation
     RETURN_TYPES = ("MODEL", "CLIP", "VAE")
     OUTPUT_TOOLTIPS = ("The diffusion model that denoises latents.",
                        "The text encoder that turns prompts into conditioning.",
@@ -73,6 +74,7 @@ class UNETLoader:
         return {"required": {"unet_name": (model_files("diffusion_models"),),
                              "weight_dtype": (["default", "fp8_e4m3fn", "fp8_e4m3fn_fast", "fp8_e5m2"],)}}
 
+    MODEL_FILE_INPUTS = {"unet_name": ("diffusion_models", "diffusion_model")}
     RETURN_TYPES = ("MODEL",)
     FUNCTION = "load_unet"
     CATEGORY = "advanced/loaders"
@@ -88,6 +90,7 @@ class VAELoader:
     def INPUT_TYPES(cls):
         return {"required": {"vae_name": (model_files("vae"),)}}
 
+    MODEL_FILE_INPUTS = {"vae_name": ("vae", "vae")}
     RETURN_TYPES = ("VAE",)
     FUNCTION = "load_vae"
     CATEGORY = "loaders"
@@ -119,6 +122,7 @@ class CLIPLoader:
         return {"required": {"clip_name": (model_files("text_encoders"),), "type": (CLIP_TYPES,)},
                 "optional": {"device": (["default", "cpu"], {"advanced": True})}}
 
+    MODEL_FILE_INPUTS = {"clip_name": ("text_encoders", "text_encoder")}
     RETURN_TYPES = ("CLIP",)
     FUNCTION = "load_clip"
     CATEGORY = "advanced/loaders"
@@ -135,6 +139,7 @@ class DualCLIPLoader:
                              "type": (DUAL_CLIP_TYPES,)},
                 "optional": {"device": (["default", "cpu"], {"advanced": True})}}
 
+    MODEL_FILE_INPUTS = {f"clip_name{i}": ("text_encoders", "text_encoder") for i in (1, 2)}
     RETURN_TYPES = ("CLIP",)
     FUNCTION = "load_clip"
     CATEGORY = "advanced/loaders"
@@ -174,6 +179,7 @@ class LoraLoader:
                              "strength_model": ("FLOAT", strength),
                              "strength_clip": ("FLOAT", strength)}}
 
+    MODEL_FILE_INPUTS = {"lora_name": ("loras", "lora")}
     RETURN_TYPES = ("MODEL", "CLIP")
     FUNCTION = "load_lora"
     CATEGORY = "loaders"
@@ -194,6 +200,7 @@ class LoraLoaderModelOnly:
         return {"required": {"model": ("MODEL",), "lora_name": (model_files("loras"),),
                              "strength_model": ("FLOAT", {"default": 1.0, "min": -100.0, "max": 100.0, "step": 0.01})}}
 
+    MODEL_FILE_INPUTS = {"lora_name": ("loras", "lora")}
     RETURN_TYPES = ("MODEL",)
     FUNCTION = "load_lora_model_only"
     CATEGORY = "loaders"
@@ -209,6 +216,7 @@ class ControlNetLoader:
     def INPUT_TYPES(cls):
         return {"required": {"control_net_name": (model_files("controlnet"),)}}
 
+    MODEL_FILE_INPUTS = {"control_net_name": ("controlnet", "controlnet")}
     RETURN_TYPES = ("CONTROL_NET",)
     FUNCTION = "load_controlnet"
     CATEGORY = "loaders"

@@ -27,6 +27,7 @@ class TripleCLIPLoader:
         files = ("COMBO", {"multiselect": False, "options": model_files("text_encoders")})
         return {"required": {"clip_name1": files, "clip_name2": files, "clip_name3": files}}
 
+    MODEL_FILE_INPUTS = {f"clip_name{i}": ("text_encoders", "text_encoder") for i in (1, 2, 3)}
     RETURN_TYPES = ("CLIP",)
     FUNCTION = "load_clip"
     CATEGORY = "advanced/loaders"

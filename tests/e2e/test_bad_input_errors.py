@@ -32,12 +32,12 @@ def truncated_checkpoint(demo_workspace):
     bad.unlink()
 
 
-def test_truncated_checkpoint_names_loader_and_input(demo_workspace, truncated_checkpoint):
+def test_truncated_checkpoint_fails_validation_naming_loader_and_input(demo_workspace, truncated_checkpoint):
     prompt = _workflow("text_to_image.json")
     prompt["4"]["inputs"]["ckpt_name"] = truncated_checkpoint
     message = _run(demo_workspace, prompt)
-    assert "node 4 (CheckpointLoaderSimple)" in message
-    assert "ckpt_name:" in message and "truncated" in message
+    assert "custom_validation_failed" in message and '"4"' in message and "CheckpointLoaderSimple" in message
+    assert "ckpt_name - truncated-test.safetensors: file is truncated" in message
 
 
 def test_lora_for_another_architecture_names_the_lora(demo_workspace):

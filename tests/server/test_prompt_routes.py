@@ -133,3 +133,38 @@ async def test_on_prompt_handlers_can_rewrite_the_request(client):
     PromptServer.instance.add_on_prompt_handler(broken)
     r = await client.post("/prompt", json={"prompt": simple_prompt()})
     assert (await r.json())["prompt_id"] == "rewritten"
+
+
+async def test_unusable_model_file_is_400_naming_node_and_input_and_the_server_keeps_serving(make_client, workspace):
+    """A truncated checkpoint is refused at POST /prompt (ComfyUI's node_errors shape), never queued; the next
+    prompt is served as usual."""
+    from nodes.loaders import CheckpointLoaderSimple
+    from .conftest import make_registry
+    import torch
+    from safetensors.torch import save
+    (workspace.models_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
+    whole = save({"model.diffusion_model.input_blocks.0.0.weight": torch.zeros(4, 4, 3, 3)})
+    (workspace.models_dir / "checkpoints" / "cut.safetensors").write_bytes(whole[:-100])
+
+    class TakeModel:
+        @classmethod
+        def INPUT_TYPES(cls):
+            return {"required": {"model": ("MODEL",)}}
+        RETURN_TYPES = ()
+        FUNCTION = "run"
+        OUTPUT_NODE = True
+
+    client = await make_client(make_registry({"CheckpointLoaderSimple": CheckpointLoaderSimple,
+                                              "TakeModel": TakeModel}))
+    bad = {"9": {"class_type": "CheckpointLoaderSimple", "inputs": {"ckpt_name": "cut.safetensors"}},
+           "10": {"class_type": "TakeModel", "inputs": {"model": ["9", 0]}}}
+    r = await client.post("/prompt", json={"prompt": bad, "prompt_id": "bad"})
+    assert r.status == 400
+    body = await r.json()
+    (reason,) = body["node_errors"]["9"]["errors"]
+    assert body["node_errors"]["9"]["class_type"] == "CheckpointLoaderSimple"
+    assert reason["extra_info"] == {"input_name": "ckpt_name"} and "file is truncated" in reason["details"]
+    assert (await (await client.get("/history/bad")).json()) == {}
+    r = await client.post("/prompt", json={"prompt": simple_prompt(), "prompt_id": "good"})
+    assert r.status == 200
+    assert (await wait_history(client, "good"))["status"]["status_str"] == "success"
