@@ -1,4 +1,5 @@
-"""Comfy API v2 assets: POST /api/v2/assets (multipart upload, hashed with blake3 as it streams in),
+"""Comfy API v2 assets: POST /api/v2/assets (multipart upload, hashed with blake3 as it streams in; a
+`models/<folder>/<name>.safetensors` file_path puts a checked safetensors file in the tenant's model folder),
 POST /api/v2/assets/from-hash, HEAD /api/v2/assets/by-hash/{hash}, GET and DELETE
 /api/v2/assets/{id}, and GET /api/v2/assets/{id}/content (range requests: 206 and 416)."""
 from __future__ import annotations
@@ -15,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 import blake3
 from aiohttp import BodyPartReader, web
 
-from comfy_bridge.tenancy.v2_assets import BadPath, delete_asset, input_name, mint_from_hash, store_upload
+from comfy_bridge.tenancy.v2_assets import (BadPath, Clobber, delete_asset, input_name, mint_from_hash,
+                                            model_target, safetensors_problem, store_model, store_upload)
 from comfy_bridge.tenancy.v2_views import asset_json
 
 from .common import loads_json
@@ -81,9 +83,13 @@ def add_routes(app: web.Application, server: Any, service: "V2Service") -> None:
                 return error(422, "invalid_request", "Missing the 'file' part.")
             file_path = fields.get("file_path", "")
             try:
-                input_name(file_path)
+                model = model_target(file_path)
+                if model is None:
+                    input_name(file_path)
             except BadPath as exc:
                 return error(422, "invalid_request", str(exc))
+            if model is not None and (problem := await asyncio.to_thread(safetensors_problem, tmp)) is not None:
+                return error(422, "invalid_request", f"Not a safetensors file: {problem}.")
             hash_ = "blake3:" + digest.hexdigest()
             expected = fields.get("expected_hash")
             if expected and expected.lower() != hash_:
@@ -99,8 +105,17 @@ def add_routes(app: web.Application, server: Any, service: "V2Service") -> None:
                     store.claim, tenant, "assets", key, IDEMPOTENCY_TTL_S)):
                 return error(422, "idempotency_key_reuse", "This Idempotency-Key was used already.")
             content_type = fields.get("content_type") or fields.get("part_type") or "application/octet-stream"
-            row, new = await asyncio.to_thread(store_upload, service, tenant, tmp, hash_, size, content_type,
-                                               file_path, tags, expires)
+            if model is not None:
+                try:
+                    row, new = await asyncio.to_thread(store_model, service, tenant, tmp, hash_, size, content_type,
+                                                       file_path, *model, tags, expires)
+                except Clobber as exc:   # nothing was created: the key may be used again
+                    if key is not None:
+                        await asyncio.to_thread(store.release, tenant, "assets", key)
+                    return error(409, "hash_mismatch", str(exc))
+            else:
+                row, new = await asyncio.to_thread(store_upload, service, tenant, tmp, hash_, size, content_type,
+                                                   file_path, tags, expires)
             return ok(asset_json(row, base_url(request), time.time(), created_new=new), status=201 if new else 200)
         except ValueError as exc:   # a malformed multipart body
             return error(422, "invalid_request", f"Malformed multipart body: {exc}")

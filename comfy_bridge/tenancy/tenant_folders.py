@@ -1,17 +1,21 @@
 """Per-tenant folders: input/, output/, temp/ and user/ each get a `tenants/<name>` subfolder that
 is the whole folder for code acting for that tenant (routes, /view, the engine's Save and Load
-nodes through folder_paths). Model folders stay shared and read-only to tenants."""
+nodes through folder_paths). Model folders are the operator's, shared and read-only to tenants; a
+tenant's own models (uploaded through Comfy API v2) live in models/tenants/<name>/<folder>, which
+only code acting for that tenant sees, after the shared folders."""
 from __future__ import annotations
 
 from pathlib import Path
 
 from comfy_bridge.server.userdata import UserManager
-from nodes.workspace import Workspace
+from nodes.workspace import MODEL_FOLDERS, Workspace
 
 from . import tenant_context as context
 
 TENANTS_DIR = "tenants"
 SCOPED_DIRS = ("input_dir", "output_dir", "temp_dir", "user_dir")
+# Model folders a tenant may bring its own files into (weights: no configs, no diffusers folders).
+TENANT_MODEL_FOLDERS = tuple(k for k in MODEL_FOLDERS if k not in ("configs", "diffusers", "custom_nodes"))
 
 
 def tenant_dir(base: Path, tenant: str) -> Path:
@@ -49,9 +53,22 @@ class TenantWorkspace(Workspace):
             return cls(ws.root, output_dir=ws.output_dir, input_dir=ws.input_dir, temp_dir=ws.temp_dir,
                        user_dir=ws.user_dir, folders=ws.folders)
 
+    def tenant_models_dir(self, tenant: str, folder: str | None = None) -> Path:
+        """The tenant's own models (all of them, or one model folder's)."""
+        base = tenant_dir(self.models_dir, tenant)
+        return base / self.folder_key(folder) if folder is not None else base
+
+    def folder_paths(self, name: str) -> list[Path]:
+        paths = super().folder_paths(name)
+        tenant, key = context.current(), self.folder_key(name)
+        if tenant is not None and key in TENANT_MODEL_FOLDERS:
+            paths.append(self.tenant_models_dir(tenant, key))
+        return paths
+
     def tenant_folders(self, tenant: str) -> list[Path]:
         """The tenant's own folders (for storage accounting)."""
-        return [tenant_dir(self.__dict__["_" + attr], tenant) for attr in SCOPED_DIRS]
+        return [tenant_dir(self.__dict__["_" + attr], tenant) for attr in SCOPED_DIRS] + \
+            [self.tenant_models_dir(tenant)]
 
 
 class TenantUserManager(UserManager):

@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 
 JOB_RETENTION_S = 24 * 3600   # the reference proxy's; a job, its workflow and its outputs' records
 _OUTPUT_NAMESPACE = uuid.UUID("6f1c1b0e-6d1a-4c55-9a53-7c1f3f0f2a11")
+MODEL_PREFIX = "model:"   # an asset's folder for a file in the tenant's model folder (model:loras)
 _PREVIEWS = (BinaryEventTypes.PREVIEW_IMAGE, BinaryEventTypes.UNENCODED_PREVIEW_IMAGE)
 
 
@@ -281,15 +282,19 @@ class V2Service:
             count += 1
         for asset in self.store.expired_assets(now):
             self.store.delete_asset(asset["id"])
-            if asset["kind"] == "upload":
+            if asset["kind"] in ("upload", "model"):   # files v2 placed (v2_assets.OWNING_KINDS)
                 self.remove_file_if_unused(asset)
             count += 1
         return count
 
     def asset_path(self, asset: dict) -> Path | None:
         """The file an asset stands over, in its tenant's folders; None when it is gone."""
-        with context.scoped(asset["tenant"] or None):
-            base = type_dir(self.workspace, asset["folder"])
+        folder = asset["folder"]
+        if folder.startswith(MODEL_PREFIX):   # the tenant's own model folder
+            base = self.model_dir(asset["tenant"], folder[len(MODEL_PREFIX):])
+        else:
+            with context.scoped(asset["tenant"] or None):
+                base = type_dir(self.workspace, folder)
         if base is None:
             return None
         try:
@@ -297,6 +302,14 @@ class V2Service:
         except UnsafePath:
             return None
         return path if path.is_file() else None
+
+    def model_dir(self, tenant: str, folder: str) -> Path:
+        """Where a tenant's uploaded models of `folder` go: its own model folder (the single user of a
+        server with no tenant, the operator, uploads into the shared one)."""
+        if tenant:
+            return self.workspace.tenant_models_dir(tenant, folder)
+        with context.scoped(None):
+            return self.workspace.folder_paths(folder)[0]
 
     def remove_file_if_unused(self, asset: dict) -> None:
         if self.store.file_users(asset["tenant"], asset["folder"], asset["name"]) == 0:

@@ -583,6 +583,7 @@ CASES: dict[tuple[str, str], Case] = {
                                                     {"clientId": "x", "enabled": True}),
     ("GET", "/view_metadata/{folder_name}"): public(
         MODELS, "/view_metadata/checkpoints?filename={v}model.safetensors",
+        "/view_metadata/checkpoints?filename={v}model2.safetensors",
         "/view_metadata/checkpoints?filename=..%2F..%2Finput%2Ftenants%2F{v}%2F{v}model.safetensors",
         "/view_metadata/input?filename={v}model.safetensors", "/view_metadata/loras?filename=shared.safetensors",
         positive=("/view_metadata/checkpoints?filename=shared.safetensors", "OPERATOR-META")),

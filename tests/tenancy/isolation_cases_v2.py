@@ -88,6 +88,10 @@ async def post_v2_assets(ctx: Ctx) -> None:
     for path in (f"../{v}/{name}", f"../../input/tenants/{v}/x.png", f"/tmp/{name}"):
         await attack(ctx, "POST", "/api/v2/assets", data=v2_form(path, b"X"), expect=(422,), sent=path)
     assert victim_file.read_bytes() == original
+    # The victim's own model is the victim's: listed and read for it only (the attacker's reads of the
+    # model routes are the public cases, which find none of it).
+    await own(ctx, "GET", "/models/checkpoints", [f"{v}model2.safetensors"])
+    await own(ctx, "GET", f"/view_metadata/checkpoints?filename={v}model2.safetensors", [f"{ctx.victim.upper}-META"])
 
 
 @tenant

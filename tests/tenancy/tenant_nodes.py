@@ -120,8 +120,27 @@ class TCopyInput:
         return {"ui": {"images": [{"filename": name, "subfolder": "", "type": "output"}]}}
 
 
+class TCopyModel:
+    """Finds a LoRA by name as a loader does (folder_paths) and saves its bytes as an output, so a test
+    sees which file, if any, the name reached for the prompt's tenant."""
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"lora_name": ("STRING", {}), "prefix": ("STRING", {"default": "model"})}}
+    RETURN_TYPES = ()
+    OUTPUT_NODE = True
+    FUNCTION = "run"
+    CATEGORY = "test"
+
+    def run(self, lora_name, prefix):
+        import shutil
+        name = f"{prefix}.safetensors"
+        shutil.copyfile(folder_paths.get_full_path_or_raise("loras", lora_name),
+                        f"{folder_paths.get_output_directory()}/{name}")
+        return {"ui": {"files": [{"filename": name, "subfolder": "", "type": "output"}]}}
+
+
 CLASSES = {"TNumber": TNumber, "TSave": TSave, "TSlowSave": TSlowSave, "TSaveThenWait": TSaveThenWait,
-           "TStepSave": TStepSave, "TCopyInput": TCopyInput}
+           "TStepSave": TStepSave, "TCopyInput": TCopyInput, "TCopyModel": TCopyModel}
 
 
 def registry():

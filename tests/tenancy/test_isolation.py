@@ -156,6 +156,13 @@ class World:
         job = await (await c.get(f"/api/v2/jobs/{t.v2_job}", headers=t.headers)).json()
         assert job["status"] == "succeeded", job
         t.v2_output, t.v2_hash = job["outputs"][0]["id"], job["outputs"][0]["hash"]
+        # A model of its own (a checkpoint): listings and metadata of the shared folders must not show it.
+        form = aiohttp.FormData()
+        form.add_field("file_path", f"models/checkpoints/{t.name}model2.safetensors")
+        form.add_field("content_type", "application/octet-stream")
+        form.add_field("file", _safetensors({"secret": f"{t.upper}-META"}), filename="m.safetensors")
+        resp = await c.post("/api/v2/assets", data=form, headers=t.headers)
+        assert resp.status == 201, await resp.text()
 
     async def snapshot(self, t: Tenant) -> dict:
         out = {}
