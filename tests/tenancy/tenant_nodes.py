@@ -93,12 +93,16 @@ class TStepSave(TSave):
     @classmethod
     def INPUT_TYPES(cls):
         return {"required": {"value": ("INT", {}), "prefix": ("STRING", {"default": "steps"}),
-                             "steps": ("INT", {"default": 4}), "seconds": ("FLOAT", {"default": 0.02})}}
+                             "steps": ("INT", {"default": 4}), "seconds": ("FLOAT", {"default": 0.02})},
+                "optional": {"preview": ("BOOLEAN", {"default": False})}}
 
-    def run(self, value, prefix, steps, seconds):
+    def run(self, value, prefix, steps, seconds, preview=False):
+        from PIL import Image
         for step in range(steps):
             time.sleep(seconds)
-            progress.report_progress(step + 1, steps)
+            # A sampler's latent preview: (format, image, max size), as ProgressBar hands it on.
+            image = ("JPEG", Image.new("RGB", (8, 8), (step * 40, 200, 10)), 64) if preview else None
+            progress.report_progress(step + 1, steps, image)
         return _save(value, prefix)
 
 

@@ -182,3 +182,23 @@ async def test_tenant_limits_apply_to_v2_jobs(hosted):
     resp = await c.post("/api/v2/jobs", json={"workflow": tenant_nodes.prompt(2)}, headers=auth)
     assert await error_of(resp) == (429, "queue_full")
     assert int(resp.headers["Retry-After"]) > 0
+
+
+async def test_jobs_expire_at_their_deadline(hosted):
+    auth = hosted.add("alice")
+    c = hosted.client
+    service = hosted.server.v2
+    service.job_retention_s = 2.0
+    job = await (await c.post("/api/v2/jobs", json={"workflow": tenant_nodes.prompt(8, prefix="brief")},
+                              headers=auth)).json()
+    done = await wait_job(c, auth, job["id"])
+    assert done["status"] == "succeeded" and done["expires_at"] == job["expires_at"]
+    output_id = done["outputs"][0]["id"]
+    while (await c.get(f"/api/v2/jobs/{job['id']}", headers=auth)).status == 200:
+        await asyncio.sleep(0.1)
+    for path in (f"/api/v2/jobs/{job['id']}", f"/api/v2/jobs/{job['id']}/workflow", f"/api/v2/assets/{output_id}"):
+        assert await error_of(await c.get(path, headers=auth)) == (404, "not_found"), path
+    assert (await (await c.get("/api/v2/jobs", headers=auth)).json())["jobs"] == []
+    assert await asyncio.to_thread(service.purge) == 1   # the sweep forgets the job and its output records
+    assert service.store.job_by_id(job["id"]) is None and service.store.job_assets(job["id"]) == []
+    assert (hosted.server.workspace.root / "output" / "tenants" / "alice" / "brief_8.png").is_file()   # v1's file

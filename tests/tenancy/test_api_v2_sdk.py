@@ -13,7 +13,7 @@ import tenant_nodes
 
 comfy_sdk = pytest.importorskip("comfy_sdk", reason="comfy-sdk is in the test extras")
 from comfy_sdk import AsyncComfy, MissingAsset, NotFound  # noqa: E402
-from comfy_sdk.events import OutputReady, Progress, StatusChange  # noqa: E402
+from comfy_sdk.events import OutputReady, Preview, Progress, StatusChange  # noqa: E402
 from comfy_low import errors as low_errors  # noqa: E402
 
 
@@ -70,6 +70,18 @@ async def test_submit_stream_and_download_outputs(sdk, hosted):
     buf = io.BytesIO()
     await output.to_stream(buf, range=(0, 7))
     assert buf.getvalue() == data[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+async def test_previews_stream_as_jpeg(sdk):
+    client = sdk("alice")
+    workflow = step_workflow(5, steps=3)
+    workflow["2"]["inputs"]["preview"] = True
+    job = await client.submit(client.workflows.from_json(workflow))
+    previews = [e async for e in job.events() if isinstance(e, Preview)]
+    assert [p.content_type for p in previews] == ["image/jpeg"] * 3 and {p.node_id for p in previews} == {"2"}
+    with Image.open(io.BytesIO(previews[-1].data)) as img:
+        red, green, _ = img.convert("RGB").getpixel((4, 4))
+    assert abs(red - 80) < 8 and abs(green - 200) < 8   # the last step's preview, JPEG-rounded
 
 
 async def test_upload_asset_and_reuse_it(sdk):
