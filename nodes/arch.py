@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from nodes.models.components import FLUX2_LATENT, FLUX_LATENT, SD1_LATENT, SD3_LATENT, SDXL_LATENT, LatentFormat
+from nodes.models.components import (FLUX2_LATENT, FLUX_LATENT, SD1_LATENT, SD3_LATENT, SDXL_LATENT, WAN21_LATENT,
+                                    LatentFormat)
 
 _EPS = {"kind": "discrete", "prediction": "eps", "beta_schedule": "scaled_linear",
         "linear_start": 0.00085, "linear_end": 0.012, "timesteps": 1000}
@@ -13,6 +14,7 @@ LATENT_FORMATS: dict[str, LatentFormat] = {
     "sd1": SD1_LATENT, "sd2": SD1_LATENT, "sd2v": SD1_LATENT, "sdxl": SDXL_LATENT,
     "sd3": SD3_LATENT, "flux": FLUX_LATENT, "flux-schnell": FLUX_LATENT, "flux2": FLUX2_LATENT,
     "zimage": FLUX_LATENT,
+    "qwen_image": WAN21_LATENT,
 }
 
 SAMPLING_CONFIGS: dict[str, dict[str, Any]] = {
@@ -26,6 +28,8 @@ SAMPLING_CONFIGS: dict[str, dict[str, Any]] = {
     "flux2": {"kind": "flux", "shift": 2.02},      # ComfyUI's supported_models.Flux2 (ModelSamplingFlux)
     # Z-Image: ComfyUI's ZImage model sampling (AuraFlow's: sigma is the timestep), shift 3.
     "zimage": {"kind": "flow", "shift": 3.0, "multiplier": 1.0},
+    # ComfyUI's Qwen-Image: ModelSamplingFlux at shift 1.15 (its workflows set ModelSamplingAuraFlow over it).
+    "qwen_image": {"kind": "flux", "shift": 1.15},
 }
 
 

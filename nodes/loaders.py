@@ -105,8 +105,9 @@ CLIP_TYPES = ["stable_diffusion", "stable_cascade", "sd3", "stable_audio", "moch
               "lumina2", "wan", "hidream", "chroma", "ace", "omnigen2", "qwen_image", "hunyuan_image", "flux2"]
 DUAL_CLIP_TYPES = ["sdxl", "sd3", "flux", "hunyuan_video", "hidream", "hunyuan_image"]
 # The CLIP types whose text encoders we can build; the others are refused with a clear error.
+# lumina2: the type the frontend's default Z-Image-Turbo graph uses.
 _CLIP_TYPE_ARCH = {"stable_diffusion": "sd1", "sdxl": "sdxl", "sd3": "sd3", "flux": "flux", "flux2": "flux2",
-                   "lumina2": "zimage"}   # lumina2: the type the frontend's default Z-Image-Turbo graph uses
+                   "lumina2": "zimage", "qwen_image": "qwen_image"}
 
 
 def _clip_arch(clip_type: str) -> str:

@@ -56,6 +56,14 @@ FLUX2_LATENT = LatentFormat(128, 1.0)
 # Playground v2.5's SDXL latents, standardised per channel (the statistics its authors published).
 PLAYGROUND_2_5_LATENT = NormalizedLatentFormat(4, 0.5, 0.0, (-1.6574, 1.886, -1.383, 2.5155),
                                                (8.4927, 5.9022, 6.5498, 5.2299))
+# The Wan 2.1 VAE's latents (Qwen-Image), standardised per channel with the statistics Wan's authors published
+# (diffusers' AutoencoderKLQwenImage carries the same defaults; tests/models/test_qwen_image.py compares them).
+WAN21_LATENT = NormalizedLatentFormat(
+    16, 1.0, 0.0,
+    (-0.7571, -0.7089, -0.9113, 0.1075, -0.1745, 0.9653, -0.1517, 1.5508,
+     0.4134, -0.0715, 0.5517, -0.3632, -0.1922, -0.9497, 0.2503, -0.2921),
+    (2.8184, 1.4541, 2.3275, 2.6558, 1.2196, 1.7708, 2.6052, 2.0743,
+     3.2687, 2.1526, 2.8652, 1.5579, 1.6382, 1.1253, 2.8251, 1.9160))
 
 
 @dataclass
@@ -64,7 +72,7 @@ class DiffusionModel:
     {"kind": "discrete", "prediction": "eps"|"v", "beta_schedule": ..., "linear_start": ..., "linear_end": ...,
      "timesteps": 1000, "zsnr": False} or {"kind": "flow", "shift": 3.0, "multiplier": 1000} or
     {"kind": "flux", "shift": 1.15}."""
-    arch: str                      # "sd1" | "sd2" | "sdxl" | "sd3" | "flux"
+    arch: str                      # "sd1" | "sd2" | "sdxl" | "sd3" | "flux" | "qwen_image"
     module: torch.nn.Module
     latent_format: LatentFormat
     sampling: dict[str, Any]

@@ -111,8 +111,9 @@ def _kohya_lora(targets: dict[str, tuple[int, int]], gen: torch.Generator, rank:
 
 
 def build_demo_models(models_dir: Path, include_flux: bool = True) -> list[Path]:
-    """Write the demo models under a ComfyUI models/ folder; returns the files written. The Flux, SD3 and
-    Z-Image helpers' demo files are added when their modules are present (`include_flux=False` skips them)."""
+    """Write the demo models under a ComfyUI models/ folder; returns the files written. The Flux, SD3, Z-Image
+    and Qwen-Image helpers' demo files are added when their modules are present (`include_flux=False` skips
+    them)."""
     models_dir = Path(models_dir)
     written: list[Path] = []
     with torch.random.fork_rng(devices=[]):
@@ -165,6 +166,9 @@ def build_demo_models(models_dir: Path, include_flux: bool = True) -> list[Path]
         build_flux2 = getattr(_optional("nodes.models.flux2_demo"), "build_demo_flux2", None)
         if build_flux2 is not None:
             written += build_flux2(models_dir)
+        build_qwen_image = getattr(_optional("nodes.models.qwen_image_demo"), "build_demo_qwen_image", None)
+        if build_qwen_image is not None:
+            written += build_qwen_image(models_dir)
     return written
 
 

@@ -13,14 +13,17 @@ UNET_PREFIXES = ("model.diffusion_model.", "")
 Shapes = dict[str, tuple[int, ...]]
 _LORA_SUFFIXES = (".lora_down.weight", ".lora_up.weight", ".lora_A.weight", ".lora_B.weight",
                   ".lora.down.weight", ".lora.up.weight", ".lora_linear_layer.down.weight")
+QWEN_IMAGE_MARKER = "txt_norm.weight"
+WAN_VAE_MARKER = "decoder.middle.0.residual.0.gamma"
+WAN22_VAE_MARKER = "decoder.upsamples.0.upsamples.0.residual.2.weight"
 _PIPELINES = {"StableDiffusionPipeline": "sd1", "StableDiffusionXLPipeline": "sdxl", "FluxPipeline": "flux",
               "StableDiffusion3Pipeline": "sd3", "StableDiffusionControlNetPipeline": "sd1"}
 
 
 @dataclass(frozen=True)
 class CheckpointInfo:
-    """What `probe` found. arch: sd1 | sd2 | sdxl | flux | flux2 | sd3 | zimage for models, clip | t5 | qwen3
-    for bare text encoders.
+    """What `probe` found. arch: sd1 | sd2 | sdxl | flux | flux2 | sd3 | zimage | qwen_image for models (and
+    Qwen-Image's Wan VAE), clip | t5 | qwen3 | qwen25 (a Qwen2.5 language model) for bare text encoders.
     kind: checkpoint | diffusion_model | vae | text_encoder | controlnet | lora | diffusers.
     components: which of diffusion_model, vae, text_encoder, controlnet the file can provide.
     layout: ldm | diffusers | bfl | comfy | hf | open_clip | kohya. prefix: the key prefix of the main network."""
@@ -66,7 +69,8 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
         arch = "sdxl" if "add_embedding.linear_1.weight" in shapes else "sd1"
         return info(arch, "controlnet", {"controlnet"}, "diffusers")
 
-    has_vae = any(k.endswith("encoder.conv_in.weight") and not k.startswith("model.") for k in keys)
+    has_vae = any(k.endswith("encoder.conv_in.weight") and not k.startswith("model.") for k in keys) \
+        or f"vae.{WAN_VAE_MARKER}" in shapes
     has_te = any(k.startswith(("cond_stage_model.", "conditioner.embedders.", "text_encoders.")) for k in keys)
     extra = ({"vae"} if has_vae else set()) | ({"text_encoder"} if has_te else set())
     for arch, marker, layout in (("flux2", "double_stream_modulation_img.lin.weight", "bfl"),   # before Flux.1's
@@ -81,6 +85,10 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
     if prefix is not None and prefix + "cap_embedder.1.weight" in shapes:
         return info("zimage", "checkpoint" if extra else "diffusion_model", {"diffusion_model"} | extra, "comfy",
                     prefix)
+    prefix = _prefix_with(shapes, QWEN_IMAGE_MARKER)
+    if prefix is not None and prefix + "img_in.weight" in shapes:   # Qwen-Image (ComfyUI detects txt_norm)
+        return info("qwen_image", "checkpoint" if extra else "diffusion_model", {"diffusion_model"} | extra,
+                    "diffusers", prefix)
     if "single_transformer_blocks.0.attn.to_q.weight" in shapes:
         return info("flux", "diffusion_model", {"diffusion_model"}, "diffusers")
     prefix = _prefix_with(shapes, "input_blocks.0.0.weight")
@@ -88,6 +96,12 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
         return info(unet_arch(shapes, prefix), "checkpoint" if extra else "diffusion_model",
                     {"diffusion_model"} | extra, "ldm", prefix)
 
+    prefix = _prefix_with(shapes, WAN_VAE_MARKER, ("vae.", ""))
+    if prefix is not None:   # the Wan 2.1 VAE (Qwen-Image's)
+        if prefix + WAN22_VAE_MARKER in shapes:
+            raise ModelLoadError(path, "the Wan 2.2 VAE (48 latent channels) is not supported; Qwen-Image uses "
+                                       "the Wan 2.1 VAE (qwen_image_vae.safetensors)")
+        return info("qwen_image", "vae", {"vae"}, "wan", prefix)
     for prefix in ("first_stage_model.", "vae.", ""):
         if prefix + "encoder.conv_in.weight" in shapes and prefix + "decoder.conv_in.weight" in shapes:
             latent = shapes[prefix + "decoder.conv_in.weight"][1]
@@ -98,14 +112,16 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
         return info("t5", "text_encoder", {"text_encoder"}, "hf")
     if any(k.endswith("model.layers.0.self_attn.q_norm.weight") for k in keys):   # Qwen3 (Z-Image, Flux2-Klein)
         return info("qwen3", "text_encoder", {"text_encoder"}, "hf")
+    if "model.layers.0.self_attn.k_proj.bias" in shapes and "model.embed_tokens.weight" in shapes:
+        return info("qwen25", "text_encoder", {"text_encoder"}, "hf")   # Qwen2.5(-VL): biased q/k/v projections
     if any(k.endswith("encoder.layers.0.self_attn.q_proj.weight") for k in keys):
         return info("clip", "text_encoder", {"text_encoder"}, "hf")
     if any(k.endswith("transformer.resblocks.0.attn.in_proj_weight") for k in keys):
         return info("clip", "text_encoder", {"text_encoder"}, "open_clip")
     sample = ", ".join(sorted(keys)[:4]) or "no tensors"
     raise ModelLoadError(path, f"unknown model architecture (keys like {sample}); supported: SD1.x, SD2.x, "
-                               "SDXL, Flux, FLUX.2, SD3 and Z-Image checkpoints, their UNets, VAEs, CLIP/T5/Qwen3 "
-                               "text encoders, ControlNets and LoRAs")
+                               "SDXL, Flux, FLUX.2, SD3, Z-Image and Qwen-Image checkpoints, their UNets, VAEs, "
+                               "CLIP/T5/Qwen text encoders, ControlNets and LoRAs")
 
 
 def probe(path: str | os.PathLike) -> CheckpointInfo:

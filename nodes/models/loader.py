@@ -30,7 +30,7 @@ from .tokenizer import BYTE_VOCAB_SIZE, ClipBPE, SDTokenizer, bpe_for_vocab_size
 
 CONFIGS = Path(__file__).parent / "configs"
 LATENTS = {"sd1": SD1_LATENT, "sd2": SD1_LATENT, "sdxl": SDXL_LATENT}
-DIT_ARCHS = ("flux", "sd3", "flux2", "zimage")
+DIT_ARCHS = ("flux", "sd3", "flux2", "zimage", "qwen_image")
 __all__ = ["probe", "load_diffusion_model", "load_text_encoder", "load_vae", "load_controlnet", "CheckpointInfo"]
 
 
@@ -58,7 +58,8 @@ def _sd(ref: ModelRef, i: int = 0) -> dict[str, torch.Tensor]:
 FLUX_MODULES = ("nodes.models.flux", "nodes.models.flux_text", "nodes.models.flux_vae")
 SD3_MODULES = ("nodes.models.sd3",)
 FLUX2_MODULES = ("nodes.models.flux2", "nodes.models.flux2_text", "nodes.models.flux2_vae")
-_ARCH_MODULES = {"sd3": SD3_MODULES, "flux2": FLUX2_MODULES, "zimage": ("nodes.models.zimage",)}
+_ARCH_MODULES = {"sd3": SD3_MODULES, "flux2": FLUX2_MODULES, "zimage": ("nodes.models.zimage",),
+                 "qwen_image": ("nodes.models.qwen_image",)}
 
 
 def _dispatch(name: str, ref: ModelRef, sd: Any, arch: str):
@@ -225,14 +226,15 @@ def _diffusers_vae(folder: Path, arch: str) -> VAE:
 
 # ---- text encoders --------------------------------------------------------------------------------------
 
-def _vocab_dirs() -> list[Path]:
+def vocab_dirs() -> list[Path]:
+    """The workspace folders where a user's tokenizer files are looked for (text_encoders, then configs)."""
     from nodes.workspace import active
     ws = active()
     return ws.folder_paths("text_encoders") + ws.folder_paths("configs")
 
 
 def clip_bpe(vocab_size: int, path: str | None) -> ClipBPE:
-    return bpe_for_vocab_size(vocab_size, () if vocab_size == BYTE_VOCAB_SIZE else _vocab_dirs(), path)
+    return bpe_for_vocab_size(vocab_size, () if vocab_size == BYTE_VOCAB_SIZE else vocab_dirs(), path)
 
 
 def load_text_encoder(ref: ModelRef) -> TextEncoder:
@@ -246,6 +248,11 @@ def load_text_encoder(ref: ModelRef) -> TextEncoder:
         _refuse_merges(ref, path, "these text encoders")
         arch = "flux2" if clip_type in ("flux", "flux2") else "zimage"
         return _dispatch("load_text_encoder", ref, [_sd(ref, i) for i in range(len(ref.sources))], arch)
+    if clip_type == "qwen_image" or any(i.arch in ("qwen25", "qwen_image") for i in infos):
+        # ComfyUI: a Qwen2.5-VL-7B file is Qwen-Image's encoder (whatever the CLIPLoader type but hunyuan_image).
+        _refuse_merges(ref, path, "these text encoders")
+        sds = [_sd(ref, i) for i in range(len(ref.sources))]
+        return _dispatch("load_text_encoder", ref, sds if len(sds) > 1 else sds[0], "qwen_image")
     if clip_type in DIT_ARCHS or any(i.arch in DIT_ARCHS + ("t5",) for i in infos):
         _refuse_merges(ref, path, "these text encoders")
         sds = [_sd(ref, i) for i in range(len(ref.sources))]
@@ -277,7 +284,7 @@ def text_encoder_weights(ref: ModelRef) -> tuple[str, dict[str, torch.Tensor]]:
     """(arch, {"<side>/<HF key>": tensor}) of an SD-family CLIP from single files, LoRAs and merges
     applied (merging and saving read CLIP weights through this)."""
     infos = [probe(p) for p in ref.sources]
-    if ref.option("clip_type") in DIT_ARCHS or any(i.kind == "diffusers" or i.arch in DIT_ARCHS + ("t5",)
+    if ref.option("clip_type") in DIT_ARCHS or any(i.kind == "diffusers" or i.arch in DIT_ARCHS + ("t5", "qwen25")
                                                    for i in infos):
         raise ModelLoadError(ref.sources[0], "merging or saving this text encoder is not supported yet "
                                              "(SD1/SD2/SDXL CLIP from single files only)")

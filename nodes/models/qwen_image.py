@@ -1,0 +1,149 @@
+"""Qwen-Image diffusion models (MMDiT, 60 dual-stream blocks) from the single files ComfyUI users download
+(diffusion_models/qwen_image*.safetensors: diffusers' key names, bare or under `model.diffusion_model.`).
+
+The network is diffusers' QwenImageTransformer2DModel with a config read from the tensor shapes (head width
+from the q-norm, heads from the width, text width from txt_in). `apply` takes ComfyUI's view of the model: a
+[B,16,H,W] (or [B,16,1,H,W]) latent in model space, sigma as the timestep (multiplier 1), the text states
+as context; it packs 2x2 patches as ComfyUI's model does and gives the blocks ComfyUI's rotary positions
+(image centred on the origin, text after it), which diffusers' own positions equal only for even sizes.
+Qwen-Image samples as ComfyUI's ModelSamplingFlux with shift 1.15 unless a ModelSampling node says otherwise.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from diffusers import QwenImageTransformer2DModel
+
+from cluster.refs import ModelRef
+from nodes.arch import sampling_config
+from nodes.models.components import WAN21_LATENT, DiffusionModel
+from nodes.models.detect import QWEN_IMAGE_MARKER
+from nodes.models.errors import ModelLoadError
+from nodes.models.flux import pack, unpack
+from nodes.models.flux_keys import count_blocks, find_prefix, strip_prefix
+from nodes.models.safetensors_io import build_module
+
+PATCH = 2
+ROPE_AXES = (16, 56, 56)          # ComfyUI's (and Qwen's) split of the 128-wide heads: frame, row, column
+ROPE_THETA = 10000
+
+
+def is_qwen_image_state_dict(keys: Sequence[str]) -> bool:
+    prefix = find_prefix(keys, QWEN_IMAGE_MARKER)
+    return prefix is not None and f"{prefix}img_in.weight" in keys
+
+
+def to_diffusers_layout(state_dict: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """ComfyUI's Qwen-Image files use diffusers' names; only a `model.diffusion_model.` prefix may differ."""
+    prefix = find_prefix(state_dict.keys(), QWEN_IMAGE_MARKER)
+    if prefix is None:
+        raise ValueError("not a Qwen-Image state dict (no txt_norm)")
+    return strip_prefix(state_dict, prefix)
+
+
+def infer_config(sd: Mapping[str, torch.Tensor]) -> dict[str, Any]:
+    """QwenImageTransformer2DModel's config from a diffusers-layout state dict's shapes."""
+    inner, in_channels = sd["img_in.weight"].shape
+    head_dim = int(sd["transformer_blocks.0.attn.norm_q.weight"].shape[0])
+    if inner % head_dim:
+        raise ValueError(f"width {inner} is not a multiple of the head width {head_dim}")
+    if head_dim != sum(ROPE_AXES):
+        raise ValueError(f"head width {head_dim}: Qwen-Image's rotary positions need 128-wide heads")
+    out = sd["proj_out.weight"].shape[0]
+    if out % (PATCH * PATCH):
+        raise ValueError(f"proj_out gives {out} features, not a whole number of 2x2 patches")
+    return {
+        "patch_size": PATCH,
+        "in_channels": int(in_channels),
+        "out_channels": int(out // (PATCH * PATCH)),
+        "num_layers": count_blocks(sd, "transformer_blocks"),
+        "attention_head_dim": head_dim,
+        "num_attention_heads": int(inner // head_dim),
+        "joint_attention_dim": int(sd["txt_in.weight"].shape[1]),
+        "axes_dims_rope": ROPE_AXES,
+    }
+
+
+def _axis_freqs(pos: torch.Tensor, dim: int) -> torch.Tensor:
+    # ComfyUI's rope(): frequencies in float64, angles of float32 positions, rounded once to float32.
+    omega = 1.0 / ROPE_THETA ** torch.linspace(0, (dim - 2) / dim, steps=dim // 2, dtype=torch.float64)
+    angle = pos.to(torch.float32).to(torch.float64)[:, None] * omega[None, :]
+    return torch.polar(torch.ones_like(angle), angle).to(torch.complex64)
+
+
+class ComfyRotaryPositions(torch.nn.Module):
+    """Stands in for diffusers' QwenEmbedRope with ComfyUI's positions: image token (row r, column c) of an
+    h x w grid sits at (0, r - h//2, c - w//2); text token i at s + i on all three axes, s = max(h//2, w//2).
+    Returns diffusers' (image, text) complex frequencies."""
+
+    def __init__(self, axes: Sequence[int] = ROPE_AXES) -> None:
+        super().__init__()
+        self.axes = tuple(axes)
+
+    def positions_freqs(self, pos: torch.Tensor) -> torch.Tensor:
+        return torch.cat([_axis_freqs(pos[:, i], d) for i, d in enumerate(self.axes)], dim=-1)
+
+    def forward(self, video_fhw: Any, max_txt_seq_len: int | torch.Tensor, device: torch.device | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+        shape = video_fhw[0] if isinstance(video_fhw, list) else video_fhw
+        _, h, w = shape
+        rows = torch.arange(h, dtype=torch.float32) - h // 2
+        cols = torch.arange(w, dtype=torch.float32) - w // 2
+        img = torch.stack([torch.zeros(h, w), rows[:, None].expand(h, w), cols[None, :].expand(h, w)], dim=-1)
+        start = max(h // 2, w // 2)
+        txt = (start + torch.arange(int(max_txt_seq_len), dtype=torch.float32))[:, None].expand(-1, 3)
+        return self.positions_freqs(img.reshape(-1, 3)).to(device), self.positions_freqs(txt).to(device)
+
+
+@dataclass
+class QwenImageDiffusionModel(DiffusionModel):
+    def apply(self, x: torch.Tensor, timestep: torch.Tensor, cond: dict[str, Any]) -> torch.Tensor:
+        for unsupported in ("control", "ref_latents"):
+            if cond.get(unsupported):
+                raise NotImplementedError(f"{unsupported} is not supported for Qwen-Image models yet")
+        module: QwenImageTransformer2DModel = self.module
+        frames = x.dim() == 5
+        if frames:   # ComfyUI's Qwen-Image latents carry one frame: [B,16,1,H,W]
+            if x.shape[2] != 1:
+                raise ValueError(f"Qwen-Image denoises single images; this latent has {x.shape[2]} frames")
+            x = x[:, :, 0]
+        device, dtype = x.device, self.dtype
+        b, _, h, w = x.shape
+        # Odd sizes: ComfyUI pads circularly to whole patches and crops the output back.
+        x = F.pad(x, (0, (-w) % PATCH, 0, (-h) % PATCH), mode="circular")
+        h_len, w_len = x.shape[-2] // PATCH, x.shape[-1] // PATCH
+        context = cond["context"].to(device, dtype)
+        t = torch.as_tensor(timestep, dtype=torch.float32, device=device).reshape(-1)
+        out = module(hidden_states=pack(x.to(dtype)), encoder_hidden_states=context,
+                     timestep=t.expand(b) if t.numel() == 1 else t,   # sigma: multiplier 1, as ComfyUI's
+                     img_shapes=[(1, h_len, w_len)] * b, return_dict=False)[0]
+        out = unpack(out, h_len, w_len)[:, :, :h, :w].float()
+        return out[:, :, None] if frames else out
+
+
+def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) -> QwenImageDiffusionModel:
+    """A Qwen-Image DiffusionModel from a bare or `model.diffusion_model.`-prefixed transformer file. It
+    computes in float32 whatever the file's dtype, as ComfyUI 0.3.64 runs Qwen-Image on a CPU."""
+    path = ref.sources[0] if ref.sources else None
+    if ref.patches:
+        raise ModelLoadError(path, "LoRAs on Qwen-Image diffusion models are not supported yet")
+    try:
+        sd = to_diffusers_layout(state_dict)
+        config = infer_config(sd)
+    except (KeyError, ValueError) as e:
+        raise ModelLoadError(path, f"not a usable Qwen-Image transformer: {e}") from None
+    module = build_module(lambda: QwenImageTransformer2DModel(**config), sd, path, "Qwen-Image transformer")
+    module.pos_embed = ComfyRotaryPositions(config["axes_dims_rope"])
+    return QwenImageDiffusionModel(arch="qwen_image", module=module, latent_format=WAN21_LATENT,
+                                   sampling=dict(sampling_config("qwen_image")), config=config)
+
+
+# The loader (nodes.models.loader) finds every Qwen-Image entry point on this module.
+from nodes.models.qwen_image_text import load_text_encoder  # noqa: E402
+from nodes.models.qwen_image_vae import load_vae  # noqa: E402
+
+__all__ = ["infer_config", "is_qwen_image_state_dict", "load_diffusion_model", "load_text_encoder", "load_vae"]

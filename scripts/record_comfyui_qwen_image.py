@@ -1,0 +1,237 @@
+"""Record what ComfyUI 0.3.64 computes with qwen-image-tiny, as the fixture our Qwen-Image support is tested on
+(tests/models/fixtures/comfyui_qwen_image.json).
+
+Run inside ComfyUI's own environment (it imports ComfyUI's modules; nothing of ComfyUI is copied here), after
+`comfy-cluster demo-models` (or nodes.models.qwen_image_demo.build_demo_qwen_image) wrote the tiny files:
+
+    cd <ComfyUI source> && PYTHONPATH=<site>:. OMP_NUM_THREADS=2 <ComfyUI venv>/bin/python \\
+        /work/main/scripts/record_comfyui_qwen_image.py /work/main/tests/models/fixtures/comfyui_qwen_image.json \\
+        <models dir> /work/main/workflows_json/qwen_image.json
+
+ComfyUI 0.3.64 fixes Qwen-Image's widths to the released model's (24 heads of 128, 3584-wide text states, its
+text encoder's sizes, the VAE's base width 96); only its model detection reads in_channels and the depth from
+the file. So that its own classes load the tiny files, this script gives them the tiny widths read from the
+files' shapes (wrappers below: the transformer's heads and text width, the text encoder's sizes and its
+detection, the VAE's base width) and changes nothing else: tokenizer, template, token dropping, model detection, model
+sampling, latent format, samplers and nodes are ComfyUI's.
+
+Recorded: the token ids of prompts (template, escapes, embedding words, raw chat text, the pad token); the text
+encoder's conditioning (and with CLIPSetLastLayer -2); the transformer's raw output on seeded inputs (even and
+odd latent sizes, a batch of two timesteps); the whole model's denoised prediction and latent format; the
+model sampling; the VAE's decode and encode; and the shipped demo workflow (workflows_json/qwen_image.json) run
+node by node with ComfyUI's node classes: its latent's shape and its image (as SaveImage would write it).
+Tensors are float32 base64; the files' sha256 are stored so the test knows it has the same files.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import logging
+import sys
+
+import numpy as np
+import torch
+
+OUT, MODELS, WORKFLOW = sys.argv[1:4]
+sys.argv[1:] = ["--cpu"]   # ComfyUI reads its command line on import: no CUDA here
+import comfy.cli_args  # noqa: E402
+comfy.cli_args.args.cpu = True
+import comfy.ldm.wan.vae  # noqa: E402
+import comfy.model_detection  # noqa: E402
+import comfy.sd  # noqa: E402
+import comfy.text_encoders.llama  # noqa: E402
+import comfy.utils  # noqa: E402
+import folder_paths  # noqa: E402
+
+COMMIT = "a125cd84b054a57729b5eecab930ca9408719832"
+FILES = {"transformer": "diffusion_models/qwen_image_tiny.safetensors",
+         "text_encoder": "text_encoders/qwen_2.5_vl_7b_tiny.safetensors",
+         "vae": "vae/qwen_image_vae_tiny.safetensors"}
+HEAD = 128   # ComfyUI's head width for both networks
+PROMPTS = {
+    "plain": "a red cube on a wooden table",
+    "weights_syntax": "a (red:1.3) cube, \\(escaped\\) [brackets]",
+    "embedding_word": "a photo embedding:foo of a cat\nembedding:bar, sunset",
+    "raw_chat": "<|im_start|>user\nno template here<|im_end|>\n",
+    "pad_token": "left<|endoftext|>right",
+    "empty": "",
+    "unicode": "café — 東京の夜景 🌃",
+}
+
+
+def b64(t: torch.Tensor) -> dict:
+    t = t.detach().to(torch.float32).contiguous()
+    return {"shape": list(t.shape), "f32": base64.b64encode(t.numpy().tobytes()).decode()}
+
+
+def sha256(path: str) -> str:
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def tiny_widths() -> None:
+    """Give ComfyUI's Qwen-Image classes the tiny files' widths (see the module docstring)."""
+    te = comfy.utils.load_torch_file(f"{MODELS}/{FILES['text_encoder']}")
+    vocab, hidden = te["model.embed_tokens.weight"].shape
+    layers = len({k.split(".")[2] for k in te if k.startswith("model.layers.")})
+    sizes = dict(vocab_size=vocab, hidden_size=hidden, num_hidden_layers=layers,
+                 intermediate_size=te["model.layers.0.mlp.gate_proj.weight"].shape[0],
+                 num_attention_heads=te["model.layers.0.self_attn.q_proj.weight"].shape[0] // HEAD,
+                 num_key_value_heads=te["model.layers.0.self_attn.k_proj.weight"].shape[0] // HEAD)
+    config = comfy.text_encoders.llama.Qwen25_7BVLI_Config
+    comfy.text_encoders.llama.Qwen25_7BVLI_Config = lambda **kw: config(**{**sizes, **kw})
+    detect_te = comfy.sd.detect_te_model   # ComfyUI tells Qwen2.5-VL-7B by its 3584-wide layer norm
+
+    def detect_te_tiny(sd):
+        if sd.get("model.layers.0.post_attention_layernorm.weight", torch.empty(0)).shape[0] == hidden:
+            return comfy.sd.TEModel.QWEN25_7B
+        return detect_te(sd)
+    comfy.sd.detect_te_model = detect_te_tiny
+
+    detect = comfy.model_detection.detect_unet_config
+
+    def detect_tiny(state_dict, key_prefix, metadata=None):
+        cfg = detect(state_dict, key_prefix, metadata=metadata)
+        if cfg is not None and cfg.get("image_model") == "qwen_image":
+            cfg["num_attention_heads"] = state_dict[f"{key_prefix}img_in.weight"].shape[0] // HEAD
+            cfg["joint_attention_dim"] = state_dict[f"{key_prefix}txt_in.weight"].shape[1]
+        return cfg
+    comfy.model_detection.detect_unet_config = detect_tiny
+
+    vae_dim = comfy.utils.load_torch_file(f"{MODELS}/{FILES['vae']}")["encoder.conv1.weight"].shape[0]
+    wan = comfy.ldm.wan.vae.WanVAE
+    comfy.ldm.wan.vae.WanVAE = lambda **cfg: wan(**{**cfg, "dim": vae_dim})
+
+
+def record_tokens(clip) -> dict:
+    return {name: {"prompt": text, "ids": [t for t, *_ in clip.tokenize(text)["qwen25_7b"][0]]}
+            for name, text in PROMPTS.items()}
+
+
+def record_text(clip) -> dict:
+    out = {}
+    for name, text in PROMPTS.items():
+        for layer in (None, -2):
+            if layer is not None and name != "plain":
+                continue
+            c = clip.clone()
+            if layer is not None:
+                c.clip_layer(layer)
+            tokens = c.tokenize(text)
+            result = c.encode_from_tokens(tokens, return_pooled=True, return_dict=True)
+            key = name if layer is None else f"{name}_layer_{layer}"
+            out[key] = {"prompt": text, "layer": layer, "cond": b64(result["cond"]),
+                        "pooled_is_none": result["pooled_output"] is None,
+                        "attention_mask": result["attention_mask"].tolist() if "attention_mask" in result else None}
+    return out
+
+
+def transformer_inputs(seed: int, shape: list[int], tokens: int, width: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(x [B,16,1,H,W], context [B,T,width]) as the test makes them: one generator, drawn in this order."""
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(shape, generator=g), torch.randn(shape[0], tokens, width, generator=g)
+
+
+def record_transformer(patcher) -> list[dict]:
+    net = patcher.model.diffusion_model
+    width = net.txt_in.weight.shape[1]
+    cases = []
+    for seed, shape, tokens, t in ((1, [1, 16, 1, 8, 8], 7, [0.7]), (2, [2, 16, 1, 7, 9], 12, [0.3, 0.9]),
+                                   (3, [1, 16, 1, 6, 10], 5, [1.0])):
+        x, context = transformer_inputs(seed, shape, tokens, width)
+        with torch.no_grad():
+            out = net(x, torch.tensor(t), context)
+        cases.append({"seed": seed, "shape": shape, "tokens": tokens, "timesteps": t, "out": b64(out)})
+    return cases
+
+
+def record_denoised(patcher) -> dict:
+    model = patcher.model
+    width = model.diffusion_model.txt_in.weight.shape[1]
+    x, context = transformer_inputs(4, [1, 16, 1, 6, 8], 9, width)
+    sigma = torch.tensor([0.6])
+    with torch.no_grad():
+        denoised = model.apply_model(x, sigma, c_crossattn=context)
+    ms = patcher.get_model_object("model_sampling")
+    sigmas = torch.tensor([1.0, 0.75, 0.5, 0.1, 0.01])
+    return {"seed": 4, "shape": [1, 16, 1, 6, 8], "tokens": 9, "sigma": 0.6, "denoised": b64(denoised),
+            "process_in": b64(model.process_latent_in(x)), "process_out": b64(model.process_latent_out(x)),
+            "sampling": {"class": type(ms).__name__, "sigma_max": float(ms.sigma_max),
+                         "sigma_min": float(ms.sigma_min), "sigmas": sigmas.tolist(),
+                         "timesteps": ms.timestep(sigmas).tolist()}}
+
+
+def record_vae(vae) -> dict:
+    g = torch.Generator().manual_seed(5)
+    latent = torch.randn([1, 16, 1, 6, 8], generator=g)
+    pixels = torch.rand([1, 52, 68, 3], generator=g)   # not multiples of 8: ComfyUI centre-crops
+    return {"seed": 5, "latent_shape": [1, 16, 1, 6, 8], "pixels_shape": [1, 52, 68, 3],
+            "decoded": b64(vae.decode(latent)), "encoded": b64(vae.encode(pixels))}
+
+
+def node_classes() -> dict:
+    import nodes
+    from comfy_extras.nodes_model_advanced import ModelSamplingAuraFlow
+    from comfy_extras.nodes_sd3 import EmptySD3LatentImage
+    core = {n: getattr(nodes, n) for n in ("UNETLoader", "CLIPLoader", "VAELoader", "CLIPTextEncode", "KSampler",
+                                          "VAEDecode", "SaveImage")}
+    return {**core, "ModelSamplingAuraFlow": ModelSamplingAuraFlow, "EmptySD3LatentImage": EmptySD3LatentImage}
+
+
+def run_node(cls, inputs: dict) -> tuple:
+    if hasattr(cls, "FUNCTION"):
+        return getattr(cls(), cls.FUNCTION)(**inputs)
+    out = cls.execute(**inputs)   # a v3 node (io.ComfyNode)
+    return tuple(out.result) if hasattr(out, "result") else out
+
+
+def record_workflow() -> dict:
+    """The shipped workflow, node by node in dependency order with ComfyUI's node classes; SaveImage is
+    replaced by what it would write (255 * image, clipped, truncated to uint8)."""
+    prompt = json.loads(open(WORKFLOW).read())
+    classes = node_classes()
+    results: dict[str, tuple] = {}
+
+    def run(node_id: str) -> tuple:
+        if node_id not in results:
+            node = prompt[node_id]
+            inputs = {k: run(v[0])[v[1]] if isinstance(v, list) else v for k, v in node["inputs"].items()}
+            if node["class_type"] == "SaveImage":
+                results[node_id] = (inputs["images"],)
+            else:
+                results[node_id] = run_node(classes[node["class_type"]], inputs)
+        return results[node_id]
+
+    (save,) = [k for k, v in prompt.items() if v["class_type"] == "SaveImage"]
+    (sampler,) = [k for k, v in prompt.items() if v["class_type"] == "KSampler"]
+    png = np.clip(255.0 * run(save)[0][0].detach().cpu().numpy(), 0, 255).astype(np.uint8)
+    return {"prompt": prompt, "latent_shape": list(run(sampler)[0]["samples"].shape),
+            "png_rgb": {"shape": list(png.shape), "u8": base64.b64encode(png.tobytes()).decode()}}
+
+
+def main() -> None:
+    logging.getLogger().setLevel(logging.ERROR)   # ComfyUI lists the unused vision tower's missing weights
+    torch.set_num_threads(1)
+    tiny_widths()
+    paths = {k: f"{MODELS}/{v}" for k, v in FILES.items()}
+    for folder in ("diffusion_models", "text_encoders", "vae", "embeddings"):
+        folder_paths.add_model_folder_path(folder, f"{MODELS}/{folder}", is_default=True)
+    # The loader nodes, as the workflow loads the files (CLIPLoader gives the tokenizer its embeddings folder).
+    classes = node_classes()
+    (patcher,) = run_node(classes["UNETLoader"], {"unet_name": FILES["transformer"].split("/")[1],
+                                                  "weight_dtype": "default"})
+    (clip,) = run_node(classes["CLIPLoader"], {"clip_name": FILES["text_encoder"].split("/")[1],
+                                               "type": "qwen_image"})
+    (vae,) = run_node(classes["VAELoader"], {"vae_name": FILES["vae"].split("/")[1]})
+    fixture = {"comfyui_commit": COMMIT, "recorded_by": "scripts/record_comfyui_qwen_image.py",
+               "files": {k: {"path": v, "sha256": sha256(paths[k])} for k, v in FILES.items()},
+               "tokens": record_tokens(clip), "text": record_text(clip),
+               "transformer": record_transformer(patcher), "denoised": record_denoised(patcher),
+               "vae": record_vae(vae), "workflow": record_workflow()}
+    with open(OUT, "w") as f:
+        json.dump(fixture, f)
+
+
+if __name__ == "__main__":
+    main()

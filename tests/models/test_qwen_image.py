@@ -1,0 +1,203 @@
+"""Qwen-Image support checked against ComfyUI 0.3.64 on qwen-image-tiny's files.
+
+tests/models/fixtures/comfyui_qwen_image.json was recorded by scripts/record_comfyui_qwen_image.py (ComfyUI commit
+a125cd84) from the files nodes.models.qwen_image_demo writes, loaded by ComfyUI's UNETLoader, CLIPLoader
+(type qwen_image) and VAELoader: its tokenizer's ids, its text encoder's conditioning, its transformer's raw
+output, its whole model's denoised prediction and model sampling, its VAE's decode and encode. The files are
+built here again (same seed, same bytes: the fixture's sha256 says so) and tested in ComfyUI's layouts."""
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from nodes.arch import sampling_config
+from nodes.loaders import make_ref
+from nodes.models import loader
+from nodes.models.components import WAN21_LATENT
+from nodes.models.detect import probe
+from nodes.models.errors import ModelLoadError
+from nodes.models.qwen_image_demo import (
+    FILES,
+    build_demo_qwen_image,
+    tiny_qwen_image_state_dicts,
+)
+from nodes.models.qwen_image_vae import diffusers_names, wan_vae_keys
+from nodes.sampling.model_sampling import model_sampling_from_config
+
+FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_qwen_image.json").read_text())
+ATOL, RTOL = 2e-5, 1e-4
+
+
+def tensor(d: dict) -> torch.Tensor:
+    return torch.from_numpy(np.frombuffer(base64.b64decode(d["f32"]), dtype=np.float32).copy()).reshape(d["shape"])
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("qwen-image") / "models"
+    build_demo_qwen_image(root)
+    return root
+
+
+def path_of(models: Path, part: str) -> Path:
+    return models / FILES[part]
+
+
+@pytest.fixture(scope="module")
+def text_encoder(models):
+    return loader.load_text_encoder(make_ref("text_encoder", "qwen_image", [path_of(models, "text_encoder")],
+                                             clip_type="qwen_image"))
+
+
+@pytest.fixture(scope="module")
+def transformer(models):
+    return loader.load_diffusion_model(make_ref("diffusion_model", "qwen_image", [path_of(models, "transformer")]))
+
+
+@pytest.fixture(scope="module")
+def vae(models):
+    return loader.load_vae(make_ref("vae", "qwen_image", [path_of(models, "vae")]))
+
+
+def test_demo_files_are_the_recorded_ones(models) -> None:
+    for part, rec in FIXTURE["files"].items():
+        assert rec["path"] == FILES[part]
+        assert hashlib.sha256(path_of(models, part).read_bytes()).hexdigest() == rec["sha256"], \
+            f"{FILES[part]} changed: re-record tests/models/fixtures/comfyui_qwen_image.json"
+
+
+def test_files_have_comfyuis_key_layouts_and_are_detected(models) -> None:
+    sds = tiny_qwen_image_state_dicts()
+    assert {"txt_norm.weight", "img_in.weight", "transformer_blocks.1.attn.add_q_proj.weight",
+            "transformer_blocks.0.img_mod.1.weight", "norm_out.linear.weight", "proj_out.weight"} <= set(sds["transformer"])
+    assert {"model.embed_tokens.weight", "model.layers.1.self_attn.k_proj.bias", "model.norm.weight"} <= set(sds["text_encoder"])
+    assert sds["text_encoder"]["model.embed_tokens.weight"].shape[0] == 152_064   # the real vocabulary
+    assert sorted(sds["vae"]) == sorted(wan_vae_keys())
+    assert {"encoder.downsamples.5.time_conv.weight", "decoder.upsamples.4.shortcut.weight", "conv1.weight",
+            "decoder.head.2.weight"} <= set(sds["vae"])
+    infos = {part: probe(path_of(models, part)) for part in FILES}
+    assert (infos["transformer"].arch, infos["transformer"].kind) == ("qwen_image", "diffusion_model")
+    assert (infos["text_encoder"].arch, infos["text_encoder"].kind) == ("qwen25", "text_encoder")
+    assert (infos["vae"].arch, infos["vae"].kind) == ("qwen_image", "vae")
+
+
+def test_wan_names_map_one_to_one_onto_diffusers(vae) -> None:
+    names = diffusers_names()
+    assert len(set(names.values())) == len(names) == len(wan_vae_keys())
+    assert set(names.values()) == set(vae.module.state_dict())
+
+
+def test_hyperparameters_are_read_from_the_shapes(transformer, text_encoder, vae) -> None:
+    cfg = transformer.config
+    assert (cfg["num_layers"], cfg["num_attention_heads"], cfg["attention_head_dim"], cfg["joint_attention_dim"],
+            cfg["in_channels"], cfg["out_channels"]) == (2, 1, 128, 32, 64, 16)
+    te = text_encoder.modules["qwen25_7b"].config
+    assert (te.hidden_size, te.num_hidden_layers, te.num_attention_heads, te.num_key_value_heads, te.head_dim,
+            te.vocab_size) == (32, 2, 2, 1, 128, 152_064)
+    assert (vae.module.config.base_dim, vae.latent_channels, vae.downscale) == (8, 16, 8)
+
+
+def test_prefixed_checkpoint_loads_each_component(tmp_path) -> None:
+    """The all-in-one layout ComfyUI's QwenImage model config names: model.diffusion_model., vae.,
+    text_encoders.qwen25_7b.transformer."""
+    sds = tiny_qwen_image_state_dicts()
+    prefixes = {"transformer": "model.diffusion_model.", "vae": "vae.",
+                "text_encoder": "text_encoders.qwen25_7b.transformer."}
+    path = tmp_path / "qwen_image_tiny_ckpt.safetensors"
+    save_file({prefixes[p] + k: v for p, sd in sds.items() for k, v in sd.items()}, str(path))
+    info = probe(path)
+    assert (info.arch, info.kind, info.components) == ("qwen_image", "checkpoint",
+                                                       frozenset({"diffusion_model", "vae", "text_encoder"}))
+    assert loader.load_diffusion_model(make_ref("diffusion_model", "qwen_image", [path])).config["num_layers"] == 2
+    assert loader.load_vae(make_ref("vae", "qwen_image", [path])).latent_channels == 16
+    assert loader.load_text_encoder(make_ref("text_encoder", "qwen_image", [path])).num_layers == 2
+
+
+def test_wan22_vae_is_refused_by_detection(tmp_path) -> None:
+    sd = {**tiny_qwen_image_state_dicts()["vae"],
+          "decoder.upsamples.0.upsamples.0.residual.2.weight": torch.zeros(1)}
+    path = tmp_path / "wan2.2_vae.safetensors"
+    save_file(sd, str(path))
+    with pytest.raises(ModelLoadError, match="Wan 2.2"):
+        probe(path)
+
+
+def test_latent_format_is_comfyuis_wan21_and_diffusers_statistics() -> None:
+    import inspect
+
+    from diffusers import AutoencoderKLQwenImage
+    params = inspect.signature(AutoencoderKLQwenImage.__init__).parameters
+    assert list(WAN21_LATENT.latents_mean) == params["latents_mean"].default
+    assert list(WAN21_LATENT.latents_std) == params["latents_std"].default
+    rec = FIXTURE["denoised"]
+    x = inputs(rec, 32)[0][:, :, 0]
+    torch.testing.assert_close(WAN21_LATENT.process_in(x), tensor(rec["process_in"])[:, :, 0], atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(WAN21_LATENT.process_out(x), tensor(rec["process_out"])[:, :, 0], atol=1e-6, rtol=1e-6)
+
+
+def inputs(case: dict, width: int) -> tuple[torch.Tensor, torch.Tensor]:
+    # The recording script's draws, in its order.
+    g = torch.Generator().manual_seed(case["seed"])
+    return torch.randn(case["shape"], generator=g), torch.randn(case["shape"][0], case["tokens"], width, generator=g)
+
+
+@pytest.mark.parametrize("name", sorted(FIXTURE["tokens"]))
+def test_tokens_equal_comfyuis(text_encoder, name: str) -> None:
+    rec = FIXTURE["tokens"][name]
+    assert [t for t, _ in text_encoder.tokenize(rec["prompt"])["qwen25_7b"][0]] == rec["ids"]
+
+
+@pytest.mark.parametrize("name", sorted(FIXTURE["text"]))
+def test_conditioning_equals_comfyuis(models, name: str) -> None:
+    rec = FIXTURE["text"][name]
+    ref = make_ref("text_encoder", "qwen_image", [path_of(models, "text_encoder")], clip_type="qwen_image")
+    if rec["layer"] is not None:
+        ref = ref.with_option("layer", rec["layer"])
+    te = loader.load_text_encoder(ref)
+    cond, pooled = te.encode(te.tokenize(rec["prompt"]))
+    assert pooled is None and rec["pooled_is_none"]
+    torch.testing.assert_close(cond, tensor(rec["cond"]), atol=ATOL, rtol=RTOL)
+
+
+@pytest.mark.parametrize("index", range(len(FIXTURE["transformer"])))
+def test_forward_equals_comfyuis(transformer, index: int) -> None:
+    case = FIXTURE["transformer"][index]
+    x, context = inputs(case, 32)
+    expected = tensor(case["out"])
+    out = transformer.apply(x, torch.tensor(case["timesteps"]), {"context": context})   # ComfyUI's [B,16,1,H,W]
+    torch.testing.assert_close(out, expected, atol=ATOL, rtol=RTOL)
+    flat = transformer.apply(x[:, :, 0], torch.tensor(case["timesteps"]), {"context": context})
+    torch.testing.assert_close(flat, expected[:, :, 0], atol=ATOL, rtol=RTOL)
+
+
+def test_denoised_and_sampling_equal_comfyuis(transformer) -> None:
+    rec = FIXTURE["denoised"]
+    assert rec["sampling"]["class"] == "ModelSampling"   # ComfyUI's ModelSamplingFlux (shift 1.15) + CONST
+    ms = model_sampling_from_config(sampling_config("qwen_image"))
+    assert float(ms.sigma_max) == pytest.approx(rec["sampling"]["sigma_max"], abs=1e-7)
+    assert float(ms.sigma_min) == pytest.approx(rec["sampling"]["sigma_min"], abs=1e-7)
+    torch.testing.assert_close(ms.timestep(torch.tensor(rec["sampling"]["sigmas"])).float(),
+                               torch.tensor(rec["sampling"]["timesteps"]))
+    x, context = inputs(rec, 32)
+    x = x[:, :, 0]
+    sigma = torch.tensor([rec["sigma"]])
+    out = transformer.apply(ms.calculate_input(sigma, x), ms.timestep(sigma), {"context": context})
+    torch.testing.assert_close(ms.calculate_denoised(sigma, out, x), tensor(rec["denoised"])[:, :, 0],
+                               atol=ATOL, rtol=RTOL)
+
+
+def test_vae_decode_and_encode_equal_comfyuis(vae) -> None:
+    rec = FIXTURE["vae"]
+    g = torch.Generator().manual_seed(rec["seed"])
+    latent, pixels = torch.randn(rec["latent_shape"], generator=g), torch.rand(rec["pixels_shape"], generator=g)
+    decoded = tensor(rec["decoded"])            # ComfyUI's [B,T,H,W,3]; VAEDecode folds T into the batch
+    torch.testing.assert_close(vae.decode(latent), decoded.reshape(-1, *decoded.shape[2:]), atol=ATOL, rtol=RTOL)
+    torch.testing.assert_close(vae.decode(latent[:, :, 0]), decoded[:, 0], atol=ATOL, rtol=RTOL)
+    torch.testing.assert_close(vae.encode(pixels), tensor(rec["encoded"])[:, :, 0], atol=ATOL, rtol=RTOL)
