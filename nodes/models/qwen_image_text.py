@@ -151,9 +151,7 @@ def build_qwen25(sd: Mapping[str, torch.Tensor], path: str | None) -> Qwen2Model
 def load_text_encoder(ref: ModelRef, state_dicts: Sequence[Mapping[str, torch.Tensor]] | Mapping[str, torch.Tensor]
                       ) -> QwenImageTextEncoder:
     """Qwen-Image's CLIP object from a qwen_2.5_vl_7b text-encoder file (CLIPLoader, type qwen_image)."""
-    from nodes.models.loader import (
-        vocab_dirs,  # the workspace's tokenizer folders (loader imports us lazily)
-    )
+    from nodes.models.loader import vocab_dirs   # the workspace's tokenizer folders (loader imports us lazily)
     path = ref.sources[0] if ref.sources else None
     if ref.patches:
         raise ModelLoadError(path, "LoRAs on the Qwen-Image text encoder are not supported yet")
