@@ -294,7 +294,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--threads", type=int, default=1, help="torch threads (CPU)")
     p.add_argument("--memory-budget", type=int, default=None,
                    help="bytes shared by the arena, active inference and cached weights (default: a GPU's "
-                        "free memory less 1 GiB, or 8 GiB on the CPU)")
+                        "free memory less max(8 GiB, 10 %% of the device), or 8 GiB on the CPU)")
     p.add_argument("--device-share", type=int, default=1, help="executors on this device (they split its memory)")
     p.add_argument("--host-share", type=int, default=1, help="executors on this host (they split its memory)")
     p.add_argument("--arena-bytes", type=int, default=64 << 20, help="bytes of the communication arena")

@@ -9,6 +9,8 @@ means a new team (every member finalises and initialises again with a new id).
 from __future__ import annotations
 
 import ctypes
+from dataclasses import dataclass
+from typing import Callable
 
 
 def new_unique_id() -> bytes:
@@ -40,3 +42,54 @@ def leave() -> None:
     """Finalise NVSHMEM in this process (collective, after every symmetric allocation was freed)."""
     import nvshmem.core as nvshmem
     nvshmem.finalize()
+
+
+def available() -> bool:
+    """nvshmem4py is importable here (the gpu extra): the NVSHMEM data plane can serve."""
+    try:
+        import nvshmem.core  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@dataclass(frozen=True)
+class Ticket:
+    """What one member needs to join a team: the team's id, its rank and the team's size. `generation`
+    counts the team's re-formings: handles of an older generation name arenas that are gone."""
+    uid: bytes
+    rank: int
+    nranks: int
+    generation: int
+
+
+class TeamPlan:
+    """The head's side: which executors form the NVSHMEM team, with which ranks. The team is fixed at
+    init, so any change of members (one lost, one respawned or added) forms a new team: a new id, the
+    members renumbered in the order they joined, the generation counted up. Every member then closes
+    its arena, leaves and joins again with its new ticket; tensors in the old arenas are gone (their
+    consumers see stale handles and the head re-runs their producers)."""
+
+    def __init__(self, make_uid: Callable[[], bytes] = new_unique_id) -> None:
+        self.make_uid = make_uid
+        self.members: list[str] = []
+        self.generation = 0
+        self.tickets: dict[str, Ticket] = {}
+
+    def form(self, members: list[str]) -> dict[str, Ticket]:
+        """A new team of `members` (in rank order); returns every member's ticket."""
+        if len(set(members)) != len(members):
+            raise ValueError(f"a member twice in {members}")
+        self.members = list(members)
+        self.generation += 1
+        uid = self.make_uid() if members else b""
+        self.tickets = {m: Ticket(uid, r, len(members), self.generation) for r, m in enumerate(members)}
+        return dict(self.tickets)
+
+    def lose(self, member: str) -> dict[str, Ticket]:
+        """`member` is gone: the survivors form a new team."""
+        return self.form([m for m in self.members if m != member])
+
+    def add(self, member: str) -> dict[str, Ticket]:
+        """`member` (new or respawned) joins: everyone forms a new team with it last."""
+        return self.form([m for m in self.members if m != member] + [member])

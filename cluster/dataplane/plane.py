@@ -14,9 +14,11 @@ from __future__ import annotations
 
 from concurrent.futures import Future
 from pathlib import Path
+from typing import Any
 
 import torch
 
+from cluster.dataplane import nvshmem_team
 from cluster.dataplane.arena import Arena, NvshmemArena, ShmArena
 from cluster.dataplane.budget import MemoryBudget
 from cluster.dataplane.segments import safe_prefix
@@ -47,20 +49,57 @@ class Invocation:
 
 
 class ExecutorDataPlane:
+    """`nvshmem`: the arena on the NVSHMEM heap of a team this process already joined; `team`: join that
+    team first (a ticket from the head's `TeamPlan`). Otherwise the arena is host shared memory.
+    `arena_stream`: the NVSHMEM arena's stream (default: a CUDA stream of its own)."""
+
     def __init__(self, owner: str, budget_bytes: int, arena_bytes: int, device: str = "cpu",
                  weights_dir: str | Path | None = None, host_bytes: int | None = None,
                  h2d_bandwidth: float | None = None, weights_in_arena: bool = True,
-                 nvshmem: bool = False) -> None:
+                 nvshmem: bool = False, team: nvshmem_team.Ticket | None = None, arena_stream: Any = None) -> None:
         self.owner, self.prefix = owner, safe_prefix(owner)
         self.device = torch.device(device)
-        self.arena: Arena = NvshmemArena(arena_bytes) if nvshmem else ShmArena(self.prefix, arena_bytes)
+        self.weights_in_arena, self.arena_stream = weights_in_arena, arena_stream
+        self.team = team
+        if team is not None:
+            nvshmem_team.join(team.uid, team.rank, team.nranks, self.device.index or 0)
+        self.arena: Arena = self._new_arena(arena_bytes, nvshmem or team is not None)
         self.budget = MemoryBudget(budget_bytes, arena=self.arena.capacity)
         self.cache = build_layer_cache(self.budget, device,
                                        weights_dir or Path.home() / ".cache" / "comfy-cluster" / "weights",
-                                       host_bytes, h2d_bandwidth=h2d_bandwidth,
-                                       # weights may live in the arena only where they compute: not a GPU's in host shm
-                                       arena=self.arena if weights_in_arena and self.arena.device == self.device else None)
-        self.store = TensorStore(self.arena, owner, self.prefix, on_pressure=self.cache.evict_arena)
+                                       host_bytes, h2d_bandwidth=h2d_bandwidth, arena=self._weights_arena())
+        self.store = self._new_store()
+
+    def _new_arena(self, nbytes: int, nvshmem: bool) -> Arena:
+        return NvshmemArena(nbytes, stream=self.arena_stream) if nvshmem else ShmArena(self.prefix, nbytes)
+
+    def _weights_arena(self) -> Arena | None:
+        # weights may live in the arena only where they compute: not a GPU's in host shm
+        return self.arena if self.weights_in_arena and self.arena.device == self.device else None
+
+    def _new_store(self) -> TensorStore:
+        # each team generation gets reference tables of its own name (under the executor's prefix, so
+        # cleanup still finds them): a handle from an arena of an earlier team is stale, never misread
+        prefix = f"{self.prefix}t{self.team.generation}-" if self.team is not None else self.prefix
+        return TensorStore(self.arena, self.owner, prefix, on_pressure=self.cache.evict_arena)
+
+    def reform(self, team: nvshmem_team.Ticket | None) -> None:
+        """Leave the current NVSHMEM team (if any) and join `team`, or go back to shared memory (None).
+        Collective, between invocations: every member of the old team calls it (their arenas are freed
+        together), and `join` returns once every member of the new one has joined. The arena's tensors
+        and the weights that lived in it are gone."""
+        capacity = self.arena.capacity
+        self.cache.evict_arena(capacity)
+        self.store.close()
+        self.arena.close()
+        if self.team is not None:
+            nvshmem_team.leave()
+        self.team = team
+        if team is not None:
+            nvshmem_team.join(team.uid, team.rank, team.nranks, self.device.index or 0)
+        self.arena = self._new_arena(capacity, team is not None)
+        self.cache.arena = self._weights_arena()
+        self.store = self._new_store()
 
     def invocation(self) -> "_InvocationContext":
         """One ModelFn call's inputs, on this executor's device (`publish` copies outputs back)."""
@@ -78,6 +117,8 @@ class ExecutorDataPlane:
     def close(self) -> None:
         self.store.close()
         self.arena.close()
+        if self.team is not None:
+            nvshmem_team.leave()
 
 
 class _InvocationContext:
