@@ -130,7 +130,20 @@ class CLIPLoader:
 
     def load_clip(self, clip_name, type="stable_diffusion", device="default"):
         path = model_file("text_encoders", clip_name, "clip_name")
-        return (make_ref("text_encoder", _clip_arch(type), [path], clip_type=type),)
+        return (make_ref("text_encoder", _single_clip_arch(path, type), [path], clip_type=type),)
+
+
+def _single_clip_arch(path: Path, clip_type: str) -> str:
+    """The family of CLIPLoader's file, from its header: ComfyUI makes a Qwen3 file Flux2-Klein's encoder for
+    the flux/flux2 types and Z-Image's for every other type; lumina2 takes nothing else here (Lumina 2's Gemma
+    is not supported)."""
+    file_arch, _ = probe_arch(path, "clip_name")
+    if file_arch == "qwen3":
+        return "flux2" if clip_type in ("flux", "flux2") else "zimage"
+    if clip_type == "lumina2":
+        raise ValueError(f"clip_name: {path.name} is a {file_arch} text encoder; CLIPLoader type lumina2 loads "
+                         "Z-Image's Qwen3-4B (qwen_3_4b.safetensors)")
+    return _clip_arch(clip_type)
 
 
 class DualCLIPLoader:

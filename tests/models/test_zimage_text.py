@@ -92,3 +92,16 @@ def test_clip_set_last_layer_picks_the_unnormed_layer_output(demo_workspace, tin
         out = model(input_ids=ids, output_hidden_states=True)
     assert not torch.allclose(cond, out.last_hidden_state)      # the final norm is not applied
     torch.testing.assert_close(model.norm(cond), out.last_hidden_state, rtol=1e-5, atol=1e-5)
+
+
+def test_cliploader_takes_a_qwen3_file_as_comfyui_does(demo_workspace):
+    """ComfyUI: a Qwen3-4B file is Z-Image's encoder for any CLIPLoader type but flux/flux2 (Klein's);
+    lumina2 with another encoder is refused, naming the input, before any weight is read."""
+    from nodes.loaders import CLIPLoader
+    for clip_type, arch in (("lumina2", "zimage"), ("stable_diffusion", "zimage"), ("flux2", "flux2")):
+        (ref,) = CLIPLoader().load_clip("qwen_3_4b-tiny.safetensors", clip_type)
+        assert (ref.arch, ref.option("clip_type")) == (arch, clip_type)
+    with pytest.raises(ValueError, match="clip_name: sd1-tiny-clip.safetensors is a clip text encoder"):
+        CLIPLoader().load_clip("sd1-tiny-clip.safetensors", "lumina2")
+    (ref,) = CLIPLoader().load_clip("sd1-tiny-clip.safetensors", "stable_diffusion")
+    assert ref.arch == "sd1"
