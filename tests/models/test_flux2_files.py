@@ -144,3 +144,50 @@ def test_demo_files_are_deterministic():
     a, b = tiny_flux2_state_dicts(), tiny_flux2_state_dicts()
     assert all(a[part].keys() == b[part].keys() and all(torch.equal(a[part][k], b[part][k]) for k in a[part])
                for part in a)
+
+
+def test_real_klein_4b_sizes_are_detected_and_inferred_from_shapes_alone():
+    """flux-2-klein-4b's sizes (BFL's release: hidden 3072 in 24 heads, 5 double and 20 single blocks, Qwen3-4B's
+    three stacked 2560-wide states as context, no guidance embedder) on the meta device: its BFL key shapes are
+    classified as FLUX.2 and give back the config they were made from."""
+    from nodes.models.detect import classify
+    from nodes.models.flux2 import infer_config, to_diffusers_layout
+    klein_4b = dict(in_channels=128, num_layers=5, num_single_layers=20, attention_head_dim=128,
+                    num_attention_heads=24, joint_attention_dim=7680, mlp_ratio=3.0, guidance_embeds=False)
+    with torch.device("meta"):
+        bfl = diffusers_to_bfl(Flux2Transformer2DModel(**klein_4b).state_dict())
+    info = classify({k: tuple(v.shape) for k, v in bfl.items()}, "flux-2-klein-4b.safetensors")
+    assert (info.arch, info.kind, info.layout) == ("flux2", "diffusion_model", "bfl")
+    config = infer_config(to_diffusers_layout(bfl))
+    assert {k: config[k] for k in klein_4b} == klein_4b
+    assert config["out_channels"] == 128 and config["axes_dims_rope"] == (32, 32, 32, 32)
+
+
+def test_a_guidance_embedder_gets_comfyuis_default_fluxguidance_value_or_none(tmp_path):
+    """FLUX.2 dev-style files embed guidance: 3.5 when the conditioning has none (ComfyUI's Flux default),
+    FluxGuidance's value when set, and no guidance embedding at all after FluxDisableGuidance."""
+    torch.manual_seed(8)
+    m = Flux2Transformer2DModel(in_channels=128, num_layers=1, num_single_layers=1, attention_head_dim=128,
+                                num_attention_heads=1, joint_attention_dim=24, guidance_embeds=True)
+    randomize_constants(m, torch.Generator().manual_seed(8))
+    path = tmp_path / "flux2-guided.safetensors"
+    save_file(diffusers_to_bfl(m.state_dict()), str(path))
+    model = load_any_diffusion_model(_ref("diffusion_model", path))
+    assert model.config["guidance_embeds"]
+    gen = torch.Generator().manual_seed(9)
+    x, ctx = torch.randn(1, 128, 2, 2, generator=gen), torch.randn(1, 512, 24, generator=gen)
+    sigma = torch.tensor([0.6])
+
+    def theirs(guidance):
+        with torch.no_grad():
+            out = m(hidden_states=Flux2KleinPipeline._pack_latents(x), encoder_hidden_states=ctx, timestep=sigma,
+                    img_ids=Flux2KleinPipeline._prepare_latent_ids(x),
+                    txt_ids=Flux2KleinPipeline._prepare_text_ids(ctx), guidance=guidance, return_dict=False)[0]
+        return out.transpose(1, 2).reshape(x.shape)
+
+    for cond, guidance in (({}, torch.tensor([3.5])), ({"guidance": 5.0}, torch.tensor([5.0])),
+                           ({"guidance_disabled": True}, None)):
+        out = model.apply(x, sigma, {"context": ctx, **cond})
+        assert torch.allclose(out, theirs(guidance), atol=2e-5, rtol=0), cond
+    default, five = (model.apply(x, sigma, {"context": ctx, **cond}) for cond in ({}, {"guidance": 5.0}))
+    assert not torch.allclose(default, five)
