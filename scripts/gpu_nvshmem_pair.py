@@ -63,7 +63,7 @@ def member(rank: int, devices: list[int], uid_q, inboxes, results) -> None:
             pulled_big = scope.fetch(TensorHandle(**{**got_big, "shape": tuple(got_big["shape"])}))
             seconds = time.perf_counter() - t0
             ok = ok and bool(torch.all(pulled_big == float(other)))
-        nvshmem.barrier_all(arena.stream)       # every pull done before any arena is freed
+        nvshmem.barrier_all(arena.rma_stream)       # every pull done before any arena is freed
         arena.stream.synchronize()
         store.close()
         arena.close()

@@ -157,9 +157,11 @@ class NvshmemArena(Arena):
         self._heap = nvshmem.tensor((self.capacity,), dtype=torch.uint8)
         self._base = self._heap.data_ptr()
         self.device = self._heap.device
-        # nvshmem4py has no stream-less transfers: pulls and publishes run on a stream of the arena's own
-        # (anything with __cuda_stream__, as torch.cuda.Stream has).
+        # nvshmem4py has no stream-less transfers: pulls and publishes run on a stream of the arena's own.
+        # nvshmem4py reads a stream through the CUDA stream protocol (__cuda_stream__), which torch's
+        # streams implement only in recent releases: older ones are wrapped.
         self.stream = stream if stream is not None else torch.cuda.Stream(self.device)
+        self.rma_stream = self.stream if hasattr(self.stream, "__cuda_stream__") else _StreamProtocol(self.stream)
 
     def view(self, offset: int, dtype: torch.dtype, shape: tuple[int, ...]) -> torch.Tensor:
         nbytes = element_count(shape) * torch.empty((), dtype=dtype).element_size()
@@ -189,8 +191,8 @@ class NvshmemArena(Arena):
         # P2P/NVLink; a transport through a NIC would need it registered first.
         local = self._buffer.from_handle(ptr=out.data_ptr(), size=nbytes)
         self._after_compute()      # the block may still be read by work queued before it was freed
-        self._nv.get(local, remote, remote_pe=src.pe, stream=self.stream)
-        self._nv.quiet(stream=self.stream)
+        self._nv.get(local, remote, remote_pe=src.pe, stream=self.rma_stream)
+        self._nv.quiet(stream=self.rma_stream)
         # The store checks the handle's generation after the pull: the bytes must be here by then.
         self.stream.synchronize()
 
@@ -203,3 +205,13 @@ class NvshmemArena(Arena):
 
     def close(self) -> None:
         self._nv.free_tensor(self._heap)
+
+
+class _StreamProtocol:
+    """The CUDA stream protocol over a torch stream that lacks it (its handle is `cuda_stream`)."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+
+    def __cuda_stream__(self) -> tuple[int, int]:
+        return (0, self.stream.cuda_stream)

@@ -103,3 +103,17 @@ def test_a_host_handle_is_copied_into_device_memory_without_numpy_on_the_device_
         assert torch.equal(host, torch.arange(6, dtype=torch.int32))
     finally:
         peers.close()
+
+
+def test_a_torch_stream_without_the_stream_protocol_is_wrapped(nvshmem_team):
+    # torch releases before the CUDA stream protocol: only `cuda_stream`, the handle
+    class OldTorchStream:
+        cuda_stream = 0x1234
+
+        def synchronize(self) -> None:
+            pass
+
+    nvshmem_team(1)
+    arena = NvshmemArena(1 << 16, stream=OldTorchStream())
+    assert arena.rma_stream.__cuda_stream__() == (0, 0x1234)
+    arena.close()
