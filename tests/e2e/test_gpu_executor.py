@@ -1,6 +1,7 @@
 """`comfy-cluster serve --executor-device cuda` on a CUDA machine: its executor runs ModelFns on the GPU (weights bound there by
 the layer cache, inputs copied there from the shared-memory arena, outputs copied back) and renders the
-default workflow like the CPU does, up to GPU rounding."""
+default workflow like the CPU does: pixels within 1/255 of the CPU image's on average (#25), the largest
+difference and the share of pixels within 1/255 printed beside it."""
 from __future__ import annotations
 
 import asyncio
@@ -32,5 +33,6 @@ def test_default_workflow_runs_on_a_gpu_executor(serve, demo_workspace, fixed_th
              asyncio.run(run_prompt(prompt, None, build_registry(demo_workspace), show_progress=False))]
     assert gpu.shape == cpu.shape
     diff = np.abs(gpu.astype(np.int16) - cpu.astype(np.int16))
-    print(f"GPU vs CPU: mean |difference| {diff.mean():.3f}, max {diff.max()} of 255")
-    assert diff.mean() < 8
+    print(f"GPU vs CPU: mean |difference| {diff.mean():.3f}, max {diff.max()} of 255, "
+          f"{(diff <= 1).mean() * 100:.2f} % of values within 1/255")
+    assert diff.mean() <= 1.0
