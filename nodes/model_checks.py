@@ -44,12 +44,16 @@ def model_file_problem(obj_class: type, input_name: str, value: Any) -> str | No
 @lru_cache(maxsize=512)
 def _file_facts(path: str, size: int, mtime_ns: int) -> tuple[Any, dict[str, int]] | str:
     """(CheckpointInfo, token-embedding rows by kind) from the header, or the reason it cannot be read."""
-    from nodes.models.detect import probe
+    from nodes.models.detect import classify, probe
     from nodes.models.errors import ModelLoadError
+    from nodes.models.flux_configs import config_for_sources
     from nodes.models.safetensors_io import shapes_of
     try:
-        info = probe(path)
-        shapes = {} if info.kind == "diffusers" else shapes_of(path)[0]
+        if os.path.isdir(path):   # a diffusers folder: its model_index.json
+            info, shapes = probe(path), {}
+        else:
+            shapes, metadata = shapes_of(path)
+            info = classify(shapes, path, metadata)
     except ModelLoadError as e:
         return e.problem
     vocab: dict[str, int] = {}
@@ -60,6 +64,12 @@ def _file_facts(path: str, size: int, mtime_ns: int) -> tuple[Any, dict[str, int
         t5 = next((s for k, s in shapes.items() if k.endswith(("encoder.embed_tokens.weight", "shared.weight"))), None)
         if t5 is not None:
             vocab["t5"] = t5[0]
+    if "t5" in vocab:
+        try:
+            if config_for_sources((path,))[1].get("t5", {}).get("vocab"):
+                del vocab["t5"]   # a demo model whose own vocabulary its metadata names
+        except (ModelLoadError, OSError, ValueError) as e:
+            return getattr(e, "problem", str(e))
     return info, vocab
 
 
@@ -85,13 +95,12 @@ def _file_problem(path: str, size: int, mtime_ns: int, needs: str) -> str | None
 def tokenizer_problem(path: str, vocab: dict[str, int]) -> str | None:
     """Why a file's CLIP or T5 text encoder (token-embedding rows `vocab`) would find no tokenizer. Not cached:
     a tokenizer file the user places after being told where is seen on the next prompt."""
-    from nodes.models.flux_configs import config_for_sources
     from nodes.models.t5 import t5_tokenizer_candidates
     if "clip" in vocab and vocab["clip"] not in KNOWN_CLIP_VOCABS:
         return (f"its CLIP text encoder has {vocab['clip']} token embeddings; only the OpenAI CLIP vocabulary "
                 f"({OPENAI_VOCAB_SIZE}) and the byte-level one ({BYTE_VOCAB_SIZE}) are known")
-    if "t5" not in vocab or config_for_sources((path,))[1].get("t5", {}).get("vocab"):
-        return None   # no T5, or a demo model whose own vocabulary its metadata names
+    if "t5" not in vocab:
+        return None
     candidates = t5_tokenizer_candidates(path, vocab["t5"])
     if any(c.is_file() for c in candidates):
         return None
