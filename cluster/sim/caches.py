@@ -134,3 +134,9 @@ class WorkflowLRU:
         self.resident[workflow] = nbytes
         self.used += nbytes
         return False
+
+    def release(self, workflow: str) -> int:
+        """Drop `workflow` (its function instance ended); returns the bytes freed."""
+        nbytes = self.resident.pop(workflow, 0)
+        self.used -= nbytes
+        return nbytes

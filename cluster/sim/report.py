@@ -67,7 +67,7 @@ PLAN_RATES = (0.5, 1.0, 2.0, 3.0)       # req/s of the capacity-planning table (
 PLAN_MAX_GPUS = 96
 POLICY_RATE_SCALE = 1.5
 NO_WAIT = "Comfy Cluster, no warm wait"
-STARTUP_RATES = [0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0]   # req/s of the function-instance comparison
+STARTUP_RATES = [0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0]   # req/s of the function-instance comparison
 
 
 def _plot_lines(path: Path, x: list, series: dict[str, list[float]], xlabel: str, title: str,

@@ -15,9 +15,9 @@ Monolithic requests go through the same dispatcher (FIFO by default), placed pre
 holding the workflow (WCache) or the most of its model bytes (MCache). With `startup_s` above 0 they
 run as the paper deploys them (§2.3, §8.1): serverless function instances, one workflow each, that the
 platform starts on a GPU when no live instance of the workflow is there (paying `startup_s` before the
-weight loads) and scales in after `keepalive_s` idle; a WCache instance lives exactly as long as its
-workflow stays cached ("a GPU function is terminated when the cached workflow is evicted"), while
-MCache's cached models outlive the instances that loaded them. With `startup_s` 0 an instance costs
+weight loads) and scales in after `keepalive_s` idle; a WCache instance's cached workflow goes with it,
+and evicting that workflow ends the instance ("a GPU function is terminated when the cached workflow is
+evicted"), while MCache's cached models outlive the instances that loaded them. With `startup_s` 0 an instance costs
 nothing and the baselines are the generous shared pool.
 With `preload`, Comfy Cluster's executors fill idle memory with the first L_e layers of the models the
 workload has asked for (§5.1), most requested first, whenever they fall idle; never by evicting.
@@ -254,6 +254,8 @@ class Simulator:
                 self._arrive(obj)
             elif kind == 1:
                 self._complete(*obj)
+            elif kind == 3:
+                self._scale_in(*obj)
             else:
                 self._wake_at = None    # a batch window closed, or a parked invocation is due
             self._dispatch()
@@ -375,7 +377,7 @@ class Simulator:
     def prepare(self, inv: SimInvocation, free) -> None:
         if self.functions:   # placement prefers a live instance of the workflow (no start-up)
             for e in free:
-                e.cached_models = {w for w in e.cached_models if self._instance_alive(e, w)}
+                e.cached_models &= e.instances.keys()
         if self.cfg.system == "mcache":   # then the GPU holding most of the workflow's models
             models = inv.payload.request.wf.models
             inv.input_bytes = {e.id: e.cache.cached_bytes(models) for e in free}
@@ -392,12 +394,17 @@ class Simulator:
 
     def _instance_alive(self, ex: _Executor, workflow: str) -> bool:
         """A live function instance of `workflow` on `ex` (always, when instances cost nothing)."""
-        if not self.functions:
-            return True
+        return not self.functions or workflow in ex.instances
+
+    def _scale_in(self, ex: _Executor, workflow: str, last_busy: float) -> None:
+        """The platform ends an instance idle for `keepalive_s`: a WCache instance takes its cached workflow
+        with it; MCache's cached models stay for the next instance; NoCache held nothing."""
+        if ex.instances.get(workflow) != last_busy:
+            return   # it ran again since (a later event decides), or it was evicted
+        del ex.instances[workflow]
         if self.cfg.system == "wcache":
-            return workflow in ex.cache.resident
-        last = ex.instances.get(workflow)
-        return last is not None and self.now - last <= self.cfg.keepalive_s
+            self._mem_account(self.now, -ex.cache.release(workflow))
+        ex.cached_models.discard(workflow)
 
     def _exposed_load(self, ex: _Executor, inv: SimInvocation) -> float:
         """Loading `inv` will add to its run on `ex`: with prefix loading, what the resident first
@@ -523,10 +530,13 @@ class Simulator:
         else:
             missing = models
         if self.functions:
-            ex.instances[wf.name] = self.now + load + sum(self.compute[n.model] for n in wf.nodes)
-            if system != "wcache":   # nocache: nothing is cached, the live instance is what is warm
-                ex.cached_models = ({w for w in ex.cached_models if w in ex.instances} if system == "mcache"
-                                    else set(ex.instances))
+            end = self.now + load + sum(self.compute[n.model] for n in wf.nodes)
+            if system == "wcache":   # an evicted workflow's instance was terminated with it
+                ex.instances = {w: t for w, t in ex.instances.items() if w in ex.cache.resident}
+            ex.instances[wf.name] = end
+            self._at(end + self.cfg.keepalive_s, 3, (ex, wf.name, end))
+            warm = set(ex.instances) if system == "nocache" else ex.cached_models   # nocache: warm = live
+            ex.cached_models = {w for w in warm if w in ex.instances} | {wf.name}
         if ex.cache is not None:
             self._mem_account(self.now, ex.cache.used - used)
         for m in models:

@@ -91,3 +91,13 @@ def test_the_paper_trace_gives_each_workflow_its_own_bursty_tenant():
     assert len(trace) == pytest.approx(6000, rel=0.25)
     with pytest.raises(ValueError, match="unknown trace kind"):
         generate(TraceSpec(kind="nope"), NAMES)
+
+
+def test_memory_use_is_ordered_as_in_the_papers_figure_10e():
+    """NoCache < WCache < MCache < Comfy Cluster: a WCache instance scaled in takes its workflow's weights with
+    it, MCache's models outlive their instances, and Comfy Cluster fills idle memory with first layers."""
+    from cluster.sim.experiments import Point, run_point
+    base = Point(rate=1.5, duration_s=120, warmup_s=0, trace_kind="paper", startup_s=10.0)
+    memory = [run_point(base.with_(system=s, policy="fifo")).memory_utilisation for s in ("nocache", "wcache", "mcache")]
+    memory.append(run_point(base.with_(system="ours", policy="vtime", preload=True)).memory_utilisation)
+    assert memory == sorted(memory) and len(set(memory)) == 4
