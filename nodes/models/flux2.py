@@ -29,6 +29,8 @@ DIFFUSERS_MARKER = "double_stream_modulation_img.linear.weight"
 AXES_DIM = (32, 32, 32, 32)       # ComfyUI's and BFL's RoPE split of FLUX.2's 128-wide heads
 ROPE_THETA = 2000
 TEXT_TOKENS = 512                 # ComfyUI's Flux2 pads shorter contexts to this many tokens (zeros, on the left)
+REF_METHOD = "index"              # ComfyUI's default_ref_method for FLUX.2
+REF_INDEX_SCALE = 10              # ComfyUI's ref_index_scale: references' time coordinates 10, 20, ...
 DEFAULT_GUIDANCE = 3.5            # ComfyUI's value for a guidance-embedding model when the conditioning has none
 SAMPLING = {"kind": "flux", "shift": 2.02}   # ComfyUI's supported_models.Flux2: ModelSamplingFlux, shift 2.02
 
@@ -93,6 +95,28 @@ def text_ids(n: int, device: torch.device) -> torch.Tensor:
     return ids
 
 
+def _tokens(x: torch.Tensor) -> torch.Tensor:
+    """[B,C,H,W] -> [B,H*W,C]: every latent pixel is a token."""
+    return x.reshape(x.shape[0], x.shape[1], -1).transpose(1, 2)
+
+
+def reference_tokens(refs: list[torch.Tensor], method: str | None, dtype: torch.dtype
+                     ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Reference latents (model space, [B,128,h,w] each) as tokens to append to the image's, with their ids:
+    FLUX.2's "index" placement (ComfyUI's default for FLUX.2, diffusers' Klein pipeline): the i-th reference at
+    time coordinate 10 * (i + 1), its own rows and columns from 0."""
+    if (method or REF_METHOD) != REF_METHOD:
+        raise NotImplementedError(f"reference latents method {method!r} is not supported for FLUX.2 yet "
+                                  f"({REF_METHOD!r} is)")
+    tokens, ids = [], []
+    for i, ref in enumerate(refs):
+        tokens.append(_tokens(ref.to(dtype)))
+        ref_ids = image_ids(ref.shape[-2], ref.shape[-1], ref.device)
+        ref_ids[:, 0] = REF_INDEX_SCALE * (i + 1)
+        ids.append(ref_ids)
+    return torch.cat(tokens, dim=1), torch.cat(ids)
+
+
 def pad_context(context: torch.Tensor) -> torch.Tensor:
     """ComfyUI's Flux2.extra_conds: a context shorter than 512 tokens gets zero rows in front."""
     short = TEXT_TOKENS - context.shape[1]
@@ -109,12 +133,14 @@ class Flux2DiffusionModel(DiffusionModel):
     def apply(self, x: torch.Tensor, timestep: torch.Tensor, cond: dict[str, Any]) -> torch.Tensor:
         if cond.get("control") is not None:
             raise NotImplementedError("ControlNet is not supported for FLUX.2 models yet")
-        if cond.get("ref_latents"):
-            raise NotImplementedError("reference latents (FLUX.2 editing) are not supported yet")
         module: Flux2Transformer2DModel = self.module
         device, dtype = x.device, self.dtype
         b, c, h, w = x.shape
-        tokens = x.to(dtype).reshape(b, c, h * w).transpose(1, 2)
+        tokens, ids = _tokens(x.to(dtype)), image_ids(h, w, device)
+        if cond.get("ref_latents"):   # ReferenceLatent (editing): references join the image tokens
+            ref_tokens, ref_ids = reference_tokens(cond["ref_latents"], cond.get("ref_latents_method"), dtype)
+            tokens = torch.cat([tokens, ref_tokens.expand(b, -1, -1)], dim=1)
+            ids = torch.cat([ids, ref_ids])
         context = pad_context(cond["context"].to(device, dtype))
         guidance = None
         if module.config.guidance_embeds and not cond.get("guidance_disabled"):
@@ -122,9 +148,9 @@ class Flux2DiffusionModel(DiffusionModel):
             guidance = _per_batch(DEFAULT_GUIDANCE if g is None else g, b, device)
         out = module(hidden_states=tokens, encoder_hidden_states=context,
                      timestep=_per_batch(timestep, b, device),     # sigma; the module scales it by 1000
-                     img_ids=image_ids(h, w, device), txt_ids=text_ids(context.shape[1], device),
+                     img_ids=ids, txt_ids=text_ids(context.shape[1], device),
                      guidance=guidance, return_dict=False)[0]
-        return out.transpose(1, 2).reshape(b, -1, h, w).float()
+        return out[:, :h * w].transpose(1, 2).reshape(b, -1, h, w).float()
 
 
 

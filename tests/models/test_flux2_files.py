@@ -191,3 +191,26 @@ def test_a_guidance_embedder_gets_comfyuis_default_fluxguidance_value_or_none(tm
         assert torch.allclose(out, theirs(guidance), atol=2e-5, rtol=0), cond
     default, five = (model.apply(x, sigma, {"context": ctx, **cond}) for cond in ({}, {"guidance": 5.0}))
     assert not torch.allclose(default, five)
+
+
+def test_reference_latents_join_as_the_klein_pipeline_joins_its_image_latents(klein_file, transformer):
+    """ReferenceLatent on FLUX.2 (editing): the references' tokens follow the image's at time coordinates 10, 20,
+    ... (ComfyUI's "index" method with scale 10), as diffusers' Klein pipeline places its input images; only the
+    image's tokens come back. Other methods are refused."""
+    model = load_any_diffusion_model(_ref("diffusion_model", klein_file))
+    gen = torch.Generator().manual_seed(10)
+    x, context = torch.randn(1, 128, 3, 4, generator=gen), torch.randn(1, 512, 48, generator=gen)
+    refs = [torch.randn(1, 128, 2, 2, generator=gen), torch.randn(1, 128, 3, 1, generator=gen)]
+    sigma = torch.tensor([0.8])
+    out = model.apply(x, sigma, {"context": context, "ref_latents": refs})
+    with torch.no_grad():
+        packed = torch.cat([Flux2KleinPipeline._pack_latents(x)] + [Flux2KleinPipeline._pack_latents(r) for r in refs],
+                           dim=1)
+        ids = torch.cat([Flux2KleinPipeline._prepare_latent_ids(x), Flux2KleinPipeline._prepare_image_ids(refs)], dim=1)
+        ref = transformer(hidden_states=packed, encoder_hidden_states=context, timestep=sigma, img_ids=ids,
+                          txt_ids=Flux2KleinPipeline._prepare_text_ids(context), guidance=None,
+                          return_dict=False)[0][:, :12]
+    assert torch.allclose(out, ref.transpose(1, 2).reshape(x.shape), atol=2e-5, rtol=0)
+    assert not torch.allclose(out, model.apply(x, sigma, {"context": context}))
+    with pytest.raises(NotImplementedError, match="offset"):
+        model.apply(x, sigma, {"context": context, "ref_latents": refs, "ref_latents_method": "offset"})
