@@ -30,7 +30,7 @@ import psutil
 import torch
 
 from cluster.batching import Call, charge_shares, merge, run_merged
-from cluster.dataplane.budget import BudgetSnapshot, MemoryBudget
+from cluster.dataplane.budget import ActivationPeaks, BudgetSnapshot, CudaPeakProbe, MemoryBudget
 from cluster.dataplane.segments import SegmentError
 from cluster.executor_models import ExecutorModels
 from cluster.modelfn import ModelFn, get_model_fn
@@ -180,6 +180,9 @@ class ExecutorCore:
     def __init__(self, budget: MemoryBudget, cache: LayerCache, device: str = "cpu",
                  threads: int | None = 1) -> None:
         self.budget, self.device, self.threads = budget, device, threads
+        self.peaks = ActivationPeaks()
+        # measures each call's activation peak where the allocator can tell (a GPU); tests may set another
+        self.peak_probe: Any = CudaPeakProbe(device, budget) if device.startswith("cuda") else None
         self.models = ExecutorModels(cache)
         self._fns: dict[str, ModelFn] = {}
         self._weights_tmp: tempfile.TemporaryDirectory | None = None
@@ -248,11 +251,17 @@ class ExecutorCore:
         return (wall if self.device.startswith("cuda") else self._clock() - t_clock), wall
 
     @contextlib.contextmanager
-    def _resident(self, fn: ModelFn, ref: ModelRef | None, activations: int) -> Iterator[tuple[Any, float]]:
-        """(model, load seconds) resident for one execute, with `activations` bytes reserved beside it."""
+    def _resident(self, fn: ModelFn, ref: ModelRef | None, input_bytes: int) -> Iterator[tuple[Any, float]]:
+        """(model, load seconds) resident for one execute, with its activations reserved beside it: as
+        measured for this ModelFn and input size before, else the inputs' bytes (measured now)."""
         model = self.models.use(fn, ref) if ref is not None else contextlib.nullcontext((None, 0.0))
-        with torch.inference_mode(), model as (weights, load_s), self.budget.reserve(activations):
+        with torch.inference_mode(), model as (weights, load_s), \
+                self.budget.reserve(self.peaks.charge(fn.name, input_bytes)):
+            if self.peak_probe is not None:
+                self.peak_probe.start()
             yield weights, load_s
+            if self.peak_probe is not None:
+                self.peaks.record(fn.name, input_bytes, self.peak_probe.stop())
 
     def _run_one(self, fn_name: str, part: Part, io: TensorIO) -> Ran | Fault:
         t_wall, t_clock = time.perf_counter(), self._clock()

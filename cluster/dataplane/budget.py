@@ -91,3 +91,40 @@ class MemoryBudget:
     @property
     def used(self) -> int:
         return self.total - self.free
+
+
+class ActivationPeaks:
+    """What one ModelFn call's activations are charged in the budget: the inputs' bytes until a call of
+    that ModelFn on inputs of that size was measured, then the largest peak measured for it. Charging
+    inputs alone lets cached weights fill the device, and the real activations then run out of memory."""
+
+    def __init__(self) -> None:
+        self._peaks: dict[tuple[str, int], int] = {}
+        self._lock = threading.Lock()
+
+    def charge(self, fn: str, input_bytes: int) -> int:
+        with self._lock:
+            return max(input_bytes, self._peaks.get((fn, input_bytes), 0))
+
+    def record(self, fn: str, input_bytes: int, peak: int) -> None:
+        with self._lock:
+            key = (fn, input_bytes)
+            self._peaks[key] = max(self._peaks.get(key, 0), peak)
+
+
+class CudaPeakProbe:
+    """One call's activation peak on a GPU: the allocator's peak above what was allocated when the call
+    began, less the weights the layer cache loaded meanwhile (they are charged as weights)."""
+
+    def __init__(self, device: str, budget: MemoryBudget) -> None:
+        import torch
+        self._cuda, self.device, self.budget = torch.cuda, torch.device(device), budget
+        self._base = self._weights = 0
+
+    def start(self) -> None:
+        self._cuda.reset_peak_memory_stats(self.device)
+        self._base, self._weights = self._cuda.memory_allocated(self.device), self.budget.weights
+
+    def stop(self) -> int:
+        loaded = max(0, self.budget.weights - self._weights)
+        return max(0, self._cuda.max_memory_allocated(self.device) - self._base - loaded)

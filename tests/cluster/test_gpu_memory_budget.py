@@ -84,3 +84,41 @@ def test_a_run_that_does_not_fit_after_eviction_fails_with_the_out_of_memory_err
                          DirectIO(torch.device("cpu")))
     assert isinstance(result, Fault) and isinstance(result.error, torch.OutOfMemoryError)
     assert fn.calls == 2    # one retry, not a loop
+
+
+class FixedPeak:
+    """A peak probe (a GPU's allocator peak, on the CPU) that measures `peak` bytes for every call."""
+
+    def __init__(self, peak: int) -> None:
+        self.peak, self.started = peak, 0
+
+    def start(self) -> None:
+        self.started += 1
+
+    def stop(self) -> int:
+        return self.peak
+
+
+def test_activations_are_charged_at_the_peak_measured_for_the_modelfn_and_input_size(tmp_path, monkeypatch):
+    core = ExecutorCore.in_process(memory_budget=1 << 26, weights_dir=tmp_path)
+    core.peak_probe = FixedPeak(3 << 20)
+    reserved = []
+    reserve = core.budget.reserve
+    monkeypatch.setattr(core.budget, "reserve", lambda n: reserved.append(n) or reserve(n))
+    rt = LocalRuntime(core)
+    x, wide = torch.randn(2, WIDTH), torch.randn(4, WIDTH)
+    for inputs in (x, x, wide):
+        rt.run(OutOfMemoryAtFirst.name, ref(4), {"x": inputs})
+    # first call: its inputs' bytes, measured; the same size again: the measured peak; a new size: its bytes
+    assert reserved == [x.nbytes, 3 << 20, wide.nbytes] and core.peak_probe.started == 3
+
+
+def test_a_measured_peak_makes_room_by_evicting_cached_weights(tmp_path):
+    core = ExecutorCore.in_process(memory_budget=1 << 20, weights_dir=tmp_path)
+    layers = 2 * (WIDTH * WIDTH + WIDTH) * 4   # one model's weights
+    core.peak_probe = FixedPeak((1 << 20) - layers - 128)   # room for one model's weights beside it, not two
+    rt = LocalRuntime(core)
+    x = torch.randn(1, WIDTH)
+    rt.run(OutOfMemoryAtFirst.name, ref(5), {"x": x})      # measured
+    rt.run(OutOfMemoryAtFirst.name, ref(6), {"x": x})      # charged the peak: ref(5)'s idle layers go
+    assert core.stats().resident == [ref(6).key] and core.stats().budget.overcommitted == 0
