@@ -100,6 +100,14 @@ def _per_batch(v: torch.Tensor, batch: int) -> torch.Tensor:
 
 @dataclass
 class ZImageDiffusionModel(DiffusionModel):
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        # diffusers embeds the patches and caption tokens of the whole batch as one 2-D [tokens, features]
+        # input, which the batch-invariant Linear would multiply a token at a time (thousands of calls a step).
+        # These are token-wise projections with many rows, whose results do not depend on the batch (tested).
+        for linear in (self.module.all_x_embedder[f"{PATCH}-1"], self.module.cap_embedder[1]):
+            linear.__class__ = torch.nn.Linear
+
     def apply(self, x: torch.Tensor, timestep: torch.Tensor, cond: dict[str, Any]) -> torch.Tensor:
         if cond.get("control") is not None:
             raise NotImplementedError("ControlNet is not supported for Z-Image models yet")

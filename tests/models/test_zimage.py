@@ -161,3 +161,17 @@ def test_all_in_one_checkpoint_gives_all_three_components(demo_workspace, tmp_pa
     assert cond.shape[-1] == TINY_CONFIG["cap_feat_dim"]
     vae = load_vae(ModelRef("vae", "zimage", (str(path),), ("",)))
     assert vae.latent_channels == 16
+
+
+def test_a_batched_step_gives_each_samples_unbatched_bits(fixed_threads):
+    """cluster.batching merges steps of different requests: each sample's output must not depend on the batch."""
+    sd = tiny_zimage_state_dicts()["transformer"]
+    model = load_diffusion_model(ModelRef("diffusion_model", "zimage", ("z.safetensors",), ("",)), sd)
+    gen = torch.Generator().manual_seed(1)
+    for h, w in ((16, 16), (32, 24)):
+        x = torch.randn(3, 16, h, w, generator=gen)
+        context = torch.randn(3, 45, TINY_CONFIG["cap_feat_dim"], generator=gen)
+        sigma = torch.tensor([0.6])
+        batched = model.apply(x, sigma, {"context": context})
+        alone = torch.cat([model.apply(x[i:i + 1], sigma, {"context": context[i:i + 1]}) for i in range(3)])
+        assert torch.equal(batched, alone)
