@@ -5,6 +5,7 @@ of the first one's jobs, assets, outputs or events."""
 from __future__ import annotations
 
 import io
+import os
 
 import pytest
 from PIL import Image
@@ -23,20 +24,31 @@ def png_bytes(color: tuple[int, int, int]) -> bytes:
     return buf.getvalue()
 
 
+# Set to a Comfy API v2 server of the reference (comfy-api-proxy in front of real ComfyUI with
+# tests/tenancy/reference/v2_reference_nodes.py; scripts/api_v2_reference.py starts both) to run these
+# tests against it instead of our server: the same tests, one tenant (the proxy has no keys).
+REFERENCE = os.environ.get("COMFY_V2_REFERENCE_URL")
+
+
 @pytest.fixture
 async def sdk(hosted, monkeypatch):
-    """A factory of AsyncComfy clients aimed at the test server, one per tenant key."""
-    monkeypatch.setenv("COMFY_BASE_URL", str(hosted.client.make_url("")).rstrip("/"))
-    clients = []
+    """A factory of AsyncComfy clients aimed at the server under test, one per tenant key."""
+    monkeypatch.setenv("COMFY_BASE_URL", REFERENCE or str(hosted.client.make_url("")).rstrip("/"))
+    monkeypatch.delenv("COMFY_API_KEY", raising=False)
+    clients: dict[str, AsyncComfy] = {}
 
     def make(tenant: str) -> AsyncComfy:
-        if tenant not in hosted.keys:
-            hosted.add(tenant)
-        client = AsyncComfy(api_key=hosted.keys[tenant])
-        clients.append(client)
-        return client
+        if REFERENCE:
+            if clients and tenant not in clients:
+                pytest.skip("the reference (comfy-api-proxy) is single-user: no tenant keys")
+            clients[tenant] = AsyncComfy()
+        else:
+            if tenant not in hosted.keys:
+                hosted.add(tenant)
+            clients[tenant] = AsyncComfy(api_key=hosted.keys[tenant])
+        return clients[tenant]
     yield make
-    for client in clients:
+    for client in clients.values():
         await client.aclose()
 
 
@@ -46,7 +58,7 @@ def step_workflow(value: int, steps: int = 5, prefix: str = "steps") -> dict:
                                                          "seconds": 0.05}}}
 
 
-async def test_submit_stream_and_download_outputs(sdk, hosted):
+async def test_submit_stream_and_download_outputs(sdk):
     client = sdk("alice")
     job = await client.submit(client.workflows.from_json(step_workflow(42)))
     assert job.status in ("queued", "running")   # the worker may take it before the answer is written
@@ -54,7 +66,9 @@ async def test_submit_stream_and_download_outputs(sdk, hosted):
     statuses = [e.status for e in events if isinstance(e, StatusChange)]
     assert statuses[-1] == "succeeded" and "running" in statuses, statuses
     steps = [(e.step, e.steps) for e in events if isinstance(e, Progress) and e.steps]
-    assert steps == [(i, 5) for i in range(1, 6)], steps   # one progress event per step, in order
+    assert steps and steps == sorted(steps) and {total for _, total in steps} == {5}, steps
+    if not REFERENCE:   # the contract allows throttled snapshots; ours sends one per step, in order
+        assert steps == [(i, 5) for i in range(1, 6)], steps
     values = [e.value for e in events if isinstance(e, Progress)]
     assert values == sorted(values) and values[-1] > 0.5
     streamed = [e.output for e in events if isinstance(e, OutputReady)]
@@ -66,10 +80,10 @@ async def test_submit_stream_and_download_outputs(sdk, hosted):
     data = await output.to_bytes()
     with Image.open(io.BytesIO(data)) as img:
         assert img.getpixel((0, 0)) == (42, 7, 9)
-    assert len(data) == output.size_bytes
     buf = io.BytesIO()
     await output.to_stream(buf, range=(0, 7))
     assert buf.getvalue() == data[:8] == b"\x89PNG\r\n\x1a\n"
+    assert len(data) == output.size_bytes
 
 
 async def test_previews_stream_as_jpeg(sdk):
@@ -78,10 +92,12 @@ async def test_previews_stream_as_jpeg(sdk):
     workflow["2"]["inputs"]["preview"] = True
     job = await client.submit(client.workflows.from_json(workflow))
     previews = [e async for e in job.events() if isinstance(e, Preview)]
-    assert [p.content_type for p in previews] == ["image/jpeg"] * 3 and {p.node_id for p in previews} == {"2"}
+    assert previews and {p.content_type for p in previews} == {"image/jpeg"} and {p.node_id for p in previews} == {"2"}
     with Image.open(io.BytesIO(previews[-1].data)) as img:
         red, green, _ = img.convert("RGB").getpixel((4, 4))
-    assert abs(red - 80) < 8 and abs(green - 200) < 8   # the last step's preview, JPEG-rounded
+    assert abs(green - 200) < 8 and red in range(0, 90)   # one of the steps' previews, JPEG-rounded
+    if not REFERENCE:   # the contract allows throttling previews; ours sends every one
+        assert len(previews) == 3 and abs(red - 80) < 8
 
 
 async def test_upload_asset_and_reuse_it(sdk):
@@ -98,7 +114,7 @@ async def test_upload_asset_and_reuse_it(sdk):
     wf2 = client.workflows.from_json({"1": {"class_type": "TCopyInput", "inputs": {"image": None, "prefix": "c2"}}})
     wf2.set_input("1", "image", again)
     job2 = await (await client.submit(wf2)).result()
-    assert again.created_new is False and again.id != asset.id and again.hash == asset.hash   # no second upload
+    assert again.created_new is False and again.hash == asset.hash   # deduplicated: no second upload
     assert await job2.outputs[0].to_bytes() == picture
     fetched = await client.assets.get(asset.id)
     assert fetched.hash == asset.hash
@@ -128,7 +144,7 @@ async def test_cancel_reaches_only_that_job(sdk):
 
 
 async def test_second_tenant_sees_none_of_the_first(sdk):
-    alice, bob = sdk("alice"), sdk("bob")
+    alice, bob = sdk("alice"), sdk("bob")   # (skipped against the single-user reference)
     asset = alice.assets.from_bytes(png_bytes((1, 2, 3)), filename="mine.png", content_type="image/png")
     wf = alice.workflows.from_json({"1": {"class_type": "TCopyInput", "inputs": {"image": None, "prefix": "x"}}})
     wf.set_input("1", "image", asset)
