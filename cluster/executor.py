@@ -50,8 +50,8 @@ from cluster import messages as m
 from cluster.dataplane import segments
 from cluster.dataplane.plane import ExecutorDataPlane, Invocation
 from cluster.dataplane.segments import safe_prefix
-from cluster.executor_core import (ExecutorCore, Fault, Part, Ran, TensorIO, default_host_bytes,
-                                   default_memory_budget)
+from cluster.executor_core import (ExecutorCore, Fault, Part, Ran, TensorIO, cap_device_memory,
+                                   default_host_bytes, default_memory_budget)
 from cluster.modelfn import ModelFn, warm_up_all
 from cluster.providers import add_providers
 
@@ -80,6 +80,7 @@ class Executor:
         if memory_budget is None:
             memory_budget = default_memory_budget(device, device_share)
         self.memory_budget = memory_budget
+        cap_device_memory(device, memory_budget, device_share)
         self.plane = ExecutorDataPlane(self.id, memory_budget, min(arena_bytes, memory_budget), device,
                                        weights_dir=WEIGHTS_DIR / self.prefix.strip("-"),
                                        host_bytes=default_host_bytes(device, memory_budget, host_share)

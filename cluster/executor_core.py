@@ -76,6 +76,19 @@ def retry_after_oom(call: Callable[[], T], free: Callable[[], int]) -> T:
     return call()
 
 
+def cap_device_memory(device: str, budget: int, share: int) -> float | None:
+    """Executors sharing a GPU: cap this process's caching allocator at its budget plus its share of the
+    reserve (the allocator keeps freed blocks, so without a cap one executor's evicted layers stay
+    reserved and starve the others). Returns the fraction set, or None (alone on the device, or the CPU)."""
+    if not device.startswith("cuda") or share <= 1:
+        return None
+    dev = torch.device(device)
+    _, total = torch.cuda.mem_get_info(dev)
+    fraction = min(1.0, (budget + gpu_reserve(total) // share) / total)
+    torch.cuda.set_per_process_memory_fraction(fraction, dev)
+    return fraction
+
+
 def default_host_bytes(device: str, memory_budget: int, share: int = 1) -> int:
     """Host memory for whole models before they spill to disk: as much as the budget on the CPU; beside a
     GPU at most a quarter of the machine's memory split over the `share` executors of the host (the pages

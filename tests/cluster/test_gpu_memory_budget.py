@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 import torch
 
-from cluster.executor_core import DirectIO, ExecutorCore, Fault, Part, default_memory_budget, gpu_reserve
+from cluster.executor_core import (DirectIO, ExecutorCore, Fault, Part, cap_device_memory, default_memory_budget,
+                                   gpu_reserve)
 from cluster.local import LocalRuntime
 from cluster.modelfn import MODEL_FNS, ModelFn, register
 from cluster.refs import ModelRef
@@ -122,3 +123,16 @@ def test_a_measured_peak_makes_room_by_evicting_cached_weights(tmp_path):
     rt.run(OutOfMemoryAtFirst.name, ref(5), {"x": x})      # measured
     rt.run(OutOfMemoryAtFirst.name, ref(6), {"x": x})      # charged the peak: ref(5)'s idle layers go
     assert core.stats().resident == [ref(6).key] and core.stats().budget.overcommitted == 0
+
+
+def test_executors_sharing_a_gpu_cap_their_allocator_at_their_share(monkeypatch):
+    total = 141 * 10**9
+    caps = []
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device: (total - 10**9, total))
+    monkeypatch.setattr(torch.cuda, "set_per_process_memory_fraction", lambda f, device: caps.append((f, str(device))))
+    budget = default_memory_budget("cuda:0", share=2)
+    fraction = cap_device_memory("cuda:0", budget, share=2)
+    assert caps == [(fraction, "cuda:0")] and fraction == pytest.approx((budget + total // 10 // 2) / total)
+    assert 0.45 < fraction < 0.5
+    assert cap_device_memory("cuda:0", budget, share=1) is None and cap_device_memory("cpu", budget, 4) is None
+    assert len(caps) == 1
