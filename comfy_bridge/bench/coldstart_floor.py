@@ -44,10 +44,8 @@ def normal_sigmas(steps: int) -> torch.Tensor:
 
 
 def timestep(sigma: torch.Tensor, log_sigmas: torch.Tensor) -> torch.Tensor:
-    dists = sigma.log() - log_sigmas[:, None]
-    low = dists.ge(0).cumsum(0).argmax(0).clamp(max=log_sigmas.shape[0] - 2)
-    w = ((log_sigmas[low] - sigma.log()) / (log_sigmas[low] - log_sigmas[low + 1])).clamp(0, 1)
-    return (1 - w) * low + w * (low + 1)
+    """The discrete timestep nearest to `sigma`, as ComfyUI's ModelSamplingDiscrete gives the UNet."""
+    return (sigma.log() - log_sigmas[:, None]).abs().argmin(dim=0).view(sigma.shape)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,6 +6,7 @@ import argparse
 import logging
 import os
 import threading
+import time
 from concurrent.futures import Future
 
 from comfy_bridge.cli import flags as cli_args
@@ -98,8 +99,11 @@ def _serve(args: argparse.Namespace) -> int:
         from cluster.local import default_local_runtime
         from cluster.modelfn import warm_up_all
         head, runtime = None, default_local_runtime(args.max_batch, args.batch_window_ms / 1000)
-        # the model code imports while the server starts and waits, instead of in the first prompt
-        threading.Thread(target=warm_up_all, name="warm-up", daemon=True).start()
+        # The model code is imported before the server listens, not in the first prompt. Not on a thread
+        # beside the server: diffusers' and transformers' lazy modules are not safe to import from two
+        # threads at once (a node body importing one while the warm-up does fails with a KeyError).
+        t0 = time.perf_counter()
+        log.info("%d ModelFns warmed up in %.1f s", len(warm_up_all()), time.perf_counter() - t0)
     if head is not None:
         config.cluster_head = head
         config.scheduler = head  # tenants' fair-share weights

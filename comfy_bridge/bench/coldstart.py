@@ -1,0 +1,210 @@
+"""Cold starts: a fresh `comfy-cluster serve`'s first image against the floor, in one run.
+
+    comfy-cluster bench coldstart [--size 128] [--steps 2] [--cache-dir DIR] [--skip-real] [--skip-demo]
+
+Real size: builds once (cached under --cache-dir) a random-weight SD1.5 checkpoint of the real size and
+layout (full UNet, CLIP-L, VAE; fp16, 2.1 GB), then times, from process start to the image on disk:
+- the floor: `coldstart_floor`, a plain script that reads the file with safetensors into the same torch
+  modules and runs the same steps (same size, steps, sampler, CFG) with no engine or server;
+- a fresh server (`serve`, its default executors, a fresh workspace holding only that checkpoint): the
+  default workflow posted the moment the server answers, then a warm image of the same workflow (another
+  seed; the text encodings are cached, as in ComfyUI).
+The file is read once before either, so both find it in the page cache. Ratios are of the same run: the
+machine's load (printed) moves both alike.
+Demo: a fresh `serve` on the tiny demo model (workspace prepared beforehand), default workflow as shipped,
+with the default executors and with `--executors 0`, from process start to the image.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+CHECKPOINT = "sd15-random-fp16.safetensors"
+POLL_S = 0.02
+
+
+def ensure_checkpoint(cache_dir: Path) -> tuple[Path, float | None]:
+    """The cached real-size checkpoint, built if missing; (path, seconds the build took or None)."""
+    path = cache_dir / CHECKPOINT
+    if path.is_file():
+        return path, None
+    from nodes.models.demo import build_real_size_sd1
+    t0 = time.perf_counter()
+    build_real_size_sd1(path)
+    return path, time.perf_counter() - t0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _get(url: str) -> dict:
+    with urllib.request.urlopen(url, timeout=5) as r:
+        return json.loads(r.read())
+
+
+def _post(url: str, body: dict) -> dict:
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        return json.loads(r.read())
+
+
+def _until_done(base: str, prompt_id: str, server: subprocess.Popen) -> None:
+    while True:
+        entry = _get(f"{base}/history/{prompt_id}").get(prompt_id)
+        if entry and entry.get("status", {}).get("completed") is not None:
+            if entry["status"].get("status_str") != "success":
+                raise RuntimeError(f"the prompt failed: {entry['status']}")
+            return
+        if server.poll() is not None:
+            raise RuntimeError(f"the server exited ({server.returncode})")
+        time.sleep(POLL_S)
+
+
+def time_fresh_serve(workspace: Path, prompt: dict, extra: list[str], log: Path, warm: bool) -> dict[str, float]:
+    """Start `serve` on `workspace`, post `prompt` as soon as it answers; seconds from the process's
+    start to the server answering and to the image, and (`warm`) of a second prompt with another seed."""
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(REPO), os.environ.get("PYTHONPATH"))))}
+    t0 = time.perf_counter()
+    with open(log, "w") as out:
+        server = subprocess.Popen([sys.executable, "-m", "comfy_bridge.cli", "serve", "--workspace", str(workspace),
+                                   "--port", str(port), "--state-db", "memory", *extra],
+                                  env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        while True:
+            try:
+                _get(f"{base}/system_stats")
+                break
+            except OSError:
+                if server.poll() is not None:
+                    raise RuntimeError(f"serve exited ({server.returncode}); see {log}") from None
+                time.sleep(POLL_S)
+        result = {"answers_s": time.perf_counter() - t0}
+        _until_done(base, _post(f"{base}/prompt", {"prompt": prompt})["prompt_id"], server)
+        result["first_image_s"] = time.perf_counter() - t0
+        if warm:
+            again = json.loads(json.dumps(prompt))
+            again["3"]["inputs"]["seed"] += 1
+            t1 = time.perf_counter()
+            _until_done(base, _post(f"{base}/prompt", {"prompt": again})["prompt_id"], server)
+            result["warm_image_s"] = time.perf_counter() - t1
+        return result
+    finally:
+        server.send_signal(2)
+        try:
+            server.wait(30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+
+
+def time_floor(checkpoint: Path, size: int, steps: int, out: Path) -> dict[str, float]:
+    """The floor script in a fresh process: seconds to its image (process start included) and its phases."""
+    t0 = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "comfy_bridge.bench.coldstart_floor", str(checkpoint),
+                           "--size", str(size), "--steps", str(steps), "--out", str(out)],
+                          env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, check=True)
+    total = time.perf_counter() - t0
+    return {"image_s": total, "phases": json.loads(done.stdout.strip().splitlines()[-1])}
+
+
+def default_prompt(ckpt_name: str, size: int | None = None, steps: int | None = None) -> dict:
+    prompt = json.loads((REPO / "workflows_json" / "text_to_image.json").read_text())
+    prompt["4"]["inputs"]["ckpt_name"] = ckpt_name
+    if size is not None:
+        prompt["5"]["inputs"].update(width=size, height=size)
+    if steps is not None:
+        prompt["3"]["inputs"]["steps"] = steps
+    return prompt
+
+
+def read_through(path: Path) -> None:
+    """Read the file once, so that every contender finds it in the page cache."""
+    with open(path, "rb") as f:
+        while f.read(64 << 20):
+            pass
+
+
+def run_real(cache_dir: Path, size: int, steps: int, tmp: Path) -> dict:
+    checkpoint, built_s = ensure_checkpoint(cache_dir)
+    read_through(checkpoint)
+    ws = tmp / "real-ws"
+    (ws / "models" / "checkpoints").mkdir(parents=True)
+    (ws / "models" / "checkpoints" / CHECKPOINT).symlink_to(checkpoint)
+    floor = time_floor(checkpoint, size, steps, tmp / "floor.png")
+    served = time_fresh_serve(ws, default_prompt(CHECKPOINT, size, steps), [], tmp / "serve-real.log", warm=True)
+    return {"checkpoint": str(checkpoint), "bytes": checkpoint.stat().st_size, "built_s": built_s,
+            "floor": floor, "serve": served, "ratio_first_to_floor": served["first_image_s"] / floor["image_s"]}
+
+
+def run_demo(tmp: Path) -> dict:
+    ws = tmp / "demo-ws"
+    subprocess.run([sys.executable, "-m", "comfy_bridge.cli", "demo-models", "--workspace", str(ws)],
+                   env={**os.environ, "PYTHONPATH": str(REPO)}, check=True, capture_output=True)
+    prompt = default_prompt("sd1-tiny.safetensors")
+    return {mode: time_fresh_serve(ws, prompt, extra, tmp / f"serve-demo-{mode}.log", warm=False)
+            for mode, extra in (("executors", []), ("in-process", ["--executors", "0"]))}
+
+
+def report(result: dict, size: int, steps: int) -> list[str]:
+    lines = [f"load average at start {result['load_start']}, at end {result['load_end']} "
+             f"({os.cpu_count()} CPUs)"]
+    real = result.get("real")
+    if real:
+        f, s = real["floor"], real["serve"]
+        lines += [f"real-size SD1.5 ({real['bytes'] / 1e9:.2f} GB fp16, {size}x{size}, {steps} euler steps, cfg 8)",
+                  f"  floor (plain script, fresh process): {f['image_s']:.2f} s  phases {f['phases']}",
+                  f"  fresh serve: answers {s['answers_s']:.2f} s, first image {s['first_image_s']:.2f} s, "
+                  f"warm image {s['warm_image_s']:.2f} s",
+                  f"  first image / floor = {real['ratio_first_to_floor']:.2f}x"]
+    demo = result.get("demo")
+    if demo:
+        lines.append("demo model (sd1-tiny, default workflow 128x128, 20 steps), fresh serve to first image:")
+        lines += [f"  {mode}: answers {d['answers_s']:.2f} s, first image {d['first_image_s']:.2f} s"
+                  for mode, d in demo.items()]
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="comfy-cluster bench coldstart", description=__doc__.split("\n")[0])
+    p.add_argument("--size", type=int, default=128, help="image side for the real-size runs (small: 2 CPUs)")
+    p.add_argument("--steps", type=int, default=2, help="sampling steps for the real-size runs")
+    p.add_argument("--cache-dir", default=str(Path.home() / ".cache" / "comfy-cluster" / "bench"),
+                   help="where the real-size checkpoint is built once and kept")
+    p.add_argument("--skip-real", action="store_true")
+    p.add_argument("--skip-demo", action="store_true")
+    p.add_argument("--json", default=None, help="also write the figures to this file")
+    args = p.parse_args(argv)
+    tmp = Path(tempfile.mkdtemp(prefix="bench-coldstart-"))
+    result: dict = {"load_start": [round(x, 2) for x in os.getloadavg()], "size": args.size, "steps": args.steps}
+    try:
+        if not args.skip_real:
+            print(f"checkpoint cache: {args.cache_dir}", flush=True)
+            result["real"] = run_real(Path(args.cache_dir), args.size, args.steps, tmp)
+        if not args.skip_demo:
+            result["demo"] = run_demo(tmp)
+    finally:
+        result["load_end"] = [round(x, 2) for x in os.getloadavg()]
+        shutil.rmtree(tmp, ignore_errors=True)
+    print("\n".join(report(result, args.size, args.steps)))
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
