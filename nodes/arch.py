@@ -33,6 +33,15 @@ SAMPLING_CONFIGS: dict[str, dict[str, Any]] = {
 }
 
 
+# Families whose ComfyUI latents carry a frame axis, [B,C,T,H,W] (ComfyUI's latent_dimensions = 3): their
+# samplers add it to a 4-D latent and their VAEs encode to it. Every other family's latents are [B,C,H,W].
+FRAME_AXIS_ARCHS = frozenset({"qwen_image"})
+
+
+def has_frame_axis(arch: str) -> bool:
+    return arch in FRAME_AXIS_ARCHS
+
+
 def latent_format(arch: str) -> LatentFormat:
     try:
         return LATENT_FORMATS[arch]

@@ -31,13 +31,27 @@ from nodes.inputs import require_model
 
 def fix_empty_latent_channels(model: ModelRef, latent: torch.Tensor) -> torch.Tensor:
     """An all-zero latent with the wrong channel count (EmptyLatentImage into a 16-channel model) is
-    widened to the model's channels, as ComfyUI does; any other mismatch is an error."""
+    widened to the model's channels, as ComfyUI does; any other mismatch is an error. A model whose latents
+    have a frame axis (Qwen-Image) gets it added to a 4-D latent, as ComfyUI does: its output is [B,C,1,H,W]."""
     channels = arch.latent_format(model.arch).channels
-    if latent.shape[1] == channels:
+    if latent.shape[1] != channels:
+        if torch.count_nonzero(latent) != 0:
+            raise ValueError(f"latent_image: has {latent.shape[1]} channels but the {model.arch} model expects "
+                             f"{channels}")
+        latent = torch.zeros(latent.shape[0], channels, *latent.shape[2:], dtype=latent.dtype)
+    if arch.has_frame_axis(model.arch) and latent.dim() == 4:
+        latent = latent.unsqueeze(2)
+    return latent
+
+
+def single_frame(latent: torch.Tensor, input_name: str = "latent_image") -> torch.Tensor:
+    """[B,C,1,H,W] -> [B,C,H,W]: the samplers work on image latents; a frame axis goes back on at the end.
+    ComfyUI's noise for [B,C,1,H,W] is the same draw as for [B,C,H,W]."""
+    if latent.dim() != 5:
         return latent
-    if torch.count_nonzero(latent) == 0:
-        return torch.zeros(latent.shape[0], channels, *latent.shape[2:], dtype=latent.dtype)
-    raise ValueError(f"latent_image: has {latent.shape[1]} channels but the {model.arch} model expects {channels}")
+    if latent.shape[2] != 1:
+        raise ValueError(f"{input_name}: a latent of {latent.shape[2]} frames; this model denoises single images")
+    return latent[:, :, 0]
 
 
 LOAD_ERROR = "cannot load model"
@@ -135,11 +149,15 @@ async def sample_guided(guider: GuiderChoice, sampler: SamplerChoice, sigmas: to
     tensors between them. Returns (output latent, the last step's denoised prediction as a latent; the
     output itself when no step ran), as ComfyUI's custom samplers do."""
     model = require_model(guider.model)
-    samples = fix_empty_latent_channels(model, latent["samples"])
+    full = fix_empty_latent_channels(model, latent["samples"])
     out = dict(latent)
-    out["samples"] = samples
+    out["samples"] = full
     if len(sigmas) == 0:
         return out, out
+    samples = single_frame(full)
+
+    def shaped(t: torch.Tensor) -> torch.Tensor:   # the output has the input's frame axis, as ComfyUI's
+        return t.unsqueeze(2) if full.dim() == 5 else t
     for name in ("positive", "negative") + (("middle",) if guider.middle is not None else ()):
         check_hint_batches(getattr(guider, name), samples.shape[0], name)
     noise_t = noise.generate(latent, samples)
@@ -195,10 +213,10 @@ async def sample_guided(guider: GuiderChoice, sampler: SamplerChoice, sigmas: to
         state = {k: v for k, v in result.items() if k.startswith(STATE_PREFIX)}
         report_progress(i + 1, total, previews.preview(denoised))
         i += 1
-    out["samples"] = fmt.process_out(ms.inverse_noise_scaling(sigmas[-1], x))
+    out["samples"] = shaped(fmt.process_out(ms.inverse_noise_scaling(sigmas[-1], x)))
     if denoised is None:
         return out, out
-    return out, {**out, "samples": fmt.process_out(denoised)}
+    return out, {**out, "samples": shaped(fmt.process_out(denoised))}
 
 
 def _prepare_mask(mask: torch.Tensor, samples: torch.Tensor) -> torch.Tensor:

@@ -7,6 +7,7 @@ import torch
 
 from cluster.modelfn import ModelFn, register
 from cluster.refs import ModelRef
+from nodes.arch import has_frame_axis
 from nodes.models.components import VAE
 
 
@@ -33,6 +34,8 @@ class VAEDecodeFn(_VAEFn):
         latent = inputs["latent"]
         tile = params.get("tile")
         if tile:
+            if latent.dim() == 5:   # frames tile as images of the batch: [B,C,T,H,W] -> [B*T,C,H,W]
+                latent = latent.movedim(2, 1).reshape(-1, latent.shape[1], *latent.shape[3:])
             return {"image": tiled(model.decode, latent, tile // model.downscale,
                                    params.get("overlap", 64) // model.downscale, model.downscale)}
         return {"image": model.decode(latent)}
@@ -49,9 +52,12 @@ class VAEEncodeFn(_VAEFn):
     def execute(self, model: VAE, inputs: dict[str, Any], params: dict[str, Any]) -> dict[str, torch.Tensor]:
         tile = params.get("tile")
         if tile:
-            return {"latent": tiled_encode(model.encode, inputs["pixels"], tile, params.get("overlap", 64),
-                                           model.downscale, model.latent_channels)}
-        return {"latent": model.encode(inputs["pixels"])}
+            latent = tiled_encode(model.encode, inputs["pixels"], tile, params.get("overlap", 64), model.downscale,
+                                  model.latent_channels)
+        else:
+            latent = model.encode(inputs["pixels"])
+        # Qwen-Image's VAE gives ComfyUI's [B,C,1,H,W]: each image one frame.
+        return {"latent": latent.unsqueeze(2) if has_frame_axis(model.arch) else latent}
 
 
 def tiled_encode(encode: Callable[[torch.Tensor], torch.Tensor], pixels: torch.Tensor, tile: int, overlap: int, scale: int, channels: int) -> torch.Tensor:

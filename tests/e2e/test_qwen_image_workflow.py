@@ -14,6 +14,7 @@ import urllib.request
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from tests.conftest import free_port
 from tests.e2e.test_samplers_on_executors import render_on_server
@@ -64,3 +65,38 @@ def test_qwen_image_workflow_from_a_fresh_workspace_in_both_executor_modes(tmp_p
         f"{int((default != in_process).sum())} values differ between the executor modes"
     diff = np.abs(default.astype(int) - comfyui_image().astype(int))
     assert diff.max() <= 1, f"{int((diff > 1).sum())} values differ from ComfyUI's image by more than 1/255"
+
+
+def test_qwen_image_latents_have_comfyuis_frame_axis(demo_workspace, fixed_threads) -> None:
+    """KSampler gives ComfyUI's [B,16,1,h,w] for Qwen-Image (the shape it recorded for the workflow); such a
+    latent decodes (plain and tiled), VAEEncode gives one back, and a second KSampler pass takes it."""
+    import asyncio
+
+    from nodes.latent import EmptySD3LatentImage
+    from nodes.library.model_advanced import ModelSamplingAuraFlow
+    from nodes.library.vae_tiled import VAEEncodeTiled
+    from nodes.loaders import CLIPLoader, UNETLoader, VAELoader
+    from nodes.model_nodes import CLIPTextEncode, KSampler, VAEDecode, VAEDecodeTiled, VAEEncode
+
+    async def go():
+        (unet,) = UNETLoader().load_unet("qwen_image_tiny.safetensors", "default")
+        (model,) = ModelSamplingAuraFlow().patch_aura(unet, 3.1)
+        (clip,) = CLIPLoader().load_clip("qwen_2.5_vl_7b_tiny.safetensors", "qwen_image")
+        (vae,) = VAELoader().load_vae("qwen_image_vae_tiny.safetensors")
+        (pos,) = await CLIPTextEncode().encode(clip, "a red fox")
+        (neg,) = await CLIPTextEncode().encode(clip, " ")
+        (empty,) = EmptySD3LatentImage().generate(128, 96, 1)
+        common = dict(cfg=2.5, sampler_name="euler", scheduler="simple", positive=pos, negative=neg)
+        (first,) = await KSampler().sample(model, 42, 3, latent_image=empty, denoise=1.0, **common)
+        (image,) = await VAEDecode().decode(vae, first)
+        (tiled_image,) = await VAEDecodeTiled().decode(vae, first, 64, 16)
+        (encoded,) = await VAEEncode().encode(vae, image)
+        (encoded_tiled,) = await VAEEncodeTiled().encode(vae, image, 64, 16)
+        (second,) = await KSampler().sample(model, 7, 3, latent_image=encoded, denoise=0.5, **common)
+        return first["samples"], image, tiled_image, encoded["samples"], encoded_tiled["samples"], second["samples"]
+
+    first, image, tiled_image, encoded, encoded_tiled, second = asyncio.run(go())
+    assert list(first.shape) == RECORDED["latent_shape"] == [1, 16, 1, 12, 16]
+    assert image.shape == tiled_image.shape == (1, 96, 128, 3)
+    assert encoded.shape == encoded_tiled.shape == second.shape == first.shape
+    assert not torch.equal(second, encoded)
