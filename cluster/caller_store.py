@@ -23,6 +23,7 @@ import torch
 
 from cluster import messages as m
 from cluster.dataplane.arena import ShmArena, copy_from_segment
+from cluster.dataplane.remote import over_tcp
 from cluster.dataplane.segments import SegmentError, safe_prefix
 from cluster.dataplane.tensor_store import SPILL_TAG, TensorHandle, TensorStore, dtype_named
 
@@ -36,7 +37,7 @@ def _version(t: torch.Tensor) -> int:
 
 def to_meta(h: TensorHandle) -> m.TensorMeta:
     return m.TensorMeta(h.segment, h.offset, h.dtype, list(h.shape), h.nbytes, h.owner, h.refs, h.slot,
-                        h.generation, h.pe)
+                        h.generation, h.pe, h.host, h.addr)
 
 
 class CallerStore:
@@ -55,12 +56,18 @@ class CallerStore:
         handle = TensorHandle.from_meta(meta)
         # a normal tensor even inside inference mode, so in-place changes bump its version counter
         with torch.inference_mode(False):
-            out = torch.empty(tuple(handle.shape), dtype=dtype_named(handle.dtype))
-        self.store._check(handle)
-        copy_from_segment(self.store.peers, handle.segment, handle.offset, handle.nbytes, out)
-        self.store._check(handle)   # freed while copying: the generation moved
-        if SPILL_TAG in handle.segment:
-            self.store.peers.drop(handle.segment)
+            if over_tcp(handle, self.owner):   # the received frame is the copy
+                with self.store.scope() as scope:
+                    out = self.store.pull(handle, scope)
+            else:
+                out = torch.empty(tuple(handle.shape), dtype=dtype_named(handle.dtype))
+                self.store.check(handle)
+                copy_from_segment(self.store.peers, handle.segment, handle.offset, handle.nbytes, out)
+                self.store.check(handle)   # freed while copying: the generation moved
+                if SPILL_TAG in handle.segment:
+                    self.store.peers.drop(handle.segment)
+                if handle.owner != self.owner:
+                    self.store.stats.shm_pulls += 1
         if handle.refs:
             key = id(out)
             with self._lock:
@@ -128,6 +135,13 @@ class CallerStore:
 
 _store: CallerStore | None = None
 _store_lock = threading.Lock()
+
+
+def caller_pulls() -> dict[str, int]:
+    """How this process's caller store read other producers' outputs: through shared memory, over TCP."""
+    stats = _store.store.stats if _store is not None else None
+    return {"shm": stats.shm_pulls if stats else 0, "tcp": stats.tcp_pulls if stats else 0,
+            "tcp_bytes": stats.tcp_bytes if stats else 0}
 
 
 def caller_store() -> CallerStore:

@@ -54,6 +54,9 @@ class ClusterRuntime(Runtime):
     def store(self) -> CallerStore:
         store = caller_store()
         self.head.watch_lost(store.drop_peer)
+        ip = self.head.data_ip
+        if ip is not None:   # executors elsewhere read the caller's tensors over its data socket
+            store.store.serve(ip, self.head.secret)
         return store
 
     def _batch_tag(self, fn: str, model: ModelRef | None, inputs: dict[str, torch.Tensor | None],

@@ -18,7 +18,9 @@ One `schedule(now, executors)` does, in order:
 - placement (cluster.scheduler.place with the scaling controller's targets); a single invocation
   placed on a cold executor is parked instead when a busy holder of its weights is expected to be
   free sooner than the load (cluster.warm_wait.should_park);
-- charging: a cold start is charged the load its run will include (a batch's parts by their samples);
+- charging: a cold start is charged the load its run will include (a batch's parts by their samples),
+  and an invocation placed away from the host of its inputs the time they take to cross (the shell's
+  `transfer_s`);
 - load shedding, an option the head leaves off: built with `shed_run_s` (seconds a run of a model's
   batch takes), an invocation with a `deadline` that a full batch started now would miss is dropped
   instead of run when it is popped or would join a batch, as DiffServe's workers drop the queries
@@ -194,10 +196,12 @@ class Dispatcher(DispatchPolicy):
     def _charge(self, ex: ExecutorView, live: list[Invocation]) -> Assignment:
         """The assignment of `live` to `ex`, a cold start charged the load its run will include."""
         load_s = self.loads.exposed_load_s(ex, live[0])
-        if load_s > 0:
-            samples = sum(inv.batch_size for inv in live)
-            for inv in live:
-                self.scheduler.revise_charge(inv, inv.estimate + load_s * inv.batch_size / samples)
+        samples = sum(inv.batch_size for inv in live)
+        for inv in live:
+            # a cold start's load, shared by the batch's samples, and the inputs' way across hosts
+            extra = load_s * inv.batch_size / samples + inv.transfer_s.get(ex.id, 0.0)
+            if extra > 0:
+                self.scheduler.revise_charge(inv, inv.estimate + extra)
         if len(live) > 1:
             self.counters["batches_dispatched"] += 1
             self.counters["parts_batched"] += len(live)

@@ -3,6 +3,10 @@
     python -m cluster.executor --head ipc:///tmp/head.sock --device cpu --threads 2 \
         --memory-budget 4000000000 [--preload tests.cluster.cluster_fns]
 
+(`comfy-cluster executor --head tcp://HOST:PORT` is the same process, joining a head on another
+machine: it proves it knows the cluster secret in its hello, and serves its outputs to consumers on
+other hosts over its data socket, cluster.dataplane.remote.)
+
 The main thread receives dispatches, runs the ModelFns and sends the results on its ZeroMQ DEALER
 socket itself: no thread handoff on the way in or out, which is most of a short call's latency. A
 lock guards the socket; the main thread holds it except while a ModelFn runs, and only then does a
@@ -47,7 +51,8 @@ import torch
 import zmq
 
 from cluster import messages as m
-from cluster.dataplane import segments
+from cluster import secret as cluster_secret
+from cluster.dataplane import remote, segments
 from cluster.dataplane.plane import ExecutorDataPlane, Invocation
 from cluster.dataplane.segments import safe_prefix
 from cluster.executor_core import (ExecutorCore, Fault, Part, Ran, TensorIO, cap_device_memory,
@@ -64,10 +69,11 @@ class Executor:
     def __init__(self, head: str, device: str = "cpu", threads: int = 1, memory_budget: int | None = None,
                  executor_id: str | None = None, heartbeat_s: float = 0.5, exit_with_parent: bool = False,
                  arena_bytes: int = 64 << 20, host_bytes: int | None = None, device_share: int = 1,
-                 host_share: int = 1, parent_pid: int | None = None, warmed: tuple[list[str], float] = ([], 0.0)
-                 ) -> None:
+                 host_share: int = 1, parent_pid: int | None = None, warmed: tuple[list[str], float] = ([], 0.0),
+                 secret: bytes | None = None, data_ip: str | None = None) -> None:
         self.head = head
         self.warmed, self.warm_s = warmed   # what warm_up_all did before this executor registers
+        self.secret = secret
         if device == "cuda":   # a bare "cuda" is the current GPU: name its index, as set_device needs
             device = f"cuda:{torch.cuda.current_device()}"
         self.device = device
@@ -87,6 +93,14 @@ class Executor:
                                        if host_bytes is None else host_bytes)
         self.core = ExecutorCore(self.plane.budget, self.plane.cache, device, threads)
         self.io = ArenaIO(self.plane)
+        self.ip = remote.local_ip(_host_of(head)) if head.startswith("tcp://") else ""
+        self.plane.store.secret = secret
+        if data_ip is None and (head.startswith("tcp://") or remote.mode() == "tcp"):
+            data_ip = self.ip or "127.0.0.1"   # where the head (and so its other executors) reach us
+        if data_ip is not None:
+            self.plane.store.serve(data_ip, secret)
+        self.refused: str | None = None     # why the head refused this executor
+        self._nonce = b""
         # whose exit ends this executor; a launcher names itself, since it may be gone before we ask
         self.parent = parent_pid or (os.getppid() if exit_with_parent else None)
         self._pending: collections.deque[m.Dispatch | m.BatchDispatch] = collections.deque()
@@ -119,8 +133,15 @@ class Executor:
                 replies[d.dispatch_id] = m.Failed(d.dispatch_id, f"{type(e).__name__}: {e}",
                                                   traceback.format_exc(), 0.0)
         if parts:
+            stats = self.plane.store.stats
+            before = (stats.shm_pulls, stats.tcp_pulls, stats.tcp_bytes, stats.tcp_s)
             results = self.core.run(parts[0][0].fn, [p for _, p in parts], self.io)
             replies.update({d.dispatch_id: self._reply(d, r) for (d, _), r in zip(parts, results)})
+            first = replies[parts[0][0].dispatch_id]
+            if isinstance(first, m.Done):   # the run's pulls, on its first part
+                first.shm_pulls, first.tcp_pulls = stats.shm_pulls - before[0], stats.tcp_pulls - before[1]
+                first.tcp_bytes, first.tcp_s = stats.tcp_bytes - before[2], stats.tcp_s - before[3]
+                first.measured_s += first.tcp_s   # waiting for the network is time the tenant's run took
         return [replies[d.dispatch_id] for d in dispatches]
 
     # the main thread ------------------------------------------------------------------------------
@@ -144,18 +165,51 @@ class Executor:
                 if not retry:
                     return False
 
-    def _register(self, sock: zmq.Socket) -> None:
+    def _join(self, sock: zmq.Socket) -> None:
+        """Knowing a cluster secret: say hello and register once the head has proven it knows it too.
+        Without one: register at once (a head with a secret refuses it)."""
+        if self.secret is None:
+            self._register(sock, b"")
+            return
+        self._nonce = os.urandom(16)
+        self._send(sock, m.Hello(self._nonce))
+
+    def _register(self, sock: zmq.Socket, proof: bytes) -> None:
         self._send(sock, m.Register(self.id, socket.gethostname(), os.getpid(), self.device, self.threads,
                                       self.memory_budget, self.plane.memory_used(), self.core.models.resident(),
-                                      self.prefix, self.warmed, self.warm_s))
+                                      self.prefix, self.warmed, self.warm_s, host_id=self.plane.store.host, ip=self.ip,
+                                      data_address=self.plane.store.addr, proof=proof))
+
+    def _answer(self, sock: zmq.Socket, msg: m.Challenge) -> None:
+        if self.secret is None or not self._nonce:
+            return   # not asked for
+        proof = cluster_secret.proof(self.secret, b"executor", msg.nonce, self._nonce, self.id.encode())
+        if not cluster_secret.verify(self.secret, msg.proof, b"head", self._nonce, msg.nonce):
+            if msg.proof:   # a head with another secret: our (useless to it) proof makes it log the refusal too
+                self._register(sock, proof)
+            self._refuse(f"the head at {self.head} could not prove it knows the cluster secret "
+                         f"({'it has none' if not msg.proof else 'a different one'}); not joining it")
+            return
+        self._register(sock, proof)
+        self._nonce = b""
+
+    def _refuse(self, why: str) -> None:
+        log.error("%s", why)
+        self.refused = why
+        self._stop = True
 
     def _handle(self, sock: zmq.Socket, msg: m.ToExecutor) -> None:
         if isinstance(msg, (m.Dispatch, m.BatchDispatch)):
             self._pending.append(msg)
         elif isinstance(msg, m.Welcome):
             self.heartbeat_s = msg.heartbeat_s
+        elif isinstance(msg, m.Challenge):
+            self._answer(sock, msg)
+        elif isinstance(msg, m.Refused):
+            self._refuse(f"the head at {self.head} refused this executor: {msg.reason}. Set COMFY_CLUSTER_SECRET, "
+                         "or pass --workspace with a copy of the head's cluster.secret")
         elif isinstance(msg, m.Reset):
-            self._register(sock)
+            self._join(sock)
         elif isinstance(msg, m.Abort):
             if msg.dispatch_id in self._running:
                 # A Python thread cannot be interrupted; a fresh process is the clean way out.
@@ -217,7 +271,7 @@ class Executor:
         sock.setsockopt(zmq.LINGER, 500)
         sock.setsockopt(zmq.SNDTIMEO, SEND_TIMEOUT_MS)
         sock.connect(self.head)
-        self._register(sock)
+        self._join(sock)
         self._next_beat = time.monotonic() + self.heartbeat_s
         watchdog = threading.Thread(target=self._watch, args=(sock,), name="executor-watchdog", daemon=True)
         watchdog.start()
@@ -241,13 +295,19 @@ class Executor:
                 self._running = ()
                 for result in results:
                     self._send(sock, result)
-        self._send(sock, m.Bye("shutdown"), retry=False)
+        if self.refused is None:
+            self._send(sock, m.Bye("shutdown"), retry=False)
         sock.close()
         self.plane.close()
         shutil.rmtree(WEIGHTS_DIR / self.prefix.strip("-"), ignore_errors=True)
 
 
 SEND_TIMEOUT_MS = 1000      # how long one send waits for a head to be connected
+
+
+def _host_of(address: str) -> str:
+    """`HOST` of `tcp://HOST:PORT`."""
+    return address[len("tcp://"):].rsplit(":", 1)[0].strip("[]")
 
 
 class ArenaIO(TensorIO):
@@ -281,18 +341,25 @@ class ArenaIO(TensorIO):
 
     def deliver(self, outputs: dict[str, torch.Tensor | None]) -> dict[str, m.TensorMeta]:
         return {k: m.TensorMeta(h.segment, h.offset, h.dtype, list(h.shape), h.nbytes, h.owner, h.refs,
-                                h.slot, h.generation, h.pe)
+                                h.slot, h.generation, h.pe, h.host, h.addr)
                 for k, h in self.plane.publish(outputs, readers=1).items()}
 
     def finish(self) -> None:
         self.plane.store.collect()
 
 
-def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="python -m cluster.executor", description=__doc__.split("\n")[0])
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The executor's options (also those of `comfy-cluster executor`)."""
     p.add_argument("--head", required=True, help="the head's address: ipc://PATH or tcp://HOST:PORT")
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     p.add_argument("--threads", type=int, default=1, help="torch threads (CPU)")
+    p.add_argument("--data-plane", choices=remote.MODES, default=None,
+                   help="how inputs of other executors are read: auto (shared memory on this host, TCP from "
+                        "others), shm, or tcp (TCP from every other executor: the cross-host path on one host); "
+                        f"default: ${remote.MODE_ENV} or auto")
+    p.add_argument("--data-ip", default=None,
+                   help="the IP address other hosts reach this executor's data socket at (default: this "
+                        "machine's address on the route to the head)")
     p.add_argument("--memory-budget", type=int, default=None,
                    help="bytes shared by the arena, active inference and cached weights (default: a GPU's "
                         "free memory less max(8 GiB, 10 %% of the device), or 8 GiB on the CPU)")
@@ -314,9 +381,14 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--exit-with-parent", action="store_true", help="stop when the parent process exits")
     p.add_argument("--parent-pid", type=int, default=None,
                    help="with --exit-with-parent: the launching process (default: the parent at start)")
-    args = p.parse_args(argv)
+
+
+def run_executor(args: argparse.Namespace, secret: bytes | None) -> int:
+    """Run an executor with `add_arguments`' options until it is shut down; 2 when the head refused it."""
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s executor %(process)d %(levelname)s %(message)s")
     faulthandler.enable()   # a crash in native code leaves its Python traceback on stderr, for the supervisor
+    if args.data_plane is not None:
+        remote.set_mode(args.data_plane)
     if args.exit_with_parent:
         # Ctrl-C reaches the whole process group: a supervised executor leaves it to its head, which
         # shuts it down (or it follows the head out when the head dies)
@@ -331,7 +403,8 @@ def main(argv: list[str] | None = None) -> None:
         warmed = (warm_up_all(), time.perf_counter() - t0)
     executor = Executor(args.head, args.device, args.threads, args.memory_budget, args.id, args.heartbeat,
                         args.exit_with_parent, args.arena_bytes, args.host_bytes, args.device_share,
-                        args.host_share, args.parent_pid if args.exit_with_parent else None, warmed)
+                        args.host_share, args.parent_pid if args.exit_with_parent else None, warmed, secret,
+                        args.data_ip)
 
     def stop(signum: int, frame: Any) -> None:
         # leave as on Shutdown, after the invocation in progress: data plane closed, segments unlinked
@@ -340,6 +413,14 @@ def main(argv: list[str] | None = None) -> None:
     if not args.exit_with_parent:
         signal.signal(signal.SIGINT, stop)
     executor.run()
+    return 2 if executor.refused else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m cluster.executor", description=__doc__.split("\n")[0])
+    add_arguments(p)
+    args = p.parse_args(argv)
+    return run_executor(args, cluster_secret.read_secret())   # the secret from the environment, if any
 
 
 if __name__ == "__main__":

@@ -10,6 +10,14 @@ every use of the socket its events are read again and anything pending is handle
 Callers get a `concurrent.futures.Future` per invocation; it resolves to a `Result` (output tensor
 metadata, read from shared memory by the caller) or raises one of the errors below.
 
+Executors on other machines: the head binds `tcp://IP:PORT` and, given a cluster secret
+(cluster.secret), takes only executors that prove they know it: an executor's `Hello` carries a
+nonce, the head's `Challenge` answers with its own and an HMAC proving the head knows the secret,
+and the `Register` that follows must carry the HMAC of both nonces; anything else is `Refused`, with
+a log line on both sides. Inputs that live on another host than the executor considered cost the
+time to cross (`transfer_s`, from the bandwidth executors measured): placement prefers the host that
+holds them, and the tenant is charged the transfer when it cannot.
+
 Fault tolerance: ModelFns are deterministic given inputs and params, so an invocation running on an
 executor that is lost (no heartbeat for `lost_after_s`, SIGKILL, disconnect) is refunded and queued
 again, up to `max_attempts` dispatches. Its inputs are in the caller's segments, which outlive it.
@@ -43,6 +51,9 @@ import msgspec
 import zmq
 
 from cluster import messages as m
+from cluster import secret as cluster_secret
+from cluster.caller_store import caller_pulls
+from cluster.dataplane import remote
 from cluster.costs import CostModel
 from cluster.dataplane.refcounts import RefClient
 from cluster.dataplane import segments
@@ -121,6 +132,9 @@ class ExecutorState:
     cached_models: set[str]
     shm_prefix: str
     last_seen: float
+    host_id: str = ""
+    ip: str = ""
+    data_address: str = ""
     reported_queue: int = 0
     inflight: dict[int, Job] = field(default_factory=dict)
     zombies: set[int] = field(default_factory=set)   # aborted dispatches still occupying it
@@ -128,6 +142,7 @@ class ExecutorState:
     completed: int = 0
     warmed: list[str] = field(default_factory=list)   # ModelFns it warmed up before registering
     warm_s: float = 0.0
+    pulls: collections.Counter = field(default_factory=collections.Counter)   # its runs' input pulls
 
     @property
     def load(self) -> int:
@@ -148,13 +163,22 @@ class ExecutorState:
         return max(0.0, alone + batched - (now - started))
 
 
+DEFAULT_TRANSFER_BPS = 1e9    # bytes/s assumed across hosts until executors have measured a pull
+
+
 class _MeasuredLoads:
     """The head's load costs for the dispatcher: a model's latest measured load time on any executor
     (every executor loads a model from the same files, and the latest measurement reflects the host
-    as it is now: page cache, contention)."""
+    as it is now: page cache, contention); and the time inputs take to cross hosts, from the bandwidth
+    of the executors' TCP pulls."""
 
     def __init__(self) -> None:
         self.measured: dict[str, float] = {}   # model key -> its latest measured load time
+        self.transfer_bps = DEFAULT_TRANSFER_BPS
+
+    def observe_transfer(self, nbytes: int, seconds: float) -> None:
+        if nbytes >= 1 << 20 and seconds > 0:   # small pulls measure latency, not bandwidth
+            self.transfer_bps = 0.7 * self.transfer_bps + 0.3 * nbytes / seconds
 
     def load_s(self, ex: ExecutorView, inv: Invocation) -> float | None:
         return self.measured.get(inv.model_key) if inv.model_key else None
@@ -164,7 +188,17 @@ class _MeasuredLoads:
         return self.measured.get(key, 0.0) if key and key not in ex.cached_models else 0.0
 
     def prepare(self, inv: Invocation, free: Sequence[ExecutorView]) -> None:
-        pass   # input locality is fixed at submit: the caller's segments do not move
+        """Seconds `inv`'s inputs would take to reach each free executor: the bytes not on its host
+        (with `--data-plane tcp`, not in its own arena) over the measured bandwidth."""
+        total = sum(inv.input_bytes.values())
+        if not total:
+            return
+        tcp = remote.mode() == "tcp"
+        inv.transfer_s = {}
+        for ex in free:
+            near = inv.input_bytes.get(ex.id, 0) if tcp else inv.input_hosts.get(getattr(ex, "host_id", ""), 0)
+            if total > near:
+                inv.transfer_s[ex.id] = (total - near) / self.transfer_bps
 
 
 def _alive(pid: int) -> bool:
@@ -206,8 +240,9 @@ class Head:
                  max_attempts: int = 3, slots_per_executor: int = 1, costs: CostModel | None = None,
                  tick_s: float = 0.05, scaling: ScalingController | None = None, max_batch: int = 1,
                  batch_window_s: float = 0.02, warm_wait: WarmWaitPolicy | None = None,
-                 **scheduler_kw: Any) -> None:
+                 secret: bytes | None = None, **scheduler_kw: Any) -> None:
         self.requested_address = address or default_address()
+        self.secret = secret          # executors must prove they know it (None: any executor may join)
         self.address = self.requested_address
         self.policy = policy
         self.delta = delta
@@ -236,6 +271,9 @@ class Head:
         self._decision_times: collections.deque[float] = collections.deque(maxlen=200_000)
         self.counters = collections.Counter()
         self.host = socket.gethostname()
+        self.host_id = remote.host_id()
+        self._challenges: collections.OrderedDict[bytes, tuple[bytes, bytes]] = collections.OrderedDict()
+        self._remote: remote.RemotePeers | None = None   # to release outputs on other hosts
         self.local_cluster: Any = None     # set by start_local_cluster: the executor processes it supervises
         self._refs = RefClient()           # to release outputs nobody will read
         self._lost_watchers: list[Callable[[str], None]] = []
@@ -260,12 +298,21 @@ class Head:
         self._thread.start()
         return self
 
+    @property
+    def data_ip(self) -> str | None:
+        """Where this process serves its own tensors to executors on other hosts (the head's IP), or
+        None when none can be elsewhere (an ipc:// head, shared memory allowed)."""
+        if self.address.startswith("tcp://"):
+            host = self.address[len("tcp://"):].rsplit(":", 1)[0].strip("[]")
+            return remote.local_ip("") if host in ("0.0.0.0", "*", "::") else host
+        return "127.0.0.1" if remote.mode() == "tcp" else None
+
     def executor_exited(self, pid: int, cause: str) -> None:
         """A supervisor saw the executor process `pid` of this host exit: lose it now, with the real
         cause (exit code or signal, its last stderr lines) rather than a missing heartbeat later."""
         def lose() -> None:
             for ex in list(self.executors.values()):
-                if ex.pid == pid and ex.host == self.host:
+                if ex.pid == pid and self._same_host(ex):
                     self._lose(ex, cause)
         self._call(lose)
 
@@ -290,6 +337,8 @@ class Head:
             fn()
         with self._lock:
             self._sock.close()
+            if self._remote is not None:
+                self._remote.close()
         if self.address.startswith("ipc://"):
             try:
                 os.unlink(self.address[len("ipc://"):])
@@ -313,13 +362,16 @@ class Head:
         fut: cf.Future = cf.Future()
         fut.set_running_or_notify_cancel()
         owners: dict[str, int] = collections.Counter()
+        hosts: dict[str, int] = collections.Counter()
         for meta in inputs.values():
             owners[meta.owner] += meta.nbytes
+            hosts[meta.host or self.host_id] += meta.nbytes
 
         def enqueue() -> None:
             inv = Invocation(id=next(self._ids), tenant=tenant, request=request, fn=fn, model_key=model_key,
                              estimate=self.costs.estimate(fn, model_key, shapes), remaining=remaining_s,
-                             input_bytes=dict(owners), batch_key=batch_key, batch_size=batch_size)
+                             input_bytes=dict(owners), input_hosts=dict(hosts), batch_key=batch_key,
+                             batch_size=batch_size)
             d = m.Dispatch(0, fn, model_key, payload, inputs, nulls, deadline_s or self.deadline_s)
             job = Job(inv, d, shapes, fut)
             inv.payload = job
@@ -413,7 +465,9 @@ class Head:
                 "policy": self.policy,
                 "delta": self.delta,
                 "executors": [{
-                    "id": e.id, "host": e.host, "pid": e.pid, "device": e.device, "threads": e.threads,
+                    "id": e.id, "host": e.host, "ip": e.ip, "host_id": e.host_id, "data_address": e.data_address,
+                    "pulls": {"shm": e.pulls["shm"], "tcp": e.pulls["tcp"], "tcp_bytes": e.pulls["tcp_bytes"]},
+                    "pid": e.pid, "device": e.device, "threads": e.threads,
                     "memory_budget": e.memory_budget, "memory_used": e.memory_used,
                     "cached_models": sorted(e.cached_models), "queue": e.load, "reported_queue": e.reported_queue,
                     "running": [j.inv.fn for j in e.inflight.values()], "completed": e.completed,
@@ -438,7 +492,9 @@ class Head:
                               "load_s": dict(self._loads.measured)},
                 "parked": self.dispatcher.parked, "warm_waits": 0, "warm_wait_hits": 0,
                 "completed": 0, "failed": 0, "reruns": 0, "executors_lost": 0, "bad_messages": 0,
-                "deadline_exceeded": 0, "lost_inputs": 0,   # the event counters, 0 until they first move
+                "deadline_exceeded": 0, "lost_inputs": 0, "executors_refused": 0,   # 0 until they first move
+                "data_plane": {"mode": remote.mode(), "transfer_GBps": round(self._loads.transfer_bps / 1e9, 3),
+                               "caller": caller_pulls()},
                 **{k: v for k, v in self.counters.items()},
                 **{k: v for k, v in self.dispatcher.counters.items()},
             }
@@ -568,6 +624,9 @@ class Head:
             return False
 
     def _handle(self, identity: bytes, msg: m.ToHead) -> None:
+        if isinstance(msg, m.Hello):
+            self._challenge(identity, msg)
+            return
         if isinstance(msg, m.Register):
             self._register(identity, msg)
             return
@@ -589,17 +648,56 @@ class Head:
         elif isinstance(msg, m.Bye):
             self._lose(ex, f"said goodbye: {msg.reason}", expected=msg.reason == "shutdown")
 
+    def _challenge(self, identity: bytes, msg: m.Hello) -> None:
+        """Answer a `Hello`: a fresh nonce, and (with a secret) the proof that this head knows it."""
+        nonce = os.urandom(16)
+        self._challenges[identity] = (msg.nonce[:64], nonce)
+        self._challenges.move_to_end(identity)
+        while len(self._challenges) > 1000:   # strangers' hellos that never registered
+            self._challenges.popitem(last=False)
+        theirs = msg.nonce[:64]
+        proof = cluster_secret.proof(self.secret, b"head", theirs, nonce) if self.secret is not None else b""
+        try:
+            self._sock.send_multipart([identity, m.encode(m.Challenge(nonce, proof))], zmq.NOBLOCK)
+        except zmq.ZMQError:
+            pass
+
+    def _refusal(self, identity: bytes, msg: m.Register) -> str | None:
+        """Why `msg` may not register (None: it may): with a secret, its proof must answer our challenge."""
+        if self.secret is None:
+            return None
+        nonces = self._challenges.pop(identity, None)
+        if not msg.proof or nonces is None:
+            return "it presented no cluster secret"
+        theirs, ours = nonces
+        if not cluster_secret.verify(self.secret, msg.proof, b"executor", ours, theirs, msg.executor_id.encode()):
+            return "its cluster secret does not match this head's"
+        return None
+
     def _register(self, identity: bytes, msg: m.Register) -> None:
+        refusal = self._refusal(identity, msg)
+        if refusal is not None:
+            self.counters["executors_refused"] += 1
+            log.warning("refused executor %s (pid %d on %s, %s): %s. Give it the head's secret: "
+                        "COMFY_CLUSTER_SECRET, or `executor --workspace` with the head's cluster.secret",
+                        msg.executor_id, msg.pid, msg.host, msg.ip or "address unknown", refusal)
+            try:
+                self._sock.send_multipart([identity, m.encode(m.Refused(refusal))], zmq.NOBLOCK)
+            except zmq.ZMQError:
+                pass
+            return
         old = self.executors.get(msg.executor_id)
         if old is not None:
             self._lose(old, "registered again (restarted)")
         ex = ExecutorState(msg.executor_id, identity, msg.host, msg.pid, msg.device, msg.threads,
                            msg.memory_budget, msg.memory_used, set(msg.cached_models), msg.shm_prefix,
-                           time.monotonic(), warmed=list(msg.warmed), warm_s=msg.warm_s)
+                           time.monotonic(), msg.host_id, msg.ip, msg.data_address, warmed=list(msg.warmed),
+                           warm_s=msg.warm_s)
         self.executors[ex.id] = ex
         self._by_identity[identity] = ex
-        log.info("executor %s registered (%s, %d threads, pid %d on %s%s)", ex.id, ex.device, ex.threads,
-                 ex.pid, ex.host, f"; {len(ex.warmed)} ModelFns warmed up in {ex.warm_s:.1f} s" if ex.warmed else "")
+        log.info("executor %s registered (%s, %d threads, pid %d on %s%s%s)", ex.id, ex.device, ex.threads,
+                 ex.pid, ex.host, f", {ex.ip}, data {ex.data_address}" if ex.data_address else "",
+                 f"; {len(ex.warmed)} ModelFns warmed up in {ex.warm_s:.1f} s" if ex.warmed else "")
         self._send(ex, m.Welcome(self.heartbeat_s))
 
     def _finished(self, ex: ExecutorState, msg: m.Done | m.Failed) -> None:
@@ -615,6 +713,9 @@ class Head:
             return
         ex.completed += 1
         self.scheduler.complete(job.inv, msg.measured_s)   # a batch part: its share of the run
+        if isinstance(msg, m.Done):
+            ex.pulls.update(shm=msg.shm_pulls, tcp=msg.tcp_pulls, tcp_bytes=msg.tcp_bytes)
+            self._loads.observe_transfer(msg.tcp_bytes, msg.tcp_s)
         if isinstance(msg, m.Done) and msg.load_s > 0 and job.inv.model_key:
             # The latest load is the estimate: every executor loads a model from the same files, and
             # the latest measurement reflects the host as it is now (page cache, contention).
@@ -650,7 +751,12 @@ class Head:
                 segments.unlink(meta.segment)   # an unmanaged one-off segment
                 continue
             try:
-                self._refs.add(meta.refs, meta.slot, meta.generation, -1)
+                if remote.over_tcp(meta, ""):
+                    if self._remote is None:
+                        self._remote = remote.RemotePeers(self.secret, timeout_s=2.0)
+                    self._remote.add(meta, -1)   # on the head thread: a short wait, only for strays
+                else:
+                    self._refs.add(meta.refs, meta.slot, meta.generation, -1)
             except SegmentError:
                 pass   # its producer is gone, and the tensor with it
 
@@ -718,11 +824,14 @@ class Head:
                 self.counters["reruns"] += 1
                 self.dispatcher.requeue(job.inv)
         ex.inflight.clear()
-        if ex.host == self.host and not _alive(ex.pid):
+        if self._same_host(ex) and not _alive(ex.pid):
             # its arena is gone with it; a live one (slow heartbeats) may register again and keep it
             segments.unlink_prefix(ex.shm_prefix)
         for watch in self._lost_watchers:
             watch(ex.shm_prefix)
+
+    def _same_host(self, ex: ExecutorState) -> bool:
+        return ex.host == self.host and (not ex.host_id or ex.host_id == self.host_id)
 
     def _shutdown_executors(self) -> None:
         for ex in list(self.executors.values()):

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from typing import IO, Any, Sequence
 
+from cluster import secret as cluster_secret
 from cluster.cluster_runtime import ClusterRuntime
 from cluster.head import Head
 from cluster.providers import added_providers
@@ -77,6 +78,12 @@ class LocalCluster:
         self.devices = [list(devices)[i % len(devices)] for i in range(n)]   # executor i's device
         self.restart = restart
         self.env = {**os.environ, **(env or {})}
+        # they prove to the head that they know its secret; with none, an inherited one would make
+        # them ask a head that cannot answer
+        if head.secret is not None:
+            self.env[cluster_secret.ENV] = head.secret.decode()
+        else:
+            self.env.pop(cluster_secret.ENV, None)
         # the executors import this repo's packages (and test modules named in --preload)
         self.env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), self.env.get("PYTHONPATH")) if p)
         self.tails: dict[int, StderrTail] = {}     # pid -> its stderr's last lines
@@ -147,8 +154,9 @@ def start_local_cluster(n: int, threads_per_executor: int = 1, *, memory_budget:
                         preload: Sequence[str] = (), devices: Sequence[str] = ("cpu",), restart: bool = True,
                         tenant: str = "default", wait_s: float = 120.0, env: dict[str, str] | None = None,
                         warm_up: bool = False, **head_kw: Any) -> tuple[Head, ClusterRuntime]:
-    """Start a head (its options in `head_kw`: policy, delta, deadline_s, lost_after_s, ...) and `n`
-    executor processes, executor i on `devices[i % len(devices)]`; returns once all have registered.
+    """Start a head (its options in `head_kw`: address, secret, policy, delta, deadline_s, lost_after_s, ...)
+    and `n` executor processes, executor i on `devices[i % len(devices)]`; returns once all have registered
+    (n = 0 with a tcp:// address: a head that executors on other machines join).
     `warm_up`: each executor imports its providers and warms their ModelFns up before registering
     (what `serve` wants; tests of the back end alone skip the seconds it takes)."""
     head = Head(**head_kw).start()

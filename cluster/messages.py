@@ -22,6 +22,8 @@ class TensorMeta(msgspec.Struct, frozen=True):
     slot: int = -1
     generation: int = 0
     pe: int = -1            # NVSHMEM PE of a GPU arena; -1 = host memory
+    host: str = ""          # the owner's host (cluster.dataplane.remote.host_id): same host = shared memory
+    addr: str = ""          # the owner's data socket (tcp://IP:PORT) for pulls from another host; "" = none
 
 
 # executor -> head
@@ -38,6 +40,15 @@ class Register(msgspec.Struct, tag=True):
     shm_prefix: str          # every segment this executor creates starts with it (cleanup on loss)
     warmed: list[str] = []   # ModelFns warmed up before registering (cluster.modelfn.warm_up_all)
     warm_s: float = 0.0      # seconds that took
+    host_id: str = ""        # which processes share its memory (cluster.dataplane.remote.host_id)
+    ip: str = ""             # the address it reaches the head from
+    data_address: str = ""   # its data socket, "" when it serves no other host
+    proof: bytes = b""       # HMAC of the head's challenge with the cluster secret (b"": it has none)
+
+
+class Hello(msgspec.Struct, tag=True):
+    """The first message of an executor that knows a cluster secret: the head answers a `Challenge`."""
+    nonce: bytes
 
 
 class Heartbeat(msgspec.Struct, tag=True):
@@ -57,6 +68,12 @@ class Done(msgspec.Struct, tag=True):
     cached_models: list[str]
     batch: int = 1            # parts that shared the run; measured_s is this part's share of batch_s
     batch_s: float = 0.0      # measured time of the whole shared run (0.0: the part ran alone)
+    # the run's input pulls from other producers: through shared memory, and over TCP (with its bytes
+    # and seconds, which measured_s includes: the transfer is charged)
+    shm_pulls: int = 0
+    tcp_pulls: int = 0
+    tcp_bytes: int = 0
+    tcp_s: float = 0.0
 
 
 class Failed(msgspec.Struct, tag=True):
@@ -75,6 +92,17 @@ class Bye(msgspec.Struct, tag=True):
 
 class Welcome(msgspec.Struct, tag=True):
     heartbeat_s: float
+
+
+class Challenge(msgspec.Struct, tag=True):
+    """The head's answer to `Hello`: its nonce, and its proof that it knows the secret (b"": it has none)."""
+    nonce: bytes
+    proof: bytes
+
+
+class Refused(msgspec.Struct, tag=True):
+    """The head does not take this executor (no cluster secret, or a wrong one)."""
+    reason: str
 
 
 class Dispatch(msgspec.Struct, tag=True):
@@ -106,8 +134,8 @@ class Shutdown(msgspec.Struct, tag=True):
     pass
 
 
-ToHead = Register | Heartbeat | Done | Failed | Bye
-ToExecutor = Welcome | Dispatch | BatchDispatch | Abort | Reset | Shutdown
+ToHead = Hello | Register | Heartbeat | Done | Failed | Bye
+ToExecutor = Welcome | Challenge | Refused | Dispatch | BatchDispatch | Abort | Reset | Shutdown
 
 _encoder = msgspec.msgpack.Encoder()
 head_decoder = msgspec.msgpack.Decoder(ToHead)

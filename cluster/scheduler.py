@@ -54,6 +54,9 @@ class Invocation(Generic[PayloadT]):
     remaining: float = 0.0              # critical-path seconds of the request after this one
     arrival: float | None = None        # clock() when it became ready; kept across re-runs
     input_bytes: dict[str, int] = field(default_factory=dict)  # producer executor id -> bytes
+    input_hosts: dict[str, int] = field(default_factory=dict)  # producer host -> bytes
+    transfer_s: dict[str, float] = field(default_factory=dict)  # executor id -> seconds its inputs take
+                                        # to cross from other hosts (set by the shell before placement)
     payload: PayloadT | None = None     # what the shell needs to carry it out (PayloadT above)
     charged: float = 0.0                # vTime charged for the current dispatch (before weighting)
     seq: int = 0
@@ -551,12 +554,13 @@ class ExecutorView(Protocol):
 
 def place(inv: Invocation, free: Sequence[ExecutorView], targets: dict[str, int] | None = None,
           replicas: dict[str, int] | None = None) -> ExecutorView:
-    """Best-fit executor among the free ones: holding the weights, then holding the most input
-    bytes, then (with the scaling controller's `targets` and current `replicas`) the one where
+    """Best-fit executor among the free ones: holding the weights, then the least time moving inputs
+    across hosts (`inv.transfer_s`: the host holding the inputs), then holding the most input bytes, then (with the scaling controller's `targets` and current `replicas`) the one where
     loading the weights would push out the fewest wanted warm copies of other models, then the
     least loaded (ties by id, so placement is reproducible)."""
     targets, replicas = targets or {}, replicas or {}
     return min(free, key=lambda e: (inv.model_key not in e.cached_models,
+                                    inv.transfer_s.get(e.id, 0.0),
                                     -inv.input_bytes.get(e.id, 0),
                                     displacement(e, inv.model_key, targets, replicas) if targets else 0,
                                     e.load, e.id))

@@ -7,6 +7,8 @@ travels through the control plane. A consumer `pull`s one-sidedly into its own a
 framework tensor when its arena is full) and `release`s the handle, decrementing the count in the
 producer's shared table; the producer frees the block on its next `collect`. A `LazyFetch` is the
 ModelFn callback input: a zero-argument callable that waits for the handle and pulls on first call.
+A producer on another host (or any other producer, with `--data-plane tcp`) is read through its data
+socket instead of its segments, with the same handles and counts (cluster.dataplane.remote).
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from typing import Callable, Union
 
 import torch
 
-from cluster.dataplane import segments
+from cluster.dataplane import remote, segments
 from cluster.dataplane.arena import Arena, Block, copy_from_segment, element_count
 from cluster.dataplane.refcounts import RefClient, RefTable
 from cluster.dataplane.segments import SegmentError
@@ -40,13 +42,16 @@ class TensorHandle:
     slot: int = -1
     generation: int = 0
     pe: int = -1        # NVSHMEM PE of a GPU arena; -1 = host memory (arena or spill)
+    host: str = ""      # the owner's host id (same host: shared memory); "" = this host
+    addr: str = ""      # the owner's data socket for other hosts; "" = none
 
     @classmethod
     def from_meta(cls, meta: object) -> "TensorHandle":
         """From any object with TensorMeta's fields (and optionally refs/slot/generation/pe)."""
         return cls(meta.segment, meta.offset, meta.dtype, tuple(meta.shape), meta.nbytes,
                    getattr(meta, "owner", ""), getattr(meta, "refs", ""), getattr(meta, "slot", -1),
-                   getattr(meta, "generation", 0), getattr(meta, "pe", -1))
+                   getattr(meta, "generation", 0), getattr(meta, "pe", -1), getattr(meta, "host", ""),
+                   getattr(meta, "addr", ""))
 
     def meta_fields(self) -> dict:
         return {k: v for k, v in asdict(self).items() if k in ("segment", "offset", "dtype", "shape", "nbytes", "owner")}
@@ -72,6 +77,10 @@ class StoreStats:
     reclaimed: int = 0
     pull_bytes: int = 0
     pull_s: float = 0.0
+    shm_pulls: int = 0      # inputs of other producers copied from their segments (same host)
+    tcp_pulls: int = 0      # inputs of other producers received over their data sockets
+    tcp_bytes: int = 0
+    tcp_s: float = 0.0
 
 
 class TensorStore:
@@ -88,6 +97,29 @@ class TensorStore:
         self._storage: dict[int, Block | str] = {}  # slot -> arena block or spill segment name
         self._spill_ids = itertools.count()
         self._lock = threading.Lock()
+        self.host = remote.host_id()
+        self.secret: bytes | None = None     # proves this store's requests to other hosts' data servers
+        self.server: remote.DataServer | None = None
+        self._remote: remote.RemotePeers | None = None
+
+    def serve(self, ip: str, secret: bytes | None) -> str:
+        """Serve this store's tensors to other hosts on `ip` (once); returns the data socket's address."""
+        self.secret = secret
+        if self.server is None:
+            self.server = remote.DataServer(self, ip, secret)
+        return self.server.address
+
+    @property
+    def addr(self) -> str:
+        return self.server.address if self.server is not None else ""
+
+    def _remote_for(self, handle: TensorHandle) -> remote.RemotePeers | None:
+        """The client for `handle`'s producer when it is read over TCP (cluster.dataplane.remote.over_tcp)."""
+        if not remote.over_tcp(handle, self.owner):
+            return None
+        if self._remote is None:
+            self._remote = remote.RemotePeers(self.secret)
+        return self._remote
 
     # -- producer side ------------------------------------------------------------------------
 
@@ -116,7 +148,8 @@ class TensorStore:
                 self._storage[slot] = seg
                 self.stats.spilled_out += 1
             self.stats.published += 1
-        return TensorHandle(seg, off, dtype_name, shape, nbytes, self.owner, self.table.name, slot, gen, pe)
+        return TensorHandle(seg, off, dtype_name, shape, nbytes, self.owner, self.table.name, slot, gen, pe,
+                            self.host, self.addr)
 
     def _spill(self, t: torch.Tensor, nbytes: int) -> str:
         name = f"{self.prefix}{SPILL_TAG}{next(self._spill_ids)}"
@@ -146,7 +179,20 @@ class TensorStore:
         shape = tuple(handle.shape)
         if _nbytes(dtype, shape) != handle.nbytes:
             raise SegmentError(f"handle {handle} is inconsistent")
-        self._check(handle)
+        peer = self._remote_for(handle)
+        if peer is not None:
+            # the received frame is the tensor's storage; the server held a reference while sending
+            t0 = time.perf_counter()
+            out = peer.pull(handle, dtype, shape)
+            took = time.perf_counter() - t0
+            self.stats.pulled += 1
+            self.stats.tcp_pulls += 1
+            self.stats.tcp_bytes += handle.nbytes
+            self.stats.tcp_s += took
+            self.stats.pull_bytes += handle.nbytes
+            self.stats.pull_s += took
+            return out
+        self.check(handle)
         t0 = time.perf_counter()
         block = self._alloc(handle.nbytes)
         if block is not None:
@@ -162,33 +208,50 @@ class TensorStore:
             if SPILL_TAG in handle.segment:
                 self.peers.drop(handle.segment)  # a one-off segment: keeping its map would pin its memory
         # If the producer freed the block while we copied, the generation moved: fail, not garbage.
-        self._check(handle)
+        self.check(handle)
         self.stats.pulled += 1
+        if handle.owner != self.owner:
+            self.stats.shm_pulls += 1
         self.stats.pull_bytes += handle.nbytes
         self.stats.pull_s += time.perf_counter() - t0
         return out
 
-    def _check(self, handle: TensorHandle) -> None:
+    def check(self, handle: TensorHandle) -> None:
+        """Raise `StaleHandle` (a SegmentError) when `handle`'s tensor was freed."""
         if handle.refs:
-            self.clients.check(handle.refs, handle.slot, handle.generation)
+            peer = self._remote_for(handle)
+            if peer is not None:
+                peer.check(handle)
+            else:
+                self.clients.check(handle.refs, handle.slot, handle.generation)
+
+    def add_readers(self, handle: TensorHandle, delta: int) -> int:
+        """Change `handle`'s reader count by `delta` in its producer's table, wherever it is."""
+        if not handle.refs:
+            return -1
+        peer = self._remote_for(handle)
+        if peer is not None:
+            return peer.add(handle, delta)
+        return self.clients.add(handle.refs, handle.slot, handle.generation, delta)
 
     def release(self, handle: TensorHandle) -> int:
         """This reader is done with `handle`; returns how many readers are left (-1: unmanaged)."""
-        if not handle.refs:
-            return -1
-        return self.clients.add(handle.refs, handle.slot, handle.generation, -1)
+        return self.add_readers(handle, -1)
 
     def retain(self, handle: TensorHandle, readers: int = 1) -> int:
         """Register more readers (a consumer the DAG added after publishing)."""
-        if not handle.refs:
-            return -1
-        return self.clients.add(handle.refs, handle.slot, handle.generation, readers)
+        return self.add_readers(handle, readers)
 
     def scope(self, device: torch.device | None = None) -> "Scope":
         return Scope(self, device)
 
     def close(self) -> None:
         """Drop every tensor and the reference table (the arena is closed by its owner)."""
+        if self.server is not None:
+            self.server.close()     # before the storage it sends from goes
+            self.server = None
+        if self._remote is not None:
+            self._remote.close()
         for where in self._storage.values():
             if isinstance(where, str):
                 segments.unlink(where)

@@ -2,6 +2,7 @@
 installs the hooks between them. One module per subcommand:
 
     serve        serve.py          the ComfyUI-compatible server and its executors (also `python main.py`)
+    executor     join.py           one executor joining a running head, from any machine
     run          run.py            one workflow file in-process, with progress bars
     demo-models  demo_models.py    the tiny offline models
     tenants      tenants.py        tenants, keys and limits of a hosted service
@@ -19,14 +20,14 @@ import logging
 import sys
 from typing import Sequence
 
-from comfy_bridge.cli import bench, demo_models, discriminator, packs, run, serve, simulate, tenants
+from comfy_bridge.cli import bench, demo_models, discriminator, join, packs, run, serve, simulate, tenants
 from comfy_bridge.cli import flags as cli_args
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="comfy-cluster", description="Serve ComfyUI workflows on a cluster.")
     sub = p.add_subparsers(dest="command", required=True)
-    for command in (serve, run, demo_models, tenants, packs, simulate, bench, discriminator):
+    for command in (serve, join, run, demo_models, tenants, packs, simulate, bench, discriminator):
         command.add_parser(sub)
     return p
 

@@ -71,11 +71,22 @@ def add_cluster_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workspace", default=None, help="workspace folder (default: platform data dir)")
     p.add_argument("--executors", type=int, default=None,
                    help="local executor processes to start (default: one per GPU with --executor-device "
-                        "cuda, else 1; 0: run ModelFns inside the server process, on the CPU)")
+                        "cuda, else 1; 0: run ModelFns inside the server process, on the CPU, or with "
+                        "--head-address: only on executors that join)")
     p.add_argument("--executor-device", choices=("cpu", "cuda", "auto"), default="cpu",
                    help="where executors run ModelFns: the CPU (default: GPU executors have not run on a GPU "
                         "yet, see the README), the GPUs (in turn; --cuda-device N: only GPU N), or auto "
                         "(the GPUs when CUDA has any)")
+    p.add_argument("--head-address", default=None, metavar="tcp://IP:PORT",
+                   help="where the head listens for executors on other machines (`comfy-cluster executor --head "
+                        "tcp://IP:PORT`); they must know the cluster secret ($COMFY_CLUSTER_SECRET, else "
+                        "cluster.secret in the workspace, created now if absent). A non-loopback IP needs a tenant "
+                        "or --insecure-open. With it, --executors 0 starts no local executor and waits for "
+                        "executors to join (default: a local socket only this machine's executors reach)")
+    p.add_argument("--data-plane", choices=("auto", "shm", "tcp"), default=None,
+                   help="how tensors move between processes: auto (shared memory on one host, TCP across hosts), "
+                        "shm, or tcp (TCP between every two processes, the cross-host path on one host); "
+                        "default: $COMFY_CLUSTER_DATA_PLANE or auto")
     p.add_argument("--executor-threads", type=int, default=0,
                    help="torch threads per executor (0: the machine's cores divided among the executors)")
     p.add_argument("--concurrent-prompts", type=int, default=1, metavar="N",

@@ -24,12 +24,37 @@ def state_db_choice(args: argparse.Namespace) -> str | bool | None:
     return None if value == "memory" else value
 
 
-def start_cluster_in_background(args: argparse.Namespace) -> Future | None:
+def head_address_refusal(args: argparse.Namespace, ws) -> str | None:
+    """Why `--head-address` may not be used as given (None: it may): it must be tcp://IP:PORT, and an
+    address other machines can reach needs a tenant or --insecure-open, as --listen does."""
+    address = args.head_address
+    if not address.startswith("tcp://") or ":" not in address[len("tcp://"):]:
+        return f"--head-address {address}: give tcp://IP:PORT"
+    host = address[len("tcp://"):].rsplit(":", 1)[0].strip("[]")
+    from comfy_bridge.tenancy.server import is_loopback
+    if is_loopback(host) or args.insecure_open:
+        return None
+    from pathlib import Path
+    from comfy_bridge.tenancy.store import DB_NAME, Store
+    db = state_db_choice(args)
+    store = Store(Path(db) if db not in (None, True) else ws.root / DB_NAME)
+    try:
+        if store.has_tenants():
+            return None
+    finally:
+        store.close()
+    return (f"refusing --head-address {address} with no tenant: executors could join from other machines "
+            "while the HTTP side is open to anyone there. Add a tenant (`comfy-cluster tenants add NAME`) "
+            "or pass --insecure-open.")
+
+
+def start_cluster_in_background(args: argparse.Namespace, secret: bytes | None = None) -> Future | None:
     """The local cluster of `serve --executors N`, started on a thread so that its executor processes boot
     while this process imports the nodes: clients that give a new server ~20 s (ComfyUI's test suites)
-    see it listening sooner. The future resolves to (head, runtime)."""
+    see it listening sooner. With --head-address the head listens there and takes executors that know
+    `secret` (none local with --executors 0). The future resolves to (head, runtime)."""
     devices = cli_args.executor_devices(args)
-    if not devices:
+    if not devices and not args.head_address:
         return None
     if args.executor_device == "cpu" and not args.cpu:
         import torch
@@ -39,9 +64,11 @@ def start_cluster_in_background(args: argparse.Namespace) -> Future | None:
     from cluster.local_cluster import start_local_cluster
     from nodes.workspace import child_process_env
     executor_env = child_process_env()   # the executors open this workspace: its model folders and configs
-    threads = args.executor_threads or max(1, (os.cpu_count() or 1) // len(devices))
+    threads = args.executor_threads or max(1, (os.cpu_count() or 1) // max(1, len(devices)))
     head_options = {"policy": args.scheduler, "max_batch": args.max_batch,
                     "batch_window_s": args.batch_window_ms / 1000}
+    if args.head_address:
+        head_options.update(address=args.head_address, secret=secret)
     if args.fairness_slack is not None:
         head_options["delta"] = args.fairness_slack
     if args.no_warm_wait:
@@ -56,6 +83,10 @@ def start_cluster_in_background(args: argparse.Namespace) -> Future | None:
             from cluster.cascade.head_hook import follow_head
             from nodes.cascade_nodes import checkpoint_model_key
             follow_head(head, checkpoint_model_key)   # cascade decisions set the batch sizes of their models
+            if args.head_address:
+                log.info("executors join from other machines with: comfy-cluster executor --head %s "
+                         "--workspace DIR (DIR holding a copy of %s, or COMFY_CLUSTER_SECRET set)",
+                         head.address, "cluster.secret")
             future.set_result((head, runtime))
         except BaseException as err:  # re-raised in cmd_serve by future.result()
             future.set_exception(err)
@@ -76,9 +107,20 @@ def _serve(args: argparse.Namespace) -> int:
     for line in describe_workspace(ws):
         log.info("%s", line)
     ensure_demo_models(ws)
+    from cluster.dataplane import remote
+    if args.data_plane:
+        remote.set_mode(args.data_plane)   # this process's pulls, and its local executors' (environment)
+    secret = None
+    if args.head_address:
+        refusal = head_address_refusal(args, ws)
+        if refusal:
+            log.error("%s", refusal)
+            return 2
+        from cluster.secret import ensure_secret
+        secret = ensure_secret(ws.root)
     from cluster.reclaim import reclaim_dead
     reclaim_dead()   # the segments and sockets of servers and executors that were killed
-    cluster = start_cluster_in_background(args)
+    cluster = start_cluster_in_background(args, secret)
     from comfy_bridge.server.app import ServerConfig, run_server
     cache_type, cache_size = cli_args.cache_mode(args)
     from nodes import image_io, previews

@@ -172,7 +172,7 @@ def test_executors_start_on_their_devices_in_turn_and_split_their_memory(monkeyp
             return 0
 
     monkeypatch.setattr(local_cluster.subprocess, "Popen", Process)
-    head = SimpleNamespace(address="ipc:///nowhere", heartbeat_s=0.5)
+    head = SimpleNamespace(address="ipc:///nowhere", heartbeat_s=0.5, secret=None)
     cluster = local_cluster.LocalCluster(head, 3, 1, None, (), ["cuda:0", "cuda:1"], restart=False, env=None)
     cluster.stop()
     def flag(cmd: list[str], name: str) -> str:

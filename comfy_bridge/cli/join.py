@@ -1,0 +1,33 @@
+"""`comfy-cluster executor --head tcp://HOST:PORT`: one executor joining a running head, from any machine.
+
+    comfy-cluster executor --head tcp://10.0.0.5:7000 --device cuda:0 --workspace /srv/comfy
+
+It opens the workspace (its model folders are where this machine finds the files the head's ModelRefs
+name), proves it knows the cluster secret (`COMFY_CLUSTER_SECRET`, else `cluster.secret` in the
+workspace: copy the head's file), and serves its outputs to executors on other hosts over its data
+socket. It runs until the head shuts it down, or SIGTERM / Ctrl-C; a head that refuses it (no secret, or
+a wrong one) ends it with exit code 2.
+"""
+from __future__ import annotations
+
+import argparse
+
+from comfy_bridge.cli.workspace_args import open_workspace
+
+
+def cmd_executor(args: argparse.Namespace) -> int:
+    from cluster import secret as cluster_secret
+    from cluster.executor import run_executor
+    ws = open_workspace(args)
+    return run_executor(args, cluster_secret.read_secret(ws.root))
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    from cluster.executor import add_arguments
+    p = sub.add_parser("executor", help="join a running head as one executor (from any machine)",
+                       description=__doc__.split("\n\n")[0])
+    add_arguments(p)
+    p.add_argument("--workspace", default=None,
+                   help="workspace folder: its models, and its cluster.secret unless COMFY_CLUSTER_SECRET is set "
+                        "(default: the platform data dir)")
+    p.set_defaults(func=cmd_executor)
