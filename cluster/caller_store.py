@@ -22,10 +22,9 @@ import weakref
 import torch
 
 from cluster import messages as m
-from cluster.dataplane.arena import ShmArena, copy_from_segment
-from cluster.dataplane.remote import over_tcp
+from cluster.dataplane.arena import ShmArena
 from cluster.dataplane.segments import SegmentError, safe_prefix
-from cluster.dataplane.tensor_store import SPILL_TAG, TensorHandle, TensorStore, dtype_named
+from cluster.dataplane.tensor_store import TensorHandle, TensorStore, dtype_named
 
 
 def _version(t: torch.Tensor) -> int:
@@ -56,18 +55,8 @@ class CallerStore:
         handle = TensorHandle.from_meta(meta)
         # a normal tensor even inside inference mode, so in-place changes bump its version counter
         with torch.inference_mode(False):
-            if over_tcp(handle, self.owner):   # the received frame is the copy
-                with self.store.scope() as scope:
-                    out = self.store.pull(handle, scope)
-            else:
-                out = torch.empty(tuple(handle.shape), dtype=dtype_named(handle.dtype))
-                self.store.check(handle)
-                copy_from_segment(self.store.peers, handle.segment, handle.offset, handle.nbytes, out)
-                self.store.check(handle)   # freed while copying: the generation moved
-                if SPILL_TAG in handle.segment:
-                    self.store.peers.drop(handle.segment)
-                if handle.owner != self.owner:
-                    self.store.stats.shm_pulls += 1
+            out = torch.empty(tuple(handle.shape), dtype=dtype_named(handle.dtype))
+        self.store.pull_into(handle, out)   # shared memory on this host, the producer's data socket from another
         if handle.refs:
             key = id(out)
             with self._lock:

@@ -166,7 +166,7 @@ class ExecutorState:
 DEFAULT_TRANSFER_BPS = 1e9    # bytes/s assumed across hosts until executors have measured a pull
 
 
-class _MeasuredLoads:
+class MeasuredLoads:
     """The head's load costs for the dispatcher: a model's latest measured load time on any executor
     (every executor loads a model from the same files, and the latest measurement reflects the host
     as it is now: page cache, contention); and the time inputs take to cross hosts, from the bandwidth
@@ -277,7 +277,7 @@ class Head:
         self.local_cluster: Any = None     # set by start_local_cluster: the executor processes it supervises
         self._refs = RefClient()           # to release outputs nobody will read
         self._lost_watchers: list[Callable[[str], None]] = []
-        self._loads = _MeasuredLoads()
+        self._loads = MeasuredLoads()
         # called with every Done/Failed the head handles (benchmarks read the executors' wall times)
         self.completion_listeners: list[Callable[[m.Done | m.Failed], None]] = []
         self.dispatcher = Dispatcher(self.scheduler, self._loads, slots=slots_per_executor, max_batch=max_batch,

@@ -3,7 +3,12 @@
 1. Transfer: a producer process publishes a 64 MiB tensor into its arena; this process pulls it
    into its own arena through shared memory. Throughput is reported as a fraction of this
    machine's memcpy bandwidth measured in the same run (target >= 50%).
-2. Prefix loading: a stack of Linear layers behind a host -> device tier slowed to a fixed
+2. Across hosts: the same 64 MiB pulled over the producer's data socket (TCP, the path a consumer
+   on another host takes; forced on loopback by giving the producer another host id), as a fraction of
+   a raw TCP socket transfer of the same bytes between the same two processes in the same run
+   (target >= 70%); and the dispatch overhead of a no-op call with a small tensor when every tensor
+   moves over TCP (`--data-plane tcp`, head on tcp loopback).
+3. Prefix loading: a stack of Linear layers behind a host -> device tier slowed to a fixed
    bandwidth (T_load = 3 x T_comp per layer, about the paper's Flux transformer ratio). First
    invocation of a fully warm model, of a cold one with L_e' layers resident (target: within 10%
    of warm), of one with L_e'/2, and of one with none (expected: far slower).
@@ -13,6 +18,9 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing as mp
+import os
+import socket
+import threading
 import statistics
 import sys
 import tempfile
@@ -46,6 +54,91 @@ def _producer(q_out, q_in, owner: str, nbytes: int, readers: int) -> None:
     q_in.get(timeout=600)
     store.close()
     store.arena.close()
+
+
+BENCH_SECRET = b"bench-cluster-secret"
+
+
+def _raw_server(listener: socket.socket, data: memoryview) -> None:
+    """Send `data` once per byte received (one connection): the raw socket baseline."""
+    conn, _ = listener.accept()
+    with conn:
+        while conn.recv(1):
+            conn.sendall(data)
+
+
+def _tcp_producer(q_out, q_in, owner: str, nbytes: int, readers: int) -> None:
+    os.environ["COMFY_CLUSTER_HOST_ID"] = "bench-producer-host"   # consumers take it for another host
+    store = _store(2 * nbytes, owner)
+    store.serve("127.0.0.1", BENCH_SECRET)
+    src = torch.arange(nbytes // 4, dtype=torch.float32)
+    handle = store.publish(src, readers=readers)
+    listener = socket.create_server(("127.0.0.1", 0))
+    raw = store.arena.view(handle.offset, torch.uint8, (nbytes,)).numpy()   # the same bytes, no copy
+    threading.Thread(target=_raw_server, args=(listener, memoryview(raw)), daemon=True).start()
+    q_out.put((asdict(handle), listener.getsockname()[1]))
+    q_in.get(timeout=600)
+    store.close()
+    store.arena.close()
+
+
+def _raw_pull(sock: socket.socket, into: memoryview) -> None:
+    sock.sendall(b"x")
+    got = 0
+    while got < len(into):
+        n = sock.recv_into(into[got:])
+        if not n:
+            raise ConnectionError("raw server closed")
+        got += n
+
+
+def bench_tcp_transfer(nbytes: int = 64 * MiB, repeats: int = 9) -> dict:
+    """The cross-host pull over the producer's data socket vs a raw socket, interleaved run by run."""
+    ctx = mp.get_context("spawn")
+    q_out, q_in = ctx.Queue(), ctx.Queue()
+    proc = ctx.Process(target=_tcp_producer, args=(q_out, q_in, f"bp{uuid.uuid4().hex[:8]}", nbytes, repeats + 2))
+    proc.start()
+    consumer = _store(2 * nbytes, f"bc{uuid.uuid4().hex[:8]}")
+    consumer.secret = BENCH_SECRET
+    try:
+        fields, port = q_out.get(timeout=600)
+        handle = TensorHandle(**fields)
+        buf = np.ones(nbytes, dtype=np.uint8)   # pre-touched: the baseline's best case
+        zmq_times, raw_times = [], []
+        with socket.create_connection(("127.0.0.1", port)) as raw:
+            for i in range(repeats + 1):
+                with consumer.scope() as scope:
+                    t0 = time.perf_counter()
+                    out = scope.fetch(handle)
+                    zmq_times.append(time.perf_counter() - t0)
+                    if i == 0:
+                        ok = bool(out[-1].item() == nbytes // 4 - 1 and out[1].item() == 1)
+                    del out
+                t0 = time.perf_counter()
+                _raw_pull(raw, memoryview(buf))
+                raw_times.append(time.perf_counter() - t0)
+        over_tcp = consumer.stats.tcp_pulls == repeats + 1 and consumer.stats.shm_pulls == 0
+    finally:
+        q_in.put("done")
+        proc.join(60)
+        consumer.close()
+        consumer.arena.close()
+    pull, base = nbytes / statistics.median(zmq_times[1:]), nbytes / statistics.median(raw_times[1:])
+    ok = ok and over_tcp
+    return {"bytes": nbytes, "correct": ok, "pull_GBps": pull / 1e9, "raw_socket_GBps": base / 1e9,
+            "ratio": pull / base, "target": 0.7, "pass": ok and pull / base >= 0.7}
+
+
+def bench_dispatch_tcp(calls: int = 300) -> dict:
+    """Dispatch overhead with a small tensor in and out when every tensor moves over TCP."""
+    from cluster.bench.dispatch import bench_dispatch
+    from cluster.dataplane import remote
+    before = remote.mode()
+    remote.set_mode("tcp")
+    try:
+        return bench_dispatch(calls, "tcp", tensor=True)
+    finally:
+        remote.set_mode(before)
 
 
 def memcpy_bandwidth(nbytes: int, repeats: int) -> float:
@@ -151,16 +244,26 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--mib", type=int, default=64, help="transfer size in MiB")
     p.add_argument("--profiles", help="JSON file of per-layer profiles (default: a temp file)")
+    p.add_argument("--calls", type=int, default=300, help="no-op calls of the dispatch-over-TCP figure")
     args = p.parse_args(argv)
     transfer = bench_transfer(args.mib * MiB)
+    tcp = bench_tcp_transfer(args.mib * MiB)
+    dispatch = bench_dispatch_tcp(args.calls)
     prefix = bench_prefix(profiles=args.profiles)
     if args.json:
-        print(json.dumps({"transfer": transfer, "prefix": prefix}, indent=1))
+        print(json.dumps({"transfer": transfer, "tcp_transfer": tcp, "tcp_dispatch": dispatch, "prefix": prefix},
+                         indent=1))
     else:
         t = transfer
         print(f"transfer {args.mib} MiB across processes: {t['pull_GBps']:.2f} GB/s = {t['ratio']:.0%} of "
               f"memcpy {t['memcpy_GBps']:.2f} GB/s (first pull {t['first_pull_s'] * 1e3:.1f} ms) "
               f"[{'PASS' if t['pass'] else 'FAIL'} >= 50%]")
+        print(f"cross-host pull of {args.mib} MiB over the data socket (TCP loopback): {tcp['pull_GBps']:.2f} GB/s = "
+              f"{tcp['ratio']:.0%} of a raw socket transfer {tcp['raw_socket_GBps']:.2f} GB/s "
+              f"[{'PASS' if tcp['pass'] else 'FAIL'} >= 70%]")
+        print(f"dispatch with every tensor over TCP, {dispatch['calls']} no-op calls with a 256-byte tensor: "
+              f"overhead median {dispatch['overhead_median_ms']:.3f} ms, p99 {dispatch['overhead_p99_ms']:.3f} ms "
+              f"(latency median {dispatch['latency_median_ms']:.3f} ms)")
         q = prefix
         print(f"prefix loading: L={q['layers']} layers of {q['layer_MiB']:.1f} MiB, host->device at "
               f"{q['bandwidth_MBps']:.0f} MB/s, T_load={q['t_load_ms']:.1f} ms, T_comp={q['t_comp_ms']:.1f} ms, "
@@ -173,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
         med = q["median_s"]
         print(f"  (best of 7 interleaved runs; medians: warm {med['warm'] * 1e3:.0f} ms, L_e' {med['le'] * 1e3:.0f} ms, "
               f"none {med['zero'] * 1e3:.0f} ms)")
-    return 0 if transfer["pass"] and prefix["pass"] else 1
+    return 0 if transfer["pass"] and tcp["pass"] and prefix["pass"] else 1
 
 
 if __name__ == "__main__":

@@ -1,17 +1,20 @@
-"""The data plane across hosts: a producer's arena served over one ZeroMQ socket, pulled one-sidedly.
+"""The data plane across hosts: a producer's arena served over TCP, pulled one-sidedly.
 
 Same host, same memory: a consumer maps the producer's segment and copies (cluster.dataplane.segments).
-Another host has no such map, so every producer that may have readers elsewhere runs a `DataServer`: a
-ROUTER socket on `tcp://IP:PORT` (its address travels in the tensor's metadata, `addr`) that answers
+Another host has no such map, so every producer that may have readers elsewhere runs a `DataServer`
+on `tcp://IP:PORT` (its address travels in the tensor's metadata, `addr`) that answers
 
-    get    the bytes of one published tensor, sent zero-copy from the arena (or spill segment)
+    get    the bytes of one published tensor, sent from the arena (or spill segment) as they lie there
     add    a change of its reference count (a reader's release, a caller's retain)
     check  whether the handle is still live (its generation)
 
 on behalf of consumers' `RemotePeers`. The reference counts and generations are the same table as the
 shared-memory path's: while a `get` is being sent the server holds one more reference, so the block
-cannot be freed and reused under the socket (released when ZeroMQ says the frame is sent). A
-consumer keeps the received frame as the tensor's storage: no copy on either side.
+cannot be freed and reused under the socket. Bytes are never copied in user space: the server sends
+from its arena's memory, the consumer receives straight into the block of its own arena that a
+shared-memory pull would have copied into. Plain sockets rather than ZeroMQ frames: a ZeroMQ
+message is received into memory freshly allocated per message, whose page faults cost more than the
+transfer itself on loopback, while an arena block is already mapped (`comfy-cluster bench dataplane`).
 
 Where a pull goes is this process's `--data-plane` mode: `auto` (shared memory when the producer's
 `host` is ours, TCP otherwise), `shm` (always shared memory) or `tcp` (TCP for every other producer,
@@ -19,7 +22,11 @@ also on one host: the cross-host path, testable on one machine). A host is `host
 and boot id, or `COMFY_CLUSTER_HOST_ID` (simulated nodes on one machine name themselves).
 
 Every request carries an HMAC of itself with the cluster secret (cluster.secret); a server with a
-secret answers nothing else, and logs the refusal once per peer.
+secret answers nothing else, and logs the refusal once per peer address.
+
+Wire format, both ways length-prefixed: a request is `u32 header length, u8 mac length, header (msgpack
+[id, op, segment, offset, nbytes, refs, slot, generation, delta]), mac`; a reply is `u8 status (0 ok, 1
+error, 2 refused), u64 length, body` (the tensor's bytes, a count, or an error text).
 """
 from __future__ import annotations
 
@@ -27,17 +34,16 @@ import itertools
 import logging
 import os
 import socket
+import socketserver
+import struct
 import threading
-import time
 from typing import Any
 
 import msgspec
-import numpy as np
 import torch
-import zmq
 
 from cluster import secret as cluster_secret
-from cluster.dataplane import segments
+from cluster.dataplane.refcounts import StaleHandle
 from cluster.dataplane.segments import SegmentError
 
 log = logging.getLogger("cluster.dataplane")
@@ -46,11 +52,14 @@ MODES = ("auto", "shm", "tcp")
 MODE_ENV = "COMFY_CLUSTER_DATA_PLANE"
 HOST_ENV = "COMFY_CLUSTER_HOST_ID"
 REQUEST_TIMEOUT_S = 30.0     # a producer that does not answer a pull by then is taken as lost
-SMALL = 64 << 10             # replies below this are copied into a fresh tensor (aligned, and cheap)
+MAX_HEADER = 4096
+OK, ERROR, REFUSED = 0, 1, 2
+_REQUEST = struct.Struct("!IB")
+_REPLY = struct.Struct("!BQ")
 
 _mode = os.environ.get(MODE_ENV, "auto")
-_header = msgspec.msgpack.Encoder()
-_decode_header = msgspec.msgpack.Decoder(list)
+_encode = msgspec.msgpack.Encoder().encode
+_decode = msgspec.msgpack.Decoder(list).decode
 
 
 class RemoteRefused(SegmentError):
@@ -102,86 +111,86 @@ def over_tcp(meta: Any, me: str) -> bool:
     return _mode == "tcp" or getattr(meta, "host", "") != host_id()
 
 
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    buf = bytearray(n)
+    _recv_into(sock, memoryview(buf))
+    return bytes(buf)
+
+
+def _recv_into(sock: socket.socket, view: memoryview) -> None:
+    got = 0
+    while got < len(view):
+        n = sock.recv_into(view[got:])
+        if not n:
+            raise ConnectionError("connection closed")
+        got += n
+
+
+def _bytes_of(t: torch.Tensor) -> memoryview:
+    """The bytes of a contiguous CPU tensor, writable, without a copy."""
+    return memoryview(t.reshape(-1).view(torch.uint8).numpy())
+
+
 class DataServer:
-    """Serves one `TensorStore`'s published tensors to other hosts, on a thread of its own."""
+    """Serves one `TensorStore`'s published tensors to other hosts (a thread per connected consumer)."""
 
     def __init__(self, store: Any, ip: str = "127.0.0.1", secret: bytes | None = None, port: int = 0) -> None:
         self.store, self.secret = store, secret
-        self._sock = zmq.Context.instance().socket(zmq.ROUTER)
-        self._sock.setsockopt(zmq.LINGER, 0)
-        if port:
-            self._sock.bind(f"tcp://{ip}:{port}")
-        else:
-            port = self._sock.bind_to_random_port(f"tcp://{ip}")
-        self.address = f"tcp://{ip}:{port}"
         self.served = 0
         self.refused = 0
-        self._sending: list[tuple[zmq.MessageTracker, list]] = []   # frames in flight, their extra reference
-        self._warned: set[bytes] = set()
-        self._stop = False
-        self._thread = threading.Thread(target=self._loop, name="data-server", daemon=True)
+        self._warned: set[str] = set()
+        server = self
+
+        class Handler(socketserver.BaseRequestHandler):
+            def handle(self) -> None:
+                self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                try:
+                    while server.answer(self.request, self.client_address[0]):
+                        pass
+                except (ConnectionError, OSError):
+                    pass   # the consumer went away
+
+        class Server(socketserver.ThreadingTCPServer):
+            daemon_threads = True
+            allow_reuse_address = True
+
+        self._server = Server((ip, port), Handler)
+        self.address = f"tcp://{ip}:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.2},
+                                        name="data-server", daemon=True)
         self._thread.start()
 
     def close(self) -> None:
-        self._stop = True
-        self._thread.join(timeout=2)
+        self._server.shutdown()
+        self._server.server_close()
 
-    def _loop(self) -> None:
+    def answer(self, sock: socket.socket, peer: str) -> bool:
+        """Read one request from `sock` and answer it; False when the consumer closed the connection."""
         try:
-            while not self._stop:
-                if self._sock.poll(5 if self._sending else 100):
-                    frames = self._sock.recv_multipart()
-                    if len(frames) == 3:
-                        self._answer(*frames)
-                self._sent()
-        finally:
-            self._sock.close()
-            for _, req in self._sending:
-                self._unref(req)
-
-    def _sent(self) -> None:
-        """Give back the reference held by every frame ZeroMQ has finished sending."""
-        still = []
-        for tracker, req in self._sending:
-            if tracker.done:
-                self._unref(req)
-            else:
-                still.append((tracker, req))
-        self._sending = still
-
-    def _unref(self, req: list) -> None:
-        if req[5]:
-            try:
-                self.store.clients.add(req[5], req[6], req[7], -1)
-            except SegmentError:
-                pass
-
-    def _answer(self, peer: bytes, header: bytes, mac: bytes) -> None:
+            size, mac_size = _REQUEST.unpack(_recv_exact(sock, _REQUEST.size))
+        except ConnectionError:
+            return False
+        if size > MAX_HEADER:
+            return False
+        header, mac = _recv_exact(sock, size), _recv_exact(sock, mac_size)
         if self.secret is not None and not cluster_secret.verify(self.secret, mac, header):
             self.refused += 1
             if peer not in self._warned and len(self._warned) < 1000:
                 self._warned.add(peer)
-                log.warning("data server %s refused a peer: its cluster secret %s", self.address,
+                log.warning("data server %s refused %s: its cluster secret %s", self.address, peer,
                             "is missing" if not mac else "does not match")
-            self._sock.send_multipart([peer, header[:16], b"refused", b"the cluster secret does not match"])
-            return
+            self._reply(sock, REFUSED, b"the cluster secret does not match")
+            return True
         try:
-            req = _decode_header.decode(header)
-            rid, op, seg, offset, nbytes, refs, slot, gen, delta = req
+            _, op, seg, offset, nbytes, refs, slot, gen, delta = _decode(header)
         except (msgspec.DecodeError, ValueError, TypeError):
-            return
-        reply_id = rid.to_bytes(8, "big")
+            return False
         try:
             if refs and refs != self.store.table.name:
                 raise SegmentError(f"{refs} is not this producer's reference table")
             if op == "get":
-                data = self._bytes(seg, offset, nbytes)
-                if refs:
-                    self.store.clients.add(refs, slot, gen, 1)   # held until the frame is sent
-                tracker = self._sock.send_multipart([peer, reply_id, b"ok", data], copy=False, track=True)
-                self._sending.append((tracker, req))
-                self.served += 1
-                return
+                self._send_tensor(sock, seg, offset, nbytes, refs, slot, gen)
+                return True
             if op == "add":
                 result = self.store.clients.add(refs, slot, gen, delta) if refs else -1
             elif op == "check":
@@ -190,105 +199,112 @@ class DataServer:
                 result = 0
             else:
                 raise SegmentError(f"unknown data-plane request {op!r}")
-            self._sock.send_multipart([peer, reply_id, b"ok", str(result).encode()])
+            self._reply(sock, OK, str(result).encode())
         except SegmentError as e:
-            self._sock.send_multipart([peer, reply_id, b"error", f"{type(e).__name__}: {e}".encode()])
+            self._reply(sock, ERROR, f"{type(e).__name__}: {e}".encode())
+        return True
 
-    def _bytes(self, seg: str, offset: int, nbytes: int) -> Any:
+    def _reply(self, sock: socket.socket, status: int, body: bytes) -> None:
+        sock.sendall(_REPLY.pack(status, len(body)) + body)
+
+    def _send_tensor(self, sock: socket.socket, seg: str, offset: int, nbytes: int, refs: str, slot: int,
+                     gen: int) -> None:
+        if refs:
+            self.store.clients.add(refs, slot, gen, 1)   # held while the bytes are sent: not freed under us
+        try:
+            data = self._bytes(seg, offset, nbytes)
+            sock.sendall(_REPLY.pack(OK, nbytes))
+            sock.sendall(data)
+            self.served += 1
+        finally:
+            if refs:
+                try:
+                    self.store.clients.add(refs, slot, gen, -1)
+                except SegmentError:
+                    pass
+
+    def _bytes(self, seg: str, offset: int, nbytes: int) -> memoryview:
         """A view (no copy) of bytes this producer published: its arena's, or one of its spill segments'."""
         arena = self.store.arena
         if seg == arena.name:
             if arena.pe >= 0:
                 raise SegmentError("a GPU arena is not served over TCP")
-            return arena.view(offset, torch.uint8, (nbytes,)).numpy()
+            return _bytes_of(arena.view(offset, torch.uint8, (nbytes,)))
         if not seg.startswith(self.store.prefix):
             raise SegmentError(f"segment {seg} is not this producer's")
         mm = self.store.peers.get(seg)
         if offset < 0 or offset + nbytes > len(mm):
             raise SegmentError(f"[{offset}, +{nbytes}) does not fit segment {seg}")
-        return np.frombuffer(mm, dtype=np.uint8, count=nbytes, offset=offset)
+        return memoryview(mm)[offset:offset + nbytes]
 
 
 class RemotePeers:
-    """A consumer's connections to producers' data servers (one DEALER per producer, any thread)."""
+    """A consumer's connections to producers' data servers (one per producer, used by one thread at a time)."""
 
     def __init__(self, secret: bytes | None = None, timeout_s: float = REQUEST_TIMEOUT_S) -> None:
         self.secret, self.timeout_s = secret, timeout_s
-        self._socks: dict[str, tuple[zmq.Socket, threading.Lock]] = {}
+        self._conns: dict[str, tuple[socket.socket, threading.Lock]] = {}
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
 
-    def _socket(self, addr: str) -> tuple[zmq.Socket, threading.Lock]:
+    def _conn(self, addr: str) -> tuple[socket.socket, threading.Lock]:
         with self._lock:
-            hit = self._socks.get(addr)
-            if hit is None:
-                if not addr.startswith("tcp://"):
-                    raise SegmentError(f"bad data address {addr!r}")
-                sock = zmq.Context.instance().socket(zmq.DEALER)
-                sock.setsockopt(zmq.LINGER, 0)
-                sock.setsockopt(zmq.IMMEDIATE, 1)           # no queueing for a producer that is not there
-                sock.setsockopt(zmq.SNDTIMEO, int(self.timeout_s * 1000))
-                sock.connect(addr)
-                hit = self._socks[addr] = (sock, threading.Lock())
+            hit = self._conns.get(addr)
+        if hit is not None:
             return hit
+        if not addr.startswith("tcp://"):
+            raise SegmentError(f"bad data address {addr!r}")
+        host, port = addr[len("tcp://"):].rsplit(":", 1)
+        sock = socket.create_connection((host.strip("[]"), int(port)), timeout=self.timeout_s)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        with self._lock:
+            hit = self._conns.setdefault(addr, (sock, threading.Lock()))
+        if hit[0] is not sock:
+            sock.close()
+        return hit
 
     def _drop(self, addr: str) -> None:
         with self._lock:
-            hit = self._socks.pop(addr, None)
+            hit = self._conns.pop(addr, None)
         if hit is not None:
-            hit[0].close(linger=0)
+            hit[0].close()
 
-    def _request(self, meta: Any, op: str, delta: int = 0) -> list[zmq.Frame]:
-        rid = next(self._ids)
-        header = _header.encode([rid, op, meta.segment, meta.offset, meta.nbytes, meta.refs, meta.slot,
-                                 meta.generation, delta])
+    def _request(self, meta: Any, op: str, delta: int = 0, into: torch.Tensor | None = None) -> bytes:
+        """Send one request and read its reply; a `get` reply's bytes land in `into`."""
+        header = _encode([next(self._ids), op, meta.segment, meta.offset, meta.nbytes, meta.refs, meta.slot,
+                          meta.generation, delta])
         mac = cluster_secret.proof(self.secret, header) if self.secret is not None else b""
-        sock, lock = self._socket(meta.addr)
-        with lock:
-            try:
-                sock.send_multipart([header, mac])
-            except zmq.Again:
-                self._drop(meta.addr)
-                raise SegmentError(f"the producer {meta.owner} at {meta.addr} is unreachable") from None
-            end = time.monotonic() + self.timeout_s
-            while True:
-                left = end - time.monotonic()
-                if left <= 0 or not sock.poll(left * 1000):
-                    self._drop(meta.addr)   # a late answer must not be read as the next request's
-                    raise SegmentError(f"the producer {meta.owner} at {meta.addr} did not answer in "
-                                       f"{self.timeout_s:g}s (lost?)")
-                frames = sock.recv_multipart(copy=False)
-                if len(frames) == 3 and frames[1].bytes == b"refused":
-                    raise RemoteRefused(f"the producer {meta.owner} at {meta.addr} refused this process: "
-                                        f"{frames[2].bytes.decode(errors='replace')}")
-                if len(frames) == 3 and int.from_bytes(frames[0].bytes, "big") == rid:
-                    break
-        if frames[1].bytes != b"ok":
-            text = frames[2].bytes.decode(errors="replace")
-            if text.startswith("StaleHandle"):
-                from cluster.dataplane.refcounts import StaleHandle
-                raise StaleHandle(f"{meta.owner} at {meta.addr}: {text}")
-            raise SegmentError(f"{meta.owner} at {meta.addr}: {text}")
-        return frames
+        try:
+            sock, lock = self._conn(meta.addr)
+            with lock:
+                sock.sendall(_REQUEST.pack(len(header), len(mac)) + header + mac)
+                status, size = _REPLY.unpack(_recv_exact(sock, _REPLY.size))
+                if status == OK and into is not None:
+                    if size != meta.nbytes:
+                        raise ConnectionError(f"sent {size} bytes, not {meta.nbytes}")
+                    _recv_into(sock, _bytes_of(into))
+                    return b""
+                body = _recv_exact(sock, size)
+        except (OSError, ConnectionError) as e:   # timeouts too: a late answer must not be read as the next
+            self._drop(meta.addr)
+            raise SegmentError(f"the producer {meta.owner} at {meta.addr} is unreachable or lost: {e}") from None
+        if status == REFUSED:
+            raise RemoteRefused(f"the producer {meta.owner} at {meta.addr} refused this process: {body.decode()}")
+        if status != OK:
+            text = body.decode(errors="replace")
+            raise (StaleHandle if text.startswith("StaleHandle") else SegmentError)(f"{meta.owner} at {meta.addr}: {text}")
+        return body
 
-    def pull(self, meta: Any, dtype: torch.dtype, shape: tuple[int, ...]) -> torch.Tensor:
-        """The tensor `meta` names, received into a frame that becomes its storage (no copy)."""
-        frame = self._request(meta, "get")[2]
-        if len(frame) != meta.nbytes:
-            raise SegmentError(f"{meta.owner} at {meta.addr} sent {len(frame)} bytes, not {meta.nbytes}")
-        if meta.nbytes < SMALL:
-            flat = torch.tensor(bytearray(frame.bytes), dtype=torch.uint8) if meta.nbytes else \
-                torch.empty(0, dtype=torch.uint8)
-        else:
-            flat = torch.frombuffer(frame.buffer, dtype=torch.uint8)
-        return flat.view(dtype).view(shape)
+    def pull(self, meta: Any, out: torch.Tensor) -> None:
+        """Receive the tensor `meta` names into `out` (contiguous, CPU, `meta.nbytes` bytes)."""
+        self._request(meta, "get", into=out)
 
     def add(self, meta: Any, delta: int) -> int:
-        return int(self._request(meta, "add", delta)[2].bytes)
+        return int(self._request(meta, "add", delta))
 
     def check(self, meta: Any) -> None:
         self._request(meta, "check")
 
     def close(self) -> None:
-        for addr in list(self._socks):
+        for addr in list(self._conns):
             self._drop(addr)

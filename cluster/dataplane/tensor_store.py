@@ -179,42 +179,45 @@ class TensorStore:
         shape = tuple(handle.shape)
         if _nbytes(dtype, shape) != handle.nbytes:
             raise SegmentError(f"handle {handle} is inconsistent")
-        peer = self._remote_for(handle)
-        if peer is not None:
-            # the received frame is the tensor's storage; the server held a reference while sending
-            t0 = time.perf_counter()
-            out = peer.pull(handle, dtype, shape)
-            took = time.perf_counter() - t0
-            self.stats.pulled += 1
-            self.stats.tcp_pulls += 1
-            self.stats.tcp_bytes += handle.nbytes
-            self.stats.tcp_s += took
-            self.stats.pull_bytes += handle.nbytes
-            self.stats.pull_s += took
-            return out
-        self.check(handle)
-        t0 = time.perf_counter()
         block = self._alloc(handle.nbytes)
-        if block is not None:
+        if block is not None and not (self.arena.device.type != "cpu" and self._remote_for(handle)):
             scope.blocks.append(block)
             out = self.arena.view(block.offset, dtype, shape)
+        else:   # the arena is full; or a GPU arena, and the bytes come from a socket (the scope moves them)
+            if block is not None:
+                self.arena.free(block)
+            out = torch.empty(shape, dtype=dtype, device=self.arena.device if handle.pe >= 0 else "cpu")
+            self.stats.spilled_in += block is None
+        self.pull_into(handle, out)
+        return out
+
+    def pull_into(self, handle: TensorHandle, out: torch.Tensor) -> None:
+        """Copy the tensor `handle` names into `out` (contiguous, of its size): from the producer's segment
+        on this host, or over its data socket (cluster.dataplane.remote.over_tcp)."""
+        t0 = time.perf_counter()
+        peer = self._remote_for(handle)
+        if peer is not None:
+            # straight into `out`; the server checked the generation and held a reference while sending,
+            # so the bytes are the live tensor's
+            peer.pull(handle, out)
+            self.stats.tcp_pulls += 1
+            self.stats.tcp_bytes += handle.nbytes
+            self.stats.tcp_s += time.perf_counter() - t0
         else:
-            out = torch.empty(shape, dtype=dtype, device=self.arena.device)
-            self.stats.spilled_in += 1
-        if handle.pe >= 0:
-            self.arena.pull(handle, out)
-        else:
-            copy_from_segment(self.peers, handle.segment, handle.offset, handle.nbytes, out)
-            if SPILL_TAG in handle.segment:
-                self.peers.drop(handle.segment)  # a one-off segment: keeping its map would pin its memory
-        # If the producer freed the block while we copied, the generation moved: fail, not garbage.
-        self.check(handle)
+            self.check(handle)
+            if handle.pe >= 0:
+                self.arena.pull(handle, out)
+            else:
+                copy_from_segment(self.peers, handle.segment, handle.offset, handle.nbytes, out)
+                if SPILL_TAG in handle.segment:
+                    self.peers.drop(handle.segment)  # a one-off segment: keeping its map would pin its memory
+            # If the producer freed the block while we copied, the generation moved: fail, not garbage.
+            self.check(handle)
+            if handle.owner != self.owner:
+                self.stats.shm_pulls += 1
         self.stats.pulled += 1
-        if handle.owner != self.owner:
-            self.stats.shm_pulls += 1
         self.stats.pull_bytes += handle.nbytes
         self.stats.pull_s += time.perf_counter() - t0
-        return out
 
     def check(self, handle: TensorHandle) -> None:
         """Raise `StaleHandle` (a SegmentError) when `handle`'s tensor was freed."""
