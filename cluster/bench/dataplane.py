@@ -130,15 +130,19 @@ def bench_tcp_transfer(nbytes: int = 64 * MiB, repeats: int = 9) -> dict:
 
 
 def bench_dispatch_tcp(calls: int = 300) -> dict:
-    """Dispatch overhead with a small tensor in and out when every tensor moves over TCP."""
+    """Dispatch overhead with a small tensor in and out when every tensor moves over TCP, and through
+    shared memory in the same run (the head on tcp loopback both times)."""
     from cluster.bench.dispatch import bench_dispatch
     from cluster.dataplane import remote
     before = remote.mode()
-    remote.set_mode("tcp")
     try:
-        return bench_dispatch(calls, "tcp", tensor=True)
+        remote.set_mode("tcp")
+        tcp = bench_dispatch(calls, "tcp", tensor=True)
+        remote.set_mode("shm")
+        shm = bench_dispatch(calls, "tcp", tensor=True)
     finally:
         remote.set_mode(before)
+    return {**tcp, "shm_overhead_median_ms": shm["overhead_median_ms"], "shm_overhead_p99_ms": shm["overhead_p99_ms"]}
 
 
 def memcpy_bandwidth(nbytes: int, repeats: int) -> float:
@@ -263,7 +267,8 @@ def main(argv: list[str] | None = None) -> int:
               f"[{'PASS' if tcp['pass'] else 'FAIL'} >= 70%]")
         print(f"dispatch with every tensor over TCP, {dispatch['calls']} no-op calls with a 256-byte tensor: "
               f"overhead median {dispatch['overhead_median_ms']:.3f} ms, p99 {dispatch['overhead_p99_ms']:.3f} ms "
-              f"(latency median {dispatch['latency_median_ms']:.3f} ms)")
+              f"(latency median {dispatch['latency_median_ms']:.3f} ms); through shared memory in the same run: "
+              f"median {dispatch['shm_overhead_median_ms']:.3f} ms, p99 {dispatch['shm_overhead_p99_ms']:.3f} ms")
         q = prefix
         print(f"prefix loading: L={q['layers']} layers of {q['layer_MiB']:.1f} MiB, host->device at "
               f"{q['bandwidth_MBps']:.0f} MB/s, T_load={q['t_load_ms']:.1f} ms, T_comp={q['t_comp_ms']:.1f} ms, "
