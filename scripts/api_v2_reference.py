@@ -1,7 +1,9 @@
 """Run the Comfy API v2 client tests (tests/tenancy/test_api_v2_sdk.py, the official comfy-sdk) against
 the reference: comfy-api-proxy in front of real ComfyUI, with the test nodes of
 tests/tenancy/reference/v2_reference_nodes.py loaded as a custom node. Records each test's outcome (and
-the first line of a failure) as JSON, so docs/api-v2.md can say where the reference and we differ.
+the first line of a failure) as JSON, so docs/api-v2.md can say where the reference and we differ, and
+the answers of the HTTP probes of tests/tenancy/api_v2_probes.py (beside it, *_probes.json), which
+tests/tenancy/test_api_v2_matches_reference.py compares with ours.
 
     python scripts/api_v2_reference.py --comfyui-src /tmp/realcomfy/src \\
         --comfyui-python /tmp/realcomfy/venv/bin/python --comfyui-pythonpath /tmp/realcomfy/site \\
@@ -12,6 +14,7 @@ Nothing of ComfyUI or the proxy is copied; both run from where they are installe
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import shutil
@@ -96,6 +99,7 @@ def main() -> None:
         subprocess.run([sys.executable, "-m", "pytest", "-q", SUITE, "-p", "no:cacheprovider", f"--junitxml={junit}"],
                        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT),
                                       "COMFY_V2_REFERENCE_URL": f"http://127.0.0.1:{proxy_port}"})
+        probes = asyncio.run(reference_probes(f"http://127.0.0.1:{proxy_port}"))
         record = {
             "suite": SUITE,
             "reference": {"comfy-api-proxy": proxy_version(args.proxy), "comfyui_commit": args.comfyui_commit},
@@ -109,7 +113,18 @@ def main() -> None:
                 proc.wait(30)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(record, indent=1) + "\n")
+    probes_out = args.out.with_name(args.out.stem + "_probes.json")
+    probes_out.write_text(json.dumps({"reference": record["reference"], "probes": probes}, indent=1) + "\n")
     print(json.dumps(record, indent=1))
+    print(json.dumps(probes, indent=1))
+
+
+async def reference_probes(base: str) -> dict:
+    sys.path.insert(0, str(ROOT / "tests" / "tenancy"))
+    import aiohttp
+    from api_v2_probes import run_probes
+    async with aiohttp.ClientSession(base_url=base) as session:
+        return await run_probes(session)
 
 
 def proxy_version(executable: str) -> str:
