@@ -28,49 +28,59 @@ def seeded(rank: int, shape: tuple[int, ...], device: str):
     return torch.randn(shape, generator=torch.Generator(device).manual_seed(1000 + rank), device=device)
 
 
+def exchange(rank: int, n: int, device: str, uid_q, inboxes, big: int = BIG, stream=None) -> tuple[bool, str]:
+    """One PE's part: join the team (PE 0 makes its id), publish, pull the next PE's tensors, compare, leave.
+    `device`: "cuda:N" (or "cpu" against tests/dataplane/fake_nvshmem.py); `stream`: the arena's."""
+    import torch
+
+    from cluster.dataplane.arena import NvshmemArena
+    from cluster.dataplane.nvshmem_team import join, leave, new_unique_id
+    from cluster.dataplane.tensor_store import TensorHandle, TensorStore
+    import nvshmem.core as nvshmem
+    index = torch.device(device).index or 0
+    if device.startswith("cuda"):
+        torch.cuda.set_device(index)
+    if rank == 0:
+        uid = new_unique_id()
+        for _ in range(n - 1):
+            uid_q.put(uid)
+    else:
+        uid = uid_q.get(timeout=TIMEOUT_S)
+    join(uid, rank, n, index)
+    arena = NvshmemArena(4 * big, stream=stream)   # collective: same size, same order on every PE
+    owner = f"p{rank}{uuid.uuid4().hex[:6]}"
+    store = TensorStore(arena, owner, f"cc-{owner}-")
+    small = store.publish(seeded(rank, SHAPE, device))
+    large = store.publish(torch.full((big // 4,), float(rank), device=device))
+    other = (rank + 1) % n
+    for peer in range(n):
+        if peer != rank:
+            inboxes[peer].put((rank, asdict(small), asdict(large)))
+    got = {}
+    while other not in got:
+        sender, got_small, got_large = inboxes[rank].get(timeout=TIMEOUT_S)
+        got[sender] = (got_small, got_large)
+    got_small, got_large = got[other]
+    with store.scope() as scope:
+        pulled = scope.fetch(TensorHandle(**{**got_small, "shape": tuple(got_small["shape"])}))
+        ok = bool(torch.equal(pulled, seeded(other, SHAPE, device)))
+        t0 = time.perf_counter()
+        pulled_large = scope.fetch(TensorHandle(**{**got_large, "shape": tuple(got_large["shape"])}))
+        seconds = time.perf_counter() - t0
+        ok = ok and bool(torch.all(pulled_large == float(other)))
+    nvshmem.barrier_all(arena.rma_stream)       # every pull done before any arena is freed
+    arena.stream.synchronize()
+    store.close()
+    arena.close()
+    leave()
+    return ok, (f"PE {rank} on {device}: pulled PE {other}'s tensors, {'equal' if ok else 'DIFFERENT'}; "
+                f"{big / 2**20:.0f} MiB in {seconds * 1e3:.2f} ms ({big / seconds / 1e9:.1f} GB/s)")
+
+
 def member(rank: int, devices: list[int], uid_q, inboxes, results) -> None:
     try:
-        import torch
-
-        from cluster.dataplane.arena import NvshmemArena
-        from cluster.dataplane.nvshmem_team import join, leave, new_unique_id
-        from cluster.dataplane.tensor_store import TensorHandle, TensorStore
-        import nvshmem.core as nvshmem
-        n, device = len(devices), devices[rank]
-        torch.cuda.set_device(device)
-        if rank == 0:
-            uid = new_unique_id()
-            for _ in range(n - 1):
-                uid_q.put(uid)
-        else:
-            uid = uid_q.get(timeout=TIMEOUT_S)
-        join(uid, rank, n, device)
-        arena = NvshmemArena(4 * BIG)           # collective: same size, same order on every PE
-        owner = f"p{rank}{uuid.uuid4().hex[:6]}"
-        store = TensorStore(arena, owner, f"cc-{owner}-")
-        dev = f"cuda:{device}"
-        small = store.publish(seeded(rank, SHAPE, dev))
-        big = store.publish(torch.full((BIG // 4,), float(rank), device=dev))
-        other = (rank + 1) % n
-        for peer in range(n):
-            if peer != rank:
-                inboxes[peer].put((asdict(small), asdict(big)))
-        got_small, got_big = inboxes[rank].get(timeout=TIMEOUT_S)
-        with store.scope() as scope:
-            pulled = scope.fetch(TensorHandle(**{**got_small, "shape": tuple(got_small["shape"])}))
-            ok = bool(torch.equal(pulled, seeded(other, SHAPE, dev)))
-            t0 = time.perf_counter()
-            pulled_big = scope.fetch(TensorHandle(**{**got_big, "shape": tuple(got_big["shape"])}))
-            seconds = time.perf_counter() - t0
-            ok = ok and bool(torch.all(pulled_big == float(other)))
-        nvshmem.barrier_all(arena.rma_stream)       # every pull done before any arena is freed
-        arena.stream.synchronize()
-        store.close()
-        arena.close()
-        leave()
-        results.put((rank, ok, f"PE {rank} on cuda:{device}: pulled PE {other}'s tensors, "
-                               f"{'equal' if ok else 'DIFFERENT'}; {BIG >> 20} MiB in {seconds * 1e3:.2f} ms "
-                               f"({BIG / seconds / 1e9:.1f} GB/s)"))
+        ok, text = exchange(rank, len(devices), f"cuda:{devices[rank]}", uid_q, inboxes)
+        results.put((rank, ok, text))
     except BaseException:
         results.put((rank, False, f"PE {rank} failed:\n{traceback.format_exc()}"))
 

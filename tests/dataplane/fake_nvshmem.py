@@ -12,7 +12,8 @@ What it enforces, from nvshmem4py 0.4.1's nvshmem/core/rma.py, interop/torch.py 
   allocates under `team.as_pe(pe)`);
 - the unique id is a `bindings.uniqueid` struct (128 bytes of `bindings.uniqueid_dtype`) at `.ptr`;
   `get_unique_id(empty=True)` is zeroed; `init` takes device, uid, rank, nranks, initializer_method="uid".
-Transfers are queued on the stream and land when the stream is synchronised, as the host sees a real one.
+Transfers and barriers are queued on the stream and happen when the stream is synchronised, as the host
+sees a real one; PEs may run as threads of one process (`as_pe` is per thread).
 """
 from __future__ import annotations
 
@@ -89,6 +90,7 @@ class Team:
         self.heaps: dict[int, list[torch.Tensor]] = {pe: [] for pe in range(n)}
         self._local = threading.local()
         self.gets: list[tuple[int, int, int]] = []   # (calling PE, remote PE, bytes)
+        self._barrier = threading.Barrier(n)          # PEs running as threads meet here
         self.inits: list[dict] = []                   # init's arguments, the id as bytes
         self.finalized = 0
 
@@ -181,13 +183,20 @@ class Team:
             raise NotImplementedError
         stream.__cuda_stream__()
 
+    def barrier_all(self, stream: Any = None) -> None:
+        """On the stream, as nvshmem4py's: the host goes on, the stream waits for every PE's barrier."""
+        if stream is None:
+            raise NvshmemInvalid("Stream may not be None for barrier_all")
+        stream.__cuda_stream__()
+        stream.queue.append(lambda: self._barrier.wait(timeout=30))
+
     # -- installing -----------------------------------------------------------------------------
 
     def install(self, monkeypatch: Any) -> None:
         """Put `nvshmem.core` and `cuda.core` (with Buffer) into sys.modules for the test's duration."""
         core = types.ModuleType("nvshmem.core")
         for name in ("my_pe", "n_pes", "tensor", "tensor_get_buffer", "free_tensor", "get", "quiet",
-                     "get_unique_id", "init", "finalize"):
+                     "get_unique_id", "init", "finalize", "barrier_all"):
             setattr(core, name, getattr(self, name))
         core.get_nbi = self.get
         core.NvshmemInvalid = NvshmemInvalid

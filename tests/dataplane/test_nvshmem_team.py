@@ -99,3 +99,32 @@ def test_a_plane_re_forms_its_team_and_handles_of_the_old_team_are_stale(nvshmem
         p["e0"].reform(None)                      # back to shared memory
         assert isinstance(p["e0"].arena, ShmArena) and team.finalized == 3
         p["e0"].close()
+
+
+def test_the_gpu_checks_two_pe_exchange_runs_its_protocol_against_the_stand_in(nvshmem_team, fake_nvshmem):
+    # scripts/gpu_nvshmem_pair.py's per-PE steps, the two PEs as threads of one process on the CPU
+    import importlib.util
+    import queue
+    import threading
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[2] / "scripts" / "gpu_nvshmem_pair.py"
+    spec = importlib.util.spec_from_file_location("cc_gpu_nvshmem_pair", path)
+    pair = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(pair)
+    team = nvshmem_team(2)
+    uid_q, inboxes, results = queue.Queue(), [queue.Queue(), queue.Queue()], {}
+
+    def run(rank: int) -> None:
+        with team.as_pe(rank):
+            results[rank] = pair.exchange(rank, 2, "cpu", uid_q, inboxes, big=1 << 20,
+                                          stream=fake_nvshmem.FakeStream())
+
+    threads = [threading.Thread(target=run, args=(r,)) for r in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert [results[r][0] for r in range(2)] == [True, True], results
+    # both tensors came through the symmetric heaps (none spilled to host memory)
+    assert sorted((me, peer) for me, peer, _ in team.gets) == [(0, 1), (0, 1), (1, 0), (1, 0)]
+    assert team.finalized == 2 and team.heaps == {0: [], 1: []}
