@@ -201,8 +201,10 @@ def add_routes(app: web.Application, server: Any, service: "V2Service") -> None:
         if streams.get(tenant, 0) >= MAX_STREAMS_PER_TENANT:
             return error(429, "too_many_streams", "Too many open event streams; poll GET /api/v2/jobs/{id} or "
                                                   "close one.", retry_after=5)
-        response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
-                                               "X-Accel-Buffering": "no"})
+        headers = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+        if request.method == "HEAD":   # the stream's headers, without holding the connection open
+            return web.Response(headers=headers)
+        response = web.StreamResponse(headers=headers)
         await response.prepare(request)
         streams[tenant] = streams.get(tenant, 0) + 1
         queue = service.hub.subscribe(job_id)   # before the snapshot: no transition falls in between

@@ -89,8 +89,7 @@ class V2Service:
             running, pending = self.queue.get_current_queue()
             if any(item[1] == job_id for item in running):
                 live = self.hub.progress(job_id)
-                return {"status": "canceling" if job["cancel_requested"] else "running",
-                        "started": job["started"] or time.time(),
+                return {"status": "canceling" if job["cancel_requested"] else "running", "started": job["started"],
                         "progress": live.snapshot() if live is not None else None}
             for index, item in enumerate(pending):
                 if item[1] == job_id:
@@ -158,6 +157,7 @@ class V2Service:
                     progress_mod.interrupt(prompt_id=job_id)
                     self.hub.publish(job_id, "status", {"status": "canceling", "queue_position": None})
             if removed and self.store.finish(job_id, "canceled", time.time(), None, None):
+                self.hub.forget(job_id)
                 self.hub.publish(job_id, "status", {"status": "canceled", "queue_position": None})
         return self.job_view(tenant, job_id, base)
 
@@ -232,6 +232,10 @@ class V2Service:
                 return None
         self.record_outputs(job, entry.get("outputs") or {})
         state = terminal_state(entry)
+        if state["status"] == "canceled" and not job["cancel_requested"]:
+            # Interrupted, but not by a v2 cancel (the server stopping, /interrupt): it did not finish.
+            state.update(status="failed", error={"code": "interrupted", "message": "The job was interrupted "
+                         "before it finished.", "node_id": None, "class_type": None, "traceback": None})
         if not self.store.finish(job_id, state["status"], state["completed"] or time.time(), state["started"],
                                  state["error"]):
             return None

@@ -202,3 +202,26 @@ async def test_jobs_expire_at_their_deadline(hosted):
     assert await asyncio.to_thread(service.purge) == 1   # the sweep forgets the job and its output records
     assert service.store.job_by_id(job["id"]) is None and service.store.job_assets(job["id"]) == []
     assert (hosted.server.workspace.root / "output" / "tenants" / "alice" / "brief_8.png").is_file()   # v1's file
+
+
+async def test_an_interrupt_that_is_no_cancel_fails_the_job(hosted):
+    """Interrupted by /interrupt (or a server stopping), not by its cancel route: `failed`, code
+    `interrupted`; the cancel route's interrupt is `canceled`."""
+    auth = hosted.add("alice")
+    c = hosted.client
+    ids = []
+    for _ in range(2):
+        job = await (await c.post("/api/v2/jobs", json={"workflow": tenant_nodes.prompt(1, slow=30.0)},
+                                  headers=auth)).json()
+        ids.append(job["id"])
+    for job_id, stop in zip(ids, ("interrupt", "cancel")):
+        while (await (await c.get(f"/api/v2/jobs/{job_id}", headers=auth)).json())["status"] != "running":
+            await asyncio.sleep(0.05)
+        if stop == "interrupt":
+            assert (await c.post("/interrupt", json={}, headers=auth)).status == 200
+        else:
+            assert (await (await c.post(f"/api/v2/jobs/{job_id}/cancel", headers=auth)).json())["status"] == \
+                "canceling"
+    interrupted, canceled = [await wait_job(c, auth, job_id) for job_id in ids]
+    assert interrupted["status"] == "failed" and interrupted["error"]["code"] == "interrupted"
+    assert canceled["status"] == "canceled" and canceled["error"] is None
