@@ -106,10 +106,6 @@ def _serve(args: argparse.Namespace) -> int:
     ws = open_workspace(args)
     for line in describe_workspace(ws):
         log.info("%s", line)
-    ensure_demo_models(ws)
-    from cluster.dataplane import remote
-    if args.data_plane:
-        remote.set_mode(args.data_plane)   # this process's pulls, and its local executors' (environment)
     secret = None
     if args.head_address:
         refusal = head_address_refusal(args, ws)
@@ -118,6 +114,10 @@ def _serve(args: argparse.Namespace) -> int:
             return 2
         from cluster.secret import ensure_secret
         secret = ensure_secret(ws.root)
+    ensure_demo_models(ws)
+    from cluster.dataplane import remote
+    if args.data_plane:
+        remote.set_mode(args.data_plane)   # this process's pulls, and its local executors' (environment)
     from cluster.reclaim import reclaim_dead
     reclaim_dead()   # the segments and sockets of servers and executors that were killed
     cluster = start_cluster_in_background(args, secret)
