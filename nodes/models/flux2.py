@@ -8,6 +8,8 @@ stacked text-encoder states as context (left-padded with zeros to 512 tokens, as
 """
 from __future__ import annotations
 
+import functools
+import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -146,12 +148,42 @@ class Flux2DiffusionModel(DiffusionModel):
         if module.config.guidance_embeds and not cond.get("guidance_disabled"):
             g = cond.get("guidance")
             guidance = _per_batch(DEFAULT_GUIDANCE if g is None else g, b, device)
-        out = module(hidden_states=tokens, encoder_hidden_states=context,
-                     timestep=_per_batch(timestep, b, device),     # sigma; the module scales it by 1000
-                     img_ids=ids, txt_ids=text_ids(context.shape[1], device),
-                     guidance=guidance, return_dict=False)[0]
+        sigma = _per_batch(timestep, b, device)
+        _exact.values = (sigma * 1000, None if guidance is None else guidance * 1000)
+        try:
+            out = module(hidden_states=tokens, encoder_hidden_states=context,
+                         timestep=sigma,     # the module scales it by 1000 (in its own dtype: see exact_time_embedding)
+                         img_ids=ids, txt_ids=text_ids(context.shape[1], device),
+                         guidance=guidance, return_dict=False)[0]
+        finally:
+            _exact.values = None
         return out[:, :h * w].transpose(1, 2).reshape(b, -1, h, w).float()
 
+
+
+_exact = threading.local()
+
+
+def _time_guidance_embedding(embed: torch.nn.Module, timestep: torch.Tensor, guidance: torch.Tensor | None
+                             ) -> torch.Tensor:
+    """diffusers' Flux2TimestepGuidanceEmbeddings.forward in ComfyUI's precision: the sinusoids of sigma x 1000
+    and guidance x 1000 computed in float32 from this thread's exact values, then cast to the weights' dtype.
+    (diffusers first casts sigma and sigma x 1000 to the weights' dtype: in bfloat16 the last sigma of Klein's
+    4-step schedule embeds as 764, not 767.2.) Float32 weights give diffusers' result bit for bit."""
+    exact = getattr(_exact, "values", None)
+    if exact is not None:
+        timestep, guidance = exact[0], (exact[1] if guidance is not None else None)
+    dtype = embed.timestep_embedder.linear_1.weight.dtype
+    emb = embed.timestep_embedder(embed.time_proj(timestep).to(dtype))
+    if guidance is not None and embed.guidance_embedder is not None:
+        emb = emb + embed.guidance_embedder(embed.time_proj(guidance).to(dtype))
+    return emb
+
+
+def exact_time_embedding(module: Flux2Transformer2DModel) -> Flux2Transformer2DModel:
+    embed = module.time_guidance_embed
+    embed.forward = functools.partial(_time_guidance_embedding, embed)
+    return module
 
 
 def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) -> Flux2DiffusionModel:
@@ -164,6 +196,7 @@ def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) 
     except (KeyError, ValueError) as e:
         raise ModelLoadError(path, f"not a usable FLUX.2 transformer: {e}") from None
     dtype = sd["x_embedder.weight"].dtype
-    module = build_module(lambda: Flux2Transformer2DModel(**config), sd, path, "FLUX.2 transformer", dtype=dtype)
+    module = exact_time_embedding(build_module(lambda: Flux2Transformer2DModel(**config), sd, path,
+                                               "FLUX.2 transformer", dtype=dtype))
     return Flux2DiffusionModel(arch="flux2", module=module, latent_format=FLUX2_LATENT, sampling=dict(SAMPLING),
                                config=config, dtype=dtype)

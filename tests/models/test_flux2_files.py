@@ -214,3 +214,31 @@ def test_reference_latents_join_as_the_klein_pipeline_joins_its_image_latents(kl
     assert not torch.allclose(out, model.apply(x, sigma, {"context": context}))
     with pytest.raises(NotImplementedError, match="offset"):
         model.apply(x, sigma, {"context": context, "ref_latents": refs, "ref_latents_method": "offset"})
+
+
+def test_bfloat16_files_embed_sigma_in_float32_as_comfyui_does(tmp_path, transformer):
+    """Real FLUX.2 files are bfloat16 and run in it. ComfyUI computes the timestep's sinusoids from sigma x 1000 in
+    float32 and casts them to the weights' dtype; diffusers would first cast sigma and sigma x 1000 to it (the
+    last sigma of Klein's 4-step schedule at 1024x1024 embeds as 764 instead of 767.2).
+    The time embedding the blocks get is ComfyUI's."""
+    from diffusers.models.embeddings import get_timestep_embedding
+    path = tmp_path / "flux2-bf16.safetensors"
+    save_file({k: v.to(torch.bfloat16) for k, v in diffusers_to_bfl(transformer.state_dict()).items()}, str(path))
+    model = load_any_diffusion_model(_ref("diffusion_model", path))
+    assert model.dtype == torch.bfloat16
+    seen = []
+    handle = model.module.time_guidance_embed.register_forward_hook(lambda m, args, out: seen.append(out))
+    from nodes.library.flux2 import flux2_sigmas
+    sigma = flux2_sigmas(4, 1024, 1024)[3:4]
+    try:
+        model.apply(torch.randn(1, 128, 2, 2), sigma, {"context": torch.randn(1, 512, 48)})
+    finally:
+        handle.remove()
+    embed = model.module.time_guidance_embed
+    with torch.no_grad():
+        comfyui = embed.timestep_embedder(get_timestep_embedding(sigma * 1000, 256, flip_sin_to_cos=True,
+                                                                 downscale_freq_shift=0).to(torch.bfloat16))
+        cast_first = embed.timestep_embedder(get_timestep_embedding(sigma.to(torch.bfloat16) * 1000, 256,
+                                                                    flip_sin_to_cos=True,
+                                                                    downscale_freq_shift=0).to(torch.bfloat16))
+    assert torch.equal(seen[0], comfyui) and not torch.equal(seen[0], cast_first)
