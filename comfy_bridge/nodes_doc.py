@@ -13,6 +13,8 @@ from collections import defaultdict
 from pathlib import Path
 
 REFERENCE = Path(__file__).resolve().parents[1] / "tests" / "nodes" / "fixtures" / "comfyui_0_3_64_object_info.json"
+# Core classes ComfyUI added after 0.3.64 that are offered too (their interface as the newest ComfyUI declares it).
+NEWER = REFERENCE.with_name("comfyui_newer_object_info.json")
 
 VIDEO = "video models and video files are not implemented"
 AUDIO = "audio models are not implemented"
@@ -80,6 +82,10 @@ def render(ref: dict[str, dict], offered: set[str]) -> str:
         no = [n for n in names if n not in offered]
         why = REASONS.get(module, NOT_YET) if no else ""
         lines.append(f"| `{module}` | {', '.join(yes) or '—'} | {', '.join(no) or '—'} | {why} |")
+    newer = sorted(set(json.loads(NEWER.read_text())["classes"]) & offered, key=str.lower)
+    if newer:
+        lines += ["", f"Also offered, added to ComfyUI after 0.3.64: {', '.join(newer)} (each declares the "
+                      "newest ComfyUI's interface, tests/nodes/fixtures/comfyui_newer_object_info.json)."]
     return "\n".join(lines) + "\n"
 
 
