@@ -52,6 +52,7 @@ MODES = ("auto", "shm", "tcp")
 MODE_ENV = "COMFY_CLUSTER_DATA_PLANE"
 HOST_ENV = "COMFY_CLUSTER_HOST_ID"
 REQUEST_TIMEOUT_S = 30.0     # a producer that does not answer a pull by then is taken as lost
+CONNECT_TIMEOUT_S = 5.0
 MAX_HEADER = 4096
 OK, ERROR, REFUSED = 0, 1, 2
 _REQUEST = struct.Struct("!IB")
@@ -255,7 +256,9 @@ class RemotePeers:
         if not addr.startswith("tcp://"):
             raise SegmentError(f"bad data address {addr!r}")
         host, port = addr[len("tcp://"):].rsplit(":", 1)
-        sock = socket.create_connection((host.strip("[]"), int(port)), timeout=self.timeout_s)
+        # a host that is down answers nothing: give up on connecting sooner than on a long transfer
+        sock = socket.create_connection((host.strip("[]"), int(port)), timeout=min(CONNECT_TIMEOUT_S, self.timeout_s))
+        sock.settimeout(self.timeout_s)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         with self._lock:
             hit = self._conns.setdefault(addr, (sock, threading.Lock()))
