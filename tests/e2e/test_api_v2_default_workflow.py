@@ -48,5 +48,5 @@ def test_default_workflow_through_the_official_client(server, monkeypatch):
         assert streamed == [output.id] and output.type == "image" and output.content_type == "image/png"
         with Image.open(io.BytesIO(output.to_bytes())) as image:
             assert image.size == (64, 64)
-            assert len(image.convert("RGB").getcolors(4096) or range(4097)) > 16   # a generated picture, not a flat fill
+            assert len(image.convert("RGB").getcolors(64 * 64)) > 16   # a generated picture, not a flat fill
         assert done.get_workflow().graph["3"]["inputs"]["steps"] == 4
