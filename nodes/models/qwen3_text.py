@@ -26,12 +26,6 @@ def find_qwen3_prefix(keys: Iterable[str]) -> str | None:
     return find_prefix(keys, MARKER)
 
 
-def is_qwen3_state_dict(keys: Iterable[str]) -> bool:
-    keys = list(keys)
-    p = find_qwen3_prefix(keys)
-    return p is not None and f"{p}model.embed_tokens.weight" in keys
-
-
 def count_layers(keys: Iterable[str], prefix: str = "model.layers.") -> int:
     return len({k[len(prefix):].split(".", 1)[0] for k in keys if k.startswith(prefix)})
 
