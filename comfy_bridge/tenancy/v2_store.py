@@ -14,7 +14,6 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS v2_jobs (
@@ -171,9 +170,6 @@ class V2Store:
         else:
             self._exec("UPDATE v2_assets SET expires = MAX(expires, ?) WHERE id = ? AND expires IS NOT NULL",
                        (expires, asset_id))
-
-    def set_hash(self, asset_id: str, hash_: str) -> None:
-        self._exec("UPDATE v2_assets SET hash = ? WHERE id = ?", (hash_, asset_id))
 
     def delete_asset(self, asset_id: str) -> None:
         self._exec("DELETE FROM v2_assets WHERE id = ?", (asset_id,))

@@ -12,9 +12,8 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-comfy_sdk = pytest.importorskip("comfy_sdk", reason="comfy-sdk is in the test extras")
-from comfy_sdk import Comfy  # noqa: E402
-from comfy_sdk.events import OutputReady, Progress, StatusChange  # noqa: E402
+from comfy_sdk import Comfy
+from comfy_sdk.events import OutputReady, Progress, StatusChange
 
 REPO = Path(__file__).resolve().parents[2]
 

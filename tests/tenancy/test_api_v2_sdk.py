@@ -10,12 +10,9 @@ import os
 import pytest
 from PIL import Image
 
-import tenant_nodes
-
-comfy_sdk = pytest.importorskip("comfy_sdk", reason="comfy-sdk is in the test extras")
-from comfy_sdk import AsyncComfy, MissingAsset, NotFound  # noqa: E402
-from comfy_sdk.events import OutputReady, Preview, Progress, StatusChange  # noqa: E402
-from comfy_low import errors as low_errors  # noqa: E402
+from comfy_sdk import AsyncComfy, MissingAsset, NotFound
+from comfy_sdk.events import OutputReady, Preview, Progress, StatusChange
+from comfy_low import errors as low_errors
 
 
 def png_bytes(color: tuple[int, int, int]) -> bytes:
