@@ -18,7 +18,8 @@ sampling, latent format, samplers and nodes are ComfyUI's.
 Recorded: the token ids of prompts (template, escapes, embedding words, raw chat text, the pad token); the text
 encoder's conditioning (and with CLIPSetLastLayer -2); the transformer's raw output on seeded inputs (even and
 odd latent sizes, a batch of two timesteps); the whole model's denoised prediction and latent format; the
-model sampling; the VAE's decode and encode; and the shipped demo workflow (workflows_json/qwen_image.json) run
+model sampling; the VAE's decode and encode; the same on fp8 variants of the files in the layouts of ComfyUI's
+fp8 downloads (conditioning and a transformer output); and the shipped demo workflow (workflows_json/qwen_image.json) run
 node by node with ComfyUI's node classes: its latent's shape and its image (as SaveImage would write it).
 Tensors are float32 base64; the files' sha256 are stored so the test knows it has the same files.
 """
@@ -170,6 +171,43 @@ def record_vae(vae) -> dict:
             "decoded": b64(vae.decode(latent)), "encoded": b64(vae.encode(pixels))}
 
 
+FP8_FILES = {"transformer": "diffusion_models/qwen_image_tiny_fp8_e4m3fn.safetensors",
+             "text_encoder": "text_encoders/qwen_2.5_vl_7b_tiny_fp8_scaled.safetensors"}
+
+
+def fp8_variant(sd: dict, part: str) -> dict:
+    """The layouts of ComfyUI's fp8 downloads, made from a tiny file (tests/models/test_qwen_image.py makes
+    them alike): the transformer's linear weights cast to float8_e4m3fn; the text encoder's layer weights as
+    float8 with a float32 per-tensor scale (max |w| / 448) and a `scaled_fp8` marker."""
+    out = {}
+    for k, v in sd.items():
+        if part == "transformer" and v.dim() == 2:
+            out[k] = v.to(torch.float8_e4m3fn)
+        elif part == "text_encoder" and v.dim() == 2 and k.startswith("model.layers."):
+            scale = v.float().abs().max() / 448.0
+            out[k] = (v.float() / scale).to(torch.float8_e4m3fn)
+            out[k[:-len("weight")] + "scale_weight"] = scale.reshape(())
+        else:
+            out[k] = v
+    if part == "text_encoder":
+        out["scaled_fp8"] = torch.empty(0, dtype=torch.float8_e4m3fn)
+    return out
+
+
+def record_fp8(classes: dict) -> dict:
+    """ComfyUI's loaders on the fp8 variants: the plain prompt's conditioning, the first transformer case."""
+    from safetensors.torch import save_file
+    for part, rel in FP8_FILES.items():
+        save_file(fp8_variant(comfy.utils.load_torch_file(f"{MODELS}/{FILES[part]}"), part), f"{MODELS}/{rel}")
+    (patcher,) = run_node(classes["UNETLoader"], {"unet_name": FP8_FILES["transformer"].split("/")[1],
+                                                  "weight_dtype": "default"})
+    (clip,) = run_node(classes["CLIPLoader"], {"clip_name": FP8_FILES["text_encoder"].split("/")[1],
+                                               "type": "qwen_image"})
+    cond = clip.encode_from_tokens(clip.tokenize(PROMPTS["plain"]))
+    return {"files": FP8_FILES, "text": {"prompt": PROMPTS["plain"], "cond": b64(cond)},
+            "transformer": record_transformer(patcher)[0]}
+
+
 def node_classes() -> dict:
     import nodes
     from comfy_extras.nodes_model_advanced import ModelSamplingAuraFlow
@@ -228,7 +266,7 @@ def main() -> None:
                "files": {k: {"path": v, "sha256": sha256(paths[k])} for k, v in FILES.items()},
                "tokens": record_tokens(clip), "text": record_text(clip),
                "transformer": record_transformer(patcher), "denoised": record_denoised(patcher),
-               "vae": record_vae(vae), "workflow": record_workflow()}
+               "vae": record_vae(vae), "workflow": record_workflow(), "fp8": record_fp8(classes)}
     with open(OUT, "w") as f:
         json.dump(fixture, f)
 

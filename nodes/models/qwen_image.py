@@ -25,6 +25,7 @@ from nodes.models.detect import QWEN_IMAGE_MARKER
 from nodes.models.errors import ModelLoadError
 from nodes.models.flux import pack, unpack
 from nodes.models.flux_keys import count_blocks, find_prefix, strip_prefix
+from nodes.models.fp8 import dequantize_scaled_fp8
 from nodes.models.safetensors_io import build_module
 
 PATCH = 2
@@ -38,11 +39,12 @@ def is_qwen_image_state_dict(keys: Sequence[str]) -> bool:
 
 
 def to_diffusers_layout(state_dict: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """ComfyUI's Qwen-Image files use diffusers' names; only a `model.diffusion_model.` prefix may differ."""
+    """ComfyUI's Qwen-Image files use diffusers' names; only a `model.diffusion_model.` prefix may differ.
+    Scaled fp8 files are dequantized (plain fp8 ones are cast exactly when loaded)."""
     prefix = find_prefix(state_dict.keys(), QWEN_IMAGE_MARKER)
     if prefix is None:
         raise ValueError("not a Qwen-Image state dict (no txt_norm)")
-    return strip_prefix(state_dict, prefix)
+    return strip_prefix(dequantize_scaled_fp8(state_dict), prefix)
 
 
 def infer_config(sd: Mapping[str, torch.Tensor]) -> dict[str, Any]:

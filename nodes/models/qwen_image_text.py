@@ -29,6 +29,7 @@ from cluster.refs import ModelRef
 from nodes.models.components import TextEncoder
 from nodes.models.errors import ModelLoadError
 from nodes.models.flux_keys import count_blocks, find_prefix, strip_prefix
+from nodes.models.fp8 import dequantize_scaled_fp8
 from nodes.models.qwen_tokenizer import ENDOFTEXT_ID, IM_START_ID, QwenTokenizer, qwen_tokenizer
 from nodes.models.safetensors_io import build_module
 
@@ -130,11 +131,12 @@ def qwen_config(sd: Mapping[str, torch.Tensor]) -> Qwen2Config:
 
 def language_model(state_dict: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """The language model's tensors, unprefixed: `model.*` of a text-encoder file, or of a checkpoint's
-    `text_encoders.qwen25_7b.transformer.model.*`; the vision tower and lm_head are left out."""
+    `text_encoders.qwen25_7b.transformer.model.*`; the vision tower and lm_head are left out. Scaled fp8 files
+    (ComfyUI's qwen_2.5_vl_7b_fp8_scaled) are dequantized."""
     prefix = find_prefix(state_dict.keys(), MARKER)
     if prefix is None:
         raise ValueError("no Qwen2.5 language model (layers.0.self_attn.q_proj) in the file")
-    return strip_prefix(state_dict, prefix)
+    return strip_prefix(dequantize_scaled_fp8(state_dict), prefix)
 
 
 def build_qwen25(sd: Mapping[str, torch.Tensor], path: str | None) -> Qwen2Model:

@@ -201,3 +201,68 @@ def test_vae_decode_and_encode_equal_comfyuis(vae) -> None:
     torch.testing.assert_close(vae.decode(latent), decoded.reshape(-1, *decoded.shape[2:]), atol=ATOL, rtol=RTOL)
     torch.testing.assert_close(vae.decode(latent[:, :, 0]), decoded[:, 0], atol=ATOL, rtol=RTOL)
     torch.testing.assert_close(vae.encode(pixels), tensor(rec["encoded"])[:, :, 0], atol=ATOL, rtol=RTOL)
+
+
+def fp8_variant(sd: dict[str, torch.Tensor], part: str) -> dict[str, torch.Tensor]:
+    """The recording script's fp8 files (ComfyUI's fp8 download layouts), made the same way: the transformer's
+    linear weights as float8_e4m3fn; the text encoder's layer weights as float8 with a per-tensor float32
+    `scale_weight` (max |w| / 448) and the `scaled_fp8` marker."""
+    out = {}
+    for k, v in sd.items():
+        if part == "transformer" and v.dim() == 2:
+            out[k] = v.to(torch.float8_e4m3fn)
+        elif part == "text_encoder" and v.dim() == 2 and k.startswith("model.layers."):
+            scale = v.float().abs().max() / 448.0
+            out[k] = (v.float() / scale).to(torch.float8_e4m3fn)
+            out[k[:-len("weight")] + "scale_weight"] = scale.reshape(())
+        else:
+            out[k] = v
+    if part == "text_encoder":
+        out["scaled_fp8"] = torch.empty(0, dtype=torch.float8_e4m3fn)
+    return out
+
+
+@pytest.fixture(scope="module")
+def fp8_files(tmp_path_factory) -> dict[str, Path]:
+    from safetensors.torch import load_file
+    root = tmp_path_factory.mktemp("qwen-image-fp8")
+    tiny = tmp_path_factory.mktemp("qwen-image-bf16")
+    build_demo_qwen_image(tiny)
+    paths = {}
+    for part, rel in FIXTURE["fp8"]["files"].items():
+        paths[part] = root / Path(rel).name
+        save_file(fp8_variant(load_file(str(tiny / FILES[part])), part), str(paths[part]))
+    return paths
+
+
+def test_fp8_files_load_and_equal_comfyuis(fp8_files) -> None:
+    """ComfyUI's fp8 downloads: a float8 transformer (cast exactly) and a scaled-fp8 text encoder (weight
+    times scale) give ComfyUI's numbers on the same files."""
+    rec = FIXTURE["fp8"]
+    assert probe(fp8_files["text_encoder"]).arch == "qwen25"
+    te = loader.load_text_encoder(make_ref("text_encoder", "qwen_image", [fp8_files["text_encoder"]],
+                                           clip_type="qwen_image"))
+    cond, _ = te.encode(te.tokenize(rec["text"]["prompt"]))
+    torch.testing.assert_close(cond, tensor(rec["text"]["cond"]), atol=ATOL, rtol=RTOL)
+    model = loader.load_diffusion_model(make_ref("diffusion_model", "qwen_image", [fp8_files["transformer"]]))
+    case = rec["transformer"]
+    x, context = inputs(case, 32)
+    out = model.apply(x, torch.tensor(case["timesteps"]), {"context": context})
+    torch.testing.assert_close(out, tensor(case["out"]), atol=ATOL, rtol=RTOL)
+    plain = FIXTURE["transformer"][0]   # the same inputs on the bf16 file: fp8 changes the numbers
+    assert not torch.allclose(tensor(plain["out"]), tensor(case["out"]), atol=1e-3)
+
+
+def test_scaled_fp8_weights_are_weight_times_scale() -> None:
+    from nodes.models.fp8 import dequantize_scaled_fp8
+    w = torch.tensor([[1.0, -2.0], [0.5, 4.0]]).to(torch.float8_e4m3fn)
+    sd = {"a.weight": w, "a.scale_weight": torch.tensor(0.25), "a.scale_input": torch.tensor(1.0),
+          "a.bias": torch.tensor([1.0, 0.3]), "b.bias": torch.tensor([0.3]),
+          "scaled_fp8": torch.empty(0, dtype=torch.float8_e4m3fn)}
+    out = dequantize_scaled_fp8(sd)
+    assert sorted(out) == ["a.bias", "a.weight", "b.bias"]
+    assert torch.equal(out["a.weight"], torch.tensor([[0.25, -0.5], [0.125, 1.0]]))
+    # ComfyUI builds a scaled layer in fp8, bias included: 0.3 becomes fp8's 0.3125; other tensors stay.
+    assert torch.equal(out["a.bias"], torch.tensor([1.0, 0.3125])) and torch.equal(out["b.bias"], sd["b.bias"])
+    plain = {"c.weight": w}
+    assert dequantize_scaled_fp8(plain) == plain
