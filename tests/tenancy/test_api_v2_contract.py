@@ -225,3 +225,13 @@ async def test_an_interrupt_that_is_no_cancel_fails_the_job(hosted):
     interrupted, canceled = [await wait_job(c, auth, job_id) for job_id in ids]
     assert interrupted["status"] == "failed" and interrupted["error"]["code"] == "interrupted"
     assert canceled["status"] == "canceled" and canceled["error"] is None
+
+
+async def test_concurrent_submissions_under_one_key_make_one_job(hosted):
+    auth = {**hosted.add("alice"), "Idempotency-Key": "race"}
+    c = hosted.client
+    answers = await asyncio.gather(*(c.post("/api/v2/jobs", json={"workflow": tenant_nodes.prompt(i)}, headers=auth)
+                                     for i in range(6)))
+    assert sorted(r.status for r in answers) == [201] + [422] * 5
+    jobs = (await (await c.get("/api/v2/jobs", headers=auth)).json())["jobs"]
+    assert len(jobs) == 1
