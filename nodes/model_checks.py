@@ -3,15 +3,22 @@
 A loader class lists its file inputs in `MODEL_FILE_INPUTS` ({input name: (models folder, what the loader
 needs)}); `model_file_problem` answers, from the file's safetensors header alone (never its weights), why the
 named file cannot serve: not a weights file or cut short, an unknown architecture, the wrong kind of file for
-the loader (a LoRA in a checkpoint loader), or a text encoder whose tokenizer is not available. What the header
-says is cached per file version (path, size, mtime); tokenizer files are looked for each time. What a header
-cannot tell (pickled .ckpt files, LoRA formats the detector does not name) is left to the loader, as before."""
+the loader (a LoRA in a checkpoint loader), or a text encoder whose tokenizer is not available. What the
+header says is cached per file version (path, size, mtime); tokenizer files are looked for each time. What a
+header cannot tell (pickled .ckpt files, LoRA formats the detector does not name) is left to the loader.
+Nothing here imports transformers or diffusers: validation runs beside compute threads that may be importing
+them, and their lazy modules break when two threads import them at once."""
 from __future__ import annotations
 
 import os
 from functools import lru_cache
 from typing import Any
 
+from nodes.models.detect import classify, probe
+from nodes.models.errors import ModelLoadError
+from nodes.models.flux_configs import config_for_sources
+from nodes.models.safetensors_io import is_torch_pickle, shapes_of
+from nodes.models.t5_tokenizer import t5_tokenizer_candidates
 from nodes.models.tokenizer import BYTE_VOCAB_SIZE, OPENAI_VOCAB_SIZE
 from nodes.workspace import active
 
@@ -44,10 +51,6 @@ def model_file_problem(obj_class: type, input_name: str, value: Any) -> str | No
 @lru_cache(maxsize=512)
 def _file_facts(path: str, size: int, mtime_ns: int) -> tuple[Any, dict[str, int]] | str:
     """(CheckpointInfo, token-embedding rows by kind) from the header, or the reason it cannot be read."""
-    from nodes.models.detect import classify, probe
-    from nodes.models.errors import ModelLoadError
-    from nodes.models.flux_configs import config_for_sources
-    from nodes.models.safetensors_io import shapes_of
     try:
         if os.path.isdir(path):   # a diffusers folder: its model_index.json
             info, shapes = probe(path), {}
@@ -74,7 +77,6 @@ def _file_facts(path: str, size: int, mtime_ns: int) -> tuple[Any, dict[str, int
 
 
 def _file_problem(path: str, size: int, mtime_ns: int, needs: str) -> str | None:
-    from nodes.models.safetensors_io import is_torch_pickle
     if is_torch_pickle(path):
         return None   # a pickle tells nothing without being loaded
     facts = _file_facts(path, size, mtime_ns)
@@ -95,7 +97,6 @@ def _file_problem(path: str, size: int, mtime_ns: int, needs: str) -> str | None
 def tokenizer_problem(path: str, vocab: dict[str, int]) -> str | None:
     """Why a file's CLIP or T5 text encoder (token-embedding rows `vocab`) would find no tokenizer. Not cached:
     a tokenizer file the user places after being told where is seen on the next prompt."""
-    from nodes.models.t5 import t5_tokenizer_candidates
     if "clip" in vocab and vocab["clip"] not in KNOWN_CLIP_VOCABS:
         return (f"its CLIP text encoder has {vocab['clip']} token embeddings; only the OpenAI CLIP vocabulary "
                 f"({OPENAI_VOCAB_SIZE}) and the byte-level one ({BYTE_VOCAB_SIZE}) are known")

@@ -20,8 +20,8 @@ from nodes.models.flux_configs import config_for_sources
 from nodes.models.flux_keys import find_prefix, strip_prefix
 from nodes.models.flux_tokenize import ChunkRules, encode_weighted, tokenize_weighted, with_tokenizer_options
 from nodes.models.safetensors_io import build_module
-from nodes.models.t5 import (T5_MARKER, build_t5, find_t5_tokenizer, t5_hidden_states, tokenizer_from_json,
-                             tokenizer_from_vocab)
+from nodes.models.t5 import T5_MARKER, build_t5, t5_hidden_states, tokenizer_from_json, tokenizer_from_vocab
+from nodes.models.t5_tokenizer import find_t5_tokenizer
 from nodes.models.tokenizer import bpe_for_vocab_size, byte_level_bpe
 
 CLIP_MARKER = "text_model.final_layer_norm.weight"

@@ -21,7 +21,8 @@ from nodes.models.components import TextEncoder
 from nodes.models.errors import ModelLoadError
 from nodes.models.flux_configs import config_for_sources
 from nodes.models.flux_tokenize import ChunkRules, encode_weighted, tokenize_weighted
-from nodes.models.t5 import T5_MARKER, build_t5, find_t5_tokenizer, t5_hidden_states, tokenizer_from_vocab
+from nodes.models.t5 import T5_MARKER, build_t5, t5_hidden_states, tokenizer_from_vocab
+from nodes.models.t5_tokenizer import find_t5_tokenizer
 from nodes.models.tokenizer import SDTokenizer, TokenWeights
 
 CONTEXT_WIDTH = 4096                  # ComfyUI pads the CLIP features to T5-XXL's width

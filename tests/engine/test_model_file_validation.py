@@ -163,3 +163,30 @@ async def test_a_rewritten_file_is_probed_again(registry):
     details = only_reason(await errors_of(registry, "CheckpointLoaderSimple", ckpt_name="changing.safetensors"),
                           "ckpt_name")
     assert "file is truncated" in details
+
+
+async def test_hook_and_legacy_loaders_check_their_files_too(registry):
+    from nodes.library.hooks import CreateHookLoraModelOnly
+    from nodes.library.legacy_loaders import CheckpointLoader
+    registry.add_builtin({"CreateHookLoraModelOnly": CreateHookLoraModelOnly, "CheckpointLoader": CheckpointLoader}, {})
+    write("loras", "full.safetensors", sd1_checkpoint())
+    details = only_reason(await errors_of(registry, "CreateHookLoraModelOnly", lora_name="full.safetensors",
+                                          strength_model=1.0), "lora_name")
+    assert details.endswith("is a checkpoint (sd1), not a LoRA")
+    path = write("checkpoints", "cut.safetensors", sd1_checkpoint())
+    path.write_bytes(path.read_bytes()[:-100])
+    details = only_reason(await errors_of(registry, "CheckpointLoader", config_name="v1-inference.yaml",
+                                          ckpt_name="cut.safetensors"), "ckpt_name")
+    assert "file is truncated" in details
+
+
+def test_validation_checks_import_no_model_code():
+    """Validation runs beside compute threads that may be importing transformers/diffusers, whose lazy modules
+    break under two importing threads: the checks must not import them."""
+    import subprocess
+    import sys
+    code = ("import sys, nodes.model_checks, comfy_bridge.validation; "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'transformers', 'diffusers'}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[2])
+    assert out.stdout.strip() == "[]"

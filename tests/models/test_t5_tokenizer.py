@@ -13,7 +13,7 @@ import pytest
 from nodes.models.errors import ModelLoadError
 from nodes.models.flux_tokenize import tokenize_weighted
 from nodes.models.sd3_text import T5_RULES
-from nodes.models.t5 import SHIPPED_TOKENIZER, T5_EMBEDDINGS, find_t5_tokenizer, t5_tokenizer_from_json
+from nodes.models.t5_tokenizer import SHIPPED_TOKENIZER, T5_EMBEDDINGS, find_t5_tokenizer, t5_tokenizer_from_json
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_t5_tokenizer.json").read_text())
 NOTICE = Path(__file__).resolve().parents[2] / "NOTICE"
