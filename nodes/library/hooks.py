@@ -245,6 +245,7 @@ class CreateHookLora(_Hooks):
         return {"required": {"lora_name": (active().list_files("loras"),), "strength_model": STRENGTH, "strength_clip": STRENGTH},
                 "optional": {"prev_hooks": ("HOOKS",)}}
 
+    MODEL_FILE_INPUTS = {"lora_name": ("loras", "lora")}   # checked at validation (nodes.model_checks)
     RETURN_TYPES = ("HOOKS",)
     CATEGORY = "advanced/hooks/create"
     FUNCTION = "create_hook"
@@ -279,6 +280,7 @@ class CreateHookModelAsLora(_Hooks):
                              "strength_clip": STRENGTH},
                 "optional": {"prev_hooks": ("HOOKS",)}}
 
+    MODEL_FILE_INPUTS = {"ckpt_name": ("checkpoints", "diffusion_model")}
     RETURN_TYPES = ("HOOKS",)
     CATEGORY = "advanced/hooks/create"
     FUNCTION = "create_hook"

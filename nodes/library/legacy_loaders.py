@@ -65,6 +65,7 @@ class CheckpointLoader:
                                                  "settings are used."}),
             "ckpt_name": (active().list_files("checkpoints"), {"tooltip": "The checkpoint file to load."})}}
 
+    MODEL_FILE_INPUTS = {"ckpt_name": ("checkpoints", "diffusion_model")}   # checked at validation
     RETURN_TYPES = ("MODEL", "CLIP", "VAE")
     FUNCTION = "load_checkpoint"
     CATEGORY = "advanced/loaders"
