@@ -36,8 +36,11 @@ def write_checkpoint(demo_checkpoint: Path, path: Path) -> None:
                                           hidden_act="quick_gelu", bos_token_id=OPENAI_VOCAB_SIZE - 2,
                                           eos_token_id=OPENAI_VOCAB_SIZE - 1, pad_token_id=OPENAI_VOCAB_SIZE - 1))
     tensors = {k: v for k, v in load_file(str(demo_checkpoint)).items() if not k.startswith("cond_stage_model.")}
-    tensors.update({"cond_stage_model.transformer." + k: v.to(torch.float16).contiguous()
+    # transformers 5 names CLIPTextModel's tensors without the "text_model." level that SD1 files have.
+    tensors.update({"cond_stage_model.transformer." + ("" if k.startswith("text_model.") else "text_model.") + k:
+                    v.to(torch.float16).contiguous()
                     for k, v in clip_l.state_dict().items() if not k.endswith("position_ids")})
+    assert "cond_stage_model.transformer.text_model.embeddings.token_embedding.weight" in tensors
     path.parent.mkdir(parents=True, exist_ok=True)
     save_file(tensors, str(path))
 

@@ -115,3 +115,30 @@ def test_t5_without_tokenizer_is_a_clear_error(files, tmp_path):
     save_file(load_state_dict(clip), str(bare_clip))
     with pytest.raises(ModelLoadError, match="no T5 tokenizer found"):
         load_text_encoder(_ref(str(bare_clip), str(bare)), [load_state_dict(bare_clip), load_state_dict(bare)])
+
+
+def test_real_vocab_clip_l_and_t5_xxl_need_no_tokenizer_file(tmp_path, monkeypatch):
+    """DualCLIPLoader files with CLIP-L's and T5-XXL's real vocabulary sizes (49,408 and 32,128 embeddings, tiny
+    widths, no metadata) and no tokenizer anywhere: both tokenize with the vocabularies shipped with the project,
+    to ComfyUI's ids (T5's from tests/models/fixtures/comfyui_t5_tokenizer.json), and encode."""
+    from safetensors.torch import save_file
+    from transformers import CLIPTextConfig, CLIPTextModel, T5Config, T5EncoderModel
+    monkeypatch.delenv("COMFY_CLUSTER_CLIP_VOCAB", raising=False)
+    monkeypatch.setattr("importlib.util.find_spec", lambda name: None)
+    torch.manual_seed(0)
+    clip = CLIPTextModel(CLIPTextConfig(vocab_size=49408, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                        num_attention_heads=2, max_position_embeddings=77, hidden_act="quick_gelu",
+                                        bos_token_id=49406, eos_token_id=49407, pad_token_id=49407))
+    t5 = T5EncoderModel(T5Config(vocab_size=32128, d_model=32, d_kv=8, d_ff=64, num_layers=1, num_heads=4,
+                                 feed_forward_proj="gated-gelu", is_encoder_decoder=False, use_cache=False))
+    clip_path, t5_path = tmp_path / "clip_l.safetensors", tmp_path / "t5xxl_fp16.safetensors"
+    save_file({("" if k.startswith("text_model.") else "text_model.") + k: v.contiguous()   # HF 4.x file names
+               for k, v in clip.state_dict().items() if not k.endswith("position_ids")}, str(clip_path))
+    save_file({k: v.contiguous() for k, v in t5.state_dict().items() if k != "encoder.embed_tokens.weight"},
+              str(t5_path))
+    te = load_text_encoder(_ref(str(clip_path), str(t5_path)), [load_state_dict(clip_path), load_state_dict(t5_path)])
+    tokens = te.tokenize("A photo of a cat")
+    assert [t for t, _ in tokens["t5xxl"][0]][:7] == [71, 1202, 13, 3, 9, 1712, 1]
+    assert [t for t, _ in tokens["l"][0]][:7] == [49406, 320, 1125, 539, 320, 2368, 49407]
+    cond, pooled = te.encode(tokens)
+    assert cond.shape == (1, 256, 32) and pooled.shape == (1, 32)
