@@ -266,3 +266,43 @@ def test_scaled_fp8_weights_are_weight_times_scale() -> None:
     assert torch.equal(out["a.bias"], torch.tensor([1.0, 0.3125])) and torch.equal(out["b.bias"], sd["b.bias"])
     plain = {"c.weight": w}
     assert dequantize_scaled_fp8(plain) == plain
+
+
+def test_real_sizes_are_inferred_from_the_released_shapes() -> None:
+    """The released Qwen-Image's shapes (built on the meta device: no memory) give ComfyUI 0.3.64's fixed
+    sizes: 60 blocks of 24 heads x 128, 3584-wide text; Qwen2.5-VL-7B's 28 layers of 28 query and 4 key/value
+    heads, 18,944-wide MLPs; the Wan VAE's base width 96. Every tensor finds its place."""
+    from diffusers import AutoencoderKLQwenImage, QwenImageTransformer2DModel
+    from transformers import Qwen2Config, Qwen2Model
+
+    from cluster.refs import ModelRef
+    from nodes.models import qwen_image, qwen_image_text, qwen_image_vae
+    with torch.device("meta"):
+        transformer = QwenImageTransformer2DModel().state_dict()   # diffusers' defaults are the released sizes
+        text = Qwen2Model(Qwen2Config(vocab_size=152_064, hidden_size=3584, intermediate_size=18_944,
+                                      num_hidden_layers=28, num_attention_heads=28, num_key_value_heads=4))
+        vae = qwen_image_vae.diffusers_to_wan(AutoencoderKLQwenImage().state_dict())
+    ref = ModelRef("diffusion_model", "qwen_image", (), ())
+    prefixed = {f"model.diffusion_model.{k}": v for k, v in transformer.items()}
+    assert probe_shapes(prefixed) == ("qwen_image", "diffusion_model")
+    model = qwen_image.load_diffusion_model(ref, prefixed)
+    assert {k: model.config[k] for k in ("num_layers", "num_attention_heads", "attention_head_dim",
+                                         "joint_attention_dim", "in_channels", "out_channels")} == \
+        {"num_layers": 60, "num_attention_heads": 24, "attention_head_dim": 128, "joint_attention_dim": 3584,
+         "in_channels": 64, "out_channels": 16}
+    file_sd = {f"model.{k}": v for k, v in text.state_dict().items()}
+    file_sd["visual.blocks.0.attn.qkv.weight"] = torch.empty(3840, 1280, device="meta")   # not read for text
+    file_sd["lm_head.weight"] = torch.empty(152_064, 3584, device="meta")
+    assert probe_shapes(file_sd) == ("qwen25", "text_encoder")
+    cfg = qwen_image_text.build_qwen25(qwen_image_text.language_model(file_sd), None).config
+    assert (cfg.hidden_size, cfg.num_hidden_layers, cfg.num_attention_heads, cfg.num_key_value_heads,
+            cfg.intermediate_size, cfg.head_dim, cfg.vocab_size) == (3584, 28, 28, 4, 18_944, 128, 152_064)
+    assert probe_shapes(vae) == ("qwen_image", "vae")
+    wan = qwen_image_vae.load_vae(ModelRef("vae", "qwen_image", (), ()), vae)
+    assert (wan.module.config.base_dim, wan.latent_channels) == (96, 16)
+
+
+def probe_shapes(sd: dict[str, torch.Tensor]) -> tuple[str, str]:
+    from nodes.models.detect import classify
+    info = classify({k: tuple(v.shape) for k, v in sd.items()}, "released.safetensors")
+    return info.arch, info.kind
