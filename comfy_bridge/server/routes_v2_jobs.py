@@ -213,6 +213,7 @@ def add_routes(app: web.Application, server: Any, service: "V2Service") -> None:
             if view is None:
                 return response
             await response.write(sse("status", status_event(view)))
+            last = (view["status"], view["queue_position"])
             if view["progress"] is not None:
                 await response.write(sse("progress", view["progress"]))
             live = service.hub.progress(job_id)
@@ -225,7 +226,15 @@ def add_routes(app: web.Application, server: Any, service: "V2Service") -> None:
                 except asyncio.TimeoutError:
                     await response.write(b": keepalive\n\n")
                     continue
-                if event == "output":
+                if event == "queue":   # the queue changed: a queued job reports a position that moved
+                    if last[0] != "queued":
+                        continue
+                    view = await asyncio.to_thread(service.job_view, tenant, job_id, base)
+                    if view is None or (view["status"], view["queue_position"]) == last or \
+                            view["status"] != "queued":
+                        continue   # a transition out of the queue comes as its own status event
+                    event, payload = "status", status_event(view)
+                elif event == "output":
                     payload = output_json(payload, base)
                 elif event == "preview":
                     payload = await asyncio.to_thread(encode_preview, payload)
@@ -233,6 +242,8 @@ def add_routes(app: web.Application, server: Any, service: "V2Service") -> None:
                     view = await asyncio.to_thread(service.job_view, tenant, job_id, base)
                     payload = status_event(view) if view is not None else payload
                     done = True
+                if event == "status":
+                    last = (payload["status"], payload.get("queue_position"))
                 await response.write(sse(event, payload))
         except (ConnectionResetError, asyncio.CancelledError):
             pass   # the client went away: nothing to end

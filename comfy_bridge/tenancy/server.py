@@ -135,6 +135,9 @@ class TenantPromptServer(PromptServer):
 
     # -- messages: every message belongs to the tenant it was produced for ----------------------
     def queue_updated(self) -> None:
+        v2 = self.__dict__.get("v2")
+        if v2 is not None:
+            v2.hub.nudge()   # API v2 event streams of queued jobs re-read their queue position
         tenants = self.sockets.tenants() or {None}
         for tenant in tenants:
             with context.scoped(tenant):

@@ -102,6 +102,21 @@ class Hub:
         except RuntimeError:   # the loop closed between the check and the call (shutdown)
             pass
 
+    def nudge(self) -> None:
+        """Tell every stream the queue changed (any thread): a queued job's position may have moved."""
+        loop = self.loop
+        if loop is None or loop.is_closed():
+            return
+        try:
+            loop.call_soon_threadsafe(self._nudge_all)
+        except RuntimeError:
+            pass
+
+    def _nudge_all(self) -> None:
+        for queues in list(self._subscribers.values()):
+            for queue in list(queues):
+                queue.put_nowait(("queue", None))
+
     def _deliver(self, job_id: str, event: str, payload: Any) -> None:
         for queue in list(self._subscribers.get(job_id, ())):
             queue.put_nowait((event, payload))

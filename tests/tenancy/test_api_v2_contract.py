@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
 
 import blake3
 from aiohttp import FormData
@@ -235,3 +236,41 @@ async def test_concurrent_submissions_under_one_key_make_one_job(hosted):
     assert sorted(r.status for r in answers) == [201] + [422] * 5
     jobs = (await (await c.get("/api/v2/jobs", headers=auth)).json())["jobs"]
     assert len(jobs) == 1
+
+
+async def read_events(resp, until) -> list[tuple[str, dict]]:
+    """(event, data) frames of an SSE response up to the first one `until` accepts."""
+    got, event = [], None
+    async with asyncio.timeout(30):
+        async for raw in resp.content:
+            line = raw.decode().rstrip("\n")
+            if line.startswith("event: "):
+                event = line[7:]
+            elif line.startswith("data: "):
+                got.append((event, json.loads(line[6:])))
+                if until(*got[-1]):
+                    return got
+
+
+async def test_a_queued_jobs_stream_follows_its_position(hosted):
+    auth = hosted.add("alice")
+    c = hosted.client
+    post = lambda wf: c.post("/api/v2/jobs", json={"workflow": wf}, headers=auth)  # noqa: E731
+    running = await (await post(tenant_nodes.prompt(1, slow=30.0))).json()
+    ahead = await (await post(tenant_nodes.prompt(2))).json()
+    mine = await (await post(tenant_nodes.prompt(3, prefix="mine"))).json()
+    while (await (await c.get(f"/api/v2/jobs/{running['id']}", headers=auth)).json())["status"] != "running":
+        await asyncio.sleep(0.05)
+    stream = await c.get(f"/api/v2/jobs/{mine['id']}/events", headers=auth)
+    assert stream.headers["Content-Type"] == "text/event-stream"
+    first = await read_events(stream, lambda e, d: e == "status")
+    assert first[-1][1] == {"status": "queued", "queue_position": 2}
+    await c.post(f"/api/v2/jobs/{ahead['id']}/cancel", headers=auth)
+    moved = await read_events(stream, lambda e, d: e == "status")
+    assert moved[-1][1] == {"status": "queued", "queue_position": 1}
+    await c.post(f"/api/v2/jobs/{running['id']}/cancel", headers=auth)
+    rest = await read_events(stream, lambda e, d: e == "status" and d["status"] in ("succeeded", "failed"))
+    statuses = [d["status"] for e, d in rest if e == "status"]
+    assert statuses == ["running", "succeeded"], rest
+    assert [o["name"] for o in rest[-1][1]["outputs"]] == ["mine_3.png"]   # the terminal status carries outputs
+    assert [o["name"] for e, o in rest if e == "output"] == ["mine_3.png"]
