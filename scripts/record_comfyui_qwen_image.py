@@ -19,8 +19,9 @@ Recorded: the token ids of prompts (template, escapes, embedding words, raw chat
 encoder's conditioning (and with CLIPSetLastLayer -2); the transformer's raw output on seeded inputs (even and
 odd latent sizes, a batch of two timesteps); the whole model's denoised prediction and latent format; the
 model sampling; the VAE's decode and encode; the same on fp8 variants of the files in the layouts of ComfyUI's
-fp8 downloads (conditioning and a transformer output); and the shipped demo workflow (workflows_json/qwen_image.json) run
-node by node with ComfyUI's node classes: its latent's shape and its image (as SaveImage would write it).
+fp8 downloads (conditioning and a transformer output); and the shipped demo workflow (workflows_json/qwen_image.json),
+with three variants of it (VARIANTS), run node by node with ComfyUI's node classes: the latent's shape and the
+images (as SaveImage would write them).
 Tensors are float32 base64; the files' sha256 are stored so the test knows it has the same files.
 """
 from __future__ import annotations
@@ -224,10 +225,25 @@ def run_node(cls, inputs: dict) -> tuple:
     return tuple(out.result) if hasattr(out, "result") else out
 
 
-def record_workflow() -> dict:
-    """The shipped workflow, node by node in dependency order with ComfyUI's node classes; SaveImage is
-    replaced by what it would write (255 * image, clipped, truncated to uint8)."""
-    prompt = json.loads(open(WORKFLOW).read())
+# Variants of the shipped workflow: (node id, input, value) changes. Odd latent sizes and a batch of two;
+# the model's own sampling (no ModelSamplingAuraFlow) with a multistep sampler; cfg 1 with an ancestral one.
+VARIANTS = {
+    "odd_size_batch2": [("58", "width", 120), ("58", "height", 72), ("58", "batch_size", 2), ("3", "seed", 3)],
+    "model_sampling_flux_dpmpp_2m": [("3", "model", ["37", 0]), ("3", "sampler_name", "dpmpp_2m"),
+                                     ("3", "scheduler", "karras"), ("3", "steps", 5), ("3", "cfg", 4.0)],
+    "cfg1_euler_ancestral_beta": [("3", "sampler_name", "euler_ancestral"), ("3", "scheduler", "beta"),
+                                  ("3", "cfg", 1.0), ("3", "steps", 4), ("6", "text", "a (red:1.3) fox\nat dusk")],
+}
+
+
+def png_rgb(image: torch.Tensor) -> dict:
+    png = np.clip(255.0 * image.detach().cpu().numpy(), 0, 255).astype(np.uint8)
+    return {"shape": list(png.shape), "u8": base64.b64encode(png.tobytes()).decode()}
+
+
+def run_workflow(prompt: dict) -> dict:
+    """A workflow node by node in dependency order with ComfyUI's node classes; SaveImage is replaced by what
+    it would write (255 * image, clipped, truncated to uint8), one entry per image of the batch."""
     classes = node_classes()
     results: dict[str, tuple] = {}
 
@@ -243,9 +259,23 @@ def record_workflow() -> dict:
 
     (save,) = [k for k, v in prompt.items() if v["class_type"] == "SaveImage"]
     (sampler,) = [k for k, v in prompt.items() if v["class_type"] == "KSampler"]
-    png = np.clip(255.0 * run(save)[0][0].detach().cpu().numpy(), 0, 255).astype(np.uint8)
+    images = run(save)[0]
     return {"prompt": prompt, "latent_shape": list(run(sampler)[0]["samples"].shape),
-            "png_rgb": {"shape": list(png.shape), "u8": base64.b64encode(png.tobytes()).decode()}}
+            "pngs_rgb": [png_rgb(im) for im in images]}
+
+
+def record_workflow() -> dict:
+    return run_workflow(json.loads(open(WORKFLOW).read()))
+
+
+def record_variants() -> dict:
+    out = {}
+    for name, changes in VARIANTS.items():
+        prompt = json.loads(open(WORKFLOW).read())
+        for node, key, value in changes:
+            prompt[node]["inputs"][key] = value
+        out[name] = run_workflow(prompt)
+    return out
 
 
 def main() -> None:
@@ -266,7 +296,8 @@ def main() -> None:
                "files": {k: {"path": v, "sha256": sha256(paths[k])} for k, v in FILES.items()},
                "tokens": record_tokens(clip), "text": record_text(clip),
                "transformer": record_transformer(patcher), "denoised": record_denoised(patcher),
-               "vae": record_vae(vae), "workflow": record_workflow(), "fp8": record_fp8(classes)}
+               "vae": record_vae(vae), "workflow": record_workflow(), "variants": record_variants(),
+               "fp8": record_fp8(classes)}
     with open(OUT, "w") as f:
         json.dump(fixture, f)
 

@@ -14,18 +14,20 @@ import urllib.request
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 
 from tests.conftest import free_port
 from tests.e2e.test_samplers_on_executors import render_on_server
 
 REPO = Path(__file__).resolve().parents[2]
-RECORDED = json.loads((REPO / "tests" / "models" / "fixtures" / "comfyui_qwen_image.json").read_text())["workflow"]
+FIXTURE = json.loads((REPO / "tests" / "models" / "fixtures" / "comfyui_qwen_image.json").read_text())
+RECORDED = FIXTURE["workflow"]
 
 
-def comfyui_image() -> np.ndarray:
-    png = RECORDED["png_rgb"]
-    return np.frombuffer(base64.b64decode(png["u8"]), dtype=np.uint8).reshape(png["shape"])
+def comfyui_images(recorded: dict) -> list[np.ndarray]:
+    return [np.frombuffer(base64.b64decode(png["u8"]), dtype=np.uint8).reshape(png["shape"])
+            for png in recorded["pngs_rgb"]]
 
 
 def render_with_serve(workspace: Path, log_path: Path, *flags: str) -> np.ndarray:
@@ -63,7 +65,7 @@ def test_qwen_image_workflow_from_a_fresh_workspace_in_both_executor_modes(tmp_p
     assert default.shape == (96, 128, 3) and default.std() > 0
     assert np.array_equal(default, in_process), \
         f"{int((default != in_process).sum())} values differ between the executor modes"
-    diff = np.abs(default.astype(int) - comfyui_image().astype(int))
+    diff = np.abs(default.astype(int) - comfyui_images(RECORDED)[0].astype(int))
     assert diff.max() <= 1, f"{int((diff > 1).sum())} values differ from ComfyUI's image by more than 1/255"
 
 
@@ -100,3 +102,24 @@ def test_qwen_image_latents_have_comfyuis_frame_axis(demo_workspace, fixed_threa
     assert image.shape == tiled_image.shape == (1, 96, 128, 3)
     assert encoded.shape == encoded_tiled.shape == second.shape == first.shape
     assert not torch.equal(second, encoded)
+
+
+@pytest.mark.parametrize("variant", sorted(FIXTURE["variants"]))
+def test_workflow_variants_give_comfyuis_images(demo_workspace, fixed_threads, variant: str) -> None:
+    """Variants of the workflow ComfyUI ran too: odd latent sizes with a batch of two, the model's own sampling
+    (ModelSamplingFlux 1.15) with dpmpp_2m/karras, cfg 1 with euler_ancestral/beta and a prompt with weighting
+    syntax (kept as text). Every image within 1/255 of ComfyUI's."""
+    import asyncio
+
+    from PIL import Image
+
+    from comfy_bridge.cli.run import run_prompt
+    from comfy_bridge.registry import build_registry
+    recorded = FIXTURE["variants"][variant]
+    paths = asyncio.run(run_prompt(recorded["prompt"], None, build_registry(demo_workspace), show_progress=False))
+    ours = [np.asarray(Image.open(p)) for p in paths]
+    theirs = comfyui_images(recorded)
+    assert [a.shape for a in ours] == [b.shape for b in theirs]
+    for a, b in zip(ours, theirs):
+        diff = np.abs(a.astype(int) - b.astype(int))
+        assert diff.max() <= 1, f"{int((diff > 1).sum())} values differ from ComfyUI's image by more than 1/255"
