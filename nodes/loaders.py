@@ -143,6 +143,9 @@ def _single_clip_arch(path: Path, clip_type: str) -> str:
     if clip_type == "lumina2":
         raise ValueError(f"clip_name: {path.name} is a {file_arch} text encoder; CLIPLoader type lumina2 loads "
                          "Z-Image's Qwen3-4B (qwen_3_4b.safetensors)")
+    if clip_type == "flux2":   # FLUX.2 dev's Mistral 3 encoder is not supported
+        raise ValueError(f"clip_name: {path.name} is a {file_arch} text encoder; CLIPLoader type flux2 loads "
+                         "FLUX.2 Klein's Qwen3 (qwen_3_4b.safetensors)")
     return _clip_arch(clip_type)
 
 

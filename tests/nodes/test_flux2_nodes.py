@@ -32,3 +32,13 @@ def test_scheduler_sigmas_equal_the_klein_pipelines(steps, width, height):
                             mu=compute_empirical_mu(width * height // 256, steps))
     assert sigmas[0] == 1.0 and sigmas[-1] == 0.0
     assert torch.allclose(sigmas, scheduler.sigmas.float(), atol=1e-6, rtol=0), (sigmas, scheduler.sigmas)
+
+
+def test_cliploader_flux2_takes_klein_qwen3_and_names_clip_name_otherwise(demo_workspace):
+    from nodes.loaders import CLIPLoader
+    (clip,) = CLIPLoader().load_clip("flux2-klein-tiny-qwen3.safetensors", "flux2")
+    assert clip.arch == "flux2" and clip.option("clip_type") == "flux2"
+    (clip,) = CLIPLoader().load_clip("flux2-klein-tiny-qwen3.safetensors", "flux")   # ComfyUI: Klein's too
+    assert clip.arch == "flux2"
+    with pytest.raises(ValueError, match="clip_name: sd1-tiny-clip.safetensors .*type flux2 loads"):
+        CLIPLoader().load_clip("sd1-tiny-clip.safetensors", "flux2")
