@@ -22,13 +22,13 @@ from comfy_bridge.tenancy.v2_views import asset_json
 
 from .common import loads_json
 from .v2_common import IDEMPOTENCY_TTL_S, MAX_IDEMPOTENCY_KEY_LEN, PREFIX, base_url, error, not_found, ok, tenant_of
-from .view import type_dir
 from .web_security import served_file_headers
 
 if TYPE_CHECKING:
     from comfy_bridge.tenancy.v2_service import V2Service
 
 CHUNK = 1 << 16
+UPLOADS_DIR = ".v2-uploads"
 MIN_EXPIRES_IN, MAX_EXPIRES_IN = 60, 7 * 24 * 3600
 _HASH = re.compile(r"^blake3:[0-9a-f]{64}$")
 
@@ -54,9 +54,11 @@ def add_routes(app: web.Application, server: Any, service: "V2Service") -> None:
         if not request.content_type.startswith("multipart/"):
             return error(422, "invalid_request", "Send multipart/form-data with file, content_type and file_path.")
         cap = server.v2_upload_limit(request)
-        folder = type_dir(server.workspace, "input")   # the tenant's: the upload lands beside its target
+        # Received beside the tenants' folders, not in one (a half-received upload is not stored bytes of the
+        # tenant's), on the workspace's file system so that placing it is a link.
+        folder = server.workspace.root / UPLOADS_DIR
         folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp_name = tempfile.mkstemp(dir=folder, prefix=".v2-upload-")
+        fd, tmp_name = tempfile.mkstemp(dir=folder, prefix="upload-")
         tmp = Path(tmp_name)
         fields: dict[str, str] = {}
         tags: list[str] = []

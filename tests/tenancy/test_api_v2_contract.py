@@ -168,8 +168,10 @@ async def test_upload_refuses_unsafe_paths_and_oversize(hosted):
             (422, "invalid_request"), bad
     big = b"x" * 2000
     assert await error_of(await c.post("/api/v2/assets", data=form(big), headers=auth)) == (413, "payload_too_large")
-    folder = hosted.server.workspace.root / "input" / "tenants" / "alice"
-    assert [p.name for p in folder.iterdir()] == []   # nothing half-written left behind
+    root = hosted.server.workspace.root
+    folder = root / "input" / "tenants" / "alice"
+    assert not folder.exists() or not list(folder.iterdir())
+    assert not list((root / ".v2-uploads").iterdir())   # nothing half-received left behind
 
 
 async def test_tenant_limits_apply_to_v2_jobs(hosted):

@@ -106,3 +106,17 @@ async def test_model_upload_refusals(hosted, tmp_path):
     same = await c.post("/api/v2/assets", data=form(first, "models/loras/a.safetensors"), headers=auth)
     assert same.status == 200 and (await same.json())["created_new"] is False
     assert [p.name for p in target.parent.iterdir()] == ["a.safetensors"]   # no temporary file left
+
+
+async def test_models_count_towards_the_tenants_storage(hosted):
+    auth = hosted.add("alice", max_storage_bytes=300)
+    c = hosted.client
+    lora = safetensors(b"\x05" * 160)
+    assert len(lora) < 300 < 2 * len(lora)
+    first = await c.post("/api/v2/assets", data=form(lora, "models/loras/one.safetensors"), headers=auth)
+    assert first.status == 201
+    second = await c.post("/api/v2/assets", data=form(safetensors(b"\x06" * 160), "models/loras/two.safetensors"),
+                          headers=auth)
+    assert second.status == 413 and (await second.json())["error"]["code"] == "payload_too_large"
+    folder = hosted.server.workspace.root / "models" / "tenants" / "alice" / "loras"
+    assert [p.name for p in folder.iterdir()] == ["one.safetensors"]
