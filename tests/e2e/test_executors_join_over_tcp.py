@@ -1,7 +1,7 @@
 """`serve --head-address tcp://127.0.0.1:P --executors 0` with two `comfy-cluster executor --head ...
 --data-plane tcp` processes joining it (as from other machines, on one host) gives the in-process
-images, and every tensor between the processes went over their data sockets: no shared-memory pull
-by the executors or by the server's caller."""
+images (the default workflow and a ControlNet one), and every tensor between the processes went over
+their data sockets: no shared-memory pull by the executors or by the server's caller."""
 from __future__ import annotations
 
 import json
@@ -46,14 +46,16 @@ def joined(serve, demo_workspace, tmp_path_factory):
             p.wait(30)
 
 
-def _prompt(seed: int) -> dict:
-    p = json.loads((REPO / "workflows_json" / "text_to_image.json").read_text())
-    p["3"]["inputs"].update(seed=seed, steps=4)
+def _prompt(workflow: str, seed: int) -> dict:
+    p = json.loads((REPO / "workflows_json" / f"{workflow}.json").read_text())
+    p["3"]["inputs"].update(seed=seed, steps=4)   # node 3 is the KSampler in both
     return p
 
 
 def test_joined_executors_give_the_in_process_images_over_tcp(joined, demo_workspace, fixed_threads):
-    prompts = {f"seed{s}": _prompt(s) for s in (1, 2)}
+    # two prompts at once, so both executors work; ControlNet's residuals are a callback input, pulled lazily
+    prompts = {"seed1": _prompt("text_to_image", 1), "seed2": _prompt("text_to_image", 2),
+               "controlnet": _prompt("controlnet", 3)}
     remote = render_on_server(joined, prompts)
     local = render_in_process(demo_workspace, prompts)
     for case in prompts:
