@@ -1,7 +1,10 @@
 """The control-plane protocol between the head and its executors: small typed msgspec messages.
 
 Every message is one msgpack frame of a tagged struct. Tensors never travel here: a `TensorMeta`
-names where the bytes are (a shared-memory segment, an offset) and what they are (dtype, shape).
+names where the bytes are (a shared-memory segment, an offset; for a consumer on another host, the
+owner's host and data socket) and what they are (dtype, shape). An executor that knows the cluster
+secret starts with `Hello`, the head answers `Challenge`, and `Register` carries the proof
+(cluster.head); a head refuses the others with `Refused`.
 The head decodes only these structs, so a garbage or truncated frame fails to decode and is dropped.
 The one opaque field is `Dispatch.payload` (the pickled ModelRef and params), which flows head ->
 executor only: an executor trusts the head it connects to, the head never unpickles executor data.
