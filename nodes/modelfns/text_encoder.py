@@ -23,7 +23,9 @@ class TextEncode(ModelFn):
     @classmethod
     def warm_up(cls) -> None:
         from nodes.models.loader import import_model_code
+        from nodes.models.tokenizer import build_shipped_tokenizers
         import_model_code()
+        build_shipped_tokenizers()
 
     def load_model(self, ref: ModelRef) -> TextEncoder:
         from nodes.models.loader import load_text_encoder
