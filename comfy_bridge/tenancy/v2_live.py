@@ -26,6 +26,7 @@ def job_of(sid: Any) -> str | None:
 
 @dataclass
 class JobProgress:
+    tenant: str                              # whose job ("" the single user's)
     classes: dict[str, str]                  # node id -> class_type, of the executed graph
     done: set[str] = field(default_factory=set)
     current: str | None = None
@@ -68,10 +69,10 @@ class Hub:
         self._subscribers: dict[str, set[asyncio.Queue]] = {}
         self.loop: asyncio.AbstractEventLoop | None = None
 
-    def track(self, job_id: str, workflow: dict) -> JobProgress:
+    def track(self, job_id: str, tenant: str, workflow: dict) -> JobProgress:
         classes = {str(k): str(v.get("class_type", "")) for k, v in workflow.items() if isinstance(v, dict)}
         with self._lock:
-            return self._progress.setdefault(job_id, JobProgress(classes))
+            return self._progress.setdefault(job_id, JobProgress(tenant, classes))
 
     def progress(self, job_id: str) -> JobProgress | None:
         with self._lock:

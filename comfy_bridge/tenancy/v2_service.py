@@ -71,7 +71,7 @@ class V2Service:
         failed, never a prompt v2 cannot see)."""
         now = time.time()
         self.store.add_job(job_id, tenant, now, now + self.job_retention_s, workflow, metadata)
-        self.hub.track(job_id, workflow)
+        self.hub.track(job_id, tenant, workflow)
         extra = {"client_id": client_id(job_id), "create_time": int(now * 1000), "api": "v2"}
         with context.scoped(tenant or None):
             self.queue.put(QueueItem(number, job_id, workflow, extra, outputs, sensitive or None))
@@ -170,23 +170,27 @@ class V2Service:
 
     # -- the engine's messages --------------------------------------------------------------
     def observe(self, event: Any, data: Any, sid: Any) -> None:
-        """Every message the server sends passes here (any thread); a v2 job's feed its stream."""
+        """Every message the server sends passes here (any thread); a v2 job's feed its stream. Only the
+        job's own prompt speaks for it: a message must come from the job's tenant and, where it names a
+        prompt, name the job (a v1 prompt given the client id `v2-<id>` reaches no job's stream)."""
         job_id = job_of(sid)
-        if job_id is None:
+        if job_id is None or (isinstance(data, dict) and data.get("prompt_id") != job_id):
             return
         try:
-            self._observe(job_id, event, data)
+            self._observe(job_id, context.current() or "", event, data)
         except Exception:   # the stream is best-effort: never fail the engine
             log.exception("v2 event %s of job %s", event, job_id)
 
-    def _observe(self, job_id: str, event: Any, data: Any) -> None:
+    def _observe(self, job_id: str, tenant: str, event: Any, data: Any) -> None:
         hub = self.hub
         live = hub.progress(job_id)
         if live is None:
             job = self.store.job_by_id(job_id)
             if job is None:
                 return
-            live = hub.track(job_id, self.store.workflow(job["tenant"], job_id) or {})
+            live = hub.track(job_id, job["tenant"], self.store.workflow(job["tenant"], job_id) or {})
+        if live.tenant != tenant:
+            return
         if event in _PREVIEWS:
             live.preview = (live.current, data)
             hub.publish(job_id, "preview", live.preview)

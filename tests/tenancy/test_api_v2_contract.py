@@ -276,3 +276,32 @@ async def test_a_queued_jobs_stream_follows_its_position(hosted):
     assert statuses == ["running", "succeeded"], rest
     assert [o["name"] for o in rest[-1][1]["outputs"]] == ["mine_3.png"]   # the terminal status carries outputs
     assert [o["name"] for e, o in rest if e == "output"] == ["mine_3.png"]
+
+
+async def test_only_the_jobs_own_prompt_feeds_its_stream(hosted):
+    """Engine messages addressed to `v2-<job id>` feed the job's stream only when they come from the job's
+    tenant and name the job's prompt: a prompt of another tenant (or another prompt) given that client id
+    reaches nothing."""
+    from comfy_bridge.tenancy import tenant_context
+    alice = hosted.add("alice")
+    hosted.add("bob")
+    c = hosted.client
+    slow = await (await c.post("/api/v2/jobs", json={"workflow": tenant_nodes.prompt(1, slow=30.0)},
+                               headers=alice)).json()
+    job = await (await c.post("/api/v2/jobs", json={"workflow": tenant_nodes.prompt(2)}, headers=alice)).json()
+    while (await (await c.get(f"/api/v2/jobs/{slow['id']}", headers=alice)).json())["status"] != "running":
+        await asyncio.sleep(0.05)
+    service = hosted.server.v2
+    queue = service.hub.subscribe(job["id"])   # the job waits behind the slow one: its stream is quiet
+    sid = f"v2-{job['id']}"
+    for tenant, prompt_id in (("bob", job["id"]), ("alice", "another-prompt")):
+        with tenant_context.scoped(tenant):
+            service.observe("executing", {"node": "2", "prompt_id": prompt_id}, sid)
+            service.observe("executed", {"node": "2", "prompt_id": prompt_id, "output": {}}, sid)
+    await asyncio.sleep(0.2)
+    assert queue.empty() and service.hub.progress(job["id"]).current is None
+    with tenant_context.scoped("alice"):   # positive control: the job's own prompt is heard
+        service.observe("executing", {"node": "2", "prompt_id": job["id"]}, sid)
+    event, payload = await asyncio.wait_for(queue.get(), 5)
+    assert event == "progress" and payload["current_node"] == "2"
+    service.hub.unsubscribe(job["id"], queue)
