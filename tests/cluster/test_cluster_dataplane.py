@@ -1,6 +1,7 @@
 """The data plane wired into the cluster: outputs stay in the producer's arena, a chained call forwards
 the handle instead of the bytes, references are given up when the caller's copy dies, a lost
-producer's tensors are re-sent from the caller's copy, and executors report their weights."""
+producer's tensors are re-sent from the caller's copy, and executors report their weights; through
+shared memory, and with every pull over TCP."""
 from __future__ import annotations
 
 import asyncio
@@ -12,6 +13,7 @@ import pytest
 import torch
 
 from cluster.caller_store import caller_store
+from cluster.dataplane import remote
 from cluster.dataplane.refcounts import StaleHandle
 from tests.cluster.cluster_fns import tiny_ref
 from tests.cluster.test_local_cluster import FNS, expected, wait_until
@@ -19,12 +21,17 @@ from tests.cluster.test_local_cluster import FNS, expected, wait_until
 from cluster.local_cluster import start_local_cluster
 
 
-@pytest.fixture(scope="module")
-def cluster():
+@pytest.fixture(scope="module", params=["auto", "tcp"])
+def cluster(request):
+    """Two executors; with `tcp`, every pull between the processes goes over the producers' data sockets
+    (the cross-host path), and each test below holds there too."""
+    before = remote.mode()
+    remote.set_mode(request.param)   # the executors inherit it
     head, rt = start_local_cluster(2, threads_per_executor=1, preload=[FNS], heartbeat_s=0.2,
                                    lost_after_s=5.0, deadline_s=60.0)
     yield head, rt
     head.stop()
+    remote.set_mode(before)
 
 
 async def test_chained_call_forwards_the_producers_handle(cluster, fixed_threads):
@@ -88,3 +95,16 @@ async def test_executors_report_resident_weights_and_memory(cluster):
     assert len(holders) >= 1
     # the arena is part of the budget, the cached weights on top of it
     assert all(e["memory_used"] > (64 << 20) for e in holders)
+
+
+async def test_pulls_between_processes_take_the_modes_path(cluster):
+    head, rt = cluster
+    mine = caller_store().store.stats
+
+    def executors(kind: str) -> int:
+        return sum(e["pulls"][kind] for e in head.stats()["executors"])
+    before = (mine.shm_pulls, mine.tcp_pulls, executors("shm"), executors("tcp"))
+    await rt.call("cc_test_linear", tiny_ref(12), {"x": torch.ones(2, 16)}, {})   # one pull each way
+    after = (mine.shm_pulls, mine.tcp_pulls, executors("shm"), executors("tcp"))
+    moved = [a - b for a, b in zip(after, before)]
+    assert moved == ([0, 1, 0, 1] if remote.mode() == "tcp" else [1, 0, 1, 0])
