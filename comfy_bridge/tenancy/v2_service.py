@@ -101,7 +101,8 @@ class V2Service:
             self.store.finish(job_id, "canceled", time.time(), None, None)
         else:
             self.store.finish(job_id, "failed", time.time(), None, {
-                "code": "job_lost", "message": "The server stopped before the job reached its queue.",
+                "code": "job_lost", "message": "The job left the queue without running (deleted through the "
+                                               "queue routes, or the server stopped before queueing it).",
                 "node_id": None, "class_type": None, "traceback": None})
         return self.state(self.store.job_by_id(job_id))
 

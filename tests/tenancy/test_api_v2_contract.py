@@ -305,3 +305,15 @@ async def test_only_the_jobs_own_prompt_feeds_its_stream(hosted):
     event, payload = await asyncio.wait_for(queue.get(), 5)
     assert event == "progress" and payload["current_node"] == "2"
     service.hub.unsubscribe(job["id"], queue)
+
+
+async def test_a_job_deleted_from_the_v1_queue_reads_as_lost(hosted):
+    auth = hosted.add("alice")
+    c = hosted.client
+    slow = await (await c.post("/api/v2/jobs", json={"workflow": tenant_nodes.prompt(1, slow=30.0)},
+                               headers=auth)).json()
+    job = await (await c.post("/api/v2/jobs", json={"workflow": tenant_nodes.prompt(2)}, headers=auth)).json()
+    assert (await c.post("/queue", json={"delete": [job["id"]]}, headers=auth)).status == 200
+    lost = await (await c.get(f"/api/v2/jobs/{job['id']}", headers=auth)).json()
+    assert lost["status"] == "failed" and lost["error"]["code"] == "job_lost"
+    await c.post(f"/api/v2/jobs/{slow['id']}/cancel", headers=auth)
