@@ -20,7 +20,7 @@ encoder's conditioning (and with CLIPSetLastLayer -2); the transformer's raw out
 odd latent sizes, a batch of two timesteps); the whole model's denoised prediction and latent format; the
 model sampling; the VAE's decode and encode; the same on fp8 variants of the files in the layouts of ComfyUI's
 fp8 downloads (conditioning and a transformer output); and the shipped demo workflow (workflows_json/qwen_image.json),
-with three variants of it (VARIANTS), run node by node with ComfyUI's node classes: the latent's shape and the
+with four variants of it (VARIANTS), run node by node with ComfyUI's node classes: the latent's shape and the
 images (as SaveImage would write them).
 Tensors are float32 base64; the files' sha256 are stored so the test knows it has the same files.
 """
@@ -213,9 +213,11 @@ def node_classes() -> dict:
     import nodes
     from comfy_extras.nodes_model_advanced import ModelSamplingAuraFlow
     from comfy_extras.nodes_sd3 import EmptySD3LatentImage
+    from comfy_extras.nodes_edit_model import ReferenceLatent
     core = {n: getattr(nodes, n) for n in ("UNETLoader", "CLIPLoader", "VAELoader", "CLIPTextEncode", "KSampler",
-                                          "VAEDecode", "SaveImage")}
-    return {**core, "ModelSamplingAuraFlow": ModelSamplingAuraFlow, "EmptySD3LatentImage": EmptySD3LatentImage}
+                                          "VAEDecode", "VAEEncode", "LatentUpscale", "SaveImage")}
+    return {**core, "ModelSamplingAuraFlow": ModelSamplingAuraFlow, "EmptySD3LatentImage": EmptySD3LatentImage,
+            "ReferenceLatent": ReferenceLatent}
 
 
 def run_node(cls, inputs: dict) -> tuple:
@@ -225,14 +227,28 @@ def run_node(cls, inputs: dict) -> tuple:
     return tuple(out.result) if hasattr(out, "result") else out
 
 
-# Variants of the shipped workflow: (node id, input, value) changes. Odd latent sizes and a batch of two;
-# the model's own sampling (no ModelSamplingAuraFlow) with a multistep sampler; cfg 1 with an ancestral one.
+# Variants of the shipped workflow: (node id, input, value) changes and (node id, node) additions. Odd latent
+# sizes and a batch of two; the model's own sampling (no ModelSamplingAuraFlow) with a multistep sampler; cfg 1
+# with an ancestral one; reference latents.
 VARIANTS = {
     "odd_size_batch2": [("58", "width", 120), ("58", "height", 72), ("58", "batch_size", 2), ("3", "seed", 3)],
     "model_sampling_flux_dpmpp_2m": [("3", "model", ["37", 0]), ("3", "sampler_name", "dpmpp_2m"),
                                      ("3", "scheduler", "karras"), ("3", "steps", 5), ("3", "cfg", 4.0)],
     "cfg1_euler_ancestral_beta": [("3", "sampler_name", "euler_ancestral"), ("3", "scheduler", "beta"),
                                   ("3", "cfg", 1.0), ("3", "steps", 4), ("6", "text", "a (red:1.3) fox\nat dusk")],
+    # A second pass whose positive prompt carries the first image, VAE-encoded, as a ReferenceLatent (twice:
+    # the second reference at a smaller size, so the two take frame indices 1 and 2 at their own sizes).
+    "reference_latents": [
+        ("70", {"class_type": "VAEEncode", "inputs": {"pixels": ["8", 0], "vae": ["39", 0]}}),
+        ("71", {"class_type": "ReferenceLatent", "inputs": {"conditioning": ["6", 0], "latent": ["70", 0]}}),
+        ("74", {"class_type": "LatentUpscale", "inputs": {"samples": ["70", 0], "upscale_method": "nearest-exact",
+                                                          "width": 72, "height": 56, "crop": "disabled"}}),
+        ("75", {"class_type": "ReferenceLatent", "inputs": {"conditioning": ["71", 0], "latent": ["74", 0]}}),
+        ("72", {"class_type": "KSampler", "inputs": {
+            "model": ["66", 0], "seed": 5, "steps": 4, "cfg": 2.5, "sampler_name": "euler", "scheduler": "simple",
+            "positive": ["75", 0], "negative": ["7", 0], "latent_image": ["58", 0], "denoise": 1.0}}),
+        ("73", {"class_type": "VAEDecode", "inputs": {"samples": ["72", 0], "vae": ["39", 0]}}),
+        ("60", "images", ["73", 0])],
 }
 
 
@@ -258,7 +274,7 @@ def run_workflow(prompt: dict) -> dict:
         return results[node_id]
 
     (save,) = [k for k, v in prompt.items() if v["class_type"] == "SaveImage"]
-    (sampler,) = [k for k, v in prompt.items() if v["class_type"] == "KSampler"]
+    sampler = prompt[prompt[save]["inputs"]["images"][0]]["inputs"]["samples"][0]   # what the saved images decode
     images = run(save)[0]
     return {"prompt": prompt, "latent_shape": list(run(sampler)[0]["samples"].shape),
             "pngs_rgb": [png_rgb(im) for im in images]}
@@ -272,8 +288,12 @@ def record_variants() -> dict:
     out = {}
     for name, changes in VARIANTS.items():
         prompt = json.loads(open(WORKFLOW).read())
-        for node, key, value in changes:
-            prompt[node]["inputs"][key] = value
+        for change in changes:
+            if len(change) == 2:   # a node added
+                prompt[change[0]] = change[1]
+            else:
+                node, key, value = change
+                prompt[node]["inputs"][key] = value
         out[name] = run_workflow(prompt)
     return out
 

@@ -34,8 +34,9 @@ class NormalizedLatentFormat(LatentFormat):
     latents_std: tuple[float, ...] = ()
 
     def _stats(self, latent: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        mean = torch.tensor(self.latents_mean).view(1, -1, 1, 1).to(latent.device, latent.dtype)
-        std = torch.tensor(self.latents_std).view(1, -1, 1, 1).to(latent.device, latent.dtype)
+        shape = (1, -1) + (1,) * (latent.dim() - 2)   # [B,C,H,W], or [B,C,T,H,W] with a frame axis
+        mean = torch.tensor(self.latents_mean).view(shape).to(latent.device, latent.dtype)
+        std = torch.tensor(self.latents_std).view(shape).to(latent.device, latent.dtype)
         return mean, std
 
     def process_in(self, latent: torch.Tensor) -> torch.Tensor:
@@ -86,7 +87,7 @@ class DiffusionModel:
         """Raw network output for input `x` (already `calculate_input`-scaled) at `timestep` (model units).
         `cond` keys: "context" [B,T,D]; "pooled" [B,P] (SDXL, SD3, Flux); "time_ids" [B,6] (SDXL);
         "guidance" [B] (Flux); "control" ControlResiduals or None; "concat" [B,C',H,W], channels joined to
-        the input (InstructPix2Pix); "ref_latents" / "ref_latents_method" (Flux Kontext)."""
+        the input (InstructPix2Pix); "ref_latents" / "ref_latents_method" (Flux Kontext, FLUX.2, Qwen-Image)."""
         raise NotImplementedError
 
     def concat_image(self, image: torch.Tensor | None, x: torch.Tensor) -> torch.Tensor | None:

@@ -77,10 +77,15 @@ def _axis_freqs(pos: torch.Tensor, dim: int) -> torch.Tensor:
     return torch.polar(torch.ones_like(angle), angle).to(torch.complex64)
 
 
+Segment = tuple[int, int, int, int, int]   # (frame index, rows, columns, row offset, column offset) in tokens
+
+
 class ComfyRotaryPositions(torch.nn.Module):
-    """Stands in for diffusers' QwenEmbedRope with ComfyUI's positions: image token (row r, column c) of an
-    h x w grid sits at (0, r - h//2, c - w//2); text token i at s + i on all three axes, s = max(h//2, w//2).
-    Returns diffusers' (image, text) complex frequencies."""
+    """Stands in for diffusers' QwenEmbedRope with ComfyUI's positions. The model passes one list of segments
+    per batch entry as `video_fhw`: the image first, then any reference latents. A segment's token (row r,
+    column c) of an h x w grid sits at (index, r + row offset - h//2, c + column offset - w//2); text token i
+    at s + i on all three axes, s = max(h//2, w//2) of the image. Returns diffusers' (image, text) complex
+    frequencies."""
 
     def __init__(self, axes: Sequence[int] = ROPE_AXES) -> None:
         super().__init__()
@@ -89,41 +94,87 @@ class ComfyRotaryPositions(torch.nn.Module):
     def positions_freqs(self, pos: torch.Tensor) -> torch.Tensor:
         return torch.cat([_axis_freqs(pos[:, i], d) for i, d in enumerate(self.axes)], dim=-1)
 
-    def forward(self, video_fhw: Any, max_txt_seq_len: int | torch.Tensor, device: torch.device | None = None
-                ) -> tuple[torch.Tensor, torch.Tensor]:
-        shape = video_fhw[0] if isinstance(video_fhw, list) else video_fhw
-        _, h, w = shape
-        rows = torch.arange(h, dtype=torch.float32) - h // 2
-        cols = torch.arange(w, dtype=torch.float32) - w // 2
-        img = torch.stack([torch.zeros(h, w), rows[:, None].expand(h, w), cols[None, :].expand(h, w)], dim=-1)
+    def forward(self, video_fhw: list[list[Segment]], max_txt_seq_len: int | torch.Tensor,
+                device: torch.device | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        segments = video_fhw[0]
+        image = torch.cat([_segment_positions(*seg) for seg in segments])
+        _, h, w, _, _ = segments[0]
         start = max(h // 2, w // 2)
         txt = (start + torch.arange(int(max_txt_seq_len), dtype=torch.float32))[:, None].expand(-1, 3)
-        return self.positions_freqs(img.reshape(-1, 3)).to(device), self.positions_freqs(txt).to(device)
+        return self.positions_freqs(image).to(device), self.positions_freqs(txt).to(device)
+
+
+def _segment_positions(index: int, h: int, w: int, h_off: int, w_off: int) -> torch.Tensor:
+    rows = torch.arange(h, dtype=torch.float32) + h_off - h // 2
+    cols = torch.arange(w, dtype=torch.float32) + w_off - w // 2
+    grid = torch.stack([torch.full((h, w), float(index)), rows[:, None].expand(h, w), cols[None, :].expand(h, w)],
+                       dim=-1)
+    return grid.reshape(-1, 3)
+
+
+def _patched(x: torch.Tensor) -> torch.Tensor:
+    # Odd sizes: ComfyUI pads circularly to whole patches (and crops the output back).
+    return F.pad(x, (0, (-x.shape[-1]) % PATCH, 0, (-x.shape[-2]) % PATCH), mode="circular")
+
+
+def _one_frame(x: torch.Tensor, what: str) -> torch.Tensor:
+    if x.dim() != 5:
+        return x
+    if x.shape[2] != 1:
+        raise ValueError(f"Qwen-Image takes single images; this {what} has {x.shape[2]} frames")
+    return x[:, :, 0]
+
+
+def reference_segments(refs: Sequence[torch.Tensor], method: str | None, dtype: torch.dtype
+                       ) -> tuple[list[torch.Tensor], list[Segment]]:
+    """ReferenceLatent's latents (model space) as extra tokens and their position segments, as ComfyUI's
+    Qwen-Image places them: method "index" (the default) gives the n-th reference frame index n; any other
+    gives all frame index 1, each beside or below the ones before it, whichever keeps the canvas squarer
+    (offsets in latent cells, rounded half up to tokens)."""
+    tokens, segments = [], []
+    h = w = index = 0
+    for ref in refs:
+        ref = _one_frame(ref, "reference latent")
+        h_off = w_off = 0
+        if (method or "index") == "index":
+            index += 1
+        else:
+            index = 1
+            if ref.shape[-2] + h > ref.shape[-1] + w:
+                w_off = w
+            else:
+                h_off = h
+            h, w = max(h, ref.shape[-2] + h_off), max(w, ref.shape[-1] + w_off)
+        padded = _patched(ref.to(dtype))
+        tokens.append(pack(padded))
+        segments.append((index, padded.shape[-2] // PATCH, padded.shape[-1] // PATCH,
+                         (h_off + PATCH // 2) // PATCH, (w_off + PATCH // 2) // PATCH))
+    return tokens, segments
 
 
 @dataclass
 class QwenImageDiffusionModel(DiffusionModel):
     def apply(self, x: torch.Tensor, timestep: torch.Tensor, cond: dict[str, Any]) -> torch.Tensor:
-        for unsupported in ("control", "ref_latents"):
-            if cond.get(unsupported):
-                raise NotImplementedError(f"{unsupported} is not supported for Qwen-Image models yet")
+        if cond.get("control"):
+            raise NotImplementedError("ControlNets are not supported for Qwen-Image models yet")
         module: QwenImageTransformer2DModel = self.module
-        frames = x.dim() == 5
-        if frames:   # ComfyUI's Qwen-Image latents carry one frame: [B,16,1,H,W]
-            if x.shape[2] != 1:
-                raise ValueError(f"Qwen-Image denoises single images; this latent has {x.shape[2]} frames")
-            x = x[:, :, 0]
+        frames = x.dim() == 5   # ComfyUI's Qwen-Image latents carry one frame: [B,16,1,H,W]
+        x = _one_frame(x, "latent")
         device, dtype = x.device, self.dtype
         b, _, h, w = x.shape
-        # Odd sizes: ComfyUI pads circularly to whole patches and crops the output back.
-        x = F.pad(x, (0, (-w) % PATCH, 0, (-h) % PATCH), mode="circular")
+        x = _patched(x)
         h_len, w_len = x.shape[-2] // PATCH, x.shape[-1] // PATCH
+        tokens, segments = [pack(x.to(dtype))], [(0, h_len, w_len, 0, 0)]
+        if cond.get("ref_latents"):   # ReferenceLatent: references join the image tokens; only the image's are read
+            ref_tokens, ref_segments = reference_segments(cond["ref_latents"], cond.get("ref_latents_method"), dtype)
+            tokens += [t.to(device) for t in ref_tokens]
+            segments += ref_segments
         context = cond["context"].to(device, dtype)
         t = torch.as_tensor(timestep, dtype=torch.float32, device=device).reshape(-1)
-        out = module(hidden_states=pack(x.to(dtype)), encoder_hidden_states=context,
+        out = module(hidden_states=torch.cat(tokens, dim=1), encoder_hidden_states=context,
                      timestep=t.expand(b) if t.numel() == 1 else t,   # sigma: multiplier 1, as ComfyUI's
-                     img_shapes=[(1, h_len, w_len)] * b, return_dict=False)[0]
-        out = unpack(out, h_len, w_len)[:, :, :h, :w].float()
+                     img_shapes=[segments] * b, return_dict=False)[0]
+        out = unpack(out[:, :h_len * w_len], h_len, w_len)[:, :, :h, :w].float()
         return out[:, :, None] if frames else out
 
 

@@ -108,7 +108,8 @@ def test_qwen_image_latents_have_comfyuis_frame_axis(demo_workspace, fixed_threa
 def test_workflow_variants_give_comfyuis_images(demo_workspace, fixed_threads, variant: str) -> None:
     """Variants of the workflow ComfyUI ran too: odd latent sizes with a batch of two, the model's own sampling
     (ModelSamplingFlux 1.15) with dpmpp_2m/karras, cfg 1 with euler_ancestral/beta and a prompt with weighting
-    syntax (kept as text). Every image within 1/255 of ComfyUI's."""
+    syntax (kept as text), and a second pass given the first image as two ReferenceLatents of different sizes.
+    Every image within 1/255 of ComfyUI's."""
     import asyncio
 
     from PIL import Image
