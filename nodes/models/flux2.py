@@ -4,13 +4,14 @@ The network is diffusers' Flux2Transformer2DModel; BFL keys go through diffusers
 the config is read from the tensor shapes. `apply` takes ComfyUI's view of the model: a [B,128,H/16,W/16] latent
 (the VAE's 2x2 patches are already channels, so every latent pixel is one token), sigma as the timestep, the
 stacked text-encoder states as context (left-padded with zeros to 512 tokens, as ComfyUI's Flux2 does), and
-4-axis position ids (t, h, w, l): image tokens at (0, row, column, 0), text tokens at (0, 0, 0, index).
+4-axis position ids (t, h, w, l): image tokens at (0, row, column, 0), text tokens at (0, 0, 0, index), reference
+latents (editing) at (10 n, row, column, 0). In bfloat16 the time embedding is computed as ComfyUI computes it.
 """
 from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,11 +36,6 @@ REF_METHOD = "index"              # ComfyUI's default_ref_method for FLUX.2
 REF_INDEX_SCALE = 10              # ComfyUI's ref_index_scale: references' time coordinates 10, 20, ...
 DEFAULT_GUIDANCE = 3.5            # ComfyUI's value for a guidance-embedding model when the conditioning has none
 SAMPLING = {"kind": "flux", "shift": 2.02}   # ComfyUI's supported_models.Flux2: ModelSamplingFlux, shift 2.02
-
-
-def is_flux2_keys(keys: Iterable[str]) -> bool:
-    keys = list(keys)
-    return find_prefix(keys, BFL_MARKER) is not None or find_prefix(keys, DIFFUSERS_MARKER) is not None
 
 
 def to_diffusers_layout(sd: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
