@@ -19,7 +19,8 @@ Recorded: the token ids of prompts (template, escapes, embedding words, raw chat
 encoder's conditioning (and with CLIPSetLastLayer -2); the transformer's raw output on seeded inputs (even and
 odd latent sizes, a batch of two timesteps); the whole model's denoised prediction and latent format; the
 model sampling; the VAE's decode and encode; the same on fp8 variants of the files in the layouts of ComfyUI's
-fp8 downloads (conditioning and a transformer output); and the shipped demo workflow (workflows_json/qwen_image.json),
+fp8 downloads (conditioning and a transformer output); a transformer output with a tiny LoRA in ComfyUI's
+accepted Qwen-Image names (LoraLoaderModelOnly); and the shipped demo workflow (workflows_json/qwen_image.json),
 with four variants of it (VARIANTS), run node by node with ComfyUI's node classes: the latent's shape and the
 images (as SaveImage would write them).
 Tensors are float32 base64; the files' sha256 are stored so the test knows it has the same files.
@@ -209,13 +210,59 @@ def record_fp8(classes: dict) -> dict:
             "transformer": record_transformer(patcher)[0]}
 
 
+LORA_FILE = "loras/qwen_image_tiny_lora.safetensors"
+# (the LoRA's name for a layer, its format): the names ComfyUI accepts for Qwen-Image, peft and kohya formats.
+LORA_LAYERS = (("transformer.transformer_blocks.0.attn.to_q", "peft"),
+               ("lora_unet_transformer_blocks_1_img_mlp_net_0_proj", "kohya"),
+               ("transformer_blocks.1.attn.add_k_proj", "kohya"),
+               ("diffusion_model.img_in", "peft"),
+               ("lycoris_transformer_blocks_0_txt_mod_1", "kohya"))
+
+
+def tiny_lora(shapes: dict) -> dict:
+    """A rank-4 LoRA on five layers, drawn from one generator (tests/models/test_qwen_image.py draws it alike);
+    `shapes` gives each layer's weight shape by its diffusers name."""
+    g = torch.Generator().manual_seed(11)
+    out = {}
+    for name, kind in LORA_LAYERS:
+        layer = name
+        for prefix in ("transformer.", "diffusion_model.", "lora_unet_", "lycoris_"):
+            layer = layer[len(prefix):] if layer.startswith(prefix) else layer
+        rows, cols = shapes[next(k for k in shapes if k.replace(".", "_") == layer.replace(".", "_") + "_weight")]
+        down, up = torch.randn(4, cols, generator=g) * 0.1, torch.randn(rows, 4, generator=g) * 0.1
+        if kind == "peft":
+            out.update({f"{name}.lora_A.weight": down, f"{name}.lora_B.weight": up})
+        else:
+            out.update({f"{name}.lora_down.weight": down, f"{name}.lora_up.weight": up, f"{name}.alpha": torch.tensor(2.0)})
+    return out
+
+
+def record_lora(classes: dict) -> dict:
+    """LoraLoaderModelOnly (strength 0.8) on the tiny transformer with the tiny LoRA: the first transformer case."""
+    from safetensors.torch import save_file
+    shapes = {k: tuple(v.shape) for k, v in comfy.utils.load_torch_file(f"{MODELS}/{FILES['transformer']}").items()}
+    import os
+    os.makedirs(f"{MODELS}/loras", exist_ok=True)
+    save_file(tiny_lora(shapes), f"{MODELS}/{LORA_FILE}")
+    (patcher,) = run_node(classes["UNETLoader"], {"unet_name": FILES["transformer"].split("/")[1],
+                                                  "weight_dtype": "default"})
+    (patched,) = run_node(classes["LoraLoaderModelOnly"], {"model": patcher, "lora_name": LORA_FILE.split("/")[1],
+                                                           "strength_model": 0.8})
+    patched.patch_model()
+    try:
+        case = record_transformer(patched)[0]
+    finally:
+        patched.unpatch_model()
+    return {"file": LORA_FILE, "strength": 0.8, "transformer": case}
+
+
 def node_classes() -> dict:
     import nodes
     from comfy_extras.nodes_model_advanced import ModelSamplingAuraFlow
     from comfy_extras.nodes_sd3 import EmptySD3LatentImage
     from comfy_extras.nodes_edit_model import ReferenceLatent
     core = {n: getattr(nodes, n) for n in ("UNETLoader", "CLIPLoader", "VAELoader", "CLIPTextEncode", "KSampler",
-                                          "VAEDecode", "VAEEncode", "LatentUpscale", "SaveImage")}
+                                          "VAEDecode", "VAEEncode", "LatentUpscale", "LoraLoaderModelOnly", "SaveImage")}
     return {**core, "ModelSamplingAuraFlow": ModelSamplingAuraFlow, "EmptySD3LatentImage": EmptySD3LatentImage,
             "ReferenceLatent": ReferenceLatent}
 
@@ -303,7 +350,7 @@ def main() -> None:
     torch.set_num_threads(1)
     tiny_widths()
     paths = {k: f"{MODELS}/{v}" for k, v in FILES.items()}
-    for folder in ("diffusion_models", "text_encoders", "vae", "embeddings"):
+    for folder in ("diffusion_models", "text_encoders", "vae", "embeddings", "loras"):
         folder_paths.add_model_folder_path(folder, f"{MODELS}/{folder}", is_default=True)
     # The loader nodes, as the workflow loads the files (CLIPLoader gives the tokenizer its embeddings folder).
     classes = node_classes()
@@ -317,7 +364,7 @@ def main() -> None:
                "tokens": record_tokens(clip), "text": record_text(clip),
                "transformer": record_transformer(patcher), "denoised": record_denoised(patcher),
                "vae": record_vae(vae), "workflow": record_workflow(), "variants": record_variants(),
-               "fp8": record_fp8(classes)}
+               "fp8": record_fp8(classes), "lora": record_lora(classes)}
     with open(OUT, "w") as f:
         json.dump(fixture, f)
 

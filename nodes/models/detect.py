@@ -59,7 +59,8 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
     if any(k.endswith(_LORA_SUFFIXES) for k in keys):
         sdxl = any(k.startswith(("lora_te2_", "text_encoder_2.")) for k in keys)
         flux = any("double_blocks" in k or "single_transformer_blocks" in k for k in keys)
-        return info("flux" if flux else "sdxl" if sdxl else "sd1", "lora", (), "kohya")
+        qwen = any(part in k for k in keys for part in ("img_mlp", "txt_mlp", "img_mod", "txt_mod"))
+        return info("flux" if flux else "qwen_image" if qwen else "sdxl" if sdxl else "sd1", "lora", (), "kohya")
     for prefix in ("control_model.", ""):
         if prefix + "input_hint_block.0.weight" in shapes:
             return info(unet_arch(shapes, prefix), "controlnet", {"controlnet"}, "ldm", prefix)

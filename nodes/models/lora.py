@@ -88,7 +88,7 @@ def merge_loras(patches: tuple[Patch, ...], targets: LoraTargets, sd: dict[str, 
     count = 0
     for patch in patches:
         mods = lora_modules(load_state_dict(patch.path, patch.digest), patch.path)
-        known = [n for n in mods if n.startswith(UNET_FAMILY + TE_FAMILY)]
+        known = [n for n in mods if n.startswith(UNET_FAMILY + TE_FAMILY + targets.family)]
         if not known:
             raise ModelLoadError(patch.path, "LoRA names match no known layout (expected lora_unet_/lora_te_ "
                                              "or unet./text_encoder. prefixes)")

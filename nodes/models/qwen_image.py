@@ -26,6 +26,7 @@ from nodes.models.errors import ModelLoadError
 from nodes.models.flux import pack, unpack
 from nodes.models.flux_keys import count_blocks, find_prefix, strip_prefix
 from nodes.models.fp8 import dequantize_scaled_fp8
+from nodes.models.lora import LoraTargets, merge_loras
 from nodes.models.safetensors_io import build_module
 
 PATCH = 2
@@ -178,17 +179,31 @@ class QwenImageDiffusionModel(DiffusionModel):
         return out[:, :, None] if frames else out
 
 
+def lora_targets(sd: Mapping[str, torch.Tensor]) -> LoraTargets:
+    """The names ComfyUI 0.3.64 accepts for a Qwen-Image LoRA's layers: diffusers' own (bare, or under
+    `diffusion_model.` / `transformer.`), kohya's `lora_unet_` and SimpleTuner's `lycoris_` with underscores."""
+    tops = tuple(sorted({k.split(".")[0] + "." for k in sd}))
+    targets = LoraTargets(("lora_unet_", "diffusion_model.", "transformer.", "lycoris_") + tops, {})
+    for key in sd:
+        if key.endswith(".weight"):
+            name = key[:-len(".weight")]
+            flat = name.replace(".", "_")
+            targets.add(key, name, "diffusion_model." + name, "transformer." + name, "lora_unet_" + flat,
+                        "lycoris_" + flat)
+    return targets
+
+
 def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) -> QwenImageDiffusionModel:
-    """A Qwen-Image DiffusionModel from a bare or `model.diffusion_model.`-prefixed transformer file. It
-    computes in float32 whatever the file's dtype, as ComfyUI 0.3.64 runs Qwen-Image on a CPU."""
+    """A Qwen-Image DiffusionModel from a bare or `model.diffusion_model.`-prefixed transformer file, LoRAs
+    merged. It computes in float32 whatever the file's dtype, as ComfyUI 0.3.64 runs Qwen-Image on a CPU."""
     path = ref.sources[0] if ref.sources else None
-    if ref.patches:
-        raise ModelLoadError(path, "LoRAs on Qwen-Image diffusion models are not supported yet")
     try:
         sd = to_diffusers_layout(state_dict)
         config = infer_config(sd)
     except (KeyError, ValueError) as e:
         raise ModelLoadError(path, f"not a usable Qwen-Image transformer: {e}") from None
+    if ref.patches:
+        sd, _ = merge_loras(ref.patches, lora_targets(sd), sd)
     module = build_module(lambda: QwenImageTransformer2DModel(**config), sd, path, "Qwen-Image transformer")
     module.pos_embed = ComfyRotaryPositions(config["axes_dims_rope"])
     return QwenImageDiffusionModel(arch="qwen_image", module=module, latent_format=WAN21_LATENT,

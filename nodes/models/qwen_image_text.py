@@ -30,8 +30,9 @@ from nodes.models.components import TextEncoder
 from nodes.models.errors import ModelLoadError
 from nodes.models.flux_keys import count_blocks, find_prefix, strip_prefix
 from nodes.models.fp8 import dequantize_scaled_fp8
+from nodes.models.lora import TE_FAMILY, lora_modules
 from nodes.models.qwen_tokenizer import ENDOFTEXT_ID, IM_START_ID, QwenTokenizer, qwen_tokenizer
-from nodes.models.safetensors_io import build_module
+from nodes.models.safetensors_io import build_module, load_state_dict
 
 NAME = "qwen25_7b"                 # ComfyUI's key for this encoder's tokens
 MARKER = "layers.0.self_attn.q_proj.weight"
@@ -155,8 +156,7 @@ def load_text_encoder(ref: ModelRef, state_dicts: Sequence[Mapping[str, torch.Te
     """Qwen-Image's CLIP object from a qwen_2.5_vl_7b text-encoder file (CLIPLoader, type qwen_image)."""
     from nodes.models.loader import vocab_dirs   # the workspace's tokenizer folders (loader imports us lazily)
     path = ref.sources[0] if ref.sources else None
-    if ref.patches:
-        raise ModelLoadError(path, "LoRAs on the Qwen-Image text encoder are not supported yet")
+    _refuse_text_encoder_loras(ref)
     if not isinstance(state_dicts, Mapping):
         if len(state_dicts) != 1:
             raise ModelLoadError(path, f"Qwen-Image takes one text encoder, {len(state_dicts)} were given")
@@ -169,6 +169,15 @@ def load_text_encoder(ref: ModelRef, state_dicts: Sequence[Mapping[str, torch.Te
     tokenizer = qwen_tokenizer(vocab_dirs(), path)
     return QwenImageTextEncoder(arch="qwen_image", modules={NAME: module}, layer=ref.option("layer"),
                                 tokenizer=tokenizer, num_layers=module.config.num_hidden_layers)
+
+
+def _refuse_text_encoder_loras(ref: ModelRef) -> None:
+    """LoraLoader hands its LoRA to the text encoder too. A Qwen-Image LoRA made for the transformer alone has
+    no weight for it, and ComfyUI then leaves the encoder as it is; one with text-encoder weights is refused."""
+    for patch in ref.patches:
+        names = lora_modules(load_state_dict(patch.path, patch.digest), patch.path)
+        if any(n.startswith(TE_FAMILY) or n.startswith(("lora_te", "text_encoders.", "model.layers.")) for n in names):
+            raise ModelLoadError(patch.path, "LoRAs on the Qwen-Image text encoder are not supported yet")
 
 
 __all__ = ["QwenImageTextEncoder", "build_qwen25", "load_text_encoder", "template_end", "tokenize_prompt"]

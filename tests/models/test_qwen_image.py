@@ -306,3 +306,67 @@ def probe_shapes(sd: dict[str, torch.Tensor]) -> tuple[str, str]:
     from nodes.models.detect import classify
     info = classify({k: tuple(v.shape) for k, v in sd.items()}, "released.safetensors")
     return info.arch, info.kind
+
+
+LORA_LAYERS = (("transformer.transformer_blocks.0.attn.to_q", "peft"),
+               ("lora_unet_transformer_blocks_1_img_mlp_net_0_proj", "kohya"),
+               ("transformer_blocks.1.attn.add_k_proj", "kohya"),
+               ("diffusion_model.img_in", "peft"),
+               ("lycoris_transformer_blocks_0_txt_mod_1", "kohya"))
+
+
+def tiny_lora(shapes: dict[str, tuple[int, ...]]) -> dict[str, torch.Tensor]:
+    """The recording script's LoRA, drawn alike: rank 4 on five layers named in each of the ways ComfyUI
+    accepts for Qwen-Image (transformer., lora_unet_, bare, diffusion_model., lycoris_), peft and kohya."""
+    g = torch.Generator().manual_seed(11)
+    out = {}
+    for name, kind in LORA_LAYERS:
+        layer = name
+        for prefix in ("transformer.", "diffusion_model.", "lora_unet_", "lycoris_"):
+            layer = layer[len(prefix):] if layer.startswith(prefix) else layer
+        rows, cols = shapes[next(k for k in shapes if k.replace(".", "_") == layer.replace(".", "_") + "_weight")]
+        down, up = torch.randn(4, cols, generator=g) * 0.1, torch.randn(rows, 4, generator=g) * 0.1
+        if kind == "peft":
+            out.update({f"{name}.lora_A.weight": down, f"{name}.lora_B.weight": up})
+        else:
+            out.update({f"{name}.lora_down.weight": down, f"{name}.lora_up.weight": up,
+                        f"{name}.alpha": torch.tensor(2.0)})
+    return out
+
+
+def test_lora_merges_as_comfyuis(models, tmp_path) -> None:
+    from cluster.refs import Patch, file_digest
+    rec = FIXTURE["lora"]
+    shapes = {k: tuple(v.shape) for k, v in tiny_qwen_image_state_dicts()["transformer"].items()}
+    path = tmp_path / Path(rec["file"]).name
+    save_file(tiny_lora(shapes), str(path))
+    assert (probe(path).arch, probe(path).kind) == ("qwen_image", "lora")
+    ref = make_ref("diffusion_model", "qwen_image", [path_of(models, "transformer")]).with_patch(
+        Patch(str(path), file_digest(path), rec["strength"]))
+    model = loader.load_diffusion_model(ref)
+    case = rec["transformer"]
+    x, context = inputs(case, 32)
+    out = model.apply(x, torch.tensor(case["timesteps"]), {"context": context})
+    torch.testing.assert_close(out, tensor(case["out"]), atol=ATOL, rtol=RTOL)
+    assert not torch.allclose(tensor(case["out"]), tensor(FIXTURE["transformer"][0]["out"]), atol=1e-3)
+
+
+def test_transformer_only_lora_leaves_the_text_encoder_alone(models, tmp_path) -> None:
+    """LoraLoader gives its LoRA to the CLIP too: a transformer-only Qwen-Image LoRA changes nothing there (as in
+    ComfyUI), a LoRA with text-encoder weights is refused."""
+    from cluster.refs import Patch, file_digest
+    shapes = {k: tuple(v.shape) for k, v in tiny_qwen_image_state_dicts()["transformer"].items()}
+    path = tmp_path / "transformer_only.safetensors"
+    save_file(tiny_lora(shapes), str(path))
+    te_path = path_of(models, "text_encoder")
+    plain = loader.load_text_encoder(make_ref("text_encoder", "qwen_image", [te_path], clip_type="qwen_image"))
+    patched = loader.load_text_encoder(make_ref("text_encoder", "qwen_image", [te_path], clip_type="qwen_image")
+                                       .with_patch(Patch(str(path), file_digest(path), 1.0)))
+    tokens = plain.tokenize("a red cube")
+    assert torch.equal(plain.encode(tokens)[0], patched.encode(tokens)[0])
+    te_lora = tmp_path / "with_text_encoder.safetensors"
+    save_file({**tiny_lora(shapes), "lora_te_model_layers_0_self_attn_q_proj.lora_down.weight": torch.zeros(4, 32),
+               "lora_te_model_layers_0_self_attn_q_proj.lora_up.weight": torch.zeros(256, 4)}, str(te_lora))
+    with pytest.raises(ModelLoadError, match="text encoder"):
+        loader.load_text_encoder(make_ref("text_encoder", "qwen_image", [te_path], clip_type="qwen_image")
+                                 .with_patch(Patch(str(te_lora), file_digest(te_lora), 1.0)))
