@@ -5,8 +5,10 @@ The network is diffusers' QwenImageTransformer2DModel with a config read from th
 from the q-norm, heads from the width, text width from txt_in). `apply` takes ComfyUI's view of the model: a
 [B,16,H,W] (or [B,16,1,H,W]) latent in model space, sigma as the timestep (multiplier 1), the text states
 as context; it packs 2x2 patches as ComfyUI's model does and gives the blocks ComfyUI's rotary positions
-(image centred on the origin, text after it), which diffusers' own positions equal only for even sizes.
-Qwen-Image samples as ComfyUI's ModelSamplingFlux with shift 1.15 unless a ModelSampling node says otherwise.
+(image centred on the origin, text after it), which diffusers' own positions equal only for even sizes;
+ReferenceLatent's latents join the image tokens as ComfyUI places them. LoRAs merge under the names ComfyUI
+accepts. Qwen-Image samples as ComfyUI's ModelSamplingFlux with shift 1.15 unless a ModelSampling node says
+otherwise.
 """
 from __future__ import annotations
 
@@ -32,11 +34,6 @@ from nodes.models.safetensors_io import build_module
 PATCH = 2
 ROPE_AXES = (16, 56, 56)          # ComfyUI's (and Qwen's) split of the 128-wide heads: frame, row, column
 ROPE_THETA = 10000
-
-
-def is_qwen_image_state_dict(keys: Sequence[str]) -> bool:
-    prefix = find_prefix(keys, QWEN_IMAGE_MARKER)
-    return prefix is not None and f"{prefix}img_in.weight" in keys
 
 
 def to_diffusers_layout(state_dict: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -214,4 +211,4 @@ def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) 
 from nodes.models.qwen_image_text import load_text_encoder  # noqa: E402
 from nodes.models.qwen_image_vae import load_vae  # noqa: E402
 
-__all__ = ["infer_config", "is_qwen_image_state_dict", "load_diffusion_model", "load_text_encoder", "load_vae"]
+__all__ = ["infer_config", "load_diffusion_model", "load_text_encoder", "load_vae", "lora_targets"]
