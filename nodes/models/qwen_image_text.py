@@ -29,6 +29,7 @@ from cluster.refs import ModelRef
 from nodes.models.components import TextEncoder
 from nodes.models.errors import ModelLoadError
 from nodes.models.flux_keys import count_blocks, find_prefix, strip_prefix
+from nodes.models.fp8 import MARKER as FP8_MARKER
 from nodes.models.fp8 import dequantize_scaled_fp8
 from nodes.models.lora import TE_FAMILY, lora_modules
 from nodes.models.qwen_tokenizer import ENDOFTEXT_ID, IM_START_ID, QwenTokenizer, qwen_tokenizer
@@ -137,7 +138,9 @@ def language_model(state_dict: Mapping[str, torch.Tensor]) -> dict[str, torch.Te
     prefix = find_prefix(state_dict.keys(), MARKER)
     if prefix is None:
         raise ValueError("no Qwen2.5 language model (layers.0.self_attn.q_proj) in the file")
-    return strip_prefix(dequantize_scaled_fp8(state_dict), prefix)
+    # Only the language model (and the fp8 marker) is dequantized: the vision tower is not read.
+    mine = {k: v for k, v in state_dict.items() if k.startswith(prefix) or k.endswith(FP8_MARKER)}
+    return strip_prefix(dequantize_scaled_fp8(mine), prefix)
 
 
 def build_qwen25(sd: Mapping[str, torch.Tensor], path: str | None) -> Qwen2Model:
