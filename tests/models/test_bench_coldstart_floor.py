@@ -28,5 +28,5 @@ def test_the_floor_renders_a_checkpoint_in_a_fresh_process(sd_models, tmp_path):
                            str(sd_models / "checkpoints" / "sd1-tiny.safetensors"), "--size", "64", "--steps", "2",
                            "--out", str(out)], capture_output=True, text=True, check=True)
     phases = json.loads(done.stdout.strip().splitlines()[-1])
-    assert list(phases) == ["imports", "loaded", "encoded", "sampled", "image"]
+    assert list(phases) == ["imports", "loaded", "encoded", "sampled", "image", "image_at"]
     assert out.read_bytes().startswith(b"\x89PNG")
