@@ -75,8 +75,10 @@ class PromptQueue:
         item = item if isinstance(item, QueueItem) else QueueItem(*item)
         with self._cond:
             heapq.heappush(self._heap, (item.number, next(self._seq), item))
+            # the "status" of this enqueue goes out before a worker can take the item and announce
+            # execution_start (ComfyUI's order; the lock is re-entrant for the count it reads)
+            self._on_change()
             self._cond.notify()
-        self._on_change()
 
     def get(self, timeout: float | None = None) -> tuple[QueueItem, int] | None:
         """Pop the lowest-numbered item and mark it running; None on timeout or wake-up."""

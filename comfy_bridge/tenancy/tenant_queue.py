@@ -65,10 +65,12 @@ class TenantQueue:
                 rows = self._queues.get(tenant or "")
                 if rows is not None:
                     rows[row_id] = QueueRow(row_id, tenant or "", item.prompt_id, item.number, item.public(), False)
+            # the "status" of this enqueue goes out before a worker can take the item and announce
+            # execution_start (ComfyUI's order; the lock is re-entrant)
+            self._on_change()
             self._cond.notify()
         if tenant is not None:
             self.load(tenant)   # (routes run put off the event loop) so that the tenant's next reads find them
-        self._on_change()
 
     def get(self, timeout: float | None = None) -> tuple[QueueItem, int] | None:
         with self._cond:
