@@ -6,8 +6,9 @@ import math
 
 import torch
 
+from nodes.latent import MAX_RESOLUTION, EmptySD3LatentImage
+
 MODULE = "comfy_extras.nodes_flux"
-MAX_RESOLUTION = 16384
 FLUX2_DOWNSCALE = 16              # FLUX.2 latents: 128 channels at 1/16 of the image size
 # BFL's empirical fit of the schedule shift mu to the image token count (FLUX.2's sampling code, as ComfyUI has it):
 # a line in the token count for 10 and for 200 steps, interpolated in the step count; long sequences use the
@@ -22,11 +23,7 @@ class EmptyFlux2LatentImage:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "width": ("INT", {"default": 1024, "min": 16, "max": MAX_RESOLUTION, "step": 16}),
-            "height": ("INT", {"default": 1024, "min": 16, "max": MAX_RESOLUTION, "step": 16}),
-            "batch_size": ("INT", {"default": 1, "min": 1, "max": 4096}),
-        }}
+        return EmptySD3LatentImage.INPUT_TYPES()   # ComfyUI declares the same width, height and batch size
 
     RETURN_TYPES = ("LATENT",)
     FUNCTION = "execute"
