@@ -7,7 +7,7 @@ and does Flux's 2x2 patch packing and position ids the way ComfyUI's Flux model 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -110,8 +110,8 @@ def image_ids(h_len: int, w_len: int, dtype: torch.dtype, device: torch.device, 
     return ids.reshape(h_len * w_len, 3)
 
 
-def _patched(x: torch.Tensor) -> torch.Tensor:
-    # Odd sizes: ComfyUI pads circularly to whole patches (and crops the output back).
+def patched(x: torch.Tensor) -> torch.Tensor:
+    """Odd sizes: ComfyUI's 2x2-patch models pad circularly to whole patches (and crop the output back)."""
     return F.pad(x, (0, (-x.shape[-1]) % PATCH, 0, (-x.shape[-2]) % PATCH), mode="circular")
 
 
@@ -123,8 +123,22 @@ def reference_tokens(refs: list[torch.Tensor], method: str, h_len: int, w_len: i
     origin) or "uxo" (index 0, diagonally past the image and the references before it). Offsets are in
     latent cells and become token offsets rounded half up."""
     tokens, ids = [], []
-    h = w = 0
-    index = 0
+    for ref, (index, h_off, w_off) in zip(refs, reference_placements(refs, method, h_len, w_len)):
+        padded = patched(ref.to(dtype))
+        tokens.append(pack(padded))
+        ids.append(image_ids(padded.shape[-2] // PATCH, padded.shape[-1] // PATCH, dtype, ref.device, index,
+                             (h_off + PATCH // 2) // PATCH, (w_off + PATCH // 2) // PATCH))
+    return torch.cat(tokens, dim=1), torch.cat(ids)
+
+
+def reference_placements(refs: Sequence[torch.Tensor], method: str, h_len: int = 0,
+                         w_len: int = 0) -> list[tuple[int, int, int]]:
+    """(frame index, row offset, column offset in latent cells) of each reference latent, as ComfyUI places
+    them beside an image of h_len x w_len tokens: "index" (1, 2, ... at the origin), "uxo" (index 0,
+    diagonally past the image and the references before it), anything else "offset" (index 1, each beside or
+    below the ones before it, whichever keeps the canvas squarer)."""
+    out = []
+    h = w = index = 0
     for ref in refs:
         h_off = w_off = 0
         if method == "index":
@@ -139,15 +153,13 @@ def reference_tokens(refs: list[torch.Tensor], method: str, h_len: int, w_len: i
             else:
                 h_off = h
             h, w = max(h, ref.shape[-2] + h_off), max(w, ref.shape[-1] + w_off)
-        padded = _patched(ref.to(dtype))
-        tokens.append(pack(padded))
-        ids.append(image_ids(padded.shape[-2] // PATCH, padded.shape[-1] // PATCH, dtype, ref.device, index,
-                             (h_off + PATCH // 2) // PATCH, (w_off + PATCH // 2) // PATCH))
-    return torch.cat(tokens, dim=1), torch.cat(ids)
+        out.append((index, h_off, w_off))
+    return out
 
 
-def _per_batch(v: Any, batch: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    t = torch.as_tensor(v, dtype=dtype, device=device).reshape(-1)
+def per_batch(v: Any, batch: int, device: torch.device) -> torch.Tensor:
+    """A scalar or per-sample timestep/guidance as one float32 value per sample."""
+    t = torch.as_tensor(v, dtype=torch.float32, device=device).reshape(-1)
     return t.expand(batch) if t.numel() == 1 else t
 
 
@@ -159,7 +171,7 @@ class FluxDiffusionModel(DiffusionModel):
         module: FluxTransformer2DModel = self.module
         device, dtype = x.device, self.dtype
         b, _, h, w = x.shape
-        x = _patched(x)
+        x = patched(x)
         h_len, w_len = x.shape[-2] // PATCH, x.shape[-1] // PATCH
         tokens, ids = pack(x.to(dtype)), image_ids(h_len, w_len, dtype, device)
         if cond.get("ref_latents"):   # Flux Kontext: references join the image tokens; only the image's are read
@@ -174,13 +186,13 @@ class FluxDiffusionModel(DiffusionModel):
         guidance = None
         if module.config.guidance_embeds:
             g = cond.get("guidance")
-            guidance = _per_batch(DEFAULT_GUIDANCE if g is None else g, b, torch.float32, device)
+            guidance = per_batch(DEFAULT_GUIDANCE if g is None else g, b, device)
         with guidance_embedding_off(module, bool(cond.get("guidance_disabled"))):
             out = module(
                 hidden_states=tokens,
                 encoder_hidden_states=context,
                 pooled_projections=pooled.to(device, dtype),
-                timestep=_per_batch(timestep, b, torch.float32, device),   # sigma: Flux's time unit (multiplier 1)
+                timestep=per_batch(timestep, b, device),   # sigma: Flux's time unit (multiplier 1)
                 img_ids=ids,
                 txt_ids=torch.zeros(context.shape[1], 3, dtype=dtype, device=device),
                 guidance=guidance,

@@ -23,6 +23,7 @@ from diffusers.loaders.single_file_utils import convert_flux2_transformer_checkp
 from cluster.refs import ModelRef
 from nodes.models.components import FLUX2_LATENT, DiffusionModel
 from nodes.models.errors import ModelLoadError
+from nodes.models.flux import per_batch
 from nodes.models.flux_keys import count_blocks, find_prefix, strip_prefix
 from nodes.models.safetensors_io import build_module
 
@@ -121,11 +122,6 @@ def pad_context(context: torch.Tensor) -> torch.Tensor:
     return F.pad(context, (0, 0, short, 0)) if short > 0 else context
 
 
-def _per_batch(v: Any, batch: int, device: torch.device) -> torch.Tensor:
-    t = torch.as_tensor(v, dtype=torch.float32, device=device).reshape(-1)
-    return t.expand(batch) if t.numel() == 1 else t
-
-
 @dataclass
 class Flux2DiffusionModel(DiffusionModel):
     def apply(self, x: torch.Tensor, timestep: torch.Tensor, cond: dict[str, Any]) -> torch.Tensor:
@@ -143,8 +139,8 @@ class Flux2DiffusionModel(DiffusionModel):
         guidance = None
         if module.config.guidance_embeds and not cond.get("guidance_disabled"):
             g = cond.get("guidance")
-            guidance = _per_batch(DEFAULT_GUIDANCE if g is None else g, b, device)
-        sigma = _per_batch(timestep, b, device)
+            guidance = per_batch(DEFAULT_GUIDANCE if g is None else g, b, device)
+        sigma = per_batch(timestep, b, device)
         _exact.values = (sigma * 1000, None if guidance is None else guidance * 1000)
         try:
             out = module(hidden_states=tokens, encoder_hidden_states=context,

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from diffusers import QwenImageTransformer2DModel
 
 from cluster.refs import ModelRef
@@ -25,7 +24,7 @@ from nodes.arch import sampling_config
 from nodes.models.components import WAN21_LATENT, DiffusionModel
 from nodes.models.detect import QWEN_IMAGE_MARKER
 from nodes.models.errors import ModelLoadError
-from nodes.models.flux import pack, unpack
+from nodes.models.flux import pack, patched, reference_placements, unpack
 from nodes.models.flux_keys import count_blocks, find_prefix, strip_prefix
 from nodes.models.fp8 import dequantize_scaled_fp8
 from nodes.models.lora import LoraTargets, merge_loras
@@ -110,11 +109,6 @@ def _segment_positions(index: int, h: int, w: int, h_off: int, w_off: int) -> to
     return grid.reshape(-1, 3)
 
 
-def _patched(x: torch.Tensor) -> torch.Tensor:
-    # Odd sizes: ComfyUI pads circularly to whole patches (and crops the output back).
-    return F.pad(x, (0, (-x.shape[-1]) % PATCH, 0, (-x.shape[-2]) % PATCH), mode="circular")
-
-
 def _one_frame(x: torch.Tensor, what: str) -> torch.Tensor:
     if x.dim() != 5:
         return x
@@ -130,20 +124,10 @@ def reference_segments(refs: Sequence[torch.Tensor], method: str | None, dtype: 
     gives all frame index 1, each beside or below the ones before it, whichever keeps the canvas squarer
     (offsets in latent cells, rounded half up to tokens)."""
     tokens, segments = [], []
-    h = w = index = 0
-    for ref in refs:
-        ref = _one_frame(ref, "reference latent")
-        h_off = w_off = 0
-        if (method or "index") == "index":
-            index += 1
-        else:
-            index = 1
-            if ref.shape[-2] + h > ref.shape[-1] + w:
-                w_off = w
-            else:
-                h_off = h
-            h, w = max(h, ref.shape[-2] + h_off), max(w, ref.shape[-1] + w_off)
-        padded = _patched(ref.to(dtype))
+    refs = [_one_frame(ref, "reference latent") for ref in refs]
+    placement = "index" if (method or "index") == "index" else "offset"
+    for ref, (index, h_off, w_off) in zip(refs, reference_placements(refs, placement)):
+        padded = patched(ref.to(dtype))
         tokens.append(pack(padded))
         segments.append((index, padded.shape[-2] // PATCH, padded.shape[-1] // PATCH,
                          (h_off + PATCH // 2) // PATCH, (w_off + PATCH // 2) // PATCH))
@@ -160,7 +144,7 @@ class QwenImageDiffusionModel(DiffusionModel):
         x = _one_frame(x, "latent")
         device, dtype = x.device, self.dtype
         b, _, h, w = x.shape
-        x = _patched(x)
+        x = patched(x)
         h_len, w_len = x.shape[-2] // PATCH, x.shape[-1] // PATCH
         tokens, segments = [pack(x.to(dtype))], [(0, h_len, w_len, 0, 0)]
         if cond.get("ref_latents"):   # ReferenceLatent: references join the image tokens; only the image's are read
