@@ -518,6 +518,7 @@ class Simulator:
         wf_bytes = sum(self.profiles[m].nbytes for m in models)
         system = self.cfg.system
         used = ex.cache.used if ex.cache is not None else 0
+        comp = sum(self.compute[n.model] for n in wf.nodes)   # one process runs the DAG in order
         if self.functions and not self._instance_alive(ex, wf.name):
             self.loads["instance_starts"] += 1
         if system == "mcache":
@@ -530,7 +531,7 @@ class Simulator:
         else:
             missing = models
         if self.functions:
-            end = self.now + load + sum(self.compute[n.model] for n in wf.nodes)
+            end = self.now + load + comp
             if system == "wcache":   # an evicted workflow's instance was terminated with it
                 ex.instances = {w: t for w, t in ex.instances.items() if w in ex.cache.resident}
             ex.instances[wf.name] = end
@@ -541,7 +542,6 @@ class Simulator:
             self._mem_account(self.now, ex.cache.used - used)
         for m in models:
             self.loads["miss" if m in missing else "hit"] += 1
-        comp = sum(self.compute[n.model] for n in wf.nodes)   # one process runs the DAG in order
         req.load_s += load
         req.compute_s += comp
         act = int(self.cfg.activation_frac * max(self.profiles[m].nbytes for m in models))
