@@ -43,7 +43,7 @@ import time
 import traceback
 import uuid
 from pathlib import Path
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import msgspec
@@ -51,6 +51,7 @@ import torch
 import zmq
 
 from cluster import messages as m
+from cluster import refs
 from cluster import secret as cluster_secret
 from cluster.dataplane import remote, segments
 from cluster.dataplane.plane import ExecutorDataPlane, Invocation
@@ -58,7 +59,7 @@ from cluster.dataplane.segments import safe_prefix
 from cluster.executor_core import (ExecutorCore, Fault, Part, Ran, TensorIO, cap_device_memory,
                                    default_host_bytes, default_memory_budget)
 from cluster.modelfn import ModelFn, warm_up_all
-from cluster.providers import add_providers
+from cluster.providers import add_providers, added_providers
 
 log = logging.getLogger("cluster.executor")
 # where the host tier spills whole models past its capacity (one folder per executor, removed on exit)
@@ -383,16 +384,39 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="with --exit-with-parent: the launching process (default: the parent at start)")
 
 
-def run_executor(args: argparse.Namespace, secret: bytes | None) -> int:
-    """Run an executor with `add_arguments`' options until it is shut down; 2 when the head refused it."""
+def executor_argv(head: str, device: str, *, threads: int, heartbeat_s: float, device_share: int = 1,
+                  host_share: int = 1, memory_budget: int | None = None, preload: Sequence[str] = (),
+                  warm_up: bool = False) -> list[str]:
+    """The options of an executor a launcher starts (a local process, a Ray actor): the providers this
+    process has added go with them, since what the head's process can run, its executors can run."""
+    argv = ["--head", head, "--device", device, "--device-share", str(device_share), "--host-share",
+            str(host_share), "--threads", str(threads), "--heartbeat", str(heartbeat_s)]
+    if memory_budget is not None:   # else the executor's default for its device
+        argv += ["--memory-budget", str(memory_budget)]
+    for mod in preload:
+        argv += ["--preload", mod]
+    if warm_up:
+        argv.append("--warm-up")
+    for mod in added_providers():
+        argv += ["--provider", mod]
+    return argv
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m cluster.executor", description=__doc__.split("\n")[0])
+    add_arguments(p)
+    return p.parse_args(argv)
+
+
+def prepare_executor(args: argparse.Namespace, secret: bytes | None) -> Executor:
+    """An executor with `add_arguments`' options, its providers imported (and warmed up with --warm-up),
+    ready to `run()`: the part of starting one that a process and a Ray actor share."""
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s executor %(process)d %(levelname)s %(message)s")
     faulthandler.enable()   # a crash in native code leaves its Python traceback on stderr, for the supervisor
     if args.data_plane is not None:
         remote.set_mode(args.data_plane)
-    if args.exit_with_parent:
-        # Ctrl-C reaches the whole process group: a supervised executor leaves it to its head, which
-        # shuts it down (or it follows the head out when the head dies)
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if args.head.startswith("tcp://"):   # maybe another machine: its model files are this one's copies
+        refs.verify_digests()
     add_providers(*args.provider)
     for mod in args.preload:
         importlib.import_module(mod)
@@ -401,10 +425,19 @@ def run_executor(args: argparse.Namespace, secret: bytes | None) -> int:
         torch.set_num_threads(args.threads)   # the warm-up's first calls set up the pool it will run on
         t0 = time.perf_counter()
         warmed = (warm_up_all(), time.perf_counter() - t0)
-    executor = Executor(args.head, args.device, args.threads, args.memory_budget, args.id, args.heartbeat,
-                        args.exit_with_parent, args.arena_bytes, args.host_bytes, args.device_share,
-                        args.host_share, args.parent_pid if args.exit_with_parent else None, warmed, secret,
-                        args.data_ip)
+    return Executor(args.head, args.device, args.threads, args.memory_budget, args.id, args.heartbeat,
+                    args.exit_with_parent, args.arena_bytes, args.host_bytes, args.device_share,
+                    args.host_share, args.parent_pid if args.exit_with_parent else None, warmed, secret,
+                    args.data_ip)
+
+
+def run_executor(args: argparse.Namespace, secret: bytes | None) -> int:
+    """Run an executor with `add_arguments`' options until it is shut down; 2 when the head refused it."""
+    if args.exit_with_parent:
+        # Ctrl-C reaches the whole process group: a supervised executor leaves it to its head, which
+        # shuts it down (or it follows the head out when the head dies)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    executor = prepare_executor(args, secret)
 
     def stop(signum: int, frame: Any) -> None:
         # leave as on Shutdown, after the invocation in progress: data plane closed, segments unlinked
@@ -417,10 +450,8 @@ def run_executor(args: argparse.Namespace, secret: bytes | None) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m cluster.executor", description=__doc__.split("\n")[0])
-    add_arguments(p)
-    args = p.parse_args(argv)
-    return run_executor(args, cluster_secret.read_secret())   # the secret from the environment, if any
+    return run_executor(parse_args(sys.argv[1:] if argv is None else argv),
+                        cluster_secret.read_secret())   # the secret from the environment, if any
 
 
 if __name__ == "__main__":

@@ -275,6 +275,7 @@ class Head:
         self._challenges: collections.OrderedDict[bytes, tuple[bytes, bytes]] = collections.OrderedDict()
         self._remote: remote.RemotePeers | None = None   # to release outputs on other hosts
         self.local_cluster: Any = None     # set by start_local_cluster: the executor processes it supervises
+        self.ray_executors: Any = None     # set by start_ray_cluster: the Ray actors it places
         self._refs = RefClient()           # to release outputs nobody will read
         self._lost_watchers: list[Callable[[str], None]] = []
         self._loads = MeasuredLoads()

@@ -25,7 +25,7 @@ from typing import IO, Any, Sequence
 from cluster import secret as cluster_secret
 from cluster.cluster_runtime import ClusterRuntime
 from cluster.head import Head
-from cluster.providers import added_providers
+from cluster.executor import executor_argv
 from cluster.reclaim import reclaim_dead
 
 log = logging.getLogger("cluster.local")
@@ -95,18 +95,10 @@ class LocalCluster:
 
     def _spawn(self, i: int) -> subprocess.Popen:
         device = self.devices[i]
-        cmd = [sys.executable, "-m", "cluster.executor", "--head", self.head.address, "--device", device,
-               "--device-share", str(self.devices.count(device)), "--host-share", str(len(self.devices)),
-               "--threads", str(self.threads), "--heartbeat", str(self.head.heartbeat_s), "--exit-with-parent",
-               "--parent-pid", str(os.getpid())]
-        if self.memory_budget is not None:   # else the executor's default for its device
-            cmd += ["--memory-budget", str(self.memory_budget)]
-        for mod in self.preload:
-            cmd += ["--preload", mod]
-        if self.warm_up:
-            cmd.append("--warm-up")
-        for mod in added_providers():   # what this process can run, its executors can run
-            cmd += ["--provider", mod]
+        cmd = [sys.executable, "-m", "cluster.executor", *executor_argv(
+            self.head.address, device, threads=self.threads, heartbeat_s=self.head.heartbeat_s,
+            device_share=self.devices.count(device), host_share=len(self.devices), memory_budget=self.memory_budget,
+            preload=self.preload, warm_up=self.warm_up), "--exit-with-parent", "--parent-pid", str(os.getpid())]
         proc = subprocess.Popen(cmd, cwd=REPO, env=self.env, stderr=subprocess.PIPE)
         self.tails[proc.pid] = StderrTail(proc.stderr)
         return proc

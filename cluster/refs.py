@@ -27,6 +27,28 @@ def _digest(path: str, size: int, mtime_ns: int) -> str:
     return h.hexdigest()
 
 
+_verify = False
+
+
+def verify_digests(on: bool = True) -> None:
+    """Make `checked_digest` compare files with the digests the head named: on for executors that join over
+    TCP, whose model files are their own machine's copies (a shared filesystem or the same files)."""
+    global _verify
+    _verify = on
+
+
+def checked_digest(path: str, digest: str | None) -> str:
+    """The digest to key `path`'s content by: `digest` as the head computed it, checked against this
+    machine's file when `verify_digests` is on (ValueError naming both when they differ)."""
+    if digest is None or not _verify:
+        return digest or file_digest(path)
+    local = file_digest(path)
+    if local != digest:
+        raise ValueError(f"this machine's copy differs from the head's (BLAKE3 {local[:16]}... here, {digest[:16]}... "
+                         "there): give every node the same model files, or a shared filesystem")
+    return digest
+
+
 def file_digest(path: str | os.PathLike) -> str:
     """BLAKE3 of a file's content (a folder's: of its files' names and digests), memoised on (path, size,
     mtime) so a file is read once."""

@@ -83,6 +83,16 @@ def add_cluster_flags(p: argparse.ArgumentParser) -> None:
                         "cluster.secret in the workspace, created now if absent). A non-loopback IP needs a tenant "
                         "or --insecure-open. With it, --executors 0 starts no local executor and waits for "
                         "executors to join (default: a local socket only this machine's executors reach)")
+    p.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
+                   help="place executors on a Ray cluster as Ray actors: `auto` (the cluster this machine is part "
+                        "of), a Ray address (HOST:PORT or ray://HOST:PORT), or none: a local Ray started here. One "
+                        "executor per GPU on every node with --executor-device cuda (auto: on nodes with GPUs), "
+                        "else --executors N CPU executors per node (default 1); nodes that join get theirs. The "
+                        "head listens on --head-address (default: this machine's address toward the Ray cluster, "
+                        "which needs a tenant or --insecure-open; loopback for a local Ray)")
+    p.add_argument("--ray-nodes-as-hosts", action="store_true",
+                   help="with --ray: treat every Ray node as a host of its own, moving tensors between nodes over "
+                        "TCP even where they share a machine (Ray nodes started on one machine, as tests do)")
     p.add_argument("--data-plane", choices=("auto", "shm", "tcp"), default=None,
                    help="how tensors move between processes: auto (shared memory on one host, TCP across hosts), "
                         "shm, or tcp (TCP between every two processes, the cross-host path on one host); "

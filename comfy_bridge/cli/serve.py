@@ -53,6 +53,8 @@ def start_cluster_in_background(args: argparse.Namespace, secret: bytes | None =
     while this process imports the nodes: clients that give a new server ~20 s (ComfyUI's test suites)
     see it listening sooner. With --head-address the head listens there and takes executors that know
     `secret` (none local with --executors 0). The future resolves to (head, runtime)."""
+    if args.ray:
+        return start_ray_in_background(args, secret)
     devices = cli_args.executor_devices(args)
     if not devices and not args.head_address:
         return None
@@ -65,33 +67,71 @@ def start_cluster_in_background(args: argparse.Namespace, secret: bytes | None =
     from nodes.workspace import child_process_env
     executor_env = child_process_env()   # the executors open this workspace: its model folders and configs
     threads = args.executor_threads or max(1, (os.cpu_count() or 1) // max(1, len(devices)))
-    head_options = {"policy": args.scheduler, "max_batch": args.max_batch,
-                    "batch_window_s": args.batch_window_ms / 1000}
+
+    def start():
+        head, runtime = start_local_cluster(len(devices), threads, devices=devices, env=executor_env,
+                                            warm_up=True, **head_options(args, secret))
+        if args.head_address:
+            log.info("executors join from other machines with: comfy-cluster executor --head %s "
+                     "--workspace DIR (DIR holding a copy of %s, or COMFY_CLUSTER_SECRET set)",
+                     head.address, "cluster.secret")
+        return head, runtime
+    return in_background(start, "local-cluster-start")
+
+
+def start_ray_in_background(args: argparse.Namespace, secret: bytes | None) -> Future:
+    """`serve --ray`: the head on --head-address, its executors placed on the Ray cluster's nodes."""
+    from cluster.ray_executors import start_ray_cluster
+    from nodes.workspace import child_process_env
+
+    def start():
+        per_node = 1 if args.executors is None else args.executors
+        return start_ray_cluster(None if args.ray == "local" else args.ray, device=args.executor_device,
+                                 per_node=per_node, threads=args.executor_threads, env=child_process_env(),
+                                 host_per_node=args.ray_nodes_as_hosts, **head_options(args, secret))
+    return in_background(start, "ray-cluster-start")
+
+
+def head_options(args: argparse.Namespace, secret: bytes | None) -> dict:
+    """The head's options from serve's flags."""
+    options: dict = {"policy": args.scheduler, "max_batch": args.max_batch,
+                     "batch_window_s": args.batch_window_ms / 1000}
     if args.head_address:
-        head_options.update(address=args.head_address, secret=secret)
+        options.update(address=args.head_address, secret=secret)
     if args.fairness_slack is not None:
-        head_options["delta"] = args.fairness_slack
+        options["delta"] = args.fairness_slack
     if args.no_warm_wait:
         from cluster.warm_wait import WarmWaitPolicy
-        head_options["warm_wait"] = WarmWaitPolicy(enabled=False)
+        options["warm_wait"] = WarmWaitPolicy(enabled=False)
+    return options
+
+
+def in_background(start, name: str) -> Future:
+    """Run `start()` -> (head, runtime) on a thread, so that executors boot while this process imports the
+    nodes; the head follows the cascade controller's decisions. The future resolves to (head, runtime)."""
     future: Future = Future()
 
-    def start() -> None:
+    def run() -> None:
         try:
-            head, runtime = start_local_cluster(len(devices), threads, devices=devices, env=executor_env,
-                                                warm_up=True, **head_options)
+            head, runtime = start()
             from cluster.cascade.head_hook import follow_head
             from nodes.cascade_nodes import checkpoint_model_key
             follow_head(head, checkpoint_model_key)   # cascade decisions set the batch sizes of their models
-            if args.head_address:
-                log.info("executors join from other machines with: comfy-cluster executor --head %s "
-                         "--workspace DIR (DIR holding a copy of %s, or COMFY_CLUSTER_SECRET set)",
-                         head.address, "cluster.secret")
             future.set_result((head, runtime))
         except BaseException as err:  # re-raised in cmd_serve by future.result()
             future.set_exception(err)
-    threading.Thread(target=start, name="local-cluster-start", daemon=True).start()
+    threading.Thread(target=run, name=name, daemon=True).start()
     return future
+
+
+def ray_head_address(ray: str) -> str:
+    """Where the head listens for executors on Ray nodes when --head-address is not given: loopback for a
+    local Ray, else this machine's address on the route to the Ray cluster (any free port)."""
+    if ray == "local":
+        return "tcp://127.0.0.1:*"
+    from cluster.dataplane import remote
+    host = ray.split("://", 1)[-1].rsplit(":", 1)[0] if ray != "auto" else ""
+    return f"tcp://{remote.local_ip(host)}:*"
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -107,6 +147,8 @@ def _serve(args: argparse.Namespace) -> int:
     for line in describe_workspace(ws):
         log.info("%s", line)
     secret = None
+    if args.ray and not args.head_address:
+        args.head_address = ray_head_address(args.ray)
     if args.head_address:
         refusal = head_address_refusal(args, ws)
         if refusal:

@@ -12,7 +12,7 @@ from typing import Callable
 
 import torch
 
-from cluster.refs import file_digest
+from cluster.refs import checked_digest
 
 from .errors import ModelLoadError
 
@@ -107,7 +107,10 @@ class _StateDictCache:
         self.reads = 0  # files actually read from disk (tests check the cache works)
 
     def get(self, path: str, digest: str | None = None) -> dict[str, torch.Tensor]:
-        key = digest or file_digest(path)
+        try:
+            key = checked_digest(path, digest)
+        except ValueError as e:
+            raise ModelLoadError(path, str(e)) from None
         if key in self._items:
             self._items.move_to_end(key)
             return self._items[key]
