@@ -300,6 +300,16 @@ class Head:
         return self
 
     @property
+    def reachable_address(self) -> str:
+        """The address executors on other machines connect to: `address` with a wildcard host (tcp://0.0.0.0)
+        replaced by this machine's IP on its default route."""
+        if self.address.startswith("tcp://"):
+            host, port = self.address[len("tcp://"):].rsplit(":", 1)
+            if host.strip("[]") in ("0.0.0.0", "*", "::"):
+                return f"tcp://{remote.local_ip('')}:{port}"
+        return self.address
+
+    @property
     def data_ip(self) -> str | None:
         """Where this process serves its own tensors to executors on other hosts (the head's IP), or
         None when none can be elsewhere (an ipc:// head, shared memory allowed)."""

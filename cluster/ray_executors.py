@@ -131,7 +131,7 @@ class RayExecutors:
     def _start(self, node_id: str, resources: dict[str, float], device: str, n: int) -> Placed:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
         threads = self._threads(device, resources, n)
-        argv = executor_argv(self.head.address, device, threads=threads, heartbeat_s=self.head.heartbeat_s,
+        argv = executor_argv(self.head.reachable_address, device, threads=threads, heartbeat_s=self.head.heartbeat_s,
                              device_share=1, host_share=n, memory_budget=self.memory_budget, warm_up=self.warm_up)
         actor = self._remote_cls.options(
             num_cpus=threads if device == "cpu" else 1, num_gpus=0 if device == "cpu" else 1,

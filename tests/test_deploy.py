@@ -18,9 +18,17 @@ DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
 MANIFESTS = sorted(DEPLOY.rglob("*.yaml"))
 
 
+def _pod_specs(doc: dict) -> list[dict]:
+    """The pod specs of a Deployment, or of a KubeRay RayCluster's head and worker groups."""
+    spec = doc.get("spec", {})
+    if doc.get("kind") == "RayCluster":
+        groups = [spec["headGroupSpec"], *spec.get("workerGroupSpecs", [])]
+        return [g["template"]["spec"] for g in groups]
+    return [spec.get("template", {}).get("spec", {})]
+
+
 def _containers(doc: dict) -> list[dict]:
-    spec = doc.get("spec", {}).get("template", {}).get("spec", {})
-    return spec.get("initContainers", []) + spec.get("containers", [])
+    return [c for pod in _pod_specs(doc) for c in pod.get("initContainers", []) + pod.get("containers", [])]
 
 
 def _command_lines(argv: list[str]) -> list[list[str]]:
@@ -42,6 +50,13 @@ def _accepts(argv: list[str]) -> None:
         pytest.fail(f"comfy-cluster does not accept: {shlex.join(argv)} (exit {e.code})")
 
 
+def ray_version() -> str:
+    tomllib = pytest.importorskip("tomllib")
+    extras = tomllib.loads((DEPLOY.parent / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    (pin,) = extras["ray"]
+    return pin.split("==")[1]
+
+
 def _flag(argv: list[str], name: str) -> str:
     return argv[argv.index(name) + 1]
 
@@ -61,7 +76,7 @@ def test_every_command_in_a_manifest_is_one_the_cli_accepts(path):
 
 def test_the_executors_join_the_head_through_its_service():
     docs = [d for d in yaml.safe_load_all((DEPLOY / "kubernetes" / "comfy-cluster.yaml").read_text()) if d]
-    commands = [c["command"] for d in docs for c in _containers(d) if c["command"][:2] in
+    commands = [c["command"] for d in docs for c in _containers(d) if c.get("command", [])[:2] in
                 (["comfy-cluster", "serve"], ["comfy-cluster", "executor"])]
     (serve,) = [c for c in commands if c[1] == "serve"]
     executors = [c for c in commands if c[1] == "executor"]
@@ -80,3 +95,18 @@ def test_the_dockerfile_entry_point_is_an_accepted_command():
     cmd = json.loads(re.search(r"^CMD (\[.*\])$", text, re.M).group(1))
     assert entry == ["comfy-cluster"]
     _accepts(entry + cmd)
+
+
+def test_the_raycluster_serves_beside_rays_head_and_its_workers_mount_the_models():
+    docs = [d for d in yaml.safe_load_all((DEPLOY / "kuberay" / "comfy-cluster-raycluster.yaml").read_text()) if d]
+    (ray_cluster,) = [d for d in docs if d["kind"] == "RayCluster"]
+    head_pod = ray_cluster["spec"]["headGroupSpec"]["template"]["spec"]
+    (serve,) = [c["command"] for c in head_pod["containers"] if c.get("command", [])[:2] == ["comfy-cluster", "serve"]]
+    assert _flag(serve, "--ray").split(":")[-1] == "6379"   # Ray's GCS in the same pod
+    assert ray_cluster["spec"]["rayVersion"] == ray_version()   # the image's Ray (the ray extra's pin)
+    models = {v["mountPath"] for c in head_pod["containers"] for v in c.get("volumeMounts", [])
+              if v["name"] == "models"}
+    for group in ray_cluster["spec"]["workerGroupSpecs"]:
+        (worker,) = group["template"]["spec"]["containers"]
+        assert "nvidia.com/gpu" in worker["resources"]["limits"]
+        assert {v["mountPath"] for v in worker["volumeMounts"] if v["name"] == "models"} == models
