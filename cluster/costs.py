@@ -43,6 +43,10 @@ class CostModel:
             self._avg[key] = seconds if n == 0 else prev + self.alpha * (seconds - prev)
             self._count[key] = n + 1
 
+    def measured(self, fn: str, model_key: str) -> float | None:
+        """The average over every shape of (fn, model), or None when never measured (no default)."""
+        return self._avg.get((fn, model_key))
+
     def samples(self, fn: str, model_key: str = "", shapes: tuple = ()) -> int:
         return self._count.get((fn, model_key, shapes), 0)
 

@@ -26,11 +26,19 @@ One `schedule(now, executors)` does, in order:
   instead of run when it is popped or would join a batch, as DiffServe's workers drop the queries
   that cannot finish within 1.5 x SLO: running them would only delay the queries that still can.
   The shell collects the dropped ones with `take_shed` and ends their requests.
+
+Preloading (§5.1) is decided here too, for both shells: each tells the dispatcher what demand it
+learns of (`expect`: the simulator a request's models on arrival, the head each invocation queued
+and each model a controller announces), and `preload_order` says which models an idle executor fills
+its free memory with, the first L_e layers of each, never by evicting: the models a controller
+plans replicas for (the scaling controller's floors) first, then the most expected; with no
+expectation yet, every model the shell knows of. The simulator applies it to its modelled layer
+caches, the head sends it to its executors (`messages.Preload`, cluster.preloader).
 """
 from __future__ import annotations
 
 import collections
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from cluster.dispatch_interface import Assignment, DispatchPolicy, ExecutorView, LoadCosts
@@ -51,6 +59,15 @@ class Batch:
     @property
     def full(self) -> bool:
         return self.samples >= self.cap
+
+
+def preload_order(expected: Mapping[str, float], floors: Mapping[str, int], known: Iterable[str]) -> list[str]:
+    """Models to preload, first first: those a controller plans warm replicas for (`floors`, most
+    replicas first), then the others by the demand `expected`, most first (ties in the order learned);
+    with neither, the `known` models in their order."""
+    planned = sorted((k for k, n in floors.items() if n > 0), key=lambda k: -floors[k])
+    order = planned + sorted((k for k in expected if k not in floors), key=lambda k: -expected[k])
+    return order or list(dict.fromkeys(known))
 
 
 class Dispatcher(DispatchPolicy):
@@ -77,6 +94,19 @@ class Dispatcher(DispatchPolicy):
         self._parked: dict[str, list[tuple[Parked, Invocation]]] = {}
         self.waits_started = 0     # batches opened or invocations parked: a shell's sleep may end sooner
         self.counters: collections.Counter[str] = collections.Counter()
+        self.expected: dict[str, float] = {}                       # model key -> demand learned of so far
+
+    # preloading ---------------------------------------------------------------------------------------
+    def expect(self, model_key: str, n: float = 1.0) -> None:
+        """Demand for `model_key` learned of before it is dispatched (a request's models, an invocation
+        queued, a controller's plan): what `preload_order` ranks by."""
+        if model_key:
+            self.expected[model_key] = self.expected.get(model_key, 0.0) + n
+
+    def preload_order(self, known: Iterable[str] = ()) -> list[str]:
+        """The models an idle executor preloads the first L_e layers of, in order (see `preload_order`)."""
+        floors = self.scaling.floors if self.scaling is not None else {}
+        return preload_order(self.expected, floors, known)
 
     # the shell's events ---------------------------------------------------------------------------
     def add(self, inv: Invocation) -> None:

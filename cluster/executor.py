@@ -20,7 +20,9 @@ same one the in-process runtime drives; this module is the process shell around 
 the tensors). A `BatchDispatch` (compatible invocations of several requests) is run as one call: each
 part's inputs pulled, merged along the batch, the ModelFn run once, the outputs split and published
 per part, one Done per part charged its share of the measured time; if the merged run fails, the
-parts are run one by one, so one part's bad input fails only that part. An invocation the head
+parts are run one by one, so one part's bad input fails only that part. Between runs a preloader
+thread fills idle memory with the first L_e layers of the models the head's latest `Preload` names
+(cluster.preloader); a run pauses it. An invocation the head
 aborts (past its deadline) cannot be interrupted inside a Python thread, so the executor says goodbye and exits; whoever
 supervises it starts a fresh one.
 """
@@ -59,6 +61,7 @@ from cluster.dataplane.segments import safe_prefix
 from cluster.executor_core import (ExecutorCore, Fault, Part, Ran, TensorIO, cap_device_memory,
                                    default_host_bytes, default_memory_budget)
 from cluster.modelfn import ModelFn, warm_up_all
+from cluster.preloader import Preloader
 from cluster.providers import add_providers, added_providers
 
 log = logging.getLogger("cluster.executor")
@@ -71,7 +74,8 @@ class Executor:
                  executor_id: str | None = None, heartbeat_s: float = 0.5, exit_with_parent: bool = False,
                  arena_bytes: int = 64 << 20, host_bytes: int | None = None, device_share: int = 1,
                  host_share: int = 1, parent_pid: int | None = None, warmed: tuple[list[str], float] = ([], 0.0),
-                 secret: bytes | None = None, data_ip: str | None = None) -> None:
+                 secret: bytes | None = None, data_ip: str | None = None,
+                 h2d_bandwidth: float | None = None) -> None:
         self.head = head
         self.warmed, self.warm_s = warmed   # what warm_up_all did before this executor registers
         self.secret = secret
@@ -91,8 +95,9 @@ class Executor:
         self.plane = ExecutorDataPlane(self.id, memory_budget, min(arena_bytes, memory_budget), device,
                                        weights_dir=WEIGHTS_DIR / self.prefix.strip("-"),
                                        host_bytes=default_host_bytes(device, memory_budget, host_share)
-                                       if host_bytes is None else host_bytes)
+                                       if host_bytes is None else host_bytes, h2d_bandwidth=h2d_bandwidth)
         self.core = ExecutorCore(self.plane.budget, self.plane.cache, device, threads)
+        self.preloader = Preloader(self.core.models, self.core.fn)   # the head's messages.Preload
         self.io = ArenaIO(self.plane)
         self.ip = remote.local_ip(_host_of(head)) if head.startswith("tcp://") else ""
         self.plane.store.secret = secret
@@ -136,13 +141,16 @@ class Executor:
         if parts:
             stats = self.plane.store.stats
             before = (stats.shm_pulls, stats.tcp_pulls, stats.tcp_bytes, stats.tcp_s)
-            results = self.core.run(parts[0][0].fn, [p for _, p in parts], self.io)
+            streamed = self.plane.cache.streamed
+            with self.preloader.paused():
+                results = self.core.run(parts[0][0].fn, [p for _, p in parts], self.io)
             replies.update({d.dispatch_id: self._reply(d, r) for (d, _), r in zip(parts, results)})
             first = replies[parts[0][0].dispatch_id]
             if isinstance(first, m.Done):   # the run's pulls, on its first part
                 first.shm_pulls, first.tcp_pulls = stats.shm_pulls - before[0], stats.tcp_pulls - before[1]
                 first.tcp_bytes, first.tcp_s = stats.tcp_bytes - before[2], stats.tcp_s - before[3]
                 first.measured_s += first.tcp_s   # waiting for the network is time the tenant's run took
+                first.layers_loaded = self.plane.cache.streamed - streamed
         return [replies[d.dispatch_id] for d in dispatches]
 
     # the main thread ------------------------------------------------------------------------------
@@ -202,6 +210,8 @@ class Executor:
     def _handle(self, sock: zmq.Socket, msg: m.ToExecutor) -> None:
         if isinstance(msg, (m.Dispatch, m.BatchDispatch)):
             self._pending.append(msg)
+        elif isinstance(msg, m.Preload):
+            self.preloader.want(msg.models)
         elif isinstance(msg, m.Welcome):
             self.heartbeat_s = msg.heartbeat_s
         elif isinstance(msg, m.Challenge):
@@ -240,7 +250,8 @@ class Executor:
         if time.monotonic() < self._next_beat:
             return
         busy = len(self._pending) + bool(self._running)
-        self._send(sock, m.Heartbeat(busy, self.plane.memory_used(), self.core.models.resident()))
+        self._send(sock, m.Heartbeat(busy, self.plane.memory_used(), self.core.models.resident(),
+                                     self.preloader.report()))
         self._next_beat = time.monotonic() + self.heartbeat_s
         if self._orphaned():
             log.warning("parent process exited; stopping")
@@ -296,6 +307,7 @@ class Executor:
                 self._running = ()
                 for result in results:
                     self._send(sock, result)
+        self.preloader.stop()
         if self.refused is None:
             self._send(sock, m.Bye("shutdown"), retry=False)
         sock.close()
@@ -371,6 +383,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="bytes of models kept in host memory before spilling to disk (default: the budget; "
                         "beside a GPU at most a quarter of the machine's memory)")
     p.add_argument("--preload", action="append", default=[], help="module to import (registers ModelFns)")
+    p.add_argument("--h2d-bandwidth", type=float, default=None,
+                   help="bytes/s to emulate for host -> device weight copies (benchmarks and tests of "
+                        "prefix loading and preloading on the CPU, where a copy is otherwise free)")
     p.add_argument("--provider", action="append", default=[],
                    help="module that registers ModelFns, imported on the first ModelFn it does not know yet "
                         "(besides the entry-point group comfy_cluster.modelfns, which installed packages declare)")
@@ -428,7 +443,7 @@ def prepare_executor(args: argparse.Namespace, secret: bytes | None) -> Executor
     return Executor(args.head, args.device, args.threads, args.memory_budget, args.id, args.heartbeat,
                     args.exit_with_parent, args.arena_bytes, args.host_bytes, args.device_share,
                     args.host_share, args.parent_pid if args.exit_with_parent else None, warmed, secret,
-                    args.data_ip)
+                    args.data_ip, args.h2d_bandwidth)
 
 
 def run_executor(args: argparse.Namespace, secret: bytes | None) -> int:

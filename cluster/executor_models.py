@@ -10,6 +10,7 @@ Objects without modules (tokenizers only, None) are kept as they are.
 """
 from __future__ import annotations
 
+import threading
 import time
 from contextlib import contextmanager
 from typing import Any, Iterator
@@ -50,14 +51,24 @@ class ExecutorModels:
         self._ref_keys: dict[str, str] = {}              # cache key -> ModelRef.key (what the head sees)
         self.loads = 0      # models built from their files (misses)
         self.hits = 0       # uses of a model already built (its layers may still have to stream in)
+        self.prebuilt = 0   # models built ahead of their first use (cluster.preloader)
+        # one build per key at a time: a run waits for the preloader's build of its model, not a second one
+        self._building: dict[str, threading.Lock] = {}
+        self._guard = threading.Lock()
 
-    @contextmanager
-    def use(self, fn: ModelFn, ref: ModelRef) -> Iterator[tuple[Any, float]]:
-        """(model, seconds spent loading it from its files now); layers stream in while it runs."""
+    def build(self, fn: ModelFn, ref: ModelRef) -> tuple[str, float]:
+        """Build the model from its files unless built: (cache key, seconds it took now, 0 if built
+        before; waiting for another thread's build of it counts).
+        A managed model's layers are then in the host tier, none resident yet."""
         key = f"{fn.name}-{ref.key}"
-        load_s = 0.0
-        if key not in self._loaded:
-            t0 = time.perf_counter()
+        if key in self._loaded:
+            return key, 0.0
+        t0 = time.perf_counter()
+        with self._guard:
+            lock = self._building.setdefault(key, threading.Lock())
+        with lock:
+            if key in self._loaded:   # another thread built it meanwhile: the wait was this caller's load
+                return key, time.perf_counter() - t0
             obj = fn.load_model(ref)
             modules = modules_of(obj)
             holder = nn.ModuleDict(modules)
@@ -67,9 +78,19 @@ class ExecutorModels:
             else:   # tied weights stay whole, on the executor's device, charged to its budget for good
                 holder.to(self.cache.device)
                 self.cache.budget.charge_weights(_nbytes(holder), evict=True, force=True)
-            self._loaded[key] = (obj, managed)
             self._ref_keys[key] = ref.key
-            load_s = time.perf_counter() - t0
+            self._loaded[key] = (obj, managed)
+            return key, time.perf_counter() - t0
+
+    def managed(self, key: str) -> bool:
+        """Whether `key` is built and its weights are in the layer cache."""
+        return key in self._loaded and self._loaded[key][1]
+
+    @contextmanager
+    def use(self, fn: ModelFn, ref: ModelRef) -> Iterator[tuple[Any, float]]:
+        """(model, seconds spent loading it from its files now); layers stream in while it runs."""
+        key, load_s = self.build(fn, ref)
+        if load_s > 0:
             self.loads += 1
         else:
             self.hits += 1
@@ -93,5 +114,5 @@ class ExecutorModels:
 
     def resident(self) -> list[str]:
         """ModelRef keys with at least their first layer resident (they start without waiting)."""
-        return sorted({ref for key, ref in self._ref_keys.items()
-                       if not self._loaded[key][1] or 0 in self.cache.resident(key)})
+        return sorted({ref for key, ref in list(self._ref_keys.items())
+                       if key in self._loaded and (not self._loaded[key][1] or 0 in self.cache.resident(key))})

@@ -30,6 +30,12 @@ each model's load time (the latest `load_s` an executor reported; a model never 
 waited for) and when busy executors are expected to be free (their running work's estimates minus
 the time it has run). The head thread's sleep ends when a batch window closes or a parked
 invocation has waited its load time.
+
+Preloading (§5.1): the dispatcher also keeps what demand the head learned of (each invocation queued,
+and each model a controller announces with `expect`) and decides which models an idle executor fills
+its free memory with (`Dispatcher.preload_order`, the simulator's decision too); the head sends each
+executor that list, when it changes, as a `Preload` naming how to load each model (the ModelFn and
+payload of its latest invocation or announcement), and the executor does the rest (cluster.preloader).
 """
 from __future__ import annotations
 
@@ -143,6 +149,8 @@ class ExecutorState:
     warmed: list[str] = field(default_factory=list)   # ModelFns it warmed up before registering
     warm_s: float = 0.0
     pulls: collections.Counter = field(default_factory=collections.Counter)   # its runs' input pulls
+    prefixes: dict[str, list[int]] = field(default_factory=dict)   # preloaded: model -> [resident, L_e, layers]
+    preload_sent: list[str] = field(default_factory=list)          # the last preload order sent to it
 
     @property
     def load(self) -> int:
@@ -284,6 +292,7 @@ class Head:
         self.dispatcher = Dispatcher(self.scheduler, self._loads, slots=slots_per_executor, max_batch=max_batch,
                                      batch_window_s=batch_window_s, warm_wait=warm_wait, scaling=self.scaling)
         self._readers: dict[asyncio.AbstractEventLoop, int] = {}   # loops awaiting results, see `result`
+        self._recipes: dict[str, tuple[str, bytes]] = {}   # model key -> (ModelFn, payload) that loads it
 
     # lifecycle -------------------------------------------------------------------------------------
     def start(self) -> "Head":
@@ -387,9 +396,20 @@ class Head:
             job = Job(inv, d, shapes, fut)
             inv.payload = job
             self._jobs_by_request.setdefault(request, set()).add(job)
+            if model_key:
+                self._recipes[model_key] = (fn, payload)
+                self.dispatcher.expect(model_key)
             self.dispatcher.add(inv)
         self._call(enqueue)
         return fut
+
+    def expect(self, *, fn: str, model_key: str, payload: bytes, n: float = 1.0) -> None:
+        """A controller expects `n` invocations of `fn` on `model_key` (its `payload` as `submit`'s,
+        whose ModelRef says how to load it) before any is queued: executors preload its first layers."""
+        def note() -> None:
+            self._recipes[model_key] = (fn, payload)
+            self.dispatcher.expect(model_key, n)
+        self._call(note)
 
     async def result(self, future: cf.Future) -> "Result":
         """Await a `submit` future while this event loop also reads the head's socket. The executor's
@@ -487,6 +507,7 @@ class Head:
                                   "request": j.inv.request, "tenant": j.inv.tenant, "attempt": j.attempts,
                                   "running_s": round(now - j.dispatched_at, 3)} for did, j in e.inflight.items()],
                     "draining": e.draining, "last_seen_s": round(now - e.last_seen, 3),
+                    "preloaded": dict(e.prefixes),
                 } for e in self.executors.values()],
                 "tenants": {t.name: {"vtime": t.vtime, "weight": t.weight, "queued": t.queued, "running": t.running}
                             for t in self.scheduler.tenants.values()},
@@ -654,6 +675,7 @@ class Head:
         ex.last_seen = time.monotonic()
         if isinstance(msg, m.Heartbeat):
             ex.reported_queue, ex.memory_used, ex.cached_models = msg.queue, msg.memory_used, set(msg.cached_models)
+            ex.prefixes = msg.prefixes
         elif isinstance(msg, (m.Done, m.Failed)):
             self._finished(ex, msg)
         elif isinstance(msg, m.Bye):
@@ -793,7 +815,23 @@ class Head:
         if running:
             self._jobs_by_request[request] = running
 
+    def _send_preloads(self) -> None:
+        """Tell each executor the models to preload when the dispatcher's order has changed for it."""
+        order = [k for k in self.dispatcher.preload_order() if k in self._recipes]
+        if not order:
+            return
+        wanted = None
+        for ex in list(self.executors.values()):
+            if ex.draining or ex.preload_sent == order:
+                continue
+            if wanted is None:
+                wanted = [m.PreloadModel(fn, key, payload, self.costs.measured(fn, key) or 0.0)
+                          for key in order for fn, payload in [self._recipes[key]]]
+            if self._send(ex, m.Preload(wanted)):
+                ex.preload_sent = order
+
     def _check_executors(self) -> None:
+        self._send_preloads()
         now = time.monotonic()
         for ex in list(self.executors.values()):
             if now - ex.last_seen > self.lost_after_s:

@@ -71,8 +71,10 @@ def exit_cause(returncode: int) -> str:
 
 class LocalCluster:
     def __init__(self, head: Head, n: int, threads: int, memory_budget: int | None, preload: Sequence[str],
-                 devices: Sequence[str], restart: bool, env: dict[str, str] | None, warm_up: bool = False) -> None:
+                 devices: Sequence[str], restart: bool, env: dict[str, str] | None, warm_up: bool = False,
+                 executor_args: Sequence[str] = ()) -> None:
         self.head = head
+        self.executor_args = list(executor_args)
         self.warm_up = warm_up
         self.threads, self.memory_budget, self.preload = threads, memory_budget, list(preload)
         self.devices = [list(devices)[i % len(devices)] for i in range(n)]   # executor i's device
@@ -98,7 +100,8 @@ class LocalCluster:
         cmd = [sys.executable, "-m", "cluster.executor", *executor_argv(
             self.head.address, device, threads=self.threads, heartbeat_s=self.head.heartbeat_s,
             device_share=self.devices.count(device), host_share=len(self.devices), memory_budget=self.memory_budget,
-            preload=self.preload, warm_up=self.warm_up), "--exit-with-parent", "--parent-pid", str(os.getpid())]
+            preload=self.preload, warm_up=self.warm_up), "--exit-with-parent", "--parent-pid", str(os.getpid()),
+               *self.executor_args]
         proc = subprocess.Popen(cmd, cwd=REPO, env=self.env, stderr=subprocess.PIPE)
         self.tails[proc.pid] = StderrTail(proc.stderr)
         return proc
@@ -145,16 +148,18 @@ class LocalCluster:
 def start_local_cluster(n: int, threads_per_executor: int = 1, *, memory_budget: int | None = None,
                         preload: Sequence[str] = (), devices: Sequence[str] = ("cpu",), restart: bool = True,
                         tenant: str = "default", wait_s: float = 120.0, env: dict[str, str] | None = None,
-                        warm_up: bool = False, **head_kw: Any) -> tuple[Head, ClusterRuntime]:
+                        warm_up: bool = False, executor_args: Sequence[str] = (),
+                        **head_kw: Any) -> tuple[Head, ClusterRuntime]:
     """Start a head (its options in `head_kw`: address, secret, policy, delta, deadline_s, lost_after_s, ...)
     and `n` executor processes, executor i on `devices[i % len(devices)]`; returns once all have registered
     (n = 0 with a tcp:// address: a head that executors on other machines join).
     `warm_up`: each executor imports its providers and warms their ModelFns up before registering
-    (what `serve` wants; tests of the back end alone skip the seconds it takes)."""
+    (what `serve` wants; tests of the back end alone skip the seconds it takes). `executor_args`: more
+    options for every executor (cluster.executor.add_arguments), e.g. `--h2d-bandwidth`."""
     head = Head(**head_kw).start()
     try:
         cluster = LocalCluster(head, n, threads_per_executor, memory_budget, preload, devices, restart, env,
-                               warm_up)
+                               warm_up, executor_args)
     except Exception:
         head.stop()
         raise

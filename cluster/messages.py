@@ -58,6 +58,8 @@ class Heartbeat(msgspec.Struct, tag=True):
     queue: int
     memory_used: int
     cached_models: list[str]
+    # preloading (cluster.preloader): model key -> [first layers resident, its L_e, its layers]
+    prefixes: dict[str, list[int]] = {}
 
 
 class Done(msgspec.Struct, tag=True):
@@ -77,6 +79,7 @@ class Done(msgspec.Struct, tag=True):
     tcp_pulls: int = 0
     tcp_bytes: int = 0
     tcp_s: float = 0.0
+    layers_loaded: int = 0    # weight layers the run made resident (those it found resident were not)
 
 
 class Failed(msgspec.Struct, tag=True):
@@ -124,6 +127,20 @@ class BatchDispatch(msgspec.Struct, tag=True):
     parts: list[Dispatch]
 
 
+class PreloadModel(msgspec.Struct, frozen=True):
+    fn: str                   # a ModelFn that loads the model
+    model_key: str
+    payload: bytes            # as Dispatch.payload: pickle of (ModelRef, params); only the ref is used
+    compute_s: float = 0.0    # the head's measured seconds of one run (0: not measured yet)
+
+
+class Preload(msgspec.Struct, tag=True):
+    """The models the head expects, most wanted first (cluster.dispatcher.preload_order): the executor
+    fills idle memory with the first L_e layers of each in the background (cluster.preloader). Each
+    Preload replaces the last."""
+    models: list[PreloadModel]
+
+
 class Abort(msgspec.Struct, tag=True):
     dispatch_id: int
     reason: str
@@ -138,7 +155,7 @@ class Shutdown(msgspec.Struct, tag=True):
 
 
 ToHead = Hello | Register | Heartbeat | Done | Failed | Bye
-ToExecutor = Welcome | Challenge | Refused | Dispatch | BatchDispatch | Abort | Reset | Shutdown
+ToExecutor = Welcome | Challenge | Refused | Dispatch | BatchDispatch | Preload | Abort | Reset | Shutdown
 
 _encoder = msgspec.msgpack.Encoder()
 head_decoder = msgspec.msgpack.Decoder(ToHead)

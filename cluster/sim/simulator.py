@@ -20,7 +20,8 @@ and evicting that workflow ends the instance ("a GPU function is terminated when
 evicted"), while MCache's cached models outlive the instances that loaded them. With `startup_s` 0 an instance costs
 nothing and the baselines are the generous shared pool.
 With `preload`, Comfy Cluster's executors fill idle memory with the first L_e layers of the models the
-workload has asked for (§5.1), most requested first, whenever they fall idle; never by evicting.
+workload has asked for (§5.1), most requested first, whenever they fall idle; never by evicting. Which
+models is the dispatcher's `preload_order`, the one the head sends its real executors.
 
 A scenario (`SimHooks`, e.g. cluster/sim/cascade_scenario.py) hears of arrivals and runs, and decides
 whether a node whose inputs are ready runs at all (a branch not taken is skipped), so a workflow can
@@ -201,7 +202,6 @@ class Simulator:
         self._mem_t = 0.0
         self.inflight = 0
         self.max_inflight = 0
-        self.demand: dict[str, int] = {}         # requests per model so far (what preloading expects)
 
     # -- setup ----------------------------------------------------------------------------------
 
@@ -272,7 +272,7 @@ class Simulator:
 
     def _arrive(self, req: SimRequest) -> None:
         for m in req.wf.models:
-            self.demand[m] = self.demand.get(m, 0) + 1
+            self.dispatcher.expect(m)            # what preloading ranks by, as the head's submissions
         self.inflight += 1
         self.max_inflight = max(self.max_inflight, self.inflight)
         if self.hooks is not None:
@@ -442,10 +442,8 @@ class Simulator:
         of every deployed model) into free memory, in the background: no GPU time, no eviction."""
         if not self.cfg.preload or self.cfg.system != "ours":
             return
-        if self.demand:
-            wanted = sorted(self.demand, key=lambda m: -self.demand[m])
-        else:
-            wanted = list(dict.fromkeys(m for w in self.workflows.values() for m in w.models))
+        # the head's decision (cluster.dispatcher.preload_order), so the two cannot drift
+        wanted = self.dispatcher.preload_order(m for w in self.workflows.values() for m in w.models)
         used = ex.cache.used
         for m in wanted:
             ex.cache.preload(m, self.prefix[m])

@@ -7,7 +7,9 @@ model whose first L_e' layers are resident runs about as fast as a warm one. Mem
 executor's budget; under pressure layers are evicted least recently used model first, each model's
 layers in reverse order, so first layers (the ones that hide loading) stay longest. A layer may
 also live in the communication arena (weight virtualization); the arena takes those back first
-when it needs room.
+when it needs room. `preload_layer` makes a layer resident from free memory only (preloading,
+cluster.preloader): it never evicts, and it leaves the model's place in the eviction order as it was,
+so layers preloaded into a model nobody has used yet are the first to go.
 """
 from __future__ import annotations
 
@@ -52,6 +54,8 @@ class LayerCache:
         self._models: dict[str, _Model] = {}
         self._lock = threading.RLock()
         self.evictions: list[tuple[str, int]] = []  # (model, layer) in the order they were evicted
+        self.streamed = 0                 # layers runs had to make resident (`use`)
+        self.load_bps: float | None = None   # host -> device bytes/s, measured by `preload_layer`
         budget.add_reclaimer(self.evict)
 
     # -- registration -------------------------------------------------------------------------
@@ -122,12 +126,15 @@ class LayerCache:
 
     # -- loading ------------------------------------------------------------------------------
 
-    def _load_layer(self, m: _Model, i: int) -> None:
+    def _load_layer(self, m: _Model, i: int, evict: bool = True) -> bool:
+        """Make layer i resident; without `evict`, only if free memory holds it (False if not)."""
         entry = m.table.entries[i]
         if entry.region is not None:
-            return
+            return True
         src = self.host.get(m.key, entry.names)
-        dst, region = self._place(m, i, entry.nbytes)
+        dst, region = self._place(m, i, entry.nbytes, evict)
+        if not region:
+            return False
         if dst is None:   # the host tensors run as they are (HostToDevice.shares_host_memory), but
             # aligned as torch aligns its memory: kernels pick their code path (and rounding) by alignment,
             # and a layer read back from the disk tier (a memory map) must give the same bits
@@ -138,13 +145,18 @@ class LayerCache:
                 m.events[i] = event
         m.table.bind(i, dst, region)
         m.ready[i].set()
+        return True
 
-    def _place(self, m: _Model, i: int, nbytes: int) -> tuple[dict[str, torch.Tensor] | None, str]:
+    def _place(self, m: _Model, i: int, nbytes: int,
+               evict: bool = True) -> tuple[dict[str, torch.Tensor] | None, str]:
         """Destination tensors for layer i: framework memory within the budget, else free arena
-        space, else framework memory after evicting others (over-committing rather than stalling).
-        Framework memory on a device that shares host memory is the host tensors themselves: None."""
+        space, else framework memory after evicting others (over-committing rather than stalling);
+        without `evict`, framework memory within the budget or nothing (region ""). Framework memory
+        on a device that shares host memory is the host tensors themselves: None."""
         specs = {n: m.table.specs[n] for n in m.table.entries[i].names}
         if not self.budget.charge_weights(nbytes, evict=False):
+            if not evict:
+                return None, ""
             block = self.arena.alloc(sum(_padded(s, d) for s, d in specs.values())) if self.arena else None
             if block is not None:
                 m.arena_blocks[i] = block
@@ -167,6 +179,35 @@ class LayerCache:
                 self._load_layer(m, i)
         self._touch(m)
 
+    def preload_layer(self, key: str, i: int) -> bool:
+        """Make layer i of `key` resident if free memory holds it, never evicting, and time the copy
+        (`load_bps`); the model's last use stays as it was. False when the budget has no room."""
+        m = self._models[key]
+        with m.lock:
+            if m.table.entries[i].region is not None:
+                return True
+            t0 = time.perf_counter()
+            if not self._load_layer(m, i, evict=False):
+                return False
+            self.copier.synchronize()
+            seconds = time.perf_counter() - t0
+        if seconds > 0:
+            bps = m.table.entries[i].nbytes / seconds
+            self.load_bps = bps if self.load_bps is None else 0.7 * self.load_bps + 0.3 * bps
+        return True
+
+    def resident_prefix(self, key: str) -> int:
+        """How many of `key`'s first layers are resident, in a row."""
+        n = 0
+        for e in self._models[key].table.entries:
+            if e.region is None:
+                break
+            n += 1
+        return n
+
+    def has(self, key: str) -> bool:
+        return key in self._models
+
     @contextmanager
     def use(self, key: str) -> Iterator[nn.Module]:
         """The model, runnable at once; missing layers stream in behind its execution."""
@@ -175,6 +216,7 @@ class LayerCache:
             m.in_use += 1
         self._touch(m)
         missing = [i for i, e in enumerate(m.table.entries) if e.region is None]
+        self.streamed += len(missing)
         for i in missing:
             m.ready[i].clear()
         loader = None

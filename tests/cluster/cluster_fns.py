@@ -115,3 +115,42 @@ class WarmProbe(ModelFn):
 
     def execute(self, model: None, inputs: dict[str, Any], params: dict[str, Any]) -> dict:
         return {"warmed": torch.tensor([float(WARMED)])}
+
+
+LAYERS, WIDTH = 8, 256   # cc_test_layered: 8 blocks of 256 KiB
+
+
+def stack_ref(seed: int) -> ModelRef:
+    return ModelRef("test", "stack", (), (f"seed{seed}",), options=(("seed", seed),))
+
+
+class Stack(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = torch.nn.ModuleList(torch.nn.Linear(WIDTH, WIDTH) for _ in range(LAYERS))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for block in self.blocks:
+            x = torch.tanh(block(x))
+        return x
+
+
+def build_stack(seed: int) -> Stack:
+    torch.manual_seed(seed)
+    return Stack()
+
+
+@register
+class StackFn(ModelFn):
+    """A model of LAYERS blocks, one layer each in the layer cache (preloading and prefix loading)."""
+    name = "cc_test_layered"
+
+    def setup_io(self) -> None:
+        self.add_input("x")
+        self.add_output("y")
+
+    def load_model(self, ref: ModelRef) -> Stack:
+        return build_stack(ref.option("seed"))
+
+    def execute(self, model: Stack, inputs: dict[str, Any], params: dict[str, Any]) -> dict:
+        return {"y": model(self.resolve(inputs, "x"))}
