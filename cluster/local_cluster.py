@@ -101,7 +101,7 @@ class LocalCluster:
             self.head.address, device, threads=self.threads, heartbeat_s=self.head.heartbeat_s,
             device_share=self.devices.count(device), host_share=len(self.devices), memory_budget=self.memory_budget,
             preload=self.preload, warm_up=self.warm_up), "--exit-with-parent", "--parent-pid", str(os.getpid()),
-               *self.executor_args]
+            *self.executor_args]
         proc = subprocess.Popen(cmd, cwd=REPO, env=self.env, stderr=subprocess.PIPE)
         self.tails[proc.pid] = StderrTail(proc.stderr)
         return proc
