@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,7 +79,7 @@ class Placed:
 class RayExecutors:
     """Keeps executors on every alive Ray node: one per GPU with device "cuda" (or "auto" on a node that
     has GPUs), else `per_node` CPU executors with `threads` torch threads each (0: the node's CPUs divided
-    among them)."""
+    among them) on nodes that have CPUs to give."""
     head: Head
     address: str | None = None          # "auto", a Ray address, or None: a local Ray started here
     device: str = "cpu"                 # cpu, cuda or auto
@@ -97,23 +98,25 @@ class RayExecutors:
         if not self.head.address.startswith("tcp://"):
             raise ValueError(f"executors on Ray nodes join the head over TCP; its address is {self.head.address}")
         self._started_ray = not ray.is_initialized()
-        if self._started_ray:
-            ray.init(address=self.address, include_dashboard=False, log_to_driver=True,
-                     **({"object_store_memory": 100 << 20} if self.address is None else {}))
         self._remote_cls = ray.remote(ExecutorActor)
         self._stop = threading.Event()
         self._lock = threading.Lock()
+        self._first: Future = Future()   # the first placement, or why connecting failed
         self.head.on_stop(self.stop)
-        self.place()
+        # The placer's thread connects to Ray and lives as long as we do: Ray ties the processes of a local
+        # Ray it starts to the *thread* that started them (Linux's parent-death signal), so a short-lived
+        # starter thread would take the local cluster down with it.
         self._thread = threading.Thread(target=self._follow, name="ray-placer", daemon=True)
         self._thread.start()
+        self._first.result()
 
     # what each node should run ----------------------------------------------------------------------
     def devices_for(self, resources: dict[str, float]) -> list[str]:
         gpus = int(resources.get("GPU", 0))
         if self.device == "cuda" or (self.device == "auto" and gpus):
             return ["cuda"] * gpus   # Ray gives each actor its GPU as CUDA_VISIBLE_DEVICES: "cuda" is it
-        return ["cpu"] * self.per_node
+        # a node that gives no CPU (a KubeRay head started with num-cpus 0) runs no CPU executor
+        return ["cpu"] * self.per_node if resources.get("CPU", 0) >= 1 else []
 
     def _threads(self, device: str, resources: dict[str, float], n: int) -> int:
         if self.threads:
@@ -159,6 +162,15 @@ class RayExecutors:
                     self.placed.append(self._start(node_id, resources, device, len(wanted)))
 
     def _follow(self) -> None:
+        try:
+            if self._started_ray:
+                self._ray.init(address=self.address, include_dashboard=False, log_to_driver=True,
+                               **({"object_store_memory": 100 << 20} if self.address is None else {}))
+            self.place()
+        except BaseException as err:
+            self._first.set_exception(err)
+            return
+        self._first.set_result(None)
         while not self._stop.wait(self.poll_s):
             try:
                 self.place()
