@@ -55,7 +55,7 @@ import zmq
 from cluster import messages as m
 from cluster import refs
 from cluster import secret as cluster_secret
-from cluster.dataplane import remote, segments
+from cluster.dataplane import nvshmem_team, remote, segments
 from cluster.dataplane.plane import ExecutorDataPlane, Invocation
 from cluster.dataplane.segments import safe_prefix
 from cluster.executor_core import (ExecutorCore, Fault, Part, Ran, TensorIO, cap_device_memory,
@@ -75,7 +75,7 @@ class Executor:
                  arena_bytes: int = 64 << 20, host_bytes: int | None = None, device_share: int = 1,
                  host_share: int = 1, parent_pid: int | None = None, warmed: tuple[list[str], float] = ([], 0.0),
                  secret: bytes | None = None, data_ip: str | None = None,
-                 h2d_bandwidth: float | None = None) -> None:
+                 h2d_bandwidth: float | None = None, nvshmem: bool | None = None) -> None:
         self.head = head
         self.warmed, self.warm_s = warmed   # what warm_up_all did before this executor registers
         self.secret = secret
@@ -101,7 +101,12 @@ class Executor:
         self.io = ArenaIO(self.plane)
         self.ip = remote.local_ip(_host_of(head)) if head.startswith("tcp://") else ""
         self.plane.store.secret = secret
-        if data_ip is None and (head.startswith("tcp://") or remote.mode() == "tcp"):
+        # a GPU executor with nvshmem4py joins its host's NVSHMEM team when the head hands it a ticket (a data
+        # plane forced to shared memory or TCP keeps its host arena); consumers that are no PE of the team
+        # (the caller, for one) read its arena over its data socket, which it then always serves
+        self.nvshmem = (device.startswith("cuda") and remote.mode() == "auto" and nvshmem_team.available()
+                        if nvshmem is None else nvshmem)
+        if data_ip is None and (head.startswith("tcp://") or remote.mode() == "tcp" or self.nvshmem):
             data_ip = self.ip or "127.0.0.1"   # where the head (and so its other executors) reach us
         if data_ip is not None:
             self.plane.store.serve(data_ip, secret)
@@ -153,6 +158,27 @@ class Executor:
                 first.layers_loaded = self.plane.cache.streamed - streamed
         return [replies[d.dispatch_id] for d in dispatches]
 
+    def stop(self) -> None:
+        """Leave after the invocation in progress, as on the head's Shutdown (data plane closed, segments
+        unlinked, goodbye said)."""
+        self._stop = True
+
+    def _join_team(self, t: m.Team) -> m.TeamJoined:
+        """Leave the current NVSHMEM team (or host arena) and join `t` (collective: returns once every
+        member has joined); on failure, serve from host shared memory again and say why."""
+        with self.preloader.paused():
+            try:
+                self.plane.reform(nvshmem_team.Ticket(t.uid, t.rank, t.nranks, t.generation))
+                log.info("joined the NVSHMEM team as PE %d of %d (generation %d)", t.rank, t.nranks, t.generation)
+                return m.TeamJoined(t.generation)
+            except Exception as e:
+                log.exception("could not join the NVSHMEM team (generation %d)", t.generation)
+                try:
+                    self.plane.reform(None)
+                except Exception:   # the arena could not even be rebuilt: the head will see this executor fail
+                    log.exception("could not go back to a host arena")
+                return m.TeamJoined(t.generation, f"{type(e).__name__}: {e}")
+
     # the main thread ------------------------------------------------------------------------------
     def _orphaned(self) -> bool:
         return self.parent is not None and os.getppid() != self.parent
@@ -187,7 +213,7 @@ class Executor:
         self._send(sock, m.Register(self.id, socket.gethostname(), os.getpid(), self.device, self.threads,
                                       self.memory_budget, self.plane.memory_used(), self.core.models.resident(),
                                       self.prefix, self.warmed, self.warm_s, host_id=self.plane.store.host, ip=self.ip,
-                                      data_address=self.plane.store.addr, proof=proof))
+                                      data_address=self.plane.store.addr, proof=proof, nvshmem=self.nvshmem))
 
     def _answer(self, sock: zmq.Socket, msg: m.Challenge) -> None:
         if self.secret is None or not self._nonce:
@@ -209,6 +235,9 @@ class Executor:
 
     def _handle(self, sock: zmq.Socket, msg: m.ToExecutor) -> None:
         if isinstance(msg, (m.Dispatch, m.BatchDispatch)):
+            self._pending.append(msg)
+        elif isinstance(msg, m.Team):   # joined between runs, in order; a newer ticket replaces a queued one
+            self._pending = collections.deque(p for p in self._pending if not isinstance(p, m.Team))
             self._pending.append(msg)
         elif isinstance(msg, m.Preload):
             self.preloader.want(msg.models)
@@ -296,13 +325,17 @@ class Executor:
                 if not self._pending or self._stop:
                     continue
                 d = self._pending.popleft()
-                parts = [p for p in (d.parts if isinstance(d, m.BatchDispatch) else [d])
-                         if p.dispatch_id not in self._aborted]
-                if not parts:
-                    continue
-                self._running = tuple(p.dispatch_id for p in parts)
+                if isinstance(d, m.Team):
+                    self._running = (JOINING_TEAM,)   # the watchdog beats while the collective join waits
+                    parts = []
+                else:
+                    parts = [p for p in (d.parts if isinstance(d, m.BatchDispatch) else [d])
+                             if p.dispatch_id not in self._aborted]
+                    if not parts:
+                        continue
+                    self._running = tuple(p.dispatch_id for p in parts)
             # without the lock: the watchdog may use the socket meanwhile
-            results = self._run_parts(parts)
+            results = [self._join_team(d)] if isinstance(d, m.Team) else self._run_parts(parts)
             with self._io:
                 self._running = ()
                 for result in results:
@@ -316,6 +349,7 @@ class Executor:
 
 
 SEND_TIMEOUT_MS = 1000      # how long one send waits for a head to be connected
+JOINING_TEAM = -1           # in `_running` while the collective NVSHMEM join waits (no dispatch has this id)
 
 
 def _host_of(address: str) -> str:
@@ -455,8 +489,7 @@ def run_executor(args: argparse.Namespace, secret: bytes | None) -> int:
     executor = prepare_executor(args, secret)
 
     def stop(signum: int, frame: Any) -> None:
-        # leave as on Shutdown, after the invocation in progress: data plane closed, segments unlinked
-        executor._stop = True
+        executor.stop()
     signal.signal(signal.SIGTERM, stop)
     if not args.exit_with_parent:
         signal.signal(signal.SIGINT, stop)

@@ -66,6 +66,7 @@ from cluster.dataplane import segments
 from cluster.dataplane.segments import SegmentError
 from cluster.dispatch_interface import ExecutorView
 from cluster.dispatcher import Dispatcher
+from cluster.nvshmem_teams import HostTeams
 from cluster.scaling import ScalingController
 from cluster.scheduler import Invocation, make_scheduler
 from cluster.warm_wait import WarmWaitPolicy
@@ -292,6 +293,7 @@ class Head:
         self.dispatcher = Dispatcher(self.scheduler, self._loads, slots=slots_per_executor, max_batch=max_batch,
                                      batch_window_s=batch_window_s, warm_wait=warm_wait, scaling=self.scaling)
         self._readers: dict[asyncio.AbstractEventLoop, int] = {}   # loops awaiting results, see `result`
+        self.teams = HostTeams(self._send_team)   # the NVSHMEM team of each host's GPU executors
         self._recipes: dict[str, tuple[str, bytes]] = {}   # model key -> (ModelFn, payload) that loads it
 
     # lifecycle -------------------------------------------------------------------------------------
@@ -507,6 +509,7 @@ class Head:
                                   "request": j.inv.request, "tenant": j.inv.tenant, "attempt": j.attempts,
                                   "running_s": round(now - j.dispatched_at, 3)} for did, j in e.inflight.items()],
                     "draining": e.draining, "last_seen_s": round(now - e.last_seen, 3),
+                    "nvshmem_team": self.teams.generation(e.host_id) if e.id in self.teams.members else 0,
                     "preloaded": dict(e.prefixes),
                 } for e in self.executors.values()],
                 "tenants": {t.name: {"vtime": t.vtime, "weight": t.weight, "queued": t.queued, "running": t.running}
@@ -680,6 +683,9 @@ class Head:
             self._finished(ex, msg)
         elif isinstance(msg, m.Bye):
             self._lose(ex, f"said goodbye: {msg.reason}", expected=msg.reason == "shutdown")
+        elif isinstance(msg, m.TeamJoined):
+            self.teams.joined(ex.id, msg)
+            ex.draining = bool(ex.zombies) or self.teams.waiting(ex.id)
 
     def _challenge(self, identity: bytes, msg: m.Hello) -> None:
         """Answer a `Hello`: a fresh nonce, and (with a secret) the proof that this head knows it."""
@@ -732,6 +738,12 @@ class Head:
                  ex.pid, ex.host, f", {ex.ip}, data {ex.data_address}" if ex.data_address else "",
                  f"; {len(ex.warmed)} ModelFns warmed up in {ex.warm_s:.1f} s" if ex.warmed else "")
         self._send(ex, m.Welcome(self.heartbeat_s))
+        if msg.nvshmem:
+            self.teams.add(ex)
+
+    def _send_team(self, ex: ExecutorState, msg: m.Team) -> bool:
+        ex.draining = True   # nothing is dispatched to it until it has joined (cluster.nvshmem_teams)
+        return self._send(ex, msg)
 
     def _finished(self, ex: ExecutorState, msg: m.Done | m.Failed) -> None:
         for listener in self.completion_listeners:
@@ -740,7 +752,7 @@ class Head:
         if job is None:
             if msg.dispatch_id in ex.zombies:   # it finished after all; its result is not wanted
                 ex.zombies.discard(msg.dispatch_id)
-                ex.draining = bool(ex.zombies)
+                ex.draining = bool(ex.zombies) or self.teams.waiting(ex.id)
             if isinstance(msg, m.Done):
                 self._discard(msg.outputs)
             return
@@ -873,6 +885,7 @@ class Head:
                 self.counters["reruns"] += 1
                 self.dispatcher.requeue(job.inv)
         ex.inflight.clear()
+        self.teams.lose(ex.id)   # its host's team forms again without it
         if self._same_host(ex) and not _alive(ex.pid):
             # its arena is gone with it; a live one (slow heartbeats) may register again and keep it
             segments.unlink_prefix(ex.shm_prefix)

@@ -47,6 +47,24 @@ class Register(msgspec.Struct, tag=True):
     ip: str = ""             # the address it reaches the head from
     data_address: str = ""   # its data socket, "" when it serves no other host
     proof: bytes = b""       # HMAC of the head's challenge with the cluster secret (b"": it has none)
+    nvshmem: bool = False    # a GPU executor that can join its host's NVSHMEM team (nvshmem4py importable)
+
+
+class Team(msgspec.Struct, tag=True):
+    """Join (or re-form) the host's NVSHMEM team as PE `rank` of `nranks`, with the team's unique id; every
+    member gets one at the same time and calls the collective join between invocations. `generation`
+    counts the team's formations: tensors in an arena of an older generation are gone."""
+    uid: bytes
+    rank: int
+    nranks: int
+    generation: int
+
+
+class TeamJoined(msgspec.Struct, tag=True):
+    """The executor has joined team `generation` (its arena is on the NVSHMEM heap now), or `error`: it
+    could not, and serves from host shared memory."""
+    generation: int
+    error: str = ""
 
 
 class Hello(msgspec.Struct, tag=True):
@@ -154,8 +172,8 @@ class Shutdown(msgspec.Struct, tag=True):
     pass
 
 
-ToHead = Hello | Register | Heartbeat | Done | Failed | Bye
-ToExecutor = Welcome | Challenge | Refused | Dispatch | BatchDispatch | Preload | Abort | Reset | Shutdown
+ToHead = Hello | Register | Heartbeat | Done | Failed | Bye | TeamJoined
+ToExecutor = Welcome | Challenge | Refused | Dispatch | BatchDispatch | Preload | Abort | Reset | Shutdown | Team
 
 _encoder = msgspec.msgpack.Encoder()
 head_decoder = msgspec.msgpack.Decoder(ToHead)

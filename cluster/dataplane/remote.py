@@ -228,9 +228,9 @@ class DataServer:
         """A view (no copy) of bytes this producer published: its arena's, or one of its spill segments'."""
         arena = self.store.arena
         if seg == arena.name:
-            if arena.pe >= 0:
-                raise SegmentError("a GPU arena is not served over TCP")
-            return _bytes_of(arena.view(offset, torch.uint8, (nbytes,)))
+            view = arena.view(offset, torch.uint8, (nbytes,))
+            # an NVSHMEM arena's bytes are on the GPU: staged through host memory for a consumer that is no PE
+            return _bytes_of(view.cpu() if arena.pe >= 0 else view)
         if not seg.startswith(self.store.prefix):
             raise SegmentError(f"segment {seg} is not this producer's")
         mm = self.store.peers.get(seg)

@@ -114,8 +114,10 @@ class TensorStore:
         return self.server.address if self.server is not None else ""
 
     def _remote_for(self, handle: TensorHandle) -> remote.RemotePeers | None:
-        """The client for `handle`'s producer when it is read over TCP (cluster.dataplane.remote.over_tcp)."""
-        if not remote.over_tcp(handle, self.owner):
+        """The client for `handle`'s producer when it is read over TCP: from another host (cluster.dataplane.
+        remote.over_tcp), or from an NVSHMEM arena when this store is no PE of a team (the caller, a host-arena
+        executor): its data socket stages the bytes through host memory."""
+        if not remote.over_tcp(handle, self.owner) and not (handle.pe >= 0 and self.arena.pe < 0):
             return None
         if self._remote is None:
             self._remote = remote.RemotePeers(self.secret)

@@ -128,3 +128,25 @@ def test_the_gpu_checks_two_pe_exchange_runs_its_protocol_against_the_stand_in(n
     # both tensors came through the symmetric heaps (none spilled to host memory)
     assert sorted((me, peer) for me, peer, _ in team.gets) == [(0, 1), (0, 1), (1, 0), (1, 0)]
     assert team.finalized == 2 and team.heaps == {0: [], 1: []}
+
+
+def test_a_consumer_that_is_no_pe_reads_an_nvshmem_arena_over_the_producers_data_socket(
+        nvshmem_team, fake_nvshmem, tmp_path):
+    """The caller (and any executor with a host arena) is no PE of the team: it cannot `get` from the
+    symmetric heap, so it reads a PE's tensor over that producer's data socket, staged through host memory."""
+    team = nvshmem_team(1)
+    p = planes(team, fake_nvshmem, tmp_path, TeamPlan().form(["e0"]))["e0"]
+    host = ExecutorDataPlane("h" + uuid.uuid4().hex[:6], 1 << 26, 1 << 20, "cpu", weights_dir=tmp_path / "h")
+    try:
+        p.store.serve("127.0.0.1", None)
+        src = torch.randn(8, 8)
+        with team.as_pe(0):
+            h = p.publish({"x": src})["x"]
+        assert h.pe == 0 and h.addr.startswith("tcp://127.0.0.1:")
+        with host.invocation() as inv:
+            assert torch.equal(inv.inputs({"x": h})["x"], src)
+        assert host.store.stats.tcp_pulls == 1 and team.gets == []   # not through NVSHMEM
+    finally:
+        host.close()
+        with team.as_pe(0):
+            p.close()
