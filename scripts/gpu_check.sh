@@ -6,10 +6,12 @@
 #   install.log       the wheels of scripts/gpu_wheels.txt, from $WHEELS (.whl/), installed with no network
 #   units.log         the layer cache's CUDA-stream copies and profile, batch invariance with cuBLAS/cuDNN
 #   e2e.log           `serve` with a GPU executor rendering the default workflow against the CPU image
+#                     (its arena in host shared memory)
 #   e2e-server.log    that server's log, its executors' output with it
 #   nvshmem-one.log   the NVSHMEM arena on one PE, in a process of its own (NVSHMEM ends a process whose
 #                     init fails)
-#   nvshmem-pair.log  two PEs pulling each other's tensors (last, in processes of their own)
+#   nvshmem-pair.log  two PEs pulling each other's tensors (in processes of their own), then (last) `serve`
+#                     with a GPU executor in its host's NVSHMEM team rendering the default workflow
 #   summary.txt       each step's status and seconds
 # A missing or broken nvshmem4py fails the check, as does a step whose tests skipped.
 #
@@ -31,7 +33,7 @@ SITE=${SITE:-/tmp/gpu-check-site}
 WORK=${WORK:-/tmp/gpu-check-work}
 PY=${PY:-python3}
 # Step limits in seconds; together (405) under 7 minutes.
-T_ENV=15 T_INSTALL=40 T_UNITS=75 T_E2E=160 T_ONE=40 T_PAIR=60
+T_ENV=15 T_INSTALL=30 T_UNITS=60 T_E2E=120 T_ONE=40 T_PAIR=50 T_TEAM=80
 PYTEST=("$PY" -m pytest -q -rs -s -p no:cacheprovider)
 NEEDED=(scripts/gpu_wheels.txt scripts/gpu_env.py scripts/gpu_nvshmem_pair.py
         tests/weights/test_layer_cache_cuda.py tests/models/test_batch_invariant.py tests/e2e/test_gpu_executor.py
@@ -113,8 +115,8 @@ step units $T_UNITS "$OUT/units.log" pytest "${PYTEST[@]}" --timeout 60 --basete
   tests/weights/test_layer_cache_cuda.py \
   "tests/models/test_batch_invariant.py::test_rows_of_a_2d_input_give_the_same_bits_at_any_batch_size[cuda]" \
   "tests/models/test_batch_invariant.py::test_samples_of_a_1x1_convolution_give_the_same_bits_at_batch_16[cuda]"
-step e2e $T_E2E "$OUT/e2e.log" pytest "${PYTEST[@]}" --timeout 150 --basetemp "$WORK/e2e" \
-  tests/e2e/test_gpu_executor.py
+step e2e $T_E2E "$OUT/e2e.log" pytest "${PYTEST[@]}" --timeout 110 --basetemp "$WORK/e2e" \
+  "tests/e2e/test_gpu_executor.py::test_default_workflow_runs_on_a_gpu_executor[shm]"
 if [ $DRY = 1 ]; then
   echo "find $WORK/e2e -name server.log -exec cat {} + > $OUT/e2e-server.log"
 else
@@ -124,6 +126,8 @@ fi
 step nvshmem-one $T_ONE "$OUT/nvshmem-one.log" pytest "${PYTEST[@]}" --timeout 35 --basetemp "$WORK/one" \
   tests/dataplane/test_nvshmem_arena.py
 step nvshmem-pair $T_PAIR "$OUT/nvshmem-pair.log" plain env NVSHMEM_DEBUG=WARN "$PY" scripts/gpu_nvshmem_pair.py
+step serve-nvshmem $T_TEAM "$OUT/nvshmem-pair.log" pytest "${PYTEST[@]}" --timeout 70 --basetemp "$WORK/team" \
+  "tests/e2e/test_gpu_executor.py::test_default_workflow_runs_on_a_gpu_executor[nvshmem]"
 
 [ $DRY = 1 ] && exit 0
 summary "gpu_check: $([ $FAILED = 0 ] && echo passed || echo FAILED)"

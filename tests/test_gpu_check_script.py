@@ -33,7 +33,7 @@ def test_the_dry_run_prints_every_step_with_its_limit_and_nvshmem_last(tmp_path)
     assert run.returncode == 0, run.stderr
     steps = re.findall(r"^\[([\w-]+), (\d+)s\] timeout -k 5 (\d+) (.*) >> (\S+) 2>&1$", run.stdout, re.M)
     assert [s[0] for s in steps] == ["env", "install", "env-after-install", "units", "e2e", "nvshmem-one",
-                                     "nvshmem-pair"]
+                                     "nvshmem-pair", "serve-nvshmem"]
     assert all(limit == again for _, limit, again, _, _ in steps)
     assert sum(int(limit) for _, limit, _, _, _ in steps) < 7 * 60
     assert all(Path(log).parent == out for *_, log in steps)
@@ -43,6 +43,8 @@ def test_the_dry_run_prints_every_step_with_its_limit_and_nvshmem_last(tmp_path)
     assert "--no-index" in commands["install"] and "--no-deps" in commands["install"]
     assert "tests/dataplane/test_nvshmem_arena.py" in commands["nvshmem-one"]
     assert "scripts/gpu_nvshmem_pair.py" in commands["nvshmem-pair"]
+    unquoted = {name: command.replace("\\", "") for name, command in commands.items()}   # printf %q escapes []
+    assert unquoted["e2e"].endswith("[shm]") and unquoted["serve-nvshmem"].endswith("[nvshmem]")
     assert "COMFY_CLUSTER_GPU_CHECK=1" in run.stdout        # nvshmem4py missing fails instead of skipping
 
 
