@@ -231,8 +231,7 @@ def build(args: argparse.Namespace) -> dict:
     data["scale"] = scale_r
     data["loading"] = loading_breakdown()
     data["cascades"] = cascades.run(seconds=240.0 if args.full else 120.0)
-    data["startup_sweep"] = startup_sweep.run(base, STARTUP_RATES, list(seeds), args.workers,
-                                              args.startup_duration, PLAN_MAX_GPUS)
+    data["startup_sweep"] = sweep_startups(args, base)
     rate_at = {n: crossing([base.rate * k for k in rate_scales], data["vs_rate"][n]) for n in (*LINEUP, NO_WAIT)}
     gpus_at = {n: crossing(gpu_counts, data["vs_gpus"][n], rising=True) for n in LINEUP}
     data["headline"] = {"rate_at_90": rate_at, "gpus_at_90": gpus_at,
@@ -240,6 +239,30 @@ def build(args: argparse.Namespace) -> dict:
                         "gpu_saving_vs_mcache": _ratio(gpus_at["MCache"], gpus_at["Comfy Cluster"]),
                         "overhead_256": scale_r["overhead"], "max_inflight_256": scale_r["max_inflight"]}
     return data
+
+
+def sweep_startups(args: argparse.Namespace, base: Point | None = None) -> dict:
+    """The function-instance comparison (`startup_sweep`) at `args.startups`."""
+    base = base or Point(setting=args.setting, gpus=args.gpus, seed=args.seed)
+    seeds = list(range(args.seed, args.seed + args.seeds))
+    return startup_sweep.run(base, STARTUP_RATES, seeds, args.workers, args.startup_duration, PLAN_MAX_GPUS,
+                             args.startups)
+
+
+def write_startup_only(data: dict, out: Path) -> Path:
+    """`--only startup`: the function-instance section alone, as startup_sweep.md beside its plot and JSON."""
+    out.mkdir(parents=True, exist_ok=True)
+    startup_sweep.plot(data["startup_sweep"], out / "startup_sweep.png")
+    (out / "startup_sweep.json").write_text(json.dumps(data, indent=1, default=str))
+    cfg = data["config"]
+    md = out / "startup_sweep.md"
+    md.write_text("\n".join([
+        "# Comfy Cluster against the paper's monolithic baselines, by start-up S (simulated)", "",
+        f"`comfy-cluster bench report --only startup`: setting {cfg['setting'].upper()} on {cfg['gpus']} modelled "
+        f"H800 GPUs, {cfg['startup_duration']:g} s paper-shaped traces, {cfg['seeds']} seed(s), SLO = 3x solo "
+        "latency; rates swept: " + ", ".join(f"{r:g}" for r in STARTUP_RATES) + " req/s.", "",
+        *startup_sweep.markdown(data["startup_sweep"], PLAN_MAX_GPUS)]) + "\n")
+    return md
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -301,6 +324,7 @@ def _markdown(d: dict) -> str:
         "(paper: up to 3x).",
         f"- Without `cluster.warm_wait` (`serve --no-warm-wait`) Comfy Cluster reaches 90 % up to "
         f"{_fmt(h['rate_at_90'][NO_WAIT])} req/s.",
+        *startup_sweep.headline(d.get("startup_sweep"), PLAN_MAX_GPUS),
         f"- Simulator control-plane overhead at {sc['point']['gpus']} GPUs, {sc['max_inflight']} requests in "
         f"flight: **{100 * sc['overhead']:.3f} %** of the GPU time it dispatched "
         f"({sc['decisions']} decisions, {sc['cp_cpu_s']:.2f} s CPU; one control-plane core is "
@@ -445,6 +469,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--scale-duration", type=float, default=12.0)
     p.add_argument("--startup-duration", type=float, default=240.0,
                    help="trace length of the function-instance comparison (paper trace)")
+    p.add_argument("--startups", type=float, nargs="+", default=list(startup_sweep.STARTUPS), metavar="S",
+                   help="start-up costs S of the function-instance comparison (default: 0 5 10 20 and the measured "
+                        f"{startup_sweep.DEFAULT_STARTUP_S:g} s)")
+    p.add_argument("--only", choices=("startup",),
+                   help="startup: run only the function-instance comparison, written as startup_sweep.md")
     p.add_argument("--full", action="store_true", help="paper scale: 300 s traces, 3 seeds, more points")
     return p
 
@@ -455,6 +484,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.duration, args.seeds, args.scale_duration = max(args.duration, 300.0), max(args.seeds, 3), 60.0
         args.startup_duration = max(args.startup_duration, 600.0)
     t0 = time.time()
+    if args.only == "startup":
+        data = {"config": vars(args), "startup_sweep": sweep_startups(args)}
+        md = write_startup_only(data, Path(args.out))
+        print(f"wrote {md} in {time.time() - t0:.0f} s")
+        print(json.dumps(startup_sweep.at_default(data["startup_sweep"]), indent=1))
+        return 0
     data = build(args)
     md = write(data, Path(args.out))
     h = data["headline"]

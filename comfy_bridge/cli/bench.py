@@ -1,6 +1,6 @@
 """`comfy-cluster bench NAME`: every benchmark, grouped by the layer it measures (cluster/bench: dispatch,
 data plane, cascades; comfy_bridge/bench: the engine, whole workflows, batching, tenants under load,
-cold starts;
+cold starts, a monolithic Diffusers instance's start-up;
 cluster/sim: the simulator's report and its check against a real server)."""
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ BENCHMARKS = {
     "realcheck": "cluster.sim.realcheck",
     "tenants-load": "comfy_bridge.bench.tenants_load",
     "coldstart": "comfy_bridge.bench.coldstart",
+    "startup": "comfy_bridge.bench.startup",
 }
 
 

@@ -12,6 +12,7 @@ from cluster.scheduler import POLICIES
 from cluster.sim.simulator import SYSTEMS, SimConfig, simulate
 from cluster.sim.experiments import fewest_gpus
 from cluster.sim.gpu_profiles import GPUS
+from cluster.sim.startup_sweep import DEFAULT_STARTUP_S, STARTUP_SOURCE
 from cluster.sim.traces import TRACE_KINDS, TraceSpec, generate, read_csv, scale, write_csv
 from cluster.sim.workflows import catalogue
 
@@ -32,9 +33,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tenants", type=int, default=4, help="tenants of a `mix` trace")
     p.add_argument("--trace-kind", choices=TRACE_KINDS, default="mix",
                    help="mix: tenants share one arrival process; paper: one bursty tenant per workflow (§8.1)")
-    p.add_argument("--baseline-startup", type=float, default=0.0, metavar="S",
-                   help="monolithic baselines run as function instances that pay S seconds to start "
-                        "(0: a shared pool that starts nothing; no measured S exists yet, see docs/simulator.md)")
+    p.add_argument("--baseline-startup", type=float, default=DEFAULT_STARTUP_S, metavar="S",
+                   help="monolithic baselines run as function instances that pay S seconds to start (0: a shared "
+                        f"pool that starts nothing). Default {DEFAULT_STARTUP_S:g} s, measured by {STARTUP_SOURCE} "
+                        "(docs/simulator.md)")
     p.add_argument("--keepalive", type=float, default=60.0, help="idle seconds before a function instance is scaled in")
     p.add_argument("--preload", action=argparse.BooleanOptionalAction, default=False,
                    help="ours: preload the first L_e layers of requested models into idle memory (§5.1)")

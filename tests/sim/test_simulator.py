@@ -129,3 +129,18 @@ def test_summary_breaks_attainment_down_by_workflow_and_tenant():
         assert met == pytest.approx(r.attainment * len(r.measured), abs=0.01)   # rounded to 4 places
     assert set(s["by_workflow"]) == {q.workflow for q in r.measured}
     assert min(g["slo_attainment"] for g in s["by_workflow"].values()) < 1.0   # 6 GPUs: someone misses
+
+
+def test_report_only_startup_writes_the_function_instance_section_at_the_default_s(tmp_path):
+    pytest.importorskip("matplotlib")
+    from cluster.sim.report import main
+    from cluster.sim.startup_sweep import DEFAULT_STARTUP_S
+    out = tmp_path / "r"
+    assert main(["--only", "startup", "--out", str(out), "--seeds", "1", "--gpus", "8", "--startup-duration", "20",
+                 "--startups", "0", str(DEFAULT_STARTUP_S), "--workers", "1"]) == 0
+    text = (out / "startup_sweep.md").read_text()
+    assert f"At the default start-up S = {DEFAULT_STARTUP_S:g} s" in text
+    assert f"| **{DEFAULT_STARTUP_S:g} (default)** |" in text and "| 0 |" in text
+    assert "bench startup" in text and "twice MCache's rate" in text
+    assert (out / "startup_sweep.png").read_bytes()[:4] == b"\x89PNG"
+    assert not (out / "report.md").exists()
