@@ -741,6 +741,19 @@ class Head:
         if msg.nvshmem:
             self.teams.add(ex)
 
+    def retire(self, executor_id: str) -> bool:
+        """Shut the executor down if it is idle (nothing running or sent to it), as scaling in does: True
+        if it was. It says goodbye and is forgotten; whoever started it ends its process."""
+        retired: list[bool] = []
+
+        def shut_down() -> None:
+            ex = self.executors.get(executor_id)
+            if ex is not None and not ex.inflight and not ex.zombies:
+                ex.draining = True
+                retired.append(self._send(ex, m.Shutdown()))
+        self._call(shut_down)
+        return bool(retired and retired[0])
+
     def _send_team(self, ex: ExecutorState, msg: m.Team) -> bool:
         ex.draining = True   # nothing is dispatched to it until it has joined (cluster.nvshmem_teams)
         return self._send(ex, msg)

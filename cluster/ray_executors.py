@@ -24,12 +24,14 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
+import uuid
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
 from cluster import secret as cluster_secret
-from cluster.dataplane import remote
+from cluster.dataplane import remote, segments
 from cluster.executor import executor_argv
 from cluster.head import Head
 
@@ -40,9 +42,15 @@ POLL_S = 2.0
 class ExecutorActor:
     """One executor in a Ray actor's process (made remote with the actor options in `RayExecutors`)."""
 
-    def __init__(self, argv: list[str]) -> None:
+    def __init__(self, argv: list[str], host_per_node: bool = False) -> None:
+        import ray
         from cluster import executor as executor_mod
+        if host_per_node:   # before the data plane reads it
+            os.environ[remote.HOST_ENV] = f"ray-node-{ray.get_runtime_context().get_node_id()[:16]}"
         args = executor_mod.parse_args(argv)
+        # Ray restarts an actor only once its process is dead: what a killed one left in shared memory
+        # under this executor's id is nobody's now, and would stand in the new one's way
+        segments.unlink_prefix(segments.safe_prefix(args.id))
         self.executor = executor_mod.prepare_executor(args, cluster_secret.read_secret())
         self._thread = threading.Thread(target=self._run, name="executor", daemon=True)
         self._thread.start()
@@ -62,17 +70,46 @@ class ExecutorActor:
         self._thread.join(timeout)
         return not self._thread.is_alive()
 
-    def info(self) -> dict[str, Any]:
-        """Who this actor is to the head: its executor id, process and host."""
-        return {"id": self.executor.id, "pid": os.getpid(), "host_id": self.executor.plane.store.host,
-                "device": self.executor.device}
-
 
 @dataclass
 class Placed:
-    node_id: str
+    node_id: str              # "" where Ray chooses the node (autoscaling)
     device: str
     actor: Any
+    executor_id: str = ""
+    completed: int = 0        # its completions when last seen, and since when it has been idle
+    idle_since: float = field(default_factory=time.monotonic)
+
+
+@dataclass(frozen=True)
+class Autoscale:
+    """Executors that follow demand between `low` and `high` (`serve --ray-autoscale LOW:HIGH`): one more
+    while invocations queue and every executor is busy (and none is still starting), an idle one retired
+    after `keepalive_s`, never below `low`. Ray places the executors it adds on nodes with room, or keeps
+    them pending, which its autoscaler (KubeRay's) answers with a node; nodes whose executors were retired
+    go idle, and the autoscaler removes them."""
+    low: int
+    high: int
+    keepalive_s: float = 300.0
+
+    def decide(self, placed: list[Placed], executors: dict[str, dict], queued: int,
+               now: float) -> tuple[int, list[Placed]]:
+        """(how many executors to add, which to retire) given the head's view of the executors."""
+        for p in placed:   # who worked since the last look
+            e = executors.get(p.executor_id)
+            if e is not None and (e["running"] or e["queue"] or e["completed"] != p.completed):
+                p.completed, p.idle_since = e["completed"], now
+        starting = [p for p in placed if p.executor_id not in executors]
+        busy = all(executors[p.executor_id]["running"] or executors[p.executor_id]["queue"]
+                   for p in placed if p.executor_id in executors)
+        wanted = len(placed) + (1 if queued and busy and not starting else 0)
+        wanted = max(self.low, min(self.high, wanted))
+        if wanted > len(placed) or queued:
+            return wanted - len(placed), []
+        idle = sorted((p for p in placed if p.executor_id in executors and now - p.idle_since >= self.keepalive_s
+                       and not executors[p.executor_id]["running"] and not executors[p.executor_id]["queue"]),
+                      key=lambda p: p.idle_since)
+        return 0, idle[:max(0, len(placed) - self.low)]
 
 
 @dataclass
@@ -89,6 +126,7 @@ class RayExecutors:
     host_per_node: bool = False
     memory_budget: int | None = None
     warm_up: bool = True
+    autoscale: Autoscale | None = None   # None: executors on every node (per GPU, or per_node CPU ones)
     poll_s: float = POLL_S
     placed: list[Placed] = field(default_factory=list)
 
@@ -123,29 +161,34 @@ class RayExecutors:
             return self.threads
         return 1 if device != "cpu" else max(1, int(resources.get("CPU", 1)) // max(1, n))
 
-    def _env(self, node_id: str) -> dict[str, str]:
+    def _env(self) -> dict[str, str]:
         env = {**self.env, remote.MODE_ENV: remote.mode()}
         if self.head.secret is not None:
             env[cluster_secret.ENV] = self.head.secret.decode()
-        if self.host_per_node:
-            env[remote.HOST_ENV] = f"ray-node-{node_id[:16]}"
         return env
 
     def _start(self, node_id: str, resources: dict[str, float], device: str, n: int) -> Placed:
+        """An executor actor on `node_id` ("": wherever Ray finds room, or pending until a node has it)."""
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
         threads = self._threads(device, resources, n)
+        executor_id = f"ray-{uuid.uuid4().hex[:10]}"   # kept across Ray's restarts of the actor
         argv = executor_argv(self.head.reachable_address, device, threads=threads, heartbeat_s=self.head.heartbeat_s,
                              device_share=1, host_share=n, memory_budget=self.memory_budget, warm_up=self.warm_up)
         actor = self._remote_cls.options(
             num_cpus=threads if device == "cpu" else 1, num_gpus=0 if device == "cpu" else 1,
             max_restarts=-1, max_concurrency=2,
-            scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
-            runtime_env={"env_vars": self._env(node_id)}).remote(argv)
-        log.info("executor actor on Ray node %s (%s, %d thread(s))", node_id[:12], device, threads)
-        return Placed(node_id, device, actor)
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False) if node_id else "DEFAULT",
+            runtime_env={"env_vars": self._env()}).remote([*argv, "--id", executor_id], self.host_per_node)
+        log.info("executor actor %s on %s (%s, %d thread(s))", executor_id,
+                 f"Ray node {node_id[:12]}" if node_id else "a Ray node with room", device, threads)
+        return Placed(node_id, device, actor, executor_id)
 
     def place(self) -> None:
-        """Start the executors alive nodes lack; forget (and kill) those of nodes that are gone."""
+        """Fixed: start the executors alive nodes lack, forget (and kill) those of nodes that are gone.
+        Autoscaling: add or retire executors as `autoscale` decides."""
+        if self.autoscale is not None:
+            self._scale()
+            return
         nodes = [n for n in self._ray.nodes()]
         alive = {n["NodeID"]: n["Resources"] for n in nodes if n["Alive"]}
         with self._lock:
@@ -160,6 +203,33 @@ class RayExecutors:
                 have = [p for p in self.placed if p.node_id == node_id]
                 for device in wanted[len(have):]:
                     self.placed.append(self._start(node_id, resources, device, len(wanted)))
+
+    def _scale(self) -> None:
+        stats = self.head.stats()
+        executors = {e["id"]: e for e in stats["executors"]}
+        with self._lock:
+            if self._stop.is_set():
+                return
+            add, retire = self.autoscale.decide(self.placed, executors, stats["queued"], time.monotonic())
+            resources = {"CPU": float(self.threads or 1)}
+            device = "cpu" if self.device == "cpu" else "cuda"
+            for _ in range(add):
+                self.placed.append(self._start("", resources, device, 1))
+            for p in retire:
+                if self.head.retire(p.executor_id):   # idle still: shut down by the head, then ended here
+                    log.info("retiring executor %s (idle for %.0f s)", p.executor_id, time.monotonic() - p.idle_since)
+                    self._end(p)
+                    self.placed.remove(p)
+
+    def _end(self, p: Placed) -> None:
+        try:   # let it finish leaving (data plane closed, segments unlinked) before it is killed
+            self._ray.get(p.actor.stopped.remote(5.0), timeout=10)
+        except Exception:   # gone with a node, or slow: killed all the same
+            pass
+        try:
+            self._ray.kill(p.actor, no_restart=True)
+        except Exception:
+            pass
 
     def _follow(self) -> None:
         try:
@@ -201,7 +271,8 @@ class RayExecutors:
 
 def start_ray_cluster(ray_address: str | None, *, device: str = "cpu", per_node: int = 1, threads: int = 0,
                       env: dict[str, str] | None = None, host_per_node: bool = False, tenant: str = "default",
-                      wait_s: float = 180.0, warm_up: bool = True, **head_kw: Any) -> tuple[Head, Any]:
+                      wait_s: float = 180.0, warm_up: bool = True, autoscale: Autoscale | None = None,
+                      **head_kw: Any) -> tuple[Head, Any]:
     """A head on its tcp:// `address` (in `head_kw`, with its secret and options) and executors placed on
     the Ray cluster at `ray_address` ("auto", an address, or None: a local Ray started here); returns once
     the executors placed at start have registered (none yet, on a cluster without the devices asked for:
@@ -210,7 +281,7 @@ def start_ray_cluster(ray_address: str | None, *, device: str = "cpu", per_node:
     head = Head(**head_kw).start()
     try:
         placer = RayExecutors(head, ray_address, device, per_node, threads, dict(env or {}), host_per_node,
-                              warm_up=warm_up)
+                              warm_up=warm_up, autoscale=autoscale)
         head.ray_executors = placer
         head.wait_for_executors(placer.expected(), timeout=wait_s)
     except Exception:

@@ -103,6 +103,9 @@ def test_the_raycluster_serves_beside_rays_head_and_its_workers_mount_the_models
     head_pod = ray_cluster["spec"]["headGroupSpec"]["template"]["spec"]
     (serve,) = [c["command"] for c in head_pod["containers"] if c.get("command", [])[:2] == ["comfy-cluster", "serve"]]
     assert _flag(serve, "--ray").split(":")[-1] == "6379"   # Ray's GCS in the same pod
+    low, high = map(int, _flag(serve, "--ray-autoscale").split(":"))   # executors within the GPU group's bounds
+    (group,) = ray_cluster["spec"]["workerGroupSpecs"]
+    assert (low, high) == (group["minReplicas"], group["maxReplicas"]) and ray_cluster["spec"]["enableInTreeAutoscaling"]
     assert ray_cluster["spec"]["rayVersion"] == ray_version()   # the image's Ray (the ray extra's pin)
     models = {v["mountPath"] for c in head_pod["containers"] for v in c.get("volumeMounts", [])
               if v["name"] == "models"}

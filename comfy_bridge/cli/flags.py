@@ -90,6 +90,13 @@ def add_cluster_flags(p: argparse.ArgumentParser) -> None:
                         "else --executors N CPU executors per node (default 1); nodes that join get theirs. The "
                         "head listens on --head-address (default: this machine's address toward the Ray cluster, "
                         "which needs a tenant or --insecure-open; loopback for a local Ray)")
+    p.add_argument("--ray-autoscale", default=None, metavar="LOW:HIGH",
+                   help="with --ray: executors follow demand between LOW and HIGH instead of one per GPU on every "
+                        "node: one more while prompts queue and all are busy (Ray places it where there is room, or "
+                        "its autoscaler, KubeRay's, adds a node for it), an idle one retired after --ray-keepalive "
+                        "(its node then goes idle and the autoscaler removes it)")
+    p.add_argument("--ray-keepalive", type=float, default=300.0, metavar="SECONDS",
+                   help="with --ray-autoscale: how long an executor stays idle before it is retired (default 300)")
     p.add_argument("--ray-nodes-as-hosts", action="store_true",
                    help="with --ray: treat every Ray node as a host of its own, moving tensors between nodes over "
                         "TCP even where they share a machine (Ray nodes started on one machine, as tests do)")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 import threading
 import time
 from concurrent.futures import Future
@@ -88,8 +89,23 @@ def start_ray_in_background(args: argparse.Namespace, secret: bytes | None) -> F
         per_node = 1 if args.executors is None else args.executors
         return start_ray_cluster(None if args.ray == "local" else args.ray, device=args.executor_device,
                                  per_node=per_node, threads=args.executor_threads, env=child_process_env(),
-                                 host_per_node=args.ray_nodes_as_hosts, **head_options(args, secret))
+                                 host_per_node=args.ray_nodes_as_hosts, autoscale=ray_autoscale(args),
+                                 **head_options(args, secret))
     return in_background(start, "ray-cluster-start")
+
+
+def ray_autoscale(args: argparse.Namespace):
+    """--ray-autoscale LOW:HIGH as cluster.ray_executors.Autoscale (None without it)."""
+    if not args.ray_autoscale:
+        return None
+    bounds = re.fullmatch(r"(\d+):(\d+)", args.ray_autoscale)
+    if bounds is None or not 0 <= int(bounds[1]) <= int(bounds[2]) or int(bounds[2]) == 0:
+        raise ValueError(f"--ray-autoscale {args.ray_autoscale}: give LOW:HIGH, whole numbers with LOW at most "
+                         "HIGH and HIGH at least 1")
+    if not args.ray:
+        raise ValueError("--ray-autoscale needs --ray")
+    from cluster.ray_executors import Autoscale
+    return Autoscale(int(bounds[1]), int(bounds[2]), args.ray_keepalive)
 
 
 def head_options(args: argparse.Namespace, secret: bytes | None) -> dict:
@@ -147,6 +163,11 @@ def _serve(args: argparse.Namespace) -> int:
     for line in describe_workspace(ws):
         log.info("%s", line)
     secret = None
+    try:
+        ray_autoscale(args)
+    except ValueError as err:
+        log.error("%s", err)
+        return 2
     if args.ray and not args.head_address:
         args.head_address = ray_head_address(args.ray)
     if args.head_address:

@@ -128,8 +128,9 @@ def test_ray_restarts_an_executor_whose_process_was_killed(ray_served):
     before = _stats(base)["executors"]
     victim = before[0]
     os.kill(victim["pid"], signal.SIGKILL)   # the actor's process: Ray starts it again, it registers anew
-    after = _wait_for(base, lambda ex: len(ex) == 3 and victim["id"] not in {e["id"] for e in ex},
+    after = _wait_for(base, lambda ex: len(ex) == 3 and victim["pid"] not in {e["pid"] for e in ex},
                       "a restarted executor registering in place of the killed one")
+    assert victim["id"] in {e["id"] for e in after}   # the same executor, in a new process
     assert {e["host_id"] for e in after} == {e["host_id"] for e in before}   # again on the same node
 
 
