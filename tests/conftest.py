@@ -72,9 +72,16 @@ def serve(tmp_path_factory, demo_workspace):
 
     yield start
     for proc, log in procs:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_process(proc, 20)
         log.close()
+
+
+def stop_process(proc, timeout: float = 60) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within `timeout` seconds."""
+    import subprocess
+    proc.terminate()
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()

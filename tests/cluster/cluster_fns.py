@@ -125,9 +125,11 @@ def stack_ref(seed: int) -> ModelRef:
 
 
 class Stack(torch.nn.Module):
-    def __init__(self) -> None:
+    """`layers` blocks of tanh(Linear(width, width)): a model whose layers the layer cache loads one by one."""
+
+    def __init__(self, layers: int = LAYERS, width: int = WIDTH) -> None:
         super().__init__()
-        self.blocks = torch.nn.ModuleList(torch.nn.Linear(WIDTH, WIDTH) for _ in range(LAYERS))
+        self.blocks = torch.nn.ModuleList(torch.nn.Linear(width, width) for _ in range(layers))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for block in self.blocks:

@@ -11,21 +11,12 @@ from cluster.local import LocalRuntime
 from cluster.modelfn import MODEL_FNS, ModelFn, register
 from cluster.refs import ModelRef
 from cluster.runtime import runtime
+from tests.cluster.cluster_fns import Stack as LayerStack
 
 LAYERS, WIDTH = 4, 64
 LAYER_BYTES = (WIDTH * WIDTH + WIDTH) * 4          # one Linear block, float32
 MODEL_BYTES = LAYERS * LAYER_BYTES
 
-
-class _Stack(torch.nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.blocks = torch.nn.ModuleList(torch.nn.Linear(WIDTH, WIDTH) for _ in range(LAYERS))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for block in self.blocks:
-            x = torch.tanh(block(x))
-        return x
 
 
 class Stack(ModelFn):
@@ -36,9 +27,9 @@ class Stack(ModelFn):
         self.add_input("x")
         self.add_output("y")
 
-    def load_model(self, ref: ModelRef) -> _Stack:
+    def load_model(self, ref: ModelRef) -> LayerStack:
         torch.manual_seed(ref.option("seed"))
-        return _Stack()
+        return LayerStack(LAYERS, WIDTH)
 
     def execute(self, model: Any, inputs: dict[str, Any], params: dict[str, Any]) -> dict:
         return {"y": model(self.resolve(inputs, "x"))}

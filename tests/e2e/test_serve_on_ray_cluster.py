@@ -20,7 +20,7 @@ import urllib.request
 import numpy as np
 import pytest
 
-from tests.conftest import REPO, free_port
+from tests.conftest import REPO, free_port, stop_process
 from tests.e2e.test_samplers_on_executors import render_in_process, render_on_server
 
 ray_cluster_utils = pytest.importorskip("ray.cluster_utils", reason="ray is a test extra")
@@ -65,11 +65,7 @@ def ray_served(ray_nodes, demo_workspace, tmp_path_factory):
             time.sleep(0.5)
         yield base, cluster, workers, log_path
     finally:
-        proc.terminate()
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_process(proc)
 
 
 def _wait_for(base: str, ok, what: str, timeout_s: float = 300) -> list[dict]:

@@ -17,7 +17,7 @@ import urllib.request
 import numpy as np
 import pytest
 
-from tests.conftest import REPO, free_port
+from tests.conftest import REPO, free_port, stop_process
 from tests.e2e.test_samplers_on_executors import render_in_process, render_on_server
 
 ray = pytest.importorskip("ray", reason="ray is a test extra")
@@ -87,11 +87,7 @@ def served(autoscaling_ray, demo_workspace, tmp_path_factory):
                 time.sleep(0.5)
         yield base, log_path
     finally:
-        proc.terminate()
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_process(proc)
 
 
 def _executors(base: str) -> list[dict]:
