@@ -3,6 +3,7 @@ the hooks that join the layers (the engine's runtime, the cascade controller's m
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import logging
 import os
 import re
@@ -167,6 +168,10 @@ def _serve(args: argparse.Namespace) -> int:
         ray_autoscale(args)
     except ValueError as err:
         log.error("%s", err)
+        return 2
+    if args.ray and importlib.util.find_spec("ray") is None:
+        log.error("--ray needs Ray in this environment: pip install 'comfy-cluster[ray]' (the Ray version the "
+                  "cluster's nodes run)")
         return 2
     if args.ray and not args.head_address:
         args.head_address = ray_head_address(args.ray)
