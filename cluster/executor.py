@@ -45,7 +45,7 @@ import time
 import traceback
 import uuid
 from pathlib import Path
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import Any
 
 import msgspec
@@ -61,8 +61,9 @@ from cluster.dataplane.segments import safe_prefix
 from cluster.executor_core import (ExecutorCore, Fault, Part, Ran, TensorIO, cap_device_memory,
                                    default_host_bytes, default_memory_budget)
 from cluster.modelfn import ModelFn, warm_up_all
+from cluster.executor_options import executor_argv  # noqa: F401  (launchers import it from here too)
 from cluster.preloader import Preloader
-from cluster.providers import add_providers, added_providers
+from cluster.providers import add_providers
 
 log = logging.getLogger("cluster.executor")
 # where the host tier spills whole models past its capacity (one folder per executor, removed on exit)
@@ -431,24 +432,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--exit-with-parent", action="store_true", help="stop when the parent process exits")
     p.add_argument("--parent-pid", type=int, default=None,
                    help="with --exit-with-parent: the launching process (default: the parent at start)")
-
-
-def executor_argv(head: str, device: str, *, threads: int, heartbeat_s: float, device_share: int = 1,
-                  host_share: int = 1, memory_budget: int | None = None, preload: Sequence[str] = (),
-                  warm_up: bool = False) -> list[str]:
-    """The options of an executor a launcher starts (a local process, a Ray actor): the providers this
-    process has added go with them, since what the head's process can run, its executors can run."""
-    argv = ["--head", head, "--device", device, "--device-share", str(device_share), "--host-share",
-            str(host_share), "--threads", str(threads), "--heartbeat", str(heartbeat_s)]
-    if memory_budget is not None:   # else the executor's default for its device
-        argv += ["--memory-budget", str(memory_budget)]
-    for mod in preload:
-        argv += ["--preload", mod]
-    if warm_up:
-        argv.append("--warm-up")
-    for mod in added_providers():
-        argv += ["--provider", mod]
-    return argv
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:

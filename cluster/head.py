@@ -46,10 +46,8 @@ import itertools
 import logging
 import os
 import socket
-import tempfile
 import threading
 import time
-import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -60,6 +58,7 @@ from cluster import messages as m
 from cluster import secret as cluster_secret
 from cluster.caller_store import caller_pulls
 from cluster.dataplane import remote
+from cluster.executor_options import HEARTBEAT_S, default_address
 from cluster.costs import CostModel
 from cluster.dataplane.refcounts import RefClient
 from cluster.dataplane import segments
@@ -239,13 +238,9 @@ def _copy_outcome(done: cf.Future, waiter: asyncio.Future) -> None:
         waiter.set_result(done.result())
 
 
-def default_address() -> str:
-    return f"ipc://{tempfile.gettempdir()}/cc-head-{os.getpid()}-{uuid.uuid4().hex[:8]}.sock"
-
-
 class Head:
     def __init__(self, address: str | None = None, *, policy: str = "vtime", delta: float = 1.0,
-                 heartbeat_s: float = 0.5, lost_after_s: float = 3.0, deadline_s: float = 600.0,
+                 heartbeat_s: float = HEARTBEAT_S, lost_after_s: float = 3.0, deadline_s: float = 600.0,
                  max_attempts: int = 3, slots_per_executor: int = 1, costs: CostModel | None = None,
                  tick_s: float = 0.05, scaling: ScalingController | None = None, max_batch: int = 1,
                  batch_window_s: float = 0.02, warm_wait: WarmWaitPolicy | None = None,

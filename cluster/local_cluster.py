@@ -8,6 +8,11 @@ Executors connect over ipc:// and are supervised: one that exits (killed, or abo
 invocation) is replaced by a fresh process unless `restart=False`, and the head learns at once why it
 exited (its exit code or signal and the last lines of its stderr, where the fault handler writes a crash's
 traceback), instead of from a missing heartbeat seconds later.
+
+`serve` starts the processes before the head (`LocalCluster(HeadContact(default_address()), ...)`, then
+`start_local_cluster(..., started=cluster)`): importing torch and the server takes its process seconds,
+which its executors spend importing theirs. An executor connects to an ipc:// address nobody binds yet
+(ZeroMQ retries until the head binds it). This module imports neither torch nor the head for that.
 """
 from __future__ import annotations
 
@@ -20,13 +25,15 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import IO, Any, Sequence
+from dataclasses import dataclass
+from typing import IO, TYPE_CHECKING, Any, Sequence
 
 from cluster import secret as cluster_secret
-from cluster.cluster_runtime import ClusterRuntime
-from cluster.head import Head
-from cluster.executor import executor_argv
-from cluster.reclaim import reclaim_dead
+from cluster.executor_options import HEARTBEAT_S, executor_argv
+
+if TYPE_CHECKING:
+    from cluster.cluster_runtime import ClusterRuntime
+    from cluster.head import Head
 
 log = logging.getLogger("cluster.local")
 REPO = Path(__file__).resolve().parents[1]
@@ -69,10 +76,20 @@ def exit_cause(returncode: int) -> str:
     return f"killed by signal {-returncode} ({name}: {signal.strsignal(-returncode) or '?'})"
 
 
+@dataclass(frozen=True)
+class HeadContact:
+    """What executors started before their head need of it: where it will listen, its secret."""
+    address: str
+    secret: bytes | None = None
+    heartbeat_s: float = HEARTBEAT_S
+
+
 class LocalCluster:
-    def __init__(self, head: Head, n: int, threads: int, memory_budget: int | None, preload: Sequence[str],
-                 devices: Sequence[str], restart: bool, env: dict[str, str] | None, warm_up: bool = False,
-                 executor_args: Sequence[str] = ()) -> None:
+    def __init__(self, head: Head | HeadContact, n: int, threads: int, memory_budget: int | None,
+                 preload: Sequence[str], devices: Sequence[str], restart: bool, env: dict[str, str] | None,
+                 warm_up: bool = False, executor_args: Sequence[str] = (), supervise: bool = True) -> None:
+        """Start `n` executor processes for `head`; `supervise=False` (a HeadContact, no head yet): their
+        exits are watched from `attach(head)` on."""
         self.head = head
         self.executor_args = list(executor_args)
         self.warm_up = warm_up
@@ -92,6 +109,15 @@ class LocalCluster:
         self.procs: list[subprocess.Popen] = [self._spawn(i) for i in range(n)]
         self._stopping = False
         self._lock = threading.Lock()
+        self._watch: threading.Thread | None = None
+        if supervise:
+            self.attach(head)
+
+    def attach(self, head: Head) -> None:
+        """Supervise the executors for `head`, the head listening at the address they were given."""
+        if head.address != self.head.address:
+            raise ValueError(f"executors were started for {self.head.address}, the head listens at {head.address}")
+        self.head = head
         self._watch = threading.Thread(target=self._supervise, name="cluster-supervisor", daemon=True)
         self._watch.start()
 
@@ -116,6 +142,7 @@ class LocalCluster:
         self.head.executor_exited(proc.pid, cause + (f"; its last stderr lines:\n{text}" if text else ""))
 
     def _supervise(self) -> None:
+        from cluster.reclaim import reclaim_dead
         while not self._stopping:
             time.sleep(0.2)
             with self._lock:
@@ -134,7 +161,8 @@ class LocalCluster:
 
     def stop(self, timeout: float = 5.0) -> None:
         self._stopping = True
-        self._watch.join(timeout=1)
+        if self._watch is not None:
+            self._watch.join(timeout=1)
         end = time.monotonic() + timeout
         for p in self.procs:   # the head sent Shutdown; give them a moment, then insist
             try:
@@ -142,6 +170,7 @@ class LocalCluster:
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
+        from cluster.reclaim import reclaim_dead
         reclaim_dead([p.pid for p in self.procs])   # those that had to be killed could not clean up
 
 
@@ -149,17 +178,25 @@ def start_local_cluster(n: int, threads_per_executor: int = 1, *, memory_budget:
                         preload: Sequence[str] = (), devices: Sequence[str] = ("cpu",), restart: bool = True,
                         tenant: str = "default", wait_s: float = 120.0, env: dict[str, str] | None = None,
                         warm_up: bool = False, executor_args: Sequence[str] = (),
+                        started: LocalCluster | None = None,
                         **head_kw: Any) -> tuple[Head, ClusterRuntime]:
     """Start a head (its options in `head_kw`: address, secret, policy, delta, deadline_s, lost_after_s, ...)
     and `n` executor processes, executor i on `devices[i % len(devices)]`; returns once all have registered
     (n = 0 with a tcp:// address: a head that executors on other machines join).
     `warm_up`: each executor imports its providers and warms their ModelFns up before registering
     (what `serve` wants; tests of the back end alone skip the seconds it takes). `executor_args`: more
-    options for every executor (cluster.executor.add_arguments), e.g. `--h2d-bandwidth`."""
+    options for every executor (cluster.executor.add_arguments), e.g. `--h2d-bandwidth`.
+    `started`: the executor processes, started already for a head at `started.head.address` (n of them)."""
+    from cluster.cluster_runtime import ClusterRuntime
+    from cluster.head import Head
+    if started is not None:
+        head_kw.update(address=started.head.address, secret=started.head.secret)
     head = Head(**head_kw).start()
     try:
-        cluster = LocalCluster(head, n, threads_per_executor, memory_budget, preload, devices, restart, env,
-                               warm_up, executor_args)
+        if started is not None:
+            started.attach(head)
+        cluster = started or LocalCluster(head, n, threads_per_executor, memory_budget, preload, devices, restart,
+                                          env, warm_up, executor_args)
     except Exception:
         head.stop()
         raise

@@ -7,7 +7,7 @@ arenas in /dev/shm and sockets in the temp folder. Every such name carries its o
 
     cc-c<pid>-<hex6>-...            a head's caller store (cluster.caller_store)
     cc-<host>-<pid>-<hex6>-...      an executor's arena, reference table and spills (this host only)
-    cc-head-<pid>-<hex8>.sock       a head's ZeroMQ socket (cluster.head.default_address)
+    cc-head-<pid>-<hex8>.sock       a head's ZeroMQ socket (cluster.executor_options.default_address)
 
 A name is removed only when it matches one of these patterns and its owner is gone: no such process,
 a zombie, or a process started after the file was last written (the pid was reused). Anything else,

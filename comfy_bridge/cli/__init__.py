@@ -12,32 +12,36 @@ installs the hooks between them. One module per subcommand:
     discriminator discriminator.py train the cascade's discriminator
 
 flags.py holds ComfyUI's flags and the cluster's; workspace_args.py turns them into a workspace.
+The subcommand modules are imported when the parser is built, and `serve` imports only its own: it starts
+its executor processes before anything imports torch (see serve.start_executors_early).
 """
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
-from comfy_bridge.cli import bench, demo_models, discriminator, join, packs, run, serve, simulate, tenants
 from comfy_bridge.cli import flags as cli_args
 
+COMMANDS = ("serve", "join", "run", "demo_models", "tenants", "packs", "simulate", "bench", "discriminator")
 
-def build_parser() -> argparse.ArgumentParser:
+
+def build_parser(commands: Sequence[str] = COMMANDS) -> argparse.ArgumentParser:
+    """The parser of the subcommands whose modules `commands` names (all by default)."""
     p = argparse.ArgumentParser(prog="comfy-cluster", description="Serve ComfyUI workflows on a cluster.")
     sub = p.add_subparsers(dest="command", required=True)
-    for command in (serve, join, run, demo_models, tenants, packs, simulate, bench, discriminator):
-        command.add_parser(sub)
+    for name in commands:
+        importlib.import_module(f"comfy_bridge.cli.{name}").add_parser(sub)
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "serve":
-        args = cli_args.parse_known(parser, argv)
+        args = cli_args.parse_known(build_parser(["serve"]), argv)
     else:
-        args = parser.parse_args(argv)
+        args = build_parser().parse_args(argv)
     return args.func(args)

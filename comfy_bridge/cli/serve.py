@@ -10,11 +10,15 @@ import re
 import threading
 import time
 from concurrent.futures import Future
+from typing import TYPE_CHECKING
 
 from comfy_bridge.cli import flags as cli_args
 from comfy_bridge.cli import tenants as tenancy_cli
 from comfy_bridge.cli.demo_models import ensure_demo_models
 from comfy_bridge.cli.workspace_args import describe_workspace, open_workspace
+
+if TYPE_CHECKING:
+    from cluster.local_cluster import LocalCluster
 
 log = logging.getLogger("comfy_cluster")
 
@@ -50,14 +54,39 @@ def head_address_refusal(args: argparse.Namespace, ws) -> str | None:
             "or pass --insecure-open.")
 
 
-def start_cluster_in_background(args: argparse.Namespace, secret: bytes | None = None) -> Future | None:
+def executor_threads(args: argparse.Namespace, devices: list[str]) -> int:
+    return args.executor_threads or max(1, (os.cpu_count() or 1) // max(1, len(devices)))
+
+
+def start_executors_early(args: argparse.Namespace) -> LocalCluster | None:
+    """The local executor processes, started before this process imports torch and the server (2-3 s on
+    2 CPUs) so that they import the model code meanwhile; they connect to the head once it listens at
+    the ipc:// address fixed here (start_cluster_in_background). None where the cluster starts otherwise:
+    --ray, --head-address, --data-plane (which the executors take from an environment set later), or
+    no local executor."""
+    if args.ray or args.head_address or args.data_plane:
+        return None
+    devices = cli_args.executor_devices(args)   # asks torch only with --executor-device cuda or auto
+    if not devices:
+        return None
+    from cluster.executor_options import default_address
+    from cluster.local_cluster import HeadContact, LocalCluster
+    from nodes.workspace import child_process_env
+    # the executors open this workspace: its model folders and configs
+    return LocalCluster(HeadContact(default_address()), len(devices), executor_threads(args, devices), None, (),
+                        devices, restart=True, env=child_process_env(), warm_up=True, supervise=False)
+
+
+def start_cluster_in_background(args: argparse.Namespace, secret: bytes | None = None,
+                                started: LocalCluster | None = None) -> Future | None:
     """The local cluster of `serve --executors N`, started on a thread so that its executor processes boot
     while this process imports the nodes: clients that give a new server ~20 s (ComfyUI's test suites)
     see it listening sooner. With --head-address the head listens there and takes executors that know
-    `secret` (none local with --executors 0). The future resolves to (head, runtime)."""
+    `secret` (none local with --executors 0). `started`: the executor processes, started already
+    (start_executors_early). The future resolves to (head, runtime)."""
     if args.ray:
         return start_ray_in_background(args, secret)
-    devices = cli_args.executor_devices(args)
+    devices = started.devices if started is not None else cli_args.executor_devices(args)
     if not devices and not args.head_address:
         return None
     if args.executor_device == "cpu" and not args.cpu:
@@ -68,11 +97,11 @@ def start_cluster_in_background(args: argparse.Namespace, secret: bytes | None =
     from cluster.local_cluster import start_local_cluster
     from nodes.workspace import child_process_env
     executor_env = child_process_env()   # the executors open this workspace: its model folders and configs
-    threads = args.executor_threads or max(1, (os.cpu_count() or 1) // max(1, len(devices)))
+    threads = executor_threads(args, devices)
 
     def start():
         head, runtime = start_local_cluster(len(devices), threads, devices=devices, env=executor_env,
-                                            warm_up=True, **head_options(args, secret))
+                                            warm_up=True, started=started, **head_options(args, secret))
         if args.head_address:
             log.info("executors join from other machines with: comfy-cluster executor --head %s "
                      "--workspace DIR (DIR holding a copy of %s, or COMFY_CLUSTER_SECRET set)",
@@ -182,13 +211,14 @@ def _serve(args: argparse.Namespace) -> int:
             return 2
         from cluster.secret import ensure_secret
         secret = ensure_secret(ws.root)
+    started = start_executors_early(args)
     ensure_demo_models(ws)
     from cluster.dataplane import remote
     if args.data_plane:
         remote.set_mode(args.data_plane)   # this process's pulls, and its local executors' (environment)
     from cluster.reclaim import reclaim_dead
     reclaim_dead()   # the segments and sockets of servers and executors that were killed
-    cluster = start_cluster_in_background(args, secret)
+    cluster = start_cluster_in_background(args, secret, started)
     from comfy_bridge.server.app import ServerConfig, run_server
     cache_type, cache_size = cli_args.cache_mode(args)
     from nodes import image_io, previews

@@ -1,6 +1,6 @@
 """The model code imported without what an image never runs (`defer()`, called by `nodes.models` first).
 
-Measured on 2 CPUs (`python -X importtime`), importing SD1's three classes costs 5-6 s, most of it not theirs:
+Measured on 2 CPUs (`python -X importtime`), importing SD1's three classes cost 5-6 s, most of it not theirs:
 - diffusers' model packages (`diffusers.models.transformers`, `.autoencoders`, `.unets`) import every class
   they hold when any one of their modules is imported: SD1's UNet blocks import one transformer module, and
   with it a hundred DiT families (0.5-1 s). Each is put in `sys.modules` without running its `__init__`,
@@ -8,12 +8,16 @@ Measured on 2 CPUs (`python -X importtime`), importing SD1's three classes costs
   still works); a submodule imported by name needs no `__init__`.
 - `torch._dynamo` (the compiler, with sympy, torch.distributed and torch._inductor: 1.6-2.3 s) is imported by
   diffusers to mark classes for the compiler (`allow_in_graph`) and to exempt its cache hooks from it
-  (`torch.compiler.disable`), and by transformers to mark functions (`assume_constant_result`). A stand-in
-  takes those calls; anything else asked of it imports the real
-  module, which is then handed what the stand-in was given. While the real module is not imported nothing
-  can be compiling, so a function given to `disable` runs as it is; once it is, it runs under the real
-  `disable`.
-Nothing here changes what runs: the same classes, built and called the same way.
+  (`torch.compiler.disable`), and by transformers to mark functions (`assume_constant_result`).
+- scipy's optimizers and distributions (0.9 s): transformers' object-detection losses import
+  `linear_sum_assignment`, diffusers' schedulers `scipy.stats` for their beta schedules.
+Each of those modules is replaced by a stand-in that takes what is asked of it at import time (marking a
+class, wrapping a function); anything else asked of it, or the import of one of its submodules, runs the
+real module's code in the same module object (as a plain import would have, before the submodule), which
+is then handed what the stand-in was given. A stand-in's function runs the real one. While
+torch._dynamo is not imported nothing can be compiling, so a function given to `disable` runs as it is;
+once it is, it runs under the real `disable`. Nothing here changes what runs: the same classes, built and
+called the same way.
 """
 from __future__ import annotations
 
@@ -21,74 +25,117 @@ import functools
 import importlib.util
 import sys
 import threading
+from collections.abc import Callable
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any
 
 DIFFUSERS_PACKAGES = ("diffusers.models.transformers", "diffusers.models.autoencoders", "diffusers.models.unets")
 DYNAMO = "torch._dynamo"
-STAND_INS = ("__getattr__", "allow_in_graph", "disable", "assume_constant_result")
-_lock = threading.RLock()
+# submodules of torch._dynamo the model code imports by name (transformers.masking_utils, a torch function
+# mode): imported on their own before the stand-in is installed, as they need nothing of the package's code
+DYNAMO_SUBMODULES = ("torch._dynamo._trace_wrapped_higher_order_op",)
+SCIPY = {"scipy.optimize": ("linear_sum_assignment",), "scipy.stats": (), "scipy.integrate": ()}
+_lock = threading.RLock()   # one thread runs a deferred module's code; the others wait for it
+_loaders: dict[str, Callable[[], ModuleType]] = {}   # deferred module -> runs its code (once)
+_loaded: set[str] = set()
+_whole: set[str] = set()   # deferred modules whose code runs before any of their submodules is imported
+
+
+class SubmoduleImport:
+    """On sys.meta_path: importing a submodule of a deferred module runs that module's code first."""
+
+    @staticmethod
+    def find_spec(fullname: str, path: Any = None, target: Any = None) -> None:
+        parent = fullname.rpartition(".")[0]
+        while parent:
+            if parent in _whole and parent not in _loaded:
+                _loaders[parent]()
+            parent = parent.rpartition(".")[0]
+        # nothing found here: the usual finders find it
 
 
 def defer() -> None:
-    """Install the stand-in for torch._dynamo and the deferred diffusers packages, unless imported already."""
+    """Defer the modules above, those not imported already."""
     with _lock:
         defer_dynamo()
+        for name, functions in SCIPY.items():
+            defer_module(name, {f: None for f in functions})
         for name in DIFFUSERS_PACKAGES:
-            defer_package(name)
+            defer_module(name, before_submodules=False)   # their code only imports every submodule
+        if SubmoduleImport not in sys.meta_path:
+            sys.meta_path.insert(0, SubmoduleImport)
 
 
-def defer_package(name: str) -> None:
-    """Put package `name` in sys.modules with its `__init__` not run yet (run on its first attribute)."""
+def defer_module(name: str, stand_ins: dict[str, Callable | None] | None = None,
+                 on_load: Callable[[ModuleType], None] | None = None,
+                 before_submodules: bool = True) -> ModuleType | None:
+    """Put module `name` in sys.modules with its code not run yet; it runs on the first attribute asked of
+    the module that `stand_ins` does not hold (a name mapped to None stands for the real function of that
+    name, loading the module when called), and (`before_submodules`) before a submodule of it is imported;
+    then `on_load(module)`. None if `name` is imported already."""
     if name in sys.modules:
-        return
-    spec = importlib.util.find_spec(name)   # imports the parents (diffusers' are lazy modules)
+        return None
+    spec = importlib.util.find_spec(name)   # imports the parents
     if spec is None or spec.loader is None:
-        return
+        return None
     module = importlib.util.module_from_spec(spec)
-
-    def __getattr__(attr: str) -> Any:
-        if attr.startswith("__"):   # import machinery probing: not a reason to run the package
-            raise AttributeError(attr)
-        with _lock:
-            if vars(module).get("__getattr__") is __getattr__:
-                del module.__getattr__
-                spec.loader.exec_module(module)
-        return getattr(module, attr)
-
-    module.__getattr__ = __getattr__   # type: ignore[attr-defined]
-    sys.modules[name] = module
-    parent, _, child = name.rpartition(".")
-    setattr(sys.modules[parent], child, module)
-
-
-def defer_dynamo() -> None:
-    """Stand in for torch._dynamo until something needs more than `allow_in_graph` and `disable`."""
-    if DYNAMO in sys.modules:
-        return
-    import torch
-    spec = importlib.util.find_spec(DYNAMO)
-    if spec is None or spec.loader is None:
-        return
-    module = importlib.util.module_from_spec(spec)
-    allowed: list[Any] = []
-    real: list[ModuleType] = []   # the module once its code has run
+    stand_ins = dict(stand_ins or {})
 
     def load() -> ModuleType:
         with _lock:
-            if not real:
-                for name in STAND_INS:
-                    vars(module).pop(name, None)
-                spec.loader.exec_module(module)
-                for fn in allowed:
-                    module.allow_in_graph(fn)
-                real.append(module)
+            if name not in _loaded:
+                for attr in ("__getattr__", *stand_ins):
+                    vars(module).pop(attr, None)
+                _loaded.add(name)
+                try:
+                    spec.loader.exec_module(module)
+                except Exception as err:   # not an AttributeError, which __getattr__'s caller would take for "absent"
+                    raise ImportError(f"running the deferred module {name}: {err!r}") from err
+                if on_load is not None:
+                    on_load(module)
         return module
 
     def __getattr__(attr: str) -> Any:
-        if attr.startswith("__"):
+        if attr.startswith("__"):   # import machinery probing: not a reason to run the module
             raise AttributeError(attr)
         return getattr(load(), attr)
+
+    def real_function(attr: str) -> Callable:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return getattr(load(), attr)(*args, **kwargs)
+        call.__name__ = call.__qualname__ = attr
+        return call
+
+    module.__getattr__ = __getattr__   # type: ignore[attr-defined]
+    for attr, value in stand_ins.items():
+        setattr(module, attr, value if value is not None else real_function(attr))
+    _loaders[name] = load
+    if before_submodules:
+        _whole.add(name)
+    sys.modules[name] = module
+    parent, _, child = name.rpartition(".")
+    if parent:
+        setattr(sys.modules[parent], child, module)
+    return module
+
+
+def load(name: str) -> ModuleType:
+    """Module `name`, its code run if it was deferred."""
+    return _loaders[name]() if name in _loaders else importlib.import_module(name)
+
+
+def is_loaded(name: str) -> bool:
+    """Whether module `name`'s own code has run in this process (not only a stand-in)."""
+    return name in sys.modules and (name not in _loaders or name in _loaded)
+
+
+def defer_dynamo() -> None:
+    """Stand in for torch._dynamo until something needs more than marking classes and functions."""
+    if DYNAMO in sys.modules:
+        return
+    import torch
+    allowed: list[Any] = []
+    real: list[ModuleType] = []
 
     def allow_in_graph(fn: Any) -> Any:
         allowed.append(fn)
@@ -102,7 +149,7 @@ def defer_dynamo() -> None:
         if fn is None:
             return lambda f: disable(f, recursive, **kwargs)
         if isinstance(fn, type):   # a class: the real decorator's business
-            return load().disable(fn, recursive, **kwargs)
+            return load(DYNAMO).disable(fn, recursive, **kwargs)
         disabled: list[Callable] = []
 
         @functools.wraps(fn)
@@ -114,15 +161,17 @@ def defer_dynamo() -> None:
             return disabled[0](*args, **kw)
         return call
 
-    module.__getattr__ = __getattr__   # type: ignore[attr-defined]
-    module.allow_in_graph = allow_in_graph   # type: ignore[attr-defined]
-    module.disable = disable   # type: ignore[attr-defined]
-    module.assume_constant_result = assume_constant_result   # type: ignore[attr-defined]
-    sys.modules[DYNAMO] = module
+    def handed_over(dynamo: ModuleType) -> None:
+        for fn in allowed:
+            dynamo.allow_in_graph(fn)
+        real.append(dynamo)
+
+    module = defer_module(DYNAMO, {"allow_in_graph": allow_in_graph, "disable": disable,
+                                   "assume_constant_result": assume_constant_result}, on_load=handed_over,
+                          before_submodules=False)
+    if module is None:
+        return
     torch._dynamo = module   # type: ignore[attr-defined]
-
-
-def dynamo_imported() -> bool:
-    """Whether torch._dynamo's own code has run in this process (not only the stand-in)."""
-    module = sys.modules.get(DYNAMO)
-    return module is not None and "__getattr__" not in vars(module)
+    for submodule in DYNAMO_SUBMODULES:
+        importlib.import_module(submodule)
+    _whole.add(DYNAMO)   # from now on a submodule's import runs the package's code first
