@@ -11,6 +11,8 @@ Measured on 2 CPUs (`python -X importtime`), importing SD1's three classes cost 
   (`torch.compiler.disable`), and by transformers to mark functions (`assume_constant_result`).
 - scipy's optimizers and distributions (0.9 s): transformers' object-detection losses import
   `linear_sum_assignment`, diffusers' schedulers `scipy.stats` for their beta schedules.
+- `transformers.models`, whose code indexes the 500 model folders it holds (0.4 s) to import one lazily;
+  CLIP's modules are imported by name.
 Each of those modules is replaced by a stand-in that takes what is asked of it at import time (marking a
 class, wrapping a function); anything else asked of it, or the import of one of its submodules, runs the
 real module's code in the same module object (as a plain import would have, before the submodule), which
@@ -35,6 +37,8 @@ DYNAMO = "torch._dynamo"
 # mode): imported on their own before the stand-in is installed, as they need nothing of the package's code
 DYNAMO_SUBMODULES = ("torch._dynamo._trace_wrapped_higher_order_op",)
 SCIPY = {"scipy.optimize": ("linear_sum_assignment",), "scipy.stats": (), "scipy.integrate": ()}
+# transformers' model registry: building its index of 500 model folders (0.4 s) is not needed to import one
+TRANSFORMERS_PACKAGES = ("transformers.models",)
 _lock = threading.RLock()   # one thread runs a deferred module's code; the others wait for it
 _loaders: dict[str, Callable[[], ModuleType]] = {}   # deferred module -> runs its code (once)
 _loaded: set[str] = set()
@@ -60,7 +64,7 @@ def defer() -> None:
         defer_dynamo()
         for name, functions in SCIPY.items():
             defer_module(name, {f: None for f in functions})
-        for name in DIFFUSERS_PACKAGES:
+        for name in DIFFUSERS_PACKAGES + TRANSFORMERS_PACKAGES:
             defer_module(name, before_submodules=False)   # their code only imports every submodule
         if SubmoduleImport not in sys.meta_path:
             sys.meta_path.insert(0, SubmoduleImport)
@@ -80,6 +84,7 @@ def defer_module(name: str, stand_ins: dict[str, Callable | None] | None = None,
         return None
     module = importlib.util.module_from_spec(spec)
     stand_ins = dict(stand_ins or {})
+    parent, _, child = name.rpartition(".")
 
     def load() -> ModuleType:
         with _lock:
@@ -91,9 +96,16 @@ def defer_module(name: str, stand_ins: dict[str, Callable | None] | None = None,
                     spec.loader.exec_module(module)
                 except Exception as err:   # not an AttributeError, which __getattr__'s caller would take for "absent"
                     raise ImportError(f"running the deferred module {name}: {err!r}") from err
+                real = sys.modules.get(name, module)
+                if real is not module:   # a module whose code puts a lazy module in its place (transformers')
+                    for attr, value in list(vars(module).items()):   # its submodules imported meanwhile
+                        if isinstance(value, ModuleType) and value.__name__ == f"{name}.{attr}":
+                            setattr(real, attr, value)
+                    if parent:
+                        setattr(sys.modules[parent], child, real)
                 if on_load is not None:
-                    on_load(module)
-        return module
+                    on_load(real)
+        return sys.modules.get(name, module)
 
     def __getattr__(attr: str) -> Any:
         if attr.startswith("__"):   # import machinery probing: not a reason to run the module
@@ -113,7 +125,6 @@ def defer_module(name: str, stand_ins: dict[str, Callable | None] | None = None,
     if before_submodules:
         _whole.add(name)
     sys.modules[name] = module
-    parent, _, child = name.rpartition(".")
     if parent:
         setattr(sys.modules[parent], child, module)
     return module
