@@ -126,13 +126,16 @@ def executor_devices(args: argparse.Namespace, cuda_devices: int | None = None) 
     executor per GPU unless --executors says otherwise, spread over the GPUs in turn, or only the GPU
     --cuda-device names; else the CPU (--cpu always means the CPU). `cuda_devices`: how many CUDA
     devices there are (default: ask torch)."""
+    cpu = ["cpu"] * (1 if args.executors is None else args.executors)
+    if args.cpu or args.executor_device == "cpu":
+        return cpu   # without asking torch: serve starts its executors before importing it (seconds)
     if cuda_devices is None:
         import torch
         cuda_devices = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    if args.executor_device == "cuda" and not args.cpu and cuda_devices == 0:
+    if args.executor_device == "cuda" and cuda_devices == 0:
         raise ValueError("--executor-device cuda: torch sees no CUDA device on this machine")
-    if args.cpu or args.executor_device == "cpu" or cuda_devices == 0:
-        return ["cpu"] * (1 if args.executors is None else args.executors)
+    if cuda_devices == 0:
+        return cpu
     if args.cuda_device is not None:
         if not 0 <= args.cuda_device < cuda_devices:
             raise ValueError(f"--cuda-device {args.cuda_device}: this machine has CUDA devices 0 to {cuda_devices - 1}")

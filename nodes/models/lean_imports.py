@@ -146,7 +146,7 @@ def defer_dynamo() -> None:
         return
     import torch
     allowed: list[Any] = []
-    real: list[ModuleType] = []
+    disabled: list[tuple[Callable, bool, dict, list[Callable]]] = []   # (fn, recursive, options, its real wrap)
 
     def allow_in_graph(fn: Any) -> Any:
         allowed.append(fn)
@@ -159,23 +159,21 @@ def defer_dynamo() -> None:
     def disable(fn: Callable | None = None, recursive: bool = True, **kwargs: Any) -> Any:
         if fn is None:
             return lambda f: disable(f, recursive, **kwargs)
-        if isinstance(fn, type):   # a class: the real decorator's business
+        if isinstance(fn, type) or is_loaded(DYNAMO):   # a class: the real decorator's business
             return load(DYNAMO).disable(fn, recursive, **kwargs)
-        disabled: list[Callable] = []
+        wrapped: list[Callable] = []   # the real decorator's function, once the real module is loaded
+        disabled.append((fn, recursive, kwargs, wrapped))
 
         @functools.wraps(fn)
         def call(*args: Any, **kw: Any) -> Any:
-            if not real:
-                return fn(*args, **kw)
-            if not disabled:
-                disabled.append(real[0].disable(fn, recursive, **kwargs))
-            return disabled[0](*args, **kw)
+            return (wrapped[0] if wrapped else fn)(*args, **kw)
         return call
 
     def handed_over(dynamo: ModuleType) -> None:
         for fn in allowed:
             dynamo.allow_in_graph(fn)
-        real.append(dynamo)
+        for fn, recursive, kwargs, wrapped in disabled:
+            wrapped.append(dynamo.disable(fn, recursive, **kwargs))
 
     module = defer_module(DYNAMO, {"allow_in_graph": allow_in_graph, "disable": disable,
                                    "assume_constant_result": assume_constant_result}, on_load=handed_over,
