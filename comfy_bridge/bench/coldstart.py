@@ -13,7 +13,8 @@ The file is read once before either, so both find it in the page cache. --rounds
 order; printed are the ratio of the minima and the median of the pairs' ratios, of the same run: the
 machine's load (printed) moves both alike.
 Demo: a fresh `serve` on the tiny demo model (workspace prepared beforehand), default workflow as shipped,
-with the default executors and with `--executors 0`, from process start to the image.
+with the default executor and with `--executors 0`, from process start to the image: --demo-rounds each, the
+modes in alternating order, the least and the median printed (the issue asks under 5 s).
 """
 from __future__ import annotations
 
@@ -165,13 +166,21 @@ def run_real(cache_dir: Path, size: int, steps: int, rounds: int, tmp: Path) -> 
             "median_pair_ratio": statistics.median(p["ratio"] for p in pairs)}
 
 
-def run_demo(tmp: Path) -> dict:
+def run_demo(tmp: Path, rounds: int) -> dict:
+    """`rounds` fresh serves per mode on the demo workspace, the modes in alternating order; each round
+    with the load average when it started."""
     ws = tmp / "demo-ws"
     subprocess.run([sys.executable, "-m", "comfy_bridge.cli", "demo-models", "--workspace", str(ws)],
                    env={**os.environ, "PYTHONPATH": str(REPO)}, check=True, capture_output=True)
     prompt = default_prompt("sd1-tiny.safetensors")
-    return {mode: time_fresh_serve(ws, prompt, extra, tmp / f"serve-demo-{mode}.log", warm=False)
-            for mode, extra in (("executors", []), ("in-process", ["--executors", "0"]))}
+    modes = {"executors": [], "in-process": ["--executors", "0"]}
+    result: dict[str, list[dict]] = {mode: [] for mode in modes}
+    for r in range(rounds):
+        for mode in (list(modes) if r % 2 == 0 else list(modes)[::-1]):
+            load = round(os.getloadavg()[0], 2)
+            times = time_fresh_serve(ws, prompt, modes[mode], tmp / f"serve-demo-{mode}.log", warm=False)
+            result[mode].append({**times, "load": load})
+    return result
 
 
 def report(result: dict, size: int, steps: int) -> list[str]:
@@ -190,8 +199,12 @@ def report(result: dict, size: int, steps: int) -> list[str]:
     demo = result.get("demo")
     if demo:
         lines.append("demo model (sd1-tiny, default workflow 128x128, 20 steps), fresh serve to first image:")
-        lines += [f"  {mode}: answers {d['answers_s']:.2f} s, first image {d['first_image_s']:.2f} s"
-                  for mode, d in demo.items()]
+        for mode, runs in demo.items():
+            firsts = [d["first_image_s"] for d in runs]
+            lines.append(f"  {mode}: first image {min(firsts):.2f} s (least), {statistics.median(firsts):.2f} s "
+                         f"(median); each round: " + ", ".join(
+                             f"{d['first_image_s']:.2f} s (answers {d['answers_s']:.2f} s, load {d['load']})"
+                             for d in runs))
     return lines
 
 
@@ -203,6 +216,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="where the real-size checkpoint is built once and kept")
     p.add_argument("--rounds", type=int, default=3, help="floor and serve pairs, in alternating order")
     p.add_argument("--skip-real", action="store_true")
+    p.add_argument("--demo-rounds", type=int, default=3, help="fresh serves on the demo model, per mode")
     p.add_argument("--skip-demo", action="store_true")
     p.add_argument("--json", default=None, help="also write the figures to this file")
     args = p.parse_args(argv)
@@ -213,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"checkpoint cache: {args.cache_dir}", flush=True)
             result["real"] = run_real(Path(args.cache_dir), args.size, args.steps, args.rounds, tmp)
         if not args.skip_demo:
-            result["demo"] = run_demo(tmp)
+            result["demo"] = run_demo(tmp, args.demo_rounds)
     finally:
         result["load_end"] = [round(x, 2) for x in os.getloadavg()]
         shutil.rmtree(tmp, ignore_errors=True)
