@@ -180,7 +180,16 @@ def ray_head_address(ray: str) -> str:
     return f"tcp://{remote.local_ip(host)}:*"
 
 
+# How long torch's idle OpenMP threads spin before they sleep (libgomp's default: 300,000 spins). Where other
+# processes hold the cores, a thread spinning at a barrier keeps the one it waits for off its core: on 2
+# CPUs at load average 2-3 the demo's 20 tiny steps then took 14-26 s instead of 0.7 s; 10,000 spins made
+# no difference to small kernels when the cores were free (0.82-0.84 ms vs 0.72-0.89 ms, docs/benchmarks.md).
+GOMP_SPINCOUNT = "10000"
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
+    # before torch is imported here or in an executor (they inherit it); a value the user set wins
+    os.environ.setdefault("GOMP_SPINCOUNT", GOMP_SPINCOUNT)
     try:
         return _serve(args)
     except KeyboardInterrupt:   # Ctrl-C while starting, before the server takes the signal itself

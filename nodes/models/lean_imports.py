@@ -19,120 +19,174 @@ real module's code in the same module object (as a plain import would have, befo
 is then handed what the stand-in was given. A stand-in's function runs the real one. While
 torch._dynamo is not imported nothing can be compiling, so a function given to `disable` runs as it is;
 once it is, it runs under the real `disable`. Nothing here changes what runs: the same classes, built and
-called the same way.
+called the same way. `defer()` imports nothing: a finder first on `sys.meta_path` defers each of those
+modules when something imports it (the head process, which imports nodes.models but never the model
+code, pays nothing).
 """
 from __future__ import annotations
 
 import functools
-import importlib.util
+import importlib
+import importlib.abc
 import sys
 import threading
 from collections.abc import Callable
+from importlib.machinery import ModuleSpec
 from types import ModuleType
 from typing import Any
 
 DIFFUSERS_PACKAGES = ("diffusers.models.transformers", "diffusers.models.autoencoders", "diffusers.models.unets")
 DYNAMO = "torch._dynamo"
 # submodules of torch._dynamo the model code imports by name (transformers.masking_utils, a torch function
-# mode): imported on their own before the stand-in is installed, as they need nothing of the package's code
+# mode): they need nothing of the package's code, so they are imported without running it
 DYNAMO_SUBMODULES = ("torch._dynamo._trace_wrapped_higher_order_op",)
 SCIPY = {"scipy.optimize": ("linear_sum_assignment",), "scipy.stats": (), "scipy.integrate": ()}
 # transformers' model registry: building its index of 500 model folders (0.4 s) is not needed to import one
 TRANSFORMERS_PACKAGES = ("transformers.models",)
 _lock = threading.RLock()   # one thread runs a deferred module's code; the others wait for it
-_loaders: dict[str, Callable[[], ModuleType]] = {}   # deferred module -> runs its code (once)
+# deferred module -> (stand-ins, on_load, whether its code runs before any of its submodules is imported)
+_deferred: dict[str, tuple[dict[str, Callable | None], Callable[[ModuleType], None] | None, bool]] = {}
+_loaders: dict[str, Callable[[], ModuleType]] = {}   # deferred and imported -> runs its code (once)
 _loaded: set[str] = set()
-_whole: set[str] = set()   # deferred modules whose code runs before any of their submodules is imported
-
-
-class SubmoduleImport:
-    """On sys.meta_path: importing a submodule of a deferred module runs that module's code first."""
-
-    @staticmethod
-    def find_spec(fullname: str, path: Any = None, target: Any = None) -> None:
-        parent = fullname.rpartition(".")[0]
-        while parent:
-            if parent in _whole and parent not in _loaded:
-                _loaders[parent]()
-            parent = parent.rpartition(".")[0]
-        # nothing found here: the usual finders find it
+_alone = threading.local()   # depth of DYNAMO_SUBMODULES imports in progress on this thread
 
 
 def defer() -> None:
-    """Defer the modules above, those not imported already."""
+    """Defer the modules above when they are imported, from now on (those imported already stay as they are)."""
     with _lock:
         defer_dynamo()
         for name, functions in SCIPY.items():
             defer_module(name, {f: None for f in functions})
         for name in DIFFUSERS_PACKAGES + TRANSFORMERS_PACKAGES:
             defer_module(name, before_submodules=False)   # their code only imports every submodule
-        if SubmoduleImport not in sys.meta_path:
-            sys.meta_path.insert(0, SubmoduleImport)
+        if DeferredImports not in sys.meta_path:
+            sys.meta_path.insert(0, DeferredImports)
 
 
 def defer_module(name: str, stand_ins: dict[str, Callable | None] | None = None,
-                 on_load: Callable[[ModuleType], None] | None = None,
-                 before_submodules: bool = True) -> ModuleType | None:
-    """Put module `name` in sys.modules with its code not run yet; it runs on the first attribute asked of
-    the module that `stand_ins` does not hold (a name mapped to None stands for the real function of that
-    name, loading the module when called), and (`before_submodules`) before a submodule of it is imported;
-    then `on_load(module)`. None if `name` is imported already."""
-    if name in sys.modules:
+                 on_load: Callable[[ModuleType], None] | None = None, before_submodules: bool = True) -> None:
+    """When module `name` is imported, put it in sys.modules with its code not run yet; it runs on the first
+    attribute asked of it that `stand_ins` does not hold (a name mapped to None stands for the real function
+    of that name, running the module when called), and (`before_submodules`) before one of its submodules
+    is imported; then `on_load(module)`."""
+    if name not in sys.modules:
+        _deferred[name] = (dict(stand_ins or {}), on_load, before_submodules)
+
+
+class DeferredImports(importlib.abc.MetaPathFinder):
+    """First on sys.meta_path: hands the deferred modules a loader that defers them, and runs a deferred
+    module's code before one of its submodules is imported, as a plain import would have."""
+
+    @classmethod
+    def find_spec(cls, fullname: str, path: Any = None, target: Any = None) -> ModuleSpec | None:
+        if fullname in DYNAMO_SUBMODULES or getattr(_alone, "depth", 0):
+            spec = cls._real_spec(fullname, path, target)
+            if spec is not None and spec.loader is not None and fullname in DYNAMO_SUBMODULES:
+                spec.loader = AloneLoader(spec.loader)
+            return spec
+        parent = fullname.rpartition(".")[0]
+        while parent:
+            if parent in _loaders and _deferred[parent][2] and parent not in _loaded:
+                _loaders[parent]()
+            parent = parent.rpartition(".")[0]
+        if fullname not in _deferred or fullname in sys.modules:
+            return None   # the usual finders find it
+        spec = cls._real_spec(fullname, path, target)
+        if spec is None or spec.loader is None:
+            return None
+        spec.loader = DeferredLoader(spec.loader)
+        return spec
+
+    @classmethod
+    def _real_spec(cls, fullname: str, path: Any, target: Any) -> ModuleSpec | None:
+        for finder in sys.meta_path:
+            if finder is not cls and hasattr(finder, "find_spec"):
+                spec = finder.find_spec(fullname, path, target)
+                if spec is not None:
+                    return spec
         return None
-    spec = importlib.util.find_spec(name)   # imports the parents
-    if spec is None or spec.loader is None:
-        return None
-    module = importlib.util.module_from_spec(spec)
-    stand_ins = dict(stand_ins or {})
-    parent, _, child = name.rpartition(".")
 
-    def load() -> ModuleType:
-        with _lock:
-            if name not in _loaded:
-                for attr in ("__getattr__", *stand_ins):
-                    vars(module).pop(attr, None)
-                _loaded.add(name)
-                try:
-                    spec.loader.exec_module(module)
-                except Exception as err:   # not an AttributeError, which __getattr__'s caller would take for "absent"
-                    raise ImportError(f"running the deferred module {name}: {err!r}") from err
-                real = sys.modules.get(name, module)
-                if real is not module:   # a module whose code puts a lazy module in its place (transformers')
-                    for attr, value in list(vars(module).items()):   # its submodules imported meanwhile
-                        if isinstance(value, ModuleType) and value.__name__ == f"{name}.{attr}":
-                            setattr(real, attr, value)
-                    if parent:
-                        setattr(sys.modules[parent], child, real)
-                if on_load is not None:
-                    on_load(real)
-        return sys.modules.get(name, module)
 
-    def __getattr__(attr: str) -> Any:
-        if attr.startswith("__"):   # import machinery probing: not a reason to run the module
-            raise AttributeError(attr)
-        return getattr(load(), attr)
+class AloneLoader(importlib.abc.Loader):
+    """Runs a submodule of torch._dynamo (and what it imports) without running the package's code."""
 
-    def real_function(attr: str) -> Callable:
-        def call(*args: Any, **kwargs: Any) -> Any:
-            return getattr(load(), attr)(*args, **kwargs)
-        call.__name__ = call.__qualname__ = attr
-        return call
+    def __init__(self, real: importlib.abc.Loader) -> None:
+        self.real = real
 
-    module.__getattr__ = __getattr__   # type: ignore[attr-defined]
-    for attr, value in stand_ins.items():
-        setattr(module, attr, value if value is not None else real_function(attr))
-    _loaders[name] = load
-    if before_submodules:
-        _whole.add(name)
-    sys.modules[name] = module
-    if parent:
-        setattr(sys.modules[parent], child, module)
-    return module
+    def create_module(self, spec: ModuleSpec) -> ModuleType | None:
+        return self.real.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        _alone.depth = getattr(_alone, "depth", 0) + 1
+        try:
+            self.real.exec_module(module)
+        finally:
+            _alone.depth -= 1
+
+
+class DeferredLoader(importlib.abc.Loader):
+    """Installs a deferred module's stand-ins instead of running its code (see defer_module)."""
+
+    def __init__(self, real: importlib.abc.Loader) -> None:
+        self.real = real
+
+    def __getattr__(self, attr: str) -> Any:   # resource readers and the like: the real loader's
+        return getattr(self.real, attr)
+
+    def create_module(self, spec: ModuleSpec) -> ModuleType | None:
+        return self.real.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        name = module.__name__
+        stand_ins, on_load, _ = _deferred[name]
+        real_loader = self.real
+        parent, _, child = name.rpartition(".")
+
+        def load() -> ModuleType:
+            with _lock:
+                if name not in _loaded:
+                    for attr in ("__getattr__", *stand_ins):
+                        vars(module).pop(attr, None)
+                    module.__loader__ = real_loader
+                    if module.__spec__ is not None:
+                        module.__spec__.loader = real_loader
+                    _loaded.add(name)
+                    try:
+                        real_loader.exec_module(module)
+                    except Exception as err:   # not an AttributeError, which __getattr__'s caller takes for "absent"
+                        raise ImportError(f"running the deferred module {name}: {err!r}") from err
+                    real = sys.modules.get(name, module)
+                    if real is not module:   # its code put a lazy module in its place (transformers')
+                        for attr, value in list(vars(module).items()):   # its submodules imported meanwhile
+                            if isinstance(value, ModuleType) and value.__name__ == f"{name}.{attr}":
+                                setattr(real, attr, value)
+                        if parent:
+                            setattr(sys.modules[parent], child, real)
+                    if on_load is not None:
+                        on_load(real)
+            return sys.modules.get(name, module)
+
+        def __getattr__(attr: str) -> Any:
+            if attr.startswith("__"):   # import machinery probing: not a reason to run the module
+                raise AttributeError(attr)
+            return getattr(load(), attr)
+
+        def real_function(attr: str) -> Callable:
+            def call(*args: Any, **kwargs: Any) -> Any:
+                return getattr(load(), attr)(*args, **kwargs)
+            call.__name__ = call.__qualname__ = attr
+            return call
+
+        module.__getattr__ = __getattr__   # type: ignore[attr-defined]
+        for attr, value in stand_ins.items():
+            setattr(module, attr, value if value is not None else real_function(attr))
+        _loaders[name] = load
 
 
 def load(name: str) -> ModuleType:
     """Module `name`, its code run if it was deferred."""
-    return _loaders[name]() if name in _loaders else importlib.import_module(name)
+    module = importlib.import_module(name)
+    return _loaders[name]() if name in _loaders else module
 
 
 def is_loaded(name: str) -> bool:
@@ -142,9 +196,6 @@ def is_loaded(name: str) -> bool:
 
 def defer_dynamo() -> None:
     """Stand in for torch._dynamo until something needs more than marking classes and functions."""
-    if DYNAMO in sys.modules:
-        return
-    import torch
     allowed: list[Any] = []
     disabled: list[tuple[Callable, bool, dict, list[Callable]]] = []   # (fn, recursive, options, its real wrap)
 
@@ -175,12 +226,5 @@ def defer_dynamo() -> None:
         for fn, recursive, kwargs, wrapped in disabled:
             wrapped.append(dynamo.disable(fn, recursive, **kwargs))
 
-    module = defer_module(DYNAMO, {"allow_in_graph": allow_in_graph, "disable": disable,
-                                   "assume_constant_result": assume_constant_result}, on_load=handed_over,
-                          before_submodules=False)
-    if module is None:
-        return
-    torch._dynamo = module   # type: ignore[attr-defined]
-    for submodule in DYNAMO_SUBMODULES:
-        importlib.import_module(submodule)
-    _whole.add(DYNAMO)   # from now on a submodule's import runs the package's code first
+    defer_module(DYNAMO, {"allow_in_graph": allow_in_graph, "disable": disable,
+                          "assume_constant_result": assume_constant_result}, on_load=handed_over)
