@@ -98,6 +98,11 @@ class DeferredImports(importlib.abc.MetaPathFinder):
         return spec
 
     @classmethod
+    def invalidate_caches(cls) -> None:
+        """`importlib.invalidate_caches()` calls this on every finder of sys.meta_path, which holds this class
+        itself (not an instance): it caches nothing."""
+
+    @classmethod
     def _real_spec(cls, fullname: str, path: Any, target: Any) -> ModuleSpec | None:
         for finder in sys.meta_path:
             if finder is not cls and hasattr(finder, "find_spec"):

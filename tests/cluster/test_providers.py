@@ -58,5 +58,9 @@ def test_added_providers_are_imported_on_the_first_unknown_name(fresh_providers)
 
 
 def test_the_comfyui_layer_provides_the_core_modelfns_and_the_pack_node():
-    import comfy_bridge  # noqa: F401  (adds its providers on import)
-    assert {"nodes.modelfns", "comfy_bridge.packs.pack_node"} <= set(providers.added_providers())
+    # in a fresh process: here comfy_bridge may have been imported already, under another test's providers
+    import subprocess
+    from tests.conftest import REPO
+    code = "import comfy_bridge; from cluster import providers; print(' '.join(providers.added_providers()))"
+    run = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert {"nodes.modelfns", "comfy_bridge.packs.pack_node"} <= set(run.stdout.split()), run.stderr

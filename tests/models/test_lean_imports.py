@@ -62,3 +62,13 @@ def test_torch_compile_loads_the_real_compiler_and_functions_marked_before_run_u
               "                  'compiling_in_hook': calls}))\n")
     # the disabled hook ran outside the graph both times, as the real decorator has it
     assert out == {"before": [1.0, False], "same": True, "loaded": True, "compiling_in_hook": [False, False]}
+
+
+def test_importlib_invalidate_caches_works_with_the_finder_installed():
+    # importlib.invalidate_caches() calls every finder on sys.meta_path (packs and tests call it after
+    # writing modules): the class on it must answer without an instance
+    import importlib
+    import nodes.models  # noqa: F401  (installs the finder)
+    from nodes.models.lean_imports import DeferredImports
+    assert DeferredImports in sys.meta_path
+    importlib.invalidate_caches()
