@@ -650,8 +650,14 @@ class Head:
             self._sock.send_multipart([ex.identity, m.encode(msg)], zmq.NOBLOCK)
             return True
         except zmq.ZMQError as e:
-            self._lose(ex, f"send failed: {e}")
+            self._lose(ex, self._exit_cause(ex) or f"send failed: {e}")
             return False
+
+    def _exit_cause(self, ex: ExecutorState) -> str | None:
+        """How a local executor's process ended (its signal and last stderr lines), when it has."""
+        if self.local_cluster is None or not self._same_host(ex):
+            return None
+        return self.local_cluster.exit_cause(ex.pid)
 
     def _handle(self, identity: bytes, msg: m.ToHead) -> None:
         if isinstance(msg, m.Hello):
@@ -855,7 +861,7 @@ class Head:
         now = time.monotonic()
         for ex in list(self.executors.values()):
             if now - ex.last_seen > self.lost_after_s:
-                self._lose(ex, f"no heartbeat for {now - ex.last_seen:.1f}s")
+                self._lose(ex, self._exit_cause(ex) or f"no heartbeat for {now - ex.last_seen:.1f}s")
                 continue
             for did, job in list(ex.inflight.items()):
                 limit = job.dispatch.deadline_s

@@ -132,14 +132,26 @@ class LocalCluster:
         self.tails[proc.pid] = StderrTail(proc.stderr)
         return proc
 
-    def _report_exit(self, proc: subprocess.Popen) -> None:
-        """Tell the head why this executor exited, with its stderr's last lines (a crash's traceback)."""
-        tail = self.tails.pop(proc.pid, None)
+    def _describe_exit(self, proc: subprocess.Popen, tail: StderrTail | None) -> str:
         cause = f"executor process {proc.pid} {exit_cause(proc.returncode)}"
         text = tail.text() if tail is not None else ""
+        return cause + (f"; its last stderr lines:\n{text}" if text else "")
+
+    def _report_exit(self, proc: subprocess.Popen) -> None:
+        """Tell the head why this executor exited, with its stderr's last lines (a crash's traceback)."""
+        why = self._describe_exit(proc, self.tails.pop(proc.pid, None))
         if proc.returncode != 0:
-            log.warning("%s%s", cause, f"; its last stderr lines:\n{text}" if text else "")
-        self.head.executor_exited(proc.pid, cause + (f"; its last stderr lines:\n{text}" if text else ""))
+            log.warning("%s", why)
+        self.head.executor_exited(proc.pid, why)
+
+    def exit_cause(self, pid: int) -> str | None:
+        """Why executor process `pid` exited, if it has (None: it runs, or is not ours): for the head, which
+        may notice a crash (a failed send, a missing heartbeat) before this supervisor's next look. No lock:
+        the supervisor holds ours while it calls into the head."""
+        proc = next((p for p in list(self.procs) if p.pid == pid), None)
+        if proc is None or proc.poll() is None:
+            return None
+        return self._describe_exit(proc, self.tails.get(pid))
 
     def _supervise(self) -> None:
         from cluster.reclaim import reclaim_dead
