@@ -59,6 +59,20 @@ async def test_a_flooding_tenant_does_not_hold_up_another(cluster, fixed_threads
         store.release(x)
 
 
+def _await_dispatch(fake: zmq.Socket, model_key: str, timeout_s: float = 60.0) -> m.Dispatch:
+    """Waits as a live executor would: heartbeats keep it from being declared lost while a loaded
+    machine takes its time to place the call (without them the head drops it after lost_after_s)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if fake.poll(200):
+            msg = m.executor_decoder.decode(fake.recv())
+            if isinstance(msg, m.Dispatch):
+                return msg
+        else:
+            fake.send(m.encode(m.Heartbeat(0, 0, [model_key])))
+    raise AssertionError(f"no Dispatch reached the fake executor in {timeout_s} s")
+
+
 async def test_an_executor_that_disconnects_mid_message_loses_only_its_work(cluster, fixed_threads):
     head, rt = cluster
     bad_before = head.stats().get("bad_messages", 0)
@@ -71,10 +85,7 @@ async def test_an_executor_that_disconnects_mid_message_loses_only_its_work(clus
     fake.send(m.encode(m.Register("half-sender", "elsewhere", 1, "cpu", 1, 1 << 30, 0, [ref.key], "cc-half-sender-")))
     x = torch.randn(3, 16, generator=torch.Generator().manual_seed(6))
     call = asyncio.ensure_future(rt.bind("t-half", "req-half").call("cc_test_linear", ref, {"x": x}, {}))
-    assert await asyncio.to_thread(fake.poll, 30_000)
-    msg = m.executor_decoder.decode(fake.recv())
-    while not isinstance(msg, m.Dispatch):
-        msg = m.executor_decoder.decode(fake.recv())
+    msg = await asyncio.to_thread(_await_dispatch, fake, ref.key)
     done = m.encode(m.Done(msg.dispatch_id, {}, [], 0.01, 0.01, 0.0, 0, [ref.key]))
     fake.send(done[: len(done) // 2])          # the first half of its reply, then it is gone
     fake.close()
