@@ -66,7 +66,8 @@ def recorded_nvshmem(monkeypatch):
 def test_executors_join_their_hosts_team_and_reform_it_when_one_is_lost(recorded_nvshmem, tmp_path):
     import tests.cluster.cluster_fns  # noqa: F401  (registers the ModelFns the executors run)
     uids = iter(b"uid-%d" % i for i in range(1, 10))
-    head = Head(f"ipc://{tmp_path}/head.sock", heartbeat_s=0.1, lost_after_s=1.0).start()
+    # the second executor leaves by saying goodbye; a 1 s heartbeat gap on a loaded machine must not drop either
+    head = Head(f"ipc://{tmp_path}/head.sock", heartbeat_s=0.1, lost_after_s=10.0).start()
     head.teams.make_uid = lambda: next(uids)
     executors, threads = [], []
     try:
