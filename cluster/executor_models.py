@@ -18,7 +18,7 @@ from typing import Any, Iterator
 from torch import nn
 
 from cluster.modelfn import ModelFn
-from cluster.refs import ModelRef
+from cluster.refs import ModelRef, on_this_machine
 from cluster.weights.cache import LayerCache
 
 
@@ -69,7 +69,7 @@ class ExecutorModels:
         with lock:
             if key in self._loaded:   # another thread built it meanwhile: the wait was this caller's load
                 return key, time.perf_counter() - t0
-            obj = fn.load_model(ref)
+            obj = fn.load_model(on_this_machine(ref))   # the head's paths, or this machine's copies
             modules = modules_of(obj)
             holder = nn.ModuleDict(modules)
             managed = bool(modules) and not _tied(holder)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
@@ -47,6 +48,40 @@ def checked_digest(path: str, digest: str | None) -> str:
         raise ValueError(f"this machine's copy differs from the head's (BLAKE3 {local[:16]}... here, {digest[:16]}... "
                          "there): give every node the same model files, or a shared filesystem")
     return digest
+
+
+# Finds this machine's copy of a file the head named by its own path: (head's path, digest) -> a local path
+# holding the same content, or None. The nodes layer installs it (it knows the workspace's model folders).
+CopyFinder = Callable[[str, str], "str | None"]
+_find_copy: CopyFinder | None = None
+
+
+def find_copies_with(finder: CopyFinder | None) -> None:
+    """Install how `on_this_machine` finds a local copy of a file that is not at the head's path."""
+    global _find_copy
+    _find_copy = finder
+
+
+def _here(path: str, digest: str | None) -> str:
+    if digest is None or _find_copy is None or os.path.exists(path):
+        return path
+    found = _find_copy(path, digest)
+    if found is None and _verify:   # an executor that joined over TCP: maybe on another machine
+        raise FileNotFoundError(f"model file {path} is not on this machine: not at the head's path, and no file of "
+                                f"that name with the head's content (BLAKE3 {digest[:16]}...) in this workspace's "
+                                "model folders; give every node the same model files, or a shared filesystem")
+    return found or path   # none found in-process: the loader's "file not found" names the path
+
+
+def on_this_machine(ref: "ModelRef") -> "ModelRef":
+    """`ref` with every file the head named (sources, patches) at this machine's copy of it where the head's
+    path does not exist here: an executor on another machine keeps the same files in its own workspace's
+    model folders, found by name and proven by digest. Load with the result, key caches by `ref.key`."""
+    sources = tuple(_here(p, ref.digests[i] if i < len(ref.digests) else None) for i, p in enumerate(ref.sources))
+    patches = tuple(replace(p, path=_here(p.path, p.digest)) for p in ref.patches)
+    if sources == ref.sources and patches == ref.patches:
+        return ref
+    return replace(ref, sources=sources, patches=patches)
 
 
 def file_digest(path: str | os.PathLike) -> str:

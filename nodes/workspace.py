@@ -14,6 +14,8 @@ from typing import Any
 import platformdirs
 import yaml
 
+from cluster.refs import file_digest
+
 MODEL_EXTENSIONS = frozenset({".ckpt", ".pt", ".pt2", ".bin", ".pth", ".safetensors", ".pkl", ".sft"})
 
 # ComfyUI's folder keys -> the subfolders of models/ they read (first one is where new files go).
@@ -138,6 +140,23 @@ class Workspace:
                 return None
             if joined.exists():
                 return joined.resolve()
+        return None
+
+    def find_copy(self, path: str, digest: str) -> Path | None:
+        """This workspace's copy of a model file another machine (the head) names by `path`: a file under one
+        of these model folders whose name within it is the tail of `path` (its file name, or with the
+        subfolders above it), longest tail first, holding the content `digest` names. None if there is none."""
+        parts = Path(path).parts[1:] if Path(path).is_absolute() else Path(path).parts
+        roots = [root for key, paths in self.folders.items() if key != "custom_nodes" for root in paths]
+        for n in range(min(len(parts), 4), 0, -1):
+            tail = Path(*parts[-n:])
+            for root in roots:
+                candidate = root / tail
+                try:
+                    if candidate.exists() and file_digest(candidate) == digest:
+                        return candidate.resolve()
+                except OSError:   # unreadable: not this one
+                    continue
         return None
 
     def snapshot(self) -> dict[str, Any]:

@@ -17,7 +17,7 @@ import torch
 
 from cluster.batching import Call, freeze, layout_key
 from cluster.modelfn import Layout, ModelFn, register
-from cluster.refs import ModelRef
+from cluster.refs import ModelRef, on_this_machine
 from nodes.conditioning_areas import area_and_mult, crop
 from nodes.models.components import DiffusionModel
 from nodes.modelfns.hooks import HookWeights, entry_hooks, uses_hooks
@@ -358,7 +358,7 @@ class DenoiseStep(ModelFn):
         if ref.key not in self._controlnets:
             if len(self._controlnets) >= 4:
                 self._controlnets.pop(next(iter(self._controlnets)))
-            self._controlnets[ref.key] = load_controlnet(ref)
+            self._controlnets[ref.key] = load_controlnet(on_this_machine(ref))
         return self._controlnets[ref.key]
 
     def _load_hooked(self, ref: ModelRef) -> DiffusionModel:
@@ -367,7 +367,7 @@ class DenoiseStep(ModelFn):
         if ref.key not in self._hooked:
             if len(self._hooked) >= 2:
                 self._hooked.pop(next(iter(self._hooked)))
-            self._hooked[ref.key] = self.load_model(ref)
+            self._hooked[ref.key] = self.load_model(on_this_machine(ref))
         return self._hooked[ref.key]
 
     def _model_sampling(self, config: dict[str, Any]) -> ModelSampling:
