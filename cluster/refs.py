@@ -4,7 +4,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
@@ -73,7 +73,7 @@ def _here(path: str, digest: str | None) -> str:
     return found or path   # none found in-process: the loader's "file not found" names the path
 
 
-def on_this_machine(ref: "ModelRef") -> "ModelRef":
+def on_this_machine(ref: ModelRef) -> ModelRef:
     """`ref` with every file the head named (sources, patches) at this machine's copy of it where the head's
     path does not exist here: an executor on another machine keeps the same files in its own workspace's
     model folders, found by name and proven by digest. Load with the result, key caches by `ref.key`."""
