@@ -6,10 +6,13 @@ proxies, and returns the pickled result with its tensors and the events the node
 """
 from __future__ import annotations
 
+import functools
 import inspect
+import os
 from pathlib import Path
 from typing import Any
 
+import blake3
 import torch
 
 from cluster.modelfn import ModelFn, register
@@ -21,21 +24,68 @@ from comfy_bridge.packs.proxies import wrap_inputs
 RESULT = "result"
 
 
+def head_host() -> str:
+    """The host the head runs on, as the data plane names hosts."""
+    from cluster.dataplane.remote import host_id
+    return host_id()
+
+
 def workspace_snapshot() -> dict[str, Any]:
     """The head's active workspace as plain data, to activate the same one on an executor."""
     from nodes import workspace as ws_mod
     return ws_mod.active().snapshot()
 
 
-def _activate(snapshot: dict[str, Any]) -> None:
+def _activate(snapshot: dict[str, Any], head_host: str | None) -> None:
+    """The head's workspace on the head's host; an executor on another machine keeps its own
+    (`comfy-cluster executor --workspace`), whose folders hold its copies of the models and packs."""
+    from cluster.dataplane.remote import host_id
     from nodes.workspace import activate_snapshot
-    activate_snapshot(snapshot)
+    if head_host in (None, host_id()):
+        activate_snapshot(snapshot)
 
 
-def _node_class(origin: PackOrigin) -> type:
+def pack_source_digest(path: str | Path) -> str:
+    """BLAKE3 over a pack's Python sources (their names within it and their bytes): the code its nodes run,
+    compared between the head and an executor on another machine. Read again only when a file changed."""
+    path = Path(path)
+    files = sorted(path.rglob("*.py")) if path.is_dir() else [path]
+    named = tuple((f.relative_to(path).as_posix() if path.is_dir() else f.name, str(f)) for f in files)
+    stamps = tuple((st.st_size, st.st_mtime_ns) for st in map(os.stat, files))
+    return _sources_digest(named, stamps)
+
+
+@functools.lru_cache(maxsize=256)
+def _sources_digest(named: tuple[tuple[str, str], ...], stamps: tuple) -> str:
+    h = blake3.blake3()
+    for name, file in named:
+        h.update(name.encode())
+        h.update(Path(file).read_bytes())
+    return h.hexdigest()
+
+
+def _pack_here(origin: PackOrigin, digest: str | None) -> Path:
+    """Where this machine has the pack the head loaded from `origin.path`: that path, or on another machine a
+    pack of the same name in this workspace's custom_nodes holding the same code."""
+    if os.path.exists(origin.path):
+        return Path(origin.path)
+    from nodes.workspace import active
+    folders = active().folder_paths("custom_nodes")
+    for folder in folders:
+        candidate = folder / Path(origin.path).name
+        if candidate.exists():
+            if digest and pack_source_digest(candidate) != digest:
+                raise ValueError(f"node pack {origin.pack!r} on this machine ({candidate}) is not the head's: its "
+                                 "Python sources differ; install the same version on every node")
+            return candidate
+    raise FileNotFoundError(f"node pack {origin.pack!r} is not installed on this machine: install it in "
+                            f"{', '.join(map(str, folders))} as on the head ({origin.path})")
+
+
+def _node_class(origin: PackOrigin, digest: str | None = None) -> type:
     from comfy_bridge.custom_nodes import pack_classes
     from comfy_bridge.registry import run_coroutine_sync
-    classes = run_coroutine_sync(pack_classes(Path(origin.path)))
+    classes = run_coroutine_sync(pack_classes(_pack_here(origin, digest)))
     try:
         cls = classes[origin.node_id]
     except KeyError:
@@ -85,11 +135,11 @@ class PackNodeFn(ModelFn):
     def execute(self, model: Any, inputs: dict[str, Any], params: dict[str, Any]) -> dict[str, torch.Tensor]:
         from comfy_bridge import compat
         compat.install()
-        _activate(params["workspace"])
+        _activate(params["workspace"], params.get("host_id"))
         origin: PackOrigin = params["origin"]
         token = set_running(origin)
         try:
-            cls = _node_class(origin)
+            cls = _node_class(origin, params.get("pack_digest"))
             # Pack code may keep its inputs (caches, globals): give it copies, not views into the arena,
             # whose blocks are reused once this call ends.
             kwargs, hidden = transport.loads(params["args"], {k: _owned(self.resolve(inputs, k)) for k in inputs})

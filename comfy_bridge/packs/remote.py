@@ -33,7 +33,7 @@ def _ids(unique_id: str, prompt_id: str) -> dict[str, Any]:
 
 
 async def _run_remote(origin: PackOrigin, function: str, hidden: dict | None, ids: dict, kwargs: dict) -> Any:
-    from comfy_bridge.packs.pack_node import RESULT, workspace_snapshot
+    from comfy_bridge.packs.pack_node import RESULT, head_host, pack_source_digest, workspace_snapshot
     rt = copy.copy(runtime())
     rt.deadline_s = PACK_DEADLINE_S if rt.deadline_s is None else min(rt.deadline_s, PACK_DEADLINE_S)
     try:
@@ -41,7 +41,9 @@ async def _run_remote(origin: PackOrigin, function: str, hidden: dict | None, id
     except Exception as e:
         raise TypeError(f"node pack {origin.pack!r}, node {origin.node_id!r}: its inputs cannot be sent to an "
                         f"executor ({type(e).__name__}: {e})") from e
-    params = {"origin": origin, "function": function, "args": blob, "ids": ids, "workspace": workspace_snapshot()}
+    params = {"origin": origin, "function": function, "args": blob, "ids": ids, "workspace": workspace_snapshot(),
+              # an executor on another machine keeps its workspace and checks its copy of the pack
+              "host_id": head_host(), "pack_digest": pack_source_digest(origin.path)}
     out = await rt.call("pack_node", None, tensors, params)
     result, recorded = transport.loads(transport.tensor_to_bytes(out.pop(RESULT)), out)
     events.replay(recorded)
