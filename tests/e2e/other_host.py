@@ -65,6 +65,10 @@ class OtherHost:
         subprocess.run(["nsenter", "-t", str(self.holder.pid), "-m", "mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs",
                         str(path)], check=True, capture_output=True, text=True)
 
+    def cut(self) -> None:
+        """The link goes down: from now on the other host is unreachable, as a machine whose network failed."""
+        subprocess.run(["ip", "link", "set", self.link, "down"], check=True, capture_output=True, text=True)
+
     def popen(self, argv: list[str], cwd: Path, env: dict[str, str], log: Path) -> subprocess.Popen:
         """Start `argv` on the other host (its output to `log`)."""
         proc = subprocess.Popen(["nsenter", "-t", str(self.holder.pid), "-n", "-u", "-i", "-m", f"--wd={cwd}", "--",
