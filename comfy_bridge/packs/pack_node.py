@@ -17,9 +17,10 @@ import torch
 
 from cluster.modelfn import ModelFn, register
 from cluster.refs import ModelRef
-from comfy_bridge.packs import events, transport
+from comfy_bridge.packs import events, node_files, transport
 from comfy_bridge.packs.origin import PackOrigin, reset_running, set_running
 from comfy_bridge.packs.proxies import wrap_inputs
+from nodes.workspace import activate_snapshot, active
 
 RESULT = "result"
 
@@ -32,17 +33,19 @@ def head_host() -> str:
 
 def workspace_snapshot() -> dict[str, Any]:
     """The head's active workspace as plain data, to activate the same one on an executor."""
-    from nodes import workspace as ws_mod
-    return ws_mod.active().snapshot()
+    return active().snapshot()
 
 
 def _activate(snapshot: dict[str, Any], head_host: str | None) -> None:
     """The head's workspace on the head's host; an executor on another machine keeps its own
     (`comfy-cluster executor --workspace`), whose folders hold its copies of the models and packs."""
-    from cluster.dataplane.remote import host_id
-    from nodes.workspace import activate_snapshot
-    if head_host in (None, host_id()):
+    if _on_heads_host(head_host):
         activate_snapshot(snapshot)
+
+
+def _on_heads_host(head_host: str | None) -> bool:
+    from cluster.dataplane.remote import host_id
+    return head_host in (None, host_id())
 
 
 def pack_source_digest(path: str | Path) -> str:
@@ -69,7 +72,6 @@ def _pack_here(origin: PackOrigin, digest: str | None) -> Path:
     pack of the same name in this workspace's custom_nodes holding the same code."""
     if os.path.exists(origin.path):
         return Path(origin.path)
-    from nodes.workspace import active
     folders = active().folder_paths("custom_nodes")
     for folder in folders:
         candidate = folder / Path(origin.path).name
@@ -121,8 +123,9 @@ def _owned(t: torch.Tensor | None) -> torch.Tensor | None:
 
 @register
 class PackNodeFn(ModelFn):
-    """params: origin (PackOrigin), function, args (pickled kwargs/hidden), ids, workspace;
-    inputs: the argument tensors. Output `result`: the pickled (result, events); `t.*`: its tensors."""
+    """params: origin (PackOrigin), function, args (pickled kwargs/hidden), ids, workspace, host_id (the head's),
+    pack_digest; inputs: the argument tensors. Output `result`: the pickled (result, events, files: those its
+    result names, read on a machine other than the head's); `t.*`: its tensors."""
     name = "pack_node"
 
     def setup_io(self) -> None:
@@ -147,5 +150,6 @@ class PackNodeFn(ModelFn):
                 result = call_node(cls, params["function"], kwargs, hidden)
         finally:
             reset_running(token)
-        blob, tensors = transport.dumps((result, recorded))
+        files = {} if _on_heads_host(params.get("host_id")) else node_files.read_named(result, active())
+        blob, tensors = transport.dumps((result, recorded, files))
         return {RESULT: transport.bytes_to_tensor(blob), **tensors}

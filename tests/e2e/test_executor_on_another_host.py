@@ -124,6 +124,20 @@ def test_a_pack_node_runs_on_the_other_host_from_its_own_copy_of_the_pack(joined
     assert _stats(base)["executors"][0]["completed"] >= completed + 2
 
 
+def test_files_a_pack_node_saves_on_the_other_host_are_served_by_the_head(joined):
+    base, here = joined
+    prompt = {"img": {"class_type": "LoadImage", "inputs": {"image": "example.png"}},
+              "keep": {"class_type": "V1SaveImage", "inputs": {"image": ["img", 0]}},
+              "a": {"class_type": "SaveImage", "inputs": {"images": ["img", 0], "filename_prefix": "pack_save"}}}
+    body = json.dumps({"prompt": prompt, "client_id": uuid.uuid4().hex}).encode()
+    pid = json.loads(urllib.request.urlopen(urllib.request.Request(base + "/prompt", data=body)).read())["prompt_id"]
+    entry = _finished(base, pid)
+    assert entry["status"]["status_str"] == "success", entry["status"]
+    (saved,) = entry["outputs"]["keep"]["images"]
+    assert saved["subfolder"] == "v1_pack" and (here / "output" / "v1_pack" / saved["filename"]).is_file()
+    assert np.array_equal(_image(base, saved), _image(base, entry["outputs"]["a"]["images"][0]))
+
+
 def test_a_model_file_the_other_host_lacks_fails_its_prompt_by_name(joined):
     base, here = joined
     only_here = here / "models" / "loras" / "only-on-the-head.safetensors"

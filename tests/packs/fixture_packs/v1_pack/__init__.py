@@ -62,6 +62,31 @@ class V1ShowText:
         return {"ui": {"text": [text]}}
 
 
+class V1SaveImage:
+    """Saves its image itself into the output folder, as pack save nodes do, and names it in its UI result."""
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"image": ("IMAGE",)}}
+
+    RETURN_TYPES = ()
+    OUTPUT_NODE = True
+    FUNCTION = "save"
+    CATEGORY = "v1_pack"
+
+    def save(self, image):
+        import numpy as np
+        from PIL import Image
+
+        import folder_paths
+        folder = os.path.join(folder_paths.get_output_directory(), "v1_pack")
+        os.makedirs(folder, exist_ok=True)
+        name = f"v1_save_{os.getpid()}_{len(os.listdir(folder))}.png"
+        Image.fromarray((image[0].numpy() * 255).round().clip(0, 255).astype(np.uint8)).save(os.path.join(folder, name))
+        return {"ui": {"images": [{"filename": name, "subfolder": "v1_pack", "type": "output"}]}}
+
+
 NODE_CLASS_MAPPINGS = {"V1Invert": V1Invert, "V1Progress": V1Progress, "V1ShowText": V1ShowText,
+                       "V1SaveImage": V1SaveImage,
                        "V1ListsFromInputTypes": V1ListsFromInputTypes, "KSampler": V1Invert}   # a pack cannot replace a core node
 NODE_DISPLAY_NAME_MAPPINGS = {"V1Invert": "Invert (v1 pack)"}
