@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from nodes import workspace
 from nodes.workspace import Workspace, activate
 
 FIXTURES = Path(__file__).parent / "fixture_packs"
@@ -79,14 +80,21 @@ def _restore_globals_packs_extend():
 @pytest.fixture(scope="module")
 def packs_registry(packs_ws):
     from comfy_bridge.registry import build_registry
+    before = workspace._active
     activate(packs_ws)
-    return build_registry(packs_ws)
+    yield build_registry(packs_ws)
+    workspace._active = before   # later modules find the workspace they had (the demo one)
 
 
 @pytest.fixture(autouse=True)
 def _active_packs_ws(request):
-    if "packs_ws" in request.fixturenames:
-        activate(request.getfixturevalue("packs_ws"))
+    if "packs_ws" not in request.fixturenames:
+        yield
+        return
+    before = workspace._active
+    activate(request.getfixturevalue("packs_ws"))
+    yield
+    workspace._active = before
 
 
 async def run_prompt(registry, prompt: dict, runtime=None, prompt_id: str = "p"):
