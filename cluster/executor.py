@@ -56,6 +56,7 @@ from cluster import messages as m
 from cluster import refs
 from cluster import secret as cluster_secret
 from cluster.dataplane import nvshmem_team, remote, segments
+from cluster.dataplane.model_files import ModelFileFetcher
 from cluster.dataplane.plane import ExecutorDataPlane, Invocation
 from cluster.dataplane.segments import safe_prefix
 from cluster.executor_core import (ExecutorCore, Fault, Part, Ran, TensorIO, cap_device_memory,
@@ -244,6 +245,8 @@ class Executor:
             self.preloader.want(msg.models)
         elif isinstance(msg, m.Welcome):
             self.heartbeat_s = msg.heartbeat_s
+            if msg.files and self.secret is not None:   # files this machine lacks come from the head
+                refs.fetch_missing_with(ModelFileFetcher(msg.files, self.secret))
         elif isinstance(msg, m.Challenge):
             self._answer(sock, msg)
         elif isinstance(msg, m.Refused):

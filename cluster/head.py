@@ -324,6 +324,15 @@ class Head:
             return remote.local_ip("") if host in ("0.0.0.0", "*", "::") else host
         return "127.0.0.1" if remote.mode() == "tcp" else None
 
+    def _files_address(self) -> str:
+        """The data socket of this process that serves the model files its ModelRefs name to executors that
+        have no copy (cluster.dataplane.model_files): where executors can be elsewhere and must know the
+        cluster secret; else none."""
+        if self.secret is None or self.data_ip is None:
+            return ""
+        from cluster.caller_store import caller_store
+        return caller_store().store.serve(self.data_ip, self.secret)
+
     def executor_exited(self, pid: int, cause: str) -> None:
         """A supervisor saw the executor process `pid` of this host exit: lose it now, with the real
         cause (exit code or signal, its last stderr lines) rather than a missing heartbeat later."""
@@ -738,7 +747,7 @@ class Head:
         log.info("executor %s registered (%s, %d threads, pid %d on %s%s%s)", ex.id, ex.device, ex.threads,
                  ex.pid, ex.host, f", {ex.ip}, data {ex.data_address}" if ex.data_address else "",
                  f"; {len(ex.warmed)} ModelFns warmed up in {ex.warm_s:.1f} s" if ex.warmed else "")
-        self._send(ex, m.Welcome(self.heartbeat_s))
+        self._send(ex, m.Welcome(self.heartbeat_s, self._files_address()))
         if msg.nvshmem:
             self.teams.add(ex)
 

@@ -116,6 +116,7 @@ class Bye(msgspec.Struct, tag=True):
 
 class Welcome(msgspec.Struct, tag=True):
     heartbeat_s: float
+    files: str = ""   # the head's data socket, which serves its model files to executors that lack them
 
 
 class Challenge(msgspec.Struct, tag=True):

@@ -62,10 +62,23 @@ def find_copies_with(finder: CopyFinder | None) -> None:
     _find_copy = finder
 
 
+# Fetches a file this machine has no copy of from the head: (head's path, digest) -> the local path it was
+# written to. The executor installs it when the head serves its model files (messages.Welcome.files).
+_fetch: CopyFinder | None = None
+
+
+def fetch_missing_with(fetch: CopyFinder | None) -> None:
+    """Install how `on_this_machine` gets a file that is neither at the head's path nor copied here."""
+    global _fetch
+    _fetch = fetch
+
+
 def _here(path: str, digest: str | None) -> str:
     if digest is None or _find_copy is None or os.path.exists(path):
         return path
     found = _find_copy(path, digest)
+    if found is None and _fetch is not None:
+        found = _fetch(path, digest)
     if found is None and _verify:   # an executor that joined over TCP: maybe on another machine
         raise FileNotFoundError(f"model file {path} is not on this machine: not at the head's path, and no file of "
                                 f"that name with the head's content (BLAKE3 {digest[:16]}...) in this workspace's "
@@ -88,7 +101,25 @@ def file_digest(path: str | os.PathLike) -> str:
     """BLAKE3 of a file's content (a folder's: of its files' names and digests), memoised on (path, size,
     mtime) so a file is read once."""
     st = os.stat(path)
-    return _digest(os.fspath(path), st.st_size, st.st_mtime_ns)
+    digest = _digest(os.fspath(path), st.st_size, st.st_mtime_ns)
+    if not os.path.isdir(path):
+        _digested.setdefault(digest, set()).add(os.fspath(path))
+    return digest
+
+
+_digested: dict[str, set[str]] = {}   # digest -> the files of that content this process digested
+
+
+def digested_file(digest: str) -> str | None:
+    """A file with BLAKE3 `digest` that this process digested (the head: those its ModelRefs name) and that
+    still has that content; what a data server sends an executor that has no copy."""
+    for path in sorted(_digested.get(digest, ())):
+        try:
+            if file_digest(path) == digest:
+                return path
+        except OSError:
+            continue   # gone since
+    return None
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,9 @@ on `tcp://IP:PORT` (its address travels in the tensor's metadata, `addr`) that a
     get    the bytes of one published tensor, sent from the arena (or spill segment) as they lie there
     add    a change of its reference count (a reader's release, a caller's retain)
     check  whether the handle is still live (its generation)
+    size / file   the size, and a range of the bytes, of a model file this process digested (the head's
+           files, for an executor on another machine that has no copy: `fetch_model_file`), only to
+           requests proven with the cluster secret
 
 on behalf of consumers' `RemotePeers`. The reference counts and generations are the same table as the
 shared-memory path's: while a `get` is being sent the server holds one more reference, so the block
@@ -32,6 +35,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import mmap
 import os
 import socket
 import socketserver
@@ -42,6 +46,7 @@ from typing import Any
 import msgspec
 import torch
 
+from cluster import refs
 from cluster import secret as cluster_secret
 from cluster.dataplane.refcounts import StaleHandle
 from cluster.dataplane.segments import SegmentError
@@ -192,6 +197,12 @@ class DataServer:
             if op == "get":
                 self._send_tensor(sock, seg, offset, nbytes, refs, slot, gen)
                 return True
+            if op == "file":
+                self._send_file(sock, self._model_file(seg), offset, nbytes)
+                return True
+            if op == "size":
+                self._reply(sock, OK, str(os.path.getsize(self._model_file(seg))).encode())
+                return True
             if op == "add":
                 result = self.store.clients.add(refs, slot, gen, delta) if refs else -1
             elif op == "check":
@@ -223,6 +234,22 @@ class DataServer:
                     self.store.clients.add(refs, slot, gen, -1)
                 except SegmentError:
                     pass
+
+    def _model_file(self, digest: str) -> str:
+        if self.secret is None:
+            raise SegmentError("model files are served only where the cluster has a secret")
+        path = refs.digested_file(digest)
+        if path is None:
+            raise SegmentError(f"no model file with BLAKE3 {digest[:16]}... here")
+        return path
+
+    def _send_file(self, sock: socket.socket, path: str, offset: int, nbytes: int) -> None:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if offset < 0 or nbytes < 0 or offset + nbytes > size:
+                raise SegmentError(f"[{offset}, +{nbytes}) does not fit a file of {size} bytes")
+            sock.sendall(_REPLY.pack(OK, nbytes))
+            sock.sendfile(f, offset, nbytes)   # from the page cache to the socket, no copy here
 
     def _bytes(self, seg: str, offset: int, nbytes: int) -> memoryview:
         """A view (no copy) of bytes this producer published: its arena's, or one of its spill segments'."""
@@ -274,29 +301,55 @@ class RemotePeers:
 
     def _request(self, meta: Any, op: str, delta: int = 0, into: torch.Tensor | None = None) -> bytes:
         """Send one request and read its reply; a `get` reply's bytes land in `into`."""
-        header = _encode([next(self._ids), op, meta.segment, meta.offset, meta.nbytes, meta.refs, meta.slot,
-                          meta.generation, delta])
+        fields = [meta.segment, meta.offset, meta.nbytes, meta.refs, meta.slot, meta.generation, delta]
+        return self._call(meta.addr, meta.owner, op, fields, None if into is None else _bytes_of(into))
+
+    def _call(self, addr: str, owner: str, op: str, fields: list, into: memoryview | None = None) -> bytes:
+        header = _encode([next(self._ids), op, *fields])
         mac = cluster_secret.proof(self.secret, header) if self.secret is not None else b""
         try:
-            sock, lock = self._conn(meta.addr)
+            sock, lock = self._conn(addr)
             with lock:
                 sock.sendall(_REQUEST.pack(len(header), len(mac)) + header + mac)
                 status, size = _REPLY.unpack(_recv_exact(sock, _REPLY.size))
                 if status == OK and into is not None:
-                    if size != meta.nbytes:
-                        raise ConnectionError(f"sent {size} bytes, not {meta.nbytes}")
-                    _recv_into(sock, _bytes_of(into))
+                    if size != len(into):
+                        raise ConnectionError(f"sent {size} bytes, not {len(into)}")
+                    _recv_into(sock, into)
                     return b""
                 body = _recv_exact(sock, size)
         except (OSError, ConnectionError) as e:   # timeouts too: a late answer must not be read as the next
-            self._drop(meta.addr)
-            raise SegmentError(f"the producer {meta.owner} at {meta.addr} is unreachable or lost: {e}") from None
+            self._drop(addr)
+            raise SegmentError(f"the producer {owner} at {addr} is unreachable or lost: {e}") from None
         if status == REFUSED:
-            raise RemoteRefused(f"the producer {meta.owner} at {meta.addr} refused this process: {body.decode()}")
+            raise RemoteRefused(f"the producer {owner} at {addr} refused this process: {body.decode()}")
         if status != OK:
             text = body.decode(errors="replace")
-            raise (StaleHandle if text.startswith("StaleHandle") else SegmentError)(f"{meta.owner} at {meta.addr}: {text}")
+            raise (StaleHandle if text.startswith("StaleHandle") else SegmentError)(f"{owner} at {addr}: {text}")
         return body
+
+    def fetch_file(self, addr: str, digest: str, dest: str, chunk: int = 64 << 20) -> None:
+        """Copy the model file with BLAKE3 `digest` that the process at `addr` serves into `dest` (written
+        beside it, checked against the digest, then renamed into place)."""
+        size = int(self._call(addr, "the head", "size", [digest, 0, 0, "", 0, 0, 0]))
+        tmp = f"{dest}.{os.getpid()}.part"
+        try:
+            with open(tmp, "wb") as f:
+                f.truncate(size)
+            if size:
+                with open(tmp, "r+b") as f, mmap.mmap(f.fileno(), size) as mm:
+                    with memoryview(mm) as view:   # received straight into the file's pages
+                        for offset in range(0, size, chunk):
+                            n = min(chunk, size - offset)
+                            with view[offset:offset + n] as part:
+                                self._call(addr, "the head", "file", [digest, offset, n, "", 0, 0, 0], part)
+            got = refs.file_digest(tmp)
+            if got != digest:
+                raise SegmentError(f"the file fetched from {addr} has BLAKE3 {got[:16]}..., not {digest[:16]}...")
+            os.replace(tmp, dest)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
 
     def pull(self, meta: Any, out: torch.Tensor) -> None:
         """Receive the tensor `meta` names into `out` (contiguous, CPU, `meta.nbytes` bytes)."""

@@ -2,8 +2,8 @@
 host name, IPC and /dev/shm) joins `serve --head-address` over that link with a workspace of its own at
 another path: the default, ControlNet and LoRA workflows give the in-process images, the data plane (left on
 `auto`) moved every tensor over TCP because the hosts differ, and the executor found the head's model files
-in its own model folders by name, proven by digest; a node pack's node runs there from its own copy of the
-pack. A file it lacks fails that prompt by name; the server keeps serving."""
+in its own model folders by name, proven by digest, and fetched from the head a file it has no copy of; a
+node pack's node runs there from its own copy of the pack, and the files it saves reach the head."""
 from __future__ import annotations
 
 import io
@@ -78,6 +78,7 @@ def joined(serve, demo_workspace, other_host, tmp_path_factory):
     for hidden in (here, demo_workspace.root):   # the head's files are not on the other machine
         other_host.hide(hidden)
     env = {k: v for k, v in os.environ.items() if k != "COMFY_CLUSTER_SECRET"}
+    env["COMFY_CLUSTER_MODEL_CACHE"] = str(there / "model-cache")   # what it fetches from the head
     log = there / "executor.log"
     proc = other_host.python(["-m", "comfy_bridge.cli", "executor", "--head", head, "--workspace", str(there),
                               "--threads", "1"], REPO, log, env)
@@ -85,12 +86,12 @@ def joined(serve, demo_workspace, other_host, tmp_path_factory):
     while not _stats(base)["executors"]:
         assert time.time() < deadline and proc.poll() is None, log.read_text()
         time.sleep(0.3)
-    yield base, here
+    yield base, here, there
 
 
 def test_an_executor_on_another_host_gives_the_in_process_images_over_tcp(joined, demo_workspace, other_host,
                                                                             fixed_threads):
-    base, here = joined
+    base, here, _ = joined
     prompts = {"default": _prompt("text_to_image", 1), "controlnet": _prompt("controlnet", 2),
                "lora": _prompt("lora", 3)}
     remote = render_on_server(base, prompts)
@@ -107,7 +108,7 @@ def test_an_executor_on_another_host_gives_the_in_process_images_over_tcp(joined
 
 
 def test_a_pack_node_runs_on_the_other_host_from_its_own_copy_of_the_pack(joined):
-    base, _ = joined
+    base, _, _ = joined
     completed = _stats(base)["executors"][0]["completed"]
     prompt = {"img": {"class_type": "LoadImage", "inputs": {"image": "example.png"}},
               "inv": {"class_type": "V1Invert", "inputs": {"image": ["img", 0]}},
@@ -125,7 +126,7 @@ def test_a_pack_node_runs_on_the_other_host_from_its_own_copy_of_the_pack(joined
 
 
 def test_files_a_pack_node_saves_on_the_other_host_are_served_by_the_head(joined):
-    base, here = joined
+    base, here, _ = joined
     prompt = {"img": {"class_type": "LoadImage", "inputs": {"image": "example.png"}},
               "keep": {"class_type": "V1SaveImage", "inputs": {"image": ["img", 0]}},
               "a": {"class_type": "SaveImage", "inputs": {"images": ["img", 0], "filename_prefix": "pack_save"}}}
@@ -138,20 +139,14 @@ def test_files_a_pack_node_saves_on_the_other_host_are_served_by_the_head(joined
     assert np.array_equal(_image(base, saved), _image(base, entry["outputs"]["a"]["images"][0]))
 
 
-def test_a_model_file_the_other_host_lacks_fails_its_prompt_by_name(joined):
-    base, here = joined
-    only_here = here / "models" / "loras" / "only-on-the-head.safetensors"
+def test_a_model_file_only_the_head_has_is_fetched_from_it(joined, demo_workspace, fixed_threads):
+    base, here, there = joined
+    only_here = here / "models" / "loras" / "only-on-the-head.safetensors"   # as a tenant's upload would be
     shutil.copy(here / "models" / "loras" / "sd1-tiny-lora.safetensors", only_here)
-    try:
-        prompt = _prompt("lora", 4)
-        prompt["10"]["inputs"]["lora_name"] = only_here.name
-        body = json.dumps({"prompt": prompt, "client_id": uuid.uuid4().hex}).encode()
-        pid = json.loads(urllib.request.urlopen(urllib.request.Request(base + "/prompt", data=body)).read())["prompt_id"]
-        entry = _finished(base, pid)
-        assert entry["status"]["status_str"] == "error"
-        (error,) = [m[1] for m in entry["status"]["messages"] if m[0] == "execution_error"]
-        assert f"model file {only_here} is not on this machine" in error["exception_message"], error
-    finally:
-        only_here.unlink()
-    # the server and its executor keep serving
-    assert render_on_server(base, {"after": _prompt("text_to_image", 5)})["after"].shape[-1] == 3
+    prompt = _prompt("lora", 4)
+    prompt["10"]["inputs"]["lora_name"] = only_here.name
+    fetched = render_on_server(base, {"lora": prompt})["lora"]
+    same = _prompt("lora", 4)   # the same bytes under the name the other host has
+    assert np.array_equal(fetched, render_in_process(demo_workspace, {"lora": same})["lora"])
+    (copy,) = (there / "model-cache").rglob(only_here.name)   # fetched once, into the other host's cache
+    assert copy.read_bytes() == only_here.read_bytes()

@@ -28,8 +28,10 @@ def here(tmp_path):
     before = workspace._active
     ws = workspace.activate(Workspace(tmp_path / "here").create())
     refs.verify_digests(True)
+    fetch, refs._fetch = refs._fetch, None   # no head to fetch from (tests/dataplane covers fetching)
     yield ws
     refs.verify_digests(False)
+    refs._fetch = fetch
     workspace._active = before
 
 
