@@ -7,7 +7,8 @@
    on another host takes; forced on loopback by giving the producer another host id), as a fraction of
    a raw TCP socket transfer of the same bytes between the same two processes in the same run
    (target >= 70%); and the dispatch overhead of a no-op call with a small tensor when every tensor
-   moves over TCP (`--data-plane tcp`, head on tcp loopback).
+   moves over TCP (`--data-plane tcp`, head on tcp loopback); and a 256 MiB model file fetched from the
+   head's data socket as an executor on another machine does, against a raw socket transfer of the file.
 3. Prefix loading: a stack of Linear layers behind a host -> device tier slowed to a fixed
    bandwidth (T_load = 3 x T_comp per layer, about the paper's Flux transformer ratio). First
    invocation of a fully warm model, of a cold one with L_e' layers resident (target: within 10%
@@ -127,6 +128,52 @@ def bench_tcp_transfer(nbytes: int = 64 * MiB, repeats: int = 9) -> dict:
     ok = ok and over_tcp
     return {"bytes": nbytes, "correct": ok, "pull_GBps": pull / 1e9, "raw_socket_GBps": base / 1e9,
             "ratio": pull / base, "target": 0.7, "pass": ok and pull / base >= 0.7}
+
+
+def _raw_file_server(listener: socket.socket, path: str) -> None:
+    """Send the file whole once per byte received (one connection): the raw baseline of a model file fetch."""
+    conn, _ = listener.accept()
+    with conn, open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        while conn.recv(1):
+            conn.sendfile(f, 0, size)
+
+
+def bench_file_fetch(nbytes: int = 256 * MiB, repeats: int = 5) -> dict:
+    """A model file fetched from the head's data socket (ranges into a mapped file, BLAKE3 checked, renamed
+    into place) vs the same bytes sent whole over a raw socket and received into a pre-touched buffer, in
+    the same run, interleaved. Informational: what an executor on another machine waits for a file it lacks."""
+    from cluster import refs
+    from cluster.dataplane import remote
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "model.safetensors")
+        with open(path, "wb") as f:
+            f.write(os.urandom(nbytes))
+        digest = refs.file_digest(path)   # the head digested it: its data socket serves it
+        server = remote.DataServer(None, "127.0.0.1", BENCH_SECRET)
+        listener = socket.create_server(("127.0.0.1", 0))
+        threading.Thread(target=_raw_file_server, args=(listener, path), daemon=True).start()
+        peers = remote.RemotePeers(BENCH_SECRET)
+        buf = np.ones(nbytes, dtype=np.uint8)
+        fetch_times, raw_times = [], []
+        try:
+            with socket.create_connection(listener.getsockname()) as raw:
+                for i in range(repeats + 1):
+                    dest = os.path.join(d, f"fetched-{i}")
+                    t0 = time.perf_counter()
+                    peers.fetch_file(server.address, digest, dest)
+                    fetch_times.append(time.perf_counter() - t0)
+                    ok = refs.file_digest(dest) == digest
+                    os.unlink(dest)
+                    t0 = time.perf_counter()
+                    _raw_pull(raw, memoryview(buf))
+                    raw_times.append(time.perf_counter() - t0)
+        finally:
+            peers.close()
+            server.close()
+    fetch, base = nbytes / statistics.median(fetch_times[1:]), nbytes / statistics.median(raw_times[1:])
+    return {"bytes": nbytes, "correct": ok, "fetch_GBps": fetch / 1e9, "raw_socket_GBps": base / 1e9,
+            "ratio": fetch / base}
 
 
 def bench_dispatch_tcp(calls: int = 300) -> dict:
@@ -249,14 +296,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--mib", type=int, default=64, help="transfer size in MiB")
     p.add_argument("--profiles", help="JSON file of per-layer profiles (default: a temp file)")
     p.add_argument("--calls", type=int, default=300, help="no-op calls of the dispatch-over-TCP figure")
+    p.add_argument("--file-mib", type=int, default=256, help="size of the model file fetched, in MiB")
     args = p.parse_args(argv)
     transfer = bench_transfer(args.mib * MiB)
     tcp = bench_tcp_transfer(args.mib * MiB)
     dispatch = bench_dispatch_tcp(args.calls)
+    fetch = bench_file_fetch(args.file_mib * MiB)
     prefix = bench_prefix(profiles=args.profiles)
     if args.json:
-        print(json.dumps({"transfer": transfer, "tcp_transfer": tcp, "tcp_dispatch": dispatch, "prefix": prefix},
-                         indent=1))
+        print(json.dumps({"transfer": transfer, "tcp_transfer": tcp, "tcp_dispatch": dispatch, "file_fetch": fetch,
+                          "prefix": prefix}, indent=1))
     else:
         t = transfer
         print(f"transfer {args.mib} MiB across processes: {t['pull_GBps']:.2f} GB/s = {t['ratio']:.0%} of "
@@ -269,6 +318,9 @@ def main(argv: list[str] | None = None) -> int:
               f"overhead median {dispatch['overhead_median_ms']:.3f} ms, p99 {dispatch['overhead_p99_ms']:.3f} ms "
               f"(latency median {dispatch['latency_median_ms']:.3f} ms); through shared memory in the same run: "
               f"median {dispatch['shm_overhead_median_ms']:.3f} ms, p99 {dispatch['shm_overhead_p99_ms']:.3f} ms")
+        print(f"a {args.file_mib} MiB model file fetched from the head's data socket (TCP loopback, BLAKE3 checked): "
+              f"{fetch['fetch_GBps']:.2f} GB/s = {fetch['ratio']:.0%} of the raw socket "
+              f"{fetch['raw_socket_GBps']:.2f} GB/s into a buffer{'' if fetch['correct'] else ' [WRONG BYTES]'}")
         q = prefix
         print(f"prefix loading: L={q['layers']} layers of {q['layer_MiB']:.1f} MiB, host->device at "
               f"{q['bandwidth_MBps']:.0f} MB/s, T_load={q['t_load_ms']:.1f} ms, T_comp={q['t_comp_ms']:.1f} ms, "
@@ -281,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
         med = q["median_s"]
         print(f"  (best of 7 interleaved runs; medians: warm {med['warm'] * 1e3:.0f} ms, L_e' {med['le'] * 1e3:.0f} ms, "
               f"none {med['zero'] * 1e3:.0f} ms)")
-    return 0 if transfer["pass"] and tcp["pass"] and prefix["pass"] else 1
+    return 0 if transfer["pass"] and tcp["pass"] and fetch["correct"] and prefix["pass"] else 1
 
 
 if __name__ == "__main__":
