@@ -114,6 +114,7 @@ class Executor:
             self.plane.store.serve(data_ip, secret)
         self.refused: str | None = None     # why the head refused this executor
         self._nonce = b""
+        self._old_nonces: collections.deque[bytes] = collections.deque(maxlen=64)   # hellos not answered yet
         # whose exit ends this executor; a launcher names itself, since it may be gone before we ask
         self.parent = parent_pid or (os.getppid() if exit_with_parent else None)
         self._pending: collections.deque[m.Dispatch | m.BatchDispatch] = collections.deque()
@@ -122,6 +123,10 @@ class Executor:
         self._io = threading.Lock()          # the socket's; see the module docstring
         self._next_beat = 0.0
         self._stop = False
+        # an executor that joined from another machine outlives a head restart (`comfy-cluster executor`);
+        # one its head started stops with it
+        self.rejoin = False
+        self._head_gone = False
 
     # the worker thread: the core runs, this shell translates --------------------------------------
     def _part(self, d: m.Dispatch) -> Part:
@@ -181,6 +186,14 @@ class Executor:
                     log.exception("could not go back to a host arena")
                 return m.TeamJoined(t.generation, f"{type(e).__name__}: {e}")
 
+    def _forget_head(self) -> None:
+        """The head stopped: drop what it sent and every tensor published for it (a new head knows none of
+        them), keep the models; its successor answers the next heartbeat with Reset, and we join it."""
+        self._head_gone = False
+        self._pending.clear()
+        self._aborted.clear()
+        self.plane.reform(self.plane.team)
+
     # the main thread ------------------------------------------------------------------------------
     def _orphaned(self) -> bool:
         return self.parent is not None and os.getppid() != self.parent
@@ -208,6 +221,8 @@ class Executor:
         if self.secret is None:
             self._register(sock, b"")
             return
+        if self._nonce:
+            self._old_nonces.append(self._nonce)
         self._nonce = os.urandom(16)
         self._send(sock, m.Hello(self._nonce))
 
@@ -220,6 +235,8 @@ class Executor:
     def _answer(self, sock: zmq.Socket, msg: m.Challenge) -> None:
         if self.secret is None or not self._nonce:
             return   # not asked for
+        if any(cluster_secret.verify(self.secret, msg.proof, b"head", old, msg.nonce) for old in self._old_nonces):
+            return   # the answer to an earlier hello (a head coming back answers every Reset's): the last one counts
         proof = cluster_secret.proof(self.secret, b"executor", msg.nonce, self._nonce, self.id.encode())
         if not cluster_secret.verify(self.secret, msg.proof, b"head", self._nonce, msg.nonce):
             if msg.proof:   # a head with another secret: our (useless to it) proof makes it log the refusal too
@@ -229,6 +246,7 @@ class Executor:
             return
         self._register(sock, proof)
         self._nonce = b""
+        self._old_nonces.clear()
 
     def _refuse(self, why: str) -> None:
         log.error("%s", why)
@@ -264,7 +282,11 @@ class Executor:
                 os._exit(3)
             self._aborted.add(msg.dispatch_id)
         elif isinstance(msg, m.Shutdown):
-            self._stop = True
+            if msg.head_stopping and self.rejoin:
+                log.info("the head is stopping: waiting for it to come back, to join it again")
+                self._head_gone = True   # what it sent us is dropped once no run is in progress
+            else:
+                self._stop = True
 
     def _drain(self, sock: zmq.Socket) -> None:
         """Handle every message waiting on the socket (the caller holds `_io`)."""
@@ -325,6 +347,8 @@ class Executor:
                 if not self._pending:
                     sock.poll(max(0.0, self._next_beat - time.monotonic()) * 1000)
                 self._drain(sock)
+                if self._head_gone:
+                    self._forget_head()
                 self._beat(sock)
                 if not self._pending or self._stop:
                     continue
@@ -460,10 +484,12 @@ def prepare_executor(args: argparse.Namespace, secret: bytes | None) -> Executor
         torch.set_num_threads(args.threads)   # the warm-up's first calls set up the pool it will run on
         t0 = time.perf_counter()
         warmed = (warm_up_all(), time.perf_counter() - t0)
-    return Executor(args.head, args.device, args.threads, args.memory_budget, args.id, args.heartbeat,
-                    args.exit_with_parent, args.arena_bytes, args.host_bytes, args.device_share,
-                    args.host_share, args.parent_pid if args.exit_with_parent else None, warmed, secret,
-                    args.data_ip, args.h2d_bandwidth)
+    executor = Executor(args.head, args.device, args.threads, args.memory_budget, args.id, args.heartbeat,
+                        args.exit_with_parent, args.arena_bytes, args.host_bytes, args.device_share,
+                        args.host_share, args.parent_pid if args.exit_with_parent else None, warmed, secret,
+                        args.data_ip, args.h2d_bandwidth)
+    executor.rejoin = getattr(args, "rejoin", False)
+    return executor
 
 
 def run_executor(args: argparse.Namespace, secret: bytes | None) -> int:

@@ -920,7 +920,7 @@ class Head:
 
     def _shutdown_executors(self) -> None:
         for ex in list(self.executors.values()):
-            self._send(ex, m.Shutdown())
+            self._send(ex, m.Shutdown(head_stopping=True))
 
     # dispatching (cluster.dispatcher decides; the head sends) -------------------------------------------
     def _dispatch(self) -> None:

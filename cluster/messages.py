@@ -170,7 +170,9 @@ class Reset(msgspec.Struct, tag=True):
 
 
 class Shutdown(msgspec.Struct, tag=True):
-    pass
+    # the head itself is stopping (not scaling this executor in): one that joined from another machine waits
+    # for it to come back and joins again (Executor.rejoin)
+    head_stopping: bool = False
 
 
 ToHead = Hello | Register | Heartbeat | Done | Failed | Bye | TeamJoined

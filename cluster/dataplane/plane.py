@@ -61,6 +61,7 @@ class ExecutorDataPlane:
         self.device = torch.device(device)
         self.weights_in_arena, self.arena_stream = weights_in_arena, arena_stream
         self.team = team
+        self.epoch = 0   # arenas made since (reform): a new one's tables get a name of their own
         if team is not None:
             nvshmem_team.join(team.uid, team.rank, team.nranks, self.device.index or 0)
         self.arena: Arena = self._new_arena(arena_bytes, nvshmem or team is not None)
@@ -78,9 +79,10 @@ class ExecutorDataPlane:
         return self.arena if self.weights_in_arena and self.arena.device == self.device else None
 
     def _new_store(self) -> TensorStore:
-        # each team generation gets reference tables of its own name (under the executor's prefix, so
-        # cleanup still finds them): a handle from an arena of an earlier team is stale, never misread
-        prefix = f"{self.prefix}t{self.team.generation}-" if self.team is not None else self.prefix
+        # each team generation, and each arena made again, gets reference tables of its own name (under the
+        # executor's prefix, so cleanup still finds them): a handle from an earlier arena is stale, never misread
+        prefix = (f"{self.prefix}t{self.team.generation}-" if self.team is not None
+                  else f"{self.prefix}e{self.epoch}-" if self.epoch else self.prefix)
         return TensorStore(self.arena, self.owner, prefix, on_pressure=self.cache.evict_arena)
 
     def reform(self, team: nvshmem_team.Ticket | None) -> None:
@@ -89,6 +91,7 @@ class ExecutorDataPlane:
         together), and `join` returns once every member of the new one has joined. The arena's tensors
         and the weights that lived in it are gone."""
         capacity = self.arena.capacity
+        served, secret = self.store.addr, self.store.secret   # its data socket goes on, at the same address
         self.cache.evict_arena(capacity)
         self.store.close()
         self.arena.close()
@@ -99,7 +102,12 @@ class ExecutorDataPlane:
             nvshmem_team.join(team.uid, team.rank, team.nranks, self.device.index or 0)
         self.arena = self._new_arena(capacity, team is not None)
         self.cache.arena = self._weights_arena()
+        self.epoch += 1
         self.store = self._new_store()
+        self.store.secret = secret
+        if served:
+            ip, port = served[len("tcp://"):].rsplit(":", 1)
+            self.store.serve(ip.strip("[]"), secret, int(port))
 
     def invocation(self) -> "_InvocationContext":
         """One ModelFn call's inputs, on this executor's device (`publish` copies outputs back)."""

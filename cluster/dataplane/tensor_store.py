@@ -102,11 +102,12 @@ class TensorStore:
         self.server: remote.DataServer | None = None
         self._remote: remote.RemotePeers | None = None
 
-    def serve(self, ip: str, secret: bytes | None) -> str:
-        """Serve this store's tensors to other hosts on `ip` (once); returns the data socket's address."""
+    def serve(self, ip: str, secret: bytes | None, port: int = 0) -> str:
+        """Serve this store's tensors to other hosts on `ip` (once; `port` 0: any free one); returns the data
+        socket's address."""
         self.secret = secret
         if self.server is None:
-            self.server = remote.DataServer(self, ip, secret)
+            self.server = remote.DataServer(self, ip, secret, port)
         return self.server.address
 
     @property

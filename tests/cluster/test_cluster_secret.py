@@ -62,14 +62,15 @@ def test_an_executor_without_the_secret_is_refused(head, secret, why, executor_s
 
 def test_an_executor_with_the_workspace_secret_joins_and_the_head_knows_its_host(head, tmp_path):
     (tmp_path / cluster_secret.FILE).write_text("the-right-secret\n")
-    proc = _executor(head.address, None, "--workspace", str(tmp_path), "--data-plane", "tcp", cli=True)
+    proc = _executor(head.address, None, "--workspace", str(tmp_path), "--data-plane", "tcp", "--exit-with-head",
+                     cli=True)
     try:
         head.wait_for_executors(1, timeout=120)
         (ex,) = head.stats()["executors"]
         assert ex["ip"] == "127.0.0.1" and ex["host"] and ex["host_id"]
         assert ex["data_address"].startswith("tcp://127.0.0.1:")
     finally:
-        head.stop()   # shuts the executor down
+        head.stop()   # shuts the executor down (without --exit-with-head it would wait for the head's return)
         out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 0, out
 
