@@ -212,7 +212,7 @@ class Executor:
                     log.warning("parent process exited; stopping")
                     self._stop = True
                     return False
-                if not retry:
+                if not retry or self._stop:   # stop() (SIGTERM) while the head is away ends the wait
                     return False
 
     def _join(self, sock: zmq.Socket) -> None:

@@ -78,6 +78,8 @@ def test_executors_join_their_hosts_team_and_reform_it_when_one_is_lost(recorded
             threads.append(threading.Thread(target=ex.run, name=name, daemon=True))
             threads[-1].start()
             wait_until(lambda: name in head.executors and not head.executors[name].draining)
+        # pe-b's join does not wait for pe-a's re-join here (the stand-in join is not collective)
+        wait_until(lambda: len(recorded_nvshmem["pe-a"]) >= 3 and not head.executors["pe-a"].draining)
         assert recorded_nvshmem["pe-a"] == [("join", b"uid-1", 0, 1), ("leave",), ("join", b"uid-2", 0, 2)]
         assert recorded_nvshmem["pe-b"] == [("join", b"uid-2", 1, 2)]
         wait_until(lambda: not head.executors["pe-a"].draining)

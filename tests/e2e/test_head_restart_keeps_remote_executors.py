@@ -1,5 +1,5 @@
 """The head restarts (an upgrade, a crash and its supervisor) while an executor on another host keeps running
-(`comfy-cluster executor`, tests/e2e/other_host.py): the executor waits for it, joins the new head within
+(`comfy-cluster executor`, tests/e2e/other_host.py): the executor waits for it (SIGTERM still ends it), joins the new head within
 seconds (answering only the latest of the challenges the new head sends back to its queued heartbeats), with
 a fresh arena whose data socket keeps its address, and the next prompt gives the in-process image.
 `--exit-with-head` makes it stop with the head instead."""
@@ -92,5 +92,8 @@ def test_an_executor_on_another_host_outlives_a_head_restart(exit_with_head, dem
             assert executor.poll() is None
         finally:
             stop_process(second, 30)
+        time.sleep(1.0)   # waiting for a head again: SIGTERM still ends it, at once
+        executor.terminate()
+        assert executor.wait(20) == 0
     local = render_in_process(demo_workspace, {"a": _prompt(1), "b": _prompt(2)})
     assert np.array_equal(before, local["a"]) and np.array_equal(after, local["b"])
