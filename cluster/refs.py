@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -102,7 +103,7 @@ def file_digest(path: str | os.PathLike) -> str:
     mtime) so a file is read once."""
     st = os.stat(path)
     digest = _digest(os.fspath(path), st.st_size, st.st_mtime_ns)
-    if not os.path.isdir(path):
+    if not stat.S_ISDIR(st.st_mode):
         _digested.setdefault(digest, set()).add(os.fspath(path))
     return digest
 

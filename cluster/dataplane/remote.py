@@ -8,7 +8,7 @@ on `tcp://IP:PORT` (its address travels in the tensor's metadata, `addr`) that a
     add    a change of its reference count (a reader's release, a caller's retain)
     check  whether the handle is still live (its generation)
     size / file   the size, and a range of the bytes, of a model file this process digested (the head's
-           files, for an executor on another machine that has no copy: `fetch_model_file`), only to
+           files, for an executor on another machine that has no copy: `RemotePeers.fetch_file`), only to
            requests proven with the cluster secret
 
 on behalf of consumers' `RemotePeers`. The reference counts and generations are the same table as the
@@ -46,10 +46,10 @@ from typing import Any
 import msgspec
 import torch
 
-from cluster import refs
 from cluster import secret as cluster_secret
 from cluster.dataplane.refcounts import StaleHandle
 from cluster.dataplane.segments import SegmentError
+from cluster.refs import digested_file, file_digest
 
 log = logging.getLogger("cluster.dataplane")
 
@@ -238,7 +238,7 @@ class DataServer:
     def _model_file(self, digest: str) -> str:
         if self.secret is None:
             raise SegmentError("model files are served only where the cluster has a secret")
-        path = refs.digested_file(digest)
+        path = digested_file(digest)
         if path is None:
             raise SegmentError(f"no model file with BLAKE3 {digest[:16]}... here")
         return path
@@ -330,7 +330,8 @@ class RemotePeers:
 
     def fetch_file(self, addr: str, digest: str, dest: str, chunk: int = 64 << 20) -> None:
         """Copy the model file with BLAKE3 `digest` that the process at `addr` serves into `dest` (written
-        beside it, checked against the digest, then renamed into place)."""
+        beside it, renamed into place, checked against the digest there: the check's digest is memoised for
+        `dest`, so its loader does not hash it again; removed if it differs)."""
         size = int(self._call(addr, "the head", "size", [digest, 0, 0, "", 0, 0, 0]))
         tmp = f"{dest}.{os.getpid()}.part"
         try:
@@ -343,10 +344,11 @@ class RemotePeers:
                             n = min(chunk, size - offset)
                             with view[offset:offset + n] as part:
                                 self._call(addr, "the head", "file", [digest, offset, n, "", 0, 0, 0], part)
-            got = refs.file_digest(tmp)
-            if got != digest:
-                raise SegmentError(f"the file fetched from {addr} has BLAKE3 {got[:16]}..., not {digest[:16]}...")
             os.replace(tmp, dest)
+            got = file_digest(dest)
+            if got != digest:
+                os.unlink(dest)
+                raise SegmentError(f"the file fetched from {addr} has BLAKE3 {got[:16]}..., not {digest[:16]}...")
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)

@@ -15,6 +15,7 @@ from typing import Any
 import blake3
 import torch
 
+from cluster.dataplane.remote import host_id
 from cluster.modelfn import ModelFn, register
 from cluster.refs import ModelRef
 from comfy_bridge.packs import events, node_files, transport
@@ -23,12 +24,6 @@ from comfy_bridge.packs.proxies import wrap_inputs
 from nodes.workspace import activate_snapshot, active
 
 RESULT = "result"
-
-
-def head_host() -> str:
-    """The host the head runs on, as the data plane names hosts."""
-    from cluster.dataplane.remote import host_id
-    return host_id()
 
 
 def workspace_snapshot() -> dict[str, Any]:
@@ -44,7 +39,6 @@ def _activate(snapshot: dict[str, Any], head_host: str | None) -> None:
 
 
 def _on_heads_host(head_host: str | None) -> bool:
-    from cluster.dataplane.remote import host_id
     return head_host in (None, host_id())
 
 

@@ -34,7 +34,8 @@ def _ids(unique_id: str, prompt_id: str) -> dict[str, Any]:
 
 
 async def _run_remote(origin: PackOrigin, function: str, hidden: dict | None, ids: dict, kwargs: dict) -> Any:
-    from comfy_bridge.packs.pack_node import RESULT, head_host, pack_source_digest, workspace_snapshot
+    from cluster.dataplane.remote import host_id
+    from comfy_bridge.packs.pack_node import RESULT, pack_source_digest, workspace_snapshot
     rt = copy.copy(runtime())
     rt.deadline_s = PACK_DEADLINE_S if rt.deadline_s is None else min(rt.deadline_s, PACK_DEADLINE_S)
     try:
@@ -44,7 +45,7 @@ async def _run_remote(origin: PackOrigin, function: str, hidden: dict | None, id
                         f"executor ({type(e).__name__}: {e})") from e
     params = {"origin": origin, "function": function, "args": blob, "ids": ids, "workspace": workspace_snapshot(),
               # an executor on another machine keeps its workspace and checks its copy of the pack
-              "host_id": head_host(), "pack_digest": pack_source_digest(origin.path)}
+              "host_id": host_id(), "pack_digest": pack_source_digest(origin.path)}
     out = await rt.call("pack_node", None, tensors, params)
     result, recorded, files = transport.loads(transport.tensor_to_bytes(out.pop(RESULT)), out)
     if files:   # saved on another machine: written where the result names them, in this workspace

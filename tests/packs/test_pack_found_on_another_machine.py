@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from cluster.dataplane.remote import host_id
 from comfy_bridge.packs import pack_node
 from comfy_bridge.packs.origin import PackOrigin
 from nodes import workspace
@@ -53,5 +54,5 @@ def test_only_an_executor_on_the_heads_host_takes_the_heads_workspace(this_machi
     heads = Workspace(tmp_path / "head").create().snapshot()
     pack_node._activate(heads, "another-host/0000")
     assert workspace.active() is this_machine
-    pack_node._activate(heads, pack_node.head_host())
+    pack_node._activate(heads, host_id())
     assert workspace.active().root == tmp_path / "head"
