@@ -188,13 +188,14 @@ class LocalCluster:
 
 def start_local_cluster(n: int, threads_per_executor: int = 1, *, memory_budget: int | None = None,
                         preload: Sequence[str] = (), devices: Sequence[str] = ("cpu",), restart: bool = True,
-                        tenant: str = "default", wait_s: float = 120.0, env: dict[str, str] | None = None,
+                        tenant: str = "default", wait_s: float | None = 120.0, env: dict[str, str] | None = None,
                         warm_up: bool = False, executor_args: Sequence[str] = (),
                         started: LocalCluster | None = None,
                         **head_kw: Any) -> tuple[Head, ClusterRuntime]:
     """Start a head (its options in `head_kw`: address, secret, policy, delta, deadline_s, lost_after_s, ...)
     and `n` executor processes, executor i on `devices[i % len(devices)]`; returns once all have registered
-    (n = 0 with a tcp:// address: a head that executors on other machines join).
+    (n = 0 with a tcp:// address: a head that executors on other machines join), or with `wait_s` None at
+    once: invocations submitted before an executor registers wait in the head's queue.
     `warm_up`: each executor imports its providers and warms their ModelFns up before registering
     (what `serve` wants; tests of the back end alone skip the seconds it takes). `executor_args`: more
     options for every executor (cluster.executor.add_arguments), e.g. `--h2d-bandwidth`.
@@ -215,11 +216,12 @@ def start_local_cluster(n: int, threads_per_executor: int = 1, *, memory_budget:
     head.on_stop(cluster.stop)
     head.local_cluster = cluster
     _clusters.append(cluster)
-    try:
-        head.wait_for_executors(n, timeout=wait_s)
-    except Exception:
-        head.stop()
-        raise
+    if wait_s is not None:
+        try:
+            head.wait_for_executors(n, timeout=wait_s)
+        except Exception:
+            head.stop()
+            raise
     return head, ClusterRuntime(head, tenant)
 
 

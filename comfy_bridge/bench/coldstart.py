@@ -19,6 +19,7 @@ modes in alternating order, the least and the median printed (the issue asks und
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import shutil
@@ -29,7 +30,10 @@ import sys
 import tempfile
 import time
 import urllib.request
+import uuid
 from pathlib import Path
+
+import aiohttp
 
 REPO = Path(__file__).resolve().parents[2]
 CHECKPOINT = "sd15-random-fp16.safetensors"
@@ -58,22 +62,29 @@ def _get(url: str) -> dict:
         return json.loads(r.read())
 
 
-def _post(url: str, body: dict) -> dict:
-    req = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=30) as r:
-        return json.loads(r.read())
-
-
-def _until_done(base: str, prompt_id: str, server: subprocess.Popen) -> None:
-    while True:
-        entry = _get(f"{base}/history/{prompt_id}").get(prompt_id)
-        if entry and entry.get("status", {}).get("completed") is not None:
-            if entry["status"].get("status_str") != "success":
-                raise RuntimeError(f"the prompt failed: {entry['status']}")
-            return
-        if server.poll() is not None:
-            raise RuntimeError(f"the server exited ({server.returncode})")
-        time.sleep(POLL_S)
+def run_prompt(base: str, prompt: dict, server: subprocess.Popen) -> None:
+    """Post `prompt` and wait for its end on the websocket, as the web UI does: a client polling /history
+    would take, at every poll, CPU from the server and the executors being timed."""
+    async def run() -> None:
+        client_id = uuid.uuid4().hex
+        async with aiohttp.ClientSession() as session:
+            async with session.ws_connect(f"{base}/ws?clientId={client_id}") as ws:
+                async with session.post(f"{base}/prompt", json={"prompt": prompt, "client_id": client_id}) as r:
+                    body = await r.json()
+                    if r.status != 200:
+                        raise RuntimeError(f"the prompt was refused ({r.status}): {body}")
+                async for msg in ws:
+                    if msg.type != aiohttp.WSMsgType.TEXT:
+                        continue
+                    event = json.loads(msg.data)
+                    if event.get("data", {}).get("prompt_id") != body["prompt_id"]:
+                        continue
+                    if event["type"] == "execution_success":
+                        return
+                    if event["type"] in ("execution_error", "execution_interrupted"):
+                        raise RuntimeError(f"the prompt failed: {event}")
+        raise RuntimeError(f"the websocket closed before the prompt ended (server exit status {server.poll()})")
+    asyncio.run(run())
 
 
 def time_fresh_serve(workspace: Path, prompt: dict, extra: list[str], log: Path, warm: bool) -> dict[str, float]:
@@ -97,13 +108,13 @@ def time_fresh_serve(workspace: Path, prompt: dict, extra: list[str], log: Path,
                     raise RuntimeError(f"serve exited ({server.returncode}); see {log}") from None
                 time.sleep(POLL_S)
         result = {"answers_s": time.perf_counter() - t0}
-        _until_done(base, _post(f"{base}/prompt", {"prompt": prompt})["prompt_id"], server)
+        run_prompt(base, prompt, server)
         result["first_image_s"] = time.perf_counter() - t0
         if warm:
             again = json.loads(json.dumps(prompt))
             again["3"]["inputs"]["seed"] += 1
             t1 = time.perf_counter()
-            _until_done(base, _post(f"{base}/prompt", {"prompt": again})["prompt_id"], server)
+            run_prompt(base, again, server)
             result["warm_image_s"] = time.perf_counter() - t1
         return result
     finally:

@@ -7,6 +7,7 @@ import importlib.util
 import logging
 import os
 import re
+import signal
 import threading
 import time
 from concurrent.futures import Future
@@ -18,6 +19,7 @@ from comfy_bridge.cli.demo_models import ensure_demo_models
 from comfy_bridge.cli.workspace_args import describe_workspace, open_workspace
 
 if TYPE_CHECKING:
+    from cluster.head import Head
     from cluster.local_cluster import LocalCluster
 
 log = logging.getLogger("comfy_cluster")
@@ -77,13 +79,35 @@ def start_executors_early(args: argparse.Namespace) -> LocalCluster | None:
                         devices, restart=True, env=child_process_env(), warm_up=True, supervise=False)
 
 
+# How long `serve`'s local executors may take to start and register; it listens meanwhile
+EXECUTOR_START_S = 120.0
+
+
+def stop_unless_registered(head: Head, n: int, failed: threading.Event) -> threading.Thread:
+    """`serve` listens while its local executors import their model code (a prompt posted meanwhile waits
+    in the head's queue and starts the moment one registers); if fewer than `n` have registered after
+    EXECUTOR_START_S, the server stops as a failed start: `failed` set, SIGTERM to this process."""
+    def watch() -> None:
+        try:
+            head.wait_for_executors(n, timeout=EXECUTOR_START_S)
+        except TimeoutError as err:
+            log.error("%s: stopping (the executors' output is above)", err)
+            failed.set()
+            os.kill(os.getpid(), signal.SIGTERM)
+    watcher = threading.Thread(target=watch, name="executor-start-watch", daemon=True)
+    watcher.start()
+    return watcher
+
+
 def start_cluster_in_background(args: argparse.Namespace, secret: bytes | None = None,
-                                started: LocalCluster | None = None) -> Future | None:
+                                started: LocalCluster | None = None,
+                                failed: threading.Event | None = None) -> Future | None:
     """The local cluster of `serve --executors N`, started on a thread so that its executor processes boot
-    while this process imports the nodes: clients that give a new server ~20 s (ComfyUI's test suites)
-    see it listening sooner. With --head-address the head listens there and takes executors that know
-    `secret` (none local with --executors 0). `started`: the executor processes, started already
-    (start_executors_early). The future resolves to (head, runtime)."""
+    while this process imports the nodes and starts listening: the future resolves once the head listens,
+    before the executors register (stop_unless_registered sets `failed` if they never do). With
+    --head-address the head listens there and takes executors that know `secret` (none local with
+    --executors 0). `started`: the executor processes, started already (start_executors_early). The
+    future resolves to (head, runtime)."""
     if args.ray:
         return start_ray_in_background(args, secret)
     devices = started.devices if started is not None else cli_args.executor_devices(args)
@@ -101,7 +125,9 @@ def start_cluster_in_background(args: argparse.Namespace, secret: bytes | None =
 
     def start():
         head, runtime = start_local_cluster(len(devices), threads, devices=devices, env=executor_env,
-                                            warm_up=True, started=started, **head_options(args, secret))
+                                            warm_up=True, started=started, wait_s=None,
+                                            **head_options(args, secret))
+        stop_unless_registered(head, len(devices), failed or threading.Event())
         if args.head_address:
             log.info("executors join from other machines with: comfy-cluster executor --head %s "
                      "--workspace DIR (DIR holding a copy of %s, or COMFY_CLUSTER_SECRET set)",
@@ -227,7 +253,8 @@ def _serve(args: argparse.Namespace) -> int:
         remote.set_mode(args.data_plane)   # this process's pulls, and its local executors' (environment)
     from cluster.reclaim import reclaim_dead
     reclaim_dead()   # the segments and sockets of servers and executors that were killed
-    cluster = start_cluster_in_background(args, secret, started)
+    start_failed = threading.Event()
+    cluster = start_cluster_in_background(args, secret, started, start_failed)
     from comfy_bridge.server.app import ServerConfig, run_server
     cache_type, cache_size = cli_args.cache_mode(args)
     from nodes import image_io, previews
@@ -269,7 +296,7 @@ def _serve(args: argparse.Namespace) -> int:
     finally:
         if head is not None:
             head.stop()
-    return 0
+    return 1 if start_failed.is_set() else 0
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -1,7 +1,9 @@
 """Tiny ModelFns for the cluster tests; executors import this module with --preload."""
 from __future__ import annotations
 
+import os
 import time
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -115,6 +117,31 @@ class WarmProbe(ModelFn):
 
     def execute(self, model: None, inputs: dict[str, Any], params: dict[str, Any]) -> dict:
         return {"warmed": torch.tensor([float(WARMED)])}
+
+
+WARM_GATE_ENV = "CC_TEST_WARM_GATE"   # a file's path: warming up waits until it exists
+
+
+@register
+class WarmGate(ModelFn):
+    """Holds its executor's warm-up, and so its registration, until the file named by $CC_TEST_WARM_GATE
+    exists (no wait where it is unset): a test decides when the executor registers."""
+    name = "cc_test_warm_gate"
+
+    @classmethod
+    def warm_up(cls) -> None:
+        gate = os.environ.get(WARM_GATE_ENV)
+        while gate and not Path(gate).exists():
+            time.sleep(0.02)
+
+    def setup_io(self) -> None:
+        self.add_output("open")
+
+    def load_model(self, ref: ModelRef) -> None:
+        return None
+
+    def execute(self, model: None, inputs: dict[str, Any], params: dict[str, Any]) -> dict:
+        return {"open": torch.ones(1)}
 
 
 LAYERS, WIDTH = 8, 256   # cc_test_layered: 8 blocks of 256 KiB

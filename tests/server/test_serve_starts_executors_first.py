@@ -1,11 +1,15 @@
 """`serve` starts its executor processes first thing, before its own process imports torch and the server
 (seconds the executors spend importing theirs), for a head whose address is fixed before it exists; the
-head then takes them over once it listens there."""
+head then takes them over once it listens there. The server listens meanwhile; executors that never
+register stop it as a failed start."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import threading
 from types import SimpleNamespace
 
 import pytest
@@ -74,3 +78,18 @@ def test_a_head_at_another_address_cannot_take_them_over(monkeypatch):
         cluster.attach(SimpleNamespace(address="ipc:///tmp/cc-elsewhere.sock"))
     cluster.stop()
     assert started[0][started[0].index("--head") + 1] == "ipc:///tmp/cc-here.sock"
+
+
+@pytest.mark.parametrize("registered", [0, 1])
+def test_serve_listens_meanwhile_and_stops_as_a_failed_start_if_they_never_register(monkeypatch, registered):
+    from comfy_bridge.cli import serve
+    from cluster.head import Head
+    monkeypatch.setattr(serve, "EXECUTOR_START_S", 0.3)
+    signals: list[tuple[int, int]] = []
+    monkeypatch.setattr(serve.os, "kill", lambda pid, sig: signals.append((pid, sig)))
+    head = SimpleNamespace(executors={f"ex{i}": None for i in range(registered)})
+    head.wait_for_executors = lambda n, timeout: Head.wait_for_executors(head, n, timeout)
+    failed = threading.Event()
+    serve.stop_unless_registered(head, 1, failed).join(10)
+    assert failed.is_set() == (registered == 0)
+    assert signals == ([(os.getpid(), signal.SIGTERM)] if registered == 0 else [])
