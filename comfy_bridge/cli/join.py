@@ -12,11 +12,13 @@ secret, or a wrong one) ends it with exit code 2.
 from __future__ import annotations
 
 import argparse
+import gc
 
 from comfy_bridge.cli.workspace_args import open_workspace
 
 
 def cmd_executor(args: argparse.Namespace) -> int:
+    gc.disable()   # until it is warm, as `python -m cluster.executor` starts (run_executor turns it back on)
     from cluster import secret as cluster_secret
     from cluster.executor import run_executor
     ws = open_workspace(args)

@@ -368,8 +368,10 @@ def run_server(config: ServerConfig, **engine: Any) -> None:
     async def main() -> None:
         runner = await start_server(config, **engine)
         # Everything loaded so far (torch, the nodes, the registry) lives as long as the server: moved out
-        # of the collector's reach, a full collection no longer walks it and stalls every request.
+        # of the collector's reach, a full collection no longer walks it and stalls every request. `serve`
+        # starts with the collector off (comfy_bridge.cli.serve): it runs from here on.
         gc.freeze()
+        gc.enable()
         try:
             if not config.quick_test_for_ci:
                 await until_stop_signal()

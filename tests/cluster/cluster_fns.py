@@ -1,6 +1,7 @@
 """Tiny ModelFns for the cluster tests; executors import this module with --preload."""
 from __future__ import annotations
 
+import gc
 import os
 import time
 from pathlib import Path
@@ -117,6 +118,21 @@ class WarmProbe(ModelFn):
 
     def execute(self, model: None, inputs: dict[str, Any], params: dict[str, Any]) -> dict:
         return {"warmed": torch.tensor([float(WARMED)])}
+
+
+@register
+class CollectorProbe(ModelFn):
+    """Answers whether its process's cyclic garbage collector is on, and how many objects it froze."""
+    name = "cc_test_collector_probe"
+
+    def setup_io(self) -> None:
+        self.add_output("state")
+
+    def load_model(self, ref: ModelRef) -> None:
+        return None
+
+    def execute(self, model: None, inputs: dict[str, Any], params: dict[str, Any]) -> dict:
+        return {"state": torch.tensor([float(gc.isenabled()), float(gc.get_freeze_count())])}
 
 
 WARM_GATE_ENV = "CC_TEST_WARM_GATE"   # a file's path: warming up waits until it exists

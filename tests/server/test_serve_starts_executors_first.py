@@ -93,3 +93,16 @@ def test_serve_listens_meanwhile_and_stops_as_a_failed_start_if_they_never_regis
     serve.stop_unless_registered(head, 1, failed).join(10)
     assert failed.is_set() == (registered == 0)
     assert signals == ([(os.getpid(), signal.SIGTERM)] if registered == 0 else [])
+
+
+def test_serve_starts_without_the_collector_and_serves_with_it(tmp_path):
+    # --executors 0: the model code is imported in the server's process, before it listens
+    code = ("import gc, json, sys\n"
+            "from comfy_bridge.cli import main\n"
+            "rc = main(['serve', '--workspace', sys.argv[1], '--executors', '0', '--port', '0',"
+            " '--state-db', 'memory', '--quick-test-for-ci'])\n"
+            "print(json.dumps([rc, gc.isenabled(), gc.get_freeze_count()]))\n")
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rc, enabled, frozen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert rc == 0 and enabled and frozen > 100_000
