@@ -372,8 +372,9 @@ class Head:
                 pass
 
     def wait_for_executors(self, n: int, timeout: float = 60.0) -> None:
+        """Return once `n` executors have registered, or the head has stopped; TimeoutError after `timeout`."""
         end = time.monotonic() + timeout
-        while len(self.executors) < n:
+        while len(self.executors) < n and self._running:
             if time.monotonic() > end:
                 raise TimeoutError(f"{len(self.executors)} of {n} executors registered in {timeout}s")
             time.sleep(0.02)

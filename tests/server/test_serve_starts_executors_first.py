@@ -80,19 +80,21 @@ def test_a_head_at_another_address_cannot_take_them_over(monkeypatch):
     assert started[0][started[0].index("--head") + 1] == "ipc:///tmp/cc-here.sock"
 
 
-@pytest.mark.parametrize("registered", [0, 1])
-def test_serve_listens_meanwhile_and_stops_as_a_failed_start_if_they_never_register(monkeypatch, registered):
+@pytest.mark.parametrize("registered, running, stops", [(0, True, True), (1, True, False), (0, False, False)])
+def test_serve_listens_meanwhile_and_stops_as_a_failed_start_if_they_never_register(monkeypatch, registered,
+                                                                                    running, stops):
+    # a head stopped meanwhile (the server stopping) ends the watch without a signal
     from comfy_bridge.cli import serve
     from cluster.head import Head
     monkeypatch.setattr(serve, "EXECUTOR_START_S", 0.3)
     signals: list[tuple[int, int]] = []
     monkeypatch.setattr(serve.os, "kill", lambda pid, sig: signals.append((pid, sig)))
-    head = SimpleNamespace(executors={f"ex{i}": None for i in range(registered)})
+    head = SimpleNamespace(executors={f"ex{i}": None for i in range(registered)}, _running=running)
     head.wait_for_executors = lambda n, timeout: Head.wait_for_executors(head, n, timeout)
     failed = threading.Event()
     serve.stop_unless_registered(head, 1, failed).join(10)
-    assert failed.is_set() == (registered == 0)
-    assert signals == ([(os.getpid(), signal.SIGTERM)] if registered == 0 else [])
+    assert failed.is_set() == stops
+    assert signals == ([(os.getpid(), signal.SIGTERM)] if stops else [])
 
 
 def test_serve_starts_without_the_collector_and_serves_with_it(tmp_path):
