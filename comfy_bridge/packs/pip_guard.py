@@ -8,6 +8,7 @@ resolution (`--dry-run --report`) is read for anything of the family it would st
 """
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import re
@@ -19,6 +20,7 @@ from typing import Iterable, MutableMapping, Sequence
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
+import psutil
 
 # The packages that are one torch build together; pip must never install or change these for a pack.
 TORCH_FAMILY = frozenset({"torch", "torchvision", "torchaudio", "triton", "pytorch-triton"})
@@ -139,12 +141,41 @@ def install_requirements(requirements: Path, python: str = sys.executable,
     return [f"{name}=={version}" for name, version in plan]
 
 
+PINS_PREFIX = "comfy-cluster-torch-pins-"
+
+
 def guard_pack_installs_at_runtime(environ: MutableMapping[str, str] = os.environ) -> Path:
     """Pin the torch family for the pip runs packs start themselves while they load (ComfyUI-Manager's
     startup script, packs that install a missing module on import): pip reads PIP_CONSTRAINT, and the
-    child processes packs spawn inherit it. Constraints already set there are kept. Returns the file."""
-    pins = Path(tempfile.gettempdir()) / f"comfy-cluster-torch-pins-{os.getpid()}.txt"
+    child processes packs spawn inherit it. Constraints already set there are kept. Returns the file,
+    which lives as long as this process: removed at its exit, and (for a process that was killed) by
+    the next process that makes one."""
+    folder = Path(tempfile.gettempdir())
+    _remove_dead_pins(folder)
+    pins = folder / f"{PINS_PREFIX}{os.getpid()}.txt"
     pins.write_text(constraints(installed_torch_family()))
+    if pins not in _owned_pins:
+        _owned_pins.add(pins)
+        atexit.register(_remove_pins, pins, os.getpid())
     existing = [p for p in environ.get("PIP_CONSTRAINT", "").split() if p and p != str(pins)]
     environ["PIP_CONSTRAINT"] = " ".join([*existing, str(pins)])
     return pins
+
+
+_owned_pins: set[Path] = set()   # the pin files this process registered for removal at its exit
+
+
+def _remove_pins(pins: Path, owner: int) -> None:
+    if os.getpid() == owner:   # not in a forked child that inherited the handler: the file is its parent's
+        pins.unlink(missing_ok=True)
+
+
+def _remove_dead_pins(folder: Path) -> None:
+    """Pin files of processes that no longer run (killed before their exit handler ran)."""
+    for path in folder.glob(f"{PINS_PREFIX}*.txt"):
+        pid = path.name[len(PINS_PREFIX):-len(".txt")]
+        if pid.isdigit() and not psutil.pid_exists(int(pid)):
+            try:
+                path.unlink(missing_ok=True)
+            except OSError:   # another user's, in a shared /tmp
+                pass
