@@ -134,13 +134,17 @@ class TenantPromptServer(PromptServer):
             scheduler.set_tenant_weight(tenant, record.weight)
 
     # -- messages: every message belongs to the tenant it was produced for ----------------------
-    def queue_updated(self) -> None:
+    def queue_updated(self, tenant: str | None = None) -> None:
+        """A `status` message with its own queue_remaining to each socket of `tenant`, whose queue
+        changed (by default the calling context's tenant: a node pack calls this with no argument);
+        to every tenant's sockets only for unscoped changes (the single-user server, or clearing every
+        queue). One tenant's queue changing must not tell another tenant anything."""
         v2 = self.__dict__.get("v2")
         if v2 is not None:
             v2.hub.nudge()   # API v2 event streams of queued jobs re-read their queue position
-        tenants = self.sockets.tenants() or {None}
-        for tenant in tenants:
-            with context.scoped(tenant):
+        owner = tenant or context.current()   # "": the single-user rows, whose sockets are unscoped too
+        for scope in ({owner} if owner is not None else self.sockets.tenants() or {None}):
+            with context.scoped(scope):
                 super().queue_updated()
 
     def send_sync(self, event: str | int, data: Any, sid: str | None = None) -> None:

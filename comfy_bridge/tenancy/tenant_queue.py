@@ -23,7 +23,10 @@ from .store import QueueRow, Store
 
 
 class TenantQueue:
-    def __init__(self, store: Store, on_change: Callable[[], None] = lambda: None, max_history: int = MAX_HISTORY):
+    def __init__(self, store: Store, on_change: Callable[[str | None], None] = lambda tenant: None,
+                 max_history: int = MAX_HISTORY):
+        """`on_change(tenant)`: the queue of `tenant` changed ("" the single-user rows; None every
+        tenant's, as when unscoped code clears the whole queue), for its `status` message."""
         self.store = store
         self.output_claims = store   # a prompt re-run after a restart writes the files its dead run named
         self._on_change = on_change
@@ -67,7 +70,7 @@ class TenantQueue:
                     rows[row_id] = QueueRow(row_id, tenant or "", item.prompt_id, item.number, item.public(), False)
             # the "status" of this enqueue goes out before a worker can take the item and announce
             # execution_start (ComfyUI's order; the lock is re-entrant)
-            self._on_change()
+            self._on_change(tenant)
             self._cond.notify()
         if tenant is not None:
             self.load(tenant)   # (routes run put off the event loop) so that the tenant's next reads find them
@@ -87,7 +90,7 @@ class TenantQueue:
                 if rows is not None and row.id in rows:
                     rows[row.id] = replace(rows[row.id], running=True)
         context.set_current(row.tenant)
-        self._on_change()
+        self._on_change(row.tenant)
         return QueueItem(*row.item, sensitive), row.id
 
     def _next(self) -> QueueRow | None:
@@ -130,7 +133,7 @@ class TenantQueue:
                         del history[prompt_id]
             self.store.add_usage(row.tenant, seconds, _count_images(outputs))
             self._cond.notify_all()   # a concurrency slot is free
-        self._on_change()
+        self._on_change(row.tenant)
 
     def get_current_queue(self) -> tuple[list[list], list[list]]:
         """(running, pending) items of the calling tenant; shared with the queue: do not change them."""
@@ -230,7 +233,7 @@ class TenantQueue:
             for name, rows in self._queues.items():
                 if tenant is None or name == tenant:
                     self._queues[name] = {i: r for i, r in rows.items() if r.running}
-        self._on_change()
+        self._on_change(tenant)
 
     def delete_queue_item(self, predicate: Callable[[QueueItem], bool]) -> bool:
         for row in self.store.queue_rows(context.current(), running=False):
@@ -239,7 +242,7 @@ class TenantQueue:
                 with self._mirror:
                     self._queues.get(row.tenant, {}).pop(row.id, None)
                 self._sensitive.pop(row.id, None)
-                self._on_change()
+                self._on_change(row.tenant)
                 return True
         return False
 
