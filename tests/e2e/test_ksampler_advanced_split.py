@@ -6,6 +6,8 @@ import asyncio
 
 import torch
 
+from tests.float_tolerance import ulps_of_largest
+
 
 def test_two_halves_equal_one_run(demo_workspace, fixed_threads):
     from nodes.latent import EmptyLatentImage
@@ -28,7 +30,10 @@ def test_two_halves_equal_one_run(demo_workspace, fixed_threads):
         return full["samples"], half["samples"], rest["samples"], early["samples"]
 
     full, half, rest, early = asyncio.run(go())
-    diff = (full - rest).abs().max().item()
-    assert diff < 1e-4, f"max abs difference {diff}"
+    # The halves pass the latent once through the model's latent scaling (one rounding) and the last steps
+    # carry it: nudging the intermediate latent by one ulp moves the end by up to 3.5 ulps of its largest
+    # value (measured with AVX-512 and AVX2 kernels). The bound is 8 such ulps, ~2.4e-4 here.
+    diff, bound = (full - rest).abs().max().item(), ulps_of_largest(full, 8)
+    assert diff <= bound, f"max abs difference {diff} (bound {bound})"
     assert (half - full).abs().max().item() > 0.1          # the first half alone still carries noise
     assert (early - half).abs().max().item() > 0.01        # force_full_denoise ends on sigma 0 instead

@@ -26,6 +26,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from tests.float_tolerance import ulps_of_largest
+
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES_DIR = Path(__file__).resolve().parent / "fixtures" / "comfyui_0_3_64"
 
@@ -203,13 +205,33 @@ def _first_difference(expected: np.ndarray, observed: np.ndarray, names: tuple[s
             f"ComfyUI {expected[first].item()!r} vs ours {observed[first].item()!r}")
 
 
+# CPU kernels of different instruction sets (AVX-512, AVX2) sum in different orders, and so do ComfyUI's on
+# another machine: a recording made on one CPU is met on another within what that rounding explains. These
+# nodes are short chains of float32 ops (resampling, convolutions up to 19x19, blends): a few ulps of the
+# largest value for latents; for 8-bit pixels, a value whose float sits near a .5 boundary may round to the
+# neighbouring level, which touches few pixels, never most of them as a real rounding difference would.
+LATENT_ULPS = 16
+PIXEL_FLIP_SHARE = 0.02
+
+
+def _within_rounding(expected: np.ndarray, observed: np.ndarray) -> bool:
+    """Pixels that differ only by float32 rounding: at most one level, on at most PIXEL_FLIP_SHARE of them."""
+    if expected.shape != observed.shape:
+        return False
+    diff = np.abs(expected.astype(np.int64) - observed.astype(np.int64))
+    return int(diff.max(initial=0)) <= 1 and np.count_nonzero(diff) <= PIXEL_FLIP_SHARE * diff.size
+
+
 def _compare_image(where: str, exp: dict, obs: dict) -> list[str]:
     if exp["shape"] != obs["shape"] or exp["mode"] != obs["mode"]:
         return [f"{where}: shape/mode ComfyUI {exp['shape']} {exp['mode']} vs ours {obs['shape']} {obs['mode']}"]
     if exp["sha256"] == obs["sha256"]:
         return []
     if "pixels" in exp and "pixels" in obs:
-        detail = _first_difference(np.array(exp["pixels"]), np.array(obs["pixels"]), ("y", "x", "c"))
+        expected, observed = np.array(exp["pixels"]), np.array(obs["pixels"])
+        if _within_rounding(expected, observed):
+            return []
+        detail = _first_difference(expected, observed, ("y", "x", "c"))
     else:
         detail = f"pixels not recorded (larger than 16x16); channel means ComfyUI {exp.get('mean')} vs ours {obs.get('mean')}"
     return [f"{where}: pixels differ: {detail}"]
@@ -221,8 +243,11 @@ def _compare_latent(where: str, exp: dict, obs: dict) -> list[str]:
     if exp["sha256"] == obs["sha256"]:
         return []
     if "values" in exp and "values" in obs:
-        detail = _first_difference(np.array(exp["values"], np.float32).reshape(exp["shape"]),
-                                   np.array(obs["values"], np.float32).reshape(obs["shape"]),
+        expected = np.array(exp["values"], np.float32).reshape(exp["shape"])
+        observed = np.array(obs["values"], np.float32).reshape(obs["shape"])
+        if np.abs(expected.astype(np.float64) - observed).max(initial=0.0) <= ulps_of_largest(expected, LATENT_ULPS):
+            return []
+        detail = _first_difference(expected, observed,
                                    ("b", "c", "h", "w")[-len(exp["shape"]):] if len(exp["shape"]) <= 4 else
                                    tuple(f"d{i}" for i in range(len(exp["shape"]))))
     else:
