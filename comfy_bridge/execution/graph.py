@@ -73,7 +73,9 @@ def get_input_info(class_def: type, input_name: str, valid_inputs: dict | None =
     valid_inputs = valid_inputs or class_def.INPUT_TYPES()
     for category in ("required", "optional", "hidden"):
         section = valid_inputs.get(category)
-        if section and input_name in section:
+        # presence, not truth: a pack's optional dict may be empty yet claim every name (rgthree's
+        # FlexibleOptionalInputType answers `in` with True for the widgets the web UI adds)
+        if section is not None and input_name in section:
             info = section[input_name]
             if isinstance(info, str):  # V1 hidden inputs are bare strings ("PROMPT")
                 return info, category, {}

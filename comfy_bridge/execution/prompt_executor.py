@@ -19,6 +19,7 @@ from comfy_bridge.execution.node_call import (format_value, get_input_data, get_
 from comfy_bridge.execution.nodeapi import custom_function, input_types, is_v3
 from comfy_bridge.execution.progress_state import (ProgressRegistry, make_progress_hook, restore_progress_state,
                                                    set_progress_state)
+from comfy_bridge.packs.node_failure import REMOTE_TRACEBACK
 
 log = logging.getLogger(__name__)
 
@@ -188,7 +189,8 @@ class _Run:
                         "you might have accidentally set the batch_size to a large number.")
             return ExecutionResult.FAILURE, {"node_id": real_node_id, "exception_message": f"{ex}\n{tips}",
                                              "exception_type": full_type_name(typ),
-                                             "traceback": traceback.format_tb(tb),
+                                             # a pack node run on an executor: its own frames follow
+                                             "traceback": traceback.format_tb(tb) + getattr(ex, REMOTE_TRACEBACK, []),
                                              "current_inputs": formatted}, ex
         self.progress.finish_progress(unique_id)
         self.executed.add(unique_id)

@@ -18,7 +18,7 @@ import torch
 from cluster.dataplane.remote import host_id
 from cluster.modelfn import ModelFn, register
 from cluster.refs import ModelRef
-from comfy_bridge.packs import events, node_files, transport
+from comfy_bridge.packs import events, node_failure, node_files, transport
 from comfy_bridge.packs.origin import PackOrigin, reset_running, set_running
 from comfy_bridge.packs.proxies import wrap_inputs
 from nodes.workspace import activate_snapshot, active
@@ -119,7 +119,8 @@ def _owned(t: torch.Tensor | None) -> torch.Tensor | None:
 class PackNodeFn(ModelFn):
     """params: origin (PackOrigin), function, args (pickled kwargs/hidden), ids, workspace, host_id (the head's),
     pack_digest; inputs: the argument tensors. Output `result`: the pickled (result, events, files: those its
-    result names, read on a machine other than the head's); `t.*`: its tensors."""
+    result names, read on a machine other than the head's, raised: what the node raised or None); `t.*`: its
+    tensors."""
     name = "pack_node"
 
     def setup_io(self) -> None:
@@ -134,16 +135,20 @@ class PackNodeFn(ModelFn):
         compat.install()
         _activate(params["workspace"], params.get("host_id"))
         origin: PackOrigin = params["origin"]
+        # Pack code may keep its inputs (caches, globals): give it copies, not views into the arena,
+        # whose blocks are reused once this call ends.
+        arguments = {k: _owned(self.resolve(inputs, k)) for k in inputs}
+        result, recorded, raised = None, [], None
         token = set_running(origin)
         try:
             cls = _node_class(origin, params.get("pack_digest"))
-            # Pack code may keep its inputs (caches, globals): give it copies, not views into the arena,
-            # whose blocks are reused once this call ends.
-            kwargs, hidden = transport.loads(params["args"], {k: _owned(self.resolve(inputs, k)) for k in inputs})
+            kwargs, hidden = transport.loads(params["args"], arguments)
             with events.recording(params["ids"]) as recorded:
                 result = call_node(cls, params["function"], kwargs, hidden)
+        except Exception as e:   # the pack's own failure: the head raises it as the node's (node_failure)
+            raised = node_failure.capture(e)
         finally:
             reset_running(token)
-        files = {} if _on_heads_host(params.get("host_id")) else node_files.read_named(result, active())
-        blob, tensors = transport.dumps((result, recorded, files))
+        files = {} if raised or _on_heads_host(params.get("host_id")) else node_files.read_named(result, active())
+        blob, tensors = transport.dumps((result, recorded, files, raised))
         return {RESULT: transport.bytes_to_tensor(blob), **tensors}

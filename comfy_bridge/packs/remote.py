@@ -14,7 +14,7 @@ import sys
 from typing import Any, Callable
 
 from cluster.runtime import runtime
-from comfy_bridge.packs import events, node_files, transport
+from comfy_bridge.packs import events, node_failure, node_files, transport
 from comfy_bridge.packs.origin import PackOrigin, origin_of, reset_running, set_running
 from comfy_bridge.packs.proxies import wrap_inputs
 from nodes.workspace import active
@@ -47,10 +47,12 @@ async def _run_remote(origin: PackOrigin, function: str, hidden: dict | None, id
               # an executor on another machine keeps its workspace and checks its copy of the pack
               "host_id": host_id(), "pack_digest": pack_source_digest(origin.path)}
     out = await rt.call("pack_node", None, tensors, params)
-    result, recorded, files = transport.loads(transport.tensor_to_bytes(out.pop(RESULT)), out)
+    result, recorded, files, raised = transport.loads(transport.tensor_to_bytes(out.pop(RESULT)), out)
     if files:   # saved on another machine: written where the result names them, in this workspace
         node_files.write_named(files, active())
     events.replay(recorded)
+    if raised is not None:
+        raise node_failure.rebuild(raised, transport.loads_plain)
     return result
 
 
