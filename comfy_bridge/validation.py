@@ -17,12 +17,13 @@ from comfy_bridge.execution.prompt_executor import full_type_name
 from comfy_bridge.execution.graph import get_input_info
 from comfy_bridge.execution.graph_utils import ExecutionBlocker
 from comfy_bridge.execution.node_call import get_input_data, map_node_over_list, resolve_results
-from comfy_bridge.execution.nodeapi import custom_function, input_types
+from comfy_bridge.execution.nodeapi import custom_function, input_types, is_v3
 from nodes.model_checks import model_file_problem
 
 log = logging.getLogger(__name__)
 
 WIDGET_CONVERSIONS = (("INT", int), ("FLOAT", float), ("STRING", str), ("BOOLEAN", bool))
+MATCH_TYPE = "COMFY_MATCHTYPE_V3"
 
 
 def validate_node_input(received_type: Any, input_type: Any, strict: bool = False) -> bool:
@@ -34,10 +35,12 @@ def validate_node_input(received_type: Any, input_type: Any, strict: bool = Fals
     """
     if not received_type != input_type:
         return True
-    if not isinstance(received_type, str) or not isinstance(input_type, str):
-        return False
     if received_type == "*" or input_type == "*":
         return True
+    if MATCH_TYPE in (received_type, input_type):
+        return True   # a V3 MatchType socket: the frontend resolves which type it takes
+    if not isinstance(received_type, str) or not isinstance(input_type, str):
+        return False
     received = {t.strip() for t in received_type.split(",")}
     accepted = {t.strip() for t in input_type.split(",")}
     return received <= accepted if strict else bool(received & accepted)
@@ -60,7 +63,8 @@ def _check_node(registry: Any, prompt_id: str, prompt: dict, unique_id: str, val
         return validated[unique_id]
     inputs = prompt[unique_id]["inputs"]
     obj_class = registry.classes[prompt[unique_id]["class_type"]]
-    class_inputs = input_types(obj_class)
+    v3 = is_v3(obj_class)
+    class_inputs = input_types(obj_class, live_inputs=inputs if v3 else None)
     declared = list(dict.fromkeys([*class_inputs.get("required", {}), *class_inputs.get("optional", {})]))
     errors: list[dict] = []
     valid = True
@@ -77,7 +81,9 @@ def _check_node(registry: Any, prompt_id: str, prompt: dict, unique_id: str, val
         input_type, category, extra_info = get_input_info(obj_class, x, class_inputs)
         if x not in inputs:
             if category == "required":
-                errors.append(_reason("required_input_missing", "Required input is missing", f"{x}", input_name=x))
+                # A V3 node's details name the input itself, not its dotted path under a dynamic input.
+                details = x.split(".")[-1] if v3 else x
+                errors.append(_reason("required_input_missing", "Required input is missing", details, input_name=x))
             continue
         val = inputs[x]
         info = (input_type, extra_info)

@@ -34,7 +34,9 @@ def get_input_data(inputs: dict, class_def: type, unique_id: str, outputs: Any =
     Undeclared constants are dropped; undeclared links are still passed.
     """
     extra_data = extra_data or {}
-    valid_inputs = input_types(class_def, include_hidden=not is_v3(class_def))
+    v3 = is_v3(class_def)
+    valid_inputs = input_types(class_def, include_hidden=not v3, live_inputs=inputs if v3 else None)
+    accept_all = v3 and class_def.ACCEPT_ALL_INPUTS
     data: dict[str, list] = {}
     missing: dict[str, bool] = {}
     for name, value in inputs.items():
@@ -46,10 +48,10 @@ def get_input_data(inputs: dict, class_def: type, unique_id: str, outputs: Any =
                 data[name] = [None]
                 continue
             data[name] = cached[value[1]]
-        elif category is not None:
+        elif category is not None or accept_all:
             data[name] = [value]
-    if is_v3(class_def):
-        return data, missing, hidden_values(class_def, unique_id, dynprompt, extra_data)
+    if v3:
+        return data, missing, hidden_values(class_def, unique_id, dynprompt, extra_data, live_inputs=inputs)
     for name, kind in (valid_inputs.get("hidden") or {}).items():
         if isinstance(kind, str) and kind in _V1_HIDDEN:
             data[name] = [_V1_HIDDEN[kind](unique_id, dynprompt, extra_data)]

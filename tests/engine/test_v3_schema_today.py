@@ -1,0 +1,135 @@
+"""The V3 schema as today's ComfyUI defines it: dynamic types (MatchType, DynamicCombo, Autogrow), the
+/object_info shape they produce, their validation and execution, and the types and options packs use."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from comfy_bridge.validation import validate_prompt
+
+
+def _io():
+    from comfy_api.latest import io
+    return io
+
+
+def _dyn_math():
+    io = _io()
+
+    class DynMath(io.ComfyNode):
+        """x passes through a MatchType; `op` picks its own inputs; `extra` grows v0, v1, ..."""
+
+        @classmethod
+        def define_schema(cls):
+            t = io.MatchType.Template("T", [io.Float, io.Int])
+            return io.Schema(
+                node_id="DynMath", category="test", search_aliases=["maths"],
+                inputs=[io.MatchType.Input("x", template=t),
+                        io.DynamicCombo.Input("op", options=[
+                            io.DynamicCombo.Option("add", [io.Float.Input("amount", default=1.0, min=-5.0, max=5.0)]),
+                            io.DynamicCombo.Option("none", [])]),
+                        io.Autogrow.Input("extra", template=io.Autogrow.TemplatePrefix(
+                            io.Float.Input("v"), prefix="v", min=1, max=3))],
+                outputs=[io.MatchType.Output(t, id="same"), io.Float.Output("total", tooltip="the sum")])
+
+        @classmethod
+        def execute(cls, x, op, extra):
+            added = op["amount"] if op["op"] == "add" else 0.0
+            return io.NodeOutput(x, x + added + sum(extra.values()))
+
+    return DynMath
+
+
+@pytest.fixture
+def dyn_registry(registry):
+    registry.add_custom({"DynMath": _dyn_math()}, None, "custom_nodes.dynpack")
+    return registry
+
+
+def test_object_info_of_dynamic_types(dyn_registry):
+    info = json.loads(json.dumps(dyn_registry.node_info("DynMath")))
+    assert list(info) == ["input", "input_order", "is_input_list", "output", "output_is_list", "output_name",
+                          "output_tooltips", "output_matchtypes", "name", "display_name", "description",
+                          "python_module", "category", "output_node", "deprecated", "experimental", "dev_only",
+                          "api_node", "price_badge", "search_aliases", "essentials_category",
+                          "has_intermediate_output"]
+    req = info["input"]["required"]
+    assert req["x"] == ["COMFY_MATCHTYPE_V3", {"template": {"template_id": "T", "allowed_types": "FLOAT,INT"}}]
+    assert req["op"] == ["COMFY_DYNAMICCOMBO_V3", {"options": [
+        {"key": "add", "inputs": {"required": {"amount": ["FLOAT", {"default": 1.0, "min": -5.0, "max": 5.0}]}}},
+        {"key": "none", "inputs": {"required": {}}}]}]
+    assert req["extra"] == ["COMFY_AUTOGROW_V3", {"template": {
+        "input": {"required": {"v": ["FLOAT", {"forceInput": True}]}}, "prefix": "v", "min": 1, "max": 3}}]
+    assert info["output"] == ["COMFY_MATCHTYPE_V3", "FLOAT"]
+    assert info["output_name"] == ["same", "total"] and info["output_tooltips"] == [None, "the sum"]
+    assert info["output_matchtypes"] == ["T", None] and info["search_aliases"] == ["maths"]
+    assert info["python_module"] == "custom_nodes.dynpack" and info["dev_only"] is False
+
+
+async def test_dynamic_inputs_validate_and_reach_execute_nested(dyn_registry, run):
+    prompt = {"1": {"class_type": "Const", "inputs": {"value": 2.0}},
+              "2": {"class_type": "Const", "inputs": {"value": 0.5}},
+              "3": {"class_type": "DynMath", "inputs": {"x": ["1", 0], "op": "add", "op.amount": 3.0,
+                                                        "extra.v0": ["2", 0], "extra.v1": ["2", 0]}},
+              "4": {"class_type": "Output", "inputs": {"value": ["3", 1]}},
+              "5": {"class_type": "Output", "inputs": {"value": ["3", 0]}}}
+    executor = await run(prompt)
+    outputs = executor.history_result["outputs"]
+    assert outputs["4"] == {"values": [2.0 + 3.0 + 0.5 + 0.5]} and outputs["5"] == {"values": [2.0]}
+
+
+async def test_dynamic_inputs_follow_comfyui_validation_rules(dyn_registry):
+    base = {"1": {"class_type": "Const", "inputs": {"value": 2.0}},
+            "4": {"class_type": "Output", "inputs": {"value": ["3", 1]}}}
+    # The option's input is range-checked under its dotted id; the first grown input is required.
+    prompt = base | {"3": {"class_type": "DynMath", "inputs": {"x": ["1", 0], "op": "add", "op.amount": 9.0}}}
+    ok, _, _, node_errors = await validate_prompt(dyn_registry, "p", prompt, None)
+    reasons = {(e["type"], e["details"]) for e in node_errors["3"]["errors"]}
+    assert not ok and reasons == {("value_bigger_than_max", "op.amount"), ("required_input_missing", "v0")}
+    # A MatchType socket takes any linked type; an option without inputs needs none.
+    prompt = base | {"3": {"class_type": "DynMath", "inputs": {"x": ["1", 0], "op": "none", "extra.v0": ["1", 0]}}}
+    assert (await validate_prompt(dyn_registry, "p", prompt, None))[0]
+
+
+def test_schema_rules_and_options():
+    io = _io()
+
+    class Same(io.ComfyNode):
+        @classmethod
+        def define_schema(cls):
+            # An output may share an input's id (Easy-Use's `easy pixels`: width/height in and out).
+            return io.Schema(node_id="Same", inputs=[io.Int.Input("width")], outputs=[io.Int.Output("width")])
+
+        @classmethod
+        def execute(cls, width):
+            return io.NodeOutput(width)
+
+    assert Same.GET_SCHEMA().node_id == "Same" and Same.RETURN_NAMES == ["width"]
+
+    class Twice(Same):
+        @classmethod
+        def define_schema(cls):
+            return io.Schema(node_id="Twice", inputs=[io.Int.Input("a"), io.Int.Input("a")])
+
+    with pytest.raises(ValueError, match=r"Input ids must be unique, but \['a'\] are not"):
+        Twice.GET_SCHEMA()
+    with pytest.raises(ValueError, match="either 'remote' or 'remote_combo'"):
+        io.Combo.Input("c", remote=io.RemoteOptions("/r", True), remote_combo=io.RemoteComboOptions(
+            "/r", io.RemoteItemSchema("id", "name")))
+    with pytest.raises(ValueError, match="'refresh' must be >= 128"):
+        io.RemoteComboOptions("/r", io.RemoteItemSchema("id", "name"), refresh=5)
+    with pytest.raises(ValueError, match="Allowed types must be a ComfyType"):
+        io.MatchType.Template("T", [int])
+    assert io.BoundingBox.Input("box").as_dict() == {"optional": False, "socketless": True,
+                                                     "default": {"x": 0, "y": 0, "width": 512, "height": 512}}
+    assert io.MultiCombo.Input("m", ["a", "b"], chip=True).as_dict()["multi_select"] == {"chip": True}
+    assert io.Float.Input("f", advanced=True, raw_link=True).as_dict() == {"optional": False, "advanced": True,
+                                                                           "rawLink": True}
+    for name, io_type in {"Tracks": "TRACKS", "LatentUpscaleModel": "LATENT_UPSCALE_MODEL", "Color": "COLOR",
+                          "Autogrow": "COMFY_AUTOGROW_V3", "DynamicCombo": "COMFY_DYNAMICCOMBO_V3",
+                          "MatchType": "COMFY_MATCHTYPE_V3", "DynamicSlot": "COMFY_DYNAMICSLOT_V3",
+                          "BoundingBox": "BOUNDING_BOX", "ModelPatch": "MODEL_PATCH",
+                          "MultiType": "COMFY_MULTITYPED_V3"}.items():
+        assert getattr(io, name).io_type == io_type
+    assert io.Hidden.comfy_usage_source.value == "COMFY_USAGE_SOURCE"
