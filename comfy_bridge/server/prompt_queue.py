@@ -33,6 +33,16 @@ def queue_number(value: Any) -> float | None:
     return number if math.isfinite(number) and abs(number) <= MAX_QUEUE_NUMBER else None
 
 
+class DuplicatePromptId(ValueError):
+    """A prompt_id already in use: queued, or in the history of another tenant (a durable queue refuses
+    it; ComfyUI's in-memory queue, like ComfyUI, does not)."""
+
+    def __init__(self, prompt_id: str) -> None:
+        super().__init__(f"prompt_id {prompt_id!r} is already in use (a queued prompt, or a finished one of "
+                         "another client, has it): omit prompt_id to let the server choose one")
+        self.prompt_id = prompt_id
+
+
 class QueueItem(NamedTuple):
     number: float
     prompt_id: str

@@ -11,7 +11,7 @@ from typing import Callable
 
 from aiohttp import web
 
-from comfy_bridge.server.common import error_body, over_limit
+from comfy_bridge.server.common import over_limit
 
 from .store import Store, Tenant
 from .tenant_folders import storage_bytes
@@ -82,10 +82,8 @@ class Quotas:
             if queued >= tenant.max_queued:
                 raise over_limit(429, "max_queued", tenant.max_queued, f"{queued} prompts already queued or running")
         self._check_storage(tenant)
-        prompt_id = data.get("prompt_id") if isinstance(data, dict) else None
-        if prompt_id is not None and self.store.prompt_owner(str(prompt_id)) not in (None, tenant.name):
-            raise web.HTTPConflict(text=json.dumps(error_body("prompt_id_in_use", "prompt_id is already in use")),
-                                   content_type="application/json")
+        # A prompt_id in use is refused by the store's database when the prompt is queued (tenancy.store):
+        # a check here, before it, let two tenants posting one id at the same moment both pass.
 
     async def _check_upload(self, request: web.Request, tenant: Tenant) -> None:
         size = request.content_length

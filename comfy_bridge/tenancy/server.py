@@ -14,8 +14,9 @@ from typing import Any, Iterator
 from aiohttp import web
 
 from comfy_bridge.server.app import PromptServer
-from comfy_bridge.server.common import TENANT_KEY, over_limit
+from comfy_bridge.server.common import TENANT_KEY, error_body, json_response, over_limit
 from comfy_bridge.server.config import ServerConfig
+from comfy_bridge.server.prompt_queue import DuplicatePromptId
 from nodes.workspace import Workspace
 
 from . import tenant_context as context
@@ -111,16 +112,26 @@ class TenantPromptServer(PromptServer):
     @web.middleware
     async def _load_tenant_queue(self, request: web.Request, handler: Any) -> web.StreamResponse:
         """A tenant's first request loads its in-memory queue and history in a thread, so that its
-        routes read them without touching SQLite on the event loop."""
+        routes read them without touching SQLite on the event loop. A prompt id the store refuses
+        (DuplicatePromptId, decided atomically by its database) is the 409 of whichever route queued it."""
         tenant = request.get(TENANT_KEY)
         if tenant is not None and not self.prompt_queue.loaded(tenant):
             await asyncio.to_thread(self.prompt_queue.load, tenant)
-        return await handler(request)
+        try:
+            return await handler(request)
+        except DuplicatePromptId as err:
+            return json_response(error_body("prompt_id_in_use", "prompt_id is already in use", str(err)),
+                                 status=409)
 
     def prompt_limits(self, request: web.Request) -> tuple[int | None, int | None]:
         tenant = request.get(TENANT_KEY)
         record = self.gate.tenant(tenant) if tenant is not None else None
         return self.quotas.prompt_limits(record)
+
+    def max_text_chars_for_run(self) -> int | None:
+        # the queue worker runs bound to the tenant whose prompt it took
+        tenant = context.current()
+        return self.quotas.prompt_limits(self.gate.tenant(tenant) if tenant is not None else None)[1]
 
     def make_executor(self, sink: Any = None) -> Any:
         make = super().make_executor

@@ -22,11 +22,12 @@ import re
 import sqlite3
 import threading
 import time
+import uuid
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Iterator
 
-from comfy_bridge.server.prompt_queue import MAX_QUEUE_NUMBER, queue_number
+from comfy_bridge.server.prompt_queue import MAX_QUEUE_NUMBER, DuplicatePromptId, queue_number
 
 from nodes.output_claims import Claim
 
@@ -63,6 +64,18 @@ CREATE INDEX IF NOT EXISTS output_claims_name ON output_claims (folder, stem);
 CREATE TABLE IF NOT EXISTS usage (
     tenant TEXT PRIMARY KEY, seconds REAL NOT NULL DEFAULT 0, prompts INTEGER NOT NULL DEFAULT 0,
     images INTEGER NOT NULL DEFAULT 0);
+"""
+
+# A prompt id names one prompt of one tenant, decided by the database itself (two heads' or threads'
+# inserts race in it, never in a check before it): no two queued rows share one, and no tenant queues an
+# id that another tenant's history holds, whose entry finishing it would replace. A tenant may re-use
+# its own finished id (ComfyUI's re-run: the new entry replaces the old). Created after
+# _unique_prompt_ids has made the rows of older stores satisfy them.
+_PROMPT_ID_RULES = """
+CREATE UNIQUE INDEX IF NOT EXISTS queue_prompt_id ON queue (prompt_id);
+CREATE TRIGGER IF NOT EXISTS queue_prompt_id_owner BEFORE INSERT ON queue
+WHEN EXISTS (SELECT 1 FROM history WHERE prompt_id = NEW.prompt_id AND tenant != NEW.tenant)
+BEGIN SELECT RAISE(ABORT, 'prompt_id in use'); END;
 """
 
 
@@ -114,6 +127,8 @@ class Store:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")   # with WAL: durable across a killed process
         self._db.executescript(_SCHEMA)
+        self._unique_prompt_ids()
+        self._db.executescript(_PROMPT_ID_RULES)
         columns = {row[1] for row in self._db.execute("PRAGMA table_info(tenants)")}
         # Columns added since the first stores were written.
         for column, decl in (("admin", "INTEGER NOT NULL DEFAULT 0"), ("max_text_chars", "INTEGER")):
@@ -129,6 +144,31 @@ class Store:
         self._verified: dict[str, str] = {}   # key id -> digest of a secret already checked against its hash
         if os.name == "posix":
             os.chmod(self.path, 0o600)
+
+    def _unique_prompt_ids(self) -> None:
+        """Give a new id to each queued row of an older store that breaks _PROMPT_ID_RULES (its id queued
+        twice, or held by another tenant's history), logging each: the prompt still runs, and no
+        tenant's finished entry is replaced by another's."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                clashes = self._db.execute(
+                    "SELECT id, tenant, prompt_id, item FROM queue q WHERE EXISTS (SELECT 1 FROM queue p "
+                    "WHERE p.prompt_id = q.prompt_id AND p.id < q.id) OR EXISTS (SELECT 1 FROM history h "
+                    "WHERE h.prompt_id = q.prompt_id AND h.tenant != q.tenant)").fetchall()
+                for row_id, tenant, prompt_id, text in clashes:
+                    new_id = str(uuid.uuid4())
+                    item = _load(text)
+                    if isinstance(item, list) and len(item) > 1:
+                        item[1] = new_id
+                        text = json.dumps(item)
+                    self._db.execute("UPDATE queue SET prompt_id = ?, item = ? WHERE id = ?", (new_id, text, row_id))
+                    log.error("queued prompt %s of tenant %r shares its id with another prompt: now %s",
+                              prompt_id, tenant, new_id)
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
 
     def close(self) -> None:
         with self._read_lock:
@@ -280,8 +320,12 @@ class Store:
 
     # -- queue ----------------------------------------------------------------------------
     def queue_add(self, tenant: str, prompt_id: str, number: float, item: list) -> int:
-        return self._exec("INSERT INTO queue (tenant, prompt_id, number, item) VALUES (?, ?, ?, ?)",
-                          (tenant, prompt_id, number, json.dumps(item))).lastrowid
+        """The new row's id; DuplicatePromptId when the id is in use (_PROMPT_ID_RULES)."""
+        try:
+            return self._exec("INSERT INTO queue (tenant, prompt_id, number, item) VALUES (?, ?, ?, ?)",
+                              (tenant, prompt_id, number, json.dumps(item))).lastrowid
+        except sqlite3.IntegrityError:
+            raise DuplicatePromptId(prompt_id) from None
 
     def queue_rows(self, tenant: str | None = None, running: bool | None = None) -> list[QueueRow]:
         """Rows in queue order (number, then arrival); `tenant` None means every tenant."""
@@ -389,17 +433,13 @@ class Store:
             self._db.execute("BEGIN IMMEDIATE")
             self._db.execute("DELETE FROM queue WHERE id = ?", (row_id,))
             self._db.execute("DELETE FROM output_claims WHERE task = ?", (row_id,))   # its files are written
-            self._db.execute("DELETE FROM history WHERE prompt_id = ?", (prompt_id,))
+            # the tenant's own earlier run of this id (_PROMPT_ID_RULES: no other tenant's entry has it)
+            self._db.execute("DELETE FROM history WHERE prompt_id = ? AND tenant = ?", (prompt_id, tenant))
             self._db.execute("INSERT INTO history (prompt_id, tenant, entry) VALUES (?, ?, ?)",
                              (prompt_id, tenant, json.dumps(entry)))
             self._db.execute("DELETE FROM history WHERE tenant = ? AND seq NOT IN (SELECT seq FROM history "
                              "WHERE tenant = ? ORDER BY seq DESC LIMIT ?)", (tenant, tenant, max_history))
             self._db.execute("COMMIT")
-
-    def prompt_owner(self, prompt_id: str) -> str | None:
-        rows = self._read("SELECT tenant FROM queue WHERE prompt_id = ? UNION ALL "
-                          "SELECT tenant FROM history WHERE prompt_id = ? LIMIT 1", (prompt_id, prompt_id))
-        return rows[0][0] if rows else None
 
     # -- history --------------------------------------------------------------------------
     def history(self, tenant: str | None, prompt_id: str | None = None, max_items: int | None = None,
