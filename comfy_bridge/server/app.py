@@ -27,7 +27,7 @@ from nodes import workspace as workspace_mod
 from . import (cluster_stats, frontend, history, internal, jobs, model_manager, object_info, prompt, queue,
                settings, subgraphs, system, upload, userdata, view, websocket)
 from .config import ServerConfig
-from .middleware import cache_control, compress_body
+from .middleware import cache_control, compress_body, undecodable_body
 from .prompt_queue import PromptQueue
 from .userdata import UserManager
 from .web_security import WebSecurity
@@ -75,7 +75,7 @@ class PromptServer:
         self.log_buffer = internal.LogBuffer(self)
         # Host and Origin checks (and CORS) wrap everything, authentication included.
         self.web_security = WebSecurity(config)
-        middlewares = [self.web_security.middleware, *self.first_middlewares(), cache_control]
+        middlewares = [self.web_security.middleware, undecodable_body, *self.first_middlewares(), cache_control]
         if config.enable_compress_response_body:
             middlewares.append(compress_body)
         self.app = web.Application(client_max_size=config.max_upload_bytes, middlewares=middlewares)

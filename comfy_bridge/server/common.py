@@ -6,6 +6,8 @@ import math
 from typing import Any
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
+from multidict import MultiDictProxy
 
 # The tenant a request acts for, set by the hosted server's authentication (comfy_bridge.tenancy).
 TENANT_KEY: web.RequestKey = web.RequestKey("tenant", str)
@@ -117,3 +119,25 @@ def query_int(request: web.Request, name: str, default: int | None = None) -> in
     if number is None or abs(number) > QUERY_INT_MAX:
         raise bad_request("invalid_query", f"{name} must be an integer of at most 64 bits", value[:40])
     return number
+
+
+# What aiohttp raises for a form body it cannot decode: a charset Python does not know (LookupError), an
+# unknown Content-Transfer-Encoding or an unusable `_charset_` part (RuntimeError), a malformed multipart
+# body (ValueError) or header (HttpProcessingError).
+UNDECODABLE_FORM = (ValueError, LookupError, RuntimeError, HttpProcessingError)
+
+
+async def read_form(request: web.Request) -> MultiDictProxy:
+    """The form body (multipart or urlencoded); a body that cannot be decoded is a 400 naming why."""
+    try:
+        return await request.post()   # bodies above client_max_size raise 413 here
+    except UNDECODABLE_FORM as exc:
+        raise web.HTTPBadRequest(text=f"Malformed form body: {exc}") from None
+
+
+def form_text(form: MultiDictProxy, name: str, default: str = "") -> str:
+    """A text field of a form; a field sent as a file (any part with a non-text Content-Type) is a 400."""
+    value = form.get(name, default)
+    if not isinstance(value, str):
+        raise web.HTTPBadRequest(text=f"Form field {name!r} must be text, not a file part")
+    return value

@@ -27,9 +27,17 @@ def _drop_none(d: dict) -> dict:
     return {k: v for k, v in d.items() if v is not None}
 
 
-def _create_time_and_workflow(extra_data: dict) -> tuple[Any, Any]:
-    workflow = (extra_data.get("extra_pnginfo") or {}).get("workflow") or {}
-    return extra_data.get("create_time"), workflow.get("id") if isinstance(workflow, dict) else None
+def _create_time_and_workflow(extra_data: Any) -> tuple[Any, Any]:
+    """(create_time, workflow id) of a stored item; a part of another shape (a row stored before
+    POST /prompt checked extra_data, or damaged) is left out, never an error for the whole list."""
+    extra_data = extra_data if isinstance(extra_data, dict) else {}
+    pnginfo = extra_data.get("extra_pnginfo")
+    workflow = pnginfo.get("workflow") if isinstance(pnginfo, dict) else None
+    workflow_id = workflow.get("id") if isinstance(workflow, dict) else None
+    create_time = extra_data.get("create_time")
+    if isinstance(create_time, bool) or not isinstance(create_time, (int, float)):
+        create_time = None   # the list sorts by it: a string would fail the sort
+    return create_time, workflow_id if isinstance(workflow_id, (str, int, float)) else None
 
 
 def _output_items(outputs: dict):

@@ -1,8 +1,13 @@
 """aiohttp middlewares with ComfyUI's behaviour: cache headers and gzip (Host, Origin and CORS:
-web_security)."""
+web_security); and the answer to a request body that cannot be decoded."""
 from __future__ import annotations
 
+import json
+
 from aiohttp import web
+from aiohttp.web_protocol import RequestPayloadError
+
+from .common import error_body
 
 _IMAGE_EXTS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
 
@@ -32,3 +37,26 @@ async def compress_body(request: web.Request, handler):
             and response.body and "gzip" in request.headers.get("Accept-Encoding", "")):
         response.enable_compression()
     return response
+
+
+@web.middleware
+async def undecodable_body(request: web.Request, handler):
+    """A body aiohttp cannot decode as sent (a Content-Encoding the bytes do not follow, a broken chunked
+    transfer) surfaces wherever a route reads it, as RequestPayloadError: that is the client's error, a 400
+    naming it, in the /api/v2 envelope there and in ComfyUI's error shape everywhere else."""
+    try:
+        return await handler(request)
+    except RequestPayloadError as exc:
+        message = "The request body cannot be decoded as sent (check Content-Encoding and Transfer-Encoding)"
+        cause = str(exc.__cause__ or exc).strip() or type(exc).__name__
+        if request.path.startswith("/api/v2/"):
+            body = {"error": {"code": "invalid_request", "message": message, "details": {"cause": cause}}}
+        else:
+            body = error_body("invalid_body", message, cause)
+        response = web.Response(status=400, text=json.dumps(body), content_type="application/json")
+        # The rest of the body cannot be read either: end the connection after this answer, and mark the
+        # body as read, or aiohttp's drain of an unread body raises the same error again and drops the
+        # connection before the answer is out.
+        response.force_close()
+        request.content.feed_eof()
+        return response

@@ -2,8 +2,8 @@
 /experiment/models/preview/{folder}/{path_index}/{filename}."""
 from __future__ import annotations
 
+import asyncio
 import base64
-import json
 import os
 from io import BytesIO
 from pathlib import Path
@@ -14,6 +14,8 @@ from aiohttp import web
 from nodes.workspace import FOLDER_EXTENSIONS, MODEL_EXTENSIONS
 
 from nodes.safe_paths import UnsafePath, safe_join
+from .common import loads_json
+from .image_limits import open_image
 from .view import safetensors_metadata
 
 if TYPE_CHECKING:
@@ -52,11 +54,18 @@ def _preview_image(model: Path) -> bytes | None:
             meta = safetensors_metadata(model) or {}
             covers = meta.get("ssmd_cover_images")
             if covers:
-                first = (covers if isinstance(covers, list) else json.loads(covers))[0]
+                first = (covers if isinstance(covers, list) else loads_json(covers))[0]
                 return base64.b64decode(first)
-        except (OSError, ValueError, IndexError, TypeError):
+        except (OSError, ValueError, IndexError, KeyError, TypeError):   # not a list of base64 strings
             return None
     return None
+
+
+def _as_webp(data: bytes) -> bytes:
+    buf = BytesIO()
+    with open_image(data) as img:   # past the pixel limit: TooManyPixels, a ValueError
+        img.save(buf, format="WEBP")
+    return buf.getvalue()
 
 
 def add_routes(routes: web.RouteTableDef, server: "PromptServer") -> None:
@@ -88,8 +97,9 @@ def add_routes(routes: web.RouteTableDef, server: "PromptServer") -> None:
         data = _preview_image(model) if model.is_file() else None
         if data is None:
             return web.Response(status=404)
-        from PIL import Image
-        buf = BytesIO()
-        with Image.open(BytesIO(data)) as img:
-            img.save(buf, format="WEBP")
-        return web.Response(body=buf.getvalue(), content_type="image/webp")
+        try:
+            body = await asyncio.to_thread(_as_webp, data)
+        except (OSError, ValueError, SyntaxError) as exc:   # a garbage cover or sibling image (Pillow's errors)
+            # Operator- or tenant-placed bytes that are no usable image: no preview, as for a missing one.
+            return web.Response(status=404, text=f"The preview of {model.name!r} is not a readable image: {exc}")
+        return web.Response(body=body, content_type="image/webp")

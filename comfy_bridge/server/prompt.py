@@ -35,6 +35,18 @@ def shape_error(prompt: dict) -> str | None:
     return None
 
 
+def extra_data_error(extra_data: dict) -> str | None:
+    """What in extra_data has another shape than ComfyUI gives it (extra_pnginfo: an object of PNG text
+    chunks that SaveImage and the job views read; the Comfy.org credentials: strings); None when fine.
+    Other keys pass through untouched, as in ComfyUI."""
+    if not isinstance(extra_data.get("extra_pnginfo", {}), (dict, type(None))):
+        return "extra_pnginfo must be a JSON object (e.g. {\"workflow\": {...}})"
+    for key in SENSITIVE_EXTRA_DATA_KEYS:
+        if not isinstance(extra_data.get(key), (str, type(None))):
+            return f"{key} must be a string"
+    return None
+
+
 def longest_text(prompt: dict) -> tuple[int, str]:
     """(length, where) of the longest string in the prompt's nodes: long texts cost CPU in every
     text encoder (tokenized, then encoded 77 tokens at a time)."""
@@ -95,6 +107,9 @@ def add_routes(routes: web.RouteTableDef, server: "PromptServer") -> None:
         if not isinstance(extra_data.get("client_id"), (str, type(None))):
             # The id addresses websocket messages: anything else would make every message undeliverable.
             return _invalid("client_id must be a string")
+        problem = extra_data_error(extra_data)
+        if problem is not None:
+            return _invalid("extra_data has the wrong shape", problem)
         prompt_id = str(body["prompt_id"]) if body.get("prompt_id") is not None else str(uuid.uuid4())
         valid, error, outputs, node_errors = await server.validate(prompt_id, prompt, targets)
         if not valid:

@@ -20,8 +20,10 @@ from comfy_bridge.tenancy.v2_assets import (BadPath, Clobber, delete_asset, inpu
                                             model_target, safetensors_problem, store_model, store_upload)
 from comfy_bridge.tenancy.v2_views import asset_json
 
-from .common import loads_json
-from .v2_common import IDEMPOTENCY_TTL_S, MAX_IDEMPOTENCY_KEY_LEN, PREFIX, base_url, error, not_found, ok, tenant_of
+from .common import UNDECODABLE_FORM, loads_json
+from .image_limits import pixels_problem
+from .v2_common import (IDEMPOTENCY_TTL_S, PREFIX, base_url, error, idempotency_key_problem, not_found, ok,
+                        tenant_of)
 from .web_security import served_file_headers
 
 if TYPE_CHECKING:
@@ -30,6 +32,7 @@ if TYPE_CHECKING:
 CHUNK = 1 << 16
 UPLOADS_DIR = ".v2-uploads"
 MIN_EXPIRES_IN, MAX_EXPIRES_IN = 60, 7 * 24 * 3600
+IDENTITY_ENCODINGS = ("binary", "8bit", "7bit")
 _HASH = re.compile(r"^blake3:[0-9a-f]{64}$")
 
 
@@ -65,22 +68,30 @@ def add_routes(app: web.Application, server: Any, service: "V2Service") -> None:
         digest, size, got_file = blake3.blake3(), 0, False
         try:
             with os.fdopen(fd, "wb") as out:
-                async for part in await request.multipart():
-                    if not isinstance(part, BodyPartReader) or part.name is None:
-                        continue
-                    if part.name == "file":
-                        got_file = True
-                        fields.setdefault("part_type", part.headers.get("Content-Type", ""))
-                        while chunk := await part.read_chunk(CHUNK):
-                            size += len(chunk)
-                            if cap is not None and size > cap:
-                                return error(413, "payload_too_large", f"The upload is over {cap} bytes.")
-                            digest.update(chunk)
-                            out.write(chunk)
-                    elif part.name == "tags":
-                        tags.append((await part.text()).strip())
-                    else:
-                        fields[part.name] = (await part.text()).strip()
+                try:
+                    async for part in await request.multipart():
+                        if not isinstance(part, BodyPartReader) or part.name is None:
+                            continue
+                        if part.name == "file":
+                            encoding = part.headers.get("Content-Transfer-Encoding", "binary").lower()
+                            if encoding not in IDENTITY_ENCODINGS:   # read_chunk gives the bytes as sent
+                                return error(422, "invalid_request", f"The file part's Content-Transfer-Encoding "
+                                                                     f"{encoding[:40]!r} is not supported; send "
+                                                                     "the bytes as they are (binary).")
+                            got_file = True
+                            fields.setdefault("part_type", part.headers.get("Content-Type", ""))
+                            while chunk := await part.read_chunk(CHUNK):
+                                size += len(chunk)
+                                if cap is not None and size > cap:
+                                    return error(413, "payload_too_large", f"The upload is over {cap} bytes.")
+                                digest.update(chunk)
+                                out.write(chunk)
+                        elif part.name == "tags":
+                            tags.append((await part.text()).strip())
+                        else:
+                            fields[part.name] = (await part.text()).strip()
+                except UNDECODABLE_FORM as exc:   # a charset or transfer encoding aiohttp cannot decode
+                    return error(422, "invalid_request", f"Malformed multipart body: {exc}")
             if not got_file:
                 return error(422, "invalid_request", "Missing the 'file' part.")
             file_path = fields.get("file_path", "")
@@ -92,6 +103,8 @@ def add_routes(app: web.Application, server: Any, service: "V2Service") -> None:
                 return error(422, "invalid_request", str(exc))
             if model is not None and (problem := await asyncio.to_thread(safetensors_problem, tmp)) is not None:
                 return error(422, "invalid_request", f"Not a safetensors file: {problem}.")
+            if model is None and (problem := await asyncio.to_thread(pixels_problem, tmp)) is not None:
+                return error(422, "invalid_request", f"Refused image: {problem}.")
             hash_ = "blake3:" + digest.hexdigest()
             expected = fields.get("expected_hash")
             if expected and expected.lower() != hash_:
@@ -103,7 +116,9 @@ def add_routes(app: web.Application, server: Any, service: "V2Service") -> None:
             if refusal is not None:
                 return refusal
             key = request.headers.get("Idempotency-Key")
-            if key is not None and (not 0 < len(key) <= MAX_IDEMPOTENCY_KEY_LEN or not await asyncio.to_thread(
+            if key is not None and (problem := idempotency_key_problem(key)) is not None:
+                return error(400, "invalid_request", problem)
+            if key is not None and (not await asyncio.to_thread(
                     store.claim, tenant, "assets", key, IDEMPOTENCY_TTL_S)):
                 return error(422, "idempotency_key_reuse", "This Idempotency-Key was used already.")
             content_type = fields.get("content_type") or fields.get("part_type") or "application/octet-stream"

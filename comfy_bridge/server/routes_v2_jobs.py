@@ -22,7 +22,7 @@ from comfy_bridge.tenancy.v2_views import output_json
 from .common import loads_json
 from .prompt import longest_text, shape_error
 from .prompt_queue import SENSITIVE_EXTRA_DATA_KEYS
-from .v2_common import (IDEMPOTENCY_TTL_S, MAX_IDEMPOTENCY_KEY_LEN, PREFIX, base_url, error, not_found, ok,
+from .v2_common import (IDEMPOTENCY_TTL_S, PREFIX, base_url, error, idempotency_key_problem, not_found, ok,
                         tenant_of)
 from .websocket import preview_frame
 
@@ -64,13 +64,16 @@ def encode_cursor(cursor: tuple[float, str]) -> str:
 
 
 def decode_cursor(text: str) -> tuple[float, str] | None:
+    """The (created, job id) an encode_cursor text holds; None for anything else (deep nesting and numbers
+    beyond a float included)."""
     try:
-        created, job_id = json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
-    except (ValueError, TypeError, binascii.Error):
+        created, job_id = loads_json(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+        created = float(created) if isinstance(created, (int, float)) and not isinstance(created, bool) else None
+    except (ValueError, TypeError, OverflowError, binascii.Error):
         return None
-    if not isinstance(created, (int, float)) or not isinstance(job_id, str):
+    if created is None or not isinstance(job_id, str):
         return None
-    return float(created), job_id
+    return created, job_id
 
 
 def sse(event: str, data: Any) -> bytes:
@@ -125,8 +128,8 @@ def add_routes(app: web.Application, server: Any, service: "V2Service") -> None:
         if problem is not None:
             return error(422, "metadata_invalid", problem)
         key = request.headers.get("Idempotency-Key")
-        if key is not None and not 0 < len(key) <= MAX_IDEMPOTENCY_KEY_LEN:
-            return error(400, "invalid_request", f"Idempotency-Key must be 1-{MAX_IDEMPOTENCY_KEY_LEN} characters.")
+        if key is not None and (problem := idempotency_key_problem(key)) is not None:
+            return error(400, "invalid_request", problem)
         if key is not None and not await asyncio.to_thread(service.store.claim, tenant, "jobs", key,
                                                            IDEMPOTENCY_TTL_S):
             return error(422, "idempotency_key_reuse", "This Idempotency-Key was used already; keys are single "

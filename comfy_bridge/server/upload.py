@@ -2,17 +2,18 @@
 name with the same content is reused, a different content gets "name (1).ext", "name (2).ext", ..."""
 from __future__ import annotations
 
+import asyncio
 import hashlib
-import json
 import os
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from aiohttp import web
-from aiohttp.http_exceptions import HttpProcessingError
 
 from nodes.safe_paths import UnsafePath, safe_join
+from .common import form_text, loads_json, read_form
+from .image_limits import open_image, pixels_problem
 from .view import split_annotation, type_dir
 
 if TYPE_CHECKING:
@@ -45,14 +46,13 @@ def _merge_mask(original: Path, mask_bytes: bytes, target: Path) -> None:
     """The original image with its alpha replaced by the uploaded mask's alpha; PNG text kept."""
     from io import BytesIO
 
-    from PIL import Image
     from PIL.PngImagePlugin import PngInfo
-    with Image.open(original) as img:
+    with open_image(original) as img:
         info = PngInfo()
         for key, value in getattr(img, "text", {}).items():
             info.add_text(key, value)
         rgba = img.convert("RGBA")
-    with Image.open(BytesIO(mask_bytes)) as mask:
+    with open_image(mask_bytes) as mask:
         rgba.putalpha(mask.convert("RGBA").getchannel("A"))
     buf = BytesIO()
     rgba.save(buf, format="PNG", pnginfo=info, compress_level=4)
@@ -65,19 +65,18 @@ def add_routes(routes: web.RouteTableDef, server: "PromptServer") -> None:
 
     async def handle_upload(request: web.Request,
                             save: Callable[[bytes, dict, Path], None] | None = None) -> web.Response:
-        try:
-            post = await request.post()  # bodies above client_max_size raise 413 here
-        except (ValueError, HttpProcessingError):   # malformed multipart, a NUL in a header: ComfyUI's 500
-            return web.Response(status=400)
+        post = await read_form(request)   # ComfyUI: 500 for a body it cannot decode
         image = post.get("image")
         if image is None or not hasattr(image, "file"):
             return web.Response(status=400)
         filename = image.filename or ""
-        type_ = post.get("type") or "input"
+        type_ = form_text(post, "type") or "input"
+        subfolder = form_text(post, "subfolder")
+        overwrite = form_text(post, "overwrite").lower() in ("true", "1")
+        form_text(post, "original_ref")   # read by the mask's save: text or a 400 before anything is written
         base = type_dir(ws, type_)
         if base is None or not filename:
             return web.Response(status=400)
-        subfolder = str(post.get("subfolder", "") or "")
         try:
             folder = safe_join(base, subfolder)
             target = safe_join(folder, filename)
@@ -86,8 +85,10 @@ def add_routes(routes: web.RouteTableDef, server: "PromptServer") -> None:
         if target.parent != folder:  # the name itself may not carry directories
             return web.Response(status=400)
         data = image.file.read()
+        problem = await asyncio.to_thread(pixels_problem, data)   # only the header is read
+        if problem is not None:
+            return web.Response(status=400, text=f"Refused {filename!r}: {problem}")
         folder.mkdir(parents=True, exist_ok=True)
-        overwrite = str(post.get("overwrite", "")).lower() in ("true", "1")
         if overwrite and target.is_dir():   # a file cannot replace a folder
             return web.Response(status=400)
         duplicate = False
@@ -118,11 +119,11 @@ def add_routes(routes: web.RouteTableDef, server: "PromptServer") -> None:
     async def upload_mask(request: web.Request) -> web.Response:
         def save(data: bytes, post: dict, target: Path) -> None:
             try:
-                ref = json.loads(post.get("original_ref") or "")
+                ref = loads_json(post.get("original_ref") or "")
                 name, annotated = split_annotation(ref["filename"])
                 base = type_dir(ws, annotated or ref.get("type", "output"))
                 original = safe_join(base, ref.get("subfolder", "") or "", name) if base else None
-            except (ValueError, KeyError, TypeError, UnsafePath):
+            except (ValueError, KeyError, TypeError, AttributeError, UnsafePath):   # not a {filename, ...} of strings
                 original = None
             # Like ComfyUI, a bad reference silently skips the save; the name is still answered.
             if original is not None and original.is_file():

@@ -14,6 +14,18 @@ IDEMPOTENCY_TTL_S = 24 * 3600
 MAX_IDEMPOTENCY_KEY_LEN = 255
 
 
+def idempotency_key_problem(key: str) -> str | None:
+    """What makes an Idempotency-Key header unusable; None when it is a key. Header bytes that are not
+    UTF-8 reach us as surrogates, which the store cannot keep."""
+    if not 0 < len(key) <= MAX_IDEMPOTENCY_KEY_LEN:
+        return f"Idempotency-Key must be 1-{MAX_IDEMPOTENCY_KEY_LEN} characters."
+    try:
+        key.encode("utf-8")
+    except UnicodeEncodeError:
+        return "Idempotency-Key must be UTF-8 text."
+    return None
+
+
 def error(status: int, code: str, message: str, details: dict | None = None,
           retry_after: int | None = None) -> web.Response:
     """The contract's error envelope: {"error": {"code", "message", "details"}}."""

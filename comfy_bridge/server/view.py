@@ -1,7 +1,7 @@
 """GET /view (serve or convert an input/output/temp file) and GET /view_metadata/{folder}."""
 from __future__ import annotations
 
-import json
+import asyncio
 import struct
 from io import BytesIO
 from pathlib import Path
@@ -12,6 +12,8 @@ from aiohttp import web
 from nodes.workspace import Workspace
 
 from nodes.safe_paths import UnsafePath, check_relative, safe_join
+from .common import loads_json
+from .image_limits import TooManyPixels, open_image
 from .web_security import served_file_headers
 
 if TYPE_CHECKING:
@@ -34,7 +36,8 @@ def split_annotation(name: str) -> tuple[str, str | None]:
 
 def _converted(path: Path, preview: str | None, channel: str) -> tuple[bytes, str] | None:
     """Re-encode for `preview=fmt;quality` or `channel=rgb|a`; None to send the file as is.
-    `channel` is "" when absent: only an explicit alpha request forces webp previews."""
+    `channel` is "" when absent: only an explicit alpha request forces webp previews. An image past the
+    pixel limit raises TooManyPixels before it is decoded."""
     from PIL import Image
     if preview:
         parts = preview.split(";")
@@ -42,20 +45,20 @@ def _converted(path: Path, preview: str | None, channel: str) -> tuple[bytes, st
         if "a" in channel:
             fmt = "webp"
         quality = int(parts[-1]) if parts[-1].isdigit() else 90
-        with Image.open(path) as img:
+        with open_image(path) as img:
             if fmt == "jpeg" or channel == "rgb":
                 img = img.convert("RGB")
             buf = BytesIO()
             img.save(buf, format=fmt, quality=quality)
         return buf.getvalue(), f"image/{fmt}"
     if channel == "rgb":
-        with Image.open(path) as img:
+        with open_image(path) as img:
             img = img.convert("RGBA") if img.mode in ("P", "LA", "PA") else img
             buf = BytesIO()
             img.convert("RGB").save(buf, format="PNG")
         return buf.getvalue(), "image/png"
     if channel == "a":
-        with Image.open(path) as img:
+        with open_image(path) as img:
             rgba = img.convert("RGBA") if img.mode not in ("RGBA",) else img
             has_alpha = "A" in img.getbands() or img.mode == "P" and "transparency" in img.info
             alpha = rgba.getchannel("A") if has_alpha else Image.new("L", img.size, 255)
@@ -76,8 +79,8 @@ def safetensors_metadata(path: Path) -> dict | None:
         length = struct.unpack("<Q", raw)[0]
         if length > 1024 * 1024:
             return None
-        header = json.loads(f.read(length))
-    meta = header.get("__metadata__")
+        header = loads_json(f.read(length))
+    meta = header.get("__metadata__") if isinstance(header, dict) else None   # a list or number: no metadata
     return meta if isinstance(meta, dict) else None
 
 
@@ -108,7 +111,10 @@ def add_routes(routes: web.RouteTableDef, server: "PromptServer") -> None:
         if not path.is_file():
             return web.Response(status=404)
         try:
-            converted = _converted(path, query.get("preview"), query.get("channel", ""))
+            # Off the loop: converting a large image takes a while, and every other request would wait.
+            converted = await asyncio.to_thread(_converted, path, query.get("preview"), query.get("channel", ""))
+        except TooManyPixels as exc:
+            return web.Response(status=400, text=f"Cannot convert {path.name!r}: {exc}")
         except (OSError, ValueError, SyntaxError):   # not an image PIL can read or write that way
             return web.Response(status=400)
         if converted is not None:

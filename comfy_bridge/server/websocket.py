@@ -17,6 +17,8 @@ from aiohttp import web
 
 from comfy_bridge.compat.protocol import BinaryEventTypes
 
+from .common import loads_json
+
 if TYPE_CHECKING:
     from .app import PromptServer
 
@@ -93,9 +95,11 @@ def add_routes(routes: web.RouteTableDef, server: "PromptServer") -> None:
                     log.warning("ws connection closed with exception %s", ws.exception())
                 elif msg.type == aiohttp.WSMsgType.TEXT:
                     try:
-                        data = json.loads(msg.data)
-                    except json.JSONDecodeError:
-                        log.warning("invalid JSON from websocket client %s", sid)
+                        data = loads_json(msg.data)
+                    except ValueError as exc:   # malformed, or nested past what the parser can follow
+                        log.warning("invalid JSON from websocket client %s: %s", sid, exc)
+                        # Say so and keep the connection: the client may send a good message next.
+                        await server.send("error", {"message": f"Invalid JSON message: {exc}"}, sid)
                         continue
                     # Only the first message may negotiate feature flags (ComfyUI's rule).
                     if first and isinstance(data, dict) and data.get("type") == "feature_flags":

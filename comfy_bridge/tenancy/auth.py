@@ -74,12 +74,16 @@ class Gate:
         """(tenant, how, credential id) from the bearer key or the session cookie."""
         header = request.headers.get("Authorization", "")
         key = header[7:].strip() if header[:7].lower() == "bearer " else request.headers.get("X-API-Key", "").strip()
+        if key and not key.isascii():   # keys are ASCII: header bytes that are not UTF-8 arrive as surrogates
+            return None
         if key:
             # A key verified before is a cheap lookup on the loop; a first check runs scrypt off it.
             found = self.store.verified_key(key) or await asyncio.get_running_loop().run_in_executor(
                 None, self.store.authenticate_key, key)
             return (found[0], "key", found[1]) if found else None
         token = request.cookies.get(COOKIE)
+        if token and not token.isascii():   # not a token we issued (and not one the store can hash)
+            return None
         if token:
             tenant = self.store.session_tenant(token)
             return (tenant, "cookie", "") if tenant else None
@@ -134,7 +138,8 @@ class Gate:
             except ValueError:   # a malformed form body
                 data = {}
         key, next_ = str(data.get("key", "")), _safe_next(data.get("next"))
-        found = await asyncio.get_running_loop().run_in_executor(None, self.store.authenticate_key, key)
+        found = await asyncio.get_running_loop().run_in_executor(None, self.store.authenticate_key, key) \
+            if key.isascii() else None   # keys are ASCII; a lone surrogate from JSON is none the store can hash
         if found is None:
             if is_json:
                 return web.json_response({"error": "invalid key"}, status=401)
@@ -147,7 +152,7 @@ class Gate:
 
     async def logout(self, request: web.Request) -> web.Response:
         token = request.cookies.get(COOKIE)
-        if token:
+        if token and token.isascii():
             self.store.delete_session(token)
         response = web.json_response({"ok": True})
         response.del_cookie(COOKIE, path="/")

@@ -67,7 +67,10 @@ async def test_feature_flags_reply_only_to_first_message(client):
                      "data": {"supports_preview_metadata": True, "max_upload_size": 100 * 1024 * 1024}}
     await ws.send_str(json.dumps({"type": "feature_flags", "data": {}}))
     await ws.send_str("not json")
-    # Nothing answers the later messages; the socket still works and gets broadcasts.
+    # Nothing answers a later feature_flags message; one that is no JSON is told so. The socket still
+    # works and gets broadcasts.
+    error = await ws.receive_json(timeout=30)
+    assert error["type"] == "error" and "Invalid JSON" in error["data"]["message"]
     await client.post("/queue", json={"clear": True})
     msg = await ws.receive_json(timeout=30)
     assert msg["type"] == "status"
