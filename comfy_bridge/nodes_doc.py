@@ -84,8 +84,10 @@ def render(ref: dict[str, dict], offered: set[str]) -> str:
         lines.append(f"| `{module}` | {', '.join(yes) or '—'} | {', '.join(no) or '—'} | {why} |")
     newer = sorted(set(json.loads(NEWER.read_text())["classes"]) & offered, key=str.lower)
     if newer:
-        lines += ["", f"Also offered, added to ComfyUI after 0.3.64: {', '.join(newer)} (each declares the "
-                      "newest ComfyUI's interface, tests/nodes/fixtures/comfyui_newer_object_info.json)."]
+        lines += ["", f"Also offered, missing from the 0.3.64 record: {', '.join(newer)}. They were added to ComfyUI "
+                      "after 0.3.64, or are its audio nodes, which need torchaudio and so could not be recorded; each "
+                      "declares the interface ComfyUI's source gives it (tests/nodes/fixtures/"
+                      "comfyui_newer_object_info.json names the source of each)."]
     return "\n".join(lines) + "\n"
 
 

@@ -1,0 +1,238 @@
+"""ComfyUI's audio file nodes (`comfy_extras.nodes_audio`): LoadAudio, RecordAudio, SaveAudio (FLAC),
+SaveAudioMP3, SaveAudioOpus, PreviewAudio, TrimAudioDuration and EmptyLatentAudio, with the interface of
+ComfyUI 0.10.0 (read from its source: its audio nodes need torchaudio, which has no build for our torch, so
+they could not be recorded).
+
+Files are `<prefix>_<counter:05>_.<format>`, one per batch item, the workflow in the container's tags; the
+UI result is `{"audio": [file, ...]}`, which the web UI plays from /view. Decoding and encoding are PyAV's
+(`nodes.media.audio`), resampling for Opus too: no torchaudio.
+"""
+from __future__ import annotations
+
+import os
+import random
+from typing import Any
+
+import torch
+
+from nodes import image_io, output_claims
+from nodes.image_io import annotated_path, file_sha256, save_image_path
+from nodes.library.video import input_files
+from nodes.media.audio import check_audio, encode_to_bytes, load_audio, workflow_tags
+from nodes.output_claims import write_atomic
+from nodes.workspace import active
+
+MODULE = "comfy_extras.nodes_audio"
+# The latent of Stable Audio's VAE: 64 channels, one frame per 2048 samples at 44.1 kHz.
+LATENT_CHANNELS, LATENT_RATE, LATENT_HOP = 64, 44100, 2048
+PREVIEW_LETTERS = "abcdefghijklmnopqrstuvwxyz"
+
+
+def save_audio(audio: Any, filename_prefix: str, folder_type: str, fmt: str, quality: str = "128k",
+               prompt: Any = None, extra_pnginfo: dict | None = None) -> list[dict[str, str]]:
+    """Write each batch item of an AUDIO value as a `fmt` file into the output or temp folder; the UI
+    result entries of the files."""
+    waveform, sample_rate = check_audio(audio)
+    base = getattr(active(), f"{folder_type}_dir")
+    folder, stem, counter, subfolder, _ = save_image_path(filename_prefix, base)
+    taken = output_claims.claim(folder, stem, counter, waveform.shape[0])
+    if taken.folder != folder:   # a dead run's claim, made under a prefix with time variables
+        subfolder = os.path.relpath(taken.folder, os.path.abspath(base))
+    tags = workflow_tags(prompt, extra_pnginfo) if image_io.metadata_enabled() else {}
+    results = []
+    for batch_number, item in enumerate(waveform):
+        file = f"{taken.stem.replace('%batch_num%', str(batch_number))}_{taken.counter + batch_number:05}_.{fmt}"
+        data = encode_to_bytes(item, sample_rate, fmt, quality, tags)
+        write_atomic(os.path.join(taken.folder, file), lambda tmp: _write(tmp, data))
+        results.append({"filename": file, "subfolder": subfolder, "type": folder_type})
+    return results
+
+
+def _write(path: str, data: bytes) -> None:
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+class SaveAudio:
+    RELATIVE_PYTHON_MODULE = MODULE
+    FORMAT = "flac"
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"audio": ("AUDIO", {}),
+                             "filename_prefix": ("STRING", {"default": "audio/ComfyUI", "multiline": False})},
+                "hidden": {"prompt": "PROMPT", "extra_pnginfo": "EXTRA_PNGINFO"}}
+
+    RETURN_TYPES = ()
+    FUNCTION = "save_audio"
+    OUTPUT_NODE = True
+    CATEGORY = "audio"
+    DESCRIPTION = "Saves the audio into the output folder as FLAC (16-bit), with the workflow in its tags."
+
+    def save_audio(self, audio: dict, filename_prefix: str = "audio/ComfyUI", quality: str = "128k",
+                   prompt: Any = None, extra_pnginfo: dict | None = None):
+        return {"ui": {"audio": save_audio(audio, filename_prefix, "output", self.FORMAT, quality, prompt,
+                                           extra_pnginfo)}}
+
+
+class SaveAudioMP3(SaveAudio):
+    FORMAT = "mp3"
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        types = super().INPUT_TYPES()
+        types["required"]["quality"] = ("COMBO", {"default": "V0", "multiselect": False,
+                                                  "options": ["V0", "128k", "320k"]})
+        return types
+
+    DESCRIPTION = "Saves the audio into the output folder as MP3 (V0: the best variable bit rate)."
+
+
+class SaveAudioOpus(SaveAudio):
+    FORMAT = "opus"
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        types = super().INPUT_TYPES()
+        types["required"]["quality"] = ("COMBO", {"default": "128k", "multiselect": False,
+                                                  "options": ["64k", "96k", "128k", "192k", "320k"]})
+        return types
+
+    DESCRIPTION = ("Saves the audio into the output folder as Opus; rates Opus lacks are resampled to the next "
+                   "one it has (48 kHz at most).")
+
+
+class PreviewAudio:
+    RELATIVE_PYTHON_MODULE = MODULE
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"audio": ("AUDIO", {})},
+                "hidden": {"prompt": "PROMPT", "extra_pnginfo": "EXTRA_PNGINFO"}}
+
+    RETURN_TYPES = ()
+    FUNCTION = "preview_audio"
+    OUTPUT_NODE = True
+    CATEGORY = "audio"
+    DESCRIPTION = "Plays the audio in the UI (written to the temp folder as FLAC)."
+
+    def preview_audio(self, audio: dict, prompt: Any = None, extra_pnginfo: dict | None = None):
+        prefix = "ComfyUI_temp_" + "".join(random.choice(PREVIEW_LETTERS) for _ in range(5))
+        return {"ui": {"audio": save_audio(audio, prefix, "temp", "flac", "128k", prompt, extra_pnginfo)}}
+
+
+def _validate_file(name: str) -> bool | str:
+    try:
+        ok = annotated_path(name).is_file()
+    except ValueError:
+        ok = False
+    return True if ok else f"Invalid audio file: {name}"
+
+
+class LoadAudio:
+    RELATIVE_PYTHON_MODULE = MODULE
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"audio": ("COMBO", {"audio_upload": True, "multiselect": False,
+                                                 "options": input_files(("audio", "video"))})}}
+
+    RETURN_TYPES = ("AUDIO",)
+    FUNCTION = "load"
+    CATEGORY = "audio"
+    DESCRIPTION = "The first audio track of a file of the input folder (audio or video), as float samples."
+
+    def load(self, audio: str):
+        return (load_audio(annotated_path(audio)),)
+
+    @classmethod
+    def IS_CHANGED(cls, audio: str) -> str:
+        return file_sha256(annotated_path(audio))
+
+    @classmethod
+    def VALIDATE_INPUTS(cls, audio: str) -> bool | str:
+        return _validate_file(audio)
+
+
+class RecordAudio(LoadAudio):
+    """The web UI records in the browser and uploads the recording; the node then loads that file."""
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"audio": ("AUDIO_RECORD", {})}}
+
+    DESCRIPTION = "Audio recorded in the browser (the UI uploads the recording to the input folder)."
+
+
+class TrimAudioDuration:
+    RELATIVE_PYTHON_MODULE = MODULE
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {
+            "audio": ("AUDIO", {}),
+            "start_index": ("FLOAT", {"default": 0.0, "min": -0xffffffffffffffff, "max": 0xffffffffffffffff,
+                                      "step": 0.01, "tooltip": "Start in seconds; negative counts from the end."}),
+            "duration": ("FLOAT", {"default": 60.0, "min": 0.0, "step": 0.01, "tooltip": "Length in seconds."}),
+        }}
+
+    RETURN_TYPES = ("AUDIO",)
+    FUNCTION = "trim"
+    CATEGORY = "audio"
+    DESCRIPTION = "The part of the audio from start_index for duration seconds."
+
+    def trim(self, audio: dict, start_index: float, duration: float):
+        waveform, rate = check_audio(audio)
+        length = waveform.shape[-1]
+        start = round(start_index * rate) + (length if start_index < 0 else 0)
+        start = max(0, min(start, length - 1))
+        end = max(0, min(start + round(duration * rate), length))
+        if start >= end:
+            raise ValueError(f"TrimAudioDuration: the range starts at {start_index} s for {duration} s, which holds "
+                             f"no sample of this {length / rate:.3f} s audio")
+        return ({"waveform": waveform[..., start:end], "sample_rate": rate},)
+
+
+class EmptyLatentAudio:
+    RELATIVE_PYTHON_MODULE = MODULE
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {
+            "seconds": ("FLOAT", {"default": 47.6, "min": 1.0, "max": 1000.0, "step": 0.1}),
+            "batch_size": ("INT", {"default": 1, "min": 1, "max": 4096,
+                                   "tooltip": "The number of latent images in the batch."}),
+        }}
+
+    RETURN_TYPES = ("LATENT",)
+    FUNCTION = "generate"
+    CATEGORY = "latent/audio"
+    DESCRIPTION = "An empty latent for Stable Audio's VAE: 64 channels, one step per 2048 samples at 44.1 kHz."
+
+    def generate(self, seconds: float, batch_size: int):
+        # an even number of latent steps, as ComfyUI rounds it
+        length = round(seconds * LATENT_RATE / LATENT_HOP / 2) * 2
+        return ({"samples": torch.zeros(batch_size, LATENT_CHANNELS, length), "type": "audio"},)
+
+
+NODE_CLASS_MAPPINGS = {
+    "EmptyLatentAudio": EmptyLatentAudio,
+    "SaveAudio": SaveAudio,
+    "SaveAudioMP3": SaveAudioMP3,
+    "SaveAudioOpus": SaveAudioOpus,
+    "LoadAudio": LoadAudio,
+    "PreviewAudio": PreviewAudio,
+    "RecordAudio": RecordAudio,
+    "TrimAudioDuration": TrimAudioDuration,
+}
+
+NODE_DISPLAY_NAME_MAPPINGS = {
+    "EmptyLatentAudio": "Empty Latent Audio",
+    "SaveAudio": "Save Audio (FLAC)",
+    "SaveAudioMP3": "Save Audio (MP3)",
+    "SaveAudioOpus": "Save Audio (Opus)",
+    "LoadAudio": "Load Audio",
+    "PreviewAudio": "Preview Audio",
+    "RecordAudio": "Record Audio",
+    "TrimAudioDuration": "Trim Audio Duration",
+}

@@ -1,0 +1,231 @@
+"""ComfyUI's video file nodes (`comfy_extras.nodes_video`): CreateVideo, GetVideoComponents, LoadVideo,
+SaveVideo and SaveWEBM, with the interface of ComfyUI 0.10.0 (the same as 0.3.64's).
+
+VIDEO values are `nodes.media.video` objects. SaveVideo writes `<prefix>_<counter:05>_.mp4` into the output
+folder and answers ComfyUI's UI result for a video, `{"images": [file], "animated": (True,)}`: the web UI
+shows a video player for it, fetching the file from /view.
+"""
+from __future__ import annotations
+
+import mimetypes
+import os
+from fractions import Fraction
+from typing import Any
+
+import av
+import torch
+
+from nodes import image_io, output_claims
+from nodes.image_io import annotated_path, save_image_path
+from nodes.media.audio import workflow_tags
+from nodes.media.video import (VideoCodec, VideoComponents, VideoContainer, VideoFromComponents, VideoFromFile,
+                               VideoInput)
+from nodes.output_claims import write_atomic
+from nodes.workspace import active
+
+MODULE = "comfy_extras.nodes_video"
+CATEGORY = "image/video"
+
+
+def input_files(kinds: tuple[str, ...]) -> list[str]:
+    """Sorted names of the input folder's files whose MIME major type is one of `kinds` ("video", "audio")."""
+    folder = active().input_dir
+    if not folder.is_dir():
+        return []
+    return sorted(p.name for p in folder.iterdir() if p.is_file()
+                  and (mimetypes.guess_type(p.name, strict=False)[0] or "").split("/")[0] in kinds)
+
+
+def check_video(video: Any, input_name: str = "video") -> VideoInput:
+    if not isinstance(video, VideoInput):
+        raise ValueError(f"{input_name}: expected a VIDEO value, got {type(video).__name__}")
+    return video
+
+
+def _choice(enum: type, value: str, input_name: str) -> Any:
+    try:
+        return enum(value)
+    except ValueError:
+        raise ValueError(f"{input_name}: {value!r} is not one of {', '.join(enum.as_input())}") from None
+
+
+def _saved(file: str, subfolder: str) -> dict[str, Any]:
+    return {"ui": {"images": [{"filename": file, "subfolder": subfolder, "type": "output"}], "animated": (True,)}}
+
+
+def _claim_name(filename_prefix: str, width: int, height: int, extension: str) -> tuple[str, str, str]:
+    """(folder, file name, subfolder) of the next output file for `filename_prefix` (claimed for this node)."""
+    base = active().output_dir
+    folder, stem, counter, subfolder, _ = save_image_path(filename_prefix, base, width, height)
+    taken = output_claims.claim(folder, stem, counter)
+    if taken.folder != folder:   # a dead run's claim, made under a prefix with time variables
+        subfolder = os.path.relpath(taken.folder, os.path.abspath(base))
+    return taken.folder, f"{taken.stem}_{taken.counter:05}_.{extension}", subfolder
+
+
+class SaveVideo:
+    RELATIVE_PYTHON_MODULE = MODULE
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {
+            "video": ("VIDEO", {"tooltip": "The video to save."}),
+            "filename_prefix": ("STRING", {"default": "video/ComfyUI", "multiline": False, "tooltip":
+                                           "Start of the file name; may hold a subfolder and variables such as "
+                                           "%date:yyyy-MM-dd%."}),
+            "format": ("COMBO", {"default": "auto", "multiselect": False, "options": VideoContainer.as_input(),
+                                 "tooltip": "The file format (auto: MP4)."}),
+            "codec": ("COMBO", {"default": "auto", "multiselect": False, "options": VideoCodec.as_input(),
+                                "tooltip": "The video codec (auto: keep a file's own, else H.264)."}),
+        }, "hidden": {"prompt": "PROMPT", "extra_pnginfo": "EXTRA_PNGINFO"}}
+
+    RETURN_TYPES = ()
+    FUNCTION = "save_video"
+    OUTPUT_NODE = True
+    CATEGORY = CATEGORY
+    DESCRIPTION = "Saves the video into the output folder as MP4 (H.264), with the workflow in its tags."
+
+    def save_video(self, video: VideoInput, filename_prefix: str = "video/ComfyUI", format: str = "auto",
+                   codec: str = "auto", prompt: Any = None, extra_pnginfo: dict | None = None):
+        video = check_video(video)
+        container, video_codec = _choice(VideoContainer, format, "format"), _choice(VideoCodec, codec, "codec")
+        width, height = video.get_dimensions()
+        folder, file, subfolder = _claim_name(filename_prefix, width, height,
+                                              VideoContainer.get_extension(container))
+        metadata = None
+        if image_io.metadata_enabled():
+            metadata = {**(extra_pnginfo or {}), **({"prompt": prompt} if prompt is not None else {})} or None
+        # whole or not at all under its name, as the image nodes write
+        write_atomic(os.path.join(folder, file),
+                     lambda tmp: video.save_to(tmp, format=container, codec=video_codec, metadata=metadata))
+        return _saved(file, subfolder)
+
+
+class CreateVideo:
+    RELATIVE_PYTHON_MODULE = MODULE
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {
+            "images": ("IMAGE", {"tooltip": "The frames of the video."}),
+            "fps": ("FLOAT", {"default": 30.0, "min": 1.0, "max": 120.0, "step": 1.0}),
+        }, "optional": {"audio": ("AUDIO", {"tooltip": "The sound of the video."})}}
+
+    RETURN_TYPES = ("VIDEO",)
+    FUNCTION = "create_video"
+    CATEGORY = CATEGORY
+    DESCRIPTION = "Makes a video of the images, one frame each, at the given frame rate, with optional audio."
+
+    def create_video(self, images: torch.Tensor, fps: float, audio: dict | None = None):
+        return (VideoFromComponents(VideoComponents(images=images, frame_rate=Fraction(fps), audio=audio)),)
+
+
+class GetVideoComponents:
+    RELATIVE_PYTHON_MODULE = MODULE
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"video": ("VIDEO", {"tooltip": "The video to take apart."})}}
+
+    RETURN_TYPES = ("IMAGE", "AUDIO", "FLOAT")
+    RETURN_NAMES = ("images", "audio", "fps")
+    FUNCTION = "get_components"
+    CATEGORY = CATEGORY
+    DESCRIPTION = "The video's frames, its audio (none without an audio track) and its frame rate."
+
+    def get_components(self, video: VideoInput):
+        components = check_video(video).get_components()
+        return components.images, components.audio, float(components.frame_rate)
+
+
+class LoadVideo:
+    RELATIVE_PYTHON_MODULE = MODULE
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"file": ("COMBO", {"multiselect": False, "options": input_files(("video",)),
+                                                "video_upload": True})}}
+
+    RETURN_TYPES = ("VIDEO",)
+    FUNCTION = "load_video"
+    CATEGORY = CATEGORY
+    DESCRIPTION = "A video file of the input folder (upload one with the button)."
+
+    def load_video(self, file: str):
+        return (VideoFromFile(str(annotated_path(file))),)
+
+    @classmethod
+    def IS_CHANGED(cls, file: str) -> float:
+        # the modification time, as ComfyUI: hashing a large video on every prompt would cost more
+        return os.path.getmtime(annotated_path(file))
+
+    @classmethod
+    def VALIDATE_INPUTS(cls, file: str) -> bool | str:
+        try:
+            ok = annotated_path(file).is_file()
+        except ValueError:
+            ok = False
+        return True if ok else f"Invalid video file: {file}"
+
+
+class SaveWEBM:
+    RELATIVE_PYTHON_MODULE = MODULE
+    ENCODERS = {"vp9": "libvpx-vp9", "av1": "libsvtav1"}
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {
+            "images": ("IMAGE",),
+            "filename_prefix": ("STRING", {"default": "ComfyUI", "multiline": False}),
+            "codec": ("COMBO", {"multiselect": False, "options": list(cls.ENCODERS)}),
+            "fps": ("FLOAT", {"default": 24.0, "min": 0.01, "max": 1000.0, "step": 0.01}),
+            "crf": ("FLOAT", {"default": 32.0, "min": 0, "max": 63.0, "step": 1,
+                              "tooltip": "Higher is smaller and lower in quality."}),
+        }, "hidden": {"prompt": "PROMPT", "extra_pnginfo": "EXTRA_PNGINFO"}}
+
+    RETURN_TYPES = ()
+    FUNCTION = "save_images"
+    OUTPUT_NODE = True
+    CATEGORY = CATEGORY
+    EXPERIMENTAL = True
+    DESCRIPTION = "Writes the images as a WebM video (VP9 or AV1) into the output folder."
+
+    def save_images(self, images: torch.Tensor, codec: str, fps: float, filename_prefix: str, crf: float,
+                    prompt: Any = None, extra_pnginfo: dict | None = None):
+        encoder = self.ENCODERS.get(codec)
+        if encoder is None:
+            raise ValueError(f"codec: {codec!r} is not one of {', '.join(self.ENCODERS)}")
+        folder, file, subfolder = _claim_name(filename_prefix, images.shape[2], images.shape[1], "webm")
+        tags = workflow_tags(prompt, extra_pnginfo) if image_io.metadata_enabled() else {}
+
+        def write(tmp: str) -> None:
+            with av.open(tmp, mode="w", format="webm") as out:
+                for key, value in tags.items():
+                    out.metadata[key] = value
+                stream = out.add_stream(encoder, rate=Fraction(round(fps * 1000), 1000))
+                stream.width, stream.height = images.shape[2], images.shape[1]
+                stream.pix_fmt = "yuv420p10le" if codec == "av1" else "yuv420p"
+                stream.bit_rate = 0
+                stream.options = {"crf": str(crf), **({"preset": "6"} if codec == "av1" else {})}
+                for image in images:
+                    pixels = (image[..., :3] * 255).clamp(0, 255).to(torch.uint8).cpu().numpy()
+                    out.mux(stream.encode(av.VideoFrame.from_ndarray(pixels, format="rgb24")))
+                out.mux(stream.encode(None))
+        write_atomic(os.path.join(folder, file), write)
+        return _saved(file, subfolder)
+
+
+NODE_CLASS_MAPPINGS = {
+    "SaveWEBM": SaveWEBM,
+    "SaveVideo": SaveVideo,
+    "CreateVideo": CreateVideo,
+    "GetVideoComponents": GetVideoComponents,
+    "LoadVideo": LoadVideo,
+}
+
+NODE_DISPLAY_NAME_MAPPINGS = {
+    "SaveVideo": "Save Video",
+    "CreateVideo": "Create Video",
+    "GetVideoComponents": "Get Video Components",
+    "LoadVideo": "Load Video",
+}
