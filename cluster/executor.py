@@ -171,6 +171,8 @@ class Executor:
                 first.tcp_bytes, first.tcp_s = stats.tcp_bytes - before[2], stats.tcp_s - before[3]
                 first.measured_s += first.tcp_s   # waiting for the network is time the tenant's run took
                 first.layers_loaded = self.plane.cache.streamed - streamed
+                if self.device.startswith("cuda"):   # the GPU check's proof that the run used the GPU
+                    first.device_peak = torch.cuda.max_memory_allocated(self.device)
         return [replies[d.dispatch_id] for d in dispatches]
 
     def stop(self) -> None:
@@ -180,8 +182,14 @@ class Executor:
 
     def _join_team(self, t: m.Team) -> m.TeamJoined:
         """Leave the current NVSHMEM team (or host arena) and join `t` (collective: returns once every
-        member has joined); on failure, serve from host shared memory again and say why."""
+        member has joined); on failure, serve from host shared memory again and say why. A team of size 0
+        is a dissolved one (a member is gone): leave it without its collectives, for host memory."""
         with self.preloader.paused():
+            if t.nranks == 0:
+                self.plane.reform(None, intact=False)
+                log.warning("the NVSHMEM team was dissolved (generation %d): serving from shared memory%s",
+                            t.generation, "" if self.plane.can_join() else " until this process is restarted")
+                return m.TeamJoined(t.generation)
             try:
                 self.plane.reform(nvshmem_team.Ticket(t.uid, t.rank, t.nranks, t.generation))
                 log.info("joined the NVSHMEM team as PE %d of %d (generation %d)", t.rank, t.nranks, t.generation)
@@ -196,11 +204,14 @@ class Executor:
 
     def _forget_head(self) -> None:
         """The head stopped: drop what it sent and every tensor published for it (a new head knows none of
-        them), keep the models; its successor answers the next heartbeat with Reset, and we join it."""
+        them), keep the models; its successor answers the next heartbeat with Reset, and we join it. Our
+        NVSHMEM team's id is spent (its listener was the old head's) and its other members may have
+        stopped with the head: it is left without its collectives (cleanly only if it is a team of one,
+        which can then join the new head's team)."""
         self._head_gone = False
         self._pending.clear()
         self._aborted.clear()
-        self.plane.reform(self.plane.team)
+        self.plane.reform(None, intact=False)
 
     # the main thread ------------------------------------------------------------------------------
     def _orphaned(self) -> bool:
@@ -238,7 +249,8 @@ class Executor:
         self._send(sock, m.Register(self.id, socket.gethostname(), os.getpid(), self.device, self.threads,
                                       self.memory_budget, self.plane.memory_used(), self.core.models.resident(),
                                       self.prefix, self.warmed, self.warm_s, host_id=self.plane.store.host, ip=self.ip,
-                                      data_address=self.plane.store.addr, proof=proof, nvshmem=self.nvshmem))
+                                      data_address=self.plane.store.addr, proof=proof,
+                                      nvshmem=self.nvshmem and self.plane.can_join()))
 
     def _answer(self, sock: zmq.Socket, msg: m.Challenge) -> None:
         if self.secret is None or not self._nonce:

@@ -149,6 +149,7 @@ class ExecutorState:
     warmed: list[str] = field(default_factory=list)   # ModelFns it warmed up before registering
     warm_s: float = 0.0
     pulls: collections.Counter = field(default_factory=collections.Counter)   # its runs' input pulls
+    device_peak: int = 0     # its CUDA allocator's peak, as its last Done said
     prefixes: dict[str, list[int]] = field(default_factory=dict)   # preloaded: model -> [resident, L_e, layers]
     preload_sent: list[str] = field(default_factory=list)          # the last preload order sent to it
 
@@ -515,6 +516,7 @@ class Head:
                                   "running_s": round(now - j.dispatched_at, 3)} for did, j in e.inflight.items()],
                     "draining": e.draining, "last_seen_s": round(now - e.last_seen, 3),
                     "nvshmem_team": self.teams.generation(e.host_id) if e.id in self.teams.members else 0,
+                    "device_peak": e.device_peak,
                     "preloaded": dict(e.prefixes),
                 } for e in self.executors.values()],
                 "tenants": {t.name: {"vtime": t.vtime, "weight": t.weight, "queued": t.queued, "running": t.running}
@@ -784,6 +786,7 @@ class Head:
         self.scheduler.complete(job.inv, msg.measured_s)   # a batch part: its share of the run
         if isinstance(msg, m.Done):
             ex.pulls.update(shm=msg.shm_pulls, tcp=msg.tcp_pulls, tcp_bytes=msg.tcp_bytes)
+            ex.device_peak = max(ex.device_peak, msg.device_peak)
             self._loads.observe_transfer(msg.tcp_bytes, msg.tcp_s)
         if isinstance(msg, m.Done) and msg.load_s > 0 and job.inv.model_key:
             # The latest load is the estimate: every executor loads a model from the same files, and

@@ -53,7 +53,8 @@ class Register(msgspec.Struct, tag=True):
 class Team(msgspec.Struct, tag=True):
     """Join (or re-form) the host's NVSHMEM team as PE `rank` of `nranks`, with the team's unique id; every
     member gets one at the same time and calls the collective join between invocations. `generation`
-    counts the team's formations: tensors in an arena of an older generation are gone."""
+    counts the team's formations: tensors in an arena of an older generation are gone. `nranks` 0: the team
+    is dissolved (a member is gone), leave it without its collectives and serve from host shared memory."""
     uid: bytes
     rank: int
     nranks: int
@@ -98,6 +99,7 @@ class Done(msgspec.Struct, tag=True):
     tcp_bytes: int = 0
     tcp_s: float = 0.0
     layers_loaded: int = 0    # weight layers the run made resident (those it found resident were not)
+    device_peak: int = 0      # the executor's CUDA allocator peak so far, bytes (0 on a CPU)
 
 
 class Failed(msgspec.Struct, tag=True):

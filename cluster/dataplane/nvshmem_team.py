@@ -3,8 +3,11 @@
 One process (the head) makes the unique id; its bytes travel over the control plane; each member
 initialises with the id, its rank and the team's size (nvshmem4py 0.4.1's "uid" initializer). The
 id is nvshmem4py's `uniqueid` struct, whose bytes are read and written through its pointer and the
-size of `nvshmem.bindings.uniqueid_dtype`. The team is fixed at init: a member that leaves or joins
-means a new team (every member finalises and initialises again with a new id).
+size of `nvshmem.bindings.uniqueid_dtype`. The team is fixed at init: a member that joins means a new
+team (every member finalises and initialises again with a new id). An id is good for one team only: its
+listener lives in the process that made it and accepts exactly `nranks` joins. NVSHMEM has no way to leave a
+team one of whose members is gone (free and finalize are collective), and a process whose init fails is
+ended by the library; cluster.nvshmem_teams decides what follows from both.
 """
 from __future__ import annotations
 
@@ -65,10 +68,11 @@ class Ticket:
 
 class TeamPlan:
     """The head's side: which executors form the NVSHMEM team, with which ranks. The team is fixed at
-    init, so any change of members (one lost, one respawned or added) forms a new team: a new id, the
-    members renumbered in the order they joined, the generation counted up. Every member then closes
-    its arena, leaves and joins again with its new ticket; tensors in the old arenas are gone (their
-    consumers see stale handles and the head re-runs their producers)."""
+    init, so a new member forms a new team: a new id, the members in the order they joined, the generation
+    counted up; every member then frees its arena and finalises together with the others, and joins again
+    with its new ticket. A lost member cannot be left that way (the collectives would wait for it), so the
+    team is dissolved instead. Tensors in the old arenas are gone (their consumers see stale handles and the
+    head re-runs their producers)."""
 
     def __init__(self, make_uid: Callable[[], bytes] = new_unique_id) -> None:
         self.make_uid = make_uid
@@ -86,10 +90,12 @@ class TeamPlan:
         self.tickets = {m: Ticket(uid, r, len(members), self.generation) for r, m in enumerate(members)}
         return dict(self.tickets)
 
-    def lose(self, member: str) -> dict[str, Ticket]:
-        """`member` is gone: the survivors form a new team."""
-        return self.form([m for m in self.members if m != member])
-
     def add(self, member: str) -> dict[str, Ticket]:
         """`member` (new or respawned) joins: everyone forms a new team with it last."""
         return self.form([m for m in self.members if m != member] + [member])
+
+    def dissolve(self) -> list[str]:
+        """The team lost a member: no team any more; returns the members it had."""
+        members, self.members, self.tickets = self.members, [], {}
+        self.generation += 1
+        return members

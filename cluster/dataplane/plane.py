@@ -62,6 +62,9 @@ class ExecutorDataPlane:
         self.weights_in_arena, self.arena_stream = weights_in_arena, arena_stream
         self.team = team
         self.epoch = 0   # arenas made since (reform): a new one's tables get a name of their own
+        # arenas of teams left without their collectives (a member was gone): never freed, since a free is
+        # collective; NVSHMEM stays initialised in this process, which so can never join a team again
+        self.abandoned: list[Arena] = []
         if team is not None:
             nvshmem_team.join(team.uid, team.rank, team.nranks, self.device.index or 0)
         self.arena: Arena = self._new_arena(arena_bytes, nvshmem or team is not None)
@@ -85,18 +88,28 @@ class ExecutorDataPlane:
                   else f"{self.prefix}e{self.epoch}-" if self.epoch else self.prefix)
         return TensorStore(self.arena, self.owner, prefix, on_pressure=self.cache.evict_arena)
 
-    def reform(self, team: nvshmem_team.Ticket | None) -> None:
+    def can_join(self) -> bool:
+        """Whether this process may still join an NVSHMEM team (none was left without finalising)."""
+        return not self.abandoned
+
+    def reform(self, team: nvshmem_team.Ticket | None, intact: bool = True) -> None:
         """Leave the current NVSHMEM team (if any) and join `team`, or go back to shared memory (None).
-        Collective, between invocations: every member of the old team calls it (their arenas are freed
-        together), and `join` returns once every member of the new one has joined. The arena's tensors
-        and the weights that lived in it are gone."""
+        The arena's tensors and the weights that lived in it are gone.
+
+        `intact`: every member of the current team is alive and calls this too, so the old arena is freed
+        and NVSHMEM finalised together (both are collective: a member that is gone would hang the others
+        for ever). Otherwise the old team is abandoned: its arena is kept unfreed and NVSHMEM is not
+        finalised, so this process cannot join another team (a second init without finalize is undefined
+        behaviour in NVSHMEM) and `team` must be None. A team of one is always left cleanly. `join` returns
+        once every member of the new team has joined."""
+        clean = intact or self.team is None or self.team.nranks == 1
+        if team is not None and not (clean and self.can_join()):
+            raise RuntimeError("this process left an NVSHMEM team without finalising it: it cannot join another")
         capacity = self.arena.capacity
         served, secret = self.store.addr, self.store.secret   # its data socket goes on, at the same address
         self.cache.evict_arena(capacity)
         self.store.close()
-        self.arena.close()
-        if self.team is not None:
-            nvshmem_team.leave()
+        self._leave(clean)
         self.team = team
         if team is not None:
             nvshmem_team.join(team.uid, team.rank, team.nranks, self.device.index or 0)
@@ -108,6 +121,15 @@ class ExecutorDataPlane:
         if served:
             ip, port = served[len("tcp://"):].rsplit(":", 1)
             self.store.serve(ip.strip("[]"), secret, int(port))
+
+    def _leave(self, clean: bool) -> None:
+        """Close the arena and leave the team: with its collectives (`clean`), or abandoning both."""
+        if self.team is None or clean:
+            self.arena.close()
+            if self.team is not None:
+                nvshmem_team.leave()
+        else:
+            self.abandoned.append(self.arena)
 
     def invocation(self) -> "_InvocationContext":
         """One ModelFn call's inputs, on this executor's device (`publish` copies outputs back)."""
@@ -123,10 +145,10 @@ class ExecutorDataPlane:
         return self.budget.used
 
     def close(self) -> None:
+        """The process is ending: an NVSHMEM team's members are not ending with it (a collective free or
+        finalize would wait for them for ever), so its arena is abandoned unless the team is of one."""
         self.store.close()
-        self.arena.close()
-        if self.team is not None:
-            nvshmem_team.leave()
+        self._leave(self.team is not None and self.team.nranks == 1)
 
 
 class _InvocationContext:

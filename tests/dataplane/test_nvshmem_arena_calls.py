@@ -17,17 +17,15 @@ from cluster.dataplane.tensor_store import TensorStore
 def two_pes(nvshmem_team, fake_nvshmem):
     """Two PEs, each with its arena (allocated collectively, in the same order) and tensor store."""
     team = nvshmem_team(2)
+    arenas = team.each_pe(lambda pe: NvshmemArena(1 << 16, stream=fake_nvshmem.FakeStream()))
     stores = []
-    for pe in range(2):
-        with team.as_pe(pe):
-            arena = NvshmemArena(1 << 16, stream=fake_nvshmem.FakeStream())
+    for arena in arenas:
         owner = f"n{uuid.uuid4().hex[:8]}"
         stores.append(TensorStore(arena, owner, f"cc-{owner}-"))
     yield team, stores
-    for pe, store in enumerate(stores):
+    for store in stores:
         store.close()
-        with team.as_pe(pe):
-            store.arena.close()
+    team.each_pe(lambda pe: stores[pe].arena.close())
 
 
 def test_the_stand_in_refuses_what_nvshmem4py_refuses(nvshmem_team, fake_nvshmem):

@@ -1,6 +1,6 @@
 """The NVSHMEM team in serving, on the CPU: the head hands every GPU executor of a host a ticket (the team's
 unique id, its rank, the team's size) when it registers, dispatches nothing to a member until it has joined,
-and forms the team again, renumbered, when a member is lost. NVSHMEM itself needs a GPU: here its join and
+forms the team again, renumbered, when one registers, and dissolves it when a member is lost. NVSHMEM itself needs a GPU: here its join and
 leave are recorded instead (the call shapes of cluster.dataplane.nvshmem_team), and the arena that would be
 on the NVSHMEM heap is host shared memory, so the executors' real processes of work run unchanged."""
 from __future__ import annotations
@@ -23,8 +23,8 @@ from tests.cluster.test_local_cluster import wait_until
 
 
 class Member:
-    def __init__(self, id: str, host_id: str = "host-a") -> None:
-        self.id, self.host_id = id, host_id
+    def __init__(self, id: str, host_id: str = "host-a", device: str = "cuda:0") -> None:
+        self.id, self.host_id, self.device = id, host_id, device
 
 
 def test_tickets_renumber_the_members_and_wait_for_their_joins():
@@ -44,10 +44,13 @@ def test_tickets_renumber_the_members_and_wait_for_their_joins():
     teams.add(other_host)                # another host, another team
     assert sent[-1] == ("c", m.Team(b"uid-3", 0, 1, 1)) and teams.generation("host-a") == 2
     sent.clear()
-    teams.lose("a")                      # the survivor forms a team of one again, as rank 0
-    assert sent == [("b", m.Team(b"uid-4", 0, 1, 3))] and not teams.waiting("a")
-    teams.joined("b", m.TeamJoined(3, error="nvshmem init failed"))   # could not: leaves the team
-    assert not teams.waiting("b") and teams.generation("host-a") == 0
+    teams.lose("a")                      # a member is gone: the team is dissolved, b told to leave it alone
+    assert sent == [("b", m.Team(b"", 0, 0, 3))] and not teams.waiting("a") and not teams.waiting("b")
+    assert "b" not in teams.members and teams.generation("host-a") == 3
+    teams.add(Member("d"))               # one registering later forms a new team
+    assert sent[-1] == ("d", m.Team(b"uid-4", 0, 1, 4))
+    teams.joined("d", m.TeamJoined(4, error="nvshmem init failed"))   # could not: leaves the team
+    assert not teams.waiting("d") and "d" not in teams.members
 
 
 @pytest.fixture
@@ -59,8 +62,16 @@ def recorded_nvshmem(monkeypatch):
         return calls.setdefault(threading.current_thread().name, [])
     monkeypatch.setattr(nvshmem_team, "join", lambda uid, rank, nranks, device: who().append(("join", uid, rank, nranks)))
     monkeypatch.setattr(nvshmem_team, "leave", lambda: who().append(("leave",)))
-    monkeypatch.setattr(ExecutorDataPlane, "_new_arena", lambda self, nbytes, nvshmem: ShmArena(self.prefix, nbytes))
-    return calls
+    made: list[ShmArena] = []
+
+    def new_arena(self, nbytes: int, nvshmem: bool) -> ShmArena:
+        # a name per arena: one standing for an abandoned NVSHMEM arena is never closed
+        made.append(ShmArena(f"{self.prefix}{len(made)}-", nbytes))
+        return made[-1]
+    monkeypatch.setattr(ExecutorDataPlane, "_new_arena", new_arena)
+    yield calls
+    for arena in made:
+        arena.close()
 
 
 def test_executors_join_their_hosts_team_and_reform_it_when_one_is_lost(recorded_nvshmem, tmp_path):
@@ -89,11 +100,12 @@ def test_executors_join_their_hosts_team_and_reform_it_when_one_is_lost(recorded
         x = torch.randn(2, 16)
         y = rt.call_sync("cc_test_linear", tiny_ref(1), {"x": x})["y"]
         assert torch.equal(y, torch.tanh(tiny_linear(1)(x)))
-        executors[1].stop()   # pe-b goes: pe-a forms a team of one again
+        executors[1].stop()   # pe-b goes: the team is dissolved, pe-a leaves it without its collectives
         threads[1].join(10)
-        wait_until(lambda: len(recorded_nvshmem["pe-a"]) == 5)
-        assert recorded_nvshmem["pe-a"][3:] == [("leave",), ("join", b"uid-3", 0, 1)]
-        wait_until(lambda: not head.executors["pe-a"].draining)
+        wait_until(lambda: head.stats()["executors"][0]["nvshmem_team"] == 0 and not head.executors["pe-a"].draining)
+        assert recorded_nvshmem["pe-a"] == [("join", b"uid-1", 0, 1), ("leave",), ("join", b"uid-2", 0, 2)]
+        assert recorded_nvshmem["pe-b"] == [("join", b"uid-2", 1, 2)]   # nor did pe-b's exit finalise
+        assert not executors[0].plane.can_join()
         assert torch.equal(rt.call_sync("cc_test_linear", tiny_ref(1), {"x": x})["y"], y)
     finally:
         head.stop()
