@@ -59,6 +59,11 @@ class NodeRegistry:
         }
         if hasattr(cls, "OUTPUT_TOOLTIPS"):
             info["output_tooltips"] = cls.OUTPUT_TOOLTIPS
+        # today's ComfyUI: which MatchType template each output follows, and the names search finds it by
+        if hasattr(cls, "OUTPUT_MATCHTYPES"):
+            info["output_matchtypes"] = cls.OUTPUT_MATCHTYPES
+        if hasattr(cls, "SEARCH_ALIASES"):
+            info["search_aliases"] = cls.SEARCH_ALIASES
         if getattr(cls, "DEPRECATED", False):
             info["deprecated"] = True
         if getattr(cls, "EXPERIMENTAL", False):

@@ -24,6 +24,8 @@ log = logging.getLogger(__name__)
 
 WIDGET_CONVERSIONS = (("INT", int), ("FLOAT", float), ("STRING", str), ("BOOLEAN", bool))
 MATCH_TYPE = "COMFY_MATCHTYPE_V3"
+# A group of inputs that grows (V3 Autogrow): the prompt holds its items (`values.a`), never the group itself.
+AUTOGROW = "COMFY_AUTOGROW_V3"
 
 
 def validate_node_input(received_type: Any, input_type: Any, strict: bool = False) -> bool:
@@ -80,7 +82,7 @@ def _check_node(registry: Any, prompt_id: str, prompt: dict, unique_id: str, val
     for x in declared:
         input_type, category, extra_info = get_input_info(obj_class, x, class_inputs)
         if x not in inputs:
-            if category == "required":
+            if category == "required" and input_type != AUTOGROW:
                 # A V3 node's details name the input itself, not its dotted path under a dynamic input.
                 details = x.split(".")[-1] if v3 else x
                 errors.append(_reason("required_input_missing", "Required input is missing", details, input_name=x))

@@ -14,6 +14,9 @@ import pytest
 REFERENCE = Path(__file__).resolve().parent / "fixtures" / "comfyui_0_3_64_object_info.json"
 # Core classes ComfyUI added after 0.3.64 that we offer (FLUX.2), with the newest ComfyUI's interface.
 NEWER = Path(__file__).resolve().parent / "fixtures" / "comfyui_newer_object_info.json"
+# Today's utility core classes we offer (logic, math, lists, batches, ...): recorded from ComfyUI 0.10.0 or read from
+# the newest source (the file says which).
+TODAY = Path(__file__).resolve().parent / "fixtures" / "comfyui_today_object_info.json"
 # Inputs whose options are the files of a workspace folder (or of the input folder): only their type is compared.
 FILE_COMBOS = {"ckpt_name", "vae_name", "lora_name", "clip_name", "clip_name1", "clip_name2", "clip_name3",
                "clip_name4", "unet_name", "control_net_name", "image", "model_name", "style_model_name",
@@ -29,7 +32,8 @@ KNOWN_GAPS: dict[tuple[str, str], str] = {
 
 
 def reference() -> dict[str, dict]:
-    return {**json.loads(REFERENCE.read_text())["classes"], **json.loads(NEWER.read_text())["classes"]}
+    return {**json.loads(REFERENCE.read_text())["classes"], **json.loads(NEWER.read_text())["classes"],
+            **json.loads(TODAY.read_text())["classes"]}
 
 
 @pytest.fixture(scope="module")

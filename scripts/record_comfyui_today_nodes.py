@@ -1,0 +1,72 @@
+"""Record upstream ComfyUI 0.10.0's outputs of the model-free utility nodes that exist there (ManualSigmas, the
+Batch Images / Masks / Latents nodes, the If/Else switch's lazy choice) as a test fixture.
+
+Run inside ComfyUI 0.10.0's own environment (commit 79cdbc81 of hiddenswitch/ComfyUI; it imports ComfyUI's
+modules, nothing of ComfyUI is copied here; recipe in ../shared/reference/running-real-comfyui.md):
+
+    cd <ComfyUI 0.10.0 source> && PYTHONPATH=<torchvision shim> <venv>/bin/python \\
+        /work/main/scripts/record_comfyui_today_nodes.py /work/main/tests/nodes/fixtures/comfyui_today_nodes.json
+
+Inputs are seeded tensors (`inputs()`, shared with the test); outputs are stored in full (they are small).
+"""
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+import sys
+
+import torch
+
+
+def inputs() -> dict[str, torch.Tensor]:
+    gen = torch.Generator().manual_seed(34)
+    return {"rgb_4x6": torch.rand(1, 4, 6, 3, generator=gen), "rgba_5x3": torch.rand(2, 5, 3, 4, generator=gen),
+            "mask_4x6": torch.rand(1, 4, 6, generator=gen), "mask_3x8": torch.rand(2, 3, 8, generator=gen),
+            "latent_4x4": torch.rand(1, 4, 4, 4, generator=gen), "latent_2x6": torch.rand(2, 4, 2, 6, generator=gen)}
+
+
+SIGMAS_TEXTS = ["1, 0.5", "14.6, 7.0 3.1,0", "-1.5e3 +2 .25", "no numbers", "1..5, 2"]
+
+
+def _values(tensor: torch.Tensor) -> dict:
+    return {"shape": list(tensor.shape), "values": tensor.flatten().tolist()}
+
+
+def _sigmas(node: type, text: str) -> list[float] | dict:
+    try:
+        return node.execute(text).result[0].tolist()
+    except ValueError as ex:   # a text ComfyUI cannot read: the test expects an error too
+        return {"error": type(ex).__name__}
+
+
+def record() -> dict:
+    sys.argv = [sys.argv[0], "--cpu"]
+    sys.path.insert(0, ".")
+    import comfy.options
+    comfy.options.enable_args_parsing()
+    import utils.install_util  # noqa: F401  (before nodes: comfy/ on the path shadows the utils package)
+    import server  # noqa: F401
+    import nodes  # noqa: F401
+    sampler = importlib.import_module("comfy_extras.nodes_custom_sampler")
+    post = importlib.import_module("comfy_extras.nodes_post_processing")
+    x = inputs()
+    out: dict = {"manual_sigmas": {t: _sigmas(sampler.ManualSigmas, t) for t in SIGMAS_TEXTS}}
+    out["batch_images"] = _values(post.BatchImagesNode.execute(
+        {"image0": x["rgb_4x6"], "image1": x["rgba_5x3"]}).result[0])
+    out["batch_masks"] = _values(post.BatchMasksNode.execute({"mask0": x["mask_4x6"], "mask1": x["mask_3x8"]}).result[0])
+    latent = post.BatchLatentsNode.execute({"latent0": {"samples": x["latent_4x4"]},
+                                            "latent1": {"samples": x["latent_2x6"], "batch_index": [5, 6]}}).result[0]
+    out["batch_latents"] = {**_values(latent["samples"]), "batch_index": latent["batch_index"]}
+    logic = importlib.import_module("comfy_extras.nodes_logic")
+    # check_lazy_status: which input it asks for, per (switch, on_false, on_true) with None = linked, not computed
+    out["switch_lazy"] = {f"{s}-{f}-{t}": logic.SwitchNode.check_lazy_status(s, f, t)
+                          for s in (True, False) for f in (None, 1) for t in (None, 2)}
+    return out
+
+
+if __name__ == "__main__":
+    asyncio.run(asyncio.sleep(0))
+    with open(sys.argv[1], "w") as f:
+        json.dump(record(), f, indent=1)
+        f.write("\n")

@@ -1,0 +1,293 @@
+"""Today's ComfyUI utility nodes (logic, math, resolution, lists, batches, manual sigmas, image compare):
+what each computes, and how the engine runs them (lazy switch branches, dotted dynamic inputs, list expansion).
+
+ManualSigmas, the Batch nodes and the switch's lazy choice are compared with upstream ComfyUI 0.10.0's own
+outputs (tests/nodes/fixtures/comfyui_today_nodes.json, scripts/record_comfyui_today_nodes.py). The nodes
+newer than 0.10.0 (math expression, number convert, resolution selector, lists, Not/And/Or/Pass or None,
+custom combo) cannot be run from a released ComfyUI here: they are checked against the semantics read
+from the newest ComfyUI source, with the expected numbers worked out by hand in each test."""
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from comfy_bridge import compat
+from comfy_bridge.execution import PromptExecutor
+from comfy_bridge.execution.graph_utils import GraphBuilder
+from comfy_bridge.registry import NodeRegistry
+from comfy_bridge.validation import validate_prompt
+
+compat.install()
+import nodes  # noqa: E402
+
+FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_today_nodes.json").read_text())
+REPO = Path(__file__).resolve().parents[2]
+CALLS: list[str] = []
+
+
+def _recorder_inputs() -> dict[str, torch.Tensor]:
+    spec = importlib.util.spec_from_file_location("record_today", REPO / "scripts" / "record_comfyui_today_nodes.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.inputs()
+
+
+class Num:
+    """A counted constant (INT), so a test sees which branches ran."""
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"value": ("INT", {"default": 0, "min": -1000, "max": 1000})}}
+
+    RETURN_TYPES = ("INT",)
+    FUNCTION = "run"
+
+    def run(self, value: int):
+        CALLS.append(f"Num{value}")
+        return (value,)
+
+
+class Keep:
+    """An output node recording what reached it (once per list item)."""
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"value": ("*", {})}}
+
+    RETURN_TYPES = ()
+    FUNCTION = "run"
+    OUTPUT_NODE = True
+
+    def run(self, value):
+        return {"ui": {"values": [value]}}
+
+
+@pytest.fixture
+def run(tmp_path):
+    from nodes.workspace import Workspace, activate
+    activate(Workspace(tmp_path / "ws").create())
+    CALLS.clear()
+    registry = NodeRegistry()
+    registry.add_builtin({**nodes.NODE_CLASS_MAPPINGS, "Num": Num, "Keep": Keep})
+
+    class Sink:
+        client_id = last_node_id = None
+
+        def send_sync(self, *args, **kwargs):
+            pass
+
+    async def _run(prompt: dict) -> dict:
+        ok, error, outputs, node_errors = await validate_prompt(registry, "p", prompt, None)
+        assert ok, (error, node_errors)
+        executor = PromptExecutor(registry, Sink(), cache_type="classic", cache_size=0)
+        await executor.execute_async(prompt, "p", {}, outputs)
+        assert executor.success, executor.status_messages
+        return executor.history_result["outputs"]
+    return _run
+
+
+def _node(cls: str):
+    return nodes.NODE_CLASS_MAPPINGS[cls]()
+
+
+# --- the switch: only the chosen branch runs -------------------------------------------------------------
+
+@pytest.mark.parametrize("switch", [True, False])
+async def test_the_switch_computes_only_the_branch_it_passes_on(run, switch):
+    g = GraphBuilder(prefix="")
+    sw = g.node("ComfySwitchNode", "sw", switch=switch, on_false=g.node("Num", "f", value=1).out(0),
+                on_true=g.node("Num", "t", value=2).out(0))
+    g.node("Keep", "k", value=sw.out(0))
+    outputs = await run(g.finalize())
+    assert outputs["k"] == {"values": [2 if switch else 1]}
+    assert CALLS == (["Num2"] if switch else ["Num1"])
+
+
+async def test_the_switch_gives_none_for_an_unlinked_branch(run):
+    g = GraphBuilder(prefix="")
+    sw = g.node("ComfySwitchNode", "sw", switch=False, on_true=g.node("Num", "t", value=2).out(0))
+    g.node("Keep", "k", value=sw.out(0))
+    assert (await run(g.finalize()))["k"] == {"values": [None]}
+    assert CALLS == []
+
+
+def test_the_switch_asks_for_the_inputs_comfyui_0_10_asks_for():
+    ours = {}
+    for key in FIXTURE["switch_lazy"]:
+        s, f, t = key.split("-")
+        value = {"None": None, "1": 1, "2": 2}
+        ours[key] = _node("ComfySwitchNode").check_lazy_status(s == "True", value[f], value[t]) or None
+    assert ours == FIXTURE["switch_lazy"]
+
+
+# --- logic ------------------------------------------------------------------------------------------------
+
+def test_not_and_or_follow_pythons_truth_rules():
+    assert _node("ComfyNotNode").execute(value=0) == (True,)
+    assert _node("ComfyNotNode").execute(value="text") == (False,)
+    assert _node("ComfyAndNode").execute(**{"values.value0": 1, "values.value1": "x"}) == (True,)
+    assert _node("ComfyAndNode").execute(**{"values.value0": 1, "values.value1": []}) == (False,)
+    assert _node("ComfyOrNode").execute(**{"values.value0": 0, "values.value1": None}) == (False,)
+    assert _node("ComfyOrNode").execute(**{"values.value0": 0, "values.value1": 3}) == (True,)
+
+
+def test_pass_or_none_falls_back_to_the_default():
+    node = _node("ComfyPassOrNoneNode")
+    assert node.execute(anything=5, default=1) == (5, False)
+    assert node.execute(anything=None, default=1) == (1, False)
+    assert node.execute() == (None, True)
+
+
+async def test_custom_combo_accepts_the_users_options_and_index(run):
+    prompt = {"c": {"class_type": "CustomCombo", "inputs": {"choice": "16:9", "index": 1, "option0": "9:16",
+                                                             "option1": "16:9"}},
+              "k": {"class_type": "Keep", "inputs": {"value": ["c", 1]}},
+              "k2": {"class_type": "Keep", "inputs": {"value": ["c", 0]}}}
+    outputs = await run(prompt)
+    assert outputs["k"] == {"values": [1]} and outputs["k2"] == {"values": ["16:9"]}
+
+
+# --- math -------------------------------------------------------------------------------------------------
+
+async def test_the_math_expression_reads_its_linked_values_by_letter(run):
+    g = GraphBuilder(prefix="")
+    m = g.node("ComfyMathExpression", "m", expression="(a + b) * 2 - sum(values)",
+               **{"values.a": g.node("Num", "a", value=3).out(0), "values.b": g.node("Num", "b", value=4).out(0)})
+    g.node("Keep", "kf", value=m.out(0))
+    g.node("Keep", "ki", value=m.out(1))
+    g.node("Keep", "kb", value=m.out(2))
+    outputs = await run(g.finalize())
+    assert (outputs["kf"], outputs["ki"], outputs["kb"]) == ({"values": [7.0]}, {"values": [7]}, {"values": [True]})
+
+
+@pytest.mark.parametrize("expression, values, expected", [
+    ("a / b", {"a": 7, "b": 2}, (3.5, 3, True)),
+    ("-a / b", {"a": 7, "b": 2}, (-3.5, -3, True)),          # int() truncates towards zero
+    ("a > 2048", {"a": 1024}, (0.0, 0, False)),              # a boolean result counts as 0 / 1
+    ("max(a, b) + floor(sqrt(c))", {"a": 1, "b": 5.5, "c": 10}, (8.5, 8, True)),
+    ("a and b", {"a": True, "b": False}, (0.0, 0, False)),
+    ("pow(a, 3)", {"a": 2}, (8.0, 8, True)),
+])
+def test_math_expression_results(expression, values, expected):
+    kwargs = {f"values.{k}": v for k, v in values.items()}
+    assert _node("ComfyMathExpression").execute(expression, **kwargs) == expected
+
+
+@pytest.mark.parametrize("expression, message", [
+    ("  ", "empty"), ("'text'", "not a number"), ("a / 0.0 * 1e308 * 1e308", None),
+    ("pow(a, 5000)", "4000"), ("__import__('os')", None), ("1e308 * 10", "not finite")])
+def test_math_expression_refuses_what_is_not_a_finite_number(expression, message):
+    with pytest.raises(Exception) as err:
+        _node("ComfyMathExpression").execute(expression, **{"values.a": 2})
+    if message:
+        assert message in str(err.value)
+
+
+@pytest.mark.parametrize("value, expected", [(True, (1.0, 1)), (7, (7.0, 7)), (-2.7, (-2.7, -2)),
+                                             (" 12 ", (12.0, 12)), ("3.9", (3.9, 3)), ("1e3", (1000.0, 1000)),
+                                             ("123456789012345678901", (1.2345678901234568e20, 123456789012345678901))])
+def test_number_convert(value, expected):
+    assert _node("ComfyNumberConvert").execute(value) == expected
+
+
+@pytest.mark.parametrize("value", ["", "abc", "inf", float("nan")])
+def test_number_convert_refuses_what_is_not_a_finite_number(value):
+    with pytest.raises(ValueError, match="Number Convert"):
+        _node("ComfyNumberConvert").execute(value)
+
+
+# --- resolution -------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("ratio, megapixels, multiple, minimum, expected", [
+    ("1:1 (Square)", 1.0, 8, 256, (1024, 1024)),
+    # 16:9 at 1 MP: scale = sqrt(2^20 / 144) = 85.33; 16 * 85.33 = 1365.3 -> 171 * 8; 9 * 85.33 = 768
+    ("16:9 (Widescreen)", 1.0, 8, 256, (1368, 768)),
+    ("9:16 (Portrait Widescreen)", 1.0, 64, 256, (768, 1344)),       # 1365.3 / 64 = 21.3 -> 21 * 64
+    # 21:9 at 0.1 MP: scale 23.55, 21 * 23.55 = 494.6 -> 496, 9 * 23.55 = 212.0 -> 208 < 256, so the smallest
+    # k with both sides multiples of 8 and >= 256: k >= 256 / 9 = 28.4, k a multiple of lcm(8, 8) = 8 -> 32
+    ("21:9 (Ultrawide)", 0.1, 8, 256, (672, 288)),
+    ("3:2 (Photo)", 0.1, 8, 256, (400, 264)),   # scale 132.2: 396.6 -> 400, 264.4 -> 264, both >= 256
+    ("3:2 (Photo)", 0.1, 8, 512, (768, 512)),   # k >= 512 / 2 = 256, a multiple of 8 -> 768 x 512
+])
+def test_resolution_selector(ratio, megapixels, multiple, minimum, expected):
+    assert _node("ResolutionSelector").execute(ratio, megapixels, multiple, minimum) == expected
+
+
+# --- lists ------------------------------------------------------------------------------------------------
+
+async def test_create_list_makes_the_nodes_after_it_run_once_per_item(run):
+    g = GraphBuilder(prefix="")
+    lst = g.node("CreateList", "l", **{"inputs.input0": g.node("Num", "a", value=5).out(0),
+                                        "inputs.input1": g.node("Num", "b", value=6).out(0),
+                                        "inputs.input2": g.node("Num", "c", value=7).out(0)})
+    doubled = g.node("ComfyMathExpression", "m", expression="a * 2", **{"values.a": lst.out(0)})
+    g.node("Keep", "each", value=doubled.out(1))
+    item = g.node("GetItemFromList", "g", list=doubled.out(1), index=-1)
+    g.node("Keep", "last", value=item.out(0))
+    outputs = await run(g.finalize())
+    assert outputs["each"] == {"values": [10, 12, 14]}
+    assert outputs["last"] == {"values": [14]}
+
+
+def test_get_item_from_list_names_an_index_outside_the_list():
+    with pytest.raises(IndexError, match="index 3 is outside the list of 2 items"):
+        _node("GetItemFromList").execute(list=["a", "b"], index=[3])
+
+
+# --- recorded from ComfyUI 0.10.0 ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text", list(FIXTURE["manual_sigmas"]))
+def test_manual_sigmas_read_the_numbers_comfyui_reads(text):
+    expected = FIXTURE["manual_sigmas"][text]
+    if isinstance(expected, dict):
+        with pytest.raises(ValueError):
+            _node("ManualSigmas").execute(text)
+    else:
+        assert _node("ManualSigmas").execute(text)[0].tolist() == expected
+
+
+def test_batch_nodes_equal_comfyui_0_10():
+    torch.set_num_threads(1)
+    x = _recorder_inputs()
+    images = _node("BatchImagesNode").execute(**{"images.image0": x["rgb_4x6"], "images.image1": x["rgba_5x3"]})[0]
+    masks = _node("BatchMasksNode").execute(**{"masks.mask0": x["mask_4x6"], "masks.mask1": x["mask_3x8"]})[0]
+    latent = _node("BatchLatentsNode").execute(**{"latents.latent0": {"samples": x["latent_4x4"]},
+                                                  "latents.latent1": {"samples": x["latent_2x6"], "batch_index": [5, 6]}})[0]
+    for ours, key in ((images, "batch_images"), (masks, "batch_masks"), (latent["samples"], "batch_latents")):
+        theirs = FIXTURE[key]
+        assert list(ours.shape) == theirs["shape"], key
+        torch.testing.assert_close(ours.flatten(), torch.tensor(theirs["values"]), atol=1e-6, rtol=0, msg=key)
+    assert latent["batch_index"] == FIXTURE["batch_latents"]["batch_index"]
+
+
+def test_a_batch_node_with_nothing_linked_says_so():
+    with pytest.raises(ValueError, match="no image is linked"):
+        _node("BatchImagesNode").execute()
+
+
+async def test_image_compare_writes_both_images_as_previews(run, tmp_path):
+    prompt = {"a": {"class_type": "EmptyImage", "inputs": {"width": 8, "height": 8, "batch_size": 1, "color": 0}},
+              "b": {"class_type": "EmptyImage", "inputs": {"width": 8, "height": 8, "batch_size": 2, "color": 255}},
+              "c": {"class_type": "ImageCompare", "inputs": {"image_a": ["a", 0], "image_b": ["b", 0],
+                                                             "compare_view": ""}}}
+    ui = (await run(prompt))["c"]
+    assert [len(ui["a_images"]), len(ui["b_images"])] == [1, 2]
+    assert all(i["type"] == "temp" and "comfy.compare.b" in i["filename"] for i in ui["b_images"])
+
+
+def test_the_v3_fields_of_object_info_equal_todays_comfyui():
+    """Beyond the interface test_object_info_matches_comfyui compares: the flags and names the web UI reads."""
+    from comfy_bridge.registry import build_registry
+    registry = build_registry(None, load_custom_nodes=False)
+    reference = json.loads((Path(__file__).parent / "fixtures" / "comfyui_today_object_info.json").read_text())
+    keys = ("display_name", "experimental", "output_matchtypes", "output_node")
+    for name, theirs in reference["classes"].items():
+        ours = json.loads(json.dumps(registry.node_info(name)))
+        got = {k: ours.get(k, False if k in ("experimental", "output_node") else None) for k in keys}
+        expected = {k: theirs.get(k) for k in keys}
+        expected["display_name"] = expected["display_name"] or name   # none: the web UI shows the class name
+        assert got == expected, name
