@@ -29,8 +29,18 @@ supervises it starts a fresh one.
 from __future__ import annotations
 
 import gc
+import signal
+
+
+def _stop_starting(signum: int, frame: object) -> None:
+    """SIGTERM while the process starts (its imports and warm-up take seconds): it holds nothing yet that
+    needs cleaning up (no segment, no socket), so it ends at once, cleanly, rather than make its data plane
+    and wait for a head that stopped (and be killed, leaving its segments behind)."""
+    raise SystemExit(0)
+
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, _stop_starting)   # before the imports below: they are most of the start
     # A process of its own: no cyclic collection until it is warm. Importing torch and the model code makes
     # ~600,000 objects, and the collector walked them again and again to free ~200 (0.7-1 s of a 3 s start
     # on 2 CPUs); run_executor turns it back on, with everything made so far frozen out of its reach.
@@ -45,7 +55,6 @@ import logging
 import os
 import pickle
 import shutil
-import signal
 import socket
 import sys
 import threading
@@ -351,6 +360,9 @@ class Executor:
                 self._io.release()
 
     def run(self) -> None:
+        if self._stop:   # stopped (SIGTERM) before it joined: nobody to say goodbye to
+            self._close()
+            return
         torch.set_num_threads(self.threads)
         ctx = zmq.Context.instance()
         sock = ctx.socket(zmq.DEALER)
@@ -392,6 +404,9 @@ class Executor:
         if self.refused is None:
             self._send(sock, m.Bye("shutdown"), retry=False)
         sock.close()
+        self._close()
+
+    def _close(self) -> None:
         self.plane.close()
         shutil.rmtree(WEIGHTS_DIR / self.prefix.strip("-"), ignore_errors=True)
 
@@ -490,6 +505,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def prepare_executor(args: argparse.Namespace, secret: bytes | None) -> Executor:
     """An executor with `add_arguments`' options, its providers imported (and warmed up with --warm-up),
     ready to `run()`: the part of starting one that a process and a Ray actor share."""
+    return make_executor(args, secret, load_providers(args))
+
+
+def load_providers(args: argparse.Namespace) -> tuple[list[str], float]:
+    """Import the providers (and warm them up with --warm-up): what warm_up_all warmed and its seconds."""
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s executor %(process)d %(levelname)s %(message)s")
     faulthandler.enable()   # a crash in native code leaves its Python traceback on stderr, for the supervisor
     if args.data_plane is not None:
@@ -504,6 +524,11 @@ def prepare_executor(args: argparse.Namespace, secret: bytes | None) -> Executor
         torch.set_num_threads(args.threads)   # the warm-up's first calls set up the pool it will run on
         t0 = time.perf_counter()
         warmed = (warm_up_all(), time.perf_counter() - t0)
+    return warmed
+
+
+def make_executor(args: argparse.Namespace, secret: bytes | None, warmed: tuple[list[str], float]) -> Executor:
+    """The executor (its data plane: segments, sockets) of `add_arguments`' options, providers loaded."""
     executor = Executor(args.head, args.device, args.threads, args.memory_budget, args.id, args.heartbeat,
                         args.exit_with_parent, args.arena_bytes, args.host_bytes, args.device_share,
                         args.host_share, args.parent_pid if args.exit_with_parent else None, warmed, secret,
@@ -518,13 +543,20 @@ def run_executor(args: argparse.Namespace, secret: bytes | None) -> int:
         # Ctrl-C reaches the whole process group: a supervised executor leaves it to its head, which
         # shuts it down (or it follows the head out when the head dies)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-    executor = prepare_executor(args, secret)
+    signal.signal(signal.SIGTERM, _stop_starting)
+    warmed = load_providers(args)
+    # from here on it makes its data plane: a SIGTERM meanwhile stops it once that is made (and so unlinked)
+    stopped: list[int] = []
+    signal.signal(signal.SIGTERM, lambda signum, frame: stopped.append(signum))
+    executor = make_executor(args, secret, warmed)
     gc.freeze()   # the modules, classes and tables of the start-up live as long as the process
     gc.enable()
 
     def stop(signum: int, frame: Any) -> None:
         executor.stop()
     signal.signal(signal.SIGTERM, stop)
+    if stopped:
+        executor.stop()
     if not args.exit_with_parent:
         signal.signal(signal.SIGINT, stop)
     executor.run()

@@ -175,11 +175,18 @@ class LocalCluster:
         self._stopping = True
         if self._watch is not None:
             self._watch.join(timeout=1)
+        for p in self.procs:
+            # The head sent Shutdown to those that registered; one still starting (seconds of imports and
+            # warm-up) has not heard it and would wait for a head that is gone: SIGTERM tells every one,
+            # and each ends itself (cluster.executor: at once while starting, else as on Shutdown).
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
         end = time.monotonic() + timeout
-        for p in self.procs:   # the head sent Shutdown; give them a moment, then insist
+        for p in self.procs:   # give them a moment, then insist
             try:
                 p.wait(timeout=max(0.1, end - time.monotonic()))
             except subprocess.TimeoutExpired:
+                log.warning("executor process %d did not stop within %.0f s: killed", p.pid, timeout)
                 p.kill()
                 p.wait()
         from cluster.reclaim import reclaim_dead
