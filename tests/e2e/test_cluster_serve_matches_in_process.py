@@ -11,6 +11,7 @@ import urllib.request
 import uuid
 from pathlib import Path
 
+import av
 import numpy as np
 import pytest
 from PIL import Image
@@ -44,8 +45,16 @@ def _run_on_server(base: str, prompt: dict) -> list[np.ndarray]:
     for out in history[pid]["outputs"].values():
         for im in out.get("images", []):
             data = _get(f"{base}/view?" + urllib.parse.urlencode(im))
-            images.append(np.asarray(Image.open(io.BytesIO(data))))
+            images.extend(_decoded(io.BytesIO(data), im["filename"]))
     return images
+
+
+def _decoded(source, name: str) -> list[np.ndarray]:
+    """An image file's pixels; a video's decoded frames (its bytes differ run to run: container ids)."""
+    if not name.endswith(".mp4"):
+        return [np.asarray(Image.open(source))]
+    with av.open(source) as container:
+        return [frame.to_ndarray(format="rgb24") for frame in container.decode(video=0)]
 
 
 @pytest.mark.parametrize("workflow", WORKFLOWS, ids=lambda p: p.stem)
@@ -54,8 +63,8 @@ def test_two_executors_give_the_in_process_images(cluster_server, demo_workspace
     from comfy_bridge.cli.run import run_prompt
     prompt = json.loads(workflow.read_text())
     remote = _run_on_server(cluster_server, prompt)
-    local = [np.asarray(Image.open(f)) for f in
-             asyncio.run(run_prompt(prompt, None, build_registry(demo_workspace), show_progress=False))]
+    local = [frame for f in asyncio.run(run_prompt(prompt, None, build_registry(demo_workspace), show_progress=False))
+             for frame in _decoded(str(f), f.name)]
     assert len(remote) == len(local) > 0
     for a, b in zip(remote, local):
         assert a.shape == b.shape

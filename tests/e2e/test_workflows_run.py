@@ -1,9 +1,12 @@
-"""Every shipped workflow runs end to end on the demo models and writes a PNG with ComfyUI's metadata."""
+"""Every shipped workflow runs end to end on the demo models and writes a PNG (or, for a video workflow, an
+MP4) with ComfyUI's metadata."""
 from __future__ import annotations
 
 import asyncio
 import json
 
+import av
+import numpy as np
 import pytest
 from PIL import Image
 
@@ -23,6 +26,12 @@ def test_workflow_writes_png_with_prompt_metadata(demo_workspace, name):
     files = asyncio.run(run_prompt(prompt, workflow, registry, show_progress=False))
     assert files, f"{name} wrote no image"
     for f in files:
+        if f.suffix == ".mp4":   # SaveVideo: the prompt in the container's tags, frames decoded
+            with av.open(str(f)) as container:
+                assert json.loads(container.metadata["prompt"]) == prompt
+                frames = np.stack([frame.to_ndarray(format="gray") for frame in container.decode(video=0)])
+            assert frames.min() != frames.max(), f"{f.name} is a flat video"
+            continue
         with Image.open(f) as im:
             assert im.format == "PNG"
             assert json.loads(im.text["prompt"]) == prompt
