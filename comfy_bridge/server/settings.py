@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from .common import read_json, read_json_object
+from .common import loads_json, read_json, read_json_object
 from .userdata import UnknownUser
 
 if TYPE_CHECKING:
@@ -21,10 +21,12 @@ _lock = threading.Lock()
 
 
 def load(path: Path) -> dict:
+    """The settings file as a dict; {} when it is missing or unreadable (also when a stored value is nested
+    too deeply to parse again, or the bytes are not UTF-8), never an error on every later request."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = loads_json(path.read_bytes())
         return data if isinstance(data, dict) else {}
-    except (OSError, json.JSONDecodeError):
+    except (OSError, ValueError):
         return {}
 
 

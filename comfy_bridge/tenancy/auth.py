@@ -16,7 +16,7 @@ from urllib.parse import quote, urlsplit
 
 from aiohttp import web
 
-from comfy_bridge.server.common import TENANT_KEY, error_body, loads_json
+from comfy_bridge.server.common import TENANT_KEY, UNDECODABLE_FORM, error_body, loads_json
 
 from . import tenant_context as context
 from .quotas import Quotas
@@ -135,8 +135,8 @@ class Gate:
         else:
             try:
                 data = dict(await request.post())
-            except ValueError:   # a malformed form body
-                data = {}
+            except UNDECODABLE_FORM as exc:   # a malformed form body, or one in a charset Python does not know
+                return _page(_safe_next(None), f"The form could not be read: {exc}", status=400)
         key, next_ = str(data.get("key", "")), _safe_next(data.get("next"))
         found = await asyncio.get_running_loop().run_in_executor(None, self.store.authenticate_key, key) \
             if key.isascii() else None   # keys are ASCII; a lone surrogate from JSON is none the store can hash

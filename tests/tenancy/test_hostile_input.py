@@ -254,3 +254,15 @@ async def test_12_deeply_nested_websocket_frame_is_answered_and_the_socket_kept(
     while (await ws.receive_json(timeout=30))["type"] != "execution_success":
         pass
     await ws.close()
+
+
+async def test_fuzz_a_settings_file_too_deep_to_parse_does_not_fail_every_later_settings_request(hosted):
+    """Found by the seeded fuzz: POST /userdata/comfy.settings.json stores any bytes; a file nested past
+    the parser's depth made every GET and POST /settings of that user a 500 from then on."""
+    alice = hosted.add("alice")
+    r = await hosted.client.post("/userdata/comfy.settings.json", data="[" * 3000 + "]" * 3000, headers=alice)
+    assert r.status == 200
+    r = await hosted.client.get("/settings", headers=alice)
+    assert r.status == 200 and await r.json() == {}
+    assert (await hosted.client.post("/settings/Comfy.A", json=1, headers=alice)).status == 200
+    assert await (await hosted.client.get("/settings/Comfy.A", headers=alice)).json() == 1
