@@ -23,9 +23,27 @@ def inputs() -> dict[str, torch.Tensor]:
     gen = torch.Generator().manual_seed(34)
     return {"rgb_4x6": torch.rand(1, 4, 6, 3, generator=gen), "rgba_5x3": torch.rand(2, 5, 3, 4, generator=gen),
             "mask_4x6": torch.rand(1, 4, 6, generator=gen), "mask_3x8": torch.rand(2, 3, 8, generator=gen),
-            "latent_4x4": torch.rand(1, 4, 4, 4, generator=gen), "latent_2x6": torch.rand(2, 4, 2, 6, generator=gen)}
+            "latent_4x4": torch.rand(1, 4, 4, 4, generator=gen), "latent_2x6": torch.rand(2, 4, 2, 6, generator=gen),
+            "image_7x10": torch.rand(1, 7, 10, 3, generator=gen), "mask_9x5": torch.rand(2, 9, 5, generator=gen)}
 
 
+# (resize_type, its inputs, scale method); a "match" input names one of `inputs()`
+RESIZE_CASES = [
+    ("scale dimensions", {"width": 6, "height": 0, "crop": "center"}, "bilinear"),
+    ("scale dimensions", {"width": 8, "height": 4, "crop": "center"}, "area"),
+    ("scale dimensions", {"width": 8, "height": 4, "crop": "disabled"}, "nearest-exact"),
+    ("scale dimensions", {"width": 0, "height": 0, "crop": "disabled"}, "area"),
+    ("scale by multiplier", {"multiplier": 1.5}, "bicubic"),
+    ("scale longer dimension", {"longer_size": 5}, "area"),
+    ("scale shorter dimension", {"shorter_size": 12}, "bilinear"),
+    ("scale width", {"width": 13}, "lanczos"),
+    ("scale height", {"height": 3}, "area"),
+    ("scale total pixels", {"megapixels": 0.0001}, "bilinear"),
+    ("match size", {"match": "mask_3x8", "crop": "center"}, "bilinear"),
+    ("scale to multiple", {"multiple": 4}, "bilinear"),
+    ("scale to multiple", {"multiple": 3}, "nearest-exact"),
+]
+RESIZE_INPUTS = ["image_7x10", "mask_9x5"]
 SIGMAS_TEXTS = ["1, 0.5", "14.6, 7.0 3.1,0", "-1.5e3 +2 .25", "no numbers", "1..5, 2"]
 
 
@@ -58,6 +76,12 @@ def record() -> dict:
     latent = post.BatchLatentsNode.execute({"latent0": {"samples": x["latent_4x4"]},
                                             "latent1": {"samples": x["latent_2x6"], "batch_index": [5, 6]}}).result[0]
     out["batch_latents"] = {**_values(latent["samples"]), "batch_index": latent["batch_index"]}
+    out["resize"] = {}
+    for i, (mode, params, method) in enumerate(RESIZE_CASES):
+        given = {k: x[v] if k == "match" else v for k, v in params.items()}
+        for name in RESIZE_INPUTS:
+            result = post.ResizeImageMaskNode.execute(x[name], method, {"resize_type": mode, **given}).result[0]
+            out["resize"][f"{i}-{name}"] = _values(result)
     logic = importlib.import_module("comfy_extras.nodes_logic")
     # check_lazy_status: which input it asks for, per (switch, on_false, on_true) with None = linked, not computed
     out["switch_lazy"] = {f"{s}-{f}-{t}": logic.SwitchNode.check_lazy_status(s, f, t)

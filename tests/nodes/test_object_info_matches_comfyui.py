@@ -44,10 +44,19 @@ def ours(demo_workspace) -> dict[str, dict]:
     return json.loads(json.dumps({name: registry.node_info(name) for name in registry.builtin}))
 
 
+def _without_prose(value):
+    """Options less the tooltips, also those of the inputs inside a dynamic input's options."""
+    if isinstance(value, dict):
+        return {k: _without_prose(v) for k, v in value.items() if k not in NOT_COMPARED_OPTIONS}
+    if isinstance(value, list):
+        return [_without_prose(v) for v in value]
+    return value
+
+
 def _input_spec(name: str, spec: list) -> list:
     """[type or options, {options}] with our tooltips dropped and file lists blanked."""
     kind = spec[0]
-    options = {k: v for k, v in (spec[1] if len(spec) > 1 else {}).items() if k not in NOT_COMPARED_OPTIONS}
+    options = _without_prose(spec[1] if len(spec) > 1 else {})
     if name in FILE_COMBOS and isinstance(kind, list):
         kind = "<files>"
     if name in FILE_COMBOS and kind == "COMBO":
