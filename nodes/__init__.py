@@ -38,6 +38,20 @@ def _load() -> None:
         globals()["NODE_CLASS_MAPPINGS"] = mappings   # last: its presence marks the load complete
 
 
+def interrupt_processing(value: bool = True) -> None:
+    """ComfyUI's nodes.interrupt_processing: ask the running prompt to stop (packs call it from routes)."""
+    from nodes import progress
+    progress.interrupt(value)
+
+
+async def init_extra_nodes(init_custom_nodes: bool = True, init_api_nodes: bool = True) -> list[str]:
+    """ComfyUI 0.3's loader of its extra nodes: here every core node class loads with the first use of
+    `nodes`, and packs are loaded by the server at its start, so this loads the core classes and reports
+    no failed imports."""
+    _load()
+    return []
+
+
 def _library_modules() -> tuple[str, ...]:
     """The node families of `nodes/library/` (one module each, named after ComfyUI's `comfy_extras`
     module it stands for), in name order; each exports NODE_CLASS_MAPPINGS and NODE_DISPLAY_NAME_MAPPINGS."""

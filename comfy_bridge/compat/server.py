@@ -4,6 +4,7 @@ stub (on executors) collects routes and hooks on an application it never runs, a
 still import there."""
 from __future__ import annotations
 
+import uuid  # noqa: F401  (ComfyUI's server module imports uuid; packs reach it as server.uuid)
 from typing import Any
 
 from aiohttp import web

@@ -30,9 +30,26 @@ def load(ckpt_path: str) -> ModelRef:
     return make_ref(COMPONENT, "clip_vision", [path])
 
 
+class _IsClipVision(type):
+    # A CLIP_VISION value here is a ModelRef to the weights, not ComfyUI's object: isinstance answers for it.
+    def __instancecheck__(cls, obj: Any) -> bool:
+        return (isinstance(obj, ModelRef) and obj.component == COMPONENT) or super().__instancecheck__(obj)
+
+
+class ClipVisionModel(metaclass=_IsClipVision):
+    """ComfyUI's CLIP vision model class: isinstance() is true for the CLIP_VISION values of this backend
+    (comfy.clip_vision.load, CLIPVisionLoader); building one from a config raises UnsupportedFeature, as
+    the model runs on the executors."""
+
+    def __init__(self, json_config: Any = None, *args: Any, **kwargs: Any) -> None:
+        raise UnsupportedFeature("comfy.clip_vision.ClipVisionModel(json_config)",
+                                 "CLIP vision models load from files on the executors: use comfy.clip_vision.load "
+                                 "or CLIPVisionLoader")
+
+
 def load_clipvision_from_sd(sd: dict[str, torch.Tensor], prefix: str = "", convert_keys: bool = False) -> Any:
     raise UnsupportedFeature("comfy.clip_vision.load_clipvision_from_sd",
                              "CLIP vision models load from files: use comfy.clip_vision.load or CLIPVisionLoader")
 
 
-__all__ = ["Output", "clip_preprocess", "load", "load_clipvision_from_sd"]
+__all__ = ["Output", "ClipVisionModel", "clip_preprocess", "load", "load_clipvision_from_sd"]

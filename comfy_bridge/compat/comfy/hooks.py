@@ -199,3 +199,11 @@ def create_hook_model_as_lora(weights_model: Any, weights_clip: Any, strength_mo
 def load_hook_lora_for_models(model: Any, clip: Any, lora: dict, strength_model: float, strength_clip: float) -> Any:
     raise UnsupportedFeature("comfy.hooks.load_hook_lora_for_models",
                              "hooks built from an in-memory LoRA dict; use the core CreateHookLora node (a LoRA file)")
+
+
+class WrapperHook:
+    """ComfyUI's hook that adds model wrappers during sampling; ComfyUI's hook registry is not run by the
+    executors, so making one raises UnsupportedFeature."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise UnsupportedFeature("comfy.hooks.WrapperHook", "ComfyUI's hook registry is not supported")

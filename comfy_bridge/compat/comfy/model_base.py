@@ -158,3 +158,11 @@ Omnigen2 = _model("Omnigen2")
 QwenImage = _model("QwenImage")
 HunyuanImage21 = _model("HunyuanImage21")
 HunyuanImage21Refiner = _model("HunyuanImage21Refiner", HunyuanImage21)
+
+
+def convert_tensor(extra: Any, dtype: Any, device: Any) -> Any:
+    """A model input moved to `device`, cast to `dtype` unless it is an integer tensor (non-tensors as is)."""
+    if not hasattr(extra, "dtype"):
+        return extra
+    keep = extra.dtype in (torch.int, torch.long)
+    return extra.to(device=device, dtype=None if keep else dtype)

@@ -206,3 +206,52 @@ def pytorch_attention_enabled() -> bool:
 
 def pytorch_attention_flash_attention() -> bool:
     return torch.cuda.is_available()
+
+
+def is_intel_xpu() -> bool:
+    """This process drives no Intel XPU (models run on the executors' CUDA or CPU devices)."""
+    return False
+
+
+def is_directml_enabled() -> bool:
+    return False
+
+
+def device_supports_non_blocking(device: Any) -> bool:
+    """As ComfyUI: non-blocking copies everywhere but MPS (and XPU / DirectML, which are never in use here)."""
+    return not is_device_mps(device)
+
+
+def dtype_size(dtype: torch.dtype) -> int:
+    """Bytes per element (fp16/bf16: 2)."""
+    return dtype.itemsize
+
+
+def unet_manual_cast(weight_dtype: torch.dtype, inference_device: Any,
+                     supported_dtypes: Any = (torch.float16, torch.bfloat16, torch.float32)) -> torch.dtype | None:
+    """The dtype to compute in when weights stored as `weight_dtype` cannot be computed in directly on
+    `inference_device` (None: compute in the weights' own dtype). ComfyUI's order of preference."""
+    if weight_dtype in (torch.float32, torch.float64):
+        return None
+    fp16 = should_use_fp16(inference_device, prioritize_performance=False)
+    bf16 = should_use_bf16(inference_device)
+    if (weight_dtype == torch.float16 and fp16) or (weight_dtype == torch.bfloat16 and bf16):
+        return None
+    for dt in supported_dtypes:
+        if dt == torch.float16 and should_use_fp16(inference_device, prioritize_performance=True):
+            return torch.float16
+        if dt == torch.bfloat16 and bf16:
+            return torch.bfloat16
+    return torch.float32
+
+
+def cast_to(weight: torch.Tensor, dtype: torch.dtype | None = None, device: Any = None, non_blocking: bool = False,
+            copy: bool = False, stream: Any = None) -> torch.Tensor:
+    """`weight` in `dtype` on `device`; the same tensor when nothing changes and no copy is asked for."""
+    if device is None or weight.device == torch.device(device):
+        if not copy and (dtype is None or weight.dtype == dtype):
+            return weight
+        return weight.to(dtype=dtype, copy=copy)
+    out = torch.empty_like(weight, dtype=dtype, device=device)
+    out.copy_(weight, non_blocking=non_blocking)
+    return out

@@ -17,9 +17,13 @@ def cast_to_input(weight: torch.Tensor, input: torch.Tensor, non_blocking: bool 
 
 
 def cast_bias_weight(s: torch.nn.Module, input: torch.Tensor | None = None, dtype: torch.dtype | None = None,
-                     device: torch.device | None = None, bias_dtype: torch.dtype | None = None
-                     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """(weight, bias) of layer `s` in the input's dtype / device, with its weight / bias functions applied."""
+                     device: torch.device | None = None, bias_dtype: torch.dtype | None = None,
+                     offloadable: bool = False) -> tuple:
+    """(weight, bias) of layer `s` in the input's dtype / device, with its weight / bias functions applied.
+
+    With offloadable=True (ComfyUI since 0.4) a third item is the offload stream to hand to
+    uncast_bias_weight: always None here, as this process copies weights synchronously.
+    """
     if input is not None:
         dtype = dtype or input.dtype
         bias_dtype = bias_dtype or dtype
@@ -32,7 +36,19 @@ def cast_bias_weight(s: torch.nn.Module, input: torch.Tensor | None = None, dtyp
     weight = s.weight.to(device=device, dtype=dtype)
     for f in s.weight_function:
         weight = f(weight)
-    return weight, bias
+    return (weight, bias, None) if offloadable else (weight, bias)
+
+
+def uncast_bias_weight(s: torch.nn.Module, weight: torch.Tensor | None, bias: torch.Tensor | None,
+                       offload_stream: Any) -> None:
+    """The end of a use of what cast_bias_weight(offloadable=True) gave. Our casts are synchronous (their
+    stream is None), so as in ComfyUI without a stream there is nothing to wait for."""
+
+
+def cast_to(weight: torch.Tensor, dtype: torch.dtype | None = None, device: Any = None, non_blocking: bool = False,
+            copy: bool = False, stream: Any = None) -> torch.Tensor:
+    from comfy_bridge.compat.comfy.model_management import cast_to as cast
+    return cast(weight, dtype, device, non_blocking, copy, stream)
 
 
 class CastWeightBiasOp:

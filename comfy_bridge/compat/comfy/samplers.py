@@ -285,7 +285,11 @@ class CFGGuider:
         self.cfg = 1.0
 
     def set_conds(self, positive: Any, negative: Any) -> None:
-        self.conds = {"positive": positive, "negative": negative}
+        self.inner_set_conds({"positive": positive, "negative": negative})
+
+    def inner_set_conds(self, conds: dict) -> None:
+        """Keep named conditionings (subclasses with other conds call this, as in ComfyUI)."""
+        self.conds = dict(conds)
 
     def set_cfg(self, cfg: float) -> None:
         self.cfg = cfg

@@ -2,6 +2,7 @@
 load them), and the CLIP / VAE classes packs check with isinstance."""
 from __future__ import annotations
 
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,51 @@ def load_checkpoint_guess_config(ckpt_path: str, output_vae: bool = True, output
     return model, clip, vae, None
 
 
+class CLIPType(Enum):
+    """The text encoder families ComfyUI's loaders take (`clip_type=`), with ComfyUI's numbers."""
+    STABLE_DIFFUSION = 1
+    STABLE_CASCADE = 2
+    SD3 = 3
+    STABLE_AUDIO = 4
+    HUNYUAN_DIT = 5
+    FLUX = 6
+    MOCHI = 7
+    LTXV = 8
+    HUNYUAN_VIDEO = 9
+    PIXART = 10
+    COSMOS = 11
+    LUMINA2 = 12
+    WAN = 13
+    HIDREAM = 14
+    CHROMA = 15
+    ACE = 16
+    OMNIGEN2 = 17
+    QWEN_IMAGE = 18
+    HUNYUAN_IMAGE = 19
+    HUNYUAN_VIDEO_15 = 20
+    OVIS = 21
+    KANDINSKY5 = 22
+    KANDINSKY5_IMAGE = 23
+    NEWBIE = 24
+    FLUX2 = 25
+
+
+def load_checkpoint(config_path: str | None = None, ckpt_path: str | None = None, output_vae: bool = True,
+                    output_clip: bool = True, embedding_directory: Any = None, state_dict: dict | None = None,
+                    config: dict | None = None) -> tuple:
+    """ComfyUI's deprecated loader with a model config file: (MODEL, CLIP, VAE) of `ckpt_path`.
+
+    The executors recognise the architecture from the weights, so the config is not needed; a checkpoint
+    given only as an in-process state dict cannot be loaded here.
+    """
+    if ckpt_path is None:
+        raise UnsupportedFeature("comfy.sd.load_checkpoint with a state dict and no ckpt_path",
+                                 "checkpoints are loaded from files on the executors: pass ckpt_path")
+    model, clip, vae, _ = load_checkpoint_guess_config(ckpt_path, output_vae=output_vae, output_clip=output_clip,
+                                                       embedding_directory=embedding_directory)
+    return model, clip, vae
+
+
 def load_diffusion_model(unet_path: str, model_options: dict | None = None) -> ModelPatcher:
     from nodes.loaders import make_ref, probe_arch
     arch, _ = probe_arch(Path(unet_path))
@@ -40,6 +86,19 @@ def load_diffusion_model_state_dict(sd: dict, model_options: dict | None = None)
                              "state dict: use comfy.sd.load_diffusion_model with a path, or nodes.UNETLoader")
 
 
+def load_unet_state_dict(sd: dict, dtype: Any = None) -> ModelPatcher:
+    """ComfyUI's older name for load_diffusion_model_state_dict."""
+    return load_diffusion_model_state_dict(sd)
+
+
+def load_text_encoder_state_dicts(state_dicts: list | None = None, embedding_directory: Any = None,
+                                  clip_type: CLIPType = CLIPType.STABLE_DIFFUSION,
+                                  model_options: dict | None = None) -> CLIP:
+    raise UnsupportedFeature("comfy.sd.load_text_encoder_state_dicts",
+                             "text encoders are loaded from files on the executors, not from in-process state "
+                             "dicts: use nodes.CLIPLoader with the file names")
+
+
 def load_lora_for_models(model: Any, clip: Any, lora: Any, strength_model: float, strength_clip: float) -> tuple:
     raise UnsupportedFeature("comfy.sd.load_lora_for_models with a state dict",
                              "LoRAs are applied from files: use nodes.LoraLoader")
@@ -49,5 +108,6 @@ def load_clip(*args: Any, **kwargs: Any) -> CLIP:
     raise UnsupportedFeature("comfy.sd.load_clip", "use nodes.CLIPLoader")
 
 
-__all__ = ["CLIP", "VAE", "ModelPatcher", "load_checkpoint_guess_config", "load_diffusion_model",
+__all__ = ["CLIP", "VAE", "ModelPatcher", "CLIPType", "load_checkpoint", "load_unet_state_dict",
+           "load_text_encoder_state_dicts", "load_checkpoint_guess_config", "load_diffusion_model",
            "load_unet", "load_diffusion_model_state_dict", "load_lora_for_models", "load_clip", "model_detection"]

@@ -209,3 +209,44 @@ def string_to_seed(data: str) -> int:
     return zlib.crc32(data.encode("utf-8"))
 
 
+
+
+from comfy_bridge.compat.comfy.unet_keys import (TRANSFORMER_BLOCKS, UNET_MAP_ATTENTIONS, UNET_MAP_BASIC,  # noqa: E402,F401
+                                                 UNET_MAP_RESNET, unet_to_diffusers)
+
+
+def calculate_parameters(sd: dict, prefix: str = "") -> int:
+    """How many numbers the state dict's tensors under `prefix` hold."""
+    return sum(w.nelement() for k, w in sd.items() if k.startswith(prefix))
+
+
+def weight_dtype(sd: dict, prefix: str = "") -> torch.dtype | None:
+    """The dtype holding most of the numbers under `prefix` (None when nothing is there)."""
+    counts: dict[torch.dtype, int] = {}
+    for k, w in sd.items():
+        if k.startswith(prefix):
+            counts[w.dtype] = counts.get(w.dtype, 0) + w.numel()
+    return max(counts, key=counts.get) if counts else None
+
+
+def set_attr_param(obj: Any, attr: str, value: torch.Tensor) -> Any:
+    """set_attr with the value wrapped as a frozen nn.Parameter; returns the previous value."""
+    return set_attr(obj, attr, torch.nn.Parameter(value, requires_grad=False))
+
+
+def pack_latents(latents: list[torch.Tensor]) -> tuple[torch.Tensor, list]:
+    """Several latents -> one [B, 1, N] tensor (each flattened after its batch dim, concatenated) and their shapes."""
+    shapes = [t.shape for t in latents]
+    return torch.cat([t.reshape(t.shape[0], 1, -1) for t in latents], dim=-1), shapes
+
+
+def unpack_latents(combined: torch.Tensor, latent_shapes: list) -> list[torch.Tensor]:
+    """The inverse of pack_latents (a single shape gives the combined tensor back as is)."""
+    if len(latent_shapes) <= 1:
+        return [combined]
+    out = []
+    for shape in latent_shapes:
+        size = math.prod(shape[1:])
+        part, combined = combined[:, :, :size], combined[:, :, size:]
+        out.append(part.reshape([part.shape[0], *shape[1:]]))
+    return out

@@ -94,7 +94,12 @@ EXTRAS = {("nodes_custom_sampler", "Noise_RandomNoise"): "comfy_bridge.compat.co
           ("nodes_custom_sampler", "Noise_EmptyNoise"): "comfy_bridge.compat.comfy_extras._noise",
           ("nodes_stable3d", "camera_embeddings"): "comfy_bridge.compat.comfy_extras._stable3d",
           ("nodes_model_advanced", "LCM"): "comfy_bridge.compat.comfy_extras._model_advanced",
-          ("nodes_model_advanced", "ModelSamplingDiscreteDistilled"): "comfy_bridge.compat.comfy_extras._model_advanced"}
+          ("nodes_model_advanced", "ModelSamplingDiscreteDistilled"): "comfy_bridge.compat.comfy_extras._model_advanced",
+          ("nodes_custom_sampler", "Guider_Basic"): "comfy_bridge.compat.comfy_extras._guiders",
+          ("nodes_perpneg", "Guider_PerpNeg"): "comfy_bridge.compat.comfy_extras._guiders",
+          ("nodes_mask", "composite"): "comfy_bridge.compat.comfy_extras._mask",
+          ("nodes_lt", "get_noise_mask"): "comfy_bridge.compat.comfy_extras._lt",
+          ("nodes_lt", "LTXVAddGuide"): "comfy_bridge.compat.comfy_extras._lt"}
 
 
 def _module(name: str) -> ModuleType:

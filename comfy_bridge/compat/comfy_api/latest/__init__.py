@@ -6,6 +6,9 @@ from typing import Any
 from comfy_bridge.compat.comfy_api.latest import _io as io
 from comfy_bridge.compat.comfy_api.latest import _ui as ui
 from comfy_bridge.compat.comfy_api.latest._io import ComfyExtension
+from comfy_bridge.compat.comfy_api.latest._types import (MESH, VOXEL, AudioInput, ImageInput, LatentInput,
+                                                         MaskInput, VideoCodec, VideoComponents, VideoContainer,
+                                                         VideoFromComponents, VideoFromFile, VideoInput)
 from comfy_bridge.execution.node_context import get_executing_context
 from comfy_bridge.execution.progress_state import get_progress_state
 
@@ -55,10 +58,33 @@ class ComfyAPISync:
         self.execution = ComfyAPISync.Execution()
 
 
+class Input:
+    """The value types nodes receive: IMAGE / MASK tensors, AUDIO and LATENT dicts, VIDEO objects."""
+    Image = ImageInput
+    Audio = AudioInput
+    Mask = MaskInput
+    Latent = LatentInput
+    Video = VideoInput
+
+
+class InputImpl:
+    """The VIDEO implementations: a file (path or BytesIO) or frames in memory."""
+    VideoFromFile = VideoFromFile
+    VideoFromComponents = VideoFromComponents
+
+
+class Types:
+    VideoCodec = VideoCodec
+    VideoContainer = VideoContainer
+    VideoComponents = VideoComponents
+    MESH = MESH
+    VOXEL = VOXEL
+
+
 comfy_io = io
 ComfyAPI_latest = ComfyAPI
-Input = io.Input
+IO = io
+UI = ui
 
-Types = io
-
-__all__ = ["ComfyAPI", "ComfyAPISync", "ComfyExtension", "io", "ui", "comfy_io", "Input", "Types"]
+__all__ = ["ComfyAPI", "ComfyAPISync", "ComfyExtension", "io", "ui", "IO", "UI", "comfy_io", "Input", "InputImpl",
+           "Types"]

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import random
+import uuid
 from typing import Any
 
 import numpy as np
@@ -73,16 +74,60 @@ class PreviewText(_UIOutput):
 
 
 class PreviewUI3D(_UIOutput):
+    """A 3D model file with its camera; `bg_image` (an IMAGE) is written to temp as the background."""
+
     def __init__(self, model_file: Any, camera_info: Any, **kwargs: Any):
-        self.model_file, self.camera_info = model_file, camera_info
+        self.model_file, self.camera_info, self.bg_image_path = model_file, camera_info, None
+        bg_image = kwargs.get("bg_image")
+        if bg_image is not None:
+            from PIL import Image
+            import folder_paths
+            name = f"bg_{uuid.uuid4().hex}.png"
+            pixels = np.clip(bg_image[0].cpu().numpy() * 255, 0, 255).astype(np.uint8)
+            Image.fromarray(pixels).save(os.path.join(folder_paths.get_temp_directory(), name), compress_level=1)
+            self.bg_image_path = f"temp/{name}"
 
     def as_dict(self) -> dict:
-        return {"result": [self.model_file, self.camera_info]}
+        return {"result": [self.model_file, self.camera_info, self.bg_image_path]}
+
+
+class SavedAudios(_UIOutput):
+    def __init__(self, results: list[SavedResult]):
+        self.results = results
+
+    def as_dict(self) -> dict:
+        return {"audio": self.results}
+
+
+class AudioSaveHelper:
+    @staticmethod
+    def save_audio(audio: dict, filename_prefix: str, folder_type: FolderType, cls: Any = None,
+                   format: str = "flac", quality: str = "128k") -> list[SavedResult]:
+        """Each batch item of an AUDIO value as a `format` file (flac, mp3, opus) in the output or temp folder."""
+        from nodes.library.audio import save_audio
+        folder = folder_type.value if isinstance(folder_type, FolderType) else folder_type
+        hidden = getattr(cls, "hidden", None)
+        entries = save_audio(audio, filename_prefix, folder, format, quality, getattr(hidden, "prompt", None),
+                             getattr(hidden, "extra_pnginfo", None))
+        return [SavedResult(e["filename"], e["subfolder"], FolderType(e["type"])) for e in entries]
 
 
 class PreviewAudio(_UIOutput):
+    """Plays an AUDIO value in the UI (written to the temp folder as FLAC)."""
+
+    def __init__(self, audio: dict, cls: Any = None, **kwargs: Any):
+        prefix = "ComfyUI_temp_" + "".join(random.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(5))
+        self.values = AudioSaveHelper.save_audio(audio, prefix, FolderType.temp, cls, format="flac")
+
+    def as_dict(self) -> dict:
+        return {"audio": self.values}
+
+
+class PreviewVideo(_UIOutput):
+    """Shows saved video files (their SavedResult entries) in the UI, as ComfyUI's frontend expects them."""
+
     def __init__(self, values: list, **kwargs: Any):
         self.values = values
 
     def as_dict(self) -> dict:
-        return {"audio": self.values}
+        return {"images": self.values, "animated": (True,)}

@@ -426,3 +426,10 @@ class SpatialTransformer(nn.Module):
         if not self.use_linear:
             x = self.proj_out(x)
         return x + x_in
+
+
+from comfy_bridge.compat.comfy.ldm.model_classes import UnsupportedModel  # noqa: E402
+
+
+class SpatialVideoTransformer(UnsupportedModel, SpatialTransformer):
+    """SVD's spatial-temporal transformer: for subclassing and isinstance checks (SVD runs on the executors)."""

@@ -6,7 +6,8 @@ import torch
 
 from comfy_bridge.compat.comfy.ldm.modules.attention import optimized_attention
 
-__all__ = ["sinusoidal_embedding_1d", "optimized_attention"]
+__all__ = ["sinusoidal_embedding_1d", "optimized_attention", "WanSelfAttention", "WanT2VCrossAttention",
+           "WanI2VCrossAttention", "WanAttentionBlock", "WanModel"]
 
 
 def sinusoidal_embedding_1d(dim: int, position: torch.Tensor) -> torch.Tensor:
@@ -16,3 +17,26 @@ def sinusoidal_embedding_1d(dim: int, position: torch.Tensor) -> torch.Tensor:
     position = position.type(torch.float32)
     angles = torch.outer(position, torch.pow(10000, -torch.arange(half).to(position).div(half)))
     return torch.cat([torch.cos(angles), torch.sin(angles)], dim=1)
+
+
+from comfy_bridge.compat.comfy.ldm.model_classes import UnsupportedModel  # noqa: E402
+
+
+class WanSelfAttention(UnsupportedModel):
+    pass
+
+
+class WanT2VCrossAttention(WanSelfAttention):
+    pass
+
+
+class WanI2VCrossAttention(WanSelfAttention):
+    pass
+
+
+class WanAttentionBlock(UnsupportedModel):
+    pass
+
+
+class WanModel(UnsupportedModel):
+    pass

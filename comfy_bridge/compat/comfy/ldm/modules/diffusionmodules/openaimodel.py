@@ -10,16 +10,19 @@ from __future__ import annotations
 
 import logging
 from abc import abstractmethod
+from typing import Any
 
 import torch
 from torch import nn
 
-from comfy_bridge.compat.comfy.ldm.model_classes import UnsupportedModel
+from comfy_bridge.compat.comfy.ldm.model_classes import WHY, UnsupportedModel
 from comfy_bridge.compat.comfy.ldm.modules.attention import SpatialTransformer
 from comfy_bridge.compat.comfy.ldm.modules.diffusionmodules.util import timestep_embedding
+from comfy_bridge.packs.origin import UnsupportedFeature
 
 __all__ = ["TimestepBlock", "TimestepEmbedSequential", "Upsample", "Downsample", "ResBlock", "VideoResBlock",
-           "Timestep", "apply_control", "UNetModel", "SpatialTransformer", "timestep_embedding"]
+           "Timestep", "apply_control", "UNetModel", "SpatialTransformer", "timestep_embedding",
+           "forward_timestep_embed"]
 
 
 class TimestepBlock(nn.Module):
@@ -76,3 +79,8 @@ def apply_control(h: torch.Tensor, control: dict | None, name: str) -> torch.Ten
         except RuntimeError:
             logging.warning("warning control could not be applied %s %s", h.shape, residual.shape)
     return h
+
+
+def forward_timestep_embed(ts: Any, x: torch.Tensor, emb: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+    """Runs a UNet block's layers; the UNet's blocks cannot be built here (the UNet runs on the executors)."""
+    raise UnsupportedFeature("comfy.ldm.modules.diffusionmodules.openaimodel.forward_timestep_embed", WHY)
