@@ -17,6 +17,9 @@ import yaml
 from cluster.refs import file_digest
 
 MODEL_EXTENSIONS = frozenset({".ckpt", ".pt", ".pt2", ".bin", ".pth", ".safetensors", ".pkl", ".sft"})
+# ComfyUI's `folder_paths.supported_pt_extensions`: one set, shared by the model folders of every workspace,
+# that packs extend (".gguf", ".onnx") to make every model folder list those files too.
+SUPPORTED_PT_EXTENSIONS: set[str] = set(MODEL_EXTENSIONS)
 
 # ComfyUI's folder keys -> the subfolders of models/ they read (first one is where new files go).
 MODEL_FOLDERS: dict[str, list[str]] = {
@@ -34,15 +37,53 @@ MODEL_FOLDERS: dict[str, list[str]] = {
     "controlnet": ["controlnet", "t2i_adapter"],
     "gligen": ["gligen"],
     "upscale_models": ["upscale_models"],
+    "latent_upscale_models": ["latent_upscale_models"],
     "hypernetworks": ["hypernetworks"],
     "photomaker": ["photomaker"],
     "classifiers": ["classifiers"],
     "model_patches": ["model_patches"],
     "audio_encoders": ["audio_encoders"],
+    "background_removal": ["background_removal"],
+    "frame_interpolation": ["frame_interpolation"],
+    "geometry_estimation": ["geometry_estimation"],
+    "optical_flow": ["optical_flow"],
+    "detection": ["detection"],
 }
 # Legacy aliases ComfyUI keeps for node packs.
 FOLDER_ALIASES = {"clip": "text_encoders", "unet": "diffusion_models", "t2i_adapter": "controlnet"}
-FOLDER_EXTENSIONS: dict[str, frozenset[str]] = {"configs": frozenset({".yaml"}), "diffusers": frozenset({"folder"})}
+# Folders whose files are not model weights ("folder": its subfolders are the entries; empty: every file).
+FOLDER_EXTENSIONS: dict[str, frozenset[str]] = {"configs": frozenset({".yaml"}), "diffusers": frozenset({"folder"}),
+                                                "custom_nodes": frozenset()}
+
+# ComfyUI's `folder_names_and_paths`: folder key -> (its paths, the file extensions it lists). Packs read and
+# write it in place (a new key, paths appended, extensions added), with any sequence and collection types.
+FolderEntry = tuple[Any, Any]
+
+
+def _entry_paths(entry: FolderEntry | None) -> list[str]:
+    if not entry:
+        return []
+    paths = entry[0]
+    return [paths] if isinstance(paths, (str, os.PathLike)) else [str(p) for p in paths]
+
+
+def _entry_extensions(entry: FolderEntry | None) -> set[str]:
+    exts = entry[1] if entry and len(entry) > 1 else ()
+    return {exts} if isinstance(exts, str) else {str(e).lower() for e in exts}
+
+
+def _default_folders(root: Path) -> dict[str, FolderEntry]:
+    models = root / "models"
+    folders: dict[str, FolderEntry] = {
+        key: ([str(models / sub) for sub in subs], set(FOLDER_EXTENSIONS[key]) if key in FOLDER_EXTENSIONS
+              else SUPPORTED_PT_EXTENSIONS)
+        for key, subs in MODEL_FOLDERS.items()}
+    # beside models/, as in today's ComfyUI
+    folders["custom_nodes"] = ([str(root / "custom_nodes")], set())
+    folders["datasets"] = ([str(root / "datasets")], set())
+    folders["fonts"] = ([str(root / "fonts")], {".ttf", ".otf"})
+    return folders
+
 
 # The head's workspace, as `Workspace.snapshot()` JSON, for the executor processes it starts: their ModelFns
 # must read the same model folders and configs (a CLIP vocabulary in models/configs, extra_model_paths).
@@ -66,7 +107,9 @@ class Workspace:
     input_dir: Path | None = None
     temp_dir: Path | None = None
     user_dir: Path | None = None
-    folders: dict[str, list[Path]] = field(default_factory=dict)
+    # The one copy of this workspace's folder table, in ComfyUI's shape (`folder_paths.folder_names_and_paths`
+    # is this dict): what packs write here is what our loaders, /object_info and /models read.
+    folder_names_and_paths: dict[str, FolderEntry] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.root = Path(self.root).resolve()
@@ -74,14 +117,17 @@ class Workspace:
         self.input_dir = Path(self.input_dir or self.root / "input").resolve()
         self.temp_dir = Path(self.temp_dir or self.root / "temp").resolve()
         self.user_dir = Path(self.user_dir or self.root / "user").resolve()
-        if not self.folders:
-            models = self.root / "models"
-            self.folders = {key: [models / sub for sub in subs] for key, subs in MODEL_FOLDERS.items()}
-            self.folders["custom_nodes"] = [self.root / "custom_nodes"]
+        if not self.folder_names_and_paths:
+            self.folder_names_and_paths.update(_default_folders(self.root))
 
     @property
     def models_dir(self) -> Path:
         return self.root / "models"
+
+    @property
+    def folders(self) -> dict[str, list[Path]]:
+        """Each folder key's paths (a copy: change them with add_folder_path or folder_names_and_paths)."""
+        return {key: [Path(p) for p in _entry_paths(entry)] for key, entry in self.folder_names_and_paths.items()}
 
     def create(self) -> "Workspace":
         """Make the folder tree (idempotent)."""
@@ -101,31 +147,58 @@ class Workspace:
         return FOLDER_ALIASES.get(name, name)
 
     def folder_paths(self, name: str) -> list[Path]:
-        return list(self.folders.get(self.folder_key(name), []))
+        return [Path(p) for p in _entry_paths(self.folder_names_and_paths.get(self.folder_key(name)))]
+
+    def folder_extensions(self, name: str) -> set[str]:
+        """The file extensions folder `name` lists (empty: every file; "folder": its subfolders)."""
+        return _entry_extensions(self.folder_names_and_paths.get(self.folder_key(name)))
 
     def add_folder_path(self, name: str, path: str | Path, is_default: bool = False) -> None:
-        paths = self.folders.setdefault(self.folder_key(name), [])
-        path = Path(path)
+        """ComfyUI's add_model_folder_path: append `path` (first when `is_default`; a known path only moves
+        to the front then); an unknown key becomes a folder that lists every file."""
+        key, path = self.folder_key(name), str(path)
+        entry = self.folder_names_and_paths.get(key)
+        if entry is None:
+            self.folder_names_and_paths[key] = ([path], set())
+            return
+        paths = entry[0]
+        if not isinstance(paths, list):   # a pack stored a tuple: keep its extensions, make the paths a list
+            paths = _entry_paths(entry)
+            self.folder_names_and_paths[key] = (paths, entry[1])
         if path in paths:
-            paths.remove(path)
-        paths.insert(0, path) if is_default else paths.append(path)
+            if is_default and paths[0] != path:
+                paths.remove(path)
+                paths.insert(0, path)
+        elif is_default:
+            paths.insert(0, path)
+        else:
+            paths.append(path)
 
-    def list_files(self, name: str) -> list[str]:
-        """Relative file names (forward slashes) under a model folder, sorted, as ComfyUI lists them."""
-        key = self.folder_key(name)
-        exts = FOLDER_EXTENSIONS.get(key, MODEL_EXTENSIONS)
+    def scan_files(self, name: str) -> tuple[list[str], dict[str, float]]:
+        """(relative file names with forward slashes, sorted; every folder walked -> its mtime) of folder
+        `name`, as ComfyUI's file lists are built and cached. Hidden subfolders are skipped."""
+        exts = self.folder_extensions(name)
         found: set[str] = set()
-        for base in self.folder_paths(key):
+        walked: dict[str, float] = {}
+        for base in self.folder_paths(name):
             if not base.is_dir():
                 continue
             for dirpath, dirnames, filenames in os.walk(base, followlinks=True):
                 dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+                try:
+                    walked[dirpath] = os.path.getmtime(dirpath)
+                except OSError:   # removed while walking
+                    continue
                 if "folder" in exts and Path(dirpath) == base:
                     found.update(d for d in dirnames)
                 for fn in filenames:
-                    if Path(fn).suffix.lower() in exts:
+                    if not exts or os.path.splitext(fn)[1].lower() in exts:
                         found.add(Path(dirpath, fn).relative_to(base).as_posix())
-        return sorted(found)
+        return sorted(found), walked
+
+    def list_files(self, name: str) -> list[str]:
+        """Relative file names (forward slashes) under a model folder, sorted, as ComfyUI lists them."""
+        return self.scan_files(name)[0]
 
     def full_path(self, name: str, filename: str) -> Path | None:
         """The file `filename` in folder `name`, or None. Refuses names that climb out of the folder.
@@ -163,12 +236,20 @@ class Workspace:
         """This workspace as plain data (its folders as resolved now), to open the same one elsewhere."""
         return {"root": str(self.root), "output_dir": str(self.output_dir), "input_dir": str(self.input_dir),
                 "temp_dir": str(self.temp_dir), "user_dir": str(self.user_dir),
-                "folders": {k: [str(p) for p in v] for k, v in self.folders.items()}}
+                "folders": {k: _entry_paths(v) for k, v in self.folder_names_and_paths.items()},
+                "extensions": {k: sorted(_entry_extensions(v)) for k, v in self.folder_names_and_paths.items()}}
 
     @classmethod
     def from_snapshot(cls, data: dict[str, Any]) -> "Workspace":
+        extensions = data.get("extensions", {})
+
+        def exts(key: str) -> set[str]:
+            found = set(extensions.get(key, SUPPORTED_PT_EXTENSIONS))
+            # the model folders keep sharing the one set packs extend
+            return SUPPORTED_PT_EXTENSIONS if found == SUPPORTED_PT_EXTENSIONS else found
+        folders = {k: (list(v), exts(k)) for k, v in data["folders"].items()}
         return cls(Path(data["root"]), Path(data["output_dir"]), Path(data["input_dir"]), Path(data["temp_dir"]),
-                   Path(data["user_dir"]), {k: [Path(p) for p in v] for k, v in data["folders"].items()})
+                   Path(data["user_dir"]), folders)
 
     def load_extra_model_paths(self, config: Path) -> None:
         """Read ComfyUI's extra_model_paths.yaml: sections with base_path, is_default and folder keys."""

@@ -1,4 +1,10 @@
-"""`folder_paths`: ComfyUI's folder API as a view over the active workspace (nodes.workspace)."""
+"""`folder_paths`: ComfyUI's folder API over the active workspace (nodes.workspace).
+
+`folder_names_and_paths` is the active workspace's own folder table, so what a pack writes there (a new
+folder key such as GGUF's `unet_gguf`, paths, extensions) is what our loaders, /object_info and /models
+read. Code acting for a tenant also finds the tenant's own model folders through get_folder_paths and
+get_filename_list (comfy_bridge.tenancy); the table itself holds the operator's shared folders only.
+"""
 from __future__ import annotations
 
 import mimetypes
@@ -10,24 +16,46 @@ from typing import Any
 from nodes import output_claims
 from nodes import workspace as _ws
 from nodes.safe_paths import UnsafePath, safe_join
-from nodes.workspace import FOLDER_ALIASES, MODEL_EXTENSIONS
+from nodes.workspace import FOLDER_ALIASES, SUPPORTED_PT_EXTENSIONS
 
-supported_pt_extensions = set(MODEL_EXTENSIONS)
-SUPPORTED_PT_EXTENSIONS = supported_pt_extensions
-filename_list_cache: dict = {}
+supported_pt_extensions = SUPPORTED_PT_EXTENSIONS   # the one set every default model folder lists
+SYSTEM_USER_PREFIX = "__"
+FileList = tuple[list[str], dict[str, float], float]   # (files, walked folder -> mtime, when listed)
+# ComfyUI's list cache: valid while no walked folder's mtime changed and no new path appeared. Beside it,
+# what each entry was listed from (paths, extensions): another tenant's paths or a pack's new extension
+# make it stale too.
+filename_list_cache: dict[str, FileList] = {}
+_listed_from: dict[str, tuple] = {}
+extension_mimetypes_cache = {"webp": "image", "fbx": "model"}
 
 
-class _CacheHelper:
-    """ComfyUI caches file lists inside `with cache_helper:`; listings here are cheap, so it is a no-op."""
+class CacheHelper:
+    """Inside `with cache_helper:` a folder is listed once (ComfyUI wraps building /object_info in it)."""
 
-    def __enter__(self) -> "_CacheHelper":
+    def __init__(self) -> None:
+        self.cache: dict[Any, FileList] = {}
+        self.active = False
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        return self.cache.get(key, default) if self.active else default
+
+    def set(self, key: Any, value: FileList) -> None:
+        if self.active:
+            self.cache[key] = value
+
+    def clear(self) -> None:
+        self.cache.clear()
+
+    def __enter__(self) -> "CacheHelper":
+        self.active = True
         return self
 
     def __exit__(self, *exc: object) -> None:
-        pass
+        self.active = False
+        self.clear()
 
 
-cache_helper = _CacheHelper()
+cache_helper = CacheHelper()
 
 
 def _active() -> _ws.Workspace:
@@ -37,16 +65,14 @@ def _active() -> _ws.Workspace:
 def __getattr__(name: str) -> Any:
     # Module attributes that follow the active workspace.
     ws = _active()
+    if name == "folder_names_and_paths":
+        return ws.folder_names_and_paths
     if name == "base_path":
         return str(ws.root)
     if name == "models_dir":
         return str(ws.models_dir)
     if name in ("output_directory", "input_directory", "temp_directory", "user_directory"):
         return str(getattr(ws, name.replace("directory", "dir")))
-    if name == "folder_names_and_paths":
-        from nodes.workspace import FOLDER_EXTENSIONS
-        return {key: ([str(p) for p in paths], set(FOLDER_EXTENSIONS.get(key, MODEL_EXTENSIONS)))
-                for key, paths in ws.folders.items()}
     raise AttributeError(name)
 
 
@@ -54,16 +80,62 @@ def map_legacy(folder_name: str) -> str:
     return FOLDER_ALIASES.get(folder_name, folder_name)
 
 
+def _known(folder_name: str) -> str:
+    """The folder key; KeyError for a name no one registered, as ComfyUI raises."""
+    key = map_legacy(folder_name)
+    if key not in _active().folder_names_and_paths:
+        raise KeyError(key)
+    return key
+
+
 def get_folder_paths(folder_name: str) -> list[str]:
-    return [str(p) for p in _active().folder_paths(folder_name)]
+    return [str(p) for p in _active().folder_paths(_known(folder_name))]
 
 
 def add_model_folder_path(folder_name: str, full_folder_path: str, is_default: bool = False) -> None:
     _active().add_folder_path(folder_name, full_folder_path, is_default)
 
 
+def _basis(key: str) -> tuple:
+    ws = _active()
+    return tuple(str(p) for p in ws.folder_paths(key)), frozenset(ws.folder_extensions(key))
+
+
+def get_filename_list_(folder_name: str) -> FileList:
+    """List folder `folder_name` now (no cache)."""
+    files, walked = _active().scan_files(_known(folder_name))
+    return files, walked, time.perf_counter()
+
+
+def cached_filename_list_(folder_name: str) -> FileList | None:
+    """The cached list of `folder_name` if it still holds, else None."""
+    key = map_legacy(folder_name)
+    basis = _basis(key)
+    strong = cache_helper.get((key, basis))
+    if strong is not None:
+        return strong
+    out = filename_list_cache.get(key)
+    if out is None or _listed_from.get(key) != basis:
+        return None
+    try:
+        if any(os.path.getmtime(folder) != mtime for folder, mtime in out[1].items()):
+            return None
+    except OSError:   # a listed folder is gone
+        return None
+    if any(os.path.isdir(path) and path not in out[1] for path in basis[0]):
+        return None
+    return out
+
+
 def get_filename_list(folder_name: str) -> list[str]:
-    return _active().list_files(folder_name)
+    key = _known(folder_name)
+    out = cached_filename_list_(key)
+    if out is None:
+        out = get_filename_list_(key)
+        filename_list_cache[key] = out
+        _listed_from[key] = _basis(key)
+    cache_helper.set((key, _listed_from.get(key)), out)
+    return list(out[0])
 
 
 def get_full_path(folder_name: str, filename: str) -> str | None:
@@ -100,6 +172,22 @@ def get_system_user_directory(name: str = "system") -> str:
     if not name.isidentifier() or name.startswith("_"):
         raise ValueError(f"invalid system user directory name {name!r}: a plain identifier is expected")
     return str(_active().user_dir / f"__{name}")
+
+
+def get_public_user_directory(user_id: str) -> str | None:
+    """A user's folder for HTTP routes; None for an empty id or a system user (`__` prefix)."""
+    if not user_id or not isinstance(user_id, str) or user_id.startswith(SYSTEM_USER_PREFIX):
+        return None
+    return os.path.join(get_user_directory(), user_id)
+
+
+def is_within_directory(directory: str, target: str) -> bool:
+    """Whether `target`, symlinks resolved, lies inside `directory`."""
+    try:
+        directory, target = os.path.realpath(directory), os.path.realpath(target)
+        return os.path.commonpath((directory, target)) == directory
+    except ValueError:   # a NUL byte, or another drive
+        return False
 
 
 def set_output_directory(path: str) -> None:

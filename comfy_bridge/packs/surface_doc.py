@@ -31,7 +31,9 @@ MODULE_SURFACE: dict[str, tuple[str, ...]] = {
         "set_input_directory", "set_output_directory", "set_temp_directory", "set_user_directory",
         "get_directory_by_type", "annotated_filepath", "get_annotated_filepath", "exists_annotated_filepath",
         "get_save_image_path", "filter_files_extensions", "filter_files_content_types", "recursive_search",
-        "map_legacy", "get_input_subfolders", "cache_helper", "filename_list_cache"),
+        "map_legacy", "get_input_subfolders", "cache_helper", "filename_list_cache", "get_filename_list_",
+        "cached_filename_list_", "get_system_user_directory", "get_public_user_directory", "SYSTEM_USER_PREFIX",
+        "is_within_directory", "extension_mimetypes_cache"),
     "comfy.utils": (
         "ProgressBar", "PROGRESS_BAR_ENABLED", "set_progress_bar_enabled", "set_progress_bar_global_hook",
         "load_torch_file", "save_torch_file", "safetensors_header", "common_upscale", "lanczos", "bislerp",

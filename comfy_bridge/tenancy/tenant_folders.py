@@ -51,7 +51,7 @@ class TenantWorkspace(Workspace):
     def wrap(cls, ws: Workspace) -> "TenantWorkspace":
         with context.scoped(None):
             return cls(ws.root, output_dir=ws.output_dir, input_dir=ws.input_dir, temp_dir=ws.temp_dir,
-                       user_dir=ws.user_dir, folders=ws.folders)
+                       user_dir=ws.user_dir, folder_names_and_paths=ws.folder_names_and_paths)
 
     def tenant_models_dir(self, tenant: str, folder: str | None = None) -> Path:
         """The tenant's own models (all of them, or one model folder's)."""

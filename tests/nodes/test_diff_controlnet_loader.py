@@ -30,4 +30,4 @@ def test_refuses_a_difference_controlnet(demo_workspace, tmp_path):
         with pytest.raises(ValueError, match="model"):
             DiffControlNetLoader().load_controlnet(None, NAME)
     finally:
-        demo_workspace.folders[demo_workspace.folder_key("controlnet")].remove(folder)
+        demo_workspace.folder_names_and_paths["controlnet"][0].remove(str(folder))
