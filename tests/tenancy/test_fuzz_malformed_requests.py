@@ -323,10 +323,11 @@ async def test_seeded_malformed_requests_never_answer_5xx(tmp_path, hosted_mode,
             if status >= 500 or status == -1:
                 failures.append((status, raw[:400]))
         await asyncio.gather(*(one(raw) for raw in requests))
-        await websocket_frames(client, auth, rng)
         elapsed = time.monotonic() - started
-        assert not failures, f"{len(failures)} of {len(requests)} failed:\n" + "\n".join(
+        routes_failed = sorted({r.split(b"?")[0].split(b" HTTP")[0].decode("utf-8", "replace") for _, r in failures})
+        assert not failures, f"{len(failures)} of {len(requests)} failed, on {routes_failed}:\n" + "\n".join(
             f"{s}: {r!r}" for s, r in failures[:8])
+        await websocket_frames(client, auth, rng)
         # aiohttp logs at ERROR its own parser's 400s (HttpProcessingError) and, after a route answered
         # without reading a body it cannot decode, the failed drain of that body (RequestPayloadError; the
         # answer was sent, its status is checked above). Anything else is a handler's exception: a 500.
