@@ -1,7 +1,8 @@
 """ComfyUI's audio file nodes (`comfy_extras.nodes_audio`): LoadAudio, RecordAudio, SaveAudio (FLAC),
 SaveAudioMP3, SaveAudioOpus, PreviewAudio, TrimAudioDuration and EmptyLatentAudio, with the interface of
 ComfyUI 0.10.0 (read from its source: its audio nodes need torchaudio, which has no build for our torch, so
-they could not be recorded).
+they could not be recorded), and SaveAudioAdvanced, added later, as the newest source declares it (the
+format a dynamic combo whose MP3 and Opus options bring a quality).
 
 Files are `<prefix>_<counter:05>_.<format>`, one per batch item, the workflow in the container's tags; the
 UI result is `{"audio": [file, ...]}`, which the web UI plays from /view. Decoding and encoding are PyAV's
@@ -16,6 +17,7 @@ from typing import Any
 import torch
 
 from nodes import image_io, output_claims
+from nodes.dynamic_inputs import DynamicSection, combo_inputs, dynamic_combo
 from nodes.image_io import annotated_path, file_sha256, save_image_path
 from nodes.library.video import input_files
 from nodes.media.audio import check_audio, encode_to_bytes, load_audio, workflow_tags
@@ -26,6 +28,8 @@ MODULE = "comfy_extras.nodes_audio"
 # The latent of Stable Audio's VAE: 64 channels, one frame per 2048 samples at 44.1 kHz.
 LATENT_CHANNELS, LATENT_RATE, LATENT_HOP = 64, 44100, 2048
 PREVIEW_LETTERS = "abcdefghijklmnopqrstuvwxyz"
+MP3_QUALITY = ("COMBO", {"default": "V0", "multiselect": False, "options": ["V0", "128k", "320k"]})
+OPUS_QUALITY = ("COMBO", {"default": "128k", "multiselect": False, "options": ["64k", "96k", "128k", "192k", "320k"]})
 
 
 def save_audio(audio: Any, filename_prefix: str, folder_type: str, fmt: str, quality: str = "128k",
@@ -55,6 +59,7 @@ def _write(path: str, data: bytes) -> None:
 
 class SaveAudio:
     RELATIVE_PYTHON_MODULE = MODULE
+    SEARCH_ALIASES = ["export flac"]
     FORMAT = "flac"
 
     @classmethod
@@ -77,12 +82,12 @@ class SaveAudio:
 
 class SaveAudioMP3(SaveAudio):
     FORMAT = "mp3"
+    SEARCH_ALIASES = ["export mp3"]
 
     @classmethod
     def INPUT_TYPES(cls):
         types = super().INPUT_TYPES()
-        types["required"]["quality"] = ("COMBO", {"default": "V0", "multiselect": False,
-                                                  "options": ["V0", "128k", "320k"]})
+        types["required"]["quality"] = MP3_QUALITY
         return types
 
     DESCRIPTION = "Saves the audio into the output folder as MP3 (V0: the best variable bit rate)."
@@ -90,20 +95,50 @@ class SaveAudioMP3(SaveAudio):
 
 class SaveAudioOpus(SaveAudio):
     FORMAT = "opus"
+    SEARCH_ALIASES = ["export opus"]
 
     @classmethod
     def INPUT_TYPES(cls):
         types = super().INPUT_TYPES()
-        types["required"]["quality"] = ("COMBO", {"default": "128k", "multiselect": False,
-                                                  "options": ["64k", "96k", "128k", "192k", "320k"]})
+        types["required"]["quality"] = OPUS_QUALITY
         return types
 
     DESCRIPTION = ("Saves the audio into the output folder as Opus; rates Opus lacks are resampled to the next "
                    "one it has (48 kHz at most).")
 
 
+class SaveAudioAdvanced:
+    RELATIVE_PYTHON_MODULE = MODULE
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": DynamicSection({
+            "audio": ("AUDIO", {"tooltip": "The audio to save."}),
+            "filename_prefix": ("STRING", {"default": "audio/ComfyUI", "multiline": False,
+                                           "tooltip": "Start of the file name; may hold a subfolder and variables."}),
+            "format": dynamic_combo({"flac": {}, "mp3": {"quality": MP3_QUALITY}, "opus": {"quality": OPUS_QUALITY}},
+                                    tooltip="The file format (MP3 and Opus also take a quality)."),
+        }), "hidden": {"prompt": "PROMPT", "extra_pnginfo": "EXTRA_PNGINFO"}}
+
+    RETURN_TYPES = ("AUDIO",)
+    RETURN_NAMES = ("audio",)
+    OUTPUT_TOOLTIPS = (None,)
+    FUNCTION = "save"
+    OUTPUT_NODE = True
+    CATEGORY = "audio"
+    SEARCH_ALIASES = ["save audio", "export audio", "output audio", "write audio", "flac", "mp3", "opus"]
+    DESCRIPTION = "Saves the audio into the output folder as FLAC, MP3 or Opus, with the workflow in its tags."
+
+    def save(self, audio: dict, filename_prefix: str, format: str, prompt: Any = None,
+             extra_pnginfo: dict | None = None, **kwargs: Any):
+        quality = combo_inputs(kwargs, "format").get("quality", "128k")
+        results = save_audio(audio, filename_prefix, "output", format, quality, prompt, extra_pnginfo)
+        return {"ui": {"audio": results}, "result": (audio,)}
+
+
 class PreviewAudio:
     RELATIVE_PYTHON_MODULE = MODULE
+    SEARCH_ALIASES = ["play audio"]
 
     @classmethod
     def INPUT_TYPES(cls):
@@ -131,6 +166,7 @@ def _validate_file(name: str) -> bool | str:
 
 class LoadAudio:
     RELATIVE_PYTHON_MODULE = MODULE
+    SEARCH_ALIASES = ["import audio", "open audio", "audio file"]
 
     @classmethod
     def INPUT_TYPES(cls):
@@ -156,6 +192,7 @@ class LoadAudio:
 
 class RecordAudio(LoadAudio):
     """The web UI records in the browser and uploads the recording; the node then loads that file."""
+    SEARCH_ALIASES = ["microphone input", "audio capture", "voice input"]
 
     @classmethod
     def INPUT_TYPES(cls):
@@ -166,6 +203,7 @@ class RecordAudio(LoadAudio):
 
 class TrimAudioDuration:
     RELATIVE_PYTHON_MODULE = MODULE
+    SEARCH_ALIASES = ["cut audio", "audio clip", "shorten audio"]
 
     @classmethod
     def INPUT_TYPES(cls):
@@ -221,6 +259,7 @@ NODE_CLASS_MAPPINGS = {
     "SaveAudioMP3": SaveAudioMP3,
     "SaveAudioOpus": SaveAudioOpus,
     "LoadAudio": LoadAudio,
+    "SaveAudioAdvanced": SaveAudioAdvanced,
     "PreviewAudio": PreviewAudio,
     "RecordAudio": RecordAudio,
     "TrimAudioDuration": TrimAudioDuration,
@@ -232,6 +271,7 @@ NODE_DISPLAY_NAME_MAPPINGS = {
     "SaveAudioMP3": "Save Audio (MP3)",
     "SaveAudioOpus": "Save Audio (Opus)",
     "LoadAudio": "Load Audio",
+    "SaveAudioAdvanced": "Save Audio (Advanced)",
     "PreviewAudio": "Preview Audio",
     "RecordAudio": "Record Audio",
     "TrimAudioDuration": "Trim Audio Duration",

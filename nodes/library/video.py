@@ -12,11 +12,11 @@ import os
 from fractions import Fraction
 from typing import Any
 
-import av
 import torch
 
 from nodes import image_io, output_claims
 from nodes.image_io import annotated_path, save_image_path
+from nodes.media import av   # imported when first used (nodes.media.LazyModule)
 from nodes.media.audio import workflow_tags
 from nodes.media.video import (VideoCodec, VideoComponents, VideoContainer, VideoFromComponents, VideoFromFile,
                                VideoInput)
@@ -65,6 +65,7 @@ def _claim_name(filename_prefix: str, width: int, height: int, extension: str) -
 
 class SaveVideo:
     RELATIVE_PYTHON_MODULE = MODULE
+    SEARCH_ALIASES = ["export video"]
 
     @classmethod
     def INPUT_TYPES(cls):
@@ -103,6 +104,7 @@ class SaveVideo:
 
 class CreateVideo:
     RELATIVE_PYTHON_MODULE = MODULE
+    SEARCH_ALIASES = ["images to video"]
 
     @classmethod
     def INPUT_TYPES(cls):
@@ -122,6 +124,7 @@ class CreateVideo:
 
 class GetVideoComponents:
     RELATIVE_PYTHON_MODULE = MODULE
+    SEARCH_ALIASES = ["extract frames", "split video", "video to images", "demux"]
 
     @classmethod
     def INPUT_TYPES(cls):
@@ -140,6 +143,7 @@ class GetVideoComponents:
 
 class LoadVideo:
     RELATIVE_PYTHON_MODULE = MODULE
+    SEARCH_ALIASES = ["import video", "open video", "video file"]
 
     @classmethod
     def INPUT_TYPES(cls):
@@ -170,6 +174,7 @@ class LoadVideo:
 
 class SaveWEBM:
     RELATIVE_PYTHON_MODULE = MODULE
+    SEARCH_ALIASES = ["export webm"]
     ENCODERS = {"vp9": "libvpx-vp9", "av1": "libsvtav1"}
 
     @classmethod

@@ -191,3 +191,42 @@ def test_bad_values_are_refused_with_errors_naming_them(ws):
     (ws.input_dir / "not_a_video.mp4").write_bytes(b"plain text")
     with pytest.raises(ValueError, match="'not_a_video.mp4' cannot be read as a video"):
         video_nodes.LoadVideo().load_video("not_a_video.mp4")[0].get_components()
+
+
+@pytest.mark.parametrize("fmt, quality", [("flac", None), ("mp3", "320k"), ("opus", "64k")])
+def test_save_audio_advanced_takes_its_format_and_quality_from_the_dynamic_combo(ws, fmt, quality):
+    """As the web UI sends it: the chosen format, and its option's quality as `format.quality`."""
+    import asyncio
+    from comfy_bridge.execution import PromptExecutor
+    from comfy_bridge.registry import build_registry
+    from comfy_bridge.validation import validate_prompt
+    registry = build_registry(ws)
+    path = ws.input_dir / "advanced.flac"
+    path.write_bytes(audio_nodes.encode_to_bytes(_sine(0.5, quantized=True), RATE, "flac"))
+    inputs = {"audio": ["1", 0], "filename_prefix": "audio/advanced", "format": fmt,
+              **({"format.quality": quality} if quality else {})}
+    prompt = {"1": {"class_type": "LoadAudio", "inputs": {"audio": "advanced.flac"}},
+              "2": {"class_type": "SaveAudioAdvanced", "inputs": inputs},
+              "3": {"class_type": "PreviewAudio", "inputs": {"audio": ["2", 0]}}}
+
+    async def run():
+        valid, error, outputs, node_errors = await validate_prompt(registry, "adv", prompt, None)
+        assert valid, (error, node_errors)
+        executor = PromptExecutor(registry, type("Sink", (), {"client_id": None, "last_node_id": None,
+                                                              "send_sync": lambda *a, **k: None})())
+        await executor.execute_async(prompt, "adv", {}, outputs)
+        assert executor.success, executor.status_messages
+        return executor.history_result["outputs"]
+    outputs = asyncio.run(run())
+    [entry] = outputs["2"]["audio"]
+    assert entry["filename"].endswith(f"_.{fmt}")
+    saved = _output(ws, entry)
+    with av.open(str(saved)) as container:
+        stream = container.streams.audio[0]
+        assert stream.codec_context.name.startswith(fmt)
+        packet_bits = 8 * sum(p.size for p in container.demux(stream))
+    if quality:
+        # the chosen bit rate, not the 128k default: a short clip spends a little more than its rate
+        rate = int(quality[:-1]) * 1000
+        assert rate <= packet_bits / 0.5 < 1.4 * rate
+    assert outputs["3"]["audio"][0]["type"] == "temp"   # the AUDIO output went on to the next node
