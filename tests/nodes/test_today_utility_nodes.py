@@ -332,3 +332,55 @@ async def test_resize_image_mask_takes_the_dotted_inputs_of_the_chosen_option(ru
               "k2": {"class_type": "Keep", "inputs": {"value": ["s", 1]}}}
     outputs = await run(prompt)
     assert (outputs["k"], outputs["k2"]) == ({"values": [16]}, {"values": [8]})
+
+
+# --- text, seed, save (newer than 0.10.0: semantics read from the newest source) ------------------------------
+
+def test_format_text_fills_the_linked_values_by_letter():
+    node = _node("StringFormat")
+    assert node.execute("{a} has {b:.1f} {c!r}", **{"values.a": "x", "values.b": 2.25, "values.c": "y"}) == \
+        ("x has 2.2 'y'",)
+    with pytest.raises(ValueError, match="names 'b' but the linked values are a"):
+        node.execute("{a}{b}", **{"values.a": 1})
+
+
+@pytest.mark.parametrize("text, key, expected", [
+    ('Sure! ```json\n{"prompt": "a cat", "seed": 4}\n```', "prompt", "a cat"),
+    ('{"seed": 4}', "seed", "4"),
+    ('{"a": null}', "a", ""),
+    ('{broken {"a": [1, 2]} tail', "a", "[1, 2]"),        # the first '{' that decodes
+    ('{"a": 1}', "missing", ""),
+    ("no json here", "a", ""),
+])
+def test_json_extract_string(text, key, expected):
+    assert _node("JsonExtractString").execute(text, key) == (expected,)
+
+
+def test_dictionary_and_array_to_json_text():
+    assert _node("ConvertDictionaryToString").execute({"é": [1]}, 0) == ('{"é": [1]}',)
+    assert _node("ConvertArrayToString").execute([1, {"a": 2}], 2) == ('[\n  1,\n  {\n    "a": 2\n  }\n]',)
+
+
+def test_seed_passes_its_seed_on():
+    assert _node("SeedNode").execute(2 ** 40) == (2 ** 40,)
+
+
+async def test_save_image_advanced_writes_png_and_passes_the_images_on(run, tmp_path):
+    prompt = {"i": {"class_type": "EmptyImage", "inputs": {"width": 8, "height": 4, "batch_size": 2, "color": 65280}},
+              "s": {"class_type": "SaveImageAdvanced", "inputs": {
+                  "images": ["i", 0], "filename_prefix": "adv", "format": "png", "format.bit_depth": "8-bit",
+                  "format.input_color_space": "sRGB"}},
+              "z": {"class_type": "GetImageSize", "inputs": {"image": ["s", 0]}},
+              "k": {"class_type": "Keep", "inputs": {"value": ["z", 2]}}}
+    outputs = await run(prompt)
+    names = [i["filename"] for i in outputs["s"]["images"]]
+    assert names == ["adv_00001.png", "adv_00002.png"] and outputs["k"] == {"values": [2]}
+    from PIL import Image
+    from nodes.workspace import active
+    with Image.open(active().output_dir / names[0]) as im:
+        assert im.size == (8, 4) and im.getpixel((0, 0)) == (0, 255, 0) and "prompt" in im.info
+
+
+def test_save_image_advanced_refuses_the_formats_it_does_not_write():
+    with pytest.raises(ValueError, match="exr 32-bit float is not written"):
+        _node("SaveImageAdvanced").execute(torch.zeros(1, 4, 4, 3), "x", "exr", **{"format.bit_depth": "32-bit float"})
