@@ -274,3 +274,28 @@ async def test_fuzz_login_form_in_an_unknown_charset_is_400(hosted):
     r = await hosted.client.post("/login", data=b"key=x", headers={
         "Content-Type": "application/x-www-form-urlencoded; charset=bogus"})
     assert r.status == 400 and "could not be read" in await r.text()
+
+
+async def test_9_a_row_stored_by_an_older_version_lists_after_a_restart(workspace, tmp_path):
+    """Rows with extra_pnginfo of another shape already in the state database when the server starts."""
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from comfy_bridge.server import ServerConfig, create_app
+    from comfy_bridge.tenancy.store import Store
+    store = Store(tmp_path / "state.sqlite3")
+    for i, pnginfo in enumerate((1, "text", [1])):
+        store.queue_add("", f"old{i}", float(i), [float(i), f"old{i}", tn.prompt(20 + i), {"extra_pnginfo": pnginfo},
+                                                  ["2"]])
+    store.close()
+    (tmp_path / "web").mkdir()
+    config = ServerConfig(workspace=workspace, state_db=tmp_path / "state.sqlite3", front_end_root=tmp_path / "web")
+    async with TestClient(TestServer(create_app(config, registry=tn.registry()))) as client:
+        assert (await client.get("/jobs")).status == 200
+        for i in range(3):
+            for _ in range(400):
+                if f"old{i}" in await (await client.get(f"/history/old{i}")).json():
+                    break
+                await asyncio.sleep(0.05)
+        r = await client.get("/api/jobs?status=completed")
+        assert r.status == 200
+        assert {j["id"] for j in (await r.json())["jobs"]} == {"old0", "old1", "old2"}
