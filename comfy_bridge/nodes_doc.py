@@ -12,6 +12,8 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
+from comfy_bridge.nodes_doc_today import render_today
+
 REFERENCE = Path(__file__).resolve().parents[1] / "tests" / "nodes" / "fixtures" / "comfyui_0_3_64_object_info.json"
 # Core classes ComfyUI added after 0.3.64 that are offered too (their interface as the newest ComfyUI declares it).
 NEWER = REFERENCE.with_name("comfyui_newer_object_info.json")
@@ -88,6 +90,7 @@ def render(ref: dict[str, dict], offered: set[str]) -> str:
                       "after 0.3.64, or are its audio nodes, which need torchaudio and so could not be recorded; each "
                       "declares the interface ComfyUI's source gives it (tests/nodes/fixtures/"
                       "comfyui_newer_object_info.json names the source of each)."]
+    lines += render_today(offered)
     return "\n".join(lines) + "\n"
 
 
