@@ -10,9 +10,10 @@ import json
 from pathlib import Path
 from typing import Any, BinaryIO
 
-import av
 import numpy as np
 import torch
+
+from nodes.media import av   # imported when first used (nodes.media.LazyModule)
 
 # Sample rates libopus accepts; other rates are resampled up to the next one (48 kHz at most).
 OPUS_RATES = (8000, 12000, 16000, 24000, 48000)

@@ -17,10 +17,10 @@ from enum import Enum
 from fractions import Fraction
 from typing import Any, BinaryIO
 
-import av
 import numpy as np
 import torch
 
+from nodes.media import av   # imported when first used (nodes.media.LazyModule)
 from nodes.media.audio import check_audio, decode_stream
 
 
