@@ -140,6 +140,11 @@ class PromptServer:
         """(max_prompt_bytes, max_text_chars) for a POST /prompt; None: no limit."""
         return self.config.max_prompt_bytes, self.config.max_text_chars
 
+    def max_text_chars_for_run(self) -> int | None:
+        """The text limit that the prompt the calling queue worker takes on runs under (text nodes
+        check their output against it); None: no limit."""
+        return self.config.max_text_chars
+
     def get_queue_info(self) -> dict:
         return {"exec_info": {"queue_remaining": self.prompt_queue.get_tasks_remaining()}}
 

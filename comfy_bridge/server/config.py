@@ -12,7 +12,8 @@ DEFAULT_MAX_PROMPT_BYTES = 8 * 1024 * 1024
 # CLIP encodes a text 77 tokens at a time, and the sampler then attends over every chunk at every
 # step: cost grows linearly with the text (2 MB cost 109 s of CPU). 100,000 characters (about 330
 # chunks, ~5 s of CLIP on that CPU) is far beyond any written prompt yet keeps one prompt bounded.
-DEFAULT_MAX_TEXT_CHARS = 100_000
+# Defined beside the text nodes, which check their output against it when no server bound a limit.
+from nodes.text_limits import DEFAULT_MAX_TEXT_CHARS  # noqa: E402
 
 
 @dataclass

@@ -16,7 +16,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from comfy_bridge.execution.node_context import executing_node_key
-from nodes import output_claims, progress
+from nodes import output_claims, progress, text_limits
 
 from .prompt_queue import ExecutionStatus, QueueItem
 
@@ -98,6 +98,7 @@ class QueueWorker:
         server.last_prompt_id = item.prompt_id
         sink.client_id = item.extra_data.get("client_id")
         token = progress.bind_prompt(item.prompt_id)
+        text_limit = text_limits.bind_max_text_chars(server.max_text_chars_for_run())
         claims = output_claims.bind(getattr(server.prompt_queue, "output_claims", None), task_id,
                                     executing_node_key)
         history_result: dict = {}
@@ -122,6 +123,7 @@ class QueueWorker:
         finally:
             output_claims.unbind(claims)
             progress.unbind_prompt(token)
+            text_limits.unbind_max_text_chars(text_limit)
         server.prompt_queue.task_done(task_id, history_result, status)
         if sink.client_id is not None:
             server.send_sync("executing", {"node": None, "prompt_id": item.prompt_id}, sink.client_id)

@@ -1,13 +1,19 @@
 """ComfyUI's text nodes (`comfy_extras.nodes_string`): concatenate, substring, length, case, trim, replace,
-contains, compare and the regular-expression nodes (Python's `re` syntax)."""
+contains, compare and the regular-expression nodes (Python's `re` syntax).
+
+Unlike ComfyUI, a node whose text would pass the server's text limit fails with TextTooLong, and the
+regular-expression nodes match in a worker process that an interrupt or the time limit stops
+(nodes.regex_runner): one prompt's runaway text cannot take the server's memory or time.
+"""
 from __future__ import annotations
 
 import re
 
+from nodes import regex_runner
+from nodes.text_limits import check_length
+
 MODULE = "comfy_extras.nodes_string"
 TEXT = ("STRING", {"multiline": True})
-# Results of the modes that collect several matches are joined with this.
-JOIN = "\n"
 
 
 def _flags(case_insensitive: bool, multiline: bool, dotall: bool) -> int:
@@ -35,7 +41,10 @@ class StringConcatenate(_StringNode):
     DESCRIPTION = "string_a, the delimiter, then string_b."
 
     def execute(self, string_a: str, string_b: str, delimiter: str):
-        return (delimiter.join((string_a, string_b)),)
+        result = delimiter.join((string_a, string_b))
+        # a text concatenated with itself node after node doubles each time: each step is checked
+        check_length(type(self).__name__, len(result))
+        return (result,)
 
 
 class StringSubstring(_StringNode):
@@ -73,7 +82,9 @@ class CaseConverter(_StringNode):
 
     def execute(self, string: str, mode: str):
         # An unknown mode (ComfyUI does not check combo values of this node) leaves the text as it is.
-        return (self.MODES.get(mode, str)(string),)
+        result = self.MODES.get(mode, str)(string)
+        check_length(type(self).__name__, len(result))   # "ß".upper() is "SS": case can lengthen a text
+        return (result,)
 
 
 class StringTrim(_StringNode):
@@ -97,6 +108,8 @@ class StringReplace(_StringNode):
     DESCRIPTION = "Replaces every occurrence of `find` (plain text) with `replace`."
 
     def execute(self, string: str, find: str, replace: str):
+        # The length is known before the text is built: an empty `find` matches at every position.
+        check_length(type(self).__name__, len(string) + string.count(find) * (len(replace) - len(find)))
         return (string.replace(find, replace),)
 
 
@@ -145,7 +158,8 @@ class RegexMatch(_StringNode):
 
     def execute(self, string: str, regex_pattern: str, case_insensitive: bool, multiline: bool, dotall: bool):
         try:
-            return (re.search(regex_pattern, string, _flags(case_insensitive, multiline, dotall)) is not None,)
+            return (regex_runner.run(type(self).__name__, "search", pattern=regex_pattern, string=string,
+                                     flags=_flags(case_insensitive, multiline, dotall)),)
         except re.error:
             return (False,)
 
@@ -166,26 +180,11 @@ class RegexExtract(_StringNode):
     def execute(self, string: str, regex_pattern: str, mode: str, case_insensitive: bool, multiline: bool,
                 dotall: bool, group_index: int):
         try:
-            return (_extract(string, regex_pattern, mode, _flags(case_insensitive, multiline, dotall), group_index),)
+            return (regex_runner.run(type(self).__name__, "extract", pattern=regex_pattern, string=string,
+                                     flags=_flags(case_insensitive, multiline, dotall), mode=mode,
+                                     group=group_index),)
         except re.error:
             return ("",)
-
-
-def _extract(string: str, pattern: str, mode: str, flags: int, group: int) -> str:
-    if mode == "First Match":
-        match = re.search(pattern, string, flags)
-        return match.group(0) if match else ""
-    if mode == "All Matches":
-        # findall gives tuples for patterns with several groups: their first group stands for the match
-        found = re.findall(pattern, string, flags)
-        return JOIN.join(m[0] if isinstance(m, tuple) else m for m in found)
-    if mode == "First Group":
-        match = re.search(pattern, string, flags)
-        return match.group(group) if match and len(match.groups()) >= group else ""
-    if mode == "All Groups":
-        return JOIN.join(m.group(group) for m in re.finditer(pattern, string, flags)
-                         if m.groups() and len(m.groups()) >= group)
-    return ""
 
 
 class RegexReplace(_StringNode):
@@ -202,8 +201,8 @@ class RegexReplace(_StringNode):
 
     def execute(self, string: str, regex_pattern: str, replace: str, case_insensitive: bool = True,
                 multiline: bool = False, dotall: bool = False, count: int = 0):
-        return (re.sub(regex_pattern, replace, string, count=count,
-                       flags=_flags(case_insensitive, multiline, dotall)),)
+        return (regex_runner.run(type(self).__name__, "sub", pattern=regex_pattern, repl=replace, string=string,
+                                 count=count, flags=_flags(case_insensitive, multiline, dotall)),)
 
 
 NODE_CLASS_MAPPINGS = {cls.__name__: cls for cls in (
