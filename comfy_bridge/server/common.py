@@ -139,5 +139,6 @@ def form_text(form: MultiDictProxy, name: str, default: str = "") -> str:
     """A text field of a form; a field sent as a file (any part with a non-text Content-Type) is a 400."""
     value = form.get(name, default)
     if not isinstance(value, str):
-        raise web.HTTPBadRequest(text=f"Form field {name!r} must be text, not a file part")
+        raise web.HTTPBadRequest(text=f"Form field {name!r} must be a text part (no file name, a text/* or no "
+                                      "Content-Type)")
     return value

@@ -40,8 +40,8 @@ def open_image(source: Path | bytes) -> Iterator[Image.Image]:
 
 
 def pixels_problem(source: Path | bytes) -> str | None:
-    """Why the image in `source` (only its header is read) is refused (too many pixels); None for an image within the limit and for
-    bytes that are no image Pillow reads (an upload may be any file, as in ComfyUI)."""
+    """Why the image in `source` (only its header is read) is refused (too many pixels); None for an image
+    within the limit and for bytes that are no image Pillow reads (an upload may be any file, as in ComfyUI)."""
     try:
         with open_image(source):
             return None

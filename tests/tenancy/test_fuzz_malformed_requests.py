@@ -134,7 +134,8 @@ def multipart_body(rng: random.Random, files: dict[str, bytes]) -> bytes:
     parts.append(_part(file_name, files[rng.choice(list(files))], rng.choice(["up.png", "b.png", "", "../x.png",
                                                                              "a\\b.png", "x.safetensors"]),
                        rng.choice([(), ("Content-Type: image/png",), ("Content-Transfer-Encoding: foo",),
-                                   ("Content-Transfer-Encoding: base64",), ("Content-Type: text/plain; charset=bogus",)])))
+                                   ("Content-Transfer-Encoding: base64",),
+                                   ("Content-Type: text/plain; charset=bogus",)])))
     for _ in range(rng.randrange(4)):
         name = rng.choice(["type", "subfolder", "overwrite", "original_ref", "file_path", "tags", "expires_in",
                            "content_type", "expected_hash", "_charset_", "x"])
@@ -142,7 +143,8 @@ def multipart_body(rng: random.Random, files: dict[str, bytes]) -> bytes:
                             b'{"filename": "fine.png", "type": "input"}', b'{"filename": 5}', b"[" * 2000,
                             b"models/loras/fz.safetensors", b"models/checkpoints/../x.safetensors", b"fz.png",
                             b"99999999999999999999", b"blake3:" + b"0" * 64])
-        headers = rng.choice([(), ("Content-Type: application/octet-stream",), ("Content-Type: text/plain; charset=bogus",),
+        headers = rng.choice([(), ("Content-Type: application/octet-stream",),
+                              ("Content-Type: text/plain; charset=bogus",),
                               ("Content-Transfer-Encoding: foo",), ("Content-Transfer-Encoding: quoted-printable",),
                               ("Content-Type: text/plain; charset=utf-16",)])
         parts.insert(rng.randrange(len(parts) + 1), _part(name, value, headers=headers))
@@ -196,7 +198,8 @@ def build_request(rng: random.Random, route: tuple[str, str], secrets: dict[str,
         method = rng.choice(["PUT", "DELETE", "PATCH", "OPTIONS", "HEAD", "POST", "GET"])
     query = {k: rng.choice(v) for k, v in rng.sample(sorted(QUERY_KEYS.items()), rng.randrange(4))}
     if query:
-        path += "?" + "&".join(f"{quote(k, safe='[]')}={v if '%' in v else quote(v, safe='')}" for k, v in query.items())
+        path += "?" + "&".join(f"{quote(k, safe='[]')}={v if '%' in v else quote(v, safe='')}"
+                               for k, v in query.items())
     headers: dict[str, bytes] = {"Host": b"127.0.0.1", "Connection": b"close"}
     auth = rng.choice(["key", "key", "key", "admin", "cookie", "none", "odd"])
     if auth in ("key", "admin"):
@@ -224,7 +227,8 @@ def build_request(rng: random.Random, route: tuple[str, str], secrets: dict[str,
         body = multipart_body(rng, files)
         headers["Content-Type"] = rng.choice([f"multipart/form-data; boundary={BOUNDARY}".encode(),
                                               f"multipart/form-data; boundary={BOUNDARY}; charset=bogus".encode(),
-                                              b"multipart/form-data", b"multipart/mixed; boundary=" + BOUNDARY.encode()])
+                                              b"multipart/form-data",
+                                              b"multipart/mixed; boundary=" + BOUNDARY.encode()])
     elif family == 3:   # a urlencoded form
         body = rng.choice([b"key=x&next=/", b"a=%ff%fe", b"type=input&subfolder=..", b"=" * 100, b"a=b&" * 500])
         headers["Content-Type"] = rng.choice([b"application/x-www-form-urlencoded",
