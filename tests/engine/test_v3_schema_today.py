@@ -133,3 +133,30 @@ def test_schema_rules_and_options():
                           "MultiType": "COMFY_MULTITYPED_V3"}.items():
         assert getattr(io, name).io_type == io_type
     assert io.Hidden.comfy_usage_source.value == "COMFY_USAGE_SOURCE"
+
+
+def test_ui_save_helpers_write_comfyuis_files(tmp_path):
+    import torch
+    from PIL import Image as PILImage
+    from comfy_api.latest import io, ui
+    from nodes.workspace import active
+
+    class Saver(io.ComfyNode):
+        hidden = io.HiddenHolder({io.Hidden.prompt: {"1": {"class_type": "Saver"}},
+                                  io.Hidden.extra_pnginfo: {"workflow": {"nodes": []}}})
+
+    images = torch.rand(2, 8, 8, 3)
+    saved = ui.ImageSaveHelper.get_save_images_ui(images, "v3/pic", cls=Saver).as_dict()
+    assert [r.filename for r in saved["images"]] == ["pic_00001_.png", "pic_00002_.png"]
+    assert saved["images"][0] == {"filename": "pic_00001_.png", "subfolder": "v3", "type": "output"}
+    with PILImage.open(active().output_dir / "v3" / "pic_00001_.png") as png:
+        assert json.loads(png.text["prompt"]) == {"1": {"class_type": "Saver"}} and "workflow" in png.text
+    anim = ui.ImageSaveHelper.get_save_animated_png_ui(images, "anim", Saver, fps=4.0, compress_level=1).as_dict()
+    assert anim["animated"] == (True,)
+    with PILImage.open(active().output_dir / anim["images"][0]["filename"]) as apng:
+        assert apng.n_frames == 2
+    webp = ui.ImageSaveHelper.get_save_animated_webp_ui(images, "anim", Saver, 4.0, True, 80, 4).as_dict()
+    assert webp["images"][0]["filename"].endswith(".webp")
+    audio = {"waveform": torch.zeros(1, 1, 800), "sample_rate": 8000}
+    assert ui.AudioSaveHelper.get_save_audio_ui(audio, "snd", Saver).as_dict()["audio"][0]["filename"].endswith(".flac")
+    assert ui.PreviewAudio(audio).as_dict()["audio"][0]["type"] == "temp"
