@@ -384,3 +384,66 @@ async def test_save_image_advanced_writes_png_and_passes_the_images_on(run, tmp_
 def test_save_image_advanced_refuses_the_formats_it_does_not_write():
     with pytest.raises(ValueError, match="exr 32-bit float is not written"):
         _node("SaveImageAdvanced").execute(torch.zeros(1, 4, 4, 3), "x", "exr", **{"format.bit_depth": "32-bit float"})
+
+
+# --- Color Transfer (newer than 0.10.0: the properties each method is defined by) ---------------------------
+
+def _frames(seed: int, n: int = 2, tint=(1.0, 1.0, 1.0)) -> torch.Tensor:
+    x = torch.rand(n, 12, 10, 3, generator=torch.Generator().manual_seed(seed)) * 0.6 + 0.2
+    return (x * torch.tensor(tint)).clamp(0, 1)
+
+
+def _lab_stats(images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    import kornia
+    lab = kornia.color.rgb_to_lab(images.permute(0, 3, 1, 2)).permute(1, 0, 2, 3).reshape(3, -1)
+    return lab.mean(1), lab.std(1, unbiased=False)
+
+
+def test_reinhard_gives_the_targets_the_references_lab_mean_and_spread():
+    torch.set_num_threads(1)
+    target, ref = _frames(1, 1), _frames(2, 1, tint=(1.0, 0.6, 0.3))
+    out = _node("ColorTransfer").execute(target, "reinhard_lab", "per_frame", 1.0, image_ref=ref)[0]
+    (m_out, s_out), (m_ref, s_ref) = _lab_stats(out), _lab_stats(ref)
+    assert torch.allclose(m_out, m_ref, atol=0.5) and torch.allclose(s_out, s_ref, rtol=0.05, atol=0.3)
+
+
+def test_mkl_gives_the_targets_the_references_lab_covariance():
+    from nodes.library.color_transfer import mkl_matrix
+    gen = torch.Generator().manual_seed(3)
+    a, b = torch.randn(3, 3, generator=gen), torch.randn(3, 3, generator=gen)
+    cov_s, cov_r = a @ a.T + 0.1 * torch.eye(3), b @ b.T + 0.1 * torch.eye(3)
+    t = mkl_matrix(cov_s.double(), cov_r.double())
+    assert torch.allclose(t @ cov_s.double() @ t.T, cov_r.double(), atol=1e-8)
+    assert torch.allclose(t, t.T, atol=1e-8)        # the MKL map is the symmetric (least-displacement) one
+
+
+def test_histogram_matching_makes_the_channel_histograms_alike():
+    target, ref = _frames(4, 1), _frames(5, 1, tint=(0.3, 1.0, 0.7))
+    out = _node("ColorTransfer").execute(target, "histogram", "uniform", 1.0, image_ref=ref)[0]
+    for c in range(3):
+        q = torch.tensor([0.1, 0.5, 0.9])
+        assert torch.allclose(out[..., c].flatten().quantile(q), ref[..., c].flatten().quantile(q), atol=0.02)
+
+
+def test_color_transfer_strength_zero_or_no_reference_passes_the_targets_through():
+    target = _frames(6)
+    node = _node("ColorTransfer")
+    assert node.execute(target, "mkl_lab", "uniform", 0.0, image_ref=_frames(7))[0] is target
+    assert node.execute(target, "reinhard_lab", "uniform", 1.0)[0] is target
+
+
+def test_color_transfer_target_frame_applies_one_transform_to_every_frame():
+    torch.set_num_threads(1)
+    target = torch.cat([_frames(8, 1), _frames(8, 1)])        # two equal frames
+    target[1] = (target[1] * 0.5).clamp(0, 1)                 # the second darker
+    out = _node("ColorTransfer").execute(target, "reinhard_lab", "target_frame", 1.0, image_ref=_frames(9, 1),
+                                         **{"source_stats.target_index": 0})[0]
+    # one transform for both: the darker frame stays darker
+    assert out[1].mean() < out[0].mean() - 0.05
+    per_frame = _node("ColorTransfer").execute(target, "reinhard_lab", "per_frame", 1.0, image_ref=_frames(9, 1))[0]
+    assert abs(per_frame[1].mean() - per_frame[0].mean()) < 0.05  # each matched on its own: alike
+
+
+def test_color_transfer_names_an_unknown_method():
+    with pytest.raises(ValueError, match="unknown method 'lut'"):
+        _node("ColorTransfer").execute(_frames(1), "lut", "uniform", 1.0, image_ref=_frames(2))
