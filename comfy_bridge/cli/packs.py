@@ -21,11 +21,14 @@ def _workspace(args: argparse.Namespace) -> Workspace:
 
 def cmd_install(args: argparse.Namespace) -> int:
     ws = _workspace(args)
+    notes: list[str] = []
     try:
         entry, installed = install_pack(ws, args.source, requirements=not args.skip_requirements,
-                                        pip_args=args.pip_arg or ())
+                                        pip_args=args.pip_arg or (), notes=notes)
     except (PackError, RequirementsError) as err:
         print(f"{'refused' if isinstance(err, TorchReplacement) else 'error'}: {err}", file=sys.stderr)
+        for note in notes:
+            print(f"  note: {note}", file=sys.stderr)
         return 1
     print(f"installed {entry.name} into {entry.path}")
     for requirement in installed:
@@ -33,6 +36,8 @@ def cmd_install(args: argparse.Namespace) -> int:
     if entry.path.is_dir() and (entry.path / "install.py").is_file():
         print(f"  note: {entry.path / 'install.py'} was not run (ComfyUI-Manager would run it); "
               "run it yourself if the pack needs it")
+    for note in notes:
+        print(f"  warning: {note}; until then the pack's imports of torchvision or spandrel fail", file=sys.stderr)
     print("restart the server to load it")
     return 0
 

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from comfy_bridge.packs.pip_guard import install_requirements
+from comfy_bridge.packs.pip_guard import RequirementsError, install_requirements
+from comfy_bridge.packs.torch_companions import install_comfyui_companions, needs_companions
 from nodes.workspace import Workspace
 
 DISABLED = ".disabled"
@@ -99,8 +100,10 @@ def _fetch(source: str, dest: Path) -> None:
 
 
 def install_pack(ws: Workspace, source: str, requirements: bool = True, python: str = sys.executable,
-                 pip_args: Sequence[str] = ()) -> tuple[PackEntry, list[str]]:
+                 pip_args: Sequence[str] = (), notes: list[str] | None = None) -> tuple[PackEntry, list[str]]:
     """Install a pack from a local path or a git URL; returns (the entry, the packages pip installed).
+    A pack that uses torchvision or spandrel gets them first, matched to torch (torch_companions); when
+    they cannot be had, why is appended to `notes` and the install goes on.
     Raises PackError, or pip_guard's TorchReplacement / RequirementsError (nothing is installed then)."""
     name = pack_name(source)
     if not name or name.startswith("."):
@@ -116,9 +119,15 @@ def install_pack(ws: Workspace, source: str, requirements: bool = True, python: 
     try:
         _fetch(source, staging)
         installed: list[str] = []
+        if requirements and needs_companions(staging):
+            try:
+                installed += install_comfyui_companions(python, pip_args)
+            except RequirementsError as err:
+                if notes is not None:
+                    notes.append(str(err))
         req = staging / "requirements.txt"
         if requirements and req.is_file():
-            installed = install_requirements(req, python, pip_args)
+            installed += install_requirements(req, python, pip_args)
         staging.rename(dest)
     finally:
         if staging.is_dir():

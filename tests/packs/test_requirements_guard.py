@@ -155,7 +155,8 @@ def test_cli_reports_the_refusal(wheels, tmp_path, capsys):
     pack.mkdir(parents=True)
     (pack / "__init__.py").write_text("NODE_CLASS_MAPPINGS = {}\n")
     (pack / "requirements.txt").write_text("torchvision\n")
-    code = main(["nodes", "install", str(pack), "--workspace", str(tmp_path / "ws")])
+    # offline: `nodes install` first looks for the torchvision of torch's build, which needs PyTorch's index
+    code = main(["nodes", "install", str(pack), "--workspace", str(tmp_path / "ws"), "--pip-arg=--no-index"])
     assert code == 1
     err = capsys.readouterr().err
     assert err.startswith("refused:") and "torchvision" in err
