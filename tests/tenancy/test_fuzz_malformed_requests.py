@@ -241,6 +241,9 @@ def build_request(rng: random.Random, route: tuple[str, str], secrets: dict[str,
              b"http://evil.example", b"\xc3\x28", b"gzip;q=NaN", b"", b"x" * 40])
     if method in ("POST", "PUT", "PATCH") or body:
         headers["Content-Length"] = str(len(body)).encode()
+    if path.split("?")[0] in ("/ws", "/api/ws") and rng.random() < 0.7:   # a real upgrade, odd clientId and all
+        headers.update({"Upgrade": b"websocket", "Connection": b"Upgrade", "Sec-WebSocket-Version": b"13",
+                        "Sec-WebSocket-Key": b"dGhlIHNhbXBsZSBub25jZQ=="})
     if rng.random() < 0.1:
         headers["Idempotency-Key"] = rng.choice([b"k\xff", b"", b"a" * 256, b"fuzz-" + str(rng.random()).encode()])
     head = f"{method} {path} HTTP/1.1\r\n".encode("utf-8", "surrogatepass")
