@@ -1,5 +1,6 @@
 """ComfyUI's video file nodes (`comfy_extras.nodes_video`): CreateVideo, GetVideoComponents, LoadVideo,
-SaveVideo and SaveWEBM, with the interface of ComfyUI 0.10.0 (the same as 0.3.64's).
+SaveVideo and SaveWEBM, with the interface of ComfyUI 0.10.0 (the same as 0.3.64's), and Trim Video
+("Video Slice"), added later, as the newest source declares it.
 
 VIDEO values are `nodes.media.video` objects. SaveVideo writes `<prefix>_<counter:05>_.mp4` into the output
 folder and answers ComfyUI's UI result for a video, `{"images": [file], "animated": (True,)}`: the web UI
@@ -172,6 +173,37 @@ class LoadVideo:
         return True if ok else f"Invalid video file: {file}"
 
 
+class VideoSlice:
+    """Today's "Trim Video" (node id "Video Slice"), as the newest ComfyUI declares it."""
+    RELATIVE_PYTHON_MODULE = MODULE
+    SEARCH_ALIASES = ["trim video duration", "skip first frames", "frame load cap", "start time"]
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {
+            "video": ("VIDEO", {}),
+            "start_time": ("FLOAT", {"default": 0.0, "min": -1e5, "max": 1e5, "step": 0.001,
+                                     "tooltip": "Start in seconds; negative counts from the end."}),
+            "duration": ("FLOAT", {"default": 0.0, "min": 0.0, "step": 0.001,
+                                   "tooltip": "Length in seconds; 0 keeps the rest of the video."}),
+            "strict_duration": ("BOOLEAN", {"default": False,
+                                            "tooltip": "Fail when the video is shorter than the duration asked for."}),
+        }}
+
+    RETURN_TYPES = ("VIDEO",)
+    FUNCTION = "slice"
+    CATEGORY = "video"
+    DESCRIPTION = "The part of the video (frames and audio) from start_time for duration seconds."
+
+    def slice(self, video: VideoInput, start_time: float, duration: float, strict_duration: bool):
+        trimmed = check_video(video).as_trimmed(start_time, duration, strict_duration=strict_duration)
+        if trimmed is None:
+            strict = " (strict duration)" if strict_duration else ""
+            raise ValueError(f"Trim Video: from {start_time} s for {duration} s holds no part of this "
+                             f"{video.get_duration():.3f} s video{strict}")
+        return (trimmed,)
+
+
 class SaveWEBM:
     RELATIVE_PYTHON_MODULE = MODULE
     SEARCH_ALIASES = ["export webm"]
@@ -226,6 +258,7 @@ NODE_CLASS_MAPPINGS = {
     "CreateVideo": CreateVideo,
     "GetVideoComponents": GetVideoComponents,
     "LoadVideo": LoadVideo,
+    "Video Slice": VideoSlice,
 }
 
 NODE_DISPLAY_NAME_MAPPINGS = {
@@ -233,4 +266,5 @@ NODE_DISPLAY_NAME_MAPPINGS = {
     "CreateVideo": "Create Video",
     "GetVideoComponents": "Get Video Components",
     "LoadVideo": "Load Video",
+    "Video Slice": "Trim Video",
 }

@@ -98,6 +98,46 @@ class VideoInput(ABC):
         with av.open(self.get_stream_source(), mode="r") as container:
             return container.format.name
 
+    def get_bit_depth(self) -> int:
+        """Bits per colour channel: frames are read and written as 8-bit."""
+        return 8
+
+    def get_color_space(self) -> str:
+        return "sRGB"
+
+    def as_trimmed(self, start_time: float | None = None, duration: float | None = None,
+                   strict_duration: bool = False) -> "VideoInput | None":
+        """The frames (and audio) from `start_time` seconds (negative: from the end) for `duration` seconds
+        (0 or None: to the end); None when that holds no frame, or, with `strict_duration`, fewer seconds than
+        asked for."""
+        c = self.get_components()
+        total, rate = int(c.images.shape[0]), c.frame_rate
+        start = round((start_time or 0.0) * rate)
+        start = max(0, total + start) if start < 0 else start
+        end = total if not duration else start + round(duration * rate)
+        if strict_duration and end > total or start >= min(end, total):
+            return None
+        end = min(end, total)
+        audio = c.audio
+        if audio is not None:
+            per_frame = audio["sample_rate"] / rate
+            audio = {**audio, "waveform": audio["waveform"][..., round(start * per_frame):round(end * per_frame)]}
+        return VideoFromComponents(VideoComponents(images=c.images[start:end], frame_rate=rate, audio=audio,
+                                                   metadata=c.metadata))
+
+    def as_cropped(self, x: int = 0, y: int = 0, width: int = 0, height: int = 0) -> "VideoInput":
+        """The frames cut to the rectangle (clamped to the frame, even-aligned for H.264); an empty or whole
+        rectangle gives the video itself."""
+        c = self.get_components()
+        frame_h, frame_w = int(c.images.shape[1]), int(c.images.shape[2])
+        x0, y0 = max(0, min(x, frame_w)) // 2 * 2, max(0, min(y, frame_h)) // 2 * 2
+        w = min(width or frame_w - x0, frame_w - x0) // 2 * 2
+        h = min(height or frame_h - y0, frame_h - y0) // 2 * 2
+        if w <= 0 or h <= 0 or (x0, y0, w, h) == (0, 0, frame_w, frame_h):
+            return self
+        return VideoFromComponents(VideoComponents(images=c.images[:, y0:y0 + h, x0:x0 + w].clone(),
+                                                   frame_rate=c.frame_rate, audio=c.audio, metadata=c.metadata))
+
 
 def _first_video_stream(container: Any, name: str) -> av.VideoStream:
     if not container.streams.video:

@@ -230,3 +230,28 @@ def test_save_audio_advanced_takes_its_format_and_quality_from_the_dynamic_combo
         rate = int(quality[:-1]) * 1000
         assert rate <= packet_bits / 0.5 < 1.4 * rate
     assert outputs["3"]["audio"][0]["type"] == "temp"   # the AUDIO output went on to the next node
+
+
+def test_trim_video_keeps_the_frames_and_audio_of_its_window(ws):
+    frames = _frames(12)
+    sound = {"waveform": _sine(1.5)[None], "sample_rate": RATE}
+    (video,) = video_nodes.CreateVideo().create_video(frames, 8.0, sound)   # 12 frames: 1.5 s
+    (cut,) = video_nodes.VideoSlice().slice(video, 0.25, 0.5, False)
+    parts = cut.get_components()
+    assert torch.equal(parts.images, frames[2:6]) and parts.frame_rate == 8
+    assert torch.equal(parts.audio["waveform"], sound["waveform"][..., RATE // 4:3 * RATE // 4])
+    (tail,) = video_nodes.VideoSlice().slice(video, -0.5, 0.0, False)       # negative: from the end, to the end
+    assert torch.equal(tail.get_components().images, frames[8:])
+    (rest,) = video_nodes.VideoSlice().slice(video, 1.0, 5.0, False)        # longer than the video: what there is
+    assert rest.get_frame_count() == 4
+    with pytest.raises(ValueError, match="holds no part of this 1.500 s video \\(strict duration\\)"):
+        video_nodes.VideoSlice().slice(video, 1.0, 5.0, True)
+    with pytest.raises(ValueError, match="holds no part"):
+        video_nodes.VideoSlice().slice(video, 2.0, 0.0, False)
+    # a file is trimmed too; saving the result encodes the window
+    path = ws.output_dir / "trim_source.mp4"
+    video.save_to(str(path))
+    (from_file,) = video_nodes.VideoSlice().slice(VideoFromFile(str(path)), 0.5, 0.25, False)
+    assert from_file.get_frame_count() == 2
+    cropped = video.as_cropped(3, 4, 20, 15).get_components().images
+    assert torch.equal(cropped, frames[:, 4:18, 2:22])                      # even-aligned for H.264
