@@ -99,7 +99,14 @@ class TopologicalSort:
         return self.class_of(self.dynprompt.get_node(node_id)["class_type"])
 
     def get_input_info(self, unique_id: str, input_name: str) -> tuple:
-        return get_input_info(self.node_class(unique_id), input_name)
+        # A V3 node's dynamic inputs are named as this prompt node has them ("vals.v0"), so a lazy one is
+        # recognised as lazy (as ComfyUI does since its dynamic types).
+        from comfy_bridge.execution.nodeapi import input_types, is_v3
+        class_def = self.node_class(unique_id)
+        if is_v3(class_def):
+            inputs = input_types(class_def, live_inputs=self.dynprompt.get_node(unique_id)["inputs"])
+            return get_input_info(class_def, input_name, inputs)
+        return get_input_info(class_def, input_name)
 
     def make_input_strong_link(self, to_node_id: str, to_input: str) -> None:
         inputs = self.dynprompt.get_node(to_node_id)["inputs"]

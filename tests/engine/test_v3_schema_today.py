@@ -160,3 +160,33 @@ def test_ui_save_helpers_write_comfyuis_files(tmp_path):
     audio = {"waveform": torch.zeros(1, 1, 800), "sample_rate": 8000}
     assert ui.AudioSaveHelper.get_save_audio_ui(audio, "snd", Saver).as_dict()["audio"][0]["filename"].endswith(".flac")
     assert ui.PreviewAudio(audio).as_dict()["audio"][0]["type"] == "temp"
+
+
+async def test_lazy_grown_inputs_are_asked_for_by_their_ids(registry, run):
+    import engine_nodes
+    from comfy_api.latest import io
+
+    class FirstOnly(io.ComfyNode):
+        @classmethod
+        def define_schema(cls):
+            return io.Schema(node_id="FirstOnly", inputs=[io.Autogrow.Input("vals", template=io.Autogrow.TemplatePrefix(
+                io.Float.Input("v", lazy=True), prefix="v", min=1, max=3))], outputs=[io.Float.Output("first")])
+
+        @classmethod
+        def check_lazy_status(cls, vals):
+            # Unevaluated lazy inputs come as (None, id) pairs; the node answers with the ids it needs.
+            value, key = vals["v0"]
+            return [key] if value is None else []
+
+        @classmethod
+        def execute(cls, vals):
+            return io.NodeOutput(vals["v0"])
+
+    registry.add_custom({"FirstOnly": FirstOnly}, None, "custom_nodes.lazy")
+    prompt = {"1": {"class_type": "Const", "inputs": {"value": 1.5}},
+              "2": {"class_type": "Const", "inputs": {"value": 9.0}},
+              "3": {"class_type": "FirstOnly", "inputs": {"vals.v0": ["1", 0], "vals.v1": ["2", 0]}},
+              "4": {"class_type": "Output", "inputs": {"value": ["3", 0]}}}
+    executor = await run(prompt)
+    assert executor.history_result["outputs"]["4"] == {"values": [1.5]}
+    assert engine_nodes.CALLS.count("Const") == 1   # the second grown input was never evaluated
