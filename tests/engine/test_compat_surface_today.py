@@ -60,6 +60,7 @@ def test_model_management_names():
     assert mm.unet_manual_cast(torch.float16, cpu) == torch.float32   # no fp16 compute on a CPU
     assert mm.is_intel_xpu() is False and mm.is_directml_enabled() is False
     assert mm.dtype_size(torch.bfloat16) == 2 and mm.device_supports_non_blocking(cpu)
+    assert mm.intermediate_dtype() == torch.float32 and mm.in_training is False
     t = torch.ones(2)
     assert mm.cast_to(t) is t and mm.cast_to(t, torch.float16).dtype == torch.float16
 

@@ -255,3 +255,12 @@ def cast_to(weight: torch.Tensor, dtype: torch.dtype | None = None, device: Any 
     out = torch.empty_like(weight, dtype=dtype, device=device)
     out.copy_(weight, non_blocking=non_blocking)
     return out
+
+
+in_training = False   # ComfyUI sets it while its training nodes run; none run here
+
+
+def intermediate_dtype() -> torch.dtype:
+    """The dtype of tensors passed between nodes: float32 (float16 with ComfyUI's --fp16-intermediates)."""
+    from comfy_bridge.compat.comfy.cli_args import args
+    return torch.float16 if getattr(args, "fp16_intermediates", False) else torch.float32
