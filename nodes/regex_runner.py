@@ -29,7 +29,7 @@ from nodes.text_limits import check_length, max_text_chars
 
 WORKER = Path(__file__).with_name("regex_worker.py")
 SECONDS = 5.0                 # the longest one regular-expression node may match (ComfyUI has no limit)
-MEMORY_BYTES = 1 << 30        # the worker's address space: far above what a text at the limit needs
+MEMORY_BYTES = 512 << 20      # the worker's address space: far above what a text at the limit needs
 POLL_S = 0.02                 # how often a waiting node looks at the interrupt flag
 MAX_IDLE = 4                  # workers kept for reuse (one per prompt running a regex node at once)
 
