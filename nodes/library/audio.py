@@ -1,5 +1,6 @@
 """ComfyUI's audio file nodes (`comfy_extras.nodes_audio`): LoadAudio, RecordAudio, SaveAudio (FLAC),
-SaveAudioMP3, SaveAudioOpus, PreviewAudio, TrimAudioDuration and EmptyLatentAudio, with the interface of
+SaveAudioMP3, SaveAudioOpus, PreviewAudio, TrimAudioDuration, SplitAudioChannels, JoinAudioChannels,
+AudioConcat, AudioMerge, AudioAdjustVolume, EmptyAudio and EmptyLatentAudio, with the interface of
 ComfyUI 0.10.0 (read from its source: its audio nodes need torchaudio, which has no build for our torch, so
 they could not be recorded), and SaveAudioAdvanced, added later, as the newest source declares it (the
 format a dynamic combo whose MP3 and Opus options bring a quality).
@@ -20,7 +21,7 @@ from nodes import image_io, output_claims
 from nodes.dynamic_inputs import DynamicSection, combo_inputs, dynamic_combo
 from nodes.image_io import annotated_path, file_sha256, save_image_path
 from nodes.library.video import input_files
-from nodes.media.audio import check_audio, encode_to_bytes, load_audio, workflow_tags
+from nodes.media.audio import check_audio, encode_to_bytes, load_audio, resample, workflow_tags
 from nodes.output_claims import write_atomic
 from nodes.workspace import active
 
@@ -231,6 +232,153 @@ class TrimAudioDuration:
         return ({"waveform": waveform[..., start:end], "sample_rate": rate},)
 
 
+def _same_rate(first: dict, second: dict) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """Both waveforms at the higher of their two sample rates (ComfyUI resamples the other one up)."""
+    (a, rate_a), (b, rate_b) = check_audio(first, "audio1"), check_audio(second, "audio2")
+    rate = max(rate_a, rate_b)
+    return resample(a, rate_a, rate), resample(b, rate_b, rate), rate
+
+
+class SplitAudioChannels:
+    RELATIVE_PYTHON_MODULE = MODULE
+    SEARCH_ALIASES = ["stereo to mono"]
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"audio": ("AUDIO", {})}}
+
+    RETURN_TYPES = ("AUDIO", "AUDIO")
+    RETURN_NAMES = ("left", "right")
+    FUNCTION = "separate"
+    CATEGORY = "audio"
+    DESCRIPTION = "The left and right channels of stereo audio, each as mono audio."
+
+    def separate(self, audio: dict):
+        waveform, rate = check_audio(audio)
+        if waveform.shape[1] != 2:
+            raise ValueError(f"SplitAudioChannels: the audio has {waveform.shape[1]} channel(s), not two")
+        return ({"waveform": waveform[:, 0:1], "sample_rate": rate}, {"waveform": waveform[:, 1:2], "sample_rate": rate})
+
+
+class JoinAudioChannels:
+    RELATIVE_PYTHON_MODULE = MODULE
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"audio_left": ("AUDIO", {}), "audio_right": ("AUDIO", {})}}
+
+    RETURN_TYPES = ("AUDIO",)
+    RETURN_NAMES = ("audio",)
+    FUNCTION = "join"
+    CATEGORY = "audio"
+    DESCRIPTION = "Stereo audio of two mono ones (the higher sample rate, the shorter length)."
+
+    def join(self, audio_left: dict, audio_right: dict):
+        for name, value in (("audio_left", audio_left), ("audio_right", audio_right)):
+            if check_audio(value, name)[0].shape[1] != 1:
+                raise ValueError(f"JoinAudioChannels: {name} must be mono")
+        left, right, rate = _same_rate(audio_left, audio_right)
+        length = min(left.shape[-1], right.shape[-1])
+        return ({"waveform": torch.cat([left[..., :length], right[..., :length]], dim=1), "sample_rate": rate},)
+
+
+class AudioConcat:
+    RELATIVE_PYTHON_MODULE = MODULE
+    SEARCH_ALIASES = ["join audio", "combine audio", "append audio"]
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"audio1": ("AUDIO", {}), "audio2": ("AUDIO", {}),
+                             "direction": ("COMBO", {"default": "after", "multiselect": False,
+                                                     "options": ["after", "before"],
+                                                     "tooltip": "Whether audio2 goes after or before audio1."})}}
+
+    RETURN_TYPES = ("AUDIO",)
+    FUNCTION = "concat"
+    CATEGORY = "audio"
+    DESCRIPTION = "audio2 after (or before) audio1; mono becomes stereo, the lower sample rate is raised."
+
+    def concat(self, audio1: dict, audio2: dict, direction: str):
+        if direction not in ("after", "before"):
+            raise ValueError(f"direction: {direction!r} is not one of after, before")
+        first, second, rate = _same_rate(audio1, audio2)
+        first, second = (w.repeat(1, 2, 1) if w.shape[1] == 1 else w for w in (first, second))
+        parts = (first, second) if direction == "after" else (second, first)
+        return ({"waveform": torch.cat(parts, dim=2), "sample_rate": rate},)
+
+
+class AudioMerge:
+    RELATIVE_PYTHON_MODULE = MODULE
+    SEARCH_ALIASES = ["mix audio", "overlay audio", "layer audio"]
+    METHODS = {"add": lambda a, b: a + b, "mean": lambda a, b: (a + b) / 2, "subtract": lambda a, b: a - b,
+               "multiply": lambda a, b: a * b}
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"audio1": ("AUDIO", {}), "audio2": ("AUDIO", {}),
+                             "merge_method": ("COMBO", {"multiselect": False, "options": list(cls.METHODS),
+                                                        "tooltip": "How the two waveforms combine."})}}
+
+    RETURN_TYPES = ("AUDIO",)
+    FUNCTION = "merge"
+    CATEGORY = "audio"
+    DESCRIPTION = "The two waveforms combined sample by sample over audio1's length, scaled back into -1..1."
+
+    def merge(self, audio1: dict, audio2: dict, merge_method: str):
+        if merge_method not in self.METHODS:
+            raise ValueError(f"merge_method: {merge_method!r} is not one of {', '.join(self.METHODS)}")
+        first, second, rate = _same_rate(audio1, audio2)
+        length = first.shape[-1]
+        second = torch.nn.functional.pad(second[..., :length], (0, max(0, length - second.shape[-1])))
+        waveform = self.METHODS[merge_method](first, second)
+        peak = waveform.abs().max()
+        return ({"waveform": waveform / peak if peak > 1.0 else waveform, "sample_rate": rate},)
+
+
+class AudioAdjustVolume:
+    RELATIVE_PYTHON_MODULE = MODULE
+    SEARCH_ALIASES = ["audio gain", "loudness", "audio level"]
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"audio": ("AUDIO", {}),
+                             "volume": ("INT", {"default": 1, "min": -100, "max": 100,
+                                                "tooltip": "Change in decibels: +6 about doubles, -6 halves."})}}
+
+    RETURN_TYPES = ("AUDIO",)
+    FUNCTION = "adjust_volume"
+    CATEGORY = "audio"
+    DESCRIPTION = "The audio louder or quieter by a number of decibels."
+
+    def adjust_volume(self, audio: dict, volume: int):
+        waveform, rate = check_audio(audio)
+        if volume == 0:
+            return (audio,)
+        return ({"waveform": waveform * 10 ** (volume / 20), "sample_rate": rate},)
+
+
+class EmptyAudio:
+    RELATIVE_PYTHON_MODULE = MODULE
+    SEARCH_ALIASES = ["blank audio"]
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {
+            "duration": ("FLOAT", {"default": 60.0, "min": 0.0, "max": 0xffffffffffffffff, "step": 0.01,
+                                   "tooltip": "Length in seconds."}),
+            "sample_rate": ("INT", {"default": 44100, "min": 1, "max": 192000, "tooltip": "Samples per second."}),
+            "channels": ("INT", {"default": 2, "min": 1, "max": 2, "tooltip": "1 mono, 2 stereo."}),
+        }}
+
+    RETURN_TYPES = ("AUDIO",)
+    FUNCTION = "create_empty_audio"
+    CATEGORY = "audio"
+    DESCRIPTION = "Silence of the given length, sample rate and channels."
+
+    def create_empty_audio(self, duration: float, sample_rate: int, channels: int):
+        return ({"waveform": torch.zeros(1, channels, round(duration * sample_rate)), "sample_rate": sample_rate},)
+
+
 class EmptyLatentAudio:
     RELATIVE_PYTHON_MODULE = MODULE
 
@@ -263,6 +411,12 @@ NODE_CLASS_MAPPINGS = {
     "PreviewAudio": PreviewAudio,
     "RecordAudio": RecordAudio,
     "TrimAudioDuration": TrimAudioDuration,
+    "SplitAudioChannels": SplitAudioChannels,
+    "JoinAudioChannels": JoinAudioChannels,
+    "AudioConcat": AudioConcat,
+    "AudioMerge": AudioMerge,
+    "AudioAdjustVolume": AudioAdjustVolume,
+    "EmptyAudio": EmptyAudio,
 }
 
 NODE_DISPLAY_NAME_MAPPINGS = {
@@ -275,4 +429,10 @@ NODE_DISPLAY_NAME_MAPPINGS = {
     "PreviewAudio": "Preview Audio",
     "RecordAudio": "Record Audio",
     "TrimAudioDuration": "Trim Audio Duration",
+    "SplitAudioChannels": "Split Audio Channels",
+    "JoinAudioChannels": "Join Audio Channels",
+    "AudioConcat": "Audio Concat",
+    "AudioMerge": "Audio Merge",
+    "AudioAdjustVolume": "Audio Adjust Volume",
+    "EmptyAudio": "Empty Audio",
 }

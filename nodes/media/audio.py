@@ -133,3 +133,20 @@ def encode_to_bytes(waveform: torch.Tensor, sample_rate: int, fmt: str, quality:
     buffer = io.BytesIO()
     encode_audio(waveform, sample_rate, buffer, fmt, quality, metadata)
     return buffer.getvalue()
+
+
+def resample(waveform: torch.Tensor, rate: int, target: int) -> torch.Tensor:
+    """A waveform [..., C, T] at `target` samples per second, with FFmpeg's resampler (no torchaudio)."""
+    if rate == target:
+        return waveform
+    channels = waveform.shape[-2]
+    layout = {1: "mono", 2: "stereo"}.get(channels, f"{channels}c")
+    flat = waveform.reshape(-1, channels, waveform.shape[-1]).detach().float().cpu().numpy()
+    out = []
+    for item in flat:
+        resampler = av.AudioResampler(format="fltp", layout=layout, rate=target)
+        frame = av.AudioFrame.from_ndarray(np.ascontiguousarray(item), format="fltp", layout=layout)
+        frame.sample_rate, frame.pts = rate, 0
+        chunks = [f.to_ndarray() for f in resampler.resample(frame)] + [f.to_ndarray() for f in resampler.resample(None)]
+        out.append(np.concatenate(chunks, axis=1))
+    return torch.from_numpy(np.stack(out)).reshape(*waveform.shape[:-1], -1)

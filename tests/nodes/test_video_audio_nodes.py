@@ -255,3 +255,32 @@ def test_trim_video_keeps_the_frames_and_audio_of_its_window(ws):
     assert from_file.get_frame_count() == 2
     cropped = video.as_cropped(3, 4, 20, 15).get_components().images
     assert torch.equal(cropped, frames[:, 4:18, 2:22])                      # even-aligned for H.264
+
+
+def test_audio_channel_volume_and_mixing_nodes():
+    stereo = {"waveform": _sine(0.5)[None], "sample_rate": RATE}
+    left, right = audio_nodes.SplitAudioChannels().separate(stereo)
+    assert torch.equal(left["waveform"], stereo["waveform"][:, :1])
+    (joined,) = audio_nodes.JoinAudioChannels().join(left, right)
+    assert torch.equal(joined["waveform"], stereo["waveform"])
+    (louder,) = audio_nodes.AudioAdjustVolume().adjust_volume(stereo, 6)
+    assert torch.allclose(louder["waveform"], stereo["waveform"] * 10 ** 0.3)
+    (silence,) = audio_nodes.EmptyAudio().create_empty_audio(0.25, 8000, 1)
+    assert silence["waveform"].shape == (1, 1, 2000) and not silence["waveform"].any()
+    # different rates: the lower one is resampled up (FFmpeg's resampler); mono becomes stereo for concat
+    t = torch.arange(22050) / 22050
+    low = {"waveform": (0.5 * torch.sin(2 * math.pi * 440 * t))[None, None], "sample_rate": 22050}
+    (both,) = audio_nodes.AudioConcat().concat(stereo, low, "before")
+    assert both["sample_rate"] == RATE and both["waveform"].shape == (1, 2, RATE + RATE // 2)
+    resampled = both["waveform"][0, 0, 100:RATE - 100]
+    expected = 0.5 * torch.sin(2 * math.pi * 440 * torch.arange(RATE) / RATE)[100:RATE - 100]
+    assert (resampled - expected).abs().max() < 1e-3
+    assert torch.equal(both["waveform"][..., RATE:], stereo["waveform"])
+    (mixed,) = audio_nodes.AudioMerge().merge(stereo, stereo, "add")      # 2 x 0.5 peaks: scaled back to 1
+    assert torch.allclose(mixed["waveform"], stereo["waveform"] / stereo["waveform"].abs().max(), atol=1e-6)
+    (padded,) = audio_nodes.AudioMerge().merge(low, silence, "mean")    # audio2 padded to audio1's length
+    assert padded["sample_rate"] == 22050 and padded["waveform"].shape == low["waveform"].shape
+    with pytest.raises(ValueError, match="has 1 channel\\(s\\), not two"):
+        audio_nodes.SplitAudioChannels().separate(low)
+    with pytest.raises(ValueError, match="audio_left must be mono"):
+        audio_nodes.JoinAudioChannels().join(stereo, left)
