@@ -101,7 +101,10 @@ LOADED_BEFORE_PACKS = (
 
 
 def import_as_comfyui_has() -> None:
-    """install(), then import what ComfyUI has imported by the time packs load."""
+    """install(), then import what ComfyUI has imported by the time packs load (torchvision among them,
+    importable even when its compiled ops are not: comfy_bridge.packs.torchvision_ops)."""
+    from comfy_bridge.packs.torchvision_ops import make_torchvision_importable
     install()
+    make_torchvision_importable()
     for name in LOADED_BEFORE_PACKS:
         importlib.import_module(name)
