@@ -76,9 +76,12 @@ class DynamicSection(dict):
     """An INPUT_TYPES section that also answers for the dotted parts of its dynamic inputs, and, with
     `accept_all`, for any name at all (a node that takes every input the web UI sends)."""
 
-    def __init__(self, inputs: dict[str, tuple], accept_all: bool = False):
+    def __init__(self, inputs: dict[str, tuple], accept_all: bool = False, private: dict[str, tuple] | None = None):
+        """`private`: inputs a node sets only in the graphs it expands into, not shown in /object_info
+        (a name ending in "." stands for every name it begins)."""
         super().__init__(inputs)
         self.accept_all = accept_all
+        self.private = private or {}
 
     def _resolve(self, name: Any) -> tuple | None:
         if not isinstance(name, str):
@@ -86,6 +89,8 @@ class DynamicSection(dict):
         head, dot, rest = name.partition(".")
         if dot and dict.__contains__(self, head):
             return sub_input(dict.__getitem__(self, head), rest)
+        if name in self.private or (dot and head + "." in self.private):
+            return self.private.get(name) or self.private[head + "."]
         return (ANY, {}) if self.accept_all else None
 
     def __contains__(self, name: object) -> bool:

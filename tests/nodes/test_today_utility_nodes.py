@@ -447,3 +447,72 @@ def test_color_transfer_target_frame_applies_one_transform_to_every_frame():
 def test_color_transfer_names_an_unknown_method():
     with pytest.raises(ValueError, match="unknown method 'lut'"):
         _node("ColorTransfer").execute(_frames(1), "lut", "uniform", 1.0, image_ref=_frames(2))
+
+
+# --- loops (unrolled by expansion; the outputs are ComfyUI's Start Loop / End Loop outputs) ---------------------
+
+def _loop(g: GraphBuilder, mode: dict, body: str, accumulate: bool, use: int = 0, **start_inputs):
+    start = g.node("StartLoop", "start", **mode, **start_inputs)
+    step = g.node("ComfyMathExpression", "body", expression=body, **{"values.a": start.out(use)})
+    end = g.node("EndLoop", "end", accumulate=accumulate, output_value=step.out(1))
+    g.node("Keep", "k", value=end.out(0))
+    return start, step, end
+
+
+@pytest.mark.parametrize("accumulate, expected", [(True, [1, 11, 21]), (False, [21])])
+async def test_a_simple_loop_runs_its_body_once_per_iteration(run, accumulate, expected):
+    g = GraphBuilder(prefix="")
+    _loop(g, {"mode": "simple", "mode.num_iterations": 3}, "a * 10 + 1", accumulate)
+    assert (await run(g.finalize()))["k"] == {"values": expected}
+
+
+async def test_a_for_loop_counts_from_start_below_max_by_step(run):
+    g = GraphBuilder(prefix="")
+    _loop(g, {"mode": "For", "mode.start_iteration_index": 2, "mode.max_iteration": 9, "mode.step": 3}, "a", True)
+    assert (await run(g.finalize()))["k"] == {"values": [2, 5, 8]}
+
+
+async def test_a_list_loop_runs_once_per_item(run):
+    g = GraphBuilder(prefix="")
+    items = g.node("CreateList", "l", **{f"inputs.input{i}": g.node("Num", f"n{i}", value=v).out(0)
+                                         for i, v in enumerate((5, 6, 7))})
+    _loop(g, {"mode": "List", "mode.list": items.out(0)}, "a * 2", True, use=3)
+    assert (await run(g.finalize()))["k"] == {"values": [10, 12, 14]}
+
+
+async def test_the_carried_value_goes_from_end_loop_to_the_next_iteration(run):
+    g = GraphBuilder(prefix="")
+    start = g.node("StartLoop", "start", mode="simple", **{"mode.num_iterations": 4},
+                   initial_iteration_value=g.node("Num", "one", value=1).out(0))
+    double = g.node("ComfyMathExpression", "body", expression="a * 2", **{"values.a": start.out(4)})
+    end = g.node("EndLoop", "end", accumulate=True, output_value=double.out(1), next_iteration_value=double.out(1))
+    g.node("Keep", "k", value=end.out(0))
+    assert (await run(g.finalize()))["k"] == {"values": [2, 4, 8, 16]}
+
+
+async def test_is_first_and_is_last_mark_the_ends(run):
+    g = GraphBuilder(prefix="")
+    start = g.node("StartLoop", "start", mode="simple", **{"mode.num_iterations": 3})
+    flags = g.node("ComfyMathExpression", "body", expression="a + 10 * b",
+                   **{"values.a": start.out(1), "values.b": start.out(2)})
+    end = g.node("EndLoop", "end", accumulate=True, output_value=flags.out(1))
+    g.node("Keep", "k", value=end.out(0))
+    assert (await run(g.finalize()))["k"] == {"values": [1, 0, 10]}
+
+
+def test_an_end_loop_without_a_start_loop_says_so():
+    from nodes.library.loops import find_start
+
+    class Graph:
+        def get_node(self, node_id):
+            return {"e": {"class_type": "EndLoop", "inputs": {"output_value": ["n", 0]}},
+                    "n": {"class_type": "Num", "inputs": {"value": 1}}}[node_id]
+    with pytest.raises(ValueError, match="End Loop e does not belong to a Start Loop"):
+        find_start(Graph(), "e")
+
+
+def test_start_loop_refuses_zero_iterations_and_a_zero_step():
+    with pytest.raises(ValueError, match="no iteration"):
+        _node("StartLoop").execute(["simple"], **{"mode.num_iterations": [0]})
+    with pytest.raises(ValueError, match="step must not be 0"):
+        _node("StartLoop").execute(["For"], **{"mode.step": [0]})
