@@ -208,3 +208,12 @@ def test_other_names_packs_use():
     from comfy.ldm.modules.diffusionmodules.openaimodel import forward_timestep_embed
     with pytest.raises(UnsupportedFeature, match="forward_timestep_embed"):
         forward_timestep_embed([], torch.zeros(1), torch.zeros(1))
+
+
+def test_zero_terminal_snr_rescale_where_packs_read_it():
+    from comfy.model_sampling import rescale_zero_terminal_snr_sigmas
+    from comfy_extras.nodes_model_advanced import rescale_zero_terminal_snr_sigmas as older_home
+    out = older_home(torch.tensor([0.1, 1.0, 10.0], dtype=torch.float64))
+    # The first sigma is kept, the last becomes ComfyUI's floor of alpha_bar (sigma ~ 4518.8).
+    assert older_home is rescale_zero_terminal_snr_sigmas
+    assert out[0].item() == pytest.approx(0.1) and out[-1].item() == pytest.approx((1 / 4.8973451890853435e-08 - 1) ** 0.5)

@@ -99,7 +99,9 @@ EXTRAS = {("nodes_custom_sampler", "Noise_RandomNoise"): "comfy_bridge.compat.co
           ("nodes_perpneg", "Guider_PerpNeg"): "comfy_bridge.compat.comfy_extras._guiders",
           ("nodes_mask", "composite"): "comfy_bridge.compat.comfy_extras._mask",
           ("nodes_lt", "get_noise_mask"): "comfy_bridge.compat.comfy_extras._lt",
-          ("nodes_lt", "LTXVAddGuide"): "comfy_bridge.compat.comfy_extras._lt"}
+          ("nodes_lt", "LTXVAddGuide"): "comfy_bridge.compat.comfy_extras._lt",
+          # ComfyUI's older home of the helper (AnimateDiff-Evolved still reads it there)
+          ("nodes_model_advanced", "rescale_zero_terminal_snr_sigmas"): "comfy_bridge.compat.comfy.model_sampling"}
 
 
 def _module(name: str) -> ModuleType:
