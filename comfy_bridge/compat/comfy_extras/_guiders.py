@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from comfy_bridge.compat.comfy.samplers import CFGGuider
-from node_helpers import conditioning_set_values
+from comfy_bridge.compat.node_helpers import conditioning_set_values
 
 
 class Guider_Basic(CFGGuider):

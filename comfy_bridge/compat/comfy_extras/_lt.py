@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from comfy_api.latest import io
+from comfy_bridge.compat.comfy_api.latest import io
 from comfy_bridge.packs.origin import UnsupportedFeature
 
 WHY = "LTX-Video models do not run on this backend"
