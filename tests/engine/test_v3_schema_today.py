@@ -190,3 +190,75 @@ async def test_lazy_grown_inputs_are_asked_for_by_their_ids(registry, run):
     executor = await run(prompt)
     assert executor.history_result["outputs"]["4"] == {"values": [1.5]}
     assert engine_nodes.CALLS.count("Const") == 1   # the second grown input was never evaluated
+
+
+DYNAMIC_PACK = '''
+from comfy_api.latest import ComfyExtension, io
+
+class Pick(io.ComfyNode):
+    @classmethod
+    def define_schema(cls):
+        t = io.MatchType.Template("T")
+        return io.Schema(node_id="PackPick", inputs=[
+            io.DynamicCombo.Input("mode", options=[
+                io.DynamicCombo.Option("first", []),
+                io.DynamicCombo.Option("index", [io.Int.Input("i", default=0, min=0, max=9)])]),
+            io.Autogrow.Input("items", template=io.Autogrow.TemplateNames(io.MatchType.Input("item", template=t),
+                                                                           names=["a", "b", "c"], min=1))],
+            outputs=[io.MatchType.Output(t, id="picked")])
+
+    @classmethod
+    async def execute(cls, mode, items):
+        values = [v for v in items.values() if v is not None]
+        return io.NodeOutput(values[0] if mode["mode"] == "first" else values[mode["i"]])
+
+class Ext(ComfyExtension):
+    async def get_node_list(self):
+        return [Pick]
+
+async def comfy_entrypoint():
+    return Ext()
+'''
+
+
+async def test_a_v3_pack_with_dynamic_types_loads_and_runs(tmp_path, sink):
+    import textwrap
+    from comfy_bridge.execution import PromptExecutor
+    from comfy_bridge.registry import build_registry
+    from nodes.workspace import Workspace, activate
+    ws = activate(Workspace(tmp_path / "w").create())
+    (ws.root / "custom_nodes" / "dynpack.py").write_text(textwrap.dedent(DYNAMIC_PACK))
+    (ws.root / "custom_nodes" / "show.py").write_text(textwrap.dedent('''
+        class Show:
+            @classmethod
+            def INPUT_TYPES(cls):
+                return {"required": {"text": ("STRING", {"forceInput": True})}}
+            RETURN_TYPES = ()
+            FUNCTION = "run"
+            OUTPUT_NODE = True
+            def run(self, text):
+                return {"ui": {"text": [text]}}
+        class Text:
+            @classmethod
+            def INPUT_TYPES(cls):
+                return {"required": {"value": ("STRING", {})}}
+            RETURN_TYPES = ("STRING",)
+            FUNCTION = "run"
+            def run(self, value):
+                return (value,)
+        NODE_CLASS_MAPPINGS = {"PackShow": Show, "PackText": Text}
+    '''))
+    registry = build_registry(ws)
+    info = json.loads(json.dumps(registry.node_info("PackPick")))
+    assert info["python_module"] == "custom_nodes.dynpack" and info["output_matchtypes"] == ["T"]
+    assert info["input"]["required"]["items"][1]["template"]["names"] == ["a", "b", "c"]
+    prompt = {"1": {"class_type": "PackText", "inputs": {"value": "x"}},
+              "2": {"class_type": "PackText", "inputs": {"value": "y"}},
+              "3": {"class_type": "PackPick", "inputs": {"mode": "index", "mode.i": 1,
+                                                         "items.a": ["1", 0], "items.b": ["2", 0]}},
+              "4": {"class_type": "PackShow", "inputs": {"text": ["3", 0]}}}
+    ok, error, outputs, node_errors = await validate_prompt(registry, "p", prompt, None)
+    assert ok, (error, node_errors)
+    executor = PromptExecutor(registry, sink)
+    await executor.execute_async(prompt, "p", {"client_id": "c"}, outputs)
+    assert executor.history_result["outputs"] == {"4": {"text": ["y"]}}
