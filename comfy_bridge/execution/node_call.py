@@ -22,6 +22,7 @@ _V1_HIDDEN = {
     "UNIQUE_ID": lambda uid, dp, extra: uid,
     "AUTH_TOKEN_COMFY_ORG": lambda uid, dp, extra: extra.get("auth_token_comfy_org"),
     "API_KEY_COMFY_ORG": lambda uid, dp, extra: extra.get("api_key_comfy_org"),
+    "COMFY_USAGE_SOURCE": lambda uid, dp, extra: extra.get("comfy_usage_source"),
 }
 
 

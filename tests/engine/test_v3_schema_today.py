@@ -262,3 +262,31 @@ async def test_a_v3_pack_with_dynamic_types_loads_and_runs(tmp_path, sink):
     executor = PromptExecutor(registry, sink)
     await executor.execute_async(prompt, "p", {"client_id": "c"}, outputs)
     assert executor.history_result["outputs"] == {"4": {"text": ["y"]}}
+
+
+def test_hidden_usage_source_comes_from_extra_data():
+    from comfy_api.latest import io
+    from comfy_bridge.execution.node_call import get_input_data
+
+    class ApiNode(io.ComfyNode):
+        @classmethod
+        def define_schema(cls):
+            return io.Schema(node_id="ApiNode", inputs=[io.String.Input("s")], is_api_node=True)
+
+        @classmethod
+        def execute(cls, s):
+            return io.NodeOutput()
+
+    assert ApiNode.INPUT_TYPES()["hidden"] == {"auth_token_comfy_org": ("AUTH_TOKEN_COMFY_ORG",),
+                                               "api_key_comfy_org": ("API_KEY_COMFY_ORG",),
+                                               "comfy_usage_source": ("COMFY_USAGE_SOURCE",)}
+    _, _, hidden = get_input_data({"s": "x"}, ApiNode, "1", extra_data={"comfy_usage_source": "comfy-cli"})
+    assert hidden[io.Hidden.comfy_usage_source] == "comfy-cli"
+
+    class V1Node:
+        @classmethod
+        def INPUT_TYPES(cls):
+            return {"required": {}, "hidden": {"source": "COMFY_USAGE_SOURCE"}}
+
+    data, _, _ = get_input_data({}, V1Node, "1", extra_data={"comfy_usage_source": "comfyui-frontend"})
+    assert data["source"] == ["comfyui-frontend"]
