@@ -24,7 +24,8 @@ def inputs() -> dict[str, torch.Tensor]:
     return {"rgb_4x6": torch.rand(1, 4, 6, 3, generator=gen), "rgba_5x3": torch.rand(2, 5, 3, 4, generator=gen),
             "mask_4x6": torch.rand(1, 4, 6, generator=gen), "mask_3x8": torch.rand(2, 3, 8, generator=gen),
             "latent_4x4": torch.rand(1, 4, 4, 4, generator=gen), "latent_2x6": torch.rand(2, 4, 2, 6, generator=gen),
-            "image_7x10": torch.rand(1, 7, 10, 3, generator=gen), "mask_9x5": torch.rand(2, 9, 5, generator=gen)}
+            "image_7x10": torch.rand(1, 7, 10, 3, generator=gen), "mask_9x5": torch.rand(2, 9, 5, generator=gen),
+            "video_latent": torch.rand(1, 2, 5, 3, 6, generator=gen)}
 
 
 # (resize_type, its inputs, scale method); a "match" input names one of `inputs()`
@@ -44,6 +45,8 @@ RESIZE_CASES = [
     ("scale to multiple", {"multiple": 3}, "nearest-exact"),
 ]
 RESIZE_INPUTS = ["image_7x10", "mask_9x5"]
+LATENT_CUT_CASES = [("video_latent", "t", 2), ("video_latent", "t", 3), ("video_latent", "x", 4),
+                    ("video_latent", "y", 9), ("latent_2x6", "x", 4), ("latent_2x6", "y", 1), ("latent_2x6", "t", 1)]
 SIGMAS_TEXTS = ["1, 0.5", "14.6, 7.0 3.1,0", "-1.5e3 +2 .25", "no numbers", "1..5, 2"]
 
 
@@ -82,6 +85,11 @@ def record() -> dict:
         for name in RESIZE_INPUTS:
             result = post.ResizeImageMaskNode.execute(x[name], method, {"resize_type": mode, **given}).result[0]
             out["resize"][f"{i}-{name}"] = _values(result)
+    latent_module = importlib.import_module("comfy_extras.nodes_latent")
+    out["latent_cut"] = {}
+    for name, dim, size in LATENT_CUT_CASES:
+        result = latent_module.LatentCutToBatch.execute({"samples": x[name]}, dim, size).result[0]["samples"]
+        out["latent_cut"][f"{name}-{dim}-{size}"] = _values(result)
     logic = importlib.import_module("comfy_extras.nodes_logic")
     # check_lazy_status: which input it asks for, per (switch, on_false, on_true) with None = linked, not computed
     out["switch_lazy"] = {f"{s}-{f}-{t}": logic.SwitchNode.check_lazy_status(s, f, t)

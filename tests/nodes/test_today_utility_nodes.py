@@ -516,3 +516,39 @@ def test_start_loop_refuses_zero_iterations_and_a_zero_step():
         _node("StartLoop").execute(["simple"], **{"mode.num_iterations": [0]})
     with pytest.raises(ValueError, match="step must not be 0"):
         _node("StartLoop").execute(["For"], **{"mode.step": [0]})
+
+
+# --- latent cut (recorded from ComfyUI 0.10.0), crop and bounding box ------------------------------------------
+
+def _latent_cut_cases():
+    spec = importlib.util.spec_from_file_location("record_today", REPO / "scripts" / "record_comfyui_today_nodes.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.LATENT_CUT_CASES
+
+
+@pytest.mark.parametrize("name, dim, size", _latent_cut_cases())
+def test_latent_cut_to_batch_equals_comfyui_0_10(name, dim, size):
+    x = _recorder_inputs()
+    ours = _node("LatentCutToBatch").execute({"samples": x[name]}, dim, size)[0]["samples"]
+    theirs = FIXTURE["latent_cut"][f"{name}-{dim}-{size}"]
+    assert list(ours.shape) == theirs["shape"]
+    assert ours.flatten().tolist() == theirs["values"]
+
+
+async def test_crop_image_crops_to_the_bounding_box_and_shows_it(run):
+    prompt = {"b": {"class_type": "PrimitiveBoundingBox", "inputs": {"x": 2, "y": 1, "width": 3, "height": 50}},
+              "i": {"class_type": "EmptyImage", "inputs": {"width": 8, "height": 6, "batch_size": 1, "color": 0}},
+              "c": {"class_type": "ImageCropV2", "inputs": {"image": ["i", 0], "crop_region": ["b", 0]}},
+              "s": {"class_type": "GetImageSize", "inputs": {"image": ["c", 0]}},
+              "k": {"class_type": "Keep", "inputs": {"value": ["s", 0]}},
+              "k2": {"class_type": "Keep", "inputs": {"value": ["s", 1]}}}
+    outputs = await run(prompt)
+    assert (outputs["k"], outputs["k2"]) == ({"values": [3]}, {"values": [5]})   # the height stops at the image
+    assert len(outputs["c"]["images"]) == 1 and outputs["c"]["images"][0]["type"] == "temp"
+
+
+def test_crop_pulls_a_corner_past_the_image_back_inside():
+    from nodes.library.crop import crop
+    image = torch.arange(4 * 5, dtype=torch.float32).reshape(1, 4, 5, 1)
+    assert crop(image, {"x": 9, "y": 9, "width": 2, "height": 2}).flatten().tolist() == [19.0]
