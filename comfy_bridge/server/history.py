@@ -16,11 +16,10 @@ def add_routes(routes: web.RouteTableDef, server: "PromptServer") -> None:
     async def get_history(request: web.Request) -> web.Response:
         max_items = query_int(request, "max_items")
         offset = query_int(request, "offset", -1)
-        # A queue that keeps each entry's JSON text (the hosted server's) answers without re-encoding.
+        # A queue that keeps its answer encoded until it changes (the hosted server's) sends it as it is.
         encoded = getattr(server.prompt_queue, "encoded_history", None)
-        text = encoded(max_items=max_items, offset=offset) if encoded is not None else None
-        if text is not None:
-            return web.Response(text=text, content_type="application/json")
+        if encoded is not None:
+            return web.Response(body=encoded(max_items=max_items, offset=offset), content_type="application/json")
         return json_response(server.prompt_queue.get_history(max_items=max_items, offset=offset))
 
     @routes.get("/history/{prompt_id}")

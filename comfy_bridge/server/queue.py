@@ -14,11 +14,10 @@ if TYPE_CHECKING:
 def add_routes(routes: web.RouteTableDef, server: "PromptServer") -> None:
     @routes.get("/queue")
     async def get_queue(request: web.Request) -> web.Response:
-        # A queue that keeps each item's JSON text (the hosted server's) answers without re-encoding.
+        # A queue that keeps its answer encoded until it changes (the hosted server's) sends it as it is.
         encoded = getattr(server.prompt_queue, "encoded_queue", None)
-        text = encoded() if encoded is not None else None
-        if text is not None:
-            return web.Response(text=text, content_type="application/json")
+        if encoded is not None:
+            return web.Response(body=encoded(), content_type="application/json")
         running, pending = server.prompt_queue.get_current_queue()
         return json_response({"queue_running": running, "queue_pending": pending})
 

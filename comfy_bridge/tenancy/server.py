@@ -111,11 +111,11 @@ class TenantPromptServer(PromptServer):
 
     @web.middleware
     async def _load_tenant_queue(self, request: web.Request, handler: Any) -> web.StreamResponse:
-        """A tenant's first request loads its in-memory queue and history in a thread, so that its
+        """A caller's first request loads its in-memory queue and history in a thread, so that its
         routes read them without touching SQLite on the event loop. A prompt id the store refuses
         (DuplicatePromptId, decided atomically by its database) is the 409 of whichever route queued it."""
-        tenant = request.get(TENANT_KEY)
-        if tenant is not None and not self.prompt_queue.loaded(tenant):
+        tenant = request.get(TENANT_KEY)   # None: the single user of a server with no tenant (sees every row)
+        if (tenant is not None or not self.gate.active()) and not self.prompt_queue.loaded(tenant):
             await asyncio.to_thread(self.prompt_queue.load, tenant)
         try:
             return await handler(request)

@@ -427,8 +427,9 @@ class Store:
                 item[0] = fixed
                 self._exec("UPDATE queue SET number = ?, item = ? WHERE id = ?", (fixed, json.dumps(item), row_id))
 
-    def finish(self, row_id: int, prompt_id: str, tenant: str, entry: dict, max_history: int) -> None:
-        """Move a running row to history in one transaction, trimming the tenant's oldest entries."""
+    def finish(self, row_id: int, prompt_id: str, tenant: str, entry: dict, max_history: int) -> list[str]:
+        """Move a running row to history in one transaction, trimming the tenant's oldest entries; returns
+        the prompt ids of those it trimmed."""
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             self._db.execute("DELETE FROM queue WHERE id = ?", (row_id,))
@@ -437,9 +438,12 @@ class Store:
             self._db.execute("DELETE FROM history WHERE prompt_id = ? AND tenant = ?", (prompt_id, tenant))
             self._db.execute("INSERT INTO history (prompt_id, tenant, entry) VALUES (?, ?, ?)",
                              (prompt_id, tenant, json.dumps(entry)))
-            self._db.execute("DELETE FROM history WHERE tenant = ? AND seq NOT IN (SELECT seq FROM history "
-                             "WHERE tenant = ? ORDER BY seq DESC LIMIT ?)", (tenant, tenant, max_history))
+            old = "WHERE tenant = ? AND seq NOT IN (SELECT seq FROM history WHERE tenant = ? ORDER BY seq DESC LIMIT ?)"
+            trimmed = [pid for (pid,) in self._db.execute(f"SELECT prompt_id FROM history {old}",
+                                                          (tenant, tenant, max_history))]
+            self._db.execute(f"DELETE FROM history {old}", (tenant, tenant, max_history))
             self._db.execute("COMMIT")
+        return trimmed
 
     # -- history --------------------------------------------------------------------------
     def history(self, tenant: str | None, prompt_id: str | None = None, max_items: int | None = None,

@@ -19,7 +19,7 @@ def _result(submit_ms: float, queue_ms: float, history_ms: float, **extra) -> di
     timings = {"submit": [submit_ms / 1000] * 100, "queue": [queue_ms / 1000] * 100,
                "history": [history_ms / 1000] * 100}
     return {"timings": timings, "errors": [], "submitted_s": 1.0, "work_s": 1.0, "tenants": 2, "tenants_done": 2,
-            **extra}
+            "prompts_done": 200, "finished_before": 0, "polled_for": None, **extra}
 
 
 def test_the_verdict_holds_each_kind_to_its_target():
@@ -46,6 +46,8 @@ def test_small_load_runs_every_prompt_with_cold_keys_and_reports_latencies():
     assert len(result["timings"]["queue"]) >= 3 and len(result["timings"]["history"]) >= 3
     text = report(result, 3, 4, 8)
     assert "3 tenants x 4 prompts = 12 queued" in text
+    assert result["prompts_done"] + result["finished_before"] == 12
+    assert f"{result['prompts_done']} of 12 prompts finished during the polling" in text
     for label in ("POST /prompt", "GET /queue", "GET /history"):
         assert label in text
     assert text.splitlines()[-1] == ("PASS" if not verdict(result) else "FAIL: " + "; ".join(verdict(result)))
@@ -58,3 +60,12 @@ def test_registered_as_a_bench_command_whose_status_is_its_verdict(capsys):
     last = out.strip().splitlines()[-1]
     assert last == "PASS" or last.startswith("FAIL: ")
     assert status == (0 if last == "PASS" else 1)
+
+
+def test_polling_for_a_fixed_time_counts_the_prompts_finished_meanwhile():
+    result = run(tenants=2, prompts=200, size=8, poll_s=0, timeout_s=120, duration_s=1.0)
+    assert result["errors"] == [] and result["polled_for"] == 1.0
+    assert 0 <= result["prompts_done"] and result["prompts_done"] + result["finished_before"] <= 400
+    assert len(result["timings"]["queue"]) >= 2
+    text = report(result, 2, 200, 8)
+    assert f"{result['prompts_done']} of 400 prompts finished during the" in text and "s of polling" in text
