@@ -552,3 +552,16 @@ def test_crop_pulls_a_corner_past_the_image_back_inside():
     from nodes.library.crop import crop
     image = torch.arange(4 * 5, dtype=torch.float32).reshape(1, 4, 5, 1)
     assert crop(image, {"x": 9, "y": 9, "width": 2, "height": 2}).flatten().tolist() == [19.0]
+
+
+@pytest.mark.parametrize("color, expected", [("#ff8000", (0xff8000, "#ff8000", 1.0)),
+                                             ("#00000080", (0, "#000000", 128 / 255)),
+                                             ("#FFFFFF", (16777215, "#FFFFFF", 1.0))])
+def test_color_picker(color, expected):
+    assert _node("ColorToRGBInt").execute(color) == expected
+
+
+@pytest.mark.parametrize("color", ["ff8000", "#ff80", "#gg0000", "#ff800000ff"])
+def test_color_picker_names_a_bad_color(color):
+    with pytest.raises(ValueError, match="not a colour in the format #RRGGBB"):
+        _node("ColorToRGBInt").execute(color)
