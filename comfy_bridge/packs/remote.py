@@ -4,9 +4,16 @@ executor as one `pack_node` invocation when the prompt's runtime is a cluster.
 Either way the node sees MODEL/CLIP/VAE proxies and errors name its pack. On the cluster the
 invocation has a deadline (`PACK_DEADLINE_S`): a pack that hangs fails its prompt and its executor
 is replaced; one that crashes its executor is re-run elsewhere and then fails; the head lives on.
+
+An async node function (`async def`) runs in this process on the cluster too: ComfyUI awaits it on the
+prompt's event loop beside the prompt's other async nodes, and API nodes and I/O-bound pack nodes rely
+on that concurrency, while an executor runs one invocation at a time (three such nodes would take the
+sum of their waits). It runs in the prompt worker's thread, never on the HTTP loop, and on the cluster
+under the same deadline (a coroutine that never yields cannot be cut short there, as in ComfyUI).
 """
 from __future__ import annotations
 
+import asyncio
 import copy
 import functools
 import inspect
@@ -58,27 +65,36 @@ async def _run_remote(origin: PackOrigin, function: str, hidden: dict | None, id
 
 def route(obj: Any, func: str, hidden: dict | None, fn: Callable, unique_id: str, prompt_id: str) -> Callable:
     """The callable the engine runs for node function `func`: `fn` itself for core nodes; for pack nodes
-    `fn` with proxies and the pack named in errors, or a call to the cluster when one runs the prompt."""
+    `fn` with proxies and the pack named in errors, or (a sync function) a call to the cluster when one
+    runs the prompt."""
     cls = obj if isinstance(obj, type) else type(obj)
     origin = origin_of(cls)
     if origin is None or func != getattr(cls, "FUNCTION", "execute"):
         return fn
-    if _cluster_runtime(runtime()):
+    on_cluster = _cluster_runtime(runtime())
+    if inspect.iscoroutinefunction(fn):   # here even on the cluster: see the module's docstring
+        deadline = PACK_DEADLINE_S if on_cluster else None
+
+        @functools.wraps(fn)
+        async def local_async(**kwargs: Any) -> Any:
+            token = set_running(origin)
+            try:
+                async with asyncio.timeout(deadline) as limit:
+                    return await fn(**wrap_inputs(kwargs))
+            except TimeoutError as e:
+                if not limit.expired():   # the node's own TimeoutError
+                    raise
+                raise TimeoutError(f"node pack {origin.pack!r}, node {origin.node_id!r}: its async function "
+                                   f"did not finish within the {deadline:g} s deadline") from e
+            finally:
+                reset_running(token)
+        return local_async
+    if on_cluster:
         ids = _ids(unique_id, prompt_id)
 
         async def remote(**kwargs: Any) -> Any:
             return await _run_remote(origin, func, hidden, ids, kwargs)
         return remote
-
-    if inspect.iscoroutinefunction(fn):
-        @functools.wraps(fn)
-        async def local_async(**kwargs: Any) -> Any:
-            token = set_running(origin)
-            try:
-                return await fn(**wrap_inputs(kwargs))
-            finally:
-                reset_running(token)
-        return local_async
 
     @functools.wraps(fn)
     def local(**kwargs: Any) -> Any:
