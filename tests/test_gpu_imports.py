@@ -180,7 +180,9 @@ def distributions(module: str) -> list[str]:
     for prefix, dist in NOT_HERE.items():
         if module == prefix or module.startswith(prefix + "."):
             return [dist]
-    return [norm(d) for d in md.packages_distributions().get(module.split(".")[0], [])]
+    top = module.split(".")[0]
+    # not installed here either: a distribution named as its module (torchvision is on the GPU machine only)
+    return [norm(d) for d in md.packages_distributions().get(top, [])] or ([norm(top)] if norm(top) in MACHINE else [])
 
 
 def wheel_requirements(dist: str) -> list[str]:
