@@ -137,6 +137,7 @@ class Executor:
         self._pending: collections.deque[m.Dispatch | m.BatchDispatch] = collections.deque()
         self._aborted: set[int] = set()
         self._running: tuple[int, ...] = ()      # dispatch ids of the run in progress
+        self._join_deadline = 0.0                # when a team step in progress has taken too long
         self._io = threading.Lock()          # the socket's; see the module docstring
         self._next_beat = 0.0
         self._stop = False
@@ -356,6 +357,13 @@ class Executor:
                         segments.unlink_prefix(self.prefix)
                         shutil.rmtree(WEIGHTS_DIR / self.prefix.strip("-"), ignore_errors=True)
                         os._exit(4)
+                    if self._running == (JOINING_TEAM,) and time.monotonic() > self._join_deadline:
+                        # a collective NVSHMEM call waits for a member that is gone and cannot be interrupted:
+                        # a fresh process is the way out (the head counts it as a failed join on this GPU)
+                        log.error("the NVSHMEM team step has not returned in %.0f s; exiting", TEAM_STEP_S)
+                        segments.unlink_prefix(self.prefix)
+                        shutil.rmtree(WEIGHTS_DIR / self.prefix.strip("-"), ignore_errors=True)
+                        os._exit(5)
             finally:
                 self._io.release()
 
@@ -387,6 +395,7 @@ class Executor:
                 d = self._pending.popleft()
                 if isinstance(d, m.Team):
                     self._running = (JOINING_TEAM,)   # the watchdog beats while the collective join waits
+                    self._join_deadline = time.monotonic() + TEAM_STEP_S
                     parts = []
                 else:
                     parts = [p for p in (d.parts if isinstance(d, m.BatchDispatch) else [d])
@@ -413,6 +422,7 @@ class Executor:
 
 SEND_TIMEOUT_MS = 1000      # how long one send waits for a head to be connected
 JOINING_TEAM = -1           # in `_running` while the collective NVSHMEM join waits (no dispatch has this id)
+TEAM_STEP_S = 120.0         # the longest a team step (leave and join, collective) may take before the process exits
 
 
 def _host_of(address: str) -> str:

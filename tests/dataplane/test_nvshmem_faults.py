@@ -136,3 +136,30 @@ def test_after_a_head_restart_a_member_of_a_larger_team_serves_from_host_memory(
     outcome = team.run_pes(lambda pe: a._forget_head(), pes=[0])[0]   # b stopped with the head
     assert outcome is None and team.hangs == []
     assert serves_from_host_memory(a) and not a.plane.can_join()
+
+
+def test_a_team_step_that_never_returns_ends_the_process(executors, monkeypatch):
+    """A join (or leave) waiting for a member that died cannot be interrupted in the process: past the step's
+    deadline the watchdog exits it (a fresh process serves; the head counts a failed join on that GPU)."""
+    import threading
+    import time
+
+    import zmq
+    ex = executors()
+    exits: list[int] = []
+
+    def exit_(code: int) -> None:
+        exits.append(code)
+        ex._stop = True   # the process is gone: the watchdog's loop ends
+    monkeypatch.setattr(executor_module.os, "_exit", exit_)
+    ex._running = (executor_module.JOINING_TEAM,)
+    ex._join_deadline = time.monotonic() - 1    # the step began more than its deadline ago
+    ex._next_beat = float("inf")                # no head to beat to
+    sock = zmq.Context.instance().socket(zmq.DEALER)
+    watchdog = threading.Thread(target=ex._watch, args=(sock,), daemon=True)
+    watchdog.start()
+    watchdog.join(5)
+    ex._stop = True
+    watchdog.join(5)
+    sock.close(0)
+    assert exits == [5]
