@@ -565,3 +565,35 @@ def test_color_picker(color, expected):
 def test_color_picker_names_a_bad_color(color):
     with pytest.raises(ValueError, match="not a colour in the format #RRGGBB"):
         _node("ColorToRGBInt").execute(color)
+
+
+async def test_painter_lays_the_painting_over_the_background_and_masks_what_was_painted(run, tmp_path):
+    from PIL import Image
+    from nodes.workspace import active
+    painting = Image.new("RGBA", (4, 2), (0, 0, 0, 0))
+    painting.putpixel((1, 0), (255, 0, 0, 255))
+    painting.putpixel((2, 1), (0, 0, 255, 128))
+    (active().input_dir / "painter").mkdir(parents=True, exist_ok=True)
+    painting.save(active().input_dir / "painter" / "p.png")
+    prompt = {"i": {"class_type": "EmptyImage", "inputs": {"width": 4, "height": 2, "batch_size": 1, "color": 0x0000ff}},
+              "p": {"class_type": "Painter", "inputs": {"mask": "painter/p.png [input]", "width": 64, "height": 64,
+                                                        "bg_color": "#00ff00", "image": ["i", 0]}},
+              "k": {"class_type": "Keep", "inputs": {"value": ["p", 1]}}}
+    outputs = await run(prompt)
+    coverage = outputs["k"]["values"][0]
+    assert coverage.shape == (1, 2, 4) and coverage[0, 0, 1] == 1.0 and abs(coverage[0, 1, 2] - 128 / 255) < 1e-6
+    image, _ = _node("Painter").execute("painter/p.png [input]", 4, 2, "#00ff00")["result"]
+    assert image[0, 0, 1].tolist() == [1.0, 0.0, 0.0]             # painted red
+    assert image[0, 0, 0].tolist() == [0.0, 1.0, 0.0]             # the green background
+    assert torch.allclose(image[0, 1, 2], torch.tensor([0.0, 127 / 255, 128 / 255]), atol=1e-6)   # half blue over green
+
+
+def test_painter_without_a_painting_gives_the_base_and_an_empty_mask():
+    base = torch.rand(2, 3, 5, 3)
+    image, mask = _node("Painter").execute("", 64, 64, image=base)["result"]
+    assert torch.equal(image, base[:1]) and mask.shape == (1, 3, 5) and not mask.any()
+
+
+def test_painter_names_a_missing_painting():
+    with pytest.raises(FileNotFoundError, match="'gone.png' is not in the input folder"):
+        _node("Painter").execute("gone.png", 64, 64)
