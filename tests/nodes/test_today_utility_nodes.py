@@ -597,3 +597,41 @@ def test_painter_without_a_painting_gives_the_base_and_an_empty_mask():
 def test_painter_names_a_missing_painting():
     with pytest.raises(FileNotFoundError, match="'gone.png' is not in the input folder"):
         _node("Painter").execute("gone.png", 64, 64)
+
+
+# --- Create Bounding Boxes (newer than 0.10.0: semantics read from the newest source) --------------------------
+
+DRAWN = [{"x": 100, "y": 50, "width": 200, "height": 100,
+          "metadata": {"type": "text", "text": "SALE", "desc": "red headline", "palette": ["#ff0000", "#00ff00"]}},
+         {"x": 0, "y": 0, "width": 400, "height": 200, "metadata": {"type": "obj", "desc": "a shop"}}]
+
+
+def test_create_bounding_boxes_gives_pixel_boxes_elements_and_a_preview():
+    out = _node("CreateBoundingBoxes").execute(400, 200, editor_state=DRAWN)
+    preview, frame, elements = out["result"]
+    assert preview.shape == (1, 200, 400, 3) and out["ui"] == {"dims": [400, 200]}
+    assert frame == [[{"x": 100, "y": 50, "width": 200, "height": 100}, {"x": 0, "y": 0, "width": 400, "height": 200}]]
+    assert elements == [{"type": "text", "bbox": [250, 250, 750, 750], "text": "SALE", "desc": "red headline",
+                         "color_palette": ["#FF0000", "#00FF00"]},
+                        {"type": "obj", "bbox": [0, 0, 1000, 1000], "desc": "a shop"}]
+    # the box's outline is drawn in its first palette colour
+    assert preview[0, 100, 100].tolist() == [1.0, 0.0, 0.0]
+
+
+def test_an_upstream_value_replaces_the_drawn_boxes_until_it_changes():
+    node = _node("CreateBoundingBoxes")
+    elements = json.dumps([{"type": "obj", "bbox": [0, 0, 500, 500], "desc": "left top"}])
+    _, frame, _ = node.execute(400, 200, editor_state=DRAWN, bboxes=elements)["result"]
+    assert frame == [[{"x": 0, "y": 0, "width": 200, "height": 100}]]
+    taken = [{"x": 0, "y": 0, "width": 200, "height": 100,
+              "metadata": {"type": "obj", "text": "", "desc": "left top", "palette": []}}]
+    _, frame, _ = node.execute(400, 200, editor_state=DRAWN, bboxes=elements, last_incoming=taken)["result"]
+    assert frame[0][0] == {"x": 100, "y": 50, "width": 200, "height": 100}   # the same value again: edits stand
+
+
+@pytest.mark.parametrize("bboxes, message", [("{not json", "not valid JSON"), (5, "not int"),
+                                             ([{"bbox": [1, 2]}], "items must be boxes"),
+                                             ([{"bbox": [1, 2, "x", 4]}], "four numbers")])
+def test_create_bounding_boxes_names_what_is_wrong_with_the_input(bboxes, message):
+    with pytest.raises(ValueError, match=message):
+        _node("CreateBoundingBoxes").execute(400, 200, bboxes=bboxes)
