@@ -635,3 +635,38 @@ def test_an_upstream_value_replaces_the_drawn_boxes_until_it_changes():
 def test_create_bounding_boxes_names_what_is_wrong_with_the_input(bboxes, message):
     with pytest.raises(ValueError, match=message):
         _node("CreateBoundingBoxes").execute(400, 200, bboxes=bboxes)
+
+
+# --- Crop Image to Mask (newer than 0.10.0: semantics read from the newest source) -----------------------------
+
+def _subject(h: int = 40, w: int = 60) -> tuple[torch.Tensor, torch.Tensor]:
+    image = torch.zeros(1, h, w, 3)
+    image[0, 10:20, 20:40] = torch.tensor([1.0, 0.0, 0.0])      # a red 20x10 subject
+    mask = torch.zeros(1, h, w)
+    mask[0, 10:20, 20:40] = 1.0
+    return image, mask
+
+
+def test_crop_to_mask_centres_the_subject_on_the_background_at_the_output_size():
+    torch.set_num_threads(1)
+    image, mask = _subject()
+    out = _node("ImageCropToMask").execute(image, mask, 64, 64, 1.0, 0, "#0000ff")[0]
+    assert out.shape == (1, 64, 64, 3)
+    # the box is the subject's width (20) squared: a 20x20 crop whose middle band is the subject
+    assert torch.allclose(out[0, 32, 32], torch.tensor([1.0, 0.0, 0.0]), atol=0.02)
+    assert torch.allclose(out[0, 4, 32], torch.tensor([0.0, 0.0, 1.0]), atol=0.02)   # above it: background
+
+
+def test_crop_to_mask_reads_an_inverted_mask_the_right_way_round():
+    torch.set_num_threads(1)
+    image, mask = _subject()
+    mask[0, 8:32, 12:48] = 1.0      # the subject covers the centre: its inversion has a set border, an unset centre
+    normal = _node("ImageCropToMask").execute(image, mask, 64, 64, 1.0, 0, "#000000")[0]
+    inverted = _node("ImageCropToMask").execute(image, 1.0 - mask, 64, 64, 1.0, 0, "#000000")[0]
+    assert torch.allclose(normal, inverted)
+
+
+def test_crop_to_mask_names_a_mask_count_that_does_not_fit():
+    image, mask = _subject()
+    with pytest.raises(ValueError, match="2 masks for 3 images"):
+        _node("ImageCropToMask").execute(image.repeat(3, 1, 1, 1), mask.repeat(2, 1, 1), 64, 64, 1.0, 0, "#000000")
