@@ -670,3 +670,14 @@ def test_crop_to_mask_names_a_mask_count_that_does_not_fit():
     image, mask = _subject()
     with pytest.raises(ValueError, match="2 masks for 3 images"):
         _node("ImageCropToMask").execute(image.repeat(3, 1, 1, 1), mask.repeat(2, 1, 1), 64, 64, 1.0, 0, "#000000")
+
+
+def test_image_histogram_counts_the_first_images_levels():
+    image = torch.zeros(2, 2, 2, 3)
+    image[0, 0, 0] = torch.tensor([1.0, 0.5, 0.0])       # levels 255, 127 (truncated), 0
+    image[1] = 1.0                                        # the second image is not counted
+    rgb, lum, red, green, blue = _node("ImageHistogram").execute(image)
+    assert len(rgb) == len(lum) == 256 and sum(red) == sum(green) == sum(blue) == sum(lum) == 4
+    assert (red[255], red[0], green[127], green[0], blue[0]) == (1, 3, 1, 3, 4)
+    assert rgb[0] == (3 + 3 + 4) // 3
+    assert lum[int((0.2126 + 0.7152 * 0.5) * 255)] == 1 and lum[0] == 3
