@@ -3,7 +3,8 @@
 which node packs use through `comfy_api` (Input.Video, InputImpl.VideoFromFile, Types.VideoComponents).
 
 Saving writes MP4 with H.264 (yuv420p) video and AAC audio, the workflow in the container's tags; a file
-that is already MP4/H.264 is copied stream by stream instead of being encoded again.
+whose streams an MP4 holds as they are (H.264, HEVC, AV1; AAC, MP3, Opus) is copied stream by stream
+instead of being encoded again.
 """
 from __future__ import annotations
 
@@ -223,13 +224,8 @@ class VideoFromFile(VideoInput):
                 codec: VideoCodec | str = VideoCodec.AUTO, metadata: dict | None = None) -> None:
         format, codec = VideoContainer(format), VideoCodec(codec)
         with self._open() as source:
-            names = source.format.name.split(",")
-            video_codec = source.streams.video[0].codec_context.name if source.streams.video else None
-            copy = (format is VideoContainer.AUTO or format.value in names) and \
-                (codec is VideoCodec.AUTO or video_codec in (None, codec.value))
-            if copy:
-                _remux(source, path, format.value if format is not VideoContainer.AUTO else _write_name(names),
-                       metadata)
+            if _copyable(source, codec):
+                _remux(source, path, "mp4", metadata)
                 return
         VideoFromComponents(self.get_components()).save_to(path, format, codec, metadata)
 
@@ -252,9 +248,19 @@ def _video_file(path: str | None, content: torch.Tensor) -> VideoFromFile:
     return VideoFromFile(io.BytesIO(content.numpy().tobytes()))
 
 
-def _write_name(names: list[str]) -> str:
-    """The one format name to write a container FFmpeg reads under several ("mov,mp4,..." -> "mp4")."""
-    return "mp4" if "mp4" in names else names[0]
+# Codecs whose packets an MP4 file holds as they are; a video of other codecs (VP8/VP9 WebM, ProRes, ...)
+# is decoded and encoded again as H.264, so that the saved file plays where MP4 does.
+MP4_VIDEO_CODECS = ("h264", "hevc", "av1", "mpeg4")
+MP4_AUDIO_CODECS = ("aac", "mp3", "mp3float", "alac", "opus")
+
+
+def _copyable(source: Any, codec: VideoCodec) -> bool:
+    """Whether saving `source` as MP4 with `codec` may copy its packets instead of encoding its frames."""
+    if not source.streams.video:
+        return False
+    video_codec = source.streams.video[0].codec_context.name
+    wanted = video_codec in MP4_VIDEO_CODECS if codec is VideoCodec.AUTO else video_codec == codec.value
+    return wanted and all(s.codec_context.name in MP4_AUDIO_CODECS for s in source.streams.audio)
 
 
 def _tags(metadata: dict | None) -> dict[str, str]:

@@ -284,3 +284,20 @@ def test_audio_channel_volume_and_mixing_nodes():
         audio_nodes.SplitAudioChannels().separate(low)
     with pytest.raises(ValueError, match="audio_left must be mono"):
         audio_nodes.JoinAudioChannels().join(stereo, left)
+
+
+def test_a_webm_is_saved_as_a_real_mp4(ws):
+    """VP9 in WebM cannot be copied into the .mp4 SaveVideo names: its frames are encoded again as H.264."""
+    frames = (_frames(4) * 255).to(torch.uint8).numpy()
+    path = ws.input_dir / "clip.webm"
+    with av.open(str(path), mode="w") as out:
+        stream = out.add_stream("libvpx-vp9", rate=10)
+        stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
+        for image in frames:
+            out.mux(stream.encode(av.VideoFrame.from_ndarray(image, format="rgb24")))
+        out.mux(stream.encode(None))
+    (video,) = video_nodes.LoadVideo().load_video("clip.webm")
+    saved = _output(ws, video_nodes.SaveVideo().save_video(video, "webm/again")["ui"]["images"][0])
+    with av.open(str(saved)) as container:
+        assert "mp4" in container.format.name and container.streams.video[0].codec_context.name == "h264"
+    assert np.abs(_decoded(saved).astype(int) - _decoded(path)).mean() < 3
