@@ -681,3 +681,36 @@ def test_image_histogram_counts_the_first_images_levels():
     assert (red[255], red[0], green[127], green[0], blue[0]) == (1, 3, 1, 3, 4)
     assert rgb[0] == (3 + 3 + 4) // 3
     assert lum[int((0.2126 + 0.7152 * 0.5) * 255)] == 1 and lum[0] == 3
+
+
+# --- tiles and latent size (newer than 0.10.0: semantics read from the newest source) -------------------------
+
+def test_tile_grid_steps_by_the_tile_less_the_overlap_and_ends_at_the_edges():
+    from nodes.library.tiles import tile_grid
+    assert tile_grid(250, 100, 100, 100, 20) == [(0, 0, 100, 100), (80, 0, 180, 100), (150, 0, 250, 100)]
+    assert tile_grid(100, 100, 100, 100, 0) == [(0, 0, 100, 100)]
+    # an overlap larger than three quarters of a tile still steps a quarter
+    assert [t[0] for t in tile_grid(200, 64, 64, 64, 60)] == [0, 16, 32, 48, 64, 80, 96, 112, 128, 136]
+
+
+@pytest.mark.parametrize("overlap", [0, 24])
+async def test_split_into_tiles_then_merge_gives_the_image_back(run, overlap):
+    image = torch.rand(1, 150, 230, 3, generator=torch.Generator().manual_seed(5))
+    tiles = _node("SplitImageToTileList").execute(image, 100, 80, overlap)[0]
+    assert all(t.shape == (1, 80, 100, 3) for t in tiles)
+    merged = _node("ImageMergeTileList").execute(tiles, [230], [150], [overlap])[0]
+    torch.testing.assert_close(merged, image, atol=1e-5, rtol=0)
+
+
+async def test_the_nodes_after_split_run_once_per_tile(run):
+    prompt = {"i": {"class_type": "EmptyImage", "inputs": {"width": 200, "height": 64, "batch_size": 1, "color": 0}},
+              "t": {"class_type": "SplitImageToTileList", "inputs": {"image": ["i", 0], "tile_width": 64,
+                                                                     "tile_height": 64, "overlap": 0}},
+              "s": {"class_type": "GetImageSize", "inputs": {"image": ["t", 0]}},
+              "k": {"class_type": "Keep", "inputs": {"value": ["s", 0]}}}
+    assert (await run(prompt))["k"] == {"values": [64, 64, 64, 64]}
+
+
+@pytest.mark.parametrize("shape, expected", [((2, 4, 8, 12), (12, 8, 1, 2)), ((1, 16, 5, 8, 6), (6, 8, 5, 1))])
+def test_get_latent_size(shape, expected):
+    assert _node("GetLatentSize").execute({"samples": torch.zeros(shape)}) == expected
