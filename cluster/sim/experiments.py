@@ -60,10 +60,18 @@ def attainment_at(result: SimResult, slo_scale: float) -> float:
     return sum(r.latency is not None and r.latency <= slo_scale * r.solo_s + 1e-9 for r in reqs) / len(reqs)
 
 
-def crossing(xs: list[float], ys: list[float], target: float = 0.9, rising: bool = False) -> float | None:
-    """Interpolated x where y crosses `target`. Falling curves (attainment vs rate): the highest x
-    still at or above the target before its last drop. Rising curves (vs GPUs): the lowest x from
-    which y stays at or above it. None when it never meets the target."""
+def crossing(xs: list[float], ys: list[float], target: float = 0.9, rising: bool = False,
+             rule: str = "first") -> float | None:
+    """Interpolated x where y crosses `target`; None when it never meets the target.
+
+    Falling curves (attainment vs rate) are not monotonic in a short simulation, so two rules:
+    "first" (the headline rule, conservative): x where y first drops below the target, every lower x
+    at or above it (None when the lowest x already misses; the last x when it never drops);
+    "last": the highest x still at or above the target before its last drop, which lets a curve that
+    recovers after a dip count the rates past the dip. Rising curves (vs GPUs): the lowest x from which
+    y stays at or above it."""
+    if rule not in ("first", "last"):
+        raise ValueError(f"crossing rule must be 'first' or 'last', got {rule!r}")
     xs, ys = list(xs), list(ys)
     ok = [y >= target for y in ys]
     if not any(ok):
@@ -75,7 +83,12 @@ def crossing(xs: list[float], ys: list[float], target: float = 0.9, rising: bool
         if not ok[-1]:
             return None
         return xs[0] if i == 0 else float(np.interp(target, [ys[i - 1], ys[i]], [xs[i - 1], xs[i]]))
-    i = max(k for k, v in enumerate(ok) if v)
+    if rule == "first":
+        if not ok[0]:
+            return None
+        i = ok.index(False) - 1 if False in ok else len(ok) - 1
+    else:
+        i = max(k for k, v in enumerate(ok) if v)
     if i == len(ys) - 1:
         return xs[-1]
     return float(np.interp(target, [ys[i + 1], ys[i]], [xs[i + 1], xs[i]]))

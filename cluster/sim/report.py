@@ -17,6 +17,7 @@ from typing import Sequence
 
 import numpy as np
 
+from cluster.bench import results
 from cluster.sim import cascades, fairness, startup_sweep
 from cluster.sim.experiments import LINEUP, Point, attainment_at, crossing, fewest_gpus, run_point
 from cluster.sim.traces import TraceSpec
@@ -249,11 +250,15 @@ def sweep_startups(args: argparse.Namespace, base: Point | None = None) -> dict:
                              args.startups)
 
 
-def write_startup_only(data: dict, out: Path) -> Path:
-    """`--only startup`: the function-instance section alone, as startup_sweep.md beside its plot and JSON."""
+def write_startup_only(data: dict, out: Path, run: results.Run | None = None) -> Path:
+    """`--only startup`: the function-instance section alone, as startup_sweep.md beside its plot and its
+    result file (rounds: each system's attainment per seed and rate)."""
     out.mkdir(parents=True, exist_ok=True)
     startup_sweep.plot(data["startup_sweep"], out / "startup_sweep.png")
-    (out / "startup_sweep.json").write_text(json.dumps(data, indent=1, default=str))
+    sweep = data["startup_sweep"]
+    (run or results.begin("report", ["--only", "startup"])).write(
+        sweep["curve_by_seed"], _startup_figure(sweep), out / "startup_sweep.json", config=data["config"],
+        startup_sweep=sweep)
     cfg = data["config"]
     md = out / "startup_sweep.md"
     md.write_text("\n".join([
@@ -265,11 +270,17 @@ def write_startup_only(data: dict, out: Path) -> Path:
     return md
 
 
+def _startup_figure(sweep: dict) -> dict:
+    """What README.md quotes from the function-instance comparison."""
+    at = startup_sweep.at_default(sweep) or {}
+    return {"gain_at_0": sweep["gain_at_0"], "seeds": len(sweep["seeds"]), "at_default_s": at}
+
+
 def _ratio(a: float | None, b: float | None) -> float | None:
     return None if a is None or b is None or b == 0 else a / b
 
 
-def write(data: dict, out: Path) -> Path:
+def write(data: dict, out: Path, run: results.Run | None = None) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     cfg = data["config"]
     _plot_lines(out / "slo_vs_rate.png", [cfg["rate"] * k for k in data["rate_scales"]], data["vs_rate"],
@@ -293,7 +304,7 @@ def write(data: dict, out: Path) -> Path:
         cascades.plot(data["cascades"], out / "cascades.png")
     if data.get("startup_sweep"):
         startup_sweep.plot(data["startup_sweep"], out / "startup_sweep.png")
-    (out / "results.json").write_text(json.dumps(data, indent=1, default=str))
+    (run or results.begin("report", [])).write(data["vs_rate"], data["headline"], out / "results.json", **data)
     md = out / "report.md"
     md.write_text(_markdown(data))
     return md
@@ -480,18 +491,19 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(list(argv or []))
+    run = results.begin("report", argv)
     if args.full:
         args.duration, args.seeds, args.scale_duration = max(args.duration, 300.0), max(args.seeds, 3), 60.0
         args.startup_duration = max(args.startup_duration, 600.0)
     t0 = time.time()
     if args.only == "startup":
         data = {"config": vars(args), "startup_sweep": sweep_startups(args)}
-        md = write_startup_only(data, Path(args.out))
+        md = write_startup_only(data, Path(args.out), run)
         print(f"wrote {md} in {time.time() - t0:.0f} s")
         print(json.dumps(startup_sweep.at_default(data["startup_sweep"]), indent=1))
         return 0
     data = build(args)
-    md = write(data, Path(args.out))
+    md = write(data, Path(args.out), run)
     h = data["headline"]
     print(f"wrote {md} in {time.time() - t0:.0f} s")
     print(json.dumps(h, indent=1, default=str))

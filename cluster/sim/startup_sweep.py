@@ -71,14 +71,35 @@ def run(base: Point, rates: Sequence[float], seeds: Sequence[int], workers: int,
         keys = list(jobs)
         got = dict(zip(keys, pool.map(_attainment, [jobs[k] for k in keys])))
         gpus = {k: f.result() for k, f in gpu_f.items()}
+    by_seed = {k: {str(s): [got[(k, r, s)][0] for r in rates] for s in seeds} for k in systems}
     curve = {k: [float(np.mean([got[(k, r, s)][0] for s in seeds])) for r in rates] for k in systems}
     memory_rate = rates[min(range(len(rates)), key=lambda i: abs(rates[i] - 1.5 * PLAN_RATE))]
     memory = {k: float(np.mean([got[(k, memory_rate, s)][1] for s in seeds])) for k in systems}
+    # the headline rule is the first crossing of the mean curve; the last one and each seed's are kept to show
+    # how much the rule and the seed move it
     rate_at = {k: crossing(list(rates), curve[k]) for k in systems}
-    return {"rates": list(rates), "startups": startups, "default_s": DEFAULT_STARTUP_S, "curve": curve,
-            "rate_at_90": rate_at, "gpus_at_plan_rate": gpus, "plan_rate": PLAN_RATE, "memory": memory,
+    rate_at_last = {k: crossing(list(rates), curve[k], rule="last") for k in systems}
+    rate_at_by_seed = {k: {s: crossing(list(rates), c) for s, c in by_seed[k].items()} for k in systems}
+    return {"rates": list(rates), "startups": startups, "default_s": DEFAULT_STARTUP_S, "seeds": list(seeds),
+            "curve": curve, "curve_by_seed": by_seed, "rate_at_90": rate_at, "rate_at_90_last": rate_at_last,
+            "rate_at_90_by_seed": rate_at_by_seed, "gain_at_0": gain_at_0(rate_at, rate_at_by_seed),
+            "gpus_at_plan_rate": gpus, "plan_rate": PLAN_RATE, "memory": memory,
             "memory_rate": memory_rate, "twice_needs_s": twice_needs(rate_at, startups),
             "half_gpus_needs_s": half_gpus_needs(gpus, startups)}
+
+
+def gain_at_0(rate_at: dict[str, float | None], by_seed: dict[str, dict[str, float | None]]) -> dict | None:
+    """Comfy Cluster's rate at 90 % over MCache's at S = 0 (first crossings): on the mean curves, and the least
+    and greatest of the seeds' own ratios (None where a seed's MCache never reaches 90 %)."""
+    key = "MCache@0"
+    if key not in rate_at:
+        return None
+    ratio = (lambda a, b: None if a is None or not b else a / b)
+    seeds = [ratio(by_seed[OURS][s], by_seed[key][s]) for s in by_seed[OURS]]
+    known = [r for r in seeds if r is not None]
+    return {"ours": rate_at[OURS], "mcache": rate_at[key], "ratio": ratio(rate_at[OURS], rate_at[key]),
+            "ratio_by_seed": seeds, "ratio_min": min(known) if known else None,
+            "ratio_max": max(known) if known else None}
 
 
 def twice_needs(rate_at: dict[str, float | None], startups: Sequence[float] = STARTUPS) -> float | None:

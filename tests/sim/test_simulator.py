@@ -101,6 +101,19 @@ def test_crossing_finds_the_90_percent_points():
     assert crossing([4, 8, 16], [0.5, 0.9, 0.99], rising=True) == 8
 
 
+def test_first_crossing_stops_at_the_first_dip_the_last_rule_looks_past_it():
+    # Comfy Cluster's 2-seed curve on the paper trace (issue 40): it dips to 84 % at 4 req/s, recovers to 98 %
+    rates = [0.25, 0.5, 1, 1.5, 2, 3, 4, 5, 6, 8]
+    ours = [.99, .99, .97, .98, .96, .99, .84, .98, .94, .74]
+    assert crossing(rates, ours) == pytest.approx(3.6)
+    assert crossing(rates, ours, rule="last") == pytest.approx(6.0 + 2 * 0.04 / 0.20)
+    assert crossing([1, 2], [0.8, 0.95]) is None            # the lowest rate already misses
+    assert crossing([1, 2], [0.8, 0.95], rule="last") == 2
+    assert crossing([1, 2], [0.95, 0.91]) == 2               # never drops: the highest swept rate
+    with pytest.raises(ValueError, match="rule"):
+        crossing([1], [1.0], rule="median")
+
+
 def test_report_writes_markdown_and_plots(tmp_path):
     pytest.importorskip("matplotlib")
     from cluster.sim.report import main
