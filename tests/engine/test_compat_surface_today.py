@@ -192,6 +192,12 @@ def test_comfy_api_types_video_and_feature_flags(tmp_path):
     assert feature_flags.supports_feature(meta, "sid1", "supports_preview_metadata")
     assert not feature_flags.supports_feature(meta, "other", "supports_preview_metadata")
     assert feature_flags.supports_feature(None, "x", "anything") is True
+    # ComfyUI-Manager adds its flag to the module's dict at import; the server's features then carry it.
+    feature_flags.SERVER_FEATURE_FLAGS.setdefault("extension", {}).setdefault("manager", {})["supports_csrf_post"] = True
+    try:
+        assert feature_flags.get_server_features()["extension"]["manager"]["supports_csrf_post"] is True
+    finally:
+        feature_flags.SERVER_FEATURE_FLAGS.pop("extension")
     from comfy_api.input_impl import VideoFromFile
     assert VideoFromFile is InputImpl.VideoFromFile
 

@@ -1,8 +1,16 @@
 """`comfy_api.feature_flags`: what the server and each websocket client said they support (the
-`feature_flags` message a client sends first). Reads the running server's state."""
+`feature_flags` message a client sends first).
+
+SERVER_FEATURE_FLAGS is ComfyUI's module-level dict that packs add their own flags to (ComfyUI-Manager sets
+`extension.manager.supports_csrf_post`); get_server_features answers the running server's flags with those
+additions.
+"""
 from __future__ import annotations
 
+import copy
 from typing import Any
+
+SERVER_FEATURE_FLAGS: dict[str, Any] = {"supports_preview_metadata": True}
 
 
 def get_connection_feature(sockets_metadata: dict | None, sid: str, feature_name: str, default: Any = False) -> Any:
@@ -19,10 +27,16 @@ def supports_feature(sockets_metadata: dict | None, sid: str, feature_name: str,
     return get_connection_feature(sockets_metadata, sid, feature_name, False) is True
 
 
+def _merged(base: dict, extra: dict) -> dict:
+    out = dict(base)
+    for key, value in extra.items():
+        out[key] = _merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
 def get_server_features() -> dict[str, Any]:
-    """The flags this server announces (as a copy)."""
+    """The running server's flags with what packs added to SERVER_FEATURE_FLAGS (a copy)."""
     from comfy_bridge.compat.server import PromptServer
     server = PromptServer.instance
-    if server is not None and hasattr(server, "feature_flags"):
-        return dict(server.feature_flags())
-    return {}   # no server running (a script or test importing packs): nothing is announced
+    announced = dict(server.feature_flags()) if hasattr(server, "feature_flags") else {}
+    return copy.deepcopy(_merged(announced, SERVER_FEATURE_FLAGS))
