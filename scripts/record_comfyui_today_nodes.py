@@ -1,5 +1,6 @@
 """Record upstream ComfyUI 0.10.0's outputs of the model-free utility nodes that exist there (ManualSigmas, the
-Batch Images / Masks / Latents nodes, the If/Else switch's lazy choice) as a test fixture.
+Batch Images / Masks / Latents nodes, Resize Image/Mask, Latent Cut to Batch, the If/Else switch's lazy choice)
+as a test fixture.
 
 Run inside ComfyUI 0.10.0's own environment (commit 79cdbc81 of hiddenswitch/ComfyUI; it imports ComfyUI's
 modules, nothing of ComfyUI is copied here; recipe in ../shared/reference/running-real-comfyui.md):
