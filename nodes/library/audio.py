@@ -48,7 +48,7 @@ def save_audio(audio: Any, filename_prefix: str, folder_type: str, fmt: str, qua
     for batch_number, item in enumerate(waveform):
         file = f"{taken.stem.replace('%batch_num%', str(batch_number))}_{taken.counter + batch_number:05}_.{fmt}"
         data = encode_to_bytes(item, sample_rate, fmt, quality, tags)
-        write_atomic(os.path.join(taken.folder, file), lambda tmp: _write(tmp, data))
+        write_atomic(os.path.join(taken.folder, file), lambda tmp, data=data: _write(tmp, data))
         results.append({"filename": file, "subfolder": subfolder, "type": folder_type})
     return results
 

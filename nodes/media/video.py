@@ -35,7 +35,7 @@ class VideoContainer(str, Enum):
         return [member.value for member in cls]
 
     @classmethod
-    def get_extension(cls, value: "str | VideoContainer") -> str:
+    def get_extension(cls, value: str | VideoContainer) -> str:
         cls(value)   # an unknown name is a ValueError here, before a file is named after it
         return "mp4"
 
@@ -107,7 +107,7 @@ class VideoInput(ABC):
         return "sRGB"
 
     def as_trimmed(self, start_time: float | None = None, duration: float | None = None,
-                   strict_duration: bool = False) -> "VideoInput | None":
+                   strict_duration: bool = False) -> VideoInput | None:
         """The frames (and audio) from `start_time` seconds (negative: from the end) for `duration` seconds
         (0 or None: to the end); None when that holds no frame, or, with `strict_duration`, fewer seconds than
         asked for."""
@@ -126,7 +126,7 @@ class VideoInput(ABC):
         return VideoFromComponents(VideoComponents(images=c.images[start:end], frame_rate=rate, audio=audio,
                                                    metadata=c.metadata))
 
-    def as_cropped(self, x: int = 0, y: int = 0, width: int = 0, height: int = 0) -> "VideoInput":
+    def as_cropped(self, x: int = 0, y: int = 0, width: int = 0, height: int = 0) -> VideoInput:
         """The frames cut to the rectangle (clamped to the frame, even-aligned for H.264); an empty or whole
         rectangle gives the video itself."""
         c = self.get_components()
