@@ -257,6 +257,7 @@ class PromptServer:
         self._publisher.cancel()
         for ws in self.all_sockets():
             await ws.close()
+        _release_compat(self)
 
 
 async def _send_safely(send: Callable[[Any], Awaitable[None]], message: Any) -> None:
@@ -286,6 +287,17 @@ def _share_with_compat(server: PromptServer) -> None:
         cls = getattr(module, "PromptServer", None)
         if cls is not None and cls is not PromptServer:
             cls.instance = server
+
+
+def _release_compat(server: PromptServer) -> None:
+    """A stopped server's app is frozen: packs loaded after it (another registry in the same process) get the
+    stub that collects their routes and hooks, as before any server existed."""
+    if PromptServer.instance is server:
+        PromptServer.instance = None
+    module = sys.modules.get("comfy_bridge.compat.server")
+    cls = getattr(module, "PromptServer", None)
+    if cls is not None and cls is not PromptServer and cls.instance is server:
+        cls.instance = cls()
 
 
 def _load_registry(server: PromptServer) -> Any:

@@ -188,3 +188,15 @@ async def test_extension_static_refuses_traversal(make_client, tmp_path):
         assert r.status in (403, 404), url
         assert "secret" not in await r.text()
     assert (await client.get("/extensions/core/widgets.js")).status == 200
+
+
+async def test_packs_loaded_after_a_server_stopped_get_a_live_stub(make_client):
+    """A stopped server's app is frozen; a pack that adds a startup hook at import (comfyui-deploy does)
+    must not fail because an earlier server in the same process ran and stopped."""
+    from comfy_bridge.compat import server as compat_server
+    client = await make_client()
+    assert compat_server.PromptServer.instance is not None
+    await client.close()
+    stub = compat_server.PromptServer.instance
+    stub.app.on_startup.append(lambda app: None)     # raised "Cannot modify frozen list" before
+    stub.routes.get("/after_stop")(lambda request: None)
