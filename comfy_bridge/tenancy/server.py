@@ -26,6 +26,7 @@ from .auth import Gate
 from .tenant_engines import TenantExecutors
 from .tenant_queue import TenantQueue
 from .quotas import Quotas
+from .read_pacing import ReadPacer, paced_route
 from .sockets import TenantScoped
 from .store import DB_NAME, Store
 from .tenant_folders import TenantUserManager, TenantWorkspace
@@ -107,16 +108,23 @@ class TenantPromptServer(PromptServer):
                              (self.config.max_prompt_bytes, self.config.max_text_chars))
         self.gate = Gate(self.store, self.quotas)
         self.accounting = Accounting(self.store, self.quotas, lambda: self.config.cluster_head)
+        self.read_pacer = ReadPacer()
         return [self.gate.middleware, self._load_tenant_queue]
 
     @web.middleware
     async def _load_tenant_queue(self, request: web.Request, handler: Any) -> web.StreamResponse:
         """A caller's first request loads its in-memory queue and history in a thread, so that its
-        routes read them without touching SQLite on the event loop. A prompt id the store refuses
+        routes read them without touching SQLite on the event loop; its polls of /queue and /history
+        are paced (read_pacing). A prompt id the store refuses
         (DuplicatePromptId, decided atomically by its database) is the 409 of whichever route queued it."""
         tenant = request.get(TENANT_KEY)   # None: the single user of a server with no tenant (sees every row)
         if (tenant is not None or not self.gate.active()) and not self.prompt_queue.loaded(tenant):
             await asyncio.to_thread(self.prompt_queue.load, tenant)
+        route = paced_route(request.method, request.path)
+        if route is not None:
+            wait = self.read_pacer.delay((tenant, route))
+            if wait > 0:
+                await asyncio.sleep(wait)
         try:
             return await handler(request)
         except DuplicatePromptId as err:
