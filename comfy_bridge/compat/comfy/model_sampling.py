@@ -13,7 +13,6 @@ from torch import Tensor
 
 from nodes.sampling import model_sampling as ours
 from nodes.sampling.model_sampling import flux_time_shift, time_snr_shift
-from nodes.sampling.model_sampling import rescale_zero_terminal_snr as rescale_zero_terminal_snr_sigmas  # noqa: F401
 
 rescale_zero_terminal_snr_sigmas = ours.rescale_zero_terminal_snr
 

@@ -753,7 +753,6 @@ class Schema:
 
         An output may share an input's id, as in ComfyUI (packs such as Easy-Use's `easy pixels` do that).
         """
-        from comfy_bridge.compat.comfy_api.latest._io_dynamic import DynamicInput
         in_ids = [n.id for i in self.inputs or [] if not isinstance(i, DynamicInput) for n in i.get_all()]
         out_ids = [o.id for o in self.outputs or []]
         issues = []
@@ -1104,6 +1103,6 @@ class NodeReplace:
 
 
 # The dynamic types live in their own module; ComfyUI offers them here.
-from comfy_bridge.compat.comfy_api.latest._io_dynamic import (  # noqa: E402
+from comfy_bridge.compat.comfy_api.latest._io_dynamic import (  # noqa: E402,F401
     Autogrow, DynamicCombo, DynamicInput, DynamicOutput, DynamicSlot, MatchType, V3Data, build_nested_inputs,
     get_finalized_class_inputs)
