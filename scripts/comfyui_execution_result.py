@@ -13,7 +13,7 @@ import platform
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 OUTCOMES = ("passed", "failed", "error", "skipped")
@@ -74,7 +74,7 @@ def build(args: argparse.Namespace) -> dict:
         "comfy_cluster_commit": _our_commit(Path(__file__).resolve().parent.parent),
         "timing_checks": args.timing_checks,
         "started": args.started,
-        "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "finished": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": machine(),
         "load_average": {"before": [float(x) for x in args.load_before.split()],
                          "after": [round(x, 2) for x in os.getloadavg()]},
@@ -92,7 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--command", required=True)
     parser.add_argument("--comfyui-commit", required=True)
     parser.add_argument("--comfyui-version", required=True)
-    parser.add_argument("--helpers", required=True, help="where the test process's comfy_execution.graph_utils came from")
+    parser.add_argument("--helpers", required=True,
+                        help="where the test process's comfy_execution.graph_utils came from")
     parser.add_argument("--started", required=True)
     parser.add_argument("--load-before", required=True)
     parser.add_argument("--exit-code", type=int, required=True)
