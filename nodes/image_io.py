@@ -157,7 +157,7 @@ def save_png(image: torch.Tensor, path: str | Path, prompt: Any = None, extra_pn
                                                       compress_level=compress_level))
 
 
-def _pillow(fn: Callable, arg: Any) -> Any:
+def pillow_tolerant(fn: Callable, arg: Any) -> Any:
     """Run a PIL call; on a truncated/odd file retry once with truncated-image loading enabled."""
     try:
         return fn(arg)
@@ -181,10 +181,10 @@ def load_image_tensor(path: str | Path) -> tuple[torch.Tensor, torch.Tensor]:
     Every frame of the first frame's size becomes a batch item. The mask is 1 - alpha (1 = masked
     out, i.e. transparent); without alpha it is a 64x64 block of zeros, as in ComfyUI.
     """
-    img = _pillow(Image.open, path)
+    img = pillow_tolerant(Image.open, path)
     images, masks = [], []
     for frame in ImageSequence.Iterator(img):
-        frame = _scale_32bit(_pillow(ImageOps.exif_transpose, frame))
+        frame = _scale_32bit(pillow_tolerant(ImageOps.exif_transpose, frame))
         rgb = frame.convert("RGB")
         if images and rgb.size != (images[0].shape[2], images[0].shape[1]):
             continue
@@ -206,7 +206,7 @@ def load_image_tensor(path: str | Path) -> tuple[torch.Tensor, torch.Tensor]:
 
 def load_mask_tensor(path: str | Path, channel: str) -> torch.Tensor:
     """One channel ("alpha", "red", "green", "blue") of an image file as MASK [1,H,W]; alpha is inverted."""
-    img = _pillow(ImageOps.exif_transpose, _pillow(Image.open, path))
+    img = pillow_tolerant(ImageOps.exif_transpose, pillow_tolerant(Image.open, path))
     if img.getbands() != ("R", "G", "B", "A"):
         img = _scale_32bit(img).convert("RGBA")
     band = channel[0].upper()

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from nodes.image_io import PreviewImage, _pillow, annotated_path, file_sha256
+from nodes.image_io import PreviewImage, annotated_path, file_sha256, pillow_tolerant
 from nodes.library.color import parse_color
 
 
@@ -70,7 +70,7 @@ class Painter:
             path = annotated_path(mask)
             if not path.is_file():
                 raise FileNotFoundError(f"Painter: the painting {mask!r} is not in the input folder")
-            out, coverage = paint(base, _pillow(Image.open, path))
+            out, coverage = paint(base, pillow_tolerant(Image.open, path))
         else:
             out, coverage = base, torch.zeros((1, base.shape[1], base.shape[2]), dtype=torch.float32)
         return {"ui": PreviewImage().save_images(out)["ui"], "result": (out, coverage)}
