@@ -73,6 +73,8 @@ def build(args: argparse.Namespace) -> dict:
                     "client_helpers": args.helpers},
         "comfy_cluster_commit": _our_commit(Path(__file__).resolve().parent.parent),
         "timing_checks": args.timing_checks,
+        # where the servers kept queue and history ("memory": in the process, as ComfyUI does)
+        "server_state_db": os.environ.get("COMFY_CLUSTER_STATE_DB"),
         "started": args.started,
         "finished": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": machine(),

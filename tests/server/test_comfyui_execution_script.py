@@ -91,6 +91,7 @@ def test_a_work_tree_run_records_every_outcome_with_timing_checks_on(tmp_path):
     data, tests = _outcomes(result)
     assert data["comfyui"]["commit"] == commit and data["comfyui"]["version"] == "9.8.7"
     assert data["timing_checks"] == "on" and data["pytest_exit_code"] == 1 and data["all_passed"] is False
+    assert data["server_state_db"] == "memory"
     assert data["summary"] == {"passed": 5, "failed": 1, "error": 0, "skipped": 0, "total": 6}
     assert tests["test_helpers_come_from_the_checkout"]["outcome"] == "passed"
     assert tests["test_servers_started_here_would_not_import_them"]["outcome"] == "passed"
