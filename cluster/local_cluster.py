@@ -180,7 +180,7 @@ class LocalCluster:
             # warm-up) has not heard it and would wait for a head that is gone: SIGTERM tells every one,
             # and each ends itself (cluster.executor: at once while starting, else as on Shutdown).
             if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
+                p.terminate()
         end = time.monotonic() + timeout
         for p in self.procs:   # give them a moment, then insist
             try:

@@ -168,6 +168,9 @@ def test_executors_start_on_their_devices_in_turn_and_split_their_memory(monkeyp
         def poll(self):
             return None
 
+        def terminate(self):   # stop() tells each executor to end
+            pass
+
         def wait(self, timeout=None):
             return 0
 
