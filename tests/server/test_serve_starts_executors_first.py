@@ -67,6 +67,9 @@ def test_a_head_at_another_address_cannot_take_them_over(monkeypatch):
         def poll(self):
             return None
 
+        def terminate(self):   # stop() tells each executor to end
+            pass
+
         def wait(self, timeout=None):
             return 0
 
