@@ -16,6 +16,7 @@ import random
 from dataclasses import replace
 from typing import Sequence
 
+from cluster.bench import results
 from cluster.sim.cascade_scenario import POLICIES, Cascade, CascadeRun, simulate
 
 # DiffServe C1: f(t) points and FID by fraction served by the light model (peers-and-diffserve.md §1.2, §1.6).
@@ -79,11 +80,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--plot", default=None, help="write the curves to this PNG")
     args = ap.parse_args(argv)
+    record = results.begin("cascade", argv)
     runs = compare(args.seconds, args.low, args.peak, args.executors, args.seed)
     print(f"{'policy':10} {'queries':>8} {'SLO viol.':>10} {'heavy share':>12} {'FID (modelled)':>15}")
-    for run in runs:
-        s = run.summary()
+    summaries = [run.summary() for run in runs]
+    for s in summaries:
         print(f"{s['policy']:10} {s['queries']:8d} {s['slo_violation']:10.3f} {s['heavy_share']:12.3f} {s['fid']:15.2f}")
+    record.write(summaries, {s["policy"]: s for s in summaries}, config=vars(args))
     if args.plot:
         plot(runs, args.plot)
         print(args.plot)

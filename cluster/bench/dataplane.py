@@ -33,6 +33,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from cluster.bench import results
 from cluster.dataplane.arena import ShmArena
 from cluster.dataplane.budget import MemoryBudget
 from cluster.dataplane.tensor_store import TensorHandle, TensorStore
@@ -127,7 +128,8 @@ def bench_tcp_transfer(nbytes: int = 64 * MiB, repeats: int = 9) -> dict:
     pull, base = nbytes / statistics.median(zmq_times[1:]), nbytes / statistics.median(raw_times[1:])
     ok = ok and over_tcp
     return {"bytes": nbytes, "correct": ok, "pull_GBps": pull / 1e9, "raw_socket_GBps": base / 1e9,
-            "ratio": pull / base, "target": 0.7, "pass": ok and pull / base >= 0.7}
+            "ratio": pull / base, "target": 0.7, "pass": ok and pull / base >= 0.7,
+            "rounds_s": {"pull": zmq_times, "raw_socket": raw_times}}
 
 
 def _raw_file_server(listener: socket.socket, path: str) -> None:
@@ -173,7 +175,7 @@ def bench_file_fetch(nbytes: int = 256 * MiB, repeats: int = 5) -> dict:
             server.close()
     fetch, base = nbytes / statistics.median(fetch_times[1:]), nbytes / statistics.median(raw_times[1:])
     return {"bytes": nbytes, "correct": ok, "fetch_GBps": fetch / 1e9, "raw_socket_GBps": base / 1e9,
-            "ratio": fetch / base}
+            "ratio": fetch / base, "rounds_s": {"fetch": fetch_times, "raw_socket": raw_times}}
 
 
 def bench_dispatch_tcp(calls: int = 300) -> dict:
@@ -189,7 +191,10 @@ def bench_dispatch_tcp(calls: int = 300) -> dict:
         shm = bench_dispatch(calls, "tcp", tensor=True)
     finally:
         remote.set_mode(before)
-    return {**tcp, "shm_overhead_median_ms": shm["overhead_median_ms"], "shm_overhead_p99_ms": shm["overhead_p99_ms"]}
+    rounds = {"tcp": {k: tcp.pop(k) for k in ("latency_ms", "overhead_ms")},
+              "shm": {k: shm[k] for k in ("latency_ms", "overhead_ms")}}
+    return {**tcp, "shm_overhead_median_ms": shm["overhead_median_ms"], "shm_overhead_p99_ms": shm["overhead_p99_ms"],
+            "rounds_ms": rounds}
 
 
 def memcpy_bandwidth(nbytes: int, repeats: int) -> float:
@@ -229,7 +234,8 @@ def bench_transfer(nbytes: int = 64 * MiB, repeats: int = 9) -> dict:
         consumer.arena.close()
     pull = nbytes / statistics.median(times[1:])
     return {"bytes": nbytes, "correct": ok, "first_pull_s": times[0], "pull_GBps": pull / 1e9,
-            "memcpy_GBps": memcpy / 1e9, "ratio": pull / memcpy, "target": 0.5, "pass": ok and pull / memcpy >= 0.5}
+            "memcpy_GBps": memcpy / 1e9, "ratio": pull / memcpy, "target": 0.5, "pass": ok and pull / memcpy >= 0.5,
+            "rounds_s": {"pull": times}}
 
 
 def _stack(layers: int, width: int) -> nn.Module:
@@ -286,7 +292,7 @@ def bench_prefix(layers: int = 12, width: int = 1024, batch: int = 384, load_rat
             "eq1_Le_s": e2e_time(layers, le, prof.t_load, prof.t_comp),
             "eq1_0_s": e2e_time(layers, 0, prof.t_load, prof.t_comp),
             "cold_Le_over_warm": cold_le / warm, "cold_0_over_warm": cold_zero / warm,
-            "median_s": medians,
+            "median_s": medians, "rounds_s": times,
             "pass": cold_le <= 1.10 * warm and cold_zero > 1.10 * warm}
 
 
@@ -298,14 +304,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--calls", type=int, default=300, help="no-op calls of the dispatch-over-TCP figure")
     p.add_argument("--file-mib", type=int, default=256, help="size of the model file fetched, in MiB")
     args = p.parse_args(argv)
+    record = results.begin("dataplane", argv)
     transfer = bench_transfer(args.mib * MiB)
     tcp = bench_tcp_transfer(args.mib * MiB)
     dispatch = bench_dispatch_tcp(args.calls)
     fetch = bench_file_fetch(args.file_mib * MiB)
     prefix = bench_prefix(profiles=args.profiles)
+    figure = {"transfer": transfer, "tcp_transfer": tcp, "tcp_dispatch": dispatch, "file_fetch": fetch,
+              "prefix": prefix}
+    # every timed round under `rounds`, the figures without them
+    rounds = {k: d.pop("rounds_s", None) or d.pop("rounds_ms") for k, d in figure.items()}
+    record.write(rounds, figure, config=vars(args))
     if args.json:
-        print(json.dumps({"transfer": transfer, "tcp_transfer": tcp, "tcp_dispatch": dispatch, "file_fetch": fetch,
-                          "prefix": prefix}, indent=1))
+        print(json.dumps(figure, indent=1))
     else:
         t = transfer
         print(f"transfer {args.mib} MiB across processes: {t['pull_GBps']:.2f} GB/s = {t['ratio']:.0%} of "

@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from cluster.bench import results
 from cluster.modelfn import ModelFn, register
 from cluster.refs import ModelRef
 from cluster.scheduler import POLICIES, Invocation, make_scheduler
@@ -60,7 +61,7 @@ async def _latencies(rt, n: int, tensor: bool = True) -> list[float]:
     return latency[WARMUP:]
 
 
-def bench_dispatch(n: int, transport: str, tensor: bool = True) -> dict[str, float]:
+def bench_dispatch(n: int, transport: str, tensor: bool = True) -> dict[str, Any]:
     from cluster.local_cluster import start_local_cluster
     address = "tcp://127.0.0.1:0" if transport == "tcp" else None
     head, rt = start_local_cluster(1, preload=["cluster.bench.dispatch"], address=address, tick_s=0.05)
@@ -74,7 +75,8 @@ def bench_dispatch(n: int, transport: str, tensor: bool = True) -> dict[str, flo
         return {"calls": n, "latency_median_ms": statistics.median(latency) * 1e3,
                 "latency_p99_ms": percentile(latency, 0.99) * 1e3,
                 "overhead_median_ms": statistics.median(overhead) * 1e3,
-                "overhead_p99_ms": percentile(overhead, 0.99) * 1e3}
+                "overhead_p99_ms": percentile(overhead, 0.99) * 1e3,
+                "latency_ms": [x * 1e3 for x in latency], "overhead_ms": [x * 1e3 for x in overhead]}
     finally:
         head.stop()
 
@@ -127,17 +129,26 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--transport", choices=("tcp", "ipc"), default="tcp")
     p.add_argument("--skip-dispatch", action="store_true", help="only the scheduler benchmark")
     args = p.parse_args(argv)
+    record = results.begin("dispatch", argv)
+    figure: dict = {"scheduler": {}}
     for policy in POLICIES:
-        print(f"scheduler {policy:5s}: {bench_scheduler(policy):10,.0f} decisions/s draining 1,000 ready "
-              f"invocations of 100 tenants; {bench_steady(policy):10,.0f} decisions/s with 1,000 kept ready "
+        draining, steady = bench_scheduler(policy), bench_steady(policy)
+        figure["scheduler"][policy] = {"draining_per_s": draining, "steady_per_s": steady}
+        print(f"scheduler {policy:5s}: {draining:10,.0f} decisions/s draining 1,000 ready "
+              f"invocations of 100 tenants; {steady:10,.0f} decisions/s with 1,000 kept ready "
               f"(pop + complete + new arrival)")
     if not args.skip_dispatch:
         for tensor, what in ((False, "control plane only"), (True, "with a 256-byte tensor in and out")):
             r = bench_dispatch(args.calls, args.transport, tensor)
+            figure["tensor" if tensor else "control_plane"] = r
             print(f"dispatch over {args.transport} loopback, {r['calls']} no-op calls, {what}: "
                   f"latency median {r['latency_median_ms']:.3f} ms, p99 {r['latency_p99_ms']:.3f} ms; "
                   f"overhead (minus executor run time) median {r['overhead_median_ms']:.3f} ms, "
                   f"p99 {r['overhead_p99_ms']:.3f} ms")
+    # each call's latency and overhead are the rounds; the figure keeps the summaries
+    rounds = {k: {"latency_ms": figure[k].pop("latency_ms"), "overhead_ms": figure[k].pop("overhead_ms")}
+              for k in ("control_plane", "tensor") if k in figure}
+    record.write(rounds, figure, config=vars(args))
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ from typing import Sequence
 
 import numpy as np
 
+from cluster.bench import results
 from cluster.sim.simulator import SimConfig, Simulator
 from cluster.sim.gpu_profiles import GPUSpec, ModelProfile
 from cluster.sim.realserver import RealRecord, RealServer, SoloTiming, demo_prompts, measure_solo, replay
@@ -283,6 +284,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(list(argv or []))
+    record = results.begin("realcheck", argv)
     d = check(args)
     print(f"realcheck: {d['requests']} requests over {d['trace_s']:.1f} s, tenants {d['tenants'][0]} "
           f"(a) and {d['tenants'][1]} (b), {d['failed']} failed, {d['wall_s']:.0f} s wall")
@@ -290,4 +292,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         with open(args.json, "w") as f:
             json.dump(d, f, indent=1)
+    # each request the real server served is a round; the figure is the rest
+    record.write(d["records"], {k: v for k, v in d.items() if k != "records"}, config=vars(args))
     return 0

@@ -73,6 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--threads", type=int, default=1, help="torch threads of the executor")
     args = p.parse_args(argv)
+    from cluster.bench import results
+    record = results.begin("batching", argv)
     from cluster.local import set_threads
     from cluster.local_cluster import start_local_cluster
     from comfy_bridge.cli.demo_models import ensure_demo_models
@@ -85,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         head, _ = start_local_cluster(1, args.threads, batch_window_s=1.0)
         try:
             best = {1: float("inf"), args.requests: float("inf")}
+            rounds: dict[int, list[float]] = {cap: [] for cap in best}
             outs = {}
             for cap in best:                       # warm-up: weights loaded, kernels primed
                 head.set_batch_size(key, cap)
@@ -93,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
                 for cap in best:
                     head.set_batch_size(key, cap)
                     seconds, outs[cap] = _round(head, calls)
+                    rounds[cap].append(seconds)
                     best[cap] = min(best[cap], seconds)
             stats = head.stats()
         finally:
@@ -106,4 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  batch size {n}: {rate[n]:8.1f} steps/s ({best[n] * 1000:.1f} ms for all {n}; "
           f"{stats['batches_dispatched']} batches of {stats['parts_batched'] / max(1, stats['batches_dispatched']):g})")
     print(f"  throughput ratio: {rate[n] / rate[1]:.2f}x; max |batched - unbatched| of the outputs: {diff:.3g}")
+    record.write({f"batch_{cap}_s": r for cap, r in rounds.items()},
+                 {"throughput_ratio": rate[n] / rate[1], "steps_per_s": {str(c): r for c, r in rate.items()},
+                  "max_abs_difference": diff}, config=vars(args))
     return 0

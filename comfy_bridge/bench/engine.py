@@ -108,6 +108,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=1,
                    help="torch threads (1: on a 2-core machine two OpenMP teams in one process slow each other)")
     args = p.parse_args(argv)
+    from cluster.bench import results
+    record = results.begin("engine", argv)
+    rounds, figure = {}, {}
     from cluster.local import COMPUTE, run_on_compute, set_threads
     set_threads(args.threads)
 
@@ -147,6 +150,10 @@ def main(argv: list[str] | None = None) -> int:
             alone = _engine_alone(prompt, registry, args.repeats)
             print(f"{size:>6} {a:>10.4f} {b:>14.4f} {a / b:>7.3f} {paired:>7.3f} {alone * 1e3:>9.2f} ms "
                   f"= {alone / a:.1%}")
+            rounds[str(size)] = {"run_s": t_ours, "diffusers_s": t_theirs}
+            figure[str(size)] = {"ratio_min": a / b, "paired_median": paired, "engine_alone_ms": alone * 1e3,
+                                 "engine_share": alone / a}
+    record.write(rounds, figure, config=vars(args))
     return 0
 
 

@@ -26,7 +26,6 @@ import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 PHASES = ("process", "torch", "diffusers", "build", "warmup")
 PIPELINES = ("flux1-dev", "sd3.5-large")
@@ -151,16 +150,16 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="comfy-cluster bench startup", description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--pipelines", nargs="+", choices=PIPELINES, default=list(PIPELINES))
-    p.add_argument("--json", help="also write every round's figures here")
     p.add_argument("--child", choices=PIPELINES, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
         print(json.dumps(child(args.child)))
         return 0
+    from cluster.bench import results
+    record = results.begin("startup", argv)
     d = measure(args.rounds, tuple(args.pipelines))
-    if args.json:
-        Path(args.json).write_text(json.dumps(d, indent=1))
     print(report(d))
+    record.write(d["runs"], {"startup_s": d["startup_s"], "median": d["median"]}, config=vars(args))
     return 0
 
 

@@ -247,8 +247,12 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.serve:
         return _serve(args.serve[0], args.serve[1], int(args.serve[2]))
+    from cluster.bench import results
+    record = results.begin("tenants-load", argv)
     result = run(args.tenants, args.prompts, args.size, args.poll, args.timeout, args.duration, args.single_user)
     print(report(result, args.tenants, args.prompts, args.size))
+    record.write(result["timings"], {k: percentiles(v) for k, v in result["timings"].items()},
+                 verdict=verdict(result), config=vars(args))
     if args.json:
         print(json.dumps({k: percentiles(v) for k, v in result["timings"].items()}))
     return 1 if verdict(result) else 0

@@ -45,6 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--executors", type=int, default=2)
     p.add_argument("--threads", type=int, default=1, help="torch threads in-process and per executor")
     args = p.parse_args(argv)
+    from cluster.bench import results
+    record = results.begin("cluster", argv)
     from cluster.local import LocalRuntime, set_threads
     set_threads(args.threads)   # this thread and the in-process ModelFn thread (OpenMP counts are per thread)
     from comfy_bridge.bench.engine import sd1_prompt
@@ -81,6 +83,10 @@ def main(argv: list[str] | None = None) -> int:
           f"per process, min of {args.repeats}; images bit-identical: {same}")
     print(f"one prompt: cluster ({args.executors} executors) {a:.3f} s, in-process {b:.3f} s, ratio {a / b:.2f}")
     print(f"{args.executors} prompts at once: cluster {c:.3f} s, in-process {d:.3f} s, ratio {c / d:.2f}")
+    record.write({"one_prompt_s": single, "prompts_at_once_s": batch},
+                 {"one_prompt": {"cluster_s": a, "in_process_s": b, "ratio": a / b},
+                  "at_once": {"cluster_s": c, "in_process_s": d, "ratio": c / d}, "bit_identical": same},
+                 config=vars(args))
     return 0 if same else 1
 
 
