@@ -1,0 +1,61 @@
+"""Model patches of today's ComfyUI: Temporal Score Rescaling's post-CFG function equals upstream ComfyUI 0.10.0's
+(tests/nodes/fixtures/comfyui_today_patches.json, recorded by scripts/record_comfyui_today_patches.py), on an
+epsilon / v model and on a rectified-flow one; wanBlockSwap hands the model on unchanged."""
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from cluster.refs import ModelRef
+from nodes.library.eps import TemporalScoreRescaling
+from nodes.library.nop import wanBlockSwap
+from nodes.modelfns.model_options import sampler_patches
+from nodes.modelfns.model_patches import post_cfg
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_today_patches.json").read_text())
+SD1 = ModelRef("diffusion_model", "sd1", ("/m/sd1.safetensors",), ("d" * 64,))
+
+
+def _recorder():
+    spec = importlib.util.spec_from_file_location("record_patches", REPO / "scripts" / "record_comfyui_today_patches.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+RECORDER = _recorder()
+
+
+def _tsr(k: float, tsr_sigma: float, x: torch.Tensor, denoised: torch.Tensor, sigma: torch.Tensor, flow: bool):
+    patches = sampler_patches(TemporalScoreRescaling().patch(SD1, k, tsr_sigma)[0])
+    model = SimpleNamespace(model_sampling=SimpleNamespace(is_const=flow))
+    # the sampler's post-CFG chain, as the denoiser calls it after guidance
+    return post_cfg(patches, denoised, denoised, None, 1.0, x, sigma, model, ([], []))
+
+
+@pytest.mark.parametrize("index", range(len(RECORDER.TSR_CASES)))
+def test_temporal_score_rescaling_equals_comfyui_0_10(index):
+    k, tsr_sigma, sigma, flow = RECORDER.TSR_CASES[index]
+    x = RECORDER.inputs()
+    out = _tsr(k, tsr_sigma, x["x"], x["denoised"], torch.tensor([sigma]), flow)
+    expected = torch.tensor(FIXTURE["tsr"][index]).reshape(out.shape)
+    torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
+
+
+def test_temporal_score_rescaling_takes_each_samples_own_sigma():
+    x = RECORDER.inputs()
+    xs, ds = torch.cat([x["x"], -x["x"]]), torch.cat([x["denoised"], x["x"]])
+    both = _tsr(0.7, 1.0, xs, ds, torch.tensor([0.5, 0.0]), False)
+    assert torch.equal(both[1:], ds[1:])                      # no noise: unchanged
+    torch.testing.assert_close(both[:1], _tsr(0.7, 1.0, xs[:1], ds[:1], torch.tensor([0.5]), False))
+    assert not torch.allclose(both[:1], ds[:1])
+
+
+def test_wan_block_swap_hands_the_model_on():
+    assert wanBlockSwap().execute(SD1) == (SD1,)
