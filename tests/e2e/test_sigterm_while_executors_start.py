@@ -52,6 +52,6 @@ def test_sigterm_while_the_executor_starts_ends_everything_promptly(demo_workspa
     after = output[output.index("SIGTERM received"):]   # (at start, serve reclaims what killed processes left)
     assert "did not stop" not in after and "leftover" not in after, after   # it ended itself, left nothing
     pids = [server.pid, executors[0].pid]
-    left = [n for folder in (SHM_DIR, str(tmpdir)) for n in os.listdir(folder) if any(f"{p}" in n for p in pids)]
+    left = [n for folder in (SHM_DIR, str(tmpdir)) for n in os.listdir(folder) if any(f"-{p}-" in n or n.startswith(f"cc-c{p}-") for p in pids)]
     assert left == [], left
     assert "Traceback" not in output
