@@ -21,6 +21,7 @@ HISTORY_STATUSES = {"completed", "failed", "cancelled"}
 PREVIEWABLE = {"images", "video", "audio", "3d", "text"}
 _3D_EXTS = (".obj", ".fbx", ".gltf", ".glb", ".usdz")
 _TEXT_EXTS = (".txt", ".md", ".json")
+TEXT_PREVIEW_MAX = 1024   # characters of a text output shown as a job's preview
 
 
 def _drop_none(d: dict) -> dict:
@@ -40,8 +41,16 @@ def _create_time_and_workflow(extra_data: Any) -> tuple[Any, Any]:
     return create_time, workflow_id if isinstance(workflow_id, (str, int, float)) else None
 
 
+def _file_item(item: Any) -> Any:
+    """A 3D file named by a bare string becomes a file item, as today's ComfyUI lists it."""
+    if isinstance(item, str) and item.lower().endswith(_3D_EXTS):
+        return {"filename": item, "type": "output", "subfolder": "", "mediaType": "3d"}
+    return item
+
+
 def _output_items(outputs: dict):
-    """(node_id, media_type, item) for every file-like output item; flags such as `animated` skipped."""
+    """(node_id, media_type, item) for every output item, file items as dicts and other entries (a text
+    node's strings) as they are; flags such as `animated` skipped."""
     for node_id, node_out in outputs.items():
         if not isinstance(node_out, dict):
             continue
@@ -49,10 +58,25 @@ def _output_items(outputs: dict):
             if media_type == "animated" or not isinstance(items, list):
                 continue
             for item in items:
-                if isinstance(item, str) and item.lower().endswith(_3D_EXTS):
-                    item = {"filename": item, "type": "output", "subfolder": "", "mediaType": "3d"}
-                if isinstance(item, dict):
-                    yield node_id, media_type, item
+                if item is not None:
+                    yield node_id, media_type, _file_item(item)
+
+
+def detail_outputs(outputs: dict) -> dict:
+    """A job's outputs for GET /jobs/{id}: 3D file names as file items, None entries dropped."""
+    return {node_id: {media_type: [_file_item(i) for i in items if i is not None]
+                      if media_type != "animated" and isinstance(items, list) else items
+                      for media_type, items in node_out.items()} if isinstance(node_out, dict) else node_out
+            for node_id, node_out in outputs.items()}
+
+
+def _text_preview(node_id: str, item: Any) -> dict:
+    """A text output shown as the job's preview when it has nothing else to show, cut at TEXT_PREVIEW_MAX."""
+    text = str(item[0] if isinstance(item, (list, tuple)) and item else item)
+    preview = {"content": text[:TEXT_PREVIEW_MAX], "nodeId": node_id, "mediaType": "text"}
+    if len(text) > TEXT_PREVIEW_MAX:
+        preview["truncated"] = True
+    return preview
 
 
 def _previewable(media_type: str, item: dict) -> bool:
@@ -64,10 +88,15 @@ def _previewable(media_type: str, item: dict) -> bool:
 
 def outputs_summary(outputs: dict) -> tuple[int, int, dict | None]:
     """(outputs_count, previewable_count, preview_output): saved visual media is preferred as the
-    preview, then other visual media (temp previews), then text files."""
+    preview, then other visual media (temp previews), then text files, then a text node's own text
+    (today's ComfyUI; such text is preview material only, not counted as an output)."""
     count = previewable = 0
     best: dict[int, dict] = {}
     for node_id, media_type, item in _output_items(outputs):
+        if not isinstance(item, dict):
+            if media_type == "text":
+                best.setdefault(3, _text_preview(node_id, item))
+            continue
         count += 1
         if not _previewable(media_type, item):
             continue
@@ -115,7 +144,7 @@ def history_job(prompt_id: str, entry: dict, detail: bool = False) -> dict:
                       "outputs_count": count, "previewable_outputs_count": previewable,
                       "preview_output": preview, "workflow_id": workflow_id})
     if detail:
-        job["outputs"] = outputs
+        job["outputs"] = detail_outputs(outputs)
         job["execution_status"] = status_info
         job["workflow"] = {"prompt": prompt, "extra_data": extra_data}
     return job
@@ -143,11 +172,14 @@ def add_routes(routes: web.RouteTableDef, server: "PromptServer") -> None:
             return _bad("sort_order must be 'asc' or 'desc'")
         try:
             limit = int(query["limit"]) if "limit" in query else None
-            offset = max(int(query.get("offset", 0)), 0)
         except ValueError:
-            return _bad("limit and offset must be integers")
+            return _bad("limit must be an integer")
         if limit is not None and limit <= 0:
             return _bad("limit must be a positive integer")
+        try:
+            offset = max(int(query.get("offset", 0)), 0)
+        except ValueError:
+            return _bad("offset must be an integer")
         running, pending = q.get_current_queue()
         jobs = []
         if "in_progress" in wanted:
@@ -169,9 +201,9 @@ def add_routes(routes: web.RouteTableDef, server: "PromptServer") -> None:
         jobs.sort(key=key, reverse=sort_order == "desc")
         total = len(jobs)
         page = jobs[offset:] if limit is None else jobs[offset:offset + limit]
+        # Without a `limit` the whole list is one page, and pagination says so with limit null (ComfyUI).
         return json_response({"jobs": page, "pagination": {
-            "offset": offset, "limit": limit if limit is not None else total, "total": total,
-            "has_more": offset + len(page) < total}})
+            "offset": offset, "limit": limit, "total": total, "has_more": offset + len(page) < total}})
 
     @routes.get("/jobs/{job_id}")
     async def get_job(request: web.Request) -> web.Response:
