@@ -2,7 +2,7 @@
 server, from pytest's JUnit XML plus what the run was (command, ComfyUI commit, date, machine, load).
 
     python scripts/comfyui_execution_result.py JUNIT_XML OUT_JSON --command "..." --comfyui-commit SHA \
-        --comfyui-version 0.3.64 --helpers PATH --started ISO --load-before "1.0 0.9 0.8" --exit-code N
+        --comfyui-version 0.3.64 --helpers PATH --started EPOCH_S --load-before "1.0 0.9 0.8" --exit-code N
 """
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import os
 import platform
 import subprocess
 import sys
+import time
 import xml.etree.ElementTree as ET
 from datetime import UTC, datetime
 from pathlib import Path
@@ -48,38 +49,43 @@ def summary(cases: list[dict]) -> dict[str, int]:
     return counts
 
 
-def _our_commit(repo: Path) -> str | None:
+def _git(repo: Path, *args: str) -> str | None:
     try:
-        out = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, check=True)
-        dirty = subprocess.run(["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, check=True).stdout.strip()
+        out = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True)
     except (OSError, subprocess.CalledProcessError):
         return None
-    return out.stdout.strip() + ("+uncommitted-changes" if dirty else "")
+    return out.stdout.strip()
 
 
 def machine() -> dict:
-    return {"hostname": platform.node(), "platform": platform.platform(), "python": sys.version.split()[0],
-            "cpus": os.cpu_count(), "processor": platform.processor() or platform.machine()}
+    """As cluster/bench/results.py describes the machine of a bench run."""
+    return {"host": platform.node(), "system": platform.platform(), "cpu": platform.processor() or platform.machine(),
+            "cpus": os.cpu_count(), "python": platform.python_version()}
 
 
 def build(args: argparse.Namespace) -> dict:
+    """The result in the shape of the bench result files (cluster/bench/results.py: command, commit, dirty,
+    date, duration_s, machine, load_average, figure), plus the suite's own fields."""
     cases = outcomes(Path(args.junit_xml))
     counts = summary(cases)
+    repo = Path(__file__).resolve().parent.parent
+    status = _git(repo, "status", "--porcelain", "--untracked-files=no")
     return {
+        "bench": "comfyui_execution_suite",
         "what": "ComfyUI's own execution test suite (tests/execution) against Comfy Cluster's main.py",
         "command": args.command,
+        "commit": _git(repo, "rev-parse", "HEAD"),
+        "dirty": bool(status) if status is not None else None,
+        "date": datetime.fromtimestamp(args.started, UTC).isoformat(timespec="seconds"),
+        "duration_s": round(time.time() - args.started, 1),
+        "machine": machine(),
+        "load_average": {"start": [float(x) for x in args.load_before.split()], "end": list(os.getloadavg())},
+        "figure": {"passed": counts["passed"], "total": counts["total"]},
         "comfyui": {"commit": args.comfyui_commit, "version": args.comfyui_version,
                     "client_helpers": args.helpers},
-        "comfy_cluster_commit": _our_commit(Path(__file__).resolve().parent.parent),
         "timing_checks": args.timing_checks,
         # where the servers kept queue and history ("memory": in the process, as ComfyUI does)
         "server_state_db": os.environ.get("COMFY_CLUSTER_STATE_DB"),
-        "started": args.started,
-        "finished": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": machine(),
-        "load_average": {"before": [float(x) for x in args.load_before.split()],
-                         "after": [round(x, 2) for x in os.getloadavg()]},
         "pytest_exit_code": args.exit_code,
         "summary": counts,
         "all_passed": counts["total"] > 0 and counts["passed"] == counts["total"],
@@ -96,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--comfyui-version", required=True)
     parser.add_argument("--helpers", required=True,
                         help="where the test process's comfy_execution.graph_utils came from")
-    parser.add_argument("--started", required=True)
+    parser.add_argument("--started", type=float, required=True, help="seconds since the epoch")
     parser.add_argument("--load-before", required=True)
     parser.add_argument("--exit-code", type=int, required=True)
     parser.add_argument("--timing-checks", choices=("on", "off"), default="on")

@@ -118,7 +118,7 @@ PORT="$(python -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0));
 # and expects neither to survive (e.g. its /history offset tests), so no SQLite state for these servers.
 export COMFY_CLUSTER_STATE_DB=memory
 
-STARTED="$(date -u +%Y-%m-%dT%H:%M:%S+00:00)"
+STARTED="$(date +%s)"
 LOAD_BEFORE="$(cut -d' ' -f1-3 /proc/loadavg)"
 echo "ComfyUI $VERSION at $COMMIT; load average $LOAD_BEFORE; timing checks $TIMING" >&2
 # -c/--rootdir: ComfyUI's pytest.ini and conftest (options --port, --skip-timing-checks) apply, ours do not.

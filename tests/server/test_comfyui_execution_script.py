@@ -98,7 +98,8 @@ def test_a_work_tree_run_records_every_outcome_with_timing_checks_on(tmp_path):
     assert tests["test_timing_checks"]["outcome"] == "passed"
     failed = tests["test_deliberately_failing"]
     assert failed["outcome"] == "failed" and "deliberately failing case" in failed["message"]
-    assert len(data["load_average"]["before"]) == 3 and data["machine"]["cpus"] == os.cpu_count()
+    assert data["figure"] == {"passed": 5, "total": 6} and data["commit"] == _git(REPO, "rev-parse", "HEAD")
+    assert len(data["load_average"]["start"]) == 3 and data["machine"]["cpus"] == os.cpu_count()
     assert data["command"].startswith("scripts/run_comfyui_execution_tests.sh ")
     assert not (REPO / "tests" / "execution").exists()   # the link is gone
 
