@@ -154,7 +154,7 @@ def _bad(message: str) -> web.Response:
     return json_response({"error": message}, status=400)
 
 
-def add_routes(routes: web.RouteTableDef, server: "PromptServer") -> None:
+def add_routes(routes: web.RouteTableDef, server: PromptServer) -> None:
     q = server.prompt_queue
 
     @routes.get("/jobs")
