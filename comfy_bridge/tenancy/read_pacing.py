@@ -11,7 +11,7 @@ a tenth of a second and a tight loop by as much as it needs.
 from __future__ import annotations
 
 import time
-from typing import Callable, Hashable
+from collections.abc import Callable, Hashable
 
 READ_INTERVAL_S = 0.1
 PACED_ROUTES = frozenset({"/queue", "/history"})   # also under /api

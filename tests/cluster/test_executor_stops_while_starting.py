@@ -43,7 +43,7 @@ def test_an_executor_stopped_before_it_joins_never_joins(tmp_path):
     head.bind(f"ipc://{tmp_path}/head.sock")
     try:
         executor = Executor(f"ipc://{tmp_path}/head.sock", memory_budget=100_000_000, arena_bytes=1 << 20)
-        mine = lambda: [n for n in os.listdir(SHM_DIR) if n.startswith(executor.prefix)]   # noqa: E731
+        mine = lambda: [n for n in os.listdir(SHM_DIR) if n.startswith(executor.prefix)]
         assert mine()   # its arena exists
         executor.stop()   # what SIGTERM's handler does
         executor.run()

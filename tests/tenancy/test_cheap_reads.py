@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
 import tenant_nodes as tn
+
 from comfy_bridge.tenancy import tenant_context as context
 from nodes import progress
 

@@ -10,8 +10,8 @@ import sqlite3
 import threading
 
 import pytest
-
 import tenant_nodes as tn
+
 from comfy_bridge.server.prompt_queue import DuplicatePromptId
 from comfy_bridge.tenancy import store as store_mod
 from comfy_bridge.tenancy.store import Store

@@ -12,7 +12,7 @@ async def _collect(ws, into: list, stop: asyncio.Event) -> None:
     while not stop.is_set():
         try:
             msg = await ws.receive(timeout=0.1)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             continue
         if msg.type.name == "TEXT":
             into.append(json.loads(msg.data))
