@@ -13,6 +13,12 @@ REPO = Path(__file__).resolve().parents[1]
 collect_ignore = ["execution"]
 
 
+@pytest.fixture(autouse=True)
+def bench_results_elsewhere(tmp_path_factory, monkeypatch):
+    """Benches run by tests write their result files to a temporary folder, never over docs/benchmarks/."""
+    monkeypatch.setenv("COMFY_CLUSTER_RESULTS", str(tmp_path_factory.mktemp("bench-results")))
+
+
 @pytest.fixture(scope="session")
 def demo_workspace(tmp_path_factory) -> "Workspace":
     """A workspace with the demo models and the example input image, built once per session."""
