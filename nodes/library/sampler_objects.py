@@ -1,5 +1,5 @@
 """Sampler-object nodes beyond nodes.library.custom_sampler's: ComfyUI's SamplerDPMAdaptative,
-SamplerEulerAncestralCFGPP, SamplerER_SDE and SamplerSASolver (comfy_extras.nodes_custom_sampler), SamplerEulerCFGpp
+SamplerEulerAncestralCFGPP, SamplerER_SDE, SamplerSASolver and SamplerSEEDS2 (comfy_extras.nodes_custom_sampler), SamplerEulerCFGpp
 and SamplerLCMUpscale (comfy_extras.nodes_advanced_samplers).
 
 Each returns a SAMPLER value (nodes.ksampler.SamplerChoice: a sampler name of nodes.sampling.samplers with
@@ -98,6 +98,31 @@ class SamplerER_SDE(_SamplerObject):
                                          ("scaler_eta", scaler_eta))),)
 
 
+class SamplerSEEDS2(_SamplerObject):
+    RELATIVE_PYTHON_MODULE = CUSTOM_SAMPLER
+    CATEGORY = SAMPLERS_CATEGORY
+    OUTPUT_TOOLTIPS = (None,)
+    DESCRIPTION = ("SEEDS-2 with its settings: phi_1 / r 0.5 / eta 1 is seeds_2 itself; phi_2 with r 1 is the "
+                   "exponential Heun x0 solver (eta 0) or its SDE form (eta 1).")
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {
+            "solver_type": ("COMBO", {"multiselect": False, "options": ["phi_1", "phi_2"]}),
+            "eta": _float(1.0, 100.0, "How stochastic each step is (0: deterministic)."),
+            "s_noise": _float(1.0, 100.0, "Scale of the added noise."),
+            "r": ("FLOAT", {"default": 0.5, "min": 0.01, "max": 1.0, "step": 0.01, "round": False,
+                            "tooltip": "Where the intermediate evaluation lies within each step (0-1)."})}}
+
+    def get_sampler(self, solver_type: str, eta: float, s_noise: float, r: float) -> tuple[SamplerChoice]:
+        if solver_type not in ("phi_1", "phi_2"):
+            raise ValueError(f"solver_type: {solver_type!r} is not phi_1 or phi_2")
+        if not 0 < r <= 1:
+            raise ValueError(f"r: {r} is outside (0, 1]")
+        return (SamplerChoice("seeds_2", (("eta", float(eta)), ("s_noise", float(s_noise)), ("r", float(r)),
+                                          ("phi", solver_type))),)
+
+
 class SamplerSASolver(_SamplerObject):
     RELATIVE_PYTHON_MODULE = CUSTOM_SAMPLER
     CATEGORY = SAMPLERS_CATEGORY
@@ -173,6 +198,6 @@ class SamplerLCMUpscale(_SamplerObject):
 
 
 NODE_CLASS_MAPPINGS = {cls.__name__: cls for cls in (SamplerDPMAdaptative, SamplerEulerAncestralCFGPP, SamplerER_SDE,
-                                                     SamplerSASolver, SamplerEulerCFGpp, SamplerLCMUpscale)}
+                                                     SamplerSASolver, SamplerSEEDS2, SamplerEulerCFGpp, SamplerLCMUpscale)}
 NODE_DISPLAY_NAME_MAPPINGS = {"SamplerEulerAncestralCFGPP": "SamplerEulerAncestralCFG++",
                               "SamplerEulerCFGpp": "SamplerEulerCFG++"}

@@ -109,7 +109,7 @@ def get_sampler(name: str) -> Sampler:
 SAMPLER_OPTIONS = frozenset({"eta", "s_noise", "r", "solver_type", "order", "max_stage", "scaler_eta",
                              "predictor_order", "corrector_order", "simple_order_2", "tau", "rtol", "atol", "h_init",
                              "pcoeff", "icoeff", "dcoeff", "accept_safety", "total_upscale", "upscale_method",
-                             "upscale_steps"})
+                             "upscale_steps", "phi"})
 
 
 def configured_sampler(name: str, options: dict[str, Any] | None = None) -> Sampler:

@@ -85,6 +85,9 @@ class SEEDS(Sampler):
     def __init__(self, stages: int, eta: float = 1.0, s_noise: float = 1.0) -> None:
         self.stages, self.eta, self.s_noise = stages, eta, s_noise
         self.name = f"seeds_{stages}"
+        # SEEDS-2 only (ComfyUI's SamplerSEEDS2): where the intermediate point lies, and whether the last stage
+        # combines the two predictions linearly ("phi_1") or with the second-order phi_2 weights ("phi_2")
+        self.r, self.phi = 0.5, "phi_1"
 
     def step(self, model: Model, x: Tensor, sigmas: Tensor, i: int, state: dict[str, Tensor],
              noise: NoiseSampler, *, model_sampling: ModelSampling | None = None) -> Tensor:
@@ -100,7 +103,7 @@ class SEEDS(Sampler):
         h = lam_t - lam_s
         h_eta = h * (eta + 1)
         alpha_t = sigma_next * lam_t.exp()
-        r_1 = 0.5 if self.stages == 2 else 1. / 3
+        r_1 = self.r if self.stages == 2 else 1. / 3
         lam_1 = torch.lerp(lam_s, lam_t, r_1)
         sigma_1 = sigma_from_half_log_snr(lam_1, ms)
         alpha_1 = sigma_1 * lam_1.exp()
@@ -111,8 +114,13 @@ class SEEDS(Sampler):
             x_2 = x_2 + sde_noise * sigma_1 * self.s_noise
         denoised_2 = call_model(model, x_2, sigma_1)
         if self.stages == 2:
-            denoised_d = torch.lerp(denoised, denoised_2, 1 / (2 * r_1))
-            x = sigma_next / sigma * (-h * eta).exp() * x - alpha_t * _phi_1(-h_eta) * denoised_d
+            if self.phi == "phi_2":
+                b2 = _phi_2(-h_eta) / r_1
+                x = sigma_next / sigma * (-h * eta).exp() * x - alpha_t * (
+                    (_phi_1(-h_eta) - b2) * denoised + b2 * denoised_2)
+            else:
+                denoised_d = torch.lerp(denoised, denoised_2, 1 / (2 * r_1))
+                x = sigma_next / sigma * (-h * eta).exp() * x - alpha_t * _phi_1(-h_eta) * denoised_d
             last_sigma, last_r = sigma_1, r_1
         else:
             r_2 = 2. / 3
