@@ -5,9 +5,13 @@ nodes.sampling.model_sampling); RescaleCFG adds a guidance function. The weights
 steps load the plain model (nodes.modelfns.model_options). ModelSamplingContinuousEDM's edm_playground_v2.5
 also swaps the latent format sampling uses (a MODEL option too). ModelComputeDtype names the dtype the denoise
 step runs the network in (a MODEL option; the executor casts a copy of the loaded network).
+ModelAttentionBackend chooses the dense attention: only PyTorch's is offered here (ComfyUI's INT8 Comfy Kitchen
+attention is not implemented), so the model passes on unchanged and another backend named falls back to it, as
+ComfyUI does where that backend is unavailable.
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -219,7 +223,35 @@ class ModelComputeDtype(_Patch):
         return (model.with_option(DTYPE, _DTYPES[dtype]),)
 
 
+class ModelAttentionBackend(_Patch):
+    CATEGORY = "model/patch"
+    EXPERIMENTAL = True
+    RETURN_NAMES = ("model",)
+    OUTPUT_TOOLTIPS = ("The model with the chosen attention.",)
+    DESCRIPTION = "Chooses the model's dense attention implementation; PyTorch's is the one available here."
+    BACKENDS = ["pytorch attention"]
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"model": ("MODEL", {"tooltip": "The model to patch."}),
+                             "attention": ("COMBO", {"display_name": "backend", "default": "pytorch attention",
+                                                     "multiselect": False, "options": cls.BACKENDS,
+                                                     "tooltip": "The dense attention implementation."})}}
+
+    @classmethod
+    def VALIDATE_INPUTS(cls, attention: str) -> bool:
+        return True   # a workflow made where another backend exists still runs: that backend falls back below
+
+    def patch(self, model: Any, attention: str) -> tuple[ModelRef]:
+        model = require_model(model)
+        if attention not in self.BACKENDS:
+            logging.getLogger(__name__).warning("Attention backend %r is unavailable; using PyTorch attention.",
+                                                attention)
+        return (model,)
+
+
 NODE_CLASS_MAPPINGS = {
+    "ModelAttentionBackend": ModelAttentionBackend,
     "ModelSamplingDiscrete": ModelSamplingDiscrete,
     "ModelSamplingContinuousV": ModelSamplingContinuousV,
     "ModelSamplingContinuousEDM": ModelSamplingContinuousEDM,
@@ -230,4 +262,4 @@ NODE_CLASS_MAPPINGS = {
     "RescaleCFG": RescaleCFG,
     "ModelComputeDtype": ModelComputeDtype,
 }
-NODE_DISPLAY_NAME_MAPPINGS: dict[str, str] = {}
+NODE_DISPLAY_NAME_MAPPINGS: dict[str, str] = {"ModelAttentionBackend": "Model Attention Backend"}

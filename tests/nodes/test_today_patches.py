@@ -90,3 +90,68 @@ def test_sampler_seeds2_names_a_bad_setting():
     from nodes.library.sampler_objects import SamplerSEEDS2
     with pytest.raises(ValueError, match="phi_3"):
         SamplerSEEDS2().get_sampler("phi_3", 1.0, 1.0, 0.5)
+
+
+class FakeModel:
+    """A MODEL source for the engine tests (no weights are loaded: the node under test only passes it on)."""
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {}}
+
+    RETURN_TYPES = ("MODEL",)
+    FUNCTION = "run"
+
+    def run(self):
+        return (SD1,)
+
+
+class KeepModel:
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"model": ("MODEL", {})}}
+
+    RETURN_TYPES = ()
+    FUNCTION = "run"
+    OUTPUT_NODE = True
+
+    def run(self, model):
+        return {"ui": {"model": [model == SD1]}}
+
+
+@pytest.mark.parametrize("backend", ["pytorch attention", "comfy kitchen attention"])
+async def test_model_attention_backend_runs_any_backend_a_template_names(backend, tmp_path, caplog):
+    """Templates made on a GPU name "comfy kitchen attention", which is not offered here: the prompt still validates
+    and runs, with PyTorch attention and a warning, as ComfyUI does where that backend is unavailable."""
+    from comfy_bridge import compat
+    from comfy_bridge.execution import PromptExecutor
+    from comfy_bridge.registry import NodeRegistry
+    from comfy_bridge.validation import validate_prompt
+    from nodes.workspace import Workspace, activate
+    compat.install()
+    import nodes
+    activate(Workspace(tmp_path / "ws").create())
+    registry = NodeRegistry()
+    registry.add_builtin({**nodes.NODE_CLASS_MAPPINGS, "FakeModel": FakeModel, "KeepModel": KeepModel})
+    prompt = {"m": {"class_type": "FakeModel", "inputs": {}},
+              "a": {"class_type": "ModelAttentionBackend", "inputs": {"model": ["m", 0], "attention": backend}},
+              "k": {"class_type": "KeepModel", "inputs": {"model": ["a", 0]}}}
+    ok, error, outputs, node_errors = await validate_prompt(registry, "p", prompt, None)
+    assert ok, (error, node_errors)
+
+    class Sink:
+        client_id = last_node_id = None
+
+        def send_sync(self, *args, **kwargs):
+            pass
+    executor = PromptExecutor(registry, Sink(), cache_type="classic", cache_size=0)
+    await executor.execute_async(prompt, "p", {}, outputs)
+    assert executor.success, executor.status_messages
+    assert executor.history_result["outputs"]["k"] == {"model": [True]}   # the same model, unchanged
+    assert ("unavailable" in caplog.text) == (backend != "pytorch attention")
+
+
+def test_model_attention_backend_names_a_bad_model():
+    from nodes.library.model_advanced import ModelAttentionBackend
+    with pytest.raises(Exception, match="(?i)model"):
+        ModelAttentionBackend().patch("not a model", "pytorch attention")
