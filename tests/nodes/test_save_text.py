@@ -1,0 +1,67 @@
+"""Save Text (today's ComfyUI, comfy_extras/nodes_text.py): the text written to the output folder in the chosen
+format (JSON pretty-printed), named as ComfyUI names it, shown in the UI with its file, and passed on."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from comfy_bridge import compat
+from comfy_bridge.execution import PromptExecutor
+from comfy_bridge.registry import NodeRegistry
+from comfy_bridge.validation import validate_prompt
+
+compat.install()
+import nodes  # noqa: E402
+
+
+@pytest.fixture
+def workspace(tmp_path):
+    from nodes.workspace import Workspace, activate
+    return activate(Workspace(tmp_path / "ws").create())
+
+
+async def _run(prompt: dict) -> dict:
+    registry = NodeRegistry()
+    registry.add_builtin(nodes.NODE_CLASS_MAPPINGS)
+    ok, error, outputs, node_errors = await validate_prompt(registry, "p", prompt, None)
+    assert ok, (error, node_errors)
+
+    class Sink:
+        client_id = last_node_id = None
+
+        def send_sync(self, *args, **kwargs):
+            pass
+    executor = PromptExecutor(registry, Sink(), cache_type="classic", cache_size=0)
+    await executor.execute_async(prompt, "p", {}, outputs)
+    assert executor.success, executor.status_messages
+    return executor.history_result["outputs"]
+
+
+async def test_save_text_writes_numbered_files_and_passes_the_text_on(workspace):
+    text = '{"a": [1, 2], "b": "é"}'
+    prompt = {"t": {"class_type": "PrimitiveStringMultiline", "inputs": {"value": text}},
+              "s": {"class_type": "SaveText", "inputs": {"text": ["t", 0], "filename_prefix": "notes/run",
+                                                          "format": "json"}},
+              "u": {"class_type": "StringLength", "inputs": {"string": ["s", 0]}},
+              "p": {"class_type": "PreviewAny", "inputs": {"source": ["u", 0]}}}
+    first = await _run(prompt)
+    assert first["s"] == {"text": [text], "files": [{"filename": "run_00001.json", "subfolder": "notes",
+                                                      "type": "output"}]}
+    assert first["p"]["text"] == [str(len(text))]   # the text itself went on
+    written = (workspace.output_dir / "notes" / "run_00001.json").read_text(encoding="utf-8")
+    assert written == json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+    prompt["t"]["inputs"]["value"] = "not json {"
+    second = await _run(prompt)
+    # ComfyUI's numbering reads a counter only from "<stem>_<counter>_..." names, so a text file (no trailing
+    # underscore) is found again at 00001 and replaced, as in ComfyUI
+    assert second["s"]["files"][0]["filename"] == "run_00001.json"
+    assert (workspace.output_dir / "notes" / "run_00001.json").read_text() == "not json {"
+
+
+def test_save_text_names_a_bad_format_and_refuses_paths_outside_the_output(workspace):
+    with pytest.raises(ValueError, match="format 'exe'"):
+        nodes.NODE_CLASS_MAPPINGS["SaveText"]().execute("x", "a", "exe")
+    with pytest.raises(Exception, match="(?i)output|outside|unsafe|\\.\\."):
+        nodes.NODE_CLASS_MAPPINGS["SaveText"]().execute("x", "../../escape", "txt")
+    assert not any(workspace.root.parent.glob("escape*"))
