@@ -56,8 +56,9 @@ def record() -> dict:
     sys.path.insert(0, ".")
     import comfy.options
     comfy.options.enable_args_parsing()
-    import utils.install_util  # noqa: F401  (before nodes: comfy/ on the path shadows the utils package)
-    import nodes  # noqa: F401
+    import utils.install_util
+
+    import nodes
     ds = importlib.import_module("comfy_extras.nodes_dataset")
     by_id = {getattr(c, "node_id", None) or c.define_schema().node_id: c for c in vars(ds).values()
              if isinstance(c, type) and issubclass(c, ds.io.ComfyNode) and c.__module__ == ds.__name__

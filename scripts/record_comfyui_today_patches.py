@@ -45,9 +45,10 @@ def record() -> dict:
     sys.path.insert(0, ".")
     import comfy.options
     comfy.options.enable_args_parsing()
-    import utils.install_util  # noqa: F401  (before nodes: comfy/ on the path shadows the utils package)
-    import nodes  # noqa: F401
     import comfy.model_sampling as ms
+    import utils.install_util
+
+    import nodes
     eps = importlib.import_module("comfy_extras.nodes_eps")
     x = inputs()
     out = []

@@ -12,8 +12,9 @@ ComfyUI's (tests/nodes/fixtures/comfyui_dataset_nodes.json, recorded from ComfyU
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch

@@ -9,8 +9,8 @@ from typing import Any
 import torch
 
 from cluster.refs import ModelRef
-from nodes.modelfns.model_options import with_function
 from nodes.inputs import require_model
+from nodes.modelfns.model_options import with_function
 from nodes.sampling.sampler_base import half_log_snr
 
 MODULE = "comfy_extras.nodes_eps"

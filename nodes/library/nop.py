@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 
-class wanBlockSwap:  # noqa: N801  (ComfyUI's class name)
+class wanBlockSwap:
     RELATIVE_PYTHON_MODULE = "comfy_extras.nodes_nop"
     FUNCTION = "execute"
     CATEGORY = ""

@@ -21,8 +21,8 @@ from comfy_bridge.registry import NodeRegistry
 from comfy_bridge.validation import validate_prompt
 
 compat.install()
-import nodes  # noqa: E402
-from nodes.library import dataset  # noqa: E402
+import nodes
+from nodes.library import dataset
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_dataset_nodes.json").read_text())

@@ -12,7 +12,7 @@ from comfy_bridge.registry import NodeRegistry
 from comfy_bridge.validation import validate_prompt
 
 compat.install()
-import nodes  # noqa: E402
+import nodes
 
 
 @pytest.fixture
