@@ -64,6 +64,7 @@ def not_built_classes() -> set[str]:
 
 
 def test_five_local_templates_open_without_errors(serve, tmp_path, demo_workspace):
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
     from playwright.sync_api import sync_playwright
     allowed_missing = not_built_classes()
     assert "EmptyHunyuanLatentVideo" in allowed_missing, "docs/nodes.md no longer lists the Wan template's class"
@@ -105,20 +106,26 @@ def test_five_local_templates_open_without_errors(serve, tmp_path, demo_workspac
         page.goto(base + "/")
         page.wait_for_function("window.app && window.app.graph && !document.querySelector('#splash-loader')",
                                timeout=60_000)
-        for name, expected_class in TEMPLATES.items():
-            cards = page.locator("[data-testid^='template-workflow-']")
-            if cards.count() == 0:
+        cards = page.locator("[data-testid^='template-workflow-']")
+        for i, name in enumerate(TEMPLATES):
+            if i:   # the dialog closed when the last template opened; a user opens it again
+                cards.first.wait_for(state="detached", timeout=30_000)
                 page.evaluate("() => window.app.extensionManager.command.execute('Comfy.BrowseTemplates')")
-            cards.first.wait_for(timeout=30_000)
-            search = page.locator("[role=dialog] input").first
-            search.fill(name)
+            cards.first.wait_for(timeout=30_000)   # the first time, the frontend opened it by itself
+            page.locator("[role=dialog] input").first.fill(name)
+            page.wait_for_timeout(1_000)   # the search box applies its query after a 400 ms pause
             card = page.locator(f"[data-testid='template-workflow-{name}']")
-            card.wait_for(timeout=20_000)
-            card.click()
-            page.wait_for_function("""(name) => {
-                const wf = window.app.extensionManager.workflow.activeWorkflow;
-                return wf && wf.filename === name && window.app.rootGraph.nodes.length > 0 }""",
-                                   arg=name, timeout=30_000)
+            card.click(timeout=20_000)
+            try:
+                page.wait_for_function("""(name) => {
+                    const wf = window.app.extensionManager.workflow.activeWorkflow;
+                    return wf && wf.filename === name && window.app.rootGraph.nodes.length > 0 }""",
+                                       arg=name, timeout=30_000)
+            except PlaywrightTimeout:
+                page.screenshot(path=str(tmp_path / f"not_opened_{name}.png"))
+                active = page.evaluate("() => window.app.extensionManager.workflow.activeWorkflow?.filename")
+                raise AssertionError(f"{name} did not open (active workflow {active!r}); "
+                                     f"failed={failed} errors={errors}") from None
             page.wait_for_load_state("networkidle", timeout=30_000)
             page.wait_for_timeout(500)   # warnings are shown after the graph is configured
             graphs_types = page.evaluate("""() => [window.app.rootGraph, ...window.app.rootGraph.subgraphs.values()]
