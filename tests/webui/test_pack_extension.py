@@ -5,23 +5,19 @@ and adds it to the graph."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import urllib.request
 from pathlib import Path
 
 import pytest
 
+from tests.webui.browser import as_returning_user, launch, requires_chromium, wait_for_app
+
 from comfy_bridge.packs.manage import install_pack
 from nodes.workspace import Workspace
 
 FIXTURE_PACK = Path(__file__).parent / "fixture_web_pack"
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
-pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed "
-                                "(.ci/run installs it)")
+pytestmark = requires_chromium
 
 
 @pytest.fixture(scope="module")
@@ -38,9 +34,7 @@ def pack_workspace(tmp_path_factory, demo_workspace) -> Workspace:
 def server(serve, pack_workspace):
     # The fixture passes the demo workspace first; argparse keeps the last --workspace.
     base = serve("--workspace", str(pack_workspace.root), "--executors", "0")
-    req = urllib.request.Request(base + "/api/settings/Comfy.TutorialCompleted", data=b"true", method="POST")
-    urllib.request.urlopen(req).read()
-    return base
+    return as_returning_user(base)
 
 
 def test_server_lists_the_installed_pack_extension(server):
@@ -54,13 +48,12 @@ def test_server_lists_the_installed_pack_extension(server):
 def test_web_ui_loads_the_pack_extension_and_adds_its_node(server, tmp_path):
     from playwright.sync_api import sync_playwright
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        browser = launch(p)
         page = browser.new_page(viewport={"width": 1400, "height": 900})
         errors: list[str] = []
         page.on("pageerror", lambda err: errors.append(str(err)))
         page.goto(server + "/")
-        page.wait_for_function("window.app && window.app.graph && !document.querySelector('#splash-loader')",
-                               timeout=90_000)
+        wait_for_app(page, 90_000)
         page.wait_for_function("window.__webPackSetup === true", timeout=30_000)
         names = page.evaluate("() => (window.app.extensions || []).map(e => e.name)")
         assert "web_pack.marker" in names

@@ -3,18 +3,13 @@ failed request and no console error, opens no graph with missing nodes, and its 
 the frontend opens for a first-time user, lists the core templates."""
 from __future__ import annotations
 
-import os
-import shutil
 from urllib.parse import urlparse
 
-import pytest
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+from tests.webui.browser import launch, requires_chromium, wait_for_app
 
-pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed "
-                                "(.ci/run installs it)")
+
+pytestmark = requires_chromium
 
 
 def test_fresh_workspace_opens_clean_with_templates(serve, tmp_path):
@@ -24,7 +19,7 @@ def test_fresh_workspace_opens_clean_with_templates(serve, tmp_path):
     failed: list[str] = []      # requests of ours that answered >= 400 or did not complete
     errors: list[str] = []      # console errors and uncaught page errors
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        browser = launch(p)
         page = browser.new_page(viewport={"width": 1600, "height": 1000})
 
         def on_response(response):
@@ -46,8 +41,7 @@ def test_fresh_workspace_opens_clean_with_templates(serve, tmp_path):
         page.on("console", on_console)
         page.on("pageerror", lambda exc: errors.append(f"pageerror: {exc}"))
         page.goto(base + "/")
-        page.wait_for_function("window.app && window.app.graph && !document.querySelector('#splash-loader')",
-                               timeout=90_000)
+        wait_for_app(page, 90_000)
 
         # A first-time user: the frontend opens the Templates dialog by itself; it lists the core templates.
         dialog = page.locator("[role=dialog]").filter(has_text="Templates").first

@@ -3,40 +3,31 @@ demo checkpoint, press Run, and the Save Image node shows the generated image fe
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+from tests.webui.browser import as_returning_user, launch, requires_chromium, wait_for_app
 
-pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed "
-                                "(.ci/run installs it)")
+REPO = Path(__file__).resolve().parents[2]
+
+pytestmark = requires_chromium
 
 
 @pytest.fixture
 def server(serve):
     base = serve()
-    # A returning user gets a graph instead of the first-run templates dialog.
-    req = urllib.request.Request(base + "/api/settings/Comfy.TutorialCompleted", data=b"true", method="POST")
-    urllib.request.urlopen(req).read()
-    return base
+    return as_returning_user(base)
 
 
 def test_run_button_shows_generated_image(server, tmp_path):
     from playwright.sync_api import sync_playwright
     prompt = json.loads((REPO / "workflows_json" / "text_to_image.json").read_text())
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        browser = launch(p)
         page = browser.new_page(viewport={"width": 1600, "height": 1000})
         page.goto(server + "/")
-        page.wait_for_function("window.app && window.app.graph && !document.querySelector('#splash-loader')",
-                               timeout=90_000)
+        wait_for_app(page, 90_000)
         page.evaluate("async (p) => { await window.app.loadApiJson(p, 'text_to_image.json') }", prompt)
         ckpt = page.evaluate("""() => window.app.graph.findNodesByType('CheckpointLoaderSimple')[0]
                                 .widgets.find(w => w.name === 'ckpt_name').value""")

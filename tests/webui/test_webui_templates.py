@@ -9,21 +9,16 @@ is fetched by the frontend from GitHub and then uploaded to our /upload/image: t
 GitHub request with the workspace's example image, so the upload and the /view that follows are ours."""
 from __future__ import annotations
 
-import os
 import re
-import shutil
 from pathlib import Path
 from urllib.parse import urlparse
 
-import pytest
+
+from tests.webui.browser import launch, requires_chromium, wait_for_app
 
 REPO = Path(__file__).resolve().parents[2]
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
-pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed "
-                                "(.ci/run installs it)")
+pytestmark = requires_chromium
 
 # Four templates whose every node is offered (docs/benchmarks/templates.json: no `missing`), one of them
 # with a subgraph (Z-Image-Turbo) and one with a sample input image (Flux.2), and one Wan 2.2 template
@@ -76,7 +71,7 @@ def test_five_local_templates_open_without_errors(serve, tmp_path, demo_workspac
     opened: dict[str, dict] = {}
     uploads: list[int] = []     # statuses of the frontend's uploads of template sample inputs
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        browser = launch(p)
         page = browser.new_page(viewport={"width": 1600, "height": 1000})
         page.route(re.compile(r"https://raw\.githubusercontent\.com/Comfy-Org/workflow_templates/.*/input/.*"),
                    lambda route: route.fulfill(status=200, content_type="image/png", body=sample_png))
@@ -104,8 +99,7 @@ def test_five_local_templates_open_without_errors(serve, tmp_path, demo_workspac
         page.on("console", on_console)
         page.on("pageerror", lambda exc: errors.append(f"pageerror: {exc}"))
         page.goto(base + "/")
-        page.wait_for_function("window.app && window.app.graph && !document.querySelector('#splash-loader')",
-                               timeout=60_000)
+        wait_for_app(page, 60_000)
         cards = page.locator("[data-testid^='template-workflow-']")
         for i, name in enumerate(TEMPLATES):
             if i:   # the dialog closed when the last template opened; a user opens it again

@@ -4,41 +4,31 @@ the browser reads the video's metadata (its size, the demo's 128 x 128)."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--autoplay-policy=no-user-gesture-required"]
+from tests.webui.browser import as_returning_user, launch, requires_chromium, wait_for_app
 
-pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed "
-                                "(.ci/run installs it)")
+REPO = Path(__file__).resolve().parents[2]
+
+pytestmark = requires_chromium
 
 
 @pytest.fixture
 def server(serve):
     base = serve()
-    # A returning user gets a graph instead of the first-run templates dialog.
-    req = urllib.request.Request(base + "/api/settings/Comfy.TutorialCompleted", data=b"true", method="POST")
-    urllib.request.urlopen(req).read()
-    return base
+    return as_returning_user(base)
 
 
 def test_save_video_node_shows_the_video(server, tmp_path):
     from playwright.sync_api import sync_playwright
     workflow = json.loads((REPO / "workflows_json" / "video.ui.json").read_text())
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        browser = launch(p, "--autoplay-policy=no-user-gesture-required")
         page = browser.new_page(viewport={"width": 1600, "height": 1000})
         page.goto(server + "/")
-        page.wait_for_function("window.app && window.app.graph && !document.querySelector('#splash-loader')",
-                               timeout=90_000)
+        wait_for_app(page, 90_000)
         page.evaluate("async (w) => { await window.app.loadGraphData(w, true, true, 'video.ui.json') }", workflow)
         assert page.evaluate("() => window.app.graph.findNodesByType('SaveVideo').length") == 1
         page.locator("canvas#graph-canvas").click(position={"x": 300, "y": 700})
