@@ -26,6 +26,9 @@ import psutil
 TORCH_FAMILY = frozenset({"torch", "torchvision", "torchaudio", "triton", "pytorch-triton"})
 # CUDA runtime wheels come only with a torch build: planning one means torch would change.
 GUARDED_PREFIXES = ("nvidia-",)
+# ...except NVIDIA's pure-Python NVML bindings, which packs list to read GPU stats (Crystools, ReActor) and which
+# work beside any torch build.
+NOT_GUARDED = frozenset({"nvidia-ml-py", "nvidia-ml-py3"})
 
 
 # pip names the constraints a resolution conflict involves: "The user requested (constraint) torch==2.13.0".
@@ -42,7 +45,7 @@ class TorchReplacement(RequirementsError):
 
 def guarded(name: str) -> bool:
     name = canonicalize_name(name)
-    return name in TORCH_FAMILY or name.startswith(GUARDED_PREFIXES)
+    return name in TORCH_FAMILY or (name.startswith(GUARDED_PREFIXES) and name not in NOT_GUARDED)
 
 
 def installed_versions(names: Iterable[str], python: str = sys.executable) -> dict[str, str]:

@@ -178,3 +178,10 @@ def test_pip_runs_a_pack_starts_while_loading_cannot_replace_torch(venv, wheels,
     plan = subprocess.run([venv, "-m", "pip", "install", "--dry-run", *offline(wheels), "torch==0.0.1"],
                           capture_output=True, text=True, env={**os.environ, **environ})
     assert plan.returncode != 0 and "torch==0.0.1" in plan.stdout + plan.stderr
+
+
+def test_nvml_bindings_are_not_a_torch_build():
+    """nvidia-ml-py (Crystools, ReActor) is pure Python and fits any torch; CUDA runtime wheels stay guarded."""
+    from comfy_bridge.packs.pip_guard import guarded
+    assert not guarded("nvidia-ml-py") and not guarded("nvidia_ml_py3")
+    assert guarded("nvidia-cublas-cu12") and guarded("torchvision")
