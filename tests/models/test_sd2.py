@@ -7,14 +7,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 from diffusers import UNet2DConditionModel
 
+from cluster.refs import ModelRef, file_digest
 from nodes.models import unet as unet_mod
 from nodes.models.demo import _unet_ldm, build_demo_models
-from cluster.refs import ModelRef, file_digest
 from nodes.models.detect import classify, probe
 from nodes.models.loader import load_diffusion_model
 from nodes.models.safetensors_io import load_state_dict, shapes_of
@@ -46,7 +45,7 @@ def _real_size_shapes(family: str) -> dict[str, tuple[int, ...]]:
     (model_channels 320, channel_mult 1,2,4,4, context_dim, linear projections, SDXL's adm and depths), built
     on the meta device (nothing allocated)."""
     cfg = RULES["families"][family]
-    common = dict(cross_attention_dim=cfg["context_dim"], use_linear_projection=cfg["use_linear_in_transformer"])
+    common = {"cross_attention_dim": cfg["context_dim"], "use_linear_projection": cfg["use_linear_in_transformer"]}
     if family == "sdxl":
         common.update(block_out_channels=(320, 640, 1280), down_block_types=(
             "DownBlock2D", "CrossAttnDownBlock2D", "CrossAttnDownBlock2D"), up_block_types=(
