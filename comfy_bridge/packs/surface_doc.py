@@ -14,10 +14,13 @@ from __future__ import annotations
 import ast
 import importlib
 import inspect
+import json
 import sys
 import textwrap
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from pathlib import Path
+from typing import Any
 
 SUPPORTED, PARTLY, NOT_SUPPORTED = "supported", "partly supported", "not supported"
 UNSUPPORTED_ERRORS = ("UnsupportedFeature", "UnsupportedAttribute")
@@ -324,6 +327,24 @@ def _cell(text: str) -> str:
     return " ".join(text.replace("|", "\\|").split())
 
 
+INVENTORY = Path(__file__).resolve().parents[2] / "docs" / "compat-inventory.json"
+
+
+def coverage_lines(inventory_path: Path = INVENTORY) -> list[str]:
+    """The coverage section: the two figures of the committed pack-use inventory (compat-inventory.json)."""
+    cov = json.loads(inventory_path.read_text())["coverage"]
+
+    def figure(key: str) -> str:
+        c = cov[key]
+        return f"{c['supported']} of {c['names']} ({100 * c['supported'] / c['names']:.1f} %)"
+    return ["", "## Coverage of the names packs use", "",
+            "[compat-inventory.md](compat-inventory.md) lists every ComfyUI name the most used packs use, read",
+            "from their sources by `scripts/compat_inventory.py`, with each one's status here. Supported:",
+            f"{figure('module_level')} of the names used at module level (while a pack is imported) and",
+            f"{figure('inside_functions')} of those used inside functions (when a node runs); the others are",
+            "listed there with the error they raise."]
+
+
 def render() -> str:
     parts = sections()
     lines = ["# The ComfyUI module surface in Comfy Cluster", "",
@@ -337,6 +358,7 @@ def render() -> str:
     for title, rows in parts:
         counts = [sum(r.status == s for r in rows) for s in (SUPPORTED, PARTLY, NOT_SUPPORTED)]
         lines.append(f"| {title} | {counts[0]} | {counts[1]} | {counts[2]} |")
+    lines += coverage_lines()
     for title, rows in parts:
         lines += ["", f"## {title}", "", "| name | status | notes |", "|---|---|---|"]
         lines += [f"| `{r.name}` | {r.status} | {_cell(r.notes)} |" for r in rows]

@@ -69,3 +69,15 @@ def test_module_rows_mark_missing_names_and_modules(monkeypatch):
     rows = {r.name: r.status for r in module_rows("surface_fake", ("works", "refuses_always", "gone"))}
     assert rows == {"works": SUPPORTED, "refuses_always": NOT_SUPPORTED, "gone": NOT_SUPPORTED}
     assert {r.notes for r in module_rows("no_such_module_here", ("x",))} == {"no `no_such_module_here` module"}
+
+
+def test_the_coverage_section_quotes_the_inventory(tmp_path):
+    from comfy_bridge.packs.surface_doc import coverage_lines
+    inventory = tmp_path / "inventory.json"
+    inventory.write_text('{"coverage": {"module_level": {"names": 8, "supported": 6},'
+                         ' "inside_functions": {"names": 200, "supported": 191}}}')
+    text = "\n".join(coverage_lines(inventory))
+    assert "(compat-inventory.md)" in text
+    assert "6 of 8 (75.0 %) of the names used at module level" in text
+    assert "191 of 200 (95.5 %) of those used inside functions" in text
+    assert "\n".join(coverage_lines()) in DOC.read_text()

@@ -2,7 +2,8 @@
 latent_channels, latent_rgb_factors) and call (process_in / process_out). The scaling is ours
 (nodes.models.components), so a pack's process_in equals what our samplers feed the model; the RGB
 factors are ComfyUI's published preview projections (per latent channel: R, G, B). ComfyUI's formats for
-models we do not run (video, audio, 3D, Cascade) import, and refuse when instantiated."""
+models we do not run (video, audio, 3D) import, and refuse when instantiated; those whose latents
+are plain scaled images (SD x4 upscaler, Stable Cascade) work, for previews."""
 from __future__ import annotations
 
 from typing import Any
@@ -128,8 +129,43 @@ def for_format(ours: components.LatentFormat) -> LatentFormat:
     return fmt
 
 
+# Formats of model families Comfy Cluster does not run but whose latents a pack can still preview or scale
+# (Impact's PreviewBridgeLatent offers them): plain scale factors and ComfyUI's published RGB projections.
+class SD_X4(LatentFormat):
+    def __init__(self) -> None:
+        self.scale_factor = 0.08333
+        self.latent_rgb_factors = ((-0.234, -0.3863, -0.3257),
+                                   (0.0994, 0.0885, -0.0908),
+                                   (-0.2833, -0.2349, -0.3741),
+                                   (0.2523, -0.0055, -0.1651))
+
+
+class SC_Prior(LatentFormat):
+    latent_channels = 16
+
+    def __init__(self) -> None:
+        self.scale_factor = 1.0
+        self.latent_rgb_factors = ((-0.0326, -0.0204, -0.0127), (-0.1592, -0.0427, 0.0216),
+                                   (0.0873, 0.0638, -0.002), (-0.0602, 0.0442, 0.1304),
+                                   (0.08, -0.0313, -0.1796), (-0.081, -0.0638, -0.1581),
+                                   (0.1791, 0.118, 0.0967), (0.074, 0.1416, 0.0432),
+                                   (-0.1745, -0.1888, -0.1373), (0.2412, 0.1577, 0.0928),
+                                   (0.1908, 0.0998, 0.0682), (0.0209, 0.0365, -0.0092),
+                                   (0.0448, -0.065, -0.1728), (-0.1658, -0.1045, -0.1308),
+                                   (0.0542, 0.1545, 0.1325), (-0.0352, -0.1672, -0.2541))
+
+
+class SC_B(LatentFormat):
+    def __init__(self) -> None:
+        self.scale_factor = 1.0 / 0.43
+        self.latent_rgb_factors = ((0.1121, 0.2006, 0.1023),
+                                   (-0.2093, -0.0222, -0.0195),
+                                   (-0.3087, -0.1535, 0.0366),
+                                   (0.029, -0.1574, -0.4078))
+
+
 # ComfyUI's formats for model families Comfy Cluster does not run.
-_NOT_RUN = ("SD_X4", "SC_Prior", "SC_B", "StableAudio1", "Mochi", "LTXV", "HunyuanVideo", "Cosmos1CV8x8x8", "Wan21",
+_NOT_RUN = ("StableAudio1", "Mochi", "LTXV", "HunyuanVideo", "Cosmos1CV8x8x8", "Wan21",
             "Wan22", "HunyuanImage21", "HunyuanImage21Refiner", "Hunyuan3Dv2", "Hunyuan3Dv2_1", "Hunyuan3Dv2mini",
             "ACEAudio", "ChromaRadiance")
 
