@@ -29,6 +29,9 @@ ROOTS = ("comfy", "comfy_extras", "comfy_api", "comfy_execution", "server", "fol
          "node_helpers", "latent_preview", "execution", "app", "utils", "comfy_config", "protocol")
 # Names ComfyUI itself offers only with an optional package installed (absent there without it, too).
 NEEDS_PACKAGE = {"comfy.quant_ops.ck": "comfy_kitchen"}
+# Why such a package is not a dependency of Comfy Cluster (checked with `pip download --no-deps`).
+NOT_A_DEPENDENCY = {"comfy_kitchen": "comfy-kitchen 0.2.40 is a 68 MB wheel of compiled CUDA and ROCm kernels "
+                                     "(one per Python version), not a small pure-Python package"}
 # Packs that import a module of their own with one of these names (utils, nodes, ...) are told apart by
 # requiring the name to exist in ComfyUI: anything else is the pack's own module or a removed name.
 
@@ -363,8 +366,9 @@ def markdown(inventory: dict) -> str:
     for r in inventory["names"]:
         if r["status"] != "supported":
             where = "module-level" if r["module_level"] else "inside functions"
-            note = r.get("notes", "") or (f"needs the {NEEDS_PACKAGE[r['name']]} package, as in ComfyUI"
-                                          if r["name"] in NEEDS_PACKAGE else "")
+            package = NEEDS_PACKAGE.get(r["name"])
+            note = r.get("notes", "") or (f"needs the {package} package, as in ComfyUI; not installed here: "
+                                          f"{NOT_A_DEPENDENCY[package]}" if package else "")
             lines.append(f"| `{r['name']}` | {where} | {r['status']} | {', '.join(r['packs'])} | "
                          f"{' '.join(note.replace('|', '/').split())} |")
     lines += ["", "## Names packs use that neither ComfyUI source read here has", "",
