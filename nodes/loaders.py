@@ -37,6 +37,42 @@ def probe_arch(path: Path, input_name: str | None = None) -> tuple[str, frozense
         raise ValueError(f"{input_name}: {e}") from e
 
 
+@functools.lru_cache(maxsize=256)
+def _file_prediction(path: str, size: int, mtime_ns: int) -> tuple[bool, bool]:
+    """(v-prediction, zero terminal SNR) an SD-family UNet file asks for, read as its loader reads them: the
+    `v_pred` / `ztsnr` marker keys, or for SD2 ComfyUI's rule on one norm bias (only that tensor is read)."""
+    import torch
+
+    from nodes.models import unet as unet_mod
+    from nodes.models.loader import probe
+    from nodes.models.safetensors_io import is_torch_pickle, load_state_dict, shapes_of
+    info = probe(Path(path))
+    keys = shapes_of(path)[0].keys()
+    marker = info.prefix + unet_mod.SD2_V_MARKER
+    found = {k: torch.empty(0) for k in ("v_pred",) if k in keys}
+    if info.arch == "sd2" and marker in keys:
+        if is_torch_pickle(path):
+            found[unet_mod.SD2_V_MARKER] = load_state_dict(path)[marker]
+        else:
+            from safetensors import safe_open
+            with safe_open(path, framework="pt") as f:
+                found[unet_mod.SD2_V_MARKER] = f.get_tensor(marker)
+    return unet_mod.prediction_type(info.arch, found) == "v", "ztsnr" in keys
+
+
+def with_file_prediction(model: ModelRef, path: Path) -> ModelRef:
+    """An SD1/SD2/SDXL MODEL sampled as its file says (ComfyUI's model_type at load): v-prediction files get
+    ComfyUI's ModelSamplingDiscrete v_prediction on the model's own schedule; others are left as they are."""
+    if model.arch not in ("sd1", "sd2", "sdxl") or path.is_dir():
+        return model
+    st = os.stat(path)
+    v, zsnr = _file_prediction(str(path), st.st_size, st.st_mtime_ns)
+    if not v:
+        return model
+    from nodes.library.model_advanced import ModelSamplingDiscrete
+    return ModelSamplingDiscrete().patch(model, "v_prediction", zsnr)[0]
+
+
 def make_ref(component: str, arch: str, paths: list[Path], **options) -> ModelRef:
     return ModelRef(component=component, arch=arch, sources=tuple(str(p) for p in paths),
                     digests=tuple(file_digest(p) for p in paths),
@@ -64,8 +100,9 @@ class CheckpointLoaderSimple:
     def load_checkpoint(self, ckpt_name):
         path = model_file("checkpoints", ckpt_name, "ckpt_name")
         arch, parts = probe_arch(path, "ckpt_name")
-        return tuple(make_ref(c, arch, [path]) if c in parts else None
-                     for c in ("diffusion_model", "text_encoder", "vae"))
+        model = with_file_prediction(make_ref("diffusion_model", arch, [path]), path) \
+            if "diffusion_model" in parts else None
+        return (model, *(make_ref(c, arch, [path]) if c in parts else None for c in ("text_encoder", "vae")))
 
 
 class UNETLoader:
@@ -82,7 +119,7 @@ class UNETLoader:
     def load_unet(self, unet_name, weight_dtype):
         path = model_file("diffusion_models", unet_name, "unet_name")
         arch, _ = probe_arch(path, "unet_name")
-        return (make_ref("diffusion_model", arch, [path], weight_dtype=weight_dtype),)
+        return (with_file_prediction(make_ref("diffusion_model", arch, [path], weight_dtype=weight_dtype), path),)
 
 
 class VAELoader:

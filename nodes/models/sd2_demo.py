@@ -17,7 +17,7 @@ from . import unet as unet_mod
 from . import vae as vae_mod
 from .demo import SEED, _clip, _prefixed, _save, _unet_ldm, _vae
 
-V_MARKER = "output_blocks.11.1.transformer_blocks.0.norm1.bias"   # the bias ComfyUI's SD20.model_type reads
+V_MARKER = unet_mod.SD2_V_MARKER
 TEXT_WIDTH = 32
 
 

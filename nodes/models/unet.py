@@ -241,13 +241,16 @@ def diffusers_to_ldm(sd: dict[str, Any], layout: UNetLayout,
     return out
 
 
+SD2_V_MARKER = "output_blocks.11.1.transformer_blocks.0.norm1.bias"   # the bias ComfyUI's SD20.model_type reads
+
+
 def prediction_type(arch: str, sd: dict[str, torch.Tensor]) -> str:
     """eps or v: an explicit `v_pred` marker key (as ComfyUI reads it), or for SD2 ComfyUI's heuristic
     on the spread of one late norm bias, which v-models trained from 768px weights show."""
     if "v_pred" in sd:
         return "v"
     if arch == "sd2":
-        bias = sd.get("output_blocks.11.1.transformer_blocks.0.norm1.bias")
+        bias = sd.get(SD2_V_MARKER)
         if bias is not None and torch.std(bias.float(), unbiased=False) > 0.09:
             return "v"
     return "eps"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from diffusers import UNet2DConditionModel
@@ -118,18 +119,56 @@ def workspace(sd_files, tmp_path_factory):
     ws_mod._active = before
 
 
-def prompt(ckpt: str) -> dict:
+def prompt(ckpt: str, sampling: str | None = None) -> dict:
+    """text_to_image.json on `ckpt`, 3 steps at 64x64; with `sampling`, ModelSamplingDiscrete overrides the
+    prediction type the loader read from the file."""
     p = json.loads(json.dumps(BASE_PROMPT))
     p["4"]["inputs"]["ckpt_name"] = ckpt
     p["3"]["inputs"].update(steps=3)
     p["5"]["inputs"].update(width=64, height=64)
-    p["9"]["inputs"]["filename_prefix"] = ckpt.split(".")[0]
+    p["9"]["inputs"]["filename_prefix"] = f"{ckpt.split('.')[0]}_{sampling}"
+    if sampling is not None:
+        p["10"] = {"class_type": "ModelSamplingDiscrete",
+                   "inputs": {"model": ["4", 0], "sampling": sampling, "zsnr": False}}
+        p["3"]["inputs"]["model"] = ["10", 0]
     return p
 
 
-def test_sd2_base_and_v_render_differently_through_the_checkpoint_loader(workspace):
-    images = render_in_process(workspace, {k: prompt(f"sd2-tiny-{k}.safetensors") for k in ("base", "v")})
+def test_sd2_checkpoints_render_with_the_prediction_read_from_them(workspace):
+    """Each file renders as it does with its prediction type set by hand, and not as with the other one."""
+    cases = {"base": prompt("sd2-tiny-base.safetensors"), "v": prompt("sd2-tiny-v.safetensors"),
+             "base as eps": prompt("sd2-tiny-base.safetensors", "eps"),
+             "base as v": prompt("sd2-tiny-base.safetensors", "v_prediction"),
+             "v as v": prompt("sd2-tiny-v.safetensors", "v_prediction"),
+             "v as eps": prompt("sd2-tiny-v.safetensors", "eps")}
+    images = render_in_process(workspace, cases)
     assert images["base"].shape == images["v"].shape == (64, 64, 3)
-    assert all(img.std() > 0 for img in images.values())
-    # the weights differ in one LayerNorm bias; the v file is sampled as v-prediction, which changes every step
-    assert (images["base"] != images["v"]).mean() > 0.5
+    assert images["base"].std() > 0 and images["v"].std() > 0
+    assert np.array_equal(images["base"], images["base as eps"])
+    assert np.array_equal(images["v"], images["v as v"])
+    assert not np.array_equal(images["base"], images["base as v"])
+    assert not np.array_equal(images["v"], images["v as eps"])
+
+
+def test_load_checkpoint_samples_v_files_as_v(workspace, tmp_path):
+    """The MODEL of Load Checkpoint / Load Diffusion Model carries the file's prediction (ComfyUI's model_type
+    at load): SD2 by the norm-bias rule, SDXL by its `v_pred` and `ztsnr` marker keys; eps files are untouched."""
+    from safetensors.torch import save_file
+
+    from nodes.loaders import CheckpointLoaderSimple, UNETLoader
+    from nodes.modelfns.model_options import sampling_config
+    ckpts = workspace.models_dir / "checkpoints"
+    sdxl = dict(load_state_dict(ckpts / "sdxl-tiny.safetensors"))
+    save_file({**sdxl, "v_pred": torch.tensor([]), "ztsnr": torch.tensor([])}, str(ckpts / "sdxl-tiny-vpred.safetensors"))
+    unet = {k[len(P):]: v for k, v in load_state_dict(ckpts / "sd2-tiny-v.safetensors").items() if k.startswith(P)}
+    save_file(unet, str(workspace.models_dir / "diffusion_models" / "sd2-tiny-v-unet.safetensors"))
+
+    def pred(name: str) -> tuple[str, bool]:
+        cfg = sampling_config(CheckpointLoaderSimple().load_checkpoint(name)[0])
+        return cfg["prediction"], cfg.get("zsnr", False)
+    assert pred("sd2-tiny-base.safetensors") == ("eps", False)
+    assert pred("sd2-tiny-v.safetensors") == ("v", False)
+    assert pred("sdxl-tiny.safetensors") == ("eps", False)
+    assert pred("sdxl-tiny-vpred.safetensors") == ("v", True)
+    model = UNETLoader().load_unet("sd2-tiny-v-unet.safetensors", "default")[0]
+    assert sampling_config(model)["prediction"] == "v"
