@@ -77,8 +77,8 @@ def test_ops_offloadable_cast_and_uncast():
 def test_sd_clip_type_and_load_checkpoint():
     import comfy.sd
     assert comfy.sd.CLIPType.FLUX.value == 6 and comfy.sd.CLIPType["QWEN_IMAGE"].value == 18
-    with pytest.raises(UnsupportedFeature, match="comfy.sd.load_checkpoint with a state dict"):
-        comfy.sd.load_checkpoint(state_dict={})
+    with pytest.raises(ValueError, match="comfy.sd.load_checkpoint: ckpt_path is required"):
+        comfy.sd.load_checkpoint(state_dict={})   # ComfyUI reads the weights from ckpt_path only
     with pytest.raises(UnsupportedFeature, match="load_text_encoder_state_dicts"):
         comfy.sd.load_text_encoder_state_dicts([{}])
 

@@ -6,6 +6,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from comfy_bridge.compat.comfy import model_detection  # noqa: F401  (packs import it from comfy.sd)
 from comfy_bridge.packs.origin import UnsupportedFeature
 from comfy_bridge.packs.proxies import CLIP, VAE, ModelPatcher, wrap
@@ -56,16 +58,28 @@ class CLIPType(Enum):
 def load_checkpoint(config_path: str | None = None, ckpt_path: str | None = None, output_vae: bool = True,
                     output_clip: bool = True, embedding_directory: Any = None, state_dict: dict | None = None,
                     config: dict | None = None) -> tuple:
-    """ComfyUI's deprecated loader with a model config file: (MODEL, CLIP, VAE) of `ckpt_path`.
+    """ComfyUI's deprecated loader with an LDM model config (YAML): (MODEL, CLIP, VAE) of `ckpt_path`.
 
-    The executors recognise the architecture from the weights, so the config is not needed; a checkpoint
-    given only as an in-process state dict cannot be loaded here.
+    As in ComfyUI the weights come from `ckpt_path` (state_dict is not read) and the architecture from the
+    weights; of the config, `model.params.parameterization: v` makes the MODEL v-prediction and
+    `cond_stage_config.params.layer_idx` sets the CLIP's last layer.
     """
+    from nodes.library.model_advanced import ModelSamplingDiscrete
     if ckpt_path is None:
-        raise UnsupportedFeature("comfy.sd.load_checkpoint with a state dict and no ckpt_path",
-                                 "checkpoints are loaded from files on the executors: pass ckpt_path")
+        raise ValueError("comfy.sd.load_checkpoint: ckpt_path is required (the weights are read from it; "
+                         "state_dict is not used, as in ComfyUI)")
+    if config is None:
+        if config_path is None:
+            raise ValueError("comfy.sd.load_checkpoint: pass config_path (a model config YAML) or config")
+        config = yaml.safe_load(Path(config_path).read_text())
     model, clip, vae, _ = load_checkpoint_guess_config(ckpt_path, output_vae=output_vae, output_clip=output_clip,
                                                        embedding_directory=embedding_directory)
+    params = config["model"]["params"]
+    if params.get("parameterization") == "v":
+        model = ModelSamplingDiscrete().patch(model, "v_prediction", False)[0]
+    layer_idx = (params.get("cond_stage_config") or {}).get("params", {}).get("layer_idx")
+    if layer_idx is not None and clip is not None:
+        clip = clip.with_option("layer", layer_idx)
     return model, clip, vae
 
 
