@@ -1,6 +1,7 @@
-"""Today's ComfyUI comfy_extras.nodes_latent classes added after 0.3.64: Latent Operation Blend (a
-LATENT_OPERATION that pulls a latent toward a reference) and Replace Video Latent Frames (write a source
-latent's frames into a video latent at a frame index)."""
+"""Today's ComfyUI latent utilities added after 0.3.64: Latent Operation Blend (a LATENT_OPERATION that pulls a
+latent toward a reference), Replace Video Latent Frames (write a source latent's frames into a video latent at a
+frame index), Trim Video Latent (drop leading frames) and Normalize Video Latent Start (match the first frames'
+statistics to the frames after them). The video ones work on any [B,C,T,H,W] latent, whatever its model."""
 from __future__ import annotations
 
 import logging
@@ -89,6 +90,74 @@ class ReplaceVideoLatentFrames:
         return ({**source, "samples": out},)
 
 
+def _video(latent: dict, node: str) -> torch.Tensor:
+    samples = latent.get("samples") if isinstance(latent, dict) else None
+    if not isinstance(samples, torch.Tensor) or samples.ndim != 5:
+        shape = tuple(samples.shape) if isinstance(samples, torch.Tensor) else type(latent).__name__
+        raise ValueError(f"{node}: expected a video latent [B,C,T,H,W]; got {shape}")
+    return samples
+
+
+class TrimVideoLatent:
+    RELATIVE_PYTHON_MODULE = "comfy_extras.nodes_wan"
+    FUNCTION = "execute"
+    CATEGORY = "latent/video"
+    RETURN_TYPES = ("LATENT",)
+    OUTPUT_TOOLTIPS = (None,)
+    DESCRIPTION = "Drops the first trim_amount frames of a video latent."
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"samples": ("LATENT", {}),
+                             "trim_amount": ("INT", {"default": 0, "min": 0, "max": 99999})}}
+
+    def execute(self, samples: dict, trim_amount: int):
+        return ({**samples, "samples": _video(samples, "Trim Video Latent")[:, :, trim_amount:]},)
+
+
+def match_start_statistics(start: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
+    """`start` frames standardised per (item, frame) over C,H,W, then given the reference frames' overall mean
+    and std, each kept within a band around the frame's own (mean -0.3/+0.35, std -0.35/+0.5) so that a very
+    different reference cannot swing the first frames far."""
+    mean = start.mean(dim=(1, 3, 4), keepdim=True)
+    std = start.std(dim=(1, 3, 4), keepdim=True)
+    target_mean = torch.clamp(reference.mean(), mean - 0.3, mean + 0.35)
+    target_std = torch.clamp(reference.std(), std - 0.35, std + 0.5)
+    return (start - mean) / (std + 1e-8) * target_std + target_mean
+
+
+class NormalizeVideoLatentStart:
+    RELATIVE_PYTHON_MODULE = "comfy_extras.nodes_kandinsky5"
+    FUNCTION = "execute"
+    CATEGORY = "conditioning/video_models"
+    RETURN_TYPES = ("LATENT",)
+    RETURN_NAMES = ("latent",)
+    OUTPUT_TOOLTIPS = (None,)
+    DESCRIPTION = ("Gives the first frames of a video latent the mean and standard deviation of the frames that "
+                   "follow them, so that the start does not stand out from the rest of the video.")
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {
+            "latent": ("LATENT", {}),
+            "start_frame_count": ("INT", {"default": 4, "min": 1, "max": MAX_RESOLUTION, "step": 1,
+                                          "tooltip": "How many frames from the start are normalised."}),
+            "reference_frame_count": ("INT", {"default": 5, "min": 1, "max": MAX_RESOLUTION, "step": 1,
+                                              "tooltip": "How many frames after those give the statistics."})}}
+
+    def execute(self, latent: dict, start_frame_count: int, reference_frame_count: int):
+        samples = _video(latent, "Normalize Video Latent Start")
+        if samples.shape[2] <= 1:
+            return (latent,)
+        out = samples.clone()
+        # as ComfyUI: the reference is at most T - 1 frames long, counted from the end of the start frames
+        count = min(reference_frame_count, samples.shape[2] - 1)
+        reference = samples[:, :, start_frame_count:start_frame_count + count]
+        out[:, :, :start_frame_count] = match_start_statistics(samples[:, :, :start_frame_count], reference)
+        return ({**latent, "samples": out},)
+
+
 NODE_CLASS_MAPPINGS = {"LatentOperationBlend": LatentOperationBlend,
-                       "ReplaceVideoLatentFrames": ReplaceVideoLatentFrames}
+                       "ReplaceVideoLatentFrames": ReplaceVideoLatentFrames, "TrimVideoLatent": TrimVideoLatent,
+                       "NormalizeVideoLatentStart": NormalizeVideoLatentStart}
 NODE_DISPLAY_NAME_MAPPINGS = {"LatentOperationBlend": "Latent Operation Blend"}

@@ -1,5 +1,5 @@
-"""Replace Video Latent Frames against ComfyUI 0.10.0's recorded outputs
-(tests/nodes/fixtures/comfyui_replace_video_frames.json, scripts/record_comfyui_replace_video_frames.py), and
+"""Replace Video Latent Frames, Trim Video Latent and Normalize Video Latent Start against ComfyUI 0.10.0's
+recorded outputs (tests/nodes/fixtures/comfyui_video_latent_nodes.json, scripts/record_comfyui_video_latent_nodes.py), and
 Latent Operation Blend (newer than 0.10.0, so no recording) against the semantics of the newest ComfyUI source,
 the expected numbers worked out by hand: lerp toward the reference, resized nearest, batch cycled."""
 from __future__ import annotations
@@ -12,9 +12,15 @@ import pytest
 import torch
 
 from nodes.library.latent_ops import LatentApplyOperation
-from nodes.library.latent_today import LatentOperationBlend, ReplaceVideoLatentFrames
+from nodes.library.latent_today import (
+    LatentOperationBlend,
+    NormalizeVideoLatentStart,
+    ReplaceVideoLatentFrames,
+    TrimVideoLatent,
+)
 
-FIXTURE = Path(__file__).resolve().parent / "fixtures" / "comfyui_replace_video_frames.json"
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "comfyui_video_latent_nodes.json"
+RECORDED = json.loads(FIXTURE.read_text())
 
 
 def _latents(source_frames: int | None) -> tuple[dict, dict | None]:
@@ -26,7 +32,7 @@ def _latents(source_frames: int | None) -> tuple[dict, dict | None]:
     return dest, {"samples": torch.rand(1, 2, source_frames, 3, 2, generator=gen), "batch_index": [7]}
 
 
-@pytest.mark.parametrize("case", json.loads(FIXTURE.read_text())["cases"],
+@pytest.mark.parametrize("case", RECORDED["cases"],
                          ids=lambda c: f"src{c['source_frames']}-at{c['index']}")
 def test_replace_video_latent_frames_equals_comfyui(case):
     dest, source = _latents(case["source_frames"])
@@ -35,6 +41,36 @@ def test_replace_video_latent_frames_equals_comfyui(case):
     assert list(out["samples"].shape) == case["shape"]
     assert out["samples"].flatten().tolist() == case["values"]
     assert torch.equal(dest["samples"], _latents(None)[0]["samples"])   # the input is not written to
+
+
+def _video(frames: int, seed: int) -> torch.Tensor:
+    # the recorder's inputs, drawn the same way
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randn(2, 3, frames, 4, 5, generator=gen) * 1.7 + 0.4
+
+
+@pytest.mark.parametrize("case", RECORDED["trim"], ids=lambda c: f"trim{c['trim_amount']}")
+def test_trim_video_latent_equals_comfyui(case):
+    (out,) = TrimVideoLatent().execute({"samples": _video(5, 1), "batch_index": [3, 4]}, case["trim_amount"])
+    assert sorted(out) == case["keys"] and out["batch_index"] == [3, 4]
+    assert list(out["samples"].shape) == case["shape"]
+    assert out["samples"].flatten().tolist() == case["values"]
+
+
+@pytest.mark.parametrize("case", RECORDED["normalize"], ids=lambda c: f"T{c['frames']}-s{c['start']}-r{c['reference']}")
+def test_normalize_video_latent_start_equals_comfyui(case):
+    torch.set_num_threads(1)   # reductions compared bit for bit
+    (out,) = NormalizeVideoLatentStart().execute({"samples": _video(case["frames"], 2)}, case["start"],
+                                                 case["reference"])
+    assert list(out["samples"].shape) == case["shape"]
+    assert out["samples"].flatten().tolist() == case["values"]
+
+
+def test_video_nodes_refuse_image_latents():
+    with pytest.raises(ValueError, match="video latent"):
+        TrimVideoLatent().execute({"samples": torch.zeros(1, 4, 8, 8)}, 1)
+    with pytest.raises(ValueError, match="video latent"):
+        NormalizeVideoLatentStart().execute({"samples": torch.zeros(1, 4, 8, 8)}, 1, 1)
 
 
 def test_replace_video_latent_frames_refuses_image_latents():
