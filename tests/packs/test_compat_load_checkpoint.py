@@ -38,3 +38,20 @@ def test_missing_paths_are_named():
         comfy.sd.load_checkpoint("x.yaml", None, state_dict={})
     with pytest.raises(ValueError, match="config_path"):
         comfy.sd.load_checkpoint(None, "x.safetensors")
+
+
+def test_load_clip_builds_what_the_clip_loaders_build(demo_workspace):
+    from comfy.sd import CLIPType
+
+    from nodes.loaders import CLIPLoader, DualCLIPLoader
+    path = str(demo_workspace.models_dir / "text_encoders" / "sd1-tiny-clip.safetensors")
+    clip = comfy.sd.load_clip([path], clip_type=CLIPType.STABLE_DIFFUSION)
+    assert clip.key == CLIPLoader().load_clip("sd1-tiny-clip.safetensors", "stable_diffusion")[0].key
+    assert clip.tokenize("a cat") is not None   # a CLIP packs can use
+    pair = comfy.sd.load_clip([path, path])   # two STABLE_DIFFUSION files: SDXL's pair, as ComfyUI detects
+    expected = DualCLIPLoader().load_clip("sd1-tiny-clip.safetensors", "sd1-tiny-clip.safetensors", "sdxl")[0]
+    assert (pair.arch, pair.key) == ("sdxl", expected.key)
+    with pytest.raises(ValueError, match="type flux2 loads"):
+        comfy.sd.load_clip([path], clip_type="flux2")
+    with pytest.raises(ValueError, match="5 text encoder files"):
+        comfy.sd.load_clip([path] * 5)

@@ -118,8 +118,22 @@ def load_lora_for_models(model: Any, clip: Any, lora: Any, strength_model: float
                              "LoRAs are applied from files: use nodes.LoraLoader")
 
 
-def load_clip(*args: Any, **kwargs: Any) -> CLIP:
-    raise UnsupportedFeature("comfy.sd.load_clip", "use nodes.CLIPLoader")
+def load_clip(ckpt_paths: list[str], embedding_directory: Any = None,
+              clip_type: CLIPType | str = CLIPType.STABLE_DIFFUSION, model_options: dict | None = None) -> CLIP:
+    """A CLIP of text encoder files, as ComfyUI's CLIPLoader / DualCLIPLoader / TripleCLIPLoader build it: one
+    file of `clip_type`'s family; two are that dual type's pair (two STABLE_DIFFUSION files are SDXL's
+    CLIP-L + CLIP-G, as ComfyUI detects them); three are SD3's."""
+    from nodes.loaders import _clip_arch, _single_clip_arch, make_ref
+    kind = clip_type.name.lower() if isinstance(clip_type, CLIPType) else str(clip_type).lower()
+    paths = [Path(p) for p in ckpt_paths]
+    if len(paths) == 1:
+        return wrap(make_ref("text_encoder", _single_clip_arch(paths[0], kind), paths, clip_type=kind))
+    if len(paths) == 2:
+        kind = "sdxl" if kind == "stable_diffusion" else kind
+        return wrap(make_ref("text_encoder", _clip_arch(kind), paths, clip_type=kind))
+    if len(paths) == 3:
+        return wrap(make_ref("text_encoder", "sd3", paths, clip_type="sd3"))
+    raise ValueError(f"comfy.sd.load_clip: {len(paths)} text encoder files; one, two or three are supported")
 
 
 __all__ = ["CLIP", "VAE", "ModelPatcher", "CLIPType", "load_checkpoint", "load_unet_state_dict",
