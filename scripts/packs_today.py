@@ -85,18 +85,20 @@ def read_list(path: Path = LIST) -> tuple[list[dict], list[dict]]:
 
 # -- sources and environments ------------------------------------------------------------------------------
 
-def extract_from_mirror(git_dir: Path, commit: str, dest: Path) -> list[str]:
-    """Write the tree of `commit` into dest; returns the paths whose blobs the mirror does not hold."""
+def extract_from_mirror(git_dir: Path, commit: str, dest: Path, mirrors: Path | None = None) -> list[str]:
+    """Write the tree of `commit` into dest, its submodules too (as `nodes install` clones --recursive);
+    returns the paths the mirrors do not hold (blobs, or whole submodules)."""
     listing = subprocess.run(["git", f"--git-dir={git_dir}", "ls-tree", "-r", "-z", commit],
                              capture_output=True, check=True).stdout
-    missing = []
+    missing, submodules = [], []
     cat = subprocess.Popen(["git", f"--git-dir={git_dir}", "cat-file", "--batch"], stdin=subprocess.PIPE,
                            stdout=subprocess.PIPE)
     assert cat.stdin is not None and cat.stdout is not None
     for entry in filter(None, listing.split(b"\0")):
         meta, path = entry.split(b"\t", 1)
         mode, kind, sha = meta.split()
-        if kind != b"blob":   # submodules are not part of a pack's own tree
+        if kind == b"commit":
+            submodules.append((path.decode(), sha.decode()))
             continue
         cat.stdin.write(sha + b"\n")
         cat.stdin.flush()
@@ -116,7 +118,24 @@ def extract_from_mirror(git_dir: Path, commit: str, dest: Path) -> list[str]:
                 target.chmod(0o755)
     cat.stdin.close()
     cat.wait()
+    for path, sha in submodules:
+        sub = mirrors / submodule_repo(dest, path).replace("/", "+") / "repo" if mirrors else None
+        has = sub is not None and sub.is_dir() and subprocess.run(
+            ["git", f"--git-dir={sub}", "cat-file", "-e", sha], capture_output=True, check=False).returncode == 0
+        if has:
+            missing += [f"{path}/{m}" for m in extract_from_mirror(sub, sha, dest / path, mirrors)]
+        else:
+            missing.append(f"{path}/ (submodule)")
     return missing
+
+
+def submodule_repo(tree: Path, path: str) -> str:
+    """owner/name of the submodule at `path`, from the tree's .gitmodules."""
+    found = subprocess.run(["git", "config", "-f", str(tree / ".gitmodules"), "--get-regexp", r"submodule\..*"],
+                           capture_output=True, text=True, check=False).stdout.splitlines()
+    names = {line.split()[0].rsplit(".", 1)[0] for line in found if line.split()[1:] == [path]}
+    url = next((line.split()[1] for line in found for n in names if line.split()[0] == f"{n}.url"), "")
+    return "/".join(url.removesuffix(".git").rstrip("/").split("/")[-2:])
 
 
 def get_source(pack: dict, mirrors: Path | None, dest: Path) -> list[str]:
@@ -125,9 +144,10 @@ def get_source(pack: dict, mirrors: Path | None, dest: Path) -> list[str]:
     dest.mkdir(parents=True)
     git_dir = mirrors / pack["repo"].replace("/", "+") / "repo" if mirrors else None
     if git_dir and git_dir.is_dir():
-        return extract_from_mirror(git_dir, pack["commit"], dest)
+        return extract_from_mirror(git_dir, pack["commit"], dest, mirrors)
     subprocess.run(["git", "clone", "-q", f"https://github.com/{pack['repo']}", str(dest)], check=True)
     subprocess.run(["git", "-C", str(dest), "checkout", "-q", pack["commit"]], check=True)
+    subprocess.run(["git", "-C", str(dest), "submodule", "update", "-q", "--init", "--recursive"], check=True)
     return []
 
 
@@ -169,8 +189,11 @@ def install_pack(python: str, src: Path, ws: Path, env: dict) -> dict:
             "output": (done.stdout + done.stderr)[-1500:]}
 
 
-def run_pack(pack: dict, work: Path, mirrors: Path | None, base: Path) -> dict:
+def run_pack(pack: dict, work: Path, mirrors: Path | None, base: Path, resume: bool = False) -> dict:
     folder = pack["folder"]
+    done = work / "results" / f"{folder}.full.json"
+    if resume and done.is_file() and json.loads(done.read_text())["commit"] == pack["commit"]:
+        return json.loads(done.read_text())   # measured by an interrupted run of the same commit
     src, venv, ws, out = (work / "src" / folder, work / "venvs" / folder, work / "ws" / folder,
                           work / "results" / f"{folder}.json")
     result: dict[str, Any] = {"repo": pack["repo"], "commit": pack["commit"], "folder": folder}
@@ -180,7 +203,8 @@ def run_pack(pack: dict, work: Path, mirrors: Path | None, base: Path) -> dict:
         shutil.rmtree(ws)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": ""}
     install = install_pack(python, src, ws, env)
-    if TORCHVISION_UNREACHABLE in install["output"] and TORCHVISION_FALLBACK:
+    if TORCHVISION_FALLBACK and (TORCHVISION_UNREACHABLE in install["output"]
+                                 or "would install torchvision" in install["output"]):
         # PyTorch's index is out of reach here, so `nodes install` could not get the torchvision of torch's
         # build; as docs/packs.md says a user may, install PyPI's wheel by hand and install the pack again.
         subprocess.run([python, "-m", "pip", "install", "-q", "--no-deps", TORCHVISION_FALLBACK], check=True, env=env)
@@ -196,6 +220,10 @@ def run_pack(pack: dict, work: Path, mirrors: Path | None, base: Path) -> dict:
         tail = f"the probe did not finish in {PROBE_TIMEOUT_S} s"
     probed = json.loads(out.read_text()) if out.is_file() else {"imported": False, "error": tail}
     result.update(probed)
+    if not install["ok"]:   # the line of `nodes install` that says why
+        lines = [ln.strip() for ln in install["output"].splitlines() if ln.strip()]
+        why = next((ln for ln in lines if ln.startswith(("refused", "×", "ERROR"))), lines[-1] if lines else "")
+        result["error"] = f"not installed: {why}"[:300]
     if not probed.get("finished"):
         result["probe_output"] = tail
     (work / "results" / f"{folder}.full.json").write_text(json.dumps(result, indent=1))
@@ -214,16 +242,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     (args.work / "results").mkdir(exist_ok=True)
     base, commit = base_venv(args.work)
     with ThreadPoolExecutor(args.jobs) as pool:
-        results = list(pool.map(lambda p: run_pack(p, args.work, args.mirrors, base), packs))
-    previous = {r["folder"]: r for r in json.loads(RESULT.read_text())["packs"]} if args.only and RESULT.is_file() else {}
-    previous.update({r["folder"]: r for r in results})
+        results = list(pool.map(lambda p: run_pack(p, args.work, args.mirrors, base, args.resume), packs))
+    before = json.loads(RESULT.read_text()) if args.only and RESULT.is_file() else {"packs": []}
+    previous = {r["folder"]: {"comfy_cluster_commit": before.get("comfy_cluster_commit"), **r} for r in before["packs"]}
+    previous.update({r["folder"]: {**r, "comfy_cluster_commit": commit} for r in results})
     order, _ = read_list()
     results = [previous[p["folder"]] for p in order if p["folder"] in previous]
     torch_version = subprocess.run([str(base / "bin" / "python"), "-c", "import torch; print(torch.__version__)"],
                                    capture_output=True, text=True, check=False).stdout.strip()
     RESULT.parent.mkdir(parents=True, exist_ok=True)
     RESULT.write_text(json.dumps({
-        "command": "python scripts/packs_today.py run" + (f" --only {' '.join(args.only)}" if args.only else ""),
+        # a run of some packs keeps the others' results: the command says both runs
+        "command": (before["command"] + " && " if "command" in before else "") + "python scripts/packs_today.py run"
+                   + (f" --only {' '.join(args.only)}" if args.only else ""),
         "comfy_cluster_commit": commit, "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}",
         "environment": f"python {platform.python_version()} venv with `pip install -e .` (torch {torch_version}); "
@@ -247,6 +278,8 @@ def widget_value(spec: Any) -> tuple[bool, Any]:
     opts = spec[1] if len(spec) > 1 and isinstance(spec[1], dict) else {}
     if isinstance(kind, (list, tuple)):
         return (True, kind[0]) if kind else (False, None)
+    if type(kind) is not str:   # packs' "any type" strings equal every name: nothing to fill them with
+        return False, None
     if kind == "COMBO":
         options = opts.get("options") or []
         return (True, options[0]) if options else (False, None)
@@ -266,7 +299,7 @@ def build_case(name: str, info: dict) -> dict | None:
     inputs: dict[str, Any] = {}
     for key, spec in (info.get("input", {}).get("required") or {}).items():
         kind = spec[0] if isinstance(spec, (list, tuple)) and spec else None
-        if isinstance(kind, str) and kind in FEEDERS:
+        if type(kind) is str and kind in FEEDERS:   # not a str subclass such as the "any type" proxies
             feeder = f"feed_{kind.lower()}"
             prompt[feeder] = json.loads(json.dumps(FEEDERS[kind]))
             inputs[key] = [feeder, 0]
@@ -345,7 +378,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
         args.out.write_text(json.dumps(result, indent=1))
 
     if not (Path(ws.folder_paths("custom_nodes")[0]) / args.pack).exists():
-        result.update({"imported": False, "error": "not installed (nodes install refused it)", "finished": True,
+        result.update({"imported": False, "error": "not installed", "finished": True,
                        "nodes_declared": None, "nodes_listed": 0, "cases": [], "attempts": []})
         save()
         return 0
@@ -359,8 +392,10 @@ def cmd_probe(args: argparse.Namespace) -> int:
     listed = []
     for name, cls in declared.items():
         try:
+            # listed: /object_info describes it under its key (a V1 subclass of a V3 node keeps its parent's
+            # schema name inside the entry, as on ComfyUI)
             if name not in registry.builtin and registry.classes.get(name) is cls \
-                    and registry.node_info(name)["name"] == name:
+                    and isinstance(registry.node_info(name), dict):
                 listed.append(name)
         except Exception:   # noqa: BLE001, S110 - a node /object_info cannot describe is not listed there
             pass
@@ -396,7 +431,14 @@ def markdown_table(data: dict) -> str:
         declared = "?" if r.get("nodes_declared") is None else r["nodes_declared"]
         case = next((c for c in r.get("cases", []) if c["ok"]), None)
         tried = len(r.get("attempts", []))
-        cases = f"1 ({case['node']})" if case else (f"0 of {tried} tried" if tried else "-")
+        if case:
+            cases = f"1 ({case['node']})".replace("|", "\\|")
+        elif tried:
+            cases = f"0 of {tried} tried"
+        elif r.get("imported"):   # nothing to try: say why
+            cases = "- (no nodes)" if not r.get("nodes_declared") else "- (every node needs a model or other input)"
+        else:
+            cases = "-"
         note = r.get("error") or ("missing " + ", ".join(r["nodes_missing"][:3]) if r.get("nodes_missing") else "")
         rows.append(f"| [{r['folder']}](https://github.com/{r['repo']}) | {r['commit'][:10]} | "
                     f"{'yes' if r.get('imported') else 'no'} | {r.get('nodes_listed') or 0} / {declared} | {cases} | "
@@ -407,7 +449,8 @@ def markdown_table(data: dict) -> str:
 def docs_block(data: dict) -> str:
     """docs/packs.md's generated part: the figures, the table and the packs left out."""
     total = data["summary"]
-    head = (f"Last run: {data['date'][:10]}, Comfy Cluster {data['comfy_cluster_commit'][:10]}, {data['machine']}; "
+    commits = sorted({(r.get("comfy_cluster_commit") or data["comfy_cluster_commit"])[:10] for r in data["packs"]})
+    head = (f"Last run: {data['date'][:10]}, Comfy Cluster {' and '.join(commits)}, {data['machine']}; "
             f"{data['environment']}. **{total['imported']} of {total['packs']} packs import with every node they "
             f"declare** ({total['nodes']} nodes listed); **{total['with_a_case']} of {total['packs']} ran a case of "
             f"their own nodes.**\n\n")
@@ -434,6 +477,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--mirrors", type=Path, default=None, help="git mirrors, <owner>+<name>/repo each")
     run.add_argument("--jobs", type=int, default=2)
     run.add_argument("--only", nargs="*")
+    run.add_argument("--resume", action="store_true", help="keep the packs an interrupted run finished")
     probe = sub.add_parser("probe", help="(inside a pack's venv) import one pack and run its case")
     probe.add_argument("--workspace", type=Path, required=True)
     probe.add_argument("--pack", required=True)
