@@ -253,8 +253,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     RESULT.parent.mkdir(parents=True, exist_ok=True)
     RESULT.write_text(json.dumps({
         # a run of some packs keeps the others' results: the command says both runs
-        "command": (before["command"] + " && " if "command" in before else "") + "python scripts/packs_today.py run"
-                   + (f" --only {' '.join(args.only)}" if args.only else ""),
+        "command": (before["command"] + " && " if "command" in before else "")
+                   + " ".join(["python", "scripts/packs_today.py", *sys.argv[1:]]),
         "comfy_cluster_commit": commit, "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}",
         "environment": f"python {platform.python_version()} venv with `pip install -e .` (torch {torch_version}); "
