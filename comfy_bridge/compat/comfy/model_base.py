@@ -102,6 +102,13 @@ class BaseModel(torch.nn.Module):
                                  "the diffusion models are built and run by the executors, not in the server "
                                  "process; a MODEL's .model is this backend's view of it")
 
+    def apply_model(self, x: Any, t: Any, c_concat: Any = None, c_crossattn: Any = None, control: Any = None,
+                    transformer_options: Any = None, **kwargs: Any) -> Any:
+        """ComfyUI's denoiser call. Packs name it in annotations (TiledDiffusion's model-function wrappers);
+        calling it needs ComfyUI's in-process model, which this backend does not have."""
+        raise UnsupportedFeature(f"comfy.model_base.{type(self).__name__}.apply_model(...)",
+                                 "the diffusion models run on the executors, not in the server process")
+
 
 def _model(name: str, *bases: type) -> type:
     return type(name, bases or (BaseModel,), {"__module__": __name__,

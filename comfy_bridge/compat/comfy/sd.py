@@ -136,6 +136,19 @@ def load_clip(ckpt_paths: list[str], embedding_directory: Any = None,
     raise ValueError(f"comfy.sd.load_clip: {len(paths)} text encoder files; one, two or three are supported")
 
 
-__all__ = ["CLIP", "VAE", "ModelPatcher", "CLIPType", "load_checkpoint", "load_unet_state_dict",
+class StyleModel:
+    """ComfyUI's STYLE_MODEL: a module that maps CLIP vision tokens to extra conditioning tokens. Packs
+    annotate with it and call get_cond on a CLIP vision output; the module itself is this backend's
+    (nodes.models.style_model builds the T2I style adapter and Flux Redux)."""
+
+    def __init__(self, model: Any, device: Any = "cpu") -> None:
+        self.model = model
+
+    def get_cond(self, input: Any) -> Any:
+        """The style tokens for a CLIP vision output (its last_hidden_state)."""
+        return self.model(input.last_hidden_state)
+
+
+__all__ = ["CLIP", "VAE", "ModelPatcher", "CLIPType", "StyleModel", "load_checkpoint", "load_unet_state_dict",
            "load_text_encoder_state_dicts", "load_checkpoint_guess_config", "load_diffusion_model",
            "load_unet", "load_diffusion_model_state_dict", "load_lora_for_models", "load_clip", "model_detection"]
