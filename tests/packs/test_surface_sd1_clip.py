@@ -130,3 +130,16 @@ def test_base_model_apply_model_exists_and_refuses_clearly():
     model = object.__new__(model_base.SDXL)
     with pytest.raises(UnsupportedFeature, match="apply_model"):
         model.apply_model(torch.zeros(1), torch.zeros(1))
+
+
+def test_nodes_sag_gaussian_blur_2d_is_a_normalised_reflect_padded_blur():
+    from comfy_bridge.compat.comfy_extras import nodes_sag
+    flat = torch.full((1, 2, 8, 8), 0.7)
+    torch.testing.assert_close(nodes_sag.gaussian_blur_2d(flat, 3, 1.0), flat)   # a constant stays constant
+    impulse = torch.zeros(1, 1, 9, 9)
+    impulse[0, 0, 4, 4] = 1.0
+    out = nodes_sag.gaussian_blur_2d(impulse, 3, 1.0)
+    k = torch.exp(-0.5 * torch.tensor([-1.0, 0.0, 1.0]) ** 2)
+    k = k / k.sum()
+    torch.testing.assert_close(out[0, 0, 3:6, 3:6], k[:, None] * k[None, :])
+    assert out.shape == impulse.shape

@@ -98,6 +98,7 @@ EXTRAS = {("nodes_custom_sampler", "Noise_RandomNoise"): "comfy_bridge.compat.co
           ("nodes_custom_sampler", "Guider_Basic"): "comfy_bridge.compat.comfy_extras._guiders",
           ("nodes_perpneg", "Guider_PerpNeg"): "comfy_bridge.compat.comfy_extras._guiders",
           ("nodes_mask", "composite"): "comfy_bridge.compat.comfy_extras._mask",
+          ("nodes_sag", "gaussian_blur_2d"): "comfy_bridge.compat.comfy_extras._sag",
           ("nodes_lt", "get_noise_mask"): "comfy_bridge.compat.comfy_extras._lt",
           ("nodes_lt", "LTXVAddGuide"): "comfy_bridge.compat.comfy_extras._lt",
           # ComfyUI's older home of the helper (AnimateDiff-Evolved still reads it there)
