@@ -61,8 +61,11 @@ def serve(tmp_path_factory, demo_workspace):
         port = free_port()
         log_path = tmp_path_factory.mktemp("serve") / "server.log"
         log = open(log_path, "w")
+        # Each server keeps its own queue and history: two servers on one state store would take each
+        # other's queued prompts while each answers from its own in-memory view of the queue.
+        own_store = () if "--state-db" in flags else ("--state-db", str(log_path.parent / "state.sqlite3"))
         proc = subprocess.Popen([sys.executable, "-m", "comfy_bridge.cli", "serve", "--workspace",
-                                 str(demo_workspace.root), "--port", str(port), *flags],
+                                 str(demo_workspace.root), "--port", str(port), *own_store, *flags],
                                 cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
         procs.append((proc, log))
         base = f"http://127.0.0.1:{port}"
