@@ -12,13 +12,12 @@ import json
 from pathlib import Path
 
 import pytest
+
+from tests.nodes.engine_run import run_core_prompt
 import torch
 from PIL import Image
 
 from comfy_bridge import compat
-from comfy_bridge.execution import PromptExecutor
-from comfy_bridge.registry import NodeRegistry
-from comfy_bridge.validation import validate_prompt
 
 compat.install()
 import nodes
@@ -133,20 +132,7 @@ def workspace(tmp_path):
 
 
 async def _run(prompt: dict) -> dict:
-    registry = NodeRegistry()
-    registry.add_builtin(nodes.NODE_CLASS_MAPPINGS)
-    ok, error, outputs, node_errors = await validate_prompt(registry, "p", prompt, None)
-    assert ok, (error, node_errors)
-
-    class Sink:
-        client_id = last_node_id = None
-
-        def send_sync(self, *args, **kwargs):
-            pass
-    executor = PromptExecutor(registry, Sink(), cache_type="classic", cache_size=0)
-    await executor.execute_async(prompt, "p", {}, outputs)
-    assert executor.success, executor.status_messages
-    return executor.history_result["outputs"]
+    return await run_core_prompt(prompt)
 
 
 def _image(path: Path, color: tuple[int, int, int], size=(6, 4)) -> None:

@@ -6,10 +6,9 @@ import json
 
 import pytest
 
+from tests.nodes.engine_run import run_core_prompt
+
 from comfy_bridge import compat
-from comfy_bridge.execution import PromptExecutor
-from comfy_bridge.registry import NodeRegistry
-from comfy_bridge.validation import validate_prompt
 
 compat.install()
 import nodes
@@ -22,20 +21,7 @@ def workspace(tmp_path):
 
 
 async def _run(prompt: dict) -> dict:
-    registry = NodeRegistry()
-    registry.add_builtin(nodes.NODE_CLASS_MAPPINGS)
-    ok, error, outputs, node_errors = await validate_prompt(registry, "p", prompt, None)
-    assert ok, (error, node_errors)
-
-    class Sink:
-        client_id = last_node_id = None
-
-        def send_sync(self, *args, **kwargs):
-            pass
-    executor = PromptExecutor(registry, Sink(), cache_type="classic", cache_size=0)
-    await executor.execute_async(prompt, "p", {}, outputs)
-    assert executor.success, executor.status_messages
-    return executor.history_result["outputs"]
+    return await run_core_prompt(prompt)
 
 
 async def test_save_text_writes_numbered_files_and_passes_the_text_on(workspace):

@@ -11,6 +11,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from tests.nodes.engine_run import run_core_prompt
+
 from cluster.refs import ModelRef
 from nodes.library.eps import TemporalScoreRescaling
 from nodes.library.nop import wanBlockSwap
@@ -123,31 +125,13 @@ class KeepModel:
 async def test_model_attention_backend_runs_any_backend_a_template_names(backend, tmp_path, caplog):
     """Templates made on a GPU name "comfy kitchen attention", which is not offered here: the prompt still validates
     and runs, with PyTorch attention and a warning, as ComfyUI does where that backend is unavailable."""
-    from comfy_bridge import compat
-    from comfy_bridge.execution import PromptExecutor
-    from comfy_bridge.registry import NodeRegistry
-    from comfy_bridge.validation import validate_prompt
     from nodes.workspace import Workspace, activate
-    compat.install()
-    import nodes
     activate(Workspace(tmp_path / "ws").create())
-    registry = NodeRegistry()
-    registry.add_builtin({**nodes.NODE_CLASS_MAPPINGS, "FakeModel": FakeModel, "KeepModel": KeepModel})
     prompt = {"m": {"class_type": "FakeModel", "inputs": {}},
               "a": {"class_type": "ModelAttentionBackend", "inputs": {"model": ["m", 0], "attention": backend}},
               "k": {"class_type": "KeepModel", "inputs": {"model": ["a", 0]}}}
-    ok, error, outputs, node_errors = await validate_prompt(registry, "p", prompt, None)
-    assert ok, (error, node_errors)
-
-    class Sink:
-        client_id = last_node_id = None
-
-        def send_sync(self, *args, **kwargs):
-            pass
-    executor = PromptExecutor(registry, Sink(), cache_type="classic", cache_size=0)
-    await executor.execute_async(prompt, "p", {}, outputs)
-    assert executor.success, executor.status_messages
-    assert executor.history_result["outputs"]["k"] == {"model": [True]}   # the same model, unchanged
+    outputs = await run_core_prompt(prompt, {"FakeModel": FakeModel, "KeepModel": KeepModel})
+    assert outputs["k"] == {"model": [True]}   # the same model, unchanged
     assert ("unavailable" in caplog.text) == (backend != "pytorch attention")
 
 
