@@ -30,6 +30,16 @@ def demo_workspace(tmp_path_factory) -> "Workspace":
     return ws
 
 
+@pytest.fixture(autouse=True)
+def _demo_workspace_active(request):
+    """A test that asks for the demo workspace finds it active, whatever workspace an earlier test left active
+    (the fixture is per session; activation is process state)."""
+    if "demo_workspace" in request.fixturenames:
+        from nodes.workspace import activate
+        activate(request.getfixturevalue("demo_workspace"))
+    yield
+
+
 @pytest.fixture
 def fixed_threads():
     """Bit-for-bit comparisons need one torch thread count."""
