@@ -34,10 +34,17 @@ def demo_workspace(tmp_path_factory) -> "Workspace":
 def _demo_workspace_active(request):
     """A test that asks for the demo workspace finds it active, whatever workspace an earlier test left active
     (the fixture is per session; activation is process state)."""
+    from nodes import workspace as ws_module
     if "demo_workspace" in request.fixturenames:
-        from nodes.workspace import activate
-        activate(request.getfixturevalue("demo_workspace"))
+        ws_module.activate(request.getfixturevalue("demo_workspace"))
+    previous = ws_module._active
+    tmp = request.getfixturevalue("tmp_path") if "tmp_path" in request.fixturenames else None
     yield
+    # A workspace a test made in its own tmp_path and left active is gone with the test: put back the one before
+    # (a module's fixtures and later module-scoped fixtures would otherwise read a deleted folder).
+    current = ws_module._active
+    if current is not previous and current is not None and tmp is not None and Path(current.root).is_relative_to(tmp):
+        ws_module._active = previous
 
 
 @pytest.fixture
