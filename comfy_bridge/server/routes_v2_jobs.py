@@ -217,9 +217,11 @@ def add_routes(app: web.Application, server: Any, service: "V2Service") -> None:
                 return response
             await response.write(sse("status", status_event(view)))
             last = (view["status"], view["queue_position"])
-            if view["progress"] is not None:
-                await response.write(sse("progress", view["progress"]))
             live = service.hub.progress(job_id)
+            seen = 0   # changes the first snapshot holds; their events may still wait in the queue
+            if view["progress"] is not None:
+                seen, progress = live.latest() if live is not None else (0, view["progress"])
+                await response.write(sse("progress", progress))
             if live is not None and live.preview is not None:
                 await response.write(sse("preview", await asyncio.to_thread(encode_preview, live.preview)))
             done = view["status"] in TERMINAL
@@ -237,6 +239,10 @@ def add_routes(app: web.Application, server: Any, service: "V2Service") -> None:
                             view["status"] != "queued":
                         continue   # a transition out of the queue comes as its own status event
                     event, payload = "status", status_event(view)
+                elif event == "progress":
+                    seq, payload = payload
+                    if seq <= seen:
+                        continue
                 elif event == "output":
                     payload = output_json(payload, base)
                 elif event == "preview":

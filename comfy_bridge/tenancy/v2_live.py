@@ -33,6 +33,10 @@ class JobProgress:
     step: int | None = None
     steps: int | None = None
     preview: tuple | None = None             # (node id, the engine's preview tuple)
+    # Each change bumps `seq` under `lock`, so a stream that starts with a snapshot can drop the
+    # published changes that snapshot already holds (they may still wait in its queue).
+    seq: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def node_started(self, node: str) -> None:
         if self.current is not None and self.current != node:
@@ -43,6 +47,16 @@ class JobProgress:
         self.done.add(node)
         if self.current == node:
             self.current, self.step, self.steps = None, None, None
+
+    def advance(self) -> tuple[int, dict]:
+        """Count one change (call under `lock`): its sequence number and the snapshot after it."""
+        self.seq += 1
+        return self.seq, self.snapshot()
+
+    def latest(self) -> tuple[int, dict]:
+        """The newest change's sequence number and snapshot, consistent with each other."""
+        with self.lock:
+            return self.seq, self.snapshot()
 
     def snapshot(self) -> dict:
         """The contract's Progress: nodes done plus the current node's step fraction, over all nodes."""

@@ -90,7 +90,7 @@ class V2Service:
             if any(item[1] == job_id for item in running):
                 live = self.hub.progress(job_id)
                 return {"status": "canceling" if job["cancel_requested"] else "running", "started": job["started"],
-                        "progress": live.snapshot() if live is not None else None}
+                        "progress": live.latest()[1] if live is not None else None}
             for index, item in enumerate(pending):
                 if item[1] == job_id:
                     return {"status": "queued", "queue_position": index + 1}
@@ -198,10 +198,15 @@ class V2Service:
             return
         if not isinstance(data, dict):
             return
+        with live.lock:   # the change and its sequence number together (see JobProgress.latest)
+            self._apply(job_id, live, event, data)
+
+    def _apply(self, job_id: str, live: JobProgress, event: str, data: dict) -> None:
+        """One engine message's change to the job's progress, published to its stream."""
         if event == "execution_start":
             started = data.get("timestamp", time.time() * 1000) / 1000
             self.store.set_started(job_id, started)
-            hub.publish(job_id, "status", {"status": "running", "queue_position": None})
+            self.hub.publish(job_id, "status", {"status": "running", "queue_position": None})
         elif event == "execution_cached":
             live.done.update(str(n) for n in data.get("nodes") or [])
         elif event == "executing":
@@ -219,10 +224,10 @@ class V2Service:
             job = self.store.job_by_id(job_id)
             if job is not None:
                 for row in self.record_outputs(job, {str(data.get("node")): data.get("output")}):
-                    hub.publish(job_id, "output", row)
+                    self.hub.publish(job_id, "output", row)
         else:
             return
-        hub.publish(job_id, "progress", live.snapshot())
+        self.hub.publish(job_id, "progress", live.advance())
 
     def finish(self, job_id: str, entry: dict | None = None) -> dict | None:
         """Record a finished prompt's terminal state and outputs (once); its state, or None when it had

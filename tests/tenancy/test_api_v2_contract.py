@@ -302,9 +302,41 @@ async def test_only_the_jobs_own_prompt_feeds_its_stream(hosted):
     assert queue.empty() and service.hub.progress(job["id"]).current is None
     with tenant_context.scoped("alice"):   # positive control: the job's own prompt is heard
         service.observe("executing", {"node": "2", "prompt_id": job["id"]}, sid)
-    event, payload = await asyncio.wait_for(queue.get(), 5)
+    event, (_, payload) = await asyncio.wait_for(queue.get(), 5)
     assert event == "progress" and payload["current_node"] == "2"
     service.hub.unsubscribe(job["id"], queue)
+
+
+async def test_a_stream_does_not_replay_what_its_first_snapshot_holds(hosted, monkeypatch):
+    """The engine moves on between a stream's subscription and its first snapshot: the changes the
+    snapshot already holds wait in the stream's queue and are not sent again (progress only goes up)."""
+    from comfy_bridge.tenancy import tenant_context
+    alice = hosted.add("alice")
+    c = hosted.client
+    job = await (await c.post("/api/v2/jobs", json={"workflow": tenant_nodes.prompt(1, slow=30.0)},
+                              headers=alice)).json()
+    while (await (await c.get(f"/api/v2/jobs/{job['id']}", headers=alice)).json())["status"] != "running":
+        await asyncio.sleep(0.05)
+    service, sid = hosted.server.v2, f"v2-{job['id']}"
+
+    def step(value: int) -> None:
+        with tenant_context.scoped("alice"):
+            service.observe("progress", {"node": "2", "value": value, "max": 9, "prompt_id": job["id"]}, sid)
+
+    job_view = service.job_view
+
+    def moving_view(*args):   # the stream's snapshot is read after the engine reported steps 1 and 2
+        step(1)
+        step(2)
+        return job_view(*args)
+    monkeypatch.setattr(service, "job_view", moving_view)
+    stream = await c.get(f"/api/v2/jobs/{job['id']}/events", headers=alice)
+    monkeypatch.setattr(service, "job_view", job_view)
+    first = await read_events(stream, lambda e, d: e == "progress")
+    step(3)
+    rest = await read_events(stream, lambda e, d: e == "progress")
+    assert [d["step"] for e, d in first + rest if e == "progress"] == [2, 3], first + rest
+    await c.post(f"/api/v2/jobs/{job['id']}/cancel", headers=alice)
 
 
 async def test_a_job_deleted_from_the_v1_queue_reads_as_lost(hosted):
