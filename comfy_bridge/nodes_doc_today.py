@@ -10,6 +10,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 TODAY = REPO / "tests" / "nodes" / "fixtures" / "comfyui_today_object_info.json"
 TEMPLATES = REPO / "docs" / "benchmarks" / "templates.json"
+# Today's local core classes (comfyui-embedded-docs 0.5.15 less the paid API nodes), written by
+# scripts/record_comfyui_today_classes.py.
+TODAY_CLASSES = TODAY.with_name("comfyui_today_classes.json")
 
 MEDIA = "video and audio files and audio models (issue 34 item 3, under way)"
 THREE_D = "3D models, meshes and splats are not implemented"
@@ -47,9 +50,18 @@ def reason(cls: str) -> str:
     return next((why for pattern, why in RULES if re.search(pattern, cls)), UTILITY)
 
 
+def today_local_classes() -> list[str]:
+    return json.loads(TODAY_CLASSES.read_text())["local"]
+
+
 def render_today(offered: set[str]) -> list[str]:
     today = sorted(set(json.loads(TODAY.read_text())["classes"]) & offered, key=str.lower)
+    local = today_local_classes()
     lines = ["", "## Today's ComfyUI", "",
+             f"**{len(offered & set(local))} of today's {len(local)} local core classes offered**: the classes "
+             "documented by ComfyUI's node documentation package (comfyui-embedded-docs 0.5.15) less its paid API "
+             "nodes and the frontend-only types (tests/nodes/fixtures/comfyui_today_classes.json, written by "
+             "scripts/record_comfyui_today_classes.py, says how each was classified).", "",
              f"Also offered, today's core utility classes added after 0.3.64 ({len(today)}): {', '.join(today)}. Each "
              "declares the interface ComfyUI 0.10.0 reports or, for those newer than 0.10.0, the newest ComfyUI "
              "source gives it (tests/nodes/fixtures/comfyui_today_object_info.json says which)."]
