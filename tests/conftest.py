@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,17 @@ REPO = Path(__file__).resolve().parents[1]
 
 # scripts/run_comfyui_execution_tests.sh links ComfyUI's suite in here while it runs; it is not ours to collect.
 collect_ignore = ["execution"]
+
+# Inductor's compile cache is shared by every process of a user; an entry half-written by a killed run
+# aborts the next compile ("Fatal Python error: Aborted"). Each test session compiles into its own.
+if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
+    _inductor_cache = tempfile.mkdtemp(prefix="comfy-cluster-inductor-")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = _inductor_cache
+
+
+def pytest_unconfigure(config):
+    if os.environ.get("TORCHINDUCTOR_CACHE_DIR") == globals().get("_inductor_cache"):
+        shutil.rmtree(_inductor_cache, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)
