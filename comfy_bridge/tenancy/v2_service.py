@@ -23,7 +23,7 @@ from nodes import progress as progress_mod
 from nodes.safe_paths import UnsafePath, safe_join
 
 from . import tenant_context as context
-from .v2_live import Hub, client_id, job_of
+from .v2_live import Hub, JobProgress, client_id, job_of
 from .v2_store import V2Store
 from .v2_views import content_type_of, job_json, list_item, terminal_state
 
