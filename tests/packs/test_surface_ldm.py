@@ -90,8 +90,8 @@ def test_attention_override_and_registry():
     assert attention.get_attention_function("nope", None) is None
     with pytest.raises(KeyError):
         attention.get_attention_function("nope")
-    with pytest.raises(UnsupportedFeature, match="sageattention"):
-        attention.attention_sage(q, q, q, 2)
+    with pytest.raises(UnsupportedFeature, match="xformers"):
+        attention.attention_xformers(q, q, q, 2)
 
 
 def test_chunked_variants_equal_basic_on_long_inputs(monkeypatch):
@@ -115,8 +115,7 @@ def test_blocks_use_the_swapped_optimized_attention(monkeypatch):
     assert calls == [2]
 
 
-MODEL_CLASSES = [openaimodel.UNetModel, openaimodel.ResBlock, openaimodel.Upsample, openaimodel.Downsample,
-                 openaimodel.TimestepEmbedSequential, mmdit.JointBlock, flux_layers.DoubleStreamBlock,
+MODEL_CLASSES = [openaimodel.UNetModel, openaimodel.VideoResBlock, mmdit.JointBlock, flux_layers.DoubleStreamBlock,
                  flux_layers.SingleStreamBlock, flux_model.Flux, autoencoder.AutoencoderKL, cldm_module.ControlNet,
                  cldm_module.ControlledUnetModel]
 

@@ -270,9 +270,19 @@ def sampler_object(name: str) -> KSAMPLER:
     return ksampler(name)
 
 
-def sample(*args: Any, **kwargs: Any) -> Any:
-    raise UnsupportedFeature("comfy.samplers.sample", "sampling runs as denoise steps on the executors; "
-                                                      "use nodes.common_ksampler")
+def sample(model: Any, noise: torch.Tensor, positive: list, negative: list, cfg: float, device: Any, sampler: Any,
+           sigmas: torch.Tensor, model_options: dict | None = None, latent_image: torch.Tensor | None = None,
+           denoise_mask: torch.Tensor | None = None, callback: Callable | None = None, disable_pbar: bool = False,
+           seed: int | None = None) -> torch.Tensor:
+    """A CFG-guided run of `sampler` over `sigmas` from `noise`: the sampled latent (comfy.sampling_run; the
+    MODEL's own model_options apply, `device` is the executors' choice)."""
+    from comfy_bridge.compat.comfy.sampling_run import CUSTOM_FUNCTION, ours, run
+    if not ours(sampler):
+        raise UnsupportedFeature(f"comfy.samplers.sample with a {type(sampler).__name__} sampler", CUSTOM_FUNCTION)
+    if latent_image is None:
+        latent_image = torch.zeros_like(noise)
+    return run(model, noise, cfg, sampler, sigmas, positive, negative, latent_image,
+               denoise_mask, seed)
 
 
 class CFGGuider:
@@ -328,6 +338,14 @@ class CondObj(NamedTuple):
     patches: dict | None
     uuid: Any
     hooks: Any
+
+
+def process_conds(model: Any, noise: torch.Tensor, conds: dict, device: Any, latent_image: Any = None,
+                  denoise_mask: Any = None, seed: Any = None, latent_shapes: Any = None) -> dict:
+    """ComfyUI's preparation of conds for its in-process model (areas, masks, the model's extra_conds); packs
+    call it inside their samplers (comfyui-tooling-nodes' regions). Needs ComfyUI's BaseModel: refused here."""
+    raise UnsupportedFeature("comfy.samplers.process_conds(...)",
+                             "conds are prepared for the model on the executors, not by an in-process BaseModel")
 
 
 def add_area_dims(area: list, num_dims: int) -> list:

@@ -21,6 +21,7 @@ functions (it is called with the undecorated function first, then the arguments)
 from __future__ import annotations
 
 import functools
+import importlib
 import logging
 from typing import Any, Callable
 
@@ -180,19 +181,79 @@ def attention_pytorch(q, k, v, heads, mask=None, attn_precision=None, skip_resha
     return heads_out(out, skip_output_reshape)
 
 
-def unavailable_kernel(name: str, package: str) -> Callable:
-    @wrap_attn
-    def kernel(q, k, v, heads, mask=None, attn_precision=None, skip_reshape=False, skip_output_reshape=False,
-               **kwargs):
-        raise UnsupportedFeature(f"comfy.ldm.modules.attention.{name}",
-                                 f"the {package} kernels are not installed in this backend; use attention_pytorch")
-    kernel.__name__ = kernel.__qualname__ = name
-    return kernel
+def _optional_kernel(module: str, name: str) -> Callable | None:
+    """`module.name` when that package is installed (a CUDA build of it), else None."""
+    try:
+        return getattr(importlib.import_module(module), name)
+    except Exception:  # noqa: BLE001 - a missing or broken kernel build is "not available", as in ComfyUI
+        return None
 
 
-attention_sage = unavailable_kernel("attention_sage", "sageattention")
-attention_xformers = unavailable_kernel("attention_xformers", "xformers")
-attention_flash = unavailable_kernel("attention_flash", "flash-attn")
+def _heads_4d(mask: torch.Tensor | None) -> torch.Tensor | None:
+    """A 2-d mask gains batch and head dimensions, a 3-d one a head dimension (how the kernels read it)."""
+    if mask is not None and mask.ndim == 2:
+        mask = mask.unsqueeze(0)
+    if mask is not None and mask.ndim == 3:
+        mask = mask.unsqueeze(1)
+    return mask
+
+
+@wrap_attn
+def attention_sage(q, k, v, heads, mask=None, attn_precision=None, skip_reshape=False, skip_output_reshape=False,
+                   **kwargs):
+    """SageAttention's quantized kernel when the sageattention package is installed; like ComfyUI's, any
+    failure of it (here: the package is absent, it needs CUDA) logs and computes attention_pytorch instead."""
+    q4, k4, v4 = (heads_first(t, heads, skip_reshape) for t in (q, k, v))
+    mask = _heads_4d(mask)
+    sageattn = _optional_kernel("sageattention", "sageattn")
+    try:
+        if sageattn is None:
+            raise RuntimeError("the sageattention package is not installed")
+        out = sageattn(q4, k4, v4, attn_mask=mask, is_causal=False, tensor_layout="HND")
+    except Exception as e:  # noqa: BLE001 - ComfyUI falls back on any error of the kernel
+        logging.error("Error running sage attention: %s, using pytorch attention instead.", e)
+        out = F.scaled_dot_product_attention(q4, k4, v4, attn_mask=mask, dropout_p=0.0, is_causal=False)
+    return heads_out(out, skip_output_reshape)
+
+
+@wrap_attn
+def attention_flash(q, k, v, heads, mask=None, attn_precision=None, skip_reshape=False, skip_output_reshape=False,
+                    **kwargs):
+    """flash-attn's kernel when that package is installed and there is no mask; like ComfyUI's, otherwise (or
+    when the kernel fails) torch's scaled_dot_product_attention with the mask."""
+    q4, k4, v4 = (heads_first(t, heads, skip_reshape) for t in (q, k, v))
+    mask = _heads_4d(mask)
+    flash = _optional_kernel("flash_attn", "flash_attn_func")
+    try:
+        if mask is not None:
+            raise RuntimeError("Mask must not be set for Flash attention")
+        if flash is None:
+            raise RuntimeError("the flash-attn package is not installed")
+        out = flash(q4.transpose(1, 2), k4.transpose(1, 2), v4.transpose(1, 2), dropout_p=0.0,
+                    causal=False).transpose(1, 2)
+    except Exception as e:  # noqa: BLE001 - ComfyUI falls back on any error of the kernel
+        logging.warning("Flash Attention failed, using default SDPA: %s", e)
+        out = F.scaled_dot_product_attention(q4, k4, v4, attn_mask=mask, dropout_p=0.0, is_causal=False)
+    return heads_out(out, skip_output_reshape)
+
+
+@wrap_attn
+def attention_xformers(q, k, v, heads, mask=None, attn_precision=None, skip_reshape=False,
+                       skip_output_reshape=False, **kwargs):
+    """xformers' memory-efficient attention. Without the xformers package this raises, as ComfyUI's does
+    (there a NameError on `xformers`; here an error saying so)."""
+    efficient = _optional_kernel("xformers.ops", "memory_efficient_attention")
+    if efficient is None:
+        raise UnsupportedFeature("comfy.ldm.modules.attention.attention_xformers",
+                                 "the xformers package is not installed (ComfyUI raises here too without it); "
+                                 "use attention_pytorch")
+    q4, k4, v4 = (heads_first(t, heads, skip_reshape).transpose(1, 2) for t in (q, k, v))   # [B, N, heads, d]
+    mask = _heads_4d(mask)
+    if mask is not None:
+        mask = mask.to(q4.dtype).expand(q4.shape[0], heads, q4.shape[1], mask.shape[-1])
+    out = efficient(q4, k4, v4, attn_bias=mask).transpose(1, 2)
+    return heads_out(out, skip_output_reshape)
+
 
 optimized_attention = attention_pytorch
 optimized_attention_masked = optimized_attention

@@ -1,0 +1,169 @@
+"""Names today's packs call inside their nodes (docs/compat-inventory.md, "inside functions"), with ComfyUI's
+behaviour on this backend's objects: the attention kernels' fallbacks, the UNet blocks packs build side
+networks from, and ComfyUI's in-process sampling entry points."""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from comfy_bridge.compat.comfy.ldm.modules import attention
+from comfy_bridge.compat.comfy.ldm.modules.diffusionmodules import openaimodel
+from comfy_bridge.packs.origin import UnsupportedFeature
+
+CKPT = "sd1-tiny.safetensors"
+
+
+# -- attention kernels ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["attention_sage", "attention_flash"])
+def test_missing_kernels_fall_back_to_pytorch_attention_as_comfyui(name, caplog):
+    torch.manual_seed(0)
+    q, k, v = torch.randn(2, 5, 8), torch.randn(2, 7, 8), torch.randn(2, 7, 8)
+    fn = getattr(attention, name)
+    torch.testing.assert_close(fn(q, k, v, 2), attention.attention_pytorch(q, k, v, 2))
+    heads_first = [t.reshape(2, -1, 2, 4).transpose(1, 2) for t in (q, k, v)]
+    torch.testing.assert_close(fn(*heads_first, 2, skip_reshape=True, skip_output_reshape=True),
+                               attention.attention_pytorch(*heads_first, 2, skip_reshape=True,
+                                                           skip_output_reshape=True))
+    assert "pytorch" in caplog.text or "SDPA" in caplog.text
+
+
+def test_flash_attention_with_a_mask_uses_sdpa_with_that_mask():
+    torch.manual_seed(0)
+    q, k, v, mask = torch.randn(1, 4, 8), torch.randn(1, 6, 8), torch.randn(1, 6, 8), torch.randn(4, 6)
+    torch.testing.assert_close(attention.attention_flash(q, k, v, 2, mask=mask),
+                               attention.attention_pytorch(q, k, v, 2, mask=mask))
+
+
+def test_xformers_attention_without_xformers_raises_as_comfyui():
+    q = torch.randn(1, 4, 8)
+    with pytest.raises(UnsupportedFeature, match="attention_xformers.*xformers package is not installed"):
+        attention.attention_xformers(q, q, q, 2)
+
+
+# -- UNet blocks -----------------------------------------------------------------------------------------------
+
+def test_resblock_has_comfyuis_parameters_and_computes_its_residual():
+    torch.manual_seed(0)
+    block = openaimodel.ResBlock(32, 16, 0.0, out_channels=64)
+    assert sorted(block.state_dict()) == sorted([
+        "in_layers.0.weight", "in_layers.0.bias", "in_layers.2.weight", "in_layers.2.bias", "emb_layers.1.weight",
+        "emb_layers.1.bias", "out_layers.0.weight", "out_layers.0.bias", "out_layers.3.weight", "out_layers.3.bias",
+        "skip_connection.weight", "skip_connection.bias"])
+    for p in block.parameters():
+        torch.nn.init.normal_(p, std=0.1)
+    x, emb = torch.randn(2, 32, 8, 8), torch.randn(2, 16)
+    sd = block.state_dict()
+    h = F.conv2d(F.silu(F.group_norm(x, 32, sd["in_layers.0.weight"], sd["in_layers.0.bias"])),
+                 sd["in_layers.2.weight"], sd["in_layers.2.bias"], padding=1)
+    h = h + F.linear(F.silu(emb), sd["emb_layers.1.weight"], sd["emb_layers.1.bias"])[:, :, None, None]
+    h = F.conv2d(F.silu(F.group_norm(h, 32, sd["out_layers.0.weight"], sd["out_layers.0.bias"])),
+                 sd["out_layers.3.weight"], sd["out_layers.3.bias"], padding=1)
+    want = F.conv2d(x, sd["skip_connection.weight"], sd["skip_connection.bias"]) + h
+    torch.testing.assert_close(block(x, emb), want)
+
+
+def test_resblock_scale_shift_and_resampling():
+    torch.manual_seed(0)
+    block = openaimodel.ResBlock(32, 16, 0.0, use_scale_shift_norm=True, down=True)
+    assert block.emb_layers[1].out_features == 64 and isinstance(block.skip_connection, torch.nn.Identity)
+    assert block(torch.randn(1, 32, 8, 8), torch.randn(1, 16)).shape == (1, 32, 4, 4)
+    up = openaimodel.ResBlock(32, 16, 0.0, up=True, skip_t_emb=True)
+    assert up.emb_layers is None and up(torch.randn(1, 32, 4, 4), None).shape == (1, 32, 8, 8)
+
+
+def test_upsample_and_downsample():
+    torch.manual_seed(0)
+    x = torch.randn(1, 4, 5, 6)
+    plain = openaimodel.Upsample(4, False)
+    torch.testing.assert_close(plain(x), F.interpolate(x, scale_factor=2, mode="nearest"))
+    assert plain(x, output_shape=(1, 4, 11, 13)).shape == (1, 4, 11, 13)
+    conv = openaimodel.Upsample(4, True, out_channels=8)
+    torch.testing.assert_close(conv(x), conv.conv(F.interpolate(x, scale_factor=2, mode="nearest")))
+    assert openaimodel.Upsample(4, False, dims=3)(torch.randn(1, 4, 3, 5, 6)).shape == (1, 4, 3, 10, 12)
+    down = openaimodel.Downsample(4, True)
+    assert sorted(down.state_dict()) == ["op.bias", "op.weight"] and down(x).shape == (1, 4, 3, 3)
+    torch.testing.assert_close(openaimodel.Downsample(4, False)(x), F.avg_pool2d(x, 2))
+
+
+def test_forward_timestep_embed_gives_each_layer_its_inputs():
+    seen = []
+
+    class Probe(openaimodel.TimestepBlock):
+        def forward(self, x, emb):
+            seen.append(("timestep", emb))
+            return x + emb
+
+    class Patched(torch.nn.Identity):
+        pass
+
+    def handler(layer, x, emb, context, options, output_shape, *rest):
+        seen.append(("patched", context))
+        return x * 2
+
+    options = {"patches": {"forward_timestep_embed_patch": [(Patched, handler)]}}
+    seq = openaimodel.TimestepEmbedSequential(Probe(), openaimodel.Upsample(1, False), Patched(),
+                                              torch.nn.Flatten())
+    out = seq(torch.ones(1, 1, 2, 2), torch.tensor(1.0), "ctx", options, (1, 1, 3, 3))
+    assert seen == [("timestep", torch.tensor(1.0)), ("patched", "ctx")]
+    torch.testing.assert_close(out, torch.full((1, 9), 4.0))   # (1 + 1) upsampled to 3x3, doubled, flattened
+    assert openaimodel.forward_timestep_embed([], torch.zeros(1), None) is not None
+
+
+# -- ComfyUI's sampling entry points ----------------------------------------------------------------------------
+
+@pytest.fixture
+def sd1(demo_workspace, fixed_threads):
+    from nodes.loaders import CheckpointLoaderSimple
+    from nodes.model_nodes import CLIPTextEncode
+    model, clip, _ = CheckpointLoaderSimple().load_checkpoint(CKPT)
+
+    async def encode():
+        enc = CLIPTextEncode()
+        return (await enc.encode(clip, "a red fox"))[0], (await enc.encode(clip, ""))[0]
+    positive, negative = asyncio.run(encode())
+    return model, positive, negative
+
+
+def test_sample_custom_equals_our_sampler_custom_node(sd1):
+    from comfy_bridge.compat.comfy import sample, samplers
+    from nodes.library.custom_sampler import SamplerCustom
+    from nodes.sampling.noise import prepare_noise
+    model, positive, negative = sd1
+    latent = torch.zeros(1, 4, 8, 8)
+    sampler = samplers.sampler_object("euler_ancestral")
+    sigmas = torch.tensor([14.6, 3.0, 0.6, 0.0])
+    (want, _) = asyncio.run(SamplerCustom().sample(model, True, 7, 4.0, positive, negative, sampler, sigmas,
+                                                   {"samples": latent}))
+    noise = prepare_noise(latent, 7)
+    got = sample.sample_custom(model, noise, 4.0, sampler, sigmas, positive, negative, latent, seed=7)
+    torch.testing.assert_close(got, want["samples"])
+    got = samplers.sample(model, noise, positive, negative, 4.0, "cpu", sampler, sigmas, latent_image=latent, seed=7)
+    torch.testing.assert_close(got, want["samples"])
+
+
+def test_sample_equals_common_ksampler(sd1):
+    from comfy_bridge.compat.comfy import sample
+    from nodes.ksampler import common_ksampler
+    from nodes.sampling.noise import prepare_noise
+    model, positive, negative = sd1
+    latent = torch.zeros(1, 4, 8, 8)
+    (want,) = asyncio.run(common_ksampler(model, 3, 3, 5.0, "euler", "karras", positive, negative,
+                                          {"samples": latent}, denoise=0.8))
+    got = sample.sample(model, prepare_noise(latent, 3), 3, 5.0, "euler", "karras", positive, negative, latent,
+                        denoise=0.8, seed=3)
+    torch.testing.assert_close(got, want["samples"])
+
+
+def test_a_packs_own_sampler_function_is_refused_by_name(sd1):
+    from comfy_bridge.compat.comfy import sample, samplers
+    model, positive, negative = sd1
+    custom = samplers.KSAMPLER(lambda model, x, sigmas, **kw: x)
+    latent = torch.zeros(1, 4, 8, 8)
+    with pytest.raises(UnsupportedFeature, match="comfy.sample.sample_custom with a KSAMPLER sampler"):
+        sample.sample_custom(model, latent, 1.0, custom, torch.tensor([1.0, 0.0]), positive, negative, latent)
+    with pytest.raises(UnsupportedFeature, match="comfy.samplers.sample with a KSAMPLER sampler"):
+        samplers.sample(model, latent, positive, negative, 1.0, "cpu", custom, torch.tensor([1.0, 0.0]))
