@@ -1,0 +1,1 @@
+"""`comfy.ldm.cosmos`: Cosmos model classes (predict2)."""
