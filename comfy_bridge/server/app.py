@@ -24,8 +24,8 @@ from aiohttp import web
 from comfy_bridge.compat.protocol import BinaryEventTypes
 from nodes import workspace as workspace_mod
 
-from . import (cluster_stats, frontend, history, internal, jobs, model_manager, object_info, prompt, queue,
-               settings, subgraphs, system, upload, userdata, view, websocket)
+from . import (assets, cluster_stats, frontend, history, internal, jobs, model_manager, object_info, prompt,
+               queue, settings, subgraphs, system, upload, userdata, view, websocket)
 from .config import ServerConfig
 from .middleware import cache_control, compress_body, undecodable_body
 from .prompt_queue import PromptQueue
@@ -42,7 +42,7 @@ SERVER_KEY: web.AppKey = web.AppKey("comfy_server", object)
 
 # Route families in registration order; each module's add_routes(routes, server) adds its routes.
 ROUTE_MODULES = (websocket, frontend, system, view, upload, prompt, queue, history, object_info, jobs,
-                 userdata, settings, subgraphs, model_manager, cluster_stats)
+                 userdata, settings, subgraphs, model_manager, cluster_stats, assets)
 
 
 class PromptServer:
@@ -152,7 +152,10 @@ class PromptServer:
         self.send_sync("status", {"status": self.get_queue_info()})
 
     def feature_flags(self) -> dict:
-        return {"supports_preview_metadata": True, "max_upload_size": self.config.max_upload_bytes}
+        # `assets`: the web UI reads models, inputs and outputs through /api/assets (assets.py), whose model
+        # records carry model_type:<folder> tags, as today's ComfyUI advertises.
+        return {"supports_preview_metadata": True, "max_upload_size": self.config.max_upload_bytes,
+                "assets": True, "supports_model_type_tags": True}
 
     def supports_feature(self, sid: str | None, feature: str) -> bool:
         """Whether client `sid` negotiated `feature` (e.g. supports_preview_metadata)."""

@@ -1,0 +1,272 @@
+"""The index behind the local assets API (/api/assets): one SQLite record per asset over a file in the
+workspace's model folders, input or output folder, with the name, tags and metadata a client gave it.
+
+Records are per tenant ("" on a server with no tenant); every folder is read as the calling context sees
+it, so a hosted tenant indexes its own input/output folders, the operator's shared model folders and its
+own model folder, never another tenant's files. A scan (`sync`) adds a record for each file that has
+none, marks records whose file is gone `missing` (restored when it reappears) and refreshes what the
+file says about itself (size, tags). A record deleted through the API leaves its file alone (as in
+ComfyUI); the path is remembered so list scans do not bring it back, until an explicit seed does.
+Everything here blocks (files, SQLite): routes call it in a thread, in the tenant's context.
+"""
+from __future__ import annotations
+
+import json
+import mimetypes
+import os
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOTS = ("models", "input", "output")
+# Folder keys of the workspace table whose files are not models (ComfyUI leaves out configs and
+# custom_nodes; our table also has the datasets and fonts folders of the training and text nodes).
+NON_MODEL_FOLDERS = frozenset({"configs", "custom_nodes", "datasets", "fonts"})
+# Input subfolders the web UI writes to, tagged as ComfyUI tags them (files directly inside only).
+KNOWN_INPUT_SUBFOLDERS = frozenset({"3d", "pasted", "painter", "threed", "webcam"})
+MISSING = "missing"
+MODEL_TYPE = "model_type:"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS local_assets (
+    id TEXT PRIMARY KEY, tenant TEXT NOT NULL, root TEXT NOT NULL, path TEXT NOT NULL, name TEXT NOT NULL,
+    loader_path TEXT, display_name TEXT, hash TEXT, size INTEGER NOT NULL, mtime REAL, mime_type TEXT,
+    system_tags TEXT NOT NULL, tags TEXT NOT NULL, user_metadata TEXT NOT NULL, preview_id TEXT,
+    created REAL NOT NULL, updated REAL NOT NULL, accessed REAL NOT NULL, missing INTEGER NOT NULL DEFAULT 0);
+CREATE INDEX IF NOT EXISTS local_assets_path ON local_assets (tenant, path);
+CREATE INDEX IF NOT EXISTS local_assets_hash ON local_assets (tenant, hash);
+CREATE TABLE IF NOT EXISTS local_assets_hidden (tenant TEXT NOT NULL, path TEXT NOT NULL,
+    PRIMARY KEY (tenant, path));
+"""
+_COLUMNS = ("id", "tenant", "root", "path", "name", "loader_path", "display_name", "hash", "size", "mtime",
+            "mime_type", "system_tags", "tags", "user_metadata", "preview_id", "created", "updated", "accessed",
+            "missing")
+_JSON = ("system_tags", "tags", "user_metadata")
+
+
+@dataclass
+class FileFacts:
+    """What a file's place says about it: its root, tags and the paths a client sees."""
+    root: str
+    system_tags: list[str]
+    loader_path: str
+    display_name: str
+    size: int
+    mtime: float
+
+
+def model_folders(workspace: Any) -> dict[str, tuple[list[Path], set[str]]]:
+    """Model folder key -> (its paths as the calling context sees them, the extensions it lists)."""
+    out = {}
+    for key in list(workspace.folder_names_and_paths):
+        exts = workspace.folder_extensions(key)
+        if key in NON_MODEL_FOLDERS or "folder" in exts:
+            continue
+        out[key] = (workspace.folder_paths(key), exts)
+    return out
+
+
+def _walk(base: Path) -> Iterable[Path]:
+    if not base.is_dir():
+        return
+    for dirpath, dirnames, filenames in os.walk(base, followlinks=True):
+        dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+        for fn in filenames:
+            if not fn.startswith("."):
+                yield Path(dirpath, fn)
+
+
+def _stat(path: Path) -> tuple[int, float] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_size, st.st_mtime
+
+
+def scan(workspace: Any, roots: Iterable[str]) -> dict[str, FileFacts]:
+    """Every indexable file under `roots` (absolute path -> facts), as the calling context sees them."""
+    found: dict[str, FileFacts] = {}
+    for root in roots:
+        if root == "models":
+            for key, (bases, exts) in model_folders(workspace).items():
+                for base in bases:
+                    for path in _walk(base):
+                        if exts and path.suffix.lower() not in exts:
+                            continue
+                        facts = found.get(str(path))
+                        if facts is None:
+                            stat = _stat(path)
+                            if stat is None:
+                                continue
+                            rel = path.relative_to(base).as_posix()
+                            facts = found[str(path)] = FileFacts("models", ["models"], rel, f"{base.name}/{rel}",
+                                                                 *stat)
+                        if MODEL_TYPE + key not in facts.system_tags:
+                            facts.system_tags.append(MODEL_TYPE + key)
+            continue
+        base = Path(workspace.input_dir if root == "input" else workspace.output_dir)
+        for path in _walk(base):
+            stat = _stat(path)
+            if stat is None:
+                continue
+            rel = path.relative_to(base).as_posix()
+            found[str(path)] = FileFacts(root, path_tags(root, rel), rel, rel, *stat)
+    return found
+
+
+def path_tags(root: str, rel: str) -> list[str]:
+    """The tags an input or output file's place gives it."""
+    parts = rel.split("/")
+    extra = [parts[0]] if root == "input" and len(parts) == 2 and parts[0] in KNOWN_INPUT_SUBFOLDERS else []
+    return [root, *extra]
+
+
+class AssetIndex:
+    def __init__(self, path: Path):
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=10.0)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def _rows(self, sql: str, args: tuple = ()) -> list[dict]:
+        with self._lock:
+            rows = self._db.execute(sql, args).fetchall()
+        return [_record(r) for r in rows]
+
+    def _exec(self, sql: str, args: tuple = ()) -> int:
+        with self._lock:
+            return self._db.execute(sql, args).rowcount
+
+    # -- scanning ---------------------------------------------------------------------------------
+    def sync(self, tenant: str, workspace: Any, roots: Iterable[str] = ROOTS, reveal: bool = False) -> dict:
+        """Bring the tenant's records of `roots` in line with the files; `reveal` also brings back files
+        whose records were deleted (an explicit seed). Counts of what changed."""
+        roots = tuple(roots)
+        files = scan(workspace, roots)
+        now = time.time()
+        marks = ",".join("?" * len(roots))
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                if reveal:
+                    self._db.execute("DELETE FROM local_assets_hidden WHERE tenant = ?", (tenant,))
+                hidden = {r[0] for r in self._db.execute("SELECT path FROM local_assets_hidden WHERE tenant = ?",
+                                                         (tenant,))}
+                known = self._db.execute(f"SELECT id, path, size, mtime, missing FROM local_assets WHERE tenant = ? "
+                                         f"AND root IN ({marks})", (tenant, *roots)).fetchall()
+                seen: set[str] = set()
+                marked = 0
+                for asset_id, path, size, mtime, missing in known:
+                    seen.add(path)
+                    facts = files.get(path)
+                    if facts is None:
+                        if not missing:
+                            marked += 1
+                            self._db.execute("UPDATE local_assets SET missing = 1 WHERE id = ?", (asset_id,))
+                        continue
+                    changed = (facts.size, facts.mtime) != (size, mtime)
+                    self._db.execute("UPDATE local_assets SET missing = 0, size = ?, mtime = ?, system_tags = ?, "
+                                     "hash = CASE WHEN ? THEN NULL ELSE hash END WHERE id = ?",
+                                     (facts.size, facts.mtime, json.dumps(facts.system_tags), changed, asset_id))
+                created = 0
+                for path, facts in files.items():
+                    if path in seen or path in hidden:
+                        continue
+                    created += 1
+                    self._insert(new_record(tenant, path, facts, os.path.basename(path), now))
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        return {"scanned": len(files), "created": created, "marked_missing": marked}
+
+    def _insert(self, record: dict) -> None:
+        values = tuple(json.dumps(record[c]) if c in _JSON else record[c] for c in _COLUMNS)
+        self._db.execute(f"INSERT INTO local_assets ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})",
+                         values)
+
+    # -- records ----------------------------------------------------------------------------------
+    def add(self, record: dict) -> None:
+        with self._lock:
+            self._db.execute("DELETE FROM local_assets_hidden WHERE tenant = ? AND path = ?",
+                             (record["tenant"], record["path"]))
+            self._insert(record)
+
+    def all(self, tenant: str) -> list[dict]:
+        return self._rows(f"SELECT {', '.join(_COLUMNS)} FROM local_assets WHERE tenant = ?", (tenant,))
+
+    def get(self, tenant: str, asset_id: str) -> dict | None:
+        rows = self._rows(f"SELECT {', '.join(_COLUMNS)} FROM local_assets WHERE tenant = ? AND id = ?",
+                          (tenant, asset_id))
+        return rows[0] if rows else None
+
+    def by_hash(self, tenant: str, hash_: str) -> dict | None:
+        """The tenant's newest present record over these bytes."""
+        rows = self._rows(f"SELECT {', '.join(_COLUMNS)} FROM local_assets WHERE tenant = ? AND hash = ? "
+                          "AND missing = 0 ORDER BY created DESC LIMIT 1", (tenant, hash_))
+        return rows[0] if rows else None
+
+    def set_hash(self, asset_id: str, hash_: str) -> None:
+        self._exec("UPDATE local_assets SET hash = ? WHERE id = ?", (hash_, asset_id))
+
+    def update(self, asset_id: str, **fields: Any) -> None:
+        """Set the given columns and the update time."""
+        fields["updated"] = time.time()
+        sets = ", ".join(f"{k} = ?" for k in fields)
+        values = tuple(json.dumps(v) if k in _JSON else v for k, v in fields.items())
+        self._exec(f"UPDATE local_assets SET {sets} WHERE id = ?", (*values, asset_id))
+
+    def touch(self, asset_id: str) -> None:
+        self._exec("UPDATE local_assets SET accessed = ? WHERE id = ?", (time.time(), asset_id))
+
+    def delete(self, tenant: str, asset_id: str) -> bool:
+        """Remove the record (never the file); a file left with no record stays out of list scans."""
+        with self._lock:
+            row = self._db.execute("SELECT path FROM local_assets WHERE tenant = ? AND id = ?",
+                                   (tenant, asset_id)).fetchone()
+            if row is None:
+                return False
+            self._db.execute("DELETE FROM local_assets WHERE id = ?", (asset_id,))
+            self._db.execute("UPDATE local_assets SET preview_id = NULL WHERE tenant = ? AND preview_id = ?",
+                             (tenant, asset_id))
+            left = self._db.execute("SELECT COUNT(*) FROM local_assets WHERE tenant = ? AND path = ?",
+                                    (tenant, row[0])).fetchone()[0]
+            if not left:
+                self._db.execute("INSERT OR IGNORE INTO local_assets_hidden VALUES (?, ?)", (tenant, row[0]))
+            return True
+
+
+def new_record(tenant: str, path: str, facts: FileFacts, name: str, now: float, **extra: Any) -> dict:
+    record = {"id": str(uuid.uuid4()), "tenant": tenant, "root": facts.root, "path": path, "name": name,
+              "loader_path": facts.loader_path, "display_name": facts.display_name, "hash": None,
+              "size": facts.size, "mtime": facts.mtime, "mime_type": mimetypes.guess_type(path)[0],
+              "system_tags": facts.system_tags, "tags": [], "user_metadata": {}, "preview_id": None,
+              "created": now, "updated": now, "accessed": now, "missing": 0}
+    record.update(extra)
+    return record
+
+
+def tags_of(record: dict) -> list[str]:
+    """The tags a client sees: the file's place first, then its own, then `missing` when it is gone."""
+    tags = list(record["system_tags"])
+    tags += [t for t in record["tags"] if t not in tags]
+    if record["missing"]:
+        tags.append(MISSING)
+    return tags
+
+
+def _record(row: tuple) -> dict:
+    record = dict(zip(_COLUMNS, row))
+    for key in _JSON:
+        record[key] = json.loads(record[key])
+    return record
