@@ -167,3 +167,51 @@ def test_a_packs_own_sampler_function_is_refused_by_name(sd1):
         sample.sample_custom(model, latent, 1.0, custom, torch.tensor([1.0, 0.0]), positive, negative, latent)
     with pytest.raises(UnsupportedFeature, match="comfy.samplers.sample with a KSAMPLER sampler"):
         samplers.sample(model, latent, positive, negative, 1.0, "cpu", custom, torch.tensor([1.0, 0.0]))
+
+
+# -- the video tiny autoencoder ---------------------------------------------------------------------------------
+
+def test_memblock_runner_gives_each_block_the_previous_frame_in_both_modes():
+    from comfy_bridge.compat.comfy.taesd import taehv
+
+    class Remember(taehv.MemBlock):
+        def forward(self, x, past):
+            return x + 10 * past
+
+    class PairSum(taehv.TPool):
+        def forward(self, x):
+            return x.reshape(-1, 2, *x.shape[1:]).sum(1)
+
+    class Twice(taehv.TGrow):
+        def forward(self, x):
+            return torch.stack([x, x + 0.5], 1).flatten(0, 1)
+
+    model = torch.nn.Sequential(Remember(1, 1, torch.nn.Identity()), PairSum(1, 2), Twice(1, 2),
+                                Remember(1, 1, torch.nn.Identity()))
+    frames = torch.tensor([1.0, 2.0, 3.0, 4.0]).reshape(1, 4, 1, 1, 1)
+    # first block: 1, 2+10, 3+20, 4+30; pooled: 13, 57; grown: 13, 13.5, 57, 57.5; last block adds 10x previous
+    want = torch.tensor([13.0, 13.5 + 130, 57 + 135, 57.5 + 570]).reshape(1, 4, 1, 1, 1)
+    for parallel in (False, True):
+        torch.testing.assert_close(taehv.apply_model_with_memblocks(model, frames, parallel, False), want)
+
+
+@pytest.mark.parametrize("latent_channels", [16, 48])
+def test_taehv_loads_comfyuis_layout_and_codes_video(latent_channels):
+    from comfy_bridge.compat.comfy.taesd.taehv import TAEHV
+    torch.manual_seed(0)
+    model = TAEHV(latent_channels)
+    sd = model.state_dict()
+    assert {"encoder.0.weight", "encoder.17.weight", "decoder.1.weight", "decoder.22.bias",
+            "decoder.3.conv.0.weight", "decoder.7.conv.weight", "encoder.2.conv.weight"} <= set(sd)
+    assert sd["decoder.22.bias"].shape[0] == 3 * model.patch_size ** 2
+    for p in model.parameters():
+        torch.nn.init.normal_(p, std=0.05)
+    video = torch.rand(1, 3, 8, 32, 32)
+    with torch.no_grad():
+        latent = model.encode(video)
+        frames = model.decode(latent)
+        model.parallel = True
+        torch.testing.assert_close(model.encode(video), latent, rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(model.decode(latent), frames, rtol=1e-3, atol=1e-3)
+    assert latent.shape == (1, latent_channels, 2, 32 // 8 // model.patch_size, 32 // 8 // model.patch_size)
+    assert frames.shape == (1, 3, 2 * 4 - 3, 32, 32)   # 4x in time, the first 3 frames trimmed
