@@ -24,7 +24,8 @@ def cmd_install(args: argparse.Namespace) -> int:
     notes: list[str] = []
     try:
         entry, installed = install_pack(ws, args.source, requirements=not args.skip_requirements,
-                                        pip_args=args.pip_arg or (), notes=notes)
+                                        pip_args=args.pip_arg or (), notes=notes,
+                                        install_script=not args.skip_install_script)
     except (PackError, RequirementsError) as err:
         print(f"{'refused' if isinstance(err, TorchReplacement) else 'error'}: {err}", file=sys.stderr)
         for note in notes:
@@ -34,10 +35,10 @@ def cmd_install(args: argparse.Namespace) -> int:
     for requirement in installed:
         print(f"  pip installed {requirement}")
     if entry.path.is_dir() and (entry.path / "install.py").is_file():
-        print(f"  note: {entry.path / 'install.py'} was not run (ComfyUI-Manager would run it); "
-              "run it yourself if the pack needs it")
+        print(f"  {'skipped' if args.skip_install_script or args.skip_requirements else 'ran'} "
+              f"{entry.path / 'install.py'}")
     for note in notes:
-        print(f"  warning: {note}; until then the pack's imports of torchvision or spandrel fail", file=sys.stderr)
+        print(f"  warning: {note}", file=sys.stderr)
     print("restart the server to load it")
     return 0
 
@@ -69,7 +70,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     actions = nodes.add_subparsers(dest="nodes_command", required=True)
     install = actions.add_parser("install", parents=[common], help="install a pack from a folder, .py file or git URL")
     install.add_argument("source", help="a local pack folder or .py file, or a git URL")
-    install.add_argument("--skip-requirements", action="store_true", help="do not pip install requirements.txt")
+    install.add_argument("--skip-requirements", action="store_true", help="do not pip install requirements.txt (nor run install.py)")
+    install.add_argument("--skip-install-script", action="store_true",
+                         help="do not run the pack's install.py (ComfyUI-Manager runs it)")
     install.add_argument("--pip-arg", action="append", help="an extra argument for pip, repeatable; "
                          "write options as --pip-arg=--no-index")
     install.set_defaults(func=cmd_install)

@@ -5,7 +5,7 @@ A pack is installed into the workspace's first custom_nodes folder (where `comfy
 install` puts packs too) by copying a local folder or `.py` file, or by `git clone` of anything else.
 It is assembled under a dot-name (which the loader skips), its requirements.txt is installed with the
 torch family pinned (pip_guard refuses what would replace torch), and only then renamed into place, so
-a refused pack leaves nothing behind. Disabling renames an entry to `<name>.disabled`, as the Manager
+a refused pack leaves nothing behind; its install.py runs once it is in place (install_steps). Disabling renames an entry to `<name>.disabled`, as the Manager
 does; the loader skips such entries.
 """
 from __future__ import annotations
@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from comfy_bridge.packs.pip_guard import RequirementsError, install_requirements
+from comfy_bridge.packs.install_steps import install_line_by_line, install_unlisted, run_install_script
+from comfy_bridge.packs.pip_guard import RequirementsError, TorchReplacement, install_requirements
 from comfy_bridge.packs.torch_companions import install_comfyui_companions, needs_companions
 from nodes.workspace import Workspace
 
@@ -100,11 +101,15 @@ def _fetch(source: str, dest: Path) -> None:
 
 
 def install_pack(ws: Workspace, source: str, requirements: bool = True, python: str = sys.executable,
-                 pip_args: Sequence[str] = (), notes: list[str] | None = None) -> tuple[PackEntry, list[str]]:
+                 pip_args: Sequence[str] = (), notes: list[str] | None = None,
+                 install_script: bool = True) -> tuple[PackEntry, list[str]]:
     """Install a pack from a local path or a git URL; returns (the entry, the packages pip installed).
-    A pack that uses torchvision or spandrel gets them first, matched to torch (torch_companions); when
-    they cannot be had, why is appended to `notes` and the install goes on.
-    Raises PackError, or pip_guard's TorchReplacement / RequirementsError (nothing is installed then)."""
+    A pack that uses torchvision or spandrel gets them first, matched to torch (torch_companions). Then, as
+    ComfyUI-Manager: its requirements.txt (line by line when the whole file cannot be installed), what it imports
+    unlisted (install_steps.UNLISTED), and after it is in place its install.py. What cannot be had is appended to
+    `notes` and the install goes on.
+    Raises PackError, or pip_guard's TorchReplacement (nothing is installed then)."""
+    notes = notes if notes is not None else []
     name = pack_name(source)
     if not name or name.startswith("."):
         raise PackError(f"cannot tell a pack name from {source!r}")
@@ -123,17 +128,25 @@ def install_pack(ws: Workspace, source: str, requirements: bool = True, python: 
             try:
                 installed += install_comfyui_companions(python, pip_args)
             except RequirementsError as err:
-                if notes is not None:
-                    notes.append(str(err))
+                notes.append(f"{err}; until then the pack's imports of torchvision or spandrel fail")
         req = staging / "requirements.txt"
         if requirements and req.is_file():
-            installed += install_requirements(req, python, pip_args)
+            try:
+                installed += install_requirements(req, python, pip_args)
+            except TorchReplacement:
+                raise
+            except RequirementsError:   # one unreachable line: the others still go in, as with the Manager
+                installed += install_line_by_line(req, python, pip_args, notes)
+        if requirements:
+            installed += install_unlisted(staging, python, pip_args, notes)
         staging.rename(dest)
     finally:
         if staging.is_dir():
             shutil.rmtree(staging)
         elif staging.exists():
             staging.unlink()
+    if requirements and install_script:
+        run_install_script(dest, ws.root, ws.models_dir, python, notes)
     return PackEntry(name, dest, True, _git_origin(dest) if dest.is_dir() else None), installed
 
 
