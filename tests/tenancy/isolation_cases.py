@@ -636,8 +636,10 @@ def stale(routes: list[tuple[str, str]]) -> list[tuple[str, str]]:
 
 
 def _with_v2() -> None:
+    from isolation_cases_assets import ASSET_CASES
     from isolation_cases_v2 import V2_CASES
     CASES.update(V2_CASES)
+    CASES.update(ASSET_CASES)
 
 
 _with_v2()

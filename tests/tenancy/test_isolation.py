@@ -17,6 +17,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from app_routes import app_routes, route_hit, route_key
 from isolation_cases import CASES, WRITES, Ctx, Tenant, _form, _png, assert_not_interrupted, clean, stale, uncovered
+from isolation_cases_assets import fill_assets
 
 from nodes import progress
 from comfy_bridge.registry import NodeRegistry
@@ -137,6 +138,7 @@ class World:
         assert entry["status"]["status_str"] == "success", entry["status"]
         t.image = f"{t.name}img_{value}.png"
         await self.fill_v2(t, value)
+        await fill_assets(self.client, self.server, t)
 
     async def fill_v2(self, t: Tenant, value: int) -> None:
         """The tenant's Comfy API v2 data: an uploaded asset and a finished job (with an idempotency key)."""
