@@ -89,8 +89,8 @@ class QwenTokenizer:
     def encode(self, text: str) -> list[int]:
         return self._tok.encode(text, add_special_tokens=False).ids
 
-    def decode(self, ids: Iterable[int]) -> str:
-        return self._tok.decode(list(ids), skip_special_tokens=False)
+    def decode(self, ids: Iterable[int], skip_special_tokens: bool = False) -> str:
+        return self._tok.decode(list(ids), skip_special_tokens=skip_special_tokens)
 
     @property
     def vocab_size(self) -> int:

@@ -1,0 +1,171 @@
+"""Text generation with the language models the image families load as text encoders (today's ComfyUI
+`TextGenerate`): Z-Image's Qwen3 (CLIPLoader type lumina2) and Qwen-Image's Qwen2.5-VL language model.
+
+As ComfyUI generates with them:
+- the prompt goes into the model's chat template as its tokenizer builds it for generation (below, per
+  family), and is tokenized as for encoding (no weighting syntax, `\\(` read as `(`);
+- one token at a time up to `max_length` new tokens, stopping after Qwen's end-of-text or end-of-turn token;
+  the logits are the last position's final-normed state times the token embeddings (ComfyUI ties the head to
+  the embeddings for both families: their text-encoder files carry no `lm_head`);
+- greedy (argmax) without sampling; with sampling: repetition and presence penalties on the tokens generated
+  so far, temperature, then top-k, min-p and top-p filters, and one multinomial draw per token from a
+  torch.Generator seeded once with `seed`, so a seed gives the same text every time;
+- the decoded text leaves out the special tokens (<|im_end|>, ...)."""
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from nodes.models.components import TextEncoder
+from nodes.models.qwen_tokenizer import ENDOFTEXT_ID, IM_END_ID
+from nodes.models.tokenizer import escape_parens, unescape_parens
+
+STOP_TOKENS = (ENDOFTEXT_ID, IM_END_ID)
+CHAT = "<|im_start|>user\n{}<|im_end|>\n<|im_start|>assistant\n"
+RAW_PREFIXES = ("<|im_start|>", "<|start_header_id|>")   # Qwen-Image takes a prompt so begun as it is
+LANGUAGE_MODELS = {"zimage": "qwen3_4b", "qwen_image": "qwen25_7b"}   # arch -> the encoder's module key
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """TextGenerate's sampling options; `do_sample` False is greedy decoding (the others are then unused)."""
+    do_sample: bool = False
+    temperature: float = 1.0
+    top_k: int = 50
+    top_p: float = 1.0
+    min_p: float = 0.0
+    repetition_penalty: float = 1.0
+    presence_penalty: float = 0.0
+    seed: int = 0
+
+    @classmethod
+    def from_params(cls, params: dict[str, Any]) -> "Sampling":
+        return cls(**{k: params[k] for k in cls.__dataclass_fields__ if k in params})
+
+
+def _system(system_prompt: str) -> str:
+    return f"<|im_start|>system\n{system_prompt}<|im_end|>\n" if system_prompt else ""
+
+
+def generation_text(arch: str, prompt: str, use_template: bool = True, system_prompt: str = "") -> str:
+    """The text a family's tokenizer builds from TextGenerate's prompt. Z-Image's always puts the prompt into
+    the user turn (ComfyUI's Z-Image tokenizer has no raw mode), a system prompt before it. Qwen-Image's uses
+    the plain chat template (not its image-description one), takes the prompt as it is without the template
+    or when it already begins with a chat header, and ignores the system prompt then."""
+    if arch == "zimage":
+        return _system(system_prompt) + CHAT.format(prompt)
+    if arch == "qwen_image":
+        if not use_template or prompt.startswith(RAW_PREFIXES):
+            return prompt
+        return _system(system_prompt) + CHAT.format(prompt)
+    raise ValueError(f"clip: TextGenerate needs a language-model text encoder (Z-Image's Qwen3 or Qwen-Image's "
+                     f"Qwen2.5-VL); this CLIP is a {arch} text encoder")
+
+
+def prompt_ids(encoder: TextEncoder, prompt: str, use_template: bool = True, system_prompt: str = "") -> list[int]:
+    """The token ids TextGenerate generates after, tokenized as the family's encoder tokenizes its prompts."""
+    text = unescape_parens(escape_parens(generation_text(encoder.arch, prompt, use_template, system_prompt)))
+    if encoder.arch == "qwen_image":   # its encoder tokenizes the pieces from each "embedding:" on apart
+        from nodes.models.qwen_image_text import EMBEDDING, EMBEDDING_SPLIT
+        first, *rest = EMBEDDING_SPLIT.split(text)
+        ids = [t for word in [first] + [EMBEDDING + p for p in rest] if word for t in encoder.tokenizer.encode(word)]
+    else:
+        ids = encoder.tokenizer.encode(text)
+    return ids or [ENDOFTEXT_ID]   # ComfyUI pads an empty prompt to one token
+
+
+def check_media(arch: str, media: list[str] | tuple[str, ...]) -> None:
+    """Z-Image's tokenizer drops images, video and audio (as ComfyUI's does); Qwen-Image's would read an image
+    with its vision tower, which generation here does not do yet (ComfyUI refuses its video and audio)."""
+    if arch == "qwen_image" and media:
+        raise ValueError(f"{media[0]}: TextGenerate reads text only here (images, video and audio are not "
+                         f"supported yet for Qwen-Image's encoder); leave the {', '.join(media)} input unconnected")
+
+
+def language_model(encoder: TextEncoder) -> torch.nn.Module:
+    """The transformers Qwen2Model / Qwen3Model inside a text encoder that can generate."""
+    if encoder.arch not in LANGUAGE_MODELS:
+        generation_text(encoder.arch, "")   # raises the error that names the family
+    return encoder.modules[LANGUAGE_MODELS[encoder.arch]]
+
+
+def _penalize(logits: torch.Tensor, history: list[int], s: Sampling) -> torch.Tensor:
+    if not history or (s.repetition_penalty == 1.0 and s.presence_penalty == 0.0):
+        return logits
+    seen = torch.tensor(sorted(set(history)), device=logits.device)
+    picked = logits[:, seen]
+    if s.repetition_penalty != 1.0:   # shrink a seen token's logit towards "less likely" whatever its sign
+        picked = torch.where(picked < 0, picked * s.repetition_penalty, picked / s.repetition_penalty)
+    logits = logits.clone()
+    logits[:, seen] = picked - s.presence_penalty
+    return logits
+
+
+def _min_p(logits: torch.Tensor, min_p: float) -> torch.Tensor:
+    probs = logits.softmax(-1)
+    return logits.masked_fill(probs < min_p * probs.max(-1, keepdim=True).values, torch.finfo(logits.dtype).min)
+
+
+def _top_p(logits: torch.Tensor, top_p: float) -> torch.Tensor:
+    ordered, order = logits.sort(-1, descending=True)
+    beyond = ordered.softmax(-1).cumsum(-1) > top_p
+    beyond[..., 0] = False            # the likeliest token always stays
+    drop = torch.zeros_like(beyond).scatter(-1, order, beyond)
+    return logits.masked_fill(drop, torch.finfo(logits.dtype).min)
+
+
+def next_token(logits: torch.Tensor, history: list[int], s: Sampling, generator: torch.Generator | None) -> int:
+    """The next token id from one position's logits [1, vocab]."""
+    if not s.do_sample or s.temperature == 0.0:
+        return int(logits.argmax(-1))
+    logits = _penalize(logits, history, s)
+    if s.temperature != 1.0:
+        logits = logits / s.temperature
+    index = None
+    if s.top_k > 0:                   # the filters below then work on the k best, in order
+        logits, index = logits.topk(min(s.top_k, logits.shape[-1]))
+    if s.min_p > 0.0:
+        logits = _min_p(logits, s.min_p)
+    if s.top_p < 1.0:
+        logits = _top_p(logits, s.top_p)
+    pick = torch.multinomial(logits.softmax(-1), 1, generator=generator)
+    return int(pick if index is None else index.gather(-1, pick))
+
+
+@torch.no_grad()
+def generate(model: torch.nn.Module, prompt_ids: list[int], max_length: int, sampling: Sampling,
+             stop_tokens: tuple[int, ...] = STOP_TOKENS) -> list[int]:
+    """New token ids after `prompt_ids` (the stop token included when one ended the text), with a KV cache."""
+    from transformers import DynamicCache
+    if not prompt_ids:
+        raise ValueError("prompt: nothing to generate from (no tokens)")
+    device = model.embed_tokens.weight.device
+    generator = torch.Generator(device=device).manual_seed(int(sampling.seed)) if sampling.do_sample else None
+    cache = DynamicCache()
+    # transformers 5.x names the cache argument `cache`; earlier versions (pyproject allows >=4.50) `past_key_values`
+    cache_arg = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+    step_ids = torch.tensor([prompt_ids], dtype=torch.long, device=device)
+    out: list[int] = []
+    for _ in range(max_length):
+        hidden = model(input_ids=step_ids, use_cache=True, **{cache_arg: cache}).last_hidden_state[:, -1]
+        # read the embeddings at each step: the executor's layer cache may rebind the parameter
+        logits = F.linear(hidden, model.embed_tokens.weight).float()
+        token = next_token(logits, out, sampling, generator)
+        out.append(token)
+        if token in stop_tokens:
+            break
+        step_ids = torch.tensor([[token]], dtype=torch.long, device=device)
+    return out
+
+
+def split_thinking(text: str) -> tuple[str, str]:
+    """(answer, reasoning) of generated text, as ComfyUI splits them: the reasoning ends at `</think>`; with no
+    `</think>` there is reasoning only when the text opens with `<think>` (max_length cut it short)."""
+    reasoning, close, answer = text.partition("</think>")
+    if not close and not reasoning.lstrip().startswith("<think>"):
+        reasoning, answer = "", reasoning
+    return answer.strip(), reasoning.replace("<think>", "", 1).strip()
