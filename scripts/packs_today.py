@@ -151,6 +151,21 @@ def get_source(pack: dict, mirrors: Path | None, dest: Path) -> list[str]:
     return []
 
 
+def github_via_mirrors(mirrors: Path | None) -> dict[str, str]:
+    """git settings (as environment variables) that send clones of a mirrored GitHub repository to its mirror:
+    what a pack's install.py clones (Impact-Pack's subpack) comes from there, as the pack itself does; anything
+    else on GitHub stays out of reach here, as the network is."""
+    if mirrors is None or not mirrors.is_dir():
+        return {}
+    env: dict[str, str] = {}
+    pairs = [(git_dir, f"https://github.com/{git_dir.parent.name.replace('+', '/', 1)}{tail}")
+             for git_dir in sorted(mirrors.glob("*+*/repo")) for tail in ("", ".git")]
+    for i, (git_dir, url) in enumerate(pairs):
+        env[f"GIT_CONFIG_KEY_{i}"], env[f"GIT_CONFIG_VALUE_{i}"] = f"url.{git_dir}.insteadOf", url
+    env["GIT_CONFIG_COUNT"] = str(len(pairs))
+    return env
+
+
 def base_venv(work: Path) -> tuple[Path, str]:
     """A plain venv with this repository's committed HEAD installed as `pip install comfy-cluster` would install
     it; (venv, commit). HEAD is copied out first, so others' edits in the working tree cannot change a run."""
@@ -202,14 +217,15 @@ def run_pack(pack: dict, work: Path, mirrors: Path | None, base: Path, resume: b
     if ws.exists():
         shutil.rmtree(ws)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": ""}
-    install = install_pack(python, src, ws, env)
+    install = install_pack(python, src, ws, env | github_via_mirrors(mirrors))
     if TORCHVISION_FALLBACK and (TORCHVISION_UNREACHABLE in install["output"]
                                  or "would install torchvision" in install["output"]):
         # PyTorch's index is out of reach here, so `nodes install` could not get the torchvision of torch's
         # build; as docs/packs.md says a user may, install PyPI's wheel by hand and install the pack again.
         subprocess.run([python, "-m", "pip", "install", "-q", "--no-deps", TORCHVISION_FALLBACK], check=True, env=env)
         shutil.rmtree(ws)
-        install = install_pack(python, src, ws, env) | {"torchvision_by_hand": TORCHVISION_FALLBACK}
+        install = install_pack(python, src, ws, env | github_via_mirrors(mirrors)) \
+            | {"torchvision_by_hand": TORCHVISION_FALLBACK}
     result["install"] = install
     try:
         probe = subprocess.run([python, str(Path(__file__).resolve()), "probe", "--workspace", str(ws),
