@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from nodes.models.components import (FLUX2_LATENT, FLUX_LATENT, SD1_LATENT, SD3_LATENT, SDXL_LATENT, WAN21_LATENT,
-                                    LatentFormat)
+                                    WAN22_LATENT, LatentFormat)
 
 _EPS = {"kind": "discrete", "prediction": "eps", "beta_schedule": "scaled_linear",
         "linear_start": 0.00085, "linear_end": 0.012, "timesteps": 1000}
@@ -15,6 +15,7 @@ LATENT_FORMATS: dict[str, LatentFormat] = {
     "sd3": SD3_LATENT, "flux": FLUX_LATENT, "flux-schnell": FLUX_LATENT, "flux2": FLUX2_LATENT,
     "zimage": FLUX_LATENT,
     "qwen_image": WAN21_LATENT,
+    "wan21": WAN21_LATENT, "wan22_5b": WAN22_LATENT,
 }
 
 SAMPLING_CONFIGS: dict[str, dict[str, Any]] = {
@@ -30,16 +31,25 @@ SAMPLING_CONFIGS: dict[str, dict[str, Any]] = {
     "zimage": {"kind": "flow", "shift": 3.0, "multiplier": 1.0},
     # ComfyUI's Qwen-Image: ModelSamplingFlux at shift 1.15 (its workflows set ModelSamplingAuraFlow over it).
     "qwen_image": {"kind": "flux", "shift": 1.15},
+    # ComfyUI's Wan models (WAN21_T2V and the others): ModelSamplingDiscreteFlow at shift 8, multiplier 1000.
+    "wan21": {"kind": "flow", "shift": 8.0, "multiplier": 1000},
+    "wan22_5b": {"kind": "flow", "shift": 8.0, "multiplier": 1000},
 }
 
 
 # Families whose ComfyUI latents carry a frame axis, [B,C,T,H,W] (ComfyUI's latent_dimensions = 3): their
 # samplers add it to a 4-D latent and their VAEs encode to it. Every other family's latents are [B,C,H,W].
-FRAME_AXIS_ARCHS = frozenset({"qwen_image"})
+FRAME_AXIS_ARCHS = frozenset({"qwen_image", "wan21", "wan22_5b"})
+# Of those, the video families: their samplers denoise every frame at once (Qwen-Image's take one frame).
+VIDEO_ARCHS = frozenset({"wan21", "wan22_5b"})
 
 
 def has_frame_axis(arch: str) -> bool:
     return arch in FRAME_AXIS_ARCHS
+
+
+def is_video(arch: str) -> bool:
+    return arch in VIDEO_ARCHS
 
 
 def latent_format(arch: str) -> LatentFormat:

@@ -85,6 +85,11 @@ def flatten(name: str, conditioning: list, percent_to_sigma) -> tuple[dict[str, 
             entry["default"] = True
         if opts.get("concat_latent_image") is not None:   # InstructPix2Pix / inpainting: a raw latent
             tensors[f"{key}.concat_latent_image"] = opts["concat_latent_image"]
+        if opts.get("concat_mask") is not None:   # Wan image-to-video: which latent frames the image fixes
+            tensors[f"{key}.concat_mask"] = opts["concat_mask"]
+        vision = opts.get("clip_vision_output")
+        if vision is not None:   # Wan 2.1 image-to-video: the image's CLIP vision states join the text
+            tensors[f"{key}.clip_fea"] = vision.penultimate_hidden_states
         refs = opts.get("reference_latents")
         if refs:   # ReferenceLatent (Flux Kontext): raw latents, put in model space by the step
             tensors.update({f"{key}.ref.{i}": r for i, r in enumerate(refs)})

@@ -18,8 +18,8 @@ from nodes import arch, previews
 from nodes.conditioning import flatten, require
 from nodes.conditioning_areas import resolve
 from nodes.modelfns.denoise import STATE_PREFIX
-from nodes.modelfns.model_options import (COMPILE, DTYPE, carried_conditionings, latent_format, sampler_patches,
-                                         sampling_config, weights_ref)
+from nodes.modelfns.model_options import (CFG_OVERRIDES, COMPILE, DTYPE, carried_conditionings, latent_format,
+                                         sampler_patches, sampling_config, weights_ref)
 from nodes.modelfns.hooks import uses_hooks
 from nodes.modelfns.model_patches import Patches
 from nodes.sampling.model_sampling import model_sampling_from_config
@@ -154,10 +154,11 @@ async def sample_guided(guider: GuiderChoice, sampler: SamplerChoice, sigmas: to
     out["samples"] = full
     if len(sigmas) == 0:
         return out, out
-    samples = single_frame(full)
+    # A video model denoises all frames at once; the image families' samplers work on [B,C,H,W].
+    samples = full if arch.is_video(model.arch) else single_frame(full)
 
     def shaped(t: torch.Tensor) -> torch.Tensor:   # the output has the input's frame axis, as ComfyUI's
-        return t.unsqueeze(2) if full.dim() == 5 else t
+        return t.unsqueeze(2) if full.dim() == 5 and t.dim() == 4 else t
     for name in ("positive", "negative") + (("middle",) if guider.middle is not None else ()):
         check_hint_batches(getattr(guider, name), samples.shape[0], name)
     noise_t = noise.generate(latent, samples)
@@ -173,7 +174,7 @@ async def sample_guided(guider: GuiderChoice, sampler: SamplerChoice, sigmas: to
     percent_to_sigma = lambda p: float(ms.percent_to_sigma(p))  # noqa: E731
     tensors: dict[str, torch.Tensor] = {"sigmas": sigmas}
     params: dict[str, Any] = {"sampler": sampler.name, "cfg": guider.cfg, "seed": noise.seed,
-                              "model_sampling": ms_config, "image_size": (samples.shape[2] * 8, samples.shape[3] * 8)}
+                              "model_sampling": ms_config, "image_size": (samples.shape[-2] * 8, samples.shape[-1] * 8)}
     if sampler.options:
         params["sampler_options"] = dict(sampler.options)
     # ComfyUI's order of a guider's conds (positive first): it decides which opposite-area entries are added.
@@ -201,6 +202,8 @@ async def sample_guided(guider: GuiderChoice, sampler: SamplerChoice, sigmas: to
         params["torch_compile"] = model.option(COMPILE)
     if model.option(DTYPE):   # ModelComputeDtype: the executor runs a copy of the network in this dtype
         params["compute_dtype"] = model.option(DTYPE)
+    if model.option(CFG_OVERRIDES):   # CFGOverride: the cfg each evaluation uses inside its sigma ranges
+        params["cfg_overrides"] = model.option(CFG_OVERRIDES)
     state: dict[str, torch.Tensor] = {}
     denoised = None
     total = len(sigmas) - 1

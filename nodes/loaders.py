@@ -144,7 +144,7 @@ DUAL_CLIP_TYPES = ["sdxl", "sd3", "flux", "hunyuan_video", "hidream", "hunyuan_i
 # The CLIP types whose text encoders we can build; the others are refused with a clear error.
 # lumina2: the type the frontend's default Z-Image-Turbo graph uses.
 _CLIP_TYPE_ARCH = {"stable_diffusion": "sd1", "sdxl": "sdxl", "sd3": "sd3", "flux": "flux", "flux2": "flux2",
-                   "lumina2": "zimage", "qwen_image": "qwen_image"}
+                   "lumina2": "zimage", "qwen_image": "qwen_image", "wan": "wan21"}
 
 
 def _clip_arch(clip_type: str) -> str:
@@ -180,6 +180,9 @@ def _single_clip_arch(path: Path, clip_type: str) -> str:
     if clip_type == "lumina2":
         raise ValueError(f"clip_name: {path.name} is a {file_arch} text encoder; CLIPLoader type lumina2 loads "
                          "Z-Image's Qwen3-4B (qwen_3_4b.safetensors)")
+    if clip_type == "wan" and file_arch != "umt5":
+        raise ValueError(f"clip_name: {path.name} is a {file_arch} text encoder; CLIPLoader type wan loads "
+                         "umt5-xxl (umt5_xxl_fp8_e4m3fn_scaled.safetensors)")
     if clip_type == "flux2":   # FLUX.2 dev's Mistral 3 encoder is not supported
         raise ValueError(f"clip_name: {path.name} is a {file_arch} text encoder; CLIPLoader type flux2 loads "
                          "FLUX.2 Klein's Qwen3 (qwen_3_4b.safetensors)")

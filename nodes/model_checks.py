@@ -63,7 +63,8 @@ def _file_facts(path: str, size: int, mtime_ns: int) -> tuple[Any, dict[str, int
     clip_rows = [s[0] for k, s in shapes.items() if k.endswith("token_embedding.weight")]
     if clip_rows:
         vocab["clip"] = next((r for r in clip_rows if r not in KNOWN_CLIP_VOCABS), clip_rows[0])
-    if any(k.endswith("encoder.final_layer_norm.weight") for k in shapes):
+    if any(k.endswith("encoder.final_layer_norm.weight") for k in shapes) and info.arch != "umt5":
+        # (umT5 files carry their SentencePiece model: Wan's umt5_xxl, whose loader refuses one without it)
         t5 = next((s for k, s in shapes.items() if k.endswith(("encoder.embed_tokens.weight", "shared.weight"))), None)
         if t5 is not None:
             vocab["t5"] = t5[0]

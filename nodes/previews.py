@@ -30,8 +30,9 @@ def enabled() -> bool:
 
 
 def latent_to_image(latent: torch.Tensor) -> Image.Image:
-    """First item of a [B,C,H,W] latent -> an RGB image (channels 0..2, each stretched to 0..255)."""
-    x = latent[0, :3].float()
+    """First item of a [B,C,H,W] latent (of a video latent [B,C,T,H,W], its first frame) -> an RGB image
+    (channels 0..2, each stretched to 0..255)."""
+    x = (latent[0, :3, 0] if latent.dim() == 5 else latent[0, :3]).float()
     if x.shape[0] < 3:
         x = x.repeat(3, 1, 1)[:3]
     lo = x.amin(dim=(1, 2), keepdim=True)

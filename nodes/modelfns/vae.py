@@ -51,6 +51,10 @@ class VAEEncodeFn(_VAEFn):
 
     def execute(self, model: VAE, inputs: dict[str, Any], params: dict[str, Any]) -> dict[str, torch.Tensor]:
         tile = params.get("tile")
+        if params.get("video"):   # the batch as the frames of one video (Wan's image-to-video conditioning)
+            if not hasattr(model, "encode_video"):
+                raise ValueError(f"the {model.arch} VAE does not encode videos")
+            return {"latent": model.encode_video(inputs["pixels"])}
         if tile:
             latent = tiled_encode(model.encode, inputs["pixels"], tile, params.get("overlap", 64), model.downscale,
                                   model.latent_channels)

@@ -66,6 +66,23 @@ WAN21_LATENT = NormalizedLatentFormat(
     (2.8184, 1.4541, 2.3275, 2.6558, 1.2196, 1.7708, 2.6052, 2.0743,
      3.2687, 2.1526, 2.8652, 1.5579, 1.6382, 1.1253, 2.8251, 1.9160))
 
+# The Wan 2.2 VAE's 48-channel latents (Wan 2.2 5B), standardised with the statistics Wan's authors published
+# for that VAE (ComfyUI's latent format Wan22 uses the same).
+WAN22_LATENT = NormalizedLatentFormat(
+    48, 1.0, 0.0,
+    (-0.2289, -0.0052, -0.1323, -0.2339, -0.2799, 0.0174, 0.1838, 0.1557,
+     -0.1382, 0.0542, 0.2813, 0.0891, 0.1570, -0.0098, 0.0375, -0.1825,
+     -0.2246, -0.1207, -0.0698, 0.5109, 0.2665, -0.2108, -0.2158, 0.2502,
+     -0.2055, -0.0322, 0.1109, 0.1567, -0.0729, 0.0899, -0.2799, -0.1230,
+     -0.0313, -0.1649, 0.0117, 0.0723, -0.2839, -0.2083, -0.0520, 0.3748,
+     0.0152, 0.1957, 0.1433, -0.2944, 0.3573, -0.0548, -0.1681, -0.0667),
+    (0.4765, 1.0364, 0.4514, 1.1677, 0.5313, 0.4990, 0.4818, 0.5013,
+     0.8158, 1.0344, 0.5894, 1.0901, 0.6885, 0.6165, 0.8454, 0.4978,
+     0.5759, 0.3523, 0.7135, 0.6804, 0.5833, 1.4146, 0.8986, 0.5659,
+     0.7069, 0.5338, 0.4889, 0.4917, 0.4069, 0.4999, 0.6866, 0.4093,
+     0.5709, 0.6065, 0.6415, 0.4944, 0.5726, 1.2042, 0.5458, 1.6887,
+     0.3971, 1.0600, 0.3943, 0.5537, 0.5444, 0.4089, 0.7468, 0.7744))
+
 
 @dataclass
 class DiffusionModel:
@@ -90,9 +107,10 @@ class DiffusionModel:
         the input (InstructPix2Pix); "ref_latents" / "ref_latents_method" (Flux Kontext, FLUX.2, Qwen-Image)."""
         raise NotImplementedError
 
-    def concat_image(self, image: torch.Tensor | None, x: torch.Tensor) -> torch.Tensor | None:
+    def concat_image(self, image: torch.Tensor | None, x: torch.Tensor,
+                     mask: torch.Tensor | None = None) -> torch.Tensor | None:
         """What this model takes joined to its input channels for a cond's concat_latent_image (raw latent or
-        None) and the step's input `x`; None for a model that takes only the latent."""
+        None), concat_mask (or None) and the step's input `x`; None for a model that takes only the latent."""
         return None
 
 

@@ -169,6 +169,12 @@ def build_demo_models(models_dir: Path, include_flux: bool = True) -> list[Path]
         build_qwen_image = getattr(_optional("nodes.models.qwen_image_demo"), "build_demo_qwen_image", None)
         if build_qwen_image is not None:
             written += build_qwen_image(models_dir)
+        build_wan = getattr(_optional("nodes.models.wan_demo"), "build_demo_wan", None)
+        if build_wan is not None:
+            written += build_wan(models_dir)
+        build_qwen_image_edit = getattr(_optional("nodes.models.qwen_image_edit_demo"), "build_demo_qwen_image_edit", None)
+        if build_qwen_image_edit is not None:
+            written += build_qwen_image_edit(models_dir)
     return written
 
 

@@ -16,14 +16,17 @@ _LORA_SUFFIXES = (".lora_down.weight", ".lora_up.weight", ".lora_A.weight", ".lo
 QWEN_IMAGE_MARKER = "txt_norm.weight"
 WAN_VAE_MARKER = "decoder.middle.0.residual.0.gamma"
 WAN22_VAE_MARKER = "decoder.upsamples.0.upsamples.0.residual.2.weight"
+WAN_MARKER = "head.modulation"
+UMT5_MARKER = "encoder.block.1.layer.0.SelfAttention.relative_attention_bias.weight"
 _PIPELINES = {"StableDiffusionPipeline": "sd1", "StableDiffusionXLPipeline": "sdxl", "FluxPipeline": "flux",
               "StableDiffusion3Pipeline": "sd3", "StableDiffusionControlNetPipeline": "sd1"}
 
 
 @dataclass(frozen=True)
 class CheckpointInfo:
-    """What `probe` found. arch: sd1 | sd2 | sdxl | flux | flux2 | sd3 | zimage | qwen_image for models (and
-    Qwen-Image's Wan VAE), clip | t5 | qwen3 | qwen25 (a Qwen2.5 language model) for bare text encoders.
+    """What `probe` found. arch: sd1 | sd2 | sdxl | flux | flux2 | sd3 | zimage | qwen_image | wan21 | wan22_5b
+    for models (and Qwen-Image's Wan VAE), clip | t5 | umt5 | qwen3 | qwen25 (a Qwen2.5 language model) for bare
+    text encoders.
     kind: checkpoint | diffusion_model | vae | text_encoder | controlnet | lora | diffusers.
     components: which of diffusion_model, vae, text_encoder, controlnet the file can provide.
     layout: ldm | diffusers | bfl | comfy | hf | open_clip | kohya. prefix: the key prefix of the main network."""
@@ -90,6 +93,10 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
     if prefix is not None and prefix + "img_in.weight" in shapes:   # Qwen-Image (ComfyUI detects txt_norm)
         return info("qwen_image", "checkpoint" if extra else "diffusion_model", {"diffusion_model"} | extra,
                     "diffusers", prefix)
+    prefix = _prefix_with(shapes, WAN_MARKER)
+    if prefix is not None and prefix + "patch_embedding.weight" in shapes:   # Wan 2.1/2.2 (ComfyUI's rule)
+        out = shapes[prefix + "head.head.weight"][0] // 4   # 1x2x2 patches
+        return info("wan22_5b" if out == 48 else "wan21", "diffusion_model", {"diffusion_model"}, "wan", prefix)
     if "single_transformer_blocks.0.attn.to_q.weight" in shapes:
         return info("flux", "diffusion_model", {"diffusion_model"}, "diffusers")
     prefix = _prefix_with(shapes, "input_blocks.0.0.weight")
@@ -109,6 +116,8 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
             layout = "diffusers" if any(k.startswith(prefix + "encoder.down_blocks.") for k in keys) else "ldm"
             arch = "flux2" if prefix + "bn.running_mean" in shapes else "sd1" if latent == 4 else "flux"
             return info(arch, "vae", {"vae"}, layout, prefix)
+    if any(k.endswith(UMT5_MARKER) for k in keys):   # umT5 (Wan's): a relative attention bias in every block
+        return info("umt5", "text_encoder", {"text_encoder"}, "hf")
     if any(k.endswith("encoder.block.0.layer.0.SelfAttention.q.weight") for k in keys):
         return info("t5", "text_encoder", {"text_encoder"}, "hf")
     if any(k.endswith("model.layers.0.self_attn.q_norm.weight") for k in keys):   # Qwen3 (Z-Image, Flux2-Klein)
@@ -121,7 +130,7 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
         return info("clip", "text_encoder", {"text_encoder"}, "open_clip")
     sample = ", ".join(sorted(keys)[:4]) or "no tensors"
     raise ModelLoadError(path, f"unknown model architecture (keys like {sample}); supported: SD1.x, SD2.x, "
-                               "SDXL, Flux, FLUX.2, SD3, Z-Image and Qwen-Image checkpoints, their UNets, VAEs, "
+                               "SDXL, Flux, FLUX.2, SD3, Z-Image, Qwen-Image and Wan checkpoints, their UNets, VAEs, "
                                "CLIP/T5/Qwen text encoders, ControlNets and LoRAs")
 
 

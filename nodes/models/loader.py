@@ -30,7 +30,7 @@ from .tokenizer import BYTE_VOCAB_SIZE, ClipBPE, SDTokenizer, bpe_for_vocab_size
 
 CONFIGS = Path(__file__).parent / "configs"
 LATENTS = {"sd1": SD1_LATENT, "sd2": SD1_LATENT, "sdxl": SDXL_LATENT}
-DIT_ARCHS = ("flux", "sd3", "flux2", "zimage", "qwen_image")
+DIT_ARCHS = ("flux", "sd3", "flux2", "zimage", "qwen_image", "wan21", "wan22_5b")
 __all__ = ["probe", "load_diffusion_model", "load_text_encoder", "load_vae", "load_controlnet", "CheckpointInfo"]
 
 
@@ -59,7 +59,8 @@ FLUX_MODULES = ("nodes.models.flux", "nodes.models.flux_text", "nodes.models.flu
 SD3_MODULES = ("nodes.models.sd3",)
 FLUX2_MODULES = ("nodes.models.flux2", "nodes.models.flux2_text", "nodes.models.flux2_vae")
 _ARCH_MODULES = {"sd3": SD3_MODULES, "flux2": FLUX2_MODULES, "zimage": ("nodes.models.zimage",),
-                 "qwen_image": ("nodes.models.qwen_image",)}
+                 "qwen_image": ("nodes.models.qwen_image",), "wan21": ("nodes.models.wan",),
+                 "wan22_5b": ("nodes.models.wan",)}
 
 
 def _dispatch(name: str, ref: ModelRef, sd: Any, arch: str):
@@ -248,6 +249,9 @@ def load_text_encoder(ref: ModelRef) -> TextEncoder:
         _refuse_merges(ref, path, "these text encoders")
         arch = "flux2" if clip_type in ("flux", "flux2") else "zimage"
         return _dispatch("load_text_encoder", ref, [_sd(ref, i) for i in range(len(ref.sources))], arch)
+    if clip_type == "wan" or any(i.arch == "umt5" for i in infos):   # ComfyUI's CLIPLoader type wan: umt5-xxl
+        _refuse_merges(ref, path, "these text encoders")
+        return _dispatch("load_text_encoder", ref, _sd(ref), "wan21")
     if clip_type == "qwen_image" or any(i.arch in ("qwen25", "qwen_image") for i in infos):
         # ComfyUI: a Qwen2.5-VL-7B file is Qwen-Image's encoder (whatever the CLIPLoader type but hunyuan_image).
         _refuse_merges(ref, path, "these text encoders")

@@ -113,6 +113,14 @@ class WanVAE(VAE):
         return self.module.encode(x[:, :, None]).latent_dist.mode()[:, :, 0].float()
 
     @torch.no_grad()
+    def encode_video(self, pixels: torch.Tensor) -> torch.Tensor:
+        """IMAGE [T,H,W,3] as ComfyUI's Wan VAE encodes a batch: the frames of one video -> [1,16,1+(T-1)//4,h,w]
+        (the first frame alone, then four frames per latent frame)."""
+        pixels = crop_to_multiple(pixels, self.downscale)
+        x = pixels[..., :3].movedim(-1, 0)[None].to(self.module.dtype) * 2.0 - 1.0
+        return self.module.encode(x).latent_dist.mode().float()
+
+    @torch.no_grad()
     def decode(self, latent: torch.Tensor) -> torch.Tensor:
         """[B,16,h,w] or ComfyUI's [B,16,T,h,w] -> IMAGE [B*T,H,W,3]."""
         if latent.shape[1] != self.latent_channels:

@@ -1,0 +1,182 @@
+"""Wan video latents and image-to-video conditioning (ComfyUI's comfy_extras.nodes_wan and the Hunyuan video
+latent that Wan 2.1's templates use): Empty HunyuanVideo Latent, WanImageToVideo, WanFirstLastFrameToVideo
+and Wan22ImageToVideoLatent.
+
+Video latents are [B,C,1+(length-1)//4,H/8,W/8] (Wan 2.1 VAE, 16 channels) or [B,48,...,H/16,W/16] (Wan 2.2
+VAE). The image-to-video nodes encode a whole clip (the given frames, grey 0.5 elsewhere) as one video with
+the VAE and hand it to the model with a mask of the latent frames the images fix (concat_latent_image,
+concat_mask); the model joins both to its input channels (nodes.models.wan)."""
+from __future__ import annotations
+
+import torch
+
+from nodes import MAX_RESOLUTION
+from nodes.conditioning import require
+from nodes.conditioning_ops import set_values
+from nodes.inputs import require_component
+from nodes.ksampler import call_model_fn
+from nodes.upscale import common_upscale
+
+WAN21_VAE_ARCH = "qwen_image"   # the Wan 2.1 VAE (also Qwen-Image's) detects under this family
+
+
+def latent_frames(length: int) -> int:
+    return (length - 1) // 4 + 1
+
+
+def _fit(images: torch.Tensor, width: int, height: int) -> torch.Tensor:
+    """IMAGE frames resized to width x height as ComfyUI does for these nodes (bilinear, centre crop)."""
+    return common_upscale(images.movedim(-1, 1), width, height, "bilinear", "center").movedim(1, -1)
+
+
+async def encode_video(vae, frames: torch.Tensor) -> torch.Tensor:
+    """IMAGE [T,H,W,3] -> the Wan 2.1 VAE's latent of the clip [1,16,1+(T-1)//4,H/8,W/8]."""
+    vae = require_component(vae, "vae", "vae")
+    if vae.arch != WAN21_VAE_ARCH:
+        raise ValueError(f"vae: the Wan 2.1 VAE (wan_2.1_vae.safetensors) is needed here, got a {vae.arch} VAE")
+    out = await call_model_fn("vae_encode", vae, "vae", {"pixels": frames[..., :3].contiguous()}, {"video": True})
+    return out["latent"]
+
+
+def _video_size(name: str):
+    return ("INT", {"default": {"width": 832, "height": 480}[name], "min": 16, "max": MAX_RESOLUTION, "step": 16})
+
+
+class EmptyHunyuanLatentVideo:
+    RELATIVE_PYTHON_MODULE = "comfy_extras.nodes_hunyuan"
+    FUNCTION = "execute"
+    CATEGORY = "latent/video"
+    RETURN_TYPES = ("LATENT",)
+    DESCRIPTION = "An all-zero 16-channel video latent (Wan 2.1 / HunyuanVideo): length frames give 1+(length-1)/4."
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"width": ("INT", {"default": 848, "min": 16, "max": MAX_RESOLUTION, "step": 16}),
+                             "height": ("INT", {"default": 480, "min": 16, "max": MAX_RESOLUTION, "step": 16}),
+                             "length": ("INT", {"default": 25, "min": 1, "max": MAX_RESOLUTION, "step": 4}),
+                             "batch_size": ("INT", {"default": 1, "min": 1, "max": 4096})}}
+
+    def execute(self, width: int, height: int, length: int, batch_size: int = 1):
+        return ({"samples": torch.zeros(batch_size, 16, latent_frames(length), height // 8, width // 8)},)
+
+
+class WanImageToVideo:
+    RELATIVE_PYTHON_MODULE = "comfy_extras.nodes_wan"
+    FUNCTION = "execute"
+    CATEGORY = "conditioning/video_models"
+    RETURN_TYPES = ("CONDITIONING", "CONDITIONING", "LATENT")
+    RETURN_NAMES = ("positive", "negative", "latent")
+    DESCRIPTION = "Conditions a Wan image-to-video model on a start image (and optionally its CLIP vision output)."
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"positive": ("CONDITIONING", {}), "negative": ("CONDITIONING", {}), "vae": ("VAE", {}),
+                             "width": _video_size("width"), "height": _video_size("height"),
+                             "length": ("INT", {"default": 81, "min": 1, "max": MAX_RESOLUTION, "step": 4}),
+                             "batch_size": ("INT", {"default": 1, "min": 1, "max": 4096})},
+                "optional": {"clip_vision_output": ("CLIP_VISION_OUTPUT", {}), "start_image": ("IMAGE", {})}}
+
+    async def execute(self, positive, negative, vae, width: int, height: int, length: int, batch_size: int,
+                      start_image: torch.Tensor | None = None, clip_vision_output=None):
+        positive, negative = require(positive, "positive"), require(negative, "negative")
+        latent = torch.zeros(batch_size, 16, latent_frames(length), height // 8, width // 8)
+        extra = {}
+        if start_image is not None:
+            start = _fit(start_image[:length], width, height)
+            clip = torch.full((length, height, width, start.shape[-1]), 0.5, dtype=start.dtype)
+            clip[:start.shape[0]] = start
+            image = await encode_video(vae, clip)
+            mask = torch.ones(1, 1, latent.shape[2], image.shape[-2], image.shape[-1])
+            mask[:, :, :latent_frames(start.shape[0])] = 0.0
+            extra = {"concat_latent_image": image, "concat_mask": mask}
+        if clip_vision_output is not None:
+            extra["clip_vision_output"] = clip_vision_output
+        if extra:
+            positive, negative = set_values(positive, extra), set_values(negative, extra)
+        return positive, negative, {"samples": latent}
+
+
+class WanFirstLastFrameToVideo:
+    RELATIVE_PYTHON_MODULE = "comfy_extras.nodes_wan"
+    FUNCTION = "execute"
+    CATEGORY = "conditioning/video_models"
+    RETURN_TYPES = ("CONDITIONING", "CONDITIONING", "LATENT")
+    RETURN_NAMES = ("positive", "negative", "latent")
+    DESCRIPTION = "Conditions a Wan image-to-video model on a first and/or last frame."
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"positive": ("CONDITIONING", {}), "negative": ("CONDITIONING", {}), "vae": ("VAE", {}),
+                             "width": _video_size("width"), "height": _video_size("height"),
+                             "length": ("INT", {"default": 81, "min": 1, "max": MAX_RESOLUTION, "step": 4}),
+                             "batch_size": ("INT", {"default": 1, "min": 1, "max": 4096})},
+                "optional": {"clip_vision_start_image": ("CLIP_VISION_OUTPUT", {}),
+                             "clip_vision_end_image": ("CLIP_VISION_OUTPUT", {}),
+                             "start_image": ("IMAGE", {}), "end_image": ("IMAGE", {})}}
+
+    async def execute(self, positive, negative, vae, width: int, height: int, length: int, batch_size: int,
+                      start_image: torch.Tensor | None = None, end_image: torch.Tensor | None = None,
+                      clip_vision_start_image=None, clip_vision_end_image=None):
+        positive, negative = require(positive, "positive"), require(negative, "negative")
+        frames = latent_frames(length)
+        latent = torch.zeros(batch_size, 16, frames, height // 8, width // 8)
+        clip = torch.full((length, height, width, 3), 0.5)
+        # one mask entry per pixel frame of the 4-frame groups; 0 where an image fixes the frame
+        mask = torch.ones(1, 1, frames * 4, height // 8, width // 8)
+        if start_image is not None:
+            start = _fit(start_image[:length], width, height)
+            clip[:start.shape[0]] = start[..., :3]
+            mask[:, :, :start.shape[0] + 3] = 0.0   # the first latent frame holds one pixel frame, shown 4 times
+        if end_image is not None:
+            end = _fit(end_image[-length:], width, height)
+            clip[-end.shape[0]:] = end[..., :3]
+            mask[:, :, -end.shape[0]:] = 0.0
+        image = await encode_video(vae, clip)
+        mask = mask.view(1, frames, 4, mask.shape[-2], mask.shape[-1]).transpose(1, 2)
+        extra = {"concat_latent_image": image, "concat_mask": mask}
+        vision = _join_vision(clip_vision_start_image, clip_vision_end_image)
+        if vision is not None:
+            extra["clip_vision_output"] = vision
+        return set_values(positive, extra), set_values(negative, extra), {"samples": latent}
+
+
+def _join_vision(start, end):
+    """The start image's CLIP vision states followed by the end image's, as one output."""
+    if start is None or end is None:
+        return start if end is None else end
+    from dataclasses import replace
+    return replace(start, penultimate_hidden_states=torch.cat([start.penultimate_hidden_states,
+                                                               end.penultimate_hidden_states], dim=-2))
+
+
+class Wan22ImageToVideoLatent:
+    RELATIVE_PYTHON_MODULE = "comfy_extras.nodes_wan"
+    FUNCTION = "execute"
+    CATEGORY = "conditioning/inpaint"
+    RETURN_TYPES = ("LATENT",)
+    DESCRIPTION = ("Wan 2.2 5B's 48-channel video latent (1/16 of the size); with a start image its first frames "
+                   "are the image's latent and a noise mask keeps them.")
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"vae": ("VAE", {}),
+                             "width": ("INT", {"default": 1280, "min": 32, "max": MAX_RESOLUTION, "step": 32}),
+                             "height": ("INT", {"default": 704, "min": 32, "max": MAX_RESOLUTION, "step": 32}),
+                             "length": ("INT", {"default": 49, "min": 1, "max": MAX_RESOLUTION, "step": 4}),
+                             "batch_size": ("INT", {"default": 1, "min": 1, "max": 4096})},
+                "optional": {"start_image": ("IMAGE", {})}}
+
+    async def execute(self, vae, width: int, height: int, length: int, batch_size: int,
+                      start_image: torch.Tensor | None = None):
+        latent = torch.zeros(1, 48, latent_frames(length), height // 16, width // 16)
+        if start_image is None:   # ComfyUI gives one empty latent whatever the batch size
+            return ({"samples": latent},)
+        vae = require_component(vae, "vae", "vae")
+        raise ValueError(f"vae: a start image needs the Wan 2.2 VAE (wan2.2_vae.safetensors, 48 latent channels), "
+                         f"which is not supported yet; got a {vae.arch} VAE")
+
+
+NODE_CLASS_MAPPINGS = {"EmptyHunyuanLatentVideo": EmptyHunyuanLatentVideo, "WanImageToVideo": WanImageToVideo,
+                       "WanFirstLastFrameToVideo": WanFirstLastFrameToVideo,
+                       "Wan22ImageToVideoLatent": Wan22ImageToVideoLatent}
+NODE_DISPLAY_NAME_MAPPINGS = {"EmptyHunyuanLatentVideo": "Empty HunyuanVideo 1.0 Latent"}

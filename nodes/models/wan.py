@@ -1,0 +1,212 @@
+"""Wan 2.1 / 2.2 video diffusion models from the single files ComfyUI users download (diffusion_models/
+wan2.1_*.safetensors, wan2.2_*.safetensors: Wan's own key names, bare or under `model.diffusion_model.`).
+
+ComfyUI tells them by `head.modulation` and reads the sizes from the tensors: the width from the head's
+modulation, 128-wide heads, the input channels from the patch embedding (16 text-to-video, 36 image-to-video:
+mask and image latent joined to the noise), the output channels from the head (48: Wan 2.2 5B, whose latents
+come from the Wan 2.2 VAE). The network is diffusers' WanTransformer3DModel, converted with diffusers' own
+Wan key mapping; `apply` takes ComfyUI's view of the model: a [B,C,T,H,W] latent in model space, the timestep
+sigma x 1000, the umt5 states as context, an image-to-video model's concat tensor, and, for Wan 2.2 5B, one
+timestep per latent frame (ComfyUI's from a denoise mask). Two things follow ComfyUI rather than diffusers:
+the time embedding's sinusoid is computed in float64 (diffusers: float32), and inputs of odd size are padded
+circularly to the 2x2 patch (diffusers refuses them).
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from diffusers import WanTransformer3DModel
+from diffusers.loaders.single_file_utils import convert_wan_transformer_to_diffusers
+from diffusers.models.transformers.transformer_wan import WanRotaryPosEmbed
+
+from cluster.refs import ModelRef
+from nodes.arch import latent_format, sampling_config
+from nodes.models.components import DiffusionModel
+from nodes.models.errors import ModelLoadError
+from nodes.models.flux_keys import count_blocks, find_prefix, strip_prefix
+from nodes.models.fp8 import dequantize_scaled_fp8
+from nodes.models.lora import LoraTargets, merge_loras
+from nodes.models.safetensors_io import build_module
+from nodes.models.unet import resize_to_batch_size
+from nodes.upscale import common_upscale
+
+WAN_MARKER = "head.modulation"
+HEAD_DIM = 128        # ComfyUI: num_heads = dim // 128
+FREQ_DIM = 256
+PATCH = (1, 2, 2)
+
+
+def wan_arch(sd: Mapping[str, torch.Tensor]) -> str:
+    """"wan22_5b" for the 48-channel Wan 2.2 5B, "wan21" for the others (Wan 2.1 and Wan 2.2 14B share the
+    Wan 2.1 latent)."""
+    return "wan22_5b" if sd["head.head.weight"].shape[0] // math.prod(PATCH) == 48 else "wan21"
+
+
+def infer_config(sd: Mapping[str, torch.Tensor]) -> dict[str, Any]:
+    """WanTransformer3DModel's config from a Wan-layout (unprefixed) state dict's shapes, as ComfyUI reads them."""
+    dim = int(sd["head.modulation"].shape[-1])
+    if dim % HEAD_DIM:
+        raise ValueError(f"width {dim} is not a multiple of Wan's 128-wide heads")
+    config: dict[str, Any] = {
+        "patch_size": PATCH, "num_attention_heads": dim // HEAD_DIM, "attention_head_dim": HEAD_DIM,
+        "in_channels": int(sd["patch_embedding.weight"].shape[1]),
+        "out_channels": int(sd["head.head.weight"].shape[0] // math.prod(PATCH)),
+        "text_dim": int(sd["text_embedding.0.weight"].shape[1]), "freq_dim": FREQ_DIM,
+        "ffn_dim": int(sd["blocks.0.ffn.0.weight"].shape[0]), "num_layers": count_blocks(sd, "blocks"),
+        "cross_attn_norm": True, "qk_norm": "rms_norm_across_heads", "eps": 1e-6,
+    }
+    if "img_emb.proj.0.weight" in sd:   # Wan 2.1 image-to-video: CLIP vision states join the text
+        config["image_dim"] = int(sd["img_emb.proj.0.weight"].shape[0])
+        config["added_kv_proj_dim"] = dim
+        if "img_emb.emb_pos" in sd:   # first-last-frame models
+            config["pos_embed_seq_len"] = int(sd["img_emb.emb_pos"].shape[1])
+    return config
+
+
+class ComfyTimesteps(torch.nn.Module):
+    """The time embedding's sinusoid as ComfyUI computes it: in float64, cosines first."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, t: torch.Tensor) -> torch.Tensor:
+        half = self.dim // 2
+        pos = t.to(torch.float64)
+        freqs = torch.pow(10000.0, -torch.arange(half, dtype=torch.float64, device=t.device) / half)
+        angle = torch.outer(pos, freqs)
+        return torch.cat([torch.cos(angle), torch.sin(angle)], dim=1).to(torch.float32)
+
+
+def _upscale_frames(t: torch.Tensor, size: torch.Size) -> torch.Tensor:
+    return common_upscale(t, size[1], size[0], "bilinear", "center")
+
+
+def _to_batch(t: torch.Tensor, b: int) -> torch.Tensor:
+    return resize_to_batch_size(t, b)
+
+
+def _pad_to_patch(x: torch.Tensor) -> torch.Tensor:
+    pads = [(-x.shape[-i]) % PATCH[-i] for i in (1, 2)]
+    if not any(pads):
+        return x
+    return torch.nn.functional.pad(x, (0, pads[0], 0, pads[1], 0, 0), mode="circular")
+
+
+@dataclass
+class WanDiffusionModel(DiffusionModel):
+    def concat_image(self, image: torch.Tensor | None, x: torch.Tensor,
+                     mask: torch.Tensor | None = None) -> torch.Tensor | None:
+        """An image-to-video model's extra input channels, as ComfyUI's WAN21.concat_cond: four channels of
+        1 - concat_mask (1 where the image fixes a frame) then the image latent in model space; zeros for a
+        cond without an image. None for a model whose input is the latent alone."""
+        extra = self.module.config.in_channels - x.shape[1]
+        if extra <= 0:
+            return None
+        if image is None:
+            return torch.zeros(x.shape[0], extra, *x.shape[2:], dtype=x.dtype, device=x.device)
+        image = image.to(x.device, x.dtype)
+        if image.shape[-2:] != x.shape[-2:]:
+            image = _upscale_frames(image, x.shape[-2:])
+        channels = self.latent_format.channels
+        image = torch.cat([self.latent_format.process_in(image[:, i:i + channels])
+                           for i in range(0, image.shape[1], channels)], dim=1)
+        image = _to_batch(image, x.shape[0])
+        if extra != image.shape[1] + 4:
+            if extra == image.shape[1]:
+                return image
+            raise ValueError(f"this Wan model takes {extra} conditioning channels; the image latent has "
+                             f"{image.shape[1]}")
+        if mask is None:
+            mask = torch.zeros(x.shape[0], 4, *x.shape[2:], dtype=x.dtype, device=x.device)
+        else:
+            mask = mask.to(x.device, x.dtype)
+            if mask.shape[1] != 4:
+                mask = mask.mean(dim=1, keepdim=True)
+            mask = _upscale_frames(1.0 - mask, x.shape[-2:])
+            if mask.shape[2] < x.shape[2]:
+                mask = torch.nn.functional.pad(mask, (0, 0, 0, 0, 0, x.shape[2] - mask.shape[2]))
+            mask = _to_batch(mask.expand(-1, 4, -1, -1, -1) if mask.shape[1] == 1 else mask, x.shape[0])
+        return torch.cat([mask, image], dim=1)
+
+    def apply(self, x: torch.Tensor, timestep: torch.Tensor, cond: dict[str, Any]) -> torch.Tensor:
+        if cond.get("control"):
+            raise NotImplementedError("ControlNets are not supported for Wan models")
+        module: WanTransformer3DModel = self.module
+        if x.dim() != 5:
+            raise ValueError(f"Wan models take [B,C,T,H,W] video latents, got {tuple(x.shape)}")
+        b, _, frames, h, w = x.shape
+        device, dtype = x.device, self.dtype
+        inp = x if cond.get("concat") is None else torch.cat([x, cond["concat"].to(x)], dim=1)
+        if inp.shape[1] != module.config.in_channels:
+            raise ValueError(f"this Wan model takes {module.config.in_channels} input channels (latent and "
+                             f"image conditioning), got {inp.shape[1]}; an image-to-video model needs "
+                             "WanImageToVideo's conditioning")
+        inp = _pad_to_patch(inp)
+        t = torch.as_tensor(timestep, dtype=torch.float32, device=device)
+        t = t.reshape(-1).expand(b) if t.numel() in (1, b) and t.dim() < 2 else t
+        if t.dim() == 2:   # one timestep per latent frame (Wan 2.2 5B): one per token, as the model takes them
+            tokens = (inp.shape[-2] // PATCH[1]) * (inp.shape[-1] // PATCH[2])
+            t = t.repeat_interleave(tokens, dim=1)
+        context = cond["context"].to(device, dtype)
+        image = cond.get("clip_fea")
+        out = module(hidden_states=inp.to(dtype), timestep=t, encoder_hidden_states=context,
+                     encoder_hidden_states_image=None if image is None else image.to(device, dtype),
+                     return_dict=False)[0]
+        return out[:, :, :frames, :h, :w].float()
+
+
+def lora_targets(sd: Mapping[str, torch.Tensor]) -> LoraTargets:
+    """The names a Wan LoRA may give a layer, as ComfyUI accepts them: Wan's own under `diffusion_model.`
+    (lightx2v's and most trainers'), kohya's `lora_unet_` with underscores, and diffusers' under `transformer.`."""
+    ours = convert_wan_transformer_to_diffusers({k: k for k in sd})   # diffusers name -> Wan name
+    targets = LoraTargets(("diffusion_model.", "lora_unet_", "transformer."), {})
+    for dif, wan in ours.items():
+        if dif.endswith(".weight"):
+            d, w = dif[:-len(".weight")], wan[:-len(".weight")]
+            targets.add(dif, "diffusion_model." + w, "lora_unet_" + w.replace(".", "_"), "transformer." + d)
+    return targets
+
+
+def _with_rope(module: WanTransformer3DModel) -> WanTransformer3DModel:
+    """The rotary tables are computed, not stored: built on the CPU while the rest waits on the meta device."""
+    with torch.device("cpu"):
+        module.rope = WanRotaryPosEmbed(HEAD_DIM, PATCH, module.rope.max_seq_len)
+    return module
+
+
+def to_wan_layout(state_dict: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    prefix = find_prefix(state_dict.keys(), WAN_MARKER)
+    if prefix is None:
+        raise ValueError("not a Wan state dict (no head.modulation)")
+    return strip_prefix(dequantize_scaled_fp8(state_dict), prefix)
+
+
+def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) -> WanDiffusionModel:
+    """A Wan DiffusionModel from a bare or `model.diffusion_model.`-prefixed file; float32 compute, as ComfyUI
+    runs Wan on a CPU."""
+    path = ref.sources[0] if ref.sources else None
+    try:
+        sd = to_wan_layout(state_dict)
+        config = infer_config(sd)
+    except (KeyError, ValueError) as e:
+        raise ModelLoadError(path, f"not a usable Wan diffusion model: {e}") from None
+    arch = wan_arch(sd)
+    converted = convert_wan_transformer_to_diffusers(dict(sd))
+    if ref.patches:
+        converted, _ = merge_loras(ref.patches, lora_targets(sd), converted)
+    module = build_module(lambda: _with_rope(WanTransformer3DModel(**config)), converted, path, "Wan transformer")
+    module.condition_embedder.timesteps_proj = ComfyTimesteps(FREQ_DIM)
+    return WanDiffusionModel(arch=arch, module=module, latent_format=latent_format(arch),
+                             sampling=dict(sampling_config(arch)), config=config)
+
+
+# The loader (nodes.models.loader) finds every Wan entry point on this module.
+from nodes.models.qwen_image_vae import load_vae
+from nodes.models.wan_text import load_text_encoder
+
+__all__ = ["infer_config", "load_diffusion_model", "load_text_encoder", "load_vae", "lora_targets", "wan_arch"]

@@ -1,0 +1,137 @@
+"""wan-tiny: deterministic tiny Wan 2.1 / 2.2 files in the layouts of ComfyUI's repackaged downloads:
+- diffusion_models/wan2.2_i2v_{high,low}_noise_14B_tiny.safetensors: Wan 2.2 14B image-to-video's two experts
+  (36 input channels), Wan's key names, one 128-wide head (ComfyUI's head width), 2 blocks;
+- diffusion_models/wan2.1_t2v_1.3B_tiny.safetensors: a text-to-video model (16 input channels);
+- diffusion_models/wan2.2_ti2v_5B_tiny.safetensors: Wan 2.2 5B's shape (48 latent channels in and out);
+- text_encoders/umt5_xxl_tiny.safetensors: a umT5 encoder (32 wide, 2 blocks) with its SentencePiece model as
+  the byte tensor `spiece_model`, as ComfyUI's umt5_xxl files carry it;
+- vae/wan_2.1_vae_tiny.safetensors: the Wan 2.1 VAE in Wan's layout at base width 8;
+- loras/wan2.2_i2v_lightx2v_4steps_lora_tiny_{high,low}_noise.safetensors: rank-4 LoRAs for the two experts in
+  the names lightx2v's Wan LoRAs use (`diffusion_model.blocks.N.self_attn.q.lora_down.weight`, `.alpha`).
+bfloat16 like the released files. Same seed -> byte-identical files (the SentencePiece model is trained on a
+fixed text with one thread)."""
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import torch
+from diffusers import AutoencoderKLWan, WanTransformer3DModel
+from diffusers.loaders.single_file_utils import convert_wan_transformer_to_diffusers
+from safetensors.torch import save_file
+from transformers import UMT5Config, UMT5EncoderModel
+
+from nodes.models.flux_demo import randomize_constants
+from nodes.models.qwen_image_vae import diffusers_to_wan
+from nodes.models.wan import HEAD_DIM
+from nodes.models.wan_text import SPIECE_KEY
+from nodes.output_claims import write_atomic
+
+SEED = 11
+TEXT_WIDTH = 32
+FILES = {"i2v_high": "diffusion_models/wan2.2_i2v_high_noise_14B_tiny.safetensors",
+         "i2v_low": "diffusion_models/wan2.2_i2v_low_noise_14B_tiny.safetensors",
+         "t2v": "diffusion_models/wan2.1_t2v_1.3B_tiny.safetensors",
+         "ti2v_5b": "diffusion_models/wan2.2_ti2v_5B_tiny.safetensors",
+         "text_encoder": "text_encoders/umt5_xxl_tiny.safetensors",
+         "vae": "vae/wan_2.1_vae_tiny.safetensors",
+         "lora_high": "loras/wan2.2_i2v_lightx2v_4steps_lora_tiny_high_noise.safetensors",
+         "lora_low": "loras/wan2.2_i2v_lightx2v_4steps_lora_tiny_low_noise.safetensors"}
+# (input channels, output channels) of each diffusion model
+_SHAPES = {"i2v_high": (36, 16), "i2v_low": (36, 16), "t2v": (16, 16), "ti2v_5b": (48, 48)}
+# The text the tiny SentencePiece model is trained on: prompts of the Wan templates and the tests.
+_CORPUS = ["The white dragon warrior stands still, eyes full of determination and strength.",
+           ("The camera slowly moves closer or circles around the warrior, highlighting the powerful presence "
+            "and heroic spirit of the character."), "a red cube on a wooden table, a cat walking on the grass",
+           "low quality, blurry, static, worst quality, JPEG artifacts, ugly, deformed", "a fox at dusk, sunset"]
+
+# Our names (diffusers') -> Wan's, the inverse of diffusers' convert_wan_transformer_to_diffusers, in order.
+_TO_WAN = [("condition_embedder.time_embedder.linear_1", "time_embedding.0"),
+           ("condition_embedder.time_embedder.linear_2", "time_embedding.2"),
+           ("condition_embedder.text_embedder.linear_1", "text_embedding.0"),
+           ("condition_embedder.text_embedder.linear_2", "text_embedding.2"),
+           ("condition_embedder.time_proj", "time_projection.1"),
+           ("attn1.", "self_attn."), ("attn2.", "cross_attn."), (".to_out.0.", ".o."), (".to_q.", ".q."),
+           (".to_k.", ".k."), (".to_v.", ".v."), ("ffn.net.0.proj", "ffn.0"), ("ffn.net.2", "ffn.2"),
+           (".norm2.", ".norm3."), (".scale_shift_table", ".modulation")]
+
+
+def transformer_to_wan(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    out = {}
+    for key, value in sd.items():
+        name = {"scale_shift_table": "head.modulation"}.get(key, key)
+        name = "head.head." + name[len("proj_out."):] if name.startswith("proj_out.") else name
+        for ours, theirs in _TO_WAN:
+            name = name.replace(ours, theirs)
+        out[name] = value
+    back = convert_wan_transformer_to_diffusers({k: i for i, k in enumerate(out)})
+    if sorted(back) != sorted(sd):   # diffusers' own converter must give our names back
+        raise AssertionError(f"Wan layout does not convert back: {sorted(set(back) ^ set(sd))[:4]}")
+    return out
+
+
+def spiece_model() -> bytes:
+    import sentencepiece
+    out = io.BytesIO()
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(_CORPUS * 20), model_writer=out, vocab_size=400, hard_vocab_limit=False,
+        model_type="unigram", pad_id=0, eos_id=1, unk_id=2, bos_id=-1, byte_fallback=True,
+        character_coverage=1.0, num_threads=1, minloglevel=2)
+    return out.getvalue()
+
+
+def _transformer(in_channels: int, out_channels: int, gen: torch.Generator) -> dict[str, torch.Tensor]:
+    model = WanTransformer3DModel(patch_size=(1, 2, 2), num_attention_heads=1, attention_head_dim=HEAD_DIM,
+                                  in_channels=in_channels, out_channels=out_channels, text_dim=TEXT_WIDTH,
+                                  freq_dim=256, ffn_dim=256, num_layers=2)
+    randomize_constants(model, gen)
+    return transformer_to_wan(model.state_dict())
+
+
+def tiny_wan_state_dicts(seed: int = SEED) -> dict[str, dict[str, torch.Tensor]]:
+    """The tiny files' tensors, in ComfyUI's layouts and bfloat16 (the tokenizer bytes as uint8)."""
+    proto = spiece_model()
+    vocab = len(__import__("sentencepiece").SentencePieceProcessor(model_proto=proto))
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        gen = torch.Generator().manual_seed(seed)
+        sds = {name: _transformer(*shape, gen) for name, shape in _SHAPES.items()}
+        text = UMT5EncoderModel(UMT5Config(vocab_size=vocab, d_model=TEXT_WIDTH, d_kv=8, d_ff=64, num_layers=2,
+                                           num_heads=4, relative_attention_num_buckets=32,
+                                           feed_forward_proj="gated-gelu", dense_act_fn="gelu_pytorch_tanh",
+                                           is_encoder_decoder=False))
+        vae = AutoencoderKLWan(base_dim=8, z_dim=16)
+        for m in (text, vae):
+            randomize_constants(m, gen)
+    text_sd = {k: v for k, v in text.state_dict().items() if k != "encoder.embed_tokens.weight"}
+    sds["text_encoder"] = text_sd
+    sds["vae"] = diffusers_to_wan(vae.state_dict())
+    out = {name: {k: v.to(torch.bfloat16).contiguous() for k, v in sd.items()} for name, sd in sds.items()}
+    out["text_encoder"][SPIECE_KEY] = torch.frombuffer(bytearray(proto), dtype=torch.uint8)
+    lora_gen = torch.Generator().manual_seed(seed + 1)
+    out["lora_high"], out["lora_low"] = (_lora(sds[name], lora_gen) for name in ("i2v_high", "i2v_low"))
+    return out
+
+
+def _lora(model: dict[str, torch.Tensor], gen: torch.Generator, rank: int = 4) -> dict[str, torch.Tensor]:
+    """A rank-`rank` LoRA on every attention and feed-forward matrix of a Wan-layout model, bfloat16."""
+    out = {}
+    for key, weight in sorted(model.items()):
+        if key.startswith("blocks.") and key.endswith(".weight") and weight.dim() == 2 and \
+                any(part in key for part in (".q.", ".k.", ".v.", ".o.", ".ffn.")):
+            name = "diffusion_model." + key[:-len(".weight")]
+            out[f"{name}.lora_down.weight"] = torch.randn(rank, weight.shape[1], generator=gen) * 0.1
+            out[f"{name}.lora_up.weight"] = torch.randn(weight.shape[0], rank, generator=gen) * 0.1
+            out[f"{name}.alpha"] = torch.tensor(float(rank))
+    return {k: v.to(torch.bfloat16).contiguous() for k, v in out.items()}
+
+
+def build_demo_wan(models_dir: Path, seed: int = SEED) -> list[Path]:
+    """Write wan-tiny under a ComfyUI models folder; returns the paths written."""
+    written = []
+    for name, sd in tiny_wan_state_dicts(seed).items():
+        path = Path(models_dir) / FILES[name]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, lambda tmp, sd=sd: save_file(sd, tmp, metadata={"format": "pt"}))
+        written.append(path)
+    return written
