@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from nodes.dynamic_inputs import DYNAMIC_COMBO
+
 MUTED, BYPASSED = 2, 4
 VIRTUAL_TYPES = {"Reroute", "PrimitiveNode", "Note", "MarkdownNote"}
 WIDGET_TYPES = {"INT", "FLOAT", "STRING", "BOOLEAN", "COMBO"}
@@ -54,6 +56,9 @@ def _widget_values(node: dict, info: dict) -> dict[str, Any]:
     for category in ("required", "optional"):
         for name in order.get(category, []):
             spec = info["input"].get(category, {}).get(name)
+            if _is_dynamic_combo(spec) and pos < len(values):
+                pos = _dynamic_combo_values(name, spec, values, pos, out)
+                continue
             if not _is_widget(spec) or pos >= len(values):
                 continue
             out[name] = values[pos]
@@ -66,6 +71,25 @@ def _widget_values(node: dict, info: dict) -> dict[str, Any]:
                     values[pos] in ("image", "video", "audio", "file"):
                 pos += 1
     return out
+
+
+def _is_dynamic_combo(spec: Any) -> bool:
+    return isinstance(spec, (list, tuple)) and len(spec) > 1 and spec[0] == DYNAMIC_COMBO
+
+
+def _dynamic_combo_values(name: str, spec: tuple, values: list, pos: int, out: dict[str, Any]) -> int:
+    """A dynamic combo's widgets: the chosen option, then its option's widgets (required, then optional) as
+    the web UI lists them after it, sent as `name.input`. Returns the position past them."""
+    choice = values[pos]
+    out[name] = choice
+    pos += 1
+    option = next((o for o in spec[1].get("options", []) if o.get("key") == choice), {})
+    for category in ("required", "optional"):
+        for sub, sub_spec in option.get("inputs", {}).get(category, {}).items():
+            if _is_widget(sub_spec) and pos < len(values):
+                out[f"{name}.{sub}"] = values[pos]
+                pos += 1
+    return pos
 
 
 def ui_to_api(workflow: dict, registry: Any) -> dict:

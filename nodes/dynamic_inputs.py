@@ -65,8 +65,9 @@ def sub_input(spec: tuple, part: str) -> tuple | None:
         return _item_spec(spec) if part in _item_names(spec) else None
     if spec[0] == DYNAMIC_COMBO:
         head, _, rest = part.partition(".")
-        for option in spec[1]["options"]:
-            inner = option["inputs"]["required"].get(head)
+        for option in spec[1]["options"]:   # an option's inputs may be required or optional (ComfyUI's V3)
+            inputs = option["inputs"]
+            inner = inputs.get("required", {}).get(head) or inputs.get("optional", {}).get(head)
             if inner is not None:
                 return inner if not rest else sub_input(inner, rest)
     return None

@@ -17,6 +17,8 @@ NEWER = Path(__file__).resolve().parent / "fixtures" / "comfyui_newer_object_inf
 # Today's utility core classes we offer (logic, math, lists, batches, ...): recorded from ComfyUI 0.10.0 or read from
 # the newest source (the file says which).
 TODAY = Path(__file__).resolve().parent / "fixtures" / "comfyui_today_object_info.json"
+# TextGenerate (newer than 0.10.0), from the newest source; the file says which commit.
+TEXTGEN = Path(__file__).resolve().parent / "fixtures" / "comfyui_textgen_object_info.json"
 # Inputs whose options are the files of a workspace folder (or of the input folder): only their type is compared.
 FILE_COMBOS = {"ckpt_name", "vae_name", "lora_name", "clip_name", "clip_name1", "clip_name2", "clip_name3",
                "clip_name4", "unet_name", "control_net_name", "image", "model_name", "style_model_name",
@@ -33,7 +35,7 @@ KNOWN_GAPS: dict[tuple[str, str], str] = {
 
 def reference() -> dict[str, dict]:
     return {**json.loads(REFERENCE.read_text())["classes"], **json.loads(NEWER.read_text())["classes"],
-            **json.loads(TODAY.read_text())["classes"]}
+            **json.loads(TODAY.read_text())["classes"], **json.loads(TEXTGEN.read_text())["classes"]}
 
 
 @pytest.fixture(scope="module")
