@@ -13,7 +13,8 @@ from nodes.models.components import TextEncoder
 @register
 class TextEncode(ModelFn):
     """params: text, or texts (a text per sub-encoder) and equal_chunks. Tokenises with the encoder's own
-    tokenizer (ComfyUI's weighting syntax) and encodes."""
+    tokenizer (ComfyUI's weighting syntax) and encodes. Qwen-Image-Edit's encoders add `images` (how many
+    IMAGE inputs image0.. there are) and `template` (a chat template)."""
     name = "text_encode"
 
     def setup_io(self) -> None:
@@ -32,7 +33,12 @@ class TextEncode(ModelFn):
         return load_text_encoder(ref)
 
     def execute(self, model: TextEncoder, inputs: dict[str, Any], params: dict[str, Any]) -> dict[str, torch.Tensor]:
-        cond, pooled = model.encode(tokens_for(model, params))
+        if params.get("images") or params.get("template"):   # Qwen-Image-Edit: images read inside the prompt
+            images = [self.resolve(inputs, f"image{i}") for i in range(params.get("images", 0))]
+            tokens = model.tokenize(params["text"], images=len(images), template=params.get("template"))
+            cond, pooled = model.encode(tokens, images)
+        else:
+            cond, pooled = model.encode(tokens_for(model, params))
         out = {"cond": cond}
         if pooled is not None:
             out["pooled"] = pooled

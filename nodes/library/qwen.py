@@ -1,0 +1,123 @@
+"""ComfyUI's comfy_extras.nodes_qwen: the Qwen-Image-Edit prompt encoders. The images go through the text
+encoder's Qwen2.5-VL vision tower (nodes.models.qwen_vl) inside the prompt, and, given a VAE, into the
+conditioning as reference latents (ReferenceLatent's `reference_latents`, read by nodes.models.qwen_image).
+
+As ComfyUI 0.3.64 sizes them (`area` resampling, aspect ratio kept, from the image's own size):
+- TextEncodeQwenImageEdit: one image, at about 1024x1024 pixels for both the vision tower and the VAE
+  (rounded to whole pixels); with an image and no template of the prompt's own, Qwen's edit prompt with the
+  image before the text;
+- TextEncodeQwenImageEditPlus: up to three, each at about 384x384 pixels for the vision tower and at about
+  1024x1024 rounded to multiples of 8 for the VAE, announced in the prompt as "Picture N: " slots ahead of the
+  text (N counts the inputs, so a missing image1 leaves the first picture number 2); its own edit template
+  even with no image. Only an image's first three channels are read (as the newest ComfyUI does)."""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from nodes.inputs import require_component
+from nodes.ksampler import call_model_fn
+from nodes.model_nodes import VAEEncode
+from nodes.modelfns.hooks import encodings
+from nodes.models.qwen_image_text import TEMPLATE_EDIT
+from nodes.upscale import common_upscale
+
+MODULE = "comfy_extras.nodes_qwen"
+PROMPT = ("STRING", {"multiline": True, "dynamicPrompts": True})
+VISION_SLOT = "Picture {}: <|vision_start|><|image_pad|><|vision_end|>"
+
+
+def _image(image, name: str) -> torch.Tensor:
+    if not isinstance(image, torch.Tensor) or image.ndim != 4 or image.shape[1] < 1 or image.shape[2] < 1:
+        raise ValueError(f"{name}: expected an IMAGE [B,H,W,C]")
+    return image
+
+
+def resized(image: torch.Tensor, pixels: int, multiple: float | None = None) -> torch.Tensor:
+    """`image` (area) at about `pixels` pixels, aspect kept; sides rounded to whole pixels, or to `multiple`s."""
+    h, w = image.shape[1], image.shape[2]
+    scale = math.sqrt(pixels / (w * h))
+    if multiple is None:
+        width, height = round(w * scale), round(h * scale)
+    else:
+        width, height = round(w * scale / multiple) * multiple, round(h * scale / multiple) * multiple
+    return common_upscale(image.movedim(-1, 1), int(width), int(height), "area", "disabled").movedim(1, -1)
+
+
+async def encode_with_images(clip, prompt: str, images: list[torch.Tensor], template: str | None,
+                             references: list[torch.Tensor]) -> list:
+    """CONDITIONING of `prompt` read with `images` by the text encoder, `references` added as reference
+    latents (after any the entry has)."""
+    clip = require_component(clip, "text_encoder", "clip")
+    if clip.arch != "qwen_image":
+        raise ValueError(f"clip: the Qwen-Image-Edit encoders need Qwen-Image's text encoder (CLIPLoader type "
+                         f"qwen_image), got a {clip.arch} CLIP")
+    inputs = {f"image{i}": img for i, img in enumerate(images)}
+    params = {"text": prompt, "images": len(images), "template": template}
+    conditioning = []
+    for ref, extra in encodings(clip):
+        out = await call_model_fn("text_encode", ref, "clip", inputs, params)
+        opts = {"pooled_output": out.get("pooled"), **extra}
+        if references:
+            opts["reference_latents"] = list(references)
+        conditioning.append([out["cond"], opts])
+    return conditioning
+
+
+class TextEncodeQwenImageEdit:
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"clip": ("CLIP", {}), "prompt": PROMPT},
+                "optional": {"vae": ("VAE", {}), "image": ("IMAGE", {})}}
+
+    RETURN_TYPES = ("CONDITIONING",)
+    FUNCTION = "execute"
+    CATEGORY = "advanced/conditioning"
+    DESCRIPTION = ("Encodes an edit instruction for Qwen-Image-Edit: the image (at about one megapixel) is read by "
+                   "the text encoder's vision tower and, given a VAE, added as a reference latent.")
+    RELATIVE_PYTHON_MODULE = MODULE
+
+    async def execute(self, clip, prompt: str, vae=None, image=None):
+        images, references = [], []
+        if image is not None:
+            image = resized(_image(image, "image"), 1024 * 1024)[:, :, :, :3]
+            images.append(image)
+            if vae is not None:
+                (latent,) = await VAEEncode().encode(vae, image)
+                references.append(latent["samples"])
+        return (await encode_with_images(clip, prompt, images, None, references),)
+
+
+class TextEncodeQwenImageEditPlus:
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"clip": ("CLIP", {}), "prompt": PROMPT},
+                "optional": {"vae": ("VAE", {}), "image1": ("IMAGE", {}), "image2": ("IMAGE", {}),
+                             "image3": ("IMAGE", {})}}
+
+    RETURN_TYPES = ("CONDITIONING",)
+    FUNCTION = "execute"
+    CATEGORY = "advanced/conditioning"
+    DESCRIPTION = ("Encodes an edit instruction for Qwen-Image-Edit 2509/2511 with up to three images: each is read "
+                   "by the text encoder's vision tower (at about 384x384) and, given a VAE, added as a reference "
+                   "latent (at about one megapixel).")
+    RELATIVE_PYTHON_MODULE = MODULE
+
+    async def execute(self, clip, prompt: str, vae=None, image1=None, image2=None, image3=None):
+        images, references, slots = [], [], ""
+        for i, image in enumerate((image1, image2, image3), start=1):
+            if image is None:
+                continue
+            image = _image(image, f"image{i}")
+            images.append(resized(image, 384 * 384)[:, :, :, :3])
+            if vae is not None:
+                (latent,) = await VAEEncode().encode(vae, resized(image, 1024 * 1024, 8.0)[:, :, :, :3])
+                references.append(latent["samples"])
+            slots += VISION_SLOT.format(i)
+        return (await encode_with_images(clip, slots + prompt, images, TEMPLATE_EDIT, references),)
+
+
+NODE_CLASS_MAPPINGS = {"TextEncodeQwenImageEdit": TextEncodeQwenImageEdit,
+                       "TextEncodeQwenImageEditPlus": TextEncodeQwenImageEditPlus}
+NODE_DISPLAY_NAME_MAPPINGS: dict[str, str] = {}
