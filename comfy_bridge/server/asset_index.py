@@ -18,12 +18,13 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-ROOTS = ("models", "input", "output")
+ROOTS = ("models", "input", "output")   # what a seed scans (ComfyUI's seeder roots)
+LISTED = (*ROOTS, "temp")   # what a listing brings up to date: previews are outputs too (tags_any=output,temp)
 # Folder keys of the workspace table whose files are not models (ComfyUI leaves out configs and
 # custom_nodes; our table also has the datasets and fonts folders of the training and text nodes).
 NON_MODEL_FOLDERS = frozenset({"configs", "custom_nodes", "datasets", "fonts"})
@@ -36,7 +37,7 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS local_assets (
     id TEXT PRIMARY KEY, tenant TEXT NOT NULL, root TEXT NOT NULL, path TEXT NOT NULL, name TEXT NOT NULL,
     loader_path TEXT, display_name TEXT, hash TEXT, size INTEGER NOT NULL, mtime REAL, mime_type TEXT,
-    system_tags TEXT NOT NULL, tags TEXT NOT NULL, user_metadata TEXT NOT NULL, preview_id TEXT,
+    system_tags TEXT NOT NULL, tags TEXT NOT NULL, user_metadata TEXT NOT NULL, preview_id TEXT, job_id TEXT,
     created REAL NOT NULL, updated REAL NOT NULL, accessed REAL NOT NULL, missing INTEGER NOT NULL DEFAULT 0);
 CREATE INDEX IF NOT EXISTS local_assets_path ON local_assets (tenant, path);
 CREATE INDEX IF NOT EXISTS local_assets_hash ON local_assets (tenant, hash);
@@ -44,7 +45,7 @@ CREATE TABLE IF NOT EXISTS local_assets_hidden (tenant TEXT NOT NULL, path TEXT 
     PRIMARY KEY (tenant, path));
 """
 _COLUMNS = ("id", "tenant", "root", "path", "name", "loader_path", "display_name", "hash", "size", "mtime",
-            "mime_type", "system_tags", "tags", "user_metadata", "preview_id", "created", "updated", "accessed",
+            "mime_type", "system_tags", "tags", "user_metadata", "preview_id", "job_id", "created", "updated", "accessed",
             "missing")
 _JSON = ("system_tags", "tags", "user_metadata")
 
@@ -110,7 +111,7 @@ def scan(workspace: Any, roots: Iterable[str]) -> dict[str, FileFacts]:
                         if MODEL_TYPE + key not in facts.system_tags:
                             facts.system_tags.append(MODEL_TYPE + key)
             continue
-        base = Path(workspace.input_dir if root == "input" else workspace.output_dir)
+        base = Path({"input": workspace.input_dir, "output": workspace.output_dir, "temp": workspace.temp_dir}[root])
         for path in _walk(base):
             stat = _stat(path)
             if stat is None:
@@ -148,9 +149,11 @@ class AssetIndex:
             return self._db.execute(sql, args).rowcount
 
     # -- scanning ---------------------------------------------------------------------------------
-    def sync(self, tenant: str, workspace: Any, roots: Iterable[str] = ROOTS, reveal: bool = False) -> dict:
+    def sync(self, tenant: str, workspace: Any, roots: Iterable[str] = LISTED, reveal: bool = False,
+             jobs: Callable[[], dict[tuple[str, str], str]] | None = None) -> dict:
         """Bring the tenant's records of `roots` in line with the files; `reveal` also brings back files
-        whose records were deleted (an explicit seed). Counts of what changed."""
+        whose records were deleted (an explicit seed). `jobs` maps (root, path in it) of the outputs of
+        recent prompts to their prompt id, read only when there are new files. Counts of what changed."""
         roots = tuple(roots)
         files = scan(workspace, roots)
         now = time.time()
@@ -178,12 +181,12 @@ class AssetIndex:
                     self._db.execute("UPDATE local_assets SET missing = 0, size = ?, mtime = ?, system_tags = ?, "
                                      "hash = CASE WHEN ? THEN NULL ELSE hash END WHERE id = ?",
                                      (facts.size, facts.mtime, json.dumps(facts.system_tags), changed, asset_id))
-                created = 0
-                for path, facts in files.items():
-                    if path in seen or path in hidden:
-                        continue
-                    created += 1
-                    self._insert(new_record(tenant, path, facts, os.path.basename(path), now))
+                new = [(path, facts) for path, facts in files.items() if path not in seen and path not in hidden]
+                job_of = jobs() if new and jobs is not None else {}
+                for path, facts in new:
+                    self._insert(new_record(tenant, path, facts, os.path.basename(path), now,
+                                            job_id=job_of.get((facts.root, facts.loader_path))))
+                created = len(new)
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
@@ -250,7 +253,7 @@ def new_record(tenant: str, path: str, facts: FileFacts, name: str, now: float, 
     record = {"id": str(uuid.uuid4()), "tenant": tenant, "root": facts.root, "path": path, "name": name,
               "loader_path": facts.loader_path, "display_name": facts.display_name, "hash": None,
               "size": facts.size, "mtime": facts.mtime, "mime_type": mimetypes.guess_type(path)[0],
-              "system_tags": facts.system_tags, "tags": [], "user_metadata": {}, "preview_id": None,
+              "system_tags": facts.system_tags, "tags": [], "user_metadata": {}, "preview_id": None, "job_id": None,
               "created": now, "updated": now, "accessed": now, "missing": 0}
     record.update(extra)
     return record

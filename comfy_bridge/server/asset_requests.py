@@ -226,26 +226,35 @@ def query_dict(request: web.Request) -> dict[str, Any]:
             for k in request.query}
 
 
-# -- cursors: opaque to clients, they carry the sort they were made for and where the next page starts
-def encode_cursor(sort: str, order: str, offset: int) -> str:
-    raw = json.dumps({"s": sort, "o": order, "n": offset}, separators=(",", ":")).encode()
+# -- cursors: opaque to clients; a keyset (the last item's sort value and id) so that items arriving at
+# the head of the list (new outputs) do not shift the pages that follow
+class InvalidCursor(ValueError):
+    """A cursor this server did not issue, or issued for another sort."""
+
+
+def encode_cursor(sort: str, order: str, value: Any, asset_id: str) -> str:
+    raw = json.dumps({"s": sort, "o": order, "v": value, "i": asset_id}, separators=(",", ":")).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-def decode_cursor(cursor: str, sort: str, order: str) -> int:
-    """The offset a cursor resumes at; ValueError when it is not one of ours or was made for another sort."""
+def decode_cursor(cursor: str, sort: str, order: str) -> tuple[Any, str]:
+    """(sort value, id) of the item a page resumes after; InvalidCursor when the cursor is not one of ours or
+    was made for another sort."""
     if sort not in CURSOR_SORTS:
-        raise ValueError(f"cursor pagination is not supported for sort={sort!r}")
+        raise InvalidCursor(f"cursor pagination is not supported for sort={sort!r}")
     try:
         data = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
     except (binascii.Error, ValueError, UnicodeDecodeError):
-        raise ValueError("the cursor is not one this server issued") from None
-    if not (isinstance(data, dict) and isinstance(data.get("n"), int) and data["n"] >= 0):
-        raise ValueError("the cursor is not one this server issued")
+        raise InvalidCursor("the cursor is not one this server issued") from None
+    if not (isinstance(data, dict) and isinstance(data.get("i"), str) and isinstance(data.get("v"), (str, int, float))
+            and not isinstance(data.get("v"), bool)):
+        raise InvalidCursor("the cursor is not one this server issued")
     if data.get("s") != sort or data.get("o") != order:
-        raise ValueError(f"the cursor was issued for sort={data.get('s')!r} order={data.get('o')!r}, "
+        raise InvalidCursor(f"the cursor was issued for sort={data.get('s')!r} order={data.get('o')!r}, "
                          f"not sort={sort!r} order={order!r}")
-    return data["n"]
+    if isinstance(data["v"], str) != (sort == "name"):
+        raise InvalidCursor("the cursor is not one this server issued")
+    return data["v"], data["i"]
 
 
 # -- answers ---------------------------------------------------------------------------------------
@@ -255,8 +264,8 @@ def iso(ts: float) -> str:
 
 
 def view_url(record: dict) -> str | None:
-    """/api/view's address for an input or output file (models have none)."""
-    if record["root"] not in ("input", "output") or not record["loader_path"]:
+    """/api/view's address for an input, output or temp file (models have none)."""
+    if record["root"] not in ("input", "output", "temp") or not record["loader_path"]:
         return None
     subfolder, _, filename = record["loader_path"].rpartition("/")
     url = f"/api/view?type={record['root']}&filename={quote(filename, safe='')}"
@@ -275,6 +284,7 @@ def asset_json(record: dict, preview: dict | None = None) -> dict:
     out = {"id": record["id"], "name": record["name"], "hash": record["hash"], "loader_path": record["loader_path"],
            "display_name": record["display_name"], "size": record["size"], "mime_type": record["mime_type"],
            "tags": tags_of(record), "preview_url": preview_url, "preview_id": record["preview_id"],
-           "user_metadata": record["user_metadata"], "created_at": iso(record["created"]),
+           "user_metadata": record["user_metadata"], "job_id": record["job_id"], "prompt_id": record["job_id"],
+           "created_at": iso(record["created"]),
            "updated_at": iso(record["updated"]), "last_access_time": iso(record["accessed"])}
     return {k: v for k, v in out.items() if v is not None}

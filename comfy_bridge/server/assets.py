@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import tempfile
 import time
 import uuid
@@ -22,33 +23,10 @@ from pydantic import ValidationError
 from comfy_bridge.tenancy import tenant_context as context
 from comfy_bridge.tenancy.v2_assets import _place, safetensors_problem
 
-from .asset_index import (
-    MODEL_TYPE,
-    ROOTS,
-    AssetIndex,
-    FileFacts,
-    model_folders,
-    new_record,
-    tags_of,
-)
-from .asset_requests import (
-    CURSOR_SORTS,
-    SYSTEM_TAGS,
-    UUID_RE,
-    FromHashBody,
-    ListQuery,
-    RefineQuery,
-    TagsBody,
-    TagsQuery,
-    UpdateBody,
-    UploadSpec,
-    asset_json,
-    decode_cursor,
-    encode_cursor,
-    error,
-    invalid,
-    query_dict,
-)
+from .asset_index import MODEL_TYPE, ROOTS, AssetIndex, FileFacts, model_folders, new_record, tags_of
+from .asset_requests import (CURSOR_SORTS, SYSTEM_TAGS, UUID_RE, FromHashBody, InvalidCursor, ListQuery, RefineQuery,
+                             TagsBody, TagsQuery, UpdateBody, UploadSpec, asset_json, decode_cursor, encode_cursor,
+                             error, invalid, query_dict)
 from .common import TENANT_KEY, UNDECODABLE_FORM, dumps_json, loads_json
 from .image_limits import pixels_problem
 from .web_security import served_file_headers
@@ -59,7 +37,9 @@ if TYPE_CHECKING:
 INDEX_FILE = "assets.sqlite3"
 UPLOADS_DIR = ".assets-uploads"
 CHUNK = 1 << 16
-SEED_EVENT = "assets.seed.fast_complete"
+SEED_EVENTS = ("assets.seed.fast_complete", "assets.seed.completed")   # the web UI refreshes on either
+JOB_LOOKUP = 256   # newest history entries searched for the prompt that made a new output file
+UUID_MATCH = re.compile(f"^{UUID_RE}$")
 _SORT_KEYS = {"name": lambda r: r["name"].lower(), "created_at": lambda r: r["created"],
               "updated_at": lambda r: r["updated"], "size": lambda r: r["size"],
               "last_access_time": lambda r: r["accessed"]}
@@ -98,9 +78,25 @@ def add_routes(routes: web.RouteTableDef, server: PromptServer) -> None:
     def run(fn: Any, *args: Any, **kwargs: Any) -> Any:
         return asyncio.to_thread(fn, *args, **kwargs)   # copies the context: the tenant's folders
 
+    def output_jobs() -> dict[tuple[str, str], str]:
+        """(root, path in it) -> prompt id of the outputs of the newest prompts in the caller's history:
+        an output's record names the job that made it (the web UI groups outputs by job). Only ids the
+        web UI can take (UUIDs) are used."""
+        out = {}
+        for prompt_id, entry in server.prompt_queue.get_history(max_items=JOB_LOOKUP).items():
+            if not UUID_MATCH.match(prompt_id):
+                continue
+            for node_output in (entry.get("outputs") or {}).values():
+                for items in node_output.values() if isinstance(node_output, dict) else ():
+                    for item in items if isinstance(items, list) else ():
+                        if isinstance(item, dict) and isinstance(item.get("filename"), str):
+                            rel = "/".join(p for p in (item.get("subfolder") or "", item["filename"]) if p)
+                            out[(item.get("type") or "output", rel)] = prompt_id
+        return out
+
     async def fresh(tenant: str) -> list[dict]:
         """The tenant's records, brought in line with its files first."""
-        await run(index.sync, tenant, server.workspace)
+        await run(index.sync, tenant, server.workspace, jobs=output_jobs)
         return await run(index.all, tenant)
 
     def preview_of(tenant: str, record: dict, by_id: dict | None = None) -> dict | None:
@@ -126,19 +122,25 @@ def add_routes(routes: web.RouteTableDef, server: PromptServer) -> None:
         except ValueError as exc:
             return error(400, "INVALID_TAG_FILTER", str(exc))
         try:
-            offset = decode_cursor(q.after, q.sort, q.order) if q.after is not None else q.offset
-        except ValueError as exc:
+            after = decode_cursor(q.after, q.sort, q.order) if q.after is not None else None
+        except InvalidCursor as exc:
             return error(400, "INVALID_CURSOR", str(exc))
         records = await fresh(_tenant(request))
         by_id = {r["id"]: r for r in records}
         hits = [r for r in records if q.matches(r, all_, any_, none) and (q.hash is None or r["hash"] == q.hash)]
-        hits.sort(key=lambda r: (_SORT_KEYS[q.sort](r), r["id"]), reverse=q.order == "desc")
-        page = hits[offset:offset + q.limit]
-        more = offset + len(page) < len(hits)
+        key = _SORT_KEYS[q.sort]
+        hits.sort(key=lambda r: (key(r), r["id"]), reverse=q.order == "desc")
+        if after is not None:   # the items past the cursor's (value, id) in the list's order
+            past = (lambda r: (key(r), r["id"]) < after) if q.order == "desc" else (lambda r: (key(r), r["id"]) > after)
+            start = next((i for i, r in enumerate(hits) if past(r)), len(hits))
+        else:
+            start = q.offset
+        page = hits[start:start + q.limit]
+        more = start + len(page) < len(hits)
         body: dict[str, Any] = {"assets": [asset_json(r, preview_of("", r, by_id)) for r in page],
                                 "total": len(hits), "has_more": more}
-        if more and q.sort in CURSOR_SORTS:
-            body["next_cursor"] = encode_cursor(q.sort, q.order, offset + len(page))
+        if more and page and q.sort in CURSOR_SORTS:
+            body["next_cursor"] = encode_cursor(q.sort, q.order, key(page[-1]), page[-1]["id"])
         return _json(body)
 
     @routes.head("/assets/hash/{hash}")
@@ -419,16 +421,21 @@ def add_routes(routes: web.RouteTableDef, server: PromptServer) -> None:
             return _json({"status": "already_running"}, 409)
         state = seeds[tenant] = {"state": "RUNNING", "progress": None, "errors": [], "task": None}
 
+        started = time.monotonic()
+
         async def scan() -> None:
             try:
-                counts = await run(index.sync, tenant, server.workspace, roots, reveal=True)
+                counts = await run(index.sync, tenant, server.workspace, roots, reveal=True, jobs=output_jobs)
                 state["progress"] = {"scanned": counts["scanned"], "total": counts["scanned"],
                                      "created": counts["created"], "skipped": counts["scanned"] - counts["created"]}
             except Exception as exc:  # noqa: BLE001 - a failed scan is the seed's status, not the server's
                 state["errors"].append(str(exc))
             finally:
                 state["state"] = "IDLE"
-            server.send_sync(SEED_EVENT, {"roots": list(roots), **(state["progress"] or {})})
+            progress = state["progress"] or {"scanned": 0, "total": 0, "created": 0, "skipped": 0}
+            for event in SEED_EVENTS:
+                server.send_sync(event, {"roots": list(roots), "phase": "full", "enriched": 0,
+                                         "elapsed": round(time.monotonic() - started, 3), **progress})
 
         if request.query.get("wait", "").lower() in ("true", "1", "yes"):
             await scan()

@@ -258,9 +258,41 @@ async def test_seed_without_wait_tells_the_web_ui_when_done(client, workspace):
         if msg["type"] == "assets.seed.fast_complete":
             break
     assert msg["data"]["roots"] == ["models"] and msg["data"]["created"] == 1
+    completed = json.loads((await ws.receive(timeout=10)).data)
+    assert completed["type"] == "assets.seed.completed" and completed["data"]["phase"] == "full"
     await ws.close()
 
 
 async def test_features_advertise_assets(client):
     flags = await (await client.get("/api/features")).json()
     assert flags["assets"] is True and flags["supports_model_type_tags"] is True
+
+
+async def test_cursor_pages_are_not_shifted_by_new_files(client, workspace):
+    for name in ("a.png", "b.png", "c.png", "d.png"):
+        (workspace.output_dir / name).write_bytes(_png())
+    first = await _list(client, "?limit=2")   # newest first (created_at desc), as the web UI pages outputs
+    (workspace.output_dir / "new.png").write_bytes(_png())
+    await _list(client, "?limit=1")   # a refresh indexes the new file at the head of the list
+    rest = await _list(client, f"?limit=2&after={first['next_cursor']}")
+    seen = [a["name"] for a in first["assets"] + rest["assets"]]
+    assert sorted(seen) == ["a.png", "b.png", "c.png", "d.png"] and rest["has_more"] is False
+
+
+async def test_outputs_name_the_job_that_made_them(client, workspace):
+    from tests.server.conftest import simple_prompt, wait_history
+    r = await client.post("/prompt", json={"prompt": simple_prompt("jobout")})
+    prompt_id = (await r.json())["prompt_id"]
+    entry = await wait_history(client, prompt_id)
+    assert entry["status"]["status_str"] == "success"
+    (workspace.output_dir / "by_hand.png").write_bytes(_png())
+    outputs = {a["name"]: a for a in (await _list(client, "?tags_any=output,temp"))["assets"]}
+    made = [a for name, a in outputs.items() if name.startswith("jobout")]
+    assert made and all(a["job_id"] == a["prompt_id"] == prompt_id for a in made)
+    assert "job_id" not in outputs["by_hand.png"]
+
+
+async def test_temp_files_are_listed_as_temp(client, workspace):
+    (workspace.temp_dir / "preview.png").write_bytes(_png())
+    asset = (await _list(client, "?tags_any=output,temp"))["assets"][0]
+    assert asset["tags"] == ["temp"] and asset["preview_url"] == "/api/view?type=temp&filename=preview.png"
