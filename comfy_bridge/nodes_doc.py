@@ -50,8 +50,6 @@ REASONS: dict[str, str] = {
                                      "implemented; ControlNetInpaintingAliMamaApply: the AliMama inpainting "
                                      "ControlNets are Flux / SD3 ControlNets, and ControlNets for those models are "
                                      "not implemented",
-    "comfy_extras.nodes_images": "SaveSVGNode saves SVG values, which only the paid API nodes (Recraft) make; "
-                                 "no offered node produces one",
     "nodes": "unCLIPCheckpointLoader / unCLIPConditioning: the SD2.1 unCLIP family and SDXL's image-embedding "
              "(revision) conditioning are not implemented; GLIGENLoader / GLIGENTextBoxApply: the GLIGEN family "
              "(gated self-attention layers in the UNet) is not implemented",

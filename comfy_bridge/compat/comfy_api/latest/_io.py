@@ -12,6 +12,8 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any, Literal
 
+from nodes.library.svg import SVG as SVGValue
+
 
 class FolderType(str, Enum):
     input = "input"
@@ -409,7 +411,7 @@ UpscaleModel = _socket_type("UpscaleModel", "UPSCALE_MODEL")
 LatentUpscaleModel = _socket_type("LatentUpscaleModel", "LATENT_UPSCALE_MODEL")
 Audio = _socket_type("Audio", "AUDIO", dict)
 Video = _socket_type("Video", "VIDEO")
-SVG = _socket_type("SVG", "SVG")
+SVG = _socket_type("SVG", "SVG", SVGValue)
 LoraModel = _socket_type("LoraModel", "LORA_MODEL", dict)
 LossMap = _socket_type("LossMap", "LOSS_MAP", dict)
 Voxel = _socket_type("Voxel", "VOXEL")
