@@ -82,8 +82,12 @@ class ModelSamplingSD3(_Patch):
         return {"required": {"model": ("MODEL",), "shift": _shift(3.0)}}
 
     def patch(self, model: Any, shift: float, multiplier: float = 1000) -> tuple[ModelRef]:
-        return (with_sampling(require_model(model), {"kind": "flow", "prediction": "const", "shift": float(shift),
-                                              "multiplier": float(multiplier)}),)
+        model = require_model(model)
+        config = {"kind": "flow", "prediction": "const", "shift": float(shift), "multiplier": float(multiplier)}
+        noise_scale = sampling_config(model).get("noise_scale")
+        if noise_scale is not None:   # a ModelNoiseScale before it stays in force, as in today's ComfyUI
+            config["noise_scale"] = noise_scale
+        return (with_sampling(model, config),)
 
 
 class ModelSamplingAuraFlow(ModelSamplingSD3):

@@ -31,6 +31,15 @@ STATE_PREFIX = "state."
 UNBATCHED_PARAMS = ("seed",)     # deterministic samplers never read it
 
 
+def cfg_at(overrides: tuple, sigma: float, cfg: float) -> float:
+    """The cfg of an evaluation at `sigma`: that of the last CFGOverride (the one nearest the sampler) whose
+    range low < sigma <= high holds it, else the guider's own."""
+    for low, high, value in overrides:
+        if low < sigma <= high:
+            cfg = value
+    return cfg
+
+
 def _active(sigma: float, start: float, end: float) -> bool:
     # start_percent maps to the larger sigma; an entry applies while end <= sigma <= start.
     return end <= sigma <= start
@@ -60,6 +69,8 @@ class GuidedDenoiser:
         self.middle = params.get("middle")
         self.dual = params.get("dual_cfg")
         self.perp = params.get("perp_neg")
+        # CFGOverride's ranges; DualCFGGuider's scales are its own (ComfyUI's override sets a cfg it never reads)
+        self.cfg_overrides = params.get("cfg_overrides") or ()
         self.state = state
         # The CFG++ samplers step along the negative prediction: ComfyUI's samplers read it with a post-CFG
         # function appended last and make the negative side run even at cfg 1. Read it the same way.
@@ -86,15 +97,20 @@ class GuidedDenoiser:
         s = float(sigma.reshape(-1)[0])
         if self.dual is not None:
             out = self._dual_cfg(x, sigma, s)
-        elif self.perp is not None:
-            out = self._perp_neg(x, sigma, s)
         else:
-            skip_uncond = skips_uncond(self.patches, self.cfg)
-            cond, uncond = self._predict(x, sigma, s, [self.positive, None if skip_uncond else self.negative])
-            out = self._cfg(cond, uncond, self.cfg, x, sigma, (self.positive, self.negative))
+            base, self.cfg = self.cfg, cfg_at(self.cfg_overrides, s, self.cfg)
+            try:
+                out = self._perp_neg(x, sigma, s) if self.perp is not None else self._plain_cfg(x, sigma, s)
+            finally:
+                self.cfg = base
         if mask is not None:
             out = out * mask + self.latent_image * (1.0 - mask)
         return out
+
+    def _plain_cfg(self, x: torch.Tensor, sigma: torch.Tensor, s: float) -> torch.Tensor:
+        skip_uncond = skips_uncond(self.patches, self.cfg)
+        cond, uncond = self._predict(x, sigma, s, [self.positive, None if skip_uncond else self.negative])
+        return self._cfg(cond, uncond, self.cfg, x, sigma, (self.positive, self.negative))
 
     def _cfg(self, cond: torch.Tensor, uncond: torch.Tensor | None, cfg: float, x: torch.Tensor,
              sigma: torch.Tensor, conds: tuple[list, list]) -> torch.Tensor:

@@ -403,11 +403,19 @@ class FlowSampling(ModelSampling):
     """SD3 / AuraFlow: sigma = shifted t, timestep = sigma * multiplier."""
 
     def __init__(self, parameterisation: Eps | Const, shift: float = 1.0, multiplier: float = 1000,
-                 timesteps: int = 1000) -> None:
+                 timesteps: int = 1000, noise_scale: float = 1.0) -> None:
         super().__init__(parameterisation)
         self.shift = shift
         self.multiplier = multiplier
+        # the model's training noise scale (ModelNoiseScale): rectified flow noises with noise_scale * noise
+        self.noise_scale = noise_scale
         self.sigmas = self.sigma((torch.arange(1, timesteps + 1, 1) / timesteps) * multiplier)
+
+    def noise_scaling(self, sigma: Tensor, noise: Tensor, latent_image: Tensor, max_denoise: bool = False) -> Tensor:
+        # only plain rectified flow reads the scale (ComfyUI's CONST); the img2img variants keep their own rule
+        if type(self.param).noise_scaling is Const.noise_scaling and self.noise_scale != 1.0:
+            noise = self.noise_scale * noise
+        return self.param.noise_scaling(sigma, noise, latent_image, max_denoise)
 
     def timestep(self, sigma: Tensor) -> Tensor:
         return sigma * self.multiplier
@@ -449,7 +457,7 @@ def model_sampling_from_config(cfg: dict[str, Any]) -> ModelSampling:
     """Build a ModelSampling from a plain dict (so it can travel between processes as JSON).
 
     {"kind": "discrete", "prediction": "eps"|"v", "beta_schedule": ..., "linear_start": ..., "linear_end": ...,
-     "timesteps": 1000, "zsnr": False}; {"kind": "flow", "shift": 3.0, "multiplier": 1000};
+     "timesteps": 1000, "zsnr": False}; {"kind": "flow", "shift": 3.0, "multiplier": 1000, "noise_scale": 1.0};
     {"kind": "flux", "shift": 1.15}; {"kind": "continuous_edm" | "continuous_v", "prediction": ..., "sigma_min": ...,
     "sigma_max": ..., "sigma_data": ...}; {"kind": "stable_cascade", "shift": 2.0}. Discrete predictions also
     take "x0", "img_to_img" and "lcm". Flow kinds default to the CONST parameterisation.
@@ -475,7 +483,7 @@ def model_sampling_from_config(cfg: dict[str, Any]) -> ModelSampling:
     if kind == "flow":
         param = PARAMETERISATIONS[cfg.get("prediction", "const")]()
         return FlowSampling(param, shift=cfg.get("shift", 1.0), multiplier=cfg.get("multiplier", 1000),
-                            timesteps=cfg.get("timesteps", 1000))
+                            timesteps=cfg.get("timesteps", 1000), noise_scale=cfg.get("noise_scale", 1.0))
     if kind == "flux":
         param = PARAMETERISATIONS[cfg.get("prediction", "const")]()
         return FluxSampling(param, shift=cfg.get("shift", 1.15), timesteps=cfg.get("timesteps", 10000))

@@ -1,6 +1,8 @@
 """Sampling nodes of today's ComfyUI that need no new model family: LTX-Video's scheduler, ModelSamplingLTXV and
 LTXVConditioning equal upstream ComfyUI 0.10.0's outputs (tests/nodes/fixtures/comfyui_sampling_today.json,
-recorded by scripts/record_comfyui_sampling_today.py)."""
+recorded by scripts/record_comfyui_sampling_today.py); CFG Override and ModelNoiseScale, newer than 0.10.0, behave
+as the newest ComfyUI source has them (an override's cfg inside its sigma range, the nearest one winning; the noise
+of a flow model scaled) on the demo SD1 model and on flow schedules."""
 from __future__ import annotations
 
 import importlib.util
@@ -64,3 +66,118 @@ def test_ltxv_conditioning_sets_the_frame_rate_on_both_sides():
 def test_bad_latent_is_named():
     with pytest.raises(TypeError, match="latent"):
         LTXVScheduler().execute(4, 2.05, 0.95, True, 0.1, {"samples": "x"})
+
+
+# --- CFG Override and ModelNoiseScale (newer than 0.10.0: their behaviour as the newest ComfyUI source gives it) ---
+
+SD3 = ModelRef("diffusion_model", "sd3", ("/m/sd3.safetensors",), ("e" * 64,))
+
+
+async def _call(name: str, **inputs):
+    import inspect
+
+    import nodes
+    node = nodes.NODE_CLASS_MAPPINGS[name]()
+    result = getattr(node, node.FUNCTION)(**inputs)
+    return await result if inspect.isawaitable(result) else result
+
+
+@pytest.fixture(scope="module")
+def sd1_parts(demo_workspace):
+    """The demo SD1 model, two prompts, a 64 px latent, a 4-step normal schedule and euler."""
+    async def build():
+        model, clip, _ = await _call("CheckpointLoaderSimple", ckpt_name="sd1-tiny.safetensors")
+        (pos,) = await _call("CLIPTextEncode", clip=clip, text="a glass bottle")
+        (neg,) = await _call("CLIPTextEncode", clip=clip, text="text, watermark")
+        (latent,) = await _call("EmptyLatentImage", width=64, height=64, batch_size=1)
+        (sigmas,) = await _call("BasicScheduler", model=model, scheduler="normal", steps=4, denoise=1.0)
+        (sampler,) = await _call("KSamplerSelect", sampler_name="euler")
+        return {"model": model, "positive": pos, "negative": neg, "latent_image": latent, "sigmas": sigmas,
+                "sampler": sampler}
+    import asyncio
+    return asyncio.run(build())
+
+
+def _sample(parts: dict, cfg: float, model=None, sigmas=None, latent=None, add_noise: bool = True) -> torch.Tensor:
+    import asyncio
+    inputs = {**parts, "model": model or parts["model"], "cfg": cfg, "add_noise": add_noise, "noise_seed": 5}
+    if sigmas is not None:
+        inputs["sigmas"] = sigmas
+    if latent is not None:
+        inputs["latent_image"] = latent
+    return asyncio.run(_call("SamplerCustom", **inputs))[0]["samples"]
+
+
+def _override(model, cfg: float, start: float = 0.0, end: float = 1.0):
+    from nodes.library.sampling_today import CFGOverride
+    return CFGOverride().execute(model, cfg, start, end)[0]
+
+
+def test_cfg_override_over_the_whole_schedule_samples_with_its_cfg(sd1_parts, fixed_threads):
+    overridden = _sample(sd1_parts, 7.0, model=_override(sd1_parts["model"], 3.0))
+    assert torch.equal(overridden, _sample(sd1_parts, 3.0))
+    assert not torch.equal(overridden, _sample(sd1_parts, 7.0))
+
+
+def test_the_cfg_override_nearest_the_sampler_wins(sd1_parts, fixed_threads):
+    both = _override(_override(sd1_parts["model"], 3.0), 5.0)
+    assert torch.equal(_sample(sd1_parts, 7.0, model=both), _sample(sd1_parts, 5.0))
+
+
+def test_cfg_override_on_the_first_steps_equals_two_samplers_split_there(sd1_parts, fixed_threads):
+    sigmas = sd1_parts["sigmas"]
+    ms = model_sampling_from_config(sampling_config(sd1_parts["model"]))
+    # an end percent whose sigma lies between the second and third sigma: steps 0 and 1 take the override
+    end = next(p / 1000 for p in range(1, 1000) if sigmas[2] < ms.percent_to_sigma(p / 1000) < sigmas[1])
+    overridden = _sample(sd1_parts, 7.0, model=_override(sd1_parts["model"], 2.0, 0.0, end))
+    first = _sample(sd1_parts, 2.0, sigmas=sigmas[:3])
+    split = _sample(sd1_parts, 7.0, sigmas=sigmas[2:], latent={"samples": first}, add_noise=False)
+    torch.testing.assert_close(overridden, split, atol=1e-5, rtol=1e-5)
+    assert not torch.allclose(overridden, _sample(sd1_parts, 7.0), atol=1e-3)
+
+
+def test_cfg_override_range_holds_its_upper_sigma_not_its_lower():
+    from nodes.modelfns.denoise import cfg_at
+    overrides = ((1.0, 5.0, 2.0),)
+    assert [cfg_at(overrides, s, 8.0) for s in (5.0, 3.0, 1.0, 0.5, 6.0)] == [2.0, 2.0, 8.0, 8.0, 8.0]
+
+
+def test_dual_cfg_guider_keeps_its_own_scales_under_an_override(sd1_parts, fixed_threads):
+    import asyncio
+
+    async def dual(model):
+        (guider,) = await _call("DualCFGGuider", model=model, cond1=sd1_parts["positive"], cond2=sd1_parts["negative"],
+                                negative=sd1_parts["negative"], cfg_conds=6.0, cfg_cond2_negative=2.0, style="regular")
+        (noise,) = await _call("RandomNoise", noise_seed=5)
+        out = await _call("SamplerCustomAdvanced", noise=noise, guider=guider, sampler=sd1_parts["sampler"],
+                          sigmas=sd1_parts["sigmas"], latent_image=sd1_parts["latent_image"])
+        return out[0]["samples"]
+    plain = asyncio.run(dual(sd1_parts["model"]))
+    assert torch.equal(asyncio.run(dual(_override(sd1_parts["model"], 1.0))), plain)
+
+
+def test_model_noise_scale_scales_the_noise_of_a_flow_model():
+    from nodes.library.sampling_today import ModelNoiseScale
+    (model,) = ModelNoiseScale().patch(SD3, 2.5)
+    ms = model_sampling_from_config(sampling_config(model))
+    gen = torch.Generator().manual_seed(1)
+    noise, latent, sigma = torch.randn(1, 4, 3, 3, generator=gen), torch.randn(1, 4, 3, 3, generator=gen), torch.tensor(0.7)
+    assert torch.equal(ms.noise_scaling(sigma, noise, latent), sigma * (2.5 * noise) + (1.0 - sigma) * latent)
+    plain = model_sampling_from_config(sampling_config(SD3))
+    assert torch.equal(plain.noise_scaling(sigma, noise, latent), sigma * noise + (1.0 - sigma) * latent)
+    assert ms.shift == plain.shift and ms.multiplier == plain.multiplier
+
+
+def test_model_noise_scale_keeps_the_shift_and_model_sampling_sd3_keeps_the_scale():
+    from nodes.library.model_advanced import ModelSamplingSD3
+    from nodes.library.sampling_today import ModelNoiseScale
+    (scaled,) = ModelNoiseScale().patch(ModelSamplingSD3().patch(SD3, 6.0)[0], 7.5)
+    assert sampling_config(scaled)["shift"] == 6.0 and sampling_config(scaled)["noise_scale"] == 7.5
+    (shifted,) = ModelSamplingSD3().patch(scaled, 2.0)
+    assert sampling_config(shifted)["shift"] == 2.0 and sampling_config(shifted)["noise_scale"] == 7.5
+
+
+def test_model_noise_scale_refuses_a_model_without_a_flow_schedule():
+    from nodes.library.sampling_today import ModelNoiseScale
+    with pytest.raises(ValueError, match="ModelNoiseScale.*discrete-flow"):
+        ModelNoiseScale().patch(SD1, 2.0)

@@ -1,0 +1,66 @@
+"""Sampling patches of today's ComfyUI (newer than 0.10.0, read from the newest Comfy-Org/ComfyUI source):
+CFG Override (comfy_extras.nodes_custom_sampler: a fixed cfg over a range of the schedule, carried on the MODEL and
+applied per model evaluation by the denoise step) and ModelNoiseScale (comfy_extras.nodes_model_advanced: the
+training noise scale of a discrete-flow model, which multiplies the noise where a latent is noised)."""
+from __future__ import annotations
+
+from typing import Any
+
+from cluster.refs import ModelRef
+from nodes.inputs import require_model
+from nodes.modelfns.model_options import CFG_OVERRIDES, sampling_config, with_sampling
+from nodes.sampling.model_sampling import model_sampling_from_config
+
+
+class CFGOverride:
+    RELATIVE_PYTHON_MODULE = "comfy_extras.nodes_custom_sampler"
+    FUNCTION = "execute"
+    CATEGORY = "model/sampling/guiders"
+    RETURN_TYPES = ("MODEL",)
+    OUTPUT_TOOLTIPS = (None,)
+    DESCRIPTION = ("Overrides cfg with a fixed value over a [start, end) percent (sigma) range of sampling. Of "
+                   "several overrides, the one nearest the sampler wins where they overlap.")
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        percent = {"min": 0.0, "max": 1.0, "step": 0.001}
+        return {"required": {"model": ("MODEL", {}),
+                             "cfg": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 100.0, "step": 0.1, "round": 0.01}),
+                             "start_percent": ("FLOAT", {"default": 0.0, **percent}),
+                             "end_percent": ("FLOAT", {"default": 1.0, **percent})}}
+
+    def execute(self, model: Any, cfg: float, start_percent: float, end_percent: float) -> tuple[ModelRef]:
+        model = require_model(model)
+        # the range in sigmas of the MODEL's schedule as it is now, as ComfyUI reads it when the node runs
+        ms = model_sampling_from_config(sampling_config(model))
+        high, low = float(ms.percent_to_sigma(start_percent)), float(ms.percent_to_sigma(end_percent))
+        ranges = tuple(model.option(CFG_OVERRIDES, ())) + ((low, high, float(cfg)),)
+        return (model.with_option(CFG_OVERRIDES, ranges),)
+
+
+class ModelNoiseScale:
+    RELATIVE_PYTHON_MODULE = "comfy_extras.nodes_model_advanced"
+    FUNCTION = "patch"
+    CATEGORY = "model/patch"
+    RETURN_TYPES = ("MODEL",)
+    DESCRIPTION = "Sets a discrete-flow model's training noise scale: the noise a latent is noised with is scaled by it."
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"model": ("MODEL",),
+                             "noise_scale": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 64.0, "step": 0.01,
+                                                       "tooltip": "The model's absolute training noise scale."})}}
+
+    def patch(self, model: Any, noise_scale: float) -> tuple[ModelRef]:
+        model = require_model(model)
+        config = sampling_config(model)
+        # ComfyUI rebuilds the model's sampling object with its shift and multiplier, which only the discrete
+        # flow schedule (SD3, AuraFlow, Z-Image, Qwen-Image, ...) has; on any other it fails.
+        if config.get("kind") != "flow":
+            raise ValueError(f"ModelNoiseScale: the model's sampling ({config.get('kind')!r}) has no flow shift and "
+                             "multiplier; the noise scale applies to discrete-flow models only")
+        return (with_sampling(model, {**config, "noise_scale": float(noise_scale)}),)
+
+
+NODE_CLASS_MAPPINGS = {"CFGOverride": CFGOverride, "ModelNoiseScale": ModelNoiseScale}
+NODE_DISPLAY_NAME_MAPPINGS: dict[str, str] = {"CFGOverride": "CFG Override"}
