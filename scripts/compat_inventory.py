@@ -32,6 +32,13 @@ NEEDS_PACKAGE = {"comfy.quant_ops.ck": "comfy_kitchen"}
 # Why such a package is not a dependency of Comfy Cluster (checked with `pip download --no-deps`).
 NOT_A_DEPENDENCY = {"comfy_kitchen": "comfy-kitchen 0.2.40 is a 68 MB wheel of compiled CUDA and ROCm kernels "
                                      "(one per Python version), not a small pure-Python package"}
+# Names whose raise here is ComfyUI's own: ComfyUI raises at the same call in the same situation, so they behave
+# as ComfyUI's (counted as supported; the Markdown lists them with why).
+RAISES_AS_COMFYUI = {
+    "comfy.ldm.modules.attention.attention_xformers":
+        "raises without the xformers package, as ComfyUI's does (a NameError on `xformers` there); runs xformers' "
+        "memory-efficient attention when it is installed",
+}
 # Packs that import a module of their own with one of these names (utils, nodes, ...) are told apart by
 # requiring the name to exist in ComfyUI: anything else is the pack's own module or a removed name.
 
@@ -275,7 +282,10 @@ def status(name: str) -> tuple[str, str]:
         return "missing", ""
     if isinstance(value, type) and issubclass(value, UnsupportedModel):
         return NOT_SUPPORTED, "building it raises UnsupportedFeature (the model runs on the executors)"
-    return classify(value, owner)
+    state, notes = classify(value, owner)
+    if name in RAISES_AS_COMFYUI and state != "supported":
+        return "supported", f"raises as ComfyUI: {RAISES_AS_COMFYUI[name]}"
+    return state, notes
 
 
 def build(mirrors: Path) -> dict:
@@ -371,6 +381,13 @@ def markdown(inventory: dict) -> str:
                                           f"{NOT_A_DEPENDENCY[package]}" if package else "")
             lines.append(f"| `{r['name']}` | {where} | {r['status']} | {', '.join(r['packs'])} | "
                          f"{' '.join(note.replace('|', '/').split())} |")
+    lines += ["", "## Names that raise here where ComfyUI raises too", "",
+              "Counted as supported: the same call raises in ComfyUI in the same situation.", "",
+              "| name | where | packs | why |", "|---|---|---|---|"]
+    for r in inventory["names"]:
+        if r["name"] in RAISES_AS_COMFYUI:
+            where = "module-level" if r["module_level"] else "inside functions"
+            lines.append(f"| `{r['name']}` | {where} | {', '.join(r['packs'])} | {RAISES_AS_COMFYUI[r['name']]} |")
     lines += ["", "## Names packs use that neither ComfyUI source read here has", "",
               "Newer than both sources, removed from ComfyUI, or set by a pack itself (monkey-patching).", "",
               "| name | packs | present here |", "|---|---|---|"]

@@ -215,3 +215,78 @@ def test_taehv_loads_comfyuis_layout_and_codes_video(latent_channels):
         torch.testing.assert_close(model.decode(latent), frames, rtol=1e-3, atol=1e-3)
     assert latent.shape == (1, latent_channels, 2, 32 // 8 // model.patch_size, 32 // 8 // model.patch_size)
     assert frames.shape == (1, 3, 2 * 4 - 3, 32, 32)   # 4x in time, the first 3 frames trimmed
+
+
+# -- torch.compile of a MODEL -------------------------------------------------------------------------------------
+
+def test_set_torch_compile_wrapper_compiles_as_the_torch_compile_node(sd1):
+    from comfy_bridge.compat.comfy_api.torch_helpers import TORCH_COMPILE_KWARGS, set_torch_compile_wrapper
+    from comfy_bridge.packs.proxies import wrap
+    from nodes.library.torch_compile import TorchCompileModel
+    from nodes.modelfns.model_options import COMPILE
+    model = wrap(sd1[0])
+    patched = model.clone()
+    assert set_torch_compile_wrapper(patched, "inductor", mode="max-autotune", dynamic=False) is None
+    assert patched.option(COMPILE) == "inductor" and model.option(COMPILE) is None
+    assert patched.key == TorchCompileModel().patch(model, "inductor")[0].key
+    assert patched.model_options[TORCH_COMPILE_KWARGS] == {"backend": "inductor", "options": None,
+                                                           "mode": "max-autotune", "fullgraph": False,
+                                                           "dynamic": False}
+    with pytest.raises(ValueError, match="backend"):
+        set_torch_compile_wrapper(patched, "")
+
+
+# -- tokenizers ---------------------------------------------------------------------------------------------------
+
+PROMPTS = ["a (red:1.2) fox in the snow", "", "(((masterpiece))), best quality, " * 12 + "a castle",
+           "\\(literal\\) parens and (nested (weights:0.8):1.1)", "supercalifragilisticexpialidocious " * 12]
+
+
+def test_sdxl_tokenizer_windows_equal_this_backends_clip_tokenization():
+    from comfy_bridge.compat.comfy.sdxl_clip import SDXLTokenizer
+    from nodes.models.tokenizer import OPENAI_VOCAB_SIZE, SDTokenizer, bpe_for_vocab_size
+    bpe = bpe_for_vocab_size(OPENAI_VOCAB_SIZE)
+    ours_l, ours_g = SDTokenizer(bpe), SDTokenizer(bpe, pad_with_end=False)
+    tokenizer = SDXLTokenizer()
+    for text in PROMPTS:
+        out = tokenizer.tokenize_with_weights(text)
+        assert out == {"g": ours_g.tokenize_with_weights(text), "l": ours_l.tokenize_with_weights(text)}, text
+    assert len(tokenizer.tokenize_with_weights(PROMPTS[4])["l"]) > 1   # 77-token windows
+
+
+def test_word_ids_number_the_segments():
+    from comfy_bridge.compat.comfy.sdxl_clip import SDXLTokenizer
+    (window,) = SDXLTokenizer().tokenize_with_weights("a (red:1.2) fox", return_word_ids=True)["l"]
+    assert window[:5] == [(49406, 1.0, 0), (320, 1.0, 1), (736, 1.2, 2), (3240, 1.0, 3), (49407, 1.0, 0)]
+    assert window[5:] == [(49407, 1.0, 0)] * 72
+
+
+def test_sd3_tokenizer_t5_windows_are_comfyuis_recorded_ids():
+    import json
+    from pathlib import Path
+    from comfy_bridge.compat.comfy.text_encoders.sd3_clip import SD3Tokenizer
+    fixture = Path(__file__).parents[1] / "models" / "fixtures" / "comfyui_t5_tokenizer.json"
+    cases = json.loads(fixture.read_text())["cases"]
+    tokenizer = SD3Tokenizer()
+    mismatched = []
+    for case in cases[:120]:
+        windows = tokenizer.tokenize_with_weights(case["text"])["t5xxl"]
+        weights = [[w, i, j] for i, window in enumerate(windows) for j, (_, w) in enumerate(window) if w != 1.0]
+        if [[t for t, _ in window] for window in windows] != case["ids"] or weights != case["weights"]:
+            mismatched.append(case["text"])
+    assert mismatched == []
+    assert set(tokenizer.tokenize_with_weights("x")) == {"g", "l", "t5xxl"}
+
+
+def test_embeddings_in_a_prompt_take_their_vectors(tmp_path):
+    from safetensors.torch import save_file
+    from comfy_bridge.compat.comfy.sd1_clip import SD1Tokenizer
+    vectors = torch.randn(2, 768)
+    save_file({"emb_params": vectors}, str(tmp_path / "myembed.safetensors"))
+    (window,) = SD1Tokenizer(embedding_directory=str(tmp_path)).tokenize_with_weights(
+        "a embedding:myembed, fox", return_word_ids=True)["l"]
+    assert window[1] == (320, 1.0, 1)
+    assert torch.equal(window[2][0], vectors[0]) and torch.equal(window[3][0], vectors[1]) and window[2][2] == 2
+    assert [t for t, _, i in window[4:7]] == [267, 3240, 49407] and window[4][2] == 3   # ", fox" after it
+    plain = SD1Tokenizer().tokenize_with_weights("a embedding:myembed, fox")["l"][0]
+    assert all(isinstance(t, int) for t, _ in plain)   # no embedding directory: the words are text

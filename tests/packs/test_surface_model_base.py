@@ -189,8 +189,8 @@ def test_sd_loaders_and_text_encoder_classes():
     assert sd.model_detection is model_detection
     with pytest.raises(UnsupportedFeature, match="state dict"):
         sd.load_diffusion_model_state_dict({})
-    for cls in (sdxl_clip.SDXLClipModel, sdxl_clip.SDXLRefinerClipModel, sdxl_clip.SDXLClipG, sdxl_clip.SDXLTokenizer,
-                te_sd3_clip.SD3ClipModel, te_sd3_clip.T5XXLModel, te_sd3_clip.SD3Tokenizer):
+    for cls in (sdxl_clip.SDXLClipModel, sdxl_clip.SDXLRefinerClipModel, sdxl_clip.SDXLClipG,
+                te_sd3_clip.SD3ClipModel, te_sd3_clip.T5XXLModel):
         with pytest.raises(UnsupportedFeature, match="executors"):
             cls(clip_l=False, clip_g=False, t5=False)
     assert not isinstance(object(), (sdxl_clip.SDXLClipModel, sdxl_clip.SDXLRefinerClipModel, sdxl_clip.SDXLClipG))

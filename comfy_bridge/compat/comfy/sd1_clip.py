@@ -1,5 +1,6 @@
 """`comfy.sd1_clip`: ComfyUI's SD1 text encoder classes, names packs check a CLIP against or list (Easy-Use
-lists SD1ClipModel among the models to unload). Building one refuses (see text_encoder_classes).
+lists SD1ClipModel among the models to unload). Building an encoder refuses (see text_encoder_classes); the
+tokenizers are real (comfy.tokenizers).
 
 The prompt-weight helpers ("(word:1.2)" parsing) are the tokenizer's own (nodes.models.tokenizer), under
 ComfyUI's names; the textual-inversion embedding loaders are nodes.models.embeddings."""
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 from nodes.models.embeddings import expand_directory_list, load_embed, safe_load_embed_zip
 from comfy_bridge.compat.comfy.text_encoder_classes import refusing_class
+from comfy_bridge.compat.comfy.tokenizers import SD1Tokenizer, SDTokenizer
 from nodes.models.tokenizer import _top_level_groups, escape_parens, parse_weights, unescape_parens
 
 MODULE = "comfy.sd1_clip"
@@ -14,8 +16,6 @@ MODULE = "comfy.sd1_clip"
 ClipTokenWeightEncoder = refusing_class(MODULE, "ClipTokenWeightEncoder", object)
 SDClipModel = refusing_class(MODULE, "SDClipModel")
 SD1ClipModel = refusing_class(MODULE, "SD1ClipModel")
-SDTokenizer = refusing_class(MODULE, "SDTokenizer", object)
-SD1Tokenizer = refusing_class(MODULE, "SD1Tokenizer", object)
 
 
 def escape_important(text: str) -> str:

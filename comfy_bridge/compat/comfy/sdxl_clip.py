@@ -1,16 +1,15 @@
 """`comfy.sdxl_clip`: ComfyUI's SDXL text encoder classes. Packs use them to recognise the encoder inside a
-CLIP (isinstance(clip.cond_stage_model, SDXLClipModel)); building one refuses: text encoders run on the
+CLIP (isinstance(clip.cond_stage_model, SDXLClipModel)); building an encoder refuses: text encoders run on the
 executors, and a CLIP here is a reference to its weights (encode with CLIP.encode_from_tokens /
-nodes.CLIPTextEncode)."""
+nodes.CLIPTextEncode). The tokenizers are real (comfy.tokenizers)."""
 from __future__ import annotations
 
 from comfy_bridge.compat.comfy.text_encoder_classes import refusing_class
+from comfy_bridge.compat.comfy.tokenizers import SDXLClipGTokenizer, SDXLTokenizer
 
 MODULE = "comfy.sdxl_clip"
 
 SDXLClipG = refusing_class(MODULE, "SDXLClipG")
-SDXLClipGTokenizer = refusing_class(MODULE, "SDXLClipGTokenizer", object)
-SDXLTokenizer = refusing_class(MODULE, "SDXLTokenizer", object)
 SDXLClipModel = refusing_class(MODULE, "SDXLClipModel")
 SDXLRefinerClipModel = refusing_class(MODULE, "SDXLRefinerClipModel")
 StableCascadeClipGTokenizer = refusing_class(MODULE, "StableCascadeClipGTokenizer", object)

@@ -1,19 +1,19 @@
 """`comfy.text_encoders.sd3_clip`: ComfyUI's SD3 text encoder classes (CLIP-L + CLIP-G + T5-XXL). Packs check
-a CLIP's encoder against them; building one refuses: text encoders run on the executors, and a CLIP here is
-a reference to its weights (encode with CLIP.encode_from_tokens / nodes.CLIPTextEncode)."""
+a CLIP's encoder against them; building an encoder refuses: text encoders run on the executors, and a CLIP here
+is a reference to its weights (encode with CLIP.encode_from_tokens / nodes.CLIPTextEncode). The tokenizers are
+real (comfy.tokenizers)."""
 from __future__ import annotations
 
 from typing import Any
 
 from comfy_bridge.compat.comfy.text_encoder_classes import refusing_class
+from comfy_bridge.compat.comfy.tokenizers import SD3Tokenizer, T5XXLTokenizer
 from comfy_bridge.packs.origin import UnsupportedFeature
 
 MODULE = "comfy.text_encoders.sd3_clip"
 
 
 T5XXLModel = refusing_class(MODULE, "T5XXLModel")
-T5XXLTokenizer = refusing_class(MODULE, "T5XXLTokenizer", object)
-SD3Tokenizer = refusing_class(MODULE, "SD3Tokenizer", object)
 SD3ClipModel = refusing_class(MODULE, "SD3ClipModel")
 
 
