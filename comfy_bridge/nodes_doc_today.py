@@ -13,16 +13,15 @@ TEMPLATES = REPO / "docs" / "benchmarks" / "templates.json"
 # Today's local core classes (comfyui-embedded-docs 0.5.15 less the paid API nodes), written by
 # scripts/record_comfyui_today_classes.py.
 TODAY_CLASSES = TODAY.with_name("comfyui_today_classes.json")
+TEXTGEN = TODAY.with_name("comfyui_textgen_object_info.json")   # TextGenerate's interface, from the newest source
 
 MEDIA = "video and audio files and audio models (issue 34 item 3, under way)"
 THREE_D = "3D models, meshes and splats are not implemented"
-TEXT_GEN = "local text generation with the text encoders' LLMs (issue 34 item 4) is not written yet"
 DETECTION = "detection / segmentation / depth models (SAM 3, RT-DETR, MoGe, Depth Anything 3, SDPose, background " \
             "removal, optical flow) are not implemented"
 UTILITY = "a model-free utility node of today's ComfyUI not written yet"
 # (pattern on the class name, reason), first match wins; the families are the model-family issues' work.
 RULES: list[tuple[str, str]] = [
-    (r"^TextGenerate", TEXT_GEN),
     (r"LTX|^LatentUpscaleModelLoader$", "the LTX-2 audio-video model family is not implemented"),
     (r"Audio|^(LoadVideo|SaveVideo|CreateVideo|GetVideoComponents|Video Slice|RecordAudio)$|Music|YuE2|SheetSage|"
      r"AceStep|ABC$", MEDIA),
@@ -55,7 +54,8 @@ def today_local_classes() -> list[str]:
 
 
 def render_today(offered: set[str]) -> list[str]:
-    today = sorted(set(json.loads(TODAY.read_text())["classes"]) & offered, key=str.lower)
+    listed = set(json.loads(TODAY.read_text())["classes"]) | set(json.loads(TEXTGEN.read_text())["classes"])
+    today = sorted(listed & offered, key=str.lower)
     local = today_local_classes()
     lines = ["", "## Today's ComfyUI", "",
              f"**{len(offered & set(local))} of today's {len(local)} local core classes offered**: the classes "
@@ -64,7 +64,8 @@ def render_today(offered: set[str]) -> list[str]:
              "scripts/record_comfyui_today_classes.py, says how each was classified).", "",
              f"Also offered, today's core utility classes added after 0.3.64 ({len(today)}): {', '.join(today)}. Each "
              "declares the interface ComfyUI 0.10.0 reports or, for those newer than 0.10.0, the newest ComfyUI "
-             "source gives it (tests/nodes/fixtures/comfyui_today_object_info.json says which)."]
+             "source gives it (tests/nodes/fixtures/comfyui_today_object_info.json and comfyui_textgen_object_info.json say "
+             "which)."]
     if not TEMPLATES.is_file():
         return lines
     result = json.loads(TEMPLATES.read_text())
