@@ -181,3 +181,15 @@ def test_model_noise_scale_refuses_a_model_without_a_flow_schedule():
     from nodes.library.sampling_today import ModelNoiseScale
     with pytest.raises(ValueError, match="ModelNoiseScale.*discrete-flow"):
         ModelNoiseScale().patch(SD1, 2.0)
+
+
+def test_conditioning_multiply_scales_the_embedding_and_the_pooled_output_only():
+    from nodes.library.conditioning_today import ConditioningMultiply
+    gen = torch.Generator().manual_seed(2)
+    emb, pooled, other = torch.randn(1, 3, 4, generator=gen), torch.randn(1, 4, generator=gen), torch.randn(2)
+    conditioning = [[emb, {"pooled_output": pooled, "extra": other, "strength": 0.5}], [emb * 2, {}]]
+    (out,) = ConditioningMultiply().multiply(conditioning, -1.5)
+    assert torch.equal(out[0][0], emb * -1.5) and torch.equal(out[0][1]["pooled_output"], pooled * -1.5)
+    assert out[0][1]["extra"] is other and out[0][1]["strength"] == 0.5
+    assert torch.equal(out[1][0], emb * 2 * -1.5) and out[1][1] == {}
+    assert conditioning[0][1]["pooled_output"] is pooled, "the input conditioning is not changed"
