@@ -1,0 +1,297 @@
+"""Record what upstream ComfyUI 0.10.0 computes with wan-tiny (nodes/models/wan_demo.py), as the fixture our Wan
+support is tested on (tests/models/fixtures/comfyui_wan.json).
+
+Run inside ComfyUI's own environment (it imports ComfyUI's modules; nothing of ComfyUI is copied here), after
+the tiny files were written (`comfy-cluster demo-models`, or nodes.models.wan_demo.build_demo_wan) and the
+workspace's example.png exists:
+
+    cd <ComfyUI 0.10.0 source> && PYTHONPATH=<torchvision shim>:. OMP_NUM_THREADS=1 <venv>/bin/python \\
+        /work/main/scripts/record_comfyui_wan.py /work/main/tests/models/fixtures/comfyui_wan.json \\
+        <models dir> <input dir> /work/main/workflows_json/wan22_i2v.json
+
+ComfyUI fixes two widths of the released files that the tiny ones do not have: the Wan model's text width
+(4096, umt5-xxl's) and umt5-xxl's sizes (its umt5_config_xxl.json, and its detection by the 24th block). So
+that its own classes load the tiny files, this script gives them the tiny sizes read from the files (wrappers
+below) and changes nothing else: tokenizer (the file's own SentencePiece model), attention mask, model
+detection, model sampling, latent format, the concat conditioning, samplers and nodes are ComfyUI's.
+ComfyMathExpression is newer than 0.10.0: its one expression in the workflow (floor(a * b + 1)) is evaluated
+here with Python's math.
+
+Recorded: token ids and conditioning of prompts; each tiny diffusion model's raw output on seeded inputs (odd
+sizes, a batch of two timesteps, Wan 2.2 5B's per-frame timesteps); one denoising step of the image-to-video
+model through ComfyUI's BaseModel (the concat of mask and image latent included); the VAE's video encode and
+decode; the latent nodes' outputs (EmptyHunyuanLatentVideo, WanImageToVideo, WanFirstLastFrameToVideo,
+Wan22ImageToVideoLatent); the shipped workflow (workflows_json/wan22_i2v.json) run node by node with
+ComfyUI's node classes, with the template's LoRA switch off (as shipped) and on: the frames VAEDecode gives
+(as SaveVideo would encode them, 255 * image truncated to uint8).
+Tensors are float32 base64; the files' sha256 are stored so the test knows it has the same files.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import importlib
+import json
+import logging
+import math
+import sys
+
+import numpy as np
+import torch
+
+OUT, MODELS, INPUT, WORKFLOW = sys.argv[1:5]
+sys.argv[1:] = ["--cpu"]   # ComfyUI reads its command line on import: no CUDA here
+import comfy.cli_args
+
+comfy.cli_args.args.cpu = True
+import comfy.model_detection
+import comfy.sd
+import comfy.sd1_clip
+import comfy.text_encoders.t5
+import comfy.text_encoders.wan
+import comfy.utils
+import folder_paths
+
+SOURCE = "ComfyUI 0.10.0 (hiddenswitch/ComfyUI 79cdbc81, upstream's commits)"
+FILES = {"i2v_high": "diffusion_models/wan2.2_i2v_high_noise_14B_tiny.safetensors",
+         "i2v_low": "diffusion_models/wan2.2_i2v_low_noise_14B_tiny.safetensors",
+         "t2v": "diffusion_models/wan2.1_t2v_1.3B_tiny.safetensors",
+         "ti2v_5b": "diffusion_models/wan2.2_ti2v_5B_tiny.safetensors",
+         "text_encoder": "text_encoders/umt5_xxl_tiny.safetensors",
+         "vae": "vae/wan_2.1_vae_tiny.safetensors",
+         "lora_high": "loras/wan2.2_i2v_lightx2v_4steps_lora_tiny_high_noise.safetensors",
+         "lora_low": "loras/wan2.2_i2v_lightx2v_4steps_lora_tiny_low_noise.safetensors"}
+PROMPTS = {"plain": "a red cube on a wooden table", "weighted": "a (red:1.3) cube, \\(escaped\\) [brackets]",
+           "empty": "", "unicode": "café 東京"}
+
+
+def b64(t: torch.Tensor) -> dict:
+    t = t.detach().to(torch.float32).contiguous()
+    return {"shape": list(t.shape), "f32": base64.b64encode(t.numpy().tobytes()).decode()}
+
+
+def sha256(path: str) -> str:
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def tiny_widths() -> None:
+    """Give ComfyUI's Wan and umt5 classes the tiny files' sizes (see the module docstring)."""
+    te = comfy.utils.load_torch_file(f"{MODELS}/{FILES['text_encoder']}")
+    vocab, width = te["shared.weight"].shape
+    heads = te["encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight"].shape[1]
+    config = {"d_ff": te["encoder.block.0.layer.1.DenseReluDense.wi_0.weight"].shape[0],
+              "d_kv": te["encoder.block.0.layer.0.SelfAttention.q.weight"].shape[0] // heads, "d_model": width,
+              "dense_act_fn": "gelu_pytorch_tanh", "is_gated_act": True, "layer_norm_epsilon": 1e-6,
+              "model_type": "umt5", "num_heads": heads, "relative_attention_num_buckets": 32,
+              "num_layers": len({k.split(".")[2] for k in te if k.startswith("encoder.block.")}),
+              "vocab_size": vocab, "pad_token_id": 0, "eos_token_id": 1}
+
+    class TinyUMT5(comfy.sd1_clip.SDClipModel):
+        def __init__(self, device="cpu", layer="last", layer_idx=None, dtype=None, model_options=None):
+            super().__init__(device=device, layer=layer, layer_idx=layer_idx, textmodel_json_config=config,
+                             dtype=dtype, special_tokens={"end": 1, "pad": 0}, model_class=comfy.text_encoders.t5.T5,
+                             enable_attention_masks=True, zero_out_masked=True, model_options=model_options or {})
+    comfy.text_encoders.wan.UMT5XXlModel = TinyUMT5
+    detect_te = comfy.sd.detect_te_model   # ComfyUI tells umt5-xxl by its 24th block
+
+    def detect_te_tiny(sd):
+        if "spiece_model" in sd and "encoder.final_layer_norm.weight" in sd:
+            return comfy.sd.TEModel.T5_XXL
+        return detect_te(sd)
+    comfy.sd.detect_te_model = detect_te_tiny
+
+    detect = comfy.model_detection.detect_unet_config
+
+    def detect_tiny(state_dict, key_prefix, metadata=None):
+        cfg = detect(state_dict, key_prefix, metadata=metadata)
+        if cfg is not None and cfg.get("image_model") == "wan2.1":
+            cfg["text_dim"] = state_dict[f"{key_prefix}text_embedding.0.weight"].shape[1]
+        return cfg
+    comfy.model_detection.detect_unet_config = detect_tiny
+
+
+def node_classes() -> dict:
+    import nodes
+    core = {n: getattr(nodes, n) for n in ("UNETLoader", "CLIPLoader", "VAELoader", "CLIPTextEncode", "KSampler",
+                                          "KSamplerAdvanced", "VAEDecode", "LoadImage", "LoraLoaderModelOnly")}
+    extra = {}
+    for module, names in (("nodes_model_advanced", ["ModelSamplingSD3"]),
+                          ("nodes_wan", ["WanImageToVideo", "WanFirstLastFrameToVideo", "Wan22ImageToVideoLatent"]),
+                          ("nodes_hunyuan", ["EmptyHunyuanLatentVideo"]),
+                          ("nodes_primitive", {"PrimitiveInt": "Int", "PrimitiveFloat": "Float",
+                                               "PrimitiveBoolean": "Boolean"})):
+        mod = importlib.import_module(f"comfy_extras.{module}")
+        names = names if isinstance(names, dict) else {n: n for n in names}
+        extra.update({n: getattr(mod, attr) for n, attr in names.items()})
+    return {**core, **extra}
+
+
+def run_node(cls, inputs: dict) -> tuple:
+    if hasattr(cls, "FUNCTION"):
+        return getattr(cls(), cls.FUNCTION)(**inputs)
+    out = cls.execute(**inputs)   # a v3 node (io.ComfyNode)
+    return tuple(out.result) if hasattr(out, "result") else out
+
+
+def math_expression(inputs: dict) -> tuple:
+    """ComfyMathExpression (newer than 0.10.0) for the workflow's one expression."""
+    values = {k.split(".", 1)[1]: v for k, v in inputs.items() if k.startswith("values.")}
+    expr = inputs["expression"]
+    if expr.replace(" ", "") != "floor(a*b+1)":
+        raise ValueError(f"the recorder evaluates only floor(a * b + 1), not {expr!r}")
+    value = math.floor(values["a"] * values["b"] + 1)
+    return float(value), int(value)
+
+
+def png_rgb(image: torch.Tensor) -> dict:
+    png = np.clip(255.0 * image.detach().cpu().numpy(), 0, 255).astype(np.uint8)
+    return {"shape": list(png.shape), "u8": base64.b64encode(png.tobytes()).decode()}
+
+
+def run_workflow(prompt: dict) -> dict:
+    """The workflow node by node with ComfyUI's classes; the switches evaluate only their chosen branch, as
+    ComfyUI's lazy inputs do. Returns VAEDecode's frames (what CreateVideo / SaveVideo encode)."""
+    classes = node_classes()
+    results: dict[str, tuple] = {}
+
+    def value(v):
+        return run(v[0])[v[1]] if isinstance(v, list) else v
+
+    def run(node_id: str) -> tuple:
+        if node_id not in results:
+            node = prompt[node_id]
+            kind, raw = node["class_type"], node["inputs"]
+            if kind == "ComfySwitchNode":
+                switch = value(raw["switch"])
+                results[node_id] = (value(raw["on_true" if switch else "on_false"]),)
+            elif kind == "ComfyMathExpression":
+                results[node_id] = math_expression({k: value(v) for k, v in raw.items()})
+            elif kind in ("CreateVideo", "SaveVideo"):
+                results[node_id] = (value(raw.get("images", raw.get("video"))),)
+            else:
+                results[node_id] = run_node(classes[kind], {k: value(v) for k, v in raw.items()})
+        return results[node_id]
+
+    (decode,) = [k for k, v in prompt.items() if v["class_type"] == "VAEDecode"]
+    frames = run(decode)[0]
+    sampler = prompt[decode]["inputs"]["samples"][0]
+    return {"latent_shape": list(run(sampler)[0]["samples"].shape), "frames": png_rgb(frames)}
+
+
+def seeded(seed: int, *shape: int) -> torch.Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+def record_text(clip) -> dict:
+    out = {}
+    for name, text in PROMPTS.items():
+        tokens = clip.tokenize(text)
+        cond = clip.encode_from_tokens(tokens, return_pooled=True, return_dict=True)
+        out[name] = {"prompt": text, "ids": [t for t, *_ in tokens["umt5xxl"][0]], "cond": b64(cond["cond"]),
+                     "pooled_is_none": cond["pooled_output"] is None}
+    return out
+
+
+# (model, x shape, timesteps, context tokens); the 5B case gives one timestep per latent frame
+TRANSFORMER_CASES = [("t2v", [1, 16, 2, 6, 5], [500.0], 512), ("t2v", [2, 16, 1, 4, 4], [999.0, 12.5], 512),
+                     ("i2v_high", [1, 36, 2, 4, 6], [700.0], 512), ("ti2v_5b", [1, 48, 3, 4, 4], [[0.0, 600.0, 600.0]], 512)]
+
+
+def record_transformers(patchers: dict) -> list[dict]:
+    out = []
+    for k, (name, shape, steps, tokens) in enumerate(TRANSFORMER_CASES):
+        x = seeded(100 + k, *shape)
+        context = seeded(200 + k, shape[0], tokens, 32)
+        t = torch.tensor(steps)
+        y = patchers[name].model.diffusion_model(x, t, context)
+        out.append({"model": name, "x": b64(x), "t": steps, "context": b64(context), "out": b64(y)})
+    return out
+
+
+def record_i2v_step(patcher, vae, clip) -> dict:
+    """One denoising evaluation of the image-to-video model on WanImageToVideo's conditioning: ComfyUI's
+    concat (mask + image latent in model space) and apply_model (sigma -> timestep, output -> denoised)."""
+    classes = node_classes()
+    pos = clip.encode_from_tokens_scheduled(clip.tokenize("a red cube on a wooden table"))
+    neg = clip.encode_from_tokens_scheduled(clip.tokenize(""))
+    image = torch.rand(2, 40, 56, 3, generator=torch.Generator().manual_seed(5))
+    pos, _, latent = run_node(classes["WanImageToVideo"], {"positive": pos, "negative": neg, "vae": vae,
+                                                           "width": 48, "height": 32, "length": 9,
+                                                           "batch_size": 1, "start_image": image})
+    opts = pos[0][1]
+    x = seeded(7, *latent["samples"].shape)
+    sigma = torch.tensor([0.8])
+    model = patcher.model
+    concat = model.concat_cond(noise=x, concat_latent_image=opts["concat_latent_image"],
+                               concat_mask=opts["concat_mask"], device=torch.device("cpu"))
+    denoised = model.apply_model(x, sigma, c_concat=concat, c_crossattn=pos[0][0])
+    return {"image": b64(image), "x": b64(x), "sigma": 0.8, "context": b64(pos[0][0]), "concat": b64(concat),
+            "denoised": b64(denoised)}
+
+
+def record_vae(vae) -> dict:
+    video = torch.rand(5, 64, 48, 3, generator=torch.Generator().manual_seed(3))
+    latent = seeded(4, 1, 16, 2, 8, 6)
+    return {"video": b64(video), "encoded": b64(vae.encode(video)), "latent": b64(latent),
+            "decoded": b64(vae.decode(latent))}
+
+
+def record_latent_nodes(vae, clip) -> dict:
+    classes = node_classes()
+    pos = clip.encode_from_tokens_scheduled(clip.tokenize("a cat"))
+    neg = clip.encode_from_tokens_scheduled(clip.tokenize(""))
+    start = torch.rand(1, 50, 70, 3, generator=torch.Generator().manual_seed(8))
+    end = torch.rand(2, 30, 30, 3, generator=torch.Generator().manual_seed(9))
+    out = {"empty_hunyuan": [], "start_image": b64(start), "end_image": b64(end)}
+    for width, height, length, batch in ((848, 480, 25, 1), (64, 48, 1, 2), (32, 16, 7, 1)):
+        (latent,) = run_node(classes["EmptyHunyuanLatentVideo"], {"width": width, "height": height,
+                                                                  "length": length, "batch_size": batch})
+        out["empty_hunyuan"].append({"args": [width, height, length, batch], "shape": list(latent["samples"].shape)})
+    p, _, latent = run_node(classes["WanImageToVideo"], {"positive": pos, "negative": neg, "vae": vae, "width": 48,
+                                                         "height": 32, "length": 13, "batch_size": 2,
+                                                         "start_image": start})
+    out["wan_i2v"] = {"latent_shape": list(latent["samples"].shape), "concat_latent_image":
+                      b64(p[0][1]["concat_latent_image"]), "concat_mask": b64(p[0][1]["concat_mask"])}
+    p, _, latent = run_node(classes["WanFirstLastFrameToVideo"], {
+        "positive": pos, "negative": neg, "vae": vae, "width": 32, "height": 32, "length": 9, "batch_size": 1,
+        "start_image": start, "end_image": end})
+    out["wan_flf"] = {"latent_shape": list(latent["samples"].shape), "concat_latent_image":
+                      b64(p[0][1]["concat_latent_image"]), "concat_mask": b64(p[0][1]["concat_mask"])}
+    (latent,) = run_node(classes["Wan22ImageToVideoLatent"], {"vae": vae, "width": 96, "height": 64, "length": 9,
+                                                              "batch_size": 3})
+    out["wan22_latent"] = {"shape": list(latent["samples"].shape), "keys": sorted(latent)}
+    return out
+
+
+def main() -> None:
+    logging.getLogger().setLevel(logging.ERROR)
+    torch.set_num_threads(1)
+    tiny_widths()
+    for folder in ("diffusion_models", "text_encoders", "vae", "loras"):
+        folder_paths.add_model_folder_path(folder, f"{MODELS}/{folder}", is_default=True)
+    folder_paths.set_input_directory(INPUT)
+    classes = node_classes()
+    patchers = {name: run_node(classes["UNETLoader"], {"unet_name": FILES[name].split("/")[1],
+                                                       "weight_dtype": "default"})[0]
+                for name in ("t2v", "i2v_high", "ti2v_5b")}
+    (clip,) = run_node(classes["CLIPLoader"], {"clip_name": FILES["text_encoder"].split("/")[1], "type": "wan"})
+    (vae,) = run_node(classes["VAELoader"], {"vae_name": FILES["vae"].split("/")[1]})
+    with open(WORKFLOW) as f:
+        prompt = json.load(f)
+    with_lora = json.loads(json.dumps(prompt))
+    (switch,) = [k for k, v in prompt.items() if v["class_type"] == "PrimitiveBoolean"]
+    with_lora[switch]["inputs"]["value"] = True
+    fixture = {"source": SOURCE, "recorded_by": "scripts/record_comfyui_wan.py",
+               "files": {k: {"path": v, "sha256": sha256(f"{MODELS}/{v}")} for k, v in FILES.items()},
+               "text": record_text(clip), "transformer": record_transformers(patchers),
+               "i2v_step": record_i2v_step(patchers["i2v_high"], vae, clip), "vae": record_vae(vae),
+               "latent_nodes": record_latent_nodes(vae, clip),
+               "workflow": {"prompt": prompt, **run_workflow(prompt)},
+               "workflow_lora": {"prompt": with_lora, **run_workflow(with_lora)}}
+    with open(OUT, "w") as f:
+        json.dump(fixture, f)
+
+
+if __name__ == "__main__":
+    main()
