@@ -79,8 +79,8 @@ def test_sd_clip_type_and_load_checkpoint():
     assert comfy.sd.CLIPType.FLUX.value == 6 and comfy.sd.CLIPType["QWEN_IMAGE"].value == 18
     with pytest.raises(ValueError, match="comfy.sd.load_checkpoint: ckpt_path is required"):
         comfy.sd.load_checkpoint(state_dict={})   # ComfyUI reads the weights from ckpt_path only
-    with pytest.raises(UnsupportedFeature, match="load_text_encoder_state_dicts"):
-        comfy.sd.load_text_encoder_state_dicts([{}])
+    with pytest.raises(UnsupportedFeature, match="load_text_encoder_state_dicts with custom_operations"):
+        comfy.sd.load_text_encoder_state_dicts([{}], model_options={"custom_operations": object})
 
 
 def test_clip_vision_model_is_our_clip_vision_value():

@@ -290,3 +290,53 @@ def test_embeddings_in_a_prompt_take_their_vectors(tmp_path):
     assert [t for t, _, i in window[4:7]] == [267, 3240, 49407] and window[4][2] == 3   # ", fox" after it
     plain = SD1Tokenizer().tokenize_with_weights("a embedding:myembed, fox")["l"][0]
     assert all(isinstance(t, int) for t, _ in plain)   # no embedding directory: the words are text
+
+
+# -- loaders that take state dicts ------------------------------------------------------------------------------
+
+def test_load_diffusion_model_state_dict_samples_as_the_checkpoints_model(sd1, demo_workspace):
+    from comfy_bridge.compat.comfy import sd, utils
+    from nodes.ksampler import common_ksampler
+    model, positive, negative = sd1
+    checkpoint = utils.load_torch_file(str(demo_workspace.models_dir / "checkpoints" / CKPT))
+    loaded = sd.load_diffusion_model_state_dict(checkpoint)   # the checkpoint's prefix is taken off
+    assert loaded is not None and loaded.arch == model.arch
+    latent = {"samples": torch.zeros(1, 4, 8, 8)}
+
+    def run(m):
+        return asyncio.run(common_ksampler(m, 1, 2, 3.0, "euler", "normal", positive, negative, latent))[0]["samples"]
+    torch.testing.assert_close(run(loaded), run(model))
+    assert sd.load_diffusion_model_state_dict({"not.a.model": torch.zeros(2)}) is None
+    with pytest.raises(UnsupportedFeature, match="custom_operations"):
+        sd.load_diffusion_model_state_dict(checkpoint, model_options={"custom_operations": object})
+
+
+def test_load_text_encoder_state_dicts_encodes_as_the_checkpoints_clip(demo_workspace, fixed_threads):
+    from comfy_bridge.compat.comfy import sd, utils
+    from nodes.loaders import CheckpointLoaderSimple
+    from nodes.model_nodes import CLIPTextEncode
+    _, clip, _ = CheckpointLoaderSimple().load_checkpoint(CKPT)
+    checkpoint = utils.load_torch_file(str(demo_workspace.models_dir / "checkpoints" / CKPT))
+    prefix = "cond_stage_model.transformer."   # what a CLIP-L file holds (text_model.*)
+    text_encoder = {k[len(prefix):]: v for k, v in checkpoint.items() if k.startswith(prefix)}
+    loaded = sd.load_text_encoder_state_dicts([text_encoder], clip_type=sd.CLIPType.STABLE_DIFFUSION)
+
+    def encode(c):
+        return asyncio.run(CLIPTextEncode().encode(c, "a red fox"))[0][0][0]
+    torch.testing.assert_close(encode(loaded), encode(clip))
+
+
+def test_load_clipvision_from_sd_encodes_as_the_file(demo_workspace, fixed_threads):
+    from comfy_bridge.compat.comfy import clip_vision, utils
+    from nodes.library.clip_vision import CLIPVisionEncode
+    path = demo_workspace.models_dir / "clip_vision" / "clip-vision-tiny.safetensors"
+    weights = utils.load_torch_file(str(path))
+    image = torch.rand(1, 64, 64, 3, generator=torch.Generator().manual_seed(0))
+
+    def encode(cv):
+        return asyncio.run(CLIPVisionEncode().encode(cv, image, "center"))[0].image_embeds
+    want = encode(clip_vision.load(str(path)))
+    torch.testing.assert_close(encode(clip_vision.load_clipvision_from_sd(weights)), want)
+    inside = {f"embedder.model.{k}": v for k, v in weights.items()}   # as a checkpoint holds it
+    torch.testing.assert_close(encode(clip_vision.load_clipvision_from_sd(inside, "embedder.model.", True)), want)
+    assert clip_vision.load_clipvision_from_sd({"x": torch.zeros(1)}) is None

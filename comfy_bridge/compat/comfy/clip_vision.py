@@ -3,6 +3,7 @@ encoder runs on the executors) and ComfyUI's image preprocessing, which is our e
 (nodes.models.clip_vision.preprocess)."""
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -48,8 +49,23 @@ class ClipVisionModel(metaclass=_IsClipVision):
 
 
 def load_clipvision_from_sd(sd: dict[str, torch.Tensor], prefix: str = "", convert_keys: bool = False) -> Any:
-    raise UnsupportedFeature("comfy.clip_vision.load_clipvision_from_sd",
-                             "CLIP vision models load from files: use comfy.clip_vision.load or CLIPVisionLoader")
+    """A CLIP_VISION of a state dict, or None when it holds no CLIP vision tower this backend runs (ComfyUI: no
+    config matches). With convert_keys the tower is read from under `prefix` (an OpenCLIP `visual` tower, as
+    unCLIP checkpoints hold it, or transformers' names). The dict becomes a file the executors load
+    (comfy.state_dict_files)."""
+    from comfy_bridge.compat.comfy.state_dict_files import state_dict_file
+    if convert_keys:
+        inner = {k[len(prefix):]: v for k, v in sd.items() if k.startswith(prefix)}
+        if "transformer.resblocks.0.attn.in_proj_weight" in inner:   # OpenCLIP's visual tower
+            sd = {f"visual.{k}": v for k, v in inner.items()}
+        else:
+            sd = {**{k: v for k, v in sd.items() if not k.startswith(prefix)}, **inner}
+    path = state_dict_file(sd, "comfy.clip_vision.load_clipvision_from_sd")
+    try:
+        return load(str(path))
+    except ValueError as e:
+        logging.warning("comfy.clip_vision.load_clipvision_from_sd: %s", e)
+        return None
 
 
 __all__ = ["Output", "ClipVisionModel", "clip_preprocess", "load", "load_clipvision_from_sd"]

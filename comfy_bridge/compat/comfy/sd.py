@@ -2,6 +2,7 @@
 load them), and the CLIP / VAE classes packs check with isinstance."""
 from __future__ import annotations
 
+import logging
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -94,10 +95,27 @@ def load_unet(unet_path: str, dtype: Any = None) -> ModelPatcher:
     return load_diffusion_model(unet_path)
 
 
-def load_diffusion_model_state_dict(sd: dict, model_options: dict | None = None) -> ModelPatcher:
-    raise UnsupportedFeature("comfy.sd.load_diffusion_model_state_dict",
-                             "diffusion models are loaded from files on the executors, not from an in-process "
-                             "state dict: use comfy.sd.load_diffusion_model with a path, or nodes.UNETLoader")
+def load_diffusion_model_state_dict(sd: dict, model_options: dict | None = None, metadata: dict | None = None,
+                                    **kwargs: Any) -> ModelPatcher | None:
+    """A MODEL of a diffusion model state dict (the "model.diffusion_model." prefix of a checkpoint taken off, as
+    ComfyUI does), or None when its architecture is not one this backend detects (ComfyUI: no model config
+    matches). The dict becomes a file the executors load (comfy.state_dict_files); model_options' dtypes
+    are the executors' choice, as with load_diffusion_model."""
+    from comfy_bridge.compat.comfy.state_dict_files import state_dict_file
+    from comfy_bridge.compat.comfy.utils import state_dict_prefix_replace
+    from nodes.models.errors import ModelLoadError
+    if (model_options or {}).get("custom_operations") is not None:
+        raise UnsupportedFeature("comfy.sd.load_diffusion_model_state_dict with custom_operations",
+                                 "a pack's own layer operations (GGUF's quantized ops) build ComfyUI's in-process "
+                                 "model; this backend's executors build their own")
+    prefix = model_detection.unet_prefix_from_state_dict(sd)
+    unet = state_dict_prefix_replace(sd, {prefix: ""}, filter_keys=True)
+    path = state_dict_file(unet or sd, "comfy.sd.load_diffusion_model_state_dict")
+    try:
+        return load_diffusion_model(str(path))
+    except ModelLoadError as e:
+        logging.warning("comfy.sd.load_diffusion_model_state_dict: %s", e)
+        return None
 
 
 def load_unet_state_dict(sd: dict, dtype: Any = None) -> ModelPatcher:
@@ -108,9 +126,15 @@ def load_unet_state_dict(sd: dict, dtype: Any = None) -> ModelPatcher:
 def load_text_encoder_state_dicts(state_dicts: list | None = None, embedding_directory: Any = None,
                                   clip_type: CLIPType = CLIPType.STABLE_DIFFUSION,
                                   model_options: dict | None = None) -> CLIP:
-    raise UnsupportedFeature("comfy.sd.load_text_encoder_state_dicts",
-                             "text encoders are loaded from files on the executors, not from in-process state "
-                             "dicts: use nodes.CLIPLoader with the file names")
+    """A CLIP of text encoder state dicts, as load_clip builds one of files of `clip_type` (each dict becomes a
+    file the executors load: comfy.state_dict_files)."""
+    from comfy_bridge.compat.comfy.state_dict_files import state_dict_file
+    if (model_options or {}).get("custom_operations") is not None:
+        raise UnsupportedFeature("comfy.sd.load_text_encoder_state_dicts with custom_operations",
+                                 "a pack's own layer operations (GGUF's quantized ops) build ComfyUI's in-process "
+                                 "model; this backend's executors build their own")
+    paths = [str(state_dict_file(sd, "comfy.sd.load_text_encoder_state_dicts")) for sd in state_dicts or []]
+    return load_clip(paths, embedding_directory, clip_type, model_options)
 
 
 def load_lora_for_models(model: Any, clip: Any, lora: Any, strength_model: float, strength_clip: float) -> tuple:
