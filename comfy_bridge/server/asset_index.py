@@ -121,6 +121,19 @@ def scan(workspace: Any, roots: Iterable[str]) -> dict[str, FileFacts]:
     return found
 
 
+def roots_for(all_: list[str], any_: list[str]) -> tuple[str, ...]:
+    """The roots whose records a tag filter can match (the web UI polls outputs after every status
+    message: that listing need not walk the model folders)."""
+    def root_of(tag: str) -> str | None:
+        return "models" if tag.startswith(MODEL_TYPE) else tag if tag in LISTED else None
+    required = {root_of(t) for t in all_} - {None}
+    if required:
+        return tuple(r for r in LISTED if r in required)
+    if any_ and all(root_of(t) for t in any_):
+        return tuple(r for r in LISTED if r in {root_of(t) for t in any_})
+    return LISTED
+
+
 def path_tags(root: str, rel: str) -> list[str]:
     """The tags an input or output file's place gives it."""
     parts = rel.split("/")

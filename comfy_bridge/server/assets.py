@@ -23,7 +23,8 @@ from pydantic import ValidationError
 from comfy_bridge.tenancy import tenant_context as context
 from comfy_bridge.tenancy.v2_assets import _place, safetensors_problem
 
-from .asset_index import MODEL_TYPE, ROOTS, AssetIndex, FileFacts, model_folders, new_record, tags_of
+from .asset_index import (LISTED, MODEL_TYPE, ROOTS, AssetIndex, FileFacts, model_folders, new_record, roots_for,
+                          tags_of)
 from .asset_requests import (CURSOR_SORTS, SYSTEM_TAGS, UUID_RE, FromHashBody, InvalidCursor, ListQuery, RefineQuery,
                              TagsBody, TagsQuery, UpdateBody, UploadSpec, asset_json, decode_cursor, encode_cursor,
                              error, invalid, query_dict)
@@ -94,9 +95,9 @@ def add_routes(routes: web.RouteTableDef, server: PromptServer) -> None:
                             out[(item.get("type") or "output", rel)] = prompt_id
         return out
 
-    async def fresh(tenant: str) -> list[dict]:
-        """The tenant's records, brought in line with its files first."""
-        await run(index.sync, tenant, server.workspace, jobs=output_jobs)
+    async def fresh(tenant: str, roots: tuple[str, ...] = LISTED) -> list[dict]:
+        """The tenant's records, those of `roots` brought in line with its files first."""
+        await run(index.sync, tenant, server.workspace, roots, jobs=output_jobs)
         return await run(index.all, tenant)
 
     def preview_of(tenant: str, record: dict, by_id: dict | None = None) -> dict | None:
@@ -125,7 +126,7 @@ def add_routes(routes: web.RouteTableDef, server: PromptServer) -> None:
             after = decode_cursor(q.after, q.sort, q.order) if q.after is not None else None
         except InvalidCursor as exc:
             return error(400, "INVALID_CURSOR", str(exc))
-        records = await fresh(_tenant(request))
+        records = await fresh(_tenant(request), roots_for(all_, any_))
         by_id = {r["id"]: r for r in records}
         hits = [r for r in records if q.matches(r, all_, any_, none) and (q.hash is None or r["hash"] == q.hash)]
         key = _SORT_KEYS[q.sort]
@@ -402,7 +403,8 @@ def add_routes(routes: web.RouteTableDef, server: PromptServer) -> None:
             return invalid("INVALID_QUERY", exc)
         except ValueError as exc:
             return error(400, "INVALID_TAG_FILTER", str(exc))
-        counts = Counter(t for r in await fresh(_tenant(request)) if q.matches(r, all_, any_, none) for t in tags_of(r))
+        records = await fresh(_tenant(request), roots_for(all_, any_))
+        counts = Counter(t for r in records if q.matches(r, all_, any_, none) for t in tags_of(r))
         return _json({"tag_counts": dict(counts.most_common(q.limit))})
 
     @routes.post("/assets/seed")

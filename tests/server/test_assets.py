@@ -296,3 +296,12 @@ async def test_temp_files_are_listed_as_temp(client, workspace):
     (workspace.temp_dir / "preview.png").write_bytes(_png())
     asset = (await _list(client, "?tags_any=output,temp"))["assets"][0]
     assert asset["tags"] == ["temp"] and asset["preview_url"] == "/api/view?type=temp&filename=preview.png"
+
+
+def test_a_listing_brings_up_to_date_only_the_roots_its_filter_can_match():
+    from comfy_bridge.server.asset_index import LISTED, roots_for
+    assert roots_for([], ["output", "temp"]) == ("output", "temp")   # the web UI's outputs poll
+    assert roots_for(["models"], []) == ("models",)                  # its model walk
+    assert roots_for(["model_type:loras"], ["x"]) == ("models",)
+    assert roots_for([], ["input", "mine"]) == LISTED                 # a user tag may be on any root
+    assert roots_for([], []) == LISTED
