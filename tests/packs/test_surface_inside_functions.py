@@ -340,3 +340,22 @@ def test_load_clipvision_from_sd_encodes_as_the_file(demo_workspace, fixed_threa
     inside = {f"embedder.model.{k}": v for k, v in weights.items()}   # as a checkpoint holds it
     torch.testing.assert_close(encode(clip_vision.load_clipvision_from_sd(inside, "embedder.model.", True)), want)
     assert clip_vision.load_clipvision_from_sd({"x": torch.zeros(1)}) is None
+
+
+def test_hooks_from_an_in_memory_lora_sample_as_the_create_hook_lora_node(sd1, demo_workspace):
+    from comfy_bridge.compat.comfy import hooks, utils
+    from nodes.ksampler import common_ksampler
+    from nodes.library.hooks import CreateHookLora
+    model, positive, negative = sd1
+    lora = utils.load_torch_file(str(demo_workspace.models_dir / "loras" / "sd1-tiny-lora.safetensors"))
+    model_out, clip_out, group = hooks.load_hook_lora_for_models(model, None, lora, 0.8, 1.0)
+    assert model_out.key == model.key and clip_out is None
+    (node_group,) = CreateHookLora().create_hook("sd1-tiny-lora.safetensors", 0.8, 0.0)
+    latent = {"samples": torch.zeros(1, 4, 8, 8)}
+
+    def run(g):
+        pos = positive if g is None else hooks.set_hooks_for_conditioning(positive, g)
+        return asyncio.run(common_ksampler(model, 1, 2, 3.0, "euler", "normal", pos, negative, latent))[0]["samples"]
+    hooked = run(group)
+    torch.testing.assert_close(hooked, run(node_group))
+    assert not torch.allclose(hooked, run(None))   # the LoRA changes the image

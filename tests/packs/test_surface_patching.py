@@ -119,8 +119,8 @@ def test_cond_props_helpers_write_the_core_hook_node_keys():
     (default,) = hooks.set_default_conds_and_combine([cond], [cond])
     assert default[1][1] == {"x": 1, "default": True}
     assert cond == [[cond[0][0], {"x": 1}]]
-    with pytest.raises(UnsupportedFeature, match="load_hook_lora_for_models"):
-        hooks.load_hook_lora_for_models(None, None, {}, 1.0, 1.0)
+    no_model, no_clip, lora_hooks = hooks.load_hook_lora_for_models(None, None, {}, 1.0, 1.0)
+    assert no_model is None and no_clip is None and isinstance(lora_hooks, core_hooks.HookGroup)
 
 
 # ---- controlnet ----------------------------------------------------------------------------------------

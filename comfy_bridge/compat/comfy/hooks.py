@@ -5,8 +5,8 @@ CreateHookLora / SetHookKeyframes nodes and by a pack are the same values and sa
 `HookKeyframe` and `HookKeyframeGroup` take ComfyUI's constructor arguments and `clone()` / in-place
 `add()`, as pack code building a schedule expects. The conditioning helpers (`set_conds_props`,
 `set_conds_props_and_combine`, `set_default_conds_and_combine`, ...) write the same option keys the core
-hook nodes write. Building hooks from an in-memory LoRA dict (`create_hook_lora`,
-`load_hook_lora_for_models`) raises UnsupportedFeature: the core hooks name LoRA files the executors load.
+hook nodes write. Hooks from an in-memory LoRA dict (`create_hook_lora`, `load_hook_lora_for_models`) carry
+it as a file, as the core hooks name the LoRA files the executors load.
 """
 from __future__ import annotations
 
@@ -185,9 +185,15 @@ def set_default_conds_and_combine(conds: list, new_conds: list, hooks: Any = Non
     return out
 
 
-def create_hook_lora(lora: dict, strength_model: float, strength_clip: float) -> Any:
-    raise UnsupportedFeature("comfy.hooks.create_hook_lora",
-                             "hooks built from an in-memory LoRA dict; use the core CreateHookLora node (a LoRA file)")
+def create_hook_lora(lora: dict, strength_model: float, strength_clip: float) -> HookGroup:
+    """A HOOKS group with one weight hook applying the LoRA state dict `lora` (as the core CreateHookLora node
+    does with a file: the dict is written once as one, comfy.state_dict_files)."""
+    from cluster.refs import Patch, file_digest
+    from comfy_bridge.compat.comfy.state_dict_files import state_dict_file
+    path = state_dict_file(lora, "comfy.hooks.create_hook_lora")
+    hook = WeightHook(core.new_id(), float(strength_model), float(strength_clip),
+                      lora=Patch(str(path), file_digest(path), 1.0))
+    return HookGroup((hook,))
 
 
 def create_hook_model_as_lora(weights_model: Any, weights_clip: Any, strength_model: float,
@@ -196,9 +202,13 @@ def create_hook_model_as_lora(weights_model: Any, weights_clip: Any, strength_mo
                              "hooks built from in-memory weights; use the core CreateHookModelAsLora node")
 
 
-def load_hook_lora_for_models(model: Any, clip: Any, lora: dict, strength_model: float, strength_clip: float) -> Any:
-    raise UnsupportedFeature("comfy.hooks.load_hook_lora_for_models",
-                             "hooks built from an in-memory LoRA dict; use the core CreateHookLora node (a LoRA file)")
+def load_hook_lora_for_models(model: Any, clip: Any, lora: dict, strength_model: float,
+                              strength_clip: float) -> tuple[Any, Any, HookGroup]:
+    """(model clone, clip clone, HOOKS): the hook group applies the LoRA to the model where conds carry it and to
+    the CLIP where SetClipHooks sets it, as ComfyUI's hook patches do (here the hook carries the LoRA)."""
+    hooks = create_hook_lora(lora, strength_model if model is not None else 0.0,
+                             strength_clip if clip is not None else 0.0)
+    return (None if model is None else model.clone()), (None if clip is None else clip.clone()), hooks
 
 
 class WrapperHook:
