@@ -18,8 +18,8 @@ from nodes import arch, previews
 from nodes.conditioning import flatten, require
 from nodes.conditioning_areas import resolve
 from nodes.modelfns.denoise import STATE_PREFIX
-from nodes.modelfns.model_options import (CFG_OVERRIDES, COMPILE, DTYPE, carried_conditionings, latent_format,
-                                         sampler_patches, sampling_config, weights_ref)
+from nodes.modelfns.model_options import (CFG_OVERRIDES, COMPILE, DTYPE, ROPE, carried_conditionings,
+                                         latent_format, sampler_patches, sampling_config, weights_ref)
 from nodes.modelfns.hooks import uses_hooks
 from nodes.modelfns.model_patches import Patches
 from nodes.sampling.model_sampling import model_sampling_from_config
@@ -204,6 +204,8 @@ async def sample_guided(guider: GuiderChoice, sampler: SamplerChoice, sigmas: to
         params["compute_dtype"] = model.option(DTYPE)
     if model.option(CFG_OVERRIDES):   # CFGOverride: the cfg each evaluation uses inside its sigma ranges
         params["cfg_overrides"] = model.option(CFG_OVERRIDES)
+    if model.option(ROPE):   # ScaleROPE: the network scales and shifts the image's position ids
+        params["rope_options"] = dict(model.option(ROPE))
     state: dict[str, torch.Tensor] = {}
     denoised = None
     total = len(sigmas) - 1

@@ -1,14 +1,16 @@
-"""Sampling patches of today's ComfyUI (newer than 0.10.0, read from the newest Comfy-Org/ComfyUI source):
-CFG Override (comfy_extras.nodes_custom_sampler: a fixed cfg over a range of the schedule, carried on the MODEL and
-applied per model evaluation by the denoise step) and ModelNoiseScale (comfy_extras.nodes_model_advanced: the
-training noise scale of a discrete-flow model, which multiplies the noise where a latent is noised)."""
+"""Sampling and model patches of today's ComfyUI: CFG Override (comfy_extras.nodes_custom_sampler: a fixed cfg over a
+range of the schedule, carried on the MODEL and applied per model evaluation by the denoise step) and ModelNoiseScale
+(comfy_extras.nodes_model_advanced: the training noise scale of a discrete-flow model, which multiplies the noise
+where a latent is noised), both newer than 0.10.0 and read from the newest Comfy-Org/ComfyUI source; ScaleROPE
+(comfy_extras.nodes_rope, as ComfyUI 0.10.0 has it: scales and shifts of the image position ids the Flux networks
+read)."""
 from __future__ import annotations
 
 from typing import Any
 
 from cluster.refs import ModelRef
 from nodes.inputs import require_model
-from nodes.modelfns.model_options import CFG_OVERRIDES, sampling_config, with_sampling
+from nodes.modelfns.model_options import CFG_OVERRIDES, ROPE, sampling_config, with_sampling
 from nodes.sampling.model_sampling import model_sampling_from_config
 
 
@@ -62,5 +64,41 @@ class ModelNoiseScale:
         return (with_sampling(model, {**config, "noise_scale": float(noise_scale)}),)
 
 
-NODE_CLASS_MAPPINGS = {"CFGOverride": CFGOverride, "ModelNoiseScale": ModelNoiseScale}
+# Families whose ComfyUI networks read the rope options: the Flux ones here; Z-Image (ComfyUI's Lumina network) and
+# Wan read them too, which their networks here do not yet. The other families have no such ids and ignore them.
+ROPE_ARCHS = frozenset({"flux", "flux-schnell", "flux2"})
+ROPE_NOT_YET = frozenset({"zimage", "wan21", "wan22_5b"})
+
+
+class ScaleROPE:
+    RELATIVE_PYTHON_MODULE = "comfy_extras.nodes_rope"
+    EXPERIMENTAL = True
+    FUNCTION = "execute"
+    CATEGORY = "advanced/model_patches"
+    RETURN_TYPES = ("MODEL",)
+    OUTPUT_TOOLTIPS = (None,)
+    DESCRIPTION = "Scale and shift the ROPE of the model."
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        scale = {"default": 1.0, "min": 0.0, "max": 100.0, "step": 0.1}
+        shift = {"default": 0.0, "min": -256.0, "max": 256.0, "step": 0.1}
+        return {"required": {"model": ("MODEL", {}),
+                             "scale_x": ("FLOAT", scale), "shift_x": ("FLOAT", shift),
+                             "scale_y": ("FLOAT", scale), "shift_y": ("FLOAT", shift),
+                             "scale_t": ("FLOAT", scale), "shift_t": ("FLOAT", shift)}}
+
+    def execute(self, model: Any, scale_x: float, shift_x: float, scale_y: float, shift_y: float, scale_t: float,
+                shift_t: float) -> tuple[ModelRef]:
+        model = require_model(model)
+        if model.arch in ROPE_NOT_YET:
+            raise ValueError(f"ScaleROPE: scaling the position ids of {model.arch} models is not implemented yet "
+                             f"(it is for {', '.join(sorted(ROPE_ARCHS))})")
+        # a later ScaleROPE replaces the values of an earlier one, as ComfyUI's set_model_rope_options does
+        values = {"scale_x": scale_x, "shift_x": shift_x, "scale_y": scale_y, "shift_y": shift_y,
+                  "scale_t": scale_t, "shift_t": shift_t}
+        return (model.with_option(ROPE, tuple(sorted((k, float(v)) for k, v in values.items()))),)
+
+
+NODE_CLASS_MAPPINGS = {"CFGOverride": CFGOverride, "ModelNoiseScale": ModelNoiseScale, "ScaleROPE": ScaleROPE}
 NODE_DISPLAY_NAME_MAPPINGS: dict[str, str] = {"CFGOverride": "CFG Override"}

@@ -71,6 +71,7 @@ class GuidedDenoiser:
         self.perp = params.get("perp_neg")
         # CFGOverride's ranges; DualCFGGuider's scales are its own (ComfyUI's override sets a cfg it never reads)
         self.cfg_overrides = params.get("cfg_overrides") or ()
+        self.rope_options = params.get("rope_options")   # ScaleROPE: read by the Flux networks
         self.state = state
         # The CFG++ samplers step along the negative prediction: ComfyUI's samplers read it with a post-CFG
         # function appended last and make the negative side run even at cfg 1. Read it the same way.
@@ -189,6 +190,8 @@ class GuidedDenoiser:
             xb = torch.cat([crop(xc, area) for _, _, area, _ in members])
             tb = t.reshape(-1)[:1].expand(n * k)
             batch_cond = self._batch_cond([e for _, e, _, _ in members], n, x.device)
+            if self.rope_options:
+                batch_cond["rope_options"] = self.rope_options
             concats = [self.model.concat_image(self.inputs.get(f"{e['key']}.concat_latent_image"), x,
                                                self.inputs.get(f"{e['key']}.concat_mask"))
                        for _, e, _, _ in members]

@@ -28,7 +28,8 @@ LATENT = "latent_format"      # a latent format replacing the architecture's (Mo
 DTYPE = "compute_dtype"       # ModelComputeDtype: the denoise step runs a copy of the network in this dtype
 CONDS = "conditionings"       # CONDITIONINGs a guidance function evaluates (PerpNeg's empty prompt)
 CFG_OVERRIDES = "cfg_overrides"   # CFGOverride's (sigma_low, sigma_high, cfg) ranges, in the order applied
-_SAMPLING_ONLY = (SAMPLING, FUNCTIONS, NETWORK, COMPILE, LATENT, DTYPE, CONDS, CFG_OVERRIDES)
+ROPE = "rope_options"         # ScaleROPE's scales and shifts of the image position ids ((name, value) pairs)
+_SAMPLING_ONLY = (SAMPLING, FUNCTIONS, NETWORK, COMPILE, LATENT, DTYPE, CONDS, CFG_OVERRIDES, ROPE)
 # The latent formats a MODEL patch may select, by name.
 LATENT_FORMATS: dict[str, LatentFormat] = {"sdxl_playground_2_5": PLAYGROUND_2_5_LATENT}
 # ComfyUI's ModelPatcher: set_model_sampler_cfg_function replaces, the pre/post setters append.

@@ -110,6 +110,20 @@ def image_ids(h_len: int, w_len: int, dtype: torch.dtype, device: torch.device, 
     return ids.reshape(h_len * w_len, 3)
 
 
+def rope_image_ids(h_len: int, w_len: int, rope: dict, axes: int, device: torch.device) -> torch.Tensor:
+    """[h_len*w_len, axes] float32 position ids of the image being denoised under ScaleROPE's options, as ComfyUI's
+    Flux builds them: the time axis at shift_t, rows and columns spread over (n - 1) * scale + 1 positions from
+    their shift (a scale of 1 and no shift give 0, 1, 2, ...)."""
+    h_span = (h_len - 1.0) * rope.get("scale_y", 1.0) + 1.0
+    w_span = (w_len - 1.0) * rope.get("scale_x", 1.0) + 1.0
+    h_off, w_off = 0 + rope.get("shift_y", 0.0), 0 + rope.get("shift_x", 0.0)
+    ids = torch.zeros(h_len, w_len, axes, dtype=torch.float32, device=device)
+    ids[..., 0] = 0 + rope.get("shift_t", 0.0)
+    ids[..., 1] = torch.linspace(h_off, h_span - 1 + h_off, steps=h_len, device=device, dtype=torch.float32)[:, None]
+    ids[..., 2] = torch.linspace(w_off, w_span - 1 + w_off, steps=w_len, device=device, dtype=torch.float32)[None, :]
+    return ids.reshape(h_len * w_len, axes)
+
+
 def patched(x: torch.Tensor) -> torch.Tensor:
     """Odd sizes: ComfyUI's 2x2-patch models pad circularly to whole patches (and crop the output back)."""
     return F.pad(x, (0, (-x.shape[-1]) % PATCH, 0, (-x.shape[-2]) % PATCH), mode="circular")
@@ -174,6 +188,8 @@ class FluxDiffusionModel(DiffusionModel):
         x = patched(x)
         h_len, w_len = x.shape[-2] // PATCH, x.shape[-1] // PATCH
         tokens, ids = pack(x.to(dtype)), image_ids(h_len, w_len, dtype, device)
+        if cond.get("rope_options"):   # ScaleROPE
+            ids = rope_image_ids(h_len, w_len, cond["rope_options"], 3, device).to(dtype)
         if cond.get("ref_latents"):   # Flux Kontext: references join the image tokens; only the image's are read
             ref_tokens, ref_ids = reference_tokens(cond["ref_latents"], cond.get("ref_latents_method") or "offset",
                                                    h_len, w_len, dtype)

@@ -23,7 +23,7 @@ from diffusers.loaders.single_file_utils import convert_flux2_transformer_checkp
 from cluster.refs import ModelRef
 from nodes.models.components import FLUX2_LATENT, DiffusionModel
 from nodes.models.errors import ModelLoadError
-from nodes.models.flux import per_batch
+from nodes.models.flux import per_batch, rope_image_ids
 from nodes.models.flux_keys import count_blocks, find_prefix, strip_prefix
 from nodes.models.safetensors_io import build_module
 
@@ -131,6 +131,8 @@ class Flux2DiffusionModel(DiffusionModel):
         device, dtype = x.device, self.dtype
         b, c, h, w = x.shape
         tokens, ids = _tokens(x.to(dtype)), image_ids(h, w, device)
+        if cond.get("rope_options"):   # ScaleROPE
+            ids = rope_image_ids(h, w, cond["rope_options"], len(AXES_DIM), device)
         if cond.get("ref_latents"):   # ReferenceLatent (editing): references join the image tokens
             ref_tokens, ref_ids = reference_tokens(cond["ref_latents"], cond.get("ref_latents_method"), dtype)
             tokens = torch.cat([tokens, ref_tokens.expand(b, -1, -1)], dim=1)

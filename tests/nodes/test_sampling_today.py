@@ -193,3 +193,54 @@ def test_conditioning_multiply_scales_the_embedding_and_the_pooled_output_only()
     assert out[0][1]["extra"] is other and out[0][1]["strength"] == 0.5
     assert torch.equal(out[1][0], emb * 2 * -1.5) and out[1][1] == {}
     assert conditioning[0][1]["pooled_output"] is pooled, "the input conditioning is not changed"
+
+
+# --- ScaleROPE (ComfyUI 0.10.0's comfy_extras.nodes_rope) ---
+
+def _scale_rope(model, sx=1.0, tx=0.0, sy=1.0, ty=0.0, st=1.0, tt=0.0):
+    from nodes.library.sampling_today import ScaleROPE
+    return ScaleROPE().execute(model, sx, tx, sy, ty, st, tt)[0]
+
+
+@pytest.mark.parametrize("index", range(len(RECORDER.ROPE_CASES)))
+def test_scale_rope_position_ids_equal_comfyui_0_10(index):
+    from nodes.models.flux import rope_image_ids
+    h, w, patch, axes, sx, tx, sy, ty, st, tt = RECORDER.ROPE_CASES[index]
+    rope = {"scale_x": sx, "shift_x": tx, "scale_y": sy, "shift_y": ty, "scale_t": st, "shift_t": tt}
+    ids = rope_image_ids((h + patch // 2) // patch, (w + patch // 2) // patch, rope, axes, torch.device("cpu"))
+    assert torch.equal(ids, torch.tensor(FIXTURE["rope_ids"][index], dtype=torch.float32))
+
+
+@pytest.fixture(scope="module")
+def flux_parts(demo_workspace):
+    async def build():
+        model, clip, _ = await _call("CheckpointLoaderSimple", ckpt_name="flux-tiny.safetensors")
+        (pos,) = await _call("CLIPTextEncode", clip=clip, text="a glass bottle")
+        (latent,) = await _call("EmptySD3LatentImage", width=64, height=48, batch_size=1)
+        (sigmas,) = await _call("BasicScheduler", model=model, scheduler="simple", steps=2, denoise=1.0)
+        (sampler,) = await _call("KSamplerSelect", sampler_name="euler")
+        return {"model": model, "positive": pos, "negative": pos, "latent_image": latent, "sigmas": sigmas,
+                "sampler": sampler}
+    import asyncio
+    return asyncio.run(build())
+
+
+def test_scale_rope_moves_the_flux_networks_positions_and_its_identity_changes_nothing(flux_parts, fixed_threads):
+    plain = _sample(flux_parts, 1.0)
+    assert torch.equal(_sample(flux_parts, 1.0, model=_scale_rope(flux_parts["model"])), plain)
+    scaled = _sample(flux_parts, 1.0, model=_scale_rope(flux_parts["model"], sx=2.0, ty=3.0))
+    assert not torch.allclose(scaled, plain, atol=1e-4)
+    # the latest ScaleROPE replaces the values of an earlier one
+    twice = _scale_rope(_scale_rope(flux_parts["model"], sx=2.0, ty=3.0))
+    assert torch.equal(_sample(flux_parts, 1.0, model=twice), plain)
+
+
+def test_scale_rope_leaves_a_model_without_position_ids_alone(sd1_parts, fixed_threads):
+    assert torch.equal(_sample(sd1_parts, 7.0, model=_scale_rope(sd1_parts["model"], sx=3.0)), _sample(sd1_parts, 7.0))
+
+
+@pytest.mark.parametrize("arch", ["zimage", "wan21"])
+def test_scale_rope_refuses_families_whose_networks_do_not_read_it_yet(arch):
+    model = ModelRef("diffusion_model", arch, ("/m/x.safetensors",), ("f" * 64,))
+    with pytest.raises(ValueError, match=f"ScaleROPE.*{arch}"):
+        _scale_rope(model, sx=2.0)
