@@ -16,8 +16,10 @@ torch guard, torchvision matched to torch if it uses it: what a user runs), then
   and listed by /object_info (the registry's node_info); "imported" means the import succeeded and every
   declared node is registered and listed;
 - runs cases: one of the pack's own nodes, chosen as the first (by the order below) whose required inputs
-  are widgets (their defaults, a combo's first option) or IMAGE / MASK / LATENT (fed by the core EmptyImage,
-  SolidMask and EmptyLatentImage), executed through the engine (validate_inputs, then PromptExecutor).
+  are widgets (their defaults, a combo's first option) or types core nodes make (FEEDERS: IMAGE / MASK /
+  LATENT from EmptyImage, SolidMask and EmptyLatentImage; MODEL / CLIP / VAE / CONDITIONING from the demo SD1
+  checkpoint, upscale, ControlNet and CLIP vision models from the demo models, linked into the pack's
+  workspace), executed through the engine (validate_inputs, then PromptExecutor).
   Nodes that would need a model file, or hidden network access, fail and the next is tried (at most
   MAX_ATTEMPTS); every attempt is recorded, the first that succeeds with its prompt and a digest of its outputs.
 
@@ -57,11 +59,31 @@ TORCHVISION_UNREACHABLE = "not the torchvision built for torch"
 TORCHVISION_FALLBACK = os.environ.get("PACKS_TODAY_TORCHVISION", "torchvision==0.28.0")
 PROBE_TIMEOUT_S = 600
 INSTALL_TIMEOUT_S = 900
-# Inputs fed by a core node, and the node that feeds them (ComfyUI's own node names).
-FEEDERS = {
-    "IMAGE": {"class_type": "EmptyImage", "inputs": {"width": 64, "height": 64, "batch_size": 1, "color": 0x8040C0}},
-    "MASK": {"class_type": "SolidMask", "inputs": {"value": 1.0, "width": 64, "height": 64}},
-    "LATENT": {"class_type": "EmptyLatentImage", "inputs": {"width": 64, "height": 64, "batch_size": 1}},
+# Inputs fed by core nodes: per type, the nodes that make it and the output used. Models are the demo models
+# (`comfy-cluster demo-models`, built once per run and linked into each pack's workspace): the tiny SD1 checkpoint
+# and what goes with it.
+CKPT = {"class_type": "CheckpointLoaderSimple", "inputs": {"ckpt_name": "sd1-tiny.safetensors"}}
+FEEDERS: dict[str, tuple[dict[str, dict], list]] = {
+    "IMAGE": ({"feed_image": {"class_type": "EmptyImage",
+                              "inputs": {"width": 64, "height": 64, "batch_size": 1, "color": 0x8040C0}}},
+              ["feed_image", 0]),
+    "MASK": ({"feed_mask": {"class_type": "SolidMask", "inputs": {"value": 1.0, "width": 64, "height": 64}}},
+             ["feed_mask", 0]),
+    "LATENT": ({"feed_latent": {"class_type": "EmptyLatentImage", "inputs": {"width": 64, "height": 64,
+                                                                            "batch_size": 1}}}, ["feed_latent", 0]),
+    "MODEL": ({"feed_ckpt": CKPT}, ["feed_ckpt", 0]),
+    "CLIP": ({"feed_ckpt": CKPT}, ["feed_ckpt", 1]),
+    "VAE": ({"feed_ckpt": CKPT}, ["feed_ckpt", 2]),
+    "CONDITIONING": ({"feed_ckpt": CKPT, "feed_cond": {"class_type": "CLIPTextEncode", "inputs": {
+        "text": "a photo of a cat", "clip": ["feed_ckpt", 1]}}}, ["feed_cond", 0]),
+    "UPSCALE_MODEL": ({"feed_upscaler": {"class_type": "UpscaleModelLoader",
+                                         "inputs": {"model_name": "esrgan-tiny-x4.safetensors"}}}, ["feed_upscaler", 0]),
+    "CONTROL_NET": ({"feed_controlnet": {"class_type": "ControlNetLoader",
+                                         "inputs": {"control_net_name": "sd1-tiny-controlnet.safetensors"}}},
+                    ["feed_controlnet", 0]),
+    "CLIP_VISION": ({"feed_clip_vision": {"class_type": "CLIPVisionLoader",
+                                          "inputs": {"clip_name": "clip-vision-tiny.safetensors"}}},
+                    ["feed_clip_vision", 0]),
 }
 # Nodes whose names say they load or fetch something are tried last: without models they cannot succeed.
 LAST_WORDS = ("load", "download", "model", "upscal", "sampler", "detector", "segm", "ipadapter", "preprocessor")
@@ -186,6 +208,24 @@ def base_venv(work: Path) -> tuple[Path, str]:
     return venv, commit
 
 
+def demo_models(base: Path, work: Path) -> Path:
+    """The demo models (`comfy-cluster demo-models`), built once in the base venv: a pack's own requirements can
+    break the libraries that build them (Impact-Pack's numpy<2 breaks diffusers' import)."""
+    ws = work / "demo-ws"
+    subprocess.run([str(base / "bin" / "python"), "-m", "comfy_bridge.cli", "demo-models", "--workspace", str(ws)],
+                   check=True, capture_output=True, env={**os.environ, "PYTHONPATH": ""})
+    return ws / "models"
+
+
+def add_demo_models(models: Path, ws: Path) -> None:
+    """Link the demo models into a pack's workspace, beside what the pack's install put there."""
+    for path in models.rglob("*"):
+        target = ws / "models" / path.relative_to(models)
+        if path.is_file() and not target.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.link(path, target)
+
+
 def pack_venv(base: Path, dest: Path) -> Path:
     """A copy of the base venv (hard links: pip replaces files, it never writes into an installed one)."""
     if dest.exists():
@@ -204,7 +244,7 @@ def install_pack(python: str, src: Path, ws: Path, env: dict) -> dict:
             "output": (done.stdout + done.stderr)[-1500:]}
 
 
-def run_pack(pack: dict, work: Path, mirrors: Path | None, base: Path, resume: bool = False) -> dict:
+def run_pack(pack: dict, work: Path, mirrors: Path | None, base: Path, models: Path, resume: bool = False) -> dict:
     folder = pack["folder"]
     done = work / "results" / f"{folder}.full.json"
     if resume and done.is_file() and json.loads(done.read_text())["commit"] == pack["commit"]:
@@ -227,6 +267,7 @@ def run_pack(pack: dict, work: Path, mirrors: Path | None, base: Path, resume: b
         install = install_pack(python, src, ws, env | github_via_mirrors(mirrors)) \
             | {"torchvision_by_hand": TORCHVISION_FALLBACK}
     result["install"] = install
+    add_demo_models(models, ws)
     try:
         probe = subprocess.run([python, str(Path(__file__).resolve()), "probe", "--workspace", str(ws),
                                 "--pack", folder, "--out", str(out)], capture_output=True, text=True, env=env,
@@ -257,8 +298,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     args.work.mkdir(parents=True, exist_ok=True)
     (args.work / "results").mkdir(exist_ok=True)
     base, commit = base_venv(args.work)
+    models = demo_models(base, args.work)
     with ThreadPoolExecutor(args.jobs) as pool:
-        results = list(pool.map(lambda p: run_pack(p, args.work, args.mirrors, base, args.resume), packs))
+        results = list(pool.map(lambda p: run_pack(p, args.work, args.mirrors, base, models, args.resume), packs))
     before = json.loads(RESULT.read_text()) if args.only and RESULT.is_file() else {"packs": []}
     previous = {r["folder"]: {"comfy_cluster_commit": before.get("comfy_cluster_commit"), **r} for r in before["packs"]}
     previous.update({r["folder"]: {**r, "comfy_cluster_commit": commit} for r in results})
@@ -288,13 +330,21 @@ def summary(results: list[dict]) -> dict:
 
 # -- the probe: runs inside the pack's venv ---------------------------------------------------------------
 
+def named_type(kind: Any) -> str | None:
+    """The type name of an input spec's first item, or None for what is not one name: a combo's list, or a pack's
+    "any type" string, which claims to equal every name (V3's type names are str subclasses too, but plain ones)."""
+    if not isinstance(kind, str) or str(kind) == "*" or not kind != "\0no such type":
+        return None
+    return str(kind)
+
+
 def widget_value(spec: Any) -> tuple[bool, Any]:
     """(usable, value) for a required input spec that is a widget."""
     kind = spec[0]
     opts = spec[1] if len(spec) > 1 and isinstance(spec[1], dict) else {}
     if isinstance(kind, (list, tuple)):
         return (True, kind[0]) if kind else (False, None)
-    if type(kind) is not str:   # packs' "any type" strings equal every name: nothing to fill them with
+    if named_type(kind) is None:
         return False, None
     if kind == "COMBO":
         options = opts.get("options") or []
@@ -315,10 +365,10 @@ def build_case(name: str, info: dict) -> dict | None:
     inputs: dict[str, Any] = {}
     for key, spec in (info.get("input", {}).get("required") or {}).items():
         kind = spec[0] if isinstance(spec, (list, tuple)) and spec else None
-        if type(kind) is str and kind in FEEDERS:   # not a str subclass such as the "any type" proxies
-            feeder = f"feed_{kind.lower()}"
-            prompt[feeder] = json.loads(json.dumps(FEEDERS[kind]))
-            inputs[key] = [feeder, 0]
+        if named_type(kind) in FEEDERS:
+            nodes, output = FEEDERS[named_type(kind)]
+            prompt.update(json.loads(json.dumps(nodes)))
+            inputs[key] = list(output)
             continue
         usable, value = widget_value(spec) if kind is not None else (False, None)
         if not usable:

@@ -64,8 +64,24 @@ def test_build_case_fills_widgets_and_feeds_images():
     assert prompt["node"]["inputs"] == {"image": ["feed_image", 0], "n": 3, "mode": "a", "v3": "x",
                                         "text": "a photo of a cat", "flag": False}
     assert prompt["feed_image"]["class_type"] == "EmptyImage"
-    assert packs_today.build_case("Needs", {"input": {"required": {"model": ("MODEL",)}}}) is None
+    assert packs_today.build_case("Needs", {"input": {"required": {"face": ("FACEANALYSIS",)}}}) is None
     assert packs_today.build_case("Empty", {"input": {"required": {"choice": ([],)}}}) is None
+
+
+def test_models_and_conditioning_come_from_the_demo_checkpoint():
+    prompt = packs_today.build_case("Apply", {"input": {"required": {"model": ("MODEL",), "cond": ("CONDITIONING",),
+                                                                     "vae": ("VAE",)}}})
+    assert prompt["node"]["inputs"] == {"model": ["feed_ckpt", 0], "cond": ["feed_cond", 0], "vae": ["feed_ckpt", 2]}
+    assert prompt["feed_ckpt"]["inputs"] == {"ckpt_name": "sd1-tiny.safetensors"}
+    assert prompt["feed_cond"]["inputs"]["clip"] == ["feed_ckpt", 1]
+
+
+def test_v3_type_names_are_filled_like_plain_ones():
+    """V3 schemas list their types as str subclasses (matching "*" in validation); they are not any-type names."""
+    from comfy_bridge.compat.comfy_api.latest._io import _StringIOType
+    info = {"input": {"required": {"image": (_StringIOType("IMAGE"), {}),
+                                   "n": (_StringIOType("INT"), {"default": 2})}}}
+    assert packs_today.build_case("V3", info)["node"]["inputs"] == {"image": ["feed_image", 0], "n": 2}
 
 
 class AnyType(str):
