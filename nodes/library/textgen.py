@@ -5,7 +5,8 @@ model writes text from a prompt (the web UI's templates use it to expand an imag
 Sampling "off" is greedy; "on" samples with the option's settings and seed. `thinking` and `mtp` change
 nothing for the models here (their chat templates have no thinking switch, their files no multi-token-
 prediction head), as in ComfyUI. Images, video and audio are read by vision-language encoders only: Z-Image's
-Qwen3 ignores them, as ComfyUI's does; Qwen-Image's vision tower is not built here, so they are refused."""
+and FLUX.2 Klein's Qwen3 ignore them, as ComfyUI's do; Qwen-Image's are refused (generation here does not
+read images yet)."""
 from __future__ import annotations
 
 from typing import Any

@@ -30,16 +30,19 @@ class TextGenerateFn(ModelFn):
 
     def load_model(self, ref: ModelRef) -> TextEncoder:
         from nodes.models.loader import load_text_encoder
-        from nodes.models.text_generate import language_model
+        from nodes.models.text_generate import attach_head, language_model
         encoder = load_text_encoder(ref)
         language_model(encoder)   # a CLIP that cannot generate is refused before any run
+        attach_head(encoder, ref.sources[0])
         return encoder
 
     def execute(self, model: TextEncoder, inputs: dict[str, Any], params: dict[str, Any]) -> dict[str, torch.Tensor]:
-        from nodes.models.text_generate import Sampling, check_media, generate, language_model, prompt_ids
+        from nodes.models.text_generate import (HEAD, Sampling, check_media, decode, generate, language_model,
+                                                prompt_ids)
         check_media(model.arch, params.get("media", ()))
         ids = prompt_ids(model, params["prompt"], params.get("use_template", True), params.get("system_prompt", ""))
-        new = generate(language_model(model), ids, int(params["max_length"]), Sampling.from_params(params))
-        text = model.tokenizer.decode(new, skip_special_tokens=True)
+        new = generate(language_model(model), ids, int(params["max_length"]), Sampling.from_params(params),
+                       head=model.modules.get(HEAD))
+        text = decode(model, new)
         return {"text": torch.frombuffer(bytearray(text.encode("utf-8")), dtype=torch.uint8).clone(),
                 "ids": torch.tensor([new], dtype=torch.long)}

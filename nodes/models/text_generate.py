@@ -1,12 +1,14 @@
 """Text generation with the language models the image families load as text encoders (today's ComfyUI
-`TextGenerate`): Z-Image's Qwen3 (CLIPLoader type lumina2) and Qwen-Image's Qwen2.5-VL language model.
+`TextGenerate`): Z-Image's Qwen3 (CLIPLoader type lumina2), FLUX.2 Klein's Qwen3 (type flux2) and Qwen-Image's
+Qwen2.5-VL language model.
 
 As ComfyUI generates with them:
 - the prompt goes into the model's chat template as its tokenizer builds it for generation (below, per
   family), and is tokenized as for encoding (no weighting syntax, `\\(` read as `(`);
 - one token at a time up to `max_length` new tokens, stopping after Qwen's end-of-text or end-of-turn token;
-  the logits are the last position's final-normed state times the token embeddings (ComfyUI ties the head to
-  the embeddings for both families: their text-encoder files carry no `lm_head`);
+  the logits are the last position's final-normed state times the file's `lm_head` when it has one (Qwen3-8B),
+  else times the token embeddings (Qwen3-4B ties them). ComfyUI ties Qwen2.5-VL's head even when its file has
+  an `lm_head`; here the file's head is used, as transformers does with those weights;
 - greedy (argmax) without sampling; with sampling: repetition and presence penalties on the tokens generated
   so far, temperature, then top-k, min-p and top-p filters, and one multinomial draw per token from a
   torch.Generator seeded once with `seed`, so a seed gives the same text every time;
@@ -21,13 +23,14 @@ import torch
 import torch.nn.functional as F
 
 from nodes.models.components import TextEncoder
-from nodes.models.qwen_tokenizer import ENDOFTEXT_ID, IM_END_ID
+from nodes.models.qwen_tokenizer import ENDOFTEXT_ID, IM_END_ID, QwenTokenizer, qwen_tokenizer
 from nodes.models.tokenizer import escape_parens, unescape_parens
 
 STOP_TOKENS = (ENDOFTEXT_ID, IM_END_ID)
 CHAT = "<|im_start|>user\n{}<|im_end|>\n<|im_start|>assistant\n"
 RAW_PREFIXES = ("<|im_start|>", "<|start_header_id|>")   # Qwen-Image takes a prompt so begun as it is
-LANGUAGE_MODELS = {"zimage": "qwen3_4b", "qwen_image": "qwen25_7b"}   # arch -> the encoder's module key
+LANGUAGE_MODELS = {"zimage": "qwen3_4b", "flux2": "qwen3_4b", "qwen_image": "qwen25_7b"}   # arch -> module key
+HEAD = "lm_head"   # the encoder's module key of a head read from the file (untied models)
 
 
 @dataclass(frozen=True)
@@ -58,12 +61,15 @@ def generation_text(arch: str, prompt: str, use_template: bool = True, system_pr
     or when it already begins with a chat header, and ignores the system prompt then."""
     if arch == "zimage":
         return _system(system_prompt) + CHAT.format(prompt)
+    if arch == "flux2":   # Klein's template, thinking closed; like Z-Image's, it has no raw mode
+        from nodes.models.flux2_text import KLEIN_TEMPLATE
+        return _system(system_prompt) + KLEIN_TEMPLATE.format(prompt)
     if arch == "qwen_image":
         if not use_template or prompt.startswith(RAW_PREFIXES):
             return prompt
         return _system(system_prompt) + CHAT.format(prompt)
-    raise ValueError(f"clip: TextGenerate needs a language-model text encoder (Z-Image's Qwen3 or Qwen-Image's "
-                     f"Qwen2.5-VL); this CLIP is a {arch} text encoder")
+    raise ValueError(f"clip: TextGenerate needs a language-model text encoder (Z-Image's or FLUX.2 Klein's Qwen3, "
+                     f"Qwen-Image's Qwen2.5-VL); this CLIP is a {arch} text encoder")
 
 
 def prompt_ids(encoder: TextEncoder, prompt: str, use_template: bool = True, system_prompt: str = "") -> list[int]:
@@ -74,13 +80,48 @@ def prompt_ids(encoder: TextEncoder, prompt: str, use_template: bool = True, sys
         first, *rest = EMBEDDING_SPLIT.split(text)
         ids = [t for word in [first] + [EMBEDDING + p for p in rest] if word for t in encoder.tokenizer.encode(word)]
     else:
-        ids = encoder.tokenizer.encode(text)
+        ids = tokenizer(encoder).encode(text)
     return ids or [ENDOFTEXT_ID]   # ComfyUI pads an empty prompt to one token
 
 
+def tokenizer(encoder: TextEncoder) -> QwenTokenizer:
+    """The encoder's Qwen tokenizer (Klein's encoder keeps only its encode function: the same cached one)."""
+    found = getattr(encoder, "tokenizer", None)
+    if found is not None:
+        return found
+    from nodes.models.zimage_text import tokenizer_dirs
+    return qwen_tokenizer(tokenizer_dirs())
+
+
+def decode(encoder: TextEncoder, ids: list[int]) -> str:
+    """The generated text, the special tokens (<|im_end|>, ...) left out, as ComfyUI decodes it."""
+    return tokenizer(encoder).decode(ids, skip_special_tokens=True)
+
+
+def attach_head(encoder: TextEncoder, path: str) -> None:
+    """Read the file's `lm_head` (untied models: Qwen3-8B, Qwen2.5-VL-7B) into `encoder.modules`, if it has one;
+    the encoder loaders leave it out, as encoding never uses it."""
+    from safetensors import safe_open
+    if not path.endswith(".safetensors"):
+        return
+    with safe_open(path, "pt") as f:
+        key = next((k for k in f.keys() if k == "lm_head.weight" or k.endswith(".lm_head.weight")), None)
+        if key is None:
+            return
+        weight = f.get_tensor(key)
+        scale_key = key[:-len("weight")] + "scale_weight"
+        if scale_key in f.keys():   # a scaled fp8 file (ComfyUI's *_fp8_scaled): weight x its scale
+            weight = weight.float() * f.get_tensor(scale_key).float()
+    embed = language_model(encoder).embed_tokens.weight
+    head = torch.nn.Linear(weight.shape[1], weight.shape[0], bias=False, dtype=embed.dtype)
+    with torch.no_grad():
+        head.weight.copy_(weight.to(embed.dtype))
+    encoder.modules[HEAD] = head.eval()
+
+
 def check_media(arch: str, media: list[str] | tuple[str, ...]) -> None:
-    """Z-Image's tokenizer drops images, video and audio (as ComfyUI's does); Qwen-Image's would read an image
-    with its vision tower, which generation here does not do yet (ComfyUI refuses its video and audio)."""
+    """Z-Image's and Klein's tokenizers drop images, video and audio (as ComfyUI's do); Qwen-Image's would read
+    an image with its vision tower, which generation here does not do yet (ComfyUI refuses its video and audio)."""
     if arch == "qwen_image" and media:
         raise ValueError(f"{media[0]}: TextGenerate reads text only here (images, video and audio are not "
                          f"supported yet for Qwen-Image's encoder); leave the {', '.join(media)} input unconnected")
@@ -138,8 +179,9 @@ def next_token(logits: torch.Tensor, history: list[int], s: Sampling, generator:
 
 @torch.no_grad()
 def generate(model: torch.nn.Module, prompt_ids: list[int], max_length: int, sampling: Sampling,
-             stop_tokens: tuple[int, ...] = STOP_TOKENS) -> list[int]:
-    """New token ids after `prompt_ids` (the stop token included when one ended the text), with a KV cache."""
+             stop_tokens: tuple[int, ...] = STOP_TOKENS, head: torch.nn.Module | None = None) -> list[int]:
+    """New token ids after `prompt_ids` (the stop token included when one ended the text), with a KV cache;
+    the logits from `head` (a Linear) or, without one, from the token embeddings."""
     from transformers import DynamicCache
     if not prompt_ids:
         raise ValueError("prompt: nothing to generate from (no tokens)")
@@ -152,8 +194,8 @@ def generate(model: torch.nn.Module, prompt_ids: list[int], max_length: int, sam
     out: list[int] = []
     for _ in range(max_length):
         hidden = model(input_ids=step_ids, use_cache=True, **{cache_arg: cache}).last_hidden_state[:, -1]
-        # read the embeddings at each step: the executor's layer cache may rebind the parameter
-        logits = F.linear(hidden, model.embed_tokens.weight).float()
+        # read the weight at each step: the executor's layer cache may rebind the parameter
+        logits = F.linear(hidden, (model.embed_tokens if head is None else head).weight).float()
         token = next_token(logits, out, sampling, generator)
         out.append(token)
         if token in stop_tokens:

@@ -10,6 +10,7 @@ from nodes.models.text_generate import (STOP_TOKENS, Sampling, generate, generat
                                         next_token, prompt_ids, split_thinking)
 
 ENCODERS = {"zimage": ("qwen_3_4b-tiny.safetensors", "lumina2"),
+            "flux2": ("flux2-klein-tiny-qwen3.safetensors", "flux2"),
             "qwen_image": ("qwen_2.5_vl_7b_tiny.safetensors", "qwen_image")}
 ON = Sampling(do_sample=True, temperature=0.7, top_k=64, top_p=0.95, min_p=0.05, repetition_penalty=1.05, seed=7)
 
@@ -23,20 +24,25 @@ def encoder(request, demo_workspace):
     return load_text_encoder(ref)
 
 
-def _causal_lm(encoder):
-    """transformers' LM for the encoder's language model: the same weights, the head tied to the embeddings."""
+def _causal_lm(encoder, head: torch.nn.Linear | None = None):
+    """transformers' LM for the encoder's language model: the same weights, the head `head` or, without one,
+    tied to the embeddings."""
     from transformers import Qwen2ForCausalLM, Qwen3ForCausalLM
     body = language_model(encoder)
-    config = type(body.config).from_dict({**body.config.to_dict(), "tie_word_embeddings": True, "use_cache": True})
-    lm = (Qwen3ForCausalLM if encoder.arch == "zimage" else Qwen2ForCausalLM)(config).eval()
+    config = type(body.config).from_dict({**body.config.to_dict(), "tie_word_embeddings": head is None,
+                                          "use_cache": True})
+    lm = (Qwen2ForCausalLM if encoder.arch == "qwen_image" else Qwen3ForCausalLM)(config).eval()
     missing, unexpected = lm.model.load_state_dict(body.state_dict(), strict=False)
     assert not unexpected and all("rotary" in k for k in missing), (missing, unexpected)
-    lm.tie_weights()
+    if head is None:
+        lm.tie_weights()
+    else:
+        lm.lm_head.weight.data.copy_(head.weight)
     return lm
 
 
-def _hf_greedy(encoder, ids: list[int], new: int, eos: list[int]) -> list[int]:
-    lm = _causal_lm(encoder)
+def _hf_greedy(encoder, ids: list[int], new: int, eos: list[int], head=None) -> list[int]:
+    lm = _causal_lm(encoder, head)
     out = lm.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
                       do_sample=False, max_new_tokens=new, eos_token_id=eos, pad_token_id=eos[0])
     return out[0, len(ids):].tolist()
@@ -50,6 +56,24 @@ def test_greedy_generation_is_transformers_generate_on_the_same_weights(encoder)
     stop = ours[2]
     stopped = generate(language_model(encoder), ids, 12, Sampling(), stop_tokens=(stop,))
     assert stopped == ours[:ours.index(stop) + 1] == _hf_greedy(encoder, ids, 12, [stop])
+
+
+def test_a_files_own_lm_head_gives_the_logits(encoder, tmp_path):
+    """An untied model's file (Qwen3-8B, Qwen2.5-VL-7B) has an lm_head: it is read, and greedy decoding equals
+    transformers' with that head."""
+    from safetensors.torch import save_file
+    from nodes.models.text_generate import HEAD, attach_head
+    body = language_model(encoder)
+    weight = torch.randn(body.embed_tokens.weight.shape, generator=torch.Generator().manual_seed(3))
+    path = tmp_path / "te.safetensors"
+    save_file({**{f"model.{k}": v for k, v in body.state_dict().items()}, "lm_head.weight": weight}, str(path))
+    attach_head(encoder, str(path))
+    head = encoder.modules.pop(HEAD)
+    assert torch.equal(head.weight, weight.to(head.weight.dtype))
+    ids = prompt_ids(encoder, "a red fox")
+    ours = generate(body, ids, 8, Sampling(), head=head)
+    assert ours == _hf_greedy(encoder, ids, 8, list(STOP_TOKENS), head)
+    assert ours != generate(body, ids, 8, Sampling())   # the embeddings would have given other tokens
 
 
 def test_seeded_sampling_gives_the_same_text_every_time_and_the_seed_matters(encoder):
@@ -70,6 +94,7 @@ def test_the_chat_text_is_built_as_each_familys_tokenizer_builds_it():
     assert generation_text("qwen_image", "fox", system_prompt="be brief") == \
         "<|im_start|>system\nbe brief<|im_end|>\n" + user
     assert generation_text("qwen_image", "fox", use_template=False, system_prompt="be brief") == "fox"
+    assert generation_text("flux2", "fox", use_template=False) == user + "<think>\n\n</think>\n\n"   # Klein's
     assert generation_text("qwen_image", "<|im_start|>user\nfox") == "<|im_start|>user\nfox"
     with pytest.raises(ValueError, match="clip: TextGenerate needs a language-model text encoder.*sd1"):
         generation_text("sd1", "fox")

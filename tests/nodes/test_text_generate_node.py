@@ -12,6 +12,7 @@ from tests.nodes.engine_run import run_core_prompt
 
 ZIMAGE_TE = ("qwen_3_4b-tiny.safetensors", "lumina2")
 QWEN_IMAGE_TE = ("qwen_2.5_vl_7b_tiny.safetensors", "qwen_image")
+KLEIN_TE = ("flux2-klein-tiny-qwen3.safetensors", "flux2")
 SAMPLING = {"sampling_mode.temperature": 0.7, "sampling_mode.top_k": 64, "sampling_mode.top_p": 0.95,
             "sampling_mode.min_p": 0.05, "sampling_mode.repetition_penalty": 1.05, "sampling_mode.seed": 11,
             "sampling_mode.presence_penalty": 0.5}
@@ -20,10 +21,10 @@ SAMPLING = {"sampling_mode.temperature": 0.7, "sampling_mode.top_k": 64, "sampli
 def _expected(te: tuple[str, str], prompt: str, max_length: int, sampling) -> str:
     from nodes.loaders import CLIPLoader
     from nodes.models.loader import load_text_encoder
-    from nodes.models.text_generate import generate, language_model, prompt_ids
+    from nodes.models.text_generate import decode, generate, language_model, prompt_ids
     encoder = load_text_encoder(CLIPLoader().load_clip(*te)[0])
     ids = generate(language_model(encoder), prompt_ids(encoder, prompt), max_length, sampling)
-    return encoder.tokenizer.decode(ids, skip_special_tokens=True).strip()
+    return decode(encoder, ids).strip()
 
 
 def _prompt(te: tuple[str, str], mode_inputs: dict) -> dict:
@@ -45,10 +46,11 @@ def test_sampled_text_follows_the_combo_options_through_validation_and_the_engin
                                             Sampling(do_sample=True, **{**options, "presence_penalty": 0.0}))]
 
 
-def test_sampling_off_is_greedy(demo_workspace, fixed_threads):
+@pytest.mark.parametrize("te", [QWEN_IMAGE_TE, KLEIN_TE], ids=lambda te: te[1])
+def test_sampling_off_is_greedy(demo_workspace, fixed_threads, te):
     from nodes.models.text_generate import Sampling
-    out = asyncio.run(run_core_prompt(_prompt(QWEN_IMAGE_TE, {"sampling_mode": "off"})))
-    assert out["3"]["text"] == [_expected(QWEN_IMAGE_TE, "a red fox", 9, Sampling())]
+    out = asyncio.run(run_core_prompt(_prompt(te, {"sampling_mode": "off"})))
+    assert out["3"]["text"] == [_expected(te, "a red fox", 9, Sampling())]
 
 
 def test_a_ui_workflows_widgets_become_the_inputs_the_web_ui_sends(demo_workspace):
