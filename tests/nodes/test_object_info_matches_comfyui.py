@@ -23,7 +23,7 @@ TEXTGEN = Path(__file__).resolve().parent / "fixtures" / "comfyui_textgen_object
 FILE_COMBOS = {"ckpt_name", "vae_name", "lora_name", "clip_name", "clip_name1", "clip_name2", "clip_name3",
                "clip_name4", "unet_name", "control_net_name", "image", "model_name", "style_model_name",
                "hypernetwork_name", "gligen_name", "config_name", "model_path", "audio", "video", "file",
-               "latent", "name", "folder", "conditioning_name"}
+               "latent", "name", "folder", "conditioning_name", "font"}
 NOT_COMPARED_OPTIONS = {"tooltip"}
 # The cluster's own nodes, which ComfyUI does not have.
 OURS_ONLY = {"CascadeKSampler"}
