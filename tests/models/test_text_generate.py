@@ -74,6 +74,12 @@ def test_a_files_own_lm_head_gives_the_logits(encoder, tmp_path):
     ours = generate(body, ids, 8, Sampling(), head=head)
     assert ours == _hf_greedy(encoder, ids, 8, list(STOP_TOKENS), head)
     assert ours != generate(body, ids, 8, Sampling())   # the embeddings would have given other tokens
+    # a scaled fp8 file's head (ComfyUI's *_fp8_scaled layout): the fp8 weight times its scale
+    fp8, scale = weight.to(torch.float8_e4m3fn), torch.tensor(0.5)
+    save_file({"model.embed_tokens.weight": body.embed_tokens.weight, "lm_head.weight": fp8,
+               "lm_head.scale_weight": scale}, str(path))
+    attach_head(encoder, str(path))
+    assert torch.equal(encoder.modules.pop(HEAD).weight, (fp8.float() * scale).to(head.weight.dtype))
 
 
 def test_seeded_sampling_gives_the_same_text_every_time_and_the_seed_matters(encoder):
