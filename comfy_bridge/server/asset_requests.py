@@ -26,6 +26,7 @@ from .common import dumps_json
 HASH_RE = re.compile(r"^blake3:[0-9a-f]{64}$")
 UUID_RE = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
 MAX_TAG_FILTER = 100
+MAX_TAGS, MAX_TAG_LEN = 64, 256   # what one request may set (ComfyUI sets no bound; a body could hold millions)
 SYSTEM_TAGS = frozenset({"missing"})
 CURSOR_SORTS = ("created_at", "updated_at", "name", "size")
 # A client can show these from the bytes themselves; a model file gets no preview_url.
@@ -113,10 +114,19 @@ class TagsQuery(BaseModel):
     include_zero: bool = True
 
 
+def _bounded(tags: list[str]) -> list[str]:
+    if len(tags) > MAX_TAGS:
+        raise ValueError(f"at most {MAX_TAGS} tags per request")
+    long = next((t for t in tags if len(t) > MAX_TAG_LEN), None)
+    if long is not None:
+        raise ValueError(f"a tag is at most {MAX_TAG_LEN} characters ({long[:40]!r}... is {len(long)})")
+    return tags
+
+
 def _tag_list(v: Any) -> list[str]:
     if not isinstance(v, list) or not all(isinstance(t, str) for t in v):
         raise ValueError("tags must be a list of strings")
-    return list(dict.fromkeys(t.strip() for t in v if t.strip()))
+    return _bounded(list(dict.fromkeys(t.strip() for t in v if t.strip())))
 
 
 class TagsBody(BaseModel):
@@ -190,7 +200,7 @@ class UploadSpec(BaseModel):
                     out += [str(x).strip() for x in parsed]
                     continue
             out += [t.strip() for t in s.split(",")]
-        return list(dict.fromkeys(t for t in out if t))
+        return _bounded(list(dict.fromkeys(t for t in out if t)))
 
     @field_validator("user_metadata", mode="before")
     @classmethod

@@ -25,7 +25,7 @@ from comfy_bridge.tenancy.v2_assets import _place, safetensors_problem
 
 from .asset_index import (LISTED, MODEL_TYPE, ROOTS, AssetIndex, FileFacts, model_folders, new_record, roots_for,
                           tags_of)
-from .asset_requests import (CURSOR_SORTS, SYSTEM_TAGS, UUID_RE, FromHashBody, InvalidCursor, ListQuery, RefineQuery,
+from .asset_requests import (CURSOR_SORTS, HASH_RE, SYSTEM_TAGS, UUID_RE, FromHashBody, InvalidCursor, ListQuery, RefineQuery,
                              TagsBody, TagsQuery, UpdateBody, UploadSpec, asset_json, decode_cursor, encode_cursor,
                              error, invalid, query_dict)
 from .common import TENANT_KEY, UNDECODABLE_FORM, dumps_json, loads_json
@@ -41,9 +41,16 @@ CHUNK = 1 << 16
 SEED_EVENTS = ("assets.seed.fast_complete", "assets.seed.completed")   # the web UI refreshes on either
 JOB_LOOKUP = 256   # newest history entries searched for the prompt that made a new output file
 UUID_MATCH = re.compile(f"^{UUID_RE}$")
+SUFFIX = re.compile(r"^\.[a-z0-9_-]{1,16}$")
 _SORT_KEYS = {"name": lambda r: r["name"].lower(), "created_at": lambda r: r["created"],
               "updated_at": lambda r: r["updated"], "size": lambda r: r["size"],
               "last_access_time": lambda r: r["accessed"]}
+
+
+def suffix_of(filename: str) -> str:
+    """The extension a stored upload keeps (its name is its hash): a plain one, else none."""
+    suffix = Path(filename.replace("\\", "/")).suffix.lower()
+    return suffix if SUFFIX.match(suffix) else ""
 
 
 def _tenant(request: web.Request) -> str:
@@ -147,9 +154,7 @@ def add_routes(routes: web.RouteTableDef, server: PromptServer) -> None:
     @routes.head("/assets/hash/{hash}")
     async def head_by_hash(request: web.Request) -> web.Response:
         hash_ = request.match_info["hash"].strip().lower()
-        try:
-            FromHashBody.model_validate({"hash": hash_})
-        except ValidationError:
+        if not HASH_RE.match(hash_):
             return error(400, "INVALID_HASH", "hash must be like 'blake3:<hex>'")
         found = await run(index.by_hash, _tenant(request), hash_)
         return web.Response(status=200 if found is not None and os.path.isfile(found["path"]) else 404)
@@ -213,7 +218,9 @@ def add_routes(routes: web.RouteTableDef, server: PromptServer) -> None:
                     if not isinstance(part, BodyPartReader) or part.name is None:
                         continue
                     if part.name == "file":
-                        client_name, part_type = part.filename, part.headers.get("Content-Type")
+                        if client_name is not None:
+                            return error(400, "INVALID_BODY", "Send one 'file' part per upload.")
+                        client_name, part_type = part.filename or "", part.headers.get("Content-Type")
                         while chunk := await part.read_chunk(CHUNK):
                             size += len(chunk)
                             if size > cap:
@@ -243,7 +250,7 @@ def add_routes(routes: web.RouteTableDef, server: PromptServer) -> None:
         if spec.preview_id is not None and await run(index.get, tenant, spec.preview_id) is None:
             return error(400, "INVALID_BODY", f"preview_id {spec.preview_id} names no asset")
         try:
-            dest, facts_of = _destination(spec.tags, tenant, Path(client_name).suffix.lower())
+            dest, facts_of = _destination(spec.tags, tenant, suffix_of(client_name))
         except ValueError as exc:
             return error(400, "INVALID_BODY", str(exc))
         if facts_of.root != "models":
@@ -258,7 +265,7 @@ def add_routes(routes: web.RouteTableDef, server: PromptServer) -> None:
             return refusal
         existed = await run(index.by_hash, tenant, hash_)
         dest.mkdir(parents=True, exist_ok=True)
-        stored, _ = await run(_place, tmp, dest, hash_.split(":", 1)[1] + Path(client_name).suffix.lower(), hash_)
+        stored, _ = await run(_place, tmp, dest, hash_.split(":", 1)[1] + suffix_of(client_name), hash_)
         path = dest / stored
         stat = path.stat()
         facts = FileFacts(facts_of.root, facts_of.system_tags, stored,

@@ -305,3 +305,27 @@ def test_a_listing_brings_up_to_date_only_the_roots_its_filter_can_match():
     assert roots_for(["model_type:loras"], ["x"]) == ("models",)
     assert roots_for([], ["input", "mine"]) == LISTED                 # a user tag may be on any root
     assert roots_for([], []) == LISTED
+
+
+@pytest.mark.filterwarnings("ignore:In v4, passing bytes:DeprecationWarning")   # the nameless file part
+async def test_odd_upload_forms(client, workspace):
+    # A file part with no file name is still the file; its stored name has no extension then.
+    form = aiohttp.FormData()
+    form.add_field("file", b"bytes", content_type="application/octet-stream")
+    form.add_field("tags", "input")
+    r = await client.post("/api/assets", data=form)
+    assert r.status == 201, await r.text()
+    assert "." not in (await r.json())["loader_path"]
+    # An extension that is not a plain one is dropped from the stored name (the name is the hash).
+    r = await client.post("/api/assets", data=_form(b"other", "x.p\u00e9ng;rm", "input"))
+    assert r.status == 201 and "." not in (await r.json())["loader_path"]
+    two = _form(b"one", "a.png", "input")
+    two.add_field("file", b"two", filename="b.png", content_type="image/png")
+    r = await client.post("/api/assets", data=two)
+    assert r.status == 400 and "one 'file' part" in (await r.json())["error"]["message"]
+    r = await client.post("/api/assets", data=_form(b"abc", "a.png", "input", *[f"t{i}" for i in range(70)]))
+    assert r.status == 400 and "at most 64 tags" in json.dumps(await r.json())
+    (workspace.input_dir / "a.png").write_bytes(_png())
+    aid = (await _list(client, "?name_contains=a.png"))["assets"][0]["id"]
+    r = await client.post(f"/api/assets/{aid}/tags", json={"tags": ["x" * 300]})
+    assert r.status == 400 and "at most 256 characters" in json.dumps(await r.json())
