@@ -1,10 +1,16 @@
 """Today's ComfyUI Draw BBoxes, Crop By BBoxes and Curve Editor (all newer than ComfyUI 0.10.0, so none can be run
-from a released ComfyUI here): checked against the semantics read from the newest ComfyUI source
+from a released ComfyUI here). Draw BBoxes and Crop By BBoxes equal bit for bit what the newest source's code of
+them gives in ComfyUI 0.10.0's environment (tests/nodes/fixtures/comfyui_bbox_nodes.json, recorded by
+scripts/record_comfyui_bbox_nodes.py); the rest is checked against the semantics read from the newest source
 (comfy_extras/nodes_rtdetr.py, nodes_sdpose.py, nodes_curve.py, comfy_api's curve types), with the expected values
-worked out by hand in each test; and one prompt of them through validation and the engine."""
+worked out by hand in each test; and one prompt of them runs through validation and the engine."""
 from __future__ import annotations
 
 import asyncio
+import base64
+import importlib.util
+import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,6 +24,23 @@ compat.install()
 import nodes  # noqa: E402
 
 RED, GREEN = (1.0, 0.0, 0.0), (0.0, 200 / 255, 0.0)
+REPO = Path(__file__).resolve().parents[2]
+FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_bbox_nodes.json").read_text())
+
+
+def _recorder():
+    spec = importlib.util.spec_from_file_location("record_bbox", REPO / "scripts" / "record_comfyui_bbox_nodes.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+RECORDER = _recorder()
+
+
+def _decode(entry: dict) -> torch.Tensor:
+    values = np.frombuffer(base64.b64decode(entry["float32_base64"]), dtype=np.float32)
+    return torch.from_numpy(values.copy()).reshape(entry["shape"])
 
 
 def _node(name: str):
@@ -33,6 +56,23 @@ def _pixel(image: torch.Tensor, x: int, y: int, frame: int = 0) -> tuple:
 
 
 # --- Draw BBoxes --------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("case", RECORDER.DRAW_CASES, ids=lambda c: c[0])
+def test_draw_bboxes_equals_todays_comfyui(case):
+    name, image, bboxes = case
+    out = _draw(bboxes, RECORDER.inputs()[image] if image else None)
+    expected = _decode(FIXTURE["draw"][name])
+    assert out.shape == expected.shape and torch.equal(out, expected), name
+
+
+@pytest.mark.parametrize("case", RECORDER.CROP_CASES, ids=lambda c: c[0])
+def test_crop_by_bboxes_equals_todays_comfyui(case):
+    torch.set_num_threads(1)
+    name, image, bboxes, width, height, padding = case
+    out = _node("CropByBBoxes").execute(RECORDER.inputs()[image], bboxes, width, height, padding)[0]
+    expected = _decode(FIXTURE["crop"][name])
+    assert out.shape == expected.shape and torch.equal(out, expected), name
+
 
 def test_draw_bboxes_truncates_levels_to_8_bits_as_comfyuis_pil_round_trip_does():
     image = torch.full((1, 4, 5, 3), 0.5)            # 127.5 levels: truncated to 127, not rounded to 128
