@@ -174,19 +174,23 @@ class AssetIndex:
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
-                if reveal:
-                    self._db.execute("DELETE FROM local_assets_hidden WHERE tenant = ?", (tenant,))
                 hidden = {r[0] for r in self._db.execute("SELECT path FROM local_assets_hidden WHERE tenant = ?",
                                                          (tenant,))}
-                known = self._db.execute(f"SELECT id, path, size, mtime, missing FROM local_assets WHERE tenant = ? "
-                                         f"AND root IN ({marks})", (tenant, *roots)).fetchall()
+                if reveal:   # the files of these roots come back; other roots' deleted records stay deleted
+                    back = [(tenant, p) for p in hidden if p in files]
+                    self._db.executemany("DELETE FROM local_assets_hidden WHERE tenant = ? AND path = ?", back)
+                    hidden -= {p for _, p in back}
+                known = self._db.execute(f"SELECT id, root, path, size, mtime, missing FROM local_assets WHERE "
+                                         f"tenant = ? AND root IN ({marks})", (tenant, *roots)).fetchall()
                 seen: set[str] = set()
                 marked = 0
-                for asset_id, path, size, mtime, missing in known:
+                for asset_id, root, path, size, mtime, missing in known:
                     seen.add(path)
                     facts = files.get(path)
                     if facts is None:
-                        if not missing:
+                        if root == "temp":   # previews are cleared with the temp folder: their records go too
+                            self._db.execute("DELETE FROM local_assets WHERE id = ?", (asset_id,))
+                        elif not missing:
                             marked += 1
                             self._db.execute("UPDATE local_assets SET missing = 1 WHERE id = ?", (asset_id,))
                         continue
@@ -197,7 +201,10 @@ class AssetIndex:
                 new = [(path, facts) for path, facts in files.items() if path not in seen and path not in hidden]
                 job_of = jobs() if new and jobs is not None else {}
                 for path, facts in new:
-                    self._insert(new_record(tenant, path, facts, os.path.basename(path), now,
+                    # A file found by a scan was made when it was written (several outputs of one run keep
+                    # their order), never later than now.
+                    made = min(facts.mtime, now)
+                    self._insert(new_record(tenant, path, facts, os.path.basename(path), made,
                                             job_id=job_of.get((facts.root, facts.loader_path))))
                 created = len(new)
                 self._db.execute("COMMIT")

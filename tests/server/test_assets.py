@@ -329,3 +329,27 @@ async def test_odd_upload_forms(client, workspace):
     aid = (await _list(client, "?name_contains=a.png"))["assets"][0]["id"]
     r = await client.post(f"/api/assets/{aid}/tags", json={"tags": ["x" * 300]})
     assert r.status == 400 and "at most 256 characters" in json.dumps(await r.json())
+
+
+async def test_scan_times_records_and_retires_vanished_previews(client, workspace):
+    import os
+    for i, name in enumerate(("first.png", "second.png")):
+        path = workspace.output_dir / name
+        path.write_bytes(_png())
+        os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))
+    (workspace.temp_dir / "p.png").write_bytes(_png())
+    names = [a["name"] for a in (await _list(client, "?tags_any=output&sort=created_at&order=asc"))["assets"]]
+    assert names == ["first.png", "second.png"]   # in the order they were written, though found in one scan
+    assert (await _list(client, "?tags_any=output"))["assets"][0]["created_at"].startswith("2023-11-14T22:13:21")
+    assert (await _list(client, "?tags_any=temp"))["total"] == 1
+    (workspace.temp_dir / "p.png").unlink()
+    assert (await _list(client, "?tags_any=temp"))["total"] == 0   # gone, not kept as missing
+
+
+async def test_a_seed_of_one_root_brings_back_only_its_deleted_records(client, workspace):
+    (workspace.input_dir / "i.png").write_bytes(_png())
+    (workspace.output_dir / "o.png").write_bytes(_png())
+    for asset in (await _list(client))["assets"]:
+        assert (await client.delete(f"/api/assets/{asset['id']}")).status == 204
+    assert (await client.post("/api/assets/seed?wait=true", json={"roots": ["output"]})).status == 200
+    assert [a["name"] for a in (await _list(client))["assets"]] == ["o.png"]
