@@ -92,6 +92,10 @@ class QwenTokenizer:
     def decode(self, ids: Iterable[int], skip_special_tokens: bool = False) -> str:
         return self._tok.decode(list(ids), skip_special_tokens=skip_special_tokens)
 
+    def token_id(self, token: str) -> int | None:
+        """The id of a token of the vocabulary or of the added tokens; None when there is no such token."""
+        return self._tok.token_to_id(token)
+
     @property
     def vocab_size(self) -> int:
         return self._tok.get_vocab_size(with_added_tokens=True)

@@ -30,6 +30,8 @@ STOP_TOKENS = (ENDOFTEXT_ID, IM_END_ID)
 CHAT = "<|im_start|>user\n{}<|im_end|>\n<|im_start|>assistant\n"
 RAW_PREFIXES = ("<|im_start|>", "<|start_header_id|>")   # Qwen-Image takes a prompt so begun as it is
 LANGUAGE_MODELS = {"zimage": "qwen3_4b", "flux2": "qwen3_4b", "qwen_image": "qwen25_7b"}   # arch -> module key
+# Qwen3's added tokens after Qwen2.5's last (151664), none of them special (so ComfyUI's decode keeps them).
+QWEN3_TOKENS = {151665: "<tool_response>", 151666: "</tool_response>", 151667: "<think>", 151668: "</think>"}
 HEAD = "lm_head"   # the encoder's module key of a head read from the file (untied models)
 
 
@@ -94,8 +96,20 @@ def tokenizer(encoder: TextEncoder) -> QwenTokenizer:
 
 
 def decode(encoder: TextEncoder, ids: list[int]) -> str:
-    """The generated text, the special tokens (<|im_end|>, ...) left out, as ComfyUI decodes it."""
-    return tokenizer(encoder).decode(ids, skip_special_tokens=True)
+    """The generated text, the special tokens (<|im_end|>, ...) left out, as ComfyUI decodes it. Qwen3's four
+    tokens past Qwen2.5's vocabulary (<think>, </think>, ...) are written out where the tokenizer (Qwen2.5's,
+    shipped here) lacks them: a Qwen3 that reasons first must keep its `</think>` for the thinking output."""
+    tok = tokenizer(encoder)
+    extra = {} if encoder.arch == "qwen_image" else \
+        {i: text for i, text in QWEN3_TOKENS.items() if tok.token_id(text) is None}
+    pieces, run = [], []
+    for i in ids:
+        if i in extra:
+            pieces += [tok.decode(run, skip_special_tokens=True), extra[i]]
+            run = []
+        else:
+            run.append(i)
+    return "".join(pieces + [tok.decode(run, skip_special_tokens=True)])
 
 
 def attach_head(encoder: TextEncoder, path: str) -> None:

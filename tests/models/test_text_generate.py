@@ -139,3 +139,15 @@ def test_thinking_is_split_off_as_comfyui_splits_it():
     assert split_thinking("<think>fur colour</think> a red fox") == ("a red fox", "fur colour")
     assert split_thinking("fur colour</think>a red fox") == ("a red fox", "fur colour")   # the prompt opened it
     assert split_thinking("<think>cut short") == ("", "cut short")
+
+
+def test_a_qwen3_that_reasons_first_keeps_its_think_tags_for_the_thinking_output(encoder):
+    from nodes.models.text_generate import decode, tokenizer
+    words = tokenizer(encoder).encode(" red fox")
+    ids = [151667, *words, 151668, *words, 151645]
+    if encoder.arch == "qwen_image":   # Qwen2.5's vocabulary ends at 151664: those rows are no tokens
+        assert decode(encoder, ids) == decode(encoder, words) * 2
+    else:
+        text = decode(encoder, ids)
+        assert text == f"<think>{decode(encoder, words)}</think>{decode(encoder, words)}"
+        assert split_thinking(text) == (decode(encoder, words).strip(), decode(encoder, words).strip())
