@@ -107,7 +107,8 @@ class GuiderChoice:
     kind "perp_neg": positive/negative with cfg and the empty prompt as middle, cfg2 the negative's scale
     (PerpNegGuider);
     kind "dual": positive/middle/negative with cfg (cond1 over cond2) and cfg2 (cond2 over negative),
-    `nested` choosing DualCFGGuider's style."""
+    `nested` choosing DualCFGGuider's style. `uncond_model` (DualModelGuider) runs the negative side on another
+    MODEL."""
     model: ModelRef
     positive: list
     negative: list
@@ -116,6 +117,7 @@ class GuiderChoice:
     middle: list | None = None
     cfg2: float = 1.0
     nested: bool = False
+    uncond_model: ModelRef | None = None
 
 
 async def common_ksampler(model: ModelRef, seed: int, steps: int, cfg: float, sampler_name: str, scheduler: str,
@@ -206,6 +208,9 @@ async def sample_guided(guider: GuiderChoice, sampler: SamplerChoice, sigmas: to
         params["cfg_overrides"] = model.option(CFG_OVERRIDES)
     if model.option(ROPE):   # ScaleROPE: the network scales and shifts the image's position ids
         params["rope_options"] = dict(model.option(ROPE))
+    if guider.uncond_model is not None:   # DualModelGuider: the negative side on its own weights and schedule
+        params["uncond_model"] = weights_ref(guider.uncond_model)
+        params["uncond_sampling"] = sampling_config(guider.uncond_model)
     state: dict[str, torch.Tensor] = {}
     denoised = None
     total = len(sigmas) - 1

@@ -1,4 +1,5 @@
-"""Sampling and model patches of today's ComfyUI: CFG Override (comfy_extras.nodes_custom_sampler: a fixed cfg over a
+"""Sampling and model patches of today's ComfyUI: Dual Model CFG Guider (comfy_extras.nodes_custom_sampler: the
+negative side sampled on a second MODEL), CFG Override (comfy_extras.nodes_custom_sampler: a fixed cfg over a
 range of the schedule, carried on the MODEL and applied per model evaluation by the denoise step) and ModelNoiseScale
 (comfy_extras.nodes_model_advanced: the training noise scale of a discrete-flow model, which multiplies the noise
 where a latent is noised), both newer than 0.10.0 and read from the newest Comfy-Org/ComfyUI source; ScaleROPE
@@ -9,7 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from cluster.refs import ModelRef
+from nodes.conditioning import require
 from nodes.inputs import require_model
+from nodes.ksampler import GuiderChoice
 from nodes.modelfns.model_options import CFG_OVERRIDES, ROPE, sampling_config, with_sampling
 from nodes.sampling.model_sampling import model_sampling_from_config
 
@@ -64,6 +67,37 @@ class ModelNoiseScale:
         return (with_sampling(model, {**config, "noise_scale": float(noise_scale)}),)
 
 
+class DualModelGuider:
+    RELATIVE_PYTHON_MODULE = "comfy_extras.nodes_custom_sampler"
+    EXPERIMENTAL = True
+    FUNCTION = "get_guider"
+    CATEGORY = "model/sampling/guiders"
+    RETURN_TYPES = ("GUIDER",)
+    OUTPUT_TOOLTIPS = (None,)
+    DESCRIPTION = ("Classifier-free guidance with the positive pass on the model and the negative pass on "
+                   "model_negative (without it, ordinary CFG on the model).")
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {
+                    "model": ("MODEL", {"tooltip": "Model used for the positive (conditional) pass."}),
+                    "positive": ("CONDITIONING", {}),
+                    "cfg": ("FLOAT", {"default": 4.0, "min": 0.0, "max": 100.0, "step": 0.1, "round": 0.01})},
+                "optional": {
+                    "model_negative": ("MODEL", {"tooltip": "Model used for the negative (unconditional) pass."}),
+                    "negative": ("CONDITIONING", {"tooltip": "Negative conditioning run on the negative model."})}}
+
+    def get_guider(self, model: Any, positive: list, cfg: float, model_negative: Any = None,
+                   negative: list | None = None) -> tuple[GuiderChoice]:
+        if negative is None:
+            # ComfyUI then runs the negative pass with no text at all (a null cross-attention context)
+            raise ValueError("DualModelGuider: negative is not connected; an unconditional pass without any "
+                             "conditioning is not supported here yet, connect a negative conditioning")
+        uncond = None if model_negative is None else require_model(model_negative)
+        return (GuiderChoice(require_model(model), require(positive, "positive"), require(negative, "negative"),
+                             float(cfg), uncond_model=uncond),)
+
+
 # Families whose ComfyUI networks read the rope options: the Flux ones here; Z-Image (ComfyUI's Lumina network) and
 # Wan read them too, which their networks here do not yet. The other families have no such ids and ignore them.
 ROPE_ARCHS = frozenset({"flux", "flux-schnell", "flux2"})
@@ -100,5 +134,6 @@ class ScaleROPE:
         return (model.with_option(ROPE, tuple(sorted((k, float(v)) for k, v in values.items()))),)
 
 
-NODE_CLASS_MAPPINGS = {"CFGOverride": CFGOverride, "ModelNoiseScale": ModelNoiseScale, "ScaleROPE": ScaleROPE}
-NODE_DISPLAY_NAME_MAPPINGS: dict[str, str] = {"CFGOverride": "CFG Override"}
+NODE_CLASS_MAPPINGS = {"CFGOverride": CFGOverride, "ModelNoiseScale": ModelNoiseScale, "ScaleROPE": ScaleROPE,
+                       "DualModelGuider": DualModelGuider}
+NODE_DISPLAY_NAME_MAPPINGS: dict[str, str] = {"CFGOverride": "CFG Override", "DualModelGuider": "Dual Model CFG Guider"}

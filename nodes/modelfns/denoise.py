@@ -52,7 +52,8 @@ class GuidedDenoiser:
     def __init__(self, model: DiffusionModel, ms: ModelSampling, inputs: dict[str, torch.Tensor],
                  params: dict[str, Any], load_control: Callable[[ModelRef], Any],
                  state: dict[str, torch.Tensor] | None = None, keep_uncond: bool = False,
-                 hook_weights: HookWeights | None = None) -> None:
+                 hook_weights: HookWeights | None = None,
+                 uncond: tuple[DiffusionModel, ModelSampling] | None = None) -> None:
         self.model, self.ms, self.inputs = model, ms, inputs
         self.hook_weights = hook_weights   # cond entries with weight hooks (nodes.modelfns.hooks)
         self.cfg = float(params["cfg"])
@@ -72,6 +73,7 @@ class GuidedDenoiser:
         # CFGOverride's ranges; DualCFGGuider's scales are its own (ComfyUI's override sets a cfg it never reads)
         self.cfg_overrides = params.get("cfg_overrides") or ()
         self.rope_options = params.get("rope_options")   # ScaleROPE: read by the Flux networks
+        self.uncond = uncond   # DualModelGuider's negative MODEL and its model sampling
         self.state = state
         # The CFG++ samplers step along the negative prediction: ComfyUI's samplers read it with a post-CFG
         # function appended last and make the negative side run even at cfg 1. Read it the same way.
@@ -101,7 +103,10 @@ class GuidedDenoiser:
         else:
             base, self.cfg = self.cfg, cfg_at(self.cfg_overrides, s, self.cfg)
             try:
-                out = self._perp_neg(x, sigma, s) if self.perp is not None else self._plain_cfg(x, sigma, s)
+                if self.perp is not None:
+                    out = self._perp_neg(x, sigma, s)
+                else:
+                    out = self._plain_cfg(x, sigma, s) if self.uncond is None else self._dual_model(x, sigma, s, base)
             finally:
                 self.cfg = base
         if mask is not None:
@@ -111,6 +116,23 @@ class GuidedDenoiser:
     def _plain_cfg(self, x: torch.Tensor, sigma: torch.Tensor, s: float) -> torch.Tensor:
         skip_uncond = skips_uncond(self.patches, self.cfg)
         cond, uncond = self._predict(x, sigma, s, [self.positive, None if skip_uncond else self.negative])
+        return self._cfg(cond, uncond, self.cfg, x, sigma, (self.positive, self.negative))
+
+    def _dual_model(self, x: torch.Tensor, sigma: torch.Tensor, s: float, guider_cfg: float) -> torch.Tensor:
+        """DualModelGuider: the positive side on the MODEL, the negative side on the negative MODEL (its own
+        network and model sampling) in a pass of its own, then guidance. At a guider cfg of 1 the negative MODEL
+        is never used, and at an evaluation's cfg of 1 the positive prediction is the result (no guidance
+        functions), as ComfyUI's Guider_DualModel does."""
+        (cond,) = self._predict(x, sigma, s, [self.positive])
+        cfg1_skip = not self.patches.get("disable_cfg1_optimization", False)
+        if math.isclose(guider_cfg, 1.0) or (math.isclose(self.cfg, 1.0) and cfg1_skip):
+            return cond
+        saved = self.model, self.ms
+        self.model, self.ms = self.uncond
+        try:
+            (uncond,) = self._predict(x, sigma, s, [self.negative])
+        finally:
+            self.model, self.ms = saved
         return self._cfg(cond, uncond, self.cfg, x, sigma, (self.positive, self.negative))
 
     def _cfg(self, cond: torch.Tensor, uncond: torch.Tensor | None, cfg: float, x: torch.Tensor,
@@ -317,6 +339,7 @@ class DenoiseStep(ModelFn):
         super().__init__()
         self._controlnets: dict[str, Any] = {}
         self._hooked: dict[str, DiffusionModel] = {}
+        self._unconds: dict[str, DiffusionModel] = {}
         self._samplings: dict[tuple, ModelSampling] = {}
         self._compiled: dict[tuple[int, str], tuple[torch.nn.Module, torch.nn.Module]] = {}
         self._cast: dict[tuple[int, str], tuple[torch.nn.Module, torch.nn.Module]] = {}
@@ -341,7 +364,7 @@ class DenoiseStep(ModelFn):
         step reads the whole batch (dpm_adaptive's error norm). Neither are MODELs
         patched by node packs (their patches are code the merge cannot see into), nor steps with weight
         hooks (their weights and keyframe states are per request)."""
-        if "model_patches" in call.params or uses_hooks(call.params):
+        if "model_patches" in call.params or uses_hooks(call.params) or "uncond_model" in call.params:
             return None
         try:
             sampler = get_sampler(str(call.params["sampler"]))
@@ -393,6 +416,13 @@ class DenoiseStep(ModelFn):
             self._hooked[ref.key] = self.load_model(on_this_machine(ref))
         return self._hooked[ref.key]
 
+    def _load_uncond(self, ref: ModelRef) -> DiffusionModel:
+        """DualModelGuider's negative MODEL: one kept (a sampling run asks for the same one every step)."""
+        if ref.key not in self._unconds:
+            self._unconds.clear()
+            self._unconds[ref.key] = self.load_model(on_this_machine(ref))
+        return self._unconds[ref.key]
+
     def _model_sampling(self, config: dict[str, Any]) -> ModelSampling:
         """One per config: building the 1000-entry sigma tables on every step cost more than the step's
         arithmetic. Samplers only read them."""
@@ -440,8 +470,11 @@ class DenoiseStep(ModelFn):
         state = {k[len(STATE_PREFIX):]: v for k, v in inputs.items() if k.startswith(STATE_PREFIX)}
         hooks = HookWeights(params["hook_base"], state, sigmas, self._load_hooked) if uses_hooks(params) else None
         sampler = get_sampler(params["sampler"])
+        uncond = None
+        if params.get("uncond_model") is not None:
+            uncond = (self._load_uncond(params["uncond_model"]), self._model_sampling(params["uncond_sampling"]))
         denoiser = GuidedDenoiser(model, ms, inputs, params, self.load_control, state,
-                                  keep_uncond=sampler.cfg_pp, hook_weights=hooks)
+                                  keep_uncond=sampler.cfg_pp, hook_weights=hooks, uncond=uncond)
         denoiser = wrap_prediction(denoiser, denoiser.patches, state)   # LazyCache: around the whole prediction
         x_next = run_step(denoiser, x, sigmas, i, params["sampler"], int(params["seed"]), state,
                           model_sampling=ms if ms.is_const or sampler.reads_model_sampling else None,

@@ -244,3 +244,58 @@ def test_scale_rope_refuses_families_whose_networks_do_not_read_it_yet(arch):
     model = ModelRef("diffusion_model", arch, ("/m/x.safetensors",), ("f" * 64,))
     with pytest.raises(ValueError, match=f"ScaleROPE.*{arch}"):
         _scale_rope(model, sx=2.0)
+
+
+# --- Dual Model CFG Guider (newer than 0.10.0: as the newest ComfyUI source has it) ---
+
+def _guided(parts: dict, guider) -> torch.Tensor:
+    import asyncio
+
+    async def run():
+        (noise,) = await _call("RandomNoise", noise_seed=5)
+        out = await _call("SamplerCustomAdvanced", noise=noise, guider=guider, sampler=parts["sampler"],
+                          sigmas=parts["sigmas"], latent_image=parts["latent_image"])
+        return out[0]["samples"]
+    return asyncio.run(run())
+
+
+def _dual_model(parts: dict, cfg: float, model_negative=None):
+    from nodes.library.sampling_today import DualModelGuider
+    return DualModelGuider().get_guider(parts["model"], parts["positive"], cfg, model_negative, parts["negative"])[0]
+
+
+@pytest.fixture(scope="module")
+def sd1_lora_model(sd1_parts):
+    import asyncio
+    return asyncio.run(_call("LoraLoaderModelOnly", model=sd1_parts["model"], lora_name="sd1-tiny-lora.safetensors",
+                             strength_model=1.0))[0]
+
+
+def test_dual_model_guider_runs_the_negative_side_on_the_negative_model(sd1_parts, sd1_lora_model, fixed_threads):
+    import asyncio
+    # cfg 0 keeps the negative prediction alone: sampling the negative prompt on the negative model
+    (negative_only,) = asyncio.run(_call("BasicGuider", model=sd1_lora_model, conditioning=sd1_parts["negative"]))
+    torch.testing.assert_close(_guided(sd1_parts, _dual_model(sd1_parts, 0.0, sd1_lora_model)),
+                               _guided(sd1_parts, negative_only), atol=1e-5, rtol=1e-5)
+    # cfg 1: the positive prediction alone, on the model; the negative model is never run
+    (positive_only,) = asyncio.run(_call("BasicGuider", model=sd1_parts["model"], conditioning=sd1_parts["positive"]))
+    assert torch.equal(_guided(sd1_parts, _dual_model(sd1_parts, 1.0, sd1_lora_model)), _guided(sd1_parts, positive_only))
+    mixed = _guided(sd1_parts, _dual_model(sd1_parts, 4.0, sd1_lora_model))
+    assert not torch.allclose(mixed, _guided(sd1_parts, _dual_model(sd1_parts, 4.0)), atol=1e-4)
+
+
+def test_dual_model_guider_on_one_model_is_cfg(sd1_parts, fixed_threads):
+    import asyncio
+    (cfg_guider,) = asyncio.run(_call("CFGGuider", model=sd1_parts["model"], positive=sd1_parts["positive"],
+                                      negative=sd1_parts["negative"], cfg=4.0))
+    expected = _guided(sd1_parts, cfg_guider)
+    assert torch.equal(_guided(sd1_parts, _dual_model(sd1_parts, 4.0)), expected)   # no model_negative: CFGGuider
+    # the same weights as model_negative: a pass of their own, the same guidance
+    torch.testing.assert_close(_guided(sd1_parts, _dual_model(sd1_parts, 4.0, sd1_parts["model"])), expected,
+                               atol=1e-5, rtol=1e-5)
+
+
+def test_dual_model_guider_without_a_negative_says_so(sd1_parts):
+    from nodes.library.sampling_today import DualModelGuider
+    with pytest.raises(ValueError, match="DualModelGuider: negative"):
+        DualModelGuider().get_guider(sd1_parts["model"], sd1_parts["positive"], 4.0, sd1_parts["model"], None)
