@@ -220,7 +220,10 @@ def test_taehv_loads_comfyuis_layout_and_codes_video(latent_channels):
 # -- torch.compile of a MODEL -------------------------------------------------------------------------------------
 
 def test_set_torch_compile_wrapper_compiles_as_the_torch_compile_node(sd1):
-    from comfy_bridge.compat.comfy_api.torch_helpers import TORCH_COMPILE_KWARGS, set_torch_compile_wrapper
+    from comfy_bridge.compat.comfy_api.torch_helpers import (
+        TORCH_COMPILE_KWARGS,
+        set_torch_compile_wrapper,
+    )
     from comfy_bridge.packs.proxies import wrap
     from nodes.library.torch_compile import TorchCompileModel
     from nodes.modelfns.model_options import COMPILE
@@ -244,7 +247,11 @@ PROMPTS = ["a (red:1.2) fox in the snow", "", "(((masterpiece))), best quality, 
 
 def test_sdxl_tokenizer_windows_equal_this_backends_clip_tokenization():
     from comfy_bridge.compat.comfy.sdxl_clip import SDXLTokenizer
-    from nodes.models.tokenizer import OPENAI_VOCAB_SIZE, SDTokenizer, bpe_for_vocab_size
+    from nodes.models.tokenizer import (
+        OPENAI_VOCAB_SIZE,
+        SDTokenizer,
+        bpe_for_vocab_size,
+    )
     bpe = bpe_for_vocab_size(OPENAI_VOCAB_SIZE)
     ours_l, ours_g = SDTokenizer(bpe), SDTokenizer(bpe, pad_with_end=False)
     tokenizer = SDXLTokenizer()
@@ -264,6 +271,7 @@ def test_word_ids_number_the_segments():
 def test_sd3_tokenizer_t5_windows_are_comfyuis_recorded_ids():
     import json
     from pathlib import Path
+
     from comfy_bridge.compat.comfy.text_encoders.sd3_clip import SD3Tokenizer
     fixture = Path(__file__).parents[1] / "models" / "fixtures" / "comfyui_t5_tokenizer.json"
     cases = json.loads(fixture.read_text())["cases"]
@@ -280,6 +288,7 @@ def test_sd3_tokenizer_t5_windows_are_comfyuis_recorded_ids():
 
 def test_embeddings_in_a_prompt_take_their_vectors(tmp_path):
     from safetensors.torch import save_file
+
     from comfy_bridge.compat.comfy.sd1_clip import SD1Tokenizer
     vectors = torch.randn(2, 768)
     save_file({"emb_params": vectors}, str(tmp_path / "myembed.safetensors"))

@@ -16,6 +16,8 @@ from nodes.library.clip_vision import ClipVisionOutput as Output
 from nodes.loaders import make_ref
 from nodes.models.clip_vision import MEAN, STD, preprocess
 
+log = logging.getLogger(__name__)
+
 
 def clip_preprocess(image: torch.Tensor, size: int = 224, mean: Sequence[float] = MEAN, std: Sequence[float] = STD,
                     crop: bool = True) -> torch.Tensor:
@@ -64,7 +66,7 @@ def load_clipvision_from_sd(sd: dict[str, torch.Tensor], prefix: str = "", conve
     try:
         return load(str(path))
     except ValueError as e:
-        logging.warning("comfy.clip_vision.load_clipvision_from_sd: %s", e)
+        log.warning("comfy.clip_vision.load_clipvision_from_sd: %s", e)
         return None
 
 

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np  # noqa: F401  (ComfyUI's comfy.sample imports numpy as np; packs read comfy.sample.np)
-
+import numpy as np
 import torch
 
+from comfy_bridge.compat.comfy.sampler_helpers import cleanup_additional_models
 from comfy_bridge.compat.comfy.sampling_run import CUSTOM_FUNCTION, ours, run, schedule
 from comfy_bridge.packs.origin import UnsupportedFeature
-from comfy_bridge.compat.comfy.sampler_helpers import cleanup_additional_models  # noqa: F401  (deprecated there)
 from nodes.ksampler import fix_empty_latent_channels
 from nodes.sampling.noise import prepare_noise
 

@@ -13,7 +13,6 @@ from typing import Any
 
 import torch
 
-
 CUSTOM_FUNCTION = ("only this backend's samplers run (KSamplerSelect, comfy.samplers.sampler_object, the sampler "
                    "nodes): a pack's own k-diffusion function would run the model in this process")
 

@@ -13,6 +13,8 @@ from comfy_bridge.compat.comfy import model_detection  # noqa: F401  (packs impo
 from comfy_bridge.packs.origin import UnsupportedFeature
 from comfy_bridge.packs.proxies import CLIP, VAE, ModelPatcher, wrap
 
+log = logging.getLogger(__name__)
+
 
 def load_checkpoint_guess_config(ckpt_path: str, output_vae: bool = True, output_clip: bool = True,
                                  output_clipvision: bool = False, embedding_directory: Any = None,
@@ -114,7 +116,7 @@ def load_diffusion_model_state_dict(sd: dict, model_options: dict | None = None,
     try:
         return load_diffusion_model(str(path))
     except ModelLoadError as e:
-        logging.warning("comfy.sd.load_diffusion_model_state_dict: %s", e)
+        log.warning("comfy.sd.load_diffusion_model_state_dict: %s", e)
         return None
 
 

@@ -28,6 +28,7 @@ def _tensors(sd: dict[str, Any], call: str) -> dict[str, torch.Tensor]:
 def state_dict_file(sd: dict[str, Any], call: str) -> Path:
     """The safetensors file holding `sd` (written when no file of that content exists yet)."""
     from safetensors.torch import save
+
     from comfy_bridge.compat import folder_paths
     data = save(_tensors(sd, call))
     folder = Path(folder_paths.get_temp_directory()) / FOLDER

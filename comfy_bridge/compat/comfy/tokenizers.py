@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar
 
 from nodes.models.embeddings import load_embed
 from nodes.models.tokenizer import escape_parens, parse_weights, unescape_parens
 
+log = logging.getLogger(__name__)
 EMBEDDING = "embedding:"
 MAX_WORD_LENGTH = 8   # a segment this long may be split across windows
 
@@ -89,7 +90,7 @@ class SDTokenizer:
                     name = word[len(EMBEDDING):].strip("\n")
                     embed, word = self._embedding(name)
                     if embed is None:
-                        logging.warning("warning, embedding:%s does not exist, ignoring", name)
+                        log.warning("warning, embedding:%s does not exist, ignoring", name)
                     else:
                         groups.append([(row, weight) for row in (embed if embed.dim() > 1 else [embed])])
                     if not word:
@@ -147,7 +148,7 @@ class SDTokenizer:
 class _MultiTokenizer:
     """Several text encoders' tokenizers under ComfyUI's keys ("l", "g", "t5xxl")."""
 
-    parts: dict[str, str] = {}
+    parts: ClassVar[Mapping[str, str]] = {}
 
     def tokenize_with_weights(self, text: str, return_word_ids: bool = False, **kwargs: Any) -> dict[str, list]:
         return {key: getattr(self, attr).tokenize_with_weights(text, return_word_ids, **kwargs)
@@ -183,7 +184,7 @@ class SDXLClipGTokenizer(SDTokenizer):
 class SDXLTokenizer(_MultiTokenizer):
     """SDXL's tokenizer: {"g": CLIP-G windows, "l": CLIP-L windows}."""
 
-    parts = {"g": "clip_g", "l": "clip_l"}
+    parts: ClassVar[Mapping[str, str]] = {"g": "clip_g", "l": "clip_l"}
 
     def __init__(self, embedding_directory: Any = None, tokenizer_data: dict | None = None) -> None:
         self.clip_l = SDTokenizer(embedding_directory=embedding_directory, tokenizer_data=tokenizer_data)
@@ -210,7 +211,7 @@ class T5XXLTokenizer(SDTokenizer):
 class SD3Tokenizer(_MultiTokenizer):
     """SD3's tokenizer: {"g", "l", "t5xxl"} windows."""
 
-    parts = {"g": "clip_g", "l": "clip_l", "t5xxl": "t5xxl"}
+    parts: ClassVar[Mapping[str, str]] = {"g": "clip_g", "l": "clip_l", "t5xxl": "t5xxl"}
 
     def __init__(self, embedding_directory: Any = None, tokenizer_data: dict | None = None) -> None:
         self.clip_l = SDTokenizer(embedding_directory=embedding_directory, tokenizer_data=tokenizer_data)

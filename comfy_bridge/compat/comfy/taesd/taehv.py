@@ -127,7 +127,7 @@ class TAEHV(nn.Module):
         super().__init__()
         self.image_channels, self.latent_channels, self.parallel = 3, latent_channels, parallel
         self.latent_format = latent_format
-        identity = lambda t: t  # noqa: E731
+        identity = lambda t: t
         self.process_in = latent_format().process_in if latent_format is not None else identity
         self.process_out = latent_format().process_out if latent_format is not None else identity
         self.patch_size = {48: 2, 32: 2, 128: 4}.get(latent_channels, 1)

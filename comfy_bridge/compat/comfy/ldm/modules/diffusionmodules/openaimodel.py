@@ -18,10 +18,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from comfy_bridge.compat.comfy.ldm.model_classes import UnsupportedModel
-from comfy_bridge.compat.comfy.ldm.modules.attention import SpatialTransformer, SpatialVideoTransformer
 from comfy_bridge.compat.comfy import ops as comfy_ops
-from comfy_bridge.compat.comfy.ldm.modules.diffusionmodules.util import avg_pool_nd, timestep_embedding
+from comfy_bridge.compat.comfy.ldm.model_classes import UnsupportedModel
+from comfy_bridge.compat.comfy.ldm.modules.attention import (
+    SpatialTransformer,
+    SpatialVideoTransformer,
+)
+from comfy_bridge.compat.comfy.ldm.modules.diffusionmodules.util import (
+    avg_pool_nd,
+    timestep_embedding,
+)
 
 ops = comfy_ops.disable_weight_init
 
