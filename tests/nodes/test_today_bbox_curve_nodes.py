@@ -255,3 +255,14 @@ def test_bounding_box_nodes_run_in_a_prompt():
               "5": {"class_type": "PreviewImage", "inputs": {"images": ["4", 0]}}}
     outputs = asyncio.run(run_core_prompt(prompt))
     assert len(outputs["5"]["images"]) == 1
+
+
+def test_the_curve_widget_value_runs_through_validation_and_the_engine():
+    prompt = {"1": {"class_type": "EmptyImage", "inputs": {"width": 8, "height": 8, "batch_size": 1, "color": 0x808080}},
+              "2": {"class_type": "ImageHistogram", "inputs": {"image": ["1", 0]}},
+              "3": {"class_type": "CurveEditor", "inputs": {"histogram": ["2", 1], "curve": {
+                  "points": [[0, 0], [0.5, 0.8], [1, 1]], "interpolation": "monotone_cubic"}}},
+              "4": {"class_type": "PreviewAny", "inputs": {"source": ["3", 0]}}}
+    outputs = asyncio.run(run_core_prompt(prompt))
+    assert outputs["3"]["histogram"][128] == 64          # the editor is shown the mid-grey image's levels
+    assert "MonotoneCubicCurve" in outputs["4"]["text"][0]
