@@ -97,6 +97,8 @@ def draw_bboxes(bboxes: Any, image: torch.Tensor | None) -> torch.Tensor:
     out = []
     for frame, detections in zip(image, frames):
         img = _to_pil(frame)
+        if detections and img.mode == "L":
+            raise ValueError("Draw BBoxes: the boxes are drawn in colour, which a 1-channel image cannot hold")
         out.append(_from_pil(draw_detections(img, detections) if detections else img))
     return torch.stack(out)
 

@@ -130,6 +130,13 @@ def test_one_list_serves_every_frame_and_per_frame_lists_leave_later_frames_clea
     assert [_pixel(first_only, 1, 1, f) for f in range(3)] == [RED, (0.0, 0.0, 0.0), (0.0, 0.0, 0.0)]
 
 
+def test_a_grey_image_passes_through_without_boxes_and_is_refused_with_them():
+    grey = torch.full((1, 6, 7, 1), 0.5)
+    assert torch.equal(_draw([], grey), torch.full((1, 6, 7, 1), 127 / 255))
+    with pytest.raises(ValueError, match="1-channel image"):
+        _draw({"x": 1, "y": 1, "width": 3, "height": 3}, grey)
+
+
 def test_draw_bboxes_names_a_value_that_is_not_boxes():
     with pytest.raises(ValueError, match="bboxes must be boxes"):
         _draw([[{"x": 1, "y": 1, "width": 2, "height": 2}], "text"], torch.zeros(2, 8, 8, 3))
