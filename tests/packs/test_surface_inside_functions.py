@@ -368,3 +368,16 @@ def test_hooks_from_an_in_memory_lora_sample_as_the_create_hook_lora_node(sd1, d
     hooked = run(group)
     torch.testing.assert_close(hooked, run(node_group))
     assert not torch.allclose(hooked, run(None))   # the LoRA changes the image
+
+
+def test_a_state_dict_is_written_once_and_shared_storage_is_copied(demo_workspace):
+    from comfy_bridge.compat.comfy.state_dict_files import state_dict_file
+    from comfy_bridge.compat.comfy.utils import load_torch_file
+    base = torch.arange(6.0)
+    sd = {"a": base, "b": base.view(2, 3), "c": torch.ones(2)}   # a and b share one storage
+    first, second = state_dict_file(sd, "test"), state_dict_file(dict(sd), "test")
+    assert first == second and len(list(first.parent.glob("*.partial"))) == 0
+    back = load_torch_file(str(first))
+    assert torch.equal(back["b"], base.view(2, 3)) and torch.equal(back["a"], base)
+    with pytest.raises(TypeError, match="'q' is a str"):
+        state_dict_file({"q": "not a tensor"}, "test")

@@ -6,36 +6,57 @@ the executors load, so the state dict is written once as a safetensors file name
 from __future__ import annotations
 
 import hashlib
+import os
+import uuid
 from pathlib import Path
 from typing import Any
 
 import torch
 
 FOLDER = "state_dicts"
+CHUNK = 1 << 24
 
 
 def _tensors(sd: dict[str, Any], call: str) -> dict[str, torch.Tensor]:
-    out = {}
+    """The entries as CPU tensors safetensors can write (a tensor sharing storage with another is copied)."""
+    out, seen = {}, set()
     for key, value in sd.items():
         if type(value) is not torch.Tensor and not isinstance(value, torch.nn.Parameter):
             raise TypeError(f"{call}: state dict entry {key!r} is a {type(value).__name__}, not a plain tensor "
                             "(quantized tensors load through their pack's own operations, which need ComfyUI's "
                             "in-process model)")
-        out[key] = value.detach().to("cpu").contiguous().clone()   # own storage: safetensors refuses shared ones
+        tensor = value.detach().to("cpu").contiguous()
+        storage = tensor.untyped_storage().data_ptr()
+        if storage in seen:
+            tensor = tensor.clone()
+        seen.add(storage)
+        out[key] = tensor
     return out
 
 
+def _digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(CHUNK):
+            h.update(block)
+    return h.hexdigest()[:32]
+
+
 def state_dict_file(sd: dict[str, Any], call: str) -> Path:
-    """The safetensors file holding `sd` (written when no file of that content exists yet)."""
-    from safetensors.torch import save
+    """The safetensors file holding `sd` (a file of the same content is reused)."""
+    from safetensors.torch import save_file
 
     from comfy_bridge.compat import folder_paths
-    data = save(_tensors(sd, call))
     folder = Path(folder_paths.get_temp_directory()) / FOLDER
-    path = folder / f"{hashlib.sha256(data).hexdigest()[:32]}.safetensors"
-    if not path.is_file():
-        folder.mkdir(parents=True, exist_ok=True)
-        partial = path.with_suffix(".partial")
-        partial.write_bytes(data)
-        partial.replace(path)   # atomic: a reader never sees half a file
+    folder.mkdir(parents=True, exist_ok=True)
+    partial = folder / f"{uuid.uuid4().hex}.partial"
+    try:
+        save_file(_tensors(sd, call), str(partial))
+        path = folder / f"{_digest(partial)}.safetensors"
+        if path.is_file():
+            partial.unlink()
+        else:
+            os.replace(partial, path)   # atomic: a reader never sees half a file
+    finally:
+        partial.unlink(missing_ok=True)
     return path

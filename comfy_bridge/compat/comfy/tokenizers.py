@@ -39,6 +39,7 @@ class SDTokenizer:
                  end_token: int | None = None, min_padding: int | None = None, tokenizer_data: dict | None = None,
                  tokenizer_args: dict | None = None, encode: Callable[[str], list[int]] | None = None,
                  special: tuple[int | None, int | None] | None = None) -> None:
+        self.tokenizer: Any = None   # the transformers tokenizer underneath, where there is one (ComfyUI's attribute)
         if encode is None:
             encode, special = self._load(tokenizer_path, tokenizer_class, tokenizer_args or {}, has_start_token,
                                          has_end_token)
@@ -52,15 +53,15 @@ class SDTokenizer:
         self.embedding_directory, self.embedding_size = embedding_directory, embedding_size
         self.embedding_key, self.embedding_identifier = embedding_key, EMBEDDING
 
-    @staticmethod
-    def _load(path: str | None, cls: Any, args: dict, has_start: bool,
+    def _load(self, path: str | None, cls: Any, args: dict, has_start: bool,
               has_end: bool) -> tuple[Callable[[str], list[int]], tuple[int | None, int | None]]:
         if path is None:
             bpe = _clip_vocab()
+            self.tokenizer = bpe._tok
             return bpe.encode, ((bpe.bos_id if has_start else None), bpe.eos_id)
         if cls is None:
             from transformers import CLIPTokenizer as cls
-        tok = cls.from_pretrained(path, **args)
+        tok = self.tokenizer = cls.from_pretrained(path, **args)
         empty = tok("")["input_ids"]   # the special tokens the tokenizer adds, as ComfyUI reads them
         start = empty[0] if has_start else None
         end = empty[1 if has_start else 0] if has_end and len(empty) > (1 if has_start else 0) else None
