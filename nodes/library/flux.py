@@ -86,9 +86,11 @@ class FluxKontextMultiReferenceLatentMethod:
     def INPUT_TYPES(cls):
         return {"required": {"conditioning": ("CONDITIONING", {}),
                              "reference_latents_method": ("COMBO", {
-                                 "multiselect": False, "options": ["offset", "index", "uxo/uno"],
+                                 "multiselect": False, "options": ["offset", "index", "uxo/uno", "index_timestep_zero"],
                                  "tooltip": "offset: references side by side in one extra frame; index: one "
-                                            "frame each; uxo/uno: placed diagonally past the image (USO/UNO)."})}}
+                                            "frame each; uxo/uno: placed diagonally past the image (USO/UNO); "
+                                            "index_timestep_zero: one frame each, modulated as at timestep 0 "
+                                            "(Qwen-Image-Edit 2511)."})}}
 
     RETURN_TYPES = ("CONDITIONING",)
     FUNCTION = "execute"

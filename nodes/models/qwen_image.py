@@ -6,7 +6,9 @@ from the q-norm, heads from the width, text width from txt_in). `apply` takes Co
 [B,16,H,W] (or [B,16,1,H,W]) latent in model space, sigma as the timestep (multiplier 1), the text states
 as context; it packs 2x2 patches as ComfyUI's model does and gives the blocks ComfyUI's rotary positions
 (image centred on the origin, text after it), which diffusers' own positions equal only for even sizes;
-ReferenceLatent's latents join the image tokens as ComfyUI places them. LoRAs merge under the names ComfyUI
+ReferenceLatent's latents join the image tokens as ComfyUI places them. With the `index_timestep_zero` method
+(Qwen-Image-Edit 2511: its file carries an empty `__index_timestep_zero__` marker, which makes it the default, as
+in today's ComfyUI) the reference tokens are modulated as at timestep 0. LoRAs merge under the names ComfyUI
 accepts. Qwen-Image samples as ComfyUI's ModelSamplingFlux with shift 1.15 unless a ModelSampling node says
 otherwise.
 """
@@ -31,6 +33,8 @@ from nodes.models.lora import LoraTargets, merge_loras
 from nodes.models.safetensors_io import build_module
 
 PATCH = 2
+TIMESTEP_ZERO = "index_timestep_zero"
+TIMESTEP_ZERO_MARKER = "__index_timestep_zero__"   # Qwen-Image-Edit 2511's files (today's ComfyUI saves it)
 ROPE_AXES = (16, 56, 56)          # ComfyUI's (and Qwen's) split of the 128-wide heads: frame, row, column
 ROPE_THETA = 10000
 
@@ -41,7 +45,13 @@ def to_diffusers_layout(state_dict: Mapping[str, torch.Tensor]) -> dict[str, tor
     prefix = find_prefix(state_dict.keys(), QWEN_IMAGE_MARKER)
     if prefix is None:
         raise ValueError("not a Qwen-Image state dict (no txt_norm)")
-    return strip_prefix(dequantize_scaled_fp8(state_dict), prefix)
+    sd = strip_prefix(dequantize_scaled_fp8(state_dict), prefix)
+    sd.pop(TIMESTEP_ZERO_MARKER, None)   # a marker, no weight (default_ref_method reads it)
+    return sd
+
+
+def default_ref_method(state_dict: Mapping[str, torch.Tensor]) -> str:
+    return TIMESTEP_ZERO if any(k.endswith(TIMESTEP_ZERO_MARKER) for k in state_dict) else "index"
 
 
 def infer_config(sd: Mapping[str, torch.Tensor]) -> dict[str, Any]:
@@ -125,7 +135,7 @@ def reference_segments(refs: Sequence[torch.Tensor], method: str | None, dtype: 
     (offsets in latent cells, rounded half up to tokens)."""
     tokens, segments = [], []
     refs = [_one_frame(ref, "reference latent") for ref in refs]
-    placement = "index" if (method or "index") == "index" else "offset"
+    placement = "index" if (method or "index") in ("index", TIMESTEP_ZERO) else "offset"
     for ref, (index, h_off, w_off) in zip(refs, reference_placements(refs, placement)):
         padded = patched(ref.to(dtype))
         tokens.append(pack(padded))
@@ -136,6 +146,8 @@ def reference_segments(refs: Sequence[torch.Tensor], method: str | None, dtype: 
 
 @dataclass
 class QwenImageDiffusionModel(DiffusionModel):
+    default_ref_method: str = "index"
+
     def apply(self, x: torch.Tensor, timestep: torch.Tensor, cond: dict[str, Any]) -> torch.Tensor:
         if cond.get("control"):
             raise NotImplementedError("ControlNets are not supported for Qwen-Image models yet")
@@ -147,17 +159,51 @@ class QwenImageDiffusionModel(DiffusionModel):
         x = patched(x)
         h_len, w_len = x.shape[-2] // PATCH, x.shape[-1] // PATCH
         tokens, segments = [pack(x.to(dtype))], [(0, h_len, w_len, 0, 0)]
+        method = cond.get("ref_latents_method") or self.default_ref_method
         if cond.get("ref_latents"):   # ReferenceLatent: references join the image tokens; only the image's are read
-            ref_tokens, ref_segments = reference_segments(cond["ref_latents"], cond.get("ref_latents_method"), dtype)
+            ref_tokens, ref_segments = reference_segments(cond["ref_latents"], method, dtype)
             tokens += [t.to(device) for t in ref_tokens]
             segments += ref_segments
         context = cond["context"].to(device, dtype)
         t = torch.as_tensor(timestep, dtype=torch.float32, device=device).reshape(-1)
-        out = module(hidden_states=torch.cat(tokens, dim=1), encoder_hidden_states=context,
-                     timestep=t.expand(b) if t.numel() == 1 else t,   # sigma: multiplier 1, as ComfyUI's
-                     img_shapes=[segments] * b, return_dict=False)[0]
+        t = t.expand(b) if t.numel() == 1 else t   # sigma: multiplier 1, as ComfyUI's
+        if method == TIMESTEP_ZERO and len(segments) > 1:
+            out = timestep_zero_forward(module, torch.cat(tokens, dim=1), context, t, [segments] * b, h_len * w_len)
+        else:
+            out = module(hidden_states=torch.cat(tokens, dim=1), encoder_hidden_states=context, timestep=t,
+                         img_shapes=[segments] * b, return_dict=False)[0]
         out = unpack(out[:, :h_len * w_len], h_len, w_len)[:, :, :h, :w].float()
         return out[:, :, None] if frames else out
+
+
+def timestep_zero_forward(module: QwenImageTransformer2DModel, hidden: torch.Tensor, context: torch.Tensor,
+                          t: torch.Tensor, img_shapes: list[list[Segment]], n_image: int) -> torch.Tensor:
+    """The transformer's forward with the reference tokens (those past the first `n_image`) modulated by the
+    embedding of timestep 0 and the image's and the text's by the step's, as today's ComfyUI computes the
+    `index_timestep_zero` method. diffusers' own switch (zero_cond_t) is a fixed module setting and finds the
+    image's token count from its own shape format, so the same layers are driven here per call."""
+    b = hidden.shape[0]
+    x = module.img_in(hidden)
+    t = t.to(x.dtype)
+    temb = module.time_text_embed(torch.cat([t, t * 0]), x)   # rows: the step's, then timestep 0's
+    txt = module.txt_in(module.txt_norm(context))
+    rotary = module.pos_embed(img_shapes, max_txt_seq_len=txt.shape[1], device=x.device)
+    index = torch.zeros(b, x.shape[1], dtype=torch.int, device=x.device)
+    index[:, n_image:] = 1
+    for block in module.transformer_blocks:
+        img_mod1, img_mod2 = block.img_mod(temb).chunk(2, dim=-1)
+        txt_mod1, txt_mod2 = block.txt_mod(temb[:b]).chunk(2, dim=-1)
+        img_in, img_gate1 = block._modulate(block.img_norm1(x), img_mod1, index)
+        txt_in, txt_gate1 = block._modulate(block.txt_norm1(txt), txt_mod1)
+        img_attn, txt_attn = block.attn(hidden_states=img_in, encoder_hidden_states=txt_in,
+                                        encoder_hidden_states_mask=None, image_rotary_emb=rotary)
+        x = x + img_gate1 * img_attn
+        txt = txt + txt_gate1 * txt_attn
+        img_in2, img_gate2 = block._modulate(block.img_norm2(x), img_mod2, index)
+        x = x + img_gate2 * block.img_mlp(img_in2)
+        txt_in2, txt_gate2 = block._modulate(block.txt_norm2(txt), txt_mod2)
+        txt = txt + txt_gate2 * block.txt_mlp(txt_in2)
+    return module.proj_out(module.norm_out(x, temb[:b]))
 
 
 def lora_targets(sd: Mapping[str, torch.Tensor]) -> LoraTargets:
@@ -179,6 +225,7 @@ def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) 
     merged. It computes in float32 whatever the file's dtype, as ComfyUI 0.3.64 runs Qwen-Image on a CPU."""
     path = ref.sources[0] if ref.sources else None
     try:
+        method = default_ref_method(state_dict)
         sd = to_diffusers_layout(state_dict)
         config = infer_config(sd)
     except (KeyError, ValueError) as e:
@@ -188,7 +235,8 @@ def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) 
     module = build_module(lambda: QwenImageTransformer2DModel(**config), sd, path, "Qwen-Image transformer")
     module.pos_embed = ComfyRotaryPositions(config["axes_dims_rope"])
     return QwenImageDiffusionModel(arch="qwen_image", module=module, latent_format=WAN21_LATENT,
-                                   sampling=dict(sampling_config("qwen_image")), config=config)
+                                   sampling=dict(sampling_config("qwen_image")), config=config,
+                                   default_ref_method=method)
 
 
 # The loader (nodes.models.loader) finds every Qwen-Image entry point on this module.

@@ -8,7 +8,8 @@ slots, 2x2 merging) at 160 wide (two heads) and 8 blocks, its merger giving the 
 Qwen-Image-Edit (2509) ships its transformer in Qwen-Image's layout, so the edit workflows use qwen-image-tiny's
 transformer and VAE. loras/qwen_image_edit_tiny_lightning.safetensors stands in for the Lightning LoRA the
 templates load: rank 4 on attention and MLP layers of both blocks, bare diffusers names with lora_down/lora_up/
-alpha. Same seed -> byte-identical files."""
+alpha. diffusion_models/qwen_image_edit_2511_tiny.safetensors is qwen-image-tiny's transformer with the empty
+`__index_timestep_zero__` tensor Qwen-Image-Edit 2511's files carry. Same seed -> byte-identical files."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -23,6 +24,7 @@ from transformers.models.qwen2_5_vl.modeling_qwen2_5_vl import (
 )
 
 from nodes.models.flux_demo import randomize_constants
+from nodes.models.qwen_image import TIMESTEP_ZERO_MARKER
 from nodes.models.qwen_image_demo import TEXT_WIDTH, tiny_qwen_image_state_dicts
 from nodes.models.qwen_vl import FULL_ATTENTION_BLOCKS, HEAD_WIDTH
 from nodes.output_claims import write_atomic
@@ -30,7 +32,8 @@ from nodes.output_claims import write_atomic
 SEED = 8
 VISION_WIDTH, VISION_DEPTH, VISION_MLP = 2 * HEAD_WIDTH, 8, 64
 FILES = {"text_encoder": "text_encoders/qwen_2.5_vl_7b_edit_tiny.safetensors",
-         "lora": "loras/qwen_image_edit_tiny_lightning.safetensors"}
+         "lora": "loras/qwen_image_edit_tiny_lightning.safetensors",
+         "transformer_2511": "diffusion_models/qwen_image_edit_2511_tiny.safetensors"}
 LORA_LAYERS = ("attn.to_q", "attn.add_v_proj", "img_mlp.net.0.proj", "txt_mlp.net.2")
 
 
@@ -62,7 +65,8 @@ def tiny_lora_state_dict(transformer: dict[str, torch.Tensor], seed: int = SEED)
 def tiny_qwen_image_edit_state_dicts() -> dict[str, dict[str, torch.Tensor]]:
     base = tiny_qwen_image_state_dicts()
     return {"text_encoder": {**base["text_encoder"], **tiny_vision_state_dict()},
-            "lora": tiny_lora_state_dict(base["transformer"])}
+            "lora": tiny_lora_state_dict(base["transformer"]),
+            "transformer_2511": {**base["transformer"], TIMESTEP_ZERO_MARKER: torch.zeros(0, dtype=torch.bfloat16)}}
 
 
 def build_demo_qwen_image_edit(models_dir: Path) -> list[Path]:

@@ -54,10 +54,10 @@ TEMPLATE = ("<|im_start|>system\nDescribe the image by detailing the color, shap
             "spatial relationships of the objects and background:<|im_end|>\n<|im_start|>user\n{}<|im_end|>\n"
             "<|im_start|>assistant\n")
 # With images and no template of the caller's: Qwen's edit prompt, one image slot before the text.
-EDIT_SYSTEM = ("<|im_start|>system\nDescribe the key features of the input image (color, shape, size, texture, objects, "
-               "background), then explain how the user's text instruction should alter or modify the image. Generate a "
-               "new image that meets the user's requirements while maintaining consistency with the original input "
-               "where appropriate.<|im_end|>\n<|im_start|>user\n")
+EDIT_SYSTEM = ("<|im_start|>system\nDescribe the key features of the input image (color, shape, size, texture, "
+               "objects, background), then explain how the user's text instruction should alter or modify the "
+               "image. Generate a new image that meets the user's requirements while maintaining consistency with "
+               "the original input where appropriate.<|im_end|>\n<|im_start|>user\n")
 TEMPLATE_IMAGES = EDIT_SYSTEM + "<|vision_start|><|image_pad|><|vision_end|>{}<|im_end|>\n<|im_start|>assistant\n"
 TEMPLATE_EDIT = EDIT_SYSTEM + "{}<|im_end|>\n<|im_start|>assistant\n"   # TextEncodeQwenImageEditPlus's own
 RAW_PREFIXES = ("<|im_start|>", "<|start_header_id|>")

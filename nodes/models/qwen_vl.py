@@ -90,7 +90,8 @@ def patches(image: torch.Tensor, patch: int = 14, temporal: int = 2) -> tuple[to
     # Channel by channel with Python floats, as ComfyUI rounds it.
     img = torch.stack([(img[c] - MEAN[c]) / STD[c] for c in range(3)])
     gh, gw = h // patch, w // patch
-    x = img[None].repeat(temporal, 1, 1, 1).reshape(1, temporal, 3, gh // MERGE, MERGE, patch, gw // MERGE, MERGE, patch)
+    x = img[None].repeat(temporal, 1, 1, 1)
+    x = x.reshape(1, temporal, 3, gh // MERGE, MERGE, patch, gw // MERGE, MERGE, patch)
     x = x.permute(0, 3, 6, 4, 7, 2, 1, 5, 8).reshape(gh * gw, 3 * temporal * patch * patch)
     return x, torch.tensor([[1, gh, gw]])
 

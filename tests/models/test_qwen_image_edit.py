@@ -147,3 +147,48 @@ def test_released_tower_sizes() -> None:
     assert (cfg.depth, cfg.hidden_size, cfg.num_heads, cfg.intermediate_size, cfg.patch_size,
             cfg.temporal_patch_size, cfg.out_hidden_size, list(cfg.fullatt_block_indexes), cfg.window_size) == \
         (32, 1280, 16, 3420, 14, 2, 3584, [7, 15, 23, 31], 112)
+
+
+FIXTURE_2511 = json.loads((Path(__file__).parent / "fixtures" / "comfyui_qwen_image_edit_2511.json").read_text())
+
+
+def _inputs_2511(case: dict, width: int):
+    """The 2511 recording script's draws, in its order."""
+    g = torch.Generator().manual_seed(case["seed"])
+    x = torch.randn(case["shape"], generator=g)
+    context = torch.randn(case["shape"][0], 7, width, generator=g)
+    return x, context, [torch.randn(r, generator=g) for r in case["refs"]]
+
+
+@pytest.fixture(scope="module")
+def transformers_2511(models) -> dict:
+    return {k: loader.load_diffusion_model(make_ref("diffusion_model", "qwen_image", [models / rec["path"]]))
+            for k, rec in FIXTURE_2511["files"].items()}
+
+
+def test_2511_files_and_default_method_are_comfyuis(models, transformers_2511) -> None:
+    """Qwen-Image-Edit 2511's file carries `__index_timestep_zero__`, which makes index_timestep_zero the default
+    reference method (as ComfyUI 0.10.0's detection says); the 2509-layout file keeps index."""
+    for rec in FIXTURE_2511["files"].values():
+        assert hashlib.sha256((models / rec["path"]).read_bytes()).hexdigest() == rec["sha256"]
+    assert {k: m.default_ref_method for k, m in transformers_2511.items()} == FIXTURE_2511["default_ref_method"]
+    info = probe(models / FILES["transformer_2511"])
+    assert (info.arch, info.kind) == ("qwen_image", "diffusion_model")
+
+
+@pytest.mark.parametrize("name", sorted(FIXTURE_2511["cases"]))
+def test_2511_reference_method_equals_comfyuis(transformers_2511, name: str) -> None:
+    """The transformer's output with reference latents: timestep-zero modulation of the references by default
+    on the 2511 file or when asked for on the 2509 one, plain index when asked for, none without references."""
+    case = FIXTURE_2511["cases"][name]
+    model = transformers_2511[case["file"]]
+    x, context, refs = _inputs_2511(case, 32)
+    cond = {"context": context, "ref_latents": refs, "ref_latents_method": case["method"]}
+    out = model.apply(x, torch.tensor([case["timestep"]] * case["shape"][0]), cond)
+    torch.testing.assert_close(out, tensor(case["out"]), atol=ATOL, rtol=RTOL)
+
+
+def test_the_method_node_offers_timestep_zero() -> None:
+    from nodes.library.flux import FluxKontextMultiReferenceLatentMethod
+    (cond,) = FluxKontextMultiReferenceLatentMethod().execute([[torch.zeros(1, 1, 1), {}]], "index_timestep_zero")
+    assert cond[0][1] == FIXTURE_2511["method_node"]

@@ -30,6 +30,8 @@ OURS_ONLY = {"CascadeKSampler"}
 # Differences we know of and say in docs/compatibility.md, each with its reason; a gap that closes must leave this table.
 KNOWN_GAPS: dict[tuple[str, str], str] = {
     ("CLIPLoader", "input.required.type"): "the newest ComfyUI's type flux2 (FLUX.2 Klein's Qwen3) is offered",
+    ("FluxKontextMultiReferenceLatentMethod", "input.required.reference_latents_method"):
+        "today's ComfyUI's option index_timestep_zero (Qwen-Image-Edit 2511's reference method) is offered",
 }
 
 
