@@ -4,16 +4,21 @@ range of the schedule, carried on the MODEL and applied per model evaluation by 
 (comfy_extras.nodes_model_advanced: the training noise scale of a discrete-flow model, which multiplies the noise
 where a latent is noised), both newer than 0.10.0 and read from the newest Comfy-Org/ComfyUI source; ScaleROPE
 (comfy_extras.nodes_rope, as ComfyUI 0.10.0 has it: scales and shifts of the image position ids the Flux networks
-read)."""
+read); Normalized Attention Guidance (comfy_extras.nodes_nag, newest source: the positive pass's self-attention
+output pushed away from the negative pass's, on the UNet families)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
+
+import torch
 
 from cluster.refs import ModelRef
 from nodes.conditioning import require
 from nodes.inputs import require_model
 from nodes.ksampler import GuiderChoice
-from nodes.modelfns.model_options import CFG_OVERRIDES, ROPE, sampling_config, with_sampling
+from nodes.modelfns.model_options import CFG_OVERRIDES, ROPE, sampling_config, with_function, with_sampling
+from nodes.modelfns.network_patches import with_network_patch
 from nodes.sampling.model_sampling import model_sampling_from_config
 
 
@@ -134,6 +139,67 @@ class ScaleROPE:
         return (model.with_option(ROPE, tuple(sorted((k, float(v)) for k, v in values.items()))),)
 
 
+# The families whose networks here call self-attention output patches (the ldm UNets). Today's ComfyUI also calls
+# them inside its DiTs (Flux and others, on the image tokens), which the DiTs here do not yet.
+NAG_ARCHS = frozenset({"sd1", "sd2", "sd2v", "sdxl"})
+
+
+@dataclass(frozen=True)
+class NormalizedAttentionGuidance:
+    """An attn1 output patch: where a batch holds both a positive (0) and a negative (1) pass, the positive
+    pass's output becomes z_pos * scale - z_neg * (scale - 1), its L1 norm over the features capped at tau
+    times the positive's, blended with the positive's by alpha."""
+    scale: float
+    alpha: float
+    tau: float
+
+    def __call__(self, out: torch.Tensor, options: dict) -> torch.Tensor:
+        sides = options.get("cond_or_uncond")
+        if not sides or 0 not in sides or 1 not in sides:
+            return out
+        n = out.shape[0] // len(sides)
+        pos, neg = sides.index(0), sides.index(1)
+        z_pos, z_neg = out[n * pos:n * (pos + 1)], out[n * neg:n * (neg + 1)]
+        guided = z_pos * self.scale - z_neg * (self.scale - 1.0)
+        norm_pos = torch.norm(z_pos, p=1, dim=-1, keepdim=True).clamp_min(1e-6)
+        ratio = torch.norm(guided, p=1, dim=-1, keepdim=True).clamp_min(1e-6) / norm_pos
+        guided = guided * (torch.minimum(ratio, torch.full_like(ratio, self.tau)) / ratio)
+        out = out.clone()
+        out[n * pos:n * (pos + 1)] = guided * self.alpha + z_pos * (1.0 - self.alpha)
+        return out
+
+
+class NAGuidance:
+    RELATIVE_PYTHON_MODULE = "comfy_extras.nodes_nag"
+    EXPERIMENTAL = True
+    FUNCTION = "execute"
+    CATEGORY = "advanced/guidance"
+    RETURN_TYPES = ("MODEL",)
+    OUTPUT_TOOLTIPS = ("The patched model with NAG enabled.",)
+    DESCRIPTION = "Applies Normalized Attention Guidance, which makes negative prompts work on distilled models."
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {
+            "model": ("MODEL", {"tooltip": "The model to apply NAG to."}),
+            "nag_scale": ("FLOAT", {"min": 0.0, "default": 5.0, "max": 50.0, "step": 0.1,
+                                    "tooltip": "How far from the negative prompt to push."}),
+            "nag_alpha": ("FLOAT", {"min": 0.0, "default": 0.5, "max": 1.0, "step": 0.01,
+                                    "tooltip": "Blend of the normalized attention: 1 replaces, 0 no effect."}),
+            "nag_tau": ("FLOAT", {"min": 1.0, "default": 1.5, "max": 10.0, "step": 0.01})}}
+
+    def execute(self, model: Any, nag_scale: float, nag_alpha: float, nag_tau: float) -> tuple[ModelRef]:
+        model = require_model(model)
+        if model.arch not in NAG_ARCHS:
+            raise ValueError(f"NAGuidance: Normalized Attention Guidance on {model.arch} models is not implemented "
+                             f"yet (it is for {', '.join(sorted(NAG_ARCHS))})")
+        patch = NormalizedAttentionGuidance(float(nag_scale), float(nag_alpha), float(nag_tau))
+        # the negative pass must run even at cfg 1: NAG reads it inside the positive pass's batch
+        return (with_network_patch(with_function(model, "disable_cfg1_optimization", True), "attn1_output_patch",
+                                   patch),)
+
+
 NODE_CLASS_MAPPINGS = {"CFGOverride": CFGOverride, "ModelNoiseScale": ModelNoiseScale, "ScaleROPE": ScaleROPE,
-                       "DualModelGuider": DualModelGuider}
-NODE_DISPLAY_NAME_MAPPINGS: dict[str, str] = {"CFGOverride": "CFG Override", "DualModelGuider": "Dual Model CFG Guider"}
+                       "DualModelGuider": DualModelGuider, "NAGuidance": NAGuidance}
+NODE_DISPLAY_NAME_MAPPINGS: dict[str, str] = {"CFGOverride": "CFG Override", "DualModelGuider": "Dual Model CFG Guider",
+                                              "NAGuidance": "Normalized Attention Guidance"}

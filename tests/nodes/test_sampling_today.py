@@ -299,3 +299,36 @@ def test_dual_model_guider_without_a_negative_says_so(sd1_parts):
     from nodes.library.sampling_today import DualModelGuider
     with pytest.raises(ValueError, match="DualModelGuider: negative"):
         DualModelGuider().get_guider(sd1_parts["model"], sd1_parts["positive"], 4.0, sd1_parts["model"], None)
+
+
+# --- Normalized Attention Guidance (newer than 0.10.0: comfy_extras.nodes_nag as the newest source has it) ---
+
+def _nag(model, scale=5.0, alpha=0.5, tau=1.5):
+    from nodes.library.sampling_today import NAGuidance
+    return NAGuidance().execute(model, scale, alpha, tau)[0]
+
+
+def test_nag_patch_moves_only_the_positive_pass_and_caps_its_norm():
+    from nodes.library.sampling_today import NormalizedAttentionGuidance
+    z_neg, z_pos = torch.tensor([[[1.0, -2.0, 0.5]]]), torch.tensor([[[2.0, 1.0, -1.0]]])
+    out = NormalizedAttentionGuidance(3.0, 0.5, 1.5)(torch.cat([z_neg, z_pos]), {"cond_or_uncond": [1, 0]})
+    guided = torch.tensor([[[4.0, 7.0, -4.0]]])             # 3 * pos - 2 * neg; L1 15 against pos's 4
+    capped = guided * (1.5 / (15.0 / 4.0))                  # ratio 3.75 capped at tau 1.5
+    torch.testing.assert_close(out[1:], capped * 0.5 + z_pos * 0.5)
+    assert torch.equal(out[:1], z_neg)
+    only_positive = torch.cat([z_pos, z_pos])
+    assert torch.equal(NormalizedAttentionGuidance(3.0, 0.5, 1.5)(only_positive, {"cond_or_uncond": [0, 0]}),
+                       only_positive)
+
+
+def test_nag_guides_the_unet_and_runs_the_negative_even_at_cfg_1(sd1_parts, fixed_threads):
+    plain = _sample(sd1_parts, 7.0)
+    assert torch.equal(_sample(sd1_parts, 7.0, model=_nag(sd1_parts["model"], alpha=0.0)), plain)   # no effect
+    assert not torch.allclose(_sample(sd1_parts, 7.0, model=_nag(sd1_parts["model"])), plain, atol=1e-4)
+    assert not torch.allclose(_sample(sd1_parts, 1.0, model=_nag(sd1_parts["model"])), _sample(sd1_parts, 1.0),
+                              atol=1e-4)
+
+
+def test_nag_refuses_the_dits_by_name():
+    with pytest.raises(ValueError, match="NAGuidance.*flux"):
+        _nag(ModelRef("diffusion_model", "flux", ("/m/f.safetensors",), ("a" * 64,)))
