@@ -7,10 +7,11 @@ workspace's example.png exists:
 
     cd <ComfyUI 0.10.0 source> && PYTHONPATH=<torchvision shim>:. OMP_NUM_THREADS=1 <venv>/bin/python \\
         /work/main/scripts/record_comfyui_wan.py /work/main/tests/models/fixtures/comfyui_wan.json \\
-        <models dir> <input dir> /work/main/workflows_json/wan22_i2v.json
+        <models dir> <input dir> /work/main/workflows_json/wan22_i2v.json /work/main/workflows_json/wan22_5b.json
 
-ComfyUI fixes two widths of the released files that the tiny ones do not have: the Wan model's text width
-(4096, umt5-xxl's) and umt5-xxl's sizes (its umt5_config_xxl.json, and its detection by the 24th block). So
+ComfyUI fixes widths of the released files that the tiny ones do not have: the Wan model's text width (4096,
+umt5-xxl's), umt5-xxl's sizes (its umt5_config_xxl.json, and its detection by the 24th block) and the Wan 2.2
+VAE's widths (160 and 256). So
 that its own classes load the tiny files, this script gives them the tiny sizes read from the files (wrappers
 below) and changes nothing else: tokenizer (the file's own SentencePiece model), attention mask, model
 detection, model sampling, latent format, the concat conditioning, samplers and nodes are ComfyUI's.
@@ -20,10 +21,11 @@ here with Python's math.
 Recorded: token ids and conditioning of prompts; each tiny diffusion model's raw output on seeded inputs (odd
 sizes, a batch of two timesteps, Wan 2.2 5B's per-frame timesteps); one denoising step of the image-to-video
 model through ComfyUI's BaseModel (the concat of mask and image latent included); the VAE's video encode and
-decode; the latent nodes' outputs (EmptyHunyuanLatentVideo, WanImageToVideo, WanFirstLastFrameToVideo,
+decode, and the Wan 2.2 VAE's; the latent nodes' outputs (EmptyHunyuanLatentVideo, WanImageToVideo, WanFirstLastFrameToVideo,
 Wan22ImageToVideoLatent); the shipped workflow (workflows_json/wan22_i2v.json) run node by node with
 ComfyUI's node classes, with the template's LoRA switch off (as shipped) and on: the frames VAEDecode gives
-(as SaveVideo would encode them, 255 * image truncated to uint8).
+(as SaveVideo would encode them, 255 * image truncated to uint8); and the Wan 2.2 5B template
+(workflows_json/wan22_5b.json) the same way.
 Tensors are float32 base64; the files' sha256 are stored so the test knows it has the same files.
 """
 from __future__ import annotations
@@ -39,11 +41,12 @@ import sys
 import numpy as np
 import torch
 
-OUT, MODELS, INPUT, WORKFLOW = sys.argv[1:5]
+OUT, MODELS, INPUT, WORKFLOW, WORKFLOW_5B = sys.argv[1:6]
 sys.argv[1:] = ["--cpu"]   # ComfyUI reads its command line on import: no CUDA here
 import comfy.cli_args
 
 comfy.cli_args.args.cpu = True
+import comfy.ldm.wan.vae2_2
 import comfy.model_detection
 import comfy.sd
 import comfy.sd1_clip
@@ -59,6 +62,7 @@ FILES = {"i2v_high": "diffusion_models/wan2.2_i2v_high_noise_14B_tiny.safetensor
          "ti2v_5b": "diffusion_models/wan2.2_ti2v_5B_tiny.safetensors",
          "text_encoder": "text_encoders/umt5_xxl_tiny.safetensors",
          "vae": "vae/wan_2.1_vae_tiny.safetensors",
+         "vae22": "vae/wan2.2_vae_tiny.safetensors",
          "lora_high": "loras/wan2.2_i2v_lightx2v_4steps_lora_tiny_high_noise.safetensors",
          "lora_low": "loras/wan2.2_i2v_lightx2v_4steps_lora_tiny_low_noise.safetensors"}
 PROMPTS = {"plain": "a red cube on a wooden table", "weighted": "a (red:1.3) cube, \\(escaped\\) [brackets]",
@@ -109,6 +113,11 @@ def tiny_widths() -> None:
             cfg["text_dim"] = state_dict[f"{key_prefix}text_embedding.0.weight"].shape[1]
         return cfg
     comfy.model_detection.detect_unet_config = detect_tiny
+
+    vae22 = comfy.utils.load_torch_file(f"{MODELS}/{FILES['vae22']}")
+    widths = {"dim": vae22["encoder.conv1.weight"].shape[0], "dec_dim": vae22["decoder.head.0.gamma"].shape[0]}
+    wan22 = comfy.ldm.wan.vae2_2.WanVAE
+    comfy.ldm.wan.vae2_2.WanVAE = lambda **cfg: wan22(**{**cfg, **widths})
 
 
 def node_classes() -> dict:
@@ -173,7 +182,8 @@ def run_workflow(prompt: dict) -> dict:
                 results[node_id] = run_node(classes[kind], {k: value(v) for k, v in raw.items()})
         return results[node_id]
 
-    (decode,) = [k for k, v in prompt.items() if v["class_type"] == "VAEDecode"]
+    (decode,) = [k for k, v in prompt.items() if v["class_type"] == "VAEDecode" and
+                 v["inputs"]["samples"][0] in prompt]
     frames = run(decode)[0]
     sampler = prompt[decode]["inputs"]["samples"][0]
     return {"latent_shape": list(run(sampler)[0]["samples"].shape), "frames": png_rgb(frames)}
@@ -230,9 +240,9 @@ def record_i2v_step(patcher, vae, clip) -> dict:
             "denoised": b64(denoised)}
 
 
-def record_vae(vae) -> dict:
+def record_vae(vae, channels: int = 16, scale: int = 8) -> dict:
     video = torch.rand(5, 64, 48, 3, generator=torch.Generator().manual_seed(3))
-    latent = seeded(4, 1, 16, 2, 8, 6)
+    latent = seeded(4, 1, channels, 2, 64 // scale, 48 // scale)
     return {"video": b64(video), "encoded": b64(vae.encode(video)), "latent": b64(latent),
             "decoded": b64(vae.decode(latent))}
 
@@ -282,13 +292,18 @@ def main() -> None:
     with_lora = json.loads(json.dumps(prompt))
     (switch,) = [k for k, v in prompt.items() if v["class_type"] == "PrimitiveBoolean"]
     with_lora[switch]["inputs"]["value"] = True
+    with open(WORKFLOW_5B) as f:
+        prompt_5b = json.load(f)
     fixture = {"source": SOURCE, "recorded_by": "scripts/record_comfyui_wan.py",
                "files": {k: {"path": v, "sha256": sha256(f"{MODELS}/{v}")} for k, v in FILES.items()},
                "text": record_text(clip), "transformer": record_transformers(patchers),
                "i2v_step": record_i2v_step(patchers["i2v_high"], vae, clip), "vae": record_vae(vae),
+               "vae22": record_vae(run_node(classes["VAELoader"], {"vae_name": FILES["vae22"].split("/")[1]})[0],
+                                   48, 16),
                "latent_nodes": record_latent_nodes(vae, clip),
                "workflow": {"prompt": prompt, **run_workflow(prompt)},
-               "workflow_lora": {"prompt": with_lora, **run_workflow(with_lora)}}
+               "workflow_lora": {"prompt": with_lora, **run_workflow(with_lora)},
+               "workflow_5b": {"prompt": prompt_5b, **run_workflow(prompt_5b)}}
     with open(OUT, "w") as f:
         json.dump(fixture, f)
 

@@ -1,6 +1,7 @@
-"""Write workflows_json/wan22_i2v.ui.json and wan22_i2v.json from the web UI's "Wan 2.2 14B image to video"
-template (video_wan2_2_14B_i2v in the installed comfyui-workflow-templates-json), with the tiny demo files and
-a tiny clip in place of the 14B downloads:
+"""Write workflows_json/wan22_i2v{.ui,}.json from the web UI's "Wan 2.2 14B image to video" template
+(video_wan2_2_14B_i2v in the installed comfyui-workflow-templates-json) and workflows_json/wan22_5b{.ui,}.json
+from its "Wan 2.2 5B video generation" template (video_wan2_2_5B_ti2v), with the tiny demo files and a tiny
+clip in place of the downloads:
 
     python scripts/wan_template_workflow.py
 
@@ -9,7 +10,8 @@ flattened as the web UI queues it (inner nodes keep their ids; the subgraph's wi
 PrimitiveNodes feeding the inner widgets), and the API file is what ui_to_api makes of it. Changed from the
 template: the model, LoRA, text encoder and VAE file names (the tiny demo files; the LoRAs stay switched off as
 the template ships them), 64x64 pixels, a 0.25 s clip at 16 fps (5 frames), 6 steps (3 per expert) and the
-input image (the workspace's example.png)."""
+input image (the workspace's example.png). The 5B template is flat already (its LoadImage is bypassed, so it
+runs as text-to-video); changed there: the file names, 64x64 pixels, 5 frames, seed 42 fixed, 4 steps."""
 from __future__ import annotations
 
 import json
@@ -30,12 +32,26 @@ SUBSTITUTE = {"width": 64, "height": 64, "value_1": 0.25, "noise_seed": 42,
 # Inner widget values changed: (node id, position in widgets_values) -> value.
 INNER = {(128, 0): 6, (127, 0): 3}   # total steps and the step where the low-noise expert takes over
 IMAGE = "example.png"
+OUT_5B = REPO / "workflows_json" / "wan22_5b"
+TEMPLATE_5B = "video_wan2_2_5B_ti2v"
+# node id -> its widgets_values in our copy of the 5B template
+WIDGETS_5B = {37: ["wan2.2_ti2v_5B_tiny.safetensors", "default"], 38: ["umt5_xxl_tiny.safetensors", "wan", "default"],
+              39: ["wan2.2_vae_tiny.safetensors"], 55: [64, 64, 5, 1],
+              3: [42, "fixed", 4, 5, "uni_pc", "simple", 1]}
 
 
-def template() -> dict:
+def template(name: str = TEMPLATE) -> dict:
     import comfyui_workflow_templates_json
     folder = Path(comfyui_workflow_templates_json.__file__).parent / "templates"
-    return json.loads((folder / f"{TEMPLATE}.json").read_text())
+    return json.loads((folder / f"{name}.json").read_text())
+
+
+def tiny_5b() -> dict:
+    wf = template(TEMPLATE_5B)
+    for node in wf["nodes"]:
+        if node["id"] in WIDGETS_5B:
+            node["widgets_values"] = WIDGETS_5B[node["id"]]
+    return wf
 
 
 def flatten(wf: dict) -> dict:
@@ -103,10 +119,10 @@ def main() -> None:
     import nodes
     registry = NodeRegistry()
     registry.add_builtin(nodes.NODE_CLASS_MAPPINGS)
-    flat = flatten(template())
-    api = ui_to_api(flat, registry)
-    OUT.with_suffix(".ui.json").write_text(json.dumps(flat, indent=2, ensure_ascii=False) + "\n")
-    OUT.with_suffix(".json").write_text(json.dumps(api, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+    for out, ui in ((OUT, flatten(template())), (OUT_5B, tiny_5b())):
+        api = ui_to_api(ui, registry)
+        out.with_suffix(".ui.json").write_text(json.dumps(ui, indent=2, ensure_ascii=False) + "\n")
+        out.with_suffix(".json").write_text(json.dumps(api, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
 
 
 if __name__ == "__main__":

@@ -171,9 +171,9 @@ class Wan22ImageToVideoLatent:
         latent = torch.zeros(1, 48, latent_frames(length), height // 16, width // 16)
         if start_image is None:   # ComfyUI gives one empty latent whatever the batch size
             return ({"samples": latent},)
-        vae = require_component(vae, "vae", "vae")
-        raise ValueError(f"vae: a start image needs the Wan 2.2 VAE (wan2.2_vae.safetensors, 48 latent channels), "
-                         f"which is not supported yet; got a {vae.arch} VAE")
+        raise ValueError("start_image: Wan 2.2 5B image-to-video (a noise mask over the first latent frames, "
+                         "sampled with per-frame timesteps) is not supported yet; leave start_image unconnected "
+                         "for text-to-video")
 
 
 NODE_CLASS_MAPPINGS = {"EmptyHunyuanLatentVideo": EmptyHunyuanLatentVideo, "WanImageToVideo": WanImageToVideo,

@@ -105,11 +105,9 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
                     {"diffusion_model"} | extra, "ldm", prefix)
 
     prefix = _prefix_with(shapes, WAN_VAE_MARKER, ("vae.", ""))
-    if prefix is not None:   # the Wan 2.1 VAE (Qwen-Image's)
-        if prefix + WAN22_VAE_MARKER in shapes:
-            raise ModelLoadError(path, "the Wan 2.2 VAE (48 latent channels) is not supported; Qwen-Image uses "
-                                       "the Wan 2.1 VAE (qwen_image_vae.safetensors)")
-        return info("qwen_image", "vae", {"vae"}, "wan", prefix)
+    if prefix is not None:   # the Wan 2.1 VAE (Wan 2.1/2.2 14B's and Qwen-Image's), or Wan 2.2 5B's
+        return info("wan22_5b" if prefix + WAN22_VAE_MARKER in shapes else "qwen_image", "vae", {"vae"}, "wan",
+                    prefix)
     for prefix in ("first_stage_model.", "vae.", ""):
         if prefix + "encoder.conv_in.weight" in shapes and prefix + "decoder.conv_in.weight" in shapes:
             latent = shapes[prefix + "decoder.conv_in.weight"][1]

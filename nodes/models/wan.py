@@ -206,7 +206,14 @@ def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) 
 
 
 # The loader (nodes.models.loader) finds every Wan entry point on this module.
-from nodes.models.qwen_image_vae import load_vae
 from nodes.models.wan_text import load_text_encoder
 
 __all__ = ["infer_config", "load_diffusion_model", "load_text_encoder", "load_vae", "lora_targets", "wan_arch"]
+
+
+def load_vae(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]):
+    """The Wan 2.2 VAE (48 channels) or the Wan 2.1 VAE, by the file's layout."""
+    from nodes.models import qwen_image_vae, wan22_vae
+    from nodes.models.detect import WAN22_VAE_MARKER
+    is_22 = any(k.endswith(WAN22_VAE_MARKER) for k in state_dict)
+    return (wan22_vae if is_22 else qwen_image_vae).load_vae(ref, state_dict)

@@ -6,6 +6,7 @@
 - text_encoders/umt5_xxl_tiny.safetensors: a umT5 encoder (32 wide, 2 blocks) with its SentencePiece model as
   the byte tensor `spiece_model`, as ComfyUI's umt5_xxl files carry it;
 - vae/wan_2.1_vae_tiny.safetensors: the Wan 2.1 VAE in Wan's layout at base width 8;
+- vae/wan2.2_vae_tiny.safetensors: the Wan 2.2 VAE (48 channels, 1/16) in Wan's layout, widths 8 and 16;
 - loras/wan2.2_i2v_lightx2v_4steps_lora_tiny_{high,low}_noise.safetensors: rank-4 LoRAs for the two experts in
   the names lightx2v's Wan LoRAs use (`diffusion_model.blocks.N.self_attn.q.lora_down.weight`, `.alpha`).
 bfloat16 like the released files. Same seed -> byte-identical files (the SentencePiece model is trained on a
@@ -24,6 +25,7 @@ from transformers import UMT5Config, UMT5EncoderModel
 from nodes.models.flux_demo import randomize_constants
 from nodes.models.qwen_image_vae import diffusers_to_wan
 from nodes.models.wan import HEAD_DIM
+from nodes.models.wan22_vae import RES_BLOCKS, diffusers_name
 from nodes.models.wan_text import SPIECE_KEY
 from nodes.output_claims import write_atomic
 
@@ -35,6 +37,7 @@ FILES = {"i2v_high": "diffusion_models/wan2.2_i2v_high_noise_14B_tiny.safetensor
          "ti2v_5b": "diffusion_models/wan2.2_ti2v_5B_tiny.safetensors",
          "text_encoder": "text_encoders/umt5_xxl_tiny.safetensors",
          "vae": "vae/wan_2.1_vae_tiny.safetensors",
+         "vae22": "vae/wan2.2_vae_tiny.safetensors",
          "lora_high": "loras/wan2.2_i2v_lightx2v_4steps_lora_tiny_high_noise.safetensors",
          "lora_low": "loras/wan2.2_i2v_lightx2v_4steps_lora_tiny_low_noise.safetensors"}
 # (input channels, output channels) of each diffusion model
@@ -70,6 +73,45 @@ def transformer_to_wan(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return out
 
 
+_TO_WAN22 = [("quant_conv.", "conv1."), ("post_quant_conv.", "conv2."), ("encoder.conv_in.", "encoder.conv1."),
+             ("decoder.conv_in.", "decoder.conv1."), ("encoder.norm_out.", "encoder.head.0."),
+             ("encoder.conv_out.", "encoder.head.2."), ("decoder.norm_out.", "decoder.head.0."),
+             ("decoder.conv_out.", "decoder.head.2.")]
+_RESIDUAL_TO_WAN = [("norm1.gamma", "residual.0.gamma"), ("conv1.", "residual.2."), ("norm2.gamma", "residual.3.gamma"),
+                    ("conv2.", "residual.6."), ("conv_shortcut.", "shortcut.")]
+
+
+def _wan22_name(key: str) -> str:
+    for ours, theirs in _TO_WAN22:
+        if key.startswith(ours):
+            return theirs + key[len(ours):]
+    side, block, *rest = key.split(".")
+    if block == "mid_block":
+        kind, index, *rest = rest
+        where = {"resnets.0": "middle.0", "attentions.0": "middle.1", "resnets.1": "middle.2"}[f"{kind}.{index}"]
+    else:   # down_blocks.L.resnets.J / .downsampler, up_blocks.L.resnets.J / .upsampler
+        level, kind, *rest = rest
+        inner = "downsamples" if block == "down_blocks" else "upsamples"
+        if kind in ("downsampler", "upsampler"):
+            index = RES_BLOCKS if kind == "downsampler" else RES_BLOCKS + 1
+        else:
+            index, *rest = rest
+        where = f"{inner}.{level}.{inner}.{index}"
+    tail = ".".join(rest)
+    for ours, theirs in _RESIDUAL_TO_WAN:
+        if tail.startswith(ours):
+            tail = theirs + tail[len(ours):]
+    return f"{side}.{where}.{tail}"
+
+
+def wan22_vae_to_wan(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """AutoencoderKLWan (Wan 2.2) names -> Wan's; nodes.models.wan22_vae must map them back."""
+    out = {_wan22_name(k): v for k, v in sd.items()}
+    if any(diffusers_name(k) != d for k, d in zip(out, sd)):
+        raise AssertionError("the Wan 2.2 VAE layout does not convert back")
+    return out
+
+
 def spiece_model() -> bytes:
     import sentencepiece
     out = io.BytesIO()
@@ -101,11 +143,14 @@ def tiny_wan_state_dicts(seed: int = SEED) -> dict[str, dict[str, torch.Tensor]]
                                            feed_forward_proj="gated-gelu", dense_act_fn="gelu_pytorch_tanh",
                                            is_encoder_decoder=False))
         vae = AutoencoderKLWan(base_dim=8, z_dim=16)
-        for m in (text, vae):
+        vae22 = AutoencoderKLWan(base_dim=8, decoder_base_dim=16, z_dim=48, is_residual=True, in_channels=12,
+                                 out_channels=12, patch_size=2, scale_factor_spatial=16)
+        for m in (text, vae, vae22):
             randomize_constants(m, gen)
     text_sd = {k: v for k, v in text.state_dict().items() if k != "encoder.embed_tokens.weight"}
     sds["text_encoder"] = text_sd
     sds["vae"] = diffusers_to_wan(vae.state_dict())
+    sds["vae22"] = wan22_vae_to_wan(vae22.state_dict())
     out = {name: {k: v.to(torch.bfloat16).contiguous() for k, v in sd.items()} for name, sd in sds.items()}
     out["text_encoder"][SPIECE_KEY] = torch.frombuffer(bytearray(proto), dtype=torch.uint8)
     lora_gen = torch.Generator().manual_seed(seed + 1)

@@ -3,7 +3,8 @@ scripts/wan_template_workflow.py, the tiny demo files in place of the downloads)
 `serve` builds wan-tiny on its first start; the video is the same with the default executors and with
 `--executors 0`, and its frames equal ComfyUI 0.10.0's frames of the same workflow on the same files
 (recorded by scripts/record_comfyui_wan.py) to within 1/255, with the template's LoRA switch off (as shipped)
-and on (the 4-step LoRAs merged into both experts).
+and on (the 4-step LoRAs merged into both experts); likewise the Wan 2.2 5B template (workflows_json/wan22_5b.json:
+its start image bypassed as shipped, so text-to-video on the 48-channel latent and the Wan 2.2 VAE).
 
 The MP4 is lossy, so the frames are compared as PNGs: a SaveImage beside SaveVideo takes VAEDecode's frames."""
 from __future__ import annotations
@@ -27,7 +28,7 @@ from tests.conftest import free_port
 REPO = Path(__file__).resolve().parents[2]
 WORKFLOW = REPO / "workflows_json" / "wan22_i2v.json"
 FIXTURE = json.loads((REPO / "tests" / "models" / "fixtures" / "comfyui_wan.json").read_text())
-RECORDED = {"off": FIXTURE["workflow"], "lora": FIXTURE["workflow_lora"]}
+RECORDED = {"off": FIXTURE["workflow"], "lora": FIXTURE["workflow_lora"], "5b": FIXTURE["workflow_5b"]}
 
 
 def comfyui_frames(recorded: dict) -> np.ndarray:
@@ -64,7 +65,8 @@ def run_prompt(base: str, prompt: dict, timeout_s: float = 600) -> tuple[np.ndar
     outputs = entry["outputs"]
     pngs = np.stack([np.asarray(Image.open(io.BytesIO(_get(f"{base}/view?" + urllib.parse.urlencode(im)))))
                      for im in outputs["900"]["images"]])
-    (video,) = outputs["108"]["images"]
+    (saved,) = [o for key, o in outputs.items() if key != "900"]   # the template's SaveVideo
+    (video,) = saved["images"]
     assert video["filename"].endswith(".mp4") and video["subfolder"] == "video"
     with av.open(io.BytesIO(_get(f"{base}/view?" + urllib.parse.urlencode(video)))) as container:
         decoded = [f.to_ndarray(format="rgb24") for f in container.decode(video=0)]
@@ -99,9 +101,10 @@ def test_recorded_workflow_is_the_shipped_one() -> None:
     lora = json.loads(WORKFLOW.read_text())
     lora["131"]["inputs"]["value"] = True   # the template's enable_turbo_mode switch
     assert RECORDED["lora"]["prompt"] == lora
+    assert RECORDED["5b"]["prompt"] == json.loads((REPO / "workflows_json" / "wan22_5b.json").read_text())
 
 
-def test_wan22_i2v_template_from_a_fresh_workspace_in_both_executor_modes(tmp_path) -> None:
+def test_wan22_templates_from_a_fresh_workspace_in_both_executor_modes(tmp_path) -> None:
     prompts = {case: with_png_frames(rec["prompt"]) for case, rec in RECORDED.items()}
     workspace = tmp_path / "fresh"
     default = render_with_serve(workspace, tmp_path / "default.log", prompts)

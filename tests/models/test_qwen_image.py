@@ -120,13 +120,16 @@ def test_prefixed_checkpoint_loads_each_component(tmp_path) -> None:
     assert loader.load_text_encoder(make_ref("text_encoder", "qwen_image", [path])).num_layers == 2
 
 
-def test_wan22_vae_is_refused_by_detection(tmp_path) -> None:
+def test_wan22_vae_is_told_apart_and_refused_for_qwen_image(tmp_path) -> None:
+    """The Wan 2.2 VAE is Wan 2.2 5B's (nodes.models.wan22_vae), not Qwen-Image's."""
+    from nodes.models.qwen_image_vae import load_vae
     sd = {**tiny_qwen_image_state_dicts()["vae"],
           "decoder.upsamples.0.upsamples.0.residual.2.weight": torch.zeros(1)}
     path = tmp_path / "wan2.2_vae.safetensors"
     save_file(sd, str(path))
+    assert (probe(path).arch, probe(path).kind) == ("wan22_5b", "vae")
     with pytest.raises(ModelLoadError, match="Wan 2.2"):
-        probe(path)
+        load_vae(make_ref("vae", "qwen_image", [path]), sd)
 
 
 def test_latent_format_is_comfyuis_wan21_and_diffusers_statistics() -> None:

@@ -78,10 +78,10 @@ def test_files_have_comfyuis_key_layouts_and_are_detected(models) -> None:
             "encoder.final_layer_norm.weight"} <= set(sds["text_encoder"])
     assert "diffusion_model.blocks.0.self_attn.q.lora_down.weight" in sds["lora_high"]
     found = {part: (probe(path_of(models, part)).arch, probe(path_of(models, part)).kind)
-             for part in ("i2v_high", "t2v", "ti2v_5b", "text_encoder", "vae")}
+             for part in ("i2v_high", "t2v", "ti2v_5b", "text_encoder", "vae", "vae22")}
     assert found == {"i2v_high": ("wan21", "diffusion_model"), "t2v": ("wan21", "diffusion_model"),
                      "ti2v_5b": ("wan22_5b", "diffusion_model"), "text_encoder": ("umt5", "text_encoder"),
-                     "vae": ("qwen_image", "vae")}
+                     "vae": ("qwen_image", "vae"), "vae22": ("wan22_5b", "vae")}
 
 
 def test_hyperparameters_are_read_from_the_shapes(models) -> None:
@@ -164,6 +164,17 @@ def test_vae_video_encode_and_decode_equal_comfyuis(vae) -> None:
                                atol=ATOL, rtol=RTOL)
 
 
+def test_wan22_vae_video_encode_and_decode_equal_comfyuis(models) -> None:
+    """The Wan 2.2 VAE (48 channels, 1/16) in Wan's layout, mapped onto AutoencoderKLWan's names here."""
+    vae22 = loader.load_vae(make_ref("vae", "wan22_5b", [path_of(models, "vae22")]))
+    assert (vae22.latent_channels, vae22.downscale) == (48, 16)
+    rec = FIXTURE["vae22"]
+    torch.testing.assert_close(vae22.encode_video(tensor(rec["video"])), tensor(rec["encoded"]), atol=ATOL, rtol=RTOL)
+    decoded = tensor(rec["decoded"])
+    torch.testing.assert_close(vae22.decode(tensor(rec["latent"])), decoded.reshape(-1, *decoded.shape[2:]),
+                               atol=ATOL, rtol=RTOL)
+
+
 def test_latent_formats_and_sampling_are_comfyuis() -> None:
     assert latent_format("wan21").channels == 16 and latent_format("wan22_5b").channels == 48
     assert sampling_config("wan21") == {"kind": "flow", "shift": 8.0, "multiplier": 1000}
@@ -215,7 +226,7 @@ def test_latent_nodes_equal_comfyuis(wan_workspace, vae) -> None:
     torch.testing.assert_close(pos[0][1]["concat_mask"], tensor(rec["wan_flf"]["concat_mask"]))
     (latent,) = _run(Wan22ImageToVideoLatent().execute(vae_ref, 96, 64, 9, 3))
     assert list(latent["samples"].shape) == rec["wan22_latent"]["shape"] and sorted(latent) == rec["wan22_latent"]["keys"]
-    with pytest.raises(ValueError, match="Wan 2.2 VAE"):
+    with pytest.raises(ValueError, match="start_image: Wan 2.2 5B image-to-video"):
         _run(Wan22ImageToVideoLatent().execute(vae_ref, 96, 64, 9, 1, start_image=start))
 
 
