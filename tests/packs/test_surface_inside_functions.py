@@ -381,3 +381,22 @@ def test_a_state_dict_is_written_once_and_shared_storage_is_copied(demo_workspac
     assert torch.equal(back["b"], base.view(2, 3)) and torch.equal(back["a"], base)
     with pytest.raises(TypeError, match="'q' is a str"):
         state_dict_file({"q": "not a tensor"}, "test")
+
+
+# -- diffusers-layout UNet configs --------------------------------------------------------------------------------
+
+def test_unet_config_from_diffusers_unet_is_comfyuis():
+    import json
+    from pathlib import Path
+
+    from comfy_bridge.compat.comfy import model_detection, supported_models
+    fixture = json.loads((Path(__file__).parent / "fixtures" / "comfyui_diffusers_unet_configs.json").read_text())
+    assert len(fixture["cases"]) >= 20
+    for case in fixture["cases"]:
+        sd = {k: torch.empty(shape, device="meta") for k, shape in case["shapes"].items()}
+        assert model_detection.unet_config_from_diffusers_unet(sd) == case["config"], case["name"]
+    sdxl = next(c for c in fixture["cases"] if c["name"] == "sdxl")
+    found = model_detection.model_config_from_diffusers_unet(
+        {k: torch.empty(shape, device="meta") for k, shape in sdxl["shapes"].items()})
+    assert isinstance(found, supported_models.SDXL)
+    assert model_detection.unet_config_from_diffusers_unet({}, torch.float16) is None

@@ -1,7 +1,9 @@
 """`comfy.model_detection`: reading a diffusion model's architecture from its state dict. The small pure
 helpers packs call are real (count_blocks, unet_prefix_from_state_dict, convert_config,
-model_config_from_unet_config); full detection of a state dict's unet config is this backend's own
-(nodes.loaders.probe_arch, by file), so ComfyUI's detect_unet_config and its diffusers variants refuse."""
+model_config_from_unet_config), as is reading a diffusers-layout SD UNet's config (unet_config_from_diffusers_unet,
+model_config_from_diffusers_unet: comfy.diffusers_unets); full detection of a state dict's unet config is this
+backend's own (nodes.loaders.probe_arch, by file), so ComfyUI's detect_unet_config and model_config_from_unet
+refuse."""
 from __future__ import annotations
 
 from typing import Any, Iterable
@@ -71,6 +73,20 @@ def model_config_from_unet_config(unet_config: dict, state_dict: dict | None = N
     return None
 
 
+def unet_config_from_diffusers_unet(state_dict: dict, dtype: Any = None) -> dict | None:
+    """The LDM unet config of a diffusers-layout SD-family UNet state dict, when it is one of the models ComfyUI
+    knows (comfy.diffusers_unets), else None."""
+    from comfy_bridge.compat.comfy.diffusers_unets import unet_config
+    config = unet_config(state_dict, dtype, count_blocks)
+    return None if config is None else convert_config(config)
+
+
+def model_config_from_diffusers_unet(state_dict: dict) -> Any:
+    """The supported_models config of a diffusers-layout UNet state dict, or None."""
+    unet_config = unet_config_from_diffusers_unet(state_dict)
+    return None if unet_config is None else model_config_from_unet_config(unet_config)
+
+
 def _refuse(name: str) -> Any:
     def refuse(*args: Any, **kwargs: Any) -> Any:
         raise UnsupportedFeature(f"comfy.model_detection.{name}", _WHY)
@@ -80,8 +96,6 @@ def _refuse(name: str) -> Any:
 
 detect_unet_config = _refuse("detect_unet_config")
 model_config_from_unet = _refuse("model_config_from_unet")
-unet_config_from_diffusers_unet = _refuse("unet_config_from_diffusers_unet")
-model_config_from_diffusers_unet = _refuse("model_config_from_diffusers_unet")
 calculate_transformer_depth = _refuse("calculate_transformer_depth")
 convert_diffusers_mmdit = _refuse("convert_diffusers_mmdit")
 
