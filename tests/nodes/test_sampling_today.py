@@ -332,3 +332,15 @@ def test_nag_guides_the_unet_and_runs_the_negative_even_at_cfg_1(sd1_parts, fixe
 def test_nag_refuses_the_dits_by_name():
     with pytest.raises(ValueError, match="NAGuidance.*flux"):
         _nag(ModelRef("diffusion_model", "flux", ("/m/f.safetensors",), ("a" * 64,)))
+
+
+# --- LoRA in bypass mode (newer than 0.10.0: comfy_extras.nodes_lora_debug) ---
+
+def test_bypass_lora_loaders_sample_as_the_lora_loaders(sd1_parts, sd1_lora_model, fixed_threads):
+    from nodes.library.lora_debug import LoraLoaderBypass, LoraLoaderBypassModelOnly
+    (bypass,) = LoraLoaderBypassModelOnly().load_lora_model_only(sd1_parts["model"], "sd1-tiny-lora.safetensors", 1.0)
+    lora_out = _sample(sd1_parts, 7.0, model=sd1_lora_model)
+    assert torch.equal(_sample(sd1_parts, 7.0, model=bypass), lora_out)
+    assert not torch.allclose(lora_out, _sample(sd1_parts, 7.0), atol=1e-4), "the LoRA changes the model"
+    model, clip = object(), object()
+    assert LoraLoaderBypass().load_lora(model, clip, "sd1-tiny-lora.safetensors", 0.0, 0.0) == (model, clip)
