@@ -53,6 +53,7 @@ def add_comfyui_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--disable-all-custom-nodes", action="store_true")
     p.add_argument("--whitelist-custom-nodes", nargs="*", default=[])
     p.add_argument("--disable-metadata", action="store_true")
+    p.add_argument("--disable-assets", action="store_true", help="turn off the local assets API (/api/assets)")
     p.add_argument("--default-hashing-function", default="sha256", choices=["md5", "sha1", "sha256", "sha512"])
     p.add_argument("--quick-test-for-ci", action="store_true", help="exit after start-up")
     p.add_argument("--dont-print-server", action="store_true")

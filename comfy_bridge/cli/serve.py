@@ -270,7 +270,7 @@ def _serve(args: argparse.Namespace) -> int:
         max_upload_size=args.max_upload_size, front_end_root=args.front_end_root, multi_user=args.multi_user,
         cache_type=cache_type, cache_size=cache_size, quick_test_for_ci=args.quick_test_for_ci,
         disable_custom_nodes=args.disable_all_custom_nodes, whitelist_custom_nodes=args.whitelist_custom_nodes,
-        disable_metadata=args.disable_metadata, preview_method=args.preview_method,
+        disable_metadata=args.disable_metadata, disable_assets=args.disable_assets, preview_method=args.preview_method,
         dont_print_server=args.dont_print_server, tls_keyfile=args.tls_keyfile, tls_certfile=args.tls_certfile,
         state_db=state_db_choice(args), insecure_open=args.insecure_open, allowed_hosts=tuple(args.allowed_hosts),
         concurrent_prompts=args.concurrent_prompts, **tenancy_cli.prompt_limits(args))

@@ -155,7 +155,7 @@ class PromptServer:
         # `assets`: the web UI reads models, inputs and outputs through /api/assets (assets.py), whose model
         # records carry model_type:<folder> tags, as today's ComfyUI advertises.
         return {"supports_preview_metadata": True, "max_upload_size": self.config.max_upload_bytes,
-                "assets": True, "supports_model_type_tags": True}
+                "assets": not self.config.disable_assets, "supports_model_type_tags": True}
 
     def supports_feature(self, sid: str | None, feature: str) -> bool:
         """Whether client `sid` negotiated `feature` (e.g. supports_preview_metadata)."""

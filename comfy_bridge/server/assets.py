@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import re
 import tempfile
@@ -25,9 +26,9 @@ from comfy_bridge.tenancy.v2_assets import _place, safetensors_problem
 
 from .asset_index import (LISTED, MODEL_TYPE, ROOTS, AssetIndex, FileFacts, model_folders, new_record, roots_for,
                           tags_of)
-from .asset_requests import (CURSOR_SORTS, HASH_RE, SYSTEM_TAGS, UUID_RE, FromHashBody, InvalidCursor, ListQuery, RefineQuery,
-                             TagsBody, TagsQuery, UpdateBody, UploadSpec, asset_json, decode_cursor, encode_cursor,
-                             error, invalid, query_dict)
+from .asset_requests import (CURSOR_SORTS, HASH_RE, SYSTEM_TAGS, UUID_RE, FromHashBody, InvalidCursor, ListQuery,
+                             RefineQuery, TagsBody, TagsQuery, UpdateBody, UploadSpec, asset_json, decode_cursor,
+                             encode_cursor, error, invalid, query_dict)
 from .common import TENANT_KEY, UNDECODABLE_FORM, dumps_json, loads_json
 from .image_limits import pixels_problem
 from .web_security import served_file_headers
@@ -73,6 +74,23 @@ async def _body(request: web.Request) -> tuple[Any, web.Response | None]:
 
 
 def add_routes(routes: web.RouteTableDef, server: PromptServer) -> None:
+    def gated(register: Any) -> Any:
+        """`routes.get` and the others, the handler answering 503 while the server runs with
+        --disable-assets, as ComfyUI's asset routes do when its asset system is off."""
+        def on(path: str) -> Any:
+            def decorate(handler: Any) -> Any:
+                @functools.wraps(handler)
+                async def checked(request: web.Request) -> web.StreamResponse:
+                    if server.config.disable_assets:
+                        return error(503, "SERVICE_DISABLED", "The assets API is off: the server was started with "
+                                                              "--disable-assets.")
+                    return await handler(request)
+                register(path)(checked)
+                return handler
+            return decorate
+        return on
+    on_get, on_head, on_post, on_put, on_delete = (gated(routes.get), gated(routes.head), gated(routes.post),
+                                                   gated(routes.put), gated(routes.delete))
     index = AssetIndex(Path(server.workspace.root) / INDEX_FILE)
     seeds: dict[str, dict] = {}   # tenant -> the state of its last seed
 
@@ -117,7 +135,7 @@ def add_routes(routes: web.RouteTableDef, server: PromptServer) -> None:
         preview = await run(preview_of, tenant, record)
         return _json({**asset_json(record, preview), **extra}, status)
 
-    @routes.get("/assets")
+    @on_get("/assets")
     async def list_assets(request: web.Request) -> web.Response:
         if "metadata_filter" in request.query:
             return error(400, "UNSUPPORTED_PARAM", "metadata_filter is no longer supported")
@@ -151,7 +169,7 @@ def add_routes(routes: web.RouteTableDef, server: PromptServer) -> None:
             body["next_cursor"] = encode_cursor(q.sort, q.order, key(page[-1]), page[-1]["id"])
         return _json(body)
 
-    @routes.head("/assets/hash/{hash}")
+    @on_head("/assets/hash/{hash}")
     async def head_by_hash(request: web.Request) -> web.Response:
         hash_ = request.match_info["hash"].strip().lower()
         if not HASH_RE.match(hash_):
@@ -159,13 +177,13 @@ def add_routes(routes: web.RouteTableDef, server: PromptServer) -> None:
         found = await run(index.by_hash, _tenant(request), hash_)
         return web.Response(status=200 if found is not None and os.path.isfile(found["path"]) else 404)
 
-    @routes.get(f"/assets/{{id:{UUID_RE}}}")
+    @on_get(f"/assets/{{id:{UUID_RE}}}")
     async def get_asset(request: web.Request) -> web.Response:
         tenant, asset_id = _tenant(request), request.match_info["id"].lower()
         record = await run(index.get, tenant, asset_id)
         return await answer(tenant, record) if record is not None else _not_found(asset_id)
 
-    @routes.get(f"/assets/{{id:{UUID_RE}}}/content")
+    @on_get(f"/assets/{{id:{UUID_RE}}}/content")
     async def content(request: web.Request) -> web.StreamResponse:
         tenant, asset_id = _tenant(request), request.match_info["id"].lower()
         record = await run(index.get, tenant, asset_id)
@@ -182,7 +200,7 @@ def add_routes(routes: web.RouteTableDef, server: PromptServer) -> None:
             disposition = ("attachment; " if wanted != "inline" else "inline; ") + disposition
         return web.FileResponse(record["path"], headers={**headers, "Content-Disposition": disposition})
 
-    @routes.post("/assets/from-hash")
+    @on_post("/assets/from-hash")
     async def from_hash(request: web.Request) -> web.Response:
         payload, problem = await _body(request)
         if problem is not None:
@@ -193,7 +211,7 @@ def add_routes(routes: web.RouteTableDef, server: PromptServer) -> None:
             return invalid("INVALID_BODY", exc)
         return await mint(_tenant(request), body, 201)
 
-    @routes.post("/assets")
+    @on_post("/assets")
     async def upload(request: web.Request) -> web.Response:
         if not request.content_type.startswith("multipart/"):
             return error(400, "INVALID_BODY", "Send multipart/form-data with a 'file' part and 'tags'.")
@@ -323,7 +341,7 @@ def add_routes(routes: web.RouteTableDef, server: PromptServer) -> None:
             raise ValueError(f"no folder is configured for '{key}'")
         return bases[0], FileFacts("models", ["models", MODEL_TYPE + key], "", "", 0, 0)
 
-    @routes.put(f"/assets/{{id:{UUID_RE}}}")
+    @on_put(f"/assets/{{id:{UUID_RE}}}")
     async def update(request: web.Request) -> web.Response:
         tenant, asset_id = _tenant(request), request.match_info["id"].lower()
         payload, problem = await _body(request)
@@ -343,7 +361,7 @@ def add_routes(routes: web.RouteTableDef, server: PromptServer) -> None:
         await run(index.update, asset_id, **changes)
         return await answer(tenant, await run(index.get, tenant, asset_id))
 
-    @routes.delete(f"/assets/{{id:{UUID_RE}}}")
+    @on_delete(f"/assets/{{id:{UUID_RE}}}")
     async def delete(request: web.Request) -> web.Response:
         asset_id = request.match_info["id"].lower()
         if not await run(index.delete, _tenant(request), asset_id):
@@ -378,15 +396,15 @@ def add_routes(routes: web.RouteTableDef, server: PromptServer) -> None:
                       "protected": [t for t in body.tags if t in record["system_tags"]]}
         return _json({**result, "total_tags": tags_of(await run(index.get, tenant, asset_id))})
 
-    @routes.post(f"/assets/{{id:{UUID_RE}}}/tags")
+    @on_post(f"/assets/{{id:{UUID_RE}}}/tags")
     async def add_tags(request: web.Request) -> web.Response:
         return await tag_change(request, True)
 
-    @routes.delete(f"/assets/{{id:{UUID_RE}}}/tags")
+    @on_delete(f"/assets/{{id:{UUID_RE}}}/tags")
     async def remove_tags(request: web.Request) -> web.Response:
         return await tag_change(request, False)
 
-    @routes.get("/tags")
+    @on_get("/tags")
     async def list_tags(request: web.Request) -> web.Response:
         try:
             q = TagsQuery.model_validate(dict(request.query))
@@ -399,7 +417,7 @@ def add_routes(routes: web.RouteTableDef, server: PromptServer) -> None:
         return _json({"tags": [{"name": n, "count": c} for n, c in page], "total": len(rows),
                       "has_more": q.offset + len(page) < len(rows)})
 
-    @routes.get("/assets/tags/refine")
+    @on_get("/assets/tags/refine")
     async def refine(request: web.Request) -> web.Response:
         if "metadata_filter" in request.query:
             return error(400, "UNSUPPORTED_PARAM", "metadata_filter is no longer supported")
@@ -414,7 +432,7 @@ def add_routes(routes: web.RouteTableDef, server: PromptServer) -> None:
         counts = Counter(t for r in records if q.matches(r, all_, any_, none) for t in tags_of(r))
         return _json({"tag_counts": dict(counts.most_common(q.limit))})
 
-    @routes.post("/assets/seed")
+    @on_post("/assets/seed")
     async def seed(request: web.Request) -> web.Response:
         try:
             payload = loads_json(await request.read())
@@ -452,12 +470,12 @@ def add_routes(routes: web.RouteTableDef, server: PromptServer) -> None:
         state["task"] = asyncio.get_running_loop().create_task(scan())   # in the request's (tenant's) context
         return _json({"status": "started"}, 202)
 
-    @routes.get("/assets/seed/status")
+    @on_get("/assets/seed/status")
     async def seed_status(request: web.Request) -> web.Response:
         state = seeds.get(_tenant(request)) or {"state": "IDLE", "progress": None, "errors": []}
         return _json({"state": state["state"], "progress": state["progress"], "errors": state["errors"]})
 
-    @routes.post("/assets/prune")
+    @on_post("/assets/prune")
     async def prune(request: web.Request) -> web.Response:
         counts = await run(index.sync, _tenant(request), server.workspace)
         return _json({"status": "completed", "marked": counts["marked_missing"]})

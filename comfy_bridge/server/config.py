@@ -36,6 +36,7 @@ class ServerConfig:
     tls_certfile: str | None = None
     enable_compress_response_body: bool = False
     default_hashing_function: str = "sha256"  # upload de-duplication
+    disable_assets: bool = False          # --disable-assets: /api/assets answers 503 and the web UI is not told of it
     preview_size: int = 512
     disable_custom_nodes: bool = False    # --disable-all-custom-nodes
     whitelist_custom_nodes: list[str] = field(default_factory=list)  # loaded even when disabled

@@ -353,3 +353,21 @@ async def test_a_seed_of_one_root_brings_back_only_its_deleted_records(client, w
         assert (await client.delete(f"/api/assets/{asset['id']}")).status == 204
     assert (await client.post("/api/assets/seed?wait=true", json={"roots": ["output"]})).status == 200
     assert [a["name"] for a in (await _list(client))["assets"]] == ["o.png"]
+
+
+async def test_disable_assets_turns_the_api_off_as_comfyui_does(make_client, workspace):
+    client = await make_client(disable_assets=True)
+    r = await client.get("/api/assets")
+    assert r.status == 503 and (await r.json())["error"]["code"] == "SERVICE_DISABLED"
+    assert (await client.post("/api/assets/seed", json={})).status == 503
+    assert (await (await client.get("/api/features")).json())["assets"] is False
+
+
+def test_the_cli_flag_reaches_the_server_config():
+    import argparse
+
+    from comfy_bridge.cli.flags import add_comfyui_flags
+    parser = argparse.ArgumentParser()
+    add_comfyui_flags(parser)
+    assert parser.parse_args(["--disable-assets"]).disable_assets is True
+    assert parser.parse_args([]).disable_assets is False
