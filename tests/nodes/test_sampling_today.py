@@ -344,3 +344,20 @@ def test_bypass_lora_loaders_sample_as_the_lora_loaders(sd1_parts, sd1_lora_mode
     assert not torch.allclose(lora_out, _sample(sd1_parts, 7.0), atol=1e-4), "the LoRA changes the model"
     model, clip = object(), object()
     assert LoraLoaderBypass().load_lora(model, clip, "sd1-tiny-lora.safetensors", 0.0, 0.0) == (model, clip)
+
+
+# --- Ideogram 4 Scheduler (newer than 0.10.0: comfy_extras.nodes_ideogram4) ---
+
+def test_ideogram4_schedule_is_the_logit_normal_one_shifted_by_the_image_size():
+    import math
+
+    from nodes.library.ideogram4_scheduler import Ideogram4Scheduler
+    top = 1.0 - 1.0 / (1.0 + math.exp(9.0))     # the clamp at log-SNR 18 of the first (probability 0) time
+    (sigmas,) = Ideogram4Scheduler().execute(2, 512, 512, 0.0, 1.0)
+    assert sigmas.dtype == torch.float32
+    torch.testing.assert_close(sigmas, torch.tensor([top, 0.5, 0.0]))
+    # four times the reference area shifts the mean by log 2: the median time is 1 - sigmoid(log 2) = 1/3
+    (sigmas,) = Ideogram4Scheduler().execute(2, 1024, 1024, 0.0, 1.75)
+    torch.testing.assert_close(sigmas, torch.tensor([top, 2.0 / 3.0, 0.0]))
+    (sigmas,) = Ideogram4Scheduler().execute(20, 1024, 768, -0.5, 1.75)
+    assert len(sigmas) == 21 and bool((sigmas[:-1] > sigmas[1:]).all()) and sigmas[-1] == 0
