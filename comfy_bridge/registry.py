@@ -125,7 +125,9 @@ def build_registry(workspace: Any, extra_custom_node_dirs: Iterable[str | Path] 
     """Core nodes from `nodes`, then the packs in the workspace's custom_nodes folders and the extra dirs
     (with load_custom_nodes False, only the packs named in `whitelist`)."""
     from comfy_bridge import compat
+    from comfy_bridge.packs.torchvision_ops import make_torchvision_importable
     compat.install()
+    make_torchvision_importable()   # core nodes import transformers' models, which import an installed torchvision
     registry = NodeRegistry()
     core, display = _core_nodes()
     registry.add_builtin(core, display)

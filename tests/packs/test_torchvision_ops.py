@@ -55,3 +55,16 @@ def test_packs_import_torchvision_once_comfyui_modules_are_set_up(tmp_path):
     assert done.stdout.splitlines()[0] == "[0.5, 0.5]"
     assert "nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor" in done.stdout
     assert "without its compiled ops" in done.stderr            # and the user is told how to get them
+
+
+
+def test_build_registry_declares_the_schemas_before_the_core_nodes_load(monkeypatch):
+    """Core nodes import transformers' models (Qwen-Image's text encoder), which import an installed torchvision:
+    with such a torchvision, build_registry failed in _core_nodes before packs (and the schemas) came."""
+    from comfy_bridge import registry
+    from comfy_bridge.packs import torchvision_ops
+    order: list[str] = []
+    monkeypatch.setattr(torchvision_ops, "make_torchvision_importable", lambda: order.append("schemas"))
+    monkeypatch.setattr(registry, "_core_nodes", lambda: (order.append("core nodes"), ({}, {}))[1])
+    registry.build_registry(None, load_custom_nodes=False)
+    assert order[:2] == ["schemas", "core nodes"]
