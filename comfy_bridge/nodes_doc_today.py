@@ -40,8 +40,7 @@ RULES: list[tuple[str, str]] = [
     (r"Chroma|Lotus|Bernini|Flux3|FluxKV|MOSS|Ming|Mage|Boogu|Joy|Fibo|Ideogram|PiD|Anima|unCLIP|AliMama|"
      r"ReferenceMultiLatent|ConditioningLoader|GetICLoRA|ICLoRA",
      "an image model family not implemented yet"),
-    (r"^(ModelAttentionBackend|BlockSparseAttention|ScaleROPE|CFGOverride|DualModelGuider|ModelNoiseScale|"
-     r"TemporalScoreRescaling|SamplerLCM)$", "a model patch or sampler of today's ComfyUI not written yet"),
+    (r"^(BlockSparseAttention|SamplerLCM)$", "a model patch or sampler of today's ComfyUI not written yet"),
 ]
 
 

@@ -50,9 +50,9 @@ def record() -> dict:
         out["scheduler"].append(lt.LTXVScheduler.execute(steps, hi, lo, stretch, terminal, latent).result[0].tolist())
     out["sampling"] = []
     for hi, lo, shape in SAMPLING_CASES:
-        patched = []
-        model = SimpleNamespace(model=SimpleNamespace(model_config=None), clone=lambda: model_clone)
-        model_clone = SimpleNamespace(add_object_patch=lambda name, obj: patched.append(obj))
+        patched: list = []
+        model_clone = SimpleNamespace(add_object_patch=lambda name, obj, into=patched: into.append(obj))
+        model = SimpleNamespace(model=SimpleNamespace(model_config=None), clone=lambda c=model_clone: c)
         latent = None if shape is None else {"samples": torch.zeros(shape)}
         lt.ModelSamplingLTXV.execute(model, hi, lo, latent)
         ms = patched[0]

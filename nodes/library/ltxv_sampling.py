@@ -11,8 +11,8 @@ from typing import Any
 import torch
 
 from cluster.refs import ModelRef
-from nodes.conditioning_ops import set_values
 from nodes.conditioning import require
+from nodes.conditioning_ops import set_values
 from nodes.inputs import require_model
 from nodes.modelfns.model_options import with_sampling
 
