@@ -131,6 +131,14 @@ def add_routes(routes: web.RouteTableDef, server: PromptServer) -> None:
             return None
         return by_id.get(pid) if by_id is not None else index.get(tenant, pid)
 
+    def own_model(tenant: str, path: str) -> bool:
+        """Whether a hosted tenant may download this model file: only from its own model folder (the
+        operator's are shared to load, not to take away). Without tenants every file is the user's."""
+        if context.current() is None:
+            return True
+        own = Path(server.workspace.tenant_models_dir(tenant)).resolve()
+        return Path(path).resolve().is_relative_to(own)
+
     async def answer(tenant: str, record: dict, status: int = 200, **extra: Any) -> web.Response:
         preview = await run(preview_of, tenant, record)
         return _json({**asset_json(record, preview), **extra}, status)
@@ -191,6 +199,9 @@ def add_routes(routes: web.RouteTableDef, server: PromptServer) -> None:
             return _not_found(asset_id)
         if not os.path.isfile(record["path"]):
             return error(404, "FILE_NOT_FOUND", "Underlying file not found on disk.")
+        if record["root"] == "models" and not own_model(tenant, record["path"]):
+            return error(403, "FORBIDDEN", "The server's shared model files can be listed and loaded, not downloaded.",
+                         {"id": asset_id})
         await run(index.touch, asset_id)
         headers = served_file_headers(record["name"], record["mime_type"])
         # Anything a browser could run is served as an attachment whatever was asked (served_file_headers).

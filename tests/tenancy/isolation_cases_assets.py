@@ -73,6 +73,11 @@ async def get_asset_content(ctx: Ctx) -> None:
     await attack(ctx, "GET", f"/assets/{asset['id']}/content", expect=(404,))
     body = await own(ctx, "GET", f"/assets/{asset['id']}/content", [])
     assert body == _bytes(ctx.victim.name)
+    # Models: the caller's own model file may be downloaded, the operator's shared ones may not.
+    _, listing = await attack(ctx, "GET", "/assets?include_tags=models&limit=500", expect=(200,))
+    models = {a["name"]: a["id"] for a in json.loads(listing)["assets"]}
+    await attack(ctx, "GET", f"/assets/{models['shared.safetensors']}/content", expect=(403,))
+    await attack(ctx, "GET", f"/assets/{models[ctx.attacker.name + 'model2.safetensors']}/content", expect=(200,))
 
 
 @tenant
