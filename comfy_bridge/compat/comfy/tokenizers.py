@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import re
+from functools import lru_cache
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
@@ -192,9 +193,10 @@ class SDXLTokenizer(_MultiTokenizer):
         self.clip_g = SDXLClipGTokenizer(embedding_directory=embedding_directory, tokenizer_data=tokenizer_data)
 
 
+@lru_cache(maxsize=1)
 def _t5_vocab() -> Callable[[str], list[int]]:
-    from nodes.models.t5_tokenizer import SHIPPED_TOKENIZER, _cached_t5_tokenizer
-    return _cached_t5_tokenizer(str(SHIPPED_TOKENIZER))
+    from nodes.models.t5_tokenizer import SHIPPED_TOKENIZER, t5_tokenizer_from_json
+    return t5_tokenizer_from_json(SHIPPED_TOKENIZER)
 
 
 class T5XXLTokenizer(SDTokenizer):
