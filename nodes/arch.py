@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from nodes.models.components import (FLUX2_LATENT, FLUX_LATENT, SD1_LATENT, SD3_LATENT, SDXL_LATENT, WAN21_LATENT,
-                                    WAN22_LATENT, LatentFormat)
+from nodes.models.components import (FLUX2_LATENT, FLUX_LATENT, QWEN_IMAGE21_LATENT, SD1_LATENT, SD3_LATENT,
+                                    SDXL_LATENT, WAN21_LATENT, WAN22_LATENT, LatentFormat)
 
 _EPS = {"kind": "discrete", "prediction": "eps", "beta_schedule": "scaled_linear",
         "linear_start": 0.00085, "linear_end": 0.012, "timesteps": 1000}
@@ -15,6 +15,7 @@ LATENT_FORMATS: dict[str, LatentFormat] = {
     "sd3": SD3_LATENT, "flux": FLUX_LATENT, "flux-schnell": FLUX_LATENT, "flux2": FLUX2_LATENT,
     "zimage": FLUX_LATENT,
     "qwen_image": WAN21_LATENT,
+    "qwen_image21": QWEN_IMAGE21_LATENT,
     "wan21": WAN21_LATENT, "wan22_5b": WAN22_LATENT,
 }
 
@@ -31,6 +32,10 @@ SAMPLING_CONFIGS: dict[str, dict[str, Any]] = {
     "zimage": {"kind": "flow", "shift": 3.0, "multiplier": 1.0},
     # ComfyUI's Qwen-Image: ModelSamplingFlux at shift 1.15 (its workflows set ModelSamplingAuraFlow over it).
     "qwen_image": {"kind": "flux", "shift": 1.15},
+    # Qwen-Image 2.1: ModelSamplingFlux, multiplier 1, shift 0.69 (the scheduler's mu at 1024x1024: 0.5 at 256
+    # tokens to 0.9 at 8192), as ComfyUI's supported_models.QwenImage21 is quoted in a downstream copy; the
+    # upstream file was not readable here.
+    "qwen_image21": {"kind": "flux", "shift": 0.69},
     # ComfyUI's Wan models (WAN21_T2V and the others): ModelSamplingDiscreteFlow at shift 8, multiplier 1000.
     "wan21": {"kind": "flow", "shift": 8.0, "multiplier": 1000},
     "wan22_5b": {"kind": "flow", "shift": 8.0, "multiplier": 1000},
