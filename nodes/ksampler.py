@@ -230,7 +230,14 @@ async def sample_guided(guider: GuiderChoice, sampler: SamplerChoice, sigmas: to
 
 
 def _prepare_mask(mask: torch.Tensor, samples: torch.Tensor) -> torch.Tensor:
-    """Noise mask [B,H,W] or [H,W] at pixel or latent size -> [B,1,h,w] at latent size, like ComfyUI."""
+    """Noise mask [B,H,W] or [H,W] at pixel or latent size -> [B,1,h,w] at latent size, like ComfyUI; for a video
+    latent [B,C,T,h,w] a mask [B,1,T,h,w] (or [T,h,w]) is resized in all three (ComfyUI's trilinear)."""
+    if samples.dim() == 5:
+        m = mask.float() if mask.dim() == 5 else mask.reshape(1, 1, -1, *mask.shape[-2:]).float()
+        m = torch.nn.functional.interpolate(m, size=samples.shape[2:], mode="trilinear")
+        b = samples.shape[0]
+        m = torch.cat([m] * math.ceil(b / m.shape[0]))[:b]
+        return m.expand(-1, samples.shape[1], -1, -1, -1).contiguous()
     m = mask.reshape(-1, 1, mask.shape[-2], mask.shape[-1]).float()
     m = torch.nn.functional.interpolate(m, size=samples.shape[2:], mode="bilinear")
     b = samples.shape[0]

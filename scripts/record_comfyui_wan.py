@@ -20,12 +20,14 @@ here with Python's math.
 
 Recorded: token ids and conditioning of prompts; each tiny diffusion model's raw output on seeded inputs (odd
 sizes, a batch of two timesteps, Wan 2.2 5B's per-frame timesteps); one denoising step of the image-to-video
-model through ComfyUI's BaseModel (the concat of mask and image latent included); the VAE's video encode and
+model through ComfyUI's BaseModel (the concat of mask and image latent included), and of Wan 2.2 5B under a
+noise mask (its per-frame timesteps); the VAE's video encode and
 decode, and the Wan 2.2 VAE's; the latent nodes' outputs (EmptyHunyuanLatentVideo, WanImageToVideo, WanFirstLastFrameToVideo,
 Wan22ImageToVideoLatent); the shipped workflow (workflows_json/wan22_i2v.json) run node by node with
 ComfyUI's node classes, with the template's LoRA switch off (as shipped) and on: the frames VAEDecode gives
 (as SaveVideo would encode them, 255 * image truncated to uint8); and the Wan 2.2 5B template
-(workflows_json/wan22_5b.json) the same way.
+(workflows_json/wan22_5b.json) the same way, as shipped (its LoadImage bypassed) and with its start image
+(Wan22ImageToVideoLatent's noise mask, sampled with per-frame timesteps).
 Tensors are float32 base64; the files' sha256 are stored so the test knows it has the same files.
 """
 from __future__ import annotations
@@ -240,6 +242,16 @@ def record_i2v_step(patcher, vae, clip) -> dict:
             "denoised": b64(denoised)}
 
 
+def record_ti2v_step(patcher) -> dict:
+    """One denoising evaluation of Wan 2.2 5B under a noise mask that keeps the first latent frame: ComfyUI's
+    WAN22.process_timestep gives that frame timestep 0."""
+    x, context = seeded(9, 1, 48, 3, 4, 4), seeded(10, 1, 512, 32)
+    mask = torch.ones(1, 48, 3, 4, 4)
+    mask[:, :, 0] = 0.0
+    denoised = patcher.model.apply_model(x, torch.tensor([0.7]), c_crossattn=context, denoise_mask=mask)
+    return {"x": b64(x), "context": b64(context), "mask": b64(mask), "sigma": 0.7, "denoised": b64(denoised)}
+
+
 def record_vae(vae, channels: int = 16, scale: int = 8) -> dict:
     video = torch.rand(5, 64, 48, 3, generator=torch.Generator().manual_seed(3))
     latent = seeded(4, 1, channels, 2, 64 // scale, 48 // scale)
@@ -247,7 +259,16 @@ def record_vae(vae, channels: int = 16, scale: int = 8) -> dict:
             "decoded": b64(vae.decode(latent))}
 
 
-def record_latent_nodes(vae, clip) -> dict:
+def start_image_variant(prompt: dict) -> dict:
+    """The 5B template with its bypassed LoadImage switched on (the workspace's example.png as start image)."""
+    out = json.loads(json.dumps(prompt))
+    (latent,) = [k for k, v in out.items() if v["class_type"] == "Wan22ImageToVideoLatent"]
+    out["56"] = {"class_type": "LoadImage", "inputs": {"image": "example.png"}}
+    out[latent]["inputs"]["start_image"] = ["56", 0]
+    return out
+
+
+def record_latent_nodes(vae, clip, vae22) -> dict:
     classes = node_classes()
     pos = clip.encode_from_tokens_scheduled(clip.tokenize("a cat"))
     neg = clip.encode_from_tokens_scheduled(clip.tokenize(""))
@@ -271,6 +292,9 @@ def record_latent_nodes(vae, clip) -> dict:
     (latent,) = run_node(classes["Wan22ImageToVideoLatent"], {"vae": vae, "width": 96, "height": 64, "length": 9,
                                                               "batch_size": 3})
     out["wan22_latent"] = {"shape": list(latent["samples"].shape), "keys": sorted(latent)}
+    (latent,) = run_node(classes["Wan22ImageToVideoLatent"], {"vae": vae22, "width": 96, "height": 64, "length": 9,
+                                                              "batch_size": 2, "start_image": start})
+    out["wan22_latent_start"] = {"samples": b64(latent["samples"]), "noise_mask": b64(latent["noise_mask"])}
     return out
 
 
@@ -287,6 +311,7 @@ def main() -> None:
                 for name in ("t2v", "i2v_high", "ti2v_5b")}
     (clip,) = run_node(classes["CLIPLoader"], {"clip_name": FILES["text_encoder"].split("/")[1], "type": "wan"})
     (vae,) = run_node(classes["VAELoader"], {"vae_name": FILES["vae"].split("/")[1]})
+    (vae22,) = run_node(classes["VAELoader"], {"vae_name": FILES["vae22"].split("/")[1]})
     with open(WORKFLOW) as f:
         prompt = json.load(f)
     with_lora = json.loads(json.dumps(prompt))
@@ -298,12 +323,13 @@ def main() -> None:
                "files": {k: {"path": v, "sha256": sha256(f"{MODELS}/{v}")} for k, v in FILES.items()},
                "text": record_text(clip), "transformer": record_transformers(patchers),
                "i2v_step": record_i2v_step(patchers["i2v_high"], vae, clip), "vae": record_vae(vae),
-               "vae22": record_vae(run_node(classes["VAELoader"], {"vae_name": FILES["vae22"].split("/")[1]})[0],
-                                   48, 16),
-               "latent_nodes": record_latent_nodes(vae, clip),
+               "ti2v_step": record_ti2v_step(patchers["ti2v_5b"]),
+               "vae22": record_vae(vae22, 48, 16), "latent_nodes": record_latent_nodes(vae, clip, vae22),
                "workflow": {"prompt": prompt, **run_workflow(prompt)},
                "workflow_lora": {"prompt": with_lora, **run_workflow(with_lora)},
-               "workflow_5b": {"prompt": prompt_5b, **run_workflow(prompt_5b)}}
+               "workflow_5b": {"prompt": prompt_5b, **run_workflow(prompt_5b)},
+               "workflow_5b_start_image": {"prompt": start_image_variant(prompt_5b),
+                                           **run_workflow(start_image_variant(prompt_5b))}}
     with open(OUT, "w") as f:
         json.dump(fixture, f)
 

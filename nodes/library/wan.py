@@ -15,9 +15,11 @@ from nodes.conditioning import require
 from nodes.conditioning_ops import set_values
 from nodes.inputs import require_component
 from nodes.ksampler import call_model_fn
+from nodes.models.components import WAN22_LATENT
 from nodes.upscale import common_upscale
 
 WAN21_VAE_ARCH = "qwen_image"   # the Wan 2.1 VAE (also Qwen-Image's) detects under this family
+WAN22_VAE_ARCH = "wan22_5b"
 
 
 def latent_frames(length: int) -> int:
@@ -29,11 +31,14 @@ def _fit(images: torch.Tensor, width: int, height: int) -> torch.Tensor:
     return common_upscale(images.movedim(-1, 1), width, height, "bilinear", "center").movedim(1, -1)
 
 
-async def encode_video(vae, frames: torch.Tensor) -> torch.Tensor:
-    """IMAGE [T,H,W,3] -> the Wan 2.1 VAE's latent of the clip [1,16,1+(T-1)//4,H/8,W/8]."""
+async def encode_video(vae, frames: torch.Tensor, arch: str = WAN21_VAE_ARCH) -> torch.Tensor:
+    """IMAGE [T,H,W,3] -> the VAE's latent of the clip: [1,16,1+(T-1)//4,H/8,W/8] from the Wan 2.1 VAE,
+    [1,48,...,H/16,W/16] from the Wan 2.2 VAE (`arch`, the one the node needs)."""
     vae = require_component(vae, "vae", "vae")
-    if vae.arch != WAN21_VAE_ARCH:
-        raise ValueError(f"vae: the Wan 2.1 VAE (wan_2.1_vae.safetensors) is needed here, got a {vae.arch} VAE")
+    if vae.arch != arch:
+        name = "Wan 2.1 VAE (wan_2.1_vae.safetensors)" if arch == WAN21_VAE_ARCH else \
+            "Wan 2.2 VAE (wan2.2_vae.safetensors)"
+        raise ValueError(f"vae: the {name} is needed here, got a {vae.arch} VAE")
     out = await call_model_fn("vae_encode", vae, "vae", {"pixels": frames[..., :3].contiguous()}, {"video": True})
     return out["latent"]
 
@@ -154,8 +159,8 @@ class Wan22ImageToVideoLatent:
     FUNCTION = "execute"
     CATEGORY = "conditioning/inpaint"
     RETURN_TYPES = ("LATENT",)
-    DESCRIPTION = ("Wan 2.2 5B's 48-channel video latent (1/16 of the size); with a start image its first frames "
-                   "are the image's latent and a noise mask keeps them.")
+    DESCRIPTION = ("Wan 2.2 5B's 48-channel video latent (1/16 of the size); with a start image (Wan 2.2 VAE) its "
+                   "first frames are the image's latent and a noise mask keeps them.")
 
     @classmethod
     def INPUT_TYPES(cls):
@@ -171,9 +176,14 @@ class Wan22ImageToVideoLatent:
         latent = torch.zeros(1, 48, latent_frames(length), height // 16, width // 16)
         if start_image is None:   # ComfyUI gives one empty latent whatever the batch size
             return ({"samples": latent},)
-        raise ValueError("start_image: Wan 2.2 5B image-to-video (a noise mask over the first latent frames, "
-                         "sampled with per-frame timesteps) is not supported yet; leave start_image unconnected "
-                         "for text-to-video")
+        image = await encode_video(vae, _fit(start_image[:length], width, height), WAN22_VAE_ARCH)
+        frames = image.shape[2]
+        latent[:, :, :frames] = image
+        mask = torch.ones(1, 1, latent.shape[2], latent.shape[-2], latent.shape[-1])
+        mask[:, :, :frames] = 0.0
+        # outside the image's frames the latent is the format's zero (its mean): empty once in model space
+        latent = WAN22_LATENT.process_out(latent) * mask + latent * (1.0 - mask)
+        return ({"samples": latent.repeat(batch_size, 1, 1, 1, 1), "noise_mask": mask.repeat(batch_size, 1, 1, 1, 1)},)
 
 
 NODE_CLASS_MAPPINGS = {"EmptyHunyuanLatentVideo": EmptyHunyuanLatentVideo, "WanImageToVideo": WanImageToVideo,

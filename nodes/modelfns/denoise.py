@@ -96,7 +96,7 @@ class GuidedDenoiser:
                     "sigmas": self.inputs["sigmas"]})
             # Inpainting: outside the mask, the latent is the original image noised to this sigma.
             keep = 1.0 - mask
-            x = x * mask + self.ms.noise_scaling(sigma.reshape(-1)[:1], self.noise, self.latent_image) * keep
+            x = x * mask + self.model.inpaint_latent(self.ms, sigma.reshape(-1)[:1], self.noise, self.latent_image) * keep
         s = float(sigma.reshape(-1)[0])
         if self.dual is not None:
             out = self._dual_cfg(x, sigma, s)
@@ -211,6 +211,8 @@ class GuidedDenoiser:
             k = len(members)
             xb = torch.cat([crop(xc, area) for _, _, area, _ in members])
             tb = t.reshape(-1)[:1].expand(n * k)
+            if self.denoise_mask is not None:   # Wan 2.2 5B: one timestep per latent frame from the noise mask
+                tb = self.model.step_timesteps(tb, self.denoise_mask.repeat(k, *[1] * (self.denoise_mask.dim() - 1)))
             batch_cond = self._batch_cond([e for _, e, _, _ in members], n, x.device)
             if self.rope_options:
                 batch_cond["rope_options"] = self.rope_options

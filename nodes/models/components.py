@@ -128,6 +128,17 @@ class DiffusionModel:
         the input (InstructPix2Pix); "ref_latents" / "ref_latents_method" (Flux Kontext, FLUX.2, Qwen-Image)."""
         raise NotImplementedError
 
+    def inpaint_latent(self, ms: Any, sigma: torch.Tensor, noise: torch.Tensor,
+                       latent_image: torch.Tensor) -> torch.Tensor:
+        """What an inpainting step puts outside the noise mask: the original latent noised to `sigma` (ComfyUI's
+        scale_latent_inpaint)."""
+        return ms.noise_scaling(sigma, noise, latent_image)
+
+    def step_timesteps(self, t: torch.Tensor, denoise_mask: torch.Tensor | None) -> torch.Tensor:
+        """The timesteps the network takes for a batch at `t` [N] under a noise mask (ComfyUI's
+        process_timestep): `t` itself unless the model reads the mask."""
+        return t
+
     def concat_image(self, image: torch.Tensor | None, x: torch.Tensor,
                      mask: torch.Tensor | None = None) -> torch.Tensor | None:
         """What this model takes joined to its input channels for a cond's concat_latent_image (raw latent or

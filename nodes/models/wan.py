@@ -133,6 +133,17 @@ class WanDiffusionModel(DiffusionModel):
             mask = _to_batch(mask.expand(-1, 4, -1, -1, -1) if mask.shape[1] == 1 else mask, x.shape[0])
         return torch.cat([mask, image], dim=1)
 
+    def inpaint_latent(self, ms: Any, sigma: torch.Tensor, noise: torch.Tensor,
+                       latent_image: torch.Tensor) -> torch.Tensor:
+        """Wan 2.2 5B keeps its start frames as they are (ComfyUI's WAN22.scale_latent_inpaint): no noise."""
+        return latent_image if self.arch == "wan22_5b" else super().inpaint_latent(ms, sigma, noise, latent_image)
+
+    def step_timesteps(self, t: torch.Tensor, denoise_mask: torch.Tensor | None) -> torch.Tensor:
+        """Wan 2.2 5B: each latent frame's timestep is t times its mean noise mask (0 on a kept start frame)."""
+        if self.arch != "wan22_5b" or denoise_mask is None or denoise_mask.dim() != 5:
+            return t
+        return denoise_mask.mean(dim=(1, 3, 4)) * t.reshape(-1, 1).to(denoise_mask)
+
     def apply(self, x: torch.Tensor, timestep: torch.Tensor, cond: dict[str, Any]) -> torch.Tensor:
         if cond.get("control"):
             raise NotImplementedError("ControlNets are not supported for Wan models")

@@ -4,7 +4,9 @@ scripts/wan_template_workflow.py, the tiny demo files in place of the downloads)
 `--executors 0`, and its frames equal ComfyUI 0.10.0's frames of the same workflow on the same files
 (recorded by scripts/record_comfyui_wan.py) to within 1/255, with the template's LoRA switch off (as shipped)
 and on (the 4-step LoRAs merged into both experts); likewise the Wan 2.2 5B template (workflows_json/wan22_5b.json:
-its start image bypassed as shipped, so text-to-video on the 48-channel latent and the Wan 2.2 VAE).
+its start image bypassed as shipped, so text-to-video on the 48-channel latent and the Wan 2.2 VAE; and with
+the start image on: Wan22ImageToVideoLatent's noise mask keeps the first latent frame, sampled with per-frame
+timesteps).
 
 The MP4 is lossy, so the frames are compared as PNGs: a SaveImage beside SaveVideo takes VAEDecode's frames."""
 from __future__ import annotations
@@ -28,7 +30,8 @@ from tests.conftest import free_port
 REPO = Path(__file__).resolve().parents[2]
 WORKFLOW = REPO / "workflows_json" / "wan22_i2v.json"
 FIXTURE = json.loads((REPO / "tests" / "models" / "fixtures" / "comfyui_wan.json").read_text())
-RECORDED = {"off": FIXTURE["workflow"], "lora": FIXTURE["workflow_lora"], "5b": FIXTURE["workflow_5b"]}
+RECORDED = {"off": FIXTURE["workflow"], "lora": FIXTURE["workflow_lora"], "5b": FIXTURE["workflow_5b"],
+            "5b_start_image": FIXTURE["workflow_5b_start_image"]}
 
 
 def comfyui_frames(recorded: dict) -> np.ndarray:
@@ -101,7 +104,11 @@ def test_recorded_workflow_is_the_shipped_one() -> None:
     lora = json.loads(WORKFLOW.read_text())
     lora["131"]["inputs"]["value"] = True   # the template's enable_turbo_mode switch
     assert RECORDED["lora"]["prompt"] == lora
-    assert RECORDED["5b"]["prompt"] == json.loads((REPO / "workflows_json" / "wan22_5b.json").read_text())
+    five = json.loads((REPO / "workflows_json" / "wan22_5b.json").read_text())
+    assert RECORDED["5b"]["prompt"] == five
+    five["56"] = {"class_type": "LoadImage", "inputs": {"image": "example.png"}}   # its bypassed LoadImage on
+    five["55"]["inputs"]["start_image"] = ["56", 0]
+    assert RECORDED["5b_start_image"]["prompt"] == five
 
 
 def test_wan22_templates_from_a_fresh_workspace_in_both_executor_modes(tmp_path) -> None:

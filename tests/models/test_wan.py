@@ -148,6 +148,19 @@ def test_one_image_to_video_step_equals_comfyuis(models, vae) -> None:
     torch.testing.assert_close(ms.calculate_denoised(sigma, out, x), tensor(rec["denoised"]), atol=ATOL, rtol=RTOL)
 
 
+def test_one_masked_wan22_5b_step_equals_comfyuis(models) -> None:
+    """Wan 2.2 5B under a noise mask keeping the first latent frame: ComfyUI's per-frame timesteps (that frame
+    at 0), through the flow model sampling to the denoised prediction."""
+    rec = FIXTURE["ti2v_step"]
+    model = diffusion_model(models, "ti2v_5b")
+    x, mask, sigma = tensor(rec["x"]), tensor(rec["mask"]), torch.tensor([rec["sigma"]])
+    ms = model_sampling_from_config(sampling_config("wan22_5b"))
+    t = model.step_timesteps(ms.timestep(sigma).reshape(-1), mask)
+    assert t.shape == (1, 3) and float(t[0, 0]) == 0.0
+    out = model.apply(ms.calculate_input(sigma, x), t, {"context": tensor(rec["context"])})
+    torch.testing.assert_close(ms.calculate_denoised(sigma, out, x), tensor(rec["denoised"]), atol=ATOL, rtol=RTOL)
+
+
 def _i2v_clip(image: torch.Tensor, width: int, height: int, length: int) -> torch.Tensor:
     from nodes.library.wan import _fit
     start = _fit(image[:length], width, height)
@@ -226,7 +239,12 @@ def test_latent_nodes_equal_comfyuis(wan_workspace, vae) -> None:
     torch.testing.assert_close(pos[0][1]["concat_mask"], tensor(rec["wan_flf"]["concat_mask"]))
     (latent,) = _run(Wan22ImageToVideoLatent().execute(vae_ref, 96, 64, 9, 3))
     assert list(latent["samples"].shape) == rec["wan22_latent"]["shape"] and sorted(latent) == rec["wan22_latent"]["keys"]
-    with pytest.raises(ValueError, match="start_image: Wan 2.2 5B image-to-video"):
+    vae22_ref = make_ref("vae", "wan22_5b", [wan_workspace.models_dir / FILES["vae22"]])
+    (latent,) = _run(Wan22ImageToVideoLatent().execute(vae22_ref, 96, 64, 9, 2, start_image=start))
+    rec22 = rec["wan22_latent_start"]
+    torch.testing.assert_close(latent["samples"], tensor(rec22["samples"]), atol=ATOL, rtol=RTOL)
+    torch.testing.assert_close(latent["noise_mask"], tensor(rec22["noise_mask"]))
+    with pytest.raises(ValueError, match="Wan 2.2 VAE"):   # the Wan 2.1 VAE gives 16 channels, not 48
         _run(Wan22ImageToVideoLatent().execute(vae_ref, 96, 64, 9, 1, start_image=start))
 
 
