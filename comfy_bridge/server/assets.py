@@ -22,7 +22,7 @@ from aiohttp import BodyPartReader, web
 from pydantic import ValidationError
 
 from comfy_bridge.tenancy import tenant_context as context
-from comfy_bridge.tenancy.v2_assets import _place, safetensors_problem
+from comfy_bridge.tenancy.v2_assets import place_upload, safetensors_problem
 
 from .asset_index import (LISTED, MODEL_TYPE, ROOTS, AssetIndex, FileFacts, model_folders, new_record, roots_for,
                           tags_of)
@@ -294,7 +294,7 @@ def add_routes(routes: web.RouteTableDef, server: PromptServer) -> None:
             return refusal
         existed = await run(index.by_hash, tenant, hash_)
         dest.mkdir(parents=True, exist_ok=True)
-        stored, _ = await run(_place, tmp, dest, hash_.split(":", 1)[1] + suffix_of(client_name), hash_)
+        stored, _ = await run(place_upload, tmp, dest, hash_.split(":", 1)[1] + suffix_of(client_name), hash_)
         path = dest / stored
         stat = path.stat()
         facts = FileFacts(facts_of.root, facts_of.system_tags, stored,

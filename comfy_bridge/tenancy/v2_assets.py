@@ -135,7 +135,7 @@ def input_name(file_path: str) -> str:
     return name
 
 
-def _place(tmp: Path, folder: Path, name: str, hash_: str) -> tuple[str, bool]:
+def place_upload(tmp: Path, folder: Path, name: str, hash_: str) -> tuple[str, bool]:
     """Move the uploaded bytes into `folder` under `name` without ever replacing a file: an existing
     file with the same bytes is reused, one with other bytes keeps its name and the upload becomes
     `stem (1).ext`, `stem (2).ext`, ... (ComfyUI's upload naming). (name, whether the file is new)."""
@@ -166,7 +166,7 @@ def store_upload(service: V2Service, tenant: str, tmp: Path, hash_: str, size: i
         return row, False
     with context.scoped(tenant or None):
         folder = type_dir(service.workspace, "input")
-    row["name"], placed = _place(tmp, folder, input_name(file_path), hash_)
+    row["name"], placed = place_upload(tmp, folder, input_name(file_path), hash_)
     if not placed:   # a file of the tenant's with these bytes, not placed by v2: never deleted by it
         row["kind"] = "reference"
     store.add_asset(row)
