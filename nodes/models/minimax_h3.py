@@ -1,0 +1,237 @@
+"""MiniMax H3 audio-video diffusion transformer from the single file ComfyUI users download
+(diffusion_models/minimax_h3_*.safetensors from Comfy-Org/MiniMax-H3: the reference model's own key names,
+`blocks.N.attn.qkv_proj`, `final_layer.video_out`, ..., bare or under `model.diffusion_model.`).
+
+Key layout source: diffusers 0.42's `convert_minimax_h3_transformer_checkpoint_to_diffusers` (its detector key
+`token_refiner.blocks.0.attn.qkv_proj.weight`, the stacked `[q; k; v]` rows of every published single file, the
+`[gate; value]` SwiGLU rows) and the newest ComfyUI `comfy/ldm/minimax/model.py`, whose module names are these
+keys. The network is diffusers' MiniMaxH3Transformer3DModel; sizes are read from the tensors.
+
+`apply` takes ComfyUI's view of one denoising evaluation of the text-to-video task (no keyframes, no
+references): the video latent [1, 24, T, H, W], the audio latent [1, 32, 2, A], the text states and the video
+sigma. As ComfyUI's MiniMaxH3Model does, it packs [text | target audio | target video] into one sequence with
+rotary positions on one clock, runs the video rows at t = 1 - sigma and the audio rows on their own shifted
+schedule (sigma mapped from video shift 12 to audio shift 3 in closed form), and returns the negated velocity
+(ComfyUI's flow convention: denoised = x - sigma * out). The sampler's audio carry (ModelSamplingAV's
+audio_scale) is not applied here.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from diffusers import MiniMaxH3Transformer3DModel
+from diffusers.loaders.single_file_utils import convert_minimax_h3_transformer_checkpoint_to_diffusers
+
+from nodes.models.errors import ModelLoadError
+from nodes.models.flux_keys import count_blocks, find_prefix, strip_prefix
+
+MARKER = "token_refiner.blocks.0.attn.qkv_proj.weight"   # diffusers' single-file detector key for minimax-h3
+PRUNED_MARKER = "adaln_t_table"   # the curve-form ("pruned") files: no time embedder, a table of its curve
+PATCH = (1, 2, 2)
+VIDEO_TAG, TEXT_TAG, AUDIO_TAG = 0, 1, 2
+AUDIO_CHANNELS = 2   # stereo: the audio rows are packed channel-major
+FRAME_PER_TOKEN = (1, 4, 4, 4, 4)   # pixel frames per latent frame, repeating (the VAE's 17k+5 grid)
+FRAME_RESCALE = 5.0 / 3.0           # rotary time per pixel frame: 24 fps frames on the 40 Hz audio clock
+SPATIAL_SCALE = 32.0
+SIGMA_SHIFT_VIDEO = 12.0
+SIGMA_SHIFT_AUDIO = 3.0
+_REQUIRED = ("video_patch_proj.weight", "audio_patch_proj.weight", "condition_proj.weight",
+             "time_embedder.proj_in.weight", "time_embedder.proj_out.weight", "blocks.0.attn.q_norm.weight",
+             "blocks.0.mlp.fc2.weight", "rope.inv_freq", "final_layer.video_out.weight")
+
+
+def is_minimax_h3(keys: Iterable[str]) -> bool:
+    """Whether a state dict's keys are a MiniMax H3 transformer in the published layout (any prefix)."""
+    return find_prefix(keys, MARKER) is not None
+
+
+def infer_config(sd: Mapping[str, torch.Tensor], path: str | None = None) -> dict[str, Any]:
+    """MiniMaxH3Transformer3DModel's config from an (unprefixed) published-layout state dict's shapes."""
+    if PRUNED_MARKER in sd:
+        raise ModelLoadError(
+            path, "this MiniMax H3 file is the pruned curve form (it has adaln_t_table instead of a time embedder); "
+            "only the full MiniMax H3 transformer files are supported here so far")
+    missing = [k for k in _REQUIRED if k not in sd]
+    if missing:
+        raise ModelLoadError(path, f"not a complete MiniMax H3 transformer: missing {', '.join(missing)}")
+    hidden, video_patch_dim = sd["video_patch_proj.weight"].shape
+    head_dim = int(sd["blocks.0.attn.q_norm.weight"].shape[0])
+    inner = int(sd["blocks.0.attn.qkv_proj.weight"].shape[0]) // 3
+    if video_patch_dim % math.prod(PATCH) or inner % head_dim:
+        raise ModelLoadError(path, f"MiniMax H3 shapes do not fit its 1x2x2 patch and {head_dim}-wide heads")
+    return {
+        "num_attention_heads": inner // head_dim, "attention_head_dim": head_dim, "hidden_size": int(hidden),
+        "num_layers": count_blocks(sd, "blocks"), "num_refiner_layers": count_blocks(sd, "token_refiner.blocks"),
+        "ffn_dim": int(sd["blocks.0.mlp.fc2.weight"].shape[1]),
+        "in_channels": int(video_patch_dim) // math.prod(PATCH), "patch_size": PATCH,
+        "audio_in_channels": int(sd["audio_patch_proj.weight"].shape[1]),
+        "text_dim": int(sd["condition_proj.weight"].shape[1]),
+        "freq_dim": int(sd["time_embedder.proj_in.weight"].shape[1]),
+        "time_embed_hidden_dim": int(sd["time_embedder.proj_in.weight"].shape[0]),
+        "time_embed_dim": int(sd["time_embedder.proj_out.weight"].shape[0]),
+        "rope_freq_dim": int(sd["rope.inv_freq"].shape[0]),
+    }
+
+
+def load_transformer(sd: Mapping[str, torch.Tensor], path: str | None = None) -> MiniMaxH3Transformer3DModel:
+    """The transformer of a published MiniMax H3 file, in float32. The file's own rope frequencies are kept
+    (ComfyUI loads that buffer; diffusers would recompute it from a theta the file does not record)."""
+    prefix = find_prefix(sd.keys(), MARKER)
+    if prefix is None:
+        raise ModelLoadError(path, f"not a MiniMax H3 transformer: no {MARKER}")
+    sd = strip_prefix(sd, prefix)
+    config = infer_config(sd, path)
+    inv_freq = sd["rope.inv_freq"].to(torch.float32)
+    converted = convert_minimax_h3_transformer_checkpoint_to_diffusers(
+        {k: v.to(torch.float32) for k, v in sd.items()}, config)
+    with torch.device("meta"):
+        model = MiniMaxH3Transformer3DModel(**config)
+    result = model.load_state_dict(converted, strict=False, assign=True)
+    if result.missing_keys or result.unexpected_keys:
+        raise ModelLoadError(path, f"MiniMax H3 file does not match its inferred shape: missing "
+                             f"{result.missing_keys[:5]}, unexpected {result.unexpected_keys[:5]}")
+    model.rope.register_buffer("inv_freq", inv_freq, persistent=False)
+    return model.eval()
+
+
+def diffusers_to_published(sd: Mapping[str, torch.Tensor], inv_freq: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The published single-file layout of a diffusers MiniMaxH3Transformer3DModel state dict (for demo files):
+    the inverse of diffusers' converter for the stacked-qkv layout."""
+    renames = [("token_refiner.refiner_blocks.", "token_refiner.blocks."),
+               ("time_embedder.linear_1.", "time_embedder.proj_in."),
+               ("time_embedder.linear_2.", "time_embedder.proj_out."),
+               ("audio_proj_in.", "audio_patch_proj."), ("context_embedder.", "condition_proj."),
+               ("norm_out.norm.", "final_layer.norm."), ("norm_out.linear.", "final_layer.adaln_proj.linear."),
+               ("audio_proj_out.", "final_layer.audio_out."), (".attn.norm_q.", ".attn.q_norm."),
+               (".attn.norm_k.", ".attn.k_norm."), (".attn.to_out.0.", ".attn.out_proj."),
+               (".ff.net.0.proj.", ".mlp.fc1."), (".ff.net.2.", ".mlp.fc2.")]
+    out: dict[str, torch.Tensor] = {"rope.inv_freq": inv_freq.clone()}
+    for key, value in sd.items():
+        if ".attn.to_k." in key or ".attn.to_v." in key:
+            continue
+        if key.startswith("transformer_blocks."):
+            key = "blocks." + key[len("transformer_blocks."):]
+        elif key.startswith("proj_in."):
+            key = "video_patch_proj." + key[len("proj_in."):]
+        elif key.startswith("proj_out."):
+            key = "final_layer.video_out." + key[len("proj_out."):]
+        if ".attn.to_q." in key:
+            value = torch.cat([sd[k] for k in _qkv_names(key)])
+            key = key.replace(".attn.to_q.", ".attn.qkv_proj.")
+        for old, new in renames:
+            key = key.replace(old, new)
+        if key.endswith(".mlp.fc1.weight"):   # diffusers' SwiGLU reads [value; gate], the file stores [gate; value]
+            value = torch.cat(value.chunk(2, dim=0)[::-1])
+        out[key] = value.clone()
+    return out
+
+
+def _qkv_names(published_q_key: str) -> list[str]:
+    stem = published_q_key.replace("blocks.", "transformer_blocks.", 1) if published_q_key.startswith(
+        "blocks.") else published_q_key
+    return [stem.replace(".attn.to_q.", f".attn.to_{p}.") for p in "qkv"]
+
+
+def time_shift_sigma(sigma: float, from_shift: float, to_shift: float) -> float:
+    """A sigma of one shifted schedule mapped to the same base grid point of another: the inverse of
+    sigma = s*b / (1 + (s-1)*b), then the other shift."""
+    base = sigma / (from_shift + sigma * (1.0 - from_shift))
+    return to_shift * base / (1.0 + (to_shift - 1.0) * base)
+
+
+@dataclass(frozen=True)
+class PackedLayout:
+    """Where each stream's rows sit in the packed sequence, and their (t, h, w) rotary coordinates."""
+
+    position_ids: torch.Tensor   # [S, 3] float64
+    token_tags: torch.Tensor     # [S] long: 0 video, 1 text, 2 audio
+    text_indices: torch.Tensor
+    audio_indices: torch.Tensor
+    video_indices: torch.Tensor
+
+
+def _spatial_axis(dim: int, patch: int, sqrt_area: float) -> torch.Tensor:
+    # dim // patch points spanning the canvas's share of a unit square centred on 0.5, right end excluded
+    ratio = dim / sqrt_area
+    n = dim // patch
+    return (torch.arange(n, dtype=torch.float64) * (ratio / n) + (1.0 - ratio) / 2.0) * SPATIAL_SCALE
+
+
+def _video_times(latent_t: int, origin: float) -> torch.Tensor:
+    spans = torch.tensor([FRAME_RESCALE * FRAME_PER_TOKEN[k % 5] for k in range(latent_t)], dtype=torch.float64)
+    return origin + torch.cat([torch.zeros(1, dtype=torch.float64), spans[:-1].cumsum(0)])
+
+
+def t2va_layout(text_len: int, latent_t: int, lat_h: int, lat_w: int, audio_t: int,
+                text_tags: torch.Tensor | None = None) -> PackedLayout:
+    """[text | target audio | target video]: text rows at times 0..L-1, the media clock starting at L, audio rows
+    one time unit per latent (40 Hz) pinned to the two ends of the width axis per stereo channel."""
+    sqrt_area = math.sqrt(lat_h * lat_w)
+    hs, ws = _spatial_axis(lat_h, PATCH[1], sqrt_area), _spatial_axis(lat_w, PATCH[2], sqrt_area)
+    grid_h, grid_w = torch.meshgrid(hs, ws, indexing="ij")
+    frame = torch.stack([grid_h.reshape(-1), grid_w.reshape(-1)], dim=-1)
+    n_audio, n_video = audio_t * AUDIO_CHANNELS, latent_t * frame.shape[0]
+
+    text = torch.zeros(text_len, 3, dtype=torch.float64)
+    text[:, 0] = torch.arange(text_len, dtype=torch.float64)
+    audio = torch.zeros(n_audio, 3, dtype=torch.float64)
+    audio[:, 0] = (text_len + torch.arange(audio_t, dtype=torch.float64)).repeat(AUDIO_CHANNELS)
+    audio[:audio_t, 2], audio[audio_t:, 2] = float(ws[0]), float(ws[-1])
+    video = torch.empty(latent_t, frame.shape[0], 3, dtype=torch.float64)
+    video[:, :, 0] = _video_times(latent_t, float(text_len))[:, None]
+    video[:, :, 1:] = frame[None]
+
+    if text_tags is None:
+        text_tags = torch.full((text_len,), TEXT_TAG, dtype=torch.long)
+    tags = torch.cat([text_tags.to(torch.long).reshape(-1), torch.full((n_audio,), AUDIO_TAG, dtype=torch.long),
+                      torch.full((n_video,), VIDEO_TAG, dtype=torch.long)])
+    return PackedLayout(torch.cat([text, audio, video.reshape(-1, 3)]), tags, torch.arange(text_len),
+                        torch.arange(text_len, text_len + n_audio),
+                        torch.arange(text_len + n_audio, text_len + n_audio + n_video))
+
+
+def _patchify(x: torch.Tensor) -> torch.Tensor:
+    # [1, C, T, H, W] -> [T*(H/2)*(W/2), C*2*2], frame-major then row-major, channels outermost in a row
+    _, c, t, h, w = x.shape
+    x = x.reshape(c, t, h // 2, 2, w // 2, 2).permute(1, 2, 4, 0, 3, 5)
+    return x.reshape(t * (h // 2) * (w // 2), c * 4)
+
+
+def _unpatchify(rows: torch.Tensor, t: int, h: int, w: int, c: int) -> torch.Tensor:
+    x = rows.reshape(t, h // 2, w // 2, c, 2, 2).permute(3, 0, 1, 4, 2, 5)
+    return x.reshape(1, c, t, h, w)
+
+
+def apply(model: MiniMaxH3Transformer3DModel, video: torch.Tensor, audio: torch.Tensor, context: torch.Tensor,
+          sigma: float, text_tags: torch.Tensor | None = None,
+          shifts: tuple[float, float] = (SIGMA_SHIFT_VIDEO, SIGMA_SHIFT_AUDIO)) -> tuple[torch.Tensor, torch.Tensor]:
+    """One evaluation of the text-to-video task as ComfyUI's MiniMaxH3Model computes it: the negated video and
+    audio velocities, shaped as the latents."""
+    if video.ndim != 5 or video.shape[0] != 1 or audio.ndim != 4 or audio.shape[2] != AUDIO_CHANNELS:
+        raise ValueError(f"MiniMax H3 takes one [1, C, T, H, W] video latent and one [1, C, 2, T] audio latent, "
+                         f"got {tuple(video.shape)} and {tuple(audio.shape)}")
+    if video.shape[-1] % 2 or video.shape[-2] % 2:
+        raise ValueError(f"MiniMax H3's latent height and width must be even, got {tuple(video.shape[-2:])}")
+    _, c, latent_t, lat_h, lat_w = video.shape
+    audio_t = audio.shape[-1]
+    layout = t2va_layout(context.shape[1], latent_t, lat_h, lat_w, audio_t, text_tags)
+    sigma = max(float(sigma), 1e-6)
+    t_video = 1.0 - sigma
+    t_audio = 1.0 - time_shift_sigma(sigma, *shifts)
+    row_t = torch.full((layout.token_tags.shape[0],), t_video, dtype=torch.float32)
+    row_t[layout.audio_indices] = t_audio
+    timesteps, timestep_indices = torch.unique(row_t, sorted=True, return_inverse=True)
+    audio_rows = audio[0].to(torch.float32).permute(1, 2, 0).reshape(AUDIO_CHANNELS * audio_t, -1)
+    with torch.no_grad():
+        v, a = model(hidden_states=_patchify(video.to(torch.float32))[None], audio_hidden_states=audio_rows[None],
+                     encoder_hidden_states=context.to(torch.float32), timestep=timesteps,
+                     timestep_indices=timestep_indices, token_tags=layout.token_tags,
+                     position_ids=layout.position_ids.to(torch.float32), video_indices=layout.video_indices,
+                     audio_indices=layout.audio_indices, text_indices=layout.text_indices, return_dict=False)
+    video_out = _unpatchify(v[0], latent_t, lat_h, lat_w, c)
+    audio_out = a[0].reshape(AUDIO_CHANNELS, audio_t, -1).permute(2, 0, 1)[None]
+    return -video_out.to(video.dtype), -audio_out.to(audio.dtype)
