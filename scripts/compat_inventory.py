@@ -32,6 +32,12 @@ NEEDS_PACKAGE = {"comfy.quant_ops.ck": "comfy_kitchen"}
 # Why such a package is not a dependency of Comfy Cluster (checked with `pip download --no-deps`).
 NOT_A_DEPENDENCY = {"comfy_kitchen": "comfy-kitchen 0.2.40 is a 68 MB wheel of compiled CUDA and ROCm kernels "
                                      "(one per Python version), not a small pure-Python package"}
+# Names missing here on purpose, with what a pack gets and why.
+MISSING_WHY = {
+    "nodes.unCLIPCheckpointLoader":
+        "AttributeError (module 'nodes' has no attribute 'unCLIPCheckpointLoader'): the unCLIP family and Stable "
+        "Cascade, whose stage C checkpoints Inspire loads with it, are not implemented (docs/nodes.md)",
+}
 # Names whose raise here is ComfyUI's own: ComfyUI raises at the same call in the same situation, so they behave
 # as ComfyUI's (counted as supported; the Markdown lists them with why).
 RAISES_AS_COMFYUI = {
@@ -378,7 +384,7 @@ def markdown(inventory: dict) -> str:
             where = "module-level" if r["module_level"] else "inside functions"
             package = NEEDS_PACKAGE.get(r["name"])
             note = r.get("notes", "") or (f"needs the {package} package, as in ComfyUI; not installed here: "
-                                          f"{NOT_A_DEPENDENCY[package]}" if package else "")
+                                          f"{NOT_A_DEPENDENCY[package]}" if package else MISSING_WHY.get(r["name"], ""))
             lines.append(f"| `{r['name']}` | {where} | {r['status']} | {', '.join(r['packs'])} | "
                          f"{' '.join(note.replace('|', '/').split())} |")
     lines += ["", "## Names that raise here where ComfyUI raises too", "",
