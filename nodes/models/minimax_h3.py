@@ -24,7 +24,9 @@ from typing import Any
 
 import torch
 from diffusers import MiniMaxH3Transformer3DModel
-from diffusers.loaders.single_file_utils import convert_minimax_h3_transformer_checkpoint_to_diffusers
+from diffusers.loaders.single_file_utils import (
+    convert_minimax_h3_transformer_checkpoint_to_diffusers,
+)
 
 from nodes.models.errors import ModelLoadError
 from nodes.models.flux_keys import count_blocks, find_prefix, strip_prefix

@@ -8,15 +8,25 @@ import pytest
 import torch
 from diffusers import MiniMaxH3Scheduler, MiniMaxH3Transformer3DModel
 from diffusers.modular_pipelines.minimax_h3.before_denoise import (
-    MiniMaxH3PrepareLayoutStep, MiniMaxH3SetTimestepsStep, patchify_video_latents)
+    MiniMaxH3PrepareLayoutStep,
+    MiniMaxH3SetTimestepsStep,
+    patchify_video_latents,
+)
 
 from nodes.models.errors import ModelLoadError
 from nodes.models.minimax_h3 import (
-    apply, diffusers_to_published, infer_config, is_minimax_h3, load_transformer, t2va_layout)
+    apply,
+    diffusers_to_published,
+    infer_config,
+    is_minimax_h3,
+    load_transformer,
+    t2va_layout,
+)
 
-CONFIG = dict(num_attention_heads=2, attention_head_dim=32, hidden_size=64, num_layers=2, num_refiner_layers=1,
-              ffn_dim=96, in_channels=24, audio_in_channels=32, patch_size=(1, 2, 2), text_dim=40, freq_dim=32,
-              time_embed_hidden_dim=48, time_embed_dim=24, rope_freq_dim=4)
+CONFIG = {"num_attention_heads": 2, "attention_head_dim": 32, "hidden_size": 64, "num_layers": 2,
+          "num_refiner_layers": 1, "ffn_dim": 96, "in_channels": 24, "audio_in_channels": 32,
+          "patch_size": (1, 2, 2), "text_dim": 40, "freq_dim": 32, "time_embed_hidden_dim": 48,
+          "time_embed_dim": 24, "rope_freq_dim": 4}
 
 
 @pytest.fixture(scope="module")
