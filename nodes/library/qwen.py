@@ -9,14 +9,19 @@ As ComfyUI 0.3.64 sizes them (`area` resampling, aspect ratio kept, from the ima
 - TextEncodeQwenImageEditPlus: up to three, each at about 384x384 pixels for the vision tower and at about
   1024x1024 rounded to multiples of 8 for the VAE, announced in the prompt as "Picture N: " slots ahead of the
   text (N counts the inputs, so a missing image1 leaves the first picture number 2); its own edit template
-  even with no image. Only an image's first three channels are read (as the newest ComfyUI does)."""
+  even with no image. Only an image's first three channels are read (as the newest ComfyUI does).
+
+QwenImage21Cache (newest ComfyUI source) sets where and how Qwen-Image 2.1 keeps the text and reference keys and
+values between steps. Here every step recomputes them (ComfyUI's "off"), which gives the same numbers as
+ComfyUI's lossless "default"; its int8/int4 storage is not emulated, so with those ComfyUI's result differs from
+this one by its quantisation error. The model passes through unchanged."""
 from __future__ import annotations
 
 import math
 
 import torch
 
-from nodes.inputs import require_component
+from nodes.inputs import require_component, require_model
 from nodes.ksampler import call_model_fn
 from nodes.model_nodes import VAEEncode
 from nodes.modelfns.hooks import encodings
@@ -118,6 +123,38 @@ class TextEncodeQwenImageEditPlus:
         return (await encode_with_images(clip, slots + prompt, images, TEMPLATE_EDIT, references),)
 
 
+CACHE_DEVICES = ["auto", "gpu", "cpu", "off"]
+CACHE_DTYPES = ["default", "int8", "int4"]
+
+
+class QwenImage21Cache:
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {
+            "model": ("MODEL", {}),
+            "device": (CACHE_DEVICES, {"default": "auto", "tooltip": "Where ComfyUI keeps the cache; every step "
+                                       "recomputes the text and reference keys here, as ComfyUI's off does."}),
+            "dtype": (CACHE_DTYPES, {"default": "default", "tooltip": "ComfyUI's cache storage precision; the "
+                                     "keys are never stored here, so every choice computes as default does."})}}
+
+    RETURN_TYPES = ("MODEL",)
+    FUNCTION = "execute"
+    CATEGORY = "model/conditioning/qwen image"
+    EXPERIMENTAL = True
+    DESCRIPTION = ("Sets Qwen-Image 2.1's key/value cache device and quantization in ComfyUI. This backend "
+                   "recomputes the cached prefix every step, so the model passes through unchanged.")
+    RELATIVE_PYTHON_MODULE = MODULE
+
+    def execute(self, model, device: str, dtype: str):
+        model = require_model(model)
+        if device not in CACHE_DEVICES:
+            raise ValueError(f"device: {device!r} is not one of {', '.join(CACHE_DEVICES)}")
+        if dtype not in CACHE_DTYPES:
+            raise ValueError(f"dtype: {dtype!r} is not one of {', '.join(CACHE_DTYPES)}")
+        return (model,)
+
+
 NODE_CLASS_MAPPINGS = {"TextEncodeQwenImageEdit": TextEncodeQwenImageEdit,
-                       "TextEncodeQwenImageEditPlus": TextEncodeQwenImageEditPlus}
-NODE_DISPLAY_NAME_MAPPINGS: dict[str, str] = {}
+                       "TextEncodeQwenImageEditPlus": TextEncodeQwenImageEditPlus,
+                       "QwenImage21Cache": QwenImage21Cache}
+NODE_DISPLAY_NAME_MAPPINGS: dict[str, str] = {"QwenImage21Cache": "Qwen Image 2.1 Cache"}
