@@ -82,6 +82,8 @@ def test_upsample_and_downsample():
     torch.testing.assert_close(plain(x), F.interpolate(x, scale_factor=2, mode="nearest"))
     assert plain(x, output_shape=(1, 4, 11, 13)).shape == (1, 4, 11, 13)
     conv = openaimodel.Upsample(4, True, out_channels=8)
+    for param in conv.parameters():   # ComfyUI's ops leave weights uninitialised (they are loaded)
+        torch.nn.init.normal_(param, std=0.1)
     torch.testing.assert_close(conv(x), conv.conv(F.interpolate(x, scale_factor=2, mode="nearest")))
     assert openaimodel.Upsample(4, False, dims=3)(torch.randn(1, 4, 3, 5, 6)).shape == (1, 4, 3, 10, 12)
     down = openaimodel.Downsample(4, True)
