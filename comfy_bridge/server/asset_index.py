@@ -220,9 +220,14 @@ class AssetIndex:
 
     # -- records ----------------------------------------------------------------------------------
     def add(self, record: dict) -> None:
+        """Insert a record made through the API. A record a scan made over the same file and nobody
+        touched since (no hash, tags, metadata or preview) says nothing more: it goes (a listing that ran
+        while an upload was being placed would otherwise leave the file listed twice)."""
         with self._lock:
             self._db.execute("DELETE FROM local_assets_hidden WHERE tenant = ? AND path = ?",
                              (record["tenant"], record["path"]))
+            self._db.execute("DELETE FROM local_assets WHERE tenant = ? AND path = ? AND hash IS NULL AND tags = '[]' "
+                             "AND user_metadata = '{}' AND preview_id IS NULL", (record["tenant"], record["path"]))
             self._insert(record)
 
     def all(self, tenant: str) -> list[dict]:

@@ -371,3 +371,13 @@ def test_the_cli_flag_reaches_the_server_config():
     add_comfyui_flags(parser)
     assert parser.parse_args(["--disable-assets"]).disable_assets is True
     assert parser.parse_args([]).disable_assets is False
+
+
+async def test_an_upload_supersedes_a_bare_scan_record_of_its_file(client, workspace):
+    data = _png((3, 1, 4))
+    stored = blake3.blake3(data).hexdigest() + ".png"
+    (workspace.input_dir / stored).write_bytes(data)   # as a listing that ran mid-upload would have found it
+    assert [a["name"] for a in (await _list(client))["assets"]] == [stored]
+    r = await client.post("/api/assets", data=_form(data, "mine.png", "input", name="Mine"))
+    assert r.status in (200, 201), await r.text()
+    assert [a["name"] for a in (await _list(client))["assets"]] == ["Mine"]
