@@ -27,7 +27,8 @@ Wan22ImageToVideoLatent); the shipped workflow (workflows_json/wan22_i2v.json) r
 ComfyUI's node classes, with the template's LoRA switch off (as shipped) and on: the frames VAEDecode gives
 (as SaveVideo would encode them, 255 * image truncated to uint8); and the Wan 2.2 5B template
 (workflows_json/wan22_5b.json) the same way, as shipped (its LoadImage bypassed) and with its start image
-(Wan22ImageToVideoLatent's noise mask, sampled with per-frame timesteps).
+(Wan22ImageToVideoLatent's noise mask, sampled with per-frame timesteps); and the 14B workflow with
+WanFirstLastFrameToVideo (first frame the image, last its inverse) in place of WanImageToVideo.
 Tensors are float32 base64; the files' sha256 are stored so the test knows it has the same files.
 """
 from __future__ import annotations
@@ -125,7 +126,8 @@ def tiny_widths() -> None:
 def node_classes() -> dict:
     import nodes
     core = {n: getattr(nodes, n) for n in ("UNETLoader", "CLIPLoader", "VAELoader", "CLIPTextEncode", "KSampler",
-                                          "KSamplerAdvanced", "VAEDecode", "LoadImage", "LoraLoaderModelOnly")}
+                                          "KSamplerAdvanced", "VAEDecode", "LoadImage", "LoraLoaderModelOnly",
+                                          "ImageInvert")}
     extra = {}
     for module, names in (("nodes_model_advanced", ["ModelSamplingSD3"]),
                           ("nodes_wan", ["WanImageToVideo", "WanFirstLastFrameToVideo", "Wan22ImageToVideoLatent"]),
@@ -268,6 +270,17 @@ def start_image_variant(prompt: dict) -> dict:
     return out
 
 
+def first_last_variant(prompt: dict) -> dict:
+    """The 14B image-to-video workflow with WanFirstLastFrameToVideo in place of WanImageToVideo: the image as
+    first frame, its inverse as last."""
+    out = json.loads(json.dumps(prompt))
+    (node,) = [k for k, v in out.items() if v["class_type"] == "WanImageToVideo"]
+    out[node]["class_type"] = "WanFirstLastFrameToVideo"
+    out["170"] = {"class_type": "ImageInvert", "inputs": {"image": out[node]["inputs"]["start_image"]}}
+    out[node]["inputs"]["end_image"] = ["170", 0]
+    return out
+
+
 def record_latent_nodes(vae, clip, vae22) -> dict:
     classes = node_classes()
     pos = clip.encode_from_tokens_scheduled(clip.tokenize("a cat"))
@@ -327,6 +340,7 @@ def main() -> None:
                "vae22": record_vae(vae22, 48, 16), "latent_nodes": record_latent_nodes(vae, clip, vae22),
                "workflow": {"prompt": prompt, **run_workflow(prompt)},
                "workflow_lora": {"prompt": with_lora, **run_workflow(with_lora)},
+               "workflow_first_last": {"prompt": first_last_variant(prompt), **run_workflow(first_last_variant(prompt))},
                "workflow_5b": {"prompt": prompt_5b, **run_workflow(prompt_5b)},
                "workflow_5b_start_image": {"prompt": start_image_variant(prompt_5b),
                                            **run_workflow(start_image_variant(prompt_5b))}}

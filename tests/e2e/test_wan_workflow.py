@@ -6,7 +6,7 @@ scripts/wan_template_workflow.py, the tiny demo files in place of the downloads)
 and on (the 4-step LoRAs merged into both experts); likewise the Wan 2.2 5B template (workflows_json/wan22_5b.json:
 its start image bypassed as shipped, so text-to-video on the 48-channel latent and the Wan 2.2 VAE; and with
 the start image on: Wan22ImageToVideoLatent's noise mask keeps the first latent frame, sampled with per-frame
-timesteps).
+timesteps); and the 14B workflow with WanFirstLastFrameToVideo in place of WanImageToVideo.
 
 The MP4 is lossy, so the frames are compared as PNGs: a SaveImage beside SaveVideo takes VAEDecode's frames."""
 from __future__ import annotations
@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parents[2]
 WORKFLOW = REPO / "workflows_json" / "wan22_i2v.json"
 FIXTURE = json.loads((REPO / "tests" / "models" / "fixtures" / "comfyui_wan.json").read_text())
 RECORDED = {"off": FIXTURE["workflow"], "lora": FIXTURE["workflow_lora"], "5b": FIXTURE["workflow_5b"],
-            "5b_start_image": FIXTURE["workflow_5b_start_image"]}
+            "5b_start_image": FIXTURE["workflow_5b_start_image"], "first_last": FIXTURE["workflow_first_last"]}
 
 
 def comfyui_frames(recorded: dict) -> np.ndarray:
@@ -104,6 +104,11 @@ def test_recorded_workflow_is_the_shipped_one() -> None:
     lora = json.loads(WORKFLOW.read_text())
     lora["131"]["inputs"]["value"] = True   # the template's enable_turbo_mode switch
     assert RECORDED["lora"]["prompt"] == lora
+    first_last = json.loads(WORKFLOW.read_text())   # WanFirstLastFrameToVideo: the image first, its inverse last
+    first_last["98"]["class_type"] = "WanFirstLastFrameToVideo"
+    first_last["170"] = {"class_type": "ImageInvert", "inputs": {"image": ["97", 0]}}
+    first_last["98"]["inputs"]["end_image"] = ["170", 0]
+    assert RECORDED["first_last"]["prompt"] == first_last
     five = json.loads((REPO / "workflows_json" / "wan22_5b.json").read_text())
     assert RECORDED["5b"]["prompt"] == five
     five["56"] = {"class_type": "LoadImage", "inputs": {"image": "example.png"}}   # its bypassed LoadImage on
