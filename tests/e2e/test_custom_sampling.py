@@ -257,6 +257,19 @@ def _engine_cases() -> dict[str, dict]:
             "DualCFGGuider", {"cond1": ["6", 0], "cond2": ["7", 0], "negative": ["7", 0], "cfg_conds": 5.0,
                               "cfg_cond2_negative": 2.0, "style": "nested"})),
     })
+    # Today's guiders and patches whose settings travel to the executors in each step's params: the negative
+    # pass on a second MODEL (a LoRA'd one), and a cfg override with NAG on the MODEL.
+    both = {"positive": ["6", 0], "negative": ["7", 0]}
+    cases["dual_model"] = custom_prompt(*ancestral, "BasicScheduler", karras, guider=(
+        "DualModelGuider", {**both, "model_negative": ["40", 0], "cfg": 4.0}))
+    cases["dual_model"]["40"] = {"class_type": "LoraLoaderModelOnly", "inputs": {
+        "model": ["4", 0], "lora_name": "sd1-tiny-lora.safetensors", "strength_model": 1.0}}
+    cases["cfg_override_nag"] = custom_prompt(*ancestral, "BasicScheduler", karras, guider=(
+        "CFGGuider", {**both, "model": ["42", 0], "cfg": CFG}))
+    cases["cfg_override_nag"]["41"] = {"class_type": "CFGOverride", "inputs": {
+        "model": ["4", 0], "cfg": 2.0, "start_percent": 0.0, "end_percent": 0.5}}
+    cases["cfg_override_nag"]["42"] = {"class_type": "NAGuidance", "inputs": {
+        "model": ["41", 0], "nag_scale": 5.0, "nag_alpha": 0.5, "nag_tau": 1.5}}
     for case, prompt in cases.items():
         prompt["9"]["inputs"]["filename_prefix"] = f"custom_{case}"
     return cases
