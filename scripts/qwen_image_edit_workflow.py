@@ -1,8 +1,9 @@
-"""Write workflows_json/qwen_image_edit_2509.ui.json and .json: the web UI's "Qwen-Image-Edit 2509" template
-(image_qwen_image_edit_2509 of the installed comfyui-workflow-templates-json package) with its own node graph
-(unpacked in place, as the web UI's "unpack subgraph" does, since the server only ever sees flat graphs), the
+"""Write workflows_json/qwen_image_edit_2509.ui.json and .json (and likewise qwen_image_edit_2511): the web UI's
+"Qwen-Image-Edit 2509" template (image_qwen_image_edit_2509 of the installed comfyui-workflow-templates-json
+package; image_qwen_image_edit_2511 for 2511) with its own node graph (unpacked in place, as the web UI's "unpack subgraph" does, since the server only ever sees flat graphs), the
 tiny demo files substituted for the downloads, the example input image for its picture, and a fixed seed (the
-template draws a new one per run). The API format is our UI converter's output.
+template draws a new one per run). The 2511 template's switch is set to its own 4-step Lightning LoRA path (it
+ships set to 40 steps at cfg 3, too slow for tests on a CPU). The API format is our UI converter's output.
 
     python scripts/qwen_image_edit_workflow.py <workspace with demo-models>
 """
@@ -14,8 +15,6 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-TEMPLATE = "image_qwen_image_edit_2509"
-OUT = REPO / "workflows_json" / "qwen_image_edit_2509"
 # Widget values replaced, by node class: (widget index, value).
 SUBSTITUTE = {"UNETLoader": [(0, "qwen_image_tiny.safetensors")],
               "CLIPLoader": [(0, "qwen_2.5_vl_7b_edit_tiny.safetensors")],
@@ -23,16 +22,21 @@ SUBSTITUTE = {"UNETLoader": [(0, "qwen_image_tiny.safetensors")],
               "LoraLoaderModelOnly": [(0, "qwen_image_edit_tiny_lightning.safetensors")],
               "LoadImage": [(0, "example.png")],
               "KSampler": [(0, 42), (1, "fixed")]}
+# Output name: (template, its own substitutions).
+WORKFLOWS = {"qwen_image_edit_2509": ("image_qwen_image_edit_2509", {}),
+             "qwen_image_edit_2511": ("image_qwen_image_edit_2511",
+                                      {"UNETLoader": [(0, "qwen_image_edit_2511_tiny.safetensors")],
+                                       "PrimitiveBoolean": [(0, True)]})}
 
 
-def tiny_template() -> dict:
+def tiny_template(template: str, substitute: dict) -> dict:
     from scripts.templates_coverage import templates_dir
-    workflow = json.loads((templates_dir() / f"{TEMPLATE}.json").read_text())
+    workflow = json.loads((templates_dir() / f"{template}.json").read_text())
     nodes = list(workflow["nodes"])
     for sg in workflow.get("definitions", {}).get("subgraphs", []):
         nodes += sg["nodes"]
     for node in nodes:
-        for index, value in SUBSTITUTE.get(node["type"], []):
+        for index, value in {**SUBSTITUTE, **substitute}.get(node["type"], []):
             node["widgets_values"][index] = value
     return unpacked(workflow)
 
@@ -45,7 +49,7 @@ def unpacked(workflow: dict) -> dict:
     input wired to a subgraph input that is a promoted widget keeps its own widget value."""
     subgraphs = {sg["id"]: sg for sg in workflow.get("definitions", {}).get("subgraphs", [])}
     links = {l[0]: list(l) for l in workflow["links"]}
-    nodes = []
+    nodes, fed = [], set()
     for node in workflow["nodes"]:
         sg = subgraphs.get(node["type"])
         if sg is None:
@@ -62,8 +66,8 @@ def unpacked(workflow: dict) -> dict:
                     inner[dst]["inputs"][dslot]["link"] = None
                     continue
                 src, slot = links[feed][1], links[feed][2]
-                _swap_link(nodes, links[feed][0], src, slot, lid)
-                del links[feed]
+                _swap_link(nodes, feed, src, slot, lid)
+                fed.add(feed)
             if dst == SUBGRAPH_OUT:
                 for out_id in node["outputs"][dslot]["links"] or []:
                     _, _, _, dst2, dslot2, _ = links.pop(out_id)
@@ -71,17 +75,23 @@ def unpacked(workflow: dict) -> dict:
                     _add_output_link(inner[src], slot, lid, out_id)
                 continue
             links[lid] = [lid, src, slot, dst, dslot, l["type"]]
+    for feed in fed:   # the outer links into the subgraph are replaced by the inner ones
+        del links[feed]
     workflow = {**workflow, "nodes": nodes, "links": sorted(links.values())}
     workflow["definitions"] = {**workflow.get("definitions", {}), "subgraphs": []}
     return workflow
 
 
 def _swap_link(nodes: list[dict], old: int, src: int, slot: int, new: int) -> None:
-    """The outer node that fed the subgraph now feeds the inner node: its output lists the inner link."""
+    """The outer node that fed the subgraph now feeds the inner node: its output lists the inner link (in place
+    of the outer one, or beside it when one subgraph input feeds several inner inputs)."""
     for n in nodes:
         if n["id"] == src:
             links = n["outputs"][slot]["links"]
-            links[links.index(old)] = new
+            if old in links:
+                links[links.index(old)] = new
+            else:
+                links.append(new)
 
 
 def _add_output_link(node: dict, slot: int, old: int, new: int) -> None:
@@ -93,10 +103,12 @@ def main() -> None:
     from comfy_bridge.formats import ui_to_api
     from comfy_bridge.registry import build_registry
     from nodes.workspace import Workspace
-    ui = tiny_template()
-    api = ui_to_api(ui, build_registry(Workspace(Path(sys.argv[1]))))
-    OUT.with_suffix(".ui.json").write_text(json.dumps(ui, indent=2) + "\n")
-    OUT.with_suffix(".json").write_text(json.dumps(api, indent=2) + "\n")
+    registry = build_registry(Workspace(Path(sys.argv[1])))
+    for name, (template, substitute) in WORKFLOWS.items():
+        ui = tiny_template(template, substitute)
+        out = REPO / "workflows_json" / name
+        out.with_suffix(".ui.json").write_text(json.dumps(ui, indent=2) + "\n")
+        out.with_suffix(".json").write_text(json.dumps(ui_to_api(ui, registry), indent=2) + "\n")
 
 
 if __name__ == "__main__":

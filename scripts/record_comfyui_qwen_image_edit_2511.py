@@ -5,14 +5,18 @@ tests/models/fixtures/comfyui_qwen_image_edit_2511.json.
 Run inside that ComfyUI's own environment (nothing of ComfyUI is copied here), after `comfy-cluster demo-models`:
 
     cd <ComfyUI 0.10.0 source> && PYTHONPATH=<site>:. OMP_NUM_THREADS=1 <venv>/bin/python \\
-        /work/main/scripts/record_comfyui_qwen_image_edit_2511.py <fixture> <workspace>
+        /work/main/scripts/record_comfyui_qwen_image_edit_2511.py <fixture> <workspace> \\
+        /work/main/workflows_json/qwen_image_edit_2511.json
 
-ComfyUI fixes Qwen-Image's 24 heads and 3584-wide text; this script gives its model detection the tiny widths
-read from the files' shapes and changes nothing else. Recorded: the default reference method ComfyUI's detection
+ComfyUI fixes the released widths (Qwen-Image's 24 heads and 3584-wide text, the text encoder's and its vision
+tower's sizes, the VAE's base width); this script gives its classes the tiny widths read from the files' shapes
+and changes nothing else. Recorded: the default reference method ComfyUI's detection
 gives each file (the 2511 file's `__index_timestep_zero__` marker), and the transformer's raw output on seeded
 inputs with reference latents: the 2511 file with its default, with `index` asked for, with two references of
 different sizes and with none; the 2509-layout file with `index_timestep_zero` asked for (as
-FluxKontextMultiReferenceLatentMethod sets it); and that node's conditioning value.
+FluxKontextMultiReferenceLatentMethod sets it); that node's conditioning value; and the shipped workflow (the web
+UI's Qwen-Image-Edit 2511 template on the tiny files) run node by node with 0.10.0's node classes, SaveImage
+replaced by what it would write.
 """
 from __future__ import annotations
 
@@ -23,18 +27,26 @@ import sys
 
 import torch
 
-OUT, WORKSPACE = sys.argv[1:3]
+OUT, WORKSPACE, WORKFLOW = sys.argv[1:4]
 sys.argv[1:] = ["--cpu"]
-import comfy.cli_args  # noqa: E402
+import comfy.cli_args
 
 comfy.cli_args.args.cpu = True
-import comfy.model_detection  # noqa: E402
-import comfy.sd  # noqa: E402
+import comfy.ldm.wan.vae
+import comfy.model_detection
+import comfy.sd
+import comfy.text_encoders.llama
+import comfy.text_encoders.qwen_vl
+import comfy.utils
+import folder_paths
+import numpy as np
 
 COMMIT = "79cdbc81"
 FILES = {"2511": "diffusion_models/qwen_image_edit_2511_tiny.safetensors",
          "2509": "diffusion_models/qwen_image_tiny.safetensors"}
-HEAD = 128
+HEAD, VISION_HEAD = 128, 80
+TEXT_ENCODER = "text_encoders/qwen_2.5_vl_7b_edit_tiny.safetensors"
+VAE = "vae/qwen_image_vae_tiny.safetensors"
 # (file, seed, latent shape, reference shapes, timestep, method or None for the file's default)
 CASES = {"2511_default": ("2511", 1, [1, 16, 1, 8, 8], [[1, 16, 1, 6, 10]], 0.7, None),
          "2511_two_references": ("2511", 2, [1, 16, 1, 6, 8], [[1, 16, 1, 8, 8], [1, 16, 1, 4, 6]], 0.4, None),
@@ -55,6 +67,31 @@ def sha256(path: str) -> str:
 
 
 def tiny_widths() -> None:
+    te = comfy.utils.load_torch_file(f"{WORKSPACE}/models/{TEXT_ENCODER}")
+    vocab, hidden = te["model.embed_tokens.weight"].shape
+    sizes = {"vocab_size": vocab, "hidden_size": hidden,
+             "num_hidden_layers": len({k.split(".")[2] for k in te if k.startswith("model.layers.")}),
+             "intermediate_size": te["model.layers.0.mlp.gate_proj.weight"].shape[0],
+             "num_attention_heads": te["model.layers.0.self_attn.q_proj.weight"].shape[0] // HEAD,
+             "num_key_value_heads": te["model.layers.0.self_attn.k_proj.weight"].shape[0] // HEAD}
+    config = comfy.text_encoders.llama.Qwen25_7BVLI_Config
+    comfy.text_encoders.llama.Qwen25_7BVLI_Config = lambda **kw: config(**{**sizes, **kw})
+    width = te["visual.patch_embed.proj.weight"].shape[0]
+    vision = {"hidden_size": width, "num_heads": width // VISION_HEAD,
+              "intermediate_size": te["visual.blocks.0.mlp.gate_proj.weight"].shape[0],
+              "num_layers": len({k.split(".")[2] for k in te if k.startswith("visual.blocks.")})}
+    tower = comfy.text_encoders.qwen_vl.Qwen2VLVisionTransformer
+    comfy.text_encoders.qwen_vl.Qwen2VLVisionTransformer = lambda **kw: tower(**{**kw, **vision})
+    detect_te = comfy.sd.detect_te_model
+
+    def detect_te_tiny(sd):
+        if sd.get("model.layers.0.post_attention_layernorm.weight", torch.empty(0)).shape[0] == hidden:
+            return comfy.sd.TEModel.QWEN25_7B
+        return detect_te(sd)
+    comfy.sd.detect_te_model = detect_te_tiny
+    vae_dim = comfy.utils.load_torch_file(f"{WORKSPACE}/models/{VAE}")["encoder.conv1.weight"].shape[0]
+    wan = comfy.ldm.wan.vae.WanVAE
+    comfy.ldm.wan.vae.WanVAE = lambda **cfg: wan(**{**cfg, "dim": vae_dim})
     detect = comfy.model_detection.detect_unet_config
 
     def detect_tiny(state_dict, key_prefix, metadata=None):
@@ -72,6 +109,51 @@ def inputs(seed: int, shape: list[int], refs: list[list[int]], width: int):
     x = torch.randn(shape, generator=g)
     context = torch.randn(shape[0], TOKENS, width, generator=g)
     return x, context, [torch.randn(r, generator=g) for r in refs]
+
+
+def run_node(cls, inputs: dict) -> tuple:
+    if hasattr(cls, "FUNCTION"):
+        return getattr(cls(), cls.FUNCTION)(**inputs)
+    out = cls.execute(**inputs)   # a v3 node (io.ComfyNode)
+    return tuple(out.result) if hasattr(out, "result") else out
+
+
+def run_workflow(prompt: dict) -> dict:
+    """The workflow node by node in dependency order with 0.10.0's node classes (ComfySwitchNode given both
+    inputs: the same choice); SaveImage replaced by what it would write."""
+    from comfy_extras import (
+        nodes_cfg,
+        nodes_flux,
+        nodes_logic,
+        nodes_model_advanced,
+        nodes_primitive,
+        nodes_qwen,
+    )
+
+    import nodes
+    modules = (nodes_cfg, nodes_flux, nodes_logic, nodes_model_advanced, nodes_primitive, nodes_qwen)
+    classes = dict(nodes.NODE_CLASS_MAPPINGS)
+    for module in modules:
+        classes.update(getattr(module, "NODE_CLASS_MAPPINGS", {}))   # its V1 nodes
+        for cls in vars(module).values():   # its own V3 nodes (not the io base classes it imports)
+            if isinstance(cls, type) and cls.__module__ == module.__name__ and hasattr(cls, "define_schema"):
+                classes[cls.define_schema().node_id] = cls
+    results: dict[str, tuple] = {}
+
+    def run(node_id: str) -> tuple:
+        if node_id not in results:
+            node = prompt[node_id]
+            inputs = {k: run(v[0])[v[1]] if isinstance(v, list) else v for k, v in node["inputs"].items()}
+            results[node_id] = (inputs["images"],) if node["class_type"] == "SaveImage" else \
+                run_node(classes[node["class_type"]], inputs)
+        return results[node_id]
+
+    (save,) = [k for k, v in prompt.items() if v["class_type"] == "SaveImage"]
+    pngs = []
+    for im in run(save)[0]:
+        png = np.clip(255.0 * im.detach().cpu().numpy(), 0, 255).astype(np.uint8)
+        pngs.append({"shape": list(png.shape), "u8": base64.b64encode(png.tobytes()).decode()})
+    return {"prompt": prompt, "pngs_rgb": pngs}
 
 
 def main() -> None:
@@ -95,6 +177,11 @@ def main() -> None:
     from comfy_extras.nodes_flux import FluxKontextMultiReferenceLatentMethod
     cond = FluxKontextMultiReferenceLatentMethod.execute([[torch.zeros(1, 1, 1), {}]], "index_timestep_zero")
     out["method_node"] = cond.result[0][0][1]
+    for folder in ("diffusion_models", "text_encoders", "vae", "loras"):
+        folder_paths.add_model_folder_path(folder, f"{WORKSPACE}/models/{folder}", is_default=True)
+    folder_paths.set_input_directory(f"{WORKSPACE}/input")
+    with open(WORKFLOW) as f:
+        out["workflow"] = run_workflow(json.load(f))
     with open(OUT, "w") as f:
         json.dump(out, f)
 
