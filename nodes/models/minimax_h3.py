@@ -5,7 +5,10 @@
 Key layout source: diffusers 0.42's `convert_minimax_h3_transformer_checkpoint_to_diffusers` (its detector key
 `token_refiner.blocks.0.attn.qkv_proj.weight`, the stacked `[q; k; v]` rows of every published single file, the
 `[gate; value]` SwiGLU rows) and the newest ComfyUI `comfy/ldm/minimax/model.py`, whose module names are these
-keys. The network is diffusers' MiniMaxH3Transformer3DModel; sizes are read from the tensors.
+keys. The network is diffusers' MiniMaxH3Transformer3DModel; sizes are read from the tensors. The "pruned"
+files every MiniMax H3 template names are the curve form: `adaln_t_table` (the activated time embedding
+tabulated over t) replaces the time embedder, and the AdaLN projections take it without an activation, as
+ComfyUI's model reads them; diffusers refuses that form, so those modules' forwards are swapped here.
 
 `apply` takes ComfyUI's view of one denoising evaluation of the text-to-video task (no keyframes, no
 references): the video latent [1, 24, T, H, W], the audio latent [1, 32, 2, A], the text states and the video
@@ -26,6 +29,10 @@ import torch
 from diffusers import MiniMaxH3Transformer3DModel
 from diffusers.loaders.single_file_utils import (
     convert_minimax_h3_transformer_checkpoint_to_diffusers,
+)
+from diffusers.models.transformers.transformer_minimax_h3 import (
+    MiniMaxH3AdaLayerNormModulation,
+    MiniMaxH3AdaLayerNormOut,
 )
 
 from nodes.models.errors import ModelLoadError
@@ -53,11 +60,8 @@ def is_minimax_h3(keys: Iterable[str]) -> bool:
 
 def infer_config(sd: Mapping[str, torch.Tensor], path: str | None = None) -> dict[str, Any]:
     """MiniMaxH3Transformer3DModel's config from an (unprefixed) published-layout state dict's shapes."""
-    if PRUNED_MARKER in sd:
-        raise ModelLoadError(
-            path, "this MiniMax H3 file is the pruned curve form (it has adaln_t_table instead of a time embedder); "
-            "only the full MiniMax H3 transformer files are supported here so far")
-    missing = [k for k in _REQUIRED if k not in sd]
+    curve = PRUNED_MARKER in sd
+    missing = [k for k in _REQUIRED if k not in sd and not (curve and k.startswith("time_embedder."))]
     if missing:
         raise ModelLoadError(path, f"not a complete MiniMax H3 transformer: missing {', '.join(missing)}")
     hidden, video_patch_dim = sd["video_patch_proj.weight"].shape
@@ -72,10 +76,12 @@ def infer_config(sd: Mapping[str, torch.Tensor], path: str | None = None) -> dic
         "in_channels": int(video_patch_dim) // math.prod(PATCH), "patch_size": PATCH,
         "audio_in_channels": int(sd["audio_patch_proj.weight"].shape[1]),
         "text_dim": int(sd["condition_proj.weight"].shape[1]),
-        "freq_dim": int(sd["time_embedder.proj_in.weight"].shape[1]),
-        "time_embed_hidden_dim": int(sd["time_embedder.proj_in.weight"].shape[0]),
-        "time_embed_dim": int(sd["time_embedder.proj_out.weight"].shape[0]),
         "rope_freq_dim": int(sd["rope.inv_freq"].shape[0]),
+        # a curve-form file has no time embedder: its table's width is the embedding's, the MLP's sizes are moot
+        **({"freq_dim": 2, "time_embed_hidden_dim": 1, "time_embed_dim": int(sd[PRUNED_MARKER].shape[1])} if curve
+           else {"freq_dim": int(sd["time_embedder.proj_in.weight"].shape[1]),
+                 "time_embed_hidden_dim": int(sd["time_embedder.proj_in.weight"].shape[0]),
+                 "time_embed_dim": int(sd["time_embedder.proj_out.weight"].shape[0])}),
     }
 
 
@@ -88,10 +94,14 @@ def load_transformer(sd: Mapping[str, torch.Tensor], path: str | None = None) ->
     sd = strip_prefix(sd, prefix)
     config = infer_config(sd, path)
     inv_freq = sd["rope.inv_freq"].to(torch.float32)
+    table = sd.get(PRUNED_MARKER)
     converted = convert_minimax_h3_transformer_checkpoint_to_diffusers(
-        {k: v.to(torch.float32) for k, v in sd.items()}, config)
+        {k: v.to(torch.float32) for k, v in sd.items() if k != PRUNED_MARKER}, config)
     with torch.device("meta"):
         model = MiniMaxH3Transformer3DModel(**config)
+    if table is not None:
+        _to_curve_form(model, int(table.shape[0]))
+        converted["time_embedder.table"] = table.to(torch.float32)
     result = model.load_state_dict(converted, strict=False, assign=True)
     if result.missing_keys or result.unexpected_keys:
         raise ModelLoadError(path, f"MiniMax H3 file does not match its inferred shape: missing "
@@ -136,6 +146,54 @@ def _qkv_names(published_q_key: str) -> list[str]:
     stem = published_q_key.replace("blocks.", "transformer_blocks.", 1) if published_q_key.startswith(
         "blocks.") else published_q_key
     return [stem.replace(".attn.to_q.", f".attn.to_{p}.") for p in "qkv"]
+
+
+class _CurveTimesteps(torch.nn.Module):
+    """Stands in for the sinusoid: the curve is indexed by t itself."""
+
+    def forward(self, t: torch.Tensor) -> torch.Tensor:
+        return t.to(torch.float32)
+
+
+class _CurveTable(torch.nn.Module):
+    """The time embedding of a curve-form file, as ComfyUI reads it: rows of the curve on an even grid of t in
+    [0, 1], linearly interpolated (t clamped to the ends; t = 1 stays on the last interval)."""
+
+    def __init__(self, rows: int, width: int) -> None:
+        super().__init__()
+        self.register_buffer("table", torch.empty(rows, width, dtype=torch.float32))
+
+    def forward(self, t: torch.Tensor) -> torch.Tensor:
+        pos = t.clamp(0.0, 1.0) * (self.table.shape[0] - 1)
+        low = pos.floor().long().clamp(max=self.table.shape[0] - 2)
+        return torch.lerp(self.table[low], self.table[low + 1], (pos - low).unsqueeze(1))
+
+
+class _CurveModulation(MiniMaxH3AdaLayerNormModulation):
+    """A block's AdaLN projection in a curve-form file: the table already holds the activated embedding."""
+
+    def forward(self, temb: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return self.linear(temb).view(-1, 6 * self.hidden_size).chunk(6, dim=-1)
+
+
+class _CurveNormOut(MiniMaxH3AdaLayerNormOut):
+    def forward(self, hidden_states: torch.Tensor, temb: torch.Tensor,
+                timestep_indices: torch.Tensor) -> torch.Tensor:
+        shift, scale = self.linear(temb).chunk(2, dim=-1)
+        hidden_states = self.norm(hidden_states)
+        return hidden_states * (1.0 + scale.index_select(0, timestep_indices)) + shift.index_select(
+            0, timestep_indices)
+
+
+def _to_curve_form(model: MiniMaxH3Transformer3DModel, rows: int) -> None:
+    # diffusers has no curve form; its modules are kept (same weights, same keys) and only their
+    # activation-taking forwards are swapped, so the rest of the network stays diffusers' own
+    width = model.config.time_embed_dim
+    model.time_proj = _CurveTimesteps()
+    model.time_embedder = _CurveTable(rows, width).to("meta")
+    for block in model.transformer_blocks:
+        block.adaln_proj.__class__ = _CurveModulation
+    model.norm_out.__class__ = _CurveNormOut
 
 
 def time_shift_sigma(sigma: float, from_shift: float, to_shift: float) -> float:

@@ -63,7 +63,7 @@ def test_loaded_weights_equal_the_reference(reference, published):
 
 
 def test_bad_files_are_refused_by_name(published):
-    with pytest.raises(ModelLoadError, match="pruned curve form"):
+    with pytest.raises(ModelLoadError, match="does not match its inferred shape"):   # curve form and embedder both
         load_transformer({**published, "adaln_t_table": torch.zeros(8, 24)})
     broken = {k: v for k, v in published.items() if k != "condition_proj.weight"}
     with pytest.raises(ModelLoadError, match="condition_proj.weight"):
@@ -130,3 +130,31 @@ def test_bad_latents_are_refused(published):
         apply(model, torch.zeros(1, 24, 1, 3, 4), torch.zeros(1, 32, 2, 4), torch.zeros(1, 2, 40), 0.5)
     with pytest.raises(ValueError, match=r"\[1, C, 2, T\]"):
         apply(model, torch.zeros(1, 24, 1, 4, 4), torch.zeros(1, 32, 4), torch.zeros(1, 2, 40), 0.5)
+
+
+def _curve_file(reference, published, rows: int) -> dict[str, torch.Tensor]:
+    """A curve-form file made from the full one: the activated time embedding tabulated on an even grid of t."""
+    t = torch.linspace(0.0, 1.0, rows)
+    with torch.no_grad():
+        table = torch.nn.functional.silu(reference.time_embedder(reference.time_proj(t)))
+    curve = {k: v for k, v in published.items() if not k.startswith("time_embedder.")}
+    curve["adaln_t_table"] = table
+    return curve
+
+
+def test_curve_form_equals_the_full_model_on_its_grid(reference, published):
+    torch.set_num_threads(1)
+    # base grid point b = 1/3: video sigma 12b/(1+11b) = 6/7 (t = 1/7), audio sigma 3b/(1+2b) = 3/5 (t = 2/5);
+    # both t lie on a 36-row grid (k/35), where the table's rows are the full model's activated embedding
+    full, curve = load_transformer(published), load_transformer(_curve_file(reference, published, 36))
+    assert not any(k.startswith("time_embedder.linear") for k in curve.state_dict())
+    g = torch.Generator().manual_seed(2)
+    video, audio = torch.randn(1, 24, 2, 4, 4, generator=g), torch.randn(1, 32, 2, 6, generator=g)
+    context = torch.randn(1, 5, CONFIG["text_dim"], generator=g)
+    for ours, theirs in zip(apply(curve, video, audio, context, 6 / 7), apply(full, video, audio, context, 6 / 7)):
+        torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-5)
+    # between rows the curve is interpolated, so it departs from the exact embedding (two rows: t = 0 and 1)
+    coarse = load_transformer(_curve_file(reference, published, 2))
+    v_curve, _ = apply(coarse, video, audio, context, 0.5)
+    v_full, _ = apply(full, video, audio, context, 0.5)
+    assert not torch.allclose(v_curve, v_full, atol=1e-4)
