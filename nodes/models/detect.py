@@ -18,6 +18,7 @@ QWEN_IMAGE_MARKER = "txt_norm.weight"
 # (img_mlp.gate_up in ComfyUI's own files, img_mlp.proj in split ones).
 QWEN_IMAGE21_KEYS = ("txt_in.text_norm.weight", "modulation.1.weight", "transformer_blocks.0.attn.norm_q.weight",
                      "img_in.weight", "proj_out.weight")
+QWEN3VL_MARKER = "model.visual.deepstack_merger_list.0.norm.weight"
 QWEN_IMAGE21_MLP = ("transformer_blocks.0.img_mlp.gate_up.weight", "transformer_blocks.0.img_mlp.proj.weight")
 WAN_VAE_MARKER = "decoder.middle.0.residual.0.gamma"
 WAN22_VAE_MARKER = "decoder.upsamples.0.upsamples.0.residual.2.weight"
@@ -30,7 +31,7 @@ _PIPELINES = {"StableDiffusionPipeline": "sd1", "StableDiffusionXLPipeline": "sd
 @dataclass(frozen=True)
 class CheckpointInfo:
     """What `probe` found. arch: sd1 | sd2 | sdxl | flux | flux2 | sd3 | zimage | qwen_image | wan21 | wan22_5b
-    (qwen_image21: Qwen-Image 2.1) for models (and Qwen-Image's Wan VAE), clip | t5 | umt5 | qwen3 | qwen25 (a Qwen2.5 language model) for bare
+    (qwen_image21: Qwen-Image 2.1) for models (and Qwen-Image's Wan VAE), clip | t5 | umt5 | qwen3 | qwen3vl | qwen25 (a Qwen2.5 language model) for bare
     text encoders.
     kind: checkpoint | diffusion_model | vae | text_encoder | controlnet | lora | diffusers.
     components: which of diffusion_model, vae, text_encoder, controlnet the file can provide.
@@ -129,6 +130,8 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
         return info("umt5", "text_encoder", {"text_encoder"}, "hf")
     if any(k.endswith("encoder.block.0.layer.0.SelfAttention.q.weight") for k in keys):
         return info("t5", "text_encoder", {"text_encoder"}, "hf")
+    if any(k.endswith(QWEN3VL_MARKER) for k in keys):   # Qwen3-VL (Qwen-Image 2.1): ComfyUI's detect_te_model key
+        return info("qwen3vl", "text_encoder", {"text_encoder"}, "hf")
     if any(k.endswith("model.layers.0.self_attn.q_norm.weight") for k in keys):   # Qwen3 (Z-Image, Flux2-Klein)
         return info("qwen3", "text_encoder", {"text_encoder"}, "hf")
     if "model.layers.0.self_attn.k_proj.bias" in shapes and "model.embed_tokens.weight" in shapes:

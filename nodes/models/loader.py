@@ -245,6 +245,13 @@ def load_text_encoder(ref: ModelRef) -> TextEncoder:
     path, _ = _source(ref)
     infos = [probe(p) for p in ref.sources]
     clip_type = ref.option("clip_type")
+    if any(i.arch == "qwen3vl" for i in infos):
+        # ComfyUI: a Qwen3-VL-8B file with CLIPLoader type qwen_image is Qwen-Image 2.1's encoder.
+        if clip_type not in (None, "qwen_image"):
+            raise ModelLoadError(path, f"a Qwen3-VL text encoder is read here only as Qwen-Image 2.1's (CLIPLoader "
+                                       f"type qwen_image), not as type {clip_type}")
+        _refuse_merges(ref, path, "these text encoders")
+        return _dispatch("load_text_encoder", ref, [_sd(ref, i) for i in range(len(ref.sources))], "qwen_image21")
     if any(i.arch == "qwen3" for i in infos):
         # ComfyUI: a Qwen3-4B file is Flux2-Klein's encoder for CLIPLoader types flux/flux2, Z-Image's otherwise.
         _refuse_merges(ref, path, "these text encoders")

@@ -187,4 +187,7 @@ def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) 
                                      rope=ComfyRotaryPositions(config["axes_dims_rope"]))
 
 
-__all__ = ["infer_config", "joint_layout", "load_diffusion_model", "to_diffusers_layout"]
+# The loader (nodes.models.loader) finds every Qwen-Image 2.1 entry point on this module.
+from nodes.models.qwen_image21_text import load_text_encoder
+
+__all__ = ["infer_config", "joint_layout", "load_diffusion_model", "load_text_encoder", "to_diffusers_layout"]

@@ -175,3 +175,74 @@ def test_loras_are_refused_by_name(files) -> None:
     ref = ref.__class__(**{**ref.__dict__, "patches": (("lora.safetensors", 1.0),)})
     with pytest.raises(ModelLoadError, match="LoRAs are not supported for Qwen-Image 2.1"):
         loader.load_diffusion_model(ref)
+
+
+# ---- the text encoder (Qwen3-VL's language model) --------------------------------------------------------------
+
+def tiny_qwen3vl(seed: int = 0):
+    from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration
+    torch.manual_seed(seed)
+    cfg = Qwen3VLConfig(text_config={"vocab_size": 151_936, "hidden_size": 32, "intermediate_size": 64,
+                                     "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1,
+                                     "head_dim": 16, "rope_parameters": {"rope_type": "default",
+                                                                         "rope_theta": 5_000_000.0}},
+                        vision_config={"depth": 1, "hidden_size": 16, "intermediate_size": 32, "num_heads": 2,
+                                       "out_hidden_size": 32, "deepstack_visual_indexes": [0],
+                                       "num_position_embeddings": 64})
+    model = Qwen3VLForConditionalGeneration(cfg).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.add_(torch.randn_like(p) * 0.1)   # norms start at one: make a skipped or extra norm show
+    return model
+
+
+@pytest.fixture(scope="module")
+def text_files(tmp_path_factory):
+    model = tiny_qwen3vl()
+    path = tmp_path_factory.mktemp("qwen3vl") / "qwen3vl_8b_tiny.safetensors"
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(path))
+    return model, path
+
+
+def diffusers_prompt_embeds(model, tokenizer, prompt: str) -> torch.Tensor:
+    """QwenImage21Pipeline's own prompt encoding (text-to-image) run on the tiny model, its processor standing
+    in with Qwen2's tokenizer and the system turn's token count."""
+    from diffusers import QwenImage21Pipeline
+    from transformers import BatchEncoding
+
+    from nodes.models.qwen_image21_text import SYSTEM
+
+    class Processor:
+        def __call__(self, text, **_):
+            ids = torch.tensor([tokenizer.encode(t) for t in text])
+            return BatchEncoding({"input_ids": ids, "attention_mask": torch.ones_like(ids)})
+
+    pipe = object.__new__(QwenImage21Pipeline)
+    pipe.__dict__.update(text_encoder=model, processor=Processor(), _drop_idx=len(tokenizer.encode(SYSTEM)),
+                         _img_token_id=151655,
+                         sys_prompt="Comprehend and analyze the provided prompt.")
+    pipe.prompt_template_t2i = ("<|im_start|>system\nComprehend and analyze the provided prompt.<|im_end|>\n"
+                                "<|im_start|>user\n{}<|im_end|>\n<|im_start|>assistant\n")
+    with torch.no_grad():
+        embeds, _, _ = pipe._get_qwen_prompt_embeds(prompt, device=torch.device("cpu"))
+    return embeds
+
+
+def test_qwen3vl_file_is_detected_by_comfyuis_rule(text_files) -> None:
+    _, path = text_files
+    info = probe(path)
+    assert (info.arch, info.kind) == ("qwen3vl", "text_encoder")
+    with pytest.raises(ModelLoadError, match="only as Qwen-Image 2.1's"):
+        loader.load_text_encoder(make_ref("text_encoder", "qwen_image21", [path], clip_type="lumina2"))
+
+
+@pytest.mark.parametrize("prompt", ["a red fox in the snow", ""])
+def test_prompt_encoding_equals_the_diffusers_pipeline(text_files, prompt) -> None:
+    model, path = text_files
+    te = loader.load_text_encoder(make_ref("text_encoder", "qwen_image21", [path], clip_type="qwen_image"))
+    ours, pooled = te.encode(te.tokenize(prompt))
+    expected = diffusers_prompt_embeds(model, te.tokenizer, prompt)
+    assert pooled is None
+    assert ours.shape == expected.shape
+    torch.testing.assert_close(ours, expected, rtol=0, atol=1e-5)
