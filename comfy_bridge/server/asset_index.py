@@ -72,22 +72,24 @@ def model_folders(workspace: Any) -> dict[str, tuple[list[Path], set[str]]]:
     return out
 
 
-def _walk(base: Path) -> Iterable[Path]:
+def _walk(base: Path) -> Iterable[tuple[str, str, os.stat_result]]:
+    """(absolute path, path relative to `base` with /, its stat) of every file under `base`, hidden ones
+    and hidden folders left out. Plain strings and scandir's stat: a model folder may hold thousands."""
     if not base.is_dir():
         return
     for dirpath, dirnames, filenames in os.walk(base, followlinks=True):
         dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+        rel_dir = os.path.relpath(dirpath, base).replace(os.sep, "/")
+        prefix = "" if rel_dir == "." else rel_dir + "/"
         for fn in filenames:
-            if not fn.startswith("."):
-                yield Path(dirpath, fn)
-
-
-def _stat(path: Path) -> tuple[int, float] | None:
-    try:
-        st = path.stat()
-    except OSError:
-        return None
-    return st.st_size, st.st_mtime
+            if fn.startswith("."):
+                continue
+            path = os.path.join(dirpath, fn)
+            try:
+                st = os.stat(path)
+            except OSError:   # removed while walking, or a broken link
+                continue
+            yield path, prefix + fn, st
 
 
 def scan(workspace: Any, roots: Iterable[str]) -> dict[str, FileFacts]:
@@ -97,27 +99,19 @@ def scan(workspace: Any, roots: Iterable[str]) -> dict[str, FileFacts]:
         if root == "models":
             for key, (bases, exts) in model_folders(workspace).items():
                 for base in bases:
-                    for path in _walk(base):
-                        if exts and path.suffix.lower() not in exts:
+                    for path, rel, st in _walk(base):
+                        if exts and os.path.splitext(path)[1].lower() not in exts:
                             continue
-                        facts = found.get(str(path))
+                        facts = found.get(path)
                         if facts is None:
-                            stat = _stat(path)
-                            if stat is None:
-                                continue
-                            rel = path.relative_to(base).as_posix()
-                            facts = found[str(path)] = FileFacts("models", ["models"], rel, f"{base.name}/{rel}",
-                                                                 *stat)
+                            facts = found[path] = FileFacts("models", ["models"], rel, f"{base.name}/{rel}",
+                                                            st.st_size, st.st_mtime)
                         if MODEL_TYPE + key not in facts.system_tags:
                             facts.system_tags.append(MODEL_TYPE + key)
             continue
         base = Path({"input": workspace.input_dir, "output": workspace.output_dir, "temp": workspace.temp_dir}[root])
-        for path in _walk(base):
-            stat = _stat(path)
-            if stat is None:
-                continue
-            rel = path.relative_to(base).as_posix()
-            found[str(path)] = FileFacts(root, path_tags(root, rel), rel, rel, *stat)
+        for path, rel, st in _walk(base):
+            found[path] = FileFacts(root, path_tags(root, rel), rel, rel, st.st_size, st.st_mtime)
     return found
 
 
@@ -180,11 +174,11 @@ class AssetIndex:
                     back = [(tenant, p) for p in hidden if p in files]
                     self._db.executemany("DELETE FROM local_assets_hidden WHERE tenant = ? AND path = ?", back)
                     hidden -= {p for _, p in back}
-                known = self._db.execute(f"SELECT id, root, path, size, mtime, missing FROM local_assets WHERE "
-                                         f"tenant = ? AND root IN ({marks})", (tenant, *roots)).fetchall()
+                known = self._db.execute(f"SELECT id, root, path, size, mtime, missing, system_tags FROM local_assets "
+                                         f"WHERE tenant = ? AND root IN ({marks})", (tenant, *roots)).fetchall()
                 seen: set[str] = set()
                 marked = 0
-                for asset_id, root, path, size, mtime, missing in known:
+                for asset_id, root, path, size, mtime, missing, system_tags in known:
                     seen.add(path)
                     facts = files.get(path)
                     if facts is None:
@@ -195,9 +189,11 @@ class AssetIndex:
                             self._db.execute("UPDATE local_assets SET missing = 1 WHERE id = ?", (asset_id,))
                         continue
                     changed = (facts.size, facts.mtime) != (size, mtime)
-                    self._db.execute("UPDATE local_assets SET missing = 0, size = ?, mtime = ?, system_tags = ?, "
-                                     "hash = CASE WHEN ? THEN NULL ELSE hash END WHERE id = ?",
-                                     (facts.size, facts.mtime, json.dumps(facts.system_tags), changed, asset_id))
+                    tags = json.dumps(facts.system_tags)
+                    if changed or missing or tags != system_tags:   # most listings change nothing: no write
+                        self._db.execute("UPDATE local_assets SET missing = 0, size = ?, mtime = ?, system_tags = ?, "
+                                         "hash = CASE WHEN ? THEN NULL ELSE hash END WHERE id = ?",
+                                         (facts.size, facts.mtime, tags, changed, asset_id))
                 new = [(path, facts) for path, facts in files.items() if path not in seen and path not in hidden]
                 job_of = jobs() if new and jobs is not None else {}
                 for path, facts in new:
@@ -230,8 +226,10 @@ class AssetIndex:
                              "AND user_metadata = '{}' AND preview_id IS NULL", (record["tenant"], record["path"]))
             self._insert(record)
 
-    def all(self, tenant: str) -> list[dict]:
-        return self._rows(f"SELECT {', '.join(_COLUMNS)} FROM local_assets WHERE tenant = ?", (tenant,))
+    def all(self, tenant: str, roots: Iterable[str] = LISTED) -> list[dict]:
+        roots = tuple(roots)
+        return self._rows(f"SELECT {', '.join(_COLUMNS)} FROM local_assets WHERE tenant = ? AND root IN "
+                          f"({','.join('?' * len(roots))})", (tenant, *roots))
 
     def get(self, tenant: str, asset_id: str) -> dict | None:
         rows = self._rows(f"SELECT {', '.join(_COLUMNS)} FROM local_assets WHERE tenant = ? AND id = ?",

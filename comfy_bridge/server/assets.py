@@ -123,13 +123,14 @@ def add_routes(routes: web.RouteTableDef, server: PromptServer) -> None:
     async def fresh(tenant: str, roots: tuple[str, ...] = LISTED) -> list[dict]:
         """The tenant's records, those of `roots` brought in line with its files first."""
         await run(index.sync, tenant, server.workspace, roots, jobs=output_jobs)
-        return await run(index.all, tenant)
+        return await run(index.all, tenant, roots)
 
     def preview_of(tenant: str, record: dict, by_id: dict | None = None) -> dict | None:
         pid = record["preview_id"]
         if not pid:
             return None
-        return by_id.get(pid) if by_id is not None else index.get(tenant, pid)
+        found = by_id.get(pid) if by_id is not None else None
+        return found if found is not None else index.get(tenant, pid)
 
     def own_model(tenant: str, path: str) -> bool:
         """Whether a hosted tenant may download this model file: only from its own model folder (the
@@ -159,7 +160,8 @@ def add_routes(routes: web.RouteTableDef, server: PromptServer) -> None:
             after = decode_cursor(q.after, q.sort, q.order) if q.after is not None else None
         except InvalidCursor as exc:
             return error(400, "INVALID_CURSOR", str(exc))
-        records = await fresh(_tenant(request), roots_for(all_, any_))
+        tenant = _tenant(request)
+        records = await fresh(tenant, roots_for(all_, any_))
         by_id = {r["id"]: r for r in records}
         hits = [r for r in records if q.matches(r, all_, any_, none) and (q.hash is None or r["hash"] == q.hash)]
         key = _SORT_KEYS[q.sort]
@@ -171,7 +173,8 @@ def add_routes(routes: web.RouteTableDef, server: PromptServer) -> None:
             start = q.offset
         page = hits[start:start + q.limit]
         more = start + len(page) < len(hits)
-        body: dict[str, Any] = {"assets": [asset_json(r, preview_of("", r, by_id)) for r in page],
+        previews = await run(lambda: [preview_of(tenant, r, by_id) for r in page])
+        body: dict[str, Any] = {"assets": [asset_json(r, p) for r, p in zip(page, previews)],
                                 "total": len(hits), "has_more": more}
         if more and page and q.sort in CURSOR_SORTS:
             body["next_cursor"] = encode_cursor(q.sort, q.order, key(page[-1]), page[-1]["id"])
