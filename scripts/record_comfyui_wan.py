@@ -11,7 +11,9 @@ workspace's example.png exists:
 
 ComfyUI fixes widths of the released files that the tiny ones do not have: the Wan model's text width (4096,
 umt5-xxl's), umt5-xxl's sizes (its umt5_config_xxl.json, and its detection by the 24th block) and the Wan 2.2
-VAE's widths (160 and 256). So
+VAE's widths (160 and 256), and Wan 2.1 image-to-video's image width (CLIP-H's 1280); ComfyUI's
+CLIPVisionLoader refuses the two-layer demo CLIP vision model, so it is built here as
+scripts/record_comfyui_clip_vision.py builds it (ComfyUI's ClipVisionModel from a config of the demo's sizes). So
 that its own classes load the tiny files, this script gives them the tiny sizes read from the files (wrappers
 below) and changes nothing else: tokenizer (the file's own SentencePiece model), attention mask, model
 detection, model sampling, latent format, the concat conditioning, samplers and nodes are ComfyUI's.
@@ -28,7 +30,8 @@ ComfyUI's node classes, with the template's LoRA switch off (as shipped) and on:
 (as SaveVideo would encode them, 255 * image truncated to uint8); and the Wan 2.2 5B template
 (workflows_json/wan22_5b.json) the same way, as shipped (its LoadImage bypassed) and with its start image
 (Wan22ImageToVideoLatent's noise mask, sampled with per-frame timesteps); and the 14B workflow with
-WanFirstLastFrameToVideo (first frame the image, last its inverse) in place of WanImageToVideo.
+WanFirstLastFrameToVideo (first frame the image, last its inverse) in place of WanImageToVideo, and on
+Wan 2.1's image-to-video model with the image's CLIP vision output.
 Tensors are float32 base64; the files' sha256 are stored so the test knows it has the same files.
 """
 from __future__ import annotations
@@ -49,6 +52,7 @@ sys.argv[1:] = ["--cpu"]   # ComfyUI reads its command line on import: no CUDA h
 import comfy.cli_args
 
 comfy.cli_args.args.cpu = True
+import comfy.ldm.wan.model
 import comfy.ldm.wan.vae2_2
 import comfy.model_detection
 import comfy.sd
@@ -62,6 +66,8 @@ SOURCE = "ComfyUI 0.10.0 (hiddenswitch/ComfyUI 79cdbc81, upstream's commits)"
 FILES = {"i2v_high": "diffusion_models/wan2.2_i2v_high_noise_14B_tiny.safetensors",
          "i2v_low": "diffusion_models/wan2.2_i2v_low_noise_14B_tiny.safetensors",
          "t2v": "diffusion_models/wan2.1_t2v_1.3B_tiny.safetensors",
+         "i2v_21": "diffusion_models/wan2.1_i2v_480p_14B_tiny.safetensors",
+         "clip_vision": "clip_vision/clip-vision-tiny.safetensors",
          "ti2v_5b": "diffusion_models/wan2.2_ti2v_5B_tiny.safetensors",
          "text_encoder": "text_encoders/umt5_xxl_tiny.safetensors",
          "vae": "vae/wan_2.1_vae_tiny.safetensors",
@@ -117,6 +123,10 @@ def tiny_widths() -> None:
         return cfg
     comfy.model_detection.detect_unet_config = detect_tiny
 
+    image_width = comfy.utils.load_torch_file(f"{MODELS}/{FILES['i2v_21']}")["img_emb.proj.0.weight"].shape[0]
+    mlp = comfy.ldm.wan.model.MLPProj   # ComfyUI builds Wan 2.1's image embedding for 1280-wide CLIP-H states
+    comfy.ldm.wan.model.MLPProj = lambda in_dim, out_dim, **kw: mlp(image_width, out_dim, **kw)
+
     vae22 = comfy.utils.load_torch_file(f"{MODELS}/{FILES['vae22']}")
     widths = {"dim": vae22["encoder.conv1.weight"].shape[0], "dec_dim": vae22["decoder.head.0.gamma"].shape[0]}
     wan22 = comfy.ldm.wan.vae2_2.WanVAE
@@ -127,7 +137,7 @@ def node_classes() -> dict:
     import nodes
     core = {n: getattr(nodes, n) for n in ("UNETLoader", "CLIPLoader", "VAELoader", "CLIPTextEncode", "KSampler",
                                           "KSamplerAdvanced", "VAEDecode", "LoadImage", "LoraLoaderModelOnly",
-                                          "ImageInvert")}
+                                          "ImageInvert", "CLIPVisionEncode")}
     extra = {}
     for module, names in (("nodes_model_advanced", ["ModelSamplingSD3"]),
                           ("nodes_wan", ["WanImageToVideo", "WanFirstLastFrameToVideo", "Wan22ImageToVideoLatent"]),
@@ -138,6 +148,23 @@ def node_classes() -> dict:
         names = names if isinstance(names, dict) else {n: n for n in names}
         extra.update({n: getattr(mod, attr) for n, attr in names.items()})
     return {**core, **extra}
+
+
+TINY_CLIP_VISION = {"hidden_act": "quick_gelu", "hidden_size": 32, "image_size": 224, "intermediate_size": 64,
+                    "layer_norm_eps": 1e-05, "model_type": "clip_vision_model", "num_attention_heads": 16,
+                    "num_channels": 3, "num_hidden_layers": 2, "patch_size": 14, "projection_dim": 32}
+
+
+def load_clip_vision(clip_name: str):
+    import tempfile
+
+    import comfy.clip_vision
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(TINY_CLIP_VISION, f)
+    model = comfy.clip_vision.ClipVisionModel(f.name)
+    missing, unexpected = model.load_sd(comfy.utils.load_torch_file(f"{MODELS}/clip_vision/{clip_name}"))
+    assert not missing and not unexpected, (missing, unexpected)
+    return (model,)
 
 
 def run_node(cls, inputs: dict) -> tuple:
@@ -180,6 +207,8 @@ def run_workflow(prompt: dict) -> dict:
                 results[node_id] = (value(raw["on_true" if switch else "on_false"]),)
             elif kind == "ComfyMathExpression":
                 results[node_id] = math_expression({k: value(v) for k, v in raw.items()})
+            elif kind == "CLIPVisionLoader":
+                results[node_id] = load_clip_vision(value(raw["clip_name"]))
             elif kind in ("CreateVideo", "SaveVideo"):
                 results[node_id] = (value(raw.get("images", raw.get("video"))),)
             else:
@@ -281,6 +310,21 @@ def first_last_variant(prompt: dict) -> dict:
     return out
 
 
+def clip_vision_variant(prompt: dict) -> dict:
+    """The 14B image-to-video workflow on Wan 2.1's image-to-video model (both experts), WanImageToVideo given
+    the start image's CLIP vision output (CLIPVisionEncode, crop none, as Wan 2.1's template)."""
+    out = json.loads(json.dumps(prompt))
+    for node in out.values():
+        if node["class_type"] == "UNETLoader":
+            node["inputs"]["unet_name"] = FILES["i2v_21"].split("/")[1]
+    (node,) = [k for k, v in out.items() if v["class_type"] == "WanImageToVideo"]
+    out["180"] = {"class_type": "CLIPVisionLoader", "inputs": {"clip_name": FILES["clip_vision"].split("/")[1]}}
+    out["181"] = {"class_type": "CLIPVisionEncode", "inputs": {"clip_vision": ["180", 0], "crop": "none",
+                                                              "image": out[node]["inputs"]["start_image"]}}
+    out[node]["inputs"]["clip_vision_output"] = ["181", 0]
+    return out
+
+
 def record_latent_nodes(vae, clip, vae22) -> dict:
     classes = node_classes()
     pos = clip.encode_from_tokens_scheduled(clip.tokenize("a cat"))
@@ -340,6 +384,8 @@ def main() -> None:
                "vae22": record_vae(vae22, 48, 16), "latent_nodes": record_latent_nodes(vae, clip, vae22),
                "workflow": {"prompt": prompt, **run_workflow(prompt)},
                "workflow_lora": {"prompt": with_lora, **run_workflow(with_lora)},
+               "workflow_clip_vision": {"prompt": clip_vision_variant(prompt),
+                                        **run_workflow(clip_vision_variant(prompt))},
                "workflow_first_last": {"prompt": first_last_variant(prompt), **run_workflow(first_last_variant(prompt))},
                "workflow_5b": {"prompt": prompt_5b, **run_workflow(prompt_5b)},
                "workflow_5b_start_image": {"prompt": start_image_variant(prompt_5b),

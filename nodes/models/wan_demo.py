@@ -2,6 +2,8 @@
 - diffusion_models/wan2.2_i2v_{high,low}_noise_14B_tiny.safetensors: Wan 2.2 14B image-to-video's two experts
   (36 input channels), Wan's key names, one 128-wide head (ComfyUI's head width), 2 blocks;
 - diffusion_models/wan2.1_t2v_1.3B_tiny.safetensors: a text-to-video model (16 input channels);
+- diffusion_models/wan2.1_i2v_480p_14B_tiny.safetensors: Wan 2.1 image-to-video, whose image embedding
+  (`img_emb`) takes the CLIP vision states of the demo's clip-vision-tiny (32 wide);
 - diffusion_models/wan2.2_ti2v_5B_tiny.safetensors: Wan 2.2 5B's shape (48 latent channels in and out);
 - text_encoders/umt5_xxl_tiny.safetensors: a umT5 encoder (32 wide, 2 blocks) with its SentencePiece model as
   the byte tensor `spiece_model`, as ComfyUI's umt5_xxl files carry it;
@@ -34,6 +36,7 @@ TEXT_WIDTH = 32
 FILES = {"i2v_high": "diffusion_models/wan2.2_i2v_high_noise_14B_tiny.safetensors",
          "i2v_low": "diffusion_models/wan2.2_i2v_low_noise_14B_tiny.safetensors",
          "t2v": "diffusion_models/wan2.1_t2v_1.3B_tiny.safetensors",
+         "i2v_21": "diffusion_models/wan2.1_i2v_480p_14B_tiny.safetensors",
          "ti2v_5b": "diffusion_models/wan2.2_ti2v_5B_tiny.safetensors",
          "text_encoder": "text_encoders/umt5_xxl_tiny.safetensors",
          "vae": "vae/wan_2.1_vae_tiny.safetensors",
@@ -49,7 +52,12 @@ _CORPUS = ["The white dragon warrior stands still, eyes full of determination an
            "low quality, blurry, static, worst quality, JPEG artifacts, ugly, deformed", "a fox at dusk, sunset"]
 
 # Our names (diffusers') -> Wan's, the inverse of diffusers' convert_wan_transformer_to_diffusers, in order.
-_TO_WAN = [("condition_embedder.time_embedder.linear_1", "time_embedding.0"),
+_TO_WAN = [("condition_embedder.image_embedder.norm1", "img_emb.proj.0"),
+           ("condition_embedder.image_embedder.ff.net.0.proj", "img_emb.proj.1"),
+           ("condition_embedder.image_embedder.ff.net.2", "img_emb.proj.3"),
+           ("condition_embedder.image_embedder.norm2", "img_emb.proj.4"),
+           (".add_k_proj.", ".k_img."), (".add_v_proj.", ".v_img."), (".norm_added_k.", ".norm_k_img."),
+           ("condition_embedder.time_embedder.linear_1", "time_embedding.0"),
            ("condition_embedder.time_embedder.linear_2", "time_embedding.2"),
            ("condition_embedder.text_embedder.linear_1", "text_embedding.0"),
            ("condition_embedder.text_embedder.linear_2", "text_embedding.2"),
@@ -68,7 +76,8 @@ def transformer_to_wan(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
             name = name.replace(ours, theirs)
         out[name] = value
     back = convert_wan_transformer_to_diffusers({k: i for i, k in enumerate(out)})
-    if sorted(back) != sorted(sd):   # diffusers' own converter must give our names back
+    leftover = [k for k in out if any(part in k for part in ("condition_embedder", "attn1", "attn2", "add_", "to_"))]
+    if sorted(back) != sorted(sd) or leftover:   # diffusers' own converter must give our names back
         raise AssertionError(f"Wan layout does not convert back: {sorted(set(back) ^ set(sd))[:4]}")
     return out
 
@@ -122,10 +131,15 @@ def spiece_model() -> bytes:
     return out.getvalue()
 
 
-def _transformer(in_channels: int, out_channels: int, gen: torch.Generator) -> dict[str, torch.Tensor]:
+CLIP_VISION_WIDTH = 32   # the demo CLIP vision model's (nodes.models.demo)
+
+
+def _transformer(in_channels: int, out_channels: int, gen: torch.Generator,
+                 image_dim: int | None = None) -> dict[str, torch.Tensor]:
     model = WanTransformer3DModel(patch_size=(1, 2, 2), num_attention_heads=1, attention_head_dim=HEAD_DIM,
                                   in_channels=in_channels, out_channels=out_channels, text_dim=TEXT_WIDTH,
-                                  freq_dim=256, ffn_dim=256, num_layers=2)
+                                  freq_dim=256, ffn_dim=256, num_layers=2, image_dim=image_dim,
+                                  added_kv_proj_dim=None if image_dim is None else HEAD_DIM)
     randomize_constants(model, gen)
     return transformer_to_wan(model.state_dict())
 
@@ -147,6 +161,7 @@ def tiny_wan_state_dicts(seed: int = SEED) -> dict[str, dict[str, torch.Tensor]]
                                  out_channels=12, patch_size=2, scale_factor_spatial=16)
         for m in (text, vae, vae22):
             randomize_constants(m, gen)
+        sds["i2v_21"] = _transformer(36, 16, gen, image_dim=CLIP_VISION_WIDTH)   # last: the others keep their bytes
     text_sd = {k: v for k, v in text.state_dict().items() if k != "encoder.embed_tokens.weight"}
     sds["text_encoder"] = text_sd
     sds["vae"] = diffusers_to_wan(vae.state_dict())

@@ -6,7 +6,8 @@ scripts/wan_template_workflow.py, the tiny demo files in place of the downloads)
 and on (the 4-step LoRAs merged into both experts); likewise the Wan 2.2 5B template (workflows_json/wan22_5b.json:
 its start image bypassed as shipped, so text-to-video on the 48-channel latent and the Wan 2.2 VAE; and with
 the start image on: Wan22ImageToVideoLatent's noise mask keeps the first latent frame, sampled with per-frame
-timesteps); and the 14B workflow with WanFirstLastFrameToVideo in place of WanImageToVideo.
+timesteps); and the 14B workflow with WanFirstLastFrameToVideo in place of WanImageToVideo, and on Wan 2.1's
+image-to-video model given the image's CLIP vision output.
 
 The MP4 is lossy, so the frames are compared as PNGs: a SaveImage beside SaveVideo takes VAEDecode's frames."""
 from __future__ import annotations
@@ -31,7 +32,8 @@ REPO = Path(__file__).resolve().parents[2]
 WORKFLOW = REPO / "workflows_json" / "wan22_i2v.json"
 FIXTURE = json.loads((REPO / "tests" / "models" / "fixtures" / "comfyui_wan.json").read_text())
 RECORDED = {"off": FIXTURE["workflow"], "lora": FIXTURE["workflow_lora"], "5b": FIXTURE["workflow_5b"],
-            "5b_start_image": FIXTURE["workflow_5b_start_image"], "first_last": FIXTURE["workflow_first_last"]}
+            "5b_start_image": FIXTURE["workflow_5b_start_image"], "first_last": FIXTURE["workflow_first_last"],
+            "clip_vision": FIXTURE["workflow_clip_vision"]}
 
 
 def comfyui_frames(recorded: dict) -> np.ndarray:
@@ -109,6 +111,14 @@ def test_recorded_workflow_is_the_shipped_one() -> None:
     first_last["170"] = {"class_type": "ImageInvert", "inputs": {"image": ["97", 0]}}
     first_last["98"]["inputs"]["end_image"] = ["170", 0]
     assert RECORDED["first_last"]["prompt"] == first_last
+    vision = json.loads(WORKFLOW.read_text())   # Wan 2.1 i2v with the start image's CLIP vision output
+    for node in ("95", "96"):
+        vision[node]["inputs"]["unet_name"] = "wan2.1_i2v_480p_14B_tiny.safetensors"
+    vision["180"] = {"class_type": "CLIPVisionLoader", "inputs": {"clip_name": "clip-vision-tiny.safetensors"}}
+    vision["181"] = {"class_type": "CLIPVisionEncode", "inputs": {"clip_vision": ["180", 0], "crop": "none",
+                                                                 "image": ["97", 0]}}
+    vision["98"]["inputs"]["clip_vision_output"] = ["181", 0]
+    assert RECORDED["clip_vision"]["prompt"] == vision
     five = json.loads((REPO / "workflows_json" / "wan22_5b.json").read_text())
     assert RECORDED["5b"]["prompt"] == five
     five["56"] = {"class_type": "LoadImage", "inputs": {"image": "example.png"}}   # its bypassed LoadImage on

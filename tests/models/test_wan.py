@@ -24,9 +24,12 @@ from nodes.loaders import make_ref
 from nodes.models import loader
 from nodes.models.detect import probe
 from nodes.models.errors import ModelLoadError
-from nodes.models.wan_demo import FILES, build_demo_wan, tiny_wan_state_dicts
+from nodes.models.wan_demo import FILES as WAN_FILES
+from nodes.models.wan_demo import build_demo_wan, tiny_wan_state_dicts
 from nodes.sampling.model_sampling import model_sampling_from_config
 
+# wan-tiny's files and the demo CLIP vision model that Wan 2.1 image-to-video reads
+FILES = {**WAN_FILES, "clip_vision": "clip_vision/clip-vision-tiny.safetensors"}
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_wan.json").read_text())
 ATOL, RTOL = 2e-5, 1e-4
 
@@ -37,8 +40,10 @@ def tensor(d: dict) -> torch.Tensor:
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory) -> Path:
+    from nodes.models.demo import _clip_vision, _save
     root = tmp_path_factory.mktemp("wan") / "models"
     build_demo_wan(root)
+    _save(_clip_vision(), root / FILES["clip_vision"])
     return root
 
 
@@ -85,6 +90,8 @@ def test_files_have_comfyuis_key_layouts_and_are_detected(models) -> None:
 
 
 def test_hyperparameters_are_read_from_the_shapes(models) -> None:
+    image = diffusion_model(models, "i2v_21").config   # Wan 2.1 i2v: CLIP vision states join the text
+    assert (image["image_dim"], image["added_kv_proj_dim"]) == (32, 128)
     cfg = diffusion_model(models, "i2v_high").config
     assert (cfg["num_layers"], cfg["num_attention_heads"], cfg["attention_head_dim"], cfg["text_dim"],
             cfg["in_channels"], cfg["out_channels"], cfg["ffn_dim"]) == (2, 1, 128, 32, 36, 16, 256)
