@@ -1,0 +1,208 @@
+"""The model-free latent and image nodes of LTX-2's audio-video workflows (ComfyUI's comfy_extras.nodes_lt):
+EmptyLTXVLatentVideo (the 128-channel, 32x spatial / 8x temporal video latent), LTXVConcatAVLatent and
+LTXVSeparateAVLatent (one LATENT holding the video and the audio latent side by side, as ComfyUI's NestedTensor
+does), LTXVCropGuides (drops the guide frames LTXVAddGuide appended) and LTXVPreprocess (an H.264 round trip
+of the start image, so it looks like the compressed video frames the model was trained on).
+
+Semantics follow ComfyUI 0.10.0 (commit 79cdbc81), checked by tests/nodes/test_ltxv_av.py against the values
+scripts/record_comfyui_ltxv_av.py recorded from it. The LTX-2 networks themselves are not here."""
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import numpy as np
+import torch
+
+from nodes import MAX_RESOLUTION
+from nodes.conditioning import require
+from nodes.conditioning_ops import set_values
+from nodes.media import av
+
+MODULE = "comfy_extras.nodes_lt"
+LATENT_CHANNELS = 128
+SPATIAL, TEMPORAL = 32, 8
+
+
+class AVLatent:
+    """A video latent and an audio latent (or their noise masks) travelling as one LATENT's samples. It answers
+    to what code written for ComfyUI's NestedTensor reads first: `is_nested`, `unbind()` and `tensors`."""
+    is_nested = True
+
+    def __init__(self, tensors: tuple[torch.Tensor, ...] | list[torch.Tensor]) -> None:
+        self.tensors = list(tensors)
+
+    def unbind(self) -> list[torch.Tensor]:
+        return self.tensors
+
+    def __repr__(self) -> str:
+        return f"AVLatent({', '.join(str(tuple(t.shape)) for t in self.tensors)})"
+
+
+def _latent(value: Any, input_name: str) -> dict:
+    if not isinstance(value, dict) or "samples" not in value:
+        raise ValueError(f"{input_name}: expected a LATENT (a dict with 'samples'), got {type(value).__name__}")
+    return value
+
+
+def _video_samples(latent: dict, input_name: str) -> torch.Tensor:
+    samples = latent["samples"]
+    if not isinstance(samples, torch.Tensor) or samples.ndim != 5:
+        shape = tuple(samples.shape) if isinstance(samples, torch.Tensor) else type(samples).__name__
+        raise ValueError(f"{input_name}: expected a video latent [batch, channels, frames, height, width], "
+                         f"got {shape}")
+    return samples
+
+
+class EmptyLTXVLatentVideo:
+    RELATIVE_PYTHON_MODULE = MODULE
+    FUNCTION = "execute"
+    CATEGORY = "latent/video/ltxv"
+    RETURN_TYPES = ("LATENT",)
+    DESCRIPTION = "An all-zero LTX-Video latent: 128 channels, 1/32 of the size, 1 + (length - 1) // 8 frames."
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"width": ("INT", {"default": 768, "min": 64, "max": MAX_RESOLUTION, "step": 32}),
+                             "height": ("INT", {"default": 512, "min": 64, "max": MAX_RESOLUTION, "step": 32}),
+                             "length": ("INT", {"default": 97, "min": 1, "max": MAX_RESOLUTION, "step": 8}),
+                             "batch_size": ("INT", {"default": 1, "min": 1, "max": 4096})}}
+
+    def execute(self, width: int, height: int, length: int, batch_size: int = 1):
+        frames = (int(length) - 1) // TEMPORAL + 1
+        return ({"samples": torch.zeros(int(batch_size), LATENT_CHANNELS, frames, int(height) // SPATIAL,
+                                        int(width) // SPATIAL)},)
+
+
+class LTXVConcatAVLatent:
+    RELATIVE_PYTHON_MODULE = MODULE
+    FUNCTION = "execute"
+    CATEGORY = "latent/video/ltxv"
+    RETURN_TYPES = ("LATENT",)
+    RETURN_NAMES = ("latent",)
+    DESCRIPTION = ("One LATENT carrying the video and the audio latent for LTX-2's joint sampling; where either has "
+                   "a noise mask, the other gets an all-ones mask of its own shape.")
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"video_latent": ("LATENT",), "audio_latent": ("LATENT",)}}
+
+    def execute(self, video_latent: dict, audio_latent: dict):
+        video, audio = _latent(video_latent, "video_latent"), _latent(audio_latent, "audio_latent")
+        for name, part in (("video_latent", video), ("audio_latent", audio)):
+            if getattr(part["samples"], "is_nested", False):
+                raise ValueError(f"{name}: already an audio-video latent; separate it first")
+        # The audio latent's keys (its sample rate and type) win over the video's, as in ComfyUI.
+        out = {**video, **audio}
+        video_mask, audio_mask = video.get("noise_mask"), audio.get("noise_mask")
+        if video_mask is not None or audio_mask is not None:
+            out["noise_mask"] = AVLatent((
+                torch.ones_like(video["samples"]) if video_mask is None else video_mask,
+                torch.ones_like(audio["samples"]) if audio_mask is None else audio_mask))
+        out["samples"] = AVLatent((video["samples"], audio["samples"]))
+        return (out,)
+
+
+class LTXVSeparateAVLatent:
+    RELATIVE_PYTHON_MODULE = MODULE
+    FUNCTION = "execute"
+    CATEGORY = "latent/video/ltxv"
+    RETURN_TYPES = ("LATENT", "LATENT")
+    RETURN_NAMES = ("video_latent", "audio_latent")
+    DESCRIPTION = "LTXV Separate AV Latent"
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"av_latent": ("LATENT",)}}
+
+    def execute(self, av_latent: dict):
+        latent = _latent(av_latent, "av_latent")
+        if not isinstance(latent["samples"], AVLatent):
+            raise ValueError("av_latent: expected an audio-video latent (from LTXV Concat AV Latent), got a "
+                             f"plain latent of shape {tuple(latent['samples'].shape)}")
+        video, audio = dict(latent), dict(latent)
+        video["samples"], audio["samples"] = latent["samples"].unbind()[:2]
+        masks = latent.get("noise_mask")
+        if masks is not None:
+            video["noise_mask"], audio["noise_mask"] = masks.unbind()[:2]
+        return (video, audio)
+
+
+def _keyframe_count(conditioning: list) -> int:
+    """How many guide latents LTXVAddGuide appended: the distinct start frames in the first keyframe_idxs."""
+    for _, values in conditioning:
+        idxs = values.get("keyframe_idxs")
+        if idxs is not None:
+            return int(torch.unique(idxs[:, 0, :, 0]).shape[0])
+    return 0
+
+
+class LTXVCropGuides:
+    RELATIVE_PYTHON_MODULE = MODULE
+    FUNCTION = "execute"
+    CATEGORY = "conditioning/video_models"
+    RETURN_TYPES = ("CONDITIONING", "CONDITIONING", "LATENT")
+    RETURN_NAMES = ("positive", "negative", "latent")
+    DESCRIPTION = ("Removes the guide frames LTXV Add Guide appended to the latent (and their keyframe indices from "
+                   "both conditionings); the latent always leaves with a noise mask.")
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"positive": ("CONDITIONING",), "negative": ("CONDITIONING",), "latent": ("LATENT",)}}
+
+    def execute(self, positive: list, negative: list, latent: dict):
+        positive, negative = require(positive, "positive"), require(negative, "negative")
+        samples = _video_samples(_latent(latent, "latent"), "latent").clone()
+        mask = latent.get("noise_mask")
+        mask = (torch.ones(samples.shape[0], 1, samples.shape[2], 1, 1) if mask is None else mask.clone())
+        count = _keyframe_count(positive)
+        if count == 0:
+            return (positive, negative, {"samples": samples, "noise_mask": mask})
+        return (set_values(positive, {"keyframe_idxs": None}), set_values(negative, {"keyframe_idxs": None}),
+                {"samples": samples[:, :, :-count], "noise_mask": mask[:, :, :-count]})
+
+
+def h264_round_trip(image: torch.Tensor, crf: int) -> torch.Tensor:
+    """One [H, W, 3] image through a one-frame libx264 (yuv420p, preset veryfast) encode at `crf` and back,
+    cropped to even sides; crf 0 returns the image untouched."""
+    if crf == 0:
+        return image
+    pixels = (image[:image.shape[0] // 2 * 2, :image.shape[1] // 2 * 2, :3] * 255.0).byte().cpu().numpy()
+    buffer = io.BytesIO()
+    with av.open(buffer, "w", format="mp4") as container:
+        stream = container.add_stream("libx264", rate=1, options={"crf": str(crf), "preset": "veryfast"})
+        stream.height, stream.width = pixels.shape[0], pixels.shape[1]
+        frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(pixels), format="rgb24").reformat(format="yuv420p")
+        container.mux(stream.encode(frame))
+        container.mux(stream.encode())
+    buffer.seek(0)
+    with av.open(buffer) as container:
+        decoded = next(container.decode(video=0)).to_ndarray(format="rgb24")
+    return torch.from_numpy(decoded).to(dtype=image.dtype, device=image.device) / 255.0
+
+
+class LTXVPreprocess:
+    RELATIVE_PYTHON_MODULE = MODULE
+    FUNCTION = "execute"
+    CATEGORY = "image"
+    RETURN_TYPES = ("IMAGE",)
+    RETURN_NAMES = ("output_image",)
+    DESCRIPTION = "Compresses each image as one H.264 video frame (crf = img_compression; 0 leaves it untouched)."
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"image": ("IMAGE",),
+                             "img_compression": ("INT", {"default": 35, "min": 0, "max": 100,
+                                                         "tooltip": "Amount of compression to apply on image."})}}
+
+    def execute(self, image: torch.Tensor, img_compression: int):
+        if not isinstance(image, torch.Tensor) or image.ndim != 4:
+            raise ValueError("image: expected an IMAGE [batch, height, width, channels]")
+        if not 0 <= int(img_compression) <= 100:
+            raise ValueError(f"img_compression: {img_compression} is outside 0..100")
+        return (torch.stack([h264_round_trip(frame, int(img_compression)) for frame in image]),)
+
+
+NODE_CLASS_MAPPINGS = {cls.__name__: cls for cls in (EmptyLTXVLatentVideo, LTXVConcatAVLatent, LTXVSeparateAVLatent,
+                                                     LTXVCropGuides, LTXVPreprocess)}
+NODE_DISPLAY_NAME_MAPPINGS: dict[str, str] = {}
