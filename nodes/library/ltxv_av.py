@@ -41,7 +41,7 @@ class AVLatent:
 
 def _latent(value: Any, input_name: str) -> dict:
     if not isinstance(value, dict) or "samples" not in value:
-        raise ValueError(f"{input_name}: expected a LATENT (a dict with 'samples'), got {type(value).__name__}")
+        raise TypeError(f"{input_name}: expected a LATENT (a dict with 'samples'), got {type(value).__name__}")
     return value
 
 
@@ -118,7 +118,7 @@ class LTXVSeparateAVLatent:
     def execute(self, av_latent: dict):
         latent = _latent(av_latent, "av_latent")
         if not isinstance(latent["samples"], AVLatent):
-            raise ValueError("av_latent: expected an audio-video latent (from LTXV Concat AV Latent), got a "
+            raise TypeError("av_latent: expected an audio-video latent (from LTXV Concat AV Latent), got a "
                              f"plain latent of shape {tuple(latent['samples'].shape)}")
         video, audio = dict(latent), dict(latent)
         video["samples"], audio["samples"] = latent["samples"].unbind()[:2]

@@ -11,8 +11,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from nodes.library.ltxv_av import (AVLatent, EmptyLTXVLatentVideo, LTXVConcatAVLatent, LTXVCropGuides,
-                                   LTXVPreprocess, LTXVSeparateAVLatent)
+from nodes.library.ltxv_av import (
+    AVLatent,
+    EmptyLTXVLatentVideo,
+    LTXVConcatAVLatent,
+    LTXVCropGuides,
+    LTXVPreprocess,
+    LTXVSeparateAVLatent,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_ltxv_av.json").read_text())
@@ -70,12 +76,12 @@ def test_preprocess_compresses_and_crops_to_even_sides():
 
 def test_bad_inputs_are_named():
     video, audio = CASES["concat"][0]
-    with pytest.raises(ValueError, match="av_latent: expected an audio-video latent"):
+    with pytest.raises(TypeError, match="av_latent: expected an audio-video latent"):
         LTXVSeparateAVLatent().execute(video)
     (joined,) = LTXVConcatAVLatent().execute(video, audio)
     with pytest.raises(ValueError, match="video_latent: already an audio-video latent"):
         LTXVConcatAVLatent().execute(joined, audio)
-    with pytest.raises(ValueError, match="audio_latent: expected a LATENT"):
+    with pytest.raises(TypeError, match="audio_latent: expected a LATENT"):
         LTXVConcatAVLatent().execute(video, torch.zeros(1))
     positive, negative, _ = CASES["crop"][0]
     with pytest.raises(ValueError, match=r"latent: expected a video latent .* got \(1, 8, 5, 4\)"):
