@@ -177,6 +177,11 @@ def _single_clip_arch(path: Path, clip_type: str) -> str:
     file_arch, _ = probe_arch(path, "clip_name")
     if file_arch == "qwen3":
         return "flux2" if clip_type in ("flux", "flux2") else "zimage"
+    if file_arch == "qwen3vl":   # ComfyUI: Qwen-Image 2.1's encoder with type qwen_image
+        if clip_type != "qwen_image":
+            raise ValueError(f"clip_name: {path.name} is a Qwen3-VL text encoder; it loads as Qwen-Image 2.1's "
+                             f"with CLIPLoader type qwen_image, not {clip_type}")
+        return "qwen_image21"
     if clip_type == "lumina2":
         raise ValueError(f"clip_name: {path.name} is a {file_arch} text encoder; CLIPLoader type lumina2 loads "
                          "Z-Image's Qwen3-4B (qwen_3_4b.safetensors)")

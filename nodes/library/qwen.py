@@ -11,6 +11,11 @@ As ComfyUI 0.3.64 sizes them (`area` resampling, aspect ratio kept, from the ima
   text (N counts the inputs, so a missing image1 leaves the first picture number 2); its own edit template
   even with no image. Only an image's first three channels are read (as the newest ComfyUI does).
 
+TextEncodeQwenImage21 (newest ComfyUI source) encodes the prompt and the negative prompt with Qwen-Image 2.1's
+Qwen3-VL text encoder (nodes.models.qwen_image21_text) and gives an empty 64-channel latent of resolution x
+resolution pixels (1024 when 0) at 1/16 scale. Reference images need Qwen3-VL's vision tower and Qwen-Image 2.1's
+VAE, which are not supported yet: a linked image is refused by name.
+
 QwenImage21Cache (newest ComfyUI source) sets where and how Qwen-Image 2.1 keeps the text and reference keys and
 values between steps. Here every step recomputes them (ComfyUI's "off"), which gives the same numbers as
 ComfyUI's lossless "default"; its int8/int4 storage is not emulated, so with those ComfyUI's result differs from
@@ -21,6 +26,7 @@ import math
 
 import torch
 
+from nodes.dynamic_inputs import DynamicSection, autogrow_names, group
 from nodes.inputs import require_component, require_model
 from nodes.ksampler import call_model_fn
 from nodes.model_nodes import VAEEncode
@@ -123,6 +129,59 @@ class TextEncodeQwenImageEditPlus:
         return (await encode_with_images(clip, slots + prompt, images, TEMPLATE_EDIT, references),)
 
 
+IMAGES_21 = autogrow_names("image", ("IMAGE", {}), [f"image_{i}" for i in range(1, 17)], 0)
+RESOLUTION_TOOLTIP = ("Pixel area (side x side) each reference image is scaled to, aspect kept, sides multiples of "
+                      "32; 0 leaves references at their own size rounded to 32. Also the empty latent's side.")
+LATENT_TOOLTIP = "The empty latent to sample: the first reference image's size, else resolution x resolution."
+
+
+async def encode_text(clip, prompt: str) -> list:
+    conditioning = []
+    for ref, extra in encodings(clip):
+        out = await call_model_fn("text_encode", ref, "clip", {}, {"text": prompt})
+        conditioning.append([out["cond"], {"pooled_output": out.get("pooled"), **extra}])
+    return conditioning
+
+
+class TextEncodeQwenImage21:
+    @classmethod
+    def INPUT_TYPES(cls):
+        images = (IMAGES_21[0], {**IMAGES_21[1], "tooltip": "Up to 16 reference images: read by the text "
+                                 "encoder and joined to the image tokens as VAE latents."})
+        return {"required": DynamicSection({
+                    "clip": ("CLIP", {}), "prompt": PROMPT, "negative_prompt": PROMPT,
+                    "resolution": ("INT", {"default": 1024, "min": 0, "max": 4096, "step": 32,
+                                           "tooltip": RESOLUTION_TOOLTIP}),
+                    "images": images}),
+                "optional": {"vae": ("VAE", {})}}
+
+    RETURN_TYPES = ("CONDITIONING", "CONDITIONING", "LATENT")
+    RETURN_NAMES = ("positive", "negative", "latent")
+    OUTPUT_TOOLTIPS = (None, None, LATENT_TOOLTIP)
+    FUNCTION = "execute"
+    CATEGORY = "model/conditioning/qwen image"
+    DESCRIPTION = ("Encodes the prompt and the negative prompt for Qwen-Image 2.1 and gives the empty latent to "
+                   "sample (resolution x resolution pixels). Reference images are not supported yet.")
+    RELATIVE_PYTHON_MODULE = MODULE
+
+    async def execute(self, clip, prompt: str, negative_prompt: str, resolution: int = 1024, vae=None,
+                      **kwargs):
+        linked = [name for name, image in group(kwargs, "images", IMAGES_21).items() if image is not None]
+        if linked:
+            raise ValueError(f"images: {', '.join(linked)}: reference images for Qwen-Image 2.1 (Qwen3-VL's vision "
+                             "tower, Qwen-Image 2.1's VAE) are not supported yet; unlink them to generate from text")
+        clip = require_component(clip, "text_encoder", "clip")
+        if clip.arch != "qwen_image21":
+            raise ValueError(f"clip: TextEncodeQwenImage21 needs Qwen-Image 2.1's Qwen3-VL text encoder (CLIPLoader "
+                             f"type qwen_image), got a {clip.arch} CLIP")
+        resolution = int(resolution)
+        if not 0 <= resolution <= 4096:
+            raise ValueError(f"resolution: {resolution} is outside 0..4096")
+        side = resolution or 1024
+        latent = torch.zeros([1, 64, side // 16, side // 16])
+        return (await encode_text(clip, prompt), await encode_text(clip, negative_prompt), {"samples": latent})
+
+
 CACHE_DEVICES = ["auto", "gpu", "cpu", "off"]
 CACHE_DTYPES = ["default", "int8", "int4"]
 
@@ -156,5 +215,6 @@ class QwenImage21Cache:
 
 NODE_CLASS_MAPPINGS = {"TextEncodeQwenImageEdit": TextEncodeQwenImageEdit,
                        "TextEncodeQwenImageEditPlus": TextEncodeQwenImageEditPlus,
-                       "QwenImage21Cache": QwenImage21Cache}
-NODE_DISPLAY_NAME_MAPPINGS: dict[str, str] = {"QwenImage21Cache": "Qwen Image 2.1 Cache"}
+                       "TextEncodeQwenImage21": TextEncodeQwenImage21, "QwenImage21Cache": QwenImage21Cache}
+NODE_DISPLAY_NAME_MAPPINGS: dict[str, str] = {"TextEncodeQwenImage21": "Text Encode Qwen Image 2.1",
+                                              "QwenImage21Cache": "Qwen Image 2.1 Cache"}

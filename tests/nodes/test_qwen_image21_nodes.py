@@ -1,15 +1,26 @@
-"""QwenImage21Cache as the newest ComfyUI source declares it (comfy_extras/nodes_qwen.py): a MODEL in, a MODEL out,
+"""TextEncodeQwenImage21 and QwenImage21Cache as the newest ComfyUI source declares them (comfy_extras/nodes_qwen.py).
+
+TextEncodeQwenImage21: the prompt and the negative prompt through Qwen-Image 2.1's Qwen3-VL encoder (whose numbers
+tests/models/test_qwen_image21.py checks against diffusers' pipeline) and an empty 64-channel latent at 1/16 of
+resolution x resolution pixels; reference images are refused by name (not supported yet).
+
+QwenImage21Cache as the newest ComfyUI source declares it (comfy_extras/nodes_qwen.py): a MODEL in, a MODEL out,
 `device` auto|gpu|cpu|off and `dtype` default|int8|int4, experimental. No cache is kept here (every step recomputes
 the text and reference keys, ComfyUI's lossless off/default), so the model passes through unchanged."""
 from __future__ import annotations
 
+import asyncio
 import json
+from pathlib import Path
 
 import pytest
+import torch
+from safetensors.torch import save_file
 
 from cluster.refs import ModelRef
 from comfy_bridge.registry import build_registry
-from nodes.library.qwen import QwenImage21Cache
+from nodes.library.qwen import QwenImage21Cache, TextEncodeQwenImage21
+from nodes.loaders import CLIPLoader
 
 MODEL = ModelRef("diffusion_model", "qwen_image21", ("qwen_image_2.1.safetensors",), ("0" * 64,))
 
@@ -38,3 +49,59 @@ def test_bad_input_is_refused_by_name():
         QwenImage21Cache().execute(MODEL, "auto", "fp8")
     with pytest.raises(ValueError, match="MODEL"):
         QwenImage21Cache().execute("not a model", "auto", "default")
+
+
+# ---- TextEncodeQwenImage21 --------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def qwen3vl_workspace(tmp_path_factory):
+    from nodes.workspace import Workspace, activate
+    from tests.models.test_qwen_image21 import tiny_qwen3vl
+    ws = activate(Workspace(tmp_path_factory.mktemp("ws21")).create())
+    folder = Path(ws.folder_paths("text_encoders")[0])
+    save_file({k: v.contiguous() for k, v in tiny_qwen3vl().state_dict().items()},
+              str(folder / "qwen3vl_8b_tiny.safetensors"))
+    return ws
+
+
+@pytest.fixture
+def clip(qwen3vl_workspace):
+    from nodes.workspace import activate
+    activate(qwen3vl_workspace)
+    return CLIPLoader().load_clip("qwen3vl_8b_tiny.safetensors", "qwen_image")[0]
+
+
+def test_text_encode_object_info_has_todays_interface():
+    info = json.loads(json.dumps(build_registry(None, load_custom_nodes=False).node_info("TextEncodeQwenImage21")))
+    required, optional = info["input"]["required"], info["input"]["optional"]
+    assert list(required) == ["clip", "prompt", "negative_prompt", "resolution", "images"]
+    assert list(optional) == ["vae"]
+    assert {k: required["resolution"][1][k] for k in ("default", "min", "max", "step")} == \
+        {"default": 1024, "min": 0, "max": 4096, "step": 32}
+    template = required["images"][1]["template"]
+    assert (required["images"][0], template["names"], template["min"]) == \
+        ("COMFY_AUTOGROW_V3", [f"image_{i}" for i in range(1, 17)], 0)
+    assert (info["output"], info["output_name"], info["display_name"]) == \
+        (["CONDITIONING", "CONDITIONING", "LATENT"], ["positive", "negative", "latent"], "Text Encode Qwen Image 2.1")
+
+
+@pytest.mark.parametrize("resolution,side", [(512, 32), (0, 64), (96, 6)])
+def test_both_prompts_are_encoded_and_the_latent_follows_resolution(clip, resolution, side):
+    from nodes.models.loader import load_text_encoder
+    pos, neg, latent = asyncio.run(TextEncodeQwenImage21().execute(clip, "a red fox", "blurry", resolution))
+    te = load_text_encoder(clip)
+    for conditioning, text in ((pos, "a red fox"), (neg, "blurry")):
+        assert len(conditioning) == 1 and conditioning[0][1]["pooled_output"] is None
+        torch.testing.assert_close(conditioning[0][0], te.encode(te.tokenize(text))[0], rtol=0, atol=0)
+    assert torch.equal(latent["samples"], torch.zeros(1, 64, side, side))
+
+
+def test_reference_images_and_other_encoders_are_refused_by_name(clip):
+    image = torch.zeros(1, 64, 64, 3)
+    with pytest.raises(ValueError, match="images: image_2: reference images for Qwen-Image 2.1"):
+        asyncio.run(TextEncodeQwenImage21().execute(clip, "x", "", 1024, **{"images.image_2": image}))
+    other = clip.__class__(**{**clip.__dict__, "arch": "qwen_image"})
+    with pytest.raises(ValueError, match="clip: TextEncodeQwenImage21 needs Qwen-Image 2.1's"):
+        asyncio.run(TextEncodeQwenImage21().execute(other, "x", "", 1024))
+    with pytest.raises(ValueError, match="type qwen_image, not lumina2"):
+        CLIPLoader().load_clip("qwen3vl_8b_tiny.safetensors", "lumina2")
