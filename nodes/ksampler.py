@@ -33,6 +33,10 @@ def fix_empty_latent_channels(model: ModelRef, latent: torch.Tensor) -> torch.Te
     """An all-zero latent with the wrong channel count (EmptyLatentImage into a 16-channel model) is
     widened to the model's channels, as ComfyUI does; any other mismatch is an error. A model whose latents
     have a frame axis (Qwen-Image) gets it added to a 4-D latent, as ComfyUI does: its output is [B,C,1,H,W]."""
+    if getattr(latent, "is_nested", False):
+        # LTXV Concat AV Latent's video + audio pair: only LTX-2's audio-video network denoises it.
+        raise ValueError(f"latent_image: an audio-video latent (LTXV Concat AV Latent) cannot be sampled by the "
+                         f"{model.arch} model; LTX-2's audio-video model does not run on this backend yet")
     channels = arch.latent_format(model.arch).channels
     if latent.shape[1] != channels:
         if torch.count_nonzero(latent) != 0:
