@@ -90,3 +90,12 @@ def test_bad_inputs_are_named():
         LTXVPreprocess().execute(torch.zeros(1, 8, 8, 3), 101)
     with pytest.raises(ValueError, match="image: expected an IMAGE"):
         LTXVPreprocess().execute(torch.zeros(8, 8, 3), 35)
+
+
+def test_sampling_an_audio_video_latent_is_refused_by_name():
+    from cluster.refs import ModelRef
+    from nodes.ksampler import fix_empty_latent_channels
+    (joined,) = LTXVConcatAVLatent().execute(*CASES["concat"][0])
+    sd1 = ModelRef("diffusion_model", "sd1", ("/m/sd1.safetensors",), ("d" * 64,))
+    with pytest.raises(ValueError, match="latent_image: an audio-video latent .* cannot be sampled by the sd1 model"):
+        fix_empty_latent_channels(sd1, joined["samples"])
