@@ -1,6 +1,7 @@
-"""The official web UI previews a saved video: workflows_json/video.ui.json opened in a real browser and
+"""The official web UI previews a saved video: workflows_json/video.ui.json (and the Wan 2.2 14B
+image-to-video template's workflow, wan22_i2v.ui.json, on the tiny Wan files) opened in a real browser and
 run, the Save Video node shows a video player whose source is the MP4 that /view serves as video/mp4, and
-the browser reads the video's metadata (its size, the demo's 128 x 128)."""
+the browser reads the video's metadata (its size: the demo's 128 x 128, Wan's 64 x 64)."""
 from __future__ import annotations
 
 import json
@@ -21,15 +22,20 @@ def server(serve):
     return as_returning_user(base)
 
 
-def test_save_video_node_shows_the_video(server, tmp_path):
+# workflow file, the file name prefix its SaveVideo writes, the video's size
+CASES = [("video.ui.json", "ComfyUI_", 128), ("wan22_i2v.ui.json", "Wan2.2_i2v_", 64)]
+
+
+@pytest.mark.parametrize(("name", "prefix", "size"), CASES, ids=[c[0].split(".")[0] for c in CASES])
+def test_save_video_node_shows_the_video(server, tmp_path, name: str, prefix: str, size: int):
     from playwright.sync_api import sync_playwright
-    workflow = json.loads((REPO / "workflows_json" / "video.ui.json").read_text())
+    workflow = json.loads((REPO / "workflows_json" / name).read_text())
     with sync_playwright() as p:
         browser = launch(p, "--autoplay-policy=no-user-gesture-required")
         page = browser.new_page(viewport={"width": 1600, "height": 1000})
         page.goto(server + "/")
         wait_for_app(page, 90_000)
-        page.evaluate("async (w) => { await window.app.loadGraphData(w, true, true, 'video.ui.json') }", workflow)
+        page.evaluate("async ([w, n]) => { await window.app.loadGraphData(w, true, true, n) }", [workflow, name])
         assert page.evaluate("() => window.app.graph.findNodesByType('SaveVideo').length") == 1
         page.locator("canvas#graph-canvas").click(position={"x": 300, "y": 700})
         page.keyboard.press(".")   # fit the graph in view, so the Save Video node is drawn
@@ -46,5 +52,5 @@ def test_save_video_node_shows_the_video(server, tmp_path):
                                  return {src: v.src, width: v.videoWidth, height: v.videoHeight} }""")
         page.screenshot(path=str(tmp_path / "webui_video.png"))
         browser.close()
-    assert "filename=ComfyUI_" in shown["src"] and "subfolder=video" in shown["src"]
-    assert (shown["width"], shown["height"]) == (128, 128)
+    assert f"filename={prefix}" in shown["src"] and "subfolder=video" in shown["src"]
+    assert (shown["width"], shown["height"]) == (size, size)
