@@ -105,3 +105,58 @@ def test_reference_images_and_other_encoders_are_refused_by_name(clip):
         asyncio.run(TextEncodeQwenImage21().execute(other, "x", "", 1024))
     with pytest.raises(ValueError, match="type qwen_image, not lumina2"):
         CLIPLoader().load_clip("qwen3vl_8b_tiny.safetensors", "lumina2")
+
+
+# ---- through KSampler ---------------------------------------------------------------------------------------------
+
+def test_ksampler_on_text_encode_outputs_is_eulers_flow_loop_on_diffusers_model(qwen3vl_workspace, tmp_path):
+    """UNETLoader -> QwenImage21Cache -> KSampler (euler/simple, cfg 1) on TextEncodeQwenImage21's conditioning and
+    latent equals a hand-written Euler loop on diffusers' QwenImage21Transformer2DModel: ComfyUI's flow noising
+    of the standardised empty latent, velocity steps on the scheduler's sigmas, the latent de-standardised."""
+    from diffusers import QwenImage21Transformer2DModel
+
+    from nodes.arch import latent_format
+    from nodes.library.custom_sampler import BasicScheduler
+    from nodes.loaders import UNETLoader
+    from nodes.model_nodes import KSampler
+    from nodes.models.loader import load_text_encoder
+    from nodes.workspace import activate
+    from tests.models.test_qwen_image21 import CONFIG, comfy_layout
+
+    torch.set_num_threads(1)
+    ws = activate(qwen3vl_workspace)
+    torch.manual_seed(0)
+    reference = QwenImage21Transformer2DModel(**{**CONFIG, "context_in_dim": 32}).eval()
+    with torch.no_grad():
+        for p in reference.parameters():
+            p.copy_(torch.randn_like(p) * 0.1)
+    save_file(comfy_layout(reference.state_dict()),
+              str(Path(ws.folder_paths("diffusion_models")[0]) / "qwen_image_2.1_tiny.safetensors"))
+    clip = CLIPLoader().load_clip("qwen3vl_8b_tiny.safetensors", "qwen_image")[0]
+
+    async def run():
+        (unet,) = UNETLoader().load_unet("qwen_image_2.1_tiny.safetensors", "default")
+        (model,) = QwenImage21Cache().execute(unet, "auto", "default")
+        pos, neg, latent = await TextEncodeQwenImage21().execute(clip, "a red fox", "", 64)
+        (out,) = await KSampler().sample(model, 42, 3, 1.0, "euler", "simple", pos, neg, latent)
+        (sigmas,) = BasicScheduler().get_sigmas(model, "simple", 3, 1.0)
+        return unet, out["samples"], sigmas, latent["samples"]
+
+    unet, ours, sigmas, empty = asyncio.run(run())
+    assert unet.arch == "qwen_image21" and ours.shape == (1, 64, 4, 4)
+    te = load_text_encoder(clip)
+    context = te.encode(te.tokenize("a red fox"))[0]
+    fmt = latent_format("qwen_image21")
+    generator = torch.Generator().manual_seed(42)
+    noise = torch.randn(empty.shape, generator=generator)
+    x = sigmas[0] * noise + (1 - sigmas[0]) * fmt.process_in(empty)
+    b, c, h, w = x.shape
+    img_mask = torch.tensor([[False] * context.shape[1] + [True] * (h * w // 4)])
+    with torch.no_grad():
+        for s, s_next in zip(sigmas[:-1], sigmas[1:]):
+            v = reference(hidden_states=x.flatten(2).mT, encoder_hidden_states=context, timestep=s.reshape(1),
+                          img_shapes=[[(1, h, w)]], img_mask=img_mask, return_dict=False)[0]
+            x = x + (s_next - s) * v[:, -h * w:].mT.reshape(b, c, h, w)
+    expected = fmt.process_out(x)
+    assert (ours - expected).abs().max() <= 1e-4 * expected.abs().max()
+    assert sigmas[0] == 1.0 and len(sigmas) == 4
