@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -153,7 +154,7 @@ def test_ksampler_on_text_encode_outputs_is_eulers_flow_loop_on_diffusers_model(
     b, c, h, w = x.shape
     img_mask = torch.tensor([[False] * context.shape[1] + [True] * (h * w // 4)])
     with torch.no_grad():
-        for s, s_next in zip(sigmas[:-1], sigmas[1:]):
+        for s, s_next in pairwise(sigmas):
             v = reference(hidden_states=x.flatten(2).mT, encoder_hidden_states=context, timestep=s.reshape(1),
                           img_shapes=[[(1, h, w)]], img_mask=img_mask, return_dict=False)[0]
             x = x + (s_next - s) * v[:, -h * w:].mT.reshape(b, c, h, w)
