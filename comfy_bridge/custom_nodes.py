@@ -20,6 +20,7 @@ from typing import Any
 
 import nodes
 from comfy_bridge import compat
+from comfy_bridge.node_replace import node_replace_manager
 from comfy_bridge.packs.origin import PackOrigin, record
 from comfy_bridge.packs.pip_guard import guard_pack_installs_at_runtime
 from comfy_bridge.registry import NodeRegistry
@@ -79,6 +80,8 @@ async def load_pack(registry: NodeRegistry, path: Path) -> bool:
             registry.web_directories[name] = (module_dir / web).resolve()
             nodes.EXTENSION_WEB_DIRS[name] = str(registry.web_directories[name])
         relative = f"custom_nodes.{name}"
+        if path.is_dir():   # ComfyUI reads a pack folder's node_replacements.json whatever its node API
+            node_replace_manager().load_from_json(module_dir, name)
         mappings = getattr(module, "NODE_CLASS_MAPPINGS", None)
         if mappings is not None:
             registry.add_custom(mappings, getattr(module, "NODE_DISPLAY_NAME_MAPPINGS", None), relative)
@@ -89,6 +92,7 @@ async def load_pack(registry: NodeRegistry, path: Path) -> bool:
             extension = entrypoint()
             if inspect.isawaitable(extension):
                 extension = await extension
+            await extension.on_load()   # where packs register node replacements, as in ComfyUI
             node_list = await extension.get_node_list()
             if not isinstance(node_list, list):
                 raise TypeError("comfy_entrypoint's get_node_list() must return a list")

@@ -22,10 +22,11 @@ import aiohttp
 from aiohttp import web
 
 from comfy_bridge.compat.protocol import BinaryEventTypes
+from comfy_bridge.node_replace import node_replace_manager
 from nodes import workspace as workspace_mod
 
-from . import (assets, cluster_stats, frontend, history, internal, jobs, model_manager, object_info, prompt,
-               queue, settings, subgraphs, system, upload, userdata, view, websocket)
+from . import (assets, cluster_stats, frontend, history, internal, jobs, model_manager, node_replacements,
+               object_info, prompt, queue, settings, subgraphs, system, upload, userdata, view, websocket)
 from .config import ServerConfig
 from .middleware import cache_control, compress_body, undecodable_body
 from .prompt_queue import PromptQueue
@@ -42,7 +43,7 @@ SERVER_KEY: web.AppKey = web.AppKey("comfy_server", object)
 
 # Route families in registration order; each module's add_routes(routes, server) adds its routes.
 ROUTE_MODULES = (websocket, frontend, system, view, upload, prompt, queue, history, object_info, jobs,
-                 userdata, settings, subgraphs, model_manager, cluster_stats, assets)
+                 userdata, settings, subgraphs, model_manager, cluster_stats, assets, node_replacements)
 
 
 class PromptServer:
@@ -66,6 +67,7 @@ class PromptServer:
         self.number = 0
         self.on_prompt_handlers: list[Callable[[dict], dict]] = []
         self.supports = ["custom_nodes_from_web"]
+        self.node_replace_manager = node_replace_manager()   # ComfyUI's attribute; packs' registrations land here
         self.prompt_queue = self.make_prompt_queue()
         self.user_manager = self.make_user_manager()
         self.web_root = frontend.resolve_web_root(config.front_end_root)
@@ -153,9 +155,11 @@ class PromptServer:
 
     def feature_flags(self) -> dict:
         # `assets`: the web UI reads models, inputs and outputs through /api/assets (assets.py), whose model
-        # records carry model_type:<folder> tags, as today's ComfyUI advertises.
+        # records carry model_type:<folder> tags, as today's ComfyUI advertises. `node_replacements`: the web UI
+        # reads /node_replacements (node_replacements.py) and offers swapping retired nodes.
         return {"supports_preview_metadata": True, "max_upload_size": self.config.max_upload_bytes,
-                "assets": not self.config.disable_assets, "supports_model_type_tags": True}
+                "assets": not self.config.disable_assets, "supports_model_type_tags": True,
+                "node_replacements": True}
 
     def supports_feature(self, sid: str | None, feature: str) -> bool:
         """Whether client `sid` negotiated `feature` (e.g. supports_preview_metadata)."""

@@ -111,6 +111,8 @@ def add_routes(routes: web.RouteTableDef, server: "PromptServer") -> None:
         if problem is not None:
             return _invalid("extra_data has the wrong shape", problem)
         prompt_id = str(body["prompt_id"]) if body.get("prompt_id") is not None else str(uuid.uuid4())
+        # As ComfyUI: a retired class that has an offered successor runs as that successor.
+        server.node_replace_manager.apply_replacements(prompt, getattr(server.registry, "classes", {}))
         valid, error, outputs, node_errors = await server.validate(prompt_id, prompt, targets)
         if not valid:
             log.warning("invalid prompt: %s", error)

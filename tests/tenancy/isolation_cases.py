@@ -615,6 +615,8 @@ CASES: dict[tuple[str, str], Case] = {
     ("GET", "/global_subgraphs"): public("subgraph blueprints of the installed node packs", "/global_subgraphs"),
     ("GET", "/global_subgraphs/{id}"): public("subgraph blueprints of the installed node packs",
                                               "/global_subgraphs/x", "/global_subgraphs/{ev}"),
+    ("GET", "/node_replacements"): public("node replacements of ComfyUI and the installed node packs",
+                                          "/node_replacements", positive=("/node_replacements", "ImageScaleBy")),
 }
 
 # Writes run after every read, so the caller's own writes under the victim's names (which the

@@ -32,8 +32,14 @@ def _set_progress(value: float, max_value: float, node_id: str | None, preview_i
     get_progress_state().update_progress(node_id, value, max_value, image)
 
 
+def _register_replacement(node_replace: io.NodeReplace) -> None:
+    from comfy_bridge.node_replace import node_replace_manager
+    node_replace_manager().register(node_replace)
+
+
 class ComfyAPI:
-    """`api = ComfyAPI(); await api.execution.set_progress(value=..., max_value=...)`."""
+    """`api = ComfyAPI(); await api.execution.set_progress(value=..., max_value=...)`;
+    `await api.node_replacement.register(io.NodeReplace(...))` (from an extension's on_load)."""
     VERSION = "latest"
 
     class Execution:
@@ -41,8 +47,13 @@ class ComfyAPI:
                                preview_image: Any = None, ignore_size_limit: bool = False) -> None:
             _set_progress(value, max_value, node_id, preview_image, ignore_size_limit)
 
+    class NodeReplacement:
+        async def register(self, node_replace: io.NodeReplace) -> None:
+            _register_replacement(node_replace)
+
     def __init__(self) -> None:
         self.execution = ComfyAPI.Execution()
+        self.node_replacement = ComfyAPI.NodeReplacement()
 
 
 class ComfyAPISync:
@@ -54,8 +65,13 @@ class ComfyAPISync:
                          preview_image: Any = None, ignore_size_limit: bool = False) -> None:
             _set_progress(value, max_value, node_id, preview_image, ignore_size_limit)
 
+    class NodeReplacement:
+        def register(self, node_replace: io.NodeReplace) -> None:
+            _register_replacement(node_replace)
+
     def __init__(self) -> None:
         self.execution = ComfyAPISync.Execution()
+        self.node_replacement = ComfyAPISync.NodeReplacement()
 
 
 class Input:
