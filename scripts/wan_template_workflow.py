@@ -46,6 +46,23 @@ def template(name: str = TEMPLATE) -> dict:
     return json.loads((folder / f"{name}.json").read_text())
 
 
+def tiny_template() -> dict:
+    """The 14B image-to-video template as the web UI holds it (its subgraph kept) with our substitutions."""
+    wf = template()
+    (sg,) = wf["definitions"]["subgraphs"]
+    (outer,) = [n for n in wf["nodes"] if n["type"] == sg["id"]]
+    names = [i["name"] for i in sg["inputs"] if i["type"] != "IMAGE"]
+    outer["widgets_values"] = [SUBSTITUTE.get(n, v) for n, v in zip(names, outer["widgets_values"])]
+    for node in sg["nodes"]:
+        for (node_id, pos), value in INNER.items():
+            if node["id"] == node_id:
+                node["widgets_values"][pos] = value
+    for node in wf["nodes"]:
+        if node["type"] == "LoadImage":
+            node["widgets_values"] = [IMAGE, "image"]
+    return wf
+
+
 def tiny_5b() -> dict:
     wf = template(TEMPLATE_5B)
     for node in wf["nodes"]:
