@@ -94,6 +94,10 @@ def test_bad_input_refused(published):
         encode(vae, torch.rand(4, 32, 32, 3))
     with pytest.raises(ValueError, match="5k\\+2"):
         decode(vae, torch.zeros(1, 24, 3, 2, 2))
+    with pytest.raises(ValueError, match="k >= 1"):   # 5 frames: ComfyUI's padded chunk is not built
+        decode(vae, torch.zeros(1, 24, 2, 2, 2))
+    with pytest.raises(ValueError, match="k >= 1"):
+        encode(vae, torch.rand(5, 32, 32, 3))
     with pytest.raises(ModelLoadError, match="latents_std"):
         load_vae({k: v for k, v in published.items() if k != "latents_std"})
     with pytest.raises(ModelLoadError, match="not a MiniMax H3 video VAE"):

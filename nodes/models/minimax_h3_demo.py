@@ -1,0 +1,67 @@
+"""Tiny MiniMax H3 files in the published layouts, random weights from a fixed seed, for tests and demos:
+the curve-form ("pruned") transformer every MiniMax H3 template names and the video VAE, both under the
+template's folder names with `_tiny`. Only their widths shrink: the transformer keeps 24 video and 32 audio
+latent channels and the 1x2x2 patch, the VAE its six levels, strides and 64-wide decoder heads.
+TEXT_DIM is the width of the text states the transformer takes (the real Qwen3-VL 32B's is 5120)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from diffusers import AutoencoderKLMiniMaxH3, MiniMaxH3Transformer3DModel
+from safetensors.torch import save_file
+
+from nodes.models.minimax_h3 import PRUNED_MARKER, diffusers_to_published
+from nodes.models.minimax_h3_vae import from_diffusers
+from nodes.output_claims import write_atomic
+
+SEED = 39
+TEXT_DIM = 64
+CURVE_ROWS = 33
+FILES = {"transformer": "diffusion_models/minimax_h3_fl2va_pruned_tiny.safetensors",
+         "vae": "vae/minimax_h3_video_vae_tiny.safetensors"}
+
+
+def _randomize(module: torch.nn.Module, gen: torch.Generator, scale: float) -> None:
+    # diffusers zero-inits the gates and output scales; random values make every tensor matter
+    with torch.no_grad():
+        for p in module.parameters():
+            p.add_(torch.randn(p.shape, generator=gen) * scale)
+
+
+def tiny_state_dicts(seed: int = SEED) -> dict[str, dict[str, torch.Tensor]]:
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        gen = torch.Generator().manual_seed(seed)
+        dit = MiniMaxH3Transformer3DModel(
+            num_attention_heads=2, attention_head_dim=32, hidden_size=64, num_layers=2, num_refiner_layers=1,
+            ffn_dim=128, text_dim=TEXT_DIM, freq_dim=32, time_embed_hidden_dim=64, time_embed_dim=32,
+            rope_freq_dim=4).eval()
+        _randomize(dit, gen, 0.05)
+        vae = AutoencoderKLMiniMaxH3(
+            block_out_channels=(32,) * 6, layers_per_block=1, decoder_num_layers=1, decoder_num_attention_heads=2,
+            decoder_attention_head_dim=64, decoder_ffn_mult=1,
+            latents_mean=tuple(torch.randn(24, generator=gen).tolist()),
+            latents_std=tuple((torch.rand(24, generator=gen) + 0.5).tolist())).eval()
+        _randomize(vae, gen, 0.02)
+    transformer = diffusers_to_published(dit.state_dict(), dit.rope.inv_freq)
+    with torch.no_grad():   # the curve form: the activated time embedding on an even grid of t in [0, 1]
+        t = torch.linspace(0.0, 1.0, CURVE_ROWS)
+        transformer[PRUNED_MARKER] = torch.nn.functional.silu(dit.time_embedder(dit.time_proj(t))).contiguous()
+    transformer = {k: v for k, v in transformer.items() if not k.startswith("time_embedder.")}
+    cfg = vae.config
+    return {"transformer": transformer,
+            "vae": from_diffusers(vae.state_dict(), cfg.decoder_num_attention_heads,
+                                  torch.tensor(cfg.latents_mean), torch.tensor(cfg.latents_std))}
+
+
+def build_demo_minimax_h3(models_dir: Path, seed: int = SEED) -> list[Path]:
+    """Write minimax-h3-tiny under a ComfyUI models folder; returns the paths written."""
+    written = []
+    for name, sd in tiny_state_dicts(seed).items():
+        path = Path(models_dir) / FILES[name]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        sd = {k: v.contiguous() for k, v in sd.items()}
+        write_atomic(path, lambda tmp, sd=sd: save_file(sd, tmp, metadata={"format": "pt"}))
+        written.append(path)
+    return written

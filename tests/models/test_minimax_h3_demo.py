@@ -1,0 +1,28 @@
+"""The tiny MiniMax H3 demo files: written byte-identically, in the published layouts (detected as such), and
+loadable into a text-to-video evaluation and a decode."""
+from __future__ import annotations
+
+import torch
+from safetensors.torch import load_file
+
+from nodes.models.minimax_h3 import apply, is_minimax_h3, load_transformer
+from nodes.models.minimax_h3_demo import TEXT_DIM, build_demo_minimax_h3
+from nodes.models.minimax_h3_vae import decode, is_minimax_h3_vae, load_vae
+
+
+def test_demo_files(tmp_path):
+    torch.set_num_threads(1)
+    first = build_demo_minimax_h3(tmp_path / "a")
+    again = build_demo_minimax_h3(tmp_path / "b")
+    assert [p.read_bytes() for p in first] == [p.read_bytes() for p in again]
+    dit_sd, vae_sd = (load_file(p) for p in first)
+    assert is_minimax_h3(dit_sd) and "adaln_t_table" in dit_sd and not is_minimax_h3_vae(dit_sd)
+    assert is_minimax_h3_vae(vae_sd) and not is_minimax_h3(vae_sd)
+    assert sum(p.stat().st_size for p in first) < 6_000_000
+    dit, vae = load_transformer(dit_sd, str(first[0])), load_vae(vae_sd, str(first[1]))
+    g = torch.Generator().manual_seed(0)
+    video, audio = torch.randn(1, 24, 7, 2, 2, generator=g), torch.randn(1, 32, 2, 3, generator=g)
+    v, a = apply(dit, video, audio, torch.randn(1, 4, TEXT_DIM, generator=g), 0.7)
+    assert v.shape == video.shape and a.shape == audio.shape and torch.isfinite(v).all() and v.abs().sum() > 0
+    frames = decode(vae, video - 0.7 * v)
+    assert frames.shape == (22, 32, 32, 3) and 0 <= frames.min() and frames.max() <= 1
