@@ -105,7 +105,7 @@ async def load_pack(registry: NodeRegistry, path: Path) -> bool:
         log.warning("Skip %s module for custom nodes due to the lack of NODE_CLASS_MAPPINGS or NODES_LIST.", path)
         registry.import_failures[str(path)] = "no NODE_CLASS_MAPPINGS or comfy_entrypoint"
         return False
-    except Exception:
+    except (Exception, SystemExit):   # a pack that exits while it imports (rembg without onnxruntime) fails alone
         tb = traceback.format_exc()
         log.warning("%s\nCannot import %s module for custom nodes:", tb, path)
         registry.import_failures[str(path)] = tb
