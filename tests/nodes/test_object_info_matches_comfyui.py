@@ -19,6 +19,8 @@ NEWER = Path(__file__).resolve().parent / "fixtures" / "comfyui_newer_object_inf
 TODAY = Path(__file__).resolve().parent / "fixtures" / "comfyui_today_object_info.json"
 # TextGenerate (newer than 0.10.0), from the newest source; the file says which commit.
 TEXTGEN = Path(__file__).resolve().parent / "fixtures" / "comfyui_textgen_object_info.json"
+# CameraAngle (newer than 0.10.0), from the newest source serialised by 0.10.0's io; the file says which commit.
+CAMERA_ANGLE = Path(__file__).resolve().parent / "fixtures" / "comfyui_camera_angle.json"
 # Inputs whose options are the files of a workspace folder (or of the input folder): only their type is compared.
 FILE_COMBOS = {"ckpt_name", "vae_name", "lora_name", "clip_name", "clip_name1", "clip_name2", "clip_name3",
                "clip_name4", "unet_name", "control_net_name", "image", "model_name", "style_model_name",
@@ -37,7 +39,8 @@ KNOWN_GAPS: dict[tuple[str, str], str] = {
 
 def reference() -> dict[str, dict]:
     return {**json.loads(REFERENCE.read_text())["classes"], **json.loads(NEWER.read_text())["classes"],
-            **json.loads(TODAY.read_text())["classes"], **json.loads(TEXTGEN.read_text())["classes"]}
+            **json.loads(TODAY.read_text())["classes"], **json.loads(TEXTGEN.read_text())["classes"],
+            **json.loads(CAMERA_ANGLE.read_text())["classes"]}
 
 
 @pytest.fixture(scope="module")
