@@ -31,7 +31,8 @@ ComfyUI's node classes, with the template's LoRA switch off (as shipped) and on:
 (workflows_json/wan22_5b.json) the same way, as shipped (its LoadImage bypassed) and with its start image
 (Wan22ImageToVideoLatent's noise mask, sampled with per-frame timesteps); and the 14B workflow with
 WanFirstLastFrameToVideo (first frame the image, last its inverse) in place of WanImageToVideo, and on
-Wan 2.1's image-to-video model with the image's CLIP vision output.
+Wan 2.1's image-to-video model with the image's CLIP vision output, and as text-to-video (EmptyHunyuanLatentVideo
+and the Wan 2.1 text-to-video model).
 Tensors are float32 base64; the files' sha256 are stored so the test knows it has the same files.
 """
 from __future__ import annotations
@@ -325,6 +326,24 @@ def clip_vision_variant(prompt: dict) -> dict:
     return out
 
 
+def text_variant(prompt: dict) -> dict:
+    """The 14B workflow as text-to-video (the 14B text-to-video template's shape): the Wan 2.1 text-to-video
+    model for both experts, EmptyHunyuanLatentVideo's latent, the prompts straight to the samplers."""
+    out = json.loads(json.dumps(prompt))
+    (node,) = [k for k, v in out.items() if v["class_type"] == "WanImageToVideo"]
+    i2v = out.pop(node)
+    out.pop(i2v["inputs"]["start_image"][0])   # the LoadImage
+    out[node] = {"class_type": "EmptyHunyuanLatentVideo", "inputs": {
+        k: i2v["inputs"][k] for k in ("width", "height", "length", "batch_size")}}
+    for v in out.values():
+        if v["class_type"] == "UNETLoader":
+            v["inputs"]["unet_name"] = FILES["t2v"].split("/")[1]
+        for key, side in (("positive", 0), ("negative", 1), ("latent_image", 2)):
+            if v["inputs"].get(key) == [node, side]:
+                v["inputs"][key] = i2v["inputs"][key] if key != "latent_image" else [node, 0]
+    return out
+
+
 def record_latent_nodes(vae, clip, vae22) -> dict:
     classes = node_classes()
     pos = clip.encode_from_tokens_scheduled(clip.tokenize("a cat"))
@@ -386,6 +405,7 @@ def main() -> None:
                "workflow_lora": {"prompt": with_lora, **run_workflow(with_lora)},
                "workflow_clip_vision": {"prompt": clip_vision_variant(prompt),
                                         **run_workflow(clip_vision_variant(prompt))},
+               "workflow_text": {"prompt": text_variant(prompt), **run_workflow(text_variant(prompt))},
                "workflow_first_last": {"prompt": first_last_variant(prompt), **run_workflow(first_last_variant(prompt))},
                "workflow_5b": {"prompt": prompt_5b, **run_workflow(prompt_5b)},
                "workflow_5b_start_image": {"prompt": start_image_variant(prompt_5b),

@@ -7,7 +7,8 @@ and on (the 4-step LoRAs merged into both experts); likewise the Wan 2.2 5B temp
 its start image bypassed as shipped, so text-to-video on the 48-channel latent and the Wan 2.2 VAE; and with
 the start image on: Wan22ImageToVideoLatent's noise mask keeps the first latent frame, sampled with per-frame
 timesteps); and the 14B workflow with WanFirstLastFrameToVideo in place of WanImageToVideo, and on Wan 2.1's
-image-to-video model given the image's CLIP vision output.
+image-to-video model given the image's CLIP vision output, and as text-to-video (EmptyHunyuanLatentVideo, the
+Wan 2.1 text-to-video model for both experts).
 
 The MP4 is lossy, so the frames are compared as PNGs: a SaveImage beside SaveVideo takes VAEDecode's frames."""
 from __future__ import annotations
@@ -33,7 +34,7 @@ WORKFLOW = REPO / "workflows_json" / "wan22_i2v.json"
 FIXTURE = json.loads((REPO / "tests" / "models" / "fixtures" / "comfyui_wan.json").read_text())
 RECORDED = {"off": FIXTURE["workflow"], "lora": FIXTURE["workflow_lora"], "5b": FIXTURE["workflow_5b"],
             "5b_start_image": FIXTURE["workflow_5b_start_image"], "first_last": FIXTURE["workflow_first_last"],
-            "clip_vision": FIXTURE["workflow_clip_vision"]}
+            "clip_vision": FIXTURE["workflow_clip_vision"], "text": FIXTURE["workflow_text"]}
 
 
 def comfyui_frames(recorded: dict) -> np.ndarray:
@@ -119,6 +120,16 @@ def test_recorded_workflow_is_the_shipped_one() -> None:
                                                                  "image": ["97", 0]}}
     vision["98"]["inputs"]["clip_vision_output"] = ["181", 0]
     assert RECORDED["clip_vision"]["prompt"] == vision
+    text = json.loads(WORKFLOW.read_text())   # text-to-video: EmptyHunyuanLatentVideo, Wan 2.1 t2v for both experts
+    i2v, _ = text.pop("98"), text.pop("97")
+    text["98"] = {"class_type": "EmptyHunyuanLatentVideo",
+                  "inputs": {k: i2v["inputs"][k] for k in ("width", "height", "length", "batch_size")}}
+    for node in ("95", "96"):
+        text[node]["inputs"]["unet_name"] = "wan2.1_t2v_1.3B_tiny.safetensors"
+    for node in ("85", "86"):   # the prompts straight to both experts; the high-noise one starts from the latent
+        text[node]["inputs"].update(positive=["93", 0], negative=["89", 0])
+    text["86"]["inputs"]["latent_image"] = ["98", 0]
+    assert RECORDED["text"]["prompt"] == text
     five = json.loads((REPO / "workflows_json" / "wan22_5b.json").read_text())
     assert RECORDED["5b"]["prompt"] == five
     five["56"] = {"class_type": "LoadImage", "inputs": {"image": "example.png"}}   # its bypassed LoadImage on
