@@ -10,13 +10,14 @@ files every MiniMax H3 template names are the curve form: `adaln_t_table` (the a
 tabulated over t) replaces the time embedder, and the AdaLN projections take it without an activation, as
 ComfyUI's model reads them; diffusers refuses that form, so those modules' forwards are swapped here.
 
-`apply` takes ComfyUI's view of one denoising evaluation of the text-to-video task (no keyframes, no
-references): the video latent [1, 24, T, H, W], the audio latent [1, 32, 2, A], the text states and the video
-sigma. As ComfyUI's MiniMaxH3Model does, it packs [text | target audio | target video] into one sequence with
-rotary positions on one clock, runs the video rows at t = 1 - sigma and the audio rows on their own shifted
-schedule (sigma mapped from video shift 12 to audio shift 3 in closed form), and returns the negated velocity
-(ComfyUI's flow convention: denoised = x - sigma * out). The sampler's audio carry (ModelSamplingAV's
-audio_scale) is not applied here.
+`apply` takes ComfyUI's view of one denoising evaluation of the text-to-video task, or of first/last-frame
+to video with one-frame keyframe latents (no references, no keyframe audio): the video latent
+[1, 24, T, H, W], the audio latent [1, 32, 2, A], the text states and the video sigma. As ComfyUI's
+MiniMaxH3Model does, it packs [text | keyframes | target audio | target video] into one sequence with rotary
+positions on one clock, runs the video rows at t = 1 - sigma, the keyframe rows pinned at t = 0.999 and the
+audio rows on their own shifted schedule (sigma mapped from video shift 12 to audio shift 3 in closed form),
+and returns the negated velocity (ComfyUI's flow convention: denoised = x - sigma * out). The sampler's audio
+carry (ModelSamplingAV's audio_scale) is not applied here.
 """
 from __future__ import annotations
 
@@ -48,6 +49,7 @@ FRAME_RESCALE = 5.0 / 3.0           # rotary time per pixel frame: 24 fps frames
 SPATIAL_SCALE = 32.0
 SIGMA_SHIFT_VIDEO = 12.0
 SIGMA_SHIFT_AUDIO = 3.0
+VISUAL_COND_AUG = 0.999   # keyframe rows are held at t = 0.999 (lightly noised), never denoised
 _REQUIRED = ("video_patch_proj.weight", "audio_patch_proj.weight", "condition_proj.weight",
              "time_embedder.proj_in.weight", "time_embedder.proj_out.weight", "blocks.0.attn.q_norm.weight",
              "blocks.0.mlp.fc2.weight", "rope.inv_freq", "final_layer.video_out.weight")
@@ -227,31 +229,62 @@ def _video_times(latent_t: int, origin: float) -> torch.Tensor:
 
 
 def t2va_layout(text_len: int, latent_t: int, lat_h: int, lat_w: int, audio_t: int,
-                text_tags: torch.Tensor | None = None) -> PackedLayout:
-    """[text | target audio | target video]: text rows at times 0..L-1, the media clock starting at L, audio rows
-    one time unit per latent (40 Hz) pinned to the two ends of the width axis per stereo channel."""
+                text_tags: torch.Tensor | None = None, keyframe_frames: tuple[int, ...] = ()) -> PackedLayout:
+    """[text | keyframe rows | target audio | target video]: text rows at times 0..L-1, the media clock starting
+    at L; a keyframe's rows (one latent frame on the target's grid) at L + 5/3 x its pixel frame index; audio rows
+    one time unit per latent (40 Hz) pinned to the two ends of the width axis per stereo channel. The video
+    indices list the keyframe rows first, then the target's."""
     sqrt_area = math.sqrt(lat_h * lat_w)
     hs, ws = _spatial_axis(lat_h, PATCH[1], sqrt_area), _spatial_axis(lat_w, PATCH[2], sqrt_area)
     grid_h, grid_w = torch.meshgrid(hs, ws, indexing="ij")
     frame = torch.stack([grid_h.reshape(-1), grid_w.reshape(-1)], dim=-1)
-    n_audio, n_video = audio_t * AUDIO_CHANNELS, latent_t * frame.shape[0]
+    per_frame = frame.shape[0]
+    n_cond, n_audio, n_video = len(keyframe_frames) * per_frame, audio_t * AUDIO_CHANNELS, latent_t * per_frame
 
     text = torch.zeros(text_len, 3, dtype=torch.float64)
     text[:, 0] = torch.arange(text_len, dtype=torch.float64)
+    cond = torch.empty(len(keyframe_frames), per_frame, 3, dtype=torch.float64)
+    for k, index in enumerate(keyframe_frames):
+        cond[k, :, 0] = text_len + FRAME_RESCALE * index
+        cond[k, :, 1:] = frame
     audio = torch.zeros(n_audio, 3, dtype=torch.float64)
     audio[:, 0] = (text_len + torch.arange(audio_t, dtype=torch.float64)).repeat(AUDIO_CHANNELS)
     audio[:audio_t, 2], audio[audio_t:, 2] = float(ws[0]), float(ws[-1])
-    video = torch.empty(latent_t, frame.shape[0], 3, dtype=torch.float64)
+    video = torch.empty(latent_t, per_frame, 3, dtype=torch.float64)
     video[:, :, 0] = _video_times(latent_t, float(text_len))[:, None]
     video[:, :, 1:] = frame[None]
 
     if text_tags is None:
         text_tags = torch.full((text_len,), TEXT_TAG, dtype=torch.long)
-    tags = torch.cat([text_tags.to(torch.long).reshape(-1), torch.full((n_audio,), AUDIO_TAG, dtype=torch.long),
-                      torch.full((n_video,), VIDEO_TAG, dtype=torch.long)])
-    return PackedLayout(torch.cat([text, audio, video.reshape(-1, 3)]), tags, torch.arange(text_len),
-                        torch.arange(text_len, text_len + n_audio),
-                        torch.arange(text_len + n_audio, text_len + n_audio + n_video))
+    media = n_cond + n_audio + n_video
+    tags = torch.cat([text_tags.to(torch.long).reshape(-1), torch.full((media,), VIDEO_TAG, dtype=torch.long)])
+    audio_start = text_len + n_cond
+    tags[audio_start:audio_start + n_audio] = AUDIO_TAG
+    return PackedLayout(torch.cat([text, cond.reshape(-1, 3), audio, video.reshape(-1, 3)]), tags,
+                        torch.arange(text_len), torch.arange(audio_start, audio_start + n_audio),
+                        torch.cat([torch.arange(text_len, audio_start),
+                                   torch.arange(audio_start + n_audio, audio_start + n_audio + n_video)]))
+
+
+@dataclass(frozen=True)
+class Keyframe:
+    """A keyframe's condition: its normalised latent [1, C, 1, H, W] (the target's size) and pixel frame index."""
+
+    latent: torch.Tensor
+    frame_index: int
+
+
+def keyframe_rows(keyframes: list[Keyframe], aug: float = VISUAL_COND_AUG, seed: int = 0) -> torch.Tensor:
+    """The keyframes' patchified rows, noised to t = aug as ComfyUI does: each condition restarts one CPU
+    generator at `seed` and mixes aug x rows + (1 - aug) x noise."""
+    rows = []
+    for kf in keyframes:
+        r = _patchify(kf.latent.to(torch.float32))
+        if aug < 1.0:
+            noise = torch.randn(r.shape, generator=torch.Generator("cpu").manual_seed(seed), dtype=torch.float32)
+            r = aug * r + (1.0 - aug) * noise
+        rows.append(r)
+    return torch.cat(rows)
 
 
 def _patchify(x: torch.Tensor) -> torch.Tensor:
@@ -268,30 +301,41 @@ def _unpatchify(rows: torch.Tensor, t: int, h: int, w: int, c: int) -> torch.Ten
 
 def apply(model: MiniMaxH3Transformer3DModel, video: torch.Tensor, audio: torch.Tensor, context: torch.Tensor,
           sigma: float, text_tags: torch.Tensor | None = None,
-          shifts: tuple[float, float] = (SIGMA_SHIFT_VIDEO, SIGMA_SHIFT_AUDIO)) -> tuple[torch.Tensor, torch.Tensor]:
-    """One evaluation of the text-to-video task as ComfyUI's MiniMaxH3Model computes it: the negated video and
-    audio velocities, shaped as the latents."""
+          shifts: tuple[float, float] = (SIGMA_SHIFT_VIDEO, SIGMA_SHIFT_AUDIO), keyframes: list[Keyframe] = (),
+          cond_aug: float = VISUAL_COND_AUG, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """One evaluation of the text-to-video task, or of first/last-frame-to-video with keyframes, as ComfyUI's
+    MiniMaxH3Model computes it: the negated video and audio velocities, shaped as the latents."""
     if video.ndim != 5 or video.shape[0] != 1 or audio.ndim != 4 or audio.shape[2] != AUDIO_CHANNELS:
         raise ValueError(f"MiniMax H3 takes one [1, C, T, H, W] video latent and one [1, C, 2, T] audio latent, "
                          f"got {tuple(video.shape)} and {tuple(audio.shape)}")
     if video.shape[-1] % 2 or video.shape[-2] % 2:
         raise ValueError(f"MiniMax H3's latent height and width must be even, got {tuple(video.shape[-2:])}")
     _, c, latent_t, lat_h, lat_w = video.shape
+    for kf in keyframes:
+        if tuple(kf.latent.shape) != (1, c, 1, lat_h, lat_w):
+            raise ValueError(f"a MiniMax H3 keyframe latent must be one frame of the video's size "
+                             f"{(1, c, 1, lat_h, lat_w)}, got {tuple(kf.latent.shape)}")
     audio_t = audio.shape[-1]
-    layout = t2va_layout(context.shape[1], latent_t, lat_h, lat_w, audio_t, text_tags)
+    layout = t2va_layout(context.shape[1], latent_t, lat_h, lat_w, audio_t, text_tags,
+                         tuple(kf.frame_index for kf in keyframes))
     sigma = max(float(sigma), 1e-6)
     t_video = 1.0 - sigma
     t_audio = 1.0 - time_shift_sigma(sigma, *shifts)
+    n_cond = layout.video_indices.shape[0] - latent_t * (lat_h // 2) * (lat_w // 2)
     row_t = torch.full((layout.token_tags.shape[0],), t_video, dtype=torch.float32)
     row_t[layout.audio_indices] = t_audio
+    row_t[layout.video_indices[:n_cond]] = max(t_video, cond_aug)
     timesteps, timestep_indices = torch.unique(row_t, sorted=True, return_inverse=True)
+    video_rows = _patchify(video.to(torch.float32))
+    if keyframes:
+        video_rows = torch.cat([keyframe_rows(list(keyframes), cond_aug, seed), video_rows])
     audio_rows = audio[0].to(torch.float32).permute(1, 2, 0).reshape(AUDIO_CHANNELS * audio_t, -1)
     with torch.no_grad():
-        v, a = model(hidden_states=_patchify(video.to(torch.float32))[None], audio_hidden_states=audio_rows[None],
+        v, a = model(hidden_states=video_rows[None], audio_hidden_states=audio_rows[None],
                      encoder_hidden_states=context.to(torch.float32), timestep=timesteps,
                      timestep_indices=timestep_indices, token_tags=layout.token_tags,
                      position_ids=layout.position_ids.to(torch.float32), video_indices=layout.video_indices,
                      audio_indices=layout.audio_indices, text_indices=layout.text_indices, return_dict=False)
-    video_out = _unpatchify(v[0], latent_t, lat_h, lat_w, c)
+    video_out = _unpatchify(v[0, n_cond:], latent_t, lat_h, lat_w, c)
     audio_out = a[0].reshape(AUDIO_CHANNELS, audio_t, -1).permute(2, 0, 1)[None]
     return -video_out.to(video.dtype), -audio_out.to(audio.dtype)

@@ -15,10 +15,12 @@ from diffusers.modular_pipelines.minimax_h3.before_denoise import (
 
 from nodes.models.errors import ModelLoadError
 from nodes.models.minimax_h3 import (
+    Keyframe,
     apply,
     diffusers_to_published,
     infer_config,
     is_minimax_h3,
+    keyframe_rows,
     load_transformer,
     t2va_layout,
 )
@@ -72,9 +74,9 @@ def test_bad_files_are_refused_by_name(published):
         load_transformer({"head.modulation": torch.zeros(1)})
 
 
-def _diffusers_layout(text_len, latent_t, lat_h, lat_w, audio_t):
+def _diffusers_layout(text_len, latent_t, lat_h, lat_w, audio_t, anchors=()):
     return MiniMaxH3PrepareLayoutStep.build_packed_sequence(
-        torch.ones(text_len, dtype=torch.long), latent_t, lat_h, lat_w, audio_t, (1, 2, 2), 2, 2, 0)
+        torch.ones(text_len, dtype=torch.long), latent_t, lat_h, lat_w, audio_t, (1, 2, 2), 2, 2, 0, anchors)
 
 
 @pytest.mark.parametrize("shape", [(5, 3, 6, 4, 11), (7, 2, 4, 8, 9)])
@@ -158,3 +160,58 @@ def test_curve_form_equals_the_full_model_on_its_grid(reference, published):
     v_curve, _ = apply(coarse, video, audio, context, 0.5)
     v_full, _ = apply(full, video, audio, context, 0.5)
     assert not torch.allclose(v_curve, v_full, atol=1e-4)
+
+
+def test_first_last_frame_layout_and_step_equal_diffusers(reference, published):
+    """fl2va: a first and a last keyframe (pixel frames 0 and 21 of a 22-frame video, 7 latent frames) as
+    diffusers anchors them ("first", "last"), held at t = max(t_video, 0.999); their rows noised by ComfyUI's
+    recipe (a CPU generator at the seed per condition) and handed to diffusers' transformer as its rows."""
+    torch.set_num_threads(1)
+    text_len, latent_t, lat_h, lat_w, audio_t = 4, 7, 4, 4, 12
+    ours = t2va_layout(text_len, latent_t, lat_h, lat_w, audio_t, keyframe_frames=(0, 21))
+    pos, tags, video_idx, audio_idx, text_idx, n_cv, n_ca = _diffusers_layout(
+        text_len, latent_t, lat_h, lat_w, audio_t, ("first", "last"))
+    torch.testing.assert_close(ours.position_ids, pos, rtol=0, atol=1e-12)
+    assert torch.equal(ours.token_tags, tags) and torch.equal(ours.video_indices, video_idx)
+    assert torch.equal(ours.audio_indices, audio_idx) and n_cv == 2 * (lat_h // 2) * (lat_w // 2)
+
+    model = load_transformer(published)
+    g = torch.Generator().manual_seed(4)
+    video = torch.randn(1, 24, latent_t, lat_h, lat_w, generator=g)
+    audio = torch.randn(1, 32, 2, audio_t, generator=g)
+    context = torch.randn(1, text_len, CONFIG["text_dim"], generator=g)
+    keyframes = [Keyframe(torch.randn(1, 24, 1, lat_h, lat_w, generator=g), i) for i in (0, 21)]
+    cond = keyframe_rows(keyframes, 0.999, seed=7)
+    video_sched, audio_sched = MiniMaxH3Scheduler(shift=12.0), MiniMaxH3Scheduler(shift=3.0)
+    video_sched.set_timesteps(6)
+    audio_sched.set_timesteps(6)
+    for step in (0, 3):
+        sigma = float(video_sched.sigmas[step])
+        t_v, t_a = float(video_sched.timesteps[step]), float(audio_sched.timesteps[step])
+        uniq, idx = MiniMaxH3SetTimestepsStep.build_row_timesteps(
+            video_idx, audio_idx, n_cv, n_ca, text_len, t_v, t_a, max(t_v, 0.999), 1.0)
+        rows = torch.cat([cond, patchify_video_latents(video, (1, 2, 2))])
+        with torch.no_grad():
+            v_ref, a_ref = reference(hidden_states=rows[None],
+                                     audio_hidden_states=audio[0].permute(1, 2, 0).reshape(2 * audio_t, 32)[None],
+                                     encoder_hidden_states=context, timestep=uniq, timestep_indices=idx,
+                                     token_tags=tags, position_ids=pos, video_indices=video_idx,
+                                     audio_indices=audio_idx, text_indices=text_idx, return_dict=False)
+        v_ours, a_ours = apply(model, video, audio, context, sigma, keyframes=keyframes, seed=7)
+        ref_video = -v_ref[0, n_cv:].reshape(latent_t, lat_h // 2, lat_w // 2, 24, 2, 2).permute(3, 0, 1, 4, 2, 5)
+        torch.testing.assert_close(v_ours, ref_video.reshape(1, 24, latent_t, lat_h, lat_w), rtol=0, atol=1e-5)
+        torch.testing.assert_close(a_ours, -a_ref[0].reshape(2, audio_t, 32).permute(2, 0, 1)[None],
+                                   rtol=0, atol=1e-5)
+    v_plain, _ = apply(model, video, audio, context, 0.5)
+    assert not torch.allclose(v_plain, v_ours, atol=1e-4)   # the keyframes do reach the target
+    with pytest.raises(ValueError, match="one frame of the video's size"):
+        apply(model, video, audio, context, 0.5, keyframes=[Keyframe(torch.zeros(1, 24, 2, lat_h, lat_w), 0)])
+
+
+def test_keyframe_noise_is_comfyuis_recipe():
+    latent = torch.randn(1, 24, 1, 4, 4, generator=torch.Generator().manual_seed(5))
+    rows = keyframe_rows([Keyframe(latent, 0), Keyframe(latent, 21)], 0.9, seed=3)
+    noise = torch.randn(4, 96, generator=torch.Generator("cpu").manual_seed(3))
+    clean = latent.reshape(24, 1, 2, 2, 2, 2).permute(1, 2, 4, 0, 3, 5).reshape(4, 96)
+    torch.testing.assert_close(rows, torch.cat([0.9 * clean + 0.1 * noise] * 2), rtol=0, atol=1e-6)
+    assert torch.equal(keyframe_rows([Keyframe(latent, 0)], 1.0), clean)
