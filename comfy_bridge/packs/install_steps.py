@@ -26,6 +26,14 @@ INSTALL_SCRIPT_TIMEOUT_S = 1800
 # requirements, but every popular ComfyUI setup has it (Impact, controlnet_aux, ReActor, WAS, LayerStyle... list
 # it), so packs such as ComfyUI-Allor import cv2 without naming it. The headless build: no GUI libraries needed.
 UNLISTED = {"cv2": "opencv-python-headless"}
+# install.py runs as `python install.py` would, after what the server does before pack code runs: a torchvision
+# built for another torch imports (Impact-Pack's install.py imports torchvision.datasets.utils).
+_RUN_SCRIPT = """import runpy, sys
+from comfy_bridge.packs.torchvision_ops import make_torchvision_importable
+make_torchvision_importable()
+sys.argv = [%r]
+runpy.run_path(%r, run_name="__main__")
+""" % (INSTALL_SCRIPT, INSTALL_SCRIPT)
 
 
 def _tail(text: str, lines: int = 3) -> str:
@@ -96,7 +104,7 @@ def run_install_script(pack: Path, comfyui_path: Path, models_dir: Path, python:
         env = {**os.environ, "COMFYUI_PATH": str(comfyui_path), "COMFYUI_MODEL_PATH": str(models_dir),
                "PIP_CONSTRAINT": " ".join([*kept, str(pins)])}
         try:
-            done = subprocess.run([python, INSTALL_SCRIPT], cwd=pack, env=env, capture_output=True, text=True,
+            done = subprocess.run([python, "-c", _RUN_SCRIPT], cwd=pack, env=env, capture_output=True, text=True,
                                   timeout=INSTALL_SCRIPT_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             notes.append(f"{script} did not finish in {INSTALL_SCRIPT_TIMEOUT_S} s")

@@ -4,6 +4,7 @@ pack's install.py run with the torch family pinned (Impact-Pack, ReActor). pip r
 venv of test_requirements_guard, with wheels made here."""
 from __future__ import annotations
 
+import sys
 import zipfile
 from pathlib import Path
 
@@ -93,3 +94,19 @@ def test_a_failing_install_py_is_a_warning_and_the_pack_stays(tmp_path, capsys):
     skipped = make_pack(tmp_path / "b", "skipped_pack", script="raise SystemExit('must not run')\n")
     assert main(["nodes", "install", str(skipped), "--workspace", str(tmp_path / "ws"), "--skip-install-script"]) == 0
     assert "must not run" not in capsys.readouterr().err
+
+
+def test_install_py_imports_a_torchvision_built_for_another_torch(tmp_path, monkeypatch):
+    """Impact-Pack's install.py imports torchvision.datasets.utils; with PyPI's torchvision beside a CPU torch
+    that import fails unless its op schemas are declared first, as the server declares them for pack code."""
+    from comfy_bridge.packs.install_steps import run_install_script
+    from tests.packs.test_torchvision_ops import REPO, STAND_IN
+    site = tmp_path / "site" / "torchvision"
+    site.mkdir(parents=True)
+    (site / "__init__.py").write_text(STAND_IN)
+    (site / "transforms.py").write_text("")
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path / 'site'}:{REPO}")
+    pack = make_pack(tmp_path, "impact_like", script="import torchvision\nopen('imported.txt', 'w').close()\n")
+    notes: list[str] = []
+    assert run_install_script(pack, tmp_path, tmp_path / "models", sys.executable, notes), notes
+    assert (pack / "imported.txt").is_file()
