@@ -22,6 +22,7 @@ QWEN3VL_MARKER = "model.visual.deepstack_merger_list.0.norm.weight"
 QWEN_IMAGE21_MLP = ("transformer_blocks.0.img_mlp.gate_up.weight", "transformer_blocks.0.img_mlp.proj.weight")
 WAN_VAE_MARKER = "decoder.middle.0.residual.0.gamma"
 WAN22_VAE_MARKER = "decoder.upsamples.0.upsamples.0.residual.2.weight"
+QWEN_IMAGE21_VAE_HEAD = "decoder.head.2.weight"
 WAN_MARKER = "head.modulation"
 UMT5_MARKER = "encoder.block.1.layer.0.SelfAttention.relative_attention_bias.weight"
 _PIPELINES = {"StableDiffusionPipeline": "sd1", "StableDiffusionXLPipeline": "sdxl", "FluxPipeline": "flux",
@@ -47,6 +48,13 @@ class CheckpointInfo:
 
 def _prefix_with(shapes: Shapes, marker: str, prefixes=UNET_PREFIXES) -> str | None:
     return next((p for p in prefixes if p + marker in shapes), None)
+
+
+def is_qwen_image21_vae(shapes: Shapes, prefix: str = "") -> bool:
+    """The newest ComfyUI's rule (comfy/sd.py) for Qwen-Image 2.1's VAE: the Wan 2.2 VAE's layout with a
+    decoder head one frame deep (Wan 2.2's own kernels are three frames deep)."""
+    head = shapes.get(prefix + QWEN_IMAGE21_VAE_HEAD)
+    return prefix + WAN22_VAE_MARKER in shapes and head is not None and len(head) == 5 and head[2] == 1
 
 
 def unet_arch(shapes: Shapes, prefix: str) -> str:
@@ -117,9 +125,10 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
                     {"diffusion_model"} | extra, "ldm", prefix)
 
     prefix = _prefix_with(shapes, WAN_VAE_MARKER, ("vae.", ""))
-    if prefix is not None:   # the Wan 2.1 VAE (Wan 2.1/2.2 14B's and Qwen-Image's), or Wan 2.2 5B's
-        return info("wan22_5b" if prefix + WAN22_VAE_MARKER in shapes else "qwen_image", "vae", {"vae"}, "wan",
-                    prefix)
+    if prefix is not None:   # the Wan 2.1 VAE (Wan 2.1/2.2 14B's and Qwen-Image's), Wan 2.2 5B's or Qwen-Image 2.1's
+        arch = "qwen_image21" if is_qwen_image21_vae(shapes, prefix) \
+            else "wan22_5b" if prefix + WAN22_VAE_MARKER in shapes else "qwen_image"
+        return info(arch, "vae", {"vae"}, "wan", prefix)
     for prefix in ("first_stage_model.", "vae.", ""):
         if prefix + "encoder.conv_in.weight" in shapes and prefix + "decoder.conv_in.weight" in shapes:
             latent = shapes[prefix + "decoder.conv_in.weight"][1]

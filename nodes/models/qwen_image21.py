@@ -189,5 +189,6 @@ def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) 
 
 # The loader (nodes.models.loader) finds every Qwen-Image 2.1 entry point on this module.
 from nodes.models.qwen_image21_text import load_text_encoder
+from nodes.models.qwen_image21_vae import load_vae
 
-__all__ = ["infer_config", "joint_layout", "load_diffusion_model", "load_text_encoder", "to_diffusers_layout"]
+__all__ = ["infer_config", "joint_layout", "load_diffusion_model", "load_text_encoder", "load_vae", "to_diffusers_layout"]
