@@ -18,11 +18,12 @@ from nodes import arch, previews
 from nodes.conditioning import flatten, require
 from nodes.conditioning_areas import resolve
 from nodes.modelfns.denoise import STATE_PREFIX
-from nodes.modelfns.model_options import (CFG_OVERRIDES, COMPILE, DTYPE, ROPE, carried_conditionings,
+from nodes.modelfns.model_options import (CFG_OVERRIDES, COMPILE, DTYPE, ROPE, WINDOWS, carried_conditionings,
                                          latent_format, sampler_patches, sampling_config, weights_ref)
 from nodes.modelfns.hooks import uses_hooks
 from nodes.modelfns.model_patches import Patches
 from nodes.sampling.model_sampling import model_sampling_from_config
+from nodes.sampling.context_windows import freenoise
 from nodes.sampling.noise import prepare_noise
 from nodes.sampling.samplers import SAMPLER_NAMES, get_sampler
 from nodes.sampling.schedules import SCHEDULER_NAMES, advanced_sigmas, ksampler_sigmas
@@ -168,6 +169,9 @@ async def sample_guided(guider: GuiderChoice, sampler: SamplerChoice, sigmas: to
     for name in ("positive", "negative") + (("middle",) if guider.middle is not None else ()):
         check_hint_batches(getattr(guider, name), samples.shape[0], name)
     noise_t = noise.generate(latent, samples)
+    windows = model.option(WINDOWS)
+    if windows is not None and windows.freenoise:   # ComfyUI shuffles the noise once, before the sampler starts
+        noise_t = freenoise(noise_t, windows, noise.seed)
     ms_config = sampling_config(model)
     ms = model_sampling_from_config(ms_config)
     fmt = latent_format(model)
@@ -212,6 +216,8 @@ async def sample_guided(guider: GuiderChoice, sampler: SamplerChoice, sigmas: to
         params["cfg_overrides"] = model.option(CFG_OVERRIDES)
     if model.option(ROPE):   # ScaleROPE: the network scales and shifts the image's position ids
         params["rope_options"] = dict(model.option(ROPE))
+    if windows is not None:   # ContextWindowsManual: each evaluation window by window
+        params[WINDOWS] = windows.as_param()
     if guider.uncond_model is not None:   # DualModelGuider: the negative side on its own weights and schedule
         params["uncond_model"] = weights_ref(guider.uncond_model)
         params["uncond_sampling"] = sampling_config(guider.uncond_model)

@@ -23,12 +23,15 @@ from nodes.models.components import DiffusionModel
 from nodes.modelfns.hooks import HookWeights, entry_hooks, uses_hooks
 from nodes.modelfns.model_patches import combine, perp_neg, post_cfg, pre_cfg, skips_uncond
 from nodes.modelfns.network_patches import CALC_COND, apply_model, wrap_forward, wrap_prediction
+from nodes.sampling import context_windows
 from nodes.sampling.model_sampling import ModelSampling, model_sampling_from_config
 from nodes.sampling.sampler_base import DENOISED
 from nodes.sampling.samplers import get_sampler, run_step
 
 STATE_PREFIX = "state."
 UNBATCHED_PARAMS = ("seed",)     # deterministic samplers never read it
+# inputs a context window leaves whole: the sampler's and the inpainting's tensors over the whole latent
+_UNCUT = ("x", "sigmas", "noise", "latent_image", "denoise_mask")
 
 
 def cfg_at(overrides: tuple, sigma: float, cfg: float) -> float:
@@ -74,6 +77,8 @@ class GuidedDenoiser:
         self.cfg_overrides = params.get("cfg_overrides") or ()
         self.rope_options = params.get("rope_options")   # ScaleROPE: read by the Flux networks
         self.uncond = uncond   # DualModelGuider's negative MODEL and its model sampling
+        windows = params.get(context_windows.OPTION)   # ContextWindowsManual: evaluations window by window
+        self.context_windows = None if windows is None else context_windows.ContextWindows(**windows)
         self.state = state
         # The CFG++ samplers step along the negative prediction: ComfyUI's samplers read it with a post-CFG
         # function appended last and make the negative side run even at cfg 1. Read it the same way.
@@ -178,6 +183,31 @@ class GuidedDenoiser:
 
     def _predict(self, x: torch.Tensor, sigma: torch.Tensor, s: float,
                  sides_entries: list[list | None]) -> list[torch.Tensor | None]:
+        cw = self.context_windows
+        if cw is None or not cw.applies(x):
+            return self._predict_whole(x, sigma, s, sides_entries)
+        step = context_windows.step_index(self.inputs["sigmas"], sigma)
+        n = x.shape[cw.dim]
+
+        def evaluate(window: list[int]) -> list[torch.Tensor | None]:
+            # ComfyUI's rule: a conditioning tensor as long as the latent along dim is cut like it (ControlNet
+            # hints are not: ComfyUI leaves the control objects whole)
+            whole, whole_mask = self.inputs, self.denoise_mask
+            self.inputs = {k: context_windows.take(t, window, cw.dim)
+                           if k not in _UNCUT and not k.startswith(STATE_PREFIX) and ".control." not in k
+                           and isinstance(t, torch.Tensor)
+                           and t.dim() > cw.dim and t.shape[cw.dim] == n else t for k, t in whole.items()}
+            if whole_mask is not None and whole_mask.dim() > cw.dim and whole_mask.shape[cw.dim] == n:
+                self.denoise_mask = context_windows.take(whole_mask, window, cw.dim)
+            try:
+                sub_sigma = sigma if cw.dim != 0 or sigma.numel() == 1 else sigma.reshape(-1)[window]
+                return self._predict_whole(context_windows.take(x, window, cw.dim), sub_sigma, s, sides_entries)
+            finally:
+                self.inputs, self.denoise_mask = whole, whole_mask
+        return context_windows.blend(cw, x, step, evaluate, len(sides_entries))
+
+    def _predict_whole(self, x: torch.Tensor, sigma: torch.Tensor, s: float,
+                       sides_entries: list[list | None]) -> list[torch.Tensor | None]:
         """Per side (a list of cond entries, or None for a side not evaluated), the weighted average of its
         entries' denoised predictions, each on its area with its weight (ComfyUI's calc_cond_batch); entries
         of all sides whose crops, embeddings and ControlNets agree share one forward pass."""
@@ -217,7 +247,8 @@ class GuidedDenoiser:
             if self.rope_options:
                 batch_cond["rope_options"] = self.rope_options
             concats = [self.model.concat_image(self.inputs.get(f"{e['key']}.concat_latent_image"), x,
-                                               self.inputs.get(f"{e['key']}.concat_mask"))
+                                               self.inputs.get(f"{e['key']}.concat_mask"),
+                                               e.get("concat_mask_index", 0))
                        for _, e, _, _ in members]
             if concats[0] is not None:   # InstructPix2Pix: the image latent joins the input, cropped like it
                 batch_cond["concat"] = torch.cat([crop(c, m[2]) for c, m in zip(concats, members)])
@@ -366,7 +397,8 @@ class DenoiseStep(ModelFn):
         step reads the whole batch (dpm_adaptive's error norm). Neither are MODELs
         patched by node packs (their patches are code the merge cannot see into), nor steps with weight
         hooks (their weights and keyframe states are per request)."""
-        if "model_patches" in call.params or uses_hooks(call.params) or "uncond_model" in call.params:
+        if ("model_patches" in call.params or uses_hooks(call.params) or "uncond_model" in call.params
+                or context_windows.OPTION in call.params):   # windows may cut along the batch
             return None
         try:
             sampler = get_sampler(str(call.params["sampler"]))
