@@ -138,10 +138,10 @@ def _stats(values: Iterable[float], x: torch.Tensor) -> torch.Tensor:
 
 
 def encode(vae: AutoencoderKLMiniMaxH3, frames: torch.Tensor) -> torch.Tensor:
-    """[T, H, W, 3] frames in [0, 1] (T = 17k+5, k >= 1) -> the normalised latent [1, C, 5k+2, H/16, W/16] (the
+    """[T, H, W, 3] frames in [0, 1] (T = 17k+5) -> the normalised latent [1, C, 5k+2, H/16, W/16] (the
     distribution's mean, as ComfyUI takes it). ComfyUI's single-frame path (one image) is not built here."""
-    if frames.ndim != 4 or frames.shape[0] % 17 != 5 or frames.shape[0] < 22:
-        raise ValueError(f"the MiniMax H3 video VAE encodes [T, H, W, 3] frames with T = 17k+5, k >= 1 (22, 39, ...), "
+    if frames.ndim != 4 or frames.shape[0] % 17 != 5:
+        raise ValueError(f"the MiniMax H3 video VAE encodes [T, H, W, 3] frames with T = 17k+5 (5, 22, 39, ...), "
                          f"got {tuple(frames.shape)}")
     x = frames[..., :3].to(torch.float32).movedim(-1, 0)[None]   # [1, 3, T, H, W]
     mean, std = _stats(IMAGENET_MEAN, x).view(1, 3, 1, 1, 1), _stats(IMAGENET_STD, x).view(1, 3, 1, 1, 1)
@@ -153,11 +153,14 @@ def encode(vae: AutoencoderKLMiniMaxH3, frames: torch.Tensor) -> torch.Tensor:
 
 
 def decode(vae: AutoencoderKLMiniMaxH3, latent: torch.Tensor) -> torch.Tensor:
-    """A normalised latent [1, C, 5k+2, H', W'] (k >= 1) -> [17k+5, H, W, 3] frames in [0, 1]."""
-    if latent.ndim != 5 or latent.shape[2] % 5 != 2 or latent.shape[2] < 7:
-        # T = 2 (5 frames) needs ComfyUI's padded single chunk, which diffusers' decoder does not plan
-        raise ValueError(f"the MiniMax H3 video VAE decodes [1, C, T, H, W] latents with T = 5k+2, k >= 1 "
-                         f"(7, 12, ...), got {tuple(latent.shape)}")
+    """A normalised latent [1, C, 5k+2, H', W'] -> [17k+5, H, W, 3] frames in [0, 1]."""
+    if latent.ndim != 5 or latent.shape[2] % 5 != 2:
+        raise ValueError(f"the MiniMax H3 video VAE decodes [1, C, T, H, W] latents with T = 5k+2 (2, 7, 12, ...), "
+                         f"got {tuple(latent.shape)}")
+    if latent.shape[2] == 2:
+        # too short for one decoder chunk: ComfyUI pads one chunk with the last latent and keeps the first 5 frames
+        padded = torch.cat([latent, latent[:, :, -1:].expand(-1, -1, 5, -1, -1)], dim=2)
+        return decode(vae, padded)[:5]
     z = latent.to(torch.float32)
     lm = _stats(vae.config.latents_mean, z).view(1, -1, 1, 1, 1)
     ls = _stats(vae.config.latents_std, z).view(1, -1, 1, 1, 1)

@@ -21,8 +21,8 @@ def test_demo_files(tmp_path):
     assert sum(p.stat().st_size for p in first) < 6_000_000
     dit, vae = load_transformer(dit_sd, str(first[0])), load_vae(vae_sd, str(first[1]))
     g = torch.Generator().manual_seed(0)
-    video, audio = torch.randn(1, 24, 7, 2, 2, generator=g), torch.randn(1, 32, 2, 3, generator=g)
+    video, audio = torch.randn(1, 24, 2, 2, 2, generator=g), torch.randn(1, 32, 2, 3, generator=g)
     v, a = apply(dit, video, audio, torch.randn(1, 4, TEXT_DIM, generator=g), 0.7)
     assert v.shape == video.shape and a.shape == audio.shape and torch.isfinite(v).all() and v.abs().sum() > 0
     frames = decode(vae, video - 0.7 * v)
-    assert frames.shape == (22, 32, 32, 3) and 0 <= frames.min() and frames.max() <= 1
+    assert frames.shape == (5, 32, 32, 3) and 0 <= frames.min() and frames.max() <= 1

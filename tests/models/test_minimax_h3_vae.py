@@ -88,16 +88,29 @@ def test_encode_decode_equal_diffusers(reference, published):
     torch.testing.assert_close(pixels, expected, rtol=0, atol=1e-5)
 
 
+def test_five_frames_as_comfyui_plans_them(published):
+    """5 frames (the shortest video): ComfyUI encodes one 17-frame clip padded with the last frame, keeping its
+    first 2 latents, and decodes one chunk padded with the last latent, keeping the first 5 frames."""
+    torch.set_num_threads(1)
+    vae = load_vae(published)
+    frames = torch.rand(5, 32, 32, 3, generator=torch.Generator().manual_seed(6))
+    z = encode(vae, frames)
+    assert z.shape == (1, 24, 2, 2, 2)
+    # the first clip of 22 frames whose last 17 repeat the 5th is that padded clip: its first 2 latents
+    longer = encode(vae, torch.cat([frames, frames[-1:].expand(17, -1, -1, -1)]))
+    torch.testing.assert_close(z, longer[:, :, :2], rtol=0, atol=1e-5)
+    out = decode(vae, z)
+    assert out.shape == (5, 32, 32, 3)
+    padded = torch.cat([z, z[:, :, -1:].expand(-1, -1, 5, -1, -1)], dim=2)
+    torch.testing.assert_close(out, decode(vae, padded)[:5], rtol=0, atol=0)
+
+
 def test_bad_input_refused(published):
     vae = load_vae(published)
     with pytest.raises(ValueError, match="17k\\+5"):
         encode(vae, torch.rand(4, 32, 32, 3))
     with pytest.raises(ValueError, match="5k\\+2"):
         decode(vae, torch.zeros(1, 24, 3, 2, 2))
-    with pytest.raises(ValueError, match="k >= 1"):   # 5 frames: ComfyUI's padded chunk is not built
-        decode(vae, torch.zeros(1, 24, 2, 2, 2))
-    with pytest.raises(ValueError, match="k >= 1"):
-        encode(vae, torch.rand(5, 32, 32, 3))
     with pytest.raises(ModelLoadError, match="latents_std"):
         load_vae({k: v for k, v in published.items() if k != "latents_std"})
     with pytest.raises(ModelLoadError, match="not a MiniMax H3 video VAE"):
