@@ -16,6 +16,7 @@ LATENT_FORMATS: dict[str, LatentFormat] = {
     "zimage": FLUX_LATENT,
     "qwen_image": WAN21_LATENT,
     "qwen_image21": QWEN_IMAGE21_LATENT,
+    "krea2": WAN21_LATENT,   # Qwen-Image's VAE, normalised by its latents_mean/std (diffusers' Krea2Pipeline)
     "wan21": WAN21_LATENT, "wan22_5b": WAN22_LATENT,
 }
 
@@ -36,6 +37,9 @@ SAMPLING_CONFIGS: dict[str, dict[str, Any]] = {
     # tokens to 0.9 at 8192), as ComfyUI's supported_models.QwenImage21 is quoted in a downstream copy; the
     # upstream file was not readable here.
     "qwen_image21": {"kind": "flux", "shift": 0.69},
+    # Krea 2: the exponential time shift at mu 1.15 (diffusers' Krea2Pipeline for the turbo model; the style
+    # reference template sets ModelSamplingFlux to 1.15 at 1024x1024, the same value).
+    "krea2": {"kind": "flux", "shift": 1.15},
     # ComfyUI's Wan models (WAN21_T2V and the others): ModelSamplingDiscreteFlow at shift 8, multiplier 1000.
     "wan21": {"kind": "flow", "shift": 8.0, "multiplier": 1000},
     "wan22_5b": {"kind": "flow", "shift": 8.0, "multiplier": 1000},

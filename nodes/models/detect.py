@@ -18,6 +18,8 @@ QWEN_IMAGE_MARKER = "txt_norm.weight"
 # (img_mlp.gate_up in ComfyUI's own files, img_mlp.proj in split ones).
 QWEN_IMAGE21_KEYS = ("txt_in.text_norm.weight", "modulation.1.weight", "transformer_blocks.0.attn.norm_q.weight",
                      "img_in.weight", "proj_out.weight")
+# Krea 2: Krea's own names (Comfy-Org/Krea-2's files); the key diffusers 0.42's single-file loader detects it by.
+KREA2_MARKER = "txtfusion.projector.weight"
 QWEN3VL_MARKER = "model.visual.deepstack_merger_list.0.norm.weight"
 QWEN_IMAGE21_MLP = ("transformer_blocks.0.img_mlp.gate_up.weight", "transformer_blocks.0.img_mlp.proj.weight")
 WAN_VAE_MARKER = "decoder.middle.0.residual.0.gamma"
@@ -32,7 +34,7 @@ _PIPELINES = {"StableDiffusionPipeline": "sd1", "StableDiffusionXLPipeline": "sd
 @dataclass(frozen=True)
 class CheckpointInfo:
     """What `probe` found. arch: sd1 | sd2 | sdxl | flux | flux2 | sd3 | zimage | qwen_image | wan21 | wan22_5b
-    (qwen_image21: Qwen-Image 2.1) for models (and Qwen-Image's Wan VAE), clip | t5 | umt5 | qwen3 | qwen3vl | qwen25 (a Qwen2.5 language model) for bare
+    (qwen_image21: Qwen-Image 2.1, krea2: Krea 2) for models (and Qwen-Image's Wan VAE), clip | t5 | umt5 | qwen3 | qwen3vl | qwen25 (a Qwen2.5 language model) for bare
     text encoders.
     kind: checkpoint | diffusion_model | vae | text_encoder | controlnet | lora | diffusers.
     components: which of diffusion_model, vae, text_encoder, controlnet the file can provide.
@@ -103,6 +105,10 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
     if prefix is not None and prefix + "cap_embedder.1.weight" in shapes:
         return info("zimage", "checkpoint" if extra else "diffusion_model", {"diffusion_model"} | extra, "comfy",
                     prefix)
+    prefix = _prefix_with(shapes, KREA2_MARKER)
+    if prefix is not None and prefix + "first.weight" in shapes:
+        return info("krea2", "checkpoint" if extra else "diffusion_model", {"diffusion_model"} | extra, "krea",
+                    prefix)
     prefix = _prefix_with(shapes, QWEN_IMAGE21_KEYS[0])
     if prefix is not None and all(prefix + k in shapes for k in QWEN_IMAGE21_KEYS) \
             and any(prefix + k in shapes for k in QWEN_IMAGE21_MLP):
@@ -151,7 +157,7 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
         return info("clip", "text_encoder", {"text_encoder"}, "open_clip")
     sample = ", ".join(sorted(keys)[:4]) or "no tensors"
     raise ModelLoadError(path, f"unknown model architecture (keys like {sample}); supported: SD1.x, SD2.x, "
-                               "SDXL, Flux, FLUX.2, SD3, Z-Image, Qwen-Image, Qwen-Image 2.1 and Wan checkpoints, their UNets, VAEs, "
+                               "SDXL, Flux, FLUX.2, SD3, Z-Image, Qwen-Image, Qwen-Image 2.1, Krea 2 and Wan checkpoints, their UNets, VAEs, "
                                "CLIP/T5/Qwen text encoders, ControlNets and LoRAs")
 
 

@@ -30,7 +30,7 @@ from .tokenizer import BYTE_VOCAB_SIZE, ClipBPE, SDTokenizer, bpe_for_vocab_size
 
 CONFIGS = Path(__file__).parent / "configs"
 LATENTS = {"sd1": SD1_LATENT, "sd2": SD1_LATENT, "sdxl": SDXL_LATENT}
-DIT_ARCHS = ("flux", "sd3", "flux2", "zimage", "qwen_image", "qwen_image21", "wan21", "wan22_5b")
+DIT_ARCHS = ("flux", "sd3", "flux2", "zimage", "qwen_image", "qwen_image21", "krea2", "wan21", "wan22_5b")
 __all__ = ["probe", "load_diffusion_model", "load_text_encoder", "load_vae", "load_controlnet", "CheckpointInfo"]
 
 
@@ -60,6 +60,7 @@ SD3_MODULES = ("nodes.models.sd3",)
 FLUX2_MODULES = ("nodes.models.flux2", "nodes.models.flux2_text", "nodes.models.flux2_vae")
 _ARCH_MODULES = {"sd3": SD3_MODULES, "flux2": FLUX2_MODULES, "zimage": ("nodes.models.zimage",),
                  "qwen_image": ("nodes.models.qwen_image",), "qwen_image21": ("nodes.models.qwen_image21",),
+                 "krea2": ("nodes.models.krea2",),
                  "wan21": ("nodes.models.wan",),
                  "wan22_5b": ("nodes.models.wan",)}
 

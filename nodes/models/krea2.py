@@ -1,0 +1,147 @@
+"""Krea 2 diffusion models (single-stream DiT fed a stack of Qwen3-VL hidden states through a small text-fusion
+transformer) from the files ComfyUI users download (diffusion_models/krea2_*.safetensors: Krea's own names,
+`first.`, `blocks.N.attn.wq`, `txtfusion.`, `last.`, bare or under `model.diffusion_model.`).
+
+Detection and layout: diffusers 0.42's single-file support (CHECKPOINT_KEY_NAMES["krea2"] =
+`txtfusion.projector.weight`, and convert_krea2_transformer_checkpoint_to_diffusers, which this module calls).
+The network is diffusers' Krea2Transformer2DModel, its config read from the tensor shapes. `apply` drives it with
+ComfyUI's model semantics: a [B,16,H,W] latent (Qwen-Image's VAE), padded circularly to 2x2 patches and packed
+as diffusers' pipeline packs it, sigma as the timestep, and the text states as the context; the context is
+[B,T,L,D] (L tapped layers) or the same flattened to [B,T,L*D], the form conditioning travels in.
+The newest ComfyUI source for Krea 2 was not readable here: the numbers are checked against diffusers'
+forward on the same weights (tests/models/test_krea2.py), not against ComfyUI.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from diffusers import Krea2Transformer2DModel
+from diffusers.loaders.single_file_utils import convert_krea2_transformer_checkpoint_to_diffusers
+
+from cluster.refs import ModelRef
+from nodes.arch import latent_format, sampling_config
+from nodes.models.components import DiffusionModel
+from nodes.models.detect import KREA2_MARKER
+from nodes.models.errors import ModelLoadError
+from nodes.models.flux_keys import count_blocks, find_prefix, strip_prefix
+from nodes.models.safetensors_io import build_module
+
+PATCH = 2
+
+
+def to_diffusers_layout(state_dict: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """diffusers' names from Krea's: the prefix stripped, then diffusers' own single-file converter."""
+    prefix = find_prefix(state_dict.keys(), KREA2_MARKER)
+    if prefix is None:
+        raise ValueError(f"not a Krea 2 state dict (no {KREA2_MARKER})")
+    return convert_krea2_transformer_checkpoint_to_diffusers(strip_prefix(dict(state_dict), prefix))
+
+
+def _heads(width: int, head_dim: int, what: str) -> int:
+    if width % head_dim:
+        raise ValueError(f"{what} width {width} is not a multiple of the head width {head_dim}")
+    return width // head_dim
+
+
+def infer_config(sd: Mapping[str, torch.Tensor]) -> dict[str, Any]:
+    """Krea2Transformer2DModel's config from a diffusers-layout state dict's shapes. The rotary split, which
+    no shape carries, keeps diffusers' proportions (a quarter of the head for the frame axis, the rest halved)."""
+    hidden, in_channels = sd["img_in.weight"].shape
+    head_dim = int(sd["transformer_blocks.0.attn.norm_q.weight"].shape[0])
+    text_dim = int(sd["txt_in.norm.weight"].shape[0])
+    text_head = int(sd["text_fusion.layerwise_blocks.0.attn.norm_q.weight"].shape[0])
+    if head_dim % 8:
+        raise ValueError(f"head width {head_dim} is not a multiple of 8 (three rotary axes of even widths)")
+    frame = head_dim // 4
+    side = (head_dim - frame) // 2
+    return {
+        "in_channels": int(in_channels),
+        "num_layers": count_blocks(sd, "transformer_blocks"),
+        "attention_head_dim": head_dim,
+        "num_attention_heads": _heads(int(hidden), head_dim, "model"),
+        "num_key_value_heads": _heads(int(sd["transformer_blocks.0.attn.to_k.weight"].shape[0]), head_dim, "key"),
+        "intermediate_size": int(sd["transformer_blocks.0.ff.gate.weight"].shape[0]),
+        "timestep_embed_dim": int(sd["time_embed.linear_1.weight"].shape[1]),
+        "text_hidden_dim": text_dim,
+        "num_text_layers": int(sd["text_fusion.projector.weight"].shape[1]),
+        "text_num_attention_heads": _heads(
+            int(sd["text_fusion.layerwise_blocks.0.attn.to_q.weight"].shape[0]), text_head, "text query"),
+        "text_num_key_value_heads": _heads(
+            int(sd["text_fusion.layerwise_blocks.0.attn.to_k.weight"].shape[0]), text_head, "text key"),
+        "text_intermediate_size": int(sd["text_fusion.layerwise_blocks.0.ff.gate.weight"].shape[0]),
+        "num_layerwise_text_blocks": count_blocks(sd, "text_fusion.layerwise_blocks"),
+        "num_refiner_text_blocks": count_blocks(sd, "text_fusion.refiner_blocks"),
+        "axes_dims_rope": (frame, side, head_dim - frame - side),
+    }
+
+
+def image_positions(text_len: int, rows: int, cols: int) -> torch.Tensor:
+    """[(text_len + rows*cols), 3] rotary coordinates: text at the origin, image cells at (0, row, col)."""
+    grid = torch.zeros(rows, cols, 3)
+    grid[..., 1] = torch.arange(rows, dtype=torch.float32)[:, None]
+    grid[..., 2] = torch.arange(cols, dtype=torch.float32)[None, :]
+    return torch.cat([torch.zeros(text_len, 3), grid.reshape(-1, 3)])
+
+
+@dataclass
+class Krea2DiffusionModel(DiffusionModel):
+
+    def text_stack(self, context: torch.Tensor) -> torch.Tensor:
+        """The context as [B,T,L,D]; a flattened [B,T,L*D] one is split into the model's L layers."""
+        layers, dim = self.config["num_text_layers"], self.config["text_hidden_dim"]
+        if context.dim() == 3 and context.shape[-1] == layers * dim:
+            return context.unflatten(-1, (layers, dim))
+        if context.dim() == 4 and tuple(context.shape[2:]) == (layers, dim):
+            return context
+        raise ValueError(f"Krea 2 takes {layers} stacked text layers of width {dim}; the conditioning is "
+                         f"{tuple(context.shape)} (encode the prompt with a CLIPLoader of type krea2)")
+
+    def apply(self, x: torch.Tensor, timestep: torch.Tensor, cond: dict[str, Any]) -> torch.Tensor:
+        if cond.get("control"):
+            raise NotImplementedError("ControlNets are not supported for Krea 2 models")
+        if cond.get("ref_latents"):
+            raise NotImplementedError("reference latents are not supported for Krea 2 models yet")
+        module: Krea2Transformer2DModel = self.module
+        frames = x.dim() == 5
+        if frames:
+            if x.shape[2] != 1:
+                raise ValueError(f"Krea 2 takes single images; this latent has {x.shape[2]} frames")
+            x = x[:, :, 0]
+        b, c, h, w = x.shape
+        padded = F.pad(x, (0, (-w) % PATCH, 0, (-h) % PATCH), mode="circular")
+        rows, cols = padded.shape[-2] // PATCH, padded.shape[-1] // PATCH
+        packed = padded.reshape(b, c, rows, PATCH, cols, PATCH).permute(0, 2, 4, 1, 3, 5)
+        packed = packed.reshape(b, rows * cols, c * PATCH * PATCH).to(self.dtype)
+        context = self.text_stack(cond["context"]).to(x.device, self.dtype)
+        context = context.expand(b, -1, -1, -1) if context.shape[0] == 1 else context
+        t = torch.as_tensor(timestep, dtype=torch.float32, device=x.device).reshape(-1)
+        t = t.expand(b) if t.numel() == 1 else t
+        positions = image_positions(context.shape[1], rows, cols).to(x.device)
+        out = module(hidden_states=packed, encoder_hidden_states=context, timestep=t, position_ids=positions,
+                     return_dict=False)[0]
+        out = out.reshape(b, rows, cols, c, PATCH, PATCH).permute(0, 3, 1, 4, 2, 5)
+        out = out.reshape(b, c, rows * PATCH, cols * PATCH)[:, :, :h, :w].float()
+        return out[:, :, None] if frames else out
+
+
+def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) -> Krea2DiffusionModel:
+    """A Krea 2 DiffusionModel from a bare or `model.diffusion_model.`-prefixed transformer file. It computes in
+    float32 whatever the file's dtype (fp8/int8 quantised files are refused by build_module's checks)."""
+    path = ref.sources[0] if ref.sources else None
+    if ref.patches:
+        raise ModelLoadError(path, "LoRAs are not supported for Krea 2 models yet")
+    try:
+        sd = to_diffusers_layout(state_dict)
+        config = infer_config(sd)
+    except (KeyError, ValueError) as e:
+        raise ModelLoadError(path, f"not a usable Krea 2 transformer: {e}") from None
+    module = build_module(lambda: Krea2Transformer2DModel(**config), sd, path, "Krea 2 transformer")
+    return Krea2DiffusionModel(arch="krea2", module=module, latent_format=latent_format("krea2"),
+                               sampling=dict(sampling_config("krea2")), config=config)
+
+
+__all__ = ["image_positions", "infer_config", "load_diffusion_model", "to_diffusers_layout"]
