@@ -1,0 +1,79 @@
+"""LTX-2's audio VAE in the published layout (audio_vae.*, vocoder.*, configs in the metadata) decodes as upstream
+ComfyUI 0.10.0 does: tests/models/fixtures/comfyui_ltx2_audio.safetensors holds a tiny file built and decoded by
+ComfyUI's own classes (scripts/record_comfyui_ltx2_audio.py), its input latent and ComfyUI's waveform."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors import safe_open
+from safetensors.torch import load_file
+
+from nodes.models.errors import ModelLoadError
+from nodes.models.ltx2_audio import is_audio_vae, load_audio_vae
+
+FIXTURE = Path(__file__).parent / "fixtures" / "comfyui_ltx2_audio.safetensors"
+EMPTY_CASES = [(97, 25), (1, 24), (121, 24), (9, 8)]     # as the recorder's
+
+
+@pytest.fixture(scope="module")
+def recorded():
+    tensors = load_file(FIXTURE)
+    with safe_open(FIXTURE, "pt") as f:
+        metadata = f.metadata()
+    record = {k.removeprefix("record."): tensors.pop(k) for k in list(tensors) if k.startswith("record.")}
+    return tensors, metadata, record
+
+
+@pytest.fixture(scope="module")
+def vae(recorded):
+    weights, metadata, _ = recorded
+    return load_audio_vae(weights, metadata)
+
+
+def test_decode_equals_comfyui_0_10(vae, recorded):
+    torch.set_num_threads(1)
+    _, _, record = recorded
+    waveform = vae.decode(record["latent"])
+    assert waveform.shape == record["waveform"].shape == (2, 2, 424)
+    assert record["waveform"].abs().max() < 0.9          # the tanh is not saturated: the values say something
+    torch.testing.assert_close(waveform, record["waveform"], atol=1e-6, rtol=0)
+
+
+def test_sizes_and_rates_equal_comfyui_0_10(vae, recorded):
+    _, _, record = recorded
+    channels, bins, rate, out_rate = record["facts"].tolist()
+    assert (vae.latent_channels, vae.mean.numel() // vae.latent_channels, vae.sample_rate,
+            vae.output_sample_rate) == (channels, bins, rate, out_rate)
+    assert [vae.latent_frames(f, r) for f, r in EMPTY_CASES] == record["empty_counts"].tolist()
+
+
+def test_statistics_are_applied(vae, recorded):
+    """With identity statistics the waveform differs: the file's per-feature mean and std are used."""
+    _, _, record = recorded
+    plain = type(vae)(**{**vae.__dict__, "mean": torch.zeros_like(vae.mean), "std": torch.ones_like(vae.std)})
+    assert not torch.allclose(plain.decode(record["latent"]), record["waveform"], atol=1e-4)
+
+
+def test_detection_marker(recorded):
+    weights, _, _ = recorded
+    assert is_audio_vae(weights)
+    assert not is_audio_vae({k: v for k, v in weights.items() if not k.startswith("audio_vae.")})
+
+
+def test_bad_files_and_latents_are_named(vae, recorded):
+    weights, metadata, _ = recorded
+    with pytest.raises(ModelLoadError, match="metadata has no 'config'"):
+        load_audio_vae(weights, {})
+    with pytest.raises(ModelLoadError, match="missing audio_vae.per_channel_statistics.std-of-means"):
+        load_audio_vae({k: v for k, v in weights.items() if "std-of-means" not in k}, metadata)
+    config = json.loads(metadata["config"])
+    config["vocoder"]["resblock"] = "AMP1"
+    with pytest.raises(ModelLoadError, match="only LTX-2.0's HiFi-GAN vocoder"):
+        load_audio_vae(weights, {"config": json.dumps(config)})
+    with pytest.raises(ModelLoadError, match="the vocoder does not match its config"):
+        load_audio_vae({k: v for k, v in weights.items() if "conv_post" not in k}, metadata)
+    with pytest.raises(ValueError, match="an audio latent of 8 channels x 16 frequency bins was expected, got 8 x 4"):
+        vae.decode(torch.zeros(1, 8, 3, 4))
