@@ -139,7 +139,7 @@ def _stats(values: Iterable[float], x: torch.Tensor) -> torch.Tensor:
 
 def encode(vae: AutoencoderKLMiniMaxH3, frames: torch.Tensor) -> torch.Tensor:
     """[T, H, W, 3] frames in [0, 1] (T = 17k+5) -> the normalised latent [1, C, 5k+2, H/16, W/16] (the
-    distribution's mean, as ComfyUI takes it). ComfyUI's single-frame path (one image) is not built here."""
+    distribution's mean, as ComfyUI takes it). One image goes through `encode_image`."""
     if frames.ndim != 4 or frames.shape[0] % 17 != 5:
         raise ValueError(f"the MiniMax H3 video VAE encodes [T, H, W, 3] frames with T = 17k+5 (5, 22, 39, ...), "
                          f"got {tuple(frames.shape)}")
@@ -147,6 +147,21 @@ def encode(vae: AutoencoderKLMiniMaxH3, frames: torch.Tensor) -> torch.Tensor:
     mean, std = _stats(IMAGENET_MEAN, x).view(1, 3, 1, 1, 1), _stats(IMAGENET_STD, x).view(1, 3, 1, 1, 1)
     with torch.no_grad():
         z = vae.encode((x - mean) / std).latent_dist.mean
+    lm = _stats(vae.config.latents_mean, z).view(1, -1, 1, 1, 1)
+    ls = _stats(vae.config.latents_std, z).view(1, -1, 1, 1, 1)
+    return (z - lm) / ls
+
+
+def encode_image(vae: AutoencoderKLMiniMaxH3, image: torch.Tensor) -> torch.Tensor:
+    """One [1, H, W, 3] image (a keyframe) -> its normalised latent [1, C, 1, H/16, W/16]: ComfyUI's single-frame
+    path, the causal encoder run on the frame alone (no 17-frame clip), its last latent frame kept."""
+    if image.ndim != 4 or image.shape[0] != 1:
+        raise ValueError(f"encode_image takes one [1, H, W, 3] image, got {tuple(image.shape)}")
+    x = image[..., :3].to(torch.float32).movedim(-1, 0)[None]
+    mean, std = _stats(IMAGENET_MEAN, x).view(1, 3, 1, 1, 1), _stats(IMAGENET_STD, x).view(1, 3, 1, 1, 1)
+    with torch.no_grad():
+        moments = vae.quant_conv(vae.encoder((x - mean) / std))[:, :, -1:]
+    z = moments[:, : moments.shape[1] // 2]
     lm = _stats(vae.config.latents_mean, z).view(1, -1, 1, 1, 1)
     ls = _stats(vae.config.latents_std, z).view(1, -1, 1, 1, 1)
     return (z - lm) / ls

@@ -15,6 +15,7 @@ from nodes.models.minimax_h3_vae import (
     IMAGENET_STD,
     decode,
     encode,
+    encode_image,
     from_diffusers,
     infer_config,
     is_minimax_h3_vae,
@@ -103,6 +104,20 @@ def test_five_frames_as_comfyui_plans_them(published):
     assert out.shape == (5, 32, 32, 3)
     padded = torch.cat([z, z[:, :, -1:].expand(-1, -1, 5, -1, -1)], dim=2)
     torch.testing.assert_close(out, decode(vae, padded)[:5], rtol=0, atol=0)
+
+
+def test_one_image_is_the_first_latent_of_its_video(published):
+    """ComfyUI encodes a keyframe image alone through the causal encoder; the first latent of a video covers
+    only its first frame, so the two paths agree."""
+    torch.set_num_threads(1)
+    vae = load_vae(published)
+    frames = torch.rand(5, 32, 32, 3, generator=torch.Generator().manual_seed(8))
+    z = encode_image(vae, frames[:1])
+    assert z.shape == (1, 24, 1, 2, 2)
+    torch.testing.assert_close(z, encode(vae, frames)[:, :, :1], rtol=0, atol=1e-5)
+    assert not torch.allclose(z, encode(vae, frames)[:, :, 1:2], atol=1e-3)
+    with pytest.raises(ValueError, match="one \\[1, H, W, 3\\] image"):
+        encode_image(vae, frames)
 
 
 def test_bad_input_refused(published):
