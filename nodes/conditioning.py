@@ -16,7 +16,6 @@ import torch
 from cluster.refs import ModelRef
 from nodes.modelfns.hooks import schedule
 
-
 # SDXL's size conditioning (CLIPTextEncodeSDXL and the refiner's encoder); unset values default to the
 # latent's size in pixels, no crop, as ComfyUI's SDXL model does.
 SIZE_KEYS = ("width", "height", "crop_w", "crop_h", "target_width", "target_height")
@@ -30,9 +29,9 @@ class ControlSpec:
     strength: float
     start_percent: float = 0.0
     end_percent: float = 1.0
-    previous: "ControlSpec | None" = None
+    previous: ControlSpec | None = None
 
-    def chain(self) -> list["ControlSpec"]:
+    def chain(self) -> list[ControlSpec]:
         out, node = [], self
         while node is not None:
             out.append(node)
@@ -87,6 +86,8 @@ def flatten(name: str, conditioning: list, percent_to_sigma) -> tuple[dict[str, 
             tensors[f"{key}.concat_latent_image"] = opts["concat_latent_image"]
         if opts.get("concat_mask") is not None:   # Wan image-to-video: which latent frames the image fixes
             tensors[f"{key}.concat_mask"] = opts["concat_mask"]
+        if opts.get("concat_mask_index"):   # Wan 2.2 Fun Control: the mask sits after the control latent
+            entry["concat_mask_index"] = int(opts["concat_mask_index"])
         vision = opts.get("clip_vision_output")
         if vision is not None:   # Wan 2.1 image-to-video: the image's CLIP vision states join the text
             tensors[f"{key}.clip_fea"] = vision.penultimate_hidden_states

@@ -1,6 +1,6 @@
 """Wan video latents and image-to-video conditioning (ComfyUI's comfy_extras.nodes_wan and the Hunyuan video
-latent that Wan 2.1's templates use): Empty HunyuanVideo Latent, WanImageToVideo, WanFirstLastFrameToVideo
-and Wan22ImageToVideoLatent.
+latent that Wan 2.1's templates use): Empty HunyuanVideo Latent, WanImageToVideo, WanFirstLastFrameToVideo,
+Wan22ImageToVideoLatent and the Fun models' WanFunControlToVideo, Wan22FunControlToVideo and WanFunInpaintToVideo.
 
 Video latents are [B,C,1+(length-1)//4,H/8,W/8] (Wan 2.1 VAE, 16 channels) or [B,48,...,H/16,W/16] (Wan 2.2
 VAE). The image-to-video nodes encode a whole clip (the given frames, grey 0.5 elsewhere) as one video with
@@ -15,7 +15,7 @@ from nodes.conditioning import require
 from nodes.conditioning_ops import set_values
 from nodes.inputs import require_component
 from nodes.ksampler import call_model_fn
-from nodes.models.components import WAN22_LATENT
+from nodes.models.components import WAN21_LATENT, WAN22_LATENT
 from nodes.upscale import common_upscale
 
 WAN21_VAE_ARCH = "qwen_image"   # the Wan 2.1 VAE (also Qwen-Image's) detects under this family
@@ -186,7 +186,106 @@ class Wan22ImageToVideoLatent:
         return ({"samples": latent.repeat(batch_size, 1, 1, 1, 1), "noise_mask": mask.repeat(batch_size, 1, 1, 1, 1)},)
 
 
+def _video_inputs() -> dict:
+    return {"positive": ("CONDITIONING", {}), "negative": ("CONDITIONING", {}), "vae": ("VAE", {}),
+            "width": _video_size("width"), "height": _video_size("height"),
+            "length": ("INT", {"default": 81, "min": 1, "max": MAX_RESOLUTION, "step": 4}),
+            "batch_size": ("INT", {"default": 1, "min": 1, "max": 4096})}
+
+
+async def _fun_concat(vae, width: int, height: int, length: int, batch_size: int, channels: int, scale: int,
+                      start_image: torch.Tensor | None, control_video: torch.Tensor | None) -> torch.Tensor:
+    """A Fun Control model's conditioning latent: the control video's latent in the first `channels` channels,
+    the start image's in the next; the format's zero (its mean, raw) where no video gives frames."""
+    fmt = WAN22_LATENT if channels == 48 else WAN21_LATENT
+    arch = WAN22_VAE_ARCH if channels == 48 else WAN21_VAE_ARCH
+    shape = (batch_size, channels, latent_frames(length), height // scale, width // scale)
+    concat = fmt.process_out(torch.zeros(shape)).repeat(1, 2, 1, 1, 1)
+    for offset, frames in ((channels, start_image), (0, control_video)):
+        if frames is not None:
+            encoded = await encode_video(vae, _fit(frames[:length], width, height)[..., :3], arch)
+            n = min(encoded.shape[2], concat.shape[2])
+            concat[:, offset:offset + channels, :n] = encoded[:, :, :n]
+    return concat
+
+
+class WanFunControlToVideo:
+    RELATIVE_PYTHON_MODULE = "comfy_extras.nodes_wan"
+    FUNCTION = "execute"
+    CATEGORY = "conditioning/video_models"
+    RETURN_TYPES = ("CONDITIONING", "CONDITIONING", "LATENT")
+    RETURN_NAMES = ("positive", "negative", "latent")
+    DESCRIPTION = "Conditions a Wan 2.1 Fun Control model on a control video and optionally a start image."
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": _video_inputs(),
+                "optional": {"clip_vision_output": ("CLIP_VISION_OUTPUT", {}), "start_image": ("IMAGE", {}),
+                             "control_video": ("IMAGE", {})}}
+
+    async def execute(self, positive, negative, vae, width: int, height: int, length: int, batch_size: int,
+                      start_image: torch.Tensor | None = None, clip_vision_output=None,
+                      control_video: torch.Tensor | None = None):
+        positive, negative = require(positive, "positive"), require(negative, "negative")
+        latent = torch.zeros(batch_size, 16, latent_frames(length), height // 8, width // 8)
+        extra = {"concat_latent_image": await _fun_concat(vae, width, height, length, batch_size, 16, 8,
+                                                          start_image, control_video)}
+        if clip_vision_output is not None:
+            extra["clip_vision_output"] = clip_vision_output
+        return set_values(positive, extra), set_values(negative, extra), {"samples": latent}
+
+
+class Wan22FunControlToVideo:
+    RELATIVE_PYTHON_MODULE = "comfy_extras.nodes_wan"
+    FUNCTION = "execute"
+    CATEGORY = "conditioning/video_models"
+    RETURN_TYPES = ("CONDITIONING", "CONDITIONING", "LATENT")
+    RETURN_NAMES = ("positive", "negative", "latent")
+    DESCRIPTION = ("Conditions a Wan 2.2 Fun Control model on a control video: control latent, mask and image "
+                   "latent joined to the noise.")
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": _video_inputs(),
+                "optional": {"ref_image": ("IMAGE", {}), "control_video": ("IMAGE", {})}}
+
+    async def execute(self, positive, negative, vae, width: int, height: int, length: int, batch_size: int,
+                      ref_image: torch.Tensor | None = None, control_video: torch.Tensor | None = None):
+        positive, negative = require(positive, "positive"), require(negative, "negative")
+        if ref_image is not None:
+            raise ValueError("ref_image: Wan 2.2 Fun Control's reference image (its ref_conv patch embedding) is "
+                             "not supported yet; leave ref_image unconnected")
+        vae = require_component(vae, "vae", "vae")
+        channels, scale = (48, 16) if vae.arch == WAN22_VAE_ARCH else (16, 8)
+        frames = latent_frames(length)
+        latent = torch.zeros(batch_size, channels, frames, height // scale, width // scale)
+        concat = await _fun_concat(vae, width, height, length, batch_size, channels, scale, None, control_video)
+        # no start image input: every frame is generated (ComfyUI's mask of ones, four per latent frame)
+        mask = torch.ones(1, 4, frames, height // scale, width // scale)
+        extra = {"concat_latent_image": concat, "concat_mask": mask, "concat_mask_index": channels}
+        return set_values(positive, extra), set_values(negative, extra), {"samples": latent}
+
+
+class WanFunInpaintToVideo(WanFirstLastFrameToVideo):
+    DESCRIPTION = "Conditions a Wan Fun InP model on a start and/or end image (WanFirstLastFrameToVideo's recipe)."
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": _video_inputs(),
+                "optional": {"clip_vision_output": ("CLIP_VISION_OUTPUT", {}), "start_image": ("IMAGE", {}),
+                             "end_image": ("IMAGE", {})}}
+
+    async def execute(self, positive, negative, vae, width: int, height: int, length: int, batch_size: int,
+                      start_image: torch.Tensor | None = None, end_image: torch.Tensor | None = None,
+                      clip_vision_output=None):
+        return await super().execute(positive, negative, vae, width, height, length, batch_size,
+                                     start_image=start_image, end_image=end_image,
+                                     clip_vision_start_image=clip_vision_output)
+
+
 NODE_CLASS_MAPPINGS = {"EmptyHunyuanLatentVideo": EmptyHunyuanLatentVideo, "WanImageToVideo": WanImageToVideo,
                        "WanFirstLastFrameToVideo": WanFirstLastFrameToVideo,
-                       "Wan22ImageToVideoLatent": Wan22ImageToVideoLatent}
+                       "Wan22ImageToVideoLatent": Wan22ImageToVideoLatent,
+                       "WanFunControlToVideo": WanFunControlToVideo, "Wan22FunControlToVideo": Wan22FunControlToVideo,
+                       "WanFunInpaintToVideo": WanFunInpaintToVideo}
 NODE_DISPLAY_NAME_MAPPINGS = {"EmptyHunyuanLatentVideo": "Empty HunyuanVideo 1.0 Latent"}

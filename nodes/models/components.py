@@ -140,9 +140,10 @@ class DiffusionModel:
         return t
 
     def concat_image(self, image: torch.Tensor | None, x: torch.Tensor,
-                     mask: torch.Tensor | None = None) -> torch.Tensor | None:
+                     mask: torch.Tensor | None = None, mask_index: int = 0) -> torch.Tensor | None:
         """What this model takes joined to its input channels for a cond's concat_latent_image (raw latent or
-        None), concat_mask (or None) and the step's input `x`; None for a model that takes only the latent."""
+        None), concat_mask (or None), concat_mask_index (the image channels before the mask) and the step's input
+        `x`; None for a model that takes only the latent."""
         return None
 
 

@@ -260,7 +260,7 @@ class UNetModel(DiffusionModel):
     """SD1/SD2/SDXL UNet behind ComfyUI's apply convention."""
 
     def concat_image(self, image: torch.Tensor | None, x: torch.Tensor,
-                     mask: torch.Tensor | None = None) -> torch.Tensor | None:
+                     mask: torch.Tensor | None = None, mask_index: int = 0) -> torch.Tensor | None:
         """InstructPix2Pix UNets (twice the latent's input channels, as ComfyUI detects them) take the image's
         raw latent (zeros without one) joined to the input, resized to the input's size (bilinear, centre
         crop) and batch, as ComfyUI's IP2P concat_cond."""

@@ -2,14 +2,15 @@
 wan2.1_*.safetensors, wan2.2_*.safetensors: Wan's own key names, bare or under `model.diffusion_model.`).
 
 ComfyUI tells them by `head.modulation` and reads the sizes from the tensors: the width from the head's
-modulation, 128-wide heads, the input channels from the patch embedding (16 text-to-video, 36 image-to-video:
-mask and image latent joined to the noise), the output channels from the head (48: Wan 2.2 5B, whose latents
-come from the Wan 2.2 VAE). The network is diffusers' WanTransformer3DModel, converted with diffusers' own
-Wan key mapping; `apply` takes ComfyUI's view of the model: a [B,C,T,H,W] latent in model space, the timestep
-sigma x 1000, the umt5 states as context, an image-to-video model's concat tensor, and, for Wan 2.2 5B, one
-timestep per latent frame (ComfyUI's from a denoise mask). Two things follow ComfyUI rather than diffusers:
-the time embedding's sinusoid is computed in float64 (diffusers: float32), and inputs of odd size are padded
-circularly to the 2x2 patch (diffusers refuses them).
+modulation, 128-wide heads, the input channels from the patch embedding (16 text-to-video; 36 image-to-video
+and Fun InP: mask and image latent joined to the noise; 48 Wan 2.1 Fun Control: control and start latents;
+52 Wan 2.2 Fun Control: control latent, mask, start latent), the output channels from the head (48: Wan 2.2 5B,
+whose latents come from the Wan 2.2 VAE). The network is diffusers' WanTransformer3DModel, converted with
+diffusers' own Wan key mapping; `apply` takes ComfyUI's view of the model: a [B,C,T,H,W] latent in model space,
+the timestep sigma x 1000, the umt5 states as context, an image-to-video model's concat tensor, and, for
+Wan 2.2 5B, one timestep per latent frame (ComfyUI's from a denoise mask). Two things follow ComfyUI rather
+than diffusers: the time embedding's sinusoid is computed in float64 (diffusers: float32), and inputs of odd
+size are padded circularly to the 2x2 patch (diffusers refuses them).
 """
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ from nodes.models.unet import resize_to_batch_size
 from nodes.upscale import common_upscale
 
 WAN_MARKER = "head.modulation"
+REF_CONV = "ref_conv."   # Wan 2.2 Fun Control (ComfyUI's in_dim_ref_conv)
 HEAD_DIM = 128        # ComfyUI: num_heads = dim // 128
 FREQ_DIM = 256
 PATCH = (1, 2, 2)
@@ -100,10 +102,12 @@ def _pad_to_patch(x: torch.Tensor) -> torch.Tensor:
 @dataclass
 class WanDiffusionModel(DiffusionModel):
     def concat_image(self, image: torch.Tensor | None, x: torch.Tensor,
-                     mask: torch.Tensor | None = None) -> torch.Tensor | None:
+                     mask: torch.Tensor | None = None, mask_index: int = 0) -> torch.Tensor | None:
         """An image-to-video model's extra input channels, as ComfyUI's WAN21.concat_cond: four channels of
-        1 - concat_mask (1 where the image fixes a frame) then the image latent in model space; zeros for a
-        cond without an image. None for a model whose input is the latent alone."""
+        1 - concat_mask (1 where the image fixes a frame) then the image latent in model space (the mask after
+        the first `mask_index` image channels instead: Wan 2.2 Fun Control's concat_mask_index); zeros for a
+        cond without an image. None for a model whose input is the latent alone. A model that takes exactly
+        the image's channels (Wan 2.1 Fun Control: control and start latents) gets them without a mask."""
         extra = self.module.config.in_channels - x.shape[1]
         if extra <= 0:
             return None
@@ -131,7 +135,7 @@ class WanDiffusionModel(DiffusionModel):
             if mask.shape[2] < x.shape[2]:
                 mask = torch.nn.functional.pad(mask, (0, 0, 0, 0, 0, x.shape[2] - mask.shape[2]))
             mask = _to_batch(mask.expand(-1, 4, -1, -1, -1) if mask.shape[1] == 1 else mask, x.shape[0])
-        return torch.cat([mask, image], dim=1)
+        return torch.cat([image[:, :mask_index], mask, image[:, mask_index:]], dim=1)
 
     def inpaint_latent(self, ms: Any, sigma: torch.Tensor, noise: torch.Tensor,
                        latent_image: torch.Tensor) -> torch.Tensor:
@@ -207,6 +211,9 @@ def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) 
     except (KeyError, ValueError) as e:
         raise ModelLoadError(path, f"not a usable Wan diffusion model: {e}") from None
     arch = wan_arch(sd)
+    # Wan 2.2 Fun Control's reference-image patch embedding: ComfyUI uses it only for a reference latent
+    # (Wan22FunControlToVideo's ref_image, refused there), so the model runs without it.
+    sd = {k: v for k, v in sd.items() if not k.startswith(REF_CONV)}
     converted = convert_wan_transformer_to_diffusers(dict(sd))
     if ref.patches:
         converted, _ = merge_loras(ref.patches, lora_targets(sd), converted)

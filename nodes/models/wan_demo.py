@@ -10,7 +10,9 @@
 - vae/wan_2.1_vae_tiny.safetensors: the Wan 2.1 VAE in Wan's layout at base width 8;
 - vae/wan2.2_vae_tiny.safetensors: the Wan 2.2 VAE (48 channels, 1/16) in Wan's layout, widths 8 and 16;
 - loras/wan2.2_i2v_lightx2v_4steps_lora_tiny_{high,low}_noise.safetensors: rank-4 LoRAs for the two experts in
-  the names lightx2v's Wan LoRAs use (`diffusion_model.blocks.N.self_attn.q.lora_down.weight`, `.alpha`).
+  the names lightx2v's Wan LoRAs use (`diffusion_model.blocks.N.self_attn.q.lora_down.weight`, `.alpha`);
+- diffusion_models/wan2.1_fun_control_1.3B_tiny, wan2.1_fun_inp_1.3B_tiny and
+  wan2.2_fun_control_low_noise_14B_tiny: the Fun models (48, 36 and 52 input channels; see _fun_models).
 bfloat16 like the released files. Same seed -> byte-identical files (the SentencePiece model is trained on a
 fixed text with one thread)."""
 from __future__ import annotations
@@ -42,7 +44,10 @@ FILES = {"i2v_high": "diffusion_models/wan2.2_i2v_high_noise_14B_tiny.safetensor
          "vae": "vae/wan_2.1_vae_tiny.safetensors",
          "vae22": "vae/wan2.2_vae_tiny.safetensors",
          "lora_high": "loras/wan2.2_i2v_lightx2v_4steps_lora_tiny_high_noise.safetensors",
-         "lora_low": "loras/wan2.2_i2v_lightx2v_4steps_lora_tiny_low_noise.safetensors"}
+         "lora_low": "loras/wan2.2_i2v_lightx2v_4steps_lora_tiny_low_noise.safetensors",
+         "fun_control": "diffusion_models/wan2.1_fun_control_1.3B_tiny.safetensors",
+         "fun_inp": "diffusion_models/wan2.1_fun_inp_1.3B_tiny.safetensors",
+         "fun22_control": "diffusion_models/wan2.2_fun_control_low_noise_14B_tiny.safetensors"}
 # (input channels, output channels) of each diffusion model
 _SHAPES = {"i2v_high": (36, 16), "i2v_low": (36, 16), "t2v": (16, 16), "ti2v_5b": (48, 48)}
 # The text the tiny SentencePiece model is trained on: prompts of the Wan templates and the tests.
@@ -170,7 +175,24 @@ def tiny_wan_state_dicts(seed: int = SEED) -> dict[str, dict[str, torch.Tensor]]
     out["text_encoder"][SPIECE_KEY] = torch.frombuffer(bytearray(proto), dtype=torch.uint8)
     lora_gen = torch.Generator().manual_seed(seed + 1)
     out["lora_high"], out["lora_low"] = (_lora(sds[name], lora_gen) for name in ("i2v_high", "i2v_low"))
+    out.update(_fun_models(seed))
     return out
+
+
+def _fun_models(seed: int) -> dict[str, dict[str, torch.Tensor]]:
+    """The Fun models, from a generator of their own so the files above keep their bytes. Their layout is Wan's
+    with more input channels, as ComfyUI's model_detection reads them (in_dim from patch_embedding.weight,
+    WAN21_FunControl2V's 48): Wan 2.1 Fun Control 48 (noise, control latent, start latent), Fun InP 36 (noise,
+    mask, image latent), Wan 2.2 Fun Control 52 (noise, control latent, mask, start latent) and its
+    reference-image patch embedding ref_conv (a 2x2 conv from 16 latent channels: ComfyUI's in_dim_ref_conv)."""
+    gen = torch.Generator().manual_seed(seed + 2)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed + 2)
+        sds = {name: _transformer(cin, 16, gen) for name, cin in
+               (("fun_control", 48), ("fun_inp", 36), ("fun22_control", 52))}
+    sds["fun22_control"]["ref_conv.weight"] = torch.randn(HEAD_DIM, 16, 2, 2, generator=gen) * 0.05
+    sds["fun22_control"]["ref_conv.bias"] = torch.randn(HEAD_DIM, generator=gen) * 0.05
+    return {name: {k: v.to(torch.bfloat16).contiguous() for k, v in sd.items()} for name, sd in sds.items()}
 
 
 def _lora(model: dict[str, torch.Tensor], gen: torch.Generator, rank: int = 4) -> dict[str, torch.Tensor]:

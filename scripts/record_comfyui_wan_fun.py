@@ -1,0 +1,89 @@
+"""Record what upstream ComfyUI 0.10.0 computes with wan-tiny's Fun models (nodes/models/wan_demo.py's
+_fun_models), as the fixture tests/models/test_wan_fun.py checks (tests/models/fixtures/comfyui_wan_fun.json).
+
+Run like scripts/record_comfyui_wan.py (inside ComfyUI's environment, after the tiny files were written), whose
+loaders and tiny-size wrappers it reuses:
+
+    cd <ComfyUI 0.10.0 source> && PYTHONPATH=<torchvision shim>:. OMP_NUM_THREADS=1 <venv>/bin/python \\
+        /work/main/scripts/record_comfyui_wan_fun.py /work/main/tests/models/fixtures/comfyui_wan_fun.json \\
+        <models dir>
+
+Recorded: the Fun nodes' outputs (WanFunControlToVideo with start image and control video,
+Wan22FunControlToVideo with a control video on the Wan 2.1 and the Wan 2.2 VAE, WanFunInpaintToVideo with start
+and end image) and, for each Fun model, one denoising evaluation through ComfyUI's model (its concat_cond,
+with Wan 2.2 Fun Control's concat_mask_index, and apply_model) on its node's conditioning.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+OUT, MODELS = sys.argv[1:3]
+sys.argv[1:] = [OUT, MODELS, "/nonexistent", "/nonexistent", "/nonexistent"]   # record_comfyui_wan's arguments
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import record_comfyui_wan as base  # it imports ComfyUI with --cpu: before any other ComfyUI module
+import torch
+
+FUN_FILES = {"fun_control": "diffusion_models/wan2.1_fun_control_1.3B_tiny.safetensors",
+             "fun_inp": "diffusion_models/wan2.1_fun_inp_1.3B_tiny.safetensors",
+             "fun22_control": "diffusion_models/wan2.2_fun_control_low_noise_14B_tiny.safetensors"}
+
+
+def fun_classes() -> dict:
+    import comfy_extras.nodes_wan as wan
+    return {n: getattr(wan, n) for n in ("WanFunControlToVideo", "Wan22FunControlToVideo", "WanFunInpaintToVideo")}
+
+
+def step(patcher, opts: dict, context: torch.Tensor, shape: list[int], seed: int) -> dict:
+    x = base.seeded(seed, *shape)
+    concat = patcher.model.concat_cond(noise=x, device=torch.device("cpu"), **{
+        k: opts[k] for k in ("concat_latent_image", "concat_mask", "concat_mask_index") if k in opts})
+    denoised = patcher.model.apply_model(x, torch.tensor([0.6]), c_concat=concat, c_crossattn=context)
+    return {"x": base.b64(x), "sigma": 0.6, "concat": base.b64(concat), "denoised": base.b64(denoised)}
+
+
+def main() -> None:
+    import folder_paths
+    torch.set_num_threads(1)
+    base.tiny_widths()
+    for folder in ("diffusion_models", "text_encoders", "vae"):
+        folder_paths.add_model_folder_path(folder, f"{MODELS}/{folder}", is_default=True)
+    core, fun = base.node_classes(), fun_classes()
+    patchers = {name: base.run_node(core["UNETLoader"], {"unet_name": path.split("/")[1],
+                                                         "weight_dtype": "default"})[0]
+                for name, path in FUN_FILES.items()}
+    (vae,) = base.run_node(core["VAELoader"], {"vae_name": base.FILES["vae"].split("/")[1]})
+    (vae22,) = base.run_node(core["VAELoader"], {"vae_name": base.FILES["vae22"].split("/")[1]})
+    context = base.seeded(20, 1, 512, 32)
+    cond = [[context, {}]]
+    start = torch.rand(1, 50, 70, 3, generator=torch.Generator().manual_seed(21))
+    end = torch.rand(2, 30, 30, 3, generator=torch.Generator().manual_seed(22))
+    control = torch.rand(7, 40, 40, 3, generator=torch.Generator().manual_seed(23))
+    out = {"source": base.SOURCE, "recorded_by": "scripts/record_comfyui_wan_fun.py",
+           "files": {k: {"path": v, "sha256": base.sha256(f"{MODELS}/{v}")} for k, v in
+                     {**FUN_FILES, "vae": base.FILES["vae"], "vae22": base.FILES["vae22"]}.items()},
+           "context": base.b64(context), "start_image": base.b64(start), "end_image": base.b64(end),
+           "control_video": base.b64(control)}
+    cases = {"fun_control": ("WanFunControlToVideo", "fun_control", vae, {"start_image": start,
+                                                                           "control_video": control}),
+             "fun22_control": ("Wan22FunControlToVideo", "fun22_control", vae, {"control_video": control}),
+             "fun22_control_vae22": ("Wan22FunControlToVideo", None, vae22, {"control_video": control}),
+             "fun_inp": ("WanFunInpaintToVideo", "fun_inp", vae, {"start_image": start, "end_image": end})}
+    for seed, (name, (node, model, v, images)) in enumerate(cases.items()):
+        pos, neg, latent = base.run_node(fun[node], {"positive": cond, "negative": cond, "vae": v, "width": 48,
+                                                     "height": 32, "length": 9, "batch_size": 1, **images})
+        opts = pos[0][1]
+        rec = {"node": node, "inputs": sorted(images), "latent_shape": list(latent["samples"].shape),
+               "opts": {k: base.b64(t) for k, t in opts.items() if isinstance(t, torch.Tensor)},
+               "mask_index": opts.get("concat_mask_index", 0), "neg_equal": all(
+                   torch.equal(opts[k], neg[0][1][k]) for k in opts if isinstance(opts[k], torch.Tensor))}
+        if model is not None:
+            rec["step"] = step(patchers[model], opts, context, list(latent["samples"].shape), 30 + seed)
+        out[name] = rec
+    with open(OUT, "w") as f:
+        json.dump(out, f)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,110 @@
+"""Wan's Fun models (Fun Control 2.1 / 2.2, Fun InP) checked against ComfyUI on wan-tiny's Fun files.
+
+tests/models/fixtures/comfyui_wan_fun.json was recorded by scripts/record_comfyui_wan_fun.py (upstream ComfyUI
+0.10.0): the Fun nodes' conditioning and, per Fun model, one denoising evaluation through ComfyUI's model (its
+concat_cond and apply_model) on that conditioning."""
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from nodes.arch import sampling_config
+from nodes.conditioning import flatten
+from nodes.loaders import make_ref
+from nodes.models import loader
+from nodes.models.detect import probe
+from nodes.models.wan_demo import FILES, build_demo_wan, tiny_wan_state_dicts
+from nodes.sampling.model_sampling import model_sampling_from_config
+from tests.models.test_wan import tensor
+
+FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_wan_fun.json").read_text())
+ATOL, RTOL = 2e-5, 1e-4
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory):
+    """An active workspace holding wan-tiny, whose ModelFns run in-process."""
+    from nodes import workspace as ws_module
+    previous = ws_module._active
+    ws = ws_module.activate(ws_module.Workspace(tmp_path_factory.mktemp("wan-fun-ws")).create())
+    build_demo_wan(ws.models_dir)
+    yield ws
+    ws_module._active = previous
+
+
+def _path(ws, part: str) -> Path:
+    return ws.models_dir / FILES[part]
+
+
+def test_fun_files_are_the_recorded_ones_and_detected(workspace) -> None:
+    for part, rec in FIXTURE["files"].items():
+        assert rec["path"] == FILES[part]
+        assert hashlib.sha256(_path(workspace, part).read_bytes()).hexdigest() == rec["sha256"], \
+            f"{FILES[part]} changed: re-record tests/models/fixtures/comfyui_wan_fun.json"
+    sds = tiny_wan_state_dicts()
+    # ComfyUI's model_detection: in_dim from patch_embedding.weight, in_dim_ref_conv from ref_conv.weight
+    assert {p: sds[p]["patch_embedding.weight"].shape[1] for p in ("fun_control", "fun_inp", "fun22_control")} == \
+        {"fun_control": 48, "fun_inp": 36, "fun22_control": 52}
+    assert sds["fun22_control"]["ref_conv.weight"].shape[1] == 16 and "img_emb.proj.0.bias" not in sds["fun_control"]
+    for part in ("fun_control", "fun_inp", "fun22_control"):
+        info = probe(_path(workspace, part))
+        assert (info.arch, info.kind) == ("wan21", "diffusion_model")
+
+
+def _run(coro):
+    return asyncio.run(coro)
+
+
+def _node(name: str, ws, case: dict):
+    from nodes.library import wan
+    vae_part, arch = ("vae22", "wan22_5b") if case is FIXTURE["fun22_control_vae22"] else ("vae", "qwen_image")
+    vae = make_ref("vae", arch, [_path(ws, vae_part)])
+    cond = [[tensor(FIXTURE["context"]), {}]]
+    images = {k: tensor(FIXTURE[k]) for k in case["inputs"]}
+    return _run(getattr(wan, name)().execute(cond, cond, vae, 48, 32, 9, 1, **images))
+
+
+@pytest.mark.parametrize("case", ["fun_control", "fun22_control", "fun22_control_vae22", "fun_inp"])
+def test_fun_nodes_equal_comfyuis(workspace, case: str) -> None:
+    rec = FIXTURE[case]
+    pos, neg, latent = _node(rec["node"], workspace, rec)
+    assert list(latent["samples"].shape) == rec["latent_shape"] and not latent["samples"].any()
+    for opts in (pos[0][1], neg[0][1]):
+        assert sorted(k for k, v in opts.items() if isinstance(v, torch.Tensor)) == sorted(rec["opts"])
+        for key, want in rec["opts"].items():
+            torch.testing.assert_close(opts[key], tensor(want), atol=ATOL, rtol=RTOL, msg=f"{case} {key}")
+        assert opts.get("concat_mask_index", 0) == rec["mask_index"]
+
+
+@pytest.mark.parametrize("case,part", [("fun_control", "fun_control"), ("fun22_control", "fun22_control"),
+                                       ("fun_inp", "fun_inp")])
+def test_one_fun_step_equals_comfyuis(workspace, case: str, part: str) -> None:
+    """The node's conditioning as the sampler hands it to the model (nodes.conditioning.flatten's tensors and
+    entry, concat_mask_index included), the model's concat and one evaluation to the denoised prediction."""
+    rec = FIXTURE[case]
+    pos, _, _ = _node(rec["node"], workspace, rec)
+    tensors, (entry,) = flatten("positive", pos, lambda p: 1.0 - p)
+    model = loader.load_diffusion_model(make_ref("diffusion_model", "wan21", [_path(workspace, part)]))
+    x, sigma = tensor(rec["step"]["x"]), torch.tensor([rec["step"]["sigma"]])
+    key = entry["key"]
+    concat = model.concat_image(tensors.get(f"{key}.concat_latent_image"), x, tensors.get(f"{key}.concat_mask"),
+                                entry.get("concat_mask_index", 0))
+    torch.testing.assert_close(concat, tensor(rec["step"]["concat"]), atol=ATOL, rtol=RTOL)
+    ms = model_sampling_from_config(sampling_config("wan21"))
+    out = model.apply(ms.calculate_input(sigma, x), ms.timestep(sigma), {"context": tensor(FIXTURE["context"]),
+                                                                         "concat": concat})
+    torch.testing.assert_close(ms.calculate_denoised(sigma, out, x), tensor(rec["step"]["denoised"]),
+                               atol=ATOL, rtol=RTOL)
+
+
+def test_wan22_fun_control_refuses_a_reference_image(workspace) -> None:
+    from nodes.library.wan import Wan22FunControlToVideo
+    vae = make_ref("vae", "qwen_image", [_path(workspace, "vae")])
+    cond = [[torch.zeros(1, 512, 32), {}]]
+    with pytest.raises(ValueError, match="ref_image"):
+        _run(Wan22FunControlToVideo().execute(cond, cond, vae, 32, 32, 5, 1, ref_image=torch.rand(1, 32, 32, 3)))
