@@ -247,8 +247,7 @@ class GuidedDenoiser:
             if self.rope_options:
                 batch_cond["rope_options"] = self.rope_options
             concats = [self.model.concat_image(self.inputs.get(f"{e['key']}.concat_latent_image"), x,
-                                               self.inputs.get(f"{e['key']}.concat_mask"),
-                                               e.get("concat_mask_index", 0))
+                                               self.inputs.get(f"{e['key']}.concat_mask"))
                        for _, e, _, _ in members]
             if concats[0] is not None:   # InstructPix2Pix: the image latent joins the input, cropped like it
                 batch_cond["concat"] = torch.cat([crop(c, m[2]) for c, m in zip(concats, members)])
