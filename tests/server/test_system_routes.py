@@ -22,7 +22,8 @@ async def test_system_stats_and_features(client):
     assert {"name", "type", "index", "vram_total", "vram_free", "torch_vram_total", "torch_vram_free"} <= set(dev)
     assert await (await client.get("/features")).json() == {"supports_preview_metadata": True,
                                                             "max_upload_size": 104857600, "assets": True,
-                                                            "supports_model_type_tags": True}
+                                                            "supports_model_type_tags": True,
+                                                            "node_replacements": True}
 
 
 async def test_models_and_embeddings(client, workspace):

@@ -65,7 +65,7 @@ async def test_feature_flags_reply_only_to_first_message(client):
     reply = await ws.receive_json(timeout=30)
     assert reply == {"type": "feature_flags",
                      "data": {"supports_preview_metadata": True, "max_upload_size": 100 * 1024 * 1024,
-                              "assets": True, "supports_model_type_tags": True}}
+                              "assets": True, "supports_model_type_tags": True, "node_replacements": True}}
     await ws.send_str(json.dumps({"type": "feature_flags", "data": {}}))
     await ws.send_str("not json")
     # Nothing answers a later feature_flags message; one that is no JSON is told so. The socket still
