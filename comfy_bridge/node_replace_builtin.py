@@ -47,7 +47,7 @@ def _input_entry(new_id: str, source: Any) -> dict:
     return {"new_id": new_id, "old_id": source}
 
 
-def register_builtin(manager: "NodeReplaceManager") -> None:
+def register_builtin(manager: NodeReplaceManager) -> None:
     for old, new, widgets, inputs, outputs in BUILTIN:
         manager.register(NodeReplace(
             new_node_id=new, old_node_id=old, old_widget_ids=list(widgets) if widgets else None,

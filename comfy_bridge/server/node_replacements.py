@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from .app import PromptServer
 
 
-def add_routes(routes: web.RouteTableDef, server: "PromptServer") -> None:
+def add_routes(routes: web.RouteTableDef, server: PromptServer) -> None:
     @routes.get("/node_replacements")
     async def get_node_replacements(request: web.Request) -> web.Response:
         return json_response(node_replace_manager().as_dict())

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import json
 import textwrap
+from io import BytesIO
 
 import pytest
+from PIL import Image
 
 from comfy_bridge import compat, node_replace
 from comfy_bridge.compat.comfy_api.latest import ComfyAPI, ComfyAPISync, io
@@ -108,9 +110,7 @@ async def test_prompt_with_a_retired_class_runs_as_its_successor(client):
     assert stored["1"]["class_type"] == "StubImage" and stored["1"]["inputs"] == {"width": 12, "note": "carried"}
     assert stored["2"]["inputs"]["images"] == ["1", 0]
     image = await client.get("/api/view", params={"filename": "swapped.png", "type": "output"})
-    from PIL import Image
-    import io as _io
-    assert Image.open(_io.BytesIO(await image.read())).size == (12, 8)   # the old `size` reached `width`
+    assert Image.open(BytesIO(await image.read())).size == (12, 8)   # the old `size` reached `width`
 
 
 async def test_no_swap_when_the_old_class_is_offered_or_the_new_one_is_not():
