@@ -144,4 +144,7 @@ def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) 
                                sampling=dict(sampling_config("krea2")), config=config)
 
 
-__all__ = ["image_positions", "infer_config", "load_diffusion_model", "to_diffusers_layout"]
+# The loader (nodes.models.loader) finds every Krea 2 entry point on this module; its VAE is Qwen-Image's.
+from nodes.models.krea2_text import load_text_encoder
+
+__all__ = ["image_positions", "infer_config", "load_diffusion_model", "load_text_encoder", "to_diffusers_layout"]

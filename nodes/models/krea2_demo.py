@@ -1,8 +1,11 @@
 """krea2-tiny: a deterministic tiny Krea 2 transformer written in the layout Comfy-Org/Krea-2 publishes (Krea's own
 names: `first.`, `tmlp.`, `tproj.1.`, `txtmlp.`, `txtfusion.`, `blocks.N.attn.wq/wk/wv/wo/gate`, `.mod.lin` as one
 flattened six-row vector, `last.`), as diffusion_models/krea2_turbo_tiny.safetensors: 2 blocks of 2 heads 16 wide
-(grouped query: 1 key/value head), text fusion over 3 tapped layers 32 wide. The text encoder and VAE of the
-template (Qwen3-VL 4B, Qwen-Image's VAE) are not built here. Same seed -> byte-identical file."""
+(grouped query: 1 key/value head), text fusion over 3 tapped layers 32 wide; and its text encoder as
+text_encoders/qwen3vl_4b_tiny.safetensors: a Qwen3-VL (`model.language_model.*`, `model.visual.*`) with the real
+151,936-token vocabulary, 32 wide and 9 layers deep, so that Krea 2's taps (every third layer from 2) are 3.
+The VAE is Qwen-Image's (vae/qwen_image_vae_tiny.safetensors, nodes.models.qwen_image_demo).
+Same seed -> byte-identical files."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -17,6 +20,8 @@ from nodes.output_claims import write_atomic
 
 SEED = 2
 FILE = "diffusion_models/krea2_turbo_tiny.safetensors"
+TEXT_FILE = "text_encoders/qwen3vl_4b_tiny.safetensors"
+TEXT_LAYERS = 9
 CONFIG = {"in_channels": 64, "num_layers": 2, "attention_head_dim": 16, "num_attention_heads": 2,
           "num_key_value_heads": 1, "intermediate_size": 48, "timestep_embed_dim": 32, "text_hidden_dim": 32,
           "num_text_layers": 3, "text_num_attention_heads": 2, "text_num_key_value_heads": 2,
@@ -62,10 +67,33 @@ def tiny_transformer() -> Krea2Transformer2DModel:
     return model.eval()
 
 
+def tiny_text_encoder() -> torch.nn.Module:
+    """Qwen3-VL with the 4B's proportions shrunk (grouped-query heads, tied vocabulary size)."""
+    from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration
+    cfg = Qwen3VLConfig(text_config={"vocab_size": 151_936, "hidden_size": CONFIG["text_hidden_dim"],
+                                     "intermediate_size": 64, "num_hidden_layers": TEXT_LAYERS,
+                                     "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 16,
+                                     "rope_parameters": {"rope_type": "default", "rope_theta": 5_000_000.0}},
+                        vision_config={"depth": 1, "hidden_size": 16, "intermediate_size": 32, "num_heads": 2,
+                                       "out_hidden_size": CONFIG["text_hidden_dim"], "deepstack_visual_indexes": [0],
+                                       "num_position_embeddings": 64})
+    gen = torch.Generator().manual_seed(SEED + 1)
+    torch.manual_seed(SEED + 1)
+    model = Qwen3VLForConditionalGeneration(cfg)
+    randomize_constants(model, gen)
+    return model.eval()
+
+
 def build_demo_krea2(models_dir: str | Path) -> list[Path]:
-    """Write the tiny Krea 2 transformer under models_dir; returns the paths written."""
-    path = Path(models_dir) / FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    sd = to_published({k: v.detach() for k, v in tiny_transformer().state_dict().items()})
-    write_atomic(path, lambda tmp: save_file(sd, str(tmp)))
-    return [path]
+    """Write the tiny Krea 2 transformer and text encoder under models_dir; returns the paths written."""
+    with torch.random.fork_rng(devices=[]):
+        sds = {FILE: to_published({k: v.detach() for k, v in tiny_transformer().state_dict().items()}),
+               TEXT_FILE: {k: v.detach().contiguous() for k, v in tiny_text_encoder().state_dict().items()
+                           if k != "lm_head.weight"}}   # the 4B ties its head to the embedding; no encoder reads it
+    written = []
+    for name, sd in sds.items():
+        path = Path(models_dir) / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, lambda tmp, sd=sd: save_file(sd, str(tmp), metadata={"format": "pt"}))
+        written.append(path)
+    return written

@@ -30,7 +30,8 @@ from .tokenizer import BYTE_VOCAB_SIZE, ClipBPE, SDTokenizer, bpe_for_vocab_size
 
 CONFIGS = Path(__file__).parent / "configs"
 LATENTS = {"sd1": SD1_LATENT, "sd2": SD1_LATENT, "sdxl": SDXL_LATENT}
-DIT_ARCHS = ("flux", "sd3", "flux2", "zimage", "qwen_image", "qwen_image21", "krea2", "wan21", "wan22_5b")
+DIT_ARCHS = ("flux", "sd3", "flux2", "zimage", "qwen_image", "qwen_image21", "krea2", "wan21", "wan22_5b",
+             "minimax_h3")
 __all__ = ["probe", "load_diffusion_model", "load_text_encoder", "load_vae", "load_controlnet", "CheckpointInfo"]
 
 
@@ -62,7 +63,8 @@ _ARCH_MODULES = {"sd3": SD3_MODULES, "flux2": FLUX2_MODULES, "zimage": ("nodes.m
                  "qwen_image": ("nodes.models.qwen_image",), "qwen_image21": ("nodes.models.qwen_image21",),
                  "krea2": ("nodes.models.krea2",),
                  "wan21": ("nodes.models.wan",),
-                 "wan22_5b": ("nodes.models.wan",)}
+                 "wan22_5b": ("nodes.models.wan",),
+                 "minimax_h3": ("nodes.models.minimax_h3_engine",)}
 
 
 def _dispatch(name: str, ref: ModelRef, sd: Any, arch: str):
@@ -247,7 +249,11 @@ def load_text_encoder(ref: ModelRef) -> TextEncoder:
     infos = [probe(p) for p in ref.sources]
     clip_type = ref.option("clip_type")
     if any(i.arch == "qwen3vl" for i in infos):
-        # ComfyUI: a Qwen3-VL-8B file with CLIPLoader type qwen_image is Qwen-Image 2.1's encoder.
+        # ComfyUI: a Qwen3-VL-8B file with CLIPLoader type qwen_image is Qwen-Image 2.1's encoder, a Qwen3-VL-4B
+        # one with type krea2 Krea 2's.
+        if clip_type == "krea2":
+            _refuse_merges(ref, path, "these text encoders")
+            return _dispatch("load_text_encoder", ref, [_sd(ref, i) for i in range(len(ref.sources))], "krea2")
         if clip_type not in (None, "qwen_image"):
             raise ModelLoadError(path, f"a Qwen3-VL text encoder is read here only as Qwen-Image 2.1's (CLIPLoader "
                                        f"type qwen_image), not as type {clip_type}")
