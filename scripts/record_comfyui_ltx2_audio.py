@@ -10,7 +10,7 @@ copied here; recipe in ../shared/reference/running-real-comfyui.md). No torchaud
 placeholder module stands in for it (only the encoder's mel transform and resampling use it, not decoding).
 
     cd <ComfyUI 0.10.0 source> && PYTHONPATH=<torchvision shim> <venv>/bin/python \\
-        /work/main/scripts/record_comfyui_ltx2_audio.py /tmp/ltx2_audio_record.safetensors
+        /work/main/scripts/record_comfyui_ltx2_audio.py /tmp/ltx2_audio_record.safetensors [object_info.json]
 """
 from __future__ import annotations
 
@@ -70,5 +70,21 @@ def record(out_path: str) -> None:
                "record.empty_counts": counts, "record.facts": facts}, out_path, metadata=metadata)
 
 
+def object_info() -> dict:
+    """/object_info of LTXVAudioVAELoader, LTXVEmptyLatentAudio and LTXVAudioVAEDecode (call after record())."""
+    import importlib
+    module = importlib.import_module("comfy_extras.nodes_lt_audio")
+    out = {}
+    for name in ("LTXVAudioVAELoader", "LTXVEmptyLatentAudio", "LTXVAudioVAEDecode"):
+        info = getattr(module, name).GET_NODE_INFO_V1()
+        info["python_module"] = "comfy_extras.nodes_lt_audio"
+        out[name] = info
+    return out
+
+
 if __name__ == "__main__":
-    record(sys.argv[1])
+    args = sys.argv[1:]             # record() replaces sys.argv with ComfyUI's
+    record(args[0])
+    if len(args) > 1:               # the nodes' interfaces, as JSON
+        with open(args[1], "w") as f:
+            json.dump(object_info(), f, indent=1, default=str)

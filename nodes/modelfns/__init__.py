@@ -1,7 +1,7 @@
 """The core ModelFns: text encoding, one denoising step, VAE encode/decode, the cascade discriminator
 (registered on import; cluster.providers says who imports this)."""
-from nodes.modelfns import (clip_vision, denoise, discriminator, style_model, text_encoder,  # noqa: F401
-                            text_generate, upscale_model, vae)
+from nodes.modelfns import (clip_vision, denoise, discriminator, ltx2_audio, style_model,  # noqa: F401
+                            text_encoder, text_generate, upscale_model, vae)
 
 from cluster.refs import find_copies_with  # noqa: E402
 from nodes import workspace  # noqa: E402

@@ -49,8 +49,7 @@ class LTX2AudioVAE:
         return self.sample_rate / self.hop_length / DOWNSAMPLE
 
     def latent_frames(self, video_frames: int, frame_rate: int) -> int:
-        """Audio latent frames covering `video_frames` at `frame_rate` (rounded up, as ComfyUI)."""
-        return math.ceil(video_frames / frame_rate * self.latents_per_second)
+        return latent_frames(video_frames, frame_rate, self.sample_rate, self.hop_length)
 
     @torch.no_grad()
     def decode(self, latents: torch.Tensor) -> torch.Tensor:
@@ -63,6 +62,11 @@ class LTX2AudioVAE:
         z = flat.reshape(b, t, c, f).permute(0, 2, 1, 3)
         mel = self.autoencoder.decode(z).sample                         # [B, 2, 4T - 3, mel]
         return self.vocoder(mel)
+
+
+def latent_frames(video_frames: int, frame_rate: int, sample_rate: int, hop_length: int) -> int:
+    """Audio latent frames covering `video_frames` at `frame_rate` (rounded up, as ComfyUI)."""
+    return math.ceil(video_frames / frame_rate * (sample_rate / hop_length / DOWNSAMPLE))
 
 
 def is_audio_vae(keys: Mapping[str, Any] | set[str]) -> bool:
@@ -153,7 +157,36 @@ def load_audio_vae(state_dict: Mapping[str, torch.Tensor], metadata: Mapping[str
     _load(vocoder, {_vocoder_key(k[len(VOCODER_PREFIX):]): v for k, v in state_dict.items()
                     if k.startswith(VOCODER_PREFIX)}, "vocoder", path)
     mean, std = state_dict[STATS[0]].float(), state_dict[STATS[1]].float()
-    out_rate = voc_config.get("output_sample_rate") or int(sample_rate * math.prod(
-        voc_config.get("upsample_rates", [6, 5, 2, 2, 2])) / hop)
     return LTX2AudioVAE(autoencoder.eval().float(), vocoder.eval().float(), mean, std, sample_rate, hop, mel_bins,
-                        ae_kwargs["latent_channels"], int(out_rate))
+                        ae_kwargs["latent_channels"], _output_rate(voc_config, sample_rate, hop))
+
+
+def read_config(path: str) -> dict[str, Any]:
+    """What the head needs to size audio latents, from the file's header alone: latent channels, frequency bins,
+    sample rate and hop length (ComfyUI's reading of the metadata config)."""
+    from safetensors import safe_open
+    with safe_open(path, "pt") as f:
+        metadata, keys = f.metadata(), set(f.keys())
+    if not is_audio_vae(keys):
+        raise ModelLoadError(path, f"not an LTX-2 audio VAE (no {MARKER})")
+    ae_config, voc_config = _config(metadata, path)
+    ae_kwargs, sample_rate, hop = _autoencoder_kwargs(ae_config, path)
+    return {"latent_channels": ae_kwargs["latent_channels"], "frequency_bins": ae_kwargs["mel_bins"] // DOWNSAMPLE,
+            "sample_rate": sample_rate, "hop_length": hop,
+            "output_sample_rate": _output_rate(voc_config, sample_rate, hop)}
+
+
+def _output_rate(vocoder_config: dict, sample_rate: int, hop: int) -> int:
+    """The vocoder's declared output rate, else the mel rate times its upsampling (ComfyUI's fallback)."""
+    declared = vocoder_config.get("output_sample_rate")
+    if declared:
+        return int(declared)
+    return int(sample_rate * math.prod(vocoder_config.get("upsample_rates", [6, 5, 2, 2, 2])) / hop)
+
+
+def read_audio_vae(path: str) -> LTX2AudioVAE:
+    from safetensors import safe_open
+    from safetensors.torch import load_file
+    with safe_open(path, "pt") as f:
+        metadata = f.metadata()
+    return load_audio_vae(load_file(path), metadata, path)

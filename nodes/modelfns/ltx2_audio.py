@@ -1,0 +1,25 @@
+"""LTX-2's audio VAE decode as a ModelFn: the audio latent in, the stereo waveform out (nodes.models.ltx2_audio)."""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from cluster.modelfn import ModelFn, register
+from cluster.refs import ModelRef
+
+
+@register
+class LTX2AudioDecodeFn(ModelFn):
+    name = "ltx2_audio_decode"
+
+    def setup_io(self) -> None:
+        self.add_input("latent")
+        self.add_output("waveform")
+
+    def load_model(self, ref: ModelRef) -> Any:
+        from nodes.models.ltx2_audio import read_audio_vae
+        return read_audio_vae(ref.sources[0])
+
+    def execute(self, model: Any, inputs: dict[str, Any], params: dict[str, Any]) -> dict[str, torch.Tensor]:
+        return {"waveform": model.decode(inputs["latent"])}
