@@ -6,12 +6,14 @@ loaders and tiny-size wrappers it reuses:
 
     cd <ComfyUI 0.10.0 source> && PYTHONPATH=<torchvision shim>:. OMP_NUM_THREADS=1 <venv>/bin/python \\
         /work/main/scripts/record_comfyui_wan_fun.py /work/main/tests/models/fixtures/comfyui_wan_fun.json \\
-        <models dir>
+        <models dir> <input dir> /work/main/workflows_json/wan22_fun_inpaint.json
 
 Recorded: the Fun nodes' outputs (WanFunControlToVideo with start image and control video,
 Wan22FunControlToVideo with a control video on the Wan 2.1 and the Wan 2.2 VAE, WanFunInpaintToVideo with start
 and end image) and, for each Fun model, one denoising evaluation through ComfyUI's model (its concat_cond,
-with Wan 2.2 Fun Control's concat_mask_index, and apply_model) on its node's conditioning.
+with Wan 2.2 Fun Control's concat_mask_index, and apply_model) on its node's conditioning; the Wan 2.2 14B Fun
+Inpaint template's workflow (workflows_json/wan22_fun_inpaint.json) run node by node with ComfyUI's classes as
+record_comfyui_wan.run_workflow runs the others: VAEDecode's frames.
 """
 from __future__ import annotations
 
@@ -19,8 +21,8 @@ import json
 import sys
 from pathlib import Path
 
-OUT, MODELS = sys.argv[1:3]
-sys.argv[1:] = [OUT, MODELS, "/nonexistent", "/nonexistent", "/nonexistent"]   # record_comfyui_wan's arguments
+OUT, MODELS, INPUT, WORKFLOW = sys.argv[1:5]
+sys.argv[1:] = [OUT, MODELS, INPUT, WORKFLOW, "/nonexistent"]   # record_comfyui_wan's arguments
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import record_comfyui_wan as base  # it imports ComfyUI with --cpu: before any other ComfyUI module
 import torch
@@ -47,9 +49,11 @@ def main() -> None:
     import folder_paths
     torch.set_num_threads(1)
     base.tiny_widths()
-    for folder in ("diffusion_models", "text_encoders", "vae"):
+    for folder in ("diffusion_models", "text_encoders", "vae", "loras"):
         folder_paths.add_model_folder_path(folder, f"{MODELS}/{folder}", is_default=True)
+    folder_paths.set_input_directory(INPUT)
     core, fun = base.node_classes(), fun_classes()
+    base.node_classes = lambda: {**core, **fun}   # run_workflow's classes, the Fun nodes with them
     patchers = {name: base.run_node(core["UNETLoader"], {"unet_name": path.split("/")[1],
                                                          "weight_dtype": "default"})[0]
                 for name, path in FUN_FILES.items()}
@@ -81,6 +85,9 @@ def main() -> None:
         if model is not None:
             rec["step"] = step(patchers[model], opts, context, list(latent["samples"].shape), 30 + seed)
         out[name] = rec
+    with open(WORKFLOW) as f:
+        prompt = json.load(f)
+    out["workflow_fun_inpaint"] = {"prompt": prompt, **base.run_workflow(prompt)}
     with open(OUT, "w") as f:
         json.dump(out, f)
 
