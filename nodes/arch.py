@@ -7,6 +7,9 @@ from typing import Any
 from nodes.models.components import (FLUX2_LATENT, FLUX_LATENT, QWEN_IMAGE21_LATENT, SD1_LATENT, SD3_LATENT,
                                     SDXL_LATENT, WAN21_LATENT, WAN22_LATENT, LatentFormat)
 
+# MiniMax H3's video latents: the VAE itself normalises them (ComfyUI's MiniMaxH3AV format scales by 1).
+MINIMAX_H3_LATENT = LatentFormat(24, 1.0)
+
 _EPS = {"kind": "discrete", "prediction": "eps", "beta_schedule": "scaled_linear",
         "linear_start": 0.00085, "linear_end": 0.012, "timesteps": 1000}
 
@@ -18,6 +21,7 @@ LATENT_FORMATS: dict[str, LatentFormat] = {
     "qwen_image21": QWEN_IMAGE21_LATENT,
     "krea2": WAN21_LATENT,   # Qwen-Image's VAE, normalised by its latents_mean/std (diffusers' Krea2Pipeline)
     "wan21": WAN21_LATENT, "wan22_5b": WAN22_LATENT,
+    "minimax_h3": MINIMAX_H3_LATENT,
 }
 
 SAMPLING_CONFIGS: dict[str, dict[str, Any]] = {
@@ -43,14 +47,18 @@ SAMPLING_CONFIGS: dict[str, dict[str, Any]] = {
     # ComfyUI's Wan models (WAN21_T2V and the others): ModelSamplingDiscreteFlow at shift 8, multiplier 1000.
     "wan21": {"kind": "flow", "shift": 8.0, "multiplier": 1000},
     "wan22_5b": {"kind": "flow", "shift": 8.0, "multiplier": 1000},
+    # ComfyUI's supported_models.MiniMaxH3: ModelSamplingDiscreteFlow at the video stream's shift 12 (multiplier
+    # left at 1000); the audio stream's shift 3 is applied inside the model.
+    "minimax_h3": {"kind": "flow", "shift": 12.0, "multiplier": 1000},
 }
 
 
 # Families whose ComfyUI latents carry a frame axis, [B,C,T,H,W] (ComfyUI's latent_dimensions = 3): their
 # samplers add it to a 4-D latent and their VAEs encode to it. Every other family's latents are [B,C,H,W].
 FRAME_AXIS_ARCHS = frozenset({"qwen_image", "wan21", "wan22_5b"})
-# Of those, the video families: their samplers denoise every frame at once (Qwen-Image's take one frame).
-VIDEO_ARCHS = frozenset({"wan21", "wan22_5b"})
+# The video families: their samplers denoise every frame at once (Qwen-Image's take one frame); MiniMax H3's
+# latents are always [B,C,T,H,W], so it needs no frame axis added.
+VIDEO_ARCHS = frozenset({"wan21", "wan22_5b", "minimax_h3"})
 
 
 def has_frame_axis(arch: str) -> bool:

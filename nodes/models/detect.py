@@ -26,6 +26,10 @@ WAN_VAE_MARKER = "decoder.middle.0.residual.0.gamma"
 WAN22_VAE_MARKER = "decoder.upsamples.0.upsamples.0.residual.2.weight"
 QWEN_IMAGE21_VAE_HEAD = "decoder.head.2.weight"
 WAN_MARKER = "head.modulation"
+# MiniMax H3: the reference model's names (Comfy-Org/MiniMax-H3's files); diffusers 0.42's single-file detector
+# key for the transformer, the decoder's register tokens beside its patch embedder for the video VAE.
+MINIMAX_H3_MARKER = "token_refiner.blocks.0.attn.qkv_proj.weight"
+MINIMAX_H3_VAE_MARKERS = ("decoder.register_tokens", "decoder.x_embedder.weight")
 UMT5_MARKER = "encoder.block.1.layer.0.SelfAttention.relative_attention_bias.weight"
 _PIPELINES = {"StableDiffusionPipeline": "sd1", "StableDiffusionXLPipeline": "sdxl", "FluxPipeline": "flux",
               "StableDiffusion3Pipeline": "sd3", "StableDiffusionControlNetPipeline": "sd1"}
@@ -34,7 +38,7 @@ _PIPELINES = {"StableDiffusionPipeline": "sd1", "StableDiffusionXLPipeline": "sd
 @dataclass(frozen=True)
 class CheckpointInfo:
     """What `probe` found. arch: sd1 | sd2 | sdxl | flux | flux2 | sd3 | zimage | qwen_image | wan21 | wan22_5b
-    (qwen_image21: Qwen-Image 2.1, krea2: Krea 2) for models (and Qwen-Image's Wan VAE), clip | t5 | umt5 | qwen3 | qwen3vl | qwen25 (a Qwen2.5 language model) for bare
+    (qwen_image21: Qwen-Image 2.1, krea2: Krea 2, minimax_h3: MiniMax H3) for models (and Qwen-Image's Wan VAE), clip | t5 | umt5 | qwen3 | qwen3vl | qwen25 (a Qwen2.5 language model) for bare
     text encoders.
     kind: checkpoint | diffusion_model | vae | text_encoder | controlnet | lora | diffusers.
     components: which of diffusion_model, vae, text_encoder, controlnet the file can provide.
@@ -119,6 +123,12 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
     if prefix is not None and prefix + "img_in.weight" in shapes:   # Qwen-Image (ComfyUI detects txt_norm)
         return info("qwen_image", "checkpoint" if extra else "diffusion_model", {"diffusion_model"} | extra,
                     "diffusers", prefix)
+    prefix = _prefix_with(shapes, MINIMAX_H3_MARKER)
+    if prefix is not None:
+        return info("minimax_h3", "diffusion_model", {"diffusion_model"}, "minimax", prefix)
+    prefix = _prefix_with(shapes, MINIMAX_H3_VAE_MARKERS[0], ("vae.", ""))
+    if prefix is not None and prefix + MINIMAX_H3_VAE_MARKERS[1] in shapes:
+        return info("minimax_h3", "vae", {"vae"}, "minimax", prefix)
     prefix = _prefix_with(shapes, WAN_MARKER)
     if prefix is not None and prefix + "patch_embedding.weight" in shapes:   # Wan 2.1/2.2 (ComfyUI's rule)
         out = shapes[prefix + "head.head.weight"][0] // 4   # 1x2x2 patches
@@ -157,7 +167,7 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
         return info("clip", "text_encoder", {"text_encoder"}, "open_clip")
     sample = ", ".join(sorted(keys)[:4]) or "no tensors"
     raise ModelLoadError(path, f"unknown model architecture (keys like {sample}); supported: SD1.x, SD2.x, "
-                               "SDXL, Flux, FLUX.2, SD3, Z-Image, Qwen-Image, Qwen-Image 2.1, Krea 2 and Wan checkpoints, their UNets, VAEs, "
+                               "SDXL, Flux, FLUX.2, SD3, Z-Image, Qwen-Image, Qwen-Image 2.1, Krea 2, Wan and MiniMax H3 checkpoints, their UNets, VAEs, "
                                "CLIP/T5/Qwen text encoders, ControlNets and LoRAs")
 
 
