@@ -137,7 +137,7 @@ def test_context_windows_names():
     assert handler.cond_retain_index_list == [0, 2]
     with pytest.raises(ValueError, match="Unknown context_schedule"):
         cw.get_matching_context_schedule("nope")
-    with pytest.raises(UnsupportedFeature, match="create_prepare_sampling_wrapper"):
+    with pytest.raises(TypeError, match="create_prepare_sampling_wrapper: the MODEL's model_options"):
         cw.create_prepare_sampling_wrapper(None)
 
 

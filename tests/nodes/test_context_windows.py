@@ -226,3 +226,33 @@ def test_wan_context_windows_sample_as_comfyui_0_10(wan, index, fixed_threads):
     expected = tensor(case["samples"])
     assert not torch.allclose(expected, tensor(WAN["plain"]), atol=1e-3)   # the windows change ComfyUI's result
     torch.testing.assert_close(ours, expected, rtol=1e-4, atol=1e-4)
+
+
+# --- comfy.context_windows for node packs: a handler installed as ContextWindowsManual installs it ---
+
+def test_a_packs_handler_samples_as_the_node_does(sd1, fixed_threads):
+    from comfy_bridge.compat.comfy import context_windows as compat
+    from comfy_bridge.packs.proxies import ModelPatcher
+    base = sd1["model"]
+    model = ModelPatcher(base.component, base.arch, base.sources, base.digests, base.patches, base.options).clone()
+    model.model_options["context_handler"] = compat.IndexListContextHandler(
+        compat.get_matching_context_schedule("standard_static"), compat.get_matching_fuse_method("pyramid"),
+        context_length=4, context_overlap=2, dim=3)
+    compat.create_prepare_sampling_wrapper(model)
+    node = _windowed(base, length=4, overlap=2, dim=3)
+    assert model.option(cwm.OPTION) == node.option(cwm.OPTION)
+    torch.testing.assert_close(_sample(sd1, model), _sample(sd1, node), rtol=0, atol=0)
+    assert compat.CONTEXT_MAPPING["batched"](5, model.model_options["context_handler"]) == [[0, 1, 2, 3], [4]]
+
+
+def test_handler_features_the_step_lacks_are_refused_by_name(sd1):
+    from comfy_bridge.compat.comfy import context_windows as compat
+    from comfy_bridge.packs.origin import UnsupportedFeature
+    from comfy_bridge.packs.proxies import ModelPatcher
+    base = sd1["model"]
+    model = ModelPatcher(base.component, base.arch, base.sources, base.digests, base.patches, base.options)
+    model.model_options["context_handler"] = compat.IndexListContextHandler(
+        compat.get_matching_context_schedule("standard_static"), compat.get_matching_fuse_method("pyramid"),
+        context_length=4, context_overlap=2, cond_retain_index_list="0")
+    with pytest.raises(UnsupportedFeature, match="cond_retain_index_list"):
+        compat.create_sampler_sample_wrapper(model)

@@ -1,20 +1,25 @@
 """`comfy.context_windows`: sampling long latents in overlapping windows (ComfyUI 0.3.5x+).
 
-The names packs use exist: schedules and fuse methods by name, the fuse weights, and IndexListContextHandler
-holding its settings. Sampling with context windows is not done by this backend's executors, so installing
-a handler on a MODEL (create_prepare_sampling_wrapper / create_sampler_sample_wrapper) and computing a
-schedule's windows raise UnsupportedFeature naming the call.
+The names packs use exist: schedules and fuse methods by name (a schedule computes its windows with
+nodes.sampling.context_windows), the fuse weights, and IndexListContextHandler holding its settings. A pack
+installs a handler as ComfyUI's ContextWindowsManual does: model_options["context_handler"], then
+create_prepare_sampling_wrapper (and create_sampler_sample_wrapper for FreeNoise) on the MODEL; here those calls
+put the handler's settings on the MODEL, and its denoise steps evaluate window by window. Handler features the
+denoise step lacks (retained cond indices, conds split per window, callbacks) raise UnsupportedFeature.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
 
 import torch
 
 from comfy_bridge.packs.origin import UnsupportedFeature
+from nodes.modelfns.model_options import WINDOWS
+from nodes.sampling import context_windows as windows_impl
 
-WHY = "the executors sample without context windows"
+WHY = "the denoise step's context windows cut x and the conditioning tensors only"
 
 
 @dataclass
@@ -60,11 +65,25 @@ class IndexListContextHandler:
                                        else list(cond_retain_index_list or []))
         self.split_conds_to_windows = split_conds_to_windows
         self.callbacks: dict = {}
+        self._step = 0   # the sampling step the uniform schedules lay their windows for
+
+    def settings(self) -> windows_impl.ContextWindows:
+        """The handler as the denoise step's settings; what the step cannot do is refused by name."""
+        for name, used in (("cond_retain_index_list", self.cond_retain_index_list),
+                           ("split_conds_to_windows", self.split_conds_to_windows), ("callbacks", self.callbacks)):
+            if used:
+                raise UnsupportedFeature(f"comfy.context_windows.IndexListContextHandler.{name}", WHY)
+        return windows_impl.ContextWindows(self.context_schedule.name, self.fuse_method.name, int(self.context_length),
+                                           int(self.context_overlap), int(self.context_stride),
+                                           bool(self.closed_loop), int(self.dim), bool(self.freenoise))
 
 
 def _window_schedule(name: str) -> Callable:
     def windows(num_frames: int, handler: IndexListContextHandler, model_options: dict | None = None) -> Any:
-        raise UnsupportedFeature(f"comfy.context_windows schedule {name!r}", WHY)
+        settings = handler.settings()
+        if settings.schedule != name:   # a schedule function called with another schedule's handler
+            settings = replace(settings, schedule=name)
+        return windows_impl.windows(settings, num_frames, handler._step)
     return windows
 
 
@@ -117,9 +136,21 @@ def get_context_weights(length: int, full_length: int, idxs: list[int], handler:
     return handler.fuse_method.func(length, sigma=sigma, handler=handler, full_length=full_length, idxs=idxs)
 
 
+def _install(model: Any, call: str) -> None:
+    """ComfyUI registers its wrappers on the MODEL in place; here the handler's settings join the MODEL's options in
+    place (the MODEL the pack returns is the one it passed)."""
+    options = getattr(model, "model_options", None)
+    handler = options.get("context_handler") if isinstance(options, dict) else None
+    if not isinstance(handler, IndexListContextHandler):
+        raise TypeError(f"comfy.context_windows.{call}: the MODEL's model_options['context_handler'] is not an "
+                         f"IndexListContextHandler (set it first, as ContextWindowsManual does)")
+    rest = tuple((k, v) for k, v in model.options if k != WINDOWS)
+    object.__setattr__(model, "options", tuple(sorted(rest + ((WINDOWS, handler.settings()),))))
+
+
 def create_prepare_sampling_wrapper(model: Any) -> None:
-    raise UnsupportedFeature("comfy.context_windows.create_prepare_sampling_wrapper", WHY)
+    _install(model, "create_prepare_sampling_wrapper")
 
 
 def create_sampler_sample_wrapper(model: Any) -> None:
-    raise UnsupportedFeature("comfy.context_windows.create_sampler_sample_wrapper", WHY)
+    _install(model, "create_sampler_sample_wrapper")
