@@ -51,9 +51,11 @@ class NodeReplaceManager:
     def has_replacement(self, old_node_id: str) -> bool:
         return old_node_id in self._replacements
 
-    def as_dict(self) -> dict[str, list[dict]]:
-        """The GET /node_replacements answer."""
-        return {old: [r.as_dict() for r in entries] for old, entries in self._replacements.items()}
+    def as_dict(self, offered: Collection[str] | None = None) -> dict[str, list[dict]]:
+        """The GET /node_replacements answer; with `offered`, only replacements by an offered class."""
+        answer = {old: [r.as_dict() for r in entries if offered is None or r.new_node_id in offered]
+                  for old, entries in self._replacements.items()}
+        return {old: entries for old, entries in answer.items() if entries}
 
     def load_from_json(self, module_dir: str | Path, module_name: str) -> int:
         """Register the entries of `module_dir`/node_replacements.json ({old class: [entry, ...]}, an

@@ -1,6 +1,7 @@
 """GET /node_replacements: the node replacement registry (comfy_bridge.node_replace), as today's ComfyUI
-answers it ({deprecated class: [replacement, ...]}). The web UI 1.58.1 asks for it when /features says
-`node_replacements` and offers each missing node's first replacement in its missing-nodes panel."""
+answers it ({deprecated class: [replacement, ...]}), less replacements by a class not offered here. The web
+UI 1.58.1 asks for it when /features says `node_replacements` and offers each missing node's first
+replacement in its missing-nodes panel."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -18,4 +19,7 @@ if TYPE_CHECKING:
 def add_routes(routes: web.RouteTableDef, server: PromptServer) -> None:
     @routes.get("/node_replacements")
     async def get_node_replacements(request: web.Request) -> web.Response:
-        return json_response(node_replace_manager().as_dict())
+        # Only successors this server offers: ComfyUI's own list names classes we may not have yet (Load3D,
+        # the paid Gemini nodes), and the web UI's swap to a class it cannot create fails; such a node is
+        # shown as missing instead, as any class we lack.
+        return json_response(node_replace_manager().as_dict(getattr(server.registry, "classes", {})))

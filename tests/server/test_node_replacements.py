@@ -15,9 +15,11 @@ from PIL import Image
 from comfy_bridge import compat, node_replace
 from comfy_bridge.compat.comfy_api.latest import ComfyAPI, ComfyAPISync, io
 from comfy_bridge.custom_nodes import load_pack
-from comfy_bridge.registry import NodeRegistry
+from comfy_bridge.node_replace_builtin import BUILTIN
+from comfy_bridge.registry import NodeRegistry, _core_nodes
 
-from .conftest import wait_history
+from . import server_nodes
+from .conftest import make_registry, wait_history
 
 KEYS = {"new_node_id", "old_node_id", "old_widget_ids", "input_mapping", "output_mapping"}
 
@@ -28,14 +30,21 @@ def fresh_registry(monkeypatch):
     monkeypatch.setattr(node_replace, "_manager", None)
 
 
-async def test_features_announce_it_and_the_route_answers_comfyui_builtins(client):
+async def test_features_announce_it_and_the_route_answers_comfyui_builtins(make_client):
+    core = _core_nodes()[0]
+    client = await make_client(registry=make_registry(extra=core))
     features = await (await client.get("/api/features")).json()
     assert features["node_replacements"] is True
     r = await client.get("/api/node_replacements")
     assert r.status == 200 and r.content_type == "application/json"
     body = await r.json()
-    assert {"ResizeImagesByLongerEdge", "ImageBatch", "ImageScaleBy", "T2IAdapterLoader", "Load3DAnimation",
-            "Preview3DAnimation", "SDV_img2vid_Conditioning", "ConditioningAverage ", "GeminiNanoBanana2"} == set(body)
+    # ComfyUI's nine, less those whose successor is not offered here (the web UI's swap would fail).
+    assert set(node_replace.node_replace_manager().as_dict()) == {
+        "ResizeImagesByLongerEdge", "ImageBatch", "ImageScaleBy", "T2IAdapterLoader", "Load3DAnimation",
+        "Preview3DAnimation", "SDV_img2vid_Conditioning", "ConditioningAverage ", "GeminiNanoBanana2"}
+    assert set(body) == {old for old, new, *_ in BUILTIN if new in core}
+    assert {"ResizeImagesByLongerEdge", "ImageBatch", "ImageScaleBy", "T2IAdapterLoader", "ConditioningAverage "} <= set(body)
+    assert "GeminiNanoBanana2" not in body   # a paid API node, not offered
     for old, entries in body.items():
         assert entries and all(set(e) == KEYS and e["old_node_id"] == old for e in entries)
     assert body["ImageScaleBy"] == [{
@@ -47,11 +56,15 @@ async def test_features_announce_it_and_the_route_answers_comfyui_builtins(clien
                           {"new_id": "scale_method", "old_id": "upscale_method"}],
         "output_mapping": None}]
     assert body["ResizeImagesByLongerEdge"][0]["output_mapping"] == [{"new_idx": 0, "old_idx": 0}]
-    assert body["Load3DAnimation"][0]["input_mapping"] is None   # null, not [] (the UI tests `== null`)
+    assert body["T2IAdapterLoader"][0]["output_mapping"] is None   # null, not [] (the UI tests `== null`)
     assert (await (await client.get("/node_replacements")).json()) == body
+    stubs_only = await make_client()
+    assert await (await stubs_only.get("/api/node_replacements")).json() == {}
 
 
-async def test_packs_register_through_comfy_api_on_load_and_json(client, tmp_path):
+async def test_packs_register_through_comfy_api_on_load_and_json(make_client, tmp_path):
+    stand_in = server_nodes.StubImage   # the route lists a replacement only when its successor is offered
+    client = await make_client(registry=make_registry(extra={"NewNode": stand_in, "AltNode": stand_in, "B": stand_in}))
     v3 = tmp_path / "v3pack"
     v3.mkdir()
     (v3 / "__init__.py").write_text(textwrap.dedent("""

@@ -616,7 +616,7 @@ CASES: dict[tuple[str, str], Case] = {
     ("GET", "/global_subgraphs/{id}"): public("subgraph blueprints of the installed node packs",
                                               "/global_subgraphs/x", "/global_subgraphs/{ev}"),
     ("GET", "/node_replacements"): public("node replacements of ComfyUI and the installed node packs",
-                                          "/node_replacements", positive=("/node_replacements", "ImageScaleBy")),
+                                          "/node_replacements"),
 }
 
 # Writes run after every read, so the caller's own writes under the victim's names (which the
