@@ -30,9 +30,17 @@ from nodes.sampling.schedules import SCHEDULER_NAMES, advanced_sigmas, ksampler_
 from nodes.inputs import require_model
 
 
-def fix_empty_latent_channels(model: ModelRef, latent: torch.Tensor) -> torch.Tensor:
+# The pixels per latent cell of the families whose VAE is not 8x (ComfyUI's latent formats'
+# spacial_downscale_ratio): an empty latent made for another ratio is resized to theirs.
+DOWNSCALE_KEY = "downscale_ratio_spacial"
+SPATIAL_DOWNSCALE = {"flux2": 16, "qwen_image21": 16, "wan22_5b": 16}
+
+
+def fix_empty_latent_channels(model: ModelRef, latent: torch.Tensor, downscale: int | None = None) -> torch.Tensor:
     """An all-zero latent with the wrong channel count (EmptyLatentImage into a 16-channel model) is
-    widened to the model's channels, as ComfyUI does; any other mismatch is an error. A model whose latents
+    widened to the model's channels, as ComfyUI does; any other mismatch is an error. An all-zero latent made
+    for `downscale` pixels per cell (the latent's downscale_ratio_spacial, 8 from EmptyLatentImage) is resized
+    to the model's ratio (nearest-exact, sides rounded), as today's ComfyUI does. A model whose latents
     have a frame axis (Qwen-Image) gets it added to a 4-D latent, as ComfyUI does: its output is [B,C,1,H,W]."""
     if getattr(latent, "is_nested", False):
         # LTXV Concat AV Latent's video + audio pair: only LTX-2's audio-video network denoises it.
@@ -44,6 +52,11 @@ def fix_empty_latent_channels(model: ModelRef, latent: torch.Tensor) -> torch.Te
             raise ValueError(f"latent_image: has {latent.shape[1]} channels but the {model.arch} model expects "
                              f"{channels}")
         latent = torch.zeros(latent.shape[0], channels, *latent.shape[2:], dtype=latent.dtype)
+    ratio = SPATIAL_DOWNSCALE.get(model.arch, 8)
+    if downscale is not None and downscale != ratio and torch.count_nonzero(latent) == 0:
+        scale = downscale / ratio
+        size = (round(latent.shape[-2] * scale), round(latent.shape[-1] * scale))
+        latent = torch.zeros(*latent.shape[:-2], *size, dtype=latent.dtype)   # zeros resized stay zeros
     if arch.has_frame_axis(model.arch) and latent.dim() == 4:
         latent = latent.unsqueeze(2)
     return latent
@@ -142,7 +155,7 @@ async def common_ksampler(model: ModelRef, seed: int, steps: int, cfg: float, sa
     if len(sigmas) <= 1:
         # KSampler's cut left nothing to sample (start at or past the end): the latent as it came
         out = dict(latent)
-        out["samples"] = fix_empty_latent_channels(model, latent["samples"])
+        out["samples"] = fix_empty_latent_channels(model, latent["samples"], out.pop(DOWNSCALE_KEY, None))
         return (out,)
     out, _ = await sample_guided(GuiderChoice(model, positive, negative, cfg), SamplerChoice(sampler_name), sigmas,
                                  latent, NoiseChoice(seed, not disable_noise))
@@ -156,8 +169,8 @@ async def sample_guided(guider: GuiderChoice, sampler: SamplerChoice, sigmas: to
     tensors between them. Returns (output latent, the last step's denoised prediction as a latent; the
     output itself when no step ran), as ComfyUI's custom samplers do."""
     model = require_model(guider.model)
-    full = fix_empty_latent_channels(model, latent["samples"])
     out = dict(latent)
+    full = fix_empty_latent_channels(model, latent["samples"], out.pop(DOWNSCALE_KEY, None))
     out["samples"] = full
     if len(sigmas) == 0:
         return out, out

@@ -36,7 +36,8 @@ class EmptyLatentImage:
     DESCRIPTION = "Makes a batch of blank (all-zero) 4-channel latent images for a sampler to denoise."
 
     def generate(self, width: int, height: int, batch_size: int = 1):
-        return ({"samples": torch.zeros([batch_size, 4, height // 8, width // 8])},)
+        # As today's ComfyUI: the ratio it was made for, so a sampler can resize it for a 16x model.
+        return ({"samples": torch.zeros([batch_size, 4, height // 8, width // 8]), "downscale_ratio_spacial": 8},)
 
 
 class EmptySD3LatentImage:

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.usefixtures("fixed_threads")
 
 def test_empty_latent_is_zero_4_channel_at_one_eighth():
     (out,) = EmptyLatentImage().generate(64, 40, 3)
-    assert set(out) == {"samples"}
+    assert set(out) == {"samples", "downscale_ratio_spacial"} and out["downscale_ratio_spacial"] == 8   # today's
     assert out["samples"].shape == (3, 4, 5, 8)
     assert not out["samples"].any()
 

@@ -161,3 +161,14 @@ def test_ksampler_on_text_encode_outputs_is_eulers_flow_loop_on_diffusers_model(
     expected = fmt.process_out(x)
     assert (ours - expected).abs().max() <= 1e-4 * expected.abs().max()
     assert sigmas[0] == 1.0 and len(sigmas) == 4
+
+
+def test_an_empty_latent_for_8x_is_resized_for_the_16x_model_as_todays_comfyui() -> None:
+    """comfy.sample.fix_empty_latent_channels: EmptyLatentImage's 4-channel zeros at 1/8 (downscale_ratio_spacial
+    8) become the model's 64 channels at 1/16, sides rounded; a latent with content or without the ratio stays."""
+    from nodes.ksampler import fix_empty_latent_channels
+    ref = ModelRef(component="diffusion_model", arch="qwen_image21", sources=(), digests=())
+    assert fix_empty_latent_channels(ref, torch.zeros(1, 4, 40, 42), 8).shape == (1, 64, 20, 21)
+    assert fix_empty_latent_channels(ref, torch.zeros(1, 4, 41, 40), 8).shape == (1, 64, 20, 20)   # round(20.5)
+    assert fix_empty_latent_channels(ref, torch.zeros(1, 64, 40, 40), None).shape == (1, 64, 40, 40)
+    assert fix_empty_latent_channels(ref, torch.ones(1, 64, 40, 40), 8).shape == (1, 64, 40, 40)
