@@ -14,11 +14,16 @@ import os
 import re
 import subprocess
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
-from comfy_bridge.packs.pip_guard import (RequirementsError, TorchReplacement, constraints, install_requirements,
-                                          installed_torch_family)
+from comfy_bridge.packs.pip_guard import (
+    RequirementsError,
+    TorchReplacement,
+    constraints,
+    install_requirements,
+    installed_torch_family,
+)
 
 INSTALL_SCRIPT = "install.py"
 INSTALL_SCRIPT_TIMEOUT_S = 1800
@@ -28,12 +33,12 @@ INSTALL_SCRIPT_TIMEOUT_S = 1800
 UNLISTED = {"cv2": "opencv-python-headless"}
 # install.py runs as `python install.py` would, after what the server does before pack code runs: a torchvision
 # built for another torch imports (Impact-Pack's install.py imports torchvision.datasets.utils).
-_RUN_SCRIPT = """import runpy, sys
+_RUN_SCRIPT = f"""import runpy, sys
 from comfy_bridge.packs.torchvision_ops import make_torchvision_importable
 make_torchvision_importable()
-sys.argv = [%r]
-runpy.run_path(%r, run_name="__main__")
-""" % (INSTALL_SCRIPT, INSTALL_SCRIPT)
+sys.argv = [{INSTALL_SCRIPT!r}]
+runpy.run_path({INSTALL_SCRIPT!r}, run_name="__main__")
+"""
 
 
 def _tail(text: str, lines: int = 3) -> str:
@@ -70,7 +75,7 @@ def _imports(pack: Path, module: str) -> bool:
 
 def _importable(python: str, module: str) -> bool:
     probe = f"import importlib.util, sys; sys.exit(importlib.util.find_spec({module!r}) is None)"
-    return subprocess.run([python, "-c", probe], capture_output=True).returncode == 0
+    return subprocess.run([python, "-c", probe], capture_output=True, check=False).returncode == 0
 
 
 def install_unlisted(pack: Path, python: str, pip_args: Sequence[str], notes: list[str]) -> list[str]:
@@ -105,7 +110,7 @@ def run_install_script(pack: Path, comfyui_path: Path, models_dir: Path, python:
                "PIP_CONSTRAINT": " ".join([*kept, str(pins)])}
         try:
             done = subprocess.run([python, "-c", _RUN_SCRIPT], cwd=pack, env=env, capture_output=True, text=True,
-                                  timeout=INSTALL_SCRIPT_TIMEOUT_S)
+                                  timeout=INSTALL_SCRIPT_TIMEOUT_S, check=False)
         except subprocess.TimeoutExpired:
             notes.append(f"{script} did not finish in {INSTALL_SCRIPT_TIMEOUT_S} s")
             return False

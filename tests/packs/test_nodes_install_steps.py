@@ -43,7 +43,7 @@ def make_pack(tmp_path: Path, name: str, requirements: str = "", code: str = "",
     return pack
 
 
-def test_an_unreachable_requirement_keeps_only_itself_out(venv, wheels, tmp_path):
+def test_an_unreachable_requirement_keeps_only_itself_out(venv, wheels, tmp_path):  # noqa: F811
     ws = Workspace(tmp_path / "ws").create()
     pack = make_pack(tmp_path, "was_like", "git+https://github.invalid/nobody/img2texture.git\ntinydep\n")
     notes: list[str] = []
@@ -54,7 +54,7 @@ def test_an_unreachable_requirement_keeps_only_itself_out(venv, wheels, tmp_path
                                "installed: ")
 
 
-def test_cv2_imported_unlisted_is_installed_only_for_a_pack_that_imports_it(venv, wheels, tmp_path):
+def test_cv2_imported_unlisted_is_installed_only_for_a_pack_that_imports_it(venv, wheels, tmp_path):  # noqa: F811
     ws = Workspace(tmp_path / "ws").create()
     assert not importable(venv, "cv2")
     plain = make_pack(tmp_path, "no_cv2", code="import os\n")
@@ -66,7 +66,7 @@ def test_cv2_imported_unlisted_is_installed_only_for_a_pack_that_imports_it(venv
     assert importable(venv, "cv2") and notes == []
 
 
-def test_install_py_runs_in_the_pack_with_comfyui_paths_and_torch_pinned(venv, wheels, tmp_path, capsys):
+def test_install_py_runs_in_the_pack_with_comfyui_paths_and_torch_pinned(venv, wheels, tmp_path, capsys):  # noqa: F811
     from comfy_bridge.cli import main
     script = ("import os, pathlib, sys\n"
               "pins = ''.join(pathlib.Path(p).read_text() for p in os.environ['PIP_CONSTRAINT'].split())\n"
@@ -76,7 +76,7 @@ def test_install_py_runs_in_the_pack_with_comfyui_paths_and_torch_pinned(venv, w
     ws_dir = tmp_path / "ws"
     assert main(["nodes", "install", str(pack), "--workspace", str(ws_dir), "--pip-arg=--no-index"]) == 0
     installed = ws_dir / "custom_nodes" / "impact_like"
-    cwd, comfyui, models, python, pins = (installed / "ran.txt").read_text().split("\n", 4)
+    cwd, comfyui, models, _python, pins = (installed / "ran.txt").read_text().split("\n", 4)
     ws = Workspace(ws_dir)
     assert (Path(cwd), Path(comfyui), Path(models)) == (installed, ws.root, ws.models_dir)
     assert f"torch=={installed_torch_family()['torch']}\n" in pins

@@ -13,11 +13,11 @@ from nodes.library.legacy_loaders import DiffusersLoader
 from tests.nodes.test_legacy_loaders import diffusers_folders  # noqa: F401  (fixture)
 
 install()
-import comfy.diffusers_load  # noqa: E402
-import comfy.gligen  # noqa: E402
-import comfy.model_base  # noqa: E402
-import comfy.samplers  # noqa: E402
-from comfy.ldm.cosmos.predict2 import Attention as CosmosAttention  # noqa: E402
+import comfy.diffusers_load
+import comfy.gligen
+import comfy.model_base
+import comfy.samplers
+from comfy.ldm.cosmos.predict2 import Attention as CosmosAttention
 
 
 def test_fourier_embedder_is_sin_and_cos_per_frequency():
@@ -97,7 +97,7 @@ def test_set_position_normalises_boxes_to_the_latent_and_pads_to_max_objs(monkey
 
 
 def test_set_position_patch_runs_the_transformers_block():
-    sd, block, _ = _checkpoint()
+    sd, _, _ = _checkpoint()
     gligen = comfy.gligen.load_gligen(sd)
     with torch.no_grad():
         gligen.module_list[0].alpha_attn.fill_(0.5)

@@ -6,7 +6,8 @@ at import (ComfyUI-TiledDiffusion replaces `Gligen._set_position`), which works 
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import nn
