@@ -28,17 +28,20 @@ from nodes.models.components import DiffusionModel
 from nodes.models.detect import KREA2_MARKER
 from nodes.models.errors import ModelLoadError
 from nodes.models.flux_keys import count_blocks, find_prefix, strip_prefix
+from nodes.models.fp8 import dequantize_scaled_fp8
 from nodes.models.safetensors_io import build_module
 
 PATCH = 2
 
 
 def to_diffusers_layout(state_dict: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """diffusers' names from Krea's: the prefix stripped, then diffusers' own single-file converter."""
+    """diffusers' names from Krea's: ComfyUI's scaled-fp8 layers multiplied out (krea2_turbo_fp8_scaled), the
+    prefix stripped, then diffusers' own single-file converter."""
     prefix = find_prefix(state_dict.keys(), KREA2_MARKER)
     if prefix is None:
         raise ValueError(f"not a Krea 2 state dict (no {KREA2_MARKER})")
-    return convert_krea2_transformer_checkpoint_to_diffusers(strip_prefix(dict(state_dict), prefix))
+    sd = strip_prefix(dequantize_scaled_fp8(state_dict), prefix)
+    return convert_krea2_transformer_checkpoint_to_diffusers(sd)
 
 
 def _heads(width: int, head_dim: int, what: str) -> int:
@@ -130,7 +133,8 @@ class Krea2DiffusionModel(DiffusionModel):
 
 def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) -> Krea2DiffusionModel:
     """A Krea 2 DiffusionModel from a bare or `model.diffusion_model.`-prefixed transformer file. It computes in
-    float32 whatever the file's dtype (fp8/int8 quantised files are refused by build_module's checks)."""
+    float32 whatever the file's dtype; scaled fp8 is multiplied out, other quantised layouts (int8 ConvRot,
+    NVFP4) are refused by name with their extra tensors."""
     path = ref.sources[0] if ref.sources else None
     if ref.patches:
         raise ModelLoadError(path, "LoRAs are not supported for Krea 2 models yet")

@@ -19,6 +19,7 @@ from cluster.refs import ModelRef
 from nodes.models.components import TextEncoder
 from nodes.models.errors import ModelLoadError
 from nodes.models.flux_keys import find_prefix
+from nodes.models.fp8 import dequantize_scaled_fp8
 from nodes.models.qwen_image21_text import LM_MARKER, build_language_model
 from nodes.models.qwen_tokenizer import QwenTokenizer, qwen_tokenizer
 from nodes.models.tokenizer import escape_parens, unescape_parens
@@ -65,6 +66,6 @@ def load_text_encoder(ref: ModelRef, state_dicts: Sequence[Mapping[str, torch.Te
     sd = next((s for s in state_dicts if find_prefix(s.keys(), LM_MARKER) is not None), None)
     if sd is None:
         raise ModelLoadError(path, "Krea 2 needs a Qwen3-VL text encoder (qwen3vl_4b.safetensors); none found")
-    model = build_language_model(sd, path)
+    model = build_language_model(dequantize_scaled_fp8(sd), path)   # qwen3vl_4b_fp8_scaled: weights x scales
     return Krea2TextEncoder(arch="krea2", modules={SUB: model}, layer=None,
                             tokenizer=qwen_tokenizer(tokenizer_dirs(), path))

@@ -109,3 +109,24 @@ def test_truncated_file_is_refused(files, tmp_path):
 def test_demo_file_is_byte_identical_on_rebuild(files, tmp_path):
     for again in build_demo_krea2(tmp_path):
         assert again.read_bytes() == (files["root"] / again.relative_to(tmp_path)).read_bytes()
+
+
+def test_scaled_fp8_file_is_multiplied_out(files, tmp_path):
+    """krea2_turbo_fp8_scaled's layout (ComfyUI's scaled fp8: float8 weights, a float32 scale_weight beside each,
+    the scaled_fp8 marker): the model holds weight x scale."""
+    sd = load_file(files["bare"])
+    scaled, expected = {"scaled_fp8": torch.zeros(2, dtype=torch.float8_e4m3fn)}, {}
+    for key, value in sd.items():
+        if key.endswith(".weight") and value.dim() == 2:
+            scale = value.abs().max() / 448
+            q = (value / scale).to(torch.float8_e4m3fn)
+            scaled[key], scaled[key[:-len("weight")] + "scale_weight"] = q, scale.reshape(1)
+            expected[key] = q.float() * scale
+        else:
+            scaled[key] = value
+    path = tmp_path / "krea2_turbo_fp8_scaled_tiny.safetensors"
+    save_file(scaled, str(path))
+    assert probe(path).arch == "krea2"
+    model = loader.load_diffusion_model(make_ref("diffusion_model", "krea2", [path]))
+    assert torch.equal(model.module.img_in.weight, expected["first.weight"])
+    assert torch.equal(model.module.transformer_blocks[1].attn.to_gate.weight, expected["blocks.1.attn.gate.weight"])
