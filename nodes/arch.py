@@ -37,9 +37,9 @@ SAMPLING_CONFIGS: dict[str, dict[str, Any]] = {
     "zimage": {"kind": "flow", "shift": 3.0, "multiplier": 1.0},
     # ComfyUI's Qwen-Image: ModelSamplingFlux at shift 1.15 (its workflows set ModelSamplingAuraFlow over it).
     "qwen_image": {"kind": "flux", "shift": 1.15},
-    # Qwen-Image 2.1: ModelSamplingFlux, multiplier 1, shift 0.69 (the scheduler's mu at 1024x1024: 0.5 at 256
-    # tokens to 0.9 at 8192), as ComfyUI's supported_models.QwenImage21 is quoted in a downstream copy; the
-    # upstream file was not readable here.
+    # Qwen-Image 2.1: ModelSamplingFlux (model_base.QwenImage21's FLUX model type), multiplier 1, shift 0.69 (the
+    # scheduler's mu at 1024x1024: 0.5 at 256 tokens to 0.9 at 8192), fixed for every size, as the newest
+    # ComfyUI's supported_models.QwenImage21 sets it (read from upstream's source).
     "qwen_image21": {"kind": "flux", "shift": 0.69},
     # Krea 2: the exponential time shift at mu 1.15 (diffusers' Krea2Pipeline for the turbo model; the style
     # reference template sets ModelSamplingFlux to 1.15 at 1024x1024, the same value).
