@@ -162,6 +162,22 @@ async def common_ksampler(model: ModelRef, seed: int, steps: int, cfg: float, sa
     return (out,)
 
 
+# Audio-video latents whose video part is sampled alone: MiniMax H3's (EmptyMiniMaxH3LatentAV). ComfyUI samples
+# both parts together; the audio part is not sampled here yet and comes back as it came.
+VIDEO_PART_SAMPLED = frozenset({"minimax_h3"})
+
+
+async def _sample_video_part(guider: GuiderChoice, sampler: SamplerChoice, sigmas: torch.Tensor, latent: dict,
+                             noise: NoiseChoice) -> tuple[dict, dict]:
+    if getattr(latent.get("noise_mask"), "is_nested", False):
+        raise ValueError("latent_image: a noise mask on an audio-video latent is not supported yet")
+    pair = latent["samples"]
+    video, *rest = pair.unbind()
+    out, denoised = await sample_guided(guider, sampler, sigmas, {**latent, "samples": video}, noise)
+    return ({**out, "samples": type(pair)([out["samples"], *rest])},
+            {**denoised, "samples": type(pair)([denoised["samples"], *rest])})
+
+
 async def sample_guided(guider: GuiderChoice, sampler: SamplerChoice, sigmas: torch.Tensor, latent: dict,
                         noise: NoiseChoice) -> tuple[dict, dict]:
     """The one sampling loop of KSampler, KSamplerAdvanced, SamplerCustom and SamplerCustomAdvanced: one
@@ -169,6 +185,8 @@ async def sample_guided(guider: GuiderChoice, sampler: SamplerChoice, sigmas: to
     tensors between them. Returns (output latent, the last step's denoised prediction as a latent; the
     output itself when no step ran), as ComfyUI's custom samplers do."""
     model = require_model(guider.model)
+    if getattr(latent["samples"], "is_nested", False) and model.arch in VIDEO_PART_SAMPLED:
+        return await _sample_video_part(guider, sampler, sigmas, latent, noise)
     out = dict(latent)
     full = fix_empty_latent_channels(model, latent["samples"], out.pop(DOWNSCALE_KEY, None))
     out["samples"] = full

@@ -105,7 +105,10 @@ class VAEDecode:
 
     async def decode(self, vae, samples):
         vae = require_component(vae, "vae", "vae")
-        out = await call_model_fn("vae_decode", vae, "vae", {"latent": samples["samples"]}, {})
+        latent = samples["samples"]
+        if getattr(latent, "is_nested", False):   # an audio-video latent: its video, as ComfyUI decodes it
+            latent = latent.unbind()[0]
+        out = await call_model_fn("vae_decode", vae, "vae", {"latent": latent}, {})
         return (out["image"],)
 
 

@@ -1,0 +1,46 @@
+"""MiniMax H3's model-free nodes (today's ComfyUI comfy_extras.nodes_minimax_h3, newer than every ComfyUI that
+runs here; interface and semantics read from its newest source): EmptyMiniMaxH3LatentAV, the joint latent of a
+video (24 channels at 1/16, 5k+2 latent frames for 17k+5 pixel frames) and its stereo audio (32 channels, 40
+latents a second) as one LATENT, the two parts side by side as ComfyUI's NestedTensor holds them.
+
+The samplers denoise the video part of it; the audio part is not sampled yet (nodes.ksampler)."""
+from __future__ import annotations
+
+import torch
+
+from nodes import MAX_RESOLUTION
+from nodes.library.ltxv_av import AVLatent
+from nodes.models.minimax_h3_shapes import av_latent_shapes
+
+MODULE = "comfy_extras.nodes_minimax_h3"
+_LENGTH_TIP = ("Frame count at 24 fps, snapped up to the model's 17k+5 grid (124 = ~5s; trained range is ~124-362, "
+               "longer is untested)")
+
+
+def empty_av_latent(width: int, height: int, length: int, batch_size: int = 1) -> dict:
+    """The all-zero video and audio latents of a canvas and a length in frames."""
+    video, audio = av_latent_shapes(int(width), int(height), int(length), batch_size)
+    return {"samples": AVLatent((torch.zeros(video), torch.zeros(audio)))}
+
+
+class EmptyMiniMaxH3LatentAV:
+    RELATIVE_PYTHON_MODULE = MODULE
+    FUNCTION = "execute"
+    CATEGORY = "model/latent/minimax"
+    RETURN_TYPES = ("LATENT",)
+    DESCRIPTION = ("Joint video+audio latent for MiniMax H3. Duration snaps to the model's 17k+5 frame grid at "
+                   "24 fps.")
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"width": ("INT", {"default": 1344, "min": 32, "max": MAX_RESOLUTION, "step": 32}),
+                             "height": ("INT", {"default": 768, "min": 32, "max": MAX_RESOLUTION, "step": 32}),
+                             "length": ("INT", {"default": 124, "min": 5, "max": 3600, "step": 17,
+                                                "tooltip": _LENGTH_TIP})}}
+
+    def execute(self, width: int, height: int, length: int):
+        return (empty_av_latent(width, height, length),)
+
+
+NODE_CLASS_MAPPINGS = {"EmptyMiniMaxH3LatentAV": EmptyMiniMaxH3LatentAV}
+NODE_DISPLAY_NAME_MAPPINGS = {"EmptyMiniMaxH3LatentAV": "Empty MiniMax H3 AV Latent"}

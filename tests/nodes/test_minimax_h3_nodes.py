@@ -1,0 +1,84 @@
+"""MiniMax H3's empty audio-video latent (shapes as the newest ComfyUI's nodes_minimax_h3 computes them), sampled
+by KSampler with the tiny demo transformer: the video part is denoised step by step exactly as a hand-written
+Euler loop over the packed transformer (shift-12 flow schedule, ComfyUI's CPU noise for the first part), the
+audio part comes back as it came (not sampled yet), and VAEDecode decodes the video part."""
+from __future__ import annotations
+
+import asyncio
+import inspect
+
+import pytest
+import torch
+
+from nodes.library.ltxv_av import AVLatent
+from nodes.models import minimax_h3 as mh
+from nodes.models import minimax_h3_vae as mvae
+from nodes.models.minimax_h3_demo import FILES, TEXT_DIM, build_demo_minimax_h3
+from nodes.models.minimax_h3_engine import silent_audio
+from nodes.sampling.model_sampling import model_sampling_from_config
+from nodes.sampling.noise import prepare_noise
+from nodes.sampling.schedules import ksampler_sigmas
+from nodes.arch import sampling_config
+
+
+async def _call(name: str, **inputs):
+    import nodes
+    node = nodes.NODE_CLASS_MAPPINGS[name]()
+    result = getattr(node, node.FUNCTION)(**inputs)
+    return await result if inspect.isawaitable(result) else result
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory):
+    from nodes import workspace as ws_module
+    previous = ws_module._active
+    ws = ws_module.activate(ws_module.Workspace(tmp_path_factory.mktemp("minimax")).create())
+    build_demo_minimax_h3(ws.models_dir)
+    yield ws
+    ws_module._active = previous
+
+
+def test_empty_av_latent_shapes_are_comfyuis():
+    (latent,) = asyncio.run(_call("EmptyMiniMaxH3LatentAV", width=64, height=32, length=6))
+    video, audio = latent["samples"].unbind()
+    # 6 frames snap up to 22 (17k+5): 7 latent frames; 22/24 s at 40 Hz = 36.67 -> 37 audio latents
+    assert video.shape == (1, 24, 7, 2, 4) and audio.shape == (1, 32, 2, 37)
+    assert not video.any() and not audio.any()
+
+
+def test_ksampler_denoises_the_video_part(workspace):
+    torch.set_num_threads(1)
+    g = torch.Generator().manual_seed(11)
+    context = torch.randn(1, 6, TEXT_DIM, generator=g)
+    positive = [[context, {"pooled_output": None}]]
+    negative = [[torch.zeros(1, 6, TEXT_DIM), {"pooled_output": None}]]
+
+    async def run():
+        (model,) = await _call("UNETLoader", unet_name=FILES["transformer"].split("/")[1], weight_dtype="default")
+        (latent,) = await _call("EmptyMiniMaxH3LatentAV", width=32, height=32, length=5)
+        (out,) = await _call("KSampler", model=model, seed=7, steps=2, cfg=1.0, sampler_name="euler",
+                             scheduler="simple", positive=positive, negative=negative, latent_image=latent,
+                             denoise=1.0)
+        (vae,) = await _call("VAELoader", vae_name=FILES["vae"].split("/")[1])
+        (frames,) = await _call("VAEDecode", samples=out, vae=vae)
+        return latent, out, frames
+    latent, out, frames = asyncio.run(run())
+    assert isinstance(out["samples"], AVLatent)
+    video, audio = out["samples"].unbind()
+    torch.testing.assert_close(audio, latent["samples"].unbind()[1])
+
+    from safetensors.torch import load_file
+    module = mh.load_transformer(load_file(workspace.models_dir / FILES["transformer"]))
+    ms = model_sampling_from_config(sampling_config("minimax_h3"))
+    sigmas = ksampler_sigmas(ms, "simple", 2)
+    x = prepare_noise(torch.zeros(1, 24, 2, 2, 2), 7) * sigmas[0]
+    for i in range(2):
+        s, s_next = float(sigmas[i]), float(sigmas[i + 1])
+        v, _ = mh.apply(module, x, silent_audio(2), context, s)
+        denoised = x - s * v
+        x = x + (x - denoised) / s * (s_next - s)
+    torch.testing.assert_close(video, x, atol=1e-5, rtol=1e-5)
+
+    vae = mvae.load_vae(load_file(workspace.models_dir / FILES["vae"]))
+    assert frames.shape == (5, 32, 32, 3)
+    torch.testing.assert_close(frames, mvae.decode(vae, video), atol=1e-5, rtol=1e-5)
