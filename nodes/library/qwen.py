@@ -13,8 +13,8 @@ As ComfyUI 0.3.64 sizes them (`area` resampling, aspect ratio kept, from the ima
 
 TextEncodeQwenImage21 (newest ComfyUI source) encodes the prompt and the negative prompt with Qwen-Image 2.1's
 Qwen3-VL text encoder (nodes.models.qwen_image21_text) and gives an empty 64-channel latent of resolution x
-resolution pixels (1024 when 0) at 1/16 scale. Reference images need Qwen3-VL's vision tower and Qwen-Image 2.1's
-VAE, which are not supported yet: a linked image is refused by name.
+resolution pixels (1024 when 0) at 1/16 scale. Reference images need Qwen3-VL's vision tower (Qwen-Image 2.1's
+VAE loads, nodes.models.qwen_image21_vae), which is not supported yet: a linked image is refused by name.
 
 QwenImage21Cache (newest ComfyUI source) sets where and how Qwen-Image 2.1 keeps the text and reference keys and
 values between steps. Here every step recomputes them (ComfyUI's "off"), which gives the same numbers as
@@ -168,8 +168,8 @@ class TextEncodeQwenImage21:
                       **kwargs):
         linked = [name for name, image in group(kwargs, "images", IMAGES_21).items() if image is not None]
         if linked:
-            raise ValueError(f"images: {', '.join(linked)}: reference images for Qwen-Image 2.1 (Qwen3-VL's vision "
-                             "tower, Qwen-Image 2.1's VAE) are not supported yet; unlink them to generate from text")
+            raise ValueError(f"images: {', '.join(linked)}: reference images for Qwen-Image 2.1 (they need Qwen3-VL's "
+                             "vision tower) are not supported yet; unlink them to generate from text")
         clip = require_component(clip, "text_encoder", "clip")
         if clip.arch != "qwen_image21":
             raise ValueError(f"clip: TextEncodeQwenImage21 needs Qwen-Image 2.1's Qwen3-VL text encoder (CLIPLoader "
