@@ -181,8 +181,8 @@ def _single_clip_arch(path: Path, clip_type: str) -> str:
         if clip_type == "krea2":
             return "krea2"
         if clip_type != "qwen_image":
-            raise ValueError(f"clip_name: {path.name} is a Qwen3-VL text encoder; it loads as Qwen-Image 2.1's "
-                             f"with CLIPLoader type qwen_image or Krea 2's with type krea2, not {clip_type}")
+            raise ValueError(f"clip_name: {path.name} is a Qwen3-VL text encoder; it loads as Krea 2's with "
+                             f"CLIPLoader type krea2 or as Qwen-Image 2.1's with type qwen_image, not {clip_type}")
         return "qwen_image21"
     if clip_type == "lumina2":
         raise ValueError(f"clip_name: {path.name} is a {file_arch} text encoder; CLIPLoader type lumina2 loads "
