@@ -88,6 +88,8 @@ def flatten(name: str, conditioning: list, percent_to_sigma) -> tuple[dict[str, 
             tensors[f"{key}.concat_mask"] = opts["concat_mask"]
         if opts.get("concat_mask_index"):   # Wan 2.2 Fun Control: the mask sits after the control latent
             entry["concat_mask_index"] = int(opts["concat_mask_index"])
+        if opts.get("camera_conditions") is not None:   # WanCameraImageToVideo: the Fun Camera model's ray maps
+            tensors[f"{key}.camera_conditions"] = opts["camera_conditions"]
         vision = opts.get("clip_vision_output")
         if vision is not None:   # Wan 2.1 image-to-video: the image's CLIP vision states join the text
             tensors[f"{key}.clip_fea"] = vision.penultimate_hidden_states

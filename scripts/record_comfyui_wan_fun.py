@@ -11,7 +11,9 @@ loaders and tiny-size wrappers it reuses:
 Recorded: the Fun nodes' outputs (WanFunControlToVideo with start image and control video,
 Wan22FunControlToVideo with a control video on the Wan 2.1 and the Wan 2.2 VAE, WanFunInpaintToVideo with start
 and end image) and, for each Fun model, one denoising evaluation through ComfyUI's model (its concat_cond,
-with Wan 2.2 Fun Control's concat_mask_index, and apply_model) on its node's conditioning; the Wan 2.2 14B Fun
+with Wan 2.2 Fun Control's concat_mask_index, and apply_model) on its node's conditioning; WanCameraEmbedding on
+presets and sizes (CAMERA_CASES), WanCameraImageToVideo, and one evaluation of the Fun Camera model with its
+camera conditions and seeded CLIP vision states; the Wan 2.2 14B Fun
 Inpaint template's workflow (workflows_json/wan22_fun_inpaint.json) run node by node with ComfyUI's classes as
 record_comfyui_wan.run_workflow runs the others: VAEDecode's frames.
 """
@@ -29,7 +31,11 @@ import torch
 
 FUN_FILES = {"fun_control": "diffusion_models/wan2.1_fun_control_1.3B_tiny.safetensors",
              "fun_inp": "diffusion_models/wan2.1_fun_inp_1.3B_tiny.safetensors",
-             "fun22_control": "diffusion_models/wan2.2_fun_control_low_noise_14B_tiny.safetensors"}
+             "fun22_control": "diffusion_models/wan2.2_fun_control_low_noise_14B_tiny.safetensors",
+             "fun_camera": "diffusion_models/wan2.1_fun_camera_v1.1_1.3B_tiny.safetensors"}
+CAMERA_CASES = [("Static", 32, 48, 9, {}), ("Pan Left", 48, 32, 5, {"speed": 2.0}),
+                ("Zoom In", 64, 64, 13, {"fx": 0.3, "fy": 0.7, "cx": 0.4}), ("ClockWise (CW)", 48, 32, 9, {}),
+                ("Anti Clockwise (ACW)", 16, 112, 1, {"speed": 0.5, "cy": 0.6}), ("Pan Up", 112, 16, 5, {})]
 
 
 def fun_classes() -> dict:
@@ -43,6 +49,33 @@ def step(patcher, opts: dict, context: torch.Tensor, shape: list[int], seed: int
         k: opts[k] for k in ("concat_latent_image", "concat_mask", "concat_mask_index") if k in opts})
     denoised = patcher.model.apply_model(x, torch.tensor([0.6]), c_concat=concat, c_crossattn=context)
     return {"x": base.b64(x), "sigma": 0.6, "concat": base.b64(concat), "denoised": base.b64(denoised)}
+
+
+def record_camera(patcher, vae, cond, context, start) -> dict:
+    import comfy_extras.nodes_camera_trajectory as cam
+    import comfy_extras.nodes_wan as wan
+    out = {"embeddings": []}
+    for pose, width, height, length, extra in CAMERA_CASES:
+        emb, *rest = base.run_node(cam.WanCameraEmbedding, {"camera_pose": pose, "width": width, "height": height,
+                                                            "length": length, **extra})
+        out["embeddings"].append({"args": [pose, width, height, length, extra], "out": base.b64(emb),
+                                  "rest": list(rest)})
+    emb = base.run_node(cam.WanCameraEmbedding, {"camera_pose": "Zoom Out", "width": 48, "height": 32,
+                                                 "length": 9})[0]
+    pos, neg, latent = base.run_node(wan.WanCameraImageToVideo, {
+        "positive": cond, "negative": cond, "vae": vae, "width": 48, "height": 32, "length": 9, "batch_size": 1,
+        "start_image": start, "camera_conditions": emb})
+    opts = pos[0][1]
+    out["node"] = {"latent_shape": list(latent["samples"].shape), "neg_equal": all(
+        torch.equal(opts[k], neg[0][1][k]) for k in opts), **{k: base.b64(v) for k, v in opts.items()}}
+    x, clip_fea = base.seeded(40, *latent["samples"].shape), base.seeded(41, 1, 257, 32)
+    concat = patcher.model.concat_cond(noise=x, device=torch.device("cpu"), concat_latent_image=opts[
+        "concat_latent_image"], concat_mask=opts["concat_mask"])
+    denoised = patcher.model.apply_model(x, torch.tensor([0.6]), c_concat=concat, c_crossattn=context,
+                                         clip_fea=clip_fea, camera_conditions=opts["camera_conditions"])
+    out["step"] = {"x": base.b64(x), "sigma": 0.6, "clip_fea": base.b64(clip_fea), "concat": base.b64(concat),
+                   "denoised": base.b64(denoised)}
+    return out
 
 
 def main() -> None:
@@ -85,6 +118,7 @@ def main() -> None:
         if model is not None:
             rec["step"] = step(patchers[model], opts, context, list(latent["samples"].shape), 30 + seed)
         out[name] = rec
+    out["camera"] = record_camera(patchers["fun_camera"], vae, cond, context, start)
     with open(WORKFLOW) as f:
         prompt = json.load(f)
     out["workflow_fun_inpaint"] = {"prompt": prompt, **base.run_workflow(prompt)}

@@ -247,7 +247,8 @@ class GuidedDenoiser:
             if self.rope_options:
                 batch_cond["rope_options"] = self.rope_options
             concats = [self.model.concat_image(self.inputs.get(f"{e['key']}.concat_latent_image"), x,
-                                               self.inputs.get(f"{e['key']}.concat_mask"))
+                                               self.inputs.get(f"{e['key']}.concat_mask"),
+                                               e.get("concat_mask_index", 0))
                        for _, e, _, _ in members]
             if concats[0] is not None:   # InstructPix2Pix: the image latent joins the input, cropped like it
                 batch_cond["concat"] = torch.cat([crop(c, m[2]) for c, m in zip(concats, members)])
@@ -316,6 +317,9 @@ class GuidedDenoiser:
         clip_fea = stacked("clip_fea")
         if clip_fea is not None:   # CLIP vision states of an image-to-video cond (Wan 2.1)
             cond["clip_fea"] = clip_fea
+        camera = stacked("camera_conditions")
+        if camera is not None:   # Wan Fun Camera: its control adapter's input
+            cond["camera_conditions"] = camera
         cn_context = stacked("controlnet_context")
         if cn_context is not None:   # CLIPTextEncodeControlnet: what the ControlNets attend to
             cond["controlnet_context"] = cn_context

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +38,8 @@ from nodes.upscale import common_upscale
 
 WAN_MARKER = "head.modulation"
 REF_CONV = "ref_conv."   # Wan 2.2 Fun Control (ComfyUI's in_dim_ref_conv)
+CAMERA = "control_adapter."   # Wan Fun Camera: camera conditions added to the patch embedding
+_camera_features: ContextVar[torch.Tensor | None] = ContextVar("wan_camera_features", default=None)
 HEAD_DIM = 128        # ComfyUI: num_heads = dim // 128
 FREQ_DIM = 256
 PATCH = (1, 2, 2)
@@ -97,6 +100,38 @@ def _pad_to_patch(x: torch.Tensor) -> torch.Tensor:
     if not any(pads):
         return x
     return torch.nn.functional.pad(x, (0, pads[0], 0, pads[1], 0, 0), mode="circular")
+
+
+class CameraAdapter(torch.nn.Module):
+    """Wan Fun Camera's control adapter (ComfyUI's WanCamAdapter): per frame, the 24-channel camera map folded
+    8x8 into channels, a 2x2 patch convolution to the model width, residual 3x3 blocks; [B,dim,F,H/16,W/16]."""
+
+    def __init__(self, in_channels: int, dim: int, blocks: int) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(in_channels * 64, dim, kernel_size=2, stride=2)
+        self.residual_blocks = torch.nn.Sequential(*[_CameraResidual(dim) for _ in range(blocks)])
+
+    def forward(self, cam: torch.Tensor) -> torch.Tensor:
+        b, c, f, h, w = cam.shape
+        x = torch.nn.functional.pixel_unshuffle(cam.transpose(1, 2).reshape(b * f, c, h, w), 8)
+        out = self.residual_blocks(self.conv(x))
+        return out.view(b, f, *out.shape[1:]).transpose(1, 2)
+
+
+class _CameraResidual(torch.nn.Module):
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(dim, dim, 3, padding=1)
+        self.conv2 = torch.nn.Conv2d(dim, dim, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.conv2(torch.relu(self.conv1(x))) + x
+
+
+def _add_camera(_module: torch.nn.Module, _inputs: Any, out: torch.Tensor) -> torch.Tensor:
+    """The patch embedding's forward hook: this call's camera features (set by apply, per thread) added."""
+    features = _camera_features.get()
+    return out if features is None else out + features.to(out.dtype)
 
 
 @dataclass
@@ -169,9 +204,19 @@ class WanDiffusionModel(DiffusionModel):
             t = t.repeat_interleave(tokens, dim=1)
         context = cond["context"].to(device, dtype)
         image = cond.get("clip_fea")
-        out = module(hidden_states=inp.to(dtype), timestep=t, encoder_hidden_states=context,
-                     encoder_hidden_states_image=None if image is None else image.to(device, dtype),
-                     return_dict=False)[0]
+        camera = cond.get("camera_conditions")
+        adapter = getattr(module, "control_adapter", None)
+        if camera is not None and adapter is None:
+            raise ValueError("camera_conditions: this Wan model has no camera control adapter (a Wan Fun Camera "
+                             "model reads them)")
+        features = None if camera is None else adapter(camera.to(device, dtype))
+        token = _camera_features.set(features)
+        try:
+            out = module(hidden_states=inp.to(dtype), timestep=t, encoder_hidden_states=context,
+                         encoder_hidden_states_image=None if image is None else image.to(device, dtype),
+                         return_dict=False)[0]
+        finally:
+            _camera_features.reset(token)
         return out[:, :, :frames, :h, :w].float()
 
 
@@ -214,11 +259,17 @@ def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) 
     # Wan 2.2 Fun Control's reference-image patch embedding: ComfyUI uses it only for a reference latent
     # (Wan22FunControlToVideo's ref_image, refused there), so the model runs without it.
     sd = {k: v for k, v in sd.items() if not k.startswith(REF_CONV)}
+    camera = {k[len(CAMERA):]: sd.pop(k) for k in [k for k in sd if k.startswith(CAMERA)]}
     converted = convert_wan_transformer_to_diffusers(dict(sd))
     if ref.patches:
         converted, _ = merge_loras(ref.patches, lora_targets(sd), converted)
     module = build_module(lambda: _with_rope(WanTransformer3DModel(**config)), converted, path, "Wan transformer")
     module.condition_embedder.timesteps_proj = ComfyTimesteps(FREQ_DIM)
+    if camera:   # Wan Fun Camera (ComfyUI's camera / camera_2.2 model types)
+        size = (camera["conv.weight"].shape[1] // 64, config["num_attention_heads"] * HEAD_DIM,
+                count_blocks(camera, "residual_blocks"))
+        module.control_adapter = build_module(lambda: CameraAdapter(*size), camera, path, "Wan camera adapter")
+        module.patch_embedding.register_forward_hook(_add_camera)
     return WanDiffusionModel(arch=arch, module=module, latent_format=latent_format(arch),
                              sampling=dict(sampling_config(arch)), config=config)
 

@@ -12,7 +12,8 @@
 - loras/wan2.2_i2v_lightx2v_4steps_lora_tiny_{high,low}_noise.safetensors: rank-4 LoRAs for the two experts in
   the names lightx2v's Wan LoRAs use (`diffusion_model.blocks.N.self_attn.q.lora_down.weight`, `.alpha`);
 - diffusion_models/wan2.1_fun_control_1.3B_tiny, wan2.1_fun_inp_1.3B_tiny and
-  wan2.2_fun_control_low_noise_14B_tiny: the Fun models (48, 36 and 52 input channels; see _fun_models).
+  wan2.2_fun_control_low_noise_14B_tiny: the Fun models (48, 36 and 52 input channels; see _fun_models);
+- diffusion_models/wan2.1_fun_camera_v1.1_1.3B_tiny: Wan Fun Camera with its control adapter (_camera_model).
 bfloat16 like the released files. Same seed -> byte-identical files (the SentencePiece model is trained on a
 fixed text with one thread)."""
 from __future__ import annotations
@@ -47,7 +48,8 @@ FILES = {"i2v_high": "diffusion_models/wan2.2_i2v_high_noise_14B_tiny.safetensor
          "lora_low": "loras/wan2.2_i2v_lightx2v_4steps_lora_tiny_low_noise.safetensors",
          "fun_control": "diffusion_models/wan2.1_fun_control_1.3B_tiny.safetensors",
          "fun_inp": "diffusion_models/wan2.1_fun_inp_1.3B_tiny.safetensors",
-         "fun22_control": "diffusion_models/wan2.2_fun_control_low_noise_14B_tiny.safetensors"}
+         "fun22_control": "diffusion_models/wan2.2_fun_control_low_noise_14B_tiny.safetensors",
+         "fun_camera": "diffusion_models/wan2.1_fun_camera_v1.1_1.3B_tiny.safetensors"}
 # (input channels, output channels) of each diffusion model
 _SHAPES = {"i2v_high": (36, 16), "i2v_low": (36, 16), "t2v": (16, 16), "ti2v_5b": (48, 48)}
 # The text the tiny SentencePiece model is trained on: prompts of the Wan templates and the tests.
@@ -176,7 +178,25 @@ def tiny_wan_state_dicts(seed: int = SEED) -> dict[str, dict[str, torch.Tensor]]
     lora_gen = torch.Generator().manual_seed(seed + 1)
     out["lora_high"], out["lora_low"] = (_lora(sds[name], lora_gen) for name in ("i2v_high", "i2v_low"))
     out.update(_fun_models(seed))
+    out["fun_camera"] = _camera_model(seed)
     return out
+
+
+def _camera_model(seed: int) -> dict[str, torch.Tensor]:
+    """Wan Fun Camera v1.1 (image-to-video, 32 input channels: noise and start latent, CLIP vision states in
+    img_emb) with its control adapter as ComfyUI's model_detection finds it (`control_adapter.conv.weight`
+    from 24 x 8 x 8 camera channels, one residual block), from a generator of its own."""
+    gen = torch.Generator().manual_seed(seed + 3)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed + 3)
+        sd = _transformer(32, 16, gen, image_dim=CLIP_VISION_WIDTH)
+    sd["control_adapter.conv.weight"] = torch.randn(HEAD_DIM, 24 * 64, 2, 2, generator=gen) * 0.02
+    sd["control_adapter.conv.bias"] = torch.randn(HEAD_DIM, generator=gen) * 0.02
+    for conv in ("conv1", "conv2"):
+        sd[f"control_adapter.residual_blocks.0.{conv}.weight"] = torch.randn(HEAD_DIM, HEAD_DIM, 3, 3,
+                                                                            generator=gen) * 0.02
+        sd[f"control_adapter.residual_blocks.0.{conv}.bias"] = torch.randn(HEAD_DIM, generator=gen) * 0.02
+    return {k: v.to(torch.bfloat16).contiguous() for k, v in sd.items()}
 
 
 def _fun_models(seed: int) -> dict[str, dict[str, torch.Tensor]]:

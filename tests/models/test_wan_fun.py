@@ -108,3 +108,54 @@ def test_wan22_fun_control_refuses_a_reference_image(workspace) -> None:
     cond = [[torch.zeros(1, 512, 32), {}]]
     with pytest.raises(ValueError, match="ref_image"):
         _run(Wan22FunControlToVideo().execute(cond, cond, vae, 32, 32, 5, 1, ref_image=torch.rand(1, 32, 32, 3)))
+
+
+@pytest.mark.parametrize("index", range(len(FIXTURE["camera"]["embeddings"])))
+def test_camera_embedding_equals_comfyuis(index: int) -> None:
+    from nodes.library.wan_camera import WanCameraEmbedding
+    rec = FIXTURE["camera"]["embeddings"][index]
+    pose, width, height, length, extra = rec["args"]
+    emb, *rest = WanCameraEmbedding().execute(pose, width, height, length, **extra)
+    torch.testing.assert_close(emb, tensor(rec["out"]), atol=ATOL, rtol=RTOL)
+    assert list(rest) == rec["rest"]
+
+
+def test_camera_embedding_refuses_bad_input() -> None:
+    from nodes.library.wan_camera import WanCameraEmbedding
+    with pytest.raises(ValueError, match="camera_pose"):
+        WanCameraEmbedding().execute("Dolly Zoom", 32, 32, 5)
+    with pytest.raises(ValueError, match="length"):
+        WanCameraEmbedding().execute("Static", 32, 32, 6)
+
+
+def test_camera_image_to_video_and_one_camera_step_equal_comfyuis(workspace) -> None:
+    """WanCameraImageToVideo's conditioning, then through flatten (camera_conditions carried), the Fun Camera
+    model's concat and one evaluation with its control adapter and CLIP vision states."""
+    from nodes.library.wan_camera import WanCameraEmbedding, WanCameraImageToVideo
+    rec = FIXTURE["camera"]
+    emb = WanCameraEmbedding().execute("Zoom Out", 48, 32, 9)[0]
+    vae = make_ref("vae", "qwen_image", [_path(workspace, "vae")])
+    cond = [[tensor(FIXTURE["context"]), {}]]
+    pos, neg, latent = _run(WanCameraImageToVideo().execute(cond, cond, vae, 48, 32, 9, 1,
+                                                            start_image=tensor(FIXTURE["start_image"]),
+                                                            camera_conditions=emb))
+    assert list(latent["samples"].shape) == rec["node"]["latent_shape"]
+    for opts in (pos[0][1], neg[0][1]):
+        for key in ("concat_latent_image", "concat_mask", "camera_conditions"):
+            torch.testing.assert_close(opts[key], tensor(rec["node"][key]), atol=ATOL, rtol=RTOL, msg=key)
+    tensors, (entry,) = flatten("positive", pos, lambda p: 1.0 - p)
+    key = entry["key"]
+    model = loader.load_diffusion_model(make_ref("diffusion_model", "wan21", [_path(workspace, "fun_camera")]))
+    step = rec["step"]
+    x, sigma = tensor(step["x"]), torch.tensor([step["sigma"]])
+    concat = model.concat_image(tensors[f"{key}.concat_latent_image"], x, tensors[f"{key}.concat_mask"])
+    torch.testing.assert_close(concat, tensor(step["concat"]), atol=ATOL, rtol=RTOL)
+    ms = model_sampling_from_config(sampling_config("wan21"))
+    out = model.apply(ms.calculate_input(sigma, x), ms.timestep(sigma), {
+        "context": tensor(FIXTURE["context"]), "concat": concat, "clip_fea": tensor(step["clip_fea"]),
+        "camera_conditions": tensors[f"{key}.camera_conditions"]})
+    torch.testing.assert_close(ms.calculate_denoised(sigma, out, x), tensor(step["denoised"]), atol=ATOL, rtol=RTOL)
+    plain = loader.load_diffusion_model(make_ref("diffusion_model", "wan21", [_path(workspace, "t2v")]))
+    with pytest.raises(ValueError, match="camera"):   # a model without the adapter refuses camera conditions
+        plain.apply(x, torch.tensor([500.0]), {"context": tensor(FIXTURE["context"]),
+                                               "camera_conditions": tensors[f"{key}.camera_conditions"]})
