@@ -11,6 +11,7 @@ weighted predictions divided by them (calc_cond_batch), so cells no entry covers
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,6 +22,7 @@ import torch
 MODEL_COND_KEYS = ("pooled_output", "guidance", "width", "height", "crop_w", "crop_h", "target_width",
                    "target_height", "aesthetic_score")
 FEATHER = 8     # cells over which an area's edge ramps up, where it borders other content
+WHOLE = 2147483648   # the size ComfyUI gives a dimension an area does not name (a 2-D area on a video latent)
 
 
 def resolve(sides: list[list], latent_shape: Sequence[int]) -> list[list]:
@@ -36,15 +38,20 @@ def resolve(sides: list[list], latent_shape: Sequence[int]) -> list[list]:
     return out
 
 
-def _resolved(cond: torch.Tensor, opts: dict, dims: tuple[int, int], batch: int) -> list:
+def _resolved(cond: torch.Tensor, opts: dict, dims: tuple[int, ...], batch: int) -> list:
     area = opts.get("area")
     if area is None and opts.get("mask") is None:
         return [cond, opts]
     opts = dict(opts)
     if area is not None and area[0] == "percentage":
-        h, w, y, x = area[1:]
-        opts["area"] = (max(1, round(h * dims[0])), max(1, round(w * dims[1])), round(y * dims[0]),
-                        round(x * dims[1]))
+        # sizes then offsets, one per latent dimension, read from the first of the area's (as ComfyUI reads them)
+        fractions = area[1:]
+        half = len(fractions) // 2
+        if half < len(dims):
+            raise ValueError(f"conditioning: a percentage area of {half} dimensions on a latent of {len(dims)} "
+                             f"({tuple(dims)})")
+        opts["area"] = (tuple(max(1, round(fractions[d] * dims[d])) for d in range(len(dims)))
+                        + tuple(round(fractions[half + d] * dims[d]) for d in range(len(dims))))
     mask = opts.get("mask")
     if mask is not None:
         mask = mask.unsqueeze(0) if mask.ndim == 2 else mask
@@ -76,8 +83,20 @@ def _mask_bounds(mask: torch.Tensor) -> tuple[int, int, int, int]:
     return (max(8, y1 - y0 + 1), max(8, x1 - x0 + 1), y0, x0)
 
 
-def _inside(a: tuple, outer: tuple) -> bool:
-    return all(a[2 + i] >= outer[2 + i] and a[i] + a[2 + i] <= outer[i] + outer[2 + i] for i in range(2))
+def _with_dims(area: Sequence[int], n: int) -> list[int]:
+    """An area of fewer dimensions than n widened with whole leading dimensions at offset 0."""
+    area = list(area)
+    while len(area) // 2 < n:
+        half = len(area) // 2
+        area = [WHOLE] + area[:half] + [0] + area[half:]
+    return area
+
+
+def _inside(a: Sequence[int], outer: Sequence[int]) -> bool:
+    a, outer = _with_dims(a, len(outer) // 2), _with_dims(outer, len(a) // 2)
+    na, no = len(a) // 2, len(outer) // 2
+    return all(a[na + i] >= outer[no + i] and a[i] + a[na + i] <= outer[i] + outer[no + i]
+               for i in range(min(na, no)))
 
 
 def _add_same_area(side: list, entry: list) -> None:
@@ -104,45 +123,54 @@ def _add_same_area(side: list, entry: list) -> None:
 
 
 def _cells(area: tuple) -> int:
-    return area[0] * area[1]
+    return math.prod(area[:len(area) // 2])
 
 
 def area_and_mult(entry: dict[str, Any], mask: torch.Tensor | None,
-                  x: torch.Tensor) -> tuple[tuple[int, int, int, int] | None, torch.Tensor]:
-    """(the area clipped to the latent, or None for all of it; the blend weight of the entry's prediction
-    on that crop [B,C,h,w]): the mask times mask_strength, times strength, with an area's inner edges
-    feathered when it has no mask."""
-    area = list(entry["area"]) if entry.get("area") is not None else None
+                  x: torch.Tensor) -> tuple[tuple[int, ...] | None, torch.Tensor]:
+    """(the area clipped to the latent, sizes then offsets per latent dimension, or None for all of it; the
+    blend weight of the entry's prediction on that crop [B,C,...]): the mask times mask_strength, times strength,
+    with an area's inner edges feathered when it has no mask. An area of fewer dimensions than the latent covers
+    the leading ones whole; of more, its first ones are read (as ComfyUI does)."""
+    n = x.dim() - 2
+    area = None
+    if entry.get("area") is not None:
+        area = _with_dims(entry["area"], n)
+        if len(area) // 2 > n:
+            area = area[:n] + area[len(area) // 2:len(area) // 2 + n]
     crop = x
     if area is not None:
-        for i in range(2):
-            area[i] = min(x.shape[i + 2] - area[2 + i], area[i])
-            crop = crop.narrow(i + 2, area[2 + i], area[i])
+        for i in range(n):
+            area[i] = min(x.shape[i + 2] - area[n + i], area[i])
+            crop = crop.narrow(i + 2, area[n + i], area[i])
     masked = mask is not None
     if masked:
         mask = mask[:crop.shape[0]]
         if area is not None:
-            for i in range(2):
-                mask = mask.narrow(i + 1, area[2 + i], area[i])
+            for i in range(n):
+                mask = mask.narrow(i + 1, area[n + i], area[i])
         mask = mask * entry.get("mask_strength", 1.0)
-        mask = mask.unsqueeze(1).repeat(crop.shape[0] // mask.shape[0], crop.shape[1], 1, 1)
+        mask = mask.unsqueeze(1).repeat((crop.shape[0] // mask.shape[0], crop.shape[1]) + (1,) * (mask.dim() - 1))
     else:
         mask = torch.ones_like(crop)
     mult = mask * entry["strength"]
     if not masked and area is not None:
-        for i in range(2):
+        for i in range(n):
             ramp = min(FEATHER, mult.shape[2 + i] // 4)
-            if area[2 + i] != 0:
+            if area[n + i] != 0:
                 for t in range(ramp):
                     mult.narrow(i + 2, t, 1).mul_((1.0 / ramp) * (t + 1))
-            if area[i] + area[2 + i] < x.shape[i + 2]:
+            if area[i] + area[n + i] < x.shape[i + 2]:
                 for t in range(ramp):
                     mult.narrow(i + 2, area[i] - 1 - t, 1).mul_((1.0 / ramp) * (t + 1))
     return (None if area is None else tuple(area)), mult
 
 
-def crop(t: torch.Tensor, area: tuple[int, int, int, int] | None) -> torch.Tensor:
-    """The area of a [B,C,H,W] tensor (a view), or all of it."""
+def crop(t: torch.Tensor, area: tuple[int, ...] | None) -> torch.Tensor:
+    """The area of a [B,C,...] tensor (a view), or all of it; the area as area_and_mult gives it."""
     if area is None:
         return t
-    return t.narrow(2, area[2], area[0]).narrow(3, area[3], area[1])
+    n = len(area) // 2
+    for i in range(n):
+        t = t.narrow(i + 2, area[n + i], area[i])
+    return t

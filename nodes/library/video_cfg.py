@@ -1,8 +1,9 @@
 """ComfyUI's comfy_extras.nodes_video_model: VideoLinearCFGGuidance and VideoTriangleCFGGuidance, CFG
 replacements (sampler_cfg_function, carried on the MODEL by nodes.modelfns.model_options) that give each batch
 entry, a video's frame, its own guidance scale between min_cfg and the sampler's cfg. The arithmetic works
-on any MODEL's batch. The module's other classes (SVD's checkpoint loader and conditioning, the video area
-conditioning) need the video model families, which are not implemented (comfy_bridge.nodes_doc)."""
+on any MODEL's batch. ConditioningSetAreaPercentageVideo: an area in fractions of a video latent's frames, height
+and width (nodes.conditioning_areas cuts it per latent dimension). The module's other classes (SVD's checkpoint
+loader and conditioning) need the SVD model family, which is not implemented (comfy_bridge.nodes_doc)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -11,6 +12,8 @@ from typing import Any
 import torch
 
 from cluster.refs import ModelRef
+from nodes.conditioning import require
+from nodes.conditioning_ops import set_values
 from nodes.inputs import require_model
 from nodes.modelfns.model_options import with_function
 
@@ -76,6 +79,36 @@ class VideoTriangleCFGGuidance(_VideoCfg):
     SHAPE = TriangleCfgFunction
 
 
+class ConditioningSetAreaPercentageVideo:
+    RELATIVE_PYTHON_MODULE = MODULE
+    FUNCTION = "append"
+    CATEGORY = "conditioning"
+    RETURN_TYPES = ("CONDITIONING",)
+    DESCRIPTION = "Limits the conditioning to a box of a video given as fractions of its frames, height and width."
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        def fraction(default: float, tip: str) -> tuple:
+            return ("FLOAT", {"default": default, "min": 0, "max": 1.0, "step": 0.01, "tooltip": tip})
+        return {"required": {
+            "conditioning": ("CONDITIONING",),
+            "width": fraction(1.0, "Width of the box as a fraction of the frame width."),
+            "height": fraction(1.0, "Height of the box as a fraction of the frame height."),
+            "temporal": fraction(1.0, "Length of the box as a fraction of the video's latent frames."),
+            "x": fraction(0, "Left edge of the box as a fraction of the frame width."),
+            "y": fraction(0, "Top edge of the box as a fraction of the frame height."),
+            "z": fraction(0, "First frame of the box as a fraction of the video's latent frames."),
+            "strength": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 10.0, "step": 0.01}),
+        }}
+
+    def append(self, conditioning: list, width: float, height: float, temporal: float, x: float, y: float, z: float,
+               strength: float) -> tuple[list]:
+        conditioning = require(conditioning, "conditioning")
+        return (set_values(conditioning, {"area": ("percentage", temporal, height, width, z, y, x),
+                                          "strength": strength, "set_area_to_bounds": False}),)
+
+
 NODE_CLASS_MAPPINGS = {"VideoLinearCFGGuidance": VideoLinearCFGGuidance,
-                       "VideoTriangleCFGGuidance": VideoTriangleCFGGuidance}
+                       "VideoTriangleCFGGuidance": VideoTriangleCFGGuidance,
+                       "ConditioningSetAreaPercentageVideo": ConditioningSetAreaPercentageVideo}
 NODE_DISPLAY_NAME_MAPPINGS: dict[str, str] = {}
