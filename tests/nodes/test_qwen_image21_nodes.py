@@ -172,3 +172,17 @@ def test_an_empty_latent_for_8x_is_resized_for_the_16x_model_as_todays_comfyui()
     assert fix_empty_latent_channels(ref, torch.zeros(1, 4, 41, 40), 8).shape == (1, 64, 20, 20)   # round(20.5)
     assert fix_empty_latent_channels(ref, torch.zeros(1, 64, 40, 40), None).shape == (1, 64, 40, 40)
     assert fix_empty_latent_channels(ref, torch.ones(1, 64, 40, 40), 8).shape == (1, 64, 40, 40)
+
+
+def test_simple_schedule_is_comfyuis_model_sampling_flux_at_shift_0_69() -> None:
+    """The newest ComfyUI's supported_models.QwenImage21 (shift 0.69, multiplier 1) on model_base.QwenImage21's FLUX
+    model type: ModelSamplingFlux's 10000 sigmas exp(mu) / (exp(mu) + 1/t - 1), the simple scheduler's picks."""
+    import math
+
+    from nodes.library.custom_sampler import BasicScheduler
+    ref = ModelRef(component="diffusion_model", arch="qwen_image21", sources=(), digests=())
+    (ours,) = BasicScheduler().get_sigmas(ref, "simple", 25, 1.0)
+    t = torch.arange(1, 10001, dtype=torch.float32) / 10000
+    table = math.exp(0.69) / (math.exp(0.69) + (1 / t - 1))
+    expected = [float(table[-(1 + int(i * len(table) / 25))]) for i in range(25)] + [0.0]
+    torch.testing.assert_close(ours.double(), torch.tensor(expected, dtype=torch.float64), atol=1e-6, rtol=0)
