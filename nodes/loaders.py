@@ -139,7 +139,8 @@ class VAELoader:
 
 
 CLIP_TYPES = ["stable_diffusion", "stable_cascade", "sd3", "stable_audio", "mochi", "ltxv", "pixart", "cosmos",
-              "lumina2", "wan", "hidream", "chroma", "ace", "omnigen2", "qwen_image", "hunyuan_image", "flux2", "krea2"]
+              "lumina2", "wan", "hidream", "chroma", "ace", "omnigen2", "qwen_image", "hunyuan_image", "flux2", "krea2",
+              "minimax"]
 DUAL_CLIP_TYPES = ["sdxl", "sd3", "flux", "hunyuan_video", "hidream", "hunyuan_image"]
 # The CLIP types whose text encoders we can build; the others are refused with a clear error.
 # lumina2: the type the frontend's default Z-Image-Turbo graph uses.
@@ -180,9 +181,12 @@ def _single_clip_arch(path: Path, clip_type: str) -> str:
     if file_arch == "qwen3vl":   # ComfyUI: Qwen-Image 2.1's encoder with type qwen_image, Krea 2's with krea2
         if clip_type == "krea2":
             return "krea2"
+        if clip_type == "minimax":   # MiniMax H3's Qwen3-VL-32B
+            return "minimax_h3"
         if clip_type != "qwen_image":
             raise ValueError(f"clip_name: {path.name} is a Qwen3-VL text encoder; it loads as Krea 2's with "
-                             f"CLIPLoader type krea2 or as Qwen-Image 2.1's with type qwen_image, not {clip_type}")
+                             f"CLIPLoader type krea2, as MiniMax H3's with type minimax or as Qwen-Image 2.1's with "
+                             f"type qwen_image, not {clip_type}")
         return "qwen_image21"
     if clip_type == "lumina2":
         raise ValueError(f"clip_name: {path.name} is a {file_arch} text encoder; CLIPLoader type lumina2 loads "

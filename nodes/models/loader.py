@@ -251,12 +251,15 @@ def load_text_encoder(ref: ModelRef) -> TextEncoder:
     if any(i.arch == "qwen3vl" for i in infos):
         # ComfyUI: a Qwen3-VL-8B file with CLIPLoader type qwen_image is Qwen-Image 2.1's encoder, a Qwen3-VL-4B
         # one with type krea2 Krea 2's.
-        if clip_type == "krea2":
+        # With type minimax, MiniMax H3's Qwen3-VL-32B (truncated to 50 layers).
+        if clip_type in ("krea2", "minimax"):
             _refuse_merges(ref, path, "these text encoders")
-            return _dispatch("load_text_encoder", ref, [_sd(ref, i) for i in range(len(ref.sources))], "krea2")
+            return _dispatch("load_text_encoder", ref, [_sd(ref, i) for i in range(len(ref.sources))],
+                             "minimax_h3" if clip_type == "minimax" else "krea2")
         if clip_type not in (None, "qwen_image"):
             raise ModelLoadError(path, f"a Qwen3-VL text encoder is read here only as Qwen-Image 2.1's (CLIPLoader "
-                                       f"type qwen_image), not as type {clip_type}")
+                                       f"type qwen_image), Krea 2's (krea2) or MiniMax H3's (minimax), not as type "
+                                       f"{clip_type}")
         _refuse_merges(ref, path, "these text encoders")
         return _dispatch("load_text_encoder", ref, [_sd(ref, i) for i in range(len(ref.sources))], "qwen_image21")
     if any(i.arch == "qwen3" for i in infos):

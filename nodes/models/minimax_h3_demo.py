@@ -1,6 +1,7 @@
 """Tiny MiniMax H3 files in the published layouts, random weights from a fixed seed, for tests and demos:
-the curve-form ("pruned") transformer every MiniMax H3 template names and the video VAE, both under the
-template's folder names with `_tiny`. Only their widths shrink: the transformer keeps 24 video and 32 audio
+the curve-form ("pruned") transformer every MiniMax H3 template names, the video VAE and the Qwen3-VL text encoder
+(its language model TEXT_DIM wide, no LM head, which the conditioning never reads), under the template's folder
+names with `_tiny`. Only their widths shrink: the transformer keeps 24 video and 32 audio
 latent channels and the 1x2x2 patch, the VAE its six levels, strides and 64-wide decoder heads.
 TEXT_DIM is the width of the text states the transformer takes (the real Qwen3-VL 32B's is 5120)."""
 from __future__ import annotations
@@ -19,7 +20,9 @@ SEED = 39
 TEXT_DIM = 64
 CURVE_ROWS = 33
 FILES = {"transformer": "diffusion_models/minimax_h3_fl2va_pruned_tiny.safetensors",
-         "vae": "vae/minimax_h3_video_vae_tiny.safetensors"}
+         "vae": "vae/minimax_h3_video_vae_tiny.safetensors",
+         "text_encoder": "text_encoders/qwen3vl_32b_minimax_h3_tiny.safetensors"}
+TEXT_LAYERS = 2   # the published file is Qwen3-VL-32B cut after layer 50; the tiny one after layer 2
 
 
 def _randomize(module: torch.nn.Module, gen: torch.Generator, scale: float) -> None:
@@ -27,6 +30,19 @@ def _randomize(module: torch.nn.Module, gen: torch.Generator, scale: float) -> N
     with torch.no_grad():
         for p in module.parameters():
             p.add_(torch.randn(p.shape, generator=gen) * scale)
+
+
+def tiny_text_encoder(layers: int = TEXT_LAYERS) -> torch.nn.Module:
+    """A Qwen3-VL whose language model is TEXT_DIM wide, in transformers' names (the published file's layout)."""
+    from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration
+    cfg = Qwen3VLConfig(text_config={"vocab_size": 151_936, "hidden_size": TEXT_DIM, "intermediate_size": 96,
+                                     "num_hidden_layers": layers, "num_attention_heads": 2, "num_key_value_heads": 1,
+                                     "head_dim": 32, "rope_parameters": {"rope_type": "default",
+                                                                         "rope_theta": 5_000_000.0}},
+                        vision_config={"depth": 1, "hidden_size": 16, "intermediate_size": 32, "num_heads": 2,
+                                       "out_hidden_size": TEXT_DIM, "deepstack_visual_indexes": [0],
+                                       "num_position_embeddings": 64})
+    return Qwen3VLForConditionalGeneration(cfg).eval()
 
 
 def tiny_state_dicts(seed: int = SEED) -> dict[str, dict[str, torch.Tensor]]:
@@ -44,6 +60,7 @@ def tiny_state_dicts(seed: int = SEED) -> dict[str, dict[str, torch.Tensor]]:
             latents_mean=tuple(torch.randn(24, generator=gen).tolist()),
             latents_std=tuple((torch.rand(24, generator=gen) + 0.5).tolist())).eval()
         _randomize(vae, gen, 0.02)
+        text = tiny_text_encoder()
     transformer = diffusers_to_published(dit.state_dict(), dit.rope.inv_freq)
     with torch.no_grad():   # the curve form: the activated time embedding on an even grid of t in [0, 1]
         t = torch.linspace(0.0, 1.0, CURVE_ROWS)
@@ -52,7 +69,8 @@ def tiny_state_dicts(seed: int = SEED) -> dict[str, dict[str, torch.Tensor]]:
     cfg = vae.config
     return {"transformer": transformer,
             "vae": from_diffusers(vae.state_dict(), cfg.decoder_num_attention_heads,
-                                  torch.tensor(cfg.latents_mean), torch.tensor(cfg.latents_std))}
+                                  torch.tensor(cfg.latents_mean), torch.tensor(cfg.latents_std)),
+            "text_encoder": {k: v for k, v in text.state_dict().items() if not k.startswith("lm_head.")}}
 
 
 def build_demo_minimax_h3(models_dir: Path, seed: int = SEED) -> list[Path]:

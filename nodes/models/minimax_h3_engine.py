@@ -103,4 +103,8 @@ def load_vae(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) -> MiniMaxH3
                              downscale=SPATIAL_RATIO)
 
 
-__all__ = ["MiniMaxH3DiffusionModel", "MiniMaxH3VideoVAE", "load_diffusion_model", "load_vae", "silent_audio"]
+# The loader (nodes.models.loader) finds every MiniMax H3 entry point on this module.
+from nodes.models.minimax_h3_text import load_text_encoder  # noqa: E402
+
+__all__ = ["MiniMaxH3DiffusionModel", "MiniMaxH3VideoVAE", "load_diffusion_model", "load_text_encoder", "load_vae",
+           "silent_audio"]
