@@ -31,7 +31,11 @@ def _load() -> None:
             module = importlib.import_module(f"nodes.{name}")
             mappings.update(module.NODE_CLASS_MAPPINGS)
             display.update(module.NODE_DISPLAY_NAME_MAPPINGS)
-        from nodes.ksampler import common_ksampler   # packs call nodes.common_ksampler
+        from nodes.core_calls import both_ways, wrap_node_class
+        from nodes.ksampler import common_ksampler
+        for cls in mappings.values():   # packs call core node functions from their sync code, as in ComfyUI
+            wrap_node_class(cls)
+        common_ksampler = both_ways(common_ksampler)   # packs call nodes.common_ksampler too
         # Node packs import core classes by name (`from nodes import KSampler`).
         globals().update(mappings)
         globals().update(common_ksampler=common_ksampler, NODE_DISPLAY_NAME_MAPPINGS=display)

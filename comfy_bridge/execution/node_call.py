@@ -9,6 +9,7 @@ from typing import Any, Callable
 import torch
 
 from nodes import progress
+from nodes.core_calls import ENGINE_LOOP, IN_NODE_CALL
 from comfy_bridge.execution.node_context import ExecutionContext, current_executing_context
 from comfy_bridge.execution.graph import DynamicPrompt, get_input_info
 from comfy_bridge.execution.graph_utils import ExecutionBlocker, GraphBuilder, is_link
@@ -100,6 +101,8 @@ async def map_node_over_list(prompt_id: str, unique_id: str, obj: Any, input_dat
 
         def enter() -> None:
             current_executing_context.set(ExecutionContext(prompt_id, unique_id, index))
+            ENGINE_LOOP.set(asyncio.get_running_loop())   # where a sync node's calls of core nodes run
+            IN_NODE_CALL.set(True)
             if setup is not None:
                 setup(index or 0)
             GraphBuilder.set_default_prefix(unique_id, index or 0, 0)

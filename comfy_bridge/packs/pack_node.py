@@ -21,6 +21,7 @@ from cluster.refs import ModelRef
 from comfy_bridge.packs import events, node_failure, node_files, transport
 from comfy_bridge.packs.origin import PackOrigin, reset_running, set_running
 from comfy_bridge.packs.proxies import wrap_inputs
+from nodes.core_calls import IN_NODE_CALL
 from nodes.workspace import activate_snapshot, active
 
 RESULT = "result"
@@ -139,7 +140,7 @@ class PackNodeFn(ModelFn):
         # whose blocks are reused once this call ends.
         arguments = {k: _owned(self.resolve(inputs, k)) for k in inputs}
         result, recorded, raised = None, [], None
-        token = set_running(origin)
+        token, in_node = set_running(origin), IN_NODE_CALL.set(True)   # core node calls return their results
         try:
             cls = _node_class(origin, params.get("pack_digest"))
             kwargs, hidden = transport.loads(params["args"], arguments)
@@ -149,6 +150,7 @@ class PackNodeFn(ModelFn):
             raised = node_failure.capture(e)
         finally:
             reset_running(token)
+            IN_NODE_CALL.reset(in_node)
         files = {} if raised or _on_heads_host(params.get("host_id")) else node_files.read_named(result, active())
         blob, tensors = transport.dumps((result, recorded, files, raised))
         return {RESULT: transport.bytes_to_tensor(blob), **tensors}
