@@ -6,7 +6,8 @@ loaders and tiny-size wrappers it reuses:
 
     cd <ComfyUI 0.10.0 source> && PYTHONPATH=<torchvision shim>:. OMP_NUM_THREADS=1 <venv>/bin/python \\
         /work/main/scripts/record_comfyui_wan_fun.py /work/main/tests/models/fixtures/comfyui_wan_fun.json \\
-        <models dir> <input dir> /work/main/workflows_json/wan22_fun_inpaint.json
+        <models dir> <input dir> /work/main/workflows_json/wan22_fun_inpaint.json \\
+        /work/main/workflows_json/wan21_fun_camera.json
 
 Recorded: the Fun nodes' outputs (WanFunControlToVideo with start image and control video,
 Wan22FunControlToVideo with a control video on the Wan 2.1 and the Wan 2.2 VAE, WanFunInpaintToVideo with start
@@ -15,7 +16,8 @@ with Wan 2.2 Fun Control's concat_mask_index, and apply_model) on its node's con
 presets and sizes (CAMERA_CASES), WanCameraImageToVideo, and one evaluation of the Fun Camera model with its
 camera conditions and seeded CLIP vision states; the Wan 2.2 14B Fun
 Inpaint template's workflow (workflows_json/wan22_fun_inpaint.json) run node by node with ComfyUI's classes as
-record_comfyui_wan.run_workflow runs the others: VAEDecode's frames.
+record_comfyui_wan.run_workflow runs the others: VAEDecode's frames; likewise the Wan 2.1 Fun Camera v1.1
+template's (workflows_json/wan21_fun_camera.json).
 """
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ import json
 import sys
 from pathlib import Path
 
-OUT, MODELS, INPUT, WORKFLOW = sys.argv[1:5]
+OUT, MODELS, INPUT, WORKFLOW, CAMERA_WORKFLOW = sys.argv[1:6]
 sys.argv[1:] = [OUT, MODELS, INPUT, WORKFLOW, "/nonexistent"]   # record_comfyui_wan's arguments
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import record_comfyui_wan as base  # it imports ComfyUI with --cpu: before any other ComfyUI module
@@ -40,7 +42,9 @@ CAMERA_CASES = [("Static", 32, 48, 9, {}), ("Pan Left", 48, 32, 5, {"speed": 2.0
 
 def fun_classes() -> dict:
     import comfy_extras.nodes_wan as wan
-    return {n: getattr(wan, n) for n in ("WanFunControlToVideo", "Wan22FunControlToVideo", "WanFunInpaintToVideo")}
+    import comfy_extras.nodes_camera_trajectory as cam
+    return {**{n: getattr(wan, n) for n in ("WanFunControlToVideo", "Wan22FunControlToVideo", "WanFunInpaintToVideo",
+                                            "WanCameraImageToVideo")}, "WanCameraEmbedding": cam.WanCameraEmbedding}
 
 
 def step(patcher, opts: dict, context: torch.Tensor, shape: list[int], seed: int) -> dict:
@@ -122,6 +126,9 @@ def main() -> None:
     with open(WORKFLOW) as f:
         prompt = json.load(f)
     out["workflow_fun_inpaint"] = {"prompt": prompt, **base.run_workflow(prompt)}
+    with open(CAMERA_WORKFLOW) as f:
+        prompt = json.load(f)
+    out["workflow_fun_camera"] = {"prompt": prompt, **base.run_workflow(prompt)}
     with open(OUT, "w") as f:
         json.dump(out, f)
 
