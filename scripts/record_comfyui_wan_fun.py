@@ -41,8 +41,8 @@ CAMERA_CASES = [("Static", 32, 48, 9, {}), ("Pan Left", 48, 32, 5, {"speed": 2.0
 
 
 def fun_classes() -> dict:
-    import comfy_extras.nodes_wan as wan
     import comfy_extras.nodes_camera_trajectory as cam
+    import comfy_extras.nodes_wan as wan
     return {**{n: getattr(wan, n) for n in ("WanFunControlToVideo", "Wan22FunControlToVideo", "WanFunInpaintToVideo",
                                             "WanCameraImageToVideo")}, "WanCameraEmbedding": cam.WanCameraEmbedding}
 
