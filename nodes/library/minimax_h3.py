@@ -1,9 +1,11 @@
-"""MiniMax H3's model-free nodes (today's ComfyUI comfy_extras.nodes_minimax_h3, newer than every ComfyUI that
-runs here; interface and semantics read from its newest source): EmptyMiniMaxH3LatentAV, the joint latent of a
-video (24 channels at 1/16, 5k+2 latent frames for 17k+5 pixel frames) and its stereo audio (32 channels, 40
-latents a second) as one LATENT, the two parts side by side as ComfyUI's NestedTensor holds them.
+"""MiniMax H3's nodes (today's ComfyUI comfy_extras.nodes_minimax_h3, newer than every ComfyUI that runs here;
+interface and semantics read from its newest source): EmptyMiniMaxH3LatentAV, the joint latent of a video (24
+channels at 1/16, 5k+2 latent frames for 17k+5 pixel frames) and its stereo audio (32 channels, 40 latents a
+second) as one LATENT, the two parts side by side as ComfyUI's NestedTensor holds them; MiniMaxH3ImageToVideo,
+its text-to-video task (the prompt encoded by the minimax CLIP, and that latent).
 
-The samplers denoise the video part of it; the audio part is not sampled yet (nodes.ksampler)."""
+The samplers denoise the video part of the latent; the audio part is not sampled yet (nodes.ksampler). First and
+last frames (fl2va) are refused: the text encoder does not read images yet."""
 from __future__ import annotations
 
 import torch
@@ -42,5 +44,35 @@ class EmptyMiniMaxH3LatentAV:
         return (empty_av_latent(width, height, length),)
 
 
-NODE_CLASS_MAPPINGS = {"EmptyMiniMaxH3LatentAV": EmptyMiniMaxH3LatentAV}
-NODE_DISPLAY_NAME_MAPPINGS = {"EmptyMiniMaxH3LatentAV": "Empty MiniMax H3 AV Latent"}
+class MiniMaxH3ImageToVideo:
+    RELATIVE_PYTHON_MODULE = MODULE
+    FUNCTION = "execute"
+    CATEGORY = "model/conditioning/minimax"
+    RETURN_TYPES = ("CONDITIONING", "LATENT")
+    RETURN_NAMES = ("positive", "LATENT")
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        size = {"min": 32, "max": MAX_RESOLUTION, "step": 32}
+        return {"required": {"clip": ("CLIP",), "vae": ("VAE",),
+                             "prompt": ("STRING", {"multiline": True, "dynamicPrompts": True}),
+                             "width": ("INT", {"default": 1344, **size}), "height": ("INT", {"default": 768, **size}),
+                             "length": ("INT", {"default": 124, "min": 5, "max": 3600, "step": 17,
+                                                "tooltip": _LENGTH_TIP})},
+                "optional": {"first_frame": ("IMAGE",), "last_frame": ("IMAGE",)}}
+
+    async def execute(self, clip, vae, prompt: str, width: int, height: int, length: int, first_frame=None,
+                      last_frame=None):
+        from nodes.model_nodes import CLIPTextEncode
+        for name, image in (("first_frame", first_frame), ("last_frame", last_frame)):
+            if image is not None:
+                raise ValueError(f"{name}: MiniMax H3 first/last-frame video (fl2va) is not supported yet (its text "
+                                 "encoder would read the image through Qwen3-VL's vision tower); leave it "
+                                 "unconnected for text-to-video")
+        (positive,) = await CLIPTextEncode().encode(clip, prompt)
+        return positive, empty_av_latent(width, height, length)
+
+
+NODE_CLASS_MAPPINGS = {"EmptyMiniMaxH3LatentAV": EmptyMiniMaxH3LatentAV, "MiniMaxH3ImageToVideo": MiniMaxH3ImageToVideo}
+NODE_DISPLAY_NAME_MAPPINGS = {"EmptyMiniMaxH3LatentAV": "Empty MiniMax H3 AV Latent",
+                              "MiniMaxH3ImageToVideo": "MiniMax H3 Image to Video"}

@@ -82,3 +82,49 @@ def test_ksampler_denoises_the_video_part(workspace):
     vae = mvae.load_vae(load_file(workspace.models_dir / FILES["vae"]))
     assert frames.shape == (5, 32, 32, 3)
     torch.testing.assert_close(frames, mvae.decode(vae, video), atol=1e-5, rtol=1e-5)
+
+
+def test_text_to_video_chain(workspace):
+    """UNETLoader, CLIPLoader type minimax, MiniMaxH3ImageToVideo (no frames), KSampler, VAEDecode: the node's
+    conditioning is CLIPTextEncode's on the prompt, its latent the empty AV latent, and the sampled video the
+    hand-written loop over the text encoder's states."""
+    torch.set_num_threads(1)
+    prompt = "A paper boat drifts down a rain gutter.\nAudio: rain, distant thunder."
+
+    async def run():
+        (model,) = await _call("UNETLoader", unet_name=FILES["transformer"].split("/")[1], weight_dtype="default")
+        (clip,) = await _call("CLIPLoader", clip_name=FILES["text_encoder"].split("/")[1], type="minimax",
+                              device="default")
+        (vae,) = await _call("VAELoader", vae_name=FILES["vae"].split("/")[1])
+        positive, latent = await _call("MiniMaxH3ImageToVideo", clip=clip, vae=vae, prompt=prompt, width=32,
+                                       height=64, length=5)
+        (negative,) = await _call("CLIPTextEncode", clip=clip, text="")
+        (text,) = await _call("CLIPTextEncode", clip=clip, text=prompt)
+        (out,) = await _call("KSampler", model=model, seed=3, steps=2, cfg=1.0, sampler_name="euler",
+                             scheduler="simple", positive=positive, negative=negative, latent_image=latent,
+                             denoise=1.0)
+        (frames,) = await _call("VAEDecode", samples=out, vae=vae)
+        return positive, text, latent, out, frames
+    positive, text, latent, out, frames = asyncio.run(run())
+    torch.testing.assert_close(positive[0][0], text[0][0])
+    video, audio = latent["samples"].unbind()
+    assert video.shape == (1, 24, 2, 4, 2) and audio.shape == (1, 32, 2, 8)
+
+    from safetensors.torch import load_file
+    module = mh.load_transformer(load_file(workspace.models_dir / FILES["transformer"]))
+    ms = model_sampling_from_config(sampling_config("minimax_h3"))
+    sigmas = ksampler_sigmas(ms, "simple", 2)
+    x = prepare_noise(video, 3) * sigmas[0]
+    for i in range(2):
+        s, s_next = float(sigmas[i]), float(sigmas[i + 1])
+        v, _ = mh.apply(module, x, silent_audio(2), positive[0][0], s)
+        denoised = x - s * v
+        x = x + (x - denoised) / s * (s_next - s)
+    torch.testing.assert_close(out["samples"].unbind()[0], x, atol=1e-5, rtol=1e-5)
+    assert frames.shape == (5, 64, 32, 3)
+
+
+def test_first_frame_is_refused_by_name(workspace):
+    with pytest.raises(ValueError, match="first_frame: MiniMax H3 first/last-frame"):
+        asyncio.run(_call("MiniMaxH3ImageToVideo", clip=None, vae=None, prompt="x", width=32, height=32, length=5,
+                          first_frame=torch.zeros(1, 32, 32, 3)))
