@@ -3,10 +3,10 @@
 subgraph unpacked in place as scripts/qwen_image21_workflow.py does it (the prompt from a PrimitiveStringMultiline
 where the subgraph input fed a socket, PreviewAny's outgoing link started at its source, ResolutionSelector's
 `minimum` widget filled), the tiny demo files substituted for the downloads (krea2-tiny's transformer and
-Qwen3-VL, qwen-image-tiny's VAE), a fixed seed and 0.1 megapixels. Two switches differ from the template:
-the prompt enhancer, on as shipped, is turned off (TextGenerate does not run Qwen3-VL here yet), and the style
-LoRA stays off as shipped, so its LoraLoaderModelOnly is only validated: a demo LoRA's name stands in for
-krea2_darkbrush. The API format is our UI converter's output.
+Qwen3-VL, qwen-image-tiny's VAE), a fixed seed and 0.1 megapixels. The prompt enhancer runs as shipped
+(TextGenerate on the tiny Qwen3-VL, 512 tokens at most); the style LoRA stays off as shipped, so its
+LoraLoaderModelOnly is only validated: a demo LoRA's name stands in for krea2_darkbrush. The API format is our UI
+converter's output.
 
     python scripts/krea2_workflow.py <workspace with demo-models>
 """
@@ -24,7 +24,6 @@ SUBSTITUTE = {"UNETLoader": [(0, "krea2_turbo_tiny.safetensors")],
               "CLIPLoader": [(0, "qwen3vl_4b_tiny.safetensors")],
               "VAELoader": [(0, "qwen_image_vae_tiny.safetensors")],
               "LoraLoaderModelOnly": [(0, "qwen_image_edit_tiny_lightning.safetensors")],
-              "PrimitiveBoolean": [(0, False)],   # prompt enhancer off (the LoRA switch is off already)
               "KSampler": [(0, 42), (1, "fixed")],
               "ResolutionSelector": [(1, 0.1), (3, 256)]}
 PROMPT_INPUT = "value"

@@ -2,11 +2,11 @@
 model writes text from a prompt (the web UI's templates use it to expand an image prompt). It runs as the
 `text_generate` ModelFn on the executors; nodes.models.text_generate says how it generates.
 
-Sampling "off" is greedy; "on" samples with the option's settings and seed. `thinking` and `mtp` change
-nothing for the models here (their chat templates have no thinking switch, their files no multi-token-
-prediction head), as in ComfyUI. Images, video and audio are read by vision-language encoders only: Z-Image's
-and FLUX.2 Klein's Qwen3 ignore them, as ComfyUI's do; Qwen-Image's are refused (generation here does not
-read images yet)."""
+Sampling "off" is greedy; "on" samples with the option's settings and seed. `thinking` changes only Krea 2's
+Qwen3-VL (without it the template closes the reasoning block, as ComfyUI's Qwen3VL tokenizer does); `mtp` changes
+nothing (no file here has a multi-token-prediction head), as in ComfyUI. Images, video and audio are read by
+vision-language encoders only: Z-Image's and FLUX.2 Klein's Qwen3 ignore them, as ComfyUI's do; Qwen-Image's
+are refused (generation here does not read images yet)."""
 from __future__ import annotations
 
 from typing import Any
@@ -75,7 +75,7 @@ class TextGenerate:
             raise ValueError(f"sampling_mode: {sampling_mode!r} is not one of on, off")
         sampling = {**UNSET, **combo_inputs(kwargs, "sampling_mode")} if sampling_mode == "on" else dict(UNSET)
         params = {"prompt": prompt, "max_length": int(max_length), "use_template": bool(use_default_template),
-                  "system_prompt": system_prompt or "", "do_sample": sampling_mode == "on",
+                  "system_prompt": system_prompt or "", "thinking": bool(thinking), "do_sample": sampling_mode == "on",
                   "media": [name for name, value in (("image", image), ("video", video), ("audio", audio))
                             if value is not None], **sampling}
         out = await call_model_fn("text_generate", ref, "clip", {}, params)

@@ -40,7 +40,8 @@ class TextGenerateFn(ModelFn):
         from nodes.models.text_generate import (HEAD, Sampling, check_media, decode, generate, language_model,
                                                 prompt_ids)
         check_media(model.arch, params.get("media", ()))
-        ids = prompt_ids(model, params["prompt"], params.get("use_template", True), params.get("system_prompt", ""))
+        ids = prompt_ids(model, params["prompt"], params.get("use_template", True), params.get("system_prompt", ""),
+                         params.get("thinking", False))
         new = generate(language_model(model), ids, int(params["max_length"]), Sampling.from_params(params),
                        head=model.modules.get(HEAD))
         text = decode(model, new)

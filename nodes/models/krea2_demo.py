@@ -34,7 +34,8 @@ _PREFIXES = {"img_in.": "first.", "time_embed.linear_1.": "tmlp.0.", "time_embed
              "final_layer.linear.": "last.linear.", "final_layer.norm.weight": "last.norm.scale",
              "final_layer.scale_shift_table": "last.modulation.lin"}
 _INNER = {".attn.to_q.": ".attn.wq.", ".attn.to_k.": ".attn.wk.", ".attn.to_v.": ".attn.wv.",
-          ".attn.to_out.0.": ".attn.wo.", ".attn.to_gate.": ".attn.gate.", ".attn.norm_q.weight": ".attn.qknorm.qnorm.scale",
+          ".attn.to_out.0.": ".attn.wo.", ".attn.to_gate.": ".attn.gate.",
+          ".attn.norm_q.weight": ".attn.qknorm.qnorm.scale",
           ".attn.norm_k.weight": ".attn.qknorm.knorm.scale", ".ff.": ".mlp.", ".norm1.weight": ".prenorm.scale",
           ".norm2.weight": ".postnorm.scale", ".scale_shift_table": ".mod.lin"}
 

@@ -29,7 +29,9 @@ from nodes.models.tokenizer import escape_parens, unescape_parens
 STOP_TOKENS = (ENDOFTEXT_ID, IM_END_ID)
 CHAT = "<|im_start|>user\n{}<|im_end|>\n<|im_start|>assistant\n"
 RAW_PREFIXES = ("<|im_start|>", "<|start_header_id|>")   # Qwen-Image takes a prompt so begun as it is
-LANGUAGE_MODELS = {"zimage": "qwen3_4b", "flux2": "qwen3_4b", "qwen_image": "qwen25_7b"}   # arch -> module key
+LANGUAGE_MODELS = {"zimage": "qwen3_4b", "flux2": "qwen3_4b", "qwen_image": "qwen25_7b",
+                   "krea2": "qwen3vl_4b"}   # arch -> module key
+CLOSED_THINKING = "<think>\n\n</think>\n\n"   # Qwen3's empty reasoning block: answer without thinking
 # Qwen3's added tokens after Qwen2.5's last (151664), none of them special (so ComfyUI's decode keeps them).
 QWEN3_TOKENS = {151665: "<tool_response>", 151666: "</tool_response>", 151667: "<think>", 151668: "</think>"}
 HEAD = "lm_head"   # the encoder's module key of a head read from the file (untied models)
@@ -56,27 +58,36 @@ def _system(system_prompt: str) -> str:
     return f"<|im_start|>system\n{system_prompt}<|im_end|>\n" if system_prompt else ""
 
 
-def generation_text(arch: str, prompt: str, use_template: bool = True, system_prompt: str = "") -> str:
+def generation_text(arch: str, prompt: str, use_template: bool = True, system_prompt: str = "",
+                    thinking: bool = False) -> str:
     """The text a family's tokenizer builds from TextGenerate's prompt. Z-Image's always puts the prompt into
     the user turn (ComfyUI's Z-Image tokenizer has no raw mode), a system prompt before it. Qwen-Image's uses
     the plain chat template (not its image-description one), takes the prompt as it is without the template
-    or when it already begins with a chat header, and ignores the system prompt then."""
+    or when it already begins with a chat header, and ignores the system prompt then. Krea 2's Qwen3-VL (ComfyUI's
+    Qwen3VL tokenizer) does the same with the plain chat template and closes the reasoning block unless
+    `thinking`."""
     if arch == "zimage":
         return _system(system_prompt) + CHAT.format(prompt)
     if arch == "flux2":   # Klein's template, thinking closed; like Z-Image's, it has no raw mode
         from nodes.models.flux2_text import KLEIN_TEMPLATE
         return _system(system_prompt) + KLEIN_TEMPLATE.format(prompt)
+    if arch == "krea2":
+        if not use_template or prompt.startswith("<|im_start|>"):
+            return prompt
+        return _system(system_prompt) + CHAT.format(prompt) + ("" if thinking else CLOSED_THINKING)
     if arch == "qwen_image":
         if not use_template or prompt.startswith(RAW_PREFIXES):
             return prompt
         return _system(system_prompt) + CHAT.format(prompt)
     raise ValueError(f"clip: TextGenerate needs a language-model text encoder (Z-Image's or FLUX.2 Klein's Qwen3, "
-                     f"Qwen-Image's Qwen2.5-VL); this CLIP is a {arch} text encoder")
+                     f"Qwen-Image's Qwen2.5-VL, Krea 2's Qwen3-VL); this CLIP is a {arch} text encoder")
 
 
-def prompt_ids(encoder: TextEncoder, prompt: str, use_template: bool = True, system_prompt: str = "") -> list[int]:
+def prompt_ids(encoder: TextEncoder, prompt: str, use_template: bool = True, system_prompt: str = "",
+               thinking: bool = False) -> list[int]:
     """The token ids TextGenerate generates after, tokenized as the family's encoder tokenizes its prompts."""
-    text = unescape_parens(escape_parens(generation_text(encoder.arch, prompt, use_template, system_prompt)))
+    text = unescape_parens(escape_parens(generation_text(encoder.arch, prompt, use_template, system_prompt,
+                                                         thinking)))
     if encoder.arch == "qwen_image":   # its encoder tokenizes the pieces from each "embedding:" on apart
         from nodes.models.qwen_image_text import EMBEDDING, EMBEDDING_SPLIT
         first, *rest = EMBEDDING_SPLIT.split(text)
@@ -136,9 +147,10 @@ def attach_head(encoder: TextEncoder, path: str) -> None:
 def check_media(arch: str, media: list[str] | tuple[str, ...]) -> None:
     """Z-Image's and Klein's tokenizers drop images, video and audio (as ComfyUI's do); Qwen-Image's would read
     an image with its vision tower, which generation here does not do yet (ComfyUI refuses its video and audio)."""
-    if arch == "qwen_image" and media:
+    if arch in ("qwen_image", "krea2") and media:   # Krea 2's Qwen3-VL likewise has a vision tower
+        family = "Krea 2" if arch == "krea2" else "Qwen-Image"
         raise ValueError(f"{media[0]}: TextGenerate reads text only here (images, video and audio are not "
-                         f"supported yet for Qwen-Image's encoder); leave the {', '.join(media)} input unconnected")
+                         f"supported yet for {family}'s encoder); leave the {', '.join(media)} input unconnected")
 
 
 def language_model(encoder: TextEncoder) -> torch.nn.Module:

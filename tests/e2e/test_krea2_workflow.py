@@ -1,7 +1,8 @@
 """The web UI's Krea 2 Turbo text-to-image template (workflows_json/krea2_turbo_t2i.json, written by
 scripts/krea2_workflow.py: the template's node graph unpacked from its subgraph, the tiny krea2 files and
-qwen-image-tiny's VAE substituted, 0.1 megapixels, the prompt enhancer switched off): UNETLoader (through the
-style-LoRA switch, off as shipped), CLIPLoader krea2 -> CLIPTextEncode, ConditioningZeroOut as the negative,
+qwen-image-tiny's VAE substituted, 0.1 megapixels): UNETLoader (through the style-LoRA switch, off as shipped),
+CLIPLoader krea2 -> the prompt enhancer (TextGenerate, on as shipped) -> CLIPTextEncode, ConditioningZeroOut as the
+negative,
 EmptyLatentImage from ResolutionSelector, KSampler euler/simple 8 steps cfg 1, VAEDecode, SaveImage. From a fresh,
 empty workspace (serve builds the demo files on its first start) the image is the same with the default
 executors and with `--executors 0`. No ComfyUI that runs here has Krea 2: its parts are checked against diffusers
@@ -39,3 +40,9 @@ def test_template_renders_the_same_in_both_executor_modes(tmp_path) -> None:
     assert default.shape == (320, 320, 3) and default.std() > 0
     assert np.array_equal(default, in_process), \
         f"{int((default != in_process).sum())} values differ between the executor modes"
+    # the enhancer's text is what gets encoded: switched off, the template's own prompt gives another image
+    (enhance,) = [k for k, n in prompt.items() if n["class_type"] == "ComfySwitchNode"
+                  and prompt[n["inputs"]["on_true"][0]]["class_type"] == "TextGenerate"]
+    prompt[prompt[enhance]["inputs"]["switch"][0]]["inputs"]["value"] = False
+    plain = render_with_serve(workspace, tmp_path / "plain.log", prompt, "--executors", "0")
+    assert plain.shape == default.shape and not np.array_equal(plain, default)
