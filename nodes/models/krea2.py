@@ -20,7 +20,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from diffusers import Krea2Transformer2DModel
-from diffusers.loaders.single_file_utils import convert_krea2_transformer_checkpoint_to_diffusers
+from diffusers.loaders.single_file_utils import (
+    convert_krea2_transformer_checkpoint_to_diffusers,
+)
 
 from cluster.refs import ModelRef
 from nodes.arch import latent_format, sampling_config

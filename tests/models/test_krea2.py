@@ -17,7 +17,7 @@ from nodes.models import loader
 from nodes.models.components import WAN21_LATENT
 from nodes.models.detect import probe
 from nodes.models.errors import ModelLoadError
-from nodes.models.krea2_demo import CONFIG, FILE, build_demo_krea2, tiny_transformer
+from nodes.models.krea2_demo import CONFIG, build_demo_krea2, tiny_transformer
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,11 @@ from transformers import PreTrainedTokenizerFast
 
 from nodes.loaders import CLIPLoader, make_ref
 from nodes.models import loader
-from nodes.models.krea2_demo import TEXT_FILE, build_demo_krea2, tiny_text_encoder, tiny_transformer
+from nodes.models.krea2_demo import (
+    build_demo_krea2,
+    tiny_text_encoder,
+    tiny_transformer,
+)
 from nodes.models.krea2_text import PREFIX, SUFFIX, tapped_layers
 
 
@@ -55,7 +59,7 @@ def test_token_layout(encoder, pipe):
 
 
 def test_clip_loader_type_krea2(files, monkeypatch):
-    import nodes.loaders as loaders
+    from nodes import loaders
     monkeypatch.setattr(loaders, "model_file", lambda folder, name, what: files["text"])
     (ref,) = CLIPLoader().load_clip("qwen3vl_4b_tiny.safetensors", "krea2")
     assert ref.arch == "krea2" and ref.option("clip_type") == "krea2"
