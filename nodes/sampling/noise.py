@@ -2,8 +2,8 @@
 
 Per-step noise must survive a process boundary: the cluster runs one invocation per denoising step. So every
 noise sampler can save what it needs into the step `state` (tensors only) and be rebuilt from (seed, state):
-- `GaussianNoise`: a torch.Generator seeded with the seed, drawing randn of x's shape in sequence
-  (ComfyUI's default noise sampler); its state is the generator state, a uint8 tensor.
+- `GaussianNoise`: a torch.Generator seeded with the seed (seed + 1 on the CPU), drawing randn of x's shape in
+  sequence (ComfyUI's default noise sampler); its state is the generator state, a uint8 tensor.
 - `BrownianNoise`: torchsde's BrownianTree (a BrownianInterval on the dyadic "halfway" tree), ComfyUI's
   BrownianTreeNoiseSampler for the dpmpp SDE samplers. Its values depend only on (seed, t0, t1, query), not on
   earlier queries, so it is rebuilt from the seed and the schedule each step and needs no saved state.
@@ -59,12 +59,18 @@ class NoNoise:
 
 
 class GaussianNoise:
-    """randn of x's shape from one generator seeded with the seed (ComfyUI's default_noise_sampler)."""
+    """randn of x's shape from one generator seeded with the seed (ComfyUI's default_noise_sampler).
+
+    On the CPU the generator takes seed + 1, as ComfyUI's does after 0.3.64 (its PR 11528, in 0.10.0): the
+    initial noise comes from a CPU generator seeded with the seed, so the first per-step draw would repeat it.
+    A GPU generator is a different stream and keeps the seed itself. The largest seed (2**64 - 1, which ComfyUI's
+    generator refuses after the + 1) wraps to 0.
+    """
 
     def __init__(self, x: Tensor, seed: int) -> None:
         self.shape, self.dtype, self.layout, self.device = x.size(), x.dtype, x.layout, x.device
         self.generator = torch.Generator(device=x.device)
-        self.generator.manual_seed(seed)
+        self.generator.manual_seed((seed + 1) % 2 ** 64 if x.device.type == "cpu" else seed)
 
     @classmethod
     def from_state(cls, seed: int, x: Tensor, state: dict[str, Tensor]) -> GaussianNoise:

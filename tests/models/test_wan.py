@@ -261,3 +261,28 @@ def test_image_to_video_refuses_another_vae(wan_workspace, tmp_path) -> None:
     cond = [[torch.zeros(1, 512, 32), {}]]
     with pytest.raises(ValueError, match="Wan 2.1 VAE"):
         _run(WanImageToVideo().execute(cond, cond, sd1_vae, 32, 32, 5, 1, start_image=torch.rand(1, 32, 32, 3)))
+
+
+ANCESTRAL = json.loads((Path(__file__).parent / "fixtures" / "comfyui_wan_ancestral.json").read_text())
+
+
+@pytest.mark.parametrize("case", ANCESTRAL["cases"],
+                         ids=[f"{c['sampler']}-{c['seed']}-b{c['size'][3]}" for c in ANCESTRAL["cases"]])
+def test_ksampler_with_per_step_noise_equals_comfyuis(wan_workspace, fixed_threads, case: dict) -> None:
+    """KSampler on the text-to-video model (ModelSamplingSD3, shift 5) with the samplers that draw noise at every
+    step, and euler as control, gives ComfyUI 0.10.0's latent (scripts/record_comfyui_wan_ancestral.py). On the
+    CPU ComfyUI seeds the per-step Gaussian noise with seed + 1: with the seed itself the first ancestral draw
+    repeats the initial noise and the latent moves by whole units."""
+    from nodes.library.model_advanced import ModelSamplingSD3
+    from nodes.library.wan import EmptyHunyuanLatentVideo
+    from nodes.loaders import UNETLoader
+    from nodes.model_nodes import KSampler
+    recorded_file = wan_workspace.models_dir / ANCESTRAL["file"]["path"]
+    assert hashlib.sha256(recorded_file.read_bytes()).hexdigest() == ANCESTRAL["file"]["sha256"]
+    (unet,) = UNETLoader().load_unet(Path(FILES["t2v"]).name, "default")
+    (model,) = ModelSamplingSD3().patch(unet, 5.0)
+    (latent,) = EmptyHunyuanLatentVideo().execute(*case["size"])
+    pos, neg = [[tensor(ANCESTRAL["positive"]), {}]], [[tensor(ANCESTRAL["negative"]), {}]]
+    (out,) = _run(KSampler().sample(model, case["seed"], case["steps"], 3.5, case["sampler"], "simple", pos, neg,
+                                    latent))
+    torch.testing.assert_close(out["samples"], tensor(case["samples"]), atol=ATOL, rtol=RTOL)
