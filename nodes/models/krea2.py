@@ -31,19 +31,40 @@ from nodes.models.detect import KREA2_MARKER
 from nodes.models.errors import ModelLoadError
 from nodes.models.flux_keys import count_blocks, find_prefix, strip_prefix
 from nodes.models.fp8 import dequantize_scaled_fp8
+from nodes.models.lora import LoraTargets, merge_loras
 from nodes.models.safetensors_io import build_module
 
 PATCH = 2
 
 
-def to_diffusers_layout(state_dict: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """diffusers' names from Krea's: ComfyUI's scaled-fp8 layers multiplied out (krea2_turbo_fp8_scaled), the
-    prefix stripped, then diffusers' own single-file converter."""
+def krea_layout(state_dict: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Krea's names, unprefixed, with ComfyUI's scaled-fp8 layers multiplied out (krea2_turbo_fp8_scaled)."""
     prefix = find_prefix(state_dict.keys(), KREA2_MARKER)
     if prefix is None:
         raise ValueError(f"not a Krea 2 state dict (no {KREA2_MARKER})")
-    sd = strip_prefix(dequantize_scaled_fp8(state_dict), prefix)
-    return convert_krea2_transformer_checkpoint_to_diffusers(sd)
+    return strip_prefix(dequantize_scaled_fp8(state_dict), prefix)
+
+
+def to_diffusers_layout(state_dict: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """diffusers' names from Krea's file (see krea_layout), by diffusers' own single-file converter."""
+    return convert_krea2_transformer_checkpoint_to_diffusers(krea_layout(state_dict))
+
+
+def lora_targets(krea_sd: Mapping[str, torch.Tensor]) -> LoraTargets:
+    """The names a Krea 2 LoRA may give a layer, for a state dict in Krea's (the file's, unprefixed) names:
+    Krea's own (bare or under `diffusion_model.`, as ai-toolkit writes them; kohya's `lora_unet_` with
+    underscores) and diffusers' (bare or under `transformer.`)."""
+    targets = LoraTargets(("lora_unet_", "diffusion_model.", "transformer.")
+                          + tuple(sorted({k.split(".")[0] + "." for k in krea_sd})), {})
+    for key, value in krea_sd.items():
+        if not key.endswith(".weight") or value.dim() != 2:
+            continue
+        name = key[:-len(".weight")]
+        (theirs,) = convert_krea2_transformer_checkpoint_to_diffusers({key: value})
+        diffusers_name = theirs[:-len(".weight")]
+        targets.add(key, name, "diffusion_model." + name, "lora_unet_" + name.replace(".", "_"), diffusers_name,
+                    "transformer." + diffusers_name)
+    return targets
 
 
 def _heads(width: int, head_dim: int, what: str) -> int:
@@ -134,14 +155,19 @@ class Krea2DiffusionModel(DiffusionModel):
 
 
 def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) -> Krea2DiffusionModel:
-    """A Krea 2 DiffusionModel from a bare or `model.diffusion_model.`-prefixed transformer file. It computes in
+    """A Krea 2 DiffusionModel from a bare or `model.diffusion_model.`-prefixed transformer file, LoRAs merged
+    (LoraLoaderModelOnly: the templates' style LoRAs). It computes in
     float32 whatever the file's dtype; scaled fp8 is multiplied out, other quantised layouts (int8 ConvRot,
     NVFP4) are refused by name with their extra tensors."""
     path = ref.sources[0] if ref.sources else None
-    if ref.patches:
-        raise ModelLoadError(path, "LoRAs are not supported for Krea 2 models yet")
     try:
-        sd = to_diffusers_layout(state_dict)
+        sd = krea_layout(state_dict)
+    except ValueError as e:
+        raise ModelLoadError(path, f"not a usable Krea 2 transformer: {e}") from None
+    if ref.patches:   # merged in Krea's names, the ones the released LoRAs use
+        sd, _ = merge_loras(ref.patches, lora_targets(sd), sd)
+    try:
+        sd = convert_krea2_transformer_checkpoint_to_diffusers(sd)
         config = infer_config(sd)
     except (KeyError, ValueError) as e:
         raise ModelLoadError(path, f"not a usable Krea 2 transformer: {e}") from None
@@ -153,4 +179,5 @@ def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) 
 # The loader (nodes.models.loader) finds every Krea 2 entry point on this module; its VAE is Qwen-Image's.
 from nodes.models.krea2_text import load_text_encoder
 
-__all__ = ["image_positions", "infer_config", "load_diffusion_model", "load_text_encoder", "to_diffusers_layout"]
+__all__ = ["image_positions", "infer_config", "krea_layout", "load_diffusion_model", "load_text_encoder",
+           "lora_targets", "to_diffusers_layout"]

@@ -130,3 +130,41 @@ def test_scaled_fp8_file_is_multiplied_out(files, tmp_path):
     model = loader.load_diffusion_model(make_ref("diffusion_model", "krea2", [path]))
     assert torch.equal(model.module.img_in.weight, expected["first.weight"])
     assert torch.equal(model.module.transformer_blocks[1].attn.to_gate.weight, expected["blocks.1.attn.gate.weight"])
+
+
+@pytest.mark.parametrize("naming", ["krea", "diffusers"])
+def test_lora_is_merged(files, tmp_path, naming):
+    """A style LoRA (LoraLoaderModelOnly) in ai-toolkit's Krea names (`diffusion_model.blocks.N.attn.wq`) or
+    diffusers' (`transformer.transformer_blocks.N.attn.to_q`): W + strength * alpha/rank * B @ A."""
+    from cluster.refs import Patch
+    from nodes.loaders import file_digest
+    sd = load_file(files["bare"])
+    gen = torch.Generator().manual_seed(5)
+    layers = {"blocks.0.attn.wq": "transformer_blocks.0.attn.to_q", "txtfusion.refiner_blocks.1.mlp.up":
+              "text_fusion.refiner_blocks.1.ff.up", "first": "img_in"}
+    lora, expected = {}, {}
+    for krea, theirs in layers.items():
+        w = sd[krea + ".weight"]
+        a, b = torch.randn(4, w.shape[1], generator=gen), torch.randn(w.shape[0], 4, generator=gen)
+        name = f"diffusion_model.{krea}" if naming == "krea" else f"transformer.{theirs}"
+        lora |= {f"{name}.lora_A.weight": a, f"{name}.lora_B.weight": b, f"{name}.alpha": torch.tensor(2.0)}
+        expected[theirs] = w + 0.8 * (2.0 / 4) * (b @ a)
+    path = tmp_path / f"krea2_style_{naming}.safetensors"
+    save_file(lora, str(path))
+    ref = make_ref("diffusion_model", "krea2", [files["bare"]]).with_patch(Patch(str(path), file_digest(path), 0.8))
+    module = loader.load_diffusion_model(ref).module
+    got = module.state_dict()
+    for theirs, want in expected.items():
+        torch.testing.assert_close(got[theirs + ".weight"], want, rtol=0, atol=1e-6)
+    assert torch.equal(got["transformer_blocks.0.attn.to_k.weight"], sd["blocks.0.attn.wk.weight"])
+
+
+def test_lora_for_another_model_is_refused(files, tmp_path):
+    from cluster.refs import Patch
+    from nodes.loaders import file_digest
+    path = tmp_path / "not_krea.safetensors"
+    save_file({"diffusion_model.double_blocks.0.img_attn.qkv.lora_A.weight": torch.zeros(4, 32),
+               "diffusion_model.double_blocks.0.img_attn.qkv.lora_B.weight": torch.zeros(96, 4)}, str(path))
+    ref = make_ref("diffusion_model", "krea2", [files["bare"]]).with_patch(Patch(str(path), file_digest(path), 1.0))
+    with pytest.raises(ModelLoadError, match="another architecture"):
+        loader.load_diffusion_model(ref)
