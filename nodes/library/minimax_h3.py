@@ -2,7 +2,8 @@
 interface and semantics read from its newest source): EmptyMiniMaxH3LatentAV, the joint latent of a video (24
 channels at 1/16, 5k+2 latent frames for 17k+5 pixel frames) and its stereo audio (32 channels, 40 latents a
 second) as one LATENT, the two parts side by side as ComfyUI's NestedTensor holds them; MiniMaxH3ImageToVideo,
-its text-to-video task (the prompt encoded by the minimax CLIP, and that latent).
+its text-to-video task (the prompt encoded by the minimax CLIP, and that latent); MiniMaxH3SigmaShift, the
+video and audio flow shifts.
 
 The samplers denoise the video part of the latent; the audio part is not sampled yet (nodes.ksampler). First and
 last frames (fl2va) are refused: the text encoder does not read images yet."""
@@ -11,8 +12,10 @@ from __future__ import annotations
 import torch
 
 from nodes import MAX_RESOLUTION
+from nodes.inputs import require_model
 from nodes.library.ltxv_av import AVLatent
-from nodes.models.minimax_h3_shapes import av_latent_shapes
+from nodes.modelfns.model_options import sampling_config, with_sampling
+from nodes.models.minimax_h3_shapes import MINIMAX_SHIFTS, av_latent_shapes
 
 MODULE = "comfy_extras.nodes_minimax_h3"
 _LENGTH_TIP = ("Frame count at 24 fps, snapped up to the model's 17k+5 grid (124 = ~5s; trained range is ~124-362, "
@@ -73,6 +76,34 @@ class MiniMaxH3ImageToVideo:
         return positive, empty_av_latent(width, height, length)
 
 
-NODE_CLASS_MAPPINGS = {"EmptyMiniMaxH3LatentAV": EmptyMiniMaxH3LatentAV, "MiniMaxH3ImageToVideo": MiniMaxH3ImageToVideo}
+class MiniMaxH3SigmaShift:
+    """The sampler samples at the video shift; the transformer maps each sigma back to the base grid with it and
+    on to the audio stream's schedule with the audio shift (ComfyUI hands both to the model)."""
+    RELATIVE_PYTHON_MODULE = MODULE
+    FUNCTION = "execute"
+    CATEGORY = "model/patch/minimax"
+    RETURN_TYPES = ("MODEL",)
+    DESCRIPTION = "Set the video/audio flow shifts."
+    SEARCH_ALIASES = ["sigma shift", "minimax shift"]
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        shift = {"min": 0.01, "max": 100.0, "step": 0.01}
+        return {"required": {"model": ("MODEL",), "shift_video": ("FLOAT", {"default": 12.0, **shift}),
+                             "shift_audio": ("FLOAT", {"default": 3.0, **shift})}}
+
+    def execute(self, model, shift_video: float, shift_audio: float):
+        model = require_model(model)
+        config = {"kind": "flow", "prediction": "const", "shift": float(shift_video), "multiplier": 1000,
+                  MINIMAX_SHIFTS[0]: float(shift_video), MINIMAX_SHIFTS[1]: float(shift_audio)}
+        noise_scale = sampling_config(model).get("noise_scale")
+        if noise_scale is not None:   # kept, as ComfyUI's set_noise_scale
+            config["noise_scale"] = noise_scale
+        return (with_sampling(model, config),)
+
+
+NODE_CLASS_MAPPINGS = {cls.__name__: cls
+                       for cls in (EmptyMiniMaxH3LatentAV, MiniMaxH3ImageToVideo, MiniMaxH3SigmaShift)}
 NODE_DISPLAY_NAME_MAPPINGS = {"EmptyMiniMaxH3LatentAV": "Empty MiniMax H3 AV Latent",
-                              "MiniMaxH3ImageToVideo": "MiniMax H3 Image to Video"}
+                              "MiniMaxH3ImageToVideo": "MiniMax H3 Image to Video",
+                              "MiniMaxH3SigmaShift": "ModelSamplingMiniMaxH3"}

@@ -68,6 +68,9 @@ class GuidedDenoiser:
         self.latent_image = inputs.get("latent_image")
         self.noise = inputs.get("noise")
         self.patches = params.get("model_patches") or {}
+        # MiniMaxH3SigmaShift's video and audio shifts: the MiniMax H3 transformer reads them per evaluation
+        self.av_shifts = {k: v for k, v in (params.get("model_sampling") or {}).items()
+                          if k.startswith("minimax_shift_")}
         if self.patches:   # post-CFG functions may run the model again (PAG, SAG), as ComfyUI's calc_cond_batch
             self.patches = {**self.patches, CALC_COND: self._calc_cond_batch}
         self.middle = params.get("middle")
@@ -327,6 +330,7 @@ class GuidedDenoiser:
             ids = torch.tensor([_time_ids(e.get("size", {}), self.latent_size) for e in entries],
                                dtype=torch.float32, device=device)
             cond["time_ids"] = ids.repeat_interleave(n, dim=0)
+        cond.update(self.av_shifts)
         guidance = entries[0].get("guidance")
         if guidance is not None:   # FluxGuidance; a guidance-distilled model applies its default otherwise
             cond["guidance"] = float(guidance)

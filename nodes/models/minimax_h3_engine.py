@@ -4,7 +4,8 @@ behind VAEEncode/VAEDecode, on the model code of nodes.models.minimax_h3 and min
 The sampler's latent is the video latent [B, 24, T, H/16, W/16] in model space (ComfyUI's MiniMaxH3AV format
 is the VAE's own normalisation, so no further scaling). ComfyUI samples the video and the audio latent together
 as one NestedTensor; here the audio stream is not sampled: every evaluation sees the silent audio latent
-EmptyMiniMaxH3LatentAV starts from (zeros of the clip's 40 Hz length). The video prediction is therefore the model's given that audio, not ComfyUI's joint-sampling one.
+EmptyMiniMaxH3LatentAV starts from (zeros of the clip's 40 Hz length). The video prediction is therefore the
+model's given that audio, not ComfyUI's joint-sampling one.
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from nodes.models import minimax_h3 as mh
 from nodes.models import minimax_h3_vae as mvae
 from nodes.models.components import VAE, DiffusionModel
 from nodes.models.minimax_h3_shapes import (AUDIO_CHANNELS, AUDIO_LATENTS_PER_SECOND, AUDIO_STEREO, FPS,
-                                            SPATIAL_RATIO)
+                                            MINIMAX_SHIFTS, SPATIAL_RATIO)
 
 ARCH = "minimax_h3"
 
@@ -52,11 +53,13 @@ class MiniMaxH3DiffusionModel(DiffusionModel):
         sigmas = (t / float(self.sampling.get("multiplier", 1.0))).expand(x.shape[0]) if t.numel() == 1 \
             else t / float(self.sampling.get("multiplier", 1.0))
         audio = silent_audio(x.shape[2], x.dtype).to(x.device)
+        shifts = (float(cond.get(MINIMAX_SHIFTS[0], mh.SIGMA_SHIFT_VIDEO)),
+                  float(cond.get(MINIMAX_SHIFTS[1], mh.SIGMA_SHIFT_AUDIO)))
         outs = []
         for b in range(x.shape[0]):
             ctx = context[b % context.shape[0]][None]
             video, _ = mh.apply(self.module, x[b:b + 1], audio, ctx, float(sigmas[b]),
-                                shifts=(float(self.sampling["shift"]), mh.SIGMA_SHIFT_AUDIO))
+                                shifts=shifts)
             outs.append(video)
         return torch.cat(outs).float()
 

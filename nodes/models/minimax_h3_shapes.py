@@ -12,6 +12,9 @@ FRAMES_PER_CHUNK, LATENTS_PER_CHUNK = 17, 5
 VIDEO_CHANNELS, AUDIO_CHANNELS, AUDIO_STEREO = 24, 32, 2
 SPATIAL_RATIO = 16
 CANVAS_MULTIPLE, SHORT_EDGE, MAX_PIXELS = 32, 768, 768 * 1344
+# The model-sampling keys MiniMaxH3SigmaShift sets, the video and the audio shift; the denoise step hands them to
+# each evaluation's cond (as ComfyUI's model reads them from its transformer options); 12 and 3 without them.
+MINIMAX_SHIFTS = ("minimax_shift_video", "minimax_shift_audio")
 
 
 def align_frame_count(length: int) -> int:

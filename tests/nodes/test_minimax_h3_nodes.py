@@ -128,3 +128,33 @@ def test_first_frame_is_refused_by_name(workspace):
     with pytest.raises(ValueError, match="first_frame: MiniMax H3 first/last-frame"):
         asyncio.run(_call("MiniMaxH3ImageToVideo", clip=None, vae=None, prompt="x", width=32, height=32, length=5,
                           first_frame=torch.zeros(1, 32, 32, 3)))
+
+
+def test_sigma_shift_reaches_the_schedule_and_the_model(workspace):
+    """MiniMaxH3SigmaShift(5, 2): the sampler's schedule at shift 5 and every evaluation mapping its sigma with
+    the video shift 5 and the audio shift 2 (ComfyUI hands both to the model)."""
+    torch.set_num_threads(1)
+    g = torch.Generator().manual_seed(5)
+    context = torch.randn(1, 4, TEXT_DIM, generator=g)
+
+    async def run():
+        (model,) = await _call("UNETLoader", unet_name=FILES["transformer"].split("/")[1], weight_dtype="default")
+        (model,) = await _call("MiniMaxH3SigmaShift", model=model, shift_video=5.0, shift_audio=2.0)
+        (latent,) = await _call("EmptyMiniMaxH3LatentAV", width=32, height=32, length=5)
+        (out,) = await _call("KSampler", model=model, seed=9, steps=2, cfg=1.0, sampler_name="euler",
+                             scheduler="simple", positive=[[context, {"pooled_output": None}]],
+                             negative=[[context, {"pooled_output": None}]], latent_image=latent, denoise=1.0)
+        return out
+    video = asyncio.run(run())["samples"].unbind()[0]
+
+    from safetensors.torch import load_file
+    module = mh.load_transformer(load_file(workspace.models_dir / FILES["transformer"]))
+    ms = model_sampling_from_config({"kind": "flow", "shift": 5.0, "multiplier": 1000})
+    sigmas = ksampler_sigmas(ms, "simple", 2)
+    x = prepare_noise(torch.zeros(1, 24, 2, 2, 2), 9) * sigmas[0]
+    for i in range(2):
+        s, s_next = float(sigmas[i]), float(sigmas[i + 1])
+        v, _ = mh.apply(module, x, silent_audio(2), context, s, shifts=(5.0, 2.0))
+        denoised = x - s * v
+        x = x + (x - denoised) / s * (s_next - s)
+    torch.testing.assert_close(video, x, atol=1e-5, rtol=1e-5)
