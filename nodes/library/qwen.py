@@ -191,9 +191,9 @@ class QwenImage21Cache:
     def INPUT_TYPES(cls):
         return {"required": {
             "model": ("MODEL", {}),
-            "device": (CACHE_DEVICES, {"default": "auto", "tooltip": "Where ComfyUI keeps the cache; every step "
+            "device": ("COMBO", {"options": CACHE_DEVICES, "default": "auto", "multiselect": False, "tooltip": "Where ComfyUI keeps the cache; every step "
                                        "recomputes the text and reference keys here, as ComfyUI's off does."}),
-            "dtype": (CACHE_DTYPES, {"default": "default", "tooltip": "ComfyUI's cache storage precision; the "
+            "dtype": ("COMBO", {"options": CACHE_DTYPES, "default": "default", "multiselect": False, "tooltip": "ComfyUI's cache storage precision; the "
                                      "keys are never stored here, so every choice computes as default does."})}}
 
     RETURN_TYPES = ("MODEL",)

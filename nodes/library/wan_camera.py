@@ -93,7 +93,7 @@ class WanCameraEmbedding:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"camera_pose": (list(POSES), {"default": "Static"}),
+        return {"required": {"camera_pose": ("COMBO", {"options": list(POSES), "default": "Static", "multiselect": False}),
                              "width": ("INT", {"default": 832, "min": 16, "max": MAX_RESOLUTION, "step": 16}),
                              "height": ("INT", {"default": 480, "min": 16, "max": MAX_RESOLUTION, "step": 16}),
                              "length": ("INT", {"default": 81, "min": 1, "max": MAX_RESOLUTION, "step": 4})},

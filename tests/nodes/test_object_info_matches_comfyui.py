@@ -23,6 +23,7 @@ TEXTGEN = Path(__file__).resolve().parent / "fixtures" / "comfyui_textgen_object
 CAMERA_ANGLE = Path(__file__).resolve().parent / "fixtures" / "comfyui_camera_angle.json"
 # MiniMax H3's nodes (newer than every ComfyUI that runs here), from the newest source; the file says which commit.
 MINIMAX_H3 = Path(__file__).resolve().parent / "fixtures" / "comfyui_minimax_h3_object_info.json"
+QWEN_IMAGE21 = Path(__file__).resolve().parent / "fixtures" / "comfyui_qwen_image21_object_info.json"
 # Inputs whose options are the files of a workspace folder (or of the input folder): only their type is compared.
 FILE_COMBOS = {"ckpt_name", "vae_name", "lora_name", "clip_name", "clip_name1", "clip_name2", "clip_name3",
                "clip_name4", "unet_name", "control_net_name", "image", "model_name", "style_model_name",
@@ -42,7 +43,8 @@ KNOWN_GAPS: dict[tuple[str, str], str] = {
 def reference() -> dict[str, dict]:
     return {**json.loads(REFERENCE.read_text())["classes"], **json.loads(NEWER.read_text())["classes"],
             **json.loads(TODAY.read_text())["classes"], **json.loads(TEXTGEN.read_text())["classes"],
-            **json.loads(CAMERA_ANGLE.read_text())["classes"], **json.loads(MINIMAX_H3.read_text())["classes"]}
+            **json.loads(CAMERA_ANGLE.read_text())["classes"], **json.loads(MINIMAX_H3.read_text())["classes"],
+            **json.loads(QWEN_IMAGE21.read_text())["classes"]}
 
 
 @pytest.fixture(scope="module")

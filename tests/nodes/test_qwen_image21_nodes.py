@@ -31,8 +31,8 @@ def test_object_info_has_todays_interface():
     required = info["input"]["required"]
     assert list(required) == ["model", "device", "dtype"]
     assert required["model"][0] == "MODEL"
-    assert (required["device"][0], required["device"][1]["default"]) == (["auto", "gpu", "cpu", "off"], "auto")
-    assert (required["dtype"][0], required["dtype"][1]["default"]) == (["default", "int8", "int4"], "default")
+    assert (required["device"][1]["options"], required["device"][1]["default"]) == (["auto", "gpu", "cpu", "off"], "auto")
+    assert (required["dtype"][1]["options"], required["dtype"][1]["default"]) == (["default", "int8", "int4"], "default")
     assert (info["output"], info["display_name"], info["category"], info["experimental"]) == \
         (["MODEL"], "Qwen Image 2.1 Cache", "model/conditioning/qwen image", True)
     assert info["python_module"] == "comfy_extras.nodes_qwen"
