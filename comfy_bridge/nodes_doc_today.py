@@ -33,7 +33,8 @@ RULES: list[tuple[str, str]] = [
      r"ReplaceVideoLatentFrames|SVD_|ImageOnlyCheckpointLoader|ARVideo|SamplerARVideo|FrameInterpolat|VOID|"
      r"Kandinsky5|HunyuanVideo|EmptyHunyuan)", "video model families (Wan, Hunyuan Video, Kandinsky 5, SVD, ...) "
                                               "are not implemented"),
-    (r"MiniMax", "the MiniMax H3 video model family is not implemented"),
+    (r"MiniMax", "MiniMax H3 runs text-to-video, video only; its references, guides and Fun ControlNet are not "
+                 "implemented"),
     (r"Qwen|USOStyle|ModelPatchLoader|Diffsynth", "the Qwen-Image family (and its model patches) is not implemented"),
     (r"SeedVR2", "the SeedVR2 upscaler family is not implemented"),
     (r"HiDream|QuadrupleCLIPLoader", "the HiDream family is not implemented"),
