@@ -4,8 +4,9 @@ work to the cluster through `runtime().call`, and what cannot be honoured raises
 naming the pack, the node and the feature.
 
 Honoured model patches (`model_options`): `sampler_cfg_function`, `sampler_post_cfg_function` and
-`sampler_pre_cfg_function`, when their functions can be pickled (module-level functions or objects of
-module-level classes), because denoise steps run in executor processes.
+`sampler_pre_cfg_function`, when their functions can be pickled, because denoise steps run in executor
+processes: module-level functions and objects of module-level classes by reference, closures by value
+(`transport`, cloudpickle).
 """
 from __future__ import annotations
 
@@ -162,8 +163,8 @@ class ModelPatcher(_Proxy):
         try:
             transport.dumps(fn)
         except (pickle.PicklingError, AttributeError, TypeError) as e:
-            raise UnsupportedFeature(feature, "the function must be picklable (defined at module level) "
-                                              f"to run on the executors ({e})") from None
+            raise UnsupportedFeature(feature, "the function must be picklable, with all it refers to, to run on "
+                                              f"the executors ({e})") from None
 
     def set_model_sampler_cfg_function(self, fn: Callable, disable_cfg1_optimization: bool = False) -> None:
         self._picklable(fn, "MODEL.set_model_sampler_cfg_function")

@@ -3,6 +3,12 @@
 Tensors travel as tensors (the runtime's data plane), everything else is pickled. Pack modules are
 imported under their file path (ComfyUI's rule), so an executor that meets a class from a pack it has
 not imported yet imports the pack from that path first.
+
+Pickling is cloudpickle's: what a module names at its top level travels by reference as with pickle, and a
+function that cannot be named, such as a closure a pack node makes (sd-dynamic-thresholding's CFG function,
+set on the model), travels by value, its code with the variables it closes over; the classes and functions
+those refer to in the pack are imported from the pack on the executor, which runs the same pack code (its
+sources are checked against the head's). The executors unpickle only what the head sends, as before.
 """
 from __future__ import annotations
 
@@ -14,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import cloudpickle
 import torch
 
 from nodes.modelfns import model_patches
@@ -21,7 +28,7 @@ from nodes.modelfns import model_patches
 TENSOR_PREFIX = "t."
 
 
-class _Pickler(pickle.Pickler):
+class _Pickler(cloudpickle.Pickler):
     def __init__(self, file: io.BytesIO, tensors: dict[str, torch.Tensor]) -> None:
         super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
         self.tensors = tensors
@@ -62,7 +69,7 @@ def loads(data: bytes, tensors: dict[str, torch.Tensor]) -> Any:
 
 def dumps_plain(obj: Any) -> bytes:
     """Pickle with tensors inline (for values inside another pickle, such as a ModelFn payload)."""
-    return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    return cloudpickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def loads_plain(data: bytes) -> Any:
