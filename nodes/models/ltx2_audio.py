@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -32,17 +31,28 @@ _VOCODER_NAMES = (("conv_pre.", "conv_in."), ("conv_post.", "conv_out."), ("ups.
                   ("resblocks.", "resnets."))
 
 
-@dataclass
-class LTX2AudioVAE:
-    autoencoder: AutoencoderKLLTX2Audio
-    vocoder: LTX2Vocoder
-    mean: torch.Tensor          # [channels * frequency bins]
-    std: torch.Tensor
-    sample_rate: int            # of the mel spectrogram's source audio
-    hop_length: int
-    mel_bins: int
-    latent_channels: int
-    output_sample_rate: int
+class _MelDecoder(torch.nn.Module):
+    def __init__(self, autoencoder: AutoencoderKLLTX2Audio) -> None:
+        super().__init__()
+        self.autoencoder = autoencoder
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        return self.autoencoder.decode(z).sample
+
+
+class LTX2AudioVAE(torch.nn.Module):
+    """The decoder and the vocoder as the two stages of one ModuleList, each run through its own __call__: the
+    executor's layer cache binds a stage's weights in its forward pre-hook (a method such as decode() bypasses
+    the hook and would read unbound weights)."""
+
+    def __init__(self, autoencoder: AutoencoderKLLTX2Audio, vocoder: LTX2Vocoder, mean: torch.Tensor,
+                 std: torch.Tensor, sample_rate: int, hop_length: int, mel_bins: int, latent_channels: int,
+                 output_sample_rate: int) -> None:
+        super().__init__()
+        self.stages = torch.nn.ModuleList([_MelDecoder(autoencoder), vocoder])
+        self.mean, self.std = mean, std          # [channels * frequency bins]; plain tensors, not weights
+        self.sample_rate, self.hop_length, self.mel_bins = sample_rate, hop_length, mel_bins
+        self.latent_channels, self.output_sample_rate = latent_channels, output_sample_rate
 
     @property
     def latents_per_second(self) -> float:
@@ -60,8 +70,8 @@ class LTX2AudioVAE:
                              f"{self.mean.numel() // self.latent_channels} frequency bins was expected, got {c} x {f}")
         flat = latents.float().permute(0, 2, 1, 3).reshape(b, t, c * f) * self.std + self.mean
         z = flat.reshape(b, t, c, f).permute(0, 2, 1, 3)
-        mel = self.autoencoder.decode(z).sample                         # [B, 2, 4T - 3, mel]
-        return self.vocoder(mel)
+        mel = self.stages[0](z)                                         # [B, 2, 4T - 3, mel]
+        return self.stages[1](mel)
 
 
 def latent_frames(video_frames: int, frame_rate: int, sample_rate: int, hop_length: int) -> int:
@@ -157,8 +167,8 @@ def load_audio_vae(state_dict: Mapping[str, torch.Tensor], metadata: Mapping[str
     _load(vocoder, {_vocoder_key(k[len(VOCODER_PREFIX):]): v for k, v in state_dict.items()
                     if k.startswith(VOCODER_PREFIX)}, "vocoder", path)
     mean, std = state_dict[STATS[0]].float(), state_dict[STATS[1]].float()
-    return LTX2AudioVAE(autoencoder.eval().float(), vocoder.eval().float(), mean, std, sample_rate, hop, mel_bins,
-                        ae_kwargs["latent_channels"], _output_rate(voc_config, sample_rate, hop))
+    return LTX2AudioVAE(autoencoder.float(), vocoder.float(), mean, std, sample_rate, hop, mel_bins,
+                        ae_kwargs["latent_channels"], _output_rate(voc_config, sample_rate, hop)).eval()
 
 
 def read_config(path: str) -> dict[str, Any]:
