@@ -22,7 +22,7 @@ import comfy.model_sampling  # noqa: E402
 import comfy.samplers  # noqa: E402
 from comfy.k_diffusion import sampling as k  # noqa: E402
 
-COMFYUI = "0.3.64 (a125cd84b054a57729b5eecab930ca9408719832)"
+COMFYUI = "0.10.0 (hiddenswitch/ComfyUI 79cdbc81, upstream's commits)"
 SAMPLERS = ["euler", "euler_ancestral", "heun", "heunpp2", "dpm_2", "dpm_2_ancestral", "lms", "dpmpp_2s_ancestral",
             "dpmpp_sde", "dpmpp_2m", "dpmpp_2m_sde", "dpmpp_2m_sde_heun", "dpmpp_3m_sde", "ddpm", "lcm", "ipndm",
             "ipndm_v", "res_multistep", "res_multistep_ancestral", "gradient_estimation", "euler_cfg_pp",

@@ -1,5 +1,5 @@
 """comfy.k_diffusion.sampling: the sampler functions and helpers packs call give ComfyUI's numbers (fixture
-recorded on ComfyUI 0.3.64 by scripts/record_comfyui_kdiffusion_functions.py)."""
+recorded on ComfyUI 0.10.0 by scripts/record_comfyui_kdiffusion_functions.py)."""
 from __future__ import annotations
 
 from types import SimpleNamespace
