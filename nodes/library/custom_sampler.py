@@ -58,7 +58,9 @@ def _sigmas(sigmas: Any) -> torch.Tensor:
 
 
 def _latent(latent: Any, name: str = "latent_image") -> dict:
-    if not isinstance(latent, dict) or not isinstance(latent.get("samples"), torch.Tensor):
+    samples = latent.get("samples") if isinstance(latent, dict) else None
+    # an audio-video latent (ComfyUI's NestedTensor) is a LATENT too: the samplers say which models take it
+    if not isinstance(samples, torch.Tensor) and not getattr(samples, "is_nested", False):
         raise ValueError(f"{name}: expected a LATENT")
     return latent
 
@@ -474,6 +476,8 @@ class AddNoise(_Node):
         if len(sigmas) == 0:
             return (latent,)
         samples = latent["samples"]
+        if getattr(samples, "is_nested", False):
+            raise ValueError("latent_image: AddNoise does not take audio-video latents yet")
         drawn = noise.generate(latent, samples)
         ms, fmt = _model_sampling(model), latent_format(model)
         scale = torch.abs(sigmas[0] - sigmas[-1]) if len(sigmas) > 1 else sigmas[0]
