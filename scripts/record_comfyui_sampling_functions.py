@@ -31,11 +31,12 @@ import comfy.model_sampling  # noqa: E402
 import comfy.samplers  # noqa: E402
 from comfy.k_diffusion import sa_solver  # noqa: E402
 from comfy.k_diffusion import sampling as k  # noqa: E402
+import comfy_extras.nodes_post_processing  # 0.10.0: before nodes_latent, which imports it back
 from comfy_extras import (nodes_advanced_samplers, nodes_align_your_steps, nodes_apg,  # noqa: E402
                           nodes_differential_diffusion, nodes_fresca, nodes_gits, nodes_latent, nodes_mahiro,
                           nodes_optimalsteps, nodes_perpneg, nodes_tcfg)
 
-COMFYUI = "0.3.64 (a125cd84b054a57729b5eecab930ca9408719832)"
+COMFYUI = "0.10.0 (hiddenswitch/ComfyUI 79cdbc81, upstream's commits)"
 
 
 def b64(t: torch.Tensor) -> dict:

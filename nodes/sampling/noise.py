@@ -64,17 +64,18 @@ class GaussianNoise:
     On the CPU the generator takes seed + 1, as ComfyUI's does after 0.3.64 (its PR 11528, in 0.10.0): the
     initial noise comes from a CPU generator seeded with the seed, so the first per-step draw would repeat it.
     A GPU generator is a different stream and keeps the seed itself. The largest seed (2**64 - 1, which ComfyUI's
-    generator refuses after the + 1) wraps to 0.
+    generator refuses after the + 1) wraps to 0. `cpu_offset=0` keeps the seed itself (for a sampler whose
+    ComfyUI function draws from torch's global generator instead).
     """
 
-    def __init__(self, x: Tensor, seed: int) -> None:
+    def __init__(self, x: Tensor, seed: int, cpu_offset: int = 1) -> None:
         self.shape, self.dtype, self.layout, self.device = x.size(), x.dtype, x.layout, x.device
         self.generator = torch.Generator(device=x.device)
-        self.generator.manual_seed((seed + 1) % 2 ** 64 if x.device.type == "cpu" else seed)
+        self.generator.manual_seed((seed + cpu_offset) % 2 ** 64 if x.device.type == "cpu" else seed)
 
     @classmethod
-    def from_state(cls, seed: int, x: Tensor, state: dict[str, Tensor]) -> GaussianNoise:
-        noise = cls(x, seed)
+    def from_state(cls, seed: int, x: Tensor, state: dict[str, Tensor], cpu_offset: int = 1) -> GaussianNoise:
+        noise = cls(x, seed, cpu_offset)
         if RNG_STATE_KEY in state:
             # A host byte tensor of our own: on an executor the state arrives as a view into the shared-memory
             # arena (at an offset, reused after the call), and Generator.set_state reinterprets its storage.

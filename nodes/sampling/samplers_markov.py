@@ -74,6 +74,11 @@ class LCMUpscale(Sampler):
                  upscale_steps: int | None = None) -> None:
         self.total_upscale, self.upscale_method, self.upscale_steps = total_upscale, upscale_method, upscale_steps
 
+    def make_noise(self, seed: int, x: Tensor, sigmas: Tensor, state: dict[str, Tensor]) -> NoiseSampler:
+        # ComfyUI's sample_lcm_upscale uses no default_noise_sampler (whose CPU stream takes seed + 1): its
+        # global generator is the one seeded with the seed itself
+        return GaussianNoise.from_state(seed, x, state, cpu_offset=0)
+
     def step(self, model: Model, x: Tensor, sigmas: Tensor, i: int, state: dict[str, Tensor],
              noise: NoiseSampler, *, model_sampling: ModelSampling | None = None) -> Tensor:
         if self.upscale_steps is None:

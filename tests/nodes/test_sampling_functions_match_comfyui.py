@@ -1,4 +1,4 @@
-"""Guidance functions, table schedulers and samplers against what ComfyUI 0.3.64's own code computed on the same
+"""Guidance functions, table schedulers and samplers against what ComfyUI 0.10.0's own code computed on the same
 fixed tensors and toy denoiser (tests/nodes/fixtures/comfyui_sampling_functions.json, recorded by
 scripts/record_comfyui_sampling_functions.py in ComfyUI's environment)."""
 from __future__ import annotations

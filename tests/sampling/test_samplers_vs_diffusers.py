@@ -64,7 +64,7 @@ def test_euler_ancestral_matches_with_the_same_noise_stream():
     sched.set_timesteps(12)
     sigmas = sched.sigmas.float()
     x = _start(float(sigmas[0]))
-    ref = _run_k_scheduler(sched, x.clone(), generator=torch.Generator().manual_seed(SEED))
+    ref = _run_k_scheduler(sched, x.clone(), generator=torch.Generator().manual_seed(SEED + 1))   # CPU: seed + 1
     _assert_close(sample(ve_denoiser, x.clone(), sigmas, "euler_ancestral", SEED), ref, 1e-4, "euler_ancestral")
 
 
@@ -128,5 +128,6 @@ def test_ddim_matches_ddim_eta0():
 
 def test_ddpm_matches_ddpm_posterior_with_the_same_noise_stream():
     sched = DDPMScheduler(**BETAS, clip_sample=False, variance_type="fixed_small")
-    sigmas, x, ref = _vp_table_run(sched, 10, torch.Generator().manual_seed(SEED))
+    # our CPU per-step stream is seeded with seed + 1 (ComfyUI 0.10.0's default noise sampler)
+    sigmas, x, ref = _vp_table_run(sched, 10, torch.Generator().manual_seed(SEED + 1))
     _assert_close(sample(ve_denoiser, x.clone(), sigmas, "ddpm", SEED), ref, 1e-4, "ddpm")
