@@ -1,0 +1,68 @@
+"""Write workflows_json/minimax_h3_t2v_video_only.ui.json from workflows_json/minimax_h3_t2v_video_only.json:
+
+    python scripts/minimax_h3_workflow.py
+
+The API file is the core of the web UI's MiniMax H3 image-to-video template's subgraph (video_minimax_h3_i2v of
+the installed comfyui-workflow-templates-json: its loaders, MiniMaxH3ImageToVideo, RandomNoise, res_multistep,
+the simple scheduler, BasicGuider, SamplerCustomAdvanced, VAEDecode, CreateVideo at 24 fps, SaveVideo) run as
+text-to-video and video only: no first frame, no audio VAE branch, no LoRA switch, the tiny demo files, 64x32
+pixels, 22 frames, 4 steps. The UI file is the same graph in the web UI's format: one node per API node, widget
+values in each class's input order, a link per connection; the script checks that ui_to_api gives the API file
+back."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+OUT = REPO / "workflows_json" / "minimax_h3_t2v_video_only"
+
+
+def to_ui(api: dict, registry) -> dict:
+    nodes, links = [], []
+    ids = {key: int(key) for key in api}
+    for key, node in api.items():
+        spec = registry.node_info(node["class_type"])["input"]
+        inputs, widgets = [], []
+        for group in ("required", "optional"):
+            for name, options in spec.get(group, {}).items():
+                value = node["inputs"].get(name)
+                if isinstance(value, list):
+                    link_id = len(links) + 1
+                    links.append([link_id, ids[value[0]], value[1], ids[key], len(inputs), options[0]])
+                    inputs.append({"name": name, "type": options[0], "link": link_id})
+                elif name in node["inputs"]:
+                    widgets.append(value)
+                    if len(options) > 1 and isinstance(options[1], dict) and options[1].get("control_after_generate"):
+                        widgets.append("fixed")
+        nodes.append({"id": ids[key], "type": node["class_type"], "mode": 0, "inputs": inputs, "outputs": [],
+                      "widgets_values": widgets, "properties": {}})
+    for link in links:
+        origin = next(n for n in nodes if n["id"] == link[1])
+        while len(origin["outputs"]) <= link[2]:
+            origin["outputs"].append({"name": "", "type": link[5], "links": []})
+        origin["outputs"][link[2]]["links"].append(link[0])
+    return {"last_node_id": max(ids.values()), "last_link_id": len(links), "nodes": nodes, "links": links,
+            "version": 0.4}
+
+
+def main() -> None:
+    from comfy_bridge import compat
+    from comfy_bridge.formats import ui_to_api
+    from comfy_bridge.registry import NodeRegistry
+    compat.install()
+    import nodes
+    registry = NodeRegistry()
+    registry.add_builtin(nodes.NODE_CLASS_MAPPINGS)
+    api = json.loads(OUT.with_suffix(".json").read_text())
+    ui = to_ui(api, registry)
+    back = {k: {"class_type": v["class_type"], "inputs": v["inputs"]} for k, v in ui_to_api(ui, registry).items()}
+    if back != api:
+        raise SystemExit(f"the UI file does not convert back to the API file: {back}")
+    OUT.with_suffix(".ui.json").write_text(json.dumps(ui, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
