@@ -203,8 +203,8 @@ def base_venv(work: Path) -> tuple[Path, str]:
     if not (venv / "bin" / "python").exists():
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
         subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "-e", str(tree)], check=True)
-    else:   # the venv holds the dependencies already; point its editable install at the new copy
-        subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "--no-deps", "-e", str(tree)], check=True)
+    else:   # point its editable install at the new copy; pip adds only dependencies HEAD added since
+        subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "-e", str(tree)], check=True)
     return venv, commit
 
 
@@ -268,6 +268,7 @@ def run_pack(pack: dict, work: Path, mirrors: Path | None, base: Path, models: P
             | {"torchvision_by_hand": TORCHVISION_FALLBACK}
     result["install"] = install
     add_demo_models(models, ws)
+    out.unlink(missing_ok=True)   # a probe that dies before writing must not leave an earlier run's result
     try:
         probe = subprocess.run([python, str(Path(__file__).resolve()), "probe", "--workspace", str(ws),
                                 "--pack", folder, "--out", str(out)], capture_output=True, text=True, env=env,
