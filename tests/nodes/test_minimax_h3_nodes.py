@@ -158,3 +158,21 @@ def test_sigma_shift_reaches_the_schedule_and_the_model(workspace):
         denoised = x - s * v
         x = x + (x - denoised) / s * (s_next - s)
     torch.testing.assert_close(video, x, atol=1e-5, rtol=1e-5)
+
+
+def test_block_sparse_attention_is_dense_on_cpu(workspace):
+    """ComfyUI runs every attention call dense off CUDA: the MODEL comes back unchanged; vsa needs MiniMax H3."""
+    from cluster.refs import ModelRef
+
+    async def run():
+        (model,) = await _call("UNETLoader", unet_name=FILES["transformer"].split("/")[1], weight_dtype="default")
+        (patched,) = await _call("BlockSparseAttention", model=model, selection="sol-attn", start_percent=0.2,
+                                 end_percent=1.0, **{"selection.tau": 1.3})
+        (vsa,) = await _call("BlockSparseAttention", model=model, selection="vsa", start_percent=0.0,
+                             end_percent=1.0, **{"selection.keep_percent": 10.0})
+        return model, patched, vsa
+    model, patched, vsa = asyncio.run(run())
+    assert patched == model and vsa == model
+    other = ModelRef("diffusion_model", "sd1", ("x.safetensors",), ("0",))
+    with pytest.raises(ValueError, match="VSA selection needs a MiniMax-H3 model"):
+        asyncio.run(_call("BlockSparseAttention", model=other, selection="vsa", start_percent=0.0, end_percent=1.0))
