@@ -23,6 +23,10 @@ from tests.e2e.test_samplers_on_executors import render_on_server
 REPO = Path(__file__).resolve().parents[2]
 FIXTURE = json.loads((REPO / "tests" / "models" / "fixtures" / "comfyui_qwen_image.json").read_text())
 RECORDED = FIXTURE["workflow"]
+# Variants whose sampler draws noise at every step, recorded on ComfyUI 0.10.0 (its CPU noise sampler takes
+# seed + 1, 0.3.64's the seed): these replace 0.3.64's recordings of the same variants.
+FIXTURE_010 = json.loads((REPO / "tests" / "models" / "fixtures" / "comfyui_qwen_image_010.json").read_text())
+VARIANTS = {**FIXTURE["variants"], **FIXTURE_010["variants"]}
 
 
 def comfyui_images(recorded: dict) -> list[np.ndarray]:
@@ -104,7 +108,7 @@ def test_qwen_image_latents_have_comfyuis_frame_axis(demo_workspace, fixed_threa
     assert not torch.equal(second, encoded)
 
 
-@pytest.mark.parametrize("variant", sorted(FIXTURE["variants"]))
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_workflow_variants_give_comfyuis_images(demo_workspace, fixed_threads, variant: str) -> None:
     """Variants of the workflow ComfyUI ran too: odd latent sizes with a batch of two, the model's own sampling
     (ModelSamplingFlux 1.15) with dpmpp_2m/karras, cfg 1 with euler_ancestral/beta and a prompt with weighting
@@ -116,7 +120,8 @@ def test_workflow_variants_give_comfyuis_images(demo_workspace, fixed_threads, v
 
     from comfy_bridge.cli.run import run_prompt
     from comfy_bridge.registry import build_registry
-    recorded = FIXTURE["variants"][variant]
+    assert FIXTURE_010["files"] == FIXTURE["files"], "the two recordings were made on different files"
+    recorded = VARIANTS[variant]
     paths = asyncio.run(run_prompt(recorded["prompt"], None, build_registry(demo_workspace), show_progress=False))
     ours = [np.asarray(Image.open(p)) for p in paths]
     theirs = comfyui_images(recorded)
