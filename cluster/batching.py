@@ -15,12 +15,13 @@ the head groups ready invocations with equal tags up to the model's batch-size c
 one executor as one message; the executor merges, runs once, splits, and charges each request its
 share of the measured time (`charge_shares`). A merged run that fails is re-run part by part.
 """
+
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 
@@ -31,6 +32,7 @@ from cluster.refs import ModelRef
 @dataclass(frozen=True)
 class Call:
     """One invocation as the head holds it: which ModelFn on which weights, tensors and plain params."""
+
     fn: str
     ref: ModelRef | None
     inputs: dict[str, torch.Tensor | None]
@@ -45,12 +47,13 @@ class Call:
 @dataclass(frozen=True)
 class Merged:
     """The batched call and what `split` needs to cut its outputs back."""
+
     fn: str
     ref: ModelRef
     inputs: dict[str, torch.Tensor | None]
     params: dict[str, Any]
     sizes: tuple[int, ...]
-    ndim: int                    # x's rank: tensors of this rank are per sample, one more is a history stack
+    ndim: int  # x's rank: tensors of this rank are per sample, one more is a history stack
 
 
 def freeze(value: Any) -> Hashable:
@@ -61,7 +64,7 @@ def freeze(value: Any) -> Hashable:
         return ("seq", tuple(freeze(v) for v in value))
     if isinstance(value, torch.Tensor):
         return ("tensor", str(value.dtype), tuple(value.shape), tuple(value.flatten().tolist()))
-    hash(value)                  # raises TypeError for anything else unhashable
+    hash(value)  # raises TypeError for anything else unhashable
     return value
 
 
@@ -112,8 +115,9 @@ def layout_key(cls: type[ModelFn], call: Call, unbatched_params: Sequence[str] =
     return (call.fn, call.ref.key, params, tuple(layout))
 
 
-def batch_tag(fn: str, ref: ModelRef | None, inputs: dict[str, torch.Tensor | None],
-              params: dict[str, Any]) -> tuple[str | None, int]:
+def batch_tag(
+    fn: str, ref: ModelRef | None, inputs: dict[str, torch.Tensor | None], params: dict[str, Any]
+) -> tuple[str | None, int]:
     """What the head groups by: a short digest of `batch_key` (None: the call runs alone) and the
     call's samples. The key's repr is deterministic: tensors were frozen into numbers, and an object
     without a value repr only makes the keys differ, never equal by accident."""
@@ -128,7 +132,7 @@ def plan_batches(calls: Sequence[Call], max_batch: int) -> list[list[int]]:
     """Group the calls (indices, in arrival order) into batches of compatible calls holding at most
     `max_batch` samples; a call that cannot be batched, or is larger than the cap, runs alone."""
     groups: list[list[int]] = []
-    open_group: dict[Hashable, int] = {}       # key -> index in `groups` of the batch still filling
+    open_group: dict[Hashable, int] = {}  # key -> index in `groups` of the batch still filling
     load: list[int] = []
     for i, call in enumerate(calls):
         key = batch_key(call)
@@ -165,8 +169,9 @@ def merge(calls: Sequence[Call]) -> Merged:
         elif kind == "history":
             inputs[name] = torch.cat([c.inputs[name] for c in calls], dim=1)
         else:
-            inputs[name] = torch.cat([c.inputs[name].expand(n, *c.inputs[name].shape[1:])
-                                      for c, n in zip(calls, sizes)], dim=0)
+            inputs[name] = torch.cat(
+                [c.inputs[name].expand(n, *c.inputs[name].shape[1:]) for c, n in zip(calls, sizes)], dim=0
+            )
     return Merged(first.fn, first.ref, inputs, dict(first.params), sizes, ndim)
 
 
@@ -182,7 +187,7 @@ def split(merged: Merged, outputs: dict[str, torch.Tensor | None]) -> list[dict[
         elif t.ndim == merged.ndim + 1 and t.shape[1] == total:
             pieces = [p.contiguous() for p in t.split(list(merged.sizes), dim=1)]
         elif t.numel() <= 16:
-            pieces = [t] * len(parts)        # a per-step scalar: the same for every request
+            pieces = [t] * len(parts)  # a per-step scalar: the same for every request
         else:
             raise ValueError(f"split: output {name!r} of shape {tuple(t.shape)} does not follow the batch")
         for part, piece in zip(parts, pieces):

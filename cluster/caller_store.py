@@ -10,6 +10,7 @@ is garbage-collected, or at once if the copy was modified in place (its bytes no
 References are released from a queue drained on the next call, never from inside a finalizer: a
 finalizer may run during garbage collection while a reference-count lock is held in the same thread.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -30,13 +31,25 @@ from cluster.dataplane.tensor_store import TensorHandle, TensorStore, dtype_name
 def _version(t: torch.Tensor) -> int:
     try:
         return t._version
-    except RuntimeError:   # an inference tensor has no version counter: never assume it unchanged
+    except RuntimeError:  # an inference tensor has no version counter: never assume it unchanged
         return -1
 
 
 def to_meta(h: TensorHandle) -> m.TensorMeta:
-    return m.TensorMeta(h.segment, h.offset, h.dtype, list(h.shape), h.nbytes, h.owner, h.refs, h.slot,
-                        h.generation, h.pe, h.host, h.addr)
+    return m.TensorMeta(
+        h.segment,
+        h.offset,
+        h.dtype,
+        list(h.shape),
+        h.nbytes,
+        h.owner,
+        h.refs,
+        h.slot,
+        h.generation,
+        h.pe,
+        h.host,
+        h.addr,
+    )
 
 
 class CallerStore:
@@ -56,7 +69,7 @@ class CallerStore:
         # a normal tensor even inside inference mode, so in-place changes bump its version counter
         with torch.inference_mode(False):
             out = torch.empty(tuple(handle.shape), dtype=dtype_named(handle.dtype))
-        self.store.pull_into(handle, out)   # shared memory on this host, the producer's data socket from another
+        self.store.pull_into(handle, out)  # shared memory on this host, the producer's data socket from another
         if handle.refs:
             key = id(out)
             with self._lock:
@@ -65,7 +78,7 @@ class CallerStore:
         return out
 
     def _forget(self, key: int) -> None:
-        entry = self._pulled.pop(key, None)   # dict.pop is atomic: no lock inside a finalizer
+        entry = self._pulled.pop(key, None)  # dict.pop is atomic: no lock inside a finalizer
         if entry is not None:
             self._released.put(entry[1])
 
@@ -99,18 +112,18 @@ class CallerStore:
                 self.forwarded += 1
                 return handle
             except SegmentError:
-                pass   # its producer freed it or was lost: send our own copy
+                pass  # its producer freed it or was lost: send our own copy
         return self.store.publish(t, readers=1)
 
     def release(self, handle: TensorHandle) -> None:
         try:
             self.store.release(handle)
         except SegmentError:
-            pass   # its producer is gone, and the tensor with it
+            pass  # its producer is gone, and the tensor with it
 
     def collect(self) -> None:
         self.release_dropped()
-        with self.store._lock:   # publish collects under the same lock
+        with self.store._lock:  # publish collects under the same lock
             self.store.collect()
 
     def drop_peer(self, prefix: str) -> None:
@@ -129,8 +142,11 @@ _store_lock = threading.Lock()
 def caller_pulls() -> dict[str, int]:
     """How this process's caller store read other producers' outputs: through shared memory, over TCP."""
     stats = _store.store.stats if _store is not None else None
-    return {"shm": stats.shm_pulls if stats else 0, "tcp": stats.tcp_pulls if stats else 0,
-            "tcp_bytes": stats.tcp_bytes if stats else 0}
+    return {
+        "shm": stats.shm_pulls if stats else 0,
+        "tcp": stats.tcp_pulls if stats else 0,
+        "tcp_bytes": stats.tcp_bytes if stats else 0,
+    }
 
 
 def caller_store() -> CallerStore:

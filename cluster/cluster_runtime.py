@@ -11,6 +11,7 @@ If outputs vanish before they are read (their executor was lost right after fini
 forwarded input's producer is lost before the consumer read it, the invocation is run again with
 the caller's own copies: ModelFns are deterministic, so the re-run gives the same tensors.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -38,15 +39,21 @@ def _discard(store: CallerStore, future: cf.Future) -> None:
 
 
 class ClusterRuntime(Runtime):
-    def __init__(self, head: Head, tenant: str = "default", request_id: str | None = None,
-                 deadline_s: float | None = None, max_reads: int = 3) -> None:
+    def __init__(
+        self,
+        head: Head,
+        tenant: str = "default",
+        request_id: str | None = None,
+        deadline_s: float | None = None,
+        max_reads: int = 3,
+    ) -> None:
         self.head = head
         self.tenant = tenant
         self.request_id = request_id or uuid.uuid4().hex
         self.deadline_s = deadline_s
         self.max_reads = max_reads
 
-    def bind(self, tenant: str, request_id: str) -> "ClusterRuntime":
+    def bind(self, tenant: str, request_id: str) -> ClusterRuntime:
         """The same cluster, charging `tenant` and grouping calls under `request_id`."""
         return ClusterRuntime(self.head, tenant, request_id, self.deadline_s, self.max_reads)
 
@@ -55,27 +62,42 @@ class ClusterRuntime(Runtime):
         store = caller_store()
         self.head.watch_lost(store.drop_peer)
         ip = self.head.data_ip
-        if ip is not None:   # executors elsewhere read the caller's tensors over its data socket
+        if ip is not None:  # executors elsewhere read the caller's tensors over its data socket
             store.store.serve(ip, self.head.secret)
         return store
 
-    def _batch_tag(self, fn: str, model: ModelRef | None, inputs: dict[str, torch.Tensor | None],
-                   params: dict[str, Any]) -> tuple[str | None, int]:
+    def _batch_tag(
+        self, fn: str, model: ModelRef | None, inputs: dict[str, torch.Tensor | None], params: dict[str, Any]
+    ) -> tuple[str | None, int]:
         if model is None or self.head.batch_size(model.key) <= 1 or not batchable(fn):
             return None, 1
         return batch_tag(fn, model, inputs, params)
 
-    def _submit(self, fn: str, model: ModelRef | None, inputs: dict[str, torch.Tensor | None],
-                params: dict[str, Any], handles: dict[str, TensorHandle], tag: tuple[str | None, int]) -> cf.Future:
+    def _submit(
+        self,
+        fn: str,
+        model: ModelRef | None,
+        inputs: dict[str, torch.Tensor | None],
+        params: dict[str, Any],
+        handles: dict[str, TensorHandle],
+        tag: tuple[str | None, int],
+    ) -> cf.Future:
         key = model.key if model is not None else ""
         shapes = shape_signature(inputs)
         return self.head.submit(
-            tenant=self.tenant, request=self.request_id, fn=fn, model_key=key,
+            tenant=self.tenant,
+            request=self.request_id,
+            fn=fn,
+            model_key=key,
             payload=pickle.dumps((model, params), protocol=pickle.HIGHEST_PROTOCOL),
             inputs={k: to_meta(h) for k, h in handles.items()},
-            nulls=[k for k, v in inputs.items() if v is None], shapes=shapes,
+            nulls=[k for k, v in inputs.items() if v is None],
+            shapes=shapes,
             remaining_s=remaining_critical_path(fn, inputs, params, self.head.costs, key, shapes),
-            deadline_s=self.deadline_s, batch_key=tag[0], batch_size=tag[1])
+            deadline_s=self.deadline_s,
+            batch_key=tag[0],
+            batch_size=tag[1],
+        )
 
     def _read(self, store: CallerStore, result: Result) -> dict[str, torch.Tensor | None]:
         out: dict[str, torch.Tensor | None] = {}
@@ -90,8 +112,13 @@ class ClusterRuntime(Runtime):
         out.update({k: None for k in result.nulls})
         return out
 
-    async def call(self, fn: str, model: ModelRef | None, inputs: dict[str, torch.Tensor | None],
-                   params: dict[str, Any] | None = None) -> dict[str, torch.Tensor]:
+    async def call(
+        self,
+        fn: str,
+        model: ModelRef | None,
+        inputs: dict[str, torch.Tensor | None],
+        params: dict[str, Any] | None = None,
+    ) -> dict[str, torch.Tensor]:
         params = params or {}
         store = self.store
         store.collect()
@@ -122,8 +149,13 @@ class ClusterRuntime(Runtime):
                 store.release(h)
         raise AssertionError("unreachable")
 
-    def call_sync(self, fn: str, model: ModelRef | None, inputs: dict[str, torch.Tensor | None],
-                  params: dict[str, Any] | None = None) -> dict[str, torch.Tensor]:
+    def call_sync(
+        self,
+        fn: str,
+        model: ModelRef | None,
+        inputs: dict[str, torch.Tensor | None],
+        params: dict[str, Any] | None = None,
+    ) -> dict[str, torch.Tensor]:
         """`call` for code without an event loop (scripts, benchmarks)."""
         return asyncio.run(self.call(fn, model, inputs, params))
 

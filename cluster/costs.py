@@ -5,9 +5,11 @@ on completion; the same measurements feed these estimates. Lookups fall back fro
 (fn, model, shapes) key to (fn, model), then fn, then a default, so a new shape is priced like its
 nearest known relative instead of at zero.
 """
+
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 DEFAULT_ESTIMATE_S = 0.05
 
@@ -51,8 +53,9 @@ class CostModel:
         return self._count.get((fn, model_key, shapes), 0)
 
 
-def remaining_critical_path(fn: str, inputs: Mapping[str, Any], params: Mapping[str, Any],
-                            costs: CostModel, model_key: str, shapes: tuple) -> float:
+def remaining_critical_path(
+    fn: str, inputs: Mapping[str, Any], params: Mapping[str, Any], costs: CostModel, model_key: str, shapes: tuple
+) -> float:
     """Work of the request still to come after this invocation, along its critical path.
 
     Only the denoising loop is known from one call (the sigmas and the step index say how many steps

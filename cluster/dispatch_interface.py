@@ -2,6 +2,7 @@
 simulator on its event clock), after vLLM's v1/core/sched/interface.py: every method says what it
 promises. `cluster.dispatcher.Dispatcher` is the one implementation; the shells own the executors,
 the transport and the clock, the policy owns what is ready, parked and forming."""
+
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
@@ -15,9 +16,10 @@ from cluster.scheduler import Invocation
 class ExecutorView(Protocol):
     """An executor as the policy sees it. The shell owns and updates it: `load` counts what runs or
     is held there, and must include an assignment as soon as the shell has applied it."""
+
     id: str
-    cached_models: set[str]          # models whose weights it holds (placement and warm wait)
-    draining: bool                   # takes no new work (aborted dispatches, or lost)
+    cached_models: set[str]  # models whose weights it holds (placement and warm wait)
+    draining: bool  # takes no new work (aborted dispatches, or lost)
 
     @property
     def load(self) -> int: ...
@@ -50,6 +52,7 @@ class LoadCosts(Protocol):
 class Assignment:
     """One decision: run `invocations` on `executor`, as one call when there are several (a batch).
     `load_s` is the load time charged for it (0: the executor holds the weights)."""
+
     executor: ExecutorView
     invocations: tuple[Invocation, ...]
     load_s: float = 0.0

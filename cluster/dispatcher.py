@@ -35,6 +35,7 @@ plans replicas for (the scaling controller's floors) first, then the most expect
 expectation yet, every model the shell knows of. The simulator applies it to its modelled layer
 caches, the head sends it to its executors (`messages.Preload`, cluster.preloader).
 """
+
 from __future__ import annotations
 
 import collections
@@ -50,6 +51,7 @@ from cluster.warm_wait import Parked, WarmWaitPolicy, pick_parked, should_park
 @dataclass(eq=False)
 class Batch:
     """Invocations taken to run as one call, waiting until full, its window closes, or an executor is free."""
+
     key: str
     cap: int
     until: float
@@ -71,10 +73,18 @@ def preload_order(expected: Mapping[str, float], floors: Mapping[str, int], know
 
 
 class Dispatcher(DispatchPolicy):
-    def __init__(self, scheduler: Scheduler, loads: LoadCosts, *, slots: int = 1, max_batch: int = 1,
-                 batch_window_s: float = 0.0, warm_wait: WarmWaitPolicy | None = None,
-                 scaling: ScalingController | None = None,
-                 shed_run_s: Callable[[str, int], float] | None = None) -> None:
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        loads: LoadCosts,
+        *,
+        slots: int = 1,
+        max_batch: int = 1,
+        batch_window_s: float = 0.0,
+        warm_wait: WarmWaitPolicy | None = None,
+        scaling: ScalingController | None = None,
+        shed_run_s: Callable[[str, int], float] | None = None,
+    ) -> None:
         if max_batch < 1:
             raise ValueError("max_batch must be at least 1")
         self.scheduler = scheduler
@@ -84,17 +94,17 @@ class Dispatcher(DispatchPolicy):
         self.batch_window_s = batch_window_s
         self.warm_wait = warm_wait or WarmWaitPolicy()
         self.scaling = scaling
-        self.shed_run_s = shed_run_s                               # (model key, samples) -> run seconds
+        self.shed_run_s = shed_run_s  # (model key, samples) -> run seconds
         self._shed: list[Invocation] = []
-        self.batch_caps: dict[str, int] = {}                       # model key -> samples per batch
+        self.batch_caps: dict[str, int] = {}  # model key -> samples per batch
         self._ready_by_key: dict[str, dict[int, Invocation]] = {}  # batch key -> ready ones, arrival order
-        self._forming: list[Batch] = []                            # taken, waiting to be dispatched
-        self._open: dict[str, Batch] = {}                          # batch key -> the forming batch still filling
+        self._forming: list[Batch] = []  # taken, waiting to be dispatched
+        self._open: dict[str, Batch] = {}  # batch key -> the forming batch still filling
         # model key -> parked invocations in parking order (pick_parked compares the oldest of each)
         self._parked: dict[str, list[tuple[Parked, Invocation]]] = {}
-        self.waits_started = 0     # batches opened or invocations parked: a shell's sleep may end sooner
+        self.waits_started = 0  # batches opened or invocations parked: a shell's sleep may end sooner
         self.counters: collections.Counter[str] = collections.Counter()
-        self.expected: dict[str, float] = {}                       # model key -> demand learned of so far
+        self.expected: dict[str, float] = {}  # model key -> demand learned of so far
 
     # preloading ---------------------------------------------------------------------------------------
     def expect(self, model_key: str, n: float = 1.0) -> None:
@@ -127,7 +137,7 @@ class Dispatcher(DispatchPolicy):
         """Samples one executor may run at once for this model (1: no batching); overrides `max_batch`."""
         if n < 1:
             raise ValueError("batch size must be at least 1")
-        self.batch_caps[model_key] = int(n)   # one dict store: atomic, so the head may call it from any thread
+        self.batch_caps[model_key] = int(n)  # one dict store: atomic, so the head may call it from any thread
 
     def batch_size(self, model_key: str) -> int:
         return self.batch_caps.get(model_key, self.max_batch)
@@ -200,16 +210,22 @@ class Dispatcher(DispatchPolicy):
     def _free(self, executors: Collection[ExecutorView]) -> list[ExecutorView]:
         return [e for e in executors if not e.draining and e.load < self.slots]
 
-    def _assign(self, invs: list[Invocation], free: list[ExecutorView], executors: Collection[ExecutorView],
-                targets: dict[str, int] | None, replicas: dict[str, int] | None,
-                now: float) -> Iterator[Assignment]:
+    def _assign(
+        self,
+        invs: list[Invocation],
+        free: list[ExecutorView],
+        executors: Collection[ExecutorView],
+        targets: dict[str, int] | None,
+        replicas: dict[str, int] | None,
+        now: float,
+    ) -> Iterator[Assignment]:
         """Place one invocation, or a batch as one call, on the best free executor (a single one may be
         parked instead); `free` loses the executor once the applied assignment fills it."""
         live = []
         for inv in invs:
-            if inv.cancelled:               # its request failed while the batch was forming
+            if inv.cancelled:  # its request failed while the batch was forming
                 self.scheduler.complete(inv, None)
-            elif self._hopeless(inv, now):   # it joined a forming batch on `add`, unchecked
+            elif self._hopeless(inv, now):  # it joined a forming batch on `add`, unchecked
                 self._drop(inv)
             else:
                 live.append(inv)
@@ -220,7 +236,7 @@ class Dispatcher(DispatchPolicy):
         if len(live) == 1 and self._park(live[0], ex, executors, now):
             return
         yield self._charge(ex, live)
-        if ex.draining or ex.load >= self.slots:   # the shell applied it (or lost the executor)
+        if ex.draining or ex.load >= self.slots:  # the shell applied it (or lost the executor)
             free.remove(ex)
 
     def _charge(self, ex: ExecutorView, live: list[Invocation]) -> Assignment:
@@ -247,8 +263,9 @@ class Dispatcher(DispatchPolicy):
         load_s = self.loads.load_s(ex, inv)
         if load_s is None:
             return False
-        free_in = [e.free_in(now) for e in executors
-                   if key in e.cached_models and not e.draining and e.load >= self.slots]
+        free_in = [
+            e.free_in(now) for e in executors if key in e.cached_models and not e.draining and e.load >= self.slots
+        ]
         queue = self._parked.get(key)
         if not should_park(load_s, free_in, len(queue) if queue else 0, self.warm_wait):
             return False
@@ -261,7 +278,7 @@ class Dispatcher(DispatchPolicy):
         for key, queue in list(self._parked.items()):
             live = []
             for p, inv in queue:
-                if inv.cancelled:           # its request failed while it was parked
+                if inv.cancelled:  # its request failed while it was parked
                     self.scheduler.complete(inv, None)
                 else:
                     live.append((p, inv))
@@ -279,7 +296,7 @@ class Dispatcher(DispatchPolicy):
             heads = []
             for k in keys:
                 p, inv = self._parked[k][0]
-                load_s = self.loads.load_s(ex, inv)   # on this executor, now (its cache may hold part)
+                load_s = self.loads.load_s(ex, inv)  # on this executor, now (its cache may hold part)
                 heads.append(Parked(k, p.since, p.load_s if load_s is None else load_s))
             i = pick_parked(heads, ex.cached_models, now)
             if i is None:
@@ -297,7 +314,7 @@ class Dispatcher(DispatchPolicy):
         if inv.batch_key is not None:
             self._ready_by_key.setdefault(inv.batch_key, {})[inv.id] = inv
             batch = self._open.get(inv.batch_key)
-            if batch is not None:           # a batch of this key is waiting: join it now
+            if batch is not None:  # a batch of this key is waiting: join it now
                 self._fill(batch, None)
 
     def _unindex(self, inv: Invocation) -> None:
@@ -316,7 +333,7 @@ class Dispatcher(DispatchPolicy):
         for inv_id in list(ready):
             inv = ready[inv_id]
             if inv.cancelled:
-                del ready[inv_id]           # its request failed; the scheduler skips it when reached
+                del ready[inv_id]  # its request failed; the scheduler skips it when reached
                 continue
             if batch.samples + inv.batch_size > batch.cap:
                 break

@@ -13,6 +13,7 @@ engine-core process drive the same `EngineCore`:
 
 Both get the same budget, layer cache and batching; only the tensors' way in and out differs.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -21,10 +22,10 @@ import tempfile
 import time
 import traceback
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 import psutil
 import torch
@@ -102,6 +103,7 @@ def default_host_bytes(device: str, memory_budget: int, share: int = 1) -> int:
 class Part:
     """One invocation as the core sees it. `inputs` is what the run's `TensorIO` pulls from: tensor
     metadata in the executor process, the tensors themselves in-process."""
+
     ref: ModelRef | None
     params: dict[str, Any]
     inputs: dict[str, Any]
@@ -110,18 +112,18 @@ class Part:
 
 @dataclass
 class Ran:
-    outputs: Any            # what the TensorIO's `deliver` made of the outputs (handles, or the tensors)
-    nulls: list[str]        # outputs that were None
-    measured_s: float       # this part's share of the run's measured time
+    outputs: Any  # what the TensorIO's `deliver` made of the outputs (handles, or the tensors)
+    nulls: list[str]  # outputs that were None
+    measured_s: float  # this part's share of the run's measured time
     wall_s: float
-    load_s: float           # part of the wall time spent loading the model from its files
-    batch: int = 1          # parts that shared the run
-    batch_s: float = 0.0    # measured time of the whole shared run (0.0: the part ran alone)
+    load_s: float  # part of the wall time spent loading the model from its files
+    batch: int = 1  # parts that shared the run
+    batch_s: float = 0.0  # measured time of the whole shared run (0.0: the part ran alone)
 
 
 @dataclass
 class Fault:
-    error: Exception        # raised again by an in-process caller, so its type survives
+    error: Exception  # raised again by an in-process caller, so its type survives
     traceback: str
     measured_s: float
     lost_input: bool = False  # an input's producer was gone: the caller re-sends it
@@ -130,10 +132,10 @@ class Fault:
 @dataclass(frozen=True)
 class CoreStats:
     budget: BudgetSnapshot
-    loads: int              # models built from their files (cache misses)
-    hits: int               # runs whose model was already loaded
-    evictions: int          # layers evicted under the budget so far
-    resident: list[str]     # ModelRef keys whose first layer is resident
+    loads: int  # models built from their files (cache misses)
+    hits: int  # runs whose model was already loaded
+    evictions: int  # layers evicted under the budget so far
+    resident: list[str]  # ModelRef keys whose first layer is resident
 
 
 class TensorIO(ABC):
@@ -190,8 +192,7 @@ class ExecutorCore:
     thread count (one: the calling thread's CPU time; several: the process's), or None for the wall
     time (in-process, where node bodies share the process's CPU)."""
 
-    def __init__(self, budget: MemoryBudget, cache: LayerCache, device: str = "cpu",
-                 threads: int | None = 1) -> None:
+    def __init__(self, budget: MemoryBudget, cache: LayerCache, device: str = "cpu", threads: int | None = 1) -> None:
         self.budget, self.device, self.threads = budget, device, threads
         self.peaks = ActivationPeaks()
         # measures each call's activation peak where the allocator can tell (a GPU); tests may set another
@@ -201,17 +202,26 @@ class ExecutorCore:
         self._weights_tmp: tempfile.TemporaryDirectory | None = None
 
     @classmethod
-    def in_process(cls, device: str = "cpu", memory_budget: int | None = None,
-                   host_bytes: int | None = None, weights_dir: str | Path | None = None) -> "ExecutorCore":
+    def in_process(
+        cls,
+        device: str = "cpu",
+        memory_budget: int | None = None,
+        host_bytes: int | None = None,
+        weights_dir: str | Path | None = None,
+    ) -> ExecutorCore:
         """A core of its own, without an arena (nothing is exchanged through shared memory): budget and
         layer cache as an executor's on `device`, whole models past `host_bytes` spilling to `weights_dir`
         (a temporary folder, removed with the process, when not given)."""
         budget = MemoryBudget(default_memory_budget(device) if memory_budget is None else memory_budget)
         tmp = tempfile.TemporaryDirectory(prefix="comfy-cluster-weights-") if weights_dir is None else None
-        cache = build_layer_cache(budget, device, weights_dir or tmp.name,
-                                  default_host_bytes(device, budget.total) if host_bytes is None else host_bytes)
+        cache = build_layer_cache(
+            budget,
+            device,
+            weights_dir or tmp.name,
+            default_host_bytes(device, budget.total) if host_bytes is None else host_bytes,
+        )
         core = cls(budget, cache, device, threads=None)
-        core._weights_tmp = tmp   # the folder lives (and is removed) with the core
+        core._weights_tmp = tmp  # the folder lives (and is removed) with the core
         return core
 
     def fn(self, name: str) -> ModelFn:
@@ -221,8 +231,13 @@ class ExecutorCore:
         return fn
 
     def stats(self) -> CoreStats:
-        return CoreStats(self.budget.snapshot(), self.models.loads, self.models.hits,
-                         len(self.models.cache.evictions), self.models.resident())
+        return CoreStats(
+            self.budget.snapshot(),
+            self.models.loads,
+            self.models.hits,
+            len(self.models.cache.evictions),
+            self.models.resident(),
+        )
 
     def free_idle_weights(self) -> int:
         """Evict every cached layer of the models not running now; returns the bytes given back."""
@@ -241,8 +256,13 @@ class ExecutorCore:
         try:
             return self._run_merged(fn_name, parts, io)
         except Exception as e:
-            log.warning("merged run of %d %r parts failed (%s: %s); running them one by one",
-                        len(parts), fn_name, type(e).__name__, e)
+            log.warning(
+                "merged run of %d %r parts failed (%s: %s); running them one by one",
+                len(parts),
+                fn_name,
+                type(e).__name__,
+                e,
+            )
             return [self._run_one(fn_name, p, io) for p in parts]
 
     # -----------------------------------------------------------------------------------------------
@@ -268,8 +288,11 @@ class ExecutorCore:
         """(model, load seconds) resident for one execute, with its activations reserved beside it: as
         measured for this ModelFn and input size before, else the inputs' bytes (measured now)."""
         model = self.models.use(fn, ref) if ref is not None else contextlib.nullcontext((None, 0.0))
-        with torch.inference_mode(), model as (weights, load_s), \
-                self.budget.reserve(self.peaks.charge(fn.name, input_bytes)):
+        with (
+            torch.inference_mode(),
+            model as (weights, load_s),
+            self.budget.reserve(self.peaks.charge(fn.name, input_bytes)),
+        ):
             if self.peak_probe is not None:
                 self.peak_probe.start()
             yield weights, load_s
@@ -293,16 +316,20 @@ class ExecutorCore:
             measured, wall = self._measured(t_wall, t_clock)
             return Ran(delivered, [k for k, v in out.items() if v is None], measured, wall, load_s)
         except Exception as e:  # reported to the caller, which raises it
-            return Fault(e, traceback.format_exc(), self._clock() - t_clock,
-                         lost_input=stage == "inputs" and isinstance(e, SegmentError))
+            return Fault(
+                e,
+                traceback.format_exc(),
+                self._clock() - t_clock,
+                lost_input=stage == "inputs" and isinstance(e, SegmentError),
+            )
 
     def _run_merged(self, fn_name: str, parts: Sequence[Part], io: TensorIO) -> list[Ran]:
         t_wall, t_clock = time.perf_counter(), self._clock()
         fn = self.fn(fn_name)
         with io.scope():
             calls = [Call(fn_name, p.ref, io.inputs(fn, p), p.params) for p in parts]
-            merged = merge(calls)            # ValueError when the parts are not compatible after all
-            activations = 2 * sum(io.input_bytes(p) for p in parts)   # inputs + merged copy
+            merged = merge(calls)  # ValueError when the parts are not compatible after all
+            activations = 2 * sum(io.input_bytes(p) for p in parts)  # inputs + merged copy
             with self._resident(fn, merged.ref, activations) as (model, load_s):
                 outs = retry_after_oom(lambda: run_merged(fn, model, merged), self.free_idle_weights)
             self._sync()
@@ -310,6 +337,15 @@ class ExecutorCore:
         io.finish()
         measured, wall = self._measured(t_wall, t_clock)
         shares = charge_shares(merged.sizes, measured)
-        return [Ran(d, [k for k, v in out.items() if v is None], share, wall, load_s if i == 0 else 0.0,
-                    len(parts), measured)
-                for i, (d, out, share) in enumerate(zip(delivered, outs, shares))]
+        return [
+            Ran(
+                d,
+                [k for k, v in out.items() if v is None],
+                share,
+                wall,
+                load_s if i == 0 else 0.0,
+                len(parts),
+                measured,
+            )
+            for i, (d, out, share) in enumerate(zip(delivered, outs, shares))
+        ]

@@ -8,12 +8,14 @@ a partly resident one starts at once while its remaining layers stream in (prefi
 wrapper object keeps pointing at the same module objects, whose parameters the cache rebinds.
 Objects without modules (tokenizers only, None) are kept as they are.
 """
+
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 from torch import nn
 
@@ -27,7 +29,7 @@ def modules_of(obj: Any) -> dict[str, nn.Module]:
     if isinstance(obj, nn.Module):
         return {"model": obj}
     found: dict[str, nn.Module] = {}
-    for name, value in (vars(obj).items() if hasattr(obj, "__dict__") else ()):
+    for name, value in vars(obj).items() if hasattr(obj, "__dict__") else ():
         if isinstance(value, nn.Module):
             found[name] = value
         elif isinstance(value, dict):
@@ -47,11 +49,11 @@ def _tied(module: nn.Module) -> bool:
 class ExecutorModels:
     def __init__(self, cache: LayerCache) -> None:
         self.cache = cache
-        self._loaded: dict[str, tuple[Any, bool]] = {}   # cache key -> (object, its weights are managed)
-        self._ref_keys: dict[str, str] = {}              # cache key -> ModelRef.key (what the head sees)
-        self.loads = 0      # models built from their files (misses)
-        self.hits = 0       # uses of a model already built (its layers may still have to stream in)
-        self.prebuilt = 0   # models built ahead of their first use (cluster.preloader)
+        self._loaded: dict[str, tuple[Any, bool]] = {}  # cache key -> (object, its weights are managed)
+        self._ref_keys: dict[str, str] = {}  # cache key -> ModelRef.key (what the head sees)
+        self.loads = 0  # models built from their files (misses)
+        self.hits = 0  # uses of a model already built (its layers may still have to stream in)
+        self.prebuilt = 0  # models built ahead of their first use (cluster.preloader)
         # one build per key at a time: a run waits for the preloader's build of its model, not a second one
         self._building: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
@@ -67,15 +69,15 @@ class ExecutorModels:
         with self._guard:
             lock = self._building.setdefault(key, threading.Lock())
         with lock:
-            if key in self._loaded:   # another thread built it meanwhile: the wait was this caller's load
+            if key in self._loaded:  # another thread built it meanwhile: the wait was this caller's load
                 return key, time.perf_counter() - t0
-            obj = fn.load_model(on_this_machine(ref))   # the head's paths, or this machine's copies
+            obj = fn.load_model(on_this_machine(ref))  # the head's paths, or this machine's copies
             modules = modules_of(obj)
             holder = nn.ModuleDict(modules)
             managed = bool(modules) and not _tied(holder)
             if managed:
                 self.cache.register_module(key, holder)
-            else:   # tied weights stay whole, on the executor's device, charged to its budget for good
+            else:  # tied weights stay whole, on the executor's device, charged to its budget for good
                 holder.to(self.cache.device)
                 self.cache.budget.charge_weights(_nbytes(holder), evict=True, force=True)
             self._ref_keys[key] = ref.key
@@ -114,5 +116,10 @@ class ExecutorModels:
 
     def resident(self) -> list[str]:
         """ModelRef keys with at least their first layer resident (they start without waiting)."""
-        return sorted({ref for key, ref in list(self._ref_keys.items())
-                       if key in self._loaded and (not self._loaded[key][1] or 0 in self.cache.resident(key))})
+        return sorted(
+            {
+                ref
+                for key, ref in list(self._ref_keys.items())
+                if key in self._loaded and (not self._loaded[key][1] or 0 in self.cache.resident(key))
+            }
+        )

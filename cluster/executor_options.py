@@ -2,6 +2,7 @@
 
 No torch here: `serve` starts its executor processes first thing, before it imports torch and the server
 (seconds), so that they import theirs at the same time (cluster.local_cluster)."""
+
 from __future__ import annotations
 
 import os
@@ -11,7 +12,7 @@ from collections.abc import Sequence
 
 from cluster.providers import added_providers
 
-HEARTBEAT_S = 0.5   # the head's default; it tells each executor its own in the Welcome
+HEARTBEAT_S = 0.5  # the head's default; it tells each executor its own in the Welcome
 
 
 def default_address() -> str:
@@ -19,14 +20,35 @@ def default_address() -> str:
     return f"ipc://{tempfile.gettempdir()}/cc-head-{os.getpid()}-{uuid.uuid4().hex[:8]}.sock"
 
 
-def executor_argv(head: str, device: str, *, threads: int, heartbeat_s: float, device_share: int = 1,
-                  host_share: int = 1, memory_budget: int | None = None, preload: Sequence[str] = (),
-                  warm_up: bool = False) -> list[str]:
+def executor_argv(
+    head: str,
+    device: str,
+    *,
+    threads: int,
+    heartbeat_s: float,
+    device_share: int = 1,
+    host_share: int = 1,
+    memory_budget: int | None = None,
+    preload: Sequence[str] = (),
+    warm_up: bool = False,
+) -> list[str]:
     """The options of an executor a launcher starts (a local process, a Ray actor): the providers this
     process has added go with them, since what the head's process can run, its executors can run."""
-    argv = ["--head", head, "--device", device, "--device-share", str(device_share), "--host-share",
-            str(host_share), "--threads", str(threads), "--heartbeat", str(heartbeat_s)]
-    if memory_budget is not None:   # else the executor's default for its device
+    argv = [
+        "--head",
+        head,
+        "--device",
+        device,
+        "--device-share",
+        str(device_share),
+        "--host-share",
+        str(host_share),
+        "--threads",
+        str(threads),
+        "--heartbeat",
+        str(heartbeat_s),
+    ]
+    if memory_budget is not None:  # else the executor's default for its device
         argv += ["--memory-budget", str(memory_budget)]
     for mod in preload:
         argv += ["--preload", mod]

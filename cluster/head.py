@@ -37,6 +37,7 @@ its free memory with (`Dispatcher.preload_order`, the simulator's decision too);
 executor that list, when it changes, as a `Preload` naming how to load each model (the ModelFn and
 payload of its latest invocation or announcement), and the executor does the rest (cluster.preloader).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -48,8 +49,9 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import msgspec
 import zmq
@@ -57,14 +59,13 @@ import zmq
 from cluster import messages as m
 from cluster import secret as cluster_secret
 from cluster.caller_store import caller_pulls
-from cluster.dataplane import remote
-from cluster.executor_options import HEARTBEAT_S, default_address
 from cluster.costs import CostModel
+from cluster.dataplane import remote, segments
 from cluster.dataplane.refcounts import RefClient
-from cluster.dataplane import segments
 from cluster.dataplane.segments import SegmentError
 from cluster.dispatch_interface import ExecutorView
 from cluster.dispatcher import Dispatcher
+from cluster.executor_options import HEARTBEAT_S, default_address
 from cluster.nvshmem_teams import HostTeams
 from cluster.scaling import ScalingController
 from cluster.scheduler import Invocation, make_scheduler
@@ -109,20 +110,20 @@ class Result:
     measured_s: float
     wall_s: float
     attempts: int
-    batch: int = 1                   # invocations that shared the run (measured_s is this one's share)
-    batch_s: float = 0.0             # the shared run's measured time
+    batch: int = 1  # invocations that shared the run (measured_s is this one's share)
+    batch_s: float = 0.0  # the shared run's measured time
 
 
 @dataclass(eq=False)
 class Job:
-    inv: "Invocation[Job]"
-    dispatch: m.Dispatch             # dispatch_id is rewritten per attempt
+    inv: Invocation[Job]
+    dispatch: m.Dispatch  # dispatch_id is rewritten per attempt
     shapes: tuple
     future: cf.Future
     attempts: int = 0
     dispatched_at: float = 0.0
-    executor: "ExecutorState | None" = None
-    batched: bool = False            # its last dispatch was a part of a BatchDispatch
+    executor: ExecutorState | None = None
+    batched: bool = False  # its last dispatch was a part of a BatchDispatch
 
 
 @dataclass(eq=False)
@@ -143,15 +144,15 @@ class ExecutorState:
     data_address: str = ""
     reported_queue: int = 0
     inflight: dict[int, Job] = field(default_factory=dict)
-    zombies: set[int] = field(default_factory=set)   # aborted dispatches still occupying it
+    zombies: set[int] = field(default_factory=set)  # aborted dispatches still occupying it
     draining: bool = False
     completed: int = 0
-    warmed: list[str] = field(default_factory=list)   # ModelFns it warmed up before registering
+    warmed: list[str] = field(default_factory=list)  # ModelFns it warmed up before registering
     warm_s: float = 0.0
-    pulls: collections.Counter = field(default_factory=collections.Counter)   # its runs' input pulls
-    device_peak: int = 0     # its CUDA allocator's peak, as its last Done said
-    prefixes: dict[str, list[int]] = field(default_factory=dict)   # preloaded: model -> [resident, L_e, layers]
-    preload_sent: list[str] = field(default_factory=list)          # the last preload order sent to it
+    pulls: collections.Counter = field(default_factory=collections.Counter)  # its runs' input pulls
+    device_peak: int = 0  # its CUDA allocator's peak, as its last Done said
+    prefixes: dict[str, list[int]] = field(default_factory=dict)  # preloaded: model -> [resident, L_e, layers]
+    preload_sent: list[str] = field(default_factory=list)  # the last preload order sent to it
 
     @property
     def load(self) -> int:
@@ -172,7 +173,7 @@ class ExecutorState:
         return max(0.0, alone + batched - (now - started))
 
 
-DEFAULT_TRANSFER_BPS = 1e9    # bytes/s assumed across hosts until executors have measured a pull
+DEFAULT_TRANSFER_BPS = 1e9  # bytes/s assumed across hosts until executors have measured a pull
 
 
 class MeasuredLoads:
@@ -182,11 +183,11 @@ class MeasuredLoads:
     of the executors' TCP pulls."""
 
     def __init__(self) -> None:
-        self.measured: dict[str, float] = {}   # model key -> its latest measured load time
+        self.measured: dict[str, float] = {}  # model key -> its latest measured load time
         self.transfer_bps = DEFAULT_TRANSFER_BPS
 
     def observe_transfer(self, nbytes: int, seconds: float) -> None:
-        if nbytes >= 1 << 20 and seconds > 0:   # small pulls measure latency, not bandwidth
+        if nbytes >= 1 << 20 and seconds > 0:  # small pulls measure latency, not bandwidth
             self.transfer_bps = 0.7 * self.transfer_bps + 0.3 * nbytes / seconds
 
     def load_s(self, ex: ExecutorView, inv: Invocation) -> float | None:
@@ -240,14 +241,28 @@ def _copy_outcome(done: cf.Future, waiter: asyncio.Future) -> None:
 
 
 class Head:
-    def __init__(self, address: str | None = None, *, policy: str = "vtime", delta: float = 1.0,
-                 heartbeat_s: float = HEARTBEAT_S, lost_after_s: float = 3.0, deadline_s: float = 600.0,
-                 max_attempts: int = 3, slots_per_executor: int = 1, costs: CostModel | None = None,
-                 tick_s: float = 0.05, scaling: ScalingController | None = None, max_batch: int = 1,
-                 batch_window_s: float = 0.02, warm_wait: WarmWaitPolicy | None = None,
-                 secret: bytes | None = None, **scheduler_kw: Any) -> None:
+    def __init__(
+        self,
+        address: str | None = None,
+        *,
+        policy: str = "vtime",
+        delta: float = 1.0,
+        heartbeat_s: float = HEARTBEAT_S,
+        lost_after_s: float = 3.0,
+        deadline_s: float = 600.0,
+        max_attempts: int = 3,
+        slots_per_executor: int = 1,
+        costs: CostModel | None = None,
+        tick_s: float = 0.05,
+        scaling: ScalingController | None = None,
+        max_batch: int = 1,
+        batch_window_s: float = 0.02,
+        warm_wait: WarmWaitPolicy | None = None,
+        secret: bytes | None = None,
+        **scheduler_kw: Any,
+    ) -> None:
         self.requested_address = address or default_address()
-        self.secret = secret          # executors must prove they know it (None: any executor may join)
+        self.secret = secret  # executors must prove they know it (None: any executor may join)
         self.address = self.requested_address
         self.policy = policy
         self.delta = delta
@@ -259,15 +274,18 @@ class Head:
         self.costs = costs or CostModel()
         self.scaling = scaling or ScalingController()
         self.tick_s = tick_s
-        self.scheduler = make_scheduler(policy, delta=delta, **scheduler_kw) if policy == "vtime" \
+        self.scheduler = (
+            make_scheduler(policy, delta=delta, **scheduler_kw)
+            if policy == "vtime"
             else make_scheduler(policy, **scheduler_kw)
+        )
         self.executors: dict[str, ExecutorState] = {}
         self._by_identity: dict[bytes, ExecutorState] = {}
         self._jobs_by_request: dict[str, set[Job]] = {}
-        self._calls: collections.deque[Callable[[], None]] = collections.deque()   # deferred, see _call
-        self._wake_r, self._wake_w = socket.socketpair()   # wakes the head thread to stop
+        self._calls: collections.deque[Callable[[], None]] = collections.deque()  # deferred, see _call
+        self._wake_r, self._wake_w = socket.socketpair()  # wakes the head thread to stop
         self._lock = threading.Lock()
-        self._holder: int | None = None    # thread ident holding the lock for head work
+        self._holder: int | None = None  # thread ident holding the lock for head work
         self._next_check = 0.0
         self._ids = itertools.count(1)
         self._thread: threading.Thread | None = None
@@ -278,25 +296,32 @@ class Head:
         self.host = socket.gethostname()
         self.host_id = remote.host_id()
         self._challenges: collections.OrderedDict[bytes, tuple[bytes, bytes]] = collections.OrderedDict()
-        self._remote: remote.RemotePeers | None = None   # to release outputs on other hosts
-        self.local_cluster: Any = None     # set by start_local_cluster: the executor processes it supervises
-        self.ray_executors: Any = None     # set by start_ray_cluster: the Ray actors it places
-        self._refs = RefClient()           # to release outputs nobody will read
+        self._remote: remote.RemotePeers | None = None  # to release outputs on other hosts
+        self.local_cluster: Any = None  # set by start_local_cluster: the executor processes it supervises
+        self.ray_executors: Any = None  # set by start_ray_cluster: the Ray actors it places
+        self._refs = RefClient()  # to release outputs nobody will read
         self._lost_watchers: list[Callable[[str], None]] = []
         self._loads = MeasuredLoads()
         # called with every Done/Failed the head handles (benchmarks read the executors' wall times)
         self.completion_listeners: list[Callable[[m.Done | m.Failed], None]] = []
-        self.dispatcher = Dispatcher(self.scheduler, self._loads, slots=slots_per_executor, max_batch=max_batch,
-                                     batch_window_s=batch_window_s, warm_wait=warm_wait, scaling=self.scaling)
-        self._readers: dict[asyncio.AbstractEventLoop, int] = {}   # loops awaiting results, see `result`
-        self.teams = HostTeams(self._send_team)   # the NVSHMEM team of each host's GPU executors
-        self._recipes: dict[str, tuple[str, bytes]] = {}   # model key -> (ModelFn, payload) that loads it
+        self.dispatcher = Dispatcher(
+            self.scheduler,
+            self._loads,
+            slots=slots_per_executor,
+            max_batch=max_batch,
+            batch_window_s=batch_window_s,
+            warm_wait=warm_wait,
+            scaling=self.scaling,
+        )
+        self._readers: dict[asyncio.AbstractEventLoop, int] = {}  # loops awaiting results, see `result`
+        self.teams = HostTeams(self._send_team)  # the NVSHMEM team of each host's GPU executors
+        self._recipes: dict[str, tuple[str, bytes]] = {}  # model key -> (ModelFn, payload) that loads it
 
     # lifecycle -------------------------------------------------------------------------------------
-    def start(self) -> "Head":
+    def start(self) -> Head:
         ctx = zmq.Context.instance()
         self._sock = ctx.socket(zmq.ROUTER)
-        self._sock.setsockopt(zmq.ROUTER_MANDATORY, 1)   # sending to a vanished executor raises
+        self._sock.setsockopt(zmq.ROUTER_MANDATORY, 1)  # sending to a vanished executor raises
         self._sock.setsockopt(zmq.LINGER, 0)
         self._sock.bind(self.requested_address)
         self.address = self._sock.getsockopt_string(zmq.LAST_ENDPOINT)
@@ -311,7 +336,7 @@ class Head:
         """The address executors on other machines connect to: `address` with a wildcard host (tcp://0.0.0.0)
         replaced by this machine's IP on its default route."""
         if self.address.startswith("tcp://"):
-            host, port = self.address[len("tcp://"):].rsplit(":", 1)
+            host, port = self.address[len("tcp://") :].rsplit(":", 1)
             if host.strip("[]") in ("0.0.0.0", "*", "::"):
                 return f"tcp://{remote.local_ip('')}:{port}"
         return self.address
@@ -321,7 +346,7 @@ class Head:
         """Where this process serves its own tensors to executors on other hosts (the head's IP), or
         None when none can be elsewhere (an ipc:// head, shared memory allowed)."""
         if self.address.startswith("tcp://"):
-            host = self.address[len("tcp://"):].rsplit(":", 1)[0].strip("[]")
+            host = self.address[len("tcp://") :].rsplit(":", 1)[0].strip("[]")
             return remote.local_ip("") if host in ("0.0.0.0", "*", "::") else host
         return "127.0.0.1" if remote.mode() == "tcp" else None
 
@@ -332,15 +357,18 @@ class Head:
         if self.secret is None or self.data_ip is None:
             return ""
         from cluster.caller_store import caller_store
+
         return caller_store().store.serve(self.data_ip, self.secret)
 
     def executor_exited(self, pid: int, cause: str) -> None:
         """A supervisor saw the executor process `pid` of this host exit: lose it now, with the real
         cause (exit code or signal, its last stderr lines) rather than a missing heartbeat later."""
+
         def lose() -> None:
             for ex in list(self.executors.values()):
                 if ex.pid == pid and self._same_host(ex):
                     self._lose(ex, cause)
+
         self._call(lose)
 
     def on_stop(self, fn: Callable[[], None]) -> None:
@@ -368,7 +396,7 @@ class Head:
                 self._remote.close()
         if self.address.startswith("ipc://"):
             try:
-                os.unlink(self.address[len("ipc://"):])
+                os.unlink(self.address[len("ipc://") :])
             except OSError:
                 pass
 
@@ -381,10 +409,22 @@ class Head:
             time.sleep(0.02)
 
     # the API for callers (any thread) --------------------------------------------------------------
-    def submit(self, *, tenant: str, request: str, fn: str, model_key: str, payload: bytes,
-               inputs: dict[str, m.TensorMeta], nulls: list[str], shapes: tuple = (),
-               remaining_s: float = 0.0, deadline_s: float | None = None, batch_key: str | None = None,
-               batch_size: int = 1) -> cf.Future:
+    def submit(
+        self,
+        *,
+        tenant: str,
+        request: str,
+        fn: str,
+        model_key: str,
+        payload: bytes,
+        inputs: dict[str, m.TensorMeta],
+        nulls: list[str],
+        shapes: tuple = (),
+        remaining_s: float = 0.0,
+        deadline_s: float | None = None,
+        batch_key: str | None = None,
+        batch_size: int = 1,
+    ) -> cf.Future:
         """Queue one invocation; the future resolves to a `Result` or raises a ClusterError.
         `batch_key` (cluster.batching.batch_tag): invocations with equal keys may run as one batch."""
         fut: cf.Future = cf.Future()
@@ -396,10 +436,19 @@ class Head:
             hosts[meta.host or self.host_id] += meta.nbytes
 
         def enqueue() -> None:
-            inv = Invocation(id=next(self._ids), tenant=tenant, request=request, fn=fn, model_key=model_key,
-                             estimate=self.costs.estimate(fn, model_key, shapes), remaining=remaining_s,
-                             input_bytes=dict(owners), input_hosts=dict(hosts), batch_key=batch_key,
-                             batch_size=batch_size)
+            inv = Invocation(
+                id=next(self._ids),
+                tenant=tenant,
+                request=request,
+                fn=fn,
+                model_key=model_key,
+                estimate=self.costs.estimate(fn, model_key, shapes),
+                remaining=remaining_s,
+                input_bytes=dict(owners),
+                input_hosts=dict(hosts),
+                batch_key=batch_key,
+                batch_size=batch_size,
+            )
             d = m.Dispatch(0, fn, model_key, payload, inputs, nulls, deadline_s or self.deadline_s)
             job = Job(inv, d, shapes, fut)
             inv.payload = job
@@ -408,18 +457,21 @@ class Head:
                 self._recipes[model_key] = (fn, payload)
                 self.dispatcher.expect(model_key)
             self.dispatcher.add(inv)
+
         self._call(enqueue)
         return fut
 
     def expect(self, *, fn: str, model_key: str, payload: bytes, n: float = 1.0) -> None:
         """A controller expects `n` invocations of `fn` on `model_key` (its `payload` as `submit`'s,
         whose ModelRef says how to load it) before any is queued: executors preload its first layers."""
+
         def note() -> None:
             self._recipes[model_key] = (fn, payload)
             self.dispatcher.expect(model_key, n)
+
         self._call(note)
 
-    async def result(self, future: cf.Future) -> "Result":
+    async def result(self, future: cf.Future) -> Result:
         """Await a `submit` future while this event loop also reads the head's socket. The executor's
         reply is then handled in the awaiting thread as soon as it lands, instead of by the head thread
         handing the result over to this loop: that hand-off (a thread wake-up and a loop wake-up) was
@@ -427,7 +479,7 @@ class Head:
         resolves the awaited future directly, not through the loop's self-pipe."""
         loop = asyncio.get_running_loop()
         if loop not in self._readers and self._running:
-            loop.add_reader(self._fd, self._call, _nothing)   # _call pumps: receives, then dispatches
+            loop.add_reader(self._fd, self._call, _nothing)  # _call pumps: receives, then dispatches
             self._readers[loop] = 0
         reading = loop in self._readers
         if reading:
@@ -443,6 +495,7 @@ class Head:
                     _copy_outcome(done, waiter)
                 else:
                     loop.call_soon_threadsafe(_copy_outcome, done, waiter)
+
             future.add_done_callback(resolve)
             return await waiter
         finally:
@@ -457,11 +510,11 @@ class Head:
             del self._readers[loop]
             loop.remove_reader(self._fd)
             if not self._readers:
-                self._wake_w.send(b"x")   # the head thread watches the socket again (from this loop's thread)
+                self._wake_w.send(b"x")  # the head thread watches the socket again (from this loop's thread)
 
     def set_batch_size(self, model_key: str, n: int) -> None:
         """Samples one executor may run at once for this model (1: no batching); overrides `max_batch`."""
-        self.dispatcher.set_batch_size(model_key, n)   # one dict store: safe from any thread
+        self.dispatcher.set_batch_size(model_key, n)  # one dict store: safe from any thread
 
     def batch_size(self, model_key: str) -> int:
         return self.dispatcher.batch_size(model_key)
@@ -503,40 +556,84 @@ class Head:
                 "address": self.address,
                 "policy": self.policy,
                 "delta": self.delta,
-                "executors": [{
-                    "id": e.id, "host": e.host, "ip": e.ip, "host_id": e.host_id, "data_address": e.data_address,
-                    "pulls": {"shm": e.pulls["shm"], "tcp": e.pulls["tcp"], "tcp_bytes": e.pulls["tcp_bytes"]},
-                    "pid": e.pid, "device": e.device, "threads": e.threads,
-                    "memory_budget": e.memory_budget, "memory_used": e.memory_used,
-                    "cached_models": sorted(e.cached_models), "queue": e.load, "reported_queue": e.reported_queue,
-                    "running": [j.inv.fn for j in e.inflight.values()], "completed": e.completed,
-                    # what it runs, by dispatch: the ModelFn, its model, the request (a served prompt's id), attempt
-                    "inflight": [{"dispatch_id": did, "fn": j.inv.fn, "model": j.inv.model_key,
-                                  "request": j.inv.request, "tenant": j.inv.tenant, "attempt": j.attempts,
-                                  "running_s": round(now - j.dispatched_at, 3)} for did, j in e.inflight.items()],
-                    "draining": e.draining, "last_seen_s": round(now - e.last_seen, 3),
-                    "nvshmem_team": self.teams.generation(e.host_id) if e.id in self.teams.members else 0,
-                    "device_peak": e.device_peak,
-                    "preloaded": dict(e.prefixes),
-                } for e in self.executors.values()],
-                "tenants": {t.name: {"vtime": t.vtime, "weight": t.weight, "queued": t.queued, "running": t.running}
-                            for t in self.scheduler.tenants.values()},
+                "executors": [
+                    {
+                        "id": e.id,
+                        "host": e.host,
+                        "ip": e.ip,
+                        "host_id": e.host_id,
+                        "data_address": e.data_address,
+                        "pulls": {"shm": e.pulls["shm"], "tcp": e.pulls["tcp"], "tcp_bytes": e.pulls["tcp_bytes"]},
+                        "pid": e.pid,
+                        "device": e.device,
+                        "threads": e.threads,
+                        "memory_budget": e.memory_budget,
+                        "memory_used": e.memory_used,
+                        "cached_models": sorted(e.cached_models),
+                        "queue": e.load,
+                        "reported_queue": e.reported_queue,
+                        "running": [j.inv.fn for j in e.inflight.values()],
+                        "completed": e.completed,
+                        # what it runs, by dispatch: the ModelFn, its model, the request (a served prompt's id), attempt
+                        "inflight": [
+                            {
+                                "dispatch_id": did,
+                                "fn": j.inv.fn,
+                                "model": j.inv.model_key,
+                                "request": j.inv.request,
+                                "tenant": j.inv.tenant,
+                                "attempt": j.attempts,
+                                "running_s": round(now - j.dispatched_at, 3),
+                            }
+                            for did, j in e.inflight.items()
+                        ],
+                        "draining": e.draining,
+                        "last_seen_s": round(now - e.last_seen, 3),
+                        "nvshmem_team": self.teams.generation(e.host_id) if e.id in self.teams.members else 0,
+                        "device_peak": e.device_peak,
+                        "preloaded": dict(e.prefixes),
+                    }
+                    for e in self.executors.values()
+                ],
+                "tenants": {
+                    t.name: {"vtime": t.vtime, "weight": t.weight, "queued": t.queued, "running": t.running}
+                    for t in self.scheduler.tenants.values()
+                },
                 "queued": len(self.scheduler),
                 "running": sum(len(e.inflight) for e in self.executors.values()),
                 "decisions_total": self.scheduler.decisions,
                 "decisions_per_s": recent / window,
                 "models": self.scaling.report(list(self.executors.values())),
-                "batching": {"max_batch": self.max_batch, "window_s": self.batch_window_s,
-                             "batch_sizes": dict(self.dispatcher.batch_caps), "forming": self.dispatcher.forming},
-                "batches_dispatched": 0, "parts_batched": 0, "batch_fallbacks": 0,
-                "warm_wait": {"enabled": self.warm_wait.enabled,
-                              "max_waiters_per_holder": self.warm_wait.max_waiters_per_holder,
-                              "load_s": dict(self._loads.measured)},
-                "parked": self.dispatcher.parked, "warm_waits": 0, "warm_wait_hits": 0,
-                "completed": 0, "failed": 0, "reruns": 0, "executors_lost": 0, "bad_messages": 0,
-                "deadline_exceeded": 0, "lost_inputs": 0, "executors_refused": 0,   # 0 until they first move
-                "data_plane": {"mode": remote.mode(), "transfer_GBps": round(self._loads.transfer_bps / 1e9, 3),
-                               "caller": caller_pulls()},
+                "batching": {
+                    "max_batch": self.max_batch,
+                    "window_s": self.batch_window_s,
+                    "batch_sizes": dict(self.dispatcher.batch_caps),
+                    "forming": self.dispatcher.forming,
+                },
+                "batches_dispatched": 0,
+                "parts_batched": 0,
+                "batch_fallbacks": 0,
+                "warm_wait": {
+                    "enabled": self.warm_wait.enabled,
+                    "max_waiters_per_holder": self.warm_wait.max_waiters_per_holder,
+                    "load_s": dict(self._loads.measured),
+                },
+                "parked": self.dispatcher.parked,
+                "warm_waits": 0,
+                "warm_wait_hits": 0,
+                "completed": 0,
+                "failed": 0,
+                "reruns": 0,
+                "executors_lost": 0,
+                "bad_messages": 0,
+                "deadline_exceeded": 0,
+                "lost_inputs": 0,
+                "executors_refused": 0,  # 0 until they first move
+                "data_plane": {
+                    "mode": remote.mode(),
+                    "transfer_GBps": round(self._loads.transfer_bps / 1e9, 3),
+                    "caller": caller_pulls(),
+                },
                 **{k: v for k, v in self.counters.items()},
                 **{k: v for k, v in self.dispatcher.counters.items()},
             }
@@ -631,7 +728,7 @@ class Head:
         return self.tick_s if until is None else min(self.tick_s, until - now)
 
     def _receive(self) -> None:
-        for _ in range(10_000):   # bounded, so submissions and checks are not starved
+        for _ in range(10_000):  # bounded, so submissions and checks are not starved
             # Events first: reading them keeps the interpreter lock, while an empty recv would let
             # the head thread (woken by the same signal) take it in the middle of a caller's pump.
             if not self._sock.getsockopt(zmq.EVENTS) & zmq.POLLIN:
@@ -705,7 +802,7 @@ class Head:
         nonce = os.urandom(16)
         self._challenges[identity] = (msg.nonce[:64], nonce)
         self._challenges.move_to_end(identity)
-        while len(self._challenges) > 1000:   # strangers' hellos that never registered
+        while len(self._challenges) > 1000:  # strangers' hellos that never registered
             self._challenges.popitem(last=False)
         theirs = msg.nonce[:64]
         proof = cluster_secret.proof(self.secret, b"head", theirs, nonce) if self.secret is not None else b""
@@ -730,9 +827,15 @@ class Head:
         refusal = self._refusal(identity, msg)
         if refusal is not None:
             self.counters["executors_refused"] += 1
-            log.warning("refused executor %s (pid %d on %s, %s): %s. Give it the head's secret: "
-                        "COMFY_CLUSTER_SECRET, or `executor --workspace` with the head's cluster.secret",
-                        msg.executor_id, msg.pid, msg.host, msg.ip or "address unknown", refusal)
+            log.warning(
+                "refused executor %s (pid %d on %s, %s): %s. Give it the head's secret: "
+                "COMFY_CLUSTER_SECRET, or `executor --workspace` with the head's cluster.secret",
+                msg.executor_id,
+                msg.pid,
+                msg.host,
+                msg.ip or "address unknown",
+                refusal,
+            )
             try:
                 self._sock.send_multipart([identity, m.encode(m.Refused(refusal))], zmq.NOBLOCK)
             except zmq.ZMQError:
@@ -741,15 +844,36 @@ class Head:
         old = self.executors.get(msg.executor_id)
         if old is not None:
             self._lose(old, "registered again (restarted)")
-        ex = ExecutorState(msg.executor_id, identity, msg.host, msg.pid, msg.device, msg.threads,
-                           msg.memory_budget, msg.memory_used, set(msg.cached_models), msg.shm_prefix,
-                           time.monotonic(), msg.host_id, msg.ip, msg.data_address, warmed=list(msg.warmed),
-                           warm_s=msg.warm_s)
+        ex = ExecutorState(
+            msg.executor_id,
+            identity,
+            msg.host,
+            msg.pid,
+            msg.device,
+            msg.threads,
+            msg.memory_budget,
+            msg.memory_used,
+            set(msg.cached_models),
+            msg.shm_prefix,
+            time.monotonic(),
+            msg.host_id,
+            msg.ip,
+            msg.data_address,
+            warmed=list(msg.warmed),
+            warm_s=msg.warm_s,
+        )
         self.executors[ex.id] = ex
         self._by_identity[identity] = ex
-        log.info("executor %s registered (%s, %d threads, pid %d on %s%s%s)", ex.id, ex.device, ex.threads,
-                 ex.pid, ex.host, f", {ex.ip}, data {ex.data_address}" if ex.data_address else "",
-                 f"; {len(ex.warmed)} ModelFns warmed up in {ex.warm_s:.1f} s" if ex.warmed else "")
+        log.info(
+            "executor %s registered (%s, %d threads, pid %d on %s%s%s)",
+            ex.id,
+            ex.device,
+            ex.threads,
+            ex.pid,
+            ex.host,
+            f", {ex.ip}, data {ex.data_address}" if ex.data_address else "",
+            f"; {len(ex.warmed)} ModelFns warmed up in {ex.warm_s:.1f} s" if ex.warmed else "",
+        )
         self._send(ex, m.Welcome(self.heartbeat_s, self._files_address()))
         if msg.nvshmem:
             self.teams.add(ex)
@@ -764,11 +888,12 @@ class Head:
             if ex is not None and not ex.inflight and not ex.zombies:
                 ex.draining = True
                 retired.append(self._send(ex, m.Shutdown()))
+
         self._call(shut_down)
         return bool(retired and retired[0])
 
     def _send_team(self, ex: ExecutorState, msg: m.Team) -> bool:
-        ex.draining = True   # nothing is dispatched to it until it has joined (cluster.nvshmem_teams)
+        ex.draining = True  # nothing is dispatched to it until it has joined (cluster.nvshmem_teams)
         return self._send(ex, msg)
 
     def _finished(self, ex: ExecutorState, msg: m.Done | m.Failed) -> None:
@@ -776,14 +901,14 @@ class Head:
             listener(msg)
         job = ex.inflight.pop(msg.dispatch_id, None)
         if job is None:
-            if msg.dispatch_id in ex.zombies:   # it finished after all; its result is not wanted
+            if msg.dispatch_id in ex.zombies:  # it finished after all; its result is not wanted
                 ex.zombies.discard(msg.dispatch_id)
                 ex.draining = bool(ex.zombies) or self.teams.waiting(ex.id)
             if isinstance(msg, m.Done):
                 self._discard(msg.outputs)
             return
         ex.completed += 1
-        self.scheduler.complete(job.inv, msg.measured_s)   # a batch part: its share of the run
+        self.scheduler.complete(job.inv, msg.measured_s)  # a batch part: its share of the run
         if isinstance(msg, m.Done):
             ex.pulls.update(shm=msg.shm_pulls, tcp=msg.tcp_pulls, tcp_bytes=msg.tcp_bytes)
             ex.device_peak = max(ex.device_peak, msg.device_peak)
@@ -795,7 +920,7 @@ class Head:
         self._untrack(job)
         if isinstance(msg, m.Done):
             if job.batched and msg.batch == 1:
-                self.counters["batch_fallbacks"] += 1      # the merged run failed; this part ran alone
+                self.counters["batch_fallbacks"] += 1  # the merged run failed; this part ran alone
             ex.memory_used, ex.cached_models = msg.memory_used, set(msg.cached_models)
             self.costs.observe(job.inv.fn, job.inv.model_key, job.shapes, msg.measured_s)
             self.scaling.observe(job.inv.model_key, msg.measured_s)
@@ -803,8 +928,11 @@ class Head:
             if job.future.done():
                 self._discard(msg.outputs)
             else:
-                job.future.set_result(Result(msg.outputs, msg.nulls, ex.id, msg.measured_s, msg.wall_s,
-                                             job.attempts, msg.batch, msg.batch_s))
+                job.future.set_result(
+                    Result(
+                        msg.outputs, msg.nulls, ex.id, msg.measured_s, msg.wall_s, job.attempts, msg.batch, msg.batch_s
+                    )
+                )
         elif msg.lost_input:
             # not the ModelFn's fault and not the request's end: the caller re-sends the input
             self.counters["lost_inputs"] += 1
@@ -813,24 +941,25 @@ class Head:
             self.counters["failed"] += 1
             err = ModelFnError(f"ModelFn {job.inv.fn!r} failed on executor {ex.id}: {msg.error}", msg.traceback)
             self._set_exception(job, err)
-            self._fail_request(job.inv.request, RequestCancelled(
-                f"request {job.inv.request}: another invocation failed: {msg.error}"))
+            self._fail_request(
+                job.inv.request, RequestCancelled(f"request {job.inv.request}: another invocation failed: {msg.error}")
+            )
 
     def _discard(self, outputs: dict[str, m.TensorMeta]) -> None:
         """Outputs no caller will read: give up the reference they were published with."""
         for meta in outputs.values():
             if not meta.refs:
-                segments.unlink(meta.segment)   # an unmanaged one-off segment
+                segments.unlink(meta.segment)  # an unmanaged one-off segment
                 continue
             try:
                 if remote.over_tcp(meta, ""):
                     if self._remote is None:
                         self._remote = remote.RemotePeers(self.secret, timeout_s=2.0)
-                    self._remote.add(meta, -1)   # on the head thread: a short wait, only for strays
+                    self._remote.add(meta, -1)  # on the head thread: a short wait, only for strays
                 else:
                     self._refs.add(meta.refs, meta.slot, meta.generation, -1)
             except SegmentError:
-                pass   # its producer is gone, and the tensor with it
+                pass  # its producer is gone, and the tensor with it
 
     def _untrack(self, job: Job) -> None:
         jobs = self._jobs_by_request.get(job.inv.request)
@@ -846,7 +975,7 @@ class Head:
     def _fail_request(self, request: str, err: ClusterError) -> None:
         jobs = self._jobs_by_request.pop(request, set())
         queued = [j for j in jobs if j.executor is None]
-        self.dispatcher.cancel(j.inv for j in queued)   # parked or forming ones are dropped at the next dispatch
+        self.dispatcher.cancel(j.inv for j in queued)  # parked or forming ones are dropped at the next dispatch
         for j in jobs:
             self._set_exception(j, err)
         # running ones stay tracked until they finish, so a later cancel still finds them
@@ -864,8 +993,11 @@ class Head:
             if ex.draining or ex.preload_sent == order:
                 continue
             if wanted is None:
-                wanted = [m.PreloadModel(fn, key, payload, self.costs.measured(fn, key) or 0.0)
-                          for key in order for fn, payload in [self._recipes[key]]]
+                wanted = [
+                    m.PreloadModel(fn, key, payload, self.costs.measured(fn, key) or 0.0)
+                    for key in order
+                    for fn, payload in [self._recipes[key]]
+                ]
             if self._send(ex, m.Preload(wanted)):
                 ex.preload_sent = order
 
@@ -885,8 +1017,10 @@ class Head:
                     self.counters["deadline_exceeded"] += 1
                     self.scheduler.complete(job.inv, now - job.dispatched_at)
                     self._untrack(job)
-                    err = DeadlineExceeded(f"ModelFn {job.inv.fn!r} of request {job.inv.request} ran past its "
-                                           f"deadline of {limit:g}s on executor {ex.id}")
+                    err = DeadlineExceeded(
+                        f"ModelFn {job.inv.fn!r} of request {job.inv.request} ran past its "
+                        f"deadline of {limit:g}s on executor {ex.id}"
+                    )
                     self._set_exception(job, err)
                     self._fail_request(job.inv.request, RequestCancelled(f"request {job.inv.request}: {err}"))
                     self._send(ex, m.Abort(did, f"deadline of {limit:g}s exceeded"))
@@ -894,25 +1028,35 @@ class Head:
     def _lose(self, ex: ExecutorState, why: str, expected: bool = False) -> None:
         if self.executors.get(ex.id) is not ex:
             return
-        log.log(logging.INFO if expected else logging.WARNING,"executor %s lost (%s); re-running %d invocation(s)", ex.id, why, len(ex.inflight))
+        log.log(
+            logging.INFO if expected else logging.WARNING,
+            "executor %s lost (%s); re-running %d invocation(s)",
+            ex.id,
+            why,
+            len(ex.inflight),
+        )
         del self.executors[ex.id]
         self._by_identity.pop(ex.identity, None)
-        ex.draining = True      # a dispatch being decided (a send to it just failed) skips it
+        ex.draining = True  # a dispatch being decided (a send to it just failed) skips it
         self.counters["executors_lost"] += 1
         for job in ex.inflight.values():
             job.executor = None
-            if job.future.done():               # cancelled meanwhile: only settle the accounting
+            if job.future.done():  # cancelled meanwhile: only settle the accounting
                 self.scheduler.complete(job.inv, None)
             elif job.attempts >= self.max_attempts:
                 self.scheduler.complete(job.inv, None)
                 self._untrack(job)
-                self._set_exception(job, ExecutorLost(
-                    f"ModelFn {job.inv.fn!r} lost its executor {job.attempts} times (last: {ex.id}, {why})"))
+                self._set_exception(
+                    job,
+                    ExecutorLost(
+                        f"ModelFn {job.inv.fn!r} lost its executor {job.attempts} times (last: {ex.id}, {why})"
+                    ),
+                )
             else:
                 self.counters["reruns"] += 1
                 self.dispatcher.requeue(job.inv)
         ex.inflight.clear()
-        self.teams.lose(ex.id)   # its host's team forms again without it
+        self.teams.lose(ex.id)  # its host's team forms again without it
         if self._same_host(ex) and not _alive(ex.pid):
             # its arena is gone with it; a live one (slow heartbeats) may register again and keep it
             segments.unlink_prefix(ex.shm_prefix)
@@ -935,7 +1079,7 @@ class Head:
         for a in d.schedule(time.monotonic(), self.executors.values()):
             self._send_to(a.executor, [inv.payload for inv in a.invocations])
         if d.waits_started != waits:
-            self._resleep()   # a batch window opened or an invocation parked: the head thread wakes for it
+            self._resleep()  # a batch window opened or an invocation parked: the head thread wakes for it
 
     def _send_to(self, ex: ExecutorState, live: list[Job]) -> None:
         """Send the jobs to `ex`: one Dispatch, or one BatchDispatch for several."""

@@ -2,6 +2,7 @@
 
 `LocalRuntime` runs ModelFns through the executor core (cluster.executor_core), the one execution
 path: same memory budget, layer cache and batching as an executor process, tensors handed over directly."""
+
 from __future__ import annotations
 
 import asyncio
@@ -20,7 +21,6 @@ from cluster.executor_core import DirectIO, ExecutorCore, Fault, Part, Ran
 from cluster.refs import ModelRef
 from cluster.runtime import Runtime
 
-
 # Every in-process ModelFn runs on this one thread. torch's OpenMP pool is per calling thread: calls
 # spread over asyncio's default thread pool would start a team per thread, and the idle teams' spinning
 # threads steal the cores from the working one (measured: a 64 px UNet step went from 11 ms to 35-54 ms).
@@ -35,8 +35,7 @@ def on_compute_thread() -> bool:
     return threading.current_thread().name.startswith(COMPUTE_THREAD)
 
 
-def run_on_compute(main: Callable[[], Coroutine[Any, Any, T]],
-                   on_interrupt: Callable[[], None] | None = None) -> T:
+def run_on_compute(main: Callable[[], Coroutine[Any, Any, T]], on_interrupt: Callable[[], None] | None = None) -> T:
     """`asyncio.run(main())` with the event loop on the ModelFn thread. In-process ModelFns and sync node
     bodies then run inline instead of being handed to this thread and back, two thread wake-ups per call
     (a 20-step KSampler makes 20 calls). For one-shot programs (`comfy-cluster run`) that need no loop
@@ -47,13 +46,13 @@ def run_on_compute(main: Callable[[], Coroutine[Any, Any, T]],
     future = COMPUTE.submit(_run_here, main)
     try:
         return future.result()
-    except KeyboardInterrupt:   # Ctrl-C lands in the waiting thread, not in the work it waits for
+    except KeyboardInterrupt:  # Ctrl-C lands in the waiting thread, not in the work it waits for
         if on_interrupt is not None:
             on_interrupt()
         raise
 
 
-_runner: asyncio.Runner | None = None   # the compute thread's event loop, used only on that thread
+_runner: asyncio.Runner | None = None  # the compute thread's event loop, used only on that thread
 
 
 def _run_here(main: Callable[[], Coroutine[Any, Any, T]]) -> T:
@@ -64,7 +63,7 @@ def _run_here(main: Callable[[], Coroutine[Any, Any, T]]) -> T:
         _runner = asyncio.Runner()
     try:
         return _runner.run(main(), context=contextvars.copy_context())
-    finally:   # what asyncio.run does at close: nothing a prompt left running outlives it
+    finally:  # what asyncio.run does at close: nothing a prompt left running outlives it
         loop = _runner.get_loop()
         leftovers = asyncio.all_tasks(loop)
         for task in leftovers:
@@ -89,7 +88,7 @@ class SharedCompute(ThreadPoolExecutor):  # asyncio accepts only ThreadPoolExecu
     def submit(self, fn, /, *args, **kwargs) -> Future:
         if not on_compute_thread():
             return COMPUTE.submit(fn, *args, **kwargs)
-        done: Future = Future()   # the loop runs on COMPUTE itself (run_on_compute): queueing would deadlock
+        done: Future = Future()  # the loop runs on COMPUTE itself (run_on_compute): queueing would deadlock
         try:
             done.set_result(fn(*args, **kwargs))
         except BaseException as e:  # noqa: BLE001 - delivered to the awaiting coroutine, as a pool would
@@ -117,23 +116,33 @@ class LocalRuntime(Runtime):
         self._io = DirectIO(torch.device(self.core.device))
         # torch already uses every core per op; one call at a time keeps results deterministic.
         self._lock = threading.Lock()
-        self._arrived = threading.Condition()   # guards _queued; notified when a call queues
-        self._queued: list[_Queued] = []     # calls waiting for the compute thread, oldest first
-        self.batches_run = 0                 # merged core runs (of two calls or more)
-        self.parts_batched = 0               # calls that ran in them
+        self._arrived = threading.Condition()  # guards _queued; notified when a call queues
+        self._queued: list[_Queued] = []  # calls waiting for the compute thread, oldest first
+        self.batches_run = 0  # merged core runs (of two calls or more)
+        self.parts_batched = 0  # calls that ran in them
 
-    def run(self, fn_name: str, model: ModelRef | None, inputs: dict[str, torch.Tensor | None],
-            params: dict[str, Any] | None = None) -> dict[str, torch.Tensor]:
+    def run(
+        self,
+        fn_name: str,
+        model: ModelRef | None,
+        inputs: dict[str, torch.Tensor | None],
+        params: dict[str, Any] | None = None,
+    ) -> dict[str, torch.Tensor]:
         """Synchronous call: one dispatch through the core, on the calling thread. The ModelFn's own
         exception is raised again (its type matters: an interrupt, a bad input)."""
         with self._lock:
             (result,) = self.core.run(fn_name, [_part(model, inputs, params)], self._io)
         return _outputs(result)
 
-    async def call(self, fn: str, model: ModelRef | None, inputs: dict[str, torch.Tensor | None],
-                   params: dict[str, Any] | None = None) -> dict[str, torch.Tensor]:
+    async def call(
+        self,
+        fn: str,
+        model: ModelRef | None,
+        inputs: dict[str, torch.Tensor | None],
+        params: dict[str, Any] | None = None,
+    ) -> dict[str, torch.Tensor]:
         if on_compute_thread():
-            return self.run(fn, model, inputs, params)   # already on it (run_on_compute, a pack's sync code)
+            return self.run(fn, model, inputs, params)  # already on it (run_on_compute, a pack's sync code)
         params = params or {}
         loop = asyncio.get_running_loop()
         ctx = contextvars.copy_context()
@@ -192,8 +201,11 @@ class LocalRuntime(Runtime):
 
     def stats(self) -> dict[str, Any]:
         """The batching counters in /cluster/stats' shape (served in-process, there is no head)."""
-        return {"batching": {"max_batch": self.max_batch}, "batches_dispatched": self.batches_run,
-                "parts_batched": self.parts_batched}
+        return {
+            "batching": {"max_batch": self.max_batch},
+            "batches_dispatched": self.batches_run,
+            "parts_batched": self.parts_batched,
+        }
 
 
 @dataclass(eq=False)
@@ -207,8 +219,12 @@ class _Queued:
 
 
 def _part(model: ModelRef | None, inputs: dict[str, torch.Tensor | None], params: dict[str, Any] | None) -> Part:
-    return Part(model, params or {}, {k: v for k, v in inputs.items() if v is not None},
-                [k for k, v in inputs.items() if v is None])
+    return Part(
+        model,
+        params or {},
+        {k: v for k, v in inputs.items() if v is not None},
+        [k for k, v in inputs.items() if v is None],
+    )
 
 
 def _outputs(result: Ran | Fault) -> dict[str, torch.Tensor]:

@@ -14,6 +14,7 @@ traceback), instead of from a missing heartbeat seconds later.
 which its executors spend importing theirs. An executor connects to an ipc:// address nobody binds yet
 (ZeroMQ retries until the head binds it). This module imports neither torch nor the head for that.
 """
+
 from __future__ import annotations
 
 import collections
@@ -24,9 +25,10 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import IO, TYPE_CHECKING, Any, Sequence
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
 
 from cluster import secret as cluster_secret
 from cluster.executor_options import HEARTBEAT_S, executor_argv
@@ -37,8 +39,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("cluster.local")
 REPO = Path(__file__).resolve().parents[1]
-STDERR_TAIL_LINES = 40   # a fault handler trace: the faulting thread, the others, the extension list
-_clusters: list["LocalCluster"] = []
+STDERR_TAIL_LINES = 40  # a fault handler trace: the faulting thread, the others, the extension list
+_clusters: list[LocalCluster] = []
 
 
 class StderrTail:
@@ -56,7 +58,7 @@ class StderrTail:
                 self.lines.append(line.rstrip("\n"))
                 try:
                     sys.stderr.write(line)
-                except (OSError, ValueError):   # our own stderr closed: keep collecting
+                except (OSError, ValueError):  # our own stderr closed: keep collecting
                     pass
 
     def text(self, timeout: float = 1.0) -> str:
@@ -79,22 +81,34 @@ def exit_cause(returncode: int) -> str:
 @dataclass(frozen=True)
 class HeadContact:
     """What executors started before their head need of it: where it will listen, its secret."""
+
     address: str
     secret: bytes | None = None
     heartbeat_s: float = HEARTBEAT_S
 
 
 class LocalCluster:
-    def __init__(self, head: Head | HeadContact, n: int, threads: int, memory_budget: int | None,
-                 preload: Sequence[str], devices: Sequence[str], restart: bool, env: dict[str, str] | None,
-                 warm_up: bool = False, executor_args: Sequence[str] = (), supervise: bool = True) -> None:
+    def __init__(
+        self,
+        head: Head | HeadContact,
+        n: int,
+        threads: int,
+        memory_budget: int | None,
+        preload: Sequence[str],
+        devices: Sequence[str],
+        restart: bool,
+        env: dict[str, str] | None,
+        warm_up: bool = False,
+        executor_args: Sequence[str] = (),
+        supervise: bool = True,
+    ) -> None:
         """Start `n` executor processes for `head`; `supervise=False` (a HeadContact, no head yet): their
         exits are watched from `attach(head)` on."""
         self.head = head
         self.executor_args = list(executor_args)
         self.warm_up = warm_up
         self.threads, self.memory_budget, self.preload = threads, memory_budget, list(preload)
-        self.devices = [list(devices)[i % len(devices)] for i in range(n)]   # executor i's device
+        self.devices = [list(devices)[i % len(devices)] for i in range(n)]  # executor i's device
         self.restart = restart
         self.env = {**os.environ, **(env or {})}
         # they prove to the head that they know its secret; with none, an inherited one would make
@@ -105,7 +119,7 @@ class LocalCluster:
             self.env.pop(cluster_secret.ENV, None)
         # the executors import this repo's packages (and test modules named in --preload)
         self.env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), self.env.get("PYTHONPATH")) if p)
-        self.tails: dict[int, StderrTail] = {}     # pid -> its stderr's last lines
+        self.tails: dict[int, StderrTail] = {}  # pid -> its stderr's last lines
         self.procs: list[subprocess.Popen] = [self._spawn(i) for i in range(n)]
         self._stopping = False
         self._lock = threading.Lock()
@@ -123,11 +137,26 @@ class LocalCluster:
 
     def _spawn(self, i: int) -> subprocess.Popen:
         device = self.devices[i]
-        cmd = [sys.executable, "-m", "cluster.executor", *executor_argv(
-            self.head.address, device, threads=self.threads, heartbeat_s=self.head.heartbeat_s,
-            device_share=self.devices.count(device), host_share=len(self.devices), memory_budget=self.memory_budget,
-            preload=self.preload, warm_up=self.warm_up), "--exit-with-parent", "--parent-pid", str(os.getpid()),
-            *self.executor_args]
+        cmd = [
+            sys.executable,
+            "-m",
+            "cluster.executor",
+            *executor_argv(
+                self.head.address,
+                device,
+                threads=self.threads,
+                heartbeat_s=self.head.heartbeat_s,
+                device_share=self.devices.count(device),
+                host_share=len(self.devices),
+                memory_budget=self.memory_budget,
+                preload=self.preload,
+                warm_up=self.warm_up,
+            ),
+            "--exit-with-parent",
+            "--parent-pid",
+            str(os.getpid()),
+            *self.executor_args,
+        ]
         proc = subprocess.Popen(cmd, cwd=REPO, env=self.env, stderr=subprocess.PIPE)
         self.tails[proc.pid] = StderrTail(proc.stderr)
         return proc
@@ -155,6 +184,7 @@ class LocalCluster:
 
     def _supervise(self) -> None:
         from cluster.reclaim import reclaim_dead
+
         while not self._stopping:
             time.sleep(0.2)
             with self._lock:
@@ -162,7 +192,7 @@ class LocalCluster:
                     if p.poll() is None or p.pid not in self.tails or self._stopping:
                         continue
                     self._report_exit(p)
-                    reclaim_dead([p.pid])   # a killed one's arena, reference table and spills
+                    reclaim_dead([p.pid])  # a killed one's arena, reference table and spills
                     if self.restart:
                         log.warning("starting a new executor in place of pid %d", p.pid)
                         self.procs[i] = self._spawn(i)
@@ -182,7 +212,7 @@ class LocalCluster:
             if p.poll() is None:
                 p.terminate()
         end = time.monotonic() + timeout
-        for p in self.procs:   # give them a moment, then insist
+        for p in self.procs:  # give them a moment, then insist
             try:
                 p.wait(timeout=max(0.1, end - time.monotonic()))
             except subprocess.TimeoutExpired:
@@ -190,15 +220,26 @@ class LocalCluster:
                 p.kill()
                 p.wait()
         from cluster.reclaim import reclaim_dead
-        reclaim_dead([p.pid for p in self.procs])   # those that had to be killed could not clean up
+
+        reclaim_dead([p.pid for p in self.procs])  # those that had to be killed could not clean up
 
 
-def start_local_cluster(n: int, threads_per_executor: int = 1, *, memory_budget: int | None = None,
-                        preload: Sequence[str] = (), devices: Sequence[str] = ("cpu",), restart: bool = True,
-                        tenant: str = "default", wait_s: float | None = 120.0, env: dict[str, str] | None = None,
-                        warm_up: bool = False, executor_args: Sequence[str] = (),
-                        started: LocalCluster | None = None,
-                        **head_kw: Any) -> tuple[Head, ClusterRuntime]:
+def start_local_cluster(
+    n: int,
+    threads_per_executor: int = 1,
+    *,
+    memory_budget: int | None = None,
+    preload: Sequence[str] = (),
+    devices: Sequence[str] = ("cpu",),
+    restart: bool = True,
+    tenant: str = "default",
+    wait_s: float | None = 120.0,
+    env: dict[str, str] | None = None,
+    warm_up: bool = False,
+    executor_args: Sequence[str] = (),
+    started: LocalCluster | None = None,
+    **head_kw: Any,
+) -> tuple[Head, ClusterRuntime]:
     """Start a head (its options in `head_kw`: address, secret, policy, delta, deadline_s, lost_after_s, ...)
     and `n` executor processes, executor i on `devices[i % len(devices)]`; returns once all have registered
     (n = 0 with a tcp:// address: a head that executors on other machines join), or with `wait_s` None at
@@ -209,14 +250,16 @@ def start_local_cluster(n: int, threads_per_executor: int = 1, *, memory_budget:
     `started`: the executor processes, started already for a head at `started.head.address` (n of them)."""
     from cluster.cluster_runtime import ClusterRuntime
     from cluster.head import Head
+
     if started is not None:
         head_kw.update(address=started.head.address, secret=started.head.secret)
     head = Head(**head_kw).start()
     try:
         if started is not None:
             started.attach(head)
-        cluster = started or LocalCluster(head, n, threads_per_executor, memory_budget, preload, devices, restart,
-                                          env, warm_up, executor_args)
+        cluster = started or LocalCluster(
+            head, n, threads_per_executor, memory_budget, preload, devices, restart, env, warm_up, executor_args
+        )
     except Exception:
         head.stop()
         raise

@@ -9,27 +9,29 @@ The head decodes only these structs, so a garbage or truncated frame fails to de
 The one opaque field is `Dispatch.payload` (the pickled ModelRef and params), which flows head ->
 executor only: an executor trusts the head it connects to, the head never unpickles executor data.
 """
+
 from __future__ import annotations
 
 import msgspec
 
 
 class TensorMeta(msgspec.Struct, frozen=True):
-    segment: str            # name of the shared-memory segment that holds the bytes
+    segment: str  # name of the shared-memory segment that holds the bytes
     offset: int
-    dtype: str              # torch dtype name without the "torch." prefix
+    dtype: str  # torch dtype name without the "torch." prefix
     shape: list[int]
     nbytes: int
-    owner: str = ""         # executor id that produced it ("" = the caller); used for placement
-    refs: str = ""          # the owner's reference-count table; "" = unmanaged (read, never counted)
+    owner: str = ""  # executor id that produced it ("" = the caller); used for placement
+    refs: str = ""  # the owner's reference-count table; "" = unmanaged (read, never counted)
     slot: int = -1
     generation: int = 0
-    pe: int = -1            # NVSHMEM PE of a GPU arena; -1 = host memory
-    host: str = ""          # the owner's host (cluster.dataplane.remote.host_id): same host = shared memory
-    addr: str = ""          # the owner's data socket (tcp://IP:PORT) for pulls from another host; "" = none
+    pe: int = -1  # NVSHMEM PE of a GPU arena; -1 = host memory
+    host: str = ""  # the owner's host (cluster.dataplane.remote.host_id): same host = shared memory
+    addr: str = ""  # the owner's data socket (tcp://IP:PORT) for pulls from another host; "" = none
 
 
 # executor -> head
+
 
 class Register(msgspec.Struct, tag=True):
     executor_id: str
@@ -40,14 +42,14 @@ class Register(msgspec.Struct, tag=True):
     memory_budget: int
     memory_used: int
     cached_models: list[str]
-    shm_prefix: str          # every segment this executor creates starts with it (cleanup on loss)
-    warmed: list[str] = []   # ModelFns warmed up before registering (cluster.modelfn.warm_up_all)
-    warm_s: float = 0.0      # seconds that took
-    host_id: str = ""        # which processes share its memory (cluster.dataplane.remote.host_id)
-    ip: str = ""             # the address it reaches the head from
-    data_address: str = ""   # its data socket, "" when it serves no other host
-    proof: bytes = b""       # HMAC of the head's challenge with the cluster secret (b"": it has none)
-    nvshmem: bool = False    # a GPU executor that can join its host's NVSHMEM team (nvshmem4py importable)
+    shm_prefix: str  # every segment this executor creates starts with it (cleanup on loss)
+    warmed: list[str] = []  # ModelFns warmed up before registering (cluster.modelfn.warm_up_all)
+    warm_s: float = 0.0  # seconds that took
+    host_id: str = ""  # which processes share its memory (cluster.dataplane.remote.host_id)
+    ip: str = ""  # the address it reaches the head from
+    data_address: str = ""  # its data socket, "" when it serves no other host
+    proof: bytes = b""  # HMAC of the head's challenge with the cluster secret (b"": it has none)
+    nvshmem: bool = False  # a GPU executor that can join its host's NVSHMEM team (nvshmem4py importable)
 
 
 class Team(msgspec.Struct, tag=True):
@@ -55,6 +57,7 @@ class Team(msgspec.Struct, tag=True):
     member gets one at the same time and calls the collective join between invocations. `generation`
     counts the team's formations: tensors in an arena of an older generation are gone. `nranks` 0: the team
     is dissolved (a member is gone), leave it without its collectives and serve from host shared memory."""
+
     uid: bytes
     rank: int
     nranks: int
@@ -64,12 +67,14 @@ class Team(msgspec.Struct, tag=True):
 class TeamJoined(msgspec.Struct, tag=True):
     """The executor has joined team `generation` (its arena is on the NVSHMEM heap now), or `error`: it
     could not, and serves from host shared memory."""
+
     generation: int
     error: str = ""
 
 
 class Hello(msgspec.Struct, tag=True):
     """The first message of an executor that knows a cluster secret: the head answers a `Challenge`."""
+
     nonce: bytes
 
 
@@ -84,27 +89,27 @@ class Heartbeat(msgspec.Struct, tag=True):
 class Done(msgspec.Struct, tag=True):
     dispatch_id: int
     outputs: dict[str, TensorMeta]
-    nulls: list[str]          # outputs that were None
-    measured_s: float         # CPU time (thread, or process with a torch pool) or device time
+    nulls: list[str]  # outputs that were None
+    measured_s: float  # CPU time (thread, or process with a torch pool) or device time
     wall_s: float
-    load_s: float             # part of the wall time spent making weights resident
+    load_s: float  # part of the wall time spent making weights resident
     memory_used: int
     cached_models: list[str]
-    batch: int = 1            # parts that shared the run; measured_s is this part's share of batch_s
-    batch_s: float = 0.0      # measured time of the whole shared run (0.0: the part ran alone)
+    batch: int = 1  # parts that shared the run; measured_s is this part's share of batch_s
+    batch_s: float = 0.0  # measured time of the whole shared run (0.0: the part ran alone)
     # the run's input pulls from other producers: through shared memory, and over TCP (with its bytes
     # and seconds, which measured_s includes: the transfer is charged)
     shm_pulls: int = 0
     tcp_pulls: int = 0
     tcp_bytes: int = 0
     tcp_s: float = 0.0
-    layers_loaded: int = 0    # weight layers the run made resident (those it found resident were not)
-    device_peak: int = 0      # the executor's CUDA allocator peak so far, bytes (0 on a CPU)
+    layers_loaded: int = 0  # weight layers the run made resident (those it found resident were not)
+    device_peak: int = 0  # the executor's CUDA allocator peak so far, bytes (0 on a CPU)
 
 
 class Failed(msgspec.Struct, tag=True):
     dispatch_id: int
-    error: str                # "ExceptionType: message"
+    error: str  # "ExceptionType: message"
     traceback: str
     measured_s: float
     lost_input: bool = False  # an input's producer was gone: the caller re-sends it, the request goes on
@@ -116,19 +121,22 @@ class Bye(msgspec.Struct, tag=True):
 
 # head -> executor
 
+
 class Welcome(msgspec.Struct, tag=True):
     heartbeat_s: float
-    files: str = ""   # the head's data socket, which serves its model files to executors that lack them
+    files: str = ""  # the head's data socket, which serves its model files to executors that lack them
 
 
 class Challenge(msgspec.Struct, tag=True):
     """The head's answer to `Hello`: its nonce, and its proof that it knows the secret (b"": it has none)."""
+
     nonce: bytes
     proof: bytes
 
 
 class Refused(msgspec.Struct, tag=True):
     """The head does not take this executor (no cluster secret, or a wrong one)."""
+
     reason: str
 
 
@@ -136,29 +144,31 @@ class Dispatch(msgspec.Struct, tag=True):
     dispatch_id: int
     fn: str
     model_key: str
-    payload: bytes            # pickle of (ModelRef | None, params dict)
+    payload: bytes  # pickle of (ModelRef | None, params dict)
     inputs: dict[str, TensorMeta]
-    nulls: list[str]          # inputs passed as None
+    nulls: list[str]  # inputs passed as None
     deadline_s: float
 
 
 class BatchDispatch(msgspec.Struct, tag=True):
     """Compatible invocations of different requests to run as one batch (cluster.batching). Each part
     keeps its own dispatch id, payload and inputs, and is answered by its own Done or Failed."""
+
     parts: list[Dispatch]
 
 
 class PreloadModel(msgspec.Struct, frozen=True):
-    fn: str                   # a ModelFn that loads the model
+    fn: str  # a ModelFn that loads the model
     model_key: str
-    payload: bytes            # as Dispatch.payload: pickle of (ModelRef, params); only the ref is used
-    compute_s: float = 0.0    # the head's measured seconds of one run (0: not measured yet)
+    payload: bytes  # as Dispatch.payload: pickle of (ModelRef, params); only the ref is used
+    compute_s: float = 0.0  # the head's measured seconds of one run (0: not measured yet)
 
 
 class Preload(msgspec.Struct, tag=True):
     """The models the head expects, most wanted first (cluster.dispatcher.preload_order): the executor
     fills idle memory with the first L_e layers of each in the background (cluster.preloader). Each
     Preload replaces the last."""
+
     models: list[PreloadModel]
 
 

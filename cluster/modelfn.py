@@ -5,12 +5,13 @@ The interface is the ServerlessT2I paper's: a ModelFn declares its tensor inputs
 `load_model`, and runs in `execute`. It is stateless: with the same inputs and params (seeds
 included) it gives the same outputs, so any executor may run or re-run it.
 """
+
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 
@@ -65,7 +66,7 @@ class ModelFn(ABC):
     # -- batching (cluster.batching): optional, for ModelFns whose calls from different requests may
     # share one forward pass. The back end knows no model: these say which calls are compatible.
     @classmethod
-    def batch_key(cls, call: "Call") -> Hashable | None:
+    def batch_key(cls, call: Call) -> Hashable | None:
         """Equal keys: the calls can run as one batch (`cluster.batching.layout_key` builds the usual
         key). None, the default: this call runs alone."""
         return None

@@ -14,11 +14,13 @@ so an executor lost during its join most likely died of it: after `max_failed_jo
 host, executors there are offered no team (they serve from host memory) instead of dying and being
 restarted for ever.
 """
+
 from __future__ import annotations
 
 import collections
 import logging
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from cluster import messages as m
 from cluster.dataplane.nvshmem_team import TeamPlan, new_unique_id
@@ -27,14 +29,18 @@ log = logging.getLogger("cluster.head")
 
 
 class HostTeams:
-    def __init__(self, send: Callable[[Any, m.Team], bool],
-                 make_uid: Callable[[], bytes] = lambda: new_unique_id(), max_failed_joins: int = 2) -> None:
-        self.send = send                         # (executor state, message) -> sent
+    def __init__(
+        self,
+        send: Callable[[Any, m.Team], bool],
+        make_uid: Callable[[], bytes] = lambda: new_unique_id(),
+        max_failed_joins: int = 2,
+    ) -> None:
+        self.send = send  # (executor state, message) -> sent
         self.make_uid = make_uid
-        self.plans: dict[str, TeamPlan] = {}     # host id -> its team
-        self.members: dict[str, Any] = {}        # executor id -> its state
-        self.pending: dict[str, int] = {}        # executor id -> the generation it is joining
-        self.failed_joins: collections.Counter[tuple[str, str]] = collections.Counter()   # (host id, device)
+        self.plans: dict[str, TeamPlan] = {}  # host id -> its team
+        self.members: dict[str, Any] = {}  # executor id -> its state
+        self.pending: dict[str, int] = {}  # executor id -> the generation it is joining
+        self.failed_joins: collections.Counter[tuple[str, str]] = collections.Counter()  # (host id, device)
         self.max_failed_joins = max_failed_joins
 
     def waiting(self, executor_id: str) -> bool:
@@ -50,8 +56,14 @@ class HostTeams:
         keep failing on its GPU."""
         failed = self.failed_joins[(ex.host_id, ex.device)]
         if failed >= self.max_failed_joins:
-            log.warning("executor %s is offered no NVSHMEM team: %d joins failed on %s of host %s; it serves "
-                        "from shared memory", ex.id, failed, ex.device, ex.host_id)
+            log.warning(
+                "executor %s is offered no NVSHMEM team: %d joins failed on %s of host %s; it serves "
+                "from shared memory",
+                ex.id,
+                failed,
+                ex.device,
+                ex.host_id,
+            )
             return
         plan = self.plans.setdefault(ex.host_id, TeamPlan(self.make_uid))
         self.members[ex.id] = ex
@@ -68,18 +80,25 @@ class HostTeams:
             self.failed_joins[(ex.host_id, ex.device)] += 1
         plan = self.plans[ex.host_id]
         others = [member for member in plan.dissolve() if member != executor_id]
-        log.warning("NVSHMEM team of host %s dissolved: executor %s is gone; %d member(s) serve from shared "
-                    "memory", ex.host_id, executor_id, len(others))
+        log.warning(
+            "NVSHMEM team of host %s dissolved: executor %s is gone; %d member(s) serve from shared memory",
+            ex.host_id,
+            executor_id,
+            len(others),
+        )
         for member in others:
             self.pending.pop(member, None)
             self.send(self.members.pop(member), m.Team(b"", 0, 0, plan.generation))
 
     def joined(self, executor_id: str, msg: m.TeamJoined) -> None:
         if self.pending.get(executor_id) != msg.generation:
-            return   # an older generation's answer: a newer ticket is on its way
+            return  # an older generation's answer: a newer ticket is on its way
         if msg.error:
-            log.warning("executor %s could not join its host's NVSHMEM team (%s): it serves from shared memory",
-                        executor_id, msg.error)
+            log.warning(
+                "executor %s could not join its host's NVSHMEM team (%s): it serves from shared memory",
+                executor_id,
+                msg.error,
+            )
             self.lose(executor_id)
         else:
             del self.pending[executor_id]
@@ -89,6 +108,6 @@ class HostTeams:
         log.info("NVSHMEM team of host %s: generation %d, %d member(s)", host_id, generation, len(tickets))
         for member, t in tickets.items():
             if self.generation(host_id) != generation:
-                return   # a send failed, that member was lost, and the team was dissolved
+                return  # a send failed, that member was lost, and the team was dissolved
             self.pending[member] = generation
             self.send(self.members[member], m.Team(t.uid, t.rank, t.nranks, generation))

@@ -12,13 +12,14 @@ time measured yet it is every layer, Eq. 2 with T_comp = 0. It yields to invocat
 it, and waits at most for the layer being copied. A device that shares host memory (the CPU without
 an emulated copy bandwidth) loads a layer for free, L_e is 0 there, and nothing is preloaded.
 """
+
 from __future__ import annotations
 
 import logging
 import pickle
 import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Callable, Iterator
 
 from cluster import messages as m
 from cluster.executor_models import ExecutorModels
@@ -43,11 +44,11 @@ class Preloader:
     def __init__(self, models: ExecutorModels, fn: Callable[[str], ModelFn]) -> None:
         self.models, self.fn = models, fn
         self.cache: LayerCache = models.cache
-        self._seen: dict[str, tuple[str, int, int]] = {}   # model key -> (cache key, L_e, layers)
+        self._seen: dict[str, tuple[str, int, int]] = {}  # model key -> (cache key, L_e, layers)
         self._plan: list[m.PreloadModel] = []
         self._version = 0
         self._wake = threading.Condition()
-        self._step = threading.Lock()          # held while one layer is copied or a run goes on
+        self._step = threading.Lock()  # held while one layer is copied or a run goes on
         self._runs = 0
         self._stop = False
         self._thread: threading.Thread | None = None
@@ -55,7 +56,7 @@ class Preloader:
     def want(self, models: list[m.PreloadModel]) -> None:
         """The head's latest list: preload these, in this order (started on the first call)."""
         if self.cache.copier.shares_host_memory:
-            return   # loading a layer costs nothing here: there is nothing to hide
+            return  # loading a layer costs nothing here: there is nothing to hide
         with self._wake:
             self._plan, self._version = list(models), self._version + 1
             self._wake.notify()
@@ -106,9 +107,9 @@ class Preloader:
             version, plan = got
             try:
                 self._fill(version, plan)
-            except Exception:   # a model that fails to build must not end preloading, nor the executor
+            except Exception:  # a model that fails to build must not end preloading, nor the executor
                 log.exception("preloading failed")
-            with self._wake:    # done with this plan: sleep until a new one
+            with self._wake:  # done with this plan: sleep until a new one
                 while not self._stop and self._version == version:
                     self._wake.wait()
 
@@ -117,7 +118,7 @@ class Preloader:
             ref = pickle.loads(want.payload)[0]
             if ref is None:
                 continue
-            key, built_s = self.models.build(self.fn(want.fn), ref)   # reading files: no lock a run needs
+            key, built_s = self.models.build(self.fn(want.fn), ref)  # reading files: no lock a run needs
             self.models.prebuilt += built_s > 0
             if not self.models.managed(key):
                 continue
@@ -126,9 +127,9 @@ class Preloader:
             i = 0
             while i < (n if le is None else le):
                 if not self._layer(version, key, i):
-                    return   # no free memory left, or a newer plan: stop here
+                    return  # no free memory left, or a newer plan: stop here
                 i += 1
-                if le is None:   # the copy speed was measured just now
+                if le is None:  # the copy speed was measured just now
                     le = self._prefix(key, want.compute_s)
                 self._seen[ref.key] = (key, n if le is None else le, n)
             self._seen[ref.key] = (key, n if le is None else le, n)

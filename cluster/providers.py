@@ -13,6 +13,7 @@ model code, which a process that never runs a ModelFn does not need. An executor
 No torch here: the ComfyUI layer registers its providers on import, and `comfy-cluster --help` must
 stay quick.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -21,7 +22,7 @@ from importlib.metadata import entry_points
 GROUP = "comfy_cluster.modelfns"
 
 _added: list[str] = []
-_loaded = False   # every provider imported: a name still unknown is unknown (no rescan of the entry points)
+_loaded = False  # every provider imported: a name still unknown is unknown (no rescan of the entry points)
 
 
 def add_providers(*modules: str) -> None:

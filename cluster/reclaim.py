@@ -13,6 +13,7 @@ A name is removed only when it matches one of these patterns and its owner is go
 a zombie, or a process started after the file was last written (the pid was reused). Anything else,
 including names of live processes and of other hosts sharing the folder, is left alone.
 """
+
 from __future__ import annotations
 
 import logging
@@ -21,8 +22,8 @@ import re
 import shutil
 import socket
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 import psutil
 
@@ -58,12 +59,16 @@ def owner_gone(pid: int, written_at: float) -> bool:
         return proc.create_time() > written_at + 1.0
     except psutil.NoSuchProcess:
         return True
-    except psutil.AccessDenied:   # someone else's process: alive, and not ours to judge
+    except psutil.AccessDenied:  # someone else's process: alive, and not ours to judge
         return False
 
 
-def reclaim_dead(pids: Iterable[int] | None = None, shm_dir: str = SHM_DIR, temp_dir: str | None = None,
-                 weights_dir: Path = WEIGHTS_DIR) -> list[str]:
+def reclaim_dead(
+    pids: Iterable[int] | None = None,
+    shm_dir: str = SHM_DIR,
+    temp_dir: str | None = None,
+    weights_dir: Path = WEIGHTS_DIR,
+) -> list[str]:
     """Remove every segment, head socket and spill folder of ours whose owner is gone (only those of
     `pids` when given); returns the paths removed."""
     only = None if pids is None else set(pids)
@@ -72,7 +77,7 @@ def reclaim_dead(pids: Iterable[int] | None = None, shm_dir: str = SHM_DIR, temp
     for folder in dict.fromkeys((shm_dir, temp_dir or tempfile.gettempdir(), str(weights_dir))):
         try:
             names = os.listdir(folder)
-        except OSError:   # no such folder yet
+        except OSError:  # no such folder yet
             continue
         for name in names:
             pid = owner_pid(name, host)
@@ -90,7 +95,7 @@ def reclaim_dead(pids: Iterable[int] | None = None, shm_dir: str = SHM_DIR, temp
                     shutil.rmtree(path)
                 else:
                     os.unlink(path)
-            except FileNotFoundError:   # its owner's reaper got there first
+            except FileNotFoundError:  # its owner's reaper got there first
                 continue
             except OSError as err:
                 log.warning("could not remove %s of dead process %d: %s", path, pid, err)

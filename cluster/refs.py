@@ -1,4 +1,5 @@
 """Values that name things without carrying them: which weights (`ModelRef`)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -46,8 +47,10 @@ def checked_digest(path: str, digest: str | None) -> str:
         return digest or file_digest(path)
     local = file_digest(path)
     if local != digest:
-        raise ValueError(f"this machine's copy differs from the head's (BLAKE3 {local[:16]}... here, {digest[:16]}... "
-                         "there): give every node the same model files, or a shared filesystem")
+        raise ValueError(
+            f"this machine's copy differs from the head's (BLAKE3 {local[:16]}... here, {digest[:16]}... "
+            "there): give every node the same model files, or a shared filesystem"
+        )
     return digest
 
 
@@ -80,11 +83,13 @@ def _here(path: str, digest: str | None) -> str:
     found = _find_copy(path, digest)
     if found is None and _fetch is not None:
         found = _fetch(path, digest)
-    if found is None and _verify:   # an executor that joined over TCP: maybe on another machine
-        raise FileNotFoundError(f"model file {path} is not on this machine: not at the head's path, and no file of "
-                                f"that name with the head's content (BLAKE3 {digest[:16]}...) in this workspace's "
-                                "model folders; give every node the same model files, or a shared filesystem")
-    return found or path   # none found in-process: the loader's "file not found" names the path
+    if found is None and _verify:  # an executor that joined over TCP: maybe on another machine
+        raise FileNotFoundError(
+            f"model file {path} is not on this machine: not at the head's path, and no file of "
+            f"that name with the head's content (BLAKE3 {digest[:16]}...) in this workspace's "
+            "model folders; give every node the same model files, or a shared filesystem"
+        )
+    return found or path  # none found in-process: the loader's "file not found" names the path
 
 
 def on_this_machine(ref: ModelRef) -> ModelRef:
@@ -108,7 +113,7 @@ def file_digest(path: str | os.PathLike) -> str:
     return digest
 
 
-_digested: dict[str, set[str]] = {}   # digest -> the files of that content this process digested
+_digested: dict[str, set[str]] = {}  # digest -> the files of that content this process digested
 
 
 def digested_file(digest: str) -> str | None:
@@ -119,13 +124,14 @@ def digested_file(digest: str) -> str | None:
             if file_digest(path) == digest:
                 return path
         except OSError:
-            continue   # gone since
+            continue  # gone since
     return None
 
 
 @dataclass(frozen=True)
 class Patch:
     """A weight patch applied on load: a LoRA file and its strength."""
+
     path: str
     digest: str
     strength: float
@@ -140,6 +146,7 @@ class ModelRef:
     DualCLIPLoader); `options` carries settings that change the computation (CLIP skip, CLIP type).
     Equal refs mean equal weights, so a ModelRef is the key of every weight cache.
     """
+
     component: str
     arch: str
     sources: tuple[str, ...]
@@ -155,14 +162,14 @@ class ModelRef:
     def option(self, name: str, default: Any = None) -> Any:
         return dict(self.options).get(name, default)
 
-    def with_option(self, name: str, value: Any) -> "ModelRef":
+    def with_option(self, name: str, value: Any) -> ModelRef:
         opts = dict(self.options)
         opts[name] = value
         return replace(self, options=tuple(sorted(opts.items())))
 
-    def with_patch(self, patch: Patch) -> "ModelRef":
+    def with_patch(self, patch: Patch) -> ModelRef:
         return replace(self, patches=self.patches + (patch,))
 
-    def clone(self) -> "ModelRef":
+    def clone(self) -> ModelRef:
         """ComfyUI's ModelPatcher.clone(): refs are immutable, so a clone is the ref itself."""
         return self

@@ -1,5 +1,6 @@
 """Where ModelFn calls go. Node bodies call `runtime().call(...)`; which runtime answers
 (in-process, or the cluster's scheduler and executors) is set per prompt by the engine."""
+
 from __future__ import annotations
 
 import contextvars
@@ -17,8 +18,13 @@ class Runtime(ABC):
     ClusterRuntime` through the head on executor processes."""
 
     @abstractmethod
-    async def call(self, fn: str, model: ModelRef | None, inputs: dict[str, torch.Tensor | None],
-                   params: dict[str, Any] | None = None) -> dict[str, torch.Tensor]:
+    async def call(
+        self,
+        fn: str,
+        model: ModelRef | None,
+        inputs: dict[str, torch.Tensor | None],
+        params: dict[str, Any] | None = None,
+    ) -> dict[str, torch.Tensor]:
         """Invoke ModelFn `fn` (its registered name) with the weights `model` names (None: a ModelFn
         without weights) on `inputs` (None for an absent optional input) and plain `params`.
 
@@ -43,6 +49,7 @@ def runtime() -> Runtime:
     rt = _current.get()
     if rt is None:
         from cluster.local import default_local_runtime
+
         rt = default_local_runtime()
     return rt
 

@@ -8,12 +8,14 @@ let it be evicted (their layer caches evict least recently used models first any
 uses the targets to scale out a hot model onto more executors and to avoid loading a model where it
 would push out the last warm copies of a hotter one, instead of replicating whole workflows.
 """
+
 from __future__ import annotations
 
 import collections
 import math
 import time
-from typing import Callable, Iterable, Protocol, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Protocol
 
 
 class Holder(Protocol):
@@ -22,14 +24,15 @@ class Holder(Protocol):
 
 
 class ScalingController:
-    def __init__(self, window_s: float = 30.0, target_utilisation: float = 0.7,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, window_s: float = 30.0, target_utilisation: float = 0.7, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         if not 0 < target_utilisation <= 1:
             raise ValueError("target_utilisation must be in (0, 1]")
         self.window_s, self.target_utilisation, self.clock = window_s, target_utilisation, clock
-        self._samples: dict[str, collections.deque[tuple[float, float]]] = {}   # model -> (time, seconds)
-        self._busy: dict[str, float] = collections.defaultdict(float)          # sum over the window
-        self.floors: dict[str, int] = {}                                       # model -> replicas (set_floor)
+        self._samples: dict[str, collections.deque[tuple[float, float]]] = {}  # model -> (time, seconds)
+        self._busy: dict[str, float] = collections.defaultdict(float)  # sum over the window
+        self.floors: dict[str, int] = {}  # model -> replicas (set_floor)
 
     def set_floor(self, model_key: str, replicas: int) -> None:
         """Want at least `replicas` warm copies of `model_key` whatever its measured demand (0: no floor):
@@ -73,8 +76,10 @@ class ScalingController:
         targets = self.targets(len(holders))
         demand = self.demand()
         replicas = collections.Counter(k for h in holders for k in h.cached_models)
-        return {k: {"demand": round(demand.get(k, 0.0), 4), "target": targets.get(k, 0), "replicas": replicas[k]}
-                for k in sorted(set(targets) | set(replicas))}
+        return {
+            k: {"demand": round(demand.get(k, 0.0), 4), "target": targets.get(k, 0), "replicas": replicas[k]}
+            for k in sorted(set(targets) | set(replicas))
+        }
 
 
 def displacement(executor: Holder, model_key: str, targets: dict[str, int], replicas: dict[str, int]) -> int:

@@ -22,6 +22,7 @@ Batching (cluster.batching): `take` dispatches a chosen ready invocation out of 
 of the one just popped. It is charged like a pop; its heap entry goes stale (each entry carries the
 invocation's token, bumped by `take` and `push`) and is dropped when it reaches the top.
 """
+
 from __future__ import annotations
 
 import heapq
@@ -29,8 +30,9 @@ import itertools
 import random
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Generic, Iterable, Protocol, Sequence, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from cluster.scaling import displacement
 
@@ -45,27 +47,28 @@ PayloadT = TypeVar("PayloadT")
 @dataclass(eq=False)
 class Invocation(Generic[PayloadT]):
     """One ModelFn call waiting for, or holding, an executor."""
+
     id: int
     tenant: str
     request: str
     fn: str
     model_key: str
-    estimate: float                     # seconds, from the cost model
-    remaining: float = 0.0              # critical-path seconds of the request after this one
-    arrival: float | None = None        # clock() when it became ready; kept across re-runs
+    estimate: float  # seconds, from the cost model
+    remaining: float = 0.0  # critical-path seconds of the request after this one
+    arrival: float | None = None  # clock() when it became ready; kept across re-runs
     input_bytes: dict[str, int] = field(default_factory=dict)  # producer executor id -> bytes
     input_hosts: dict[str, int] = field(default_factory=dict)  # producer host -> bytes
     transfer_s: dict[str, float] = field(default_factory=dict)  # executor id -> seconds its inputs take
-                                        # to cross from other hosts (set by the shell before placement)
-    payload: PayloadT | None = None     # what the shell needs to carry it out (PayloadT above)
-    charged: float = 0.0                # vTime charged for the current dispatch (before weighting)
+    # to cross from other hosts (set by the shell before placement)
+    payload: PayloadT | None = None  # what the shell needs to carry it out (PayloadT above)
+    charged: float = 0.0  # vTime charged for the current dispatch (before weighting)
     seq: int = 0
     cancelled: bool = False
-    deadline: float | None = None       # with load shedding on (Dispatcher.shed_run_s), dropped unstarted
-                                        # when it cannot finish by then; None: never shed
-    batch_key: str | None = None        # equal keys can run as one batch (cluster.batching); None: alone
-    batch_size: int = 1                 # samples, counted against the model's batch-size cap
-    token: int = 0                      # which ready-structure entry is current (see `take`)
+    deadline: float | None = None  # with load shedding on (Dispatcher.shed_run_s), dropped unstarted
+    # when it cannot finish by then; None: never shed
+    batch_key: str | None = None  # equal keys can run as one batch (cluster.batching); None: alone
+    batch_size: int = 1  # samples, counted against the model's batch-size cap
+    token: int = 0  # which ready-structure entry is current (see `take`)
 
 
 @dataclass(eq=False)
@@ -76,11 +79,11 @@ class Tenant:
     vtime: float = 0.0
     queued: int = 0
     running: int = 0
-    ready: list = field(default_factory=list)   # heap of (key, seq, Invocation, token)
-    idle_since: float | None = None             # None: never seen
-    node: "_Node | None" = None                 # in the backlogged treap
-    in_active: bool = False                     # has a current entry in the active-vTime heap
-    active_stamp: int = -1                      # which heap entry is current (older ones are stale)
+    ready: list = field(default_factory=list)  # heap of (key, seq, Invocation, token)
+    idle_since: float | None = None  # None: never seen
+    node: _Node | None = None  # in the backlogged treap
+    in_active: bool = False  # has a current entry in the active-vTime heap
+    active_stamp: int = -1  # which heap entry is current (older ones are stale)
 
     @property
     def active(self) -> bool:
@@ -89,14 +92,15 @@ class Tenant:
 
 # --- treap keyed by (vtime, tenant order), augmented with the minimum head key of each subtree ---
 
+
 class _Node:
     __slots__ = ("key", "prio", "left", "right", "parent", "own", "best", "tenant")
 
     def __init__(self, key: tuple, val: tuple, tenant: Tenant, prio: float) -> None:
         self.key, self.tenant, self.prio = key, tenant, prio
         self.left = self.right = self.parent = None
-        self.own: tuple = (val, tenant.order)    # this node's (head key, order)
-        self.best: tuple = self.own              # the least `own` in its subtree
+        self.own: tuple = (val, tenant.order)  # this node's (head key, order)
+        self.best: tuple = self.own  # the least `own` in its subtree
 
 
 def _pull(n: _Node) -> None:
@@ -261,18 +265,21 @@ class Treap:
     def depth(self) -> int:
         def d(n: _Node | None) -> int:
             return 0 if n is None else 1 + max(d(n.left), d(n.right))
+
         return d(self.root)
 
 
 # --- policies ---
 
+
 class Scheduler(ABC):
     """Holds ready invocations and the per-tenant accounting; `pop` is one scheduling decision."""
 
-    charges_time = True     # False: service is counted in invocations, so there is nothing to correct
+    charges_time = True  # False: service is counted in invocations, so there is nothing to correct
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic, lift_grace_s: float = 1.0,
-                 lift: bool = True) -> None:
+    def __init__(
+        self, clock: Callable[[], float] = time.monotonic, lift_grace_s: float = 1.0, lift: bool = True
+    ) -> None:
         self.clock = clock
         self.lift_grace_s = lift_grace_s
         self.lift = lift
@@ -280,9 +287,9 @@ class Scheduler(ABC):
         self._by_order: list[Tenant] = []
         # Active tenants by vTime, only ever asked for its minimum (the lift): a heap with lazy
         # deletion, one push per change instead of a treap removal and insertion per decision.
-        self._active: list[tuple[float, int, int]] = []   # (vtime, tenant order, stamp)
+        self._active: list[tuple[float, int, int]] = []  # (vtime, tenant order, stamp)
         self._stamps = itertools.count()
-        self._floor = 0.0                   # highest least-active-vTime seen: the lift target when idle
+        self._floor = 0.0  # highest least-active-vTime seen: the lift target when idle
         self._seq = itertools.count()
         self.queued = 0
         self.decisions = 0
@@ -322,7 +329,7 @@ class Scheduler(ABC):
             t.in_active = True
             t.active_stamp = next(self._stamps)
             heapq.heappush(self._active, (t.vtime, t.order, t.active_stamp))
-            if len(self._active) > 2 * len(self._by_order) + 64:   # amortised O(1): stale entries
+            if len(self._active) > 2 * len(self._by_order) + 64:  # amortised O(1): stale entries
                 self._compact_active()
         self._place(t)
 
@@ -349,7 +356,7 @@ class Scheduler(ABC):
             if inv.arrival is None:
                 inv.arrival = self.clock()
             if t.queued + t.running == 0:
-                self._became_active(t)   # an idle tenant has no entry anywhere: nothing goes stale
+                self._became_active(t)  # an idle tenant has no entry anywhere: nothing goes stale
         t.queued += 1
         self.queued += 1
         inv.token += 1
@@ -379,7 +386,7 @@ class Scheduler(ABC):
         t = self.tenants[inv.tenant]
         t.queued -= 1
         self.queued -= 1
-        inv.token += 1                      # its entry in the ready structures is now stale
+        inv.token += 1  # its entry in the ready structures is now stale
         self._start(t, inv)
 
     def _start(self, t: Tenant, inv: Invocation) -> None:
@@ -447,9 +454,17 @@ class FairScheduler(Scheduler):
     """The two-layer vTime scheduler; with `charge_count=True, delta=0` and FIFO order inside a
     tenant it is VTC adapted to ModelFn invocations (service counted in operations, not time)."""
 
-    def __init__(self, delta: float = 1.0, *, w_wait: float = 1.0, w_remaining: float = 1.0,
-                 w_exec: float = 1.0, charge_count: bool = False, fifo_within: bool = False,
-                 **kw: Any) -> None:
+    def __init__(
+        self,
+        delta: float = 1.0,
+        *,
+        w_wait: float = 1.0,
+        w_remaining: float = 1.0,
+        w_exec: float = 1.0,
+        charge_count: bool = False,
+        fifo_within: bool = False,
+        **kw: Any,
+    ) -> None:
         super().__init__(**kw)
         self.delta = delta
         self.w_wait, self.w_remaining, self.w_exec = w_wait, w_remaining, w_exec
@@ -473,7 +488,7 @@ class FairScheduler(Scheduler):
 
     def _place(self, t: Tenant) -> None:
         node, tree = t.node, self._backlogged
-        while t.ready and _stale(t.ready[0]):   # taken for a batch: the head key must be a live entry
+        while t.ready and _stale(t.ready[0]):  # taken for a batch: the head key must be a live entry
             heapq.heappop(t.ready)
         if not t.ready:
             if node is not None:
@@ -493,7 +508,7 @@ class FairScheduler(Scheduler):
         first = self._backlogged.first()
         if first is None:
             return None
-        best = self._backlogged.best_below(first.key[0] + self.delta)   # layer 1, then layer 2
+        best = self._backlogged.best_below(first.key[0] + self.delta)  # layer 1, then layer 2
         return heapq.heappop(self._by_order[best[1]].ready)[2]
 
     def candidates(self) -> list[str]:
@@ -544,6 +559,7 @@ def make_scheduler(policy: str = "vtime", delta: float = 1.0, **kw: Any) -> Sche
 
 # --- placement ---
 
+
 class ExecutorView(Protocol):
     id: str
     cached_models: set[str]
@@ -552,15 +568,25 @@ class ExecutorView(Protocol):
     def load(self) -> int: ...
 
 
-def place(inv: Invocation, free: Sequence[ExecutorView], targets: dict[str, int] | None = None,
-          replicas: dict[str, int] | None = None) -> ExecutorView:
+def place(
+    inv: Invocation,
+    free: Sequence[ExecutorView],
+    targets: dict[str, int] | None = None,
+    replicas: dict[str, int] | None = None,
+) -> ExecutorView:
     """Best-fit executor among the free ones: holding the weights, then the least time moving inputs
     across hosts (`inv.transfer_s`: the host holding the inputs), then holding the most input bytes, then (with the scaling controller's `targets` and current `replicas`) the one where
     loading the weights would push out the fewest wanted warm copies of other models, then the
     least loaded (ties by id, so placement is reproducible)."""
     targets, replicas = targets or {}, replicas or {}
-    return min(free, key=lambda e: (inv.model_key not in e.cached_models,
-                                    inv.transfer_s.get(e.id, 0.0),
-                                    -inv.input_bytes.get(e.id, 0),
-                                    displacement(e, inv.model_key, targets, replicas) if targets else 0,
-                                    e.load, e.id))
+    return min(
+        free,
+        key=lambda e: (
+            inv.model_key not in e.cached_models,
+            inv.transfer_s.get(e.id, 0.0),
+            -inv.input_bytes.get(e.id, 0),
+            displacement(e, inv.model_key, targets, replicas) if targets else 0,
+            e.load,
+            e.id,
+        ),
+    )

@@ -6,6 +6,7 @@ head and the executor each prove they know it with an HMAC over fresh nonces (cl
 cluster.executor), and every data-plane request carries an HMAC of itself (cluster.dataplane.remote).
 Traffic is authenticated, not encrypted: run it on a network you trust, or inside a VPN.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -42,7 +43,7 @@ def ensure_secret(workspace: str | Path) -> bytes:
     value = secrets.token_hex(32)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:   # another head created it meanwhile: use theirs
+    except FileExistsError:  # another head created it meanwhile: use theirs
         return read_secret(workspace) or value.encode()
     with os.fdopen(fd, "w") as f:
         f.write(value + "\n")

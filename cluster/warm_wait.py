@@ -14,10 +14,11 @@ and the head share it:
   stayed busy or evicted the weights, so waiting longer only adds delay);
 - `load_estimate`: seconds to bring a model's missing layers in, for both decisions.
 """
+
 from __future__ import annotations
 
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from typing import Collection, Sequence
 
 
 @dataclass(frozen=True)
@@ -29,9 +30,10 @@ class WarmWaitPolicy:
 @dataclass(frozen=True)
 class Parked:
     """One parked invocation as the decision sees it."""
+
     model_key: str
-    since: float        # when it was parked (same clock as `now`)
-    load_s: float       # what loading it on a cold executor would take
+    since: float  # when it was parked (same clock as `now`)
+    load_s: float  # what loading it on a cold executor would take
 
 
 def load_estimate(layers: int, resident_layers: int, full_load_s: float) -> float:
@@ -41,8 +43,9 @@ def load_estimate(layers: int, resident_layers: int, full_load_s: float) -> floa
     return max(0, layers - resident_layers) * full_load_s / layers
 
 
-def should_park(load_s: float, holders_free_in: Sequence[float], already_parked: int,
-                policy: WarmWaitPolicy = WarmWaitPolicy()) -> bool:
+def should_park(
+    load_s: float, holders_free_in: Sequence[float], already_parked: int, policy: WarmWaitPolicy = WarmWaitPolicy()
+) -> bool:
     """Whether to park an invocation instead of loading its weights on the cold executor `place` chose.
 
     load_s: expected load time there; holders_free_in: for each busy executor holding the weights,

@@ -1,4 +1,5 @@
 """The ComfyUI face of Comfy Cluster: protocol server, graph formats, validation, engine, compat modules."""
+
 from cluster.providers import add_providers
 
 # The ModelFns this layer's processes (and the executors they start) can run: the core models, and

@@ -5,6 +5,7 @@ NODE_CLASS_MAPPINGS, V3 packs a `comfy_entrypoint()` returning a ComfyExtension.
 import is logged and recorded; the others still load. Before any pack is imported, each pack folder's
 `prestartup_script.py` runs. With custom nodes disabled, only whitelisted packs load.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -80,7 +81,7 @@ async def load_pack(registry: NodeRegistry, path: Path) -> bool:
             registry.web_directories[name] = (module_dir / web).resolve()
             nodes.EXTENSION_WEB_DIRS[name] = str(registry.web_directories[name])
         relative = f"custom_nodes.{name}"
-        if path.is_dir():   # ComfyUI reads a pack folder's node_replacements.json whatever its node API
+        if path.is_dir():  # ComfyUI reads a pack folder's node_replacements.json whatever its node API
             node_replace_manager().load_from_json(module_dir, name)
         mappings = getattr(module, "NODE_CLASS_MAPPINGS", None)
         if mappings is not None:
@@ -92,20 +93,23 @@ async def load_pack(registry: NodeRegistry, path: Path) -> bool:
             extension = entrypoint()
             if inspect.isawaitable(extension):
                 extension = await extension
-            await extension.on_load()   # where packs register node replacements, as in ComfyUI
+            await extension.on_load()  # where packs register node replacements, as in ComfyUI
             node_list = await extension.get_node_list()
             if not isinstance(node_list, list):
                 raise TypeError("comfy_entrypoint's get_node_list() must return a list")
             for cls in node_list:
                 schema = cls.GET_SCHEMA()
-                registry.add_custom({schema.node_id: cls}, {schema.node_id: schema.display_name}
-                                    if schema.display_name else None, relative)
+                registry.add_custom(
+                    {schema.node_id: cls},
+                    {schema.node_id: schema.display_name} if schema.display_name else None,
+                    relative,
+                )
                 _record_origins(registry, {schema.node_id: cls}, name, path)
             return True
         log.warning("Skip %s module for custom nodes due to the lack of NODE_CLASS_MAPPINGS or NODES_LIST.", path)
         registry.import_failures[str(path)] = "no NODE_CLASS_MAPPINGS or comfy_entrypoint"
         return False
-    except (Exception, SystemExit):   # a pack that exits while it imports (rembg without onnxruntime) fails alone
+    except (Exception, SystemExit):  # a pack that exits while it imports (rembg without onnxruntime) fails alone
         tb = traceback.format_exc()
         log.warning("%s\nCannot import %s module for custom nodes:", tb, path)
         registry.import_failures[str(path)] = tb
@@ -121,6 +125,7 @@ def _record_origins(registry: NodeRegistry, mappings: dict, name: str, path: Pat
 async def pack_classes(path: Path) -> dict[str, type]:
     """{class_type: class} of one pack, importing it if this process has not (an executor does this)."""
     from comfy_bridge.packs.transport import import_pack_module
+
     key = str(path.with_suffix("")) if path.is_file() else str(path).replace(".", "_x_")
     import_pack_module(key)
     module = sys.modules[key]
@@ -195,7 +200,7 @@ async def load_custom_nodes(registry: NodeRegistry, directories: list[Path], onl
             start = time.perf_counter()
             ok = await load_pack(registry, path)
             times.append((time.perf_counter() - start, path, ok))
-    for name, folder in list(nodes.EXTENSION_WEB_DIRS.items()):   # what packs put there themselves
+    for name, folder in list(nodes.EXTENSION_WEB_DIRS.items()):  # what packs put there themselves
         if name not in registry.web_directories and Path(folder).is_dir():
             registry.web_directories[name] = Path(folder).resolve()
     if times:

@@ -5,6 +5,7 @@ frontend-only `control_after_generate` value after a seed and the upload button 
 combo are skipped. Muted nodes (mode 2) are dropped, bypassed nodes (mode 4) become pass-through links,
 Reroute nodes are followed, and PrimitiveNode values are written into the widgets they feed.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -28,8 +29,13 @@ def _links(workflow: dict) -> dict[int, tuple[int, int, int, int, Any]]:
     out = {}
     for link in workflow.get("links") or []:
         if isinstance(link, dict):
-            out[link["id"]] = (link["origin_id"], link["origin_slot"], link["target_id"], link["target_slot"],
-                               link.get("type"))
+            out[link["id"]] = (
+                link["origin_id"],
+                link["origin_slot"],
+                link["target_id"],
+                link["target_slot"],
+                link.get("type"),
+            )
         elif link:
             out[link[0]] = (link[1], link[2], link[3], link[4], link[5] if len(link) > 5 else None)
     return out
@@ -67,8 +73,11 @@ def _widget_values(node: dict, info: dict) -> dict[str, Any]:
             has_control = options.get("control_after_generate") or (spec[0] == "INT" and name in ("seed", "noise_seed"))
             if has_control and pos < len(values) and values[pos] in CONTROL_VALUES:
                 pos += 1
-            if any(options.get(k) for k in UPLOAD_KEYS) and pos < len(values) and \
-                    values[pos] in ("image", "video", "audio", "file"):
+            if (
+                any(options.get(k) for k in UPLOAD_KEYS)
+                and pos < len(values)
+                and values[pos] in ("image", "video", "audio", "file")
+            ):
                 pos += 1
     return out
 
@@ -147,4 +156,3 @@ def ui_to_api(workflow: dict, registry: Any) -> dict:
         title = node.get("title") or (info.get("display_name") if cls is not None else None) or class_type
         prompt[str(node_id)] = {"inputs": inputs, "class_type": class_type, "_meta": {"title": title}}
     return prompt
-

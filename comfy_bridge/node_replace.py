@@ -6,6 +6,7 @@ pack folder's `node_replacements.json`.
 The web UI reads the registry (GET /node_replacements) to offer swapping a missing node for its successor;
 POST /prompt rewrites an API-format prompt with it before validation, so a saved API prompt naming a
 retired class still runs. Node packs are installed per process, so one registry serves every tenant."""
+
 from __future__ import annotations
 
 import json
@@ -40,8 +41,9 @@ class NodeReplaceManager:
                 raise ValueError(f"node replacement needs a non-empty {name}")
         entries = self._replacements.setdefault(node_replace.old_node_id, [])
         if any(e.new_node_id == node_replace.new_node_id for e in entries):
-            log.debug("node replacement %s -> %s already registered", node_replace.old_node_id,
-                      node_replace.new_node_id)
+            log.debug(
+                "node replacement %s -> %s already registered", node_replace.old_node_id, node_replace.new_node_id
+            )
             return
         entries.append(node_replace)
 
@@ -53,8 +55,10 @@ class NodeReplaceManager:
 
     def as_dict(self, offered: Collection[str] | None = None) -> dict[str, list[dict]]:
         """The GET /node_replacements answer; with `offered`, only replacements by an offered class."""
-        answer = {old: [r.as_dict() for r in entries if offered is None or r.new_node_id in offered]
-                  for old, entries in self._replacements.items()}
+        answer = {
+            old: [r.as_dict() for r in entries if offered is None or r.new_node_id in offered]
+            for old, entries in self._replacements.items()
+        }
         return {old: entries for old, entries in answer.items() if entries}
 
     def load_from_json(self, module_dir: str | Path, module_name: str) -> int:
@@ -75,21 +79,26 @@ class NodeReplaceManager:
         count = 0
         for old_node_id, entries in data.items():
             if not isinstance(entries, list):
-                log.warning("%s of %s: the value of %r must be a list, skipped", REPLACEMENTS_FILE, module_name,
-                            old_node_id)
+                log.warning(
+                    "%s of %s: the value of %r must be a list, skipped", REPLACEMENTS_FILE, module_name, old_node_id
+                )
                 continue
             for entry in entries:
                 if not isinstance(entry, dict):
                     continue
                 try:
-                    self.register(NodeReplace(
-                        new_node_id=entry.get("new_node_id", ""), old_node_id=entry.get("old_node_id", old_node_id),
-                        old_widget_ids=entry.get("old_widget_ids"), input_mapping=entry.get("input_mapping"),
-                        output_mapping=entry.get("output_mapping")))
+                    self.register(
+                        NodeReplace(
+                            new_node_id=entry.get("new_node_id", ""),
+                            old_node_id=entry.get("old_node_id", old_node_id),
+                            old_widget_ids=entry.get("old_widget_ids"),
+                            input_mapping=entry.get("input_mapping"),
+                            output_mapping=entry.get("output_mapping"),
+                        )
+                    )
                     count += 1
                 except (TypeError, ValueError) as exc:
-                    log.warning("%s of %s: entry for %r skipped: %s", REPLACEMENTS_FILE, module_name, old_node_id,
-                                exc)
+                    log.warning("%s of %s: entry for %r skipped: %s", REPLACEMENTS_FILE, module_name, old_node_id, exc)
         if count:
             log.info("Loaded %d node replacement(s) from %s/%s", count, module_name, REPLACEMENTS_FILE)
         return count
@@ -113,16 +122,20 @@ class NodeReplaceManager:
         for node_id in stale:
             node = prompt[node_id]
             replacement = self._replacements[node["class_type"]][0]
-            if replacement.new_node_id not in offered:   # a swap to a missing class only confuses the error
+            if replacement.new_node_id not in offered:  # a swap to a missing class only confuses the error
                 continue
             inputs: dict[str, Any] = {}
             for entry in replacement.input_mapping or ():
                 if "set_value" in entry:
                     inputs[entry["new_id"]] = entry["set_value"]
-                elif entry.get("old_id") in node["inputs"]:   # an optional input left out stays out
+                elif entry.get("old_id") in node["inputs"]:  # an optional input left out stays out
                     inputs[entry["new_id"]] = node["inputs"][entry["old_id"]]
-            prompt[node_id] = {**node, "class_type": replacement.new_node_id, "inputs": inputs,
-                               "_meta": dict(node.get("_meta") or {})}
+            prompt[node_id] = {
+                **node,
+                "class_type": replacement.new_node_id,
+                "inputs": inputs,
+                "_meta": dict(node.get("_meta") or {}),
+            }
             moves = {m["old_idx"]: m["new_idx"] for m in replacement.output_mapping or ()}
             for link, old_idx in readers.get(node_id, ()):
                 if old_idx in moves:
@@ -137,6 +150,7 @@ def node_replace_manager() -> NodeReplaceManager:
     global _manager
     if _manager is None:
         from comfy_bridge.node_replace_builtin import register_builtin
+
         _manager = NodeReplaceManager()
         register_builtin(_manager)
     return _manager

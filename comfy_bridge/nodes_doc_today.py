@@ -1,6 +1,7 @@
 """The part of docs/nodes.md about today's ComfyUI (issue 34): the utility classes offered beyond 0.3.64, how
 many of the web UI's local templates have every node offered (docs/benchmarks/templates.json, written by
 scripts/templates_coverage.py), and each class those templates still lack, with its reason."""
+
 from __future__ import annotations
 
 import json
@@ -13,34 +14,51 @@ TEMPLATES = REPO / "docs" / "benchmarks" / "templates.json"
 # Today's local core classes (comfyui-embedded-docs 0.5.15 less the paid API nodes), written by
 # scripts/record_comfyui_today_classes.py.
 TODAY_CLASSES = TODAY.with_name("comfyui_today_classes.json")
-TEXTGEN = TODAY.with_name("comfyui_textgen_object_info.json")   # TextGenerate's interface, from the newest source
+TEXTGEN = TODAY.with_name("comfyui_textgen_object_info.json")  # TextGenerate's interface, from the newest source
 
 MEDIA = "video and audio files and audio models (issue 34 item 3, under way)"
 THREE_D = "3D models, meshes and splats are not implemented"
-DETECTION = "detection / segmentation / depth models (SAM 3, RT-DETR, MoGe, Depth Anything 3, SDPose, background " \
-            "removal, optical flow) are not implemented"
+DETECTION = (
+    "detection / segmentation / depth models (SAM 3, RT-DETR, MoGe, Depth Anything 3, SDPose, background "
+    "removal, optical flow) are not implemented"
+)
 UTILITY = "a model-free utility node of today's ComfyUI not written yet"
 # (pattern on the class name, reason), first match wins; the families are the model-family issues' work.
 RULES: list[tuple[str, str]] = [
     (r"LTX|^LatentUpscaleModelLoader$", "the LTX-2 audio-video model family is not implemented"),
-    (r"Audio|^(LoadVideo|SaveVideo|CreateVideo|GetVideoComponents|Video Slice|RecordAudio)$|Music|YuE2|SheetSage|"
-     r"AceStep|ABC$", MEDIA),
-    (r"Trellis|Mesh|3D|Voxel|GLB|Splat|Hunyuan3D|Pixal3D|SAM3DBody|Bake|UnwrapMesh|RenderUVAtlas|CameraInfo|"
-     r"BuildPoseFile|CameraAngle", THREE_D),
-    (r"^(SAM3_|RTDETR|MoGe|LoadMoGe|DA3|LoadDA3|SDPose|RemoveBackground|LoadBackgroundRemovalModel|OpticalFlow|"
-     r"MarigoldV2)", DETECTION),
-    (r"^(Wan|Empty.*Wan|TrimVideoLatent|ContextWindows|SCAIL|GenerateTracks|NormalizeVideoLatent|"
-     r"ReplaceVideoLatentFrames|SVD_|ImageOnlyCheckpointLoader|ARVideo|SamplerARVideo|FrameInterpolat|VOID|"
-     r"Kandinsky5|HunyuanVideo|EmptyHunyuan)", "video model families (Wan, Hunyuan Video, Kandinsky 5, SVD, ...) "
-                                              "are not implemented"),
-    (r"MiniMax", "MiniMax H3 runs text-to-video, video only; its references, guides and Fun ControlNet are not "
-                 "implemented"),
+    (
+        r"Audio|^(LoadVideo|SaveVideo|CreateVideo|GetVideoComponents|Video Slice|RecordAudio)$|Music|YuE2|SheetSage|"
+        r"AceStep|ABC$",
+        MEDIA,
+    ),
+    (
+        r"Trellis|Mesh|3D|Voxel|GLB|Splat|Hunyuan3D|Pixal3D|SAM3DBody|Bake|UnwrapMesh|RenderUVAtlas|CameraInfo|"
+        r"BuildPoseFile|CameraAngle",
+        THREE_D,
+    ),
+    (
+        r"^(SAM3_|RTDETR|MoGe|LoadMoGe|DA3|LoadDA3|SDPose|RemoveBackground|LoadBackgroundRemovalModel|OpticalFlow|"
+        r"MarigoldV2)",
+        DETECTION,
+    ),
+    (
+        r"^(Wan|Empty.*Wan|TrimVideoLatent|ContextWindows|SCAIL|GenerateTracks|NormalizeVideoLatent|"
+        r"ReplaceVideoLatentFrames|SVD_|ImageOnlyCheckpointLoader|ARVideo|SamplerARVideo|FrameInterpolat|VOID|"
+        r"Kandinsky5|HunyuanVideo|EmptyHunyuan)",
+        "video model families (Wan, Hunyuan Video, Kandinsky 5, SVD, ...) are not implemented",
+    ),
+    (
+        r"MiniMax",
+        "MiniMax H3 runs text-to-video, video only; its references, guides and Fun ControlNet are not implemented",
+    ),
     (r"Qwen|USOStyle|ModelPatchLoader|Diffsynth", "the Qwen-Image family (and its model patches) is not implemented"),
     (r"SeedVR2", "the SeedVR2 upscaler family is not implemented"),
     (r"HiDream|QuadrupleCLIPLoader", "the HiDream family is not implemented"),
-    (r"Chroma|Lotus|Bernini|Flux3|FluxKV|MOSS|Ming|Mage|Boogu|Joy|Fibo|Ideogram|PiD|Anima|unCLIP|AliMama|"
-     r"ReferenceMultiLatent|ConditioningLoader|GetICLoRA|ICLoRA",
-     "an image model family not implemented yet"),
+    (
+        r"Chroma|Lotus|Bernini|Flux3|FluxKV|MOSS|Ming|Mage|Boogu|Joy|Fibo|Ideogram|PiD|Anima|unCLIP|AliMama|"
+        r"ReferenceMultiLatent|ConditioningLoader|GetICLoRA|ICLoRA",
+        "an image model family not implemented yet",
+    ),
     (r"^(BlockSparseAttention|SamplerLCM)$", "a model patch or sampler of today's ComfyUI not written yet"),
 ]
 
@@ -57,22 +75,31 @@ def render_today(offered: set[str]) -> list[str]:
     listed = set(json.loads(TODAY.read_text())["classes"]) | set(json.loads(TEXTGEN.read_text())["classes"])
     today = sorted(listed & offered, key=str.lower)
     local = today_local_classes()
-    lines = ["", "## Today's ComfyUI", "",
-             f"**{len(offered & set(local))} of today's {len(local)} local core classes offered**: the classes "
-             "documented by ComfyUI's node documentation package (comfyui-embedded-docs 0.5.15) less its paid API "
-             "nodes and the frontend-only types (tests/nodes/fixtures/comfyui_today_classes.json, written by "
-             "scripts/record_comfyui_today_classes.py, says how each was classified).", "",
-             f"Also offered, today's core utility classes added after 0.3.64 ({len(today)}): {', '.join(today)}. Each "
-             "declares the interface ComfyUI 0.10.0 reports or, for those newer than 0.10.0, the newest ComfyUI "
-             "source gives it (tests/nodes/fixtures/comfyui_today_object_info.json and comfyui_textgen_object_info.json say "
-             "which)."]
+    lines = [
+        "",
+        "## Today's ComfyUI",
+        "",
+        f"**{len(offered & set(local))} of today's {len(local)} local core classes offered**: the classes "
+        "documented by ComfyUI's node documentation package (comfyui-embedded-docs 0.5.15) less its paid API "
+        "nodes and the frontend-only types (tests/nodes/fixtures/comfyui_today_classes.json, written by "
+        "scripts/record_comfyui_today_classes.py, says how each was classified).",
+        "",
+        f"Also offered, today's core utility classes added after 0.3.64 ({len(today)}): {', '.join(today)}. Each "
+        "declares the interface ComfyUI 0.10.0 reports or, for those newer than 0.10.0, the newest ComfyUI "
+        "source gives it (tests/nodes/fixtures/comfyui_today_object_info.json and comfyui_textgen_object_info.json say "
+        "which).",
+    ]
     if not TEMPLATES.is_file():
         return lines
     result = json.loads(TEMPLATES.read_text())
-    lines += ["", f"**{result['complete_templates']} of the web UI's {result['local_templates']} local templates have "
-                  f"every node offered, {result['complete_usage_share']:.0%} of their recorded usage** "
-                  "(docs/benchmarks/templates.json, `python scripts/templates_coverage.py`). What they still lack, "
-                  "most used first (templates using it, their usage), by reason:", ""]
+    lines += [
+        "",
+        f"**{result['complete_templates']} of the web UI's {result['local_templates']} local templates have "
+        f"every node offered, {result['complete_usage_share']:.0%} of their recorded usage** "
+        "(docs/benchmarks/templates.json, `python scripts/templates_coverage.py`). What they still lack, "
+        "most used first (templates using it, their usage), by reason:",
+        "",
+    ]
     by_reason: dict[str, list[str]] = {}
     for row in result["missing_classes"]:
         by_reason.setdefault(reason(row["class"]), []).append(f"{row['class']} ({row['templates']}, {row['usage']})")

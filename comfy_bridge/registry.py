@@ -1,11 +1,13 @@
 """The node registry: every node class (core + custom packs) and its /object_info entry."""
+
 from __future__ import annotations
 
 import asyncio
 import logging
 import threading
+from collections.abc import Coroutine, Iterable
 from pathlib import Path
-from typing import Any, Coroutine, Iterable
+from typing import Any
 
 from comfy_bridge.execution.nodeapi import is_v3
 
@@ -55,7 +57,7 @@ class NodeRegistry:
             "description": getattr(cls, "DESCRIPTION", ""),
             "python_module": getattr(cls, "RELATIVE_PYTHON_MODULE", "nodes"),
             "category": getattr(cls, "CATEGORY", "sd"),
-            "output_node": getattr(cls, "OUTPUT_NODE", False) is True or getattr(cls, "OUTPUT_NODE", False) == True,
+            "output_node": getattr(cls, "OUTPUT_NODE", False) is True or getattr(cls, "OUTPUT_NODE", False) == True,  # noqa: E712 (1 counts)
         }
         if hasattr(cls, "OUTPUT_TOOLTIPS"):
             info["output_tooltips"] = cls.OUTPUT_TOOLTIPS
@@ -95,6 +97,7 @@ def run_coroutine_sync(coro: Coroutine) -> Any:
             box["value"] = asyncio.run(coro)
         except BaseException as ex:  # re-raised in the caller's thread
             box["error"] = ex
+
     thread = threading.Thread(target=target, name="registry-loader")
     thread.start()
     thread.join()
@@ -115,25 +118,33 @@ def _core_nodes() -> tuple[dict, dict]:
         except ImportError:
             log.warning("core nodes package `nodes` is not importable; starting with custom nodes only")
             return {}, {}
-        _core = (dict(getattr(nodes, "NODE_CLASS_MAPPINGS", None) or {}),
-                 dict(getattr(nodes, "NODE_DISPLAY_NAME_MAPPINGS", None) or {}))
+        _core = (
+            dict(getattr(nodes, "NODE_CLASS_MAPPINGS", None) or {}),
+            dict(getattr(nodes, "NODE_DISPLAY_NAME_MAPPINGS", None) or {}),
+        )
     return dict(_core[0]), dict(_core[1])
 
 
-def build_registry(workspace: Any, extra_custom_node_dirs: Iterable[str | Path] = (),
-                   load_custom_nodes: bool = True, whitelist: Iterable[str] = ()) -> NodeRegistry:
+def build_registry(
+    workspace: Any,
+    extra_custom_node_dirs: Iterable[str | Path] = (),
+    load_custom_nodes: bool = True,
+    whitelist: Iterable[str] = (),
+) -> NodeRegistry:
     """Core nodes from `nodes`, then the packs in the workspace's custom_nodes folders and the extra dirs
     (with load_custom_nodes False, only the packs named in `whitelist`)."""
     from comfy_bridge import compat
     from comfy_bridge.packs.torchvision_ops import make_torchvision_importable
+
     compat.install()
-    make_torchvision_importable()   # core nodes import transformers' models, which import an installed torchvision
+    make_torchvision_importable()  # core nodes import transformers' models, which import an installed torchvision
     registry = NodeRegistry()
     core, display = _core_nodes()
     registry.add_builtin(core, display)
     whitelist = set(whitelist)
     if load_custom_nodes or whitelist:
         from comfy_bridge.custom_nodes import load_custom_nodes as load
+
         dirs = [Path(d) for d in workspace.folder_paths("custom_nodes")] if workspace is not None else []
         dirs += [Path(d) for d in extra_custom_node_dirs]
         run_coroutine_sync(load(registry, dirs, None if load_custom_nodes else whitelist))

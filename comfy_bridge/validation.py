@@ -5,19 +5,21 @@ generator driven from an explicit stack (`_drive`), so 5,000-deep chains validat
 recursion limit, and a static cycle is detected instead of exhausting it. The observable results are
 ComfyUI's, including for cycles (the outputs fail with empty details and no node_errors).
 """
+
 from __future__ import annotations
 
 import inspect
 import logging
 import sys
 import traceback
-from typing import Any, Generator
+from collections.abc import Generator
+from typing import Any
 
-from comfy_bridge.execution.prompt_executor import full_type_name
 from comfy_bridge.execution.graph import get_input_info
 from comfy_bridge.execution.graph_utils import ExecutionBlocker
 from comfy_bridge.execution.node_call import get_input_data, map_node_over_list, resolve_results
 from comfy_bridge.execution.nodeapi import custom_function, input_types, is_v3
+from comfy_bridge.execution.prompt_executor import full_type_name
 from nodes.model_checks import model_file_problem
 
 log = logging.getLogger(__name__)
@@ -40,7 +42,7 @@ def validate_node_input(received_type: Any, input_type: Any, strict: bool = Fals
     if received_type == "*" or input_type == "*":
         return True
     if MATCH_TYPE in (received_type, input_type):
-        return True   # a V3 MatchType socket: the frontend resolves which type it takes
+        return True  # a V3 MatchType socket: the frontend resolves which type it takes
     if not isinstance(received_type, str) or not isinstance(input_type, str):
         return False
     received = {t.strip() for t in received_type.split(",")}
@@ -59,8 +61,9 @@ def _reason(type_: str, message: str, details: str, **extra: Any) -> dict:
     return {"type": type_, "message": message, "details": details, "extra_info": extra}
 
 
-def _check_node(registry: Any, prompt_id: str, prompt: dict, unique_id: str, validated: dict
-                ) -> Generator[_Request, Any, tuple]:
+def _check_node(
+    registry: Any, prompt_id: str, prompt: dict, unique_id: str, validated: dict
+) -> Generator[_Request, Any, tuple]:
     if unique_id in validated:
         return validated[unique_id]
     inputs = prompt[unique_id]["inputs"]
@@ -91,18 +94,32 @@ def _check_node(registry: Any, prompt_id: str, prompt: dict, unique_id: str, val
         info = (input_type, extra_info)
         if isinstance(val, list):
             if len(val) != 2:
-                errors.append(_reason("bad_linked_input",
-                                      "Bad linked input, must be a length-2 list of [node_id, slot_index]",
-                                      f"{x}", input_name=x, input_config=info, received_value=val))
+                errors.append(
+                    _reason(
+                        "bad_linked_input",
+                        "Bad linked input, must be a length-2 list of [node_id, slot_index]",
+                        f"{x}",
+                        input_name=x,
+                        input_config=info,
+                        received_value=val,
+                    )
+                )
                 continue
             o_id = val[0]
             received_type = registry.classes[prompt[o_id]["class_type"]].RETURN_TYPES[val[1]]
             received_types[x] = received_type
             if "input_types" not in validate_args and not validate_node_input(received_type, input_type):
-                errors.append(_reason("return_type_mismatch", "Return type mismatch between linked nodes",
-                                      f"{x}, received_type({received_type}) mismatch input_type({input_type})",
-                                      input_name=x, input_config=info, received_type=received_type,
-                                      linked_node=val))
+                errors.append(
+                    _reason(
+                        "return_type_mismatch",
+                        "Return type mismatch between linked nodes",
+                        f"{x}, received_type({received_type}) mismatch input_type({input_type})",
+                        input_name=x,
+                        input_config=info,
+                        received_type=received_type,
+                        linked_node=val,
+                    )
+                )
                 continue
             try:
                 upstream = yield _Request("validate", o_id)
@@ -112,10 +129,23 @@ def _check_node(registry: Any, prompt_id: str, prompt: dict, unique_id: str, val
             except Exception as ex:
                 typ, _, tb = sys.exc_info()
                 valid = False
-                validated[o_id] = (False, [_reason(
-                    "exception_during_inner_validation", "Exception when validating inner node", str(ex),
-                    input_name=x, input_config=info, exception_message=str(ex), exception_type=full_type_name(typ),
-                    traceback=traceback.format_tb(tb), linked_node=val)], o_id)
+                validated[o_id] = (
+                    False,
+                    [
+                        _reason(
+                            "exception_during_inner_validation",
+                            "Exception when validating inner node",
+                            str(ex),
+                            input_name=x,
+                            input_config=info,
+                            exception_message=str(ex),
+                            exception_type=full_type_name(typ),
+                            traceback=traceback.format_tb(tb),
+                            linked_node=val,
+                        )
+                    ],
+                    o_id,
+                )
                 continue
         else:
             try:
@@ -128,31 +158,69 @@ def _check_node(registry: Any, prompt_id: str, prompt: dict, unique_id: str, val
                     if input_type == name:
                         val = inputs[x] = convert(val)
             except Exception as ex:
-                errors.append(_reason("invalid_input_type", f"Failed to convert an input value to a {input_type} value",
-                                      f"{x}, {val}, {ex}", input_name=x, input_config=info, received_value=val,
-                                      exception_message=str(ex)))
+                errors.append(
+                    _reason(
+                        "invalid_input_type",
+                        f"Failed to convert an input value to a {input_type} value",
+                        f"{x}, {val}, {ex}",
+                        input_name=x,
+                        input_config=info,
+                        received_value=val,
+                        exception_message=str(ex),
+                    )
+                )
                 continue
             if x not in validate_args and not validate_kwargs:
                 if "min" in extra_info and val < extra_info["min"]:
-                    errors.append(_reason("value_smaller_than_min", f"Value {val} smaller than min of {extra_info['min']}",
-                                          f"{x}", input_name=x, input_config=info, received_value=val))
+                    errors.append(
+                        _reason(
+                            "value_smaller_than_min",
+                            f"Value {val} smaller than min of {extra_info['min']}",
+                            f"{x}",
+                            input_name=x,
+                            input_config=info,
+                            received_value=val,
+                        )
+                    )
                     continue
                 if "max" in extra_info and val > extra_info["max"]:
-                    errors.append(_reason("value_bigger_than_max", f"Value {val} bigger than max of {extra_info['max']}",
-                                          f"{x}", input_name=x, input_config=info, received_value=val))
+                    errors.append(
+                        _reason(
+                            "value_bigger_than_max",
+                            f"Value {val} bigger than max of {extra_info['max']}",
+                            f"{x}",
+                            input_name=x,
+                            input_config=info,
+                            received_value=val,
+                        )
+                    )
                     continue
                 if isinstance(input_type, list) and val not in input_type:
                     big = len(input_type) > 20  # don't echo long model lists back
                     list_info = f"(list of length {len(input_type)})" if big else str(input_type)
-                    errors.append(_reason("value_not_in_list", "Value not in list", f"{x}: '{val}' not in {list_info}",
-                                          input_name=x, input_config=None if big else info, received_value=val))
+                    errors.append(
+                        _reason(
+                            "value_not_in_list",
+                            "Value not in list",
+                            f"{x}: '{val}' not in {list_info}",
+                            input_name=x,
+                            input_config=None if big else info,
+                            received_value=val,
+                        )
+                    )
                     continue
             # A model file that cannot be used is refused now, as a custom validation failure, rather than
             # seconds into the run (nodes.model_checks reads only the file's header, once per file version).
             problem = model_file_problem(obj_class, x, val)
             if problem is not None:
-                errors.append(_reason("custom_validation_failed", "Custom validation failed for node",
-                                      f"{x} - {problem}", input_name=x))
+                errors.append(
+                    _reason(
+                        "custom_validation_failed",
+                        "Custom validation failed for node",
+                        f"{x} - {problem}",
+                        input_name=x,
+                    )
+                )
                 continue
 
     if validate_args or validate_kwargs:
@@ -160,23 +228,28 @@ def _check_node(registry: Any, prompt_id: str, prompt: dict, unique_id: str, val
         passed = {k: v for k, v in data.items() if k in validate_args or validate_kwargs}
         if "input_types" in validate_args:
             passed["input_types"] = [received_types]
-        returned = yield _Request("await", _call_validator(prompt_id, unique_id, obj_class, passed, validate_name, hidden))
+        returned = yield _Request(
+            "await", _call_validator(prompt_id, unique_id, obj_class, passed, validate_name, hidden)
+        )
         for x in passed:
             for r in returned:
                 if r is not True and not isinstance(r, ExecutionBlocker):
                     details = f"{x}" if r is False else f"{x} - {r}"
-                    errors.append(_reason("custom_validation_failed", "Custom validation failed for node", details,
-                                          input_name=x))
+                    errors.append(
+                        _reason("custom_validation_failed", "Custom validation failed for node", details, input_name=x)
+                    )
 
     result = (False, errors, unique_id) if errors or valid is not True else (True, [], unique_id)
     validated[unique_id] = result
     return result
 
 
-async def _call_validator(prompt_id: str, unique_id: str, obj_class: type, passed: dict, name: str,
-                          hidden: dict) -> list:
-    return await resolve_results(await map_node_over_list(prompt_id, unique_id, obj_class, passed, name,
-                                                          hidden_inputs=hidden))
+async def _call_validator(
+    prompt_id: str, unique_id: str, obj_class: type, passed: dict, name: str, hidden: dict
+) -> list:
+    return await resolve_results(
+        await map_node_over_list(prompt_id, unique_id, obj_class, passed, name, hidden_inputs=hidden)
+    )
 
 
 async def _drive(registry: Any, prompt_id: str, prompt: dict, root: str, validated: dict) -> tuple:
@@ -223,20 +296,38 @@ async def validate_inputs(registry: Any, prompt_id: str, prompt: dict, node_id: 
     return await _drive(registry, prompt_id, prompt, node_id, validated)
 
 
-async def validate_prompt(registry: Any, prompt_id: str, prompt: dict,
-                          partial_execution_targets: list[str] | None) -> tuple[bool, dict | None, list[str], dict]:
+async def validate_prompt(
+    registry: Any, prompt_id: str, prompt: dict, partial_execution_targets: list[str] | None
+) -> tuple[bool, dict | None, list[str], dict]:
     """(valid, error, outputs_to_execute, node_errors) exactly as ComfyUI's POST /prompt reports them."""
     outputs = []
     for x, node in prompt.items():
         if "class_type" not in node:
-            return False, _reason("invalid_prompt", "Cannot execute because a node is missing the class_type property.",
-                                  f"Node ID '#{x}'"), [], {}
+            return (
+                False,
+                _reason(
+                    "invalid_prompt",
+                    "Cannot execute because a node is missing the class_type property.",
+                    f"Node ID '#{x}'",
+                ),
+                [],
+                {},
+            )
         cls = registry.classes.get(node["class_type"])
         if cls is None:
-            return False, _reason("invalid_prompt", f"Cannot execute because node {node['class_type']} does not exist.",
-                                  f"Node ID '#{x}'"), [], {}
-        if getattr(cls, "OUTPUT_NODE", False) is True and (partial_execution_targets is None
-                                                           or x in partial_execution_targets):
+            return (
+                False,
+                _reason(
+                    "invalid_prompt",
+                    f"Cannot execute because node {node['class_type']} does not exist.",
+                    f"Node ID '#{x}'",
+                ),
+                [],
+                {},
+            )
+        if getattr(cls, "OUTPUT_NODE", False) is True and (
+            partial_execution_targets is None or x in partial_execution_targets
+        ):
             outputs.append(x)
     if not outputs:
         return False, _reason("prompt_no_outputs", "Prompt has no outputs", ""), [], {}
@@ -251,8 +342,15 @@ async def validate_prompt(registry: Any, prompt_id: str, prompt: dict,
         except Exception as ex:
             typ, _, tb = sys.exc_info()
             valid = False
-            reasons = [_reason("exception_during_validation", "Exception when validating node", str(ex),
-                               exception_type=full_type_name(typ), traceback=traceback.format_tb(tb))]
+            reasons = [
+                _reason(
+                    "exception_during_validation",
+                    "Exception when validating node",
+                    str(ex),
+                    exception_type=full_type_name(typ),
+                    traceback=traceback.format_tb(tb),
+                )
+            ]
             validated[o] = (False, reasons, o)
         if valid is True:
             good_outputs.append(o)
@@ -265,13 +363,20 @@ async def validate_prompt(registry: Any, prompt_id: str, prompt: dict,
             # Nodes invalid only because of something upstream carry no reasons and are not listed.
             if ok is not True and node_reasons:
                 if node_id not in node_errors:
-                    node_errors[node_id] = {"errors": node_reasons, "dependent_outputs": [],
-                                            "class_type": prompt[node_id]["class_type"]}
+                    node_errors[node_id] = {
+                        "errors": node_reasons,
+                        "dependent_outputs": [],
+                        "class_type": prompt[node_id]["class_type"],
+                    }
                 node_errors[node_id]["dependent_outputs"].append(o)
         log.error("Output will be ignored")
 
     if not good_outputs:
         details = "\n".join(f"{r['message']}: {r['details']}" for _, reasons in failures for r in reasons)
-        return False, _reason("prompt_outputs_failed_validation", "Prompt outputs failed validation", details), \
-            [], node_errors
+        return (
+            False,
+            _reason("prompt_outputs_failed_validation", "Prompt outputs failed validation", details),
+            [],
+            node_errors,
+        )
     return True, None, good_outputs, node_errors

@@ -4,6 +4,7 @@
 The node modules load on the first attribute that needs them (PEP 562), not on `import nodes`: the
 package also holds light modules every layer above reads (`nodes.workspace`, `nodes.safe_paths`,
 `nodes.progress`), and importing one of them must not pull in torch (1.6 s for `comfy-cluster --help`)."""
+
 from __future__ import annotations
 
 import importlib
@@ -17,7 +18,7 @@ MAX_RESOLUTION = 16384
 EXTENSION_WEB_DIRS: dict[str, str] = {}
 
 _MODULES = ("loaders", "model_nodes", "latent", "image", "image_io", "conditioning_ops", "cascade_nodes")
-_load_lock = threading.RLock()   # re-entrant: a node module being loaded may read `nodes.X` itself
+_load_lock = threading.RLock()  # re-entrant: a node module being loaded may read `nodes.X` itself
 
 
 def _load() -> None:
@@ -33,18 +34,20 @@ def _load() -> None:
             display.update(module.NODE_DISPLAY_NAME_MAPPINGS)
         from nodes.core_calls import both_ways, wrap_node_class
         from nodes.ksampler import common_ksampler
-        for cls in mappings.values():   # packs call core node functions from their sync code, as in ComfyUI
+
+        for cls in mappings.values():  # packs call core node functions from their sync code, as in ComfyUI
             wrap_node_class(cls)
-        common_ksampler = both_ways(common_ksampler)   # packs call nodes.common_ksampler too
+        common_ksampler = both_ways(common_ksampler)  # packs call nodes.common_ksampler too
         # Node packs import core classes by name (`from nodes import KSampler`).
         globals().update(mappings)
         globals().update(common_ksampler=common_ksampler, NODE_DISPLAY_NAME_MAPPINGS=display)
-        globals()["NODE_CLASS_MAPPINGS"] = mappings   # last: its presence marks the load complete
+        globals()["NODE_CLASS_MAPPINGS"] = mappings  # last: its presence marks the load complete
 
 
 def interrupt_processing(value: bool = True) -> None:
     """ComfyUI's nodes.interrupt_processing: ask the running prompt to stop (packs call it from routes)."""
     from nodes import progress
+
     progress.interrupt(value)
 
 

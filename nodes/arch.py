@@ -1,26 +1,49 @@
 """What the head must know about an architecture without loading its weights:
 its latent format and how its sigmas map to timesteps (the model-sampling config)."""
+
 from __future__ import annotations
 
 from typing import Any
 
-from nodes.models.components import (FLUX2_LATENT, FLUX_LATENT, QWEN_IMAGE21_LATENT, SD1_LATENT, SD3_LATENT,
-                                    SDXL_LATENT, WAN21_LATENT, WAN22_LATENT, LatentFormat)
+from nodes.models.components import (
+    FLUX2_LATENT,
+    FLUX_LATENT,
+    QWEN_IMAGE21_LATENT,
+    SD1_LATENT,
+    SD3_LATENT,
+    SDXL_LATENT,
+    WAN21_LATENT,
+    WAN22_LATENT,
+    LatentFormat,
+)
 
 # MiniMax H3's video latents: the VAE itself normalises them (ComfyUI's MiniMaxH3AV format scales by 1).
 MINIMAX_H3_LATENT = LatentFormat(24, 1.0)
 
-_EPS = {"kind": "discrete", "prediction": "eps", "beta_schedule": "scaled_linear",
-        "linear_start": 0.00085, "linear_end": 0.012, "timesteps": 1000}
+_EPS = {
+    "kind": "discrete",
+    "prediction": "eps",
+    "beta_schedule": "scaled_linear",
+    "linear_start": 0.00085,
+    "linear_end": 0.012,
+    "timesteps": 1000,
+}
 
 LATENT_FORMATS: dict[str, LatentFormat] = {
-    "sd1": SD1_LATENT, "sd2": SD1_LATENT, "sd2v": SD1_LATENT, "sdxl": SDXL_LATENT,
-    "sd3": SD3_LATENT, "flux": FLUX_LATENT, "flux-schnell": FLUX_LATENT, "flux2": FLUX2_LATENT,
+    "sd1": SD1_LATENT,
+    "sd2": SD1_LATENT,
+    "sd2v": SD1_LATENT,
+    "sdxl": SDXL_LATENT,
+    "sd3": SD3_LATENT,
+    "flux": FLUX_LATENT,
+    "flux-schnell": FLUX_LATENT,
+    "flux2": FLUX2_LATENT,
     "zimage": FLUX_LATENT,
     "qwen_image": WAN21_LATENT,
     "qwen_image21": QWEN_IMAGE21_LATENT,
-    "krea2": WAN21_LATENT,   # Qwen-Image's VAE, normalised by its latents_mean/std (diffusers' Krea2Pipeline)
-    "wan21": WAN21_LATENT, "wan22_5b": WAN22_LATENT,
+    "krea2": WAN21_LATENT,  # Qwen-Image's VAE, normalised by its latents_mean/std (diffusers' Krea2Pipeline)
+    "wan21": WAN21_LATENT,
+    "wan22_5b": WAN22_LATENT,
     "minimax_h3": MINIMAX_H3_LATENT,
 }
 
@@ -32,7 +55,7 @@ SAMPLING_CONFIGS: dict[str, dict[str, Any]] = {
     "sd3": {"kind": "flow", "shift": 3.0, "multiplier": 1000},
     "flux": {"kind": "flux", "shift": 1.15},
     "flux-schnell": {"kind": "flux", "shift": 1.0},
-    "flux2": {"kind": "flux", "shift": 2.02},      # ComfyUI's supported_models.Flux2 (ModelSamplingFlux)
+    "flux2": {"kind": "flux", "shift": 2.02},  # ComfyUI's supported_models.Flux2 (ModelSamplingFlux)
     # Z-Image: ComfyUI's ZImage model sampling (AuraFlow's: sigma is the timestep), shift 3.
     "zimage": {"kind": "flow", "shift": 3.0, "multiplier": 1.0},
     # ComfyUI's Qwen-Image: ModelSamplingFlux at shift 1.15 (its workflows set ModelSamplingAuraFlow over it).

@@ -6,6 +6,7 @@ A CONDITIONING value is `[[tensor, options], ...]`; options may hold "pooled_out
 (InstructPix2Pix, inpainting) and "reference_latents" / "reference_latents_method" (Flux Kontext).
 A denoising-step invocation receives the tensors by name and the rest as plain params.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -24,8 +25,9 @@ SIZE_KEYS = ("width", "height", "crop_w", "crop_h", "target_width", "target_heig
 @dataclass(frozen=True, eq=False)
 class ControlSpec:
     """One applied ControlNet (ControlNetApply*). `previous` chains several ControlNets on one cond."""
+
     ref: ModelRef
-    hint: torch.Tensor          # IMAGE [B,H,W,3]
+    hint: torch.Tensor  # IMAGE [B,H,W,3]
     strength: float
     start_percent: float = 0.0
     end_percent: float = 1.0
@@ -52,9 +54,15 @@ def flatten(name: str, conditioning: list, percent_to_sigma) -> tuple[dict[str, 
         spec = opts.get("control")
         for k, c in enumerate(spec.chain() if spec is not None else []):
             tensors[f"{key}.control.{k}.hint"] = c.hint
-            controls.append({"ref": c.ref, "strength": c.strength, "hint_id": id(c.hint),
-                             "sigma_start": percent_to_sigma(c.start_percent),
-                             "sigma_end": percent_to_sigma(c.end_percent)})
+            controls.append(
+                {
+                    "ref": c.ref,
+                    "strength": c.strength,
+                    "hint_id": id(c.hint),
+                    "sigma_start": percent_to_sigma(c.start_percent),
+                    "sigma_end": percent_to_sigma(c.end_percent),
+                }
+            )
         entry = {
             "key": key,
             "strength": float(opts.get("strength", 1.0)),
@@ -71,30 +79,30 @@ def flatten(name: str, conditioning: list, percent_to_sigma) -> tuple[dict[str, 
         if opts.get("mask") is not None:
             tensors[f"{key}.mask"] = opts["mask"]
             entry["mask_strength"] = float(opts.get("mask_strength", 1.0))
-        if "guidance" in opts and opts["guidance"] is None:   # FluxDisableGuidance, not merely unset
+        if "guidance" in opts and opts["guidance"] is None:  # FluxDisableGuidance, not merely unset
             entry["guidance_disabled"] = True
-        if opts.get("cross_attn_controlnet") is not None:   # CLIPTextEncodeControlnet: the ControlNets' prompt
+        if opts.get("cross_attn_controlnet") is not None:  # CLIPTextEncodeControlnet: the ControlNets' prompt
             tensors[f"{key}.controlnet_context"] = opts["cross_attn_controlnet"]
         size = {k: int(opts[k]) for k in SIZE_KEYS if opts.get(k) is not None}
         if size:
             entry["size"] = size
-        if opts.get("hooks") is not None:   # weight hooks (nodes.modelfns.hooks), keyframes as sigmas
+        if opts.get("hooks") is not None:  # weight hooks (nodes.modelfns.hooks), keyframes as sigmas
             entry["hooks"] = schedule(opts["hooks"], percent_to_sigma)
-        if opts.get("default"):   # ConditioningSetDefaultCombine: weighs what the other entries leave
+        if opts.get("default"):  # ConditioningSetDefaultCombine: weighs what the other entries leave
             entry["default"] = True
-        if opts.get("concat_latent_image") is not None:   # InstructPix2Pix / inpainting: a raw latent
+        if opts.get("concat_latent_image") is not None:  # InstructPix2Pix / inpainting: a raw latent
             tensors[f"{key}.concat_latent_image"] = opts["concat_latent_image"]
-        if opts.get("concat_mask") is not None:   # Wan image-to-video: which latent frames the image fixes
+        if opts.get("concat_mask") is not None:  # Wan image-to-video: which latent frames the image fixes
             tensors[f"{key}.concat_mask"] = opts["concat_mask"]
-        if opts.get("concat_mask_index"):   # Wan 2.2 Fun Control: the mask sits after the control latent
+        if opts.get("concat_mask_index"):  # Wan 2.2 Fun Control: the mask sits after the control latent
             entry["concat_mask_index"] = int(opts["concat_mask_index"])
-        if opts.get("camera_conditions") is not None:   # WanCameraImageToVideo: the Fun Camera model's ray maps
+        if opts.get("camera_conditions") is not None:  # WanCameraImageToVideo: the Fun Camera model's ray maps
             tensors[f"{key}.camera_conditions"] = opts["camera_conditions"]
         vision = opts.get("clip_vision_output")
-        if vision is not None:   # Wan 2.1 image-to-video: the image's CLIP vision states join the text
+        if vision is not None:  # Wan 2.1 image-to-video: the image's CLIP vision states join the text
             tensors[f"{key}.clip_fea"] = vision.penultimate_hidden_states
         refs = opts.get("reference_latents")
-        if refs:   # ReferenceLatent (Flux Kontext): raw latents, put in model space by the step
+        if refs:  # ReferenceLatent (Flux Kontext): raw latents, put in model space by the step
             tensors.update({f"{key}.ref.{i}": r for i, r in enumerate(refs)})
             entry["ref_latents"] = len(refs)
             if opts.get("reference_latents_method") is not None:
@@ -106,6 +114,9 @@ def flatten(name: str, conditioning: list, percent_to_sigma) -> tuple[dict[str, 
 def require(conditioning: Any, input_name: str) -> list:
     """A CONDITIONING input, or a clear error naming the input."""
     if not isinstance(conditioning, list) or not all(
-            isinstance(e, (list, tuple)) and len(e) == 2 and isinstance(e[0], torch.Tensor) for e in conditioning):
-        raise ValueError(f"{input_name}: expected CONDITIONING ([[tensor, dict], ...]), got {type(conditioning).__name__}")
+        isinstance(e, (list, tuple)) and len(e) == 2 and isinstance(e[0], torch.Tensor) for e in conditioning
+    ):
+        raise ValueError(
+            f"{input_name}: expected CONDITIONING ([[tensor, dict], ...]), got {type(conditioning).__name__}"
+        )
     return conditioning

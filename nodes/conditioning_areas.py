@@ -9,6 +9,7 @@ Executor side (`area_and_mult`, every step, like ComfyUI's get_area_and_mult): t
 entry predicts on and the weight its prediction is blended with; the weights of a side are summed and its
 weighted predictions divided by them (calc_cond_batch), so cells no entry covers predict zero.
 """
+
 from __future__ import annotations
 
 import math
@@ -19,10 +20,19 @@ import torch
 
 # Options that ComfyUI turns into model inputs (its "model_conds"); an opposite-area entry takes them from
 # the entry whose embeddings it borrows, everything else from the area entry.
-MODEL_COND_KEYS = ("pooled_output", "guidance", "width", "height", "crop_w", "crop_h", "target_width",
-                   "target_height", "aesthetic_score")
-FEATHER = 8     # cells over which an area's edge ramps up, where it borders other content
-WHOLE = 2147483648   # the size ComfyUI gives a dimension an area does not name (a 2-D area on a video latent)
+MODEL_COND_KEYS = (
+    "pooled_output",
+    "guidance",
+    "width",
+    "height",
+    "crop_w",
+    "crop_h",
+    "target_width",
+    "target_height",
+    "aesthetic_score",
+)
+FEATHER = 8  # cells over which an area's edge ramps up, where it borders other content
+WHOLE = 2147483648  # the size ComfyUI gives a dimension an area does not name (a 2-D area on a video latent)
 
 
 def resolve(sides: list[list], latent_shape: Sequence[int]) -> list[list]:
@@ -31,7 +41,7 @@ def resolve(sides: list[list], latent_shape: Sequence[int]) -> list[list]:
     batch, dims = int(latent_shape[0]), tuple(int(d) for d in latent_shape[2:])
     out = [[_resolved(cond, opts, dims, batch) for cond, opts in side] for side in sides]
     for k, side in enumerate(out):
-        for entry in side:   # a live walk: entries added to a later side are visited too, as in ComfyUI
+        for entry in side:  # a live walk: entries added to a later side are visited too, as in ComfyUI
             for kk, other in enumerate(out):
                 if kk != k:
                     _add_same_area(other, entry)
@@ -48,17 +58,19 @@ def _resolved(cond: torch.Tensor, opts: dict, dims: tuple[int, ...], batch: int)
         fractions = area[1:]
         half = len(fractions) // 2
         if half < len(dims):
-            raise ValueError(f"conditioning: a percentage area of {half} dimensions on a latent of {len(dims)} "
-                             f"({tuple(dims)})")
-        opts["area"] = (tuple(max(1, round(fractions[d] * dims[d])) for d in range(len(dims)))
-                        + tuple(round(fractions[half + d] * dims[d]) for d in range(len(dims))))
+            raise ValueError(
+                f"conditioning: a percentage area of {half} dimensions on a latent of {len(dims)} ({tuple(dims)})"
+            )
+        opts["area"] = tuple(max(1, round(fractions[d] * dims[d])) for d in range(len(dims))) + tuple(
+            round(fractions[half + d] * dims[d]) for d in range(len(dims))
+        )
     mask = opts.get("mask")
     if mask is not None:
         mask = mask.unsqueeze(0) if mask.ndim == 2 else mask
         if tuple(mask.shape[1:]) != tuple(dims):
             mask = torch.nn.functional.interpolate(mask.unsqueeze(1), size=tuple(dims), mode="bilinear").squeeze(1)
         if opts.get("set_area_to_bounds", False):
-            opts["area"] = _mask_bounds(mask)   # over the whole mask batch, as ComfyUI reads it
+            opts["area"] = _mask_bounds(mask)  # over the whole mask batch, as ComfyUI reads it
         opts["mask"] = _to_batch(mask, batch)
     return [cond, opts]
 
@@ -95,8 +107,7 @@ def _with_dims(area: Sequence[int], n: int) -> list[int]:
 def _inside(a: Sequence[int], outer: Sequence[int]) -> bool:
     a, outer = _with_dims(a, len(outer) // 2), _with_dims(outer, len(a) // 2)
     na, no = len(a) // 2, len(outer) // 2
-    return all(a[na + i] >= outer[no + i] and a[i] + a[na + i] <= outer[i] + outer[no + i]
-               for i in range(min(na, no)))
+    return all(a[na + i] >= outer[no + i] and a[i] + a[na + i] <= outer[i] + outer[no + i] for i in range(min(na, no)))
 
 
 def _add_same_area(side: list, entry: list) -> None:
@@ -123,11 +134,12 @@ def _add_same_area(side: list, entry: list) -> None:
 
 
 def _cells(area: tuple) -> int:
-    return math.prod(area[:len(area) // 2])
+    return math.prod(area[: len(area) // 2])
 
 
-def area_and_mult(entry: dict[str, Any], mask: torch.Tensor | None,
-                  x: torch.Tensor) -> tuple[tuple[int, ...] | None, torch.Tensor]:
+def area_and_mult(
+    entry: dict[str, Any], mask: torch.Tensor | None, x: torch.Tensor
+) -> tuple[tuple[int, ...] | None, torch.Tensor]:
     """(the area clipped to the latent, sizes then offsets per latent dimension, or None for all of it; the
     blend weight of the entry's prediction on that crop [B,C,...]): the mask times mask_strength, times strength,
     with an area's inner edges feathered when it has no mask. An area of fewer dimensions than the latent covers
@@ -137,7 +149,7 @@ def area_and_mult(entry: dict[str, Any], mask: torch.Tensor | None,
     if entry.get("area") is not None:
         area = _with_dims(entry["area"], n)
         if len(area) // 2 > n:
-            area = area[:n] + area[len(area) // 2:len(area) // 2 + n]
+            area = area[:n] + area[len(area) // 2 : len(area) // 2 + n]
     crop = x
     if area is not None:
         for i in range(n):
@@ -145,7 +157,7 @@ def area_and_mult(entry: dict[str, Any], mask: torch.Tensor | None,
             crop = crop.narrow(i + 2, area[n + i], area[i])
     masked = mask is not None
     if masked:
-        mask = mask[:crop.shape[0]]
+        mask = mask[: crop.shape[0]]
         if area is not None:
             for i in range(n):
                 mask = mask.narrow(i + 1, area[n + i], area[i])

@@ -3,6 +3,7 @@
 CONDITIONING is a list of entries `[tensor [B,T,D], options]`; nodes never mutate their input,
 they build new entries with copied option dicts.
 """
+
 from __future__ import annotations
 
 import logging
@@ -42,17 +43,21 @@ class ConditioningCombine:
 class ConditioningAverage:
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "conditioning_to": ("CONDITIONING",),
-            "conditioning_from": ("CONDITIONING",),
-            "conditioning_to_strength": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 1.0, "step": 0.01}),
-        }}
+        return {
+            "required": {
+                "conditioning_to": ("CONDITIONING",),
+                "conditioning_from": ("CONDITIONING",),
+                "conditioning_to_strength": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 1.0, "step": 0.01}),
+            }
+        }
 
     RETURN_TYPES = ("CONDITIONING",)
     FUNCTION = "addWeighted"
     CATEGORY = "conditioning"
-    DESCRIPTION = ("Blends the first entry of conditioning_from into each entry of conditioning_to, "
-                   "weighting conditioning_to by conditioning_to_strength.")
+    DESCRIPTION = (
+        "Blends the first entry of conditioning_from into each entry of conditioning_to, "
+        "weighting conditioning_to by conditioning_to_strength."
+    )
 
     def addWeighted(self, conditioning_to: list, conditioning_from: list, conditioning_to_strength: float):
         w = conditioning_to_strength
@@ -61,7 +66,7 @@ class ConditioningAverage:
         out = []
         for cond_to, opts_to in conditioning_to:
             # Match conditioning_from's token count to conditioning_to: truncate, or pad with zeros.
-            src = cond_from[:, :cond_to.shape[1]]
+            src = cond_from[:, : cond_to.shape[1]]
             if src.shape[1] < cond_to.shape[1]:
                 pad = src.new_zeros((src.shape[0], cond_to.shape[1] - src.shape[1], cond_to.shape[2]))
                 src = torch.cat([src, pad], dim=1)
@@ -114,11 +119,13 @@ class ConditioningZeroOut:
 class ConditioningSetTimestepRange:
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "conditioning": ("CONDITIONING",),
-            "start": ("FLOAT", {"default": 0.0, "min": 0.0, "max": 1.0, "step": 0.001}),
-            "end": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 1.0, "step": 0.001}),
-        }}
+        return {
+            "required": {
+                "conditioning": ("CONDITIONING",),
+                "start": ("FLOAT", {"default": 0.0, "min": 0.0, "max": 1.0, "step": 0.001}),
+                "end": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 1.0, "step": 0.001}),
+            }
+        }
 
     RETURN_TYPES = ("CONDITIONING",)
     FUNCTION = "set_range"
@@ -132,10 +139,12 @@ class ConditioningSetTimestepRange:
 class FluxGuidance:
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "conditioning": ("CONDITIONING",),
-            "guidance": ("FLOAT", {"default": 3.5, "min": 0.0, "max": 100.0, "step": 0.1}),
-        }}
+        return {
+            "required": {
+                "conditioning": ("CONDITIONING",),
+                "guidance": ("FLOAT", {"default": 3.5, "min": 0.0, "max": 100.0, "step": 0.1}),
+            }
+        }
 
     RETURN_TYPES = ("CONDITIONING",)
     FUNCTION = "append"

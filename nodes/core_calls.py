@@ -15,6 +15,7 @@ function answer either caller:
 Synchronous code that runs on the event loop itself cannot wait for the loop it blocks: there the
 coroutine comes back, and using it as the tuple raises an error saying so.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -28,7 +29,8 @@ from typing import Any
 # The event loop of the prompt whose node is running; the engine sets it in each node call's context, so
 # the worker thread that runs a sync node reads it too.
 ENGINE_LOOP: contextvars.ContextVar[asyncio.AbstractEventLoop | None] = contextvars.ContextVar(
-    "comfy_cluster_engine_loop", default=None)
+    "comfy_cluster_engine_loop", default=None
+)
 # True while a node function runs (the engine's call, or a pack node run whole on an executor): there a sync
 # call returns the result itself, as ComfyUI's does. Elsewhere (scripts, tests) it returns a `_Pending`,
 # which `asyncio.run` and `await` take as before and which runs when read as the result.
@@ -82,7 +84,8 @@ class _Pending(collections.abc.Coroutine):
                 raise RuntimeError(
                     f"{self._name} was called from synchronous code running on the event loop: its result needs "
                     "that loop, which this code blocks. Await it (`await ...`) from async code, or call it from a "
-                    "sync node (which runs in a worker thread)")
+                    "sync node (which runs in a worker thread)"
+                )
             self._result = run_from_sync(self._coro)
         return self._result
 

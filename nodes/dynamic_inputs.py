@@ -6,6 +6,7 @@ The web UI sends a dynamic input's parts as dotted names: an autogrow group `val
 The engine passes a node only the inputs its INPUT_TYPES answers for, so a node's input section is a
 `DynamicSection`: its items are what `/object_info` shows, and it also answers for those dotted names with
 the spec of the input they stand for (validation then checks them as ComfyUI does)."""
+
 from __future__ import annotations
 
 import re
@@ -27,23 +28,37 @@ def _template_input(name: str, spec: tuple, optional: bool) -> dict:
     return {"required": {}, "optional": {name: spec}} if optional else {"required": {name: spec}}
 
 
-def autogrow_prefix(input_name: str, spec: tuple, prefix: str, minimum: int, maximum: int,
-                    optional_items: bool = False) -> tuple:
+def autogrow_prefix(
+    input_name: str, spec: tuple, prefix: str, minimum: int, maximum: int, optional_items: bool = False
+) -> tuple:
     """A group of `prefix0`, `prefix1`, ... inputs (at least `minimum` shown) that grows as the user links them."""
-    return (AUTOGROW, {"template": {"input": _template_input(input_name, spec, optional_items), "prefix": prefix, "min": minimum,
-                                    "max": maximum}})
+    return (
+        AUTOGROW,
+        {
+            "template": {
+                "input": _template_input(input_name, spec, optional_items),
+                "prefix": prefix,
+                "min": minimum,
+                "max": maximum,
+            }
+        },
+    )
 
 
-def autogrow_names(input_name: str, spec: tuple, names: list[str], minimum: int,
-                   optional_items: bool = False) -> tuple:
+def autogrow_names(input_name: str, spec: tuple, names: list[str], minimum: int, optional_items: bool = False) -> tuple:
     """A group whose inputs take the given names in order (`a`, `b`, ...)."""
-    return (AUTOGROW, {"template": {"input": _template_input(input_name, spec, optional_items), "names": names, "min": minimum}})
+    return (
+        AUTOGROW,
+        {"template": {"input": _template_input(input_name, spec, optional_items), "names": names, "min": minimum}},
+    )
 
 
 def dynamic_combo(options: dict[str, dict[str, tuple]], **extra: Any) -> tuple:
     """A combo whose chosen option brings its own inputs ({option: {input name: spec}})."""
-    return (DYNAMIC_COMBO, {**extra, "options": [{"key": key, "inputs": {"required": dict(inputs)}}
-                                                 for key, inputs in options.items()]})
+    return (
+        DYNAMIC_COMBO,
+        {**extra, "options": [{"key": key, "inputs": {"required": dict(inputs)}} for key, inputs in options.items()]},
+    )
 
 
 def _item_names(spec: tuple) -> list[str]:
@@ -65,7 +80,7 @@ def sub_input(spec: tuple, part: str) -> tuple | None:
         return _item_spec(spec) if part in _item_names(spec) else None
     if spec[0] == DYNAMIC_COMBO:
         head, _, rest = part.partition(".")
-        for option in spec[1]["options"]:   # an option's inputs may be required or optional (ComfyUI's V3)
+        for option in spec[1]["options"]:  # an option's inputs may be required or optional (ComfyUI's V3)
             inputs = option["inputs"]
             inner = inputs.get("required", {}).get(head) or inputs.get("optional", {}).get(head)
             if inner is not None:

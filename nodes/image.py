@@ -2,6 +2,7 @@
 
 IMAGE is float [B,H,W,C] in 0..1; the resize helpers work channel-first, hence the movedims.
 """
+
 from __future__ import annotations
 
 import torch
@@ -19,18 +20,20 @@ def scale_image(image: torch.Tensor, width: int, height: int, method: str, crop:
 
 
 class ImageScale:
-    upscale_methods = IMAGE_UPSCALE_METHODS   # packs read these lists from the class, as in ComfyUI
+    upscale_methods = IMAGE_UPSCALE_METHODS  # packs read these lists from the class, as in ComfyUI
     crop_methods = CROP_METHODS
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "image": ("IMAGE",),
-            "upscale_method": (cls.upscale_methods,),
-            "width": ("INT", {"default": 512, "min": 0, "max": MAX_RESOLUTION, "step": 1}),
-            "height": ("INT", {"default": 512, "min": 0, "max": MAX_RESOLUTION, "step": 1}),
-            "crop": (cls.crop_methods,),
-        }}
+        return {
+            "required": {
+                "image": ("IMAGE",),
+                "upscale_method": (cls.upscale_methods,),
+                "width": ("INT", {"default": 512, "min": 0, "max": MAX_RESOLUTION, "step": 1}),
+                "height": ("INT", {"default": 512, "min": 0, "max": MAX_RESOLUTION, "step": 1}),
+                "crop": (cls.crop_methods,),
+            }
+        }
 
     RETURN_TYPES = ("IMAGE",)
     FUNCTION = "upscale"
@@ -49,15 +52,17 @@ class ImageScale:
 
 
 class ImageScaleBy:
-    upscale_methods = IMAGE_UPSCALE_METHODS   # packs read these lists from the class, as in ComfyUI
+    upscale_methods = IMAGE_UPSCALE_METHODS  # packs read these lists from the class, as in ComfyUI
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "image": ("IMAGE",),
-            "upscale_method": (cls.upscale_methods,),
-            "scale_by": ("FLOAT", {"default": 1.0, "min": 0.01, "max": 8.0, "step": 0.01}),
-        }}
+        return {
+            "required": {
+                "image": ("IMAGE",),
+                "upscale_method": (cls.upscale_methods,),
+                "scale_by": ("FLOAT", {"default": 1.0, "min": 0.01, "max": 8.0, "step": 0.01}),
+            }
+        }
 
     RETURN_TYPES = ("IMAGE",)
     FUNCTION = "upscale"
@@ -102,12 +107,14 @@ class ImageBatch:
 class EmptyImage:
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "width": ("INT", {"default": 512, "min": 1, "max": MAX_RESOLUTION, "step": 1}),
-            "height": ("INT", {"default": 512, "min": 1, "max": MAX_RESOLUTION, "step": 1}),
-            "batch_size": ("INT", {"default": 1, "min": 1, "max": 4096}),
-            "color": ("INT", {"default": 0, "min": 0, "max": 0xFFFFFF, "step": 1, "display": "color"}),
-        }}
+        return {
+            "required": {
+                "width": ("INT", {"default": 512, "min": 1, "max": MAX_RESOLUTION, "step": 1}),
+                "height": ("INT", {"default": 512, "min": 1, "max": MAX_RESOLUTION, "step": 1}),
+                "batch_size": ("INT", {"default": 1, "min": 1, "max": 4096}),
+                "color": ("INT", {"default": 0, "min": 0, "max": 0xFFFFFF, "step": 1, "display": "color"}),
+            }
+        }
 
     RETURN_TYPES = ("IMAGE",)
     FUNCTION = "generate"
@@ -124,10 +131,12 @@ class RebatchImages:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "images": ("IMAGE",),
-            "batch_size": ("INT", {"default": 1, "min": 1, "max": 4096}),
-        }}
+        return {
+            "required": {
+                "images": ("IMAGE",),
+                "batch_size": ("INT", {"default": 1, "min": 1, "max": 4096}),
+            }
+        }
 
     RETURN_TYPES = ("IMAGE",)
     INPUT_IS_LIST = True
@@ -138,33 +147,37 @@ class RebatchImages:
 
     def rebatch(self, images: list[torch.Tensor], batch_size: list[int]):
         size = batch_size[0]
-        singles = [img[i:i + 1] for img in images for i in range(img.shape[0])]
-        return ([torch.cat(singles[i:i + size], dim=0) for i in range(0, len(singles), size)],)
+        singles = [img[i : i + 1] for img in images for i in range(img.shape[0])]
+        return ([torch.cat(singles[i : i + size], dim=0) for i in range(0, len(singles), size)],)
 
 
 class ImagePadForOutpaint:
     @classmethod
     def INPUT_TYPES(cls):
         side = {"default": 0, "min": 0, "max": MAX_RESOLUTION, "step": 8}
-        return {"required": {
-            "image": ("IMAGE",),
-            "left": ("INT", dict(side)),
-            "top": ("INT", dict(side)),
-            "right": ("INT", dict(side)),
-            "bottom": ("INT", dict(side)),
-            "feathering": ("INT", {"default": 40, "min": 0, "max": MAX_RESOLUTION, "step": 1}),
-        }}
+        return {
+            "required": {
+                "image": ("IMAGE",),
+                "left": ("INT", dict(side)),
+                "top": ("INT", dict(side)),
+                "right": ("INT", dict(side)),
+                "bottom": ("INT", dict(side)),
+                "feathering": ("INT", {"default": 40, "min": 0, "max": MAX_RESOLUTION, "step": 1}),
+            }
+        }
 
     RETURN_TYPES = ("IMAGE", "MASK")
     FUNCTION = "expand_image"
     CATEGORY = "image"
-    DESCRIPTION = ("Adds grey borders for outpainting and a mask that is 1 on the borders and fades in "
-                   "(quadratically, over `feathering` pixels) at the padded edges of the original.")
+    DESCRIPTION = (
+        "Adds grey borders for outpainting and a mask that is 1 on the borders and fades in "
+        "(quadratically, over `feathering` pixels) at the padded edges of the original."
+    )
 
     def expand_image(self, image: torch.Tensor, left: int, top: int, right: int, bottom: int, feathering: int):
         b, h, w, c = image.shape
         out = torch.full((b, h + top + bottom, w + left + right, c), 0.5, dtype=torch.float32)
-        out[:, top:top + h, left:left + w, :] = image
+        out[:, top : top + h, left : left + w, :] = image
         mask = torch.ones((h + top + bottom, w + left + right), dtype=torch.float32)
         inner = torch.zeros((h, w), dtype=torch.float32)
         if 0 < feathering and feathering * 2 < h and feathering * 2 < w:
@@ -183,7 +196,7 @@ class ImagePadForOutpaint:
                 dist = torch.minimum(dist, (w - cols).expand(h, w))
             ramp = (feathering - dist) / feathering
             inner = torch.where(dist < feathering, ramp * ramp, 0.0).float()
-        mask[top:top + h, left:left + w] = inner
+        mask[top : top + h, left : left + w] = inner
         return (out, mask.unsqueeze(0))
 
 

@@ -5,6 +5,7 @@ Files follow ComfyUI's conventions so the frontend and `/view` find them: output
 chunks; image names may carry a folder annotation ("x.png [output]"). Reusable pieces:
 `save_png`, `load_image_tensor`, `save_image_path`, `annotated_path`, `list_input_images`.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -13,8 +14,9 @@ import mimetypes
 import os
 import random
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -49,11 +51,12 @@ def metadata_enabled() -> bool:
 
 # -- paths ---------------------------------------------------------------------------------------
 
+
 def split_annotation(name: str) -> tuple[str, Path | None]:
     """("x.png [output]") -> ("x.png", output dir); a name without annotation -> (name, None)."""
     for tag, attr in ANNOTATIONS.items():
         if name.endswith(tag):
-            return name[:-len(tag)].rstrip(" "), getattr(active(), attr)
+            return name[: -len(tag)].rstrip(" "), getattr(active(), attr)
     return name, None
 
 
@@ -84,8 +87,9 @@ def list_input_images(only_images: bool = True) -> list[str]:
     return sorted(n for n in names if not only_images or _is_image_name(n))
 
 
-def save_image_path(filename_prefix: str, output_dir: str | Path, width: int = 0,
-                    height: int = 0) -> tuple[str, str, int, str, str]:
+def save_image_path(
+    filename_prefix: str, output_dir: str | Path, width: int = 0, height: int = 0
+) -> tuple[str, str, int, str, str]:
     """Where the next images for `filename_prefix` go: (folder, file stem, first counter, subfolder, prefix).
 
     The prefix may hold a subfolder ("portraits/me") and the variables %width%, %height%, %year%,
@@ -100,8 +104,10 @@ def save_image_path(filename_prefix: str, output_dir: str | Path, width: int = 0
     subfolder, stem = os.path.dirname(normalized), os.path.basename(normalized)
     folder = os.path.abspath(os.path.join(output_dir, subfolder))
     if os.path.commonpath((output_dir, folder)) != output_dir:
-        raise ValueError(f"Saving outside the output folder is not allowed: filename_prefix {filename_prefix!r} "
-                         f"resolves to {folder}, which is not inside {output_dir}")
+        raise ValueError(
+            f"Saving outside the output folder is not allowed: filename_prefix {filename_prefix!r} "
+            f"resolves to {folder}, which is not inside {output_dir}"
+        )
     try:
         names = os.listdir(folder)
     except FileNotFoundError:
@@ -115,19 +121,26 @@ def save_image_path(filename_prefix: str, output_dir: str | Path, width: int = 0
 def _counter_of(name: str, stem: str) -> int | None:
     """The counter in "<stem>_<counter>_…", 0 when the part after the stem is not a number, None if no match."""
     n = len(stem)
-    if name[:n] != stem or name[n:n + 1] != "_":
+    if name[:n] != stem or name[n : n + 1] != "_":
         return None
     try:
-        return int(name[n + 1:].split("_")[0])
+        return int(name[n + 1 :].split("_")[0])
     except ValueError:
         return 0
 
 
 def _expand_vars(prefix: str, width: int, height: int) -> str:
     now = time.localtime()
-    values = {"width": width, "height": height, "year": now.tm_year, "month": f"{now.tm_mon:02}",
-              "day": f"{now.tm_mday:02}", "hour": f"{now.tm_hour:02}", "minute": f"{now.tm_min:02}",
-              "second": f"{now.tm_sec:02}"}
+    values = {
+        "width": width,
+        "height": height,
+        "year": now.tm_year,
+        "month": f"{now.tm_mon:02}",
+        "day": f"{now.tm_mday:02}",
+        "hour": f"{now.tm_hour:02}",
+        "minute": f"{now.tm_min:02}",
+        "second": f"{now.tm_sec:02}",
+    }
     for key, value in values.items():
         prefix = prefix.replace(f"%{key}%", str(value))
     return prefix
@@ -135,13 +148,19 @@ def _expand_vars(prefix: str, width: int, height: int) -> str:
 
 # -- PNG writing and image reading ---------------------------------------------------------------
 
+
 def to_pil(image: torch.Tensor) -> Image.Image:
     """IMAGE item [H,W,C] in 0..1 -> 8-bit PIL image (values truncated, as ComfyUI does)."""
     return Image.fromarray(np.clip(255.0 * image.detach().float().cpu().numpy(), 0, 255).astype(np.uint8))
 
 
-def save_png(image: torch.Tensor, path: str | Path, prompt: Any = None, extra_pnginfo: dict | None = None,
-             compress_level: int = 4) -> None:
+def save_png(
+    image: torch.Tensor,
+    path: str | Path,
+    prompt: Any = None,
+    extra_pnginfo: dict | None = None,
+    compress_level: int = 4,
+) -> None:
     """Write one IMAGE item [H,W,C] as PNG with ComfyUI's text chunks.
 
     Chunk "prompt" holds json.dumps(prompt); each key of extra_pnginfo (usually "workflow") gets a
@@ -153,8 +172,7 @@ def save_png(image: torch.Tensor, path: str | Path, prompt: Any = None, extra_pn
     for key, value in (extra_pnginfo or {}).items():
         info.add_text(key, json.dumps(value))
     # whole or not at all under its name: a kill mid-write must not leave a truncated PNG there
-    write_atomic(path, lambda tmp: to_pil(image).save(tmp, format="PNG", pnginfo=info,
-                                                      compress_level=compress_level))
+    write_atomic(path, lambda tmp: to_pil(image).save(tmp, format="PNG", pnginfo=info, compress_level=compress_level))
 
 
 def pillow_tolerant(fn: Callable, arg: Any) -> Any:
@@ -232,6 +250,7 @@ def _validate_image_name(name: str) -> bool | str:
 
 # -- nodes -----------------------------------------------------------------------------------------
 
+
 class SaveImage:
     # Where and how this node writes; PreviewImage overrides these.
     folder_attr = "output_dir"
@@ -246,10 +265,14 @@ class SaveImage:
         return {
             "required": {
                 "images": ("IMAGE", {"tooltip": "The images to write."}),
-                "filename_prefix": ("STRING", {
-                    "default": "ComfyUI",
-                    "tooltip": "Start of the file names. May contain a subfolder ('portraits/me') and "
-                               "variables such as %date:yyyy-MM-dd% or %Empty Latent Image.width%."}),
+                "filename_prefix": (
+                    "STRING",
+                    {
+                        "default": "ComfyUI",
+                        "tooltip": "Start of the file names. May contain a subfolder ('portraits/me') and "
+                        "variables such as %date:yyyy-MM-dd% or %Empty Latent Image.width%.",
+                    },
+                ),
             },
             "hidden": {"prompt": "PROMPT", "extra_pnginfo": "EXTRA_PNGINFO"},
         }
@@ -260,14 +283,20 @@ class SaveImage:
     CATEGORY = "image"
     DESCRIPTION = "Writes the images as PNG files into the output folder, with the workflow embedded."
 
-    def save_images(self, images: torch.Tensor, filename_prefix: str = "ComfyUI", prompt: Any = None,
-                    extra_pnginfo: dict | None = None):
+    def save_images(
+        self,
+        images: torch.Tensor,
+        filename_prefix: str = "ComfyUI",
+        prompt: Any = None,
+        extra_pnginfo: dict | None = None,
+    ):
         base = getattr(active(), self.folder_attr)
         folder, stem, counter, subfolder, _ = save_image_path(
-            filename_prefix + self.prefix_append, base, images[0].shape[1], images[0].shape[0])
+            filename_prefix + self.prefix_append, base, images[0].shape[1], images[0].shape[0]
+        )
         # a re-run of this prompt (its head was killed) writes over the names the dead run took
         taken = output_claims.claim(folder, stem, counter, len(images))
-        if taken.folder != folder:   # the dead run's, from a prefix with time variables
+        if taken.folder != folder:  # the dead run's, from a prefix with time variables
             subfolder = os.path.relpath(taken.folder, os.path.abspath(base))
         folder, stem, counter = taken.folder, taken.stem, taken.counter
         metadata = (prompt, extra_pnginfo) if _write_metadata else (None, None)
@@ -291,8 +320,7 @@ class PreviewImage(SaveImage):
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"images": ("IMAGE",)},
-                "hidden": {"prompt": "PROMPT", "extra_pnginfo": "EXTRA_PNGINFO"}}
+        return {"required": {"images": ("IMAGE",)}, "hidden": {"prompt": "PROMPT", "extra_pnginfo": "EXTRA_PNGINFO"}}
 
     DESCRIPTION = "Shows the images in the UI (written to the temp folder)."
 
@@ -322,10 +350,12 @@ class LoadImage:
 class LoadImageMask:
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "image": (list_input_images(only_images=False), {"image_upload": True}),
-            "channel": (["alpha", "red", "green", "blue"],),
-        }}
+        return {
+            "required": {
+                "image": (list_input_images(only_images=False), {"image_upload": True}),
+                "channel": (["alpha", "red", "green", "blue"],),
+            }
+        }
 
     RETURN_TYPES = ("MASK",)
     FUNCTION = "load_image"
@@ -347,14 +377,27 @@ class LoadImageMask:
 class LoadImageOutput(LoadImage):
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"image": ("COMBO", {
-            "image_upload": True,
-            "image_folder": "output",
-            "remote": {"route": "/internal/files/output", "refresh_button": True, "control_after_refresh": "first"},
-        })}}
+        return {
+            "required": {
+                "image": (
+                    "COMBO",
+                    {
+                        "image_upload": True,
+                        "image_folder": "output",
+                        "remote": {
+                            "route": "/internal/files/output",
+                            "refresh_button": True,
+                            "control_after_refresh": "first",
+                        },
+                    },
+                )
+            }
+        }
 
-    DESCRIPTION = ("Loads an image from the output folder; refreshing the list selects its first image, "
-                   "handy for iterating on a result.")
+    DESCRIPTION = (
+        "Loads an image from the output folder; refreshing the list selects its first image, "
+        "handy for iterating on a result."
+    )
     EXPERIMENTAL = True
 
 

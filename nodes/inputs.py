@@ -1,5 +1,6 @@
 """Checks of the model values that reach a node's inputs, with the errors users see when a link carries
 something else (a pack's object, a value of the wrong component)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -25,6 +26,8 @@ def require_component(value: Any, component: str, input_name: str) -> ModelRef:
     """`value` as a ModelRef of `component` ("clip", "vae", ...), else ComfyUI's message for an invalid
     `input_name` input (what a checkpoint without that model gives)."""
     if not isinstance(value, ModelRef) or value.component != component:
-        raise ValueError(f"ERROR: {input_name} input is invalid: {value!r}\n\nIf the {input_name} is from a "
-                         f"checkpoint loader node your checkpoint does not contain a valid {input_name} model.")
+        raise ValueError(
+            f"ERROR: {input_name} input is invalid: {value!r}\n\nIf the {input_name} is from a "
+            f"checkpoint loader node your checkpoint does not contain a valid {input_name} model."
+        )
     return value

@@ -3,6 +3,7 @@
 The head computes what is cheap and exact (noise, sigmas, scaling); each step goes through the
 runtime, which runs it in-process or on an executor without the node knowing which.
 """
+
 from __future__ import annotations
 
 import math
@@ -13,22 +14,31 @@ import torch
 
 from cluster.refs import ModelRef
 from cluster.runtime import runtime
-from nodes.progress import report_progress, throw_if_interrupted
 from nodes import arch, previews
 from nodes.conditioning import flatten, require
 from nodes.conditioning_areas import resolve
+from nodes.inputs import require_model
 from nodes.modelfns.denoise import STATE_PREFIX
-from nodes.modelfns.model_options import (CFG_OVERRIDES, COMPILE, DTYPE, ROPE, WINDOWS, carried_conditionings,
-                                         latent_format, sampler_patches, sampling_config, weights_ref)
 from nodes.modelfns.hooks import uses_hooks
+from nodes.modelfns.model_options import (
+    CFG_OVERRIDES,
+    COMPILE,
+    DTYPE,
+    ROPE,
+    WINDOWS,
+    carried_conditionings,
+    latent_format,
+    sampler_patches,
+    sampling_config,
+    weights_ref,
+)
 from nodes.modelfns.model_patches import Patches
-from nodes.sampling.model_sampling import model_sampling_from_config
+from nodes.progress import report_progress, throw_if_interrupted
 from nodes.sampling.context_windows import freenoise
+from nodes.sampling.model_sampling import model_sampling_from_config
 from nodes.sampling.noise import prepare_noise
 from nodes.sampling.samplers import SAMPLER_NAMES, get_sampler
 from nodes.sampling.schedules import SCHEDULER_NAMES, advanced_sigmas, ksampler_sigmas
-from nodes.inputs import require_model
-
 
 # The pixels per latent cell of the families whose VAE is not 8x (ComfyUI's latent formats'
 # spacial_downscale_ratio): an empty latent made for another ratio is resized to theirs.
@@ -44,19 +54,22 @@ def fix_empty_latent_channels(model: ModelRef, latent: torch.Tensor, downscale: 
     have a frame axis (Qwen-Image) gets it added to a 4-D latent, as ComfyUI does: its output is [B,C,1,H,W]."""
     if getattr(latent, "is_nested", False):
         # LTXV Concat AV Latent's video + audio pair: only LTX-2's audio-video network denoises it.
-        raise ValueError(f"latent_image: an audio-video latent (LTXV Concat AV Latent) cannot be sampled by the "
-                         f"{model.arch} model; LTX-2's audio-video model does not run on this backend yet")
+        raise ValueError(
+            f"latent_image: an audio-video latent (LTXV Concat AV Latent) cannot be sampled by the "
+            f"{model.arch} model; LTX-2's audio-video model does not run on this backend yet"
+        )
     channels = arch.latent_format(model.arch).channels
     if latent.shape[1] != channels:
         if torch.count_nonzero(latent) != 0:
-            raise ValueError(f"latent_image: has {latent.shape[1]} channels but the {model.arch} model expects "
-                             f"{channels}")
+            raise ValueError(
+                f"latent_image: has {latent.shape[1]} channels but the {model.arch} model expects {channels}"
+            )
         latent = torch.zeros(latent.shape[0], channels, *latent.shape[2:], dtype=latent.dtype)
     ratio = SPATIAL_DOWNSCALE.get(model.arch, 8)
     if downscale is not None and downscale != ratio and torch.count_nonzero(latent) == 0:
         scale = downscale / ratio
         size = (round(latent.shape[-2] * scale), round(latent.shape[-1] * scale))
-        latent = torch.zeros(*latent.shape[:-2], *size, dtype=latent.dtype)   # zeros resized stay zeros
+        latent = torch.zeros(*latent.shape[:-2], *size, dtype=latent.dtype)  # zeros resized stay zeros
     if arch.has_frame_axis(model.arch) and latent.dim() == 4:
         latent = latent.unsqueeze(2)
     return latent
@@ -92,8 +105,10 @@ def check_hint_batches(conditioning: list, batch: int, input_name: str) -> None:
         for c in spec.chain() if spec is not None else []:
             hb = c.hint.shape[0]
             if batch % hb:
-                raise ValueError(f"{input_name}: the ControlNet hint image has a batch of {hb}, which does not "
-                                 f"divide the latent batch of {batch}")
+                raise ValueError(
+                    f"{input_name}: the ControlNet hint image has a batch of {hb}, which does not "
+                    f"divide the latent batch of {batch}"
+                )
 
 
 @dataclass(frozen=True)
@@ -101,6 +116,7 @@ class SamplerChoice:
     """A SAMPLER value: a sampler of nodes.sampling.samplers by name, with options for its step function
     (eta, s_noise, r, solver_type, order) as the sampler-object nodes set them. Plain data: it travels
     to the executors in each step's params."""
+
     name: str
     options: tuple[tuple[str, Any], ...] = ()
 
@@ -109,6 +125,7 @@ class SamplerChoice:
 class NoiseChoice:
     """A NOISE value: the initial noise from `seed` (RandomNoise), or none (DisableNoise, whose seed 0
     is still the seed of the ancestral and SDE samplers' per-step noise, as in ComfyUI)."""
+
     seed: int = 0
     enabled: bool = True
 
@@ -127,6 +144,7 @@ class GuiderChoice:
     kind "dual": positive/middle/negative with cfg (cond1 over cond2) and cfg2 (cond2 over negative),
     `nested` choosing DualCFGGuider's style. `uncond_model` (DualModelGuider) runs the negative side on another
     MODEL."""
+
     model: ModelRef
     positive: list
     negative: list
@@ -138,10 +156,22 @@ class GuiderChoice:
     uncond_model: ModelRef | None = None
 
 
-async def common_ksampler(model: ModelRef, seed: int, steps: int, cfg: float, sampler_name: str, scheduler: str,
-                          positive: list, negative: list, latent: dict, denoise: float = 1.0,
-                          disable_noise: bool = False, start_step: int | None = None, last_step: int | None = None,
-                          force_full_denoise: bool = False) -> tuple[dict]:
+async def common_ksampler(
+    model: ModelRef,
+    seed: int,
+    steps: int,
+    cfg: float,
+    sampler_name: str,
+    scheduler: str,
+    positive: list,
+    negative: list,
+    latent: dict,
+    denoise: float = 1.0,
+    disable_noise: bool = False,
+    start_step: int | None = None,
+    last_step: int | None = None,
+    force_full_denoise: bool = False,
+) -> tuple[dict]:
     model = require_model(model)
     positive, negative = require(positive, "positive"), require(negative, "negative")
     if sampler_name not in SAMPLER_NAMES:
@@ -157,8 +187,13 @@ async def common_ksampler(model: ModelRef, seed: int, steps: int, cfg: float, sa
         out = dict(latent)
         out["samples"] = fix_empty_latent_channels(model, latent["samples"], out.pop(DOWNSCALE_KEY, None))
         return (out,)
-    out, _ = await sample_guided(GuiderChoice(model, positive, negative, cfg), SamplerChoice(sampler_name), sigmas,
-                                 latent, NoiseChoice(seed, not disable_noise))
+    out, _ = await sample_guided(
+        GuiderChoice(model, positive, negative, cfg),
+        SamplerChoice(sampler_name),
+        sigmas,
+        latent,
+        NoiseChoice(seed, not disable_noise),
+    )
     return (out,)
 
 
@@ -167,19 +202,23 @@ async def common_ksampler(model: ModelRef, seed: int, steps: int, cfg: float, sa
 VIDEO_PART_SAMPLED = frozenset({"minimax_h3"})
 
 
-async def _sample_video_part(guider: GuiderChoice, sampler: SamplerChoice, sigmas: torch.Tensor, latent: dict,
-                             noise: NoiseChoice) -> tuple[dict, dict]:
+async def _sample_video_part(
+    guider: GuiderChoice, sampler: SamplerChoice, sigmas: torch.Tensor, latent: dict, noise: NoiseChoice
+) -> tuple[dict, dict]:
     if getattr(latent.get("noise_mask"), "is_nested", False):
         raise ValueError("latent_image: a noise mask on an audio-video latent is not supported yet")
     pair = latent["samples"]
     video, *rest = pair.unbind()
     out, denoised = await sample_guided(guider, sampler, sigmas, {**latent, "samples": video}, noise)
-    return ({**out, "samples": type(pair)([out["samples"], *rest])},
-            {**denoised, "samples": type(pair)([denoised["samples"], *rest])})
+    return (
+        {**out, "samples": type(pair)([out["samples"], *rest])},
+        {**denoised, "samples": type(pair)([denoised["samples"], *rest])},
+    )
 
 
-async def sample_guided(guider: GuiderChoice, sampler: SamplerChoice, sigmas: torch.Tensor, latent: dict,
-                        noise: NoiseChoice) -> tuple[dict, dict]:
+async def sample_guided(
+    guider: GuiderChoice, sampler: SamplerChoice, sigmas: torch.Tensor, latent: dict, noise: NoiseChoice
+) -> tuple[dict, dict]:
     """The one sampling loop of KSampler, KSamplerAdvanced, SamplerCustom and SamplerCustomAdvanced: one
     `denoise_step` invocation per step, the sampler state and the noise generator's state travelling as
     tensors between them. Returns (output latent, the last step's denoised prediction as a latent; the
@@ -195,13 +234,14 @@ async def sample_guided(guider: GuiderChoice, sampler: SamplerChoice, sigmas: to
     # A video model denoises all frames at once; the image families' samplers work on [B,C,H,W].
     samples = full if arch.is_video(model.arch) else single_frame(full)
 
-    def shaped(t: torch.Tensor) -> torch.Tensor:   # the output has the input's frame axis, as ComfyUI's
+    def shaped(t: torch.Tensor) -> torch.Tensor:  # the output has the input's frame axis, as ComfyUI's
         return t.unsqueeze(2) if full.dim() == 5 and t.dim() == 4 else t
+
     for name in ("positive", "negative") + (("middle",) if guider.middle is not None else ()):
         check_hint_batches(getattr(guider, name), samples.shape[0], name)
     noise_t = noise.generate(latent, samples)
     windows = model.option(WINDOWS)
-    if windows is not None and windows.freenoise:   # ComfyUI shuffles the noise once, before the sampler starts
+    if windows is not None and windows.freenoise:  # ComfyUI shuffles the noise once, before the sampler starts
         noise_t = freenoise(noise_t, windows, noise.seed)
     ms_config = sampling_config(model)
     ms = model_sampling_from_config(ms_config)
@@ -214,8 +254,13 @@ async def sample_guided(guider: GuiderChoice, sampler: SamplerChoice, sigmas: to
 
     percent_to_sigma = lambda p: float(ms.percent_to_sigma(p))  # noqa: E731
     tensors: dict[str, torch.Tensor] = {"sigmas": sigmas}
-    params: dict[str, Any] = {"sampler": sampler.name, "cfg": guider.cfg, "seed": noise.seed,
-                              "model_sampling": ms_config, "image_size": (samples.shape[-2] * 8, samples.shape[-1] * 8)}
+    params: dict[str, Any] = {
+        "sampler": sampler.name,
+        "cfg": guider.cfg,
+        "seed": noise.seed,
+        "model_sampling": ms_config,
+        "image_size": (samples.shape[-2] * 8, samples.shape[-1] * 8),
+    }
     if sampler.options:
         params["sampler_options"] = dict(sampler.options)
     # ComfyUI's order of a guider's conds (positive first): it decides which opposite-area entries are added.
@@ -230,36 +275,38 @@ async def sample_guided(guider: GuiderChoice, sampler: SamplerChoice, sigmas: to
     mask = latent.get("noise_mask")
     if mask is not None:
         tensors.update(denoise_mask=_prepare_mask(mask, samples), latent_image=latent_in, noise=noise_t)
-    if uses_hooks(params):   # the weights the steps apply the conds' hooks to
+    if uses_hooks(params):  # the weights the steps apply the conds' hooks to
         params["hook_base"] = weights_ref(model)
     patches = sampler_patches(model)
-    for name, carried in carried_conditionings(model).items():   # e.g. PerpNeg's empty prompt
+    for name, carried in carried_conditionings(model).items():  # e.g. PerpNeg's empty prompt
         (side,) = resolve([carried], samples.shape)
         side_tensors, patches[name] = flatten(name, side, percent_to_sigma)
         tensors.update(side_tensors)
-    if patches:   # RescaleCFG and the like, or a MODEL patched by a node pack (comfy_bridge.packs.proxies)
+    if patches:  # RescaleCFG and the like, or a MODEL patched by a node pack (comfy_bridge.packs.proxies)
         params["model_patches"] = Patches(patches)
-    if model.option(COMPILE):   # TorchCompileModel: the executor runs the network compiled with this backend
+    if model.option(COMPILE):  # TorchCompileModel: the executor runs the network compiled with this backend
         params["torch_compile"] = model.option(COMPILE)
-    if model.option(DTYPE):   # ModelComputeDtype: the executor runs a copy of the network in this dtype
+    if model.option(DTYPE):  # ModelComputeDtype: the executor runs a copy of the network in this dtype
         params["compute_dtype"] = model.option(DTYPE)
-    if model.option(CFG_OVERRIDES):   # CFGOverride: the cfg each evaluation uses inside its sigma ranges
+    if model.option(CFG_OVERRIDES):  # CFGOverride: the cfg each evaluation uses inside its sigma ranges
         params["cfg_overrides"] = model.option(CFG_OVERRIDES)
-    if model.option(ROPE):   # ScaleROPE: the network scales and shifts the image's position ids
+    if model.option(ROPE):  # ScaleROPE: the network scales and shifts the image's position ids
         params["rope_options"] = dict(model.option(ROPE))
-    if windows is not None:   # ContextWindowsManual: each evaluation window by window
+    if windows is not None:  # ContextWindowsManual: each evaluation window by window
         params[WINDOWS] = windows.as_param()
-    if guider.uncond_model is not None:   # DualModelGuider: the negative side on its own weights and schedule
+    if guider.uncond_model is not None:  # DualModelGuider: the negative side on its own weights and schedule
         params["uncond_model"] = weights_ref(guider.uncond_model)
         params["uncond_sampling"] = sampling_config(guider.uncond_model)
     state: dict[str, torch.Tensor] = {}
     denoised = None
     total = len(sigmas) - 1
-    stepper = get_sampler(sampler.name)   # an adaptive sampler (dpm_adaptive) ends the loop from its state
+    stepper = get_sampler(sampler.name)  # an adaptive sampler (dpm_adaptive) ends the loop from its state
     i = 0
-    while not stepper.finished(i, sigmas, {k[len(STATE_PREFIX):]: v for k, v in state.items()}):
+    while not stepper.finished(i, sigmas, {k[len(STATE_PREFIX) :]: v for k, v in state.items()}):
         throw_if_interrupted()
-        result = await call_model_fn("denoise_step", weights_ref(model), "model", {**tensors, **state, "x": x}, {**params, "i": i})
+        result = await call_model_fn(
+            "denoise_step", weights_ref(model), "model", {**tensors, **state, "x": x}, {**params, "i": i}
+        )
         x, denoised = result["x"], result["denoised"]
         state = {k: v for k, v in result.items() if k.startswith(STATE_PREFIX)}
         report_progress(i + 1, total, previews.preview(denoised))

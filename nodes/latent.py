@@ -4,6 +4,7 @@ A LATENT is a dict: "samples" [B,C,H/8,W/8], optional "noise_mask" [B|1,1,H,W] a
 "batch_index" (the seed offsets of the batch items, so a slice of a batch gets the same noise it
 would have had in the full batch).
 """
+
 from __future__ import annotations
 
 import math
@@ -20,14 +21,34 @@ CROP_METHODS = ["disabled", "center"]
 class EmptyLatentImage:
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "width": ("INT", {"default": 512, "min": 16, "max": MAX_RESOLUTION, "step": 8,
-                              "tooltip": "Width of the latent images, in pixels."}),
-            "height": ("INT", {"default": 512, "min": 16, "max": MAX_RESOLUTION, "step": 8,
-                               "tooltip": "Height of the latent images, in pixels."}),
-            "batch_size": ("INT", {"default": 1, "min": 1, "max": 4096,
-                                   "tooltip": "How many latent images the batch holds."}),
-        }}
+        return {
+            "required": {
+                "width": (
+                    "INT",
+                    {
+                        "default": 512,
+                        "min": 16,
+                        "max": MAX_RESOLUTION,
+                        "step": 8,
+                        "tooltip": "Width of the latent images, in pixels.",
+                    },
+                ),
+                "height": (
+                    "INT",
+                    {
+                        "default": 512,
+                        "min": 16,
+                        "max": MAX_RESOLUTION,
+                        "step": 8,
+                        "tooltip": "Height of the latent images, in pixels.",
+                    },
+                ),
+                "batch_size": (
+                    "INT",
+                    {"default": 1, "min": 1, "max": 4096, "tooltip": "How many latent images the batch holds."},
+                ),
+            }
+        }
 
     RETURN_TYPES = ("LATENT",)
     OUTPUT_TOOLTIPS = ("A batch of all-zero latent images.",)
@@ -45,11 +66,13 @@ class EmptySD3LatentImage:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "width": ("INT", {"default": 1024, "min": 16, "max": MAX_RESOLUTION, "step": 16}),
-            "height": ("INT", {"default": 1024, "min": 16, "max": MAX_RESOLUTION, "step": 16}),
-            "batch_size": ("INT", {"default": 1, "min": 1, "max": 4096}),
-        }}
+        return {
+            "required": {
+                "width": ("INT", {"default": 1024, "min": 16, "max": MAX_RESOLUTION, "step": 16}),
+                "height": ("INT", {"default": 1024, "min": 16, "max": MAX_RESOLUTION, "step": 16}),
+                "batch_size": ("INT", {"default": 1, "min": 1, "max": 4096}),
+            }
+        }
 
     RETURN_TYPES = ("LATENT",)
     FUNCTION = "generate"
@@ -61,24 +84,28 @@ class EmptySD3LatentImage:
 
 
 class LatentUpscale:
-    upscale_methods = LATENT_UPSCALE_METHODS   # packs read these lists from the class, as in ComfyUI
+    upscale_methods = LATENT_UPSCALE_METHODS  # packs read these lists from the class, as in ComfyUI
     crop_methods = CROP_METHODS
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "samples": ("LATENT",),
-            "upscale_method": (cls.upscale_methods,),
-            "width": ("INT", {"default": 512, "min": 0, "max": MAX_RESOLUTION, "step": 8}),
-            "height": ("INT", {"default": 512, "min": 0, "max": MAX_RESOLUTION, "step": 8}),
-            "crop": (cls.crop_methods,),
-        }}
+        return {
+            "required": {
+                "samples": ("LATENT",),
+                "upscale_method": (cls.upscale_methods,),
+                "width": ("INT", {"default": 512, "min": 0, "max": MAX_RESOLUTION, "step": 8}),
+                "height": ("INT", {"default": 512, "min": 0, "max": MAX_RESOLUTION, "step": 8}),
+                "crop": (cls.crop_methods,),
+            }
+        }
 
     RETURN_TYPES = ("LATENT",)
     FUNCTION = "upscale"
     CATEGORY = "latent"
-    DESCRIPTION = ("Resizes latent images to a pixel size; a 0 width or height keeps the aspect ratio, "
-                   "and sizes are at least 64 pixels.")
+    DESCRIPTION = (
+        "Resizes latent images to a pixel size; a 0 width or height keeps the aspect ratio, "
+        "and sizes are at least 64 pixels."
+    )
 
     def upscale(self, samples: dict, upscale_method: str, width: int, height: int, crop: str):
         if width == 0 and height == 0:
@@ -98,15 +125,17 @@ class LatentUpscale:
 
 
 class LatentUpscaleBy:
-    upscale_methods = LATENT_UPSCALE_METHODS   # packs read these lists from the class, as in ComfyUI
+    upscale_methods = LATENT_UPSCALE_METHODS  # packs read these lists from the class, as in ComfyUI
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "samples": ("LATENT",),
-            "upscale_method": (cls.upscale_methods,),
-            "scale_by": ("FLOAT", {"default": 1.5, "min": 0.01, "max": 8.0, "step": 0.01}),
-        }}
+        return {
+            "required": {
+                "samples": ("LATENT",),
+                "upscale_method": (cls.upscale_methods,),
+                "scale_by": ("FLOAT", {"default": 1.5, "min": 0.01, "max": 8.0, "step": 0.01}),
+            }
+        }
 
     RETURN_TYPES = ("LATENT",)
     FUNCTION = "upscale"
@@ -132,11 +161,13 @@ def _masks_for_batch(masks: torch.Tensor, batch: int) -> torch.Tensor:
 class LatentFromBatch:
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "samples": ("LATENT",),
-            "batch_index": ("INT", {"default": 0, "min": 0, "max": 63}),
-            "length": ("INT", {"default": 1, "min": 1, "max": 64}),
-        }}
+        return {
+            "required": {
+                "samples": ("LATENT",),
+                "batch_index": ("INT", {"default": 0, "min": 0, "max": 63}),
+                "length": ("INT", {"default": 1, "min": 1, "max": 64}),
+            }
+        }
 
     RETURN_TYPES = ("LATENT",)
     FUNCTION = "frombatch"
@@ -148,14 +179,17 @@ class LatentFromBatch:
         start = min(lat.shape[0] - 1, batch_index)
         length = min(lat.shape[0] - start, length)
         out = samples.copy()
-        out["samples"] = lat[start:start + length].clone()
+        out["samples"] = lat[start : start + length].clone()
         if "noise_mask" in samples:
             masks = samples["noise_mask"]
             # A single mask applies to every item and stays single.
-            out["noise_mask"] = masks.clone() if masks.shape[0] == 1 else \
-                _masks_for_batch(masks, lat.shape[0])[start:start + length].clone()
+            out["noise_mask"] = (
+                masks.clone()
+                if masks.shape[0] == 1
+                else _masks_for_batch(masks, lat.shape[0])[start : start + length].clone()
+            )
         if "batch_index" in samples:
-            out["batch_index"] = samples["batch_index"][start:start + length]
+            out["batch_index"] = samples["batch_index"][start : start + length]
         else:
             out["batch_index"] = list(range(start, start + length))
         return (out,)
@@ -164,10 +198,12 @@ class LatentFromBatch:
 class RepeatLatentBatch:
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "samples": ("LATENT",),
-            "amount": ("INT", {"default": 1, "min": 1, "max": 64}),
-        }}
+        return {
+            "required": {
+                "samples": ("LATENT",),
+                "amount": ("INT", {"default": 1, "min": 1, "max": 64}),
+            }
+        }
 
     RETURN_TYPES = ("LATENT",)
     FUNCTION = "repeat"

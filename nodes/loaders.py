@@ -1,5 +1,6 @@
 """Loader nodes. They only name weights: each returns ModelRefs (file digests, component, patches);
 the weights are read where a ModelFn runs, through that executor's weight cache."""
+
 from __future__ import annotations
 
 import functools
@@ -20,6 +21,7 @@ def model_file(folder: str, name: str, input_name: str) -> Path:
 @functools.lru_cache(maxsize=256)
 def _probe(path: str, size: int, mtime_ns: int) -> tuple[str, frozenset[str]]:
     from nodes.models.loader import probe
+
     info = probe(Path(path))
     return info.arch, frozenset(info.components)
 
@@ -28,6 +30,7 @@ def probe_arch(path: Path, input_name: str | None = None) -> tuple[str, frozense
     """Architecture and components of a model file, read from its header once per file version;
     errors name the input."""
     from nodes.models.errors import ModelLoadError
+
     try:
         st = os.stat(path)
         return _probe(str(path), st.st_size, st.st_mtime_ns)
@@ -46,6 +49,7 @@ def _file_prediction(path: str, size: int, mtime_ns: int) -> tuple[bool, bool]:
     from nodes.models import unet as unet_mod
     from nodes.models.loader import probe
     from nodes.models.safetensors_io import is_torch_pickle, load_state_dict, shapes_of
+
     info = probe(Path(path))
     keys = shapes_of(path)[0].keys()
     marker = info.prefix + unet_mod.SD2_V_MARKER
@@ -55,6 +59,7 @@ def _file_prediction(path: str, size: int, mtime_ns: int) -> tuple[bool, bool]:
             found[unet_mod.SD2_V_MARKER] = load_state_dict(path)[marker]
         else:
             from safetensors import safe_open
+
             with safe_open(path, framework="pt") as f:
                 found[unet_mod.SD2_V_MARKER] = f.get_tensor(marker)
     return unet_mod.prediction_type(info.arch, found) == "v", "ztsnr" in keys
@@ -70,13 +75,18 @@ def with_file_prediction(model: ModelRef, path: Path) -> ModelRef:
     if not v:
         return model
     from nodes.library.model_advanced import ModelSamplingDiscrete
+
     return ModelSamplingDiscrete().patch(model, "v_prediction", zsnr)[0]
 
 
 def make_ref(component: str, arch: str, paths: list[Path], **options) -> ModelRef:
-    return ModelRef(component=component, arch=arch, sources=tuple(str(p) for p in paths),
-                    digests=tuple(file_digest(p) for p in paths),
-                    options=tuple(sorted(options.items())))
+    return ModelRef(
+        component=component,
+        arch=arch,
+        sources=tuple(str(p) for p in paths),
+        digests=tuple(file_digest(p) for p in paths),
+        options=tuple(sorted(options.items())),
+    )
 
 
 def model_files(folder: str) -> list[str]:
@@ -88,11 +98,13 @@ class CheckpointLoaderSimple:
     def INPUT_TYPES(cls):
         return {"required": {"ckpt_name": (model_files("checkpoints"), {"tooltip": "The checkpoint file to load."})}}
 
-    MODEL_FILE_INPUTS = {"ckpt_name": ("checkpoints", "diffusion_model")}   # checked at validation
+    MODEL_FILE_INPUTS = {"ckpt_name": ("checkpoints", "diffusion_model")}  # checked at validation
     RETURN_TYPES = ("MODEL", "CLIP", "VAE")
-    OUTPUT_TOOLTIPS = ("The diffusion model that denoises latents.",
-                       "The text encoder that turns prompts into conditioning.",
-                       "The VAE that maps between images and latents.")
+    OUTPUT_TOOLTIPS = (
+        "The diffusion model that denoises latents.",
+        "The text encoder that turns prompts into conditioning.",
+        "The VAE that maps between images and latents.",
+    )
     FUNCTION = "load_checkpoint"
     CATEGORY = "loaders"
     DESCRIPTION = "Loads a single-file diffusion checkpoint: its diffusion model, text encoder and VAE."
@@ -100,16 +112,23 @@ class CheckpointLoaderSimple:
     def load_checkpoint(self, ckpt_name):
         path = model_file("checkpoints", ckpt_name, "ckpt_name")
         arch, parts = probe_arch(path, "ckpt_name")
-        model = with_file_prediction(make_ref("diffusion_model", arch, [path]), path) \
-            if "diffusion_model" in parts else None
+        model = (
+            with_file_prediction(make_ref("diffusion_model", arch, [path]), path)
+            if "diffusion_model" in parts
+            else None
+        )
         return (model, *(make_ref(c, arch, [path]) if c in parts else None for c in ("text_encoder", "vae")))
 
 
 class UNETLoader:
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"unet_name": (model_files("diffusion_models"),),
-                             "weight_dtype": (["default", "fp8_e4m3fn", "fp8_e4m3fn_fast", "fp8_e5m2"],)}}
+        return {
+            "required": {
+                "unet_name": (model_files("diffusion_models"),),
+                "weight_dtype": (["default", "fp8_e4m3fn", "fp8_e4m3fn_fast", "fp8_e5m2"],),
+            }
+        }
 
     MODEL_FILE_INPUTS = {"unet_name": ("diffusion_models", "diffusion_model")}
     RETURN_TYPES = ("MODEL",)
@@ -138,28 +157,58 @@ class VAELoader:
         return (make_ref("vae", arch, [path]),)
 
 
-CLIP_TYPES = ["stable_diffusion", "stable_cascade", "sd3", "stable_audio", "mochi", "ltxv", "pixart", "cosmos",
-              "lumina2", "wan", "hidream", "chroma", "ace", "omnigen2", "qwen_image", "hunyuan_image", "flux2", "krea2",
-              "minimax"]
+CLIP_TYPES = [
+    "stable_diffusion",
+    "stable_cascade",
+    "sd3",
+    "stable_audio",
+    "mochi",
+    "ltxv",
+    "pixart",
+    "cosmos",
+    "lumina2",
+    "wan",
+    "hidream",
+    "chroma",
+    "ace",
+    "omnigen2",
+    "qwen_image",
+    "hunyuan_image",
+    "flux2",
+    "krea2",
+    "minimax",
+]
 DUAL_CLIP_TYPES = ["sdxl", "sd3", "flux", "hunyuan_video", "hidream", "hunyuan_image"]
 # The CLIP types whose text encoders we can build; the others are refused with a clear error.
 # lumina2: the type the frontend's default Z-Image-Turbo graph uses.
-_CLIP_TYPE_ARCH = {"stable_diffusion": "sd1", "sdxl": "sdxl", "sd3": "sd3", "flux": "flux", "flux2": "flux2",
-                   "lumina2": "zimage", "qwen_image": "qwen_image", "wan": "wan21"}
+_CLIP_TYPE_ARCH = {
+    "stable_diffusion": "sd1",
+    "sdxl": "sdxl",
+    "sd3": "sd3",
+    "flux": "flux",
+    "flux2": "flux2",
+    "lumina2": "zimage",
+    "qwen_image": "qwen_image",
+    "wan": "wan21",
+}
 
 
 def _clip_arch(clip_type: str) -> str:
     if clip_type not in _CLIP_TYPE_ARCH:
-        raise ValueError(f"type: CLIP type {clip_type!r} is not supported by Comfy Cluster yet "
-                         f"(supported: {', '.join(_CLIP_TYPE_ARCH)})")
+        raise ValueError(
+            f"type: CLIP type {clip_type!r} is not supported by Comfy Cluster yet "
+            f"(supported: {', '.join(_CLIP_TYPE_ARCH)})"
+        )
     return _CLIP_TYPE_ARCH[clip_type]
 
 
 class CLIPLoader:
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"clip_name": (model_files("text_encoders"),), "type": (CLIP_TYPES,)},
-                "optional": {"device": (["default", "cpu"], {"advanced": True})}}
+        return {
+            "required": {"clip_name": (model_files("text_encoders"),), "type": (CLIP_TYPES,)},
+            "optional": {"device": (["default", "cpu"], {"advanced": True})},
+        }
 
     MODEL_FILE_INPUTS = {"clip_name": ("text_encoders", "text_encoder")}
     RETURN_TYPES = ("CLIP",)
@@ -178,34 +227,47 @@ def _single_clip_arch(path: Path, clip_type: str) -> str:
     file_arch, _ = probe_arch(path, "clip_name")
     if file_arch == "qwen3":
         return "flux2" if clip_type in ("flux", "flux2") else "zimage"
-    if file_arch == "qwen3vl":   # ComfyUI: Qwen-Image 2.1's encoder with type qwen_image, Krea 2's with krea2
+    if file_arch == "qwen3vl":  # ComfyUI: Qwen-Image 2.1's encoder with type qwen_image, Krea 2's with krea2
         if clip_type == "krea2":
             return "krea2"
-        if clip_type == "minimax":   # MiniMax H3's Qwen3-VL-32B
+        if clip_type == "minimax":  # MiniMax H3's Qwen3-VL-32B
             return "minimax_h3"
         if clip_type != "qwen_image":
-            raise ValueError(f"clip_name: {path.name} is a Qwen3-VL text encoder; it loads as Krea 2's with "
-                             f"CLIPLoader type krea2, as MiniMax H3's with type minimax or as Qwen-Image 2.1's with "
-                             f"type qwen_image, not {clip_type}")
+            raise ValueError(
+                f"clip_name: {path.name} is a Qwen3-VL text encoder; it loads as Krea 2's with "
+                f"CLIPLoader type krea2, as MiniMax H3's with type minimax or as Qwen-Image 2.1's with "
+                f"type qwen_image, not {clip_type}"
+            )
         return "qwen_image21"
     if clip_type == "lumina2":
-        raise ValueError(f"clip_name: {path.name} is a {file_arch} text encoder; CLIPLoader type lumina2 loads "
-                         "Z-Image's Qwen3-4B (qwen_3_4b.safetensors)")
+        raise ValueError(
+            f"clip_name: {path.name} is a {file_arch} text encoder; CLIPLoader type lumina2 loads "
+            "Z-Image's Qwen3-4B (qwen_3_4b.safetensors)"
+        )
     if clip_type == "wan" and file_arch != "umt5":
-        raise ValueError(f"clip_name: {path.name} is a {file_arch} text encoder; CLIPLoader type wan loads "
-                         "umt5-xxl (umt5_xxl_fp8_e4m3fn_scaled.safetensors)")
-    if clip_type == "flux2":   # FLUX.2 dev's Mistral 3 encoder is not supported
-        raise ValueError(f"clip_name: {path.name} is a {file_arch} text encoder; CLIPLoader type flux2 loads "
-                         "FLUX.2 Klein's Qwen3 (qwen_3_4b.safetensors)")
+        raise ValueError(
+            f"clip_name: {path.name} is a {file_arch} text encoder; CLIPLoader type wan loads "
+            "umt5-xxl (umt5_xxl_fp8_e4m3fn_scaled.safetensors)"
+        )
+    if clip_type == "flux2":  # FLUX.2 dev's Mistral 3 encoder is not supported
+        raise ValueError(
+            f"clip_name: {path.name} is a {file_arch} text encoder; CLIPLoader type flux2 loads "
+            "FLUX.2 Klein's Qwen3 (qwen_3_4b.safetensors)"
+        )
     return _clip_arch(clip_type)
 
 
 class DualCLIPLoader:
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"clip_name1": (model_files("text_encoders"),), "clip_name2": (model_files("text_encoders"),),
-                             "type": (DUAL_CLIP_TYPES,)},
-                "optional": {"device": (["default", "cpu"], {"advanced": True})}}
+        return {
+            "required": {
+                "clip_name1": (model_files("text_encoders"),),
+                "clip_name2": (model_files("text_encoders"),),
+                "type": (DUAL_CLIP_TYPES,),
+            },
+            "optional": {"device": (["default", "cpu"], {"advanced": True})},
+        }
 
     MODEL_FILE_INPUTS = {f"clip_name{i}": ("text_encoders", "text_encoder") for i in (1, 2)}
     RETURN_TYPES = ("CLIP",)
@@ -213,16 +275,22 @@ class DualCLIPLoader:
     CATEGORY = "advanced/loaders"
 
     def load_clip(self, clip_name1, clip_name2, type, device="default"):
-        paths = [model_file("text_encoders", clip_name1, "clip_name1"),
-                 model_file("text_encoders", clip_name2, "clip_name2")]
+        paths = [
+            model_file("text_encoders", clip_name1, "clip_name1"),
+            model_file("text_encoders", clip_name2, "clip_name2"),
+        ]
         return (make_ref("text_encoder", _clip_arch(type), paths, clip_type=type),)
 
 
 class CLIPSetLastLayer:
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"clip": ("CLIP",),
-                             "stop_at_clip_layer": ("INT", {"default": -1, "min": -24, "max": -1, "step": 1})}}
+        return {
+            "required": {
+                "clip": ("CLIP",),
+                "stop_at_clip_layer": ("INT", {"default": -1, "min": -24, "max": -1, "step": 1}),
+            }
+        }
 
     RETURN_TYPES = ("CLIP",)
     FUNCTION = "set_last_layer"
@@ -241,11 +309,15 @@ class LoraLoader:
     @classmethod
     def INPUT_TYPES(cls):
         strength = {"default": 1.0, "min": -100.0, "max": 100.0, "step": 0.01}
-        return {"required": {"model": ("MODEL", {"tooltip": "The diffusion model the LoRA is applied to."}),
-                             "clip": ("CLIP", {"tooltip": "The text encoder the LoRA is applied to."}),
-                             "lora_name": (model_files("loras"), {"tooltip": "The LoRA file."}),
-                             "strength_model": ("FLOAT", strength),
-                             "strength_clip": ("FLOAT", strength)}}
+        return {
+            "required": {
+                "model": ("MODEL", {"tooltip": "The diffusion model the LoRA is applied to."}),
+                "clip": ("CLIP", {"tooltip": "The text encoder the LoRA is applied to."}),
+                "lora_name": (model_files("loras"), {"tooltip": "The LoRA file."}),
+                "strength_model": ("FLOAT", strength),
+                "strength_clip": ("FLOAT", strength),
+            }
+        }
 
     MODEL_FILE_INPUTS = {"lora_name": ("loras", "lora")}
     RETURN_TYPES = ("MODEL", "CLIP")
@@ -257,16 +329,24 @@ class LoraLoader:
         if strength_model == 0 and strength_clip == 0:
             return (model, clip)
         patch_m = _lora_patch(lora_name, strength_model)
-        return (model.with_patch(patch_m) if strength_model != 0 else model,
-                clip.with_patch(Patch(patch_m.path, patch_m.digest, float(strength_clip)))
-                if strength_clip != 0 and clip is not None else clip)
+        return (
+            model.with_patch(patch_m) if strength_model != 0 else model,
+            clip.with_patch(Patch(patch_m.path, patch_m.digest, float(strength_clip)))
+            if strength_clip != 0 and clip is not None
+            else clip,
+        )
 
 
 class LoraLoaderModelOnly:
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"model": ("MODEL",), "lora_name": (model_files("loras"),),
-                             "strength_model": ("FLOAT", {"default": 1.0, "min": -100.0, "max": 100.0, "step": 0.01})}}
+        return {
+            "required": {
+                "model": ("MODEL",),
+                "lora_name": (model_files("loras"),),
+                "strength_model": ("FLOAT", {"default": 1.0, "min": -100.0, "max": 100.0, "step": 0.01}),
+            }
+        }
 
     MODEL_FILE_INPUTS = {"lora_name": ("loras", "lora")}
     RETURN_TYPES = ("MODEL",)
@@ -296,13 +376,24 @@ class ControlNetLoader:
 
 
 NODE_CLASS_MAPPINGS = {
-    "CheckpointLoaderSimple": CheckpointLoaderSimple, "UNETLoader": UNETLoader, "VAELoader": VAELoader,
-    "CLIPLoader": CLIPLoader, "DualCLIPLoader": DualCLIPLoader, "CLIPSetLastLayer": CLIPSetLastLayer,
-    "LoraLoader": LoraLoader, "LoraLoaderModelOnly": LoraLoaderModelOnly, "ControlNetLoader": ControlNetLoader,
+    "CheckpointLoaderSimple": CheckpointLoaderSimple,
+    "UNETLoader": UNETLoader,
+    "VAELoader": VAELoader,
+    "CLIPLoader": CLIPLoader,
+    "DualCLIPLoader": DualCLIPLoader,
+    "CLIPSetLastLayer": CLIPSetLastLayer,
+    "LoraLoader": LoraLoader,
+    "LoraLoaderModelOnly": LoraLoaderModelOnly,
+    "ControlNetLoader": ControlNetLoader,
 }
 NODE_DISPLAY_NAME_MAPPINGS = {
-    "CheckpointLoaderSimple": "Load Checkpoint", "UNETLoader": "Load Diffusion Model", "VAELoader": "Load VAE",
-    "CLIPLoader": "Load CLIP", "DualCLIPLoader": "DualCLIPLoader", "CLIPSetLastLayer": "CLIP Set Last Layer",
-    "LoraLoader": "Load LoRA", "LoraLoaderModelOnly": "LoraLoaderModelOnly",
+    "CheckpointLoaderSimple": "Load Checkpoint",
+    "UNETLoader": "Load Diffusion Model",
+    "VAELoader": "Load VAE",
+    "CLIPLoader": "Load CLIP",
+    "DualCLIPLoader": "DualCLIPLoader",
+    "CLIPSetLastLayer": "CLIP Set Last Layer",
+    "LoraLoader": "Load LoRA",
+    "LoraLoaderModelOnly": "LoraLoaderModelOnly",
     "ControlNetLoader": "Load ControlNet Model",
 }

@@ -8,6 +8,7 @@ header says is cached per file version (path, size, mtime); tokenizer files are 
 header cannot tell (pickled .ckpt files, LoRA formats the detector does not name) is left to the loader.
 Nothing here imports transformers or diffusers: validation runs beside compute threads that may be importing
 them, and their lazy modules break when two threads import them at once."""
+
 from __future__ import annotations
 
 import os
@@ -23,12 +24,23 @@ from nodes.models.tokenizer import BYTE_VOCAB_SIZE, OPENAI_VOCAB_SIZE
 from nodes.workspace import active
 
 # What a loader input needs: a component the file must provide, or "lora".
-NEEDS_LABEL = {"diffusion_model": "a diffusion model", "vae": "a VAE", "text_encoder": "a text encoder",
-               "controlnet": "a ControlNet", "lora": "a LoRA"}
+NEEDS_LABEL = {
+    "diffusion_model": "a diffusion model",
+    "vae": "a VAE",
+    "text_encoder": "a text encoder",
+    "controlnet": "a ControlNet",
+    "lora": "a LoRA",
+}
 KNOWN_CLIP_VOCABS = (BYTE_VOCAB_SIZE, OPENAI_VOCAB_SIZE)
-KIND_LABEL = {"checkpoint": "a checkpoint", "diffusion_model": "a diffusion model", "vae": "a VAE",
-              "text_encoder": "a text encoder", "controlnet": "a ControlNet", "lora": "a LoRA",
-              "diffusers": "a diffusers folder"}
+KIND_LABEL = {
+    "checkpoint": "a checkpoint",
+    "diffusion_model": "a diffusion model",
+    "vae": "a VAE",
+    "text_encoder": "a text encoder",
+    "controlnet": "a ControlNet",
+    "lora": "a LoRA",
+    "diffusers": "a diffusers folder",
+}
 
 
 def model_file_problem(obj_class: type, input_name: str, value: Any) -> str | None:
@@ -39,7 +51,7 @@ def model_file_problem(obj_class: type, input_name: str, value: Any) -> str | No
     folder, needs = spec
     path = active().full_path(folder, value)
     if path is None:
-        return None   # the file list check reports names that are not there
+        return None  # the file list check reports names that are not there
     try:
         st = os.stat(path)
     except OSError as e:
@@ -52,7 +64,7 @@ def model_file_problem(obj_class: type, input_name: str, value: Any) -> str | No
 def _file_facts(path: str, size: int, mtime_ns: int) -> tuple[Any, dict[str, int]] | str:
     """(CheckpointInfo, token-embedding rows by kind) from the header, or the reason it cannot be read."""
     try:
-        if os.path.isdir(path):   # a diffusers folder: its model_index.json
+        if os.path.isdir(path):  # a diffusers folder: its model_index.json
             info, shapes = probe(path), {}
         else:
             shapes, metadata = shapes_of(path)
@@ -71,7 +83,7 @@ def _file_facts(path: str, size: int, mtime_ns: int) -> tuple[Any, dict[str, int
     if "t5" in vocab:
         try:
             if config_for_sources((path,))[1].get("t5", {}).get("vocab"):
-                del vocab["t5"]   # a demo model whose own vocabulary its metadata names
+                del vocab["t5"]  # a demo model whose own vocabulary its metadata names
         except (ModelLoadError, OSError, ValueError) as e:
             return getattr(e, "problem", str(e))
     return info, vocab
@@ -79,11 +91,11 @@ def _file_facts(path: str, size: int, mtime_ns: int) -> tuple[Any, dict[str, int
 
 def _file_problem(path: str, size: int, mtime_ns: int, needs: str) -> str | None:
     if is_torch_pickle(path):
-        return None   # a pickle tells nothing without being loaded
+        return None  # a pickle tells nothing without being loaded
     facts = _file_facts(path, size, mtime_ns)
     if isinstance(facts, str):
         if needs == "lora" and "unknown model architecture" in facts:
-            return None   # LoRA formats the detector does not name are the LoRA loader's to judge
+            return None  # LoRA formats the detector does not name are the LoRA loader's to judge
         return facts
     info, vocab = facts
     if needs == "lora":
@@ -99,15 +111,19 @@ def tokenizer_problem(path: str, vocab: dict[str, int]) -> str | None:
     """Why a file's CLIP or T5 text encoder (token-embedding rows `vocab`) would find no tokenizer. Not cached:
     a tokenizer file the user places after being told where is seen on the next prompt."""
     if "clip" in vocab and vocab["clip"] not in KNOWN_CLIP_VOCABS:
-        return (f"its CLIP text encoder has {vocab['clip']} token embeddings; only the OpenAI CLIP vocabulary "
-                f"({OPENAI_VOCAB_SIZE}) and the byte-level one ({BYTE_VOCAB_SIZE}) are known")
+        return (
+            f"its CLIP text encoder has {vocab['clip']} token embeddings; only the OpenAI CLIP vocabulary "
+            f"({OPENAI_VOCAB_SIZE}) and the byte-level one ({BYTE_VOCAB_SIZE}) are known"
+        )
     if "t5" not in vocab:
         return None
     candidates = t5_tokenizer_candidates(path, vocab["t5"])
     if any(c.is_file() for c in candidates):
         return None
-    return (f"its T5 text encoder has {vocab['t5']} token embeddings and no tokenizer was found for it: put its "
-            f"tokenizer.json at {' or '.join(str(c) for c in candidates)}")
+    return (
+        f"its T5 text encoder has {vocab['t5']} token embeddings and no tokenizer was found for it: put its "
+        f"tokenizer.json at {' or '.join(str(c) for c in candidates)}"
+    )
 
 
 def clear_cache() -> None:

@@ -1,31 +1,52 @@
 """Core nodes that call models: text encoding, sampling, VAE, ControlNet application.
 Each body is a composition of ModelFn calls through the runtime."""
+
 from __future__ import annotations
 
 import torch
 
 from cluster.refs import ModelRef
 from nodes.conditioning import ControlSpec, require
+from nodes.inputs import require_component
 from nodes.ksampler import call_model_fn, common_ksampler
 from nodes.modelfns.hooks import encodings
 from nodes.sampling.samplers import SAMPLER_NAMES
 from nodes.sampling.schedules import SCHEDULER_NAMES
-from nodes.inputs import require_component
 
 MAX_RESOLUTION = 16384
-SEED = ("INT", {"default": 0, "min": 0, "max": 0xffffffffffffffff, "control_after_generate": True,
-                "tooltip": "The random seed of the initial noise."})
+SEED = (
+    "INT",
+    {
+        "default": 0,
+        "min": 0,
+        "max": 0xFFFFFFFFFFFFFFFF,
+        "control_after_generate": True,
+        "tooltip": "The random seed of the initial noise.",
+    },
+)
 STEPS = ("INT", {"default": 20, "min": 1, "max": 10000, "tooltip": "The number of denoising steps."})
-CFG = ("FLOAT", {"default": 8.0, "min": 0.0, "max": 100.0, "step": 0.1, "round": 0.01,
-                 "tooltip": "Classifier-free guidance scale."})
+CFG = (
+    "FLOAT",
+    {
+        "default": 8.0,
+        "min": 0.0,
+        "max": 100.0,
+        "step": 0.1,
+        "round": 0.01,
+        "tooltip": "Classifier-free guidance scale.",
+    },
+)
 
 
 class CLIPTextEncode:
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "text": ("STRING", {"multiline": True, "dynamicPrompts": True, "tooltip": "The text to encode."}),
-            "clip": ("CLIP", {"tooltip": "The text encoder."})}}
+        return {
+            "required": {
+                "text": ("STRING", {"multiline": True, "dynamicPrompts": True, "tooltip": "The text to encode."}),
+                "clip": ("CLIP", {"tooltip": "The text encoder."}),
+            }
+        }
 
     RETURN_TYPES = ("CONDITIONING",)
     OUTPUT_TOOLTIPS = ("Conditioning that guides the diffusion model towards the text.",)
@@ -36,7 +57,7 @@ class CLIPTextEncode:
     async def encode(self, clip, text):
         clip = require_component(clip, "text_encoder", "clip")
         conditioning = []
-        for ref, extra in encodings(clip):   # one, or one per keyframe range of a scheduled hooked CLIP
+        for ref, extra in encodings(clip):  # one, or one per keyframe range of a scheduled hooked CLIP
             out = await call_model_fn("text_encode", ref, "clip", {}, {"text": text})
             conditioning.append([out["cond"], {"pooled_output": out.get("pooled"), **extra}])
         return (conditioning,)
@@ -45,16 +66,29 @@ class CLIPTextEncode:
 class KSampler:
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "model": ("MODEL", {"tooltip": "The model that denoises the latent."}),
-            "seed": SEED, "steps": STEPS, "cfg": CFG,
-            "sampler_name": (SAMPLER_NAMES, {"tooltip": "The sampling algorithm."}),
-            "scheduler": (SCHEDULER_NAMES, {"tooltip": "How noise levels are spaced over the steps."}),
-            "positive": ("CONDITIONING", {"tooltip": "What the image should contain."}),
-            "negative": ("CONDITIONING", {"tooltip": "What the image should not contain."}),
-            "latent_image": ("LATENT", {"tooltip": "The latent to denoise."}),
-            "denoise": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 1.0, "step": 0.01,
-                                  "tooltip": "How much of the latent is replaced by noise (img2img below 1)."})}}
+        return {
+            "required": {
+                "model": ("MODEL", {"tooltip": "The model that denoises the latent."}),
+                "seed": SEED,
+                "steps": STEPS,
+                "cfg": CFG,
+                "sampler_name": (SAMPLER_NAMES, {"tooltip": "The sampling algorithm."}),
+                "scheduler": (SCHEDULER_NAMES, {"tooltip": "How noise levels are spaced over the steps."}),
+                "positive": ("CONDITIONING", {"tooltip": "What the image should contain."}),
+                "negative": ("CONDITIONING", {"tooltip": "What the image should not contain."}),
+                "latent_image": ("LATENT", {"tooltip": "The latent to denoise."}),
+                "denoise": (
+                    "FLOAT",
+                    {
+                        "default": 1.0,
+                        "min": 0.0,
+                        "max": 1.0,
+                        "step": 0.01,
+                        "tooltip": "How much of the latent is replaced by noise (img2img below 1).",
+                    },
+                ),
+            }
+        }
 
     RETURN_TYPES = ("LATENT",)
     OUTPUT_TOOLTIPS = ("The denoised latent.",)
@@ -62,40 +96,83 @@ class KSampler:
     CATEGORY = "sampling"
     DESCRIPTION = "Denoises a latent with the model, guided by positive and negative conditioning."
 
-    async def sample(self, model, seed, steps, cfg, sampler_name, scheduler, positive, negative, latent_image,
-                     denoise=1.0):
-        return await common_ksampler(model, seed, steps, cfg, sampler_name, scheduler, positive, negative,
-                                     latent_image, denoise=denoise)
+    async def sample(
+        self, model, seed, steps, cfg, sampler_name, scheduler, positive, negative, latent_image, denoise=1.0
+    ):
+        return await common_ksampler(
+            model, seed, steps, cfg, sampler_name, scheduler, positive, negative, latent_image, denoise=denoise
+        )
 
 
 class KSamplerAdvanced:
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "model": ("MODEL",), "add_noise": (["enable", "disable"],), "noise_seed": SEED,
-            "steps": STEPS, "cfg": CFG, "sampler_name": (SAMPLER_NAMES,), "scheduler": (SCHEDULER_NAMES,),
-            "positive": ("CONDITIONING",), "negative": ("CONDITIONING",), "latent_image": ("LATENT",),
-            "start_at_step": ("INT", {"default": 0, "min": 0, "max": 10000}),
-            "end_at_step": ("INT", {"default": 10000, "min": 0, "max": 10000}),
-            "return_with_leftover_noise": (["disable", "enable"],)}}
+        return {
+            "required": {
+                "model": ("MODEL",),
+                "add_noise": (["enable", "disable"],),
+                "noise_seed": SEED,
+                "steps": STEPS,
+                "cfg": CFG,
+                "sampler_name": (SAMPLER_NAMES,),
+                "scheduler": (SCHEDULER_NAMES,),
+                "positive": ("CONDITIONING",),
+                "negative": ("CONDITIONING",),
+                "latent_image": ("LATENT",),
+                "start_at_step": ("INT", {"default": 0, "min": 0, "max": 10000}),
+                "end_at_step": ("INT", {"default": 10000, "min": 0, "max": 10000}),
+                "return_with_leftover_noise": (["disable", "enable"],),
+            }
+        }
 
     RETURN_TYPES = ("LATENT",)
     FUNCTION = "sample"
     CATEGORY = "sampling"
 
-    async def sample(self, model, add_noise, noise_seed, steps, cfg, sampler_name, scheduler, positive, negative,
-                     latent_image, start_at_step, end_at_step, return_with_leftover_noise, denoise=1.0):
-        return await common_ksampler(model, noise_seed, steps, cfg, sampler_name, scheduler, positive, negative,
-                                     latent_image, denoise=denoise, disable_noise=add_noise == "disable",
-                                     start_step=start_at_step, last_step=end_at_step,
-                                     force_full_denoise=return_with_leftover_noise != "enable")
+    async def sample(
+        self,
+        model,
+        add_noise,
+        noise_seed,
+        steps,
+        cfg,
+        sampler_name,
+        scheduler,
+        positive,
+        negative,
+        latent_image,
+        start_at_step,
+        end_at_step,
+        return_with_leftover_noise,
+        denoise=1.0,
+    ):
+        return await common_ksampler(
+            model,
+            noise_seed,
+            steps,
+            cfg,
+            sampler_name,
+            scheduler,
+            positive,
+            negative,
+            latent_image,
+            denoise=denoise,
+            disable_noise=add_noise == "disable",
+            start_step=start_at_step,
+            last_step=end_at_step,
+            force_full_denoise=return_with_leftover_noise != "enable",
+        )
 
 
 class VAEDecode:
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"samples": ("LATENT", {"tooltip": "The latent to decode."}),
-                             "vae": ("VAE", {"tooltip": "The VAE that decodes the latent."})}}
+        return {
+            "required": {
+                "samples": ("LATENT", {"tooltip": "The latent to decode."}),
+                "vae": ("VAE", {"tooltip": "The VAE that decodes the latent."}),
+            }
+        }
 
     RETURN_TYPES = ("IMAGE",)
     OUTPUT_TOOLTIPS = ("The decoded image.",)
@@ -106,7 +183,7 @@ class VAEDecode:
     async def decode(self, vae, samples):
         vae = require_component(vae, "vae", "vae")
         latent = samples["samples"]
-        if getattr(latent, "is_nested", False):   # an audio-video latent: its video, as ComfyUI decodes it
+        if getattr(latent, "is_nested", False):  # an audio-video latent: its video, as ComfyUI decodes it
             latent = latent.unbind()[0]
         out = await call_model_fn("vae_decode", vae, "vae", {"latent": latent}, {})
         return (out["image"],)
@@ -115,14 +192,22 @@ class VAEDecode:
 class VAEDecodeTiled:
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "samples": ("LATENT",), "vae": ("VAE",),
-            "tile_size": ("INT", {"default": 512, "min": 64, "max": 4096, "step": 32}),
-            "overlap": ("INT", {"default": 64, "min": 0, "max": 4096, "step": 32}),
-            "temporal_size": ("INT", {"default": 64, "min": 8, "max": 4096, "step": 4,
-                                      "tooltip": "Only used for video VAEs."}),
-            "temporal_overlap": ("INT", {"default": 8, "min": 4, "max": 4096, "step": 4,
-                                         "tooltip": "Only used for video VAEs."})}}
+        return {
+            "required": {
+                "samples": ("LATENT",),
+                "vae": ("VAE",),
+                "tile_size": ("INT", {"default": 512, "min": 64, "max": 4096, "step": 32}),
+                "overlap": ("INT", {"default": 64, "min": 0, "max": 4096, "step": 32}),
+                "temporal_size": (
+                    "INT",
+                    {"default": 64, "min": 8, "max": 4096, "step": 4, "tooltip": "Only used for video VAEs."},
+                ),
+                "temporal_overlap": (
+                    "INT",
+                    {"default": 8, "min": 4, "max": 4096, "step": 4, "tooltip": "Only used for video VAEs."},
+                ),
+            }
+        }
 
     RETURN_TYPES = ("IMAGE",)
     FUNCTION = "decode"
@@ -132,8 +217,9 @@ class VAEDecodeTiled:
         vae = require_component(vae, "vae", "vae")
         if tile_size < overlap * 4:
             overlap = tile_size // 4
-        out = await call_model_fn("vae_decode", vae, "vae", {"latent": samples["samples"]},
-                               {"tile": tile_size, "overlap": overlap})
+        out = await call_model_fn(
+            "vae_decode", vae, "vae", {"latent": samples["samples"]}, {"tile": tile_size, "overlap": overlap}
+        )
         return (out["image"],)
 
 
@@ -158,7 +244,7 @@ def crop_to_multiple(pixels: torch.Tensor, m: int) -> torch.Tensor:
     if h == 0 or w == 0:
         raise ValueError(f"pixels: image of {pixels.shape[2]}x{pixels.shape[1]} is smaller than {m}x{m}")
     y, x = (pixels.shape[1] % m) // 2, (pixels.shape[2] % m) // 2
-    return pixels[:, y:y + h, x:x + w, :]
+    return pixels[:, y : y + h, x : x + w, :]
 
 
 def _check_hint(image) -> torch.Tensor:
@@ -169,8 +255,15 @@ def _check_hint(image) -> torch.Tensor:
     return image[..., :3] if image.shape[-1] != 1 else image.expand(-1, -1, -1, 3)
 
 
-def _apply_control(conditioning: list, control_net: ModelRef, image: torch.Tensor, strength: float,
-                   start: float, end: float, previous: dict) -> list:
+def _apply_control(
+    conditioning: list,
+    control_net: ModelRef,
+    image: torch.Tensor,
+    strength: float,
+    start: float,
+    end: float,
+    previous: dict,
+) -> list:
     out = []
     for cond, opts in conditioning:
         opts = dict(opts)
@@ -187,8 +280,14 @@ def _apply_control(conditioning: list, control_net: ModelRef, image: torch.Tenso
 class ControlNetApply:
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"conditioning": ("CONDITIONING",), "control_net": ("CONTROL_NET",), "image": ("IMAGE",),
-                             "strength": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 10.0, "step": 0.01})}}
+        return {
+            "required": {
+                "conditioning": ("CONDITIONING",),
+                "control_net": ("CONTROL_NET",),
+                "image": ("IMAGE",),
+                "strength": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 10.0, "step": 0.01}),
+            }
+        }
 
     RETURN_TYPES = ("CONDITIONING",)
     FUNCTION = "apply_controlnet"
@@ -207,28 +306,37 @@ def with_hint_vae(control_net: ModelRef, vae: ModelRef) -> ModelRef:
     """The ControlNet with the VAE that encodes its hints (SD3 ControlNets take latent hints). ComfyUI encodes
     the hint of any ControlNet given a VAE, which image-hint (SD1/SDXL) ControlNets cannot take."""
     if control_net.arch != "sd3":
-        raise ValueError(f"control_net: this {control_net.arch} ControlNet takes image hints, not VAE-encoded "
-                         "ones: apply it without a VAE")
+        raise ValueError(
+            f"control_net: this {control_net.arch} ControlNet takes image hints, not VAE-encoded "
+            "ones: apply it without a VAE"
+        )
     return control_net.with_option("vae", vae)
 
 
 class ControlNetApplyAdvanced:
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"positive": ("CONDITIONING",), "negative": ("CONDITIONING",),
-                             "control_net": ("CONTROL_NET",), "image": ("IMAGE",),
-                             "strength": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 10.0, "step": 0.01}),
-                             "start_percent": ("FLOAT", {"default": 0.0, "min": 0.0, "max": 1.0, "step": 0.001}),
-                             "end_percent": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 1.0, "step": 0.001})},
-                "optional": {"vae": ("VAE",)}}
+        return {
+            "required": {
+                "positive": ("CONDITIONING",),
+                "negative": ("CONDITIONING",),
+                "control_net": ("CONTROL_NET",),
+                "image": ("IMAGE",),
+                "strength": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 10.0, "step": 0.01}),
+                "start_percent": ("FLOAT", {"default": 0.0, "min": 0.0, "max": 1.0, "step": 0.001}),
+                "end_percent": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 1.0, "step": 0.001}),
+            },
+            "optional": {"vae": ("VAE",)},
+        }
 
     RETURN_TYPES = ("CONDITIONING", "CONDITIONING")
     RETURN_NAMES = ("positive", "negative")
     FUNCTION = "apply_controlnet"
     CATEGORY = "conditioning/controlnet"
 
-    def apply_controlnet(self, positive, negative, control_net, image, strength, start_percent, end_percent,
-                         vae=None, extra_concat=()):
+    def apply_controlnet(
+        self, positive, negative, control_net, image, strength, start_percent, end_percent, vae=None, extra_concat=()
+    ):
         positive, negative = require(positive, "positive"), require(negative, "negative")
         if strength == 0:
             return (positive, negative)
@@ -237,17 +345,29 @@ class ControlNetApplyAdvanced:
             control_net = with_hint_vae(control_net, require_component(vae, "vae", "vae"))
         hint = _check_hint(image)
         shared: dict = {}
-        return (_apply_control(positive, control_net, hint, strength, start_percent, end_percent, shared),
-                _apply_control(negative, control_net, hint, strength, start_percent, end_percent, shared))
+        return (
+            _apply_control(positive, control_net, hint, strength, start_percent, end_percent, shared),
+            _apply_control(negative, control_net, hint, strength, start_percent, end_percent, shared),
+        )
 
 
 NODE_CLASS_MAPPINGS = {
-    "CLIPTextEncode": CLIPTextEncode, "KSampler": KSampler, "KSamplerAdvanced": KSamplerAdvanced,
-    "VAEDecode": VAEDecode, "VAEDecodeTiled": VAEDecodeTiled, "VAEEncode": VAEEncode,
-    "ControlNetApply": ControlNetApply, "ControlNetApplyAdvanced": ControlNetApplyAdvanced,
+    "CLIPTextEncode": CLIPTextEncode,
+    "KSampler": KSampler,
+    "KSamplerAdvanced": KSamplerAdvanced,
+    "VAEDecode": VAEDecode,
+    "VAEDecodeTiled": VAEDecodeTiled,
+    "VAEEncode": VAEEncode,
+    "ControlNetApply": ControlNetApply,
+    "ControlNetApplyAdvanced": ControlNetApplyAdvanced,
 }
 NODE_DISPLAY_NAME_MAPPINGS = {
-    "CLIPTextEncode": "CLIP Text Encode (Prompt)", "KSampler": "KSampler", "KSamplerAdvanced": "KSampler (Advanced)",
-    "VAEDecode": "VAE Decode", "VAEDecodeTiled": "VAE Decode (Tiled)", "VAEEncode": "VAE Encode",
-    "ControlNetApply": "Apply ControlNet (OLD)", "ControlNetApplyAdvanced": "Apply ControlNet",
+    "CLIPTextEncode": "CLIP Text Encode (Prompt)",
+    "KSampler": "KSampler",
+    "KSamplerAdvanced": "KSampler (Advanced)",
+    "VAEDecode": "VAE Decode",
+    "VAEDecodeTiled": "VAE Decode (Tiled)",
+    "VAEEncode": "VAE Encode",
+    "ControlNetApply": "Apply ControlNet (OLD)",
+    "ControlNetApplyAdvanced": "Apply ControlNet",
 }

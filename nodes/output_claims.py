@@ -12,13 +12,15 @@ written yet, so concurrent prompts never share a name either.
 Files are written to a hidden temporary name and renamed into place (`write_atomic`), so a kill leaves
 either the whole file or none, never a truncated image under the final name.
 """
+
 from __future__ import annotations
 
 import contextvars
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Protocol
 
 
 @dataclass(frozen=True)
@@ -38,7 +40,7 @@ class ClaimBook(Protocol):
 class _Binding:
     book: ClaimBook
     task: int
-    node: Callable[[], str]      # the running node's key, the same in every run of the prompt
+    node: Callable[[], str]  # the running node's key, the same in every run of the prompt
     taken: dict[str, int]
     lock: threading.Lock
 
@@ -64,7 +66,7 @@ def claim(folder: str, stem: str, counter: int, count: int = 1) -> Claim:
     if binding is None:
         return Claim(folder, stem, counter)
     node = binding.node()
-    with binding.lock:   # list items of one node may run concurrently
+    with binding.lock:  # list items of one node may run concurrently
         n = binding.taken.get(node, 0)
         binding.taken[node] = n + 1
     return binding.book.claim_output(binding.task, f"{node}/{n}", folder, stem, counter, count)

@@ -5,6 +5,7 @@ x0 prediction, sent as a binary websocket frame by the engine's progress hook.
 normalisation of the first three channels rather than per-model fitted factors: it shows layout and
 progress, not colours, and costs microseconds. TAESD previews are not available (no tiny decoders ship).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -19,7 +20,7 @@ MAX_SIZE = 512
 def set_method(method: str, max_size: int = 512) -> None:
     global _method, MAX_SIZE
     if method == "taesd":
-        method = "latent2rgb"   # no TAESD decoders ship with Comfy Cluster: fall back like ComfyUI does
+        method = "latent2rgb"  # no TAESD decoders ship with Comfy Cluster: fall back like ComfyUI does
     if method not in METHODS:
         raise ValueError(f"--preview-method: unknown method {method!r}")
     _method, MAX_SIZE = method, max_size

@@ -6,18 +6,20 @@ Interrupts are per prompt: the worker binds each running prompt to its own flag,
 of several concurrent prompts leaves the others running; code outside a bound prompt (the `run`
 command, tests) uses one process-wide flag.
 """
+
 from __future__ import annotations
 
 import contextvars
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 ProgressHook = Callable[[int, int, Any], None]  # (value, total, preview) -> None
 
 _hook: contextvars.ContextVar[ProgressHook | None] = contextvars.ContextVar("comfy_progress_hook", default=None)
-_interrupt = threading.Event()                       # for code not bound to a prompt
+_interrupt = threading.Event()  # for code not bound to a prompt
 _prompt_flags: dict[str, threading.Event] = {}
-_early: set[str] = set()   # interrupted after the queue handed them out but before they were bound
+_early: set[str] = set()  # interrupted after the queue handed them out but before they were bound
 _current_prompt: contextvars.ContextVar[str | None] = contextvars.ContextVar("comfy_prompt", default=None)
 _lock = threading.Lock()
 

@@ -9,6 +9,7 @@ node fails with a clear error, its prompt only. The worker's memory is capped (R
 output stops at the text limit. Idle workers are kept for the next node, so a match costs a pipe
 round trip, not a process start.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -28,10 +29,10 @@ from nodes import progress
 from nodes.text_limits import check_length, max_text_chars
 
 WORKER = Path(__file__).with_name("regex_worker.py")
-SECONDS = 5.0                 # the longest one regular-expression node may match (ComfyUI has no limit)
-MEMORY_BYTES = 512 << 20      # the worker's address space: far above what a text at the limit needs
-POLL_S = 0.02                 # how often a waiting node looks at the interrupt flag
-MAX_IDLE = 4                  # workers kept for reuse (one per prompt running a regex node at once)
+SECONDS = 5.0  # the longest one regular-expression node may match (ComfyUI has no limit)
+MEMORY_BYTES = 512 << 20  # the worker's address space: far above what a text at the limit needs
+POLL_S = 0.02  # how often a waiting node looks at the interrupt flag
+MAX_IDLE = 4  # workers kept for reuse (one per prompt running a regex node at once)
 
 _idle: list[subprocess.Popen] = []
 _lock = threading.Lock()
@@ -55,7 +56,7 @@ def run(node: str, op: str, **request: Any) -> Any:
         _kill(worker)
         raise
     if "failed" in reply:
-        _kill(worker)   # after a MemoryError its heap may be a mess: start afresh next time
+        _kill(worker)  # after a MemoryError its heap may be a mess: start afresh next time
     else:
         _keep(worker)
     return _result(node, reply)
@@ -70,11 +71,12 @@ def _result(node: str, reply: dict) -> Any:
         check_length(node, reply["too_long"], at_least=True)
     kind, message = reply["failed"]
     if kind == "MemoryError":
-        raise RegexStopped(f"{node}: the regular expression needed more than {MEMORY_BYTES >> 20} MiB of "
-                           "memory and was stopped")
+        raise RegexStopped(
+            f"{node}: the regular expression needed more than {MEMORY_BYTES >> 20} MiB of memory and was stopped"
+        )
     error = getattr(builtins, kind, None)
     if isinstance(error, type) and issubclass(error, Exception):
-        raise error(message)   # TypeError for a non-text input, as `re` raises it
+        raise error(message)  # TypeError for a non-text input, as `re` raises it
     raise RegexStopped(f"{node}: {kind}: {message}")
 
 
@@ -87,12 +89,13 @@ def _exchange(worker: subprocess.Popen, frame: bytes, node: str) -> dict:
     while not select.select([out], [], [], POLL_S)[0]:
         progress.throw_if_interrupted()
         if time.monotonic() > deadline:
-            raise RegexStopped(f"{node}: the regular expression ran longer than {SECONDS:g} s and was stopped "
-                               "(nested repetition such as (a+)+ makes matching time grow exponentially)")
+            raise RegexStopped(
+                f"{node}: the regular expression ran longer than {SECONDS:g} s and was stopped "
+                "(nested repetition such as (a+)+ makes matching time grow exponentially)"
+            )
     header = out.read(4)
     if len(header) < 4:
-        raise RegexStopped(f"{node}: the regular-expression process ended unexpectedly "
-                           f"(exit code {worker.wait()})")
+        raise RegexStopped(f"{node}: the regular-expression process ended unexpectedly (exit code {worker.wait()})")
     return json.loads(out.read(int.from_bytes(header, "big")))
 
 
@@ -102,8 +105,9 @@ def _take() -> subprocess.Popen:
             worker = _idle.pop()
             if worker.poll() is None:
                 return worker
-    return subprocess.Popen([sys.executable, "-I", "-S", str(WORKER), str(MEMORY_BYTES)],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    return subprocess.Popen(
+        [sys.executable, "-I", "-S", str(WORKER), str(MEMORY_BYTES)], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
 
 
 def _keep(worker: subprocess.Popen) -> None:
@@ -118,7 +122,7 @@ def _kill(worker: subprocess.Popen) -> None:
     worker.kill()
     worker.wait()
     for pipe in (worker.stdin, worker.stdout):
-        with contextlib.suppress(OSError):   # a write cut short leaves bytes that can no longer go
+        with contextlib.suppress(OSError):  # a write cut short leaves bytes that can no longer go
             pipe.close()
 
 

@@ -6,6 +6,7 @@ Here it freezes only this process, which the server kills on an interrupt or pas
 Standard library only, run as a script (`python -I -S regex_worker.py MEMORY_BYTES`): it starts in
 milliseconds and never imports torch. Frames on stdin/stdout: 4 bytes of length, then JSON.
 """
+
 from __future__ import annotations
 
 import json
@@ -15,9 +16,10 @@ import re
 import resource
 import signal
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
-JOIN = "\n"   # ComfyUI joins the results of the modes that collect several matches with this
+JOIN = "\n"  # ComfyUI joins the results of the modes that collect several matches with this
 
 
 class _TooLong(Exception):
@@ -46,8 +48,9 @@ def _extract(req: dict) -> str:
         match = re.search(pattern, string, flags)
         result = match.group(group) if match and len(match.groups()) >= group else ""
     elif mode == "All Groups":
-        result = JOIN.join(m.group(group) for m in re.finditer(pattern, string, flags)
-                           if m.groups() and len(m.groups()) >= group)
+        result = JOIN.join(
+            m.group(group) for m in re.finditer(pattern, string, flags) if m.groups() and len(m.groups()) >= group
+        )
     else:
         result = ""
     _check(len(result), req["max_chars"])
@@ -62,7 +65,7 @@ def _sub(req: dict) -> str:
     # re.sub checks the replacement template before it searches (a bad group reference fails even
     # without a match): substituting in "" does the same check at no cost.
     compiled.sub(repl, "", count=1)
-    literal = "\\" not in repl   # re.sub's own rule: a template without a backslash is used as it is
+    literal = "\\" not in repl  # re.sub's own rule: a template without a backslash is used as it is
     done = {"end": 0, "length": 0}
 
     def replace(match: re.Match) -> str:
@@ -71,6 +74,7 @@ def _sub(req: dict) -> str:
         done["end"] = match.end()
         _check(done["length"], limit)
         return text
+
     result = compiled.sub(replace, string, count=req["count"])
     _check(len(result), limit)
     return result
@@ -91,7 +95,7 @@ def _answer(req: dict) -> dict:
         return {"too_long": exc.args[0]}
     except MemoryError:
         return {"failed": ["MemoryError", ""]}
-    except Exception as exc:   # reported to the node as the same kind of error (TypeError, ...)
+    except Exception as exc:  # reported to the node as the same kind of error (TypeError, ...)
         return {"failed": [type(exc).__name__, str(exc)]}
     finally:
         signal.alarm(0)
@@ -107,14 +111,14 @@ def _read_exact(stream: Any, size: int) -> bytes:
 def main() -> None:
     memory = int(sys.argv[1])
     resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-    signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the server's to handle; stdin's end stops us
-    os.nice(10)   # a runaway pattern yields the CPU to the server's own threads
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the server's to handle; stdin's end stops us
+    os.nice(10)  # a runaway pattern yields the CPU to the server's own threads
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     while True:
         try:
             req = json.loads(_read_exact(stdin, int.from_bytes(_read_exact(stdin, 4), "big")))
         except EOFError:
-            return   # the server closed the pipe (or exited)
+            return  # the server closed the pipe (or exited)
         reply = json.dumps(_answer(req)).encode("ascii")
         stdout.write(len(reply).to_bytes(4, "big") + reply)
         stdout.flush()

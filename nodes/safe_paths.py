@@ -7,6 +7,7 @@ paths, no `..` segments, no backslashes, no NUL, no percent-encoded separators o
 decode could turn into traversal, and the resolved path (symlinks followed) must stay inside the
 base folder. A route and a node therefore never disagree on which files a prompt may reach.
 """
+
 from __future__ import annotations
 
 import re
@@ -15,7 +16,7 @@ from pathlib import Path
 # Percent-encoded '.', '/', '\\' and NUL: already decoded once by the HTTP layer, a second decode
 # anywhere downstream would turn them into traversal, so a name still carrying them is refused.
 _ENCODED = re.compile(r"%(2e|2f|5c|00)", re.IGNORECASE)
-NAME_MAX = 255   # bytes in one path component on common filesystems
+NAME_MAX = 255  # bytes in one path component on common filesystems
 
 
 class UnsafePath(ValueError):
@@ -29,7 +30,7 @@ def check_relative(name: str) -> None:
     if name.startswith("/") or re.match(r"^[A-Za-z]:", name):
         raise UnsafePath(name)
     if any(part == ".." or len(part.encode("utf-8", "surrogatepass")) > NAME_MAX for part in name.split("/")):
-        raise UnsafePath(name)   # too long a name cannot exist: refused before the filesystem errors
+        raise UnsafePath(name)  # too long a name cannot exist: refused before the filesystem errors
 
 
 def is_inside(path: Path, base: Path) -> bool:

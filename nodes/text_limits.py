@@ -6,11 +6,12 @@ and again), so they check what they are about to produce against the same limit.
 the limit of the tenant whose prompt runs (a context variable, so concurrent prompts keep their own);
 code outside a bound prompt (the `run` command, tests) gets the server's default.
 """
+
 from __future__ import annotations
 
 import contextvars
 
-DEFAULT_MAX_TEXT_CHARS = 100_000   # the server's default --max-text-chars (its config says why)
+DEFAULT_MAX_TEXT_CHARS = 100_000  # the server's default --max-text-chars (its config says why)
 _UNBOUND = object()
 
 _limit: contextvars.ContextVar[object] = contextvars.ContextVar("comfy_max_text_chars", default=_UNBOUND)
@@ -41,5 +42,7 @@ def check_length(node: str, length: int, at_least: bool = False) -> None:
     limit = max_text_chars()
     if limit is not None and length > limit:
         size = f"{length:,} characters or more" if at_least else f"{length:,} characters"
-        raise TextTooLong(f"{node}: the result would be {size}, more than the text limit "
-                          f"max_text_chars = {limit:,} (the server's --max-text-chars, or the tenant's own)")
+        raise TextTooLong(
+            f"{node}: the result would be {size}, more than the text limit "
+            f"max_text_chars = {limit:,} (the server's --max-text-chars, or the tenant's own)"
+        )

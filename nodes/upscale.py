@@ -5,6 +5,7 @@ Methods: the torch interpolation modes "nearest-exact", "bilinear", "area", "bic
 interpolates each pixel's channel vector along a great circle (direction) while blending its length
 linearly - better than bilinear for latents, whose channel vectors carry meaning in their direction.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -27,8 +28,7 @@ def center_crop(samples: torch.Tensor, width: int, height: int) -> torch.Tensor:
     return samples.narrow(-2, y, old_h - 2 * y).narrow(-1, x, old_w - 2 * x)
 
 
-def common_upscale(samples: torch.Tensor, width: int, height: int, upscale_method: str,
-                   crop: str) -> torch.Tensor:
+def common_upscale(samples: torch.Tensor, width: int, height: int, upscale_method: str, crop: str) -> torch.Tensor:
     """Resize [N,C,H,W] (or [N,C,T,H,W], frame by frame) to height x width; crop is "disabled" or "center"."""
     shape = tuple(samples.shape)
     if len(shape) > 4:
@@ -89,9 +89,9 @@ def _source_coords(old: int, new: int, device: torch.device) -> tuple[torch.Tens
 
 def _slerp_axis(x: torch.Tensor, new: int, axis: int) -> torch.Tensor:
     """Resample axis -1 or -2 of [N,C,H,W] to length `new` by slerping channel vectors of neighbours."""
-    x = x.movedim(axis, -1)                      # the resampled axis last: [N,C,A,L]
+    x = x.movedim(axis, -1)  # the resampled axis last: [N,C,A,L]
     left, right, t = _source_coords(x.shape[-1], new, x.device)
-    a = x[..., left].movedim(1, -1)              # [N,A,new,C]
+    a = x[..., left].movedim(1, -1)  # [N,A,new,C]
     b = x[..., right].movedim(1, -1)
     out = slerp(a, b, t.reshape(new, 1))
     return out.movedim(-1, 1).movedim(-1, axis)

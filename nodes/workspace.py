@@ -3,6 +3,7 @@
 One `Workspace` object is the single source of truth for where files live. The `folder_paths`
 compat module that node packs import is a thin view over the active workspace.
 """
+
 from __future__ import annotations
 
 import json
@@ -52,8 +53,11 @@ MODEL_FOLDERS: dict[str, list[str]] = {
 # Legacy aliases ComfyUI keeps for node packs.
 FOLDER_ALIASES = {"clip": "text_encoders", "unet": "diffusion_models", "t2i_adapter": "controlnet"}
 # Folders whose files are not model weights ("folder": its subfolders are the entries; empty: every file).
-FOLDER_EXTENSIONS: dict[str, frozenset[str]] = {"configs": frozenset({".yaml"}), "diffusers": frozenset({"folder"}),
-                                                "custom_nodes": frozenset()}
+FOLDER_EXTENSIONS: dict[str, frozenset[str]] = {
+    "configs": frozenset({".yaml"}),
+    "diffusers": frozenset({"folder"}),
+    "custom_nodes": frozenset(),
+}
 
 # ComfyUI's `folder_names_and_paths`: folder key -> (its paths, the file extensions it lists). Packs read and
 # write it in place (a new key, paths appended, extensions added), with any sequence and collection types.
@@ -75,9 +79,12 @@ def _entry_extensions(entry: FolderEntry | None) -> set[str]:
 def _default_folders(root: Path) -> dict[str, FolderEntry]:
     models = root / "models"
     folders: dict[str, FolderEntry] = {
-        key: ([str(models / sub) for sub in subs], set(FOLDER_EXTENSIONS[key]) if key in FOLDER_EXTENSIONS
-              else SUPPORTED_PT_EXTENSIONS)
-        for key, subs in MODEL_FOLDERS.items()}
+        key: (
+            [str(models / sub) for sub in subs],
+            set(FOLDER_EXTENSIONS[key]) if key in FOLDER_EXTENSIONS else SUPPORTED_PT_EXTENSIONS,
+        )
+        for key, subs in MODEL_FOLDERS.items()
+    }
     # beside models/, as in today's ComfyUI
     folders["custom_nodes"] = ([str(root / "custom_nodes")], set())
     folders["datasets"] = ([str(root / "datasets")], set())
@@ -90,8 +97,19 @@ def _default_folders(root: Path) -> dict[str, FolderEntry]:
 SNAPSHOT_ENV = "COMFY_CLUSTER_WORKSPACE_SNAPSHOT"
 
 WORKSPACE_SUBDIRS = ("custom_nodes", "input", "output", "temp", "user")
-CREATED_MODEL_DIRS = ("checkpoints", "loras", "vae", "controlnet", "clip", "text_encoders", "diffusion_models",
-                      "unet", "embeddings", "upscale_models", "configs")
+CREATED_MODEL_DIRS = (
+    "checkpoints",
+    "loras",
+    "vae",
+    "controlnet",
+    "clip",
+    "text_encoders",
+    "diffusion_models",
+    "unet",
+    "embeddings",
+    "upscale_models",
+    "configs",
+)
 
 
 def default_workspace() -> Path:
@@ -129,7 +147,7 @@ class Workspace:
         """Each folder key's paths (a copy: change them with add_folder_path or folder_names_and_paths)."""
         return {key: [Path(p) for p in _entry_paths(entry)] for key, entry in self.folder_names_and_paths.items()}
 
-    def create(self) -> "Workspace":
+    def create(self) -> Workspace:
         """Make the folder tree (idempotent)."""
         for sub in CREATED_MODEL_DIRS:
             (self.models_dir / sub).mkdir(parents=True, exist_ok=True)
@@ -162,7 +180,7 @@ class Workspace:
             self.folder_names_and_paths[key] = ([path], set())
             return
         paths = entry[0]
-        if not isinstance(paths, list):   # a pack stored a tuple: keep its extensions, make the paths a list
+        if not isinstance(paths, list):  # a pack stored a tuple: keep its extensions, make the paths a list
             paths = _entry_paths(entry)
             self.folder_names_and_paths[key] = (paths, entry[1])
         if path in paths:
@@ -187,7 +205,7 @@ class Workspace:
                 dirnames[:] = [d for d in dirnames if not d.startswith(".")]
                 try:
                     walked[dirpath] = os.path.getmtime(dirpath)
-                except OSError:   # removed while walking
+                except OSError:  # removed while walking
                     continue
                 if "folder" in exts and Path(dirpath) == base:
                     found.update(d for d in dirnames)
@@ -228,28 +246,40 @@ class Workspace:
                 try:
                     if candidate.exists() and file_digest(candidate) == digest:
                         return candidate.resolve()
-                except OSError:   # unreadable: not this one
+                except OSError:  # unreadable: not this one
                     continue
         return None
 
     def snapshot(self) -> dict[str, Any]:
         """This workspace as plain data (its folders as resolved now), to open the same one elsewhere."""
-        return {"root": str(self.root), "output_dir": str(self.output_dir), "input_dir": str(self.input_dir),
-                "temp_dir": str(self.temp_dir), "user_dir": str(self.user_dir),
-                "folders": {k: _entry_paths(v) for k, v in self.folder_names_and_paths.items()},
-                "extensions": {k: sorted(_entry_extensions(v)) for k, v in self.folder_names_and_paths.items()}}
+        return {
+            "root": str(self.root),
+            "output_dir": str(self.output_dir),
+            "input_dir": str(self.input_dir),
+            "temp_dir": str(self.temp_dir),
+            "user_dir": str(self.user_dir),
+            "folders": {k: _entry_paths(v) for k, v in self.folder_names_and_paths.items()},
+            "extensions": {k: sorted(_entry_extensions(v)) for k, v in self.folder_names_and_paths.items()},
+        }
 
     @classmethod
-    def from_snapshot(cls, data: dict[str, Any]) -> "Workspace":
+    def from_snapshot(cls, data: dict[str, Any]) -> Workspace:
         extensions = data.get("extensions", {})
 
         def exts(key: str) -> set[str]:
             found = set(extensions.get(key, SUPPORTED_PT_EXTENSIONS))
             # the model folders keep sharing the one set packs extend
             return SUPPORTED_PT_EXTENSIONS if found == SUPPORTED_PT_EXTENSIONS else found
+
         folders = {k: (list(v), exts(k)) for k, v in data["folders"].items()}
-        return cls(Path(data["root"]), Path(data["output_dir"]), Path(data["input_dir"]), Path(data["temp_dir"]),
-                   Path(data["user_dir"]), folders)
+        return cls(
+            Path(data["root"]),
+            Path(data["output_dir"]),
+            Path(data["input_dir"]),
+            Path(data["temp_dir"]),
+            Path(data["user_dir"]),
+            folders,
+        )
 
     def load_extra_model_paths(self, config: Path) -> None:
         """Read ComfyUI's extra_model_paths.yaml: sections with base_path, is_default and folder keys."""

@@ -11,6 +11,7 @@ tests/tenancy/test_api_v2_matches_reference.py compares with ours.
         tests/tenancy/fixtures/api_v2_reference.json
 
 Nothing of ComfyUI or the proxy is copied; both run from where they are installed."""
+
 from __future__ import annotations
 
 import argparse
@@ -83,22 +84,51 @@ def main() -> None:
     shutil.copy(NODES, base / "custom_nodes" / NODES.name)
     comfy_port, proxy_port = free_port(), free_port()
     env = {**os.environ, "PYTHONPATH": args.comfyui_pythonpath, "OMP_NUM_THREADS": "1"}
-    comfy = subprocess.Popen([args.comfyui_python, "main.py", "--cpu", "--listen", "127.0.0.1", "--port",
-                              str(comfy_port), "--base-directory", str(base), "--disable-auto-launch"],
-                             cwd=args.comfyui_src, env=env, stdout=open(work / "comfyui.log", "wb"),
-                             stderr=subprocess.STDOUT, start_new_session=True)
+    comfy = subprocess.Popen(
+        [
+            args.comfyui_python,
+            "main.py",
+            "--cpu",
+            "--listen",
+            "127.0.0.1",
+            "--port",
+            str(comfy_port),
+            "--base-directory",
+            str(base),
+            "--disable-auto-launch",
+        ],
+        cwd=args.comfyui_src,
+        env=env,
+        stdout=open(work / "comfyui.log", "wb"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     proxy = None
     try:
         wait_for(f"http://127.0.0.1:{comfy_port}/object_info/TStepSave", comfy, 180)
-        proxy = subprocess.Popen([args.proxy, "--comfyui", f"http://127.0.0.1:{comfy_port}", "--port",
-                                  str(proxy_port), "--state-dir", str(work / "state"), "--comfyui-base-dir",
-                                  str(base)], stdout=open(work / "proxy.log", "wb"), stderr=subprocess.STDOUT,
-                                 start_new_session=True)
+        proxy = subprocess.Popen(
+            [
+                args.proxy,
+                "--comfyui",
+                f"http://127.0.0.1:{comfy_port}",
+                "--port",
+                str(proxy_port),
+                "--state-dir",
+                str(work / "state"),
+                "--comfyui-base-dir",
+                str(base),
+            ],
+            stdout=open(work / "proxy.log", "wb"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         wait_for(f"http://127.0.0.1:{proxy_port}/api/v2/health", proxy, 60)
         junit = work / "junit.xml"
-        subprocess.run([sys.executable, "-m", "pytest", "-q", SUITE, "-p", "no:cacheprovider", f"--junitxml={junit}"],
-                       cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT),
-                                      "COMFY_V2_REFERENCE_URL": f"http://127.0.0.1:{proxy_port}"})
+        subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", SUITE, "-p", "no:cacheprovider", f"--junitxml={junit}"],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT), "COMFY_V2_REFERENCE_URL": f"http://127.0.0.1:{proxy_port}"},
+        )
         probes = asyncio.run(reference_probes(f"http://127.0.0.1:{proxy_port}"))
         record = {
             "suite": SUITE,
@@ -123,14 +153,18 @@ async def reference_probes(base: str) -> dict:
     sys.path.insert(0, str(ROOT / "tests" / "tenancy"))
     import aiohttp
     from api_v2_probes import run_probes
+
     async with aiohttp.ClientSession(base_url=base) as session:
         return await run_probes(session)
 
 
 def proxy_version(executable: str) -> str:
     python = Path(executable).with_name("python")
-    out = subprocess.run([str(python), "-c", "from importlib import metadata; print(metadata.version('comfy-api-proxy'))"],
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [str(python), "-c", "from importlib import metadata; print(metadata.version('comfy-api-proxy'))"],
+        capture_output=True,
+        text=True,
+    )
     return out.stdout.strip() or "unknown"
 
 

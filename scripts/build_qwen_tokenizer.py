@@ -8,6 +8,7 @@ byte-level BPE ranks Qwen2/2.5/3 use. Usage (needs only the downloaded wheel, no
 
 Merges are derived from the ranks the standard way: each multi-byte token of rank r is the BPE of its bytes
 under the ranks below r, which ends in exactly two parts; those two parts are its merge, ordered by r."""
+
 from __future__ import annotations
 
 import base64
@@ -43,7 +44,7 @@ def split_at_rank(ranks: dict[bytes, int], token: bytes, max_rank: int) -> list[
         if best is None:
             return parts
         i = best[0]
-        parts[i:i + 2] = [parts[i] + parts[i + 1]]
+        parts[i : i + 2] = [parts[i] + parts[i + 1]]
 
 
 def vocab_and_merges(ranks: dict[bytes, int]) -> tuple[dict[str, int], list[tuple[str, str]]]:

@@ -4,6 +4,7 @@ server, from pytest's JUnit XML plus what the run was (command, ComfyUI commit, 
     python scripts/comfyui_execution_result.py JUNIT_XML OUT_JSON --command "..." --comfyui-commit SHA \
         --comfyui-version 0.3.64 --helpers PATH --started EPOCH_S --load-before "1.0 0.9 0.8" --exit-code N
 """
+
 from __future__ import annotations
 
 import argparse
@@ -59,8 +60,13 @@ def _git(repo: Path, *args: str) -> str | None:
 
 def machine() -> dict:
     """As cluster/bench/results.py describes the machine of a bench run."""
-    return {"host": platform.node(), "system": platform.platform(), "cpu": platform.processor() or platform.machine(),
-            "cpus": os.cpu_count(), "python": platform.python_version()}
+    return {
+        "host": platform.node(),
+        "system": platform.platform(),
+        "cpu": platform.processor() or platform.machine(),
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+    }
 
 
 def build(args: argparse.Namespace) -> dict:
@@ -81,8 +87,7 @@ def build(args: argparse.Namespace) -> dict:
         "machine": machine(),
         "load_average": {"start": [float(x) for x in args.load_before.split()], "end": list(os.getloadavg())},
         "figure": {"passed": counts["passed"], "total": counts["total"]},
-        "comfyui": {"commit": args.comfyui_commit, "version": args.comfyui_version,
-                    "client_helpers": args.helpers},
+        "comfyui": {"commit": args.comfyui_commit, "version": args.comfyui_version, "client_helpers": args.helpers},
         "timing_checks": args.timing_checks,
         # where the servers kept queue and history ("memory": in the process, as ComfyUI does)
         "server_state_db": os.environ.get("COMFY_CLUSTER_STATE_DB"),
@@ -100,8 +105,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--command", required=True)
     parser.add_argument("--comfyui-commit", required=True)
     parser.add_argument("--comfyui-version", required=True)
-    parser.add_argument("--helpers", required=True,
-                        help="where the test process's comfy_execution.graph_utils came from")
+    parser.add_argument(
+        "--helpers", required=True, help="where the test process's comfy_execution.graph_utils came from"
+    )
     parser.add_argument("--started", type=float, required=True, help="seconds since the epoch")
     parser.add_argument("--load-before", required=True)
     parser.add_argument("--exit-code", type=int, required=True)
@@ -110,8 +116,10 @@ def main(argv: list[str] | None = None) -> int:
     result = build(args)
     Path(args.out_json).write_text(json.dumps(result, indent=1) + "\n")
     s = result["summary"]
-    print(f"{args.out_json}: {s['passed']} passed, {s['failed']} failed, {s['error']} errors, "
-          f"{s['skipped']} skipped of {s['total']}")
+    print(
+        f"{args.out_json}: {s['passed']} passed, {s['failed']} failed, {s['error']} errors, "
+        f"{s['skipped']} skipped of {s['total']}"
+    )
     return 0
 
 

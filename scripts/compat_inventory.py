@@ -14,6 +14,7 @@ ComfyUI's names), and of the packs in PACKS. From the sources alone (nothing is 
 Then it resolves each used name that ComfyUI offers against this process's modules (comfy_bridge.compat
 installed) and writes the result and the coverage as JSON.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,25 +26,39 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-ROOTS = ("comfy", "comfy_extras", "comfy_api", "comfy_execution", "server", "folder_paths", "nodes",
-         "node_helpers", "latent_preview", "execution", "app", "utils", "comfy_config", "protocol")
+ROOTS = (
+    "comfy",
+    "comfy_extras",
+    "comfy_api",
+    "comfy_execution",
+    "server",
+    "folder_paths",
+    "nodes",
+    "node_helpers",
+    "latent_preview",
+    "execution",
+    "app",
+    "utils",
+    "comfy_config",
+    "protocol",
+)
 # Names ComfyUI itself offers only with an optional package installed (absent there without it, too).
 NEEDS_PACKAGE = {"comfy.quant_ops.ck": "comfy_kitchen"}
 # Why such a package is not a dependency of Comfy Cluster (checked with `pip download --no-deps`).
-NOT_A_DEPENDENCY = {"comfy_kitchen": "comfy-kitchen 0.2.40 is a 68 MB wheel of compiled CUDA and ROCm kernels "
-                                     "(one per Python version), not a small pure-Python package"}
+NOT_A_DEPENDENCY = {
+    "comfy_kitchen": "comfy-kitchen 0.2.40 is a 68 MB wheel of compiled CUDA and ROCm kernels "
+    "(one per Python version), not a small pure-Python package"
+}
 # Names missing here on purpose, with what a pack gets and why.
 MISSING_WHY = {
-    "nodes.unCLIPCheckpointLoader":
-        "AttributeError (module 'nodes' has no attribute 'unCLIPCheckpointLoader'): the unCLIP family and Stable "
-        "Cascade, whose stage C checkpoints Inspire loads with it, are not implemented (docs/nodes.md)",
+    "nodes.unCLIPCheckpointLoader": "AttributeError (module 'nodes' has no attribute 'unCLIPCheckpointLoader'): the unCLIP family and Stable "
+    "Cascade, whose stage C checkpoints Inspire loads with it, are not implemented (docs/nodes.md)",
 }
 # Names whose raise here is ComfyUI's own: ComfyUI raises at the same call in the same situation, so they behave
 # as ComfyUI's (counted as supported; the Markdown lists them with why).
 RAISES_AS_COMFYUI = {
-    "comfy.ldm.modules.attention.attention_xformers":
-        "raises without the xformers package, as ComfyUI's does (a NameError on `xformers` there); runs xformers' "
-        "memory-efficient attention when it is installed",
+    "comfy.ldm.modules.attention.attention_xformers": "raises without the xformers package, as ComfyUI's does (a NameError on `xformers` there); runs xformers' "
+    "memory-efficient attention when it is installed",
 }
 # Packs that import a module of their own with one of these names (utils, nodes, ...) are told apart by
 # requiring the name to exist in ComfyUI: anything else is the pack's own module or a removed name.
@@ -73,15 +88,22 @@ PACKS = {
 COMFYUI_0_3_64 = "Comfy-Org+ComfyUI"
 COMFYUI_NEWER = "hiddenswitch+ComfyUI"
 # hiddenswitch/ComfyUI keeps ComfyUI's top-level modules inside its package: map them back.
-MOVED = {"comfy.cmd.folder_paths": "folder_paths", "comfy.cmd.server": "server", "comfy.cmd.execution": "execution",
-         "comfy.cmd.latent_preview": "latent_preview", "comfy.cmd.protocol": "protocol",
-         "comfy.nodes.base_nodes": "nodes", "comfy.node_helpers": "node_helpers",
-         "comfy_extras.nodes": "comfy_extras"}
+MOVED = {
+    "comfy.cmd.folder_paths": "folder_paths",
+    "comfy.cmd.server": "server",
+    "comfy.cmd.execution": "execution",
+    "comfy.cmd.latent_preview": "latent_preview",
+    "comfy.cmd.protocol": "protocol",
+    "comfy.nodes.base_nodes": "nodes",
+    "comfy.node_helpers": "node_helpers",
+    "comfy_extras.nodes": "comfy_extras",
+}
 
 
 def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
-                          errors="replace").stdout
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, errors="replace"
+    ).stdout
 
 
 def python_files(repo: Path) -> dict[str, str]:
@@ -128,6 +150,7 @@ def top_level_names(tree: ast.Module) -> set[str]:
                 visit(getattr(node, "finalbody", []))
                 for h in getattr(node, "handlers", []):
                     visit(h.body)
+
     visit(tree.body)
     return names
 
@@ -135,7 +158,7 @@ def top_level_names(tree: ast.Module) -> set[str]:
 def comfyui_name(name: str, moved: dict[str, str]) -> str:
     for old, new in moved.items():
         if name == old or name.startswith(old + "."):
-            return new + name[len(old):]
+            return new + name[len(old) :]
     return name
 
 
@@ -152,7 +175,7 @@ def comfyui_surface(repo: Path, moved: dict[str, str]) -> dict[str, list[str]]:
         surface.setdefault(name, set()).update(top_level_names(tree))
         parent, _, child = name.rpartition(".")
         if parent:
-            surface.setdefault(parent, set()).add(child)   # a submodule is a name of its package
+            surface.setdefault(parent, set()).add(child)  # a submodule is a name of its package
     return {k: sorted(v) for k, v in sorted(surface.items())}
 
 
@@ -160,7 +183,7 @@ class UseCollector(ast.NodeVisitor):
     """ComfyUI names a pack module uses, with whether the use runs at import (module or class body)."""
 
     def __init__(self) -> None:
-        self.depth = 0                     # > 0 inside a function body
+        self.depth = 0  # > 0 inside a function body
         self.bound: list[dict[str, str]] = [{}]
         self.uses: set[tuple[str, bool]] = set()
 
@@ -214,7 +237,7 @@ class UseCollector(ast.NodeVisitor):
             self.visit(d)
         self.depth += 1
         self.bound.append({})
-        body = node.body if isinstance(node.body, list) else [node.body]   # a lambda's body is one expression
+        body = node.body if isinstance(node.body, list) else [node.body]  # a lambda's body is one expression
         for child in body:
             self.visit(child)
         self.bound.pop()
@@ -250,7 +273,7 @@ def offered(name: str, surfaces: list[dict[str, list[str]]]) -> str | None:
                 if cut < len(parts) and parts[cut] in surface[module]:
                     found = f"{module}.{parts[cut]}"
                 elif cut < len(parts):
-                    break   # a module, but not this name in it
+                    break  # a module, but not this name in it
                 if best is None or len(found) > len(best):
                     best = found
                 break
@@ -283,6 +306,7 @@ def status(name: str) -> tuple[str, str]:
     model classes that refuse to be built (UnsupportedModel) are "not supported"."""
     from comfy_bridge.compat.comfy.ldm.model_classes import UnsupportedModel
     from comfy_bridge.packs.surface_doc import NOT_SUPPORTED, classify
+
     found, value, owner = lookup(name)
     if not found:
         return "missing", ""
@@ -307,6 +331,7 @@ def build(mirrors: Path) -> dict:
             entry["packs"].append(pack)
             entry["module_level"] = entry["module_level"] or at_import
     from comfy_bridge import compat
+
     compat.import_as_comfyui_has()
     names = []
     unknown: dict[str, list[str]] = {}
@@ -319,10 +344,16 @@ def build(mirrors: Path) -> dict:
             if name.split(".")[0].startswith("comfy"):
                 unknown[name] = sorted(entry["packs"])
             continue
-        names.append({"name": comfy_name, "module_level": entry["module_level"], "packs": sorted(entry["packs"]),
-                      "comfyui": [v for v, n in (("0.3.64", in_old), ("newer", in_new)) if n == comfy_name]})
+        names.append(
+            {
+                "name": comfy_name,
+                "module_level": entry["module_level"],
+                "packs": sorted(entry["packs"]),
+                "comfyui": [v for v, n in (("0.3.64", in_old), ("newer", in_new)) if n == comfy_name],
+            }
+        )
     merged: dict[str, dict] = {}
-    for n in names:   # several uses can reduce to one offered name
+    for n in names:  # several uses can reduce to one offered name
         m = merged.setdefault(n["name"], {**n, "packs": set()})
         m["packs"].update(n["packs"])
         m["module_level"] = m["module_level"] or n["module_level"]
@@ -330,8 +361,15 @@ def build(mirrors: Path) -> dict:
     result = []
     for name, m in sorted(merged.items()):
         state, notes = status(name)
-        result.append({**m, "packs": sorted(m["packs"]), "present": state != "missing", "status": state,
-                       **({"notes": notes} if notes else {})})
+        result.append(
+            {
+                **m,
+                "packs": sorted(m["packs"]),
+                "present": state != "missing",
+                "status": state,
+                **({"notes": notes} if notes else {}),
+            }
+        )
     module_level = [r for r in result if r["module_level"]]
     inside = [r for r in result if not r["module_level"]]
 
@@ -340,15 +378,21 @@ def build(mirrors: Path) -> dict:
         for state in ("supported", "partly supported", "not supported", "missing"):
             out[state] = sum(r["status"] == state for r in rows)
         return out
+
     return {
         "generated_by": "scripts/compat_inventory.py",
-        "sources": {"comfyui_0_3_64": git(mirrors / COMFYUI_0_3_64 / "repo", "rev-parse", "HEAD").strip(),
-                    "comfyui_newer (hiddenswitch/ComfyUI)": git(mirrors / COMFYUI_NEWER / "repo", "rev-parse",
-                                                                "HEAD").strip(),
-                    "packs": {p: {"commit": c[0], "date": c[1]} for p, c in commits.items()}},
+        "sources": {
+            "comfyui_0_3_64": git(mirrors / COMFYUI_0_3_64 / "repo", "rev-parse", "HEAD").strip(),
+            "comfyui_newer (hiddenswitch/ComfyUI)": git(mirrors / COMFYUI_NEWER / "repo", "rev-parse", "HEAD").strip(),
+            "packs": {p: {"commit": c[0], "date": c[1]} for p, c in commits.items()},
+        },
         "coverage": {"module_level": counts(module_level), "inside_functions": counts(inside)},
-        "comfyui_modules": {"0.3.64": len(old), "newer": len(new),
-                            "names_0.3.64": sum(map(len, old.values())), "names_newer": sum(map(len, new.values()))},
+        "comfyui_modules": {
+            "0.3.64": len(old),
+            "newer": len(new),
+            "names_0.3.64": sum(map(len, old.values())),
+            "names_newer": sum(map(len, new.values())),
+        },
         "names": result,
         "not_in_comfyui_read": {name: {"packs": packs, "present": lookup(name)[0]} for name, packs in unknown.items()},
     }
@@ -357,46 +401,80 @@ def build(mirrors: Path) -> dict:
 def markdown(inventory: dict) -> str:
     """The coverage and the names that are not supported or missing, as Markdown."""
     cov = inventory["coverage"]
-    lines = ["# ComfyUI names the most used packs import, and how many resolve here", "",
-             "Generated by `python scripts/compat_inventory.py --markdown docs/compat-inventory.json` from",
-             "[compat-inventory.json](compat-inventory.json) (made by the same script from the packs' and ComfyUI's",
-             "sources); `tests/engine/test_compat_inventory.py` keeps both in step with the code.", "",
-             f"Sources: ComfyUI 0.3.64 ({inventory['sources']['comfyui_0_3_64'][:10]}), "
-             f"hiddenswitch/ComfyUI ({inventory['sources']['comfyui_newer (hiddenswitch/ComfyUI)'][:10]}, "
-             "upstream merged 2026-01-23), and these packs' snapshots:", "",
-             "| pack | commit | date |", "|---|---|---|"]
+    lines = [
+        "# ComfyUI names the most used packs import, and how many resolve here",
+        "",
+        "Generated by `python scripts/compat_inventory.py --markdown docs/compat-inventory.json` from",
+        "[compat-inventory.json](compat-inventory.json) (made by the same script from the packs' and ComfyUI's",
+        "sources); `tests/engine/test_compat_inventory.py` keeps both in step with the code.",
+        "",
+        f"Sources: ComfyUI 0.3.64 ({inventory['sources']['comfyui_0_3_64'][:10]}), "
+        f"hiddenswitch/ComfyUI ({inventory['sources']['comfyui_newer (hiddenswitch/ComfyUI)'][:10]}, "
+        "upstream merged 2026-01-23), and these packs' snapshots:",
+        "",
+        "| pack | commit | date |",
+        "|---|---|---|",
+    ]
     lines += [f"| {p} | {c['commit'][:10]} | {c['date']} |" for p, c in inventory["sources"]["packs"].items()]
-    lines += ["", "A name is *module-level* when some pack uses it while being imported (module or class body), "
-              "else *inside functions* (when a node runs). *supported* / *partly supported* / *not supported* are "
-              "read from our code as in compat-surface.md (a model class that refuses to be built is not "
-              "supported); *missing*: no such name here.", "",
-              "| names | count | present | supported | partly supported | not supported | missing |",
-              "|---|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        "A name is *module-level* when some pack uses it while being imported (module or class body), "
+        "else *inside functions* (when a node runs). *supported* / *partly supported* / *not supported* are "
+        "read from our code as in compat-surface.md (a model class that refuses to be built is not "
+        "supported); *missing*: no such name here.",
+        "",
+        "| names | count | present | supported | partly supported | not supported | missing |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for key, title in (("module_level", "module-level"), ("inside_functions", "inside functions")):
         c = cov[key]
-        lines.append(f"| {title} | {c['names']} | {c['present']} ({100 * c['present'] / c['names']:.1f} %) | "
-                     f"{c['supported']} ({100 * c['supported'] / c['names']:.1f} %) | {c['partly supported']} | "
-                     f"{c['not supported']} | {c['missing']} |")
-    lines += ["", "## Names that are not supported, partly supported or missing", "",
-              "| name | where | status | packs | notes |", "|---|---|---|---|---|"]
+        lines.append(
+            f"| {title} | {c['names']} | {c['present']} ({100 * c['present'] / c['names']:.1f} %) | "
+            f"{c['supported']} ({100 * c['supported'] / c['names']:.1f} %) | {c['partly supported']} | "
+            f"{c['not supported']} | {c['missing']} |"
+        )
+    lines += [
+        "",
+        "## Names that are not supported, partly supported or missing",
+        "",
+        "| name | where | status | packs | notes |",
+        "|---|---|---|---|---|",
+    ]
     for r in inventory["names"]:
         if r["status"] != "supported":
             where = "module-level" if r["module_level"] else "inside functions"
             package = NEEDS_PACKAGE.get(r["name"])
-            note = r.get("notes", "") or (f"needs the {package} package, as in ComfyUI; not installed here: "
-                                          f"{NOT_A_DEPENDENCY[package]}" if package else MISSING_WHY.get(r["name"], ""))
-            lines.append(f"| `{r['name']}` | {where} | {r['status']} | {', '.join(r['packs'])} | "
-                         f"{' '.join(note.replace('|', '/').split())} |")
-    lines += ["", "## Names that raise here where ComfyUI raises too", "",
-              "Counted as supported: the same call raises in ComfyUI in the same situation.", "",
-              "| name | where | packs | why |", "|---|---|---|---|"]
+            note = r.get("notes", "") or (
+                f"needs the {package} package, as in ComfyUI; not installed here: {NOT_A_DEPENDENCY[package]}"
+                if package
+                else MISSING_WHY.get(r["name"], "")
+            )
+            lines.append(
+                f"| `{r['name']}` | {where} | {r['status']} | {', '.join(r['packs'])} | "
+                f"{' '.join(note.replace('|', '/').split())} |"
+            )
+    lines += [
+        "",
+        "## Names that raise here where ComfyUI raises too",
+        "",
+        "Counted as supported: the same call raises in ComfyUI in the same situation.",
+        "",
+        "| name | where | packs | why |",
+        "|---|---|---|---|",
+    ]
     for r in inventory["names"]:
         if r["name"] in RAISES_AS_COMFYUI:
             where = "module-level" if r["module_level"] else "inside functions"
             lines.append(f"| `{r['name']}` | {where} | {', '.join(r['packs'])} | {RAISES_AS_COMFYUI[r['name']]} |")
-    lines += ["", "## Names packs use that neither ComfyUI source read here has", "",
-              "Newer than both sources, removed from ComfyUI, or set by a pack itself (monkey-patching).", "",
-              "| name | packs | present here |", "|---|---|---|"]
+    lines += [
+        "",
+        "## Names packs use that neither ComfyUI source read here has",
+        "",
+        "Newer than both sources, removed from ComfyUI, or set by a pack itself (monkey-patching).",
+        "",
+        "| name | packs | present here |",
+        "|---|---|---|",
+    ]
     for name, entry in inventory["not_in_comfyui_read"].items():
         lines.append(f"| `{name}` | {', '.join(entry['packs'])} | {'yes' if entry['present'] else 'no'} |")
     return "\n".join(lines) + "\n"

@@ -1,19 +1,41 @@
 """What a GPU check ran on: the GPU, driver, torch and CUDA, and the versions of the packages the GPU path
 uses (first line of scripts/gpu_check.sh's env.txt; nothing here needs to work for it to print)."""
+
 from __future__ import annotations
 
 import importlib.metadata
 import subprocess
 
-DISTRIBUTIONS = ("torch", "cuda-core", "cuda-bindings", "cuda-pathfinder", "cuda-python", "nvidia-nvshmem-cu13",
-                 "nvidia-nvshmem-cu12", "nvshmem4py-cu13", "nvshmem4py-cu12", "diffusers", "transformers",
-                 "safetensors", "pytest", "pytest-timeout", "pytest-asyncio", "pyzmq", "msgspec", "numpy")
+DISTRIBUTIONS = (
+    "torch",
+    "cuda-core",
+    "cuda-bindings",
+    "cuda-pathfinder",
+    "cuda-python",
+    "nvidia-nvshmem-cu13",
+    "nvidia-nvshmem-cu12",
+    "nvshmem4py-cu13",
+    "nvshmem4py-cu12",
+    "diffusers",
+    "transformers",
+    "safetensors",
+    "pytest",
+    "pytest-timeout",
+    "pytest-asyncio",
+    "pyzmq",
+    "msgspec",
+    "numpy",
+)
 
 
 def main() -> None:
     try:
-        smi = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=10)
+        smi = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
         print("nvidia-smi:", (smi.stdout or smi.stderr).strip())
     except (OSError, subprocess.TimeoutExpired) as e:
         print("nvidia-smi:", e)
@@ -24,14 +46,25 @@ def main() -> None:
             print(f"{dist} (not installed)")
     try:
         import torch
-        print("torch CUDA", torch.version.cuda, "available", torch.cuda.is_available(), "devices", torch.cuda.device_count())
+
+        print(
+            "torch CUDA",
+            torch.version.cuda,
+            "available",
+            torch.cuda.is_available(),
+            "devices",
+            torch.cuda.device_count(),
+        )
         for i in range(torch.cuda.device_count()):
             p = torch.cuda.get_device_properties(i)
-            print(f"cuda:{i} {p.name} sm_{p.major}{p.minor} {p.total_memory / 2**30:.1f} GiB {p.multi_processor_count} SMs")
-    except Exception as e:   # recorded, not raised: the steps after this one report the failure
+            print(
+                f"cuda:{i} {p.name} sm_{p.major}{p.minor} {p.total_memory / 2**30:.1f} GiB {p.multi_processor_count} SMs"
+            )
+    except Exception as e:  # recorded, not raised: the steps after this one report the failure
         print("torch:", type(e).__name__, e)
     try:
         import nvshmem.core
+
         print("nvshmem.core", nvshmem.core.get_version())
     except Exception as e:
         print("nvshmem.core:", type(e).__name__, e)

@@ -12,6 +12,7 @@ exchange uses only what a PE needs in any mode: init by unique id, the symmetric
 one-sided get and quiet on a stream, barrier_all (on a stream) and finalize; no team is split and no team
 collective (reduction, broadcast, alltoall) is called. tests/test_gpu_check_script.py checks that list.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,25 +27,28 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 SHAPE = (512, 512)
-BIG = 32 << 20     # bytes of the timed pull
-TIMEOUT_S = 35     # default deadline of the whole exchange
+BIG = 32 << 20  # bytes of the timed pull
+TIMEOUT_S = 35  # default deadline of the whole exchange
 
 
 def seeded(rank: int, shape: tuple[int, ...], device: str):
     import torch
+
     return torch.randn(shape, generator=torch.Generator(device).manual_seed(1000 + rank), device=device)
 
 
-def exchange(rank: int, n: int, device: str, uid_q, inboxes, big: int = BIG, stream=None,
-             timeout_s: float = TIMEOUT_S) -> tuple[bool, str]:
+def exchange(
+    rank: int, n: int, device: str, uid_q, inboxes, big: int = BIG, stream=None, timeout_s: float = TIMEOUT_S
+) -> tuple[bool, str]:
     """One PE's part: join the team (PE 0 makes its id), publish, pull the next PE's tensors, compare, leave.
     `device`: "cuda:N" (or "cpu" against tests/dataplane/fake_nvshmem.py); `stream`: the arena's."""
+    import nvshmem.core as nvshmem
     import torch
 
     from cluster.dataplane.arena import NvshmemArena
     from cluster.dataplane.nvshmem_team import join, leave, new_unique_id
     from cluster.dataplane.tensor_store import TensorHandle, TensorStore
-    import nvshmem.core as nvshmem
+
     index = torch.device(device).index or 0
     if device.startswith("cuda"):
         torch.cuda.set_device(index)
@@ -55,7 +59,7 @@ def exchange(rank: int, n: int, device: str, uid_q, inboxes, big: int = BIG, str
     else:
         uid = uid_q.get(timeout=timeout_s)
     join(uid, rank, n, index)
-    arena = NvshmemArena(4 * big, stream=stream)   # collective: same size, same order on every PE
+    arena = NvshmemArena(4 * big, stream=stream)  # collective: same size, same order on every PE
     owner = f"p{rank}{uuid.uuid4().hex[:6]}"
     store = TensorStore(arena, owner, f"cc-{owner}-")
     small = store.publish(seeded(rank, SHAPE, device))
@@ -76,13 +80,15 @@ def exchange(rank: int, n: int, device: str, uid_q, inboxes, big: int = BIG, str
         pulled_large = scope.fetch(TensorHandle(**{**got_large, "shape": tuple(got_large["shape"])}))
         seconds = time.perf_counter() - t0
         ok = ok and bool(torch.all(pulled_large == float(other)))
-    nvshmem.barrier_all(arena.rma_stream)       # every pull done before any arena is freed
+    nvshmem.barrier_all(arena.rma_stream)  # every pull done before any arena is freed
     arena.stream.synchronize()
     store.close()
     arena.close()
     leave()
-    return ok, (f"PE {rank} on {device}: pulled PE {other}'s tensors, {'equal' if ok else 'DIFFERENT'}; "
-                f"{big / 2**20:.0f} MiB in {seconds * 1e3:.2f} ms ({big / seconds / 1e9:.1f} GB/s)")
+    return ok, (
+        f"PE {rank} on {device}: pulled PE {other}'s tensors, {'equal' if ok else 'DIFFERENT'}; "
+        f"{big / 2**20:.0f} MiB in {seconds * 1e3:.2f} ms ({big / seconds / 1e9:.1f} GB/s)"
+    )
 
 
 def member(rank: int, devices: list[int], uid_q, inboxes, results, timeout_s: float) -> None:
@@ -98,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--deadline", type=float, default=TIMEOUT_S, help="seconds for the whole exchange")
     deadline_s = parser.parse_args(argv).deadline
     import torch
+
     count = torch.cuda.device_count()
     if count == 0:
         print("no CUDA device")
@@ -106,8 +113,9 @@ def main(argv: list[str] | None = None) -> int:
     ctx = mp.get_context("spawn")
     uid_q, results = ctx.Queue(), ctx.Queue()
     inboxes = [ctx.Queue() for _ in devices]
-    procs = [ctx.Process(target=member, args=(r, devices, uid_q, inboxes, results, deadline_s))
-             for r in range(len(devices))]
+    procs = [
+        ctx.Process(target=member, args=(r, devices, uid_q, inboxes, results, deadline_s)) for r in range(len(devices))
+    ]
     for p in procs:
         p.start()
     reports = []
@@ -124,10 +132,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"PE {rank} had not finished after {deadline_s:g} s: killed")
             p.kill()
             p.join(5)
-    for rank, _, text in sorted(reports):
+    for _rank, _, text in sorted(reports):
         print(text)
-    dead = [f"PE {r} exited with {p.exitcode} before reporting" for r, p in enumerate(procs)
-            if r not in {rank for rank, _, _ in reports}]
+    dead = [
+        f"PE {r} exited with {p.exitcode} before reporting"
+        for r, p in enumerate(procs)
+        if r not in {rank for rank, _, _ in reports}
+    ]
     for line in dead:
         print(line)
     return 0 if len(reports) == len(procs) and all(ok for _, ok, _ in reports) else 1

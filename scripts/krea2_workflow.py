@@ -10,6 +10,7 @@ converter's output.
 
     python scripts/krea2_workflow.py <workspace with demo-models>
 """
+
 from __future__ import annotations
 
 import json
@@ -20,12 +21,14 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 TEMPLATE = "image_krea2_turbo_t2i"
 NAME = "krea2_turbo_t2i"
-SUBSTITUTE = {"UNETLoader": [(0, "krea2_turbo_tiny.safetensors")],
-              "CLIPLoader": [(0, "qwen3vl_4b_tiny.safetensors")],
-              "VAELoader": [(0, "qwen_image_vae_tiny.safetensors")],
-              "LoraLoaderModelOnly": [(0, "qwen_image_edit_tiny_lightning.safetensors")],
-              "KSampler": [(0, 42), (1, "fixed")],
-              "ResolutionSelector": [(1, 0.1), (3, 256)]}
+SUBSTITUTE = {
+    "UNETLoader": [(0, "krea2_turbo_tiny.safetensors")],
+    "CLIPLoader": [(0, "qwen3vl_4b_tiny.safetensors")],
+    "VAELoader": [(0, "qwen_image_vae_tiny.safetensors")],
+    "LoraLoaderModelOnly": [(0, "qwen_image_edit_tiny_lightning.safetensors")],
+    "KSampler": [(0, 42), (1, "fixed")],
+    "ResolutionSelector": [(1, 0.1), (3, 256)],
+}
 PROMPT_INPUT = "value"
 
 
@@ -33,18 +36,22 @@ def tiny_template() -> dict:
     from scripts.qwen_image21_workflow import _bypass_preview_outputs, _prompt_node
     from scripts.qwen_image_edit_workflow import unpacked
     from scripts.templates_coverage import templates_dir
+
     workflow = json.loads((templates_dir() / f"{TEMPLATE}.json").read_text())
     (sg,) = workflow["definitions"]["subgraphs"]
     for node in workflow["nodes"] + sg["nodes"]:
         for index, value in SUBSTITUTE.get(node["type"], []):
             values = node["widgets_values"]
-            values[index:index + 1] = [value]   # index == len: a widget the saved template predates
+            values[index : index + 1] = [value]  # index == len: a widget the saved template predates
     (outer,) = [n for n in workflow["nodes"] if n["type"] == sg["id"]]
     prompt = outer["widgets_values"][[i["name"] for i in sg["inputs"]].index(PROMPT_INPUT)]
     flat = unpacked(workflow)
     # _prompt_node finds the prompt's subgraph input by the Qwen template's name for it
-    _prompt_node(flat, {**sg, "inputs": [{**i, "name": "prompt"} if i["name"] == PROMPT_INPUT else i
-                                         for i in sg["inputs"]]}, prompt)
+    _prompt_node(
+        flat,
+        {**sg, "inputs": [{**i, "name": "prompt"} if i["name"] == PROMPT_INPUT else i for i in sg["inputs"]]},
+        prompt,
+    )
     _bypass_preview_outputs(flat)
     return flat
 
@@ -53,6 +60,7 @@ def main() -> None:
     from comfy_bridge.formats import ui_to_api
     from comfy_bridge.registry import build_registry
     from nodes.workspace import Workspace
+
     registry = build_registry(Workspace(Path(sys.argv[1])))
     ui = tiny_template()
     out = REPO / "workflows_json" / NAME

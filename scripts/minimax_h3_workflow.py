@@ -9,6 +9,7 @@ text-to-video and video only: no first frame, no audio VAE branch, no LoRA switc
 pixels, 22 frames, 4 steps. The UI file is the same graph in the web UI's format: one node per API node, widget
 values in each class's input order, a link per connection; the script checks that ui_to_api gives the API file
 back."""
+
 from __future__ import annotations
 
 import json
@@ -37,23 +38,39 @@ def to_ui(api: dict, registry) -> dict:
                     widgets.append(value)
                     if len(options) > 1 and isinstance(options[1], dict) and options[1].get("control_after_generate"):
                         widgets.append("fixed")
-        nodes.append({"id": ids[key], "type": node["class_type"], "mode": 0, "inputs": inputs, "outputs": [],
-                      "widgets_values": widgets, "properties": {}})
+        nodes.append(
+            {
+                "id": ids[key],
+                "type": node["class_type"],
+                "mode": 0,
+                "inputs": inputs,
+                "outputs": [],
+                "widgets_values": widgets,
+                "properties": {},
+            }
+        )
     for link in links:
         origin = next(n for n in nodes if n["id"] == link[1])
         while len(origin["outputs"]) <= link[2]:
             origin["outputs"].append({"name": "", "type": link[5], "links": []})
         origin["outputs"][link[2]]["links"].append(link[0])
-    return {"last_node_id": max(ids.values()), "last_link_id": len(links), "nodes": nodes, "links": links,
-            "version": 0.4}
+    return {
+        "last_node_id": max(ids.values()),
+        "last_link_id": len(links),
+        "nodes": nodes,
+        "links": links,
+        "version": 0.4,
+    }
 
 
 def main() -> None:
     from comfy_bridge import compat
     from comfy_bridge.formats import ui_to_api
     from comfy_bridge.registry import NodeRegistry
+
     compat.install()
     import nodes
+
     registry = NodeRegistry()
     registry.add_builtin(nodes.NODE_CLASS_MAPPINGS)
     api = json.loads(OUT.with_suffix(".json").read_text())

@@ -24,6 +24,7 @@ real ComfyUI with the same PIP_CONSTRAINT when recording), and reports per pack:
 name, the nodes ComfyUI registers that we do not, web extensions served, routes answering as they do on
 ComfyUI, and the recorded cases giving ComfyUI's outputs.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,16 +51,43 @@ REAL_PACKS = REPO / "tests" / "packs" / "real_packs"
 MANIFEST = REAL_PACKS / "manifest.json"
 FIXTURES = REAL_PACKS / "comfyui_0_3_64"
 CASES = REAL_PACKS / "cases"
-PROBES = REPO / "scripts" / "pack_probes"   # a custom_nodes folder holding only the probe
+PROBES = REPO / "scripts" / "pack_probes"  # a custom_nodes folder holding only the probe
 ROUTE_TIMEOUT_S = 10.0
 # GET routes are asked without parameters, except those whose path names an action (ComfyUI-Manager's
 # /manager/reboot restarts the server, /snapshot/restore rewrites packs): a word of the path among these.
-ACTION_WORDS = frozenset({"reboot", "restart", "update", "install", "uninstall", "remove", "delete", "restore",
-                          "save", "reset", "start", "stop", "set", "switch", "refresh", "deduplicate", "upload",
-                          "download", "fetch", "clear", "fix", "import", "export"})
+ACTION_WORDS = frozenset(
+    {
+        "reboot",
+        "restart",
+        "update",
+        "install",
+        "uninstall",
+        "remove",
+        "delete",
+        "restore",
+        "save",
+        "reset",
+        "start",
+        "stop",
+        "set",
+        "switch",
+        "refresh",
+        "deduplicate",
+        "upload",
+        "download",
+        "fetch",
+        "clear",
+        "fix",
+        "import",
+        "export",
+    }
+)
 # The exception lines of a failed import that name what was missing.
-MISSING = re.compile(r"^(?:ModuleNotFoundError|ImportError|AttributeError|NameError|NotImplementedError)"
-                     r"[^\n]*$", re.M)
+MISSING = re.compile(
+    r"^(?:ModuleNotFoundError|ImportError|AttributeError|NameError|NotImplementedError)"
+    r"[^\n]*$",
+    re.M,
+)
 
 
 def load_manifest(path: Path = MANIFEST) -> list[dict]:
@@ -67,6 +95,7 @@ def load_manifest(path: Path = MANIFEST) -> list[dict]:
 
 
 # -- reading a server: the import log, /object_info, /extensions, the probe's routes --------------------
+
 
 def import_failures(log_text: str) -> dict[str, str]:
     """{pack folder: first error line} for the packs whose import failed, from ComfyUI's startup log (our
@@ -77,8 +106,12 @@ def import_failures(log_text: str) -> dict[str, str]:
         if m:
             failed[Path(m.group(1).strip()).name] = ""
     # A traceback ends with the exception line, then "Cannot import <path> module for custom nodes".
-    for m in re.finditer(r"Traceback \(most recent call last\):\n(.*?)\nCannot import (.+?) module for custom "
-                         r"nodes", log_text, re.S):
+    for m in re.finditer(
+        r"Traceback \(most recent call last\):\n(.*?)\nCannot import (.+?) module for custom "
+        r"nodes",
+        log_text,
+        re.S,
+    ):
         folder = Path(m.group(2).strip()).name
         if folder in failed and not failed[folder]:
             lines = [ln for ln in m.group(1).splitlines() if ln and not ln.startswith(" ")]
@@ -93,7 +126,7 @@ def http_get(base: str, path: str, timeout: float = ROUTE_TIMEOUT_S) -> tuple[in
             return r.status, r.read()
     except urllib.error.HTTPError as e:
         return e.code, b""
-    except (TimeoutError, socket.timeout):
+    except TimeoutError:
         return "timeout", b""
     except (urllib.error.URLError, ConnectionError) as e:
         return f"error: {e}", b""
@@ -122,8 +155,16 @@ def read_server(base: str, packs_dir: Path, folders: list[str], log_text: str) -
         module = f"custom_nodes.{folder}"
         nodes = sorted(name for name, d in info.items() if d.get("python_module") == module)
         prefix = f"/extensions/{folder}/"
-        own = sorted({r["path"] for r in routes if r["method"] == "GET" and "{" not in r["path"]
-                      and not is_action(r["path"]) and pack_of_file(r["file"], packs_dir) == folder})
+        own = sorted(
+            {
+                r["path"]
+                for r in routes
+                if r["method"] == "GET"
+                and "{" not in r["path"]
+                and not is_action(r["path"])
+                and pack_of_file(r["file"], packs_dir) == folder
+            }
+        )
         result[folder] = {
             "imported": folder not in failures and (packs_dir / folder).is_dir(),
             "error": failures.get(folder) or None,
@@ -135,6 +176,7 @@ def read_server(base: str, packs_dir: Path, folders: list[str], log_text: str) -
 
 
 # -- running a server ------------------------------------------------------------------------------------
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -164,6 +206,7 @@ def keep_installed(path: Path) -> Path:
     """pip constraints holding this environment's versions of what packs' own pip runs would change under
     both servers alike (ComfyUI-Manager's startup script installs numpy<2): numpy and the torch family."""
     from comfy_bridge.packs.pip_guard import constraints, installed_torch_family, installed_versions
+
     path.write_text(constraints(installed_torch_family() | installed_versions(["numpy"])))
     return path
 
@@ -172,17 +215,27 @@ def start_our_server(packs_dir: Path, workspace: Path, wait_s: float, extra_args
     """`comfy-cluster serve` on a fresh workspace with the packs in its custom_nodes folder (linked) and the probe
     added by its extra_model_paths.yaml, as a user would."""
     (workspace / "custom_nodes").mkdir(parents=True, exist_ok=True)
-    for pack in packs_dir.iterdir():   # some packs refuse to load from a path without "custom_nodes" in it
+    for pack in packs_dir.iterdir():  # some packs refuse to load from a path without "custom_nodes" in it
         (workspace / "custom_nodes" / pack.name).symlink_to(pack.resolve())
     (workspace / "extra_model_paths.yaml").write_text(f"packs_check:\n  custom_nodes: {PROBES}\n")
     port = free_port()
     log_path = workspace / "server.log"
-    cmd = [sys.executable, "-m", "comfy_bridge.cli", "serve", "--workspace", str(workspace), "--port", str(port),
-           *extra_args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "comfy_bridge.cli",
+        "serve",
+        "--workspace",
+        str(workspace),
+        "--port",
+        str(port),
+        *extra_args,
+    ]
     env = {**os.environ, "PIP_CONSTRAINT": str(keep_installed(workspace / "keep-installed.txt"))}
     with open(log_path, "w") as log:
-        process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=workspace,
-                                   env=env)
+        process = subprocess.Popen(
+            cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=workspace, env=env
+        )
     server = Server(process, f"http://127.0.0.1:{port}", log_path)
     deadline = time.time() + wait_s
     while time.time() < deadline:
@@ -197,9 +250,12 @@ def start_our_server(packs_dir: Path, workspace: Path, wait_s: float, extra_args
 
 # -- requirements ----------------------------------------------------------------------------------------
 
+
 def install_requirements(packs_dir: Path, folders: list[str]) -> dict[str, str]:
     """{folder: 'ok' | 'nothing to install' | why it failed}, each pack installed on its own under the guard."""
-    from comfy_bridge.packs.pip_guard import RequirementsError, install_requirements as install
+    from comfy_bridge.packs.pip_guard import RequirementsError
+    from comfy_bridge.packs.pip_guard import install_requirements as install
+
     results = {}
     for folder in folders:
         req = packs_dir / folder / "requirements.txt"
@@ -215,6 +271,7 @@ def install_requirements(packs_dir: Path, folders: list[str]) -> dict[str, str]:
 
 
 # -- cases -----------------------------------------------------------------------------------------------
+
 
 def same_outputs(expected: dict, got: dict) -> tuple[bool, str]:
     """A case gives ComfyUI's outputs: the same status, and per output the same image pixels (sha256 of the
@@ -253,6 +310,7 @@ def run_cases(base: str, folder: str) -> list[dict]:
 
 # -- the report ------------------------------------------------------------------------------------------
 
+
 @dataclass
 class PackResult:
     folder: str
@@ -268,9 +326,14 @@ class PackResult:
 
     @property
     def works(self) -> bool:
-        return (self.imported and not self.nodes_missing and not self.extensions_missing
-                and not self.extensions_not_served and not self.routes_differing
-                and all(c["ok"] for c in self.cases))
+        return (
+            self.imported
+            and not self.nodes_missing
+            and not self.extensions_missing
+            and not self.extensions_not_served
+            and not self.routes_differing
+            and all(c["ok"] for c in self.cases)
+        )
 
 
 def status_class(status: int | str) -> str:
@@ -278,19 +341,28 @@ def status_class(status: int | str) -> str:
 
 
 def compare(folder: str, real: dict, ours: dict, served: dict[str, int | str]) -> PackResult:
-    routes = {path: [status, ours["routes"].get(path, "absent")] for path, status in real["routes"].items()
-              if status_class(status) != status_class(ours["routes"].get(path, "absent"))}
+    routes = {
+        path: [status, ours["routes"].get(path, "absent")]
+        for path, status in real["routes"].items()
+        if status_class(status) != status_class(ours["routes"].get(path, "absent"))
+    }
     return PackResult(
-        folder=folder, imported=ours["imported"], error=ours["error"], nodes_expected=len(real["nodes"]),
+        folder=folder,
+        imported=ours["imported"],
+        error=ours["error"],
+        nodes_expected=len(real["nodes"]),
         nodes_missing=sorted(set(real["nodes"]) - set(ours["nodes"])),
         extensions_missing=sorted(set(real["extensions"]) - set(ours["extensions"])),
         extensions_not_served=sorted(url for url, status in served.items() if status != 200),
-        routes_differing=routes)
+        routes_differing=routes,
+    )
 
 
 def markdown_table(results: list[PackResult], real: dict[str, dict]) -> str:
-    rows = ["| pack | imports on ComfyUI / here | nodes | JS files | routes | cases | note |",
-            "|---|---|---|---|---|---|---|"]
+    rows = [
+        "| pack | imports on ComfyUI / here | nodes | JS files | routes | cases | note |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in results:
         ref = real[r.folder]
         nodes = f"{r.nodes_expected - len(r.nodes_missing)}/{r.nodes_expected}"
@@ -303,23 +375,31 @@ def markdown_table(results: list[PackResult], real: dict[str, dict]) -> str:
         elif r.error and ref["imported"]:
             note = r.error
         imports = f"{'yes' if ref['imported'] else 'no'} / {'yes' if r.imported else 'no'}"
-        rows.append(f"| {r.folder} | {imports} | {nodes} | {js} | {routes} | {cases} | "
-                    f"{note.replace('|', '/')[:110]} |")
+        rows.append(
+            f"| {r.folder} | {imports} | {nodes} | {js} | {routes} | {cases} | {note.replace('|', '/')[:110]} |"
+        )
     return "\n".join(rows) + "\n"
 
 
 # -- commands --------------------------------------------------------------------------------------------
+
 
 def cmd_record(args: argparse.Namespace) -> int:
     folders = [p["folder"] for p in load_manifest()]
     registry = read_server(args.url.rstrip("/"), args.packs, folders, args.log.read_text(errors="replace"))
     FIXTURES.mkdir(parents=True, exist_ok=True)
     out = FIXTURES / "registry.json"
-    out.write_text(json.dumps({"comfyui": json.loads(MANIFEST.read_text())["comfyui"], "packs": registry},
-                              indent=1, sort_keys=True) + "\n")
+    out.write_text(
+        json.dumps(
+            {"comfyui": json.loads(MANIFEST.read_text())["comfyui"], "packs": registry}, indent=1, sort_keys=True
+        )
+        + "\n"
+    )
     imported = sum(r["imported"] for r in registry.values())
-    print(f"{out}: {imported}/{len(registry)} packs import on ComfyUI, "
-          f"{sum(len(r['nodes']) for r in registry.values())} nodes")
+    print(
+        f"{out}: {imported}/{len(registry)} packs import on ComfyUI, "
+        f"{sum(len(r['nodes']) for r in registry.values())} nodes"
+    )
     return 0
 
 
@@ -343,15 +423,17 @@ def cmd_check(args: argparse.Namespace) -> int:
             if result.imported:
                 result.cases = run_cases(server.base, folder)
             results.append(result)
-            print(f"{folder}: {'works' if result.works else 'FAILS'}"
-                  f"{'' if result.imported else ' (' + str(result.error) + ')'}", flush=True)
+            print(
+                f"{folder}: {'works' if result.works else 'FAILS'}"
+                f"{'' if result.imported else ' (' + str(result.error) + ')'}",
+                flush=True,
+            )
     finally:
         server.stop()
         if not args.keep:
             shutil.rmtree(workspace, ignore_errors=True)
     works = sum(r.works for r in results)
-    print(f"\n{works}/{len(results)} packs work as on ComfyUI 0.3.64 "
-          f"({sum(r.imported for r in results)} import)")
+    print(f"\n{works}/{len(results)} packs work as on ComfyUI 0.3.64 ({sum(r.imported for r in results)} import)")
     if args.report:
         args.report.write_text(json.dumps([asdict(r) | {"works": r.works} for r in results], indent=1) + "\n")
     if args.markdown:

@@ -28,6 +28,7 @@ model is absent. The result file (docs/benchmarks/packs_today.json) holds per pa
 outcome, the import, the node counts and the cases; tests/packs/test_packs_today.py checks that docs/packs.md's
 table and pack lists equal it.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -64,26 +65,58 @@ INSTALL_TIMEOUT_S = 900
 # and what goes with it.
 CKPT = {"class_type": "CheckpointLoaderSimple", "inputs": {"ckpt_name": "sd1-tiny.safetensors"}}
 FEEDERS: dict[str, tuple[dict[str, dict], list]] = {
-    "IMAGE": ({"feed_image": {"class_type": "EmptyImage",
-                              "inputs": {"width": 64, "height": 64, "batch_size": 1, "color": 0x8040C0}}},
-              ["feed_image", 0]),
-    "MASK": ({"feed_mask": {"class_type": "SolidMask", "inputs": {"value": 1.0, "width": 64, "height": 64}}},
-             ["feed_mask", 0]),
-    "LATENT": ({"feed_latent": {"class_type": "EmptyLatentImage", "inputs": {"width": 64, "height": 64,
-                                                                            "batch_size": 1}}}, ["feed_latent", 0]),
+    "IMAGE": (
+        {
+            "feed_image": {
+                "class_type": "EmptyImage",
+                "inputs": {"width": 64, "height": 64, "batch_size": 1, "color": 0x8040C0},
+            }
+        },
+        ["feed_image", 0],
+    ),
+    "MASK": (
+        {"feed_mask": {"class_type": "SolidMask", "inputs": {"value": 1.0, "width": 64, "height": 64}}},
+        ["feed_mask", 0],
+    ),
+    "LATENT": (
+        {"feed_latent": {"class_type": "EmptyLatentImage", "inputs": {"width": 64, "height": 64, "batch_size": 1}}},
+        ["feed_latent", 0],
+    ),
     "MODEL": ({"feed_ckpt": CKPT}, ["feed_ckpt", 0]),
     "CLIP": ({"feed_ckpt": CKPT}, ["feed_ckpt", 1]),
     "VAE": ({"feed_ckpt": CKPT}, ["feed_ckpt", 2]),
-    "CONDITIONING": ({"feed_ckpt": CKPT, "feed_cond": {"class_type": "CLIPTextEncode", "inputs": {
-        "text": "a photo of a cat", "clip": ["feed_ckpt", 1]}}}, ["feed_cond", 0]),
-    "UPSCALE_MODEL": ({"feed_upscaler": {"class_type": "UpscaleModelLoader",
-                                         "inputs": {"model_name": "esrgan-tiny-x4.safetensors"}}}, ["feed_upscaler", 0]),
-    "CONTROL_NET": ({"feed_controlnet": {"class_type": "ControlNetLoader",
-                                         "inputs": {"control_net_name": "sd1-tiny-controlnet.safetensors"}}},
-                    ["feed_controlnet", 0]),
-    "CLIP_VISION": ({"feed_clip_vision": {"class_type": "CLIPVisionLoader",
-                                          "inputs": {"clip_name": "clip-vision-tiny.safetensors"}}},
-                    ["feed_clip_vision", 0]),
+    "CONDITIONING": (
+        {
+            "feed_ckpt": CKPT,
+            "feed_cond": {
+                "class_type": "CLIPTextEncode",
+                "inputs": {"text": "a photo of a cat", "clip": ["feed_ckpt", 1]},
+            },
+        },
+        ["feed_cond", 0],
+    ),
+    "UPSCALE_MODEL": (
+        {"feed_upscaler": {"class_type": "UpscaleModelLoader", "inputs": {"model_name": "esrgan-tiny-x4.safetensors"}}},
+        ["feed_upscaler", 0],
+    ),
+    "CONTROL_NET": (
+        {
+            "feed_controlnet": {
+                "class_type": "ControlNetLoader",
+                "inputs": {"control_net_name": "sd1-tiny-controlnet.safetensors"},
+            }
+        },
+        ["feed_controlnet", 0],
+    ),
+    "CLIP_VISION": (
+        {
+            "feed_clip_vision": {
+                "class_type": "CLIPVisionLoader",
+                "inputs": {"clip_name": "clip-vision-tiny.safetensors"},
+            }
+        },
+        ["feed_clip_vision", 0],
+    ),
 }
 # Nodes whose names say they load or fetch something are tried last: without models they cannot succeed.
 LAST_WORDS = ("load", "download", "model", "upscal", "sampler", "detector", "segm", "ipadapter", "preprocessor")
@@ -96,7 +129,7 @@ def read_list(path: Path = LIST) -> tuple[list[dict], list[dict]]:
         line = line.strip()
         if not line or line.startswith("#"):
             continue
-        if line.startswith("-"):   # "- owner/name: why it is left out"
+        if line.startswith("-"):  # "- owner/name: why it is left out"
             repo, why = line[1:].split(":", 1)
             left_out.append({"repo": repo.strip(), "why": why.strip()})
             continue
@@ -107,14 +140,17 @@ def read_list(path: Path = LIST) -> tuple[list[dict], list[dict]]:
 
 # -- sources and environments ------------------------------------------------------------------------------
 
+
 def extract_from_mirror(git_dir: Path, commit: str, dest: Path, mirrors: Path | None = None) -> list[str]:
     """Write the tree of `commit` into dest, its submodules too (as `nodes install` clones --recursive);
     returns the paths the mirrors do not hold (blobs, or whole submodules)."""
-    listing = subprocess.run(["git", f"--git-dir={git_dir}", "ls-tree", "-r", "-z", commit],
-                             capture_output=True, check=True).stdout
+    listing = subprocess.run(
+        ["git", f"--git-dir={git_dir}", "ls-tree", "-r", "-z", commit], capture_output=True, check=True
+    ).stdout
     missing, submodules = [], []
-    cat = subprocess.Popen(["git", f"--git-dir={git_dir}", "cat-file", "--batch"], stdin=subprocess.PIPE,
-                           stdout=subprocess.PIPE)
+    cat = subprocess.Popen(
+        ["git", f"--git-dir={git_dir}", "cat-file", "--batch"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
     assert cat.stdin is not None and cat.stdout is not None
     for entry in filter(None, listing.split(b"\0")):
         meta, path = entry.split(b"\t", 1)
@@ -142,8 +178,14 @@ def extract_from_mirror(git_dir: Path, commit: str, dest: Path, mirrors: Path | 
     cat.wait()
     for path, sha in submodules:
         sub = mirrors / submodule_repo(dest, path).replace("/", "+") / "repo" if mirrors else None
-        has = sub is not None and sub.is_dir() and subprocess.run(
-            ["git", f"--git-dir={sub}", "cat-file", "-e", sha], capture_output=True, check=False).returncode == 0
+        has = (
+            sub is not None
+            and sub.is_dir()
+            and subprocess.run(
+                ["git", f"--git-dir={sub}", "cat-file", "-e", sha], capture_output=True, check=False
+            ).returncode
+            == 0
+        )
         if has:
             missing += [f"{path}/{m}" for m in extract_from_mirror(sub, sha, dest / path, mirrors)]
         else:
@@ -153,8 +195,12 @@ def extract_from_mirror(git_dir: Path, commit: str, dest: Path, mirrors: Path | 
 
 def submodule_repo(tree: Path, path: str) -> str:
     """owner/name of the submodule at `path`, from the tree's .gitmodules."""
-    found = subprocess.run(["git", "config", "-f", str(tree / ".gitmodules"), "--get-regexp", r"submodule\..*"],
-                           capture_output=True, text=True, check=False).stdout.splitlines()
+    found = subprocess.run(
+        ["git", "config", "-f", str(tree / ".gitmodules"), "--get-regexp", r"submodule\..*"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.splitlines()
     names = {line.split()[0].rsplit(".", 1)[0] for line in found if line.split()[1:] == [path]}
     url = next((line.split()[1] for line in found for n in names if line.split()[0] == f"{n}.url"), "")
     return "/".join(url.removesuffix(".git").rstrip("/").split("/")[-2:])
@@ -180,8 +226,11 @@ def github_via_mirrors(mirrors: Path | None) -> dict[str, str]:
     if mirrors is None or not mirrors.is_dir():
         return {}
     env: dict[str, str] = {}
-    pairs = [(git_dir, f"https://github.com/{git_dir.parent.name.replace('+', '/', 1)}{tail}")
-             for git_dir in sorted(mirrors.glob("*+*/repo")) for tail in ("", ".git")]
+    pairs = [
+        (git_dir, f"https://github.com/{git_dir.parent.name.replace('+', '/', 1)}{tail}")
+        for git_dir in sorted(mirrors.glob("*+*/repo"))
+        for tail in ("", ".git")
+    ]
     for i, (git_dir, url) in enumerate(pairs):
         env[f"GIT_CONFIG_KEY_{i}"], env[f"GIT_CONFIG_VALUE_{i}"] = f"url.{git_dir}.insteadOf", url
     env["GIT_CONFIG_COUNT"] = str(len(pairs))
@@ -191,8 +240,9 @@ def github_via_mirrors(mirrors: Path | None) -> dict[str, str]:
 def base_venv(work: Path) -> tuple[Path, str]:
     """A plain venv with this repository's committed HEAD installed as `pip install comfy-cluster` would install
     it; (venv, commit). HEAD is copied out first, so others' edits in the working tree cannot change a run."""
-    commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True,
-                            check=True).stdout.strip()
+    commit = subprocess.run(
+        ["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
     tree = work / "comfy-cluster"
     if tree.exists():
         shutil.rmtree(tree)
@@ -203,7 +253,7 @@ def base_venv(work: Path) -> tuple[Path, str]:
     if not (venv / "bin" / "python").exists():
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
         subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "-e", str(tree)], check=True)
-    else:   # point its editable install at the new copy; pip adds only dependencies HEAD added since
+    else:  # point its editable install at the new copy; pip adds only dependencies HEAD added since
         subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "-e", str(tree)], check=True)
     return venv, commit
 
@@ -212,8 +262,12 @@ def demo_models(base: Path, work: Path) -> Path:
     """The demo models (`comfy-cluster demo-models`), built once in the base venv: a pack's own requirements can
     break the libraries that build them (Impact-Pack's numpy<2 breaks diffusers' import)."""
     ws = work / "demo-ws"
-    subprocess.run([str(base / "bin" / "python"), "-m", "comfy_bridge.cli", "demo-models", "--workspace", str(ws)],
-                   check=True, capture_output=True, env={**os.environ, "PYTHONPATH": ""})
+    subprocess.run(
+        [str(base / "bin" / "python"), "-m", "comfy_bridge.cli", "demo-models", "--workspace", str(ws)],
+        check=True,
+        capture_output=True,
+        env={**os.environ, "PYTHONPATH": ""},
+    )
     return ws / "models"
 
 
@@ -238,19 +292,32 @@ def pack_venv(base: Path, dest: Path) -> Path:
 def install_pack(python: str, src: Path, ws: Path, env: dict) -> dict:
     """`comfy-cluster nodes install` of the pack into a fresh workspace, as a user runs it."""
     started = time.time()
-    done = subprocess.run([python, "-m", "comfy_bridge.cli", "nodes", "install", str(src), "--workspace", str(ws)],
-                          capture_output=True, text=True, env=env, timeout=INSTALL_TIMEOUT_S, check=False)
-    return {"ok": done.returncode == 0, "seconds": round(time.time() - started, 1),
-            "output": (done.stdout + done.stderr)[-1500:]}
+    done = subprocess.run(
+        [python, "-m", "comfy_bridge.cli", "nodes", "install", str(src), "--workspace", str(ws)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=INSTALL_TIMEOUT_S,
+        check=False,
+    )
+    return {
+        "ok": done.returncode == 0,
+        "seconds": round(time.time() - started, 1),
+        "output": (done.stdout + done.stderr)[-1500:],
+    }
 
 
 def run_pack(pack: dict, work: Path, mirrors: Path | None, base: Path, models: Path, resume: bool = False) -> dict:
     folder = pack["folder"]
     done = work / "results" / f"{folder}.full.json"
     if resume and done.is_file() and json.loads(done.read_text())["commit"] == pack["commit"]:
-        return json.loads(done.read_text())   # measured by an interrupted run of the same commit
-    src, venv, ws, out = (work / "src" / folder, work / "venvs" / folder, work / "ws" / folder,
-                          work / "results" / f"{folder}.json")
+        return json.loads(done.read_text())  # measured by an interrupted run of the same commit
+    src, venv, ws, out = (
+        work / "src" / folder,
+        work / "venvs" / folder,
+        work / "ws" / folder,
+        work / "results" / f"{folder}.json",
+    )
     result: dict[str, Any] = {"repo": pack["repo"], "commit": pack["commit"], "folder": folder}
     result["files_absent_from_snapshot"] = get_source(pack, mirrors, src)
     python = str(pack_venv(base, venv) / "bin" / "python")
@@ -258,37 +325,57 @@ def run_pack(pack: dict, work: Path, mirrors: Path | None, base: Path, models: P
         shutil.rmtree(ws)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": ""}
     install = install_pack(python, src, ws, env | github_via_mirrors(mirrors))
-    if TORCHVISION_FALLBACK and (TORCHVISION_UNREACHABLE in install["output"]
-                                 or "would install torchvision" in install["output"]):
+    if TORCHVISION_FALLBACK and (
+        TORCHVISION_UNREACHABLE in install["output"] or "would install torchvision" in install["output"]
+    ):
         # PyTorch's index is out of reach here, so `nodes install` could not get the torchvision of torch's
         # build; as docs/packs.md says a user may, install PyPI's wheel by hand and install the pack again.
         subprocess.run([python, "-m", "pip", "install", "-q", "--no-deps", TORCHVISION_FALLBACK], check=True, env=env)
         shutil.rmtree(ws)
-        install = install_pack(python, src, ws, env | github_via_mirrors(mirrors)) \
-            | {"torchvision_by_hand": TORCHVISION_FALLBACK}
+        install = install_pack(python, src, ws, env | github_via_mirrors(mirrors)) | {
+            "torchvision_by_hand": TORCHVISION_FALLBACK
+        }
     result["install"] = install
     add_demo_models(models, ws)
-    out.unlink(missing_ok=True)   # a probe that dies before writing must not leave an earlier run's result
+    out.unlink(missing_ok=True)  # a probe that dies before writing must not leave an earlier run's result
     try:
-        probe = subprocess.run([python, str(Path(__file__).resolve()), "probe", "--workspace", str(ws),
-                                "--pack", folder, "--out", str(out)], capture_output=True, text=True, env=env,
-                               timeout=PROBE_TIMEOUT_S, cwd=ws, check=False)
+        probe = subprocess.run(
+            [
+                python,
+                str(Path(__file__).resolve()),
+                "probe",
+                "--workspace",
+                str(ws),
+                "--pack",
+                folder,
+                "--out",
+                str(out),
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=PROBE_TIMEOUT_S,
+            cwd=ws,
+            check=False,
+        )
         tail = (probe.stdout + probe.stderr)[-1500:]
     except subprocess.TimeoutExpired:
         tail = f"the probe did not finish in {PROBE_TIMEOUT_S} s"
     probed = json.loads(out.read_text()) if out.is_file() else {"imported": False, "error": tail}
     result.update(probed)
-    if not install["ok"]:   # the line of `nodes install` that says why
+    if not install["ok"]:  # the line of `nodes install` that says why
         lines = [ln.strip() for ln in install["output"].splitlines() if ln.strip()]
         why = next((ln for ln in lines if ln.startswith(("refused", "×", "ERROR"))), lines[-1] if lines else "")
         result["error"] = f"not installed: {why}"[:300]
     if not probed.get("finished"):
         result["probe_output"] = tail
     (work / "results" / f"{folder}.full.json").write_text(json.dumps(result, indent=1))
-    shutil.rmtree(venv, ignore_errors=True)   # each venv holds a few GB of links and the pack's own packages
-    print(f"{folder}: imported={result.get('imported')} nodes={result.get('nodes_listed')}/"
-          f"{result.get('nodes_declared')} case={'ok' if any(c['ok'] for c in result.get('cases', [])) else 'none'}",
-          flush=True)
+    shutil.rmtree(venv, ignore_errors=True)  # each venv holds a few GB of links and the pack's own packages
+    print(
+        f"{folder}: imported={result.get('imported')} nodes={result.get('nodes_listed')}/"
+        f"{result.get('nodes_declared')} case={'ok' if any(c['ok'] for c in result.get('cases', [])) else 'none'}",
+        flush=True,
+    )
     return result
 
 
@@ -307,29 +394,47 @@ def cmd_run(args: argparse.Namespace) -> int:
     previous.update({r["folder"]: {**r, "comfy_cluster_commit": commit} for r in results})
     order, _ = read_list()
     results = [previous[p["folder"]] for p in order if p["folder"] in previous]
-    torch_version = subprocess.run([str(base / "bin" / "python"), "-c", "import torch; print(torch.__version__)"],
-                                   capture_output=True, text=True, check=False).stdout.strip()
+    torch_version = subprocess.run(
+        [str(base / "bin" / "python"), "-c", "import torch; print(torch.__version__)"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
     RESULT.parent.mkdir(parents=True, exist_ok=True)
-    RESULT.write_text(json.dumps({
-        # a run of some packs keeps the others' results: the command says both runs
-        "command": (before["command"] + " && " if "command" in before else "")
-                   + " ".join(["python", "scripts/packs_today.py", *sys.argv[1:]]),
-        "comfy_cluster_commit": commit, "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}",
-        "environment": f"python {platform.python_version()} venv with `pip install -e .` (torch {torch_version}); "
-                       "per pack `comfy-cluster nodes install`; HF_HUB_OFFLINE=1",
-        "packs": results, "left_out": left_out, "summary": summary(results)}, indent=1) + "\n")
+    RESULT.write_text(
+        json.dumps(
+            {
+                # a run of some packs keeps the others' results: the command says both runs
+                "command": (before["command"] + " && " if "command" in before else "")
+                + " ".join(["python", "scripts/packs_today.py", *sys.argv[1:]]),
+                "comfy_cluster_commit": commit,
+                "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+                "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}",
+                "environment": f"python {platform.python_version()} venv with `pip install -e .` (torch {torch_version}); "
+                "per pack `comfy-cluster nodes install`; HF_HUB_OFFLINE=1",
+                "packs": results,
+                "left_out": left_out,
+                "summary": summary(results),
+            },
+            indent=1,
+        )
+        + "\n"
+    )
     print(json.dumps(summary(results)))
     return 0
 
 
 def summary(results: list[dict]) -> dict:
-    return {"packs": len(results), "imported": sum(bool(r.get("imported")) for r in results),
-            "with_a_case": sum(any(c["ok"] for c in r.get("cases", [])) for r in results),
-            "nodes": sum(r.get("nodes_listed") or 0 for r in results)}
+    return {
+        "packs": len(results),
+        "imported": sum(bool(r.get("imported")) for r in results),
+        "with_a_case": sum(any(c["ok"] for c in r.get("cases", [])) for r in results),
+        "nodes": sum(r.get("nodes_listed") or 0 for r in results),
+    }
 
 
 # -- the probe: runs inside the pack's venv ---------------------------------------------------------------
+
 
 def named_type(kind: Any) -> str | None:
     """The type name of an input spec's first item, or None for what is not one name: a combo's list, or a pack's
@@ -387,10 +492,14 @@ def candidates(infos: dict[str, dict]) -> list[tuple[str, dict]]:
 def digest(value: Any) -> Any:
     """A JSON-able summary of one output value: tensors by shape, dtype and the sha256 of their bytes."""
     import torch
+
     if isinstance(value, torch.Tensor):
         t = value.detach().cpu().contiguous()
-        return {"tensor": list(t.shape), "dtype": str(t.dtype),
-                "sha256": hashlib.sha256(t.float().numpy().tobytes()).hexdigest()[:16]}
+        return {
+            "tensor": list(t.shape),
+            "dtype": str(t.dtype),
+            "sha256": hashlib.sha256(t.float().numpy().tobytes()).hexdigest()[:16],
+        }
     if isinstance(value, dict):
         return {str(k): digest(v) for k, v in list(value.items())[:8]}
     if isinstance(value, (list, tuple)):
@@ -404,7 +513,7 @@ async def run_case(registry: Any, prompt: dict) -> tuple[bool, str, Any]:
     from comfy_bridge.execution import PromptExecutor
     from comfy_bridge.validation import validate_inputs
 
-    class Sink:   # the executor's messages, kept for the error text
+    class Sink:  # the executor's messages, kept for the error text
         client_id = None
         last_node_id = None
 
@@ -418,7 +527,11 @@ async def run_case(registry: Any, prompt: dict) -> tuple[bool, str, Any]:
     await asyncio.wait_for(executor.execute_async(prompt, "case", {}, ["node"]), 120)
     errors = [d for e, d in executor.status_messages if e == "execution_error"]
     if errors:
-        return False, f"{errors[0].get('exception_type')}: {str(errors[0].get('exception_message')).strip()[:300]}", None
+        return (
+            False,
+            f"{errors[0].get('exception_type')}: {str(errors[0].get('exception_message')).strip()[:300]}",
+            None,
+        )
     data = executor.caches.outputs.get("node")
     data = getattr(data, "outputs", data)
     if data is None:
@@ -431,12 +544,14 @@ def declared_nodes(ws: Any, pack: str) -> dict[str, type]:
     """{name: class} the pack declares: its NODE_CLASS_MAPPINGS, or its comfy_entrypoint's node list."""
     from comfy_bridge.custom_nodes import pack_classes
     from comfy_bridge.registry import run_coroutine_sync
+
     return run_coroutine_sync(pack_classes(Path(ws.folder_paths("custom_nodes")[0]) / pack))
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
     from comfy_bridge.registry import build_registry
     from nodes.workspace import Workspace, activate
+
     ws = Workspace(args.workspace).create()
     activate(ws)
     result: dict[str, Any] = {"finished": False}
@@ -445,8 +560,17 @@ def cmd_probe(args: argparse.Namespace) -> int:
         args.out.write_text(json.dumps(result, indent=1))
 
     if not (Path(ws.folder_paths("custom_nodes")[0]) / args.pack).exists():
-        result.update({"imported": False, "error": "not installed", "finished": True,
-                       "nodes_declared": None, "nodes_listed": 0, "cases": [], "attempts": []})
+        result.update(
+            {
+                "imported": False,
+                "error": "not installed",
+                "finished": True,
+                "nodes_declared": None,
+                "nodes_listed": 0,
+                "cases": [],
+                "attempts": [],
+            }
+        )
         save()
         return 0
     started = time.time()
@@ -461,24 +585,34 @@ def cmd_probe(args: argparse.Namespace) -> int:
         try:
             # listed: /object_info describes it under its key (a V1 subclass of a V3 node keeps its parent's
             # schema name inside the entry, as on ComfyUI)
-            if name not in registry.builtin and registry.classes.get(name) is cls \
-                    and isinstance(registry.node_info(name), dict):
+            if (
+                name not in registry.builtin
+                and registry.classes.get(name) is cls
+                and isinstance(registry.node_info(name), dict)
+            ):
                 listed.append(name)
-        except Exception:   # noqa: BLE001, S110 - a node /object_info cannot describe is not listed there
+        except Exception:  # noqa: BLE001, S110 - a node /object_info cannot describe is not listed there
             pass
     own = len(declared) - len(core)
-    result.update({"imported": failure is None and len(listed) == own,
-                   "error": failure.strip().splitlines()[-1][:300] if failure else None,
-                   "traceback": failure[-3000:] if failure else None,
-                   "nodes_declared": own if failure is None else None, "nodes_listed": len(listed),
-                   "nodes_missing": sorted(set(declared) - set(listed) - set(core)), "core_names": core,
-                   "cases": [], "attempts": []})
+    result.update(
+        {
+            "imported": failure is None and len(listed) == own,
+            "error": failure.strip().splitlines()[-1][:300] if failure else None,
+            "traceback": failure[-3000:] if failure else None,
+            "nodes_declared": own if failure is None else None,
+            "nodes_listed": len(listed),
+            "nodes_missing": sorted(set(declared) - set(listed) - set(core)),
+            "core_names": core,
+            "cases": [],
+            "attempts": [],
+        }
+    )
     save()
     infos = {name: registry.node_info(name) for name in listed}
     for name, prompt in candidates(infos)[:MAX_ATTEMPTS]:
         try:
             ok, why, outputs = asyncio.run(run_case(registry, prompt))
-        except Exception as err:   # noqa: BLE001 - one failing node is recorded, the next is tried
+        except Exception as err:  # noqa: BLE001 - one failing node is recorded, the next is tried
             ok, why, outputs = False, f"{type(err).__name__}: {err}"[:300], None
         result["attempts"].append({"node": name, "ok": ok, "why": why})
         save()
@@ -492,6 +626,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
 
 # -- docs ------------------------------------------------------------------------------------------------------
 
+
 def markdown_table(data: dict) -> str:
     rows = ["| pack | commit | imported | nodes listed / declared | cases | note |", "|---|---|---|---|---|---|"]
     for r in data["packs"]:
@@ -502,14 +637,16 @@ def markdown_table(data: dict) -> str:
             cases = f"1 ({case['node']})".replace("|", "\\|")
         elif tried:
             cases = f"0 of {tried} tried"
-        elif r.get("imported"):   # nothing to try: say why
+        elif r.get("imported"):  # nothing to try: say why
             cases = "- (no nodes)" if not r.get("nodes_declared") else "- (every node needs a model or other input)"
         else:
             cases = "-"
         note = r.get("error") or ("missing " + ", ".join(r["nodes_missing"][:3]) if r.get("nodes_missing") else "")
-        rows.append(f"| [{r['folder']}](https://github.com/{r['repo']}) | {r['commit'][:10]} | "
-                    f"{'yes' if r.get('imported') else 'no'} | {r.get('nodes_listed') or 0} / {declared} | {cases} | "
-                    f"{str(note).replace('|', '/')[:120]} |")
+        rows.append(
+            f"| [{r['folder']}](https://github.com/{r['repo']}) | {r['commit'][:10]} | "
+            f"{'yes' if r.get('imported') else 'no'} | {r.get('nodes_listed') or 0} / {declared} | {cases} | "
+            f"{str(note).replace('|', '/')[:120]} |"
+        )
     return "\n".join(rows) + "\n"
 
 
@@ -517,10 +654,12 @@ def docs_block(data: dict) -> str:
     """docs/packs.md's generated part: the figures, the table and the packs left out."""
     total = data["summary"]
     commits = sorted({(r.get("comfy_cluster_commit") or data["comfy_cluster_commit"])[:10] for r in data["packs"]})
-    head = (f"Last run: {data['date'][:10]}, Comfy Cluster {' and '.join(commits)}, {data['machine']}; "
-            f"{data['environment']}. **{total['imported']} of {total['packs']} packs import with every node they "
-            f"declare** ({total['nodes']} nodes listed); **{total['with_a_case']} of {total['packs']} ran a case of "
-            f"their own nodes.**\n\n")
+    head = (
+        f"Last run: {data['date'][:10]}, Comfy Cluster {' and '.join(commits)}, {data['machine']}; "
+        f"{data['environment']}. **{total['imported']} of {total['packs']} packs import with every node they "
+        f"declare** ({total['nodes']} nodes listed); **{total['with_a_case']} of {total['packs']} ran a case of "
+        f"their own nodes.**\n\n"
+    )
     left = "\n".join(f"- [{x['repo']}](https://github.com/{x['repo']}): {x['why']}" for x in data["left_out"])
     return head + markdown_table(data) + "\nLeft out:\n\n" + left + "\n"
 

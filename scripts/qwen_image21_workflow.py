@@ -15,6 +15,7 @@ output.
 
     python scripts/qwen_image21_workflow.py <workspace with demo-models>
 """
+
 from __future__ import annotations
 
 import json
@@ -25,23 +26,26 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 TEMPLATE = "image_qwen_image_2_1_t2i"
 NAME = "qwen_image21_t2i"
-SUBSTITUTE = {"UNETLoader": [(0, "qwen_image_2.1_tiny.safetensors")],
-              "CLIPLoader": [(0, "qwen3vl_8b_tiny.safetensors")],
-              "VAELoader": [(0, "qwen_image_2.1_vae_tiny.safetensors")],
-              "KSampler": [(0, 42), (1, "fixed")],
-              "ResolutionSelector": [(1, 0.1), (3, 256)]}
+SUBSTITUTE = {
+    "UNETLoader": [(0, "qwen_image_2.1_tiny.safetensors")],
+    "CLIPLoader": [(0, "qwen3vl_8b_tiny.safetensors")],
+    "VAELoader": [(0, "qwen_image_2.1_vae_tiny.safetensors")],
+    "KSampler": [(0, 42), (1, "fixed")],
+    "ResolutionSelector": [(1, 0.1), (3, 256)],
+}
 PROMPT_INPUT = "prompt"
 
 
 def tiny_template() -> dict:
     from scripts.qwen_image_edit_workflow import unpacked
     from scripts.templates_coverage import templates_dir
+
     workflow = json.loads((templates_dir() / f"{TEMPLATE}.json").read_text())
     (sg,) = workflow["definitions"]["subgraphs"]
     for node in workflow["nodes"] + sg["nodes"]:
         for index, value in SUBSTITUTE.get(node["type"], []):
             values = node["widgets_values"]
-            values[index:index + 1] = [value]   # index == len: a widget the saved template predates
+            values[index : index + 1] = [value]  # index == len: a widget the saved template predates
     (outer,) = [n for n in workflow["nodes"] if n["type"] == sg["id"]]
     prompt = outer["widgets_values"][[i["name"] for i in sg["inputs"]].index(PROMPT_INPUT)]
     flat = unpacked(workflow)
@@ -77,16 +81,26 @@ def _prompt_node(flat: dict, sg: dict, prompt: str) -> None:
             continue
         target = nodes[l["target_id"]]["inputs"][l["target_slot"]]
         if "widget" in target:
-            continue   # a widget keeps the value (the lazy TextGenerate's prompt)
+            continue  # a widget keeps the value (the lazy TextGenerate's prompt)
         target["link"] = next_link
         flat["links"].append([next_link, node_id, 0, l["target_id"], l["target_slot"], "STRING"])
         out_links.append(next_link)
         next_link += 1
-    flat["nodes"].append({"id": node_id, "type": "PrimitiveStringMultiline", "pos": [0, 0], "size": [400, 200],
-                          "flags": {}, "order": 0, "mode": 0, "inputs": [],
-                          "outputs": [{"name": "STRING", "type": "STRING", "links": out_links}],
-                          "properties": {"Node name for S&R": "PrimitiveStringMultiline"},
-                          "widgets_values": [prompt]})
+    flat["nodes"].append(
+        {
+            "id": node_id,
+            "type": "PrimitiveStringMultiline",
+            "pos": [0, 0],
+            "size": [400, 200],
+            "flags": {},
+            "order": 0,
+            "mode": 0,
+            "inputs": [],
+            "outputs": [{"name": "STRING", "type": "STRING", "links": out_links}],
+            "properties": {"Node name for S&R": "PrimitiveStringMultiline"},
+            "widgets_values": [prompt],
+        }
+    )
     flat["last_node_id"] = max(flat.get("last_node_id", 0), node_id)
     flat["last_link_id"] = max(flat.get("last_link_id", 0), next_link - 1)
 
@@ -95,6 +109,7 @@ def main() -> None:
     from comfy_bridge.formats import ui_to_api
     from comfy_bridge.registry import build_registry
     from nodes.workspace import Workspace
+
     registry = build_registry(Workspace(Path(sys.argv[1])))
     ui = tiny_template()
     out = REPO / "workflows_json" / NAME

@@ -7,6 +7,7 @@ ships set to 40 steps at cfg 3, too slow for tests on a CPU). The API format is 
 
     python scripts/qwen_image_edit_workflow.py <workspace with demo-models>
 """
+
 from __future__ import annotations
 
 import json
@@ -16,21 +17,27 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 # Widget values replaced, by node class: (widget index, value).
-SUBSTITUTE = {"UNETLoader": [(0, "qwen_image_tiny.safetensors")],
-              "CLIPLoader": [(0, "qwen_2.5_vl_7b_edit_tiny.safetensors")],
-              "VAELoader": [(0, "qwen_image_vae_tiny.safetensors")],
-              "LoraLoaderModelOnly": [(0, "qwen_image_edit_tiny_lightning.safetensors")],
-              "LoadImage": [(0, "example.png")],
-              "KSampler": [(0, 42), (1, "fixed")]}
+SUBSTITUTE = {
+    "UNETLoader": [(0, "qwen_image_tiny.safetensors")],
+    "CLIPLoader": [(0, "qwen_2.5_vl_7b_edit_tiny.safetensors")],
+    "VAELoader": [(0, "qwen_image_vae_tiny.safetensors")],
+    "LoraLoaderModelOnly": [(0, "qwen_image_edit_tiny_lightning.safetensors")],
+    "LoadImage": [(0, "example.png")],
+    "KSampler": [(0, 42), (1, "fixed")],
+}
 # Output name: (template, its own substitutions).
-WORKFLOWS = {"qwen_image_edit_2509": ("image_qwen_image_edit_2509", {}),
-             "qwen_image_edit_2511": ("image_qwen_image_edit_2511",
-                                      {"UNETLoader": [(0, "qwen_image_edit_2511_tiny.safetensors")],
-                                       "PrimitiveBoolean": [(0, True)]})}
+WORKFLOWS = {
+    "qwen_image_edit_2509": ("image_qwen_image_edit_2509", {}),
+    "qwen_image_edit_2511": (
+        "image_qwen_image_edit_2511",
+        {"UNETLoader": [(0, "qwen_image_edit_2511_tiny.safetensors")], "PrimitiveBoolean": [(0, True)]},
+    ),
+}
 
 
 def tiny_template(template: str, substitute: dict) -> dict:
     from scripts.templates_coverage import templates_dir
+
     workflow = json.loads((templates_dir() / f"{template}.json").read_text())
     nodes = list(workflow["nodes"])
     for sg in workflow.get("definitions", {}).get("subgraphs", []):
@@ -41,7 +48,7 @@ def tiny_template(template: str, substitute: dict) -> dict:
     return unpacked(workflow)
 
 
-SUBGRAPH_IN, SUBGRAPH_OUT = -10, -20   # the ids a subgraph's links use for its input and output ends
+SUBGRAPH_IN, SUBGRAPH_OUT = -10, -20  # the ids a subgraph's links use for its input and output ends
 
 
 def unpacked(workflow: dict) -> dict:
@@ -62,7 +69,7 @@ def unpacked(workflow: dict) -> dict:
             lid, src, slot, dst, dslot = l["id"], l["origin_id"], l["origin_slot"], l["target_id"], l["target_slot"]
             if src == SUBGRAPH_IN:
                 feed = outer_in.get(sg["inputs"][slot]["name"])
-                if feed is None:   # a promoted widget (or an unwired optional input): no link
+                if feed is None:  # a promoted widget (or an unwired optional input): no link
                     inner[dst]["inputs"][dslot]["link"] = None
                     continue
                 src, slot = links[feed][1], links[feed][2]
@@ -75,7 +82,7 @@ def unpacked(workflow: dict) -> dict:
                     _add_output_link(inner[src], slot, lid, out_id)
                 continue
             links[lid] = [lid, src, slot, dst, dslot, l["type"]]
-    for feed in fed:   # the outer links into the subgraph are replaced by the inner ones
+    for feed in fed:  # the outer links into the subgraph are replaced by the inner ones
         del links[feed]
     workflow = {**workflow, "nodes": nodes, "links": sorted(links.values())}
     workflow["definitions"] = {**workflow.get("definitions", {}), "subgraphs": []}
@@ -103,6 +110,7 @@ def main() -> None:
     from comfy_bridge.formats import ui_to_api
     from comfy_bridge.registry import build_registry
     from nodes.workspace import Workspace
+
     registry = build_registry(Workspace(Path(sys.argv[1])))
     for name, (template, substitute) in WORKFLOWS.items():
         ui = tiny_template(template, substitute)

@@ -12,6 +12,7 @@ and stores the inputs as float32 bytes (base64) and the two sides' blended predi
 their float32 bytes, so the test compares bit for bit. It also records what the four area/mask nodes write
 into a conditioning entry.
 """
+
 from __future__ import annotations
 
 import base64
@@ -23,11 +24,13 @@ import uuid
 
 import torch
 
-sys.argv[1:] = [sys.argv[1], "--cpu"]   # ComfyUI reads its command line on import: no CUDA here
+sys.argv[1:] = [sys.argv[1], "--cpu"]  # ComfyUI reads its command line on import: no CUDA here
 import comfy.cli_args  # noqa: E402
+
 comfy.cli_args.args.cpu = True
 import comfy.conds  # noqa: E402
 import comfy.samplers  # noqa: E402
+
 import nodes  # noqa: E402
 
 
@@ -39,8 +42,12 @@ def b64(t: torch.Tensor) -> dict:
 def digest(t: torch.Tensor) -> dict:
     """An output by its float32 bytes' SHA-256 (exact), with a sum and a corner to diagnose a mismatch."""
     t = t.detach().to(torch.float32).contiguous()
-    return {"shape": list(t.shape), "sha256": hashlib.sha256(t.numpy().tobytes()).hexdigest(),
-            "sum": float(t.double().sum()), "corner": t.reshape(-1)[:4].tolist()}
+    return {
+        "shape": list(t.shape),
+        "sha256": hashlib.sha256(t.numpy().tobytes()).hexdigest(),
+        "sum": float(t.double().sum()),
+        "corner": t.reshape(-1)[:4].tolist(),
+    }
 
 
 class Patcher:
@@ -63,8 +70,13 @@ class ToyModel:
         return x * 0.75 + c_crossattn.mean(dim=(1, 2)).reshape(-1, 1, 1, 1) + 0.1 * t.reshape(-1, 1, 1, 1) + grid
 
 
-def run_case(x, sigma, sides: dict[str, list[tuple[str, dict]]], contexts: dict[str, torch.Tensor],
-             masks: dict[str, torch.Tensor]) -> list:
+def run_case(
+    x,
+    sigma,
+    sides: dict[str, list[tuple[str, dict]]],
+    contexts: dict[str, torch.Tensor],
+    masks: dict[str, torch.Tensor],
+) -> list:
     """Entries name their context and mask; a 2-D mask gets its batch dimension, as ConditioningSetMask does."""
     conds = {}
     for name, entries in sides.items():
@@ -74,8 +86,9 @@ def run_case(x, sigma, sides: dict[str, list[tuple[str, dict]]], contexts: dict[
             if "mask" in opts:
                 m = masks[opts["mask"]]
                 opts["mask"] = m.unsqueeze(0) if m.ndim == 2 else m
-            conds[name].append({**opts, "model_conds": {"c_crossattn": comfy.conds.CONDCrossAttn(contexts[ctx])},
-                                "uuid": uuid.uuid4()})
+            conds[name].append(
+                {**opts, "model_conds": {"c_crossattn": comfy.conds.CONDCrossAttn(contexts[ctx])}, "uuid": uuid.uuid4()}
+            )
     for k in conds:
         comfy.samplers.resolve_areas_and_cond_masks_multidim(conds[k], x.shape[2:], "cpu")
     for k in conds:
@@ -94,8 +107,12 @@ def main(out_path: str) -> None:
     blob = torch.zeros(1, 80, 96)
     blob[:, 20:52, 40:90] = 1.0
     blob[:, 30:40, 60:70] = 0.5
-    masks = {"blob": blob, "soft": torch.rand(1, 80, 96), "latent2": torch.rand(2, 40, 48),
-             "empty": torch.zeros(80, 96)}
+    masks = {
+        "blob": blob,
+        "soft": torch.rand(1, 80, 96),
+        "latent2": torch.rand(2, 40, 48),
+        "empty": torch.zeros(80, 96),
+    }
 
     def area(h, w, y, xx, strength=1.0):
         return {"area": (h, w, y, xx), "strength": strength, "set_area_to_bounds": False}
@@ -107,38 +124,53 @@ def main(out_path: str) -> None:
         "plain": {"positive": [("A", {})], "negative": [("N", {})]},
         "combine_strengths": {"positive": [("A", {}), ("B", {"strength": 0.6})], "negative": [("N", {})]},
         "area_inside": {"positive": [("A", {}), ("B", area(36, 20, 2, 6, 0.7))], "negative": [("N", {})]},
-        "area_at_origin_and_clipped": {"positive": [("A", {}), ("B", area(6, 12, 0, 0)),
-                                                    ("C", area(30, 60, 4, 10, 1.3))],
-                                       "negative": [("N", {}), ("M", area(40, 8, 0, 8))]},
-        "areas_overlapping_same_size": {"positive": [("B", area(16, 16, 0, 0)), ("C", area(16, 16, 8, 8, 0.5)),
-                                                     ("A", area(16, 16, 20, 30, 2.0))],
-                                        "negative": [("N", {}), ("M", area(24, 24, 0, 0))]},
-        "area_percentage": {"positive": [("B", {"area": ("percentage", 0.5, 0.4, 0.25, 0.5), "strength": 1.2,
-                                                "set_area_to_bounds": False}), ("A", {})],
-                            "negative": [("N", {})]},
+        "area_at_origin_and_clipped": {
+            "positive": [("A", {}), ("B", area(6, 12, 0, 0)), ("C", area(30, 60, 4, 10, 1.3))],
+            "negative": [("N", {}), ("M", area(40, 8, 0, 8))],
+        },
+        "areas_overlapping_same_size": {
+            "positive": [("B", area(16, 16, 0, 0)), ("C", area(16, 16, 8, 8, 0.5)), ("A", area(16, 16, 20, 30, 2.0))],
+            "negative": [("N", {}), ("M", area(24, 24, 0, 0))],
+        },
+        "area_percentage": {
+            "positive": [
+                ("B", {"area": ("percentage", 0.5, 0.4, 0.25, 0.5), "strength": 1.2, "set_area_to_bounds": False}),
+                ("A", {}),
+            ],
+            "negative": [("N", {})],
+        },
         "area_uncovered": {"positive": [("B", area(12, 10, 3, 3))], "negative": [("N", {})]},
         "mask_default": {"positive": [("A", {}), ("B", mask("soft", 0.8))], "negative": [("N", {})]},
-        "mask_bounds": {"positive": [("A", {}), ("B", {**mask("blob", 1.0, True), "strength": 1.5})],
-                        "negative": [("N", {})]},
+        "mask_bounds": {
+            "positive": [("A", {}), ("B", {**mask("blob", 1.0, True), "strength": 1.5})],
+            "negative": [("N", {})],
+        },
         "mask_bounds_empty": {"positive": [("A", {}), ("B", mask("empty", 1.0, True))], "negative": [("N", {})]},
-        "mask_latent_batch": {"positive": [("A", {}), ("B", mask("latent2", 0.5))],
-                              "negative": [("N", {}), ("M", area(4, 8, 8, 0, 0.9))]},
+        "mask_latent_batch": {
+            "positive": [("A", {}), ("B", mask("latent2", 0.5))],
+            "negative": [("N", {}), ("M", area(4, 8, 8, 0, 0.9))],
+        },
     }
     cases = {}
     for name, sides in scenarios.items():
         out = run_case(x, sigma, sides, contexts, masks)
-        cases[name] = {"sides": {side: [[ctx, opts] for ctx, opts in entries] for side, entries in sides.items()},
-                       "out": [digest(t) for t in out]}
+        cases[name] = {
+            "sides": {side: [[ctx, opts] for ctx, opts in entries] for side, entries in sides.items()},
+            "out": [digest(t) for t in out],
+        }
 
     node_cases = _node_cases(masks)
     commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     fixture = {
-        "note": ("Recorded by scripts/record_comfyui_area_conditioning.py in ComfyUI 0.3.64 "
-                 "(commit a125cd84b054a57729b5eecab930ca9408719832) on the CPU: ComfyUI's "
-                 "resolve_areas_and_cond_masks_multidim, create_cond_with_same_area_if_none and calc_cond_batch "
-                 "with a toy model function; inputs are float32 bytes (base64), outputs the SHA-256 of theirs."),
+        "note": (
+            "Recorded by scripts/record_comfyui_area_conditioning.py in ComfyUI 0.3.64 "
+            "(commit a125cd84b054a57729b5eecab930ca9408719832) on the CPU: ComfyUI's "
+            "resolve_areas_and_cond_masks_multidim, create_cond_with_same_area_if_none and calc_cond_batch "
+            "with a toy model function; inputs are float32 bytes (base64), outputs the SHA-256 of theirs."
+        ),
         "comfyui_commit": commit or "a125cd84b054a57729b5eecab930ca9408719832",
-        "x": b64(x), "sigma": b64(sigma),
+        "x": b64(x),
+        "sigma": b64(sigma),
         "contexts": {k: b64(v) for k, v in contexts.items()},
         "masks": {k: b64(v) for k, v in masks.items()},
         "cases": cases,
@@ -163,8 +195,10 @@ def _node_cases(masks: dict[str, torch.Tensor]) -> list:
     for cls, kwargs in calls:
         args = {k: (masks[v] if k == "mask" else v) for k, v in kwargs.items()}
         (result,) = getattr(nodes, cls)().append(cond, **args)
-        opts = {k: ({"shape": list(v.shape)} if isinstance(v, torch.Tensor) else (list(v) if isinstance(v, tuple) else v))
-                for k, v in result[0][1].items()}
+        opts = {
+            k: ({"shape": list(v.shape)} if isinstance(v, torch.Tensor) else (list(v) if isinstance(v, tuple) else v))
+            for k, v in result[0][1].items()
+        }
         out.append({"class": cls, "inputs": kwargs, "options": opts})
     return out
 

@@ -12,6 +12,7 @@ recipe in ../shared/reference/running-real-comfyui.md):
 The detector module that names the COCO classes is not readable here; the oracle uses the 80 COCO names in
 their usual order, as this backend does. Outputs are float32 bytes (base64), compared bit for bit.
 """
+
 from __future__ import annotations
 
 import base64
@@ -24,14 +25,19 @@ import torch
 
 def inputs() -> dict[str, torch.Tensor]:
     gen = torch.Generator().manual_seed(34)
-    return {"rgb": torch.rand(2, 40, 56, 3, generator=gen), "rgba": torch.rand(1, 36, 30, 4, generator=gen),
-            "gray": torch.rand(1, 20, 24, 1, generator=gen)}
+    return {
+        "rgb": torch.rand(2, 40, 56, 3, generator=gen),
+        "rgba": torch.rand(1, 36, 30, 4, generator=gen),
+        "gray": torch.rand(1, 20, 24, 1, generator=gen),
+    }
 
 
 BOX = {"x": 4, "y": 5, "width": 20, "height": 14}
-DETECTIONS = [{"x": 3.5, "y": 2.25, "width": 30.0, "height": 20.5, "label": "dog", "score": 0.876},
-              {"x": 10, "y": 12, "width": 25, "height": 18, "label": "person", "score": 0.31},
-              {"x": 1, "y": 30, "width": 12, "height": 6, "label": "unicorn", "score": 0.99}]
+DETECTIONS = [
+    {"x": 3.5, "y": 2.25, "width": 30.0, "height": 20.5, "label": "dog", "score": 0.876},
+    {"x": 10, "y": 12, "width": 25, "height": 18, "label": "person", "score": 0.31},
+    {"x": 1, "y": 30, "width": 12, "height": 6, "label": "unicorn", "score": 0.99},
+]
 # (case name, image or None, bboxes)
 DRAW_CASES = [
     ("labelled detections on every frame", "rgb", DETECTIONS),
@@ -58,19 +64,23 @@ def record(oracle_file: str) -> dict:
     sys.argv = [sys.argv[0], "--cpu"]
     sys.path.insert(0, ".")
     import comfy.options
+
     comfy.options.enable_args_parsing()
-    import utils.install_util  # noqa: F401  (before nodes: comfy/ on the path shadows the utils package)
     import server  # noqa: F401
+    import utils.install_util  # noqa: F401  (before nodes: comfy/ on the path shadows the utils package)
+
     import nodes  # noqa: F401
+
     spec = importlib.util.spec_from_file_location("bbox_oracle", oracle_file)
     oracle = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(oracle)
     torch.set_num_threads(1)
     x = inputs()
-    draw = {name: encode(oracle.draw_bboxes(bboxes, x[image] if image else None))
-            for name, image, bboxes in DRAW_CASES}
-    crop = {name: encode(oracle.crop_by_bboxes(x[image], bboxes, w, h, pad))
-            for name, image, bboxes, w, h, pad in CROP_CASES}
+    draw = {name: encode(oracle.draw_bboxes(bboxes, x[image] if image else None)) for name, image, bboxes in DRAW_CASES}
+    crop = {
+        name: encode(oracle.crop_by_bboxes(x[image], bboxes, w, h, pad))
+        for name, image, bboxes, w, h, pad in CROP_CASES
+    }
     return {"draw": draw, "crop": crop}
 
 
@@ -78,7 +88,14 @@ if __name__ == "__main__":
     oracle_file, target = sys.argv[1:3]
     cases = record(oracle_file)
     with open(target, "w", encoding="utf-8") as f:
-        json.dump({"source": "DrawBBoxes (comfy_extras/nodes_rtdetr.py) and CropByBBoxes (comfy_extras/nodes_sdpose.py) "
-                             "of the newest Comfy-Org source run in upstream ComfyUI 0.10.0's environment, Pillow "
-                             "13.0.0; scripts/record_comfyui_bbox_nodes.py", **cases}, f, indent=1)
+        json.dump(
+            {
+                "source": "DrawBBoxes (comfy_extras/nodes_rtdetr.py) and CropByBBoxes (comfy_extras/nodes_sdpose.py) "
+                "of the newest Comfy-Org source run in upstream ComfyUI 0.10.0's environment, Pillow "
+                "13.0.0; scripts/record_comfyui_bbox_nodes.py",
+                **cases,
+            },
+            f,
+            indent=1,
+        )
         f.write("\n")

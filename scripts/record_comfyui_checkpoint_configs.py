@@ -7,6 +7,7 @@ the same way from ComfyUI's own files (nothing of ComfyUI is copied):
     cd <ComfyUI source> && <ComfyUI venv>/bin/python /work/main/scripts/record_comfyui_checkpoint_configs.py \\
         /work/main/tests/nodes/fixtures/comfyui_checkpoint_configs.json
 """
+
 from __future__ import annotations
 
 import json
@@ -22,11 +23,15 @@ def main(out_path: str) -> None:
         if name.endswith(".yaml"):
             with open(os.path.join("models/configs", name)) as f:
                 params = yaml.safe_load(f)["model"]["params"]
-            configs[name] = {"v_prediction": params.get("parameterization") == "v",
-                             "layer_idx": params["cond_stage_config"].get("params", {}).get("layer_idx")}
-    record = {"comfyui_commit": "a125cd84b054a57729b5eecab930ca9408719832",
-              "recorded_by": "scripts/record_comfyui_checkpoint_configs.py on ComfyUI's models/configs",
-              "configs": configs}
+            configs[name] = {
+                "v_prediction": params.get("parameterization") == "v",
+                "layer_idx": params["cond_stage_config"].get("params", {}).get("layer_idx"),
+            }
+    record = {
+        "comfyui_commit": "a125cd84b054a57729b5eecab930ca9408719832",
+        "recorded_by": "scripts/record_comfyui_checkpoint_configs.py on ComfyUI's models/configs",
+        "configs": configs,
+    }
     with open(out_path, "w") as f:
         json.dump(record, f, indent=1, sort_keys=True)
         f.write("\n")

@@ -13,6 +13,7 @@ For each fixed image (`images()` below; the test makes the same ones) and crop m
 clip_preprocess's float32 output with its mean, and encode_image's outputs: image_embeds in full, the hidden
 states as every 64th value with their shape and mean.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -22,19 +23,31 @@ import tempfile
 
 import torch
 
-TINY_CONFIG = {"hidden_act": "quick_gelu", "hidden_size": 32, "image_size": 224, "intermediate_size": 64,
-               "layer_norm_eps": 1e-05, "model_type": "clip_vision_model", "num_attention_heads": 16,
-               "num_channels": 3, "num_hidden_layers": 2, "patch_size": 14, "projection_dim": 32}
+TINY_CONFIG = {
+    "hidden_act": "quick_gelu",
+    "hidden_size": 32,
+    "image_size": 224,
+    "intermediate_size": 64,
+    "layer_norm_eps": 1e-05,
+    "model_type": "clip_vision_model",
+    "num_attention_heads": 16,
+    "num_channels": 3,
+    "num_hidden_layers": 2,
+    "patch_size": 14,
+    "projection_dim": 32,
+}
 
 
 def images() -> dict[str, torch.Tensor]:
     """Fixed IMAGE batches [B,H,W,C] in 0..1 (shared with tests/nodes/test_clip_vision.py)."""
     gen = torch.Generator().manual_seed(4321)
-    return {"square_224": torch.rand(1, 224, 224, 3, generator=gen),
-            "wide": torch.rand(1, 100, 150, 3, generator=gen),
-            "tall_small": torch.rand(1, 50, 30, 3, generator=gen),
-            "batch_of_two_large": torch.rand(2, 300, 260, 3, generator=gen),
-            "rgba": torch.rand(1, 64, 80, 4, generator=gen)}
+    return {
+        "square_224": torch.rand(1, 224, 224, 3, generator=gen),
+        "wide": torch.rand(1, 100, 150, 3, generator=gen),
+        "tall_small": torch.rand(1, 50, 30, 3, generator=gen),
+        "batch_of_two_large": torch.rand(2, 300, 260, 3, generator=gen),
+        "rgba": torch.rand(1, 64, 80, 4, generator=gen),
+    }
 
 
 def digest(t: torch.Tensor) -> str:
@@ -48,9 +61,11 @@ def sample(t: torch.Tensor) -> dict:
 
 def main(model_path: str, out_path: str) -> None:
     from comfy.cli_args import args
-    args.cpu = True   # as the server runs with --cpu; must be set before model_management is imported
+
+    args.cpu = True  # as the server runs with --cpu; must be set before model_management is imported
     import comfy.clip_vision
     import comfy.utils
+
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(TINY_CONFIG, f)
     model = comfy.clip_vision.ClipVisionModel(f.name)
@@ -66,11 +81,15 @@ def main(model_path: str, out_path: str) -> None:
                 "image_embeds": out["image_embeds"].float().tolist(),
                 "last_hidden_state": sample(out["last_hidden_state"]),
                 "penultimate_hidden_states": sample(out["penultimate_hidden_states"]),
-                "mm_projected": out["mm_projected"]}
-    record = {"comfyui_commit": "a125cd84b054a57729b5eecab930ca9408719832",
-              "recorded_by": "scripts/record_comfyui_clip_vision.py (ComfyUI's clip_preprocess and "
-                             "ClipVisionModel.encode_image, CPU)",
-              "model_sha256": hashlib.sha256(open(model_path, "rb").read()).hexdigest(), "cases": cases}
+                "mm_projected": out["mm_projected"],
+            }
+    record = {
+        "comfyui_commit": "a125cd84b054a57729b5eecab930ca9408719832",
+        "recorded_by": "scripts/record_comfyui_clip_vision.py (ComfyUI's clip_preprocess and "
+        "ClipVisionModel.encode_image, CPU)",
+        "model_sha256": hashlib.sha256(open(model_path, "rb").read()).hexdigest(),
+        "cases": cases,
+    }
     with open(out_path, "w") as f:
         json.dump(record, f, sort_keys=True)
         f.write("\n")

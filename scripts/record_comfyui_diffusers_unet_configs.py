@@ -12,23 +12,25 @@ The committed fixture was recorded with ComfyUI 0.10.0, whose environment's torc
 torch: there comfy_bridge.packs.torchvision_ops.make_torchvision_importable() ran first (PYTHONPATH with
 /work/main), then this script's main().
 """
+
 from __future__ import annotations
 
 import json
 import sys
 
 out_path = sys.argv[1]
-sys.argv[1:] = ["--cpu"]   # ComfyUI reads its command line on import: no CUDA here
+sys.argv[1:] = ["--cpu"]  # ComfyUI reads its command line on import: no CUDA here
+import comfy.cli_args  # noqa: E402
 import torch  # noqa: E402
 
-import comfy.cli_args  # noqa: E402
 comfy.cli_args.args.cpu = True
 import comfy.model_detection  # noqa: E402
 import comfyui_version  # noqa: E402
 
 
-def shapes(levels: list, channels: int = 320, inputs: int = 4, context: int = 768,
-           embedding: tuple[str, int] | None = None) -> dict[str, list[int]]:
+def shapes(
+    levels: list, channels: int = 320, inputs: int = 4, context: int = 768, embedding: tuple[str, int] | None = None
+) -> dict[str, list[int]]:
     """levels: per down block, (transformer counts of its attentions, or None without attentions; resnets)."""
     out = {"conv_in.weight": [channels, inputs, 3, 3]}
     for i, (attentions, resnets) in enumerate(levels):
@@ -46,15 +48,18 @@ def shapes(levels: list, channels: int = 320, inputs: int = 4, context: int = 76
 SD = [([1, 1], 2), ([1, 1], 2), ([1, 1], 2), (None, 2)]
 XL = [(None, 2), ([2, 2], 2), ([10, 10], 2)]
 CASES = {
-    "sd15": shapes(SD), "sd21": shapes(SD, context=1024), "sd15_inpaint": shapes(SD, inputs=9),
+    "sd15": shapes(SD),
+    "sd21": shapes(SD, context=1024),
+    "sd15_inpaint": shapes(SD, inputs=9),
     "sd21_unclip_h": shapes(SD, context=1024, embedding=("class_embedding", 2048)),
     "sd21_unclip_l": shapes(SD, context=1024, embedding=("class_embedding", 1536)),
     "lotus_d": shapes(SD, context=1024, embedding=("class_embedding", 4)),
     "sdxl": shapes(XL, context=2048, embedding=("add_embedding", 2816)),
     "sdxl_inpaint": shapes(XL, inputs=9, context=2048, embedding=("add_embedding", 2816)),
     "sdxl_ip2p": shapes(XL, inputs=8, context=2048, embedding=("add_embedding", 2816)),
-    "sdxl_refiner": shapes([(None, 2), ([4, 4], 2), ([4, 4], 2), (None, 2)], channels=384, context=1280,
-                           embedding=("add_embedding", 2560)),
+    "sdxl_refiner": shapes(
+        [(None, 2), ([4, 4], 2), ([4, 4], 2), (None, 2)], channels=384, context=1280, embedding=("add_embedding", 2560)
+    ),
     "ssd_1b": shapes([(None, 2), ([2, 2], 2), ([4, 4], 2)], context=2048, embedding=("add_embedding", 2816)),
     "segmind_vega": shapes([(None, 2), ([1, 1], 2), ([2, 2], 2)], context=2048, embedding=("add_embedding", 2816)),
     "koala_700m": shapes([(None, 1), ([2], 1), ([5], 1)], context=2048, embedding=("add_embedding", 2816)),

@@ -13,6 +13,7 @@ small Euler loop over a toy network (0.8 x + 0.05 sigma + a per-cond offset), it
 prepared as the node's outer-sample wrapper does. ComfyUI batches the conds of one forward pass last-first
 (negative before positive); the recorded calls list each pass's conds in that order.
 """
+
 from __future__ import annotations
 
 import base64
@@ -22,8 +23,9 @@ import sys
 import torch
 
 OUT = sys.argv[1]
-sys.argv[1:] = ["--cpu"]   # ComfyUI reads its command line on import: no CUDA here
+sys.argv[1:] = ["--cpu"]  # ComfyUI reads its command line on import: no CUDA here
 import comfy.cli_args  # noqa: E402
+
 comfy.cli_args.args.cpu = True
 import comfy.model_sampling  # noqa: E402
 import comfy.patcher_extension  # noqa: E402
@@ -48,7 +50,7 @@ class Recorder:
         self.model_options: dict = {"transformer_options": {}}
         self.wrappers: dict = {}
 
-    def clone(self) -> "Recorder":
+    def clone(self) -> Recorder:
         return self
 
     def set_model_sampler_cfg_function(self, fn, disable_cfg1_optimization=False) -> None:
@@ -66,8 +68,16 @@ def video_cfg_cases() -> list[dict]:
             node().patch(m, min_cfg)
             cond, uncond = seeded(1 + batch, batch, 4, 3, 3), seeded(11 + batch, batch, 4, 3, 3)
             out = m.cfg_function({"cond": cond, "uncond": uncond, "cond_scale": cond_scale})
-            cases.append({"node": node.__name__, "min_cfg": min_cfg, "cond_scale": cond_scale, "cond": b64(cond),
-                          "uncond": b64(uncond), "out": b64(out)})
+            cases.append(
+                {
+                    "node": node.__name__,
+                    "min_cfg": min_cfg,
+                    "cond_scale": cond_scale,
+                    "cond": b64(cond),
+                    "uncond": b64(uncond),
+                    "out": b64(out),
+                }
+            )
     return cases
 
 
@@ -105,18 +115,28 @@ def easycache_cases() -> list[dict]:
 
             def evaluate(*args):
                 for sides in passes:
+
                     def executor(xb, t, transformer_options, sides=sides):
                         calls.append([i, sides])
                         chunks = xb.chunk(len(sides))
-                        return torch.cat([c * 0.8 + 0.05 * t.reshape(-1, 1, 1, 1)[:c.shape[0]] + offsets[s]
-                                          for c, s in zip(chunks, sides)])
+                        return torch.cat(
+                            [
+                                c * 0.8 + 0.05 * t.reshape(-1, 1, 1, 1)[: c.shape[0]] + offsets[s]
+                                for c, s in zip(chunks, sides)
+                            ]
+                        )
+
                     executor_obj = type("E", (), {"__call__": lambda self, *a, f=executor: f(*a)})()
                     xb = torch.cat([xc] * len(sides))
-                    topts = {"easycache": holder, "sigmas": sigma.expand(xb.shape[0]),
-                             "uuids": [f"u{s}" for s in sides]}
+                    topts = {
+                        "easycache": holder,
+                        "sigmas": sigma.expand(xb.shape[0]),
+                        "uuids": [f"u{s}" for s in sides],
+                    }
                     out = forward(executor_obj, xb, sigma.expand(xb.shape[0]), topts)
                     for k, s in enumerate(sides):
-                        eps[s] = out[k * batch:(k + 1) * batch]
+                        eps[s] = out[k * batch : (k + 1) * batch]
+
             reset(evaluate, options)
             if len(eps) == 2:
                 guided = eps[1] + (eps[0] - eps[1]) * cfg
@@ -125,17 +145,34 @@ def easycache_cases() -> list[dict]:
             denoised = x - guided * sigmas[i]
             outs.append(b64(denoised))
             x = denoised + (x - denoised) * (sigmas[i + 1] / sigmas[i])
-        cases.append({"case": name, "reuse_threshold": threshold, "start_percent": start, "end_percent": end,
-                      "batch": batch, "passes": passes, "cfg": cfg, "offsets": [offsets[0], offsets[1]],
-                      "sigmas": sigmas, "x0": b64(x0), "model_calls": calls, "denoised": outs,
-                      "skipped": holder.total_steps_skipped})
+        cases.append(
+            {
+                "case": name,
+                "reuse_threshold": threshold,
+                "start_percent": start,
+                "end_percent": end,
+                "batch": batch,
+                "passes": passes,
+                "cfg": cfg,
+                "offsets": [offsets[0], offsets[1]],
+                "sigmas": sigmas,
+                "x0": b64(x0),
+                "model_calls": calls,
+                "denoised": outs,
+                "skipped": holder.total_steps_skipped,
+            }
+        )
     return cases
 
 
 def main(out_path: str) -> None:
-    data = {"comfyui": "0.3.64 (a125cd84b054a57729b5eecab930ca9408719832)",
-            "recorded_by": "scripts/record_comfyui_easycache_video_cfg.py", "torch": torch.__version__,
-            "video_cfg": video_cfg_cases(), "easycache": easycache_cases()}
+    data = {
+        "comfyui": "0.3.64 (a125cd84b054a57729b5eecab930ca9408719832)",
+        "recorded_by": "scripts/record_comfyui_easycache_video_cfg.py",
+        "torch": torch.__version__,
+        "video_cfg": video_cfg_cases(),
+        "easycache": easycache_cases(),
+    }
     with open(out_path, "w") as f:
         json.dump(data, f, indent=1)
         f.write("\n")

@@ -26,6 +26,7 @@ and for failures the validation error and node_errors (POST /prompt's 400 answer
 
 This file is our own code: it only speaks ComfyUI's HTTP API. It needs numpy, Pillow and safetensors.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,11 +50,12 @@ from PIL import Image
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_OUT_DIR = REPO / "tests" / "nodes" / "fixtures" / "comfyui_0_3_64"
-PIXELS_MAX_SIDE = 16      # images at most this wide and high keep their pixel values in the fixture
+PIXELS_MAX_SIDE = 16  # images at most this wide and high keep their pixel values in the fixture
 LATENT_VALUES_MAX = 1024  # latents with at most this many numbers keep their values
 
 
 # -- what a fixture says about one output (shared with tests/nodes/comfyui_fixtures.py) -----------------
+
 
 def describe_image(data: bytes) -> dict:
     """shape, mode, sha256 of the decoded pixel bytes (and the pixels when small) of an image file."""
@@ -62,8 +64,12 @@ def describe_image(data: bytes) -> dict:
         arr = np.asarray(img)
         mode = img.mode
     shape = list(arr.shape) if arr.ndim == 3 else [*arr.shape, 1]
-    out = {"shape": shape, "mode": mode, "sha256": hashlib.sha256(np.ascontiguousarray(arr).tobytes()).hexdigest(),
-           "mean": [round(float(v), 4) for v in arr.reshape(-1, shape[2]).mean(axis=0)]}
+    out = {
+        "shape": shape,
+        "mode": mode,
+        "sha256": hashlib.sha256(np.ascontiguousarray(arr).tobytes()).hexdigest(),
+        "mean": [round(float(v), 4) for v in arr.reshape(-1, shape[2]).mean(axis=0)],
+    }
     if shape[0] <= PIXELS_MAX_SIDE and shape[1] <= PIXELS_MAX_SIDE:
         out["pixels"] = arr.reshape(shape).tolist()
     return out
@@ -72,11 +78,16 @@ def describe_image(data: bytes) -> dict:
 def describe_latent(data: bytes) -> dict:
     """shape, dtype and sha256 of the float32 bytes of a .latent (safetensors) file's latent tensor."""
     from safetensors.numpy import load
+
     tensors = load(data)
     key = "latent_tensor" if "latent_tensor" in tensors else next(iter(tensors))
     arr = np.ascontiguousarray(tensors[key].astype(np.float32))
-    out = {"shape": list(arr.shape), "dtype": "float32", "sha256": hashlib.sha256(arr.tobytes()).hexdigest(),
-           "mean": float(arr.mean()) if arr.size else 0.0}
+    out = {
+        "shape": list(arr.shape),
+        "dtype": "float32",
+        "sha256": hashlib.sha256(arr.tobytes()).hexdigest(),
+        "mean": float(arr.mean()) if arr.size else 0.0,
+    }
     if arr.size <= LATENT_VALUES_MAX:
         out["values"] = arr.reshape(-1).tolist()
     return out
@@ -84,32 +95,38 @@ def describe_latent(data: bytes) -> dict:
 
 def describe_validation_failure(error: dict | None, node_errors: dict | None) -> dict:
     """POST /prompt's 400 answer, tracebacks left out."""
+
     def clean(e: dict) -> dict:
         extra = dict(e.get("extra_info") or {})
         extra.pop("traceback", None)
-        return {"type": e.get("type"), "message": e.get("message"), "details": e.get("details"),
-                "extra_info": extra}
+        return {"type": e.get("type"), "message": e.get("message"), "details": e.get("details"), "extra_info": extra}
+
     nodes = {}
     for node_id, info in (node_errors or {}).items():
-        nodes[node_id] = {"class_type": info.get("class_type"),
-                          "errors": [clean(e) for e in info.get("errors", [])],
-                          "dependent_outputs": sorted(info.get("dependent_outputs", []))}
+        nodes[node_id] = {
+            "class_type": info.get("class_type"),
+            "errors": [clean(e) for e in info.get("errors", [])],
+            "dependent_outputs": sorted(info.get("dependent_outputs", [])),
+        }
     return {"status": "validation_error", "error": clean(error or {}), "node_errors": nodes}
 
 
 def describe_execution_error(data: dict) -> dict:
-    return {"status": "execution_error",
-            "execution_error": {k: data.get(k) for k in ("node_id", "node_type", "exception_type",
-                                                         "exception_message")}}
+    return {
+        "status": "execution_error",
+        "execution_error": {k: data.get(k) for k in ("node_id", "node_type", "exception_type", "exception_message")},
+    }
 
 
 # -- deterministic input files ----------------------------------------------------------------------
+
 
 def make_input_file(spec: dict) -> bytes:
     """A small input file whose content is a fixed function of its spec: a PNG whose pixels are a function
     of (x, y), or (generator "latent_wave", "shape": [B, C, H, W]) a .latent file as SaveLatent writes them."""
     if spec["generator"] == "latent_wave":
         from safetensors.numpy import save
+
         shape = [int(n) for n in spec["shape"]]
         i = np.arange(int(np.prod(shape)), dtype=np.float64)
         arr = (np.sin(i * 0.37) * 2.0 + (i % 7) * 0.125 - 0.4).astype(np.float32).reshape(shape)
@@ -139,6 +156,7 @@ def make_input_file(spec: dict) -> bytes:
 
 
 # -- talking to ComfyUI -----------------------------------------------------------------------------
+
 
 class ComfyUI:
     def __init__(self, base_url: str, timeout: float = 120.0) -> None:
@@ -173,11 +191,16 @@ class ComfyUI:
         parts = []
         for field, value in (("overwrite", "true"), ("type", "input")):
             parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="{field}"\r\n\r\n{value}\r\n'.encode())
-        parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="image"; filename="{name}"\r\n'
-                     f'Content-Type: application/octet-stream\r\n\r\n'.encode() + data + b"\r\n")
+        parts.append(
+            f'--{boundary}\r\nContent-Disposition: form-data; name="image"; filename="{name}"\r\n'
+            f"Content-Type: application/octet-stream\r\n\r\n".encode()
+            + data
+            + b"\r\n"
+        )
         parts.append(f"--{boundary}--\r\n".encode())
-        status, body = self._open("/upload/image", b"".join(parts),
-                                  {"Content-Type": f"multipart/form-data; boundary={boundary}"})
+        status, body = self._open(
+            "/upload/image", b"".join(parts), {"Content-Type": f"multipart/form-data; boundary={boundary}"}
+        )
         if status != 200:
             raise RuntimeError(f"upload of {name}: HTTP {status}: {body[:300]!r}")
         answer = json.loads(body)
@@ -185,8 +208,9 @@ class ComfyUI:
             raise RuntimeError(f"upload of {name} was stored as {answer}")
 
     def view(self, item: dict) -> bytes:
-        query = urllib.parse.urlencode({"filename": item["filename"], "subfolder": item.get("subfolder", ""),
-                                        "type": item.get("type", "output")})
+        query = urllib.parse.urlencode(
+            {"filename": item["filename"], "subfolder": item.get("subfolder", ""), "type": item.get("type", "output")}
+        )
         status, body = self._open("/view?" + query)
         if status != 200:
             raise RuntimeError(f"/view {query}: HTTP {status}")
@@ -203,14 +227,17 @@ class ComfyUI:
             return "validation", answer
         if status != 200 or not isinstance(answer, dict) or "prompt_id" not in answer:
             raise RuntimeError(f"POST /prompt: HTTP {status}: {answer}")
-        self.queued_node_errors = answer.get("node_errors") or {}   # some outputs failed, others were queued
+        self.queued_node_errors = answer.get("node_errors") or {}  # some outputs failed, others were queued
         prompt_id = answer["prompt_id"]
         deadline = time.time() + wait_s
         while time.time() < deadline:
             history = self.get_json(f"/history/{prompt_id}")
             entry = history.get(prompt_id)
-            if entry and entry.get("status", {}).get("completed") is not None and (
-                    entry["status"].get("status_str") in ("success", "error")):
+            if (
+                entry
+                and entry.get("status", {}).get("completed") is not None
+                and (entry["status"].get("status_str") in ("success", "error"))
+            ):
                 return "history", entry
             time.sleep(0.1)
         raise TimeoutError(f"prompt {prompt_id} did not finish in {wait_s} s")
@@ -219,7 +246,7 @@ class ComfyUI:
 def describe_outputs(outputs: dict, record: list[str] | None, fetch) -> dict:
     """{node_id: {images, latents, ui}} for the output nodes asked for (all when `record` is None)."""
     result = {}
-    for node_id in (record if record is not None else sorted(outputs)):
+    for node_id in record if record is not None else sorted(outputs):
         ui = outputs.get(node_id)
         if ui is None:
             result[node_id] = None
@@ -248,7 +275,10 @@ def record_case(comfy: ComfyUI, case: dict) -> dict:
     if entry["status"]["status_str"] == "error":
         err = next((data for event, data in entry["status"].get("messages", []) if event == "execution_error"), {})
         return describe_execution_error(err)
-    result = {"status": "success", "outputs": describe_outputs(entry.get("outputs", {}), case.get("record"), comfy.view)}
+    result = {
+        "status": "success",
+        "outputs": describe_outputs(entry.get("outputs", {}), case.get("record"), comfy.view),
+    }
     if comfy.queued_node_errors:
         result["node_errors"] = describe_validation_failure(None, comfy.queued_node_errors)["node_errors"]
     return result
@@ -278,8 +308,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--family", help="fixture name (default: the cases file's 'family' or its stem)")
     ap.add_argument("--out-dir", type=Path, default=DEFAULT_OUT_DIR)
     ap.add_argument("--comfyui-commit", default="", help="the commit the server runs (it does not say)")
-    ap.add_argument("--only", nargs="*", help="record only these case names, keeping the others from the "
-                                              "existing fixture file")
+    ap.add_argument(
+        "--only", nargs="*", help="record only these case names, keeping the others from the existing fixture file"
+    )
     args = ap.parse_args(argv)
 
     family, input_specs, cases = load_cases(args.cases)
@@ -295,8 +326,11 @@ def main(argv: list[str] | None = None) -> int:
     for name, spec in input_specs.items():
         data = make_input_file(spec)
         comfy.upload_input(name, data)
-        inputs[name] = {"spec": spec, "sha256": hashlib.sha256(data).hexdigest(),
-                        "base64": base64.b64encode(data).decode()}
+        inputs[name] = {
+            "spec": spec,
+            "sha256": hashlib.sha256(data).hexdigest(),
+            "base64": base64.b64encode(data).decode(),
+        }
 
     out_path = args.out_dir / f"{family}.json"
     previous = {}
@@ -331,9 +365,9 @@ def main(argv: list[str] | None = None) -> int:
             "pytorch_version": system.get("pytorch_version"),
             "python_version": (system.get("python_version") or "").split(" ")[0],
             "device": "cpu" if "--cpu" in system.get("argv", []) else (stats.get("devices") or [{}])[0].get("type"),
-            "numpy_version": np.__version__,   # the recorder's, which decodes what ComfyUI saved
+            "numpy_version": np.__version__,  # the recorder's, which decodes what ComfyUI saved
             "pillow_version": Image.__version__,
-            "recorded_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "recorded_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         },
         "family": family,
         "input_files": inputs,

@@ -14,6 +14,7 @@ Records, from ComfyUI's own classes and functions:
 - "clip_schedules": HookGroup.get_hooks_for_clip_schedule's ranges and per-hook strengths;
 - "conds": the option keys and values the conditioning nodes write (hooks as the count of hooks).
 """
+
 from __future__ import annotations
 
 import json
@@ -22,13 +23,14 @@ import sys
 import torch
 
 out_path = sys.argv[1]
-sys.argv[1:] = ["--cpu"]   # ComfyUI reads its command line on import: no CUDA here
+sys.argv[1:] = ["--cpu"]  # ComfyUI reads its command line on import: no CUDA here
 import comfy.cli_args  # noqa: E402
+
 comfy.cli_args.args.cpu = True
 import comfy.hooks  # noqa: E402
+import comfy.k_diffusion.sampling as kd  # noqa: E402
 import comfy.model_sampling  # noqa: E402
 import comfy.samplers  # noqa: E402
-import comfy.k_diffusion.sampling as kd  # noqa: E402
 from comfy_extras import nodes_hooks as nh  # noqa: E402
 
 COMMIT = "a125cd84b054a57729b5eecab930ca9408719832"
@@ -70,8 +72,9 @@ class _Config:
     sampling_settings = {"beta_schedule": "linear", "linear_start": 0.00085, "linear_end": 0.012}
 
 
-def schedule_run(kf: comfy.hooks.HookKeyframeGroup, sampler: str, scheduler: str, steps: int,
-                 denoise_from: int) -> dict:
+def schedule_run(
+    kf: comfy.hooks.HookKeyframeGroup, sampler: str, scheduler: str, steps: int, denoise_from: int
+) -> dict:
     ms = comfy.model_sampling.ModelSamplingDiscrete(_Config())
     sigmas = comfy.samplers.calculate_sigmas(ms, scheduler, steps)[denoise_from:]
     kf = kf.clone()
@@ -86,8 +89,15 @@ def schedule_run(kf: comfy.hooks.HookKeyframeGroup, sampler: str, scheduler: str
 
     fn = {"euler": kd.sample_euler, "heun": kd.sample_heun, "dpmpp_2m": kd.sample_dpmpp_2m}[sampler]
     fn(model, torch.ones(1, 4, 2, 2), sigmas, disable=True)
-    return {"sampler": sampler, "scheduler": scheduler, "steps": steps, "denoise_from": denoise_from,
-            "sigmas": sigmas.tolist(), "start_sigmas": [float(k.start_t) for k in kf.keyframes], "evaluations": seen}
+    return {
+        "sampler": sampler,
+        "scheduler": scheduler,
+        "steps": steps,
+        "denoise_from": denoise_from,
+        "sigmas": sigmas.tolist(),
+        "start_sigmas": [float(k.start_t) for k in kf.keyframes],
+        "evaluations": seen,
+    }
 
 
 def clip_case(kfs_per_hook: list) -> dict:
@@ -135,17 +145,33 @@ def cond_cases() -> dict:
     ts = nh.ConditioningTimestepsRange().create_range(0.25, 0.75)
     return {
         "timesteps_range": [list(r) for r in ts],
-        "set_props_all": describe(nh.ConditioningSetProperties().set_properties(b, 0.3, "mask bounds", mask, hooks, ts[0])[0]),
+        "set_props_all": describe(
+            nh.ConditioningSetProperties().set_properties(b, 0.3, "mask bounds", mask, hooks, ts[0])[0]
+        ),
         "set_props_default_area": describe(nh.ConditioningSetProperties().set_properties(b, 0.7, "default", mask)[0]),
         "set_props_nothing": describe(nh.ConditioningSetProperties().set_properties(b, 1.0, "default")[0]),
-        "set_props_append_hooks": describe(nh.ConditioningSetProperties().set_properties(hooked, 1.0, "default", None, more)[0]),
-        "set_props_combine": describe(nh.ConditioningSetPropertiesAndCombine().set_properties(a, b, 0.5, "default", mask, hooks, ts[2])[0]),
-        "pair_set_props": [describe(c) for c in nh.PairConditioningSetProperties().set_properties(a, b, 0.4, "mask bounds", mask, hooks, ts[1])],
-        "pair_set_props_combine": [describe(c) for c in nh.PairConditioningSetPropertiesAndCombine().set_properties(a, b, b, a, 0.4, "default", None, hooks, None)],
+        "set_props_append_hooks": describe(
+            nh.ConditioningSetProperties().set_properties(hooked, 1.0, "default", None, more)[0]
+        ),
+        "set_props_combine": describe(
+            nh.ConditioningSetPropertiesAndCombine().set_properties(a, b, 0.5, "default", mask, hooks, ts[2])[0]
+        ),
+        "pair_set_props": [
+            describe(c)
+            for c in nh.PairConditioningSetProperties().set_properties(a, b, 0.4, "mask bounds", mask, hooks, ts[1])
+        ],
+        "pair_set_props_combine": [
+            describe(c)
+            for c in nh.PairConditioningSetPropertiesAndCombine().set_properties(
+                a, b, b, a, 0.4, "default", None, hooks, None
+            )
+        ],
         "pair_combine": [describe(c) for c in nh.PairConditioningCombine().combine(a, b, b, a)],
         "set_default_combine": describe(nh.ConditioningSetDefaultAndCombine().set_default_and_combine(a, b, hooks)[0]),
         "set_default_combine_nohooks": describe(nh.ConditioningSetDefaultAndCombine().set_default_and_combine(a, b)[0]),
-        "pair_set_default_combine": [describe(c) for c in nh.PairConditioningSetDefaultAndCombine().set_default_and_combine(a, b, b, a, hooks)],
+        "pair_set_default_combine": [
+            describe(c) for c in nh.PairConditioningSetDefaultAndCombine().set_default_and_combine(a, b, b, a, hooks)
+        ],
     }
 
 
@@ -153,27 +179,46 @@ def main() -> None:
     keyframes = {name: kf_list(build_keyframes(*spec)) for name, spec in KEYFRAME_CASES.items()}
     schedules = []
     for name in ("chain", "chain_unsorted", "chain_late_first", "interp_linear", "interp_ease_in_out", "floats"):
-        for sampler, scheduler, steps, start in (("euler", "normal", 10, 0), ("heun", "karras", 6, 0),
-                                                 ("dpmpp_2m", "simple", 12, 4)):
+        for sampler, scheduler, steps, start in (
+            ("euler", "normal", 10, 0),
+            ("heun", "karras", 6, 0),
+            ("dpmpp_2m", "simple", 12, 4),
+        ):
             run = schedule_run(build_keyframes(*KEYFRAME_CASES[name]), sampler, scheduler, steps, start)
             schedules.append({"keyframes": name, **run})
-    clip_schedules = [clip_case(c) for c in (
-        [None], [[[1.0, 0.0], [0.5, 0.5]]], [[[0.0, 0.5]]], [[[1.0, 0.0], [1.0, 0.3], [0.2, 0.6]], [[0.5, 0.0], [2.0, 0.4]], None],
-        [[[0.3, 0.0], [0.6, 1.0]]])]
+    clip_schedules = [
+        clip_case(c)
+        for c in (
+            [None],
+            [[[1.0, 0.0], [0.5, 0.5]]],
+            [[[0.0, 0.5]]],
+            [[[1.0, 0.0], [1.0, 0.3], [0.2, 0.6]], [[0.5, 0.0], [2.0, 0.4]], None],
+            [[[0.3, 0.0], [0.6, 1.0]]],
+        )
+    ]
     combine = {}
     groups = []
     for _ in range(3):
         g = comfy.hooks.HookGroup()
         g.add(comfy.hooks.WeightHook())
         groups.append(g)
-    combine["none"] = nh.CombineHooks().combine_hooks() [0] is None
+    combine["none"] = nh.CombineHooks().combine_hooks()[0] is None
     combine["one_is_same"] = nh.CombineHooks().combine_hooks(groups[0], None)[0] is groups[0]
     combine["count_dupes"] = len(nh.CombineHooksFour().combine_hooks(groups[0], groups[1], groups[0], groups[2])[0])
-    json.dump({"comfyui_commit": COMMIT,
-               "how": "scripts/record_comfyui_hooks.py run in ComfyUI 0.3.64's venv on the CPU",
-               "keyframe_cases": KEYFRAME_CASES, "keyframes": keyframes, "schedules": schedules,
-               "clip_schedules": clip_schedules, "conds": cond_cases(), "combine": combine},
-              open(out_path, "w"), indent=1)
+    json.dump(
+        {
+            "comfyui_commit": COMMIT,
+            "how": "scripts/record_comfyui_hooks.py run in ComfyUI 0.3.64's venv on the CPU",
+            "keyframe_cases": KEYFRAME_CASES,
+            "keyframes": keyframes,
+            "schedules": schedules,
+            "clip_schedules": clip_schedules,
+            "conds": cond_cases(),
+            "combine": combine,
+        },
+        open(out_path, "w"),
+        indent=1,
+    )
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ ComfyUI's own environment (it imports ComfyUI's modules; nothing of ComfyUI is c
     cd <ComfyUI source> && PYTHONPATH=<site>:. OMP_NUM_THREADS=2 <ComfyUI venv>/bin/python \\
         /work/main/scripts/record_comfyui_ldm.py /work/main/tests/packs/fixtures/comfyui_ldm.json
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -29,8 +30,13 @@ def summary(t: Any) -> Any:
         return [summary(x) for x in t]
     t = t.detach()
     flat = t.to(torch.float64).flatten()
-    return {"shape": list(t.shape), "dtype": str(t.dtype).replace("torch.", ""), "sum": short(flat.sum()),
-            "abs": short(flat.abs().sum()), "head": [short(x) for x in flat[:HEAD]]}
+    return {
+        "shape": list(t.shape),
+        "dtype": str(t.dtype).replace("torch.", ""),
+        "sum": short(flat.sum()),
+        "abs": short(flat.abs().sum()),
+        "head": [short(x) for x in flat[:HEAD]],
+    }
 
 
 def short(x: Any) -> float:
@@ -81,14 +87,20 @@ def block_cases(attention: Any) -> dict:
     x, context = randn(10, 2, 5, 16), randn(11, 2, 4, 24)
 
     ca = attention.CrossAttention(16, context_dim=24, heads=2, dim_head=8)
-    out["cross_attention"] = {"names": seed_weights(ca, 20), "plain": summary(ca(x, context=context)),
-                              "value": summary(ca(randn(12, 2, 5, 16), context=randn(13, 2, 5, 24),
-                                                  value=randn(14, 2, 5, 24))),
-                              "mask": summary(ca(x, context=context, mask=randn(15, 5, 4)))}
+    out["cross_attention"] = {
+        "names": seed_weights(ca, 20),
+        "plain": summary(ca(x, context=context)),
+        "value": summary(ca(randn(12, 2, 5, 16), context=randn(13, 2, 5, 24), value=randn(14, 2, 5, 24))),
+        "mask": summary(ca(x, context=context, mask=randn(15, 5, 4))),
+    }
     ff = attention.FeedForward(16, dim_out=8, mult=2)
     ffg = attention.FeedForward(16, mult=2, glu=True)
-    out["feed_forward"] = {"names": seed_weights(ff, 21), "gelu": summary(ff(x)),
-                           "names_glu": seed_weights(ffg, 22), "glu": summary(ffg(x))}
+    out["feed_forward"] = {
+        "names": seed_weights(ff, 21),
+        "gelu": summary(ff(x)),
+        "names_glu": seed_weights(ffg, 22),
+        "glu": summary(ffg(x)),
+    }
 
     block = attention.BasicTransformerBlock(16, 2, 8, context_dim=24)
     names = seed_weights(block, 23)
@@ -96,16 +108,25 @@ def block_cases(attention: Any) -> dict:
     def replace_attn2(q, k, v, extra):
         return attention.attention_basic(q, k, v, extra["n_heads"]) * 0.5
 
-    options = {"block": ("input", 1), "block_index": 0,
-               "patches": {"attn1_patch": [lambda n, c, val, extra: (n * 1.1, c, val * 0.9)],
-                           "attn1_output_patch": [lambda n, extra: n - 0.05],
-                           "middle_patch": [lambda h, extra: h + 0.1 * extra["dim_head"] / 8],
-                           "attn2_output_patch": [lambda n, extra: n * 1.2]},
-               "patches_replace": {"attn2": {("input", 1, 0): replace_attn2}}}
-    out["basic_transformer_block"] = {"names": names, "plain": summary(block(x, context=context)),
-                                      "patched": summary(block(x, context=context, transformer_options=options))}
-    ff_in = attention.BasicTransformerBlock(16, 2, 8, context_dim=24, ff_in=True, gated_ff=False,
-                                            switch_temporal_ca_to_sa=True)
+    options = {
+        "block": ("input", 1),
+        "block_index": 0,
+        "patches": {
+            "attn1_patch": [lambda n, c, val, extra: (n * 1.1, c, val * 0.9)],
+            "attn1_output_patch": [lambda n, extra: n - 0.05],
+            "middle_patch": [lambda h, extra: h + 0.1 * extra["dim_head"] / 8],
+            "attn2_output_patch": [lambda n, extra: n * 1.2],
+        },
+        "patches_replace": {"attn2": {("input", 1, 0): replace_attn2}},
+    }
+    out["basic_transformer_block"] = {
+        "names": names,
+        "plain": summary(block(x, context=context)),
+        "patched": summary(block(x, context=context, transformer_options=options)),
+    }
+    ff_in = attention.BasicTransformerBlock(
+        16, 2, 8, context_dim=24, ff_in=True, gated_ff=False, switch_temporal_ca_to_sa=True
+    )
     out["basic_transformer_block"]["names_ff_in"] = seed_weights(ff_in, 24)
     out["basic_transformer_block"]["ff_in"] = summary(ff_in(x, context=context))
 
@@ -113,24 +134,30 @@ def block_cases(attention: Any) -> dict:
     conv = attention.SpatialTransformer(32, 2, 8, depth=2, context_dim=24)
     linear = attention.SpatialTransformer(32, 2, 16, depth=1, context_dim=24, use_linear=True)
     opts: dict = {}
-    out["spatial_transformer"] = {"names": seed_weights(conv, 25), "conv": summary(conv(img, context=context[:1],
-                                                                                     transformer_options=opts)),
-                                  "names_linear": seed_weights(linear, 26),
-                                  "linear": summary(linear(img, context=[context[:1]])),
-                                  "options": {key: val for key, val in opts.items()}}
+    out["spatial_transformer"] = {
+        "names": seed_weights(conv, 25),
+        "conv": summary(conv(img, context=context[:1], transformer_options=opts)),
+        "names_linear": seed_weights(linear, 26),
+        "linear": summary(linear(img, context=[context[:1]])),
+        "options": {key: val for key, val in opts.items()},
+    }
     return out
 
 
 def function_cases(api: SimpleNamespace) -> dict:
     out: dict = {}
     t = torch.tensor([0.0, 1.5, 999.0])
-    out["timestep_embedding"] = {"even": summary(api.util.timestep_embedding(t, 8)),
-                                 "odd": summary(api.util.timestep_embedding(t, 7, max_period=500)),
-                                 "repeat_only": summary(api.util.timestep_embedding(t, 3, repeat_only=True))}
+    out["timestep_embedding"] = {
+        "even": summary(api.util.timestep_embedding(t, 8)),
+        "odd": summary(api.util.timestep_embedding(t, 7, max_period=500)),
+        "repeat_only": summary(api.util.timestep_embedding(t, 3, repeat_only=True)),
+    }
     tf = torch.tensor([0.0, 0.25, 1.0])
-    out["flux_timestep_embedding"] = {"f32": summary(api.flux_layers.timestep_embedding(tf, 9)),
-                                      "bf16": summary(api.flux_layers.timestep_embedding(tf.bfloat16(), 8)),
-                                      "factor": summary(api.flux_layers.timestep_embedding(tf, 6, 100, 10.0))}
+    out["flux_timestep_embedding"] = {
+        "f32": summary(api.flux_layers.timestep_embedding(tf, 9)),
+        "bf16": summary(api.flux_layers.timestep_embedding(tf.bfloat16(), 8)),
+        "factor": summary(api.flux_layers.timestep_embedding(tf, 6, 100, 10.0)),
+    }
     pos = torch.arange(5, dtype=torch.float32)[None] * 1.5
     pe = api.flux_math.rope(pos, 8, 10000)
     q, k, v = randn(30, 1, 2, 5, 8), randn(31, 1, 2, 5, 8), randn(32, 1, 2, 5, 8)
@@ -141,59 +168,88 @@ def function_cases(api: SimpleNamespace) -> dict:
     out["embed_nd"] = summary(api.flux_layers.EmbedND(8, 10000, [2, 2, 4])(ids))
     out["sinusoidal_embedding_1d"] = summary(api.wan.sinusoidal_embedding_1d(8, torch.arange(5)))
     x = randn(33, 1, 5, 2, 8)
-    out["apply_rotary_emb"] = {"rot": summary(api.qwen.apply_rotary_emb(x, pe[:, :, None])),
-                               "empty": list(api.qwen.apply_rotary_emb(x[:, :0], pe[:, :, None]).shape)}
+    out["apply_rotary_emb"] = {
+        "rot": summary(api.qwen.apply_rotary_emb(x, pe[:, :, None])),
+        "empty": list(api.qwen.apply_rotary_emb(x[:, :0], pe[:, :, None]).shape),
+    }
 
     params = randn(40, 2, 8, 3, 3) * 3
     dist = api.distributions.DiagonalGaussianDistribution(params)
     other = api.distributions.DiagonalGaussianDistribution(randn(41, 2, 8, 3, 3))
     torch.manual_seed(3)
     sample = dist.sample()
-    out["diagonal_gaussian"] = {"mode": summary(dist.mode()), "std": summary(dist.std), "var": summary(dist.var),
-                                "sample": summary(sample), "kl": summary(dist.kl()), "kl_other": summary(dist.kl(other)),
-                                "nll": summary(dist.nll(randn(42, 2, 4, 3, 3))),
-                                "deterministic": summary(api.distributions.DiagonalGaussianDistribution(
-                                    params, deterministic=True).std)}
+    out["diagonal_gaussian"] = {
+        "mode": summary(dist.mode()),
+        "std": summary(dist.std),
+        "var": summary(dist.var),
+        "sample": summary(sample),
+        "kl": summary(dist.kl()),
+        "kl_other": summary(dist.kl(other)),
+        "nll": summary(dist.nll(randn(42, 2, 4, 3, 3))),
+        "deterministic": summary(api.distributions.DiagonalGaussianDistribution(params, deterministic=True).std),
+    }
 
     norm = api.mmdit.RMSNorm(8, elementwise_affine=True)
     seed_weights(norm, 43)
     flux_norm = api.flux_layers.RMSNorm(8)
     seed_weights(flux_norm, 44)
     h = randn(45, 2, 3, 8)
-    out["rms_norm"] = {"mmdit": summary(norm(h)), "mmdit_plain": summary(api.mmdit.RMSNorm(8)(h)),
-                       "flux": summary(flux_norm(h)), "common": summary(api.common_dit.rms_norm(h, eps=1e-3))}
+    out["rms_norm"] = {
+        "mmdit": summary(norm(h)),
+        "mmdit_plain": summary(api.mmdit.RMSNorm(8)(h)),
+        "flux": summary(flux_norm(h)),
+        "common": summary(api.common_dit.rms_norm(h, eps=1e-3)),
+    }
     img = randn(46, 1, 2, 5, 3)
-    out["pad_to_patch_size"] = {"2d": summary(api.common_dit.pad_to_patch_size(img, (2, 2))),
-                                "reflect": summary(api.common_dit.pad_to_patch_size(img, (4, 2), "reflect")),
-                                "3d": summary(api.common_dit.pad_to_patch_size(randn(47, 1, 2, 3, 5, 4),
-                                                                               (1, 2, 2)))}
+    out["pad_to_patch_size"] = {
+        "2d": summary(api.common_dit.pad_to_patch_size(img, (2, 2))),
+        "reflect": summary(api.common_dit.pad_to_patch_size(img, (4, 2), "reflect")),
+        "3d": summary(api.common_dit.pad_to_patch_size(randn(47, 1, 2, 3, 5, 4), (1, 2, 2))),
+    }
     control = {"input": [randn(48, 1, 2, 2, 2), randn(49, 1, 2, 2, 2)]}
     h0 = randn(50, 1, 2, 2, 2)
-    out["apply_control"] = {"out": summary(api.openaimodel.apply_control(h0, control, "input")),
-                            "left": len(control["input"]),
-                            "none": summary(api.openaimodel.apply_control(h0.clone(), None, "input"))}
+    out["apply_control"] = {
+        "out": summary(api.openaimodel.apply_control(h0, control, "input")),
+        "left": len(control["input"]),
+        "none": summary(api.openaimodel.apply_control(h0.clone(), None, "input")),
+    }
     return out
 
 
 def run_cases(api: SimpleNamespace) -> dict:
-    return {"attention": attention_cases(api.attention), "blocks": block_cases(api.attention),
-            "functions": function_cases(api)}
+    return {
+        "attention": attention_cases(api.attention),
+        "blocks": block_cases(api.attention),
+        "functions": function_cases(api),
+    }
 
 
 def comfyui_api() -> SimpleNamespace:
     sys.argv[1:] = [sys.argv[1], "--cpu"]
     import comfy.cli_args
+
     comfy.cli_args.args.cpu = True
     from comfy.ldm import common_dit
-    from comfy.ldm.flux import layers as flux_layers, math as flux_math
+    from comfy.ldm.flux import layers as flux_layers
+    from comfy.ldm.flux import math as flux_math
     from comfy.ldm.modules import attention
     from comfy.ldm.modules.diffusionmodules import mmdit, openaimodel, util
     from comfy.ldm.modules.distributions import distributions
     from comfy.ldm.qwen_image import model as qwen
     from comfy.ldm.wan import model as wan
-    return SimpleNamespace(attention=attention, util=util, flux_layers=flux_layers, flux_math=flux_math, wan=wan,
-                           qwen=qwen, distributions=distributions, mmdit=mmdit, common_dit=common_dit,
-                           openaimodel=openaimodel)
+
+    return SimpleNamespace(
+        attention=attention,
+        util=util,
+        flux_layers=flux_layers,
+        flux_math=flux_math,
+        wan=wan,
+        qwen=qwen,
+        distributions=distributions,
+        mmdit=mmdit,
+        common_dit=common_dit,
+        openaimodel=openaimodel,
+    )
 
 
 if __name__ == "__main__":

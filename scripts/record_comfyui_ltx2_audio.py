@@ -12,6 +12,7 @@ placeholder module stands in for it (only the encoder's mel transform and resamp
     cd <ComfyUI 0.10.0 source> && PYTHONPATH=<torchvision shim> <venv>/bin/python \\
         /work/main/scripts/record_comfyui_ltx2_audio.py /tmp/ltx2_audio_record.safetensors [object_info.json]
 """
+
 from __future__ import annotations
 
 import json
@@ -21,17 +22,44 @@ import types
 import torch
 
 # 8 latent channels x 16 frequency bins: ComfyUI's statistics buffers are fixed at 128 features.
-_ENCODER = {"ch": 8, "out_ch": 8, "ch_mult": [1, 2, 2], "num_res_blocks": 1, "attn_resolutions": [],
-            "dropout": 0.0, "resamp_with_conv": True, "in_channels": 2, "resolution": 256, "z_channels": 8,
-            "double_z": True, "attn_type": "vanilla", "mid_block_add_attention": False, "norm_type": "pixel",
-            "causality_axis": "height", "mel_bins": 64}
+_ENCODER = {
+    "ch": 8,
+    "out_ch": 8,
+    "ch_mult": [1, 2, 2],
+    "num_res_blocks": 1,
+    "attn_resolutions": [],
+    "dropout": 0.0,
+    "resamp_with_conv": True,
+    "in_channels": 2,
+    "resolution": 256,
+    "z_channels": 8,
+    "double_z": True,
+    "attn_type": "vanilla",
+    "mid_block_add_attention": False,
+    "norm_type": "pixel",
+    "causality_axis": "height",
+    "mel_bins": 64,
+}
 TINY_CONFIG = {
-    "audio_vae": {"sampling_rate": 16000, "model": {"params": {
-        "encoder": _ENCODER, "decoder": {**_ENCODER, "out_ch": 2, "give_pre_end": False, "tanh_out": False},
-        "preprocessing": {"stft": {"hop_length": 160, "filter_length": 1024}}}}},
-    "vocoder": {"resblock_kernel_sizes": [3, 7], "upsample_rates": [5, 4], "upsample_kernel_sizes": [10, 8],
-                "resblock_dilation_sizes": [[1, 3, 5], [1, 3, 5]], "upsample_initial_channel": 16, "stereo": True,
-                "resblock": "1"},          # no output_sample_rate: ComfyUI infers 16000 * 20 / 160
+    "audio_vae": {
+        "sampling_rate": 16000,
+        "model": {
+            "params": {
+                "encoder": _ENCODER,
+                "decoder": {**_ENCODER, "out_ch": 2, "give_pre_end": False, "tanh_out": False},
+                "preprocessing": {"stft": {"hop_length": 160, "filter_length": 1024}},
+            }
+        },
+    },
+    "vocoder": {
+        "resblock_kernel_sizes": [3, 7],
+        "upsample_rates": [5, 4],
+        "upsample_kernel_sizes": [10, 8],
+        "resblock_dilation_sizes": [[1, 3, 5], [1, 3, 5]],
+        "upsample_initial_channel": 16,
+        "stereo": True,
+        "resblock": "1",
+    },  # no output_sample_rate: ComfyUI infers 16000 * 20 / 160
 }
 LATENT_SHAPE = (2, 8, 6, 16)
 # (video frames, frame rate) for LTXVEmptyLatentAudio
@@ -43,14 +71,18 @@ def record(out_path: str) -> None:
     sys.argv = [sys.argv[0], "--cpu"]
     sys.path.insert(0, ".")
     import comfy.options
+
     comfy.options.enable_args_parsing()
     from comfy.ldm.lightricks.vae.audio_vae import AudioVAE
     from comfy.ldm.lightricks.vae.causal_audio_autoencoder import CausalAudioAutoencoder
     from comfy.ldm.lightricks.vocoders.vocoder import Vocoder
     from safetensors.torch import save_file
+
     torch.manual_seed(0)
-    parts = {"audio_vae.": CausalAudioAutoencoder(config=TINY_CONFIG["audio_vae"]),
-             "vocoder.": Vocoder(config=TINY_CONFIG["vocoder"])}
+    parts = {
+        "audio_vae.": CausalAudioAutoencoder(config=TINY_CONFIG["audio_vae"]),
+        "vocoder.": Vocoder(config=TINY_CONFIG["vocoder"]),
+    }
     weights = {}
     for prefix, module in parts.items():
         for name, tensor in module.state_dict().items():
@@ -66,13 +98,23 @@ def record(out_path: str) -> None:
         waveform = vae.decode(latent).float()
     counts = torch.tensor([vae.num_of_latents_from_frames(f, r) for f, r in EMPTY_CASES])
     facts = torch.tensor([vae.latent_channels, vae.latent_frequency_bins, vae.sample_rate, vae.output_sample_rate])
-    save_file({**weights, "record.latent": latent, "record.waveform": waveform.contiguous(),
-               "record.empty_counts": counts, "record.facts": facts}, out_path, metadata=metadata)
+    save_file(
+        {
+            **weights,
+            "record.latent": latent,
+            "record.waveform": waveform.contiguous(),
+            "record.empty_counts": counts,
+            "record.facts": facts,
+        },
+        out_path,
+        metadata=metadata,
+    )
 
 
 def object_info() -> dict:
     """/object_info of LTXVAudioVAELoader, LTXVEmptyLatentAudio and LTXVAudioVAEDecode (call after record())."""
     import importlib
+
     module = importlib.import_module("comfy_extras.nodes_lt_audio")
     out = {}
     for name in ("LTXVAudioVAELoader", "LTXVEmptyLatentAudio", "LTXVAudioVAEDecode"):
@@ -83,8 +125,8 @@ def object_info() -> dict:
 
 
 if __name__ == "__main__":
-    args = sys.argv[1:]             # record() replaces sys.argv with ComfyUI's
+    args = sys.argv[1:]  # record() replaces sys.argv with ComfyUI's
     record(args[0])
-    if len(args) > 1:               # the nodes' interfaces, as JSON
+    if len(args) > 1:  # the nodes' interfaces, as JSON
         with open(args[1], "w") as f:
             json.dump(object_info(), f, indent=1, default=str)

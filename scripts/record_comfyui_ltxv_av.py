@@ -9,6 +9,7 @@ modules, nothing of ComfyUI is copied here; recipe in ../shared/reference/runnin
     cd <ComfyUI 0.10.0 source> && PYTHONPATH=<torchvision shim> <venv>/bin/python \\
         /work/main/scripts/record_comfyui_ltxv_av.py /work/main/tests/nodes/fixtures/comfyui_ltxv_av.json
 """
+
 from __future__ import annotations
 
 import importlib
@@ -29,15 +30,21 @@ def cases() -> dict[str, Any]:
     audio = {"samples": torch.randn(1, 8, 5, 4, generator=g), "sample_rate": 16000, "type": "audio"}
     video_mask = torch.rand(1, 1, 3, 1, 1, generator=g)
     audio_mask = torch.rand(1, 8, 5, 4, generator=g)
-    concat = [(video, audio), ({**video, "noise_mask": video_mask}, audio),
-              (video, {**audio, "noise_mask": audio_mask})]
+    concat = [
+        (video, audio),
+        ({**video, "noise_mask": video_mask}, audio),
+        (video, {**audio, "noise_mask": audio_mask}),
+    ]
     keyframes = torch.tensor([[[[0, 1], [3, 4]], [[0, 1], [3, 4]], [[0, 1], [3, 4]]]], dtype=torch.float32)
-    keyframes = keyframes.expand(1, 3, 2, 2).repeat_interleave(2, dim=2)      # 2 guides, 2 tokens each
+    keyframes = keyframes.expand(1, 3, 2, 2).repeat_interleave(2, dim=2)  # 2 guides, 2 tokens each
     guided = [[torch.ones(1, 2, 4), {"keyframe_idxs": keyframes, "frame_rate": 25.0}]]
     plain = [[torch.zeros(1, 2, 4), {"frame_rate": 25.0}]]
     latent = {"samples": torch.randn(1, 4, 6, 2, 3, generator=g)}
-    crop = [(guided, plain, latent), (plain, plain, latent),
-            (guided, guided, {**latent, "noise_mask": torch.rand(1, 1, 6, 1, 1, generator=g)})]
+    crop = [
+        (guided, plain, latent),
+        (plain, plain, latent),
+        (guided, guided, {**latent, "noise_mask": torch.rand(1, 1, 6, 1, 1, generator=g)}),
+    ]
     images = [(torch.rand(shape, generator=g), crf) for shape, crf in PREPROCESS_CASES]
     return {"concat": concat, "crop": crop, "preprocess": images}
 
@@ -59,10 +66,13 @@ def record() -> dict:
     sys.argv = [sys.argv[0], "--cpu"]
     sys.path.insert(0, ".")
     import comfy.options
+
     comfy.options.enable_args_parsing()
-    import utils.install_util  # noqa: F401  (before nodes: comfy/ on the path shadows the utils package)
     import server  # noqa: F401
+    import utils.install_util  # noqa: F401  (before nodes: comfy/ on the path shadows the utils package)
+
     import nodes  # noqa: F401
+
     lt = importlib.import_module("comfy_extras.nodes_lt")
     out: dict = {"object_info": {}}
     names = ("EmptyLTXVLatentVideo", "LTXVConcatAVLatent", "LTXVSeparateAVLatent", "LTXVCropGuides", "LTXVPreprocess")
@@ -79,8 +89,10 @@ def record() -> dict:
         out["separate"].append(plain(list(lt.LTXVSeparateAVLatent.execute(joined).result)))
     out["crop"] = [plain(list(lt.LTXVCropGuides.execute(p, n, dict(lat)).result)) for p, n, lat in inputs["crop"]]
     # The decoded frames are whole multiples of 1/255: kept as 0..255 integers.
-    out["preprocess"] = [plain((lt.LTXVPreprocess.execute(img, crf).result[0] * 255).round().to(torch.uint8))
-                         for img, crf in inputs["preprocess"]]
+    out["preprocess"] = [
+        plain((lt.LTXVPreprocess.execute(img, crf).result[0] * 255).round().to(torch.uint8))
+        for img, crf in inputs["preprocess"]
+    ]
     return out
 
 

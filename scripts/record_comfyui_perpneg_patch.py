@@ -12,6 +12,7 @@ cond encoding before it) are replaced by stand-ins that record what they were as
 "empty prompt" prediction, so the fixture holds the function's own arithmetic and its calls.
 Tensors are stored as float32 (base64).
 """
+
 from __future__ import annotations
 
 import base64
@@ -20,8 +21,9 @@ import sys
 
 import torch
 
-sys.argv[1:] = [sys.argv[1], "--cpu"]   # ComfyUI reads its command line on import: no CUDA here
+sys.argv[1:] = [sys.argv[1], "--cpu"]  # ComfyUI reads its command line on import: no CUDA here
 import comfy.cli_args  # noqa: E402
+
 comfy.cli_args.args.cpu = True
 import comfy.samplers  # noqa: E402
 from comfy_extras import nodes_perpneg  # noqa: E402
@@ -44,7 +46,7 @@ class Recorder:
     def __init__(self) -> None:
         self.cfg_function = None
 
-    def clone(self) -> "Recorder":
+    def clone(self) -> Recorder:
         return self
 
     def set_model_sampler_cfg_function(self, fn, disable_cfg1_optimization=False) -> None:
@@ -57,13 +59,15 @@ def main(out_path: str) -> None:
     calls: list = []
 
     def encode_model_conds(extra_conds, conds, x_in, device, prompt_type):
-        calls.append({"prompt_type": prompt_type,
-                      "contexts": [b64(c["cross_attn"]) for c in conds]})
+        calls.append({"prompt_type": prompt_type, "contexts": [b64(c["cross_attn"]) for c in conds]})
         return conds
 
     def calc_cond_batch(model, conds, x_in, sigma, model_options):
-        calls[-1].update(n_conds=len(conds), same_x=bool(torch.equal(x_in, x)),
-                         model_options_passed=model_options.get("marker") == "options")
+        calls[-1].update(
+            n_conds=len(conds),
+            same_x=bool(torch.equal(x_in, x)),
+            model_options_passed=model_options.get("marker") == "options",
+        )
         return [empty * (1.0 + 0.1 * float(sigma.reshape(-1)[0]))]
 
     comfy.samplers.encode_model_conds = encode_model_conds
@@ -74,15 +78,31 @@ def main(out_path: str) -> None:
         m = Recorder()
         nodes_perpneg.PerpNeg.execute(m, [[context, {}]], neg_scale)
         s = torch.full((2,), sigma)
-        args = {"cond": x - cond, "uncond": x - uncond, "cond_scale": cfg, "timestep": s, "input": x, "sigma": s,
-                "cond_denoised": cond, "uncond_denoised": uncond, "model": model,
-                "model_options": {"marker": "options"}}
+        args = {
+            "cond": x - cond,
+            "uncond": x - uncond,
+            "cond_scale": cfg,
+            "timestep": s,
+            "input": x,
+            "sigma": s,
+            "cond_denoised": cond,
+            "uncond_denoised": uncond,
+            "model": model,
+            "model_options": {"marker": "options"},
+        }
         out = m.cfg_function(args)
         cases.append({"neg_scale": neg_scale, "cfg": cfg, "sigma": sigma, "out": b64(out), "call": calls[-1]})
-    data = {"comfyui": COMFYUI, "recorded_by": "scripts/record_comfyui_perpneg_patch.py",
-            "x": b64(x), "cond": b64(cond), "uncond": b64(uncond), "empty": b64(empty), "context": b64(context),
-            "empty_prediction": "empty * (1 + 0.1 * sigma), what the stand-in calc_cond_batch returns",
-            "cases": cases}
+    data = {
+        "comfyui": COMFYUI,
+        "recorded_by": "scripts/record_comfyui_perpneg_patch.py",
+        "x": b64(x),
+        "cond": b64(cond),
+        "uncond": b64(uncond),
+        "empty": b64(empty),
+        "context": b64(context),
+        "empty_prediction": "empty * (1 + 0.1 * sigma), what the stand-in calc_cond_batch returns",
+        "cases": cases,
+    }
     with open(out_path, "w") as f:
         json.dump(data, f, indent=1)
 

@@ -25,6 +25,7 @@ with four variants of it (VARIANTS), run node by node with ComfyUI's node classe
 images (as SaveImage would write them).
 Tensors are float32 base64; the files' sha256 are stored so the test knows it has the same files.
 """
+
 from __future__ import annotations
 
 import base64
@@ -37,8 +38,9 @@ import numpy as np
 import torch
 
 OUT, MODELS, WORKFLOW = sys.argv[1:4]
-sys.argv[1:] = ["--cpu"]   # ComfyUI reads its command line on import: no CUDA here
+sys.argv[1:] = ["--cpu"]  # ComfyUI reads its command line on import: no CUDA here
 import comfy.cli_args  # noqa: E402
+
 comfy.cli_args.args.cpu = True
 import comfy.ldm.wan.vae  # noqa: E402
 import comfy.model_detection  # noqa: E402
@@ -48,10 +50,12 @@ import comfy.utils  # noqa: E402
 import folder_paths  # noqa: E402
 
 COMMIT = "a125cd84b054a57729b5eecab930ca9408719832"
-FILES = {"transformer": "diffusion_models/qwen_image_tiny.safetensors",
-         "text_encoder": "text_encoders/qwen_2.5_vl_7b_tiny.safetensors",
-         "vae": "vae/qwen_image_vae_tiny.safetensors"}
-HEAD = 128   # ComfyUI's head width for both networks
+FILES = {
+    "transformer": "diffusion_models/qwen_image_tiny.safetensors",
+    "text_encoder": "text_encoders/qwen_2.5_vl_7b_tiny.safetensors",
+    "vae": "vae/qwen_image_vae_tiny.safetensors",
+}
+HEAD = 128  # ComfyUI's head width for both networks
 PROMPTS = {
     "plain": "a red cube on a wooden table",
     "weights_syntax": "a (red:1.3) cube, \\(escaped\\) [brackets]",
@@ -78,18 +82,23 @@ def tiny_widths() -> None:
     te = comfy.utils.load_torch_file(f"{MODELS}/{FILES['text_encoder']}")
     vocab, hidden = te["model.embed_tokens.weight"].shape
     layers = len({k.split(".")[2] for k in te if k.startswith("model.layers.")})
-    sizes = dict(vocab_size=vocab, hidden_size=hidden, num_hidden_layers=layers,
-                 intermediate_size=te["model.layers.0.mlp.gate_proj.weight"].shape[0],
-                 num_attention_heads=te["model.layers.0.self_attn.q_proj.weight"].shape[0] // HEAD,
-                 num_key_value_heads=te["model.layers.0.self_attn.k_proj.weight"].shape[0] // HEAD)
+    sizes = dict(
+        vocab_size=vocab,
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        intermediate_size=te["model.layers.0.mlp.gate_proj.weight"].shape[0],
+        num_attention_heads=te["model.layers.0.self_attn.q_proj.weight"].shape[0] // HEAD,
+        num_key_value_heads=te["model.layers.0.self_attn.k_proj.weight"].shape[0] // HEAD,
+    )
     config = comfy.text_encoders.llama.Qwen25_7BVLI_Config
     comfy.text_encoders.llama.Qwen25_7BVLI_Config = lambda **kw: config(**{**sizes, **kw})
-    detect_te = comfy.sd.detect_te_model   # ComfyUI tells Qwen2.5-VL-7B by its 3584-wide layer norm
+    detect_te = comfy.sd.detect_te_model  # ComfyUI tells Qwen2.5-VL-7B by its 3584-wide layer norm
 
     def detect_te_tiny(sd):
         if sd.get("model.layers.0.post_attention_layernorm.weight", torch.empty(0)).shape[0] == hidden:
             return comfy.sd.TEModel.QWEN25_7B
         return detect_te(sd)
+
     comfy.sd.detect_te_model = detect_te_tiny
 
     detect = comfy.model_detection.detect_unet_config
@@ -100,6 +109,7 @@ def tiny_widths() -> None:
             cfg["num_attention_heads"] = state_dict[f"{key_prefix}img_in.weight"].shape[0] // HEAD
             cfg["joint_attention_dim"] = state_dict[f"{key_prefix}txt_in.weight"].shape[1]
         return cfg
+
     comfy.model_detection.detect_unet_config = detect_tiny
 
     vae_dim = comfy.utils.load_torch_file(f"{MODELS}/{FILES['vae']}")["encoder.conv1.weight"].shape[0]
@@ -108,8 +118,10 @@ def tiny_widths() -> None:
 
 
 def record_tokens(clip) -> dict:
-    return {name: {"prompt": text, "ids": [t for t, *_ in clip.tokenize(text)["qwen25_7b"][0]]}
-            for name, text in PROMPTS.items()}
+    return {
+        name: {"prompt": text, "ids": [t for t, *_ in clip.tokenize(text)["qwen25_7b"][0]]}
+        for name, text in PROMPTS.items()
+    }
 
 
 def record_text(clip) -> dict:
@@ -124,9 +136,13 @@ def record_text(clip) -> dict:
             tokens = c.tokenize(text)
             result = c.encode_from_tokens(tokens, return_pooled=True, return_dict=True)
             key = name if layer is None else f"{name}_layer_{layer}"
-            out[key] = {"prompt": text, "layer": layer, "cond": b64(result["cond"]),
-                        "pooled_is_none": result["pooled_output"] is None,
-                        "attention_mask": result["attention_mask"].tolist() if "attention_mask" in result else None}
+            out[key] = {
+                "prompt": text,
+                "layer": layer,
+                "cond": b64(result["cond"]),
+                "pooled_is_none": result["pooled_output"] is None,
+                "attention_mask": result["attention_mask"].tolist() if "attention_mask" in result else None,
+            }
     return out
 
 
@@ -140,8 +156,11 @@ def record_transformer(patcher) -> list[dict]:
     net = patcher.model.diffusion_model
     width = net.txt_in.weight.shape[1]
     cases = []
-    for seed, shape, tokens, t in ((1, [1, 16, 1, 8, 8], 7, [0.7]), (2, [2, 16, 1, 7, 9], 12, [0.3, 0.9]),
-                                   (3, [1, 16, 1, 6, 10], 5, [1.0])):
+    for seed, shape, tokens, t in (
+        (1, [1, 16, 1, 8, 8], 7, [0.7]),
+        (2, [2, 16, 1, 7, 9], 12, [0.3, 0.9]),
+        (3, [1, 16, 1, 6, 10], 5, [1.0]),
+    ):
         x, context = transformer_inputs(seed, shape, tokens, width)
         with torch.no_grad():
             out = net(x, torch.tensor(t), context)
@@ -158,23 +177,41 @@ def record_denoised(patcher) -> dict:
         denoised = model.apply_model(x, sigma, c_crossattn=context)
     ms = patcher.get_model_object("model_sampling")
     sigmas = torch.tensor([1.0, 0.75, 0.5, 0.1, 0.01])
-    return {"seed": 4, "shape": [1, 16, 1, 6, 8], "tokens": 9, "sigma": 0.6, "denoised": b64(denoised),
-            "process_in": b64(model.process_latent_in(x)), "process_out": b64(model.process_latent_out(x)),
-            "sampling": {"class": type(ms).__name__, "sigma_max": float(ms.sigma_max),
-                         "sigma_min": float(ms.sigma_min), "sigmas": sigmas.tolist(),
-                         "timesteps": ms.timestep(sigmas).tolist()}}
+    return {
+        "seed": 4,
+        "shape": [1, 16, 1, 6, 8],
+        "tokens": 9,
+        "sigma": 0.6,
+        "denoised": b64(denoised),
+        "process_in": b64(model.process_latent_in(x)),
+        "process_out": b64(model.process_latent_out(x)),
+        "sampling": {
+            "class": type(ms).__name__,
+            "sigma_max": float(ms.sigma_max),
+            "sigma_min": float(ms.sigma_min),
+            "sigmas": sigmas.tolist(),
+            "timesteps": ms.timestep(sigmas).tolist(),
+        },
+    }
 
 
 def record_vae(vae) -> dict:
     g = torch.Generator().manual_seed(5)
     latent = torch.randn([1, 16, 1, 6, 8], generator=g)
-    pixels = torch.rand([1, 52, 68, 3], generator=g)   # not multiples of 8: ComfyUI centre-crops
-    return {"seed": 5, "latent_shape": [1, 16, 1, 6, 8], "pixels_shape": [1, 52, 68, 3],
-            "decoded": b64(vae.decode(latent)), "encoded": b64(vae.encode(pixels))}
+    pixels = torch.rand([1, 52, 68, 3], generator=g)  # not multiples of 8: ComfyUI centre-crops
+    return {
+        "seed": 5,
+        "latent_shape": [1, 16, 1, 6, 8],
+        "pixels_shape": [1, 52, 68, 3],
+        "decoded": b64(vae.decode(latent)),
+        "encoded": b64(vae.encode(pixels)),
+    }
 
 
-FP8_FILES = {"transformer": "diffusion_models/qwen_image_tiny_fp8_e4m3fn.safetensors",
-             "text_encoder": "text_encoders/qwen_2.5_vl_7b_tiny_fp8_scaled.safetensors"}
+FP8_FILES = {
+    "transformer": "diffusion_models/qwen_image_tiny_fp8_e4m3fn.safetensors",
+    "text_encoder": "text_encoders/qwen_2.5_vl_7b_tiny_fp8_scaled.safetensors",
+}
 
 
 def fp8_variant(sd: dict, part: str) -> dict:
@@ -188,7 +225,7 @@ def fp8_variant(sd: dict, part: str) -> dict:
         elif part == "text_encoder" and v.dim() == 2 and k.startswith("model.layers."):
             scale = v.float().abs().max() / 448.0
             out[k] = (v.float() / scale).to(torch.float8_e4m3fn)
-            out[k[:-len("weight")] + "scale_weight"] = scale.reshape(())
+            out[k[: -len("weight")] + "scale_weight"] = scale.reshape(())
         else:
             out[k] = v
     if part == "text_encoder":
@@ -199,24 +236,32 @@ def fp8_variant(sd: dict, part: str) -> dict:
 def record_fp8(classes: dict) -> dict:
     """ComfyUI's loaders on the fp8 variants: the plain prompt's conditioning, the first transformer case."""
     from safetensors.torch import save_file
+
     for part, rel in FP8_FILES.items():
         save_file(fp8_variant(comfy.utils.load_torch_file(f"{MODELS}/{FILES[part]}"), part), f"{MODELS}/{rel}")
-    (patcher,) = run_node(classes["UNETLoader"], {"unet_name": FP8_FILES["transformer"].split("/")[1],
-                                                  "weight_dtype": "default"})
-    (clip,) = run_node(classes["CLIPLoader"], {"clip_name": FP8_FILES["text_encoder"].split("/")[1],
-                                               "type": "qwen_image"})
+    (patcher,) = run_node(
+        classes["UNETLoader"], {"unet_name": FP8_FILES["transformer"].split("/")[1], "weight_dtype": "default"}
+    )
+    (clip,) = run_node(
+        classes["CLIPLoader"], {"clip_name": FP8_FILES["text_encoder"].split("/")[1], "type": "qwen_image"}
+    )
     cond = clip.encode_from_tokens(clip.tokenize(PROMPTS["plain"]))
-    return {"files": FP8_FILES, "text": {"prompt": PROMPTS["plain"], "cond": b64(cond)},
-            "transformer": record_transformer(patcher)[0]}
+    return {
+        "files": FP8_FILES,
+        "text": {"prompt": PROMPTS["plain"], "cond": b64(cond)},
+        "transformer": record_transformer(patcher)[0],
+    }
 
 
 LORA_FILE = "loras/qwen_image_tiny_lora.safetensors"
 # (the LoRA's name for a layer, its format): the names ComfyUI accepts for Qwen-Image, peft and kohya formats.
-LORA_LAYERS = (("transformer.transformer_blocks.0.attn.to_q", "peft"),
-               ("lora_unet_transformer_blocks_1_img_mlp_net_0_proj", "kohya"),
-               ("transformer_blocks.1.attn.add_k_proj", "kohya"),
-               ("diffusion_model.img_in", "peft"),
-               ("lycoris_transformer_blocks_0_txt_mod_1", "kohya"))
+LORA_LAYERS = (
+    ("transformer.transformer_blocks.0.attn.to_q", "peft"),
+    ("lora_unet_transformer_blocks_1_img_mlp_net_0_proj", "kohya"),
+    ("transformer_blocks.1.attn.add_k_proj", "kohya"),
+    ("diffusion_model.img_in", "peft"),
+    ("lycoris_transformer_blocks_0_txt_mod_1", "kohya"),
+)
 
 
 def tiny_lora(shapes: dict) -> dict:
@@ -227,27 +272,33 @@ def tiny_lora(shapes: dict) -> dict:
     for name, kind in LORA_LAYERS:
         layer = name
         for prefix in ("transformer.", "diffusion_model.", "lora_unet_", "lycoris_"):
-            layer = layer[len(prefix):] if layer.startswith(prefix) else layer
+            layer = layer[len(prefix) :] if layer.startswith(prefix) else layer
         rows, cols = shapes[next(k for k in shapes if k.replace(".", "_") == layer.replace(".", "_") + "_weight")]
         down, up = torch.randn(4, cols, generator=g) * 0.1, torch.randn(rows, 4, generator=g) * 0.1
         if kind == "peft":
             out.update({f"{name}.lora_A.weight": down, f"{name}.lora_B.weight": up})
         else:
-            out.update({f"{name}.lora_down.weight": down, f"{name}.lora_up.weight": up, f"{name}.alpha": torch.tensor(2.0)})
+            out.update(
+                {f"{name}.lora_down.weight": down, f"{name}.lora_up.weight": up, f"{name}.alpha": torch.tensor(2.0)}
+            )
     return out
 
 
 def record_lora(classes: dict) -> dict:
     """LoraLoaderModelOnly (strength 0.8) on the tiny transformer with the tiny LoRA: the first transformer case."""
     from safetensors.torch import save_file
+
     shapes = {k: tuple(v.shape) for k, v in comfy.utils.load_torch_file(f"{MODELS}/{FILES['transformer']}").items()}
     import os
+
     os.makedirs(f"{MODELS}/loras", exist_ok=True)
     save_file(tiny_lora(shapes), f"{MODELS}/{LORA_FILE}")
-    (patcher,) = run_node(classes["UNETLoader"], {"unet_name": FILES["transformer"].split("/")[1],
-                                                  "weight_dtype": "default"})
-    (patched,) = run_node(classes["LoraLoaderModelOnly"], {"model": patcher, "lora_name": LORA_FILE.split("/")[1],
-                                                           "strength_model": 0.8})
+    (patcher,) = run_node(
+        classes["UNETLoader"], {"unet_name": FILES["transformer"].split("/")[1], "weight_dtype": "default"}
+    )
+    (patched,) = run_node(
+        classes["LoraLoaderModelOnly"], {"model": patcher, "lora_name": LORA_FILE.split("/")[1], "strength_model": 0.8}
+    )
     patched.patch_model()
     try:
         case = record_transformer(patched)[0]
@@ -257,20 +308,39 @@ def record_lora(classes: dict) -> dict:
 
 
 def node_classes() -> dict:
-    import nodes
+    from comfy_extras.nodes_edit_model import ReferenceLatent
     from comfy_extras.nodes_model_advanced import ModelSamplingAuraFlow
     from comfy_extras.nodes_sd3 import EmptySD3LatentImage
-    from comfy_extras.nodes_edit_model import ReferenceLatent
-    core = {n: getattr(nodes, n) for n in ("UNETLoader", "CLIPLoader", "VAELoader", "CLIPTextEncode", "KSampler",
-                                          "VAEDecode", "VAEEncode", "LatentUpscale", "LoraLoaderModelOnly", "SaveImage")}
-    return {**core, "ModelSamplingAuraFlow": ModelSamplingAuraFlow, "EmptySD3LatentImage": EmptySD3LatentImage,
-            "ReferenceLatent": ReferenceLatent}
+
+    import nodes
+
+    core = {
+        n: getattr(nodes, n)
+        for n in (
+            "UNETLoader",
+            "CLIPLoader",
+            "VAELoader",
+            "CLIPTextEncode",
+            "KSampler",
+            "VAEDecode",
+            "VAEEncode",
+            "LatentUpscale",
+            "LoraLoaderModelOnly",
+            "SaveImage",
+        )
+    }
+    return {
+        **core,
+        "ModelSamplingAuraFlow": ModelSamplingAuraFlow,
+        "EmptySD3LatentImage": EmptySD3LatentImage,
+        "ReferenceLatent": ReferenceLatent,
+    }
 
 
 def run_node(cls, inputs: dict) -> tuple:
     if hasattr(cls, "FUNCTION"):
         return getattr(cls(), cls.FUNCTION)(**inputs)
-    out = cls.execute(**inputs)   # a v3 node (io.ComfyNode)
+    out = cls.execute(**inputs)  # a v3 node (io.ComfyNode)
     return tuple(out.result) if hasattr(out, "result") else out
 
 
@@ -279,23 +349,60 @@ def run_node(cls, inputs: dict) -> tuple:
 # with an ancestral one; reference latents.
 VARIANTS = {
     "odd_size_batch2": [("58", "width", 120), ("58", "height", 72), ("58", "batch_size", 2), ("3", "seed", 3)],
-    "model_sampling_flux_dpmpp_2m": [("3", "model", ["37", 0]), ("3", "sampler_name", "dpmpp_2m"),
-                                     ("3", "scheduler", "karras"), ("3", "steps", 5), ("3", "cfg", 4.0)],
-    "cfg1_euler_ancestral_beta": [("3", "sampler_name", "euler_ancestral"), ("3", "scheduler", "beta"),
-                                  ("3", "cfg", 1.0), ("3", "steps", 4), ("6", "text", "a (red:1.3) fox\nat dusk")],
+    "model_sampling_flux_dpmpp_2m": [
+        ("3", "model", ["37", 0]),
+        ("3", "sampler_name", "dpmpp_2m"),
+        ("3", "scheduler", "karras"),
+        ("3", "steps", 5),
+        ("3", "cfg", 4.0),
+    ],
+    "cfg1_euler_ancestral_beta": [
+        ("3", "sampler_name", "euler_ancestral"),
+        ("3", "scheduler", "beta"),
+        ("3", "cfg", 1.0),
+        ("3", "steps", 4),
+        ("6", "text", "a (red:1.3) fox\nat dusk"),
+    ],
     # A second pass whose positive prompt carries the first image, VAE-encoded, as a ReferenceLatent (twice:
     # the second reference at a smaller size, so the two take frame indices 1 and 2 at their own sizes).
     "reference_latents": [
         ("70", {"class_type": "VAEEncode", "inputs": {"pixels": ["8", 0], "vae": ["39", 0]}}),
         ("71", {"class_type": "ReferenceLatent", "inputs": {"conditioning": ["6", 0], "latent": ["70", 0]}}),
-        ("74", {"class_type": "LatentUpscale", "inputs": {"samples": ["70", 0], "upscale_method": "nearest-exact",
-                                                          "width": 72, "height": 56, "crop": "disabled"}}),
+        (
+            "74",
+            {
+                "class_type": "LatentUpscale",
+                "inputs": {
+                    "samples": ["70", 0],
+                    "upscale_method": "nearest-exact",
+                    "width": 72,
+                    "height": 56,
+                    "crop": "disabled",
+                },
+            },
+        ),
         ("75", {"class_type": "ReferenceLatent", "inputs": {"conditioning": ["71", 0], "latent": ["74", 0]}}),
-        ("72", {"class_type": "KSampler", "inputs": {
-            "model": ["66", 0], "seed": 5, "steps": 4, "cfg": 2.5, "sampler_name": "euler", "scheduler": "simple",
-            "positive": ["75", 0], "negative": ["7", 0], "latent_image": ["58", 0], "denoise": 1.0}}),
+        (
+            "72",
+            {
+                "class_type": "KSampler",
+                "inputs": {
+                    "model": ["66", 0],
+                    "seed": 5,
+                    "steps": 4,
+                    "cfg": 2.5,
+                    "sampler_name": "euler",
+                    "scheduler": "simple",
+                    "positive": ["75", 0],
+                    "negative": ["7", 0],
+                    "latent_image": ["58", 0],
+                    "denoise": 1.0,
+                },
+            },
+        ),
         ("73", {"class_type": "VAEDecode", "inputs": {"samples": ["72", 0], "vae": ["39", 0]}}),
-        ("60", "images", ["73", 0])],
+        ("60", "images", ["73", 0]),
+    ],
 }
 
 
@@ -321,10 +428,13 @@ def run_workflow(prompt: dict) -> dict:
         return results[node_id]
 
     (save,) = [k for k, v in prompt.items() if v["class_type"] == "SaveImage"]
-    sampler = prompt[prompt[save]["inputs"]["images"][0]]["inputs"]["samples"][0]   # what the saved images decode
+    sampler = prompt[prompt[save]["inputs"]["images"][0]]["inputs"]["samples"][0]  # what the saved images decode
     images = run(save)[0]
-    return {"prompt": prompt, "latent_shape": list(run(sampler)[0]["samples"].shape),
-            "pngs_rgb": [png_rgb(im) for im in images]}
+    return {
+        "prompt": prompt,
+        "latent_shape": list(run(sampler)[0]["samples"].shape),
+        "pngs_rgb": [png_rgb(im) for im in images],
+    }
 
 
 def record_workflow() -> dict:
@@ -336,7 +446,7 @@ def record_variants() -> dict:
     for name, changes in VARIANTS.items():
         prompt = json.loads(open(WORKFLOW).read())
         for change in changes:
-            if len(change) == 2:   # a node added
+            if len(change) == 2:  # a node added
                 prompt[change[0]] = change[1]
             else:
                 node, key, value = change
@@ -346,7 +456,7 @@ def record_variants() -> dict:
 
 
 def main() -> None:
-    logging.getLogger().setLevel(logging.ERROR)   # ComfyUI lists the unused vision tower's missing weights
+    logging.getLogger().setLevel(logging.ERROR)  # ComfyUI lists the unused vision tower's missing weights
     torch.set_num_threads(1)
     tiny_widths()
     paths = {k: f"{MODELS}/{v}" for k, v in FILES.items()}
@@ -354,17 +464,25 @@ def main() -> None:
         folder_paths.add_model_folder_path(folder, f"{MODELS}/{folder}", is_default=True)
     # The loader nodes, as the workflow loads the files (CLIPLoader gives the tokenizer its embeddings folder).
     classes = node_classes()
-    (patcher,) = run_node(classes["UNETLoader"], {"unet_name": FILES["transformer"].split("/")[1],
-                                                  "weight_dtype": "default"})
-    (clip,) = run_node(classes["CLIPLoader"], {"clip_name": FILES["text_encoder"].split("/")[1],
-                                               "type": "qwen_image"})
+    (patcher,) = run_node(
+        classes["UNETLoader"], {"unet_name": FILES["transformer"].split("/")[1], "weight_dtype": "default"}
+    )
+    (clip,) = run_node(classes["CLIPLoader"], {"clip_name": FILES["text_encoder"].split("/")[1], "type": "qwen_image"})
     (vae,) = run_node(classes["VAELoader"], {"vae_name": FILES["vae"].split("/")[1]})
-    fixture = {"comfyui_commit": COMMIT, "recorded_by": "scripts/record_comfyui_qwen_image.py",
-               "files": {k: {"path": v, "sha256": sha256(paths[k])} for k, v in FILES.items()},
-               "tokens": record_tokens(clip), "text": record_text(clip),
-               "transformer": record_transformer(patcher), "denoised": record_denoised(patcher),
-               "vae": record_vae(vae), "workflow": record_workflow(), "variants": record_variants(),
-               "fp8": record_fp8(classes), "lora": record_lora(classes)}
+    fixture = {
+        "comfyui_commit": COMMIT,
+        "recorded_by": "scripts/record_comfyui_qwen_image.py",
+        "files": {k: {"path": v, "sha256": sha256(paths[k])} for k, v in FILES.items()},
+        "tokens": record_tokens(clip),
+        "text": record_text(clip),
+        "transformer": record_transformer(patcher),
+        "denoised": record_denoised(patcher),
+        "vae": record_vae(vae),
+        "workflow": record_workflow(),
+        "variants": record_variants(),
+        "fp8": record_fp8(classes),
+        "lora": record_lora(classes),
+    }
     with open(OUT, "w") as f:
         json.dump(fixture, f)
 

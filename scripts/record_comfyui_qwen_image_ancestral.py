@@ -9,6 +9,7 @@ here), in ComfyUI 0.10.0's environment:
         /work/main/scripts/record_comfyui_qwen_image_ancestral.py \\
         /work/main/tests/models/fixtures/comfyui_qwen_image_010.json <models dir> /work/main/workflows_json/qwen_image.json
 """
+
 from __future__ import annotations
 
 import json
@@ -25,17 +26,23 @@ PER_STEP_NOISE = ("euler_ancestral",)
 
 def main() -> None:
     import folder_paths
+
     logging.getLogger().setLevel(logging.ERROR)
     torch.set_num_threads(1)
     base.tiny_widths()
     for folder in ("diffusion_models", "text_encoders", "vae", "embeddings", "loras"):
         folder_paths.add_model_folder_path(folder, f"{base.MODELS}/{folder}", is_default=True)
-    base.VARIANTS = {name: changes for name, changes in base.VARIANTS.items()
-                     if any(len(c) == 3 and c[1] == "sampler_name" and c[2] in PER_STEP_NOISE for c in changes)}
-    fixture = {"source": "ComfyUI 0.10.0 (hiddenswitch/ComfyUI 79cdbc81, upstream's commits)",
-               "recorded_by": "scripts/record_comfyui_qwen_image_ancestral.py",
-               "files": {k: {"path": v, "sha256": base.sha256(f"{base.MODELS}/{v}")} for k, v in base.FILES.items()},
-               "variants": base.record_variants()}
+    base.VARIANTS = {
+        name: changes
+        for name, changes in base.VARIANTS.items()
+        if any(len(c) == 3 and c[1] == "sampler_name" and c[2] in PER_STEP_NOISE for c in changes)
+    }
+    fixture = {
+        "source": "ComfyUI 0.10.0 (hiddenswitch/ComfyUI 79cdbc81, upstream's commits)",
+        "recorded_by": "scripts/record_comfyui_qwen_image_ancestral.py",
+        "files": {k: {"path": v, "sha256": base.sha256(f"{base.MODELS}/{v}")} for k, v in base.FILES.items()},
+        "variants": base.record_variants(),
+    }
     with open(base.OUT, "w") as f:
         json.dump(fixture, f)
 

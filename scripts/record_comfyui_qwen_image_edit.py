@@ -21,6 +21,7 @@ template on the tiny files) run node by node with ComfyUI's classes. Two of its 
 model-free: ComfySwitchNode (here: its chosen input, read lazily as ComfyUI does) and SaveImageAdvanced (here:
 what an 8-bit PNG holds, as for SaveImage).
 """
+
 from __future__ import annotations
 
 import base64
@@ -33,7 +34,7 @@ import numpy as np
 import torch
 
 OUT, WORKSPACE, WORKFLOW = sys.argv[1:4]
-sys.argv[1:] = ["--cpu"]   # ComfyUI reads its command line on import
+sys.argv[1:] = ["--cpu"]  # ComfyUI reads its command line on import
 import comfy.cli_args
 
 comfy.cli_args.args.cpu = True
@@ -47,10 +48,12 @@ import folder_paths
 
 COMMIT = "a125cd84b054a57729b5eecab930ca9408719832"
 MODELS = f"{WORKSPACE}/models"
-FILES = {"transformer": "diffusion_models/qwen_image_tiny.safetensors",
-         "text_encoder": "text_encoders/qwen_2.5_vl_7b_edit_tiny.safetensors",
-         "vae": "vae/qwen_image_vae_tiny.safetensors",
-         "lora": "loras/qwen_image_edit_tiny_lightning.safetensors"}
+FILES = {
+    "transformer": "diffusion_models/qwen_image_tiny.safetensors",
+    "text_encoder": "text_encoders/qwen_2.5_vl_7b_edit_tiny.safetensors",
+    "vae": "vae/qwen_image_vae_tiny.safetensors",
+    "lora": "loras/qwen_image_edit_tiny_lightning.safetensors",
+}
 HEAD, VISION_HEAD = 128, 80
 PROMPT = "make the disc a red cube"
 
@@ -70,24 +73,32 @@ def tiny_widths() -> None:
     te = comfy.utils.load_torch_file(f"{MODELS}/{FILES['text_encoder']}")
     vocab, hidden = te["model.embed_tokens.weight"].shape
     layers = len({k.split(".")[2] for k in te if k.startswith("model.layers.")})
-    sizes = dict(vocab_size=vocab, hidden_size=hidden, num_hidden_layers=layers,
-                 intermediate_size=te["model.layers.0.mlp.gate_proj.weight"].shape[0],
-                 num_attention_heads=te["model.layers.0.self_attn.q_proj.weight"].shape[0] // HEAD,
-                 num_key_value_heads=te["model.layers.0.self_attn.k_proj.weight"].shape[0] // HEAD)
+    sizes = dict(
+        vocab_size=vocab,
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        intermediate_size=te["model.layers.0.mlp.gate_proj.weight"].shape[0],
+        num_attention_heads=te["model.layers.0.self_attn.q_proj.weight"].shape[0] // HEAD,
+        num_key_value_heads=te["model.layers.0.self_attn.k_proj.weight"].shape[0] // HEAD,
+    )
     config = comfy.text_encoders.llama.Qwen25_7BVLI_Config
     comfy.text_encoders.llama.Qwen25_7BVLI_Config = lambda **kw: config(**{**sizes, **kw})
     width = te["visual.patch_embed.proj.weight"].shape[0]
-    vision = dict(hidden_size=width, num_heads=width // VISION_HEAD,
-                  intermediate_size=te["visual.blocks.0.mlp.gate_proj.weight"].shape[0],
-                  num_layers=len({k.split(".")[2] for k in te if k.startswith("visual.blocks.")}))
+    vision = dict(
+        hidden_size=width,
+        num_heads=width // VISION_HEAD,
+        intermediate_size=te["visual.blocks.0.mlp.gate_proj.weight"].shape[0],
+        num_layers=len({k.split(".")[2] for k in te if k.startswith("visual.blocks.")}),
+    )
     tower = comfy.text_encoders.qwen_vl.Qwen2VLVisionTransformer
     comfy.text_encoders.qwen_vl.Qwen2VLVisionTransformer = lambda **kw: tower(**{**kw, **vision})
-    detect_te = comfy.sd.detect_te_model   # ComfyUI tells Qwen2.5-VL-7B by its 3584-wide layer norm
+    detect_te = comfy.sd.detect_te_model  # ComfyUI tells Qwen2.5-VL-7B by its 3584-wide layer norm
 
     def detect_te_tiny(sd):
         if sd.get("model.layers.0.post_attention_layernorm.weight", torch.empty(0)).shape[0] == hidden:
             return comfy.sd.TEModel.QWEN25_7B
         return detect_te(sd)
+
     comfy.sd.detect_te_model = detect_te_tiny
 
     detect = comfy.model_detection.detect_unet_config
@@ -98,6 +109,7 @@ def tiny_widths() -> None:
             cfg["num_attention_heads"] = state_dict[f"{key_prefix}img_in.weight"].shape[0] // HEAD
             cfg["joint_attention_dim"] = state_dict[f"{key_prefix}txt_in.weight"].shape[1]
         return cfg
+
     comfy.model_detection.detect_unet_config = detect_tiny
 
     vae_dim = comfy.utils.load_torch_file(f"{MODELS}/{FILES['vae']}")["encoder.conv1.weight"].shape[0]
@@ -126,16 +138,27 @@ def record_vision(clip) -> dict:
 
 def record_tokens(clip) -> dict:
     plus = "<|im_start|>system\nDescribe the key features of the input image (color, shape, size, texture, objects, background), then explain how the user's text instruction should alter or modify the image. Generate a new image that meets the user's requirements while maintaining consistency with the original input where appropriate.<|im_end|>\n<|im_start|>user\n{}<|im_end|>\n<|im_start|>assistant\n"
-    cases = {"edit_one_image": (PROMPT, 1, None), "edit_no_image": (PROMPT, 0, None),
-             "plus_two_slots": ("Picture 1: <|vision_start|><|image_pad|><|vision_end|>Picture 3: "
-                                "<|vision_start|><|image_pad|><|vision_end|>" + PROMPT, 2, plus),
-             "plus_pad_without_image": ("Picture 1: <|vision_start|><|image_pad|><|vision_end|>x", 0, plus),
-             "raw_chat_with_image": ("<|im_start|>user\n<|image_pad|>hi<|im_end|>", 1, None)}
+    cases = {
+        "edit_one_image": (PROMPT, 1, None),
+        "edit_no_image": (PROMPT, 0, None),
+        "plus_two_slots": (
+            "Picture 1: <|vision_start|><|image_pad|><|vision_end|>Picture 3: "
+            "<|vision_start|><|image_pad|><|vision_end|>" + PROMPT,
+            2,
+            plus,
+        ),
+        "plus_pad_without_image": ("Picture 1: <|vision_start|><|image_pad|><|vision_end|>x", 0, plus),
+        "raw_chat_with_image": ("<|im_start|>user\n<|image_pad|>hi<|im_end|>", 1, None),
+    }
     out = {}
     for name, (text, n, template) in cases.items():
         tokens = clip.tokenize(text, images=[image(9, 28, 28)] * n, llama_template=template)["qwen25_7b"][0]
-        out[name] = {"text": text, "images": n, "template": template,
-                     "ids": [t if isinstance(t, int) else -1 for t, *_ in tokens]}
+        out[name] = {
+            "text": text,
+            "images": n,
+            "template": template,
+            "ids": [t if isinstance(t, int) else -1 for t, *_ in tokens],
+        }
     return out
 
 
@@ -146,8 +169,11 @@ NODE_CASES = {
     "edit_no_image": ("TextEncodeQwenImageEdit", {}, True),
     "plus_two_images_vae": ("TextEncodeQwenImageEditPlus", {"image1": (4, 48, 64), "image2": (6, 64, 40)}, True),
     "plus_image2_only_vae": ("TextEncodeQwenImageEditPlus", {"image2": (6, 64, 40)}, True),
-    "plus_three_images_no_vae": ("TextEncodeQwenImageEditPlus",
-                                 {"image1": (7, 36, 36), "image2": (8, 20, 60), "image3": (4, 48, 64)}, False),
+    "plus_three_images_no_vae": (
+        "TextEncodeQwenImageEditPlus",
+        {"image1": (7, 36, 36), "image2": (8, 20, 60), "image3": (4, 48, 64)},
+        False,
+    ),
     "plus_no_image": ("TextEncodeQwenImageEditPlus", {}, True),
 }
 
@@ -160,9 +186,14 @@ def record_nodes(classes: dict, clip, vae) -> dict:
             inputs["vae"] = vae
         (cond,) = run_node(classes[node], inputs)
         [(tensor, opts)] = cond
-        out[name] = {"node": node, "images": {k: list(v) for k, v in images.items()}, "vae": with_vae,
-                     "cond": b64(tensor), "keys": sorted(opts),
-                     "reference_latents": [b64(r) for r in opts.get("reference_latents", [])]}
+        out[name] = {
+            "node": node,
+            "images": {k: list(v) for k, v in images.items()},
+            "vae": with_vae,
+            "cond": b64(tensor),
+            "keys": sorted(opts),
+            "reference_latents": [b64(r) for r in opts.get("reference_latents", [])],
+        }
     return out
 
 
@@ -177,18 +208,37 @@ def node_classes() -> dict:
     )
 
     import nodes
-    core = {n: getattr(nodes, n) for n in ("UNETLoader", "CLIPLoader", "VAELoader", "KSampler", "VAEDecode",
-                                          "VAEEncode", "LoadImage", "LoraLoaderModelOnly")}
-    return {**core, "CFGNorm": CFGNorm, "FluxKontextImageScale": FluxKontextImageScale,
-            "ModelSamplingAuraFlow": ModelSamplingAuraFlow, "PrimitiveBoolean": Boolean, "PrimitiveFloat": Float,
-            "PrimitiveInt": Int, "TextEncodeQwenImageEdit": TextEncodeQwenImageEdit,
-            "TextEncodeQwenImageEditPlus": TextEncodeQwenImageEditPlus}
+
+    core = {
+        n: getattr(nodes, n)
+        for n in (
+            "UNETLoader",
+            "CLIPLoader",
+            "VAELoader",
+            "KSampler",
+            "VAEDecode",
+            "VAEEncode",
+            "LoadImage",
+            "LoraLoaderModelOnly",
+        )
+    }
+    return {
+        **core,
+        "CFGNorm": CFGNorm,
+        "FluxKontextImageScale": FluxKontextImageScale,
+        "ModelSamplingAuraFlow": ModelSamplingAuraFlow,
+        "PrimitiveBoolean": Boolean,
+        "PrimitiveFloat": Float,
+        "PrimitiveInt": Int,
+        "TextEncodeQwenImageEdit": TextEncodeQwenImageEdit,
+        "TextEncodeQwenImageEditPlus": TextEncodeQwenImageEditPlus,
+    }
 
 
 def run_node(cls, inputs: dict) -> tuple:
     if hasattr(cls, "FUNCTION"):
         return getattr(cls(), cls.FUNCTION)(**inputs)
-    out = cls.execute(**inputs)   # a v3 node (io.ComfyNode)
+    out = cls.execute(**inputs)  # a v3 node (io.ComfyNode)
     return tuple(out.result) if hasattr(out, "result") else out
 
 
@@ -209,7 +259,7 @@ def run_workflow(prompt: dict) -> dict:
     def run(node_id: str) -> tuple:
         if node_id not in results:
             node = prompt[node_id]
-            if node["class_type"] == "ComfySwitchNode":   # lazy: only the chosen input is computed
+            if node["class_type"] == "ComfySwitchNode":  # lazy: only the chosen input is computed
                 chosen = "on_true" if value(node["inputs"]["switch"]) else "on_false"
                 results[node_id] = (value(node["inputs"][chosen]),)
             else:
@@ -233,14 +283,17 @@ def main() -> None:
         folder_paths.add_model_folder_path(folder, f"{MODELS}/{folder}", is_default=True)
     folder_paths.set_input_directory(f"{WORKSPACE}/input")
     classes = node_classes()
-    (clip,) = run_node(classes["CLIPLoader"], {"clip_name": FILES["text_encoder"].split("/")[1],
-                                               "type": "qwen_image"})
+    (clip,) = run_node(classes["CLIPLoader"], {"clip_name": FILES["text_encoder"].split("/")[1], "type": "qwen_image"})
     (vae,) = run_node(classes["VAELoader"], {"vae_name": FILES["vae"].split("/")[1]})
-    fixture = {"comfyui_commit": COMMIT, "recorded_by": "scripts/record_comfyui_qwen_image_edit.py",
-               "files": {k: {"path": v, "sha256": sha256(f"{MODELS}/{v}")} for k, v in FILES.items()},
-               "vision": record_vision(clip), "tokens": record_tokens(clip),
-               "nodes": record_nodes(classes, clip, vae),
-               "workflow": run_workflow(json.loads(open(WORKFLOW).read()))}
+    fixture = {
+        "comfyui_commit": COMMIT,
+        "recorded_by": "scripts/record_comfyui_qwen_image_edit.py",
+        "files": {k: {"path": v, "sha256": sha256(f"{MODELS}/{v}")} for k, v in FILES.items()},
+        "vision": record_vision(clip),
+        "tokens": record_tokens(clip),
+        "nodes": record_nodes(classes, clip, vae),
+        "workflow": run_workflow(json.loads(open(WORKFLOW).read())),
+    }
     with open(OUT, "w") as f:
         json.dump(fixture, f)
 

@@ -18,6 +18,7 @@ FluxKontextMultiReferenceLatentMethod sets it); that node's conditioning value; 
 UI's Qwen-Image-Edit 2511 template on the tiny files) run node by node with 0.10.0's node classes, SaveImage
 replaced by what it would write.
 """
+
 from __future__ import annotations
 
 import base64
@@ -42,17 +43,21 @@ import folder_paths
 import numpy as np
 
 COMMIT = "79cdbc81"
-FILES = {"2511": "diffusion_models/qwen_image_edit_2511_tiny.safetensors",
-         "2509": "diffusion_models/qwen_image_tiny.safetensors"}
+FILES = {
+    "2511": "diffusion_models/qwen_image_edit_2511_tiny.safetensors",
+    "2509": "diffusion_models/qwen_image_tiny.safetensors",
+}
 HEAD, VISION_HEAD = 128, 80
 TEXT_ENCODER = "text_encoders/qwen_2.5_vl_7b_edit_tiny.safetensors"
 VAE = "vae/qwen_image_vae_tiny.safetensors"
 # (file, seed, latent shape, reference shapes, timestep, method or None for the file's default)
-CASES = {"2511_default": ("2511", 1, [1, 16, 1, 8, 8], [[1, 16, 1, 6, 10]], 0.7, None),
-         "2511_two_references": ("2511", 2, [1, 16, 1, 6, 8], [[1, 16, 1, 8, 8], [1, 16, 1, 4, 6]], 0.4, None),
-         "2511_index": ("2511", 1, [1, 16, 1, 8, 8], [[1, 16, 1, 6, 10]], 0.7, "index"),
-         "2511_no_reference": ("2511", 3, [1, 16, 1, 6, 6], [], 0.9, None),
-         "2509_timestep_zero": ("2509", 4, [2, 16, 1, 6, 8], [[2, 16, 1, 6, 8]], 0.5, "index_timestep_zero")}
+CASES = {
+    "2511_default": ("2511", 1, [1, 16, 1, 8, 8], [[1, 16, 1, 6, 10]], 0.7, None),
+    "2511_two_references": ("2511", 2, [1, 16, 1, 6, 8], [[1, 16, 1, 8, 8], [1, 16, 1, 4, 6]], 0.4, None),
+    "2511_index": ("2511", 1, [1, 16, 1, 8, 8], [[1, 16, 1, 6, 10]], 0.7, "index"),
+    "2511_no_reference": ("2511", 3, [1, 16, 1, 6, 6], [], 0.9, None),
+    "2509_timestep_zero": ("2509", 4, [2, 16, 1, 6, 8], [[2, 16, 1, 6, 8]], 0.5, "index_timestep_zero"),
+}
 TOKENS = 7
 
 
@@ -69,17 +74,23 @@ def sha256(path: str) -> str:
 def tiny_widths() -> None:
     te = comfy.utils.load_torch_file(f"{WORKSPACE}/models/{TEXT_ENCODER}")
     vocab, hidden = te["model.embed_tokens.weight"].shape
-    sizes = {"vocab_size": vocab, "hidden_size": hidden,
-             "num_hidden_layers": len({k.split(".")[2] for k in te if k.startswith("model.layers.")}),
-             "intermediate_size": te["model.layers.0.mlp.gate_proj.weight"].shape[0],
-             "num_attention_heads": te["model.layers.0.self_attn.q_proj.weight"].shape[0] // HEAD,
-             "num_key_value_heads": te["model.layers.0.self_attn.k_proj.weight"].shape[0] // HEAD}
+    sizes = {
+        "vocab_size": vocab,
+        "hidden_size": hidden,
+        "num_hidden_layers": len({k.split(".")[2] for k in te if k.startswith("model.layers.")}),
+        "intermediate_size": te["model.layers.0.mlp.gate_proj.weight"].shape[0],
+        "num_attention_heads": te["model.layers.0.self_attn.q_proj.weight"].shape[0] // HEAD,
+        "num_key_value_heads": te["model.layers.0.self_attn.k_proj.weight"].shape[0] // HEAD,
+    }
     config = comfy.text_encoders.llama.Qwen25_7BVLI_Config
     comfy.text_encoders.llama.Qwen25_7BVLI_Config = lambda **kw: config(**{**sizes, **kw})
     width = te["visual.patch_embed.proj.weight"].shape[0]
-    vision = {"hidden_size": width, "num_heads": width // VISION_HEAD,
-              "intermediate_size": te["visual.blocks.0.mlp.gate_proj.weight"].shape[0],
-              "num_layers": len({k.split(".")[2] for k in te if k.startswith("visual.blocks.")})}
+    vision = {
+        "hidden_size": width,
+        "num_heads": width // VISION_HEAD,
+        "intermediate_size": te["visual.blocks.0.mlp.gate_proj.weight"].shape[0],
+        "num_layers": len({k.split(".")[2] for k in te if k.startswith("visual.blocks.")}),
+    }
     tower = comfy.text_encoders.qwen_vl.Qwen2VLVisionTransformer
     comfy.text_encoders.qwen_vl.Qwen2VLVisionTransformer = lambda **kw: tower(**{**kw, **vision})
     detect_te = comfy.sd.detect_te_model
@@ -88,6 +99,7 @@ def tiny_widths() -> None:
         if sd.get("model.layers.0.post_attention_layernorm.weight", torch.empty(0)).shape[0] == hidden:
             return comfy.sd.TEModel.QWEN25_7B
         return detect_te(sd)
+
     comfy.sd.detect_te_model = detect_te_tiny
     vae_dim = comfy.utils.load_torch_file(f"{WORKSPACE}/models/{VAE}")["encoder.conv1.weight"].shape[0]
     wan = comfy.ldm.wan.vae.WanVAE
@@ -100,6 +112,7 @@ def tiny_widths() -> None:
             cfg["num_attention_heads"] = state_dict[f"{key_prefix}img_in.weight"].shape[0] // HEAD
             cfg["joint_attention_dim"] = state_dict[f"{key_prefix}txt_in.weight"].shape[1]
         return cfg
+
     comfy.model_detection.detect_unet_config = detect_tiny
 
 
@@ -114,7 +127,7 @@ def inputs(seed: int, shape: list[int], refs: list[list[int]], width: int):
 def run_node(cls, inputs: dict) -> tuple:
     if hasattr(cls, "FUNCTION"):
         return getattr(cls(), cls.FUNCTION)(**inputs)
-    out = cls.execute(**inputs)   # a v3 node (io.ComfyNode)
+    out = cls.execute(**inputs)  # a v3 node (io.ComfyNode)
     return tuple(out.result) if hasattr(out, "result") else out
 
 
@@ -131,11 +144,12 @@ def run_workflow(prompt: dict) -> dict:
     )
 
     import nodes
+
     modules = (nodes_cfg, nodes_flux, nodes_logic, nodes_model_advanced, nodes_primitive, nodes_qwen)
     classes = dict(nodes.NODE_CLASS_MAPPINGS)
     for module in modules:
-        classes.update(getattr(module, "NODE_CLASS_MAPPINGS", {}))   # its V1 nodes
-        for cls in vars(module).values():   # its own V3 nodes (not the io base classes it imports)
+        classes.update(getattr(module, "NODE_CLASS_MAPPINGS", {}))  # its V1 nodes
+        for cls in vars(module).values():  # its own V3 nodes (not the io base classes it imports)
             if isinstance(cls, type) and cls.__module__ == module.__name__ and hasattr(cls, "define_schema"):
                 classes[cls.define_schema().node_id] = cls
     results: dict[str, tuple] = {}
@@ -144,8 +158,11 @@ def run_workflow(prompt: dict) -> dict:
         if node_id not in results:
             node = prompt[node_id]
             inputs = {k: run(v[0])[v[1]] if isinstance(v, list) else v for k, v in node["inputs"].items()}
-            results[node_id] = (inputs["images"],) if node["class_type"] == "SaveImage" else \
-                run_node(classes[node["class_type"]], inputs)
+            results[node_id] = (
+                (inputs["images"],)
+                if node["class_type"] == "SaveImage"
+                else run_node(classes[node["class_type"]], inputs)
+            )
         return results[node_id]
 
     (save,) = [k for k, v in prompt.items() if v["class_type"] == "SaveImage"]
@@ -159,11 +176,14 @@ def run_workflow(prompt: dict) -> dict:
 def main() -> None:
     torch.set_num_threads(1)
     tiny_widths()
-    nets = {k: comfy.sd.load_diffusion_model(f"{WORKSPACE}/models/{v}").model.diffusion_model
-            for k, v in FILES.items()}
-    out = {"comfyui_commit": COMMIT, "recorded_by": "scripts/record_comfyui_qwen_image_edit_2511.py",
-           "files": {k: {"path": v, "sha256": sha256(f"{WORKSPACE}/models/{v}")} for k, v in FILES.items()},
-           "default_ref_method": {k: net.default_ref_method for k, net in nets.items()}, "cases": {}}
+    nets = {k: comfy.sd.load_diffusion_model(f"{WORKSPACE}/models/{v}").model.diffusion_model for k, v in FILES.items()}
+    out = {
+        "comfyui_commit": COMMIT,
+        "recorded_by": "scripts/record_comfyui_qwen_image_edit_2511.py",
+        "files": {k: {"path": v, "sha256": sha256(f"{WORKSPACE}/models/{v}")} for k, v in FILES.items()},
+        "default_ref_method": {k: net.default_ref_method for k, net in nets.items()},
+        "cases": {},
+    }
     for name, (file, seed, shape, refs, t, method) in CASES.items():
         net = nets[file]
         x, context, references = inputs(seed, shape, refs, net.txt_in.weight.shape[1])
@@ -172,9 +192,17 @@ def main() -> None:
             kwargs["ref_latents_method"] = method
         with torch.no_grad():
             result = net(x, torch.tensor([t] * shape[0]), context, **kwargs)
-        out["cases"][name] = {"file": file, "seed": seed, "shape": shape, "refs": refs, "timestep": t,
-                              "method": method, "out": b64(result)}
+        out["cases"][name] = {
+            "file": file,
+            "seed": seed,
+            "shape": shape,
+            "refs": refs,
+            "timestep": t,
+            "method": method,
+            "out": b64(result),
+        }
     from comfy_extras.nodes_flux import FluxKontextMultiReferenceLatentMethod
+
     cond = FluxKontextMultiReferenceLatentMethod.execute([[torch.zeros(1, 1, 1), {}]], "index_timestep_zero")
     out["method_node"] = cond.result[0][0][1]
     for folder in ("diffusion_models", "text_encoders", "vae", "loras"):

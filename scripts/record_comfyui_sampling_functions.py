@@ -16,6 +16,7 @@ is copied here):
   (what the CFG++ samplers read the negative prediction through).
 Tensors are stored as float32 (base64).
 """
+
 from __future__ import annotations
 
 import base64
@@ -24,17 +25,27 @@ import sys
 
 import torch
 
-sys.argv[1:] = [sys.argv[1], sys.argv[2], "--cpu"]   # ComfyUI reads its command line on import: no CUDA here
+sys.argv[1:] = [sys.argv[1], sys.argv[2], "--cpu"]  # ComfyUI reads its command line on import: no CUDA here
 import comfy.cli_args  # noqa: E402
+
 comfy.cli_args.args.cpu = True
 import comfy.model_sampling  # noqa: E402
 import comfy.samplers  # noqa: E402
 from comfy.k_diffusion import sa_solver  # noqa: E402
 from comfy.k_diffusion import sampling as k  # noqa: E402
-import comfy_extras.nodes_post_processing  # 0.10.0: before nodes_latent, which imports it back
-from comfy_extras import (nodes_advanced_samplers, nodes_align_your_steps, nodes_apg,  # noqa: E402
-                          nodes_differential_diffusion, nodes_fresca, nodes_gits, nodes_latent, nodes_mahiro,
-                          nodes_optimalsteps, nodes_perpneg, nodes_tcfg)
+from comfy_extras import (  # noqa: E402
+    nodes_advanced_samplers,
+    nodes_align_your_steps,
+    nodes_apg,
+    nodes_differential_diffusion,
+    nodes_fresca,
+    nodes_gits,
+    nodes_latent,
+    nodes_mahiro,
+    nodes_optimalsteps,
+    nodes_perpneg,
+    nodes_tcfg,
+)
 
 COMFYUI = "0.10.0 (hiddenswitch/ComfyUI 79cdbc81, upstream's commits)"
 
@@ -54,7 +65,7 @@ class Recorder:
     def __init__(self) -> None:
         self.fns: dict[str, object] = {}
 
-    def clone(self) -> "Recorder":
+    def clone(self) -> Recorder:
         return self
 
     def set_model_sampler_pre_cfg_function(self, fn, disable_cfg1_optimization=False) -> None:
@@ -82,8 +93,16 @@ def guidance_cases() -> dict:
     cases: dict = {"x": b64(x), "cond": b64(cond), "uncond": b64(uncond)}
 
     def pre_args(c, u, scale, sigma, skipped=False):
-        return {"conds": [[{}], None if skipped else [{}]], "conds_out": [c, u], "cond_scale": scale,
-                "timestep": sigma, "input": x, "sigma": sigma, "model": None, "model_options": {}}
+        return {
+            "conds": [[{}], None if skipped else [{}]],
+            "conds_out": [c, u],
+            "cond_scale": scale,
+            "timestep": sigma,
+            "input": x,
+            "sigma": sigma,
+            "model": None,
+            "model_options": {},
+        }
 
     # APG over a sequence of sigmas (momentum carries between calls; a rising sigma restarts it)
     apg = []
@@ -98,8 +117,9 @@ def guidance_cases() -> dict:
 
     post = patched(nodes_mahiro.Mahiro)["post"]
     denoised = uncond + (cond - uncond) * 4.0
-    cases["mahiro"] = b64(post({"cond_scale": 4.0, "cond_denoised": cond, "uncond_denoised": uncond,
-                                "denoised": denoised}))
+    cases["mahiro"] = b64(
+        post({"cond_scale": 4.0, "cond_denoised": cond, "uncond_denoised": uncond, "denoised": denoised})
+    )
 
     fn = patched(nodes_tcfg.TCFG)["pre"]
     sigma = torch.tensor([3.0, 3.0])
@@ -113,18 +133,27 @@ def guidance_cases() -> dict:
     cases["fresca"] = fresca
 
     ops = []
-    for op_node, params in ((nodes_latent.LatentOperationTonemapReinhard, (1.3,)),
-                            (nodes_latent.LatentOperationSharpen, (2, 0.8, 0.4))):
+    for op_node, params in (
+        (nodes_latent.LatentOperationTonemapReinhard, (1.3,)),
+        (nodes_latent.LatentOperationSharpen, (2, 0.8, 0.4)),
+    ):
         operation = result_of(op_node.execute(*params))
         fn = patched(nodes_latent.LatentApplyOperationCFG, operation)["pre"]
-        ops.append({"operation": op_node.__name__, "params": list(params),
-                    "out": b64(fn(pre_args(cond.clone(), uncond.clone(), 6.0, sigma))[0])})
+        ops.append(
+            {
+                "operation": op_node.__name__,
+                "params": list(params),
+                "out": b64(fn(pre_args(cond.clone(), uncond.clone(), 6.0, sigma))[0]),
+            }
+        )
     cases["latent_operation_cfg"] = ops
 
     empty = seeded(4, 2, 4, 6, 5)
     cases["empty"] = b64(empty)
-    cases["perp_neg"] = [{"neg_scale": ns, "cfg": c, "out": b64(nodes_perpneg.perp_neg(x, cond, uncond, empty, ns, c))}
-                         for ns, c in ((1.0, 8.0), (0.0, 3.0), (2.5, 1.0))]
+    cases["perp_neg"] = [
+        {"neg_scale": ns, "cfg": c, "out": b64(nodes_perpneg.perp_neg(x, cond, uncond, empty, ns, c))}
+        for ns, c in ((1.0, 8.0), (0.0, 3.0), (2.5, 1.0))
+    ]
 
     # Differential Diffusion: the mask at each sigma of a schedule, for a gradient mask
     ms = comfy.model_sampling.ModelSamplingDiscrete()
@@ -147,8 +176,9 @@ def scheduler_cases() -> list[dict]:
     for model_type in ("SD1", "SDXL", "SVD"):
         for steps, denoise in ((10, 1.0), (4, 1.0), (25, 1.0), (10, 0.5), (7, 0.33), (3, 0.0)):
             sig = result_of(nodes_align_your_steps.AlignYourStepsScheduler.execute(model_type, steps, denoise))
-            cases.append({"node": "AlignYourStepsScheduler", "inputs": [model_type, steps, denoise],
-                          "sigmas": sig.tolist()})
+            cases.append(
+                {"node": "AlignYourStepsScheduler", "inputs": [model_type, steps, denoise], "sigmas": sig.tolist()}
+            )
     for coeff in (0.8, 1.2, 1.5, 1.05):
         for steps, denoise in ((2, 1.0), (10, 1.0), (20, 1.0), (27, 1.0), (12, 0.6), (5, 0.0)):
             sig = result_of(nodes_gits.GITSScheduler.execute(coeff, steps, denoise))
@@ -156,8 +186,9 @@ def scheduler_cases() -> list[dict]:
     for model_type in ("FLUX", "Wan", "Chroma"):
         for steps, denoise in ((10, 1.0), (20, 1.0), (40, 1.0), (3, 1.0), (13, 0.7), (8, 0.0)):
             sig = result_of(nodes_optimalsteps.OptimalStepsScheduler.execute(model_type, steps, denoise))
-            cases.append({"node": "OptimalStepsScheduler", "inputs": [model_type, steps, denoise],
-                          "sigmas": sig.tolist()})
+            cases.append(
+                {"node": "OptimalStepsScheduler", "inputs": [model_type, steps, denoise], "sigmas": sig.tolist()}
+            )
     return cases
 
 
@@ -182,30 +213,72 @@ class ToyGuided:
         cond, uncond = toy_sides(x, sigma)
         out = uncond + (cond - uncond) * self.cfg
         for fn in (model_options or {}).get("sampler_post_cfg_function", []):
-            out = fn({"denoised": out, "cond": None, "uncond": None, "cond_scale": self.cfg, "model": None,
-                      "uncond_denoised": uncond, "cond_denoised": cond, "sigma": sigma, "model_options": model_options,
-                      "input": x})
+            out = fn(
+                {
+                    "denoised": out,
+                    "cond": None,
+                    "uncond": None,
+                    "cond_scale": self.cfg,
+                    "model": None,
+                    "uncond_denoised": uncond,
+                    "cond_denoised": cond,
+                    "sigma": sigma,
+                    "model_options": model_options,
+                    "input": x,
+                }
+            )
         return out
 
 
-SAMPLERS = ["euler_cfg_pp", "euler_ancestral_cfg_pp", "dpmpp_2s_ancestral_cfg_pp", "dpmpp_2m_cfg_pp",
-            "res_multistep_cfg_pp", "res_multistep_ancestral_cfg_pp", "gradient_estimation_cfg_pp", "er_sde",
-            "seeds_2", "seeds_3", "sa_solver", "sa_solver_pece", "dpm_fast", "dpm_adaptive", "deis"]
+SAMPLERS = [
+    "euler_cfg_pp",
+    "euler_ancestral_cfg_pp",
+    "dpmpp_2s_ancestral_cfg_pp",
+    "dpmpp_2m_cfg_pp",
+    "res_multistep_cfg_pp",
+    "res_multistep_ancestral_cfg_pp",
+    "gradient_estimation_cfg_pp",
+    "er_sde",
+    "seeds_2",
+    "seeds_3",
+    "sa_solver",
+    "sa_solver_pece",
+    "dpm_fast",
+    "dpm_adaptive",
+    "deis",
+]
 # Sampler-object settings (SamplerER_SDE's solver types, SamplerEulerAncestralCFGPP's eta / s_noise)
-OPTIONS = [("er_sde", {"s_noise": 0.0, "max_stage": 2, "scaler_eta": 0.0}),
-           ("er_sde", {"s_noise": 0.7, "max_stage": 1, "scaler_eta": 0.5}),
-           ("er_sde", {"s_noise": 1.0, "max_stage": 3, "scaler_eta": None}),
-           ("euler_ancestral_cfg_pp", {"eta": 0.5, "s_noise": 0.8}),
-           ("sa_solver", {"predictor_order": 2, "corrector_order": 2, "simple_order_2": True, "s_noise": 0.5,
-                          "tau": (0.7, 10.0, 0.5)}),
-           ("sa_solver", {"predictor_order": 1, "corrector_order": 0, "tau": (0.0, 10.0, 0.5)}),
-           ("sa_solver_pece", {"predictor_order": 4, "corrector_order": 3, "tau": (1.2, 100.0, 0.0)}),
-           ("dpm_adaptive", {"order": 2, "rtol": 0.1, "atol": 0.01, "h_init": 0.1, "pcoeff": 0.1, "icoeff": 0.8,
-                             "dcoeff": 0.05, "accept_safety": 0.7, "eta": 0.5, "s_noise": 0.9}),
-           ("dpm_adaptive", {"order": 3, "rtol": 0.01, "atol": 0.001, "h_init": 0.3, "accept_safety": 0.9}),
-           ("lcm_upscale", {"total_upscale": 1.5, "upscale_method": "bilinear", "upscale_steps": None}),
-           ("lcm_upscale", {"total_upscale": 2.0, "upscale_method": "bislerp", "upscale_steps": 2}),
-           ("lcm_upscale", {"total_upscale": 0.75, "upscale_method": "area", "upscale_steps": 9})]
+OPTIONS = [
+    ("er_sde", {"s_noise": 0.0, "max_stage": 2, "scaler_eta": 0.0}),
+    ("er_sde", {"s_noise": 0.7, "max_stage": 1, "scaler_eta": 0.5}),
+    ("er_sde", {"s_noise": 1.0, "max_stage": 3, "scaler_eta": None}),
+    ("euler_ancestral_cfg_pp", {"eta": 0.5, "s_noise": 0.8}),
+    (
+        "sa_solver",
+        {"predictor_order": 2, "corrector_order": 2, "simple_order_2": True, "s_noise": 0.5, "tau": (0.7, 10.0, 0.5)},
+    ),
+    ("sa_solver", {"predictor_order": 1, "corrector_order": 0, "tau": (0.0, 10.0, 0.5)}),
+    ("sa_solver_pece", {"predictor_order": 4, "corrector_order": 3, "tau": (1.2, 100.0, 0.0)}),
+    (
+        "dpm_adaptive",
+        {
+            "order": 2,
+            "rtol": 0.1,
+            "atol": 0.01,
+            "h_init": 0.1,
+            "pcoeff": 0.1,
+            "icoeff": 0.8,
+            "dcoeff": 0.05,
+            "accept_safety": 0.7,
+            "eta": 0.5,
+            "s_noise": 0.9,
+        },
+    ),
+    ("dpm_adaptive", {"order": 3, "rtol": 0.01, "atol": 0.001, "h_init": 0.3, "accept_safety": 0.9}),
+    ("lcm_upscale", {"total_upscale": 1.5, "upscale_method": "bilinear", "upscale_steps": None}),
+    ("lcm_upscale", {"total_upscale": 2.0, "upscale_method": "bislerp", "upscale_steps": 2}),
+    ("lcm_upscale", {"total_upscale": 0.75, "upscale_method": "area", "upscale_steps": 9}),
+]
 
 
 def _options(options: dict) -> dict:
@@ -225,31 +298,55 @@ def sampler_cases() -> list[dict]:
     runs = [(name, {}) for name in SAMPLERS] + OPTIONS
     for kind in ("ve", "flow", "ve5", "ve7"):
         if kind.startswith("ve"):
+
             class Eps(comfy.model_sampling.ModelSamplingDiscrete, comfy.model_sampling.EPS):
                 pass
+
             ms = Eps()
             sigmas = k.get_sigmas_karras(int(kind[2:] or 6), float(ms.sigma_min), float(ms.sigma_max))
-            if kind != "ve":   # other step counts: dpm_fast's other order patterns
+            if kind != "ve":  # other step counts: dpm_fast's other order patterns
                 runs_here = [("dpm_fast", {})]
         else:
+
             class Flow(comfy.model_sampling.ModelSamplingDiscreteFlow, comfy.model_sampling.CONST):
                 pass
+
             ms = Flow()
             ms.set_parameters(shift=3.0)
             sigmas = comfy.samplers.simple_scheduler(ms, 6)
-        for name, options in (runs if kind in ("ve", "flow") else runs_here):
+        for name, options in runs if kind in ("ve", "flow") else runs_here:
             for cfg in (1.0, 1.7):
                 x = ms.noise_scaling(sigmas[0], x0, torch.zeros_like(x0), max_denoise=True)
                 # dpm_fast / dpm_adaptive take the schedule's ends: ComfyUI's KSAMPLER wrapper passes them
-                fn = (comfy.samplers.ksampler(name).sampler_function if name in ("dpm_fast", "dpm_adaptive")
-                      else getattr(k, f"sample_{name}", None) or nodes_advanced_samplers.sample_lcm_upscale)
+                fn = (
+                    comfy.samplers.ksampler(name).sampler_function
+                    if name in ("dpm_fast", "dpm_adaptive")
+                    else getattr(k, f"sample_{name}", None) or nodes_advanced_samplers.sample_lcm_upscale
+                )
                 # sample_lcm_upscale draws from torch's global generator: seed it as the others seed theirs
                 torch.manual_seed(123)
                 seen = []
-                out = fn(ToyGuided(cfg, ms), x.clone(), sigmas.clone(), extra_args={"seed": 123, "model_options": {}},
-                         callback=lambda d: seen.append(d["denoised"]), disable=True, **_options(options))
-                cases.append({"kind": kind, "sampler": name, "options": options, "cfg": cfg,
-                              "sigmas": b64(sigmas), "x": b64(x), "out": b64(out), "last_denoised": b64(seen[-1])})
+                out = fn(
+                    ToyGuided(cfg, ms),
+                    x.clone(),
+                    sigmas.clone(),
+                    extra_args={"seed": 123, "model_options": {}},
+                    callback=lambda d: seen.append(d["denoised"]),
+                    disable=True,
+                    **_options(options),
+                )
+                cases.append(
+                    {
+                        "kind": kind,
+                        "sampler": name,
+                        "options": options,
+                        "cfg": cfg,
+                        "sigmas": b64(sigmas),
+                        "x": b64(x),
+                        "out": b64(out),
+                        "last_denoised": b64(seen[-1]),
+                    }
+                )
     return cases
 
 
@@ -261,7 +358,7 @@ class EdmRecorder:
         self.model = type("M", (), {"model_config": config})()
         self.objects: dict[str, object] = {}
 
-    def clone(self) -> "EdmRecorder":
+    def clone(self) -> EdmRecorder:
         return self
 
     def add_object_patch(self, name: str, obj: object) -> None:
@@ -271,6 +368,7 @@ class EdmRecorder:
 def edm_cases() -> list[dict]:
     """What the patched MODEL's model_sampling (and latent format) computes, per sampling option."""
     from comfy_extras import nodes_model_advanced
+
     x, out, noise = seeded(11, 2, 4, 3, 3), seeded(12, 2, 4, 3, 3), seeded(13, 2, 4, 3, 3)
     sigma = torch.tensor([7.5, 0.3])
     cases = []
@@ -279,13 +377,20 @@ def edm_cases() -> list[dict]:
             m = EdmRecorder()
             nodes_model_advanced.ModelSamplingContinuousEDM().patch(m, sampling, sigma_max, sigma_min)
             ms = m.objects["model_sampling"]
-            case = {"sampling": sampling, "sigma_max": sigma_max, "sigma_min": sigma_min, "sigmas": b64(ms.sigmas),
-                    "timestep": b64(ms.timestep(sigma)), "sigma_of": [float(ms.sigma(t)) for t in ms.timestep(sigma)],
-                    "percent_to_sigma": [ms.percent_to_sigma(p) for p in (0.0, 0.2, 0.5, 0.9, 1.0)],
-                    "input": b64(ms.calculate_input(sigma, x)), "denoised": b64(ms.calculate_denoised(sigma, out, x)),
-                    "noise_scaling": b64(ms.noise_scaling(sigma, noise, x)),
-                    "noise_scaling_max": b64(ms.noise_scaling(sigma, noise, x, max_denoise=True)),
-                    "inverse_noise_scaling": b64(ms.inverse_noise_scaling(sigma, x))}
+            case = {
+                "sampling": sampling,
+                "sigma_max": sigma_max,
+                "sigma_min": sigma_min,
+                "sigmas": b64(ms.sigmas),
+                "timestep": b64(ms.timestep(sigma)),
+                "sigma_of": [float(ms.sigma(t)) for t in ms.timestep(sigma)],
+                "percent_to_sigma": [ms.percent_to_sigma(p) for p in (0.0, 0.2, 0.5, 0.9, 1.0)],
+                "input": b64(ms.calculate_input(sigma, x)),
+                "denoised": b64(ms.calculate_denoised(sigma, out, x)),
+                "noise_scaling": b64(ms.noise_scaling(sigma, noise, x)),
+                "noise_scaling_max": b64(ms.noise_scaling(sigma, noise, x, max_denoise=True)),
+                "inverse_noise_scaling": b64(ms.inverse_noise_scaling(sigma, x)),
+            }
             if "latent_format" in m.objects:
                 fmt = m.objects["latent_format"]
                 case["process_in"], case["process_out"] = b64(fmt.process_in(x)), b64(fmt.process_out(x))
@@ -294,17 +399,25 @@ def edm_cases() -> list[dict]:
 
 
 def tables() -> dict:
-    return {"align_your_steps": nodes_align_your_steps.NOISE_LEVELS, "optimal_steps": nodes_optimalsteps.NOISE_LEVELS,
-            "gits": {f"{c:.2f}": rows for c, rows in nodes_gits.NOISE_LEVELS.items()}}
+    return {
+        "align_your_steps": nodes_align_your_steps.NOISE_LEVELS,
+        "optimal_steps": nodes_optimalsteps.NOISE_LEVELS,
+        "gits": {f"{c:.2f}": rows for c, rows in nodes_gits.NOISE_LEVELS.items()},
+    }
 
 
 def main(out_path: str, tables_path: str) -> None:
     torch.set_num_threads(1)
-    data = {"comfyui": COMFYUI, "recorded_by": "scripts/record_comfyui_sampling_functions.py",
-            "torch": torch.__version__,
-            "toy": "cond = 0.8 x / (1 + s) + 0.1 tanh x; uncond = 0.6 x / sqrt(1 + s^2) - 0.05",
-            "guidance": guidance_cases(), "schedulers": scheduler_cases(), "samplers": sampler_cases(),
-            "model_sampling_continuous_edm": edm_cases()}
+    data = {
+        "comfyui": COMFYUI,
+        "recorded_by": "scripts/record_comfyui_sampling_functions.py",
+        "torch": torch.__version__,
+        "toy": "cond = 0.8 x / (1 + s) + 0.1 tanh x; uncond = 0.6 x / sqrt(1 + s^2) - 0.05",
+        "guidance": guidance_cases(),
+        "schedulers": scheduler_cases(),
+        "samplers": sampler_cases(),
+        "model_sampling_continuous_edm": edm_cases(),
+    }
     with open(out_path, "w") as f:
         json.dump(data, f, indent=1)
         f.write("\n")

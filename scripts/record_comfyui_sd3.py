@@ -22,6 +22,7 @@ Run inside ComfyUI's own environment (it imports ComfyUI's modules; nothing of C
 Outputs are stored as float32 base64 (4096-wide text states as a digest: see cond_digest); seeded inputs are
 re-made by the test with the same generator calls.
 """
+
 from __future__ import annotations
 
 import base64
@@ -31,8 +32,9 @@ import sys
 import torch
 
 OUT, MODELS = sys.argv[1:3]
-sys.argv[1:] = ["--cpu"]   # ComfyUI reads its command line on import: no CUDA here
+sys.argv[1:] = ["--cpu"]  # ComfyUI reads its command line on import: no CUDA here
 import comfy.cli_args  # noqa: E402
+
 comfy.cli_args.args.cpu = True
 import comfy.model_detection  # noqa: E402
 import comfy.model_sampling  # noqa: E402
@@ -55,8 +57,11 @@ def b64(t: torch.Tensor) -> dict:
 def mmdit_inputs(seed: int, shape: list[int], tokens: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(x, context, y) as the test makes them: one generator, drawn in this order."""
     g = torch.Generator().manual_seed(seed)
-    return (torch.randn(shape, generator=g), torch.randn(shape[0], tokens, 4096, generator=g),
-            torch.randn(shape[0], 80, generator=g))
+    return (
+        torch.randn(shape, generator=g),
+        torch.randn(shape[0], tokens, 4096, generator=g),
+        torch.randn(shape[0], 80, generator=g),
+    )
 
 
 class Skip:
@@ -79,8 +84,9 @@ def record_mmdit(ckpt: dict) -> list[dict]:
             for block in (0, 1):
                 opts = {"patches_replace": {"dit": {("double_block", block): Skip()}}}
                 skipped[str(block)] = b64(model(x, ts, context=context, y=y, transformer_options=opts))
-        cases.append({"seed": seed, "shape": shape, "tokens": tokens, "timesteps": t, "out": b64(plain),
-                      "skip_block": skipped})
+        cases.append(
+            {"seed": seed, "shape": shape, "tokens": tokens, "timesteps": t, "out": b64(plain), "skip_block": skipped}
+        )
     return cases
 
 
@@ -88,6 +94,7 @@ def record_denoised(ckpt: dict) -> dict:
     """ComfyUI's whole SD3 model (model_base.SD3 with supported_models.SD3's config): the denoised prediction
     apply_model returns for sigma (input scaling, sigma -> timestep, CONST output), and its latent format."""
     import comfy.model_base
+
     sd = comfy.utils.state_dict_prefix_replace(dict(ckpt), {"model.diffusion_model.": ""}, filter_keys=True)
     config = comfy.supported_models.SD3(comfy.model_detection.detect_unet_config(sd, ""))
     config.set_inference_dtype(torch.float32, None)
@@ -97,8 +104,15 @@ def record_denoised(ckpt: dict) -> dict:
     sigma = torch.tensor([0.6])
     with torch.no_grad():
         denoised = model.apply_model(x, sigma, c_crossattn=context, y=y)
-    return {"seed": 3, "shape": [1, 16, 6, 8], "tokens": 154, "sigma": 0.6, "denoised": b64(denoised),
-            "process_in": b64(model.process_latent_in(x)), "process_out": b64(model.process_latent_out(x))}
+    return {
+        "seed": 3,
+        "shape": [1, 16, 6, 8],
+        "tokens": 154,
+        "sigma": 0.6,
+        "denoised": b64(denoised),
+        "process_in": b64(model.process_latent_in(x)),
+        "process_out": b64(model.process_latent_out(x)),
+    }
 
 
 def record_controlnet(ckpt: dict) -> dict:
@@ -106,11 +120,16 @@ def record_controlnet(ckpt: dict) -> dict:
     its block outputs for a seeded latent hint, the MMDiT with them as control (strength applied as ComfyUI's
     control merge does), and the latent format it scales hints with."""
     import comfy.controlnet
-    cn = comfy.controlnet.load_controlnet_state_dict(comfy.utils.load_torch_file(
-        f"{MODELS}/controlnet/sd3-tiny-controlnet.safetensors"))
+
+    cn = comfy.controlnet.load_controlnet_state_dict(
+        comfy.utils.load_torch_file(f"{MODELS}/controlnet/sd3-tiny-controlnet.safetensors")
+    )
     sd = comfy.utils.state_dict_prefix_replace(dict(ckpt), {"model.diffusion_model.": ""}, filter_keys=True)
-    model = OpenAISignatureMMDITWrapper(**comfy.model_detection.detect_unet_config(sd, ""), dtype=torch.float32,
-                                        operations=comfy.ops.disable_weight_init)
+    model = OpenAISignatureMMDITWrapper(
+        **comfy.model_detection.detect_unet_config(sd, ""),
+        dtype=torch.float32,
+        operations=comfy.ops.disable_weight_init,
+    )
     model.load_state_dict(sd, strict=True)
     x, context, y = mmdit_inputs(4, [2, 16, 8, 6], 154)
     hint = torch.randn([2, 16, 8, 6], generator=torch.Generator().manual_seed(5))
@@ -119,9 +138,17 @@ def record_controlnet(ckpt: dict) -> dict:
         outs = cn.control_model(x=x, hint=hint, timesteps=ts, context=context, y=y)["output"]
         control = {"output": [o * strength for o in outs]}
         controlled = model(x, ts, context=context, y=y, control=control)
-    return {"seed": 4, "hint_seed": 5, "shape": [2, 16, 8, 6], "tokens": 154, "timesteps": ts.tolist(),
-            "strength": strength, "outputs": [b64(o) for o in outs], "controlled": b64(controlled),
-            "hint_process_in": b64(cn.latent_format.process_in(hint))}
+    return {
+        "seed": 4,
+        "hint_seed": 5,
+        "shape": [2, 16, 8, 6],
+        "tokens": 154,
+        "timesteps": ts.tolist(),
+        "strength": strength,
+        "outputs": [b64(o) for o in outs],
+        "controlled": b64(controlled),
+        "hint_process_in": b64(cn.latent_format.process_in(hint)),
+    }
 
 
 def clip_model(sd: dict, hidden_act: str, heads: int, pad: int, projected: bool) -> sd1_clip.SDClipModel:
@@ -130,13 +157,28 @@ def clip_model(sd: dict, hidden_act: str, heads: int, pad: int, projected: bool)
     # ComfyUI's CLIP embedding table always has OpenAI's 49408 rows: the tiny byte-level ids index its start.
     emb = sd["text_model.embeddings.token_embedding.weight"]
     sd = {**sd, "text_model.embeddings.token_embedding.weight": torch.cat([emb, emb.new_zeros(49408 - vocab, hidden)])}
-    config = {"hidden_act": hidden_act, "hidden_size": hidden, "intermediate_size": 2 * hidden,
-              "num_attention_heads": heads, "num_hidden_layers": layers, "max_position_embeddings": 77,
-              "projection_dim": hidden, "vocab_size": vocab, "layer_norm_eps": 1e-5,
-              "bos_token_id": vocab - 2, "eos_token_id": vocab - 1}
-    m = sd1_clip.SDClipModel(layer="hidden", layer_idx=-2, textmodel_json_config=config, dtype=torch.float32,
-                             special_tokens={"start": vocab - 2, "end": vocab - 1, "pad": pad},
-                             layer_norm_hidden_state=False, return_projected_pooled=projected)
+    config = {
+        "hidden_act": hidden_act,
+        "hidden_size": hidden,
+        "intermediate_size": 2 * hidden,
+        "num_attention_heads": heads,
+        "num_hidden_layers": layers,
+        "max_position_embeddings": 77,
+        "projection_dim": hidden,
+        "vocab_size": vocab,
+        "layer_norm_eps": 1e-5,
+        "bos_token_id": vocab - 2,
+        "eos_token_id": vocab - 1,
+    }
+    m = sd1_clip.SDClipModel(
+        layer="hidden",
+        layer_idx=-2,
+        textmodel_json_config=config,
+        dtype=torch.float32,
+        special_tokens={"start": vocab - 2, "end": vocab - 1, "pad": pad},
+        layer_norm_hidden_state=False,
+        return_projected_pooled=projected,
+    )
     missing, unexpected = m.load_sd(sd)
     assert not [k for k in missing if "position_ids" not in k], missing
     return m
@@ -144,11 +186,26 @@ def clip_model(sd: dict, hidden_act: str, heads: int, pad: int, projected: bool)
 
 def t5_model(sd: dict) -> sd1_clip.SDClipModel:
     vocab, width = sd["shared.weight"].shape
-    config = {"d_ff": 16, "d_kv": 8, "d_model": width, "dense_act_fn": "gelu_pytorch_tanh", "is_gated_act": True,
-              "layer_norm_epsilon": 1e-6, "model_type": "t5", "num_heads": 1, "num_layers": 1,
-              "relative_attention_num_buckets": 32, "vocab_size": vocab}
-    m = sd1_clip.SDClipModel(layer="last", textmodel_json_config=config, dtype=torch.float32,
-                             special_tokens={"end": 1, "pad": 0}, model_class=comfy.text_encoders.t5.T5)
+    config = {
+        "d_ff": 16,
+        "d_kv": 8,
+        "d_model": width,
+        "dense_act_fn": "gelu_pytorch_tanh",
+        "is_gated_act": True,
+        "layer_norm_epsilon": 1e-6,
+        "model_type": "t5",
+        "num_heads": 1,
+        "num_layers": 1,
+        "relative_attention_num_buckets": 32,
+        "vocab_size": vocab,
+    }
+    m = sd1_clip.SDClipModel(
+        layer="last",
+        textmodel_json_config=config,
+        dtype=torch.float32,
+        special_tokens={"end": 1, "pad": 0},
+        model_class=comfy.text_encoders.t5.T5,
+    )
     missing, _ = m.load_sd(sd)
     assert not missing, missing
     return m
@@ -186,8 +243,9 @@ def cond_digest(cond: torch.Tensor) -> dict:
 
 def record_text(ckpt: dict) -> dict:
     def part(prefix: str) -> dict:
-        return {k[len(prefix):]: v for k, v in ckpt.items() if k.startswith(prefix)}
-    model = SD3ClipModel.__new__(SD3ClipModel)   # its constructor builds the full-size encoders; these are tiny
+        return {k[len(prefix) :]: v for k, v in ckpt.items() if k.startswith(prefix)}
+
+    model = SD3ClipModel.__new__(SD3ClipModel)  # its constructor builds the full-size encoders; these are tiny
     torch.nn.Module.__init__(model)
     model.clip_l = clip_model(part("text_encoders.clip_l.transformer."), "quick_gelu", 4, 513, False)
     model.clip_g = clip_model(part("text_encoders.clip_g.transformer."), "gelu", 6, 0, True)
@@ -205,8 +263,13 @@ def record_text(ckpt: dict) -> dict:
     with torch.no_grad():
         cond, pooled, _ = model.encode_token_weights({k: [[tuple(p) for p in c] for c in v] for k, v in tokens.items()})
     model.reset_clip_options()
-    out["weighted_layer_-3"] = {"tokens": tokens, "layer": -3, "shape": list(cond.shape), "pooled": b64(pooled),
-                                **cond_digest(cond)}
+    out["weighted_layer_-3"] = {
+        "tokens": tokens,
+        "layer": -3,
+        "shape": list(cond.shape),
+        "pooled": b64(pooled),
+        **cond_digest(cond),
+    }
     return out
 
 
@@ -215,17 +278,26 @@ def record_sampling() -> dict:
     cls = type("SD3Sampling", (ms.ModelSamplingDiscreteFlow, ms.CONST), {})
     sampling = cls(comfy.supported_models.SD3({}))
     sigmas = torch.tensor([1.0, 0.75, 0.5, 0.1, 0.01])
-    return {"sigma_max": float(sampling.sigma_max), "sigma_min": float(sampling.sigma_min),
-            "sigmas": sigmas.tolist(), "timesteps": sampling.timestep(sigmas).tolist(),
-            "percent_to_sigma": {str(p): float(sampling.percent_to_sigma(p)) for p in (0.0, 0.01, 0.15, 0.5, 1.0)}}
+    return {
+        "sigma_max": float(sampling.sigma_max),
+        "sigma_min": float(sampling.sigma_min),
+        "sigmas": sigmas.tolist(),
+        "timesteps": sampling.timestep(sigmas).tolist(),
+        "percent_to_sigma": {str(p): float(sampling.percent_to_sigma(p)) for p in (0.0, 0.01, 0.15, 0.5, 1.0)},
+    }
 
 
 def main() -> None:
     ckpt = comfy.utils.load_torch_file(f"{MODELS}/checkpoints/sd3-tiny.safetensors")
-    fixture = {"comfyui_commit": COMMIT, "recorded_by": "scripts/record_comfyui_sd3.py",
-               "mmdit": record_mmdit(ckpt), "denoised": record_denoised(ckpt),
-               "controlnet": record_controlnet(ckpt), "text": record_text(ckpt),
-               "sampling": record_sampling()}
+    fixture = {
+        "comfyui_commit": COMMIT,
+        "recorded_by": "scripts/record_comfyui_sd3.py",
+        "mmdit": record_mmdit(ckpt),
+        "denoised": record_denoised(ckpt),
+        "controlnet": record_controlnet(ckpt),
+        "text": record_text(ckpt),
+        "sampling": record_sampling(),
+    }
     with open(OUT, "w") as f:
         json.dump(fixture, f)
 

@@ -16,6 +16,7 @@ Run inside ComfyUI's own environment (it imports ComfyUI's modules; nothing of C
 - ComfyUI's model detection (detect_unet_config) reads the prefixed state dict; the MMDiT it configures loads
   the weights strictly and runs forward passes on seeded inputs (even and odd latent sizes, two timesteps).
 """
+
 from __future__ import annotations
 
 import base64
@@ -25,8 +26,9 @@ import sys
 import torch
 
 OUT = sys.argv[1]
-sys.argv[1:] = ["--cpu"]   # ComfyUI reads its command line on import: no CUDA here
+sys.argv[1:] = ["--cpu"]  # ComfyUI reads its command line on import: no CUDA here
 import comfy.cli_args  # noqa: E402
+
 comfy.cli_args.args.cpu = True
 import comfy.model_detection  # noqa: E402
 import comfy.ops  # noqa: E402
@@ -35,8 +37,10 @@ from comfy.ldm.modules.diffusionmodules.mmdit import OpenAISignatureMMDITWrapper
 
 COMMIT = "a125cd84b054a57729b5eecab930ca9408719832"
 PREFIX = "model.diffusion_model."
-VARIANTS = {"sd35_large": {"qk_norm": "rms", "x_block_self_attn_layers": []},
-            "sd35_medium": {"qk_norm": "rms", "x_block_self_attn_layers": [0, 1]}}
+VARIANTS = {
+    "sd35_large": {"qk_norm": "rms", "x_block_self_attn_layers": []},
+    "sd35_medium": {"qk_norm": "rms", "x_block_self_attn_layers": [0, 1]},
+}
 
 
 def b64(t: torch.Tensor) -> dict:
@@ -57,16 +61,29 @@ def seeded_weights(shapes: dict[str, list[int]], seed: int) -> dict[str, torch.T
 def inputs(seed: int, shape: list[int], tokens: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(x, context, y) as the test makes them: one generator, drawn in this order."""
     g = torch.Generator().manual_seed(seed)
-    return (torch.randn(shape, generator=g), torch.randn(shape[0], tokens, 64, generator=g),
-            torch.randn(shape[0], 32, generator=g))
+    return (
+        torch.randn(shape, generator=g),
+        torch.randn(shape[0], tokens, 64, generator=g),
+        torch.randn(shape[0], 32, generator=g),
+    )
 
 
 def record(name: str, features: dict, seed: int) -> dict:
     layout = OpenAISignatureMMDITWrapper(
-        input_size=None, patch_size=2, in_channels=16, out_channels=16, depth=3, adm_in_channels=32,
+        input_size=None,
+        patch_size=2,
+        in_channels=16,
+        out_channels=16,
+        depth=3,
+        adm_in_channels=32,
         context_embedder_config={"target": "torch.nn.Linear", "params": {"in_features": 64, "out_features": 192}},
-        num_patches=16 * 16, pos_embed_max_size=16, pos_embed_scaling_factor=None, dtype=torch.float32,
-        operations=comfy.ops.disable_weight_init, **features)
+        num_patches=16 * 16,
+        pos_embed_max_size=16,
+        pos_embed_scaling_factor=None,
+        dtype=torch.float32,
+        operations=comfy.ops.disable_weight_init,
+        **features,
+    )
     shapes = {PREFIX + k: list(v.shape) for k, v in layout.state_dict().items()}
     ckpt = seeded_weights(shapes, seed)
     sd = comfy.utils.state_dict_prefix_replace(dict(ckpt), {PREFIX: ""}, filter_keys=True)
@@ -81,15 +98,19 @@ def record(name: str, features: dict, seed: int) -> dict:
             out = model(x, torch.tensor(t), context=context, y=y)
         cases.append({"seed": case_seed, "shape": shape, "tokens": tokens, "timesteps": t, "out": b64(out)})
     print(name, len(shapes), "tensors,", sum(torch.Size(s).numel() for s in shapes.values()), "weights")
-    return {"weights_seed": seed, "shapes": shapes,
-            "detected": {k: config[k] for k in ("depth", "qk_norm", "x_block_self_attn_layers", "pos_embed_max_size")},
-            "cases": cases}
+    return {
+        "weights_seed": seed,
+        "shapes": shapes,
+        "detected": {k: config[k] for k in ("depth", "qk_norm", "x_block_self_attn_layers", "pos_embed_max_size")},
+        "cases": cases,
+    }
 
 
 def main() -> None:
-    fixture = {"note": ("Recorded by scripts/record_comfyui_sd35.py with ComfyUI 0.3.64's MMDiT "
-                        f"(commit {COMMIT})."),
-               **{name: record(name, features, seed) for seed, (name, features) in enumerate(VARIANTS.items(), 35)}}
+    fixture = {
+        "note": (f"Recorded by scripts/record_comfyui_sd35.py with ComfyUI 0.3.64's MMDiT (commit {COMMIT})."),
+        **{name: record(name, features, seed) for seed, (name, features) in enumerate(VARIANTS.items(), 35)},
+    }
     with open(OUT, "w") as f:
         json.dump(fixture, f)
 

@@ -11,6 +11,7 @@ Each case gives the entry's options and the latent size; the width and height de
 pixels, as ComfyUI's encode_model_conds sets them. The vectors are stored by the SHA-256 of their float32
 bytes (with the first values); the pooled input is integer arithmetic, the same in any process.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -20,8 +21,9 @@ from types import SimpleNamespace
 
 import torch
 
-sys.argv[1:] = [sys.argv[1], "--cpu"]   # ComfyUI reads its command line on import: no CUDA here
+sys.argv[1:] = [sys.argv[1], "--cpu"]  # ComfyUI reads its command line on import: no CUDA here
 import comfy.cli_args  # noqa: E402
+
 comfy.cli_args.args.cpu = True
 import comfy.model_base  # noqa: E402
 from comfy.ldm.modules.diffusionmodules.openaimodel import Timestep  # noqa: E402
@@ -46,11 +48,22 @@ def main(out_path: str) -> None:
     for opts, (h, w) in CASES:
         kwargs = {"pooled_output": pooled(), "width": w * 8, "height": h * 8, **opts}
         adm = comfy.model_base.SDXL.encode_adm(model, **kwargs).float().contiguous()
-        cases.append({"options": opts, "latent_hw": [h, w], "shape": list(adm.shape),
-                      "sha256": hashlib.sha256(adm.numpy().tobytes()).hexdigest(),
-                      "first_time_values": adm[0, 32:36].tolist()})
-    fixture = {"note": ("Recorded by scripts/record_comfyui_sdxl_adm.py with ComfyUI 0.3.64's SDXL.encode_adm "
-                        "(commit a125cd84b054a57729b5eecab930ca9408719832) on the CPU."), "cases": cases}
+        cases.append(
+            {
+                "options": opts,
+                "latent_hw": [h, w],
+                "shape": list(adm.shape),
+                "sha256": hashlib.sha256(adm.numpy().tobytes()).hexdigest(),
+                "first_time_values": adm[0, 32:36].tolist(),
+            }
+        )
+    fixture = {
+        "note": (
+            "Recorded by scripts/record_comfyui_sdxl_adm.py with ComfyUI 0.3.64's SDXL.encode_adm "
+            "(commit a125cd84b054a57729b5eecab930ca9408719832) on the CPU."
+        ),
+        "cases": cases,
+    }
     with open(out_path, "w") as f:
         json.dump(fixture, f, indent=1)
 

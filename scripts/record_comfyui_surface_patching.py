@@ -11,6 +11,7 @@ feathering, mask with strength, timestep range), can_concat_cond / cond_cat on C
 comfy_extras.nodes_stable3d.camera_embeddings, comfy.hooks.InterpolationMethod.get_weights and
 comfy.patcher_extension.merge_nested_dicts.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,6 +22,7 @@ import torch
 out_path = sys.argv[1]
 sys.argv[1:] = ["--cpu"]
 import comfy.cli_args  # noqa: E402
+
 comfy.cli_args.args.cpu = True
 import comfy.conds  # noqa: E402
 import comfy.controlnet  # noqa: E402
@@ -49,8 +51,11 @@ def mask() -> torch.Tensor:
 
 
 def entry(**kw) -> dict:
-    return {"model_conds": {"c_crossattn": comfy.conds.CONDRegular(torch.ones(1, 3, 4) * kw.pop("ctx", 1.0))},
-            "uuid": "u", **kw}
+    return {
+        "model_conds": {"c_crossattn": comfy.conds.CONDRegular(torch.ones(1, 3, 4) * kw.pop("ctx", 1.0))},
+        "uuid": "u",
+        **kw,
+    }
 
 
 area_cases = {
@@ -71,31 +76,60 @@ for name, c in area_cases.items():
     if r is None:
         areas[name] = None
         continue
-    areas[name] = {"area": r.area, "input_shape": list(r.input_x.shape),
-                   "input_first": r.input_x[0, 0, 0, 0].item(), "mult_shape": list(r.mult.shape),
-                   "mult": r.mult[1, 1].tolist(),
-                   "cond_shape": list(r.conditioning["c_crossattn"].cond.shape)}
+    areas[name] = {
+        "area": r.area,
+        "input_shape": list(r.input_x.shape),
+        "input_first": r.input_x[0, 0, 0, 0].item(),
+        "mult_shape": list(r.mult.shape),
+        "mult": r.mult[1, 1].tolist(),
+        "cond_shape": list(r.conditioning["c_crossattn"].cond.shape),
+    }
 
 a = comfy.samplers.get_area_and_mult(entry(ctx=1.0), x_in(), t)
 b = comfy.samplers.get_area_and_mult(entry(ctx=2.0), x_in(), t)
 c = comfy.samplers.get_area_and_mult(entry(area=(8, 6, 4, 3)), x_in(), t)
-concat = {"same": comfy.samplers.can_concat_cond(a, b), "other_area": comfy.samplers.can_concat_cond(a, c),
-          "cat": comfy.samplers.cond_cat([a.conditioning, b.conditioning])["c_crossattn"].tolist()}
+concat = {
+    "same": comfy.samplers.can_concat_cond(a, b),
+    "other_area": comfy.samplers.can_concat_cond(a, c),
+    "cat": comfy.samplers.cond_cat([a.conditioning, b.conditioning])["c_crossattn"].tolist(),
+}
 
-cameras = [{"elevation": e, "azimuth": z, "out": camera_embeddings(e, z).tolist()}
-           for e, z in [(0.0, 0.0), (10.0, 30.0), (-25.5, 180.0), (90, -45)]]
+cameras = [
+    {"elevation": e, "azimuth": z, "out": camera_embeddings(e, z).tolist()}
+    for e, z in [(0.0, 0.0), (10.0, 30.0), (-25.5, 180.0), (90, -45)]
+]
 
-weights = [{"from": f, "to": to, "length": n, "method": m, "reverse": rev,
-            "out": comfy.hooks.InterpolationMethod.get_weights(f, to, n, m, reverse=rev).tolist()}
-           for f, to, n, m, rev in [(0.0, 1.0, 5, "linear", False), (1.0, 0.2, 6, "ease_in", False),
-                                    (0.0, 2.0, 4, "ease_out", True), (0.5, 1.5, 7, "ease_in_out", False)]]
+weights = [
+    {
+        "from": f,
+        "to": to,
+        "length": n,
+        "method": m,
+        "reverse": rev,
+        "out": comfy.hooks.InterpolationMethod.get_weights(f, to, n, m, reverse=rev).tolist(),
+    }
+    for f, to, n, m, rev in [
+        (0.0, 1.0, 5, "linear", False),
+        (1.0, 0.2, 6, "ease_in", False),
+        (0.0, 2.0, 4, "ease_out", True),
+        (0.5, 1.5, 7, "ease_in_out", False),
+    ]
+]
 
 d1 = {"a": 1, "l": [1, 2], "n": {"x": [1], "y": {"z": 1}, "k": 1}}
 d2 = {"b": 2, "l": [3], "n": {"x": [2], "y": {"w": 2}, "k": 2}}
 merged = comfy.patcher_extension.merge_nested_dicts(d1, d2)
 
 with open(out_path, "w") as f:
-    json.dump({"broadcast_image_to": broadcast, "get_area_and_mult": areas, "concat": concat,
-               "camera_embeddings": cameras, "interpolation": weights,
-               "merge_nested_dicts": {"d1": d1, "d2": d2, "out": merged}}, f)
+    json.dump(
+        {
+            "broadcast_image_to": broadcast,
+            "get_area_and_mult": areas,
+            "concat": concat,
+            "camera_embeddings": cameras,
+            "interpolation": weights,
+            "merge_nested_dicts": {"d1": d1, "d2": d2, "out": merged},
+        },
+        f,
+    )
     f.write("\n")

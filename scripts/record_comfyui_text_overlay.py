@@ -13,6 +13,7 @@ with the same Pillow as this project's (the text is drawn by Pillow's FreeType):
 The font file is matplotlib's DejaVuSans.ttf (matplotlib is a dependency here, so the test finds the same
 file); "" is Pillow's default font. Outputs are stored as float32 bytes (base64), compared bit for bit.
 """
+
 from __future__ import annotations
 
 import base64
@@ -30,8 +31,12 @@ FONT = "DejaVuSans.ttf"
 
 def inputs() -> dict[str, torch.Tensor]:
     gen = torch.Generator().manual_seed(34)
-    return {"rgb": torch.rand(1, 30, 48, 3, generator=gen), "rgba": torch.rand(2, 26, 40, 4, generator=gen),
-            "wide": torch.rand(1, 24, 90, 3, generator=gen), "tall": torch.rand(1, 64, 40, 3, generator=gen)}
+    return {
+        "rgb": torch.rand(1, 30, 48, 3, generator=gen),
+        "rgba": torch.rand(2, 26, 40, 4, generator=gen),
+        "wide": torch.rand(1, 24, 90, 3, generator=gen),
+        "tall": torch.rand(1, 64, 40, 3, generator=gen),
+    }
 
 
 LONG_TEXT = "The quick brown fox"
@@ -60,11 +65,14 @@ def record(node_file: str, font_file: str) -> dict:
     sys.argv = [sys.argv[0], "--cpu"]
     sys.path.insert(0, ".")
     import comfy.options
+
     comfy.options.enable_args_parsing()
-    import utils.install_util  # noqa: F401  (before nodes: comfy/ on the path shadows the utils package)
-    import server  # noqa: F401
-    import nodes  # noqa: F401
     import folder_paths
+    import server  # noqa: F401
+    import utils.install_util  # noqa: F401  (before nodes: comfy/ on the path shadows the utils package)
+
+    import nodes  # noqa: F401
+
     fonts = tempfile.mkdtemp()
     shutil.copy(font_file, os.path.join(fonts, FONT))
     folder_paths.folder_names_and_paths["fonts"] = ([fonts], {".ttf", ".otf"})
@@ -90,7 +98,13 @@ if __name__ == "__main__":
     node_file, font_file, target = sys.argv[1:4]
     cases = record(node_file, font_file)
     with open(target, "w", encoding="utf-8") as f:
-        json.dump({"source": "today's ComfyUI comfy_extras/nodes_text_overlay.py (Comfy-Org commit b45873d0) run in "
-                             "upstream ComfyUI 0.10.0's environment, Pillow 13.0.0; scripts/record_comfyui_text_overlay.py",
-                   "cases": cases}, f, indent=1)
+        json.dump(
+            {
+                "source": "today's ComfyUI comfy_extras/nodes_text_overlay.py (Comfy-Org commit b45873d0) run in "
+                "upstream ComfyUI 0.10.0's environment, Pillow 13.0.0; scripts/record_comfyui_text_overlay.py",
+                "cases": cases,
+            },
+            f,
+            indent=1,
+        )
         f.write("\n")

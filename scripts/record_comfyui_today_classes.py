@@ -11,6 +11,7 @@ and the types the web UI draws itself (Note, MarkdownNote, Reroute). Run with th
     python scripts/record_comfyui_today_classes.py /tmp/ed/comfyui_embedded_docs-0.5.15-py3-none-any.whl \\
         <ComfyUI 0.10.0 source> > tests/nodes/fixtures/comfyui_today_classes.json
 """
+
 from __future__ import annotations
 
 import json
@@ -30,13 +31,17 @@ API_PROVIDERS = re.compile(
     r"Sonilo|Sync|Tencent|Topaz|Tripo(?!Splat)|Veed|Vidu)"
     r"|Api$"
     r"|^Flux(2|2Max|2Pro|3|3Max|KontextMax|KontextPro|Erase|VTO|Video)(Image|TextToVideo|ImageToVideo|"
-    r"VideoContinuation|Edit|Upscale)?Node$")
+    r"VideoContinuation|Edit|Upscale)?Node$"
+)
 
 
 def docs_classes(wheel: Path) -> set[str]:
     with zipfile.ZipFile(wheel) as zf:
-        return {parts[2] for name in zf.namelist()
-                if len(parts := name.split("/")) > 3 and parts[:2] == ["comfyui_embedded_docs", "docs"]}
+        return {
+            parts[2]
+            for name in zf.namelist()
+            if len(parts := name.split("/")) > 3 and parts[:2] == ["comfyui_embedded_docs", "docs"]
+        }
 
 
 def api_nodes_010(source: Path) -> set[str]:
@@ -51,11 +56,14 @@ def classify(wheel: Path, source: Path) -> dict:
     recorded_api = api_nodes_010(source) & documented
     named_api = {c for c in documented - recorded_api if API_PROVIDERS.search(c)}
     local = documented - recorded_api - named_api - FRONTEND_ONLY
-    return {"source": f"comfyui-embedded-docs {wheel.name.split('-')[1]}: {len(documented)} documented classes; "
-                      f"{len(recorded_api)} paid API nodes declared in ComfyUI 0.10.0's comfy_api_nodes, "
-                      f"{len(named_api)} newer ones by provider name (scripts/record_comfyui_today_classes.py), "
-                      f"{len(FRONTEND_ONLY & documented)} frontend-only types left out",
-            "local": sorted(local), "api": sorted(recorded_api | named_api)}
+    return {
+        "source": f"comfyui-embedded-docs {wheel.name.split('-')[1]}: {len(documented)} documented classes; "
+        f"{len(recorded_api)} paid API nodes declared in ComfyUI 0.10.0's comfy_api_nodes, "
+        f"{len(named_api)} newer ones by provider name (scripts/record_comfyui_today_classes.py), "
+        f"{len(FRONTEND_ONLY & documented)} frontend-only types left out",
+        "local": sorted(local),
+        "api": sorted(recorded_api | named_api),
+    }
 
 
 if __name__ == "__main__":

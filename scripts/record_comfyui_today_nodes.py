@@ -10,6 +10,7 @@ modules, nothing of ComfyUI is copied here; recipe in ../shared/reference/runnin
 
 Inputs are seeded tensors (`inputs()`, shared with the test); outputs are stored in full (they are small).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -22,11 +23,17 @@ import torch
 
 def inputs() -> dict[str, torch.Tensor]:
     gen = torch.Generator().manual_seed(34)
-    return {"rgb_4x6": torch.rand(1, 4, 6, 3, generator=gen), "rgba_5x3": torch.rand(2, 5, 3, 4, generator=gen),
-            "mask_4x6": torch.rand(1, 4, 6, generator=gen), "mask_3x8": torch.rand(2, 3, 8, generator=gen),
-            "latent_4x4": torch.rand(1, 4, 4, 4, generator=gen), "latent_2x6": torch.rand(2, 4, 2, 6, generator=gen),
-            "image_7x10": torch.rand(1, 7, 10, 3, generator=gen), "mask_9x5": torch.rand(2, 9, 5, generator=gen),
-            "video_latent": torch.rand(1, 2, 5, 3, 6, generator=gen)}
+    return {
+        "rgb_4x6": torch.rand(1, 4, 6, 3, generator=gen),
+        "rgba_5x3": torch.rand(2, 5, 3, 4, generator=gen),
+        "mask_4x6": torch.rand(1, 4, 6, generator=gen),
+        "mask_3x8": torch.rand(2, 3, 8, generator=gen),
+        "latent_4x4": torch.rand(1, 4, 4, 4, generator=gen),
+        "latent_2x6": torch.rand(2, 4, 2, 6, generator=gen),
+        "image_7x10": torch.rand(1, 7, 10, 3, generator=gen),
+        "mask_9x5": torch.rand(2, 9, 5, generator=gen),
+        "video_latent": torch.rand(1, 2, 5, 3, 6, generator=gen),
+    }
 
 
 # (resize_type, its inputs, scale method); a "match" input names one of `inputs()`
@@ -46,8 +53,15 @@ RESIZE_CASES = [
     ("scale to multiple", {"multiple": 3}, "nearest-exact"),
 ]
 RESIZE_INPUTS = ["image_7x10", "mask_9x5"]
-LATENT_CUT_CASES = [("video_latent", "t", 2), ("video_latent", "t", 3), ("video_latent", "x", 4),
-                    ("video_latent", "y", 9), ("latent_2x6", "x", 4), ("latent_2x6", "y", 1), ("latent_2x6", "t", 1)]
+LATENT_CUT_CASES = [
+    ("video_latent", "t", 2),
+    ("video_latent", "t", 3),
+    ("video_latent", "x", 4),
+    ("video_latent", "y", 9),
+    ("latent_2x6", "x", 4),
+    ("latent_2x6", "y", 1),
+    ("latent_2x6", "t", 1),
+]
 SIGMAS_TEXTS = ["1, 0.5", "14.6, 7.0 3.1,0", "-1.5e3 +2 .25", "no numbers", "1..5, 2"]
 
 
@@ -58,7 +72,7 @@ def _values(tensor: torch.Tensor) -> dict:
 def _sigmas(node: type, text: str) -> list[float] | dict:
     try:
         return node.execute(text).result[0].tolist()
-    except ValueError as ex:   # a text ComfyUI cannot read: the test expects an error too
+    except ValueError as ex:  # a text ComfyUI cannot read: the test expects an error too
         return {"error": type(ex).__name__}
 
 
@@ -66,19 +80,26 @@ def record() -> dict:
     sys.argv = [sys.argv[0], "--cpu"]
     sys.path.insert(0, ".")
     import comfy.options
+
     comfy.options.enable_args_parsing()
-    import utils.install_util  # noqa: F401  (before nodes: comfy/ on the path shadows the utils package)
     import server  # noqa: F401
+    import utils.install_util  # noqa: F401  (before nodes: comfy/ on the path shadows the utils package)
+
     import nodes  # noqa: F401
+
     sampler = importlib.import_module("comfy_extras.nodes_custom_sampler")
     post = importlib.import_module("comfy_extras.nodes_post_processing")
     x = inputs()
     out: dict = {"manual_sigmas": {t: _sigmas(sampler.ManualSigmas, t) for t in SIGMAS_TEXTS}}
-    out["batch_images"] = _values(post.BatchImagesNode.execute(
-        {"image0": x["rgb_4x6"], "image1": x["rgba_5x3"]}).result[0])
-    out["batch_masks"] = _values(post.BatchMasksNode.execute({"mask0": x["mask_4x6"], "mask1": x["mask_3x8"]}).result[0])
-    latent = post.BatchLatentsNode.execute({"latent0": {"samples": x["latent_4x4"]},
-                                            "latent1": {"samples": x["latent_2x6"], "batch_index": [5, 6]}}).result[0]
+    out["batch_images"] = _values(
+        post.BatchImagesNode.execute({"image0": x["rgb_4x6"], "image1": x["rgba_5x3"]}).result[0]
+    )
+    out["batch_masks"] = _values(
+        post.BatchMasksNode.execute({"mask0": x["mask_4x6"], "mask1": x["mask_3x8"]}).result[0]
+    )
+    latent = post.BatchLatentsNode.execute(
+        {"latent0": {"samples": x["latent_4x4"]}, "latent1": {"samples": x["latent_2x6"], "batch_index": [5, 6]}}
+    ).result[0]
     out["batch_latents"] = {**_values(latent["samples"]), "batch_index": latent["batch_index"]}
     out["resize"] = {}
     for i, (mode, params, method) in enumerate(RESIZE_CASES):
@@ -93,8 +114,12 @@ def record() -> dict:
         out["latent_cut"][f"{name}-{dim}-{size}"] = _values(result)
     logic = importlib.import_module("comfy_extras.nodes_logic")
     # check_lazy_status: which input it asks for, per (switch, on_false, on_true) with None = linked, not computed
-    out["switch_lazy"] = {f"{s}-{f}-{t}": logic.SwitchNode.check_lazy_status(s, f, t)
-                          for s in (True, False) for f in (None, 1) for t in (None, 2)}
+    out["switch_lazy"] = {
+        f"{s}-{f}-{t}": logic.SwitchNode.check_lazy_status(s, f, t)
+        for s in (True, False)
+        for f in (None, 1)
+        for t in (None, 2)
+    }
     return out
 
 

@@ -11,6 +11,7 @@ The images are made by `images()` below from a seeded torch generator (the test 
 is wider than ComfyUI's 512-pixel tile, so the tiled blend is covered, and one is 1x1, so spandrel's
 padding to its minimum size is. For each it stores the output's shape and the SHA-256 of its float32 bytes.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -24,10 +25,12 @@ import torch
 def images() -> dict[str, torch.Tensor]:
     """Fixed IMAGE batches [B,H,W,3] in 0..1 (shared with tests/nodes/test_upscale_model.py)."""
     gen = torch.Generator().manual_seed(1234)
-    return {"small": torch.rand(1, 24, 20, 3, generator=gen),
-            "batch_of_two": torch.rand(2, 9, 14, 3, generator=gen),
-            "one_pixel": torch.rand(1, 1, 1, 3, generator=gen),
-            "wider_than_a_tile": torch.rand(1, 12, 530, 3, generator=gen)}
+    return {
+        "small": torch.rand(1, 24, 20, 3, generator=gen),
+        "batch_of_two": torch.rand(2, 9, 14, 3, generator=gen),
+        "one_pixel": torch.rand(1, 1, 1, 3, generator=gen),
+        "wider_than_a_tile": torch.rand(1, 12, 530, 3, generator=gen),
+    }
 
 
 def digest(t: torch.Tensor) -> str:
@@ -36,10 +39,12 @@ def digest(t: torch.Tensor) -> str:
 
 def main(model_path: str, out_path: str) -> None:
     from comfy.cli_args import args
-    args.cpu = True   # as the server runs with --cpu; must be set before model_management is imported
+
+    args.cpu = True  # as the server runs with --cpu; must be set before model_management is imported
     import comfy.utils
     from comfy_extras.nodes_upscale_model import ImageUpscaleWithModel
     from spandrel import ModelLoader
+
     # The loader node's body without folder_paths: the same state-dict read and spandrel call.
     model = ModelLoader().load_from_state_dict(comfy.utils.load_torch_file(model_path, safe_load=True)).eval()
     cases = {}
@@ -47,11 +52,14 @@ def main(model_path: str, out_path: str) -> None:
         out = ImageUpscaleWithModel.execute(model, image).result[0]
         cases[name] = {"shape": list(out.shape), "sha256": digest(out)}
     commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
-    record = {"comfyui_commit": commit or "a125cd84b054a57729b5eecab930ca9408719832",
-              "recorded_by": "scripts/record_comfyui_upscale_model.py (ComfyUI's ImageUpscaleWithModel.execute "
-                             "on spandrel's model of the demo file, CPU, float32)",
-              "model_sha256": hashlib.sha256(open(model_path, "rb").read()).hexdigest(),
-              "scale": model.scale, "cases": cases}
+    record = {
+        "comfyui_commit": commit or "a125cd84b054a57729b5eecab930ca9408719832",
+        "recorded_by": "scripts/record_comfyui_upscale_model.py (ComfyUI's ImageUpscaleWithModel.execute "
+        "on spandrel's model of the demo file, CPU, float32)",
+        "model_sha256": hashlib.sha256(open(model_path, "rb").read()).hexdigest(),
+        "scale": model.scale,
+        "cases": cases,
+    }
     with open(out_path, "w") as f:
         json.dump(record, f, indent=1, sort_keys=True)
         f.write("\n")

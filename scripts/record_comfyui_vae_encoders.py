@@ -12,6 +12,7 @@ each tensor by the SHA-256 of its float32 bytes (with shape and sum). The tiled 
 VAE.encode_tiled_ with a toy encoder (8x8 average pool, a fixed 1x1 convolution to 4 channels, tanh) in place
 of the VAE's on stripes(); the other inputs are generated from a seed and stored as float32 bytes (base64).
 """
+
 from __future__ import annotations
 
 import base64
@@ -21,15 +22,18 @@ import sys
 
 import torch
 
-sys.argv[1:] = [sys.argv[1], "--cpu"]   # ComfyUI reads its command line on import: no CUDA here
+sys.argv[1:] = [sys.argv[1], "--cpu"]  # ComfyUI reads its command line on import: no CUDA here
 import comfy.cli_args  # noqa: E402
+
 comfy.cli_args.args.cpu = True
 import comfy.sd  # noqa: E402
+
 import nodes  # noqa: E402
 
 
 class EchoVAE:
     """Crops as ComfyUI's VAE.encode does (its own method), then returns the pixels it would encode."""
+
     downscale_ratio = 8
     crop_input = True
 
@@ -48,6 +52,7 @@ class ToyEncoder:
 
 class TiledVAE:
     """What VAE.encode_tiled_ reads of its VAE, with the toy encoder as its model."""
+
     first_stage_model = ToyEncoder()
     vae_dtype = torch.float32
     device = output_device = "cpu"
@@ -73,8 +78,11 @@ def b64(t: torch.Tensor) -> dict:
 
 def digest(t: torch.Tensor) -> dict:
     t = t.detach().to(torch.float32).contiguous()
-    return {"shape": list(t.shape), "sha256": hashlib.sha256(t.numpy().tobytes()).hexdigest(),
-            "sum": float(t.double().sum())}
+    return {
+        "shape": list(t.shape),
+        "sha256": hashlib.sha256(t.numpy().tobytes()).hexdigest(),
+        "sum": float(t.double().sum()),
+    }
 
 
 def main(out_path: str) -> None:
@@ -86,36 +94,70 @@ def main(out_path: str) -> None:
         "mask_soft_10x15": torch.rand(10, 15),
         "mask_2x16x24": torch.rand(2, 16, 24),
     }
-    combos = [("pixels_21x30", "mask_21x30"), ("pixels_21x30", "mask_soft_10x15"),
-              ("pixels_2x16x24", "mask_2x16x24"), ("pixels_2x16x24", "mask_soft_10x15")]
+    combos = [
+        ("pixels_21x30", "mask_21x30"),
+        ("pixels_21x30", "mask_soft_10x15"),
+        ("pixels_2x16x24", "mask_2x16x24"),
+        ("pixels_2x16x24", "mask_soft_10x15"),
+    ]
     cases = []
     for pixels, mask in combos:
         for grow in (0, 1, 6, 7):
             (latent,) = nodes.VAEEncodeForInpaint().encode(EchoVAE(), inputs[pixels], inputs[mask], grow)
-            cases.append({"class": "VAEEncodeForInpaint", "pixels": pixels, "mask": mask, "grow_mask_by": grow,
-                          "samples": digest(latent["samples"]), "noise_mask": digest(latent["noise_mask"])})
+            cases.append(
+                {
+                    "class": "VAEEncodeForInpaint",
+                    "pixels": pixels,
+                    "mask": mask,
+                    "grow_mask_by": grow,
+                    "samples": digest(latent["samples"]),
+                    "noise_mask": digest(latent["noise_mask"]),
+                }
+            )
         for noise_mask in (True, False):
             pos, neg = [[torch.zeros(1, 2, 4), {"strength": 0.5}]], [[torch.ones(1, 2, 4), {}]]
-            p, n, latent = nodes.InpaintModelConditioning().encode(pos, neg, inputs[pixels], EchoVAE(), inputs[mask],
-                                                                    noise_mask)
-            cases.append({"class": "InpaintModelConditioning", "pixels": pixels, "mask": mask,
-                          "noise_mask_flag": noise_mask, "samples": digest(latent["samples"]),
-                          "noise_mask": digest(latent["noise_mask"]) if "noise_mask" in latent else None,
-                          "concat_latent_image": digest(p[0][1]["concat_latent_image"]),
-                          "concat_mask": digest(p[0][1]["concat_mask"]),
-                          "negative_keys": sorted(n[0][1]), "positive_keys": sorted(p[0][1])})
+            p, n, latent = nodes.InpaintModelConditioning().encode(
+                pos, neg, inputs[pixels], EchoVAE(), inputs[mask], noise_mask
+            )
+            cases.append(
+                {
+                    "class": "InpaintModelConditioning",
+                    "pixels": pixels,
+                    "mask": mask,
+                    "noise_mask_flag": noise_mask,
+                    "samples": digest(latent["samples"]),
+                    "noise_mask": digest(latent["noise_mask"]) if "noise_mask" in latent else None,
+                    "concat_latent_image": digest(p[0][1]["concat_latent_image"]),
+                    "concat_mask": digest(p[0][1]["concat_mask"]),
+                    "negative_keys": sorted(n[0][1]),
+                    "positive_keys": sorted(p[0][1]),
+                }
+            )
     tiled_cases = []
     for shape in ((2, 136, 200, 3), (1, 64, 64, 3)):
         pixels = stripes(shape)
         for tile, overlap in ((64, 0), (64, 24), (128, 32), (192, 64), (512, 64)):
-            with torch.inference_mode():   # as ComfyUI runs nodes (its tiling adds in place)
+            with torch.inference_mode():  # as ComfyUI runs nodes (its tiling adds in place)
                 out = comfy.sd.VAE.encode_tiled_(TiledVAE(), pixels.movedim(-1, 1), tile, tile, overlap)
-            tiled_cases.append({"class": "VAEEncodeTiled", "shape": list(shape), "pixels": digest(pixels),
-                                "tile_size": tile, "overlap": overlap, "samples": digest(out)})
+            tiled_cases.append(
+                {
+                    "class": "VAEEncodeTiled",
+                    "shape": list(shape),
+                    "pixels": digest(pixels),
+                    "tile_size": tile,
+                    "overlap": overlap,
+                    "samples": digest(out),
+                }
+            )
     cases += tiled_cases
-    fixture = {"note": ("Recorded by scripts/record_comfyui_inpaint_preprocessing.py in ComfyUI 0.3.64 (commit "
-                        "a125cd84b054a57729b5eecab930ca9408719832) on the CPU, with a VAE that returns its input and a toy tiled encoder."),
-               "inputs": {k: b64(v) for k, v in inputs.items()}, "cases": cases}
+    fixture = {
+        "note": (
+            "Recorded by scripts/record_comfyui_inpaint_preprocessing.py in ComfyUI 0.3.64 (commit "
+            "a125cd84b054a57729b5eecab930ca9408719832) on the CPU, with a VAE that returns its input and a toy tiled encoder."
+        ),
+        "inputs": {k: b64(v) for k, v in inputs.items()},
+        "cases": cases,
+    }
     with open(out_path, "w") as f:
         json.dump(fixture, f, indent=1)
 

@@ -8,6 +8,7 @@ copied here):
     cd <ComfyUI 0.10.0 source> && PYTHONPATH=<torchvision shim> <venv>/bin/python \\
         /work/main/scripts/record_comfyui_video_latent_nodes.py /work/main/tests/nodes/fixtures/comfyui_video_latent_nodes.json
 """
+
 from __future__ import annotations
 
 import importlib
@@ -40,34 +41,60 @@ def record() -> dict:
     sys.argv = [sys.argv[0], "--cpu"]
     sys.path.insert(0, ".")
     import comfy.options
+
     comfy.options.enable_args_parsing()
     # utils before server and nodes: comfy/ on the path shadows the utils package
     import utils.install_util  # noqa: F401, I001
     import server  # noqa: F401
     import nodes  # noqa: F401
+
     importlib.import_module("comfy_extras.nodes_post_processing")  # first: it and nodes_latent import each other
     node = importlib.import_module("comfy_extras.nodes_latent").ReplaceVideoLatentFrames
     out = []
     for frames, index in CASES:
         dest, source = latents(frames)
         result = node.execute(dest, index, source).result[0]
-        out.append({"source_frames": frames, "index": index, "keys": sorted(result),
-                    "shape": list(result["samples"].shape), "values": result["samples"].flatten().tolist()})
+        out.append(
+            {
+                "source_frames": frames,
+                "index": index,
+                "keys": sorted(result),
+                "shape": list(result["samples"].shape),
+                "values": result["samples"].flatten().tolist(),
+            }
+        )
     trim = importlib.import_module("comfy_extras.nodes_wan").TrimVideoLatent
     trims = []
     for amount in TRIMS:
         result = trim.execute({"samples": video(5, 1), "batch_index": [3, 4]}, amount).result[0]
-        trims.append({"trim_amount": amount, "keys": sorted(result), "shape": list(result["samples"].shape),
-                      "values": result["samples"].flatten().tolist()})
+        trims.append(
+            {
+                "trim_amount": amount,
+                "keys": sorted(result),
+                "shape": list(result["samples"].shape),
+                "values": result["samples"].flatten().tolist(),
+            }
+        )
     normalize = importlib.import_module("comfy_extras.nodes_kandinsky5").NormalizeVideoLatentStart
     norms = []
     for frames, start, ref in NORMALIZE_CASES:
         result = normalize.execute({"samples": video(frames, 2)}, start, ref).result[0]
-        norms.append({"frames": frames, "start": start, "reference": ref, "shape": list(result["samples"].shape),
-                      "values": result["samples"].flatten().tolist()})
-    return {"source": "ComfyUI 0.10.0 (hiddenswitch/ComfyUI 79cdbc81): comfy_extras.nodes_latent."
-                      "ReplaceVideoLatentFrames, nodes_wan.TrimVideoLatent, nodes_kandinsky5.NormalizeVideoLatentStart",
-            "cases": out, "trim": trims, "normalize": norms}
+        norms.append(
+            {
+                "frames": frames,
+                "start": start,
+                "reference": ref,
+                "shape": list(result["samples"].shape),
+                "values": result["samples"].flatten().tolist(),
+            }
+        )
+    return {
+        "source": "ComfyUI 0.10.0 (hiddenswitch/ComfyUI 79cdbc81): comfy_extras.nodes_latent."
+        "ReplaceVideoLatentFrames, nodes_wan.TrimVideoLatent, nodes_kandinsky5.NormalizeVideoLatentStart",
+        "cases": out,
+        "trim": trims,
+        "normalize": norms,
+    }
 
 
 if __name__ == "__main__":

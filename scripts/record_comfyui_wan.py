@@ -35,6 +35,7 @@ Wan 2.1's image-to-video model with the image's CLIP vision output, and as text-
 and the Wan 2.1 text-to-video model).
 Tensors are float32 base64; the files' sha256 are stored so the test knows it has the same files.
 """
+
 from __future__ import annotations
 
 import base64
@@ -49,7 +50,7 @@ import numpy as np
 import torch
 
 OUT, MODELS, INPUT, WORKFLOW, WORKFLOW_5B = sys.argv[1:6]
-sys.argv[1:] = ["--cpu"]   # ComfyUI reads its command line on import: no CUDA here
+sys.argv[1:] = ["--cpu"]  # ComfyUI reads its command line on import: no CUDA here
 import comfy.cli_args
 
 comfy.cli_args.args.cpu = True
@@ -64,19 +65,25 @@ import comfy.utils
 import folder_paths
 
 SOURCE = "ComfyUI 0.10.0 (hiddenswitch/ComfyUI 79cdbc81, upstream's commits)"
-FILES = {"i2v_high": "diffusion_models/wan2.2_i2v_high_noise_14B_tiny.safetensors",
-         "i2v_low": "diffusion_models/wan2.2_i2v_low_noise_14B_tiny.safetensors",
-         "t2v": "diffusion_models/wan2.1_t2v_1.3B_tiny.safetensors",
-         "i2v_21": "diffusion_models/wan2.1_i2v_480p_14B_tiny.safetensors",
-         "clip_vision": "clip_vision/clip-vision-tiny.safetensors",
-         "ti2v_5b": "diffusion_models/wan2.2_ti2v_5B_tiny.safetensors",
-         "text_encoder": "text_encoders/umt5_xxl_tiny.safetensors",
-         "vae": "vae/wan_2.1_vae_tiny.safetensors",
-         "vae22": "vae/wan2.2_vae_tiny.safetensors",
-         "lora_high": "loras/wan2.2_i2v_lightx2v_4steps_lora_tiny_high_noise.safetensors",
-         "lora_low": "loras/wan2.2_i2v_lightx2v_4steps_lora_tiny_low_noise.safetensors"}
-PROMPTS = {"plain": "a red cube on a wooden table", "weighted": "a (red:1.3) cube, \\(escaped\\) [brackets]",
-           "empty": "", "unicode": "café 東京"}
+FILES = {
+    "i2v_high": "diffusion_models/wan2.2_i2v_high_noise_14B_tiny.safetensors",
+    "i2v_low": "diffusion_models/wan2.2_i2v_low_noise_14B_tiny.safetensors",
+    "t2v": "diffusion_models/wan2.1_t2v_1.3B_tiny.safetensors",
+    "i2v_21": "diffusion_models/wan2.1_i2v_480p_14B_tiny.safetensors",
+    "clip_vision": "clip_vision/clip-vision-tiny.safetensors",
+    "ti2v_5b": "diffusion_models/wan2.2_ti2v_5B_tiny.safetensors",
+    "text_encoder": "text_encoders/umt5_xxl_tiny.safetensors",
+    "vae": "vae/wan_2.1_vae_tiny.safetensors",
+    "vae22": "vae/wan2.2_vae_tiny.safetensors",
+    "lora_high": "loras/wan2.2_i2v_lightx2v_4steps_lora_tiny_high_noise.safetensors",
+    "lora_low": "loras/wan2.2_i2v_lightx2v_4steps_lora_tiny_low_noise.safetensors",
+}
+PROMPTS = {
+    "plain": "a red cube on a wooden table",
+    "weighted": "a (red:1.3) cube, \\(escaped\\) [brackets]",
+    "empty": "",
+    "unicode": "café 東京",
+}
 
 
 def b64(t: torch.Tensor) -> dict:
@@ -94,25 +101,45 @@ def tiny_widths() -> None:
     te = comfy.utils.load_torch_file(f"{MODELS}/{FILES['text_encoder']}")
     vocab, width = te["shared.weight"].shape
     heads = te["encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight"].shape[1]
-    config = {"d_ff": te["encoder.block.0.layer.1.DenseReluDense.wi_0.weight"].shape[0],
-              "d_kv": te["encoder.block.0.layer.0.SelfAttention.q.weight"].shape[0] // heads, "d_model": width,
-              "dense_act_fn": "gelu_pytorch_tanh", "is_gated_act": True, "layer_norm_epsilon": 1e-6,
-              "model_type": "umt5", "num_heads": heads, "relative_attention_num_buckets": 32,
-              "num_layers": len({k.split(".")[2] for k in te if k.startswith("encoder.block.")}),
-              "vocab_size": vocab, "pad_token_id": 0, "eos_token_id": 1}
+    config = {
+        "d_ff": te["encoder.block.0.layer.1.DenseReluDense.wi_0.weight"].shape[0],
+        "d_kv": te["encoder.block.0.layer.0.SelfAttention.q.weight"].shape[0] // heads,
+        "d_model": width,
+        "dense_act_fn": "gelu_pytorch_tanh",
+        "is_gated_act": True,
+        "layer_norm_epsilon": 1e-6,
+        "model_type": "umt5",
+        "num_heads": heads,
+        "relative_attention_num_buckets": 32,
+        "num_layers": len({k.split(".")[2] for k in te if k.startswith("encoder.block.")}),
+        "vocab_size": vocab,
+        "pad_token_id": 0,
+        "eos_token_id": 1,
+    }
 
     class TinyUMT5(comfy.sd1_clip.SDClipModel):
         def __init__(self, device="cpu", layer="last", layer_idx=None, dtype=None, model_options=None):
-            super().__init__(device=device, layer=layer, layer_idx=layer_idx, textmodel_json_config=config,
-                             dtype=dtype, special_tokens={"end": 1, "pad": 0}, model_class=comfy.text_encoders.t5.T5,
-                             enable_attention_masks=True, zero_out_masked=True, model_options=model_options or {})
+            super().__init__(
+                device=device,
+                layer=layer,
+                layer_idx=layer_idx,
+                textmodel_json_config=config,
+                dtype=dtype,
+                special_tokens={"end": 1, "pad": 0},
+                model_class=comfy.text_encoders.t5.T5,
+                enable_attention_masks=True,
+                zero_out_masked=True,
+                model_options=model_options or {},
+            )
+
     comfy.text_encoders.wan.UMT5XXlModel = TinyUMT5
-    detect_te = comfy.sd.detect_te_model   # ComfyUI tells umt5-xxl by its 24th block
+    detect_te = comfy.sd.detect_te_model  # ComfyUI tells umt5-xxl by its 24th block
 
     def detect_te_tiny(sd):
         if "spiece_model" in sd and "encoder.final_layer_norm.weight" in sd:
             return comfy.sd.TEModel.T5_XXL
         return detect_te(sd)
+
     comfy.sd.detect_te_model = detect_te_tiny
 
     detect = comfy.model_detection.detect_unet_config
@@ -122,10 +149,11 @@ def tiny_widths() -> None:
         if cfg is not None and cfg.get("image_model") == "wan2.1":
             cfg["text_dim"] = state_dict[f"{key_prefix}text_embedding.0.weight"].shape[1]
         return cfg
+
     comfy.model_detection.detect_unet_config = detect_tiny
 
     image_width = comfy.utils.load_torch_file(f"{MODELS}/{FILES['i2v_21']}")["img_emb.proj.0.weight"].shape[0]
-    mlp = comfy.ldm.wan.model.MLPProj   # ComfyUI builds Wan 2.1's image embedding for 1280-wide CLIP-H states
+    mlp = comfy.ldm.wan.model.MLPProj  # ComfyUI builds Wan 2.1's image embedding for 1280-wide CLIP-H states
     comfy.ldm.wan.model.MLPProj = lambda in_dim, out_dim, **kw: mlp(image_width, out_dim, **kw)
 
     vae22 = comfy.utils.load_torch_file(f"{MODELS}/{FILES['vae22']}")
@@ -136,30 +164,56 @@ def tiny_widths() -> None:
 
 def node_classes() -> dict:
     import nodes
-    core = {n: getattr(nodes, n) for n in ("UNETLoader", "CLIPLoader", "VAELoader", "CLIPTextEncode", "KSampler",
-                                          "KSamplerAdvanced", "VAEDecode", "LoadImage", "LoraLoaderModelOnly",
-                                          "ImageInvert", "CLIPVisionEncode")}
+
+    core = {
+        n: getattr(nodes, n)
+        for n in (
+            "UNETLoader",
+            "CLIPLoader",
+            "VAELoader",
+            "CLIPTextEncode",
+            "KSampler",
+            "KSamplerAdvanced",
+            "VAEDecode",
+            "LoadImage",
+            "LoraLoaderModelOnly",
+            "ImageInvert",
+            "CLIPVisionEncode",
+        )
+    }
     extra = {}
-    for module, names in (("nodes_model_advanced", ["ModelSamplingSD3"]),
-                          ("nodes_wan", ["WanImageToVideo", "WanFirstLastFrameToVideo", "Wan22ImageToVideoLatent"]),
-                          ("nodes_hunyuan", ["EmptyHunyuanLatentVideo"]),
-                          ("nodes_primitive", {"PrimitiveInt": "Int", "PrimitiveFloat": "Float",
-                                               "PrimitiveBoolean": "Boolean"})):
+    for module, names in (
+        ("nodes_model_advanced", ["ModelSamplingSD3"]),
+        ("nodes_wan", ["WanImageToVideo", "WanFirstLastFrameToVideo", "Wan22ImageToVideoLatent"]),
+        ("nodes_hunyuan", ["EmptyHunyuanLatentVideo"]),
+        ("nodes_primitive", {"PrimitiveInt": "Int", "PrimitiveFloat": "Float", "PrimitiveBoolean": "Boolean"}),
+    ):
         mod = importlib.import_module(f"comfy_extras.{module}")
         names = names if isinstance(names, dict) else {n: n for n in names}
         extra.update({n: getattr(mod, attr) for n, attr in names.items()})
     return {**core, **extra}
 
 
-TINY_CLIP_VISION = {"hidden_act": "quick_gelu", "hidden_size": 32, "image_size": 224, "intermediate_size": 64,
-                    "layer_norm_eps": 1e-05, "model_type": "clip_vision_model", "num_attention_heads": 16,
-                    "num_channels": 3, "num_hidden_layers": 2, "patch_size": 14, "projection_dim": 32}
+TINY_CLIP_VISION = {
+    "hidden_act": "quick_gelu",
+    "hidden_size": 32,
+    "image_size": 224,
+    "intermediate_size": 64,
+    "layer_norm_eps": 1e-05,
+    "model_type": "clip_vision_model",
+    "num_attention_heads": 16,
+    "num_channels": 3,
+    "num_hidden_layers": 2,
+    "patch_size": 14,
+    "projection_dim": 32,
+}
 
 
 def load_clip_vision(clip_name: str):
     import tempfile
 
     import comfy.clip_vision
+
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(TINY_CLIP_VISION, f)
     model = comfy.clip_vision.ClipVisionModel(f.name)
@@ -171,7 +225,7 @@ def load_clip_vision(clip_name: str):
 def run_node(cls, inputs: dict) -> tuple:
     if hasattr(cls, "FUNCTION"):
         return getattr(cls(), cls.FUNCTION)(**inputs)
-    out = cls.execute(**inputs)   # a v3 node (io.ComfyNode)
+    out = cls.execute(**inputs)  # a v3 node (io.ComfyNode)
     return tuple(out.result) if hasattr(out, "result") else out
 
 
@@ -216,8 +270,7 @@ def run_workflow(prompt: dict) -> dict:
                 results[node_id] = run_node(classes[kind], {k: value(v) for k, v in raw.items()})
         return results[node_id]
 
-    (decode,) = [k for k, v in prompt.items() if v["class_type"] == "VAEDecode" and
-                 v["inputs"]["samples"][0] in prompt]
+    (decode,) = [k for k, v in prompt.items() if v["class_type"] == "VAEDecode" and v["inputs"]["samples"][0] in prompt]
     frames = run(decode)[0]
     sampler = prompt[decode]["inputs"]["samples"][0]
     return {"latent_shape": list(run(sampler)[0]["samples"].shape), "frames": png_rgb(frames)}
@@ -232,14 +285,22 @@ def record_text(clip) -> dict:
     for name, text in PROMPTS.items():
         tokens = clip.tokenize(text)
         cond = clip.encode_from_tokens(tokens, return_pooled=True, return_dict=True)
-        out[name] = {"prompt": text, "ids": [t for t, *_ in tokens["umt5xxl"][0]], "cond": b64(cond["cond"]),
-                     "pooled_is_none": cond["pooled_output"] is None}
+        out[name] = {
+            "prompt": text,
+            "ids": [t for t, *_ in tokens["umt5xxl"][0]],
+            "cond": b64(cond["cond"]),
+            "pooled_is_none": cond["pooled_output"] is None,
+        }
     return out
 
 
 # (model, x shape, timesteps, context tokens); the 5B case gives one timestep per latent frame
-TRANSFORMER_CASES = [("t2v", [1, 16, 2, 6, 5], [500.0], 512), ("t2v", [2, 16, 1, 4, 4], [999.0, 12.5], 512),
-                     ("i2v_high", [1, 36, 2, 4, 6], [700.0], 512), ("ti2v_5b", [1, 48, 3, 4, 4], [[0.0, 600.0, 600.0]], 512)]
+TRANSFORMER_CASES = [
+    ("t2v", [1, 16, 2, 6, 5], [500.0], 512),
+    ("t2v", [2, 16, 1, 4, 4], [999.0, 12.5], 512),
+    ("i2v_high", [1, 36, 2, 4, 6], [700.0], 512),
+    ("ti2v_5b", [1, 48, 3, 4, 4], [[0.0, 600.0, 600.0]], 512),
+]
 
 
 def record_transformers(patchers: dict) -> list[dict]:
@@ -260,18 +321,38 @@ def record_i2v_step(patcher, vae, clip) -> dict:
     pos = clip.encode_from_tokens_scheduled(clip.tokenize("a red cube on a wooden table"))
     neg = clip.encode_from_tokens_scheduled(clip.tokenize(""))
     image = torch.rand(2, 40, 56, 3, generator=torch.Generator().manual_seed(5))
-    pos, _, latent = run_node(classes["WanImageToVideo"], {"positive": pos, "negative": neg, "vae": vae,
-                                                           "width": 48, "height": 32, "length": 9,
-                                                           "batch_size": 1, "start_image": image})
+    pos, _, latent = run_node(
+        classes["WanImageToVideo"],
+        {
+            "positive": pos,
+            "negative": neg,
+            "vae": vae,
+            "width": 48,
+            "height": 32,
+            "length": 9,
+            "batch_size": 1,
+            "start_image": image,
+        },
+    )
     opts = pos[0][1]
     x = seeded(7, *latent["samples"].shape)
     sigma = torch.tensor([0.8])
     model = patcher.model
-    concat = model.concat_cond(noise=x, concat_latent_image=opts["concat_latent_image"],
-                               concat_mask=opts["concat_mask"], device=torch.device("cpu"))
+    concat = model.concat_cond(
+        noise=x,
+        concat_latent_image=opts["concat_latent_image"],
+        concat_mask=opts["concat_mask"],
+        device=torch.device("cpu"),
+    )
     denoised = model.apply_model(x, sigma, c_concat=concat, c_crossattn=pos[0][0])
-    return {"image": b64(image), "x": b64(x), "sigma": 0.8, "context": b64(pos[0][0]), "concat": b64(concat),
-            "denoised": b64(denoised)}
+    return {
+        "image": b64(image),
+        "x": b64(x),
+        "sigma": 0.8,
+        "context": b64(pos[0][0]),
+        "concat": b64(concat),
+        "denoised": b64(denoised),
+    }
 
 
 def record_ti2v_step(patcher) -> dict:
@@ -287,8 +368,12 @@ def record_ti2v_step(patcher) -> dict:
 def record_vae(vae, channels: int = 16, scale: int = 8) -> dict:
     video = torch.rand(5, 64, 48, 3, generator=torch.Generator().manual_seed(3))
     latent = seeded(4, 1, channels, 2, 64 // scale, 48 // scale)
-    return {"video": b64(video), "encoded": b64(vae.encode(video)), "latent": b64(latent),
-            "decoded": b64(vae.decode(latent))}
+    return {
+        "video": b64(video),
+        "encoded": b64(vae.encode(video)),
+        "latent": b64(latent),
+        "decoded": b64(vae.decode(latent)),
+    }
 
 
 def start_image_variant(prompt: dict) -> dict:
@@ -320,8 +405,10 @@ def clip_vision_variant(prompt: dict) -> dict:
             node["inputs"]["unet_name"] = FILES["i2v_21"].split("/")[1]
     (node,) = [k for k, v in out.items() if v["class_type"] == "WanImageToVideo"]
     out["180"] = {"class_type": "CLIPVisionLoader", "inputs": {"clip_name": FILES["clip_vision"].split("/")[1]}}
-    out["181"] = {"class_type": "CLIPVisionEncode", "inputs": {"clip_vision": ["180", 0], "crop": "none",
-                                                              "image": out[node]["inputs"]["start_image"]}}
+    out["181"] = {
+        "class_type": "CLIPVisionEncode",
+        "inputs": {"clip_vision": ["180", 0], "crop": "none", "image": out[node]["inputs"]["start_image"]},
+    }
     out[node]["inputs"]["clip_vision_output"] = ["181", 0]
     return out
 
@@ -332,9 +419,11 @@ def text_variant(prompt: dict) -> dict:
     out = json.loads(json.dumps(prompt))
     (node,) = [k for k, v in out.items() if v["class_type"] == "WanImageToVideo"]
     i2v = out.pop(node)
-    out.pop(i2v["inputs"]["start_image"][0])   # the LoadImage
-    out[node] = {"class_type": "EmptyHunyuanLatentVideo", "inputs": {
-        k: i2v["inputs"][k] for k in ("width", "height", "length", "batch_size")}}
+    out.pop(i2v["inputs"]["start_image"][0])  # the LoadImage
+    out[node] = {
+        "class_type": "EmptyHunyuanLatentVideo",
+        "inputs": {k: i2v["inputs"][k] for k in ("width", "height", "length", "batch_size")},
+    }
     for v in out.values():
         if v["class_type"] == "UNETLoader":
             v["inputs"]["unet_name"] = FILES["t2v"].split("/")[1]
@@ -352,24 +441,56 @@ def record_latent_nodes(vae, clip, vae22) -> dict:
     end = torch.rand(2, 30, 30, 3, generator=torch.Generator().manual_seed(9))
     out = {"empty_hunyuan": [], "start_image": b64(start), "end_image": b64(end)}
     for width, height, length, batch in ((848, 480, 25, 1), (64, 48, 1, 2), (32, 16, 7, 1)):
-        (latent,) = run_node(classes["EmptyHunyuanLatentVideo"], {"width": width, "height": height,
-                                                                  "length": length, "batch_size": batch})
+        (latent,) = run_node(
+            classes["EmptyHunyuanLatentVideo"],
+            {"width": width, "height": height, "length": length, "batch_size": batch},
+        )
         out["empty_hunyuan"].append({"args": [width, height, length, batch], "shape": list(latent["samples"].shape)})
-    p, _, latent = run_node(classes["WanImageToVideo"], {"positive": pos, "negative": neg, "vae": vae, "width": 48,
-                                                         "height": 32, "length": 13, "batch_size": 2,
-                                                         "start_image": start})
-    out["wan_i2v"] = {"latent_shape": list(latent["samples"].shape), "concat_latent_image":
-                      b64(p[0][1]["concat_latent_image"]), "concat_mask": b64(p[0][1]["concat_mask"])}
-    p, _, latent = run_node(classes["WanFirstLastFrameToVideo"], {
-        "positive": pos, "negative": neg, "vae": vae, "width": 32, "height": 32, "length": 9, "batch_size": 1,
-        "start_image": start, "end_image": end})
-    out["wan_flf"] = {"latent_shape": list(latent["samples"].shape), "concat_latent_image":
-                      b64(p[0][1]["concat_latent_image"]), "concat_mask": b64(p[0][1]["concat_mask"])}
-    (latent,) = run_node(classes["Wan22ImageToVideoLatent"], {"vae": vae, "width": 96, "height": 64, "length": 9,
-                                                              "batch_size": 3})
+    p, _, latent = run_node(
+        classes["WanImageToVideo"],
+        {
+            "positive": pos,
+            "negative": neg,
+            "vae": vae,
+            "width": 48,
+            "height": 32,
+            "length": 13,
+            "batch_size": 2,
+            "start_image": start,
+        },
+    )
+    out["wan_i2v"] = {
+        "latent_shape": list(latent["samples"].shape),
+        "concat_latent_image": b64(p[0][1]["concat_latent_image"]),
+        "concat_mask": b64(p[0][1]["concat_mask"]),
+    }
+    p, _, latent = run_node(
+        classes["WanFirstLastFrameToVideo"],
+        {
+            "positive": pos,
+            "negative": neg,
+            "vae": vae,
+            "width": 32,
+            "height": 32,
+            "length": 9,
+            "batch_size": 1,
+            "start_image": start,
+            "end_image": end,
+        },
+    )
+    out["wan_flf"] = {
+        "latent_shape": list(latent["samples"].shape),
+        "concat_latent_image": b64(p[0][1]["concat_latent_image"]),
+        "concat_mask": b64(p[0][1]["concat_mask"]),
+    }
+    (latent,) = run_node(
+        classes["Wan22ImageToVideoLatent"], {"vae": vae, "width": 96, "height": 64, "length": 9, "batch_size": 3}
+    )
     out["wan22_latent"] = {"shape": list(latent["samples"].shape), "keys": sorted(latent)}
-    (latent,) = run_node(classes["Wan22ImageToVideoLatent"], {"vae": vae22, "width": 96, "height": 64, "length": 9,
-                                                              "batch_size": 2, "start_image": start})
+    (latent,) = run_node(
+        classes["Wan22ImageToVideoLatent"],
+        {"vae": vae22, "width": 96, "height": 64, "length": 9, "batch_size": 2, "start_image": start},
+    )
     out["wan22_latent_start"] = {"samples": b64(latent["samples"]), "noise_mask": b64(latent["noise_mask"])}
     return out
 
@@ -382,9 +503,10 @@ def main() -> None:
         folder_paths.add_model_folder_path(folder, f"{MODELS}/{folder}", is_default=True)
     folder_paths.set_input_directory(INPUT)
     classes = node_classes()
-    patchers = {name: run_node(classes["UNETLoader"], {"unet_name": FILES[name].split("/")[1],
-                                                       "weight_dtype": "default"})[0]
-                for name in ("t2v", "i2v_high", "ti2v_5b")}
+    patchers = {
+        name: run_node(classes["UNETLoader"], {"unet_name": FILES[name].split("/")[1], "weight_dtype": "default"})[0]
+        for name in ("t2v", "i2v_high", "ti2v_5b")
+    }
     (clip,) = run_node(classes["CLIPLoader"], {"clip_name": FILES["text_encoder"].split("/")[1], "type": "wan"})
     (vae,) = run_node(classes["VAELoader"], {"vae_name": FILES["vae"].split("/")[1]})
     (vae22,) = run_node(classes["VAELoader"], {"vae_name": FILES["vae22"].split("/")[1]})
@@ -395,21 +517,28 @@ def main() -> None:
     with_lora[switch]["inputs"]["value"] = True
     with open(WORKFLOW_5B) as f:
         prompt_5b = json.load(f)
-    fixture = {"source": SOURCE, "recorded_by": "scripts/record_comfyui_wan.py",
-               "files": {k: {"path": v, "sha256": sha256(f"{MODELS}/{v}")} for k, v in FILES.items()},
-               "text": record_text(clip), "transformer": record_transformers(patchers),
-               "i2v_step": record_i2v_step(patchers["i2v_high"], vae, clip), "vae": record_vae(vae),
-               "ti2v_step": record_ti2v_step(patchers["ti2v_5b"]),
-               "vae22": record_vae(vae22, 48, 16), "latent_nodes": record_latent_nodes(vae, clip, vae22),
-               "workflow": {"prompt": prompt, **run_workflow(prompt)},
-               "workflow_lora": {"prompt": with_lora, **run_workflow(with_lora)},
-               "workflow_clip_vision": {"prompt": clip_vision_variant(prompt),
-                                        **run_workflow(clip_vision_variant(prompt))},
-               "workflow_text": {"prompt": text_variant(prompt), **run_workflow(text_variant(prompt))},
-               "workflow_first_last": {"prompt": first_last_variant(prompt), **run_workflow(first_last_variant(prompt))},
-               "workflow_5b": {"prompt": prompt_5b, **run_workflow(prompt_5b)},
-               "workflow_5b_start_image": {"prompt": start_image_variant(prompt_5b),
-                                           **run_workflow(start_image_variant(prompt_5b))}}
+    fixture = {
+        "source": SOURCE,
+        "recorded_by": "scripts/record_comfyui_wan.py",
+        "files": {k: {"path": v, "sha256": sha256(f"{MODELS}/{v}")} for k, v in FILES.items()},
+        "text": record_text(clip),
+        "transformer": record_transformers(patchers),
+        "i2v_step": record_i2v_step(patchers["i2v_high"], vae, clip),
+        "vae": record_vae(vae),
+        "ti2v_step": record_ti2v_step(patchers["ti2v_5b"]),
+        "vae22": record_vae(vae22, 48, 16),
+        "latent_nodes": record_latent_nodes(vae, clip, vae22),
+        "workflow": {"prompt": prompt, **run_workflow(prompt)},
+        "workflow_lora": {"prompt": with_lora, **run_workflow(with_lora)},
+        "workflow_clip_vision": {"prompt": clip_vision_variant(prompt), **run_workflow(clip_vision_variant(prompt))},
+        "workflow_text": {"prompt": text_variant(prompt), **run_workflow(text_variant(prompt))},
+        "workflow_first_last": {"prompt": first_last_variant(prompt), **run_workflow(first_last_variant(prompt))},
+        "workflow_5b": {"prompt": prompt_5b, **run_workflow(prompt_5b)},
+        "workflow_5b_start_image": {
+            "prompt": start_image_variant(prompt_5b),
+            **run_workflow(start_image_variant(prompt_5b)),
+        },
+    }
     with open(OUT, "w") as f:
         json.dump(fixture, f)
 

@@ -8,6 +8,7 @@ say `openSource: false` (false marks a paid cloud API node); its classes are the
 offered when the core registry has it (packs are not counted). Each template weighs its recorded
 `usage` in the usage-weighted figures.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,6 +25,7 @@ FRONTEND_ONLY = {"Note", "MarkdownNote", "Reroute", "PrimitiveNode"}
 
 def templates_dir() -> Path:
     import comfyui_workflow_templates_json
+
     return Path(comfyui_workflow_templates_json.__file__).parent / "templates"
 
 
@@ -47,7 +49,7 @@ def coverage(folder: Path, offered: set[str]) -> dict:
     rows, missing_usage, missing_count = [], defaultdict(int), defaultdict(int)
     for entry in local_templates(folder):
         path = folder / f"{entry['name']}.json"
-        if not path.is_file():   # the index may name a template whose workflow the package leaves out
+        if not path.is_file():  # the index may name a template whose workflow the package leaves out
             rows.append({"name": entry["name"], "usage": entry.get("usage", 0), "missing": None})
             continue
         missing = sorted(template_classes(json.loads(path.read_text())) - offered)
@@ -78,11 +80,13 @@ def summary(rows: list[dict], missing_usage: dict[str, int], missing_count: dict
 def offered_classes() -> set[str]:
     # The registry's core set: nodes.NODE_CLASS_MAPPINGS also gains the packs once a registry is built.
     from comfy_bridge.registry import build_registry
+
     return set(build_registry(None, load_custom_nodes=False).builtin)
 
 
 def compute() -> dict:
     from importlib.metadata import version
+
     result = coverage(templates_dir(), offered_classes())
     return {"package": f"comfyui-workflow-templates-json {version('comfyui-workflow-templates-json')}", **result}
 
@@ -99,8 +103,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if stale else 0
     RESULT.write_text(text)
     share = fresh["complete_usage_share"]
-    print(f"{fresh['complete_templates']} of {fresh['local_templates']} local templates have every node offered "
-          f"({share:.0%} of their usage)")
+    print(
+        f"{fresh['complete_templates']} of {fresh['local_templates']} local templates have every node offered "
+        f"({share:.0%} of their usage)"
+    )
     for row in fresh["missing_classes"][:25]:
         print(f"  {row['class']}: {row['templates']} templates, usage {row['usage']}")
     return 0

@@ -12,6 +12,7 @@ template: the model, LoRA, text encoder and VAE file names (the tiny demo files;
 the template ships them), 64x64 pixels, a 0.25 s clip at 16 fps (5 frames), 6 steps (3 per expert) and the
 input image (the workspace's example.png). The 5B template is flat already (its LoadImage is bypassed, so it
 runs as text-to-video); changed there: the file names, 64x64 pixels, 5 frames, seed 42 fixed, 4 steps."""
+
 from __future__ import annotations
 
 import json
@@ -23,25 +24,36 @@ sys.path.insert(0, str(REPO))
 TEMPLATE = "video_wan2_2_14B_i2v"
 OUT = REPO / "workflows_json" / "wan22_i2v"
 # The subgraph node's widget inputs (by name) -> our value.
-SUBSTITUTE = {"width": 64, "height": 64, "value_1": 0.25, "noise_seed": 42,
-              "unet_name": "wan2.2_i2v_high_noise_14B_tiny.safetensors",
-              "unet_name_1": "wan2.2_i2v_low_noise_14B_tiny.safetensors",
-              "lora_name": "wan2.2_i2v_lightx2v_4steps_lora_tiny_high_noise.safetensors",
-              "lora_name_1": "wan2.2_i2v_lightx2v_4steps_lora_tiny_low_noise.safetensors",
-              "clip_name": "umt5_xxl_tiny.safetensors", "vae_name": "wan_2.1_vae_tiny.safetensors"}
+SUBSTITUTE = {
+    "width": 64,
+    "height": 64,
+    "value_1": 0.25,
+    "noise_seed": 42,
+    "unet_name": "wan2.2_i2v_high_noise_14B_tiny.safetensors",
+    "unet_name_1": "wan2.2_i2v_low_noise_14B_tiny.safetensors",
+    "lora_name": "wan2.2_i2v_lightx2v_4steps_lora_tiny_high_noise.safetensors",
+    "lora_name_1": "wan2.2_i2v_lightx2v_4steps_lora_tiny_low_noise.safetensors",
+    "clip_name": "umt5_xxl_tiny.safetensors",
+    "vae_name": "wan_2.1_vae_tiny.safetensors",
+}
 # Inner widget values changed: (node id, position in widgets_values) -> value.
-INNER = {(128, 0): 6, (127, 0): 3}   # total steps and the step where the low-noise expert takes over
+INNER = {(128, 0): 6, (127, 0): 3}  # total steps and the step where the low-noise expert takes over
 IMAGE = "example.png"
 OUT_5B = REPO / "workflows_json" / "wan22_5b"
 TEMPLATE_5B = "video_wan2_2_5B_ti2v"
 # node id -> its widgets_values in our copy of the 5B template
-WIDGETS_5B = {37: ["wan2.2_ti2v_5B_tiny.safetensors", "default"], 38: ["umt5_xxl_tiny.safetensors", "wan", "default"],
-              39: ["wan2.2_vae_tiny.safetensors"], 55: [64, 64, 5, 1],
-              3: [42, "fixed", 4, 5, "uni_pc", "simple", 1]}
+WIDGETS_5B = {
+    37: ["wan2.2_ti2v_5B_tiny.safetensors", "default"],
+    38: ["umt5_xxl_tiny.safetensors", "wan", "default"],
+    39: ["wan2.2_vae_tiny.safetensors"],
+    55: [64, 64, 5, 1],
+    3: [42, "fixed", 4, 5, "uni_pc", "simple", 1],
+}
 
 
 def template(name: str = TEMPLATE) -> dict:
     import comfyui_workflow_templates_json
+
     folder = Path(comfyui_workflow_templates_json.__file__).parent / "templates"
     return json.loads((folder / f"{name}.json").read_text())
 
@@ -96,9 +108,10 @@ def flatten(wf: dict) -> dict:
     outer_in = {i["name"]: i for i in outer["inputs"]}
     primitives: dict[str, int] = {}
     for link in sg["links"]:
-        lid, origin, slot, target, tslot, kind = (link[k] for k in ("id", "origin_id", "origin_slot", "target_id",
-                                                                     "target_slot", "type"))
-        if origin == -10:   # from the subgraph's inputs: the outer link, or a PrimitiveNode with the widget value
+        lid, origin, slot, target, tslot, kind = (
+            link[k] for k in ("id", "origin_id", "origin_slot", "target_id", "target_slot", "type")
+        )
+        if origin == -10:  # from the subgraph's inputs: the outer link, or a PrimitiveNode with the widget value
             name = sg_inputs[lid]["name"]
             outer_link = outer_in.get(name, {}).get("link")
             if outer_link is not None:
@@ -107,12 +120,20 @@ def flatten(wf: dict) -> dict:
                 continue
             if name not in primitives:
                 primitives[name] = next_id
-                nodes.append({"id": next_id, "type": "PrimitiveNode", "mode": 0, "inputs": [],
-                              "outputs": [{"name": "connect to widget input", "type": kind, "links": []}],
-                              "widgets_values": [values[name]], "properties": {}})
+                nodes.append(
+                    {
+                        "id": next_id,
+                        "type": "PrimitiveNode",
+                        "mode": 0,
+                        "inputs": [],
+                        "outputs": [{"name": "connect to widget input", "type": kind, "links": []}],
+                        "widgets_values": [values[name]],
+                        "properties": {},
+                    }
+                )
                 next_id += 1
             links.append([lid, primitives[name], 0, target, tslot, kind])
-        elif target == -20:   # to the subgraph's output: to whatever the outer output fed, under a new link id
+        elif target == -20:  # to the subgraph's output: to whatever the outer output fed, under a new link id
             for o in [o for o in outer_links.values() if o[1] == outer["id"]]:
                 fresh = max(link["id"] for link in sg["links"]) + 1 + o[0]
                 links.append([fresh, origin, slot, o[3], o[4], o[5]])
@@ -132,8 +153,10 @@ def main() -> None:
     from comfy_bridge import compat
     from comfy_bridge.formats import ui_to_api
     from comfy_bridge.registry import NodeRegistry
+
     compat.install()
     import nodes
+
     registry = NodeRegistry()
     registry.add_builtin(nodes.NODE_CLASS_MAPPINGS)
     for out, ui in ((OUT, flatten(template())), (OUT_5B, tiny_5b())):

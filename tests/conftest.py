@@ -1,13 +1,18 @@
 """Shared fixtures: one workspace with the demo models per test session."""
+
 from __future__ import annotations
 
 import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 import torch
+
+if TYPE_CHECKING:
+    from nodes.workspace import Workspace
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -33,10 +38,11 @@ def bench_results_elsewhere(tmp_path_factory, monkeypatch):
 
 
 @pytest.fixture(scope="session")
-def demo_workspace(tmp_path_factory) -> "Workspace":
+def demo_workspace(tmp_path_factory) -> Workspace:
     """A workspace with the demo models and the example input image, built once per session."""
-    from nodes.workspace import Workspace, activate
     from comfy_bridge.cli.demo_models import ensure_demo_models
+    from nodes.workspace import Workspace, activate
+
     root = Path(os.environ.get("COMFY_CLUSTER_TEST_WORKSPACE") or tmp_path_factory.mktemp("workspace"))
     ws = activate(Workspace(root).create())
     ensure_demo_models(ws)
@@ -48,6 +54,7 @@ def _demo_workspace_active(request):
     """A test that asks for the demo workspace finds it active, whatever workspace an earlier test left active
     (the fixture is per session; activation is process state)."""
     from nodes import workspace as ws_module
+
     if "demo_workspace" in request.fixturenames:
         ws_module.activate(request.getfixturevalue("demo_workspace"))
     previous = ws_module._active
@@ -64,14 +71,16 @@ def _demo_workspace_active(request):
 def fixed_threads():
     """Bit-for-bit comparisons need one torch thread count."""
     from cluster.local import set_threads
+
     before = torch.get_num_threads()
-    set_threads(1)   # in-process ModelFns run on their own thread, which keeps its own count
+    set_threads(1)  # in-process ModelFns run on their own thread, which keeps its own count
     yield
     set_threads(before)
 
 
 def free_port() -> int:
     import socket
+
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -85,6 +94,7 @@ def serve(tmp_path_factory, demo_workspace):
     import sys
     import time
     import urllib.request
+
     procs = []
 
     def start(*flags: str) -> str:
@@ -94,9 +104,23 @@ def serve(tmp_path_factory, demo_workspace):
         # Each server keeps its own queue and history: two servers on one state store would take each
         # other's queued prompts while each answers from its own in-memory view of the queue.
         own_store = () if "--state-db" in flags else ("--state-db", str(log_path.parent / "state.sqlite3"))
-        proc = subprocess.Popen([sys.executable, "-m", "comfy_bridge.cli", "serve", "--workspace",
-                                 str(demo_workspace.root), "--port", str(port), *own_store, *flags],
-                                cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "comfy_bridge.cli",
+                "serve",
+                "--workspace",
+                str(demo_workspace.root),
+                "--port",
+                str(port),
+                *own_store,
+                *flags,
+            ],
+            cwd=REPO,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         procs.append((proc, log))
         base = f"http://127.0.0.1:{port}"
         deadline = time.time() + 120
@@ -104,9 +128,9 @@ def serve(tmp_path_factory, demo_workspace):
             try:
                 urllib.request.urlopen(base + "/system_stats", timeout=2).read()
                 return base
-            except OSError:
+            except OSError as err:
                 if time.time() > deadline or proc.poll() is not None:
-                    raise RuntimeError("server did not start:\n" + log_path.read_text())
+                    raise RuntimeError("server did not start:\n" + log_path.read_text()) from err
                 time.sleep(0.3)
 
     yield start
@@ -118,6 +142,7 @@ def serve(tmp_path_factory, demo_workspace):
 def stop_process(proc, timeout: float = 60) -> None:
     """SIGTERM, then SIGKILL if it has not exited within `timeout` seconds."""
     import subprocess
+
     proc.terminate()
     try:
         proc.wait(timeout)

@@ -4,6 +4,7 @@ torch picks its CPU kernels by instruction set (AVX-512, AVX2, ...) and each set
 the same formula gives results a few units in the last place (ulps) apart. ComfyUI's own outputs differ the
 same way between machines. A bound in ulps of the result's largest magnitude states that directly.
 """
+
 from __future__ import annotations
 
 import math

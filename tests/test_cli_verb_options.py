@@ -1,5 +1,6 @@
 """Every `comfy-cluster` command with verbs (tenants, nodes, discriminator) takes its options after the
 verb, as users type them (`tenants add NAME --workspace W`), and before it (`tenants --workspace W add NAME`)."""
+
 from __future__ import annotations
 
 import argparse
@@ -18,8 +19,9 @@ def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.Argument
 
 
 def _options(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
-    return {a.option_strings[-1]: a for a in parser._actions
-            if a.option_strings and not isinstance(a, argparse._HelpAction)}
+    return {
+        a.option_strings[-1]: a for a in parser._actions if a.option_strings and not isinstance(a, argparse._HelpAction)
+    }
 
 
 def _minimal_args(verb: argparse.ArgumentParser) -> list[str]:
@@ -37,7 +39,7 @@ def _cases() -> list[tuple[str, str, str]]:
     cases = []
     for command, parser in _subcommands(build_parser()).items():
         verbs = _subcommands(parser)
-        for option in (_options(parser) if verbs else {}):
+        for option in _options(parser) if verbs else {}:
             cases += [(command, verb, option) for verb in verbs]
     return cases
 
@@ -48,7 +50,8 @@ CASES = _cases()
 def test_the_commands_with_verbs_are_all_covered():
     assert {command for command, _, _ in CASES} >= {"tenants", "nodes", "discriminator"}
     assert {(c, v) for c, v, o in CASES if o == "--workspace" and c == "tenants"} == {
-        ("tenants", verb) for verb in ("add", "set", "list", "key", "revoke", "remove", "usage")}
+        ("tenants", verb) for verb in ("add", "set", "list", "key", "revoke", "remove", "usage")
+    }
     assert {v for c, v, o in CASES if c == "nodes"} == {"install", "list", "disable", "enable"}
 
 

@@ -2,6 +2,7 @@
 Kubernetes manifests (containers, init containers, `sh -c` scripts) and the Dockerfile's entry point
 parses with `comfy-cluster`'s own parser (no unknown flag), and the executors join the port the head
 listens on, through the Service."""
+
 from __future__ import annotations
 
 import json
@@ -67,8 +68,13 @@ def test_there_is_something_to_check():
 
 @pytest.mark.parametrize("path", MANIFESTS, ids=lambda p: str(p.relative_to(DEPLOY)))
 def test_every_command_in_a_manifest_is_one_the_cli_accepts(path):
-    lines = [line for doc in yaml.safe_load_all(path.read_text()) if doc
-             for c in _containers(doc) for line in _command_lines(c.get("command", []) + c.get("args", []))]
+    lines = [
+        line
+        for doc in yaml.safe_load_all(path.read_text())
+        if doc
+        for c in _containers(doc)
+        for line in _command_lines(c.get("command", []) + c.get("args", []))
+    ]
     assert lines, f"{path} starts no comfy-cluster command"
     for argv in lines:
         _accepts(argv)
@@ -76,8 +82,12 @@ def test_every_command_in_a_manifest_is_one_the_cli_accepts(path):
 
 def test_the_executors_join_the_head_through_its_service():
     docs = [d for d in yaml.safe_load_all((DEPLOY / "kubernetes" / "comfy-cluster.yaml").read_text()) if d]
-    commands = [c["command"] for d in docs for c in _containers(d) if c.get("command", [])[:2] in
-                (["comfy-cluster", "serve"], ["comfy-cluster", "executor"])]
+    commands = [
+        c["command"]
+        for d in docs
+        for c in _containers(d)
+        if c.get("command", [])[:2] in (["comfy-cluster", "serve"], ["comfy-cluster", "executor"])
+    ]
     (serve,) = [c for c in commands if c[1] == "serve"]
     executors = [c for c in commands if c[1] == "executor"]
     assert executors
@@ -102,13 +112,16 @@ def test_the_raycluster_serves_beside_rays_head_and_its_workers_mount_the_models
     (ray_cluster,) = [d for d in docs if d["kind"] == "RayCluster"]
     head_pod = ray_cluster["spec"]["headGroupSpec"]["template"]["spec"]
     (serve,) = [c["command"] for c in head_pod["containers"] if c.get("command", [])[:2] == ["comfy-cluster", "serve"]]
-    assert _flag(serve, "--ray").split(":")[-1] == "6379"   # Ray's GCS in the same pod
-    low, high = map(int, _flag(serve, "--ray-autoscale").split(":"))   # executors within the GPU group's bounds
+    assert _flag(serve, "--ray").split(":")[-1] == "6379"  # Ray's GCS in the same pod
+    low, high = map(int, _flag(serve, "--ray-autoscale").split(":"))  # executors within the GPU group's bounds
     (group,) = ray_cluster["spec"]["workerGroupSpecs"]
-    assert (low, high) == (group["minReplicas"], group["maxReplicas"]) and ray_cluster["spec"]["enableInTreeAutoscaling"]
-    assert ray_cluster["spec"]["rayVersion"] == ray_version()   # the image's Ray (the ray extra's pin)
-    models = {v["mountPath"] for c in head_pod["containers"] for v in c.get("volumeMounts", [])
-              if v["name"] == "models"}
+    assert (low, high) == (group["minReplicas"], group["maxReplicas"]) and ray_cluster["spec"][
+        "enableInTreeAutoscaling"
+    ]
+    assert ray_cluster["spec"]["rayVersion"] == ray_version()  # the image's Ray (the ray extra's pin)
+    models = {
+        v["mountPath"] for c in head_pod["containers"] for v in c.get("volumeMounts", []) if v["name"] == "models"
+    }
     for group in ray_cluster["spec"]["workerGroupSpecs"]:
         (worker,) = group["template"]["spec"]["containers"]
         assert "nvidia.com/gpu" in worker["resources"]["limits"]

@@ -9,6 +9,7 @@ README's headline table and in the figure column of docs/benchmarks.md's table e
 marker, so a figure cannot be changed, or added, without the result file that backs it. The result files
 are written by `comfy-cluster bench NAME` (cluster/bench/results.py).
 """
+
 from __future__ import annotations
 
 import json
@@ -84,7 +85,7 @@ def figure_cells(text: str, table_start: str) -> list[tuple[str, str]]:
     while not lines[i].startswith("|"):
         i += 1
     rows = []
-    for line in lines[i + 2:]:
+    for line in lines[i + 2 :]:
         if not line.startswith("|"):
             break
         cells = [c.strip() for c in re.split(r"(?<!\\)\|", line)[1:-1]]
@@ -98,21 +99,31 @@ def test_marked_figures_equal_their_result_files(doc):
     assert not errors, "\n".join(errors)
 
 
-@pytest.mark.parametrize("doc,label,cell", [(doc, label, cell) for doc, start in sorted(DOCS.items())
-                                            for label, cell in figure_cells((REPO / doc).read_text(), start)])
+@pytest.mark.parametrize(
+    "doc,label,cell",
+    [
+        (doc, label, cell)
+        for doc, start in sorted(DOCS.items())
+        for label, cell in figure_cells((REPO / doc).read_text(), start)
+    ],
+)
 def test_every_figure_in_the_tables_carries_a_marker(doc, label, cell):
     assert not unmarked_numbers(cell), (
         f"{doc}, row {label!r}: {unmarked_numbers(cell)} carry no <!-- figure: FILE#POINTER --> marker; record the "
-        "result file (`comfy-cluster bench ...` writes it under docs/benchmarks/) or say 'not yet recorded'")
+        "result file (`comfy-cluster bench ...` writes it under docs/benchmarks/) or say 'not yet recorded'"
+    )
 
 
 def test_a_figure_edited_without_its_file_fails(tmp_path):
     (tmp_path / "r.json").write_text(json.dumps({"figure": {"ratio": 1.8349, "runs": [2.5, 3], "a/b": 7}}))
-    good = ("<!-- figure: r.json#/figure/ratio -->1.83x, <!-- figure: r.json#/figure/runs/0 -->2.5 s, "
-            "<!-- figure: r.json#/figure/a~1b -->7")
+    good = (
+        "<!-- figure: r.json#/figure/ratio -->1.83x, <!-- figure: r.json#/figure/runs/0 -->2.5 s, "
+        "<!-- figure: r.json#/figure/a~1b -->7"
+    )
     assert check_markers(good, tmp_path) == []
     assert check_markers(good.replace("1.83x", "1.84x"), tmp_path) == [
-        "r.json#/figure/ratio: the text says 1.84, the result file 1.83 (1.8349)"]
+        "r.json#/figure/ratio: the text says 1.84, the result file 1.83 (1.8349)"
+    ]
     assert "no number" in check_markers("<!-- figure: r.json#/figure/ratio --> about two", tmp_path)[0]
     assert "missing" in check_markers("<!-- figure: gone.json#/figure/ratio -->1.83", tmp_path)[0]
     assert "no 'x'" in check_markers("<!-- figure: r.json#/figure/x -->1.83", tmp_path)[0]
@@ -120,7 +131,7 @@ def test_a_figure_edited_without_its_file_fails(tmp_path):
 
 def test_a_number_added_to_a_table_without_a_marker_fails():
     text = "## Headline figures\n\n| what | figure |\n|---|---|\n| speed | [<!-- figure: r.json#/a -->1.83x vs 2 s](x.md) |\n"
-    (label, cell), = figure_cells(text, "## Headline figures")
+    ((label, cell),) = figure_cells(text, "## Headline figures")
     assert label == "speed" and unmarked_numbers(cell) == ["2"]
     assert unmarked_numbers("Flux1-Dev and SD3.5 on ComfyUI 0.3.64, 0.5 s") == ["0.5"]
     assert unmarked_numbers(cell.replace("vs 2 s", "vs a plain script")) == []
@@ -129,10 +140,10 @@ def test_a_number_added_to_a_table_without_a_marker_fails():
 def test_the_real_readme_fails_when_a_headline_figure_is_edited(tmp_path):
     """A copy of the repository's docs with one marked headline figure changed fails the check."""
     readme = (REPO / "README.md").read_text()
-    m = next(MARKER.finditer(readme[readme.index("## Headline figures"):]), None)
+    m = next(MARKER.finditer(readme[readme.index("## Headline figures") :]), None)
     assert m, "the headline table has no marked figure"
     start = readme.index("## Headline figures") + m.end()
     num = NUMBER.match(readme, start)
-    doctored = readme[:start] + str(float(num.group().replace(",", "")) + 1) + readme[num.end():]
+    doctored = readme[:start] + str(float(num.group().replace(",", "")) + 1) + readme[num.end() :]
     assert check_markers(readme, REPO) == []
     assert check_markers(doctored, REPO), "an edited headline figure passed the check"

@@ -9,6 +9,7 @@ package list (scripts/gpu_machine_packages.txt, from ../shared/reference/gpu-mac
 scripts/gpu_wheels.txt; and each wheel brought (installed there with --no-deps) must find its own
 requirements there or among the wheels.
 """
+
 from __future__ import annotations
 
 import ast
@@ -22,7 +23,7 @@ from pathlib import Path
 
 from packaging.requirements import Requirement
 
-from comfy_bridge.compat import ALIASES   # ComfyUI's module names, resolved to comfy_bridge.compat
+from comfy_bridge.compat import ALIASES  # ComfyUI's module names, resolved to comfy_bridge.compat
 
 REPO = Path(__file__).resolve().parents[1]
 OURS = {"cluster", "comfy_bridge", "nodes", "tests", "scripts"}
@@ -33,20 +34,38 @@ PLUGINS = ["pytest_asyncio", "pytest_timeout"]
 # imported only on paths no GPU step takes, with why
 NOT_REACHED = {"ray": "only `serve --ray` imports it (cluster.ray_executors, imported in start_ray_in_background)"}
 # modules of distributions not installed on this machine (packages_distributions cannot name them)
-NOT_HERE = {"nvshmem": "nvshmem4py-cu13", "cuda.core": "cuda-core", "cuda.bindings": "cuda-bindings",
-            "cuda.pathfinder": "cuda-pathfinder"}
+NOT_HERE = {
+    "nvshmem": "nvshmem4py-cu13",
+    "cuda.core": "cuda-core",
+    "cuda.bindings": "cuda-bindings",
+    "cuda.pathfinder": "cuda-pathfinder",
+}
 # nvshmem4py-cu13 0.4.1's Requires-Dist (its wheel's METADATA) for a checkout without .whl/
-NVSHMEM4PY_REQUIRES = ["nvidia-nvshmem-cu13", "cuda-python<14.0,>=13.0", "cuda.core>=0.5.0", "cuda.pathfinder>=1.2.3",
-                       "numpy", "Cython>=0.29.24"]
+NVSHMEM4PY_REQUIRES = [
+    "nvidia-nvshmem-cu13",
+    "cuda-python<14.0,>=13.0",
+    "cuda.core>=0.5.0",
+    "cuda.pathfinder>=1.2.3",
+    "numpy",
+    "Cython>=0.29.24",
+]
 # requirements of brought wheels that nothing imports at run time there
 UNUSED_REQUIREMENTS = {
     "cuda-python": "a metapackage over cuda-bindings; nvshmem4py imports cuda.core and cuda.bindings",
     "cython": "nvshmem4py's compiled modules are in its wheel; Cython builds them",
     "importlib-metadata": "diffusers imports the standard library's importlib.metadata on Python >= 3.8",
 }
-MARKERS = {"python_version": "3.12", "python_full_version": "3.12.3", "sys_platform": "linux",
-           "platform_system": "Linux", "platform_machine": "x86_64", "implementation_name": "cpython",
-           "platform_python_implementation": "CPython", "os_name": "posix", "extra": ""}
+MARKERS = {
+    "python_version": "3.12",
+    "python_full_version": "3.12.3",
+    "sys_platform": "linux",
+    "platform_system": "Linux",
+    "platform_machine": "x86_64",
+    "implementation_name": "cpython",
+    "platform_python_implementation": "CPython",
+    "os_name": "posix",
+    "extra": "",
+}
 
 
 def norm(name: str) -> str:
@@ -54,8 +73,11 @@ def norm(name: str) -> str:
 
 
 def listed(path: Path) -> set[str]:
-    return {norm(re.split(r"[=<>\s#]", line.strip(), maxsplit=1)[0]) for line in path.read_text().splitlines()
-            if line.strip() and not line.lstrip().startswith("#")}
+    return {
+        norm(re.split(r"[=<>\s#]", line.strip(), maxsplit=1)[0])
+        for line in path.read_text().splitlines()
+        if line.strip() and not line.lstrip().startswith("#")
+    }
 
 
 MACHINE = listed(REPO / "scripts" / "gpu_machine_packages.txt")
@@ -68,8 +90,14 @@ def steps(tmp: Path) -> dict[str, list[str]]:
         if line.strip() and not line.startswith("#"):
             name, version = line.strip().split("==")
             (tmp / f"{re.sub(r'[-_.]+', '_', name.lower())}-{version}-py3-none-any.whl").write_bytes(b"")
-    run = subprocess.run(["bash", "scripts/gpu_check.sh", "--dry-run"], cwd=REPO, capture_output=True, text=True,
-                         timeout=60, env={"PATH": "/usr/bin:/bin", "WHEELS": str(tmp), "PY": "python3"})
+    run = subprocess.run(
+        ["bash", "scripts/gpu_check.sh", "--dry-run"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": "/usr/bin:/bin", "WHEELS": str(tmp), "PY": "python3"},
+    )
     assert run.returncode == 0, run.stderr
     out = {}
     for name, command in re.findall(r"^\[([\w-]+), \d+s\] timeout -k \d+ \d+ (.*) >> \S+ 2>&1$", run.stdout, re.M):
@@ -98,8 +126,11 @@ def guarded(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
         parent = parents[node]
         if isinstance(parent, ast.Try) and node in parent.body:
             for h in parent.handlers:
-                names = [] if h.type is None else [ast.unparse(t) for t in (
-                    h.type.elts if isinstance(h.type, ast.Tuple) else [h.type])]
+                names = (
+                    []
+                    if h.type is None
+                    else [ast.unparse(t) for t in (h.type.elts if isinstance(h.type, ast.Tuple) else [h.type])]
+                )
                 if h.type is None or {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"} & set(names):
                     return True
         if isinstance(parent, ast.If) and "TYPE_CHECKING" in ast.unparse(parent.test) and node in parent.body:
@@ -121,17 +152,25 @@ def imports_of(path: Path) -> tuple[str, ...]:
         elif isinstance(node, ast.ImportFrom) and not guarded(node, parents):
             base = node.module or ""
             if node.level:
-                base = ".".join(package[:len(package) - node.level + 1] + ([base] if base else []))
+                base = ".".join(package[: len(package) - node.level + 1] + ([base] if base else []))
             found.append(base)
             found += [f"{base}.{a.name}" for a in node.names if module_file(f"{base}.{a.name}")]
-        elif (isinstance(node, ast.Call) and ast.unparse(node.func) in ("importlib.import_module", "pytest.importorskip")
-              and node.args and not guarded(node, parents)):
+        elif (
+            isinstance(node, ast.Call)
+            and ast.unparse(node.func) in ("importlib.import_module", "pytest.importorskip")
+            and node.args
+            and not guarded(node, parents)
+        ):
             name = node.args[0]
             if isinstance(name, ast.Constant):
                 found.append(name.value)
-            elif (isinstance(name, ast.JoinedStr) and name.values and isinstance(name.values[0], ast.Constant)
-                  and name.values[0].value.endswith(".")):
-                found += submodules(name.values[0].value[:-1])   # f"nodes.{name}": any module of the package
+            elif (
+                isinstance(name, ast.JoinedStr)
+                and name.values
+                and isinstance(name.values[0], ast.Constant)
+                and name.values[0].value.endswith(".")
+            ):
+                found += submodules(name.values[0].value[:-1])  # f"nodes.{name}": any module of the package
     return tuple(m for m in found if m and m != "__future__")
 
 
@@ -143,8 +182,11 @@ def submodules(package: str) -> list[str]:
 
 
 def conftests(test: Path) -> list[Path]:
-    return [d / "conftest.py" for d in [test.parent, *test.parent.parents]
-            if (d / "conftest.py").is_file() and REPO in [d, *d.parents]]
+    return [
+        d / "conftest.py"
+        for d in [test.parent, *test.parent.parents]
+        if (d / "conftest.py").is_file() and REPO in [d, *d.parents]
+    ]
 
 
 def closure(roots: list[str]) -> dict[str, str]:
@@ -189,8 +231,11 @@ def wheel_requirements(dist: str) -> list[str]:
     for whl in sorted((REPO / ".whl").glob(f"{dist.replace('-', '_')}-*.whl")):
         with zipfile.ZipFile(whl) as z:
             meta = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
-            return [line.split(":", 1)[1].strip() for line in z.read(meta).decode().splitlines()
-                    if line.startswith("Requires-Dist:")]
+            return [
+                line.split(":", 1)[1].strip()
+                for line in z.read(meta).decode().splitlines()
+                if line.startswith("Requires-Dist:")
+            ]
     if dist == "nvshmem4py-cu13":
         return NVSHMEM4PY_REQUIRES
     return md.requires(dist) or []

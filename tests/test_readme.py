@@ -22,6 +22,7 @@ with a stated reason. Also checked: the README is at most 200 lines, every relat
 docs/*.md resolves (headings included), and every figure in the headline table links to the docs page that
 says how it was measured.
 """
+
 from __future__ import annotations
 
 import os
@@ -44,13 +45,13 @@ MAX_LINES = 200
 KINDS = {"run", "serve", "client", "yaml", "skip"}
 MARKER = re.compile(r"^<!--\s*readme-test:\s*(\w+)\s*(?:\((.+)\))?\s*-->$")
 BLOCK_TIMEOUT_S = 300
-SERVE_START_S = 120     # a fresh workspace's first start builds the demo models; the 2-core machine is often loaded
+SERVE_START_S = 120  # a fresh workspace's first start builds the demo models; the 2-core machine is often loaded
 STOP_S = 30
 
 
 @dataclass
 class Block:
-    line: int          # 1-based line of the opening fence
+    line: int  # 1-based line of the opening fence
     lang: str
     text: str
     kind: str | None
@@ -67,8 +68,15 @@ def readme_blocks() -> list[Block]:
             while j < len(lines) and not lines[j].startswith("```"):
                 j += 1
             marker = MARKER.match(lines[start - 1].strip()) if start else None
-            blocks.append(Block(start + 1, lang, "\n".join(lines[start + 1:j]),
-                                marker.group(1) if marker else None, marker.group(2) if marker else None))
+            blocks.append(
+                Block(
+                    start + 1,
+                    lang,
+                    "\n".join(lines[start + 1 : j]),
+                    marker.group(1) if marker else None,
+                    marker.group(2) if marker else None,
+                )
+            )
             i = j + 1
         else:
             i += 1
@@ -113,17 +121,24 @@ def links(text: str) -> list[str]:
 
 # -- the shape of the README ---------------------------------------------------------------------------
 
+
 def test_readme_is_at_most_200_lines():
     n = len(README.read_text().splitlines())
     assert n <= MAX_LINES, f"README.md has {n} lines; the internals belong in docs/"
 
 
 def test_every_code_block_says_whether_it_is_run():
-    bad = [f"line {b.line}: no `<!-- readme-test: ... -->` marker just before the fence" for b in readme_blocks()
-           if b.kind is None]
+    bad = [
+        f"line {b.line}: no `<!-- readme-test: ... -->` marker just before the fence"
+        for b in readme_blocks()
+        if b.kind is None
+    ]
     bad += [f"line {b.line}: unknown kind {b.kind!r}" for b in readme_blocks() if b.kind and b.kind not in KINDS]
-    bad += [f"line {b.line}: a skipped block needs a reason: `skip (why)`" for b in readme_blocks()
-            if b.kind == "skip" and not b.reason]
+    bad += [
+        f"line {b.line}: a skipped block needs a reason: `skip (why)`"
+        for b in readme_blocks()
+        if b.kind == "skip" and not b.reason
+    ]
     assert not bad, "\n".join(bad)
     assert of_kind("run") and of_kind("serve") and of_kind("client"), "the README's quickstart is no longer tested"
 
@@ -163,15 +178,19 @@ def test_headline_figures_link_to_the_docs_page_that_measures_them():
 
 # -- the commands, as written ---------------------------------------------------------------------------
 
+
 def test_run_blocks_work_as_written_on_a_fresh_workspace(tmp_path):
     workspace = tmp_path / "workspace"
     env = command_env(workspace)
     for block in of_kind("run"):
         script = "set -euo pipefail\n" + block.text
-        done = subprocess.run(["bash", "-c", script], cwd=REPO, env=env, capture_output=True, text=True,
-                              timeout=BLOCK_TIMEOUT_S)
-        assert done.returncode == 0, (f"README line {block.line} failed ({done.returncode}):\n{block.text}\n"
-                                      f"--- stdout\n{done.stdout[-3000:]}\n--- stderr\n{done.stderr[-3000:]}")
+        done = subprocess.run(
+            ["bash", "-c", script], cwd=REPO, env=env, capture_output=True, text=True, timeout=BLOCK_TIMEOUT_S
+        )
+        assert done.returncode == 0, (
+            f"README line {block.line} failed ({done.returncode}):\n{block.text}\n"
+            f"--- stdout\n{done.stdout[-3000:]}\n--- stderr\n{done.stderr[-3000:]}"
+        )
         if "comfy-cluster run " in block.text:
             assert ".png" in done.stdout, f"README line {block.line} printed no image:\n{done.stdout[-2000:]}"
     assert (workspace / "models" / "checkpoints" / "sd1-tiny.safetensors").exists()
@@ -179,12 +198,14 @@ def test_run_blocks_work_as_written_on_a_fresh_workspace(tmp_path):
 
 def test_yaml_blocks_are_extra_model_paths_the_workspace_reads(tmp_path):
     import yaml
+
     from nodes.workspace import Workspace
+
     for block in of_kind("yaml"):
         root = tmp_path / f"ws{block.line}"
         root.mkdir()
         (root / "extra_model_paths.yaml").write_text(block.text)
-        ws = Workspace(root).create()       # not activated: the test changes no global state
+        ws = Workspace(root).create()  # not activated: the test changes no global state
         for section in yaml.safe_load(block.text).values():
             base = Path(section["base_path"])
             for key, value in section.items():
@@ -204,8 +225,14 @@ def test_serve_answers_and_the_client_code_runs_against_it(tmp_path):
     env = command_env(tmp_path / "workspace")
     log_path = tmp_path / "serve.log"
     with open(log_path, "w") as log:
-        proc = subprocess.Popen(["bash", "-c", f"exec {command[0]} --port {port}"], cwd=REPO, env=env,
-                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            ["bash", "-c", f"exec {command[0]} --port {port}"],
+            cwd=REPO,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.time() + SERVE_START_S
@@ -215,20 +242,27 @@ def test_serve_answers_and_the_client_code_runs_against_it(tmp_path):
                 break
             except OSError:
                 if proc.poll() is not None or time.time() > deadline:
-                    pytest.fail(f"README line {serve_block.line}: `{command[0]}` did not answer /system_stats "
-                                f"within {SERVE_START_S} s:\n{log_path.read_text()[-4000:]}")
+                    pytest.fail(
+                        f"README line {serve_block.line}: `{command[0]}` did not answer /system_stats "
+                        f"within {SERVE_START_S} s:\n{log_path.read_text()[-4000:]}"
+                    )
                 time.sleep(0.5)
         assert b"system" in stats
-        started = log_path.read_text()   # serve says where the workspace and its model folders are
+        started = log_path.read_text()  # serve says where the workspace and its model folders are
         workspace = (tmp_path / "workspace").resolve()
-        assert f"Workspace: {workspace}" in started and f"checkpoints: {workspace / 'models' / 'checkpoints'}" in started
+        assert (
+            f"Workspace: {workspace}" in started and f"checkpoints: {workspace / 'models' / 'checkpoints'}" in started
+        )
         for block in of_kind("client"):
             code = block.text.replace("8188", str(port))
-            done = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True,
-                                  timeout=BLOCK_TIMEOUT_S)
-            assert done.returncode == 0, (f"README line {block.line} failed:\n--- stdout\n{done.stdout[-2000:]}\n"
-                                          f"--- stderr\n{done.stderr[-3000:]}\n--- server\n"
-                                          f"{log_path.read_text()[-3000:]}")
+            done = subprocess.run(
+                [sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=BLOCK_TIMEOUT_S
+            )
+            assert done.returncode == 0, (
+                f"README line {block.line} failed:\n--- stdout\n{done.stdout[-2000:]}\n"
+                f"--- stderr\n{done.stderr[-3000:]}\n--- server\n"
+                f"{log_path.read_text()[-3000:]}"
+            )
             assert "/view?filename=" in done.stdout, f"README line {block.line} printed no image:\n{done.stdout}"
     finally:
         if proc.poll() is None:

@@ -9,19 +9,29 @@ does, from the fraction served by the light model through its FID table.
 
     python -m cluster.bench.cascade [--seconds 240] [--peak 28] [--executors 16] [--plot out.png]
 """
+
 from __future__ import annotations
 
 import argparse
 import random
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Sequence
 
 from cluster.bench import results
 from cluster.sim.cascade_scenario import POLICIES, Cascade, CascadeRun, simulate
 
 # DiffServe C1: f(t) points and FID by fraction served by the light model (peers-and-diffserve.md §1.2, §1.6).
-C1_DEFERRED = ((0.0, 0.0), (0.02, 0.26), (0.05, 0.36), (0.10, 0.449), (0.20, 0.582), (0.30, 0.788),
-               (0.50, 0.993), (0.56, 1.0), (1.0, 1.0))
+C1_DEFERRED = (
+    (0.0, 0.0),
+    (0.02, 0.26),
+    (0.05, 0.36),
+    (0.10, 0.449),
+    (0.20, 0.582),
+    (0.30, 0.788),
+    (0.50, 0.993),
+    (0.56, 1.0),
+    (1.0, 1.0),
+)
 C1_FID = (18.55, 17.85, 17.33, 16.98, 16.79, 16.95, 17.26, 17.95, 18.86, 20.17, 22.77)
 C1 = Cascade(C1_DEFERRED, C1_FID, light="sdturbo", heavy="sdv15")
 
@@ -41,8 +51,9 @@ def triangle_trace(seconds: float, low: float, peak: float, seed: int) -> list[f
         out.append(t)
 
 
-def compare(seconds: float = 240, low: float = 2, peak: float = 28, executors: int = 16,
-            seed: int = 0) -> list[CascadeRun]:
+def compare(
+    seconds: float = 240, low: float = 2, peak: float = 28, executors: int = 16, seed: int = 0
+) -> list[CascadeRun]:
     arrivals = triangle_trace(seconds, low, peak, seed)
     cascade = replace(C1, executors=executors)
     return [simulate(cascade, p, arrivals, seed) for p in POLICIES]
@@ -50,8 +61,10 @@ def compare(seconds: float = 240, low: float = 2, peak: float = 28, executors: i
 
 def plot(runs: list[CascadeRun], path: str) -> None:
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     fig, axes = plt.subplots(4, 1, figsize=(8, 10), sharex=True)
     for run in runs:
         s = run.series()
@@ -85,7 +98,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{'policy':10} {'queries':>8} {'SLO viol.':>10} {'heavy share':>12} {'FID (modelled)':>15}")
     summaries = [run.summary() for run in runs]
     for s in summaries:
-        print(f"{s['policy']:10} {s['queries']:8d} {s['slo_violation']:10.3f} {s['heavy_share']:12.3f} {s['fid']:15.2f}")
+        print(
+            f"{s['policy']:10} {s['queries']:8d} {s['slo_violation']:10.3f} {s['heavy_share']:12.3f} {s['fid']:15.2f}"
+        )
     record.write(summaries, {s["policy"]: s for s in summaries}, config=vars(args))
     if args.plot:
         plot(runs, args.plot)

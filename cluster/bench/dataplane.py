@@ -14,6 +14,7 @@
    invocation of a fully warm model, of a cold one with L_e' layers resident (target: within 10%
    of warm), of one with L_e'/2, and of one with none (expected: far slower).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,10 +22,10 @@ import json
 import multiprocessing as mp
 import os
 import socket
-import threading
 import statistics
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from dataclasses import asdict
@@ -70,13 +71,13 @@ def _raw_server(listener: socket.socket, data: memoryview) -> None:
 
 
 def _tcp_producer(q_out, q_in, owner: str, nbytes: int, readers: int) -> None:
-    os.environ["COMFY_CLUSTER_HOST_ID"] = "bench-producer-host"   # consumers take it for another host
+    os.environ["COMFY_CLUSTER_HOST_ID"] = "bench-producer-host"  # consumers take it for another host
     store = _store(2 * nbytes, owner)
     store.serve("127.0.0.1", BENCH_SECRET)
     src = torch.arange(nbytes // 4, dtype=torch.float32)
     handle = store.publish(src, readers=readers)
     listener = socket.create_server(("127.0.0.1", 0))
-    raw = store.arena.view(handle.offset, torch.uint8, (nbytes,)).numpy()   # the same bytes, no copy
+    raw = store.arena.view(handle.offset, torch.uint8, (nbytes,)).numpy()  # the same bytes, no copy
     threading.Thread(target=_raw_server, args=(listener, memoryview(raw)), daemon=True).start()
     q_out.put((asdict(handle), listener.getsockname()[1]))
     q_in.get(timeout=600)
@@ -105,7 +106,7 @@ def bench_tcp_transfer(nbytes: int = 64 * MiB, repeats: int = 9) -> dict:
     try:
         fields, port = q_out.get(timeout=600)
         handle = TensorHandle(**fields)
-        buf = np.ones(nbytes, dtype=np.uint8)   # pre-touched: the baseline's best case
+        buf = np.ones(nbytes, dtype=np.uint8)  # pre-touched: the baseline's best case
         zmq_times, raw_times = [], []
         with socket.create_connection(("127.0.0.1", port)) as raw:
             for i in range(repeats + 1):
@@ -127,9 +128,16 @@ def bench_tcp_transfer(nbytes: int = 64 * MiB, repeats: int = 9) -> dict:
         consumer.arena.close()
     pull, base = nbytes / statistics.median(zmq_times[1:]), nbytes / statistics.median(raw_times[1:])
     ok = ok and over_tcp
-    return {"bytes": nbytes, "correct": ok, "pull_GBps": pull / 1e9, "raw_socket_GBps": base / 1e9,
-            "ratio": pull / base, "target": 0.7, "pass": ok and pull / base >= 0.7,
-            "rounds_s": {"pull": zmq_times, "raw_socket": raw_times}}
+    return {
+        "bytes": nbytes,
+        "correct": ok,
+        "pull_GBps": pull / 1e9,
+        "raw_socket_GBps": base / 1e9,
+        "ratio": pull / base,
+        "target": 0.7,
+        "pass": ok and pull / base >= 0.7,
+        "rounds_s": {"pull": zmq_times, "raw_socket": raw_times},
+    }
 
 
 def _raw_file_server(listener: socket.socket, path: str) -> None:
@@ -147,11 +155,12 @@ def bench_file_fetch(nbytes: int = 256 * MiB, repeats: int = 5) -> dict:
     the same run, interleaved. Informational: what an executor on another machine waits for a file it lacks."""
     from cluster import refs
     from cluster.dataplane import remote
+
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "model.safetensors")
         with open(path, "wb") as f:
             f.write(os.urandom(nbytes))
-        digest = refs.file_digest(path)   # the head digested it: its data socket serves it
+        digest = refs.file_digest(path)  # the head digested it: its data socket serves it
         server = remote.DataServer(None, "127.0.0.1", BENCH_SECRET)
         listener = socket.create_server(("127.0.0.1", 0))
         threading.Thread(target=_raw_file_server, args=(listener, path), daemon=True).start()
@@ -174,8 +183,14 @@ def bench_file_fetch(nbytes: int = 256 * MiB, repeats: int = 5) -> dict:
             peers.close()
             server.close()
     fetch, base = nbytes / statistics.median(fetch_times[1:]), nbytes / statistics.median(raw_times[1:])
-    return {"bytes": nbytes, "correct": ok, "fetch_GBps": fetch / 1e9, "raw_socket_GBps": base / 1e9,
-            "ratio": fetch / base, "rounds_s": {"fetch": fetch_times, "raw_socket": raw_times}}
+    return {
+        "bytes": nbytes,
+        "correct": ok,
+        "fetch_GBps": fetch / 1e9,
+        "raw_socket_GBps": base / 1e9,
+        "ratio": fetch / base,
+        "rounds_s": {"fetch": fetch_times, "raw_socket": raw_times},
+    }
 
 
 def bench_dispatch_tcp(calls: int = 300) -> dict:
@@ -183,6 +198,7 @@ def bench_dispatch_tcp(calls: int = 300) -> dict:
     shared memory in the same run (the head on tcp loopback both times)."""
     from cluster.bench.dispatch import bench_dispatch
     from cluster.dataplane import remote
+
     before = remote.mode()
     try:
         remote.set_mode("tcp")
@@ -191,10 +207,16 @@ def bench_dispatch_tcp(calls: int = 300) -> dict:
         shm = bench_dispatch(calls, "tcp", tensor=True)
     finally:
         remote.set_mode(before)
-    rounds = {"tcp": {k: tcp.pop(k) for k in ("latency_ms", "overhead_ms")},
-              "shm": {k: shm[k] for k in ("latency_ms", "overhead_ms")}}
-    return {**tcp, "shm_overhead_median_ms": shm["overhead_median_ms"], "shm_overhead_p99_ms": shm["overhead_p99_ms"],
-            "rounds_ms": rounds}
+    rounds = {
+        "tcp": {k: tcp.pop(k) for k in ("latency_ms", "overhead_ms")},
+        "shm": {k: shm[k] for k in ("latency_ms", "overhead_ms")},
+    }
+    return {
+        **tcp,
+        "shm_overhead_median_ms": shm["overhead_median_ms"],
+        "shm_overhead_p99_ms": shm["overhead_p99_ms"],
+        "rounds_ms": rounds,
+    }
 
 
 def memcpy_bandwidth(nbytes: int, repeats: int) -> float:
@@ -233,9 +255,17 @@ def bench_transfer(nbytes: int = 64 * MiB, repeats: int = 9) -> dict:
         consumer.close()
         consumer.arena.close()
     pull = nbytes / statistics.median(times[1:])
-    return {"bytes": nbytes, "correct": ok, "first_pull_s": times[0], "pull_GBps": pull / 1e9,
-            "memcpy_GBps": memcpy / 1e9, "ratio": pull / memcpy, "target": 0.5, "pass": ok and pull / memcpy >= 0.5,
-            "rounds_s": {"pull": times}}
+    return {
+        "bytes": nbytes,
+        "correct": ok,
+        "first_pull_s": times[0],
+        "pull_GBps": pull / 1e9,
+        "memcpy_GBps": memcpy / 1e9,
+        "ratio": pull / memcpy,
+        "target": 0.5,
+        "pass": ok and pull / memcpy >= 0.5,
+        "rounds_s": {"pull": times},
+    }
 
 
 def _stack(layers: int, width: int) -> nn.Module:
@@ -253,8 +283,9 @@ def _first_invocation(cache: LayerCache, key: str, x: torch.Tensor, resident: in
     return time.perf_counter() - t0
 
 
-def _interleaved(cache: LayerCache, key: str, x: torch.Tensor, configs: dict[str, int | None],
-                 runs: int) -> dict[str, list[float]]:
+def _interleaved(
+    cache: LayerCache, key: str, x: torch.Tensor, configs: dict[str, int | None], runs: int
+) -> dict[str, list[float]]:
     """Times per config, the configs' runs interleaved so drifting machine load hits all alike."""
     times: dict[str, list[float]] = {name: [] for name in configs}
     for _ in range(runs):
@@ -263,8 +294,14 @@ def _interleaved(cache: LayerCache, key: str, x: torch.Tensor, configs: dict[str
     return times
 
 
-def bench_prefix(layers: int = 12, width: int = 1024, batch: int = 384, load_ratio: float = 3.0,
-                 runs: int = 7, profiles: str | None = None) -> dict:
+def bench_prefix(
+    layers: int = 12,
+    width: int = 1024,
+    batch: int = 384,
+    load_ratio: float = 3.0,
+    runs: int = 7,
+    profiles: str | None = None,
+) -> dict:
     torch.manual_seed(0)
     torch.set_num_threads(1)  # steady per-layer times on a shared machine
     weights = _stack(layers, width).state_dict()
@@ -286,14 +323,25 @@ def bench_prefix(layers: int = 12, width: int = 1024, batch: int = 384, load_rat
     t = {k: min(v) for k, v in times.items()}
     medians = {k: statistics.median(v) for k, v in times.items()}
     warm, cold_le, cold_half, cold_zero = t["warm"], t["le"], t["half"], t["zero"]
-    return {"layers": layers, "layer_MiB": layer_bytes / MiB, "bandwidth_MBps": copier.bandwidth / 1e6,
-            "t_load_ms": prof.t_load * 1e3, "t_comp_ms": prof.t_comp * 1e3, "prefix_layers": le,
-            "warm_s": warm, "cold_Le_s": cold_le, "cold_Le_half_s": cold_half, "cold_0_s": cold_zero,
-            "eq1_Le_s": e2e_time(layers, le, prof.t_load, prof.t_comp),
-            "eq1_0_s": e2e_time(layers, 0, prof.t_load, prof.t_comp),
-            "cold_Le_over_warm": cold_le / warm, "cold_0_over_warm": cold_zero / warm,
-            "median_s": medians, "rounds_s": times,
-            "pass": cold_le <= 1.10 * warm and cold_zero > 1.10 * warm}
+    return {
+        "layers": layers,
+        "layer_MiB": layer_bytes / MiB,
+        "bandwidth_MBps": copier.bandwidth / 1e6,
+        "t_load_ms": prof.t_load * 1e3,
+        "t_comp_ms": prof.t_comp * 1e3,
+        "prefix_layers": le,
+        "warm_s": warm,
+        "cold_Le_s": cold_le,
+        "cold_Le_half_s": cold_half,
+        "cold_0_s": cold_zero,
+        "eq1_Le_s": e2e_time(layers, le, prof.t_load, prof.t_comp),
+        "eq1_0_s": e2e_time(layers, 0, prof.t_load, prof.t_comp),
+        "cold_Le_over_warm": cold_le / warm,
+        "cold_0_over_warm": cold_zero / warm,
+        "median_s": medians,
+        "rounds_s": times,
+        "pass": cold_le <= 1.10 * warm and cold_zero > 1.10 * warm,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -310,8 +358,13 @@ def main(argv: list[str] | None = None) -> int:
     dispatch = bench_dispatch_tcp(args.calls)
     fetch = bench_file_fetch(args.file_mib * MiB)
     prefix = bench_prefix(profiles=args.profiles)
-    figure = {"transfer": transfer, "tcp_transfer": tcp, "tcp_dispatch": dispatch, "file_fetch": fetch,
-              "prefix": prefix}
+    figure = {
+        "transfer": transfer,
+        "tcp_transfer": tcp,
+        "tcp_dispatch": dispatch,
+        "file_fetch": fetch,
+        "prefix": prefix,
+    }
     # every timed round under `rounds`, the figures without them
     rounds = {k: d.pop("rounds_s", None) or d.pop("rounds_ms") for k, d in figure.items()}
     record.write(rounds, figure, config=vars(args))
@@ -319,31 +372,45 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(figure, indent=1))
     else:
         t = transfer
-        print(f"transfer {args.mib} MiB across processes: {t['pull_GBps']:.2f} GB/s = {t['ratio']:.0%} of "
-              f"memcpy {t['memcpy_GBps']:.2f} GB/s (first pull {t['first_pull_s'] * 1e3:.1f} ms) "
-              f"[{'PASS' if t['pass'] else 'FAIL'} >= 50%]")
-        print(f"cross-host pull of {args.mib} MiB over the data socket (TCP loopback): {tcp['pull_GBps']:.2f} GB/s = "
-              f"{tcp['ratio']:.0%} of a raw socket transfer {tcp['raw_socket_GBps']:.2f} GB/s "
-              f"[{'PASS' if tcp['pass'] else 'FAIL'} >= 70%]")
-        print(f"dispatch with every tensor over TCP, {dispatch['calls']} no-op calls with a 256-byte tensor: "
-              f"overhead median {dispatch['overhead_median_ms']:.3f} ms, p99 {dispatch['overhead_p99_ms']:.3f} ms "
-              f"(latency median {dispatch['latency_median_ms']:.3f} ms); through shared memory in the same run: "
-              f"median {dispatch['shm_overhead_median_ms']:.3f} ms, p99 {dispatch['shm_overhead_p99_ms']:.3f} ms")
-        print(f"a {args.file_mib} MiB model file fetched from the head's data socket (TCP loopback, BLAKE3 checked): "
-              f"{fetch['fetch_GBps']:.2f} GB/s = {fetch['ratio']:.0%} of the raw socket "
-              f"{fetch['raw_socket_GBps']:.2f} GB/s into a buffer{'' if fetch['correct'] else ' [WRONG BYTES]'}")
+        print(
+            f"transfer {args.mib} MiB across processes: {t['pull_GBps']:.2f} GB/s = {t['ratio']:.0%} of "
+            f"memcpy {t['memcpy_GBps']:.2f} GB/s (first pull {t['first_pull_s'] * 1e3:.1f} ms) "
+            f"[{'PASS' if t['pass'] else 'FAIL'} >= 50%]"
+        )
+        print(
+            f"cross-host pull of {args.mib} MiB over the data socket (TCP loopback): {tcp['pull_GBps']:.2f} GB/s = "
+            f"{tcp['ratio']:.0%} of a raw socket transfer {tcp['raw_socket_GBps']:.2f} GB/s "
+            f"[{'PASS' if tcp['pass'] else 'FAIL'} >= 70%]"
+        )
+        print(
+            f"dispatch with every tensor over TCP, {dispatch['calls']} no-op calls with a 256-byte tensor: "
+            f"overhead median {dispatch['overhead_median_ms']:.3f} ms, p99 {dispatch['overhead_p99_ms']:.3f} ms "
+            f"(latency median {dispatch['latency_median_ms']:.3f} ms); through shared memory in the same run: "
+            f"median {dispatch['shm_overhead_median_ms']:.3f} ms, p99 {dispatch['shm_overhead_p99_ms']:.3f} ms"
+        )
+        print(
+            f"a {args.file_mib} MiB model file fetched from the head's data socket (TCP loopback, BLAKE3 checked): "
+            f"{fetch['fetch_GBps']:.2f} GB/s = {fetch['ratio']:.0%} of the raw socket "
+            f"{fetch['raw_socket_GBps']:.2f} GB/s into a buffer{'' if fetch['correct'] else ' [WRONG BYTES]'}"
+        )
         q = prefix
-        print(f"prefix loading: L={q['layers']} layers of {q['layer_MiB']:.1f} MiB, host->device at "
-              f"{q['bandwidth_MBps']:.0f} MB/s, T_load={q['t_load_ms']:.1f} ms, T_comp={q['t_comp_ms']:.1f} ms, "
-              f"L_e'={q['prefix_layers']}")
-        print(f"  warm {q['warm_s'] * 1e3:.0f} ms | cold with L_e' resident {q['cold_Le_s'] * 1e3:.0f} ms "
-              f"({q['cold_Le_over_warm']:.2f}x) | L_e'/2 {q['cold_Le_half_s'] * 1e3:.0f} ms | "
-              f"none resident {q['cold_0_s'] * 1e3:.0f} ms ({q['cold_0_over_warm']:.2f}x) "
-              f"[Eq.1: {q['eq1_Le_s'] * 1e3:.0f} / {q['eq1_0_s'] * 1e3:.0f} ms] "
-              f"[{'PASS' if q['pass'] else 'FAIL'} cold(L_e') <= 1.10 warm < cold(0)]")
+        print(
+            f"prefix loading: L={q['layers']} layers of {q['layer_MiB']:.1f} MiB, host->device at "
+            f"{q['bandwidth_MBps']:.0f} MB/s, T_load={q['t_load_ms']:.1f} ms, T_comp={q['t_comp_ms']:.1f} ms, "
+            f"L_e'={q['prefix_layers']}"
+        )
+        print(
+            f"  warm {q['warm_s'] * 1e3:.0f} ms | cold with L_e' resident {q['cold_Le_s'] * 1e3:.0f} ms "
+            f"({q['cold_Le_over_warm']:.2f}x) | L_e'/2 {q['cold_Le_half_s'] * 1e3:.0f} ms | "
+            f"none resident {q['cold_0_s'] * 1e3:.0f} ms ({q['cold_0_over_warm']:.2f}x) "
+            f"[Eq.1: {q['eq1_Le_s'] * 1e3:.0f} / {q['eq1_0_s'] * 1e3:.0f} ms] "
+            f"[{'PASS' if q['pass'] else 'FAIL'} cold(L_e') <= 1.10 warm < cold(0)]"
+        )
         med = q["median_s"]
-        print(f"  (best of 7 interleaved runs; medians: warm {med['warm'] * 1e3:.0f} ms, L_e' {med['le'] * 1e3:.0f} ms, "
-              f"none {med['zero'] * 1e3:.0f} ms)")
+        print(
+            f"  (best of 7 interleaved runs; medians: warm {med['warm'] * 1e3:.0f} ms, L_e' {med['le'] * 1e3:.0f} ms, "
+            f"none {med['zero'] * 1e3:.0f} ms)"
+        )
     return 0 if transfer["pass"] and tcp["pass"] and fetch["correct"] and prefix["pass"] else 1
 
 

@@ -11,6 +11,7 @@
    draining them (pops only), and in a steady state where every decision is followed by its
    completion and a new arrival, so 1,000 stay ready.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,7 +49,7 @@ def percentile(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
 
 
-WARMUP = 20   # first calls pay for imports and first touches of the sockets
+WARMUP = 20  # first calls pay for imports and first touches of the sockets
 
 
 async def _latencies(rt, n: int, tensor: bool = True) -> list[float]:
@@ -63,6 +64,7 @@ async def _latencies(rt, n: int, tensor: bool = True) -> list[float]:
 
 def bench_dispatch(n: int, transport: str, tensor: bool = True) -> dict[str, Any]:
     from cluster.local_cluster import start_local_cluster
+
     address = "tcp://127.0.0.1:0" if transport == "tcp" else None
     head, rt = start_local_cluster(1, preload=["cluster.bench.dispatch"], address=address, tick_s=0.05)
     try:
@@ -72,11 +74,15 @@ def bench_dispatch(n: int, transport: str, tensor: bool = True) -> dict[str, Any
         latency = asyncio.run(_latencies(rt, n, tensor))
         walls = walls[WARMUP:]
         overhead = [lat - w for lat, w in zip(latency, walls)]
-        return {"calls": n, "latency_median_ms": statistics.median(latency) * 1e3,
-                "latency_p99_ms": percentile(latency, 0.99) * 1e3,
-                "overhead_median_ms": statistics.median(overhead) * 1e3,
-                "overhead_p99_ms": percentile(overhead, 0.99) * 1e3,
-                "latency_ms": [x * 1e3 for x in latency], "overhead_ms": [x * 1e3 for x in overhead]}
+        return {
+            "calls": n,
+            "latency_median_ms": statistics.median(latency) * 1e3,
+            "latency_p99_ms": percentile(latency, 0.99) * 1e3,
+            "overhead_median_ms": statistics.median(overhead) * 1e3,
+            "overhead_p99_ms": percentile(overhead, 0.99) * 1e3,
+            "latency_ms": [x * 1e3 for x in latency],
+            "overhead_ms": [x * 1e3 for x in overhead],
+        }
     finally:
         head.stop()
 
@@ -88,8 +94,17 @@ def bench_scheduler(policy: str, invocations: int = 1000, tenants: int = 100, ro
     for _ in range(rounds):
         sched = make_scheduler(policy, delta=0.5) if policy == "vtime" else make_scheduler(policy)
         for i in range(invocations):
-            sched.push(Invocation(id=i, tenant=f"t{i % tenants}", request=f"r{i}", fn="f", model_key="m",
-                                  estimate=rng.uniform(0.01, 1.0), remaining=rng.uniform(0, 5)))
+            sched.push(
+                Invocation(
+                    id=i,
+                    tenant=f"t{i % tenants}",
+                    request=f"r{i}",
+                    fn="f",
+                    model_key="m",
+                    estimate=rng.uniform(0.01, 1.0),
+                    remaining=rng.uniform(0, 5),
+                )
+            )
         t0 = time.perf_counter()
         while sched.pop() is not None:
             pass
@@ -98,8 +113,9 @@ def bench_scheduler(policy: str, invocations: int = 1000, tenants: int = 100, ro
     return invocations / best
 
 
-def bench_steady(policy: str, invocations: int = 1000, tenants: int = 100, decisions: int = 10_000,
-                 rounds: int = 3) -> float:
+def bench_steady(
+    policy: str, invocations: int = 1000, tenants: int = 100, decisions: int = 10_000, rounds: int = 3
+) -> float:
     """Decisions per second with `invocations` always ready: each decision is followed by the
     completion of the dispatched invocation and a new arrival from the same tenant (timed too).
     Best of `rounds`, like the draining figure: on a shared machine the slowest rounds measure the
@@ -110,8 +126,16 @@ def bench_steady(policy: str, invocations: int = 1000, tenants: int = 100, decis
         sched = make_scheduler(policy, delta=0.5) if policy == "vtime" else make_scheduler(policy)
 
         def arrival(i: int, tenant: str) -> Invocation:
-            return Invocation(id=i, tenant=tenant, request=f"r{i}", fn="f", model_key="m",
-                              estimate=rng.uniform(0.01, 1.0), remaining=rng.uniform(0, 5))
+            return Invocation(
+                id=i,
+                tenant=tenant,
+                request=f"r{i}",
+                fn="f",
+                model_key="m",
+                estimate=rng.uniform(0.01, 1.0),
+                remaining=rng.uniform(0, 5),
+            )
+
         for i in range(invocations):
             sched.push(arrival(i, f"t{i % tenants}"))
         t0 = time.perf_counter()
@@ -134,20 +158,27 @@ def main(argv: list[str] | None = None) -> None:
     for policy in POLICIES:
         draining, steady = bench_scheduler(policy), bench_steady(policy)
         figure["scheduler"][policy] = {"draining_per_s": draining, "steady_per_s": steady}
-        print(f"scheduler {policy:5s}: {draining:10,.0f} decisions/s draining 1,000 ready "
-              f"invocations of 100 tenants; {steady:10,.0f} decisions/s with 1,000 kept ready "
-              f"(pop + complete + new arrival)")
+        print(
+            f"scheduler {policy:5s}: {draining:10,.0f} decisions/s draining 1,000 ready "
+            f"invocations of 100 tenants; {steady:10,.0f} decisions/s with 1,000 kept ready "
+            f"(pop + complete + new arrival)"
+        )
     if not args.skip_dispatch:
         for tensor, what in ((False, "control plane only"), (True, "with a 256-byte tensor in and out")):
             r = bench_dispatch(args.calls, args.transport, tensor)
             figure["tensor" if tensor else "control_plane"] = r
-            print(f"dispatch over {args.transport} loopback, {r['calls']} no-op calls, {what}: "
-                  f"latency median {r['latency_median_ms']:.3f} ms, p99 {r['latency_p99_ms']:.3f} ms; "
-                  f"overhead (minus executor run time) median {r['overhead_median_ms']:.3f} ms, "
-                  f"p99 {r['overhead_p99_ms']:.3f} ms")
+            print(
+                f"dispatch over {args.transport} loopback, {r['calls']} no-op calls, {what}: "
+                f"latency median {r['latency_median_ms']:.3f} ms, p99 {r['latency_p99_ms']:.3f} ms; "
+                f"overhead (minus executor run time) median {r['overhead_median_ms']:.3f} ms, "
+                f"p99 {r['overhead_p99_ms']:.3f} ms"
+            )
     # each call's latency and overhead are the rounds; the figure keeps the summaries
-    rounds = {k: {"latency_ms": figure[k].pop("latency_ms"), "overhead_ms": figure[k].pop("overhead_ms")}
-              for k in ("control_plane", "tensor") if k in figure}
+    rounds = {
+        k: {"latency_ms": figure[k].pop("latency_ms"), "overhead_ms": figure[k].pop("overhead_ms")}
+        for k in ("control_plane", "tensor")
+        if k in figure
+    }
     record.write(rounds, figure, config=vars(args))
 
 

@@ -16,22 +16,23 @@ y_i = x * b_i, which four linear inequalities pin exactly when b_i is binary and
 When nothing is feasible the allocation degrades to all-light on every executor, with the shortfall
 reported as the fraction of queries to shed by deadline.
 """
+
 from __future__ import annotations
 
 import math
 import time
 from dataclasses import asdict, dataclass
-from typing import Sequence
 
 import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 
-EPS = 1e-7   # capacity slack both solvers allow, so float noise cannot make them disagree
+EPS = 1e-7  # capacity slack both solvers allow, so float noise cannot make them disagree
 
 
 @dataclass(frozen=True)
 class StageProfile:
     """Latency (seconds per batch) of one stage at each allowed batch size."""
+
     batch_sizes: tuple[int, ...]
     latency_s: tuple[float, ...]
 
@@ -43,19 +44,21 @@ class StageProfile:
 class Problem:
     light: StageProfile
     heavy: StageProfile
-    thresholds: tuple[float, ...]      # ascending
-    deferred: tuple[float, ...]        # f(t_k): fraction of queries the discriminator sends to heavy
-    demand: float                      # queries per second, headroom included
+    thresholds: tuple[float, ...]  # ascending
+    deferred: tuple[float, ...]  # f(t_k): fraction of queries the discriminator sends to heavy
+    demand: float  # queries per second, headroom included
     slo_s: float
-    budget: int                        # executors this cascade may use
+    budget: int  # executors this cascade may use
     queue_light_s: float = 0.0
     queue_heavy_s: float = 0.0
-    batch_wait: float = 0.0            # fraction of a batch's latency a query waits before its own starts
+    batch_wait: float = 0.0  # fraction of a batch's latency a query waits before its own starts
 
     def delays(self) -> tuple[tuple[float, ...], tuple[float, ...]]:
         """d(b) per batch option of the light and the heavy stage: service plus expected wait."""
+
         def stage(profile: StageProfile, queue: float) -> tuple[float, ...]:
             return tuple(l + max(queue, self.batch_wait * l) for l in profile.latency_s)
+
         return stage(self.light, self.queue_light_s), stage(self.heavy, self.queue_heavy_s)
 
 
@@ -63,12 +66,12 @@ class Problem:
 class Allocation:
     threshold: float
     light_batch: int
-    heavy_batch: int                   # 0: the heavy stage is not used
+    heavy_batch: int  # 0: the heavy stage is not used
     light_executors: int
     heavy_executors: int
-    deferred: float                    # f(threshold)
-    status: str                        # "optimal" or "degraded"
-    shed_fraction: float = 0.0         # share of demand the light stage cannot absorb (degraded only)
+    deferred: float  # f(threshold)
+    status: str  # "optimal" or "degraded"
+    shed_fraction: float = 0.0  # share of demand the light stage cannot absorb (degraded only)
     solve_ms: float = 0.0
 
     @property
@@ -99,8 +102,12 @@ def solve_exhaustive(p: Problem) -> Allocation | None:
                     continue
                 key = (k, -(x1 + x2))
                 if best is None or key > best[0]:
-                    best = (key, Allocation(t, p.light.batch_sizes[i], p.heavy.batch_sizes[j1 - 1] if j1 else 0,
-                                            x1, x2, f, "optimal"))
+                    best = (
+                        key,
+                        Allocation(
+                            t, p.light.batch_sizes[i], p.heavy.batch_sizes[j1 - 1] if j1 else 0, x1, x2, f, "optimal"
+                        ),
+                    )
     return None if best is None else best[1]
 
 
@@ -134,13 +141,16 @@ def solve_milp(p: Problem) -> Allocation | None:
     for ys, bs, x in ((y1, b1, ix1), (y2, b2, ix2)):
         for y, b in zip(ys, bs):
             y, b = int(y), int(b)
-            add({y: 1, b: -S}, -np.inf, 0)          # y <= S*b
-            add({y: 1, x: -1}, -np.inf, 0)          # y <= x
-            add({y: 1, x: -1, b: -S}, -S, np.inf)   # y >= x - S*(1-b)
+            add({y: 1, b: -S}, -np.inf, 0)  # y <= S*b
+            add({y: 1, x: -1}, -np.inf, 0)  # y <= x
+            add({y: 1, x: -1, b: -S}, -S, np.inf)  # y >= x - S*(1-b)
     p1, p2 = p.light.throughput(), p.heavy.throughput()
     add({int(y): float(c) for y, c in zip(y1, p1)}, p.demand - EPS, np.inf)
-    add({**{int(y): float(c) for y, c in zip(y2, p2)},
-         **{int(k): -p.demand * f for k, f in zip(z, p.deferred)}}, -EPS, np.inf)
+    add(
+        {**{int(y): float(c) for y, c in zip(y2, p2)}, **{int(k): -p.demand * f for k, f in zip(z, p.deferred)}},
+        -EPS,
+        np.inf,
+    )
     d1, d2 = p.delays()
     add({**{int(b): d for b, d in zip(b1, d1)}, **{int(b): d for b, d in zip(b2, d2)}}, -np.inf, p.slo_s + EPS)
 
@@ -153,26 +163,38 @@ def solve_milp(p: Problem) -> Allocation | None:
     lower = np.zeros(nv)
     lower[ix1] = 1
     upper = np.full(nv, float(S))
-    upper[2: int(z[-1]) + 1] = 1
-    res = milp(c, constraints=LinearConstraint(np.array(rows), lo, hi), integrality=integrality,
-               bounds=Bounds(lower, upper))
+    upper[2 : int(z[-1]) + 1] = 1
+    res = milp(
+        c, constraints=LinearConstraint(np.array(rows), lo, hi), integrality=integrality, bounds=Bounds(lower, upper)
+    )
     if res.status != 0 or res.x is None:
         return None
     x = np.round(res.x).astype(int)
     k = int(np.argmax(x[z]))
     i = int(np.argmax(x[b1]))
-    j = int(np.argmax(x[b2])) if x[b2].sum() and x[ix2] > 0 else -1   # no executors: heavy unused
+    j = int(np.argmax(x[b2])) if x[b2].sum() and x[ix2] > 0 else -1  # no executors: heavy unused
     x2 = int(x[ix2]) if j >= 0 else 0
-    return Allocation(p.thresholds[k], p.light.batch_sizes[i], p.heavy.batch_sizes[j] if j >= 0 else 0,
-                      int(x[ix1]), x2, p.deferred[k], "optimal")
+    return Allocation(
+        p.thresholds[k],
+        p.light.batch_sizes[i],
+        p.heavy.batch_sizes[j] if j >= 0 else 0,
+        int(x[ix1]),
+        x2,
+        p.deferred[k],
+        "optimal",
+    )
 
 
 def holds(p: Problem, a: Allocation) -> bool:
     """Whether allocation `a` (decided earlier) still meets every constraint of `p` (measured now).
     f is re-read at a's threshold from p's curve, so a shift in the confidences counts too."""
-    if (a.status != "optimal" or a.executors > p.budget or a.threshold not in p.thresholds
-            or a.light_batch not in p.light.batch_sizes
-            or (a.heavy_batch and a.heavy_batch not in p.heavy.batch_sizes)):
+    if (
+        a.status != "optimal"
+        or a.executors > p.budget
+        or a.threshold not in p.thresholds
+        or a.light_batch not in p.light.batch_sizes
+        or (a.heavy_batch and a.heavy_batch not in p.heavy.batch_sizes)
+    ):
         return False
     d1, d2 = p.delays()
     i = p.light.batch_sizes.index(a.light_batch)
@@ -194,7 +216,7 @@ def degrade(p: Problem) -> Allocation:
     x1 = max(1, p.budget)
     capacity = x1 * p1[i]
     shed = 0.0 if p.demand <= 0 else max(0.0, 1.0 - capacity / p.demand)
-    k = int(np.argmin(p.deferred))   # the threshold deferring least (t = 0 defers nothing)
+    k = int(np.argmin(p.deferred))  # the threshold deferring least (t = 0 defers nothing)
     return Allocation(p.thresholds[k], p.light.batch_sizes[i], 0, x1, 0, p.deferred[k], "degraded", shed)
 
 

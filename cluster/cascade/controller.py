@@ -19,15 +19,16 @@ times the policy's headroom), prices the wait for a running batch into the laten
 solve within one tick instead of at the end of the period. Falling load only waits for the period,
 so the threshold does not flap on noise.
 """
+
 from __future__ import annotations
 
 import math
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
 
 from cluster.cascade.allocation import Allocation, Problem, allocate, holds
 from cluster.cascade.deferral import DeferralCurve
@@ -41,12 +42,12 @@ STAGES = ("light", "heavy")
 @dataclass
 class StageState:
     latency: LatencyProfile = field(default_factory=LatencyProfile)
-    inflight: int = 0              # queries in this stage now (waiting or running)
-    arrivals: int = 0              # since the last tick
-    queue_len: float = 0.0         # EWMA of `inflight` at ticks
-    rate: float = 0.0              # EWMA arrivals per second
-    departures: int = 0            # since the last tick
-    drain_rate: float = 0.0        # EWMA departures per second
+    inflight: int = 0  # queries in this stage now (waiting or running)
+    arrivals: int = 0  # since the last tick
+    queue_len: float = 0.0  # EWMA of `inflight` at ticks
+    rate: float = 0.0  # EWMA arrivals per second
+    departures: int = 0  # since the last tick
+    drain_rate: float = 0.0  # EWMA departures per second
     served: int = 0
 
     def queueing_delay(self, batch: int) -> float:
@@ -68,11 +69,11 @@ class CascadeState:
     curve: DeferralCurve = field(default_factory=DeferralCurve)
     stages: dict[str, StageState] = field(default_factory=lambda: {s: StageState() for s in STAGES})
     arrivals: int = 0
-    demand: float = 0.0            # EWMA arrivals per second
-    demand_var: float = 0.0        # EWM variance of the per-tick arrival rates
-    planned_demand: float = 0.0    # the demand the decision in force was solved for
+    demand: float = 0.0  # EWMA arrivals per second
+    demand_var: float = 0.0  # EWM variance of the per-tick arrival rates
+    planned_demand: float = 0.0  # the demand the decision in force was solved for
     solved_at: float = -math.inf
-    solves: dict[str, int] = field(default_factory=dict)   # by reason: first, spike, degraded, period, ...
+    solves: dict[str, int] = field(default_factory=dict)  # by reason: first, spike, degraded, period, ...
     queries: int = 0
     answered: dict[str, int] = field(default_factory=lambda: {s: 0 for s in STAGES})
     decision: Allocation | None = None
@@ -85,9 +86,17 @@ class CascadeController:
     standard errors of the demand EWMA planned for on top of it; `batch_wait`: the fraction of a
     batch's latency a query is expected to wait for a running batch before its own starts."""
 
-    def __init__(self, budget: int = 1, period_s: float = 5.0, alpha: float = 0.4, solver: str = "milp",
-                 clock: Callable[[], float] = time.monotonic, tick_s: float = 1.0, confidence_z: float = 1.0,
-                 batch_wait: float = 0.25) -> None:
+    def __init__(
+        self,
+        budget: int = 1,
+        period_s: float = 5.0,
+        alpha: float = 0.4,
+        solver: str = "milp",
+        clock: Callable[[], float] = time.monotonic,
+        tick_s: float = 1.0,
+        confidence_z: float = 1.0,
+        batch_wait: float = 0.25,
+    ) -> None:
         self.budget = budget
         self.period_s = period_s
         self.tick_s = tick_s
@@ -187,8 +196,10 @@ class CascadeController:
             if not any(reasons.values()):
                 return {}
             # One cascade's re-solve moves the budget shares, so all are solved together.
-            decisions = {name: self._solve(state, shares[name], now, reasons[name] or "rebalance")
-                         for name, state in self.cascades.items()}
+            decisions = {
+                name: self._solve(state, shares[name], now, reasons[name] or "rebalance")
+                for name, state in self.cascades.items()
+            }
         self._notify(decisions)
         return decisions
 
@@ -198,8 +209,10 @@ class CascadeController:
             now = self.clock()
             self._measure_all(now)
             shares = self._budget_shares()
-            decisions = {name: self._solve(state, shares[name], now, self._due(state, shares[name], now) or "forced")
-                         for name, state in self.cascades.items()}
+            decisions = {
+                name: self._solve(state, shares[name], now, self._due(state, shares[name], now) or "forced")
+                for name, state in self.cascades.items()
+            }
         self._notify(decisions)
         return decisions
 
@@ -262,18 +275,27 @@ class CascadeController:
         previous = state.decision
         b1 = previous.light_batch if previous else policy.batch_sizes[0]
         b2 = (previous.heavy_batch or policy.batch_sizes[0]) if previous else policy.batch_sizes[0]
-        return Problem(light.latency.stage(policy.batch_sizes), heavy.latency.stage(policy.batch_sizes),
-                       grid, state.curve.curve(grid), self.planning_demand(state), spec.slo_s, budget,
-                       light.queueing_delay(b1), heavy.queueing_delay(b2), self.batch_wait)
+        return Problem(
+            light.latency.stage(policy.batch_sizes),
+            heavy.latency.stage(policy.batch_sizes),
+            grid,
+            state.curve.curve(grid),
+            self.planning_demand(state),
+            spec.slo_s,
+            budget,
+            light.queueing_delay(b1),
+            heavy.queueing_delay(b2),
+            self.batch_wait,
+        )
 
     def _due(self, state: CascadeState, budget: int, now: float) -> str:
         """Why this cascade needs a new decision now ("" when it does not)."""
         if state.decision is None:
             return "first"
         if state.decision.status != "optimal":
-            return "degraded"            # nothing fitted last time: try again each tick
+            return "degraded"  # nothing fitted last time: try again each tick
         if not holds(self._problem(state, budget), state.decision):
-            return "spike"               # demand, queueing or f(t) outgrew the decision in force
+            return "spike"  # demand, queueing or f(t) outgrew the decision in force
         if now - state.solved_at >= self.period_s:
             return "period"
         return ""
@@ -285,12 +307,13 @@ class CascadeController:
         state.solved_at = now
         state.solves[reason] = state.solves.get(reason, 0) + 1
         self.solves += 1
-        state.history.append((round(now, 3), round(state.demand, 4), state.decision.threshold,
-                              state.decision.status, reason))
+        state.history.append(
+            (round(now, 3), round(state.demand, 4), state.decision.threshold, state.decision.status, reason)
+        )
         return state.decision
 
     # running in the background ---------------------------------------------------------------------
-    def start(self) -> "CascadeController":
+    def start(self) -> CascadeController:
         if self._thread is None:
             self._stop.clear()
             self._thread = threading.Thread(target=self._run, name="cascade-controller", daemon=True)
@@ -310,10 +333,17 @@ class CascadeController:
     # reporting -------------------------------------------------------------------------------------
     def stats(self) -> dict:
         with self._lock:
-            return {"budget": self.budget, "period_s": self.period_s, "tick_s": self.tick_s, "ticks": self.ticks,
-                    "solves": self.solves, "solver": self.solver, "confidence_z": self.confidence_z,
-                    "batch_wait": self.batch_wait,
-                    "cascades": {name: _state_stats(s) for name, s in self.cascades.items()}}
+            return {
+                "budget": self.budget,
+                "period_s": self.period_s,
+                "tick_s": self.tick_s,
+                "ticks": self.ticks,
+                "solves": self.solves,
+                "solver": self.solver,
+                "confidence_z": self.confidence_z,
+                "batch_wait": self.batch_wait,
+                "cascades": {name: _state_stats(s) for name, s in self.cascades.items()},
+            }
 
 
 def _state_stats(s: CascadeState) -> dict:
@@ -321,15 +351,28 @@ def _state_stats(s: CascadeState) -> dict:
     return {
         "light": {"checkpoint": spec.light.checkpoint, "steps": spec.light.steps},
         "heavy": {"checkpoint": spec.heavy.checkpoint, "steps": spec.heavy.steps},
-        "discriminator": spec.discriminator, "slo_s": spec.slo_s if spec.slo_s != float("inf") else None, "adaptive": spec.policy.adaptive,
-        "source": spec.source, "demand_qps": round(s.demand, 4), "planned_qps": round(s.planned_demand, 4),
-        "solves": dict(s.solves), "queries": s.queries,
-        "answered": dict(s.answered), "confidences_seen": len(s.curve),
+        "discriminator": spec.discriminator,
+        "slo_s": spec.slo_s if spec.slo_s != float("inf") else None,
+        "adaptive": spec.policy.adaptive,
+        "source": spec.source,
+        "demand_qps": round(s.demand, 4),
+        "planned_qps": round(s.planned_demand, 4),
+        "solves": dict(s.solves),
+        "queries": s.queries,
+        "answered": dict(s.answered),
+        "confidences_seen": len(s.curve),
         "decision": None if s.decision is None else s.decision.as_dict(),
-        "stages": {name: {"inflight": st.inflight, "queue_len": round(st.queue_len, 3), "rate": round(st.rate, 4),
-                          "drain_rate": round(st.drain_rate, 4),
-                          "served": st.served, "latency_s": {b: round(v, 4) for b, v in st.latency.measured.items()}}
-                   for name, st in s.stages.items()},
+        "stages": {
+            name: {
+                "inflight": st.inflight,
+                "queue_len": round(st.queue_len, 3),
+                "rate": round(st.rate, 4),
+                "drain_rate": round(st.drain_rate, 4),
+                "served": st.served,
+                "latency_s": {b: round(v, 4) for b, v in st.latency.measured.items()},
+            }
+            for name, st in s.stages.items()
+        },
     }
 
 
@@ -343,7 +386,7 @@ def default_controller() -> CascadeController:
     with _default_lock:
         if _default is None:
             _default = CascadeController()
-            _default.on_decision(batch_size_listener(_default))   # batch sizes reach the serving head
+            _default.on_decision(batch_size_listener(_default))  # batch sizes reach the serving head
         return _default
 
 

@@ -1,10 +1,11 @@
 """f(t), the fraction of queries a threshold t sends to the heavy model, measured from the
 discriminator's recent confidences (a sliding window, so it follows drift in the prompt mix)."""
+
 from __future__ import annotations
 
 import bisect
 from collections import deque
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 
 class DeferralCurve:

@@ -1,5 +1,6 @@
 """Latency of each cascade stage per batch size: measured online (EWMA), with a conservative
 extrapolation for batch sizes not yet seen, plus DiffServe's published A100 profiles for simulation."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -15,11 +16,10 @@ DIFFSERVE_MS: dict[str, dict[int, float]] = {
     "sdxl-lightning": {1: 550, 2: 980, 4: 1850, 8: 3580, 16: 7100},
     "sdxl": {1: 6100, 2: 10650, 4: 20920, 8: 40230, 16: 79110},
 }
-DISCRIMINATOR_MS = 20.0   # per batch in DiffServe's simulation mode
+DISCRIMINATOR_MS = 20.0  # per batch in DiffServe's simulation mode
 
 
-def reference_profile(model: str, batch_sizes: tuple[int, ...] | None = None,
-                      extra_s: float = 0.0) -> StageProfile:
+def reference_profile(model: str, batch_sizes: tuple[int, ...] | None = None, extra_s: float = 0.0) -> StageProfile:
     table = DIFFSERVE_MS[model]
     sizes = tuple(b for b in (batch_sizes or tuple(table)) if b in table)
     return StageProfile(sizes, tuple(table[b] / 1e3 + extra_s for b in sizes))
@@ -32,6 +32,7 @@ class LatencyProfile:
     An unseen batch size b is priced from the nearest measured size m as latency(m) * b / m when
     b > m (no batching gain assumed) and latency(m) when b < m: pessimistic, so the controller only
     counts on batching gains it has measured."""
+
     alpha: float = 0.3
     default_s: float = 1.0
     measured: dict[int, float] = field(default_factory=dict)

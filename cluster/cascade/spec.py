@@ -13,6 +13,7 @@ policy limits the controller works within. Declared in the workspace as `cascade
       max_executors: 8
       headroom: 1.2                    # demand over-provisioning factor
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -31,7 +32,7 @@ class StageSpec:
     scheduler: str = "normal"
 
     @classmethod
-    def parse(cls, data: Any, where: str) -> "StageSpec":
+    def parse(cls, data: Any, where: str) -> StageSpec:
         if isinstance(data, str):
             return cls(checkpoint=data)
         if not isinstance(data, dict) or "checkpoint" not in data:
@@ -39,18 +40,23 @@ class StageSpec:
         unknown = set(data) - {"checkpoint", "steps", "cfg", "sampler", "scheduler"}
         if unknown:
             raise ValueError(f"{where}: unknown keys {sorted(unknown)}")
-        return cls(str(data["checkpoint"]), int(data.get("steps", 20)), float(data.get("cfg", 7.0)),
-                   str(data.get("sampler", "euler")), str(data.get("scheduler", "normal")))
+        return cls(
+            str(data["checkpoint"]),
+            int(data.get("steps", 20)),
+            float(data.get("cfg", 7.0)),
+            str(data.get("sampler", "euler")),
+            str(data.get("scheduler", "normal")),
+        )
 
 
 @dataclass(frozen=True)
 class Policy:
-    threshold: float | None = None          # None: adaptive (the controller decides)
+    threshold: float | None = None  # None: adaptive (the controller decides)
     threshold_min: float = 0.0
     threshold_max: float = 1.0
     threshold_step: float = 0.005
     batch_sizes: tuple[int, ...] = (1, 2, 4, 8)
-    max_executors: int | None = None        # None: as many as the cluster lends
+    max_executors: int | None = None  # None: as many as the cluster lends
     headroom: float = 1.2
 
     @property
@@ -64,7 +70,7 @@ class Policy:
         return tuple(round(self.threshold_min + i * self.threshold_step, 6) for i in range(n + 1))
 
     @classmethod
-    def parse(cls, data: Any, where: str) -> "Policy":
+    def parse(cls, data: Any, where: str) -> Policy:
         data = data or {}
         if not isinstance(data, dict):
             raise ValueError(f"{where}: expected a mapping")
@@ -73,10 +79,15 @@ class Policy:
         batches = tuple(int(b) for b in data.get("batch_sizes", (1, 2, 4, 8)))
         if not batches or min(batches) < 1:
             raise ValueError(f"{where}.batch_sizes: need positive integers")
-        policy = cls(None if t in ("auto", None) else float(t), float(grid.get("min", 0.0)),
-                     float(grid.get("max", 1.0)), float(grid.get("step", 0.005)), tuple(sorted(set(batches))),
-                     None if data.get("max_executors") is None else int(data["max_executors"]),
-                     float(data.get("headroom", 1.2)))
+        policy = cls(
+            None if t in ("auto", None) else float(t),
+            float(grid.get("min", 0.0)),
+            float(grid.get("max", 1.0)),
+            float(grid.get("step", 0.005)),
+            tuple(sorted(set(batches))),
+            None if data.get("max_executors") is None else int(data["max_executors"]),
+            float(data.get("headroom", 1.2)),
+        )
         if not 0.0 <= policy.threshold_min <= policy.threshold_max <= 1.0 or policy.threshold_step <= 0:
             raise ValueError(f"{where}.thresholds: need 0 <= min <= max <= 1 and step > 0")
         return policy
@@ -90,10 +101,10 @@ class CascadeSpec:
     discriminator: str
     slo_s: float = 5.0
     policy: Policy = field(default_factory=Policy)
-    source: str = ""                        # the file it came from, or "node" when declared by a graph
+    source: str = ""  # the file it came from, or "node" when declared by a graph
 
     @classmethod
-    def parse(cls, data: Any, name: str = "", source: str = "") -> "CascadeSpec":
+    def parse(cls, data: Any, name: str = "", source: str = "") -> CascadeSpec:
         where = source or name or "cascade"
         if not isinstance(data, dict):
             raise ValueError(f"{where}: expected a mapping")
@@ -103,9 +114,15 @@ class CascadeSpec:
         slo = float(data.get("slo_s", 5.0))
         if slo <= 0:
             raise ValueError(f"{where}.slo_s: must be positive")
-        return cls(str(data.get("name") or name), StageSpec.parse(data["light"], f"{where}.light"),
-                   StageSpec.parse(data["heavy"], f"{where}.heavy"), str(data["discriminator"]), slo,
-                   Policy.parse(data.get("policy"), f"{where}.policy"), source)
+        return cls(
+            str(data.get("name") or name),
+            StageSpec.parse(data["light"], f"{where}.light"),
+            StageSpec.parse(data["heavy"], f"{where}.heavy"),
+            str(data["discriminator"]),
+            slo,
+            Policy.parse(data.get("policy"), f"{where}.policy"),
+            source,
+        )
 
 
 def cascades_dir(root: Path) -> Path:

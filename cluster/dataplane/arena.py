@@ -6,6 +6,7 @@ heap (same offset on every PE), pulled with a one-sided `get`; it needs nvshmem4
 device and is imported lazily. The region never grows: when it is full the caller spills (see
 tensor_store) rather than waiting, since an arena that waits for space can deadlock the cluster.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -42,9 +43,9 @@ class Arena(ABC):
     `alloc`/`free` hand out blocks (thread-safe); `view` is a tensor over a block, no copy; `pull`
     copies a peer's block into one of ours."""
 
-    name: str           # how peers find it: a segment name (CPU) or "nvshmem-<pe>" (GPU)
+    name: str  # how peers find it: a segment name (CPU) or "nvshmem-<pe>" (GPU)
     device: torch.device
-    pe: int = -1         # NVSHMEM processing element, -1 for host memory
+    pe: int = -1  # NVSHMEM processing element, -1 for host memory
 
     def __init__(self, size: int, min_block: int) -> None:
         self._alloc = make_allocator(size, min_block)
@@ -103,7 +104,7 @@ class ShmArena(Arena):
         nbytes = element_count(shape) * torch.empty((), dtype=dtype).element_size()
         if offset < 0 or offset + nbytes > self.capacity:
             raise SegmentError(f"[{offset}, +{nbytes}) is outside the arena of {self.capacity}")
-        return self._base[offset:offset + nbytes].view(dtype).view(shape)
+        return self._base[offset : offset + nbytes].view(dtype).view(shape)
 
     def pull(self, src: Any, out: torch.Tensor) -> None:
         copy_from_segment(self.peers, src.segment, src.offset, src.nbytes, out)
@@ -120,7 +121,7 @@ def copy_from_segment(peers: segments.PeerMaps, segment: str, offset: int, nbyte
     if offset < 0 or nbytes != out.numel() * out.element_size() or offset + nbytes > len(mm):
         raise SegmentError(f"[{offset}, +{nbytes}) does not fit segment {segment} of {len(mm)} bytes")
     if nbytes:
-        src = memoryview(mm)[offset:offset + nbytes]
+        src = memoryview(mm)[offset : offset + nbytes]
         try:
             if out.device.type == "cpu":
                 out.reshape(-1).view(torch.uint8).numpy()[:] = src
@@ -150,7 +151,8 @@ class NvshmemArena(Arena):
     def __init__(self, size: int, min_block: int = 4096, stream: Any = None) -> None:
         super().__init__(size, min_block)
         import nvshmem.core as nvshmem  # optional dependency: nvshmem4py (the gpu extra)
-        from cuda.core import Buffer    # what nvshmem4py itself imports (cuda-core >= 0.5)
+        from cuda.core import Buffer  # what nvshmem4py itself imports (cuda-core >= 0.5)
+
         self._nv, self._buffer = nvshmem, Buffer
         self.pe = nvshmem.my_pe()
         self.name = f"nvshmem-{self.pe}"
@@ -167,11 +169,11 @@ class NvshmemArena(Arena):
         nbytes = element_count(shape) * torch.empty((), dtype=dtype).element_size()
         if offset < 0 or offset + nbytes > self.capacity:
             raise SegmentError(f"[{offset}, +{nbytes}) is outside the arena of {self.capacity}")
-        return self._heap[offset:offset + nbytes].view(dtype).view(shape)
+        return self._heap[offset : offset + nbytes].view(dtype).view(shape)
 
     def write(self, offset: int, tensor: torch.Tensor) -> None:
         dst = self.view(offset, tensor.dtype, tuple(tensor.shape))
-        self._after_compute()      # the tensor was made on the compute stream
+        self._after_compute()  # the tensor was made on the compute stream
         with self._on_stream():
             dst.copy_(tensor)
         # Peers pull as soon as they hold the handle, on their own streams: the bytes must have landed
@@ -190,7 +192,7 @@ class NvshmemArena(Arena):
         # `out` is local device memory (a block of this arena or a spill): NVSHMEM reaches it over
         # P2P/NVLink; a transport through a NIC would need it registered first.
         local = self._buffer.from_handle(ptr=out.data_ptr(), size=nbytes)
-        self._after_compute()      # the block may still be read by work queued before it was freed
+        self._after_compute()  # the block may still be read by work queued before it was freed
         self._nv.get(local, remote, remote_pe=src.pe, stream=self.rma_stream)
         self._nv.quiet(stream=self.rma_stream)
         # The store checks the handle's generation after the pull: the bytes must be here by then.

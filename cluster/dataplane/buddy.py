@@ -5,6 +5,7 @@ policy is fixed so the Python and native (native/buddy.cpp) allocators give the 
 the same sequence of calls: take the smallest order that fits, and within it the lowest address;
 split keeping the lower half. Freeing merges a block with its buddy while the buddy is free.
 """
+
 from __future__ import annotations
 
 import heapq

@@ -6,12 +6,13 @@ waits on the budget: if eviction cannot make room it runs over-committed and the
 because a stalled executor is worse than a briefly oversubscribed one. On CPU this is accounting
 (torch allocates as it likes); on GPU the same numbers size the caches to the device.
 """
+
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable, Iterator
 
 Reclaimer = Callable[[int], int]  # (bytes wanted) -> bytes freed
 
@@ -118,6 +119,7 @@ class CudaPeakProbe:
 
     def __init__(self, device: str, budget: MemoryBudget) -> None:
         import torch
+
         self._cuda, self.device, self.budget = torch.cuda, torch.device(device), budget
         self._base = self._weights = 0
 

@@ -7,6 +7,7 @@ straight into the pages of a file beside its place in the cache, checks the dige
 place: `$COMFY_CLUSTER_MODEL_CACHE`, else the user's cache folder, keyed by digest. A file uploaded to the
 head (a tenant's LoRA) then runs on every machine without copying it by hand.
 """
+
 from __future__ import annotations
 
 import logging
@@ -35,8 +36,8 @@ class ModelFileFetcher:
 
     def __init__(self, addr: str, secret: bytes) -> None:
         self.addr = addr
-        self.peers = remote.RemotePeers(secret, timeout_s=120.0)   # a range of 64 MiB on a slow link
-        self._lock = threading.Lock()   # one download at a time: a model's threads ask for the same file
+        self.peers = remote.RemotePeers(secret, timeout_s=120.0)  # a range of 64 MiB on a slow link
+        self._lock = threading.Lock()  # one download at a time: a model's threads ask for the same file
 
     def __call__(self, path: str, digest: str) -> str:
         dest = cache_dir() / digest[:32] / Path(path).name
@@ -46,6 +47,10 @@ class ModelFileFetcher:
             dest.parent.mkdir(parents=True, exist_ok=True)
             t0 = time.perf_counter()
             self.peers.fetch_file(self.addr, digest, str(dest))
-            log.info("fetched model file %s (%.1f MB) from the head in %.1f s", Path(path).name,
-                     dest.stat().st_size / 1e6, time.perf_counter() - t0)
+            log.info(
+                "fetched model file %s (%.1f MB) from the head in %.1f s",
+                Path(path).name,
+                dest.stat().st_size / 1e6,
+                time.perf_counter() - t0,
+            )
             return str(dest)

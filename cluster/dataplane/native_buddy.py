@@ -1,5 +1,6 @@
 """ctypes binding of native/buddy.cpp with the interface of `BuddyAllocator`; `make_allocator`
 picks the native one when it can be built and the Python one otherwise (same offsets either way)."""
+
 from __future__ import annotations
 
 import ctypes
@@ -16,10 +17,16 @@ def _lib() -> ctypes.CDLL | None:
     lib = load("buddy.cpp")
     if lib is None:
         return None
-    for name, res, args in [("bd_create", _vp, [_u64, _u64]), ("bd_destroy", None, [_vp]),
-                            ("bd_capacity", _u64, [_vp]), ("bd_alloc", _i64, [_vp, _u64]),
-                            ("bd_free", ctypes.c_int, [_vp, _u64]), ("bd_size_of", _i64, [_vp, _u64]),
-                            ("bd_free_bytes", _u64, [_vp]), ("bd_largest_free", _u64, [_vp])]:
+    for name, res, args in [
+        ("bd_create", _vp, [_u64, _u64]),
+        ("bd_destroy", None, [_vp]),
+        ("bd_capacity", _u64, [_vp]),
+        ("bd_alloc", _i64, [_vp, _u64]),
+        ("bd_free", ctypes.c_int, [_vp, _u64]),
+        ("bd_size_of", _i64, [_vp, _u64]),
+        ("bd_free_bytes", _u64, [_vp]),
+        ("bd_largest_free", _u64, [_vp]),
+    ]:
         fn = getattr(lib, name)
         fn.restype, fn.argtypes = res, args
     return lib
@@ -74,7 +81,9 @@ class NativeBuddyAllocator:
         return self._lib.bd_largest_free(self._h)
 
 
-def make_allocator(size: int, min_block: int = 256, native: bool | None = None) -> BuddyAllocator | NativeBuddyAllocator:
+def make_allocator(
+    size: int, min_block: int = 256, native: bool | None = None
+) -> BuddyAllocator | NativeBuddyAllocator:
     """The native allocator when available (or when `native` is True), else the Python one."""
     if native is None:
         native = native_available()

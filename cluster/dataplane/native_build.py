@@ -4,6 +4,7 @@ No build step at install time: the system compiler (`$CXX` or g++) builds the li
 directory the first time it is needed, and every later process loads the cached file. Returns
 None when there is no compiler or the build fails, so callers fall back to their Python version.
 """
+
 from __future__ import annotations
 
 import ctypes

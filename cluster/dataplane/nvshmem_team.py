@@ -9,17 +9,19 @@ listener lives in the process that made it and accepts exactly `nranks` joins. N
 team one of whose members is gone (free and finalize are collective), and a process whose init fails is
 ended by the library; cluster.nvshmem_teams decides what follows from both.
 """
+
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 
 def new_unique_id() -> bytes:
     """A fresh team id as bytes (loads the NVSHMEM host library, needs no GPU)."""
     import nvshmem.bindings as bindings
     import nvshmem.core as nvshmem
+
     uid = nvshmem.get_unique_id()
     return ctypes.string_at(uid.ptr, bindings.uniqueid_dtype.itemsize)
 
@@ -30,6 +32,7 @@ def join(uid: bytes, rank: int, nranks: int, device: int) -> None:
     import nvshmem.bindings as bindings
     import nvshmem.core as nvshmem
     from cuda.core import Device
+
     if len(uid) != bindings.uniqueid_dtype.itemsize:
         raise ValueError(f"an NVSHMEM unique id has {bindings.uniqueid_dtype.itemsize} bytes, got {len(uid)}")
     if not 0 <= rank < nranks:
@@ -44,6 +47,7 @@ def join(uid: bytes, rank: int, nranks: int, device: int) -> None:
 def leave() -> None:
     """Finalise NVSHMEM in this process (collective, after every symmetric allocation was freed)."""
     import nvshmem.core as nvshmem
+
     nvshmem.finalize()
 
 
@@ -60,6 +64,7 @@ def available() -> bool:
 class Ticket:
     """What one member needs to join a team: the team's id, its rank and the team's size. `generation`
     counts the team's re-formings: handles of an older generation name arenas that are gone."""
+
     uid: bytes
     rank: int
     nranks: int

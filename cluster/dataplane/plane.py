@@ -10,6 +10,7 @@ What an executor does per invocation with it:
         handles = plane.publish(outputs, readers)
     # handles go to the head in Done; pulled inputs are freed and released when the block ends
 """
+
 from __future__ import annotations
 
 from concurrent.futures import Future
@@ -32,17 +33,22 @@ class Invocation:
     def __init__(self, scope: Scope) -> None:
         self.scope = scope
 
-    def inputs(self, metas: dict[str, object], callbacks: set[str] = frozenset(),
-               pending: dict[str, Future] | None = None, release: bool = True
-               ) -> dict[str, torch.Tensor | LazyFetch]:
+    def inputs(
+        self,
+        metas: dict[str, object],
+        callbacks: set[str] = frozenset(),
+        pending: dict[str, Future] | None = None,
+        release: bool = True,
+    ) -> dict[str, torch.Tensor | LazyFetch]:
         """`metas`: name -> TensorHandle or TensorMeta-like; `pending`: callback inputs whose
         producer has not finished yet (a Future the executor completes when the head forwards the
         metadata). `release=False` reads without giving up a reference (someone else holds it)."""
         out: dict[str, torch.Tensor | LazyFetch] = {}
         for name, meta in metas.items():
             handle = meta if isinstance(meta, TensorHandle) else TensorHandle.from_meta(meta)
-            out[name] = self.scope.lazy(handle, release=release) if name in callbacks \
-                else self.scope.fetch(handle, release)
+            out[name] = (
+                self.scope.lazy(handle, release=release) if name in callbacks else self.scope.fetch(handle, release)
+            )
         for name, future in (pending or {}).items():
             out[name] = self.scope.lazy(future, release=release)
         return out
@@ -53,15 +59,25 @@ class ExecutorDataPlane:
     team first (a ticket from the head's `TeamPlan`). Otherwise the arena is host shared memory.
     `arena_stream`: the NVSHMEM arena's stream (default: a CUDA stream of its own)."""
 
-    def __init__(self, owner: str, budget_bytes: int, arena_bytes: int, device: str = "cpu",
-                 weights_dir: str | Path | None = None, host_bytes: int | None = None,
-                 h2d_bandwidth: float | None = None, weights_in_arena: bool = True,
-                 nvshmem: bool = False, team: nvshmem_team.Ticket | None = None, arena_stream: Any = None) -> None:
+    def __init__(
+        self,
+        owner: str,
+        budget_bytes: int,
+        arena_bytes: int,
+        device: str = "cpu",
+        weights_dir: str | Path | None = None,
+        host_bytes: int | None = None,
+        h2d_bandwidth: float | None = None,
+        weights_in_arena: bool = True,
+        nvshmem: bool = False,
+        team: nvshmem_team.Ticket | None = None,
+        arena_stream: Any = None,
+    ) -> None:
         self.owner, self.prefix = owner, safe_prefix(owner)
         self.device = torch.device(device)
         self.weights_in_arena, self.arena_stream = weights_in_arena, arena_stream
         self.team = team
-        self.epoch = 0   # arenas made since (reform): a new one's tables get a name of their own
+        self.epoch = 0  # arenas made since (reform): a new one's tables get a name of their own
         # arenas of teams left without their collectives (a member was gone): never freed, since a free is
         # collective; NVSHMEM stays initialised in this process, which so can never join a team again
         self.abandoned: list[Arena] = []
@@ -69,9 +85,14 @@ class ExecutorDataPlane:
             nvshmem_team.join(team.uid, team.rank, team.nranks, self.device.index or 0)
         self.arena: Arena = self._new_arena(arena_bytes, nvshmem or team is not None)
         self.budget = MemoryBudget(budget_bytes, arena=self.arena.capacity)
-        self.cache = build_layer_cache(self.budget, device,
-                                       weights_dir or Path.home() / ".cache" / "comfy-cluster" / "weights",
-                                       host_bytes, h2d_bandwidth=h2d_bandwidth, arena=self._weights_arena())
+        self.cache = build_layer_cache(
+            self.budget,
+            device,
+            weights_dir or Path.home() / ".cache" / "comfy-cluster" / "weights",
+            host_bytes,
+            h2d_bandwidth=h2d_bandwidth,
+            arena=self._weights_arena(),
+        )
         self.store = self._new_store()
 
     def _new_arena(self, nbytes: int, nvshmem: bool) -> Arena:
@@ -84,8 +105,13 @@ class ExecutorDataPlane:
     def _new_store(self) -> TensorStore:
         # each team generation, and each arena made again, gets reference tables of its own name (under the
         # executor's prefix, so cleanup still finds them): a handle from an earlier arena is stale, never misread
-        prefix = (f"{self.prefix}t{self.team.generation}-" if self.team is not None
-                  else f"{self.prefix}e{self.epoch}-" if self.epoch else self.prefix)
+        prefix = (
+            f"{self.prefix}t{self.team.generation}-"
+            if self.team is not None
+            else f"{self.prefix}e{self.epoch}-"
+            if self.epoch
+            else self.prefix
+        )
         return TensorStore(self.arena, self.owner, prefix, on_pressure=self.cache.evict_arena)
 
     def can_join(self) -> bool:
@@ -106,7 +132,7 @@ class ExecutorDataPlane:
         if team is not None and not (clean and self.can_join()):
             raise RuntimeError("this process left an NVSHMEM team without finalising it: it cannot join another")
         capacity = self.arena.capacity
-        served, secret = self.store.addr, self.store.secret   # its data socket goes on, at the same address
+        served, secret = self.store.addr, self.store.secret  # its data socket goes on, at the same address
         self.cache.evict_arena(capacity)
         self.store.close()
         self._leave(clean)
@@ -119,7 +145,7 @@ class ExecutorDataPlane:
         self.store = self._new_store()
         self.store.secret = secret
         if served:
-            ip, port = served[len("tcp://"):].rsplit(":", 1)
+            ip, port = served[len("tcp://") :].rsplit(":", 1)
             self.store.serve(ip.strip("[]"), secret, int(port))
 
     def _leave(self, clean: bool) -> None:
@@ -131,15 +157,19 @@ class ExecutorDataPlane:
         else:
             self.abandoned.append(self.arena)
 
-    def invocation(self) -> "_InvocationContext":
+    def invocation(self) -> _InvocationContext:
         """One ModelFn call's inputs, on this executor's device (`publish` copies outputs back)."""
         return _InvocationContext(self.store, None if self.device.type == "cpu" else self.device)
 
-    def publish(self, outputs: dict[str, torch.Tensor | None], readers: dict[str, int] | int = 1
-                ) -> dict[str, TensorHandle]:
+    def publish(
+        self, outputs: dict[str, torch.Tensor | None], readers: dict[str, int] | int = 1
+    ) -> dict[str, TensorHandle]:
         """Copy outputs into the arena (None outputs are skipped); readers per output or for all."""
-        return {k: self.store.publish(t, readers if isinstance(readers, int) else readers.get(k, 1))
-                for k, t in outputs.items() if t is not None}
+        return {
+            k: self.store.publish(t, readers if isinstance(readers, int) else readers.get(k, 1))
+            for k, t in outputs.items()
+            if t is not None
+        }
 
     def memory_used(self) -> int:
         return self.budget.used

@@ -7,6 +7,7 @@ next `collect`. A read checks the generation before and after its copy, so a han
 was already freed raises instead of returning someone else's bytes. Updates take a POSIX byte-range
 lock on the slot (cross-process) plus a thread lock (record locks are per process, not per thread).
 """
+
 from __future__ import annotations
 
 import fcntl

@@ -31,6 +31,7 @@ Wire format, both ways length-prefixed: a request is `u32 header length, u8 mac 
 [id, op, segment, offset, nbytes, refs, slot, generation, delta]), mac`; a reply is `u8 status (0 ok, 1
 error, 2 refused), u64 length, body` (the tensor's bytes, a count, or an error text).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -56,7 +57,7 @@ log = logging.getLogger("cluster.dataplane")
 MODES = ("auto", "shm", "tcp")
 MODE_ENV = "COMFY_CLUSTER_DATA_PLANE"
 HOST_ENV = "COMFY_CLUSTER_HOST_ID"
-REQUEST_TIMEOUT_S = 30.0     # a producer that does not answer a pull by then is taken as lost
+REQUEST_TIMEOUT_S = 30.0  # a producer that does not answer a pull by then is taken as lost
 CONNECT_TIMEOUT_S = 5.0
 MAX_HEADER = 4096
 OK, ERROR, REFUSED = 0, 1, 2
@@ -101,7 +102,7 @@ def host_id() -> str:
 def local_ip(toward: str) -> str:
     """The address of this machine on the route to `toward` (a host name or IP); no packet is sent."""
     if toward in ("", "*", "0.0.0.0"):
-        toward = "192.0.2.1"   # TEST-NET-1: any routable address picks the default route's interface
+        toward = "192.0.2.1"  # TEST-NET-1: any routable address picks the default route's interface
     try:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
             s.connect((toward, 9))
@@ -154,7 +155,7 @@ class DataServer:
                     while server.answer(self.request, self.client_address[0]):
                         pass
                 except (ConnectionError, OSError):
-                    pass   # the consumer went away
+                    pass  # the consumer went away
 
         class Server(socketserver.ThreadingTCPServer):
             daemon_threads = True
@@ -162,8 +163,9 @@ class DataServer:
 
         self._server = Server((ip, port), Handler)
         self.address = f"tcp://{ip}:{self._server.server_address[1]}"
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.2},
-                                        name="data-server", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.2}, name="data-server", daemon=True
+        )
         self._thread.start()
 
     def close(self) -> None:
@@ -183,8 +185,12 @@ class DataServer:
             self.refused += 1
             if peer not in self._warned and len(self._warned) < 1000:
                 self._warned.add(peer)
-                log.warning("data server %s refused %s: its cluster secret %s", self.address, peer,
-                            "is missing" if not mac else "does not match")
+                log.warning(
+                    "data server %s refused %s: its cluster secret %s",
+                    self.address,
+                    peer,
+                    "is missing" if not mac else "does not match",
+                )
             self._reply(sock, REFUSED, b"the cluster secret does not match")
             return True
         try:
@@ -219,10 +225,11 @@ class DataServer:
     def _reply(self, sock: socket.socket, status: int, body: bytes) -> None:
         sock.sendall(_REPLY.pack(status, len(body)) + body)
 
-    def _send_tensor(self, sock: socket.socket, seg: str, offset: int, nbytes: int, refs: str, slot: int,
-                     gen: int) -> None:
+    def _send_tensor(
+        self, sock: socket.socket, seg: str, offset: int, nbytes: int, refs: str, slot: int, gen: int
+    ) -> None:
         if refs:
-            self.store.clients.add(refs, slot, gen, 1)   # held while the bytes are sent: not freed under us
+            self.store.clients.add(refs, slot, gen, 1)  # held while the bytes are sent: not freed under us
         try:
             data = self._bytes(seg, offset, nbytes)
             sock.sendall(_REPLY.pack(OK, nbytes))
@@ -249,7 +256,7 @@ class DataServer:
             if offset < 0 or nbytes < 0 or offset + nbytes > size:
                 raise SegmentError(f"[{offset}, +{nbytes}) does not fit a file of {size} bytes")
             sock.sendall(_REPLY.pack(OK, nbytes))
-            sock.sendfile(f, offset, nbytes)   # from the page cache to the socket, no copy here
+            sock.sendfile(f, offset, nbytes)  # from the page cache to the socket, no copy here
 
     def _bytes(self, seg: str, offset: int, nbytes: int) -> memoryview:
         """A view (no copy) of bytes this producer published: its arena's, or one of its spill segments'."""
@@ -263,7 +270,7 @@ class DataServer:
         mm = self.store.peers.get(seg)
         if offset < 0 or offset + nbytes > len(mm):
             raise SegmentError(f"[{offset}, +{nbytes}) does not fit segment {seg}")
-        return memoryview(mm)[offset:offset + nbytes]
+        return memoryview(mm)[offset : offset + nbytes]
 
 
 class RemotePeers:
@@ -282,7 +289,7 @@ class RemotePeers:
             return hit
         if not addr.startswith("tcp://"):
             raise SegmentError(f"bad data address {addr!r}")
-        host, port = addr[len("tcp://"):].rsplit(":", 1)
+        host, port = addr[len("tcp://") :].rsplit(":", 1)
         # a host that is down answers nothing: give up on connecting sooner than on a long transfer
         sock = socket.create_connection((host.strip("[]"), int(port)), timeout=min(CONNECT_TIMEOUT_S, self.timeout_s))
         sock.settimeout(self.timeout_s)
@@ -318,7 +325,7 @@ class RemotePeers:
                     _recv_into(sock, into)
                     return b""
                 body = _recv_exact(sock, size)
-        except (OSError, ConnectionError) as e:   # timeouts too: a late answer must not be read as the next
+        except (OSError, ConnectionError) as e:  # timeouts too: a late answer must not be read as the next
             self._drop(addr)
             raise SegmentError(f"the producer {owner} at {addr} is unreachable or lost: {e}") from None
         if status == REFUSED:
@@ -339,10 +346,10 @@ class RemotePeers:
                 f.truncate(size)
             if size:
                 with open(tmp, "r+b") as f, mmap.mmap(f.fileno(), size) as mm:
-                    with memoryview(mm) as view:   # received straight into the file's pages
+                    with memoryview(mm) as view:  # received straight into the file's pages
                         for offset in range(0, size, chunk):
                             n = min(chunk, size - offset)
-                            with view[offset:offset + n] as part:
+                            with view[offset : offset + n] as part:
                                 self._call(addr, "the head", "file", [digest, offset, n, "", 0, 0, 0], part)
             os.replace(tmp, dest)
             got = file_digest(dest)

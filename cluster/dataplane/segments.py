@@ -4,6 +4,7 @@ Owners create them pre-faulted (MAP_POPULATE) so the first copy does not pay pag
 map them read-only once and keep the map (`PeerMaps`), so a pull is one memcpy. Names are checked:
 they arrive in metadata from other processes.
 """
+
 from __future__ import annotations
 
 import mmap

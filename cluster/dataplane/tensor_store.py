@@ -10,14 +10,16 @@ ModelFn callback input: a zero-argument callable that waits for the handle and p
 A producer on another host (or any other producer, with `--data-plane tcp`) is read through its data
 socket instead of its segments, with the same handles and counts (cluster.dataplane.remote).
 """
+
 from __future__ import annotations
 
 import itertools
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import asdict, dataclass
-from typing import Callable, Union
+from typing import Union
 
 import torch
 
@@ -32,29 +34,42 @@ SPILL_TAG = "spill-"  # in the names of one-off host segments (arena full)
 @dataclass(frozen=True)
 class TensorHandle:
     """Where a published tensor lives. The first six fields are those of messages.TensorMeta."""
-    segment: str        # the arena's name, or a spill segment's
+
+    segment: str  # the arena's name, or a spill segment's
     offset: int
-    dtype: str          # torch dtype name without "torch."
+    dtype: str  # torch dtype name without "torch."
     shape: tuple[int, ...]
     nbytes: int
     owner: str
-    refs: str = ""      # the owner's reference-count table; "" = unmanaged (read as is, never freed here)
+    refs: str = ""  # the owner's reference-count table; "" = unmanaged (read as is, never freed here)
     slot: int = -1
     generation: int = 0
-    pe: int = -1        # NVSHMEM PE of a GPU arena; -1 = host memory (arena or spill)
-    host: str = ""      # the owner's host id (same host: shared memory); "" = this host
-    addr: str = ""      # the owner's data socket for other hosts; "" = none
+    pe: int = -1  # NVSHMEM PE of a GPU arena; -1 = host memory (arena or spill)
+    host: str = ""  # the owner's host id (same host: shared memory); "" = this host
+    addr: str = ""  # the owner's data socket for other hosts; "" = none
 
     @classmethod
-    def from_meta(cls, meta: object) -> "TensorHandle":
+    def from_meta(cls, meta: object) -> TensorHandle:
         """From any object with TensorMeta's fields (and optionally refs/slot/generation/pe)."""
-        return cls(meta.segment, meta.offset, meta.dtype, tuple(meta.shape), meta.nbytes,
-                   getattr(meta, "owner", ""), getattr(meta, "refs", ""), getattr(meta, "slot", -1),
-                   getattr(meta, "generation", 0), getattr(meta, "pe", -1), getattr(meta, "host", ""),
-                   getattr(meta, "addr", ""))
+        return cls(
+            meta.segment,
+            meta.offset,
+            meta.dtype,
+            tuple(meta.shape),
+            meta.nbytes,
+            getattr(meta, "owner", ""),
+            getattr(meta, "refs", ""),
+            getattr(meta, "slot", -1),
+            getattr(meta, "generation", 0),
+            getattr(meta, "pe", -1),
+            getattr(meta, "host", ""),
+            getattr(meta, "addr", ""),
+        )
 
     def meta_fields(self) -> dict:
-        return {k: v for k, v in asdict(self).items() if k in ("segment", "offset", "dtype", "shape", "nbytes", "owner")}
+        return {
+            k: v for k, v in asdict(self).items() if k in ("segment", "offset", "dtype", "shape", "nbytes", "owner")
+        }
 
 
 def dtype_named(name: str) -> torch.dtype:
@@ -71,14 +86,14 @@ def _nbytes(dtype: torch.dtype, shape: tuple[int, ...]) -> int:
 @dataclass
 class StoreStats:
     published: int = 0
-    spilled_out: int = 0    # outputs that went to a host spill segment (arena full)
+    spilled_out: int = 0  # outputs that went to a host spill segment (arena full)
     pulled: int = 0
-    spilled_in: int = 0     # inputs pulled into framework memory (arena full)
+    spilled_in: int = 0  # inputs pulled into framework memory (arena full)
     reclaimed: int = 0
     pull_bytes: int = 0
     pull_s: float = 0.0
-    shm_pulls: int = 0      # inputs of other producers copied from their segments (same host)
-    tcp_pulls: int = 0      # inputs of other producers received over their data sockets
+    shm_pulls: int = 0  # inputs of other producers copied from their segments (same host)
+    tcp_pulls: int = 0  # inputs of other producers received over their data sockets
     tcp_bytes: int = 0
     tcp_s: float = 0.0
 
@@ -86,8 +101,9 @@ class StoreStats:
 class TensorStore:
     """One executor's side of the data plane: its arena, its reference table and its peers."""
 
-    def __init__(self, arena: Arena, owner: str, prefix: str, slots: int = 4096,
-                 on_pressure: Callable[[int], int] | None = None) -> None:
+    def __init__(
+        self, arena: Arena, owner: str, prefix: str, slots: int = 4096, on_pressure: Callable[[int], int] | None = None
+    ) -> None:
         self.arena, self.owner, self.prefix = arena, owner, prefix
         self.on_pressure = on_pressure  # (bytes wanted) -> bytes freed in the arena, e.g. evict weights
         self.table = RefTable(f"{prefix}refs", slots)
@@ -98,7 +114,7 @@ class TensorStore:
         self._spill_ids = itertools.count()
         self._lock = threading.Lock()
         self.host = remote.host_id()
-        self.secret: bytes | None = None     # proves this store's requests to other hosts' data servers
+        self.secret: bytes | None = None  # proves this store's requests to other hosts' data servers
         self.server: remote.DataServer | None = None
         self._remote: remote.RemotePeers | None = None
 
@@ -143,7 +159,7 @@ class TensorStore:
             slot, gen = self.table.take(readers)
             block = self._alloc(nbytes)
             if block is not None:
-                self.arena.write(block.offset, t)   # landed when it returns: the handle may leave
+                self.arena.write(block.offset, t)  # landed when it returns: the handle may leave
                 self._storage[slot] = block
                 seg, off, pe = self.arena.name, block.offset, self.arena.pe
             else:
@@ -151,8 +167,9 @@ class TensorStore:
                 self._storage[slot] = seg
                 self.stats.spilled_out += 1
             self.stats.published += 1
-        return TensorHandle(seg, off, dtype_name, shape, nbytes, self.owner, self.table.name, slot, gen, pe,
-                            self.host, self.addr)
+        return TensorHandle(
+            seg, off, dtype_name, shape, nbytes, self.owner, self.table.name, slot, gen, pe, self.host, self.addr
+        )
 
     def _spill(self, t: torch.Tensor, nbytes: int) -> str:
         name = f"{self.prefix}{SPILL_TAG}{next(self._spill_ids)}"
@@ -176,7 +193,7 @@ class TensorStore:
 
     # -- consumer side ------------------------------------------------------------------------
 
-    def pull(self, handle: TensorHandle, scope: "Scope") -> torch.Tensor:
+    def pull(self, handle: TensorHandle, scope: Scope) -> torch.Tensor:
         """Copy the tensor into this executor's memory (arena block owned by `scope`, or a spill)."""
         dtype = dtype_named(handle.dtype)
         shape = tuple(handle.shape)
@@ -186,7 +203,7 @@ class TensorStore:
         if block is not None and not (self.arena.device.type != "cpu" and self._remote_for(handle)):
             scope.blocks.append(block)
             out = self.arena.view(block.offset, dtype, shape)
-        else:   # the arena is full; or a GPU arena, and the bytes come from a socket (the scope moves them)
+        else:  # the arena is full; or a GPU arena, and the bytes come from a socket (the scope moves them)
             if block is not None:
                 self.arena.free(block)
             out = torch.empty(shape, dtype=dtype, device=self.arena.device if handle.pe >= 0 else "cpu")
@@ -248,13 +265,13 @@ class TensorStore:
         """Register more readers (a consumer the DAG added after publishing)."""
         return self.add_readers(handle, readers)
 
-    def scope(self, device: torch.device | None = None) -> "Scope":
+    def scope(self, device: torch.device | None = None) -> Scope:
         return Scope(self, device)
 
     def close(self) -> None:
         """Drop every tensor and the reference table (the arena is closed by its owner)."""
         if self.server is not None:
-            self.server.close()     # before the storage it sends from goes
+            self.server.close()  # before the storage it sends from goes
             self.server = None
         if self._remote is not None:
             self._remote.close()
@@ -276,19 +293,19 @@ class Scope:
 
     def __init__(self, store: TensorStore, device: torch.device | None = None) -> None:
         self.store = store
-        self.device = device        # where the ModelFn computes: pulled tensors are copied there
+        self.device = device  # where the ModelFn computes: pulled tensors are copied there
         self.blocks: list[Block] = []
         self.lazies: list[LazyFetch] = []
 
     def fetch(self, handle: TensorHandle, release: bool = True) -> torch.Tensor:
         out = self.store.pull(handle, self)
         if self.device is not None and out.device != self.device:
-            out = out.to(self.device)   # a GPU executor over the shared-memory arena: host -> device
+            out = out.to(self.device)  # a GPU executor over the shared-memory arena: host -> device
         if release:
             self.store.release(handle)
         return out
 
-    def lazy(self, source: "HandleSource", timeout: float | None = None, release: bool = True) -> "LazyFetch":
+    def lazy(self, source: HandleSource, timeout: float | None = None, release: bool = True) -> LazyFetch:
         fetch = LazyFetch(self, source, timeout, release)
         self.lazies.append(fetch)
         return fetch
@@ -301,7 +318,7 @@ class Scope:
             self.store.arena.free(block)
         self.blocks.clear()
 
-    def __enter__(self) -> "Scope":
+    def __enter__(self) -> Scope:
         return self
 
     def __exit__(self, *exc) -> None:

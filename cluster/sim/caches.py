@@ -8,6 +8,7 @@
   are never shared between two cached workflows), evicted LRU.
 NoCache keeps nothing between requests and needs no class.
 """
+
 from __future__ import annotations
 
 import math
@@ -28,7 +29,7 @@ class LayerLRU:
     def __init__(self, capacity: int, profiles: dict[str, ModelProfile]) -> None:
         self.capacity = capacity
         self.profiles = profiles
-        self.resident: OrderedDict[str, int] = OrderedDict()   # model -> resident layers, LRU first
+        self.resident: OrderedDict[str, int] = OrderedDict()  # model -> resident layers, LRU first
         self.used = 0
         self.evicted_layers = 0
 
@@ -73,7 +74,7 @@ class LayerLRU:
             deficit = need - (self.capacity - self.used)
             drop = min(have, math.ceil(deficit * p.layers / p.nbytes))
             while drop < have and _bytes(p, have) - _bytes(p, have - drop) < deficit:
-                drop += 1   # integer rounding of layer sizes
+                drop += 1  # integer rounding of layer sizes
             # reverse layer order: the last `drop` layers go, the first ones stay
             self.used -= _bytes(p, have) - _bytes(p, have - drop)
             self.evicted_layers += drop
@@ -117,7 +118,7 @@ class ModelLRU:
 class WorkflowLRU:
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
-        self.resident: OrderedDict[str, int] = OrderedDict()   # workflow -> bytes
+        self.resident: OrderedDict[str, int] = OrderedDict()  # workflow -> bytes
         self.used = 0
 
     def acquire(self, workflow: str, nbytes: int) -> bool:

@@ -16,11 +16,12 @@ with DiffServe's profiled A100 latencies, dispatched by cluster.dispatcher like 
   adaptive (the real CascadeController with its MILP on the simulated clock: it measures every 1 s
   and re-solves every 5 s, or within a tick when its decision stops fitting).
 """
+
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Sequence
 
 import numpy as np
 
@@ -37,7 +38,7 @@ from cluster.sim.workflows import Node, Workflow
 POLICIES = ("light", "heavy", "static", "adaptive")
 DISCRIMINATOR = "efficientnet"
 CASCADE_WF, HEAVY_WF = "cascade", "heavy-only"
-HEAVY_NODE = 2                       # of the cascade workflow: light 0, discriminator 1, heavy 2
+HEAVY_NODE = 2  # of the cascade workflow: light 0, discriminator 1, heavy 2
 # DiffServe's latencies are A100 measurements: speed 1 so they are taken as they are
 A100 = GPUSpec("A100-80G", 80.0, 6.4, 60.0, 1.0)
 IMAGE_BYTES = 512 * 512 * 3
@@ -47,14 +48,15 @@ IMAGE_BYTES = 512 * 512 * 3
 class Cascade:
     """The cascade simulated (its models, the discriminator's f(t), FID by the light model's share)
     and the cluster it runs on."""
-    deferred: tuple[tuple[float, float], ...]   # (t, f(t) = P(confidence < t)), ascending
-    fid: tuple[float, ...]                      # FID at light shares evenly spaced over [0, 1]
+
+    deferred: tuple[tuple[float, float], ...]  # (t, f(t) = P(confidence < t)), ascending
+    fid: tuple[float, ...]  # FID at light shares evenly spaced over [0, 1]
     light: str = "sdturbo"
     heavy: str = "sdv15"
     executors: int = 16
     slo_s: float = 5.0
     batch_sizes: tuple[int, ...] = (1, 2, 4, 8, 16)
-    shed_factor: float | None = 1.5              # shed what cannot finish within this x SLO (None: never)
+    shed_factor: float | None = 1.5  # shed what cannot finish within this x SLO (None: never)
 
     def modelled_fid(self, light_share: float) -> float:
         return float(np.interp(light_share, np.linspace(0, 1, len(self.fid)), self.fid))
@@ -69,8 +71,9 @@ class Cascade:
         grid = tuple(round(0.01 * i, 2) for i in range(101))
         f = tuple(float(np.interp(t, *zip(*self.deferred))) for t in grid)
         light = reference_profile(self.light, self.batch_sizes, DISCRIMINATOR_MS / 1e3)
-        return allocate(Problem(light, reference_profile(self.heavy, self.batch_sizes), grid, f, demand,
-                                self.slo_s, self.executors))
+        return allocate(
+            Problem(light, reference_profile(self.heavy, self.batch_sizes), grid, f, demand, self.slo_s, self.executors)
+        )
 
 
 def peak_demand(arrivals: Sequence[float]) -> float:
@@ -82,19 +85,32 @@ def profiles(c: Cascade) -> dict[str, ModelProfile]:
     """The stages' models: DiffServe's batch latencies on SD1.5's weights and load times (an SD UNet;
     SD-Turbo's is the same size), and a discriminator that costs the same per batch of any size."""
     sd = h800_profiles()["StableDiffusion15"]
-    out = {m: replace(sd, name=m, exec_s=DIFFSERVE_MS[m][1] / 1e3,
-                      batch_s=tuple((b, ms / 1e3) for b, ms in sorted(DIFFSERVE_MS[m].items())))
-           for m in (c.light, c.heavy)}
+    out = {
+        m: replace(
+            sd,
+            name=m,
+            exec_s=DIFFSERVE_MS[m][1] / 1e3,
+            batch_s=tuple((b, ms / 1e3) for b, ms in sorted(DIFFSERVE_MS[m].items())),
+        )
+        for m in (c.light, c.heavy)
+    }
     per_batch = DISCRIMINATOR_MS / 1e3
     out[DISCRIMINATOR] = ModelProfile(DISCRIMINATOR, 0.01, 0.05, 0.02, per_batch, 12, ((1 << 30, per_batch),))
     return out
 
 
 def workflows(c: Cascade) -> list[Workflow]:
-    return [Workflow(CASCADE_WF, [Node("generate", c.light, (), IMAGE_BYTES),
-                                  Node("discriminate", DISCRIMINATOR, (0,), 8),
-                                  Node("generate", c.heavy, (1,), IMAGE_BYTES)]),
-            Workflow(HEAVY_WF, [Node("generate", c.heavy, (), IMAGE_BYTES)])]
+    return [
+        Workflow(
+            CASCADE_WF,
+            [
+                Node("generate", c.light, (), IMAGE_BYTES),
+                Node("discriminate", DISCRIMINATOR, (0,), 8),
+                Node("generate", c.heavy, (1,), IMAGE_BYTES),
+            ],
+        ),
+        Workflow(HEAVY_WF, [Node("generate", c.heavy, (), IMAGE_BYTES)]),
+    ]
 
 
 @dataclass
@@ -102,33 +118,40 @@ class Query:
     arrival: float
     confidence: float
     finish: float | None = None
-    answered: str = ""          # light | heavy; "" while unanswered
+    answered: str = ""  # light | heavy; "" while unanswered
     dropped: bool = False
 
 
 @dataclass
 class CascadeRun:
     """One policy on one trace: a SimHooks for the simulator, and the queries' outcomes after it ran."""
+
     cascade: Cascade
     policy: str
     arrivals: Sequence[float]
     plan: Allocation
     seed: int = 0
     queries: list[Query] = field(default_factory=list)
-    thresholds: list[tuple[float, float]] = field(default_factory=list)   # adaptive: (time, threshold)
-    threshold: float = field(init=False, default=0.0)                       # in force now
+    thresholds: list[tuple[float, float]] = field(default_factory=list)  # adaptive: (time, threshold)
+    threshold: float = field(init=False, default=0.0)  # in force now
     sim: Simulator = field(init=False, repr=False)
     spec: CascadeSpec = field(init=False, repr=False)
     controller: CascadeController | None = field(init=False, default=None, repr=False)
 
-    def run(self) -> "CascadeRun":
+    def run(self) -> CascadeRun:
         c = self.cascade
         rng = random.Random(self.seed)
         self.queries = [Query(t, c.draw_confidence(rng)) for t in self.arrivals]
         cfg = SimConfig(gpus=c.executors, gpu=A100, policy="fifo", slo_s=c.slo_s, shed_factor=c.shed_factor)
         self.sim = Simulator(cfg, workflows(c), profiles(c), hooks=self)
-        self.spec = CascadeSpec("cascade", StageSpec(c.light, 1), StageSpec(c.heavy, 50), DISCRIMINATOR,
-                                c.slo_s, Policy(threshold_step=0.01, batch_sizes=c.batch_sizes))
+        self.spec = CascadeSpec(
+            "cascade",
+            StageSpec(c.light, 1),
+            StageSpec(c.heavy, 50),
+            DISCRIMINATOR,
+            c.slo_s,
+            Policy(threshold_step=0.01, batch_sizes=c.batch_sizes),
+        )
         self.controller = self._controller() if self.policy == "adaptive" else None
         self.apply(self.plan)
         wf = HEAVY_WF if self.policy == "heavy" else CASCADE_WF
@@ -136,12 +159,14 @@ class CascadeRun:
         return self
 
     def _controller(self) -> CascadeController:
-        ctl = CascadeController(budget=self.cascade.executors, period_s=5.0, tick_s=1.0, solver="milp",
-                                clock=lambda: self.sim.now)
+        ctl = CascadeController(
+            budget=self.cascade.executors, period_s=5.0, tick_s=1.0, solver="milp", clock=lambda: self.sim.now
+        )
         ctl.add(self.spec)
-        for b in self.cascade.batch_sizes:      # offline profiling, as DiffServe does
-            ctl.record_latency("cascade", "light", b, self.sim.run_s(self.cascade.light, b)
-                               + self.sim.run_s(DISCRIMINATOR, b))
+        for b in self.cascade.batch_sizes:  # offline profiling, as DiffServe does
+            ctl.record_latency(
+                "cascade", "light", b, self.sim.run_s(self.cascade.light, b) + self.sim.run_s(DISCRIMINATOR, b)
+            )
             ctl.record_latency("cascade", "heavy", b, self.sim.run_s(self.cascade.heavy, b))
         ctl.on_decision(lambda _, decision: self.apply(decision))
         return ctl
@@ -161,7 +186,7 @@ class CascadeRun:
     def arrived(self, req: SimRequest) -> None:
         if self.controller is not None:
             self.controller.enter("cascade", "heavy" if req.wf.name == HEAVY_WF else "light")
-            self.controller.record_arrival("cascade")     # ticks the controller (simulated clock)
+            self.controller.record_arrival("cascade")  # ticks the controller (simulated clock)
 
     def runs(self, req: SimRequest, node: int) -> bool:
         if req.wf.name != CASCADE_WF or node != HEAVY_NODE:
@@ -178,7 +203,7 @@ class CascadeRun:
 
     def ran(self, invs: Sequence[SimInvocation], seconds: float) -> None:
         model = invs[0].model_key
-        if model == DISCRIMINATOR:                 # the light stage ends with its score
+        if model == DISCRIMINATOR:  # the light stage ends with its score
             self._measure("leave", "light", len(invs))
         elif model == self.cascade.heavy:
             self._measure("leave", "heavy", len(invs))
@@ -203,8 +228,13 @@ class CascadeRun:
         heavy = sum(q.answered == "heavy" for q in self.queries)
         served = sum(bool(q.answered) for q in self.queries)
         share = heavy / max(served, 1)
-        return {"policy": self.policy, "queries": n, "slo_violation": sum(map(self.late, self.queries)) / n,
-                "heavy_share": share, "fid": self.cascade.modelled_fid(1 - share)}
+        return {
+            "policy": self.policy,
+            "queries": n,
+            "slo_violation": sum(map(self.late, self.queries)) / n,
+            "heavy_share": share,
+            "fid": self.cascade.modelled_fid(1 - share),
+        }
 
     def series(self, bucket_s: float = 10.0) -> dict[str, np.ndarray]:
         """Demand, violation ratio and heavy share per `bucket_s` of arrival time."""
@@ -220,8 +250,9 @@ class CascadeRun:
         return out
 
 
-def simulate(c: Cascade, policy: str, arrivals: Sequence[float], seed: int = 0,
-             static_demand: float | None = None) -> CascadeRun:
+def simulate(
+    c: Cascade, policy: str, arrivals: Sequence[float], seed: int = 0, static_demand: float | None = None
+) -> CascadeRun:
     """Run one policy; `static` is provisioned for `static_demand` (default: the trace's peak)."""
     n = c.executors
     if policy == "light":
@@ -230,7 +261,7 @@ def simulate(c: Cascade, policy: str, arrivals: Sequence[float], seed: int = 0,
         plan = Allocation(1.0, 1, 4, 0, n, 1.0, "fixed")
     elif policy == "static":
         plan = c.allocation_for(peak_demand(arrivals) if static_demand is None else static_demand)
-    elif policy == "adaptive":   # until the controller's first decision, a tick in
+    elif policy == "adaptive":  # until the controller's first decision, a tick in
         plan = Allocation(0.0, 4, 4, n // 2, n - n // 2, 0.0, "initial")
     else:
         raise ValueError(f"unknown policy {policy!r}; choose one of {POLICIES}")

@@ -9,10 +9,11 @@ ratio, share answered by the heavy model and the FID modelled from it (lower is 
 adaptive threshold over time at one peak. A second static cascade is provisioned for the trace's
 mean demand: what an operator who does not know the peak in advance would pick.
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Sequence
 
 import numpy as np
 
@@ -29,25 +30,34 @@ def available() -> bool:
     return True
 
 
-def run(seconds: float = 120.0, peaks: Sequence[float] = PEAKS, executors: int = 16, low: float = 2.0,
-        seed: int = 0) -> dict | None:
+def run(
+    seconds: float = 120.0, peaks: Sequence[float] = PEAKS, executors: int = 16, low: float = 2.0, seed: int = 0
+) -> dict | None:
     """Every policy at every peak; None when the cascade package cannot be imported."""
     if not available():
         return None
     from cluster.bench.cascade import C1, triangle_trace
     from cluster.sim.cascade_scenario import simulate
+
     cascade = replace(C1, executors=executors)
-    out: dict = {"seconds": seconds, "executors": executors, "low": low, "peaks": list(peaks),
-                 "policies": {p: {"violation": [], "heavy_share": [], "fid": []} for p in POLICIES}}
+    out: dict = {
+        "seconds": seconds,
+        "executors": executors,
+        "low": low,
+        "peaks": list(peaks),
+        "policies": {p: {"violation": [], "heavy_share": [], "fid": []} for p in POLICIES},
+    }
     series_peak = peaks[len(peaks) // 2]
     for peak in peaks:
         arrivals = triangle_trace(seconds, low, peak, seed)
         mean_demand = 1.2 * len(arrivals) / seconds
-        runs = {"light": simulate(cascade, "light", arrivals, seed),
-                "heavy": simulate(cascade, "heavy", arrivals, seed),
-                "static (peak)": simulate(cascade, "static", arrivals, seed),
-                "static (mean)": simulate(cascade, "static", arrivals, seed, static_demand=mean_demand),
-                "adaptive": simulate(cascade, "adaptive", arrivals, seed)}
+        runs = {
+            "light": simulate(cascade, "light", arrivals, seed),
+            "heavy": simulate(cascade, "heavy", arrivals, seed),
+            "static (peak)": simulate(cascade, "static", arrivals, seed),
+            "static (mean)": simulate(cascade, "static", arrivals, seed, static_demand=mean_demand),
+            "adaptive": simulate(cascade, "adaptive", arrivals, seed),
+        }
         for policy, result in runs.items():
             s = result.summary()
             row = out["policies"][policy]
@@ -56,19 +66,27 @@ def run(seconds: float = 120.0, peaks: Sequence[float] = PEAKS, executors: int =
             row["fid"].append(s["fid"])
         if peak == series_peak:
             adaptive = runs["adaptive"].series()
-            out["series"] = {"peak": peak, "t": adaptive["t"].tolist(), "qps": adaptive["qps"].tolist(),
-                             "thresholds": [list(p) for p in runs["adaptive"].thresholds]}
+            out["series"] = {
+                "peak": peak,
+                "t": adaptive["t"].tolist(),
+                "qps": adaptive["qps"].tolist(),
+                "thresholds": [list(p) for p in runs["adaptive"].thresholds],
+            }
             for policy in ("static (peak)", "static (mean)", "adaptive"):
                 ts = runs[policy].series()
-                out["series"][policy] = {"violation": ts["violation"].tolist(),
-                                         "heavy_share": ts["heavy_share"].tolist()}
+                out["series"][policy] = {
+                    "violation": ts["violation"].tolist(),
+                    "heavy_share": ts["heavy_share"].tolist(),
+                }
     return out
 
 
 def plot(data: dict, path) -> None:
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.4))
     for policy, row in data["policies"].items():
         width = 2 if policy == "adaptive" else 1.2
@@ -105,21 +123,32 @@ def markdown(data: dict | None) -> list[str]:
         return ["## Cascades", "", "Left out: the cascade package (scipy, yaml) could not be imported.", ""]
     peaks = data["peaks"]
     head = "| policy | " + " | ".join(f"peak {p:g} q/s: viol. / FID" for p in peaks) + " |"
-    rows = [f"| {policy} | " + " | ".join(f"{v:.3f} / {f:.2f}" for v, f in zip(row["violation"], row["fid"])) + " |"
-            for policy, row in data["policies"].items()]
+    rows = [
+        f"| {policy} | " + " | ".join(f"{v:.3f} / {f:.2f}" for v, f in zip(row["violation"], row["fid"])) + " |"
+        for policy, row in data["policies"].items()
+    ]
     pol = data["policies"]
     adaptive, peak, mean = pol["adaptive"], pol["static (peak)"], pol["static (mean)"]
     return [
-        "## Cascades: static vs adaptive", "",
+        "## Cascades: static vs adaptive",
+        "",
         f"{data['executors']} simulated executors with DiffServe's profiled A100 latencies, {data['seconds']:g} s "
         f"of Poisson demand rising from {data['low']:g} to the peak and back, SLO 5 s; the adaptive cascade runs "
         "the real controller and MILP (cluster/cascade) every 5 s; the static ones keep one allocation solved for "
         "the trace's peak or for its mean demand. "
-        "FID is modelled from the share the light model answers (DiffServe's table).", "",
-        head, "|---|" + "---|" * len(peaks), *rows, "",
+        "FID is modelled from the share the light model answers (DiffServe's table).",
+        "",
+        head,
+        "|---|" + "---|" * len(peaks),
+        *rows,
+        "",
         "- Mean over the peaks, SLO violation / modelled FID / share served by heavy: "
-        + "; ".join(f"{name} {np.mean(r['violation']):.3f} / {np.mean(r['fid']):.2f} / {np.mean(r['heavy_share']):.2f}"
-                    for name, r in (("adaptive", adaptive), ("static (peak)", peak), ("static (mean)", mean)))
-        + ". The static (peak) cascade is an oracle: it is solved for a peak known in advance.", "",
-        "![](cascades.png)", "",
+        + "; ".join(
+            f"{name} {np.mean(r['violation']):.3f} / {np.mean(r['fid']):.2f} / {np.mean(r['heavy_share']):.2f}"
+            for name, r in (("adaptive", adaptive), ("static (peak)", peak), ("static (mean)", mean))
+        )
+        + ". The static (peak) cascade is an oracle: it is solved for a peak known in advance.",
+        "",
+        "![](cascades.png)",
+        "",
     ]

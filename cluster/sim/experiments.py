@@ -1,20 +1,25 @@
 """One simulation point from plain parameters (so sweeps can fan out over processes)."""
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Callable
 
 import numpy as np
 
-from cluster.sim.simulator import SimConfig, simulate
 from cluster.sim.gpu_profiles import GPUS
 from cluster.sim.results import SimResult
+from cluster.sim.simulator import SimConfig, simulate
 from cluster.sim.traces import TraceSpec, generate
 from cluster.sim.workflows import catalogue
 
 # The system under test and its baselines, as the report names them.
-LINEUP = {"Comfy Cluster": ("ours", "vtime"), "MCache": ("mcache", "fifo"),
-          "WCache": ("wcache", "fifo"), "NoCache": ("nocache", "fifo")}
+LINEUP = {
+    "Comfy Cluster": ("ours", "vtime"),
+    "MCache": ("mcache", "fifo"),
+    "WCache": ("wcache", "fifo"),
+    "NoCache": ("nocache", "fifo"),
+}
 
 
 @dataclass(frozen=True)
@@ -33,22 +38,34 @@ class Point:
     tenants: int = 4
     seed: int = 0
     wait_for_warm: bool = True
-    trace_kind: str = "mix"             # cluster.sim.traces: mix | paper
-    startup_s: float = 0.0              # monolithic baselines: a function instance's start-up (0: a pool)
+    trace_kind: str = "mix"  # cluster.sim.traces: mix | paper
+    startup_s: float = 0.0  # monolithic baselines: a function instance's start-up (0: a pool)
     keepalive_s: float = 60.0
-    preload: bool = False               # ours: first L_e layers of requested models in idle memory
+    preload: bool = False  # ours: first L_e layers of requested models in idle memory
 
-    def with_(self, **kw) -> "Point":
+    def with_(self, **kw) -> Point:
         return replace(self, **kw)
 
 
 def run_point(p: Point) -> SimResult:
     workflows, profiles = catalogue(p.setting)
-    trace = generate(TraceSpec(duration_s=p.duration_s, rate=p.rate, cov=p.cov, tenants=p.tenants, seed=p.seed,
-                               kind=p.trace_kind), [w.name for w in workflows])
-    cfg = SimConfig(gpus=p.gpus, gpu=GPUS[p.gpu], system=p.system, policy=p.policy, delta=p.delta,
-                    slo_scale=p.slo_scale, warmup_s=p.warmup_s, wait_for_warm=p.wait_for_warm,
-                    startup_s=p.startup_s, keepalive_s=p.keepalive_s, preload=p.preload)
+    trace = generate(
+        TraceSpec(duration_s=p.duration_s, rate=p.rate, cov=p.cov, tenants=p.tenants, seed=p.seed, kind=p.trace_kind),
+        [w.name for w in workflows],
+    )
+    cfg = SimConfig(
+        gpus=p.gpus,
+        gpu=GPUS[p.gpu],
+        system=p.system,
+        policy=p.policy,
+        delta=p.delta,
+        slo_scale=p.slo_scale,
+        warmup_s=p.warmup_s,
+        wait_for_warm=p.wait_for_warm,
+        startup_s=p.startup_s,
+        keepalive_s=p.keepalive_s,
+        preload=p.preload,
+    )
     return simulate(cfg, trace, workflows, profiles)
 
 
@@ -60,8 +77,9 @@ def attainment_at(result: SimResult, slo_scale: float) -> float:
     return sum(r.latency is not None and r.latency <= slo_scale * r.solo_s + 1e-9 for r in reqs) / len(reqs)
 
 
-def crossing(xs: list[float], ys: list[float], target: float = 0.9, rising: bool = False,
-             rule: str = "first") -> float | None:
+def crossing(
+    xs: list[float], ys: list[float], target: float = 0.9, rising: bool = False, rule: str = "first"
+) -> float | None:
     """Interpolated x where y crosses `target`; None when it never meets the target.
 
     Falling curves (attainment vs rate) are not monotonic in a short simulation, so two rules:
@@ -94,8 +112,9 @@ def crossing(xs: list[float], ys: list[float], target: float = 0.9, rising: bool
     return float(np.interp(target, [ys[i + 1], ys[i]], [xs[i + 1], xs[i]]))
 
 
-def fewest_gpus(attainment: Callable[[int], float], target: float = 0.9,
-                max_gpus: int = 1024) -> tuple[int | None, dict[int, float]]:
+def fewest_gpus(
+    attainment: Callable[[int], float], target: float = 0.9, max_gpus: int = 1024
+) -> tuple[int | None, dict[int, float]]:
     """The fewest GPUs whose run meets `target` SLO attainment, and every count tried with its attainment.
 
     Doubles the count from 1 until a run meets the target, then bisects between the last count that

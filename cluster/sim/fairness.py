@@ -6,14 +6,15 @@ both above what the GPUs can serve, so both stay backlogged. Service is vTime, a
 the GPU time each tenant's invocations use (loading included), charged at dispatch and corrected at
 completion; the GPU time of finished invocations lags it by the work in flight.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
 
-from cluster.sim.simulator import SimConfig, simulate
 from cluster.sim.results import SimResult
+from cluster.sim.simulator import SimConfig, simulate
 from cluster.sim.traces import TraceRequest
 from cluster.sim.workflows import catalogue, library
 
@@ -50,8 +51,14 @@ def run_case(case: FairnessCase) -> SimResult:
     _, profiles = catalogue("s2")
     lib = library()
     workflows = [lib[case.light], lib[case.heavy]]
-    cfg = SimConfig(gpus=case.gpus, system="ours", policy=case.policy, delta=case.delta,
-                    horizon_s=case.duration_s, record_service=True)
+    cfg = SimConfig(
+        gpus=case.gpus,
+        system="ours",
+        policy=case.policy,
+        delta=case.delta,
+        horizon_s=case.duration_s,
+        record_service=True,
+    )
     return simulate(cfg, two_tenant_trace(case), workflows, profiles)
 
 

@@ -6,20 +6,21 @@ it (batch 2 with classifier-free guidance, else batch 1; one forward pass for en
 Models of the paper's S1 with no public profile are scaled from a measured one by parameter count. Every model is cut into `layers` uniform layers, which is what the
 layer cache and prefix loading (paper Eq. 1-2) work on.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-GIB = 1024 ** 3
+GIB = 1024**3
 
 
 @dataclass(frozen=True)
 class ModelProfile:
     name: str
-    load_h2d_s: float       # host (pinned) -> device, whole model, on the reference GPU
-    load_disk_s: float      # disk -> host memory
-    gib: float              # device memory the weights take
-    exec_s: float           # one invocation (a denoising step: with CFG's batch of 2) on the reference GPU
+    load_h2d_s: float  # host (pinned) -> device, whole model, on the reference GPU
+    load_disk_s: float  # disk -> host memory
+    gib: float  # device memory the weights take
+    exec_s: float  # one invocation (a denoising step: with CFG's batch of 2) on the reference GPU
     layers: int = 24
     # Profiled seconds per batch size, (size, seconds) ascending, when a batch's run time was measured
     # rather than modelled: a batch runs as long as the smallest profiled size holding it (padded).
@@ -37,11 +38,12 @@ class ModelProfile:
 @dataclass(frozen=True)
 class GPUSpec:
     """One device. Times scale from the reference (H800) by the compute and bandwidth ratios."""
+
     name: str = "H800"
     memory_gib: float = 80.0
-    h2d_gbps: float = 8.0           # effective pinned host -> device GB/s of the reference profiles
-    link_gbps: float = 100.0        # device <-> device (NVLink / RDMA through the NVSHMEM arena)
-    speed: float = 1.0              # compute speed relative to the reference GPU
+    h2d_gbps: float = 8.0  # effective pinned host -> device GB/s of the reference profiles
+    link_gbps: float = 100.0  # device <-> device (NVLink / RDMA through the NVSHMEM arena)
+    speed: float = 1.0  # compute speed relative to the reference GPU
 
     def load_s(self, p: ModelProfile) -> float:
         return p.load_h2d_s * REFERENCE.h2d_gbps / self.h2d_gbps
@@ -96,16 +98,32 @@ _H800 = {
 # One denoising step as Diffusers runs these models by default: classifier-free guidance batches the
 # conditional and unconditional pass, so a step costs the measured batch-2 pass (gpu-profiles.md,
 # `exec bs=2`). Flux1-Dev is guidance-distilled and Flux1-Schnell timestep-distilled: one pass a step.
-_CFG_STEP = {"StableDiffusion15": 0.0173, "StableDiffusion3": 0.0692, "StableDiffusion35Large": 0.2308,
-             "StableDiffusionXL": 0.0540,
-             "StableDiffusion15ControlNetCanny": 0.0082, "StableDiffusion15ControlNetDepth": 0.0081,
-             "StableDiffusion3ControlNetCanny": 0.0191, "StableDiffusion3ControlNetPose": 0.0191,
-             "StableDiffusion35LargeControlNetCanny": 0.0871, "StableDiffusion35LargeControlNetDepth": 0.0863,
-             "StableDiffusionXLControlNetCanny": 0.0265, "StableDiffusionXLControlNetDepth": 0.0264}
+_CFG_STEP = {
+    "StableDiffusion15": 0.0173,
+    "StableDiffusion3": 0.0692,
+    "StableDiffusion35Large": 0.2308,
+    "StableDiffusionXL": 0.0540,
+    "StableDiffusion15ControlNetCanny": 0.0082,
+    "StableDiffusion15ControlNetDepth": 0.0081,
+    "StableDiffusion3ControlNetCanny": 0.0191,
+    "StableDiffusion3ControlNetPose": 0.0191,
+    "StableDiffusion35LargeControlNetCanny": 0.0871,
+    "StableDiffusion35LargeControlNetDepth": 0.0863,
+    "StableDiffusionXLControlNetCanny": 0.0265,
+    "StableDiffusionXLControlNetDepth": 0.0264,
+}
 
 # Transformer depth decides how finely a model can be split; text encoders and VAEs are shallower.
-_LAYERS = {"Flux1Dev": 57, "Flux1Schnell": 57, "StableDiffusion35Large": 38, "StableDiffusion3": 24,
-           "T5": 24, "T5_Flux": 24, "CLIP_G": 32, "CLIP_L": 12}
+_LAYERS = {
+    "Flux1Dev": 57,
+    "Flux1Schnell": 57,
+    "StableDiffusion35Large": 38,
+    "StableDiffusion3": 24,
+    "T5": 24,
+    "T5_Flux": 24,
+    "CLIP_G": 32,
+    "CLIP_L": 12,
+}
 
 # Models of the paper's S1 without a public profile, scaled from a measured model of the same kind by
 # parameter count (weights in bf16: memory and load time scale with the bytes; a forward pass at the
@@ -113,12 +131,14 @@ _LAYERS = {"Flux1Dev": 57, "Flux1Schnell": 57, "StableDiffusion35Large": 38, "St
 # single-stream DiT, Qwen3-4B text encoder, the Flux VAE), Flux2-Klein (9B DiT, Qwen3-8B text
 # encoder, its own VAE, profiled as the Flux VAE). name: (measured base, parameters / base's, layers)
 FLUX1_PARAMS, T5_ENCODER_PARAMS = 11.9e9, 4.76e9
-_SCALED = {"ZImage": ("Flux1Dev", 6.15e9 / FLUX1_PARAMS, 30),
-           "ZImageTurbo": ("Flux1Dev", 6.15e9 / FLUX1_PARAMS, 30),
-           "Flux2Klein": ("Flux1Dev", 9.0e9 / FLUX1_PARAMS, 32),
-           "Qwen3_4B": ("T5_Flux", 4.0e9 / T5_ENCODER_PARAMS, 36),
-           "Qwen3_8B": ("T5_Flux", 8.2e9 / T5_ENCODER_PARAMS, 36),
-           "Flux2VAE": ("Flux1VAE", 1.0, 12)}
+_SCALED = {
+    "ZImage": ("Flux1Dev", 6.15e9 / FLUX1_PARAMS, 30),
+    "ZImageTurbo": ("Flux1Dev", 6.15e9 / FLUX1_PARAMS, 30),
+    "Flux2Klein": ("Flux1Dev", 9.0e9 / FLUX1_PARAMS, 32),
+    "Qwen3_4B": ("T5_Flux", 4.0e9 / T5_ENCODER_PARAMS, 36),
+    "Qwen3_8B": ("T5_Flux", 8.2e9 / T5_ENCODER_PARAMS, 36),
+    "Flux2VAE": ("Flux1VAE", 1.0, 12),
+}
 # Z-Image (base) runs classifier-free guidance: a step costs Flux1-Dev's batch-2 over batch-1 ratio.
 _SCALED_CFG = {"ZImage": 0.4663 / 0.2433}
 
@@ -130,8 +150,9 @@ def h800_profiles() -> dict[str, ModelProfile]:
         out[name] = ModelProfile(name, h2d, disk, gib, _CFG_STEP.get(name, ex), layers)
     for name, (base, ratio, layers) in _SCALED.items():
         b = _H800[base]
-        out[name] = ModelProfile(name, b[1] * ratio, b[0] * ratio, b[2] * ratio,
-                                 b[3] * ratio * _SCALED_CFG.get(name, 1.0), layers)
+        out[name] = ModelProfile(
+            name, b[1] * ratio, b[0] * ratio, b[2] * ratio, b[3] * ratio * _SCALED_CFG.get(name, 1.0), layers
+        )
     return out
 
 

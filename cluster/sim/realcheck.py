@@ -25,27 +25,28 @@ Columns beside the real run:
 Figures: SLO attainment, p50/p95 latency, and the two tenants' service difference (seconds of
 execution, the busier tenant minus the other, at the end and its largest value over time).
 """
+
 from __future__ import annotations
 
 import argparse
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
 from cluster.bench import results
-from cluster.sim.simulator import SimConfig, Simulator
 from cluster.sim.gpu_profiles import GPUSpec, ModelProfile
 from cluster.sim.realserver import RealRecord, RealServer, SoloTiming, demo_prompts, measure_solo, replay
+from cluster.sim.simulator import SimConfig, Simulator
 from cluster.sim.traces import TraceRequest, TraceSpec, generate, read_csv, scale
 from cluster.sim.workflows import Node, Workflow
 
 DEFAULT_WORKFLOWS = ("text_to_image", "sdxl", "flux", "lora", "img2img", "controlnet")
 # The demo models are a few MB; an executor's default memory budget is 8 GiB.
 CPU_EXECUTOR = GPUSpec("cpu-executor", memory_gib=8.0, h2d_gbps=8.0, link_gbps=1.0, speed=1.0)
-RESIDENT_LOAD_S = 1e-3   # weights stay resident after the warm-up: loading is (almost) free
+RESIDENT_LOAD_S = 1e-3  # weights stay resident after the warm-up: loading is (almost) free
 
 
 class AdmittingSimulator(Simulator):
@@ -82,28 +83,51 @@ def model_catalogue(solo: dict[str, float]) -> tuple[list[Workflow], dict[str, M
     return workflows, profiles
 
 
-def simulate_replay(trace: Sequence[TraceRequest], solo: dict[str, SoloTiming], executors: int,
-                    max_running: int | None, slo_scale: float = 3.0,
-                    service: Sequence[float] | None = None) -> list[tuple]:
+def simulate_replay(
+    trace: Sequence[TraceRequest],
+    solo: dict[str, SoloTiming],
+    executors: int,
+    max_running: int | None,
+    slo_scale: float = 3.0,
+    service: Sequence[float] | None = None,
+) -> list[tuple]:
     """The server as modelled: request i reaches the prompt queue `admit_s` after it arrives, at most
     `max_running` prompts are in service (FIFO), each takes its workflow's solo service time (or
     `service[i]`, the calibration). Rows for `_figures`: (arrival, finish, deadline, tenant, service),
     deadline = arrival + SLO scale x solo latency (admission + service)."""
-    own = {f"{r.workflow}@{i}": (service[i] if service is not None else solo[r.workflow].service_s)
-           for i, r in enumerate(trace)}
-    queued = [TraceRequest(r.time + solo[r.workflow].admit_s, r.tenant, f"{r.workflow}@{i}")
-              for i, r in enumerate(trace)]
+    own = {
+        f"{r.workflow}@{i}": (service[i] if service is not None else solo[r.workflow].service_s)
+        for i, r in enumerate(trace)
+    }
+    queued = [
+        TraceRequest(r.time + solo[r.workflow].admit_s, r.tenant, f"{r.workflow}@{i}") for i, r in enumerate(trace)
+    ]
     workflows, profiles = model_catalogue(own)
     # vTime with the head's default slack; no waiting for a warm executor (weights stay resident)
-    cfg = SimConfig(gpus=executors, gpu=CPU_EXECUTOR, system="ours", policy="vtime", delta=1.0,
-                    slo_scale=slo_scale, record_service=True, wait_for_warm=False)
+    cfg = SimConfig(
+        gpus=executors,
+        gpu=CPU_EXECUTOR,
+        system="ours",
+        policy="vtime",
+        delta=1.0,
+        slo_scale=slo_scale,
+        record_service=True,
+        wait_for_warm=False,
+    )
     result = AdmittingSimulator(cfg, workflows, profiles, max_running).run(queued)
-    return [(r.time, q.finish, r.time + slo_scale * solo[r.workflow].latency_s, r.tenant, q.compute_s + q.load_s)
-            for r, q in zip(trace, result.requests)]
+    return [
+        (r.time, q.finish, r.time + slo_scale * solo[r.workflow].latency_s, r.tenant, q.compute_s + q.load_s)
+        for r, q in zip(trace, result.requests)
+    ]
 
 
-def simulate_measured_service(records: Sequence[RealRecord], solo: dict[str, SoloTiming], executors: int,
-                              max_running: int | None, slo_scale: float = 3.0) -> list[tuple]:
+def simulate_measured_service(
+    records: Sequence[RealRecord],
+    solo: dict[str, SoloTiming],
+    executors: int,
+    max_running: int | None,
+    slo_scale: float = 3.0,
+) -> list[tuple]:
     """The same simulation with each request's own service time from the replay (the solo one for
     those that failed) in place of its workflow's solo profile: what is left between this and the real
     run is the model of admission and queueing, not the profiles."""
@@ -112,8 +136,9 @@ def simulate_measured_service(records: Sequence[RealRecord], solo: dict[str, Sol
     return simulate_replay(arrivals, solo, executors, max_running, slo_scale, service)
 
 
-def make_trace(workflows: Sequence[str], solo: dict[str, float], requests: int, load: float, cov: float,
-               seed: int) -> list[TraceRequest]:
+def make_trace(
+    workflows: Sequence[str], solo: dict[str, float], requests: int, load: float, cov: float, seed: int
+) -> list[TraceRequest]:
     """About `requests` arrivals from two tenants at `load` x the rate one-prompt-at-a-time serving sustains."""
     raw = generate(TraceSpec(duration_s=float(requests), rate=1.0, cov=cov, tenants=2, seed=seed), list(workflows))
     mean_service = float(np.mean([solo[r.workflow] for r in raw]))
@@ -127,8 +152,8 @@ class Figures:
     attainment: float
     p50_s: float
     p95_s: float
-    gap_end_s: float        # service of tenant a minus tenant b when the last request finished
-    gap_max_s: float        # largest |difference| over the run
+    gap_end_s: float  # service of tenant a minus tenant b when the last request finished
+    gap_max_s: float  # largest |difference| over the run
 
     def as_dict(self) -> dict:
         return self.__dict__.copy()
@@ -147,10 +172,16 @@ def _figures(rows: list[tuple[float, float | None, float, str, float]], tenants:
     return Figures(len(rows), len(lat), met / len(rows) if rows else 1.0, pct(50), pct(95), gap, worst)
 
 
-def real_figures(records: Sequence[RealRecord], solo: dict[str, SoloTiming], slo_scale: float,
-                 tenants: tuple[str, str]) -> Figures:
-    return _figures([(r.arrival, r.finish, r.arrival + slo_scale * solo[r.workflow].latency_s, r.tenant,
-                      r.service_s) for r in records], tenants)
+def real_figures(
+    records: Sequence[RealRecord], solo: dict[str, SoloTiming], slo_scale: float, tenants: tuple[str, str]
+) -> Figures:
+    return _figures(
+        [
+            (r.arrival, r.finish, r.arrival + slo_scale * solo[r.workflow].latency_s, r.tenant, r.service_s)
+            for r in records
+        ],
+        tenants,
+    )
 
 
 def check(args: argparse.Namespace, log=print) -> dict:
@@ -159,16 +190,20 @@ def check(args: argparse.Namespace, log=print) -> dict:
     prompts = demo_prompts(args.workflows)
     p = args.concurrent_prompts
     with RealServer(args.executors, args.threads, args.workspace, args.server_cache, concurrent_prompts=p) as server:
-        log(f"serve up on {server.url} ({args.executors} executors x {args.threads} thread, {p} concurrent "
-            f"prompt(s)) after {time.monotonic() - t_start:.0f} s")
+        log(
+            f"serve up on {server.url} ({args.executors} executors x {args.threads} thread, {p} concurrent "
+            f"prompt(s)) after {time.monotonic() - t_start:.0f} s"
+        )
         solo, failed = measure_solo(server, prompts, args.solo_repeats, args.seed)
         for name, err in failed.items():
             log(f"left out {name}: it fails alone ({err})")
         if not solo:
             raise RuntimeError("no workflow runs on this server")
         prompts = {name: prompts[name] for name in solo}
-        log("solo admission + service (s): " + ", ".join(f"{k} {v.admit_s:.3f}+{v.service_s:.3f}"
-                                                        for k, v in solo.items()))
+        log(
+            "solo admission + service (s): "
+            + ", ".join(f"{k} {v.admit_s:.3f}+{v.service_s:.3f}" for k, v in solo.items())
+        )
         latency = {k: v.latency_s for k, v in solo.items()}
         if args.trace:
             trace = read_csv(args.trace, known=list(prompts))
@@ -179,8 +214,7 @@ def check(args: argparse.Namespace, log=print) -> dict:
         trace = [r for r in trace if r.time <= args.max_trace_s]
         if not trace:
             raise ValueError("the trace has no request within --max-trace-s")
-        log(f"replaying {len(trace)} requests over {trace[-1].time:.1f} s "
-            f"({len({r.tenant for r in trace})} tenants)")
+        log(f"replaying {len(trace)} requests over {trace[-1].time:.1f} s ({len({r.tenant for r in trace})} tenants)")
         records = replay(server, prompts, trace, args.seed, args.drain_timeout)
         after, _ = measure_solo(server, prompts, max(1, args.solo_repeats // 2), args.seed + 1)
     tenants = _tenant_pair(trace)
@@ -190,18 +224,31 @@ def check(args: argparse.Namespace, log=print) -> dict:
     pred = _figures(simulate_replay(arrivals, solo, args.executors, p, args.slo_scale), tenants)
     many = _figures(simulate_replay(arrivals, solo, args.executors, args.executors, args.slo_scale), tenants)
     measured = _figures(simulate_measured_service(records, solo, args.executors, p, args.slo_scale), tenants)
-    return {"executors": args.executors, "threads": args.threads, "concurrent_prompts": p,
-            "slo_scale": args.slo_scale, "tenants": tenants,
-            "solo": {k: v.__dict__ for k, v in solo.items()}, "solo_after": {k: v.__dict__ for k, v in after.items()},
-            "solo_s": latency, "left_out": failed, "requests": len(trace), "trace_s": trace[-1].time,
-            "failed": sum(not r.ok for r in records), "wall_s": time.monotonic() - t_start,
-            "real": real.as_dict(), "sim_prediction": pred.as_dict(), "sim_concurrent": many.as_dict(),
-            "sim_measured_service": measured.as_dict(),
-            "service_drift": service_drift(records, solo), "profile_drift": profile_drift(solo, after),
-            "records": [r.__dict__ for r in records],
-            "p50_ratio_prediction": _ratio(real.p50_s, pred.p50_s),
-            "p50_ratio_concurrent": _ratio(real.p50_s, many.p50_s),
-            "p50_ratio_measured_service": _ratio(real.p50_s, measured.p50_s)}
+    return {
+        "executors": args.executors,
+        "threads": args.threads,
+        "concurrent_prompts": p,
+        "slo_scale": args.slo_scale,
+        "tenants": tenants,
+        "solo": {k: v.__dict__ for k, v in solo.items()},
+        "solo_after": {k: v.__dict__ for k, v in after.items()},
+        "solo_s": latency,
+        "left_out": failed,
+        "requests": len(trace),
+        "trace_s": trace[-1].time,
+        "failed": sum(not r.ok for r in records),
+        "wall_s": time.monotonic() - t_start,
+        "real": real.as_dict(),
+        "sim_prediction": pred.as_dict(),
+        "sim_concurrent": many.as_dict(),
+        "sim_measured_service": measured.as_dict(),
+        "service_drift": service_drift(records, solo),
+        "profile_drift": profile_drift(solo, after),
+        "records": [r.__dict__ for r in records],
+        "p50_ratio_prediction": _ratio(real.p50_s, pred.p50_s),
+        "p50_ratio_concurrent": _ratio(real.p50_s, many.p50_s),
+        "p50_ratio_measured_service": _ratio(real.p50_s, measured.p50_s),
+    }
 
 
 def service_drift(records: Sequence[RealRecord], solo: dict[str, SoloTiming]) -> float:
@@ -238,12 +285,20 @@ def _ratio(a: float, b: float) -> float:
 
 def format_table(d: dict) -> str:
     n, p = d["executors"], d["concurrent_prompts"]
-    cols = (("real", "real", None), (f"sim, {p} prompt(s)", "sim_prediction", "p50_ratio_prediction"),
-            (f"sim, {n} prompts", "sim_concurrent", "p50_ratio_concurrent"),
-            ("sim, replay svc", "sim_measured_service", "p50_ratio_measured_service"))
-    rows = [("requests completed", "completed", "{:.0f}"), ("SLO attainment (3x solo)", "attainment", "{:.3f}"),
-            ("p50 latency (s)", "p50_s", "{:.3f}"), ("p95 latency (s)", "p95_s", "{:.3f}"),
-            ("service gap end (s)", "gap_end_s", "{:+.3f}"), ("max |service gap| (s)", "gap_max_s", "{:.3f}")]
+    cols = (
+        ("real", "real", None),
+        (f"sim, {p} prompt(s)", "sim_prediction", "p50_ratio_prediction"),
+        (f"sim, {n} prompts", "sim_concurrent", "p50_ratio_concurrent"),
+        ("sim, replay svc", "sim_measured_service", "p50_ratio_measured_service"),
+    )
+    rows = [
+        ("requests completed", "completed", "{:.0f}"),
+        ("SLO attainment (3x solo)", "attainment", "{:.3f}"),
+        ("p50 latency (s)", "p50_s", "{:.3f}"),
+        ("p95 latency (s)", "p95_s", "{:.3f}"),
+        ("service gap end (s)", "gap_end_s", "{:+.3f}"),
+        ("max |service gap| (s)", "gap_max_s", "{:.3f}"),
+    ]
     lines = [f"{'':28}" + "".join(f"{label:>17}" for label, _, _ in cols)]
     for label, key, fmt in rows:
         lines.append(f"{label:28}" + "".join(f"{fmt.format(d[col][key]):>17}" for _, col, _ in cols))
@@ -259,25 +314,43 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="comfy-cluster bench realcheck", description=__doc__.splitlines()[0])
     p.add_argument("--executors", type=int, default=2)
     p.add_argument("--threads", type=int, default=1, help="torch threads per executor")
-    p.add_argument("--concurrent-prompts", type=int, default=1,
-                   help="the server's --concurrent-prompts (orchestrators running prompts at once)")
-    p.add_argument("--workflows", nargs="+", default=list(DEFAULT_WORKFLOWS),
-                   help="workflows_json/<name>.json to use (cascade is left out by default: its latency "
-                        "depends on the discriminator's per-seed decision)")
+    p.add_argument(
+        "--concurrent-prompts",
+        type=int,
+        default=1,
+        help="the server's --concurrent-prompts (orchestrators running prompts at once)",
+    )
+    p.add_argument(
+        "--workflows",
+        nargs="+",
+        default=list(DEFAULT_WORKFLOWS),
+        help="workflows_json/<name>.json to use (cascade is left out by default: its latency "
+        "depends on the discriminator's per-seed decision)",
+    )
     p.add_argument("--requests", type=int, default=60, help="about this many requests in the generated trace")
-    p.add_argument("--load", type=float, default=0.6,
-                   help="offered load: arrival rate over the rate one-prompt-at-a-time serving sustains")
+    p.add_argument(
+        "--load",
+        type=float,
+        default=0.6,
+        help="offered load: arrival rate over the rate one-prompt-at-a-time serving sustains",
+    )
     p.add_argument("--cov", type=float, default=1.0, help="inter-arrival CoV of the generated trace")
     p.add_argument("--trace", help="replay this CSV (time,tenant,workflow; workflow = a demo workflow name)")
     p.add_argument("--rate-scale", type=float, default=1.0, help="replay --trace this many times faster")
     p.add_argument("--max-trace-s", type=float, default=150.0, help="drop requests arriving later than this")
     p.add_argument("--drain-timeout", type=float, default=90.0, help="wait this long after the last arrival")
-    p.add_argument("--solo-repeats", type=int, default=5, help="rounds of solo runs before the replay (half as many after)")
+    p.add_argument(
+        "--solo-repeats", type=int, default=5, help="rounds of solo runs before the replay (half as many after)"
+    )
     p.add_argument("--slo-scale", type=float, default=3.0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workspace", help="serve this workspace (default: a temporary one)")
-    p.add_argument("--server-cache", choices=("none", "classic"), default="none",
-                   help="the server's output cache; none makes every request compute what solo timed")
+    p.add_argument(
+        "--server-cache",
+        choices=("none", "classic"),
+        default="none",
+        help="the server's output cache; none makes every request compute what solo timed",
+    )
     p.add_argument("--json", help="also write the figures to this file")
     return p
 
@@ -286,8 +359,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(list(argv or []))
     record = results.begin("realcheck", argv)
     d = check(args)
-    print(f"realcheck: {d['requests']} requests over {d['trace_s']:.1f} s, tenants {d['tenants'][0]} "
-          f"(a) and {d['tenants'][1]} (b), {d['failed']} failed, {d['wall_s']:.0f} s wall")
+    print(
+        f"realcheck: {d['requests']} requests over {d['trace_s']:.1f} s, tenants {d['tenants'][0]} "
+        f"(a) and {d['tenants'][1]} (b), {d['failed']} failed, {d['wall_s']:.0f} s wall"
+    )
     print(format_table(d))
     if args.json:
         with open(args.json, "w") as f:

@@ -7,6 +7,7 @@ Latency is taken from the server's own `execution_success` timestamp (wall clock
 the polling interval does not add to it; service is `execution_start` to `execution_success`.
 Every request gets fresh seeds so no output is served from a cache.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,9 +22,9 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -65,8 +66,15 @@ def reseed(prompt: dict, rng: np.random.Generator) -> dict:
 class RealServer:
     """`comfy-cluster serve --executors N --concurrent-prompts P` as a subprocess; a context manager."""
 
-    def __init__(self, executors: int = 2, threads: int = 1, workspace: str | Path | None = None,
-                 cache: str = "none", start_timeout_s: float = 240.0, concurrent_prompts: int = 1) -> None:
+    def __init__(
+        self,
+        executors: int = 2,
+        threads: int = 1,
+        workspace: str | Path | None = None,
+        cache: str = "none",
+        start_timeout_s: float = 240.0,
+        concurrent_prompts: int = 1,
+    ) -> None:
         self.executors, self.threads, self.cache = executors, threads, cache
         self.concurrent_prompts = concurrent_prompts
         self.start_timeout_s = start_timeout_s
@@ -77,7 +85,7 @@ class RealServer:
         self.log_path = self.workspace.parent / f"serve-{self.port}.log"
         self.proc: subprocess.Popen | None = None
 
-    def __enter__(self) -> "RealServer":
+    def __enter__(self) -> RealServer:
         self.start()
         return self
 
@@ -86,12 +94,26 @@ class RealServer:
 
     def start(self) -> None:
         self.workspace.parent.mkdir(parents=True, exist_ok=True)
-        cmd = [sys.executable, "-c", "import sys; from comfy_bridge.cli import main; sys.exit(main())",
-               "serve", "--workspace", str(self.workspace), "--listen", "127.0.0.1", "--port", str(self.port),
-               "--executors", str(self.executors), "--executor-threads", str(self.threads),
-               "--concurrent-prompts", str(self.concurrent_prompts)]
+        cmd = [
+            sys.executable,
+            "-c",
+            "import sys; from comfy_bridge.cli import main; sys.exit(main())",
+            "serve",
+            "--workspace",
+            str(self.workspace),
+            "--listen",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--executors",
+            str(self.executors),
+            "--executor-threads",
+            str(self.threads),
+            "--concurrent-prompts",
+            str(self.concurrent_prompts),
+        ]
         if self.cache == "none":
-            cmd.append("--cache-none")   # every prompt computes every node: replay runs what solo timed
+            cmd.append("--cache-none")  # every prompt computes every node: replay runs what solo timed
         log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
@@ -116,7 +138,7 @@ class RealServer:
                 self.proc.kill()
                 self.proc.wait(5)
         if self.proc is not None:
-            try:   # its executors share the session we started it in
+            try:  # its executors share the session we started it in
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
@@ -134,8 +156,9 @@ class RealServer:
     # -- HTTP ------------------------------------------------------------------------------------
 
     def submit(self, prompt: dict, tenant: str) -> str:
-        body = json.dumps({"prompt": prompt, "client_id": f"realcheck-{tenant}",
-                           "extra_data": {"tenant": tenant}}).encode()
+        body = json.dumps(
+            {"prompt": prompt, "client_id": f"realcheck-{tenant}", "extra_data": {"tenant": tenant}}
+        ).encode()
         req = urllib.request.Request(self.url + "/prompt", body, {"Content-Type": "application/json"})
         with urllib.request.urlopen(req, timeout=30) as r:
             return json.load(r)["prompt_id"]
@@ -152,11 +175,11 @@ class RealServer:
 
 @dataclass(frozen=True)
 class RealRecord:
-    arrival: float              # seconds from the start of the replay
+    arrival: float  # seconds from the start of the replay
     tenant: str
     workflow: str
-    finish: float | None        # None: failed, or unfinished when the replay stopped waiting
-    service_s: float            # execution_start -> execution_success on the server
+    finish: float | None  # None: failed, or unfinished when the replay stopped waiting
+    service_s: float  # execution_start -> execution_success on the server
     ok: bool
 
     @property
@@ -185,16 +208,18 @@ def _error(entry: dict) -> str:
 @dataclass(frozen=True)
 class SoloTiming:
     """One workflow alone on the server, medians over the repetitions."""
-    admit_s: float      # submission to execution_start: HTTP, validation, the worker picking it up
-    service_s: float    # execution_start to execution_success: what the executors and the orchestrator do
+
+    admit_s: float  # submission to execution_start: HTTP, validation, the worker picking it up
+    service_s: float  # execution_start to execution_success: what the executors and the orchestrator do
 
     @property
     def latency_s(self) -> float:
         return self.admit_s + self.service_s
 
 
-def run_alone(server: RealServer, prompt: dict, rng: np.random.Generator, timeout_s: float = 300.0,
-              poll_s: float = 0.25) -> tuple[float, float]:
+def run_alone(
+    server: RealServer, prompt: dict, rng: np.random.Generator, timeout_s: float = 300.0, poll_s: float = 0.25
+) -> tuple[float, float]:
     """(admission, service) seconds of one run with nothing else in the system, from the server's
     timestamps. Polls as sparsely as `replay` does, so the client loads the machine the same way."""
     t0 = time.time()
@@ -211,8 +236,9 @@ def run_alone(server: RealServer, prompt: dict, rng: np.random.Generator, timeou
     raise TimeoutError(f"solo run did not finish within {timeout_s:g} s")
 
 
-def measure_solo(server: RealServer, prompts: dict[str, dict], repeats: int = 3,
-                 seed: int = 0) -> tuple[dict[str, SoloTiming], dict[str, str]]:
+def measure_solo(
+    server: RealServer, prompts: dict[str, dict], repeats: int = 3, seed: int = 0
+) -> tuple[dict[str, SoloTiming], dict[str, str]]:
     """Median admission and service time of each workflow run alone, and the workflows that failed
     (with the error). One discarded warm-up each first (weights load, kernels warm), then rounds over
     all workflows, so a run never follows itself (as in a mixed trace)."""
@@ -227,12 +253,20 @@ def measure_solo(server: RealServer, prompts: dict[str, dict], repeats: int = 3,
     for _ in range(repeats):
         for name in runs:
             runs[name].append(run_alone(server, prompts[name], rng))
-    return {name: SoloTiming(statistics.median(a for a, _ in rs), statistics.median(s for _, s in rs))
-            for name, rs in runs.items()}, failed
+    return {
+        name: SoloTiming(statistics.median(a for a, _ in rs), statistics.median(s for _, s in rs))
+        for name, rs in runs.items()
+    }, failed
 
 
-def replay(server: RealServer, prompts: dict[str, dict], trace: Sequence[TraceRequest], seed: int = 0,
-           drain_timeout_s: float = 120.0, poll_s: float = 0.25) -> list[RealRecord]:
+def replay(
+    server: RealServer,
+    prompts: dict[str, dict],
+    trace: Sequence[TraceRequest],
+    seed: int = 0,
+    drain_timeout_s: float = 120.0,
+    poll_s: float = 0.25,
+) -> list[RealRecord]:
     """Submit each request at its trace time (a thread, so slow polls never delay arrivals) and
     collect the results; requests unfinished `drain_timeout_s` after the last arrival count as
     unfinished. Polling is sparse and reads the newest entries in one request: the client shares the
@@ -255,7 +289,7 @@ def replay(server: RealServer, prompts: dict[str, dict], trace: Sequence[TraceRe
                 pid = server.submit(body, r.tenant)
                 with lock:
                     submitted[i] = (pid, sent - t0)
-        except BaseException as err:   # reported by the caller's thread
+        except BaseException as err:  # reported by the caller's thread
             errors.append(err)
 
     thread = threading.Thread(target=submitter, name="realcheck-submit", daemon=True)

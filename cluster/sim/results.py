@@ -1,4 +1,5 @@
 """What one simulation run measured, and the figures derived from it."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -11,10 +12,10 @@ class RequestRecord:
     arrival: float
     tenant: str
     workflow: str
-    finish: float | None        # None: still unfinished at the horizon
+    finish: float | None  # None: still unfinished at the horizon
     deadline: float
     solo_s: float
-    load_s: float               # exposed loading, summed over the request's invocations
+    load_s: float  # exposed loading, summed over the request's invocations
     compute_s: float
     transfer_s: float
 
@@ -31,7 +32,7 @@ class RequestRecord:
 class Completion:
     time: float
     tenant: str
-    gpu_s: float                # GPU time the finished invocation used (its tenant's service)
+    gpu_s: float  # GPU time the finished invocation used (its tenant's service)
 
 
 @dataclass
@@ -49,7 +50,7 @@ class SimResult:
     max_inflight: int
     completions: list[Completion] = field(default_factory=list)
     vtimes: list[tuple[float, dict[str, float]]] = field(default_factory=list)
-    warmup_s: float = 0.0       # requests that arrive earlier are left out of the figures (cold caches)
+    warmup_s: float = 0.0  # requests that arrive earlier are left out of the figures (cold caches)
 
     @property
     def measured(self) -> list[RequestRecord]:
@@ -123,19 +124,33 @@ class SimResult:
         return {k: _figures(v) for k, v in sorted(out.items())}
 
     def summary(self) -> dict:
-        return {"system": self.system, "policy": self.policy, "gpus": self.gpus,
-                "requests": len(self.requests), "completed": self.completed,
-                "slo_attainment": round(self.attainment, 4),
-                "p50_s": round(self.latency_percentile(50), 3), "p95_s": round(self.latency_percentile(95), 3),
-                "by_workflow": self.groups("workflow"), "by_tenant": self.groups("tenant"),
-                "memory_utilisation": round(self.memory_utilisation, 4),
-                "loads": dict(self.loads), "decisions": self.decisions, "max_inflight": self.max_inflight,
-                "overhead": round(self.overhead, 5), "control_plane_load": round(self.control_plane_load, 5),
-                "breakdown_s": {k: round(v, 3) for k, v in self.breakdown().items()}}
+        return {
+            "system": self.system,
+            "policy": self.policy,
+            "gpus": self.gpus,
+            "requests": len(self.requests),
+            "completed": self.completed,
+            "slo_attainment": round(self.attainment, 4),
+            "p50_s": round(self.latency_percentile(50), 3),
+            "p95_s": round(self.latency_percentile(95), 3),
+            "by_workflow": self.groups("workflow"),
+            "by_tenant": self.groups("tenant"),
+            "memory_utilisation": round(self.memory_utilisation, 4),
+            "loads": dict(self.loads),
+            "decisions": self.decisions,
+            "max_inflight": self.max_inflight,
+            "overhead": round(self.overhead, 5),
+            "control_plane_load": round(self.control_plane_load, 5),
+            "breakdown_s": {k: round(v, 3) for k, v in self.breakdown().items()},
+        }
 
 
 def _figures(reqs: list[RequestRecord]) -> dict[str, float | int]:
     lat = [r.latency for r in reqs if r.latency is not None]
     pct = (lambda q: round(float(np.percentile(lat, q)), 3)) if lat else (lambda q: float("nan"))
-    return {"requests": len(reqs), "slo_attainment": round(sum(r.met for r in reqs) / len(reqs), 4),
-            "p50_s": pct(50), "p95_s": pct(95)}
+    return {
+        "requests": len(reqs),
+        "slo_attainment": round(sum(r.met for r in reqs) / len(reqs), 4),
+        "p50_s": pct(50),
+        "p95_s": pct(95),
+    }

@@ -34,12 +34,14 @@ one invocation, or one batch, at a time.
 The control-plane CPU time (scheduling, placement, cost model, DAG bookkeeping) is measured with
 the thread's CPU clock and reported against the simulated GPU time it ordered.
 """
+
 from __future__ import annotations
 
 import heapq
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple, Protocol, Sequence
+from typing import NamedTuple, Protocol
 
 from cluster.costs import CostModel
 from cluster.dispatch_interface import Assignment
@@ -47,7 +49,7 @@ from cluster.dispatcher import Dispatcher
 from cluster.scaling import ScalingController
 from cluster.scheduler import Invocation, make_scheduler
 from cluster.sim.caches import LayerLRU, ModelLRU, WorkflowLRU
-from cluster.sim.gpu_profiles import GIB, GPUSpec, ModelProfile, REFERENCE
+from cluster.sim.gpu_profiles import GIB, REFERENCE, GPUSpec, ModelProfile
 from cluster.sim.results import Completion, RequestRecord, SimResult
 from cluster.sim.traces import TraceRequest
 from cluster.sim.workflows import Workflow, compute_times
@@ -62,32 +64,33 @@ class SimConfig:
     gpus: int = 32
     gpu: GPUSpec = REFERENCE
     system: str = "ours"
-    policy: str = "vtime"               # scheduler policy (cluster.scheduler.POLICIES)
-    delta: float = 10.0                 # fairness slack, seconds of vTime
-    slo_scale: float = 3.0              # deadline = slo_scale x solo latency of the workflow
-    slo_s: float | None = None          # or this many seconds after arrival for every workflow
-    shed_factor: float | None = None    # shed what cannot finish within this x the SLO (None: never)
-    prefix_loading: bool = True         # ours: run on resident first layers while the rest stream in
-    activation_frac: float = 0.076      # runtime state per running model (Flux: 7.6 % of weights)
-    horizon_s: float | None = None      # stop there (backlog experiments); None: drain every request
-    warmup_s: float = 0.0               # leave requests arriving earlier out of the figures
-    record_service: bool = False        # keep every completion (fairness plots)
-    wait_for_warm: bool = True          # park an invocation for a busy warm executor when sooner than a load
-    max_batch: int = 1                  # ours: samples per batched run (1: no batching, as the head's default)
-    batch_window_s: float = 0.0         # how long a batch that is not full waits for more
+    policy: str = "vtime"  # scheduler policy (cluster.scheduler.POLICIES)
+    delta: float = 10.0  # fairness slack, seconds of vTime
+    slo_scale: float = 3.0  # deadline = slo_scale x solo latency of the workflow
+    slo_s: float | None = None  # or this many seconds after arrival for every workflow
+    shed_factor: float | None = None  # shed what cannot finish within this x the SLO (None: never)
+    prefix_loading: bool = True  # ours: run on resident first layers while the rest stream in
+    activation_frac: float = 0.076  # runtime state per running model (Flux: 7.6 % of weights)
+    horizon_s: float | None = None  # stop there (backlog experiments); None: drain every request
+    warmup_s: float = 0.0  # leave requests arriving earlier out of the figures
+    record_service: bool = False  # keep every completion (fairness plots)
+    wait_for_warm: bool = True  # park an invocation for a busy warm executor when sooner than a load
+    max_batch: int = 1  # ours: samples per batched run (1: no batching, as the head's default)
+    batch_window_s: float = 0.0  # how long a batch that is not full waits for more
     # A batch of n runs 1 + (n-1) x this as long as one invocation: `comfy-cluster bench batching`
     # measured 1.31x steps/s at n=4 on one CPU executor, i.e. about 0.68 per extra sample.
     batch_marginal: float = 0.68
     tenant_weights: dict[str, float] = field(default_factory=dict)
-    startup_s: float = 0.0              # monolithic baselines: start-up of a function instance (0: a pool)
-    keepalive_s: float = 60.0           # ... and how long an idle NoCache/MCache instance is kept
-    preload: bool = False               # ours: first L_e layers of requested models into idle memory
+    startup_s: float = 0.0  # monolithic baselines: start-up of a function instance (0: a pool)
+    keepalive_s: float = 60.0  # ... and how long an idle NoCache/MCache instance is kept
+    preload: bool = False  # ours: first L_e layers of requested models into idle memory
 
 
 class _Executor:
     """A modelled GPU, as cluster.dispatch_interface.ExecutorView."""
+
     __slots__ = ("id", "cache", "busy", "busy_until", "cached_models", "running_bytes", "instances")
-    draining = False    # a modelled GPU never aborts a run
+    draining = False  # a modelled GPU never aborts a run
 
     def __init__(self, idx: int, cache) -> None:
         self.id = f"gpu{idx:04d}"
@@ -96,7 +99,7 @@ class _Executor:
         self.busy_until = 0.0
         self.cached_models: set[str] = set()
         self.running_bytes = 0
-        self.instances: dict[str, float] = {}    # function instances: workflow -> when it was last busy
+        self.instances: dict[str, float] = {}  # function instances: workflow -> when it was last busy
 
     @property
     def load(self) -> int:
@@ -108,12 +111,25 @@ class _Executor:
 
 class SimRequest:
     """One request of the trace as it runs: which of its workflow's nodes wait for inputs, where each ran."""
-    __slots__ = ("idx", "trace", "wf", "deadline", "pending", "ran_on", "left", "load_s", "compute_s",
-                 "transfer_s", "finish", "shed")
+
+    __slots__ = (
+        "idx",
+        "trace",
+        "wf",
+        "deadline",
+        "pending",
+        "ran_on",
+        "left",
+        "load_s",
+        "compute_s",
+        "transfer_s",
+        "finish",
+        "shed",
+    )
 
     def __init__(self, idx: int, tr: TraceRequest, wf: Workflow, deadline: float) -> None:
         self.idx, self.trace, self.wf, self.deadline = idx, tr, wf, deadline
-        self.shed = False                    # the dispatcher dropped one of its invocations
+        self.shed = False  # the dispatcher dropped one of its invocations
         self.pending = [len(n.deps) for n in wf.nodes]
         self.ran_on: list[str | None] = [None] * len(wf.nodes)
         self.left = len(wf.nodes)
@@ -127,6 +143,7 @@ WHOLE_WORKFLOW = -1
 class SimStep(NamedTuple):
     """The simulator's payload of an Invocation: the request, and which node of its workflow this call
     is (WHOLE_WORKFLOW for the monolithic baselines, which run a workflow as one function)."""
+
     request: SimRequest
     node: int
 
@@ -152,8 +169,13 @@ class SimHooks(Protocol):
 
 
 class Simulator:
-    def __init__(self, cfg: SimConfig, workflows: Sequence[Workflow], profiles: dict[str, ModelProfile],
-                 hooks: SimHooks | None = None) -> None:
+    def __init__(
+        self,
+        cfg: SimConfig,
+        workflows: Sequence[Workflow],
+        profiles: dict[str, ModelProfile],
+        hooks: SimHooks | None = None,
+    ) -> None:
         if cfg.system not in SYSTEMS:
             raise ValueError(f"unknown system {cfg.system!r}; choose one of {SYSTEMS}")
         self.cfg = cfg
@@ -164,8 +186,9 @@ class Simulator:
         self.load = {k: cfg.gpu.load_s(p) for k, p in profiles.items()}
         self.remaining = {w.name: w.remaining(self.compute) for w in workflows}
         self.solo = {w.name: w.solo_s(self.compute) for w in workflows}
-        self.prefix = {k: prefix_length(p.layers, self.load[k] / p.layers, self.compute[k] / p.layers)
-                       for k, p in profiles.items()}
+        self.prefix = {
+            k: prefix_length(p.layers, self.load[k] / p.layers, self.compute[k] / p.layers) for k, p in profiles.items()
+        }
         self.now = 0.0
         # monolithic baselines as function instances: the platform starts another instance for a request
         # rather than hold it for a busy one, so it has no warm wait
@@ -182,18 +205,24 @@ class Simulator:
         capacity = int(cfg.gpu.memory_gib * GIB) - int(cfg.activation_frac * largest)
         self.executors = [_Executor(i, self._make_cache(capacity)) for i in range(cfg.gpus)]
         # the simulator is the dispatcher's shell and its load costs (LoadCosts: load_s, exposed_load_s, prepare)
-        self.dispatcher = Dispatcher(self.scheduler, self, max_batch=cfg.max_batch, batch_window_s=cfg.batch_window_s,
-                                     warm_wait=WarmWaitPolicy(enabled=cfg.wait_for_warm and not self.functions), scaling=self.scaling,
-                                     shed_run_s=self.run_s if cfg.shed_factor is not None else None)
-        self._wake_at: float | None = None   # the pending batch-window event
+        self.dispatcher = Dispatcher(
+            self.scheduler,
+            self,
+            max_batch=cfg.max_batch,
+            batch_window_s=cfg.batch_window_s,
+            warm_wait=WarmWaitPolicy(enabled=cfg.wait_for_warm and not self.functions),
+            scaling=self.scaling,
+            shed_run_s=self.run_s if cfg.shed_factor is not None else None,
+        )
+        self._wake_at: float | None = None  # the pending batch-window event
         self._events: list = []
         self._seq = 0
         self._inv_ids = 0
         self.cp_cpu_s = 0.0
-        self._exec_model_s = 0.0    # CPU time of the executor model inside a handler (not control plane)
+        self._exec_model_s = 0.0  # CPU time of the executor model inside a handler (not control plane)
         self.gpu_busy_s = 0.0
         self.completions: list[Completion] = []
-        self.vtimes: list[tuple[float, dict[str, float]]] = []   # scheduler vTime after each completion
+        self.vtimes: list[tuple[float, dict[str, float]]] = []  # scheduler vTime after each completion
         self.loads = {"hit": 0, "partial": 0, "miss": 0}
         if self.functions:
             self.loads["instance_starts"] = 0
@@ -257,7 +286,7 @@ class Simulator:
             elif kind == 3:
                 self._scale_in(*obj)
             else:
-                self._wake_at = None    # a batch window closed, or a parked invocation is due
+                self._wake_at = None  # a batch window closed, or a parked invocation is due
             self._dispatch()
             self.cp_cpu_s += clock() - c0 - self._exec_model_s
             self._exec_model_s = 0.0
@@ -272,7 +301,7 @@ class Simulator:
 
     def _arrive(self, req: SimRequest) -> None:
         for m in req.wf.models:
-            self.dispatcher.expect(m)            # what preloading ranks by, as the head's submissions
+            self.dispatcher.expect(m)  # what preloading ranks by, as the head's submissions
         self.inflight += 1
         self.max_inflight = max(self.max_inflight, self.inflight)
         if self.hooks is not None:
@@ -314,10 +343,21 @@ class Simulator:
         # same ModelFn on the same model: one run (the modelled nodes carry no params to tell apart),
         # when its model's cap (`max_batch`, or one set on the dispatcher) allows more than one
         key = f"{node.fn}|{node.model}" if self.dispatcher.batch_size(node.model) > 1 else None
-        self.dispatcher.add(Invocation(
-            self._inv_ids, req.trace.tenant, str(req.idx), node.fn, node.model,
-            self.costs.estimate(node.fn, node.model), self.remaining[req.wf.name][i],
-            input_bytes=inputs, payload=SimStep(req, i), batch_key=key, deadline=self._shed_deadline(req)))
+        self.dispatcher.add(
+            Invocation(
+                self._inv_ids,
+                req.trace.tenant,
+                str(req.idx),
+                node.fn,
+                node.model,
+                self.costs.estimate(node.fn, node.model),
+                self.remaining[req.wf.name][i],
+                input_bytes=inputs,
+                payload=SimStep(req, i),
+                batch_key=key,
+                deadline=self._shed_deadline(req),
+            )
+        )
 
     def _shed_deadline(self, req: SimRequest) -> float | None:
         factor = self.cfg.shed_factor
@@ -326,10 +366,19 @@ class Simulator:
     def _push_workflow(self, req: SimRequest) -> None:
         self._inv_ids += 1
         wf = req.wf
-        self.dispatcher.add(Invocation(
-            self._inv_ids, req.trace.tenant, str(req.idx), "workflow", wf.name,
-            self.costs.estimate("workflow", wf.name), 0.0, payload=SimStep(req, WHOLE_WORKFLOW),
-            deadline=self._shed_deadline(req)))
+        self.dispatcher.add(
+            Invocation(
+                self._inv_ids,
+                req.trace.tenant,
+                str(req.idx),
+                "workflow",
+                wf.name,
+                self.costs.estimate("workflow", wf.name),
+                0.0,
+                payload=SimStep(req, WHOLE_WORKFLOW),
+                deadline=self._shed_deadline(req),
+            )
+        )
 
     def _dispatch(self) -> None:
         d = self.dispatcher
@@ -360,7 +409,7 @@ class Simulator:
     def _start(self, a: Assignment) -> None:
         ex, invs = a.executor, a.invocations
         ex.busy = True
-        ex.busy_until = self.now + max(inv.estimate for inv in invs)   # as the head's free_in counts a batch
+        ex.busy_until = self.now + max(inv.estimate for inv in invs)  # as the head's free_in counts a batch
         c0 = time.thread_time()
         duration = self._execute(ex, invs, a.load_s)
         self._exec_model_s += time.thread_time() - c0
@@ -375,10 +424,10 @@ class Simulator:
         return self._exposed_load(ex, inv)
 
     def prepare(self, inv: SimInvocation, free) -> None:
-        if self.functions:   # placement prefers a live instance of the workflow (no start-up)
+        if self.functions:  # placement prefers a live instance of the workflow (no start-up)
             for e in free:
                 e.cached_models &= e.instances.keys()
-        if self.cfg.system == "mcache":   # then the GPU holding most of the workflow's models
+        if self.cfg.system == "mcache":  # then the GPU holding most of the workflow's models
             models = inv.payload.request.wf.models
             inv.input_bytes = {e.id: e.cache.cached_bytes(models) for e in free}
 
@@ -400,7 +449,7 @@ class Simulator:
         """The platform ends an instance idle for `keepalive_s`: a WCache instance takes its cached workflow
         with it; MCache's cached models stay for the next instance; NoCache held nothing."""
         if ex.instances.get(workflow) != last_busy:
-            return   # it ran again since (a later event decides), or it was evicted
+            return  # it ran again since (a later event decides), or it was evicted
         del ex.instances[workflow]
         if self.cfg.system == "wcache":
             self._mem_account(self.now, -ex.cache.release(workflow))
@@ -420,8 +469,10 @@ class Simulator:
             return 0.0
         if not self.cfg.prefix_loading:
             return load_estimate(p.layers, before, self.load[p.name])
-        return e2e_time(p.layers, before, self.load[p.name] / p.layers,
-                        self.compute[p.name] / p.layers) - self.compute[p.name]
+        return (
+            e2e_time(p.layers, before, self.load[p.name] / p.layers, self.compute[p.name] / p.layers)
+            - self.compute[p.name]
+        )
 
     def _complete(self, ex: _Executor, invs: tuple[SimInvocation, ...], duration: float) -> None:
         """A run ended: the executor is free, and each part is charged its share (the head's
@@ -516,13 +567,14 @@ class Simulator:
         wf_bytes = sum(self.profiles[m].nbytes for m in models)
         system = self.cfg.system
         used = ex.cache.used if ex.cache is not None else 0
-        comp = sum(self.compute[n.model] for n in wf.nodes)   # one process runs the DAG in order
+        comp = sum(self.compute[n.model] for n in wf.nodes)  # one process runs the DAG in order
         if self.functions and not self._instance_alive(ex, wf.name):
             self.loads["instance_starts"] += 1
         if system == "mcache":
             missing = ex.cache.acquire(models)
-            ex.cached_models = {w.name for w in self.workflows.values()
-                                if all(m in ex.cache.resident for m in w.models)}
+            ex.cached_models = {
+                w.name for w in self.workflows.values() if all(m in ex.cache.resident for m in w.models)
+            }
         elif system == "wcache":
             missing = [] if ex.cache.acquire(wf.name, wf_bytes) else models
             ex.cached_models = set(ex.cache.resident)
@@ -530,11 +582,11 @@ class Simulator:
             missing = models
         if self.functions:
             end = self.now + load + comp
-            if system == "wcache":   # an evicted workflow's instance was terminated with it
+            if system == "wcache":  # an evicted workflow's instance was terminated with it
                 ex.instances = {w: t for w, t in ex.instances.items() if w in ex.cache.resident}
             ex.instances[wf.name] = end
             self._at(end + self.cfg.keepalive_s, 3, (ex, wf.name, end))
-            warm = set(ex.instances) if system == "nocache" else ex.cached_models   # nocache: warm = live
+            warm = set(ex.instances) if system == "nocache" else ex.cached_models  # nocache: warm = live
             ex.cached_models = {w for w in warm if w in ex.instances} | {wf.name}
         if ex.cache is not None:
             self._mem_account(self.now, ex.cache.used - used)
@@ -559,17 +611,40 @@ class Simulator:
     # -- results --------------------------------------------------------------------------------
 
     def _result(self, requests: list[SimRequest], end: float) -> SimResult:
-        records = [RequestRecord(r.trace.time, r.trace.tenant, r.wf.name, r.finish, r.deadline,
-                                 self.solo[r.wf.name], r.load_s, r.compute_s, r.transfer_s) for r in requests]
+        records = [
+            RequestRecord(
+                r.trace.time,
+                r.trace.tenant,
+                r.wf.name,
+                r.finish,
+                r.deadline,
+                self.solo[r.wf.name],
+                r.load_s,
+                r.compute_s,
+                r.transfer_s,
+            )
+            for r in requests
+        ]
         capacity = self.cfg.gpus * self.cfg.gpu.memory_gib * GIB
         return SimResult(
-            system=self.cfg.system, policy=self.cfg.policy, gpus=self.cfg.gpus, requests=records,
-            end_s=end, memory_utilisation=self._mem_integral / (capacity * end) if end > 0 else 0.0,
-            loads=dict(self.loads), cp_cpu_s=self.cp_cpu_s, gpu_busy_s=self.gpu_busy_s,
-            decisions=self.scheduler.decisions, max_inflight=self.max_inflight,
-            completions=self.completions, vtimes=self.vtimes, warmup_s=self.cfg.warmup_s)
+            system=self.cfg.system,
+            policy=self.cfg.policy,
+            gpus=self.cfg.gpus,
+            requests=records,
+            end_s=end,
+            memory_utilisation=self._mem_integral / (capacity * end) if end > 0 else 0.0,
+            loads=dict(self.loads),
+            cp_cpu_s=self.cp_cpu_s,
+            gpu_busy_s=self.gpu_busy_s,
+            decisions=self.scheduler.decisions,
+            max_inflight=self.max_inflight,
+            completions=self.completions,
+            vtimes=self.vtimes,
+            warmup_s=self.cfg.warmup_s,
+        )
 
 
-def simulate(cfg: SimConfig, trace: Sequence[TraceRequest], workflows: Sequence[Workflow],
-             profiles: dict[str, ModelProfile]) -> SimResult:
+def simulate(
+    cfg: SimConfig, trace: Sequence[TraceRequest], workflows: Sequence[Workflow], profiles: dict[str, ModelProfile]
+) -> SimResult:
     return Simulator(cfg, workflows, profiles).run(trace)

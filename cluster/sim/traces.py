@@ -18,20 +18,21 @@ Two kinds (`TraceSpec.kind`):
          finds for most functions) and a rate that jumps from one `burst_window_s` window to the next
          (window rates log-normal with CoV `burst_cov`), under the shared diurnal curve.
 """
+
 from __future__ import annotations
 
 import csv
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import numpy as np
 
 
 @dataclass(frozen=True)
 class TraceRequest:
-    time: float         # seconds from the start of the trace
+    time: float  # seconds from the start of the trace
     tenant: str
     workflow: str
 
@@ -39,16 +40,16 @@ class TraceRequest:
 @dataclass(frozen=True)
 class TraceSpec:
     duration_s: float = 60.0
-    rate: float = 4.0                   # mean requests per second over the whole trace
-    cov: float = 1.0                    # of inter-arrival times
-    diurnal_amplitude: float = 0.5      # rate swings between (1 - a) and (1 + a) times the mean
-    period_s: float | None = None       # one diurnal cycle; None: the whole trace
+    rate: float = 4.0  # mean requests per second over the whole trace
+    cov: float = 1.0  # of inter-arrival times
+    diurnal_amplitude: float = 0.5  # rate swings between (1 - a) and (1 + a) times the mean
+    period_s: float | None = None  # one diurnal cycle; None: the whole trace
     tenants: int = 4
-    zipf: float = 1.1                   # popularity skew of workflows within a tenant and of tenants
+    zipf: float = 1.1  # popularity skew of workflows within a tenant and of tenants
     seed: int = 0
-    kind: str = "mix"                   # mix | paper (see the module docstring)
-    burst_window_s: float = 10.0        # paper: each tenant's rate is constant within a window ...
-    burst_cov: float = 2.0              # ... and varies between windows with this CoV
+    kind: str = "mix"  # mix | paper (see the module docstring)
+    burst_window_s: float = 10.0  # paper: each tenant's rate is constant within a window ...
+    burst_cov: float = 2.0  # ... and varies between windows with this CoV
 
 
 def zipf_weights(n: int, s: float) -> np.ndarray:
@@ -80,9 +81,9 @@ def generate(spec: TraceSpec, workflows: Sequence[str]) -> list[TraceRequest]:
     if spec.kind == "paper":
         return _paper_trace(spec, list(workflows))
     rng = np.random.default_rng(spec.seed)
-    shape = 1.0 / spec.cov ** 2
+    shape = 1.0 / spec.cov**2
     lam, t = _diurnal_inverse(spec)
-    horizon = lam[-1] * spec.rate                     # expected arrivals
+    horizon = lam[-1] * spec.rate  # expected arrivals
     n = int(horizon + 10 * math.sqrt(horizon) * max(1.0, spec.cov) + 20)
     ops = np.cumsum(rng.gamma(shape, 1.0 / shape, size=n)) / spec.rate
     ops = ops[ops < lam[-1]]
@@ -92,7 +93,7 @@ def generate(spec: TraceSpec, workflows: Sequence[str]) -> list[TraceRequest]:
     shares = zipf_weights(spec.tenants, spec.zipf)
     wf = list(workflows)
     mixes = []
-    for i in range(spec.tenants):
+    for _ in range(spec.tenants):
         # each tenant favours its own ordering of the catalogue (different workflow mixes)
         order = rng.permutation(len(wf))
         w = np.empty(len(wf))
@@ -106,7 +107,7 @@ def generate(spec: TraceSpec, workflows: Sequence[str]) -> list[TraceRequest]:
 
 
 def _lognormal_mean_one(rng: np.random.Generator, cov: float, size: int) -> np.ndarray:
-    sigma2 = math.log1p(cov ** 2)
+    sigma2 = math.log1p(cov**2)
     return rng.lognormal(-sigma2 / 2, math.sqrt(sigma2), size=size)
 
 
@@ -115,7 +116,7 @@ def _paper_trace(spec: TraceSpec, workflows: list[str]) -> list[TraceRequest]:
     rng = np.random.default_rng(spec.seed)
     period = spec.period_s or spec.duration_s
     t = np.linspace(0.0, spec.duration_s, max(2000, int(spec.duration_s * 20)))
-    diurnal = 1 - spec.diurnal_amplitude * np.cos(2 * math.pi * t / period)   # trough first, as `mix`
+    diurnal = 1 - spec.diurnal_amplitude * np.cos(2 * math.pi * t / period)  # trough first, as `mix`
     windows = int(math.ceil(spec.duration_s / spec.burst_window_s))
     order = rng.permutation(len(workflows))
     shares = zipf_weights(len(workflows), spec.zipf)
@@ -124,10 +125,11 @@ def _paper_trace(spec: TraceSpec, workflows: list[str]) -> list[TraceRequest]:
         wf = workflows[k]
         cov = float(math.exp(rng.normal(math.log(1.6), 0.7)))
         bursts = _lognormal_mean_one(rng, spec.burst_cov, windows)
-        rate = spec.rate * shares[rank] * diurnal * bursts[np.minimum((t / spec.burst_window_s).astype(int),
-                                                                      windows - 1)]
-        ops = np.concatenate([[0.0], np.cumsum((rate[1:] + rate[:-1]) / 2 * np.diff(t))])   # expected arrivals
-        shape = 1.0 / cov ** 2
+        rate = (
+            spec.rate * shares[rank] * diurnal * bursts[np.minimum((t / spec.burst_window_s).astype(int), windows - 1)]
+        )
+        ops = np.concatenate([[0.0], np.cumsum((rate[1:] + rate[:-1]) / 2 * np.diff(t))])  # expected arrivals
+        shape = 1.0 / cov**2
         n = int(ops[-1] + 10 * math.sqrt(ops[-1] + 1) * max(1.0, cov) + 20)
         arrivals = np.cumsum(rng.gamma(shape, 1.0 / shape, size=n))
         arrivals = arrivals[arrivals < ops[-1]]

@@ -6,11 +6,12 @@ per step of the diffusion model (a chain), then the VAE decoder. A ControlNet wo
 model. The ServerlessT2I S1/S2 settings use Z-Image and Flux2-Klein, which have no public profile;
 their profiles are scaled from measured ones by parameter count (profiles.py).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from cluster.sim.gpu_profiles import GPUSpec, ModelProfile, REFERENCE, h800_profiles, lora_variant
+from cluster.sim.gpu_profiles import REFERENCE, GPUSpec, ModelProfile, h800_profiles, lora_variant
 
 
 @dataclass(frozen=True)
@@ -24,7 +25,7 @@ class Node:
 @dataclass
 class Workflow:
     name: str
-    nodes: list[Node]                       # topological order
+    nodes: list[Node]  # topological order
     succ: list[list[int]] = field(init=False)
     roots: list[int] = field(init=False)
 
@@ -58,8 +59,16 @@ class Workflow:
         return sum(compute[n.model] for n in self.nodes)
 
 
-def basic(name: str, encoders: list[str], diffusion: str, steps: int, vae: str,
-          controlnet: str | None = None, latent_bytes: int = 1 << 19, emb_bytes: int = 4 << 20) -> Workflow:
+def basic(
+    name: str,
+    encoders: list[str],
+    diffusion: str,
+    steps: int,
+    vae: str,
+    controlnet: str | None = None,
+    latent_bytes: int = 1 << 19,
+    emb_bytes: int = 4 << 20,
+) -> Workflow:
     nodes = [Node("text_encode", e, (), emb_bytes) for e in encoders]
     enc = tuple(range(len(encoders)))
     prev: tuple[int, ...] = ()
@@ -108,21 +117,43 @@ def s2() -> list[Workflow]:
     ControlNet) and LoRA variants (paper Table 1, S2, on the models with public profiles)."""
     lib = library()
     out = s1() + [lib["flux1-schnell"], lib["sd1.5"]]
-    cn = [("flux1-dev", FLUX_ENC, "Flux1Dev", 28, "Flux1VAE", ["Flux1DevControlNetCanny", "Flux1DevControlNetDepth"]),
-          ("sd3.5-large", SD3_ENC, "StableDiffusion35Large", 28, "StableDiffusion35LargeVAE",
-           ["StableDiffusion35LargeControlNetCanny", "StableDiffusion35LargeControlNetDepth"]),
-          ("sd3", SD3_ENC, "StableDiffusion3", 28, "StableDiffusion3VAE",
-           ["StableDiffusion3ControlNetCanny", "StableDiffusion3ControlNetPose"]),
-          ("sdxl", SDXL_ENC, "StableDiffusionXL", 30, "StableDiffusionXLVAE",
-           ["StableDiffusionXLControlNetCanny", "StableDiffusionXLControlNetDepth"])]
+    cn = [
+        ("flux1-dev", FLUX_ENC, "Flux1Dev", 28, "Flux1VAE", ["Flux1DevControlNetCanny", "Flux1DevControlNetDepth"]),
+        (
+            "sd3.5-large",
+            SD3_ENC,
+            "StableDiffusion35Large",
+            28,
+            "StableDiffusion35LargeVAE",
+            ["StableDiffusion35LargeControlNetCanny", "StableDiffusion35LargeControlNetDepth"],
+        ),
+        (
+            "sd3",
+            SD3_ENC,
+            "StableDiffusion3",
+            28,
+            "StableDiffusion3VAE",
+            ["StableDiffusion3ControlNetCanny", "StableDiffusion3ControlNetPose"],
+        ),
+        (
+            "sdxl",
+            SDXL_ENC,
+            "StableDiffusionXL",
+            30,
+            "StableDiffusionXLVAE",
+            ["StableDiffusionXLControlNetCanny", "StableDiffusionXLControlNetDepth"],
+        ),
+    ]
     for name, enc, dm, steps, vae, nets in cn:
         for net in nets:
             out.append(basic(f"{name}+{net.split('ControlNet')[-1].lower()}", enc, dm, steps, vae, controlnet=net))
-    for name, enc, dm, steps, vae in [("flux1-dev", FLUX_ENC, "Flux1Dev", 28, "Flux1VAE"),
-                                      ("flux1-schnell", FLUX_ENC, "Flux1Schnell", 4, "Flux1VAE"),
-                                      ("sdxl", SDXL_ENC, "StableDiffusionXL", 30, "StableDiffusionXLVAE"),
-                                      ("sd1.5", ["CLIP_SD15"], "StableDiffusion15", 50, "StableDiffusion15VAE"),
-                                      ("z-image", ["Qwen3_4B"], "ZImage", 50, "Flux1VAE")]:
+    for name, enc, dm, steps, vae in [
+        ("flux1-dev", FLUX_ENC, "Flux1Dev", 28, "Flux1VAE"),
+        ("flux1-schnell", FLUX_ENC, "Flux1Schnell", 4, "Flux1VAE"),
+        ("sdxl", SDXL_ENC, "StableDiffusionXL", 30, "StableDiffusionXLVAE"),
+        ("sd1.5", ["CLIP_SD15"], "StableDiffusion15", 50, "StableDiffusion15VAE"),
+        ("z-image", ["Qwen3_4B"], "ZImage", 50, "Flux1VAE"),
+    ]:
         out.append(basic(f"{name}+lora", enc, f"{dm}+lora", steps, vae))
     return out
 

@@ -11,14 +11,15 @@ when it needs room. `preload_layer` makes a layer resident from free memory only
 cluster.preloader): it never evicts, and it leaves the model's place in the eviction order as it was,
 so layers preloaded into a model nobody has used yet are the first to go.
 """
+
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
 
 import torch
 from torch import nn
@@ -29,7 +30,7 @@ from cluster.weights.lookup import LayerTable, split_layers
 from cluster.weights.tiers import DiskTier, HostTier, HostToDevice
 
 _ALIGN = 256
-_TORCH_ALIGN = 64   # what torch's CPU allocator guarantees
+_TORCH_ALIGN = 64  # what torch's CPU allocator guarantees
 
 
 @dataclass
@@ -47,22 +48,25 @@ class _Model:
 
 
 class LayerCache:
-    def __init__(self, budget: MemoryBudget, host: HostTier, copier: HostToDevice,
-                 arena: Arena | None = None) -> None:
+    def __init__(self, budget: MemoryBudget, host: HostTier, copier: HostToDevice, arena: Arena | None = None) -> None:
         self.budget, self.host, self.copier, self.arena = budget, host, copier, arena
         self.device = copier.device
         self._models: dict[str, _Model] = {}
         self._lock = threading.RLock()
         self.evictions: list[tuple[str, int]] = []  # (model, layer) in the order they were evicted
-        self.streamed = 0                 # layers runs had to make resident (`use`)
-        self.load_bps: float | None = None   # host -> device bytes/s, measured by `preload_layer`
+        self.streamed = 0  # layers runs had to make resident (`use`)
+        self.load_bps: float | None = None  # host -> device bytes/s, measured by `preload_layer`
         budget.add_reclaimer(self.evict)
 
     # -- registration -------------------------------------------------------------------------
 
-    def register(self, key: str, factory: Callable[[], nn.Module],
-                 blocks: Callable[[nn.Module], list[nn.Module]],
-                 weights: dict[str, torch.Tensor] | None = None) -> None:
+    def register(
+        self,
+        key: str,
+        factory: Callable[[], nn.Module],
+        blocks: Callable[[nn.Module], list[nn.Module]],
+        weights: dict[str, torch.Tensor] | None = None,
+    ) -> None:
         """Make `key` known: `factory` builds the architecture (run on the meta device, so no memory),
         `blocks` lists its layers in execution order; `weights` go to the host tier (else they must
         already be on host or disk)."""
@@ -74,8 +78,9 @@ class LayerCache:
             raise KeyError(f"no weights for {key} on host or disk")
         self._adopt(key, model, blocks(model))
 
-    def register_module(self, key: str, module: nn.Module,
-                        blocks: Callable[[nn.Module], list[nn.Module]] | None = None) -> nn.Module:
+    def register_module(
+        self, key: str, module: nn.Module, blocks: Callable[[nn.Module], list[nn.Module]] | None = None
+    ) -> nn.Module:
         """Adopt a model a ModelFn's load_model built: its weights move to the host tier and the
         module itself becomes the skeleton the cache binds layers into. Returns the module."""
         layers = (blocks or default_blocks)(module)
@@ -105,6 +110,7 @@ class LayerCache:
             event = m.events.pop(i, None)
             if event is not None:
                 torch.cuda.current_stream(self.device).wait_event(event)
+
         return wait
 
     # -- state --------------------------------------------------------------------------------
@@ -135,7 +141,7 @@ class LayerCache:
         dst, region = self._place(m, i, entry.nbytes, evict)
         if not region:
             return False
-        if dst is None:   # the host tensors run as they are (HostToDevice.shares_host_memory), but
+        if dst is None:  # the host tensors run as they are (HostToDevice.shares_host_memory), but
             # aligned as torch aligns its memory: kernels pick their code path (and rounding) by alignment,
             # and a layer read back from the disk tier (a memory map) must give the same bits
             dst = {n: t if t.data_ptr() % _TORCH_ALIGN == 0 else t.clone() for n, t in src.items()}
@@ -147,8 +153,7 @@ class LayerCache:
         m.ready[i].set()
         return True
 
-    def _place(self, m: _Model, i: int, nbytes: int,
-               evict: bool = True) -> tuple[dict[str, torch.Tensor] | None, str]:
+    def _place(self, m: _Model, i: int, nbytes: int, evict: bool = True) -> tuple[dict[str, torch.Tensor] | None, str]:
         """Destination tensors for layer i: framework memory within the budget, else free arena
         space, else framework memory after evicting others (over-committing rather than stalling);
         without `evict`, framework memory within the budget or nothing (region ""). Framework memory
@@ -221,8 +226,7 @@ class LayerCache:
             m.ready[i].clear()
         loader = None
         if missing:
-            loader = threading.Thread(target=self._stream, args=(m, missing), daemon=True,
-                                      name=f"load-{key}")
+            loader = threading.Thread(target=self._stream, args=(m, missing), daemon=True, name=f"load-{key}")
             loader.start()
         try:
             if missing and missing[0] == 0:
@@ -264,7 +268,7 @@ class LayerCache:
     def _evict_layer(self, m: _Model, i: int) -> int:
         entry = m.table.entries[i]
         region = entry.region
-        self.copier.retire(entry.tensors, m.events.pop(i, None))   # a copy may still be writing it
+        self.copier.retire(entry.tensors, m.events.pop(i, None))  # a copy may still be writing it
         m.table.unbind(i)
         m.ready[i].clear()
         self.evictions.append((m.key, i))
@@ -312,8 +316,14 @@ class LayerCache:
         self.host.drop(key)
 
 
-def build_layer_cache(budget: MemoryBudget, device: str, weights_dir: str | Path, host_bytes: int | None,
-                      arena: Arena | None = None, h2d_bandwidth: float | None = None) -> LayerCache:
+def build_layer_cache(
+    budget: MemoryBudget,
+    device: str,
+    weights_dir: str | Path,
+    host_bytes: int | None,
+    arena: Arena | None = None,
+    h2d_bandwidth: float | None = None,
+) -> LayerCache:
     """An executor's layer cache on `device`: whole models in host memory up to `host_bytes` (pinned beside
     a GPU), past that on disk under `weights_dir`; `arena` lends weights room when the budget has none."""
     host = HostTier(DiskTier(weights_dir), host_bytes, pin=device.startswith("cuda"))
@@ -323,8 +333,10 @@ def build_layer_cache(budget: MemoryBudget, device: str, weights_dir: str | Path
 def default_blocks(module: nn.Module) -> list[nn.Module]:
     """The blocks of the ModuleList that holds the most parameters (a transformer's blocks, a
     UNet's largest stage list); the whole module as one layer when it has none."""
+
     def size(m: nn.Module) -> int:
         return sum(p.numel() for p in m.parameters())
+
     lists = [m for m in module.modules() if isinstance(m, nn.ModuleList) and len(m)]
     if not lists:
         return [module]

@@ -5,6 +5,7 @@ The model object is a skeleton built on the meta device; executing it needs its 
 memory, an arena block, a GPU) without copying, `unbind` points them back at meta tensors so the
 physical memory can be reused. forward() sees ordinary tensors either way.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -17,7 +18,7 @@ from torch import nn
 class LayerEntry:
     names: list[str]
     nbytes: int
-    region: str | None = None                       # "framework", "arena" or None (not resident)
+    region: str | None = None  # "framework", "arena" or None (not resident)
     tensors: dict[str, torch.Tensor] = field(default_factory=dict)
 
 

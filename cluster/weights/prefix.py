@@ -6,14 +6,16 @@ With L uniform layers, T_load to copy one and T_comp to run one, and the first L
 is the shortest prefix that hides loading entirely. The two times are measured once per model and
 device and kept in a JSON file.
 """
+
 from __future__ import annotations
 
 import json
 import math
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from torch import nn
@@ -39,8 +41,8 @@ def e2e_time(layers: int, resident: int, t_load: float, t_comp: float) -> float:
 @dataclass(frozen=True)
 class LayerProfile:
     layers: int
-    t_load: float   # seconds to copy one layer host -> device (mean)
-    t_comp: float   # seconds to run one layer (mean)
+    t_load: float  # seconds to copy one layer host -> device (mean)
+    t_comp: float  # seconds to run one layer (mean)
 
     @property
     def prefix(self) -> int:
@@ -67,12 +69,14 @@ def profile_model(cache: LayerCache, key: str, run: Callable[[nn.Module], Any], 
         def hook(_m, _a) -> None:
             sync()
             starts[i] = time.perf_counter()
+
         return hook
 
     def stop(i: int) -> Callable:
         def hook(_m, _a, _o) -> None:
             sync()
             spans.append(time.perf_counter() - starts[i])
+
         return hook
 
     hooks = []

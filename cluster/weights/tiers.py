@@ -5,6 +5,7 @@
 it copies on its own CUDA stream and records an event the compute stream waits on; the layers it
 fills are allocated from that stream's pool and retired through it (see `empty` and `retire`).
 """
+
 from __future__ import annotations
 
 import time

@@ -8,6 +8,7 @@ run one after another) and once with batch size `--requests` (one merged run). R
 second for each (best of `--repeats` rounds, the two interleaved so machine noise hits both), their
 ratio, and the largest difference between a step's batched and unbatched output.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,6 +40,7 @@ def _record_steps(n: int, size: int) -> list:
                 self.call_ = Call(fn, model, dict(inputs), dict(params or {}))
                 raise StopAsyncIteration
             return await self.local.call(fn, model, inputs, params)
+
     model, clip, _ = CheckpointLoaderSimple().load_checkpoint("sd1-tiny.safetensors")
 
     async def one(i: int):
@@ -47,11 +49,13 @@ def _record_steps(n: int, size: int) -> list:
         pos = (await CLIPTextEncode().encode(clip, f"a picture of thing number {i}"))[0]
         neg = (await CLIPTextEncode().encode(clip, "blurry"))[0]
         try:
-            await common_ksampler(model, 1000 + i, 20, 7.0, "euler", "normal", pos, neg,
-                                  EmptyLatentImage().generate(size, size, 1)[0])
+            await common_ksampler(
+                model, 1000 + i, 20, 7.0, "euler", "normal", pos, neg, EmptyLatentImage().generate(size, size, 1)[0]
+            )
         except StopAsyncIteration:
             pass
         return rt.call_
+
     return [asyncio.run(one(i)) for i in range(n)]
 
 
@@ -59,8 +63,13 @@ def _round(head, calls: list) -> tuple[float, list]:
     from cluster.cluster_runtime import ClusterRuntime
 
     async def go():
-        return await asyncio.gather(*(ClusterRuntime(head, f"tenant{i}", uuid.uuid4().hex)
-                                      .call(c.fn, c.ref, c.inputs, c.params) for i, c in enumerate(calls)))
+        return await asyncio.gather(
+            *(
+                ClusterRuntime(head, f"tenant{i}", uuid.uuid4().hex).call(c.fn, c.ref, c.inputs, c.params)
+                for i, c in enumerate(calls)
+            )
+        )
+
     t0 = time.perf_counter()
     outs = asyncio.run(go())
     return time.perf_counter() - t0, outs
@@ -74,11 +83,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=1, help="torch threads of the executor")
     args = p.parse_args(argv)
     from cluster.bench import results
+
     record = results.begin("batching", argv)
     from cluster.local import set_threads
     from cluster.local_cluster import start_local_cluster
     from comfy_bridge.cli.demo_models import ensure_demo_models
     from nodes.workspace import Workspace, activate
+
     set_threads(args.threads)
     with tempfile.TemporaryDirectory() as tmp:
         ensure_demo_models(activate(Workspace(Path(tmp)).create()))
@@ -89,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
             best = {1: float("inf"), args.requests: float("inf")}
             rounds: dict[int, list[float]] = {cap: [] for cap in best}
             outs = {}
-            for cap in best:                       # warm-up: weights loaded, kernels primed
+            for cap in best:  # warm-up: weights loaded, kernels primed
                 head.set_batch_size(key, cap)
                 _round(head, calls)
             for _ in range(args.repeats):
@@ -104,13 +115,23 @@ def main(argv: list[str] | None = None) -> int:
     n = args.requests
     diff = max((a[k] - b[k]).abs().max().item() for a, b in zip(outs[1], outs[n]) for k in a)
     rate = {cap: n / s for cap, s in best.items()}
-    print(f"{n} concurrent denoising steps ({args.size} px, sd1-tiny, Euler with CFG, 1 executor, "
-          f"{args.threads} thread(s)), best of {args.repeats}:")
+    print(
+        f"{n} concurrent denoising steps ({args.size} px, sd1-tiny, Euler with CFG, 1 executor, "
+        f"{args.threads} thread(s)), best of {args.repeats}:"
+    )
     print(f"  batch size 1: {rate[1]:8.1f} steps/s ({best[1] * 1000:.1f} ms for all {n})")
-    print(f"  batch size {n}: {rate[n]:8.1f} steps/s ({best[n] * 1000:.1f} ms for all {n}; "
-          f"{stats['batches_dispatched']} batches of {stats['parts_batched'] / max(1, stats['batches_dispatched']):g})")
+    print(
+        f"  batch size {n}: {rate[n]:8.1f} steps/s ({best[n] * 1000:.1f} ms for all {n}; "
+        f"{stats['batches_dispatched']} batches of {stats['parts_batched'] / max(1, stats['batches_dispatched']):g})"
+    )
     print(f"  throughput ratio: {rate[n] / rate[1]:.2f}x; max |batched - unbatched| of the outputs: {diff:.3g}")
-    record.write({f"batch_{cap}_s": r for cap, r in rounds.items()},
-                 {"throughput_ratio": rate[n] / rate[1], "steps_per_s": {str(c): r for c, r in rate.items()},
-                  "max_abs_difference": diff}, config=vars(args))
+    record.write(
+        {f"batch_{cap}_s": r for cap, r in rounds.items()},
+        {
+            "throughput_ratio": rate[n] / rate[1],
+            "steps_per_s": {str(c): r for c, r in rate.items()},
+            "max_abs_difference": diff,
+        },
+        config=vars(args),
+    )
     return 0

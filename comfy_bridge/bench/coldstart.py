@@ -19,6 +19,7 @@ Demo: a fresh `serve` on the tiny demo model (workspace prepared beforehand), de
 with the default executor and with `--executors 0`, from process start to the image: --demo-rounds each, the
 modes in alternating order, the least and the median printed (the issue asks under 5 s).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,6 +52,7 @@ def ensure_checkpoint(cache_dir: Path) -> tuple[Path, float | None]:
     if path.is_file():
         return path, None
     from nodes.models.demo import build_real_size_sd1
+
     t0 = time.perf_counter()
     build_real_size_sd1(path)
     return path, time.perf_counter() - t0
@@ -70,6 +72,7 @@ def _get(url: str) -> dict:
 def run_prompt(base: str, prompt: dict, server: subprocess.Popen) -> None:
     """Post `prompt` and wait for its end on the websocket, as the web UI does: a client polling /history
     would take, at every poll, CPU from the server and the executors being timed."""
+
     async def run() -> None:
         client_id = uuid.uuid4().hex
         async with aiohttp.ClientSession() as session:
@@ -89,6 +92,7 @@ def run_prompt(base: str, prompt: dict, server: subprocess.Popen) -> None:
                     if event["type"] in ("execution_error", "execution_interrupted"):
                         raise RuntimeError(f"the prompt failed: {event}")
         raise RuntimeError(f"the websocket closed before the prompt ended (server exit status {server.poll()})")
+
     asyncio.run(run())
 
 
@@ -100,9 +104,24 @@ def time_fresh_serve(workspace: Path, prompt: dict, extra: list[str], log: Path,
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(REPO), os.environ.get("PYTHONPATH"))))}
     t0 = time.perf_counter()
     with open(log, "w") as out:
-        server = subprocess.Popen([sys.executable, "-m", "comfy_bridge.cli", "serve", "--workspace", str(workspace),
-                                   "--port", str(port), "--state-db", "memory", *extra],
-                                  env=env, stdout=out, stderr=subprocess.STDOUT)
+        server = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "comfy_bridge.cli",
+                "serve",
+                "--workspace",
+                str(workspace),
+                "--port",
+                str(port),
+                "--state-db",
+                "memory",
+                *extra,
+            ],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     try:
         while True:
             try:
@@ -136,9 +155,25 @@ def time_floor(checkpoint: Path, size: int, steps: int, out: Path, plain: bool =
     seconds from its start to its image on disk (not to its exit: freeing 4 GB of weights at exit is no part
     of the image), its phases and which deferred modules it imported."""
     t0 = time.time()
-    done = subprocess.run([sys.executable, "-m", "comfy_bridge.bench.coldstart_floor", str(checkpoint),
-                           "--size", str(size), "--steps", str(steps), "--out", str(out), *(["--plain"] * plain)],
-                          env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "comfy_bridge.bench.coldstart_floor",
+            str(checkpoint),
+            "--size",
+            str(size),
+            "--steps",
+            str(steps),
+            "--out",
+            str(out),
+            *(["--plain"] * plain),
+        ],
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     phases = json.loads(done.stdout.strip().splitlines()[-1])
     return {"image_s": phases.pop("image_at") - t0, "imported": phases.pop("imported"), "phases": phases}
 
@@ -174,32 +209,43 @@ def run_real(cache_dir: Path, size: int, steps: int, rounds: int, tmp: Path) -> 
     pairs = []
     for r in range(rounds):
         pair = {}
-        for who in CONTENDERS[r % 3:] + CONTENDERS[:r % 3]:
-            pair[who] = (time_fresh_serve(ws, default_prompt(CHECKPOINT, size, steps), [], tmp / "serve-real.log",
-                                          warm=True) if who == "serve" else
-                         time_floor(checkpoint, size, steps, tmp / f"{who}.png", plain=who == "plain"))
+        for who in CONTENDERS[r % 3 :] + CONTENDERS[: r % 3]:
+            pair[who] = (
+                time_fresh_serve(ws, default_prompt(CHECKPOINT, size, steps), [], tmp / "serve-real.log", warm=True)
+                if who == "serve"
+                else time_floor(checkpoint, size, steps, tmp / f"{who}.png", plain=who == "plain")
+            )
         pair["ratio"] = pair["serve"]["first_image_s"] / pair["floor"]["image_s"]
         pair["plain_ratio"] = pair["serve"]["first_image_s"] / pair["plain"]["image_s"]
         pairs.append(pair)
     firsts = [p["serve"]["first_image_s"] for p in pairs]
-    return {"checkpoint": str(checkpoint), "bytes": checkpoint.stat().st_size, "built_s": built_s, "pairs": pairs,
-            "ratio_of_minima": min(firsts) / min(p["floor"]["image_s"] for p in pairs),
-            "median_pair_ratio": statistics.median(p["ratio"] for p in pairs),
-            "plain_ratio_of_minima": min(firsts) / min(p["plain"]["image_s"] for p in pairs),
-            "plain_median_pair_ratio": statistics.median(p["plain_ratio"] for p in pairs)}
+    return {
+        "checkpoint": str(checkpoint),
+        "bytes": checkpoint.stat().st_size,
+        "built_s": built_s,
+        "pairs": pairs,
+        "ratio_of_minima": min(firsts) / min(p["floor"]["image_s"] for p in pairs),
+        "median_pair_ratio": statistics.median(p["ratio"] for p in pairs),
+        "plain_ratio_of_minima": min(firsts) / min(p["plain"]["image_s"] for p in pairs),
+        "plain_median_pair_ratio": statistics.median(p["plain_ratio"] for p in pairs),
+    }
 
 
 def run_demo(tmp: Path, rounds: int) -> dict:
     """`rounds` fresh serves per mode on the demo workspace, the modes in alternating order; each round
     with the load average when it started."""
     ws = tmp / "demo-ws"
-    subprocess.run([sys.executable, "-m", "comfy_bridge.cli", "demo-models", "--workspace", str(ws)],
-                   env={**os.environ, "PYTHONPATH": str(REPO)}, check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "comfy_bridge.cli", "demo-models", "--workspace", str(ws)],
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        check=True,
+        capture_output=True,
+    )
     prompt = default_prompt("sd1-tiny.safetensors")
     modes = {"executors": [], "in-process": ["--executors", "0"]}
     result: dict[str, list[dict]] = {mode: [] for mode in modes}
     for r in range(rounds):
-        for mode in (list(modes) if r % 2 == 0 else list(modes)[::-1]):
+        for mode in list(modes) if r % 2 == 0 else list(modes)[::-1]:
             load = round(os.getloadavg()[0], 2)
             times = time_fresh_serve(ws, prompt, modes[mode], tmp / f"serve-demo-{mode}.log", warm=False)
             result[mode].append({**times, "load": load})
@@ -207,30 +253,36 @@ def run_demo(tmp: Path, rounds: int) -> dict:
 
 
 def report(result: dict, size: int, steps: int) -> list[str]:
-    lines = [f"load average at start {result['load_start']}, at end {result['load_end']} "
-             f"({os.cpu_count()} CPUs)"]
+    lines = [f"load average at start {result['load_start']}, at end {result['load_end']} ({os.cpu_count()} CPUs)"]
     real = result.get("real")
     if real:
         lines.append(f"real-size SD1.5 ({real['bytes'] / 1e9:.2f} GB fp16, {size}x{size}, {steps} euler steps, cfg 8)")
         for i, pair in enumerate(real["pairs"]):
             f, pl, s = pair["floor"], pair["plain"], pair["serve"]
-            lines += [f"  round {i + 1}: floor (the server's import economies) {f['image_s']:.2f} s, phases {f['phases']}",
-                      f"           plain script {pl['image_s']:.2f} s, phases {pl['phases']}",
-                      f"           fresh serve: answers {s['answers_s']:.2f} s, first image {s['first_image_s']:.2f} s"
-                      f" ({pair['ratio']:.2f}x the floor, {pair['plain_ratio']:.2f}x the plain script), "
-                      f"warm image {s['warm_image_s']:.2f} s"]
-        lines.append(f"  first image / floor: {real['ratio_of_minima']:.2f}x (minima), "
-                     f"{real['median_pair_ratio']:.2f}x (median of the rounds' ratios); / plain script: "
-                     f"{real['plain_ratio_of_minima']:.2f}x, {real['plain_median_pair_ratio']:.2f}x")
+            lines += [
+                f"  round {i + 1}: floor (the server's import economies) {f['image_s']:.2f} s, phases {f['phases']}",
+                f"           plain script {pl['image_s']:.2f} s, phases {pl['phases']}",
+                f"           fresh serve: answers {s['answers_s']:.2f} s, first image {s['first_image_s']:.2f} s"
+                f" ({pair['ratio']:.2f}x the floor, {pair['plain_ratio']:.2f}x the plain script), "
+                f"warm image {s['warm_image_s']:.2f} s",
+            ]
+        lines.append(
+            f"  first image / floor: {real['ratio_of_minima']:.2f}x (minima), "
+            f"{real['median_pair_ratio']:.2f}x (median of the rounds' ratios); / plain script: "
+            f"{real['plain_ratio_of_minima']:.2f}x, {real['plain_median_pair_ratio']:.2f}x"
+        )
     demo = result.get("demo")
     if demo:
         lines.append("demo model (sd1-tiny, default workflow 128x128, 20 steps), fresh serve to first image:")
         for mode, runs in demo.items():
             firsts = [d["first_image_s"] for d in runs]
-            lines.append(f"  {mode}: first image {min(firsts):.2f} s (least), {statistics.median(firsts):.2f} s "
-                         f"(median); each round: " + ", ".join(
-                             f"{d['first_image_s']:.2f} s (answers {d['answers_s']:.2f} s, load {d['load']})"
-                             for d in runs))
+            lines.append(
+                f"  {mode}: first image {min(firsts):.2f} s (least), {statistics.median(firsts):.2f} s "
+                f"(median); each round: "
+                + ", ".join(
+                    f"{d['first_image_s']:.2f} s (answers {d['answers_s']:.2f} s, load {d['load']})" for d in runs
+                )
+            )
     return lines
 
 
@@ -238,8 +290,11 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="comfy-cluster bench coldstart", description=__doc__.split("\n")[0])
     p.add_argument("--size", type=int, default=128, help="image side for the real-size runs (small: 2 CPUs)")
     p.add_argument("--steps", type=int, default=2, help="sampling steps for the real-size runs")
-    p.add_argument("--cache-dir", default=str(Path.home() / ".cache" / "comfy-cluster" / "bench"),
-                   help="where the real-size checkpoint is built once and kept")
+    p.add_argument(
+        "--cache-dir",
+        default=str(Path.home() / ".cache" / "comfy-cluster" / "bench"),
+        help="where the real-size checkpoint is built once and kept",
+    )
     p.add_argument("--rounds", type=int, default=3, help="floor and serve pairs, in alternating order")
     p.add_argument("--skip-real", action="store_true")
     p.add_argument("--demo-rounds", type=int, default=3, help="fresh serves on the demo model, per mode")
@@ -266,14 +321,21 @@ def figure(result: dict) -> dict:
     """What the docs quote: the real-size ratios, and the demo's first images per mode."""
     out: dict = {}
     if real := result.get("real"):
-        out["first_image"] = {k: real[k] for k in ("ratio_of_minima", "median_pair_ratio", "plain_ratio_of_minima",
-                                                   "plain_median_pair_ratio")}
+        out["first_image"] = {
+            k: real[k]
+            for k in ("ratio_of_minima", "median_pair_ratio", "plain_ratio_of_minima", "plain_median_pair_ratio")
+        }
     for mode, runs in (result.get("demo") or {}).items():
         firsts = [d["first_image_s"] for d in runs]
         answers = [d["answers_s"] for d in runs]
-        out[f"demo_{mode}"] = {"first_image_min_s": min(firsts), "first_image_max_s": max(firsts),
-                               "first_image_median_s": statistics.median(firsts), "answers_min_s": min(answers),
-                               "answers_max_s": max(answers), "rounds": len(runs)}
+        out[f"demo_{mode}"] = {
+            "first_image_min_s": min(firsts),
+            "first_image_max_s": max(firsts),
+            "first_image_median_s": statistics.median(firsts),
+            "answers_min_s": min(answers),
+            "answers_max_s": max(answers),
+            "rounds": len(runs),
+        }
     return out
 
 

@@ -18,6 +18,7 @@ runs it as a plain script instead: `from diffusers import ...` first, the defaul
 Prints one JSON line: the phases' seconds since the script started (its imports included), and the wall clock
 time (`image_at`) at which the image was on disk.
 """
+
 from __future__ import annotations
 
 import time
@@ -52,7 +53,7 @@ def _meta_build(factory, weights: dict[str, torch.Tensor]) -> torch.nn.Module:
 
 def normal_sigmas(steps: int) -> torch.Tensor:
     """ComfyUI's "normal" schedule of SD1's discrete model sampling (scaled-linear betas, 1000 steps)."""
-    betas = torch.linspace(0.00085 ** 0.5, 0.012 ** 0.5, 1000, dtype=torch.float64) ** 2
+    betas = torch.linspace(0.00085**0.5, 0.012**0.5, 1000, dtype=torch.float64) ** 2
     sigmas = ((1 - torch.cumprod(1 - betas, 0)) / torch.cumprod(1 - betas, 0)) ** 0.5
     log_sigmas = sigmas.log().float()
     ts = torch.linspace(999, 0, steps)
@@ -75,8 +76,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cfg", type=float, default=8.0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=os.devnull)
-    p.add_argument("--plain", action="store_true",
-                   help="a plain script: diffusers and transformers imported whole, torch's and Python's defaults")
+    p.add_argument(
+        "--plain",
+        action="store_true",
+        help="a plain script: diffusers and transformers imported whole, torch's and Python's defaults",
+    )
     args = p.parse_args(argv)
     marks: dict[str, float] = {}
 
@@ -93,25 +97,28 @@ def main(argv: list[str] | None = None) -> int:
     from nodes.models import clip as clip_mod
     from nodes.models import unet as unet_mod
     from nodes.models import vae as vae_mod
+
     mark("imports")
-    sd = load_file(args.checkpoint)   # a memory map: nothing read yet
+    sd = load_file(args.checkpoint)  # a memory map: nothing read yet
     unet_sd = unet_mod.strip_prefix(sd, unet_mod.LDM_UNET_PREFIX)
     layout = unet_mod.infer_layout({k: tuple(v.shape) for k, v in unet_sd.items()})
-    unet = _meta_build(lambda: UNet2DConditionModel(**unet_mod.diffusers_config(layout, "sd1")),
-                       unet_mod.ldm_to_diffusers(unet_sd, layout))
+    unet = _meta_build(
+        lambda: UNet2DConditionModel(**unet_mod.diffusers_config(layout, "sd1")),
+        unet_mod.ldm_to_diffusers(unet_sd, layout),
+    )
     vsd = vae_mod.ldm_to_diffusers(unet_mod.strip_prefix(sd, vae_mod.LDM_VAE_PREFIX))
     vae = _meta_build(lambda: AutoencoderKL(**vae_mod.diffusers_config(vsd)), vsd)
     tsd = clip_mod.hf_keys(sd, "cond_stage_model.transformer.")
     cfg = clip_mod.clip_config(tsd, "quick_gelu")
     te = _meta_build(lambda: CLIPTextModel(cfg), tsd)
-    for module in te.modules():   # the one buffer no file holds
+    for module in te.modules():  # the one buffer no file holds
         if getattr(module, "position_ids", None) is not None and module.position_ids.is_meta:
             module.register_buffer("position_ids", torch.arange(77).expand(1, -1), persistent=False)
     mark("loaded")
     with torch.inference_mode():
         ids = torch.full((1, 77), cfg.eos_token_id)
         ids[0, 0] = cfg.bos_token_id
-        conds = [te(input_ids=ids).last_hidden_state for _ in range(2)]   # the positive and negative prompt
+        conds = [te(input_ids=ids).last_hidden_state for _ in range(2)]  # the positive and negative prompt
         context = torch.cat(conds)
         mark("encoded")
         sigmas, log_sigmas = normal_sigmas(args.steps)
@@ -119,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         x = torch.randn(1, 4, args.size // 8, args.size // 8, generator=g) * sigmas[0]
         for i in range(args.steps):
             s = sigmas[i]
-            xin = torch.cat([x, x]) / (s ** 2 + 1) ** 0.5
+            xin = torch.cat([x, x]) / (s**2 + 1) ** 0.5
             eps = unet(xin, timestep(s.reshape(1), log_sigmas).expand(2), encoder_hidden_states=context).sample
             den_c, den_u = (x - eps[:1] * s), (x - eps[1:] * s)
             denoised = den_u + (den_c - den_u) * args.cfg
@@ -129,8 +136,9 @@ def main(argv: list[str] | None = None) -> int:
         pixels = ((image[0].clamp(-1, 1) + 1) * 127.5).round().to(torch.uint8).permute(1, 2, 0).numpy()
         Image.fromarray(pixels).save(args.out, format="PNG")
         mark("image")
-    marks["image_at"] = time.time()   # the wall clock when the image was on disk: the caller's stop watch
+    marks["image_at"] = time.time()  # the wall clock when the image was on disk: the caller's stop watch
     from nodes.models.lean_imports import is_loaded
+
     # which of the modules the server defers this run imported for real (none, unless --plain)
     imported = [m for m in ("torch._dynamo", "diffusers.models.transformers", "scipy.stats") if is_loaded(m)]
     print(json.dumps({**marks, "imported": imported}), flush=True)

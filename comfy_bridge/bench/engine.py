@@ -7,6 +7,7 @@ minimum times and the median of the rounds' ratios (each round's two runs see th
 and the engine alone: the same run with every ModelFn output replayed from a record, which bounds the
 engine's cost without the machine's noise in two 0.2 s runs.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -53,11 +54,13 @@ def _engine_alone(prompt: dict, registry, repeats: int) -> float:
     """Seconds per run of the engine alone (min of `repeats`)."""
     from cluster.local import run_on_compute
     from comfy_bridge.cli.run import run_prompt
+
     replay = _Replay()
 
     async def once():
         use_runtime(replay)
         return await run_prompt(prompt, None, registry, show_progress=False)
+
     run_on_compute(once)
     best = float("inf")
     for _ in range(repeats):
@@ -70,22 +73,32 @@ def _engine_alone(prompt: dict, registry, repeats: int) -> float:
 
 def _diffusers_runner(ckpt: Path, prompt: dict, out_dir: Path):
     from transformers.utils import logging as tlog
-    tlog.set_verbosity_error()   # the pipeline's image-processor imports warn about torchvision, unused here
+
+    tlog.set_verbosity_error()  # the pipeline's image-processor imports warn about torchvision, unused here
     from diffusers import EulerDiscreteScheduler, StableDiffusionPipeline
     from diffusers.utils import logging as dlog
 
     from nodes.loaders import make_ref, probe_arch
     from nodes.models.loader import load_diffusion_model, load_text_encoder, load_vae
+
     arch, _ = probe_arch(ckpt)
     unet = load_diffusion_model(make_ref("diffusion_model", arch, [ckpt]))
     clip = load_text_encoder(make_ref("text_encoder", arch, [ckpt]))
     vae = load_vae(make_ref("vae", arch, [ckpt]))
     dlog.disable_progress_bar()
-    sched = EulerDiscreteScheduler(beta_start=0.00085, beta_end=0.012, beta_schedule="scaled_linear",
-                                   timestep_spacing="linspace", steps_offset=1)
-    pipe = StableDiffusionPipeline(vae=vae.module, text_encoder=None, tokenizer=None, unet=unet.module,
-                                   scheduler=sched, safety_checker=None, feature_extractor=None,
-                                   requires_safety_checker=False)
+    sched = EulerDiscreteScheduler(
+        beta_start=0.00085, beta_end=0.012, beta_schedule="scaled_linear", timestep_spacing="linspace", steps_offset=1
+    )
+    pipe = StableDiffusionPipeline(
+        vae=vae.module,
+        text_encoder=None,
+        tokenizer=None,
+        unet=unet.module,
+        scheduler=sched,
+        safety_checker=None,
+        feature_extractor=None,
+        requires_safety_checker=False,
+    )
     pipe.set_progress_bar_config(disable=True)
     sampler = prompt["3"]["inputs"]
     size = prompt["5"]["inputs"]["width"]
@@ -94,10 +107,17 @@ def _diffusers_runner(ckpt: Path, prompt: dict, out_dir: Path):
         with torch.inference_mode():
             pos, _ = clip.encode(clip.tokenize(prompt["6"]["inputs"]["text"]))
             neg, _ = clip.encode(clip.tokenize(prompt["7"]["inputs"]["text"]))
-            image = pipe(prompt_embeds=pos, negative_prompt_embeds=neg, height=size, width=size,
-                         num_inference_steps=sampler["steps"], guidance_scale=sampler["cfg"],
-                         generator=torch.Generator().manual_seed(sampler["seed"])).images[0]
+            image = pipe(
+                prompt_embeds=pos,
+                negative_prompt_embeds=neg,
+                height=size,
+                width=size,
+                num_inference_steps=sampler["steps"],
+                guidance_scale=sampler["cfg"],
+                generator=torch.Generator().manual_seed(sampler["seed"]),
+            ).images[0]
             image.save(out_dir / "diffusers.png", compress_level=4)
+
     return run
 
 
@@ -105,29 +125,39 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="comfy-cluster bench engine", description=__doc__)
     p.add_argument("--sizes", type=int, nargs="+", default=[64, 128])
     p.add_argument("--repeats", type=int, default=7)
-    p.add_argument("--threads", type=int, default=1,
-                   help="torch threads (1: on a 2-core machine two OpenMP teams in one process slow each other)")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch threads (1: on a 2-core machine two OpenMP teams in one process slow each other)",
+    )
     args = p.parse_args(argv)
     from cluster.bench import results
+
     record = results.begin("engine", argv)
     rounds, figure = {}, {}
     from cluster.local import COMPUTE, run_on_compute, set_threads
+
     set_threads(args.threads)
 
     from comfy_bridge.cli.demo_models import ensure_demo_models
-    from comfy_bridge.registry import build_registry
     from comfy_bridge.cli.run import run_prompt
+    from comfy_bridge.registry import build_registry
     from nodes.workspace import Workspace, activate
+
     with tempfile.TemporaryDirectory() as tmp:
         ws = activate(Workspace(Path(tmp)).create())
         ensure_demo_models(ws)
         registry = build_registry(ws)
         ckpt = ws.full_path("checkpoints", "sd1-tiny.safetensors")
-        print(f"default workflow (sd1-tiny, 20 steps euler, cfg 8), torch threads {args.threads}, "
-              f"min of {args.repeats}")
+        print(
+            f"default workflow (sd1-tiny, 20 steps euler, cfg 8), torch threads {args.threads}, min of {args.repeats}"
+        )
         print(f"{'size':>6} {'run (s)':>10} {'diffusers (s)':>14} {'ratio':>7} {'paired':>7} {'engine alone':>15}")
-        print("  (ratio of the minima; median of the rounds' ratios; the engine with every ModelFn output "
-              "replayed, and its share of the run)")
+        print(
+            "  (ratio of the minima; median of the rounds' ratios; the engine with every ModelFn output "
+            "replayed, and its share of the run)"
+        )
         for size in args.sizes:
             prompt = sd1_prompt(size)
             # as `comfy-cluster run` does it (comfy_bridge.cli.run.run_workflow_file)
@@ -140,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
             t_ours, t_theirs = [], []
             for i in range(args.repeats):
                 pair = ((ours, t_ours), (theirs, t_theirs))
-                for fn, acc in pair if i % 2 == 0 else pair[::-1]:   # alternate who goes first
+                for fn, acc in pair if i % 2 == 0 else pair[::-1]:  # alternate who goes first
                     t0 = time.perf_counter()
                     fn()
                     acc.append(time.perf_counter() - t0)
@@ -148,11 +178,16 @@ def main(argv: list[str] | None = None) -> int:
             # each round's two runs are back to back, so their ratio sees the same machine load
             paired = statistics.median(x / y for x, y in zip(t_ours, t_theirs))
             alone = _engine_alone(prompt, registry, args.repeats)
-            print(f"{size:>6} {a:>10.4f} {b:>14.4f} {a / b:>7.3f} {paired:>7.3f} {alone * 1e3:>9.2f} ms "
-                  f"= {alone / a:.1%}")
+            print(
+                f"{size:>6} {a:>10.4f} {b:>14.4f} {a / b:>7.3f} {paired:>7.3f} {alone * 1e3:>9.2f} ms = {alone / a:.1%}"
+            )
             rounds[str(size)] = {"run_s": t_ours, "diffusers_s": t_theirs}
-            figure[str(size)] = {"ratio_min": a / b, "paired_median": paired, "engine_alone_ms": alone * 1e3,
-                                 "engine_share": alone / a}
+            figure[str(size)] = {
+                "ratio_min": a / b,
+                "paired_median": paired,
+                "engine_alone_ms": alone * 1e3,
+                "engine_share": alone / a,
+            }
     record.write(rounds, figure, config=vars(args))
     return 0
 

@@ -10,6 +10,7 @@ data plane. Reported: one prompt's latency (min of N, the two paths interleaved 
 hits both) and the time for `--executors` prompts submitted at once, with the ratio, and whether
 the images are bit-identical.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,8 +22,8 @@ from pathlib import Path
 
 async def _run(registry, prompt: dict, runtime, n: int = 1) -> list[bytes]:
     """Run `n` copies of the prompt at once; returns the PNG bytes of each."""
-    from comfy_bridge.execution import PromptExecutor
     from comfy_bridge.cli.run import ConsoleSink
+    from comfy_bridge.execution import PromptExecutor
     from comfy_bridge.validation import validate_prompt
     from nodes.workspace import active
 
@@ -35,6 +36,7 @@ async def _run(registry, prompt: dict, runtime, n: int = 1) -> list[bytes]:
         assert ex.success, ex.status_messages
         [image] = [im for ui in ex.history_result["outputs"].values() for im in ui.get("images", [])]
         return (active().output_dir / image.get("subfolder", "") / image["filename"]).read_bytes()
+
     return list(await asyncio.gather(*(one(i) for i in range(n))))
 
 
@@ -46,14 +48,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=1, help="torch threads in-process and per executor")
     args = p.parse_args(argv)
     from cluster.bench import results
+
     record = results.begin("cluster", argv)
     from cluster.local import LocalRuntime, set_threads
-    set_threads(args.threads)   # this thread and the in-process ModelFn thread (OpenMP counts are per thread)
-    from comfy_bridge.bench.engine import sd1_prompt
+
+    set_threads(args.threads)  # this thread and the in-process ModelFn thread (OpenMP counts are per thread)
     from cluster.local_cluster import start_local_cluster
+    from comfy_bridge.bench.engine import sd1_prompt
     from comfy_bridge.cli.demo_models import ensure_demo_models
     from comfy_bridge.registry import build_registry
     from nodes.workspace import Workspace, activate
+
     with tempfile.TemporaryDirectory() as tmp:
         ws = activate(Workspace(Path(tmp)).create())
         ensure_demo_models(ws)
@@ -79,14 +84,21 @@ def main(argv: list[str] | None = None) -> int:
     same = images["in-process"] == images["cluster"]
     a, b = min(single["cluster"]), min(single["in-process"])
     c, d = min(batch["cluster"]), min(batch["in-process"])
-    print(f"default workflow at {args.size} px (sd1-tiny, 20 steps euler, cfg 8), {args.threads} torch thread(s) "
-          f"per process, min of {args.repeats}; images bit-identical: {same}")
+    print(
+        f"default workflow at {args.size} px (sd1-tiny, 20 steps euler, cfg 8), {args.threads} torch thread(s) "
+        f"per process, min of {args.repeats}; images bit-identical: {same}"
+    )
     print(f"one prompt: cluster ({args.executors} executors) {a:.3f} s, in-process {b:.3f} s, ratio {a / b:.2f}")
     print(f"{args.executors} prompts at once: cluster {c:.3f} s, in-process {d:.3f} s, ratio {c / d:.2f}")
-    record.write({"one_prompt_s": single, "prompts_at_once_s": batch},
-                 {"one_prompt": {"cluster_s": a, "in_process_s": b, "ratio": a / b},
-                  "at_once": {"cluster_s": c, "in_process_s": d, "ratio": c / d}, "bit_identical": same},
-                 config=vars(args))
+    record.write(
+        {"one_prompt_s": single, "prompts_at_once_s": batch},
+        {
+            "one_prompt": {"cluster_s": a, "in_process_s": b, "ratio": a / b},
+            "at_once": {"cluster_s": c, "in_process_s": d, "ratio": c / d},
+            "bit_identical": same,
+        },
+        config=vars(args),
+    )
     return 0 if same else 1
 
 

@@ -15,6 +15,7 @@ flags.py holds ComfyUI's flags and the cluster's; workspace_args.py turns them i
 The subcommand modules are imported when the parser is built, and `serve` imports only its own: it starts
 its executor processes before anything imports torch (see serve.start_executors_early).
 """
+
 from __future__ import annotations
 
 import argparse

@@ -2,6 +2,7 @@
 data plane, cascades; comfy_bridge/bench: the engine, whole workflows, batching, tenants under load,
 cold starts, a monolithic Diffusers instance's start-up;
 cluster/sim: the simulator's report and its check against a real server)."""
+
 from __future__ import annotations
 
 import argparse

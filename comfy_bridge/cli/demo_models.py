@@ -1,5 +1,6 @@
 """`comfy-cluster demo-models`, and the first start on an empty workspace: the tiny offline models (and
 the example input image) that make every bundled workflow run with no download."""
+
 from __future__ import annotations
 
 import argparse
@@ -21,6 +22,7 @@ def ensure_demo_models(ws: Workspace) -> None:
     if ws.list_files("checkpoints"):
         return
     from nodes.models.demo import build_demo_models
+
     log.info("no checkpoint in %s: building the demo models", ws.models_dir)
     build_demo_models(ws.models_dir)
 
@@ -31,6 +33,7 @@ def write_example_image(path: Path, size: int = 128) -> None:
     from PIL import Image
 
     from nodes.output_claims import write_atomic
+
     y, x = np.mgrid[0:size, 0:size] / (size - 1)
     disc = ((x - 0.5) ** 2 + (y - 0.5) ** 2 < 0.09).astype(float)
     rgb = np.stack([x, y, 0.5 * (1 - disc) + disc], axis=-1)
@@ -40,10 +43,10 @@ def write_example_image(path: Path, size: int = 128) -> None:
 def cmd_demo_models(args: argparse.Namespace) -> int:
     ws = open_workspace(args)
     from nodes.models.demo import build_demo_models
+
     for path in build_demo_models(ws.models_dir):
         print(path)
     return 0
-
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

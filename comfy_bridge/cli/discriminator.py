@@ -1,6 +1,7 @@
 """`comfy-cluster discriminator train --real DIR --fake DIR [--out FILE]`: fit the cascade's
 real-vs-generated classifier on the user's images and save it as .safetensors (by default into the
 workspace's models/classifiers, where CascadeKSampler lists it)."""
+
 from __future__ import annotations
 
 import argparse
@@ -15,12 +16,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     disc = sub.add_parser("discriminator", help="train the cascade discriminator")
     common = shared_options(disc, lambda p: p.add_argument("--workspace", help="where the default --out goes"))
     actions = disc.add_subparsers(dest="action", required=True)
-    train = actions.add_parser("train", parents=[common],
-                               help="train on real and generated images; writes a .safetensors")
+    train = actions.add_parser(
+        "train", parents=[common], help="train on real and generated images; writes a .safetensors"
+    )
     train.add_argument("--real", required=True, help="folder of real images (searched recursively)")
     train.add_argument("--fake", required=True, help="folder of generated images (searched recursively)")
-    train.add_argument("--out", default=None, help="output file (default: <workspace>/models/classifiers/"
-                                                   "discriminator.safetensors)")
+    train.add_argument(
+        "--out", default=None, help="output file (default: <workspace>/models/classifiers/discriminator.safetensors)"
+    )
     train.add_argument("--epochs", type=int, default=20)
     train.add_argument("--batch-size", type=int, default=32)
     train.add_argument("--lr", type=float, default=3e-3)
@@ -34,6 +37,7 @@ def load_folder(folder: Path, size: int):
     import numpy as np
     import torch
     from PIL import Image, ImageOps
+
     files = sorted(p for p in Path(folder).rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES)
     if not files:
         raise SystemExit(f"no images in {folder}")
@@ -47,12 +51,14 @@ def load_folder(folder: Path, size: int):
 
 def main(args: argparse.Namespace) -> int:
     import torch
-    from nodes.models.discriminator import (Discriminator, DiscriminatorConfig, save_discriminator,
-                                               train_discriminator)
+
+    from nodes.models.discriminator import Discriminator, DiscriminatorConfig, save_discriminator, train_discriminator
+
     if args.out:
         out = Path(args.out)
     else:
         from comfy_bridge.cli.workspace_args import open_workspace
+
         out = open_workspace(args).folder_paths("classifiers")[0] / "discriminator.safetensors"
     real, fake = load_folder(Path(args.real), args.image_size), load_folder(Path(args.fake), args.image_size)
     print(f"{len(real)} real and {len(fake)} generated images at {args.image_size}px")
@@ -63,7 +69,9 @@ def main(args: argparse.Namespace) -> int:
         print(f"epoch {epoch:3d}  loss {loss:.4f}")
     conf_real, conf_fake = model.confidence(real), model.confidence(fake)
     accuracy = (float((conf_real >= 0.5).sum()) + float((conf_fake < 0.5).sum())) / (len(real) + len(fake))
-    print(f"training accuracy {accuracy:.3f}; mean P(real): real {float(conf_real.mean()):.3f}, "
-          f"generated {float(conf_fake.mean()):.3f}")
+    print(
+        f"training accuracy {accuracy:.3f}; mean P(real): real {float(conf_real.mean()):.3f}, "
+        f"generated {float(conf_fake.mean()):.3f}"
+    )
     print(save_discriminator(model, out))
     return 0

@@ -4,31 +4,68 @@ Flags that change what the server does are honoured; model-runtime flags that on
 ComfyUI's own memory manager (precision, attention, VRAM modes) are accepted and ignored; any
 other unknown flag is accepted with a warning instead of argparse's exit(2).
 """
+
 from __future__ import annotations
 
 import argparse
 import logging
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 log = logging.getLogger("comfy_cluster")
 
 # Accepted for compatibility; our executors manage memory and precision themselves.
 ACCEPTED_RUNTIME_FLAGS = (
-    "--gpu-only", "--highvram", "--normalvram", "--lowvram", "--novram", "--disable-smart-memory",
-    "--force-fp16", "--force-fp32", "--fp32-unet", "--fp16-unet", "--bf16-unet", "--fp8_e4m3fn-unet",
-    "--fp16-vae", "--fp32-vae", "--bf16-vae", "--cpu-vae", "--fp8_e4m3fn-text-enc", "--fp16-text-enc",
-    "--fp32-text-enc", "--use-split-cross-attention", "--use-quad-cross-attention", "--use-pytorch-cross-attention",
-    "--use-sage-attention", "--use-flash-attention", "--disable-xformers", "--force-upcast-attention",
-    "--dont-upcast-attention", "--deterministic", "--auto-launch", "--disable-auto-launch",
-    "--windows-standalone-build", "--disable-api-nodes", "--log-stdout", "--enable-compress-response-body",
-    "--disable-ipex-optimize", "--force-channels-last", "--disable-mmap", "--mmap-torch-files",
+    "--gpu-only",
+    "--highvram",
+    "--normalvram",
+    "--lowvram",
+    "--novram",
+    "--disable-smart-memory",
+    "--force-fp16",
+    "--force-fp32",
+    "--fp32-unet",
+    "--fp16-unet",
+    "--bf16-unet",
+    "--fp8_e4m3fn-unet",
+    "--fp16-vae",
+    "--fp32-vae",
+    "--bf16-vae",
+    "--cpu-vae",
+    "--fp8_e4m3fn-text-enc",
+    "--fp16-text-enc",
+    "--fp32-text-enc",
+    "--use-split-cross-attention",
+    "--use-quad-cross-attention",
+    "--use-pytorch-cross-attention",
+    "--use-sage-attention",
+    "--use-flash-attention",
+    "--disable-xformers",
+    "--force-upcast-attention",
+    "--dont-upcast-attention",
+    "--deterministic",
+    "--auto-launch",
+    "--disable-auto-launch",
+    "--windows-standalone-build",
+    "--disable-api-nodes",
+    "--log-stdout",
+    "--enable-compress-response-body",
+    "--disable-ipex-optimize",
+    "--force-channels-last",
+    "--disable-mmap",
+    "--mmap-torch-files",
 )
 
 
 def add_comfyui_flags(p: argparse.ArgumentParser) -> None:
     """The flags of ComfyUI's main.py that Comfy Cluster honours."""
-    p.add_argument("--listen", nargs="?", const="0.0.0.0,::", default="127.0.0.1", metavar="IP",
-                   help="address(es) to listen on, comma separated; bare --listen means all interfaces")
+    p.add_argument(
+        "--listen",
+        nargs="?",
+        const="0.0.0.0,::",
+        default="127.0.0.1",
+        metavar="IP",
+        help="address(es) to listen on, comma separated; bare --listen means all interfaces",
+    )
     p.add_argument("--port", type=int, default=8188)
     p.add_argument("--tls-keyfile")
     p.add_argument("--tls-certfile")
@@ -70,56 +107,118 @@ def add_comfyui_flags(p: argparse.ArgumentParser) -> None:
 
 def add_cluster_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workspace", default=None, help="workspace folder (default: platform data dir)")
-    p.add_argument("--executors", type=int, default=None,
-                   help="local executor processes to start (default: one per GPU with --executor-device "
-                        "cuda, else 1; 0: run ModelFns inside the server process, on the CPU, or with "
-                        "--head-address: only on executors that join)")
-    p.add_argument("--executor-device", choices=("cpu", "cuda", "auto"), default="cpu",
-                   help="where executors run ModelFns: the CPU (default: GPU executors have not run on a GPU "
-                        "yet, see the README), the GPUs (in turn; --cuda-device N: only GPU N), or auto "
-                        "(the GPUs when CUDA has any)")
-    p.add_argument("--head-address", default=None, metavar="tcp://IP:PORT",
-                   help="where the head listens for executors on other machines (`comfy-cluster executor --head "
-                        "tcp://IP:PORT`); they must know the cluster secret ($COMFY_CLUSTER_SECRET, else "
-                        "cluster.secret in the workspace, created now if absent). A non-loopback IP needs a tenant "
-                        "or --insecure-open. With it, --executors 0 starts no local executor and waits for "
-                        "executors to join (default: a local socket only this machine's executors reach)")
-    p.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
-                   help="place executors on a Ray cluster as Ray actors: `auto` (the cluster this machine is part "
-                        "of), a Ray address (HOST:PORT or ray://HOST:PORT), or none: a local Ray started here. One "
-                        "executor per GPU on every node with --executor-device cuda (auto: on nodes with GPUs), "
-                        "else --executors N CPU executors per node (default 1); nodes that join get theirs. The "
-                        "head listens on --head-address (default: this machine's address toward the Ray cluster, "
-                        "which needs a tenant or --insecure-open; loopback for a local Ray)")
-    p.add_argument("--ray-autoscale", default=None, metavar="LOW:HIGH",
-                   help="with --ray: executors follow demand between LOW and HIGH instead of one per GPU on every "
-                        "node: one more while prompts queue and all are busy (Ray places it where there is room, or "
-                        "its autoscaler, KubeRay's, adds a node for it), an idle one retired after --ray-keepalive "
-                        "(its node then goes idle and the autoscaler removes it)")
-    p.add_argument("--ray-keepalive", type=float, default=300.0, metavar="SECONDS",
-                   help="with --ray-autoscale: how long an executor stays idle before it is retired (default 300)")
-    p.add_argument("--ray-nodes-as-hosts", action="store_true",
-                   help="with --ray: treat every Ray node as a host of its own, moving tensors between nodes over "
-                        "TCP even where they share a machine (Ray nodes started on one machine, as tests do)")
-    p.add_argument("--data-plane", choices=("auto", "shm", "tcp"), default=None,
-                   help="how tensors move between processes: auto (shared memory on one host, TCP across hosts), "
-                        "shm, or tcp (TCP between every two processes, the cross-host path on one host); "
-                        "default: $COMFY_CLUSTER_DATA_PLANE or auto")
-    p.add_argument("--executor-threads", type=int, default=0,
-                   help="torch threads per executor (0: the machine's cores divided among the executors)")
-    p.add_argument("--concurrent-prompts", type=int, default=1, metavar="N",
-                   help="prompts orchestrated at once, each with its own engine and output cache "
-                        "(1: ComfyUI's one at a time, one shared cache)")
-    p.add_argument("--scheduler", default="vtime", choices=["vtime", "fifo", "sjf", "vtc"],
-                   help="scheduling policy between tenants")
-    p.add_argument("--fairness-slack", type=float, default=None, metavar="SECONDS",
-                   help="vTime slack: tenants within this much service of the least-served compete (default: the scheduler's)")
-    p.add_argument("--max-batch", type=int, default=1, metavar="N",
-                   help="samples of compatible denoising steps from different prompts run as one batch on an "
-                        "executor (or in-process with --executors 0), per model (1: no batching; a cascade's "
-                        "controller overrides it for its models)")
-    p.add_argument("--batch-window-ms", type=float, default=20.0, metavar="MS",
-                   help="with --max-batch above 1: how long a batch that is not full waits for more steps")
+    p.add_argument(
+        "--executors",
+        type=int,
+        default=None,
+        help="local executor processes to start (default: one per GPU with --executor-device "
+        "cuda, else 1; 0: run ModelFns inside the server process, on the CPU, or with "
+        "--head-address: only on executors that join)",
+    )
+    p.add_argument(
+        "--executor-device",
+        choices=("cpu", "cuda", "auto"),
+        default="cpu",
+        help="where executors run ModelFns: the CPU (default: GPU executors have not run on a GPU "
+        "yet, see the README), the GPUs (in turn; --cuda-device N: only GPU N), or auto "
+        "(the GPUs when CUDA has any)",
+    )
+    p.add_argument(
+        "--head-address",
+        default=None,
+        metavar="tcp://IP:PORT",
+        help="where the head listens for executors on other machines (`comfy-cluster executor --head "
+        "tcp://IP:PORT`); they must know the cluster secret ($COMFY_CLUSTER_SECRET, else "
+        "cluster.secret in the workspace, created now if absent). A non-loopback IP needs a tenant "
+        "or --insecure-open. With it, --executors 0 starts no local executor and waits for "
+        "executors to join (default: a local socket only this machine's executors reach)",
+    )
+    p.add_argument(
+        "--ray",
+        nargs="?",
+        const="local",
+        default=None,
+        metavar="ADDRESS",
+        help="place executors on a Ray cluster as Ray actors: `auto` (the cluster this machine is part "
+        "of), a Ray address (HOST:PORT or ray://HOST:PORT), or none: a local Ray started here. One "
+        "executor per GPU on every node with --executor-device cuda (auto: on nodes with GPUs), "
+        "else --executors N CPU executors per node (default 1); nodes that join get theirs. The "
+        "head listens on --head-address (default: this machine's address toward the Ray cluster, "
+        "which needs a tenant or --insecure-open; loopback for a local Ray)",
+    )
+    p.add_argument(
+        "--ray-autoscale",
+        default=None,
+        metavar="LOW:HIGH",
+        help="with --ray: executors follow demand between LOW and HIGH instead of one per GPU on every "
+        "node: one more while prompts queue and all are busy (Ray places it where there is room, or "
+        "its autoscaler, KubeRay's, adds a node for it), an idle one retired after --ray-keepalive "
+        "(its node then goes idle and the autoscaler removes it)",
+    )
+    p.add_argument(
+        "--ray-keepalive",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="with --ray-autoscale: how long an executor stays idle before it is retired (default 300)",
+    )
+    p.add_argument(
+        "--ray-nodes-as-hosts",
+        action="store_true",
+        help="with --ray: treat every Ray node as a host of its own, moving tensors between nodes over "
+        "TCP even where they share a machine (Ray nodes started on one machine, as tests do)",
+    )
+    p.add_argument(
+        "--data-plane",
+        choices=("auto", "shm", "tcp"),
+        default=None,
+        help="how tensors move between processes: auto (shared memory on one host, TCP across hosts), "
+        "shm, or tcp (TCP between every two processes, the cross-host path on one host); "
+        "default: $COMFY_CLUSTER_DATA_PLANE or auto",
+    )
+    p.add_argument(
+        "--executor-threads",
+        type=int,
+        default=0,
+        help="torch threads per executor (0: the machine's cores divided among the executors)",
+    )
+    p.add_argument(
+        "--concurrent-prompts",
+        type=int,
+        default=1,
+        metavar="N",
+        help="prompts orchestrated at once, each with its own engine and output cache "
+        "(1: ComfyUI's one at a time, one shared cache)",
+    )
+    p.add_argument(
+        "--scheduler",
+        default="vtime",
+        choices=["vtime", "fifo", "sjf", "vtc"],
+        help="scheduling policy between tenants",
+    )
+    p.add_argument(
+        "--fairness-slack",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="vTime slack: tenants within this much service of the least-served compete (default: the scheduler's)",
+    )
+    p.add_argument(
+        "--max-batch",
+        type=int,
+        default=1,
+        metavar="N",
+        help="samples of compatible denoising steps from different prompts run as one batch on an "
+        "executor (or in-process with --executors 0), per model (1: no batching; a cascade's "
+        "controller overrides it for its models)",
+    )
+    p.add_argument(
+        "--batch-window-ms",
+        type=float,
+        default=20.0,
+        metavar="MS",
+        help="with --max-batch above 1: how long a batch that is not full waits for more steps",
+    )
 
 
 def executor_devices(args: argparse.Namespace, cuda_devices: int | None = None) -> list[str]:
@@ -129,9 +228,10 @@ def executor_devices(args: argparse.Namespace, cuda_devices: int | None = None) 
     devices there are (default: ask torch)."""
     cpu = ["cpu"] * (1 if args.executors is None else args.executors)
     if args.cpu or args.executor_device == "cpu":
-        return cpu   # without asking torch: serve starts its executors before importing it (seconds)
+        return cpu  # without asking torch: serve starts its executors before importing it (seconds)
     if cuda_devices is None:
         import torch
+
         cuda_devices = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if args.executor_device == "cuda" and cuda_devices == 0:
         raise ValueError("--executor-device cuda: torch sees no CUDA device on this machine")
@@ -147,8 +247,9 @@ def executor_devices(args: argparse.Namespace, cuda_devices: int | None = None) 
     return [gpus[i % len(gpus)] for i in range(n)]
 
 
-def shared_options(command: argparse.ArgumentParser,
-                   add: Callable[[argparse.ArgumentParser], object]) -> argparse.ArgumentParser:
+def shared_options(
+    command: argparse.ArgumentParser, add: Callable[[argparse.ArgumentParser], object]
+) -> argparse.ArgumentParser:
     """Options that every verb of `command` takes, accepted before the verb (`tenants --workspace W add X`)
     and after it (`tenants add X --workspace W`, as users type them). `add` adds them to a parser without
     defaults; they go on `command` itself and on the returned parser, to pass as `parents=[...]` to each

@@ -9,6 +9,7 @@ socket. It runs until SIGTERM / Ctrl-C, or until the head retires it (scaling in
 waits for it to come back and joins again (`--exit-with-head`: it stops too). A head that refuses it (no
 secret, or a wrong one) ends it with exit code 2.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -18,9 +19,10 @@ from comfy_bridge.cli.workspace_args import open_workspace
 
 
 def cmd_executor(args: argparse.Namespace) -> int:
-    gc.disable()   # until it is warm, as `python -m cluster.executor` starts (run_executor turns it back on)
+    gc.disable()  # until it is warm, as `python -m cluster.executor` starts (run_executor turns it back on)
     from cluster import secret as cluster_secret
     from cluster.executor import run_executor
+
     ws = open_workspace(args)
     args.rejoin = not args.exit_with_head
     return run_executor(args, cluster_secret.read_secret(ws.root))
@@ -28,12 +30,20 @@ def cmd_executor(args: argparse.Namespace) -> int:
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     from cluster.executor import add_arguments
-    p = sub.add_parser("executor", help="join a running head as one executor (from any machine)",
-                       description=__doc__.split("\n\n")[0])
+
+    p = sub.add_parser(
+        "executor", help="join a running head as one executor (from any machine)", description=__doc__.split("\n\n")[0]
+    )
     add_arguments(p)
-    p.add_argument("--workspace", default=None,
-                   help="workspace folder: its models, and its cluster.secret unless COMFY_CLUSTER_SECRET is set "
-                        "(default: the platform data dir)")
-    p.add_argument("--exit-with-head", action="store_true",
-                   help="stop when the head stops (default: wait for it to come back and join it again)")
+    p.add_argument(
+        "--workspace",
+        default=None,
+        help="workspace folder: its models, and its cluster.secret unless COMFY_CLUSTER_SECRET is set "
+        "(default: the platform data dir)",
+    )
+    p.add_argument(
+        "--exit-with-head",
+        action="store_true",
+        help="stop when the head stops (default: wait for it to come back and join it again)",
+    )
     p.set_defaults(func=cmd_executor)

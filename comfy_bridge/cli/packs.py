@@ -1,5 +1,6 @@
 """`comfy-cluster nodes install | list | disable | enable`: the workspace's custom node packs, managed
 the way ComfyUI-Manager does (comfy_bridge.packs.manage does the work)."""
+
 from __future__ import annotations
 
 import argparse
@@ -23,9 +24,14 @@ def cmd_install(args: argparse.Namespace) -> int:
     ws = _workspace(args)
     notes: list[str] = []
     try:
-        entry, installed = install_pack(ws, args.source, requirements=not args.skip_requirements,
-                                        pip_args=args.pip_arg or (), notes=notes,
-                                        install_script=not args.skip_install_script)
+        entry, installed = install_pack(
+            ws,
+            args.source,
+            requirements=not args.skip_requirements,
+            pip_args=args.pip_arg or (),
+            notes=notes,
+            install_script=not args.skip_install_script,
+        )
     except (PackError, RequirementsError) as err:
         print(f"{'refused' if isinstance(err, TorchReplacement) else 'error'}: {err}", file=sys.stderr)
         for note in notes:
@@ -35,8 +41,10 @@ def cmd_install(args: argparse.Namespace) -> int:
     for requirement in installed:
         print(f"  pip installed {requirement}")
     if entry.path.is_dir() and (entry.path / "install.py").is_file():
-        print(f"  {'skipped' if args.skip_install_script or args.skip_requirements else 'ran'} "
-              f"{entry.path / 'install.py'}")
+        print(
+            f"  {'skipped' if args.skip_install_script or args.skip_requirements else 'ran'} "
+            f"{entry.path / 'install.py'}"
+        )
     for note in notes:
         print(f"  warning: {note}", file=sys.stderr)
     print("restart the server to load it")
@@ -45,6 +53,7 @@ def cmd_install(args: argparse.Namespace) -> int:
 
 def cmd_list(args: argparse.Namespace) -> int:
     from comfy_bridge.packs.cluster_pack import PACK_NAME, node_names
+
     ws = _workspace(args)
     print(f"{PACK_NAME}\tbuilt in\t{', '.join(node_names())}")
     for entry in list_packs(ws):
@@ -70,11 +79,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     actions = nodes.add_subparsers(dest="nodes_command", required=True)
     install = actions.add_parser("install", parents=[common], help="install a pack from a folder, .py file or git URL")
     install.add_argument("source", help="a local pack folder or .py file, or a git URL")
-    install.add_argument("--skip-requirements", action="store_true", help="do not pip install requirements.txt (nor run install.py)")
-    install.add_argument("--skip-install-script", action="store_true",
-                         help="do not run the pack's install.py (ComfyUI-Manager runs it)")
-    install.add_argument("--pip-arg", action="append", help="an extra argument for pip, repeatable; "
-                         "write options as --pip-arg=--no-index")
+    install.add_argument(
+        "--skip-requirements", action="store_true", help="do not pip install requirements.txt (nor run install.py)"
+    )
+    install.add_argument(
+        "--skip-install-script", action="store_true", help="do not run the pack's install.py (ComfyUI-Manager runs it)"
+    )
+    install.add_argument(
+        "--pip-arg",
+        action="append",
+        help="an extra argument for pip, repeatable; write options as --pip-arg=--no-index",
+    )
     install.set_defaults(func=cmd_install)
     listing = actions.add_parser("list", parents=[common], help="list the packs and whether they are enabled")
     listing.set_defaults(func=cmd_list)

@@ -1,4 +1,5 @@
 """`comfy-cluster run`: execute one workflow file in-process with a progress bar per node."""
+
 from __future__ import annotations
 
 import argparse
@@ -34,8 +35,9 @@ class ConsoleSink:
             self._close()
             node = data.get("node")
             if node is not None and self.show:
-                self.bar = tqdm(total=1, desc=f"{node} {self.node_names.get(node, '')}".strip(), leave=True,
-                                unit="step")
+                self.bar = tqdm(
+                    total=1, desc=f"{node} {self.node_names.get(node, '')}".strip(), leave=True, unit="step"
+                )
         elif event == "progress" and self.bar is not None:
             self.bar.total = data["max"]
             self.bar.n = data["value"]
@@ -53,6 +55,7 @@ class ConsoleSink:
 def load_prompt(data: dict, registry) -> tuple[dict, dict | None]:
     """(API prompt, UI workflow or None) from a file's JSON in either format."""
     from comfy_bridge.formats import is_ui_format, ui_to_api
+
     if is_ui_format(data):
         return ui_to_api(data, registry), data
     if "prompt" in data and isinstance(data["prompt"], dict) and "class_type" not in data["prompt"]:
@@ -66,6 +69,7 @@ async def run_prompt(prompt: dict, workflow: dict | None, registry, show_progres
     from comfy_bridge.execution import PromptExecutor
     from comfy_bridge.validation import validate_prompt
     from nodes.workspace import active
+
     # Sync node bodies run on the ModelFn thread too: one torch OpenMP team per process (see cluster.local).
     asyncio.get_running_loop().set_default_executor(SharedCompute())
     prompt_id = str(uuid.uuid4())
@@ -91,6 +95,7 @@ async def run_prompt(prompt: dict, workflow: dict | None, registry, show_progres
 
 def run_workflow_file(path: Path, ws: Workspace, seed: int | None = None, progress: bool = True) -> list[Path]:
     from comfy_bridge.registry import build_registry
+
     registry = build_registry(ws)
     prompt, workflow = load_prompt(json.loads(path.read_text()), registry)
     if seed is not None:
@@ -99,7 +104,8 @@ def run_workflow_file(path: Path, ws: Workspace, seed: int | None = None, progre
                 if isinstance(node.get("inputs", {}).get(name), int):
                     node["inputs"][name] = seed
     from cluster.local import run_on_compute
-    from nodes.progress import interrupt   # Ctrl-C stops the prompt at its next check
+    from nodes.progress import interrupt  # Ctrl-C stops the prompt at its next check
+
     return run_on_compute(lambda: run_prompt(prompt, workflow, registry, progress), on_interrupt=interrupt)
 
 
@@ -108,6 +114,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     ensure_demo_models(ws)
     if args.threads:
         from cluster.local import set_threads
+
         set_threads(args.threads)
     images = run_workflow_file(Path(args.workflow), ws, seed=args.seed, progress=not args.quiet)
     for image in images:

@@ -1,5 +1,6 @@
 """`comfy-cluster serve` (and `python main.py`): the ComfyUI-compatible server, its local executors and
 the hooks that join the layers (the engine's runtime, the cascade controller's model keys)."""
+
 from __future__ import annotations
 
 import argparse
@@ -37,14 +38,17 @@ def head_address_refusal(args: argparse.Namespace, ws) -> str | None:
     """Why `--head-address` may not be used as given (None: it may): it must be tcp://IP:PORT, and an
     address other machines can reach needs a tenant or --insecure-open, as --listen does."""
     address = args.head_address
-    if not address.startswith("tcp://") or ":" not in address[len("tcp://"):]:
+    if not address.startswith("tcp://") or ":" not in address[len("tcp://") :]:
         return f"--head-address {address}: give tcp://IP:PORT"
-    host = address[len("tcp://"):].rsplit(":", 1)[0].strip("[]")
+    host = address[len("tcp://") :].rsplit(":", 1)[0].strip("[]")
     from comfy_bridge.tenancy.server import is_loopback
+
     if is_loopback(host) or args.insecure_open:
         return None
     from pathlib import Path
+
     from comfy_bridge.tenancy.store import DB_NAME, Store
+
     db = state_db_choice(args)
     store = Store(Path(db) if db not in (None, True) else ws.root / DB_NAME)
     try:
@@ -52,9 +56,11 @@ def head_address_refusal(args: argparse.Namespace, ws) -> str | None:
             return None
     finally:
         store.close()
-    return (f"refusing --head-address {address} with no tenant: executors could join from other machines "
-            "while the HTTP side is open to anyone there. Add a tenant (`comfy-cluster tenants add NAME`) "
-            "or pass --insecure-open.")
+    return (
+        f"refusing --head-address {address} with no tenant: executors could join from other machines "
+        "while the HTTP side is open to anyone there. Add a tenant (`comfy-cluster tenants add NAME`) "
+        "or pass --insecure-open."
+    )
 
 
 def executor_threads(args: argparse.Namespace, devices: list[str]) -> int:
@@ -69,15 +75,26 @@ def start_executors_early(args: argparse.Namespace) -> LocalCluster | None:
     no local executor."""
     if args.ray or args.head_address or args.data_plane:
         return None
-    devices = cli_args.executor_devices(args)   # asks torch only with --executor-device cuda or auto
+    devices = cli_args.executor_devices(args)  # asks torch only with --executor-device cuda or auto
     if not devices:
         return None
     from cluster.executor_options import default_address
     from cluster.local_cluster import HeadContact, LocalCluster
     from nodes.workspace import child_process_env
+
     # the executors open this workspace: its model folders and configs
-    return LocalCluster(HeadContact(default_address()), len(devices), executor_threads(args, devices), None, (),
-                        devices, restart=True, env=child_process_env(), warm_up=True, supervise=False)
+    return LocalCluster(
+        HeadContact(default_address()),
+        len(devices),
+        executor_threads(args, devices),
+        None,
+        (),
+        devices,
+        restart=True,
+        env=child_process_env(),
+        warm_up=True,
+        supervise=False,
+    )
 
 
 # How long `serve`'s local executors may take to start and register; it listens meanwhile
@@ -88,6 +105,7 @@ def stop_unless_registered(head: Head, n: int, failed: threading.Event) -> threa
     """`serve` listens while its local executors import their model code (a prompt posted meanwhile waits
     in the head's queue and starts the moment one registers); if fewer than `n` have registered after
     EXECUTOR_START_S, the server stops as a failed start: `failed` set, SIGTERM to this process."""
+
     def watch() -> None:
         try:
             head.wait_for_executors(n, timeout=EXECUTOR_START_S)
@@ -95,14 +113,18 @@ def stop_unless_registered(head: Head, n: int, failed: threading.Event) -> threa
             log.error("%s: stopping (the executors' output is above)", err)
             failed.set()
             os.kill(os.getpid(), signal.SIGTERM)
+
     watcher = threading.Thread(target=watch, name="executor-start-watch", daemon=True)
     watcher.start()
     return watcher
 
 
-def start_cluster_in_background(args: argparse.Namespace, secret: bytes | None = None,
-                                started: LocalCluster | None = None,
-                                failed: threading.Event | None = None) -> Future | None:
+def start_cluster_in_background(
+    args: argparse.Namespace,
+    secret: bytes | None = None,
+    started: LocalCluster | None = None,
+    failed: threading.Event | None = None,
+) -> Future | None:
     """The local cluster of `serve --executors N`, started on a thread so that its executor processes boot
     while this process imports the nodes and starts listening: the future resolves once the head listens,
     before the executors register (stop_unless_registered sets `failed` if they never do). With
@@ -116,24 +138,40 @@ def start_cluster_in_background(args: argparse.Namespace, secret: bytes | None =
         return None
     if args.executor_device == "cpu" and not args.cpu:
         import torch
+
         if torch.cuda.is_available():
-            log.warning("executors run on the CPU; `--executor-device cuda` puts them on the %d GPU(s), "
-                        "a path that has not run on a GPU yet (see the README)", torch.cuda.device_count())
+            log.warning(
+                "executors run on the CPU; `--executor-device cuda` puts them on the %d GPU(s), "
+                "a path that has not run on a GPU yet (see the README)",
+                torch.cuda.device_count(),
+            )
     from cluster.local_cluster import start_local_cluster
     from nodes.workspace import child_process_env
-    executor_env = child_process_env()   # the executors open this workspace: its model folders and configs
+
+    executor_env = child_process_env()  # the executors open this workspace: its model folders and configs
     threads = executor_threads(args, devices)
 
     def start():
-        head, runtime = start_local_cluster(len(devices), threads, devices=devices, env=executor_env,
-                                            warm_up=True, started=started, wait_s=None,
-                                            **head_options(args, secret))
+        head, runtime = start_local_cluster(
+            len(devices),
+            threads,
+            devices=devices,
+            env=executor_env,
+            warm_up=True,
+            started=started,
+            wait_s=None,
+            **head_options(args, secret),
+        )
         stop_unless_registered(head, len(devices), failed or threading.Event())
         if args.head_address:
-            log.info("executors join from other machines with: comfy-cluster executor --head %s "
-                     "--workspace DIR (DIR holding a copy of %s, or COMFY_CLUSTER_SECRET set)",
-                     head.address, "cluster.secret")
+            log.info(
+                "executors join from other machines with: comfy-cluster executor --head %s "
+                "--workspace DIR (DIR holding a copy of %s, or COMFY_CLUSTER_SECRET set)",
+                head.address,
+                "cluster.secret",
+            )
         return head, runtime
+
     return in_background(start, "local-cluster-start")
 
 
@@ -144,10 +182,17 @@ def start_ray_in_background(args: argparse.Namespace, secret: bytes | None) -> F
 
     def start():
         per_node = 1 if args.executors is None else args.executors
-        return start_ray_cluster(None if args.ray == "local" else args.ray, device=args.executor_device,
-                                 per_node=per_node, threads=args.executor_threads, env=child_process_env(),
-                                 host_per_node=args.ray_nodes_as_hosts, autoscale=ray_autoscale(args),
-                                 **head_options(args, secret))
+        return start_ray_cluster(
+            None if args.ray == "local" else args.ray,
+            device=args.executor_device,
+            per_node=per_node,
+            threads=args.executor_threads,
+            env=child_process_env(),
+            host_per_node=args.ray_nodes_as_hosts,
+            autoscale=ray_autoscale(args),
+            **head_options(args, secret),
+        )
+
     return in_background(start, "ray-cluster-start")
 
 
@@ -157,24 +202,31 @@ def ray_autoscale(args: argparse.Namespace):
         return None
     bounds = re.fullmatch(r"(\d+):(\d+)", args.ray_autoscale)
     if bounds is None or not 0 <= int(bounds[1]) <= int(bounds[2]) or int(bounds[2]) == 0:
-        raise ValueError(f"--ray-autoscale {args.ray_autoscale}: give LOW:HIGH, whole numbers with LOW at most "
-                         "HIGH and HIGH at least 1")
+        raise ValueError(
+            f"--ray-autoscale {args.ray_autoscale}: give LOW:HIGH, whole numbers with LOW at most "
+            "HIGH and HIGH at least 1"
+        )
     if not args.ray:
         raise ValueError("--ray-autoscale needs --ray")
     from cluster.ray_executors import Autoscale
+
     return Autoscale(int(bounds[1]), int(bounds[2]), args.ray_keepalive)
 
 
 def head_options(args: argparse.Namespace, secret: bytes | None) -> dict:
     """The head's options from serve's flags."""
-    options: dict = {"policy": args.scheduler, "max_batch": args.max_batch,
-                     "batch_window_s": args.batch_window_ms / 1000}
+    options: dict = {
+        "policy": args.scheduler,
+        "max_batch": args.max_batch,
+        "batch_window_s": args.batch_window_ms / 1000,
+    }
     if args.head_address:
         options.update(address=args.head_address, secret=secret)
     if args.fairness_slack is not None:
         options["delta"] = args.fairness_slack
     if args.no_warm_wait:
         from cluster.warm_wait import WarmWaitPolicy
+
         options["warm_wait"] = WarmWaitPolicy(enabled=False)
     return options
 
@@ -189,10 +241,12 @@ def in_background(start, name: str) -> Future:
             head, runtime = start()
             from cluster.cascade.head_hook import follow_head
             from nodes.cascade_nodes import checkpoint_model_key
-            follow_head(head, checkpoint_model_key)   # cascade decisions set the batch sizes of their models
+
+            follow_head(head, checkpoint_model_key)  # cascade decisions set the batch sizes of their models
             future.set_result((head, runtime))
         except BaseException as err:  # re-raised in cmd_serve by future.result()
             future.set_exception(err)
+
     threading.Thread(target=run, name=name, daemon=True).start()
     return future
 
@@ -203,6 +257,7 @@ def ray_head_address(ray: str) -> str:
     if ray == "local":
         return "tcp://127.0.0.1:*"
     from cluster.dataplane import remote
+
     host = ray.split("://", 1)[-1].rsplit(":", 1)[0] if ray != "auto" else ""
     return f"tcp://{remote.local_ip(host)}:*"
 
@@ -223,7 +278,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     gc.disable()
     try:
         return _serve(args)
-    except KeyboardInterrupt:   # Ctrl-C while starting, before the server takes the signal itself
+    except KeyboardInterrupt:  # Ctrl-C while starting, before the server takes the signal itself
         log.info("interrupted")
         return 130
 
@@ -239,8 +294,10 @@ def _serve(args: argparse.Namespace) -> int:
         log.error("%s", err)
         return 2
     if args.ray and importlib.util.find_spec("ray") is None:
-        log.error("--ray needs Ray in this environment: pip install 'comfy-cluster[ray]' (the Ray version the "
-                  "cluster's nodes run)")
+        log.error(
+            "--ray needs Ray in this environment: pip install 'comfy-cluster[ray]' (the Ray version the "
+            "cluster's nodes run)"
+        )
         return 2
     if args.ray and not args.head_address:
         args.head_address = ray_head_address(args.ray)
@@ -250,35 +307,57 @@ def _serve(args: argparse.Namespace) -> int:
             log.error("%s", refusal)
             return 2
         from cluster.secret import ensure_secret
+
         secret = ensure_secret(ws.root)
     started = start_executors_early(args)
     ensure_demo_models(ws)
     from cluster.dataplane import remote
+
     if args.data_plane:
-        remote.set_mode(args.data_plane)   # this process's pulls, and its local executors' (environment)
+        remote.set_mode(args.data_plane)  # this process's pulls, and its local executors' (environment)
     from cluster.reclaim import reclaim_dead
-    reclaim_dead()   # the segments and sockets of servers and executors that were killed
+
+    reclaim_dead()  # the segments and sockets of servers and executors that were killed
     start_failed = threading.Event()
     cluster = start_cluster_in_background(args, secret, started, start_failed)
     from comfy_bridge.server.app import ServerConfig, run_server
+
     cache_type, cache_size = cli_args.cache_mode(args)
     from nodes import image_io, previews
+
     previews.set_method(args.preview_method, args.preview_size)
     image_io.set_metadata_enabled(not args.disable_metadata)
     config = ServerConfig(
-        listen=args.listen, port=args.port, workspace=ws, enable_cors_header=args.enable_cors_header,
-        max_upload_size=args.max_upload_size, front_end_root=args.front_end_root, multi_user=args.multi_user,
-        cache_type=cache_type, cache_size=cache_size, quick_test_for_ci=args.quick_test_for_ci,
-        disable_custom_nodes=args.disable_all_custom_nodes, whitelist_custom_nodes=args.whitelist_custom_nodes,
-        disable_metadata=args.disable_metadata, disable_assets=args.disable_assets, preview_method=args.preview_method,
-        dont_print_server=args.dont_print_server, tls_keyfile=args.tls_keyfile, tls_certfile=args.tls_certfile,
-        state_db=state_db_choice(args), insecure_open=args.insecure_open, allowed_hosts=tuple(args.allowed_hosts),
-        concurrent_prompts=args.concurrent_prompts, **tenancy_cli.prompt_limits(args))
+        listen=args.listen,
+        port=args.port,
+        workspace=ws,
+        enable_cors_header=args.enable_cors_header,
+        max_upload_size=args.max_upload_size,
+        front_end_root=args.front_end_root,
+        multi_user=args.multi_user,
+        cache_type=cache_type,
+        cache_size=cache_size,
+        quick_test_for_ci=args.quick_test_for_ci,
+        disable_custom_nodes=args.disable_all_custom_nodes,
+        whitelist_custom_nodes=args.whitelist_custom_nodes,
+        disable_metadata=args.disable_metadata,
+        disable_assets=args.disable_assets,
+        preview_method=args.preview_method,
+        dont_print_server=args.dont_print_server,
+        tls_keyfile=args.tls_keyfile,
+        tls_certfile=args.tls_certfile,
+        state_db=state_db_choice(args),
+        insecure_open=args.insecure_open,
+        allowed_hosts=tuple(args.allowed_hosts),
+        concurrent_prompts=args.concurrent_prompts,
+        **tenancy_cli.prompt_limits(args),
+    )
     if cluster is not None:
         head, runtime = cluster.result()
-    else:   # --executors 0: in-process, through the same executor core, batching as --max-batch says
+    else:  # --executors 0: in-process, through the same executor core, batching as --max-batch says
         from cluster.local import default_local_runtime
         from cluster.modelfn import warm_up_all
+
         head, runtime = None, default_local_runtime(args.max_batch, args.batch_window_ms / 1000)
         # The model code is imported before the server listens, not in the first prompt. Not on a thread
         # beside the server: diffusers' and transformers' lazy modules are not safe to import from two
@@ -291,8 +370,11 @@ def _serve(args: argparse.Namespace) -> int:
 
     def make_executor(server):
         from comfy_bridge.execution import PromptExecutor
+
         return PromptExecutor(server.registry, server, cache_type=cache_type, cache_size=cache_size, runtime=runtime)
+
     from comfy_bridge.tenancy.server import InsecureListen
+
     try:
         run_server(config, executor_factory=make_executor)
     except InsecureListen as err:
@@ -308,8 +390,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     serve = sub.add_parser("serve", help="start the ComfyUI-compatible server and its executors")
     cli_args.add_comfyui_flags(serve)
     cli_args.add_cluster_flags(serve)
-    serve.add_argument("--no-warm-wait", action="store_true",
-                       help="always load a model's weights on the free executor chosen, never wait for a "
-                            "busy executor that holds them (warm wait is on by default)")
+    serve.add_argument(
+        "--no-warm-wait",
+        action="store_true",
+        help="always load a model's weights on the free executor chosen, never wait for a "
+        "busy executor that holds them (warm wait is on by default)",
+    )
     tenancy_cli.add_serve_flags(serve)
     serve.set_defaults(func=cmd_serve)

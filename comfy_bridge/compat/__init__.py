@@ -4,6 +4,7 @@
 comfy_bridge.compat, but only for names nothing else on sys.path provides. An alias finder maps
 `comfy.utils` to `comfy_bridge.compat.comfy.utils` (the same module object, so state is not doubled).
 """
+
 from __future__ import annotations
 
 import importlib
@@ -13,8 +14,18 @@ import importlib.util
 import sys
 from types import ModuleType
 
-ALIASES = ("folder_paths", "comfy", "comfy_execution", "comfy_api", "server", "protocol", "node_helpers",
-           "latent_preview", "execution", "comfy_extras")
+ALIASES = (
+    "folder_paths",
+    "comfy",
+    "comfy_execution",
+    "comfy_api",
+    "server",
+    "protocol",
+    "node_helpers",
+    "latent_preview",
+    "execution",
+    "comfy_extras",
+)
 
 _installed: dict[str, str] = {}
 
@@ -31,19 +42,22 @@ class _AliasLoader(importlib.abc.Loader):
 
 
 class _AliasFinder(importlib.abc.MetaPathFinder):
-    def find_spec(self, fullname: str, path: object = None, target: object = None) -> importlib.machinery.ModuleSpec | None:
+    def find_spec(
+        self, fullname: str, path: object = None, target: object = None
+    ) -> importlib.machinery.ModuleSpec | None:
         root = fullname.partition(".")[0]
         if root in _installed:
-            real = _installed[root] + fullname[len(root):]
+            real = _installed[root] + fullname[len(root) :]
         elif root in _from_comfy_folder and root != fullname:
-            real = _from_comfy_folder[root] + fullname[len(root):]   # k_diffusion.sampling: one module object
+            real = _from_comfy_folder[root] + fullname[len(root) :]  # k_diffusion.sampling: one module object
         else:
             return None
         real_spec = importlib.util.find_spec(real)
         if real_spec is None:
             return None
-        return importlib.machinery.ModuleSpec(fullname, _AliasLoader(real),
-                                              is_package=real_spec.submodule_search_locations is not None)
+        return importlib.machinery.ModuleSpec(
+            fullname, _AliasLoader(real), is_package=real_spec.submodule_search_locations is not None
+        )
 
 
 class _ComfyFolderFinder(importlib.abc.MetaPathFinder):
@@ -51,9 +65,11 @@ class _ComfyFolderFinder(importlib.abc.MetaPathFinder):
     `comfy.model_management`. This finder sits last on sys.meta_path: a module of that name anywhere on
     sys.path (a pack's own `utils`, say) wins, as it would in ComfyUI, where packs put their folders first."""
 
-    def find_spec(self, fullname: str, path: object = None, target: object = None) -> importlib.machinery.ModuleSpec | None:
+    def find_spec(
+        self, fullname: str, path: object = None, target: object = None
+    ) -> importlib.machinery.ModuleSpec | None:
         if "comfy" not in _installed or "." in fullname:
-            return None   # submodules of what this finder gave are the first finder's (one module object)
+            return None  # submodules of what this finder gave are the first finder's (one module object)
         real = f"{_installed['comfy']}.{fullname}"
         try:
             real_spec = importlib.util.find_spec(real)
@@ -62,11 +78,12 @@ class _ComfyFolderFinder(importlib.abc.MetaPathFinder):
         if real_spec is None:
             return None
         _from_comfy_folder[fullname] = real
-        return importlib.machinery.ModuleSpec(fullname, _AliasLoader(real),
-                                              is_package=real_spec.submodule_search_locations is not None)
+        return importlib.machinery.ModuleSpec(
+            fullname, _AliasLoader(real), is_package=real_spec.submodule_search_locations is not None
+        )
 
 
-_from_comfy_folder: dict[str, str] = {}   # top-level name -> our module, for `import model_management`
+_from_comfy_folder: dict[str, str] = {}  # top-level name -> our module, for `import model_management`
 _finder = _AliasFinder()
 _comfy_folder_finder = _ComfyFolderFinder()
 
@@ -74,6 +91,7 @@ _comfy_folder_finder = _ComfyFolderFinder()
 def install() -> dict[str, str]:
     """Activate the aliases (idempotent); returns {ComfyUI name: our module} for those installed."""
     from comfy_bridge.compat.workspace_entry_points import is_entry_point
+
     for name in ALIASES:
         if name in _installed:
             continue
@@ -92,11 +110,30 @@ def install() -> dict[str, str]:
 # The comfy modules ComfyUI has imported before it loads packs (its nodes.py pulls them in): packs reach
 # them as attributes after a bare `import comfy` (comfy.sd1_clip, comfy.ldm.models.autoencoder, ...).
 LOADED_BEFORE_PACKS = (
-    "comfy.utils", "comfy.model_management", "comfy.cli_args", "comfy.sd", "comfy.sd1_clip", "comfy.sdxl_clip",
-    "comfy.samplers", "comfy.sample", "comfy.sampler_helpers", "comfy.model_patcher", "comfy.model_base",
-    "comfy.model_sampling", "comfy.conds", "comfy.controlnet", "comfy.clip_vision", "comfy.lora", "comfy.hooks",
-    "comfy.patcher_extension", "comfy.latent_formats", "comfy.ops", "comfy.k_diffusion.sampling",
-    "comfy.ldm.modules.attention", "comfy.ldm.models.autoencoder", "comfy.supported_models",
+    "comfy.utils",
+    "comfy.model_management",
+    "comfy.cli_args",
+    "comfy.sd",
+    "comfy.sd1_clip",
+    "comfy.sdxl_clip",
+    "comfy.samplers",
+    "comfy.sample",
+    "comfy.sampler_helpers",
+    "comfy.model_patcher",
+    "comfy.model_base",
+    "comfy.model_sampling",
+    "comfy.conds",
+    "comfy.controlnet",
+    "comfy.clip_vision",
+    "comfy.lora",
+    "comfy.hooks",
+    "comfy.patcher_extension",
+    "comfy.latent_formats",
+    "comfy.ops",
+    "comfy.k_diffusion.sampling",
+    "comfy.ldm.modules.attention",
+    "comfy.ldm.models.autoencoder",
+    "comfy.supported_models",
 )
 
 
@@ -104,6 +141,7 @@ def import_as_comfyui_has() -> None:
     """install(), then import what ComfyUI has imported by the time packs load (torchvision among them,
     importable even when its compiled ops are not: comfy_bridge.packs.torchvision_ops)."""
     from comfy_bridge.packs.torchvision_ops import make_torchvision_importable
+
     install()
     make_torchvision_importable()
     for name in LOADED_BEFORE_PACKS:

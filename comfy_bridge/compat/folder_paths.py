@@ -5,6 +5,7 @@ folder key such as GGUF's `unet_gguf`, paths, extensions) is what our loaders, /
 read. Code acting for a tenant also finds the tenant's own model folders through get_folder_paths and
 get_filename_list (comfy_bridge.tenancy); the table itself holds the operator's shared folders only.
 """
+
 from __future__ import annotations
 
 import mimetypes
@@ -18,9 +19,9 @@ from nodes import workspace as _ws
 from nodes.safe_paths import UnsafePath, safe_join
 from nodes.workspace import FOLDER_ALIASES, SUPPORTED_PT_EXTENSIONS
 
-supported_pt_extensions = SUPPORTED_PT_EXTENSIONS   # the one set every default model folder lists
+supported_pt_extensions = SUPPORTED_PT_EXTENSIONS  # the one set every default model folder lists
 SYSTEM_USER_PREFIX = "__"
-FileList = tuple[list[str], dict[str, float], float]   # (files, walked folder -> mtime, when listed)
+FileList = tuple[list[str], dict[str, float], float]  # (files, walked folder -> mtime, when listed)
 # ComfyUI's list cache: valid while no walked folder's mtime changed and no new path appeared. Beside it,
 # what each entry was listed from (paths, extensions): another tenant's paths or a pack's new extension
 # make it stale too.
@@ -46,7 +47,7 @@ class CacheHelper:
     def clear(self) -> None:
         self.cache.clear()
 
-    def __enter__(self) -> "CacheHelper":
+    def __enter__(self) -> CacheHelper:
         self.active = True
         return self
 
@@ -120,7 +121,7 @@ def cached_filename_list_(folder_name: str) -> FileList | None:
     try:
         if any(os.path.getmtime(folder) != mtime for folder, mtime in out[1].items()):
             return None
-    except OSError:   # a listed folder is gone
+    except OSError:  # a listed folder is gone
         return None
     if any(os.path.isdir(path) and path not in out[1] for path in basis[0]):
         return None
@@ -186,7 +187,7 @@ def is_within_directory(directory: str, target: str) -> bool:
     try:
         directory, target = os.path.realpath(directory), os.path.realpath(target)
         return os.path.commonpath((directory, target)) == directory
-    except ValueError:   # a NUL byte, or another drive
+    except ValueError:  # a NUL byte, or another drive
         return False
 
 
@@ -207,16 +208,20 @@ def set_user_directory(path: str) -> None:
 
 
 def get_directory_by_type(type_name: str) -> str | None:
-    return {"output": get_output_directory, "temp": get_temp_directory,
-            "input": get_input_directory}.get(type_name, lambda: None)()
+    return {"output": get_output_directory, "temp": get_temp_directory, "input": get_input_directory}.get(
+        type_name, lambda: None
+    )()
 
 
 def annotated_filepath(name: str) -> tuple[str, str | None]:
-    """"x.png [output]" -> ("x.png", output dir); plain names -> (name, None)."""
-    for suffix, getter in ((" [output]", get_output_directory), (" [input]", get_input_directory),
-                           (" [temp]", get_temp_directory)):
+    """ "x.png [output]" -> ("x.png", output dir); plain names -> (name, None)."""
+    for suffix, getter in (
+        (" [output]", get_output_directory),
+        (" [input]", get_input_directory),
+        (" [temp]", get_temp_directory),
+    ):
         if name.endswith(suffix):
-            return name[:-len(suffix)], getter()
+            return name[: -len(suffix)], getter()
     return name, None
 
 
@@ -249,8 +254,11 @@ def filter_files_content_types(files: list[str], content_types: list[str]) -> li
     out = []
     for f in files:
         ext = os.path.splitext(f)[-1].lower()
-        kind = "model" if ext in (".gltf", ".glb", ".obj", ".fbx", ".stl") else \
-            (mimetypes.guess_type(f, strict=False)[0] or "").split("/")[0]
+        kind = (
+            "model"
+            if ext in (".gltf", ".glb", ".obj", ".fbx", ".stl")
+            else (mimetypes.guess_type(f, strict=False)[0] or "").split("/")[0]
+        )
         if kind in content_types:
             out.append(f)
     return out
@@ -280,17 +288,25 @@ def get_input_subfolders() -> list[str]:
     return sorted(folders)
 
 
-def get_save_image_path(filename_prefix: str, output_dir: str, image_width: int = 0, image_height: int = 0
-                        ) -> tuple[str, str, int, str, str]:
+def get_save_image_path(
+    filename_prefix: str, output_dir: str, image_width: int = 0, image_height: int = 0
+) -> tuple[str, str, int, str, str]:
     """(full_output_folder, filename, counter, subfolder, filename_prefix) with ComfyUI's counter rule."""
+
     def substitute(text: str) -> str:
         if "%" not in text:
             return text
         now = time.localtime()
-        for key, value in (("%width%", str(image_width)), ("%height%", str(image_height)),
-                           ("%year%", str(now.tm_year)), ("%month%", f"{now.tm_mon:02}"), ("%day%", f"{now.tm_mday:02}"),
-                           ("%hour%", f"{now.tm_hour:02}"), ("%minute%", f"{now.tm_min:02}"),
-                           ("%second%", f"{now.tm_sec:02}")):
+        for key, value in (
+            ("%width%", str(image_width)),
+            ("%height%", str(image_height)),
+            ("%year%", str(now.tm_year)),
+            ("%month%", f"{now.tm_mon:02}"),
+            ("%day%", f"{now.tm_mday:02}"),
+            ("%hour%", f"{now.tm_hour:02}"),
+            ("%minute%", f"{now.tm_min:02}"),
+            ("%second%", f"{now.tm_sec:02}"),
+        ):
             text = text.replace(key, value)
         return text
 
@@ -298,22 +314,26 @@ def get_save_image_path(filename_prefix: str, output_dir: str, image_width: int 
     subfolder = os.path.dirname(os.path.normpath(filename_prefix))
     filename = os.path.basename(os.path.normpath(filename_prefix))
     full_output_folder = os.path.join(output_dir, subfolder)
-    if os.path.commonpath((os.path.abspath(output_dir), os.path.abspath(full_output_folder))) != os.path.abspath(output_dir):
-        raise Exception("**** ERROR: Saving image outside the output folder is not allowed."
-                        f"\n full_output_folder: {os.path.abspath(full_output_folder)}"
-                        f"\n         output_dir: {output_dir}"
-                        f"\n         commonpath: {os.path.commonpath((output_dir, os.path.abspath(full_output_folder)))}")
+    if os.path.commonpath((os.path.abspath(output_dir), os.path.abspath(full_output_folder))) != os.path.abspath(
+        output_dir
+    ):
+        raise Exception(
+            "**** ERROR: Saving image outside the output folder is not allowed."
+            f"\n full_output_folder: {os.path.abspath(full_output_folder)}"
+            f"\n         output_dir: {output_dir}"
+            f"\n         commonpath: {os.path.commonpath((output_dir, os.path.abspath(full_output_folder)))}"
+        )
     os.makedirs(full_output_folder, exist_ok=True)
     prefix_len = len(filename)
     counter = 1
     for existing in os.listdir(full_output_folder):
-        stem = existing[:prefix_len + 1]
+        stem = existing[: prefix_len + 1]
         if os.path.normcase(stem[:-1]) == os.path.normcase(filename) and stem[-1:] == "_":
-            digits = existing[prefix_len + 1:].split("_")[0]
+            digits = existing[prefix_len + 1 :].split("_")[0]
             if digits.isdigit():
                 counter = max(counter, int(digits) + 1)
     # a re-run of this prompt (its head was killed) writes over the names the dead run took
     taken = output_claims.claim(full_output_folder, filename, counter)
-    if taken.folder != full_output_folder:   # the dead run's, from a prefix with time variables
+    if taken.folder != full_output_folder:  # the dead run's, from a prefix with time variables
         subfolder = os.path.relpath(taken.folder, output_dir)
     return taken.folder, taken.stem, taken.counter, subfolder, filename_prefix

@@ -3,9 +3,11 @@
 ComfyUI's RGB factors previews through them, any other through our channel projection. TAESD decoders do
 not ship with Comfy Cluster, so `TAESD` refuses and the taesd method falls back as ComfyUI's does when
 the decoder file is missing."""
+
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from PIL import Image
@@ -34,8 +36,9 @@ class LatentPreviewer:
 
 class TAESD(torch.nn.Module):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        raise UnsupportedFeature("latent_preview.TAESD", "no TAESD decoders ship with Comfy Cluster; "
-                                 "use --preview-method latent2rgb")
+        raise UnsupportedFeature(
+            "latent_preview.TAESD", "no TAESD decoders ship with Comfy Cluster; use --preview-method latent2rgb"
+        )
 
 
 class TAESDPreviewerImpl(LatentPreviewer):
@@ -53,8 +56,9 @@ class Latent2RGBPreviewer(LatentPreviewer):
 
     def __init__(self, latent_rgb_factors: Any, latent_rgb_factors_bias: Any = None) -> None:
         self.latent_rgb_factors = torch.tensor(latent_rgb_factors).transpose(0, 1)
-        self.latent_rgb_factors_bias = (None if latent_rgb_factors_bias is None
-                                        else torch.tensor(latent_rgb_factors_bias))
+        self.latent_rgb_factors_bias = (
+            None if latent_rgb_factors_bias is None else torch.tensor(latent_rgb_factors_bias)
+        )
 
     def decode_latent_to_preview(self, x0: torch.Tensor) -> Image.Image:
         x0 = x0[0, :, 0] if x0.ndim == 5 else x0[0]  # first item (and first frame of a video latent)
@@ -83,4 +87,5 @@ def prepare_callback(model: Any, steps: int, x0_output_dict: dict | None = None)
             x0_output_dict["x0"] = x0
         image = previewer.decode_latent_to_preview_image("JPEG", x0) if previewer else None
         pbar.update_absolute(step + 1, total_steps, image)
+
     return callback

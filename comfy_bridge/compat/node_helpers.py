@@ -1,8 +1,10 @@
 """`node_helpers`: small helpers node packs share (PIL retries, conditioning edits, hashing)."""
+
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from PIL import Image, ImageFile, UnidentifiedImageError
 
@@ -39,14 +41,16 @@ def hasher() -> Callable:
 
 def string_to_torch_dtype(string: str) -> Any:
     import torch
+
     return {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}.get(string)
 
 
 def image_alpha_fix(destination: Any, source: Any) -> tuple:
     if destination.shape[-1] < source.shape[-1]:
-        source = source[..., :destination.shape[-1]]
+        source = source[..., : destination.shape[-1]]
     elif destination.shape[-1] > source.shape[-1]:
         import torch
+
         pad = torch.ones((*source.shape[:-1], destination.shape[-1] - source.shape[-1]), device=source.device)
         source = torch.cat([source, pad], dim=-1)
     return destination, source

@@ -2,6 +2,7 @@
 re-exports it from `protocol`). The real server (comfy_bridge.server) sets `instance`; without one, a
 stub (on executors) collects routes and hooks on an application it never runs, and drops messages, so packs
 still import there."""
+
 from __future__ import annotations
 
 import uuid  # noqa: F401  (ComfyUI's server module imports uuid; packs reach it as server.uuid)

@@ -13,6 +13,7 @@ folder to sys.path and imports `folder_paths` and `utils.extra_config` from it, 
 Each file carries ENTRY_POINT_MARK so that `compat.install()` knows them for ours (it leaves real modules
 of ComfyUI's names alone) and so that they are rewritten, never a user's file of the same name.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -89,8 +90,10 @@ def _bind(entry_file: str, depth: int) -> None:
     if not has_active_workspace():
         activate(Workspace(Path(entry_file).resolve().parents[depth]).create())
         from comfy_bridge.packs.pip_guard import guard_pack_installs_at_runtime
+
         guard_pack_installs_at_runtime()
     from comfy_bridge.compat import install
+
     install()
 
 
@@ -103,12 +106,14 @@ def forward(name: str, entry_file: str) -> None:
 def load_extra_path_config(yaml_path: str) -> None:
     """ComfyUI's load_extra_path_config: add the folders an extra_model_paths.yaml names to the workspace."""
     from nodes.workspace import active
+
     active().load_extra_model_paths(Path(yaml_path))
 
 
 def run_main(main_file: str, argv: list[str]) -> int:
     """The workspace's main.py: `serve` on that workspace unless the flags name another."""
     from comfy_bridge.cli import main
+
     if not any(a.startswith(("--base-directory", "--workspace")) for a in argv):
         argv = ["--workspace", str(Path(main_file).resolve().parent), *argv]
     return main(["serve", *argv])

@@ -6,13 +6,14 @@ compute the same information as a Merkle digest (each link contributes the diges
 linear in the graph size and needs no recursion, so 5,000-node prompts sign in milliseconds. The only
 observable difference: two *identical* upstream sub-graphs under different ids count as one.
 """
+
 from __future__ import annotations
 
 import hashlib
 import math
 import uuid
-from collections.abc import Mapping, Sequence
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
 
 from comfy_bridge.execution.graph import DynamicPrompt
 from comfy_bridge.execution.graph_utils import is_link
@@ -172,7 +173,7 @@ class BasicCache:
             return None
         return self.cache.get(self.key_set.keys.get(node_id))
 
-    async def _ensure_subcache(self, node_id: str, children_ids: Any) -> "BasicCache":
+    async def _ensure_subcache(self, node_id: str, children_ids: Any) -> BasicCache:
         key = self.key_set.subcache_keys.get(node_id)
         sub = self.subcaches.get(key)
         if sub is None:
@@ -180,7 +181,7 @@ class BasicCache:
         await sub.set_prompt(self.dynprompt, children_ids, self.signer)
         return sub
 
-    def _get_subcache(self, node_id: str) -> "BasicCache | None":
+    def _get_subcache(self, node_id: str) -> BasicCache | None:
         return self.subcaches.get(self.key_set.subcache_keys.get(node_id))
 
 

@@ -1,9 +1,11 @@
 """The prompt as it grows during execution, and the schedule of nodes (ComfyUI's order)."""
+
 from __future__ import annotations
 
 import asyncio
 import inspect
-from typing import Any, Callable, Literal
+from collections.abc import Callable
+from typing import Any, Literal
 
 from comfy_bridge.execution.graph_utils import is_link
 
@@ -67,8 +69,9 @@ class DynamicPrompt:
 InputCategory = Literal["required", "optional", "hidden"]
 
 
-def get_input_info(class_def: type, input_name: str, valid_inputs: dict | None = None
-                   ) -> tuple[Any, InputCategory, dict] | tuple[None, None, None]:
+def get_input_info(
+    class_def: type, input_name: str, valid_inputs: dict | None = None
+) -> tuple[Any, InputCategory, dict] | tuple[None, None, None]:
     """(type, category, options) of a declared input, or (None, None, None) when it is not declared."""
     valid_inputs = valid_inputs or class_def.INPUT_TYPES()
     for category in ("required", "optional", "hidden"):
@@ -102,6 +105,7 @@ class TopologicalSort:
         # A V3 node's dynamic inputs are named as this prompt node has them ("vals.v0"), so a lazy one is
         # recognised as lazy (as ComfyUI does since its dynamic types).
         from comfy_bridge.execution.nodeapi import input_types, is_v3
+
         class_def = self.node_class(unique_id)
         if is_v3(class_def):
             inputs = input_types(class_def, live_inputs=self.dynprompt.get_node(unique_id)["inputs"])
@@ -111,7 +115,9 @@ class TopologicalSort:
     def make_input_strong_link(self, to_node_id: str, to_input: str) -> None:
         inputs = self.dynprompt.get_node(to_node_id)["inputs"]
         if to_input not in inputs:
-            raise NodeInputError(f"Node {to_node_id} says it needs input {to_input}, but there is no input to that node at all")
+            raise NodeInputError(
+                f"Node {to_node_id} says it needs input {to_input}, but there is no input to that node at all"
+            )
         value = inputs[to_input]
         if not is_link(value):
             raise NodeInputError(f"Node {to_node_id} says it needs input {to_input}, but that value is a constant")
@@ -162,6 +168,7 @@ class TopologicalSort:
             self.externalBlocks -= 1
             self.blockCount[node_id] -= 1
             self.unblockedEvent.set()
+
         return unblock
 
     def is_cached(self, node_id: str) -> bool:
@@ -210,8 +217,17 @@ class ExecutionList(TopologicalSort):
                     blamed = display
                     break
             ex = DependencyCycleError("Dependency cycle detected")
-            return None, {"node_id": blamed, "exception_message": str(ex), "exception_type": "graph.DependencyCycleError",
-                          "traceback": [], "current_inputs": []}, ex
+            return (
+                None,
+                {
+                    "node_id": blamed,
+                    "exception_message": str(ex),
+                    "exception_type": "graph.DependencyCycleError",
+                    "traceback": [],
+                    "current_inputs": [],
+                },
+                ex,
+            )
         self.staged_node_id = self.ux_friendly_pick_node(available)
         return self.staged_node_id, None, None
 

@@ -2,6 +2,7 @@
 
 Node packs reach these through `comfy_execution.graph_utils` (see comfy_bridge.compat).
 """
+
 from __future__ import annotations
 
 import contextvars
@@ -10,8 +11,7 @@ from typing import Any
 
 def is_link(obj: Any) -> bool:
     """A link is exactly `[node_id: str, output_index: int|float]` (a JSON list, not a tuple)."""
-    return (isinstance(obj, list) and len(obj) == 2 and isinstance(obj[0], str)
-            and isinstance(obj[1], (int, float)))
+    return isinstance(obj, list) and len(obj) == 2 and isinstance(obj[0], str) and isinstance(obj[1], (int, float))
 
 
 class ExecutionBlocker:
@@ -33,8 +33,10 @@ class _PrefixState:
 
 
 # A context variable rather than class state: concurrently running async nodes (and sync nodes in worker
-# threads) each see the prefix of their own call.
-_prefix: contextvars.ContextVar[_PrefixState] = contextvars.ContextVar("graph_builder_prefix", default=_PrefixState())
+# threads) each see the prefix of their own call. Outside any node call the one default counter is shared, as
+# ComfyUI's class state is.
+_SHARED_PREFIX = _PrefixState()
+_prefix: contextvars.ContextVar[_PrefixState] = contextvars.ContextVar("graph_builder_prefix", default=_SHARED_PREFIX)
 
 
 class GraphBuilder:
@@ -50,8 +52,9 @@ class GraphBuilder:
         _prefix.set(_PrefixState(prefix_root, call_index, graph_index))
 
     @classmethod
-    def alloc_prefix(cls, root: str | None = None, call_index: int | None = None,
-                     graph_index: int | None = None) -> str:
+    def alloc_prefix(
+        cls, root: str | None = None, call_index: int | None = None, graph_index: int | None = None
+    ) -> str:
         state = _prefix.get()
         root = state.root if root is None else root
         call_index = state.call_index if call_index is None else call_index
@@ -59,7 +62,7 @@ class GraphBuilder:
         state.graph_index += 1
         return f"{root}.{call_index}.{graph_index}."
 
-    def node(self, class_type: str, id: str | None = None, **kwargs: Any) -> "Node":
+    def node(self, class_type: str, id: str | None = None, **kwargs: Any) -> Node:
         if id is None:
             id = str(self.id_gen)
             self.id_gen += 1
@@ -68,7 +71,7 @@ class GraphBuilder:
             self.nodes[full_id] = Node(full_id, class_type, kwargs)
         return self.nodes[full_id]
 
-    def lookup_node(self, id: str) -> "Node | None":
+    def lookup_node(self, id: str) -> Node | None:
         return self.nodes.get(self.prefix + id)
 
     def finalize(self) -> dict:
@@ -120,10 +123,15 @@ class Node:
 
 def add_graph_prefix(graph: dict, outputs: Any, prefix: str) -> tuple[dict, tuple]:
     """Prefix every node id of `graph` (and the links in it and in `outputs`) with `prefix`."""
+
     def relink(value: Any) -> Any:
         return [prefix + value[0], value[1]] if is_link(value) else value
 
-    new_graph = {prefix + node_id: {"class_type": info["class_type"],
-                                    "inputs": {k: relink(v) for k, v in info.get("inputs", {}).items()}}
-                 for node_id, info in graph.items()}
+    new_graph = {
+        prefix + node_id: {
+            "class_type": info["class_type"],
+            "inputs": {k: relink(v) for k, v in info.get("inputs", {}).items()},
+        }
+        for node_id, info in graph.items()
+    }
     return new_graph, tuple(relink(o) for o in outputs)

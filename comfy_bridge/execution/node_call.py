@@ -1,20 +1,22 @@
 """Calling a node: resolving its inputs to lists, mapping the function over them, merging results."""
+
 from __future__ import annotations
 
 import asyncio
 import contextvars
 import inspect
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
-from nodes import progress
-from nodes.core_calls import ENGINE_LOOP, IN_NODE_CALL
-from comfy_bridge.execution.node_context import ExecutionContext, current_executing_context
 from comfy_bridge.execution.graph import DynamicPrompt, get_input_info
 from comfy_bridge.execution.graph_utils import ExecutionBlocker, GraphBuilder, is_link
+from comfy_bridge.execution.node_context import ExecutionContext, current_executing_context
 from comfy_bridge.execution.nodeapi import NodeOutputBase, bound_function, hidden_values, input_types, is_v3
 from comfy_bridge.packs.remote import route
+from nodes import progress
+from nodes.core_calls import ENGINE_LOOP, IN_NODE_CALL
 
 _V1_HIDDEN = {
     "PROMPT": lambda uid, dp, extra: dp.get_original_prompt() if dp is not None else {},
@@ -27,9 +29,14 @@ _V1_HIDDEN = {
 }
 
 
-def get_input_data(inputs: dict, class_def: type, unique_id: str, outputs: Any = None,
-                   dynprompt: DynamicPrompt | None = None, extra_data: dict | None = None
-                   ) -> tuple[dict[str, list], dict[str, bool], dict]:
+def get_input_data(
+    inputs: dict,
+    class_def: type,
+    unique_id: str,
+    outputs: Any = None,
+    dynprompt: DynamicPrompt | None = None,
+    extra_data: dict | None = None,
+) -> tuple[dict[str, list], dict[str, bool], dict]:
     """Every input as a list of values; links read the source's cached output list.
 
     Returns (inputs, missing, v3_hidden): `missing` names links whose value is not available (yet).
@@ -75,11 +82,18 @@ def _call_sync(fn: Callable, kwargs: dict) -> Any:
         return fn(**kwargs)
 
 
-async def map_node_over_list(prompt_id: str, unique_id: str, obj: Any, input_data_all: dict[str, list], func: str,
-                             allow_interrupt: bool = False,
-                             execution_block_cb: Callable[[ExecutionBlocker], Any] | None = None,
-                             setup: Callable[[int], None] | None = None, hidden_inputs: dict | None = None,
-                             in_thread: bool = False) -> list:
+async def map_node_over_list(
+    prompt_id: str,
+    unique_id: str,
+    obj: Any,
+    input_data_all: dict[str, list],
+    func: str,
+    allow_interrupt: bool = False,
+    execution_block_cb: Callable[[ExecutionBlocker], Any] | None = None,
+    setup: Callable[[int], None] | None = None,
+    hidden_inputs: dict | None = None,
+    in_thread: bool = False,
+) -> list:
     """Call `func` once per list item (or once with whole lists for INPUT_IS_LIST nodes).
 
     Items: element i of every input, or the last element of shorter lists. A blocker among the inputs
@@ -101,11 +115,12 @@ async def map_node_over_list(prompt_id: str, unique_id: str, obj: Any, input_dat
 
         def enter() -> None:
             current_executing_context.set(ExecutionContext(prompt_id, unique_id, index))
-            ENGINE_LOOP.set(asyncio.get_running_loop())   # where a sync node's calls of core nodes run
+            ENGINE_LOOP.set(asyncio.get_running_loop())  # where a sync node's calls of core nodes run
             IN_NODE_CALL.set(True)
             if setup is not None:
                 setup(index or 0)
             GraphBuilder.set_default_prefix(unique_id, index or 0, 0)
+
         ctx.run(enter)
         fn = route(obj, func, hidden_inputs, bound_function(obj, func, hidden_inputs), unique_id, prompt_id)
         if inspect.iscoroutinefunction(fn):

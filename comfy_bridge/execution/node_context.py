@@ -1,4 +1,5 @@
 """Which node is running in the current task or thread (ComfyUI's `comfy_execution.utils` context)."""
+
 from __future__ import annotations
 
 import contextvars
@@ -12,7 +13,8 @@ class ExecutionContext(NamedTuple):
 
 
 current_executing_context: contextvars.ContextVar[ExecutionContext | None] = contextvars.ContextVar(
-    "current_executing_context", default=None)
+    "current_executing_context", default=None
+)
 
 
 def get_executing_context() -> ExecutionContext | None:
@@ -33,7 +35,7 @@ class CurrentNodeContext:
         self.context = ExecutionContext(prompt_id, node_id, list_index)
         self.token: contextvars.Token | None = None
 
-    def __enter__(self) -> "CurrentNodeContext":
+    def __enter__(self) -> CurrentNodeContext:
         self.token = current_executing_context.set(self.context)
         return self
 

@@ -1,16 +1,32 @@
 """One view over V1 node classes and V3 `io.ComfyNode` classes for the engine."""
+
 from __future__ import annotations
 
 import functools
 import inspect
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
-from comfy_bridge.compat.comfy_api.latest._io import (ComfyNode, ComfyNodeBase, Hidden, NodeOutputBase,
-                                                      build_nested_inputs, first_real_override,
-                                                      get_finalized_class_inputs)
+from comfy_bridge.compat.comfy_api.latest._io import (
+    ComfyNode,
+    ComfyNodeBase,
+    Hidden,
+    NodeOutputBase,
+    build_nested_inputs,
+    first_real_override,
+    get_finalized_class_inputs,
+)
 
-__all__ = ["is_v3", "input_types", "v3_hidden", "custom_function", "bound_function", "Hidden",
-           "NodeOutputBase", "hidden_values"]
+__all__ = [
+    "is_v3",
+    "input_types",
+    "v3_hidden",
+    "custom_function",
+    "bound_function",
+    "Hidden",
+    "NodeOutputBase",
+    "hidden_values",
+]
 
 
 def is_v3(cls: Any) -> bool:
@@ -38,8 +54,11 @@ def v3_hidden(cls: type) -> list[Hidden]:
     return list(cls.FINALIZE_SCHEMA().hidden or []) if is_v3(cls) else []
 
 
-V3_NAMES = {"VALIDATE_INPUTS": "validate_inputs", "IS_CHANGED": "fingerprint_inputs",
-            "check_lazy_status": "check_lazy_status"}
+V3_NAMES = {
+    "VALIDATE_INPUTS": "validate_inputs",
+    "IS_CHANGED": "fingerprint_inputs",
+    "check_lazy_status": "check_lazy_status",
+}
 
 
 def custom_function(cls: type, v1_name: str) -> tuple[str, Callable | None]:
@@ -53,8 +72,7 @@ def custom_function(cls: type, v1_name: str) -> tuple[str, Callable | None]:
     return v1_name, getattr(cls, v1_name, None)
 
 
-def hidden_values(cls: type, unique_id: str, dynprompt: Any, extra_data: dict, live_inputs: dict | None = None
-                  ) -> dict:
+def hidden_values(cls: type, unique_id: str, dynprompt: Any, extra_data: dict, live_inputs: dict | None = None) -> dict:
     """The V3 hidden values a node declared (V1 nodes get theirs as keyword inputs instead).
 
     With `live_inputs`, the paths that nest its dynamic inputs ride along under DYNAMIC_PATHS.
@@ -99,12 +117,15 @@ def bound_function(obj: Any, func: str, hidden: dict | None) -> Callable:
 
 def _nesting(fn: Callable, v3_data: dict) -> Callable:
     if inspect.iscoroutinefunction(fn):
+
         @functools.wraps(fn)
         async def call_async(**kwargs: Any) -> Any:
             return await fn(**build_nested_inputs(kwargs, v3_data))
+
         return call_async
 
     @functools.wraps(fn)
     def call(**kwargs: Any) -> Any:
         return fn(**build_nested_inputs(kwargs, v3_data))
+
     return call

@@ -4,6 +4,7 @@ Node states go pending -> running -> finished; every change sends the state of a
 The registry of the running prompt is a context variable, so tasks and worker threads of that prompt
 find it, and a module-level fallback serves code that runs outside any prompt context.
 """
+
 from __future__ import annotations
 
 import contextvars
@@ -37,17 +38,26 @@ class ProgressRegistry:
         return self.nodes[node_id]
 
     def _node_ids(self, node_id: str) -> dict:
-        return {"display_node_id": self.dynprompt.get_display_node_id(node_id),
-                "parent_node_id": self.dynprompt.get_parent_node_id(node_id),
-                "real_node_id": self.dynprompt.get_real_node_id(node_id)}
+        return {
+            "display_node_id": self.dynprompt.get_display_node_id(node_id),
+            "parent_node_id": self.dynprompt.get_parent_node_id(node_id),
+            "real_node_id": self.dynprompt.get_real_node_id(node_id),
+        }
 
     def _send_state(self, node_id: str) -> None:
         s = self.nodes[node_id]
-        self.public[node_id] = {"value": s["value"], "max": s["max"], "state": s["state"], "node_id": node_id,
-                                "prompt_id": self.prompt_id, **self._node_ids(node_id)}
+        self.public[node_id] = {
+            "value": s["value"],
+            "max": s["max"],
+            "state": s["state"],
+            "node_id": node_id,
+            "prompt_id": self.prompt_id,
+            **self._node_ids(node_id),
+        }
         if self.server is not None:
-            self.server.send_sync("progress_state", {"prompt_id": self.prompt_id, "nodes": dict(self.public)},
-                                  self.server.client_id)
+            self.server.send_sync(
+                "progress_state", {"prompt_id": self.prompt_id, "nodes": dict(self.public)}, self.server.client_id
+            )
 
     def start_progress(self, node_id: str) -> None:
         with self.lock:
@@ -60,11 +70,15 @@ class ProgressRegistry:
             entry = self._entry(node_id)
             entry.update(state="running", value=value, max=max_value)
             self._send_state(node_id)
-            if image is not None and self.server is not None and \
-                    supports_preview_metadata(self.server, self.server.client_id):
+            if (
+                image is not None
+                and self.server is not None
+                and supports_preview_metadata(self.server, self.server.client_id)
+            ):
                 metadata = {"node_id": node_id, "prompt_id": self.prompt_id, **self._node_ids(node_id)}
-                self.server.send_sync(BinaryEventTypes.PREVIEW_IMAGE_WITH_METADATA, (*image, metadata),
-                                      self.server.client_id)
+                self.server.send_sync(
+                    BinaryEventTypes.PREVIEW_IMAGE_WITH_METADATA, (*image, metadata), self.server.client_id
+                )
 
     def finish_progress(self, node_id: str) -> None:
         with self.lock:
@@ -102,8 +116,12 @@ def make_progress_hook(server: Any, registry: ProgressRegistry, node_id: str):
     def hook(value: float, total: float, preview: Any = None) -> None:
         progress.throw_if_interrupted()
         registry.update_progress(node_id, value, total, preview)
-        server.send_sync("progress", {"value": value, "max": total, "prompt_id": registry.prompt_id, "node": node_id},
-                         server.client_id)
+        server.send_sync(
+            "progress",
+            {"value": value, "max": total, "prompt_id": registry.prompt_id, "node": node_id},
+            server.client_id,
+        )
         if preview is not None and not supports_preview_metadata(server, server.client_id):
             server.send_sync(BinaryEventTypes.PREVIEW_IMAGE, tuple(preview), server.client_id)
+
     return hook

@@ -1,4 +1,5 @@
 """Running a prompt: ComfyUI's execution loop, messages and error reports."""
+
 from __future__ import annotations
 
 import asyncio
@@ -10,16 +11,26 @@ import traceback
 from enum import Enum
 from typing import Any, Protocol
 
-from nodes import progress
 from comfy_bridge.execution.caching import CacheSet, Signer
 from comfy_bridge.execution.graph import DynamicPrompt, ExecutionList
 from comfy_bridge.execution.graph_utils import ExecutionBlocker, is_link
-from comfy_bridge.execution.node_call import (format_value, get_input_data, get_output_from_returns,
-                                              map_node_over_list, merge_result_data, resolve_results)
+from comfy_bridge.execution.node_call import (
+    format_value,
+    get_input_data,
+    get_output_from_returns,
+    map_node_over_list,
+    merge_result_data,
+    resolve_results,
+)
 from comfy_bridge.execution.nodeapi import custom_function, input_types, is_v3
-from comfy_bridge.execution.progress_state import (ProgressRegistry, make_progress_hook, restore_progress_state,
-                                                   set_progress_state)
+from comfy_bridge.execution.progress_state import (
+    ProgressRegistry,
+    make_progress_hook,
+    restore_progress_state,
+    set_progress_state,
+)
 from comfy_bridge.packs.node_failure import REMOTE_TRACEBACK
+from nodes import progress
 
 log = logging.getLogger(__name__)
 
@@ -68,8 +79,9 @@ class IsChangedCache:
         # Constants only: linked inputs are deliberately passed as None.
         data, _, hidden = get_input_data(node["inputs"], class_def, node_id, None)
         try:
-            values = await resolve_results(await map_node_over_list(self.prompt_id, node_id, class_def, data, name,
-                                                                    hidden_inputs=hidden))
+            values = await resolve_results(
+                await map_node_over_list(self.prompt_id, node_id, class_def, data, name, hidden_inputs=hidden)
+            )
             node["is_changed"] = [None if isinstance(v, ExecutionBlocker) else v for v in values]
         except Exception as ex:
             log.warning("WARNING: %s", ex)
@@ -90,14 +102,21 @@ def _includes_node_id(registry: Any, dynprompt: DynamicPrompt):
             values = [v if isinstance(v, str) else (v[0] if v else None) for v in hidden.values()]
             memo[class_type] = bool(getattr(cls, "NOT_IDEMPOTENT", False)) or "UNIQUE_ID" in values
         return memo[class_type]
+
     return check
 
 
 class _Run:
     """State of one prompt run shared by the node executions."""
 
-    def __init__(self, executor: "PromptExecutor", dynprompt: DynamicPrompt, prompt_id: str, extra_data: dict,
-                 registry: ProgressRegistry):
+    def __init__(
+        self,
+        executor: PromptExecutor,
+        dynprompt: DynamicPrompt,
+        prompt_id: str,
+        extra_data: dict,
+        registry: ProgressRegistry,
+    ):
         self.executor = executor
         self.server = executor.server
         self.caches = executor.caches
@@ -125,9 +144,16 @@ class _Run:
         if caches.outputs.get(unique_id) is not None:
             if server.client_id is not None:
                 cached_ui = caches.ui.get(unique_id) or {}
-                server.send_sync("executed", {"node": unique_id, "display_node": display_node_id,
-                                              "output": cached_ui.get("output"), "prompt_id": self.prompt_id},
-                                 server.client_id)
+                server.send_sync(
+                    "executed",
+                    {
+                        "node": unique_id,
+                        "display_node": display_node_id,
+                        "output": cached_ui.get("output"),
+                        "prompt_id": self.prompt_id,
+                    },
+                    server.client_id,
+                )
             self.progress.finish_progress(unique_id)
             return ExecutionResult.SUCCESS, None, None
 
@@ -142,12 +168,16 @@ class _Run:
                 output_ui, has_subgraph = {}, False
             else:
                 self.progress.start_progress(unique_id)
-                input_data_all, missing, hidden = get_input_data(inputs, class_def, unique_id, caches.outputs,
-                                                                 dynprompt, self.extra_data)
+                input_data_all, missing, hidden = get_input_data(
+                    inputs, class_def, unique_id, caches.outputs, dynprompt, self.extra_data
+                )
                 if server.client_id is not None:
                     server.last_node_id = display_node_id
-                    server.send_sync("executing", {"node": unique_id, "display_node": display_node_id,
-                                                   "prompt_id": self.prompt_id}, server.client_id)
+                    server.send_sync(
+                        "executing",
+                        {"node": unique_id, "display_node": display_node_id, "prompt_id": self.prompt_id},
+                        server.client_id,
+                    )
                 obj = caches.objects.get(unique_id)
                 if obj is None:
                     obj = class_def()
@@ -155,21 +185,45 @@ class _Run:
                 if await self._needs_lazy_inputs(unique_id, obj, class_def, input_data_all, missing, hidden):
                     return ExecutionResult.PENDING, None, None
                 returned = await map_node_over_list(
-                    self.prompt_id, unique_id, obj, input_data_all, class_def.FUNCTION, allow_interrupt=True,
+                    self.prompt_id,
+                    unique_id,
+                    obj,
+                    input_data_all,
+                    class_def.FUNCTION,
+                    allow_interrupt=True,
                     execution_block_cb=lambda b: self._on_blocker(b, unique_id, class_type),
                     setup=lambda _i: progress.set_progress_hook(make_progress_hook(server, self.progress, unique_id)),
-                    hidden_inputs=hidden, in_thread=True)
+                    hidden_inputs=hidden,
+                    in_thread=True,
+                )
                 if any(isinstance(r, asyncio.Task) and not r.done() for r in returned):
                     self._wait_for_tasks(unique_id, returned)
                     return ExecutionResult.PENDING, None, None
                 output_data, output_ui, has_subgraph = get_output_from_returns(returned, class_def)
             if output_ui:
-                caches.ui.set(unique_id, {"meta": {"node_id": unique_id, "display_node": display_node_id,
-                                                   "parent_node": parent_node_id, "real_node_id": real_node_id},
-                                          "output": output_ui})
+                caches.ui.set(
+                    unique_id,
+                    {
+                        "meta": {
+                            "node_id": unique_id,
+                            "display_node": display_node_id,
+                            "parent_node": parent_node_id,
+                            "real_node_id": real_node_id,
+                        },
+                        "output": output_ui,
+                    },
+                )
                 if server.client_id is not None:
-                    server.send_sync("executed", {"node": unique_id, "display_node": display_node_id,
-                                                  "output": output_ui, "prompt_id": self.prompt_id}, server.client_id)
+                    server.send_sync(
+                        "executed",
+                        {
+                            "node": unique_id,
+                            "display_node": display_node_id,
+                            "output": output_ui,
+                            "prompt_id": self.prompt_id,
+                        },
+                        server.client_id,
+                    )
             if has_subgraph:
                 await self._expand(unique_id, output_data)
                 return ExecutionResult.PENDING, None, None
@@ -179,25 +233,38 @@ class _Run:
             return ExecutionResult.FAILURE, {"node_id": real_node_id}, iex
         except Exception as ex:
             typ, _, tb = sys.exc_info()
-            formatted = {} if input_data_all is None else {
-                name: [format_value(x) for x in values] for name, values in input_data_all.items()}
+            formatted = (
+                {}
+                if input_data_all is None
+                else {name: [format_value(x) for x in values] for name, values in input_data_all.items()}
+            )
             log.error("!!! Exception during processing !!! %s", ex)
             log.error(traceback.format_exc())
             tips = ""
             if isinstance(ex, MemoryError) or "out of memory" in str(ex).lower():
-                tips = ("This error means you ran out of memory on your GPU.\n\nTIPS: If the workflow worked before "
-                        "you might have accidentally set the batch_size to a large number.")
-            return ExecutionResult.FAILURE, {"node_id": real_node_id, "exception_message": f"{ex}\n{tips}",
-                                             "exception_type": full_type_name(typ),
-                                             # a pack node run on an executor: its own frames follow
-                                             "traceback": traceback.format_tb(tb) + getattr(ex, REMOTE_TRACEBACK, []),
-                                             "current_inputs": formatted}, ex
+                tips = (
+                    "This error means you ran out of memory on your GPU.\n\nTIPS: If the workflow worked before "
+                    "you might have accidentally set the batch_size to a large number."
+                )
+            return (
+                ExecutionResult.FAILURE,
+                {
+                    "node_id": real_node_id,
+                    "exception_message": f"{ex}\n{tips}",
+                    "exception_type": full_type_name(typ),
+                    # a pack node run on an executor: its own frames follow
+                    "traceback": traceback.format_tb(tb) + getattr(ex, REMOTE_TRACEBACK, []),
+                    "current_inputs": formatted,
+                },
+                ex,
+            )
         self.progress.finish_progress(unique_id)
         self.executed.add(unique_id)
         return ExecutionResult.SUCCESS, None, None
 
-    async def _needs_lazy_inputs(self, unique_id: str, obj: Any, class_def: type, data: dict, missing: dict,
-                                 hidden: dict) -> bool:
+    async def _needs_lazy_inputs(
+        self, unique_id: str, obj: Any, class_def: type, data: dict, missing: dict, hidden: dict
+    ) -> bool:
         """Ask check_lazy_status which unevaluated inputs it wants; schedule them and report True if any."""
         if is_v3(class_def):
             name, fn = custom_function(class_def, "check_lazy_status")
@@ -205,8 +272,11 @@ class _Run:
             name, fn = "check_lazy_status", getattr(obj, "check_lazy_status", None)
         if fn is None:
             return False
-        wanted = await resolve_results(await map_node_over_list(
-            self.prompt_id, unique_id, obj, data, name, allow_interrupt=True, hidden_inputs=hidden))
+        wanted = await resolve_results(
+            await map_node_over_list(
+                self.prompt_id, unique_id, obj, data, name, allow_interrupt=True, hidden_inputs=hidden
+            )
+        )
         names = {n for r in wanted if isinstance(r, list) for n in r}
         needed = [n for n in names if isinstance(n, str) and (n not in data or n in missing)]
         for n in needed:
@@ -216,11 +286,21 @@ class _Run:
     def _on_blocker(self, block: ExecutionBlocker, unique_id: str, class_type: str) -> ExecutionBlocker:
         if block.message is None:
             return block
-        self.server.send_sync("execution_error", {
-            "prompt_id": self.prompt_id, "node_id": unique_id, "node_type": class_type,
-            "executed": list(self.executed), "exception_message": f"Execution Blocked: {block.message}",
-            "exception_type": "ExecutionBlocked", "traceback": [], "current_inputs": [], "current_outputs": []},
-            self.server.client_id)
+        self.server.send_sync(
+            "execution_error",
+            {
+                "prompt_id": self.prompt_id,
+                "node_id": unique_id,
+                "node_type": class_type,
+                "executed": list(self.executed),
+                "exception_message": f"Execution Blocked: {block.message}",
+                "exception_type": "ExecutionBlocked",
+                "traceback": [],
+                "current_inputs": [],
+                "current_outputs": [],
+            },
+            self.server.client_id,
+        )
         return ExecutionBlocker(None)
 
     def _wait_for_tasks(self, unique_id: str, returned: list) -> None:
@@ -232,6 +312,7 @@ class _Run:
         async def await_completion() -> None:
             await asyncio.gather(*tasks, return_exceptions=True)
             unblock()
+
         self.executor._background.add(t := asyncio.get_running_loop().create_task(await_completion()))
         t.add_done_callback(self.executor._background.discard)
 
@@ -259,12 +340,15 @@ class _Run:
                 continue
             for node_id in new_graph:
                 if self.dynprompt.has_node(node_id):
-                    raise DuplicateNodeError(f"Attempt to add duplicate node {node_id}. Ensure node ids are unique "
-                                             "and deterministic or use graph_utils.GraphBuilder.")
+                    raise DuplicateNodeError(
+                        f"Attempt to add duplicate node {node_id}. Ensure node ids are unique "
+                        "and deterministic or use graph_utils.GraphBuilder."
+                    )
             for node_id, node_info in new_graph.items():
                 new_node_ids.append(node_id)
-                self.dynprompt.add_ephemeral_node(node_id, node_info, unique_id,
-                                                  node_info.get("override_display_id", unique_id))
+                self.dynprompt.add_ephemeral_node(
+                    node_id, node_info, unique_id, node_info.get("override_display_id", unique_id)
+                )
                 if getattr(self.classes[node_info["class_type"]], "OUTPUT_NODE", False) is True:
                     new_output_ids.append(node_id)
             for value in node_outputs:
@@ -285,8 +369,9 @@ class _Run:
 class PromptExecutor:
     """Runs prompts one at a time with caches that persist between prompts (ComfyUI's PromptExecutor)."""
 
-    def __init__(self, registry: Any, server: MessageSink, cache_type: str = "classic", cache_size: int = 0,
-                 runtime: Any = None):
+    def __init__(
+        self, registry: Any, server: MessageSink, cache_type: str = "classic", cache_size: int = 0, runtime: Any = None
+    ):
         self.registry = registry
         self.server = server
         self.cache_type = cache_type
@@ -308,25 +393,39 @@ class PromptExecutor:
         if self.server.client_id is not None or broadcast:
             self.server.send_sync(event, data, self.server.client_id)
 
-    def handle_execution_error(self, prompt_id: str, prompt: dict, current_outputs: set, executed: set,
-                               error: dict, ex: BaseException) -> None:
+    def handle_execution_error(
+        self, prompt_id: str, prompt: dict, current_outputs: set, executed: set, error: dict, ex: BaseException
+    ) -> None:
         node_id = error["node_id"]
         class_type = prompt[node_id]["class_type"] if node_id in prompt else None
         if isinstance(ex, progress.InterruptProcessingException):
-            self.add_message("execution_interrupted", {"prompt_id": prompt_id, "node_id": node_id,
-                                                       "node_type": class_type, "executed": list(executed)},
-                             broadcast=True)
+            self.add_message(
+                "execution_interrupted",
+                {"prompt_id": prompt_id, "node_id": node_id, "node_type": class_type, "executed": list(executed)},
+                broadcast=True,
+            )
         else:
-            self.add_message("execution_error", {
-                "prompt_id": prompt_id, "node_id": node_id, "node_type": class_type, "executed": list(executed),
-                "exception_message": error["exception_message"], "exception_type": error["exception_type"],
-                "traceback": error["traceback"], "current_inputs": error["current_inputs"],
-                "current_outputs": list(current_outputs)}, broadcast=False)
+            self.add_message(
+                "execution_error",
+                {
+                    "prompt_id": prompt_id,
+                    "node_id": node_id,
+                    "node_type": class_type,
+                    "executed": list(executed),
+                    "exception_message": error["exception_message"],
+                    "exception_type": error["exception_type"],
+                    "traceback": error["traceback"],
+                    "current_inputs": error["current_inputs"],
+                    "current_outputs": list(current_outputs),
+                },
+                broadcast=False,
+            )
 
     def _runtime_scope(self, prompt_id: str, extra_data: dict) -> contextlib.AbstractContextManager:
         if self.runtime is None:
             return contextlib.nullcontext()
         from cluster import runtime as runtime_mod
+
         rt = self.runtime
         if hasattr(rt, "bind"):  # a cluster runtime charges the prompt's tenant and groups calls per prompt
             rt = rt.bind(extra_data.get("tenant", "default"), prompt_id)
@@ -338,10 +437,12 @@ class PromptExecutor:
                 yield
             finally:
                 runtime_mod.restore_runtime(token)
+
         return scope()
 
-    async def execute_async(self, prompt: dict, prompt_id: str, extra_data: dict | None = None,
-                            execute_outputs: list[str] | None = None) -> None:
+    async def execute_async(
+        self, prompt: dict, prompt_id: str, extra_data: dict | None = None, execute_outputs: list[str] | None = None
+    ) -> None:
         extra_data = extra_data or {}
         progress.clear_interrupt()
         self.server.client_id = extra_data.get("client_id")
@@ -372,15 +473,17 @@ class PromptExecutor:
             while not run.execution_list.is_empty():
                 node_id, error, ex = await run.execution_list.stage_node_execution()
                 if error is not None:
-                    self.handle_execution_error(prompt_id, dynprompt.original_prompt, current_outputs, run.executed,
-                                                error, ex)
+                    self.handle_execution_error(
+                        prompt_id, dynprompt.original_prompt, current_outputs, run.executed, error, ex
+                    )
                     failed = True
                     break
                 result, error, ex = await run.execute(node_id)
                 self.success = result != ExecutionResult.FAILURE
                 if result == ExecutionResult.FAILURE:
-                    self.handle_execution_error(prompt_id, dynprompt.original_prompt, current_outputs, run.executed,
-                                                error, ex)
+                    self.handle_execution_error(
+                        prompt_id, dynprompt.original_prompt, current_outputs, run.executed, error, ex
+                    )
                     failed = True
                     break
                 if result == ExecutionResult.PENDING:

@@ -5,6 +5,7 @@ They are registered with the core nodes (the `nodes` package imports their modul
 always there and no custom pack can replace them; `comfy-cluster nodes list` shows them as this
 built-in pack, and a pack that wants to reuse them imports the mappings from here.
 """
+
 from __future__ import annotations
 
 import importlib

@@ -1,10 +1,12 @@
 """What a pack node sends while it runs on an executor (progress, `PromptServer.instance.send_sync`
 messages) is recorded there and replayed on the head, in order, when the invocation returns."""
+
 from __future__ import annotations
 
 import contextlib
 import sys
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from nodes import progress
 

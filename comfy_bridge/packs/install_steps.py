@@ -8,6 +8,7 @@
 
 Each returns what it installed and appends to `notes` what it could not do; none of them fails the install,
 as none fails it in the Manager."""
+
 from __future__ import annotations
 
 import os
@@ -46,8 +47,7 @@ def _tail(text: str, lines: int = 3) -> str:
     return " / ".join(kept[-lines:])
 
 
-def install_line_by_line(requirements: Path, python: str, pip_args: Sequence[str],
-                         notes: list[str]) -> list[str]:
+def install_line_by_line(requirements: Path, python: str, pip_args: Sequence[str], notes: list[str]) -> list[str]:
     """Each requirement line on its own, under the torch guard (option lines go with every one); returns
     what pip installed, and appends to `notes` each line that could not be installed and why."""
     lines = [raw.split(" #", 1)[0].strip() for raw in requirements.read_text().splitlines()]
@@ -90,13 +90,14 @@ def install_unlisted(pack: Path, python: str, pip_args: Sequence[str], notes: li
             try:
                 installed += install_requirements(wanted, python, pip_args)
             except RequirementsError as err:
-                notes.append(f"the pack imports {module} without listing it, and {package} could not be "
-                             f"installed: {_tail(str(err))}")
+                notes.append(
+                    f"the pack imports {module} without listing it, and {package} could not be "
+                    f"installed: {_tail(str(err))}"
+                )
     return installed
 
 
-def run_install_script(pack: Path, comfyui_path: Path, models_dir: Path, python: str,
-                       notes: list[str]) -> bool | None:
+def run_install_script(pack: Path, comfyui_path: Path, models_dir: Path, python: str, notes: list[str]) -> bool | None:
     """Run the pack's install.py as ComfyUI-Manager does; None when it has none, else whether it succeeded (its
     failure is a note). Its pip runs get the torch family as constraints."""
     script = pack / INSTALL_SCRIPT
@@ -106,11 +107,22 @@ def run_install_script(pack: Path, comfyui_path: Path, models_dir: Path, python:
         pins = Path(tmp) / "torch-pins.txt"
         pins.write_text(constraints(installed_torch_family(python)))
         kept = [p for p in os.environ.get("PIP_CONSTRAINT", "").split() if p]
-        env = {**os.environ, "COMFYUI_PATH": str(comfyui_path), "COMFYUI_MODEL_PATH": str(models_dir),
-               "PIP_CONSTRAINT": " ".join([*kept, str(pins)])}
+        env = {
+            **os.environ,
+            "COMFYUI_PATH": str(comfyui_path),
+            "COMFYUI_MODEL_PATH": str(models_dir),
+            "PIP_CONSTRAINT": " ".join([*kept, str(pins)]),
+        }
         try:
-            done = subprocess.run([python, "-c", _RUN_SCRIPT], cwd=pack, env=env, capture_output=True, text=True,
-                                  timeout=INSTALL_SCRIPT_TIMEOUT_S, check=False)
+            done = subprocess.run(
+                [python, "-c", _RUN_SCRIPT],
+                cwd=pack,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=INSTALL_SCRIPT_TIMEOUT_S,
+                check=False,
+            )
         except subprocess.TimeoutExpired:
             notes.append(f"{script} did not finish in {INSTALL_SCRIPT_TIMEOUT_S} s")
             return False

@@ -8,14 +8,15 @@ torch family pinned (pip_guard refuses what would replace torch), and only then 
 a refused pack leaves nothing behind; its install.py runs once it is in place (install_steps). Disabling renames an entry to `<name>.disabled`, as the Manager
 does; the loader skips such entries.
 """
+
 from __future__ import annotations
 
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 from comfy_bridge.packs.install_steps import install_line_by_line, install_unlisted, run_install_script
 from comfy_bridge.packs.pip_guard import RequirementsError, TorchReplacement, install_requirements
@@ -32,10 +33,10 @@ class PackError(RuntimeError):
 
 @dataclass(frozen=True)
 class PackEntry:
-    name: str            # as the loader names it: the folder, or the .py file
+    name: str  # as the loader names it: the folder, or the .py file
     path: Path
     enabled: bool
-    origin: str | None   # the git remote it was cloned from, when it is a git checkout
+    origin: str | None  # the git remote it was cloned from, when it is a git checkout
 
 
 def install_dir(ws: Workspace) -> Path:
@@ -46,8 +47,9 @@ def install_dir(ws: Workspace) -> Path:
 def _git_origin(path: Path) -> str | None:
     if not (path / ".git").exists():
         return None
-    done = subprocess.run(["git", "-C", str(path), "config", "--get", "remote.origin.url"],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        ["git", "-C", str(path), "config", "--get", "remote.origin.url"], capture_output=True, text=True
+    )
     return done.stdout.strip() or None
 
 
@@ -61,7 +63,7 @@ def list_packs(ws: Workspace) -> list[PackEntry]:
             if path.name.startswith(".") or path.name == "__pycache__":
                 continue
             enabled = not path.name.endswith(DISABLED)
-            name = path.name if enabled else path.name[:-len(DISABLED)]
+            name = path.name if enabled else path.name[: -len(DISABLED)]
             is_pack = path.is_dir() or (path.is_file() and Path(name).suffix == ".py")
             if not is_pack:
                 continue
@@ -94,15 +96,20 @@ def _fetch(source: str, dest: Path) -> None:
         else:
             shutil.copy2(path, dest)
         return
-    done = subprocess.run(["git", "clone", "--quiet", "--recursive", source, str(dest)],
-                          capture_output=True, text=True)
+    done = subprocess.run(["git", "clone", "--quiet", "--recursive", source, str(dest)], capture_output=True, text=True)
     if done.returncode != 0:
         raise PackError(f"git clone {source} failed:\n{done.stderr.strip()}")
 
 
-def install_pack(ws: Workspace, source: str, requirements: bool = True, python: str = sys.executable,
-                 pip_args: Sequence[str] = (), notes: list[str] | None = None,
-                 install_script: bool = True) -> tuple[PackEntry, list[str]]:
+def install_pack(
+    ws: Workspace,
+    source: str,
+    requirements: bool = True,
+    python: str = sys.executable,
+    pip_args: Sequence[str] = (),
+    notes: list[str] | None = None,
+    install_script: bool = True,
+) -> tuple[PackEntry, list[str]]:
     """Install a pack from a local path or a git URL; returns (the entry, the packages pip installed).
     A pack that uses torchvision or spandrel gets them first, matched to torch (torch_companions). Then, as
     ComfyUI-Manager: its requirements.txt (line by line when the whole file cannot be installed), what it imports
@@ -119,7 +126,7 @@ def install_pack(ws: Workspace, source: str, requirements: bool = True, python: 
     if dest.exists() or (folder / (name + DISABLED)).exists():
         raise PackError(f"a pack named {name!r} is already in {folder} (disable or remove it first)")
     staging = folder / (STAGING_PREFIX + name)
-    if staging.exists():   # left by an interrupted install
+    if staging.exists():  # left by an interrupted install
         shutil.rmtree(staging) if staging.is_dir() else staging.unlink()
     try:
         _fetch(source, staging)
@@ -135,7 +142,7 @@ def install_pack(ws: Workspace, source: str, requirements: bool = True, python: 
                 installed += install_requirements(req, python, pip_args)
             except TorchReplacement:
                 raise
-            except RequirementsError:   # one unreachable line: the others still go in, as with the Manager
+            except RequirementsError:  # one unreachable line: the others still go in, as with the Manager
                 installed += install_line_by_line(req, python, pip_args, notes)
         if requirements:
             installed += install_unlisted(staging, python, pip_args, notes)
@@ -163,6 +170,7 @@ def set_enabled(ws: Workspace, name: str, enabled: bool) -> PackEntry:
     """Enable (drop the `.disabled` suffix) or disable (add it) a pack; the server loads the change on
     its next start, as ComfyUI does."""
     from comfy_bridge.packs.cluster_pack import PACK_NAME
+
     if name == PACK_NAME:
         raise PackError(f"{PACK_NAME} is built into Comfy Cluster and cannot be enabled or disabled")
     entry = _find(ws, name)

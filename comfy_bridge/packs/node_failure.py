@@ -7,12 +7,14 @@ pack raised and returns it as the invocation's result; the head raises it again:
 object when it can be unpickled there, else one of a stand-in class with the same module, name and message.
 The executor's frames travel as formatted lines and follow the head's in the reported traceback.
 """
+
 from __future__ import annotations
 
 import pickle
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 # Set on the exception raised on the head: the node's frames as `traceback.format_tb` lines.
 REMOTE_TRACEBACK = "comfy_cluster_remote_traceback"
@@ -24,7 +26,7 @@ class Raised:
     qualname: str
     message: str
     traceback: list[str]
-    pickled: bytes | None   # the exception itself, when it pickles
+    pickled: bytes | None  # the exception itself, when it pickles
 
 
 def capture(exc: BaseException) -> Raised:
@@ -32,7 +34,7 @@ def capture(exc: BaseException) -> Raised:
     cls = type(exc)
     try:
         pickled: bytes | None = pickle.dumps(exc, protocol=pickle.HIGHEST_PROTOCOL)
-    except Exception:   # holds a lock, a generator, a local class: the stand-in carries type and text
+    except Exception:  # holds a lock, a generator, a local class: the stand-in carries type and text
         pickled = None
     return Raised(cls.__module__, cls.__qualname__, str(exc), traceback.format_tb(exc.__traceback__), pickled)
 
@@ -43,8 +45,11 @@ class PackNodeException(Exception):
 
 def _stand_in(raised: Raised) -> BaseException:
     # named as the original, so execution_error's exception_type is the pack's own
-    cls = type(raised.qualname.rpartition(".")[2], (PackNodeException,),
-               {"__module__": raised.module, "__qualname__": raised.qualname})
+    cls = type(
+        raised.qualname.rpartition(".")[2],
+        (PackNodeException,),
+        {"__module__": raised.module, "__qualname__": raised.qualname},
+    )
     return cls(raised.message)
 
 
@@ -54,7 +59,7 @@ def rebuild(raised: Raised, loads: Callable[[bytes], Any]) -> BaseException:
     if raised.pickled is not None:
         try:
             exc = loads(raised.pickled)
-        except Exception:   # its class takes other constructor arguments than it pickles, or is gone here
+        except Exception:  # its class takes other constructor arguments than it pickles, or is gone here
             exc = None
     if not isinstance(exc, BaseException):
         exc = _stand_in(raised)

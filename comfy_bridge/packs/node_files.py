@@ -6,6 +6,7 @@ the head (`/view`, history). On the head's host that is one folder; from another
 the files the result names and the head writes them at the same place in its own output, temp or input
 folder. Names are checked on both sides: a result cannot make either machine read or write outside them.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -14,7 +15,7 @@ from typing import Any
 from nodes.safe_paths import UnsafePath, safe_join
 from nodes.workspace import Workspace
 
-FileKey = tuple[str, str, str]   # (type, subfolder, filename)
+FileKey = tuple[str, str, str]  # (type, subfolder, filename)
 
 
 def _folder(ws: Workspace, kind: str) -> Path | None:

@@ -3,6 +3,7 @@
 The loader records every class it registers; error messages and the executor (which imports the
 pack by path to run its node) read it back.
 """
+
 from __future__ import annotations
 
 import contextvars
@@ -11,9 +12,9 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class PackOrigin:
-    pack: str        # the pack's name: its folder, or its file's stem
-    path: str        # the pack entry as loaded: a package folder or a .py file
-    node_id: str     # the class_type the class was registered under
+    pack: str  # the pack's name: its folder, or its file's stem
+    path: str  # the pack entry as loaded: a package folder or a .py file
+    node_id: str  # the class_type the class was registered under
 
 
 _origins: dict[type, PackOrigin] = {}

@@ -4,6 +4,7 @@ The executor imports the pack by path (the same module name the head uses), acti
 workspace so `folder_paths` answers the same, calls the node with real tensors and MODEL/CLIP/VAE
 proxies, and returns the pickled result with its tensors and the events the node sent.
 """
+
 from __future__ import annotations
 
 import functools
@@ -72,16 +73,21 @@ def _pack_here(origin: PackOrigin, digest: str | None) -> Path:
         candidate = folder / Path(origin.path).name
         if candidate.exists():
             if digest and pack_source_digest(candidate) != digest:
-                raise ValueError(f"node pack {origin.pack!r} on this machine ({candidate}) is not the head's: its "
-                                 "Python sources differ; install the same version on every node")
+                raise ValueError(
+                    f"node pack {origin.pack!r} on this machine ({candidate}) is not the head's: its "
+                    "Python sources differ; install the same version on every node"
+                )
             return candidate
-    raise FileNotFoundError(f"node pack {origin.pack!r} is not installed on this machine: install it in "
-                            f"{', '.join(map(str, folders))} as on the head ({origin.path})")
+    raise FileNotFoundError(
+        f"node pack {origin.pack!r} is not installed on this machine: install it in "
+        f"{', '.join(map(str, folders))} as on the head ({origin.path})"
+    )
 
 
 def _node_class(origin: PackOrigin, digest: str | None = None) -> type:
     from comfy_bridge.custom_nodes import pack_classes
     from comfy_bridge.registry import run_coroutine_sync
+
     classes = run_coroutine_sync(pack_classes(_pack_here(origin, digest)))
     try:
         cls = classes[origin.node_id]
@@ -101,6 +107,7 @@ _INPUT_TYPES_ASKED: set[type] = set()
 def call_node(cls: type, function: str, kwargs: dict[str, Any], hidden: dict | None) -> Any:
     """Instantiate (V1) or clone (V3) the node and call its function; coroutines are run to the end."""
     from comfy_bridge.execution.nodeapi import bound_function, is_v3
+
     obj = cls if is_v3(cls) else cls()
     result = bound_function(obj, function, hidden)(**wrap_inputs(kwargs))
     if inspect.isawaitable(result):
@@ -108,6 +115,7 @@ def call_node(cls: type, function: str, kwargs: dict[str, Any], hidden: dict | N
 
         async def wait() -> Any:
             return await result
+
         result = run_coroutine_sync(wait())
     return result
 
@@ -122,6 +130,7 @@ class PackNodeFn(ModelFn):
     pack_digest; inputs: the argument tensors. Output `result`: the pickled (result, events, files: those its
     result names, read on a machine other than the head's, raised: what the node raised or None); `t.*`: its
     tensors."""
+
     name = "pack_node"
 
     def setup_io(self) -> None:
@@ -133,6 +142,7 @@ class PackNodeFn(ModelFn):
 
     def execute(self, model: Any, inputs: dict[str, Any], params: dict[str, Any]) -> dict[str, torch.Tensor]:
         from comfy_bridge import compat
+
         compat.install()
         _activate(params["workspace"], params.get("host_id"))
         origin: PackOrigin = params["origin"]
@@ -140,13 +150,13 @@ class PackNodeFn(ModelFn):
         # whose blocks are reused once this call ends.
         arguments = {k: _owned(self.resolve(inputs, k)) for k in inputs}
         result, recorded, raised = None, [], None
-        token, in_node = set_running(origin), IN_NODE_CALL.set(True)   # core node calls return their results
+        token, in_node = set_running(origin), IN_NODE_CALL.set(True)  # core node calls return their results
         try:
             cls = _node_class(origin, params.get("pack_digest"))
             kwargs, hidden = transport.loads(params["args"], arguments)
             with events.recording(params["ids"]) as recorded:
                 result = call_node(cls, params["function"], kwargs, hidden)
-        except Exception as e:   # the pack's own failure: the head raises it as the node's (node_failure)
+        except Exception as e:  # the pack's own failure: the head raises it as the node's (node_failure)
             raised = node_failure.capture(e)
         finally:
             reset_running(token)

@@ -6,6 +6,7 @@ build), would swap it out. So: the torch family's installed versions become pip 
 requirement that names a family member it cannot keep is refused before pip runs, and pip's own
 resolution (`--dry-run --report`) is read for anything of the family it would still install.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -15,12 +16,12 @@ import re
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterable, MutableMapping, Sequence
 from pathlib import Path
-from typing import Iterable, MutableMapping, Sequence
 
+import psutil
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
-import psutil
 
 # The packages that are one torch build together; pip must never install or change these for a pack.
 TORCH_FAMILY = frozenset({"torch", "torchvision", "torchaudio", "triton", "pytorch-triton"})
@@ -54,6 +55,7 @@ def installed_versions(names: Iterable[str], python: str = sys.executable) -> di
     names = sorted(names)
     if python == sys.executable:
         from importlib import metadata
+
         found = {}
         for name in names:
             try:
@@ -61,8 +63,10 @@ def installed_versions(names: Iterable[str], python: str = sys.executable) -> di
             except metadata.PackageNotFoundError:
                 pass
         return found
-    probe = ("import json, importlib.metadata as m\nout = {}\nfor n in %r:\n    try: out[n] = m.version(n)\n"
-             "    except m.PackageNotFoundError: pass\nprint(json.dumps(out))") % names
+    probe = (
+        f"import json, importlib.metadata as m\nout = {{}}\nfor n in {names!r}:\n    try: out[n] = m.version(n)\n"
+        "    except m.PackageNotFoundError: pass\nprint(json.dumps(out))"
+    )
     done = subprocess.run([python, "-c", probe], capture_output=True, text=True, check=True)
     return json.loads(done.stdout)
 
@@ -94,34 +98,54 @@ def check_requirement_lines(lines: Sequence[str], installed: dict[str, str]) -> 
             continue
         have = installed.get(name)
         if have is None:
-            raise TorchReplacement(f"requirement {line!r} would install {name}, whose wheels pin their own torch "
-                                   f"build and would replace the environment's torch {installed.get('torch', '?')}")
+            raise TorchReplacement(
+                f"requirement {line!r} would install {name}, whose wheels pin their own torch "
+                f"build and would replace the environment's torch {installed.get('torch', '?')}"
+            )
         if req.url or not req.specifier.contains(have, prereleases=True):
-            raise TorchReplacement(f"requirement {line!r} conflicts with the installed {name} {have}, "
-                                   "which Comfy Cluster keeps")
+            raise TorchReplacement(
+                f"requirement {line!r} conflicts with the installed {name} {have}, which Comfy Cluster keeps"
+            )
 
 
-def planned_installs(python: str, requirements: Path, constraints_file: Path,
-                     pip_args: Sequence[str] = ()) -> list[tuple[str, str]]:
+def planned_installs(
+    python: str, requirements: Path, constraints_file: Path, pip_args: Sequence[str] = ()
+) -> list[tuple[str, str]]:
     """[(name, version)] pip would install for `requirements` under the constraints (nothing installed)."""
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "report.json"
-        done = subprocess.run([python, "-m", "pip", "install", "--dry-run", "--report", str(report),
-                               "-c", str(constraints_file), "-r", str(requirements), *pip_args],
-                              capture_output=True, text=True, cwd=requirements.parent)
+        done = subprocess.run(
+            [
+                python,
+                "-m",
+                "pip",
+                "install",
+                "--dry-run",
+                "--report",
+                str(report),
+                "-c",
+                str(constraints_file),
+                "-r",
+                str(requirements),
+                *pip_args,
+            ],
+            capture_output=True,
+            text=True,
+            cwd=requirements.parent,
+        )
         if done.returncode != 0:
             # The conflict's causes are on stdout, the error on stderr.
             message = (done.stdout + done.stderr).strip()
             if any(guarded(name) for name in _CONSTRAINT_IN_CONFLICT.findall(message)):
-                raise TorchReplacement("pip cannot install the requirements with the environment's torch kept:\n"
-                                       + message)
+                raise TorchReplacement(
+                    "pip cannot install the requirements with the environment's torch kept:\n" + message
+                )
             raise RequirementsError("pip cannot resolve the requirements:\n" + message)
         data = json.loads(report.read_text())
     return [(item["metadata"]["name"], item["metadata"]["version"]) for item in data.get("install", [])]
 
 
-def install_requirements(requirements: Path, python: str = sys.executable,
-                         pip_args: Sequence[str] = ()) -> list[str]:
+def install_requirements(requirements: Path, python: str = sys.executable, pip_args: Sequence[str] = ()) -> list[str]:
     """Install a requirements.txt into `python`'s environment with the torch family pinned; returns
     the "name==version" pip installed. Raises TorchReplacement (and installs nothing) when the
     requirements would replace torch, RequirementsError when pip fails."""
@@ -133,12 +157,19 @@ def install_requirements(requirements: Path, python: str = sys.executable,
         plan = planned_installs(python, requirements, pins, pip_args)
         touched = [f"{name}=={version}" for name, version in plan if guarded(name)]
         if touched:
-            raise TorchReplacement("installing the requirements would install " + ", ".join(touched)
-                                   + f", replacing the environment's torch {installed.get('torch', '?')}")
+            raise TorchReplacement(
+                "installing the requirements would install "
+                + ", ".join(touched)
+                + f", replacing the environment's torch {installed.get('torch', '?')}"
+            )
         if not plan:
             return []
-        done = subprocess.run([python, "-m", "pip", "install", "-c", str(pins), "-r", str(requirements),
-                               *pip_args], capture_output=True, text=True, cwd=requirements.parent)
+        done = subprocess.run(
+            [python, "-m", "pip", "install", "-c", str(pins), "-r", str(requirements), *pip_args],
+            capture_output=True,
+            text=True,
+            cwd=requirements.parent,
+        )
         if done.returncode != 0:
             raise RequirementsError("pip install failed:\n" + (done.stderr or done.stdout).strip())
     return [f"{name}=={version}" for name, version in plan]
@@ -165,20 +196,20 @@ def guard_pack_installs_at_runtime(environ: MutableMapping[str, str] = os.enviro
     return pins
 
 
-_owned_pins: set[Path] = set()   # the pin files this process registered for removal at its exit
+_owned_pins: set[Path] = set()  # the pin files this process registered for removal at its exit
 
 
 def _remove_pins(pins: Path, owner: int) -> None:
-    if os.getpid() == owner:   # not in a forked child that inherited the handler: the file is its parent's
+    if os.getpid() == owner:  # not in a forked child that inherited the handler: the file is its parent's
         pins.unlink(missing_ok=True)
 
 
 def _remove_dead_pins(folder: Path) -> None:
     """Pin files of processes that no longer run (killed before their exit handler ran)."""
     for path in folder.glob(f"{PINS_PREFIX}*.txt"):
-        pid = path.name[len(PINS_PREFIX):-len(".txt")]
+        pid = path.name[len(PINS_PREFIX) : -len(".txt")]
         if pid.isdigit() and not psutil.pid_exists(int(pid)):
             try:
                 path.unlink(missing_ok=True)
-            except OSError:   # another user's, in a shared /tmp
+            except OSError:  # another user's, in a shared /tmp
                 pass

@@ -8,11 +8,13 @@ Honoured model patches (`model_options`): `sampler_cfg_function`, `sampler_post_
 processes: module-level functions and objects of module-level classes by reference, closures by value
 (`transport`, cloudpickle).
 """
+
 from __future__ import annotations
 
 import copy
 import pickle
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -21,18 +23,23 @@ from cluster.runtime import runtime
 from comfy_bridge.packs import transport
 from comfy_bridge.packs.origin import UnsupportedAttribute, UnsupportedFeature
 
-HONOURED_OPTIONS = ("sampler_cfg_function", "sampler_post_cfg_function", "sampler_pre_cfg_function",
-                    "disable_cfg1_optimization")
+HONOURED_OPTIONS = (
+    "sampler_cfg_function",
+    "sampler_post_cfg_function",
+    "sampler_pre_cfg_function",
+    "disable_cfg1_optimization",
+)
 
 
 def _sync(coro_fn: Callable[[], Any]) -> Any:
     """Run a runtime call from a pack's synchronous code (worker thread, executor, or a loop thread)."""
     from comfy_bridge.registry import run_coroutine_sync
+
     return run_coroutine_sync(coro_fn())
 
 
 def _call(fn: str, ref: ModelRef, inputs: dict, params: dict | None = None) -> dict[str, torch.Tensor]:
-    rt = runtime()   # read here: the context does not follow into run_coroutine_sync's thread
+    rt = runtime()  # read here: the context does not follow into run_coroutine_sync's thread
     bare = base_ref(ref)
     return _sync(lambda: rt.call(fn, bare, inputs, params or {}))
 
@@ -49,19 +56,19 @@ class _Proxy(ModelRef):
     def _state(self) -> dict:
         return {}
 
-    def _adopt(self, other: ModelRef) -> "_Proxy":
+    def _adopt(self, other: ModelRef) -> _Proxy:
         new = type(self)(other.component, other.arch, other.sources, other.digests, other.patches, other.options)
         for key, value in self._state().items():
             object.__setattr__(new, key, copy.copy(value))
         return new
 
-    def with_option(self, name: str, value: Any) -> "_Proxy":
+    def with_option(self, name: str, value: Any) -> _Proxy:
         return self._adopt(super().with_option(name, value))
 
-    def with_patch(self, patch: Any) -> "_Proxy":
+    def with_patch(self, patch: Any) -> _Proxy:
         return self._adopt(super().with_patch(patch))
 
-    def clone(self) -> "_Proxy":
+    def clone(self) -> _Proxy:
         return self._adopt(self)
 
     def is_clone(self, other: Any) -> bool:
@@ -73,6 +80,7 @@ class _Proxy(ModelRef):
     def get_sd(self) -> dict[str, torch.Tensor]:
         """The component's weights as stored in its files (read here, on the process that asks)."""
         from comfy_bridge.compat.comfy.utils import load_torch_file
+
         sd: dict[str, torch.Tensor] = {}
         for path in self.sources:
             sd.update(load_torch_file(path))
@@ -92,15 +100,18 @@ class _Proxy(ModelRef):
         return _rebuild, (type(self), fields, transport.dumps_plain(self._state()))
 
 
-def _rebuild(cls: type["_Proxy"], fields: tuple, state: bytes) -> "_Proxy":
+def _rebuild(cls: type[_Proxy], fields: tuple, state: bytes) -> _Proxy:
     proxy = cls(*fields)
     for key, value in transport.loads_plain(state).items():
         object.__setattr__(proxy, key, value)
     return proxy
 
 
-_SD_PREFIXES = {"diffusion_model": ("model.diffusion_model.",), "vae": ("first_stage_model.",),
-                "text_encoder": ("cond_stage_model.", "conditioner.", "text_encoders.")}
+_SD_PREFIXES = {
+    "diffusion_model": ("model.diffusion_model.",),
+    "vae": ("first_stage_model.",),
+    "text_encoder": ("cond_stage_model.", "conditioner.", "text_encoders."),
+}
 _KIND = {"diffusion_model": "MODEL", "text_encoder": "CLIP", "vae": "VAE", "controlnet": "CONTROL_NET"}
 
 
@@ -111,6 +122,7 @@ class _ModelView:
         from comfy_bridge.compat.comfy.latent_formats import for_format
         from nodes import arch
         from nodes.sampling.model_sampling import model_sampling_from_config
+
         self.model_sampling = model_sampling_from_config(arch.sampling_config(ref.arch))
         self.latent_format = for_format(arch.latent_format(ref.arch))
         self.arch = ref.arch
@@ -133,7 +145,7 @@ class ModelPatcher(_Proxy):
             object.__setattr__(self, "_model_options", opts)
         return opts
 
-    def _adopt(self, other: ModelRef) -> "ModelPatcher":
+    def _adopt(self, other: ModelRef) -> ModelPatcher:
         new = super()._adopt(other)
         opts = copy.copy(self.model_options)
         opts["transformer_options"] = copy.copy(opts.get("transformer_options", {}))
@@ -163,8 +175,9 @@ class ModelPatcher(_Proxy):
         try:
             transport.dumps(fn)
         except (pickle.PicklingError, AttributeError, TypeError) as e:
-            raise UnsupportedFeature(feature, "the function must be picklable, with all it refers to, to run on "
-                                              f"the executors ({e})") from None
+            raise UnsupportedFeature(
+                feature, f"the function must be picklable, with all it refers to, to run on the executors ({e})"
+            ) from None
 
     def set_model_sampler_cfg_function(self, fn: Callable, disable_cfg1_optimization: bool = False) -> None:
         self._picklable(fn, "MODEL.set_model_sampler_cfg_function")
@@ -194,31 +207,64 @@ class ModelPatcher(_Proxy):
 def _refusing_method(feature: str, why: str) -> Callable:
     def method(self: Any, *args: Any, **kwargs: Any) -> None:
         raise UnsupportedFeature(f"MODEL.{feature}", why)
+
     method.__name__ = feature
     return method
 
 
 # ModelPatcher setters whose patches reach inside the diffusion model: refused with a clear error.
 UNSUPPORTED_MODEL_SETTERS = (
-    "set_model_unet_function_wrapper", "set_model_denoise_mask_function", "set_model_patch",
-    "set_model_patch_replace", "set_model_attn1_patch", "set_model_attn2_patch", "set_model_attn1_replace",
-    "set_model_attn2_replace", "set_model_attn1_output_patch", "set_model_attn2_output_patch",
-    "set_model_input_block_patch", "set_model_input_block_patch_after_skip", "set_model_output_block_patch",
-    "set_model_emb_patch", "set_model_forward_timestep_embed_patch", "set_model_double_block_patch",
-    "set_model_post_input_patch", "set_model_rope_options", "set_model_compute_dtype", "add_wrapper",
-    "add_callback", "add_object_patch_with_key", "set_attachments", "set_injections",
+    "set_model_unet_function_wrapper",
+    "set_model_denoise_mask_function",
+    "set_model_patch",
+    "set_model_patch_replace",
+    "set_model_attn1_patch",
+    "set_model_attn2_patch",
+    "set_model_attn1_replace",
+    "set_model_attn2_replace",
+    "set_model_attn1_output_patch",
+    "set_model_attn2_output_patch",
+    "set_model_input_block_patch",
+    "set_model_input_block_patch_after_skip",
+    "set_model_output_block_patch",
+    "set_model_emb_patch",
+    "set_model_forward_timestep_embed_patch",
+    "set_model_double_block_patch",
+    "set_model_post_input_patch",
+    "set_model_rope_options",
+    "set_model_compute_dtype",
+    "add_wrapper",
+    "add_callback",
+    "add_object_patch_with_key",
+    "set_attachments",
+    "set_injections",
 )
 # ModelPatcher's own loading machinery: packs read these at import (to wrap or replace them later).
 UNSUPPORTED_MODEL_LOADING = (
-    "patch_model", "unpatch_model", "partially_load", "partially_unload", "patch_weight_to_device",
-    "model_patches_to", "pre_run", "cleanup", "detach", "inject_model", "eject_model",
+    "patch_model",
+    "unpatch_model",
+    "partially_load",
+    "partially_unload",
+    "patch_weight_to_device",
+    "model_patches_to",
+    "pre_run",
+    "cleanup",
+    "detach",
+    "inject_model",
+    "eject_model",
 )
 for _name in UNSUPPORTED_MODEL_SETTERS:
-    setattr(ModelPatcher, _name, _refusing_method(_name, "the diffusion model runs on the executors, which do "
-                                                         "not apply this patch"))
+    setattr(
+        ModelPatcher,
+        _name,
+        _refusing_method(_name, "the diffusion model runs on the executors, which do not apply this patch"),
+    )
 for _name in UNSUPPORTED_MODEL_LOADING:
-    setattr(ModelPatcher, _name, _refusing_method(_name, "the diffusion model is loaded, patched and unloaded by "
-                                                         "the executors that run it"))
+    setattr(
+        ModelPatcher,
+        _name,
+        _refusing_method(_name, "the diffusion model is loaded, patched and unloaded by the executors that run it"),
+    )
 
 
 class Tokens(dict):
@@ -239,8 +285,9 @@ class CLIP(_Proxy):
 
     def _encode(self, tokens: Any) -> tuple[torch.Tensor, torch.Tensor | None]:
         if not isinstance(tokens, Tokens):
-            raise UnsupportedFeature("CLIP.encode_from_tokens with hand-made tokens",
-                                     "pass what CLIP.tokenize returned")
+            raise UnsupportedFeature(
+                "CLIP.encode_from_tokens with hand-made tokens", "pass what CLIP.tokenize returned"
+            )
         out = _call("text_encode", self, {}, {"text": tokens.text})
         return out["cond"], out.get("pooled")
 
@@ -250,8 +297,9 @@ class CLIP(_Proxy):
             return {"cond": cond, "pooled_output": pooled}
         return (cond, pooled) if return_pooled else cond
 
-    def encode_from_tokens_scheduled(self, tokens: Any, unprojected_pooled: bool = False,
-                                     add_dict: dict | None = None) -> list:
+    def encode_from_tokens_scheduled(
+        self, tokens: Any, unprojected_pooled: bool = False, add_dict: dict | None = None
+    ) -> list:
         cond, pooled = self._encode(tokens)
         return [[cond, {"pooled_output": pooled, **(add_dict or {})}]]
 
@@ -274,6 +322,7 @@ class VAE(_Proxy):
     @property
     def latent_channels(self) -> int:
         from nodes import arch
+
         return arch.latent_format(self.arch).channels
 
     def spacial_compression_decode(self) -> int:
@@ -285,11 +334,13 @@ class VAE(_Proxy):
     def decode(self, samples: torch.Tensor, vae_options: dict | None = None) -> torch.Tensor:
         return _call("vae_decode", self, {"latent": samples})["image"]
 
-    def decode_tiled(self, samples: torch.Tensor, tile_x: int = 64, tile_y: int = 64, overlap: int = 16,
-                     **kwargs: Any) -> torch.Tensor:
+    def decode_tiled(
+        self, samples: torch.Tensor, tile_x: int = 64, tile_y: int = 64, overlap: int = 16, **kwargs: Any
+    ) -> torch.Tensor:
         tile = max(tile_x, tile_y) * self.upscale_ratio
-        return _call("vae_decode", self, {"latent": samples},
-                     {"tile": tile, "overlap": overlap * self.upscale_ratio})["image"]
+        return _call("vae_decode", self, {"latent": samples}, {"tile": tile, "overlap": overlap * self.upscale_ratio})[
+            "image"
+        ]
 
     def encode(self, pixels: torch.Tensor) -> torch.Tensor:
         return _call("vae_encode", self, {"pixels": pixels[:, :, :, :3]})["latent"]
@@ -314,5 +365,3 @@ def wrap(value: Any) -> Any:
 def wrap_inputs(kwargs: dict[str, Any]) -> dict[str, Any]:
     """Pack node keyword arguments with ModelRefs (also inside INPUT_IS_LIST lists) as proxies."""
     return {k: [wrap(x) for x in v] if isinstance(v, list) else wrap(v) for k, v in kwargs.items()}
-
-

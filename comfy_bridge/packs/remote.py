@@ -11,6 +11,7 @@ on that concurrency, while an executor runs one invocation at a time (three such
 sum of their waits). It runs in the prompt worker's thread, never on the HTTP loop, and on the cluster
 under the same deadline (a coroutine that never yields cannot be cut short there, as in ComfyUI).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -18,7 +19,8 @@ import copy
 import functools
 import inspect
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from cluster.runtime import runtime
 from comfy_bridge.packs import events, node_failure, node_files, transport
@@ -30,12 +32,13 @@ PACK_DEADLINE_S = 600.0
 
 
 def _cluster_runtime(rt: Any) -> bool:
-    module = sys.modules.get("cluster.cluster_runtime")   # not imported: no cluster runtime can exist
+    module = sys.modules.get("cluster.cluster_runtime")  # not imported: no cluster runtime can exist
     return module is not None and isinstance(rt, module.ClusterRuntime)
 
 
 def _ids(unique_id: str, prompt_id: str) -> dict[str, Any]:
     from comfy_bridge.compat.server import PromptServer
+
     server = PromptServer.instance
     return {"node_id": unique_id, "prompt_id": prompt_id, "client_id": getattr(server, "client_id", None)}
 
@@ -43,19 +46,29 @@ def _ids(unique_id: str, prompt_id: str) -> dict[str, Any]:
 async def _run_remote(origin: PackOrigin, function: str, hidden: dict | None, ids: dict, kwargs: dict) -> Any:
     from cluster.dataplane.remote import host_id
     from comfy_bridge.packs.pack_node import RESULT, pack_source_digest, workspace_snapshot
+
     rt = copy.copy(runtime())
     rt.deadline_s = PACK_DEADLINE_S if rt.deadline_s is None else min(rt.deadline_s, PACK_DEADLINE_S)
     try:
         blob, tensors = transport.dumps((kwargs, hidden))
     except Exception as e:
-        raise TypeError(f"node pack {origin.pack!r}, node {origin.node_id!r}: its inputs cannot be sent to an "
-                        f"executor ({type(e).__name__}: {e})") from e
-    params = {"origin": origin, "function": function, "args": blob, "ids": ids, "workspace": workspace_snapshot(),
-              # an executor on another machine keeps its workspace and checks its copy of the pack
-              "host_id": host_id(), "pack_digest": pack_source_digest(origin.path)}
+        raise TypeError(
+            f"node pack {origin.pack!r}, node {origin.node_id!r}: its inputs cannot be sent to an "
+            f"executor ({type(e).__name__}: {e})"
+        ) from e
+    params = {
+        "origin": origin,
+        "function": function,
+        "args": blob,
+        "ids": ids,
+        "workspace": workspace_snapshot(),
+        # an executor on another machine keeps its workspace and checks its copy of the pack
+        "host_id": host_id(),
+        "pack_digest": pack_source_digest(origin.path),
+    }
     out = await rt.call("pack_node", None, tensors, params)
     result, recorded, files, raised = transport.loads(transport.tensor_to_bytes(out.pop(RESULT)), out)
-    if files:   # saved on another machine: written where the result names them, in this workspace
+    if files:  # saved on another machine: written where the result names them, in this workspace
         node_files.write_named(files, active())
     events.replay(recorded)
     if raised is not None:
@@ -72,7 +85,7 @@ def route(obj: Any, func: str, hidden: dict | None, fn: Callable, unique_id: str
     if origin is None or func != getattr(cls, "FUNCTION", "execute"):
         return fn
     on_cluster = _cluster_runtime(runtime())
-    if inspect.iscoroutinefunction(fn):   # here even on the cluster: see the module's docstring
+    if inspect.iscoroutinefunction(fn):  # here even on the cluster: see the module's docstring
         deadline = PACK_DEADLINE_S if on_cluster else None
 
         @functools.wraps(fn)
@@ -82,18 +95,22 @@ def route(obj: Any, func: str, hidden: dict | None, fn: Callable, unique_id: str
                 async with asyncio.timeout(deadline) as limit:
                     return await fn(**wrap_inputs(kwargs))
             except TimeoutError as e:
-                if not limit.expired():   # the node's own TimeoutError
+                if not limit.expired():  # the node's own TimeoutError
                     raise
-                raise TimeoutError(f"node pack {origin.pack!r}, node {origin.node_id!r}: its async function "
-                                   f"did not finish within the {deadline:g} s deadline") from e
+                raise TimeoutError(
+                    f"node pack {origin.pack!r}, node {origin.node_id!r}: its async function "
+                    f"did not finish within the {deadline:g} s deadline"
+                ) from e
             finally:
                 reset_running(token)
+
         return local_async
     if on_cluster:
         ids = _ids(unique_id, prompt_id)
 
         async def remote(**kwargs: Any) -> Any:
             return await _run_remote(origin, func, hidden, ids, kwargs)
+
         return remote
 
     @functools.wraps(fn)
@@ -103,4 +120,5 @@ def route(obj: Any, func: str, hidden: dict | None, fn: Callable, unique_id: str
             return fn(**wrap_inputs(kwargs))
         finally:
             reset_running(token)
+
     return local

@@ -8,24 +8,33 @@ torchvision of torch's own build: the same `+cpu` / `+cuXYZ` label, from PyTorch
 with torch pinned; a plan for any other torchvision build, or any other change to the torch family, is
 refused and nothing is installed.
 """
+
 from __future__ import annotations
 
 import re
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from packaging.version import Version
 
-from comfy_bridge.packs.pip_guard import (RequirementsError, TorchReplacement, constraints, guarded,
-                                          installed_torch_family, installed_versions, planned_installs)
+from comfy_bridge.packs.pip_guard import (
+    RequirementsError,
+    TorchReplacement,
+    constraints,
+    guarded,
+    installed_torch_family,
+    installed_versions,
+    planned_installs,
+)
 
 PYTORCH_INDEX = "https://download.pytorch.org/whl/"
 COMPANIONS = ("torchvision", "spandrel")
-_USES = re.compile(r"^\s*(?:import|from)\s+(torchvision|spandrel)\b|^\s*(torchvision|spandrel)\b",
-                   re.MULTILINE | re.IGNORECASE)
+_USES = re.compile(
+    r"^\s*(?:import|from)\s+(torchvision|spandrel)\b|^\s*(torchvision|spandrel)\b", re.MULTILINE | re.IGNORECASE
+)
 
 
 def needs_companions(pack: Path) -> bool:
@@ -57,8 +66,9 @@ def _local(version: str) -> str | None:
     return Version(version).local
 
 
-def install_torchvision(python: str = sys.executable, pip_args: Sequence[str] = (),
-                        index_url: str | None = None) -> list[str]:
+def install_torchvision(
+    python: str = sys.executable, pip_args: Sequence[str] = (), index_url: str | None = None
+) -> list[str]:
     """Install the torchvision of the installed torch's build into `python`'s environment (nothing when
     one is installed). `index_url` overrides PyTorch's index for the build (tests, mirrors); `pip_args`
     go to pip. Raises TorchReplacement, installing nothing, when pip's plan is another build or touches
@@ -84,19 +94,24 @@ def install_torchvision(python: str = sys.executable, pip_args: Sequence[str] = 
             raise TorchReplacement(
                 f"pip would install {found}, not the torchvision built for torch {torch}"
                 + (f" (its index {index} may be out of reach)" if index else "")
-                + f"; install it yourself: pip install '{requirement}'" + (f" --index-url {index}" if index else ""))
-        done = subprocess.run([python, "-m", "pip", "install", "-c", str(pins), "-r", str(wanted), *args],
-                              capture_output=True, text=True)
+                + f"; install it yourself: pip install '{requirement}'"
+                + (f" --index-url {index}" if index else "")
+            )
+        done = subprocess.run(
+            [python, "-m", "pip", "install", "-c", str(pins), "-r", str(wanted), *args], capture_output=True, text=True
+        )
         if done.returncode != 0:
             raise RequirementsError("pip install torchvision failed:\n" + (done.stderr or done.stdout).strip())
     return [f"{name}=={version}" for name, version in plan]
 
 
-def install_comfyui_companions(python: str = sys.executable, pip_args: Sequence[str] = (),
-                               index_url: str | None = None) -> list[str]:
+def install_comfyui_companions(
+    python: str = sys.executable, pip_args: Sequence[str] = (), index_url: str | None = None
+) -> list[str]:
     """torchvision (matched, as install_torchvision) and then spandrel, each only when missing; returns
     the "name==version" pip installed. spandrel goes through pip_guard's usual check with torchvision pinned."""
     from comfy_bridge.packs.pip_guard import install_requirements
+
     installed = install_torchvision(python, pip_args, index_url)
     if "spandrel" not in installed_versions(["spandrel"], python):
         with tempfile.TemporaryDirectory() as tmp:

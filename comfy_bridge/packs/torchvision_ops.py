@@ -9,6 +9,7 @@ work, the compiled ops (nms, roi_align, deform_conv2d, its image codecs) raise w
 says how to install the torchvision of this torch's build (docs/packs.md). A torchvision whose ops load is
 imported as it is: declaring the schemas first would collide with its own registration.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -20,9 +21,11 @@ import torch
 
 log = logging.getLogger(__name__)
 
-_SCHEMAS = ("nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor",
-            "qnms(Tensor qdets, Tensor scores, float iou_threshold) -> Tensor")
-_declared: list[torch.library.Library] = []   # the library must live as long as the process
+_SCHEMAS = (
+    "nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor",
+    "qnms(Tensor qdets, Tensor scores, float iou_threshold) -> Tensor",
+)
+_declared: list[torch.library.Library] = []  # the library must live as long as the process
 
 
 def make_torchvision_importable() -> bool:
@@ -37,15 +40,19 @@ def make_torchvision_importable() -> bool:
             raise
         reason = str(err)
     for name in [m for m in sys.modules if m == "torchvision" or m.startswith("torchvision.")]:
-        del sys.modules[name]   # the half-imported package
+        del sys.modules[name]  # the half-imported package
     if not _declared:
         library = torch.library.Library("torchvision", "DEF")
         for schema in _SCHEMAS:
             library.define(schema)
         _declared.append(library)
     importlib.import_module("torchvision")
-    log.warning("torchvision imports without its compiled ops (%s): it was built for another torch than %s. "
-                "Its transforms work; nms, roi_align and its image codecs do not. Install the torchvision of "
-                "this torch's build (docs/packs.md, on a CPU host: pip install torchvision --index-url "
-                "https://download.pytorch.org/whl/cpu)", reason, torch.__version__)
+    log.warning(
+        "torchvision imports without its compiled ops (%s): it was built for another torch than %s. "
+        "Its transforms work; nms, roi_align and its image codecs do not. Install the torchvision of "
+        "this torch's build (docs/packs.md, on a CPU host: pip install torchvision --index-url "
+        "https://download.pytorch.org/whl/cpu)",
+        reason,
+        torch.__version__,
+    )
     return True

@@ -10,6 +10,7 @@ set on the model), travels by value, its code with the variables it closes over;
 those refer to in the pack are imported from the pack on the executor, which runs the same pack code (its
 sources are checked against the head's). The executors unpickle only what the head sends, as before.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -91,11 +92,12 @@ def import_pack_module(module: str) -> None:
         return
     from comfy_bridge import compat
     from comfy_bridge.custom_nodes import import_module_file
-    compat.import_as_comfyui_has()          # the pack imports folder_paths, comfy.*, ...
-    if Path(module + ".py").is_file():      # a single-file pack
+
+    compat.import_as_comfyui_has()  # the pack imports folder_paths, comfy.*, ...
+    if Path(module + ".py").is_file():  # a single-file pack
         import_module_file(Path(module + ".py"))
         return
-    root = module.partition(".")[0]         # a package pack, or a submodule of one
+    root = module.partition(".")[0]  # a package pack, or a submodule of one
     folder = Path(root.replace("_x_", "."))
     if not (folder / "__init__.py").is_file():
         return

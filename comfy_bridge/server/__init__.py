@@ -3,13 +3,19 @@
 The names below load on first use (PEP 562): the light modules of this package (`config`, `prompt_queue`)
 are read by the CLI before `serve` starts its executors, and importing them must not import the server
 (torch, aiohttp: seconds of a cold start)."""
+
 from __future__ import annotations
 
 import importlib
 from typing import Any
 
-_EXPORTS = {"PromptServer": "app", "create_app": "app", "run_server": "app", "start_server": "app",
-            "ServerConfig": "config"}
+_EXPORTS = {
+    "PromptServer": "app",
+    "create_app": "app",
+    "run_server": "app",
+    "start_server": "app",
+    "ServerConfig": "config",
+}
 __all__ = sorted(_EXPORTS)
 
 

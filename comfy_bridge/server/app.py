@@ -5,6 +5,7 @@ Threading follows ComfyUI: the aiohttp loop serves HTTP and websockets and runs 
 that drains the outgoing message queue; one worker thread executes prompts one at a time.
 `send_sync` may be called from any thread.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -16,7 +17,8 @@ import signal
 import ssl
 import sys
 import threading
-from typing import Any, Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
 
 import aiohttp
 from aiohttp import web
@@ -25,8 +27,26 @@ from comfy_bridge.compat.protocol import BinaryEventTypes
 from comfy_bridge.node_replace import node_replace_manager
 from nodes import workspace as workspace_mod
 
-from . import (assets, cluster_stats, frontend, history, internal, jobs, model_manager, node_replacements,
-               object_info, prompt, queue, settings, subgraphs, system, upload, userdata, view, websocket)
+from . import (
+    assets,
+    cluster_stats,
+    frontend,
+    history,
+    internal,
+    jobs,
+    model_manager,
+    node_replacements,
+    object_info,
+    prompt,
+    queue,
+    settings,
+    subgraphs,
+    system,
+    upload,
+    userdata,
+    view,
+    websocket,
+)
 from .config import ServerConfig
 from .middleware import cache_control, compress_body, undecodable_body
 from .prompt_queue import PromptQueue
@@ -42,16 +62,39 @@ ExecutorFactory = Callable[["PromptServer"], Any]
 SERVER_KEY: web.AppKey = web.AppKey("comfy_server", object)
 
 # Route families in registration order; each module's add_routes(routes, server) adds its routes.
-ROUTE_MODULES = (websocket, frontend, system, view, upload, prompt, queue, history, object_info, jobs,
-                 userdata, settings, subgraphs, model_manager, cluster_stats, assets, node_replacements)
+ROUTE_MODULES = (
+    websocket,
+    frontend,
+    system,
+    view,
+    upload,
+    prompt,
+    queue,
+    history,
+    object_info,
+    jobs,
+    userdata,
+    settings,
+    subgraphs,
+    model_manager,
+    cluster_stats,
+    assets,
+    node_replacements,
+)
 
 
 class PromptServer:
     """ComfyUI's server object; `PromptServer.instance` is what node packs use."""
-    instance: "PromptServer | None" = None
 
-    def __init__(self, config: ServerConfig, registry: Any = None, executor_factory: ExecutorFactory | None = None,
-                 validate: Validator | None = None):
+    instance: PromptServer | None = None
+
+    def __init__(
+        self,
+        config: ServerConfig,
+        registry: Any = None,
+        executor_factory: ExecutorFactory | None = None,
+        validate: Validator | None = None,
+    ):
         PromptServer.instance = self
         self.config = config
         self.workspace = workspace_mod.activate(self.open_workspace())
@@ -67,7 +110,7 @@ class PromptServer:
         self.number = 0
         self.on_prompt_handlers: list[Callable[[dict], dict]] = []
         self.supports = ["custom_nodes_from_web"]
-        self.node_replace_manager = node_replace_manager()   # ComfyUI's attribute; packs' registrations land here
+        self.node_replace_manager = node_replace_manager()  # ComfyUI's attribute; packs' registrations land here
         self.prompt_queue = self.make_prompt_queue()
         self.user_manager = self.make_user_manager()
         self.web_root = frontend.resolve_web_root(config.front_end_root)
@@ -114,6 +157,7 @@ class PromptServer:
     async def validate(self, prompt_id: str, prompt_dict: dict, targets: list[str] | None) -> tuple:
         if self._validate is None:
             from comfy_bridge.validation import validate_prompt
+
             self._validate = validate_prompt
         return await self._validate(self.registry, prompt_id, prompt_dict, targets)
 
@@ -123,8 +167,8 @@ class PromptServer:
         if self._executor_factory is not None:
             return self._executor_factory(sink)
         from comfy_bridge.execution import PromptExecutor
-        return PromptExecutor(self.registry, sink, cache_type=self.config.cache_type,
-                              cache_size=self.config.cache_size)
+
+        return PromptExecutor(self.registry, sink, cache_type=self.config.cache_type, cache_size=self.config.cache_size)
 
     # -- ComfyUI's PromptServer surface used by node packs ---------------------------
     def add_on_prompt_handler(self, handler: Callable[[dict], dict]) -> None:
@@ -157,9 +201,13 @@ class PromptServer:
         # `assets`: the web UI reads models, inputs and outputs through /api/assets (assets.py), whose model
         # records carry model_type:<folder> tags, as today's ComfyUI advertises. `node_replacements`: the web UI
         # reads /node_replacements (node_replacements.py) and offers swapping retired nodes.
-        return {"supports_preview_metadata": True, "max_upload_size": self.config.max_upload_bytes,
-                "assets": not self.config.disable_assets, "supports_model_type_tags": True,
-                "node_replacements": True}
+        return {
+            "supports_preview_metadata": True,
+            "max_upload_size": self.config.max_upload_bytes,
+            "assets": not self.config.disable_assets,
+            "supports_model_type_tags": True,
+            "node_replacements": True,
+        }
 
     def supports_feature(self, sid: str | None, feature: str) -> bool:
         """Whether client `sid` negotiated `feature` (e.g. supports_preview_metadata)."""
@@ -181,8 +229,9 @@ class PromptServer:
 
     def _targets(self, sid: str | None) -> list[tuple[str, web.WebSocketResponse]]:
         """The sockets a message for `sid` (None: everyone) goes to."""
-        return list(self.sockets.items()) if sid is None else (
-            [(sid, self.sockets[sid])] if sid in self.sockets else [])
+        return (
+            list(self.sockets.items()) if sid is None else ([(sid, self.sockets[sid])] if sid in self.sockets else [])
+        )
 
     async def send(self, event: str | int, data: Any, sid: str | None = None) -> None:
         targets = self._targets(sid)
@@ -203,8 +252,11 @@ class PromptServer:
     async def _send_binary(self, event: int, data: Any, targets: list[tuple[str, web.WebSocketResponse]]) -> None:
         if event == BinaryEventTypes.TEXT and isinstance(data, dict):
             for target_sid, ws in targets:
-                pid = self.last_prompt_id if self.supports_feature(target_sid, "supports_progress_text_metadata") \
+                pid = (
+                    self.last_prompt_id
+                    if self.supports_feature(target_sid, "supports_progress_text_metadata")
                     else None
+                )
                 await _send_safely(ws.send_bytes, websocket.text_frame(data["node_id"], data["text"], pid))
             return
         if isinstance(data, (bytes, bytearray, memoryview)):
@@ -310,21 +362,30 @@ def _release_compat(server: PromptServer) -> None:
 def _load_registry(server: PromptServer) -> Any:
     try:
         from comfy_bridge import compat
+
         compat.install()
         _share_with_compat(server)
     except ImportError:
         log.warning("comfy_bridge.compat is unavailable; custom nodes cannot import ComfyUI modules")
     from comfy_bridge.registry import build_registry
+
     config = server.config
-    kwargs: dict[str, Any] = {"extra_custom_node_dirs": config.extra_custom_node_dirs,
-                              "load_custom_nodes": not config.disable_custom_nodes}
+    kwargs: dict[str, Any] = {
+        "extra_custom_node_dirs": config.extra_custom_node_dirs,
+        "load_custom_nodes": not config.disable_custom_nodes,
+    }
     if config.whitelist_custom_nodes and "whitelist" in inspect.signature(build_registry).parameters:
         kwargs["whitelist"] = config.whitelist_custom_nodes
     return build_registry(server.workspace, **kwargs)
 
 
-def create_app(config: ServerConfig, *, registry: Any = None, executor_factory: ExecutorFactory | None = None,
-               validate: Validator | None = None) -> web.Application:
+def create_app(
+    config: ServerConfig,
+    *,
+    registry: Any = None,
+    executor_factory: ExecutorFactory | None = None,
+    validate: Validator | None = None,
+) -> web.Application:
     """Build the server: PromptServer first (so custom nodes find PromptServer.instance and add routes
     while they load), then the node registry, then the frozen route table."""
     server_class = PromptServer
@@ -377,6 +438,7 @@ async def until_stop_signal() -> None:
         for s in signals:
             loop.remove_signal_handler(s)
         stop.set()
+
     for s in signals:
         loop.add_signal_handler(s, on_signal, s)
     try:
@@ -389,6 +451,7 @@ async def until_stop_signal() -> None:
 def run_server(config: ServerConfig, **engine: Any) -> None:
     """Serve until SIGINT (Ctrl-C) or SIGTERM, then stop gracefully; with quick_test_for_ci, stop right
     after start-up."""
+
     async def main() -> None:
         runner = await start_server(config, **engine)
         # Everything loaded so far (torch, the nodes, the registry) lives as long as the server: moved out
@@ -401,7 +464,8 @@ def run_server(config: ServerConfig, **engine: Any) -> None:
                 await until_stop_signal()
         finally:
             await runner.cleanup()
+
     try:
         asyncio.run(main())
-    except KeyboardInterrupt:   # a second Ctrl-C while stopping
+    except KeyboardInterrupt:  # a second Ctrl-C while stopping
         pass

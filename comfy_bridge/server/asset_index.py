@@ -9,6 +9,7 @@ file says about itself (size, tags). A record deleted through the API leaves its
 ComfyUI); the path is remembered so list scans do not bring it back, until an explicit seed does.
 Everything here blocks (files, SQLite): routes call it in a thread, in the tenant's context.
 """
+
 from __future__ import annotations
 
 import json
@@ -23,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-ROOTS = ("models", "input", "output")   # what a seed scans (ComfyUI's seeder roots)
-LISTED = (*ROOTS, "temp")   # what a listing brings up to date: previews are outputs too (tags_any=output,temp)
+ROOTS = ("models", "input", "output")  # what a seed scans (ComfyUI's seeder roots)
+LISTED = (*ROOTS, "temp")  # what a listing brings up to date: previews are outputs too (tags_any=output,temp)
 # Folder keys of the workspace table whose files are not models (ComfyUI leaves out configs and
 # custom_nodes; our table also has the datasets and fonts folders of the training and text nodes).
 NON_MODEL_FOLDERS = frozenset({"configs", "custom_nodes", "datasets", "fonts"})
@@ -44,15 +45,35 @@ CREATE INDEX IF NOT EXISTS local_assets_hash ON local_assets (tenant, hash);
 CREATE TABLE IF NOT EXISTS local_assets_hidden (tenant TEXT NOT NULL, path TEXT NOT NULL,
     PRIMARY KEY (tenant, path));
 """
-_COLUMNS = ("id", "tenant", "root", "path", "name", "loader_path", "display_name", "hash", "size", "mtime",
-            "mime_type", "system_tags", "tags", "user_metadata", "preview_id", "job_id", "created", "updated", "accessed",
-            "missing")
+_COLUMNS = (
+    "id",
+    "tenant",
+    "root",
+    "path",
+    "name",
+    "loader_path",
+    "display_name",
+    "hash",
+    "size",
+    "mtime",
+    "mime_type",
+    "system_tags",
+    "tags",
+    "user_metadata",
+    "preview_id",
+    "job_id",
+    "created",
+    "updated",
+    "accessed",
+    "missing",
+)
 _JSON = ("system_tags", "tags", "user_metadata")
 
 
 @dataclass
 class FileFacts:
     """What a file's place says about it: its root, tags and the paths a client sees."""
+
     root: str
     system_tags: list[str]
     loader_path: str
@@ -87,7 +108,7 @@ def _walk(base: Path) -> Iterable[tuple[str, str, os.stat_result]]:
             path = os.path.join(dirpath, fn)
             try:
                 st = os.stat(path)
-            except OSError:   # removed while walking, or a broken link
+            except OSError:  # removed while walking, or a broken link
                 continue
             yield path, prefix + fn, st
 
@@ -104,8 +125,9 @@ def scan(workspace: Any, roots: Iterable[str]) -> dict[str, FileFacts]:
                             continue
                         facts = found.get(path)
                         if facts is None:
-                            facts = found[path] = FileFacts("models", ["models"], rel, f"{base.name}/{rel}",
-                                                            st.st_size, st.st_mtime)
+                            facts = found[path] = FileFacts(
+                                "models", ["models"], rel, f"{base.name}/{rel}", st.st_size, st.st_mtime
+                            )
                         if MODEL_TYPE + key not in facts.system_tags:
                             facts.system_tags.append(MODEL_TYPE + key)
             continue
@@ -118,8 +140,10 @@ def scan(workspace: Any, roots: Iterable[str]) -> dict[str, FileFacts]:
 def roots_for(all_: list[str], any_: list[str]) -> tuple[str, ...]:
     """The roots whose records a tag filter can match (the web UI polls outputs after every status
     message: that listing need not walk the model folders)."""
+
     def root_of(tag: str) -> str | None:
         return "models" if tag.startswith(MODEL_TYPE) else tag if tag in LISTED else None
+
     required = {root_of(t) for t in all_} - {None}
     if required:
         return tuple(r for r in LISTED if r in required)
@@ -156,8 +180,14 @@ class AssetIndex:
             return self._db.execute(sql, args).rowcount
 
     # -- scanning ---------------------------------------------------------------------------------
-    def sync(self, tenant: str, workspace: Any, roots: Iterable[str] = LISTED, reveal: bool = False,
-             jobs: Callable[[], dict[tuple[str, str], str]] | None = None) -> dict:
+    def sync(
+        self,
+        tenant: str,
+        workspace: Any,
+        roots: Iterable[str] = LISTED,
+        reveal: bool = False,
+        jobs: Callable[[], dict[tuple[str, str], str]] | None = None,
+    ) -> dict:
         """Bring the tenant's records of `roots` in line with the files; `reveal` also brings back files
         whose records were deleted (an explicit seed). `jobs` maps (root, path in it) of the outputs of
         recent prompts to their prompt id, read only when there are new files. Counts of what changed."""
@@ -168,21 +198,25 @@ class AssetIndex:
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
-                hidden = {r[0] for r in self._db.execute("SELECT path FROM local_assets_hidden WHERE tenant = ?",
-                                                         (tenant,))}
-                if reveal:   # the files of these roots come back; other roots' deleted records stay deleted
+                hidden = {
+                    r[0] for r in self._db.execute("SELECT path FROM local_assets_hidden WHERE tenant = ?", (tenant,))
+                }
+                if reveal:  # the files of these roots come back; other roots' deleted records stay deleted
                     back = [(tenant, p) for p in hidden if p in files]
                     self._db.executemany("DELETE FROM local_assets_hidden WHERE tenant = ? AND path = ?", back)
                     hidden -= {p for _, p in back}
-                known = self._db.execute(f"SELECT id, root, path, size, mtime, missing, system_tags FROM local_assets "
-                                         f"WHERE tenant = ? AND root IN ({marks})", (tenant, *roots)).fetchall()
+                known = self._db.execute(
+                    f"SELECT id, root, path, size, mtime, missing, system_tags FROM local_assets "
+                    f"WHERE tenant = ? AND root IN ({marks})",
+                    (tenant, *roots),
+                ).fetchall()
                 seen: set[str] = set()
                 marked = 0
                 for asset_id, root, path, size, mtime, missing, system_tags in known:
                     seen.add(path)
                     facts = files.get(path)
                     if facts is None:
-                        if root == "temp":   # previews are cleared with the temp folder: their records go too
+                        if root == "temp":  # previews are cleared with the temp folder: their records go too
                             self._db.execute("DELETE FROM local_assets WHERE id = ?", (asset_id,))
                         elif not missing:
                             marked += 1
@@ -190,18 +224,28 @@ class AssetIndex:
                         continue
                     changed = (facts.size, facts.mtime) != (size, mtime)
                     tags = json.dumps(facts.system_tags)
-                    if changed or missing or tags != system_tags:   # most listings change nothing: no write
-                        self._db.execute("UPDATE local_assets SET missing = 0, size = ?, mtime = ?, system_tags = ?, "
-                                         "hash = CASE WHEN ? THEN NULL ELSE hash END WHERE id = ?",
-                                         (facts.size, facts.mtime, tags, changed, asset_id))
+                    if changed or missing or tags != system_tags:  # most listings change nothing: no write
+                        self._db.execute(
+                            "UPDATE local_assets SET missing = 0, size = ?, mtime = ?, system_tags = ?, "
+                            "hash = CASE WHEN ? THEN NULL ELSE hash END WHERE id = ?",
+                            (facts.size, facts.mtime, tags, changed, asset_id),
+                        )
                 new = [(path, facts) for path, facts in files.items() if path not in seen and path not in hidden]
                 job_of = jobs() if new and jobs is not None else {}
                 for path, facts in new:
                     # A file found by a scan was made when it was written (several outputs of one run keep
                     # their order), never later than now.
                     made = min(facts.mtime, now)
-                    self._insert(new_record(tenant, path, facts, os.path.basename(path), made,
-                                            job_id=job_of.get((facts.root, facts.loader_path))))
+                    self._insert(
+                        new_record(
+                            tenant,
+                            path,
+                            facts,
+                            os.path.basename(path),
+                            made,
+                            job_id=job_of.get((facts.root, facts.loader_path)),
+                        )
+                    )
                 created = len(new)
                 self._db.execute("COMMIT")
             except BaseException:
@@ -211,8 +255,9 @@ class AssetIndex:
 
     def _insert(self, record: dict) -> None:
         values = tuple(json.dumps(record[c]) if c in _JSON else record[c] for c in _COLUMNS)
-        self._db.execute(f"INSERT INTO local_assets ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})",
-                         values)
+        self._db.execute(
+            f"INSERT INTO local_assets ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})", values
+        )
 
     # -- records ----------------------------------------------------------------------------------
     def add(self, record: dict) -> None:
@@ -220,26 +265,37 @@ class AssetIndex:
         touched since (no hash, tags, metadata or preview) says nothing more: it goes (a listing that ran
         while an upload was being placed would otherwise leave the file listed twice)."""
         with self._lock:
-            self._db.execute("DELETE FROM local_assets_hidden WHERE tenant = ? AND path = ?",
-                             (record["tenant"], record["path"]))
-            self._db.execute("DELETE FROM local_assets WHERE tenant = ? AND path = ? AND hash IS NULL AND tags = '[]' "
-                             "AND user_metadata = '{}' AND preview_id IS NULL", (record["tenant"], record["path"]))
+            self._db.execute(
+                "DELETE FROM local_assets_hidden WHERE tenant = ? AND path = ?", (record["tenant"], record["path"])
+            )
+            self._db.execute(
+                "DELETE FROM local_assets WHERE tenant = ? AND path = ? AND hash IS NULL AND tags = '[]' "
+                "AND user_metadata = '{}' AND preview_id IS NULL",
+                (record["tenant"], record["path"]),
+            )
             self._insert(record)
 
     def all(self, tenant: str, roots: Iterable[str] = LISTED) -> list[dict]:
         roots = tuple(roots)
-        return self._rows(f"SELECT {', '.join(_COLUMNS)} FROM local_assets WHERE tenant = ? AND root IN "
-                          f"({','.join('?' * len(roots))})", (tenant, *roots))
+        return self._rows(
+            f"SELECT {', '.join(_COLUMNS)} FROM local_assets WHERE tenant = ? AND root IN "
+            f"({','.join('?' * len(roots))})",
+            (tenant, *roots),
+        )
 
     def get(self, tenant: str, asset_id: str) -> dict | None:
-        rows = self._rows(f"SELECT {', '.join(_COLUMNS)} FROM local_assets WHERE tenant = ? AND id = ?",
-                          (tenant, asset_id))
+        rows = self._rows(
+            f"SELECT {', '.join(_COLUMNS)} FROM local_assets WHERE tenant = ? AND id = ?", (tenant, asset_id)
+        )
         return rows[0] if rows else None
 
     def by_hash(self, tenant: str, hash_: str) -> dict | None:
         """The tenant's newest present record over these bytes."""
-        rows = self._rows(f"SELECT {', '.join(_COLUMNS)} FROM local_assets WHERE tenant = ? AND hash = ? "
-                          "AND missing = 0 ORDER BY created DESC LIMIT 1", (tenant, hash_))
+        rows = self._rows(
+            f"SELECT {', '.join(_COLUMNS)} FROM local_assets WHERE tenant = ? AND hash = ? "
+            "AND missing = 0 ORDER BY created DESC LIMIT 1",
+            (tenant, hash_),
+        )
         return rows[0] if rows else None
 
     def set_hash(self, asset_id: str, hash_: str) -> None:
@@ -258,26 +314,46 @@ class AssetIndex:
     def delete(self, tenant: str, asset_id: str) -> bool:
         """Remove the record (never the file); a file left with no record stays out of list scans."""
         with self._lock:
-            row = self._db.execute("SELECT path FROM local_assets WHERE tenant = ? AND id = ?",
-                                   (tenant, asset_id)).fetchone()
+            row = self._db.execute(
+                "SELECT path FROM local_assets WHERE tenant = ? AND id = ?", (tenant, asset_id)
+            ).fetchone()
             if row is None:
                 return False
             self._db.execute("DELETE FROM local_assets WHERE id = ?", (asset_id,))
-            self._db.execute("UPDATE local_assets SET preview_id = NULL WHERE tenant = ? AND preview_id = ?",
-                             (tenant, asset_id))
-            left = self._db.execute("SELECT COUNT(*) FROM local_assets WHERE tenant = ? AND path = ?",
-                                    (tenant, row[0])).fetchone()[0]
+            self._db.execute(
+                "UPDATE local_assets SET preview_id = NULL WHERE tenant = ? AND preview_id = ?", (tenant, asset_id)
+            )
+            left = self._db.execute(
+                "SELECT COUNT(*) FROM local_assets WHERE tenant = ? AND path = ?", (tenant, row[0])
+            ).fetchone()[0]
             if not left:
                 self._db.execute("INSERT OR IGNORE INTO local_assets_hidden VALUES (?, ?)", (tenant, row[0]))
             return True
 
 
 def new_record(tenant: str, path: str, facts: FileFacts, name: str, now: float, **extra: Any) -> dict:
-    record = {"id": str(uuid.uuid4()), "tenant": tenant, "root": facts.root, "path": path, "name": name,
-              "loader_path": facts.loader_path, "display_name": facts.display_name, "hash": None,
-              "size": facts.size, "mtime": facts.mtime, "mime_type": mimetypes.guess_type(path)[0],
-              "system_tags": facts.system_tags, "tags": [], "user_metadata": {}, "preview_id": None, "job_id": None,
-              "created": now, "updated": now, "accessed": now, "missing": 0}
+    record = {
+        "id": str(uuid.uuid4()),
+        "tenant": tenant,
+        "root": facts.root,
+        "path": path,
+        "name": name,
+        "loader_path": facts.loader_path,
+        "display_name": facts.display_name,
+        "hash": None,
+        "size": facts.size,
+        "mtime": facts.mtime,
+        "mime_type": mimetypes.guess_type(path)[0],
+        "system_tags": facts.system_tags,
+        "tags": [],
+        "user_metadata": {},
+        "preview_id": None,
+        "job_id": None,
+        "created": now,
+        "updated": now,
+        "accessed": now,
+        "missing": 0,
+    }
     record.update(extra)
     return record
 

@@ -1,5 +1,6 @@
 """What the local assets API accepts (pydantic models for its queries and bodies, so a bad field gets a
 400 naming it) and how it answers: the asset object and the error envelope of ComfyUI's asset routes."""
+
 from __future__ import annotations
 
 import base64
@@ -26,7 +27,7 @@ from .common import dumps_json
 HASH_RE = re.compile(r"^blake3:[0-9a-f]{64}$")
 UUID_RE = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
 MAX_TAG_FILTER = 100
-MAX_TAGS, MAX_TAG_LEN = 64, 256   # what one request may set (ComfyUI sets no bound; a body could hold millions)
+MAX_TAGS, MAX_TAG_LEN = 64, 256  # what one request may set (ComfyUI sets no bound; a body could hold millions)
 SYSTEM_TAGS = frozenset({"missing"})
 CURSOR_SORTS = ("created_at", "updated_at", "name", "size")
 # A client can show these from the bytes themselves; a model file gets no preview_url.
@@ -34,8 +35,9 @@ PREVIEWABLE = ("image/", "video/", "audio/", "text/")
 
 
 def error(status: int, code: str, message: str, details: dict | None = None) -> web.Response:
-    return web.json_response({"error": {"code": code, "message": message, "details": details or {}}},
-                             status=status, dumps=dumps_json)
+    return web.json_response(
+        {"error": {"code": code, "message": message, "details": details or {}}}, status=status, dumps=dumps_json
+    )
 
 
 def invalid(code: str, exc: ValidationError) -> web.Response:
@@ -52,7 +54,7 @@ def _csv(value: Any) -> list[str]:
 
 class TagFilter(BaseModel):
     model_config = ConfigDict(extra="ignore")
-    include_tags: list[str] = []   # older spellings of tags_all and tags_none
+    include_tags: list[str] = []  # older spellings of tags_all and tags_none
     exclude_tags: list[str] = []
     tags_all: list[str] = []
     tags_any: list[str] = []
@@ -88,7 +90,7 @@ class TagFilter(BaseModel):
 
 class ListQuery(TagFilter):
     hash: str | None = None
-    include_public: bool = True   # accepted as ComfyUI accepts it: a local server has no public pool
+    include_public: bool = True  # accepted as ComfyUI accepts it: a local server has no public pool
     limit: int = Field(20, ge=1, le=500)
     offset: int = Field(0, ge=0)
     after: str | None = None
@@ -172,6 +174,7 @@ class FromHashBody(BaseModel):
 
 class UploadSpec(BaseModel):
     """The text fields of a multipart upload (tags may be repeated, comma-separated or a JSON array)."""
+
     model_config = ConfigDict(extra="ignore", str_strip_whitespace=True)
     tags: list[str] = []
     name: str | None = Field(None, max_length=512)
@@ -232,8 +235,9 @@ class UpdateBody(BaseModel):
 
 def query_dict(request: web.Request) -> dict[str, Any]:
     """The query string as a dict, a repeated parameter as a list."""
-    return {k: (request.query.getall(k) if len(request.query.getall(k)) > 1 else request.query[k])
-            for k in request.query}
+    return {
+        k: (request.query.getall(k) if len(request.query.getall(k)) > 1 else request.query[k]) for k in request.query
+    }
 
 
 # -- cursors: opaque to clients; a keyset (the last item's sort value and id) so that items arriving at
@@ -256,12 +260,18 @@ def decode_cursor(cursor: str, sort: str, order: str) -> tuple[Any, str]:
         data = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
     except (binascii.Error, ValueError, UnicodeDecodeError):
         raise InvalidCursor("the cursor is not one this server issued") from None
-    if not (isinstance(data, dict) and isinstance(data.get("i"), str) and isinstance(data.get("v"), (str, int, float))
-            and not isinstance(data.get("v"), bool)):
+    if not (
+        isinstance(data, dict)
+        and isinstance(data.get("i"), str)
+        and isinstance(data.get("v"), (str, int, float))
+        and not isinstance(data.get("v"), bool)
+    ):
         raise InvalidCursor("the cursor is not one this server issued")
     if data.get("s") != sort or data.get("o") != order:
-        raise InvalidCursor(f"the cursor was issued for sort={data.get('s')!r} order={data.get('o')!r}, "
-                         f"not sort={sort!r} order={order!r}")
+        raise InvalidCursor(
+            f"the cursor was issued for sort={data.get('s')!r} order={data.get('o')!r}, "
+            f"not sort={sort!r} order={order!r}"
+        )
     if isinstance(data["v"], str) != (sort == "name"):
         raise InvalidCursor("the cursor is not one this server issued")
     return data["v"], data["i"]
@@ -291,10 +301,22 @@ def asset_json(record: dict, preview: dict | None = None) -> dict:
     else:
         mime = (record["mime_type"] or "").split(";", 1)[0].strip().lower()
         preview_url = view_url(record) if mime.startswith(PREVIEWABLE) else None
-    out = {"id": record["id"], "name": record["name"], "hash": record["hash"], "loader_path": record["loader_path"],
-           "display_name": record["display_name"], "size": record["size"], "mime_type": record["mime_type"],
-           "tags": tags_of(record), "preview_url": preview_url, "preview_id": record["preview_id"],
-           "user_metadata": record["user_metadata"], "job_id": record["job_id"], "prompt_id": record["job_id"],
-           "created_at": iso(record["created"]),
-           "updated_at": iso(record["updated"]), "last_access_time": iso(record["accessed"])}
+    out = {
+        "id": record["id"],
+        "name": record["name"],
+        "hash": record["hash"],
+        "loader_path": record["loader_path"],
+        "display_name": record["display_name"],
+        "size": record["size"],
+        "mime_type": record["mime_type"],
+        "tags": tags_of(record),
+        "preview_url": preview_url,
+        "preview_id": record["preview_id"],
+        "user_metadata": record["user_metadata"],
+        "job_id": record["job_id"],
+        "prompt_id": record["job_id"],
+        "created_at": iso(record["created"]),
+        "updated_at": iso(record["updated"]),
+        "last_access_time": iso(record["accessed"]),
+    }
     return {k: v for k, v in out.items() if v is not None}

@@ -3,6 +3,7 @@ output folders: GET /assets (tag and name filters, offset or cursor pages), HEAD
 GET/PUT/DELETE /assets/{id}, GET /assets/{id}/content, POST /assets (multipart upload), POST
 /assets/from-hash, POST/DELETE /assets/{id}/tags, GET /tags, GET /assets/tags/refine, POST /assets/seed,
 GET /assets/seed/status and POST /assets/prune. Each request acts for its tenant (see asset_index)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -24,11 +25,27 @@ from pydantic import ValidationError
 from comfy_bridge.tenancy import tenant_context as context
 from comfy_bridge.tenancy.v2_assets import place_upload, safetensors_problem
 
-from .asset_index import (LISTED, MODEL_TYPE, ROOTS, AssetIndex, FileFacts, model_folders, new_record, roots_for,
-                          tags_of)
-from .asset_requests import (CURSOR_SORTS, HASH_RE, SYSTEM_TAGS, UUID_RE, FromHashBody, InvalidCursor, ListQuery,
-                             RefineQuery, TagsBody, TagsQuery, UpdateBody, UploadSpec, asset_json, decode_cursor,
-                             encode_cursor, error, invalid, query_dict)
+from .asset_index import LISTED, MODEL_TYPE, ROOTS, AssetIndex, FileFacts, model_folders, new_record, roots_for, tags_of
+from .asset_requests import (
+    CURSOR_SORTS,
+    HASH_RE,
+    SYSTEM_TAGS,
+    UUID_RE,
+    FromHashBody,
+    InvalidCursor,
+    ListQuery,
+    RefineQuery,
+    TagsBody,
+    TagsQuery,
+    UpdateBody,
+    UploadSpec,
+    asset_json,
+    decode_cursor,
+    encode_cursor,
+    error,
+    invalid,
+    query_dict,
+)
 from .common import TENANT_KEY, UNDECODABLE_FORM, dumps_json, loads_json
 from .image_limits import pixels_problem
 from .web_security import served_file_headers
@@ -39,13 +56,17 @@ if TYPE_CHECKING:
 INDEX_FILE = "assets.sqlite3"
 UPLOADS_DIR = ".assets-uploads"
 CHUNK = 1 << 16
-SEED_EVENTS = ("assets.seed.fast_complete", "assets.seed.completed")   # the web UI refreshes on either
-JOB_LOOKUP = 256   # newest history entries searched for the prompt that made a new output file
+SEED_EVENTS = ("assets.seed.fast_complete", "assets.seed.completed")  # the web UI refreshes on either
+JOB_LOOKUP = 256  # newest history entries searched for the prompt that made a new output file
 UUID_MATCH = re.compile(f"^{UUID_RE}$")
 SUFFIX = re.compile(r"^\.[a-z0-9_-]{1,16}$")
-_SORT_KEYS = {"name": lambda r: r["name"].lower(), "created_at": lambda r: r["created"],
-              "updated_at": lambda r: r["updated"], "size": lambda r: r["size"],
-              "last_access_time": lambda r: r["accessed"]}
+_SORT_KEYS = {
+    "name": lambda r: r["name"].lower(),
+    "created_at": lambda r: r["created"],
+    "updated_at": lambda r: r["updated"],
+    "size": lambda r: r["size"],
+    "last_access_time": lambda r: r["accessed"],
+}
 
 
 def suffix_of(filename: str) -> str:
@@ -77,32 +98,46 @@ def add_routes(routes: web.RouteTableDef, server: PromptServer) -> None:
     def gated(register: Any) -> Any:
         """`routes.get` and the others, the handler answering 503 while the server runs with
         --disable-assets, as ComfyUI's asset routes do when its asset system is off."""
+
         def on(path: str) -> Any:
             def decorate(handler: Any) -> Any:
                 @functools.wraps(handler)
                 async def checked(request: web.Request) -> web.StreamResponse:
                     if server.config.disable_assets:
-                        return error(503, "SERVICE_DISABLED", "The assets API is off: the server was started with "
-                                                              "--disable-assets.")
+                        return error(
+                            503,
+                            "SERVICE_DISABLED",
+                            "The assets API is off: the server was started with --disable-assets.",
+                        )
                     return await handler(request)
+
                 register(path)(checked)
                 return handler
+
             return decorate
+
         return on
-    on_get, on_head, on_post, on_put, on_delete = (gated(routes.get), gated(routes.head), gated(routes.post),
-                                                   gated(routes.put), gated(routes.delete))
+
+    on_get, on_head, on_post, on_put, on_delete = (
+        gated(routes.get),
+        gated(routes.head),
+        gated(routes.post),
+        gated(routes.put),
+        gated(routes.delete),
+    )
     index = AssetIndex(Path(server.workspace.root) / INDEX_FILE)
-    seeds: dict[str, dict] = {}   # tenant -> the state of its last seed
+    seeds: dict[str, dict] = {}  # tenant -> the state of its last seed
 
     async def on_cleanup(app: web.Application) -> None:
         for seed in seeds.values():
             if seed.get("task") is not None:
                 await asyncio.gather(seed["task"], return_exceptions=True)
         index.close()
+
     server.app.on_cleanup.append(on_cleanup)
 
     def run(fn: Any, *args: Any, **kwargs: Any) -> Any:
-        return asyncio.to_thread(fn, *args, **kwargs)   # copies the context: the tenant's folders
+        return asyncio.to_thread(fn, *args, **kwargs)  # copies the context: the tenant's folders
 
     def output_jobs() -> dict[tuple[str, str], str]:
         """(root, path in it) -> prompt id of the outputs of the newest prompts in the caller's history:
@@ -166,16 +201,19 @@ def add_routes(routes: web.RouteTableDef, server: PromptServer) -> None:
         hits = [r for r in records if q.matches(r, all_, any_, none) and (q.hash is None or r["hash"] == q.hash)]
         key = _SORT_KEYS[q.sort]
         hits.sort(key=lambda r: (key(r), r["id"]), reverse=q.order == "desc")
-        if after is not None:   # the items past the cursor's (value, id) in the list's order
+        if after is not None:  # the items past the cursor's (value, id) in the list's order
             past = (lambda r: (key(r), r["id"]) < after) if q.order == "desc" else (lambda r: (key(r), r["id"]) > after)
             start = next((i for i, r in enumerate(hits) if past(r)), len(hits))
         else:
             start = q.offset
-        page = hits[start:start + q.limit]
+        page = hits[start : start + q.limit]
         more = start + len(page) < len(hits)
         previews = await run(lambda: [preview_of(tenant, r, by_id) for r in page])
-        body: dict[str, Any] = {"assets": [asset_json(r, p) for r, p in zip(page, previews)],
-                                "total": len(hits), "has_more": more}
+        body: dict[str, Any] = {
+            "assets": [asset_json(r, p) for r, p in zip(page, previews)],
+            "total": len(hits),
+            "has_more": more,
+        }
         if more and page and q.sort in CURSOR_SORTS:
             body["next_cursor"] = encode_cursor(q.sort, q.order, key(page[-1]), page[-1]["id"])
         return _json(body)
@@ -203,8 +241,12 @@ def add_routes(routes: web.RouteTableDef, server: PromptServer) -> None:
         if not os.path.isfile(record["path"]):
             return error(404, "FILE_NOT_FOUND", "Underlying file not found on disk.")
         if record["root"] == "models" and not own_model(tenant, record["path"]):
-            return error(403, "FORBIDDEN", "The server's shared model files can be listed and loaded, not downloaded.",
-                         {"id": asset_id})
+            return error(
+                403,
+                "FORBIDDEN",
+                "The server's shared model files can be listed and loaded, not downloaded.",
+                {"id": asset_id},
+            )
         await run(index.touch, asset_id)
         headers = served_file_headers(record["name"], record["mime_type"])
         # Anything a browser could run is served as an attachment whatever was asked (served_file_headers).
@@ -231,7 +273,7 @@ def add_routes(routes: web.RouteTableDef, server: PromptServer) -> None:
             return error(400, "INVALID_BODY", "Send multipart/form-data with a 'file' part and 'tags'.")
         limit_of = getattr(server, "v2_upload_limit", None)
         cap = limit_of(request) if limit_of is not None else server.config.max_upload_bytes
-        folder = Path(server.workspace.root) / UPLOADS_DIR   # beside the tenants' folders, never in one
+        folder = Path(server.workspace.root) / UPLOADS_DIR  # beside the tenants' folders, never in one
         folder.mkdir(parents=True, exist_ok=True)
         fd, tmp_name = tempfile.mkstemp(dir=folder, prefix="upload-")
         tmp = Path(tmp_name)
@@ -287,7 +329,7 @@ def add_routes(routes: web.RouteTableDef, server: PromptServer) -> None:
             return error(400, "INVALID_BODY", str(exc))
         if facts_of.root != "models":
             problem = await run(pixels_problem, tmp)
-        else:   # a tenant's model file must be a well-formed safetensors file (the loaders trust it)
+        else:  # a tenant's model file must be a well-formed safetensors file (the loaders trust it)
             problem = await run(safetensors_problem, tmp) if context.current() is not None else None
         if problem is not None:
             return error(400, "INVALID_BODY", f"Refused file: {problem}.")
@@ -300,12 +342,26 @@ def add_routes(routes: web.RouteTableDef, server: PromptServer) -> None:
         stored, _ = await run(place_upload, tmp, dest, hash_.split(":", 1)[1] + suffix_of(client_name), hash_)
         path = dest / stored
         stat = path.stat()
-        facts = FileFacts(facts_of.root, facts_of.system_tags, stored,
-                          f"{dest.name}/{stored}" if facts_of.root == "models" else stored, stat.st_size, stat.st_mtime)
-        record = new_record(tenant, str(path), facts, spec.name or Path(client_name).name or stored, time.time(),
-                            hash=hash_, mime_type=spec.mime_type or part_type or None, user_metadata=spec.user_metadata,
-                            tags=[t for t in spec.tags if t not in facts.system_tags and t != "preview"],
-                            preview_id=spec.preview_id)
+        facts = FileFacts(
+            facts_of.root,
+            facts_of.system_tags,
+            stored,
+            f"{dest.name}/{stored}" if facts_of.root == "models" else stored,
+            stat.st_size,
+            stat.st_mtime,
+        )
+        record = new_record(
+            tenant,
+            str(path),
+            facts,
+            spec.name or Path(client_name).name or stored,
+            time.time(),
+            hash=hash_,
+            mime_type=spec.mime_type or part_type or None,
+            user_metadata=spec.user_metadata,
+            tags=[t for t in spec.tags if t not in facts.system_tags and t != "preview"],
+            preview_id=spec.preview_id,
+        )
         await run(index.add, record)
         new = existed is None
         return await answer(tenant, record, 201 if new else 200, created_new=new)
@@ -318,10 +374,19 @@ def add_routes(routes: web.RouteTableDef, server: PromptServer) -> None:
         if spec.preview_id is not None and await run(index.get, tenant, spec.preview_id) is None:
             return error(400, "INVALID_BODY", f"preview_id {spec.preview_id} names no asset")
         now = time.time()
-        record = {**source, "id": str(uuid.uuid4()), "name": spec.name or spec.hash.split(":", 1)[1],
-                  "mime_type": spec.mime_type or source["mime_type"], "user_metadata": spec.user_metadata,
-                  "tags": [t for t in spec.tags if t not in source["system_tags"]], "preview_id": spec.preview_id,
-                  "created": now, "updated": now, "accessed": now, "missing": 0}
+        record = {
+            **source,
+            "id": str(uuid.uuid4()),
+            "name": spec.name or spec.hash.split(":", 1)[1],
+            "mime_type": spec.mime_type or source["mime_type"],
+            "user_metadata": spec.user_metadata,
+            "tags": [t for t in spec.tags if t not in source["system_tags"]],
+            "preview_id": spec.preview_id,
+            "created": now,
+            "updated": now,
+            "accessed": now,
+            "missing": 0,
+        }
         await run(index.add, record)
         return await answer(tenant, record, status, created_new=False)
 
@@ -335,9 +400,10 @@ def add_routes(routes: web.RouteTableDef, server: PromptServer) -> None:
         if roles[0] == "preview":
             raise ValueError("this server keeps no previews folder: upload previews with the 'input' tag")
         if roles[0] != "models":
-            return Path(ws.input_dir if roles[0] == "input" else ws.output_dir), \
-                FileFacts(roles[0], [roles[0]], "", "", 0, 0)
-        kinds = [t[len(MODEL_TYPE):] for t in tags if t.startswith(MODEL_TYPE)]
+            return Path(ws.input_dir if roles[0] == "input" else ws.output_dir), FileFacts(
+                roles[0], [roles[0]], "", "", 0, 0
+            )
+        kinds = [t[len(MODEL_TYPE) :] for t in tags if t.startswith(MODEL_TYPE)]
         if len(kinds) != 1 or not kinds[0]:
             raise ValueError("models uploads require exactly one model_type:<folder_name> tag")
         folders = model_folders(ws)
@@ -347,7 +413,7 @@ def add_routes(routes: web.RouteTableDef, server: PromptServer) -> None:
         bases, exts = folders[key]
         if exts and ext not in exts:
             raise ValueError(f"{key} lists only {', '.join(sorted(exts))} files; the file is {ext or 'unnamed'}")
-        if context.current() is not None:   # a tenant writes to its own model folder only, safetensors only
+        if context.current() is not None:  # a tenant writes to its own model folder only, safetensors only
             if ext != ".safetensors" or not hasattr(ws, "tenant_models_dir"):
                 raise ValueError("a tenant uploads models as .safetensors files only")
             return ws.tenant_models_dir(tenant, key), FileFacts("models", ["models", MODEL_TYPE + key], "", "", 0, 0)
@@ -367,11 +433,15 @@ def add_routes(routes: web.RouteTableDef, server: PromptServer) -> None:
             return invalid("INVALID_BODY", exc)
         if await run(index.get, tenant, asset_id) is None:
             return _not_found(asset_id)
-        if body.preview_id is not None and (body.preview_id == asset_id or
-                                            await run(index.get, tenant, body.preview_id) is None):
+        if body.preview_id is not None and (
+            body.preview_id == asset_id or await run(index.get, tenant, body.preview_id) is None
+        ):
             return error(400, "INVALID_BODY", f"preview_id {body.preview_id} names no other asset")
-        changes = {k: v for k, v in (("name", body.name), ("user_metadata", body.user_metadata),
-                                     ("preview_id", body.preview_id)) if v is not None}
+        changes = {
+            k: v
+            for k, v in (("name", body.name), ("user_metadata", body.user_metadata), ("preview_id", body.preview_id))
+            if v is not None
+        }
         await run(index.update, asset_id, **changes)
         return await answer(tenant, await run(index.get, tenant, asset_id))
 
@@ -393,8 +463,12 @@ def add_routes(routes: web.RouteTableDef, server: PromptServer) -> None:
             return invalid("INVALID_BODY", exc)
         system = [t for t in body.tags if t in SYSTEM_TAGS]
         if system:
-            return error(400, "SYSTEM_TAG_FORBIDDEN", f"Tag '{system[0]}' is system-managed and cannot be "
-                                                      "modified via the API", {"tag": system[0]})
+            return error(
+                400,
+                "SYSTEM_TAG_FORBIDDEN",
+                f"Tag '{system[0]}' is system-managed and cannot be modified via the API",
+                {"tag": system[0]},
+            )
         record = await run(index.get, tenant, asset_id)
         if record is None:
             return _not_found(asset_id)
@@ -406,8 +480,11 @@ def add_routes(routes: web.RouteTableDef, server: PromptServer) -> None:
         else:
             removed = [t for t in body.tags if t in own]
             await run(index.update, asset_id, tags=[t for t in own if t not in removed])
-            result = {"removed": removed, "not_present": [t for t in body.tags if t not in present],
-                      "protected": [t for t in body.tags if t in record["system_tags"]]}
+            result = {
+                "removed": removed,
+                "not_present": [t for t in body.tags if t not in present],
+                "protected": [t for t in body.tags if t in record["system_tags"]],
+            }
         return _json({**result, "total_tags": tags_of(await run(index.get, tenant, asset_id))})
 
     @on_post(f"/assets/{{id:{UUID_RE}}}/tags")
@@ -427,9 +504,14 @@ def add_routes(routes: web.RouteTableDef, server: PromptServer) -> None:
         counts = Counter(t for r in await fresh(_tenant(request)) for t in tags_of(r))
         rows = [(name, n) for name, n in counts.items() if not q.prefix or name.startswith(q.prefix)]
         rows.sort(key=(lambda x: (-x[1], x[0])) if q.order == "count_desc" else (lambda x: x[0]))
-        page = rows[q.offset:q.offset + q.limit]
-        return _json({"tags": [{"name": n, "count": c} for n, c in page], "total": len(rows),
-                      "has_more": q.offset + len(page) < len(rows)})
+        page = rows[q.offset : q.offset + q.limit]
+        return _json(
+            {
+                "tags": [{"name": n, "count": c} for n, c in page],
+                "total": len(rows),
+                "has_more": q.offset + len(page) < len(rows),
+            }
+        )
 
     @on_get("/assets/tags/refine")
     async def refine(request: web.Request) -> web.Response:
@@ -467,21 +549,33 @@ def add_routes(routes: web.RouteTableDef, server: PromptServer) -> None:
         async def scan() -> None:
             try:
                 counts = await run(index.sync, tenant, server.workspace, roots, reveal=True, jobs=output_jobs)
-                state["progress"] = {"scanned": counts["scanned"], "total": counts["scanned"],
-                                     "created": counts["created"], "skipped": counts["scanned"] - counts["created"]}
+                state["progress"] = {
+                    "scanned": counts["scanned"],
+                    "total": counts["scanned"],
+                    "created": counts["created"],
+                    "skipped": counts["scanned"] - counts["created"],
+                }
             except Exception as exc:  # noqa: BLE001 - a failed scan is the seed's status, not the server's
                 state["errors"].append(str(exc))
             finally:
                 state["state"] = "IDLE"
             progress = state["progress"] or {"scanned": 0, "total": 0, "created": 0, "skipped": 0}
             for event in SEED_EVENTS:
-                server.send_sync(event, {"roots": list(roots), "phase": "full", "enriched": 0,
-                                         "elapsed": round(time.monotonic() - started, 3), **progress})
+                server.send_sync(
+                    event,
+                    {
+                        "roots": list(roots),
+                        "phase": "full",
+                        "enriched": 0,
+                        "elapsed": round(time.monotonic() - started, 3),
+                        **progress,
+                    },
+                )
 
         if request.query.get("wait", "").lower() in ("true", "1", "yes"):
             await scan()
             return _json({"status": "completed", "progress": state["progress"], "errors": state["errors"]})
-        state["task"] = asyncio.get_running_loop().create_task(scan())   # in the request's (tenant's) context
+        state["task"] = asyncio.get_running_loop().create_task(scan())  # in the request's (tenant's) context
         return _json({"status": "started"}, 202)
 
     @on_get("/assets/seed/status")

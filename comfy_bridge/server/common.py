@@ -1,4 +1,5 @@
 """Small helpers shared by the route modules."""
+
 from __future__ import annotations
 
 import json
@@ -31,10 +32,10 @@ def over_limit(status: int, limit: str, allowed: int, message: str) -> web.HTTPE
     body["error"]["extra_info"] = {"limit": limit, "allowed": allowed}
     if status == 413:
         # aiohttp's 413 wants the sizes; the JSON body carries the real explanation.
-        return web.HTTPRequestEntityTooLarge(max_size=allowed, actual_size=allowed + 1, text=json.dumps(body),
-                                             content_type="application/json")
-    return web.HTTPTooManyRequests(text=json.dumps(body), content_type="application/json",
-                                   headers={"Retry-After": "5"})
+        return web.HTTPRequestEntityTooLarge(
+            max_size=allowed, actual_size=allowed + 1, text=json.dumps(body), content_type="application/json"
+        )
+    return web.HTTPTooManyRequests(text=json.dumps(body), content_type="application/json", headers={"Retry-After": "5"})
 
 
 def _refuse_constant(name: str) -> Any:
@@ -43,7 +44,7 @@ def _refuse_constant(name: str) -> Any:
 
 def _finite_float(text: str) -> float:
     value = float(text)
-    if not math.isfinite(value):   # 1e999 parses to inf
+    if not math.isfinite(value):  # 1e999 parses to inf
         raise ValueError(f"number {text[:40]} is out of range")
     return value
 
@@ -87,7 +88,7 @@ async def read_json(request: web.Request, default: Any = ...) -> Any:
     raw = await request.read()
     try:
         return loads_json(raw) if raw.strip() else ({} if default is ... else default)
-    except ValueError as exc:   # includes JSONDecodeError and UnicodeDecodeError
+    except ValueError as exc:  # includes JSONDecodeError and UnicodeDecodeError
         if default is not ...:
             return default
         raise bad_request("invalid_json", "Invalid JSON in request body", str(exc) or type(exc).__name__) from None
@@ -114,7 +115,7 @@ def query_int(request: web.Request, name: str, default: int | None = None) -> in
         return default
     try:
         number = int(value)
-    except ValueError:   # also a string beyond Python's int-from-string digit limit
+    except ValueError:  # also a string beyond Python's int-from-string digit limit
         number = None
     if number is None or abs(number) > QUERY_INT_MAX:
         raise bad_request("invalid_query", f"{name} must be an integer of at most 64 bits", value[:40])
@@ -130,7 +131,7 @@ UNDECODABLE_FORM = (ValueError, LookupError, RuntimeError, HttpProcessingError)
 async def read_form(request: web.Request) -> MultiDictProxy:
     """The form body (multipart or urlencoded); a body that cannot be decoded is a 400 naming why."""
     try:
-        return await request.post()   # bodies above client_max_size raise 413 here
+        return await request.post()  # bodies above client_max_size raise 413 here
     except UNDECODABLE_FORM as exc:
         raise web.HTTPBadRequest(text=f"Malformed form body: {exc}") from None
 
@@ -139,6 +140,7 @@ def form_text(form: MultiDictProxy, name: str, default: str = "") -> str:
     """A text field of a form; a field sent as a file (any part with a non-text Content-Type) is a 400."""
     value = form.get(name, default)
     if not isinstance(value, str):
-        raise web.HTTPBadRequest(text=f"Form field {name!r} must be a text part (no file name, a text/* or no "
-                                      "Content-Type)")
+        raise web.HTTPBadRequest(
+            text=f"Form field {name!r} must be a text part (no file name, a text/* or no Content-Type)"
+        )
     return value

@@ -1,4 +1,5 @@
 """What custom node folders offer the web UI besides nodes: example workflows and translations."""
+
 from __future__ import annotations
 
 import json
@@ -18,8 +19,11 @@ def custom_node_packs(ws: Workspace) -> list[Path]:
     packs = []
     for base in ws.folder_paths("custom_nodes"):
         if base.is_dir():
-            packs.extend(p for p in sorted(base.iterdir())
-                         if p.is_dir() and not p.name.endswith(".disabled") and not p.name.startswith((".", "__")))
+            packs.extend(
+                p
+                for p in sorted(base.iterdir())
+                if p.is_dir() and not p.name.endswith(".disabled") and not p.name.startswith((".", "__"))
+            )
     return packs
 
 
@@ -35,8 +39,7 @@ def example_workflow_dirs(ws: Workspace) -> dict[str, Path]:
 
 
 def workflow_templates(ws: Workspace) -> dict[str, list[str]]:
-    return {pack: sorted(p.stem for p in folder.glob("*.json"))
-            for pack, folder in example_workflow_dirs(ws).items()}
+    return {pack: sorted(p.stem for p in folder.glob("*.json")) for pack, folder in example_workflow_dirs(ws).items()}
 
 
 def _merge(into: dict, new: dict) -> None:

@@ -1,18 +1,21 @@
 """The web UI: index.html at /, the frontend's static files, custom node web directories
 (/extensions/<pack>/...), custom node example workflows, user.css, the workflow templates (templates.py) and
 the optional docs package."""
+
 from __future__ import annotations
 
 import importlib
 import logging
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
+from nodes.safe_paths import UnsafePath, safe_join
+
 from . import templates
 from .custom_node_files import example_workflow_dirs
-from nodes.safe_paths import UnsafePath, safe_join
 
 if TYPE_CHECKING:
     from .app import PromptServer
@@ -42,7 +45,7 @@ def resolve_web_root(front_end_root: Path | str | None) -> Path:
     return root
 
 
-def add_routes(routes: web.RouteTableDef, server: "PromptServer") -> None:
+def add_routes(routes: web.RouteTableDef, server: PromptServer) -> None:
     @routes.get("/")
     async def get_root(request: web.Request) -> web.StreamResponse:
         response = web.FileResponse(server.web_root / "index.html")
@@ -55,6 +58,7 @@ def add_routes(routes: web.RouteTableDef, server: "PromptServer") -> None:
 def _folder_handler(lookup: Callable[[str], Path | None]):
     """GET handler for <prefix>/{name}/{path}: serves `path` inside the folder `lookup(name)` returns.
     aiohttp's static routes cannot match folder names that need URL quoting (spaces), hence a handler."""
+
     async def handler(request: web.Request) -> web.StreamResponse:
         base = lookup(request.match_info["name"])
         if base is None:
@@ -66,21 +70,24 @@ def _folder_handler(lookup: Callable[[str], Path | None]):
         if not path.is_file():
             return web.Response(status=404)
         return web.FileResponse(path)
+
     return handler
 
 
 def _user_css(web_root: Path):
     """index.html links `user.css` beside it (the old frontend shipped one in its web root): a web root
     that has one serves it, else an empty stylesheet answers, so the page does not log a failed load."""
+
     async def handler(request: web.Request) -> web.StreamResponse:
         path = web_root / "user.css"
         if path.is_file():
             return web.FileResponse(path, headers={"Content-Type": "text/css"})
         return web.Response(body=b"", content_type="text/css")
+
     return handler
 
 
-def add_static_routes(app: web.Application, server: "PromptServer") -> None:
+def add_static_routes(app: web.Application, server: PromptServer) -> None:
     """Static routes come last: the web root catches every path no other route matched."""
     web_dirs = {name: Path(d) for name, d in getattr(server.registry, "web_directories", {}).items()}
     core_extensions = server.web_root / "extensions"

@@ -1,4 +1,5 @@
 """GET /history (paged), GET /history/{prompt_id}, POST /history (clear / delete)."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -11,7 +12,7 @@ if TYPE_CHECKING:
     from .app import PromptServer
 
 
-def add_routes(routes: web.RouteTableDef, server: "PromptServer") -> None:
+def add_routes(routes: web.RouteTableDef, server: PromptServer) -> None:
     @routes.get("/history")
     async def get_history(request: web.Request) -> web.Response:
         max_items = query_int(request, "max_items")

@@ -1,5 +1,6 @@
 """The /internal sub-application (web UI only, not mirrored under /api): logs, log subscription,
 folder paths and the file lists of input/output/temp."""
+
 from __future__ import annotations
 
 import collections
@@ -22,7 +23,7 @@ LOG_ENTRIES = 300
 class LogBuffer(logging.Handler):
     """The last log records for /internal/logs, pushed as `logs` messages to subscribed clients."""
 
-    def __init__(self, server: "PromptServer"):
+    def __init__(self, server: PromptServer):
         super().__init__(level=logging.INFO)
         self.server = server
         self.entries: collections.deque[dict] = collections.deque(maxlen=LOG_ENTRIES)
@@ -52,7 +53,7 @@ def terminal_size() -> dict:
     return {"cols": size.columns, "rows": size.lines}
 
 
-def make_app(server: "PromptServer") -> web.Application:
+def make_app(server: PromptServer) -> web.Application:
     routes = web.RouteTableDef()
     buffer = server.log_buffer
 

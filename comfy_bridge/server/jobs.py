@@ -3,6 +3,7 @@ GET /jobs, GET /jobs/{job_id}, POST /jobs/{job_id}/cancel, POST /jobs/cancel (al
 
 A job is a queue item or a history entry seen through one shape: id, status
 (pending | in_progress | completed | failed | cancelled), times in ms, output counts, a preview."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
@@ -21,7 +22,7 @@ HISTORY_STATUSES = {"completed", "failed", "cancelled"}
 PREVIEWABLE = {"images", "video", "audio", "3d", "text"}
 _3D_EXTS = (".obj", ".fbx", ".gltf", ".glb", ".usdz")
 _TEXT_EXTS = (".txt", ".md", ".json")
-TEXT_PREVIEW_MAX = 1024   # characters of a text output shown as a job's preview
+TEXT_PREVIEW_MAX = 1024  # characters of a text output shown as a job's preview
 
 
 def _drop_none(d: dict) -> dict:
@@ -37,7 +38,7 @@ def _create_time_and_workflow(extra_data: Any) -> tuple[Any, Any]:
     workflow_id = workflow.get("id") if isinstance(workflow, dict) else None
     create_time = extra_data.get("create_time")
     if isinstance(create_time, bool) or not isinstance(create_time, (int, float)):
-        create_time = None   # the list sorts by it: a string would fail the sort
+        create_time = None  # the list sorts by it: a string would fail the sort
     return create_time, workflow_id if isinstance(workflow_id, (str, int, float)) else None
 
 
@@ -64,10 +65,17 @@ def _output_items(outputs: dict):
 
 def detail_outputs(outputs: dict) -> dict:
     """A job's outputs for GET /jobs/{id}: 3D file names as file items, None entries dropped."""
-    return {node_id: {media_type: [_file_item(i) for i in items if i is not None]
-                      if media_type != "animated" and isinstance(items, list) else items
-                      for media_type, items in node_out.items()} if isinstance(node_out, dict) else node_out
-            for node_id, node_out in outputs.items()}
+    return {
+        node_id: {
+            media_type: [_file_item(i) for i in items if i is not None]
+            if media_type != "animated" and isinstance(items, list)
+            else items
+            for media_type, items in node_out.items()
+        }
+        if isinstance(node_out, dict)
+        else node_out
+        for node_id, node_out in outputs.items()
+    }
 
 
 def _text_preview(node_id: str, item: Any) -> dict:
@@ -82,8 +90,12 @@ def _text_preview(node_id: str, item: Any) -> dict:
 def _previewable(media_type: str, item: dict) -> bool:
     fmt = str(item.get("format", ""))
     name = str(item.get("filename", "")).lower()
-    return (media_type in PREVIEWABLE or fmt.startswith(("video/", "audio/"))
-            or name.endswith(_3D_EXTS) or name.endswith(_TEXT_EXTS))
+    return (
+        media_type in PREVIEWABLE
+        or fmt.startswith(("video/", "audio/"))
+        or name.endswith(_3D_EXTS)
+        or name.endswith(_TEXT_EXTS)
+    )
 
 
 def outputs_summary(outputs: dict) -> tuple[int, int, dict | None]:
@@ -111,8 +123,17 @@ def outputs_summary(outputs: dict) -> tuple[int, int, dict | None]:
 def queue_job(item: list, status: str, detail: bool = False) -> dict:
     number, prompt_id, prompt, extra_data, _ = item
     create_time, workflow_id = _create_time_and_workflow(extra_data)
-    job = _drop_none({"id": prompt_id, "status": status, "priority": number, "create_time": create_time,
-                      "outputs_count": 0, "previewable_outputs_count": 0, "workflow_id": workflow_id})
+    job = _drop_none(
+        {
+            "id": prompt_id,
+            "status": status,
+            "priority": number,
+            "create_time": create_time,
+            "outputs_count": 0,
+            "previewable_outputs_count": 0,
+            "workflow_id": workflow_id,
+        }
+    )
     if detail:
         job["workflow"] = {"prompt": prompt, "extra_data": extra_data}
     return job
@@ -139,10 +160,21 @@ def history_job(prompt_id: str, entry: dict, detail: bool = False) -> dict:
         status = "completed"
     outputs = entry.get("outputs") or {}
     count, previewable, preview = outputs_summary(outputs)
-    job = _drop_none({"id": prompt_id, "status": status, "priority": number, "create_time": create_time,
-                      "execution_start_time": start, "execution_end_time": end, "execution_error": error,
-                      "outputs_count": count, "previewable_outputs_count": previewable,
-                      "preview_output": preview, "workflow_id": workflow_id})
+    job = _drop_none(
+        {
+            "id": prompt_id,
+            "status": status,
+            "priority": number,
+            "create_time": create_time,
+            "execution_start_time": start,
+            "execution_end_time": end,
+            "execution_error": error,
+            "outputs_count": count,
+            "previewable_outputs_count": previewable,
+            "preview_output": preview,
+            "workflow_id": workflow_id,
+        }
+    )
     if detail:
         job["outputs"] = detail_outputs(outputs)
         job["execution_status"] = status_info
@@ -200,10 +232,19 @@ def add_routes(routes: web.RouteTableDef, server: PromptServer) -> None:
 
         jobs.sort(key=key, reverse=sort_order == "desc")
         total = len(jobs)
-        page = jobs[offset:] if limit is None else jobs[offset:offset + limit]
+        page = jobs[offset:] if limit is None else jobs[offset : offset + limit]
         # Without a `limit` the whole list is one page, and pagination says so with limit null (ComfyUI).
-        return json_response({"jobs": page, "pagination": {
-            "offset": offset, "limit": limit, "total": total, "has_more": offset + len(page) < total}})
+        return json_response(
+            {
+                "jobs": page,
+                "pagination": {
+                    "offset": offset,
+                    "limit": limit,
+                    "total": total,
+                    "has_more": offset + len(page) < total,
+                },
+            }
+        )
 
     @routes.get("/jobs/{job_id}")
     async def get_job(request: web.Request) -> web.Response:

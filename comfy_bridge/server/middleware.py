@@ -1,5 +1,6 @@
 """aiohttp middlewares with ComfyUI's behaviour: cache headers and gzip (Host, Origin and CORS:
 web_security); and the answer to a request body that cannot be decoded."""
+
 from __future__ import annotations
 
 import json
@@ -33,8 +34,12 @@ async def cache_control(request: web.Request, handler):
 @web.middleware
 async def compress_body(request: web.Request, handler):
     response = await handler(request)
-    if (isinstance(response, web.Response) and response.content_type in ("application/json", "text/plain")
-            and response.body and "gzip" in request.headers.get("Accept-Encoding", "")):
+    if (
+        isinstance(response, web.Response)
+        and response.content_type in ("application/json", "text/plain")
+        and response.body
+        and "gzip" in request.headers.get("Accept-Encoding", "")
+    ):
         response.enable_compression()
     return response
 

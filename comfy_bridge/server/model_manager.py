@@ -1,5 +1,6 @@
 """The model library routes: GET /experiment/models, /experiment/models/{folder},
 /experiment/models/preview/{folder}/{path_index}/{filename}."""
+
 from __future__ import annotations
 
 import asyncio
@@ -11,9 +12,9 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
+from nodes.safe_paths import UnsafePath, safe_join
 from nodes.workspace import FOLDER_EXTENSIONS, MODEL_EXTENSIONS
 
-from nodes.safe_paths import UnsafePath, safe_join
 from .common import loads_json
 from .image_limits import open_image
 from .view import safetensors_metadata
@@ -38,8 +39,15 @@ def model_files(folder_key: str, paths: list[Path]) -> list[dict]:
                     continue
                 path = Path(dirpath, name)
                 st = path.stat()
-                out.append({"name": path.relative_to(base).as_posix(), "pathIndex": index,
-                            "modified": st.st_mtime, "created": st.st_ctime, "size": st.st_size})
+                out.append(
+                    {
+                        "name": path.relative_to(base).as_posix(),
+                        "pathIndex": index,
+                        "modified": st.st_mtime,
+                        "created": st.st_ctime,
+                        "size": st.st_size,
+                    }
+                )
     return out
 
 
@@ -56,25 +64,30 @@ def _preview_image(model: Path) -> bytes | None:
             if covers:
                 first = (covers if isinstance(covers, list) else loads_json(covers))[0]
                 return base64.b64decode(first)
-        except (OSError, ValueError, IndexError, KeyError, TypeError):   # not a list of base64 strings
+        except (OSError, ValueError, IndexError, KeyError, TypeError):  # not a list of base64 strings
             return None
     return None
 
 
 def _as_webp(data: bytes) -> bytes:
     buf = BytesIO()
-    with open_image(data) as img:   # past the pixel limit: TooManyPixels, a ValueError
+    with open_image(data) as img:  # past the pixel limit: TooManyPixels, a ValueError
         img.save(buf, format="WEBP")
     return buf.getvalue()
 
 
-def add_routes(routes: web.RouteTableDef, server: "PromptServer") -> None:
+def add_routes(routes: web.RouteTableDef, server: PromptServer) -> None:
     ws = server.workspace
 
     @routes.get("/experiment/models")
     async def get_model_folders(request: web.Request) -> web.Response:
-        return web.json_response([{"name": key, "folders": [str(p) for p in paths]}
-                                  for key, paths in ws.folders.items() if key not in HIDDEN_FOLDERS])
+        return web.json_response(
+            [
+                {"name": key, "folders": [str(p) for p in paths]}
+                for key, paths in ws.folders.items()
+                if key not in HIDDEN_FOLDERS
+            ]
+        )
 
     @routes.get("/experiment/models/{folder}")
     async def get_model_files(request: web.Request) -> web.Response:
@@ -99,7 +112,7 @@ def add_routes(routes: web.RouteTableDef, server: "PromptServer") -> None:
             return web.Response(status=404)
         try:
             body = await asyncio.to_thread(_as_webp, data)
-        except (OSError, ValueError, SyntaxError) as exc:   # a garbage cover or sibling image (Pillow's errors)
+        except (OSError, ValueError, SyntaxError) as exc:  # a garbage cover or sibling image (Pillow's errors)
             # Operator- or tenant-placed bytes that are no usable image: no preview, as for a missing one.
             return web.Response(status=404, text=f"The preview of {model.name!r} is not a readable image: {exc}")
         return web.Response(body=body, content_type="image/webp")

@@ -2,6 +2,7 @@
 answers it ({deprecated class: [replacement, ...]}), less replacements by a class not offered here. The web
 UI 1.58.1 asks for it when /features says `node_replacements` and offers each missing node's first
 replacement in its missing-nodes panel."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING

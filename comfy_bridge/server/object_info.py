@@ -1,4 +1,5 @@
 """GET /object_info and GET /object_info/{node_class}: node definitions from the registry."""
+
 from __future__ import annotations
 
 import logging
@@ -12,7 +13,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def add_routes(routes: web.RouteTableDef, server: "PromptServer") -> None:
+def add_routes(routes: web.RouteTableDef, server: PromptServer) -> None:
     @routes.get("/object_info")
     async def get_object_info(request: web.Request) -> web.Response:
         out = {}

@@ -1,4 +1,5 @@
 """GET /prompt (queue counter) and POST /prompt (validate, then enqueue)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -10,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from .common import error_body, json_response, over_limit, read_json_object
-from .prompt_queue import SENSITIVE_EXTRA_DATA_KEYS, MAX_QUEUE_NUMBER, QueueItem, queue_number
+from .prompt_queue import MAX_QUEUE_NUMBER, SENSITIVE_EXTRA_DATA_KEYS, QueueItem, queue_number
 
 if TYPE_CHECKING:
     from .app import PromptServer
@@ -40,7 +41,7 @@ def extra_data_error(extra_data: dict) -> str | None:
     chunks that SaveImage and the job views read; the Comfy.org credentials: strings); None when fine.
     Other keys pass through untouched, as in ComfyUI."""
     if not isinstance(extra_data.get("extra_pnginfo", {}), (dict, type(None))):
-        return "extra_pnginfo must be a JSON object (e.g. {\"workflow\": {...}})"
+        return 'extra_pnginfo must be a JSON object (e.g. {"workflow": {...}})'
     for key in SENSITIVE_EXTRA_DATA_KEYS:
         if not isinstance(extra_data.get(key), (str, type(None))):
             return f"{key} must be a string"
@@ -52,7 +53,7 @@ def longest_text(prompt: dict) -> tuple[int, str]:
     text encoder (tokenized, then encoded 77 tokens at a time)."""
     longest, where = 0, ""
     stack: list[tuple[Any, str]] = [(node, str(node_id)) for node_id, node in prompt.items()]
-    while stack:   # iterative: a deeply nested input must not exhaust the stack
+    while stack:  # iterative: a deeply nested input must not exhaust the stack
         value, path = stack.pop()
         if isinstance(value, str):
             if len(value) > longest:
@@ -64,7 +65,7 @@ def longest_text(prompt: dict) -> tuple[int, str]:
     return longest, where
 
 
-def add_routes(routes: web.RouteTableDef, server: "PromptServer") -> None:
+def add_routes(routes: web.RouteTableDef, server: PromptServer) -> None:
     @routes.get("/prompt")
     async def get_prompt(request: web.Request) -> web.Response:
         return json_response(server.get_queue_info())
@@ -121,6 +122,7 @@ def add_routes(routes: web.RouteTableDef, server: "PromptServer") -> None:
         extra_data["create_time"] = int(time.time() * 1000)  # the /jobs API sorts by it
         # Off the event loop: a durable queue writes to its store (behind the worker's transactions),
         # and every other request would wait for it.
-        await asyncio.to_thread(server.prompt_queue.put,
-                                QueueItem(number, prompt_id, prompt, extra_data, list(outputs), sensitive))
+        await asyncio.to_thread(
+            server.prompt_queue.put, QueueItem(number, prompt_id, prompt, extra_data, list(outputs), sensitive)
+        )
         return json_response({"prompt_id": prompt_id, "number": number, "node_errors": node_errors})

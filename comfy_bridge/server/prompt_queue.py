@@ -4,6 +4,7 @@ In memory for now; `PromptQueue` is the whole interface the routes and the worke
 durable store (SQLite in the workspace) can replace it without touching them. Thread-safe: the
 HTTP loop puts and inspects, the worker thread gets and completes.
 """
+
 from __future__ import annotations
 
 import copy
@@ -11,8 +12,9 @@ import heapq
 import itertools
 import math
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, NamedTuple
+from typing import Any, NamedTuple
 
 MAX_HISTORY = 10000
 # Keys of extra_data that are secrets: kept for execution, never stored in /queue or /history.
@@ -28,7 +30,7 @@ def queue_number(value: Any) -> float | None:
     number within MAX_QUEUE_NUMBER."""
     try:
         number = float(value)
-    except (TypeError, ValueError, OverflowError):   # OverflowError: an int too large for a float
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an int too large for a float
         return None
     return number if math.isfinite(number) and abs(number) <= MAX_QUEUE_NUMBER else None
 
@@ -38,8 +40,10 @@ class DuplicatePromptId(ValueError):
     it; ComfyUI's in-memory queue, like ComfyUI, does not)."""
 
     def __init__(self, prompt_id: str) -> None:
-        super().__init__(f"prompt_id {prompt_id!r} is already in use (a queued prompt, or a finished one of "
-                         "another client, has it): omit prompt_id to let the server choose one")
+        super().__init__(
+            f"prompt_id {prompt_id!r} is already in use (a queued prompt, or a finished one of "
+            "another client, has it): omit prompt_id to let the server choose one"
+        )
         self.prompt_id = prompt_id
 
 
@@ -49,7 +53,7 @@ class QueueItem(NamedTuple):
     prompt: dict
     extra_data: dict
     outputs_to_execute: list
-    sensitive: dict | None = None   # secrets from extra_data, handed to the executor only
+    sensitive: dict | None = None  # secrets from extra_data, handed to the executor only
 
     def public(self) -> list:
         """The 5-element list ComfyUI shows in /queue and stores in history."""
@@ -58,7 +62,7 @@ class QueueItem(NamedTuple):
 
 @dataclass
 class ExecutionStatus:
-    status_str: str            # "success" | "error"
+    status_str: str  # "success" | "error"
     completed: bool
     messages: list = field(default_factory=list)
 
@@ -73,7 +77,7 @@ class PromptQueue:
         self._lock = threading.RLock()
         self._cond = threading.Condition(self._lock)
         self._heap: list[tuple[float, int, QueueItem]] = []
-        self._seq = itertools.count()   # tie-break equal numbers by arrival, never compare prompts
+        self._seq = itertools.count()  # tie-break equal numbers by arrival, never compare prompts
         self._running: dict[int, QueueItem] = {}
         self._task_ids = itertools.count()
         self._history: dict[str, dict] = {}
@@ -156,8 +160,7 @@ class PromptQueue:
         return True
 
     # -- history -------------------------------------------------------------------------
-    def get_history(self, prompt_id: str | None = None, max_items: int | None = None,
-                    offset: int = -1) -> dict:
+    def get_history(self, prompt_id: str | None = None, max_items: int | None = None, offset: int = -1) -> dict:
         """ComfyUI's paging: offset < 0 with max_items means the newest max_items entries."""
         with self._lock:
             if prompt_id is not None:

@@ -1,4 +1,5 @@
 """GET /queue (running and pending items) and POST /queue (clear / delete pending items)."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -11,7 +12,7 @@ if TYPE_CHECKING:
     from .app import PromptServer
 
 
-def add_routes(routes: web.RouteTableDef, server: "PromptServer") -> None:
+def add_routes(routes: web.RouteTableDef, server: PromptServer) -> None:
     @routes.get("/queue")
     async def get_queue(request: web.Request) -> web.Response:
         # A queue that keeps its answer encoded until it changes (the hosted server's) sends it as it is.

@@ -2,6 +2,7 @@
 `models/<folder>/<name>.safetensors` file_path puts a checked safetensors file in the tenant's model folder),
 POST /api/v2/assets/from-hash, HEAD /api/v2/assets/by-hash/{hash}, GET and DELETE
 /api/v2/assets/{id}, and GET /api/v2/assets/{id}/content (range requests: 206 and 416)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -16,14 +17,22 @@ from typing import TYPE_CHECKING, Any
 import blake3
 from aiohttp import BodyPartReader, web
 
-from comfy_bridge.tenancy.v2_assets import (BadPath, Clobber, delete_asset, input_name, mint_from_hash,
-                                            model_target, safetensors_problem, store_model, store_upload)
+from comfy_bridge.tenancy.v2_assets import (
+    BadPath,
+    Clobber,
+    delete_asset,
+    input_name,
+    mint_from_hash,
+    model_target,
+    safetensors_problem,
+    store_model,
+    store_upload,
+)
 from comfy_bridge.tenancy.v2_views import asset_json
 
 from .common import UNDECODABLE_FORM, loads_json
 from .image_limits import pixels_problem
-from .v2_common import (IDEMPOTENCY_TTL_S, PREFIX, base_url, error, idempotency_key_problem, not_found, ok,
-                        tenant_of)
+from .v2_common import IDEMPOTENCY_TTL_S, PREFIX, base_url, error, idempotency_key_problem, not_found, ok, tenant_of
 from .web_security import served_file_headers
 
 if TYPE_CHECKING:
@@ -49,7 +58,7 @@ def expires_from(value: Any) -> tuple[float | None, str | None]:
     return time.time() + seconds, None
 
 
-def add_routes(app: web.Application, server: Any, service: "V2Service") -> None:
+def add_routes(app: web.Application, server: Any, service: V2Service) -> None:
     store = service.store
 
     async def upload(request: web.Request) -> web.Response:
@@ -74,10 +83,14 @@ def add_routes(app: web.Application, server: Any, service: "V2Service") -> None:
                             continue
                         if part.name == "file":
                             encoding = part.headers.get("Content-Transfer-Encoding", "binary").lower()
-                            if encoding not in IDENTITY_ENCODINGS:   # read_chunk gives the bytes as sent
-                                return error(422, "invalid_request", f"The file part's Content-Transfer-Encoding "
-                                                                     f"{encoding[:40]!r} is not supported; send "
-                                                                     "the bytes as they are (binary).")
+                            if encoding not in IDENTITY_ENCODINGS:  # read_chunk gives the bytes as sent
+                                return error(
+                                    422,
+                                    "invalid_request",
+                                    f"The file part's Content-Transfer-Encoding "
+                                    f"{encoding[:40]!r} is not supported; send "
+                                    "the bytes as they are (binary).",
+                                )
                             got_file = True
                             fields.setdefault("part_type", part.headers.get("Content-Type", ""))
                             while chunk := await part.read_chunk(CHUNK):
@@ -90,7 +103,7 @@ def add_routes(app: web.Application, server: Any, service: "V2Service") -> None:
                             tags.append((await part.text()).strip())
                         else:
                             fields[part.name] = (await part.text()).strip()
-                except UNDECODABLE_FORM as exc:   # a charset or transfer encoding aiohttp cannot decode
+                except UNDECODABLE_FORM as exc:  # a charset or transfer encoding aiohttp cannot decode
                     return error(422, "invalid_request", f"Malformed multipart body: {exc}")
             if not got_file:
                 return error(422, "invalid_request", "Missing the 'file' part.")
@@ -118,23 +131,24 @@ def add_routes(app: web.Application, server: Any, service: "V2Service") -> None:
             key = request.headers.get("Idempotency-Key")
             if key is not None and (problem := idempotency_key_problem(key)) is not None:
                 return error(400, "invalid_request", problem)
-            if key is not None and (not await asyncio.to_thread(
-                    store.claim, tenant, "assets", key, IDEMPOTENCY_TTL_S)):
+            if key is not None and (not await asyncio.to_thread(store.claim, tenant, "assets", key, IDEMPOTENCY_TTL_S)):
                 return error(422, "idempotency_key_reuse", "This Idempotency-Key was used already.")
             content_type = fields.get("content_type") or fields.get("part_type") or "application/octet-stream"
             if model is not None:
                 try:
-                    row, new = await asyncio.to_thread(store_model, service, tenant, tmp, hash_, size, content_type,
-                                                       file_path, *model, tags, expires)
-                except Clobber as exc:   # nothing was created: the key may be used again
+                    row, new = await asyncio.to_thread(
+                        store_model, service, tenant, tmp, hash_, size, content_type, file_path, *model, tags, expires
+                    )
+                except Clobber as exc:  # nothing was created: the key may be used again
                     if key is not None:
                         await asyncio.to_thread(store.release, tenant, "assets", key)
                     return error(409, "hash_mismatch", str(exc))
             else:
-                row, new = await asyncio.to_thread(store_upload, service, tenant, tmp, hash_, size, content_type,
-                                                   file_path, tags, expires)
+                row, new = await asyncio.to_thread(
+                    store_upload, service, tenant, tmp, hash_, size, content_type, file_path, tags, expires
+                )
             return ok(asset_json(row, base_url(request), time.time(), created_new=new), status=201 if new else 200)
-        except ValueError as exc:   # a malformed multipart body
+        except ValueError as exc:  # a malformed multipart body
             return error(422, "invalid_request", f"Malformed multipart body: {exc}")
         finally:
             with contextlib.suppress(OSError):
@@ -146,7 +160,7 @@ def add_routes(app: web.Application, server: Any, service: "V2Service") -> None:
         except ValueError:
             body = None
         if not isinstance(body, dict) or not isinstance(body.get("hash"), str):
-            return error(422, "invalid_request", "Send {\"hash\": \"blake3:<hex>\"}.")
+            return error(422, "invalid_request", 'Send {"hash": "blake3:<hex>"}.')
         file_path = body.get("file_path")
         if file_path is not None:
             try:
@@ -159,8 +173,9 @@ def add_routes(app: web.Application, server: Any, service: "V2Service") -> None:
         expires, problem = expires_from(body.get("expires_in"))
         if problem is not None:
             return error(422, "invalid_request", problem)
-        found = await asyncio.to_thread(mint_from_hash, service, tenant_of(request), body["hash"].lower(),
-                                        file_path, tags, expires)
+        found = await asyncio.to_thread(
+            mint_from_hash, service, tenant_of(request), body["hash"].lower(), file_path, tags, expires
+        )
         if found is None:
             return error(404, "blob_not_found", "No bytes with this hash that you may use.")
         row, new = found
@@ -168,8 +183,11 @@ def add_routes(app: web.Application, server: Any, service: "V2Service") -> None:
 
     async def head_by_hash(request: web.Request) -> web.Response:
         hash_ = request.match_info["hash"].lower()
-        row = await asyncio.to_thread(store.asset_by_hash, tenant_of(request), hash_, time.time()) \
-            if _HASH.match(hash_) else None
+        row = (
+            await asyncio.to_thread(store.asset_by_hash, tenant_of(request), hash_, time.time())
+            if _HASH.match(hash_)
+            else None
+        )
         found = row is not None and await asyncio.to_thread(service.asset_path, row) is not None
         return web.Response(status=200 if found else 404)
 
@@ -191,8 +209,7 @@ def add_routes(app: web.Application, server: Any, service: "V2Service") -> None:
         if path is None:
             return not_found("asset")
         # aiohttp's FileResponse answers Range with 206 and an unsatisfiable one with 416.
-        return web.FileResponse(path, headers=served_file_headers(os.path.basename(row["name"]),
-                                                                  row["content_type"]))
+        return web.FileResponse(path, headers=served_file_headers(os.path.basename(row["name"]), row["content_type"]))
 
     app.router.add_post(PREFIX + "/assets", upload)
     app.router.add_post(PREFIX + "/assets/from-hash", from_hash)

@@ -4,6 +4,7 @@ live event stream .../events (Server-Sent Events from our engine's own messages)
 A job is a prompt of the server's queue, validated as POST /prompt validates; the routes answer in
 the contract's shapes and error envelope. The hosted server (comfy_bridge.tenancy) installs them
 with its V2Service, which keeps the records and scopes everything to the caller's tenant."""
+
 from __future__ import annotations
 
 import asyncio
@@ -22,8 +23,7 @@ from comfy_bridge.tenancy.v2_views import output_json
 from .common import loads_json
 from .prompt import longest_text, shape_error
 from .prompt_queue import SENSITIVE_EXTRA_DATA_KEYS
-from .v2_common import (IDEMPOTENCY_TTL_S, PREFIX, base_url, error, idempotency_key_problem, not_found, ok,
-                        tenant_of)
+from .v2_common import IDEMPOTENCY_TTL_S, PREFIX, base_url, error, idempotency_key_problem, not_found, ok, tenant_of
 from .websocket import preview_frame
 
 if TYPE_CHECKING:
@@ -83,13 +83,12 @@ def sse(event: str, data: Any) -> bytes:
 def encode_preview(preview: tuple) -> dict:
     """The engine's preview (format, PIL image, max size) as the contract's PreviewEvent."""
     node_id, image = preview
-    encoded = preview_frame(tuple(image))[8:]   # past the event type and the image format id
+    encoded = preview_frame(tuple(image))[8:]  # past the event type and the image format id
     content_type = "image/png" if image[0] == "PNG" else "image/jpeg"
-    return {"node_id": node_id or "", "content_type": content_type,
-            "data_base64": base64.b64encode(encoded).decode()}
+    return {"node_id": node_id or "", "content_type": content_type, "data_base64": base64.b64encode(encoded).decode()}
 
 
-def add_routes(app: web.Application, server: Any, service: "V2Service") -> None:
+def add_routes(app: web.Application, server: Any, service: V2Service) -> None:
     streams: dict[str, int] = {}
 
     async def submit(request: web.Request) -> web.Response:
@@ -110,18 +109,27 @@ def add_routes(app: web.Application, server: Any, service: "V2Service") -> None:
         if not isinstance(workflow, dict) or not workflow:
             return error(422, "invalid_workflow", "Missing 'workflow' (an API-format graph).")
         if is_ui_format(workflow):
-            return error(422, "workflow_format_ui", "This is the web UI's workflow export; submit the API format "
-                                                    "(Export (API) in the web UI).")
+            return error(
+                422,
+                "workflow_format_ui",
+                "This is the web UI's workflow export; submit the API format (Export (API) in the web UI).",
+            )
         problem = shape_error(workflow)
         if problem is not None:
             return error(422, "invalid_workflow", f"The workflow is not a map of nodes: {problem}.")
         _, max_chars = server.prompt_limits(request)
         if max_chars is not None and (length := longest_text(workflow))[0] > max_chars:
-            return error(413, "payload_too_large", f"Text at node {length[1]} is {length[0]} characters "
-                                                   f"(limit max_text_chars = {max_chars}).")
+            return error(
+                413,
+                "payload_too_large",
+                f"Text at node {length[1]} is {length[0]} characters (limit max_text_chars = {max_chars}).",
+            )
         extra = body.get("extra_data")
-        if extra is not None and (not isinstance(extra, dict) or set(extra) - {"api_key_comfy_org"}
-                                  or not all(isinstance(v, str) for v in extra.values())):
+        if extra is not None and (
+            not isinstance(extra, dict)
+            or set(extra) - {"api_key_comfy_org"}
+            or not all(isinstance(v, str) for v in extra.values())
+        ):
             return error(422, "invalid_request", "'extra_data' takes only 'api_key_comfy_org' (a string).")
         metadata = body.get("metadata") or {}
         problem = label_error(metadata)
@@ -130,16 +138,23 @@ def add_routes(app: web.Application, server: Any, service: "V2Service") -> None:
         key = request.headers.get("Idempotency-Key")
         if key is not None and (problem := idempotency_key_problem(key)) is not None:
             return error(400, "invalid_request", problem)
-        if key is not None and not await asyncio.to_thread(service.store.claim, tenant, "jobs", key,
-                                                           IDEMPOTENCY_TTL_S):
-            return error(422, "idempotency_key_reuse", "This Idempotency-Key was used already; keys are single "
-                                                       "use. Poll or list your jobs instead of resubmitting.")
+        if key is not None and not await asyncio.to_thread(service.store.claim, tenant, "jobs", key, IDEMPOTENCY_TTL_S):
+            return error(
+                422,
+                "idempotency_key_reuse",
+                "This Idempotency-Key was used already; keys are single "
+                "use. Poll or list your jobs instead of resubmitting.",
+            )
         created = False
         try:
             resolved, missing = await asyncio.to_thread(resolve_references, service, tenant, workflow)
             if missing:
-                return error(422, "missing_asset", f"Unresolvable core/ASSET reference(s): {', '.join(missing)}",
-                             {"missing_ids": missing})
+                return error(
+                    422,
+                    "missing_asset",
+                    f"Unresolvable core/ASSET reference(s): {', '.join(missing)}",
+                    {"missing_ids": missing},
+                )
             job_id = str(uuid.uuid4())
             valid, err, outputs, node_errors = await server.validate(job_id, resolved, None)
             if not valid:
@@ -148,9 +163,10 @@ def add_routes(app: web.Application, server: Any, service: "V2Service") -> None:
             number = server.number
             server.number += 1
             sensitive = {k: extra[k] for k in SENSITIVE_EXTRA_DATA_KEYS if extra and k in extra}
-            created = True   # from here the outcome may be a job: the key stays claimed
-            await asyncio.to_thread(service.create_job, tenant, job_id, number, resolved, list(outputs), metadata,
-                                    sensitive)
+            created = True  # from here the outcome may be a job: the key stays claimed
+            await asyncio.to_thread(
+                service.create_job, tenant, job_id, number, resolved, list(outputs), metadata, sensitive
+            )
         finally:
             if key is not None and not created:
                 await asyncio.to_thread(service.store.release, tenant, "jobs", key)
@@ -175,17 +191,27 @@ def add_routes(app: web.Application, server: Any, service: "V2Service") -> None:
             statuses = {s.strip() for s in query["status"].split(",") if s.strip()}
             if statuses - set(STATUSES):
                 return error(400, "invalid_request", f"Unknown status: {', '.join(sorted(statuses - set(STATUSES)))}.")
-        labels = [(k[len("metadata["):-1], v) for k, v in query.items() if k.startswith("metadata[") and k.endswith("]")]
+        labels = [
+            (k[len("metadata[") : -1], v) for k, v in query.items() if k.startswith("metadata[") and k.endswith("]")
+        ]
         if len(labels) > MAX_FILTERS or label_error(dict(labels)) is not None:
             return error(422, "invalid_metadata_filter", f"At most {MAX_FILTERS} metadata filters of valid labels.")
-        items, after = await asyncio.to_thread(service.list_jobs, tenant_of(request), limit, cursor, statuses,
-                                               labels, base_url(request))
-        return ok({"jobs": items, "next_cursor": encode_cursor(after) if after else None,
-                   "has_more": after is not None, "limit": limit})
+        items, after = await asyncio.to_thread(
+            service.list_jobs, tenant_of(request), limit, cursor, statuses, labels, base_url(request)
+        )
+        return ok(
+            {
+                "jobs": items,
+                "next_cursor": encode_cursor(after) if after else None,
+                "has_more": after is not None,
+                "limit": limit,
+            }
+        )
 
     async def get_job(request: web.Request) -> web.Response:
-        view = await asyncio.to_thread(service.job_view, tenant_of(request), request.match_info["id"],
-                                       base_url(request))
+        view = await asyncio.to_thread(
+            service.job_view, tenant_of(request), request.match_info["id"], base_url(request)
+        )
         return ok(view) if view is not None else not_found()
 
     async def get_workflow(request: web.Request) -> web.Response:
@@ -193,8 +219,7 @@ def add_routes(app: web.Application, server: Any, service: "V2Service") -> None:
         return ok({"workflow": workflow, "format": "api"}) if workflow is not None else not_found()
 
     async def cancel(request: web.Request) -> web.Response:
-        view = await asyncio.to_thread(service.cancel, tenant_of(request), request.match_info["id"],
-                                       base_url(request))
+        view = await asyncio.to_thread(service.cancel, tenant_of(request), request.match_info["id"], base_url(request))
         return ok(view) if view is not None else not_found()
 
     async def events(request: web.Request) -> web.StreamResponse:
@@ -202,15 +227,19 @@ def add_routes(app: web.Application, server: Any, service: "V2Service") -> None:
         if await asyncio.to_thread(service.job_view, tenant, job_id, base) is None:
             return not_found()
         if streams.get(tenant, 0) >= MAX_STREAMS_PER_TENANT:
-            return error(429, "too_many_streams", "Too many open event streams; poll GET /api/v2/jobs/{id} or "
-                                                  "close one.", retry_after=5)
+            return error(
+                429,
+                "too_many_streams",
+                "Too many open event streams; poll GET /api/v2/jobs/{id} or close one.",
+                retry_after=5,
+            )
         headers = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-        if request.method == "HEAD":   # the stream's headers, without holding the connection open
+        if request.method == "HEAD":  # the stream's headers, without holding the connection open
             return web.Response(headers=headers)
         response = web.StreamResponse(headers=headers)
         await response.prepare(request)
         streams[tenant] = streams.get(tenant, 0) + 1
-        queue = service.hub.subscribe(job_id)   # before the snapshot: no transition falls in between
+        queue = service.hub.subscribe(job_id)  # before the snapshot: no transition falls in between
         try:
             view = await asyncio.to_thread(service.job_view, tenant, job_id, base)
             if view is None:
@@ -218,7 +247,7 @@ def add_routes(app: web.Application, server: Any, service: "V2Service") -> None:
             await response.write(sse("status", status_event(view)))
             last = (view["status"], view["queue_position"])
             live = service.hub.progress(job_id)
-            seen = 0   # changes the first snapshot holds; their events may still wait in the queue
+            seen = 0  # changes the first snapshot holds; their events may still wait in the queue
             if view["progress"] is not None:
                 seen, progress = live.latest() if live is not None else (0, view["progress"])
                 await response.write(sse("progress", progress))
@@ -228,16 +257,15 @@ def add_routes(app: web.Application, server: Any, service: "V2Service") -> None:
             while not done:
                 try:
                     event, payload = await asyncio.wait_for(queue.get(), KEEPALIVE_S)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     await response.write(b": keepalive\n\n")
                     continue
-                if event == "queue":   # the queue changed: a queued job reports a position that moved
+                if event == "queue":  # the queue changed: a queued job reports a position that moved
                     if last[0] != "queued":
                         continue
                     view = await asyncio.to_thread(service.job_view, tenant, job_id, base)
-                    if view is None or (view["status"], view["queue_position"]) == last or \
-                            view["status"] != "queued":
-                        continue   # a transition out of the queue comes as its own status event
+                    if view is None or (view["status"], view["queue_position"]) == last or view["status"] != "queued":
+                        continue  # a transition out of the queue comes as its own status event
                     event, payload = "status", status_event(view)
                 elif event == "progress":
                     seq, payload = payload
@@ -255,7 +283,7 @@ def add_routes(app: web.Application, server: Any, service: "V2Service") -> None:
                     last = (payload["status"], payload.get("queue_position"))
                 await response.write(sse(event, payload))
         except (ConnectionResetError, asyncio.CancelledError):
-            pass   # the client went away: nothing to end
+            pass  # the client went away: nothing to end
         finally:
             service.hub.unsubscribe(job_id, queue)
             streams[tenant] -= 1
@@ -263,8 +291,9 @@ def add_routes(app: web.Application, server: Any, service: "V2Service") -> None:
 
     async def health(request: web.Request) -> web.Response:
         alive = server.worker.alive()
-        return web.json_response({"status": "healthy" if alive else "unhealthy", "api": "v2"},
-                                 status=200 if alive else 503)
+        return web.json_response(
+            {"status": "healthy" if alive else "unhealthy", "api": "v2"}, status=200 if alive else 503
+        )
 
     app.router.add_get(PREFIX + "/health", health)
     app.router.add_post(PREFIX + "/jobs", submit)

@@ -1,4 +1,5 @@
 """GET/POST /settings and /settings/{id}: the user's comfy.settings.json."""
+
 from __future__ import annotations
 
 import json
@@ -37,7 +38,7 @@ def save(path: Path, settings: dict) -> None:
     os.replace(tmp, path)
 
 
-def add_routes(routes: web.RouteTableDef, server: "PromptServer") -> None:
+def add_routes(routes: web.RouteTableDef, server: PromptServer) -> None:
     def settings_path(request: web.Request) -> Path:
         try:
             return server.user_manager.user_root(request) / SETTINGS_FILE

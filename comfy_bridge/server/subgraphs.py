@@ -4,6 +4,7 @@ their `subgraphs/` folder, which the web UI adds to its node library at every st
 The list is {id: {"source", "name", "info": {"node_pack"}}} without the workflow text; the UI then asks
 /global_subgraphs/{id} for each, which answers the same entry with "data", the blueprint file's text.
 No pack with blueprints gives {}."""
+
 from __future__ import annotations
 
 import hashlib
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
 FOLDER = "subgraphs"
 
 
-def blueprints(server: "PromptServer") -> dict[str, tuple[dict, Path]]:
+def blueprints(server: PromptServer) -> dict[str, tuple[dict, Path]]:
     """id -> (listing entry, file) for every subgraphs/*.json of every enabled custom node pack."""
     found: dict[str, tuple[dict, Path]] = {}
     for pack in custom_node_packs(server.workspace):
@@ -34,7 +35,7 @@ def blueprints(server: "PromptServer") -> dict[str, tuple[dict, Path]]:
     return found
 
 
-def add_routes(routes: web.RouteTableDef, server: "PromptServer") -> None:
+def add_routes(routes: web.RouteTableDef, server: PromptServer) -> None:
     @routes.get("/global_subgraphs")
     async def list_subgraphs(request: web.Request) -> web.Response:
         return web.json_response({key: entry for key, (entry, _) in blueprints(server).items()})

@@ -1,5 +1,6 @@
 """Server-wide routes: /system_stats, /features, /embeddings, /models, /models/{folder}, /extensions,
 /i18n, /workflow_templates, /free, /interrupt."""
+
 from __future__ import annotations
 
 import importlib.metadata
@@ -40,14 +41,24 @@ def _devices(executors: list[dict] | None = None) -> list[dict]:
     (their budgets and use, summed per device), else this process's GPU where it already has a context
     (the in-process runtime on a GPU), else the host."""
     import torch
+
     devices: dict[str, dict] = {}
     for e in executors or []:
         device = str(e.get("device", ""))
         if not device.startswith("cuda"):
             continue
-        d = devices.setdefault(device, {"name": device, "type": "cuda",
-                                        "index": int(device.partition(":")[2] or 0),
-                                        "vram_total": 0, "vram_free": 0, "torch_vram_total": 0, "torch_vram_free": 0})
+        d = devices.setdefault(
+            device,
+            {
+                "name": device,
+                "type": "cuda",
+                "index": int(device.partition(":")[2] or 0),
+                "vram_total": 0,
+                "vram_free": 0,
+                "torch_vram_total": 0,
+                "torch_vram_free": 0,
+            },
+        )
         budget, used = int(e.get("memory_budget", 0)), int(e.get("memory_used", 0))
         d["vram_total"] += budget
         d["vram_free"] += budget - used
@@ -58,46 +69,73 @@ def _devices(executors: list[dict] | None = None) -> list[dict]:
             free, total = torch.cuda.mem_get_info(index)
             reserved = torch.cuda.memory_reserved(index)
             allocated = torch.cuda.memory_allocated(index)
-            devices[f"cuda:{index}"] = {"name": f"cuda:{index} {torch.cuda.get_device_name(index)}", "type": "cuda",
-                                        "index": index, "vram_total": total, "vram_free": free,
-                                        "torch_vram_total": reserved, "torch_vram_free": reserved - allocated}
+            devices[f"cuda:{index}"] = {
+                "name": f"cuda:{index} {torch.cuda.get_device_name(index)}",
+                "type": "cuda",
+                "index": index,
+                "vram_total": total,
+                "vram_free": free,
+                "torch_vram_total": reserved,
+                "torch_vram_free": reserved - allocated,
+            }
     if devices:
         return list(devices.values())
     vm = psutil.virtual_memory()
-    return [{"name": "cpu", "type": "cpu", "index": None, "vram_total": vm.total,
-             "vram_free": vm.available, "torch_vram_total": vm.total, "torch_vram_free": vm.available}]
+    return [
+        {
+            "name": "cpu",
+            "type": "cpu",
+            "index": None,
+            "vram_total": vm.total,
+            "vram_free": vm.available,
+            "torch_vram_total": vm.total,
+            "torch_vram_free": vm.available,
+        }
+    ]
 
 
 def system_stats(executors: list[dict] | None = None) -> dict:
     """/system_stats; `executors`: the head's reports of its executors (device, memory_budget, memory_used)."""
     import torch
+
     vm = psutil.virtual_memory()
     frontend = _version("comfyui-frontend-package")
     templates = _version("comfyui-workflow-templates")
     return {
         "system": {
-            "os": os.name, "ram_total": vm.total, "ram_free": vm.available,
-            "comfyui_version": COMFYUI_VERSION, "required_frontend_version": frontend,
-            "installed_templates_version": templates, "required_templates_version": templates,
-            "python_version": sys.version, "pytorch_version": torch.__version__,
-            "embedded_python": Path(sys.executable).parent.name == "python_embeded", "argv": sys.argv,
+            "os": os.name,
+            "ram_total": vm.total,
+            "ram_free": vm.available,
+            "comfyui_version": COMFYUI_VERSION,
+            "required_frontend_version": frontend,
+            "installed_templates_version": templates,
+            "required_templates_version": templates,
+            "python_version": sys.version,
+            "pytorch_version": torch.__version__,
+            "embedded_python": Path(sys.executable).parent.name == "python_embeded",
+            "argv": sys.argv,
         },
         "devices": _devices(executors),
     }
 
 
 def extension_urls(web_root: Path, web_directories: dict) -> list[str]:
-    urls = ["/" + p.relative_to(web_root).as_posix() for p in sorted((web_root / "extensions").rglob("*.js"))] \
-        if (web_root / "extensions").is_dir() else []
+    urls = (
+        ["/" + p.relative_to(web_root).as_posix() for p in sorted((web_root / "extensions").rglob("*.js"))]
+        if (web_root / "extensions").is_dir()
+        else []
+    )
     for name, directory in web_directories.items():
         directory = Path(directory)
         if directory.is_dir():
-            urls.extend(f"/extensions/{quote(name)}/{p.relative_to(directory).as_posix()}"
-                        for p in sorted(directory.rglob("*.js")))
+            urls.extend(
+                f"/extensions/{quote(name)}/{p.relative_to(directory).as_posix()}"
+                for p in sorted(directory.rglob("*.js"))
+            )
     return urls
 
 
-def add_routes(routes: web.RouteTableDef, server: "PromptServer") -> None:
+def add_routes(routes: web.RouteTableDef, server: PromptServer) -> None:
     ws = server.workspace
 
     @routes.get("/system_stats")

@@ -12,6 +12,7 @@ Two layouts are published on PyPI:
 
 Our required dependencies are the core and json packages (the dialog lists and opens every template);
 the `templates` extra adds the meta package with its media bundles (the thumbnails)."""
+
 from __future__ import annotations
 
 import importlib
@@ -25,9 +26,17 @@ from aiohttp import web
 log = logging.getLogger(__name__)
 
 # The packages' kinds of file; explicit, since a platform's mime table may lack image/webp.
-CONTENT_TYPES = {".json": "application/json", ".webp": "image/webp", ".png": "image/png", ".jpg": "image/jpeg",
-                 ".jpeg": "image/jpeg", ".svg": "image/svg+xml", ".mp3": "audio/mpeg", ".mp4": "video/mp4",
-                 ".webm": "video/webm"}
+CONTENT_TYPES = {
+    ".json": "application/json",
+    ".webp": "image/webp",
+    ".png": "image/png",
+    ".jpg": "image/jpeg",
+    ".jpeg": "image/jpeg",
+    ".svg": "image/svg+xml",
+    ".mp3": "audio/mpeg",
+    ".mp4": "video/mp4",
+    ".webm": "video/webm",
+}
 JSON_PACKAGE = "comfyui_workflow_templates_json"
 CORE_PACKAGE = "comfyui_workflow_templates_core"
 LEGACY_PACKAGE = "comfyui_workflow_templates"
@@ -73,8 +82,11 @@ def asset_files() -> dict[str, Path]:
             except (FileNotFoundError, KeyError):
                 missing += 1
     if missing:
-        log.info("workflow templates: %d media files are not installed (pip install 'comfy-cluster[templates]' "
-                 "adds the thumbnails)", missing)
+        log.info(
+            "workflow templates: %d media files are not installed (pip install 'comfy-cluster[templates]' "
+            "adds the thumbnails)",
+            missing,
+        )
     return files
 
 
@@ -94,4 +106,3 @@ def add_static_routes(app: web.Application) -> None:
         return web.FileResponse(path, headers={"Content-Type": content_type or "application/octet-stream"})
 
     app.router.add_get("/templates/{name:.*}", get_template_file)
-

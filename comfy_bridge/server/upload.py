@@ -1,17 +1,20 @@
 """POST /upload/image and POST /upload/mask (multipart), with ComfyUI's naming rules: an existing
 name with the same content is reused, a different content gets "name (1).ext", "name (2).ext", ..."""
+
 from __future__ import annotations
 
 import asyncio
 import hashlib
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
 from nodes.safe_paths import UnsafePath, safe_join
+
 from .common import form_text, loads_json, read_form
 from .image_limits import open_image, pixels_problem
 from .view import split_annotation, type_dir
@@ -47,6 +50,7 @@ def _merge_mask(original: Path, mask_bytes: bytes, target: Path) -> None:
     from io import BytesIO
 
     from PIL.PngImagePlugin import PngInfo
+
     with open_image(original) as img:
         info = PngInfo()
         for key, value in getattr(img, "text", {}).items():
@@ -59,13 +63,14 @@ def _merge_mask(original: Path, mask_bytes: bytes, target: Path) -> None:
     _write_atomic(target, buf.getvalue())
 
 
-def add_routes(routes: web.RouteTableDef, server: "PromptServer") -> None:
+def add_routes(routes: web.RouteTableDef, server: PromptServer) -> None:
     ws = server.workspace
     algorithm = server.config.default_hashing_function
 
-    async def handle_upload(request: web.Request,
-                            save: Callable[[bytes, dict, Path], None] | None = None) -> web.Response:
-        post = await read_form(request)   # ComfyUI: 500 for a body it cannot decode
+    async def handle_upload(
+        request: web.Request, save: Callable[[bytes, dict, Path], None] | None = None
+    ) -> web.Response:
+        post = await read_form(request)  # ComfyUI: 500 for a body it cannot decode
         image = post.get("image")
         if image is None or not hasattr(image, "file"):
             return web.Response(status=400)
@@ -73,7 +78,7 @@ def add_routes(routes: web.RouteTableDef, server: "PromptServer") -> None:
         type_ = form_text(post, "type") or "input"
         subfolder = form_text(post, "subfolder")
         overwrite = form_text(post, "overwrite").lower() in ("true", "1")
-        form_text(post, "original_ref")   # read by the mask's save: text or a 400 before anything is written
+        form_text(post, "original_ref")  # read by the mask's save: text or a 400 before anything is written
         base = type_dir(ws, type_)
         if base is None or not filename:
             return web.Response(status=400)
@@ -85,11 +90,11 @@ def add_routes(routes: web.RouteTableDef, server: "PromptServer") -> None:
         if target.parent != folder:  # the name itself may not carry directories
             return web.Response(status=400)
         data = image.file.read()
-        problem = await asyncio.to_thread(pixels_problem, data)   # only the header is read
+        problem = await asyncio.to_thread(pixels_problem, data)  # only the header is read
         if problem is not None:
             return web.Response(status=400, text=f"Refused {filename!r}: {problem}")
         folder.mkdir(parents=True, exist_ok=True)
-        if overwrite and target.is_dir():   # a file cannot replace a folder
+        if overwrite and target.is_dir():  # a file cannot replace a folder
             return web.Response(status=400)
         duplicate = False
         if not overwrite:
@@ -123,13 +128,13 @@ def add_routes(routes: web.RouteTableDef, server: "PromptServer") -> None:
                 name, annotated = split_annotation(ref["filename"])
                 base = type_dir(ws, annotated or ref.get("type", "output"))
                 original = safe_join(base, ref.get("subfolder", "") or "", name) if base else None
-            except (ValueError, KeyError, TypeError, AttributeError, UnsafePath):   # not a {filename, ...} of strings
+            except (ValueError, KeyError, TypeError, AttributeError, UnsafePath):  # not a {filename, ...} of strings
                 original = None
             # Like ComfyUI, a bad reference silently skips the save; the name is still answered.
             if original is not None and original.is_file():
                 try:
                     _merge_mask(original, data, target)
-                except (OSError, ValueError) as e:   # PIL: not an image (UnidentifiedImageError is an OSError)
+                except (OSError, ValueError) as e:  # PIL: not an image (UnidentifiedImageError is an OSError)
                     raise web.HTTPBadRequest(text=f"cannot merge the mask into {ref['filename']!r}: {e}") from None
 
         return await handle_upload(request, save)

@@ -3,6 +3,7 @@ GET/POST/DELETE /userdata/{file}, POST /userdata/{file}/move/{dest}.
 
 Each user's files live in <user_dir>/<user_id>; the id is "default" unless multi-user mode picks
 it from the comfy-user header. `{file}` is one URL segment: clients encode "/" as %2F."""
+
 from __future__ import annotations
 
 import json
@@ -17,9 +18,10 @@ from urllib.parse import unquote
 
 from aiohttp import web
 
-from .common import query_bool, read_json
 from nodes.output_claims import write_atomic
 from nodes.safe_paths import UnsafePath, safe_join
+
+from .common import query_bool, read_json
 from .web_security import served_file_headers
 
 if TYPE_CHECKING:
@@ -86,8 +88,12 @@ class UserManager:
 
 def _info(path: Path, root: Path) -> dict:
     st = path.stat()
-    return {"path": path.relative_to(root).as_posix(), "size": st.st_size, "modified": st.st_mtime,
-            "created": st.st_ctime}
+    return {
+        "path": path.relative_to(root).as_posix(),
+        "size": st.st_size,
+        "modified": st.st_mtime,
+        "created": st.st_ctime,
+    }
 
 
 def _list_files(base: Path, recurse: bool) -> list[Path]:
@@ -96,11 +102,12 @@ def _list_files(base: Path, recurse: bool) -> list[Path]:
     return sorted(p for p in base.iterdir() if p.is_file())
 
 
-def add_routes(routes: web.RouteTableDef, server: "PromptServer") -> None:
+def add_routes(routes: web.RouteTableDef, server: PromptServer) -> None:
     users = server.user_manager
 
     def guarded(status_unknown: int = 403):
         """Map traversal to 403 and unknown users to `status_unknown` for the wrapped handler."""
+
         def wrap(handler):
             async def inner(request: web.Request) -> web.StreamResponse:
                 try:
@@ -109,8 +116,10 @@ def add_routes(routes: web.RouteTableDef, server: "PromptServer") -> None:
                     return web.Response(status=403, text="Forbidden")
                 except UnknownUser:
                     return web.json_response({"error": "Unknown user"}, status=status_unknown)
+
             inner.__name__ = handler.__name__
             return inner
+
         return wrap
 
     def file_param(request: web.Request, name: str) -> Path:
@@ -181,8 +190,9 @@ def add_routes(routes: web.RouteTableDef, server: "PromptServer") -> None:
                 entries.append({"name": path.name, "path": rel, "type": "directory"})
             elif path.is_file():
                 st = path.stat()
-                entries.append({"name": path.name, "path": rel, "type": "file", "size": st.st_size,
-                                "modified": st.st_mtime})
+                entries.append(
+                    {"name": path.name, "path": rel, "type": "file", "size": st.st_size, "modified": st.st_mtime}
+                )
         entries.sort(key=lambda e: (e["type"] != "directory", e["name"].lower()))
         return web.json_response(entries)
 
@@ -196,7 +206,7 @@ def add_routes(routes: web.RouteTableDef, server: "PromptServer") -> None:
                 body, content_type = DEFAULT_FILES[name]
                 return web.Response(body=body, headers=served_file_headers(name, content_type))
             return web.Response(status=404)
-        return web.FileResponse(path, headers=served_file_headers(path.name))   # never sniffed or run
+        return web.FileResponse(path, headers=served_file_headers(path.name))  # never sniffed or run
 
     @routes.post("/userdata/{file}")
     @guarded()

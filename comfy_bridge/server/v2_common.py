@@ -1,4 +1,5 @@
 """Shared pieces of the Comfy API v2 routes (/api/v2/*): the error envelope, times, links, the tenant."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -26,12 +27,17 @@ def idempotency_key_problem(key: str) -> str | None:
     return None
 
 
-def error(status: int, code: str, message: str, details: dict | None = None,
-          retry_after: int | None = None) -> web.Response:
+def error(
+    status: int, code: str, message: str, details: dict | None = None, retry_after: int | None = None
+) -> web.Response:
     """The contract's error envelope: {"error": {"code", "message", "details"}}."""
     headers = {"Retry-After": str(retry_after)} if retry_after is not None else None
-    return web.json_response({"error": {"code": code, "message": message, "details": details}}, status=status,
-                             headers=headers, dumps=dumps_json)
+    return web.json_response(
+        {"error": {"code": code, "message": message, "details": details}},
+        status=status,
+        headers=headers,
+        dumps=dumps_json,
+    )
 
 
 def not_found(what: str = "job") -> web.Response:
@@ -46,7 +52,7 @@ def iso(ts: float | None) -> str | None:
     """A UNIX time as an RFC 3339 UTC timestamp (None stays None)."""
     if ts is None:
         return None
-    return dt.datetime.fromtimestamp(ts, dt.timezone.utc).isoformat().replace("+00:00", "Z")
+    return dt.datetime.fromtimestamp(ts, dt.UTC).isoformat().replace("+00:00", "Z")
 
 
 def base_url(request: web.Request) -> str:

@@ -1,4 +1,5 @@
 """GET /view (serve or convert an input/output/temp file) and GET /view_metadata/{folder}."""
+
 from __future__ import annotations
 
 import asyncio
@@ -9,9 +10,9 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
+from nodes.safe_paths import UnsafePath, check_relative, safe_join
 from nodes.workspace import Workspace
 
-from nodes.safe_paths import UnsafePath, check_relative, safe_join
 from .common import loads_json
 from .image_limits import TooManyPixels, open_image
 from .web_security import served_file_headers
@@ -27,7 +28,7 @@ def type_dir(ws: Workspace, type_: str) -> Path | None:
 
 
 def split_annotation(name: str) -> tuple[str, str | None]:
-    """"x.png [output]" -> ("x.png", "output")."""
+    """ "x.png [output]" -> ("x.png", "output")."""
     for suffix, type_ in _ANNOTATIONS.items():
         if name.endswith(suffix):
             return name[: -len(suffix)], type_
@@ -39,6 +40,7 @@ def _converted(path: Path, preview: str | None, channel: str) -> tuple[bytes, st
     `channel` is "" when absent: only an explicit alpha request forces webp previews. An image past the
     pixel limit raises TooManyPixels before it is decoded."""
     from PIL import Image
+
     if preview:
         parts = preview.split(";")
         fmt = parts[0] if parts[0] in ("webp", "jpeg") else "webp"
@@ -80,11 +82,11 @@ def safetensors_metadata(path: Path) -> dict | None:
         if length > 1024 * 1024:
             return None
         header = loads_json(f.read(length))
-    meta = header.get("__metadata__") if isinstance(header, dict) else None   # a list or number: no metadata
+    meta = header.get("__metadata__") if isinstance(header, dict) else None  # a list or number: no metadata
     return meta if isinstance(meta, dict) else None
 
 
-def add_routes(routes: web.RouteTableDef, server: "PromptServer") -> None:
+def add_routes(routes: web.RouteTableDef, server: PromptServer) -> None:
     ws = server.workspace
 
     @routes.get("/view")
@@ -115,7 +117,7 @@ def add_routes(routes: web.RouteTableDef, server: "PromptServer") -> None:
             converted = await asyncio.to_thread(_converted, path, query.get("preview"), query.get("channel", ""))
         except TooManyPixels as exc:
             return web.Response(status=400, text=f"Cannot convert {path.name!r}: {exc}")
-        except (OSError, ValueError, SyntaxError):   # not an image PIL can read or write that way
+        except (OSError, ValueError, SyntaxError):  # not an image PIL can read or write that way
             return web.Response(status=400)
         if converted is not None:
             body, content_type = converted

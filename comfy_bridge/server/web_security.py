@@ -9,13 +9,14 @@ from a foreign or opaque (`null`) origin is refused whatever credential it carri
 browser attaches the session cookie and a page holding a key has no business posting cross-site
 unless the operator configured CORS for it.
 """
+
 from __future__ import annotations
 
 import errno
 import ipaddress
 import mimetypes
 import socket
-from typing import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from urllib.parse import quote, urlsplit
 
 from aiohttp import web
@@ -28,8 +29,18 @@ SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
 _DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
 # Raster images, audio and video render in the browser's own viewer, never as script.
 _INLINE_PREFIXES = ("audio/", "video/")
-_INLINE_IMAGES = {"image/png", "image/jpeg", "image/gif", "image/webp", "image/bmp", "image/avif",
-                  "image/x-portable-pixmap", "image/x-portable-graymap", "image/tiff", "image/x-ms-bmp"}
+_INLINE_IMAGES = {
+    "image/png",
+    "image/jpeg",
+    "image/gif",
+    "image/webp",
+    "image/bmp",
+    "image/avif",
+    "image/x-portable-pixmap",
+    "image/x-portable-graymap",
+    "image/tiff",
+    "image/x-ms-bmp",
+}
 # A document opened from /view or /userdata runs in an opaque origin with nothing active.
 FILE_CSP = "default-src 'none'; img-src 'self' data: blob:; media-src 'self' blob:; style-src 'unsafe-inline'; sandbox"
 
@@ -39,7 +50,7 @@ def _host_port(value: str) -> tuple[str, int | None]:
     try:
         port = parts.port
     except ValueError:
-        port = -1   # not a port: matches nothing
+        port = -1  # not a port: matches nothing
     return (parts.hostname or "").lower().rstrip("."), port
 
 
@@ -80,13 +91,13 @@ class HostAllowList:
                 self.exact.add(_host_port(name)[0] or name)
 
     @classmethod
-    def for_config(cls, config: ServerConfig) -> "HostAllowList":
+    def for_config(cls, config: ServerConfig) -> HostAllowList:
         own = socket.gethostname().lower()
         return cls([*config.addresses, own, own + ".local", *config.allowed_hosts])
 
     def allows(self, host_header: str | None) -> bool:
         if host_header is None or self.any:
-            return True   # HTTP/1.0 clients send none; browsers always do
+            return True  # HTTP/1.0 clients send none; browsers always do
         name, port = _host_port(host_header)
         if not name or port == -1:
             return False
@@ -129,14 +140,15 @@ class WebSecurity:
             return False
         if origin in self.cors:
             return True
-        return "*" in self.cors and origin != "null"   # "*" still means a real origin
+        return "*" in self.cors and origin != "null"  # "*" still means a real origin
 
     @web.middleware
     async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         host = request.headers.get("Host")
         if not self.hosts.allows(host):
-            return web.Response(status=403, text="host not allowed: add it with --allowed-hosts "
-                                                 "(DNS rebinding protection)")
+            return web.Response(
+                status=403, text="host not allowed: add it with --allowed-hosts (DNS rebinding protection)"
+            )
         origin = request.headers.get("Origin")
         if request.method == "OPTIONS":
             return self._with_cors(request, web.Response(), origin)
@@ -153,7 +165,7 @@ class WebSecurity:
         except OSError as exc:
             if exc.errno != errno.ENAMETOOLONG:
                 raise
-            response = web.Response(status=404)   # e.g. the static route on a name no file can have
+            response = web.Response(status=404)  # e.g. the static route on a name no file can have
         response.headers.setdefault("X-Content-Type-Options", "nosniff")
         return self._with_cors(request, response, origin)
 
@@ -163,7 +175,7 @@ class WebSecurity:
             if same_origin(origin, host) or self.cors_allows(origin):
                 return None
             if is_loopback_name(_host_port(host or "")[0]) and self.cors is None:
-                return "foreign origin on a loopback server"   # ComfyUI's guard, every method
+                return "foreign origin on a loopback server"  # ComfyUI's guard, every method
             return f"origin {origin!r} may not change state" if unsafe else None
         if unsafe and self.cors is None and request.headers.get("Sec-Fetch-Site") in ("cross-site", "same-site"):
             return "Sec-Fetch-Site " + request.headers["Sec-Fetch-Site"]
@@ -180,10 +192,12 @@ class WebSecurity:
         else:
             return response
         response.headers["Access-Control-Allow-Methods"] = "POST, GET, DELETE, PUT, OPTIONS, PATCH"
-        response.headers["Access-Control-Allow-Headers"] = "Content-Type, Authorization, X-API-Key, Idempotency-Key, Range"
+        response.headers["Access-Control-Allow-Headers"] = (
+            "Content-Type, Authorization, X-API-Key, Idempotency-Key, Range"
+        )
         response.headers["Access-Control-Allow-Credentials"] = "true"
         if request.headers.get("Access-Control-Request-Private-Network") == "true":
-            response.headers["Access-Control-Allow-Private-Network"] = "true"   # Chrome's PNA preflight
+            response.headers["Access-Control-Allow-Private-Network"] = "true"  # Chrome's PNA preflight
         return response
 
 
@@ -193,12 +207,19 @@ def served_file_headers(name: str, content_type: str | None = None) -> dict[str,
     attachment disposition for everything but images, audio and video."""
     guessed = content_type or mimetypes.guess_type(name)[0] or "application/octet-stream"
     inline = guessed in _INLINE_IMAGES or guessed.startswith(_INLINE_PREFIXES)
-    served = guessed if inline or guessed in ("application/json", "text/plain", "text/css", "text/csv") \
+    served = (
+        guessed
+        if inline or guessed in ("application/json", "text/plain", "text/css", "text/csv")
         else "application/octet-stream"
+    )
     # Quotes, controls and non-ASCII would break the header: an ASCII fallback plus RFC 5987's form.
     plain = "".join(c if " " <= c <= "~" and c not in '"\\' else "_" for c in name)
     disposition = f'filename="{plain}"' if inline else f'attachment; filename="{plain}"'
     if plain != name:
         disposition += f"; filename*=UTF-8''{quote(name, safe='')}"
-    return {"Content-Type": served, "Content-Disposition": disposition, "X-Content-Type-Options": "nosniff",
-            "Content-Security-Policy": FILE_CSP}
+    return {
+        "Content-Type": served,
+        "Content-Disposition": disposition,
+        "X-Content-Type-Options": "nosniff",
+        "Content-Security-Policy": FILE_CSP,
+    }

@@ -3,6 +3,7 @@
 Frames: text `{"type", "data"}` JSON, or binary = 4-byte big-endian event type + payload
 (1 preview image, 3 progress text, 4 preview image with metadata) as ComfyUI sends them.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,6 +34,7 @@ def frame(event: int, payload: bytes) -> bytes:
 
 def _encode_image(image_type: str, image: Any, max_size: int | None) -> bytes:
     from PIL import Image, ImageOps
+
     if max_size is not None:
         image = ImageOps.contain(image, (max_size, max_size), Image.Resampling.BILINEAR)
     buf = BytesIO()
@@ -43,8 +45,10 @@ def _encode_image(image_type: str, image: Any, max_size: int | None) -> bytes:
 def preview_frame(preview: tuple) -> bytes:
     """Type 1: format id (1 JPEG, 2 PNG) + encoded image; `preview` = (format, PIL image, max_size)."""
     image_type, image, max_size = preview[:3]
-    return frame(BinaryEventTypes.PREVIEW_IMAGE, struct.pack(">I", _IMAGE_FORMAT_IDS.get(image_type, 1))
-                 + _encode_image(image_type, image, max_size))
+    return frame(
+        BinaryEventTypes.PREVIEW_IMAGE,
+        struct.pack(">I", _IMAGE_FORMAT_IDS.get(image_type, 1)) + _encode_image(image_type, image, max_size),
+    )
 
 
 def preview_metadata_frame(preview: tuple, metadata: dict | None) -> bytes:
@@ -53,8 +57,10 @@ def preview_metadata_frame(preview: tuple, metadata: dict | None) -> bytes:
     meta = dict(metadata or {})
     meta["image_type"] = "image/png" if image_type == "PNG" else "image/jpeg"
     meta_bytes = json.dumps(meta).encode()
-    return frame(BinaryEventTypes.PREVIEW_IMAGE_WITH_METADATA,
-                 struct.pack(">I", len(meta_bytes)) + meta_bytes + _encode_image(image_type, image, max_size))
+    return frame(
+        BinaryEventTypes.PREVIEW_IMAGE_WITH_METADATA,
+        struct.pack(">I", len(meta_bytes)) + meta_bytes + _encode_image(image_type, image, max_size),
+    )
 
 
 def text_frame(node_id: str, text: str, prompt_id: str | None = None) -> bytes:
@@ -75,7 +81,7 @@ def split_preview_with_metadata(data: Any) -> tuple[tuple, dict | None]:
     return data[:3], (data[3] if len(data) > 3 else None)
 
 
-def add_routes(routes: web.RouteTableDef, server: "PromptServer") -> None:
+def add_routes(routes: web.RouteTableDef, server: PromptServer) -> None:
     @routes.get("/ws")
     async def websocket_handler(request: web.Request) -> web.WebSocketResponse:
         ws = web.WebSocketResponse()
@@ -96,7 +102,7 @@ def add_routes(routes: web.RouteTableDef, server: "PromptServer") -> None:
                 elif msg.type == aiohttp.WSMsgType.TEXT:
                     try:
                         data = loads_json(msg.data)
-                    except ValueError as exc:   # malformed, or nested past what the parser can follow
+                    except ValueError as exc:  # malformed, or nested past what the parser can follow
                         log.warning("invalid JSON from websocket client %s: %s", sid, exc)
                         # Say so and keep the connection: the client may send a good message next.
                         await server.send("error", {"message": f"Invalid JSON message: {exc}"}, sid)

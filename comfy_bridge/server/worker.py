@@ -6,6 +6,7 @@ thread (the default, ComfyUI's behaviour) prompts run one at a time and share on
 `concurrent_prompts` > 1 (a cluster behind the server) each thread is an orchestrator with its own
 engine and cache, talking to clients through a `PromptSink` that carries its prompt's client id.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -30,7 +31,7 @@ class PromptSink:
     """What one orchestrator's engine sends through: the server, with the running prompt's own client
     id and last node, so concurrent prompts never mix their clients."""
 
-    def __init__(self, server: "PromptServer") -> None:
+    def __init__(self, server: PromptServer) -> None:
         self._server = server
         self.client_id: str | None = None
         self.last_node_id: str | None = None
@@ -43,7 +44,7 @@ class PromptSink:
 
 
 class QueueWorker:
-    def __init__(self, server: "PromptServer", concurrency: int = 1):
+    def __init__(self, server: PromptServer, concurrency: int = 1):
         self.server = server
         self.concurrency = max(1, concurrency)
         self.executors: dict[int, Any] = {}
@@ -57,8 +58,10 @@ class QueueWorker:
 
     def start(self) -> None:
         self._stop.clear()
-        self._threads = [threading.Thread(target=self._run, args=(i,), name=f"prompt_worker-{i}", daemon=True)
-                         for i in range(self.concurrency)]
+        self._threads = [
+            threading.Thread(target=self._run, args=(i,), name=f"prompt_worker-{i}", daemon=True)
+            for i in range(self.concurrency)
+        ]
         for thread in self._threads:
             thread.start()
 
@@ -91,16 +94,14 @@ class QueueWorker:
         finally:
             loop.close()
 
-    def _execute(self, loop: asyncio.AbstractEventLoop, index: int, sink: Any, item: QueueItem,
-                 task_id: int) -> None:
+    def _execute(self, loop: asyncio.AbstractEventLoop, index: int, sink: Any, item: QueueItem, task_id: int) -> None:
         server = self.server
         started = time.perf_counter()
         server.last_prompt_id = item.prompt_id
         sink.client_id = item.extra_data.get("client_id")
         token = progress.bind_prompt(item.prompt_id)
         text_limit = text_limits.bind_max_text_chars(server.max_text_chars_for_run())
-        claims = output_claims.bind(getattr(server.prompt_queue, "output_claims", None), task_id,
-                                    executing_node_key)
+        claims = output_claims.bind(getattr(server.prompt_queue, "output_claims", None), task_id, executing_node_key)
         history_result: dict = {}
         status: ExecutionStatus
         executor = None
@@ -108,16 +109,32 @@ class QueueWorker:
             executor = self.executors.get(index)
             if executor is None:
                 executor = self.executors[index] = server.make_executor(sink)
-            loop.run_until_complete(executor.execute_async(
-                item.prompt, item.prompt_id, {**item.extra_data, **(item.sensitive or {})}, item.outputs_to_execute))
+            loop.run_until_complete(
+                executor.execute_async(
+                    item.prompt, item.prompt_id, {**item.extra_data, **(item.sensitive or {})}, item.outputs_to_execute
+                )
+            )
             history_result = executor.history_result
-            status = ExecutionStatus("success" if executor.success else "error", bool(executor.success),
-                                     list(executor.status_messages))
+            status = ExecutionStatus(
+                "success" if executor.success else "error", bool(executor.success), list(executor.status_messages)
+            )
         except Exception as exc:  # the engine itself failed: record it, keep serving
             log.exception("prompt %s failed outside node execution", item.prompt_id)
-            status = ExecutionStatus("error", False, [("execution_error", {
-                "prompt_id": item.prompt_id, "exception_message": str(exc),
-                "exception_type": type(exc).__name__, "timestamp": int(time.time() * 1000)})])
+            status = ExecutionStatus(
+                "error",
+                False,
+                [
+                    (
+                        "execution_error",
+                        {
+                            "prompt_id": item.prompt_id,
+                            "exception_message": str(exc),
+                            "exception_type": type(exc).__name__,
+                            "timestamp": int(time.time() * 1000),
+                        },
+                    )
+                ],
+            )
             if executor is not None:
                 history_result = getattr(executor, "history_result", {}) or {}
         finally:

@@ -7,10 +7,12 @@ the measured execution time of the tenant's invocations divided by the tenant's 
 time the server spent running the tenant's prompts, which the store keeps across restarts
 (`server_seconds`, reported in both cases).
 """
+
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
@@ -26,7 +28,7 @@ def cluster_tenants(head: Any) -> dict[str, dict] | None:
         return None
     try:
         return dict(head.stats().get("tenants") or {})
-    except Exception:   # accounting must never take a route down with it
+    except Exception:  # accounting must never take a route down with it
         log.exception("cluster head stats failed")
         return None
 
@@ -41,7 +43,7 @@ class Accounting:
         return self._row(tenant, cluster_tenants(self._head()), fresh=True)
 
     def all_usage(self, fresh: bool = True) -> list[dict[str, Any]]:
-        scheduler = cluster_tenants(self._head())   # one head snapshot for every tenant
+        scheduler = cluster_tenants(self._head())  # one head snapshot for every tenant
         return [self._row(t, scheduler, fresh) for t in self.store.list_tenants()]
 
     def _row(self, tenant: Tenant, scheduler: dict[str, dict] | None, fresh: bool) -> dict[str, Any]:
@@ -55,27 +57,49 @@ class Accounting:
         else:
             gpu_seconds, source = float(recorded["seconds"]), "server"
             vtime = gpu_seconds / weight
-        return {"tenant": tenant.name, "gpu_seconds": gpu_seconds, "vtime": vtime, "gpu_time_source": source,
-                "server_seconds": float(recorded["seconds"]), "prompts": recorded["prompts"],
-                "images": recorded["images"], "stored_bytes": self.quotas.stored_bytes(tenant.name, fresh),
-                "pending": pending, "running": running, "limits": tenant.as_dict()}
+        return {
+            "tenant": tenant.name,
+            "gpu_seconds": gpu_seconds,
+            "vtime": vtime,
+            "gpu_time_source": source,
+            "server_seconds": float(recorded["seconds"]),
+            "prompts": recorded["prompts"],
+            "images": recorded["images"],
+            "stored_bytes": self.quotas.stored_bytes(tenant.name, fresh),
+            "pending": pending,
+            "running": running,
+            "limits": tenant.as_dict(),
+        }
 
     def metric_families(self) -> Iterator[Any]:
         """Prometheus families, one sample per tenant (collected once per scrape)."""
-        rows = self.all_usage(fresh=False)   # stored bytes measured at most every few seconds
-        gpu = GaugeMetricFamily("comfy_cluster_tenant_gpu_seconds", "per tenant: GPU seconds (cluster scheduler's "
-                                "measured vTime x weight, else server-measured prompt time)", labels=["tenant", "source"])
+        rows = self.all_usage(fresh=False)  # stored bytes measured at most every few seconds
+        gpu = GaugeMetricFamily(
+            "comfy_cluster_tenant_gpu_seconds",
+            "per tenant: GPU seconds (cluster scheduler's measured vTime x weight, else server-measured prompt time)",
+            labels=["tenant", "source"],
+        )
         families = [gpu]
-        for field, doc in (("server_seconds", "seconds the server spent running the tenant's prompts"),
-                           ("prompts", "prompts finished"), ("images", "images produced")):
+        for field, doc in (
+            ("server_seconds", "seconds the server spent running the tenant's prompts"),
+            ("prompts", "prompts finished"),
+            ("images", "images produced"),
+        ):
             family = CounterMetricFamily(f"comfy_cluster_tenant_{field}", f"per tenant: {doc}", labels=["tenant"])
             families.append(family)
             for row in rows:
                 family.add_metric([row["tenant"]], float(row[field]))
         gauges = {}
-        for field, doc in (("stored_bytes", "bytes stored in the tenant's folders"),
-                           ("pending", "prompts queued"), ("running", "prompts running")):
-            name = "comfy_cluster_tenant_stored_bytes" if field == "stored_bytes" else f"comfy_cluster_tenant_prompts_{field}"
+        for field, doc in (
+            ("stored_bytes", "bytes stored in the tenant's folders"),
+            ("pending", "prompts queued"),
+            ("running", "prompts running"),
+        ):
+            name = (
+                "comfy_cluster_tenant_stored_bytes"
+                if field == "stored_bytes"
+                else f"comfy_cluster_tenant_prompts_{field}"
+            )
             gauges[field] = GaugeMetricFamily(name, f"per tenant: {doc}", labels=["tenant"])
         for row in rows:
             gpu.add_metric([row["tenant"], row["gpu_time_source"]], row["gpu_seconds"])

@@ -5,13 +5,14 @@ websocket then work unchanged), and the per-request tenant scope.
 
 With no tenant in the store the gate is open and changes nothing (ComfyUI's single-user server).
 """
+
 from __future__ import annotations
 
 import asyncio
 import html
 import time
 import unicodedata
-from typing import Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from urllib.parse import quote, urlsplit
 
 from aiohttp import web
@@ -33,8 +34,17 @@ _INVISIBLE = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs", "Cn", "Co"})
 _URL_PUNCTUATION = "/?#[]@!$&'()*+,;=:-._~%"
 # Process-wide controls and views only an admin tenant may pull: they would drop other tenants'
 # work or show the server's log and every tenant's figures.
-OPERATOR_PATHS = ("/free", "/api/free", "/internal/logs", "/internal/logs/raw", "/internal/logs/subscribe",
-                  "/metrics", "/api/metrics", "/cluster/stats", "/api/cluster/stats")
+OPERATOR_PATHS = (
+    "/free",
+    "/api/free",
+    "/internal/logs",
+    "/internal/logs/raw",
+    "/internal/logs/subscribe",
+    "/metrics",
+    "/api/metrics",
+    "/cluster/stats",
+    "/api/cluster/stats",
+)
 _ACTIVE_TTL_S = 1.0
 
 _LOGIN_PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>Comfy Cluster: sign in</title>
@@ -74,15 +84,16 @@ class Gate:
         """(tenant, how, credential id) from the bearer key or the session cookie."""
         header = request.headers.get("Authorization", "")
         key = header[7:].strip() if header[:7].lower() == "bearer " else request.headers.get("X-API-Key", "").strip()
-        if key and not key.isascii():   # keys are ASCII: header bytes that are not UTF-8 arrive as surrogates
+        if key and not key.isascii():  # keys are ASCII: header bytes that are not UTF-8 arrive as surrogates
             return None
         if key:
             # A key verified before is a cheap lookup on the loop; a first check runs scrypt off it.
             found = self.store.verified_key(key) or await asyncio.get_running_loop().run_in_executor(
-                None, self.store.authenticate_key, key)
+                None, self.store.authenticate_key, key
+            )
             return (found[0], "key", found[1]) if found else None
         token = request.cookies.get(COOKIE)
-        if token and not token.isascii():   # not a token we issued (and not one the store can hash)
+        if token and not token.isascii():  # not a token we issued (and not one the store can hash)
             return None
         if token:
             tenant = self.store.session_tenant(token)
@@ -90,16 +101,20 @@ class Gate:
         return None
 
     @web.middleware
-    async def middleware(self, request: web.Request,
-                         handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
+    async def middleware(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
         if request.method == "OPTIONS" or request.path in OPEN_PATHS or not self.active():
             return await handler(request)
         found = await self.identify(request)
         if found is None:
             return _unauthenticated(request)
         name, how, _ = found
-        if how == "cookie" and _cross_origin(request) and (
-                request.method not in ("GET", "HEAD") or request.headers.get("Upgrade", "").lower() == "websocket"):
+        if (
+            how == "cookie"
+            and _cross_origin(request)
+            and (request.method not in ("GET", "HEAD") or request.headers.get("Upgrade", "").lower() == "websocket")
+        ):
             # A cookie rides along with cross-site requests; bearer keys do not.
             return web.json_response({"error": "cross-origin request refused"}, status=403)
         tenant = self.tenant(name)
@@ -128,26 +143,35 @@ class Gate:
         if is_json:
             try:
                 data = loads_json(await request.read())
-            except ValueError as exc:   # malformed, or nested past the parser's recursion limit
-                return web.json_response(error_body("invalid_json", "Invalid JSON in request body", str(exc)),
-                                         status=400)
+            except ValueError as exc:  # malformed, or nested past the parser's recursion limit
+                return web.json_response(
+                    error_body("invalid_json", "Invalid JSON in request body", str(exc)), status=400
+                )
             data = data if isinstance(data, dict) else {}
         else:
             try:
                 data = dict(await request.post())
-            except UNDECODABLE_FORM as exc:   # a malformed form body, or one in a charset Python does not know
+            except UNDECODABLE_FORM as exc:  # a malformed form body, or one in a charset Python does not know
                 return _page(_safe_next(None), f"The form could not be read: {exc}", status=400)
         key, next_ = str(data.get("key", "")), _safe_next(data.get("next"))
-        found = await asyncio.get_running_loop().run_in_executor(None, self.store.authenticate_key, key) \
-            if key.isascii() else None   # keys are ASCII; a lone surrogate from JSON is none the store can hash
+        found = (
+            await asyncio.get_running_loop().run_in_executor(None, self.store.authenticate_key, key)
+            if key.isascii()
+            else None
+        )  # keys are ASCII; a lone surrogate from JSON is none the store can hash
         if found is None:
             if is_json:
                 return web.json_response({"error": "invalid key"}, status=401)
             return _page(next_, "Invalid key.", status=401)
         token = self.store.create_session(found[0], found[1], SESSION_TTL_S)
-        response = web.json_response({"tenant": found[0]}) if is_json else web.Response(status=303, headers={"Location": next_})
-        response.set_cookie(COOKIE, token, max_age=SESSION_TTL_S, path="/", httponly=True, samesite="Strict",
-                            secure=request.secure)
+        response = (
+            web.json_response({"tenant": found[0]})
+            if is_json
+            else web.Response(status=303, headers={"Location": next_})
+        )
+        response.set_cookie(
+            COOKIE, token, max_age=SESSION_TTL_S, path="/", httponly=True, samesite="Strict", secure=request.secure
+        )
         return response
 
     async def logout(self, request: web.Request) -> web.Response:
@@ -160,11 +184,16 @@ class Gate:
 
 
 def _page(next_: str, error: str = "", status: int = 200) -> web.Response:
-    return web.Response(text=_LOGIN_PAGE.format(next=html.escape(next_), error=html.escape(error)),
-                        content_type="text/html", status=status,
-                        headers={"Cache-Control": "no-store", "X-Frame-Options": "DENY",
-                                 "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; "
-                                                            "form-action 'self'"})
+    return web.Response(
+        text=_LOGIN_PAGE.format(next=html.escape(next_), error=html.escape(error)),
+        content_type="text/html",
+        status=status,
+        headers={
+            "Cache-Control": "no-store",
+            "X-Frame-Options": "DENY",
+            "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'",
+        },
+    )
 
 
 def _safe_next(value: object) -> str:
@@ -194,13 +223,27 @@ def _cross_origin(request: web.Request) -> bool:
 
 
 def _unauthenticated(request: web.Request) -> web.StreamResponse:
-    if request.path.startswith(V2_PREFIX):   # Comfy API v2's error envelope
-        return web.json_response({"error": {"code": "unauthorized", "message": "Send your API key as "
-                                            "'Authorization: Bearer <key>' or 'X-API-Key: <key>'.", "details": None}},
-                                 status=401, headers={"WWW-Authenticate": 'Bearer realm="comfy"'})
-    wants_page = (request.method == "GET" and "text/html" in request.headers.get("Accept", "")
-                  and request.headers.get("Upgrade", "").lower() != "websocket")
+    if request.path.startswith(V2_PREFIX):  # Comfy API v2's error envelope
+        return web.json_response(
+            {
+                "error": {
+                    "code": "unauthorized",
+                    "message": "Send your API key as 'Authorization: Bearer <key>' or 'X-API-Key: <key>'.",
+                    "details": None,
+                }
+            },
+            status=401,
+            headers={"WWW-Authenticate": 'Bearer realm="comfy"'},
+        )
+    wants_page = (
+        request.method == "GET"
+        and "text/html" in request.headers.get("Accept", "")
+        and request.headers.get("Upgrade", "").lower() != "websocket"
+    )
     if wants_page:
         raise web.HTTPSeeOther("/login?next=" + quote(request.path_qs, safe=""))
-    return web.json_response({"error": "authentication required: send 'Authorization: Bearer <key>' or sign in "
-                                       "at /login"}, status=401, headers={"WWW-Authenticate": 'Bearer realm="comfy"'})
+    return web.json_response(
+        {"error": "authentication required: send 'Authorization: Bearer <key>' or sign in at /login"},
+        status=401,
+        headers={"WWW-Authenticate": 'Bearer realm="comfy"'},
+    )

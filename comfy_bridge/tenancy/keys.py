@@ -7,6 +7,7 @@ one would: a slow hash only protects secrets short enough to guess, and cost eve
 check ~50 ms of CPU (20 tenants starting at once queued behind it for over a second). Keys made
 by earlier versions keep their scrypt hash (a row's n > 0) and are still accepted.
 """
+
 from __future__ import annotations
 
 import hashlib

@@ -11,6 +11,7 @@ scope and then served as it is, bytes, to every read until the next change (`bui
 built). Updates are idempotent, so one made after a load that already saw its write changes nothing.
 One lock guards it all, never held across the worker's store writes.
 """
+
 from __future__ import annotations
 
 import json
@@ -22,8 +23,8 @@ from comfy_bridge.server.common import dumps_json
 
 from .store import QueueRow, Store
 
-Scope = str | None       # a tenant, or None for all of them
-MAX_BODIES = 8           # /history bodies kept per scope (one per paging a client asked for)
+Scope = str | None  # a tenant, or None for all of them
+MAX_BODIES = 8  # /history bodies kept per scope (one per paging a client asked for)
 
 
 class QueueViews:
@@ -34,7 +35,7 @@ class QueueViews:
         self._histories: dict[Scope, dict[str, dict]] = {}
         # key -> (the object it encodes, its JSON text), valid while a view still holds that very object
         self._texts: dict[Scope, dict[Any, tuple[object, str]]] = {}
-        self._bodies: dict[Scope, dict[Any, bytes]] = {}   # dropped on each change of the scope
+        self._bodies: dict[Scope, dict[Any, bytes]] = {}  # dropped on each change of the scope
         self.builds = 0
 
     # -- loading ---------------------------------------------------------------------------------
@@ -107,8 +108,11 @@ class QueueViews:
         with self._lock:
             for scope in self._changed(tenant):
                 if scope in self._queues:
-                    self._queues[scope] = {i: r for i, r in self._queues[scope].items()
-                                           if r.running or (tenant is not None and r.tenant != tenant)}
+                    self._queues[scope] = {
+                        i: r
+                        for i, r in self._queues[scope].items()
+                        if r.running or (tenant is not None and r.tenant != tenant)
+                    }
 
     def history_removed(self, tenant: str | None, prompt_id: str | None = None) -> None:
         """`tenant`'s entry `prompt_id` (None: all its entries; tenant None: everyone's) was deleted."""
@@ -118,7 +122,7 @@ class QueueViews:
                 if history is None:
                     continue
                 if tenant is not None and scope is None:
-                    del self._histories[scope]   # which entries were the tenant's is not known here: reloaded
+                    del self._histories[scope]  # which entries were the tenant's is not known here: reloaded
                 elif prompt_id is None:
                     history.clear()
                 else:
@@ -130,8 +134,9 @@ class QueueViews:
         with self._lock:
             return sorted(self._queue(scope).values(), key=lambda r: (r.number, r.id))
 
-    def history(self, scope: Scope, prompt_id: str | None = None, max_items: int | None = None,
-                offset: int = -1) -> dict[str, dict]:
+    def history(
+        self, scope: Scope, prompt_id: str | None = None, max_items: int | None = None, offset: int = -1
+    ) -> dict[str, dict]:
         """store.history's answer (ComfyUI's paging); its entries are shared: do not change them."""
         with self._lock:
             history = self._history(scope)
@@ -148,8 +153,9 @@ class QueueViews:
                 running, pending = [], []
                 for row in sorted(self._queue(scope).values(), key=lambda r: (r.number, r.id)):
                     (running if row.running else pending).append(self._text(scope, row.id, row.item))
-                body = bodies["queue"] = (f'{{"queue_running": [{", ".join(running)}], '
-                                          f'"queue_pending": [{", ".join(pending)}]}}').encode()
+                body = bodies["queue"] = (
+                    f'{{"queue_running": [{", ".join(running)}], "queue_pending": [{", ".join(pending)}]}}'
+                ).encode()
                 self.builds += 1
             return body
 
@@ -160,9 +166,11 @@ class QueueViews:
             bodies = self._bodies.setdefault(scope, {})
             body = bodies.get(key)
             if body is None:
-                parts = [f"{json.dumps(pid)}: {self._text(scope, ('h', pid), entry)}"
-                         for pid, entry in _page(list(self._history(scope).items()), max_items, offset)]
-                if len(bodies) >= MAX_BODIES:   # many pagings of one unchanged history: keep the latest
+                parts = [
+                    f"{json.dumps(pid)}: {self._text(scope, ('h', pid), entry)}"
+                    for pid, entry in _page(list(self._history(scope).items()), max_items, offset)
+                ]
+                if len(bodies) >= MAX_BODIES:  # many pagings of one unchanged history: keep the latest
                     del bodies[next(iter(bodies))]
                 body = bodies[key] = ("{" + ", ".join(parts) + "}").encode()
                 self.builds += 1
@@ -189,5 +197,5 @@ def _page(items: list, max_items: int | None, offset: int) -> list:
     if offset < 0 and max_items is not None:
         offset = len(items) - max_items
     offset = max(offset, 0)
-    end = offset + max_items if max_items is not None and max_items >= 0 else None   # SQLite: LIMIT -1
+    end = offset + max_items if max_items is not None and max_items >= 0 else None  # SQLite: LIMIT -1
     return items[offset:end]

@@ -2,12 +2,13 @@
 size and stored bytes. Over a limit the answer is 429 (come back later) or 413 (too big), in
 ComfyUI's error shape with the limit named in the message and in extra_info. The text length of a
 prompt is checked by the route (it parses the prompt), with the limits of `prompt_limits`."""
+
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from aiohttp import web
 
@@ -21,11 +22,15 @@ STORAGE_TTL_S = 2.0
 
 
 class Quotas:
-    def __init__(self, store: Store, folders: Callable[[str], list[Path]],
-                 prompt_defaults: tuple[int | None, int | None] = (None, None)):
+    def __init__(
+        self,
+        store: Store,
+        folders: Callable[[str], list[Path]],
+        prompt_defaults: tuple[int | None, int | None] = (None, None),
+    ):
         self.store = store
         self._folders = folders
-        self._prompt_defaults = prompt_defaults   # the server's (max_prompt_bytes, max_text_chars)
+        self._prompt_defaults = prompt_defaults  # the server's (max_prompt_bytes, max_text_chars)
         self._storage: dict[str, tuple[float, int]] = {}
 
     def prompt_limits(self, tenant: Tenant | None) -> tuple[int | None, int | None]:
@@ -33,8 +38,10 @@ class Quotas:
         default_bytes, default_chars = self._prompt_defaults
         if tenant is None:
             return default_bytes, default_chars
-        return (tenant.max_prompt_bytes if tenant.max_prompt_bytes is not None else default_bytes,
-                tenant.max_text_chars if tenant.max_text_chars is not None else default_chars)
+        return (
+            tenant.max_prompt_bytes if tenant.max_prompt_bytes is not None else default_bytes,
+            tenant.max_text_chars if tenant.max_text_chars is not None else default_chars,
+        )
 
     def stored_bytes(self, tenant: str, fresh: bool = False) -> int:
         cached = self._storage.get(tenant)
@@ -59,21 +66,22 @@ class Quotas:
             # Uploads measure afresh (the previous one may be seconds old); prompts may use the cache.
             used = self.stored_bytes(tenant.name, fresh=incoming > 0)
             if used + incoming > cap:
-                raise over_limit(413, "max_storage_bytes", cap, f"storage full: {used} bytes stored, "
-                                 f"{incoming} more requested")
+                raise over_limit(
+                    413, "max_storage_bytes", cap, f"storage full: {used} bytes stored, {incoming} more requested"
+                )
 
     async def _check_prompt(self, request: web.Request, tenant: Tenant) -> None:
-        self.check_prompt_body(tenant, await request.read())   # aiohttp keeps the body for the handler
+        self.check_prompt_body(tenant, await request.read())  # aiohttp keeps the body for the handler
 
     def check_prompt_body(self, tenant: Tenant, body: bytes, field: str = "prompt") -> None:
         """Raise the 413/429 for a prompt body (its graph under `field`: "workflow" in API v2) over a limit."""
         max_bytes, _ = self.prompt_limits(tenant)
-        if max_bytes is not None and len(body) > max_bytes:   # before parsing it
+        if max_bytes is not None and len(body) > max_bytes:  # before parsing it
             raise over_limit(413, "max_prompt_bytes", max_bytes, f"prompt is {len(body)} bytes")
         try:
             data = json.loads(body)
-        except (ValueError, RecursionError):   # RecursionError: absurd nesting
-            return   # the route answers malformed JSON itself
+        except (ValueError, RecursionError):  # RecursionError: absurd nesting
+            return  # the route answers malformed JSON itself
         prompt = data.get(field) if isinstance(data, dict) else None
         if tenant.max_nodes is not None and isinstance(prompt, dict) and len(prompt) > tenant.max_nodes:
             raise over_limit(413, "max_nodes", tenant.max_nodes, f"prompt has {len(prompt)} nodes")

@@ -8,19 +8,20 @@ whose thread shares the GIL and the CPUs with the one that runs the prompts. The
 routes once per status message, so a pace of ten a second per caller and route delays it by at most
 a tenth of a second and a tight loop by as much as it needs.
 """
+
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Hashable
 
 READ_INTERVAL_S = 0.1
-PACED_ROUTES = frozenset({"/queue", "/history"})   # also under /api
-MAX_KEYS = 10_000   # callers x routes remembered before the idle ones are forgotten
+PACED_ROUTES = frozenset({"/queue", "/history"})  # also under /api
+MAX_KEYS = 10_000  # callers x routes remembered before the idle ones are forgotten
 
 
 def paced_route(method: str, path: str) -> str | None:
     """The route a request reads, when it is one that is paced (`/api/queue` is `/queue`)."""
-    route = path[len("/api"):] if path.startswith("/api/") else path
+    route = path[len("/api") :] if path.startswith("/api/") else path
     return route if method == "GET" and route in PACED_ROUTES else None
 
 
@@ -28,7 +29,7 @@ class ReadPacer:
     def __init__(self, interval_s: float = READ_INTERVAL_S, clock: Callable[[], float] = time.monotonic) -> None:
         self.interval_s = interval_s
         self._clock = clock
-        self._next: dict[Hashable, float] = {}   # key -> when its next read may be answered
+        self._next: dict[Hashable, float] = {}  # key -> when its next read may be answered
 
     def delay(self, key: Hashable) -> float:
         """Seconds the read of `key` (a caller and a route) waits: reads of one key are answered

@@ -3,13 +3,15 @@ keys are durable (Store); requests are authenticated and scoped to their tenant;
 messages reach only the sockets of the tenant they belong to; each tenant has its own engine
 cache and folders. With no tenant configured it serves one user exactly like PromptServer, but
 its queue and history survive a restart."""
+
 from __future__ import annotations
 
 import asyncio
 import ipaddress
 import logging
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from aiohttp import web
 
@@ -23,13 +25,13 @@ from . import tenant_context as context
 from . import v2_install
 from .accounting import Accounting
 from .auth import Gate
-from .tenant_engines import TenantExecutors
-from .tenant_queue import TenantQueue
 from .quotas import Quotas
 from .read_pacing import ReadPacer, paced_route
 from .sockets import TenantScoped
 from .store import DB_NAME, Store
+from .tenant_engines import TenantExecutors
 from .tenant_folders import TenantUserManager, TenantWorkspace
+from .tenant_queue import TenantQueue
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +55,8 @@ def check_listen(config: ServerConfig, store: Store) -> None:
         raise InsecureListen(
             f"refusing to listen on {', '.join(exposed)} with no tenant: anyone who reaches it could run prompts "
             "and read every file. Add one (`comfy-cluster tenants add NAME`, then `tenants key NAME`) or pass "
-            "--insecure-open.")
+            "--insecure-open."
+        )
 
 
 def state_path(config: ServerConfig, workspace: Workspace) -> Path:
@@ -67,11 +70,11 @@ class TenantPromptServer(PromptServer):
         check_listen(config, self.store)
         self.tenant_workspace: TenantWorkspace | None = None
         super().__init__(config, **engine)
-        self.number = int(self.store.max_number()) + 1   # new prompts queue after the resumed ones
+        self.number = int(self.store.max_number()) + 1  # new prompts queue after the resumed ones
         self.gate.add_routes(self.app)
         self.app.router.add_get("/cluster/tenants", self.usage_list)
         self.app.router.add_get("/cluster/tenants/{name}/usage", self.usage)
-        self.v2 = v2_install.install(self, db_path)   # Comfy API v2 (/api/v2/*), records in the same file
+        self.v2 = v2_install.install(self, db_path)  # Comfy API v2 (/api/v2/*), records in the same file
         if self.prompt_queue.resumed:
             log.info("resumed %d prompts that were running when the server stopped", self.prompt_queue.resumed)
 
@@ -104,8 +107,9 @@ class TenantPromptServer(PromptServer):
         return self.sockets.every_value()
 
     def first_middlewares(self) -> list:
-        self.quotas = Quotas(self.store, self.tenant_workspace.tenant_folders,
-                             (self.config.max_prompt_bytes, self.config.max_text_chars))
+        self.quotas = Quotas(
+            self.store, self.tenant_workspace.tenant_folders, (self.config.max_prompt_bytes, self.config.max_text_chars)
+        )
         self.gate = Gate(self.store, self.quotas)
         self.accounting = Accounting(self.store, self.quotas, lambda: self.config.cluster_head)
         self.read_pacer = ReadPacer()
@@ -117,7 +121,7 @@ class TenantPromptServer(PromptServer):
         routes read them without touching SQLite on the event loop; its polls of /queue and /history
         are paced (read_pacing). A prompt id the store refuses
         (DuplicatePromptId, decided atomically by its database) is the 409 of whichever route queued it."""
-        tenant = request.get(TENANT_KEY)   # None: the single user of a server with no tenant (sees every row)
+        tenant = request.get(TENANT_KEY)  # None: the single user of a server with no tenant (sees every row)
         if (tenant is not None or not self.gate.active()) and not self.prompt_queue.loaded(tenant):
             await asyncio.to_thread(self.prompt_queue.load, tenant)
         route = paced_route(request.method, request.path)
@@ -128,8 +132,7 @@ class TenantPromptServer(PromptServer):
         try:
             return await handler(request)
         except DuplicatePromptId as err:
-            return json_response(error_body("prompt_id_in_use", "prompt_id is already in use", str(err)),
-                                 status=409)
+            return json_response(error_body("prompt_id_in_use", "prompt_id is already in use", str(err)), status=409)
 
     def prompt_limits(self, request: web.Request) -> tuple[int | None, int | None]:
         tenant = request.get(TENANT_KEY)
@@ -160,16 +163,16 @@ class TenantPromptServer(PromptServer):
         queue). One tenant's queue changing must not tell another tenant anything."""
         v2 = self.__dict__.get("v2")
         if v2 is not None:
-            v2.hub.nudge()   # API v2 event streams of queued jobs re-read their queue position
-        owner = tenant or context.current()   # "": the single-user rows, whose sockets are unscoped too
-        for scope in ({owner} if owner is not None else self.sockets.tenants() or {None}):
+            v2.hub.nudge()  # API v2 event streams of queued jobs re-read their queue position
+        owner = tenant or context.current()  # "": the single-user rows, whose sockets are unscoped too
+        for scope in {owner} if owner is not None else self.sockets.tenants() or {None}:
             with context.scoped(scope):
                 super().queue_updated()
 
     def send_sync(self, event: str | int, data: Any, sid: str | None = None) -> None:
         v2 = self.__dict__.get("v2")
         if v2 is not None:
-            v2.observe(event, data, sid)   # an API v2 job's messages feed its event stream
+            v2.observe(event, data, sid)  # an API v2 job's messages feed its event stream
         loop, messages = self.loop, self.messages
         if loop is None or messages is None or loop.is_closed():
             return

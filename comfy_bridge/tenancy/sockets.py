@@ -6,9 +6,11 @@ by client id as ComfyUI's do (routes, the publish loop, node packs reading featu
 calling tenant (tenancy.context) picks the namespace. No tenant can see, take or shadow a socket
 of another, and a message for a client id reaches only the tenant the message was produced for.
 """
+
 from __future__ import annotations
 
-from typing import Iterator, MutableMapping, TypeVar
+from collections.abc import Iterator, MutableMapping
+from typing import TypeVar
 
 from . import tenant_context as context
 

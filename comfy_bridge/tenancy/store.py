@@ -11,6 +11,7 @@ event loop, that wait stalled every tenant's request at once). It reads the comm
 the file each time, so a key revoked by another process fails at once.
 Tenant "" owns the rows of the single-user server.
 """
+
 from __future__ import annotations
 
 import hmac
@@ -23,12 +24,12 @@ import sqlite3
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from comfy_bridge.server.prompt_queue import MAX_QUEUE_NUMBER, DuplicatePromptId, queue_number
-
 from nodes.output_claims import Claim
 
 from . import keys as keys_mod
@@ -37,8 +38,15 @@ log = logging.getLogger(__name__)
 
 DB_NAME = "comfy_cluster.sqlite3"
 TENANT_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
-LIMITS = ("max_queued", "max_concurrent", "max_prompt_bytes", "max_nodes", "max_upload_bytes", "max_storage_bytes",
-          "max_text_chars")
+LIMITS = (
+    "max_queued",
+    "max_concurrent",
+    "max_prompt_bytes",
+    "max_nodes",
+    "max_upload_bytes",
+    "max_storage_bytes",
+    "max_text_chars",
+)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS tenants (
@@ -93,11 +101,11 @@ class Tenant:
     max_nodes: int | None = None
     max_upload_bytes: int | None = None
     max_storage_bytes: int | None = None
-    max_text_chars: int | None = None   # longest string in a prompt's nodes (text encoders' cost grows with it)
-    admin: bool = False     # may read every tenant's usage, /metrics, /cluster/stats and the operator routes
+    max_text_chars: int | None = None  # longest string in a prompt's nodes (text encoders' cost grows with it)
+    admin: bool = False  # may read every tenant's usage, /metrics, /cluster/stats and the operator routes
 
     def __post_init__(self) -> None:
-        self.admin = bool(self.admin)   # SQLite hands back 0/1
+        self.admin = bool(self.admin)  # SQLite hands back 0/1
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -109,7 +117,7 @@ class QueueRow:
     tenant: str
     prompt_id: str
     number: float
-    item: list            # ComfyUI's 5-element public list
+    item: list  # ComfyUI's 5-element public list
     running: bool
 
 
@@ -125,7 +133,7 @@ class Store:
         self._lock = threading.RLock()
         self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=10.0)
         self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")   # with WAL: durable across a killed process
+        self._db.execute("PRAGMA synchronous=NORMAL")  # with WAL: durable across a killed process
         self._db.executescript(_SCHEMA)
         self._unique_prompt_ids()
         self._db.executescript(_PROMPT_ID_RULES)
@@ -135,13 +143,13 @@ class Store:
             if column not in columns:
                 try:
                     self._db.execute(f"ALTER TABLE tenants ADD COLUMN {column} {decl}")
-                except sqlite3.OperationalError:   # another process added it first
+                except sqlite3.OperationalError:  # another process added it first
                     pass
         # The request-path lookups' connection (see the module's docstring), opened after the schema exists.
         self._read_lock = threading.Lock()
         self._reader = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=10.0)
         self._reader.execute("PRAGMA query_only = ON")
-        self._verified: dict[str, str] = {}   # key id -> digest of a secret already checked against its hash
+        self._verified: dict[str, str] = {}  # key id -> digest of a secret already checked against its hash
         if os.name == "posix":
             os.chmod(self.path, 0o600)
 
@@ -155,7 +163,8 @@ class Store:
                 clashes = self._db.execute(
                     "SELECT id, tenant, prompt_id, item FROM queue q WHERE EXISTS (SELECT 1 FROM queue p "
                     "WHERE p.prompt_id = q.prompt_id AND p.id < q.id) OR EXISTS (SELECT 1 FROM history h "
-                    "WHERE h.prompt_id = q.prompt_id AND h.tenant != q.tenant)").fetchall()
+                    "WHERE h.prompt_id = q.prompt_id AND h.tenant != q.tenant)"
+                ).fetchall()
                 for row_id, tenant, prompt_id, text in clashes:
                     new_id = str(uuid.uuid4())
                     item = _load(text)
@@ -163,8 +172,12 @@ class Store:
                         item[1] = new_id
                         text = json.dumps(item)
                     self._db.execute("UPDATE queue SET prompt_id = ?, item = ? WHERE id = ?", (new_id, text, row_id))
-                    log.error("queued prompt %s of tenant %r shares its id with another prompt: now %s",
-                              prompt_id, tenant, new_id)
+                    log.error(
+                        "queued prompt %s of tenant %r shares its id with another prompt: now %s",
+                        prompt_id,
+                        tenant,
+                        new_id,
+                    )
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
@@ -195,15 +208,18 @@ class Store:
             raise StoreError(f"invalid tenant name {name!r}: use 1-32 of a-z, 0-9, '_' and '-'")
         tenant = Tenant(name, _weight(weight), admin=admin, **_limits(limits))
         try:
-            self._exec(f"INSERT INTO tenants ({_TENANT_COLUMNS}, created) VALUES "
-                       f"({', '.join('?' * (len(fields(Tenant)) + 1))})",
-                       (*asdict(tenant).values(), time.time()))
+            self._exec(
+                f"INSERT INTO tenants ({_TENANT_COLUMNS}, created) VALUES "
+                f"({', '.join('?' * (len(fields(Tenant)) + 1))})",
+                (*asdict(tenant).values(), time.time()),
+            )
         except sqlite3.IntegrityError:
             raise StoreError(f"tenant {name!r} already exists") from None
         return tenant
 
-    def update_tenant(self, name: str, weight: float | None = None, admin: bool | None = None,
-                      **limits: int | None) -> Tenant:
+    def update_tenant(
+        self, name: str, weight: float | None = None, admin: bool | None = None, **limits: int | None
+    ) -> Tenant:
         """Change the weight, the admin flag and the given limits (a limit of 0 or less removes it)."""
         tenant = self.get_tenant(name)
         if tenant is None:
@@ -244,15 +260,17 @@ class Store:
             raise StoreError(f"no tenant {tenant!r}")
         key_id, secret, key = keys_mod.new_key()
         salt = os.urandom(16)
-        self._exec("INSERT INTO api_keys (id, tenant, salt, hash, n, created) VALUES (?, ?, ?, ?, ?, ?)",
-                   (key_id, tenant, salt, keys_mod.hash_secret(secret, salt, self.scrypt_n), self.scrypt_n,
-                    time.time()))
+        self._exec(
+            "INSERT INTO api_keys (id, tenant, salt, hash, n, created) VALUES (?, ?, ?, ?, ?, ?)",
+            (key_id, tenant, salt, keys_mod.hash_secret(secret, salt, self.scrypt_n), self.scrypt_n, time.time()),
+        )
         return key
 
     def list_keys(self, tenant: str | None = None) -> list[dict]:
         sql = "SELECT id, tenant, created, revoked FROM api_keys"
-        rows = self._rows(sql + (" WHERE tenant = ?" if tenant else "") + " ORDER BY created",
-                          (tenant,) if tenant else ())
+        rows = self._rows(
+            sql + (" WHERE tenant = ?" if tenant else "") + " ORDER BY created", (tenant,) if tenant else ()
+        )
         return [{"id": r[0], "tenant": r[1], "created": r[2], "revoked": r[3]} for r in rows]
 
     def revoke(self, tenant: str, key_id: str | None = None) -> int:
@@ -260,8 +278,9 @@ class Store:
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             where, args = ("tenant = ? AND id = ?", (tenant, key_id)) if key_id else ("tenant = ?", (tenant,))
-            count = self._db.execute(f"UPDATE api_keys SET revoked = ? WHERE {where} AND revoked IS NULL",
-                                     (time.time(), *args)).rowcount
+            count = self._db.execute(
+                f"UPDATE api_keys SET revoked = ? WHERE {where} AND revoked IS NULL", (time.time(), *args)
+            ).rowcount
             swhere = "tenant = ? AND key_id = ?" if key_id else "tenant = ?"
             self._db.execute(f"DELETE FROM sessions WHERE {swhere}", args)
             self._db.execute("COMMIT")
@@ -286,8 +305,11 @@ class Store:
         key_id, secret = parts
         if not verify and key_id not in self._verified:
             return None
-        rows = self._read("SELECT k.tenant, k.salt, k.hash, k.n FROM api_keys k JOIN tenants t ON t.name = k.tenant "
-                          "WHERE k.id = ? AND k.revoked IS NULL", (key_id,))
+        rows = self._read(
+            "SELECT k.tenant, k.salt, k.hash, k.n FROM api_keys k JOIN tenants t ON t.name = k.tenant "
+            "WHERE k.id = ? AND k.revoked IS NULL",
+            (key_id,),
+        )
         if not rows:
             return None
         tenant, salt, expected, n = rows[0]
@@ -305,14 +327,18 @@ class Store:
         token = keys_mod.new_session_token()
         now = time.time()
         self._exec("DELETE FROM sessions WHERE expires < ?", (now,))
-        self._exec("INSERT INTO sessions (digest, tenant, key_id, expires) VALUES (?, ?, ?, ?)",
-                   (keys_mod.token_digest(token), tenant, key_id, now + ttl_s))
+        self._exec(
+            "INSERT INTO sessions (digest, tenant, key_id, expires) VALUES (?, ?, ?, ?)",
+            (keys_mod.token_digest(token), tenant, key_id, now + ttl_s),
+        )
         return token
 
     def session_tenant(self, token: str) -> str | None:
-        rows = self._read("SELECT s.tenant FROM sessions s JOIN api_keys k ON k.id = s.key_id "
-                          "WHERE s.digest = ? AND s.expires > ? AND k.revoked IS NULL",
-                          (keys_mod.token_digest(token), time.time()))
+        rows = self._read(
+            "SELECT s.tenant FROM sessions s JOIN api_keys k ON k.id = s.key_id "
+            "WHERE s.digest = ? AND s.expires > ? AND k.revoked IS NULL",
+            (keys_mod.token_digest(token), time.time()),
+        )
         return rows[0][0] if rows else None
 
     def delete_session(self, token: str) -> None:
@@ -322,8 +348,10 @@ class Store:
     def queue_add(self, tenant: str, prompt_id: str, number: float, item: list) -> int:
         """The new row's id; DuplicatePromptId when the id is in use (_PROMPT_ID_RULES)."""
         try:
-            return self._exec("INSERT INTO queue (tenant, prompt_id, number, item) VALUES (?, ?, ?, ?)",
-                              (tenant, prompt_id, number, json.dumps(item))).lastrowid
+            return self._exec(
+                "INSERT INTO queue (tenant, prompt_id, number, item) VALUES (?, ?, ?, ?)",
+                (tenant, prompt_id, number, json.dumps(item)),
+            ).lastrowid
         except sqlite3.IntegrityError:
             raise DuplicatePromptId(prompt_id) from None
 
@@ -351,9 +379,11 @@ class Store:
 
     def pending_heads(self) -> list[QueueRow]:
         """The first pending row of every tenant."""
-        rows = self._rows("SELECT id, tenant, prompt_id, number, item, running FROM queue q WHERE running = 0 AND "
-                          "id = (SELECT id FROM queue p WHERE p.tenant = q.tenant AND p.running = 0 "
-                          "ORDER BY number, id LIMIT 1)")
+        rows = self._rows(
+            "SELECT id, tenant, prompt_id, number, item, running FROM queue q WHERE running = 0 AND "
+            "id = (SELECT id FROM queue p WHERE p.tenant = q.tenant AND p.running = 0 "
+            "ORDER BY number, id LIMIT 1)"
+        )
         return [QueueRow(r[0], r[1], r[2], r[3], json.loads(r[4]), False) for r in rows]
 
     def queue_claim(self, row_id: int) -> bool:
@@ -371,7 +401,7 @@ class Store:
     def requeue_running(self) -> int:
         """After a restart: prompts that were running when the head died go back to pending (keeping the
         output names they claimed, see nodes.output_claims)."""
-        self._exec("DELETE FROM output_claims WHERE task NOT IN (SELECT id FROM queue)")   # a removed tenant's
+        self._exec("DELETE FROM output_claims WHERE task NOT IN (SELECT id FROM queue)")  # a removed tenant's
         return self._exec("UPDATE queue SET running = 0 WHERE running = 1").rowcount
 
     def claim_output(self, task: int, key: str, folder: str, stem: str, counter: int, count: int) -> Claim:
@@ -379,11 +409,14 @@ class Store:
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
-                row = self._db.execute("SELECT folder, stem, counter FROM output_claims WHERE task = ? AND key = ?",
-                                       (task, key)).fetchone()
+                row = self._db.execute(
+                    "SELECT folder, stem, counter FROM output_claims WHERE task = ? AND key = ?", (task, key)
+                ).fetchone()
                 if row is None:
-                    (end,) = self._db.execute("SELECT MAX(counter + count) FROM output_claims WHERE folder = ? "
-                                              "AND stem = ? AND task != ?", (folder, stem, task)).fetchone()
+                    (end,) = self._db.execute(
+                        "SELECT MAX(counter + count) FROM output_claims WHERE folder = ? AND stem = ? AND task != ?",
+                        (folder, stem, task),
+                    ).fetchone()
                     row = (folder, stem, max(counter, end or 0))
                     self._db.execute("INSERT INTO output_claims VALUES (?, ?, ?, ?, ?, ?)", (task, key, *row, count))
                 self._db.execute("COMMIT")
@@ -394,8 +427,9 @@ class Store:
 
     def max_number(self) -> float:
         """The highest queue number in range (see repair_queue for rows outside it); -1 when none."""
-        rows = self._rows("SELECT MAX(number) FROM queue WHERE number BETWEEN ? AND ?",
-                          (-MAX_QUEUE_NUMBER, MAX_QUEUE_NUMBER))
+        rows = self._rows(
+            "SELECT MAX(number) FROM queue WHERE number BETWEEN ? AND ?", (-MAX_QUEUE_NUMBER, MAX_QUEUE_NUMBER)
+        )
         return rows[0][0] if rows and rows[0][0] is not None else -1
 
     def repair_queue(self) -> None:
@@ -405,10 +439,16 @@ class Store:
         client asked for. One bad row must neither stop the server from starting nor block a queue."""
         rows = []
         for row_id, tenant, prompt_id, number, text in self._rows(
-                "SELECT id, tenant, prompt_id, number, item FROM queue ORDER BY id"):
+            "SELECT id, tenant, prompt_id, number, item FROM queue ORDER BY id"
+        ):
             item = _load(text)
-            if isinstance(item, list) and len(item) == 5 and isinstance(item[2], dict) \
-                    and isinstance(item[3], dict) and isinstance(item[4], list):
+            if (
+                isinstance(item, list)
+                and len(item) == 5
+                and isinstance(item[2], dict)
+                and isinstance(item[3], dict)
+                and isinstance(item[4], list)
+            ):
                 rows.append((row_id, tenant, prompt_id, number, item))
             else:
                 log.error("dropped queued prompt %s of tenant %r: its stored item is unreadable", prompt_id, tenant)
@@ -433,21 +473,26 @@ class Store:
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             self._db.execute("DELETE FROM queue WHERE id = ?", (row_id,))
-            self._db.execute("DELETE FROM output_claims WHERE task = ?", (row_id,))   # its files are written
+            self._db.execute("DELETE FROM output_claims WHERE task = ?", (row_id,))  # its files are written
             # the tenant's own earlier run of this id (_PROMPT_ID_RULES: no other tenant's entry has it)
             self._db.execute("DELETE FROM history WHERE prompt_id = ? AND tenant = ?", (prompt_id, tenant))
-            self._db.execute("INSERT INTO history (prompt_id, tenant, entry) VALUES (?, ?, ?)",
-                             (prompt_id, tenant, json.dumps(entry)))
+            self._db.execute(
+                "INSERT INTO history (prompt_id, tenant, entry) VALUES (?, ?, ?)",
+                (prompt_id, tenant, json.dumps(entry)),
+            )
             old = "WHERE tenant = ? AND seq NOT IN (SELECT seq FROM history WHERE tenant = ? ORDER BY seq DESC LIMIT ?)"
-            trimmed = [pid for (pid,) in self._db.execute(f"SELECT prompt_id FROM history {old}",
-                                                          (tenant, tenant, max_history))]
+            trimmed = [
+                pid
+                for (pid,) in self._db.execute(f"SELECT prompt_id FROM history {old}", (tenant, tenant, max_history))
+            ]
             self._db.execute(f"DELETE FROM history {old}", (tenant, tenant, max_history))
             self._db.execute("COMMIT")
         return trimmed
 
     # -- history --------------------------------------------------------------------------
-    def history(self, tenant: str | None, prompt_id: str | None = None, max_items: int | None = None,
-                offset: int = -1) -> dict[str, dict]:
+    def history(
+        self, tenant: str | None, prompt_id: str | None = None, max_items: int | None = None, offset: int = -1
+    ) -> dict[str, dict]:
         """ComfyUI's paging: offset < 0 with max_items means the newest max_items entries."""
         where, args = ("WHERE tenant = ?", [tenant]) if tenant is not None else ("", [])
         if prompt_id is not None:
@@ -458,8 +503,9 @@ class Store:
             offset = total - max_items
         offset = max(offset, 0)
         limit = max_items if max_items is not None else -1
-        rows = self._rows(f"SELECT prompt_id, entry FROM history {where} ORDER BY seq LIMIT ? OFFSET ?",
-                          (*args, limit, offset))
+        rows = self._rows(
+            f"SELECT prompt_id, entry FROM history {where} ORDER BY seq LIMIT ? OFFSET ?", (*args, limit, offset)
+        )
         entries = {pid: _load(entry) for pid, entry in rows}
         for pid in [pid for pid, entry in entries.items() if entry is None]:
             log.error("history entry %s is unreadable: left out", pid)
@@ -478,9 +524,12 @@ class Store:
 
     # -- usage ----------------------------------------------------------------------------
     def add_usage(self, tenant: str, seconds: float, images: int) -> None:
-        self._exec("INSERT INTO usage (tenant, seconds, prompts, images) VALUES (?, ?, 1, ?) ON CONFLICT(tenant) "
-                   "DO UPDATE SET seconds = seconds + excluded.seconds, prompts = prompts + 1, "
-                   "images = images + excluded.images", (tenant, seconds, images))
+        self._exec(
+            "INSERT INTO usage (tenant, seconds, prompts, images) VALUES (?, ?, 1, ?) ON CONFLICT(tenant) "
+            "DO UPDATE SET seconds = seconds + excluded.seconds, prompts = prompts + 1, "
+            "images = images + excluded.images",
+            (tenant, seconds, images),
+        )
 
     def usage(self, tenant: str) -> dict[str, Any]:
         rows = self._rows("SELECT seconds, prompts, images FROM usage WHERE tenant = ?", (tenant,))

@@ -4,11 +4,12 @@ A context variable, so that it follows a request through its handler and a promp
 engine (tasks and `ctx.run` copies inherit it) without threading a parameter through every route
 and node. None means unscoped: the single-user server, or system code that sees everything.
 """
+
 from __future__ import annotations
 
 import contextvars
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 _CURRENT: contextvars.ContextVar[str | None] = contextvars.ContextVar("comfy_cluster_tenant", default=None)
 

@@ -1,9 +1,11 @@
 """One engine per tenant: each tenant's prompts run on its own PromptExecutor, so the output cache
 never answers one tenant with another's results (or file names)."""
+
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from . import tenant_context as context
 
@@ -14,8 +16,9 @@ class TenantExecutors:
     """The worker's executor: routes each prompt to the engine of the current tenant (least
     recently used engines beyond `max_engines` are dropped, with their caches)."""
 
-    def __init__(self, factory: Callable[[], Any], on_tenant: Callable[[str], None] | None = None,
-                 max_engines: int = MAX_ENGINES):
+    def __init__(
+        self, factory: Callable[[], Any], on_tenant: Callable[[str], None] | None = None, max_engines: int = MAX_ENGINES
+    ):
         self._factory = factory
         self._on_tenant = on_tenant
         self._max = max_engines

@@ -3,6 +3,7 @@ is the whole folder for code acting for that tenant (routes, /view, the engine's
 nodes through folder_paths). Model folders are the operator's, shared and read-only to tenants; a
 tenant's own models (uploaded through Comfy API v2) live in models/tenants/<name>/<folder>, which
 only code acting for that tenant sees, after the shared folders."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -23,7 +24,7 @@ def tenant_dir(base: Path, tenant: str) -> Path:
 
 
 def _scoped(attr: str) -> property:
-    def get(self: "TenantWorkspace") -> Path | None:
+    def get(self: TenantWorkspace) -> Path | None:
         base = self.__dict__.get("_" + attr)
         tenant = context.current()
         if tenant is None or base is None:
@@ -35,23 +36,31 @@ def _scoped(attr: str) -> property:
             made.add(path)
         return path
 
-    def set_(self: "TenantWorkspace", value: Path | None) -> None:
+    def set_(self: TenantWorkspace, value: Path | None) -> None:
         self.__dict__["_" + attr] = value
+
     return property(get, set_)
 
 
 class TenantWorkspace(Workspace):
     """A Workspace whose input/output/temp/user folders follow the current tenant."""
+
     input_dir = _scoped("input_dir")
     output_dir = _scoped("output_dir")
     temp_dir = _scoped("temp_dir")
     user_dir = _scoped("user_dir")
 
     @classmethod
-    def wrap(cls, ws: Workspace) -> "TenantWorkspace":
+    def wrap(cls, ws: Workspace) -> TenantWorkspace:
         with context.scoped(None):
-            return cls(ws.root, output_dir=ws.output_dir, input_dir=ws.input_dir, temp_dir=ws.temp_dir,
-                       user_dir=ws.user_dir, folder_names_and_paths=ws.folder_names_and_paths)
+            return cls(
+                ws.root,
+                output_dir=ws.output_dir,
+                input_dir=ws.input_dir,
+                temp_dir=ws.temp_dir,
+                user_dir=ws.user_dir,
+                folder_names_and_paths=ws.folder_names_and_paths,
+            )
 
     def tenant_models_dir(self, tenant: str, folder: str | None = None) -> Path:
         """The tenant's own models (all of them, or one model folder's)."""
@@ -67,12 +76,14 @@ class TenantWorkspace(Workspace):
 
     def tenant_folders(self, tenant: str) -> list[Path]:
         """The tenant's own folders (for storage accounting)."""
-        return [tenant_dir(self.__dict__["_" + attr], tenant) for attr in SCOPED_DIRS] + \
-            [self.tenant_models_dir(tenant)]
+        return [tenant_dir(self.__dict__["_" + attr], tenant) for attr in SCOPED_DIRS] + [
+            self.tenant_models_dir(tenant)
+        ]
 
 
 class TenantUserManager(UserManager):
     """ComfyUI's user manager rooted in the current tenant's user folder."""
+
     def __init__(self, workspace: TenantWorkspace, multi_user: bool):
         self._workspace = workspace
         super().__init__(workspace.user_dir, multi_user)

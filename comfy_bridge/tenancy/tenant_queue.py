@@ -7,11 +7,13 @@ picks the next prompt fairly between tenants (least weighted service first, then
 number), skips tenants at their concurrency limit, and binds the worker thread to the tenant of
 the prompt it hands out, so the engine, its files and its messages act for that tenant.
 """
+
 from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from comfy_bridge.server.prompt_queue import MAX_HISTORY, ExecutionStatus, QueueItem
 
@@ -21,20 +23,24 @@ from .store import QueueRow, Store
 
 
 class TenantQueue:
-    def __init__(self, store: Store, on_change: Callable[[str | None], None] = lambda tenant: None,
-                 max_history: int = MAX_HISTORY):
+    def __init__(
+        self,
+        store: Store,
+        on_change: Callable[[str | None], None] = lambda tenant: None,
+        max_history: int = MAX_HISTORY,
+    ):
         """`on_change(tenant)`: the queue of `tenant` changed ("" the single-user rows; None every
         tenant's, as when unscoped code clears the whole queue), for its `status` message."""
         self.store = store
-        self.output_claims = store   # a prompt re-run after a restart writes the files its dead run named
+        self.output_claims = store  # a prompt re-run after a restart writes the files its dead run named
         self._on_change = on_change
         self._max_history = max_history
         self._cond = threading.Condition(threading.RLock())
         self._flags: dict[str, Any] = {}
-        self._sensitive: dict[int, dict] = {}   # secrets stay in memory, never on disk
+        self._sensitive: dict[int, dict] = {}  # secrets stay in memory, never on disk
         self._running: dict[int, tuple[QueueRow, float]] = {}
-        self._served: dict[str, float] = {}     # tenant -> seconds of service / weight (this process)
-        self.views = QueueViews(store)          # what the routes read: kept in step after each store write
+        self._served: dict[str, float] = {}  # tenant -> seconds of service / weight (this process)
+        self.views = QueueViews(store)  # what the routes read: kept in step after each store write
         self.resumed = store.requeue_running()
         store.repair_queue()
 
@@ -55,7 +61,7 @@ class TenantQueue:
             self._on_change(tenant)
             self._cond.notify()
         if tenant is not None:
-            self.load(tenant)   # (routes run put off the event loop) so that the tenant's next reads find them
+            self.load(tenant)  # (routes run put off the event loop) so that the tenant's next reads find them
 
     def get(self, timeout: float | None = None) -> tuple[QueueItem, int] | None:
         with self._cond:
@@ -99,12 +105,16 @@ class TenantQueue:
             self._served[row.tenant] = self._served.get(row.tenant, 0.0) + seconds / weight
             result = history_result or {}
             outputs = result.get("outputs", {})
-            entry = {"prompt": row.item, "outputs": outputs,
-                     "status": status.as_dict() if status is not None else None, "meta": result.get("meta", {})}
+            entry = {
+                "prompt": row.item,
+                "outputs": outputs,
+                "status": status.as_dict() if status is not None else None,
+                "meta": result.get("meta", {}),
+            }
             trimmed = self.store.finish(row.id, row.prompt_id, row.tenant, entry, self._max_history)
             self.views.finished(row, entry, trimmed)
             self.store.add_usage(row.tenant, seconds, _count_images(outputs))
-            self._cond.notify_all()   # a concurrency slot is free
+            self._cond.notify_all()  # a concurrency slot is free
         self._on_change(row.tenant)
 
     def get_current_queue(self) -> tuple[list[list], list[list]]:
@@ -185,5 +195,8 @@ class TenantQueue:
 
 
 def _count_images(outputs: dict) -> int:
-    return sum(len(node.get("images") or []) for node in outputs.values()
-               if isinstance(node, dict) and isinstance(node.get("images"), list))
+    return sum(
+        len(node.get("images") or [])
+        for node in outputs.values()
+        if isinstance(node, dict) and isinstance(node.get("images"), list)
+    )

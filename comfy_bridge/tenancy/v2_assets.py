@@ -2,6 +2,7 @@
 (`models/<folder>/<name>.safetensors`) into the tenant's own model folder, records minted over bytes
 the tenant already has, and `core/ASSET` references in a workflow resolved to the file names its
 nodes load. Blocking (files, SQLite): routes call these in a thread, in the tenant's scope."""
+
 from __future__ import annotations
 
 import errno
@@ -27,8 +28,8 @@ from .v2_service import MODEL_PREFIX, V2Service, file_hash
 ASSET_TYPE = "core/ASSET"
 
 
-OWNING_KINDS = ("upload", "model")   # records over files v2 placed: the last one takes the file
-MAX_SAFETENSORS_HEADER = 100 * 1024 * 1024   # safetensors' own limit on the JSON header
+OWNING_KINDS = ("upload", "model")  # records over files v2 placed: the last one takes the file
+MAX_SAFETENSORS_HEADER = 100 * 1024 * 1024  # safetensors' own limit on the JSON header
 
 
 class BadPath(ValueError):
@@ -82,13 +83,20 @@ def safetensors_problem(path: Path) -> str | None:
             if not isinstance(entry, dict) or not all(isinstance(v, str) for v in entry.values()):
                 return "__metadata__ must map strings to strings"
             continue
-        if not (isinstance(entry, dict) and isinstance(entry.get("dtype"), str)
-                and isinstance(entry.get("shape"), list)
-                and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in entry["shape"])):
+        if not (
+            isinstance(entry, dict)
+            and isinstance(entry.get("dtype"), str)
+            and isinstance(entry.get("shape"), list)
+            and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in entry["shape"])
+        ):
             return f"tensor {key[:60]!r} has no dtype and shape"
         offsets = entry.get("data_offsets")
-        if not (isinstance(offsets, list) and len(offsets) == 2 and all(isinstance(o, int) for o in offsets)
-                and 0 <= offsets[0] <= offsets[1]):
+        if not (
+            isinstance(offsets, list)
+            and len(offsets) == 2
+            and all(isinstance(o, int) for o in offsets)
+            and 0 <= offsets[0] <= offsets[1]
+        ):
             return f"tensor {key[:60]!r} has no valid data_offsets"
         end = max(end, offsets[1])
     if 8 + length + end != size:
@@ -150,31 +158,66 @@ def place_upload(tmp: Path, folder: Path, name: str, hash_: str) -> tuple[str, b
     raise BadPath(f"too many files named like {name!r}")
 
 
-def store_upload(service: V2Service, tenant: str, tmp: Path, hash_: str, size: int, content_type: str,
-                 file_path: str, tags: list[str], expires: float | None) -> tuple[dict, bool]:
+def store_upload(
+    service: V2Service,
+    tenant: str,
+    tmp: Path,
+    hash_: str,
+    size: int,
+    content_type: str,
+    file_path: str,
+    tags: list[str],
+    expires: float | None,
+) -> tuple[dict, bool]:
     """(the new asset record, whether its bytes are new to the tenant)."""
     store, now = service.store, time.time()
     existing = store.asset_by_hash(tenant, hash_, now)
-    row = {"id": str(uuid.uuid4()), "tenant": tenant, "hash": hash_, "size": size, "content_type": content_type,
-           "file_path": file_path, "created": now, "expires": expires, "job_id": None, "node_id": None,
-           "kind": "upload", "folder": "input", "tags": tags}
+    row = {
+        "id": str(uuid.uuid4()),
+        "tenant": tenant,
+        "hash": hash_,
+        "size": size,
+        "content_type": content_type,
+        "file_path": file_path,
+        "created": now,
+        "expires": expires,
+        "job_id": None,
+        "node_id": None,
+        "kind": "upload",
+        "folder": "input",
+        "tags": tags,
+    }
     if existing is not None and service.asset_path(existing) is not None:
-        row.update(folder=existing["folder"], name=existing["name"],
-                   kind=existing["kind"] if existing["kind"] in OWNING_KINDS else "reference")
+        row.update(
+            folder=existing["folder"],
+            name=existing["name"],
+            kind=existing["kind"] if existing["kind"] in OWNING_KINDS else "reference",
+        )
         store.extend_asset(existing["id"], expires)
         store.add_asset(row)
         return row, False
     with context.scoped(tenant or None):
         folder = type_dir(service.workspace, "input")
     row["name"], placed = place_upload(tmp, folder, input_name(file_path), hash_)
-    if not placed:   # a file of the tenant's with these bytes, not placed by v2: never deleted by it
+    if not placed:  # a file of the tenant's with these bytes, not placed by v2: never deleted by it
         row["kind"] = "reference"
     store.add_asset(row)
     return row, True
 
 
-def store_model(service: V2Service, tenant: str, tmp: Path, hash_: str, size: int, content_type: str,
-                file_path: str, folder: str, name: str, tags: list[str], expires: float | None) -> tuple[dict, bool]:
+def store_model(
+    service: V2Service,
+    tenant: str,
+    tmp: Path,
+    hash_: str,
+    size: int,
+    content_type: str,
+    file_path: str,
+    folder: str,
+    name: str,
+    tags: list[str],
+    expires: float | None,
+) -> tuple[dict, bool]:
     """Place a checked safetensors file in the tenant's `folder` (the same bytes already there are
     reused; other bytes there raise Clobber) and record it; (record, whether the file is new)."""
     target_dir = service.model_dir(tenant, folder)
@@ -183,15 +226,29 @@ def store_model(service: V2Service, tenant: str, tmp: Path, hash_: str, size: in
     new = _link_no_clobber(tmp, target)
     if not new and not (target.is_file() and file_hash(target) == hash_):
         raise Clobber(f"{file_path} exists with other bytes; upload under another name")
-    row = {"id": str(uuid.uuid4()), "tenant": tenant, "hash": hash_, "size": size, "content_type": content_type,
-           "file_path": file_path, "created": time.time(), "expires": expires, "job_id": None, "node_id": None,
-           "kind": "model", "folder": MODEL_PREFIX + folder, "name": name, "tags": tags}
+    row = {
+        "id": str(uuid.uuid4()),
+        "tenant": tenant,
+        "hash": hash_,
+        "size": size,
+        "content_type": content_type,
+        "file_path": file_path,
+        "created": time.time(),
+        "expires": expires,
+        "job_id": None,
+        "node_id": None,
+        "kind": "model",
+        "folder": MODEL_PREFIX + folder,
+        "name": name,
+        "tags": tags,
+    }
     service.store.add_asset(row)
     return row, new
 
 
-def mint_from_hash(service: V2Service, tenant: str, hash_: str, file_path: str | None, tags: list[str],
-                   expires: float | None) -> tuple[dict, bool] | None:
+def mint_from_hash(
+    service: V2Service, tenant: str, hash_: str, file_path: str | None, tags: list[str], expires: float | None
+) -> tuple[dict, bool] | None:
     """A record over bytes the tenant already has ((record, minted new)); None when it has none. A
     record of the same bytes under the same file_path is handed back as it is."""
     store, now = service.store, time.time()
@@ -204,8 +261,17 @@ def mint_from_hash(service: V2Service, tenant: str, hash_: str, file_path: str |
     # A record over a file v2 placed shares it (the file goes with the last one); over an output or
     # another file of the tenant's, it only refers to it.
     kind = existing["kind"] if existing["kind"] in OWNING_KINDS else "reference"
-    row = {**existing, "id": str(uuid.uuid4()), "file_path": file_path or existing["file_path"], "created": now,
-           "expires": expires, "job_id": None, "node_id": None, "kind": kind, "tags": tags}
+    row = {
+        **existing,
+        "id": str(uuid.uuid4()),
+        "file_path": file_path or existing["file_path"],
+        "created": now,
+        "expires": expires,
+        "job_id": None,
+        "node_id": None,
+        "kind": kind,
+        "tags": tags,
+    }
     store.add_asset(row)
     return row, True
 
@@ -226,7 +292,7 @@ def resolve_references(service: V2Service, tenant: str, workflow: dict) -> tuple
                 missing.append(str(asset_id) if asset_id is not None else "<malformed core/ASSET reference>")
                 return value
             if asset["folder"] == "input" or asset["folder"].startswith(MODEL_PREFIX):
-                return asset["name"]   # a model by its name in its folder, as loaders list it
+                return asset["name"]  # a model by its name in its folder, as loaders list it
             return f"{asset['name']} [{asset['folder']}]"
         if isinstance(value, dict):
             return {k: resolve(v) for k, v in value.items()}
@@ -238,7 +304,7 @@ def resolve_references(service: V2Service, tenant: str, workflow: dict) -> tuple
 
 
 def delete_asset(service: V2Service, tenant: str, asset_id: str) -> str:
-    """"deleted", "not_found", or "in_use" (a retained job's output stays with its job)."""
+    """ "deleted", "not_found", or "in_use" (a retained job's output stays with its job)."""
     asset = service.store.asset(tenant, asset_id, time.time())
     if asset is None:
         return "not_found"

@@ -1,5 +1,6 @@
 """Comfy API v2 on the hosted server: its service (records in the server's SQLite file), its routes,
 the engine messages it listens to, and a retention sweep; the limits of v1 applied to v2 requests."""
+
 from __future__ import annotations
 
 import asyncio

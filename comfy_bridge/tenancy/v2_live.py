@@ -5,6 +5,7 @@ The engine reports a v2 job's execution to the client id `v2-<job id>`, which no
 the server hands every message it sends to `Live.observe`, which keeps a progress snapshot per job
 (node count and sampler step weighted) and pushes events to the job's subscribers. Nothing here is
 durable: the store and the queue are the truth, this only makes the stream live."""
+
 from __future__ import annotations
 
 import asyncio
@@ -21,18 +22,18 @@ def client_id(job_id: str) -> str:
 
 def job_of(sid: Any) -> str | None:
     """The v2 job a message addressed to `sid` belongs to, None for any other client."""
-    return sid[len(CLIENT_PREFIX):] if isinstance(sid, str) and sid.startswith(CLIENT_PREFIX) else None
+    return sid[len(CLIENT_PREFIX) :] if isinstance(sid, str) and sid.startswith(CLIENT_PREFIX) else None
 
 
 @dataclass
 class JobProgress:
-    tenant: str                              # whose job ("" the single user's)
-    classes: dict[str, str]                  # node id -> class_type, of the executed graph
+    tenant: str  # whose job ("" the single user's)
+    classes: dict[str, str]  # node id -> class_type, of the executed graph
     done: set[str] = field(default_factory=set)
     current: str | None = None
     step: int | None = None
     steps: int | None = None
-    preview: tuple | None = None             # (node id, the engine's preview tuple)
+    preview: tuple | None = None  # (node id, the engine's preview tuple)
     # Each change bumps `seq` under `lock`, so a stream that starts with a snapshot can drop the
     # published changes that snapshot already holds (they may still wait in its queue).
     seq: int = 0
@@ -68,9 +69,16 @@ class JobProgress:
         message = None
         if cls is not None:
             message = f"{cls} {self.step}/{self.steps}" if self.steps else cls
-        return {"value": round(value, 4), "nodes_done": done, "nodes_total": len(self.classes),
-                "current_node": self.current, "current_node_class": cls, "step": self.step,
-                "steps": self.steps, "message": message}
+        return {
+            "value": round(value, 4),
+            "nodes_done": done,
+            "nodes_total": len(self.classes),
+            "current_node": self.current,
+            "current_node_class": cls,
+            "step": self.step,
+            "steps": self.steps,
+            "message": message,
+        }
 
 
 class Hub:
@@ -114,7 +122,7 @@ class Hub:
             return
         try:
             loop.call_soon_threadsafe(self._deliver, job_id, event, payload)
-        except RuntimeError:   # the loop closed between the check and the call (shutdown)
+        except RuntimeError:  # the loop closed between the check and the call (shutdown)
             pass
 
     def nudge(self) -> None:

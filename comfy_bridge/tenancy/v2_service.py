@@ -5,6 +5,7 @@ Every method acts for an explicit tenant ("" is the single user of a server with
 runs its queue and history reads in that tenant's scope, exactly as the v1 routes do, so a tenant
 reaches only its own jobs, assets, outputs and events. Methods here block (SQLite, files): routes
 call them in a thread; `observe` runs in the engine's worker thread."""
+
 from __future__ import annotations
 
 import logging
@@ -29,9 +30,9 @@ from .v2_views import content_type_of, job_json, list_item, terminal_state
 
 log = logging.getLogger(__name__)
 
-JOB_RETENTION_S = 24 * 3600   # the reference proxy's; a job, its workflow and its outputs' records
+JOB_RETENTION_S = 24 * 3600  # the reference proxy's; a job, its workflow and its outputs' records
 _OUTPUT_NAMESPACE = uuid.UUID("6f1c1b0e-6d1a-4c55-9a53-7c1f3f0f2a11")
-MODEL_PREFIX = "model:"   # an asset's folder for a file in the tenant's model folder (model:loras)
+MODEL_PREFIX = "model:"  # an asset's folder for a file in the tenant's model folder (model:loras)
 _PREVIEWS = (BinaryEventTypes.PREVIEW_IMAGE, BinaryEventTypes.UNENCODED_PREVIEW_IMAGE)
 
 
@@ -54,7 +55,7 @@ class V2Service:
         self.store = V2Store(db_path)
         self.hub = Hub()
         self.job_retention_s = job_retention_s
-        self.sweeper: Any = None   # the retention sweep's task (v2_install)
+        self.sweeper: Any = None  # the retention sweep's task (v2_install)
 
     @property
     def queue(self) -> Any:
@@ -65,8 +66,16 @@ class V2Service:
         return self.server.workspace
 
     # -- submission -----------------------------------------------------------------------
-    def create_job(self, tenant: str, job_id: str, number: float, workflow: dict, outputs: list,
-                   metadata: dict | None, sensitive: dict) -> dict:
+    def create_job(
+        self,
+        tenant: str,
+        job_id: str,
+        number: float,
+        workflow: dict,
+        outputs: list,
+        metadata: dict | None,
+        sensitive: dict,
+    ) -> dict:
         """Record the job, then queue its prompt (a head killed in between leaves a job that reads as
         failed, never a prompt v2 cannot see)."""
         now = time.time()
@@ -82,15 +91,23 @@ class V2Service:
         """status, queue_position, progress, started, completed, error of a job: its terminal record,
         else where the queue has it, else (finished, not yet recorded) its history entry."""
         if job["status"] is not None:
-            return {"status": job["status"], "started": job["started"], "completed": job["completed"],
-                    "error": job["error"], "progress": self._final_progress(job)}
+            return {
+                "status": job["status"],
+                "started": job["started"],
+                "completed": job["completed"],
+                "error": job["error"],
+                "progress": self._final_progress(job),
+            }
         job_id = job["id"]
         with context.scoped(job["tenant"] or None):
             running, pending = self.queue.get_current_queue()
             if any(item[1] == job_id for item in running):
                 live = self.hub.progress(job_id)
-                return {"status": "canceling" if job["cancel_requested"] else "running", "started": job["started"],
-                        "progress": live.latest()[1] if live is not None else None}
+                return {
+                    "status": "canceling" if job["cancel_requested"] else "running",
+                    "started": job["started"],
+                    "progress": live.latest()[1] if live is not None else None,
+                }
             for index, item in enumerate(pending):
                 if item[1] == job_id:
                     return {"status": "queued", "queue_position": index + 1}
@@ -100,17 +117,35 @@ class V2Service:
         if job["cancel_requested"]:
             self.store.finish(job_id, "canceled", time.time(), None, None)
         else:
-            self.store.finish(job_id, "failed", time.time(), None, {
-                "code": "job_lost", "message": "The job left the queue without running (deleted through the "
-                                               "queue routes, or the server stopped before queueing it).",
-                "node_id": None, "class_type": None, "traceback": None})
+            self.store.finish(
+                job_id,
+                "failed",
+                time.time(),
+                None,
+                {
+                    "code": "job_lost",
+                    "message": "The job left the queue without running (deleted through the "
+                    "queue routes, or the server stopped before queueing it).",
+                    "node_id": None,
+                    "class_type": None,
+                    "traceback": None,
+                },
+            )
         return self.state(self.store.job_by_id(job_id))
 
     def _final_progress(self, job: dict) -> dict | None:
         if job["status"] != "succeeded":
             return None
-        return {"value": 1.0, "nodes_done": job["nodes"], "nodes_total": job["nodes"], "current_node": None,
-                "current_node_class": None, "step": None, "steps": None, "message": None}
+        return {
+            "value": 1.0,
+            "nodes_done": job["nodes"],
+            "nodes_total": job["nodes"],
+            "current_node": None,
+            "current_node_class": None,
+            "step": None,
+            "steps": None,
+            "message": None,
+        }
 
     def job_view(self, tenant: str, job_id: str, base: str) -> dict | None:
         job = self.store.job(tenant, job_id)
@@ -118,8 +153,15 @@ class V2Service:
             return None
         return job_json(job, self.state(job), self.store.job_assets(job_id), base)
 
-    def list_jobs(self, tenant: str, limit: int, before: tuple[float, str] | None, statuses: set[str] | None,
-                  labels: list[tuple[str, str]], base: str) -> tuple[list[dict], tuple[float, str] | None]:
+    def list_jobs(
+        self,
+        tenant: str,
+        limit: int,
+        before: tuple[float, str] | None,
+        statuses: set[str] | None,
+        labels: list[tuple[str, str]],
+        base: str,
+    ) -> tuple[list[dict], tuple[float, str] | None]:
         """One page of the tenant's jobs, newest first, and the cursor of the next page (None: last).
         Filters apply before paging, so a page is full unless the jobs ran out."""
         now, items, cursor = time.time(), [], before
@@ -179,7 +221,7 @@ class V2Service:
             return
         try:
             self._observe(job_id, context.current() or "", event, data)
-        except Exception:   # the stream is best-effort: never fail the engine
+        except Exception:  # the stream is best-effort: never fail the engine
             log.exception("v2 event %s of job %s", event, job_id)
 
     def _observe(self, job_id: str, tenant: str, event: Any, data: Any) -> None:
@@ -198,7 +240,7 @@ class V2Service:
             return
         if not isinstance(data, dict):
             return
-        with live.lock:   # the change and its sequence number together (see JobProgress.latest)
+        with live.lock:  # the change and its sequence number together (see JobProgress.latest)
             self._apply(job_id, live, event, data)
 
     def _apply(self, job_id: str, live: JobProgress, event: str, data: dict) -> None:
@@ -210,7 +252,7 @@ class V2Service:
         elif event == "execution_cached":
             live.done.update(str(n) for n in data.get("nodes") or [])
         elif event == "executing":
-            if data.get("node") is None:   # the worker's last word: the prompt is in history now
+            if data.get("node") is None:  # the worker's last word: the prompt is in history now
                 self.finish(job_id)
                 return
             live.node_started(str(data["node"]))
@@ -244,10 +286,19 @@ class V2Service:
         state = terminal_state(entry)
         if state["status"] == "canceled" and not job["cancel_requested"]:
             # Interrupted, but not by a v2 cancel (the server stopping, /interrupt): it did not finish.
-            state.update(status="failed", error={"code": "interrupted", "message": "The job was interrupted "
-                         "before it finished.", "node_id": None, "class_type": None, "traceback": None})
-        if not self.store.finish(job_id, state["status"], state["completed"] or time.time(), state["started"],
-                                 state["error"]):
+            state.update(
+                status="failed",
+                error={
+                    "code": "interrupted",
+                    "message": "The job was interrupted before it finished.",
+                    "node_id": None,
+                    "class_type": None,
+                    "traceback": None,
+                },
+            )
+        if not self.store.finish(
+            job_id, state["status"], state["completed"] or time.time(), state["started"], state["error"]
+        ):
             return None
         self.hub.forget(job_id)
         self.hub.publish(job_id, "status", {"status": state["status"], "queue_position": None})
@@ -281,10 +332,22 @@ class V2Service:
         if not path.is_file():
             return None
         name = posixpath.join(subfolder, item["filename"]) if subfolder else item["filename"]
-        return {"id": output_asset_id(job["id"], node_id, type_, name), "tenant": job["tenant"],
-                "hash": file_hash(path), "size": path.stat().st_size, "content_type": content_type_of(name),
-                "file_path": name, "created": time.time(), "expires": job["expires"], "job_id": job["id"],
-                "node_id": node_id, "kind": "output", "folder": type_, "name": name, "tags": ["output"]}
+        return {
+            "id": output_asset_id(job["id"], node_id, type_, name),
+            "tenant": job["tenant"],
+            "hash": file_hash(path),
+            "size": path.stat().st_size,
+            "content_type": content_type_of(name),
+            "file_path": name,
+            "created": time.time(),
+            "expires": job["expires"],
+            "job_id": job["id"],
+            "node_id": node_id,
+            "kind": "output",
+            "folder": type_,
+            "name": name,
+            "tags": ["output"],
+        }
 
     # -- retention --------------------------------------------------------------------------
     def purge(self) -> int:
@@ -296,7 +359,7 @@ class V2Service:
             count += 1
         for asset in self.store.expired_assets(now):
             self.store.delete_asset(asset["id"])
-            if asset["kind"] in ("upload", "model"):   # files v2 placed (v2_assets.OWNING_KINDS)
+            if asset["kind"] in ("upload", "model"):  # files v2 placed (v2_assets.OWNING_KINDS)
                 self.remove_file_if_unused(asset)
             count += 1
         return count
@@ -304,8 +367,8 @@ class V2Service:
     def asset_path(self, asset: dict) -> Path | None:
         """The file an asset stands over, in its tenant's folders; None when it is gone."""
         folder = asset["folder"]
-        if folder.startswith(MODEL_PREFIX):   # the tenant's own model folder
-            base = self.model_dir(asset["tenant"], folder[len(MODEL_PREFIX):])
+        if folder.startswith(MODEL_PREFIX):  # the tenant's own model folder
+            base = self.model_dir(asset["tenant"], folder[len(MODEL_PREFIX) :])
         else:
             with context.scoped(asset["tenant"] or None):
                 base = type_dir(self.workspace, folder)

@@ -7,6 +7,7 @@ requests) and, once the job ends, its terminal state, so the answer no longer de
 An asset is a record over a file in one of the tenant's folders: uploads in its input folder,
 outputs where the job saved them, models in its model folder. Several records may share one file.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,10 +34,35 @@ CREATE INDEX IF NOT EXISTS v2_assets_job ON v2_assets (job_id);
 """
 
 # Everything but the workflow, which only GET .../workflow reads.
-_JOB_COLUMNS = ("id", "tenant", "created", "expires", "metadata", "nodes", "started", "completed",
-                "status", "error", "cancel_requested")
-_ASSET_COLUMNS = ("id", "tenant", "hash", "size", "content_type", "file_path", "created", "expires", "job_id",
-                  "node_id", "kind", "folder", "name", "tags")
+_JOB_COLUMNS = (
+    "id",
+    "tenant",
+    "created",
+    "expires",
+    "metadata",
+    "nodes",
+    "started",
+    "completed",
+    "status",
+    "error",
+    "cancel_requested",
+)
+_ASSET_COLUMNS = (
+    "id",
+    "tenant",
+    "hash",
+    "size",
+    "content_type",
+    "file_path",
+    "created",
+    "expires",
+    "job_id",
+    "node_id",
+    "kind",
+    "folder",
+    "name",
+    "tags",
+)
 TERMINAL = ("succeeded", "failed", "canceled", "expired")
 
 
@@ -68,8 +94,12 @@ class V2Store:
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 self._db.execute("DELETE FROM v2_claims WHERE claimed < ?", (now - ttl_s,))
-                taken = self._db.execute("INSERT OR IGNORE INTO v2_claims VALUES (?, ?, ?, ?)",
-                                         (tenant, scope, key, now)).rowcount == 1
+                taken = (
+                    self._db.execute(
+                        "INSERT OR IGNORE INTO v2_claims VALUES (?, ?, ?, ?)", (tenant, scope, key, now)
+                    ).rowcount
+                    == 1
+                )
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
@@ -81,17 +111,20 @@ class V2Store:
         self._exec("DELETE FROM v2_claims WHERE tenant = ? AND scope = ? AND key = ?", (tenant, scope, key))
 
     # -- jobs -----------------------------------------------------------------------------
-    def add_job(self, job_id: str, tenant: str, created: float, expires: float, workflow: dict,
-                metadata: dict | None) -> None:
-        self._exec("INSERT INTO v2_jobs (id, tenant, created, expires, workflow, metadata, nodes) "
-                   "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                   (job_id, tenant, created, expires, json.dumps(workflow), json.dumps(metadata or {}),
-                    len(workflow)))
+    def add_job(
+        self, job_id: str, tenant: str, created: float, expires: float, workflow: dict, metadata: dict | None
+    ) -> None:
+        self._exec(
+            "INSERT INTO v2_jobs (id, tenant, created, expires, workflow, metadata, nodes) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (job_id, tenant, created, expires, json.dumps(workflow), json.dumps(metadata or {}), len(workflow)),
+        )
 
     def job(self, tenant: str, job_id: str) -> dict | None:
         """The tenant's job (without its workflow), None for another tenant's or an unknown id."""
-        rows = self._rows(f"SELECT {', '.join(_JOB_COLUMNS)} FROM v2_jobs WHERE id = ? AND tenant = ?",
-                          (job_id, tenant))
+        rows = self._rows(
+            f"SELECT {', '.join(_JOB_COLUMNS)} FROM v2_jobs WHERE id = ? AND tenant = ?", (job_id, tenant)
+        )
         return _job(rows[0]) if rows else None
 
     def job_by_id(self, job_id: str) -> dict | None:
@@ -123,12 +156,16 @@ class V2Store:
     def request_cancel(self, job_id: str) -> None:
         self._exec("UPDATE v2_jobs SET cancel_requested = 1 WHERE id = ?", (job_id,))
 
-    def finish(self, job_id: str, status: str, completed: float, started: float | None,
-               error: dict | None) -> bool:
+    def finish(self, job_id: str, status: str, completed: float, started: float | None, error: dict | None) -> bool:
         """Record the terminal state once; False when the job had one already."""
-        return self._exec("UPDATE v2_jobs SET status = ?, completed = ?, started = COALESCE(started, ?), error = ? "
-                          "WHERE id = ? AND status IS NULL",
-                          (status, completed, started, json.dumps(error) if error else None, job_id)) == 1
+        return (
+            self._exec(
+                "UPDATE v2_jobs SET status = ?, completed = ?, started = COALESCE(started, ?), error = ? "
+                "WHERE id = ? AND status IS NULL",
+                (status, completed, started, json.dumps(error) if error else None, job_id),
+            )
+            == 1
+        )
 
     def expired_jobs(self, now: float) -> list[tuple[str, str]]:
         return self._rows("SELECT id, tenant FROM v2_jobs WHERE expires < ?", (now,))
@@ -144,23 +181,36 @@ class V2Store:
     def add_asset(self, asset: dict) -> bool:
         """Insert an asset record; False when its id exists (outputs have ids derived from the job)."""
         values = tuple(json.dumps(asset.get("tags") or []) if c == "tags" else asset.get(c) for c in _ASSET_COLUMNS)
-        return self._exec(f"INSERT OR IGNORE INTO v2_assets ({', '.join(_ASSET_COLUMNS)}) VALUES "
-                          f"({', '.join('?' * len(_ASSET_COLUMNS))})", values) == 1
+        return (
+            self._exec(
+                f"INSERT OR IGNORE INTO v2_assets ({', '.join(_ASSET_COLUMNS)}) VALUES "
+                f"({', '.join('?' * len(_ASSET_COLUMNS))})",
+                values,
+            )
+            == 1
+        )
 
     def asset(self, tenant: str, asset_id: str, now: float) -> dict | None:
-        rows = self._rows(f"SELECT {', '.join(_ASSET_COLUMNS)} FROM v2_assets WHERE id = ? AND tenant = ? "
-                          "AND (expires IS NULL OR expires >= ?)", (asset_id, tenant, now))
+        rows = self._rows(
+            f"SELECT {', '.join(_ASSET_COLUMNS)} FROM v2_assets WHERE id = ? AND tenant = ? "
+            "AND (expires IS NULL OR expires >= ?)",
+            (asset_id, tenant, now),
+        )
         return _asset(rows[0]) if rows else None
 
     def asset_by_hash(self, tenant: str, hash_: str, now: float) -> dict | None:
         """The tenant's newest live asset over these bytes (the blob it may mint from)."""
-        rows = self._rows(f"SELECT {', '.join(_ASSET_COLUMNS)} FROM v2_assets WHERE tenant = ? AND hash = ? "
-                          "AND (expires IS NULL OR expires >= ?) ORDER BY created DESC LIMIT 1", (tenant, hash_, now))
+        rows = self._rows(
+            f"SELECT {', '.join(_ASSET_COLUMNS)} FROM v2_assets WHERE tenant = ? AND hash = ? "
+            "AND (expires IS NULL OR expires >= ?) ORDER BY created DESC LIMIT 1",
+            (tenant, hash_, now),
+        )
         return _asset(rows[0]) if rows else None
 
     def job_assets(self, job_id: str) -> list[dict]:
-        rows = self._rows(f"SELECT {', '.join(_ASSET_COLUMNS)} FROM v2_assets WHERE job_id = ? ORDER BY rowid",
-                          (job_id,))
+        rows = self._rows(
+            f"SELECT {', '.join(_ASSET_COLUMNS)} FROM v2_assets WHERE job_id = ? ORDER BY rowid", (job_id,)
+        )
         return [_asset(r) for r in rows]
 
     def extend_asset(self, asset_id: str, expires: float | None) -> None:
@@ -168,16 +218,19 @@ class V2Store:
         if expires is None:
             self._exec("UPDATE v2_assets SET expires = NULL WHERE id = ?", (asset_id,))
         else:
-            self._exec("UPDATE v2_assets SET expires = MAX(expires, ?) WHERE id = ? AND expires IS NOT NULL",
-                       (expires, asset_id))
+            self._exec(
+                "UPDATE v2_assets SET expires = MAX(expires, ?) WHERE id = ? AND expires IS NOT NULL",
+                (expires, asset_id),
+            )
 
     def delete_asset(self, asset_id: str) -> None:
         self._exec("DELETE FROM v2_assets WHERE id = ?", (asset_id,))
 
     def file_users(self, tenant: str, folder: str, name: str) -> int:
         """How many records of the tenant stand over this file."""
-        return self._rows("SELECT COUNT(*) FROM v2_assets WHERE tenant = ? AND folder = ? AND name = ?",
-                          (tenant, folder, name))[0][0]
+        return self._rows(
+            "SELECT COUNT(*) FROM v2_assets WHERE tenant = ? AND folder = ? AND name = ?", (tenant, folder, name)
+        )[0][0]
 
     def expired_assets(self, now: float) -> list[dict]:
         rows = self._rows(f"SELECT {', '.join(_ASSET_COLUMNS)} FROM v2_assets WHERE expires < ?", (now,))

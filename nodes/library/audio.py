@@ -9,6 +9,7 @@ Files are `<prefix>_<counter:05>_.<format>`, one per batch item, the workflow in
 UI result is `{"audio": [file, ...]}`, which the web UI plays from /view. Decoding and encoding are PyAV's
 (`nodes.media.audio`), resampling for Opus too: no torchaudio.
 """
+
 from __future__ import annotations
 
 import os
@@ -33,15 +34,22 @@ MP3_QUALITY = ("COMBO", {"default": "V0", "multiselect": False, "options": ["V0"
 OPUS_QUALITY = ("COMBO", {"default": "128k", "multiselect": False, "options": ["64k", "96k", "128k", "192k", "320k"]})
 
 
-def save_audio(audio: Any, filename_prefix: str, folder_type: str, fmt: str, quality: str = "128k",
-               prompt: Any = None, extra_pnginfo: dict | None = None) -> list[dict[str, str]]:
+def save_audio(
+    audio: Any,
+    filename_prefix: str,
+    folder_type: str,
+    fmt: str,
+    quality: str = "128k",
+    prompt: Any = None,
+    extra_pnginfo: dict | None = None,
+) -> list[dict[str, str]]:
     """Write each batch item of an AUDIO value as a `fmt` file into the output or temp folder; the UI
     result entries of the files."""
     waveform, sample_rate = check_audio(audio)
     base = getattr(active(), f"{folder_type}_dir")
     folder, stem, counter, subfolder, _ = save_image_path(filename_prefix, base)
     taken = output_claims.claim(folder, stem, counter, waveform.shape[0])
-    if taken.folder != folder:   # a dead run's claim, made under a prefix with time variables
+    if taken.folder != folder:  # a dead run's claim, made under a prefix with time variables
         subfolder = os.path.relpath(taken.folder, os.path.abspath(base))
     tags = workflow_tags(prompt, extra_pnginfo) if image_io.metadata_enabled() else {}
     results = []
@@ -65,9 +73,13 @@ class SaveAudio:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"audio": ("AUDIO", {}),
-                             "filename_prefix": ("STRING", {"default": "audio/ComfyUI", "multiline": False})},
-                "hidden": {"prompt": "PROMPT", "extra_pnginfo": "EXTRA_PNGINFO"}}
+        return {
+            "required": {
+                "audio": ("AUDIO", {}),
+                "filename_prefix": ("STRING", {"default": "audio/ComfyUI", "multiline": False}),
+            },
+            "hidden": {"prompt": "PROMPT", "extra_pnginfo": "EXTRA_PNGINFO"},
+        }
 
     RETURN_TYPES = ()
     FUNCTION = "save_audio"
@@ -75,10 +87,17 @@ class SaveAudio:
     CATEGORY = "audio"
     DESCRIPTION = "Saves the audio into the output folder as FLAC (16-bit), with the workflow in its tags."
 
-    def save_audio(self, audio: dict, filename_prefix: str = "audio/ComfyUI", quality: str = "128k",
-                   prompt: Any = None, extra_pnginfo: dict | None = None):
-        return {"ui": {"audio": save_audio(audio, filename_prefix, "output", self.FORMAT, quality, prompt,
-                                           extra_pnginfo)}}
+    def save_audio(
+        self,
+        audio: dict,
+        filename_prefix: str = "audio/ComfyUI",
+        quality: str = "128k",
+        prompt: Any = None,
+        extra_pnginfo: dict | None = None,
+    ):
+        return {
+            "ui": {"audio": save_audio(audio, filename_prefix, "output", self.FORMAT, quality, prompt, extra_pnginfo)}
+        }
 
 
 class SaveAudioMP3(SaveAudio):
@@ -104,8 +123,10 @@ class SaveAudioOpus(SaveAudio):
         types["required"]["quality"] = OPUS_QUALITY
         return types
 
-    DESCRIPTION = ("Saves the audio into the output folder as Opus; rates Opus lacks are resampled to the next "
-                   "one it has (48 kHz at most).")
+    DESCRIPTION = (
+        "Saves the audio into the output folder as Opus; rates Opus lacks are resampled to the next "
+        "one it has (48 kHz at most)."
+    )
 
 
 class SaveAudioAdvanced:
@@ -113,13 +134,26 @@ class SaveAudioAdvanced:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": DynamicSection({
-            "audio": ("AUDIO", {"tooltip": "The audio to save."}),
-            "filename_prefix": ("STRING", {"default": "audio/ComfyUI", "multiline": False,
-                                           "tooltip": "Start of the file name; may hold a subfolder and variables."}),
-            "format": dynamic_combo({"flac": {}, "mp3": {"quality": MP3_QUALITY}, "opus": {"quality": OPUS_QUALITY}},
-                                    tooltip="The file format (MP3 and Opus also take a quality)."),
-        }), "hidden": {"prompt": "PROMPT", "extra_pnginfo": "EXTRA_PNGINFO"}}
+        return {
+            "required": DynamicSection(
+                {
+                    "audio": ("AUDIO", {"tooltip": "The audio to save."}),
+                    "filename_prefix": (
+                        "STRING",
+                        {
+                            "default": "audio/ComfyUI",
+                            "multiline": False,
+                            "tooltip": "Start of the file name; may hold a subfolder and variables.",
+                        },
+                    ),
+                    "format": dynamic_combo(
+                        {"flac": {}, "mp3": {"quality": MP3_QUALITY}, "opus": {"quality": OPUS_QUALITY}},
+                        tooltip="The file format (MP3 and Opus also take a quality).",
+                    ),
+                }
+            ),
+            "hidden": {"prompt": "PROMPT", "extra_pnginfo": "EXTRA_PNGINFO"},
+        }
 
     RETURN_TYPES = ("AUDIO",)
     RETURN_NAMES = ("audio",)
@@ -130,8 +164,15 @@ class SaveAudioAdvanced:
     SEARCH_ALIASES = ["save audio", "export audio", "output audio", "write audio", "flac", "mp3", "opus"]
     DESCRIPTION = "Saves the audio into the output folder as FLAC, MP3 or Opus, with the workflow in its tags."
 
-    def save(self, audio: dict, filename_prefix: str, format: str, prompt: Any = None,
-             extra_pnginfo: dict | None = None, **kwargs: Any):
+    def save(
+        self,
+        audio: dict,
+        filename_prefix: str,
+        format: str,
+        prompt: Any = None,
+        extra_pnginfo: dict | None = None,
+        **kwargs: Any,
+    ):
         quality = combo_inputs(kwargs, "format").get("quality", "128k")
         results = save_audio(audio, filename_prefix, "output", format, quality, prompt, extra_pnginfo)
         return {"ui": {"audio": results}, "result": (audio,)}
@@ -143,8 +184,7 @@ class PreviewAudio:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"audio": ("AUDIO", {})},
-                "hidden": {"prompt": "PROMPT", "extra_pnginfo": "EXTRA_PNGINFO"}}
+        return {"required": {"audio": ("AUDIO", {})}, "hidden": {"prompt": "PROMPT", "extra_pnginfo": "EXTRA_PNGINFO"}}
 
     RETURN_TYPES = ()
     FUNCTION = "preview_audio"
@@ -171,8 +211,14 @@ class LoadAudio:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"audio": ("COMBO", {"audio_upload": True, "multiselect": False,
-                                                 "options": input_files(("audio", "video"))})}}
+        return {
+            "required": {
+                "audio": (
+                    "COMBO",
+                    {"audio_upload": True, "multiselect": False, "options": input_files(("audio", "video"))},
+                )
+            }
+        }
 
     RETURN_TYPES = ("AUDIO",)
     FUNCTION = "load"
@@ -193,6 +239,7 @@ class LoadAudio:
 
 class RecordAudio(LoadAudio):
     """The web UI records in the browser and uploads the recording; the node then loads that file."""
+
     SEARCH_ALIASES = ["microphone input", "audio capture", "voice input"]
 
     @classmethod
@@ -208,12 +255,22 @@ class TrimAudioDuration:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "audio": ("AUDIO", {}),
-            "start_index": ("FLOAT", {"default": 0.0, "min": -0xffffffffffffffff, "max": 0xffffffffffffffff,
-                                      "step": 0.01, "tooltip": "Start in seconds; negative counts from the end."}),
-            "duration": ("FLOAT", {"default": 60.0, "min": 0.0, "step": 0.01, "tooltip": "Length in seconds."}),
-        }}
+        return {
+            "required": {
+                "audio": ("AUDIO", {}),
+                "start_index": (
+                    "FLOAT",
+                    {
+                        "default": 0.0,
+                        "min": -0xFFFFFFFFFFFFFFFF,
+                        "max": 0xFFFFFFFFFFFFFFFF,
+                        "step": 0.01,
+                        "tooltip": "Start in seconds; negative counts from the end.",
+                    },
+                ),
+                "duration": ("FLOAT", {"default": 60.0, "min": 0.0, "step": 0.01, "tooltip": "Length in seconds."}),
+            }
+        }
 
     RETURN_TYPES = ("AUDIO",)
     FUNCTION = "trim"
@@ -227,8 +284,10 @@ class TrimAudioDuration:
         start = max(0, min(start, length - 1))
         end = max(0, min(start + round(duration * rate), length))
         if start >= end:
-            raise ValueError(f"TrimAudioDuration: the range starts at {start_index} s for {duration} s, which holds "
-                             f"no sample of this {length / rate:.3f} s audio")
+            raise ValueError(
+                f"TrimAudioDuration: the range starts at {start_index} s for {duration} s, which holds "
+                f"no sample of this {length / rate:.3f} s audio"
+            )
         return ({"waveform": waveform[..., start:end], "sample_rate": rate},)
 
 
@@ -257,7 +316,10 @@ class SplitAudioChannels:
         waveform, rate = check_audio(audio)
         if waveform.shape[1] != 2:
             raise ValueError(f"SplitAudioChannels: the audio has {waveform.shape[1]} channel(s), not two")
-        return ({"waveform": waveform[:, 0:1], "sample_rate": rate}, {"waveform": waveform[:, 1:2], "sample_rate": rate})
+        return (
+            {"waveform": waveform[:, 0:1], "sample_rate": rate},
+            {"waveform": waveform[:, 1:2], "sample_rate": rate},
+        )
 
 
 class JoinAudioChannels:
@@ -288,10 +350,21 @@ class AudioConcat:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"audio1": ("AUDIO", {}), "audio2": ("AUDIO", {}),
-                             "direction": ("COMBO", {"default": "after", "multiselect": False,
-                                                     "options": ["after", "before"],
-                                                     "tooltip": "Whether audio2 goes after or before audio1."})}}
+        return {
+            "required": {
+                "audio1": ("AUDIO", {}),
+                "audio2": ("AUDIO", {}),
+                "direction": (
+                    "COMBO",
+                    {
+                        "default": "after",
+                        "multiselect": False,
+                        "options": ["after", "before"],
+                        "tooltip": "Whether audio2 goes after or before audio1.",
+                    },
+                ),
+            }
+        }
 
     RETURN_TYPES = ("AUDIO",)
     FUNCTION = "concat"
@@ -310,14 +383,25 @@ class AudioConcat:
 class AudioMerge:
     RELATIVE_PYTHON_MODULE = MODULE
     SEARCH_ALIASES = ["mix audio", "overlay audio", "layer audio"]
-    METHODS = {"add": lambda a, b: a + b, "mean": lambda a, b: (a + b) / 2, "subtract": lambda a, b: a - b,
-               "multiply": lambda a, b: a * b}
+    METHODS = {
+        "add": lambda a, b: a + b,
+        "mean": lambda a, b: (a + b) / 2,
+        "subtract": lambda a, b: a - b,
+        "multiply": lambda a, b: a * b,
+    }
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"audio1": ("AUDIO", {}), "audio2": ("AUDIO", {}),
-                             "merge_method": ("COMBO", {"multiselect": False, "options": list(cls.METHODS),
-                                                        "tooltip": "How the two waveforms combine."})}}
+        return {
+            "required": {
+                "audio1": ("AUDIO", {}),
+                "audio2": ("AUDIO", {}),
+                "merge_method": (
+                    "COMBO",
+                    {"multiselect": False, "options": list(cls.METHODS), "tooltip": "How the two waveforms combine."},
+                ),
+            }
+        }
 
     RETURN_TYPES = ("AUDIO",)
     FUNCTION = "merge"
@@ -341,9 +425,20 @@ class AudioAdjustVolume:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"audio": ("AUDIO", {}),
-                             "volume": ("INT", {"default": 1, "min": -100, "max": 100,
-                                                "tooltip": "Change in decibels: +6 about doubles, -6 halves."})}}
+        return {
+            "required": {
+                "audio": ("AUDIO", {}),
+                "volume": (
+                    "INT",
+                    {
+                        "default": 1,
+                        "min": -100,
+                        "max": 100,
+                        "tooltip": "Change in decibels: +6 about doubles, -6 halves.",
+                    },
+                ),
+            }
+        }
 
     RETURN_TYPES = ("AUDIO",)
     FUNCTION = "adjust_volume"
@@ -363,12 +458,22 @@ class EmptyAudio:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "duration": ("FLOAT", {"default": 60.0, "min": 0.0, "max": 0xffffffffffffffff, "step": 0.01,
-                                   "tooltip": "Length in seconds."}),
-            "sample_rate": ("INT", {"default": 44100, "min": 1, "max": 192000, "tooltip": "Samples per second."}),
-            "channels": ("INT", {"default": 2, "min": 1, "max": 2, "tooltip": "1 mono, 2 stereo."}),
-        }}
+        return {
+            "required": {
+                "duration": (
+                    "FLOAT",
+                    {
+                        "default": 60.0,
+                        "min": 0.0,
+                        "max": 0xFFFFFFFFFFFFFFFF,
+                        "step": 0.01,
+                        "tooltip": "Length in seconds.",
+                    },
+                ),
+                "sample_rate": ("INT", {"default": 44100, "min": 1, "max": 192000, "tooltip": "Samples per second."}),
+                "channels": ("INT", {"default": 2, "min": 1, "max": 2, "tooltip": "1 mono, 2 stereo."}),
+            }
+        }
 
     RETURN_TYPES = ("AUDIO",)
     FUNCTION = "create_empty_audio"
@@ -384,11 +489,15 @@ class EmptyLatentAudio:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "seconds": ("FLOAT", {"default": 47.6, "min": 1.0, "max": 1000.0, "step": 0.1}),
-            "batch_size": ("INT", {"default": 1, "min": 1, "max": 4096,
-                                   "tooltip": "The number of latent images in the batch."}),
-        }}
+        return {
+            "required": {
+                "seconds": ("FLOAT", {"default": 47.6, "min": 1.0, "max": 1000.0, "step": 0.1}),
+                "batch_size": (
+                    "INT",
+                    {"default": 1, "min": 1, "max": 4096, "tooltip": "The number of latent images in the batch."},
+                ),
+            }
+        }
 
     RETURN_TYPES = ("LATENT",)
     FUNCTION = "generate"

@@ -1,6 +1,7 @@
 """Today's ComfyUI batch nodes (`comfy_extras.nodes_post_processing`, added after 0.3.64): Batch Images,
 Batch Masks and Batch Latents join any number of linked inputs (image0, image1, ...) into one batch, each
 resized to the first one's size as ComfyUI does (bilinear, centre crop)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -31,17 +32,23 @@ def batch_images(images: list[torch.Tensor]) -> torch.Tensor:
 
 def batch_masks(masks: list[torch.Tensor]) -> torch.Tensor:
     first = masks[0]
-    resized = [m if m.shape[1:] == first.shape[1:] else
-               common_upscale(m.reshape(-1, 1, m.shape[-2], m.shape[-1]), first.shape[-1], first.shape[-2],
-                              "bilinear", "center").squeeze(1) for m in masks]
+    resized = [
+        m
+        if m.shape[1:] == first.shape[1:]
+        else common_upscale(
+            m.reshape(-1, 1, m.shape[-2], m.shape[-1]), first.shape[-1], first.shape[-2], "bilinear", "center"
+        ).squeeze(1)
+        for m in masks
+    ]
     return torch.cat(resized, dim=0)
 
 
 def batch_latents(latents: list[dict]) -> dict:
     first = latents[0]["samples"]
     out = dict(latents[0])
-    out["samples"] = torch.cat([reshape_latent_to(first.shape, item["samples"], repeat_batch=False)
-                                for item in latents], dim=0)
+    out["samples"] = torch.cat(
+        [reshape_latent_to(first.shape, item["samples"], repeat_batch=False) for item in latents], dim=0
+    )
     # each input keeps its own batch indices (or 0..n-1), one after another
     out["batch_index"] = [i for item in latents for i in item.get("batch_index", range(item["samples"].shape[0]))]
     return out
@@ -50,8 +57,8 @@ def batch_latents(latents: list[dict]) -> dict:
 class _BatchNode:
     RELATIVE_PYTHON_MODULE = MODULE
     FUNCTION = "execute"
-    KIND = ""        # IMAGE, MASK or LATENT
-    ITEM = ""        # the name of one input: image, mask, latent
+    KIND = ""  # IMAGE, MASK or LATENT
+    ITEM = ""  # the name of one input: image, mask, latent
     JOIN: Any = None
 
     @classmethod
@@ -95,5 +102,8 @@ class BatchLatentsNode(_BatchNode):
 
 
 NODE_CLASS_MAPPINGS = {cls.__name__: cls for cls in (BatchImagesNode, BatchMasksNode, BatchLatentsNode)}
-NODE_DISPLAY_NAME_MAPPINGS = {"BatchImagesNode": "Batch Images", "BatchMasksNode": "Batch Masks",
-                              "BatchLatentsNode": "Batch Latents"}
+NODE_DISPLAY_NAME_MAPPINGS = {
+    "BatchImagesNode": "Batch Images",
+    "BatchMasksNode": "Batch Masks",
+    "BatchLatentsNode": "Batch Latents",
+}

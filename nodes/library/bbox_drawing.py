@@ -4,6 +4,7 @@ the images or on a black canvas that holds them; Crop By BBoxes (`comfy_extras.n
 the union of its boxes and resizes the crop.
 
 A BOUNDING_BOX value is one box, a flat list of boxes (the same for every frame) or a list of per-frame lists."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -16,20 +17,100 @@ from nodes.upscale import common_upscale
 
 # The 80 COCO classes in the detector's label order: a label outside them is drawn without text, in the first colour.
 COCO_CLASSES = [
-    "person", "bicycle", "car", "motorcycle", "airplane", "bus", "train", "truck", "boat", "traffic light",
-    "fire hydrant", "stop sign", "parking meter", "bench", "bird", "cat", "dog", "horse", "sheep", "cow",
-    "elephant", "bear", "zebra", "giraffe", "backpack", "umbrella", "handbag", "tie", "suitcase", "frisbee",
-    "skis", "snowboard", "sports ball", "kite", "baseball bat", "baseball glove", "skateboard", "surfboard",
-    "tennis racket", "bottle", "wine glass", "cup", "fork", "knife", "spoon", "bowl", "banana", "apple",
-    "sandwich", "orange", "broccoli", "carrot", "hot dog", "pizza", "donut", "cake", "chair", "couch",
-    "potted plant", "bed", "dining table", "toilet", "tv", "laptop", "mouse", "remote", "keyboard", "cell phone",
-    "microwave", "oven", "toaster", "sink", "refrigerator", "book", "clock", "vase", "scissors", "teddy bear",
-    "hair drier", "toothbrush"]
+    "person",
+    "bicycle",
+    "car",
+    "motorcycle",
+    "airplane",
+    "bus",
+    "train",
+    "truck",
+    "boat",
+    "traffic light",
+    "fire hydrant",
+    "stop sign",
+    "parking meter",
+    "bench",
+    "bird",
+    "cat",
+    "dog",
+    "horse",
+    "sheep",
+    "cow",
+    "elephant",
+    "bear",
+    "zebra",
+    "giraffe",
+    "backpack",
+    "umbrella",
+    "handbag",
+    "tie",
+    "suitcase",
+    "frisbee",
+    "skis",
+    "snowboard",
+    "sports ball",
+    "kite",
+    "baseball bat",
+    "baseball glove",
+    "skateboard",
+    "surfboard",
+    "tennis racket",
+    "bottle",
+    "wine glass",
+    "cup",
+    "fork",
+    "knife",
+    "spoon",
+    "bowl",
+    "banana",
+    "apple",
+    "sandwich",
+    "orange",
+    "broccoli",
+    "carrot",
+    "hot dog",
+    "pizza",
+    "donut",
+    "cake",
+    "chair",
+    "couch",
+    "potted plant",
+    "bed",
+    "dining table",
+    "toilet",
+    "tv",
+    "laptop",
+    "mouse",
+    "remote",
+    "keyboard",
+    "cell phone",
+    "microwave",
+    "oven",
+    "toaster",
+    "sink",
+    "refrigerator",
+    "book",
+    "clock",
+    "vase",
+    "scissors",
+    "teddy bear",
+    "hair drier",
+    "toothbrush",
+]
 # Outline colours, picked by the label's class index.
-PALETTE = [(255, 0, 0), (0, 200, 0), (0, 0, 255), (255, 165, 0), (128, 0, 128), (0, 255, 255), (255, 20, 147),
-           (100, 149, 237)]
+PALETTE = [
+    (255, 0, 0),
+    (0, 200, 0),
+    (0, 0, 255),
+    (255, 165, 0),
+    (128, 0, 128),
+    (0, 255, 255),
+    (255, 20, 147),
+    (100, 149, 237),
+]
 OUTLINE = 3
-CANVAS_DEFAULT = 640   # the side of the canvas drawn on when neither an image nor a box gives a size
+CANVAS_DEFAULT = 640  # the side of the canvas drawn on when neither an image nor a box gives a size
 
 
 def _frames(bboxes: Any, count: int) -> list[list[dict]]:
@@ -45,8 +126,9 @@ def _frames(bboxes: Any, count: int) -> list[list[dict]]:
     frames = (list(bboxes) + [[]] * count)[:count]
     for frame in frames:
         if not isinstance(frame, list) or not all(isinstance(b, dict) for b in frame):
-            raise ValueError("Draw BBoxes: bboxes must be boxes {x, y, width, height}, a list of them or one list per "
-                             "image")
+            raise ValueError(
+                "Draw BBoxes: bboxes must be boxes {x, y, width, height}, a list of them or one list per image"
+            )
     return frames
 
 
@@ -130,7 +212,7 @@ def crop_by_bboxes(image: torch.Tensor, bboxes: Any, width: int, height: int, pa
             if x2 <= x1 or y2 <= y1:
                 crops.append(torch.zeros(1, channels, height, width, dtype=image.dtype))
                 continue
-        region = image[index:index + 1, y1:y2, x1:x2].movedim(-1, 1)
+        region = image[index : index + 1, y1:y2, x1:x2].movedim(-1, 1)
         crops.append(common_upscale(region, width, height, "bilinear", "disabled"))
     if not crops:
         return image
@@ -148,9 +230,12 @@ class DrawBBoxes:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"bboxes": ("BOUNDING_BOX", {"default": dict(_BOX_DEFAULT), "socketless": True,
-                                                         "forceInput": True})},
-                "optional": {"image": ("IMAGE", {})}}
+        return {
+            "required": {
+                "bboxes": ("BOUNDING_BOX", {"default": dict(_BOX_DEFAULT), "socketless": True, "forceInput": True})
+            },
+            "optional": {"image": ("IMAGE", {})},
+        }
 
     RETURN_TYPES = ("IMAGE",)
     RETURN_NAMES = ("out_image",)
@@ -170,13 +255,24 @@ class CropByBBoxes:
     @classmethod
     def INPUT_TYPES(cls):
         size = {"min": 64, "max": 4096, "step": 8}
-        return {"required": {
-            "image": ("IMAGE", {}),
-            "bboxes": ("BOUNDING_BOX", {"default": dict(_BOX_DEFAULT), "socketless": True, "forceInput": True}),
-            "output_width": ("INT", {"default": 512, **size, "tooltip": "Width each crop is resized to."}),
-            "output_height": ("INT", {"default": 512, **size, "tooltip": "Height each crop is resized to."}),
-            "padding": ("INT", {"default": 0, "min": 0, "max": 1024, "step": 1,
-                                "tooltip": "Pixels added on each side of the boxes before cropping."})}}
+        return {
+            "required": {
+                "image": ("IMAGE", {}),
+                "bboxes": ("BOUNDING_BOX", {"default": dict(_BOX_DEFAULT), "socketless": True, "forceInput": True}),
+                "output_width": ("INT", {"default": 512, **size, "tooltip": "Width each crop is resized to."}),
+                "output_height": ("INT", {"default": 512, **size, "tooltip": "Height each crop is resized to."}),
+                "padding": (
+                    "INT",
+                    {
+                        "default": 0,
+                        "min": 0,
+                        "max": 1024,
+                        "step": 1,
+                        "tooltip": "Pixels added on each side of the boxes before cropping.",
+                    },
+                ),
+            }
+        }
 
     RETURN_TYPES = ("IMAGE",)
     OUTPUT_TOOLTIPS = ("All crops in one image batch.",)

@@ -5,6 +5,7 @@ description, colour palette) and a preview image of the layout.
 
 Box values: pixel boxes are {x, y, width, height, metadata: {type, text, desc, palette}}; inside the node
 a region holds fractions of the canvas {x, y, w, h} and the metadata."""
+
 from __future__ import annotations
 
 import json
@@ -14,17 +15,18 @@ import numpy as np
 import torch
 from PIL import Image, ImageDraw, ImageEnhance, ImageFont
 
-PREVIEW_LONG_EDGE = 1024   # the preview is at most this long
-PREVIEW_DIM = 0.25         # a background image shows at a quarter of its brightness
-GRID = 1000                # element boxes are on a 0..1000 grid
-GREY = (140, 140, 140)     # the outline of a box without a palette
+PREVIEW_LONG_EDGE = 1024  # the preview is at most this long
+PREVIEW_DIM = 0.25  # a background image shows at a quarter of its brightness
+GRID = 1000  # element boxes are on a 0..1000 grid
+GREY = (140, 140, 140)  # the outline of a box without a palette
 
 
 def hex_rgb(value: str) -> tuple[int, int, int]:
     digits = value.lstrip("#")
     try:
-        return (int(digits[0:2], 16), int(digits[2:4], 16), int(digits[4:6], 16)) if len(digits) == 6 \
-            else (255, 255, 255)
+        return (
+            (int(digits[0:2], 16), int(digits[2:4], 16), int(digits[4:6], 16)) if len(digits) == 6 else (255, 255, 255)
+        )
     except ValueError:
         return (255, 255, 255)
 
@@ -45,6 +47,7 @@ def palette_of(colors: Any) -> list[str]:
 
 # -- what comes in -------------------------------------------------------------------------------------------
 
+
 def _pixel_box(box: dict) -> dict:
     out = {k: box.get(k, 0) for k in ("x", "y", "width", "height")}
     if isinstance(box.get("metadata"), dict):
@@ -63,11 +66,20 @@ def _from_elements(elements: list, width: int, height: int) -> list[dict]:
         except (TypeError, ValueError):
             raise ValueError("Create Bounding Boxes: an element's 'bbox' must hold four numbers") from None
         kind = "text" if element.get("type") == "text" else "obj"
-        boxes.append({"x": round(min(x0, x1) * width), "y": round(min(y0, y1) * height),
-                      "width": round(abs(x1 - x0) * width), "height": round(abs(y1 - y0) * height),
-                      "metadata": {"type": kind, "text": element.get("text", "") if kind == "text" else "",
-                                   "desc": element.get("desc", ""),
-                                   "palette": element.get("color_palette", []) or []}})
+        boxes.append(
+            {
+                "x": round(min(x0, x1) * width),
+                "y": round(min(y0, y1) * height),
+                "width": round(abs(x1 - x0) * width),
+                "height": round(abs(y1 - y0) * height),
+                "metadata": {
+                    "type": kind,
+                    "text": element.get("text", "") if kind == "text" else "",
+                    "desc": element.get("desc", ""),
+                    "palette": element.get("color_palette", []) or [],
+                },
+            }
+        )
     return boxes
 
 
@@ -94,33 +106,44 @@ def incoming_boxes(data: Any, width: int, height: int) -> list[dict]:
     if isinstance(data, dict):
         data = [data]
     if not isinstance(data, list):
-        raise ValueError(f"Create Bounding Boxes: bboxes must be boxes, elements or JSON text, "
-                         f"not {type(data).__name__}")
+        raise ValueError(
+            f"Create Bounding Boxes: bboxes must be boxes, elements or JSON text, not {type(data).__name__}"
+        )
     if not data:
         return []
     first = data[0]
-    if isinstance(first, list):      # frames of boxes: the first frame's
+    if isinstance(first, list):  # frames of boxes: the first frame's
         return [_pixel_box(b) for b in first if isinstance(b, dict)]
     if isinstance(first, dict) and _is_element(first):
         return _from_elements(data, width, height)
     if isinstance(first, dict) and _is_box(first):
         return [_pixel_box(b) for b in data if isinstance(b, dict)]
-    raise ValueError("Create Bounding Boxes: bboxes items must be boxes (x, y, width, height) or elements "
-                     "(with a 'bbox')")
+    raise ValueError(
+        "Create Bounding Boxes: bboxes items must be boxes (x, y, width, height) or elements (with a 'bbox')"
+    )
 
 
 def regions_of(boxes: list, width: int, height: int) -> list[dict]:
     regions = []
     for box in (b for b in boxes if isinstance(b, dict)):
         meta = box["metadata"] if isinstance(box.get("metadata"), dict) else {}
-        regions.append({"x": box.get("x", 0) / (width or 1), "y": box.get("y", 0) / (height or 1),
-                        "w": box.get("width", 0) / (width or 1), "h": box.get("height", 0) / (height or 1),
-                        "type": meta.get("type", "obj"), "text": meta.get("text", ""), "desc": meta.get("desc", ""),
-                        "palette": meta.get("palette", [])})
+        regions.append(
+            {
+                "x": box.get("x", 0) / (width or 1),
+                "y": box.get("y", 0) / (height or 1),
+                "w": box.get("width", 0) / (width or 1),
+                "h": box.get("height", 0) / (height or 1),
+                "type": meta.get("type", "obj"),
+                "text": meta.get("text", ""),
+                "desc": meta.get("desc", ""),
+                "palette": meta.get("palette", []),
+            }
+        )
     return regions
 
 
 # -- what goes out -------------------------------------------------------------------------------------------
+
 
 def pixel_frame(regions: list[dict], width: int, height: int) -> list[list[dict]]:
     """The regions as one frame of pixel boxes (a negative size flips the box to positive)."""
@@ -131,14 +154,16 @@ def pixel_frame(regions: list[dict], width: int, height: int) -> list[list[dict]
             x, w = x + w, -w
         if h < 0:
             y, h = y + h, -h
-        boxes.append({"x": round(x * width), "y": round(y * height), "width": round(w * width),
-                      "height": round(h * height)})
+        boxes.append(
+            {"x": round(x * width), "y": round(y * height), "width": round(w * width), "height": round(h * height)}
+        )
     return [boxes] if boxes else []
 
 
 def elements_of(regions: list[dict]) -> list[dict]:
     def grid(v: float) -> int:
         return max(0, min(GRID, round(v * GRID)))
+
     elements = []
     for r in regions:
         y0, x0, y1, x1 = grid(r["y"]), grid(r["x"]), grid(r["y"] + r["h"]), grid(r["x"] + r["w"])
@@ -157,7 +182,7 @@ def elements_of(regions: list[dict]) -> list[dict]:
 def _font(size: int) -> ImageFont.ImageFont:
     try:
         return ImageFont.load_default(size)
-    except TypeError:      # Pillow before 10.1: one size only
+    except TypeError:  # Pillow before 10.1: one size only
         return ImageFont.load_default()
 
 
@@ -206,8 +231,10 @@ def preview(regions: list[dict], width: int, height: int, background: torch.Tens
         if swatches and x2 - x1 > 2:
             step = (x2 - x1) / len(swatches)
             for i, color in enumerate(swatches):
-                draw.rectangle([x1 + round(i * step), y1, x1 + round((i + 1) * step), y1 + max(5, font_size // 2)],
-                               fill=hex_rgb(color))
+                draw.rectangle(
+                    [x1 + round(i * step), y1, x1 + round((i + 1) * step), y1 + max(5, font_size // 2)],
+                    fill=hex_rgb(color),
+                )
         tag = f"{number:02d}"
         draw.rectangle([x1, y1, x1 + draw.textlength(tag, font=tag_font) + 6, y1 + font_size + 2], fill=rgb + (255,))
         dark_tag = 0.299 * rgb[0] + 0.587 * rgb[1] + 0.114 * rgb[2] > 140
@@ -235,28 +262,71 @@ class CreateBoundingBoxes:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-                    "width": ("INT", {"default": 1024, "min": 64, "max": 16384, "step": 16,
-                                      "tooltip": "Canvas width: the pixel grid of the boxes."}),
-                    "height": ("INT", {"default": 1024, "min": 64, "max": 16384, "step": 16,
-                                       "tooltip": "Canvas height: the pixel grid of the boxes."}),
-                    "editor_state": ("BOUNDING_BOXES", {"socketless": False, "tooltip": "The boxes drawn on the "
-                                     "canvas, each with its type, text, description and palette; background "
-                                     "first, foreground last."})},
-                "optional": {
-                    "background": ("IMAGE", {"tooltip": "An image shown under the canvas and the preview."}),
-                    "bboxes": ("BOUNDING_BOX,ARRAY,STRING", {"tooltip": "Boxes, elements or JSON text that set the "
-                               "canvas; a new upstream value replaces the drawn boxes, edits win until it changes."}),
-                    "last_incoming": ("BOUNDING_BOXES", {"tooltip": "The canvas's record of the upstream value it "
-                                      "last took; empty makes it take the bboxes input again."})}}
+        return {
+            "required": {
+                "width": (
+                    "INT",
+                    {
+                        "default": 1024,
+                        "min": 64,
+                        "max": 16384,
+                        "step": 16,
+                        "tooltip": "Canvas width: the pixel grid of the boxes.",
+                    },
+                ),
+                "height": (
+                    "INT",
+                    {
+                        "default": 1024,
+                        "min": 64,
+                        "max": 16384,
+                        "step": 16,
+                        "tooltip": "Canvas height: the pixel grid of the boxes.",
+                    },
+                ),
+                "editor_state": (
+                    "BOUNDING_BOXES",
+                    {
+                        "socketless": False,
+                        "tooltip": "The boxes drawn on the "
+                        "canvas, each with its type, text, description and palette; background "
+                        "first, foreground last.",
+                    },
+                ),
+            },
+            "optional": {
+                "background": ("IMAGE", {"tooltip": "An image shown under the canvas and the preview."}),
+                "bboxes": (
+                    "BOUNDING_BOX,ARRAY,STRING",
+                    {
+                        "tooltip": "Boxes, elements or JSON text that set the "
+                        "canvas; a new upstream value replaces the drawn boxes, edits win until it changes."
+                    },
+                ),
+                "last_incoming": (
+                    "BOUNDING_BOXES",
+                    {
+                        "tooltip": "The canvas's record of the upstream value it "
+                        "last took; empty makes it take the bboxes input again."
+                    },
+                ),
+            },
+        }
 
     RETURN_TYPES = ("IMAGE", "BOUNDING_BOX", "ARRAY")
     RETURN_NAMES = ("preview", "bboxes", "elements")
     OUTPUT_TOOLTIPS = (None, None, None)
     DESCRIPTION = "Draws bounding boxes on a canvas: gives Ideogram prompt elements, pixel boxes and a preview."
 
-    def execute(self, width: int, height: int, editor_state: Any = None, last_incoming: Any = None,
-                background: torch.Tensor | None = None, bboxes: Any = None):
+    def execute(
+        self,
+        width: int,
+        height: int,
+        editor_state: Any = None,
+        last_incoming: Any = None,
+        background: torch.Tensor | None = None,
+        bboxes: Any = None,
+    ):
         incoming = incoming_boxes(bboxes, width, height)
         applied = last_incoming if isinstance(last_incoming, list) else []
         # a changed upstream value wins over the drawn boxes; otherwise the canvas's edits stand
@@ -265,8 +335,14 @@ class CreateBoundingBoxes:
         ui: dict[str, Any] = {"dims": [width, height]}
         if incoming:
             ui["input_bboxes"] = incoming
-        return {"ui": ui, "result": (preview(regions, width, height, background), pixel_frame(regions, width, height),
-                                     elements_of(regions))}
+        return {
+            "ui": ui,
+            "result": (
+                preview(regions, width, height, background),
+                pixel_frame(regions, width, height),
+                elements_of(regions),
+            ),
+        }
 
 
 NODE_CLASS_MAPPINGS = {"CreateBoundingBoxes": CreateBoundingBoxes}

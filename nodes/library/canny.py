@@ -8,6 +8,7 @@ borders; magnitude sqrt(gx² + gy² + eps); non-maximum suppression along the gr
 ones. The float operations are done in kornia's order, because the edge map flips wherever a magnitude
 lands on the other side of a threshold or a tie.
 """
+
 from __future__ import annotations
 
 import math
@@ -21,8 +22,10 @@ SIGMA = 1.0
 EPS = 1e-6
 # Neighbour k of a pixel for the gradient direction k x 45° (k = 8: the pixel itself), as (dy, dx).
 WINDOW_OFFSETS = ((0, 1), (1, 1), (1, 0), (1, -1), (0, -1), (-1, -1), (-1, 0), (-1, 1), (0, 0))
-SOBEL = ((((-1.0, 0.0, 1.0), (-2.0, 0.0, 2.0), (-1.0, 0.0, 1.0)),),
-         (((-1.0, -2.0, -1.0), (0.0, 0.0, 0.0), (1.0, 2.0, 1.0)),))
+SOBEL = (
+    (((-1.0, 0.0, 1.0), (-2.0, 0.0, 2.0), (-1.0, 0.0, 1.0)),),
+    (((-1.0, -2.0, -1.0), (0.0, 0.0, 0.0), (1.0, 2.0, 1.0)),),
+)
 
 
 class BaseError(Exception):
@@ -55,8 +58,12 @@ def _blur(image: torch.Tensor) -> torch.Tensor:
     code paths (a tap-by-tap accumulation for large float images on the CPU, else two convolutions)."""
     kernel = _gaussian_1d(KERNEL_SIZE, SIGMA, image)
     radius = KERNEL_SIZE // 2
-    large = (image.device.type == "cpu" and image.is_contiguous()
-             and image.shape[-2] * image.shape[-1] >= 256 * 256 and image.numel() >= 128 * 1024)
+    large = (
+        image.device.type == "cpu"
+        and image.is_contiguous()
+        and image.shape[-2] * image.shape[-1] >= 256 * 256
+        and image.numel() >= 128 * 1024
+    )
     if large:
         for axis in (-1, -2):
             size = image.shape[axis]
@@ -90,8 +97,10 @@ def _hysteresis(edges: torch.Tensor) -> torch.Tensor:
 def canny_edges(image: torch.Tensor, low_threshold: float, high_threshold: float) -> torch.Tensor:
     """Edge map [B,1,H,W] (0 or 1) of a [B,C,H,W] image with 1 or 3 channels."""
     if not low_threshold <= high_threshold:
-        raise BaseError("Invalid input thresholds. low_threshold should be smaller than or equal to the "
-                        f"high_threshold. Got: {low_threshold}>{high_threshold}")
+        raise BaseError(
+            "Invalid input thresholds. low_threshold should be smaller than or equal to the "
+            f"high_threshold. Got: {low_threshold}>{high_threshold}"
+        )
     if not 0 < low_threshold:
         raise BaseError(f"Invalid low threshold. Should be positive. Got: {low_threshold}")
     grey = _grey(image) if image.shape[1] == 3 else image
@@ -104,7 +113,7 @@ def canny_edges(image: torch.Tensor, low_threshold: float, high_threshold: float
     gx_p, gy_p = F.pad(gx, (1, 1, 1, 1)), F.pad(gy, (1, 1, 1, 1))
     padded = torch.sqrt(gx_p * gx_p + gy_p * gy_p + EPS)
     angle_45 = (torch.nan_to_num(torch.atan2(gy, gx)) * (4 / math.pi)).round()
-    window = torch.stack([padded[..., 1 + dy:1 + dy + h, 1 + dx:1 + dx + w] for dy, dx in WINDOW_OFFSETS], 2)
+    window = torch.stack([padded[..., 1 + dy : 1 + dy + h, 1 + dx : 1 + dx + w] for dy, dx in WINDOW_OFFSETS], 2)
     magnitude = window[:, :, 8]
     positive = (angle_45 % 8).long()
     negative = ((angle_45 + 4) % 8).long()
@@ -129,17 +138,21 @@ class Canny:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "image": ("IMAGE", {}),
-            "low_threshold": ("FLOAT", {"default": 0.4, "min": 0.01, "max": 0.99, "step": 0.01}),
-            "high_threshold": ("FLOAT", {"default": 0.8, "min": 0.01, "max": 0.99, "step": 0.01}),
-        }}
+        return {
+            "required": {
+                "image": ("IMAGE", {}),
+                "low_threshold": ("FLOAT", {"default": 0.4, "min": 0.01, "max": 0.99, "step": 0.01}),
+                "high_threshold": ("FLOAT", {"default": 0.8, "min": 0.01, "max": 0.99, "step": 0.01}),
+            }
+        }
 
     RETURN_TYPES = ("IMAGE",)
     FUNCTION = "detect_edge"
     CATEGORY = "image/preprocessors"
-    DESCRIPTION = ("Canny edge detection (kornia's): white edges on black. The thresholds apply to the "
-                   "Sobel gradient magnitude of the blurred grey image; low must not exceed high.")
+    DESCRIPTION = (
+        "Canny edge detection (kornia's): white edges on black. The thresholds apply to the "
+        "Sobel gradient magnitude of the blurred grey image; low must not exceed high."
+    )
 
     def detect_edge(self, image: torch.Tensor, low_threshold: float, high_threshold: float):
         edges = canny_edges(image.movedim(-1, 1), low_threshold, high_threshold)

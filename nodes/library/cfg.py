@@ -1,5 +1,6 @@
 """ComfyUI's comfy_extras.nodes_cfg: CFGZeroStar and CFGNorm, post-CFG functions carried on the MODEL
 (nodes.modelfns.model_options) and applied inside each denoise step."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -8,8 +9,8 @@ from typing import Any
 import torch
 
 from cluster.refs import ModelRef
-from nodes.modelfns.model_options import with_function
 from nodes.inputs import require_model
+from nodes.modelfns.model_options import with_function
 
 MODULE = "comfy_extras.nodes_cfg"
 POST_CFG = "sampler_post_cfg_function"
@@ -19,7 +20,7 @@ def optimized_scale(positive: torch.Tensor, negative: torch.Tensor) -> torch.Ten
     """CFG-Zero*'s per-sample s* = <v_cond, v_uncond> / ||v_uncond||^2 (1e-8 keeps it finite)."""
     pos, neg = positive.reshape(positive.shape[0], -1), negative.reshape(negative.shape[0], -1)
     dot = torch.sum(pos * neg, dim=1, keepdim=True)
-    squared_norm = torch.sum(neg ** 2, dim=1, keepdim=True) + 1e-8
+    squared_norm = torch.sum(neg**2, dim=1, keepdim=True) + 1e-8
     return (dot / squared_norm).reshape([positive.shape[0]] + [1] * (positive.ndim - 1))
 
 
@@ -37,11 +38,12 @@ class CfgZeroStarFunction:
 @dataclass(frozen=True)
 class CfgNormFunction:
     """Caps the guided prediction's per-pixel channel norm at the positive prediction's, times strength."""
+
     strength: float
 
     def __call__(self, args: dict) -> torch.Tensor:
         cond, guided = args["cond_denoised"], args["denoised"]
-        scale = (torch.norm(cond, dim=1, keepdim=True) / (torch.norm(guided, dim=1, keepdim=True) + 1e-8))
+        scale = torch.norm(cond, dim=1, keepdim=True) / (torch.norm(guided, dim=1, keepdim=True) + 1e-8)
         return guided * scale.clamp(min=0.0, max=1.0) * self.strength
 
 
@@ -72,8 +74,12 @@ class CFGNorm:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"model": ("MODEL", {}),
-                             "strength": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 100.0, "step": 0.01})}}
+        return {
+            "required": {
+                "model": ("MODEL", {}),
+                "strength": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 100.0, "step": 0.01}),
+            }
+        }
 
     def patch(self, model: Any, strength: float) -> tuple[ModelRef]:
         return (with_function(require_model(model), POST_CFG, CfgNormFunction(float(strength))),)

@@ -1,6 +1,7 @@
 """ComfyUI's CLIPVisionLoader and CLIPVisionEncode (nodes.py). The loader names the weights (a ModelRef);
 the encoding runs as the `clip_vision_encode` ModelFn (nodes/modelfns/clip_vision.py), and its tensors come
 back as a CLIP_VISION_OUTPUT that reads like ComfyUI's (attributes and item access)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -9,10 +10,10 @@ from typing import Any
 import torch
 
 from cluster.refs import ModelRef
+from nodes.inputs import require_ref
 from nodes.ksampler import call_model_fn
 from nodes.loaders import make_ref, model_file
 from nodes.workspace import active
-from nodes.inputs import require_ref
 
 COMPONENT = "clip_vision"
 
@@ -20,6 +21,7 @@ COMPONENT = "clip_vision"
 @dataclass
 class ClipVisionOutput:
     """ComfyUI's CLIP_VISION_OUTPUT: `out.image_embeds` or `out["image_embeds"]`."""
+
     last_hidden_state: torch.Tensor
     image_embeds: torch.Tensor
     penultimate_hidden_states: torch.Tensor
@@ -37,20 +39,24 @@ def clip_vision_file(path, input_name: str) -> None:
     from nodes.models.clip_vision import is_clip_vision
     from nodes.models.errors import ModelLoadError
     from nodes.models.safetensors_io import shapes_of
+
     try:
         keys = shapes_of(path)[0]
     except ModelLoadError as e:
         raise ValueError(f"{input_name}: {e}") from e
     if not is_clip_vision(keys):
-        raise ValueError(f"{input_name}: {path.name!r} is not a CLIP vision model Comfy Cluster can run "
-                         "(supported: CLIP ViT vision towers with a projection)")
+        raise ValueError(
+            f"{input_name}: {path.name!r} is not a CLIP vision model Comfy Cluster can run "
+            "(supported: CLIP ViT vision towers with a projection)"
+        )
 
 
 class CLIPVisionLoader:
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"clip_name": (active().list_files("clip_vision"),
-                                           {"tooltip": "The CLIP vision model file."})}}
+        return {
+            "required": {"clip_name": (active().list_files("clip_vision"), {"tooltip": "The CLIP vision model file."})}
+        }
 
     RETURN_TYPES = ("CLIP_VISION",)
     FUNCTION = "load_clip"
@@ -66,11 +72,19 @@ class CLIPVisionLoader:
 class CLIPVisionEncode:
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "clip_vision": ("CLIP_VISION", {"tooltip": "The CLIP vision encoder."}),
-            "image": ("IMAGE", {"tooltip": "The images to encode."}),
-            "crop": (["center", "none"], {"tooltip": "center: scale the short side to the encoder's size and "
-                                                     "crop the middle; none: squash the whole image."})}}
+        return {
+            "required": {
+                "clip_vision": ("CLIP_VISION", {"tooltip": "The CLIP vision encoder."}),
+                "image": ("IMAGE", {"tooltip": "The images to encode."}),
+                "crop": (
+                    ["center", "none"],
+                    {
+                        "tooltip": "center: scale the short side to the encoder's size and "
+                        "crop the middle; none: squash the whole image."
+                    },
+                ),
+            }
+        }
 
     RETURN_TYPES = ("CLIP_VISION_OUTPUT",)
     FUNCTION = "encode"
@@ -79,8 +93,9 @@ class CLIPVisionEncode:
 
     async def encode(self, clip_vision: ModelRef, image: torch.Tensor, crop: str) -> tuple[ClipVisionOutput]:
         require_ref(clip_vision, COMPONENT, "clip_vision", "CLIP_VISION")
-        out = await call_model_fn("clip_vision_encode", clip_vision, "clip_vision", {"image": image},
-                                  {"crop": crop == "center"})
+        out = await call_model_fn(
+            "clip_vision_encode", clip_vision, "clip_vision", {"image": image}, {"crop": crop == "center"}
+        )
         return (ClipVisionOutput(out["last_hidden_state"], out["image_embeds"], out["penultimate_hidden_states"]),)
 
 

@@ -1,5 +1,6 @@
 """Today's ComfyUI Color Picker (`comfy_extras.nodes_color`, class ColorToRGBInt, added after 0.3.64): a colour
 as one RGB integer (red * 65536 + green * 256 + blue), its #RRGGBB text and its alpha."""
+
 from __future__ import annotations
 
 import re

@@ -6,9 +6,11 @@ distribution with the Monge-Kantorovich linear transform (means and full 3x3 cov
 matches each RGB channel's 256-bin histogram. Statistics of the targets are taken per frame, pooled over
 all frames (`uniform`, one transform for all), or from one chosen frame (`target_frame`, one transform);
 `strength` blends between the target (0) and the full transfer (1) and beyond."""
+
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import kornia
 import torch
@@ -18,11 +20,25 @@ from nodes.dynamic_inputs import DynamicSection, combo_inputs, dynamic_combo
 EPS = 1e-6
 BINS = 256
 METHODS = ["reinhard_lab", "mkl_lab", "histogram"]
-SOURCE_STATS = dynamic_combo({"per_frame": {}, "uniform": {}, "target_frame": {
-    "target_index": ("INT", {"default": 0, "min": 0, "max": 10000,
-                             "tooltip": "The target frame whose colours define the one transform for all frames."})}},
+SOURCE_STATS = dynamic_combo(
+    {
+        "per_frame": {},
+        "uniform": {},
+        "target_frame": {
+            "target_index": (
+                "INT",
+                {
+                    "default": 0,
+                    "min": 0,
+                    "max": 10000,
+                    "tooltip": "The target frame whose colours define the one transform for all frames.",
+                },
+            )
+        },
+    },
     tooltip="per_frame: each frame matched on its own; uniform: all frames' colours pooled into one transform; "
-            "target_frame: one frame's colours define the transform applied to every frame.")
+    "target_frame: one frame's colours define the transform applied to every frame.",
+)
 
 
 def _lab(frame: torch.Tensor) -> torch.Tensor:
@@ -44,7 +60,7 @@ def mkl_matrix(cov_source: torch.Tensor, cov_ref: torch.Tensor) -> torch.Tensor:
     """T with T cov_source T^T = cov_ref, the Monge-Kantorovich linear map (Pitie & Kokaram 2007)."""
     values, vectors = torch.linalg.eigh(cov_source)
     root = values.clamp_min(0).sqrt().clamp_min(EPS)
-    whiten = vectors * root                     # Cs^(1/2) in the eigenbasis
+    whiten = vectors * root  # Cs^(1/2) in the eigenbasis
     inner_values, inner_vectors = torch.linalg.eigh(whiten.T @ cov_ref @ whiten)
     middle = (inner_vectors * inner_values.clamp_min(0).sqrt()) @ inner_vectors.T
     inverse = vectors / root
@@ -73,8 +89,11 @@ def _lut(source: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
 
 
 def _histogram(target: torch.Tensor, ref: torch.Tensor, mode: str, index: int) -> torch.Tensor:
-    uniform = None if mode == "per_frame" else _lut(
-        _cdf(target[min(index, len(target) - 1)][None] if mode == "target_frame" else target), _cdf(ref))
+    uniform = (
+        None
+        if mode == "per_frame"
+        else _lut(_cdf(target[min(index, len(target) - 1)][None] if mode == "target_frame" else target), _cdf(ref))
+    )
     out = []
     for i, frame in enumerate(target):
         lut = uniform if uniform is not None else _lut(_cdf(frame[None]), _cdf(ref[min(i, len(ref) - 1)][None]))
@@ -100,11 +119,12 @@ def _lab_transfer(target: torch.Tensor, ref: torch.Tensor, method: str, mode: st
         else:
             lab = shared(lab)
         out.append(lab.reshape(3, *frame.shape[:2]))
-    return torch.stack(out)   # Lab [N,3,H,W]
+    return torch.stack(out)  # Lab [N,3,H,W]
 
 
-def color_transfer(target: torch.Tensor, ref: torch.Tensor | None, method: str, mode: str, index: int,
-                   strength: float) -> torch.Tensor:
+def color_transfer(
+    target: torch.Tensor, ref: torch.Tensor | None, method: str, mode: str, index: int, strength: float
+) -> torch.Tensor:
     if strength == 0 or ref is None:
         return target
     if method not in METHODS:
@@ -129,23 +149,47 @@ class ColorTransfer:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": DynamicSection({
+        return {
+            "required": DynamicSection(
+                {
                     "image_target": ("IMAGE", {"tooltip": "The images whose colours change."}),
                     "method": ("COMBO", {"multiselect": False, "options": METHODS}),
                     "source_stats": SOURCE_STATS,
-                    "strength": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 10.0, "step": 0.01})}),
-                "optional": {"image_ref": ("IMAGE", {"tooltip": "The images whose colours are taken; "
-                                                                "without it the targets pass unchanged."})}}
+                    "strength": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 10.0, "step": 0.01}),
+                }
+            ),
+            "optional": {
+                "image_ref": (
+                    "IMAGE",
+                    {"tooltip": "The images whose colours are taken; without it the targets pass unchanged."},
+                )
+            },
+        }
 
     RETURN_TYPES = ("IMAGE",)
     RETURN_NAMES = ("image",)
     OUTPUT_TOOLTIPS = (None,)
-    SEARCH_ALIASES = ["color match", "color grading", "color correction", "match colors", "color transform", "mkl",
-                      "reinhard", "histogram"]
+    SEARCH_ALIASES = [
+        "color match",
+        "color grading",
+        "color correction",
+        "match colors",
+        "color transform",
+        "mkl",
+        "reinhard",
+        "histogram",
+    ]
     DESCRIPTION = "Gives the target images the colours of the reference images (Reinhard, MKL or histogram matching)."
 
-    def execute(self, image_target: torch.Tensor, method: str, source_stats: str, strength: float = 1.0,
-                image_ref: torch.Tensor | None = None, **kwargs: Any):
+    def execute(
+        self,
+        image_target: torch.Tensor,
+        method: str,
+        source_stats: str,
+        strength: float = 1.0,
+        image_ref: torch.Tensor | None = None,
+        **kwargs: Any,
+    ):
         index = combo_inputs(kwargs, "source_stats").get("target_index", 0)
         return (color_transfer(image_target, image_ref, method, source_stats, index, strength),)
 

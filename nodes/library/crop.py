@@ -1,5 +1,6 @@
 """Today's ComfyUI crop nodes (`comfy_extras.nodes_images`, added after 0.3.64): Crop Image, whose region is
 one BOUNDING_BOX value the web UI draws on the image, and the Bounding Box primitive."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -16,7 +17,7 @@ def crop(image: torch.Tensor, region: dict[str, int]) -> torch.Tensor:
     """The region {x, y, width, height} of [N,H,W,C] images; a corner past the image is pulled back inside it."""
     x = min(region.get("x", 0), image.shape[2] - 1)
     y = min(region.get("y", 0), image.shape[1] - 1)
-    return image[:, y:y + region.get("height", 512), x:x + region.get("width", 512), :]
+    return image[:, y : y + region.get("height", 512), x : x + region.get("width", 512), :]
 
 
 class ImageCropV2:
@@ -45,10 +46,14 @@ class PrimitiveBoundingBox:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"x": ("INT", {"default": 0, "min": 0, "max": MAX_RESOLUTION}),
-                             "y": ("INT", {"default": 0, "min": 0, "max": MAX_RESOLUTION}),
-                             "width": ("INT", {"default": 512, "min": 1, "max": MAX_RESOLUTION}),
-                             "height": ("INT", {"default": 512, "min": 1, "max": MAX_RESOLUTION})}}
+        return {
+            "required": {
+                "x": ("INT", {"default": 0, "min": 0, "max": MAX_RESOLUTION}),
+                "y": ("INT", {"default": 0, "min": 0, "max": MAX_RESOLUTION}),
+                "width": ("INT", {"default": 512, "min": 1, "max": MAX_RESOLUTION}),
+                "height": ("INT", {"default": 512, "min": 1, "max": MAX_RESOLUTION}),
+            }
+        }
 
     RETURN_TYPES = ("BOUNDING_BOX",)
     OUTPUT_TOOLTIPS = (None,)

@@ -4,6 +4,7 @@ other nodes evaluate on [0, 1] (`interp`, `interp_array`, `to_lut`), and the Cur
 
 The monotone cubic is the Fritsch-Carlson Hermite spline the web UI's editor draws, so what a node computes
 follows the curve the user sees."""
+
 from __future__ import annotations
 
 import logging
@@ -43,8 +44,11 @@ class CurveInput:
         """A curve from a widget value: a curve, {"points", "interpolation"} or a list of (x, y) pairs."""
         if isinstance(data, CurveInput):
             return data
-        points, interpolation = (data.get("points"), data.get("interpolation", "monotone_cubic")) \
-            if isinstance(data, dict) else (data, "monotone_cubic")
+        points, interpolation = (
+            (data.get("points"), data.get("interpolation", "monotone_cubic"))
+            if isinstance(data, dict)
+            else (data, "monotone_cubic")
+        )
         try:
             pairs = [(float(x), float(y)) for x, y in points]
         except (TypeError, ValueError):
@@ -93,7 +97,7 @@ class MonotoneCubicCurve(CurveInput):
                 m[i] = m[i + 1] = 0.0
                 continue
             a, b = m[i] / secants[i], m[i + 1] / secants[i]
-            if a * a + b * b > 9:   # outside the monotonicity circle: scale both tangents back onto it
+            if a * a + b * b > 9:  # outside the monotonicity circle: scale both tangents back onto it
                 scale = 3 / math.sqrt(a * a + b * b)
                 m[i], m[i + 1] = scale * a * secants[i], scale * b * secants[i]
         return m
@@ -109,8 +113,12 @@ class MonotoneCubicCurve(CurveInput):
         h = xs[hi] - xs[lo]
         t = np.where(h == 0, 0.0, (xs_in - xs[lo]) / np.where(h == 0, 1.0, h))
         t2, t3 = t * t, t * t * t
-        value = ((2 * t3 - 3 * t2 + 1) * ys[lo] + (t3 - 2 * t2 + t) * h * m[lo]
-                 + (-2 * t3 + 3 * t2) * ys[hi] + (t3 - t2) * h * m[hi])
+        value = (
+            (2 * t3 - 3 * t2 + 1) * ys[lo]
+            + (t3 - 2 * t2 + t) * h * m[lo]
+            + (-2 * t3 + 3 * t2) * ys[hi]
+            + (t3 - t2) * h * m[hi]
+        )
         value = np.where(xs_in <= xs[0], ys[0], value)
         return np.where(xs_in >= xs[-1], ys[-1], value)
 
@@ -122,10 +130,18 @@ class CurveEditor:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"curve": ("CURVE", {"default": {"points": [[0.0, 0.0], [1.0, 1.0]],
-                                                             "interpolation": "monotone_cubic"},
-                                                 "socketless": True})},
-                "optional": {"histogram": ("HISTOGRAM", {"tooltip": "Levels shown behind the curve in the editor."})}}
+        return {
+            "required": {
+                "curve": (
+                    "CURVE",
+                    {
+                        "default": {"points": [[0.0, 0.0], [1.0, 1.0]], "interpolation": "monotone_cubic"},
+                        "socketless": True,
+                    },
+                )
+            },
+            "optional": {"histogram": ("HISTOGRAM", {"tooltip": "Levels shown behind the curve in the editor."})},
+        }
 
     RETURN_TYPES = ("CURVE",)
     RETURN_NAMES = ("curve",)

@@ -5,6 +5,7 @@ SAMPLER, NOISE and GUIDER values are plain data (nodes.ksampler's SamplerChoice,
 and SIGMAS a float tensor, so SamplerCustom and SamplerCustomAdvanced run the very loop KSampler runs
 (nodes.ksampler.sample_guided): one `denoise_step` invocation per step, on any executor.
 """
+
 from __future__ import annotations
 
 import math
@@ -13,14 +14,21 @@ from typing import Any
 import torch
 
 from nodes.conditioning import require
+from nodes.inputs import require_model
 from nodes.ksampler import GuiderChoice, NoiseChoice, SamplerChoice, sample_guided
 from nodes.modelfns.model_options import latent_format, sampling_config
 from nodes.sampling.model_sampling import ModelSampling, model_sampling_from_config
 from nodes.sampling.samplers import SAMPLER_NAMES
-from nodes.sampling.schedules import (SCHEDULER_NAMES, calculate_sigmas, exponential, karras, laplace,
-                                      polyexponential, vp)
+from nodes.sampling.schedules import (
+    SCHEDULER_NAMES,
+    calculate_sigmas,
+    exponential,
+    karras,
+    laplace,
+    polyexponential,
+    vp,
+)
 from nodes.sampling.schedules import beta as beta_schedule
-from nodes.inputs import require_model
 
 MODULE = "comfy_extras.nodes_custom_sampler"
 SCHEDULERS_CATEGORY = "sampling/custom_sampling/schedulers"
@@ -30,21 +38,75 @@ GUIDERS_CATEGORY = "sampling/custom_sampling/guiders"
 NOISE_CATEGORY = "sampling/custom_sampling/noise"
 
 STEPS = ("INT", {"default": 20, "min": 1, "max": 10000, "tooltip": "The number of sampling steps."})
-SIGMA_MAX = ("FLOAT", {"default": 14.614642, "min": 0.0, "max": 5000.0, "step": 0.01, "round": False,
-                       "tooltip": "The highest noise level, where sampling starts."})
-SIGMA_MIN = ("FLOAT", {"default": 0.0291675, "min": 0.0, "max": 5000.0, "step": 0.01, "round": False,
-                       "tooltip": "The lowest noise level before the final 0."})
-DENOISE = ("FLOAT", {"default": 1.0, "min": 0.0, "max": 1.0, "step": 0.01,
-                     "tooltip": "The share of the schedule kept (its low-noise end), for img2img."})
-ETA = ("FLOAT", {"default": 1.0, "min": 0.0, "max": 100.0, "step": 0.01, "round": False,
-                 "tooltip": "How much fresh noise each step adds (0: deterministic)."})
-S_NOISE = ("FLOAT", {"default": 1.0, "min": 0.0, "max": 100.0, "step": 0.01, "round": False,
-                     "tooltip": "Scale of the added noise."})
+SIGMA_MAX = (
+    "FLOAT",
+    {
+        "default": 14.614642,
+        "min": 0.0,
+        "max": 5000.0,
+        "step": 0.01,
+        "round": False,
+        "tooltip": "The highest noise level, where sampling starts.",
+    },
+)
+SIGMA_MIN = (
+    "FLOAT",
+    {
+        "default": 0.0291675,
+        "min": 0.0,
+        "max": 5000.0,
+        "step": 0.01,
+        "round": False,
+        "tooltip": "The lowest noise level before the final 0.",
+    },
+)
+DENOISE = (
+    "FLOAT",
+    {
+        "default": 1.0,
+        "min": 0.0,
+        "max": 1.0,
+        "step": 0.01,
+        "tooltip": "The share of the schedule kept (its low-noise end), for img2img.",
+    },
+)
+ETA = (
+    "FLOAT",
+    {
+        "default": 1.0,
+        "min": 0.0,
+        "max": 100.0,
+        "step": 0.01,
+        "round": False,
+        "tooltip": "How much fresh noise each step adds (0: deterministic).",
+    },
+)
+S_NOISE = (
+    "FLOAT",
+    {"default": 1.0, "min": 0.0, "max": 100.0, "step": 0.01, "round": False, "tooltip": "Scale of the added noise."},
+)
 NOISE_DEVICE = (["gpu", "cpu"], {"tooltip": "Where the Brownian-tree noise is drawn (the results differ)."})
-CFG = ("FLOAT", {"default": 8.0, "min": 0.0, "max": 100.0, "step": 0.1, "round": 0.01,
-                 "tooltip": "Classifier-free guidance scale."})
-SEED = ("INT", {"default": 0, "min": 0, "max": 0xffffffffffffffff, "control_after_generate": True,
-                "tooltip": "The random seed of the noise."})
+CFG = (
+    "FLOAT",
+    {
+        "default": 8.0,
+        "min": 0.0,
+        "max": 100.0,
+        "step": 0.1,
+        "round": 0.01,
+        "tooltip": "Classifier-free guidance scale.",
+    },
+)
+SEED = (
+    "INT",
+    {
+        "default": 0,
+        "min": 0,
+        "max": 0xFFFFFFFFFFFFFFFF,
+        "control_after_generate": True,
+        "tooltip": "The random seed of the noise.",
+    },
+)
 
 
 def _model_sampling(model: Any) -> ModelSampling:
@@ -77,6 +139,7 @@ class _Node:
 
 # --- schedulers ---------------------------------------------------------------------------------------------
 
+
 class _Scheduler(_Node):
     RETURN_TYPES = ("SIGMAS",)
     FUNCTION = "get_sigmas"
@@ -88,8 +151,7 @@ class BasicScheduler(_Scheduler):
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"model": ("MODEL",), "scheduler": (SCHEDULER_NAMES,), "steps": STEPS,
-                             "denoise": DENOISE}}
+        return {"required": {"model": ("MODEL",), "scheduler": (SCHEDULER_NAMES,), "steps": STEPS, "denoise": DENOISE}}
 
     def get_sigmas(self, model, scheduler, steps, denoise):
         ms = _model_sampling(model)
@@ -98,7 +160,7 @@ class BasicScheduler(_Scheduler):
             if denoise <= 0.0:
                 return (torch.FloatTensor([]),)
             total = int(steps / denoise)
-        return (calculate_sigmas(ms, scheduler, total).cpu()[-(steps + 1):],)
+        return (calculate_sigmas(ms, scheduler, total).cpu()[-(steps + 1) :],)
 
 
 class KarrasScheduler(_Scheduler):
@@ -106,9 +168,14 @@ class KarrasScheduler(_Scheduler):
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"steps": STEPS, "sigma_max": SIGMA_MAX, "sigma_min": SIGMA_MIN,
-                             "rho": ("FLOAT", {"default": 7.0, "min": 0.0, "max": 100.0, "step": 0.01,
-                                               "round": False})}}
+        return {
+            "required": {
+                "steps": STEPS,
+                "sigma_max": SIGMA_MAX,
+                "sigma_min": SIGMA_MIN,
+                "rho": ("FLOAT", {"default": 7.0, "min": 0.0, "max": 100.0, "step": 0.01, "round": False}),
+            }
+        }
 
     def get_sigmas(self, steps, sigma_max, sigma_min, rho):
         return (karras(steps, sigma_min, sigma_max, rho),)
@@ -130,9 +197,14 @@ class PolyexponentialScheduler(_Scheduler):
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"steps": STEPS, "sigma_max": SIGMA_MAX, "sigma_min": SIGMA_MIN,
-                             "rho": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 100.0, "step": 0.01,
-                                               "round": False})}}
+        return {
+            "required": {
+                "steps": STEPS,
+                "sigma_max": SIGMA_MAX,
+                "sigma_min": SIGMA_MIN,
+                "rho": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 100.0, "step": 0.01, "round": False}),
+            }
+        }
 
     def get_sigmas(self, steps, sigma_max, sigma_min, rho):
         return (polyexponential(steps, sigma_min, sigma_max, rho),)
@@ -143,11 +215,15 @@ class LaplaceScheduler(_Scheduler):
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"steps": STEPS, "sigma_max": SIGMA_MAX, "sigma_min": SIGMA_MIN,
-                             "mu": ("FLOAT", {"default": 0.0, "min": -10.0, "max": 10.0, "step": 0.1,
-                                              "round": False}),
-                             "beta": ("FLOAT", {"default": 0.5, "min": 0.0, "max": 10.0, "step": 0.1,
-                                                "round": False})}}
+        return {
+            "required": {
+                "steps": STEPS,
+                "sigma_max": SIGMA_MAX,
+                "sigma_min": SIGMA_MIN,
+                "mu": ("FLOAT", {"default": 0.0, "min": -10.0, "max": 10.0, "step": 0.1, "round": False}),
+                "beta": ("FLOAT", {"default": 0.5, "min": 0.0, "max": 10.0, "step": 0.1, "round": False}),
+            }
+        }
 
     def get_sigmas(self, steps, sigma_max, sigma_min, mu, beta):
         return (laplace(steps, sigma_min, sigma_max, mu, beta),)
@@ -158,13 +234,14 @@ class VPScheduler(_Scheduler):
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"steps": STEPS,
-                             "beta_d": ("FLOAT", {"default": 19.9, "min": 0.0, "max": 5000.0, "step": 0.01,
-                                                  "round": False}),
-                             "beta_min": ("FLOAT", {"default": 0.1, "min": 0.0, "max": 5000.0, "step": 0.01,
-                                                    "round": False}),
-                             "eps_s": ("FLOAT", {"default": 0.001, "min": 0.0, "max": 1.0, "step": 0.0001,
-                                                 "round": False})}}
+        return {
+            "required": {
+                "steps": STEPS,
+                "beta_d": ("FLOAT", {"default": 19.9, "min": 0.0, "max": 5000.0, "step": 0.01, "round": False}),
+                "beta_min": ("FLOAT", {"default": 0.1, "min": 0.0, "max": 5000.0, "step": 0.01, "round": False}),
+                "eps_s": ("FLOAT", {"default": 0.001, "min": 0.0, "max": 1.0, "step": 0.0001, "round": False}),
+            }
+        }
 
     def get_sigmas(self, steps, beta_d, beta_min, eps_s):
         return (vp(steps, beta_d, beta_min, eps_s),)
@@ -175,11 +252,14 @@ class BetaSamplingScheduler(_Scheduler):
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"model": ("MODEL",), "steps": STEPS,
-                             "alpha": ("FLOAT", {"default": 0.6, "min": 0.0, "max": 50.0, "step": 0.01,
-                                                 "round": False}),
-                             "beta": ("FLOAT", {"default": 0.6, "min": 0.0, "max": 50.0, "step": 0.01,
-                                                "round": False})}}
+        return {
+            "required": {
+                "model": ("MODEL",),
+                "steps": STEPS,
+                "alpha": ("FLOAT", {"default": 0.6, "min": 0.0, "max": 50.0, "step": 0.01, "round": False}),
+                "beta": ("FLOAT", {"default": 0.6, "min": 0.0, "max": 50.0, "step": 0.01, "round": False}),
+            }
+        }
 
     def get_sigmas(self, model, steps, alpha, beta):
         return (beta_schedule(_model_sampling(model), steps, alpha, beta),)
@@ -190,18 +270,23 @@ class SDTurboScheduler(_Scheduler):
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"model": ("MODEL",),
-                             "steps": ("INT", {"default": 1, "min": 1, "max": 10}),
-                             "denoise": ("FLOAT", {"default": 1.0, "min": 0, "max": 1.0, "step": 0.01})}}
+        return {
+            "required": {
+                "model": ("MODEL",),
+                "steps": ("INT", {"default": 1, "min": 1, "max": 10}),
+                "denoise": ("FLOAT", {"default": 1.0, "min": 0, "max": 1.0, "step": 0.01}),
+            }
+        }
 
     def get_sigmas(self, model, steps, denoise):
         start = 10 - int(10 * denoise)
-        timesteps = torch.flip(torch.arange(1, 11) * 100 - 1, (0,))[start:start + steps]
+        timesteps = torch.flip(torch.arange(1, 11) * 100 - 1, (0,))[start : start + steps]
         sigmas = _model_sampling(model).sigma(timesteps)
         return (torch.cat([sigmas, sigmas.new_zeros([1])]),)
 
 
 # --- sigma operations ---------------------------------------------------------------------------------------
+
 
 class _SigmaOp(_Node):
     CATEGORY = SIGMAS_CATEGORY
@@ -219,7 +304,7 @@ class SplitSigmas(_SigmaOp):
 
     def get_sigmas(self, sigmas, step):
         sigmas = _sigmas(sigmas)
-        return (sigmas[:step + 1], sigmas[step:])
+        return (sigmas[: step + 1], sigmas[step:])
 
 
 class SplitSigmasDenoise(_SigmaOp):
@@ -236,7 +321,7 @@ class SplitSigmasDenoise(_SigmaOp):
         sigmas = _sigmas(sigmas)
         low_steps = round(max(sigmas.shape[-1] - 1, 0) * denoise)
         # As ComfyUI slices: at denoise 0 the high part is sigmas[:-0], which is empty.
-        return (sigmas[:-low_steps], sigmas[-(low_steps + 1):])
+        return (sigmas[:-low_steps], sigmas[-(low_steps + 1) :])
 
 
 class FlipSigmas(_SigmaOp):
@@ -265,9 +350,12 @@ class SetFirstSigma(_SigmaOp):
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"sigmas": ("SIGMAS",),
-                             "sigma": ("FLOAT", {"default": 136.0, "min": 0.0, "max": 20000.0, "step": 0.001,
-                                                 "round": False})}}
+        return {
+            "required": {
+                "sigmas": ("SIGMAS",),
+                "sigma": ("FLOAT", {"default": 136.0, "min": 0.0, "max": 20000.0, "step": 0.001, "round": False}),
+            }
+        }
 
     def set_first_sigma(self, sigmas, sigma):
         sigmas = _sigmas(sigmas).clone()
@@ -278,27 +366,37 @@ class SetFirstSigma(_SigmaOp):
 
 
 class ExtendIntermediateSigmas(_SigmaOp):
-    DESCRIPTION = ("Inserts steps - 1 extra sigmas between neighbours whose upper sigma lies in "
-                   "[end_at_sigma, start_at_sigma] (start -1: no upper bound), spaced linearly, by cosine or by sine.")
+    DESCRIPTION = (
+        "Inserts steps - 1 extra sigmas between neighbours whose upper sigma lies in "
+        "[end_at_sigma, start_at_sigma] (start -1: no upper bound), spaced linearly, by cosine or by sine."
+    )
     RETURN_TYPES = ("SIGMAS",)
     FUNCTION = "extend"
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"sigmas": ("SIGMAS",),
-                             "steps": ("INT", {"default": 2, "min": 1, "max": 100}),
-                             "start_at_sigma": ("FLOAT", {"default": -1.0, "min": -1.0, "max": 20000.0, "step": 0.01,
-                                                          "round": False}),
-                             "end_at_sigma": ("FLOAT", {"default": 12.0, "min": 0.0, "max": 20000.0, "step": 0.01,
-                                                        "round": False}),
-                             "spacing": (["linear", "cosine", "sine"],)}}
+        return {
+            "required": {
+                "sigmas": ("SIGMAS",),
+                "steps": ("INT", {"default": 2, "min": 1, "max": 100}),
+                "start_at_sigma": (
+                    "FLOAT",
+                    {"default": -1.0, "min": -1.0, "max": 20000.0, "step": 0.01, "round": False},
+                ),
+                "end_at_sigma": ("FLOAT", {"default": 12.0, "min": 0.0, "max": 20000.0, "step": 0.01, "round": False}),
+                "spacing": (["linear", "cosine", "sine"],),
+            }
+        }
 
     def extend(self, sigmas, steps, start_at_sigma, end_at_sigma, spacing):
         sigmas = _sigmas(sigmas)
         upper = float("inf") if start_at_sigma < 0 else start_at_sigma
         ramp = torch.linspace(0, 1, steps + 1, device=sigmas.device)[1:-1]
-        fractions = {"linear": ramp, "cosine": torch.sin(ramp * math.pi / 2),
-                     "sine": 1 - torch.cos(ramp * math.pi / 2)}[spacing]
+        fractions = {
+            "linear": ramp,
+            "cosine": torch.sin(ramp * math.pi / 2),
+            "sine": 1 - torch.cos(ramp * math.pi / 2),
+        }[spacing]
         out: list = []
         for i in range(len(sigmas) - 1):
             current, following = sigmas[i], sigmas[i + 1]
@@ -318,12 +416,22 @@ class SamplingPercentToSigma(_SigmaOp):
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "model": ("MODEL", {}),
-            "sampling_percent": ("FLOAT", {"default": 0.0, "min": 0.0, "max": 1.0, "step": 0.0001}),
-            "return_actual_sigma": ("BOOLEAN", {"default": False, "tooltip": (
-                "At 0 and 1, give the model's largest and smallest sigma instead of the bounds used to test "
-                "whether a step lies in a range.")})}}
+        return {
+            "required": {
+                "model": ("MODEL", {}),
+                "sampling_percent": ("FLOAT", {"default": 0.0, "min": 0.0, "max": 1.0, "step": 0.0001}),
+                "return_actual_sigma": (
+                    "BOOLEAN",
+                    {
+                        "default": False,
+                        "tooltip": (
+                            "At 0 and 1, give the model's largest and smallest sigma instead of the bounds used to test "
+                            "whether a step lies in a range."
+                        ),
+                    },
+                ),
+            }
+        }
 
     def get_sigma(self, model, sampling_percent, return_actual_sigma):
         ms = _model_sampling(model)
@@ -336,6 +444,7 @@ class SamplingPercentToSigma(_SigmaOp):
 
 
 # --- sampler objects ----------------------------------------------------------------------------------------
+
 
 class _SamplerObject(_Node):
     RETURN_TYPES = ("SAMPLER",)
@@ -388,13 +497,17 @@ class SamplerDPMPP_SDE(_SamplerObject):
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"eta": ETA, "s_noise": S_NOISE,
-                             "r": ("FLOAT", {"default": 0.5, "min": 0.0, "max": 100.0, "step": 0.01, "round": False}),
-                             "noise_device": NOISE_DEVICE}}
+        return {
+            "required": {
+                "eta": ETA,
+                "s_noise": S_NOISE,
+                "r": ("FLOAT", {"default": 0.5, "min": 0.0, "max": 100.0, "step": 0.01, "round": False}),
+                "noise_device": NOISE_DEVICE,
+            }
+        }
 
     def get_sampler(self, eta, s_noise, r, noise_device):
-        return (SamplerChoice(_with_device("dpmpp_sde", noise_device),
-                              (("eta", eta), ("s_noise", s_noise), ("r", r))),)
+        return (SamplerChoice(_with_device("dpmpp_sde", noise_device), (("eta", eta), ("s_noise", s_noise), ("r", r))),)
 
 
 class SamplerDPMPP_2M_SDE(_SamplerObject):
@@ -402,12 +515,22 @@ class SamplerDPMPP_2M_SDE(_SamplerObject):
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"solver_type": (["midpoint", "heun"],), "eta": ETA, "s_noise": S_NOISE,
-                             "noise_device": NOISE_DEVICE}}
+        return {
+            "required": {
+                "solver_type": (["midpoint", "heun"],),
+                "eta": ETA,
+                "s_noise": S_NOISE,
+                "noise_device": NOISE_DEVICE,
+            }
+        }
 
     def get_sampler(self, solver_type, eta, s_noise, noise_device):
-        return (SamplerChoice(_with_device("dpmpp_2m_sde", noise_device),
-                              (("eta", eta), ("s_noise", s_noise), ("solver_type", solver_type))),)
+        return (
+            SamplerChoice(
+                _with_device("dpmpp_2m_sde", noise_device),
+                (("eta", eta), ("s_noise", s_noise), ("solver_type", solver_type)),
+            ),
+        )
 
 
 class SamplerDPMPP_3M_SDE(_SamplerObject):
@@ -433,6 +556,7 @@ class SamplerLMS(_SamplerObject):
 
 
 # --- noise --------------------------------------------------------------------------------------------------
+
 
 class DisableNoise(_Node):
     DESCRIPTION = "No initial noise: the latent is sampled as it is."
@@ -467,8 +591,9 @@ class AddNoise(_Node):
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"model": ("MODEL",), "noise": ("NOISE",), "sigmas": ("SIGMAS",),
-                             "latent_image": ("LATENT",)}}
+        return {
+            "required": {"model": ("MODEL",), "noise": ("NOISE",), "sigmas": ("SIGMAS",), "latent_image": ("LATENT",)}
+        }
 
     def add_noise(self, model, noise, sigmas, latent_image):
         model, sigmas, latent = require_model(model), _sigmas(sigmas), _latent(latent_image)
@@ -481,13 +606,14 @@ class AddNoise(_Node):
         drawn = noise.generate(latent, samples)
         ms, fmt = _model_sampling(model), latent_format(model)
         scale = torch.abs(sigmas[0] - sigmas[-1]) if len(sigmas) > 1 else sigmas[0]
-        if torch.count_nonzero(samples) > 0:   # an empty latent is not shifted into model space
+        if torch.count_nonzero(samples) > 0:  # an empty latent is not shifted into model space
             samples = fmt.process_in(samples)
         noisy = fmt.process_out(ms.noise_scaling(scale, drawn, samples))
         return ({**latent, "samples": torch.nan_to_num(noisy, nan=0.0, posinf=0.0, neginf=0.0)},)
 
 
 # --- guiders ------------------------------------------------------------------------------------------------
+
 
 class _Guider(_Node):
     RETURN_TYPES = ("GUIDER",)
@@ -511,30 +637,51 @@ class CFGGuider(_Guider):
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"model": ("MODEL",), "positive": ("CONDITIONING",), "negative": ("CONDITIONING",),
-                             "cfg": CFG}}
+        return {
+            "required": {"model": ("MODEL",), "positive": ("CONDITIONING",), "negative": ("CONDITIONING",), "cfg": CFG}
+        }
 
     def get_guider(self, model, positive, negative, cfg):
         return (GuiderChoice(require_model(model), require(positive, "positive"), require(negative, "negative"), cfg),)
 
 
 class DualCFGGuider(_Guider):
-    DESCRIPTION = ("Two guidance scales: cond1 over cond2 (cfg_conds) and cond2 over negative "
-                   "(cfg_cond2_negative), added (regular) or applied one inside the other (nested).")
+    DESCRIPTION = (
+        "Two guidance scales: cond1 over cond2 (cfg_conds) and cond2 over negative "
+        "(cfg_cond2_negative), added (regular) or applied one inside the other (nested)."
+    )
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"model": ("MODEL",), "cond1": ("CONDITIONING",), "cond2": ("CONDITIONING",),
-                             "negative": ("CONDITIONING",), "cfg_conds": CFG, "cfg_cond2_negative": CFG,
-                             "style": (["regular", "nested"],)}}
+        return {
+            "required": {
+                "model": ("MODEL",),
+                "cond1": ("CONDITIONING",),
+                "cond2": ("CONDITIONING",),
+                "negative": ("CONDITIONING",),
+                "cfg_conds": CFG,
+                "cfg_cond2_negative": CFG,
+                "style": (["regular", "nested"],),
+            }
+        }
 
     def get_guider(self, model, cond1, cond2, negative, cfg_conds, cfg_cond2_negative, style):
-        return (GuiderChoice(require_model(model), require(cond1, "cond1"), require(negative, "negative"), cfg_conds,
-                             kind="dual", middle=require(cond2, "cond2"), cfg2=cfg_cond2_negative,
-                             nested=style == "nested"),)
+        return (
+            GuiderChoice(
+                require_model(model),
+                require(cond1, "cond1"),
+                require(negative, "negative"),
+                cfg_conds,
+                kind="dual",
+                middle=require(cond2, "cond2"),
+                cfg2=cfg_cond2_negative,
+                nested=style == "nested",
+            ),
+        )
 
 
 # --- samplers -----------------------------------------------------------------------------------------------
+
 
 class SamplerCustom(_Node):
     DESCRIPTION = "Samples a latent with a sampler object and a schedule, guided by positive over negative."
@@ -546,15 +693,30 @@ class SamplerCustom(_Node):
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"model": ("MODEL",), "add_noise": ("BOOLEAN", {"default": True}), "noise_seed": SEED,
-                             "cfg": CFG, "positive": ("CONDITIONING",), "negative": ("CONDITIONING",),
-                             "sampler": ("SAMPLER",), "sigmas": ("SIGMAS",), "latent_image": ("LATENT",)}}
+        return {
+            "required": {
+                "model": ("MODEL",),
+                "add_noise": ("BOOLEAN", {"default": True}),
+                "noise_seed": SEED,
+                "cfg": CFG,
+                "positive": ("CONDITIONING",),
+                "negative": ("CONDITIONING",),
+                "sampler": ("SAMPLER",),
+                "sigmas": ("SIGMAS",),
+                "latent_image": ("LATENT",),
+            }
+        }
 
     async def sample(self, model, add_noise, noise_seed, cfg, positive, negative, sampler, sigmas, latent_image):
         guider = GuiderChoice(require_model(model), require(positive, "positive"), require(negative, "negative"), cfg)
         # Without added noise the seed still seeds the samplers' per-step noise, as in ComfyUI.
-        return await sample_guided(guider, _of(sampler, SamplerChoice, "sampler", "SAMPLER"), _sigmas(sigmas),
-                                   _latent(latent_image), NoiseChoice(noise_seed, bool(add_noise)))
+        return await sample_guided(
+            guider,
+            _of(sampler, SamplerChoice, "sampler", "SAMPLER"),
+            _sigmas(sigmas),
+            _latent(latent_image),
+            NoiseChoice(noise_seed, bool(add_noise)),
+        )
 
 
 class SamplerCustomAdvanced(_Node):
@@ -567,19 +729,58 @@ class SamplerCustomAdvanced(_Node):
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"noise": ("NOISE",), "guider": ("GUIDER",), "sampler": ("SAMPLER",),
-                             "sigmas": ("SIGMAS",), "latent_image": ("LATENT",)}}
+        return {
+            "required": {
+                "noise": ("NOISE",),
+                "guider": ("GUIDER",),
+                "sampler": ("SAMPLER",),
+                "sigmas": ("SIGMAS",),
+                "latent_image": ("LATENT",),
+            }
+        }
 
     async def sample(self, noise, guider, sampler, sigmas, latent_image):
-        return await sample_guided(_of(guider, GuiderChoice, "guider", "GUIDER"),
-                                   _of(sampler, SamplerChoice, "sampler", "SAMPLER"), _sigmas(sigmas),
-                                   _latent(latent_image), _of(noise, NoiseChoice, "noise", "NOISE"))
+        return await sample_guided(
+            _of(guider, GuiderChoice, "guider", "GUIDER"),
+            _of(sampler, SamplerChoice, "sampler", "SAMPLER"),
+            _sigmas(sigmas),
+            _latent(latent_image),
+            _of(noise, NoiseChoice, "noise", "NOISE"),
+        )
 
 
-NODE_CLASS_MAPPINGS = {cls.__name__: cls for cls in (
-    SamplerCustom, BasicScheduler, KarrasScheduler, ExponentialScheduler, PolyexponentialScheduler,
-    LaplaceScheduler, VPScheduler, BetaSamplingScheduler, SDTurboScheduler, KSamplerSelect, SamplerEulerAncestral,
-    SamplerLMS, SamplerDPMPP_3M_SDE, SamplerDPMPP_2M_SDE, SamplerDPMPP_SDE, SamplerDPMPP_2S_Ancestral, SplitSigmas,
-    SplitSigmasDenoise, FlipSigmas, SetFirstSigma, ExtendIntermediateSigmas, SamplingPercentToSigma, CFGGuider,
-    DualCFGGuider, BasicGuider, RandomNoise, DisableNoise, AddNoise, SamplerCustomAdvanced)}
+NODE_CLASS_MAPPINGS = {
+    cls.__name__: cls
+    for cls in (
+        SamplerCustom,
+        BasicScheduler,
+        KarrasScheduler,
+        ExponentialScheduler,
+        PolyexponentialScheduler,
+        LaplaceScheduler,
+        VPScheduler,
+        BetaSamplingScheduler,
+        SDTurboScheduler,
+        KSamplerSelect,
+        SamplerEulerAncestral,
+        SamplerLMS,
+        SamplerDPMPP_3M_SDE,
+        SamplerDPMPP_2M_SDE,
+        SamplerDPMPP_SDE,
+        SamplerDPMPP_2S_Ancestral,
+        SplitSigmas,
+        SplitSigmasDenoise,
+        FlipSigmas,
+        SetFirstSigma,
+        ExtendIntermediateSigmas,
+        SamplingPercentToSigma,
+        CFGGuider,
+        DualCFGGuider,
+        BasicGuider,
+        RandomNoise,
+        DisableNoise,
+        AddNoise,
+        SamplerCustomAdvanced,
+    )
+}
 NODE_DISPLAY_NAME_MAPPINGS: dict[str, str] = {}

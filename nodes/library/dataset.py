@@ -9,6 +9,7 @@ frame, as the newest ComfyUI does. A whole-list node (INPUT_IS_LIST) first split
 Resizes use Pillow's Lanczos filter on 8-bit pixels and seeds drive NumPy's legacy generator, so results equal
 ComfyUI's (tests/nodes/fixtures/comfyui_dataset_nodes.json, recorded from ComfyUI 0.10.0).
 """
+
 from __future__ import annotations
 
 import logging
@@ -54,7 +55,7 @@ def _frames(images: Any) -> list[torch.Tensor]:
     for item in items:
         if not isinstance(item, torch.Tensor) or item.ndim != 4:
             raise ValueError(f"expected images [batch, height, width, channels], got {getattr(item, 'shape', item)!r}")
-        out += [item[i:i + 1] for i in range(item.shape[0])]
+        out += [item[i : i + 1] for i in range(item.shape[0])]
     return out
 
 
@@ -65,6 +66,7 @@ def _first(value: Any) -> Any:
 
 class _ImageNode:
     """One image (or batch) in, the same transform on each frame, one image out."""
+
     RELATIVE_PYTHON_MODULE = MODULE
     FUNCTION = "execute"
     CATEGORY = "dataset/image"
@@ -73,7 +75,7 @@ class _ImageNode:
     RETURN_NAMES = ("images",)
     OUTPUT_TOOLTIPS = ("The transformed images.",)
     EXTRA: dict[str, tuple] = {}
-    PER_FRAME = True   # Pillow transforms work on one frame; tensor arithmetic takes the whole batch
+    PER_FRAME = True  # Pillow transforms work on one frame; tensor arithmetic takes the whole batch
 
     @classmethod
     def INPUT_TYPES(cls):
@@ -85,7 +87,7 @@ class _ImageNode:
     def execute(self, images: torch.Tensor, **params: Any):
         if not self.PER_FRAME or images.shape[0] == 1:
             return (self.transform(images, **params),)
-        frames = [self.transform(images[i:i + 1], **params) for i in range(images.shape[0])]
+        frames = [self.transform(images[i : i + 1], **params) for i in range(images.shape[0])]
         return (torch.cat(frames, dim=0),)
 
 
@@ -123,8 +125,10 @@ def _crop(image: torch.Tensor, left: int, top: int, width: int, height: int) -> 
     return _from_pil(img.crop((left, top, min(img.width, left + width), min(img.height, top + height))))
 
 
-_CROP = {"width": ("INT", {"default": 512, **SIZE, "tooltip": "Width of the crop."}),
-         "height": ("INT", {"default": 512, **SIZE, "tooltip": "Height of the crop."})}
+_CROP = {
+    "width": ("INT", {"default": 512, **SIZE, "tooltip": "Width of the crop."}),
+    "height": ("INT", {"default": 512, **SIZE, "tooltip": "Height of the crop."}),
+}
 
 
 class CenterCropImages(_ImageNode):
@@ -151,8 +155,10 @@ class RandomCropImages(_ImageNode):
 
 
 class NormalizeImages(_ImageNode):
-    EXTRA = {"mean": ("FLOAT", {"default": 0.5, "min": 0.0, "max": 1.0, "tooltip": "Subtracted from each value."}),
-             "std": ("FLOAT", {"default": 0.5, "min": 0.001, "max": 1.0, "tooltip": "What the result is divided by."})}
+    EXTRA = {
+        "mean": ("FLOAT", {"default": 0.5, "min": 0.0, "max": 1.0, "tooltip": "Subtracted from each value."}),
+        "std": ("FLOAT", {"default": 0.5, "min": 0.001, "max": 1.0, "tooltip": "What the result is divided by."}),
+    }
     PER_FRAME = False
     DESCRIPTION = "(image - mean) / std, per value; the result may leave the 0-1 range."
 
@@ -183,6 +189,7 @@ class AdjustContrast(_ImageNode):
 
 class _ListNode:
     """The whole list of images in (INPUT_IS_LIST), batches split into single images."""
+
     RELATIVE_PYTHON_MODULE = MODULE
     FUNCTION = "execute"
     CATEGORY = "dataset/image"
@@ -220,9 +227,17 @@ def _average_hash(image: torch.Tensor) -> np.ndarray:
 
 
 class ImageDeduplication(_ListNode):
-    EXTRA = {"similarity_threshold": ("FLOAT", {"default": 0.95, "min": 0.0, "max": 1.0,
-                                                "tooltip": "Share of equal hash bits from which two images count "
-                                                           "as the same."})}
+    EXTRA = {
+        "similarity_threshold": (
+            "FLOAT",
+            {
+                "default": 0.95,
+                "min": 0.0,
+                "max": 1.0,
+                "tooltip": "Share of equal hash bits from which two images count as the same.",
+            },
+        )
+    }
     DESCRIPTION = "The images less those that look like an earlier kept one (8x8 average hash)."
 
     def run(self, images, similarity_threshold: float):
@@ -236,10 +251,12 @@ class ImageDeduplication(_ListNode):
 
 
 class ImageGrid(_ListNode):
-    EXTRA = {"columns": ("INT", {"default": 4, "min": 1, "max": 20, "tooltip": "Images per row."}),
-             "cell_width": ("INT", {"default": 256, "min": 32, "max": 2048, "tooltip": "Width of each image."}),
-             "cell_height": ("INT", {"default": 256, "min": 32, "max": 2048, "tooltip": "Height of each image."}),
-             "padding": ("INT", {"default": 4, "min": 0, "max": 50, "tooltip": "Black pixels between images."})}
+    EXTRA = {
+        "columns": ("INT", {"default": 4, "min": 1, "max": 20, "tooltip": "Images per row."}),
+        "cell_width": ("INT", {"default": 256, "min": 32, "max": 2048, "tooltip": "Width of each image."}),
+        "cell_height": ("INT", {"default": 256, "min": 32, "max": 2048, "tooltip": "Height of each image."}),
+        "padding": ("INT", {"default": 4, "min": 0, "max": 50, "tooltip": "Black pixels between images."}),
+    }
     OUTPUT_IS_LIST = (False,)
     DESCRIPTION = "One image: the images resized to the cell size, row by row on black."
 
@@ -275,9 +292,13 @@ class ShuffleImageTextDataset:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"images": ("IMAGE", {"tooltip": "The images."}),
-                             "texts": (TEXT[0], {**TEXT[1], "tooltip": "One text per image."}),
-                             "seed": (SEED[0], {**SEED[1], "tooltip": "Chooses the order."})}}
+        return {
+            "required": {
+                "images": ("IMAGE", {"tooltip": "The images."}),
+                "texts": (TEXT[0], {**TEXT[1], "tooltip": "One text per image."}),
+                "seed": (SEED[0], {**SEED[1], "tooltip": "Chooses the order."}),
+            }
+        }
 
     def execute(self, images: list, texts: list, seed: list[int]):
         if len(texts) < len(images):
@@ -288,6 +309,7 @@ class ShuffleImageTextDataset:
 
 class _TextNode:
     """One text in, one text out (run once per list item)."""
+
     RELATIVE_PYTHON_MODULE = MODULE
     FUNCTION = "execute"
     CATEGORY = "dataset/text"
@@ -337,8 +359,10 @@ class AddTextSuffix(_TextNode):
 
 
 class ReplaceText(_TextNode):
-    EXTRA = {"find": (TEXT[0], {"default": "", **TEXT[1], "tooltip": "The text to look for."}),
-             "replace": (TEXT[0], {"default": "", **TEXT[1], "tooltip": "What each occurrence becomes."})}
+    EXTRA = {
+        "find": (TEXT[0], {"default": "", **TEXT[1], "tooltip": "The text to look for."}),
+        "replace": (TEXT[0], {"default": "", **TEXT[1], "tooltip": "What each occurrence becomes."}),
+    }
     DESCRIPTION = "The text with every occurrence of find replaced."
     change = staticmethod(lambda text, find, replace: text.replace(find, replace))
 
@@ -376,7 +400,7 @@ def _folder(name: str) -> Path:
 
 def _load(path: Path) -> torch.Tensor:
     with Image.open(path) as img:
-        if img.mode == "I":   # 16-bit grey: scaled to 8 bits as ComfyUI's loaders do
+        if img.mode == "I":  # 16-bit grey: scaled to 8 bits as ComfyUI's loaders do
             img = img.point(lambda v: v * (1 / 255))
         return _from_pil(img.convert("RGB"))
 
@@ -393,8 +417,14 @@ class _LoadFolder:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"folder": ("COMBO", {"tooltip": "A folder of the input folder.", "multiselect": False,
-                                                  "options": _input_subfolders()})}}
+        return {
+            "required": {
+                "folder": (
+                    "COMBO",
+                    {"tooltip": "A folder of the input folder.", "multiselect": False, "options": _input_subfolders()},
+                )
+            }
+        }
 
 
 class LoadImageDataSetFromFolder(_LoadFolder):
@@ -416,8 +446,10 @@ class LoadImageTextDataSetFromFolder(_LoadFolder):
     RETURN_NAMES = ("images", "texts")
     OUTPUT_IS_LIST = (True, True)
     OUTPUT_TOOLTIPS = ("The images.", "Each image's caption (its .txt file beside it; empty if none).")
-    DESCRIPTION = ("The images of a folder of the input folder with their captions (name.txt beside name.png); "
-                   "a subfolder named like '10_cat' (kohya-ss layout) adds its images that many times.")
+    DESCRIPTION = (
+        "The images of a folder of the input folder with their captions (name.txt beside name.png); "
+        "a subfolder named like '10_cat' (kohya-ss layout) adds its images that many times."
+    )
 
     def execute(self, folder: str):
         root = _folder(folder)
@@ -430,8 +462,10 @@ class LoadImageTextDataSetFromFolder(_LoadFolder):
                 files += _images_in(entry) * (int(head) if head.isdigit() else 1)
         if not files:
             raise ValueError(f"no images (.png, .jpg, .jpeg, .webp) in the input folder {folder!r}")
-        captions = [p.with_suffix(".txt").read_text(encoding="utf-8").strip() if p.with_suffix(".txt").is_file()
-                    else "" for p in files]
+        captions = [
+            p.with_suffix(".txt").read_text(encoding="utf-8").strip() if p.with_suffix(".txt").is_file() else ""
+            for p in files
+        ]
         return ([_load(p) for p in files], captions)
 
 
@@ -441,7 +475,7 @@ def _save(images: list, folder_name: str, prefix: str) -> tuple[Path, list[str]]
     names = []
     for at, image in enumerate(_frames(images)):
         name = f"{prefix}_{at:05d}.png"
-        safe_join(out_dir, name)   # a prefix with a path in it stays inside the folder
+        safe_join(out_dir, name)  # a prefix with a path in it stays inside the folder
         _to_pil(image).save(out_dir / name)
         names.append(name)
     return out_dir, names
@@ -457,10 +491,16 @@ class _SaveFolder:
     RETURN_TYPES = ()
     OUTPUT_TOOLTIPS = ()
     HIDDEN = {"prompt": ("PROMPT",), "extra_pnginfo": ("EXTRA_PNGINFO",)}
-    NAMING = {"folder_name": (TEXT[0], {"default": "dataset", **TEXT[1],
-                                        "tooltip": "The folder under the output folder to write into."}),
-              "filename_prefix": (TEXT[0], {"default": "image", **TEXT[1],
-                                            "tooltip": "Files are named prefix_00000.png, prefix_00001.png, ..."})}
+    NAMING = {
+        "folder_name": (
+            TEXT[0],
+            {"default": "dataset", **TEXT[1], "tooltip": "The folder under the output folder to write into."},
+        ),
+        "filename_prefix": (
+            TEXT[0],
+            {"default": "image", **TEXT[1], "tooltip": "Files are named prefix_00000.png, prefix_00001.png, ..."},
+        ),
+    }
 
 
 class SaveImageDataSetToFolder(_SaveFolder):
@@ -468,8 +508,10 @@ class SaveImageDataSetToFolder(_SaveFolder):
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"images": ("IMAGE", {"tooltip": "The images to write."}), **cls.NAMING},
-                "hidden": cls.HIDDEN}
+        return {
+            "required": {"images": ("IMAGE", {"tooltip": "The images to write."}), **cls.NAMING},
+            "hidden": cls.HIDDEN,
+        }
 
     def execute(self, images: list, folder_name: list[str], filename_prefix: list[str]):
         out_dir, names = _save(images, _first(folder_name), _first(filename_prefix))
@@ -478,17 +520,24 @@ class SaveImageDataSetToFolder(_SaveFolder):
 
 
 class SaveImageTextDataSetToFolder(_SaveFolder):
-    DESCRIPTION = "Writes every image as a PNG and its caption as a .txt of the same name into a folder of the " \
-                  "output folder."
+    DESCRIPTION = (
+        "Writes every image as a PNG and its caption as a .txt of the same name into a folder of the output folder."
+    )
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"images": ("IMAGE", {"tooltip": "The images to write."}),
-                             "texts": (TEXT[0], {**TEXT[1], "tooltip": "One caption per image."}), **cls.NAMING},
-                "hidden": cls.HIDDEN}
+        return {
+            "required": {
+                "images": ("IMAGE", {"tooltip": "The images to write."}),
+                "texts": (TEXT[0], {**TEXT[1], "tooltip": "One caption per image."}),
+                **cls.NAMING,
+            },
+            "hidden": cls.HIDDEN,
+        }
 
-    def execute(self, images: list, texts: list[str], folder_name: list[str], filename_prefix: list[str],
-                **hidden: Any):
+    def execute(
+        self, images: list, texts: list[str], folder_name: list[str], filename_prefix: list[str], **hidden: Any
+    ):
         out_dir, names = _save(images, _first(folder_name), _first(filename_prefix))
         for name, caption in zip(names, texts):
             (out_dir / name).with_suffix(".txt").write_text(caption, encoding="utf-8")
@@ -506,14 +555,22 @@ class ResolutionBucket:
     RETURN_NAMES = ("latents", "conditioning")
     OUTPUT_IS_LIST = (True, True)
     OUTPUT_TOOLTIPS = ("One latent batch per size.", "The conditioning of each batch's samples, in order.")
-    DESCRIPTION = ("Groups training samples by latent height and width: one batch per size, in the order the sizes "
-                   "first appear, each sample keeping its own conditioning.")
+    DESCRIPTION = (
+        "Groups training samples by latent height and width: one batch per size, in the order the sizes "
+        "first appear, each sample keeping its own conditioning."
+    )
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"latents": ("LATENT", {"tooltip": "The latents (a list)."}),
-                             "conditioning": ("CONDITIONING", {"tooltip": "One conditioning per latent, each "
-                                                                          "holding one entry per sample."})}}
+        return {
+            "required": {
+                "latents": ("LATENT", {"tooltip": "The latents (a list)."}),
+                "conditioning": (
+                    "CONDITIONING",
+                    {"tooltip": "One conditioning per latent, each holding one entry per sample."},
+                ),
+            }
+        }
 
     def execute(self, latents: list[dict], conditioning: list[list]):
         if len(latents) != len(conditioning):
@@ -522,8 +579,10 @@ class ResolutionBucket:
         for latent, cond in zip(latents, conditioning):
             samples = latent["samples"]
             if len(cond) < samples.shape[0]:
-                raise ValueError(f"Resolution Bucket: a latent batch of {samples.shape[0]} has only {len(cond)} "
-                                 "conditioning entries (one per sample needed)")
+                raise ValueError(
+                    f"Resolution Bucket: a latent batch of {samples.shape[0]} has only {len(cond)} "
+                    "conditioning entries (one per sample needed)"
+                )
             for i in range(samples.shape[0]):
                 found = buckets.setdefault(tuple(samples.shape[-2:]), ([], []))
                 found[0].append(samples[i])
@@ -531,22 +590,58 @@ class ResolutionBucket:
         return ([{"samples": torch.stack(s)} for s, _ in buckets.values()], [c for _, c in buckets.values()])
 
 
-_CLASSES = [ResizeImagesByShorterEdge, ResizeImagesByLongerEdge, CenterCropImages, RandomCropImages, NormalizeImages,
-            AdjustBrightness, AdjustContrast, ShuffleDataset, ShuffleImageTextDataset, ImageDeduplication, ImageGrid,
-            MergeImageLists, TextToLowercase, TextToUppercase, TruncateText, AddTextPrefix, AddTextSuffix, ReplaceText,
-            StripWhitespace, MergeTextLists, LoadImageDataSetFromFolder, LoadImageTextDataSetFromFolder,
-            SaveImageDataSetToFolder, SaveImageTextDataSetToFolder, ResolutionBucket]
+_CLASSES = [
+    ResizeImagesByShorterEdge,
+    ResizeImagesByLongerEdge,
+    CenterCropImages,
+    RandomCropImages,
+    NormalizeImages,
+    AdjustBrightness,
+    AdjustContrast,
+    ShuffleDataset,
+    ShuffleImageTextDataset,
+    ImageDeduplication,
+    ImageGrid,
+    MergeImageLists,
+    TextToLowercase,
+    TextToUppercase,
+    TruncateText,
+    AddTextPrefix,
+    AddTextSuffix,
+    ReplaceText,
+    StripWhitespace,
+    MergeTextLists,
+    LoadImageDataSetFromFolder,
+    LoadImageTextDataSetFromFolder,
+    SaveImageDataSetToFolder,
+    SaveImageTextDataSetToFolder,
+    ResolutionBucket,
+]
 NODE_CLASS_MAPPINGS = {cls.__name__: cls for cls in _CLASSES}
 NODE_DISPLAY_NAME_MAPPINGS = {
-    "ResizeImagesByShorterEdge": "Resize Images by Shorter Edge", "ResizeImagesByLongerEdge":
-    "Resize Images by Longer Edge", "CenterCropImages": "Center Crop Images", "RandomCropImages": "Random Crop Images",
-    "NormalizeImages": "Normalize Images", "AdjustBrightness": "Adjust Brightness", "AdjustContrast": "Adjust Contrast",
-    "ShuffleDataset": "Shuffle Image Dataset", "ShuffleImageTextDataset": "Shuffle Image-Text Dataset",
-    "ImageDeduplication": "Image Deduplication", "ImageGrid": "Image Grid", "MergeImageLists": "Merge Image Lists",
-    "TextToLowercase": "Text to Lowercase", "TextToUppercase": "Text to Uppercase", "TruncateText": "Truncate Text",
-    "AddTextPrefix": "Add Text Prefix", "AddTextSuffix": "Add Text Suffix", "ReplaceText": "Replace Text",
-    "StripWhitespace": "Strip Whitespace", "MergeTextLists": "Merge Text Lists",
+    "ResizeImagesByShorterEdge": "Resize Images by Shorter Edge",
+    "ResizeImagesByLongerEdge": "Resize Images by Longer Edge",
+    "CenterCropImages": "Center Crop Images",
+    "RandomCropImages": "Random Crop Images",
+    "NormalizeImages": "Normalize Images",
+    "AdjustBrightness": "Adjust Brightness",
+    "AdjustContrast": "Adjust Contrast",
+    "ShuffleDataset": "Shuffle Image Dataset",
+    "ShuffleImageTextDataset": "Shuffle Image-Text Dataset",
+    "ImageDeduplication": "Image Deduplication",
+    "ImageGrid": "Image Grid",
+    "MergeImageLists": "Merge Image Lists",
+    "TextToLowercase": "Text to Lowercase",
+    "TextToUppercase": "Text to Uppercase",
+    "TruncateText": "Truncate Text",
+    "AddTextPrefix": "Add Text Prefix",
+    "AddTextSuffix": "Add Text Suffix",
+    "ReplaceText": "Replace Text",
+    "StripWhitespace": "Strip Whitespace",
+    "MergeTextLists": "Merge Text Lists",
     "LoadImageDataSetFromFolder": "Load Image Dataset from Folder",
     "LoadImageTextDataSetFromFolder": "Load Image and Text Dataset from Folder",
     "SaveImageDataSetToFolder": "Save Image Dataset to Folder",
-    "SaveImageTextDataSetToFolder": "Save Image and Text Dataset to Folder", "ResolutionBucket": "Resolution Bucket"}
+    "SaveImageTextDataSetToFolder": "Save Image and Text Dataset to Folder",
+    "ResolutionBucket": "Resolution Bucket",
+}

@@ -1,6 +1,7 @@
 """ComfyUI's comfy_extras.nodes_differential_diffusion: inpainting where each pixel of a soft mask starts
 being denoised at its own step, carried on the MODEL as a denoise-mask function (applied in each denoise
 step, nodes.modelfns.denoise.GuidedDenoiser)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -9,8 +10,8 @@ from typing import Any
 import torch
 
 from cluster.refs import ModelRef
-from nodes.modelfns.model_options import with_function
 from nodes.inputs import require_model
+from nodes.modelfns.model_options import with_function
 
 
 @dataclass(frozen=True)
@@ -18,6 +19,7 @@ class DifferentialDiffusionFunction:
     """The mask thresholded at the step's position along the schedule (in timesteps, from its first sigma to
     its last, or the model's smallest): a pixel takes part once the schedule has come down to its mask value.
     strength < 1 blends the thresholded mask with the soft one."""
+
     strength: float
 
     def __call__(self, sigma: torch.Tensor, denoise_mask: torch.Tensor, extra_options: dict) -> torch.Tensor:
@@ -40,15 +42,28 @@ class DifferentialDiffusion:
     FUNCTION = "apply"
     CATEGORY = "_for_testing"
     EXPERIMENTAL = True
-    DESCRIPTION = ("Soft-mask inpainting: each pixel joins the denoising when the noise level falls to its mask "
-                   "value, so mask gradients become gradual transitions.")
+    DESCRIPTION = (
+        "Soft-mask inpainting: each pixel joins the denoising when the noise level falls to its mask "
+        "value, so mask gradients become gradual transitions."
+    )
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"model": ("MODEL", {})},
-                "optional": {"strength": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 1.0, "step": 0.01,
-                                                    "tooltip": "1: the thresholded mask; less blends in the soft "
-                                                               "mask."})}}
+        return {
+            "required": {"model": ("MODEL", {})},
+            "optional": {
+                "strength": (
+                    "FLOAT",
+                    {
+                        "default": 1.0,
+                        "min": 0.0,
+                        "max": 1.0,
+                        "step": 0.01,
+                        "tooltip": "1: the thresholded mask; less blends in the soft mask.",
+                    },
+                )
+            },
+        }
 
     def apply(self, model: Any, strength: float = 1.0) -> tuple[ModelRef]:
         require_model(model)

@@ -13,26 +13,29 @@ the caching window in ComfyUI's batch order (last member first), and each cond e
 (output - input); once the reference decides to skip, every pass of that evaluation reuses its entries' cached
 offsets. ComfyUI keys the entries by uuid; here by their conditioning key (`positive.0` ...), which every
 executor sees alike, and the state is `easycache.*` sampler state."""
+
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
 from cluster.refs import ModelRef
+from nodes.inputs import require_model
 from nodes.modelfns.model_options import sampling_config, with_function
 from nodes.modelfns.network_patches import DIFFUSION_MODEL, PREDICT_NOISE
 from nodes.sampling.model_sampling import model_sampling_from_config
-from nodes.inputs import require_model
 
 MODULE = "comfy_extras.nodes_easycache"
 log = logging.getLogger(__name__)
-SUBSAMPLE = 8          # change rates are measured on every 8th latent pixel per axis, as ComfyUI does
+SUBSAMPLE = 8  # change rates are measured on every 8th latent pixel per axis, as ComfyUI does
 PREFIX = "lazycache."
-X_PREV, OUT_PREV, OUT_NORM, DIFF, RATE, TOTAL, SKIPPED = (PREFIX + k for k in (
-    "x_prev", "out_prev", "out_norm", "diff", "rate", "cumulative", "skipped"))
+X_PREV, OUT_PREV, OUT_NORM, DIFF, RATE, TOTAL, SKIPPED = (
+    PREFIX + k for k in ("x_prev", "out_prev", "out_norm", "diff", "rate", "cumulative", "skipped")
+)
 
 
 def _sub(x: torch.Tensor) -> torch.Tensor:
@@ -50,8 +53,9 @@ class LazyCacheWrapper:
     end_sigma: float
     verbose: bool
 
-    def __call__(self, predict: Callable, x: torch.Tensor, sigma: torch.Tensor,
-                 state: dict[str, torch.Tensor]) -> torch.Tensor:
+    def __call__(
+        self, predict: Callable, x: torch.Tensor, sigma: torch.Tensor, state: dict[str, torch.Tensor]
+    ) -> torch.Tensor:
         s = sigma.reshape(-1)[0]
         if not bool(s > self.end_sigma):
             return predict(x, sigma)
@@ -62,7 +66,7 @@ class LazyCacheWrapper:
                 log.warning("LazyCache - tensor shape, dtype or device changed, resetting state")
                 for key in (X_PREV, OUT_PREV, OUT_NORM, DIFF, TOTAL, SKIPPED):
                     state.pop(key, None)
-                state[RATE] = torch.tensor(0.0)     # ComfyUI's reset leaves a rate of 0, not none
+                state[RATE] = torch.tensor(0.0)  # ComfyUI's reset leaves a rate of 0, not none
             if X_PREV in state:
                 input_change = _mean_abs(_sub(x) - state[X_PREV])
                 if OUT_NORM in state and RATE in state:
@@ -86,28 +90,54 @@ class LazyCacheWrapper:
 
 def _inputs(name: str) -> dict:
     """The inputs LazyCache and EasyCache share."""
-    return {"required": {
-        "model": ("MODEL", {"tooltip": f"The model to add {name} to."}),
-        "reuse_threshold": ("FLOAT", {"default": 0.2, "min": 0.0, "max": 3.0, "step": 0.01,
-                                      "tooltip": "How much estimated change may accumulate before the model "
-                                                 "runs again."}),
-        "start_percent": ("FLOAT", {"default": 0.15, "min": 0.0, "max": 1.0, "step": 0.01,
-                                    "tooltip": "Where in the schedule caching begins."}),
-        "end_percent": ("FLOAT", {"default": 0.95, "min": 0.0, "max": 1.0, "step": 0.01,
-                                  "tooltip": "Where in the schedule caching ends."}),
-        "verbose": ("BOOLEAN", {"default": False, "tooltip": "Log each decision."}),
-    }}
+    return {
+        "required": {
+            "model": ("MODEL", {"tooltip": f"The model to add {name} to."}),
+            "reuse_threshold": (
+                "FLOAT",
+                {
+                    "default": 0.2,
+                    "min": 0.0,
+                    "max": 3.0,
+                    "step": 0.01,
+                    "tooltip": "How much estimated change may accumulate before the model runs again.",
+                },
+            ),
+            "start_percent": (
+                "FLOAT",
+                {
+                    "default": 0.15,
+                    "min": 0.0,
+                    "max": 1.0,
+                    "step": 0.01,
+                    "tooltip": "Where in the schedule caching begins.",
+                },
+            ),
+            "end_percent": (
+                "FLOAT",
+                {
+                    "default": 0.95,
+                    "min": 0.0,
+                    "max": 1.0,
+                    "step": 0.01,
+                    "tooltip": "Where in the schedule caching ends.",
+                },
+            ),
+            "verbose": ("BOOLEAN", {"default": False, "tooltip": "Log each decision."}),
+        }
+    }
 
 
 EC = "easycache."
-EC_FIRST, EC_DIFF = EC + "first.", EC + "diff."       # + an entry's key: the reference marker, its cached offset
-EC_X_PREV, EC_OUT_PREV, EC_OUT_NORM, EC_RATE, EC_TOTAL, EC_SKIPPED, EC_SHAPE = (EC + k for k in (
-    "x_prev", "out_prev", "out_norm", "rate", "cumulative", "skipped", "shape"))
-EC_SKIP = EC + "skip"     # in the evaluation's scratch: the reference skipped this evaluation
+EC_FIRST, EC_DIFF = EC + "first.", EC + "diff."  # + an entry's key: the reference marker, its cached offset
+EC_X_PREV, EC_OUT_PREV, EC_OUT_NORM, EC_RATE, EC_TOTAL, EC_SKIPPED, EC_SHAPE = (
+    EC + k for k in ("x_prev", "out_prev", "out_norm", "rate", "cumulative", "skipped", "shape")
+)
+EC_SKIP = EC + "skip"  # in the evaluation's scratch: the reference skipped this evaluation
 
 
 def _reference(state: dict[str, torch.Tensor]) -> str | None:
-    return next((k[len(EC_FIRST):] for k in state if k.startswith(EC_FIRST)), None)
+    return next((k[len(EC_FIRST) :] for k in state if k.startswith(EC_FIRST)), None)
 
 
 @dataclass(frozen=True)
@@ -117,13 +147,21 @@ class EasyCacheWrapper:
     passes of one guided prediction (ComfyUI's calc_cond_batch). With an image latent joined to the input
     (InstructPix2Pix), ComfyUI's wrapper sees the joined input and measures against its last channels; here x is
     the noisy latent alone."""
+
     reuse_threshold: float
     start_sigma: float
     end_sigma: float
     verbose: bool
 
-    def __call__(self, forward: Callable, x: torch.Tensor, sigma: torch.Tensor, keys: list[str],
-                 state: dict[str, torch.Tensor], evaluation: dict[str, Any]) -> torch.Tensor:
+    def __call__(
+        self,
+        forward: Callable,
+        x: torch.Tensor,
+        sigma: torch.Tensor,
+        keys: list[str],
+        state: dict[str, torch.Tensor],
+        evaluation: dict[str, Any],
+    ) -> torch.Tensor:
         s = sigma.reshape(-1)[0]
         if not bool(s > self.end_sigma):
             return forward(x)
@@ -135,7 +173,7 @@ class EasyCacheWrapper:
                 log.warning("EasyCache - tensor shape changed, resetting state")
                 for key in [k for k in state if k.startswith(EC)]:
                     state.pop(key)
-                state[EC_RATE] = torch.tensor(0.0)    # ComfyUI's reset leaves a rate of 0, not none
+                state[EC_RATE] = torch.tensor(0.0)  # ComfyUI's reset leaves a rate of 0, not none
                 evaluation.pop(EC_SKIP, None)
                 first = None
             state[EC_SHAPE] = shape
@@ -144,7 +182,7 @@ class EasyCacheWrapper:
                 if cached is not None:
                     return cached
             if first is None:
-                first = keys[-1]     # ComfyUI's first uuid: it batches a pass's conds last-first
+                first = keys[-1]  # ComfyUI's first uuid: it batches a pass's conds last-first
                 state[EC_FIRST + first] = torch.tensor(1)
             if first in keys:
                 if EC_X_PREV in state:
@@ -165,7 +203,7 @@ class EasyCacheWrapper:
             state[EC_RATE] = _mean_abs(self._sub(out, keys, first) - state[EC_OUT_PREV].to(x.device)) / input_change
         diff = out - x
         for i, key in enumerate(keys):
-            state[EC_DIFF + key] = diff[i * n:(i + 1) * n]
+            state[EC_DIFF + key] = diff[i * n : (i + 1) * n]
         if first in keys:
             state[EC_X_PREV] = self._sub(x, keys, first).clone()
             state[EC_OUT_PREV] = self._sub(out, keys, first).clone()
@@ -176,11 +214,12 @@ class EasyCacheWrapper:
     def _sub(x: torch.Tensor, keys: list[str], first: str) -> torch.Tensor:
         """The reference entry's chunk, subsampled."""
         n, i = x.shape[0] // len(keys), keys.index(first)
-        return _sub(x[i * n:(i + 1) * n])
+        return _sub(x[i * n : (i + 1) * n])
 
     @staticmethod
-    def _cached(x: torch.Tensor, keys: list[str], state: dict[str, torch.Tensor], first: str | None
-                ) -> torch.Tensor | None:
+    def _cached(
+        x: torch.Tensor, keys: list[str], state: dict[str, torch.Tensor], first: str | None
+    ) -> torch.Tensor | None:
         """The pass's input plus its entries' cached offsets; None where an entry has none yet (one that became
         active inside the window; ComfyUI fails there), so the model runs. ComfyUI adds every entry's offset to
         the whole input, in its batch order: with a batch of one each chunk gets the sum of all the pass's
@@ -204,19 +243,26 @@ class EasyCache:
     FUNCTION = "patch"
     CATEGORY = "advanced/debug/model"
     EXPERIMENTAL = True
-    DESCRIPTION = ("Skips the diffusion model's forward passes whose output is estimated to change little, "
-                   "reusing each conditioning's last offset of output from input.")
+    DESCRIPTION = (
+        "Skips the diffusion model's forward passes whose output is estimated to change little, "
+        "reusing each conditioning's last offset of output from input."
+    )
 
     @classmethod
     def INPUT_TYPES(cls):
         return _inputs("EasyCache")
 
-    def patch(self, model: Any, reuse_threshold: float, start_percent: float, end_percent: float,
-              verbose: bool) -> tuple[ModelRef]:
+    def patch(
+        self, model: Any, reuse_threshold: float, start_percent: float, end_percent: float, verbose: bool
+    ) -> tuple[ModelRef]:
         require_model(model)
         ms = model_sampling_from_config(sampling_config(model))
-        wrapper = EasyCacheWrapper(float(reuse_threshold), float(ms.percent_to_sigma(start_percent)),
-                                   float(ms.percent_to_sigma(end_percent)), bool(verbose))
+        wrapper = EasyCacheWrapper(
+            float(reuse_threshold),
+            float(ms.percent_to_sigma(start_percent)),
+            float(ms.percent_to_sigma(end_percent)),
+            bool(verbose),
+        )
         return (with_function(model, DIFFUSION_MODEL, wrapper),)
 
 
@@ -226,19 +272,26 @@ class LazyCache:
     FUNCTION = "patch"
     CATEGORY = "advanced/debug/model"
     EXPERIMENTAL = True
-    DESCRIPTION = ("Skips the model on steps whose prediction is estimated to change little, reusing the last "
-                   "prediction's offset from the input.")
+    DESCRIPTION = (
+        "Skips the model on steps whose prediction is estimated to change little, reusing the last "
+        "prediction's offset from the input."
+    )
 
     @classmethod
     def INPUT_TYPES(cls):
         return _inputs("LazyCache")
 
-    def patch(self, model: Any, reuse_threshold: float, start_percent: float, end_percent: float,
-              verbose: bool) -> tuple[ModelRef]:
+    def patch(
+        self, model: Any, reuse_threshold: float, start_percent: float, end_percent: float, verbose: bool
+    ) -> tuple[ModelRef]:
         require_model(model)
         ms = model_sampling_from_config(sampling_config(model))
-        wrapper = LazyCacheWrapper(float(reuse_threshold), float(ms.percent_to_sigma(start_percent)),
-                                   float(ms.percent_to_sigma(end_percent)), bool(verbose))
+        wrapper = LazyCacheWrapper(
+            float(reuse_threshold),
+            float(ms.percent_to_sigma(start_percent)),
+            float(ms.percent_to_sigma(end_percent)),
+            bool(verbose),
+        )
         return (with_function(model, PREDICT_NOISE, wrapper),)
 
 

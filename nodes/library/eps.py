@@ -1,6 +1,7 @@
 """ComfyUI's comfy_extras.nodes_eps: Epsilon Scaling (Ning et al., "Elucidating the Exposure Bias in Diffusion
 Models", uniform schedule) and Temporal Score Rescaling (arXiv 2510.01184), post-CFG functions carried on the
 MODEL (nodes.modelfns.model_options)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ MODULE = "comfy_extras.nodes_eps"
 @dataclass(frozen=True)
 class EpsilonScalingFunction:
     """Divides the guided noise estimate (input - denoised) by the scaling factor."""
+
     scaling_factor: float
 
     def __call__(self, args: dict) -> torch.Tensor:
@@ -35,13 +37,19 @@ class EpsilonScaling:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"model": ("MODEL", {}),
-                             "scaling_factor": ("FLOAT", {"default": 1.005, "min": 0.5, "max": 1.5, "step": 0.001,
-                                                          "display": "number"})}}
+        return {
+            "required": {
+                "model": ("MODEL", {}),
+                "scaling_factor": (
+                    "FLOAT",
+                    {"default": 1.005, "min": 0.5, "max": 1.5, "step": 0.001, "display": "number"},
+                ),
+            }
+        }
 
     def patch(self, model: Any, scaling_factor: float) -> tuple[ModelRef]:
         require_model(model)
-        factor = 1e-9 if scaling_factor == 0 else float(scaling_factor)   # as ComfyUI guards the division
+        factor = 1e-9 if scaling_factor == 0 else float(scaling_factor)  # as ComfyUI guards the division
         return (with_function(model, "sampler_post_cfg_function", EpsilonScalingFunction(factor)),)
 
 
@@ -49,6 +57,7 @@ class EpsilonScaling:
 class TemporalScoreRescalingFunction:
     """Moves the guided prediction toward the noisy input scaled to the clean signal (x / alpha) by the factor
     r = (snr * sigma_tsr^2 + 1) / (snr * sigma_tsr^2 / k + 1): r is k at no noise and 1 at pure noise."""
+
     k: float
     variance: float
 
@@ -75,19 +84,35 @@ class TemporalScoreRescaling:
     OUTPUT_TOOLTIPS = (None,)
     FUNCTION = "patch"
     CATEGORY = "model_patches/unet"
-    DESCRIPTION = "Temporal Score Rescaling: rescales each step's prediction to trade detail (k below 1) for " \
-                  "smoothness (k above 1); k = 1 leaves sampling unchanged."
+    DESCRIPTION = (
+        "Temporal Score Rescaling: rescales each step's prediction to trade detail (k below 1) for "
+        "smoothness (k above 1); k = 1 leaves sampling unchanged."
+    )
 
     @classmethod
     def INPUT_TYPES(cls):
         number = {"min": 0.01, "max": 100.0, "step": 0.001, "display": "number"}
-        return {"required": {"model": ("MODEL", {}),
-                             "tsr_k": ("FLOAT", {"default": 0.95, **number,
-                                                 "tooltip": "Rescaling strength: below 1 more detail, above 1 "
-                                                            "smoother, 1 off."}),
-                             "tsr_sigma": ("FLOAT", {"default": 1.0, **number,
-                                                     "tooltip": "How early in sampling the rescaling acts "
-                                                                "(larger: earlier)."})}}
+        return {
+            "required": {
+                "model": ("MODEL", {}),
+                "tsr_k": (
+                    "FLOAT",
+                    {
+                        "default": 0.95,
+                        **number,
+                        "tooltip": "Rescaling strength: below 1 more detail, above 1 smoother, 1 off.",
+                    },
+                ),
+                "tsr_sigma": (
+                    "FLOAT",
+                    {
+                        "default": 1.0,
+                        **number,
+                        "tooltip": "How early in sampling the rescaling acts (larger: earlier).",
+                    },
+                ),
+            }
+        }
 
     def patch(self, model: Any, tsr_k: float, tsr_sigma: float) -> tuple[ModelRef]:
         require_model(model)

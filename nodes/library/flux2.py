@@ -1,5 +1,6 @@
 """The FLUX.2 nodes of the newest ComfyUI's comfy_extras.nodes_flux (not in ComfyUI 0.3.64):
 EmptyFlux2LatentImage and Flux2Scheduler, with ComfyUI's names, inputs, defaults and numbers."""
+
 from __future__ import annotations
 
 import math
@@ -9,7 +10,7 @@ import torch
 from nodes.latent import MAX_RESOLUTION, EmptySD3LatentImage
 
 MODULE = "comfy_extras.nodes_flux"
-FLUX2_DOWNSCALE = 16              # FLUX.2 latents: 128 channels at 1/16 of the image size
+FLUX2_DOWNSCALE = 16  # FLUX.2 latents: 128 channels at 1/16 of the image size
 # BFL's empirical fit of the schedule shift mu to the image token count (FLUX.2's sampling code, as ComfyUI has it):
 # a line in the token count for 10 and for 200 steps, interpolated in the step count; long sequences use the
 # 200-step line alone.
@@ -23,7 +24,7 @@ class EmptyFlux2LatentImage:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return EmptySD3LatentImage.INPUT_TYPES()   # ComfyUI declares the same width, height and batch size
+        return EmptySD3LatentImage.INPUT_TYPES()  # ComfyUI declares the same width, height and batch size
 
     RETURN_TYPES = ("LATENT",)
     FUNCTION = "execute"
@@ -42,7 +43,7 @@ def empirical_mu(image_seq_len: int, num_steps: int) -> float:
     a1, b1 = MU_10_STEPS
     m_200, m_10 = a2 * image_seq_len + b2, a1 * image_seq_len + b1
     a = (m_200 - m_10) / 190.0
-    b = m_200 - 200.0 * a         # in this order: ComfyUI's and BFL's rounding
+    b = m_200 - 200.0 * a  # in this order: ComfyUI's and BFL's rounding
     return float(a * num_steps + b)
 
 
@@ -59,17 +60,21 @@ class Flux2Scheduler:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "steps": ("INT", {"default": 20, "min": 1, "max": 4096}),
-            "width": ("INT", {"default": 1024, "min": 16, "max": MAX_RESOLUTION, "step": 1}),
-            "height": ("INT", {"default": 1024, "min": 16, "max": MAX_RESOLUTION, "step": 1}),
-        }}
+        return {
+            "required": {
+                "steps": ("INT", {"default": 20, "min": 1, "max": 4096}),
+                "width": ("INT", {"default": 1024, "min": 16, "max": MAX_RESOLUTION, "step": 1}),
+                "height": ("INT", {"default": 1024, "min": 16, "max": MAX_RESOLUTION, "step": 1}),
+            }
+        }
 
     RETURN_TYPES = ("SIGMAS",)
     FUNCTION = "execute"
     CATEGORY = "sampling/custom_sampling/schedulers"
-    DESCRIPTION = ("FLUX.2's schedule: its time shift fitted to the image size and the number of steps (the "
-                   "sigmas do not depend on the model).")
+    DESCRIPTION = (
+        "FLUX.2's schedule: its time shift fitted to the image size and the number of steps (the "
+        "sigmas do not depend on the model)."
+    )
 
     def execute(self, steps: int, width: int, height: int):
         return (flux2_sigmas(steps, width, height),)

@@ -3,6 +3,7 @@
 
 FreeU scales the backbone features h of the decoder levels whose width is 4x / 2x the model's base width and
 damps the low frequencies of the skip features hsp there (a centred 2x2 box of the shifted spectrum)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -11,8 +12,8 @@ from typing import Any
 import torch
 
 from cluster.refs import ModelRef
-from nodes.modelfns.network_patches import with_network_patch
 from nodes.inputs import require_model
+from nodes.modelfns.network_patches import with_network_patch
 
 MODULE = "comfy_extras.nodes_freelunch"
 
@@ -22,7 +23,7 @@ def fourier_filter(x: torch.Tensor, threshold: int, scale: float) -> torch.Tenso
     freq = torch.fft.fftshift(torch.fft.fftn(x.float(), dim=(-2, -1)), dim=(-2, -1))
     h, w = freq.shape[-2:]
     mask = torch.ones(freq.shape, device=x.device)
-    mask[..., h // 2 - threshold:h // 2 + threshold, w // 2 - threshold:w // 2 + threshold] = scale
+    mask[..., h // 2 - threshold : h // 2 + threshold, w // 2 - threshold : w // 2 + threshold] = scale
     out = torch.fft.ifftn(torch.fft.ifftshift(freq * mask, dim=(-2, -1)), dim=(-2, -1)).real
     return out.to(x.dtype)
 
@@ -30,6 +31,7 @@ def fourier_filter(x: torch.Tensor, threshold: int, scale: float) -> torch.Tenso
 @dataclass(frozen=True)
 class FreeUPatch:
     """output_block_patch of FreeU (v2: the backbone factor follows the normalised channel mean)."""
+
     b1: float
     b2: float
     s1: float
@@ -64,16 +66,25 @@ class FreeU:
     RETURN_TYPES = ("MODEL",)
     FUNCTION = "patch"
     CATEGORY = "model_patches/unet"
-    DESCRIPTION = ("FreeU: amplifies the UNet decoder's backbone features (b1, b2) and damps the low frequencies "
-                   "of its skip connections (s1, s2), free of training.")
+    DESCRIPTION = (
+        "FreeU: amplifies the UNet decoder's backbone features (b1, b2) and damps the low frequencies "
+        "of its skip connections (s1, s2), free of training."
+    )
     V2 = False
     DEFAULTS = (1.1, 1.2, 0.9, 0.2)
 
     @classmethod
     def INPUT_TYPES(cls):
         b1, b2, s1, s2 = cls.DEFAULTS
-        return {"required": {"model": ("MODEL",), "b1": _factor(b1), "b2": _factor(b2),
-                             "s1": _factor(s1), "s2": _factor(s2)}}
+        return {
+            "required": {
+                "model": ("MODEL",),
+                "b1": _factor(b1),
+                "b2": _factor(b2),
+                "s1": _factor(s1),
+                "s2": _factor(s2),
+            }
+        }
 
     def patch(self, model: Any, b1: float, b2: float, s1: float, s2: float) -> tuple[ModelRef]:
         fn = FreeUPatch(float(b1), float(b2), float(s1), float(s2), self.V2)
@@ -81,8 +92,9 @@ class FreeU:
 
 
 class FreeU_V2(FreeU):
-    DESCRIPTION = ("FreeU v2: like FreeU, with the backbone amplification weighted by each position's normalised "
-                   "mean activation.")
+    DESCRIPTION = (
+        "FreeU v2: like FreeU, with the backbone amplification weighted by each position's normalised mean activation."
+    )
     V2 = True
     DEFAULTS = (1.3, 1.4, 0.9, 0.2)
 

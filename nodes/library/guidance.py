@@ -4,18 +4,20 @@ TCFG (nodes_tcfg), FreSca (nodes_fresca) and LatentApplyOperationCFG (nodes_late
 Each node adds a module-level dataclass to the MODEL's model_options (nodes.modelfns.model_options), so the
 function pickles by name to the executors and runs inside every denoise step (nodes.modelfns.model_patches).
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 
 from cluster.refs import ModelRef
+from nodes.inputs import require_model
 from nodes.library.cfg import POST_CFG
 from nodes.modelfns.model_options import with_function
-from nodes.inputs import require_model
 
 PRE_CFG = "sampler_pre_cfg_function"
 # APG's running average and the sigma it was last updated at, kept in the sampler state between steps.
@@ -40,6 +42,7 @@ class ApgFunction:
     momentum over steps and capped in norm, split into its parts parallel and orthogonal to the positive
     prediction; the parallel part is scaled by eta. Returned as a positive side that plain CFG turns into
     uncond + cfg * (modified guidance) + (cond - uncond)."""
+
     eta: float
     norm_threshold: float
     momentum: float
@@ -98,7 +101,7 @@ def tangential_damping(cond_score: torch.Tensor, uncond_score: torch.Tensor) -> 
     matrix = torch.cat((uncond_flat, cond_flat), dim=1)
     try:
         _, _, vh = torch.linalg.svd(matrix, full_matrices=False)
-    except RuntimeError:   # some accelerator SVDs fail on ill-conditioned input; the CPU one does not
+    except RuntimeError:  # some accelerator SVDs fail on ill-conditioned input; the CPU one does not
         _, _, vh = torch.linalg.svd(matrix.cpu(), full_matrices=False)
     v1 = vh[:, 0:1, :].to(uncond_flat.device)
     return ((uncond_flat @ v1.transpose(-2, -1)) * v1).reshape_as(uncond_score).to(uncond_score.dtype)
@@ -135,6 +138,7 @@ def fourier_filter(x: torch.Tensor, scale_low: float, scale_high: float, freq_cu
 @dataclass(frozen=True)
 class FreScaFunction:
     """Frequency-scaled guidance (FreSca): the guidance difference filtered by fourier_filter."""
+
     scale_low: float
     scale_high: float
     freq_cutoff: int
@@ -151,6 +155,7 @@ class FreScaFunction:
 @dataclass(frozen=True)
 class LatentOperationCfgFunction:
     """A LATENT_OPERATION applied to the guidance difference (or to the positive side alone)."""
+
     operation: Callable[..., torch.Tensor]
 
     def __call__(self, args: dict) -> list:
@@ -170,23 +175,55 @@ class _Patch:
 class APG(_Patch):
     RELATIVE_PYTHON_MODULE = "comfy_extras.nodes_apg"
     CATEGORY = "sampling/custom_sampling"
-    DESCRIPTION = ("Adaptive Projected Guidance: damps the part of the guidance parallel to the positive "
-                   "prediction (less oversaturation at high cfg).")
+    DESCRIPTION = (
+        "Adaptive Projected Guidance: damps the part of the guidance parallel to the positive "
+        "prediction (less oversaturation at high cfg)."
+    )
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "model": ("MODEL", {}),
-            "eta": ("FLOAT", {"default": 1.0, "min": -10.0, "max": 10.0, "step": 0.01,
-                              "tooltip": "Weight of the guidance's parallel part (1: plain CFG)."}),
-            "norm_threshold": ("FLOAT", {"default": 5.0, "min": 0.0, "max": 50.0, "step": 0.1,
-                                         "tooltip": "Largest norm of the guidance difference (0: no cap)."}),
-            "momentum": ("FLOAT", {"default": 0.0, "min": -5.0, "max": 1.0, "step": 0.01,
-                                   "tooltip": "Weight of the previous steps' guidance (0: none)."})}}
+        return {
+            "required": {
+                "model": ("MODEL", {}),
+                "eta": (
+                    "FLOAT",
+                    {
+                        "default": 1.0,
+                        "min": -10.0,
+                        "max": 10.0,
+                        "step": 0.01,
+                        "tooltip": "Weight of the guidance's parallel part (1: plain CFG).",
+                    },
+                ),
+                "norm_threshold": (
+                    "FLOAT",
+                    {
+                        "default": 5.0,
+                        "min": 0.0,
+                        "max": 50.0,
+                        "step": 0.1,
+                        "tooltip": "Largest norm of the guidance difference (0: no cap).",
+                    },
+                ),
+                "momentum": (
+                    "FLOAT",
+                    {
+                        "default": 0.0,
+                        "min": -5.0,
+                        "max": 1.0,
+                        "step": 0.01,
+                        "tooltip": "Weight of the previous steps' guidance (0: none).",
+                    },
+                ),
+            }
+        }
 
     def patch(self, model: Any, eta: float, norm_threshold: float, momentum: float) -> tuple[ModelRef]:
-        return (with_function(require_model(model), PRE_CFG,
-                              ApgFunction(float(eta), float(norm_threshold), float(momentum))),)
+        return (
+            with_function(
+                require_model(model), PRE_CFG, ApgFunction(float(eta), float(norm_threshold), float(momentum))
+            ),
+        )
 
 
 class Mahiro(_Patch):
@@ -226,18 +263,36 @@ class FreSca(_Patch):
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "model": ("MODEL", {}),
-            "scale_low": ("FLOAT", {"default": 1.0, "min": 0, "max": 10, "step": 0.01,
-                                    "tooltip": "Factor for the low frequencies."}),
-            "scale_high": ("FLOAT", {"default": 1.25, "min": 0, "max": 10, "step": 0.01,
-                                     "tooltip": "Factor for the high frequencies."}),
-            "freq_cutoff": ("INT", {"default": 20, "min": 1, "max": 10000, "step": 1,
-                                    "tooltip": "How many frequency indices around the centre count as low."})}}
+        return {
+            "required": {
+                "model": ("MODEL", {}),
+                "scale_low": (
+                    "FLOAT",
+                    {"default": 1.0, "min": 0, "max": 10, "step": 0.01, "tooltip": "Factor for the low frequencies."},
+                ),
+                "scale_high": (
+                    "FLOAT",
+                    {"default": 1.25, "min": 0, "max": 10, "step": 0.01, "tooltip": "Factor for the high frequencies."},
+                ),
+                "freq_cutoff": (
+                    "INT",
+                    {
+                        "default": 20,
+                        "min": 1,
+                        "max": 10000,
+                        "step": 1,
+                        "tooltip": "How many frequency indices around the centre count as low.",
+                    },
+                ),
+            }
+        }
 
     def patch(self, model: Any, scale_low: float, scale_high: float, freq_cutoff: int) -> tuple[ModelRef]:
-        return (with_function(require_model(model), PRE_CFG,
-                              FreScaFunction(float(scale_low), float(scale_high), int(freq_cutoff))),)
+        return (
+            with_function(
+                require_model(model), PRE_CFG, FreScaFunction(float(scale_low), float(scale_high), int(freq_cutoff))
+            ),
+        )
 
 
 class LatentApplyOperationCFG(_Patch):

@@ -1,6 +1,7 @@
 """Today's ComfyUI Image Histogram (`comfy_extras.nodes_curve`, added after 0.3.64): 256-bin histograms of the
 first image's red, green and blue levels, their mean (the "RGB" histogram of photo editors) and the
 luminance (ITU-R BT.709 weights), as lists the web UI's curve editor draws."""
+
 from __future__ import annotations
 
 import torch

@@ -2,6 +2,7 @@
 cond entries carrying them, with keyframe schedules of their strength, and the nodes that attach hooks,
 masks, timestep ranges and "default" status to conditioning. The values are data
 (nodes.modelfns.hooks); the denoise steps apply the hooks' weights per entry group on the executors."""
+
 from __future__ import annotations
 
 import logging
@@ -13,19 +14,20 @@ import torch
 from cluster.refs import Patch, file_digest
 from nodes.conditioning import require
 from nodes.conditioning_ops import set_values
-from nodes.loaders import CheckpointLoaderSimple, model_file
-from nodes.modelfns.hooks import (HookGroup, HookKeyframe, HookKeyframes, WeightHook, combine_all, new_id,
-                                  set_clip_hooks)
-from nodes.workspace import active
 from nodes.inputs import require_ref
+from nodes.loaders import CheckpointLoaderSimple, model_file
+from nodes.modelfns.hooks import HookGroup, HookKeyframe, HookKeyframes, WeightHook, combine_all, new_id, set_clip_hooks
+from nodes.workspace import active
 
 log = logging.getLogger(__name__)
 MODULE = "comfy_extras.nodes_hooks"
 INTERPOLATIONS = ["linear", "ease_in", "ease_out", "ease_in_out"]
 STRENGTH = ("FLOAT", {"default": 1.0, "min": -20.0, "max": 20.0, "step": 0.01})
 PERCENT = {"min": 0.0, "max": 1.0, "step": 0.001}
-PROPS_REQUIRED = {"strength": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 10.0, "step": 0.01}),
-                  "set_cond_area": (["default", "mask bounds"],)}
+PROPS_REQUIRED = {
+    "strength": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 10.0, "step": 0.01}),
+    "set_cond_area": (["default", "mask bounds"],),
+}
 PROPS_OPTIONAL = {"mask": ("MASK",), "hooks": ("HOOKS",), "timesteps": ("TIMESTEPS_RANGE",)}
 
 
@@ -45,22 +47,37 @@ def _keyframes(value: Any, input_name: str) -> HookKeyframes:
 
 # ---- conditioning ---------------------------------------------------------------------------------------------
 
+
 def with_hooks(conditioning: list, hooks: HookGroup | None) -> list:
     """Each entry with `hooks` added after the hooks it already carries."""
     if hooks is None:
         return conditioning
-    return [[cond, {**opts, "hooks": opts["hooks"].combined(hooks) if opts.get("hooks") is not None else hooks}]
-            for cond, opts in conditioning]
+    return [
+        [cond, {**opts, "hooks": opts["hooks"].combined(hooks) if opts.get("hooks") is not None else hooks}]
+        for cond, opts in conditioning
+    ]
 
 
-def with_properties(conditioning: list, strength: float, set_cond_area: str, mask: torch.Tensor | None,
-                    hooks: HookGroup | None, timesteps: tuple[float, float] | None) -> list:
+def with_properties(
+    conditioning: list,
+    strength: float,
+    set_cond_area: str,
+    mask: torch.Tensor | None,
+    hooks: HookGroup | None,
+    timesteps: tuple[float, float] | None,
+) -> list:
     """ComfyUI's set_conds_props for one CONDITIONING: hooks, then a mask (its strength is the mask's
     weight; "mask bounds" restricts the entry to the mask's bounding box), then a timestep range."""
     out = with_hooks(conditioning, hooks)
     if mask is not None:
-        out = set_values(out, {"mask": mask.unsqueeze(0) if mask.ndim < 3 else mask,
-                               "set_area_to_bounds": set_cond_area != "default", "mask_strength": strength})
+        out = set_values(
+            out,
+            {
+                "mask": mask.unsqueeze(0) if mask.ndim < 3 else mask,
+                "set_area_to_bounds": set_cond_area != "default",
+                "mask_strength": strength,
+            },
+        )
     if timesteps is not None:
         out = set_values(out, {"start_percent": timesteps[0], "end_percent": timesteps[1]})
     return out
@@ -86,15 +103,20 @@ class ConditioningSetProperties(_Hooks):
     DESCRIPTION = "Attaches hooks, a mask and a timestep range to every entry of a conditioning."
 
     def set_properties(self, cond_NEW, strength, set_cond_area, mask=None, hooks=None, timesteps=None):
-        return (with_properties(require(cond_NEW, "cond_NEW"), strength, set_cond_area, mask,
-                                _hooks(hooks, "hooks"), timesteps),)
+        return (
+            with_properties(
+                require(cond_NEW, "cond_NEW"), strength, set_cond_area, mask, _hooks(hooks, "hooks"), timesteps
+            ),
+        )
 
 
 class ConditioningSetPropertiesAndCombine(_Hooks):
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"cond": ("CONDITIONING",), "cond_NEW": ("CONDITIONING",), **PROPS_REQUIRED},
-                "optional": dict(PROPS_OPTIONAL)}
+        return {
+            "required": {"cond": ("CONDITIONING",), "cond_NEW": ("CONDITIONING",), **PROPS_REQUIRED},
+            "optional": dict(PROPS_OPTIONAL),
+        }
 
     RETURN_TYPES = ("CONDITIONING",)
     CATEGORY = "advanced/hooks/cond single"
@@ -102,16 +124,19 @@ class ConditioningSetPropertiesAndCombine(_Hooks):
     DESCRIPTION = "Sets hooks, mask and timestep range on cond_NEW and appends its entries to cond."
 
     def set_properties(self, cond, cond_NEW, strength, set_cond_area, mask=None, hooks=None, timesteps=None):
-        new = with_properties(require(cond_NEW, "cond_NEW"), strength, set_cond_area, mask,
-                              _hooks(hooks, "hooks"), timesteps)
+        new = with_properties(
+            require(cond_NEW, "cond_NEW"), strength, set_cond_area, mask, _hooks(hooks, "hooks"), timesteps
+        )
         return (require(cond, "cond") + new,)
 
 
 class PairConditioningSetProperties(_Hooks):
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"positive_NEW": ("CONDITIONING",), "negative_NEW": ("CONDITIONING",), **PROPS_REQUIRED},
-                "optional": dict(PROPS_OPTIONAL)}
+        return {
+            "required": {"positive_NEW": ("CONDITIONING",), "negative_NEW": ("CONDITIONING",), **PROPS_REQUIRED},
+            "optional": dict(PROPS_OPTIONAL),
+        }
 
     RETURN_TYPES = ("CONDITIONING", "CONDITIONING")
     RETURN_NAMES = ("positive", "negative")
@@ -119,19 +144,29 @@ class PairConditioningSetProperties(_Hooks):
     FUNCTION = "set_properties"
     DESCRIPTION = "Attaches hooks, a mask and a timestep range to a positive and negative conditioning."
 
-    def set_properties(self, positive_NEW, negative_NEW, strength, set_cond_area, mask=None, hooks=None,
-                       timesteps=None):
+    def set_properties(
+        self, positive_NEW, negative_NEW, strength, set_cond_area, mask=None, hooks=None, timesteps=None
+    ):
         hooks = _hooks(hooks, "hooks")
-        return tuple(with_properties(require(c, n), strength, set_cond_area, mask, hooks, timesteps)
-                     for c, n in ((positive_NEW, "positive_NEW"), (negative_NEW, "negative_NEW")))
+        return tuple(
+            with_properties(require(c, n), strength, set_cond_area, mask, hooks, timesteps)
+            for c, n in ((positive_NEW, "positive_NEW"), (negative_NEW, "negative_NEW"))
+        )
 
 
 class PairConditioningSetPropertiesAndCombine(_Hooks):
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"positive": ("CONDITIONING",), "negative": ("CONDITIONING",),
-                             "positive_NEW": ("CONDITIONING",), "negative_NEW": ("CONDITIONING",), **PROPS_REQUIRED},
-                "optional": dict(PROPS_OPTIONAL)}
+        return {
+            "required": {
+                "positive": ("CONDITIONING",),
+                "negative": ("CONDITIONING",),
+                "positive_NEW": ("CONDITIONING",),
+                "negative_NEW": ("CONDITIONING",),
+                **PROPS_REQUIRED,
+            },
+            "optional": dict(PROPS_OPTIONAL),
+        }
 
     RETURN_TYPES = ("CONDITIONING", "CONDITIONING")
     RETURN_NAMES = ("positive", "negative")
@@ -139,20 +174,39 @@ class PairConditioningSetPropertiesAndCombine(_Hooks):
     FUNCTION = "set_properties"
     DESCRIPTION = "Sets hooks, mask and timestep range on the NEW pair and appends it to positive and negative."
 
-    def set_properties(self, positive, negative, positive_NEW, negative_NEW, strength, set_cond_area, mask=None,
-                       hooks=None, timesteps=None):
+    def set_properties(
+        self,
+        positive,
+        negative,
+        positive_NEW,
+        negative_NEW,
+        strength,
+        set_cond_area,
+        mask=None,
+        hooks=None,
+        timesteps=None,
+    ):
         hooks = _hooks(hooks, "hooks")
-        return tuple(require(base, bn) + with_properties(require(new, nn), strength, set_cond_area, mask, hooks,
-                                                         timesteps)
-                     for base, bn, new, nn in ((positive, "positive", positive_NEW, "positive_NEW"),
-                                               (negative, "negative", negative_NEW, "negative_NEW")))
+        return tuple(
+            require(base, bn) + with_properties(require(new, nn), strength, set_cond_area, mask, hooks, timesteps)
+            for base, bn, new, nn in (
+                (positive, "positive", positive_NEW, "positive_NEW"),
+                (negative, "negative", negative_NEW, "negative_NEW"),
+            )
+        )
 
 
 class PairConditioningCombine(_Hooks):
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"positive_A": ("CONDITIONING",), "negative_A": ("CONDITIONING",),
-                             "positive_B": ("CONDITIONING",), "negative_B": ("CONDITIONING",)}}
+        return {
+            "required": {
+                "positive_A": ("CONDITIONING",),
+                "negative_A": ("CONDITIONING",),
+                "positive_B": ("CONDITIONING",),
+                "negative_B": ("CONDITIONING",),
+            }
+        }
 
     RETURN_TYPES = ("CONDITIONING", "CONDITIONING")
     RETURN_NAMES = ("positive", "negative")
@@ -161,21 +215,27 @@ class PairConditioningCombine(_Hooks):
     DESCRIPTION = "Appends the B pair's entries to the A pair's."
 
     def combine(self, positive_A, negative_A, positive_B, negative_B):
-        return (require(positive_A, "positive_A") + require(positive_B, "positive_B"),
-                require(negative_A, "negative_A") + require(negative_B, "negative_B"))
+        return (
+            require(positive_A, "positive_A") + require(positive_B, "positive_B"),
+            require(negative_A, "negative_A") + require(negative_B, "negative_B"),
+        )
 
 
 class ConditioningSetDefaultCombine(_Hooks):
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"cond": ("CONDITIONING",), "cond_DEFAULT": ("CONDITIONING",)},
-                "optional": {"hooks": ("HOOKS",)}}
+        return {
+            "required": {"cond": ("CONDITIONING",), "cond_DEFAULT": ("CONDITIONING",)},
+            "optional": {"hooks": ("HOOKS",)},
+        }
 
     RETURN_TYPES = ("CONDITIONING",)
     CATEGORY = "advanced/hooks/cond single"
     FUNCTION = "set_default_and_combine"
-    DESCRIPTION = ("Appends cond_DEFAULT as a default: it guides only where the other entries leave weight "
-                   "uncovered (outside their masks and areas).")
+    DESCRIPTION = (
+        "Appends cond_DEFAULT as a default: it guides only where the other entries leave weight "
+        "uncovered (outside their masks and areas)."
+    )
 
     def set_default_and_combine(self, cond, cond_DEFAULT, hooks=None):
         return (require(cond, "cond") + with_default(require(cond_DEFAULT, "cond_DEFAULT"), _hooks(hooks, "hooks")),)
@@ -184,9 +244,15 @@ class ConditioningSetDefaultCombine(_Hooks):
 class PairConditioningSetDefaultCombine(_Hooks):
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"positive": ("CONDITIONING",), "negative": ("CONDITIONING",),
-                             "positive_DEFAULT": ("CONDITIONING",), "negative_DEFAULT": ("CONDITIONING",)},
-                "optional": {"hooks": ("HOOKS",)}}
+        return {
+            "required": {
+                "positive": ("CONDITIONING",),
+                "negative": ("CONDITIONING",),
+                "positive_DEFAULT": ("CONDITIONING",),
+                "negative_DEFAULT": ("CONDITIONING",),
+            },
+            "optional": {"hooks": ("HOOKS",)},
+        }
 
     RETURN_TYPES = ("CONDITIONING", "CONDITIONING")
     RETURN_NAMES = ("positive", "negative")
@@ -196,15 +262,21 @@ class PairConditioningSetDefaultCombine(_Hooks):
 
     def set_default_and_combine(self, positive, negative, positive_DEFAULT, negative_DEFAULT, hooks=None):
         hooks = _hooks(hooks, "hooks")
-        return (require(positive, "positive") + with_default(require(positive_DEFAULT, "positive_DEFAULT"), hooks),
-                require(negative, "negative") + with_default(require(negative_DEFAULT, "negative_DEFAULT"), hooks))
+        return (
+            require(positive, "positive") + with_default(require(positive_DEFAULT, "positive_DEFAULT"), hooks),
+            require(negative, "negative") + with_default(require(negative_DEFAULT, "negative_DEFAULT"), hooks),
+        )
 
 
 class ConditioningTimestepsRange(_Hooks):
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"start_percent": ("FLOAT", {"default": 0.0, **PERCENT}),
-                             "end_percent": ("FLOAT", {"default": 1.0, **PERCENT})}}
+        return {
+            "required": {
+                "start_percent": ("FLOAT", {"default": 0.0, **PERCENT}),
+                "end_percent": ("FLOAT", {"default": 1.0, **PERCENT}),
+            }
+        }
 
     RETURN_TYPES = ("TIMESTEPS_RANGE", "TIMESTEPS_RANGE", "TIMESTEPS_RANGE")
     RETURN_NAMES = ("TIMESTEPS_RANGE", "BEFORE_RANGE", "AFTER_RANGE")
@@ -219,15 +291,22 @@ class ConditioningTimestepsRange(_Hooks):
 class SetClipHooks(_Hooks):
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"clip": ("CLIP",), "apply_to_conds": ("BOOLEAN", {"default": True}),
-                             "schedule_clip": ("BOOLEAN", {"default": False})},
-                "optional": {"hooks": ("HOOKS",)}}
+        return {
+            "required": {
+                "clip": ("CLIP",),
+                "apply_to_conds": ("BOOLEAN", {"default": True}),
+                "schedule_clip": ("BOOLEAN", {"default": False}),
+            },
+            "optional": {"hooks": ("HOOKS",)},
+        }
 
     RETURN_TYPES = ("CLIP",)
     CATEGORY = "advanced/hooks/clip"
     FUNCTION = "apply_hooks"
-    DESCRIPTION = ("Applies hooks' CLIP weights when this CLIP encodes; apply_to_conds also attaches the hooks "
-                   "to the conds it makes, schedule_clip encodes once per keyframe range.")
+    DESCRIPTION = (
+        "Applies hooks' CLIP weights when this CLIP encodes; apply_to_conds also attaches the hooks "
+        "to the conds it makes, schedule_clip encodes once per keyframe range."
+    )
 
     def apply_hooks(self, clip, apply_to_conds, schedule_clip, hooks=None):
         require_ref(clip, "text_encoder", "clip", "CLIP")
@@ -239,13 +318,20 @@ class SetClipHooks(_Hooks):
 
 # ---- creating hooks -------------------------------------------------------------------------------------------
 
+
 class CreateHookLora(_Hooks):
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"lora_name": (active().list_files("loras"),), "strength_model": STRENGTH, "strength_clip": STRENGTH},
-                "optional": {"prev_hooks": ("HOOKS",)}}
+        return {
+            "required": {
+                "lora_name": (active().list_files("loras"),),
+                "strength_model": STRENGTH,
+                "strength_clip": STRENGTH,
+            },
+            "optional": {"prev_hooks": ("HOOKS",)},
+        }
 
-    MODEL_FILE_INPUTS = {"lora_name": ("loras", "lora")}   # checked at validation (nodes.model_checks)
+    MODEL_FILE_INPUTS = {"lora_name": ("loras", "lora")}  # checked at validation (nodes.model_checks)
     RETURN_TYPES = ("HOOKS",)
     CATEGORY = "advanced/hooks/create"
     FUNCTION = "create_hook"
@@ -256,15 +342,19 @@ class CreateHookLora(_Hooks):
         if strength_model == 0 and strength_clip == 0:
             return (prev,)
         path = model_file("loras", lora_name, "lora_name")
-        hook = WeightHook(new_id(), float(strength_model), float(strength_clip), lora=Patch(str(path), file_digest(path), 1.0))
+        hook = WeightHook(
+            new_id(), float(strength_model), float(strength_clip), lora=Patch(str(path), file_digest(path), 1.0)
+        )
         return (prev.combined(HookGroup((hook,))),)
 
 
 class CreateHookLoraModelOnly(CreateHookLora):
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"lora_name": (active().list_files("loras"),), "strength_model": STRENGTH},
-                "optional": {"prev_hooks": ("HOOKS",)}}
+        return {
+            "required": {"lora_name": (active().list_files("loras"),), "strength_model": STRENGTH},
+            "optional": {"prev_hooks": ("HOOKS",)},
+        }
 
     FUNCTION = "create_hook_model_only"
     DESCRIPTION = "A hook that applies a LoRA to the diffusion model only."
@@ -276,16 +366,23 @@ class CreateHookLoraModelOnly(CreateHookLora):
 class CreateHookModelAsLora(_Hooks):
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"ckpt_name": (active().list_files("checkpoints"),), "strength_model": STRENGTH,
-                             "strength_clip": STRENGTH},
-                "optional": {"prev_hooks": ("HOOKS",)}}
+        return {
+            "required": {
+                "ckpt_name": (active().list_files("checkpoints"),),
+                "strength_model": STRENGTH,
+                "strength_clip": STRENGTH,
+            },
+            "optional": {"prev_hooks": ("HOOKS",)},
+        }
 
     MODEL_FILE_INPUTS = {"ckpt_name": ("checkpoints", "diffusion_model")}
     RETURN_TYPES = ("HOOKS",)
     CATEGORY = "advanced/hooks/create"
     FUNCTION = "create_hook"
-    DESCRIPTION = ("A hook that moves the weights towards another checkpoint's: strength times its difference "
-                   "to the base model's own weights.")
+    DESCRIPTION = (
+        "A hook that moves the weights towards another checkpoint's: strength times its difference "
+        "to the base model's own weights."
+    )
 
     def create_hook(self, ckpt_name, strength_model, strength_clip, prev_hooks=None):
         prev = _hooks(prev_hooks, "prev_hooks") or HookGroup()
@@ -297,8 +394,10 @@ class CreateHookModelAsLora(_Hooks):
 class CreateHookModelAsLoraModelOnly(CreateHookModelAsLora):
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"ckpt_name": (active().list_files("checkpoints"),), "strength_model": STRENGTH},
-                "optional": {"prev_hooks": ("HOOKS",)}}
+        return {
+            "required": {"ckpt_name": (active().list_files("checkpoints"),), "strength_model": STRENGTH},
+            "optional": {"prev_hooks": ("HOOKS",)},
+        }
 
     FUNCTION = "create_hook_model_only"
     DESCRIPTION = "A hook that moves the diffusion model's weights towards another checkpoint's."
@@ -308,6 +407,7 @@ class CreateHookModelAsLoraModelOnly(CreateHookModelAsLora):
 
 
 # ---- scheduling -----------------------------------------------------------------------------------------------
+
 
 class SetHookKeyframes(_Hooks):
     @classmethod
@@ -330,8 +430,10 @@ class SetHookKeyframes(_Hooks):
 class CreateHookKeyframe(_Hooks):
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"strength_mult": STRENGTH, "start_percent": ("FLOAT", {"default": 0.0, **PERCENT})},
-                "optional": {"prev_hook_kf": ("HOOK_KEYFRAMES",)}}
+        return {
+            "required": {"strength_mult": STRENGTH, "start_percent": ("FLOAT", {"default": 0.0, **PERCENT})},
+            "optional": {"prev_hook_kf": ("HOOK_KEYFRAMES",)},
+        }
 
     RETURN_TYPES = ("HOOK_KEYFRAMES",)
     RETURN_NAMES = ("HOOK_KF",)
@@ -359,7 +461,7 @@ def interpolate(start: float, end: float, count: int, method: str) -> list[float
     if method == "linear":
         return torch.linspace(start, end, count).tolist()
     if method == "ease_in":
-        curve = index ** 2
+        curve = index**2
     elif method == "ease_out":
         curve = 1 - (1 - index) ** 2
     elif method == "ease_in_out":
@@ -373,14 +475,18 @@ class CreateHookKeyframesInterpolated(_Hooks):
     @classmethod
     def INPUT_TYPES(cls):
         strength = {"min": 0.0, "max": 10.0, "step": 0.001}
-        return {"required": {"strength_start": ("FLOAT", {"default": 1.0, **strength}),
-                             "strength_end": ("FLOAT", {"default": 1.0, **strength}),
-                             "interpolation": (INTERPOLATIONS,),
-                             "start_percent": ("FLOAT", {"default": 0.0, **PERCENT}),
-                             "end_percent": ("FLOAT", {"default": 1.0, **PERCENT}),
-                             "keyframes_count": ("INT", {"default": 5, "min": 2, "max": 100, "step": 1}),
-                             "print_keyframes": ("BOOLEAN", {"default": False})},
-                "optional": {"prev_hook_kf": ("HOOK_KEYFRAMES",)}}
+        return {
+            "required": {
+                "strength_start": ("FLOAT", {"default": 1.0, **strength}),
+                "strength_end": ("FLOAT", {"default": 1.0, **strength}),
+                "interpolation": (INTERPOLATIONS,),
+                "start_percent": ("FLOAT", {"default": 0.0, **PERCENT}),
+                "end_percent": ("FLOAT", {"default": 1.0, **PERCENT}),
+                "keyframes_count": ("INT", {"default": 5, "min": 2, "max": 100, "step": 1}),
+                "print_keyframes": ("BOOLEAN", {"default": False}),
+            },
+            "optional": {"prev_hook_kf": ("HOOK_KEYFRAMES",)},
+        }
 
     RETURN_TYPES = ("HOOK_KEYFRAMES",)
     RETURN_NAMES = ("HOOK_KF",)
@@ -388,8 +494,17 @@ class CreateHookKeyframesInterpolated(_Hooks):
     FUNCTION = "create_hook_keyframes"
     DESCRIPTION = "keyframes_count keyframes evenly spread over a percent range, strengths along a curve."
 
-    def create_hook_keyframes(self, strength_start, strength_end, interpolation, start_percent, end_percent,
-                              keyframes_count, print_keyframes=False, prev_hook_kf=None):
+    def create_hook_keyframes(
+        self,
+        strength_start,
+        strength_end,
+        interpolation,
+        start_percent,
+        end_percent,
+        keyframes_count,
+        print_keyframes=False,
+        prev_hook_kf=None,
+    ):
         percents = torch.linspace(start_percent, end_percent, keyframes_count)
         strengths = interpolate(strength_start, strength_end, keyframes_count, interpolation)
         out = _spread(_keyframes(prev_hook_kf, "prev_hook_kf"), percents, strengths)
@@ -402,11 +517,15 @@ class CreateHookKeyframesInterpolated(_Hooks):
 class CreateHookKeyframesFromFloats(_Hooks):
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"floats_strength": ("FLOATS", {"default": -1, "min": -1, "step": 0.001, "forceInput": True}),
-                             "start_percent": ("FLOAT", {"default": 0.0, **PERCENT}),
-                             "end_percent": ("FLOAT", {"default": 1.0, **PERCENT}),
-                             "print_keyframes": ("BOOLEAN", {"default": False})},
-                "optional": {"prev_hook_kf": ("HOOK_KEYFRAMES",)}}
+        return {
+            "required": {
+                "floats_strength": ("FLOATS", {"default": -1, "min": -1, "step": 0.001, "forceInput": True}),
+                "start_percent": ("FLOAT", {"default": 0.0, **PERCENT}),
+                "end_percent": ("FLOAT", {"default": 1.0, **PERCENT}),
+                "print_keyframes": ("BOOLEAN", {"default": False}),
+            },
+            "optional": {"prev_hook_kf": ("HOOK_KEYFRAMES",)},
+        }
 
     RETURN_TYPES = ("HOOK_KEYFRAMES",)
     RETURN_NAMES = ("HOOK_KF",)
@@ -414,15 +533,17 @@ class CreateHookKeyframesFromFloats(_Hooks):
     FUNCTION = "create_hook_keyframes"
     DESCRIPTION = "One keyframe per given strength, evenly spread over a percent range."
 
-    def create_hook_keyframes(self, floats_strength, start_percent, end_percent, print_keyframes=False,
-                              prev_hook_kf=None):
+    def create_hook_keyframes(
+        self, floats_strength, start_percent, end_percent, print_keyframes=False, prev_hook_kf=None
+    ):
         if isinstance(floats_strength, (int, float)) and not isinstance(floats_strength, bool):
             strengths = [float(floats_strength)]
         elif isinstance(floats_strength, Iterable) and not isinstance(floats_strength, (str, bytes)):
             strengths = [float(s) for s in floats_strength]
         else:
-            raise ValueError(f"floats_strength: expected a float or a list of floats, got "
-                             f"{type(floats_strength).__name__}")
+            raise ValueError(
+                f"floats_strength: expected a float or a list of floats, got {type(floats_strength).__name__}"
+            )
         percents = torch.linspace(start_percent, end_percent, len(strengths))
         out = _spread(_keyframes(prev_hook_kf, "prev_hook_kf"), percents, strengths)
         if print_keyframes:
@@ -432,6 +553,7 @@ class CreateHookKeyframesFromFloats(_Hooks):
 
 
 # ---- combining ------------------------------------------------------------------------------------------------
+
 
 def _combine_node(letters: str) -> type:
     class CombineHooks(_Hooks):
@@ -454,12 +576,17 @@ def _combine_node(letters: str) -> type:
 CombineHooks2, CombineHooks4, CombineHooks8 = (_combine_node(s) for s in ("AB", "ABCD", "ABCDEFGH"))
 
 NODE_CLASS_MAPPINGS = {
-    "CreateHookLora": CreateHookLora, "CreateHookLoraModelOnly": CreateHookLoraModelOnly,
-    "CreateHookModelAsLora": CreateHookModelAsLora, "CreateHookModelAsLoraModelOnly": CreateHookModelAsLoraModelOnly,
-    "SetHookKeyframes": SetHookKeyframes, "CreateHookKeyframe": CreateHookKeyframe,
+    "CreateHookLora": CreateHookLora,
+    "CreateHookLoraModelOnly": CreateHookLoraModelOnly,
+    "CreateHookModelAsLora": CreateHookModelAsLora,
+    "CreateHookModelAsLoraModelOnly": CreateHookModelAsLoraModelOnly,
+    "SetHookKeyframes": SetHookKeyframes,
+    "CreateHookKeyframe": CreateHookKeyframe,
     "CreateHookKeyframesInterpolated": CreateHookKeyframesInterpolated,
     "CreateHookKeyframesFromFloats": CreateHookKeyframesFromFloats,
-    "CombineHooks2": CombineHooks2, "CombineHooks4": CombineHooks4, "CombineHooks8": CombineHooks8,
+    "CombineHooks2": CombineHooks2,
+    "CombineHooks4": CombineHooks4,
+    "CombineHooks8": CombineHooks8,
     "ConditioningSetProperties": ConditioningSetProperties,
     "ConditioningSetPropertiesAndCombine": ConditioningSetPropertiesAndCombine,
     "PairConditioningSetProperties": PairConditioningSetProperties,
@@ -471,17 +598,24 @@ NODE_CLASS_MAPPINGS = {
     "ConditioningTimestepsRange": ConditioningTimestepsRange,
 }
 NODE_DISPLAY_NAME_MAPPINGS = {
-    "CreateHookLora": "Create Hook LoRA", "CreateHookLoraModelOnly": "Create Hook LoRA (MO)",
-    "CreateHookModelAsLora": "Create Hook Model as LoRA", "CreateHookModelAsLoraModelOnly": "Create Hook Model as LoRA (MO)",
-    "SetHookKeyframes": "Set Hook Keyframes", "CreateHookKeyframe": "Create Hook Keyframe",
+    "CreateHookLora": "Create Hook LoRA",
+    "CreateHookLoraModelOnly": "Create Hook LoRA (MO)",
+    "CreateHookModelAsLora": "Create Hook Model as LoRA",
+    "CreateHookModelAsLoraModelOnly": "Create Hook Model as LoRA (MO)",
+    "SetHookKeyframes": "Set Hook Keyframes",
+    "CreateHookKeyframe": "Create Hook Keyframe",
     "CreateHookKeyframesInterpolated": "Create Hook Keyframes Interp.",
     "CreateHookKeyframesFromFloats": "Create Hook Keyframes From Floats",
-    "CombineHooks2": "Combine Hooks [2]", "CombineHooks4": "Combine Hooks [4]", "CombineHooks8": "Combine Hooks [8]",
-    "ConditioningSetProperties": "Cond Set Props", "ConditioningSetPropertiesAndCombine": "Cond Set Props Combine",
+    "CombineHooks2": "Combine Hooks [2]",
+    "CombineHooks4": "Combine Hooks [4]",
+    "CombineHooks8": "Combine Hooks [8]",
+    "ConditioningSetProperties": "Cond Set Props",
+    "ConditioningSetPropertiesAndCombine": "Cond Set Props Combine",
     "PairConditioningSetProperties": "Cond Pair Set Props",
     "PairConditioningSetPropertiesAndCombine": "Cond Pair Set Props Combine",
     "ConditioningSetDefaultCombine": "Cond Set Default Combine",
     "PairConditioningSetDefaultCombine": "Cond Pair Set Default Combine",
-    "PairConditioningCombine": "Cond Pair Combine", "SetClipHooks": "Set CLIP Hooks",
+    "PairConditioningCombine": "Cond Pair Combine",
+    "SetClipHooks": "Set CLIP Hooks",
     "ConditioningTimestepsRange": "Timesteps Range",
 }

@@ -7,6 +7,7 @@ The MODEL carries the file (path, content digest, strength) as an attn1 and an a
 (nodes.modelfns.network_patches); the executor reads and builds the MLPs once per file and device. Dropout
 layers are built in evaluation mode, so a step gives the same result wherever it runs (ComfyUI leaves them in
 training mode, which only matters for the rare files trained with dropout)."""
+
 from __future__ import annotations
 
 import logging
@@ -18,18 +19,26 @@ import torch
 from torch import nn
 
 from cluster.refs import ModelRef, file_digest
+from nodes.inputs import require_model
 from nodes.loaders import model_file
 from nodes.modelfns.network_patches import with_network_patch
 from nodes.models.errors import ModelLoadError
 from nodes.models.safetensors_io import is_torch_pickle
 from nodes.workspace import active
-from nodes.inputs import require_model
 
 MODULE = "comfy_extras.nodes_hypernetwork"
 log = logging.getLogger(__name__)
-ACTIVATIONS = {"linear": nn.Identity, "relu": nn.ReLU, "leakyrelu": nn.LeakyReLU, "elu": nn.ELU,
-               "swish": nn.Hardswish, "tanh": nn.Tanh, "sigmoid": nn.Sigmoid, "softsign": nn.Softsign,
-               "mish": nn.Mish}
+ACTIVATIONS = {
+    "linear": nn.Identity,
+    "relu": nn.ReLU,
+    "leakyrelu": nn.LeakyReLU,
+    "elu": nn.ELU,
+    "swish": nn.Hardswish,
+    "tanh": nn.Tanh,
+    "sigmoid": nn.Sigmoid,
+    "softsign": nn.Softsign,
+    "mish": nn.Mish,
+}
 
 
 @lru_cache(maxsize=4)
@@ -47,7 +56,7 @@ def _mlp(weights: dict[str, torch.Tensor], sd: dict) -> nn.Sequential:
     """The layers in the order of the state dict's ".weight" keys: linear [activation] [layer norm] [dropout]."""
     activation = ACTIVATIONS[sd.get("activation_func", "linear")]
     layer_norm, dropout = sd.get("is_layer_norm", False), sd.get("use_dropout", False)
-    names = [k[:-len(".weight")] for k in weights if k.endswith(".weight")]
+    names = [k[: -len(".weight")] for k in weights if k.endswith(".weight")]
     layers: list[nn.Module] = []
     i = 0
     while i < len(names):
@@ -91,6 +100,7 @@ def hypernetwork(path: str, digest: str, device: str, dtype: torch.dtype) -> dic
 @dataclass(frozen=True)
 class HypernetworkPatch:
     """attn1_patch / attn2_patch: k += mlp_k(k) * strength, v += mlp_v(v) * strength for k's width."""
+
     path: str
     digest: str
     strength: float
@@ -113,16 +123,20 @@ class HypernetworkLoader:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"model": ("MODEL",),
-                             "hypernetwork_name": (active().list_files("hypernetworks"),),
-                             "strength": ("FLOAT", {"default": 1.0, "min": -10.0, "max": 10.0, "step": 0.01})}}
+        return {
+            "required": {
+                "model": ("MODEL",),
+                "hypernetwork_name": (active().list_files("hypernetworks"),),
+                "strength": ("FLOAT", {"default": 1.0, "min": -10.0, "max": 10.0, "step": 0.01}),
+            }
+        }
 
     def load_hypernetwork(self, model: Any, hypernetwork_name: str, strength: float) -> tuple[ModelRef]:
         require_model(model)
         path = model_file("hypernetworks", hypernetwork_name, "hypernetwork_name")
         digest = file_digest(path)
         sd = read_hypernetwork(str(path), digest)
-        if not supported(sd):   # ComfyUI logs it and returns the model unpatched
+        if not supported(sd):  # ComfyUI logs it and returns the model unpatched
             log.error("Unsupported hypernetwork activation %r in %s", sd.get("activation_func"), path)
             return (model,)
         patch = HypernetworkPatch(str(path), digest, float(strength))

@@ -7,6 +7,7 @@ The tile count along an axis is drawn among the `swap_size` largest ones that gi
 `tile_size / 8` latent pixels wide. ComfyUI draws from torch's global generator; a step here draws from a
 generator seeded by the step's sigma and the layer's token count, so a step gives the same image wherever it
 runs (with `swap_size` 1 there is no draw and the tiling is ComfyUI's exactly)."""
+
 from __future__ import annotations
 
 import math
@@ -16,11 +17,11 @@ from typing import Any
 import torch
 
 from cluster.refs import ModelRef
-from nodes.modelfns.network_patches import with_network_patch
 from nodes.inputs import require_model
+from nodes.modelfns.network_patches import with_network_patch
 
 MODULE = "comfy_extras.nodes_hypertile"
-STASH = "hypertile"     # the options key through which the output patch learns the input patch's tiling
+STASH = "hypertile"  # the options key through which the output patch learns the input patch's tiling
 
 
 def step_generator(options: dict, tokens: int) -> torch.Generator:
@@ -43,6 +44,7 @@ def tile_count(size: int, min_tile: int, options_count: int, generator: torch.Ge
 @dataclass(frozen=True)
 class HyperTileIn:
     """attn1_patch: tile the queries of the layers whose token count is the latent's at depth <= max_depth."""
+
     tile_size: int
     swap_size: int
     max_depth: int
@@ -51,7 +53,7 @@ class HyperTileIn:
     def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, options: dict) -> tuple:
         tokens = q.shape[-2]
         shape = options["original_shape"]
-        sizes = [(shape[-2] / 2 ** i) * (shape[-1] / 2 ** i) for i in range(self.max_depth + 1)]
+        sizes = [(shape[-2] / 2**i) * (shape[-1] / 2**i) for i in range(self.max_depth + 1)]
         if tokens not in sizes:
             return q, k, v
         aspect = shape[-1] / shape[-2]
@@ -88,20 +90,32 @@ class HyperTile:
     RETURN_TYPES = ("MODEL",)
     FUNCTION = "patch"
     CATEGORY = "model_patches/unet"
-    DESCRIPTION = ("HyperTile: computes the UNet's high-resolution self-attention in spatial tiles, which speeds "
-                   "up large images.")
+    DESCRIPTION = (
+        "HyperTile: computes the UNet's high-resolution self-attention in spatial tiles, which speeds up large images."
+    )
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "model": ("MODEL", {}),
-            "tile_size": ("INT", {"default": 256, "min": 1, "max": 2048, "tooltip": "Tile size in pixels."}),
-            "swap_size": ("INT", {"default": 2, "min": 1, "max": 128,
-                                  "tooltip": "How many tile counts to choose among at random."}),
-            "max_depth": ("INT", {"default": 0, "min": 0, "max": 10,
-                                  "tooltip": "How many resolution levels below the top to tile as well."}),
-            "scale_depth": ("BOOLEAN", {"default": False, "tooltip": "Larger tiles at deeper levels."}),
-        }}
+        return {
+            "required": {
+                "model": ("MODEL", {}),
+                "tile_size": ("INT", {"default": 256, "min": 1, "max": 2048, "tooltip": "Tile size in pixels."}),
+                "swap_size": (
+                    "INT",
+                    {"default": 2, "min": 1, "max": 128, "tooltip": "How many tile counts to choose among at random."},
+                ),
+                "max_depth": (
+                    "INT",
+                    {
+                        "default": 0,
+                        "min": 0,
+                        "max": 10,
+                        "tooltip": "How many resolution levels below the top to tile as well.",
+                    },
+                ),
+                "scale_depth": ("BOOLEAN", {"default": False, "tooltip": "Larger tiles at deeper levels."}),
+            }
+        }
 
     def patch(self, model: Any, tile_size: int, swap_size: int, max_depth: int, scale_depth: bool) -> tuple[ModelRef]:
         require_model(model)

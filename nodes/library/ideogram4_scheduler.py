@@ -2,6 +2,7 @@
 same interface comfyui-embedded-docs 0.5.15 documents): the Ideogram 4 Scheduler, a logit-normal schedule over the
 reference time whose mean is shifted by the image's size. It needs no model: the sigmas are rectified-flow noise
 levels from 1 to 0."""
+
 from __future__ import annotations
 
 import math
@@ -22,7 +23,7 @@ def ideogram4_sigmas(steps: int, width: int, height: int, mu: float, std: float)
     time = 1.0 - torch.special.expit(mean + std * torch.special.ndtri(probabilities))
     time = time.clamp(1.0 / (1.0 + math.exp(0.5 * _LOG_SNR_HIGH)), 1.0 / (1.0 + math.exp(0.5 * _LOG_SNR_LOW)))
     sigmas = (1.0 - time).flip(0)
-    sigmas[-1] = 0.0   # the clamp leaves about 6e-4: the schedule ends fully denoised
+    sigmas[-1] = 0.0  # the clamp leaves about 6e-4: the schedule ends fully denoised
     return sigmas.to(torch.float32)
 
 
@@ -37,10 +38,15 @@ class Ideogram4Scheduler:
     @classmethod
     def INPUT_TYPES(cls):
         size = {"default": 1024, "min": 256, "max": 8192, "step": 16}
-        return {"required": {"steps": ("INT", {"default": 20, "min": 1, "max": 200}),
-                             "width": ("INT", size), "height": ("INT", size),
-                             "mu": ("FLOAT", {"default": 0.0, "min": -10.0, "max": 10.0, "step": 0.05}),
-                             "std": ("FLOAT", {"default": 1.75, "min": 0.1, "max": 5.0, "step": 0.05})}}
+        return {
+            "required": {
+                "steps": ("INT", {"default": 20, "min": 1, "max": 200}),
+                "width": ("INT", size),
+                "height": ("INT", size),
+                "mu": ("FLOAT", {"default": 0.0, "min": -10.0, "max": 10.0, "step": 0.05}),
+                "std": ("FLOAT", {"default": 1.75, "min": 0.1, "max": 5.0, "step": 0.05}),
+            }
+        }
 
     def execute(self, steps: int, width: int, height: int, mu: float, std: float) -> tuple[torch.Tensor]:
         return (ideogram4_sigmas(int(steps), int(width), int(height), float(mu), float(std)),)

@@ -4,6 +4,7 @@ animated PNG/WEBP writers.
 IMAGE is float [B,H,W,C] in 0..1. The animated writers follow SaveImage's file naming
 (`<prefix>_<counter:05>_.png|.webp` in the output folder) and hand the files to Pillow as ComfyUI does.
 """
+
 from __future__ import annotations
 
 import json
@@ -32,24 +33,28 @@ class ImageCrop:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "image": ("IMAGE",),
-            "width": ("INT", {"default": 512, "min": 1, "max": MAX_RESOLUTION, "step": 1}),
-            "height": ("INT", {"default": 512, "min": 1, "max": MAX_RESOLUTION, "step": 1}),
-            "x": ("INT", {"default": 0, "min": 0, "max": MAX_RESOLUTION, "step": 1}),
-            "y": ("INT", {"default": 0, "min": 0, "max": MAX_RESOLUTION, "step": 1}),
-        }}
+        return {
+            "required": {
+                "image": ("IMAGE",),
+                "width": ("INT", {"default": 512, "min": 1, "max": MAX_RESOLUTION, "step": 1}),
+                "height": ("INT", {"default": 512, "min": 1, "max": MAX_RESOLUTION, "step": 1}),
+                "x": ("INT", {"default": 0, "min": 0, "max": MAX_RESOLUTION, "step": 1}),
+                "y": ("INT", {"default": 0, "min": 0, "max": MAX_RESOLUTION, "step": 1}),
+            }
+        }
 
     RETURN_TYPES = ("IMAGE",)
     FUNCTION = "crop"
     CATEGORY = "image/transform"
-    DESCRIPTION = ("Cuts a width x height window starting at (x, y); an origin past the edge is moved onto "
-                   "the last row/column and the window is clipped to the image.")
+    DESCRIPTION = (
+        "Cuts a width x height window starting at (x, y); an origin past the edge is moved onto "
+        "the last row/column and the window is clipped to the image."
+    )
 
     def crop(self, image: torch.Tensor, width: int, height: int, x: int, y: int):
         x = min(x, image.shape[2] - 1)
         y = min(y, image.shape[1] - 1)
-        return (image[:, y:y + height, x:x + width, :],)
+        return (image[:, y : y + height, x : x + width, :],)
 
 
 class RepeatImageBatch:
@@ -73,11 +78,13 @@ class ImageFromBatch:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "image": ("IMAGE",),
-            "batch_index": ("INT", {"default": 0, "min": 0, "max": 4095}),
-            "length": ("INT", {"default": 1, "min": 1, "max": 4096}),
-        }}
+        return {
+            "required": {
+                "image": ("IMAGE",),
+                "batch_index": ("INT", {"default": 0, "min": 0, "max": 4095}),
+                "length": ("INT", {"default": 1, "min": 1, "max": 4096}),
+            }
+        }
 
     RETURN_TYPES = ("IMAGE",)
     FUNCTION = "frombatch"
@@ -87,7 +94,7 @@ class ImageFromBatch:
     def frombatch(self, image: torch.Tensor, batch_index: int, length: int):
         start = min(image.shape[0] - 1, batch_index)
         length = min(image.shape[0] - start, length)
-        return (image[start:start + length].clone(),)
+        return (image[start : start + length].clone(),)
 
 
 class ImageAddNoise:
@@ -95,12 +102,22 @@ class ImageAddNoise:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "image": ("IMAGE",),
-            "seed": ("INT", {"default": 0, "min": 0, "max": 0xffffffffffffffff, "control_after_generate": True,
-                             "tooltip": "Seed of the CPU generator that draws the noise."}),
-            "strength": ("FLOAT", {"default": 0.5, "min": 0.0, "max": 1.0, "step": 0.01}),
-        }}
+        return {
+            "required": {
+                "image": ("IMAGE",),
+                "seed": (
+                    "INT",
+                    {
+                        "default": 0,
+                        "min": 0,
+                        "max": 0xFFFFFFFFFFFFFFFF,
+                        "control_after_generate": True,
+                        "tooltip": "Seed of the CPU generator that draws the noise.",
+                    },
+                ),
+                "strength": ("FLOAT", {"default": 0.5, "min": 0.0, "max": 1.0, "step": 0.01}),
+            }
+        }
 
     RETURN_TYPES = ("IMAGE",)
     FUNCTION = "repeat"
@@ -125,45 +142,67 @@ class SaveAnimatedWEBP:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "images": ("IMAGE",),
-            "filename_prefix": ("STRING", {"default": "ComfyUI"}),
-            "fps": ("FLOAT", {"default": 6.0, "min": 0.01, "max": 1000.0, "step": 0.01}),
-            "lossless": ("BOOLEAN", {"default": True}),
-            "quality": ("INT", {"default": 80, "min": 0, "max": 100}),
-            "method": (list(cls.methods.keys()),),
-        }, "hidden": {"prompt": "PROMPT", "extra_pnginfo": "EXTRA_PNGINFO"}}
+        return {
+            "required": {
+                "images": ("IMAGE",),
+                "filename_prefix": ("STRING", {"default": "ComfyUI"}),
+                "fps": ("FLOAT", {"default": 6.0, "min": 0.01, "max": 1000.0, "step": 0.01}),
+                "lossless": ("BOOLEAN", {"default": True}),
+                "quality": ("INT", {"default": 80, "min": 0, "max": 100}),
+                "method": (list(cls.methods.keys()),),
+            },
+            "hidden": {"prompt": "PROMPT", "extra_pnginfo": "EXTRA_PNGINFO"},
+        }
 
     RETURN_TYPES = ()
     FUNCTION = "save_images"
     OUTPUT_NODE = True
     CATEGORY = "image/animation"
-    DESCRIPTION = ("Writes the batch as one animated WEBP into the output folder; the prompt and workflow go "
-                   "into EXIF tags.")
+    DESCRIPTION = (
+        "Writes the batch as one animated WEBP into the output folder; the prompt and workflow go into EXIF tags."
+    )
 
-    def save_images(self, images: torch.Tensor, fps: float, filename_prefix: str, lossless: bool, quality: int,
-                    method: str, prompt: Any = None, extra_pnginfo: dict | None = None):
+    def save_images(
+        self,
+        images: torch.Tensor,
+        fps: float,
+        filename_prefix: str,
+        lossless: bool,
+        quality: int,
+        method: str,
+        prompt: Any = None,
+        extra_pnginfo: dict | None = None,
+    ):
         folder, stem, counter, subfolder, _ = save_image_path(
-            filename_prefix, active().output_dir, images[0].shape[1], images[0].shape[0])
+            filename_prefix, active().output_dir, images[0].shape[1], images[0].shape[0]
+        )
         frames = _frames(images)
         exif = frames[0].getexif()
         if image_io.metadata_enabled():
             # ComfyUI's tags: 0x0110 (Model) holds the prompt, then 0x010f downwards one per pnginfo key.
             if prompt is not None:
-                exif[0x0110] = "prompt:{}".format(json.dumps(prompt))
+                exif[0x0110] = f"prompt:{json.dumps(prompt)}"
             if extra_pnginfo is not None:
-                tag = 0x010f
+                tag = 0x010F
                 for key, value in extra_pnginfo.items():
-                    exif[tag] = "{}:{}".format(key, json.dumps(value))
+                    exif[tag] = f"{key}:{json.dumps(value)}"
                     tag -= 1
         file = f"{stem}_{counter:05}_.webp"
-        frames[0].save(os.path.join(folder, file), save_all=True, duration=int(1000.0 / fps),
-                       append_images=frames[1:], exif=exif, lossless=lossless, quality=quality,
-                       method=self.methods.get(method))
+        frames[0].save(
+            os.path.join(folder, file),
+            save_all=True,
+            duration=int(1000.0 / fps),
+            append_images=frames[1:],
+            exif=exif,
+            lossless=lossless,
+            quality=quality,
+            method=self.methods.get(method),
+        )
         # ComfyUI marks a single-file save as animated unless it holds exactly one frame per file.
         animated = len(frames) != 1
-        return {"ui": {"images": [{"filename": file, "subfolder": subfolder, "type": "output"}],
-                       "animated": (animated,)}}
+        return {
+            "ui": {"images": [{"filename": file, "subfolder": subfolder, "type": "output"}], "animated": (animated,)}
+        }
 
 
 class SaveAnimatedPNG:
@@ -171,24 +210,37 @@ class SaveAnimatedPNG:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "images": ("IMAGE",),
-            "filename_prefix": ("STRING", {"default": "ComfyUI"}),
-            "fps": ("FLOAT", {"default": 6.0, "min": 0.01, "max": 1000.0, "step": 0.01}),
-            "compress_level": ("INT", {"default": 4, "min": 0, "max": 9}),
-        }, "hidden": {"prompt": "PROMPT", "extra_pnginfo": "EXTRA_PNGINFO"}}
+        return {
+            "required": {
+                "images": ("IMAGE",),
+                "filename_prefix": ("STRING", {"default": "ComfyUI"}),
+                "fps": ("FLOAT", {"default": 6.0, "min": 0.01, "max": 1000.0, "step": 0.01}),
+                "compress_level": ("INT", {"default": 4, "min": 0, "max": 9}),
+            },
+            "hidden": {"prompt": "PROMPT", "extra_pnginfo": "EXTRA_PNGINFO"},
+        }
 
     RETURN_TYPES = ()
     FUNCTION = "save_images"
     OUTPUT_NODE = True
     CATEGORY = "image/animation"
-    DESCRIPTION = ("Writes the batch as one animated PNG (APNG) into the output folder; the prompt and workflow "
-                   "go into 'comf' chunks after the image data.")
+    DESCRIPTION = (
+        "Writes the batch as one animated PNG (APNG) into the output folder; the prompt and workflow "
+        "go into 'comf' chunks after the image data."
+    )
 
-    def save_images(self, images: torch.Tensor, fps: float, compress_level: int, filename_prefix: str = "ComfyUI",
-                    prompt: Any = None, extra_pnginfo: dict | None = None):
+    def save_images(
+        self,
+        images: torch.Tensor,
+        fps: float,
+        compress_level: int,
+        filename_prefix: str = "ComfyUI",
+        prompt: Any = None,
+        extra_pnginfo: dict | None = None,
+    ):
         folder, stem, counter, subfolder, _ = save_image_path(
-            filename_prefix, active().output_dir, images[0].shape[1], images[0].shape[0])
+            filename_prefix, active().output_dir, images[0].shape[1], images[0].shape[0]
+        )
         frames = _frames(images)
         info = None
         if image_io.metadata_enabled():
@@ -196,17 +248,30 @@ class SaveAnimatedPNG:
             if prompt is not None:
                 info.add(b"comf", b"prompt\0" + json.dumps(prompt).encode("latin-1", "strict"), after_idat=True)
             for key, value in (extra_pnginfo or {}).items():
-                info.add(b"comf", key.encode("latin-1", "strict") + b"\0"
-                         + json.dumps(value).encode("latin-1", "strict"), after_idat=True)
+                info.add(
+                    b"comf",
+                    key.encode("latin-1", "strict") + b"\0" + json.dumps(value).encode("latin-1", "strict"),
+                    after_idat=True,
+                )
         file = f"{stem}_{counter:05}_.png"
-        frames[0].save(os.path.join(folder, file), pnginfo=info, compress_level=compress_level, save_all=True,
-                       duration=int(1000.0 / fps), append_images=frames[1:])
-        return {"ui": {"images": [{"filename": file, "subfolder": subfolder, "type": "output"}],
-                       "animated": (True,)}}
+        frames[0].save(
+            os.path.join(folder, file),
+            pnginfo=info,
+            compress_level=compress_level,
+            save_all=True,
+            duration=int(1000.0 / fps),
+            append_images=frames[1:],
+        )
+        return {"ui": {"images": [{"filename": file, "subfolder": subfolder, "type": "output"}], "animated": (True,)}}
 
 
 STITCH_COLORS: dict[str, float | tuple[float, float, float]] = {
-    "white": 1.0, "black": 0.0, "red": (1.0, 0.0, 0.0), "green": (0.0, 1.0, 0.0), "blue": (0.0, 0.0, 1.0)}
+    "white": 1.0,
+    "black": 0.0,
+    "red": (1.0, 0.0, 0.0),
+    "green": (0.0, 1.0, 0.0),
+    "blue": (0.0, 0.0, 1.0),
+}
 
 
 def _pad_centered(image: torch.Tensor, dim: int, size: int, value: float) -> torch.Tensor:
@@ -232,22 +297,34 @@ class ImageStitch:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "image1": ("IMAGE",),
-            "direction": (["right", "down", "left", "up"], {"default": "right"}),
-            "match_image_size": ("BOOLEAN", {"default": True}),
-            "spacing_width": ("INT", {"default": 0, "min": 0, "max": 1024, "step": 2}),
-            "spacing_color": (list(STITCH_COLORS), {"default": "white"}),
-        }, "optional": {"image2": ("IMAGE",)}}
+        return {
+            "required": {
+                "image1": ("IMAGE",),
+                "direction": (["right", "down", "left", "up"], {"default": "right"}),
+                "match_image_size": ("BOOLEAN", {"default": True}),
+                "spacing_width": ("INT", {"default": 0, "min": 0, "max": 1024, "step": 2}),
+                "spacing_color": (list(STITCH_COLORS), {"default": "white"}),
+            },
+            "optional": {"image2": ("IMAGE",)},
+        }
 
     RETURN_TYPES = ("IMAGE",)
     FUNCTION = "stitch"
     CATEGORY = "image/transform"
-    DESCRIPTION = ("Places image2 beside image1 in the given direction, optionally resized (lanczos) to share "
-                   "image1's height or width, with an optional coloured gap. Without image2, image1 passes.")
+    DESCRIPTION = (
+        "Places image2 beside image1 in the given direction, optionally resized (lanczos) to share "
+        "image1's height or width, with an optional coloured gap. Without image2, image1 passes."
+    )
 
-    def stitch(self, image1: torch.Tensor, direction: str, match_image_size: bool, spacing_width: int,
-               spacing_color: str, image2: torch.Tensor | None = None):
+    def stitch(
+        self,
+        image1: torch.Tensor,
+        direction: str,
+        match_image_size: bool,
+        spacing_width: int,
+        spacing_color: str,
+        image2: torch.Tensor | None = None,
+    ):
         if image2 is None:
             return (image1,)
         # The shorter batch repeats its last image.
@@ -287,7 +364,7 @@ class ImageStitch:
                 for i, c in enumerate(color[:channels]):
                     gap[..., i] = c
             else:
-                gap[..., :min(3, channels)] = color
+                gap[..., : min(3, channels)] = color
             if channels == 4:
                 gap[..., 3] = 1.0
             parts.insert(1, gap)
@@ -299,29 +376,38 @@ class ResizeAndPadImage:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "image": ("IMAGE",),
-            "target_width": ("INT", {"default": 512, "min": 1, "max": MAX_RESOLUTION, "step": 1}),
-            "target_height": ("INT", {"default": 512, "min": 1, "max": MAX_RESOLUTION, "step": 1}),
-            "padding_color": (["white", "black"],),
-            "interpolation": (["area", "bicubic", "nearest-exact", "bilinear", "lanczos"],),
-        }}
+        return {
+            "required": {
+                "image": ("IMAGE",),
+                "target_width": ("INT", {"default": 512, "min": 1, "max": MAX_RESOLUTION, "step": 1}),
+                "target_height": ("INT", {"default": 512, "min": 1, "max": MAX_RESOLUTION, "step": 1}),
+                "padding_color": (["white", "black"],),
+                "interpolation": (["area", "bicubic", "nearest-exact", "bilinear", "lanczos"],),
+            }
+        }
 
     RETURN_TYPES = ("IMAGE",)
     FUNCTION = "resize_and_pad"
     CATEGORY = "image/transform"
-    DESCRIPTION = "Fits the image inside the target size keeping its aspect ratio and centres it on a white or black canvas."
+    DESCRIPTION = (
+        "Fits the image inside the target size keeping its aspect ratio and centres it on a white or black canvas."
+    )
 
-    def resize_and_pad(self, image: torch.Tensor, target_width: int, target_height: int, padding_color: str,
-                       interpolation: str):
+    def resize_and_pad(
+        self, image: torch.Tensor, target_width: int, target_height: int, padding_color: str, interpolation: str
+    ):
         batch, height, width, channels = image.shape
         scale = min(target_width / width, target_height / height)
         new_width, new_height = int(width * scale), int(height * scale)
         resized = common_upscale(image.permute(0, 3, 1, 2), new_width, new_height, interpolation, "disabled")
-        canvas = torch.full((batch, channels, target_height, target_width), 0.0 if padding_color == "black" else 1.0,
-                            dtype=image.dtype, device=image.device)
+        canvas = torch.full(
+            (batch, channels, target_height, target_width),
+            0.0 if padding_color == "black" else 1.0,
+            dtype=image.dtype,
+            device=image.device,
+        )
         top, left = (target_height - new_height) // 2, (target_width - new_width) // 2
-        canvas[:, :, top:top + new_height, left:left + new_width] = resized
+        canvas[:, :, top : top + new_height, left : left + new_width] = resized
         return (canvas.permute(0, 2, 3, 1),)
 
 
@@ -365,8 +451,7 @@ class ImageFlip:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"image": ("IMAGE",),
-                             "flip_method": (["x-axis: vertically", "y-axis: horizontally"],)}}
+        return {"required": {"image": ("IMAGE",), "flip_method": (["x-axis: vertically", "y-axis: horizontally"],)}}
 
     RETURN_TYPES = ("IMAGE",)
     FUNCTION = "flip"
@@ -388,11 +473,13 @@ class ImageScaleToMaxDimension:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "image": ("IMAGE",),
-            "upscale_method": (cls.upscale_methods,),
-            "largest_size": ("INT", {"default": 512, "min": 0, "max": MAX_RESOLUTION, "step": 1}),
-        }}
+        return {
+            "required": {
+                "image": ("IMAGE",),
+                "upscale_method": (cls.upscale_methods,),
+                "largest_size": ("INT", {"default": 512, "min": 0, "max": MAX_RESOLUTION, "step": 1}),
+            }
+        }
 
     RETURN_TYPES = ("IMAGE",)
     FUNCTION = "upscale"

@@ -1,14 +1,15 @@
 """ComfyUI's comfy_extras.nodes_ip2p: InstructPixToPixConditioning. The image's latent rides on both
 conditionings as concat_latent_image; an InstructPix2Pix UNet (8 input channels) takes it joined to its input
 in each denoise step (nodes.models.unet.UNetModel.concat_image)."""
+
 from __future__ import annotations
 
 import torch
 
 from nodes.conditioning import require
 from nodes.conditioning_ops import set_values
-from nodes.library.inpaint import encode_pixels
 from nodes.inputs import require_component
+from nodes.library.inpaint import encode_pixels
 
 
 class InstructPixToPixConditioning:
@@ -17,13 +18,21 @@ class InstructPixToPixConditioning:
     RETURN_NAMES = ("positive", "negative", "latent")
     FUNCTION = "encode"
     CATEGORY = "conditioning/instructpix2pix"
-    DESCRIPTION = ("Prepares an InstructPix2Pix edit: the image's latent goes into both conditionings (the model "
-                   "reads it beside the latent it denoises) and an empty latent of the image's size is returned.")
+    DESCRIPTION = (
+        "Prepares an InstructPix2Pix edit: the image's latent goes into both conditionings (the model "
+        "reads it beside the latent it denoises) and an empty latent of the image's size is returned."
+    )
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"positive": ("CONDITIONING", {}), "negative": ("CONDITIONING", {}),
-                             "vae": ("VAE", {}), "pixels": ("IMAGE", {"tooltip": "The image to edit."})}}
+        return {
+            "required": {
+                "positive": ("CONDITIONING", {}),
+                "negative": ("CONDITIONING", {}),
+                "vae": ("VAE", {}),
+                "pixels": ("IMAGE", {"tooltip": "The image to edit."}),
+            }
+        }
 
     async def encode(self, positive: list, negative: list, pixels: torch.Tensor, vae) -> tuple[list, list, dict]:
         positive, negative = require(positive, "positive"), require(negative, "negative")

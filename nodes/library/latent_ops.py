@@ -14,6 +14,7 @@ move between ComfyUI and us both ways.
 LatentApplyOperationCFG is not offered: it patches a MODEL with a pre-CFG function, and a core MODEL
 (cluster.refs.ModelRef) carries no sampler functions to the executors yet.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -39,6 +40,7 @@ LEGACY_LATENT_SCALE = 0.18215
 
 
 # -- helpers -------------------------------------------------------------------------------------
+
 
 def repeat_to_batch_size(tensor: torch.Tensor, batch_size: int) -> torch.Tensor:
     """Cut a longer batch to `batch_size`, or cycle a shorter one until it is that long."""
@@ -75,13 +77,16 @@ def gaussian_kernel(size: int, sigma: float, device: torch.device | None = None)
 
 # -- nodes.py: transforms, composite, blend ---------------------------------------------------------
 
+
 class LatentRotate:
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "samples": ("LATENT",),
-            "rotation": (["none", "90 degrees", "180 degrees", "270 degrees"],),
-        }}
+        return {
+            "required": {
+                "samples": ("LATENT",),
+                "rotation": (["none", "90 degrees", "180 degrees", "270 degrees"],),
+            }
+        }
 
     RETURN_TYPES = ("LATENT",)
     FUNCTION = "rotate"
@@ -97,10 +102,12 @@ class LatentRotate:
 class LatentFlip:
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "samples": ("LATENT",),
-            "flip_method": (["x-axis: vertically", "y-axis: horizontally"],),
-        }}
+        return {
+            "required": {
+                "samples": ("LATENT",),
+                "flip_method": (["x-axis: vertically", "y-axis: horizontally"],),
+            }
+        }
 
     RETURN_TYPES = ("LATENT",)
     FUNCTION = "flip"
@@ -118,19 +125,23 @@ class LatentFlip:
 class LatentCrop:
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "samples": ("LATENT",),
-            "width": ("INT", {"default": 512, "min": 64, "max": MAX_RESOLUTION, "step": 8}),
-            "height": ("INT", {"default": 512, "min": 64, "max": MAX_RESOLUTION, "step": 8}),
-            "x": ("INT", {"default": 0, "min": 0, "max": MAX_RESOLUTION, "step": 8}),
-            "y": ("INT", {"default": 0, "min": 0, "max": MAX_RESOLUTION, "step": 8}),
-        }}
+        return {
+            "required": {
+                "samples": ("LATENT",),
+                "width": ("INT", {"default": 512, "min": 64, "max": MAX_RESOLUTION, "step": 8}),
+                "height": ("INT", {"default": 512, "min": 64, "max": MAX_RESOLUTION, "step": 8}),
+                "x": ("INT", {"default": 0, "min": 0, "max": MAX_RESOLUTION, "step": 8}),
+                "y": ("INT", {"default": 0, "min": 0, "max": MAX_RESOLUTION, "step": 8}),
+            }
+        }
 
     RETURN_TYPES = ("LATENT",)
     FUNCTION = "crop"
     CATEGORY = "latent/transform"
-    DESCRIPTION = ("Cuts a width x height pixel window at (x, y) out of the latent images; the window "
-                   "starts at most 64 pixels before the right and bottom edges.")
+    DESCRIPTION = (
+        "Cuts a width x height pixel window at (x, y) out of the latent images; the window "
+        "starts at most 64 pixels before the right and bottom edges."
+    )
 
     def crop(self, samples: dict, width: int, height: int, x: int, y: int):
         lat = samples["samples"]
@@ -138,37 +149,47 @@ class LatentCrop:
         # for latents smaller than 8 cells is a negative (from the end) index.
         x = min(x // 8, lat.shape[3] - 8)
         y = min(y // 8, lat.shape[2] - 8)
-        return (_with_samples(samples, lat[:, :, y:y + height // 8, x:x + width // 8]),)
+        return (_with_samples(samples, lat[:, :, y : y + height // 8, x : x + width // 8]),)
 
 
 class LatentComposite:
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "samples_to": ("LATENT",),
-            "samples_from": ("LATENT",),
-            "x": ("INT", {"default": 0, "min": 0, "max": MAX_RESOLUTION, "step": 8}),
-            "y": ("INT", {"default": 0, "min": 0, "max": MAX_RESOLUTION, "step": 8}),
-            "feather": ("INT", {"default": 0, "min": 0, "max": MAX_RESOLUTION, "step": 8}),
-        }}
+        return {
+            "required": {
+                "samples_to": ("LATENT",),
+                "samples_from": ("LATENT",),
+                "x": ("INT", {"default": 0, "min": 0, "max": MAX_RESOLUTION, "step": 8}),
+                "y": ("INT", {"default": 0, "min": 0, "max": MAX_RESOLUTION, "step": 8}),
+                "feather": ("INT", {"default": 0, "min": 0, "max": MAX_RESOLUTION, "step": 8}),
+            }
+        }
 
     RETURN_TYPES = ("LATENT",)
     FUNCTION = "composite"
     CATEGORY = "latent"
-    DESCRIPTION = ("Pastes samples_from into samples_to at pixel position (x, y); feather fades the "
-                   "pasted edges that lie inside the target over that many pixels.")
+    DESCRIPTION = (
+        "Pastes samples_from into samples_to at pixel position (x, y); feather fades the "
+        "pasted edges that lie inside the target over that many pixels."
+    )
 
     def composite(self, samples_to: dict, samples_from: dict, x: int, y: int, feather: int = 0):
         x, y, feather = x // 8, y // 8, feather // 8
         dest = samples_to["samples"]
         out = dest.clone()
-        src = samples_from["samples"][:, :, :dest.shape[2] - y, :dest.shape[3] - x]
+        src = samples_from["samples"][:, :, : dest.shape[2] - y, : dest.shape[3] - x]
         region = (slice(None), slice(None), slice(y, y + src.shape[2]), slice(x, x + src.shape[3]))
         if feather == 0:
             out[region] = src
         else:
-            mask = _feather_mask(src, feather, top=y != 0, bottom=y + src.shape[2] < dest.shape[2],
-                                 left=x != 0, right=x + src.shape[3] < dest.shape[3])
+            mask = _feather_mask(
+                src,
+                feather,
+                top=y != 0,
+                bottom=y + src.shape[2] < dest.shape[2],
+                left=x != 0,
+                right=x + src.shape[3] < dest.shape[3],
+            )
             out[region] = src * mask + out[region] * (torch.ones_like(mask) - mask)
         return (_with_samples(samples_to, out),)
 
@@ -181,30 +202,34 @@ def _feather_mask(src: torch.Tensor, feather: int, top: bool, bottom: bool, left
     for t in range(feather):
         ramp = (1.0 / feather) * (t + 1)
         if top:
-            mask[:, :, t:t + 1, :] *= ramp
+            mask[:, :, t : t + 1, :] *= ramp
         if bottom:
-            mask[:, :, h - 1 - t:h - t, :] *= ramp
+            mask[:, :, h - 1 - t : h - t, :] *= ramp
         if left:
-            mask[:, :, :, t:t + 1] *= ramp
+            mask[:, :, :, t : t + 1] *= ramp
         if right:
-            mask[:, :, :, w - 1 - t:w - t] *= ramp
+            mask[:, :, :, w - 1 - t : w - t] *= ramp
     return mask
 
 
 class LatentBlend:
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "samples1": ("LATENT",),
-            "samples2": ("LATENT",),
-            "blend_factor": ("FLOAT", {"default": 0.5, "min": 0, "max": 1, "step": 0.01}),
-        }}
+        return {
+            "required": {
+                "samples1": ("LATENT",),
+                "samples2": ("LATENT",),
+                "blend_factor": ("FLOAT", {"default": 0.5, "min": 0, "max": 1, "step": 0.01}),
+            }
+        }
 
     RETURN_TYPES = ("LATENT",)
     FUNCTION = "blend"
     CATEGORY = "_for_testing"
-    DESCRIPTION = ("samples1 * blend_factor + samples2 * (1 - blend_factor); samples2 of another size is "
-                   "first resized (bicubic, center crop) to samples1's.")
+    DESCRIPTION = (
+        "samples1 * blend_factor + samples2 * (1 - blend_factor); samples2 of another size is "
+        "first resized (bicubic, center crop) to samples1's."
+    )
 
     def blend(self, samples1: dict, samples2: dict, blend_factor: float):
         a, b = samples1["samples"], samples2["samples"]
@@ -215,25 +240,33 @@ class LatentBlend:
 
 # -- .latent files ------------------------------------------------------------------------------
 
+
 class SaveLatent:
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-                    "samples": ("LATENT",),
-                    "filename_prefix": ("STRING", {"default": "latents/ComfyUI",
-                                                   "tooltip": "Start of the file name, may hold a subfolder."}),
-                },
-                "hidden": {"prompt": "PROMPT", "extra_pnginfo": "EXTRA_PNGINFO"}}
+        return {
+            "required": {
+                "samples": ("LATENT",),
+                "filename_prefix": (
+                    "STRING",
+                    {"default": "latents/ComfyUI", "tooltip": "Start of the file name, may hold a subfolder."},
+                ),
+            },
+            "hidden": {"prompt": "PROMPT", "extra_pnginfo": "EXTRA_PNGINFO"},
+        }
 
     RETURN_TYPES = ()
     FUNCTION = "save"
     OUTPUT_NODE = True
     CATEGORY = "_for_testing"
-    DESCRIPTION = ("Writes the latents as a .latent (safetensors) file into the output folder, with the "
-                   "prompt as metadata; LoadLatent (here or in ComfyUI) reads it back.")
+    DESCRIPTION = (
+        "Writes the latents as a .latent (safetensors) file into the output folder, with the "
+        "prompt as metadata; LoadLatent (here or in ComfyUI) reads it back."
+    )
 
-    def save(self, samples: dict, filename_prefix: str = "ComfyUI", prompt: Any = None,
-             extra_pnginfo: dict | None = None):
+    def save(
+        self, samples: dict, filename_prefix: str = "ComfyUI", prompt: Any = None, extra_pnginfo: dict | None = None
+    ):
         base = active().output_dir
         folder, stem, counter, subfolder, _ = save_image_path(filename_prefix, base)
         # a re-run of this prompt (its head was killed) writes over the name the dead run took
@@ -282,12 +315,13 @@ class LoadLatent:
     def VALIDATE_INPUTS(cls, latent: str) -> bool | str:
         try:
             ok = annotated_path(latent).is_file()
-        except ValueError:   # a name that leaves its folder
+        except ValueError:  # a name that leaves its folder
             ok = False
         return True if ok else f"Invalid latent file: {latent}"
 
 
 # -- comfy_extras.nodes_latent: arithmetic --------------------------------------------------------
+
 
 class _TwoLatents:
     RELATIVE_PYTHON_MODULE = NODES_LATENT
@@ -322,10 +356,12 @@ class LatentMultiply:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "samples": ("LATENT", {}),
-            "multiplier": ("FLOAT", {"default": 1.0, "min": -10.0, "max": 10.0, "step": 0.01}),
-        }}
+        return {
+            "required": {
+                "samples": ("LATENT", {}),
+                "multiplier": ("FLOAT", {"default": 1.0, "min": -10.0, "max": 10.0, "step": 0.01}),
+            }
+        }
 
     RETURN_TYPES = ("LATENT",)
     FUNCTION = "execute"
@@ -341,17 +377,21 @@ class LatentInterpolate:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "samples1": ("LATENT", {}),
-            "samples2": ("LATENT", {}),
-            "ratio": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 1.0, "step": 0.01}),
-        }}
+        return {
+            "required": {
+                "samples1": ("LATENT", {}),
+                "samples2": ("LATENT", {}),
+                "ratio": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 1.0, "step": 0.01}),
+            }
+        }
 
     RETURN_TYPES = ("LATENT",)
     FUNCTION = "execute"
     CATEGORY = "latent/advanced"
-    DESCRIPTION = ("Interpolates per position between two latents: the channel directions are mixed by "
-                   "`ratio` (1 = samples1) and renormalised, the channel magnitudes mixed linearly.")
+    DESCRIPTION = (
+        "Interpolates per position between two latents: the channel directions are mixed by "
+        "`ratio` (1 = samples1) and renormalised, the channel magnitudes mixed linearly."
+    )
 
     def execute(self, samples1: dict, samples2: dict, ratio: float):
         a = samples1["samples"]
@@ -371,17 +411,21 @@ class LatentConcat:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "samples1": ("LATENT", {}),
-            "samples2": ("LATENT", {}),
-            "dim": ("COMBO", {"multiselect": False, "options": ["x", "-x", "y", "-y", "t", "-t"]}),
-        }}
+        return {
+            "required": {
+                "samples1": ("LATENT", {}),
+                "samples2": ("LATENT", {}),
+                "dim": ("COMBO", {"multiselect": False, "options": ["x", "-x", "y", "-y", "t", "-t"]}),
+            }
+        }
 
     RETURN_TYPES = ("LATENT",)
     FUNCTION = "execute"
     CATEGORY = "latent/advanced"
-    DESCRIPTION = ("Joins two latents along width (x), height (y) or time (t); a '-' puts samples2 first. "
-                   "samples2's batch is cycled to samples1's.")
+    DESCRIPTION = (
+        "Joins two latents along width (x), height (y) or time (t); a '-' puts samples2 first. "
+        "samples2's batch is cycled to samples1's."
+    )
 
     def execute(self, samples1: dict, samples2: dict, dim: str):
         a = samples1["samples"]
@@ -396,18 +440,22 @@ class LatentCut:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "samples": ("LATENT", {}),
-            "dim": ("COMBO", {"multiselect": False, "options": ["x", "y", "t"]}),
-            "index": ("INT", {"default": 0, "min": -MAX_RESOLUTION, "max": MAX_RESOLUTION, "step": 1}),
-            "amount": ("INT", {"default": 1, "min": 1, "max": MAX_RESOLUTION, "step": 1}),
-        }}
+        return {
+            "required": {
+                "samples": ("LATENT", {}),
+                "dim": ("COMBO", {"multiselect": False, "options": ["x", "y", "t"]}),
+                "index": ("INT", {"default": 0, "min": -MAX_RESOLUTION, "max": MAX_RESOLUTION, "step": 1}),
+                "amount": ("INT", {"default": 1, "min": 1, "max": MAX_RESOLUTION, "step": 1}),
+            }
+        }
 
     RETURN_TYPES = ("LATENT",)
     FUNCTION = "execute"
     CATEGORY = "latent/advanced"
-    DESCRIPTION = ("Keeps `amount` rows, columns or frames starting at `index` (negative: from the end), "
-                   "clamped to the latent's size.")
+    DESCRIPTION = (
+        "Keeps `amount` rows, columns or frames starting at `index` (negative: from the end), "
+        "clamped to the latent's size."
+    )
 
     def execute(self, samples: dict, dim: str, index: int, amount: int):
         lat = samples["samples"]
@@ -425,15 +473,18 @@ class LatentCut:
 
 class LatentBatch(_TwoLatents):
     CATEGORY = "latent/batch"
-    DESCRIPTION = ("Appends samples2's batch to samples1's (samples2 resized to samples1's size); the seed "
-                   "offsets of both are kept.")
+    DESCRIPTION = (
+        "Appends samples2's batch to samples1's (samples2 resized to samples1's size); the seed "
+        "offsets of both are kept."
+    )
 
     def execute(self, samples1: dict, samples2: dict):
         a = samples1["samples"]
         b = reshape_latent_to(a.shape, samples2["samples"], repeat_batch=False)
         out = _with_samples(samples1, torch.cat((a, b), dim=0))
-        out["batch_index"] = samples1.get("batch_index", list(range(a.shape[0]))) + \
-            samples2.get("batch_index", list(range(b.shape[0])))
+        out["batch_index"] = samples1.get("batch_index", list(range(a.shape[0]))) + samples2.get(
+            "batch_index", list(range(b.shape[0]))
+        )
         return (out,)
 
 
@@ -442,16 +493,20 @@ class LatentBatchSeedBehavior:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "samples": ("LATENT", {}),
-            "seed_behavior": ("COMBO", {"default": "fixed", "multiselect": False, "options": ["random", "fixed"]}),
-        }}
+        return {
+            "required": {
+                "samples": ("LATENT", {}),
+                "seed_behavior": ("COMBO", {"default": "fixed", "multiselect": False, "options": ["random", "fixed"]}),
+            }
+        }
 
     RETURN_TYPES = ("LATENT",)
     FUNCTION = "execute"
     CATEGORY = "latent/advanced"
-    DESCRIPTION = ("fixed: every item of the batch gets the first item's noise; random: each item gets "
-                   "its own (the seed offsets are dropped).")
+    DESCRIPTION = (
+        "fixed: every item of the batch gets the first item's noise; random: each item gets "
+        "its own (the seed offsets are dropped)."
+    )
 
     def execute(self, samples: dict, seed_behavior: str):
         out = samples.copy()
@@ -464,10 +519,12 @@ class LatentBatchSeedBehavior:
 
 # -- latent operations: functions of a latent, applied by LatentApplyOperation ---------------------
 
+
 @dataclass(frozen=True)
 class TonemapReinhard:
     """Reinhard tone mapping of the per-position channel magnitude, with the white point at
     (mean + 5 std) * multiplier of each item. A plain dataclass so that it pickles by name."""
+
     multiplier: float
 
     def __call__(self, latent: torch.Tensor, **kwargs: Any) -> torch.Tensor:
@@ -476,7 +533,7 @@ class TonemapReinhard:
         mean = torch.mean(magnitude, dim=(1, 2, 3), keepdim=True)
         std = torch.std(magnitude, dim=(1, 2, 3), keepdim=True)
         top = (std * 5 + mean) * self.multiplier
-        magnitude *= (1.0 / top)
+        magnitude *= 1.0 / top
         mapped = magnitude / (magnitude + 1.0)
         mapped *= top
         return direction * mapped
@@ -486,6 +543,7 @@ class TonemapReinhard:
 class Sharpen:
     """Unsharp-style sharpening of the channel directions (magnitudes kept), with a Gaussian of
     2 * radius + 1 taps and reflect padding."""
+
     radius: int
     sigma: float
     alpha: float
@@ -501,8 +559,9 @@ class Sharpen:
         kernel[center, center] = kernel[center, center] - kernel.sum() + 1.0
         r = self.radius
         padded = torch.nn.functional.pad(direction, (r, r, r, r), "reflect")
-        sharpened = torch.nn.functional.conv2d(padded, kernel.repeat(channels, 1, 1).unsqueeze(1),
-                                               padding=size // 2, groups=channels)[:, :, r:-r, r:-r]
+        sharpened = torch.nn.functional.conv2d(
+            padded, kernel.repeat(channels, 1, 1).unsqueeze(1), padding=size // 2, groups=channels
+        )[:, :, r:-r, r:-r]
         return luminance * sharpened
 
 
@@ -546,11 +605,13 @@ class LatentOperationSharpen:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "sharpen_radius": ("INT", {"default": 9, "min": 1, "max": 31, "step": 1}),
-            "sigma": ("FLOAT", {"default": 1.0, "min": 0.1, "max": 10.0, "step": 0.1}),
-            "alpha": ("FLOAT", {"default": 0.1, "min": 0.0, "max": 5.0, "step": 0.01}),
-        }}
+        return {
+            "required": {
+                "sharpen_radius": ("INT", {"default": 9, "min": 1, "max": 31, "step": 1}),
+                "sigma": ("FLOAT", {"default": 1.0, "min": 0.1, "max": 10.0, "step": 0.1}),
+                "alpha": ("FLOAT", {"default": 0.1, "min": 0.0, "max": 5.0, "step": 0.01}),
+            }
+        }
 
     RETURN_TYPES = ("LATENT_OPERATION",)
     FUNCTION = "execute"

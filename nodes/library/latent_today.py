@@ -2,6 +2,7 @@
 latent toward a reference), Replace Video Latent Frames (write a source latent's frames into a video latent at a
 frame index), Trim Video Latent (drop leading frames) and Normalize Video Latent Start (match the first frames'
 statistics to the frames after them). The video ones work on any [B,C,T,H,W] latent, whatever its model."""
+
 from __future__ import annotations
 
 import logging
@@ -19,6 +20,7 @@ log = logging.getLogger(__name__)
 class BlendToward:
     """lerp(latent, reference, strength), the reference resized (nearest) to the latent's spatial / frame
     size and its batch cycled to the latent's. A dataclass so that it pickles to the executors."""
+
     reference: torch.Tensor
     strength: float
 
@@ -38,15 +40,28 @@ class LatentOperationBlend:
     CATEGORY = "model/latent/advanced/operations"
     RETURN_TYPES = ("LATENT_OPERATION",)
     OUTPUT_TOOLTIPS = (None,)
-    DESCRIPTION = ("Blends the whole latent toward the reference latent (resized with nearest-neighbour "
-                   "interpolation when the sizes differ).")
+    DESCRIPTION = (
+        "Blends the whole latent toward the reference latent (resized with nearest-neighbour "
+        "interpolation when the sizes differ)."
+    )
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "reference": ("LATENT", {}),
-            "strength": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 1.0, "step": 0.0001,
-                                   "tooltip": "0 keeps the latent; 1 gives the resized reference."})}}
+        return {
+            "required": {
+                "reference": ("LATENT", {}),
+                "strength": (
+                    "FLOAT",
+                    {
+                        "default": 1.0,
+                        "min": 0.0,
+                        "max": 1.0,
+                        "step": 0.0001,
+                        "tooltip": "0 keeps the latent; 1 gives the resized reference.",
+                    },
+                ),
+            }
+        }
 
     def execute(self, reference: dict, strength: float):
         if not isinstance(reference, dict) or not isinstance(reference.get("samples"), torch.Tensor):
@@ -64,28 +79,46 @@ class ReplaceVideoLatentFrames:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-                    "destination": ("LATENT", {"tooltip": "The video latent whose frames are replaced."}),
-                    "index": ("INT", {"default": 0, "min": -MAX_RESOLUTION, "max": MAX_RESOLUTION, "step": 1,
-                                      "tooltip": "First frame replaced; negative counts from the end."})},
-                "optional": {"source": ("LATENT", {"tooltip": "The frames to write; none keeps the destination."})}}
+        return {
+            "required": {
+                "destination": ("LATENT", {"tooltip": "The video latent whose frames are replaced."}),
+                "index": (
+                    "INT",
+                    {
+                        "default": 0,
+                        "min": -MAX_RESOLUTION,
+                        "max": MAX_RESOLUTION,
+                        "step": 1,
+                        "tooltip": "First frame replaced; negative counts from the end.",
+                    },
+                ),
+            },
+            "optional": {"source": ("LATENT", {"tooltip": "The frames to write; none keeps the destination."})},
+        }
 
     def execute(self, destination: dict, index: int, source: dict | None = None):
         if source is None:
             return (destination,)
         dest, src = destination["samples"], source["samples"]
         if dest.ndim != 5 or src.ndim != 5:
-            raise ValueError(f"Replace Video Latent Frames: both latents must be video latents [B,C,T,H,W]; got "
-                             f"destination {tuple(dest.shape)} and source {tuple(src.shape)}")
+            raise ValueError(
+                f"Replace Video Latent Frames: both latents must be video latents [B,C,T,H,W]; got "
+                f"destination {tuple(dest.shape)} and source {tuple(src.shape)}"
+            )
         frames = dest.shape[2]
         start = frames + index if index < 0 else index
         # as ComfyUI: a range that does not fit leaves the destination unchanged, with a warning
         if start > frames or start + src.shape[2] > frames:
-            log.warning("Replace Video Latent Frames: %d source frames at index %d do not fit the destination's %d "
-                        "frames; destination returned unchanged", src.shape[2], index, frames)
+            log.warning(
+                "Replace Video Latent Frames: %d source frames at index %d do not fit the destination's %d "
+                "frames; destination returned unchanged",
+                src.shape[2],
+                index,
+                frames,
+            )
             return (destination,)
         out = dest.clone()
-        out[:, :, start:start + src.shape[2]] = src
+        out[:, :, start : start + src.shape[2]] = src
         # the result keeps the source's other keys, as ComfyUI's does
         return ({**source, "samples": out},)
 
@@ -108,8 +141,7 @@ class TrimVideoLatent:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"samples": ("LATENT", {}),
-                             "trim_amount": ("INT", {"default": 0, "min": 0, "max": 99999})}}
+        return {"required": {"samples": ("LATENT", {}), "trim_amount": ("INT", {"default": 0, "min": 0, "max": 99999})}}
 
     def execute(self, samples: dict, trim_amount: int):
         return ({**samples, "samples": _video(samples, "Trim Video Latent")[:, :, trim_amount:]},)
@@ -133,17 +165,38 @@ class NormalizeVideoLatentStart:
     RETURN_TYPES = ("LATENT",)
     RETURN_NAMES = ("latent",)
     OUTPUT_TOOLTIPS = (None,)
-    DESCRIPTION = ("Gives the first frames of a video latent the mean and standard deviation of the frames that "
-                   "follow them, so that the start does not stand out from the rest of the video.")
+    DESCRIPTION = (
+        "Gives the first frames of a video latent the mean and standard deviation of the frames that "
+        "follow them, so that the start does not stand out from the rest of the video."
+    )
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "latent": ("LATENT", {}),
-            "start_frame_count": ("INT", {"default": 4, "min": 1, "max": MAX_RESOLUTION, "step": 1,
-                                          "tooltip": "How many frames from the start are normalised."}),
-            "reference_frame_count": ("INT", {"default": 5, "min": 1, "max": MAX_RESOLUTION, "step": 1,
-                                              "tooltip": "How many frames after those give the statistics."})}}
+        return {
+            "required": {
+                "latent": ("LATENT", {}),
+                "start_frame_count": (
+                    "INT",
+                    {
+                        "default": 4,
+                        "min": 1,
+                        "max": MAX_RESOLUTION,
+                        "step": 1,
+                        "tooltip": "How many frames from the start are normalised.",
+                    },
+                ),
+                "reference_frame_count": (
+                    "INT",
+                    {
+                        "default": 5,
+                        "min": 1,
+                        "max": MAX_RESOLUTION,
+                        "step": 1,
+                        "tooltip": "How many frames after those give the statistics.",
+                    },
+                ),
+            }
+        }
 
     def execute(self, latent: dict, start_frame_count: int, reference_frame_count: int):
         samples = _video(latent, "Normalize Video Latent Start")
@@ -152,12 +205,15 @@ class NormalizeVideoLatentStart:
         out = samples.clone()
         # as ComfyUI: the reference is at most T - 1 frames long, counted from the end of the start frames
         count = min(reference_frame_count, samples.shape[2] - 1)
-        reference = samples[:, :, start_frame_count:start_frame_count + count]
+        reference = samples[:, :, start_frame_count : start_frame_count + count]
         out[:, :, :start_frame_count] = match_start_statistics(samples[:, :, :start_frame_count], reference)
         return ({**latent, "samples": out},)
 
 
-NODE_CLASS_MAPPINGS = {"LatentOperationBlend": LatentOperationBlend,
-                       "ReplaceVideoLatentFrames": ReplaceVideoLatentFrames, "TrimVideoLatent": TrimVideoLatent,
-                       "NormalizeVideoLatentStart": NormalizeVideoLatentStart}
+NODE_CLASS_MAPPINGS = {
+    "LatentOperationBlend": LatentOperationBlend,
+    "ReplaceVideoLatentFrames": ReplaceVideoLatentFrames,
+    "TrimVideoLatent": TrimVideoLatent,
+    "NormalizeVideoLatentStart": NormalizeVideoLatentStart,
+}
 NODE_DISPLAY_NAME_MAPPINGS = {"LatentOperationBlend": "Latent Operation Blend"}

@@ -9,6 +9,7 @@ the files.
 
 DiffusersLoader: the UNet, text encoder(s) and VAE of an SD1/SD2/SDXL pipeline folder under
 models/diffusers; the weights are read on the executors (nodes.models.loader)."""
+
 from __future__ import annotations
 
 import os
@@ -23,11 +24,16 @@ from nodes.workspace import active
 
 # ComfyUI 0.3.64's models/configs: name -> (v-prediction, the text encoder's layer_idx).
 COMFYUI_CONFIGS: dict[str, tuple[bool, int | None]] = {
-    "anything_v3.yaml": (False, -2), "v1-inference.yaml": (False, None),
-    "v1-inference_clip_skip_2.yaml": (False, -2), "v1-inference_clip_skip_2_fp16.yaml": (False, -2),
-    "v1-inference_fp16.yaml": (False, None), "v1-inpainting-inference.yaml": (False, None),
-    "v2-inference-v.yaml": (True, None), "v2-inference-v_fp32.yaml": (True, None),
-    "v2-inference.yaml": (False, None), "v2-inference_fp32.yaml": (False, None),
+    "anything_v3.yaml": (False, -2),
+    "v1-inference.yaml": (False, None),
+    "v1-inference_clip_skip_2.yaml": (False, -2),
+    "v1-inference_clip_skip_2_fp16.yaml": (False, -2),
+    "v1-inference_fp16.yaml": (False, None),
+    "v1-inpainting-inference.yaml": (False, None),
+    "v2-inference-v.yaml": (True, None),
+    "v2-inference-v_fp32.yaml": (True, None),
+    "v2-inference.yaml": (False, None),
+    "v2-inference_fp32.yaml": (False, None),
     "v2-inpainting-inference.yaml": (False, None),
 }
 
@@ -52,6 +58,7 @@ def _v_prediction(model: ModelRef, path: Path) -> ModelRef:
     where the checkpoint asks for it: SDXL with `v_pred` and `ztsnr` markers)."""
     from nodes.library.model_advanced import ModelSamplingDiscrete
     from nodes.models.safetensors_io import shapes_of
+
     zsnr = model.arch == "sdxl" and {"v_pred", "ztsnr"} <= set(shapes_of(path)[0])
     return ModelSamplingDiscrete().patch(model, "v_prediction", zsnr)[0]
 
@@ -60,18 +67,25 @@ class CheckpointLoader:
     @classmethod
     def INPUT_TYPES(cls):
         configs = sorted(set(active().list_files("configs")) | set(COMFYUI_CONFIGS))
-        return {"required": {
-            "config_name": (configs, {"tooltip": "The ldm YAML config: only its v-prediction and CLIP skip "
-                                                 "settings are used."}),
-            "ckpt_name": (active().list_files("checkpoints"), {"tooltip": "The checkpoint file to load."})}}
+        return {
+            "required": {
+                "config_name": (
+                    configs,
+                    {"tooltip": "The ldm YAML config: only its v-prediction and CLIP skip settings are used."},
+                ),
+                "ckpt_name": (active().list_files("checkpoints"), {"tooltip": "The checkpoint file to load."}),
+            }
+        }
 
-    MODEL_FILE_INPUTS = {"ckpt_name": ("checkpoints", "diffusion_model")}   # checked at validation
+    MODEL_FILE_INPUTS = {"ckpt_name": ("checkpoints", "diffusion_model")}  # checked at validation
     RETURN_TYPES = ("MODEL", "CLIP", "VAE")
     FUNCTION = "load_checkpoint"
     CATEGORY = "advanced/loaders"
     DEPRECATED = True
-    DESCRIPTION = ("Loads a checkpoint as Load Checkpoint does, then applies its YAML config's v-prediction "
-                   "and CLIP skip settings.")
+    DESCRIPTION = (
+        "Loads a checkpoint as Load Checkpoint does, then applies its YAML config's v-prediction "
+        "and CLIP skip settings."
+    )
 
     def load_checkpoint(self, config_name: str, ckpt_name: str) -> tuple[Any, Any, Any]:
         v_pred, layer = config_effects(config_name)
@@ -104,17 +118,19 @@ class DiffusersLoader:
     CATEGORY = "advanced/loaders/deprecated"
     DESCRIPTION = "Loads the diffusion model, text encoder and VAE of a diffusers pipeline folder (SD1, SD2, SDXL)."
 
-    def load_checkpoint(self, model_path: str, output_vae: bool = True, output_clip: bool = True
-                        ) -> tuple[Any, Any, Any]:
+    def load_checkpoint(
+        self, model_path: str, output_vae: bool = True, output_clip: bool = True
+    ) -> tuple[Any, Any, Any]:
         path = model_file("diffusers", model_path, "model_path")
         arch, parts = probe_arch(path, "model_path")
         missing = {"diffusion_model", "text_encoder", "vae"} - parts
         if missing:
-            raise ValueError(f"model_path: the diffusers folder {model_path!r} has no "
-                             f"{', '.join(sorted(missing))}")
-        return (make_ref("diffusion_model", arch, [path]),
-                make_ref("text_encoder", arch, [path]) if output_clip else None,
-                make_ref("vae", arch, [path]) if output_vae else None)
+            raise ValueError(f"model_path: the diffusers folder {model_path!r} has no {', '.join(sorted(missing))}")
+        return (
+            make_ref("diffusion_model", arch, [path]),
+            make_ref("text_encoder", arch, [path]) if output_clip else None,
+            make_ref("vae", arch, [path]) if output_vae else None,
+        )
 
 
 NODE_CLASS_MAPPINGS = {"CheckpointLoader": CheckpointLoader, "DiffusersLoader": DiffusersLoader}

@@ -1,6 +1,7 @@
 """Today's ComfyUI list nodes (`comfy_extras.nodes_toolkit`, added after 0.3.64). ComfyUI runs a node once per
 item of a list output (list expansion); these two take whole lists (INPUT_IS_LIST): Create List joins the
 items of its linked inputs into one list output, Get Item From List picks one item of a list."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -26,8 +27,10 @@ class CreateList:
     OUTPUT_IS_LIST = (True,)
     OUTPUT_TOOLTIPS = (None,)
     SEARCH_ALIASES = ["Image Iterator", "Text Iterator", "Iterator"]
-    DESCRIPTION = ("One list of the items of input0, input1, ... in that order (a linked list output gives all "
-                   "its items); the nodes it feeds run once per item.")
+    DESCRIPTION = (
+        "One list of the items of input0, input1, ... in that order (a linked list output gives all "
+        "its items); the nodes it feeds run once per item."
+    )
 
     def execute(self, **kwargs: Any):
         items: list = []
@@ -44,8 +47,10 @@ class GetItemFromList:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"list": (ANY, {}), "index": ("INT", {"default": 0})},
-                "hidden": {"dynprompt": ("DYNPROMPT",), "unique_id": ("UNIQUE_ID",)}}
+        return {
+            "required": {"list": (ANY, {}), "index": ("INT", {"default": 0})},
+            "hidden": {"dynprompt": ("DYNPROMPT",), "unique_id": ("UNIQUE_ID",)},
+        }
 
     RETURN_TYPES = (ANY,)
     OUTPUT_TOOLTIPS = (None,)

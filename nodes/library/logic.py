@@ -1,5 +1,6 @@
 """Today's ComfyUI logic nodes (`comfy_extras.nodes_logic`, added after 0.3.64): the If/Else switch with lazy
 branches, Not / And / Or, Pass or None, and the Custom Combo whose options the web UI keeps."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -20,8 +21,10 @@ class _LogicNode:
 class ComfySwitchNode(_LogicNode):
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"switch": ("BOOLEAN", {})},
-                "optional": {"on_false": match_type("switch", lazy=True), "on_true": match_type("switch", lazy=True)}}
+        return {
+            "required": {"switch": ("BOOLEAN", {})},
+            "optional": {"on_false": match_type("switch", lazy=True), "on_true": match_type("switch", lazy=True)},
+        }
 
     RETURN_TYPES = (match_type("switch")[0],)
     RETURN_NAMES = ("output",)
@@ -84,9 +87,12 @@ class ComfyOrNode(_AllOrAny):
 class ComfyPassOrNoneNode(_LogicNode):
     @classmethod
     def INPUT_TYPES(cls):
-        return {"optional": {
-            "anything": match_type("value", tooltip="The value passed on when it is there (not None)."),
-            "default": match_type("value", tooltip="Passed on instead when `anything` is None or unlinked.")}}
+        return {
+            "optional": {
+                "anything": match_type("value", tooltip="The value passed on when it is there (not None)."),
+                "default": match_type("value", tooltip="Passed on instead when `anything` is None or unlinked."),
+            }
+        }
 
     RETURN_TYPES = (match_type("value")[0], "BOOLEAN")
     RETURN_NAMES = ("output", "is_none")
@@ -109,8 +115,9 @@ class CustomCombo:
     @classmethod
     def INPUT_TYPES(cls):
         # The web UI keeps the user's options (and the chosen index) in widgets of its own and sends them all.
-        return {"required": DynamicSection({"choice": ("COMBO", {"multiselect": False, "options": []})},
-                                           accept_all=True)}
+        return {
+            "required": DynamicSection({"choice": ("COMBO", {"multiselect": False, "options": []})}, accept_all=True)
+        }
 
     RETURN_TYPES = ("STRING", "INT")
     RETURN_NAMES = ("STRING", "INDEX")
@@ -120,14 +127,16 @@ class CustomCombo:
 
     @classmethod
     def VALIDATE_INPUTS(cls, choice: str, **kwargs: Any) -> bool:
-        return True   # the options live in the workflow, not here: any choice is valid
+        return True  # the options live in the workflow, not here: any choice is valid
 
     def execute(self, choice: str, index: int = 0, **kwargs: Any):
         return (choice, index)
 
 
-NODE_CLASS_MAPPINGS = {cls.__name__: cls for cls in (
-    ComfySwitchNode, ComfyNotNode, ComfyAndNode, ComfyOrNode, ComfyPassOrNoneNode, CustomCombo)}
+NODE_CLASS_MAPPINGS = {
+    cls.__name__: cls
+    for cls in (ComfySwitchNode, ComfyNotNode, ComfyAndNode, ComfyOrNode, ComfyPassOrNoneNode, CustomCombo)
+}
 
 NODE_DISPLAY_NAME_MAPPINGS = {
     "ComfySwitchNode": "If/Else Switch",

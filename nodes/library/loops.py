@@ -8,6 +8,7 @@ Start Loop (with the next index and the carried value linked from this iteration
 a copy of the body, and a copy of itself, whose result becomes its own. The outputs are ComfyUI's: per
 iteration index, is_first, is_last, list item and carried value; End Loop gives the last iteration's
 output_value, or every iteration's with accumulate. Loops nested in a loop body are refused (not written yet)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -15,22 +16,33 @@ from typing import Any
 from nodes.dynamic_inputs import ANY, DynamicSection, autogrow_prefix, combo_inputs, dynamic_combo, match_type
 
 MODULE = "comfy_extras.nodes_loop"
-ITERATION = "_iteration"     # Start Loop copies: which iteration they stand for
-IS_LAST = "_is_last"         # End Loop copies: linked to their Start Loop's is_last output
-START = "_start"             # End Loop copies: the id of their Start Loop
-ROOT = "_root"               # End Loop copies: the id of the workflow's End Loop (their ids grow from it)
-EARLIER = "_earlier."        # End Loop copies: the earlier iterations' output_value, for accumulate
-MODE = dynamic_combo({
-    "simple": {"num_iterations": ("INT", {"default": 4, "min": 0, "tooltip": "How many times the body runs."})},
-    "For": {"start_iteration_index": ("INT", {"default": 0, "tooltip": "The first iteration_index."}),
-            "max_iteration": ("INT", {"default": 4, "max": 0xffffffffffffffff,
-                                      "tooltip": "iteration_index stops below this."}),
-            "step": ("INT", {"default": 1, "min": 1, "tooltip": "What iteration_index grows by."})},
-    "List": {"list": match_type("list_item", tooltip="The body runs once per item of this list.")}},
-    tooltip="How the iterations are counted.")
-TERMINATIONS = autogrow_prefix("termination", (ANY, {"tooltip": "A side effect (e.g. a preview) to run in every "
-                                                                 "iteration; its value is not returned."}),
-                               prefix="termination", minimum=0, maximum=50)
+ITERATION = "_iteration"  # Start Loop copies: which iteration they stand for
+IS_LAST = "_is_last"  # End Loop copies: linked to their Start Loop's is_last output
+START = "_start"  # End Loop copies: the id of their Start Loop
+ROOT = "_root"  # End Loop copies: the id of the workflow's End Loop (their ids grow from it)
+EARLIER = "_earlier."  # End Loop copies: the earlier iterations' output_value, for accumulate
+MODE = dynamic_combo(
+    {
+        "simple": {"num_iterations": ("INT", {"default": 4, "min": 0, "tooltip": "How many times the body runs."})},
+        "For": {
+            "start_iteration_index": ("INT", {"default": 0, "tooltip": "The first iteration_index."}),
+            "max_iteration": (
+                "INT",
+                {"default": 4, "max": 0xFFFFFFFFFFFFFFFF, "tooltip": "iteration_index stops below this."},
+            ),
+            "step": ("INT", {"default": 1, "min": 1, "tooltip": "What iteration_index grows by."}),
+        },
+        "List": {"list": match_type("list_item", tooltip="The body runs once per item of this list.")},
+    },
+    tooltip="How the iterations are counted.",
+)
+TERMINATIONS = autogrow_prefix(
+    "termination",
+    (ANY, {"tooltip": "A side effect (e.g. a preview) to run in every iteration; its value is not returned."}),
+    prefix="termination",
+    minimum=0,
+    maximum=50,
+)
 
 
 def is_link(value: Any) -> bool:
@@ -61,34 +73,55 @@ class StartLoop:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": DynamicSection({"mode": MODE}, private={ITERATION: ("INT", {})}),
-                "optional": {"parent_iteration": ("INT", {"forceInput": True, "tooltip": "Nested loops: the outer "
-                                                          "Start Loop's iteration_index."}),
-                             "initial_iteration_value": match_type("carried_value", tooltip="current_iteration_value "
-                                                                   "of the first iteration.")}}
+        return {
+            "required": DynamicSection({"mode": MODE}, private={ITERATION: ("INT", {})}),
+            "optional": {
+                "parent_iteration": (
+                    "INT",
+                    {"forceInput": True, "tooltip": "Nested loops: the outer Start Loop's iteration_index."},
+                ),
+                "initial_iteration_value": match_type(
+                    "carried_value", tooltip="current_iteration_value of the first iteration."
+                ),
+            },
+        }
 
     RETURN_TYPES = ("INT", "BOOLEAN", "BOOLEAN", match_type("x")[0], match_type("x")[0])
     RETURN_NAMES = ("iteration_index", "is_first", "is_last", "list_item", "current_iteration_value")
-    OUTPUT_TOOLTIPS = ("This iteration's index.", "True in the first iteration.", "True in the last iteration.",
-                       "This iteration's item of the list (List mode).",
-                       "initial_iteration_value first, then what End Loop's next_iteration_value gave.")
+    OUTPUT_TOOLTIPS = (
+        "This iteration's index.",
+        "True in the first iteration.",
+        "True in the last iteration.",
+        "This iteration's item of the list (List mode).",
+        "initial_iteration_value first, then what End Loop's next_iteration_value gave.",
+    )
     OUTPUT_MATCHTYPES = (None, None, None, "list_item", "carried_value")
     DESCRIPTION = "Starts a loop: the nodes up to its End Loop run once per iteration."
 
     @classmethod
     def IS_CHANGED(cls, **kwargs: Any) -> float:
-        return float("nan")   # every run counts its iterations afresh, as ComfyUI's does
+        return float("nan")  # every run counts its iterations afresh, as ComfyUI's does
 
-    def execute(self, mode: list[str], parent_iteration: list | None = None,
-                initial_iteration_value: list | None = None, **kwargs: Any):
+    def execute(
+        self,
+        mode: list[str],
+        parent_iteration: list | None = None,
+        initial_iteration_value: list | None = None,
+        **kwargs: Any,
+    ):
         values, items = iterations(mode[0], combo_inputs(kwargs, "mode"))
         index = kwargs.get(ITERATION, [0])[0]
         if not values:
             # ComfyUI then skips the body; unrolling runs the body's first copy before End Loop decides
             raise ValueError("Start Loop: the mode gives no iteration; loops of zero iterations are not supported")
         carried = initial_iteration_value[0] if initial_iteration_value else None
-        return (values[index], index == 0, index == len(values) - 1,
-                items[index] if items is not None else None, carried)
+        return (
+            values[index],
+            index == 0,
+            index == len(values) - 1,
+            items[index] if items is not None else None,
+            carried,
+        )
 
 
 def _links(node: dict) -> list[tuple[str, str]]:
@@ -146,16 +179,30 @@ class EndLoop:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": DynamicSection({"accumulate": ("BOOLEAN", {"default": False, "tooltip": "Return every "
-                                                           "iteration's output_value, not only the last one's."})},
-                                           private={IS_LAST: ("BOOLEAN", {}), START: ("STRING", {}),
-                                                    ROOT: ("STRING", {}), EARLIER: (ANY, {})}),
-                "optional": DynamicSection({
+        return {
+            "required": DynamicSection(
+                {
+                    "accumulate": (
+                        "BOOLEAN",
+                        {
+                            "default": False,
+                            "tooltip": "Return every iteration's output_value, not only the last one's.",
+                        },
+                    )
+                },
+                private={IS_LAST: ("BOOLEAN", {}), START: ("STRING", {}), ROOT: ("STRING", {}), EARLIER: (ANY, {})},
+            ),
+            "optional": DynamicSection(
+                {
                     "output_value": match_type("output_value", tooltip="What the loop returns."),
-                    "next_iteration_value": match_type("carried_value", tooltip="Becomes the next iteration's "
-                                                       "current_iteration_value."),
-                    "terminations": TERMINATIONS}),
-                "hidden": {"dynprompt": "DYNPROMPT", "unique_id": "UNIQUE_ID"}}
+                    "next_iteration_value": match_type(
+                        "carried_value", tooltip="Becomes the next iteration's current_iteration_value."
+                    ),
+                    "terminations": TERMINATIONS,
+                }
+            ),
+            "hidden": {"dynprompt": "DYNPROMPT", "unique_id": "UNIQUE_ID"},
+        }
 
     RETURN_TYPES = (match_type("output_value")[0],)
     RETURN_NAMES = ("outputs",)
@@ -168,18 +215,34 @@ class EndLoop:
     def IS_CHANGED(cls, **kwargs: Any) -> float:
         return float("nan")
 
-    def execute(self, accumulate: list[bool], output_value: list | None = None,
-                next_iteration_value: list | None = None, dynprompt: list | None = None,
-                unique_id: list | None = None, **kwargs: Any):
+    def execute(
+        self,
+        accumulate: list[bool],
+        output_value: list | None = None,
+        next_iteration_value: list | None = None,
+        dynprompt: list | None = None,
+        unique_id: list | None = None,
+        **kwargs: Any,
+    ):
         graph, me = dynprompt[0], unique_id[0]
         node = graph.get_node(me)
         if IS_LAST not in kwargs:
             # the End Loop of the workflow: a copy of itself that knows its Start Loop and waits for is_last
             start = find_start(graph, me)
-            return {"result": ([me + ".it0.end", 0],), "expand": {me + ".it0.end": {
-                "class_type": "EndLoop", "inputs": {**node["inputs"], IS_LAST: [start, 2], START: start, ROOT: me}}}}
-        earlier = [value for key in sorted((k for k in kwargs if k.startswith(EARLIER)),
-                                           key=lambda k: int(k[len(EARLIER):])) for value in kwargs[key]]
+            return {
+                "result": ([me + ".it0.end", 0],),
+                "expand": {
+                    me + ".it0.end": {
+                        "class_type": "EndLoop",
+                        "inputs": {**node["inputs"], IS_LAST: [start, 2], START: start, ROOT: me},
+                    }
+                },
+            }
+        earlier = [
+            value
+            for key in sorted((k for k in kwargs if k.startswith(EARLIER)), key=lambda k: int(k[len(EARLIER) :]))
+            for value in kwargs[key]
+        ]
         if kwargs[IS_LAST][0]:
             values = (earlier + list(output_value or [])) if accumulate[0] else list(output_value or [])
             # Each End Loop above this copy takes its result through one expansion, and an expansion hands
@@ -193,8 +256,11 @@ class EndLoop:
 
     @staticmethod
     def _next_iteration(graph: Any, me: str, node: dict, start: str, root: str) -> dict:
-        sources = [value[0] for name, value in node["inputs"].items()
-                   if is_link(value) and not name.startswith("_") and name != "accumulate"]
+        sources = [
+            value[0]
+            for name, value in node["inputs"].items()
+            if is_link(value) and not name.startswith("_") and name != "accumulate"
+        ]
         body = (_upstream(graph, sources) & _downstream(graph, start)) - {start, me}
         nested = sorted(n for n in body if graph.get_node(n)["class_type"] in ("StartLoop", "EndLoop"))
         if nested:
@@ -210,11 +276,13 @@ class EndLoop:
         new_start = {**start_node["inputs"], ITERATION: index}
         carried = node["inputs"].get("next_iteration_value")
         if is_link(carried):
-            new_start["initial_iteration_value"] = carried      # this iteration's value, computed already
+            new_start["initial_iteration_value"] = carried  # this iteration's value, computed already
         graph_out = {rename[start]: {"class_type": "StartLoop", "inputs": new_start}}
         for old in body:
-            graph_out[rename[old]] = {"class_type": graph.get_node(old)["class_type"],
-                                      "inputs": moved(graph.get_node(old)["inputs"])}
+            graph_out[rename[old]] = {
+                "class_type": graph.get_node(old)["class_type"],
+                "inputs": moved(graph.get_node(old)["inputs"]),
+            }
         end_inputs = moved({k: v for k, v in node["inputs"].items() if not k.startswith("_")})
         done = sum(1 for k in node["inputs"] if k.startswith(EARLIER))
         for k, v in node["inputs"].items():

@@ -3,6 +3,7 @@ loaders in "bypass" mode, which ComfyUI runs as base(x) + lora(x) in the forward
 weights (for training and offloaded weights). Here weights are never changed in place anyway: a LoRA is a patch
 on the MODEL / CLIP ref that the executors apply to their own copy, so bypass and merged give the same images up
 to float rounding, and these loaders add the same patches as Load LoRA."""
+
 from __future__ import annotations
 
 from nodes.loaders import LoraLoader, LoraLoaderModelOnly
@@ -14,8 +15,10 @@ class LoraLoaderBypass(LoraLoader):
     RELATIVE_PYTHON_MODULE = MODULE
     EXPERIMENTAL = True
     OUTPUT_TOOLTIPS = ("The modified diffusion model.", "The modified CLIP model.")
-    DESCRIPTION = ("Applies a LoRA in bypass mode (ComfyUI adds the LoRA's output in the forward pass instead of "
-                   "patching the weights; the result is the same up to rounding).")
+    DESCRIPTION = (
+        "Applies a LoRA in bypass mode (ComfyUI adds the LoRA's output in the forward pass instead of "
+        "patching the weights; the result is the same up to rounding)."
+    )
 
 
 class LoraLoaderBypassModelOnly(LoraLoaderModelOnly):
@@ -25,5 +28,7 @@ class LoraLoaderBypassModelOnly(LoraLoaderModelOnly):
 
 
 NODE_CLASS_MAPPINGS = {"LoraLoaderBypass": LoraLoaderBypass, "LoraLoaderBypassModelOnly": LoraLoaderBypassModelOnly}
-NODE_DISPLAY_NAME_MAPPINGS = {"LoraLoaderBypass": "Load LoRA (Bypass) (For debugging)",
-                              "LoraLoaderBypassModelOnly": "Load LoRA (Bypass, Model Only) (for debugging)"}
+NODE_DISPLAY_NAME_MAPPINGS = {
+    "LoraLoaderBypass": "Load LoRA (Bypass) (For debugging)",
+    "LoraLoaderBypassModelOnly": "Load LoRA (Bypass, Model Only) (for debugging)",
+}

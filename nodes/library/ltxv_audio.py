@@ -2,6 +2,7 @@
 published LTX-2 file in the checkpoints folder), LTXVEmptyLatentAudio (zeros covering a video's duration) and
 LTXVAudioVAEDecode (an audio latent, or the audio half of an audio-video latent, to a stereo waveform; the decode
 is the ModelFn ltx2_audio_decode). Checked against ComfyUI 0.10.0 by tests/nodes/test_ltxv_audio.py."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -24,6 +25,7 @@ def _audio_vae(value: Any, input_name: str = "audio_vae") -> ModelRef:
 
 def _config(ref: ModelRef) -> dict[str, Any]:
     from nodes.models.ltx2_audio import read_config
+
     return read_config(ref.sources[0])
 
 
@@ -37,12 +39,23 @@ class LTXVAudioVAELoader:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"ckpt_name": ("COMBO", {"multiselect": False, "options": model_files("checkpoints"),
-                                                     "tooltip": "Audio VAE checkpoint to load."})}}
+        return {
+            "required": {
+                "ckpt_name": (
+                    "COMBO",
+                    {
+                        "multiselect": False,
+                        "options": model_files("checkpoints"),
+                        "tooltip": "Audio VAE checkpoint to load.",
+                    },
+                )
+            }
+        }
 
     def execute(self, ckpt_name: str):
         from nodes.models.errors import ModelLoadError
         from nodes.models.ltx2_audio import read_config
+
         path = model_file("checkpoints", ckpt_name, "ckpt_name")
         try:
             read_config(str(path))
@@ -62,14 +75,18 @@ class LTXVEmptyLatentAudio:
     @classmethod
     def INPUT_TYPES(cls):
         number = {"min": 1, "max": 1000, "step": 1, "display": "number"}
-        return {"required": {
-            "frames_number": ("INT", {"default": 97, **number}),
-            "frame_rate": ("INT", {"default": 25, **number}),
-            "batch_size": ("INT", {"default": 1, "min": 1, "max": 4096, "display": "number"}),
-            "audio_vae": ("VAE", {"display_name": "Audio VAE"})}}
+        return {
+            "required": {
+                "frames_number": ("INT", {"default": 97, **number}),
+                "frame_rate": ("INT", {"default": 25, **number}),
+                "batch_size": ("INT", {"default": 1, "min": 1, "max": 4096, "display": "number"}),
+                "audio_vae": ("VAE", {"display_name": "Audio VAE"}),
+            }
+        }
 
     def execute(self, frames_number: int, frame_rate: int, batch_size: int, audio_vae: Any):
         from nodes.models.ltx2_audio import latent_frames
+
         config = _config(_audio_vae(audio_vae))
         frames = latent_frames(int(frames_number), int(frame_rate), config["sample_rate"], config["hop_length"])
         samples = torch.zeros(int(batch_size), config["latent_channels"], frames, config["frequency_bins"])
@@ -93,16 +110,20 @@ class LTXVAudioVAEDecode:
         if not isinstance(samples, dict) or "samples" not in samples:
             raise TypeError(f"samples: expected a LATENT (a dict with 'samples'), got {type(samples).__name__}")
         latent = samples["samples"]
-        if getattr(latent, "is_nested", False):     # an audio-video latent: its last part is the audio
+        if getattr(latent, "is_nested", False):  # an audio-video latent: its last part is the audio
             latent = latent.unbind()[-1]
         if not isinstance(latent, torch.Tensor) or latent.ndim != 4:
             shape = tuple(latent.shape) if isinstance(latent, torch.Tensor) else type(latent).__name__
-            raise ValueError(f"samples: expected an audio latent [batch, channels, frames, frequency bins], got {shape}")
+            raise ValueError(
+                f"samples: expected an audio latent [batch, channels, frames, frequency bins], got {shape}"
+            )
         out = await call_model_fn("ltx2_audio_decode", ref, "audio_vae", {"latent": latent.contiguous()}, {})
         return ({"waveform": out["waveform"], "sample_rate": int(_config(ref)["output_sample_rate"])},)
 
 
 NODE_CLASS_MAPPINGS = {cls.__name__: cls for cls in (LTXVAudioVAELoader, LTXVEmptyLatentAudio, LTXVAudioVAEDecode)}
-NODE_DISPLAY_NAME_MAPPINGS = {"LTXVAudioVAELoader": "LTXV Audio VAE Loader",
-                              "LTXVEmptyLatentAudio": "LTXV Empty Latent Audio",
-                              "LTXVAudioVAEDecode": "LTXV Audio VAE Decode"}
+NODE_DISPLAY_NAME_MAPPINGS = {
+    "LTXVAudioVAELoader": "LTXV Audio VAE Loader",
+    "LTXVEmptyLatentAudio": "LTXV Empty Latent Audio",
+    "LTXVAudioVAEDecode": "LTXV Audio VAE Decode",
+}

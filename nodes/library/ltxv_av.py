@@ -6,6 +6,7 @@ of the start image, so it looks like the compressed video frames the model was t
 
 Semantics follow ComfyUI 0.10.0 (commit 79cdbc81), checked by tests/nodes/test_ltxv_av.py against the values
 scripts/record_comfyui_ltxv_av.py recorded from it. The LTX-2 networks themselves are not here."""
+
 from __future__ import annotations
 
 import io
@@ -27,6 +28,7 @@ SPATIAL, TEMPORAL = 32, 8
 class AVLatent:
     """A video latent and an audio latent (or their noise masks) travelling as one LATENT's samples. It answers
     to what code written for ComfyUI's NestedTensor reads first: `is_nested`, `unbind()` and `tensors`."""
+
     is_nested = True
 
     def __init__(self, tensors: tuple[torch.Tensor, ...] | list[torch.Tensor]) -> None:
@@ -49,8 +51,7 @@ def _video_samples(latent: dict, input_name: str) -> torch.Tensor:
     samples = latent["samples"]
     if not isinstance(samples, torch.Tensor) or samples.ndim != 5:
         shape = tuple(samples.shape) if isinstance(samples, torch.Tensor) else type(samples).__name__
-        raise ValueError(f"{input_name}: expected a video latent [batch, channels, frames, height, width], "
-                         f"got {shape}")
+        raise ValueError(f"{input_name}: expected a video latent [batch, channels, frames, height, width], got {shape}")
     return samples
 
 
@@ -63,15 +64,24 @@ class EmptyLTXVLatentVideo:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"width": ("INT", {"default": 768, "min": 64, "max": MAX_RESOLUTION, "step": 32}),
-                             "height": ("INT", {"default": 512, "min": 64, "max": MAX_RESOLUTION, "step": 32}),
-                             "length": ("INT", {"default": 97, "min": 1, "max": MAX_RESOLUTION, "step": 8}),
-                             "batch_size": ("INT", {"default": 1, "min": 1, "max": 4096})}}
+        return {
+            "required": {
+                "width": ("INT", {"default": 768, "min": 64, "max": MAX_RESOLUTION, "step": 32}),
+                "height": ("INT", {"default": 512, "min": 64, "max": MAX_RESOLUTION, "step": 32}),
+                "length": ("INT", {"default": 97, "min": 1, "max": MAX_RESOLUTION, "step": 8}),
+                "batch_size": ("INT", {"default": 1, "min": 1, "max": 4096}),
+            }
+        }
 
     def execute(self, width: int, height: int, length: int, batch_size: int = 1):
         frames = (int(length) - 1) // TEMPORAL + 1
-        return ({"samples": torch.zeros(int(batch_size), LATENT_CHANNELS, frames, int(height) // SPATIAL,
-                                        int(width) // SPATIAL)},)
+        return (
+            {
+                "samples": torch.zeros(
+                    int(batch_size), LATENT_CHANNELS, frames, int(height) // SPATIAL, int(width) // SPATIAL
+                )
+            },
+        )
 
 
 class LTXVConcatAVLatent:
@@ -80,8 +90,10 @@ class LTXVConcatAVLatent:
     CATEGORY = "latent/video/ltxv"
     RETURN_TYPES = ("LATENT",)
     RETURN_NAMES = ("latent",)
-    DESCRIPTION = ("One LATENT carrying the video and the audio latent for LTX-2's joint sampling; where either has "
-                   "a noise mask, the other gets an all-ones mask of its own shape.")
+    DESCRIPTION = (
+        "One LATENT carrying the video and the audio latent for LTX-2's joint sampling; where either has "
+        "a noise mask, the other gets an all-ones mask of its own shape."
+    )
 
     @classmethod
     def INPUT_TYPES(cls):
@@ -96,9 +108,12 @@ class LTXVConcatAVLatent:
         out = {**video, **audio}
         video_mask, audio_mask = video.get("noise_mask"), audio.get("noise_mask")
         if video_mask is not None or audio_mask is not None:
-            out["noise_mask"] = AVLatent((
-                torch.ones_like(video["samples"]) if video_mask is None else video_mask,
-                torch.ones_like(audio["samples"]) if audio_mask is None else audio_mask))
+            out["noise_mask"] = AVLatent(
+                (
+                    torch.ones_like(video["samples"]) if video_mask is None else video_mask,
+                    torch.ones_like(audio["samples"]) if audio_mask is None else audio_mask,
+                )
+            )
         out["samples"] = AVLatent((video["samples"], audio["samples"]))
         return (out,)
 
@@ -118,8 +133,10 @@ class LTXVSeparateAVLatent:
     def execute(self, av_latent: dict):
         latent = _latent(av_latent, "av_latent")
         if not isinstance(latent["samples"], AVLatent):
-            raise TypeError("av_latent: expected an audio-video latent (from LTXV Concat AV Latent), got a "
-                             f"plain latent of shape {tuple(latent['samples'].shape)}")
+            raise TypeError(
+                "av_latent: expected an audio-video latent (from LTXV Concat AV Latent), got a "
+                f"plain latent of shape {tuple(latent['samples'].shape)}"
+            )
         video, audio = dict(latent), dict(latent)
         video["samples"], audio["samples"] = latent["samples"].unbind()[:2]
         masks = latent.get("noise_mask")
@@ -143,8 +160,10 @@ class LTXVCropGuides:
     CATEGORY = "conditioning/video_models"
     RETURN_TYPES = ("CONDITIONING", "CONDITIONING", "LATENT")
     RETURN_NAMES = ("positive", "negative", "latent")
-    DESCRIPTION = ("Removes the guide frames LTXV Add Guide appended to the latent (and their keyframe indices from "
-                   "both conditionings); the latent always leaves with a noise mask.")
+    DESCRIPTION = (
+        "Removes the guide frames LTXV Add Guide appended to the latent (and their keyframe indices from "
+        "both conditionings); the latent always leaves with a noise mask."
+    )
 
     @classmethod
     def INPUT_TYPES(cls):
@@ -154,12 +173,15 @@ class LTXVCropGuides:
         positive, negative = require(positive, "positive"), require(negative, "negative")
         samples = _video_samples(_latent(latent, "latent"), "latent").clone()
         mask = latent.get("noise_mask")
-        mask = (torch.ones(samples.shape[0], 1, samples.shape[2], 1, 1) if mask is None else mask.clone())
+        mask = torch.ones(samples.shape[0], 1, samples.shape[2], 1, 1) if mask is None else mask.clone()
         count = _keyframe_count(positive)
         if count == 0:
             return (positive, negative, {"samples": samples, "noise_mask": mask})
-        return (set_values(positive, {"keyframe_idxs": None}), set_values(negative, {"keyframe_idxs": None}),
-                {"samples": samples[:, :, :-count], "noise_mask": mask[:, :, :-count]})
+        return (
+            set_values(positive, {"keyframe_idxs": None}),
+            set_values(negative, {"keyframe_idxs": None}),
+            {"samples": samples[:, :, :-count], "noise_mask": mask[:, :, :-count]},
+        )
 
 
 def h264_round_trip(image: torch.Tensor, crf: int) -> torch.Tensor:
@@ -167,7 +189,7 @@ def h264_round_trip(image: torch.Tensor, crf: int) -> torch.Tensor:
     cropped to even sides; crf 0 returns the image untouched."""
     if crf == 0:
         return image
-    pixels = (image[:image.shape[0] // 2 * 2, :image.shape[1] // 2 * 2, :3] * 255.0).byte().cpu().numpy()
+    pixels = (image[: image.shape[0] // 2 * 2, : image.shape[1] // 2 * 2, :3] * 255.0).byte().cpu().numpy()
     buffer = io.BytesIO()
     with av.open(buffer, "w", format="mp4") as container:
         stream = container.add_stream("libx264", rate=1, options={"crf": str(crf), "preset": "veryfast"})
@@ -191,9 +213,15 @@ class LTXVPreprocess:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"image": ("IMAGE",),
-                             "img_compression": ("INT", {"default": 35, "min": 0, "max": 100,
-                                                         "tooltip": "Amount of compression to apply on image."})}}
+        return {
+            "required": {
+                "image": ("IMAGE",),
+                "img_compression": (
+                    "INT",
+                    {"default": 35, "min": 0, "max": 100, "tooltip": "Amount of compression to apply on image."},
+                ),
+            }
+        }
 
     def execute(self, image: torch.Tensor, img_compression: int):
         if not isinstance(image, torch.Tensor) or image.ndim != 4:
@@ -203,6 +231,8 @@ class LTXVPreprocess:
         return (torch.stack([h264_round_trip(frame, int(img_compression)) for frame in image]),)
 
 
-NODE_CLASS_MAPPINGS = {cls.__name__: cls for cls in (EmptyLTXVLatentVideo, LTXVConcatAVLatent, LTXVSeparateAVLatent,
-                                                     LTXVCropGuides, LTXVPreprocess)}
+NODE_CLASS_MAPPINGS = {
+    cls.__name__: cls
+    for cls in (EmptyLTXVLatentVideo, LTXVConcatAVLatent, LTXVSeparateAVLatent, LTXVCropGuides, LTXVPreprocess)
+}
 NODE_DISPLAY_NAME_MAPPINGS: dict[str, str] = {}

@@ -3,6 +3,7 @@ time-shifted schedule whose shift follows the latent's token count, optionally s
 sigma), ModelSamplingLTXV (the same shift as a MODEL's Flux sampling) and LTXVConditioning (the frame rate on
 both conditionings). None needs LTX weights: the scheduler and the sampling patch work on any flow model, and
 a model that does not read frame_rate ignores it, as in ComfyUI."""
+
 from __future__ import annotations
 
 import math
@@ -55,24 +56,46 @@ class LTXVScheduler:
     CATEGORY = "sampling/custom_sampling/schedulers"
     RETURN_TYPES = ("SIGMAS",)
     OUTPUT_TOOLTIPS = (None,)
-    DESCRIPTION = ("LTX-Video's schedule: a Flux time shift interpolated from the latent's token count, stretched "
-                   "so that its last non-zero sigma is the terminal value.")
+    DESCRIPTION = (
+        "LTX-Video's schedule: a Flux time shift interpolated from the latent's token count, stretched "
+        "so that its last non-zero sigma is the terminal value."
+    )
 
     @classmethod
     def INPUT_TYPES(cls):
         shift = {"min": 0.0, "max": 100.0, "step": 0.01}
-        return {"required": {
-                    "steps": ("INT", {"default": 20, "min": 1, "max": 10000}),
-                    "max_shift": ("FLOAT", {"default": 2.05, **shift}),
-                    "base_shift": ("FLOAT", {"default": 0.95, **shift}),
-                    "stretch": ("BOOLEAN", {"tooltip": "Stretch the sigmas to end at the terminal value.",
-                                            "default": True}),
-                    "terminal": ("FLOAT", {"tooltip": "The last non-zero sigma after stretching.", "default": 0.1,
-                                           "min": 0.0, "max": 0.99, "step": 0.01})},
-                "optional": {"latent": ("LATENT", {})}}
+        return {
+            "required": {
+                "steps": ("INT", {"default": 20, "min": 1, "max": 10000}),
+                "max_shift": ("FLOAT", {"default": 2.05, **shift}),
+                "base_shift": ("FLOAT", {"default": 0.95, **shift}),
+                "stretch": (
+                    "BOOLEAN",
+                    {"tooltip": "Stretch the sigmas to end at the terminal value.", "default": True},
+                ),
+                "terminal": (
+                    "FLOAT",
+                    {
+                        "tooltip": "The last non-zero sigma after stretching.",
+                        "default": 0.1,
+                        "min": 0.0,
+                        "max": 0.99,
+                        "step": 0.01,
+                    },
+                ),
+            },
+            "optional": {"latent": ("LATENT", {})},
+        }
 
-    def execute(self, steps: int, max_shift: float, base_shift: float, stretch: bool, terminal: float,
-                latent: dict | None = None) -> tuple[torch.Tensor]:
+    def execute(
+        self,
+        steps: int,
+        max_shift: float,
+        base_shift: float,
+        stretch: bool,
+        terminal: float,
+        latent: dict | None = None,
+    ) -> tuple[torch.Tensor]:
         shift = token_shift(_tokens(latent), max_shift, base_shift)
         return (ltxv_sigmas(int(steps), shift, bool(stretch), float(terminal)),)
 
@@ -88,12 +111,16 @@ class ModelSamplingLTXV:
     @classmethod
     def INPUT_TYPES(cls):
         shift = {"min": 0.0, "max": 100.0, "step": 0.01}
-        return {"required": {"model": ("MODEL", {}), "max_shift": ("FLOAT", {"default": 2.05, **shift}),
-                             "base_shift": ("FLOAT", {"default": 0.95, **shift})},
-                "optional": {"latent": ("LATENT", {})}}
+        return {
+            "required": {
+                "model": ("MODEL", {}),
+                "max_shift": ("FLOAT", {"default": 2.05, **shift}),
+                "base_shift": ("FLOAT", {"default": 0.95, **shift}),
+            },
+            "optional": {"latent": ("LATENT", {})},
+        }
 
-    def execute(self, model: Any, max_shift: float, base_shift: float,
-                latent: dict | None = None) -> tuple[ModelRef]:
+    def execute(self, model: Any, max_shift: float, base_shift: float, latent: dict | None = None) -> tuple[ModelRef]:
         shift = token_shift(_tokens(latent), max_shift, base_shift)
         return (with_sampling(require_model(model), {"kind": "flux", "prediction": "const", "shift": shift}),)
 
@@ -109,14 +136,22 @@ class LTXVConditioning:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"positive": ("CONDITIONING", {}), "negative": ("CONDITIONING", {}),
-                             "frame_rate": ("FLOAT", {"default": 25.0, "min": 0.0, "max": 1000.0, "step": 0.01})}}
+        return {
+            "required": {
+                "positive": ("CONDITIONING", {}),
+                "negative": ("CONDITIONING", {}),
+                "frame_rate": ("FLOAT", {"default": 25.0, "min": 0.0, "max": 1000.0, "step": 0.01}),
+            }
+        }
 
     def execute(self, positive: list, negative: list, frame_rate: float) -> tuple[list, list]:
         values = {"frame_rate": frame_rate}
         return (set_values(require(positive, "positive"), values), set_values(require(negative, "negative"), values))
 
 
-NODE_CLASS_MAPPINGS = {"LTXVScheduler": LTXVScheduler, "ModelSamplingLTXV": ModelSamplingLTXV,
-                       "LTXVConditioning": LTXVConditioning}
+NODE_CLASS_MAPPINGS = {
+    "LTXVScheduler": LTXVScheduler,
+    "ModelSamplingLTXV": ModelSamplingLTXV,
+    "LTXVConditioning": LTXVConditioning,
+}
 NODE_DISPLAY_NAME_MAPPINGS: dict[str, str] = {}

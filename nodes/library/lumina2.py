@@ -1,6 +1,7 @@
 """ComfyUI's comfy_extras.nodes_lumina2: RenormCFG, a sampler_cfg_function carried on the MODEL
 (nodes.modelfns.model_options) and applied inside each denoise step. It works with any model; the module's
 CLIPTextEncodeLumina2 needs the Lumina 2 text encoder, which is not implemented (comfy_bridge.nodes_doc)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ class RenormCfgFunction:
     unguided; every model here predicts exactly the latent's channels (never more than it takes in), so the
     split is the whole prediction. The cap is decided per sample (ComfyUI's single comparison only runs
     with a batch of one, where the two agree)."""
+
     cfg_trunc: float
     renorm_cfg: float
 
@@ -44,22 +46,45 @@ class RenormCFG:
     RETURN_TYPES = ("MODEL",)
     FUNCTION = "patch"
     CATEGORY = "advanced/model"
-    DESCRIPTION = ("Guidance that keeps the guided prediction's norm within renorm_cfg times the positive "
-                   "prediction's, and uses the positive prediction alone above the noise level cfg_trunc.")
+    DESCRIPTION = (
+        "Guidance that keeps the guided prediction's norm within renorm_cfg times the positive "
+        "prediction's, and uses the positive prediction alone above the noise level cfg_trunc."
+    )
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "model": ("MODEL", {}),
-            "cfg_trunc": ("FLOAT", {"default": 100, "min": 0.0, "max": 100.0, "step": 0.01,
-                                    "tooltip": "Noise level (sigma) below which guidance applies."}),
-            "renorm_cfg": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 100.0, "step": 0.01,
-                                     "tooltip": "Largest guided norm as a multiple of the positive one; 0: no cap."}),
-        }}
+        return {
+            "required": {
+                "model": ("MODEL", {}),
+                "cfg_trunc": (
+                    "FLOAT",
+                    {
+                        "default": 100,
+                        "min": 0.0,
+                        "max": 100.0,
+                        "step": 0.01,
+                        "tooltip": "Noise level (sigma) below which guidance applies.",
+                    },
+                ),
+                "renorm_cfg": (
+                    "FLOAT",
+                    {
+                        "default": 1.0,
+                        "min": 0.0,
+                        "max": 100.0,
+                        "step": 0.01,
+                        "tooltip": "Largest guided norm as a multiple of the positive one; 0: no cap.",
+                    },
+                ),
+            }
+        }
 
     def patch(self, model: Any, cfg_trunc: float, renorm_cfg: float) -> tuple[ModelRef]:
-        return (with_function(require_model(model), "sampler_cfg_function",
-                              RenormCfgFunction(float(cfg_trunc), float(renorm_cfg))),)
+        return (
+            with_function(
+                require_model(model), "sampler_cfg_function", RenormCfgFunction(float(cfg_trunc), float(renorm_cfg))
+            ),
+        )
 
 
 NODE_CLASS_MAPPINGS = {"RenormCFG": RenormCFG}

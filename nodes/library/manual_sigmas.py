@@ -1,5 +1,6 @@
 """Today's ComfyUI Manual Sigmas (`comfy_extras.nodes_custom_sampler`, added after 0.3.64): a noise schedule
 typed as a list of numbers."""
+
 from __future__ import annotations
 
 import re
@@ -23,7 +24,7 @@ class ManualSigmas:
     RETURN_TYPES = ("SIGMAS",)
     OUTPUT_TOOLTIPS = (None,)
     EXPERIMENTAL = True
-    DESCRIPTION = "The sigmas written in the text, in order (e.g. \"14.6, 7.0, 3.1, 0\")."
+    DESCRIPTION = 'The sigmas written in the text, in order (e.g. "14.6, 7.0, 3.1, 0").'
 
     def execute(self, sigmas: str):
         return (torch.tensor([float(n) for n in NUMBER.findall(sigmas)], dtype=torch.float32),)

@@ -5,6 +5,7 @@ MASK is float [B,H,W] (a bare [H,W] is accepted wherever ComfyUI accepts it). Re
 bit for bit, so the arithmetic keeps ComfyUI's order of operations, and where ComfyUI's indexing has a
 quirk (FeatherMask's `right`/`bottom` ramps start on the first column/row) the quirk is kept.
 """
+
 from __future__ import annotations
 
 import math
@@ -42,8 +43,15 @@ def match_batch(tensor: torch.Tensor, size: int) -> torch.Tensor:
     return tensor
 
 
-def paste_masked(destination: torch.Tensor, source: torch.Tensor, x: int, y: int, mask: torch.Tensor | None,
-                 multiplier: int, resize_source: bool) -> torch.Tensor:
+def paste_masked(
+    destination: torch.Tensor,
+    source: torch.Tensor,
+    x: int,
+    y: int,
+    mask: torch.Tensor | None,
+    multiplier: int,
+    resize_source: bool,
+) -> torch.Tensor:
     """Blend channel-first `source` [B,C,h,w] into `destination` [B,C,H,W] (modified in place and returned)
     at (x, y) // multiplier, weighted by `mask` (resized bilinearly to the source).
 
@@ -64,11 +72,13 @@ def paste_masked(destination: torch.Tensor, source: torch.Tensor, x: int, y: int
     visible_w = destination.shape[-1] - left + min(0, x)
     visible_h = destination.shape[-2] - top + min(0, y)
     weight = weight[:, :, :visible_h, :visible_w]
-    if weight.ndim < source.ndim:   # a [B,C,T,H,W] (video) latent: one mask for every frame
+    if weight.ndim < source.ndim:  # a [B,C,T,H,W] (video) latent: one mask for every frame
         weight = weight.unsqueeze(1)
     region = (..., slice(top, top + src_h), slice(left, left + src_w))
     # ComfyUI's blend: w*src + (1-w)*dst, the complement computed as ones - w.
-    destination[region] = weight * source[..., :visible_h, :visible_w] + (torch.ones_like(weight) - weight) * destination[region]
+    destination[region] = (
+        weight * source[..., :visible_h, :visible_w] + (torch.ones_like(weight) - weight) * destination[region]
+    )
     return destination
 
 
@@ -76,7 +86,7 @@ def with_matching_channels(destination: torch.Tensor, source: torch.Tensor) -> t
     """ComfyUI's channel reconciliation of two IMAGEs: a source with more channels loses the extra ones; a
     destination with more channels gains one opaque (1.0) channel."""
     if destination.shape[-1] < source.shape[-1]:
-        return destination, source[..., :destination.shape[-1]]
+        return destination, source[..., : destination.shape[-1]]
     if destination.shape[-1] > source.shape[-1]:
         destination = F.pad(destination, (0, 1))
         destination[..., -1] = 1.0
@@ -92,12 +102,30 @@ class LatentCompositeMasked:
             "required": {
                 "destination": ("LATENT",),
                 "source": ("LATENT",),
-                "x": ("INT", {"default": 0, "min": 0, "max": MAX_RESOLUTION, "step": 8,
-                              "tooltip": "Left edge of the paste, in pixels (8 per latent cell)."}),
-                "y": ("INT", {"default": 0, "min": 0, "max": MAX_RESOLUTION, "step": 8,
-                              "tooltip": "Top edge of the paste, in pixels (8 per latent cell)."}),
-                "resize_source": ("BOOLEAN", {"default": False,
-                                              "tooltip": "Stretch the source to the destination's size first."}),
+                "x": (
+                    "INT",
+                    {
+                        "default": 0,
+                        "min": 0,
+                        "max": MAX_RESOLUTION,
+                        "step": 8,
+                        "tooltip": "Left edge of the paste, in pixels (8 per latent cell).",
+                    },
+                ),
+                "y": (
+                    "INT",
+                    {
+                        "default": 0,
+                        "min": 0,
+                        "max": MAX_RESOLUTION,
+                        "step": 8,
+                        "tooltip": "Top edge of the paste, in pixels (8 per latent cell).",
+                    },
+                ),
+                "resize_source": (
+                    "BOOLEAN",
+                    {"default": False, "tooltip": "Stretch the source to the destination's size first."},
+                ),
             },
             "optional": {"mask": ("MASK", {"tooltip": "Where the source shows (1) and where it does not (0)."})},
         }
@@ -107,11 +135,11 @@ class LatentCompositeMasked:
     CATEGORY = "latent"
     DESCRIPTION = "Pastes one latent into another at a position, optionally through a mask."
 
-    def composite(self, destination: dict, source: dict, x: int, y: int, resize_source: bool,
-                  mask: torch.Tensor | None = None):
+    def composite(
+        self, destination: dict, source: dict, x: int, y: int, resize_source: bool, mask: torch.Tensor | None = None
+    ):
         out = dict(destination)
-        out["samples"] = paste_masked(destination["samples"].clone(), source["samples"], x, y, mask, 8,
-                                      resize_source)
+        out["samples"] = paste_masked(destination["samples"].clone(), source["samples"], x, y, mask, 8, resize_source)
         return (out,)
 
 
@@ -126,8 +154,10 @@ class ImageCompositeMasked:
                 "source": ("IMAGE",),
                 "x": ("INT", {"default": 0, "min": 0, "max": MAX_RESOLUTION, "step": 1}),
                 "y": ("INT", {"default": 0, "min": 0, "max": MAX_RESOLUTION, "step": 1}),
-                "resize_source": ("BOOLEAN", {"default": False,
-                                              "tooltip": "Stretch the source to the destination's size first."}),
+                "resize_source": (
+                    "BOOLEAN",
+                    {"default": False, "tooltip": "Stretch the source to the destination's size first."},
+                ),
             },
             "optional": {"mask": ("MASK", {"tooltip": "Where the source shows (1) and where it does not (0)."})},
         }
@@ -137,8 +167,15 @@ class ImageCompositeMasked:
     CATEGORY = "image"
     DESCRIPTION = "Pastes one image onto another at a position, optionally through a mask."
 
-    def composite(self, destination: torch.Tensor, source: torch.Tensor, x: int, y: int, resize_source: bool,
-                  mask: torch.Tensor | None = None):
+    def composite(
+        self,
+        destination: torch.Tensor,
+        source: torch.Tensor,
+        x: int,
+        y: int,
+        resize_source: bool,
+        mask: torch.Tensor | None = None,
+    ):
         destination, source = with_matching_channels(destination, source)
         out = paste_masked(destination.clone().movedim(-1, 1), source.movedim(-1, 1), x, y, mask, 1, resize_source)
         return (out.movedim(1, -1),)
@@ -165,8 +202,12 @@ class ImageToMask:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"image": ("IMAGE",),
-                             "channel": (CHANNELS, {"tooltip": "The image channel that becomes the mask."})}}
+        return {
+            "required": {
+                "image": ("IMAGE",),
+                "channel": (CHANNELS, {"tooltip": "The image channel that becomes the mask."}),
+            }
+        }
 
     RETURN_TYPES = ("MASK",)
     FUNCTION = "image_to_mask"
@@ -182,11 +223,22 @@ class ImageColorToMask:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "image": ("IMAGE",),
-            "color": ("INT", {"default": 0, "min": 0, "max": 0xFFFFFF, "step": 1, "display": "color",
-                              "tooltip": "The colour as 0xRRGGBB."}),
-        }}
+        return {
+            "required": {
+                "image": ("IMAGE",),
+                "color": (
+                    "INT",
+                    {
+                        "default": 0,
+                        "min": 0,
+                        "max": 0xFFFFFF,
+                        "step": 1,
+                        "display": "color",
+                        "tooltip": "The colour as 0xRRGGBB.",
+                    },
+                ),
+            }
+        }
 
     RETURN_TYPES = ("MASK",)
     FUNCTION = "image_to_mask"
@@ -204,11 +256,13 @@ class SolidMask:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "value": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 1.0, "step": 0.01}),
-            "width": ("INT", {"default": 512, "min": 1, "max": MAX_RESOLUTION, "step": 1}),
-            "height": ("INT", {"default": 512, "min": 1, "max": MAX_RESOLUTION, "step": 1}),
-        }}
+        return {
+            "required": {
+                "value": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 1.0, "step": 0.01}),
+                "width": ("INT", {"default": 512, "min": 1, "max": MAX_RESOLUTION, "step": 1}),
+                "height": ("INT", {"default": 512, "min": 1, "max": MAX_RESOLUTION, "step": 1}),
+            }
+        }
 
     RETURN_TYPES = ("MASK",)
     FUNCTION = "solid"
@@ -240,13 +294,15 @@ class CropMask:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "mask": ("MASK",),
-            "x": ("INT", {"default": 0, "min": 0, "max": MAX_RESOLUTION, "step": 1}),
-            "y": ("INT", {"default": 0, "min": 0, "max": MAX_RESOLUTION, "step": 1}),
-            "width": ("INT", {"default": 512, "min": 1, "max": MAX_RESOLUTION, "step": 1}),
-            "height": ("INT", {"default": 512, "min": 1, "max": MAX_RESOLUTION, "step": 1}),
-        }}
+        return {
+            "required": {
+                "mask": ("MASK",),
+                "x": ("INT", {"default": 0, "min": 0, "max": MAX_RESOLUTION, "step": 1}),
+                "y": ("INT", {"default": 0, "min": 0, "max": MAX_RESOLUTION, "step": 1}),
+                "width": ("INT", {"default": 512, "min": 1, "max": MAX_RESOLUTION, "step": 1}),
+                "height": ("INT", {"default": 512, "min": 1, "max": MAX_RESOLUTION, "step": 1}),
+            }
+        }
 
     RETURN_TYPES = ("MASK",)
     FUNCTION = "crop"
@@ -254,7 +310,7 @@ class CropMask:
     DESCRIPTION = "Cuts a rectangle out of the masks (clipped to the mask; it may come out empty)."
 
     def crop(self, mask: torch.Tensor, x: int, y: int, width: int, height: int):
-        return (as_planes(mask)[:, y:y + height, x:x + width],)
+        return (as_planes(mask)[:, y : y + height, x : x + width],)
 
 
 def _combine(dst: torch.Tensor, src: torch.Tensor, operation: str) -> torch.Tensor:
@@ -274,19 +330,23 @@ class MaskComposite:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "destination": ("MASK",),
-            "source": ("MASK",),
-            "x": ("INT", {"default": 0, "min": 0, "max": MAX_RESOLUTION, "step": 1}),
-            "y": ("INT", {"default": 0, "min": 0, "max": MAX_RESOLUTION, "step": 1}),
-            "operation": (COMPOSITE_OPERATIONS,),
-        }}
+        return {
+            "required": {
+                "destination": ("MASK",),
+                "source": ("MASK",),
+                "x": ("INT", {"default": 0, "min": 0, "max": MAX_RESOLUTION, "step": 1}),
+                "y": ("INT", {"default": 0, "min": 0, "max": MAX_RESOLUTION, "step": 1}),
+                "operation": (COMPOSITE_OPERATIONS,),
+            }
+        }
 
     RETURN_TYPES = ("MASK",)
     FUNCTION = "combine"
     CATEGORY = "mask"
-    DESCRIPTION = ("Combines the source mask into the destination at (x, y) with an arithmetic or logic "
-                   "operation; the result is clamped to 0..1.")
+    DESCRIPTION = (
+        "Combines the source mask into the destination at (x, y) with an arithmetic or logic "
+        "operation; the result is clamped to 0..1."
+    )
 
     def combine(self, destination: torch.Tensor, source: torch.Tensor, x: int, y: int, operation: str):
         out = as_planes(destination).clone()
@@ -295,7 +355,7 @@ class MaskComposite:
         bottom = min(y + source.shape[-2], out.shape[-2])
         # As in ComfyUI, the source is cut to (right - x, bottom - y) even when that is negative (a paste
         # starting past the edge), which then fails to broadcast unless nothing is left of either side.
-        src = source[:, :bottom - y, :right - x]
+        src = source[:, : bottom - y, : right - x]
         out[:, y:bottom, x:right] = _combine(out[:, y:bottom, x:right], src, operation)
         return (torch.clamp(out, 0.0, 1.0),)
 
@@ -317,13 +377,15 @@ class FeatherMask:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "mask": ("MASK",),
-            "left": ("INT", {"default": 0, "min": 0, "max": MAX_RESOLUTION, "step": 1}),
-            "top": ("INT", {"default": 0, "min": 0, "max": MAX_RESOLUTION, "step": 1}),
-            "right": ("INT", {"default": 0, "min": 0, "max": MAX_RESOLUTION, "step": 1}),
-            "bottom": ("INT", {"default": 0, "min": 0, "max": MAX_RESOLUTION, "step": 1}),
-        }}
+        return {
+            "required": {
+                "mask": ("MASK",),
+                "left": ("INT", {"default": 0, "min": 0, "max": MAX_RESOLUTION, "step": 1}),
+                "top": ("INT", {"default": 0, "min": 0, "max": MAX_RESOLUTION, "step": 1}),
+                "right": ("INT", {"default": 0, "min": 0, "max": MAX_RESOLUTION, "step": 1}),
+                "bottom": ("INT", {"default": 0, "min": 0, "max": MAX_RESOLUTION, "step": 1}),
+            }
+        }
 
     RETURN_TYPES = ("MASK",)
     FUNCTION = "feather"
@@ -357,7 +419,7 @@ def _grow_once(planes: torch.Tensor, shrink: bool, tapered: bool) -> torch.Tenso
         for dx in (-1, 0, 1):
             if (dy == 0 and dx == 0) or (tapered and dy != 0 and dx != 0):
                 continue
-            out = pick(out, padded[:, 1 + dy:1 + dy + h, 1 + dx:1 + dx + w])
+            out = pick(out, padded[:, 1 + dy : 1 + dy + h, 1 + dx : 1 + dx + w])
     return out
 
 
@@ -366,13 +428,25 @@ class GrowMask:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "mask": ("MASK",),
-            "expand": ("INT", {"default": 0, "min": -MAX_RESOLUTION, "max": MAX_RESOLUTION, "step": 1,
-                               "tooltip": "Pixels to grow by (negative: shrink)."}),
-            "tapered_corners": ("BOOLEAN", {"default": True,
-                                            "tooltip": "Grow through edges only (a cross), rounding corners."}),
-        }}
+        return {
+            "required": {
+                "mask": ("MASK",),
+                "expand": (
+                    "INT",
+                    {
+                        "default": 0,
+                        "min": -MAX_RESOLUTION,
+                        "max": MAX_RESOLUTION,
+                        "step": 1,
+                        "tooltip": "Pixels to grow by (negative: shrink).",
+                    },
+                ),
+                "tapered_corners": (
+                    "BOOLEAN",
+                    {"default": True, "tooltip": "Grow through edges only (a cross), rounding corners."},
+                ),
+            }
+        }
 
     RETURN_TYPES = ("MASK",)
     FUNCTION = "expand_mask"
@@ -391,10 +465,12 @@ class ThresholdMask:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "mask": ("MASK",),
-            "value": ("FLOAT", {"default": 0.5, "min": 0.0, "max": 1.0, "step": 0.01}),
-        }}
+        return {
+            "required": {
+                "mask": ("MASK",),
+                "value": ("FLOAT", {"default": 0.5, "min": 0.0, "max": 1.0, "step": 0.01}),
+            }
+        }
 
     RETURN_TYPES = ("MASK",)
     FUNCTION = "image_to_mask"
@@ -411,15 +487,19 @@ class MaskPreview(PreviewImage):
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"mask": ("MASK",)},
-                "hidden": {"prompt": "PROMPT", "extra_pnginfo": "EXTRA_PNGINFO"}}
+        return {"required": {"mask": ("MASK",)}, "hidden": {"prompt": "PROMPT", "extra_pnginfo": "EXTRA_PNGINFO"}}
 
     FUNCTION = "execute"
     CATEGORY = "mask"
     DESCRIPTION = "Shows the masks in the UI as grey images."
 
-    def execute(self, mask: torch.Tensor, filename_prefix: str = "ComfyUI", prompt: object = None,
-                extra_pnginfo: dict | None = None):
+    def execute(
+        self,
+        mask: torch.Tensor,
+        filename_prefix: str = "ComfyUI",
+        prompt: object = None,
+        extra_pnginfo: dict | None = None,
+    ):
         return self.save_images(mask_to_rgb(mask), filename_prefix, prompt, extra_pnginfo)
 
 

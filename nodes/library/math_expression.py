@@ -1,6 +1,7 @@
 """Today's ComfyUI number nodes (added after 0.3.64): the Math Expression (`comfy_extras.nodes_math`), a
 formula over a growing group of inputs `a`..`z`, evaluated by simpleeval (no Python `eval`: only names,
 operators and the functions below), and the Number Convert (`comfy_extras.nodes_number_convert`)."""
+
 from __future__ import annotations
 
 import math
@@ -13,8 +14,9 @@ from nodes.dynamic_inputs import DynamicSection, autogrow_names, group
 
 # pow() is a plain call, outside simpleeval's guard on `**`: cap its exponent as ComfyUI does.
 MAX_EXPONENT = 4000
-VALUES = autogrow_names("value", ("FLOAT,INT,BOOLEAN", {}), list(string.ascii_lowercase), minimum=1,
-                        optional_items=True)
+VALUES = autogrow_names(
+    "value", ("FLOAT,INT,BOOLEAN", {}), list(string.ascii_lowercase), minimum=1, optional_items=True
+)
 
 
 def _sum(*args: Any) -> Any:
@@ -28,9 +30,25 @@ def _pow(base: Any, exponent: Any) -> Any:
     return pow(base, exponent)
 
 
-FUNCTIONS = {"sum": _sum, "min": min, "max": max, "abs": abs, "round": round, "pow": _pow, "sqrt": math.sqrt,
-             "ceil": math.ceil, "floor": math.floor, "log": math.log, "log2": math.log2, "log10": math.log10,
-             "sin": math.sin, "cos": math.cos, "tan": math.tan, "int": int, "float": float}
+FUNCTIONS = {
+    "sum": _sum,
+    "min": min,
+    "max": max,
+    "abs": abs,
+    "round": round,
+    "pow": _pow,
+    "sqrt": math.sqrt,
+    "ceil": math.ceil,
+    "floor": math.floor,
+    "log": math.log,
+    "log2": math.log2,
+    "log10": math.log10,
+    "sin": math.sin,
+    "cos": math.cos,
+    "tan": math.tan,
+    "int": int,
+    "float": float,
+}
 
 
 def evaluate(expression: str, values: dict[str, Any]) -> tuple[float, int, bool]:
@@ -38,7 +56,7 @@ def evaluate(expression: str, values: dict[str, Any]) -> tuple[float, int, bool]
     if not expression.strip():
         raise ValueError("Math Expression: the expression is empty")
     result = simple_eval(expression, names={**values, "values": list(values.values())}, functions=FUNCTIONS)
-    if not isinstance(result, (int, float)):   # bool is an int: true and false count as 1 and 0
+    if not isinstance(result, (int, float)):  # bool is an int: true and false count as 1 and 0
         raise ValueError(f"Math Expression {expression!r} gave {type(result).__name__} {result!r}, not a number")
     try:
         as_float = float(result)
@@ -56,17 +74,22 @@ class ComfyMathExpression:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": DynamicSection({"expression": ("STRING", {"default": "a + b", "multiline": True}),
-                                            "values": VALUES})}
+        return {
+            "required": DynamicSection(
+                {"expression": ("STRING", {"default": "a + b", "multiline": True}), "values": VALUES}
+            )
+        }
 
     RETURN_TYPES = ("FLOAT", "INT", "BOOLEAN")
     RETURN_NAMES = ("FLOAT", "INT", "BOOL")
     OUTPUT_TOOLTIPS = (None, None, None)
     SEARCH_ALIASES = ["math", "expression", "formula", "calculate", "calculator", "eval"]
-    DESCRIPTION = ("Computes a formula of the linked values a, b, c, ... (`values` is all of them as a list) with "
-                   "+ - * / // % **, comparisons and sum, min, max, abs, round, pow, sqrt, ceil, floor, log, "
-                   "log2, log10, sin, cos, tan, int, float; gives the result as a float, an int (truncated) and "
-                   "a boolean (not zero).")
+    DESCRIPTION = (
+        "Computes a formula of the linked values a, b, c, ... (`values` is all of them as a list) with "
+        "+ - * / // % **, comparisons and sum, min, max, abs, round, pow, sqrt, ceil, floor, log, "
+        "log2, log10, sin, cos, tan, int, float; gives the result as a float, an int (truncated) and "
+        "a boolean (not zero)."
+    )
 
     def execute(self, expression: str, **kwargs: Any):
         return evaluate(expression, group(kwargs, "values", VALUES))
@@ -89,7 +112,7 @@ def to_number(value: Any) -> tuple[float, int]:
         except ValueError:
             raise ValueError(f"Number Convert: {value!r} is not a number") from None
         try:
-            as_int = int(text)          # exact for long integers a float would round
+            as_int = int(text)  # exact for long integers a float would round
         except ValueError:
             as_int = int(as_float) if math.isfinite(as_float) else 0
     else:
@@ -111,8 +134,17 @@ class ComfyNumberConvert:
     RETURN_TYPES = ("FLOAT", "INT")
     RETURN_NAMES = ("FLOAT", "INT")
     OUTPUT_TOOLTIPS = (None, None)
-    SEARCH_ALIASES = ["int to float", "float to int", "number convert", "int2float", "float2int", "cast",
-                      "parse number", "string to number", "bool to int"]
+    SEARCH_ALIASES = [
+        "int to float",
+        "float to int",
+        "number convert",
+        "int2float",
+        "float2int",
+        "cast",
+        "parse number",
+        "string to number",
+        "bool to int",
+    ]
     DESCRIPTION = "Turns an int, float, boolean or numeric text into a float and an int (truncated)."
 
     def execute(self, value: Any):

@@ -7,6 +7,7 @@ video and audio flow shifts.
 
 The samplers denoise the video part of the latent; the audio part is not sampled yet (nodes.ksampler). First and
 last frames (fl2va) are refused: the text encoder does not read images yet."""
+
 from __future__ import annotations
 
 import torch
@@ -18,8 +19,10 @@ from nodes.modelfns.model_options import sampling_config, with_sampling
 from nodes.models.minimax_h3_shapes import MINIMAX_SHIFTS, av_latent_shapes
 
 MODULE = "comfy_extras.nodes_minimax_h3"
-_LENGTH_TIP = ("Frame count at 24 fps, snapped up to the model's 17k+5 grid (124 = ~5s; trained range is ~124-362, "
-               "longer is untested)")
+_LENGTH_TIP = (
+    "Frame count at 24 fps, snapped up to the model's 17k+5 grid (124 = ~5s; trained range is ~124-362, "
+    "longer is untested)"
+)
 
 
 def empty_av_latent(width: int, height: int, length: int, batch_size: int = 1) -> dict:
@@ -33,15 +36,17 @@ class EmptyMiniMaxH3LatentAV:
     FUNCTION = "execute"
     CATEGORY = "model/latent/minimax"
     RETURN_TYPES = ("LATENT",)
-    DESCRIPTION = ("Joint video+audio latent for MiniMax H3. Duration snaps to the model's 17k+5 frame grid at "
-                   "24 fps.")
+    DESCRIPTION = "Joint video+audio latent for MiniMax H3. Duration snaps to the model's 17k+5 frame grid at 24 fps."
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"width": ("INT", {"default": 1344, "min": 32, "max": MAX_RESOLUTION, "step": 32}),
-                             "height": ("INT", {"default": 768, "min": 32, "max": MAX_RESOLUTION, "step": 32}),
-                             "length": ("INT", {"default": 124, "min": 5, "max": 3600, "step": 17,
-                                                "tooltip": _LENGTH_TIP})}}
+        return {
+            "required": {
+                "width": ("INT", {"default": 1344, "min": 32, "max": MAX_RESOLUTION, "step": 32}),
+                "height": ("INT", {"default": 768, "min": 32, "max": MAX_RESOLUTION, "step": 32}),
+                "length": ("INT", {"default": 124, "min": 5, "max": 3600, "step": 17, "tooltip": _LENGTH_TIP}),
+            }
+        }
 
     def execute(self, width: int, height: int, length: int):
         return (empty_av_latent(width, height, length),)
@@ -57,21 +62,30 @@ class MiniMaxH3ImageToVideo:
     @classmethod
     def INPUT_TYPES(cls):
         size = {"min": 32, "max": MAX_RESOLUTION, "step": 32}
-        return {"required": {"clip": ("CLIP",), "vae": ("VAE",),
-                             "prompt": ("STRING", {"multiline": True, "dynamicPrompts": True}),
-                             "width": ("INT", {"default": 1344, **size}), "height": ("INT", {"default": 768, **size}),
-                             "length": ("INT", {"default": 124, "min": 5, "max": 3600, "step": 17,
-                                                "tooltip": _LENGTH_TIP})},
-                "optional": {"first_frame": ("IMAGE",), "last_frame": ("IMAGE",)}}
+        return {
+            "required": {
+                "clip": ("CLIP",),
+                "vae": ("VAE",),
+                "prompt": ("STRING", {"multiline": True, "dynamicPrompts": True}),
+                "width": ("INT", {"default": 1344, **size}),
+                "height": ("INT", {"default": 768, **size}),
+                "length": ("INT", {"default": 124, "min": 5, "max": 3600, "step": 17, "tooltip": _LENGTH_TIP}),
+            },
+            "optional": {"first_frame": ("IMAGE",), "last_frame": ("IMAGE",)},
+        }
 
-    async def execute(self, clip, vae, prompt: str, width: int, height: int, length: int, first_frame=None,
-                      last_frame=None):
+    async def execute(
+        self, clip, vae, prompt: str, width: int, height: int, length: int, first_frame=None, last_frame=None
+    ):
         from nodes.model_nodes import CLIPTextEncode
+
         for name, image in (("first_frame", first_frame), ("last_frame", last_frame)):
             if image is not None:
-                raise ValueError(f"{name}: MiniMax H3 first/last-frame video (fl2va) is not supported yet (its text "
-                                 "encoder would read the image through Qwen3-VL's vision tower); leave it "
-                                 "unconnected for text-to-video")
+                raise ValueError(
+                    f"{name}: MiniMax H3 first/last-frame video (fl2va) is not supported yet (its text "
+                    "encoder would read the image through Qwen3-VL's vision tower); leave it "
+                    "unconnected for text-to-video"
+                )
         (positive,) = await CLIPTextEncode().encode(clip, prompt)
         return positive, empty_av_latent(width, height, length)
 
@@ -79,6 +93,7 @@ class MiniMaxH3ImageToVideo:
 class MiniMaxH3SigmaShift:
     """The sampler samples at the video shift; the transformer maps each sigma back to the base grid with it and
     on to the audio stream's schedule with the audio shift (ComfyUI hands both to the model)."""
+
     RELATIVE_PYTHON_MODULE = MODULE
     FUNCTION = "execute"
     CATEGORY = "model/patch/minimax"
@@ -89,21 +104,35 @@ class MiniMaxH3SigmaShift:
     @classmethod
     def INPUT_TYPES(cls):
         shift = {"min": 0.01, "max": 100.0, "step": 0.01}
-        return {"required": {"model": ("MODEL",), "shift_video": ("FLOAT", {"default": 12.0, **shift}),
-                             "shift_audio": ("FLOAT", {"default": 3.0, **shift})}}
+        return {
+            "required": {
+                "model": ("MODEL",),
+                "shift_video": ("FLOAT", {"default": 12.0, **shift}),
+                "shift_audio": ("FLOAT", {"default": 3.0, **shift}),
+            }
+        }
 
     def execute(self, model, shift_video: float, shift_audio: float):
         model = require_model(model)
-        config = {"kind": "flow", "prediction": "const", "shift": float(shift_video), "multiplier": 1000,
-                  MINIMAX_SHIFTS[0]: float(shift_video), MINIMAX_SHIFTS[1]: float(shift_audio)}
+        config = {
+            "kind": "flow",
+            "prediction": "const",
+            "shift": float(shift_video),
+            "multiplier": 1000,
+            MINIMAX_SHIFTS[0]: float(shift_video),
+            MINIMAX_SHIFTS[1]: float(shift_audio),
+        }
         noise_scale = sampling_config(model).get("noise_scale")
-        if noise_scale is not None:   # kept, as ComfyUI's set_noise_scale
+        if noise_scale is not None:  # kept, as ComfyUI's set_noise_scale
             config["noise_scale"] = noise_scale
         return (with_sampling(model, config),)
 
 
-NODE_CLASS_MAPPINGS = {cls.__name__: cls
-                       for cls in (EmptyMiniMaxH3LatentAV, MiniMaxH3ImageToVideo, MiniMaxH3SigmaShift)}
-NODE_DISPLAY_NAME_MAPPINGS = {"EmptyMiniMaxH3LatentAV": "Empty MiniMax H3 AV Latent",
-                              "MiniMaxH3ImageToVideo": "MiniMax H3 Image to Video",
-                              "MiniMaxH3SigmaShift": "ModelSamplingMiniMaxH3"}
+NODE_CLASS_MAPPINGS = {
+    cls.__name__: cls for cls in (EmptyMiniMaxH3LatentAV, MiniMaxH3ImageToVideo, MiniMaxH3SigmaShift)
+}
+NODE_DISPLAY_NAME_MAPPINGS = {
+    "EmptyMiniMaxH3LatentAV": "Empty MiniMax H3 AV Latent",
+    "MiniMaxH3ImageToVideo": "MiniMax H3 Image to Video",
+    "MiniMaxH3SigmaShift": "ModelSamplingMiniMaxH3",
+}

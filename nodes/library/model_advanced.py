@@ -9,6 +9,7 @@ ModelAttentionBackend chooses the dense attention: only PyTorch's is offered her
 attention is not implemented), so the model passes on unchanged and another backend named falls back to it, as
 ComfyUI does where that backend is unavailable.
 """
+
 from __future__ import annotations
 
 import logging
@@ -18,8 +19,8 @@ from typing import Any
 import torch
 
 from cluster.refs import ModelRef
-from nodes.modelfns.model_options import DTYPE, LATENT, sampling_config, with_function, with_sampling
 from nodes.inputs import require_model
+from nodes.modelfns.model_options import DTYPE, LATENT, sampling_config, with_function, with_sampling
 
 MODULE = "comfy_extras.nodes_model_advanced"
 MAX_RESOLUTION = 16384
@@ -29,8 +30,16 @@ _BETA_KEYS = ("beta_schedule", "linear_start", "linear_end", "timesteps")
 
 
 def _shift(default: float) -> tuple:
-    return ("FLOAT", {"default": default, "min": 0.0, "max": 100.0, "step": 0.01,
-                      "tooltip": "Time shift: higher values spend more of the schedule at high noise."})
+    return (
+        "FLOAT",
+        {
+            "default": default,
+            "min": 0.0,
+            "max": 100.0,
+            "step": 0.01,
+            "tooltip": "Time shift: higher values spend more of the schedule at high noise.",
+        },
+    )
 
 
 class _Patch:
@@ -41,15 +50,20 @@ class _Patch:
 
 
 class ModelSamplingDiscrete(_Patch):
-    DESCRIPTION = ("Samples the model as a 1000-step discrete (DDPM) model with the chosen prediction type, "
-                   "optionally rescaled to zero terminal SNR.")
+    DESCRIPTION = (
+        "Samples the model as a 1000-step discrete (DDPM) model with the chosen prediction type, "
+        "optionally rescaled to zero terminal SNR."
+    )
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"model": ("MODEL",),
-                             "sampling": (DISCRETE_SAMPLINGS, {"tooltip": "What the network predicts."}),
-                             "zsnr": ("BOOLEAN", {"default": False,
-                                                  "tooltip": "Rescale the betas to zero terminal SNR."})}}
+        return {
+            "required": {
+                "model": ("MODEL",),
+                "sampling": (DISCRETE_SAMPLINGS, {"tooltip": "What the network predicts."}),
+                "zsnr": ("BOOLEAN", {"default": False, "tooltip": "Rescale the betas to zero terminal SNR."}),
+            }
+        }
 
     def patch(self, model: Any, sampling: str, zsnr: bool) -> tuple[ModelRef]:
         model = require_model(model)
@@ -57,10 +71,14 @@ class ModelSamplingDiscrete(_Patch):
             raise ValueError(f"sampling: unknown value {sampling!r}")
         # The beta schedule stays the model's own (ComfyUI reads its model_config); flow models get the
         # DDPM defaults.
-        base = {k: v for k, v in sampling_config(model).items() if k in _BETA_KEYS} \
-            if sampling_config(model).get("kind", "discrete") == "discrete" else {}
-        return (with_sampling(model, {**base, "kind": "discrete", "prediction": _PREDICTION[sampling],
-                                      "zsnr": bool(zsnr)}),)
+        base = (
+            {k: v for k, v in sampling_config(model).items() if k in _BETA_KEYS}
+            if sampling_config(model).get("kind", "discrete") == "discrete"
+            else {}
+        )
+        return (
+            with_sampling(model, {**base, "kind": "discrete", "prediction": _PREDICTION[sampling], "zsnr": bool(zsnr)}),
+        )
 
 
 class ModelSamplingStableCascade(_Patch):
@@ -85,7 +103,7 @@ class ModelSamplingSD3(_Patch):
         model = require_model(model)
         config = {"kind": "flow", "prediction": "const", "shift": float(shift), "multiplier": float(multiplier)}
         noise_scale = sampling_config(model).get("noise_scale")
-        if noise_scale is not None:   # a ModelNoiseScale before it stays in force, as in today's ComfyUI
+        if noise_scale is not None:  # a ModelNoiseScale before it stays in force, as in today's ComfyUI
             config["noise_scale"] = noise_scale
         return (with_sampling(model, config),)
 
@@ -103,16 +121,22 @@ class ModelSamplingAuraFlow(ModelSamplingSD3):
 
 
 class ModelSamplingFlux(_Patch):
-    DESCRIPTION = ("Samples the model with Flux's schedule, its shift interpolated from the image size "
-                   "between base_shift (256 tokens) and max_shift (4096 tokens).")
+    DESCRIPTION = (
+        "Samples the model with Flux's schedule, its shift interpolated from the image size "
+        "between base_shift (256 tokens) and max_shift (4096 tokens)."
+    )
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"model": ("MODEL",),
-                             "max_shift": ("FLOAT", {"default": 1.15, "min": 0.0, "max": 100.0, "step": 0.01}),
-                             "base_shift": ("FLOAT", {"default": 0.5, "min": 0.0, "max": 100.0, "step": 0.01}),
-                             "width": ("INT", {"default": 1024, "min": 16, "max": MAX_RESOLUTION, "step": 8}),
-                             "height": ("INT", {"default": 1024, "min": 16, "max": MAX_RESOLUTION, "step": 8})}}
+        return {
+            "required": {
+                "model": ("MODEL",),
+                "max_shift": ("FLOAT", {"default": 1.15, "min": 0.0, "max": 100.0, "step": 0.01}),
+                "base_shift": ("FLOAT", {"default": 0.5, "min": 0.0, "max": 100.0, "step": 0.01}),
+                "width": ("INT", {"default": 1024, "min": 16, "max": MAX_RESOLUTION, "step": 8}),
+                "height": ("INT", {"default": 1024, "min": 16, "max": MAX_RESOLUTION, "step": 8}),
+            }
+        }
 
     def patch(self, model: Any, max_shift: float, base_shift: float, width: int, height: int) -> tuple[ModelRef]:
         x1, x2 = 256, 4096
@@ -126,17 +150,30 @@ class ModelSamplingContinuousV(_Patch):
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"model": ("MODEL",), "sampling": (["v_prediction"],),
-                             "sigma_max": ("FLOAT", {"default": 500.0, "min": 0.0, "max": 1000.0, "step": 0.001,
-                                                     "round": False}),
-                             "sigma_min": ("FLOAT", {"default": 0.03, "min": 0.0, "max": 1000.0, "step": 0.001,
-                                                     "round": False})}}
+        return {
+            "required": {
+                "model": ("MODEL",),
+                "sampling": (["v_prediction"],),
+                "sigma_max": ("FLOAT", {"default": 500.0, "min": 0.0, "max": 1000.0, "step": 0.001, "round": False}),
+                "sigma_min": ("FLOAT", {"default": 0.03, "min": 0.0, "max": 1000.0, "step": 0.001, "round": False}),
+            }
+        }
 
     def patch(self, model: Any, sampling: str, sigma_max: float, sigma_min: float) -> tuple[ModelRef]:
         if sampling != "v_prediction":
             raise ValueError(f"sampling: unknown value {sampling!r}")
-        return (with_sampling(require_model(model), {"kind": "continuous_v", "prediction": "v", "sigma_min": float(sigma_min),
-                                              "sigma_max": float(sigma_max), "sigma_data": 1.0}),)
+        return (
+            with_sampling(
+                require_model(model),
+                {
+                    "kind": "continuous_v",
+                    "prediction": "v",
+                    "sigma_min": float(sigma_min),
+                    "sigma_max": float(sigma_max),
+                    "sigma_data": 1.0,
+                },
+            ),
+        )
 
 
 # ModelSamplingContinuousEDM's options -> (model-sampling kind, parameterisation, sigma_data, latent format)
@@ -150,25 +187,38 @@ _EDM_SAMPLINGS: dict[str, tuple[str, str, float, str | None]] = {
 
 
 class ModelSamplingContinuousEDM(_Patch):
-    DESCRIPTION = ("Samples the model as a continuous-time model with 1000 noise levels log-spaced between "
-                   "sigma_min and sigma_max, in the chosen parameterisation (EDM, v, eps, Cosmos' flow); "
-                   "edm_playground_v2.5 also uses Playground v2.5's latent format.")
+    DESCRIPTION = (
+        "Samples the model as a continuous-time model with 1000 noise levels log-spaced between "
+        "sigma_min and sigma_max, in the chosen parameterisation (EDM, v, eps, Cosmos' flow); "
+        "edm_playground_v2.5 also uses Playground v2.5's latent format."
+    )
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"model": ("MODEL",), "sampling": (list(_EDM_SAMPLINGS),),
-                             "sigma_max": ("FLOAT", {"default": 120.0, "min": 0.0, "max": 1000.0, "step": 0.001,
-                                                     "round": False}),
-                             "sigma_min": ("FLOAT", {"default": 0.002, "min": 0.0, "max": 1000.0, "step": 0.001,
-                                                     "round": False})}}
+        return {
+            "required": {
+                "model": ("MODEL",),
+                "sampling": (list(_EDM_SAMPLINGS),),
+                "sigma_max": ("FLOAT", {"default": 120.0, "min": 0.0, "max": 1000.0, "step": 0.001, "round": False}),
+                "sigma_min": ("FLOAT", {"default": 0.002, "min": 0.0, "max": 1000.0, "step": 0.001, "round": False}),
+            }
+        }
 
     def patch(self, model: Any, sampling: str, sigma_max: float, sigma_min: float) -> tuple[ModelRef]:
         model = require_model(model)
         if sampling not in _EDM_SAMPLINGS:
             raise ValueError(f"sampling: unknown value {sampling!r}")
         kind, prediction, sigma_data, latent = _EDM_SAMPLINGS[sampling]
-        model = with_sampling(model, {"kind": kind, "prediction": prediction, "sigma_min": float(sigma_min),
-                                      "sigma_max": float(sigma_max), "sigma_data": sigma_data})
+        model = with_sampling(
+            model,
+            {
+                "kind": kind,
+                "prediction": prediction,
+                "sigma_min": float(sigma_min),
+                "sigma_max": float(sigma_max),
+                "sigma_data": sigma_data,
+            },
+        )
         return (model.with_option(LATENT, latent) if latent is not None else model,)
 
 
@@ -176,6 +226,7 @@ class ModelSamplingContinuousEDM(_Patch):
 class RescaleCfgFunction:
     """Lin et al. 2023's CFG rescale, done on the v-prediction view of both sides: the guided v is rescaled
     to the positive side's standard deviation and mixed with the plain one by `multiplier`."""
+
     multiplier: float
 
     def __call__(self, args: dict) -> torch.Tensor:
@@ -183,8 +234,8 @@ class RescaleCfgFunction:
         sigma = args["sigma"]
         sigma = sigma.view(sigma.shape[:1] + (1,) * (cond.ndim - 1))
         x = x_orig / (sigma * sigma + 1.0)
-        v_cond = ((x - (x_orig - cond)) * (sigma ** 2 + 1.0) ** 0.5) / sigma
-        v_uncond = ((x - (x_orig - uncond)) * (sigma ** 2 + 1.0) ** 0.5) / sigma
+        v_cond = ((x - (x_orig - cond)) * (sigma**2 + 1.0) ** 0.5) / sigma
+        v_uncond = ((x - (x_orig - uncond)) * (sigma**2 + 1.0) ** 0.5) / sigma
         v_cfg = v_uncond + scale * (v_cond - v_uncond)
         dims = tuple(range(1, cond.ndim))
         rescaled = v_cfg * (torch.std(v_cond, dim=dims, keepdim=True) / torch.std(v_cfg, dim=dims, keepdim=True))
@@ -197,9 +248,21 @@ class RescaleCFG(_Patch):
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"model": ("MODEL",),
-                             "multiplier": ("FLOAT", {"default": 0.7, "min": 0.0, "max": 1.0, "step": 0.01,
-                                                      "tooltip": "0: plain CFG, 1: fully rescaled."})}}
+        return {
+            "required": {
+                "model": ("MODEL",),
+                "multiplier": (
+                    "FLOAT",
+                    {
+                        "default": 0.7,
+                        "min": 0.0,
+                        "max": 1.0,
+                        "step": 0.01,
+                        "tooltip": "0: plain CFG, 1: fully rescaled.",
+                    },
+                ),
+            }
+        }
 
     def patch(self, model: Any, multiplier: float) -> tuple[ModelRef]:
         return (with_function(require_model(model), "sampler_cfg_function", RescaleCfgFunction(float(multiplier))),)
@@ -215,14 +278,15 @@ class ModelComputeDtype(_Patch):
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"model": ("MODEL",),
-                             "dtype": (list(_DTYPES), {"tooltip": "default: the weights' own dtype."})}}
+        return {
+            "required": {"model": ("MODEL",), "dtype": (list(_DTYPES), {"tooltip": "default: the weights' own dtype."})}
+        }
 
     def patch(self, model: Any, dtype: str) -> tuple[ModelRef]:
         if dtype not in _DTYPES:
             raise ValueError(f"dtype: expected one of {list(_DTYPES)}, got {dtype!r}")
         model = require_model(model)
-        if _DTYPES[dtype] is None:   # a later "default" undoes an earlier ModelComputeDtype, as in ComfyUI
+        if _DTYPES[dtype] is None:  # a later "default" undoes an earlier ModelComputeDtype, as in ComfyUI
             return (replace(model, options=tuple((k, v) for k, v in model.options if k != DTYPE)),)
         return (model.with_option(DTYPE, _DTYPES[dtype]),)
 
@@ -237,20 +301,32 @@ class ModelAttentionBackend(_Patch):
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"model": ("MODEL", {"tooltip": "The model to patch."}),
-                             "attention": ("COMBO", {"display_name": "backend", "default": "pytorch attention",
-                                                     "multiselect": False, "options": cls.BACKENDS,
-                                                     "tooltip": "The dense attention implementation."})}}
+        return {
+            "required": {
+                "model": ("MODEL", {"tooltip": "The model to patch."}),
+                "attention": (
+                    "COMBO",
+                    {
+                        "display_name": "backend",
+                        "default": "pytorch attention",
+                        "multiselect": False,
+                        "options": cls.BACKENDS,
+                        "tooltip": "The dense attention implementation.",
+                    },
+                ),
+            }
+        }
 
     @classmethod
     def VALIDATE_INPUTS(cls, attention: str) -> bool:
-        return True   # a workflow made where another backend exists still runs: that backend falls back below
+        return True  # a workflow made where another backend exists still runs: that backend falls back below
 
     def patch(self, model: Any, attention: str) -> tuple[ModelRef]:
         model = require_model(model)
         if attention not in self.BACKENDS:
-            logging.getLogger(__name__).warning("Attention backend %r is unavailable; using PyTorch attention.",
-                                                attention)
+            logging.getLogger(__name__).warning(
+                "Attention backend %r is unavailable; using PyTorch attention.", attention
+            )
         return (model,)
 
 

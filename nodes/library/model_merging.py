@@ -7,6 +7,7 @@ The save nodes run in-process on the head: it has the model files (the loader no
 and the output folder, and a save is file-to-file arithmetic that needs no accelerator. Doing it on an
 executor would mean shipping the whole model back over the data plane, or an output folder shared with
 every executor."""
+
 from __future__ import annotations
 
 import json
@@ -24,10 +25,26 @@ from nodes.workspace import active
 
 MODULE = "comfy_extras.nodes_model_merging"
 CATEGORY = "advanced/model_merging"
-RATIO = ("FLOAT", {"default": 1.0, "min": 0.0, "max": 1.0, "step": 0.01,
-                   "tooltip": "How much of model1 to keep (1.0 = model1 only, 0.0 = model2 only)."})
-MULTIPLIER = ("FLOAT", {"default": 1.0, "min": -10.0, "max": 10.0, "step": 0.01,
-                        "tooltip": "Scale of the difference (model1 - model2) * multiplier."})
+RATIO = (
+    "FLOAT",
+    {
+        "default": 1.0,
+        "min": 0.0,
+        "max": 1.0,
+        "step": 0.01,
+        "tooltip": "How much of model1 to keep (1.0 = model1 only, 0.0 = model2 only).",
+    },
+)
+MULTIPLIER = (
+    "FLOAT",
+    {
+        "default": 1.0,
+        "min": -10.0,
+        "max": 10.0,
+        "step": 0.01,
+        "tooltip": "Scale of the difference (model1 - model2) * multiplier.",
+    },
+)
 HIDDEN = {"prompt": "PROMPT", "extra_pnginfo": "EXTRA_PNGINFO"}
 
 
@@ -41,7 +58,7 @@ def _difference_rule(multiplier: float) -> tuple[str, float, float]:
     return ("", float(multiplier), -float(multiplier))
 
 
-SUM_RULE = ("", 1.0, 1.0)   # w = w1 + w2
+SUM_RULE = ("", 1.0, 1.0)  # w = w1 + w2
 
 
 class ModelMergeSimple:
@@ -95,6 +112,7 @@ class ModelMergeAdd:
 class ModelMergeBlocks:
     """Ratio per key prefix of the diffusion model (ldm names: "input_blocks.3.", "out."): the longest
     matching prefix decides; keys matching none take the first ratio, as in ComfyUI."""
+
     RELATIVE_PYTHON_MODULE = MODULE
 
     @classmethod
@@ -170,6 +188,7 @@ class CLIPMergeAdd:
 
 # ---- saving ----------------------------------------------------------------------------------------------
 
+
 def _metadata(prompt: Any, extra_pnginfo: dict | None) -> dict[str, str]:
     """The prompt and workflow, unless the server runs with --disable-metadata (image_io keeps that flag)."""
     if not image_io.metadata_enabled():
@@ -179,12 +198,12 @@ def _metadata(prompt: Any, extra_pnginfo: dict | None) -> dict[str, str]:
     return meta
 
 
-def _write(filename_prefix: str, sd: dict[str, torch.Tensor], metadata: dict[str, str],
-           title: bool = False) -> str:
+def _write(filename_prefix: str, sd: dict[str, torch.Tensor], metadata: dict[str, str], title: bool = False) -> str:
     """Write `sd` to <output>/<prefix>_<counter:05>_.safetensors (ComfyUI's naming); returns the path."""
     from safetensors.torch import save_file
+
     folder, stem, counter, _, _ = save_image_path(filename_prefix, active().output_dir)
-    taken = output_claims.claim(folder, stem, counter)   # a re-run after a head kill reuses its name
+    taken = output_claims.claim(folder, stem, counter)  # a re-run after a head kill reuses its name
     path = os.path.join(taken.folder, f"{taken.stem}_{taken.counter:05}_.safetensors")
     if title and "modelspec.sai_model_spec" in metadata:
         metadata = {**metadata, "modelspec.title": f"{taken.stem} {taken.counter}"}
@@ -197,25 +216,34 @@ def _model_metadata(arch: str, extra: dict[str, torch.Tensor]) -> dict[str, str]
     """ComfyUI's modelspec entries: the architecture for SDXL, the prediction type always."""
     meta = {}
     if arch == "sdxl":
-        meta = {"modelspec.architecture": "stable-diffusion-xl-v1-base", "modelspec.sai_model_spec": "1.0.0",
-                "modelspec.implementation": "sgm"}
+        meta = {
+            "modelspec.architecture": "stable-diffusion-xl-v1-base",
+            "modelspec.sai_model_spec": "1.0.0",
+            "modelspec.implementation": "sgm",
+        }
     meta["modelspec.predict_key"] = "v" if "v_pred" in extra else "epsilon"
     return meta
 
 
-def save_checkpoint(filename_prefix: str, model: ModelRef, clip: ModelRef | None, vae: ModelRef | None,
-                    prompt: Any = None, extra_pnginfo: dict | None = None) -> str:
+def save_checkpoint(
+    filename_prefix: str,
+    model: ModelRef,
+    clip: ModelRef | None,
+    vae: ModelRef | None,
+    prompt: Any = None,
+    extra_pnginfo: dict | None = None,
+) -> str:
     """One ldm-layout checkpoint file of the model (and the CLIP and VAE when given); returns its path."""
     from nodes.models.checkpoint_save import diffusion_model_state, text_encoder_checkpoint_state, vae_state
     from nodes.models.vae import LDM_VAE_PREFIX
+
     arch, sd, extra = diffusion_model_state(model)
     if clip is not None:
         sd.update(text_encoder_checkpoint_state(clip, arch))
     if vae is not None:
         sd.update({LDM_VAE_PREFIX + k: v for k, v in vae_state(vae).items()})
     sd.update(extra)
-    return _write(filename_prefix, sd, {**_model_metadata(arch, extra), **_metadata(prompt, extra_pnginfo)},
-                  title=True)
+    return _write(filename_prefix, sd, {**_model_metadata(arch, extra), **_metadata(prompt, extra_pnginfo)}, title=True)
 
 
 class CheckpointSave:
@@ -223,20 +251,37 @@ class CheckpointSave:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"model": ("MODEL",), "clip": ("CLIP",), "vae": ("VAE",),
-                             "filename_prefix": ("STRING", {"default": "checkpoints/ComfyUI",
-                                                            "tooltip": "Output subfolder and file name start."})},
-                "hidden": HIDDEN}
+        return {
+            "required": {
+                "model": ("MODEL",),
+                "clip": ("CLIP",),
+                "vae": ("VAE",),
+                "filename_prefix": (
+                    "STRING",
+                    {"default": "checkpoints/ComfyUI", "tooltip": "Output subfolder and file name start."},
+                ),
+            },
+            "hidden": HIDDEN,
+        }
 
     RETURN_TYPES = ()
     FUNCTION = "save"
     OUTPUT_NODE = True
     CATEGORY = CATEGORY
-    DESCRIPTION = ("Writes the model, text encoder and VAE (merges and LoRAs applied) as one .safetensors "
-                   "checkpoint in the output folder; SD1, SD2 and SDXL models.")
+    DESCRIPTION = (
+        "Writes the model, text encoder and VAE (merges and LoRAs applied) as one .safetensors "
+        "checkpoint in the output folder; SD1, SD2 and SDXL models."
+    )
 
-    def save(self, model: ModelRef, clip: ModelRef, vae: ModelRef, filename_prefix: str,
-             prompt: Any = None, extra_pnginfo: dict | None = None) -> dict:
+    def save(
+        self,
+        model: ModelRef,
+        clip: ModelRef,
+        vae: ModelRef,
+        filename_prefix: str,
+        prompt: Any = None,
+        extra_pnginfo: dict | None = None,
+    ) -> dict:
         save_checkpoint(filename_prefix, model, clip, vae, prompt, extra_pnginfo)
         return {}
 
@@ -246,10 +291,16 @@ class ModelSave:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"model": ("MODEL",),
-                             "filename_prefix": ("STRING", {"default": "diffusion_models/ComfyUI",
-                                                            "tooltip": "Output subfolder and file name start."})},
-                "hidden": HIDDEN}
+        return {
+            "required": {
+                "model": ("MODEL",),
+                "filename_prefix": (
+                    "STRING",
+                    {"default": "diffusion_models/ComfyUI", "tooltip": "Output subfolder and file name start."},
+                ),
+            },
+            "hidden": HIDDEN,
+        }
 
     RETURN_TYPES = ()
     FUNCTION = "save"
@@ -257,8 +308,9 @@ class ModelSave:
     CATEGORY = CATEGORY
     DESCRIPTION = "Writes the diffusion model alone (merges and LoRAs applied) as a .safetensors file."
 
-    def save(self, model: ModelRef, filename_prefix: str, prompt: Any = None,
-             extra_pnginfo: dict | None = None) -> dict:
+    def save(
+        self, model: ModelRef, filename_prefix: str, prompt: Any = None, extra_pnginfo: dict | None = None
+    ) -> dict:
         save_checkpoint(filename_prefix, model, None, None, prompt, extra_pnginfo)
         return {}
 
@@ -268,24 +320,32 @@ class CLIPSave:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"clip": ("CLIP",),
-                             "filename_prefix": ("STRING", {"default": "clip/ComfyUI",
-                                                            "tooltip": "Output subfolder and file name start."})},
-                "hidden": HIDDEN}
+        return {
+            "required": {
+                "clip": ("CLIP",),
+                "filename_prefix": (
+                    "STRING",
+                    {"default": "clip/ComfyUI", "tooltip": "Output subfolder and file name start."},
+                ),
+            },
+            "hidden": HIDDEN,
+        }
 
     RETURN_TYPES = ()
     FUNCTION = "save"
     OUTPUT_NODE = True
     CATEGORY = CATEGORY
-    DESCRIPTION = ("Writes each text encoder of the CLIP as its own .safetensors file (<prefix>_clip_l, "
-                   "_clip_g, _clip_h) in HF layout, merges and LoRAs applied.")
+    DESCRIPTION = (
+        "Writes each text encoder of the CLIP as its own .safetensors file (<prefix>_clip_l, "
+        "_clip_g, _clip_h) in HF layout, merges and LoRAs applied."
+    )
 
-    def save(self, clip: ModelRef, filename_prefix: str, prompt: Any = None,
-             extra_pnginfo: dict | None = None) -> dict:
+    def save(self, clip: ModelRef, filename_prefix: str, prompt: Any = None, extra_pnginfo: dict | None = None) -> dict:
         from nodes.models.checkpoint_save import text_encoder_sides
+
         _, sides = text_encoder_sides(clip)
         meta = {"format": "pt", **_metadata(prompt, extra_pnginfo)} if image_io.metadata_enabled() else {}
-        for side in ("l", "g", "h"):   # ComfyUI's order of tower prefixes
+        for side in ("l", "g", "h"):  # ComfyUI's order of tower prefixes
             if side in sides:
                 _write(f"{filename_prefix}_clip_{side}", sides[side], meta)
         return {}
@@ -296,10 +356,16 @@ class VAESave:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"vae": ("VAE",),
-                             "filename_prefix": ("STRING", {"default": "vae/ComfyUI_vae",
-                                                            "tooltip": "Output subfolder and file name start."})},
-                "hidden": HIDDEN}
+        return {
+            "required": {
+                "vae": ("VAE",),
+                "filename_prefix": (
+                    "STRING",
+                    {"default": "vae/ComfyUI_vae", "tooltip": "Output subfolder and file name start."},
+                ),
+            },
+            "hidden": HIDDEN,
+        }
 
     RETURN_TYPES = ()
     FUNCTION = "save"
@@ -307,17 +373,24 @@ class VAESave:
     CATEGORY = CATEGORY
     DESCRIPTION = "Writes the VAE as a .safetensors file in ldm layout."
 
-    def save(self, vae: ModelRef, filename_prefix: str, prompt: Any = None,
-             extra_pnginfo: dict | None = None) -> dict:
+    def save(self, vae: ModelRef, filename_prefix: str, prompt: Any = None, extra_pnginfo: dict | None = None) -> dict:
         from nodes.models.checkpoint_save import vae_state
+
         _write(filename_prefix, vae_state(vae), _metadata(prompt, extra_pnginfo))
         return {}
 
 
 NODE_CLASS_MAPPINGS = {
-    "ModelMergeSimple": ModelMergeSimple, "ModelMergeBlocks": ModelMergeBlocks,
-    "ModelMergeSubtract": ModelMergeSubtract, "ModelMergeAdd": ModelMergeAdd, "CheckpointSave": CheckpointSave,
-    "CLIPMergeSimple": CLIPMergeSimple, "CLIPMergeSubtract": CLIPMergeSubtract, "CLIPMergeAdd": CLIPMergeAdd,
-    "CLIPSave": CLIPSave, "VAESave": VAESave, "ModelSave": ModelSave,
+    "ModelMergeSimple": ModelMergeSimple,
+    "ModelMergeBlocks": ModelMergeBlocks,
+    "ModelMergeSubtract": ModelMergeSubtract,
+    "ModelMergeAdd": ModelMergeAdd,
+    "CheckpointSave": CheckpointSave,
+    "CLIPMergeSimple": CLIPMergeSimple,
+    "CLIPMergeSubtract": CLIPMergeSubtract,
+    "CLIPMergeAdd": CLIPMergeAdd,
+    "CLIPSave": CLIPSave,
+    "VAESave": VAESave,
+    "ModelSave": ModelSave,
 }
 NODE_DISPLAY_NAME_MAPPINGS = {"CheckpointSave": "Save Checkpoint"}

@@ -9,9 +9,10 @@ ComfyUI runs these through kornia (0.9.0 in the reference install); this module 
 - ImageRGBToYUV / ImageYUVToRGB use kornia's full-range YCbCr formulas (0.299/0.587/0.114; 0.564, 0.713 and
   their exact inverses) in kornia's order of operations; RGB results are clamped to 0..1.
 """
+
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -58,15 +59,31 @@ class Morphology:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "image": ("IMAGE",),
-            "operation": ("COMBO", {"options": OPERATIONS, "multiselect": False,
-                                    "tooltip": "erode: local minimum; dilate: local maximum; open/close: "
-                                               "erode then dilate / dilate then erode; gradient: dilate - "
-                                               "erode; top_hat: image - open; bottom_hat: close - image."}),
-            "kernel_size": ("INT", {"default": 3, "min": 3, "max": 999, "step": 1,
-                                    "tooltip": "Side of the square neighbourhood, in pixels."}),
-        }}
+        return {
+            "required": {
+                "image": ("IMAGE",),
+                "operation": (
+                    "COMBO",
+                    {
+                        "options": OPERATIONS,
+                        "multiselect": False,
+                        "tooltip": "erode: local minimum; dilate: local maximum; open/close: "
+                        "erode then dilate / dilate then erode; gradient: dilate - "
+                        "erode; top_hat: image - open; bottom_hat: close - image.",
+                    },
+                ),
+                "kernel_size": (
+                    "INT",
+                    {
+                        "default": 3,
+                        "min": 3,
+                        "max": 999,
+                        "step": 1,
+                        "tooltip": "Side of the square neighbourhood, in pixels.",
+                    },
+                ),
+            }
+        }
 
     RETURN_TYPES = ("IMAGE",)
     FUNCTION = "execute"
@@ -76,8 +93,10 @@ class Morphology:
     def execute(self, image: torch.Tensor, operation: str, kernel_size: int):
         op = MORPHOLOGY.get(operation)
         if op is None:
-            raise ValueError(f"Invalid operation {operation} for morphology. Must be one of 'erode', 'dilate', "
-                             "'open', 'close', 'gradient', 'tophat', 'bottomhat'")
+            raise ValueError(
+                f"Invalid operation {operation} for morphology. Must be one of 'erode', 'dilate', "
+                "'open', 'close', 'gradient', 'tophat', 'bottomhat'"
+            )
         return (op(image.movedim(-1, 1), kernel_size).movedim(1, -1),)
 
 
@@ -120,7 +139,7 @@ class ImageRGBToYUV:
 
     def execute(self, image: torch.Tensor):
         ycc = rgb_to_ycbcr(image.movedim(-1, 1)).movedim(1, -1)
-        return tuple(ycc[..., c:c + 1].expand_as(image) for c in range(3))
+        return tuple(ycc[..., c : c + 1].expand_as(image) for c in range(3))
 
 
 class ImageYUVToRGB:

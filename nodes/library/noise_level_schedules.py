@@ -7,6 +7,7 @@ The tables (noise_levels.json) are the schedules Align Your Steps (Sabour et al.
 scripts/record_sampler_references.py). A step count the table does not hold is interpolated linearly in
 log sigma.
 """
+
 from __future__ import annotations
 
 import json
@@ -17,8 +18,16 @@ import torch
 
 CATEGORY = "sampling/custom_sampling/schedulers"
 _TABLES = json.loads((Path(__file__).resolve().parent / "noise_levels.json").read_text())
-DENOISE = ("FLOAT", {"default": 1.0, "min": 0.0, "max": 1.0, "step": 0.01,
-                     "tooltip": "The share of the schedule kept (its low-noise end), for img2img."})
+DENOISE = (
+    "FLOAT",
+    {
+        "default": 1.0,
+        "min": 0.0,
+        "max": 1.0,
+        "step": 0.01,
+        "tooltip": "The share of the schedule kept (its low-noise end), for img2img.",
+    },
+)
 
 
 def loglinear_interp(levels: list[float], count: int) -> np.ndarray:
@@ -33,7 +42,7 @@ def _finish(levels: list[float] | np.ndarray, steps: int, denoise: float) -> tor
     if denoise <= 0.0:
         return torch.FloatTensor([])
     kept = steps if denoise >= 1.0 else round(steps * denoise)
-    out = list(levels)[-(kept + 1):]
+    out = list(levels)[-(kept + 1) :]
     out[-1] = 0.0
     return torch.FloatTensor(out)
 
@@ -53,10 +62,13 @@ class AlignYourStepsScheduler:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "model_type": ("COMBO", {"multiselect": False, "options": list(_TABLES["align_your_steps"])}),
-            "steps": ("INT", {"default": 10, "min": 1, "max": 10000}),
-            "denoise": DENOISE}}
+        return {
+            "required": {
+                "model_type": ("COMBO", {"multiselect": False, "options": list(_TABLES["align_your_steps"])}),
+                "steps": ("INT", {"default": 10, "min": 1, "max": 10000}),
+                "denoise": DENOISE,
+            }
+        }
 
     def get_sigmas(self, model_type: str, steps: int, denoise: float) -> tuple[torch.Tensor]:
         return (_table_schedule(_TABLES["align_your_steps"][model_type], steps, denoise),)
@@ -67,14 +79,20 @@ class GITSScheduler:
     RETURN_TYPES = ("SIGMAS",)
     FUNCTION = "get_sigmas"
     CATEGORY = CATEGORY
-    DESCRIPTION = ("GITS' searched schedules (SD1 noise levels) for 2 to 20 steps at a chosen coefficient; "
-                   "more steps stretch the 20-step one.")
+    DESCRIPTION = (
+        "GITS' searched schedules (SD1 noise levels) for 2 to 20 steps at a chosen coefficient; "
+        "more steps stretch the 20-step one."
+    )
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"coeff": ("FLOAT", {"default": 1.20, "min": 0.80, "max": 1.50, "step": 0.05}),
-                             "steps": ("INT", {"default": 10, "min": 2, "max": 1000}),
-                             "denoise": DENOISE}}
+        return {
+            "required": {
+                "coeff": ("FLOAT", {"default": 1.20, "min": 0.80, "max": 1.50, "step": 0.05}),
+                "steps": ("INT", {"default": 10, "min": 2, "max": 1000}),
+                "denoise": DENOISE,
+            }
+        }
 
     def get_sigmas(self, coeff: float, steps: int, denoise: float) -> tuple[torch.Tensor]:
         rows = _TABLES["gits"].get(f"{round(coeff, 2):.2f}")
@@ -94,15 +112,17 @@ class OptimalStepsScheduler:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "model_type": ("COMBO", {"multiselect": False, "options": list(_TABLES["optimal_steps"])}),
-            "steps": ("INT", {"default": 20, "min": 3, "max": 1000}),
-            "denoise": DENOISE}}
+        return {
+            "required": {
+                "model_type": ("COMBO", {"multiselect": False, "options": list(_TABLES["optimal_steps"])}),
+                "steps": ("INT", {"default": 20, "min": 3, "max": 1000}),
+                "denoise": DENOISE,
+            }
+        }
 
     def get_sigmas(self, model_type: str, steps: int, denoise: float) -> tuple[torch.Tensor]:
         return (_table_schedule(_TABLES["optimal_steps"][model_type], steps, denoise),)
 
 
-NODE_CLASS_MAPPINGS = {cls.__name__: cls for cls in (AlignYourStepsScheduler, GITSScheduler,
-                                                     OptimalStepsScheduler)}
+NODE_CLASS_MAPPINGS = {cls.__name__: cls for cls in (AlignYourStepsScheduler, GITSScheduler, OptimalStepsScheduler)}
 NODE_DISPLAY_NAME_MAPPINGS: dict[str, str] = {}

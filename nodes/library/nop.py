@@ -1,5 +1,6 @@
 """ComfyUI's comfy_extras.nodes_nop: wanBlockSwap, kept so that old Wan workflows still load; ComfyUI made it hand
 the model on unchanged (its memory management does the offloading), and so does ours."""
+
 from __future__ import annotations
 
 from typing import Any

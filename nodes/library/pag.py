@@ -2,6 +2,7 @@
 runs the positive prompt a second time with the middle block's self-attention replaced by identity
 attention (each token attends only to itself, so the output is its value) and pushes the guided result
 away from that prediction: result + (cond - perturbed) * scale."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -10,9 +11,9 @@ from typing import Any
 import torch
 
 from cluster.refs import ModelRef
+from nodes.inputs import require_model
 from nodes.modelfns.model_options import with_function
 from nodes.modelfns.network_patches import CALC_COND, with_extra
-from nodes.inputs import require_model
 
 MODULE = "comfy_extras.nodes_pag"
 BLOCK = ("middle", 0)
@@ -43,14 +44,19 @@ class PerturbedAttentionGuidance:
     RETURN_TYPES = ("MODEL",)
     FUNCTION = "patch"
     CATEGORY = "model_patches/unet"
-    DESCRIPTION = ("Perturbed-Attention Guidance: guides away from a prediction made with the middle block's "
-                   "self-attention disabled, sharpening structure.")
+    DESCRIPTION = (
+        "Perturbed-Attention Guidance: guides away from a prediction made with the middle block's "
+        "self-attention disabled, sharpening structure."
+    )
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"model": ("MODEL", {}),
-                             "scale": ("FLOAT", {"default": 3.0, "min": 0.0, "max": 100.0, "step": 0.01,
-                                                 "round": 0.01})}}
+        return {
+            "required": {
+                "model": ("MODEL", {}),
+                "scale": ("FLOAT", {"default": 3.0, "min": 0.0, "max": 100.0, "step": 0.01, "round": 0.01}),
+            }
+        }
 
     def patch(self, model: Any, scale: float) -> tuple[ModelRef]:
         require_model(model)

@@ -1,6 +1,7 @@
 """Today's ComfyUI Painter (`comfy_extras.nodes_painter`, added after 0.3.64): the web UI's painting widget
 uploads what was painted as an RGBA image; the node lays it over a base image (or a plain background) and
 gives the painted coverage (the alpha) as the mask."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -42,13 +43,25 @@ class Painter:
     @classmethod
     def INPUT_TYPES(cls):
         size = {"default": 512, "min": 64, "max": 4096, "step": 64, "socketless": True, "hidden": True}
-        return {"required": {
-                    # the file the painting widget uploaded (an input-folder name, maybe annotated)
-                    "mask": ("STRING", {"default": "", "multiline": False, "socketless": True,
-                                        "widgetType": "PAINTER", "image_upload": True}),
-                    "width": ("INT", dict(size)), "height": ("INT", dict(size)),
-                    "bg_color": ("COLOR", {"default": "#000000"})},
-                "optional": {"image": ("IMAGE", {"tooltip": "The image to paint over (its first frame)."})}}
+        return {
+            "required": {
+                # the file the painting widget uploaded (an input-folder name, maybe annotated)
+                "mask": (
+                    "STRING",
+                    {
+                        "default": "",
+                        "multiline": False,
+                        "socketless": True,
+                        "widgetType": "PAINTER",
+                        "image_upload": True,
+                    },
+                ),
+                "width": ("INT", dict(size)),
+                "height": ("INT", dict(size)),
+                "bg_color": ("COLOR", {"default": "#000000"}),
+            },
+            "optional": {"image": ("IMAGE", {"tooltip": "The image to paint over (its first frame)."})},
+        }
 
     RETURN_TYPES = ("IMAGE", "MASK")
     OUTPUT_TOOLTIPS = (None, None)
@@ -63,8 +76,7 @@ class Painter:
                 return file_sha256(path)
         return ""
 
-    def execute(self, mask: str, width: int, height: int, bg_color: str = "#000000",
-                image: torch.Tensor | None = None):
+    def execute(self, mask: str, width: int, height: int, bg_color: str = "#000000", image: torch.Tensor | None = None):
         base = image[:1] if image is not None else background(width, height, bg_color)
         if mask and mask.strip():
             path = annotated_path(mask)

@@ -4,6 +4,7 @@ IMAGE is float [B,H,W,C] in 0..1; the filters convolve channel-first. The operat
 order step by step (kernel built on linspace(-1, 1), reflect padding before a padded convolution, then
 a crop) because the saved 8-bit pixels must be ComfyUI's, and a different float order can flip a rounding.
 """
+
 from __future__ import annotations
 
 import math
@@ -49,29 +50,34 @@ class ImageBlend:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "image1": ("IMAGE", {}),
-            "image2": ("IMAGE", {}),
-            "blend_factor": ("FLOAT", {"default": 0.5, "min": 0.0, "max": 1.0, "step": 0.01}),
-            "blend_mode": _combo(BLEND_MODES),
-        }}
+        return {
+            "required": {
+                "image1": ("IMAGE", {}),
+                "image2": ("IMAGE", {}),
+                "blend_factor": ("FLOAT", {"default": 0.5, "min": 0.0, "max": 1.0, "step": 0.01}),
+                "blend_mode": _combo(BLEND_MODES),
+            }
+        }
 
     RETURN_TYPES = ("IMAGE",)
     FUNCTION = "blend_images"
     CATEGORY = "image/postprocessing"
-    DESCRIPTION = ("Blends image2 onto image1 with a blend mode, mixed in by blend_factor; image2 is resized "
-                   "(bicubic, centre crop) to image1's size if they differ.")
+    DESCRIPTION = (
+        "Blends image2 onto image1 with a blend mode, mixed in by blend_factor; image2 is resized "
+        "(bicubic, centre crop) to image1's size if they differ."
+    )
 
     def blend_images(self, image1: torch.Tensor, image2: torch.Tensor, blend_factor: float, blend_mode: str):
         # Channel counts: extra channels of image2 are dropped, a missing alpha on image1 is added opaque.
         if image1.shape[-1] < image2.shape[-1]:
-            image2 = image2[..., :image1.shape[-1]]
+            image2 = image2[..., : image1.shape[-1]]
         elif image1.shape[-1] > image2.shape[-1]:
             image1 = F.pad(image1, (0, 1))
             image1[..., -1] = 1.0
         if image1.shape != image2.shape:
-            image2 = common_upscale(image2.permute(0, 3, 1, 2), image1.shape[2], image1.shape[1], "bicubic",
-                                    "center").permute(0, 2, 3, 1)
+            image2 = common_upscale(
+                image2.permute(0, 3, 1, 2), image1.shape[2], image1.shape[1], "bicubic", "center"
+            ).permute(0, 2, 3, 1)
         blended = self.blend_mode(image1, image2, blend_mode)
         blended = image1 * (1 - blend_factor) + blended * blend_factor
         return (torch.clamp(blended, 0, 1),)
@@ -89,7 +95,9 @@ class ImageBlend:
         if mode == "soft_light":
             # The W3C soft-light curve: D(x) is a cubic below 0.25 and sqrt(x) above.
             d = torch.where(img1 <= 0.25, ((16 * img1 - 12) * img1 + 4) * img1, torch.sqrt(img1))
-            return torch.where(img2 <= 0.5, img1 - (1 - 2 * img2) * img1 * (1 - img1), img1 + (2 * img2 - 1) * (d - img1))
+            return torch.where(
+                img2 <= 0.5, img1 - (1 - 2 * img2) * img1 * (1 - img1), img1 + (2 * img2 - 1) * (d - img1)
+            )
         if mode == "difference":
             return img1 - img2
         raise ValueError(f"Unsupported blend mode: {mode}")
@@ -100,17 +108,21 @@ class ImageBlur:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "image": ("IMAGE", {}),
-            "blur_radius": ("INT", {"default": 1, "min": 1, "max": 31, "step": 1}),
-            "sigma": ("FLOAT", {"default": 1.0, "min": 0.1, "max": 10.0, "step": 0.1}),
-        }}
+        return {
+            "required": {
+                "image": ("IMAGE", {}),
+                "blur_radius": ("INT", {"default": 1, "min": 1, "max": 31, "step": 1}),
+                "sigma": ("FLOAT", {"default": 1.0, "min": 0.1, "max": 10.0, "step": 0.1}),
+            }
+        }
 
     RETURN_TYPES = ("IMAGE",)
     FUNCTION = "blur"
     CATEGORY = "image/postprocessing"
-    DESCRIPTION = ("Gaussian blur over a (2 * radius + 1) square; sigma is relative to the radius "
-                   "(the kernel spans -1..1), edges are reflected.")
+    DESCRIPTION = (
+        "Gaussian blur over a (2 * radius + 1) square; sigma is relative to the radius "
+        "(the kernel spans -1..1), edges are reflected."
+    )
 
     def blur(self, image: torch.Tensor, blur_radius: int, sigma: float):
         if blur_radius == 0:
@@ -123,7 +135,7 @@ def _bayer_matrix(n: int) -> np.ndarray:
     """The normalised 2^n x 2^n ordered-dither matrix, centred on 0 (float32 throughout, as ComfyUI's)."""
     if n == 0:
         return np.zeros((1, 1), "float32")
-    q = 4 ** n
+    q = 4**n
     m = q * _bayer_matrix(n - 1)
     return np.block([[m - 1.5, m + 0.5], [m + 1.5, m - 0.5]]) / q
 
@@ -133,17 +145,21 @@ class ImageQuantize:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "image": ("IMAGE", {}),
-            "colors": ("INT", {"default": 256, "min": 1, "max": 256, "step": 1}),
-            "dither": _combo(DITHERS),
-        }}
+        return {
+            "required": {
+                "image": ("IMAGE", {}),
+                "colors": ("INT", {"default": 256, "min": 1, "max": 256, "step": 1}),
+                "dither": _combo(DITHERS),
+            }
+        }
 
     RETURN_TYPES = ("IMAGE",)
     FUNCTION = "quantize"
     CATEGORY = "image/postprocessing"
-    DESCRIPTION = ("Reduces each image to a palette of at most `colors` colours (Pillow's median cut), "
-                   "with no, Floyd-Steinberg or ordered (Bayer) dithering.")
+    DESCRIPTION = (
+        "Reduces each image to a palette of at most `colors` colours (Pillow's median cut), "
+        "with no, Floyd-Steinberg or ordered (Bayer) dithering."
+    )
 
     @staticmethod
     def bayer(im: Image.Image, palette: Image.Image, order: int) -> Image.Image:
@@ -154,9 +170,8 @@ class ImageQuantize:
         reps_h = math.ceil(pixels.shape[0] / matrix.shape[0])
         reps_w = math.ceil(pixels.shape[1] / matrix.shape[1])
         tiled = matrix.tile(reps_h, reps_w).unsqueeze(-1)
-        pixels.add_(tiled[:pixels.shape[0], :pixels.shape[1]]).clamp_(0, 255)
-        return Image.fromarray(pixels.to(dtype=torch.uint8).numpy()).quantize(palette=palette,
-                                                                              dither=Image.Dither.NONE)
+        pixels.add_(tiled[: pixels.shape[0], : pixels.shape[1]]).clamp_(0, 255)
+        return Image.fromarray(pixels.to(dtype=torch.uint8).numpy()).quantize(palette=palette, dither=Image.Dither.NONE)
 
     def quantize(self, image: torch.Tensor, colors: int, dither: str):
         result = torch.zeros_like(image)
@@ -173,8 +188,9 @@ class ImageQuantize:
             else:
                 # ComfyUI's schema does not check combo values, and an unknown dither reaches its unset
                 # result variable; the same error keeps such prompts failing the same way.
-                raise UnboundLocalError("cannot access local variable 'quantized_image' where it is not "
-                                        "associated with a value")
+                raise UnboundLocalError(
+                    "cannot access local variable 'quantized_image' where it is not associated with a value"
+                )
             result[b] = torch.tensor(np.array(out.convert("RGB"))).float() / 255
         return (result,)
 
@@ -184,18 +200,22 @@ class ImageSharpen:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "image": ("IMAGE", {}),
-            "sharpen_radius": ("INT", {"default": 1, "min": 1, "max": 31, "step": 1}),
-            "sigma": ("FLOAT", {"default": 1.0, "min": 0.1, "max": 10.0, "step": 0.01}),
-            "alpha": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 5.0, "step": 0.01}),
-        }}
+        return {
+            "required": {
+                "image": ("IMAGE", {}),
+                "sharpen_radius": ("INT", {"default": 1, "min": 1, "max": 31, "step": 1}),
+                "sigma": ("FLOAT", {"default": 1.0, "min": 0.1, "max": 10.0, "step": 0.01}),
+                "alpha": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 5.0, "step": 0.01}),
+            }
+        }
 
     RETURN_TYPES = ("IMAGE",)
     FUNCTION = "sharpen"
     CATEGORY = "image/postprocessing"
-    DESCRIPTION = ("Unsharp-style sharpening: subtracts alpha x 10 times a gaussian of the neighbourhood, "
-                   "keeping the kernel's sum at 1; edges are reflected.")
+    DESCRIPTION = (
+        "Unsharp-style sharpening: subtracts alpha x 10 times a gaussian of the neighbourhood, "
+        "keeping the kernel's sum at 1; edges are reflected."
+    )
 
     def sharpen(self, image: torch.Tensor, sharpen_radius: int, sigma: float, alpha: float):
         if sharpen_radius == 0:
@@ -212,11 +232,13 @@ class ImageScaleToTotalPixels:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "image": ("IMAGE", {}),
-            "upscale_method": _combo(["nearest-exact", "bilinear", "area", "bicubic", "lanczos"]),
-            "megapixels": ("FLOAT", {"default": 1.0, "min": 0.01, "max": 16.0, "step": 0.01}),
-        }}
+        return {
+            "required": {
+                "image": ("IMAGE", {}),
+                "upscale_method": _combo(["nearest-exact", "bilinear", "area", "bicubic", "lanczos"]),
+                "megapixels": ("FLOAT", {"default": 1.0, "min": 0.01, "max": 16.0, "step": 0.01}),
+            }
+        }
 
     RETURN_TYPES = ("IMAGE",)
     FUNCTION = "upscale"

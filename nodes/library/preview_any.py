@@ -1,4 +1,5 @@
 """ComfyUI's PreviewAny (`comfy_extras.nodes_preview_any`): shows any value as text in the UI."""
+
 from __future__ import annotations
 
 import json

@@ -1,5 +1,6 @@
 """ComfyUI's primitive nodes (`comfy_extras.nodes_primitive`): a widget whose value is the node's output,
 so one constant can feed many inputs."""
+
 from __future__ import annotations
 
 import sys
@@ -38,8 +39,9 @@ class PrimitiveInt(_Primitive):
     @classmethod
     def INPUT_TYPES(cls):
         # the whole 64-bit range; the frontend offers a control (fixed/increment/randomize) after each run
-        return {"required": {"value": ("INT", {"min": -sys.maxsize, "max": sys.maxsize,
-                                               "control_after_generate": True})}}
+        return {
+            "required": {"value": ("INT", {"min": -sys.maxsize, "max": sys.maxsize, "control_after_generate": True})}
+        }
 
     RETURN_TYPES = ("INT",)
     DESCRIPTION = "An integer constant."

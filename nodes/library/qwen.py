@@ -20,6 +20,7 @@ QwenImage21Cache (newest ComfyUI source) sets where and how Qwen-Image 2.1 keeps
 values between steps. Here every step recomputes them (ComfyUI's "off"), which gives the same numbers as
 ComfyUI's lossless "default"; its int8/int4 storage is not emulated, so with those ComfyUI's result differs from
 this one by its quantisation error. The model passes through unchanged."""
+
 from __future__ import annotations
 
 import math
@@ -56,14 +57,17 @@ def resized(image: torch.Tensor, pixels: int, multiple: float | None = None) -> 
     return common_upscale(image.movedim(-1, 1), int(width), int(height), "area", "disabled").movedim(1, -1)
 
 
-async def encode_with_images(clip, prompt: str, images: list[torch.Tensor], template: str | None,
-                             references: list[torch.Tensor]) -> list:
+async def encode_with_images(
+    clip, prompt: str, images: list[torch.Tensor], template: str | None, references: list[torch.Tensor]
+) -> list:
     """CONDITIONING of `prompt` read with `images` by the text encoder, `references` added as reference
     latents (after any the entry has)."""
     clip = require_component(clip, "text_encoder", "clip")
     if clip.arch != "qwen_image":
-        raise ValueError(f"clip: the Qwen-Image-Edit encoders need Qwen-Image's text encoder (CLIPLoader type "
-                         f"qwen_image), got a {clip.arch} CLIP")
+        raise ValueError(
+            f"clip: the Qwen-Image-Edit encoders need Qwen-Image's text encoder (CLIPLoader type "
+            f"qwen_image), got a {clip.arch} CLIP"
+        )
     inputs = {f"image{i}": img for i, img in enumerate(images)}
     params = {"text": prompt, "images": len(images), "template": template}
     conditioning = []
@@ -79,14 +83,18 @@ async def encode_with_images(clip, prompt: str, images: list[torch.Tensor], temp
 class TextEncodeQwenImageEdit:
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"clip": ("CLIP", {}), "prompt": PROMPT},
-                "optional": {"vae": ("VAE", {}), "image": ("IMAGE", {})}}
+        return {
+            "required": {"clip": ("CLIP", {}), "prompt": PROMPT},
+            "optional": {"vae": ("VAE", {}), "image": ("IMAGE", {})},
+        }
 
     RETURN_TYPES = ("CONDITIONING",)
     FUNCTION = "execute"
     CATEGORY = "advanced/conditioning"
-    DESCRIPTION = ("Encodes an edit instruction for Qwen-Image-Edit: the image (at about one megapixel) is read by "
-                   "the text encoder's vision tower and, given a VAE, added as a reference latent.")
+    DESCRIPTION = (
+        "Encodes an edit instruction for Qwen-Image-Edit: the image (at about one megapixel) is read by "
+        "the text encoder's vision tower and, given a VAE, added as a reference latent."
+    )
     RELATIVE_PYTHON_MODULE = MODULE
 
     async def execute(self, clip, prompt: str, vae=None, image=None):
@@ -103,16 +111,19 @@ class TextEncodeQwenImageEdit:
 class TextEncodeQwenImageEditPlus:
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"clip": ("CLIP", {}), "prompt": PROMPT},
-                "optional": {"vae": ("VAE", {}), "image1": ("IMAGE", {}), "image2": ("IMAGE", {}),
-                             "image3": ("IMAGE", {})}}
+        return {
+            "required": {"clip": ("CLIP", {}), "prompt": PROMPT},
+            "optional": {"vae": ("VAE", {}), "image1": ("IMAGE", {}), "image2": ("IMAGE", {}), "image3": ("IMAGE", {})},
+        }
 
     RETURN_TYPES = ("CONDITIONING",)
     FUNCTION = "execute"
     CATEGORY = "advanced/conditioning"
-    DESCRIPTION = ("Encodes an edit instruction for Qwen-Image-Edit 2509/2511 with up to three images: each is read "
-                   "by the text encoder's vision tower (at about 384x384) and, given a VAE, added as a reference "
-                   "latent (at about one megapixel).")
+    DESCRIPTION = (
+        "Encodes an edit instruction for Qwen-Image-Edit 2509/2511 with up to three images: each is read "
+        "by the text encoder's vision tower (at about 384x384) and, given a VAE, added as a reference "
+        "latent (at about one megapixel)."
+    )
     RELATIVE_PYTHON_MODULE = MODULE
 
     async def execute(self, clip, prompt: str, vae=None, image1=None, image2=None, image3=None):
@@ -130,8 +141,10 @@ class TextEncodeQwenImageEditPlus:
 
 
 IMAGES_21 = autogrow_names("image", ("IMAGE", {}), [f"image_{i}" for i in range(1, 17)], 0)
-RESOLUTION_TOOLTIP = ("Pixel area (side x side) each reference image is scaled to, aspect kept, sides multiples of "
-                      "32; 0 leaves references at their own size rounded to 32. Also the empty latent's side.")
+RESOLUTION_TOOLTIP = (
+    "Pixel area (side x side) each reference image is scaled to, aspect kept, sides multiples of "
+    "32; 0 leaves references at their own size rounded to 32. Also the empty latent's side."
+)
 LATENT_TOOLTIP = "The empty latent to sample: the first reference image's size, else resolution x resolution."
 
 
@@ -146,34 +159,54 @@ async def encode_text(clip, prompt: str) -> list:
 class TextEncodeQwenImage21:
     @classmethod
     def INPUT_TYPES(cls):
-        images = (IMAGES_21[0], {**IMAGES_21[1], "tooltip": "Up to 16 reference images: read by the text "
-                                 "encoder and joined to the image tokens as VAE latents."})
-        return {"required": DynamicSection({
-                    "clip": ("CLIP", {}), "prompt": PROMPT, "negative_prompt": PROMPT,
-                    "resolution": ("INT", {"default": 1024, "min": 0, "max": 4096, "step": 32,
-                                           "tooltip": RESOLUTION_TOOLTIP}),
-                    "images": images}),
-                "optional": {"vae": ("VAE", {})}}
+        images = (
+            IMAGES_21[0],
+            {
+                **IMAGES_21[1],
+                "tooltip": "Up to 16 reference images: read by the text "
+                "encoder and joined to the image tokens as VAE latents.",
+            },
+        )
+        return {
+            "required": DynamicSection(
+                {
+                    "clip": ("CLIP", {}),
+                    "prompt": PROMPT,
+                    "negative_prompt": PROMPT,
+                    "resolution": (
+                        "INT",
+                        {"default": 1024, "min": 0, "max": 4096, "step": 32, "tooltip": RESOLUTION_TOOLTIP},
+                    ),
+                    "images": images,
+                }
+            ),
+            "optional": {"vae": ("VAE", {})},
+        }
 
     RETURN_TYPES = ("CONDITIONING", "CONDITIONING", "LATENT")
     RETURN_NAMES = ("positive", "negative", "latent")
     OUTPUT_TOOLTIPS = (None, None, LATENT_TOOLTIP)
     FUNCTION = "execute"
     CATEGORY = "model/conditioning/qwen image"
-    DESCRIPTION = ("Encodes the prompt and the negative prompt for Qwen-Image 2.1 and gives the empty latent to "
-                   "sample (resolution x resolution pixels). Reference images are not supported yet.")
+    DESCRIPTION = (
+        "Encodes the prompt and the negative prompt for Qwen-Image 2.1 and gives the empty latent to "
+        "sample (resolution x resolution pixels). Reference images are not supported yet."
+    )
     RELATIVE_PYTHON_MODULE = MODULE
 
-    async def execute(self, clip, prompt: str, negative_prompt: str, resolution: int = 1024, vae=None,
-                      **kwargs):
+    async def execute(self, clip, prompt: str, negative_prompt: str, resolution: int = 1024, vae=None, **kwargs):
         linked = [name for name, image in group(kwargs, "images", IMAGES_21).items() if image is not None]
         if linked:
-            raise ValueError(f"images: {', '.join(linked)}: reference images for Qwen-Image 2.1 (they need Qwen3-VL's "
-                             "vision tower) are not supported yet; unlink them to generate from text")
+            raise ValueError(
+                f"images: {', '.join(linked)}: reference images for Qwen-Image 2.1 (they need Qwen3-VL's "
+                "vision tower) are not supported yet; unlink them to generate from text"
+            )
         clip = require_component(clip, "text_encoder", "clip")
         if clip.arch != "qwen_image21":
-            raise ValueError(f"clip: TextEncodeQwenImage21 needs Qwen-Image 2.1's Qwen3-VL text encoder (CLIPLoader "
-                             f"type qwen_image), got a {clip.arch} CLIP")
+            raise ValueError(
+                f"clip: TextEncodeQwenImage21 needs Qwen-Image 2.1's Qwen3-VL text encoder (CLIPLoader "
+                f"type qwen_image), got a {clip.arch} CLIP"
+            )
         resolution = int(resolution)
         if not 0 <= resolution <= 4096:
             raise ValueError(f"resolution: {resolution} is outside 0..4096")
@@ -189,19 +222,40 @@ CACHE_DTYPES = ["default", "int8", "int4"]
 class QwenImage21Cache:
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "model": ("MODEL", {}),
-            "device": ("COMBO", {"options": CACHE_DEVICES, "default": "auto", "multiselect": False, "tooltip": "Where ComfyUI keeps the cache; every step "
-                                       "recomputes the text and reference keys here, as ComfyUI's off does."}),
-            "dtype": ("COMBO", {"options": CACHE_DTYPES, "default": "default", "multiselect": False, "tooltip": "ComfyUI's cache storage precision; the "
-                                     "keys are never stored here, so every choice computes as default does."})}}
+        return {
+            "required": {
+                "model": ("MODEL", {}),
+                "device": (
+                    "COMBO",
+                    {
+                        "options": CACHE_DEVICES,
+                        "default": "auto",
+                        "multiselect": False,
+                        "tooltip": "Where ComfyUI keeps the cache; every step "
+                        "recomputes the text and reference keys here, as ComfyUI's off does.",
+                    },
+                ),
+                "dtype": (
+                    "COMBO",
+                    {
+                        "options": CACHE_DTYPES,
+                        "default": "default",
+                        "multiselect": False,
+                        "tooltip": "ComfyUI's cache storage precision; the "
+                        "keys are never stored here, so every choice computes as default does.",
+                    },
+                ),
+            }
+        }
 
     RETURN_TYPES = ("MODEL",)
     FUNCTION = "execute"
     CATEGORY = "model/conditioning/qwen image"
     EXPERIMENTAL = True
-    DESCRIPTION = ("Sets Qwen-Image 2.1's key/value cache device and quantization in ComfyUI. This backend "
-                   "recomputes the cached prefix every step, so the model passes through unchanged.")
+    DESCRIPTION = (
+        "Sets Qwen-Image 2.1's key/value cache device and quantization in ComfyUI. This backend "
+        "recomputes the cached prefix every step, so the model passes through unchanged."
+    )
     RELATIVE_PYTHON_MODULE = MODULE
 
     def execute(self, model, device: str, dtype: str):
@@ -213,8 +267,13 @@ class QwenImage21Cache:
         return (model,)
 
 
-NODE_CLASS_MAPPINGS = {"TextEncodeQwenImageEdit": TextEncodeQwenImageEdit,
-                       "TextEncodeQwenImageEditPlus": TextEncodeQwenImageEditPlus,
-                       "TextEncodeQwenImage21": TextEncodeQwenImage21, "QwenImage21Cache": QwenImage21Cache}
-NODE_DISPLAY_NAME_MAPPINGS: dict[str, str] = {"TextEncodeQwenImage21": "Text Encode Qwen Image 2.1",
-                                              "QwenImage21Cache": "Qwen Image 2.1 Cache"}
+NODE_CLASS_MAPPINGS = {
+    "TextEncodeQwenImageEdit": TextEncodeQwenImageEdit,
+    "TextEncodeQwenImageEditPlus": TextEncodeQwenImageEditPlus,
+    "TextEncodeQwenImage21": TextEncodeQwenImage21,
+    "QwenImage21Cache": QwenImage21Cache,
+}
+NODE_DISPLAY_NAME_MAPPINGS: dict[str, str] = {
+    "TextEncodeQwenImage21": "Text Encode Qwen Image 2.1",
+    "QwenImage21Cache": "Qwen Image 2.1 Cache",
+}

@@ -3,13 +3,14 @@
 LATENT is {"samples": [B,C,H,W], optional "noise_mask", "batch_index"}. Regrouping keeps each latent's
 mask and batch indices with it, so a later sampler draws the same noise per item as before.
 """
+
 from __future__ import annotations
 
 import torch
 
 MODULE = "comfy_extras.nodes_rebatch"
 
-Group = tuple[torch.Tensor, torch.Tensor, list[int]]   # samples, noise masks, batch indices
+Group = tuple[torch.Tensor, torch.Tensor, list[int]]  # samples, noise masks, batch indices
 
 
 def _group_of(latent: dict, offset: int) -> Group:
@@ -30,8 +31,11 @@ def _join(a: Group, b: Group) -> Group:
 
 
 def _as_latent(group: Group, start: int, size: int) -> dict:
-    return {"samples": group[0][start:start + size], "noise_mask": group[1][start:start + size],
-            "batch_index": group[2][start:start + size]}
+    return {
+        "samples": group[0][start : start + size],
+        "noise_mask": group[1][start : start + size],
+        "batch_index": group[2][start : start + size],
+    }
 
 
 class RebatchLatents:
@@ -46,8 +50,10 @@ class RebatchLatents:
     OUTPUT_IS_LIST = (True,)
     FUNCTION = "rebatch"
     CATEGORY = "latent/batch"
-    DESCRIPTION = ("Regroups a list of latent batches into batches of batch_size; a change of latent size "
-                   "starts a new batch. Masks and batch indices travel with their latents.")
+    DESCRIPTION = (
+        "Regroups a list of latent batches into batches of batch_size; a change of latent size "
+        "starts a new batch. Masks and batch indices travel with their latents."
+    )
 
     def rebatch(self, latents: list[dict], batch_size: list[int]):
         size = batch_size[0]
@@ -69,8 +75,7 @@ class RebatchLatents:
                 full = current[0].shape[0] // size
                 out.extend(_as_latent(current, i * size, size) for i in range(full))
                 rest = full * size
-                current = (current[0][rest:], current[1][rest:], current[2][rest:]) \
-                    if rest < len(current[2]) else None
+                current = (current[0][rest:], current[1][rest:], current[2][rest:]) if rest < len(current[2]) else None
         if current is not None:
             out.append(_as_latent(current, 0, size))
         for latent in out:

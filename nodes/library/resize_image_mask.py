@@ -1,5 +1,6 @@
 """Today's ComfyUI Resize Image/Mask (`comfy_extras.nodes_post_processing`, added after 0.3.64): one node that
 resizes an image or a mask in nine ways, chosen with a dynamic combo whose option brings its own inputs."""
+
 from __future__ import annotations
 
 import math
@@ -12,8 +13,15 @@ from nodes.dynamic_inputs import DynamicSection, combo_inputs, dynamic_combo, ma
 from nodes.upscale import common_upscale
 
 SCALE_METHODS = ["nearest-exact", "bilinear", "area", "bicubic", "lanczos"]
-CROP = ("COMBO", {"default": "center", "multiselect": False, "options": ["disabled", "center"],
-                  "tooltip": "disabled: stretch to the new size; center: keep the aspect ratio, cut the overhang."})
+CROP = (
+    "COMBO",
+    {
+        "default": "center",
+        "multiselect": False,
+        "options": ["disabled", "center"],
+        "tooltip": "disabled: stretch to the new size; center: keep the aspect ratio, cut the overhang.",
+    },
+)
 
 
 def _size(tooltip: str) -> tuple:
@@ -21,21 +29,46 @@ def _size(tooltip: str) -> tuple:
 
 
 OPTIONS: dict[str, dict[str, tuple]] = {
-    "scale dimensions": {"width": _size("Width in pixels; 0 follows the height, keeping the aspect ratio."),
-                         "height": _size("Height in pixels; 0 follows the width, keeping the aspect ratio."),
-                         "crop": CROP},
-    "scale by multiplier": {"multiplier": ("FLOAT", {"default": 1.0, "min": 0.01, "max": 8.0, "step": 0.01,
-                                                     "tooltip": "Both sides times this."})},
+    "scale dimensions": {
+        "width": _size("Width in pixels; 0 follows the height, keeping the aspect ratio."),
+        "height": _size("Height in pixels; 0 follows the width, keeping the aspect ratio."),
+        "crop": CROP,
+    },
+    "scale by multiplier": {
+        "multiplier": (
+            "FLOAT",
+            {"default": 1.0, "min": 0.01, "max": 8.0, "step": 0.01, "tooltip": "Both sides times this."},
+        )
+    },
     "scale longer dimension": {"longer_size": _size("The longer side becomes this; the aspect ratio is kept.")},
     "scale shorter dimension": {"shorter_size": _size("The shorter side becomes this; the aspect ratio is kept.")},
     "scale width": {"width": _size("The width becomes this; the height follows the aspect ratio.")},
     "scale height": {"height": _size("The height becomes this; the width follows the aspect ratio.")},
-    "scale total pixels": {"megapixels": ("FLOAT", {"default": 1.0, "min": 0.01, "max": 16.0, "step": 0.01,
-                                                    "tooltip": "Millions of pixels (of 1024x1024); the aspect ratio is kept."})},
+    "scale total pixels": {
+        "megapixels": (
+            "FLOAT",
+            {
+                "default": 1.0,
+                "min": 0.01,
+                "max": 16.0,
+                "step": 0.01,
+                "tooltip": "Millions of pixels (of 1024x1024); the aspect ratio is kept.",
+            },
+        )
+    },
     "match size": {"match": ("IMAGE,MASK", {"tooltip": "An image or mask whose size the result takes."}), "crop": CROP},
-    "scale to multiple": {"multiple": ("INT", {"default": 8, "min": 1, "max": MAX_RESOLUTION, "step": 1,
-                                               "tooltip": "Both sides become multiples of this (the image is "
-                                                          "scaled to cover, then cut centred)."})},
+    "scale to multiple": {
+        "multiple": (
+            "INT",
+            {
+                "default": 8,
+                "min": 1,
+                "max": MAX_RESOLUTION,
+                "step": 1,
+                "tooltip": "Both sides become multiples of this (the image is scaled to cover, then cut centred).",
+            },
+        )
+    },
 }
 RESIZE_TYPE = dynamic_combo(OPTIONS, tooltip="How the new size is chosen.")
 
@@ -68,7 +101,7 @@ def _edge(x: torch.Tensor, size: int, method: str, longer: bool) -> torch.Tensor
     h, w = _hw(x)
     if h == w:
         return _resize(x, size, size, method)
-    if (h > w) == longer:        # the height is the side that becomes `size`
+    if (h > w) == longer:  # the height is the side that becomes `size`
         return _resize(x, round(w / h * size), size, method)
     return _resize(x, size, round(h / w * size), method)
 
@@ -91,7 +124,7 @@ def _to_multiple(x: torch.Tensor, multiple: int, method: str) -> torch.Tensor:
         scaled_w, scaled_h = max(target_w, math.ceil(w * target_h / h)), target_h
     out = _resize(x, scaled_w, scaled_h, method)
     x0, y0 = (scaled_w - target_w) // 2, (scaled_h - target_h) // 2
-    return out[:, y0:y0 + target_h, x0:x0 + target_w]
+    return out[:, y0 : y0 + target_h, x0 : x0 + target_w]
 
 
 def resize(x: torch.Tensor, mode: str, method: str, p: dict[str, Any]) -> torch.Tensor:
@@ -124,20 +157,45 @@ class ResizeImageMaskNode:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": DynamicSection({
-            "input": match_type("input_type", "IMAGE,MASK"),
-            "resize_type": RESIZE_TYPE,
-            "scale_method": ("COMBO", {"default": "area", "multiselect": False, "options": SCALE_METHODS,
-                                       "tooltip": "area suits shrinking, lanczos enlarging, nearest-exact pixel art."})})}
+        return {
+            "required": DynamicSection(
+                {
+                    "input": match_type("input_type", "IMAGE,MASK"),
+                    "resize_type": RESIZE_TYPE,
+                    "scale_method": (
+                        "COMBO",
+                        {
+                            "default": "area",
+                            "multiselect": False,
+                            "options": SCALE_METHODS,
+                            "tooltip": "area suits shrinking, lanczos enlarging, nearest-exact pixel art.",
+                        },
+                    ),
+                }
+            )
+        }
 
     RETURN_TYPES = (match_type("input_type")[0],)
     RETURN_NAMES = ("resized",)
     OUTPUT_TOOLTIPS = (None,)
     OUTPUT_MATCHTYPES = ("input_type",)
-    SEARCH_ALIASES = ["resize", "resize image", "resize mask", "scale", "scale image", "scale mask", "image resize",
-                      "change size", "dimensions", "shrink", "enlarge"]
-    DESCRIPTION = "Resizes an image or a mask: to a size, by a factor, by one side, to a pixel count, to another " \
-                  "image's size or to multiples of a number."
+    SEARCH_ALIASES = [
+        "resize",
+        "resize image",
+        "resize mask",
+        "scale",
+        "scale image",
+        "scale mask",
+        "image resize",
+        "change size",
+        "dimensions",
+        "shrink",
+        "enlarge",
+    ]
+    DESCRIPTION = (
+        "Resizes an image or a mask: to a size, by a factor, by one side, to a pixel count, to another "
+        "image's size or to multiples of a number."
+    )
 
     def execute(self, input: torch.Tensor, resize_type: str, scale_method: str, **kwargs: Any):
         return (resize(input, resize_type, scale_method, combo_inputs(kwargs, "resize_type")),)

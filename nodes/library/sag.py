@@ -5,6 +5,7 @@ latent, and pushes the result away from that prediction: result + (blurred - pre
 
 Both halves run inside the same denoise step on the executor: the replacement leaves the map in the step's
 model_options (nodes.modelfns.network_patches passes them to every hook) for the post-CFG function."""
+
 from __future__ import annotations
 
 import math
@@ -15,24 +16,25 @@ import torch
 import torch.nn.functional as F
 
 from cluster.refs import ModelRef
+from nodes.inputs import require_model
 from nodes.modelfns.model_options import with_function
 from nodes.modelfns.network_patches import CALC_COND, attention, with_network_patch
-from nodes.inputs import require_model
 
 MODULE = "comfy_extras.nodes_sag"
-SCORES = "sag_uncond_attention"      # model_options key of the recorded map
+SCORES = "sag_uncond_attention"  # model_options key of the recorded map
 BLOCK = ("middle", 0, 0)
 THRESHOLD = 1.0
 
 
-def attention_with_scores(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                          heads: int) -> tuple[torch.Tensor, torch.Tensor]:
+def attention_with_scores(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, heads: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Plain softmax attention on [B, N, heads * dim] projections, also returning the probabilities
     [B * heads, N, M]."""
     b, _, inner = q.shape
     dim = inner // heads
     q, k, v = (t.reshape(b, -1, heads, dim).permute(0, 2, 1, 3).reshape(b * heads, -1, dim) for t in (q, k, v))
-    probs = (torch.einsum("b i d, b j d -> b i j", q, k) * dim ** -0.5).softmax(dim=-1)
+    probs = (torch.einsum("b i d, b j d -> b i j", q, k) * dim**-0.5).softmax(dim=-1)
     out = torch.einsum("b i j, b j d -> b i d", probs.to(v.dtype), v)
     return out.reshape(b, heads, -1, dim).permute(0, 2, 1, 3).reshape(b, -1, heads * dim), probs
 
@@ -75,7 +77,7 @@ class RecordingAttention:
         out, probs = attention_with_scores(q, k, v, heads)
         per_side = heads * (q.shape[0] // len(sides))
         index = sides.index(1)
-        options["model_options"][SCORES] = probs[per_side * index:per_side * (index + 1)]
+        options["model_options"][SCORES] = probs[per_side * index : per_side * (index + 1)]
         return out
 
 
@@ -86,12 +88,13 @@ class SelfAttentionGuidanceFunction:
 
     def __call__(self, args: dict) -> torch.Tensor:
         out, x, uncond = args["denoised"], args["input"], args["uncond_denoised"]
-        if min(out.shape[2:]) <= 4:      # too small for the blur's padding
+        if min(out.shape[2:]) <= 4:  # too small for the blur's padding
             return out
         options = args["model_options"]
         degraded = blur_where_attended(uncond, options[SCORES], self.blur_sigma, THRESHOLD)
-        (prediction,) = options[CALC_COND](args["model"], [args["uncond"]], degraded + x - uncond, args["sigma"],
-                                           options)
+        (prediction,) = options[CALC_COND](
+            args["model"], [args["uncond"]], degraded + x - uncond, args["sigma"], options
+        )
         return out + (degraded - prediction) * self.scale
 
 
@@ -101,19 +104,26 @@ class SelfAttentionGuidance:
     FUNCTION = "patch"
     CATEGORY = "_for_testing"
     EXPERIMENTAL = True
-    DESCRIPTION = ("Self-Attention Guidance: guides away from a prediction made on a latent blurred where the "
-                   "model's self-attention concentrates, improving structure and detail.")
+    DESCRIPTION = (
+        "Self-Attention Guidance: guides away from a prediction made on a latent blurred where the "
+        "model's self-attention concentrates, improving structure and detail."
+    )
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"model": ("MODEL", {}),
-                             "scale": ("FLOAT", {"default": 0.5, "min": -2.0, "max": 5.0, "step": 0.01}),
-                             "blur_sigma": ("FLOAT", {"default": 2.0, "min": 0.0, "max": 10.0, "step": 0.1})}}
+        return {
+            "required": {
+                "model": ("MODEL", {}),
+                "scale": ("FLOAT", {"default": 0.5, "min": -2.0, "max": 5.0, "step": 0.01}),
+                "blur_sigma": ("FLOAT", {"default": 2.0, "min": 0.0, "max": 10.0, "step": 0.1}),
+            }
+        }
 
     def patch(self, model: Any, scale: float, blur_sigma: float) -> tuple[ModelRef]:
         require_model(model)
-        model = with_function(model, "sampler_post_cfg_function",
-                              SelfAttentionGuidanceFunction(float(scale), float(blur_sigma)))
+        model = with_function(
+            model, "sampler_post_cfg_function", SelfAttentionGuidanceFunction(float(scale), float(blur_sigma))
+        )
         model = with_function(model, "disable_cfg1_optimization", True)
         return (with_network_patch(model, "attn1_replace", RecordingAttention(), BLOCK),)
 

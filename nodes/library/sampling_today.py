@@ -6,6 +6,7 @@ where a latent is noised), both newer than 0.10.0 and read from the newest Comfy
 (comfy_extras.nodes_rope, as ComfyUI 0.10.0 has it: scales and shifts of the image position ids the Flux networks
 read); Normalized Attention Guidance (comfy_extras.nodes_nag, newest source: the positive pass's self-attention
 output pushed away from the negative pass's, on the UNet families)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -28,16 +29,22 @@ class CFGOverride:
     CATEGORY = "model/sampling/guiders"
     RETURN_TYPES = ("MODEL",)
     OUTPUT_TOOLTIPS = (None,)
-    DESCRIPTION = ("Overrides cfg with a fixed value over a [start, end) percent (sigma) range of sampling. Of "
-                   "several overrides, the one nearest the sampler wins where they overlap.")
+    DESCRIPTION = (
+        "Overrides cfg with a fixed value over a [start, end) percent (sigma) range of sampling. Of "
+        "several overrides, the one nearest the sampler wins where they overlap."
+    )
 
     @classmethod
     def INPUT_TYPES(cls):
         percent = {"min": 0.0, "max": 1.0, "step": 0.001}
-        return {"required": {"model": ("MODEL", {}),
-                             "cfg": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 100.0, "step": 0.1, "round": 0.01}),
-                             "start_percent": ("FLOAT", {"default": 0.0, **percent}),
-                             "end_percent": ("FLOAT", {"default": 1.0, **percent})}}
+        return {
+            "required": {
+                "model": ("MODEL", {}),
+                "cfg": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 100.0, "step": 0.1, "round": 0.01}),
+                "start_percent": ("FLOAT", {"default": 0.0, **percent}),
+                "end_percent": ("FLOAT", {"default": 1.0, **percent}),
+            }
+        }
 
     def execute(self, model: Any, cfg: float, start_percent: float, end_percent: float) -> tuple[ModelRef]:
         model = require_model(model)
@@ -53,13 +60,27 @@ class ModelNoiseScale:
     FUNCTION = "patch"
     CATEGORY = "model/patch"
     RETURN_TYPES = ("MODEL",)
-    DESCRIPTION = "Sets a discrete-flow model's training noise scale: the noise a latent is noised with is scaled by it."
+    DESCRIPTION = (
+        "Sets a discrete-flow model's training noise scale: the noise a latent is noised with is scaled by it."
+    )
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"model": ("MODEL",),
-                             "noise_scale": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 64.0, "step": 0.01,
-                                                       "tooltip": "The model's absolute training noise scale."})}}
+        return {
+            "required": {
+                "model": ("MODEL",),
+                "noise_scale": (
+                    "FLOAT",
+                    {
+                        "default": 1.0,
+                        "min": 0.0,
+                        "max": 64.0,
+                        "step": 0.01,
+                        "tooltip": "The model's absolute training noise scale.",
+                    },
+                ),
+            }
+        }
 
     def patch(self, model: Any, noise_scale: float) -> tuple[ModelRef]:
         model = require_model(model)
@@ -67,8 +88,10 @@ class ModelNoiseScale:
         # ComfyUI rebuilds the model's sampling object with its shift and multiplier, which only the discrete
         # flow schedule (SD3, AuraFlow, Z-Image, Qwen-Image, ...) has; on any other it fails.
         if config.get("kind") != "flow":
-            raise ValueError(f"ModelNoiseScale: the model's sampling ({config.get('kind')!r}) has no flow shift and "
-                             "multiplier; the noise scale applies to discrete-flow models only")
+            raise ValueError(
+                f"ModelNoiseScale: the model's sampling ({config.get('kind')!r}) has no flow shift and "
+                "multiplier; the noise scale applies to discrete-flow models only"
+            )
         return (with_sampling(model, {**config, "noise_scale": float(noise_scale)}),)
 
 
@@ -79,28 +102,44 @@ class DualModelGuider:
     CATEGORY = "model/sampling/guiders"
     RETURN_TYPES = ("GUIDER",)
     OUTPUT_TOOLTIPS = (None,)
-    DESCRIPTION = ("Classifier-free guidance with the positive pass on the model and the negative pass on "
-                   "model_negative (without it, ordinary CFG on the model).")
+    DESCRIPTION = (
+        "Classifier-free guidance with the positive pass on the model and the negative pass on "
+        "model_negative (without it, ordinary CFG on the model)."
+    )
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-                    "model": ("MODEL", {"tooltip": "Model used for the positive (conditional) pass."}),
-                    "positive": ("CONDITIONING", {}),
-                    "cfg": ("FLOAT", {"default": 4.0, "min": 0.0, "max": 100.0, "step": 0.1, "round": 0.01})},
-                "optional": {
-                    "model_negative": ("MODEL", {"tooltip": "Model used for the negative (unconditional) pass."}),
-                    "negative": ("CONDITIONING", {"tooltip": "Negative conditioning run on the negative model."})}}
+        return {
+            "required": {
+                "model": ("MODEL", {"tooltip": "Model used for the positive (conditional) pass."}),
+                "positive": ("CONDITIONING", {}),
+                "cfg": ("FLOAT", {"default": 4.0, "min": 0.0, "max": 100.0, "step": 0.1, "round": 0.01}),
+            },
+            "optional": {
+                "model_negative": ("MODEL", {"tooltip": "Model used for the negative (unconditional) pass."}),
+                "negative": ("CONDITIONING", {"tooltip": "Negative conditioning run on the negative model."}),
+            },
+        }
 
-    def get_guider(self, model: Any, positive: list, cfg: float, model_negative: Any = None,
-                   negative: list | None = None) -> tuple[GuiderChoice]:
+    def get_guider(
+        self, model: Any, positive: list, cfg: float, model_negative: Any = None, negative: list | None = None
+    ) -> tuple[GuiderChoice]:
         if negative is None:
             # ComfyUI then runs the negative pass with no text at all (a null cross-attention context)
-            raise ValueError("DualModelGuider: negative is not connected; an unconditional pass without any "
-                             "conditioning is not supported here yet, connect a negative conditioning")
+            raise ValueError(
+                "DualModelGuider: negative is not connected; an unconditional pass without any "
+                "conditioning is not supported here yet, connect a negative conditioning"
+            )
         uncond = None if model_negative is None else require_model(model_negative)
-        return (GuiderChoice(require_model(model), require(positive, "positive"), require(negative, "negative"),
-                             float(cfg), uncond_model=uncond),)
+        return (
+            GuiderChoice(
+                require_model(model),
+                require(positive, "positive"),
+                require(negative, "negative"),
+                float(cfg),
+                uncond_model=uncond,
+            ),
+        )
 
 
 # Families whose ComfyUI networks read the rope options: the Flux ones here; Z-Image (ComfyUI's Lumina network) and
@@ -122,20 +161,36 @@ class ScaleROPE:
     def INPUT_TYPES(cls):
         scale = {"default": 1.0, "min": 0.0, "max": 100.0, "step": 0.1}
         shift = {"default": 0.0, "min": -256.0, "max": 256.0, "step": 0.1}
-        return {"required": {"model": ("MODEL", {}),
-                             "scale_x": ("FLOAT", scale), "shift_x": ("FLOAT", shift),
-                             "scale_y": ("FLOAT", scale), "shift_y": ("FLOAT", shift),
-                             "scale_t": ("FLOAT", scale), "shift_t": ("FLOAT", shift)}}
+        return {
+            "required": {
+                "model": ("MODEL", {}),
+                "scale_x": ("FLOAT", scale),
+                "shift_x": ("FLOAT", shift),
+                "scale_y": ("FLOAT", scale),
+                "shift_y": ("FLOAT", shift),
+                "scale_t": ("FLOAT", scale),
+                "shift_t": ("FLOAT", shift),
+            }
+        }
 
-    def execute(self, model: Any, scale_x: float, shift_x: float, scale_y: float, shift_y: float, scale_t: float,
-                shift_t: float) -> tuple[ModelRef]:
+    def execute(
+        self, model: Any, scale_x: float, shift_x: float, scale_y: float, shift_y: float, scale_t: float, shift_t: float
+    ) -> tuple[ModelRef]:
         model = require_model(model)
         if model.arch in ROPE_NOT_YET:
-            raise ValueError(f"ScaleROPE: scaling the position ids of {model.arch} models is not implemented yet "
-                             f"(it is for {', '.join(sorted(ROPE_ARCHS))})")
+            raise ValueError(
+                f"ScaleROPE: scaling the position ids of {model.arch} models is not implemented yet "
+                f"(it is for {', '.join(sorted(ROPE_ARCHS))})"
+            )
         # a later ScaleROPE replaces the values of an earlier one, as ComfyUI's set_model_rope_options does
-        values = {"scale_x": scale_x, "shift_x": shift_x, "scale_y": scale_y, "shift_y": shift_y,
-                  "scale_t": scale_t, "shift_t": shift_t}
+        values = {
+            "scale_x": scale_x,
+            "shift_x": shift_x,
+            "scale_y": scale_y,
+            "shift_y": shift_y,
+            "scale_t": scale_t,
+            "shift_t": shift_t,
+        }
         return (model.with_option(ROPE, tuple(sorted((k, float(v)) for k, v in values.items()))),)
 
 
@@ -149,6 +204,7 @@ class NormalizedAttentionGuidance:
     """An attn1 output patch: where a batch holds both a positive (0) and a negative (1) pass, the positive
     pass's output becomes z_pos * scale - z_neg * (scale - 1), its L1 norm over the features capped at tau
     times the positive's, blended with the positive's by alpha."""
+
     scale: float
     alpha: float
     tau: float
@@ -159,13 +215,13 @@ class NormalizedAttentionGuidance:
             return out
         n = out.shape[0] // len(sides)
         pos, neg = sides.index(0), sides.index(1)
-        z_pos, z_neg = out[n * pos:n * (pos + 1)], out[n * neg:n * (neg + 1)]
+        z_pos, z_neg = out[n * pos : n * (pos + 1)], out[n * neg : n * (neg + 1)]
         guided = z_pos * self.scale - z_neg * (self.scale - 1.0)
         norm_pos = torch.norm(z_pos, p=1, dim=-1, keepdim=True).clamp_min(1e-6)
         ratio = torch.norm(guided, p=1, dim=-1, keepdim=True).clamp_min(1e-6) / norm_pos
         guided = guided * (torch.minimum(ratio, torch.full_like(ratio, self.tau)) / ratio)
         out = out.clone()
-        out[n * pos:n * (pos + 1)] = guided * self.alpha + z_pos * (1.0 - self.alpha)
+        out[n * pos : n * (pos + 1)] = guided * self.alpha + z_pos * (1.0 - self.alpha)
         return out
 
 
@@ -180,26 +236,56 @@ class NAGuidance:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "model": ("MODEL", {"tooltip": "The model to apply NAG to."}),
-            "nag_scale": ("FLOAT", {"min": 0.0, "default": 5.0, "max": 50.0, "step": 0.1,
-                                    "tooltip": "How far from the negative prompt to push."}),
-            "nag_alpha": ("FLOAT", {"min": 0.0, "default": 0.5, "max": 1.0, "step": 0.01,
-                                    "tooltip": "Blend of the normalized attention: 1 replaces, 0 no effect."}),
-            "nag_tau": ("FLOAT", {"min": 1.0, "default": 1.5, "max": 10.0, "step": 0.01})}}
+        return {
+            "required": {
+                "model": ("MODEL", {"tooltip": "The model to apply NAG to."}),
+                "nag_scale": (
+                    "FLOAT",
+                    {
+                        "min": 0.0,
+                        "default": 5.0,
+                        "max": 50.0,
+                        "step": 0.1,
+                        "tooltip": "How far from the negative prompt to push.",
+                    },
+                ),
+                "nag_alpha": (
+                    "FLOAT",
+                    {
+                        "min": 0.0,
+                        "default": 0.5,
+                        "max": 1.0,
+                        "step": 0.01,
+                        "tooltip": "Blend of the normalized attention: 1 replaces, 0 no effect.",
+                    },
+                ),
+                "nag_tau": ("FLOAT", {"min": 1.0, "default": 1.5, "max": 10.0, "step": 0.01}),
+            }
+        }
 
     def execute(self, model: Any, nag_scale: float, nag_alpha: float, nag_tau: float) -> tuple[ModelRef]:
         model = require_model(model)
         if model.arch not in NAG_ARCHS:
-            raise ValueError(f"NAGuidance: Normalized Attention Guidance on {model.arch} models is not implemented "
-                             f"yet (it is for {', '.join(sorted(NAG_ARCHS))})")
+            raise ValueError(
+                f"NAGuidance: Normalized Attention Guidance on {model.arch} models is not implemented "
+                f"yet (it is for {', '.join(sorted(NAG_ARCHS))})"
+            )
         patch = NormalizedAttentionGuidance(float(nag_scale), float(nag_alpha), float(nag_tau))
         # the negative pass must run even at cfg 1: NAG reads it inside the positive pass's batch
-        return (with_network_patch(with_function(model, "disable_cfg1_optimization", True), "attn1_output_patch",
-                                   patch),)
+        return (
+            with_network_patch(with_function(model, "disable_cfg1_optimization", True), "attn1_output_patch", patch),
+        )
 
 
-NODE_CLASS_MAPPINGS = {"CFGOverride": CFGOverride, "ModelNoiseScale": ModelNoiseScale, "ScaleROPE": ScaleROPE,
-                       "DualModelGuider": DualModelGuider, "NAGuidance": NAGuidance}
-NODE_DISPLAY_NAME_MAPPINGS: dict[str, str] = {"CFGOverride": "CFG Override", "DualModelGuider": "Dual Model CFG Guider",
-                                              "NAGuidance": "Normalized Attention Guidance"}
+NODE_CLASS_MAPPINGS = {
+    "CFGOverride": CFGOverride,
+    "ModelNoiseScale": ModelNoiseScale,
+    "ScaleROPE": ScaleROPE,
+    "DualModelGuider": DualModelGuider,
+    "NAGuidance": NAGuidance,
+}
+NODE_DISPLAY_NAME_MAPPINGS: dict[str, str] = {
+    "CFGOverride": "CFG Override",
+    "DualModelGuider": "Dual Model CFG Guider",
+    "NAGuidance": "Normalized Attention Guidance",
+}

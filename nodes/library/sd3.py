@@ -10,13 +10,14 @@
 - ControlNetApplySD3 ("Apply Controlnet with VAE", deprecated): Apply ControlNet with its VAE input required;
   the VAE encodes the hint for the ControlNets that take latent hints (SD3's).
 """
+
 from __future__ import annotations
 
+from nodes.inputs import require_component
 from nodes.library.clip_sdxl import TEXT, encode_conditioning
 from nodes.library.slg import LAYERS, SkipLayerGuidanceDiT
-from nodes.loaders import model_files, make_ref, model_file
+from nodes.loaders import make_ref, model_file, model_files
 from nodes.model_nodes import ControlNetApplyAdvanced
-from nodes.inputs import require_component
 
 MODULE = "comfy_extras.nodes_sd3"
 
@@ -35,80 +36,121 @@ class TripleCLIPLoader:
     RELATIVE_PYTHON_MODULE = MODULE
 
     def load_clip(self, clip_name1: str, clip_name2: str, clip_name3: str):
-        paths = [model_file("text_encoders", name, f"clip_name{i}")
-                 for i, name in enumerate((clip_name1, clip_name2, clip_name3), start=1)]
+        paths = [
+            model_file("text_encoders", name, f"clip_name{i}")
+            for i, name in enumerate((clip_name1, clip_name2, clip_name3), start=1)
+        ]
         return (make_ref("text_encoder", "sd3", paths, clip_type="sd3"),)
 
 
 class CLIPTextEncodeSD3:
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"clip": ("CLIP", {}), "clip_l": TEXT, "clip_g": TEXT, "t5xxl": TEXT,
-                             "empty_padding": ("COMBO", {"multiselect": False, "options": ["none", "empty_prompt"]})}}
+        return {
+            "required": {
+                "clip": ("CLIP", {}),
+                "clip_l": TEXT,
+                "clip_g": TEXT,
+                "t5xxl": TEXT,
+                "empty_padding": ("COMBO", {"multiselect": False, "options": ["none", "empty_prompt"]}),
+            }
+        }
 
     RETURN_TYPES = ("CONDITIONING",)
     FUNCTION = "encode"
     CATEGORY = "advanced/conditioning"
-    DESCRIPTION = ("Encodes a separate prompt for each of SD3's text encoders (CLIP-L, CLIP-G, T5-XXL). "
-                   "empty_padding none: an empty prompt leaves its encoder out; empty_prompt: it is encoded.")
+    DESCRIPTION = (
+        "Encodes a separate prompt for each of SD3's text encoders (CLIP-L, CLIP-G, T5-XXL). "
+        "empty_padding none: an empty prompt leaves its encoder out; empty_prompt: it is encoded."
+    )
     RELATIVE_PYTHON_MODULE = MODULE
 
     async def encode(self, clip, clip_l: str, clip_g: str, t5xxl: str, empty_padding: str):
         clip = require_component(clip, "text_encoder", "clip")
         if clip.arch != "sd3":
-            raise ValueError(f"clip: CLIPTextEncodeSD3 needs SD3's CLIP (TripleCLIPLoader or an SD3 checkpoint), "
-                             f"got a {clip.arch} CLIP")
-        params = {"texts": {"g": clip_g, "l": clip_l, "t5xxl": t5xxl}, "equal_chunks": ["l", "g"],
-                  "drop_empty": empty_padding == "none"}
+            raise ValueError(
+                f"clip: CLIPTextEncodeSD3 needs SD3's CLIP (TripleCLIPLoader or an SD3 checkpoint), "
+                f"got a {clip.arch} CLIP"
+            )
+        params = {
+            "texts": {"g": clip_g, "l": clip_l, "t5xxl": t5xxl},
+            "equal_chunks": ["l", "g"],
+            "drop_empty": empty_padding == "none",
+        }
         return (await encode_conditioning(clip, params, {}),)
 
 
 class SkipLayerGuidanceSD3:
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "model": ("MODEL", {}), "layers": LAYERS,
-            "scale": ("FLOAT", {"default": 3.0, "min": 0.0, "max": 10.0, "step": 0.1}),
-            "start_percent": ("FLOAT", {"default": 0.01, "min": 0.0, "max": 1.0, "step": 0.001}),
-            "end_percent": ("FLOAT", {"default": 0.15, "min": 0.0, "max": 1.0, "step": 0.001}),
-        }}
+        return {
+            "required": {
+                "model": ("MODEL", {}),
+                "layers": LAYERS,
+                "scale": ("FLOAT", {"default": 3.0, "min": 0.0, "max": 10.0, "step": 0.1}),
+                "start_percent": ("FLOAT", {"default": 0.01, "min": 0.0, "max": 1.0, "step": 0.001}),
+                "end_percent": ("FLOAT", {"default": 0.15, "min": 0.0, "max": 1.0, "step": 0.001}),
+            }
+        }
 
     RETURN_TYPES = ("MODEL",)
     FUNCTION = "skip_guidance_sd3"
     CATEGORY = "advanced/guidance"
     EXPERIMENTAL = True
-    DESCRIPTION = ("Skip-layer guidance for SD3: guides away from a prediction made with the given joint blocks "
-                   "skipped, between start_percent and end_percent of the schedule.")
+    DESCRIPTION = (
+        "Skip-layer guidance for SD3: guides away from a prediction made with the given joint blocks "
+        "skipped, between start_percent and end_percent of the schedule."
+    )
     RELATIVE_PYTHON_MODULE = MODULE
 
     def skip_guidance_sd3(self, model, layers: str, scale: float, start_percent: float, end_percent: float):
-        return SkipLayerGuidanceDiT().patch(model, double_layers=layers, single_layers="", scale=scale,
-                                            start_percent=start_percent, end_percent=end_percent, rescaling_scale=0.0)
+        return SkipLayerGuidanceDiT().patch(
+            model,
+            double_layers=layers,
+            single_layers="",
+            scale=scale,
+            start_percent=start_percent,
+            end_percent=end_percent,
+            rescaling_scale=0.0,
+        )
 
 
 class ControlNetApplySD3(ControlNetApplyAdvanced):
     @classmethod
     def INPUT_TYPES(cls):
         percent = {"min": 0.0, "max": 1.0, "step": 0.001}
-        return {"required": {
-            "positive": ("CONDITIONING", {}), "negative": ("CONDITIONING", {}), "control_net": ("CONTROL_NET", {}),
-            "vae": ("VAE", {}), "image": ("IMAGE", {}),
-            "strength": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 10.0, "step": 0.01}),
-            "start_percent": ("FLOAT", {"default": 0.0, **percent}),
-            "end_percent": ("FLOAT", {"default": 1.0, **percent}),
-        }}
+        return {
+            "required": {
+                "positive": ("CONDITIONING", {}),
+                "negative": ("CONDITIONING", {}),
+                "control_net": ("CONTROL_NET", {}),
+                "vae": ("VAE", {}),
+                "image": ("IMAGE", {}),
+                "strength": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 10.0, "step": 0.01}),
+                "start_percent": ("FLOAT", {"default": 0.0, **percent}),
+                "end_percent": ("FLOAT", {"default": 1.0, **percent}),
+            }
+        }
 
     DEPRECATED = True
-    DESCRIPTION = ("Applies a ControlNet that takes VAE-encoded hints (an SD3 ControlNet) to the positive and "
-                   "negative conditioning, between start_percent and end_percent of the schedule.")
+    DESCRIPTION = (
+        "Applies a ControlNet that takes VAE-encoded hints (an SD3 ControlNet) to the positive and "
+        "negative conditioning, between start_percent and end_percent of the schedule."
+    )
     RELATIVE_PYTHON_MODULE = MODULE
 
-    def apply_controlnet(self, positive, negative, control_net, vae, image, strength: float, start_percent: float,
-                         end_percent: float):
-        return super().apply_controlnet(positive, negative, control_net, image, strength, start_percent,
-                                        end_percent, vae=vae)
+    def apply_controlnet(
+        self, positive, negative, control_net, vae, image, strength: float, start_percent: float, end_percent: float
+    ):
+        return super().apply_controlnet(
+            positive, negative, control_net, image, strength, start_percent, end_percent, vae=vae
+        )
 
 
-NODE_CLASS_MAPPINGS = {"TripleCLIPLoader": TripleCLIPLoader, "CLIPTextEncodeSD3": CLIPTextEncodeSD3,
-                       "SkipLayerGuidanceSD3": SkipLayerGuidanceSD3, "ControlNetApplySD3": ControlNetApplySD3}
+NODE_CLASS_MAPPINGS = {
+    "TripleCLIPLoader": TripleCLIPLoader,
+    "CLIPTextEncodeSD3": CLIPTextEncodeSD3,
+    "SkipLayerGuidanceSD3": SkipLayerGuidanceSD3,
+    "ControlNetApplySD3": ControlNetApplySD3,
+}
 NODE_DISPLAY_NAME_MAPPINGS = {"ControlNetApplySD3": "Apply Controlnet with VAE"}

@@ -1,5 +1,6 @@
 """Today's ComfyUI Seed node (`comfy_extras.nodes_seed`, added after 0.3.64): one seed the web UI can
 randomise, to feed several samplers the same number."""
+
 from __future__ import annotations
 
 import sys
@@ -13,8 +14,14 @@ class SeedNode:
     @classmethod
     def INPUT_TYPES(cls):
         # the web UI's random-integer widget, left unchanged after each run unless the user picks otherwise
-        return {"required": {"seed": ("INT", {"min": 0, "max": sys.maxsize, "control_after_generate": "fixed",
-                                              "component": "SetRandomInt"})}}
+        return {
+            "required": {
+                "seed": (
+                    "INT",
+                    {"min": 0, "max": sys.maxsize, "control_after_generate": "fixed", "component": "SetRandomInt"},
+                )
+            }
+        }
 
     RETURN_TYPES = ("INT",)
     RETURN_NAMES = ("seed",)

@@ -9,6 +9,7 @@ blocks are skipped (their input passes through) in an extra prediction:
 
 Both only act while sigma is within [start_percent, end_percent] of the schedule. The skips are dit_replace
 network patches (nodes.modelfns.network_patches) used in those extra model calls only."""
+
 from __future__ import annotations
 
 import re
@@ -18,10 +19,10 @@ from typing import Any
 import torch
 
 from cluster.refs import ModelRef
+from nodes.inputs import require_model
 from nodes.modelfns.model_options import sampling_config, with_function
 from nodes.modelfns.network_patches import CALC_COND, with_extra
 from nodes.sampling.model_sampling import model_sampling_from_config
-from nodes.inputs import require_model
 
 MODULE = "comfy_extras.nodes_slg"
 LAYERS = ("STRING", {"default": "7, 8, 9", "multiline": False})
@@ -36,8 +37,9 @@ class SkipBlock:
 
 
 def skips(double: tuple[int, ...], single: tuple[int, ...]) -> tuple:
-    return tuple(("dit_replace", ("double_block", i), SkipBlock()) for i in double) + \
-        tuple(("dit_replace", ("single_block", i), SkipBlock()) for i in single)
+    return tuple(("dit_replace", ("double_block", i), SkipBlock()) for i in double) + tuple(
+        ("dit_replace", ("single_block", i), SkipBlock()) for i in single
+    )
 
 
 def layer_numbers(text: str) -> tuple[int, ...]:
@@ -84,12 +86,18 @@ class SkipLayerUncondFunction:
         return [cond_out, uncond_out]
 
 
-def _prepare(model: Any, start_percent: float, end_percent: float, double_layers: str,
-             single_layers: str) -> tuple[ModelRef, tuple[int, ...], tuple[int, ...], float, float]:
+def _prepare(
+    model: Any, start_percent: float, end_percent: float, double_layers: str, single_layers: str
+) -> tuple[ModelRef, tuple[int, ...], tuple[int, ...], float, float]:
     require_model(model)
     ms = model_sampling_from_config(sampling_config(model))
-    return (model, layer_numbers(double_layers), layer_numbers(single_layers),
-            float(ms.percent_to_sigma(start_percent)), float(ms.percent_to_sigma(end_percent)))
+    return (
+        model,
+        layer_numbers(double_layers),
+        layer_numbers(single_layers),
+        float(ms.percent_to_sigma(start_percent)),
+        float(ms.percent_to_sigma(end_percent)),
+    )
 
 
 class SkipLayerGuidanceDiT:
@@ -98,21 +106,35 @@ class SkipLayerGuidanceDiT:
     FUNCTION = "patch"
     CATEGORY = "advanced/guidance"
     EXPERIMENTAL = True
-    DESCRIPTION = ("Skip-layer guidance for DiT models: guides away from a prediction made with the given "
-                   "transformer blocks skipped.")
+    DESCRIPTION = (
+        "Skip-layer guidance for DiT models: guides away from a prediction made with the given "
+        "transformer blocks skipped."
+    )
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "model": ("MODEL", {}), "double_layers": LAYERS, "single_layers": LAYERS,
-            "scale": ("FLOAT", {"default": 3.0, "min": 0.0, "max": 10.0, "step": 0.1}),
-            "start_percent": ("FLOAT", {"default": 0.01, "min": 0.0, "max": 1.0, "step": 0.001}),
-            "end_percent": ("FLOAT", {"default": 0.15, "min": 0.0, "max": 1.0, "step": 0.001}),
-            "rescaling_scale": ("FLOAT", {"default": 0.0, "min": 0.0, "max": 10.0, "step": 0.01}),
-        }}
+        return {
+            "required": {
+                "model": ("MODEL", {}),
+                "double_layers": LAYERS,
+                "single_layers": LAYERS,
+                "scale": ("FLOAT", {"default": 3.0, "min": 0.0, "max": 10.0, "step": 0.1}),
+                "start_percent": ("FLOAT", {"default": 0.01, "min": 0.0, "max": 1.0, "step": 0.001}),
+                "end_percent": ("FLOAT", {"default": 0.15, "min": 0.0, "max": 1.0, "step": 0.001}),
+                "rescaling_scale": ("FLOAT", {"default": 0.0, "min": 0.0, "max": 10.0, "step": 0.01}),
+            }
+        }
 
-    def patch(self, model: Any, double_layers: str, single_layers: str, scale: float, start_percent: float,
-              end_percent: float, rescaling_scale: float) -> tuple[ModelRef]:
+    def patch(
+        self,
+        model: Any,
+        double_layers: str,
+        single_layers: str,
+        scale: float,
+        start_percent: float,
+        end_percent: float,
+        rescaling_scale: float,
+    ) -> tuple[ModelRef]:
         model, double, single, start, end = _prepare(model, start_percent, end_percent, double_layers, single_layers)
         if not double and not single:
             return (model,)
@@ -126,25 +148,33 @@ class SkipLayerGuidanceDiTSimple:
     FUNCTION = "patch"
     CATEGORY = "advanced/guidance"
     EXPERIMENTAL = True
-    DESCRIPTION = ("Skip-layer guidance, simple form: the negative prediction is made with the given transformer "
-                   "blocks skipped.")
+    DESCRIPTION = (
+        "Skip-layer guidance, simple form: the negative prediction is made with the given transformer blocks skipped."
+    )
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "model": ("MODEL", {}), "double_layers": LAYERS, "single_layers": LAYERS,
-            "start_percent": ("FLOAT", {"default": 0.0, "min": 0.0, "max": 1.0, "step": 0.001}),
-            "end_percent": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 1.0, "step": 0.001}),
-        }}
+        return {
+            "required": {
+                "model": ("MODEL", {}),
+                "double_layers": LAYERS,
+                "single_layers": LAYERS,
+                "start_percent": ("FLOAT", {"default": 0.0, "min": 0.0, "max": 1.0, "step": 0.001}),
+                "end_percent": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 1.0, "step": 0.001}),
+            }
+        }
 
-    def patch(self, model: Any, double_layers: str, single_layers: str, start_percent: float,
-              end_percent: float) -> tuple[ModelRef]:
+    def patch(
+        self, model: Any, double_layers: str, single_layers: str, start_percent: float, end_percent: float
+    ) -> tuple[ModelRef]:
         model, double, single, start, end = _prepare(model, start_percent, end_percent, double_layers, single_layers)
         if not double and not single:
             return (model,)
         return (with_function(model, "sampler_pre_cfg_function", SkipLayerUncondFunction(double, single, start, end)),)
 
 
-NODE_CLASS_MAPPINGS = {"SkipLayerGuidanceDiT": SkipLayerGuidanceDiT,
-                       "SkipLayerGuidanceDiTSimple": SkipLayerGuidanceDiTSimple}
+NODE_CLASS_MAPPINGS = {
+    "SkipLayerGuidanceDiT": SkipLayerGuidanceDiT,
+    "SkipLayerGuidanceDiTSimple": SkipLayerGuidanceDiTSimple,
+}
 NODE_DISPLAY_NAME_MAPPINGS: dict[str, str] = {}

@@ -5,6 +5,7 @@ Unlike ComfyUI, a node whose text would pass the server's text limit fails with 
 regular-expression nodes match in a worker process that an interrupt or the time limit stops
 (nodes.regex_runner): one prompt's runaway text cannot take the server's memory or time.
 """
+
 from __future__ import annotations
 
 import re
@@ -17,8 +18,9 @@ TEXT = ("STRING", {"multiline": True})
 
 
 def _flags(case_insensitive: bool, multiline: bool, dotall: bool) -> int:
-    return (re.IGNORECASE if case_insensitive else 0) | (re.MULTILINE if multiline else 0) | \
-        (re.DOTALL if dotall else 0)
+    return (
+        (re.IGNORECASE if case_insensitive else 0) | (re.MULTILINE if multiline else 0) | (re.DOTALL if dotall else 0)
+    )
 
 
 def _combo(options: list[str]) -> tuple:
@@ -35,8 +37,13 @@ class _StringNode:
 class StringConcatenate(_StringNode):
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"string_a": TEXT, "string_b": TEXT,
-                             "delimiter": ("STRING", {"multiline": False, "default": ""})}}
+        return {
+            "required": {
+                "string_a": TEXT,
+                "string_b": TEXT,
+                "delimiter": ("STRING", {"multiline": False, "default": ""}),
+            }
+        }
 
     DESCRIPTION = "string_a, the delimiter, then string_b."
 
@@ -83,7 +90,7 @@ class CaseConverter(_StringNode):
     def execute(self, string: str, mode: str):
         # An unknown mode (ComfyUI does not check combo values of this node) leaves the text as it is.
         result = self.MODES.get(mode, str)(string)
-        check_length(type(self).__name__, len(result))   # "ß".upper() is "SS": case can lengthen a text
+        check_length(type(self).__name__, len(result))  # "ß".upper() is "SS": case can lengthen a text
         return (result,)
 
 
@@ -133,8 +140,14 @@ class StringCompare(_StringNode):
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"string_a": TEXT, "string_b": TEXT, "mode": _combo(list(cls.TESTS)),
-                             "case_sensitive": ("BOOLEAN", {"default": True})}}
+        return {
+            "required": {
+                "string_a": TEXT,
+                "string_b": TEXT,
+                "mode": _combo(list(cls.TESTS)),
+                "case_sensitive": ("BOOLEAN", {"default": True}),
+            }
+        }
 
     RETURN_TYPES = ("BOOLEAN",)
     DESCRIPTION = "Whether string_a starts with, ends with or equals string_b."
@@ -147,10 +160,15 @@ class StringCompare(_StringNode):
 class RegexMatch(_StringNode):
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"string": TEXT, "regex_pattern": TEXT,
-                             "case_insensitive": ("BOOLEAN", {"default": True}),
-                             "multiline": ("BOOLEAN", {"default": False}),
-                             "dotall": ("BOOLEAN", {"default": False})}}
+        return {
+            "required": {
+                "string": TEXT,
+                "regex_pattern": TEXT,
+                "case_insensitive": ("BOOLEAN", {"default": True}),
+                "multiline": ("BOOLEAN", {"default": False}),
+                "dotall": ("BOOLEAN", {"default": False}),
+            }
+        }
 
     RETURN_TYPES = ("BOOLEAN",)
     RETURN_NAMES = ("matches",)
@@ -158,8 +176,15 @@ class RegexMatch(_StringNode):
 
     def execute(self, string: str, regex_pattern: str, case_insensitive: bool, multiline: bool, dotall: bool):
         try:
-            return (regex_runner.run(type(self).__name__, "search", pattern=regex_pattern, string=string,
-                                     flags=_flags(case_insensitive, multiline, dotall)),)
+            return (
+                regex_runner.run(
+                    type(self).__name__,
+                    "search",
+                    pattern=regex_pattern,
+                    string=string,
+                    flags=_flags(case_insensitive, multiline, dotall),
+                ),
+            )
         except re.error:
             return (False,)
 
@@ -167,22 +192,45 @@ class RegexMatch(_StringNode):
 class RegexExtract(_StringNode):
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"string": TEXT, "regex_pattern": TEXT,
-                             "mode": _combo(["First Match", "All Matches", "First Group", "All Groups"]),
-                             "case_insensitive": ("BOOLEAN", {"default": True}),
-                             "multiline": ("BOOLEAN", {"default": False}),
-                             "dotall": ("BOOLEAN", {"default": False}),
-                             "group_index": ("INT", {"default": 1, "min": 0, "max": 100})}}
+        return {
+            "required": {
+                "string": TEXT,
+                "regex_pattern": TEXT,
+                "mode": _combo(["First Match", "All Matches", "First Group", "All Groups"]),
+                "case_insensitive": ("BOOLEAN", {"default": True}),
+                "multiline": ("BOOLEAN", {"default": False}),
+                "dotall": ("BOOLEAN", {"default": False}),
+                "group_index": ("INT", {"default": 1, "min": 0, "max": 100}),
+            }
+        }
 
-    DESCRIPTION = ("The first match, all matches, the group `group_index` of the first match, or that group "
-                   "of every match (several results one per line); empty for no match or an invalid pattern.")
+    DESCRIPTION = (
+        "The first match, all matches, the group `group_index` of the first match, or that group "
+        "of every match (several results one per line); empty for no match or an invalid pattern."
+    )
 
-    def execute(self, string: str, regex_pattern: str, mode: str, case_insensitive: bool, multiline: bool,
-                dotall: bool, group_index: int):
+    def execute(
+        self,
+        string: str,
+        regex_pattern: str,
+        mode: str,
+        case_insensitive: bool,
+        multiline: bool,
+        dotall: bool,
+        group_index: int,
+    ):
         try:
-            return (regex_runner.run(type(self).__name__, "extract", pattern=regex_pattern, string=string,
-                                     flags=_flags(case_insensitive, multiline, dotall), mode=mode,
-                                     group=group_index),)
+            return (
+                regex_runner.run(
+                    type(self).__name__,
+                    "extract",
+                    pattern=regex_pattern,
+                    string=string,
+                    flags=_flags(case_insensitive, multiline, dotall),
+                    mode=mode,
+                    group=group_index,
+                ),
+            )
         except re.error:
             return ("",)
 
@@ -190,24 +238,60 @@ class RegexExtract(_StringNode):
 class RegexReplace(_StringNode):
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"string": TEXT, "regex_pattern": TEXT, "replace": TEXT},
-                "optional": {"case_insensitive": ("BOOLEAN", {"default": True}),
-                             "multiline": ("BOOLEAN", {"default": False}),
-                             "dotall": ("BOOLEAN", {"default": False, "tooltip": "Let '.' match newlines too."}),
-                             "count": ("INT", {"default": 0, "min": 0, "max": 100,
-                                               "tooltip": "At most this many replacements; 0 replaces all."})}}
+        return {
+            "required": {"string": TEXT, "regex_pattern": TEXT, "replace": TEXT},
+            "optional": {
+                "case_insensitive": ("BOOLEAN", {"default": True}),
+                "multiline": ("BOOLEAN", {"default": False}),
+                "dotall": ("BOOLEAN", {"default": False, "tooltip": "Let '.' match newlines too."}),
+                "count": (
+                    "INT",
+                    {"default": 0, "min": 0, "max": 100, "tooltip": "At most this many replacements; 0 replaces all."},
+                ),
+            },
+        }
 
     DESCRIPTION = "Replaces the matches of a regular expression (the replacement may use \\1 or \\g<name>)."
 
-    def execute(self, string: str, regex_pattern: str, replace: str, case_insensitive: bool = True,
-                multiline: bool = False, dotall: bool = False, count: int = 0):
-        return (regex_runner.run(type(self).__name__, "sub", pattern=regex_pattern, repl=replace, string=string,
-                                 count=count, flags=_flags(case_insensitive, multiline, dotall)),)
+    def execute(
+        self,
+        string: str,
+        regex_pattern: str,
+        replace: str,
+        case_insensitive: bool = True,
+        multiline: bool = False,
+        dotall: bool = False,
+        count: int = 0,
+    ):
+        return (
+            regex_runner.run(
+                type(self).__name__,
+                "sub",
+                pattern=regex_pattern,
+                repl=replace,
+                string=string,
+                count=count,
+                flags=_flags(case_insensitive, multiline, dotall),
+            ),
+        )
 
 
-NODE_CLASS_MAPPINGS = {cls.__name__: cls for cls in (
-    StringConcatenate, StringSubstring, StringLength, CaseConverter, StringTrim, StringReplace, StringContains,
-    StringCompare, RegexMatch, RegexExtract, RegexReplace)}
+NODE_CLASS_MAPPINGS = {
+    cls.__name__: cls
+    for cls in (
+        StringConcatenate,
+        StringSubstring,
+        StringLength,
+        CaseConverter,
+        StringTrim,
+        StringReplace,
+        StringContains,
+        StringCompare,
+        RegexMatch,
+        RegexExtract,
+        RegexReplace,
+    )
+}
 
 NODE_DISPLAY_NAME_MAPPINGS = {
     "StringConcatenate": "Concatenate",

@@ -6,16 +6,17 @@ strength_type "multiply" scales the tokens. "attn_bias" leaves them and, unless 
 ComfyUI's attention bias (log strength on the new tokens) as the entry's attention_mask. SD-family models
 ignore that mask, in ComfyUI as here, so SD1 results are ComfyUI's; the Flux model here does not read
 attention masks, so a Redux model with an attention bias is refused rather than silently ignored."""
+
 from __future__ import annotations
 
 import torch
 
 from cluster.refs import ModelRef
+from nodes.inputs import require_ref
 from nodes.ksampler import call_model_fn
 from nodes.library.clip_vision import ClipVisionOutput
 from nodes.loaders import make_ref, model_file
 from nodes.workspace import active
-from nodes.inputs import require_ref
 
 COMPONENT = "style_model"
 
@@ -29,24 +30,30 @@ def attention_bias(keys: dict, n_txt: int, batch: int, n_new: int, bias: torch.T
     mask = keys.get("attention_mask")
     if mask is None:
         mask = torch.zeros((batch, n_txt + n_ref, n_txt + n_ref), dtype=torch.float16)
-    if mask.dtype == torch.bool:   # allowed/forbidden -> 0 / -inf bias
+    if mask.dtype == torch.bool:  # allowed/forbidden -> 0 / -inf bias
         mask = torch.log(mask.to(dtype=torch.float16))
     size = n_txt + n_new + n_ref
     out = torch.zeros((batch, size, size), dtype=torch.float16)
     out[:, :n_txt, :n_txt] = mask[:, :n_txt, :n_txt]
-    out[:, :n_txt, n_txt + n_new:] = mask[:, :n_txt, n_txt:]
-    out[:, n_txt + n_new:, :n_txt] = mask[:, n_txt:, :n_txt]
-    out[:, n_txt + n_new:, n_txt + n_new:] = mask[:, n_txt:, n_txt:]
-    out[:, :n_txt, n_txt:n_txt + n_new] = bias
-    out[:, n_txt + n_new:, n_txt:n_txt + n_new] = bias
+    out[:, :n_txt, n_txt + n_new :] = mask[:, :n_txt, n_txt:]
+    out[:, n_txt + n_new :, :n_txt] = mask[:, n_txt:, :n_txt]
+    out[:, n_txt + n_new :, n_txt + n_new :] = mask[:, n_txt:, n_txt:]
+    out[:, :n_txt, n_txt : n_txt + n_new] = bias
+    out[:, n_txt + n_new :, n_txt : n_txt + n_new] = bias
     return {**keys, "attention_mask": out, "attention_mask_img_shape": ref_size}
 
 
 class StyleModelLoader:
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"style_model_name": (active().list_files("style_models"),
-                                                  {"tooltip": "The style model file (T2I-Adapter style or Flux Redux)."})}}
+        return {
+            "required": {
+                "style_model_name": (
+                    active().list_files("style_models"),
+                    {"tooltip": "The style model file (T2I-Adapter style or Flux Redux)."},
+                )
+            }
+        }
 
     RETURN_TYPES = ("STYLE_MODEL",)
     FUNCTION = "load_style_model"
@@ -57,43 +64,75 @@ class StyleModelLoader:
         from nodes.models.errors import ModelLoadError
         from nodes.models.safetensors_io import shapes_of
         from nodes.models.style_model import style_kind
+
         path = model_file("style_models", style_model_name, "style_model_name")
         try:
             kind = style_kind(shapes_of(path)[0])
         except ModelLoadError as e:
             raise ValueError(f"style_model_name: {e}") from e
         if kind is None:
-            raise ValueError(f"style_model_name: invalid style model {style_model_name!r} (neither a T2I-Adapter "
-                             "style model nor Flux Redux)")
+            raise ValueError(
+                f"style_model_name: invalid style model {style_model_name!r} (neither a T2I-Adapter "
+                "style model nor Flux Redux)"
+            )
         return (make_ref(COMPONENT, kind, [path]),)
 
 
 class StyleModelApply:
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "conditioning": ("CONDITIONING", {"tooltip": "The conditioning the style tokens are appended to."}),
-            "style_model": ("STYLE_MODEL", {"tooltip": "The style model."}),
-            "clip_vision_output": ("CLIP_VISION_OUTPUT", {"tooltip": "The encoded reference image."}),
-            "strength": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 10.0, "step": 0.001,
-                                   "tooltip": "How strongly the style tokens act."}),
-            "strength_type": (["multiply", "attn_bias"], {"tooltip": "multiply: scale the style tokens; attn_bias: "
-                                                                     "bias attention towards them by log(strength)."})}}
+        return {
+            "required": {
+                "conditioning": ("CONDITIONING", {"tooltip": "The conditioning the style tokens are appended to."}),
+                "style_model": ("STYLE_MODEL", {"tooltip": "The style model."}),
+                "clip_vision_output": ("CLIP_VISION_OUTPUT", {"tooltip": "The encoded reference image."}),
+                "strength": (
+                    "FLOAT",
+                    {
+                        "default": 1.0,
+                        "min": 0.0,
+                        "max": 10.0,
+                        "step": 0.001,
+                        "tooltip": "How strongly the style tokens act.",
+                    },
+                ),
+                "strength_type": (
+                    ["multiply", "attn_bias"],
+                    {
+                        "tooltip": "multiply: scale the style tokens; attn_bias: "
+                        "bias attention towards them by log(strength)."
+                    },
+                ),
+            }
+        }
 
     RETURN_TYPES = ("CONDITIONING",)
     FUNCTION = "apply_stylemodel"
     CATEGORY = "conditioning/style_model"
     DESCRIPTION = "Appends a style model's tokens for a reference image to the conditioning."
 
-    async def apply_stylemodel(self, conditioning: list, style_model: ModelRef, clip_vision_output: ClipVisionOutput,
-                               strength: float, strength_type: str) -> tuple[list]:
+    async def apply_stylemodel(
+        self,
+        conditioning: list,
+        style_model: ModelRef,
+        clip_vision_output: ClipVisionOutput,
+        strength: float,
+        strength_type: str,
+    ) -> tuple[list]:
         require_ref(style_model, COMPONENT, "style_model", "STYLE_MODEL")
         biased = strength_type == "attn_bias" and strength != 1.0
         if style_model.arch == "flux_redux" and (biased or any("attention_mask" in k for _, k in conditioning)):
-            raise ValueError("strength_type: an attention bias on a Flux Redux style model is not supported yet "
-                             "(the Flux model here does not read attention masks); use multiply")
-        out = await call_model_fn("style_model_cond", style_model, "style_model",
-                                  {"last_hidden_state": clip_vision_output["last_hidden_state"]}, {})
+            raise ValueError(
+                "strength_type: an attention bias on a Flux Redux style model is not supported yet "
+                "(the Flux model here does not read attention masks); use multiply"
+            )
+        out = await call_model_fn(
+            "style_model_cond",
+            style_model,
+            "style_model",
+            {"last_hidden_state": clip_vision_output["last_hidden_state"]},
+            {},
+        )
         cond = out["cond"].flatten(start_dim=0, end_dim=1).unsqueeze(dim=0)
         if strength_type == "multiply":
             cond = cond * strength

@@ -2,6 +2,7 @@
 (as byte streams); Save SVG writes each into the output folder as <prefix>_<counter>_.svg with the prompt and
 workflow embedded as JSON in a <metadata> element after every opening <svg> tag, as ComfyUI 0.10.0 writes them
 (ComfyUI writes it whether or not --disable-metadata is set; so does this node)."""
+
 from __future__ import annotations
 
 import json
@@ -38,8 +39,19 @@ def metadata_element(prompt: Any, extra_pnginfo: dict | None) -> str | None:
     if not metadata:
         return None
     # ComfyUI's exact layout, so a file written here reads back byte for byte like one written there
-    return ("  <metadata>\n" + " " * 16 + "<![CDATA[\n" + " " * 12 + json.dumps(metadata, indent=2) + "\n"
-            + " " * 16 + "]]>\n" + " " * 12 + "</metadata>\n" + " " * 12)
+    return (
+        "  <metadata>\n"
+        + " " * 16
+        + "<![CDATA[\n"
+        + " " * 12
+        + json.dumps(metadata, indent=2)
+        + "\n"
+        + " " * 16
+        + "]]>\n"
+        + " " * 12
+        + "</metadata>\n"
+        + " " * 12
+    )
 
 
 class SaveSVGNode:
@@ -53,18 +65,29 @@ class SaveSVGNode:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"svg": ("SVG", {}),
-                             "filename_prefix": ("STRING", {"default": "svg/ComfyUI", "multiline": False,
-                                                            "tooltip": "Start of the file names; may hold a subfolder "
-                                                                       "and %date:...% style variables."})},
-                "hidden": {"prompt": ("PROMPT",), "extra_pnginfo": ("EXTRA_PNGINFO",)}}
+        return {
+            "required": {
+                "svg": ("SVG", {}),
+                "filename_prefix": (
+                    "STRING",
+                    {
+                        "default": "svg/ComfyUI",
+                        "multiline": False,
+                        "tooltip": "Start of the file names; may hold a subfolder and %date:...% style variables.",
+                    },
+                ),
+            },
+            "hidden": {"prompt": ("PROMPT",), "extra_pnginfo": ("EXTRA_PNGINFO",)},
+        }
 
-    def execute(self, svg: SVG, filename_prefix: str = "svg/ComfyUI", prompt: Any = None,
-                extra_pnginfo: dict | None = None):
+    def execute(
+        self, svg: SVG, filename_prefix: str = "svg/ComfyUI", prompt: Any = None, extra_pnginfo: dict | None = None
+    ):
         streams = getattr(svg, "data", None)
         if not isinstance(streams, list):
-            raise ValueError(f"Save SVG: svg must be an SVG value (documents as byte streams), not "
-                             f"{type(svg).__name__}")
+            raise ValueError(
+                f"Save SVG: svg must be an SVG value (documents as byte streams), not {type(svg).__name__}"
+            )
         base = active().output_dir
         folder, stem, counter, subfolder, _ = save_image_path(filename_prefix, base)
         # a re-run after the head was killed writes over the names the dead run took (as the image savers)

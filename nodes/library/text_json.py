@@ -1,6 +1,7 @@
 """Today's ComfyUI text nodes beyond 0.3.64's (`comfy_extras.nodes_string`): Format Text (Python's
 str.format over a growing group of inputs a..z), Extract Text from JSON, and the dictionary / array to
 JSON text converters."""
+
 from __future__ import annotations
 
 import json
@@ -26,8 +27,11 @@ class _TextNode:
 class StringFormat(_TextNode):
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": DynamicSection({"values": VALUES,
-                                            "f_string": ("STRING", {"default": "{a}", "multiline": True})})}
+        return {
+            "required": DynamicSection(
+                {"values": VALUES, "f_string": ("STRING", {"default": "{a}", "multiline": True})}
+            )
+        }
 
     SEARCH_ALIASES = ["string", "format"]
     DESCRIPTION = "Python's str.format: {a}, {b:.2f}, {c!r} ... filled from the linked values."
@@ -37,8 +41,9 @@ class StringFormat(_TextNode):
         try:
             return (f_string.format(**values),)
         except (KeyError, IndexError) as ex:
-            raise ValueError(f"Format Text: {f_string!r} names {ex} but the linked values are "
-                             f"{', '.join(values) or 'none'}") from None
+            raise ValueError(
+                f"Format Text: {f_string!r} names {ex} but the linked values are {', '.join(values) or 'none'}"
+            ) from None
 
 
 def first_json_object(text: str) -> dict | None:
@@ -55,12 +60,13 @@ def first_json_object(text: str) -> dict | None:
 class JsonExtractString(_TextNode):
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"json_string": ("STRING", {"multiline": True}),
-                             "key": ("STRING", {"multiline": False})}}
+        return {"required": {"json_string": ("STRING", {"multiline": True}), "key": ("STRING", {"multiline": False})}}
 
     SEARCH_ALIASES = ["json", "extract json", "parse json", "json value", "read json"]
-    DESCRIPTION = ("The value of `key` in the first JSON object found in the text (e.g. an LLM's answer in a "
-                   "code block), as text; empty when there is none or it is null.")
+    DESCRIPTION = (
+        "The value of `key` in the first JSON object found in the text (e.g. an LLM's answer in a "
+        "code block), as text; empty when there is none or it is null."
+    )
 
     def execute(self, json_string: str, key: str):
         found = first_json_object(json_string)
@@ -96,8 +102,12 @@ class ConvertArrayToString(_TextNode):
         return (_dump(array, indent),)
 
 
-NODE_CLASS_MAPPINGS = {cls.__name__: cls for cls in (
-    StringFormat, JsonExtractString, ConvertDictionaryToString, ConvertArrayToString)}
-NODE_DISPLAY_NAME_MAPPINGS = {"StringFormat": "Format Text", "JsonExtractString": "Extract Text from JSON",
-                              "ConvertDictionaryToString": "Convert Dictionary to String",
-                              "ConvertArrayToString": "Convert Array to String"}
+NODE_CLASS_MAPPINGS = {
+    cls.__name__: cls for cls in (StringFormat, JsonExtractString, ConvertDictionaryToString, ConvertArrayToString)
+}
+NODE_DISPLAY_NAME_MAPPINGS = {
+    "StringFormat": "Format Text",
+    "JsonExtractString": "Extract Text from JSON",
+    "ConvertDictionaryToString": "Convert Dictionary to String",
+    "ConvertArrayToString": "Convert Array to String",
+}

@@ -6,6 +6,7 @@ wider than the image is cut; an optional black outline; "\\n" and "\\t" typed in
 
 The text is rendered once on a transparent layer and laid over each frame (RGBA frames: premultiplied
 source-over, so the frame's own alpha is kept where there is no text)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -14,11 +15,11 @@ from PIL import Image, ImageColor, ImageDraw, ImageFont
 
 from nodes.workspace import active
 
-LINE_SPACING = 1.2       # line advance, in font sizes
-MARGIN_PERCENT = 1.0     # of the shorter side
-MIN_FONT_PERCENT = 2.0   # of the height: the size stops shrinking there ...
-MIN_FONT_PIXELS = 10     # ... but never below this
-OUTLINE_FACTOR = 0.04    # outline width, in font sizes (at least 1 px)
+LINE_SPACING = 1.2  # line advance, in font sizes
+MARGIN_PERCENT = 1.0  # of the shorter side
+MIN_FONT_PERCENT = 2.0  # of the height: the size stops shrinking there ...
+MIN_FONT_PIXELS = 10  # ... but never below this
+OUTLINE_FACTOR = 0.04  # outline width, in font sizes (at least 1 px)
 
 
 def _font(name: str, size: int) -> ImageFont.FreeTypeFont:
@@ -41,7 +42,7 @@ def wrap(text: str, font: ImageFont.FreeTypeFont, max_width: int) -> list[str]:
         for word in words:
             while len(word) > 1 and font.getlength(word) > max_width:
                 cut = 1
-                while cut < len(word) and font.getlength(word[:cut + 1]) <= max_width:
+                while cut < len(word) and font.getlength(word[: cut + 1]) <= max_width:
                     cut += 1
                 if line:
                     lines.append(line)
@@ -59,8 +60,17 @@ def wrap(text: str, font: ImageFont.FreeTypeFont, max_width: int) -> list[str]:
     return lines
 
 
-def render(width: int, height: int, text: str, position: str, align: str, font_name: str, font_size: float,
-           fill: tuple[int, ...], outline: tuple[int, ...]) -> tuple[torch.Tensor, torch.Tensor]:
+def render(
+    width: int,
+    height: int,
+    text: str,
+    position: str,
+    align: str,
+    font_name: str,
+    font_size: float,
+    fill: tuple[int, ...],
+    outline: tuple[int, ...],
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The text on a transparent width x height layer: (RGB [H,W,3], alpha [H,W,1]), values 0..1."""
     layer = Image.new("RGBA", (width, height), (0, 0, 0, 0))
     draw = ImageDraw.Draw(layer)
@@ -83,27 +93,48 @@ def render(width: int, height: int, text: str, position: str, align: str, font_n
     anchor, x = {"left": ("l", margin), "center": ("m", width / 2), "right": ("r", width - margin)}[align]
     # the block's inked top (or bottom) sits on the margin
     y = height - margin - box[3] if position == "bottom" else margin - box[1]
-    draw.multiline_text((x, y), block, font=font, fill=fill, anchor=anchor + "a", align=align, spacing=spacing,
-                        stroke_width=stroke, stroke_fill=outline)
+    draw.multiline_text(
+        (x, y),
+        block,
+        font=font,
+        fill=fill,
+        anchor=anchor + "a",
+        align=align,
+        spacing=spacing,
+        stroke_width=stroke,
+        stroke_fill=outline,
+    )
     rgba = torch.from_numpy(np.asarray(layer).astype(np.float32) / 255.0)
     return rgba[..., :3], rgba[..., 3:4]
 
 
-def overlay(images: torch.Tensor, text: str, font: str, font_size: float, color: str, position: str, align: str,
-            outline: bool) -> torch.Tensor:
+def overlay(
+    images: torch.Tensor, text: str, font: str, font_size: float, color: str, position: str, align: str, outline: bool
+) -> torch.Tensor:
     if not text.strip():
         return images
     if position not in ("top", "bottom") or align not in ("left", "center", "right"):
-        raise ValueError(f"Draw Text Overlay: position must be top or bottom and align left, center or right "
-                         f"(got {position!r}, {align!r})")
+        raise ValueError(
+            f"Draw Text Overlay: position must be top or bottom and align left, center or right "
+            f"(got {position!r}, {align!r})"
+        )
     try:
         fill = ImageColor.getrgb(color)
     except ValueError:
         raise ValueError(f"Draw Text Overlay: {color!r} is not a colour") from None
     fill = fill if len(fill) == 4 else (*fill, 255)
     text = text.replace("\\n", "\n").replace("\\t", "\t")
-    rgb, alpha = render(images.shape[2], images.shape[1], text, position, align, font, font_size, fill,
-                        (0, 0, 0, 255) if outline else (0, 0, 0, 0))
+    rgb, alpha = render(
+        images.shape[2],
+        images.shape[1],
+        text,
+        position,
+        align,
+        font,
+        font_size,
+        fill,
+        (0, 0, 0, 255) if outline else (0, 0, 0, 0),
+    )
     rgb, alpha = rgb.to(images), alpha.to(images)
     if images.shape[-1] == 4:
         under_rgb, under_alpha = images[..., :3], images[..., 3:]
@@ -122,24 +153,44 @@ class TextOverlay:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "images": ("IMAGE", {}),
-            "text": ("STRING", {"default": "", "multiline": True}),
-            "font": ("COMBO", {"multiselect": False, "options": active().list_files("fonts")}),
-            "font_size": ("FLOAT", {"default": 5.0, "min": 0.5, "max": 50.0, "step": 0.5,
-                                    "tooltip": "Font size as a percentage of the image height."}),
-            "color": ("COLOR", {"default": "#ffffff", "tooltip": "Colour of the text."}),
-            "position": ("COMBO", {"default": "top", "multiselect": False, "options": ["top", "bottom"]}),
-            "align": ("COMBO", {"default": "left", "multiselect": False, "options": ["left", "center", "right"]}),
-            "outline": ("BOOLEAN", {"default": True, "tooltip": "Draw a black outline around the text."})}}
+        return {
+            "required": {
+                "images": ("IMAGE", {}),
+                "text": ("STRING", {"default": "", "multiline": True}),
+                "font": ("COMBO", {"multiselect": False, "options": active().list_files("fonts")}),
+                "font_size": (
+                    "FLOAT",
+                    {
+                        "default": 5.0,
+                        "min": 0.5,
+                        "max": 50.0,
+                        "step": 0.5,
+                        "tooltip": "Font size as a percentage of the image height.",
+                    },
+                ),
+                "color": ("COLOR", {"default": "#ffffff", "tooltip": "Colour of the text."}),
+                "position": ("COMBO", {"default": "top", "multiselect": False, "options": ["top", "bottom"]}),
+                "align": ("COMBO", {"default": "left", "multiselect": False, "options": ["left", "center", "right"]}),
+                "outline": ("BOOLEAN", {"default": True, "tooltip": "Draw a black outline around the text."}),
+            }
+        }
 
     RETURN_TYPES = ("IMAGE",)
     RETURN_NAMES = ("images",)
     OUTPUT_TOOLTIPS = (None,)
     DESCRIPTION = "Draws text over an image or a batch of images."
 
-    def execute(self, images: torch.Tensor, text: str, font: str, font_size: float, color: str, position: str,
-                align: str, outline: bool):
+    def execute(
+        self,
+        images: torch.Tensor,
+        text: str,
+        font: str,
+        font_size: float,
+        color: str,
+        position: str,
+        align: str,
+        outline: bool,
+    ):
         return (overlay(images, text, font, font_size, color, position, align, outline),)
 
 

@@ -1,5 +1,6 @@
 """ComfyUI's comfy_extras.nodes_text: Save Text writes a text into the output folder as .txt, .csv, .md or .json
 (a JSON text pretty-printed, any other text as it is), shows it and its file in the UI, and passes it on."""
+
 from __future__ import annotations
 
 import json
@@ -26,10 +27,14 @@ class SaveText:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"text": ("STRING", {"forceInput": True, "multiline": False}),
-                             "filename_prefix": ("STRING", {"default": "ComfyUI", "multiline": False}),
-                             "format": ("COMBO", {"default": "txt", "multiselect": False, "options": FORMATS})},
-                "hidden": {"prompt": ("PROMPT",), "extra_pnginfo": ("EXTRA_PNGINFO",)}}
+        return {
+            "required": {
+                "text": ("STRING", {"forceInput": True, "multiline": False}),
+                "filename_prefix": ("STRING", {"default": "ComfyUI", "multiline": False}),
+                "format": ("COMBO", {"default": "txt", "multiselect": False, "options": FORMATS}),
+            },
+            "hidden": {"prompt": ("PROMPT",), "extra_pnginfo": ("EXTRA_PNGINFO",)},
+        }
 
     def execute(self, text: str, filename_prefix: str, format: str, **hidden: Any):
         if format not in FORMATS:
@@ -46,11 +51,13 @@ class SaveText:
             try:
                 body = json.dumps(json.loads(text), indent=2, ensure_ascii=False)
             except json.JSONDecodeError:
-                pass   # not JSON: written as it is, as ComfyUI does
+                pass  # not JSON: written as it is, as ComfyUI does
         with open(os.path.join(taken.folder, file), "w", encoding="utf-8") as f:
             f.write(body)
-        return {"ui": {"text": [text], "files": [{"filename": file, "subfolder": subfolder, "type": "output"}]},
-                "result": (text,)}
+        return {
+            "ui": {"text": [text], "files": [{"filename": file, "subfolder": subfolder, "type": "output"}]},
+            "result": (text,),
+        }
 
 
 NODE_CLASS_MAPPINGS = {"SaveText": SaveText}

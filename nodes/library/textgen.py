@@ -7,6 +7,7 @@ Qwen3-VL (without it the template closes the reasoning block, as ComfyUI's Qwen3
 nothing (no file here has a multi-token-prediction head), as in ComfyUI. Images, video and audio are read by
 vision-language encoders only: Z-Image's and FLUX.2 Klein's Qwen3 ignore them, as ComfyUI's do; Qwen-Image's
 are refused (generation here does not read images yet)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -22,13 +23,27 @@ SAMPLING_ON = {
         "top_p": ("FLOAT", {"default": 0.95, "min": 0.0, "max": 1.0, "step": 0.01}),
         "min_p": ("FLOAT", {"default": 0.05, "min": 0.0, "max": 1.0, "step": 0.01}),
         "repetition_penalty": ("FLOAT", {"default": 1.05, "min": 0.0, "max": 5.0, "step": 0.01}),
-        "seed": ("INT", {"default": 0, "min": 0, "max": 0xffffffffffffffff})},
-    "optional": {"presence_penalty": ("FLOAT", {"default": 0.0, "min": 0.0, "max": 5.0, "step": 0.01})}}
-SAMPLING_MODE = (DYNAMIC_COMBO, {"display_name": "Sampling Mode", "options": [
-    {"key": "on", "inputs": SAMPLING_ON}, {"key": "off", "inputs": {"required": {}}}]})
+        "seed": ("INT", {"default": 0, "min": 0, "max": 0xFFFFFFFFFFFFFFFF}),
+    },
+    "optional": {"presence_penalty": ("FLOAT", {"default": 0.0, "min": 0.0, "max": 5.0, "step": 0.01})},
+}
+SAMPLING_MODE = (
+    DYNAMIC_COMBO,
+    {
+        "display_name": "Sampling Mode",
+        "options": [{"key": "on", "inputs": SAMPLING_ON}, {"key": "off", "inputs": {"required": {}}}],
+    },
+)
 # ComfyUI's settings when sampling is off or an option leaves one out (greedy decoding reads none of them).
-UNSET = {"temperature": 1.0, "top_k": 50, "top_p": 1.0, "min_p": 0.0, "repetition_penalty": 1.0,
-         "presence_penalty": 0.0, "seed": 0}
+UNSET = {
+    "temperature": 1.0,
+    "top_k": 50,
+    "top_p": 1.0,
+    "min_p": 0.0,
+    "repetition_penalty": 1.0,
+    "presence_penalty": 0.0,
+    "seed": 0,
+}
 MTP = ["auto", "off", "2", "3", "4", "5"]
 
 
@@ -40,44 +55,91 @@ class TextGenerate:
     @classmethod
     def INPUT_TYPES(cls):
         return {
-            "required": DynamicSection({
-                "clip": ("CLIP", {}),
-                "prompt": ("STRING", {"default": "", "multiline": True, "dynamicPrompts": True}),
-                "max_length": ("INT", {"default": 512, "min": 1, "max": 32768}),
-                "sampling_mode": SAMPLING_MODE}),
+            "required": DynamicSection(
+                {
+                    "clip": ("CLIP", {}),
+                    "prompt": ("STRING", {"default": "", "multiline": True, "dynamicPrompts": True}),
+                    "max_length": ("INT", {"default": 512, "min": 1, "max": 32768}),
+                    "sampling_mode": SAMPLING_MODE,
+                }
+            ),
             "optional": {
                 "image": ("IMAGE", {}),
                 "video": ("IMAGE", {"tooltip": "Video frames as an image batch (24 fps assumed, read at 1 fps)."}),
                 "audio": ("AUDIO", {}),
-                "thinking": ("BOOLEAN", {"tooltip": "Reason before answering, where the model has a thinking "
-                                                    "mode.", "default": False}),
-                "use_default_template": ("BOOLEAN", {"tooltip": "Wrap the prompt in the model's own chat "
-                                                                "template and system prompt, where it has them.",
-                                                     "advanced": True, "default": True}),
-                "mtp": ("COMBO", {"tooltip": "Speculative decoding with a multi-token-prediction head, where the "
-                                             "checkpoint has one; auto picks the draft depth, 2-5 fix it.",
-                                  "default": "auto", "multiselect": False, "options": MTP}),
-                "system_prompt": ("STRING", {"tooltip": "Takes the place of the chat template's system prompt; "
-                                                        "unused without the default template.",
-                                             "forceInput": True, "multiline": False})}}
+                "thinking": (
+                    "BOOLEAN",
+                    {"tooltip": "Reason before answering, where the model has a thinking mode.", "default": False},
+                ),
+                "use_default_template": (
+                    "BOOLEAN",
+                    {
+                        "tooltip": "Wrap the prompt in the model's own chat "
+                        "template and system prompt, where it has them.",
+                        "advanced": True,
+                        "default": True,
+                    },
+                ),
+                "mtp": (
+                    "COMBO",
+                    {
+                        "tooltip": "Speculative decoding with a multi-token-prediction head, where the "
+                        "checkpoint has one; auto picks the draft depth, 2-5 fix it.",
+                        "default": "auto",
+                        "multiselect": False,
+                        "options": MTP,
+                    },
+                ),
+                "system_prompt": (
+                    "STRING",
+                    {
+                        "tooltip": "Takes the place of the chat template's system prompt; "
+                        "unused without the default template.",
+                        "forceInput": True,
+                        "multiline": False,
+                    },
+                ),
+            },
+        }
 
     RETURN_TYPES = ("STRING", "STRING")
     RETURN_NAMES = ("generated_text", "thinking")
     OUTPUT_TOOLTIPS = (None, None)
     SEARCH_ALIASES = ["LLM", "gemma"]
 
-    async def execute(self, clip, prompt: str, max_length: int, sampling_mode: str, image=None, video=None,
-                      audio=None, thinking: bool = False, use_default_template: bool = True, mtp: str = "auto",
-                      system_prompt: str = "", **kwargs: Any):
+    async def execute(
+        self,
+        clip,
+        prompt: str,
+        max_length: int,
+        sampling_mode: str,
+        image=None,
+        video=None,
+        audio=None,
+        thinking: bool = False,
+        use_default_template: bool = True,
+        mtp: str = "auto",
+        system_prompt: str = "",
+        **kwargs: Any,
+    ):
         from nodes.models.text_generate import split_thinking
+
         ref = require_component(clip, "text_encoder", "clip")
         if sampling_mode not in ("on", "off"):
             raise ValueError(f"sampling_mode: {sampling_mode!r} is not one of on, off")
         sampling = {**UNSET, **combo_inputs(kwargs, "sampling_mode")} if sampling_mode == "on" else dict(UNSET)
-        params = {"prompt": prompt, "max_length": int(max_length), "use_template": bool(use_default_template),
-                  "system_prompt": system_prompt or "", "thinking": bool(thinking), "do_sample": sampling_mode == "on",
-                  "media": [name for name, value in (("image", image), ("video", video), ("audio", audio))
-                            if value is not None], **sampling}
+        params = {
+            "prompt": prompt,
+            "max_length": int(max_length),
+            "use_template": bool(use_default_template),
+            "system_prompt": system_prompt or "",
+            "thinking": bool(thinking),
+            "do_sample": sampling_mode == "on",
+            "media": [
+                name for name, value in (("image", image), ("video", video), ("audio", audio)) if value is not None
+            ],
+            **sampling,
+        }
         out = await call_model_fn("text_generate", ref, "clip", {}, params)
         text = bytes(out["text"].numpy()).decode("utf-8")
         return split_thinking(text)

@@ -2,6 +2,7 @@
 of Tiles (overlapping tiles, each a list item, so the nodes after it run once per tile), Merge List of
 Tiles to Image (the tiles blended back with sine-feathered weights where they overlap) and Get
 Image/Video Latent Size."""
+
 from __future__ import annotations
 
 import math
@@ -13,8 +14,9 @@ from nodes import MAX_RESOLUTION
 MODULE = "comfy_extras.nodes_images"
 
 
-def tile_grid(width: int, height: int, tile_width: int, tile_height: int, overlap: int
-              ) -> list[tuple[int, int, int, int]]:
+def tile_grid(
+    width: int, height: int, tile_width: int, tile_height: int, overlap: int
+) -> list[tuple[int, int, int, int]]:
     """(x0, y0, x1, y1) of each tile, rows top to bottom: tiles step by their size less the overlap (at least a
     quarter of the tile), and the last tile of a row or column is pushed back to end at the image's edge."""
     step_x = round(max(tile_width * 0.25, tile_width - overlap))
@@ -44,10 +46,14 @@ class SplitImageToTileList:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"image": ("IMAGE", {}),
-                             "tile_width": ("INT", {"default": 1024, "min": 64, "max": MAX_RESOLUTION}),
-                             "tile_height": ("INT", {"default": 1024, "min": 64, "max": MAX_RESOLUTION}),
-                             "overlap": ("INT", {"default": 128, "min": 0, "max": 4096})}}
+        return {
+            "required": {
+                "image": ("IMAGE", {}),
+                "tile_width": ("INT", {"default": 1024, "min": 64, "max": MAX_RESOLUTION}),
+                "tile_height": ("INT", {"default": 1024, "min": 64, "max": MAX_RESOLUTION}),
+                "overlap": ("INT", {"default": 128, "min": 0, "max": 4096}),
+            }
+        }
 
     RETURN_TYPES = ("IMAGE",)
     OUTPUT_IS_LIST = (True,)
@@ -68,20 +74,27 @@ class ImageMergeTileList:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"image_list": ("IMAGE", {}),
-                             "final_width": ("INT", {"default": 1024, "min": 64, "max": 32768}),
-                             "final_height": ("INT", {"default": 1024, "min": 64, "max": 32768}),
-                             "overlap": ("INT", {"default": 128, "min": 0, "max": 4096})}}
+        return {
+            "required": {
+                "image_list": ("IMAGE", {}),
+                "final_width": ("INT", {"default": 1024, "min": 64, "max": 32768}),
+                "final_height": ("INT", {"default": 1024, "min": 64, "max": 32768}),
+                "overlap": ("INT", {"default": 128, "min": 0, "max": 4096}),
+            }
+        }
 
     RETURN_TYPES = ("IMAGE",)
     OUTPUT_IS_LIST = (False,)
     OUTPUT_TOOLTIPS = (None,)
     SEARCH_ALIASES = ["split image", "tile image", "slice image"]
-    DESCRIPTION = ("The tiles (as Split Image into List of Tiles cut them, all the first tile's size) put back into "
-                   "one image; overlaps are blended, each tile weighted by a sine falling to its edges.")
+    DESCRIPTION = (
+        "The tiles (as Split Image into List of Tiles cut them, all the first tile's size) put back into "
+        "one image; overlaps are blended, each tile weighted by a sine falling to its edges."
+    )
 
-    def execute(self, image_list: list[torch.Tensor], final_width: list[int], final_height: list[int],
-                overlap: list[int]):
+    def execute(
+        self, image_list: list[torch.Tensor], final_width: list[int], final_height: list[int], overlap: list[int]
+    ):
         width, height, ovl = final_width[0], final_height[0], overlap[0]
         first = image_list[0]
         b, th, tw, c = first.shape
@@ -96,8 +109,8 @@ class ImageMergeTileList:
             bump = torch.ones((1, th, tw, 1), dtype=first.dtype)
         for tile, (x0, y0, x1, y1) in zip(image_list, tile_grid(width, height, tw, th, ovl)):
             h, w = min(y1 - y0, tile.shape[1]), min(x1 - x0, tile.shape[2])
-            canvas[:, y0:y0 + h, x0:x0 + w] += tile[:, :h, :w] * bump[:, :h, :w]
-            weights[:, y0:y0 + h, x0:x0 + w] += bump[:, :h, :w]
+            canvas[:, y0 : y0 + h, x0 : x0 + w] += tile[:, :h, :w] * bump[:, :h, :w]
+            weights[:, y0 : y0 + h, x0 : x0 + w] += bump[:, :h, :w]
         weights[weights == 0] = 1.0
         return (canvas / weights,)
 
@@ -109,8 +122,10 @@ class GetLatentSize:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"latent": ("LATENT", {"tooltip": "An image or video latent."})},
-                "hidden": {"unique_id": "UNIQUE_ID"}}
+        return {
+            "required": {"latent": ("LATENT", {"tooltip": "An image or video latent."})},
+            "hidden": {"unique_id": "UNIQUE_ID"},
+        }
 
     RETURN_TYPES = ("INT", "INT", "INT", "INT")
     RETURN_NAMES = ("width", "height", "frames", "batch_size")
@@ -120,7 +135,7 @@ class GetLatentSize:
 
     def execute(self, latent: dict, unique_id: str | None = None):
         samples = latent["samples"]
-        if samples.is_nested:          # audio-video latents: the first part
+        if samples.is_nested:  # audio-video latents: the first part
             samples = samples.unbind()[0]
         if samples.ndim == 5:
             batch, _, frames, height, width = samples.shape
@@ -130,6 +145,8 @@ class GetLatentSize:
 
 
 NODE_CLASS_MAPPINGS = {cls.__name__: cls for cls in (SplitImageToTileList, ImageMergeTileList, GetLatentSize)}
-NODE_DISPLAY_NAME_MAPPINGS = {"SplitImageToTileList": "Split Image into List of Tiles",
-                              "ImageMergeTileList": "Merge List of Tiles to Image",
-                              "GetLatentSize": "Get Image/Video Latent Size"}
+NODE_DISPLAY_NAME_MAPPINGS = {
+    "SplitImageToTileList": "Split Image into List of Tiles",
+    "ImageMergeTileList": "Merge List of Tiles to Image",
+    "GetLatentSize": "Get Image/Video Latent Size",
+}

@@ -6,18 +6,20 @@ output patch carried on the MODEL (nodes.modelfns.network_patches).
 Each cell's destination is drawn at random. ComfyUI draws from torch's global generator; a step here draws
 from a generator seeded by its sigma and the layer (nodes.library.hypertile.step_generator), so a step gives
 the same image wherever it runs. Given the same draws, the merge is ComfyUI's exactly."""
+
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
 from cluster.refs import ModelRef
+from nodes.inputs import require_model
 from nodes.library.hypertile import step_generator
 from nodes.modelfns.network_patches import with_network_patch
-from nodes.inputs import require_model
 
 MODULE = "comfy_extras.nodes_tomesd"
 STASH = "tome_unmerge"
@@ -28,8 +30,9 @@ def _identity(x: torch.Tensor) -> torch.Tensor:
     return x
 
 
-def bipartite_merge(metric: torch.Tensor, w: int, h: int, sx: int, sy: int, r: int,
-                    generator: torch.Generator) -> tuple[Merge, Merge]:
+def bipartite_merge(
+    metric: torch.Tensor, w: int, h: int, sx: int, sy: int, r: int, generator: torch.Generator
+) -> tuple[Merge, Merge]:
     """(merge, unmerge) for tokens [B, N, C] laid out h x w: destinations are one random token per sx x sy
     cell; the r source tokens most similar (cosine) to some destination are averaged into it."""
     b, n, _ = metric.shape
@@ -38,20 +41,22 @@ def bipartite_merge(metric: torch.Tensor, w: int, h: int, sx: int, sy: int, r: i
     cells_h, cells_w = h // sy, w // sx
     pick = torch.randint(sy * sx, size=(cells_h, cells_w, 1), generator=generator).to(metric.device)
     marks = torch.zeros(cells_h, cells_w, sy * sx, device=metric.device, dtype=torch.int64)
-    marks.scatter_(dim=2, index=pick, src=-torch.ones_like(pick))     # -1: the cell's destination
+    marks.scatter_(dim=2, index=pick, src=-torch.ones_like(pick))  # -1: the cell's destination
     marks = marks.view(cells_h, cells_w, sy, sx).transpose(1, 2).reshape(cells_h * sy, cells_w * sx)
-    if marks.shape != (h, w):   # rows / columns past the last whole cell stay sources
+    if marks.shape != (h, w):  # rows / columns past the last whole cell stay sources
         full = torch.zeros(h, w, device=metric.device, dtype=torch.int64)
-        full[:cells_h * sy, :cells_w * sx] = marks
+        full[: cells_h * sy, : cells_w * sx] = marks
         marks = full
-    order = marks.reshape(1, -1, 1).argsort(dim=1)      # destinations first
+    order = marks.reshape(1, -1, 1).argsort(dim=1)  # destinations first
     n_dst = cells_h * cells_w
     src_pos, dst_pos = order[:, n_dst:, :], order[:, :n_dst, :]
 
     def split(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         c = x.shape[-1]
-        return (torch.gather(x, 1, src_pos.expand(x.shape[0], n - n_dst, c)),
-                torch.gather(x, 1, dst_pos.expand(x.shape[0], n_dst, c)))
+        return (
+            torch.gather(x, 1, src_pos.expand(x.shape[0], n - n_dst, c)),
+            torch.gather(x, 1, dst_pos.expand(x.shape[0], n_dst, c)),
+        )
 
     with torch.no_grad():
         src, dst = split(metric / metric.norm(dim=-1, keepdim=True))
@@ -84,8 +89,9 @@ def bipartite_merge(metric: torch.Tensor, w: int, h: int, sx: int, sy: int, r: i
     return merge, unmerge
 
 
-def tome_functions(x: torch.Tensor, ratio: float, original_shape: list[int],
-                   generator: torch.Generator) -> tuple[Merge, Merge]:
+def tome_functions(
+    x: torch.Tensor, ratio: float, original_shape: list[int], generator: torch.Generator
+) -> tuple[Merge, Merge]:
     """Merge only in layers at the latent's full resolution (2x2 cells, ratio of the tokens)."""
     _, _, height, width = original_shape
     downsample = int(math.ceil(math.sqrt((height * width) // x.shape[1])))
@@ -98,11 +104,11 @@ def tome_functions(x: torch.Tensor, ratio: float, original_shape: list[int],
 @dataclass(frozen=True)
 class TomeMerge:
     """attn1_patch: merge the query tokens (keys and values keep every token)."""
+
     ratio: float
 
     def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, options: dict) -> tuple:
-        merge, unmerge = tome_functions(q, self.ratio, options["original_shape"],
-                                        step_generator(options, q.shape[1]))
+        merge, unmerge = tome_functions(q, self.ratio, options["original_shape"], step_generator(options, q.shape[1]))
         options[STASH] = unmerge
         return merge(q), k, v
 
@@ -120,14 +126,28 @@ class TomePatchModel:
     RETURN_TYPES = ("MODEL",)
     FUNCTION = "patch"
     CATEGORY = "model_patches/unet"
-    DESCRIPTION = ("Token merging: merges similar tokens in the UNet's full-resolution self-attention, trading a "
-                   "little detail for speed.")
+    DESCRIPTION = (
+        "Token merging: merges similar tokens in the UNet's full-resolution self-attention, trading a "
+        "little detail for speed."
+    )
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"model": ("MODEL", {}),
-                             "ratio": ("FLOAT", {"default": 0.3, "min": 0.0, "max": 1.0, "step": 0.01,
-                                                 "tooltip": "Share of the tokens merged away."})}}
+        return {
+            "required": {
+                "model": ("MODEL", {}),
+                "ratio": (
+                    "FLOAT",
+                    {
+                        "default": 0.3,
+                        "min": 0.0,
+                        "max": 1.0,
+                        "step": 0.01,
+                        "tooltip": "Share of the tokens merged away.",
+                    },
+                ),
+            }
+        }
 
     def patch(self, model: Any, ratio: float) -> tuple[ModelRef]:
         require_model(model)

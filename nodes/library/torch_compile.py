@@ -1,6 +1,7 @@
 """ComfyUI's comfy_extras.nodes_torch_compile: TorchCompileModel. The MODEL carries the backend as data
 (nodes.modelfns.model_options.COMPILE); each executor's denoise step compiles the network it has loaded once
 per (network, backend) with torch.compile and reuses it for every later step (nodes.modelfns.denoise)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -9,7 +10,7 @@ from cluster.refs import ModelRef
 from nodes.inputs import require_model
 from nodes.modelfns.model_options import COMPILE
 
-BACKENDS = ["inductor", "cudagraphs"]   # ComfyUI's choices
+BACKENDS = ["inductor", "cudagraphs"]  # ComfyUI's choices
 
 
 class TorchCompileModel:
@@ -18,13 +19,14 @@ class TorchCompileModel:
     FUNCTION = "patch"
     CATEGORY = "_for_testing"
     EXPERIMENTAL = True
-    DESCRIPTION = ("Runs the diffusion model compiled with torch.compile (compiled once on each executor, on "
-                   "first use; the first steps take longer).")
+    DESCRIPTION = (
+        "Runs the diffusion model compiled with torch.compile (compiled once on each executor, on "
+        "first use; the first steps take longer)."
+    )
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"model": ("MODEL", {}),
-                             "backend": ("COMBO", {"multiselect": False, "options": BACKENDS})}}
+        return {"required": {"model": ("MODEL", {}), "backend": ("COMBO", {"multiselect": False, "options": BACKENDS})}}
 
     def patch(self, model: Any, backend: str) -> tuple[ModelRef]:
         if backend not in BACKENDS:

@@ -6,6 +6,7 @@ Training Dataset reads such a folder back, in shard order. The files are ComfyUI
 
 Loading unpickles with torch.load's weights_only (tensors, lists, dicts, numbers, strings), as ComfyUI does on
 this torch, so a shard cannot run code."""
+
 from __future__ import annotations
 
 import json
@@ -25,8 +26,9 @@ def dataset_folder(folder_name: str) -> str:
     base = os.path.abspath(active().output_dir)
     folder = os.path.abspath(os.path.join(base, folder_name))
     if folder == base or os.path.commonpath((base, folder)) != base:
-        raise ValueError(f"Training dataset: folder_name {folder_name!r} must name a folder inside the output "
-                         f"directory")
+        raise ValueError(
+            f"Training dataset: folder_name {folder_name!r} must name a folder inside the output directory"
+        )
     return folder
 
 
@@ -40,11 +42,19 @@ class MakeTrainingDataset:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"images": ("IMAGE", {"tooltip": "The images to encode."}),
-                             "vae": ("VAE", {"tooltip": "Encodes the images into latents."}),
-                             "clip": ("CLIP", {"tooltip": "Encodes the captions into conditioning."})},
-                "optional": {"texts": ("STRING", {"multiline": False, "tooltip": "One caption per image, one for "
-                                                  "all, or none (an empty caption)."})}}
+        return {
+            "required": {
+                "images": ("IMAGE", {"tooltip": "The images to encode."}),
+                "vae": ("VAE", {"tooltip": "Encodes the images into latents."}),
+                "clip": ("CLIP", {"tooltip": "Encodes the captions into conditioning."}),
+            },
+            "optional": {
+                "texts": (
+                    "STRING",
+                    {"multiline": False, "tooltip": "One caption per image, one for all, or none (an empty caption)."},
+                )
+            },
+        }
 
     RETURN_TYPES = ("LATENT", "CONDITIONING")
     RETURN_NAMES = ("latents", "conditioning")
@@ -57,8 +67,10 @@ class MakeTrainingDataset:
         if len(texts) == 1 and len(images) > 1:
             texts = texts * len(images)
         elif len(texts) != len(images):
-            raise ValueError(f"Make Training Dataset: {len(texts)} texts for {len(images)} images; give one text "
-                             f"per image, one for all, or none")
+            raise ValueError(
+                f"Make Training Dataset: {len(texts)} texts for {len(images)} images; give one text "
+                f"per image, one for all, or none"
+            )
         latents = [(await VAEEncode().encode(vae[0], image))[0] for image in images]
         conditioning = [(await CLIPTextEncode().encode(clip[0], text))[0] for text in texts]
         return latents, conditioning
@@ -75,23 +87,33 @@ class SaveTrainingDataset:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "latents": ("LATENT", {"tooltip": "The latents of Make Training Dataset."}),
-            "conditioning": ("CONDITIONING", {"tooltip": "The conditioning of Make Training Dataset."}),
-            "folder_name": ("STRING", {"default": "training_dataset", "multiline": False,
-                                       "tooltip": "The folder to write, inside the output directory."}),
-            "shard_size": ("INT", {"default": 1000, "min": 1, "max": 100000, "tooltip": "Samples per shard file."})},
-                "hidden": {"prompt": ("PROMPT",), "extra_pnginfo": ("EXTRA_PNGINFO",)}}
+        return {
+            "required": {
+                "latents": ("LATENT", {"tooltip": "The latents of Make Training Dataset."}),
+                "conditioning": ("CONDITIONING", {"tooltip": "The conditioning of Make Training Dataset."}),
+                "folder_name": (
+                    "STRING",
+                    {
+                        "default": "training_dataset",
+                        "multiline": False,
+                        "tooltip": "The folder to write, inside the output directory.",
+                    },
+                ),
+                "shard_size": ("INT", {"default": 1000, "min": 1, "max": 100000, "tooltip": "Samples per shard file."}),
+            },
+            "hidden": {"prompt": ("PROMPT",), "extra_pnginfo": ("EXTRA_PNGINFO",)},
+        }
 
     RETURN_TYPES = ()
     OUTPUT_TOOLTIPS = ()
     DESCRIPTION = "Writes a training dataset (latents and conditioning) into a folder of the output directory."
 
-    def execute(self, latents: list, conditioning: list, folder_name: list[str], shard_size: list[int],
-                **hidden: list):
+    def execute(self, latents: list, conditioning: list, folder_name: list[str], shard_size: list[int], **hidden: list):
         if len(latents) != len(conditioning):
-            raise ValueError(f"Save Training Dataset: {len(latents)} latents but {len(conditioning)} conditionings; "
-                             f"each sample needs both")
+            raise ValueError(
+                f"Save Training Dataset: {len(latents)} latents but {len(conditioning)} conditionings; "
+                f"each sample needs both"
+            )
         folder, size = dataset_folder(folder_name[0]), shard_size[0]
         os.makedirs(folder, exist_ok=True)
         shards = (len(latents) + size - 1) // size
@@ -113,9 +135,18 @@ class LoadTrainingDataset:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"folder_name": ("STRING", {"default": "training_dataset", "multiline": False,
-                                                        "tooltip": "The dataset's folder, inside the output "
-                                                                   "directory."})}}
+        return {
+            "required": {
+                "folder_name": (
+                    "STRING",
+                    {
+                        "default": "training_dataset",
+                        "multiline": False,
+                        "tooltip": "The dataset's folder, inside the output directory.",
+                    },
+                )
+            }
+        }
 
     RETURN_TYPES = ("LATENT", "CONDITIONING")
     RETURN_NAMES = ("latents", "conditioning")
@@ -140,8 +171,13 @@ class LoadTrainingDataset:
         return latents, conditioning
 
 
-NODE_CLASS_MAPPINGS = {"MakeTrainingDataset": MakeTrainingDataset, "SaveTrainingDataset": SaveTrainingDataset,
-                       "LoadTrainingDataset": LoadTrainingDataset}
-NODE_DISPLAY_NAME_MAPPINGS = {"MakeTrainingDataset": "Make Training Dataset",
-                              "SaveTrainingDataset": "Save Training Dataset",
-                              "LoadTrainingDataset": "Load Training Dataset"}
+NODE_CLASS_MAPPINGS = {
+    "MakeTrainingDataset": MakeTrainingDataset,
+    "SaveTrainingDataset": SaveTrainingDataset,
+    "LoadTrainingDataset": LoadTrainingDataset,
+}
+NODE_DISPLAY_NAME_MAPPINGS = {
+    "MakeTrainingDataset": "Make Training Dataset",
+    "SaveTrainingDataset": "Save Training Dataset",
+    "LoadTrainingDataset": "Load Training Dataset",
+}

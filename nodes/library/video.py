@@ -6,6 +6,7 @@ VIDEO values are `nodes.media.video` objects. SaveVideo writes `<prefix>_<counte
 folder and answers ComfyUI's UI result for a video, `{"images": [file], "animated": (True,)}`: the web UI
 shows a video player for it, fetching the file from /view.
 """
+
 from __future__ import annotations
 
 import mimetypes
@@ -17,10 +18,16 @@ import torch
 
 from nodes import image_io, output_claims
 from nodes.image_io import annotated_path, save_image_path
-from nodes.media import av   # imported when first used (nodes.media.LazyModule)
+from nodes.media import av  # imported when first used (nodes.media.LazyModule)
 from nodes.media.audio import workflow_tags
-from nodes.media.video import (VideoCodec, VideoComponents, VideoContainer, VideoFromComponents, VideoFromFile,
-                               VideoInput)
+from nodes.media.video import (
+    VideoCodec,
+    VideoComponents,
+    VideoContainer,
+    VideoFromComponents,
+    VideoFromFile,
+    VideoInput,
+)
 from nodes.output_claims import write_atomic
 from nodes.workspace import active
 
@@ -33,8 +40,11 @@ def input_files(kinds: tuple[str, ...]) -> list[str]:
     folder = active().input_dir
     if not folder.is_dir():
         return []
-    return sorted(p.name for p in folder.iterdir() if p.is_file()
-                  and (mimetypes.guess_type(p.name, strict=False)[0] or "").split("/")[0] in kinds)
+    return sorted(
+        p.name
+        for p in folder.iterdir()
+        if p.is_file() and (mimetypes.guess_type(p.name, strict=False)[0] or "").split("/")[0] in kinds
+    )
 
 
 def check_video(video: Any, input_name: str = "video") -> VideoInput:
@@ -59,7 +69,7 @@ def _claim_name(filename_prefix: str, width: int, height: int, extension: str) -
     base = active().output_dir
     folder, stem, counter, subfolder, _ = save_image_path(filename_prefix, base, width, height)
     taken = output_claims.claim(folder, stem, counter)
-    if taken.folder != folder:   # a dead run's claim, made under a prefix with time variables
+    if taken.folder != folder:  # a dead run's claim, made under a prefix with time variables
         subfolder = os.path.relpath(taken.folder, os.path.abspath(base))
     return taken.folder, f"{taken.stem}_{taken.counter:05}_.{extension}", subfolder
 
@@ -70,16 +80,39 @@ class SaveVideo:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "video": ("VIDEO", {"tooltip": "The video to save."}),
-            "filename_prefix": ("STRING", {"default": "video/ComfyUI", "multiline": False, "tooltip":
-                                           "Start of the file name; may hold a subfolder and variables such as "
-                                           "%date:yyyy-MM-dd%."}),
-            "format": ("COMBO", {"default": "auto", "multiselect": False, "options": VideoContainer.as_input(),
-                                 "tooltip": "The file format (auto: MP4)."}),
-            "codec": ("COMBO", {"default": "auto", "multiselect": False, "options": VideoCodec.as_input(),
-                                "tooltip": "The video codec (auto: keep a file's own, else H.264)."}),
-        }, "hidden": {"prompt": "PROMPT", "extra_pnginfo": "EXTRA_PNGINFO"}}
+        return {
+            "required": {
+                "video": ("VIDEO", {"tooltip": "The video to save."}),
+                "filename_prefix": (
+                    "STRING",
+                    {
+                        "default": "video/ComfyUI",
+                        "multiline": False,
+                        "tooltip": "Start of the file name; may hold a subfolder and variables such as "
+                        "%date:yyyy-MM-dd%.",
+                    },
+                ),
+                "format": (
+                    "COMBO",
+                    {
+                        "default": "auto",
+                        "multiselect": False,
+                        "options": VideoContainer.as_input(),
+                        "tooltip": "The file format (auto: MP4).",
+                    },
+                ),
+                "codec": (
+                    "COMBO",
+                    {
+                        "default": "auto",
+                        "multiselect": False,
+                        "options": VideoCodec.as_input(),
+                        "tooltip": "The video codec (auto: keep a file's own, else H.264).",
+                    },
+                ),
+            },
+            "hidden": {"prompt": "PROMPT", "extra_pnginfo": "EXTRA_PNGINFO"},
+        }
 
     RETURN_TYPES = ()
     FUNCTION = "save_video"
@@ -87,19 +120,27 @@ class SaveVideo:
     CATEGORY = CATEGORY
     DESCRIPTION = "Saves the video into the output folder as MP4 (H.264), with the workflow in its tags."
 
-    def save_video(self, video: VideoInput, filename_prefix: str = "video/ComfyUI", format: str = "auto",
-                   codec: str = "auto", prompt: Any = None, extra_pnginfo: dict | None = None):
+    def save_video(
+        self,
+        video: VideoInput,
+        filename_prefix: str = "video/ComfyUI",
+        format: str = "auto",
+        codec: str = "auto",
+        prompt: Any = None,
+        extra_pnginfo: dict | None = None,
+    ):
         video = check_video(video)
         container, video_codec = _choice(VideoContainer, format, "format"), _choice(VideoCodec, codec, "codec")
         width, height = video.get_dimensions()
-        folder, file, subfolder = _claim_name(filename_prefix, width, height,
-                                              VideoContainer.get_extension(container))
+        folder, file, subfolder = _claim_name(filename_prefix, width, height, VideoContainer.get_extension(container))
         metadata = None
         if image_io.metadata_enabled():
             metadata = {**(extra_pnginfo or {}), **({"prompt": prompt} if prompt is not None else {})} or None
         # whole or not at all under its name, as the image nodes write
-        write_atomic(os.path.join(folder, file),
-                     lambda tmp: video.save_to(tmp, format=container, codec=video_codec, metadata=metadata))
+        write_atomic(
+            os.path.join(folder, file),
+            lambda tmp: video.save_to(tmp, format=container, codec=video_codec, metadata=metadata),
+        )
         return _saved(file, subfolder)
 
 
@@ -109,10 +150,13 @@ class CreateVideo:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "images": ("IMAGE", {"tooltip": "The frames of the video."}),
-            "fps": ("FLOAT", {"default": 30.0, "min": 1.0, "max": 120.0, "step": 1.0}),
-        }, "optional": {"audio": ("AUDIO", {"tooltip": "The sound of the video."})}}
+        return {
+            "required": {
+                "images": ("IMAGE", {"tooltip": "The frames of the video."}),
+                "fps": ("FLOAT", {"default": 30.0, "min": 1.0, "max": 120.0, "step": 1.0}),
+            },
+            "optional": {"audio": ("AUDIO", {"tooltip": "The sound of the video."})},
+        }
 
     RETURN_TYPES = ("VIDEO",)
     FUNCTION = "create_video"
@@ -148,8 +192,11 @@ class LoadVideo:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"file": ("COMBO", {"multiselect": False, "options": input_files(("video",)),
-                                                "video_upload": True})}}
+        return {
+            "required": {
+                "file": ("COMBO", {"multiselect": False, "options": input_files(("video",)), "video_upload": True})
+            }
+        }
 
     RETURN_TYPES = ("VIDEO",)
     FUNCTION = "load_video"
@@ -175,20 +222,40 @@ class LoadVideo:
 
 class VideoSlice:
     """Today's "Trim Video" (node id "Video Slice"), as the newest ComfyUI declares it."""
+
     RELATIVE_PYTHON_MODULE = MODULE
     SEARCH_ALIASES = ["trim video duration", "skip first frames", "frame load cap", "start time"]
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "video": ("VIDEO", {}),
-            "start_time": ("FLOAT", {"default": 0.0, "min": -1e5, "max": 1e5, "step": 0.001,
-                                     "tooltip": "Start in seconds; negative counts from the end."}),
-            "duration": ("FLOAT", {"default": 0.0, "min": 0.0, "step": 0.001,
-                                   "tooltip": "Length in seconds; 0 keeps the rest of the video."}),
-            "strict_duration": ("BOOLEAN", {"default": False,
-                                            "tooltip": "Fail when the video is shorter than the duration asked for."}),
-        }}
+        return {
+            "required": {
+                "video": ("VIDEO", {}),
+                "start_time": (
+                    "FLOAT",
+                    {
+                        "default": 0.0,
+                        "min": -1e5,
+                        "max": 1e5,
+                        "step": 0.001,
+                        "tooltip": "Start in seconds; negative counts from the end.",
+                    },
+                ),
+                "duration": (
+                    "FLOAT",
+                    {
+                        "default": 0.0,
+                        "min": 0.0,
+                        "step": 0.001,
+                        "tooltip": "Length in seconds; 0 keeps the rest of the video.",
+                    },
+                ),
+                "strict_duration": (
+                    "BOOLEAN",
+                    {"default": False, "tooltip": "Fail when the video is shorter than the duration asked for."},
+                ),
+            }
+        }
 
     RETURN_TYPES = ("VIDEO",)
     FUNCTION = "slice"
@@ -199,8 +266,10 @@ class VideoSlice:
         trimmed = check_video(video).as_trimmed(start_time, duration, strict_duration=strict_duration)
         if trimmed is None:
             strict = " (strict duration)" if strict_duration else ""
-            raise ValueError(f"Trim Video: from {start_time} s for {duration} s holds no part of this "
-                             f"{video.get_duration():.3f} s video{strict}")
+            raise ValueError(
+                f"Trim Video: from {start_time} s for {duration} s holds no part of this "
+                f"{video.get_duration():.3f} s video{strict}"
+            )
         return (trimmed,)
 
 
@@ -211,14 +280,25 @@ class SaveWEBM:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {
-            "images": ("IMAGE",),
-            "filename_prefix": ("STRING", {"default": "ComfyUI", "multiline": False}),
-            "codec": ("COMBO", {"multiselect": False, "options": list(cls.ENCODERS)}),
-            "fps": ("FLOAT", {"default": 24.0, "min": 0.01, "max": 1000.0, "step": 0.01}),
-            "crf": ("FLOAT", {"default": 32.0, "min": 0, "max": 63.0, "step": 1,
-                              "tooltip": "Higher is smaller and lower in quality."}),
-        }, "hidden": {"prompt": "PROMPT", "extra_pnginfo": "EXTRA_PNGINFO"}}
+        return {
+            "required": {
+                "images": ("IMAGE",),
+                "filename_prefix": ("STRING", {"default": "ComfyUI", "multiline": False}),
+                "codec": ("COMBO", {"multiselect": False, "options": list(cls.ENCODERS)}),
+                "fps": ("FLOAT", {"default": 24.0, "min": 0.01, "max": 1000.0, "step": 0.01}),
+                "crf": (
+                    "FLOAT",
+                    {
+                        "default": 32.0,
+                        "min": 0,
+                        "max": 63.0,
+                        "step": 1,
+                        "tooltip": "Higher is smaller and lower in quality.",
+                    },
+                ),
+            },
+            "hidden": {"prompt": "PROMPT", "extra_pnginfo": "EXTRA_PNGINFO"},
+        }
 
     RETURN_TYPES = ()
     FUNCTION = "save_images"
@@ -227,8 +307,16 @@ class SaveWEBM:
     EXPERIMENTAL = True
     DESCRIPTION = "Writes the images as a WebM video (VP9 or AV1) into the output folder."
 
-    def save_images(self, images: torch.Tensor, codec: str, fps: float, filename_prefix: str, crf: float,
-                    prompt: Any = None, extra_pnginfo: dict | None = None):
+    def save_images(
+        self,
+        images: torch.Tensor,
+        codec: str,
+        fps: float,
+        filename_prefix: str,
+        crf: float,
+        prompt: Any = None,
+        extra_pnginfo: dict | None = None,
+    ):
         encoder = self.ENCODERS.get(codec)
         if encoder is None:
             raise ValueError(f"codec: {codec!r} is not one of {', '.join(self.ENCODERS)}")
@@ -248,6 +336,7 @@ class SaveWEBM:
                     pixels = (image[..., :3] * 255).clamp(0, 255).to(torch.uint8).cpu().numpy()
                     out.mux(stream.encode(av.VideoFrame.from_ndarray(pixels, format="rgb24")))
                 out.mux(stream.encode(None))
+
         write_atomic(os.path.join(folder, file), write)
         return _saved(file, subfolder)
 

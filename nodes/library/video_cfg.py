@@ -4,6 +4,7 @@ entry, a video's frame, its own guidance scale between min_cfg and the sampler's
 on any MODEL's batch. ConditioningSetAreaPercentageVideo: an area in fractions of a video latent's frames, height
 and width (nodes.conditioning_areas cuts it per latent dimension). The module's other classes (SVD's checkpoint
 loader and conditioning) need the SVD model family, which is not implemented (comfy_bridge.nodes_doc)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ def _guided(args: dict, scale: torch.Tensor) -> torch.Tensor:
 @dataclass(frozen=True)
 class LinearCfgFunction:
     """Scales rising evenly from min_cfg at the first entry to the sampler's cfg at the last."""
+
     min_cfg: float
 
     def __call__(self, args: dict) -> torch.Tensor:
@@ -40,12 +42,13 @@ class LinearCfgFunction:
 @dataclass(frozen=True)
 class TriangleCfgFunction:
     """Scales rising from min_cfg at the first entry to cfg at the middle and falling back to min_cfg."""
+
     min_cfg: float
 
     def __call__(self, args: dict) -> torch.Tensor:
         cond = args["cond"]
         t = torch.linspace(0, 1, cond.shape[0], device=cond.device)
-        tri = 2 * (t - torch.floor(t + 0.5)).abs()     # distance to the nearest integer, doubled: 0 -> 1 -> 0
+        tri = 2 * (t - torch.floor(t + 0.5)).abs()  # distance to the nearest integer, doubled: 0 -> 1 -> 0
         return _guided(args, tri * (args["cond_scale"] - self.min_cfg) + self.min_cfg)
 
 
@@ -58,24 +61,40 @@ class _VideoCfg:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"model": ("MODEL",),
-                             "min_cfg": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 100.0, "step": 0.5,
-                                                   "round": 0.01,
-                                                   "tooltip": "Guidance scale at the ends of the batch."})}}
+        return {
+            "required": {
+                "model": ("MODEL",),
+                "min_cfg": (
+                    "FLOAT",
+                    {
+                        "default": 1.0,
+                        "min": 0.0,
+                        "max": 100.0,
+                        "step": 0.5,
+                        "round": 0.01,
+                        "tooltip": "Guidance scale at the ends of the batch.",
+                    },
+                ),
+            }
+        }
 
     def patch(self, model: Any, min_cfg: float) -> tuple[ModelRef]:
         return (with_function(require_model(model), CFG_FUNCTION, self.SHAPE(float(min_cfg))),)
 
 
 class VideoLinearCFGGuidance(_VideoCfg):
-    DESCRIPTION = ("Guidance scale rising linearly over the batch (a video's frames) from min_cfg at the first "
-                   "frame to the sampler's cfg at the last.")
+    DESCRIPTION = (
+        "Guidance scale rising linearly over the batch (a video's frames) from min_cfg at the first "
+        "frame to the sampler's cfg at the last."
+    )
     SHAPE = LinearCfgFunction
 
 
 class VideoTriangleCFGGuidance(_VideoCfg):
-    DESCRIPTION = ("Guidance scale over the batch (a video's frames) rising from min_cfg at the first frame to "
-                   "the sampler's cfg in the middle and back to min_cfg at the last.")
+    DESCRIPTION = (
+        "Guidance scale over the batch (a video's frames) rising from min_cfg at the first frame to "
+        "the sampler's cfg in the middle and back to min_cfg at the last."
+    )
     SHAPE = TriangleCfgFunction
 
 
@@ -90,25 +109,47 @@ class ConditioningSetAreaPercentageVideo:
     def INPUT_TYPES(cls):
         def fraction(default: float, tip: str) -> tuple:
             return ("FLOAT", {"default": default, "min": 0, "max": 1.0, "step": 0.01, "tooltip": tip})
-        return {"required": {
-            "conditioning": ("CONDITIONING",),
-            "width": fraction(1.0, "Width of the box as a fraction of the frame width."),
-            "height": fraction(1.0, "Height of the box as a fraction of the frame height."),
-            "temporal": fraction(1.0, "Length of the box as a fraction of the video's latent frames."),
-            "x": fraction(0, "Left edge of the box as a fraction of the frame width."),
-            "y": fraction(0, "Top edge of the box as a fraction of the frame height."),
-            "z": fraction(0, "First frame of the box as a fraction of the video's latent frames."),
-            "strength": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 10.0, "step": 0.01}),
-        }}
 
-    def append(self, conditioning: list, width: float, height: float, temporal: float, x: float, y: float, z: float,
-               strength: float) -> tuple[list]:
+        return {
+            "required": {
+                "conditioning": ("CONDITIONING",),
+                "width": fraction(1.0, "Width of the box as a fraction of the frame width."),
+                "height": fraction(1.0, "Height of the box as a fraction of the frame height."),
+                "temporal": fraction(1.0, "Length of the box as a fraction of the video's latent frames."),
+                "x": fraction(0, "Left edge of the box as a fraction of the frame width."),
+                "y": fraction(0, "Top edge of the box as a fraction of the frame height."),
+                "z": fraction(0, "First frame of the box as a fraction of the video's latent frames."),
+                "strength": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 10.0, "step": 0.01}),
+            }
+        }
+
+    def append(
+        self,
+        conditioning: list,
+        width: float,
+        height: float,
+        temporal: float,
+        x: float,
+        y: float,
+        z: float,
+        strength: float,
+    ) -> tuple[list]:
         conditioning = require(conditioning, "conditioning")
-        return (set_values(conditioning, {"area": ("percentage", temporal, height, width, z, y, x),
-                                          "strength": strength, "set_area_to_bounds": False}),)
+        return (
+            set_values(
+                conditioning,
+                {
+                    "area": ("percentage", temporal, height, width, z, y, x),
+                    "strength": strength,
+                    "set_area_to_bounds": False,
+                },
+            ),
+        )
 
 
-NODE_CLASS_MAPPINGS = {"VideoLinearCFGGuidance": VideoLinearCFGGuidance,
-                       "VideoTriangleCFGGuidance": VideoTriangleCFGGuidance,
-                       "ConditioningSetAreaPercentageVideo": ConditioningSetAreaPercentageVideo}
+NODE_CLASS_MAPPINGS = {
+    "VideoLinearCFGGuidance": VideoLinearCFGGuidance,
+    "VideoTriangleCFGGuidance": VideoTriangleCFGGuidance,
+    "ConditioningSetAreaPercentageVideo": ConditioningSetAreaPercentageVideo,
+}
 NODE_DISPLAY_NAME_MAPPINGS: dict[str, str] = {}

@@ -6,6 +6,7 @@ Video latents are [B,C,1+(length-1)//4,H/8,W/8] (Wan 2.1 VAE, 16 channels) or [B
 VAE). The image-to-video nodes encode a whole clip (the given frames, grey 0.5 elsewhere) as one video with
 the VAE and hand it to the model with a mask of the latent frames the images fix (concat_latent_image,
 concat_mask); the model joins both to its input channels (nodes.models.wan)."""
+
 from __future__ import annotations
 
 import torch
@@ -18,7 +19,7 @@ from nodes.ksampler import call_model_fn
 from nodes.models.components import WAN21_LATENT, WAN22_LATENT
 from nodes.upscale import common_upscale
 
-WAN21_VAE_ARCH = "qwen_image"   # the Wan 2.1 VAE (also Qwen-Image's) detects under this family
+WAN21_VAE_ARCH = "qwen_image"  # the Wan 2.1 VAE (also Qwen-Image's) detects under this family
 WAN22_VAE_ARCH = "wan22_5b"
 
 
@@ -36,8 +37,11 @@ async def encode_video(vae, frames: torch.Tensor, arch: str = WAN21_VAE_ARCH) ->
     [1,48,...,H/16,W/16] from the Wan 2.2 VAE (`arch`, the one the node needs)."""
     vae = require_component(vae, "vae", "vae")
     if vae.arch != arch:
-        name = "Wan 2.1 VAE (wan_2.1_vae.safetensors)" if arch == WAN21_VAE_ARCH else \
-            "Wan 2.2 VAE (wan2.2_vae.safetensors)"
+        name = (
+            "Wan 2.1 VAE (wan_2.1_vae.safetensors)"
+            if arch == WAN21_VAE_ARCH
+            else "Wan 2.2 VAE (wan2.2_vae.safetensors)"
+        )
         raise ValueError(f"vae: the {name} is needed here, got a {vae.arch} VAE")
     out = await call_model_fn("vae_encode", vae, "vae", {"pixels": frames[..., :3].contiguous()}, {"video": True})
     return out["latent"]
@@ -56,10 +60,14 @@ class EmptyHunyuanLatentVideo:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"width": ("INT", {"default": 848, "min": 16, "max": MAX_RESOLUTION, "step": 16}),
-                             "height": ("INT", {"default": 480, "min": 16, "max": MAX_RESOLUTION, "step": 16}),
-                             "length": ("INT", {"default": 25, "min": 1, "max": MAX_RESOLUTION, "step": 4}),
-                             "batch_size": ("INT", {"default": 1, "min": 1, "max": 4096})}}
+        return {
+            "required": {
+                "width": ("INT", {"default": 848, "min": 16, "max": MAX_RESOLUTION, "step": 16}),
+                "height": ("INT", {"default": 480, "min": 16, "max": MAX_RESOLUTION, "step": 16}),
+                "length": ("INT", {"default": 25, "min": 1, "max": MAX_RESOLUTION, "step": 4}),
+                "batch_size": ("INT", {"default": 1, "min": 1, "max": 4096}),
+            }
+        }
 
     def execute(self, width: int, height: int, length: int, batch_size: int = 1):
         return ({"samples": torch.zeros(batch_size, 16, latent_frames(length), height // 8, width // 8)},)
@@ -75,24 +83,41 @@ class WanImageToVideo:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"positive": ("CONDITIONING", {}), "negative": ("CONDITIONING", {}), "vae": ("VAE", {}),
-                             "width": _video_size("width"), "height": _video_size("height"),
-                             "length": ("INT", {"default": 81, "min": 1, "max": MAX_RESOLUTION, "step": 4}),
-                             "batch_size": ("INT", {"default": 1, "min": 1, "max": 4096})},
-                "optional": {"clip_vision_output": ("CLIP_VISION_OUTPUT", {}), "start_image": ("IMAGE", {})}}
+        return {
+            "required": {
+                "positive": ("CONDITIONING", {}),
+                "negative": ("CONDITIONING", {}),
+                "vae": ("VAE", {}),
+                "width": _video_size("width"),
+                "height": _video_size("height"),
+                "length": ("INT", {"default": 81, "min": 1, "max": MAX_RESOLUTION, "step": 4}),
+                "batch_size": ("INT", {"default": 1, "min": 1, "max": 4096}),
+            },
+            "optional": {"clip_vision_output": ("CLIP_VISION_OUTPUT", {}), "start_image": ("IMAGE", {})},
+        }
 
-    async def execute(self, positive, negative, vae, width: int, height: int, length: int, batch_size: int,
-                      start_image: torch.Tensor | None = None, clip_vision_output=None):
+    async def execute(
+        self,
+        positive,
+        negative,
+        vae,
+        width: int,
+        height: int,
+        length: int,
+        batch_size: int,
+        start_image: torch.Tensor | None = None,
+        clip_vision_output=None,
+    ):
         positive, negative = require(positive, "positive"), require(negative, "negative")
         latent = torch.zeros(batch_size, 16, latent_frames(length), height // 8, width // 8)
         extra = {}
         if start_image is not None:
             start = _fit(start_image[:length], width, height)
             clip = torch.full((length, height, width, start.shape[-1]), 0.5, dtype=start.dtype)
-            clip[:start.shape[0]] = start
+            clip[: start.shape[0]] = start
             image = await encode_video(vae, clip)
             mask = torch.ones(1, 1, latent.shape[2], image.shape[-2], image.shape[-1])
-            mask[:, :, :latent_frames(start.shape[0])] = 0.0
+            mask[:, :, : latent_frames(start.shape[0])] = 0.0
             extra = {"concat_latent_image": image, "concat_mask": mask}
         if clip_vision_output is not None:
             extra["clip_vision_output"] = clip_vision_output
@@ -111,17 +136,38 @@ class WanFirstLastFrameToVideo:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"positive": ("CONDITIONING", {}), "negative": ("CONDITIONING", {}), "vae": ("VAE", {}),
-                             "width": _video_size("width"), "height": _video_size("height"),
-                             "length": ("INT", {"default": 81, "min": 1, "max": MAX_RESOLUTION, "step": 4}),
-                             "batch_size": ("INT", {"default": 1, "min": 1, "max": 4096})},
-                "optional": {"clip_vision_start_image": ("CLIP_VISION_OUTPUT", {}),
-                             "clip_vision_end_image": ("CLIP_VISION_OUTPUT", {}),
-                             "start_image": ("IMAGE", {}), "end_image": ("IMAGE", {})}}
+        return {
+            "required": {
+                "positive": ("CONDITIONING", {}),
+                "negative": ("CONDITIONING", {}),
+                "vae": ("VAE", {}),
+                "width": _video_size("width"),
+                "height": _video_size("height"),
+                "length": ("INT", {"default": 81, "min": 1, "max": MAX_RESOLUTION, "step": 4}),
+                "batch_size": ("INT", {"default": 1, "min": 1, "max": 4096}),
+            },
+            "optional": {
+                "clip_vision_start_image": ("CLIP_VISION_OUTPUT", {}),
+                "clip_vision_end_image": ("CLIP_VISION_OUTPUT", {}),
+                "start_image": ("IMAGE", {}),
+                "end_image": ("IMAGE", {}),
+            },
+        }
 
-    async def execute(self, positive, negative, vae, width: int, height: int, length: int, batch_size: int,
-                      start_image: torch.Tensor | None = None, end_image: torch.Tensor | None = None,
-                      clip_vision_start_image=None, clip_vision_end_image=None):
+    async def execute(
+        self,
+        positive,
+        negative,
+        vae,
+        width: int,
+        height: int,
+        length: int,
+        batch_size: int,
+        start_image: torch.Tensor | None = None,
+        end_image: torch.Tensor | None = None,
+        clip_vision_start_image=None,
+        clip_vision_end_image=None,
+    ):
         positive, negative = require(positive, "positive"), require(negative, "negative")
         frames = latent_frames(length)
         latent = torch.zeros(batch_size, 16, frames, height // 8, width // 8)
@@ -130,12 +176,12 @@ class WanFirstLastFrameToVideo:
         mask = torch.ones(1, 1, frames * 4, height // 8, width // 8)
         if start_image is not None:
             start = _fit(start_image[:length], width, height)
-            clip[:start.shape[0]] = start[..., :3]
-            mask[:, :, :start.shape[0] + 3] = 0.0   # the first latent frame holds one pixel frame, shown 4 times
+            clip[: start.shape[0]] = start[..., :3]
+            mask[:, :, : start.shape[0] + 3] = 0.0  # the first latent frame holds one pixel frame, shown 4 times
         if end_image is not None:
             end = _fit(end_image[-length:], width, height)
-            clip[-end.shape[0]:] = end[..., :3]
-            mask[:, :, -end.shape[0]:] = 0.0
+            clip[-end.shape[0] :] = end[..., :3]
+            mask[:, :, -end.shape[0] :] = 0.0
         image = await encode_video(vae, clip)
         mask = mask.view(1, frames, 4, mask.shape[-2], mask.shape[-1]).transpose(1, 2)
         extra = {"concat_latent_image": image, "concat_mask": mask}
@@ -150,8 +196,11 @@ def _join_vision(start, end):
     if start is None or end is None:
         return start if end is None else end
     from dataclasses import replace
-    return replace(start, penultimate_hidden_states=torch.cat([start.penultimate_hidden_states,
-                                                               end.penultimate_hidden_states], dim=-2))
+
+    return replace(
+        start,
+        penultimate_hidden_states=torch.cat([start.penultimate_hidden_states, end.penultimate_hidden_states], dim=-2),
+    )
 
 
 class Wan22ImageToVideoLatent:
@@ -159,22 +208,29 @@ class Wan22ImageToVideoLatent:
     FUNCTION = "execute"
     CATEGORY = "conditioning/inpaint"
     RETURN_TYPES = ("LATENT",)
-    DESCRIPTION = ("Wan 2.2 5B's 48-channel video latent (1/16 of the size); with a start image (Wan 2.2 VAE) its "
-                   "first frames are the image's latent and a noise mask keeps them.")
+    DESCRIPTION = (
+        "Wan 2.2 5B's 48-channel video latent (1/16 of the size); with a start image (Wan 2.2 VAE) its "
+        "first frames are the image's latent and a noise mask keeps them."
+    )
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"vae": ("VAE", {}),
-                             "width": ("INT", {"default": 1280, "min": 32, "max": MAX_RESOLUTION, "step": 32}),
-                             "height": ("INT", {"default": 704, "min": 32, "max": MAX_RESOLUTION, "step": 32}),
-                             "length": ("INT", {"default": 49, "min": 1, "max": MAX_RESOLUTION, "step": 4}),
-                             "batch_size": ("INT", {"default": 1, "min": 1, "max": 4096})},
-                "optional": {"start_image": ("IMAGE", {})}}
+        return {
+            "required": {
+                "vae": ("VAE", {}),
+                "width": ("INT", {"default": 1280, "min": 32, "max": MAX_RESOLUTION, "step": 32}),
+                "height": ("INT", {"default": 704, "min": 32, "max": MAX_RESOLUTION, "step": 32}),
+                "length": ("INT", {"default": 49, "min": 1, "max": MAX_RESOLUTION, "step": 4}),
+                "batch_size": ("INT", {"default": 1, "min": 1, "max": 4096}),
+            },
+            "optional": {"start_image": ("IMAGE", {})},
+        }
 
-    async def execute(self, vae, width: int, height: int, length: int, batch_size: int,
-                      start_image: torch.Tensor | None = None):
+    async def execute(
+        self, vae, width: int, height: int, length: int, batch_size: int, start_image: torch.Tensor | None = None
+    ):
         latent = torch.zeros(1, 48, latent_frames(length), height // 16, width // 16)
-        if start_image is None:   # ComfyUI gives one empty latent whatever the batch size
+        if start_image is None:  # ComfyUI gives one empty latent whatever the batch size
             return ({"samples": latent},)
         image = await encode_video(vae, _fit(start_image[:length], width, height), WAN22_VAE_ARCH)
         frames = image.shape[2]
@@ -187,14 +243,28 @@ class Wan22ImageToVideoLatent:
 
 
 def _video_inputs() -> dict:
-    return {"positive": ("CONDITIONING", {}), "negative": ("CONDITIONING", {}), "vae": ("VAE", {}),
-            "width": _video_size("width"), "height": _video_size("height"),
-            "length": ("INT", {"default": 81, "min": 1, "max": MAX_RESOLUTION, "step": 4}),
-            "batch_size": ("INT", {"default": 1, "min": 1, "max": 4096})}
+    return {
+        "positive": ("CONDITIONING", {}),
+        "negative": ("CONDITIONING", {}),
+        "vae": ("VAE", {}),
+        "width": _video_size("width"),
+        "height": _video_size("height"),
+        "length": ("INT", {"default": 81, "min": 1, "max": MAX_RESOLUTION, "step": 4}),
+        "batch_size": ("INT", {"default": 1, "min": 1, "max": 4096}),
+    }
 
 
-async def _fun_concat(vae, width: int, height: int, length: int, batch_size: int, channels: int, scale: int,
-                      start_image: torch.Tensor | None, control_video: torch.Tensor | None) -> torch.Tensor:
+async def _fun_concat(
+    vae,
+    width: int,
+    height: int,
+    length: int,
+    batch_size: int,
+    channels: int,
+    scale: int,
+    start_image: torch.Tensor | None,
+    control_video: torch.Tensor | None,
+) -> torch.Tensor:
     """A Fun Control model's conditioning latent: the control video's latent in the first `channels` channels,
     the start image's in the next; the format's zero (its mean, raw) where no video gives frames."""
     fmt = WAN22_LATENT if channels == 48 else WAN21_LATENT
@@ -205,7 +275,7 @@ async def _fun_concat(vae, width: int, height: int, length: int, batch_size: int
         if frames is not None:
             encoded = await encode_video(vae, _fit(frames[:length], width, height)[..., :3], arch)
             n = min(encoded.shape[2], concat.shape[2])
-            concat[:, offset:offset + channels, :n] = encoded[:, :, :n]
+            concat[:, offset : offset + channels, :n] = encoded[:, :, :n]
     return concat
 
 
@@ -219,17 +289,35 @@ class WanFunControlToVideo:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": _video_inputs(),
-                "optional": {"clip_vision_output": ("CLIP_VISION_OUTPUT", {}), "start_image": ("IMAGE", {}),
-                             "control_video": ("IMAGE", {})}}
+        return {
+            "required": _video_inputs(),
+            "optional": {
+                "clip_vision_output": ("CLIP_VISION_OUTPUT", {}),
+                "start_image": ("IMAGE", {}),
+                "control_video": ("IMAGE", {}),
+            },
+        }
 
-    async def execute(self, positive, negative, vae, width: int, height: int, length: int, batch_size: int,
-                      start_image: torch.Tensor | None = None, clip_vision_output=None,
-                      control_video: torch.Tensor | None = None):
+    async def execute(
+        self,
+        positive,
+        negative,
+        vae,
+        width: int,
+        height: int,
+        length: int,
+        batch_size: int,
+        start_image: torch.Tensor | None = None,
+        clip_vision_output=None,
+        control_video: torch.Tensor | None = None,
+    ):
         positive, negative = require(positive, "positive"), require(negative, "negative")
         latent = torch.zeros(batch_size, 16, latent_frames(length), height // 8, width // 8)
-        extra = {"concat_latent_image": await _fun_concat(vae, width, height, length, batch_size, 16, 8,
-                                                          start_image, control_video)}
+        extra = {
+            "concat_latent_image": await _fun_concat(
+                vae, width, height, length, batch_size, 16, 8, start_image, control_video
+            )
+        }
         if clip_vision_output is not None:
             extra["clip_vision_output"] = clip_vision_output
         return set_values(positive, extra), set_values(negative, extra), {"samples": latent}
@@ -241,20 +329,33 @@ class Wan22FunControlToVideo:
     CATEGORY = "conditioning/video_models"
     RETURN_TYPES = ("CONDITIONING", "CONDITIONING", "LATENT")
     RETURN_NAMES = ("positive", "negative", "latent")
-    DESCRIPTION = ("Conditions a Wan 2.2 Fun Control model on a control video: control latent, mask and image "
-                   "latent joined to the noise.")
+    DESCRIPTION = (
+        "Conditions a Wan 2.2 Fun Control model on a control video: control latent, mask and image "
+        "latent joined to the noise."
+    )
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": _video_inputs(),
-                "optional": {"ref_image": ("IMAGE", {}), "control_video": ("IMAGE", {})}}
+        return {"required": _video_inputs(), "optional": {"ref_image": ("IMAGE", {}), "control_video": ("IMAGE", {})}}
 
-    async def execute(self, positive, negative, vae, width: int, height: int, length: int, batch_size: int,
-                      ref_image: torch.Tensor | None = None, control_video: torch.Tensor | None = None):
+    async def execute(
+        self,
+        positive,
+        negative,
+        vae,
+        width: int,
+        height: int,
+        length: int,
+        batch_size: int,
+        ref_image: torch.Tensor | None = None,
+        control_video: torch.Tensor | None = None,
+    ):
         positive, negative = require(positive, "positive"), require(negative, "negative")
         if ref_image is not None:
-            raise ValueError("ref_image: Wan 2.2 Fun Control's reference image (its ref_conv patch embedding) is "
-                             "not supported yet; leave ref_image unconnected")
+            raise ValueError(
+                "ref_image: Wan 2.2 Fun Control's reference image (its ref_conv patch embedding) is "
+                "not supported yet; leave ref_image unconnected"
+            )
         vae = require_component(vae, "vae", "vae")
         channels, scale = (48, 16) if vae.arch == WAN22_VAE_ARCH else (16, 8)
         frames = latent_frames(length)
@@ -271,21 +372,49 @@ class WanFunInpaintToVideo(WanFirstLastFrameToVideo):
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": _video_inputs(),
-                "optional": {"clip_vision_output": ("CLIP_VISION_OUTPUT", {}), "start_image": ("IMAGE", {}),
-                             "end_image": ("IMAGE", {})}}
+        return {
+            "required": _video_inputs(),
+            "optional": {
+                "clip_vision_output": ("CLIP_VISION_OUTPUT", {}),
+                "start_image": ("IMAGE", {}),
+                "end_image": ("IMAGE", {}),
+            },
+        }
 
-    async def execute(self, positive, negative, vae, width: int, height: int, length: int, batch_size: int,
-                      start_image: torch.Tensor | None = None, end_image: torch.Tensor | None = None,
-                      clip_vision_output=None):
-        return await super().execute(positive, negative, vae, width, height, length, batch_size,
-                                     start_image=start_image, end_image=end_image,
-                                     clip_vision_start_image=clip_vision_output)
+    async def execute(
+        self,
+        positive,
+        negative,
+        vae,
+        width: int,
+        height: int,
+        length: int,
+        batch_size: int,
+        start_image: torch.Tensor | None = None,
+        end_image: torch.Tensor | None = None,
+        clip_vision_output=None,
+    ):
+        return await super().execute(
+            positive,
+            negative,
+            vae,
+            width,
+            height,
+            length,
+            batch_size,
+            start_image=start_image,
+            end_image=end_image,
+            clip_vision_start_image=clip_vision_output,
+        )
 
 
-NODE_CLASS_MAPPINGS = {"EmptyHunyuanLatentVideo": EmptyHunyuanLatentVideo, "WanImageToVideo": WanImageToVideo,
-                       "WanFirstLastFrameToVideo": WanFirstLastFrameToVideo,
-                       "Wan22ImageToVideoLatent": Wan22ImageToVideoLatent,
-                       "WanFunControlToVideo": WanFunControlToVideo, "Wan22FunControlToVideo": Wan22FunControlToVideo,
-                       "WanFunInpaintToVideo": WanFunInpaintToVideo}
+NODE_CLASS_MAPPINGS = {
+    "EmptyHunyuanLatentVideo": EmptyHunyuanLatentVideo,
+    "WanImageToVideo": WanImageToVideo,
+    "WanFirstLastFrameToVideo": WanFirstLastFrameToVideo,
+    "Wan22ImageToVideoLatent": Wan22ImageToVideoLatent,
+    "WanFunControlToVideo": WanFunControlToVideo,
+    "Wan22FunControlToVideo": Wan22FunControlToVideo,
+    "WanFunInpaintToVideo": WanFunInpaintToVideo,
+}
 NODE_DISPLAY_NAME_MAPPINGS = {"EmptyHunyuanLatentVideo": "Empty HunyuanVideo 1.0 Latent"}

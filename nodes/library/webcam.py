@@ -1,6 +1,7 @@
 """ComfyUI's comfy_extras.nodes_webcam: WebcamCapture. The browser's webcam widget uploads a frame to the
 input folder and puts its name in `image`; on the server the node is LoadImage of that file (width, height
 and capture_on_queue only steer the widget), with LoadImage's validation and change detection."""
+
 from __future__ import annotations
 
 import torch
@@ -15,12 +16,20 @@ class WebcamCapture(LoadImage):
     @classmethod
     def INPUT_TYPES(cls):
         size = {"default": 0, "min": 0, "max": MAX_RESOLUTION, "step": 1}
-        return {"required": {
-            "image": ("WEBCAM", {"tooltip": "The captured frame: a file the webcam widget uploaded to the input folder."}),
-            "width": ("INT", {**size, "tooltip": "Capture width in the browser (0: the camera's own)."}),
-            "height": ("INT", {**size, "tooltip": "Capture height in the browser (0: the camera's own)."}),
-            "capture_on_queue": ("BOOLEAN", {"default": True,
-                                             "tooltip": "Take a new frame each time the prompt is queued."})}}
+        return {
+            "required": {
+                "image": (
+                    "WEBCAM",
+                    {"tooltip": "The captured frame: a file the webcam widget uploaded to the input folder."},
+                ),
+                "width": ("INT", {**size, "tooltip": "Capture width in the browser (0: the camera's own)."}),
+                "height": ("INT", {**size, "tooltip": "Capture height in the browser (0: the camera's own)."}),
+                "capture_on_queue": (
+                    "BOOLEAN",
+                    {"default": True, "tooltip": "Take a new frame each time the prompt is queued."},
+                ),
+            }
+        }
 
     RETURN_TYPES = ("IMAGE",)
     FUNCTION = "load_capture"

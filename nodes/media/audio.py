@@ -3,6 +3,7 @@ FLAC, MP3 and Opus files with the workflow in the container's tags, as ComfyUI's
 
 An AUDIO value is `{"waveform": tensor [B, C, T] float32 in -1..1, "sample_rate": int}`.
 """
+
 from __future__ import annotations
 
 import io
@@ -13,7 +14,7 @@ from typing import Any, BinaryIO
 import numpy as np
 import torch
 
-from nodes.media import av   # imported when first used (nodes.media.LazyModule)
+from nodes.media import av  # imported when first used (nodes.media.LazyModule)
 
 # Sample rates libopus accepts; other rates are resampled up to the next one (48 kHz at most).
 OPUS_RATES = (8000, 12000, 16000, 24000, 48000)
@@ -22,7 +23,7 @@ ENCODERS = {"flac": ("flac", "flac"), "mp3": ("mp3", "libmp3lame"), "opus": ("op
 # Bit rates of the quality choices; MP3's "V0" is the encoder's best variable-rate quality instead.
 BIT_RATES = {"64k": 64000, "96k": 96000, "128k": 128000, "192k": 192000, "320k": 320000}
 # Full scale of each integer sample format, to bring samples into -1..1.
-_INT_SCALE = {np.dtype(np.int16): 2.0 ** 15, np.dtype(np.int32): 2.0 ** 31, np.dtype(np.uint8): None}
+_INT_SCALE = {np.dtype(np.int16): 2.0**15, np.dtype(np.int32): 2.0**31, np.dtype(np.uint8): None}
 
 
 def audio_value(waveform: torch.Tensor, sample_rate: int) -> dict[str, Any]:
@@ -39,8 +40,10 @@ def check_audio(audio: Any, input_name: str = "audio") -> tuple[torch.Tensor, in
     if audio is None:
         raise ValueError(f"{input_name}: no audio (a video without an audio track gives none)")
     if not isinstance(audio, dict) or "waveform" not in audio or "sample_rate" not in audio:
-        raise ValueError(f"{input_name}: expected an AUDIO value (a dict with 'waveform' and 'sample_rate'), "
-                         f"got {type(audio).__name__}")
+        raise ValueError(
+            f"{input_name}: expected an AUDIO value (a dict with 'waveform' and 'sample_rate'), "
+            f"got {type(audio).__name__}"
+        )
     waveform = audio["waveform"]
     if not isinstance(waveform, torch.Tensor) or waveform.dim() != 3:
         raise ValueError(f"{input_name}: the waveform must be a [batch, channels, samples] tensor")
@@ -51,9 +54,9 @@ def frame_samples(frame: av.AudioFrame) -> np.ndarray:
     """One decoded frame as float32 [C, T] in -1..1, whatever its sample format (planar or packed)."""
     data = frame.to_ndarray()
     channels = len(frame.layout.channels)
-    if not frame.format.is_planar:   # packed: one row of interleaved samples
+    if not frame.format.is_planar:  # packed: one row of interleaved samples
         data = data.reshape(-1, channels).T
-    if data.dtype == np.uint8:       # unsigned 8-bit is centred on 128
+    if data.dtype == np.uint8:  # unsigned 8-bit is centred on 128
         return (data.astype(np.float32) - 128.0) / 128.0
     scale = _INT_SCALE.get(data.dtype)
     return data.astype(np.float32) / np.float32(scale) if scale else data.astype(np.float32)
@@ -91,8 +94,14 @@ def opus_rate(rate: int) -> int:
     return next((r for r in OPUS_RATES if r >= rate), OPUS_RATES[-1])
 
 
-def encode_audio(waveform: torch.Tensor, sample_rate: int, dest: str | Path | BinaryIO, fmt: str = "flac",
-                 quality: str = "128k", metadata: dict[str, str] | None = None) -> None:
+def encode_audio(
+    waveform: torch.Tensor,
+    sample_rate: int,
+    dest: str | Path | BinaryIO,
+    fmt: str = "flac",
+    quality: str = "128k",
+    metadata: dict[str, str] | None = None,
+) -> None:
     """Write one waveform [C, T] as a `fmt` file ("flac", "mp3", "opus") with `metadata` as container tags.
 
     FLAC stores 16-bit samples, as ComfyUI's does (values are rounded to 1/32768). Opus takes only its own
@@ -108,11 +117,12 @@ def encode_audio(waveform: torch.Tensor, sample_rate: int, dest: str | Path | Bi
             out.metadata[key] = value
         stream = out.add_stream(encoder, rate=rate, layout=layout)
         if fmt == "mp3" and quality == "V0":
-            stream.codec_context.qscale = 1   # variable bit rate at the best quality
+            stream.codec_context.qscale = 1  # variable bit rate at the best quality
         elif fmt != "flac" and quality in BIT_RATES:
             stream.bit_rate = BIT_RATES[quality]
-        frame = av.AudioFrame.from_ndarray(np.ascontiguousarray(waveform.detach().float().cpu().numpy()),
-                                           format="fltp", layout=layout)
+        frame = av.AudioFrame.from_ndarray(
+            np.ascontiguousarray(waveform.detach().float().cpu().numpy()), format="fltp", layout=layout
+        )
         frame.sample_rate = sample_rate
         frame.pts = 0
         # PyAV's encoder converts format, rate and frame size to what the codec takes before encoding.
@@ -127,8 +137,9 @@ def workflow_tags(prompt: Any, extra_pnginfo: dict | None) -> dict[str, str]:
     return tags
 
 
-def encode_to_bytes(waveform: torch.Tensor, sample_rate: int, fmt: str, quality: str = "128k",
-                    metadata: dict[str, str] | None = None) -> bytes:
+def encode_to_bytes(
+    waveform: torch.Tensor, sample_rate: int, fmt: str, quality: str = "128k", metadata: dict[str, str] | None = None
+) -> bytes:
     """`encode_audio` into memory (the caller writes the file whole, under its final name)."""
     buffer = io.BytesIO()
     encode_audio(waveform, sample_rate, buffer, fmt, quality, metadata)
@@ -147,6 +158,8 @@ def resample(waveform: torch.Tensor, rate: int, target: int) -> torch.Tensor:
         resampler = av.AudioResampler(format="fltp", layout=layout, rate=target)
         frame = av.AudioFrame.from_ndarray(np.ascontiguousarray(item), format="fltp", layout=layout)
         frame.sample_rate, frame.pts = rate, 0
-        chunks = [f.to_ndarray() for f in resampler.resample(frame)] + [f.to_ndarray() for f in resampler.resample(None)]
+        chunks = [f.to_ndarray() for f in resampler.resample(frame)] + [
+            f.to_ndarray() for f in resampler.resample(None)
+        ]
         out.append(np.concatenate(chunks, axis=1))
     return torch.from_numpy(np.stack(out)).reshape(*waveform.shape[:-1], -1)

@@ -6,6 +6,7 @@ Saving writes MP4 with H.264 (yuv420p) video and AAC audio, the workflow in the 
 whose streams an MP4 holds as they are (H.264, HEVC, AV1; AAC, MP3, Opus) is copied stream by stream
 instead of being encoded again.
 """
+
 from __future__ import annotations
 
 import io
@@ -21,12 +22,13 @@ from typing import Any, BinaryIO
 import numpy as np
 import torch
 
-from nodes.media import av   # imported when first used (nodes.media.LazyModule)
+from nodes.media import av  # imported when first used (nodes.media.LazyModule)
 from nodes.media.audio import check_audio, decode_stream
 
 
 class VideoContainer(str, Enum):
     """The file formats a video is saved as ("auto" picks MP4)."""
+
     AUTO = "auto"
     MP4 = "mp4"
 
@@ -36,12 +38,13 @@ class VideoContainer(str, Enum):
 
     @classmethod
     def get_extension(cls, value: str | VideoContainer) -> str:
-        cls(value)   # an unknown name is a ValueError here, before a file is named after it
+        cls(value)  # an unknown name is a ValueError here, before a file is named after it
         return "mp4"
 
 
 class VideoCodec(str, Enum):
     """The video codecs a video is saved with ("auto" keeps a file's own, else H.264)."""
+
     AUTO = "auto"
     H264 = "h264"
 
@@ -53,6 +56,7 @@ class VideoCodec(str, Enum):
 @dataclass
 class VideoComponents:
     """A video's content: frames IMAGE [F, H, W, C] in 0..1, frame rate, optional AUDIO, container tags."""
+
     images: torch.Tensor
     frame_rate: Fraction
     audio: dict | None = None
@@ -67,8 +71,13 @@ class VideoInput(ABC):
         """Frames, frame rate and audio, decoded into tensors."""
 
     @abstractmethod
-    def save_to(self, path: str | BinaryIO, format: VideoContainer | str = VideoContainer.AUTO,
-                codec: VideoCodec | str = VideoCodec.AUTO, metadata: dict | None = None) -> None:
+    def save_to(
+        self,
+        path: str | BinaryIO,
+        format: VideoContainer | str = VideoContainer.AUTO,
+        codec: VideoCodec | str = VideoCodec.AUTO,
+        metadata: dict | None = None,
+    ) -> None:
         """Write the video as a file (a path or a writable binary buffer)."""
 
     def get_stream_source(self) -> str | io.BytesIO:
@@ -106,8 +115,9 @@ class VideoInput(ABC):
     def get_color_space(self) -> str:
         return "sRGB"
 
-    def as_trimmed(self, start_time: float | None = None, duration: float | None = None,
-                   strict_duration: bool = False) -> VideoInput | None:
+    def as_trimmed(
+        self, start_time: float | None = None, duration: float | None = None, strict_duration: bool = False
+    ) -> VideoInput | None:
         """The frames (and audio) from `start_time` seconds (negative: from the end) for `duration` seconds
         (0 or None: to the end); None when that holds no frame, or, with `strict_duration`, fewer seconds than
         asked for."""
@@ -122,9 +132,10 @@ class VideoInput(ABC):
         audio = c.audio
         if audio is not None:
             per_frame = audio["sample_rate"] / rate
-            audio = {**audio, "waveform": audio["waveform"][..., round(start * per_frame):round(end * per_frame)]}
-        return VideoFromComponents(VideoComponents(images=c.images[start:end], frame_rate=rate, audio=audio,
-                                                   metadata=c.metadata))
+            audio = {**audio, "waveform": audio["waveform"][..., round(start * per_frame) : round(end * per_frame)]}
+        return VideoFromComponents(
+            VideoComponents(images=c.images[start:end], frame_rate=rate, audio=audio, metadata=c.metadata)
+        )
 
     def as_cropped(self, x: int = 0, y: int = 0, width: int = 0, height: int = 0) -> VideoInput:
         """The frames cut to the rectangle (clamped to the frame, even-aligned for H.264); an empty or whole
@@ -136,8 +147,14 @@ class VideoInput(ABC):
         h = min(height or frame_h - y0, frame_h - y0) // 2 * 2
         if w <= 0 or h <= 0 or (x0, y0, w, h) == (0, 0, frame_w, frame_h):
             return self
-        return VideoFromComponents(VideoComponents(images=c.images[:, y0:y0 + h, x0:x0 + w].clone(),
-                                                   frame_rate=c.frame_rate, audio=c.audio, metadata=c.metadata))
+        return VideoFromComponents(
+            VideoComponents(
+                images=c.images[:, y0 : y0 + h, x0 : x0 + w].clone(),
+                frame_rate=c.frame_rate,
+                audio=c.audio,
+                metadata=c.metadata,
+            )
+        )
 
 
 def _first_video_stream(container: Any, name: str) -> av.VideoStream:
@@ -211,17 +228,22 @@ class VideoFromFile(VideoInput):
         return VideoComponents(images=images, frame_rate=rate, audio=self._audio(), metadata=metadata)
 
     def _audio(self) -> dict | None:
-        with self._open() as container:   # a second pass: demuxing the video consumed the audio packets
+        with self._open() as container:  # a second pass: demuxing the video consumed the audio packets
             if not container.streams.audio:
                 return None
             try:
                 waveform, rate = decode_stream(container, container.streams.audio[0])
-            except ValueError:   # an audio stream without samples
+            except ValueError:  # an audio stream without samples
                 return None
         return {"waveform": waveform.unsqueeze(0), "sample_rate": rate}
 
-    def save_to(self, path: str | BinaryIO, format: VideoContainer | str = VideoContainer.AUTO,
-                codec: VideoCodec | str = VideoCodec.AUTO, metadata: dict | None = None) -> None:
+    def save_to(
+        self,
+        path: str | BinaryIO,
+        format: VideoContainer | str = VideoContainer.AUTO,
+        codec: VideoCodec | str = VideoCodec.AUTO,
+        metadata: dict | None = None,
+    ) -> None:
         format, codec = VideoContainer(format), VideoCodec(codec)
         with self._open() as source:
             if _copyable(source, codec):
@@ -281,10 +303,13 @@ def _remux(source: Any, path: str | BinaryIO, fmt: str, metadata: dict | None) -
                 out.metadata[key] = value
         for key, value in _tags(metadata).items():
             out.metadata[key] = value
-        streams = {s: out.add_stream_from_template(template=s, opaque=True)
-                   for s in source.streams if s.type in ("video", "audio")}
+        streams = {
+            s: out.add_stream_from_template(template=s, opaque=True)
+            for s in source.streams
+            if s.type in ("video", "audio")
+        }
         for packet in source.demux(*streams):
-            if packet.dts is None:   # the demuxer's end-of-stream marker
+            if packet.dts is None:  # the demuxer's end-of-stream marker
                 continue
             packet.stream = streams[packet.stream]
             out.mux(packet)
@@ -303,9 +328,14 @@ class VideoFromComponents(VideoInput):
     def get_dimensions(self) -> tuple[int, int]:
         return int(self._components.images.shape[2]), int(self._components.images.shape[1])
 
-    def save_to(self, path: str | BinaryIO, format: VideoContainer | str = VideoContainer.AUTO,
-                codec: VideoCodec | str = VideoCodec.AUTO, metadata: dict | None = None) -> None:
-        VideoContainer(format), VideoCodec(codec)   # unknown names are ValueErrors
+    def save_to(
+        self,
+        path: str | BinaryIO,
+        format: VideoContainer | str = VideoContainer.AUTO,
+        codec: VideoCodec | str = VideoCodec.AUTO,
+        metadata: dict | None = None,
+    ) -> None:
+        VideoContainer(format), VideoCodec(codec)  # unknown names are ValueErrors
         images = self._components.images
         if images.dim() != 4 or images.shape[0] == 0 or images.shape[-1] not in (3, 4):
             raise ValueError(f"a video needs frames [frames, height, width, 3]; got shape {tuple(images.shape)}")
@@ -325,8 +355,11 @@ class VideoFromComponents(VideoInput):
             sound = None
             if audio is not None:
                 waveform, sample_rate = check_audio(audio, "the video's audio")
-                sound = out.add_stream("aac", rate=sample_rate,
-                                       layout={1: "mono", 2: "stereo"}.get(waveform.shape[1], f"{waveform.shape[1]}c"))
+                sound = out.add_stream(
+                    "aac",
+                    rate=sample_rate,
+                    layout={1: "mono", 2: "stereo"}.get(waveform.shape[1], f"{waveform.shape[1]}c"),
+                )
             for image in images:
                 pixels = (image[..., :3] * 255).clamp(0, 255).to(torch.uint8).cpu().numpy()
                 frame = av.VideoFrame.from_ndarray(pixels, format="rgb24").reformat(format="yuv420p")

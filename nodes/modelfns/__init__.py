@@ -1,10 +1,19 @@
 """The core ModelFns: text encoding, one denoising step, VAE encode/decode, the cascade discriminator
 (registered on import; cluster.providers says who imports this)."""
-from nodes.modelfns import (clip_vision, denoise, discriminator, ltx2_audio, style_model,  # noqa: F401
-                            text_encoder, text_generate, upscale_model, vae)
 
 from cluster.refs import find_copies_with  # noqa: E402
 from nodes import workspace  # noqa: E402
+from nodes.modelfns import (  # noqa: F401
+    clip_vision,
+    denoise,
+    discriminator,
+    ltx2_audio,
+    style_model,
+    text_encoder,
+    text_generate,
+    upscale_model,
+    vae,
+)
 
 
 def _copy_in_workspace(path: str, digest: str) -> str | None:

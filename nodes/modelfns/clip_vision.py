@@ -1,4 +1,5 @@
 """CLIP vision encoding as a ModelFn: IMAGE in, ComfyUI's CLIP_VISION_OUTPUT tensors out."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -15,6 +16,7 @@ OUTPUTS = ("last_hidden_state", "image_embeds", "penultimate_hidden_states")
 @register
 class ClipVisionEncodeFn(ModelFn):
     """inputs: image [B,H,W,C] 0..1; params: crop (True: center crop, False: squash to a square)."""
+
     name = "clip_vision_encode"
 
     def setup_io(self) -> None:
@@ -25,8 +27,10 @@ class ClipVisionEncodeFn(ModelFn):
     def load_model(self, ref: ModelRef) -> ClipVisionEncoder:
         from nodes.models.clip_vision import load_clip_vision
         from nodes.models.safetensors_io import load_state_dict
+
         return load_clip_vision(load_state_dict(ref.sources[0], ref.digests[0]), ref.sources[0])
 
-    def execute(self, model: ClipVisionEncoder, inputs: dict[str, Any], params: dict[str, Any]
-                ) -> dict[str, torch.Tensor]:
+    def execute(
+        self, model: ClipVisionEncoder, inputs: dict[str, Any], params: dict[str, Any]
+    ) -> dict[str, torch.Tensor]:
         return model.encode(inputs["image"], bool(params["crop"]))

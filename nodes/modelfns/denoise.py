@@ -4,14 +4,15 @@ sampler update. The paper's granularity: a 20-step KSampler is 20 invocations of
 The sampler's multistep history and noise-generator state travel as `state.*` tensors, so a step
 can run on any executor and a re-run reproduces its output.
 """
+
 from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from functools import partial
 from types import SimpleNamespace
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -19,17 +20,17 @@ from cluster.batching import Call, freeze, layout_key
 from cluster.modelfn import Layout, ModelFn, register
 from cluster.refs import ModelRef, on_this_machine
 from nodes.conditioning_areas import area_and_mult, crop
-from nodes.models.components import DiffusionModel
 from nodes.modelfns.hooks import HookWeights, entry_hooks, uses_hooks
 from nodes.modelfns.model_patches import combine, perp_neg, post_cfg, pre_cfg, skips_uncond
 from nodes.modelfns.network_patches import CALC_COND, apply_model, wrap_forward, wrap_prediction
+from nodes.models.components import DiffusionModel
 from nodes.sampling import context_windows
 from nodes.sampling.model_sampling import ModelSampling, model_sampling_from_config
 from nodes.sampling.sampler_base import DENOISED
 from nodes.sampling.samplers import get_sampler, run_step
 
 STATE_PREFIX = "state."
-UNBATCHED_PARAMS = ("seed",)     # deterministic samplers never read it
+UNBATCHED_PARAMS = ("seed",)  # deterministic samplers never read it
 # inputs a context window leaves whole: the sampler's and the inpainting's tensors over the whole latent
 _UNCUT = ("x", "sigmas", "noise", "latent_image", "denoise_mask")
 
@@ -52,13 +53,20 @@ class GuidedDenoiser:
     """x, sigma -> CFG-combined denoised prediction, batching compatible conds into one forward pass
     as ComfyUI does (cond and uncond together when their shapes and ControlNets agree)."""
 
-    def __init__(self, model: DiffusionModel, ms: ModelSampling, inputs: dict[str, torch.Tensor],
-                 params: dict[str, Any], load_control: Callable[[ModelRef], Any],
-                 state: dict[str, torch.Tensor] | None = None, keep_uncond: bool = False,
-                 hook_weights: HookWeights | None = None,
-                 uncond: tuple[DiffusionModel, ModelSampling] | None = None) -> None:
+    def __init__(
+        self,
+        model: DiffusionModel,
+        ms: ModelSampling,
+        inputs: dict[str, torch.Tensor],
+        params: dict[str, Any],
+        load_control: Callable[[ModelRef], Any],
+        state: dict[str, torch.Tensor] | None = None,
+        keep_uncond: bool = False,
+        hook_weights: HookWeights | None = None,
+        uncond: tuple[DiffusionModel, ModelSampling] | None = None,
+    ) -> None:
         self.model, self.ms, self.inputs = model, ms, inputs
-        self.hook_weights = hook_weights   # cond entries with weight hooks (nodes.modelfns.hooks)
+        self.hook_weights = hook_weights  # cond entries with weight hooks (nodes.modelfns.hooks)
         self.cfg = float(params["cfg"])
         self.positive = params["positive"]
         self.negative = params["negative"]
@@ -69,27 +77,31 @@ class GuidedDenoiser:
         self.noise = inputs.get("noise")
         self.patches = params.get("model_patches") or {}
         # MiniMaxH3SigmaShift's video and audio shifts: the MiniMax H3 transformer reads them per evaluation
-        self.av_shifts = {k: v for k, v in (params.get("model_sampling") or {}).items()
-                          if k.startswith("minimax_shift_")}
-        if self.patches:   # post-CFG functions may run the model again (PAG, SAG), as ComfyUI's calc_cond_batch
+        self.av_shifts = {
+            k: v for k, v in (params.get("model_sampling") or {}).items() if k.startswith("minimax_shift_")
+        }
+        if self.patches:  # post-CFG functions may run the model again (PAG, SAG), as ComfyUI's calc_cond_batch
             self.patches = {**self.patches, CALC_COND: self._calc_cond_batch}
         self.middle = params.get("middle")
         self.dual = params.get("dual_cfg")
         self.perp = params.get("perp_neg")
         # CFGOverride's ranges; DualCFGGuider's scales are its own (ComfyUI's override sets a cfg it never reads)
         self.cfg_overrides = params.get("cfg_overrides") or ()
-        self.rope_options = params.get("rope_options")   # ScaleROPE: read by the Flux networks
-        self.uncond = uncond   # DualModelGuider's negative MODEL and its model sampling
-        windows = params.get(context_windows.OPTION)   # ContextWindowsManual: evaluations window by window
+        self.rope_options = params.get("rope_options")  # ScaleROPE: read by the Flux networks
+        self.uncond = uncond  # DualModelGuider's negative MODEL and its model sampling
+        windows = params.get(context_windows.OPTION)  # ContextWindowsManual: evaluations window by window
         self.context_windows = None if windows is None else context_windows.ContextWindows(**windows)
         self.state = state
         # The CFG++ samplers step along the negative prediction: ComfyUI's samplers read it with a post-CFG
         # function appended last and make the negative side run even at cfg 1. Read it the same way.
         self.uncond_denoised: torch.Tensor | None = None
         if keep_uncond:
-            self.patches = {**self.patches, "disable_cfg1_optimization": True,
-                            "sampler_post_cfg_function": list(self.patches.get("sampler_post_cfg_function", []))
-                            + [self._keep_uncond]}
+            self.patches = {
+                **self.patches,
+                "disable_cfg1_optimization": True,
+                "sampler_post_cfg_function": list(self.patches.get("sampler_post_cfg_function", []))
+                + [self._keep_uncond],
+            }
 
     def _keep_uncond(self, args: dict) -> torch.Tensor:
         self.uncond_denoised = args["uncond_denoised"]
@@ -98,13 +110,21 @@ class GuidedDenoiser:
     def __call__(self, x: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
         mask = self.denoise_mask
         if mask is not None:
-            if "denoise_mask_function" in self.patches:   # e.g. Differential Diffusion's per-step mask
-                mask = self.patches["denoise_mask_function"](sigma, mask, extra_options={
-                    "model": SimpleNamespace(inner_model=SimpleNamespace(model_sampling=self.ms)),
-                    "sigmas": self.inputs["sigmas"]})
+            if "denoise_mask_function" in self.patches:  # e.g. Differential Diffusion's per-step mask
+                mask = self.patches["denoise_mask_function"](
+                    sigma,
+                    mask,
+                    extra_options={
+                        "model": SimpleNamespace(inner_model=SimpleNamespace(model_sampling=self.ms)),
+                        "sigmas": self.inputs["sigmas"],
+                    },
+                )
             # Inpainting: outside the mask, the latent is the original image noised to this sigma.
             keep = 1.0 - mask
-            x = x * mask + self.model.inpaint_latent(self.ms, sigma.reshape(-1)[:1], self.noise, self.latent_image) * keep
+            x = (
+                x * mask
+                + self.model.inpaint_latent(self.ms, sigma.reshape(-1)[:1], self.noise, self.latent_image) * keep
+            )
         s = float(sigma.reshape(-1)[0])
         if self.dual is not None:
             out = self._dual_cfg(x, sigma, s)
@@ -143,8 +163,15 @@ class GuidedDenoiser:
             self.model, self.ms = saved
         return self._cfg(cond, uncond, self.cfg, x, sigma, (self.positive, self.negative))
 
-    def _cfg(self, cond: torch.Tensor, uncond: torch.Tensor | None, cfg: float, x: torch.Tensor,
-             sigma: torch.Tensor, conds: tuple[list, list]) -> torch.Tensor:
+    def _cfg(
+        self,
+        cond: torch.Tensor,
+        uncond: torch.Tensor | None,
+        cfg: float,
+        x: torch.Tensor,
+        sigma: torch.Tensor,
+        conds: tuple[list, list],
+    ) -> torch.Tensor:
         """ComfyUI's cfg_function: uncond + (cond - uncond) * cfg, or the patches' replacement for it."""
         if self.patches:
             return combine(self.patches, cond, uncond, cfg, x, sigma, self.ms, conds, self.state)
@@ -164,8 +191,19 @@ class GuidedDenoiser:
         model = SimpleNamespace(model_sampling=self.ms)
         pos, neg, emp = pre_cfg(self.patches, outs, self.cfg, x, sigma, model, conds, self.state)
         out = perp_neg(pos, neg, emp, neg_scale, self.cfg)
-        return post_cfg(self.patches, out, pos, neg, self.cfg, x, sigma, model, (self.positive, negative),
-                        empty_cond=empty, empty_cond_denoised=emp)
+        return post_cfg(
+            self.patches,
+            out,
+            pos,
+            neg,
+            self.cfg,
+            x,
+            sigma,
+            model,
+            (self.positive, negative),
+            empty_cond=empty,
+            empty_cond_denoised=emp,
+        )
 
     def _dual_cfg(self, x: torch.Tensor, sigma: torch.Tensor, s: float) -> torch.Tensor:
         """DualCFGGuider: cond1 (positive) over cond2 (middle) at cfg, cond2 over negative at cfg2.
@@ -177,15 +215,18 @@ class GuidedDenoiser:
             negative = None
             if math.isclose(self.cfg, 1.0):
                 middle = None
-        neg, mid, pos = (torch.zeros_like(x) if p is None else p
-                         for p in self._predict(x, sigma, s, [negative, middle, self.positive]))
+        neg, mid, pos = (
+            torch.zeros_like(x) if p is None else p
+            for p in self._predict(x, sigma, s, [negative, middle, self.positive])
+        )
         if nested:
             text = self._cfg(pos, mid, self.cfg, x, sigma, (self.positive, self.middle))
             return neg + cfg2 * (text - neg)
         return self._cfg(mid, neg, cfg2, x, sigma, (self.middle, self.negative)) + (pos - mid) * self.cfg
 
-    def _predict(self, x: torch.Tensor, sigma: torch.Tensor, s: float,
-                 sides_entries: list[list | None]) -> list[torch.Tensor | None]:
+    def _predict(
+        self, x: torch.Tensor, sigma: torch.Tensor, s: float, sides_entries: list[list | None]
+    ) -> list[torch.Tensor | None]:
         cw = self.context_windows
         if cw is None or not cw.applies(x):
             return self._predict_whole(x, sigma, s, sides_entries)
@@ -196,10 +237,17 @@ class GuidedDenoiser:
             # ComfyUI's rule: a conditioning tensor as long as the latent along dim is cut like it (ControlNet
             # hints are not: ComfyUI leaves the control objects whole)
             whole, whole_mask = self.inputs, self.denoise_mask
-            self.inputs = {k: context_windows.take(t, window, cw.dim)
-                           if k not in _UNCUT and not k.startswith(STATE_PREFIX) and ".control." not in k
-                           and isinstance(t, torch.Tensor)
-                           and t.dim() > cw.dim and t.shape[cw.dim] == n else t for k, t in whole.items()}
+            self.inputs = {
+                k: context_windows.take(t, window, cw.dim)
+                if k not in _UNCUT
+                and not k.startswith(STATE_PREFIX)
+                and ".control." not in k
+                and isinstance(t, torch.Tensor)
+                and t.dim() > cw.dim
+                and t.shape[cw.dim] == n
+                else t
+                for k, t in whole.items()
+            }
             if whole_mask is not None and whole_mask.dim() > cw.dim and whole_mask.shape[cw.dim] == n:
                 self.denoise_mask = context_windows.take(whole_mask, window, cw.dim)
             try:
@@ -207,70 +255,96 @@ class GuidedDenoiser:
                 return self._predict_whole(context_windows.take(x, window, cw.dim), sub_sigma, s, sides_entries)
             finally:
                 self.inputs, self.denoise_mask = whole, whole_mask
+
         return context_windows.blend(cw, x, step, evaluate, len(sides_entries))
 
-    def _predict_whole(self, x: torch.Tensor, sigma: torch.Tensor, s: float,
-                       sides_entries: list[list | None]) -> list[torch.Tensor | None]:
+    def _predict_whole(
+        self, x: torch.Tensor, sigma: torch.Tensor, s: float, sides_entries: list[list | None]
+    ) -> list[torch.Tensor | None]:
         """Per side (a list of cond entries, or None for a side not evaluated), the weighted average of its
         entries' denoised predictions, each on its area with its weight (ComfyUI's calc_cond_batch); entries
         of all sides whose crops, embeddings and ControlNets agree share one forward pass."""
         sides = [(str(k), entries) for k, entries in enumerate(sides_entries) if entries is not None]
         groups: dict[tuple, list[tuple[str, dict, tuple | None, torch.Tensor]]] = {}
-        placed = [(side, e, *area_and_mult(e, self.inputs.get(f"{e['key']}.mask"), x))
-                  for side, entries in sides for e in entries
-                  if not e.get("default") and _active(s, e["sigma_start"], e["sigma_end"])]
+        placed = [
+            (side, e, *area_and_mult(e, self.inputs.get(f"{e['key']}.mask"), x))
+            for side, entries in sides
+            for e in entries
+            if not e.get("default") and _active(s, e["sigma_start"], e["sigma_end"])
+        ]
         placed += self._defaults(sides, placed, s, x)
         for side, e, area, mult in placed:
             context = self.inputs[f"{e['key']}.context"]
-            controls = tuple((c["ref"].key, c["strength"], c["sigma_start"], c["sigma_end"], c["hint_id"])
-                             for c in e["controls"])
+            controls = tuple(
+                (c["ref"].key, c["strength"], c["sigma_start"], c["sigma_end"], c["hint_id"]) for c in e["controls"]
+            )
             if self.hook_weights is not None:
                 self.hook_weights.prepare(entry_hooks(e), s)
             cn_context = self.inputs.get(f"{e['key']}.controlnet_context")
-            gkey = (tuple(mult.shape), tuple(context.shape), controls,
-                    None if cn_context is None else tuple(cn_context.shape),
-                    f"{e['key']}.pooled" in self.inputs, e.get("guidance"), e.get("guidance_disabled", False),
-                    tuple((h.hook.uid, h.hook.keyframes.uid) for h in entry_hooks(e)),
-                    tuple(tuple(self.inputs[f"{e['key']}.ref.{i}"].shape[1:]) for i in range(e.get("ref_latents", 0))),
-                    e.get("ref_latents_method"))
+            gkey = (
+                tuple(mult.shape),
+                tuple(context.shape),
+                controls,
+                None if cn_context is None else tuple(cn_context.shape),
+                f"{e['key']}.pooled" in self.inputs,
+                e.get("guidance"),
+                e.get("guidance_disabled", False),
+                tuple((h.hook.uid, h.hook.keyframes.uid) for h in entry_hooks(e)),
+                tuple(tuple(self.inputs[f"{e['key']}.ref.{i}"].shape[1:]) for i in range(e.get("ref_latents", 0))),
+                e.get("ref_latents_method"),
+            )
             groups.setdefault(gkey, []).append((side, e, area, mult))
         xc = self.ms.calculate_input(sigma, x)
         t = self.ms.timestep(sigma)
         n = x.shape[0]
-        evaluation: dict[str, Any] = {}   # what the passes of this evaluation share (EasyCache's skip decision)
+        evaluation: dict[str, Any] = {}  # what the passes of this evaluation share (EasyCache's skip decision)
         totals = {name: torch.zeros_like(x) for name, _ in sides}
         counts = {name: torch.ones_like(x) * 1e-37 for name, _ in sides}
         for members in groups.values():
             k = len(members)
             xb = torch.cat([crop(xc, area) for _, _, area, _ in members])
             tb = t.reshape(-1)[:1].expand(n * k)
-            if self.denoise_mask is not None:   # Wan 2.2 5B: one timestep per latent frame from the noise mask
+            if self.denoise_mask is not None:  # Wan 2.2 5B: one timestep per latent frame from the noise mask
                 tb = self.model.step_timesteps(tb, self.denoise_mask.repeat(k, *[1] * (self.denoise_mask.dim() - 1)))
             batch_cond = self._batch_cond([e for _, e, _, _ in members], n, x.device)
             if self.rope_options:
                 batch_cond["rope_options"] = self.rope_options
-            concats = [self.model.concat_image(self.inputs.get(f"{e['key']}.concat_latent_image"), x,
-                                               self.inputs.get(f"{e['key']}.concat_mask"),
-                                               e.get("concat_mask_index", 0))
-                       for _, e, _, _ in members]
-            if concats[0] is not None:   # InstructPix2Pix: the image latent joins the input, cropped like it
+            concats = [
+                self.model.concat_image(
+                    self.inputs.get(f"{e['key']}.concat_latent_image"),
+                    x,
+                    self.inputs.get(f"{e['key']}.concat_mask"),
+                    e.get("concat_mask_index", 0),
+                )
+                for _, e, _, _ in members
+            ]
+            if concats[0] is not None:  # InstructPix2Pix: the image latent joins the input, cropped like it
                 batch_cond["concat"] = torch.cat([crop(c, m[2]) for c, m in zip(concats, members)])
             batch_cond["control"] = self._control([e for _, e, _, _ in members], n, xb, tb, s, batch_cond)
-            forward = partial(apply_model, self._model_for(members[0][1], x.device), self.patches, t=tb,
-                              cond=batch_cond, sigma=sigma, cond_or_uncond=[int(m[0]) for m in members])
-            out = wrap_forward(self.patches, forward, xb, sigma, [e["key"] for _, e, _, _ in members], self.state,
-                               evaluation)
+            forward = partial(
+                apply_model,
+                self._model_for(members[0][1], x.device),
+                self.patches,
+                t=tb,
+                cond=batch_cond,
+                sigma=sigma,
+                cond_or_uncond=[int(m[0]) for m in members],
+            )
+            out = wrap_forward(
+                self.patches, forward, xb, sigma, [e["key"] for _, e, _, _ in members], self.state, evaluation
+            )
             # ComfyUI accumulates a batch from its last member to its first; the order rounds overlaps.
             for idx in reversed(range(k)):
                 side, _, area, mult = members[idx]
-                denoised = self.ms.calculate_denoised(sigma, out[idx * n:(idx + 1) * n], crop(x, area))
+                denoised = self.ms.calculate_denoised(sigma, out[idx * n : (idx + 1) * n], crop(x, area))
                 crop(totals[side], area).add_(denoised * mult)
                 crop(counts[side], area).add_(mult)
         results = {name: totals[name] / counts[name] for name, _ in sides}
         return [results.get(str(k)) for k in range(len(sides_entries))]
 
-    def _calc_cond_batch(self, model: Any, conds: list[list | None], x: torch.Tensor, sigma: torch.Tensor,
-                         model_options: dict) -> list[torch.Tensor | None]:
+    def _calc_cond_batch(
+        self, model: Any, conds: list[list | None], x: torch.Tensor, sigma: torch.Tensor, model_options: dict
+    ) -> list[torch.Tensor | None]:
         """ComfyUI's calc_cond_batch for patches: the sides' denoised predictions under other model_options
         (e.g. with an attention replaced)."""
         saved, self.patches = self.patches, model_options
@@ -279,8 +353,9 @@ class GuidedDenoiser:
         finally:
             self.patches = saved
 
-    def _defaults(self, sides: list[tuple[str, list]], placed: list[tuple], s: float,
-                  x: torch.Tensor) -> list[tuple[str, dict, tuple | None, torch.Tensor]]:
+    def _defaults(
+        self, sides: list[tuple[str, list]], placed: list[tuple], s: float, x: torch.Tensor
+    ) -> list[tuple[str, dict, tuple | None, torch.Tensor]]:
         """ComfyUI's finalize_default_conds: a side's "default" entries (ConditioningSetDefaultCombine) weigh
         what the side's other active entries leave uncovered, relu(1 - their summed weights), and are left
         out where that is zero everywhere."""
@@ -307,7 +382,7 @@ class GuidedDenoiser:
         if not hooks or self.hook_weights is None:
             return self.model
         model = self.hook_weights.model(hooks)
-        model.module.to(device)   # built beside the layer cache, like a ControlNet: it follows the step
+        model.module.to(device)  # built beside the layer cache, like a ControlNet: it follows the step
         return model
 
     def _batch_cond(self, entries: list[dict], n: int, device: torch.device) -> dict[str, Any]:
@@ -316,35 +391,37 @@ class GuidedDenoiser:
             if any(t is None for t in ts):
                 return None
             return torch.cat([t.expand(n, *t.shape[1:]) if t.shape[0] == 1 else t for t in ts])
+
         cond: dict[str, Any] = {"context": stacked("context"), "pooled": stacked("pooled")}
         clip_fea = stacked("clip_fea")
-        if clip_fea is not None:   # CLIP vision states of an image-to-video cond (Wan 2.1)
+        if clip_fea is not None:  # CLIP vision states of an image-to-video cond (Wan 2.1)
             cond["clip_fea"] = clip_fea
         camera = stacked("camera_conditions")
-        if camera is not None:   # Wan Fun Camera: its control adapter's input
+        if camera is not None:  # Wan Fun Camera: its control adapter's input
             cond["camera_conditions"] = camera
         cn_context = stacked("controlnet_context")
-        if cn_context is not None:   # CLIPTextEncodeControlnet: what the ControlNets attend to
+        if cn_context is not None:  # CLIPTextEncodeControlnet: what the ControlNets attend to
             cond["controlnet_context"] = cn_context
-        if self.latent_size is not None and self.model.arch == "sdxl":   # the only family reading them
-            ids = torch.tensor([_time_ids(e.get("size", {}), self.latent_size) for e in entries],
-                               dtype=torch.float32, device=device)
+        if self.latent_size is not None and self.model.arch == "sdxl":  # the only family reading them
+            ids = torch.tensor(
+                [_time_ids(e.get("size", {}), self.latent_size) for e in entries], dtype=torch.float32, device=device
+            )
             cond["time_ids"] = ids.repeat_interleave(n, dim=0)
         cond.update(self.av_shifts)
         guidance = entries[0].get("guidance")
-        if guidance is not None:   # FluxGuidance; a guidance-distilled model applies its default otherwise
+        if guidance is not None:  # FluxGuidance; a guidance-distilled model applies its default otherwise
             cond["guidance"] = float(guidance)
-        elif entries[0].get("guidance_disabled"):   # FluxDisableGuidance: the model adds no guidance embedding
+        elif entries[0].get("guidance_disabled"):  # FluxDisableGuidance: the model adds no guidance embedding
             cond["guidance_disabled"] = True
-        if entries[0].get("ref_latents"):   # ReferenceLatent: in model space, as ComfyUI's process_latent_in
+        if entries[0].get("ref_latents"):  # ReferenceLatent: in model space, as ComfyUI's process_latent_in
             fmt = self.model.latent_format
-            cond["ref_latents"] = [fmt.process_in(stacked(f"ref.{i}")).to(device)
-                                   for i in range(entries[0]["ref_latents"])]
+            cond["ref_latents"] = [
+                fmt.process_in(stacked(f"ref.{i}")).to(device) for i in range(entries[0]["ref_latents"])
+            ]
             cond["ref_latents_method"] = entries[0].get("ref_latents_method")
         return cond
 
-    def _control(self, entries: list[dict], n: int, xb: torch.Tensor, tb: torch.Tensor, s: float,
-                 cond: dict[str, Any]):
+    def _control(self, entries: list[dict], n: int, xb: torch.Tensor, tb: torch.Tensor, s: float, cond: dict[str, Any]):
         """Sum of the active ControlNets' residuals for this batch (a chain adds up, as in ComfyUI)."""
         total = None
         if "controlnet_context" in cond:
@@ -355,7 +432,7 @@ class GuidedDenoiser:
             hints = [self.inputs[f"{e['key']}.control.{k}.hint"] for e in entries]
             hint = torch.cat([h.expand(n, *h.shape[1:]) if h.shape[0] == 1 else h for h in hints])
             net = self.load_control(spec["ref"])
-            net.module.to(xb.device)   # loaded beside the layer cache: it follows the step to its device
+            net.module.to(xb.device)  # loaded beside the layer cache: it follows the step to its device
             residuals = net.apply(xb, tb, cond, hint, spec["strength"])
             total = residuals if total is None else total + residuals
         return total
@@ -365,14 +442,21 @@ def _time_ids(size: dict[str, int], latent_size: tuple[int, int]) -> list[int]:
     """SDXL's [height, width, crop_h, crop_w, target_height, target_width] from an entry's sizes; ComfyUI's
     defaults: the image size, no crop, the target the size."""
     height, width = size.get("height", latent_size[0]), size.get("width", latent_size[1])
-    return [height, width, size.get("crop_h", 0), size.get("crop_w", 0),
-            size.get("target_height", height), size.get("target_width", width)]
+    return [
+        height,
+        width,
+        size.get("crop_h", 0),
+        size.get("crop_w", 0),
+        size.get("target_height", height),
+        size.get("target_width", width),
+    ]
 
 
 @register
 class DenoiseStep(ModelFn):
     """inputs: x (model-space latent), sigmas, conds (`positive.j.context` ...), optional inpaint tensors and
     sampler state; params: sampler, i, cfg, seed, positive/negative entry metadata, model sampling config."""
+
     name = "denoise_step"
 
     def __init__(self) -> None:
@@ -387,7 +471,7 @@ class DenoiseStep(ModelFn):
     def setup_io(self) -> None:
         self.add_input("x")
         self.add_input("sigmas")
-        self.add_input("conditioning")   # the flattened `positive.*` / `negative.*` tensors
+        self.add_input("conditioning")  # the flattened `positive.*` / `negative.*` tensors
         self.add_input("control_hints", callback=True)
         self.add_output("x")
         self.add_output("denoised")
@@ -404,8 +488,12 @@ class DenoiseStep(ModelFn):
         step reads the whole batch (dpm_adaptive's error norm). Neither are MODELs
         patched by node packs (their patches are code the merge cannot see into), nor steps with weight
         hooks (their weights and keyframe states are per request)."""
-        if ("model_patches" in call.params or uses_hooks(call.params) or "uncond_model" in call.params
-                or context_windows.OPTION in call.params):   # windows may cut along the batch
+        if (
+            "model_patches" in call.params
+            or uses_hooks(call.params)
+            or "uncond_model" in call.params
+            or context_windows.OPTION in call.params
+        ):  # windows may cut along the batch
             return None
         try:
             sampler = get_sampler(str(call.params["sampler"]))
@@ -426,7 +514,7 @@ class DenoiseStep(ModelFn):
                 return ("sample", str(t.dtype), tuple(t.shape[1:]))
             if t.ndim == ndim + 1 and t.shape[1] == n:
                 return ("history", str(t.dtype), t.shape[0], tuple(t.shape[2:]))
-            if t.numel() <= 16:      # step sizes and the like: the same schedule gives the same values
+            if t.numel() <= 16:  # step sizes and the like: the same schedule gives the same values
                 return ("shared",) + freeze(t)[1:]
             return None
         return super().input_layout(name, t, n, ndim)
@@ -434,14 +522,17 @@ class DenoiseStep(ModelFn):
     @classmethod
     def warm_up(cls) -> None:
         from nodes.models.loader import import_model_code
+
         import_model_code()
 
     def load_model(self, ref: ModelRef) -> DiffusionModel:
         from nodes.models.loader import load_diffusion_model
+
         return load_diffusion_model(ref)
 
     def load_control(self, ref: ModelRef):
         from nodes.models.loader import load_controlnet
+
         if ref.key not in self._controlnets:
             if len(self._controlnets) >= 4:
                 self._controlnets.pop(next(iter(self._controlnets)))
@@ -481,7 +572,7 @@ class DenoiseStep(ModelFn):
             if len(self._compiled) >= 2:
                 self._compiled.pop(next(iter(self._compiled)))
             self._compiled[key] = (model.module, torch.compile(model.module, backend=backend))
-        compiled = copy.copy(model)   # the same DiffusionModel whose network is the compiled one
+        compiled = copy.copy(model)  # the same DiffusionModel whose network is the compiled one
         compiled.module = self._compiled[key][1]
         return compiled
 
@@ -497,7 +588,7 @@ class DenoiseStep(ModelFn):
             if len(self._cast) >= 2:
                 self._cast.pop(next(iter(self._cast)))
             self._cast[key] = (model.module, copy.deepcopy(model.module).to(dtype))
-        cast = copy.copy(model)   # the same DiffusionModel with the cast network
+        cast = copy.copy(model)  # the same DiffusionModel with the cast network
         cast.module, cast.dtype = self._cast[key][1], dtype
         return cast
 
@@ -508,18 +599,35 @@ class DenoiseStep(ModelFn):
             model = self._compile(model, str(params["torch_compile"]))
         ms = self._model_sampling(params["model_sampling"])
         x, sigmas, i = inputs["x"], inputs["sigmas"], int(params["i"])
-        state = {k[len(STATE_PREFIX):]: v for k, v in inputs.items() if k.startswith(STATE_PREFIX)}
+        state = {k[len(STATE_PREFIX) :]: v for k, v in inputs.items() if k.startswith(STATE_PREFIX)}
         hooks = HookWeights(params["hook_base"], state, sigmas, self._load_hooked) if uses_hooks(params) else None
         sampler = get_sampler(params["sampler"])
         uncond = None
         if params.get("uncond_model") is not None:
             uncond = (self._load_uncond(params["uncond_model"]), self._model_sampling(params["uncond_sampling"]))
-        denoiser = GuidedDenoiser(model, ms, inputs, params, self.load_control, state,
-                                  keep_uncond=sampler.cfg_pp, hook_weights=hooks, uncond=uncond)
-        denoiser = wrap_prediction(denoiser, denoiser.patches, state)   # LazyCache: around the whole prediction
-        x_next = run_step(denoiser, x, sigmas, i, params["sampler"], int(params["seed"]), state,
-                          model_sampling=ms if ms.is_const or sampler.reads_model_sampling else None,
-                          options=params.get("sampler_options"))
+        denoiser = GuidedDenoiser(
+            model,
+            ms,
+            inputs,
+            params,
+            self.load_control,
+            state,
+            keep_uncond=sampler.cfg_pp,
+            hook_weights=hooks,
+            uncond=uncond,
+        )
+        denoiser = wrap_prediction(denoiser, denoiser.patches, state)  # LazyCache: around the whole prediction
+        x_next = run_step(
+            denoiser,
+            x,
+            sigmas,
+            i,
+            params["sampler"],
+            int(params["seed"]),
+            state,
+            model_sampling=ms if ms.is_const or sampler.reads_model_sampling else None,
+            options=params.get("sampler_options"),
+        )
         result = {"x": x_next, "denoised": state.get(DENOISED, x_next)}
         result.update({STATE_PREFIX + k: v for k, v in state.items()})
         return result

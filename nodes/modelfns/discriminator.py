@@ -1,14 +1,15 @@
 """The cascade discriminator as a ModelFn: scored like any other model call, so it is scheduled,
 cached and charged to the tenant whose query it judges."""
+
 from __future__ import annotations
 
 from typing import Any
 
 import torch
 
-from nodes.models.discriminator import Discriminator, load_discriminator
 from cluster.modelfn import ModelFn, register
 from cluster.refs import ModelRef
+from nodes.models.discriminator import Discriminator, load_discriminator
 
 
 @register

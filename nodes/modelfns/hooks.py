@@ -9,19 +9,22 @@ strengths the keyframes give at that model evaluation (`HookWeights`). Keyframe 
 ComfyUI (a keyframe holds for `guarantee_steps` evaluations before the next may take over), so their state
 travels between steps as sampler state tensors, like the noise generator's.
 """
+
 from __future__ import annotations
 
 import math
 import uuid
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import torch
 
 from cluster.refs import ModelRef, Patch
-from nodes.models.merge import OPTION as MERGES, merges, with_merge
+from nodes.models.merge import OPTION as MERGES
+from nodes.models.merge import merges, with_merge
 
-STATE_KEY = "hook_keyframes."     # + keyframe group id: [index, used evaluations, last sigma] (float64)
+STATE_KEY = "hook_keyframes."  # + keyframe group id: [index, used evaluations, last sigma] (float64)
 
 
 def new_id() -> str:
@@ -33,6 +36,7 @@ def new_id() -> str:
 class HookKeyframe:
     """From `start_percent` of sampling on, the hooks' strengths are multiplied by `strength`;
     `guarantee_steps` model evaluations run with it before a later keyframe may take over."""
+
     strength: float
     start_percent: float = 0.0
     guarantee_steps: int = 1
@@ -42,10 +46,11 @@ class HookKeyframe:
 class HookKeyframes:
     """A HOOK_KEYFRAMES value: keyframes ordered by start percent (equal ones keep their order of addition).
     `uid` names the schedule's state; the hooks given one schedule by one SetHookKeyframes share it."""
+
     keyframes: tuple[HookKeyframe, ...] = ()
     uid: str = ""
 
-    def add(self, keyframe: HookKeyframe) -> "HookKeyframes":
+    def add(self, keyframe: HookKeyframe) -> HookKeyframes:
         return replace(self, keyframes=tuple(sorted(self.keyframes + (keyframe,), key=lambda k: k.start_percent)))
 
     @property
@@ -58,6 +63,7 @@ class HookKeyframes:
 class WeightHook:
     """One weight hook: `lora` (a LoRA file; its strength field unused) or `model`/`clip` (the diffusion model
     and text encoder of a checkpoint applied as a LoRA: strength * (its weights - the base's own weights))."""
+
     uid: str
     strength_model: float
     strength_clip: float
@@ -70,9 +76,10 @@ class WeightHook:
 @dataclass(frozen=True)
 class HookGroup:
     """A HOOKS value. Adding a hook already present (same uid) keeps the first, as ComfyUI's groups do."""
+
     hooks: tuple[WeightHook, ...] = ()
 
-    def combined(self, other: "HookGroup | None") -> "HookGroup":
+    def combined(self, other: HookGroup | None) -> HookGroup:
         if other is None:
             return self
         have = {h.uid for h in self.hooks}
@@ -83,7 +90,7 @@ class HookGroup:
                 extra.append(h)
         return HookGroup(self.hooks + tuple(extra))
 
-    def with_keyframes(self, keyframes: HookKeyframes) -> "HookGroup":
+    def with_keyframes(self, keyframes: HookKeyframes) -> HookGroup:
         return HookGroup(tuple(replace(h, keyframes=keyframes) for h in self.hooks))
 
     @property
@@ -91,7 +98,7 @@ class HookGroup:
         return tuple(h.uid for h in self.hooks)
 
 
-def combine_all(groups: Iterable["HookGroup | None"]) -> HookGroup | None:
+def combine_all(groups: Iterable[HookGroup | None]) -> HookGroup | None:
     """CombineHooks*: the given groups' hooks in order (None when none was given)."""
     present = [g for g in groups if g is not None]
     if not present:
@@ -103,6 +110,7 @@ def combine_all(groups: Iterable["HookGroup | None"]) -> HookGroup | None:
 
 
 # ---- weights -------------------------------------------------------------------------------------------------
+
 
 def _unpatched(ref: ModelRef) -> ModelRef:
     """The weights of the ref's own files: the base a model-as-LoRA difference is taken from."""
@@ -134,9 +142,11 @@ def hooked_ref(ref: ModelRef, hooks: Iterable[tuple[WeightHook, float]], target:
 
 # ---- sampling-time schedules ----------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class ScheduledHook:
     """A hook in a denoise step's params: the hook and its keyframes' start percents as sigmas."""
+
     hook: WeightHook
     start_sigmas: tuple[float, ...]
 
@@ -144,8 +154,9 @@ class ScheduledHook:
 def schedule(group: HookGroup | None, percent_to_sigma: Callable[[float], float]) -> tuple[ScheduledHook, ...]:
     if group is None:
         return ()
-    return tuple(ScheduledHook(h, tuple(percent_to_sigma(k.start_percent) for k in h.keyframes.keyframes))
-                 for h in group.hooks)
+    return tuple(
+        ScheduledHook(h, tuple(percent_to_sigma(k.start_percent) for k in h.keyframes.keyframes)) for h in group.hooks
+    )
 
 
 def _as(value: float, dtype: torch.dtype) -> float:
@@ -183,8 +194,9 @@ class HookWeights:
     """A denoise step's hooked weights: keyframe state per schedule (read from and written back to the
     step's sampler state) and the model for each hook group at the current strengths."""
 
-    def __init__(self, base: ModelRef, state: dict[str, torch.Tensor], sigmas: torch.Tensor,
-                 load: Callable[[ModelRef], Any]) -> None:
+    def __init__(
+        self, base: ModelRef, state: dict[str, torch.Tensor], sigmas: torch.Tensor, load: Callable[[ModelRef], Any]
+    ) -> None:
         self.base, self.state, self.load = base, state, load
         self.max_sigma = float(sigmas.max())
         self.dtype = sigmas.dtype
@@ -216,11 +228,11 @@ def entry_hooks(entry: dict) -> tuple[ScheduledHook, ...]:
 
 def uses_hooks(params: dict) -> bool:
     """Whether any cond entry of a denoise step's params carries hooks."""
-    return any(entry_hooks(e) for name in ("positive", "negative", "middle")
-               for e in (params.get(name) or ()))
+    return any(entry_hooks(e) for name in ("positive", "negative", "middle") for e in (params.get(name) or ()))
 
 
 # ---- CLIP schedules -------------------------------------------------------------------------------------------
+
 
 def clip_schedule(group: HookGroup) -> list[tuple[tuple[float, float], list[float]]]:
     """ComfyUI's get_hooks_for_clip_schedule: the percent ranges over which every hook's keyframe multiplier
@@ -259,6 +271,7 @@ class ClipHooks:
     """What SetClipHooks put on a CLIP (as its `clip_hooks` option): the hooks, whether the conds it encodes
     carry them (`to_conds`), and whether encoding follows their keyframes (`scheduled`). `plain` is the CLIP
     before the hooks, `applied` the CLIP SetClipHooks returned (what was done to it later is told from it)."""
+
     group: HookGroup
     to_conds: bool
     scheduled: bool
@@ -272,7 +285,7 @@ CLIP_OPTION = "clip_hooks"
 def set_clip_hooks(clip: ModelRef, group: HookGroup, to_conds: bool, scheduled: bool) -> ModelRef:
     """The CLIP every encoder uses with the hooks at their unscheduled strengths (ComfyUI's forced hooks:
     strength_clip, times the first keyframe's multiplier when scheduled), remembering the hooks."""
-    plain = without_hooks(clip)     # a later SetClipHooks replaces the earlier hooks, as in ComfyUI
+    plain = without_hooks(clip)  # a later SetClipHooks replaces the earlier hooks, as in ComfyUI
     mults = [h.keyframes.initial_strength if scheduled else 1.0 for h in group.hooks]
     patched = hooked_ref(plain, zip(group.hooks, mults), "clip")
     return patched.with_option(CLIP_OPTION, ClipHooks(group, to_conds, scheduled, plain, patched))
@@ -288,8 +301,8 @@ def without_hooks(clip: ModelRef) -> ModelRef:
     for name, value in clip.options:
         if name not in (CLIP_OPTION, MERGES) and applied.option(name) != value:
             out = out.with_option(name, value)
-    later, done = clip.patches[len(applied.patches):], 0
-    for step in merges(clip)[len(merges(applied)):]:
+    later, done = clip.patches[len(applied.patches) :], 0
+    for step in merges(clip)[len(merges(applied)) :]:
         upto = step.after_patches - len(applied.patches)
         for patch in later[done:upto]:
             out = out.with_patch(patch)
@@ -310,6 +323,10 @@ def encodings(clip: ModelRef) -> list[tuple[ModelRef, dict[str, Any]]]:
     if not hooks.scheduled:
         return [(clip, extra)]
     plain = without_hooks(clip)
-    return [(hooked_ref(plain, zip(hooks.group.hooks, mults), "clip"),
-             {"clip_start_percent": lo, "clip_end_percent": hi, **extra})
-            for (lo, hi), mults in clip_schedule(hooks.group)]
+    return [
+        (
+            hooked_ref(plain, zip(hooks.group.hooks, mults), "clip"),
+            {"clip_start_percent": lo, "clip_end_percent": hi, **extra},
+        )
+        for (lo, hi), mults in clip_schedule(hooks.group)
+    ]

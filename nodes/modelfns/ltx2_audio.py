@@ -1,4 +1,5 @@
 """LTX-2's audio VAE decode as a ModelFn: the audio latent in, the stereo waveform out (nodes.models.ltx2_audio)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -19,6 +20,7 @@ class LTX2AudioDecodeFn(ModelFn):
 
     def load_model(self, ref: ModelRef) -> Any:
         from nodes.models.ltx2_audio import read_audio_vae
+
         return read_audio_vae(ref.sources[0])
 
     def execute(self, model: Any, inputs: dict[str, Any], params: dict[str, Any]) -> dict[str, torch.Tensor]:

@@ -8,11 +8,13 @@ dataclasses, so they pickle by name to the executors). The head reads them when 
 the weights are the unpatched ones (`weights_ref`), so the executors' weight and layer caches are shared
 with the plain MODEL.
 """
+
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -22,14 +24,14 @@ from nodes.models.components import PLAYGROUND_2_5_LATENT, LatentFormat
 
 SAMPLING = "model_sampling"
 FUNCTIONS = "sampler_functions"
-NETWORK = "network_patches"   # patches inside the network (nodes.modelfns.network_patches)
-COMPILE = "torch_compile"     # TorchCompileModel's backend: the denoise step compiles the loaded network
-LATENT = "latent_format"      # a latent format replacing the architecture's (ModelSamplingContinuousEDM)
-DTYPE = "compute_dtype"       # ModelComputeDtype: the denoise step runs a copy of the network in this dtype
-CONDS = "conditionings"       # CONDITIONINGs a guidance function evaluates (PerpNeg's empty prompt)
-CFG_OVERRIDES = "cfg_overrides"   # CFGOverride's (sigma_low, sigma_high, cfg) ranges, in the order applied
-ROPE = "rope_options"         # ScaleROPE's scales and shifts of the image position ids ((name, value) pairs)
-WINDOWS = "context_windows"   # ContextWindowsManual's settings (nodes.sampling.context_windows.ContextWindows)
+NETWORK = "network_patches"  # patches inside the network (nodes.modelfns.network_patches)
+COMPILE = "torch_compile"  # TorchCompileModel's backend: the denoise step compiles the loaded network
+LATENT = "latent_format"  # a latent format replacing the architecture's (ModelSamplingContinuousEDM)
+DTYPE = "compute_dtype"  # ModelComputeDtype: the denoise step runs a copy of the network in this dtype
+CONDS = "conditionings"  # CONDITIONINGs a guidance function evaluates (PerpNeg's empty prompt)
+CFG_OVERRIDES = "cfg_overrides"  # CFGOverride's (sigma_low, sigma_high, cfg) ranges, in the order applied
+ROPE = "rope_options"  # ScaleROPE's scales and shifts of the image position ids ((name, value) pairs)
+WINDOWS = "context_windows"  # ContextWindowsManual's settings (nodes.sampling.context_windows.ContextWindows)
 _SAMPLING_ONLY = (SAMPLING, FUNCTIONS, NETWORK, COMPILE, LATENT, DTYPE, CONDS, CFG_OVERRIDES, ROPE, WINDOWS)
 # The latent formats a MODEL patch may select, by name.
 LATENT_FORMATS: dict[str, LatentFormat] = {"sdxl_playground_2_5": PLAYGROUND_2_5_LATENT}
@@ -81,11 +83,12 @@ def _digest(value: Any, h: Any) -> None:
 class CarriedConditioning:
     """A CONDITIONING inside a MODEL's options: equal, hashed and keyed (ModelRef.key reads the repr) by a
     digest of its content, so the ref stays a hashable value; the tensors travel as step inputs, not params."""
+
     digest: str
     conditioning: list = field(repr=False, compare=False, hash=False)
 
     @classmethod
-    def of(cls, conditioning: list) -> "CarriedConditioning":
+    def of(cls, conditioning: list) -> CarriedConditioning:
         h = hashlib.sha256()
         _digest(conditioning, h)
         return cls(h.hexdigest(), conditioning)

@@ -19,10 +19,12 @@ On Flux and SD3, dit_replace(args, extra) -> {"img", "txt"} replaces a block (ke
 joined, text first), "vec", "pe" (diffusers' rotary embedding; None on SD3) and "transformer_options"; extra
 "original_block". The block is swapped for the call only.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -44,8 +46,18 @@ PREDICT_NOISE = "predict_noise_wrapper"
 # (keys: their conditioning keys, in batch order), `state` the step's sampler state and `evaluation` scratch
 # shared by the passes of one guided prediction (what ComfyUI's calc_cond_batch wrappers see).
 DIFFUSION_MODEL = "diffusion_model_wrapper"
-HOOKS = ("output_block_patch", "input_block_patch", "input_block_patch_after_skip", "attn1_patch", "attn2_patch",
-         "attn1_output_patch", "attn2_output_patch", "attn1_replace", "attn2_replace", "dit_replace")
+HOOKS = (
+    "output_block_patch",
+    "input_block_patch",
+    "input_block_patch_after_skip",
+    "attn1_patch",
+    "attn2_patch",
+    "attn1_output_patch",
+    "attn2_output_patch",
+    "attn1_replace",
+    "attn2_replace",
+    "dit_replace",
+)
 
 
 def with_network_patch(model: ModelRef, hook: str, fn: Callable, key: Any = None) -> ModelRef:
@@ -60,20 +72,35 @@ def with_extra(patches: dict, entries: tuple[Entry, ...]) -> dict:
     return {**patches, NETWORK: tuple(patches.get(NETWORK, ())) + tuple(entries)}
 
 
-def apply_model(model: DiffusionModel, patches: dict, x: torch.Tensor, t: torch.Tensor, cond: dict[str, Any],
-                sigma: torch.Tensor, cond_or_uncond: list[int]) -> torch.Tensor:
+def apply_model(
+    model: DiffusionModel,
+    patches: dict,
+    x: torch.Tensor,
+    t: torch.Tensor,
+    cond: dict[str, Any],
+    sigma: torch.Tensor,
+    cond_or_uncond: list[int],
+) -> torch.Tensor:
     """model.apply with the step's network patches installed for this call only. Architectures without
     ldm UNet blocks (the DiTs) have none of these hook points, so ComfyUI ignores the patches there too."""
     entries = tuple(patches.get(NETWORK, ()))
     module = model.module
-    if entries and hasattr(module, "transformer_blocks"):   # the DiTs: Flux, SD3
-        with dit_replaced(module, entries, {"sigmas": sigma.reshape(-1), "cond_or_uncond": list(cond_or_uncond),
-                                            "model_options": patches}):
+    if entries and hasattr(module, "transformer_blocks"):  # the DiTs: Flux, SD3
+        with dit_replaced(
+            module,
+            entries,
+            {"sigmas": sigma.reshape(-1), "cond_or_uncond": list(cond_or_uncond), "model_options": patches},
+        ):
             return model.apply(x, t, cond)
     if not entries or not hasattr(module, "up_blocks"):
         return model.apply(x, t, cond)
-    options = {"sigmas": sigma.reshape(-1), "cond_or_uncond": list(cond_or_uncond), "original_shape": list(x.shape),
-               "model_channels": int(module.config.block_out_channels[0]), "model_options": patches}
+    options = {
+        "sigmas": sigma.reshape(-1),
+        "cond_or_uncond": list(cond_or_uncond),
+        "original_shape": list(x.shape),
+        "model_channels": int(module.config.block_out_channels[0]),
+        "model_options": patches,
+    }
     with installed(module, entries, options):
         return model.apply(x, t, cond)
 
@@ -97,9 +124,15 @@ def wrap_prediction(denoiser: Callable, patches: dict, state: dict[str, torch.Te
     return denoiser if wrapper is None else _WrappedPrediction(denoiser, wrapper, state)
 
 
-def wrap_forward(patches: dict, forward: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor,
-                 sigma: torch.Tensor, keys: list[str], state: dict[str, torch.Tensor] | None,
-                 evaluation: dict[str, Any]) -> torch.Tensor:
+def wrap_forward(
+    patches: dict,
+    forward: Callable[[torch.Tensor], torch.Tensor],
+    x: torch.Tensor,
+    sigma: torch.Tensor,
+    keys: list[str],
+    state: dict[str, torch.Tensor] | None,
+    evaluation: dict[str, Any],
+) -> torch.Tensor:
     """One forward pass, through the MODEL's diffusion-model wrapper if it has one."""
     wrapper = patches.get(DIFFUSION_MODEL)
     if wrapper is None or state is None:
@@ -185,6 +218,7 @@ def _input_hook(run: _Run, bid: int) -> Callable:
         for fn in run.fns("input_block_patch"):
             h = fn(h, run.opts(("input", bid)))
         return _replace_first(out, h)
+
     return hook
 
 
@@ -194,47 +228,56 @@ def _after_skip_hook(run: _Run, bid: int) -> Callable:
         for fn in run.fns("input_block_patch_after_skip"):
             h = fn(h, run.opts(("input", bid)))
         return (h,) + tuple(args[1:])
+
     return hook
 
 
 def _up_block_hook(run: _Run, o: int) -> Callable:
     """First output block of an up block: h and the skips arrive as the block's arguments."""
+
     def hook(module: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
         skips = list(kwargs["res_hidden_states_tuple"])
         h, skips[-1] = run.output_patch(o, kwargs["hidden_states"], skips[-1])
         run.skips = skips
         return args, {**kwargs, "hidden_states": h, "res_hidden_states_tuple": tuple(skips)}
+
     return hook
 
 
 def _producer_hook(run: _Run, o: int, j: int) -> Callable:
     """Later output blocks of an up block: h is the previous resnet/attention's output."""
+
     def hook(module: nn.Module, args: tuple, out: Any) -> Any:
         hsp = run.skips[-(j + 1)]
         h, new_hsp = run.output_patch(o, _first(out), hsp)
         if new_hsp is not hsp:
             run.pending[o] = (h, new_hsp)
         return _replace_first(out, h)
+
     return hook
 
 
 def _consumer_hook(run: _Run, o: int) -> Callable:
     """The resnet after the concatenation: swaps in a skip the patch replaced."""
+
     def hook(module: nn.Module, args: tuple) -> tuple | None:
         if o not in run.pending:
             return None
         h, hsp = run.pending.pop(o)
         return (torch.cat([h, hsp], dim=1),) + tuple(args[1:])
+
     return hook
 
 
 def _attentions(unet: nn.Module) -> Iterator[tuple[nn.Module, tuple[str, int], int, str]]:
     """(diffusers Attention, ldm block, transformer index, "attn1"|"attn2") of every transformer block."""
+
     def of(transformer: nn.Module, block: tuple[str, int]):
         for index, tb in enumerate(transformer.transformer_blocks):
             for which in ("attn1", "attn2"):
                 if getattr(tb, which, None) is not None:
                     yield getattr(tb, which), block, index, which
+
     bid = 1
     for down in unet.down_blocks:
         attns = getattr(down, "attentions", None)
@@ -265,9 +308,16 @@ class _Processor:
         found = {key: fn for h, key, fn in self.run.entries if h == f"{self.which}_replace"}
         return found.get(self.block + (self.index,), found.get(self.block))
 
-    def __call__(self, attn: nn.Module, hidden_states: torch.Tensor, encoder_hidden_states: torch.Tensor | None = None,
-                 attention_mask: torch.Tensor | None = None, temb: torch.Tensor | None = None,
-                 *args: Any, **kwargs: Any) -> torch.Tensor:
+    def __call__(
+        self,
+        attn: nn.Module,
+        hidden_states: torch.Tensor,
+        encoder_hidden_states: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        temb: torch.Tensor | None = None,
+        *args: Any,
+        **kwargs: Any,
+    ) -> torch.Tensor:
         heads = attn.heads
         opts = self.run.opts(self.block, block_index=self.index, n_heads=heads, dim_head=attn.inner_dim // heads)
         n, context, value = hidden_states, encoder_hidden_states, None
@@ -288,8 +338,9 @@ class _Processor:
         return out
 
 
-def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, heads: int,
-              mask: torch.Tensor | None = None) -> torch.Tensor:
+def attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, heads: int, mask: torch.Tensor | None = None
+) -> torch.Tensor:
     """Multi-head scaled dot-product attention on [B, N, heads * dim] projections (ComfyUI's
     optimized_attention convention)."""
     b, dim = q.shape[0], q.shape[-1] // heads
@@ -322,28 +373,45 @@ class _ReplacedBlock(nn.Module):
 
     def __init__(self, original: nn.Module, fn: Callable, single: bool, options: dict[str, Any]) -> None:
         super().__init__()
-        object.__setattr__(self, "original", original)     # not a child: the swap must not re-parent it
+        object.__setattr__(self, "original", original)  # not a child: the swap must not re-parent it
         self.fn, self.single, self.options = fn, single, options
 
-    def forward(self, hidden_states: torch.Tensor, encoder_hidden_states: torch.Tensor, temb: torch.Tensor,
-                image_rotary_emb: Any = None, joint_attention_kwargs: Any = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        encoder_hidden_states: torch.Tensor,
+        temb: torch.Tensor,
+        image_rotary_emb: Any = None,
+        joint_attention_kwargs: Any = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         text = encoder_hidden_states.shape[1]
         args = {"vec": temb, "pe": image_rotary_emb, "attn_mask": None, "transformer_options": self.options}
 
         def run(img: torch.Tensor, txt: torch.Tensor, a: dict) -> tuple[torch.Tensor, torch.Tensor]:
-            rope = {} if a["pe"] is None else {"image_rotary_emb": a["pe"]}   # SD3's blocks take no RoPE
-            return self.original(hidden_states=img, encoder_hidden_states=txt, temb=a["vec"],
-                                 joint_attention_kwargs=joint_attention_kwargs, **rope)
+            rope = {} if a["pe"] is None else {"image_rotary_emb": a["pe"]}  # SD3's blocks take no RoPE
+            return self.original(
+                hidden_states=img,
+                encoder_hidden_states=txt,
+                temb=a["vec"],
+                joint_attention_kwargs=joint_attention_kwargs,
+                **rope,
+            )
+
         if self.single:
+
             def original_single(a: dict) -> dict:
                 txt, img = run(a["img"][:, text:], a["img"][:, :text], a)
                 return {"img": torch.cat([txt, img], dim=1)}
-            out = self.fn({**args, "img": torch.cat([encoder_hidden_states, hidden_states], dim=1)},
-                          {"original_block": original_single})
+
+            out = self.fn(
+                {**args, "img": torch.cat([encoder_hidden_states, hidden_states], dim=1)},
+                {"original_block": original_single},
+            )
             return out["img"][:, :text], out["img"][:, text:]
 
         def original_double(a: dict) -> dict:
             txt, img = run(a["img"], a["txt"], a)
             return {"img": img, "txt": txt}
+
         out = self.fn({**args, "img": hidden_states, "txt": encoder_hidden_states}, {"original_block": original_double})
         return out["txt"], out["img"]

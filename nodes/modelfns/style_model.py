@@ -1,4 +1,5 @@
 """A style model's forward pass as a ModelFn: CLIP vision tokens in, conditioning tokens out."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -13,6 +14,7 @@ from nodes.models.style_model import StyleModel
 @register
 class StyleModelCondFn(ModelFn):
     """inputs: last_hidden_state [B,T,W] of a CLIP_VISION_OUTPUT; output: cond [B,N,D]."""
+
     name = "style_model_cond"
 
     def setup_io(self) -> None:
@@ -22,6 +24,7 @@ class StyleModelCondFn(ModelFn):
     def load_model(self, ref: ModelRef) -> StyleModel:
         from nodes.models.safetensors_io import load_state_dict
         from nodes.models.style_model import load_style_model
+
         return load_style_model(load_state_dict(ref.sources[0], ref.digests[0]), ref.sources[0])
 
     def execute(self, model: StyleModel, inputs: dict[str, Any], params: dict[str, Any]) -> dict[str, torch.Tensor]:

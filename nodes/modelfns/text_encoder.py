@@ -1,4 +1,5 @@
 """Text encoding as a ModelFn: prompt text in, CONDITIONING tensors out."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -15,6 +16,7 @@ class TextEncode(ModelFn):
     """params: text, or texts (a text per sub-encoder) and equal_chunks. Tokenises with the encoder's own
     tokenizer (ComfyUI's weighting syntax) and encodes. Qwen-Image-Edit's encoders add `images` (how many
     IMAGE inputs image0.. there are) and `template` (a chat template)."""
+
     name = "text_encode"
 
     def setup_io(self) -> None:
@@ -25,15 +27,17 @@ class TextEncode(ModelFn):
     def warm_up(cls) -> None:
         from nodes.models.loader import import_model_code
         from nodes.models.tokenizer import build_shipped_tokenizers
+
         import_model_code()
         build_shipped_tokenizers()
 
     def load_model(self, ref: ModelRef) -> TextEncoder:
         from nodes.models.loader import load_text_encoder
+
         return load_text_encoder(ref)
 
     def execute(self, model: TextEncoder, inputs: dict[str, Any], params: dict[str, Any]) -> dict[str, torch.Tensor]:
-        if params.get("images") or params.get("template"):   # Qwen-Image-Edit: images read inside the prompt
+        if params.get("images") or params.get("template"):  # Qwen-Image-Edit: images read inside the prompt
             images = [self.resolve(inputs, f"image{i}") for i in range(params.get("images", 0))]
             tokens = model.tokenize(params["text"], images=len(images), template=params.get("template"))
             cond, pooled = model.encode(tokens, images)

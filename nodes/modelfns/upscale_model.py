@@ -1,5 +1,6 @@
 """The upscale model's forward pass as a ModelFn: IMAGE in, upscaled IMAGE out, tiled on the executor
 the way ComfyUI's ImageUpscaleWithModel tiles (512-pixel tiles, 32 overlap, halved on out-of-memory)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -16,6 +17,7 @@ TILE, OVERLAP, MIN_TILE = 512, 32, 128
 @register
 class UpscaleImageFn(ModelFn):
     """inputs: image [B,H,W,C] 0..1; params: tile (ComfyUI's 512 when absent)."""
+
     name = "upscale_image"
 
     def setup_io(self) -> None:
@@ -25,6 +27,7 @@ class UpscaleImageFn(ModelFn):
     def load_model(self, ref: ModelRef) -> UpscaleModel:
         from nodes.models.esrgan import load_upscale_model
         from nodes.models.safetensors_io import load_state_dict
+
         return load_upscale_model(load_state_dict(ref.sources[0], ref.digests[0]), ref.sources[0])
 
     def execute(self, model: UpscaleModel, inputs: dict[str, Any], params: dict[str, Any]) -> dict[str, torch.Tensor]:

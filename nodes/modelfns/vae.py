@@ -1,7 +1,9 @@
 """VAE encode and decode as ModelFns (tiled encode and decode included: the same weights, another schedule)."""
+
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -15,10 +17,12 @@ class _VAEFn(ModelFn):
     @classmethod
     def warm_up(cls) -> None:
         from nodes.models.loader import import_model_code
+
         import_model_code()
 
     def load_model(self, ref: ModelRef) -> VAE:
         from nodes.models.loader import load_vae
+
         return load_vae(ref)
 
 
@@ -34,10 +38,17 @@ class VAEDecodeFn(_VAEFn):
         latent = inputs["latent"]
         tile = params.get("tile")
         if tile:
-            if latent.dim() == 5:   # frames tile as images of the batch: [B,C,T,H,W] -> [B*T,C,H,W]
+            if latent.dim() == 5:  # frames tile as images of the batch: [B,C,T,H,W] -> [B*T,C,H,W]
                 latent = latent.movedim(2, 1).reshape(-1, latent.shape[1], *latent.shape[3:])
-            return {"image": tiled(model.decode, latent, tile // model.downscale,
-                                   params.get("overlap", 64) // model.downscale, model.downscale)}
+            return {
+                "image": tiled(
+                    model.decode,
+                    latent,
+                    tile // model.downscale,
+                    params.get("overlap", 64) // model.downscale,
+                    model.downscale,
+                )
+            }
         return {"image": model.decode(latent)}
 
 
@@ -51,20 +62,28 @@ class VAEEncodeFn(_VAEFn):
 
     def execute(self, model: VAE, inputs: dict[str, Any], params: dict[str, Any]) -> dict[str, torch.Tensor]:
         tile = params.get("tile")
-        if params.get("video"):   # the batch as the frames of one video (Wan's image-to-video conditioning)
+        if params.get("video"):  # the batch as the frames of one video (Wan's image-to-video conditioning)
             if not hasattr(model, "encode_video"):
                 raise ValueError(f"the {model.arch} VAE does not encode videos")
             return {"latent": model.encode_video(inputs["pixels"])}
         if tile:
-            latent = tiled_encode(model.encode, inputs["pixels"], tile, params.get("overlap", 64), model.downscale,
-                                  model.latent_channels)
+            latent = tiled_encode(
+                model.encode, inputs["pixels"], tile, params.get("overlap", 64), model.downscale, model.latent_channels
+            )
         else:
             latent = model.encode(inputs["pixels"])
         # Qwen-Image's VAE gives ComfyUI's [B,C,1,H,W]: each image one frame.
         return {"latent": latent.unsqueeze(2) if has_frame_axis(model.arch) else latent}
 
 
-def tiled_encode(encode: Callable[[torch.Tensor], torch.Tensor], pixels: torch.Tensor, tile: int, overlap: int, scale: int, channels: int) -> torch.Tensor:
+def tiled_encode(
+    encode: Callable[[torch.Tensor], torch.Tensor],
+    pixels: torch.Tensor,
+    tile: int,
+    overlap: int,
+    scale: int,
+    channels: int,
+) -> torch.Tensor:
     """ComfyUI's tiled VAE encode: the mean of three tilings (tile x tile, twice as wide and half as tall, half
     as wide and twice as tall), so that no tile seam falls in the same place in all three. IMAGE [B,H,W,C]
     (sides multiples of `scale`) -> latent [B,channels,H/scale,W/scale]."""
@@ -75,8 +94,14 @@ def tiled_encode(encode: Callable[[torch.Tensor], torch.Tensor], pixels: torch.T
     return out
 
 
-def _tiling(encode: Callable[[torch.Tensor], torch.Tensor], pixels: torch.Tensor, tile: tuple[int, int], overlap: int, scale: int,
-            channels: int) -> torch.Tensor:
+def _tiling(
+    encode: Callable[[torch.Tensor], torch.Tensor],
+    pixels: torch.Tensor,
+    tile: tuple[int, int],
+    overlap: int,
+    scale: int,
+    channels: int,
+) -> torch.Tensor:
     """One tiling, image by image: tiles of tile=(height, width) pixels every tile - overlap pixels (the last
     moved back to end at the border), each encoded alone; a tile's latent is weighted by a ramp over the
     overlap's latent cells at each of its edges, and every cell is divided by the weights it received."""
@@ -84,9 +109,9 @@ def _tiling(encode: Callable[[torch.Tensor], torch.Tensor], pixels: torch.Tensor
     out = torch.empty(b, channels, h // scale, w // scale, device=pixels.device)
     ramp = round(overlap / scale)
     for i in range(b):
-        image = pixels[i:i + 1]
+        image = pixels[i : i + 1]
         if h <= tile[0] and w <= tile[1]:
-            out[i:i + 1] = encode(image)
+            out[i : i + 1] = encode(image)
             continue
         total = torch.zeros(1, channels, h // scale, w // scale, device=pixels.device)
         weight = torch.zeros_like(total)
@@ -95,7 +120,7 @@ def _tiling(encode: Callable[[torch.Tensor], torch.Tensor], pixels: torch.Tensor
         for y in rows:
             for x in cols:
                 y0, x0 = max(0, min(h - overlap, y)), max(0, min(w - overlap, x))
-                piece = encode(image[:, y0:y0 + min(tile[0], h - y0), x0:x0 + min(tile[1], w - x0)])
+                piece = encode(image[:, y0 : y0 + min(tile[0], h - y0), x0 : x0 + min(tile[1], w - x0)])
                 mask = torch.ones_like(piece)
                 for d in (2, 3):
                     if ramp >= mask.shape[d]:
@@ -104,9 +129,9 @@ def _tiling(encode: Callable[[torch.Tensor], torch.Tensor], pixels: torch.Tensor
                         mask.narrow(d, t, 1).mul_((t + 1) / ramp)
                         mask.narrow(d, mask.shape[d] - 1 - t, 1).mul_((t + 1) / ramp)
                 ly, lx = round(y0 / scale), round(x0 / scale)
-                total[:, :, ly:ly + piece.shape[2], lx:lx + piece.shape[3]] += piece * mask
-                weight[:, :, ly:ly + piece.shape[2], lx:lx + piece.shape[3]] += mask
-        out[i:i + 1] = total / weight
+                total[:, :, ly : ly + piece.shape[2], lx : lx + piece.shape[3]] += piece * mask
+                weight[:, :, ly : ly + piece.shape[2], lx : lx + piece.shape[3]] += mask
+        out[i : i + 1] = total / weight
     return out
 
 
@@ -126,7 +151,7 @@ def tiled(decode, latent: torch.Tensor, tile: int, overlap: int, scale: int) -> 
     for y in ys:
         for x in xs:
             y0, x0 = min(y, max(h - tile, 0)), min(x, max(w - tile, 0))
-            piece = decode(latent[:, :, y0:y0 + tile, x0:x0 + tile])
+            piece = decode(latent[:, :, y0 : y0 + tile, x0 : x0 + tile])
             th, tw = piece.shape[1], piece.shape[2]
             ramp = overlap * scale
             mask = torch.ones(1, th, tw, 1, device=latent.device)
@@ -140,6 +165,6 @@ def tiled(decode, latent: torch.Tensor, tile: int, overlap: int, scale: int) -> 
                     mask[:, :, i, :] *= f
                 if x0 + tile < w:
                     mask[:, :, tw - 1 - i, :] *= f
-            out[:, y0 * scale:y0 * scale + th, x0 * scale:x0 * scale + tw] += piece * mask
-            weight[:, y0 * scale:y0 * scale + th, x0 * scale:x0 * scale + tw] += mask
+            out[:, y0 * scale : y0 * scale + th, x0 * scale : x0 * scale + tw] += piece * mask
+            weight[:, y0 * scale : y0 * scale + th, x0 * scale : x0 * scale + tw] += mask
     return out / weight

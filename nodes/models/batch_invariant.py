@@ -9,6 +9,7 @@ projections did not differ. So a 2-D linear input is multiplied row by row and a
 sample at a time: the same call at any batch size. The cost is per-call overhead, small next to a
 real model's convolutions; batching still pays through the rest of the network (`bench batching`).
 """
+
 from __future__ import annotations
 
 import torch

@@ -5,6 +5,7 @@ and every SD loader (ours included) reads: `model.diffusion_model.*`, `cond_stag
 Tensors no patch or merge touched keep their stored dtype (bit-identical to the source file); changed ones
 are written in float32, the precision they were computed and run in, so a saved merge loads back to
 exactly the weights of the merged ref."""
+
 from __future__ import annotations
 
 import torch
@@ -20,10 +21,11 @@ from .safetensors_io import load_state_dict
 from .unet import LDM_UNET_PREFIX, strip_prefix
 
 # Where each CLIP tower of a checkpoint goes, per architecture: (side, key prefix, OpenCLIP layout).
-_CHECKPOINT_TOWERS = {"sd1": (("l", "cond_stage_model.transformer.", False),),
-                      "sd2": (("h", "cond_stage_model.model.", True),),
-                      "sdxl": (("l", "conditioner.embedders.0.transformer.", False),
-                               ("g", "conditioner.embedders.1.model.", True))}
+_CHECKPOINT_TOWERS = {
+    "sd1": (("l", "cond_stage_model.transformer.", False),),
+    "sd2": (("h", "cond_stage_model.model.", True),),
+    "sdxl": (("l", "conditioner.embedders.0.transformer.", False), ("g", "conditioner.embedders.1.model.", True)),
+}
 
 
 def diffusion_model_state(ref: ModelRef) -> tuple[str, dict[str, torch.Tensor], dict[str, torch.Tensor]]:

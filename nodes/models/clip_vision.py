@@ -9,6 +9,7 @@ default CLIP vision dtype is float16, computed in float32), the weights are roun
 
 `preprocess` is ComfyUI's clip_preprocess: resize (bicubic, antialiased) so that the short side fits and
 center-crop, or squash to a square ("none"), then quantise to 8-bit levels and normalise."""
+
 from __future__ import annotations
 
 import math
@@ -23,13 +24,19 @@ MEAN = (0.48145466, 0.4578275, 0.40821073)
 STD = (0.26862954, 0.26130258, 0.27577711)
 HEADS = 16
 OPEN_CLIP_MARKER = "visual.transformer.resblocks.0.attn.in_proj_weight"
-_OPEN_CLIP_VISION = {"class_embedding": "embeddings.class_embedding", "conv1.weight": "embeddings.patch_embedding.weight",
-                     "ln_pre.weight": "pre_layrnorm.weight", "ln_pre.bias": "pre_layrnorm.bias",
-                     "ln_post.weight": "post_layernorm.weight", "ln_post.bias": "post_layernorm.bias"}
+_OPEN_CLIP_VISION = {
+    "class_embedding": "embeddings.class_embedding",
+    "conv1.weight": "embeddings.patch_embedding.weight",
+    "ln_pre.weight": "pre_layrnorm.weight",
+    "ln_pre.bias": "pre_layrnorm.bias",
+    "ln_post.weight": "post_layernorm.weight",
+    "ln_post.bias": "post_layernorm.bias",
+}
 
 
-def preprocess(image: torch.Tensor, size: int, crop: bool, mean: tuple[float, ...] = MEAN,
-               std: tuple[float, ...] = STD) -> torch.Tensor:
+def preprocess(
+    image: torch.Tensor, size: int, crop: bool, mean: tuple[float, ...] = MEAN, std: tuple[float, ...] = STD
+) -> torch.Tensor:
     """IMAGE [B,H,W,C] -> normalised pixel values [B,3,size,size] (CLIP's channel statistics by default)."""
     image = image[..., :3].movedim(-1, 1)
     if image.shape[2] != size or image.shape[3] != size:
@@ -40,7 +47,7 @@ def preprocess(image: torch.Tensor, size: int, crop: bool, mean: tuple[float, ..
             target = (size, size)
         image = torch.nn.functional.interpolate(image, size=target, mode="bicubic", antialias=True)
         top, left = (image.shape[2] - size) // 2, (image.shape[3] - size) // 2
-        image = image[:, :, top:top + size, left:left + size]
+        image = image[:, :, top : top + size, left : left + size]
     image = torch.clip(255.0 * image, 0, 255).round() / 255.0
     mean_t = torch.tensor(mean, device=image.device, dtype=image.dtype).view(3, 1, 1)
     std_t = torch.tensor(std, device=image.device, dtype=image.dtype).view(3, 1, 1)
@@ -51,7 +58,7 @@ def to_transformers_layout(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tenso
     """An OpenCLIP visual tower (`visual.*`) renamed to transformers' names; other files pass through."""
     if OPEN_CLIP_MARKER not in sd:
         return sd
-    visual = {k[len("visual."):]: v for k, v in sd.items() if k.startswith("visual.")}
+    visual = {k[len("visual.") :]: v for k, v in sd.items() if k.startswith("visual.")}
     out = {"visual_projection.weight": visual.pop("proj").t().contiguous()} if "proj" in visual else {}
     renamed = {_OPEN_CLIP_VISION.get(k, k): v for k, v in visual.items()}
     out.update({"vision_model." + k: v for k, v in open_clip_to_hf(renamed).items()})
@@ -61,10 +68,14 @@ def to_transformers_layout(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tenso
 def vision_config(sd: dict[str, torch.Tensor], path: str | None = None):
     """transformers' CLIPVisionConfig for a transformers-layout state dict."""
     from transformers import CLIPVisionConfig
+
     pre = "vision_model."
     if f"{pre}embeddings.class_embedding" not in sd:
-        raise ModelLoadError(path, "is not a CLIP vision model Comfy Cluster can run (SigLIP and DINOv2 image "
-                                   "encoders are not supported; CLIP ViT-L/H/G and smaller are)")
+        raise ModelLoadError(
+            path,
+            "is not a CLIP vision model Comfy Cluster can run (SigLIP and DINOv2 image "
+            "encoders are not supported; CLIP ViT-L/H/G and smaller are)",
+        )
     if "visual_projection.weight" not in sd:
         raise ModelLoadError(path, "the CLIP vision model has no visual_projection (image embeds)")
     hidden = sd[f"{pre}embeddings.class_embedding"].shape[0]
@@ -73,16 +84,23 @@ def vision_config(sd: dict[str, torch.Tensor], path: str | None = None):
     positions = sd[f"{pre}embeddings.position_embedding.weight"].shape[0]
     if hidden % HEADS or math.isqrt(positions - 1) ** 2 != positions - 1:
         raise ModelLoadError(path, f"unexpected CLIP vision sizes (width {hidden}, {positions} positions)")
-    return CLIPVisionConfig(hidden_size=hidden, intermediate_size=sd[f"{pre}encoder.layers.0.mlp.fc1.weight"].shape[0],
-                            num_hidden_layers=layers, num_attention_heads=HEADS, num_channels=3,
-                            image_size=math.isqrt(positions - 1) * patch, patch_size=patch,
-                            projection_dim=sd["visual_projection.weight"].shape[0],
-                            hidden_act="gelu" if layers > 30 else "quick_gelu", layer_norm_eps=1e-5)
+    return CLIPVisionConfig(
+        hidden_size=hidden,
+        intermediate_size=sd[f"{pre}encoder.layers.0.mlp.fc1.weight"].shape[0],
+        num_hidden_layers=layers,
+        num_attention_heads=HEADS,
+        num_channels=3,
+        image_size=math.isqrt(positions - 1) * patch,
+        patch_size=patch,
+        projection_dim=sd["visual_projection.weight"].shape[0],
+        hidden_act="gelu" if layers > 30 else "quick_gelu",
+        layer_norm_eps=1e-5,
+    )
 
 
 @dataclass
 class ClipVisionEncoder:
-    module: torch.nn.Module      # transformers' CLIPVisionModelWithProjection
+    module: torch.nn.Module  # transformers' CLIPVisionModelWithProjection
     image_size: int
 
     def encode(self, image: torch.Tensor, crop: bool) -> dict[str, torch.Tensor]:
@@ -91,18 +109,26 @@ class ClipVisionEncoder:
         device = next(self.module.parameters()).device
         pixels = preprocess(image.to(device), self.image_size, crop).float()
         out = self.module(pixel_values=pixels, output_hidden_states=True)
-        return {"last_hidden_state": out.last_hidden_state, "image_embeds": out.image_embeds,
-                "penultimate_hidden_states": out.hidden_states[-2]}
+        return {
+            "last_hidden_state": out.last_hidden_state,
+            "image_embeds": out.image_embeds,
+            "penultimate_hidden_states": out.hidden_states[-2],
+        }
 
 
 def load_clip_vision(sd: dict[str, torch.Tensor], path: str | None = None) -> ClipVisionEncoder:
     from transformers import CLIPVisionModelWithProjection
+
     from .safetensors_io import build_module
+
     sd = to_transformers_layout(sd)
     cfg = vision_config(sd, path)
     # Only the vision tower: full CLIP files also hold a text model, which ComfyUI ignores too.
-    keep = {k: v.to(torch.float16) if v.is_floating_point() else v for k, v in sd.items()
-            if k.startswith("vision_model.") and not k.endswith("position_ids") or k == "visual_projection.weight"}
+    keep = {
+        k: v.to(torch.float16) if v.is_floating_point() else v
+        for k, v in sd.items()
+        if k.startswith("vision_model.") and not k.endswith("position_ids") or k == "visual_projection.weight"
+    }
     module = build_module(lambda: CLIPVisionModelWithProjection(cfg), keep, path, "CLIP vision model")
     return ClipVisionEncoder(module, cfg.image_size)
 

@@ -1,4 +1,5 @@
 """ControlNets (ldm `control_model.*` and diffusers layouts) and the residuals they add to the UNet."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
@@ -12,18 +13,30 @@ from .errors import ModelLoadError
 from .unet import UNetLayout, _batch, block_map, diffusers_config, sdxl_time_ids
 
 LATENT_DOWNSCALE = 8
-_CN_KEYS = ("in_channels", "block_out_channels", "down_block_types", "mid_block_type", "cross_attention_dim",
-            "attention_head_dim", "use_linear_projection", "transformer_layers_per_block", "norm_num_groups",
-            "addition_embed_type", "addition_time_embed_dim", "projection_class_embeddings_input_dim")
+_CN_KEYS = (
+    "in_channels",
+    "block_out_channels",
+    "down_block_types",
+    "mid_block_type",
+    "cross_attention_dim",
+    "attention_head_dim",
+    "use_linear_projection",
+    "transformer_layers_per_block",
+    "norm_num_groups",
+    "addition_embed_type",
+    "addition_time_embed_dim",
+    "projection_class_embeddings_input_dim",
+)
 
 
 @dataclass
 class ControlResiduals:
     """What a ControlNet adds to the UNet: one residual per skip connection and one for the middle block."""
+
     down: tuple[torch.Tensor, ...]
     mid: torch.Tensor
 
-    def __add__(self, other: "ControlResiduals") -> "ControlResiduals":
+    def __add__(self, other: ControlResiduals) -> ControlResiduals:
         if len(self.down) != len(other.down):
             raise ValueError("cannot chain ControlNets with different numbers of residuals")
         return ControlResiduals(tuple(a + b for a, b in zip(self.down, other.down)), self.mid + other.mid)
@@ -31,14 +44,16 @@ class ControlResiduals:
 
 def hint_channels(shapes: dict[str, Any], prefix: str) -> list[int]:
     """The hint encoder widths: conv_in's output, then the output of every strided conv."""
-    convs = sorted(int(k[len(prefix) + len("input_hint_block."):].split(".")[0])
-                   for k in shapes if k.startswith(prefix + "input_hint_block.") and k.endswith(".weight"))
+    convs = sorted(
+        int(k[len(prefix) + len("input_hint_block.") :].split(".")[0])
+        for k in shapes
+        if k.startswith(prefix + "input_hint_block.") and k.endswith(".weight")
+    )
     widths = [tuple(shapes[f"{prefix}input_hint_block.{i}.weight"]) for i in convs]
     return [widths[0][0]] + [w[0] for w in widths[2:-1:2]]
 
 
-def config(layout: UNetLayout, arch: str, cond_channels: list[int], hint_in: int, path: str | None
-           ) -> dict[str, Any]:
+def config(layout: UNetLayout, arch: str, cond_channels: list[int], hint_in: int, path: str | None) -> dict[str, Any]:
     """ControlNetModel config: the UNet encoder's config plus the hint encoder."""
     levels = {len(d) for d in layout.down_depths}
     if len(levels) != 1:
@@ -46,8 +61,11 @@ def config(layout: UNetLayout, arch: str, cond_channels: list[int], hint_in: int
     # Borrow the UNet config logic by giving the layout a matching (unused) decoder.
     as_unet = replace(layout, up_depths=[d + d[:1] for d in layout.down_depths])
     cfg = {k: v for k, v in diffusers_config(as_unet, arch, path).items() if k in _CN_KEYS}
-    cfg.update(layers_per_block=levels.pop(), conditioning_embedding_out_channels=tuple(cond_channels),
-               conditioning_channels=hint_in)
+    cfg.update(
+        layers_per_block=levels.pop(),
+        conditioning_embedding_out_channels=tuple(cond_channels),
+        conditioning_channels=hint_in,
+    )
     return cfg
 
 
@@ -75,7 +93,7 @@ def resize_hint(hint: torch.Tensor, height: int, width: int) -> torch.Tensor:
     old, new = w / h, width / height
     dx = round((w - w * (new / old)) / 2) if old > new else 0
     dy = round((h - h * (old / new)) / 2) if old < new else 0
-    x = x[:, :, dy:h - dy, dx:w - dx]
+    x = x[:, :, dy : h - dy, dx : w - dx]
     if x.shape[-1] == 0 or x.shape[-2] == 0:
         raise ValueError(f"the ControlNet hint {w}x{h} is too thin to crop to the {width}x{height} image")
     return F.interpolate(x, size=(height, width), mode="nearest-exact")
@@ -84,21 +102,28 @@ def resize_hint(hint: torch.Tensor, height: int, width: int) -> torch.Tensor:
 @dataclass
 class ControlNet:
     """A loaded ControlNet behind ComfyUI's conventions (hint IMAGE resized to latent * 8)."""
+
     arch: str
     module: torch.nn.Module
     config: dict[str, Any] = field(default_factory=dict)
     dtype: torch.dtype = torch.float32
 
     def __post_init__(self) -> None:
-        make_batch_invariant(self.module)   # it runs inside batched denoising steps too
+        make_batch_invariant(self.module)  # it runs inside batched denoising steps too
 
     @property
     def hint_downscale(self) -> int:
         return 2 ** (len(self.config["conditioning_embedding_out_channels"]) - 1)
 
     @torch.no_grad()
-    def apply(self, x: torch.Tensor, timestep: torch.Tensor, cond: dict[str, Any] | torch.Tensor,
-              hint: torch.Tensor, strength: float = 1.0) -> ControlResiduals:
+    def apply(
+        self,
+        x: torch.Tensor,
+        timestep: torch.Tensor,
+        cond: dict[str, Any] | torch.Tensor,
+        hint: torch.Tensor,
+        strength: float = 1.0,
+    ) -> ControlResiduals:
         """Residuals for model input `x` (calculate_input-scaled) at `timestep`; `cond` holds "context" and,
         for SDXL, "pooled" and "time_ids". The residuals are already multiplied by `strength`."""
         if isinstance(cond, torch.Tensor):
@@ -108,8 +133,10 @@ class ControlNet:
         if hint.dim() == 4 and hint.shape[-1] != channels:
             raise ValueError(f"the ControlNet hint has {hint.shape[-1]} channels, this ControlNet takes {channels}")
         if self.hint_downscale != LATENT_DOWNSCALE:
-            raise ValueError(f"this ControlNet's hint encoder downsamples {self.hint_downscale}x, so its hint "
-                             f"cannot match a latent of the {LATENT_DOWNSCALE}x VAE")
+            raise ValueError(
+                f"this ControlNet's hint encoder downsamples {self.hint_downscale}x, so its hint "
+                f"cannot match a latent of the {LATENT_DOWNSCALE}x VAE"
+            )
         cond_img = resize_hint(hint, h * LATENT_DOWNSCALE, w * LATENT_DOWNSCALE)
         if cond_img.shape[0] != b:
             if b % cond_img.shape[0]:
@@ -119,9 +146,17 @@ class ControlNet:
         t = t.expand(b) if t.numel() == 1 else t
         added = None
         if self.arch == "sdxl":
-            added = {"text_embeds": _batch(cond["pooled"], b).to(self.dtype),
-                     "time_ids": _batch(sdxl_time_ids(x, cond.get("time_ids")), b).to(self.dtype)}
-        down, mid = self.module(x.to(self.dtype), t, encoder_hidden_states=_batch(cond["context"], b).to(self.dtype),
-                                controlnet_cond=cond_img.to(self.dtype), conditioning_scale=float(strength),
-                                added_cond_kwargs=added, return_dict=False)
+            added = {
+                "text_embeds": _batch(cond["pooled"], b).to(self.dtype),
+                "time_ids": _batch(sdxl_time_ids(x, cond.get("time_ids")), b).to(self.dtype),
+            }
+        down, mid = self.module(
+            x.to(self.dtype),
+            t,
+            encoder_hidden_states=_batch(cond["context"], b).to(self.dtype),
+            controlnet_cond=cond_img.to(self.dtype),
+            conditioning_scale=float(strength),
+            added_cond_kwargs=added,
+            return_dict=False,
+        )
         return ControlResiduals(tuple(r.float() for r in down), mid.float())

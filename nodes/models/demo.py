@@ -3,12 +3,14 @@ ControlNet, separate VAE / text-encoder files), so that everything runs offline 
 
 Seeded and byte-identical across builds. Sizes follow nodes/models conventions (heads, GroupNorm groups,
 SDXL's 256-wide size embedding), so the loaders infer exactly the configs built here."""
+
 from __future__ import annotations
 
 import importlib
 from pathlib import Path
 
 import torch
+
 # Imported up front: importing them can draw random numbers, which must not happen after seeding.
 from diffusers import AutoencoderKL, ControlNetModel, UNet2DConditionModel
 from safetensors.torch import save_file
@@ -21,39 +23,70 @@ from . import vae as vae_mod
 from .tokenizer import BYTE_VOCAB_SIZE
 
 SEED = 0
-STORE_DTYPE = torch.float16   # as most real checkpoints are stored; the loaders compute in float32
+STORE_DTYPE = torch.float16  # as most real checkpoints are stored; the loaders compute in float32
 
 
 def _unet(kind: str):
     arch = "sdxl" if kind == "sdxl" else "sd1"
     channels = (32, 64)
-    common = dict(sample_size=8, in_channels=4, out_channels=4, block_out_channels=channels, layers_per_block=1,
-                  norm_num_groups=unet_mod.norm_groups(channels),
-                  attention_head_dim=tuple(unet_mod.attention_heads(arch, c) for c in channels))
+    common = dict(
+        sample_size=8,
+        in_channels=4,
+        out_channels=4,
+        block_out_channels=channels,
+        layers_per_block=1,
+        norm_num_groups=unet_mod.norm_groups(channels),
+        attention_head_dim=tuple(unet_mod.attention_heads(arch, c) for c in channels),
+    )
     if kind == "sd1":
-        return UNet2DConditionModel(**common, down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
-                                    up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"), cross_attention_dim=32)
+        return UNet2DConditionModel(
+            **common,
+            down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
+            up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"),
+            cross_attention_dim=32,
+        )
     return UNet2DConditionModel(
-        **common, down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
-        up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"), cross_attention_dim=32 + 48,
-        use_linear_projection=True, transformer_layers_per_block=(1, 2), addition_embed_type="text_time",
+        **common,
+        down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
+        up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"),
+        cross_attention_dim=32 + 48,
+        use_linear_projection=True,
+        transformer_layers_per_block=(1, 2),
+        addition_embed_type="text_time",
         addition_time_embed_dim=unet_mod.SDXL_TIME_EMBED_DIM,
-        projection_class_embeddings_input_dim=6 * unet_mod.SDXL_TIME_EMBED_DIM + 32)
+        projection_class_embeddings_input_dim=6 * unet_mod.SDXL_TIME_EMBED_DIM + 32,
+    )
 
 
 def _vae():
-    channels = (8, 16, 32, 32)   # four levels: 8x downscale with 4 latent channels, like the real VAE
-    return AutoencoderKL(in_channels=3, out_channels=3, latent_channels=4, block_out_channels=channels,
-                         down_block_types=("DownEncoderBlock2D",) * 4, up_block_types=("UpDecoderBlock2D",) * 4,
-                         layers_per_block=1, norm_num_groups=unet_mod.norm_groups(channels), sample_size=64)
+    channels = (8, 16, 32, 32)  # four levels: 8x downscale with 4 latent channels, like the real VAE
+    return AutoencoderKL(
+        in_channels=3,
+        out_channels=3,
+        latent_channels=4,
+        block_out_channels=channels,
+        down_block_types=("DownEncoderBlock2D",) * 4,
+        up_block_types=("UpDecoderBlock2D",) * 4,
+        layers_per_block=1,
+        norm_num_groups=unet_mod.norm_groups(channels),
+        sample_size=64,
+    )
 
 
 def _clip(hidden: int, projection: bool, act: str):
-    cfg = CLIPTextConfig(vocab_size=BYTE_VOCAB_SIZE, hidden_size=hidden, intermediate_size=2 * hidden,
-                         num_hidden_layers=2, num_attention_heads=clip_mod.clip_heads(hidden),
-                         max_position_embeddings=77, projection_dim=32, hidden_act=act,
-                         bos_token_id=BYTE_VOCAB_SIZE - 2, eos_token_id=BYTE_VOCAB_SIZE - 1,
-                         pad_token_id=BYTE_VOCAB_SIZE - 1)
+    cfg = CLIPTextConfig(
+        vocab_size=BYTE_VOCAB_SIZE,
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=2,
+        num_attention_heads=clip_mod.clip_heads(hidden),
+        max_position_embeddings=77,
+        projection_dim=32,
+        hidden_act=act,
+        bos_token_id=BYTE_VOCAB_SIZE - 2,
+        eos_token_id=BYTE_VOCAB_SIZE - 1,
+        pad_token_id=BYTE_VOCAB_SIZE - 1,
+    )
     return (CLIPTextModelWithProjection if projection else CLIPTextModel)(cfg)
 
 
@@ -62,10 +95,19 @@ def _layout(unet_module) -> unet_mod.UNetLayout:
     cfg = unet_module.config
     n = len(cfg.block_out_channels)
     per_level = _as_tuple(cfg.layers_per_block, n)
-    up_attn = ["CrossAttn" in t for t in reversed(cfg.up_block_types)]   # in level order
-    return unet_mod.UNetLayout(cfg.in_channels, cfg.out_channels, 0, list(cfg.block_out_channels),
-                               [[1] * k for k in per_level], [[int(a)] * (k + 1) for a, k in zip(up_attn, per_level)],
-                               1, cfg.cross_attention_dim, cfg.use_linear_projection, None)
+    up_attn = ["CrossAttn" in t for t in reversed(cfg.up_block_types)]  # in level order
+    return unet_mod.UNetLayout(
+        cfg.in_channels,
+        cfg.out_channels,
+        0,
+        list(cfg.block_out_channels),
+        [[1] * k for k in per_level],
+        [[int(a)] * (k + 1) for a, k in zip(up_attn, per_level)],
+        1,
+        cfg.cross_attention_dim,
+        cfg.use_linear_projection,
+        None,
+    )
 
 
 def _as_tuple(v, n):
@@ -77,8 +119,11 @@ def _unet_ldm(module) -> dict[str, torch.Tensor]:
 
 
 def _te_hf(module) -> dict[str, torch.Tensor]:
-    return {("text_model." + k if not k.startswith(("text_model.", "text_projection")) else k): v
-            for k, v in module.state_dict().items() if not k.endswith("position_ids")}
+    return {
+        ("text_model." + k if not k.startswith(("text_model.", "text_projection")) else k): v
+        for k, v in module.state_dict().items()
+        if not k.endswith("position_ids")
+    }
 
 
 def _save(tensors: dict[str, torch.Tensor], path: Path) -> Path:
@@ -122,17 +167,33 @@ def build_demo_models(models_dir: Path, include_flux: bool = True) -> list[Path]
         unet, vae, te = _unet("sd1"), _vae(), _clip(32, False, "quick_gelu")
         vae_ldm = vae_mod.diffusers_to_ldm(vae.state_dict())
         te_hf = _te_hf(te)
-        written.append(_save({**_prefixed(_unet_ldm(unet), unet_mod.LDM_UNET_PREFIX),
-                              **_prefixed(vae_ldm, vae_mod.LDM_VAE_PREFIX),
-                              **_prefixed(te_hf, "cond_stage_model.transformer.")},
-                             models_dir / "checkpoints" / "sd1-tiny.safetensors"))
+        written.append(
+            _save(
+                {
+                    **_prefixed(_unet_ldm(unet), unet_mod.LDM_UNET_PREFIX),
+                    **_prefixed(vae_ldm, vae_mod.LDM_VAE_PREFIX),
+                    **_prefixed(te_hf, "cond_stage_model.transformer."),
+                },
+                models_dir / "checkpoints" / "sd1-tiny.safetensors",
+            )
+        )
         written.append(_save(vae_ldm, models_dir / "vae" / "sd1-tiny-vae.safetensors"))
         written.append(_save(te_hf, models_dir / "text_encoders" / "sd1-tiny-clip.safetensors"))
 
         lora_targets = {}
         for name, mod in unet.named_modules():
-            if name.endswith(("attn1.to_q", "attn1.to_k", "attn1.to_v", "attn1.to_out.0",
-                              "attn2.to_q", "attn2.to_k", "attn2.to_v", "attn2.to_out.0")):
+            if name.endswith(
+                (
+                    "attn1.to_q",
+                    "attn1.to_k",
+                    "attn1.to_v",
+                    "attn1.to_out.0",
+                    "attn2.to_q",
+                    "attn2.to_k",
+                    "attn2.to_v",
+                    "attn2.to_out.0",
+                )
+            ):
                 lora_targets["lora_unet_" + name.replace(".", "_")] = tuple(mod.weight.shape)
         for name, mod in te.named_modules():
             if name.endswith(("q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2")):
@@ -143,18 +204,30 @@ def build_demo_models(models_dir: Path, include_flux: bool = True) -> list[Path]
 
         torch.manual_seed(SEED + 1)
         xl_unet, xl_vae = _unet("sdxl"), _vae()
-        te1, te2 = _clip(32, False, "quick_gelu"), _clip(48, True, "gelu")   # widths must differ (diffusers trap)
-        written.append(_save({**_prefixed(_unet_ldm(xl_unet), unet_mod.LDM_UNET_PREFIX),
-                              **_prefixed(vae_mod.diffusers_to_ldm(xl_vae.state_dict()), vae_mod.LDM_VAE_PREFIX),
-                              **_prefixed(_te_hf(te1), "conditioner.embedders.0.transformer."),
-                              **_prefixed(clip_mod.hf_to_open_clip(te2.state_dict()), "conditioner.embedders.1.model.")},
-                             models_dir / "checkpoints" / "sdxl-tiny.safetensors"))
+        te1, te2 = _clip(32, False, "quick_gelu"), _clip(48, True, "gelu")  # widths must differ (diffusers trap)
+        written.append(
+            _save(
+                {
+                    **_prefixed(_unet_ldm(xl_unet), unet_mod.LDM_UNET_PREFIX),
+                    **_prefixed(vae_mod.diffusers_to_ldm(xl_vae.state_dict()), vae_mod.LDM_VAE_PREFIX),
+                    **_prefixed(_te_hf(te1), "conditioner.embedders.0.transformer."),
+                    **_prefixed(clip_mod.hf_to_open_clip(te2.state_dict()), "conditioner.embedders.1.model."),
+                },
+                models_dir / "checkpoints" / "sdxl-tiny.safetensors",
+            )
+        )
         written.append(_save(_esrgan(), models_dir / "upscale_models" / "esrgan-tiny-x4.safetensors"))
         written.append(_save(_clip_vision(), models_dir / "clip_vision" / "clip-vision-tiny.safetensors"))
         written.append(_save(_style_adapter(), models_dir / "style_models" / "sd1-tiny-style.safetensors"))
     if include_flux:
-        build_flux = next((getattr(m, "build_demo_flux") for m in map(_optional, ("nodes.models.flux",
-                           "nodes.models.flux_demo")) if m is not None and hasattr(m, "build_demo_flux")), None)
+        build_flux = next(
+            (
+                m.build_demo_flux
+                for m in map(_optional, ("nodes.models.flux", "nodes.models.flux_demo"))
+                if m is not None and hasattr(m, "build_demo_flux")
+            ),
+            None,
+        )
         if build_flux is not None:
             written += list(build_flux(models_dir) or [])
         build_sd3 = getattr(_optional("nodes.models.sd3_demo"), "build_demo_sd3", None)
@@ -172,7 +245,9 @@ def build_demo_models(models_dir: Path, include_flux: bool = True) -> list[Path]
         build_wan = getattr(_optional("nodes.models.wan_demo"), "build_demo_wan", None)
         if build_wan is not None:
             written += build_wan(models_dir)
-        build_qwen_image_edit = getattr(_optional("nodes.models.qwen_image_edit_demo"), "build_demo_qwen_image_edit", None)
+        build_qwen_image_edit = getattr(
+            _optional("nodes.models.qwen_image_edit_demo"), "build_demo_qwen_image_edit", None
+        )
         if build_qwen_image_edit is not None:
             written += build_qwen_image_edit(models_dir)
         build_qwen_image21 = getattr(_optional("nodes.models.qwen_image21_demo"), "build_demo_qwen_image21", None)
@@ -194,15 +269,31 @@ def build_real_size_sd1(path: Path) -> Path:
     Weights are seeded normal draws scaled by 1/sqrt(fan-in) (norm scales 1), so activations stay finite.
     Built on the meta device: only the file's bytes are ever allocated."""
     with torch.device("meta"):
-        unet = UNet2DConditionModel(cross_attention_dim=768)   # the other defaults are SD1.5's
-        vae = AutoencoderKL(down_block_types=("DownEncoderBlock2D",) * 4, up_block_types=("UpDecoderBlock2D",) * 4,
-                            block_out_channels=(128, 256, 512, 512), layers_per_block=2, sample_size=512)
-        te = CLIPTextModel(CLIPTextConfig(vocab_size=49408, hidden_size=768, intermediate_size=3072,
-                                          num_hidden_layers=12, num_attention_heads=12, max_position_embeddings=77,
-                                          hidden_act="quick_gelu", projection_dim=768))
-    layout = {**_prefixed(_unet_ldm(unet), unet_mod.LDM_UNET_PREFIX),
-              **_prefixed(vae_mod.diffusers_to_ldm(vae.state_dict()), vae_mod.LDM_VAE_PREFIX),
-              **_prefixed(_te_hf(te), "cond_stage_model.transformer.")}
+        unet = UNet2DConditionModel(cross_attention_dim=768)  # the other defaults are SD1.5's
+        vae = AutoencoderKL(
+            down_block_types=("DownEncoderBlock2D",) * 4,
+            up_block_types=("UpDecoderBlock2D",) * 4,
+            block_out_channels=(128, 256, 512, 512),
+            layers_per_block=2,
+            sample_size=512,
+        )
+        te = CLIPTextModel(
+            CLIPTextConfig(
+                vocab_size=49408,
+                hidden_size=768,
+                intermediate_size=3072,
+                num_hidden_layers=12,
+                num_attention_heads=12,
+                max_position_embeddings=77,
+                hidden_act="quick_gelu",
+                projection_dim=768,
+            )
+        )
+    layout = {
+        **_prefixed(_unet_ldm(unet), unet_mod.LDM_UNET_PREFIX),
+        **_prefixed(vae_mod.diffusers_to_ldm(vae.state_dict()), vae_mod.LDM_VAE_PREFIX),
+        **_prefixed(_te_hf(te), "cond_stage_model.transformer."),
+    }
     gen = torch.Generator().manual_seed(SEED)
     tensors = {}
     for key, meta in sorted(layout.items()):
@@ -210,15 +301,18 @@ def build_real_size_sd1(path: Path) -> Path:
             tensors[key] = torch.ones(meta.shape, dtype=STORE_DTYPE)
         else:
             fan_in = max(1, meta[0].numel()) if meta.ndim > 1 else meta.numel()
-            tensors[key] = (torch.randn(meta.shape, generator=gen) * fan_in ** -0.5).to(STORE_DTYPE)
+            tensors[key] = (torch.randn(meta.shape, generator=gen) * fan_in**-0.5).to(STORE_DTYPE)
     return _save(tensors, Path(path))
 
 
 def _controlnet_ldm(unet, gen: torch.Generator) -> dict[str, torch.Tensor]:
     cn = ControlNetModel.from_unet(unet, conditioning_embedding_out_channels=(8, 16, 16, 32))
     # from_unet zero-initialises the output convs, which would make the ControlNet a no-op.
-    outs = [p for n, p in cn.named_parameters()
-            if n.startswith(("controlnet_down_blocks.", "controlnet_mid_block.", "controlnet_cond_embedding.conv_out."))]
+    outs = [
+        p
+        for n, p in cn.named_parameters()
+        if n.startswith(("controlnet_down_blocks.", "controlnet_mid_block.", "controlnet_cond_embedding.conv_out."))
+    ]
     _randomize(outs, gen, 0.05)
     layout = _layout(unet)
     n_convs = 2 + 2 * (len(cn.config.conditioning_embedding_out_channels) - 1)
@@ -230,6 +324,7 @@ def _esrgan() -> dict[str, torch.Tensor]:
     """A 4x ESRGAN (RRDBNet) in the original key layout, 8 features and one RRDB (spandrel fixes the growth
     channels at 32); its own generator, so the models above keep their bytes."""
     from .esrgan import ESRGANConfig, RRDBNet
+
     net = RRDBNet(ESRGANConfig(in_nc=3, out_nc=3, nf=8, blocks=1, scale=4, plus=False, shuffle=None))
     _randomize(net.parameters(), torch.Generator().manual_seed(SEED + 2), 0.05)
     return net.state_dict()
@@ -239,9 +334,18 @@ def _clip_vision() -> dict[str, torch.Tensor]:
     """A two-layer CLIP vision tower with projection, in transformers' layout (ComfyUI's clip_vision files),
     224-pixel input and 14-pixel patches like ViT-L, 16 heads like every CLIP vision config ComfyUI ships."""
     from transformers import CLIPVisionConfig, CLIPVisionModelWithProjection
+
     torch.manual_seed(SEED + 3)
-    cfg = CLIPVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=16,
-                           image_size=224, patch_size=14, projection_dim=32, hidden_act="quick_gelu")
+    cfg = CLIPVisionConfig(
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=16,
+        image_size=224,
+        patch_size=14,
+        projection_dim=32,
+        hidden_act="quick_gelu",
+    )
     return CLIPVisionModelWithProjection(cfg).state_dict()
 
 
@@ -249,10 +353,11 @@ def _style_adapter() -> dict[str, torch.Tensor]:
     """A T2I-Adapter style model for the tiny pair: CLIP vision width 32 in, sd1-tiny's 32-wide text tokens
     out, 3 blocks and 8 style tokens like the released adapter."""
     from .style_model import StyleAdapter
+
     torch.manual_seed(SEED + 4)
     adapter = StyleAdapter(width=32, context_dim=32, layers=3, tokens=8)
     gen = torch.Generator().manual_seed(SEED + 4)
-    _randomize([adapter.style_embedding, adapter.proj], gen, 32 ** -0.5)   # zeros would make it a no-op
+    _randomize([adapter.style_embedding, adapter.proj], gen, 32**-0.5)  # zeros would make it a no-op
     return adapter.state_dict()
 
 

@@ -1,4 +1,5 @@
 """Which model a file holds, from its key names and shapes alone (the safetensors header is enough)."""
+
 from __future__ import annotations
 
 import json
@@ -11,13 +12,25 @@ from .safetensors_io import shapes_of
 
 UNET_PREFIXES = ("model.diffusion_model.", "")
 Shapes = dict[str, tuple[int, ...]]
-_LORA_SUFFIXES = (".lora_down.weight", ".lora_up.weight", ".lora_A.weight", ".lora_B.weight",
-                  ".lora.down.weight", ".lora.up.weight", ".lora_linear_layer.down.weight")
+_LORA_SUFFIXES = (
+    ".lora_down.weight",
+    ".lora_up.weight",
+    ".lora_A.weight",
+    ".lora_B.weight",
+    ".lora.down.weight",
+    ".lora.up.weight",
+    ".lora_linear_layer.down.weight",
+)
 QWEN_IMAGE_MARKER = "txt_norm.weight"
 # Qwen-Image 2.1: the newest ComfyUI source's model_detection needs all of these and one of the MLP names below
 # (img_mlp.gate_up in ComfyUI's own files, img_mlp.proj in split ones).
-QWEN_IMAGE21_KEYS = ("txt_in.text_norm.weight", "modulation.1.weight", "transformer_blocks.0.attn.norm_q.weight",
-                     "img_in.weight", "proj_out.weight")
+QWEN_IMAGE21_KEYS = (
+    "txt_in.text_norm.weight",
+    "modulation.1.weight",
+    "transformer_blocks.0.attn.norm_q.weight",
+    "img_in.weight",
+    "proj_out.weight",
+)
 # Krea 2: Krea's own names (Comfy-Org/Krea-2's files); the key diffusers 0.42's single-file loader detects it by.
 KREA2_MARKER = "txtfusion.projector.weight"
 QWEN3VL_MARKER = "model.visual.deepstack_merger_list.0.norm.weight"
@@ -31,8 +44,13 @@ WAN_MARKER = "head.modulation"
 MINIMAX_H3_MARKER = "token_refiner.blocks.0.attn.qkv_proj.weight"
 MINIMAX_H3_VAE_MARKERS = ("decoder.register_tokens", "decoder.x_embedder.weight")
 UMT5_MARKER = "encoder.block.1.layer.0.SelfAttention.relative_attention_bias.weight"
-_PIPELINES = {"StableDiffusionPipeline": "sd1", "StableDiffusionXLPipeline": "sdxl", "FluxPipeline": "flux",
-              "StableDiffusion3Pipeline": "sd3", "StableDiffusionControlNetPipeline": "sd1"}
+_PIPELINES = {
+    "StableDiffusionPipeline": "sd1",
+    "StableDiffusionXLPipeline": "sdxl",
+    "FluxPipeline": "flux",
+    "StableDiffusion3Pipeline": "sd3",
+    "StableDiffusionControlNetPipeline": "sd1",
+}
 
 
 @dataclass(frozen=True)
@@ -43,6 +61,7 @@ class CheckpointInfo:
     kind: checkpoint | diffusion_model | vae | text_encoder | controlnet | lora | diffusers.
     components: which of diffusion_model, vae, text_encoder, controlnet the file can provide.
     layout: ldm | diffusers | bfl | comfy | hf | open_clip | kohya. prefix: the key prefix of the main network."""
+
     path: str
     arch: str
     kind: str
@@ -88,41 +107,49 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
         if prefix + "input_hint_block.0.weight" in shapes:
             return info(unet_arch(shapes, prefix), "controlnet", {"controlnet"}, "ldm", prefix)
     if all(marker in shapes for marker in ("controlnet_blocks.0.weight", "pos_embed_input.proj.weight")):
-        return info("sd3", "controlnet", {"controlnet"}, "diffusers")   # SD3 (diffusers-layout) ControlNets
+        return info("sd3", "controlnet", {"controlnet"}, "diffusers")  # SD3 (diffusers-layout) ControlNets
     if "controlnet_cond_embedding.conv_in.weight" in shapes:
         arch = "sdxl" if "add_embedding.linear_1.weight" in shapes else "sd1"
         return info(arch, "controlnet", {"controlnet"}, "diffusers")
 
-    has_vae = any(k.endswith("encoder.conv_in.weight") and not k.startswith("model.") for k in keys) \
+    has_vae = (
+        any(k.endswith("encoder.conv_in.weight") and not k.startswith("model.") for k in keys)
         or f"vae.{WAN_VAE_MARKER}" in shapes
+    )
     has_te = any(k.startswith(("cond_stage_model.", "conditioner.embedders.", "text_encoders.")) for k in keys)
     extra = ({"vae"} if has_vae else set()) | ({"text_encoder"} if has_te else set())
-    for arch, marker, layout in (("flux2", "double_stream_modulation_img.lin.weight", "bfl"),   # before Flux.1's
-                                 ("flux2", "double_stream_modulation_img.linear.weight", "diffusers"),
-                                 ("flux", "double_blocks.0.img_attn.qkv.weight", "bfl"),
-                                 ("sd3", "joint_blocks.0.context_block.attn.qkv.weight", "ldm")):
+    for arch, marker, layout in (
+        ("flux2", "double_stream_modulation_img.lin.weight", "bfl"),  # before Flux.1's
+        ("flux2", "double_stream_modulation_img.linear.weight", "diffusers"),
+        ("flux", "double_blocks.0.img_attn.qkv.weight", "bfl"),
+        ("sd3", "joint_blocks.0.context_block.attn.qkv.weight", "ldm"),
+    ):
         prefix = _prefix_with(shapes, marker)
         if prefix is not None:
-            return info(arch, "checkpoint" if extra else "diffusion_model", {"diffusion_model"} | extra, layout,
-                        prefix)
-    prefix = _prefix_with(shapes, "layers.0.adaLN_modulation.0.weight")   # Z-Image (ComfyUI's NextDiT names)
+            return info(arch, "checkpoint" if extra else "diffusion_model", {"diffusion_model"} | extra, layout, prefix)
+    prefix = _prefix_with(shapes, "layers.0.adaLN_modulation.0.weight")  # Z-Image (ComfyUI's NextDiT names)
     if prefix is not None and prefix + "cap_embedder.1.weight" in shapes:
-        return info("zimage", "checkpoint" if extra else "diffusion_model", {"diffusion_model"} | extra, "comfy",
-                    prefix)
+        return info(
+            "zimage", "checkpoint" if extra else "diffusion_model", {"diffusion_model"} | extra, "comfy", prefix
+        )
     prefix = _prefix_with(shapes, KREA2_MARKER)
     if prefix is not None and prefix + "first.weight" in shapes:
-        return info("krea2", "checkpoint" if extra else "diffusion_model", {"diffusion_model"} | extra, "krea",
-                    prefix)
+        return info("krea2", "checkpoint" if extra else "diffusion_model", {"diffusion_model"} | extra, "krea", prefix)
     prefix = _prefix_with(shapes, QWEN_IMAGE21_KEYS[0])
-    if prefix is not None and all(prefix + k in shapes for k in QWEN_IMAGE21_KEYS) \
-            and any(prefix + k in shapes for k in QWEN_IMAGE21_MLP):
+    if (
+        prefix is not None
+        and all(prefix + k in shapes for k in QWEN_IMAGE21_KEYS)
+        and any(prefix + k in shapes for k in QWEN_IMAGE21_MLP)
+    ):
         layout = "comfy" if prefix + QWEN_IMAGE21_MLP[0] in shapes else "diffusers"
-        return info("qwen_image21", "checkpoint" if extra else "diffusion_model", {"diffusion_model"} | extra,
-                    layout, prefix)
+        return info(
+            "qwen_image21", "checkpoint" if extra else "diffusion_model", {"diffusion_model"} | extra, layout, prefix
+        )
     prefix = _prefix_with(shapes, QWEN_IMAGE_MARKER)
-    if prefix is not None and prefix + "img_in.weight" in shapes:   # Qwen-Image (ComfyUI detects txt_norm)
-        return info("qwen_image", "checkpoint" if extra else "diffusion_model", {"diffusion_model"} | extra,
-                    "diffusers", prefix)
+    if prefix is not None and prefix + "img_in.weight" in shapes:  # Qwen-Image (ComfyUI detects txt_norm)
+        return info(
+            "qwen_image", "checkpoint" if extra else "diffusion_model", {"diffusion_model"} | extra, "diffusers", prefix
+        )
     prefix = _prefix_with(shapes, MINIMAX_H3_MARKER)
     if prefix is not None:
         return info("minimax_h3", "diffusion_model", {"diffusion_model"}, "minimax", prefix)
@@ -130,20 +157,30 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
     if prefix is not None and prefix + MINIMAX_H3_VAE_MARKERS[1] in shapes:
         return info("minimax_h3", "vae", {"vae"}, "minimax", prefix)
     prefix = _prefix_with(shapes, WAN_MARKER)
-    if prefix is not None and prefix + "patch_embedding.weight" in shapes:   # Wan 2.1/2.2 (ComfyUI's rule)
-        out = shapes[prefix + "head.head.weight"][0] // 4   # 1x2x2 patches
+    if prefix is not None and prefix + "patch_embedding.weight" in shapes:  # Wan 2.1/2.2 (ComfyUI's rule)
+        out = shapes[prefix + "head.head.weight"][0] // 4  # 1x2x2 patches
         return info("wan22_5b" if out == 48 else "wan21", "diffusion_model", {"diffusion_model"}, "wan", prefix)
     if "single_transformer_blocks.0.attn.to_q.weight" in shapes:
         return info("flux", "diffusion_model", {"diffusion_model"}, "diffusers")
     prefix = _prefix_with(shapes, "input_blocks.0.0.weight")
     if prefix is not None:
-        return info(unet_arch(shapes, prefix), "checkpoint" if extra else "diffusion_model",
-                    {"diffusion_model"} | extra, "ldm", prefix)
+        return info(
+            unet_arch(shapes, prefix),
+            "checkpoint" if extra else "diffusion_model",
+            {"diffusion_model"} | extra,
+            "ldm",
+            prefix,
+        )
 
     prefix = _prefix_with(shapes, WAN_VAE_MARKER, ("vae.", ""))
-    if prefix is not None:   # the Wan 2.1 VAE (Wan 2.1/2.2 14B's and Qwen-Image's), Wan 2.2 5B's or Qwen-Image 2.1's
-        arch = "qwen_image21" if is_qwen_image21_vae(shapes, prefix) \
-            else "wan22_5b" if prefix + WAN22_VAE_MARKER in shapes else "qwen_image"
+    if prefix is not None:  # the Wan 2.1 VAE (Wan 2.1/2.2 14B's and Qwen-Image's), Wan 2.2 5B's or Qwen-Image 2.1's
+        arch = (
+            "qwen_image21"
+            if is_qwen_image21_vae(shapes, prefix)
+            else "wan22_5b"
+            if prefix + WAN22_VAE_MARKER in shapes
+            else "qwen_image"
+        )
         return info(arch, "vae", {"vae"}, "wan", prefix)
     for prefix in ("first_stage_model.", "vae.", ""):
         if prefix + "encoder.conv_in.weight" in shapes and prefix + "decoder.conv_in.weight" in shapes:
@@ -151,24 +188,27 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
             layout = "diffusers" if any(k.startswith(prefix + "encoder.down_blocks.") for k in keys) else "ldm"
             arch = "flux2" if prefix + "bn.running_mean" in shapes else "sd1" if latent == 4 else "flux"
             return info(arch, "vae", {"vae"}, layout, prefix)
-    if any(k.endswith(UMT5_MARKER) for k in keys):   # umT5 (Wan's): a relative attention bias in every block
+    if any(k.endswith(UMT5_MARKER) for k in keys):  # umT5 (Wan's): a relative attention bias in every block
         return info("umt5", "text_encoder", {"text_encoder"}, "hf")
     if any(k.endswith("encoder.block.0.layer.0.SelfAttention.q.weight") for k in keys):
         return info("t5", "text_encoder", {"text_encoder"}, "hf")
-    if any(k.endswith(QWEN3VL_MARKER) for k in keys):   # Qwen3-VL (Qwen-Image 2.1): ComfyUI's detect_te_model key
+    if any(k.endswith(QWEN3VL_MARKER) for k in keys):  # Qwen3-VL (Qwen-Image 2.1): ComfyUI's detect_te_model key
         return info("qwen3vl", "text_encoder", {"text_encoder"}, "hf")
-    if any(k.endswith("model.layers.0.self_attn.q_norm.weight") for k in keys):   # Qwen3 (Z-Image, Flux2-Klein)
+    if any(k.endswith("model.layers.0.self_attn.q_norm.weight") for k in keys):  # Qwen3 (Z-Image, Flux2-Klein)
         return info("qwen3", "text_encoder", {"text_encoder"}, "hf")
     if "model.layers.0.self_attn.k_proj.bias" in shapes and "model.embed_tokens.weight" in shapes:
-        return info("qwen25", "text_encoder", {"text_encoder"}, "hf")   # Qwen2.5(-VL): biased q/k/v projections
+        return info("qwen25", "text_encoder", {"text_encoder"}, "hf")  # Qwen2.5(-VL): biased q/k/v projections
     if any(k.endswith("encoder.layers.0.self_attn.q_proj.weight") for k in keys):
         return info("clip", "text_encoder", {"text_encoder"}, "hf")
     if any(k.endswith("transformer.resblocks.0.attn.in_proj_weight") for k in keys):
         return info("clip", "text_encoder", {"text_encoder"}, "open_clip")
     sample = ", ".join(sorted(keys)[:4]) or "no tensors"
-    raise ModelLoadError(path, f"unknown model architecture (keys like {sample}); supported: SD1.x, SD2.x, "
-                               "SDXL, Flux, FLUX.2, SD3, Z-Image, Qwen-Image, Qwen-Image 2.1, Krea 2, Wan and MiniMax H3 checkpoints, their UNets, VAEs, "
-                               "CLIP/T5/Qwen text encoders, ControlNets and LoRAs")
+    raise ModelLoadError(
+        path,
+        f"unknown model architecture (keys like {sample}); supported: SD1.x, SD2.x, "
+        "SDXL, Flux, FLUX.2, SD3, Z-Image, Qwen-Image, Qwen-Image 2.1, Krea 2, Wan and MiniMax H3 checkpoints, their UNets, VAEs, "
+        "CLIP/T5/Qwen text encoders, ControlNets and LoRAs",
+    )
 
 
 def probe(path: str | os.PathLike) -> CheckpointInfo:
@@ -194,7 +234,12 @@ def probe_diffusers_folder(folder: Path) -> CheckpointInfo:
     unet_cfg = folder / "unet" / "config.json"
     if arch == "sd1" and unet_cfg.is_file() and json.loads(unet_cfg.read_text()).get("use_linear_projection"):
         arch = "sd2"
-    parts = {"unet": "diffusion_model", "transformer": "diffusion_model", "vae": "vae",
-             "text_encoder": "text_encoder", "controlnet": "controlnet"}
+    parts = {
+        "unet": "diffusion_model",
+        "transformer": "diffusion_model",
+        "vae": "vae",
+        "text_encoder": "text_encoder",
+        "controlnet": "controlnet",
+    }
     components = {c for sub, c in parts.items() if (folder / sub).is_dir()}
     return CheckpointInfo(str(folder), arch, "diffusers", frozenset(components), "diffusers")

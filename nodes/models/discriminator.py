@@ -5,12 +5,14 @@ weights. Confidence = P(real); DiffServe accepts the light model's image when it
 Files are .safetensors whose metadata holds the architecture (key "discriminator_config", JSON), so a
 file alone rebuilds the network.
 """
+
 from __future__ import annotations
 
 import json
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
 import torch
 import torch.nn.functional as F
 from safetensors import safe_open
@@ -25,14 +27,18 @@ class DiscriminatorConfig:
     image_size: int = 64
     stem: int = 16
     # (expansion, out channels, repeats, kernel, stride) per stage, EfficientNet-B0's shape scaled down
-    stages: tuple[tuple[int, int, int, int, int], ...] = ((1, 16, 1, 3, 1), (4, 24, 2, 3, 2),
-                                                          (4, 40, 2, 5, 2), (4, 64, 1, 3, 2))
+    stages: tuple[tuple[int, int, int, int, int], ...] = (
+        (1, 16, 1, 3, 1),
+        (4, 24, 2, 3, 2),
+        (4, 40, 2, 5, 2),
+        (4, 64, 1, 3, 2),
+    )
     head: int = 128
     se_ratio: float = 0.25
     dropout: float = 0.2
 
     @classmethod
-    def from_json(cls, text: str) -> "DiscriminatorConfig":
+    def from_json(cls, text: str) -> DiscriminatorConfig:
         data = json.loads(text)
         data["stages"] = tuple(tuple(s) for s in data["stages"])
         return cls(**data)
@@ -96,8 +102,9 @@ class Discriminator(nn.Module):
     def preprocess(self, images: torch.Tensor) -> torch.Tensor:
         x = images[..., :3].permute(0, 3, 1, 2).float()
         if x.shape[-2:] != (self.config.image_size,) * 2:
-            x = F.interpolate(x, size=(self.config.image_size,) * 2, mode="bilinear", align_corners=False,
-                              antialias=True)
+            x = F.interpolate(
+                x, size=(self.config.image_size,) * 2, mode="bilinear", align_corners=False, antialias=True
+            )
         return (x - 0.5) / 0.5
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
@@ -110,8 +117,15 @@ class Discriminator(nn.Module):
         return torch.softmax(self(images).float(), dim=1)[:, 1]
 
 
-def train_discriminator(model: Discriminator, real: torch.Tensor, fake: torch.Tensor, epochs: int = 10,
-                        batch_size: int = 16, lr: float = 3e-3, seed: int = 0) -> list[float]:
+def train_discriminator(
+    model: Discriminator,
+    real: torch.Tensor,
+    fake: torch.Tensor,
+    epochs: int = 10,
+    batch_size: int = 16,
+    lr: float = 3e-3,
+    seed: int = 0,
+) -> list[float]:
     """Fit real (label 1) vs generated (label 0) images [N,H,W,3]; returns the mean loss per epoch.
 
     Classes are balanced by weighting the loss, and each epoch sees a seeded shuffle with random
@@ -121,8 +135,15 @@ def train_discriminator(model: Discriminator, real: torch.Tensor, fake: torch.Te
         return _train(model, real, fake, epochs, batch_size, lr, torch.Generator().manual_seed(seed))
 
 
-def _train(model: Discriminator, real: torch.Tensor, fake: torch.Tensor, epochs: int, batch_size: int, lr: float,
-           gen: torch.Generator) -> list[float]:
+def _train(
+    model: Discriminator,
+    real: torch.Tensor,
+    fake: torch.Tensor,
+    epochs: int,
+    batch_size: int,
+    lr: float,
+    gen: torch.Generator,
+) -> list[float]:
     images = torch.cat([real, fake]).float()
     labels = torch.cat([torch.ones(len(real), dtype=torch.long), torch.zeros(len(fake), dtype=torch.long)])
     weight = torch.tensor([len(images) / (2 * max(len(fake), 1)), len(images) / (2 * max(len(real), 1))])
@@ -135,7 +156,7 @@ def _train(model: Discriminator, real: torch.Tensor, fake: torch.Tensor, epochs:
         order = torch.randperm(len(images), generator=gen)
         total = 0.0
         for start in range(0, len(images), batch_size):
-            idx = order[start:start + batch_size]
+            idx = order[start : start + batch_size]
             x = images[idx]
             flip = torch.rand(len(idx), generator=gen) < 0.5
             x = torch.where(flip[:, None, None, None], x.flip(2), x)
@@ -161,7 +182,7 @@ def recalibrate_batchnorm(model: nn.Module, images: torch.Tensor, batch_size: in
         m.momentum = None
     model.train()
     for start in range(0, len(images), batch_size):
-        model(images[start:start + batch_size])
+        model(images[start : start + batch_size])
     for m, momentum in zip(norms, saved):
         m.momentum = momentum
     model.eval()
@@ -200,8 +221,9 @@ def synthetic_images(n: int, size: int, noise: float, seed: int) -> torch.Tensor
 
 
 DEMO_NAME = "cascade-demo-discriminator.safetensors"
-DEMO_CONFIG = DiscriminatorConfig(image_size=32, stem=8, stages=((1, 8, 1, 3, 1), (4, 16, 1, 3, 2), (4, 24, 1, 3, 2)),
-                                  head=32)
+DEMO_CONFIG = DiscriminatorConfig(
+    image_size=32, stem=8, stages=((1, 8, 1, 3, 1), (4, 16, 1, 3, 2), (4, 24, 1, 3, 2)), head=32
+)
 
 
 def build_demo_discriminator(path: str | Path, seed: int = 0) -> Path:

@@ -4,6 +4,7 @@ helpers): packs such as ComfyUI_ExtraModels' T5 tokenizer call these in the serv
 
 File formats, in the order they are tried: safetensors; a torch pickle (weights only); a bare zip of
 torch storages (old A1111 .pt files torch.load refuses), read as raw float32 rows."""
+
 from __future__ import annotations
 
 import logging
@@ -83,8 +84,9 @@ def _pick(embed: Any, embedding_size: int, embed_key: str | None) -> torch.Tenso
     return next(iter(embed.values()))
 
 
-def load_embed(embedding_name: str, embedding_directory: str | Iterable[str], embedding_size: int,
-               embed_key: str | None = None) -> torch.Tensor | None:
+def load_embed(
+    embedding_name: str, embedding_directory: str | Iterable[str], embedding_size: int, embed_key: str | None = None
+) -> torch.Tensor | None:
     """The (tokens, width) embedding called `embedding_name`, or None when no file has it or it cannot be
     read (logged, as ComfyUI skips such an embedding and encodes the prompt without it)."""
     directories = [embedding_directory] if isinstance(embedding_directory, str) else list(embedding_directory)
@@ -94,6 +96,7 @@ def load_embed(embedding_name: str, embedding_directory: str | Iterable[str], em
     try:
         if path.lower().endswith(".safetensors"):
             import safetensors.torch
+
             embed = safetensors.torch.load_file(path, device="cpu")
         else:
             try:

@@ -1,4 +1,5 @@
 """The one error type model loading raises, so a node can show the user which file is wrong and why."""
+
 from __future__ import annotations
 
 import os

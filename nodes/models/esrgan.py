@@ -10,6 +10,7 @@ key layouts (`conv_first` / `body.N.rdbM` / `conv_up1` ...) are renamed to the o
 The tiled upscale of ImageUpscaleWithModel is `tiled_scale`: it blends tiles with ComfyUI's linear
 feathering in ComfyUI's order of float operations, so tiled outputs match too.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -23,7 +24,7 @@ from torch import nn
 
 from .errors import ModelLoadError
 
-GROWTH = 32          # spandrel builds every RRDB with 32 growth channels, whatever the file says
+GROWTH = 32  # spandrel builds every RRDB with 32 growth channels, whatever the file says
 LEAK = 0.2
 
 
@@ -81,9 +82,9 @@ class ESRGANConfig:
     out_nc: int
     nf: int
     blocks: int
-    scale: int              # of the network itself (before pixel-unshuffle)
+    scale: int  # of the network itself (before pixel-unshuffle)
     plus: bool
-    shuffle: int | None     # Real-ESRGAN x2/x1: the input is pixel-unshuffled by this factor first
+    shuffle: int | None  # Real-ESRGAN x2/x1: the input is pixel-unshuffled by this factor first
 
     @property
     def image_scale(self) -> int:
@@ -105,10 +106,16 @@ class RRDBNet(nn.Module):
         trunk = [_RRDB(cfg.nf, cfg.plus) for _ in range(cfg.blocks)] + [nn.Conv2d(cfg.nf, cfg.nf, 3, padding=1)]
         layers: list[nn.Module] = [nn.Conv2d(cfg.in_nc, cfg.nf, 3, padding=1), _Shortcut(nn.Sequential(*trunk))]
         for _ in range(int(math.log2(cfg.scale))):
-            layers += [nn.Upsample(scale_factor=2, mode="nearest"), nn.Conv2d(cfg.nf, cfg.nf, 3, padding=1),
-                       nn.LeakyReLU(LEAK, inplace=True)]
-        layers += [nn.Conv2d(cfg.nf, cfg.nf, 3, padding=1), nn.LeakyReLU(LEAK, inplace=True),
-                   nn.Conv2d(cfg.nf, cfg.out_nc, 3, padding=1)]
+            layers += [
+                nn.Upsample(scale_factor=2, mode="nearest"),
+                nn.Conv2d(cfg.nf, cfg.nf, 3, padding=1),
+                nn.LeakyReLU(LEAK, inplace=True),
+            ]
+        layers += [
+            nn.Conv2d(cfg.nf, cfg.nf, 3, padding=1),
+            nn.LeakyReLU(LEAK, inplace=True),
+            nn.Conv2d(cfg.nf, cfg.out_nc, 3, padding=1),
+        ]
         self.model = nn.Sequential(*layers)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -118,12 +125,13 @@ class RRDBNet(nn.Module):
         f = self.cfg.shuffle
         x = F.pad(x, (0, (f - w % f) % f, 0, (f - h % f) % f), mode="reflect")
         x = self.model(F.pixel_unshuffle(x, f))
-        return x[:, :, :h * self.cfg.image_scale, :w * self.cfg.image_scale]
+        return x[:, :, : h * self.cfg.image_scale, : w * self.cfg.image_scale]
 
 
 @dataclass
 class UpscaleModel:
     """A loaded upscale model: ComfyUI's ImageModelDescriptor, called on [1,C,H,W] images in 0..1."""
+
     module: RRDBNet
 
     @property
@@ -135,7 +143,7 @@ class UpscaleModel:
         padded = _pad_to_requirement(image, self.module.cfg.multiple_of)
         out = self.module(padded).clamp_(0, 1)
         if padded is not image:
-            out = out[..., :h * self.scale, :w * self.scale]
+            out = out[..., : h * self.scale, : w * self.scale]
         return out
 
 
@@ -146,6 +154,7 @@ def _pad_to_requirement(t: torch.Tensor, multiple: int, minimum: int = 2) -> tor
     def needed(size: int) -> int:
         target = max(size, minimum)
         return target + (multiple - target % multiple) % multiple - size
+
     pad_w, pad_h = needed(w), needed(h)
     if not pad_w and not pad_h:
         return t
@@ -156,16 +165,20 @@ def _pad_to_requirement(t: torch.Tensor, multiple: int, minimum: int = 2) -> tor
 
 # ---- state-dict layouts ---------------------------------------------------------------------------------
 
-_NEW_TRUNK = (re.compile(r"^body\.(\d+)\.rdb(\d)\.conv(\d+)\.(weight|bias)$"),
-              re.compile(r"^RRDB_trunk\.(\d+)\.RDB(\d)\.conv(\d+)\.(weight|bias)$"))
+_NEW_TRUNK = (
+    re.compile(r"^body\.(\d+)\.rdb(\d)\.conv(\d+)\.(weight|bias)$"),
+    re.compile(r"^RRDB_trunk\.(\d+)\.RDB(\d)\.conv(\d+)\.(weight|bias)$"),
+)
 
 
 def is_esrgan(keys) -> bool:
     keys = set(keys)
-    return ({"model.0.weight", "model.1.sub.0.RDB1.conv1.0.weight"} <= keys
-            or {"model.0.weight", "model.1.sub.0.RDB1.conv1x1.weight"} <= keys
-            or {"conv_first.weight", "body.0.rdb1.conv1.weight", "conv_body.weight", "conv_last.weight"} <= keys
-            or {"conv_first.weight", "RRDB_trunk.0.RDB1.conv1.weight", "trunk_conv.weight", "conv_last.weight"} <= keys)
+    return (
+        {"model.0.weight", "model.1.sub.0.RDB1.conv1.0.weight"} <= keys
+        or {"model.0.weight", "model.1.sub.0.RDB1.conv1x1.weight"} <= keys
+        or {"conv_first.weight", "body.0.rdb1.conv1.weight", "conv_body.weight", "conv_last.weight"} <= keys
+        or {"conv_first.weight", "RRDB_trunk.0.RDB1.conv1.weight", "trunk_conv.weight", "conv_last.weight"} <= keys
+    )
 
 
 def to_old_layout(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -187,8 +200,14 @@ def to_old_layout(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         if m:
             out[f"model.{int(m.group(2)) * 3}.{m.group(3)}"] = v
             top = max(top, int(m.group(2)) * 3)
-    renames = {"conv_first": "model.0", "trunk_conv": f"model.1.sub.{blocks}", "conv_body": f"model.1.sub.{blocks}",
-               "HRconv": f"model.{top + 2}", "conv_hr": f"model.{top + 2}", "conv_last": f"model.{top + 4}"}
+    renames = {
+        "conv_first": "model.0",
+        "trunk_conv": f"model.1.sub.{blocks}",
+        "conv_body": f"model.1.sub.{blocks}",
+        "HRconv": f"model.{top + 2}",
+        "conv_hr": f"model.{top + 2}",
+        "conv_last": f"model.{top + 4}",
+    }
     for old, new in renames.items():
         for kind in ("weight", "bias"):
             if f"{old}.{kind}" in sd:
@@ -212,23 +231,33 @@ def config_of(sd: dict[str, torch.Tensor], path: str | None = None) -> ESRGANCon
     shuffle = None
     if in_nc in (out_nc * 4, out_nc * 16):
         shuffle = int(math.sqrt(in_nc / out_nc))
-    return ESRGANConfig(in_nc=in_nc, out_nc=out_nc, nf=sd["model.0.weight"].shape[0],
-                        blocks=_seq_len(sd, "model.1.sub") - 1, scale=scale,
-                        plus=any(".conv1x1." in k for k in sd), shuffle=shuffle)
+    return ESRGANConfig(
+        in_nc=in_nc,
+        out_nc=out_nc,
+        nf=sd["model.0.weight"].shape[0],
+        blocks=_seq_len(sd, "model.1.sub") - 1,
+        scale=scale,
+        plus=any(".conv1x1." in k for k in sd),
+        shuffle=shuffle,
+    )
 
 
 def load_upscale_model(sd: dict[str, torch.Tensor], path: str | None = None) -> UpscaleModel:
     """An upscale model from a state dict in any ESRGAN layout; other architectures are refused by name."""
     from .safetensors_io import build_module
+
     if not is_esrgan(sd):
-        raise ModelLoadError(path, "is not an upscale model Comfy Cluster can run (supported: ESRGAN / "
-                                   "Real-ESRGAN / BSRGAN RRDBNet models)")
+        raise ModelLoadError(
+            path,
+            "is not an upscale model Comfy Cluster can run (supported: ESRGAN / Real-ESRGAN / BSRGAN RRDBNet models)",
+        )
     old = to_old_layout(sd)
     cfg = config_of(old, path)
     return UpscaleModel(build_module(lambda: RRDBNet(cfg), old, path, "upscale model"))
 
 
 # ---- tiling ---------------------------------------------------------------------------------------------
+
 
 def tiled_scale(samples: torch.Tensor, fn, tile: int, overlap: int, scale: int, out_channels: int) -> torch.Tensor:
     """Run `fn` on overlapping tile x tile windows of [B,C,H,W] and blend the scaled results: each tile's
@@ -237,9 +266,9 @@ def tiled_scale(samples: torch.Tensor, fn, tile: int, overlap: int, scale: int, 
     b, _, h, w = samples.shape
     output = torch.empty(b, out_channels, round(h * scale), round(w * scale), device=samples.device)
     for i in range(b):
-        s = samples[i:i + 1]
+        s = samples[i : i + 1]
         if h <= tile and w <= tile:
-            output[i:i + 1] = fn(s)
+            output[i : i + 1] = fn(s)
             continue
         out = torch.zeros(1, out_channels, round(h * scale), round(w * scale), device=samples.device)
         out_div = torch.zeros_like(out)
@@ -247,7 +276,7 @@ def tiled_scale(samples: torch.Tensor, fn, tile: int, overlap: int, scale: int, 
         feather = round(overlap * scale)
         for y, x in itertools.product(*starts):
             y, x = max(0, min(h - overlap, y)), max(0, min(w - overlap, x))
-            piece = fn(s[:, :, y:y + min(tile, h - y), x:x + min(tile, w - x)])
+            piece = fn(s[:, :, y : y + min(tile, h - y), x : x + min(tile, w - x)])
             mask = torch.ones_like(piece)
             for dim in (2, 3):
                 if feather >= mask.shape[dim]:
@@ -257,7 +286,7 @@ def tiled_scale(samples: torch.Tensor, fn, tile: int, overlap: int, scale: int, 
                     mask.narrow(dim, t, 1).mul_(a)
                     mask.narrow(dim, mask.shape[dim] - 1 - t, 1).mul_(a)
             oy, ox = round(y * scale), round(x * scale)
-            out[:, :, oy:oy + mask.shape[2], ox:ox + mask.shape[3]].add_(piece * mask)
-            out_div[:, :, oy:oy + mask.shape[2], ox:ox + mask.shape[3]].add_(mask)
-        output[i:i + 1] = out / out_div
+            out[:, :, oy : oy + mask.shape[2], ox : ox + mask.shape[3]].add_(piece * mask)
+            out_div[:, :, oy : oy + mask.shape[2], ox : ox + mask.shape[3]].add_(mask)
+        output[i : i + 1] = out / out_div
     return output

@@ -4,6 +4,7 @@ The network is diffusers' FluxTransformer2DModel, with a config read from the te
 ComfyUI's view of the model: a [B,16,H,W] latent, sigma as the timestep, guidance from the conditioning,
 and does Flux's 2x2 patch packing and position ids the way ComfyUI's Flux model does.
 """
+
 from __future__ import annotations
 
 import threading
@@ -20,12 +21,18 @@ from cluster.refs import ModelRef
 from nodes.models.components import FLUX_LATENT, DiffusionModel
 from nodes.models.errors import ModelLoadError
 from nodes.models.flux_configs import config_for_sources
-from nodes.models.flux_keys import (BFL_MARKER, DIFFUSERS_MARKER, bfl_to_diffusers, count_blocks, find_prefix,
-                                    strip_prefix)
+from nodes.models.flux_keys import (
+    BFL_MARKER,
+    DIFFUSERS_MARKER,
+    bfl_to_diffusers,
+    count_blocks,
+    find_prefix,
+    strip_prefix,
+)
 from nodes.models.safetensors_io import build_module
 
-REAL_FLUX_AXES = (16, 56, 56)     # BFL's RoPE split of the 128-wide heads of Flux.1
-DEFAULT_GUIDANCE = 3.5            # ComfyUI's value when the conditioning carries none (FluxGuidance sets it)
+REAL_FLUX_AXES = (16, 56, 56)  # BFL's RoPE split of the 128-wide heads of Flux.1
+DEFAULT_GUIDANCE = 3.5  # ComfyUI's value when the conditioning carries none (FluxGuidance sets it)
 PATCH = 2
 
 
@@ -58,20 +65,23 @@ def infer_config(sd: Mapping[str, torch.Tensor], axes_dim: Iterable[int] | None 
     head_dim = sd[f"{block}.attn.norm_k.weight"].shape[0]
     if inner % head_dim:
         raise ValueError(f"Flux hidden size {inner} is not a multiple of the head dim {head_dim}")
-    mlp = sd["transformer_blocks.0.ff.net.0.proj.weight" if n_double
-             else "single_transformer_blocks.0.proj_mlp.weight"].shape[0]
+    mlp = sd[
+        "transformer_blocks.0.ff.net.0.proj.weight" if n_double else "single_transformer_blocks.0.proj_mlp.weight"
+    ].shape[0]
     if mlp != 4 * inner:
         raise ValueError(f"Flux MLP width {mlp} is not 4 x hidden {inner}; diffusers' Flux supports ratio 4 only")
     if axes_dim is None:
         if head_dim != sum(REAL_FLUX_AXES):
-            raise ValueError(f"cannot infer the RoPE axes of a Flux with head dim {head_dim}: the file needs a "
-                             f"config (safetensors metadata 'comfy_cluster.config' naming a folder with flux.json)")
+            raise ValueError(
+                f"cannot infer the RoPE axes of a Flux with head dim {head_dim}: the file needs a "
+                f"config (safetensors metadata 'comfy_cluster.config' naming a folder with flux.json)"
+            )
         axes_dim = REAL_FLUX_AXES
     axes_dim = tuple(int(a) for a in axes_dim)
     if sum(axes_dim) != head_dim:
         raise ValueError(f"RoPE axes {axes_dim} do not sum to the head dim {head_dim}")
     return {
-        "patch_size": 1,                      # the 2x2 patching happens outside the module (packing)
+        "patch_size": 1,  # the 2x2 patching happens outside the module (packing)
         "in_channels": int(in_channels),
         "out_channels": int(sd["proj_out.weight"].shape[0]),
         "num_layers": n_double,
@@ -99,8 +109,15 @@ def unpack(tokens: torch.Tensor, h_len: int, w_len: int) -> torch.Tensor:
     return x.reshape(b, c, h_len * PATCH, w_len * PATCH)
 
 
-def image_ids(h_len: int, w_len: int, dtype: torch.dtype, device: torch.device, index: int = 0,
-              h_offset: int = 0, w_offset: int = 0) -> torch.Tensor:
+def image_ids(
+    h_len: int,
+    w_len: int,
+    dtype: torch.dtype,
+    device: torch.device,
+    index: int = 0,
+    h_offset: int = 0,
+    w_offset: int = 0,
+) -> torch.Tensor:
     """[h_len*w_len, 3] position ids: (index, row + h_offset, column + w_offset) per token, as ComfyUI's Flux
     builds them (index 0 for the image being denoised)."""
     ids = torch.zeros(h_len, w_len, 3, dtype=dtype, device=device)
@@ -129,8 +146,9 @@ def patched(x: torch.Tensor) -> torch.Tensor:
     return F.pad(x, (0, (-x.shape[-1]) % PATCH, 0, (-x.shape[-2]) % PATCH), mode="circular")
 
 
-def reference_tokens(refs: list[torch.Tensor], method: str, h_len: int, w_len: int,
-                     dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+def reference_tokens(
+    refs: list[torch.Tensor], method: str, h_len: int, w_len: int, dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Flux Kontext's reference latents (model space, [B,16,h,w] each) as tokens to append to the image's,
     with their position ids; `method` places them as ComfyUI's Flux does: "offset" (index 1, each reference
     beside or below the ones before it, whichever keeps the canvas squarer), "index" (index 1, 2, ... at the
@@ -140,13 +158,23 @@ def reference_tokens(refs: list[torch.Tensor], method: str, h_len: int, w_len: i
     for ref, (index, h_off, w_off) in zip(refs, reference_placements(refs, method, h_len, w_len)):
         padded = patched(ref.to(dtype))
         tokens.append(pack(padded))
-        ids.append(image_ids(padded.shape[-2] // PATCH, padded.shape[-1] // PATCH, dtype, ref.device, index,
-                             (h_off + PATCH // 2) // PATCH, (w_off + PATCH // 2) // PATCH))
+        ids.append(
+            image_ids(
+                padded.shape[-2] // PATCH,
+                padded.shape[-1] // PATCH,
+                dtype,
+                ref.device,
+                index,
+                (h_off + PATCH // 2) // PATCH,
+                (w_off + PATCH // 2) // PATCH,
+            )
+        )
     return torch.cat(tokens, dim=1), torch.cat(ids)
 
 
-def reference_placements(refs: Sequence[torch.Tensor], method: str, h_len: int = 0,
-                         w_len: int = 0) -> list[tuple[int, int, int]]:
+def reference_placements(
+    refs: Sequence[torch.Tensor], method: str, h_len: int = 0, w_len: int = 0
+) -> list[tuple[int, int, int]]:
     """(frame index, row offset, column offset in latent cells) of each reference latent, as ComfyUI places
     them beside an image of h_len x w_len tokens: "index" (1, 2, ... at the origin), "uxo" (index 0,
     diagonally past the image and the references before it), anything else "offset" (index 1, each beside or
@@ -188,11 +216,12 @@ class FluxDiffusionModel(DiffusionModel):
         x = patched(x)
         h_len, w_len = x.shape[-2] // PATCH, x.shape[-1] // PATCH
         tokens, ids = pack(x.to(dtype)), image_ids(h_len, w_len, dtype, device)
-        if cond.get("rope_options"):   # ScaleROPE
+        if cond.get("rope_options"):  # ScaleROPE
             ids = rope_image_ids(h_len, w_len, cond["rope_options"], 3, device).to(dtype)
-        if cond.get("ref_latents"):   # Flux Kontext: references join the image tokens; only the image's are read
-            ref_tokens, ref_ids = reference_tokens(cond["ref_latents"], cond.get("ref_latents_method") or "offset",
-                                                   h_len, w_len, dtype)
+        if cond.get("ref_latents"):  # Flux Kontext: references join the image tokens; only the image's are read
+            ref_tokens, ref_ids = reference_tokens(
+                cond["ref_latents"], cond.get("ref_latents_method") or "offset", h_len, w_len, dtype
+            )
             tokens, ids = torch.cat([tokens, ref_tokens], dim=1), torch.cat([ids, ref_ids])
 
         context = cond["context"].to(device, dtype)
@@ -208,13 +237,13 @@ class FluxDiffusionModel(DiffusionModel):
                 hidden_states=tokens,
                 encoder_hidden_states=context,
                 pooled_projections=pooled.to(device, dtype),
-                timestep=per_batch(timestep, b, device),   # sigma: Flux's time unit (multiplier 1)
+                timestep=per_batch(timestep, b, device),  # sigma: Flux's time unit (multiplier 1)
                 img_ids=ids,
                 txt_ids=torch.zeros(context.shape[1], 3, dtype=dtype, device=device),
                 guidance=guidance,
                 return_dict=False,
             )[0]
-        return unpack(out[:, :h_len * w_len], h_len, w_len)[:, :, :h, :w].float()
+        return unpack(out[:, : h_len * w_len], h_len, w_len)[:, :, :h, :w].float()
 
 
 _guidance_off = threading.local()
@@ -230,7 +259,7 @@ def guidance_embedding_off(module: FluxTransformer2DModel, off: bool) -> Iterato
     only the timestep's and the pooled text's. diffusers always adds one on a guidance-distilled model, so its
     guidance embedder answers zeros for this thread's call (t + 0 + pooled is t + pooled exactly). The hook
     is installed once and does nothing for other calls or threads."""
-    if not off or not module.config.guidance_embeds:   # schnell has no guidance embedding to leave out
+    if not off or not module.config.guidance_embeds:  # schnell has no guidance embedding to leave out
         yield
         return
     embedder = module.time_text_embed.guidance_embedder
@@ -252,8 +281,9 @@ def sampling_for(config: Mapping[str, Any]) -> dict[str, Any]:
     return {"kind": "flow", "shift": 1.0, "multiplier": 1.0}
 
 
-def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor],
-                         axes_dim: Iterable[int] | None = None) -> FluxDiffusionModel:
+def load_diffusion_model(
+    ref: ModelRef, state_dict: Mapping[str, torch.Tensor], axes_dim: Iterable[int] | None = None
+) -> FluxDiffusionModel:
     """A Flux DiffusionModel from a state dict in BFL (optionally `model.diffusion_model.`-prefixed) or
     diffusers layout. RoPE axes: `axes_dim`, else the config folder the file's metadata names, else Flux.1's."""
     path = ref.sources[0] if ref.sources else None
@@ -266,8 +296,9 @@ def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor],
         raise ModelLoadError(path, f"not a usable Flux transformer: {e}") from None
     dtype = sd["x_embedder.weight"].dtype
     module = build_module(lambda: FluxTransformer2DModel(**config), sd, path, "Flux transformer", dtype=dtype)
-    return FluxDiffusionModel(arch="flux", module=module, latent_format=FLUX_LATENT,
-                              sampling=sampling_for(config), config=config, dtype=dtype)
+    return FluxDiffusionModel(
+        arch="flux", module=module, latent_format=FLUX_LATENT, sampling=sampling_for(config), config=config, dtype=dtype
+    )
 
 
 # The loader (nodes.models.loader) finds every Flux entry point on this module.

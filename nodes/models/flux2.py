@@ -7,6 +7,7 @@ stacked text-encoder states as context (left-padded with zeros to 512 tokens, as
 4-axis position ids (t, h, w, l): image tokens at (0, row, column, 0), text tokens at (0, 0, 0, index), reference
 latents (editing) at (10 n, row, column, 0). In bfloat16 the time embedding is computed as ComfyUI computes it.
 """
+
 from __future__ import annotations
 
 import functools
@@ -30,13 +31,13 @@ from nodes.models.safetensors_io import build_module
 # BFL's marker of FLUX.2 (Flux.1 has per-block modulations instead), as ComfyUI's model_detection tells them apart.
 BFL_MARKER = "double_stream_modulation_img.lin.weight"
 DIFFUSERS_MARKER = "double_stream_modulation_img.linear.weight"
-AXES_DIM = (32, 32, 32, 32)       # ComfyUI's and BFL's RoPE split of FLUX.2's 128-wide heads
+AXES_DIM = (32, 32, 32, 32)  # ComfyUI's and BFL's RoPE split of FLUX.2's 128-wide heads
 ROPE_THETA = 2000
-TEXT_TOKENS = 512                 # ComfyUI's Flux2 pads shorter contexts to this many tokens (zeros, on the left)
-REF_METHOD = "index"              # ComfyUI's default_ref_method for FLUX.2
-REF_INDEX_SCALE = 10              # ComfyUI's ref_index_scale: references' time coordinates 10, 20, ...
-DEFAULT_GUIDANCE = 3.5            # ComfyUI's value for a guidance-embedding model when the conditioning has none
-SAMPLING = {"kind": "flux", "shift": 2.02}   # ComfyUI's supported_models.Flux2: ModelSamplingFlux, shift 2.02
+TEXT_TOKENS = 512  # ComfyUI's Flux2 pads shorter contexts to this many tokens (zeros, on the left)
+REF_METHOD = "index"  # ComfyUI's default_ref_method for FLUX.2
+REF_INDEX_SCALE = 10  # ComfyUI's ref_index_scale: references' time coordinates 10, 20, ...
+DEFAULT_GUIDANCE = 3.5  # ComfyUI's value for a guidance-embedding model when the conditioning has none
+SAMPLING = {"kind": "flux", "shift": 2.02}  # ComfyUI's supported_models.Flux2: ModelSamplingFlux, shift 2.02
 
 
 def to_diffusers_layout(sd: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -58,10 +59,15 @@ def infer_config(sd: Mapping[str, torch.Tensor]) -> dict[str, Any]:
     block = "transformer_blocks.0" if n_double else "single_transformer_blocks.0"
     head_dim = int(sd[f"{block}.attn.norm_k.weight"].shape[0])
     if head_dim != sum(AXES_DIM) or inner % head_dim:
-        raise ValueError(f"FLUX.2 heads are {sum(AXES_DIM)} wide (RoPE axes {AXES_DIM}); this file has head dim "
-                         f"{head_dim} and hidden size {inner}")
-    mlp = (sd["transformer_blocks.0.ff.linear_out.weight"].shape[1] if n_double
-           else sd["single_transformer_blocks.0.attn.to_out.weight"].shape[1] - inner)
+        raise ValueError(
+            f"FLUX.2 heads are {sum(AXES_DIM)} wide (RoPE axes {AXES_DIM}); this file has head dim "
+            f"{head_dim} and hidden size {inner}"
+        )
+    mlp = (
+        sd["transformer_blocks.0.ff.linear_out.weight"].shape[1]
+        if n_double
+        else sd["single_transformer_blocks.0.attn.to_out.weight"].shape[1] - inner
+    )
     return {
         "patch_size": 1,
         "in_channels": int(in_channels),
@@ -99,14 +105,16 @@ def _tokens(x: torch.Tensor) -> torch.Tensor:
     return x.reshape(x.shape[0], x.shape[1], -1).transpose(1, 2)
 
 
-def reference_tokens(refs: list[torch.Tensor], method: str | None, dtype: torch.dtype
-                     ) -> tuple[torch.Tensor, torch.Tensor]:
+def reference_tokens(
+    refs: list[torch.Tensor], method: str | None, dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Reference latents (model space, [B,128,h,w] each) as tokens to append to the image's, with their ids:
     FLUX.2's "index" placement (ComfyUI's default for FLUX.2, diffusers' Klein pipeline): the i-th reference at
     time coordinate 10 * (i + 1), its own rows and columns from 0."""
     if (method or REF_METHOD) != REF_METHOD:
-        raise NotImplementedError(f"reference latents method {method!r} is not supported for FLUX.2 yet "
-                                  f"({REF_METHOD!r} is)")
+        raise NotImplementedError(
+            f"reference latents method {method!r} is not supported for FLUX.2 yet ({REF_METHOD!r} is)"
+        )
     tokens, ids = [], []
     for i, ref in enumerate(refs):
         tokens.append(_tokens(ref.to(dtype)))
@@ -131,9 +139,9 @@ class Flux2DiffusionModel(DiffusionModel):
         device, dtype = x.device, self.dtype
         b, c, h, w = x.shape
         tokens, ids = _tokens(x.to(dtype)), image_ids(h, w, device)
-        if cond.get("rope_options"):   # ScaleROPE
+        if cond.get("rope_options"):  # ScaleROPE
             ids = rope_image_ids(h, w, cond["rope_options"], len(AXES_DIM), device)
-        if cond.get("ref_latents"):   # ReferenceLatent (editing): references join the image tokens
+        if cond.get("ref_latents"):  # ReferenceLatent (editing): references join the image tokens
             ref_tokens, ref_ids = reference_tokens(cond["ref_latents"], cond.get("ref_latents_method"), dtype)
             tokens = torch.cat([tokens, ref_tokens.expand(b, -1, -1)], dim=1)
             ids = torch.cat([ids, ref_ids])
@@ -145,21 +153,26 @@ class Flux2DiffusionModel(DiffusionModel):
         sigma = per_batch(timestep, b, device)
         _exact.values = (sigma * 1000, None if guidance is None else guidance * 1000)
         try:
-            out = module(hidden_states=tokens, encoder_hidden_states=context,
-                         timestep=sigma,     # the module scales it by 1000 (in its own dtype: see exact_time_embedding)
-                         img_ids=ids, txt_ids=text_ids(context.shape[1], device),
-                         guidance=guidance, return_dict=False)[0]
+            out = module(
+                hidden_states=tokens,
+                encoder_hidden_states=context,
+                timestep=sigma,  # the module scales it by 1000 (in its own dtype: see exact_time_embedding)
+                img_ids=ids,
+                txt_ids=text_ids(context.shape[1], device),
+                guidance=guidance,
+                return_dict=False,
+            )[0]
         finally:
             _exact.values = None
-        return out[:, :h * w].transpose(1, 2).reshape(b, -1, h, w).float()
-
+        return out[:, : h * w].transpose(1, 2).reshape(b, -1, h, w).float()
 
 
 _exact = threading.local()
 
 
-def _time_guidance_embedding(embed: torch.nn.Module, timestep: torch.Tensor, guidance: torch.Tensor | None
-                             ) -> torch.Tensor:
+def _time_guidance_embedding(
+    embed: torch.nn.Module, timestep: torch.Tensor, guidance: torch.Tensor | None
+) -> torch.Tensor:
     """diffusers' Flux2TimestepGuidanceEmbeddings.forward in ComfyUI's precision: the sinusoids of sigma x 1000
     and guidance x 1000 computed in float32 from this thread's exact values, then cast to the weights' dtype.
     (diffusers first casts sigma and sigma x 1000 to the weights' dtype: in bfloat16 the last sigma of Klein's
@@ -190,7 +203,9 @@ def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) 
     except (KeyError, ValueError) as e:
         raise ModelLoadError(path, f"not a usable FLUX.2 transformer: {e}") from None
     dtype = sd["x_embedder.weight"].dtype
-    module = exact_time_embedding(build_module(lambda: Flux2Transformer2DModel(**config), sd, path,
-                                               "FLUX.2 transformer", dtype=dtype))
-    return Flux2DiffusionModel(arch="flux2", module=module, latent_format=FLUX2_LATENT, sampling=dict(SAMPLING),
-                               config=config, dtype=dtype)
+    module = exact_time_embedding(
+        build_module(lambda: Flux2Transformer2DModel(**config), sd, path, "FLUX.2 transformer", dtype=dtype)
+    )
+    return Flux2DiffusionModel(
+        arch="flux2", module=module, latent_format=FLUX2_LATENT, sampling=dict(SAMPLING), config=config, dtype=dtype
+    )

@@ -1,6 +1,7 @@
 """diffusers' Flux2Transformer2DModel keys -> BFL's (the layout of flux-2-klein-4b.safetensors), the inverse of
 diffusers' own single-file converter (which nodes.models.flux2 uses for reading). Writing BFL files is what the
 tiny demo model and the key-layout tests need."""
+
 from __future__ import annotations
 
 import re
@@ -32,8 +33,10 @@ _DOUBLE = {
     "ff_context.linear_in.weight": "txt_mlp.0.weight",
     "ff_context.linear_out.weight": "txt_mlp.2.weight",
 }
-_QKV = {"img_attn.qkv.weight": ("attn.to_q.weight", "attn.to_k.weight", "attn.to_v.weight"),
-        "txt_attn.qkv.weight": ("attn.add_q_proj.weight", "attn.add_k_proj.weight", "attn.add_v_proj.weight")}
+_QKV = {
+    "img_attn.qkv.weight": ("attn.to_q.weight", "attn.to_k.weight", "attn.to_v.weight"),
+    "txt_attn.qkv.weight": ("attn.add_q_proj.weight", "attn.add_k_proj.weight", "attn.add_v_proj.weight"),
+}
 _SINGLE = {
     "attn.to_qkv_mlp_proj.weight": "linear1.weight",
     "attn.to_out.weight": "linear2.weight",

@@ -2,6 +2,7 @@
 2x2 patches (128 channels at 1/16 of the image size) and standardised by the batch-norm statistics stored in
 the file (`bn.running_mean`, `bn.running_var`, eps 1e-4), as ComfyUI's VAE does with batch_norm_latent and
 diffusers' Flux2 pipelines do around AutoencoderKLFlux2. LATENT holds these standardised 128-channel latents."""
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -24,14 +25,20 @@ _NESTED_QUANT = {"encoder.quant_conv.": "quant_conv.", "decoder.post_quant_conv.
 def patchify(z: torch.Tensor) -> torch.Tensor:
     """[B,C,H,W] -> [B,4C,H/2,W/2], channel c*4 + 2*row + column of each 2x2 patch."""
     b, c, h, w = z.shape
-    return z.reshape(b, c, h // PATCH, PATCH, w // PATCH, PATCH).permute(0, 1, 3, 5, 2, 4).reshape(
-        b, c * PATCH * PATCH, h // PATCH, w // PATCH)
+    return (
+        z.reshape(b, c, h // PATCH, PATCH, w // PATCH, PATCH)
+        .permute(0, 1, 3, 5, 2, 4)
+        .reshape(b, c * PATCH * PATCH, h // PATCH, w // PATCH)
+    )
 
 
 def unpatchify(z: torch.Tensor) -> torch.Tensor:
     b, c, h, w = z.shape
-    return z.reshape(b, c // (PATCH * PATCH), PATCH, PATCH, h, w).permute(0, 1, 4, 2, 5, 3).reshape(
-        b, c // (PATCH * PATCH), h * PATCH, w * PATCH)
+    return (
+        z.reshape(b, c // (PATCH * PATCH), PATCH, PATCH, h, w)
+        .permute(0, 1, 4, 2, 5, 3)
+        .reshape(b, c // (PATCH * PATCH), h * PATCH, w * PATCH)
+    )
 
 
 class Flux2VAE(KLVAE):
@@ -40,8 +47,9 @@ class Flux2VAE(KLVAE):
     def _stats(self, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         bn = self.module.bn
         mean = bn.running_mean.view(1, -1, 1, 1).to(like.device, like.dtype)
-        std = torch.sqrt(bn.running_var.view(1, -1, 1, 1) + self.module.config.batch_norm_eps).to(like.device,
-                                                                                                   like.dtype)
+        std = torch.sqrt(bn.running_var.view(1, -1, 1, 1) + self.module.config.batch_norm_eps).to(
+            like.device, like.dtype
+        )
         return mean, std
 
     @torch.no_grad()
@@ -69,7 +77,7 @@ def to_diffusers_layout(state_dict: Mapping[str, torch.Tensor], path: str | None
         raise ModelLoadError(path, "not a FLUX.2 VAE (no decoder.conv_in and bn.running_mean weights)")
     sd = strip_prefix(state_dict, prefix)
     for nested, top in _NESTED_QUANT.items():
-        sd = {(top + k[len(nested):] if k.startswith(nested) else k): v for k, v in sd.items()}
+        sd = {(top + k[len(nested) :] if k.startswith(nested) else k): v for k, v in sd.items()}
     if not is_diffusers_layout(sd):
         sd = ldm_to_diffusers(sd, path)
     # The batch count is a training statistic that inference never reads; many files leave it out.
@@ -82,8 +90,15 @@ def load_vae(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) -> Flux2VAE:
     sd = to_diffusers_layout(state_dict, path)
     config = diffusers_config(sd, path)
     if sd[BN_MARKER].shape[0] != PATCH * PATCH * config["latent_channels"]:
-        raise ModelLoadError(path, f"the FLUX.2 VAE's batch norm has {sd[BN_MARKER].shape[0]} channels, expected "
-                                   f"{PATCH * PATCH} x {config['latent_channels']}")
+        raise ModelLoadError(
+            path,
+            f"the FLUX.2 VAE's batch norm has {sd[BN_MARKER].shape[0]} channels, expected "
+            f"{PATCH * PATCH} x {config['latent_channels']}",
+        )
     module = build_module(lambda: AutoencoderKLFlux2(**config), sd, path, "FLUX.2 VAE", dtype=torch.float32)
-    return Flux2VAE(arch="flux2", module=module, latent_channels=PATCH * PATCH * config["latent_channels"],
-                    downscale=PATCH * 2 ** (len(config["block_out_channels"]) - 1))
+    return Flux2VAE(
+        arch="flux2",
+        module=module,
+        latent_channels=PATCH * PATCH * config["latent_channels"],
+        downscale=PATCH * 2 ** (len(config["block_out_channels"]) - 1),
+    )

@@ -3,6 +3,7 @@
 A model file names its config folder in its safetensors metadata (`comfy_cluster.config`); the folder is
 shipped under nodes/models/configs/<name>/ (data, no weights). Real Flux files need none of it.
 """
+
 from __future__ import annotations
 
 import json

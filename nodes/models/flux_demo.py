@@ -1,6 +1,7 @@
 """Deterministic tiny Flux models, written the way Flux users have their files: the transformer in BFL layout
 (diffusion_models/), CLIP-L and T5 in HF layout (text_encoders/), the ldm-layout autoencoder (vae/), and an
 all-in-one checkpoint (checkpoints/) with ComfyUI's prefixes. Same seed -> byte-identical files."""
+
 from __future__ import annotations
 
 import json
@@ -11,10 +12,10 @@ from diffusers import AutoencoderKL, FluxTransformer2DModel
 from safetensors.torch import save_file
 from transformers import CLIPTextConfig, CLIPTextModel, T5Config, T5EncoderModel
 
-from nodes.output_claims import write_atomic
 from nodes.models.flux_configs import CONFIGS_DIR, METADATA_KEY
 from nodes.models.flux_keys import diffusers_to_bfl
 from nodes.models.vae import diffusers_to_ldm
+from nodes.output_claims import write_atomic
 
 CONFIG_NAME = "flux-tiny"
 
@@ -32,19 +33,56 @@ def _tiny_modules(gen: torch.Generator) -> dict[str, torch.nn.Module]:
     config = json.loads((CONFIGS_DIR / CONFIG_NAME / "flux.json").read_text())
     t5_vocab = len(json.loads((CONFIGS_DIR / CONFIG_NAME / config["t5"]["vocab"]).read_text()))
     transformer = FluxTransformer2DModel(
-        patch_size=1, in_channels=64, num_layers=1, num_single_layers=2, attention_head_dim=16,
-        num_attention_heads=2, joint_attention_dim=32, pooled_projection_dim=32, guidance_embeds=True,
-        axes_dims_rope=tuple(config["axes_dim"]))
-    clip = CLIPTextModel(CLIPTextConfig(
-        vocab_size=514, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-        num_attention_heads=config["clip_l"]["num_attention_heads"], max_position_embeddings=77,
-        hidden_act="quick_gelu", bos_token_id=512, eos_token_id=513, pad_token_id=513))
-    t5 = T5EncoderModel(T5Config(vocab_size=t5_vocab, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4,
-                                 feed_forward_proj="gated-gelu", is_encoder_decoder=False, use_cache=False))
-    vae = AutoencoderKL(in_channels=3, out_channels=3, latent_channels=16,
-                        down_block_types=("DownEncoderBlock2D",) * 4, up_block_types=("UpDecoderBlock2D",) * 4,
-                        block_out_channels=(32, 32, 32, 32), layers_per_block=1, norm_num_groups=32,
-                        use_quant_conv=False, use_post_quant_conv=False)
+        patch_size=1,
+        in_channels=64,
+        num_layers=1,
+        num_single_layers=2,
+        attention_head_dim=16,
+        num_attention_heads=2,
+        joint_attention_dim=32,
+        pooled_projection_dim=32,
+        guidance_embeds=True,
+        axes_dims_rope=tuple(config["axes_dim"]),
+    )
+    clip = CLIPTextModel(
+        CLIPTextConfig(
+            vocab_size=514,
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=config["clip_l"]["num_attention_heads"],
+            max_position_embeddings=77,
+            hidden_act="quick_gelu",
+            bos_token_id=512,
+            eos_token_id=513,
+            pad_token_id=513,
+        )
+    )
+    t5 = T5EncoderModel(
+        T5Config(
+            vocab_size=t5_vocab,
+            d_model=32,
+            d_kv=8,
+            d_ff=64,
+            num_layers=2,
+            num_heads=4,
+            feed_forward_proj="gated-gelu",
+            is_encoder_decoder=False,
+            use_cache=False,
+        )
+    )
+    vae = AutoencoderKL(
+        in_channels=3,
+        out_channels=3,
+        latent_channels=16,
+        down_block_types=("DownEncoderBlock2D",) * 4,
+        up_block_types=("UpDecoderBlock2D",) * 4,
+        block_out_channels=(32, 32, 32, 32),
+        layers_per_block=1,
+        norm_num_groups=32,
+        use_quant_conv=False,
+        use_post_quant_conv=False,
+    )
     mods = {"transformer": transformer, "clip_l": clip, "t5xxl": t5, "vae": vae}
     for m in mods.values():
         randomize_constants(m, gen)
@@ -58,8 +96,10 @@ def tiny_flux_state_dicts(seed: int = 0) -> dict[str, dict[str, torch.Tensor]]:
     t5 = {k: v for k, v in mods["t5xxl"].state_dict().items() if k != "encoder.embed_tokens.weight"}
     return {
         "transformer": diffusers_to_bfl(mods["transformer"].state_dict()),
-        "clip_l": {("" if k.startswith("text_model.") else "text_model.") + k: v.contiguous()   # HF 4.x names
-                   for k, v in mods["clip_l"].state_dict().items()},
+        "clip_l": {
+            ("" if k.startswith("text_model.") else "text_model.") + k: v.contiguous()  # HF 4.x names
+            for k, v in mods["clip_l"].state_dict().items()
+        },
         "t5xxl": {k: v.contiguous() for k, v in t5.items()},
         "vae": {k: v.contiguous() for k, v in diffusers_to_ldm(mods["vae"].state_dict()).items()},
     }
@@ -70,8 +110,12 @@ def build_demo_flux(models_dir: Path, seed: int = 0) -> list[Path]:
     models_dir = Path(models_dir)
     sds = tiny_flux_state_dicts(seed)
     meta = {METADATA_KEY: CONFIG_NAME}
-    prefixed = {"transformer": "model.diffusion_model.", "vae": "vae.",
-                "clip_l": "text_encoders.clip_l.transformer.", "t5xxl": "text_encoders.t5xxl.transformer."}
+    prefixed = {
+        "transformer": "model.diffusion_model.",
+        "vae": "vae.",
+        "clip_l": "text_encoders.clip_l.transformer.",
+        "t5xxl": "text_encoders.t5xxl.transformer.",
+    }
     files = {
         "diffusion_models/flux-tiny.safetensors": sds["transformer"],
         "text_encoders/flux-tiny-clip_l.safetensors": sds["clip_l"],

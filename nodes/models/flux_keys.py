@@ -2,6 +2,7 @@
 (`transformer_blocks.N.attn.to_q`). Every dimension is read from the tensor shapes, so the conversion
 works for any hidden size, head count, block count and MLP width (diffusers' own converter assumes 3072).
 """
+
 from __future__ import annotations
 
 import re
@@ -42,8 +43,10 @@ _DOUBLE_NORMS = {
 }
 _SINGLE = {"modulation.lin": "norm.linear", "linear2": "proj_out"}
 _SINGLE_NORMS = {"norm.query_norm.scale": "attn.norm_q.weight", "norm.key_norm.scale": "attn.norm_k.weight"}
-_QKV = {"img_attn.qkv": ("attn.to_q", "attn.to_k", "attn.to_v"),
-        "txt_attn.qkv": ("attn.add_q_proj", "attn.add_k_proj", "attn.add_v_proj")}
+_QKV = {
+    "img_attn.qkv": ("attn.to_q", "attn.to_k", "attn.to_v"),
+    "txt_attn.qkv": ("attn.add_q_proj", "attn.add_k_proj", "attn.add_v_proj"),
+}
 _LINEAR1 = ("attn.to_q", "attn.to_k", "attn.to_v", "proj_mlp")
 
 
@@ -58,7 +61,7 @@ def find_prefix(keys: Iterable[str], marker: str) -> str | None:
 
 
 def strip_prefix(sd: Mapping[str, torch.Tensor], prefix: str) -> dict[str, torch.Tensor]:
-    return {k[len(prefix):]: v for k, v in sd.items() if k.startswith(prefix)}
+    return {k[len(prefix) :]: v for k, v in sd.items() if k.startswith(prefix)}
 
 
 def _swap_halves(t: torch.Tensor) -> torch.Tensor:

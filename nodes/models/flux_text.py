@@ -3,6 +3,7 @@
 Loaded from one checkpoint (`text_encoders.clip_l.transformer.*`, `text_encoders.t5xxl.transformer.*`) or
 from DualCLIPLoader's two files (HF layout, as ComfyUI's models/text_encoders holds them).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
@@ -33,8 +34,9 @@ Tokenize = Callable[[str], list[int]]
 
 def clip_rules(vocab_size: int) -> ChunkRules:
     """CLIP's 77-token windows: <|startoftext|> ... <|endoftext|>, padded with <|endoftext|> (the last two ids)."""
-    return ChunkRules(start=vocab_size - 2, end=vocab_size - 1, pad=vocab_size - 1, max_length=77,
-                      pad_to_max_length=True)
+    return ChunkRules(
+        start=vocab_size - 2, end=vocab_size - 1, pad=vocab_size - 1, max_length=77, pad_to_max_length=True
+    )
 
 
 def find_clip_tokenizer(weights_path: str | None, vocab_size: int, name: str | None) -> Tokenize:
@@ -43,7 +45,7 @@ def find_clip_tokenizer(weights_path: str | None, vocab_size: int, name: str | N
     if name == "bytes":
         return byte_level_bpe().encode
     here = Path(weights_path).resolve().parent if weights_path else None
-    for candidate in ([here / "clip_tokenizer" / "tokenizer.json", here / "clip_l.tokenizer.json"] if here else []):
+    for candidate in [here / "clip_tokenizer" / "tokenizer.json", here / "clip_l.tokenizer.json"] if here else []:
         if candidate.is_file():
             return tokenizer_from_json(candidate)
     return bpe_for_vocab_size(vocab_size, model_path=weights_path).encode
@@ -54,11 +56,17 @@ def clip_config(sd: Mapping[str, torch.Tensor], heads: int | None) -> CLIPTextCo
     vocab, hidden = emb.shape
     layers = len({k.split(".")[3] for k in sd if k.startswith("text_model.encoder.layers.")})
     return CLIPTextConfig(
-        vocab_size=vocab, hidden_size=hidden, num_hidden_layers=layers,
+        vocab_size=vocab,
+        hidden_size=hidden,
+        num_hidden_layers=layers,
         intermediate_size=sd["text_model.encoder.layers.0.mlp.fc1.weight"].shape[0],
         num_attention_heads=heads or _default_heads(hidden),
         max_position_embeddings=sd["text_model.embeddings.position_embedding.weight"].shape[0],
-        hidden_act="quick_gelu", bos_token_id=vocab - 2, eos_token_id=vocab - 1, pad_token_id=vocab - 1)
+        hidden_act="quick_gelu",
+        bos_token_id=vocab - 2,
+        eos_token_id=vocab - 1,
+        pad_token_id=vocab - 1,
+    )
 
 
 def _default_heads(hidden: int) -> int:
@@ -75,8 +83,11 @@ def build_clip(sd: Mapping[str, torch.Tensor], path: str | None, heads: int | No
     # Projection, logit scale and position ids are not part of CLIPTextModel's weights.
     with torch.device("meta"):
         nested = hasattr(CLIPTextModel(cfg), "text_model")
-    sd = {(k if nested else k[len("text_model."):]): v for k, v in sd.items()
-          if k.startswith("text_model.") and not k.endswith("position_ids")}
+    sd = {
+        (k if nested else k[len("text_model.") :]): v
+        for k, v in sd.items()
+        if k.startswith("text_model.") and not k.endswith("position_ids")
+    }
     dtype = next(iter(sd.values())).dtype
     return build_module(lambda: CLIPTextModel(cfg), sd, path, "CLIP-L text encoder", dtype=dtype)
 
@@ -87,8 +98,10 @@ class FluxTextEncoder(TextEncoder):
     rules: dict[str, ChunkRules] = field(default_factory=dict)
 
     def tokenize(self, text: str) -> dict[str, list[list[tuple[int, float]]]]:
-        return {"l": tokenize_weighted(text, self.tokenizers["l"], self.rules["l"]),
-                "t5xxl": tokenize_weighted(text, self.tokenizers["t5xxl"], self.rules["t5xxl"])}
+        return {
+            "l": tokenize_weighted(text, self.tokenizers["l"], self.rules["l"]),
+            "t5xxl": tokenize_weighted(text, self.tokenizers["t5xxl"], self.rules["t5xxl"]),
+        }
 
     @torch.no_grad()
     def encode(self, tokens: dict[str, list[list[tuple[int, float]]]]) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -106,8 +119,9 @@ class FluxTextEncoder(TextEncoder):
         return cond, pooled
 
 
-def split_text_encoders(ref: ModelRef, state_dicts: Sequence[Mapping[str, torch.Tensor]]
-                        ) -> dict[str, tuple[dict[str, torch.Tensor], str | None]]:
+def split_text_encoders(
+    ref: ModelRef, state_dicts: Sequence[Mapping[str, torch.Tensor]]
+) -> dict[str, tuple[dict[str, torch.Tensor], str | None]]:
     """{"clip_l"/"t5xxl": (unprefixed state dict, source path)} found in the given state dicts."""
     found: dict[str, tuple[dict[str, torch.Tensor], str | None]] = {}
     for i, sd in enumerate(state_dicts):
@@ -119,16 +133,19 @@ def split_text_encoders(ref: ModelRef, state_dicts: Sequence[Mapping[str, torch.
     return found
 
 
-def load_text_encoder(ref: ModelRef, state_dicts: Sequence[Mapping[str, torch.Tensor]] | Mapping[str, torch.Tensor]
-                      ) -> FluxTextEncoder:
+def load_text_encoder(
+    ref: ModelRef, state_dicts: Sequence[Mapping[str, torch.Tensor]] | Mapping[str, torch.Tensor]
+) -> FluxTextEncoder:
     """Flux's CLIP object from a checkpoint's state dict or DualCLIPLoader's clip_l + t5xxl state dicts."""
     if isinstance(state_dicts, Mapping):
         state_dicts = [state_dicts]
     found = split_text_encoders(ref, state_dicts)
     missing = [n for n in ("clip_l", "t5xxl") if n not in found]
     if missing:
-        raise ModelLoadError(ref.sources[0] if ref.sources else None,
-                             f"Flux needs CLIP-L and T5-XXL text encoders; no {' or '.join(missing)} weights found")
+        raise ModelLoadError(
+            ref.sources[0] if ref.sources else None,
+            f"Flux needs CLIP-L and T5-XXL text encoders; no {' or '.join(missing)} weights found",
+        )
     config_folder, config = config_for_sources(ref.sources)
     clip_opts: dict[str, Any] = config.get("clip_l", {})
     t5_opts: dict[str, Any] = config.get("t5", {})
@@ -145,7 +162,13 @@ def load_text_encoder(ref: ModelRef, state_dicts: Sequence[Mapping[str, torch.Te
     vocab = clip.config.vocab_size
     clip_tok = find_clip_tokenizer(clip_path, vocab, clip_opts.get("tokenizer"))
     layer = int(ref.option("layer", -1))
-    return FluxTextEncoder(arch="flux", modules={"clip_l": clip, "t5xxl": t5}, layer=layer,
-                           tokenizers={"l": clip_tok, "t5xxl": t5_tok},
-                           rules={"l": clip_rules(vocab), "t5xxl": with_tokenizer_options(
-                               T5_RULES, dict(ref.option("tokenizer_options", ())), "t5xxl")})
+    return FluxTextEncoder(
+        arch="flux",
+        modules={"clip_l": clip, "t5xxl": t5},
+        layer=layer,
+        tokenizers={"l": clip_tok, "t5xxl": t5_tok},
+        rules={
+            "l": clip_rules(vocab),
+            "t5xxl": with_tokenizer_options(T5_RULES, dict(ref.option("tokenizer_options", ())), "t5xxl"),
+        },
+    )

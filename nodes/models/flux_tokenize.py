@@ -1,6 +1,7 @@
 """ComfyUI's prompt tokenization rules, independent of the tokenizer: `(word:1.2)` / `(word)` weights,
 `\\(` escapes, per-segment tokenization, chunking into windows with start/end tokens and padding, and the
 weight interpolation against an empty prompt that the encoders apply afterwards."""
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -8,7 +9,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from nodes.models.tokenizer import SDTokenizer, escape_parens, unescape_parens, parse_weights
+from nodes.models.tokenizer import SDTokenizer, escape_parens, parse_weights, unescape_parens
 
 Chunk = list[tuple[int, float]]
 
@@ -16,20 +17,24 @@ Chunk = list[tuple[int, float]]
 @dataclass(frozen=True)
 class ChunkRules:
     """How one sub-encoder's windows are built (ComfyUI's SDTokenizer settings)."""
+
     start: int | None
     end: int | None
     pad: int
-    max_length: int               # window length including start/end
+    max_length: int  # window length including start/end
     pad_to_max_length: bool
     min_length: int | None = None
-    min_padding: int | None = None   # pad tokens always added after the last window's end (T5TokenizerOptions)
+    min_padding: int | None = None  # pad tokens always added after the last window's end (T5TokenizerOptions)
 
 
 def with_tokenizer_options(rules: ChunkRules, options: dict[str, int], key: str) -> ChunkRules:
     """The rules with ComfyUI's tokenizer options for the sub-encoder `key` ("<key>_min_length",
     "<key>_min_padding") in place of its own settings."""
-    return replace(rules, min_length=options.get(f"{key}_min_length", rules.min_length),
-                   min_padding=options.get(f"{key}_min_padding", rules.min_padding))
+    return replace(
+        rules,
+        min_length=options.get(f"{key}_min_length", rules.min_length),
+        min_padding=options.get(f"{key}_min_padding", rules.min_padding),
+    )
 
 
 def tokenize_weighted(text: str, encode: Callable[[str], list[int]], rules: ChunkRules) -> list[Chunk]:
@@ -77,9 +82,9 @@ def empty_tokens(rules: ChunkRules, length: int) -> list[int]:
     return ids + [rules.pad] * (length - len(ids))
 
 
-def encode_weighted(windows: list[Chunk], rules: ChunkRules,
-                    run: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor | None]]
-                    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+def encode_weighted(
+    windows: list[Chunk], rules: ChunkRules, run: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor | None]]
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """ComfyUI's ClipTokenWeightEncoder: encode all windows in one batch (plus an empty prompt when any
     weight is not 1), move weighted tokens away from the empty prompt's states, concatenate the windows.
     `run(ids [N,T])` returns (hidden states [N,T,D], pooled [N,P] or None). Pooled is the first window's."""
@@ -91,7 +96,7 @@ def encode_weighted(windows: list[Chunk], rules: ChunkRules,
     states, pooled = run(torch.tensor(ids, dtype=torch.long))
     out = []
     for k, window in enumerate(windows):
-        z = states[k:k + 1].clone()
+        z = states[k : k + 1].clone()
         if weighted:
             empty = states[-1]
             for j, (_, w) in enumerate(window):

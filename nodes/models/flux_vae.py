@@ -1,6 +1,7 @@
 """The Flux autoencoder (ae.safetensors): the ldm KL VAE with 16 latent channels and no quant convs.
 Key conversion, config and ComfyUI's encode/decode conventions are the shared KL VAE's (nodes.models.vae);
 latents stay raw, FLUX_LATENT shifts and scales them."""
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -28,5 +29,9 @@ def load_vae(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) -> KLVAE:
     config = diffusers_config(sd, path)
     dtype = sd["decoder.conv_in.weight"].dtype
     module = build_module(lambda: AutoencoderKL(**config), sd, path, "VAE", dtype=dtype)
-    return KLVAE(arch="flux", module=module, latent_channels=config["latent_channels"],
-                 downscale=2 ** (len(config["block_out_channels"]) - 1))
+    return KLVAE(
+        arch="flux",
+        module=module,
+        latent_channels=config["latent_channels"],
+        downscale=2 ** (len(config["block_out_channels"]) - 1),
+    )

@@ -2,6 +2,7 @@
 layer's weight stored as float8 with a float32 `scale_weight` beside it (and an unused `scale_input`), the file
 marked by a `scaled_fp8` tensor of the fp8 dtype. ComfyUI multiplies weight and scale at run time; the loaders
 here take the product once, in float32. Plain float8 files (no scales) need nothing: loading casts them exactly."""
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -21,7 +22,7 @@ def dequantize_scaled_fp8(sd: Mapping[str, torch.Tensor]) -> dict[str, torch.Ten
         return dict(sd)
     marker = next((t for k, t in sd.items() if k == MARKER or k.endswith("." + MARKER)), None)
     fp8 = marker.dtype if marker is not None else torch.float8_e4m3fn
-    scaled = {k[:-len("scale_weight")] for k in sd if k.endswith(".scale_weight")}
+    scaled = {k[: -len("scale_weight")] for k in sd if k.endswith(".scale_weight")}
     out: dict[str, torch.Tensor] = {}
     for key, t in sd.items():
         if key == MARKER or key.endswith("." + MARKER) or key.endswith(_SCALES):

@@ -11,6 +11,7 @@ as diffusers' pipeline packs it, sigma as the timestep, and the text states as t
 The newest ComfyUI source for Krea 2 was not readable here: the numbers are checked against diffusers'
 forward on the same weights (tests/models/test_krea2.py), not against ComfyUI.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -54,16 +55,23 @@ def lora_targets(krea_sd: Mapping[str, torch.Tensor]) -> LoraTargets:
     """The names a Krea 2 LoRA may give a layer, for a state dict in Krea's (the file's, unprefixed) names:
     Krea's own (bare or under `diffusion_model.`, as ai-toolkit writes them; kohya's `lora_unet_` with
     underscores) and diffusers' (bare or under `transformer.`)."""
-    targets = LoraTargets(("lora_unet_", "diffusion_model.", "transformer.")
-                          + tuple(sorted({k.split(".")[0] + "." for k in krea_sd})), {})
+    targets = LoraTargets(
+        ("lora_unet_", "diffusion_model.", "transformer.") + tuple(sorted({k.split(".")[0] + "." for k in krea_sd})), {}
+    )
     for key, value in krea_sd.items():
         if not key.endswith(".weight") or value.dim() != 2:
             continue
-        name = key[:-len(".weight")]
+        name = key[: -len(".weight")]
         (theirs,) = convert_krea2_transformer_checkpoint_to_diffusers({key: value})
-        diffusers_name = theirs[:-len(".weight")]
-        targets.add(key, name, "diffusion_model." + name, "lora_unet_" + name.replace(".", "_"), diffusers_name,
-                    "transformer." + diffusers_name)
+        diffusers_name = theirs[: -len(".weight")]
+        targets.add(
+            key,
+            name,
+            "diffusion_model." + name,
+            "lora_unet_" + name.replace(".", "_"),
+            diffusers_name,
+            "transformer." + diffusers_name,
+        )
     return targets
 
 
@@ -95,9 +103,11 @@ def infer_config(sd: Mapping[str, torch.Tensor]) -> dict[str, Any]:
         "text_hidden_dim": text_dim,
         "num_text_layers": int(sd["text_fusion.projector.weight"].shape[1]),
         "text_num_attention_heads": _heads(
-            int(sd["text_fusion.layerwise_blocks.0.attn.to_q.weight"].shape[0]), text_head, "text query"),
+            int(sd["text_fusion.layerwise_blocks.0.attn.to_q.weight"].shape[0]), text_head, "text query"
+        ),
         "text_num_key_value_heads": _heads(
-            int(sd["text_fusion.layerwise_blocks.0.attn.to_k.weight"].shape[0]), text_head, "text key"),
+            int(sd["text_fusion.layerwise_blocks.0.attn.to_k.weight"].shape[0]), text_head, "text key"
+        ),
         "text_intermediate_size": int(sd["text_fusion.layerwise_blocks.0.ff.gate.weight"].shape[0]),
         "num_layerwise_text_blocks": count_blocks(sd, "text_fusion.layerwise_blocks"),
         "num_refiner_text_blocks": count_blocks(sd, "text_fusion.refiner_blocks"),
@@ -115,7 +125,6 @@ def image_positions(text_len: int, rows: int, cols: int) -> torch.Tensor:
 
 @dataclass
 class Krea2DiffusionModel(DiffusionModel):
-
     def text_stack(self, context: torch.Tensor) -> torch.Tensor:
         """The context as [B,T,L,D]; a flattened [B,T,L*D] one is split into the model's L layers."""
         layers, dim = self.config["num_text_layers"], self.config["text_hidden_dim"]
@@ -123,8 +132,10 @@ class Krea2DiffusionModel(DiffusionModel):
             return context.unflatten(-1, (layers, dim))
         if context.dim() == 4 and tuple(context.shape[2:]) == (layers, dim):
             return context
-        raise ValueError(f"Krea 2 takes {layers} stacked text layers of width {dim}; the conditioning is "
-                         f"{tuple(context.shape)} (encode the prompt with a CLIPLoader of type krea2)")
+        raise ValueError(
+            f"Krea 2 takes {layers} stacked text layers of width {dim}; the conditioning is "
+            f"{tuple(context.shape)} (encode the prompt with a CLIPLoader of type krea2)"
+        )
 
     def apply(self, x: torch.Tensor, timestep: torch.Tensor, cond: dict[str, Any]) -> torch.Tensor:
         if cond.get("control"):
@@ -147,8 +158,9 @@ class Krea2DiffusionModel(DiffusionModel):
         t = torch.as_tensor(timestep, dtype=torch.float32, device=x.device).reshape(-1)
         t = t.expand(b) if t.numel() == 1 else t
         positions = image_positions(context.shape[1], rows, cols).to(x.device)
-        out = module(hidden_states=packed, encoder_hidden_states=context, timestep=t, position_ids=positions,
-                     return_dict=False)[0]
+        out = module(
+            hidden_states=packed, encoder_hidden_states=context, timestep=t, position_ids=positions, return_dict=False
+        )[0]
         out = out.reshape(b, rows, cols, c, PATCH, PATCH).permute(0, 3, 1, 4, 2, 5)
         out = out.reshape(b, c, rows * PATCH, cols * PATCH)[:, :, :h, :w].float()
         return out[:, :, None] if frames else out
@@ -164,7 +176,7 @@ def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) 
         sd = krea_layout(state_dict)
     except ValueError as e:
         raise ModelLoadError(path, f"not a usable Krea 2 transformer: {e}") from None
-    if ref.patches:   # merged in Krea's names, the ones the released LoRAs use
+    if ref.patches:  # merged in Krea's names, the ones the released LoRAs use
         sd, _ = merge_loras(ref.patches, lora_targets(sd), sd)
     try:
         sd = convert_krea2_transformer_checkpoint_to_diffusers(sd)
@@ -172,12 +184,24 @@ def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) 
     except (KeyError, ValueError) as e:
         raise ModelLoadError(path, f"not a usable Krea 2 transformer: {e}") from None
     module = build_module(lambda: Krea2Transformer2DModel(**config), sd, path, "Krea 2 transformer")
-    return Krea2DiffusionModel(arch="krea2", module=module, latent_format=latent_format("krea2"),
-                               sampling=dict(sampling_config("krea2")), config=config)
+    return Krea2DiffusionModel(
+        arch="krea2",
+        module=module,
+        latent_format=latent_format("krea2"),
+        sampling=dict(sampling_config("krea2")),
+        config=config,
+    )
 
 
 # The loader (nodes.models.loader) finds every Krea 2 entry point on this module; its VAE is Qwen-Image's.
 from nodes.models.krea2_text import load_text_encoder
 
-__all__ = ["image_positions", "infer_config", "krea_layout", "load_diffusion_model", "load_text_encoder",
-           "lora_targets", "to_diffusers_layout"]
+__all__ = [
+    "image_positions",
+    "infer_config",
+    "krea_layout",
+    "load_diffusion_model",
+    "load_text_encoder",
+    "lora_targets",
+    "to_diffusers_layout",
+]

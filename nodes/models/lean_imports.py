@@ -23,6 +23,7 @@ called the same way. `defer()` imports nothing: a finder first on `sys.meta_path
 modules when something imports it (the head process, which imports nodes.models but never the model
 code, pays nothing).
 """
+
 from __future__ import annotations
 
 import functools
@@ -43,12 +44,12 @@ DYNAMO_SUBMODULES = ("torch._dynamo._trace_wrapped_higher_order_op",)
 SCIPY = {"scipy.optimize": ("linear_sum_assignment",), "scipy.stats": (), "scipy.integrate": ()}
 # transformers' model registry: building its index of 500 model folders (0.4 s) is not needed to import one
 TRANSFORMERS_PACKAGES = ("transformers.models",)
-_lock = threading.RLock()   # one thread runs a deferred module's code; the others wait for it
+_lock = threading.RLock()  # one thread runs a deferred module's code; the others wait for it
 # deferred module -> (stand-ins, on_load, whether its code runs before any of its submodules is imported)
 _deferred: dict[str, tuple[dict[str, Callable | None], Callable[[ModuleType], None] | None, bool]] = {}
-_loaders: dict[str, Callable[[], ModuleType]] = {}   # deferred and imported -> runs its code (once)
+_loaders: dict[str, Callable[[], ModuleType]] = {}  # deferred and imported -> runs its code (once)
 _loaded: set[str] = set()
-_alone = threading.local()   # depth of DYNAMO_SUBMODULES imports in progress on this thread
+_alone = threading.local()  # depth of DYNAMO_SUBMODULES imports in progress on this thread
 
 
 def defer() -> None:
@@ -58,13 +59,17 @@ def defer() -> None:
         for name, functions in SCIPY.items():
             defer_module(name, {f: None for f in functions})
         for name in DIFFUSERS_PACKAGES + TRANSFORMERS_PACKAGES:
-            defer_module(name, before_submodules=False)   # their code only imports every submodule
+            defer_module(name, before_submodules=False)  # their code only imports every submodule
         if DeferredImports not in sys.meta_path:
             sys.meta_path.insert(0, DeferredImports)
 
 
-def defer_module(name: str, stand_ins: dict[str, Callable | None] | None = None,
-                 on_load: Callable[[ModuleType], None] | None = None, before_submodules: bool = True) -> None:
+def defer_module(
+    name: str,
+    stand_ins: dict[str, Callable | None] | None = None,
+    on_load: Callable[[ModuleType], None] | None = None,
+    before_submodules: bool = True,
+) -> None:
     """When module `name` is imported, put it in sys.modules with its code not run yet; it runs on the first
     attribute asked of it that `stand_ins` does not hold (a name mapped to None stands for the real function
     of that name, running the module when called), and (`before_submodules`) before one of its submodules
@@ -90,7 +95,7 @@ class DeferredImports(importlib.abc.MetaPathFinder):
                 _loaders[parent]()
             parent = parent.rpartition(".")[0]
         if fullname not in _deferred or fullname in sys.modules:
-            return None   # the usual finders find it
+            return None  # the usual finders find it
         spec = cls._real_spec(fullname, path, target)
         if spec is None or spec.loader is None:
             return None
@@ -135,7 +140,7 @@ class DeferredLoader(importlib.abc.Loader):
     def __init__(self, real: importlib.abc.Loader) -> None:
         self.real = real
 
-    def __getattr__(self, attr: str) -> Any:   # resource readers and the like: the real loader's
+    def __getattr__(self, attr: str) -> Any:  # resource readers and the like: the real loader's
         return getattr(self.real, attr)
 
     def create_module(self, spec: ModuleSpec) -> ModuleType | None:
@@ -158,11 +163,11 @@ class DeferredLoader(importlib.abc.Loader):
                     _loaded.add(name)
                     try:
                         real_loader.exec_module(module)
-                    except Exception as err:   # not an AttributeError, which __getattr__'s caller takes for "absent"
+                    except Exception as err:  # not an AttributeError, which __getattr__'s caller takes for "absent"
                         raise ImportError(f"running the deferred module {name}: {err!r}") from err
                     real = sys.modules.get(name, module)
-                    if real is not module:   # its code put a lazy module in its place (transformers')
-                        for attr, value in list(vars(module).items()):   # its submodules imported meanwhile
+                    if real is not module:  # its code put a lazy module in its place (transformers')
+                        for attr, value in list(vars(module).items()):  # its submodules imported meanwhile
                             if isinstance(value, ModuleType) and value.__name__ == f"{name}.{attr}":
                                 setattr(real, attr, value)
                         if parent:
@@ -172,17 +177,18 @@ class DeferredLoader(importlib.abc.Loader):
             return sys.modules.get(name, module)
 
         def __getattr__(attr: str) -> Any:
-            if attr.startswith("__"):   # import machinery probing: not a reason to run the module
+            if attr.startswith("__"):  # import machinery probing: not a reason to run the module
                 raise AttributeError(attr)
             return getattr(load(), attr)
 
         def real_function(attr: str) -> Callable:
             def call(*args: Any, **kwargs: Any) -> Any:
                 return getattr(load(), attr)(*args, **kwargs)
+
             call.__name__ = call.__qualname__ = attr
             return call
 
-        module.__getattr__ = __getattr__   # type: ignore[attr-defined]
+        module.__getattr__ = __getattr__  # type: ignore[attr-defined]
         for attr, value in stand_ins.items():
             setattr(module, attr, value if value is not None else real_function(attr))
         _loaders[name] = load
@@ -202,27 +208,28 @@ def is_loaded(name: str) -> bool:
 def defer_dynamo() -> None:
     """Stand in for torch._dynamo until something needs more than marking classes and functions."""
     allowed: list[Any] = []
-    disabled: list[tuple[Callable, bool, dict, list[Callable]]] = []   # (fn, recursive, options, its real wrap)
+    disabled: list[tuple[Callable, bool, dict, list[Callable]]] = []  # (fn, recursive, options, its real wrap)
 
     def allow_in_graph(fn: Any) -> Any:
         allowed.append(fn)
         return fn
 
-    def assume_constant_result(fn: Any) -> Any:   # the real one only marks the function so
+    def assume_constant_result(fn: Any) -> Any:  # the real one only marks the function so
         fn._dynamo_marked_constant = True
         return fn
 
     def disable(fn: Callable | None = None, recursive: bool = True, **kwargs: Any) -> Any:
         if fn is None:
             return lambda f: disable(f, recursive, **kwargs)
-        if isinstance(fn, type) or is_loaded(DYNAMO):   # a class: the real decorator's business
+        if isinstance(fn, type) or is_loaded(DYNAMO):  # a class: the real decorator's business
             return load(DYNAMO).disable(fn, recursive, **kwargs)
-        wrapped: list[Callable] = []   # the real decorator's function, once the real module is loaded
+        wrapped: list[Callable] = []  # the real decorator's function, once the real module is loaded
         disabled.append((fn, recursive, kwargs, wrapped))
 
         @functools.wraps(fn)
         def call(*args: Any, **kw: Any) -> Any:
             return (wrapped[0] if wrapped else fn)(*args, **kw)
+
         return call
 
     def handed_over(dynamo: ModuleType) -> None:
@@ -231,5 +238,8 @@ def defer_dynamo() -> None:
         for fn, recursive, kwargs, wrapped in disabled:
             wrapped.append(dynamo.disable(fn, recursive, **kwargs))
 
-    defer_module(DYNAMO, {"allow_in_graph": allow_in_graph, "disable": disable,
-                          "assume_constant_result": assume_constant_result}, on_load=handed_over)
+    defer_module(
+        DYNAMO,
+        {"allow_in_graph": allow_in_graph, "disable": disable, "assume_constant_result": assume_constant_result},
+        on_load=handed_over,
+    )

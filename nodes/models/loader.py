@@ -3,6 +3,7 @@
 Sources are single files (checkpoints, bare UNets, VAEs, text encoders, ControlNets) or diffusers folders.
 Shapes give the network sizes; nodes/models/configs/<arch>/ gives the schedule and text-encoder choices.
 Flux and SD3 are handed to nodes.models.flux (imported only when needed)."""
+
 from __future__ import annotations
 
 import importlib
@@ -21,17 +22,16 @@ from . import controlnet as cn_mod
 from . import merge as merge_mod
 from . import unet as unet_mod
 from . import vae as vae_mod
-from .components import SD1_LATENT, SDXL_LATENT, DiffusionModel, TextEncoder, VAE
+from .components import SD1_LATENT, SDXL_LATENT, VAE, DiffusionModel, TextEncoder
 from .detect import CheckpointInfo, probe
 from .errors import ModelLoadError
-from .lora import LoraTargets, TE_FAMILY, clip_targets, merge_loras, unet_targets
+from .lora import TE_FAMILY, LoraTargets, clip_targets, merge_loras, unet_targets
 from .safetensors_io import build_module, load_state_dict
 from .tokenizer import BYTE_VOCAB_SIZE, ClipBPE, SDTokenizer, bpe_for_vocab_size
 
 CONFIGS = Path(__file__).parent / "configs"
 LATENTS = {"sd1": SD1_LATENT, "sd2": SD1_LATENT, "sdxl": SDXL_LATENT}
-DIT_ARCHS = ("flux", "sd3", "flux2", "zimage", "qwen_image", "qwen_image21", "krea2", "wan21", "wan22_5b",
-             "minimax_h3")
+DIT_ARCHS = ("flux", "sd3", "flux2", "zimage", "qwen_image", "qwen_image21", "krea2", "wan21", "wan22_5b", "minimax_h3")
 __all__ = ["probe", "load_diffusion_model", "load_text_encoder", "load_vae", "load_controlnet", "CheckpointInfo"]
 
 
@@ -44,6 +44,7 @@ def import_model_code() -> None:
 
 
 # ---- shared helpers ---------------------------------------------------------------------------------------
+
 
 def _source(ref: ModelRef, i: int = 0) -> tuple[str, str | None]:
     if i >= len(ref.sources):
@@ -59,12 +60,17 @@ def _sd(ref: ModelRef, i: int = 0) -> dict[str, torch.Tensor]:
 FLUX_MODULES = ("nodes.models.flux", "nodes.models.flux_text", "nodes.models.flux_vae")
 SD3_MODULES = ("nodes.models.sd3",)
 FLUX2_MODULES = ("nodes.models.flux2", "nodes.models.flux2_text", "nodes.models.flux2_vae")
-_ARCH_MODULES = {"sd3": SD3_MODULES, "flux2": FLUX2_MODULES, "zimage": ("nodes.models.zimage",),
-                 "qwen_image": ("nodes.models.qwen_image",), "qwen_image21": ("nodes.models.qwen_image21",),
-                 "krea2": ("nodes.models.krea2",),
-                 "wan21": ("nodes.models.wan",),
-                 "wan22_5b": ("nodes.models.wan",),
-                 "minimax_h3": ("nodes.models.minimax_h3_engine",)}
+_ARCH_MODULES = {
+    "sd3": SD3_MODULES,
+    "flux2": FLUX2_MODULES,
+    "zimage": ("nodes.models.zimage",),
+    "qwen_image": ("nodes.models.qwen_image",),
+    "qwen_image21": ("nodes.models.qwen_image21",),
+    "krea2": ("nodes.models.krea2",),
+    "wan21": ("nodes.models.wan",),
+    "wan22_5b": ("nodes.models.wan",),
+    "minimax_h3": ("nodes.models.minimax_h3_engine",),
+}
 
 
 def _dispatch(name: str, ref: ModelRef, sd: Any, arch: str):
@@ -94,9 +100,15 @@ def sampling_config(scheduler_json: Path, prediction: str | None, zsnr: bool = F
     """ComfyUI's discrete model-sampling settings from a diffusers scheduler_config.json."""
     cfg = json.loads(scheduler_json.read_text())
     pred = prediction or ("v" if cfg.get("prediction_type") == "v_prediction" else "eps")
-    return {"kind": "discrete", "prediction": pred, "beta_schedule": cfg.get("beta_schedule", "scaled_linear"),
-            "linear_start": cfg.get("beta_start", 0.00085), "linear_end": cfg.get("beta_end", 0.012),
-            "timesteps": cfg.get("num_train_timesteps", 1000), "zsnr": zsnr}
+    return {
+        "kind": "discrete",
+        "prediction": pred,
+        "beta_schedule": cfg.get("beta_schedule", "scaled_linear"),
+        "linear_start": cfg.get("beta_start", 0.00085),
+        "linear_end": cfg.get("beta_end", 0.012),
+        "timesteps": cfg.get("num_train_timesteps", 1000),
+        "zsnr": zsnr,
+    }
 
 
 def _folder_weights(folder: Path) -> dict[str, torch.Tensor]:
@@ -112,13 +124,15 @@ def _folder_weights(folder: Path) -> dict[str, torch.Tensor]:
 
 # ---- diffusion model ------------------------------------------------------------------------------------
 
+
 @dataclass
 class UNetWeights:
     """An ldm UNet's weights in our module's (diffusers) names, patches and merges applied; `names` maps
     them back to the ldm names (without `model.diffusion_model.`) that merge prefixes and saving use."""
+
     arch: str
     path: str
-    sd: dict[str, torch.Tensor]       # the whole source file
+    sd: dict[str, torch.Tensor]  # the whole source file
     unet_sd: dict[str, torch.Tensor]  # its UNet part, ldm names, as stored
     cfg: dict[str, Any]
     dsd: dict[str, torch.Tensor]
@@ -146,15 +160,17 @@ def unet_weights(ref: ModelRef) -> UNetWeights:
     sd = _sd(ref)
     unet_sd = unet_mod.strip_prefix(sd, info.prefix) if info.prefix else sd
     if not info.prefix:  # a bare UNet: drop what belongs to other components of a mixed file
-        unet_sd = {k: v for k, v in sd.items() if not k.startswith(("first_stage_model.", "cond_stage_model.",
-                                                                     "conditioner."))}
+        unet_sd = {
+            k: v for k, v in sd.items() if not k.startswith(("first_stage_model.", "cond_stage_model.", "conditioner."))
+        }
     unet_sd = {k: v for k, v in unet_sd.items() if k not in ("v_pred", "ztsnr")}
     layout = unet_mod.infer_layout({k: tuple(v.shape) for k, v in unet_sd.items()}, path)
     cfg = unet_mod.diffusers_config(layout, arch, path)
     dsd = unet_mod.ldm_to_diffusers(unet_sd, layout, path)
     names = dict(zip(dsd.keys(), unet_sd.keys()))
-    dsd, patched = merge_mod.patch_weights(ref, unet_targets(names), dsd, names.__getitem__,
-                                           lambda other: unet_weights(other).dsd)
+    dsd, patched = merge_mod.patch_weights(
+        ref, unet_targets(names), dsd, names.__getitem__, lambda other: unet_weights(other).dsd
+    )
     return UNetWeights(arch, path, sd, unet_sd, cfg, dsd, names, patched)
 
 
@@ -173,29 +189,44 @@ def load_diffusion_model(ref: ModelRef) -> DiffusionModel:
         return _diffusers_unet(ref, Path(path), arch)
     w = unet_weights(ref)
     from diffusers import UNet2DConditionModel
+
     module = build_module(lambda: UNet2DConditionModel(**w.cfg), w.dsd, path, "UNet")
     pred = unet_mod.prediction_type(arch, w.unet_sd | {k: w.sd[k] for k in ("v_pred",) if k in w.sd})
-    sampling = sampling_config(CONFIGS / arch / "scheduler" / "scheduler_config.json",
-                               pred if pred == "v" else None, zsnr="ztsnr" in w.sd)
-    return unet_mod.UNetModel(arch=arch, module=module, latent_format=LATENTS[arch], sampling=sampling,
-                              config={**w.cfg, "patched_weights": w.patched})
+    sampling = sampling_config(
+        CONFIGS / arch / "scheduler" / "scheduler_config.json", pred if pred == "v" else None, zsnr="ztsnr" in w.sd
+    )
+    return unet_mod.UNetModel(
+        arch=arch,
+        module=module,
+        latent_format=LATENTS[arch],
+        sampling=sampling,
+        config={**w.cfg, "patched_weights": w.patched},
+    )
 
 
 def _diffusers_unet(ref: ModelRef, folder: Path, arch: str) -> DiffusionModel:
     from diffusers import UNet2DConditionModel
+
     sub = folder / "unet"
     cfg = dict(UNet2DConditionModel.load_config(sub))
     dsd = _folder_weights(sub)
     dsd, patched = merge_loras(ref.patches, unet_targets({k: k for k in dsd}), dsd)
     module = build_module(lambda: UNet2DConditionModel.from_config(cfg), dsd, str(sub), "UNet")
     sched = folder / "scheduler" / "scheduler_config.json"
-    sampling = sampling_config(sched if sched.is_file() else CONFIGS / arch / "scheduler" / "scheduler_config.json",
-                               None)
-    return unet_mod.UNetModel(arch=arch, module=module, latent_format=LATENTS[arch], sampling=sampling,
-                              config={**cfg, "patched_weights": patched})
+    sampling = sampling_config(
+        sched if sched.is_file() else CONFIGS / arch / "scheduler" / "scheduler_config.json", None
+    )
+    return unet_mod.UNetModel(
+        arch=arch,
+        module=module,
+        latent_format=LATENTS[arch],
+        sampling=sampling,
+        config={**cfg, "patched_weights": patched},
+    )
 
 
 # ---- VAE ------------------------------------------------------------------------------------------------
+
 
 def load_vae(ref: ModelRef) -> VAE:
     """The VAE of a checkpoint, a VAE file (ldm or diffusers layout) or a diffusers folder."""
@@ -217,23 +248,31 @@ def load_vae(ref: ModelRef) -> VAE:
 
 def _build_vae(vsd: dict[str, torch.Tensor], path: str, arch: str, cfg: dict[str, Any] | None = None) -> VAE:
     from diffusers import AutoencoderKL
+
     cfg = cfg or vae_mod.diffusers_config(vsd, path)
     module = build_module(lambda: AutoencoderKL(**cfg), vsd, path, "VAE")
-    return vae_mod.KLVAE(arch=arch, module=module, latent_channels=cfg["latent_channels"],
-                         downscale=2 ** (len(cfg["block_out_channels"]) - 1))
+    return vae_mod.KLVAE(
+        arch=arch,
+        module=module,
+        latent_channels=cfg["latent_channels"],
+        downscale=2 ** (len(cfg["block_out_channels"]) - 1),
+    )
 
 
 def _diffusers_vae(folder: Path, arch: str) -> VAE:
     from diffusers import AutoencoderKL
+
     sub = folder / "vae"
     return _build_vae(_folder_weights(sub), str(sub), arch, dict(AutoencoderKL.load_config(sub)))
 
 
 # ---- text encoders --------------------------------------------------------------------------------------
 
+
 def vocab_dirs() -> list[Path]:
     """The workspace folders where a user's tokenizer files are looked for (text_encoders, then configs)."""
     from nodes.workspace import active
+
     ws = active()
     return ws.folder_paths("text_encoders") + ws.folder_paths("configs")
 
@@ -254,12 +293,19 @@ def load_text_encoder(ref: ModelRef) -> TextEncoder:
         # With type minimax, MiniMax H3's Qwen3-VL-32B (truncated to 50 layers).
         if clip_type in ("krea2", "minimax"):
             _refuse_merges(ref, path, "these text encoders")
-            return _dispatch("load_text_encoder", ref, [_sd(ref, i) for i in range(len(ref.sources))],
-                             "minimax_h3" if clip_type == "minimax" else "krea2")
+            return _dispatch(
+                "load_text_encoder",
+                ref,
+                [_sd(ref, i) for i in range(len(ref.sources))],
+                "minimax_h3" if clip_type == "minimax" else "krea2",
+            )
         if clip_type not in (None, "qwen_image"):
-            raise ModelLoadError(path, f"a Qwen3-VL text encoder is read here only as Qwen-Image 2.1's (CLIPLoader "
-                                       f"type qwen_image), Krea 2's (krea2) or MiniMax H3's (minimax), not as type "
-                                       f"{clip_type}")
+            raise ModelLoadError(
+                path,
+                f"a Qwen3-VL text encoder is read here only as Qwen-Image 2.1's (CLIPLoader "
+                f"type qwen_image), Krea 2's (krea2) or MiniMax H3's (minimax), not as type "
+                f"{clip_type}",
+            )
         _refuse_merges(ref, path, "these text encoders")
         return _dispatch("load_text_encoder", ref, [_sd(ref, i) for i in range(len(ref.sources))], "qwen_image21")
     if any(i.arch == "qwen3" for i in infos):
@@ -267,7 +313,7 @@ def load_text_encoder(ref: ModelRef) -> TextEncoder:
         _refuse_merges(ref, path, "these text encoders")
         arch = "flux2" if clip_type in ("flux", "flux2") else "zimage"
         return _dispatch("load_text_encoder", ref, [_sd(ref, i) for i in range(len(ref.sources))], arch)
-    if clip_type == "wan" or any(i.arch == "umt5" for i in infos):   # ComfyUI's CLIPLoader type wan: umt5-xxl
+    if clip_type == "wan" or any(i.arch == "umt5" for i in infos):  # ComfyUI's CLIPLoader type wan: umt5-xxl
         _refuse_merges(ref, path, "these text encoders")
         return _dispatch("load_text_encoder", ref, _sd(ref), "wan21")
     if clip_type == "qwen_image" or any(i.arch in ("qwen25", "qwen_image") for i in infos):
@@ -278,9 +324,14 @@ def load_text_encoder(ref: ModelRef) -> TextEncoder:
     if clip_type in DIT_ARCHS or any(i.arch in DIT_ARCHS + ("t5",) for i in infos):
         _refuse_merges(ref, path, "these text encoders")
         sds = [_sd(ref, i) for i in range(len(ref.sources))]
-        arch = "sd3" if clip_type == "sd3" or any(i.arch == "sd3" for i in infos) else \
-            "flux2" if clip_type == "flux2" or any(i.arch == "flux2" for i in infos) else "flux"
-        arch = "zimage" if any(i.arch == "zimage" for i in infos) else arch   # a Z-Image checkpoint's Qwen3
+        arch = (
+            "sd3"
+            if clip_type == "sd3" or any(i.arch == "sd3" for i in infos)
+            else "flux2"
+            if clip_type == "flux2" or any(i.arch == "flux2" for i in infos)
+            else "flux"
+        )
+        arch = "zimage" if any(i.arch == "zimage" for i in infos) else arch  # a Z-Image checkpoint's Qwen3
         return _dispatch("load_text_encoder", ref, sds if len(sds) > 1 else sds[0], arch)
     if infos[0].kind == "diffusers":
         return _diffusers_text_encoder(ref, Path(path), infos[0].arch)
@@ -288,8 +339,9 @@ def load_text_encoder(ref: ModelRef) -> TextEncoder:
     return _clip_encoder(ref, arch, specs, towers, lambda name, vocab, p: clip_bpe(vocab, p))
 
 
-def _te_towers(ref: ModelRef, infos: list[CheckpointInfo]
-               ) -> tuple[str, list[clip_mod.ClipSpec], dict[str, tuple[dict, str]]]:
+def _te_towers(
+    ref: ModelRef, infos: list[CheckpointInfo]
+) -> tuple[str, list[clip_mod.ClipSpec], dict[str, tuple[dict, str]]]:
     """(arch, tower specs, towers) of a checkpoint's or text-encoder files' SD-family CLIP."""
     first, path = infos[0], ref.sources[0]
     if first.kind == "text_encoder":
@@ -306,16 +358,20 @@ def text_encoder_weights(ref: ModelRef) -> tuple[str, dict[str, torch.Tensor]]:
     """(arch, {"<side>/<HF key>": tensor}) of an SD-family CLIP from single files, LoRAs and merges
     applied (merging and saving read CLIP weights through this)."""
     infos = [probe(p) for p in ref.sources]
-    if ref.option("clip_type") in DIT_ARCHS or any(i.kind == "diffusers" or i.arch in DIT_ARCHS + ("t5", "qwen25")
-                                                   for i in infos):
-        raise ModelLoadError(ref.sources[0], "merging or saving this text encoder is not supported yet "
-                                             "(SD1/SD2/SDXL CLIP from single files only)")
+    if ref.option("clip_type") in DIT_ARCHS or any(
+        i.kind == "diffusers" or i.arch in DIT_ARCHS + ("t5", "qwen25") for i in infos
+    ):
+        raise ModelLoadError(
+            ref.sources[0],
+            "merging or saving this text encoder is not supported yet (SD1/SD2/SDXL CLIP from single files only)",
+        )
     arch, specs, towers = _te_towers(ref, infos)
     return arch, _clip_weights(ref, specs, towers)[0]
 
 
-def _clip_weights(ref: ModelRef, specs: list[clip_mod.ClipSpec], towers: dict[str, tuple[dict, str]]
-                  ) -> tuple[dict[str, torch.Tensor], int]:
+def _clip_weights(
+    ref: ModelRef, specs: list[clip_mod.ClipSpec], towers: dict[str, tuple[dict, str]]
+) -> tuple[dict[str, torch.Tensor], int]:
     # One combined dict ("side/key") so a LoRA's te1/te2 names are checked against both towers at once.
     combined = {f"{s.name}/{k}": v for s in specs for k, v in towers[s.name][0].items()}
     targets = LoraTargets(TE_FAMILY, {})
@@ -324,8 +380,9 @@ def _clip_weights(ref: ModelRef, specs: list[clip_mod.ClipSpec], towers: dict[st
         peft = "text_encoder." if specs.index(s) == 0 else "text_encoder_2."
         side_targets = clip_targets(list(towers[s.name][0]), kohya, peft)
         targets.names.update({n: f"{s.name}/{k}" for n, k in side_targets.names.items()})
-    return merge_mod.patch_weights(ref, targets, combined, lambda key: key,
-                                   lambda other: text_encoder_weights(other)[1])
+    return merge_mod.patch_weights(
+        ref, targets, combined, lambda key: key, lambda other: text_encoder_weights(other)[1]
+    )
 
 
 def _towers_from_checkpoint(sd, arch: str, path: str) -> dict[str, tuple[dict, str]]:
@@ -334,8 +391,10 @@ def _towers_from_checkpoint(sd, arch: str, path: str) -> dict[str, tuple[dict, s
         return {"l": (clip_mod.hf_keys(sd, "cond_stage_model.transformer."), path)}
     if arch == "sd2":
         return {"h": (clip_mod.open_clip_to_hf(sd, "cond_stage_model.model."), path)}
-    return {"l": (clip_mod.hf_keys(sd, "conditioner.embedders.0.transformer."), path),
-            "g": (clip_mod.open_clip_to_hf(sd, "conditioner.embedders.1.model."), path)}
+    return {
+        "l": (clip_mod.hf_keys(sd, "conditioner.embedders.0.transformer."), path),
+        "g": (clip_mod.open_clip_to_hf(sd, "conditioner.embedders.1.model."), path),
+    }
 
 
 def _towers_from_files(ref: ModelRef, infos: list[CheckpointInfo], clip_type: str | None):
@@ -359,8 +418,14 @@ def _towers_from_files(ref: ModelRef, infos: list[CheckpointInfo], clip_type: st
     return "sdxl", {"l": (l[0], l[1]), "g": (g[0], g[1])}
 
 
-def _clip_encoder(ref: ModelRef, arch: str, specs: list[clip_mod.ClipSpec], towers: dict[str, tuple[dict, str]],
-                  tokenizer_for, acts: dict[str, str] | None = None) -> TextEncoder:
+def _clip_encoder(
+    ref: ModelRef,
+    arch: str,
+    specs: list[clip_mod.ClipSpec],
+    towers: dict[str, tuple[dict, str]],
+    tokenizer_for,
+    acts: dict[str, str] | None = None,
+) -> TextEncoder:
     missing = [s.name for s in specs if s.name not in towers or not towers[s.name][0]]
     if missing:
         raise ModelLoadError(ref.sources[0], f"the {arch} text encoder {'/'.join(missing)} is missing")
@@ -374,14 +439,16 @@ def _clip_encoder(ref: ModelRef, arch: str, specs: list[clip_mod.ClipSpec], towe
         tok = SDTokenizer(tokenizer_for(s.name, vocab, p), pad_with_end=s.pad_with_end)
         sides[s.name] = clip_mod.ClipSide(module, tok, s)
         modules[s.name] = module
-    return clip_mod.ClipTextEncoder(arch=arch, modules=modules, layer=ref.option("layer"), sides=sides,
-                                    patched_weights=patched)
+    return clip_mod.ClipTextEncoder(
+        arch=arch, modules=modules, layer=ref.option("layer"), sides=sides, patched_weights=patched
+    )
 
 
 def _diffusers_text_encoder(ref: ModelRef, folder: Path, arch: str) -> TextEncoder:
     from transformers import CLIPTextConfig
+
     specs = [clip_mod.ClipSpec(**e) for e in model_config(arch)["text_encoders"]]
-    subs = ["text_encoder", "text_encoder_2"][:len(specs)]
+    subs = ["text_encoder", "text_encoder_2"][: len(specs)]
     towers, acts = {}, {}
     for s, sub in zip(specs, subs):
         towers[s.name] = (clip_mod.hf_keys(_folder_weights(folder / sub)), str(folder / sub))
@@ -390,12 +457,15 @@ def _diffusers_text_encoder(ref: ModelRef, folder: Path, arch: str) -> TextEncod
 
     def tokenizer_for(name: str, vocab: int, p: str) -> ClipBPE:
         from transformers import CLIPTokenizer
+
         d = folder / tok_dirs[name]
         return ClipBPE(CLIPTokenizer.from_pretrained(d), str(d)) if d.is_dir() else clip_bpe(vocab, p)
+
     return _clip_encoder(ref, arch, specs, towers, tokenizer_for, acts)
 
 
 # ---- ControlNet -----------------------------------------------------------------------------------------
+
 
 def load_controlnet(ref: ModelRef) -> cn_mod.ControlNet:
     """A ControlNet file in ldm (`control_model.*`) layout, or diffusers layout with its config.json."""
@@ -406,6 +476,7 @@ def load_controlnet(ref: ModelRef) -> cn_mod.ControlNet:
     if info.arch == "sd3":
         return _dispatch("load_controlnet", ref, _sd(ref), info.arch)
     from diffusers import ControlNetModel
+
     sd = _sd(ref)
     if info.layout == "diffusers":
         cfg_file = Path(path).with_name("config.json")

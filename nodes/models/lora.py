@@ -1,6 +1,7 @@
 """LoRA merging: kohya/ComfyUI files (`lora_unet_*`, `lora_te_*`, `lora_te1_/lora_te2_`, lora_down/lora_up/
 alpha) and diffusers/peft ones (`.lora_A/.lora_B`), merged into a state dict with our module's names:
 W += strength * alpha / rank * up @ down."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -12,9 +13,17 @@ from cluster.refs import Patch
 from .errors import ModelLoadError
 from .safetensors_io import load_state_dict
 
-_PARTS = {".lora_down.weight": "down", ".lora_up.weight": "up", ".lora_A.weight": "down", ".lora_B.weight": "up",
-          ".lora.down.weight": "down", ".lora.up.weight": "up", ".lora_linear_layer.down.weight": "down",
-          ".lora_linear_layer.up.weight": "up", ".alpha": "alpha"}
+_PARTS = {
+    ".lora_down.weight": "down",
+    ".lora_up.weight": "up",
+    ".lora_A.weight": "down",
+    ".lora_B.weight": "up",
+    ".lora.down.weight": "down",
+    ".lora.up.weight": "up",
+    ".lora_linear_layer.down.weight": "down",
+    ".lora_linear_layer.up.weight": "up",
+    ".alpha": "alpha",
+}
 UNET_FAMILY = ("lora_unet_", "unet.", "diffusion_model.", "model.diffusion_model.")
 TE_FAMILY = ("lora_te_", "lora_te1_", "lora_te2_", "text_encoder.", "text_encoder_2.")
 
@@ -23,6 +32,7 @@ TE_FAMILY = ("lora_te_", "lora_te1_", "lora_te2_", "text_encoder.", "text_encode
 class LoraTargets:
     """Names a LoRA may use for one component -> the weight key in our state dict. `family` are the name
     prefixes that address this component, so keys for the other component are skipped, not refused."""
+
     family: tuple[str, ...]
     names: dict[str, str]
 
@@ -37,9 +47,15 @@ def unet_targets(diffusers_to_ldm: dict[str, str]) -> LoraTargets:
     for dif, ldm in diffusers_to_ldm.items():
         if not dif.endswith(".weight"):
             continue
-        d, l = dif[:-len(".weight")], ldm[:-len(".weight")]
-        t.add(dif, "lora_unet_" + d.replace(".", "_"), "lora_unet_" + l.replace(".", "_"), "unet." + d,
-              "diffusion_model." + l, "model.diffusion_model." + l)
+        d, l = dif[: -len(".weight")], ldm[: -len(".weight")]
+        t.add(
+            dif,
+            "lora_unet_" + d.replace(".", "_"),
+            "lora_unet_" + l.replace(".", "_"),
+            "unet." + d,
+            "diffusion_model." + l,
+            "model.diffusion_model." + l,
+        )
     return t
 
 
@@ -49,7 +65,7 @@ def clip_targets(weight_keys: list[str], kohya: str, peft: str, out: LoraTargets
     t = out or LoraTargets(TE_FAMILY, {})
     for key in weight_keys:
         if key.endswith(".weight"):
-            path = "text_model." + key[:-len(".weight")]
+            path = "text_model." + key[: -len(".weight")]
             t.add(key, kohya + path.replace(".", "_"), peft + path)
     return t
 
@@ -60,7 +76,7 @@ def lora_modules(lora: dict[str, torch.Tensor], path: str) -> dict[str, dict[str
     for k, v in lora.items():
         for suffix, part in _PARTS.items():
             if k.endswith(suffix):
-                mods.setdefault(k[:-len(suffix)], {})[part] = v
+                mods.setdefault(k[: -len(suffix)], {})[part] = v
                 break
     if not any("down" in m and "up" in m for m in mods.values()):
         raise ModelLoadError(path, "not a LoRA file (no lora_down/lora_up or lora_A/lora_B weight pairs)")
@@ -74,13 +90,17 @@ def lora_delta(mod: dict[str, torch.Tensor], weight: torch.Tensor, name: str, pa
     scale = float(mod["alpha"]) / rank if "alpha" in mod else 1.0
     delta = up.flatten(1) @ down.flatten(1)
     if delta.shape[0] != weight.shape[0] or delta.numel() != weight.numel():
-        raise ModelLoadError(path, f"LoRA weight {name} has shape {tuple(delta.shape)}, the model's is "
-                                   f"{tuple(weight.shape)}: this LoRA is for another architecture")
+        raise ModelLoadError(
+            path,
+            f"LoRA weight {name} has shape {tuple(delta.shape)}, the model's is "
+            f"{tuple(weight.shape)}: this LoRA is for another architecture",
+        )
     return (delta * scale).reshape(weight.shape)
 
 
-def merge_loras(patches: tuple[Patch, ...], targets: LoraTargets, sd: dict[str, torch.Tensor]
-                ) -> tuple[dict[str, torch.Tensor], int]:
+def merge_loras(
+    patches: tuple[Patch, ...], targets: LoraTargets, sd: dict[str, torch.Tensor]
+) -> tuple[dict[str, torch.Tensor], int]:
     """Merge every patch's weights for this component into `sd` (a new dict; the input and its tensors are
     left untouched). Returns (state dict, number of weights patched). A LoRA whose names for this component
     do not all resolve, or whose shapes disagree, is refused: it was made for another model."""
@@ -90,14 +110,19 @@ def merge_loras(patches: tuple[Patch, ...], targets: LoraTargets, sd: dict[str, 
         mods = lora_modules(load_state_dict(patch.path, patch.digest), patch.path)
         known = [n for n in mods if n.startswith(UNET_FAMILY + TE_FAMILY + targets.family)]
         if not known:
-            raise ModelLoadError(patch.path, "LoRA names match no known layout (expected lora_unet_/lora_te_ "
-                                             "or unet./text_encoder. prefixes)")
+            raise ModelLoadError(
+                patch.path,
+                "LoRA names match no known layout (expected lora_unet_/lora_te_ or unet./text_encoder. prefixes)",
+            )
         mine = [n for n in mods if n.startswith(targets.family)]
         unmatched = [n for n in mine if n not in targets.names]
         if unmatched:
-            raise ModelLoadError(patch.path, f"{len(unmatched)} of the LoRA's {len(mine)} weights for this "
-                                             f"model match no layer (e.g. {unmatched[0]}): the LoRA is for "
-                                             "another architecture")
+            raise ModelLoadError(
+                patch.path,
+                f"{len(unmatched)} of the LoRA's {len(mine)} weights for this "
+                f"model match no layer (e.g. {unmatched[0]}): the LoRA is for "
+                "another architecture",
+            )
         for name in mine:
             mod = mods[name]
             if "up" not in mod or "down" not in mod:

@@ -19,6 +19,7 @@ audio rows on their own shifted schedule (sigma mapped from video shift 12 to au
 and returns the negated velocity (ComfyUI's flow convention: denoised = x - sigma * out). The sampler's audio
 carry (ModelSamplingAV's audio_scale) is not applied here.
 """
+
 from __future__ import annotations
 
 import math
@@ -39,20 +40,28 @@ from diffusers.models.transformers.transformer_minimax_h3 import (
 from nodes.models.errors import ModelLoadError
 from nodes.models.flux_keys import count_blocks, find_prefix, strip_prefix
 
-MARKER = "token_refiner.blocks.0.attn.qkv_proj.weight"   # diffusers' single-file detector key for minimax-h3
-PRUNED_MARKER = "adaln_t_table"   # the curve-form ("pruned") files: no time embedder, a table of its curve
+MARKER = "token_refiner.blocks.0.attn.qkv_proj.weight"  # diffusers' single-file detector key for minimax-h3
+PRUNED_MARKER = "adaln_t_table"  # the curve-form ("pruned") files: no time embedder, a table of its curve
 PATCH = (1, 2, 2)
 VIDEO_TAG, TEXT_TAG, AUDIO_TAG = 0, 1, 2
-AUDIO_CHANNELS = 2   # stereo: the audio rows are packed channel-major
-FRAME_PER_TOKEN = (1, 4, 4, 4, 4)   # pixel frames per latent frame, repeating (the VAE's 17k+5 grid)
-FRAME_RESCALE = 5.0 / 3.0           # rotary time per pixel frame: 24 fps frames on the 40 Hz audio clock
+AUDIO_CHANNELS = 2  # stereo: the audio rows are packed channel-major
+FRAME_PER_TOKEN = (1, 4, 4, 4, 4)  # pixel frames per latent frame, repeating (the VAE's 17k+5 grid)
+FRAME_RESCALE = 5.0 / 3.0  # rotary time per pixel frame: 24 fps frames on the 40 Hz audio clock
 SPATIAL_SCALE = 32.0
 SIGMA_SHIFT_VIDEO = 12.0
 SIGMA_SHIFT_AUDIO = 3.0
-VISUAL_COND_AUG = 0.999   # keyframe rows are held at t = 0.999 (lightly noised), never denoised
-_REQUIRED = ("video_patch_proj.weight", "audio_patch_proj.weight", "condition_proj.weight",
-             "time_embedder.proj_in.weight", "time_embedder.proj_out.weight", "blocks.0.attn.q_norm.weight",
-             "blocks.0.mlp.fc2.weight", "rope.inv_freq", "final_layer.video_out.weight")
+VISUAL_COND_AUG = 0.999  # keyframe rows are held at t = 0.999 (lightly noised), never denoised
+_REQUIRED = (
+    "video_patch_proj.weight",
+    "audio_patch_proj.weight",
+    "condition_proj.weight",
+    "time_embedder.proj_in.weight",
+    "time_embedder.proj_out.weight",
+    "blocks.0.attn.q_norm.weight",
+    "blocks.0.mlp.fc2.weight",
+    "rope.inv_freq",
+    "final_layer.video_out.weight",
+)
 
 
 def is_minimax_h3(keys: Iterable[str]) -> bool:
@@ -72,18 +81,27 @@ def infer_config(sd: Mapping[str, torch.Tensor], path: str | None = None) -> dic
     if video_patch_dim % math.prod(PATCH) or inner % head_dim:
         raise ModelLoadError(path, f"MiniMax H3 shapes do not fit its 1x2x2 patch and {head_dim}-wide heads")
     return {
-        "num_attention_heads": inner // head_dim, "attention_head_dim": head_dim, "hidden_size": int(hidden),
-        "num_layers": count_blocks(sd, "blocks"), "num_refiner_layers": count_blocks(sd, "token_refiner.blocks"),
+        "num_attention_heads": inner // head_dim,
+        "attention_head_dim": head_dim,
+        "hidden_size": int(hidden),
+        "num_layers": count_blocks(sd, "blocks"),
+        "num_refiner_layers": count_blocks(sd, "token_refiner.blocks"),
         "ffn_dim": int(sd["blocks.0.mlp.fc2.weight"].shape[1]),
-        "in_channels": int(video_patch_dim) // math.prod(PATCH), "patch_size": PATCH,
+        "in_channels": int(video_patch_dim) // math.prod(PATCH),
+        "patch_size": PATCH,
         "audio_in_channels": int(sd["audio_patch_proj.weight"].shape[1]),
         "text_dim": int(sd["condition_proj.weight"].shape[1]),
         "rope_freq_dim": int(sd["rope.inv_freq"].shape[0]),
         # a curve-form file has no time embedder: its table's width is the embedding's, the MLP's sizes are moot
-        **({"freq_dim": 2, "time_embed_hidden_dim": 1, "time_embed_dim": int(sd[PRUNED_MARKER].shape[1])} if curve
-           else {"freq_dim": int(sd["time_embedder.proj_in.weight"].shape[1]),
-                 "time_embed_hidden_dim": int(sd["time_embedder.proj_in.weight"].shape[0]),
-                 "time_embed_dim": int(sd["time_embedder.proj_out.weight"].shape[0])}),
+        **(
+            {"freq_dim": 2, "time_embed_hidden_dim": 1, "time_embed_dim": int(sd[PRUNED_MARKER].shape[1])}
+            if curve
+            else {
+                "freq_dim": int(sd["time_embedder.proj_in.weight"].shape[1]),
+                "time_embed_hidden_dim": int(sd["time_embedder.proj_in.weight"].shape[0]),
+                "time_embed_dim": int(sd["time_embedder.proj_out.weight"].shape[0]),
+            }
+        ),
     }
 
 
@@ -98,7 +116,8 @@ def load_transformer(sd: Mapping[str, torch.Tensor], path: str | None = None) ->
     inv_freq = sd["rope.inv_freq"].to(torch.float32)
     table = sd.get(PRUNED_MARKER)
     converted = convert_minimax_h3_transformer_checkpoint_to_diffusers(
-        {k: v.to(torch.float32) for k, v in sd.items() if k != PRUNED_MARKER}, config)
+        {k: v.to(torch.float32) for k, v in sd.items() if k != PRUNED_MARKER}, config
+    )
     with torch.device("meta"):
         model = MiniMaxH3Transformer3DModel(**config)
     if table is not None:
@@ -106,8 +125,11 @@ def load_transformer(sd: Mapping[str, torch.Tensor], path: str | None = None) ->
         converted["time_embedder.table"] = table.to(torch.float32)
     result = model.load_state_dict(converted, strict=False, assign=True)
     if result.missing_keys or result.unexpected_keys:
-        raise ModelLoadError(path, f"MiniMax H3 file does not match its inferred shape: missing "
-                             f"{result.missing_keys[:5]}, unexpected {result.unexpected_keys[:5]}")
+        raise ModelLoadError(
+            path,
+            f"MiniMax H3 file does not match its inferred shape: missing "
+            f"{result.missing_keys[:5]}, unexpected {result.unexpected_keys[:5]}",
+        )
     model.rope.register_buffer("inv_freq", inv_freq, persistent=False)
     return model.eval()
 
@@ -115,38 +137,48 @@ def load_transformer(sd: Mapping[str, torch.Tensor], path: str | None = None) ->
 def diffusers_to_published(sd: Mapping[str, torch.Tensor], inv_freq: torch.Tensor) -> dict[str, torch.Tensor]:
     """The published single-file layout of a diffusers MiniMaxH3Transformer3DModel state dict (for demo files):
     the inverse of diffusers' converter for the stacked-qkv layout."""
-    renames = [("token_refiner.refiner_blocks.", "token_refiner.blocks."),
-               ("time_embedder.linear_1.", "time_embedder.proj_in."),
-               ("time_embedder.linear_2.", "time_embedder.proj_out."),
-               ("audio_proj_in.", "audio_patch_proj."), ("context_embedder.", "condition_proj."),
-               ("norm_out.norm.", "final_layer.norm."), ("norm_out.linear.", "final_layer.adaln_proj.linear."),
-               ("audio_proj_out.", "final_layer.audio_out."), (".attn.norm_q.", ".attn.q_norm."),
-               (".attn.norm_k.", ".attn.k_norm."), (".attn.to_out.0.", ".attn.out_proj."),
-               (".ff.net.0.proj.", ".mlp.fc1."), (".ff.net.2.", ".mlp.fc2.")]
+    renames = [
+        ("token_refiner.refiner_blocks.", "token_refiner.blocks."),
+        ("time_embedder.linear_1.", "time_embedder.proj_in."),
+        ("time_embedder.linear_2.", "time_embedder.proj_out."),
+        ("audio_proj_in.", "audio_patch_proj."),
+        ("context_embedder.", "condition_proj."),
+        ("norm_out.norm.", "final_layer.norm."),
+        ("norm_out.linear.", "final_layer.adaln_proj.linear."),
+        ("audio_proj_out.", "final_layer.audio_out."),
+        (".attn.norm_q.", ".attn.q_norm."),
+        (".attn.norm_k.", ".attn.k_norm."),
+        (".attn.to_out.0.", ".attn.out_proj."),
+        (".ff.net.0.proj.", ".mlp.fc1."),
+        (".ff.net.2.", ".mlp.fc2."),
+    ]
     out: dict[str, torch.Tensor] = {"rope.inv_freq": inv_freq.clone()}
     for key, value in sd.items():
         if ".attn.to_k." in key or ".attn.to_v." in key:
             continue
         if key.startswith("transformer_blocks."):
-            key = "blocks." + key[len("transformer_blocks."):]
+            key = "blocks." + key[len("transformer_blocks.") :]
         elif key.startswith("proj_in."):
-            key = "video_patch_proj." + key[len("proj_in."):]
+            key = "video_patch_proj." + key[len("proj_in.") :]
         elif key.startswith("proj_out."):
-            key = "final_layer.video_out." + key[len("proj_out."):]
+            key = "final_layer.video_out." + key[len("proj_out.") :]
         if ".attn.to_q." in key:
             value = torch.cat([sd[k] for k in _qkv_names(key)])
             key = key.replace(".attn.to_q.", ".attn.qkv_proj.")
         for old, new in renames:
             key = key.replace(old, new)
-        if key.endswith(".mlp.fc1.weight"):   # diffusers' SwiGLU reads [value; gate], the file stores [gate; value]
+        if key.endswith(".mlp.fc1.weight"):  # diffusers' SwiGLU reads [value; gate], the file stores [gate; value]
             value = torch.cat(value.chunk(2, dim=0)[::-1])
         out[key] = value.clone()
     return out
 
 
 def _qkv_names(published_q_key: str) -> list[str]:
-    stem = published_q_key.replace("blocks.", "transformer_blocks.", 1) if published_q_key.startswith(
-        "blocks.") else published_q_key
+    stem = (
+        published_q_key.replace("blocks.", "transformer_blocks.", 1)
+        if published_q_key.startswith("blocks.")
+        else published_q_key
+    )
     return [stem.replace(".attn.to_q.", f".attn.to_{p}.") for p in "qkv"]
 
 
@@ -179,12 +211,10 @@ class _CurveModulation(MiniMaxH3AdaLayerNormModulation):
 
 
 class _CurveNormOut(MiniMaxH3AdaLayerNormOut):
-    def forward(self, hidden_states: torch.Tensor, temb: torch.Tensor,
-                timestep_indices: torch.Tensor) -> torch.Tensor:
+    def forward(self, hidden_states: torch.Tensor, temb: torch.Tensor, timestep_indices: torch.Tensor) -> torch.Tensor:
         shift, scale = self.linear(temb).chunk(2, dim=-1)
         hidden_states = self.norm(hidden_states)
-        return hidden_states * (1.0 + scale.index_select(0, timestep_indices)) + shift.index_select(
-            0, timestep_indices)
+        return hidden_states * (1.0 + scale.index_select(0, timestep_indices)) + shift.index_select(0, timestep_indices)
 
 
 def _to_curve_form(model: MiniMaxH3Transformer3DModel, rows: int) -> None:
@@ -209,8 +239,8 @@ def time_shift_sigma(sigma: float, from_shift: float, to_shift: float) -> float:
 class PackedLayout:
     """Where each stream's rows sit in the packed sequence, and their (t, h, w) rotary coordinates."""
 
-    position_ids: torch.Tensor   # [S, 3] float64
-    token_tags: torch.Tensor     # [S] long: 0 video, 1 text, 2 audio
+    position_ids: torch.Tensor  # [S, 3] float64
+    token_tags: torch.Tensor  # [S] long: 0 video, 1 text, 2 audio
     text_indices: torch.Tensor
     audio_indices: torch.Tensor
     video_indices: torch.Tensor
@@ -228,8 +258,15 @@ def _video_times(latent_t: int, origin: float) -> torch.Tensor:
     return origin + torch.cat([torch.zeros(1, dtype=torch.float64), spans[:-1].cumsum(0)])
 
 
-def t2va_layout(text_len: int, latent_t: int, lat_h: int, lat_w: int, audio_t: int,
-                text_tags: torch.Tensor | None = None, keyframe_frames: tuple[int, ...] = ()) -> PackedLayout:
+def t2va_layout(
+    text_len: int,
+    latent_t: int,
+    lat_h: int,
+    lat_w: int,
+    audio_t: int,
+    text_tags: torch.Tensor | None = None,
+    keyframe_frames: tuple[int, ...] = (),
+) -> PackedLayout:
     """[text | keyframe rows | target audio | target video]: text rows at times 0..L-1, the media clock starting
     at L; a keyframe's rows (one latent frame on the target's grid) at L + 5/3 x its pixel frame index; audio rows
     one time unit per latent (40 Hz) pinned to the two ends of the width axis per stereo channel. The video
@@ -259,11 +296,16 @@ def t2va_layout(text_len: int, latent_t: int, lat_h: int, lat_w: int, audio_t: i
     media = n_cond + n_audio + n_video
     tags = torch.cat([text_tags.to(torch.long).reshape(-1), torch.full((media,), VIDEO_TAG, dtype=torch.long)])
     audio_start = text_len + n_cond
-    tags[audio_start:audio_start + n_audio] = AUDIO_TAG
-    return PackedLayout(torch.cat([text, cond.reshape(-1, 3), audio, video.reshape(-1, 3)]), tags,
-                        torch.arange(text_len), torch.arange(audio_start, audio_start + n_audio),
-                        torch.cat([torch.arange(text_len, audio_start),
-                                   torch.arange(audio_start + n_audio, audio_start + n_audio + n_video)]))
+    tags[audio_start : audio_start + n_audio] = AUDIO_TAG
+    return PackedLayout(
+        torch.cat([text, cond.reshape(-1, 3), audio, video.reshape(-1, 3)]),
+        tags,
+        torch.arange(text_len),
+        torch.arange(audio_start, audio_start + n_audio),
+        torch.cat(
+            [torch.arange(text_len, audio_start), torch.arange(audio_start + n_audio, audio_start + n_audio + n_video)]
+        ),
+    )
 
 
 @dataclass(frozen=True)
@@ -299,25 +341,38 @@ def _unpatchify(rows: torch.Tensor, t: int, h: int, w: int, c: int) -> torch.Ten
     return x.reshape(1, c, t, h, w)
 
 
-def apply(model: MiniMaxH3Transformer3DModel, video: torch.Tensor, audio: torch.Tensor, context: torch.Tensor,
-          sigma: float, text_tags: torch.Tensor | None = None,
-          shifts: tuple[float, float] = (SIGMA_SHIFT_VIDEO, SIGMA_SHIFT_AUDIO), keyframes: list[Keyframe] = (),
-          cond_aug: float = VISUAL_COND_AUG, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+def apply(
+    model: MiniMaxH3Transformer3DModel,
+    video: torch.Tensor,
+    audio: torch.Tensor,
+    context: torch.Tensor,
+    sigma: float,
+    text_tags: torch.Tensor | None = None,
+    shifts: tuple[float, float] = (SIGMA_SHIFT_VIDEO, SIGMA_SHIFT_AUDIO),
+    keyframes: list[Keyframe] = (),
+    cond_aug: float = VISUAL_COND_AUG,
+    seed: int = 0,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """One evaluation of the text-to-video task, or of first/last-frame-to-video with keyframes, as ComfyUI's
     MiniMaxH3Model computes it: the negated video and audio velocities, shaped as the latents."""
     if video.ndim != 5 or video.shape[0] != 1 or audio.ndim != 4 or audio.shape[2] != AUDIO_CHANNELS:
-        raise ValueError(f"MiniMax H3 takes one [1, C, T, H, W] video latent and one [1, C, 2, T] audio latent, "
-                         f"got {tuple(video.shape)} and {tuple(audio.shape)}")
+        raise ValueError(
+            f"MiniMax H3 takes one [1, C, T, H, W] video latent and one [1, C, 2, T] audio latent, "
+            f"got {tuple(video.shape)} and {tuple(audio.shape)}"
+        )
     if video.shape[-1] % 2 or video.shape[-2] % 2:
         raise ValueError(f"MiniMax H3's latent height and width must be even, got {tuple(video.shape[-2:])}")
     _, c, latent_t, lat_h, lat_w = video.shape
     for kf in keyframes:
         if tuple(kf.latent.shape) != (1, c, 1, lat_h, lat_w):
-            raise ValueError(f"a MiniMax H3 keyframe latent must be one frame of the video's size "
-                             f"{(1, c, 1, lat_h, lat_w)}, got {tuple(kf.latent.shape)}")
+            raise ValueError(
+                f"a MiniMax H3 keyframe latent must be one frame of the video's size "
+                f"{(1, c, 1, lat_h, lat_w)}, got {tuple(kf.latent.shape)}"
+            )
     audio_t = audio.shape[-1]
-    layout = t2va_layout(context.shape[1], latent_t, lat_h, lat_w, audio_t, text_tags,
-                         tuple(kf.frame_index for kf in keyframes))
+    layout = t2va_layout(
+        context.shape[1], latent_t, lat_h, lat_w, audio_t, text_tags, tuple(kf.frame_index for kf in keyframes)
+    )
     sigma = max(float(sigma), 1e-6)
     t_video = 1.0 - sigma
     t_audio = 1.0 - time_shift_sigma(sigma, *shifts)
@@ -331,11 +386,19 @@ def apply(model: MiniMaxH3Transformer3DModel, video: torch.Tensor, audio: torch.
         video_rows = torch.cat([keyframe_rows(list(keyframes), cond_aug, seed), video_rows])
     audio_rows = audio[0].to(torch.float32).permute(1, 2, 0).reshape(AUDIO_CHANNELS * audio_t, -1)
     with torch.no_grad():
-        v, a = model(hidden_states=video_rows[None], audio_hidden_states=audio_rows[None],
-                     encoder_hidden_states=context.to(torch.float32), timestep=timesteps,
-                     timestep_indices=timestep_indices, token_tags=layout.token_tags,
-                     position_ids=layout.position_ids.to(torch.float32), video_indices=layout.video_indices,
-                     audio_indices=layout.audio_indices, text_indices=layout.text_indices, return_dict=False)
+        v, a = model(
+            hidden_states=video_rows[None],
+            audio_hidden_states=audio_rows[None],
+            encoder_hidden_states=context.to(torch.float32),
+            timestep=timesteps,
+            timestep_indices=timestep_indices,
+            token_tags=layout.token_tags,
+            position_ids=layout.position_ids.to(torch.float32),
+            video_indices=layout.video_indices,
+            audio_indices=layout.audio_indices,
+            text_indices=layout.text_indices,
+            return_dict=False,
+        )
     video_out = _unpatchify(v[0, n_cond:], latent_t, lat_h, lat_w, c)
     audio_out = a[0].reshape(AUDIO_CHANNELS, audio_t, -1).permute(2, 0, 1)[None]
     return -video_out.to(video.dtype), -audio_out.to(audio.dtype)

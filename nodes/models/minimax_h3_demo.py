@@ -4,6 +4,7 @@ the curve-form ("pruned") transformer every MiniMax H3 template names, the video
 names with `_tiny`. Only their widths shrink: the transformer keeps 24 video and 32 audio
 latent channels and the 1x2x2 patch, the VAE its six levels, strides and 64-wide decoder heads.
 TEXT_DIM is the width of the text states the transformer takes (the real Qwen3-VL 32B's is 5120)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -19,10 +20,12 @@ from nodes.output_claims import write_atomic
 SEED = 39
 TEXT_DIM = 64
 CURVE_ROWS = 33
-FILES = {"transformer": "diffusion_models/minimax_h3_fl2va_pruned_tiny.safetensors",
-         "vae": "vae/minimax_h3_video_vae_tiny.safetensors",
-         "text_encoder": "text_encoders/qwen3vl_32b_minimax_h3_tiny.safetensors"}
-TEXT_LAYERS = 2   # the published file is Qwen3-VL-32B cut after layer 50; the tiny one after layer 2
+FILES = {
+    "transformer": "diffusion_models/minimax_h3_fl2va_pruned_tiny.safetensors",
+    "vae": "vae/minimax_h3_video_vae_tiny.safetensors",
+    "text_encoder": "text_encoders/qwen3vl_32b_minimax_h3_tiny.safetensors",
+}
+TEXT_LAYERS = 2  # the published file is Qwen3-VL-32B cut after layer 50; the tiny one after layer 2
 
 
 def _randomize(module: torch.nn.Module, gen: torch.Generator, scale: float) -> None:
@@ -35,13 +38,28 @@ def _randomize(module: torch.nn.Module, gen: torch.Generator, scale: float) -> N
 def tiny_text_encoder(layers: int = TEXT_LAYERS) -> torch.nn.Module:
     """A Qwen3-VL whose language model is TEXT_DIM wide, in transformers' names (the published file's layout)."""
     from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration
-    cfg = Qwen3VLConfig(text_config={"vocab_size": 151_936, "hidden_size": TEXT_DIM, "intermediate_size": 96,
-                                     "num_hidden_layers": layers, "num_attention_heads": 2, "num_key_value_heads": 1,
-                                     "head_dim": 32, "rope_parameters": {"rope_type": "default",
-                                                                         "rope_theta": 5_000_000.0}},
-                        vision_config={"depth": 1, "hidden_size": 16, "intermediate_size": 32, "num_heads": 2,
-                                       "out_hidden_size": TEXT_DIM, "deepstack_visual_indexes": [0],
-                                       "num_position_embeddings": 64})
+
+    cfg = Qwen3VLConfig(
+        text_config={
+            "vocab_size": 151_936,
+            "hidden_size": TEXT_DIM,
+            "intermediate_size": 96,
+            "num_hidden_layers": layers,
+            "num_attention_heads": 2,
+            "num_key_value_heads": 1,
+            "head_dim": 32,
+            "rope_parameters": {"rope_type": "default", "rope_theta": 5_000_000.0},
+        },
+        vision_config={
+            "depth": 1,
+            "hidden_size": 16,
+            "intermediate_size": 32,
+            "num_heads": 2,
+            "out_hidden_size": TEXT_DIM,
+            "deepstack_visual_indexes": [0],
+            "num_position_embeddings": 64,
+        },
+    )
     return Qwen3VLForConditionalGeneration(cfg).eval()
 
 
@@ -50,27 +68,47 @@ def tiny_state_dicts(seed: int = SEED) -> dict[str, dict[str, torch.Tensor]]:
         torch.manual_seed(seed)
         gen = torch.Generator().manual_seed(seed)
         dit = MiniMaxH3Transformer3DModel(
-            num_attention_heads=2, attention_head_dim=32, hidden_size=64, num_layers=2, num_refiner_layers=1,
-            ffn_dim=128, text_dim=TEXT_DIM, freq_dim=32, time_embed_hidden_dim=64, time_embed_dim=32,
-            rope_freq_dim=4).eval()
+            num_attention_heads=2,
+            attention_head_dim=32,
+            hidden_size=64,
+            num_layers=2,
+            num_refiner_layers=1,
+            ffn_dim=128,
+            text_dim=TEXT_DIM,
+            freq_dim=32,
+            time_embed_hidden_dim=64,
+            time_embed_dim=32,
+            rope_freq_dim=4,
+        ).eval()
         _randomize(dit, gen, 0.05)
         vae = AutoencoderKLMiniMaxH3(
-            block_out_channels=(32,) * 6, layers_per_block=1, decoder_num_layers=1, decoder_num_attention_heads=2,
-            decoder_attention_head_dim=64, decoder_ffn_mult=1,
+            block_out_channels=(32,) * 6,
+            layers_per_block=1,
+            decoder_num_layers=1,
+            decoder_num_attention_heads=2,
+            decoder_attention_head_dim=64,
+            decoder_ffn_mult=1,
             latents_mean=tuple(torch.randn(24, generator=gen).tolist()),
-            latents_std=tuple((torch.rand(24, generator=gen) + 0.5).tolist())).eval()
+            latents_std=tuple((torch.rand(24, generator=gen) + 0.5).tolist()),
+        ).eval()
         _randomize(vae, gen, 0.02)
         text = tiny_text_encoder()
     transformer = diffusers_to_published(dit.state_dict(), dit.rope.inv_freq)
-    with torch.no_grad():   # the curve form: the activated time embedding on an even grid of t in [0, 1]
+    with torch.no_grad():  # the curve form: the activated time embedding on an even grid of t in [0, 1]
         t = torch.linspace(0.0, 1.0, CURVE_ROWS)
         transformer[PRUNED_MARKER] = torch.nn.functional.silu(dit.time_embedder(dit.time_proj(t))).contiguous()
     transformer = {k: v for k, v in transformer.items() if not k.startswith("time_embedder.")}
     cfg = vae.config
-    return {"transformer": transformer,
-            "vae": from_diffusers(vae.state_dict(), cfg.decoder_num_attention_heads,
-                                  torch.tensor(cfg.latents_mean), torch.tensor(cfg.latents_std)),
-            "text_encoder": {k: v for k, v in text.state_dict().items() if not k.startswith("lm_head.")}}
+    return {
+        "transformer": transformer,
+        "vae": from_diffusers(
+            vae.state_dict(),
+            cfg.decoder_num_attention_heads,
+            torch.tensor(cfg.latents_mean),
+            torch.tensor(cfg.latents_std),
+        ),
+        "text_encoder": {k: v for k, v in text.state_dict().items() if not k.startswith("lm_head.")},
+    }
 
 
 def build_demo_minimax_h3(models_dir: Path, seed: int = SEED) -> list[Path]:

@@ -2,6 +2,7 @@
 video VAE encodes 17k+5 frames at 24 fps into 5k+2 latent frames of 1/16 the canvas with 24 channels; the
 stereo audio latent runs at 40 latents a second with 32 channels; canvases keep a 768 short edge, at most
 768x1344 pixels, both sides rounded to 32."""
+
 from __future__ import annotations
 
 import math
@@ -36,12 +37,15 @@ def temporal_shape(length: int) -> tuple[int, int, int]:
     return frames, video_latent_frames(frames), round(frames / FPS * AUDIO_LATENTS_PER_SECOND)
 
 
-def av_latent_shapes(width: int, height: int, length: int,
-                     batch_size: int = 1) -> tuple[tuple[int, ...], tuple[int, ...]]:
+def av_latent_shapes(
+    width: int, height: int, length: int, batch_size: int = 1
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """The empty video and audio latents' shapes for a canvas and a length."""
     _, latent_t, audio_t = temporal_shape(length)
-    return ((batch_size, VIDEO_CHANNELS, latent_t, height // SPATIAL_RATIO, width // SPATIAL_RATIO),
-            (batch_size, AUDIO_CHANNELS, AUDIO_STEREO, audio_t))
+    return (
+        (batch_size, VIDEO_CHANNELS, latent_t, height // SPATIAL_RATIO, width // SPATIAL_RATIO),
+        (batch_size, AUDIO_CHANNELS, AUDIO_STEREO, audio_t),
+    )
 
 
 def adapt_canvas(width: float, height: float) -> tuple[int, int]:
@@ -53,5 +57,7 @@ def adapt_canvas(width: float, height: float) -> tuple[int, int]:
     if w * h > MAX_PIXELS:
         scale = math.sqrt(MAX_PIXELS / (w * h))
         w, h = w * scale, h * scale
-    return (max(CANVAS_MULTIPLE, round(w / CANVAS_MULTIPLE) * CANVAS_MULTIPLE),
-            max(CANVAS_MULTIPLE, round(h / CANVAS_MULTIPLE) * CANVAS_MULTIPLE))
+    return (
+        max(CANVAS_MULTIPLE, round(w / CANVAS_MULTIPLE) * CANVAS_MULTIPLE),
+        max(CANVAS_MULTIPLE, round(h / CANVAS_MULTIPLE) * CANVAS_MULTIPLE),
+    )

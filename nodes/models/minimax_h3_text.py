@@ -8,6 +8,7 @@ special tokens, the raw prompt's Qwen2 ids (weighting syntax off, an empty promp
 is a text row for the transformer's modality tags. Only the language model runs: prompts with images or videos
 (the vision tower: first/last frames, references) are not supported yet; MiniMax's extra special tokens (<d>,
 <|cutoff|>, ...) and prompt embeddings are not parsed either."""
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -24,8 +25,8 @@ from nodes.models.qwen_tokenizer import QwenTokenizer, qwen_tokenizer
 from nodes.models.tokenizer import escape_parens, unescape_parens
 from nodes.models.zimage_text import tokenizer_dirs
 
-SUB = "qwen3vl_32b"   # ComfyUI's name for the sub-encoder (its token dict key)
-PAD = 151643          # <|endoftext|>: ComfyUI's whole presentation when the prompt is empty
+SUB = "qwen3vl_32b"  # ComfyUI's name for the sub-encoder (its token dict key)
+PAD = 151643  # <|endoftext|>: ComfyUI's whole presentation when the prompt is empty
 
 
 @dataclass
@@ -43,7 +44,8 @@ class MiniMaxH3TextEncoder(TextEncoder):
         captured: list[torch.Tensor] = []
         # the last layer's own output: transformers' last hidden state has the final norm applied
         handle = model.layers[-1].register_forward_hook(
-            lambda module, args, output: captured.append(output[0] if isinstance(output, tuple) else output))
+            lambda module, args, output: captured.append(output[0] if isinstance(output, tuple) else output)
+        )
         try:
             model(input_ids=torch.tensor([ids], device=model.embed_tokens.weight.device), use_cache=False)
         finally:
@@ -51,8 +53,9 @@ class MiniMaxH3TextEncoder(TextEncoder):
         return captured[0].float(), None
 
 
-def load_text_encoder(ref: ModelRef, state_dicts: Sequence[Mapping[str, torch.Tensor]] | Mapping[str, torch.Tensor]
-                      ) -> MiniMaxH3TextEncoder:
+def load_text_encoder(
+    ref: ModelRef, state_dicts: Sequence[Mapping[str, torch.Tensor]] | Mapping[str, torch.Tensor]
+) -> MiniMaxH3TextEncoder:
     """MiniMax H3's CLIP object from CLIPLoader's Qwen3-VL file."""
     if isinstance(state_dicts, Mapping):
         state_dicts = [state_dicts]
@@ -60,5 +63,9 @@ def load_text_encoder(ref: ModelRef, state_dicts: Sequence[Mapping[str, torch.Te
     sd = next((s for s in state_dicts if find_prefix(s.keys(), LM_MARKER) is not None), None)
     if sd is None:
         raise ModelLoadError(path, "MiniMax H3 needs its Qwen3-VL text encoder (qwen3vl_32b_minimax_h3*); none found")
-    return MiniMaxH3TextEncoder(arch="minimax_h3", modules={SUB: build_language_model(sd, path)}, layer=None,
-                                tokenizer=qwen_tokenizer(tokenizer_dirs(), path))
+    return MiniMaxH3TextEncoder(
+        arch="minimax_h3",
+        modules={SUB: build_language_model(sd, path)},
+        layer=None,
+        tokenizer=qwen_tokenizer(tokenizer_dirs(), path),
+    )

@@ -10,6 +10,7 @@ viewed per head as [q k v] (so the rows interleave head by head), and the SwiGLU
 (the strides, the 64-wide decoder heads, 32 norm groups) is ComfyUI's fixed choice. `encode` and `decode` take
 ComfyUI's view: frames in [0, 1], latents normalised by the file's per-channel mean and std.
 """
+
 from __future__ import annotations
 
 import re
@@ -31,10 +32,15 @@ TIME_DOWN = (1, 2, 2, 1, 1, 1)
 DECODER_HEAD_DIM = 64
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
-_RENAMES = [(r"^encoder\.down\.(\d+)\.block\.", r"encoder.down_blocks.\1.resnets."),
-            (r"^encoder\.down\.(\d+)\.downsample\.", r"encoder.down_blocks.\1.downsamplers.0."),
-            (r"\.nin_shortcut\.", ".conv_shortcut."), (r"^decoder\.x_embedder\.", "decoder.proj_in."),
-            (r"\.ff\.w1\.", ".ff.net.0.proj."), (r"\.ff\.w2\.", ".ff.net.2."), (r"\.attn\.to_out\.", ".attn.to_out.0.")]
+_RENAMES = [
+    (r"^encoder\.down\.(\d+)\.block\.", r"encoder.down_blocks.\1.resnets."),
+    (r"^encoder\.down\.(\d+)\.downsample\.", r"encoder.down_blocks.\1.downsamplers.0."),
+    (r"\.nin_shortcut\.", ".conv_shortcut."),
+    (r"^decoder\.x_embedder\.", "decoder.proj_in."),
+    (r"\.ff\.w1\.", ".ff.net.0.proj."),
+    (r"\.ff\.w2\.", ".ff.net.2."),
+    (r"\.attn\.to_out\.", ".attn.to_out.0."),
+]
 
 
 def is_minimax_h3_vae(keys: Iterable[str]) -> bool:
@@ -45,8 +51,14 @@ def is_minimax_h3_vae(keys: Iterable[str]) -> bool:
 
 def infer_config(sd: Mapping[str, torch.Tensor], path: str | None = None) -> dict[str, Any]:
     """AutoencoderKLMiniMaxH3's config from an (unprefixed) file's shapes and buffers."""
-    needed = ("decoder.x_embedder.weight", "latents_mean", "latents_std", "encoder.conv_out.weight",
-              "decoder.proj_out.weight", "decoder.transformer_blocks.0.ff.w2.weight")
+    needed = (
+        "decoder.x_embedder.weight",
+        "latents_mean",
+        "latents_std",
+        "encoder.conv_out.weight",
+        "decoder.proj_out.weight",
+        "decoder.transformer_blocks.0.ff.w2.weight",
+    )
     missing = [k for k in needed if k not in sd]
     if missing:
         raise ModelLoadError(path, f"not a complete MiniMax H3 video VAE: missing {', '.join(missing)}")
@@ -60,9 +72,11 @@ def infer_config(sd: Mapping[str, torch.Tensor], path: str | None = None) -> dic
         "latent_channels": latent,
         "block_out_channels": tuple(int(sd[f"encoder.down.{i}.block.0.conv1.weight"].shape[0]) for i in range(levels)),
         "layers_per_block": count_blocks(sd, "encoder.down.0.block"),
-        "spatial_downsample_factors": SPACE_DOWN, "temporal_downsample_factors": TIME_DOWN,
+        "spatial_downsample_factors": SPACE_DOWN,
+        "temporal_downsample_factors": TIME_DOWN,
         "decoder_num_layers": count_blocks(sd, "decoder.transformer_blocks"),
-        "decoder_num_attention_heads": dim // DECODER_HEAD_DIM, "decoder_attention_head_dim": DECODER_HEAD_DIM,
+        "decoder_num_attention_heads": dim // DECODER_HEAD_DIM,
+        "decoder_attention_head_dim": DECODER_HEAD_DIM,
         "decoder_num_register_tokens": int(sd[MARKER].shape[1]),
         "decoder_ffn_mult": int(sd["decoder.transformer_blocks.0.ff.w2.weight"].shape[1]) // dim,
         "latents_mean": tuple(float(v) for v in sd["latents_mean"]),
@@ -73,28 +87,34 @@ def infer_config(sd: Mapping[str, torch.Tensor], path: str | None = None) -> dic
 def to_diffusers(sd: Mapping[str, torch.Tensor], heads: int) -> dict[str, torch.Tensor]:
     out: dict[str, torch.Tensor] = {}
     for key, value in sd.items():
-        if key in ("latents_mean", "latents_std", "decoder.mask_token"):   # config / unused at inference
+        if key in ("latents_mean", "latents_std", "decoder.mask_token"):  # config / unused at inference
             continue
         for pattern, new in _RENAMES:
             key = re.sub(pattern, new, key)
-        if ".attn.to_qkv." in key:   # ComfyUI views the rows as [heads, (q k v) x head_dim]
+        if ".attn.to_qkv." in key:  # ComfyUI views the rows as [heads, (q k v) x head_dim]
             rows = value.reshape(heads, 3, -1, *value.shape[1:])
             for i, name in enumerate("qkv"):
                 out[key.replace(".to_qkv.", f".to_{name}.")] = rows[:, i].reshape(-1, *value.shape[1:]).clone()
             continue
-        if ".ff.net.0.proj." in key:   # [gate; value] -> diffusers' [value; gate]
+        if ".ff.net.0.proj." in key:  # [gate; value] -> diffusers' [value; gate]
             value = torch.cat(value.chunk(2, dim=0)[::-1])
         out[key] = value
     return out
 
 
-def from_diffusers(sd: Mapping[str, torch.Tensor], heads: int, latents_mean: torch.Tensor,
-                   latents_std: torch.Tensor) -> dict[str, torch.Tensor]:
+def from_diffusers(
+    sd: Mapping[str, torch.Tensor], heads: int, latents_mean: torch.Tensor, latents_std: torch.Tensor
+) -> dict[str, torch.Tensor]:
     """The published layout of a diffusers AutoencoderKLMiniMaxH3 state dict (for demo files)."""
-    inverse = [(r"^encoder\.down_blocks\.(\d+)\.resnets\.", r"encoder.down.\1.block."),
-               (r"^encoder\.down_blocks\.(\d+)\.downsamplers\.0\.", r"encoder.down.\1.downsample."),
-               (r"\.conv_shortcut\.", ".nin_shortcut."), (r"^decoder\.proj_in\.", "decoder.x_embedder."),
-               (r"\.ff\.net\.0\.proj\.", ".ff.w1."), (r"\.ff\.net\.2\.", ".ff.w2."), (r"\.attn\.to_out\.0\.", ".attn.to_out.")]
+    inverse = [
+        (r"^encoder\.down_blocks\.(\d+)\.resnets\.", r"encoder.down.\1.block."),
+        (r"^encoder\.down_blocks\.(\d+)\.downsamplers\.0\.", r"encoder.down.\1.downsample."),
+        (r"\.conv_shortcut\.", ".nin_shortcut."),
+        (r"^decoder\.proj_in\.", "decoder.x_embedder."),
+        (r"\.ff\.net\.0\.proj\.", ".ff.w1."),
+        (r"\.ff\.net\.2\.", ".ff.w2."),
+        (r"\.attn\.to_out\.0\.", ".attn.to_out."),
+    ]
     out = {"latents_mean": latents_mean.clone(), "latents_std": latents_std.clone()}
     for key, value in sd.items():
         if ".attn.to_k." in key or ".attn.to_v." in key:
@@ -124,12 +144,16 @@ def load_vae(sd: Mapping[str, torch.Tensor], path: str | None = None) -> Autoenc
         vae = AutoencoderKLMiniMaxH3(**config)
     result = vae.load_state_dict(to_diffusers(sd, config["decoder_num_attention_heads"]), strict=False, assign=True)
     if result.missing_keys or result.unexpected_keys:
-        raise ModelLoadError(path, f"MiniMax H3 video VAE does not match its inferred shape: missing "
-                                   f"{result.missing_keys[:5]}, unexpected {result.unexpected_keys[:5]}")
+        raise ModelLoadError(
+            path,
+            f"MiniMax H3 video VAE does not match its inferred shape: missing "
+            f"{result.missing_keys[:5]}, unexpected {result.unexpected_keys[:5]}",
+        )
     # the rope's frequencies are computed, not stored: build them for real (the rest came from the file)
     cfg = vae.config
-    vae.decoder.rope = MiniMaxH3VideoRotaryPosEmbed(int(cfg.decoder_attention_head_dim * cfg.decoder_rope_dim_ratio),
-                                                    theta=cfg.decoder_rope_theta)
+    vae.decoder.rope = MiniMaxH3VideoRotaryPosEmbed(
+        int(cfg.decoder_attention_head_dim * cfg.decoder_rope_dim_ratio), theta=cfg.decoder_rope_theta
+    )
     return vae.eval()
 
 
@@ -141,9 +165,11 @@ def encode(vae: AutoencoderKLMiniMaxH3, frames: torch.Tensor) -> torch.Tensor:
     """[T, H, W, 3] frames in [0, 1] (T = 17k+5) -> the normalised latent [1, C, 5k+2, H/16, W/16] (the
     distribution's mean, as ComfyUI takes it). One image goes through `encode_image`."""
     if frames.ndim != 4 or frames.shape[0] % 17 != 5:
-        raise ValueError(f"the MiniMax H3 video VAE encodes [T, H, W, 3] frames with T = 17k+5 (5, 22, 39, ...), "
-                         f"got {tuple(frames.shape)}")
-    x = frames[..., :3].to(torch.float32).movedim(-1, 0)[None]   # [1, 3, T, H, W]
+        raise ValueError(
+            f"the MiniMax H3 video VAE encodes [T, H, W, 3] frames with T = 17k+5 (5, 22, 39, ...), "
+            f"got {tuple(frames.shape)}"
+        )
+    x = frames[..., :3].to(torch.float32).movedim(-1, 0)[None]  # [1, 3, T, H, W]
     mean, std = _stats(IMAGENET_MEAN, x).view(1, 3, 1, 1, 1), _stats(IMAGENET_STD, x).view(1, 3, 1, 1, 1)
     with torch.no_grad():
         z = vae.encode((x - mean) / std).latent_dist.mean
@@ -170,8 +196,10 @@ def encode_image(vae: AutoencoderKLMiniMaxH3, image: torch.Tensor) -> torch.Tens
 def decode(vae: AutoencoderKLMiniMaxH3, latent: torch.Tensor) -> torch.Tensor:
     """A normalised latent [1, C, 5k+2, H', W'] -> [17k+5, H, W, 3] frames in [0, 1]."""
     if latent.ndim != 5 or latent.shape[2] % 5 != 2:
-        raise ValueError(f"the MiniMax H3 video VAE decodes [1, C, T, H, W] latents with T = 5k+2 (2, 7, 12, ...), "
-                         f"got {tuple(latent.shape)}")
+        raise ValueError(
+            f"the MiniMax H3 video VAE decodes [1, C, T, H, W] latents with T = 5k+2 (2, 7, 12, ...), "
+            f"got {tuple(latent.shape)}"
+        )
     if latent.shape[2] == 2:
         # too short for one decoder chunk: ComfyUI pads one chunk with the last latent and keeps the first 5 frames
         padded = torch.cat([latent, latent[:, :, -1:].expand(-1, -1, 5, -1, -1)], dim=2)

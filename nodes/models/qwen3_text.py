@@ -4,6 +4,7 @@ Files are in the layout ComfyUI's repackaged `text_encoders/qwen_3_4b.safetensor
 Qwen3ForCausalLM names: `model.embed_tokens.weight`, `model.layers.N.self_attn.q_proj.weight`, ...,
 `model.norm.weight`, optionally `lm_head.weight`), bare or under a checkpoint prefix. The sizes are read from
 the shapes; rope theta and the norm epsilon, which no shape carries, are Qwen3's."""
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
@@ -15,7 +16,7 @@ from nodes.models.errors import ModelLoadError
 from nodes.models.flux_keys import find_prefix, strip_prefix
 from nodes.models.safetensors_io import build_module
 
-MARKER = "model.layers.0.self_attn.q_norm.weight"   # Qwen3 has per-head q/k norms; Qwen2/2.5 and Llama do not
+MARKER = "model.layers.0.self_attn.q_norm.weight"  # Qwen3 has per-head q/k norms; Qwen2/2.5 and Llama do not
 ROPE_THETA = 1_000_000.0
 RMS_NORM_EPS = 1e-6
 MAX_POSITIONS = 40960
@@ -27,7 +28,7 @@ def find_qwen3_prefix(keys: Iterable[str]) -> str | None:
 
 
 def count_layers(keys: Iterable[str], prefix: str = "model.layers.") -> int:
-    return len({k[len(prefix):].split(".", 1)[0] for k in keys if k.startswith(prefix)})
+    return len({k[len(prefix) :].split(".", 1)[0] for k in keys if k.startswith(prefix)})
 
 
 def qwen3_config(sd: Mapping[str, torch.Tensor]) -> dict[str, Any]:
@@ -39,12 +40,17 @@ def qwen3_config(sd: Mapping[str, torch.Tensor]) -> dict[str, Any]:
     if q_out % head_dim or kv_out % head_dim:
         raise ValueError(f"attention widths {q_out}/{kv_out} are not multiples of the head dim {head_dim}")
     return {
-        "vocab_size": int(vocab), "hidden_size": int(hidden),
+        "vocab_size": int(vocab),
+        "hidden_size": int(hidden),
         "intermediate_size": int(sd["model.layers.0.mlp.gate_proj.weight"].shape[0]),
         "num_hidden_layers": count_layers(sd),
-        "num_attention_heads": int(q_out // head_dim), "num_key_value_heads": int(kv_out // head_dim),
-        "head_dim": int(head_dim), "rope_theta": ROPE_THETA, "rms_norm_eps": RMS_NORM_EPS,
-        "max_position_embeddings": MAX_POSITIONS, "tie_word_embeddings": False,
+        "num_attention_heads": int(q_out // head_dim),
+        "num_key_value_heads": int(kv_out // head_dim),
+        "head_dim": int(head_dim),
+        "rope_theta": ROPE_THETA,
+        "rms_norm_eps": RMS_NORM_EPS,
+        "max_position_embeddings": MAX_POSITIONS,
+        "tie_word_embeddings": False,
         "attention_bias": "model.layers.0.self_attn.q_proj.bias" in sd,
     }
 
@@ -53,6 +59,7 @@ def build_qwen3(state_dict: Mapping[str, torch.Tensor], path: str | None):
     """transformers' Qwen3Model (no LM head) from a Qwen3 state dict in ComfyUI's / transformers' layout,
     bare or prefixed (`text_encoders.qwen3_4b.transformer.`); the dtype is the file's."""
     from transformers import Qwen3Config, Qwen3Model
+
     prefix = find_qwen3_prefix(state_dict.keys())
     if prefix is None:
         raise ModelLoadError(path, "no Qwen3 text encoder weights (model.layers.0.self_attn.q_norm.weight)")
@@ -63,10 +70,9 @@ def build_qwen3(state_dict: Mapping[str, torch.Tensor], path: str | None):
         raise ModelLoadError(path, f"not a usable Qwen3 text encoder: missing {e}") from None
     except ValueError as e:
         raise ModelLoadError(path, f"not a usable Qwen3 text encoder: {e}") from None
-    weights = {k[len("model."):]: v for k, v in sd.items() if k.startswith("model.")}
+    weights = {k[len("model.") :]: v for k, v in sd.items() if k.startswith("model.")}
     dtype = weights["embed_tokens.weight"].dtype
-    return build_module(lambda: _with_real_rotary(Qwen3Model(config)), weights, path, "Qwen3 text encoder",
-                        dtype=dtype)
+    return build_module(lambda: _with_real_rotary(Qwen3Model(config)), weights, path, "Qwen3 text encoder", dtype=dtype)
 
 
 def _with_real_rotary(model):
@@ -77,8 +83,9 @@ def _with_real_rotary(model):
 
 
 @torch.no_grad()
-def qwen3_hidden_states(model, ids: torch.Tensor, attention_mask: torch.Tensor | None = None
-                        ) -> tuple[torch.Tensor, ...]:
+def qwen3_hidden_states(
+    model, ids: torch.Tensor, attention_mask: torch.Tensor | None = None
+) -> tuple[torch.Tensor, ...]:
     """transformers' hidden states of a causal pass: entry i < L is the input of layer i (entry 0 the token
     embeddings, entry i the output of layer i - 1), entry L the final-normed output. ComfyUI's
     `layer="hidden", layer_idx=-2` (Z-Image) is entry L - 1; its layer lists ([9, 18, 27], Flux2-Klein)
@@ -91,8 +98,9 @@ def qwen3_hidden_states(model, ids: torch.Tensor, attention_mask: torch.Tensor |
 
 
 @torch.no_grad()
-def qwen3_layer_output(model, ids: torch.Tensor, layer: int, attention_mask: torch.Tensor | None = None
-                       ) -> torch.Tensor:
+def qwen3_layer_output(
+    model, ids: torch.Tensor, layer: int, attention_mask: torch.Tensor | None = None
+) -> torch.Tensor:
     """The output of decoder layer `layer` (negative counts from the end, as ComfyUI's layer_idx: -2 is the
     second-to-last), before any final norm: what ComfyUI's `layer="hidden"` conditioning is."""
     n = len(model.layers)
@@ -101,7 +109,8 @@ def qwen3_layer_output(model, ids: torch.Tensor, layer: int, attention_mask: tor
         raise ValueError(f"layer {layer} does not exist in a {n}-layer text encoder")
     captured: list[torch.Tensor] = []
     handle = model.layers[index].register_forward_hook(
-        lambda module, args, output: captured.append(output[0] if isinstance(output, tuple) else output))
+        lambda module, args, output: captured.append(output[0] if isinstance(output, tuple) else output)
+    )
     try:
         qwen3_hidden_states(model, ids, attention_mask)
     finally:

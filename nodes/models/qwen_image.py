@@ -12,6 +12,7 @@ in today's ComfyUI) the reference tokens are modulated as at timestep 0. LoRAs m
 accepts. Qwen-Image samples as ComfyUI's ModelSamplingFlux with shift 1.15 unless a ModelSampling node says
 otherwise.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -34,8 +35,8 @@ from nodes.models.safetensors_io import build_module
 
 PATCH = 2
 TIMESTEP_ZERO = "index_timestep_zero"
-TIMESTEP_ZERO_MARKER = "__index_timestep_zero__"   # Qwen-Image-Edit 2511's files (today's ComfyUI saves it)
-ROPE_AXES = (16, 56, 56)          # ComfyUI's (and Qwen's) split of the 128-wide heads: frame, row, column
+TIMESTEP_ZERO_MARKER = "__index_timestep_zero__"  # Qwen-Image-Edit 2511's files (today's ComfyUI saves it)
+ROPE_AXES = (16, 56, 56)  # ComfyUI's (and Qwen's) split of the 128-wide heads: frame, row, column
 ROPE_THETA = 10000
 
 
@@ -46,7 +47,7 @@ def to_diffusers_layout(state_dict: Mapping[str, torch.Tensor]) -> dict[str, tor
     if prefix is None:
         raise ValueError("not a Qwen-Image state dict (no txt_norm)")
     sd = strip_prefix(dequantize_scaled_fp8(state_dict), prefix)
-    sd.pop(TIMESTEP_ZERO_MARKER, None)   # a marker, no weight (default_ref_method reads it)
+    sd.pop(TIMESTEP_ZERO_MARKER, None)  # a marker, no weight (default_ref_method reads it)
     return sd
 
 
@@ -84,7 +85,7 @@ def _axis_freqs(pos: torch.Tensor, dim: int) -> torch.Tensor:
     return torch.polar(torch.ones_like(angle), angle).to(torch.complex64)
 
 
-Segment = tuple[int, int, int, int, int]   # (frame index, rows, columns, row offset, column offset) in tokens
+Segment = tuple[int, int, int, int, int]  # (frame index, rows, columns, row offset, column offset) in tokens
 
 
 class ComfyRotaryPositions(torch.nn.Module):
@@ -101,8 +102,9 @@ class ComfyRotaryPositions(torch.nn.Module):
     def positions_freqs(self, pos: torch.Tensor) -> torch.Tensor:
         return torch.cat([_axis_freqs(pos[:, i], d) for i, d in enumerate(self.axes)], dim=-1)
 
-    def forward(self, video_fhw: list[list[Segment]], max_txt_seq_len: int | torch.Tensor,
-                device: torch.device | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self, video_fhw: list[list[Segment]], max_txt_seq_len: int | torch.Tensor, device: torch.device | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         segments = video_fhw[0]
         image = torch.cat([_segment_positions(*seg) for seg in segments])
         _, h, w, _, _ = segments[0]
@@ -114,8 +116,9 @@ class ComfyRotaryPositions(torch.nn.Module):
 def _segment_positions(index: int, h: int, w: int, h_off: int, w_off: int) -> torch.Tensor:
     rows = torch.arange(h, dtype=torch.float32) + h_off - h // 2
     cols = torch.arange(w, dtype=torch.float32) + w_off - w // 2
-    grid = torch.stack([torch.full((h, w), float(index)), rows[:, None].expand(h, w), cols[None, :].expand(h, w)],
-                       dim=-1)
+    grid = torch.stack(
+        [torch.full((h, w), float(index)), rows[:, None].expand(h, w), cols[None, :].expand(h, w)], dim=-1
+    )
     return grid.reshape(-1, 3)
 
 
@@ -127,8 +130,9 @@ def _one_frame(x: torch.Tensor, what: str) -> torch.Tensor:
     return x[:, :, 0]
 
 
-def reference_segments(refs: Sequence[torch.Tensor], method: str | None, dtype: torch.dtype
-                       ) -> tuple[list[torch.Tensor], list[Segment]]:
+def reference_segments(
+    refs: Sequence[torch.Tensor], method: str | None, dtype: torch.dtype
+) -> tuple[list[torch.Tensor], list[Segment]]:
     """ReferenceLatent's latents (model space) as extra tokens and their position segments, as ComfyUI's
     Qwen-Image places them: method "index" (the default) gives the n-th reference frame index n; any other
     gives all frame index 1, each beside or below the ones before it, whichever keeps the canvas squarer
@@ -139,8 +143,15 @@ def reference_segments(refs: Sequence[torch.Tensor], method: str | None, dtype: 
     for ref, (index, h_off, w_off) in zip(refs, reference_placements(refs, placement)):
         padded = patched(ref.to(dtype))
         tokens.append(pack(padded))
-        segments.append((index, padded.shape[-2] // PATCH, padded.shape[-1] // PATCH,
-                         (h_off + PATCH // 2) // PATCH, (w_off + PATCH // 2) // PATCH))
+        segments.append(
+            (
+                index,
+                padded.shape[-2] // PATCH,
+                padded.shape[-1] // PATCH,
+                (h_off + PATCH // 2) // PATCH,
+                (w_off + PATCH // 2) // PATCH,
+            )
+        )
     return tokens, segments
 
 
@@ -152,7 +163,7 @@ class QwenImageDiffusionModel(DiffusionModel):
         if cond.get("control"):
             raise NotImplementedError("ControlNets are not supported for Qwen-Image models yet")
         module: QwenImageTransformer2DModel = self.module
-        frames = x.dim() == 5   # ComfyUI's Qwen-Image latents carry one frame: [B,16,1,H,W]
+        frames = x.dim() == 5  # ComfyUI's Qwen-Image latents carry one frame: [B,16,1,H,W]
         x = _one_frame(x, "latent")
         device, dtype = x.device, self.dtype
         b, _, h, w = x.shape
@@ -160,24 +171,35 @@ class QwenImageDiffusionModel(DiffusionModel):
         h_len, w_len = x.shape[-2] // PATCH, x.shape[-1] // PATCH
         tokens, segments = [pack(x.to(dtype))], [(0, h_len, w_len, 0, 0)]
         method = cond.get("ref_latents_method") or self.default_ref_method
-        if cond.get("ref_latents"):   # ReferenceLatent: references join the image tokens; only the image's are read
+        if cond.get("ref_latents"):  # ReferenceLatent: references join the image tokens; only the image's are read
             ref_tokens, ref_segments = reference_segments(cond["ref_latents"], method, dtype)
             tokens += [t.to(device) for t in ref_tokens]
             segments += ref_segments
         context = cond["context"].to(device, dtype)
         t = torch.as_tensor(timestep, dtype=torch.float32, device=device).reshape(-1)
-        t = t.expand(b) if t.numel() == 1 else t   # sigma: multiplier 1, as ComfyUI's
+        t = t.expand(b) if t.numel() == 1 else t  # sigma: multiplier 1, as ComfyUI's
         if method == TIMESTEP_ZERO and len(segments) > 1:
             out = timestep_zero_forward(module, torch.cat(tokens, dim=1), context, t, [segments] * b, h_len * w_len)
         else:
-            out = module(hidden_states=torch.cat(tokens, dim=1), encoder_hidden_states=context, timestep=t,
-                         img_shapes=[segments] * b, return_dict=False)[0]
-        out = unpack(out[:, :h_len * w_len], h_len, w_len)[:, :, :h, :w].float()
+            out = module(
+                hidden_states=torch.cat(tokens, dim=1),
+                encoder_hidden_states=context,
+                timestep=t,
+                img_shapes=[segments] * b,
+                return_dict=False,
+            )[0]
+        out = unpack(out[:, : h_len * w_len], h_len, w_len)[:, :, :h, :w].float()
         return out[:, :, None] if frames else out
 
 
-def timestep_zero_forward(module: QwenImageTransformer2DModel, hidden: torch.Tensor, context: torch.Tensor,
-                          t: torch.Tensor, img_shapes: list[list[Segment]], n_image: int) -> torch.Tensor:
+def timestep_zero_forward(
+    module: QwenImageTransformer2DModel,
+    hidden: torch.Tensor,
+    context: torch.Tensor,
+    t: torch.Tensor,
+    img_shapes: list[list[Segment]],
+    n_image: int,
+) -> torch.Tensor:
     """The transformer's forward with the reference tokens (those past the first `n_image`) modulated by the
     embedding of timestep 0 and the image's and the text's by the step's, as today's ComfyUI computes the
     `index_timestep_zero` method. diffusers' own switch (zero_cond_t) is a fixed module setting and finds the
@@ -185,7 +207,7 @@ def timestep_zero_forward(module: QwenImageTransformer2DModel, hidden: torch.Ten
     b = hidden.shape[0]
     x = module.img_in(hidden)
     t = t.to(x.dtype)
-    temb = module.time_text_embed(torch.cat([t, t * 0]), x)   # rows: the step's, then timestep 0's
+    temb = module.time_text_embed(torch.cat([t, t * 0]), x)  # rows: the step's, then timestep 0's
     txt = module.txt_in(module.txt_norm(context))
     rotary = module.pos_embed(img_shapes, max_txt_seq_len=txt.shape[1], device=x.device)
     index = torch.zeros(b, x.shape[1], dtype=torch.int, device=x.device)
@@ -195,8 +217,9 @@ def timestep_zero_forward(module: QwenImageTransformer2DModel, hidden: torch.Ten
         txt_mod1, txt_mod2 = block.txt_mod(temb[:b]).chunk(2, dim=-1)
         img_in, img_gate1 = block._modulate(block.img_norm1(x), img_mod1, index)
         txt_in, txt_gate1 = block._modulate(block.txt_norm1(txt), txt_mod1)
-        img_attn, txt_attn = block.attn(hidden_states=img_in, encoder_hidden_states=txt_in,
-                                        encoder_hidden_states_mask=None, image_rotary_emb=rotary)
+        img_attn, txt_attn = block.attn(
+            hidden_states=img_in, encoder_hidden_states=txt_in, encoder_hidden_states_mask=None, image_rotary_emb=rotary
+        )
         x = x + img_gate1 * img_attn
         txt = txt + txt_gate1 * txt_attn
         img_in2, img_gate2 = block._modulate(block.img_norm2(x), img_mod2, index)
@@ -213,10 +236,11 @@ def lora_targets(sd: Mapping[str, torch.Tensor]) -> LoraTargets:
     targets = LoraTargets(("lora_unet_", "diffusion_model.", "transformer.", "lycoris_") + tops, {})
     for key in sd:
         if key.endswith(".weight"):
-            name = key[:-len(".weight")]
+            name = key[: -len(".weight")]
             flat = name.replace(".", "_")
-            targets.add(key, name, "diffusion_model." + name, "transformer." + name, "lora_unet_" + flat,
-                        "lycoris_" + flat)
+            targets.add(
+                key, name, "diffusion_model." + name, "transformer." + name, "lora_unet_" + flat, "lycoris_" + flat
+            )
     return targets
 
 
@@ -234,9 +258,14 @@ def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) 
         sd, _ = merge_loras(ref.patches, lora_targets(sd), sd)
     module = build_module(lambda: QwenImageTransformer2DModel(**config), sd, path, "Qwen-Image transformer")
     module.pos_embed = ComfyRotaryPositions(config["axes_dims_rope"])
-    return QwenImageDiffusionModel(arch="qwen_image", module=module, latent_format=WAN21_LATENT,
-                                   sampling=dict(sampling_config("qwen_image")), config=config,
-                                   default_ref_method=method)
+    return QwenImageDiffusionModel(
+        arch="qwen_image",
+        module=module,
+        latent_format=WAN21_LATENT,
+        sampling=dict(sampling_config("qwen_image")),
+        config=config,
+        default_ref_method=method,
+    )
 
 
 # The loader (nodes.models.loader) finds every Qwen-Image entry point on this module.

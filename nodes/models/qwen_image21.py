@@ -11,6 +11,7 @@ rows are modulated as at timestep 0. diffusers' own forward pairs 2x2 latent cel
 even grids; the layers driven here take any grid, as ComfyUI's model does, and equal diffusers' forward where it
 runs (tests/models/test_qwen_image21.py).
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -37,7 +38,7 @@ from nodes.models.flux_keys import count_blocks, find_prefix, strip_prefix
 from nodes.models.qwen_image import ComfyRotaryPositions
 from nodes.models.safetensors_io import build_module
 
-ROPE_AXES = (16, 56, 56)    # frame, row, column split of the 128-wide heads (ComfyUI and diffusers alike)
+ROPE_AXES = (16, 56, 56)  # frame, row, column split of the 128-wide heads (ComfyUI and diffusers alike)
 
 
 def to_diffusers_layout(state_dict: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -75,7 +76,7 @@ def infer_config(sd: Mapping[str, torch.Tensor]) -> dict[str, Any]:
     }
 
 
-Segment = tuple[int, int, bool]   # (start, end, is_text) of one prefix run of the joint sequence
+Segment = tuple[int, int, bool]  # (start, end, is_text) of one prefix run of the joint sequence
 
 
 def _image_positions(index: float, h: int, w: int, target_h: int, target_w: int) -> torch.Tensor:
@@ -83,17 +84,19 @@ def _image_positions(index: float, h: int, w: int, target_h: int, target_w: int)
     # on the target (today's ComfyUI build_sequence).
     rows = torch.arange(h, dtype=torch.float32) - (h - h // 2) + 0.5 * (h % 2 - target_h % 2)
     cols = torch.arange(w, dtype=torch.float32) - (w - w // 2) + 0.5 * (w % 2 - target_w % 2)
-    return torch.stack([torch.full((h, w), float(index)), rows[:, None].expand(h, w), cols[None, :].expand(h, w)],
-                       dim=-1).reshape(-1, 3)
+    return torch.stack(
+        [torch.full((h, w), float(index)), rows[:, None].expand(h, w), cols[None, :].expand(h, w)], dim=-1
+    ).reshape(-1, 3)
 
 
-def joint_layout(text_len: int, ref_shapes: Sequence[tuple[int, int]], slots: Sequence[int], target: tuple[int, int]
-                 ) -> tuple[list[tuple[str, int, int]], torch.Tensor, list[Segment]]:
+def joint_layout(
+    text_len: int, ref_shapes: Sequence[tuple[int, int]], slots: Sequence[int], target: tuple[int, int]
+) -> tuple[list[tuple[str, int, int]], torch.Tensor, list[Segment]]:
     """Where every part of the joint sequence goes: parts ("text", start, end) or ("image", i, tokens) in order
     (image i = reference i, the last one the target), the [N,3] rotary positions, and the prefix's segments.
     Reference i sits at text position slots[i] (missing slots: after the text); text advances one position
     per token on all axes, an image takes the frame position where it starts and then max(h, w)."""
-    slots = (list(slots) + [text_len] * len(ref_shapes))[:len(ref_shapes)]
+    slots = (list(slots) + [text_len] * len(ref_shapes))[: len(ref_shapes)]
     bounds = [0, *slots, text_len]
     parts, positions, segments = [], [], []
     pos, length = 0, 0
@@ -136,12 +139,14 @@ class QwenImage21DiffusionModel(DiffusionModel):
         refs = [_one_frame(r, "reference latent").to(device, dtype) for r in cond.get("ref_latents") or []]
         refs = [r.expand(b, -1, -1, -1) if r.shape[0] == 1 else r for r in refs]
         context = cond["context"].to(device, dtype)
-        parts, positions, segments = joint_layout(context.shape[1], [r.shape[-2:] for r in refs],
-                                                  cond.get("image_slots") or [], (h, w))
+        parts, positions, segments = joint_layout(
+            context.shape[1], [r.shape[-2:] for r in refs], cond.get("image_slots") or [], (h, w)
+        )
         txt = module.txt_in(context)
         images = refs + [x.to(dtype)]
-        hidden = torch.cat([txt[:, p[1]:p[2]] if p[0] == "text" else module.img_in(images[p[1]].flatten(2).mT)
-                            for p in parts], dim=1)
+        hidden = torch.cat(
+            [txt[:, p[1] : p[2]] if p[0] == "text" else module.img_in(images[p[1]].flatten(2).mT) for p in parts], dim=1
+        )
         rotary = self.rope.positions_freqs(positions).to(device)
         prefix_len = hidden.shape[1] - h * w
         target_mask = torch.zeros(hidden.shape[1], dtype=torch.bool, device=device)
@@ -153,8 +158,13 @@ class QwenImage21DiffusionModel(DiffusionModel):
         temb = module.time_text_embed(torch.cat([t, t.new_zeros(1)]), hidden)
         modulation = module.modulation(temb)
         for block in module.transformer_blocks:
-            hidden = block(hidden_states=hidden, modulation=modulation, rotary_emb=rotary,
-                           target_token_mask=target_mask, segments=segments)
+            hidden = block(
+                hidden_states=hidden,
+                modulation=modulation,
+                rotary_emb=rotary,
+                target_token_mask=target_mask,
+                segments=segments,
+            )
         out = module.proj_out(module.norm_out(hidden[:, prefix_len:], temb[:-1]))
         out = out.mT.reshape(b, -1, h, w).float()
         return out[:, :, None] if frames else out
@@ -182,13 +192,25 @@ def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) 
     except (KeyError, ValueError) as e:
         raise ModelLoadError(path, f"not a usable Qwen-Image 2.1 transformer: {e}") from None
     module = build_module(lambda: _skeleton(config), sd, path, "Qwen-Image 2.1 transformer")
-    return QwenImage21DiffusionModel(arch="qwen_image21", module=module, latent_format=latent_format("qwen_image21"),
-                                     sampling=dict(sampling_config("qwen_image21")), config=config,
-                                     rope=ComfyRotaryPositions(config["axes_dims_rope"]))
+    return QwenImage21DiffusionModel(
+        arch="qwen_image21",
+        module=module,
+        latent_format=latent_format("qwen_image21"),
+        sampling=dict(sampling_config("qwen_image21")),
+        config=config,
+        rope=ComfyRotaryPositions(config["axes_dims_rope"]),
+    )
 
 
 # The loader (nodes.models.loader) finds every Qwen-Image 2.1 entry point on this module.
 from nodes.models.qwen_image21_text import load_text_encoder
 from nodes.models.qwen_image21_vae import load_vae
 
-__all__ = ["infer_config", "joint_layout", "load_diffusion_model", "load_text_encoder", "load_vae", "to_diffusers_layout"]
+__all__ = [
+    "infer_config",
+    "joint_layout",
+    "load_diffusion_model",
+    "load_text_encoder",
+    "load_vae",
+    "to_diffusers_layout",
+]

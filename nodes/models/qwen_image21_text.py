@@ -7,6 +7,7 @@ tokenized with Qwen2's tokenizer, and the conditioning is the last decoder layer
 without the system turn (every token before the second <|im_start|>); no pooled vector. Only the language model
 runs: prompts with reference images (the vision tower) are not supported yet. The sizes come from the shapes;
 the rope theta, which no shape carries, is Qwen3-VL's (5,000,000)."""
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -28,7 +29,7 @@ from nodes.models.zimage_text import tokenizer_dirs
 SYSTEM = "<|im_start|>system\nComprehend and analyze the provided prompt.<|im_end|>\n"
 TEMPLATE = SYSTEM + "<|im_start|>user\n{}<|im_end|>\n<|im_start|>assistant\n"
 IM_START = 151644
-SUB = "qwen3vl_8b"          # ComfyUI's name for the sub-encoder (its token dict key)
+SUB = "qwen3vl_8b"  # ComfyUI's name for the sub-encoder (its token dict key)
 LM = "model.language_model."
 LM_MARKER = LM + "layers.0.self_attn.q_norm.weight"
 ROPE_THETA = 5_000_000.0
@@ -43,11 +44,17 @@ def language_model_config(sd: Mapping[str, torch.Tensor]) -> dict[str, Any]:
     kv_out = sd["layers.0.self_attn.k_proj.weight"].shape[0]
     if q_out % head_dim or kv_out % head_dim:
         raise ValueError(f"attention widths {q_out}/{kv_out} are not multiples of the head dim {head_dim}")
-    return {"vocab_size": int(vocab), "hidden_size": int(hidden),
-            "intermediate_size": int(sd["layers.0.mlp.gate_proj.weight"].shape[0]),
-            "num_hidden_layers": count_layers(sd, "layers."), "num_attention_heads": int(q_out // head_dim),
-            "num_key_value_heads": int(kv_out // head_dim), "head_dim": int(head_dim),
-            "rope_parameters": {"rope_type": "default", "rope_theta": ROPE_THETA}, "rms_norm_eps": RMS_NORM_EPS}
+    return {
+        "vocab_size": int(vocab),
+        "hidden_size": int(hidden),
+        "intermediate_size": int(sd["layers.0.mlp.gate_proj.weight"].shape[0]),
+        "num_hidden_layers": count_layers(sd, "layers."),
+        "num_attention_heads": int(q_out // head_dim),
+        "num_key_value_heads": int(kv_out // head_dim),
+        "head_dim": int(head_dim),
+        "rope_parameters": {"rope_type": "default", "rope_theta": ROPE_THETA},
+        "rms_norm_eps": RMS_NORM_EPS,
+    }
 
 
 def build_language_model(state_dict: Mapping[str, torch.Tensor], path: str | None):
@@ -55,10 +62,11 @@ def build_language_model(state_dict: Mapping[str, torch.Tensor], path: str | Non
     checkpoint prefix); the dtype is the file's."""
     from transformers.models.qwen3_vl.configuration_qwen3_vl import Qwen3VLTextConfig
     from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLTextModel
+
     prefix = find_prefix(state_dict.keys(), LM_MARKER)
     if prefix is None:
         raise ModelLoadError(path, f"no Qwen3-VL language model weights ({LM_MARKER})")
-    sd = strip_prefix(state_dict, prefix + LM)   # the vision tower and the LM head are not read
+    sd = strip_prefix(state_dict, prefix + LM)  # the vision tower and the LM head are not read
     try:
         config = Qwen3VLTextConfig(**language_model_config(sd))
     except (KeyError, ValueError) as e:
@@ -66,9 +74,10 @@ def build_language_model(state_dict: Mapping[str, torch.Tensor], path: str | Non
 
     def skeleton():
         model = Qwen3VLTextModel(config)
-        with torch.device("cpu"):   # rotary frequencies are computed, not stored
+        with torch.device("cpu"):  # rotary frequencies are computed, not stored
             model.rotary_emb = type(model.rotary_emb)(config=config)
         return model
+
     return build_module(skeleton, sd, path, "Qwen3-VL text encoder", dtype=sd["embed_tokens.weight"].dtype)
 
 
@@ -87,18 +96,20 @@ class QwenImage21TextEncoder(TextEncoder):
         model = self.modules[SUB]
         captured: list[torch.Tensor] = []
         handle = model.layers[-1].register_forward_hook(
-            lambda module, args, output: captured.append(output[0] if isinstance(output, tuple) else output))
+            lambda module, args, output: captured.append(output[0] if isinstance(output, tuple) else output)
+        )
         try:
             model(input_ids=torch.tensor([ids], device=model.embed_tokens.weight.device), use_cache=False)
         finally:
             handle.remove()
         starts = [i for i, t in enumerate(ids) if t == IM_START]
-        keep = starts[1] if len(starts) > 1 else 0   # drop the system turn
+        keep = starts[1] if len(starts) > 1 else 0  # drop the system turn
         return captured[0][:, keep:].float(), None
 
 
-def load_text_encoder(ref: ModelRef, state_dicts: Sequence[Mapping[str, torch.Tensor]] | Mapping[str, torch.Tensor]
-                      ) -> QwenImage21TextEncoder:
+def load_text_encoder(
+    ref: ModelRef, state_dicts: Sequence[Mapping[str, torch.Tensor]] | Mapping[str, torch.Tensor]
+) -> QwenImage21TextEncoder:
     """Qwen-Image 2.1's CLIP object from CLIPLoader's Qwen3-VL file."""
     if isinstance(state_dicts, Mapping):
         state_dicts = [state_dicts]
@@ -107,5 +118,6 @@ def load_text_encoder(ref: ModelRef, state_dicts: Sequence[Mapping[str, torch.Te
     if sd is None:
         raise ModelLoadError(path, "Qwen-Image 2.1 needs a Qwen3-VL text encoder (qwen3vl_8b.safetensors); none found")
     model = build_language_model(sd, path)
-    return QwenImage21TextEncoder(arch="qwen_image21", modules={SUB: model}, layer=None,
-                                  tokenizer=qwen_tokenizer(tokenizer_dirs(), path))
+    return QwenImage21TextEncoder(
+        arch="qwen_image21", modules={SUB: model}, layer=None, tokenizer=qwen_tokenizer(tokenizer_dirs(), path)
+    )

@@ -8,6 +8,7 @@ layout with a `decoder.head.2` kernel one frame deep; it builds it as Wan 2.2's 
 (1.0). It runs here as diffusers' AutoencoderKLQwenImage21 (the same network with 2-D convolutions): the names
 map as for the Wan 2.2 VAE and each one-frame kernel drops its frame axis. The per-channel latent statistics are
 the model's latent format (QWEN_IMAGE21_LATENT), not the VAE's, as in ComfyUI."""
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -30,7 +31,7 @@ DOWNSCALE = 16
 # downsampled (never used on one frame, but it decides which blocks carry a time_conv).
 DIM_MULT = [1, 2, 4, 8, 8]
 TIME_DOWN = [False, True, True, True]
-ALPHA = 1.0   # the channel ComfyUI pads RGB input with (opaque)
+ALPHA = 1.0  # the channel ComfyUI pads RGB input with (opaque)
 
 
 def to_diffusers(sd: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -47,11 +48,19 @@ def to_diffusers(sd: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 def infer_config(sd: Mapping[str, torch.Tensor]) -> dict[str, object]:
     """AutoencoderKLQwenImage21's config from the Wan-layout shapes (as ComfyUI reads them)."""
-    return {"base_dim": int(sd["encoder.conv1.weight"].shape[0]),
-            "decoder_base_dim": int(sd["decoder.head.0.gamma"].shape[0]), "z_dim": int(sd["conv2.weight"].shape[0]),
-            "in_channels": int(sd["encoder.conv1.weight"].shape[1]), "out_channels": int(sd[HEAD].shape[0]),
-            "is_residual": True, "patch_size": None, "dim_mult": DIM_MULT, "num_res_blocks": RES_BLOCKS,
-            "temperal_downsample": TIME_DOWN, "scale_factor_spatial": DOWNSCALE}
+    return {
+        "base_dim": int(sd["encoder.conv1.weight"].shape[0]),
+        "decoder_base_dim": int(sd["decoder.head.0.gamma"].shape[0]),
+        "z_dim": int(sd["conv2.weight"].shape[0]),
+        "in_channels": int(sd["encoder.conv1.weight"].shape[1]),
+        "out_channels": int(sd[HEAD].shape[0]),
+        "is_residual": True,
+        "patch_size": None,
+        "dim_mult": DIM_MULT,
+        "num_res_blocks": RES_BLOCKS,
+        "temperal_downsample": TIME_DOWN,
+        "scale_factor_spatial": DOWNSCALE,
+    }
 
 
 class QwenImage21VAE(VAE):
@@ -91,8 +100,11 @@ def load_vae(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) -> QwenImage
     prefix = find_prefix(state_dict.keys(), WAN_VAE_MARKER)
     shapes = {k: tuple(v.shape) for k, v in state_dict.items()}
     if prefix is None or not is_qwen_image21_vae(shapes, prefix):
-        raise ModelLoadError(path, "no Qwen-Image 2.1 VAE weights (the Wan 2.2 layout with one-frame kernels, "
-                                   f"{WAN22_VAE_MARKER} and a 5-D {HEAD}) in the file")
+        raise ModelLoadError(
+            path,
+            "no Qwen-Image 2.1 VAE weights (the Wan 2.2 layout with one-frame kernels, "
+            f"{WAN22_VAE_MARKER} and a 5-D {HEAD}) in the file",
+        )
     sd = strip_prefix(state_dict, prefix)
     try:
         config = infer_config(sd)
@@ -100,5 +112,4 @@ def load_vae(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) -> QwenImage
     except (KeyError, ValueError) as e:
         raise ModelLoadError(path, f"not a usable Qwen-Image 2.1 VAE: {e}") from None
     module = build_module(lambda: AutoencoderKLQwenImage21(**config), converted, path, "Qwen-Image 2.1 VAE")
-    return QwenImage21VAE(arch="qwen_image21", module=module, latent_channels=int(config["z_dim"]),
-                          downscale=DOWNSCALE)
+    return QwenImage21VAE(arch="qwen_image21", module=module, latent_channels=int(config["z_dim"]), downscale=DOWNSCALE)

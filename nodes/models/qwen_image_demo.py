@@ -6,6 +6,7 @@ in ComfyUI's repackaged layouts, bfloat16 like the released bf16 files:
 - vae/qwen_image_vae_tiny.safetensors: the Wan 2.1 VAE in Wan's layout, Wan 2.1's structure at base width 8.
 The widths follow the rules the loaders infer with (128-wide heads), so nothing else describes the files.
 Same seed -> byte-identical files."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -21,17 +22,29 @@ from nodes.models.qwen_image_vae import diffusers_to_wan
 from nodes.output_claims import write_atomic
 
 SEED = 7
-VOCAB = 152_064          # Qwen2.5-VL-7B's embedding rows (the tokenizer's 151,665 ids and padding)
+VOCAB = 152_064  # Qwen2.5-VL-7B's embedding rows (the tokenizer's 151,665 ids and padding)
 TEXT_WIDTH = 32
-FILES = {"transformer": "diffusion_models/qwen_image_tiny.safetensors",
-         "text_encoder": "text_encoders/qwen_2.5_vl_7b_tiny.safetensors",
-         "vae": "vae/qwen_image_vae_tiny.safetensors"}
+FILES = {
+    "transformer": "diffusion_models/qwen_image_tiny.safetensors",
+    "text_encoder": "text_encoders/qwen_2.5_vl_7b_tiny.safetensors",
+    "vae": "vae/qwen_image_vae_tiny.safetensors",
+}
 
 
 def _text_encoder() -> Qwen2Model:
-    return Qwen2Model(Qwen2Config(vocab_size=VOCAB, hidden_size=TEXT_WIDTH, intermediate_size=64,
-                                  num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
-                                  head_dim=HEAD_DIM, rope_theta=ROPE_THETA, rms_norm_eps=RMS_EPS))
+    return Qwen2Model(
+        Qwen2Config(
+            vocab_size=VOCAB,
+            hidden_size=TEXT_WIDTH,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+            head_dim=HEAD_DIM,
+            rope_theta=ROPE_THETA,
+            rms_norm_eps=RMS_EPS,
+        )
+    )
 
 
 def tiny_qwen_image_state_dicts(seed: int = SEED) -> dict[str, dict[str, torch.Tensor]]:
@@ -39,16 +52,24 @@ def tiny_qwen_image_state_dicts(seed: int = SEED) -> dict[str, dict[str, torch.T
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         gen = torch.Generator().manual_seed(seed)
-        transformer = QwenImageTransformer2DModel(patch_size=2, in_channels=64, out_channels=16, num_layers=2,
-                                                  attention_head_dim=HEAD_DIM, num_attention_heads=1,
-                                                  joint_attention_dim=TEXT_WIDTH)
+        transformer = QwenImageTransformer2DModel(
+            patch_size=2,
+            in_channels=64,
+            out_channels=16,
+            num_layers=2,
+            attention_head_dim=HEAD_DIM,
+            num_attention_heads=1,
+            joint_attention_dim=TEXT_WIDTH,
+        )
         text = _text_encoder()
         vae = AutoencoderKLQwenImage(base_dim=8, z_dim=16)
         for m in (transformer, text, vae):
-            randomize_constants(m, gen)   # zero-initialised outputs (proj_out, norms) would hide key mix-ups
-    sds = {"transformer": transformer.state_dict(),
-           "text_encoder": {f"model.{k}": v for k, v in text.state_dict().items()},
-           "vae": diffusers_to_wan(vae.state_dict())}
+            randomize_constants(m, gen)  # zero-initialised outputs (proj_out, norms) would hide key mix-ups
+    sds = {
+        "transformer": transformer.state_dict(),
+        "text_encoder": {f"model.{k}": v for k, v in text.state_dict().items()},
+        "vae": diffusers_to_wan(vae.state_dict()),
+    }
     return {name: {k: v.to(torch.bfloat16).contiguous() for k, v in sd.items()} for name, sd in sds.items()}
 
 

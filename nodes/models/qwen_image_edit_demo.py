@@ -10,6 +10,7 @@ transformer and VAE. loras/qwen_image_edit_tiny_lightning.safetensors stands in 
 templates load: rank 4 on attention and MLP layers of both blocks, bare diffusers names with lora_down/lora_up/
 alpha. diffusion_models/qwen_image_edit_2511_tiny.safetensors is qwen-image-tiny's transformer with the empty
 `__index_timestep_zero__` tensor Qwen-Image-Edit 2511's files carry. Same seed -> byte-identical files."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -31,9 +32,11 @@ from nodes.output_claims import write_atomic
 
 SEED = 8
 VISION_WIDTH, VISION_DEPTH, VISION_MLP = 2 * HEAD_WIDTH, 8, 64
-FILES = {"text_encoder": "text_encoders/qwen_2.5_vl_7b_edit_tiny.safetensors",
-         "lora": "loras/qwen_image_edit_tiny_lightning.safetensors",
-         "transformer_2511": "diffusion_models/qwen_image_edit_2511_tiny.safetensors"}
+FILES = {
+    "text_encoder": "text_encoders/qwen_2.5_vl_7b_edit_tiny.safetensors",
+    "lora": "loras/qwen_image_edit_tiny_lightning.safetensors",
+    "transformer_2511": "diffusion_models/qwen_image_edit_2511_tiny.safetensors",
+}
 LORA_LAYERS = ("attn.to_q", "attn.add_v_proj", "img_mlp.net.0.proj", "txt_mlp.net.2")
 
 
@@ -41,10 +44,16 @@ def tiny_vision_state_dict(seed: int = SEED) -> dict[str, torch.Tensor]:
     """The tower's tensors under `visual.`, bfloat16."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        tower = Qwen2_5_VisionTransformerPretrainedModel(Qwen2_5_VLVisionConfig(
-            depth=VISION_DEPTH, hidden_size=VISION_WIDTH, intermediate_size=VISION_MLP,
-            num_heads=VISION_WIDTH // HEAD_WIDTH, out_hidden_size=TEXT_WIDTH,
-            fullatt_block_indexes=list(FULL_ATTENTION_BLOCKS)))
+        tower = Qwen2_5_VisionTransformerPretrainedModel(
+            Qwen2_5_VLVisionConfig(
+                depth=VISION_DEPTH,
+                hidden_size=VISION_WIDTH,
+                intermediate_size=VISION_MLP,
+                num_heads=VISION_WIDTH // HEAD_WIDTH,
+                out_hidden_size=TEXT_WIDTH,
+                fullatt_block_indexes=list(FULL_ATTENTION_BLOCKS),
+            )
+        )
         randomize_constants(tower, torch.Generator().manual_seed(seed))
     return {f"visual.{k}": v.to(torch.bfloat16).contiguous() for k, v in tower.state_dict().items()}
 
@@ -64,9 +73,11 @@ def tiny_lora_state_dict(transformer: dict[str, torch.Tensor], seed: int = SEED)
 
 def tiny_qwen_image_edit_state_dicts() -> dict[str, dict[str, torch.Tensor]]:
     base = tiny_qwen_image_state_dicts()
-    return {"text_encoder": {**base["text_encoder"], **tiny_vision_state_dict()},
-            "lora": tiny_lora_state_dict(base["transformer"]),
-            "transformer_2511": {**base["transformer"], TIMESTEP_ZERO_MARKER: torch.zeros(0, dtype=torch.bfloat16)}}
+    return {
+        "text_encoder": {**base["text_encoder"], **tiny_vision_state_dict()},
+        "lora": tiny_lora_state_dict(base["transformer"]),
+        "transformer_2511": {**base["transformer"], TIMESTEP_ZERO_MARKER: torch.zeros(0, dtype=torch.bfloat16)},
+    }
 
 
 def build_demo_qwen_image_edit(models_dir: Path) -> list[Path]:

@@ -21,6 +21,7 @@ Images (TextEncodeQwenImageEdit / TextEncodeQwenImageEditPlus): a file with the 
 Qwen2.5-VL's 3-axis rotary positions (so the rotary embedding is Qwen2.5-VL's sectioned one; on text alone it
 equals Qwen2's). Given images and no template of its own, a prompt takes the edit template with one image slot.
 """
+
 from __future__ import annotations
 
 import re
@@ -42,24 +43,28 @@ from nodes.models.qwen_tokenizer import ENDOFTEXT_ID, IM_START_ID, QwenTokenizer
 from nodes.models.qwen_vl import IMAGE_PAD_ID, build_vision_tower, has_vision_tower, image_embeddings, mrope_positions
 from nodes.models.safetensors_io import build_module, load_state_dict
 
-NAME = "qwen25_7b"                 # ComfyUI's key for this encoder's tokens
+NAME = "qwen25_7b"  # ComfyUI's key for this encoder's tokens
 MARKER = "layers.0.self_attn.q_proj.weight"
-HEAD_DIM = 128                     # ComfyUI's Qwen2.5-VL-7B config fixes the head width
+HEAD_DIM = 128  # ComfyUI's Qwen2.5-VL-7B config fixes the head width
 ROPE_THETA = 1_000_000.0
-VISION = "visual"                  # the vision tower's key in the encoder's modules
+VISION = "visual"  # the vision tower's key in the encoder's modules
 RMS_EPS = 1e-6
-USER_ID, NEWLINE_ID = 872, 198     # "user" and "\n" after the template's second <|im_start|>
+USER_ID, NEWLINE_ID = 872, 198  # "user" and "\n" after the template's second <|im_start|>
 # Qwen-Image's prompt template (as Qwen publishes it; diffusers' QwenImagePipeline uses the same text).
-TEMPLATE = ("<|im_start|>system\nDescribe the image by detailing the color, shape, size, texture, quantity, text, "
-            "spatial relationships of the objects and background:<|im_end|>\n<|im_start|>user\n{}<|im_end|>\n"
-            "<|im_start|>assistant\n")
+TEMPLATE = (
+    "<|im_start|>system\nDescribe the image by detailing the color, shape, size, texture, quantity, text, "
+    "spatial relationships of the objects and background:<|im_end|>\n<|im_start|>user\n{}<|im_end|>\n"
+    "<|im_start|>assistant\n"
+)
 # With images and no template of the caller's: Qwen's edit prompt, one image slot before the text.
-EDIT_SYSTEM = ("<|im_start|>system\nDescribe the key features of the input image (color, shape, size, texture, "
-               "objects, background), then explain how the user's text instruction should alter or modify the "
-               "image. Generate a new image that meets the user's requirements while maintaining consistency with "
-               "the original input where appropriate.<|im_end|>\n<|im_start|>user\n")
+EDIT_SYSTEM = (
+    "<|im_start|>system\nDescribe the key features of the input image (color, shape, size, texture, "
+    "objects, background), then explain how the user's text instruction should alter or modify the "
+    "image. Generate a new image that meets the user's requirements while maintaining consistency with "
+    "the original input where appropriate.<|im_end|>\n<|im_start|>user\n"
+)
 TEMPLATE_IMAGES = EDIT_SYSTEM + "<|vision_start|><|image_pad|><|vision_end|>{}<|im_end|>\n<|im_start|>assistant\n"
-TEMPLATE_EDIT = EDIT_SYSTEM + "{}<|im_end|>\n<|im_start|>assistant\n"   # TextEncodeQwenImageEditPlus's own
+TEMPLATE_EDIT = EDIT_SYSTEM + "{}<|im_end|>\n<|im_start|>assistant\n"  # TextEncodeQwenImageEditPlus's own
 RAW_PREFIXES = ("<|im_start|>", "<|start_header_id|>")
 EMBEDDING = "embedding:"
 EMBEDDING_SPLIT = re.compile(r" embedding:|\nembedding:")
@@ -77,7 +82,7 @@ def tokenize_prompt(text: str, encode) -> list[int]:
     pieces = EMBEDDING_SPLIT.split(text)
     words = pieces[:1] + [EMBEDDING + p for p in pieces[1:]]
     ids = [t for word in words if word for t in encode(word)]
-    return ids or [ENDOFTEXT_ID]   # ComfyUI pads to at least one token
+    return ids or [ENDOFTEXT_ID]  # ComfyUI pads to at least one token
 
 
 def template_end(ids: Sequence[int], length: int) -> int:
@@ -96,7 +101,7 @@ def attention_mask(ids: Sequence[int]) -> torch.Tensor:
     """1 up to the first <|endoftext|>, 0 from it on (ComfyUI's pad-token rule)."""
     mask = torch.ones(1, len(ids), dtype=torch.long)
     if ENDOFTEXT_ID in ids:
-        mask[0, list(ids).index(ENDOFTEXT_ID):] = 0
+        mask[0, list(ids).index(ENDOFTEXT_ID) :] = 0
     return mask
 
 
@@ -109,51 +114,54 @@ class QwenImageTextEncoder(TextEncoder):
         """`images`: how many images encode() will be given; `template`: a chat template of the caller's (a
         prompt that is chat text already keeps none)."""
         if (images or template) and not text.startswith(RAW_PREFIXES):
-            text = (template or TEMPLATE_IMAGES).format(text)   # chat text now: not templated again
+            text = (template or TEMPLATE_IMAGES).format(text)  # chat text now: not templated again
         return {NAME: [[(t, 1.0) for t in tokenize_prompt(text, self.tokenizer.encode)]]}
 
     @torch.no_grad()
-    def encode(self, tokens: dict[str, TokenWeights], images: Sequence[torch.Tensor] = ()
-               ) -> tuple[torch.Tensor, None]:
+    def encode(self, tokens: dict[str, TokenWeights], images: Sequence[torch.Tensor] = ()) -> tuple[torch.Tensor, None]:
         """The kept states; each IMAGE of `images` replaces the next <|image_pad|> token (extra pads stay text)."""
         chunks = tokens.get(NAME) or [[(ENDOFTEXT_ID, 1.0)]]
         ids = [int(t) for chunk in chunks for t, _ in chunk]
         module: Qwen2Model = self.modules[NAME]
         embeds = module.embed_tokens(torch.tensor([ids], device=next(module.parameters()).device)).float()
         mask = attention_mask(ids)
-        slots = [i for i, t in enumerate(ids) if t == IMAGE_PAD_ID][:len(images)]
+        slots = [i for i, t in enumerate(ids) if t == IMAGE_PAD_ID][: len(images)]
         if slots and VISION not in self.modules:
-            raise ValueError("clip: this Qwen2.5-VL text encoder file has no vision tower (visual.* tensors), "
-                             "so it cannot read images; use a qwen_2.5_vl_7b file that has one")
+            raise ValueError(
+                "clip: this Qwen2.5-VL text encoder file has no vision tower (visual.* tensors), "
+                "so it cannot read images; use a qwen_2.5_vl_7b file that has one"
+            )
         placed, shift = [], 0
         for slot, image in zip(slots, images):
             vision, grid = image_embeddings(self.modules[VISION], image)
             at = slot + shift
-            embeds = torch.cat([embeds[:, :at], vision[None].to(embeds), embeds[:, at + 1:]], dim=1)
-            mask = torch.cat([mask[:, :at], torch.ones(1, len(vision), dtype=mask.dtype), mask[:, at + 1:]], dim=1)
+            embeds = torch.cat([embeds[:, :at], vision[None].to(embeds), embeds[:, at + 1 :]], dim=1)
+            mask = torch.cat([mask[:, :at], torch.ones(1, len(vision), dtype=mask.dtype), mask[:, at + 1 :]], dim=1)
             placed.append((at, len(vision), grid))
             shift += len(vision) - 1
         positions = mrope_positions(embeds.shape[1], placed) if placed else None
         states = self.hidden_states(embeds, mask, positions)
-        return states[:, template_end([t for t, _ in chunks[0]], states.shape[1]):], None
+        return states[:, template_end([t for t, _ in chunks[0]], states.shape[1]) :], None
 
-    def hidden_states(self, embeds: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor | None
-                      ) -> torch.Tensor:
+    def hidden_states(self, embeds: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor | None) -> torch.Tensor:
         """The last layer's normed states, or with a CLIPSetLastLayer option the output of that block."""
         module: Qwen2Model = self.modules[NAME]
         device = embeds.device
         kwargs = {"inputs_embeds": embeds, "attention_mask": None if bool(mask.all()) else mask.to(device)}
-        if positions is not None:   # transformers' mask builder reads 1-axis positions: give it the mask made
+        if positions is not None:  # transformers' mask builder reads 1-axis positions: give it the mask made
             n = embeds.shape[1]
             causal = torch.ones(n, n, dtype=torch.bool, device=device).tril()
-            kwargs.update(position_ids=positions.to(device),
-                          attention_mask={"full_attention": (causal & mask.to(device).bool()[:, None, None, :])})
+            kwargs.update(
+                position_ids=positions.to(device),
+                attention_mask={"full_attention": (causal & mask.to(device).bool()[:, None, None, :])},
+            )
         layer = self.layer
         if layer is None or abs(layer) > self.num_layers:
             return module(**kwargs).last_hidden_state.float()
         captured: list[torch.Tensor] = []
         hook = module.layers[self.num_layers + layer].register_forward_hook(
-            lambda _m, _a, out: captured.append(out[0] if isinstance(out, tuple) else out))
+            lambda _m, _a, out: captured.append(out[0] if isinstance(out, tuple) else out)
+        )
         try:
             module(**kwargs)
         finally:
@@ -167,11 +175,21 @@ def qwen_config(sd: Mapping[str, torch.Tensor]) -> Qwen2Config:
     q, k = sd["layers.0.self_attn.q_proj.weight"].shape[0], sd["layers.0.self_attn.k_proj.weight"].shape[0]
     if q % HEAD_DIM or k % HEAD_DIM:
         raise ValueError(f"attention widths {q}/{k} are not whole 128-wide heads")
-    return Qwen2Config(vocab_size=vocab, hidden_size=hidden, intermediate_size=sd["layers.0.mlp.gate_proj.weight"].shape[0],
-                       num_hidden_layers=count_blocks(sd, "layers"), num_attention_heads=q // HEAD_DIM,
-                       num_key_value_heads=k // HEAD_DIM, head_dim=HEAD_DIM, rope_theta=ROPE_THETA,
-                       rms_norm_eps=RMS_EPS, max_position_embeddings=128_000, tie_word_embeddings=False,
-                       use_cache=False, attn_implementation="sdpa")
+    return Qwen2Config(
+        vocab_size=vocab,
+        hidden_size=hidden,
+        intermediate_size=sd["layers.0.mlp.gate_proj.weight"].shape[0],
+        num_hidden_layers=count_blocks(sd, "layers"),
+        num_attention_heads=q // HEAD_DIM,
+        num_key_value_heads=k // HEAD_DIM,
+        head_dim=HEAD_DIM,
+        rope_theta=ROPE_THETA,
+        rms_norm_eps=RMS_EPS,
+        max_position_embeddings=128_000,
+        tie_word_embeddings=False,
+        use_cache=False,
+        attn_implementation="sdpa",
+    )
 
 
 def language_model(state_dict: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -188,8 +206,9 @@ def language_model(state_dict: Mapping[str, torch.Tensor]) -> dict[str, torch.Te
 
 def vision_part(state_dict: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """The `visual.*` tensors (dequantized in a scaled fp8 file)."""
-    return dequantize_scaled_fp8({k: v for k, v in state_dict.items()
-                                  if k.startswith("visual.") or ".visual." in k or k.endswith(FP8_MARKER)})
+    return dequantize_scaled_fp8(
+        {k: v for k, v in state_dict.items() if k.startswith("visual.") or ".visual." in k or k.endswith(FP8_MARKER)}
+    )
 
 
 def build_qwen25(sd: Mapping[str, torch.Tensor], path: str | None) -> Qwen2Model:
@@ -197,17 +216,20 @@ def build_qwen25(sd: Mapping[str, torch.Tensor], path: str | None) -> Qwen2Model
 
     def factory() -> Qwen2Model:
         model = Qwen2Model(config)
-        with torch.device("cpu"):   # the rotary frequencies are computed, not stored: build them for real
+        with torch.device("cpu"):  # the rotary frequencies are computed, not stored: build them for real
             # Qwen2.5-VL's: 3-axis positions for images, its default sections (16, 24, 24) of the frequencies
             model.rotary_emb = Qwen2_5_VLRotaryEmbedding(config=config)
         return model
+
     return build_module(factory, dict(sd), path, "Qwen2.5-VL language model")
 
 
-def load_text_encoder(ref: ModelRef, state_dicts: Sequence[Mapping[str, torch.Tensor]] | Mapping[str, torch.Tensor]
-                      ) -> QwenImageTextEncoder:
+def load_text_encoder(
+    ref: ModelRef, state_dicts: Sequence[Mapping[str, torch.Tensor]] | Mapping[str, torch.Tensor]
+) -> QwenImageTextEncoder:
     """Qwen-Image's CLIP object from a qwen_2.5_vl_7b text-encoder file (CLIPLoader, type qwen_image)."""
-    from nodes.models.loader import vocab_dirs   # the workspace's tokenizer folders (loader imports us lazily)
+    from nodes.models.loader import vocab_dirs  # the workspace's tokenizer folders (loader imports us lazily)
+
     path = ref.sources[0] if ref.sources else None
     _refuse_text_encoder_loras(ref)
     if not isinstance(state_dicts, Mapping):
@@ -222,8 +244,13 @@ def load_text_encoder(ref: ModelRef, state_dicts: Sequence[Mapping[str, torch.Te
         raise ModelLoadError(path, f"not a usable Qwen2.5-VL text encoder: {e}") from None
     module = modules[NAME]
     tokenizer = qwen_tokenizer(vocab_dirs(), path)
-    return QwenImageTextEncoder(arch="qwen_image", modules=modules, layer=ref.option("layer"),
-                                tokenizer=tokenizer, num_layers=module.config.num_hidden_layers)
+    return QwenImageTextEncoder(
+        arch="qwen_image",
+        modules=modules,
+        layer=ref.option("layer"),
+        tokenizer=tokenizer,
+        num_layers=module.config.num_hidden_layers,
+    )
 
 
 def _refuse_text_encoder_loras(ref: ModelRef) -> None:

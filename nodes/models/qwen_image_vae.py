@@ -5,6 +5,7 @@ key mapping; the width and latent channels are read from the tensors, the block 
 
 ComfyUI's conventions: pixels 0..1 -> -1..1 in, one frame per image; outputs clamped back to 0..1. Latents
 stay raw (WAN21_LATENT standardises them per channel for the diffusion model)."""
+
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
@@ -62,13 +63,20 @@ def wan_vae_keys() -> list[str]:
             if TIME_DOWN[level]:
                 keys += _conv(f"encoder.downsamples.{n}.time_conv")
             n += 1
-    keys += [*_middle("encoder"), "encoder.head.0.gamma", *_conv("encoder.head.2"), *_conv("conv1"), *_conv("conv2"),
-             *_conv("decoder.conv1"), *_middle("decoder")]
+    keys += [
+        *_middle("encoder"),
+        "encoder.head.0.gamma",
+        *_conv("encoder.head.2"),
+        *_conv("conv1"),
+        *_conv("conv2"),
+        *_conv("decoder.conv1"),
+        *_middle("decoder"),
+    ]
     # Decoder widths, in multiples of the base width: the last level's, then the levels in reverse.
     up = [DIM_MULT[-1]] + list(DIM_MULT[::-1])
     n = 0
     for level, (a, b) in enumerate(pairwise(up)):
-        a = a / 2 if level > 0 else a   # Wan halves the input after each upsampling
+        a = a / 2 if level > 0 else a  # Wan halves the input after each upsampling
         for r in range(RES_BLOCKS + 1):
             keys += _residual(f"decoder.upsamples.{n}", r == 0 and a != b)
             n += 1
@@ -99,8 +107,13 @@ def diffusers_to_wan(sd: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 def infer_config(sd: Mapping[str, torch.Tensor]) -> dict[str, object]:
     """AutoencoderKLQwenImage's config from Wan-layout shapes: base width and latent channels."""
-    return {"base_dim": int(sd["encoder.conv1.weight"].shape[0]), "z_dim": int(sd["conv2.weight"].shape[0]),
-            "dim_mult": list(DIM_MULT), "num_res_blocks": RES_BLOCKS, "temperal_downsample": list(TIME_DOWN)}
+    return {
+        "base_dim": int(sd["encoder.conv1.weight"].shape[0]),
+        "z_dim": int(sd["conv2.weight"].shape[0]),
+        "dim_mult": list(DIM_MULT),
+        "num_res_blocks": RES_BLOCKS,
+        "temperal_downsample": list(TIME_DOWN),
+    }
 
 
 class WanVAE(VAE):
@@ -127,7 +140,7 @@ class WanVAE(VAE):
             raise ValueError(f"this VAE takes {self.latent_channels}-channel latents, got {latent.shape[1]}")
         z = latent if latent.dim() == 5 else latent[:, :, None]
         x = self.module.decode(z.to(self.module.dtype)).sample.float()
-        image = ((x + 1.0) / 2.0).clamp(0.0, 1.0).movedim(1, -1)   # [B,T,H,W,3]
+        image = ((x + 1.0) / 2.0).clamp(0.0, 1.0).movedim(1, -1)  # [B,T,H,W,3]
         return image.reshape(-1, *image.shape[2:])
 
 
@@ -140,8 +153,11 @@ def load_vae(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) -> WanVAE:
         raise ModelLoadError(path, "no Wan VAE weights (decoder.middle.0.residual.0.gamma) in the file")
     sd = strip_prefix(state_dict, prefix)
     if WAN22_VAE_MARKER in sd:
-        raise ModelLoadError(path, "the Wan 2.2 VAE (48 latent channels) is not supported; Qwen-Image uses "
-                                   "the Wan 2.1 VAE (qwen_image_vae.safetensors)")
+        raise ModelLoadError(
+            path,
+            "the Wan 2.2 VAE (48 latent channels) is not supported; Qwen-Image uses "
+            "the Wan 2.1 VAE (qwen_image_vae.safetensors)",
+        )
     try:
         config = infer_config(sd)
     except KeyError as e:

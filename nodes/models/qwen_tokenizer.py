@@ -4,46 +4,73 @@ The 151,643 BPE ranks Qwen published ship with the project as a `tokenizers` tok
 and licence in NOTICE; built by scripts/build_qwen_tokenizer.py), as ComfyUI carries its `qwen25_tokenizer`.
 A user's copy in ComfyUI's layouts (`tokenizer.json`, or `vocab.json` + `merges.txt`) in a `qwen25_tokenizer`
 or `qwen3_tokenizer` folder under models/text_encoders or models/configs is used first."""
+
 from __future__ import annotations
 
 import gzip
 import json
 import os
+from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterable
 
 from .errors import ModelLoadError
 
-QWEN_RANKS = 151643              # byte-level BPE tokens (256 bytes + 151,387 merges)
-ENDOFTEXT_ID = 151643            # also the pad token of ComfyUI's Qwen text encoders
+QWEN_RANKS = 151643  # byte-level BPE tokens (256 bytes + 151,387 merges)
+ENDOFTEXT_ID = 151643  # also the pad token of ComfyUI's Qwen text encoders
 IM_START_ID, IM_END_ID = 151644, 151645
 # Qwen's added tokens, ids from 151643 on, as Qwen2.5 and Qwen3 publish them (the first 14 are "special").
-ADDED_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>",
-                "<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>",
-                "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>", "<tool_call>",
-                "</tool_call>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>",
-                "<|repo_name|>", "<|file_sep|>")
+ADDED_TOKENS = (
+    "<|endoftext|>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<|object_ref_start|>",
+    "<|object_ref_end|>",
+    "<|box_start|>",
+    "<|box_end|>",
+    "<|quad_start|>",
+    "<|quad_end|>",
+    "<|vision_start|>",
+    "<|vision_end|>",
+    "<|vision_pad|>",
+    "<|image_pad|>",
+    "<|video_pad|>",
+    "<tool_call>",
+    "</tool_call>",
+    "<|fim_prefix|>",
+    "<|fim_middle|>",
+    "<|fim_suffix|>",
+    "<|fim_pad|>",
+    "<|repo_name|>",
+    "<|file_sep|>",
+)
 SPECIAL_COUNT = 14
 # Qwen's pre-tokenizer split (the GPT-4-style pattern with single digits).
-SPLIT_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
-                 r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+SPLIT_PATTERN = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
 SHIPPED_FILE = Path(__file__).parent / "data" / "qwen2_tokenizer.json.gz"
 VOCAB_ENV = "COMFY_CLUSTER_QWEN_VOCAB"
 USER_DIR_NAMES = ("qwen25_tokenizer", "qwen3_tokenizer")
 
 
-def build_tokenizer(vocab: dict[str, int], merges: list[tuple[str, str]],
-                    added: Iterable[tuple[int, str, bool]] | None = None):
+def build_tokenizer(
+    vocab: dict[str, int], merges: list[tuple[str, str]], added: Iterable[tuple[int, str, bool]] | None = None
+):
     """A `tokenizers.Tokenizer` with Qwen2's pipeline (NFC, the split pattern, byte-level) over a vocab and
     merges in GPT-2's byte-to-unicode spelling; `added` = (id, content, special), Qwen's list by default."""
     from tokenizers import AddedToken, Regex, Tokenizer, decoders, normalizers, pre_tokenizers
     from tokenizers.models import BPE
+
     tok = Tokenizer(BPE(vocab=vocab, merges=merges, fuse_unk=False, byte_fallback=False))
     tok.normalizer = normalizers.NFC()
-    tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(SPLIT_PATTERN), behavior="isolated", invert=False),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False)])
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(SPLIT_PATTERN), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False),
+        ]
+    )
     tok.decoder = decoders.ByteLevel()
     if added is None:
         added = [(QWEN_RANKS + i, t, i < SPECIAL_COUNT) for i, t in enumerate(ADDED_TOKENS)]
@@ -66,10 +93,11 @@ class QwenTokenizer:
             raise ModelLoadError(source, "not a Qwen2 vocabulary (<|endoftext|> is not 151643)")
 
     @classmethod
-    def from_file(cls, path: str | os.PathLike) -> "QwenTokenizer":
+    def from_file(cls, path: str | os.PathLike) -> QwenTokenizer:
         """A tokenizer.json (optionally .gz), or vocab.json with merges.txt beside it (and the added tokens
         from tokenizer_config.json beside it when there is one, else Qwen's)."""
         from tokenizers import Tokenizer
+
         path = os.fspath(path)
         try:
             if path.endswith(".gz"):
@@ -134,6 +162,9 @@ def qwen_tokenizer(search_dirs: Iterable[str | os.PathLike] = (), model_path: st
     for cand in tokenizer_candidates(search_dirs):
         if cand.is_file():
             return _load(str(cand))
-    raise ModelLoadError(model_path, f"this text encoder needs Qwen's tokenizer, and the copy shipped with Comfy "
-                                     f"Cluster ({SHIPPED_FILE}) is missing: reinstall, or put ComfyUI's "
-                                     f"qwen25_tokenizer folder into models/text_encoders/ of the workspace")
+    raise ModelLoadError(
+        model_path,
+        f"this text encoder needs Qwen's tokenizer, and the copy shipped with Comfy "
+        f"Cluster ({SHIPPED_FILE}) is missing: reinstall, or put ComfyUI's "
+        f"qwen25_tokenizer folder into models/text_encoders/ of the workspace",
+    )

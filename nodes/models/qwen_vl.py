@@ -13,6 +13,7 @@ How ComfyUI (0.3.64 to 0.10.0) treats an image, and so how this module does:
 - in the language model the image's tokens take Qwen2.5-VL's 3-axis positions (t, row, column) from the
   image's start, the text after it resuming past the larger side of the merged grid.
 """
+
 from __future__ import annotations
 
 import math
@@ -32,14 +33,14 @@ from nodes.models.safetensors_io import build_module
 
 PREFIX = "visual."
 MARKER = "visual.patch_embed.proj.weight"
-HEAD_WIDTH = 80                     # ComfyUI: 1280 wide, 16 heads
+HEAD_WIDTH = 80  # ComfyUI: 1280 wide, 16 heads
 FULL_ATTENTION_BLOCKS = (7, 15, 23, 31)
 WINDOW = 112
 MERGE = 2
 MIN_PIXELS, MAX_PIXELS = 3136, 12_845_056
 MEAN = (0.48145466, 0.4578275, 0.40821073)
 STD = (0.26862954, 0.26130258, 0.27577711)
-IMAGE_PAD_ID = 151655               # <|image_pad|>: the token an image's embeddings replace
+IMAGE_PAD_ID = 151655  # <|image_pad|>: the token an image's embeddings replace
 
 
 def has_vision_tower(state_dict: Mapping[str, torch.Tensor]) -> bool:
@@ -51,16 +52,24 @@ def vision_config(sd: Mapping[str, torch.Tensor]) -> Qwen2_5_VLVisionConfig:
     hidden, _, temporal, patch, _ = sd["patch_embed.proj.weight"].shape
     if hidden % HEAD_WIDTH:
         raise ValueError(f"vision width {hidden} is not whole 80-wide heads")
-    return Qwen2_5_VLVisionConfig(depth=count_blocks(sd, "blocks"), hidden_size=hidden,
-                                  intermediate_size=sd["blocks.0.mlp.gate_proj.weight"].shape[0],
-                                  num_heads=hidden // HEAD_WIDTH, patch_size=patch, temporal_patch_size=temporal,
-                                  spatial_merge_size=MERGE, window_size=WINDOW,
-                                  out_hidden_size=sd["merger.mlp.2.weight"].shape[0],
-                                  fullatt_block_indexes=list(FULL_ATTENTION_BLOCKS), attn_implementation="sdpa")
+    return Qwen2_5_VLVisionConfig(
+        depth=count_blocks(sd, "blocks"),
+        hidden_size=hidden,
+        intermediate_size=sd["blocks.0.mlp.gate_proj.weight"].shape[0],
+        num_heads=hidden // HEAD_WIDTH,
+        patch_size=patch,
+        temporal_patch_size=temporal,
+        spatial_merge_size=MERGE,
+        window_size=WINDOW,
+        out_hidden_size=sd["merger.mlp.2.weight"].shape[0],
+        fullatt_block_indexes=list(FULL_ATTENTION_BLOCKS),
+        attn_implementation="sdpa",
+    )
 
 
-def build_vision_tower(state_dict: Mapping[str, torch.Tensor], path: str | None
-                       ) -> Qwen2_5_VisionTransformerPretrainedModel:
+def build_vision_tower(
+    state_dict: Mapping[str, torch.Tensor], path: str | None
+) -> Qwen2_5_VisionTransformerPretrainedModel:
     """The tower from a text-encoder file's `visual.*` tensors (any prefix before `visual.`)."""
     prefix = next(k[: -len(MARKER)] for k in state_dict if k.endswith(MARKER)) + PREFIX
     sd = strip_prefix(state_dict, prefix)
@@ -68,9 +77,10 @@ def build_vision_tower(state_dict: Mapping[str, torch.Tensor], path: str | None
 
     def factory() -> Qwen2_5_VisionTransformerPretrainedModel:
         model = Qwen2_5_VisionTransformerPretrainedModel(config)
-        with torch.device("cpu"):   # the rotary frequencies are computed, not stored
+        with torch.device("cpu"):  # the rotary frequencies are computed, not stored
             model.rotary_pos_emb = type(model.rotary_pos_emb)(config)
         return model
+
     return build_module(factory, sd, path, "Qwen2.5-VL vision tower")
 
 
@@ -97,8 +107,9 @@ def patches(image: torch.Tensor, patch: int = 14, temporal: int = 2) -> tuple[to
 
 
 @torch.no_grad()
-def image_embeddings(tower: Qwen2_5_VisionTransformerPretrainedModel, image: torch.Tensor
-                     ) -> tuple[torch.Tensor, tuple[int, int, int]]:
+def image_embeddings(
+    tower: Qwen2_5_VisionTransformerPretrainedModel, image: torch.Tensor
+) -> tuple[torch.Tensor, tuple[int, int, int]]:
     """The merged image tokens [N, text width] in ComfyUI's (windowed) order, and the patch grid (t, h, w)."""
     device = next(tower.parameters()).device
     cfg = tower.config
@@ -124,5 +135,4 @@ def mrope_positions(length: int, images: Sequence[tuple[int, int, tuple[int, int
     return pos[:, None, :]
 
 
-__all__ = ["IMAGE_PAD_ID", "build_vision_tower", "has_vision_tower", "image_embeddings", "mrope_positions",
-           "patches"]
+__all__ = ["IMAGE_PAD_ID", "build_vision_tower", "has_vision_tower", "image_embeddings", "mrope_positions", "patches"]

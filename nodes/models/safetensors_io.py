@@ -1,14 +1,15 @@
 """Reading weight files: the safetensors header alone (for detection), whole state dicts (cached by
 content digest so one checkpoint feeds several components without re-reading), and loading a state
 dict into a module with our own strict checks (diffusers' meta-tensor errors never reach the user)."""
+
 from __future__ import annotations
 
 import json
 import os
 import struct
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
@@ -18,8 +19,20 @@ from .errors import ModelLoadError
 
 TORCH_EXTENSIONS = (".ckpt", ".pt", ".pth", ".bin")
 _MAX_HEADER = 100 << 20
-_DTYPE_SIZES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1,
-                "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1}
+_DTYPE_SIZES = {
+    "F64": 8,
+    "F32": 4,
+    "F16": 2,
+    "BF16": 2,
+    "I64": 8,
+    "I32": 4,
+    "I16": 2,
+    "I8": 1,
+    "U8": 1,
+    "BOOL": 1,
+    "F8_E4M3": 1,
+    "F8_E5M2": 1,
+}
 
 
 @dataclass(frozen=True)
@@ -42,8 +55,9 @@ def read_header(path: str | os.PathLike) -> Header:
             raise ModelLoadError(path, f"not a safetensors file (only {size} bytes)")
         (n,) = struct.unpack("<Q", head)
         if n == 0 or n > _MAX_HEADER or n > size - 8:
-            raise ModelLoadError(path, "not a safetensors file (no valid header); "
-                                       "if it is a pickled .ckpt, convert it or name it .ckpt")
+            raise ModelLoadError(
+                path, "not a safetensors file (no valid header); if it is a pickled .ckpt, convert it or name it .ckpt"
+            )
         raw = f.read(n)
     try:
         header = json.loads(raw)
@@ -68,8 +82,11 @@ def read_header(path: str | os.PathLike) -> Header:
             raise ModelLoadError(path, f"corrupt safetensors header: tensor {key!r} has the wrong byte length")
         shapes[key], dtypes[key], end = shape, dtype, max(end, stop)
     if end > data_len:
-        raise ModelLoadError(path, f"file is truncated: the header needs {end} bytes of tensor data, "
-                                   f"the file holds {data_len} (an interrupted download?)")
+        raise ModelLoadError(
+            path,
+            f"file is truncated: the header needs {end} bytes of tensor data, "
+            f"the file holds {data_len} (an interrupted download?)",
+        )
     return Header(shapes, dtypes, {str(k): str(v) for k, v in metadata.items()})
 
 
@@ -86,12 +103,13 @@ def _read_state_dict(path: str) -> dict[str, torch.Tensor]:
         if isinstance(obj, dict) and isinstance(obj.get("state_dict"), dict):
             obj = obj["state_dict"]
         elif isinstance(obj, dict) and len(obj) == 1 and isinstance(next(iter(obj.values())), dict):
-            obj = next(iter(obj.values()))   # one wrapped dict, as ComfyUI unwraps it (Real-ESRGAN's params_ema)
+            obj = next(iter(obj.values()))  # one wrapped dict, as ComfyUI unwraps it (Real-ESRGAN's params_ema)
         if not isinstance(obj, dict):
             raise ModelLoadError(path, "the torch file holds no state dict")
         return {k: v for k, v in obj.items() if isinstance(v, torch.Tensor)}
     read_header(path)  # friendly errors before safetensors' own
     from safetensors.torch import load_file
+
     try:
         return load_file(path, device="cpu")
     except Exception as e:
@@ -148,8 +166,13 @@ def shapes_of(path: str | os.PathLike) -> tuple[dict[str, tuple[int, ...]], dict
     return h.shapes, h.metadata
 
 
-def build_module(factory: Callable[[], torch.nn.Module], state_dict: dict[str, torch.Tensor], path: str | None,
-                 what: str, dtype: torch.dtype = torch.float32) -> torch.nn.Module:
+def build_module(
+    factory: Callable[[], torch.nn.Module],
+    state_dict: dict[str, torch.Tensor],
+    path: str | None,
+    what: str,
+    dtype: torch.dtype = torch.float32,
+) -> torch.nn.Module:
     """Construct `factory()` without initialising its weights and fill it from `state_dict`, refusing
     missing, unexpected or wrongly shaped keys with one ModelLoadError that names `what` and the file."""
     with torch.device("meta"):
@@ -166,15 +189,18 @@ def build_module(factory: Callable[[], torch.nn.Module], state_dict: dict[str, t
         raise ModelLoadError(path, f"the {what} weights do not match its architecture: {'; '.join(parts)}")
     for k, t in expected.items():
         if tuple(state_dict[k].shape) != tuple(t.shape):
-            raise ModelLoadError(path, f"the {what} tensor {k} has shape {tuple(state_dict[k].shape)}, "
-                                       f"the architecture needs {tuple(t.shape)}")
+            raise ModelLoadError(
+                path,
+                f"the {what} tensor {k} has shape {tuple(state_dict[k].shape)}, "
+                f"the architecture needs {tuple(t.shape)}",
+            )
     weights = {k: in_compute_dtype(state_dict[k], dtype) for k in expected}
     module.load_state_dict(weights, strict=True, assign=True)
     _materialize_buffers(module, path, what)
     return module.eval().requires_grad_(False)
 
 
-ALIGN = 64   # torch's CPU allocator aligns to 64 bytes; BLAS kernels pick their code path (and rounding) by it
+ALIGN = 64  # torch's CPU allocator aligns to 64 bytes; BLAS kernels pick their code path (and rounding) by it
 
 
 def in_compute_dtype(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:

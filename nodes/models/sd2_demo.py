@@ -5,6 +5,7 @@ tower under `cond_stage_model.model.` and the VAE under `first_stage_model.`, wi
 Two files, as SD2 ships two kinds: 512-base (eps) and 768-v (v-prediction). An SD2 file does not say which it
 is; ComfyUI decides by the spread of one late LayerNorm bias (std > 0.09 means v), so the v file carries such
 a bias and the base file keeps the LayerNorm's initial zeros."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -24,12 +25,18 @@ TEXT_WIDTH = 32
 def _unet() -> UNet2DConditionModel:
     channels = (16, 32, 64, 64)
     return UNet2DConditionModel(
-        sample_size=8, in_channels=4, out_channels=4, block_out_channels=channels, layers_per_block=2,
+        sample_size=8,
+        in_channels=4,
+        out_channels=4,
+        block_out_channels=channels,
+        layers_per_block=2,
         norm_num_groups=unet_mod.norm_groups(channels),
         attention_head_dim=tuple(unet_mod.attention_heads("sd2", c) for c in channels),
         down_block_types=("CrossAttnDownBlock2D",) * 3 + ("DownBlock2D",),
         up_block_types=("UpBlock2D",) + ("CrossAttnUpBlock2D",) * 3,
-        cross_attention_dim=TEXT_WIDTH, use_linear_projection=True)
+        cross_attention_dim=TEXT_WIDTH,
+        use_linear_projection=True,
+    )
 
 
 def sd2_checkpoint(v_prediction: bool) -> dict[str, torch.Tensor]:
@@ -41,13 +48,17 @@ def sd2_checkpoint(v_prediction: bool) -> dict[str, torch.Tensor]:
         if v_prediction:
             gen = torch.Generator().manual_seed(SEED + 11)
             ldm[V_MARKER] = torch.randn(ldm[V_MARKER].shape, generator=gen) * 0.2
-        return {**_prefixed(ldm, unet_mod.LDM_UNET_PREFIX),
-                **_prefixed(vae_mod.diffusers_to_ldm(vae.state_dict()), vae_mod.LDM_VAE_PREFIX),
-                **_prefixed(clip_mod.hf_to_open_clip(te.state_dict()), "cond_stage_model.model.")}
+        return {
+            **_prefixed(ldm, unet_mod.LDM_UNET_PREFIX),
+            **_prefixed(vae_mod.diffusers_to_ldm(vae.state_dict()), vae_mod.LDM_VAE_PREFIX),
+            **_prefixed(clip_mod.hf_to_open_clip(te.state_dict()), "cond_stage_model.model."),
+        }
 
 
 def build_demo_sd2(models_dir: Path) -> list[Path]:
     """sd2-tiny-base.safetensors (eps, as 512-base) and sd2-tiny-v.safetensors (v, as 768-v) in checkpoints/."""
     out = Path(models_dir) / "checkpoints"
-    return [_save(sd2_checkpoint(False), out / "sd2-tiny-base.safetensors"),
-            _save(sd2_checkpoint(True), out / "sd2-tiny-v.safetensors")]
+    return [
+        _save(sd2_checkpoint(False), out / "sd2-tiny-base.safetensors"),
+        _save(sd2_checkpoint(True), out / "sd2-tiny-v.safetensors"),
+    ]

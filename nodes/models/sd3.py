@@ -5,6 +5,7 @@ The network is diffusers' SD3Transformer2DModel with a config read from the tens
 the timestep sigma * 1000, the text tokens as context and the pooled vector, and pads odd sizes as ComfyUI's
 MMDiT does. SD3 samples as discrete flow with shift 3.0.
 """
+
 from __future__ import annotations
 
 import math
@@ -24,7 +25,7 @@ from nodes.models.flux_keys import find_prefix, strip_prefix
 from nodes.models.safetensors_io import build_module
 from nodes.models.sd3_keys import MARKER, block_indices, mmdit_to_diffusers
 
-HEAD_DIM = 64   # ComfyUI's MMDiT: hidden size = 64 * depth, depth heads
+HEAD_DIM = 64  # ComfyUI's MMDiT: hidden size = 64 * depth, depth heads
 
 
 def infer_config(sd: Mapping[str, torch.Tensor]) -> dict[str, Any]:
@@ -48,7 +49,8 @@ def infer_config(sd: Mapping[str, torch.Tensor]) -> dict[str, Any]:
         "caption_projection_dim": int(sd["context_embedder.weight"].shape[0]),
         "pooled_projection_dim": int(sd["time_text_embed.text_embedder.linear_1.weight"].shape[1]),
         # A ControlNet has no output projection (its out_channels are unused).
-        "out_channels": int(sd["proj_out.weight"].shape[0] // (patch * patch)) if "proj_out.weight" in sd
+        "out_channels": int(sd["proj_out.weight"].shape[0] // (patch * patch))
+        if "proj_out.weight" in sd
         else int(in_channels),
         "pos_embed_max_size": side,
         "dual_attention_layers": tuple(n for n in blocks if f"transformer_blocks.{n}.attn2.to_q.weight" in sd),
@@ -69,9 +71,14 @@ class SD3DiffusionModel(DiffusionModel):
         if pooled is None:
             raise ValueError("SD3 needs the pooled text vector: encode the prompt with an SD3 text encoder")
         t = torch.as_tensor(timestep, dtype=torch.float32, device=device).reshape(-1)
-        out = module(hidden_states=x.to(dtype), encoder_hidden_states=cond["context"].to(device, dtype),
-                     pooled_projections=pooled.to(device, dtype), timestep=t.expand(b) if t.numel() == 1 else t,
-                     block_controlnet_hidden_states=self._control(cond.get("control"), x), return_dict=False)[0]
+        out = module(
+            hidden_states=x.to(dtype),
+            encoder_hidden_states=cond["context"].to(device, dtype),
+            pooled_projections=pooled.to(device, dtype),
+            timestep=t.expand(b) if t.numel() == 1 else t,
+            block_controlnet_hidden_states=self._control(cond.get("control"), x),
+            return_dict=False,
+        )[0]
         return out[:, :, :h, :w].float()
 
     def _control(self, control: Any, x: torch.Tensor) -> list[torch.Tensor] | None:
@@ -84,11 +91,13 @@ class SD3DiffusionModel(DiffusionModel):
             raise ValueError("this ControlNet is not an SD3 ControlNet")
         cfg = self.module.config
         n = len(self.module.transformer_blocks)
-        tokens = (x.shape[-2] // cfg.patch_size) * (x.shape[-1] // cfg.patch_size)   # x is padded to whole patches
-        zero = torch.zeros(x.shape[0], tokens, cfg.num_attention_heads * cfg.attention_head_dim, device=x.device,
-                           dtype=self.dtype)
-        return [blocks[i].to(x.device, self.dtype) if i < len(blocks) and blocks[i] is not None else zero
-                for i in range(n)]
+        tokens = (x.shape[-2] // cfg.patch_size) * (x.shape[-1] // cfg.patch_size)  # x is padded to whole patches
+        zero = torch.zeros(
+            x.shape[0], tokens, cfg.num_attention_heads * cfg.attention_head_dim, device=x.device, dtype=self.dtype
+        )
+        return [
+            blocks[i].to(x.device, self.dtype) if i < len(blocks) and blocks[i] is not None else zero for i in range(n)
+        ]
 
 
 def to_diffusers_layout(state_dict: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -113,13 +122,19 @@ def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) 
         raise ModelLoadError(path, f"not a usable SD3 MMDiT: {e}") from None
     dtype = sd["pos_embed.proj.weight"].dtype
     module = build_module(lambda: SD3Transformer2DModel(**config), sd, path, "SD3 MMDiT", dtype=dtype)
-    return SD3DiffusionModel(arch="sd3", module=module, latent_format=SD3_LATENT, sampling=dict(sampling_config("sd3")),
-                             config=config, dtype=dtype)
+    return SD3DiffusionModel(
+        arch="sd3",
+        module=module,
+        latent_format=SD3_LATENT,
+        sampling=dict(sampling_config("sd3")),
+        config=config,
+        dtype=dtype,
+    )
 
 
 # The loader (nodes.models.loader) finds every SD3 entry point on this module.
+from nodes.models.flux_vae import load_vae  # noqa: E402
 from nodes.models.sd3_controlnet import load_controlnet  # noqa: E402
 from nodes.models.sd3_text import load_text_encoder  # noqa: E402
-from nodes.models.flux_vae import load_vae  # noqa: E402
 
 __all__ = ["infer_config", "load_controlnet", "load_diffusion_model", "load_text_encoder", "load_vae"]

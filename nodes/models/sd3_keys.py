@@ -2,6 +2,7 @@
 SD3Transformer2DModel (`transformer_blocks.N.attn.to_q`). Written from the two published layouts; every size
 is read from the tensors. SD3 Medium, SD3.5 Large (RMS qk-norm, `ln_q`/`ln_k`) and SD3.5 Medium (a second
 image self-attention, `attn2`, in some blocks) convert."""
+
 from __future__ import annotations
 
 import re
@@ -22,17 +23,32 @@ _GLOBAL = {
     "final_layer.linear": "proj_out",
 }
 # Per joint block; the context side of the last block ("pre_only") has only its modulation.
-_X = {"attn.proj": "attn.to_out.0", "adaLN_modulation.1": "norm1.linear", "mlp.fc1": "ff.net.0.proj",
-      "mlp.fc2": "ff.net.2", "attn2.proj": "attn2.to_out.0"}
-_CONTEXT = {"attn.proj": "attn.to_add_out", "adaLN_modulation.1": "norm1_context.linear",
-            "mlp.fc1": "ff_context.net.0.proj", "mlp.fc2": "ff_context.net.2"}
-_NORMS = {"x_block.attn.ln_q.weight": "attn.norm_q.weight", "x_block.attn.ln_k.weight": "attn.norm_k.weight",
-          "context_block.attn.ln_q.weight": "attn.norm_added_q.weight",
-          "context_block.attn.ln_k.weight": "attn.norm_added_k.weight",
-          "x_block.attn2.ln_q.weight": "attn2.norm_q.weight", "x_block.attn2.ln_k.weight": "attn2.norm_k.weight"}
-_QKV = {"x_block.attn.qkv": ("attn.to_q", "attn.to_k", "attn.to_v"),
-        "context_block.attn.qkv": ("attn.add_q_proj", "attn.add_k_proj", "attn.add_v_proj"),
-        "x_block.attn2.qkv": ("attn2.to_q", "attn2.to_k", "attn2.to_v")}
+_X = {
+    "attn.proj": "attn.to_out.0",
+    "adaLN_modulation.1": "norm1.linear",
+    "mlp.fc1": "ff.net.0.proj",
+    "mlp.fc2": "ff.net.2",
+    "attn2.proj": "attn2.to_out.0",
+}
+_CONTEXT = {
+    "attn.proj": "attn.to_add_out",
+    "adaLN_modulation.1": "norm1_context.linear",
+    "mlp.fc1": "ff_context.net.0.proj",
+    "mlp.fc2": "ff_context.net.2",
+}
+_NORMS = {
+    "x_block.attn.ln_q.weight": "attn.norm_q.weight",
+    "x_block.attn.ln_k.weight": "attn.norm_k.weight",
+    "context_block.attn.ln_q.weight": "attn.norm_added_q.weight",
+    "context_block.attn.ln_k.weight": "attn.norm_added_k.weight",
+    "x_block.attn2.ln_q.weight": "attn2.norm_q.weight",
+    "x_block.attn2.ln_k.weight": "attn2.norm_k.weight",
+}
+_QKV = {
+    "x_block.attn.qkv": ("attn.to_q", "attn.to_k", "attn.to_v"),
+    "context_block.attn.qkv": ("attn.add_q_proj", "attn.add_k_proj", "attn.add_v_proj"),
+    "x_block.attn2.qkv": ("attn2.to_q", "attn2.to_k", "attn2.to_v"),
+}
 
 
 def _swap_halves(t: torch.Tensor) -> torch.Tensor:
@@ -49,8 +65,9 @@ def block_indices(keys: Iterable[str], name: str) -> list[int]:
 def _pairs(n: int) -> list[tuple[str, str, bool]]:
     """(ComfyUI prefix, diffusers prefix, swap halves) of the plain tensors of joint block n (last: pre-only)."""
     src, dst = f"joint_blocks.{n}.", f"transformer_blocks.{n}."
-    return [(f"{src}x_block.{a}", dst + b, False) for a, b in _X.items()] + \
-           [(f"{src}context_block.{a}", dst + b, False) for a, b in _CONTEXT.items()]
+    return [(f"{src}x_block.{a}", dst + b, False) for a, b in _X.items()] + [
+        (f"{src}context_block.{a}", dst + b, False) for a, b in _CONTEXT.items()
+    ]
 
 
 def mmdit_to_diffusers(sd: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:

@@ -6,11 +6,11 @@ ComfyUI fills a missing CLIP with zeros of the real model's width and leaves out
 Loaded from a checkpoint (`text_encoders.clip_l|clip_g|t5xxl.transformer.*`) or from text-encoder files
 (TripleCLIPLoader, DualCLIPLoader/CLIPLoader with type sd3) in HF or OpenCLIP layout.
 """
+
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -25,7 +25,7 @@ from nodes.models.t5 import T5_MARKER, build_t5, t5_hidden_states, tokenizer_fro
 from nodes.models.t5_tokenizer import find_t5_tokenizer
 from nodes.models.tokenizer import SDTokenizer, TokenWeights
 
-CONTEXT_WIDTH = 4096                  # ComfyUI pads the CLIP features to T5-XXL's width
+CONTEXT_WIDTH = 4096  # ComfyUI pads the CLIP features to T5-XXL's width
 MISSING_WIDTH = {"l": 768, "g": 1280}  # ComfyUI's zero pooled vectors for a missing CLIP
 # ComfyUI's T5-XXL tokenizer for SD3: no start token, </s>=1 at the end, pad 0 up to at least 77 tokens.
 T5_RULES = ChunkRules(start=None, end=1, pad=0, max_length=99_999_999, pad_to_max_length=False, min_length=77)
@@ -71,6 +71,7 @@ class SD3TextEncoder(TextEncoder):
 
             def run_t5(ids: torch.Tensor) -> tuple[torch.Tensor, None]:
                 return t5_hidden_states(t5, ids.to(t5.device), layer).float(), None
+
             # No T5 windows (CLIPTextEncodeSD3's empty t5xxl): ComfyUI encodes the bare end token.
             t5_out, _ = encode_weighted(tokens.get("t5xxl") or [[(T5_RULES.end, 1.0)]], T5_RULES, run_t5)
             out = t5_out if lg is None else torch.cat([lg, t5_out], dim=-2)
@@ -87,22 +88,26 @@ class SD3TextEncoder(TextEncoder):
         if side is None:
             return MISSING_WIDTH[name]
         cfg = side.module.config
-        return cfg.projection_dim if side.spec.projected_pooled and hasattr(side.module, "text_projection") \
+        return (
+            cfg.projection_dim
+            if side.spec.projected_pooled and hasattr(side.module, "text_projection")
             else cfg.hidden_size
+        )
 
 
 def _clip_towers(sd: Mapping[str, torch.Tensor]) -> list[dict[str, torch.Tensor]]:
     """The flattened-HF CLIP towers of one state dict: a checkpoint's clip_l/clip_g, or one bare CLIP file."""
     if clip_mod.is_open_clip_layout(sd.keys()):
         prefix = next(k for k in sd if k.endswith("transformer.resblocks.0.attn.in_proj_weight"))
-        return [clip_mod.open_clip_to_hf(sd, prefix[:-len("transformer.resblocks.0.attn.in_proj_weight")])]
+        return [clip_mod.open_clip_to_hf(sd, prefix[: -len("transformer.resblocks.0.attn.in_proj_weight")])]
     if any(k.endswith("encoder.layers.0.self_attn.q_proj.weight") for k in sd):
         return [clip_mod.hf_keys(sd)]
     return []
 
 
-def split_text_encoders(ref: ModelRef, state_dicts: Sequence[Mapping[str, torch.Tensor]]
-                        ) -> dict[str, tuple[dict[str, torch.Tensor], str | None]]:
+def split_text_encoders(
+    ref: ModelRef, state_dicts: Sequence[Mapping[str, torch.Tensor]]
+) -> dict[str, tuple[dict[str, torch.Tensor], str | None]]:
     """{"l"/"g": (flattened HF CLIP, path), "t5xxl": (unprefixed T5, path)} found in the state dicts. A
     checkpoint names its towers; of bare CLIP files the wider is CLIP-G (a lone one: G if it is G-sized)."""
     found: dict[str, tuple[dict[str, torch.Tensor], str | None]] = {}
@@ -114,8 +119,8 @@ def split_text_encoders(ref: ModelRef, state_dicts: Sequence[Mapping[str, torch.
             found[name] = (clip_mod.hf_keys(sd, prefix), path)
         t5_key = next((k for k in sd if k.endswith(T5_MARKER)), None)
         if t5_key is not None:
-            prefix = t5_key[:-len(T5_MARKER)]
-            found["t5xxl"] = ({k[len(prefix):]: v for k, v in sd.items() if k.startswith(prefix)}, path)
+            prefix = t5_key[: -len(T5_MARKER)]
+            found["t5xxl"] = ({k[len(prefix) :]: v for k, v in sd.items() if k.startswith(prefix)}, path)
         elif not named:
             bare += [(tower, path) for tower in _clip_towers(sd)]
     width = [t.get("embeddings.token_embedding.weight", torch.empty(0, 0)).shape[1] for t, _ in bare]
@@ -129,10 +134,12 @@ def split_text_encoders(ref: ModelRef, state_dicts: Sequence[Mapping[str, torch.
     return found
 
 
-def load_text_encoder(ref: ModelRef, state_dicts: Sequence[Mapping[str, torch.Tensor]] | Mapping[str, torch.Tensor]
-                      ) -> SD3TextEncoder:
+def load_text_encoder(
+    ref: ModelRef, state_dicts: Sequence[Mapping[str, torch.Tensor]] | Mapping[str, torch.Tensor]
+) -> SD3TextEncoder:
     """SD3's CLIP object from a checkpoint's state dict or one to three text-encoder files."""
-    from nodes.models.loader import clip_bpe, model_config   # the SD-family CLIP helpers (loader imports us lazily)
+    from nodes.models.loader import clip_bpe, model_config  # the SD-family CLIP helpers (loader imports us lazily)
+
     if ref.patches:
         raise ModelLoadError(ref.sources[0], "LoRAs on SD3 text encoders are not supported yet")
     if isinstance(state_dicts, Mapping):
@@ -157,7 +164,9 @@ def load_text_encoder(ref: ModelRef, state_dicts: Sequence[Mapping[str, torch.Te
         modules["t5xxl"] = build_t5(sd, path)
         folder, config = config_for_sources(ref.sources)
         vocab_file = config.get("t5", {}).get("vocab")
-        t5_tokenize = tokenizer_from_vocab(folder / vocab_file) if folder is not None and vocab_file \
+        t5_tokenize = (
+            tokenizer_from_vocab(folder / vocab_file)
+            if folder is not None and vocab_file
             else find_t5_tokenizer(path, modules["t5xxl"].config.vocab_size)
-    return SD3TextEncoder(arch="sd3", modules=modules, layer=ref.option("layer"), sides=sides,
-                          t5_tokenize=t5_tokenize)
+        )
+    return SD3TextEncoder(arch="sd3", modules=modules, layer=ref.option("layer"), sides=sides, t5_tokenize=t5_tokenize)

@@ -5,6 +5,7 @@ StyleModelApply appends to the conditioning.
 
 The key names are the files'; the sizes are read from the tensors (ComfyUI fixes them to the released
 models' sizes, with 8 attention heads for the style adapter, which is kept here)."""
+
 from __future__ import annotations
 
 from collections import OrderedDict
@@ -30,8 +31,11 @@ class _Block(nn.Module):
         super().__init__()
         self.attn = nn.MultiheadAttention(width, STYLE_HEADS)
         self.ln_1 = nn.LayerNorm(width)
-        self.mlp = nn.Sequential(OrderedDict([("c_fc", nn.Linear(width, width * 4)), ("gelu", _QuickGELU()),
-                                              ("c_proj", nn.Linear(width * 4, width))]))
+        self.mlp = nn.Sequential(
+            OrderedDict(
+                [("c_fc", nn.Linear(width, width * 4)), ("gelu", _QuickGELU()), ("c_proj", nn.Linear(width * 4, width))]
+            )
+        )
         self.ln_2 = nn.LayerNorm(width)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -46,7 +50,7 @@ class StyleAdapter(nn.Module):
 
     def __init__(self, width: int, context_dim: int, layers: int, tokens: int) -> None:
         super().__init__()
-        self.transformer_layes = nn.Sequential(*[_Block(width) for _ in range(layers)])   # the files' spelling
+        self.transformer_layes = nn.Sequential(*[_Block(width) for _ in range(layers)])  # the files' spelling
         self.style_embedding = nn.Parameter(torch.zeros(1, tokens, width))
         self.ln_post = nn.LayerNorm(width)
         self.ln_pre = nn.LayerNorm(width)
@@ -54,8 +58,9 @@ class StyleAdapter(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         tokens = self.style_embedding.shape[1]
-        style = self.style_embedding + torch.zeros((x.shape[0], tokens, self.style_embedding.shape[-1]),
-                                                   device=x.device)
+        style = self.style_embedding + torch.zeros(
+            (x.shape[0], tokens, self.style_embedding.shape[-1]), device=x.device
+        )
         x = self.ln_pre(torch.cat([x, style], dim=1))
         x = self.transformer_layes(x.permute(1, 0, 2)).permute(1, 0, 2)
         return self.ln_post(x[:, -tokens:, :]) @ self.proj
@@ -75,7 +80,7 @@ class ReduxEncoder(nn.Module):
 
 @dataclass
 class StyleModel:
-    kind: str                 # "t2i_style" | "flux_redux"
+    kind: str  # "t2i_style" | "flux_redux"
     module: nn.Module
 
     def get_cond(self, last_hidden_state: torch.Tensor) -> torch.Tensor:
@@ -89,15 +94,19 @@ def style_kind(keys) -> str | None:
 
 def load_style_model(sd: dict[str, torch.Tensor], path: str | None = None) -> StyleModel:
     from .safetensors_io import build_module
+
     kind = style_kind(sd)
     if kind == "t2i_style":
         _, tokens, width = sd["style_embedding"].shape
         layers = len({k.split(".")[1] for k in sd if k.startswith("transformer_layes.")})
-        module = build_module(lambda: StyleAdapter(width, sd["proj"].shape[1], layers, tokens), sd, path,
-                              "style model")
+        module = build_module(lambda: StyleAdapter(width, sd["proj"].shape[1], layers, tokens), sd, path, "style model")
     elif kind == "flux_redux":
-        module = build_module(lambda: ReduxEncoder(sd["redux_up.weight"].shape[1], sd["redux_down.weight"].shape[0]),
-                              sd, path, "style model")
+        module = build_module(
+            lambda: ReduxEncoder(sd["redux_up.weight"].shape[1], sd["redux_down.weight"].shape[0]),
+            sd,
+            path,
+            "style model",
+        )
     else:
         raise ModelLoadError(path, "is not a style model (T2I-Adapter style or Flux Redux)")
     return StyleModel(kind, module)

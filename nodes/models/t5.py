@@ -1,5 +1,6 @@
 """T5 encoders (T5-XXL for Flux/SD3): config from tensor shapes, transformers' T5EncoderModel, and the demo
 models' unigram tokenizer from a vocab list (real T5 tokenizers: nodes.models.t5_tokenizer)."""
+
 from __future__ import annotations
 
 import json
@@ -25,12 +26,22 @@ def t5_config(sd: Mapping[str, torch.Tensor]) -> T5Config:
     gated = "encoder.block.0.layer.1.DenseReluDense.wi_0.weight" in sd
     d_ff = sd["encoder.block.0.layer.1.DenseReluDense." + ("wi_0" if gated else "wi") + ".weight"].shape[0]
     n_layers = len({int(m.group(1)) for k in sd if (m := re.match(r"encoder\.block\.(\d+)\.", k))})
-    cfg = T5Config(vocab_size=emb.shape[0], d_model=emb.shape[1], d_kv=inner // heads.shape[1], d_ff=d_ff,
-                   num_layers=n_layers, num_heads=heads.shape[1], relative_attention_num_buckets=heads.shape[0],
-                   feed_forward_proj="gated-gelu" if gated else "relu", dropout_rate=0.0,
-                   is_encoder_decoder=False, use_cache=False, tie_word_embeddings=False)
+    cfg = T5Config(
+        vocab_size=emb.shape[0],
+        d_model=emb.shape[1],
+        d_kv=inner // heads.shape[1],
+        d_ff=d_ff,
+        num_layers=n_layers,
+        num_heads=heads.shape[1],
+        relative_attention_num_buckets=heads.shape[0],
+        feed_forward_proj="gated-gelu" if gated else "relu",
+        dropout_rate=0.0,
+        is_encoder_decoder=False,
+        use_cache=False,
+        tie_word_embeddings=False,
+    )
     if gated:
-        cfg.dense_act_fn = "gelu_pytorch_tanh"   # the activation ComfyUI's T5-XXL config names
+        cfg.dense_act_fn = "gelu_pytorch_tanh"  # the activation ComfyUI's T5-XXL config names
     return cfg
 
 
@@ -63,5 +74,6 @@ def tokenizer_from_vocab(path: Path) -> Callable[[str], list[int]]:
 
 def tokenizer_from_json(path: Path) -> Callable[[str], list[int]]:
     from tokenizers import Tokenizer
+
     tok = Tokenizer.from_file(str(path))
     return lambda text: tok.encode(text, add_special_tokens=False).ids

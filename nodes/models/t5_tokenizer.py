@@ -1,6 +1,7 @@
 """T5's tokenizer, found offline: a tokenizer.json beside the weights or in the models folder's configs/ (ComfyUI's
 t5_tokenizer/ layout or t5xxl.tokenizer.json), else Google's T5 vocabulary shipped with the project. Light to
 import (no transformers): prompt validation asks it whether a T5 file will find a tokenizer."""
+
 from __future__ import annotations
 
 import base64
@@ -25,6 +26,7 @@ def t5_tokenizer_from_json(path: Path) -> Callable[[str], list[int]]:
     on whitespace and mark word starts with "▁". The file's own pre-tokenizer is not used: releases of the same
     vocabulary differ there (trailing-space stripping, prefix scheme), and ComfyUI's ids do not follow them."""
     from tokenizers import Tokenizer, normalizers, pre_tokenizers
+
     try:
         raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
         spec = json.loads(raw)
@@ -37,9 +39,12 @@ def t5_tokenizer_from_json(path: Path) -> Callable[[str], list[int]]:
     steps = norm.get("normalizers", [norm])
     charsmap = next((n["precompiled_charsmap"] for n in steps if n.get("type") == "Precompiled"), None)
     tok.normalizer = normalizers.Precompiled(base64.b64decode(charsmap)) if charsmap else None
-    tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.WhitespaceSplit(),
-        pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always", split=True)])
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.WhitespaceSplit(),
+            pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always", split=True),
+        ]
+    )
     return lambda text: tok.encode(text, add_special_tokens=False).ids
 
 
@@ -54,12 +59,18 @@ def find_t5_tokenizer(weights_path: str | None, vocab_size: int | None = None) -
             return _cached_t5_tokenizer(str(candidate))
     tried = " or ".join(str(c) for c in t5_tokenizer_candidates(weights_path, None))
     if vocab_size is not None and T5_PIECES <= vocab_size <= T5_EMBEDDINGS:
-        raise ModelLoadError(weights_path, f"no T5 tokenizer found: the copy shipped with Comfy Cluster "
-                                           f"({SHIPPED_TOKENIZER}) is missing: reinstall, or put T5's "
-                                           f"tokenizer.json at {tried}")
-    raise ModelLoadError(weights_path, f"no T5 tokenizer found: this T5 has {vocab_size} token embeddings, and the "
-                                       f"T5 vocabulary shipped with Comfy Cluster fits only {T5_PIECES}-"
-                                       f"{T5_EMBEDDINGS}; put this model's tokenizer.json at {tried}")
+        raise ModelLoadError(
+            weights_path,
+            f"no T5 tokenizer found: the copy shipped with Comfy Cluster "
+            f"({SHIPPED_TOKENIZER}) is missing: reinstall, or put T5's "
+            f"tokenizer.json at {tried}",
+        )
+    raise ModelLoadError(
+        weights_path,
+        f"no T5 tokenizer found: this T5 has {vocab_size} token embeddings, and the "
+        f"T5 vocabulary shipped with Comfy Cluster fits only {T5_PIECES}-"
+        f"{T5_EMBEDDINGS}; put this model's tokenizer.json at {tried}",
+    )
 
 
 def t5_tokenizer_candidates(weights_path: str, vocab_size: int | None) -> list[Path]:

@@ -13,6 +13,7 @@ As ComfyUI generates with them:
   so far, temperature, then top-k, min-p and top-p filters, and one multinomial draw per token from a
   torch.Generator seeded once with `seed`, so a seed gives the same text every time;
 - the decoded text leaves out the special tokens (<|im_end|>, ...)."""
+
 from __future__ import annotations
 
 import inspect
@@ -28,18 +29,23 @@ from nodes.models.tokenizer import escape_parens, unescape_parens
 
 STOP_TOKENS = (ENDOFTEXT_ID, IM_END_ID)
 CHAT = "<|im_start|>user\n{}<|im_end|>\n<|im_start|>assistant\n"
-RAW_PREFIXES = ("<|im_start|>", "<|start_header_id|>")   # Qwen-Image takes a prompt so begun as it is
-LANGUAGE_MODELS = {"zimage": "qwen3_4b", "flux2": "qwen3_4b", "qwen_image": "qwen25_7b",
-                   "krea2": "qwen3vl_4b"}   # arch -> module key
-CLOSED_THINKING = "<think>\n\n</think>\n\n"   # Qwen3's empty reasoning block: answer without thinking
+RAW_PREFIXES = ("<|im_start|>", "<|start_header_id|>")  # Qwen-Image takes a prompt so begun as it is
+LANGUAGE_MODELS = {
+    "zimage": "qwen3_4b",
+    "flux2": "qwen3_4b",
+    "qwen_image": "qwen25_7b",
+    "krea2": "qwen3vl_4b",
+}  # arch -> module key
+CLOSED_THINKING = "<think>\n\n</think>\n\n"  # Qwen3's empty reasoning block: answer without thinking
 # Qwen3's added tokens after Qwen2.5's last (151664), none of them special (so ComfyUI's decode keeps them).
 QWEN3_TOKENS = {151665: "<tool_response>", 151666: "</tool_response>", 151667: "<think>", 151668: "</think>"}
-HEAD = "lm_head"   # the encoder's module key of a head read from the file (untied models)
+HEAD = "lm_head"  # the encoder's module key of a head read from the file (untied models)
 
 
 @dataclass(frozen=True)
 class Sampling:
     """TextGenerate's sampling options; `do_sample` False is greedy decoding (the others are then unused)."""
+
     do_sample: bool = False
     temperature: float = 1.0
     top_k: int = 50
@@ -50,7 +56,7 @@ class Sampling:
     seed: int = 0
 
     @classmethod
-    def from_params(cls, params: dict[str, Any]) -> "Sampling":
+    def from_params(cls, params: dict[str, Any]) -> Sampling:
         return cls(**{k: params[k] for k in cls.__dataclass_fields__ if k in params})
 
 
@@ -58,8 +64,9 @@ def _system(system_prompt: str) -> str:
     return f"<|im_start|>system\n{system_prompt}<|im_end|>\n" if system_prompt else ""
 
 
-def generation_text(arch: str, prompt: str, use_template: bool = True, system_prompt: str = "",
-                    thinking: bool = False) -> str:
+def generation_text(
+    arch: str, prompt: str, use_template: bool = True, system_prompt: str = "", thinking: bool = False
+) -> str:
     """The text a family's tokenizer builds from TextGenerate's prompt. Z-Image's always puts the prompt into
     the user turn (ComfyUI's Z-Image tokenizer has no raw mode), a system prompt before it. Qwen-Image's uses
     the plain chat template (not its image-description one), takes the prompt as it is without the template
@@ -68,8 +75,9 @@ def generation_text(arch: str, prompt: str, use_template: bool = True, system_pr
     `thinking`."""
     if arch == "zimage":
         return _system(system_prompt) + CHAT.format(prompt)
-    if arch == "flux2":   # Klein's template, thinking closed; like Z-Image's, it has no raw mode
+    if arch == "flux2":  # Klein's template, thinking closed; like Z-Image's, it has no raw mode
         from nodes.models.flux2_text import KLEIN_TEMPLATE
+
         return _system(system_prompt) + KLEIN_TEMPLATE.format(prompt)
     if arch == "krea2":
         if not use_template or prompt.startswith("<|im_start|>"):
@@ -79,22 +87,25 @@ def generation_text(arch: str, prompt: str, use_template: bool = True, system_pr
         if not use_template or prompt.startswith(RAW_PREFIXES):
             return prompt
         return _system(system_prompt) + CHAT.format(prompt)
-    raise ValueError(f"clip: TextGenerate needs a language-model text encoder (Z-Image's or FLUX.2 Klein's Qwen3, "
-                     f"Qwen-Image's Qwen2.5-VL, Krea 2's Qwen3-VL); this CLIP is a {arch} text encoder")
+    raise ValueError(
+        f"clip: TextGenerate needs a language-model text encoder (Z-Image's or FLUX.2 Klein's Qwen3, "
+        f"Qwen-Image's Qwen2.5-VL, Krea 2's Qwen3-VL); this CLIP is a {arch} text encoder"
+    )
 
 
-def prompt_ids(encoder: TextEncoder, prompt: str, use_template: bool = True, system_prompt: str = "",
-               thinking: bool = False) -> list[int]:
+def prompt_ids(
+    encoder: TextEncoder, prompt: str, use_template: bool = True, system_prompt: str = "", thinking: bool = False
+) -> list[int]:
     """The token ids TextGenerate generates after, tokenized as the family's encoder tokenizes its prompts."""
-    text = unescape_parens(escape_parens(generation_text(encoder.arch, prompt, use_template, system_prompt,
-                                                         thinking)))
-    if encoder.arch == "qwen_image":   # its encoder tokenizes the pieces from each "embedding:" on apart
+    text = unescape_parens(escape_parens(generation_text(encoder.arch, prompt, use_template, system_prompt, thinking)))
+    if encoder.arch == "qwen_image":  # its encoder tokenizes the pieces from each "embedding:" on apart
         from nodes.models.qwen_image_text import EMBEDDING, EMBEDDING_SPLIT
+
         first, *rest = EMBEDDING_SPLIT.split(text)
         ids = [t for word in [first] + [EMBEDDING + p for p in rest] if word for t in encoder.tokenizer.encode(word)]
     else:
         ids = tokenizer(encoder).encode(text)
-    return ids or [ENDOFTEXT_ID]   # ComfyUI pads an empty prompt to one token
+    return ids or [ENDOFTEXT_ID]  # ComfyUI pads an empty prompt to one token
 
 
 def tokenizer(encoder: TextEncoder) -> QwenTokenizer:
@@ -103,6 +114,7 @@ def tokenizer(encoder: TextEncoder) -> QwenTokenizer:
     if found is not None:
         return found
     from nodes.models.zimage_text import tokenizer_dirs
+
     return qwen_tokenizer(tokenizer_dirs())
 
 
@@ -111,8 +123,11 @@ def decode(encoder: TextEncoder, ids: list[int]) -> str:
     tokens past Qwen2.5's vocabulary (<think>, </think>, ...) are written out where the tokenizer (Qwen2.5's,
     shipped here) lacks them: a Qwen3 that reasons first must keep its `</think>` for the thinking output."""
     tok = tokenizer(encoder)
-    extra = {} if encoder.arch == "qwen_image" else \
-        {i: text for i, text in QWEN3_TOKENS.items() if tok.token_id(text) is None}
+    extra = (
+        {}
+        if encoder.arch == "qwen_image"
+        else {i: text for i, text in QWEN3_TOKENS.items() if tok.token_id(text) is None}
+    )
     pieces, run = [], []
     for i in ids:
         if i in extra:
@@ -127,6 +142,7 @@ def attach_head(encoder: TextEncoder, path: str) -> None:
     """Read the file's `lm_head` (untied models: Qwen3-8B, Qwen2.5-VL-7B) into `encoder.modules`, if it has one;
     the encoder loaders leave it out, as encoding never uses it."""
     from safetensors import safe_open
+
     if not path.endswith(".safetensors"):
         return
     with safe_open(path, "pt") as f:
@@ -134,8 +150,8 @@ def attach_head(encoder: TextEncoder, path: str) -> None:
         if key is None:
             return
         weight = f.get_tensor(key)
-        scale_key = key[:-len("weight")] + "scale_weight"
-        if scale_key in f.keys():   # a scaled fp8 file (ComfyUI's *_fp8_scaled): weight x its scale
+        scale_key = key[: -len("weight")] + "scale_weight"
+        if scale_key in f.keys():  # a scaled fp8 file (ComfyUI's *_fp8_scaled): weight x its scale
             weight = weight.float() * f.get_tensor(scale_key).float()
     embed = language_model(encoder).embed_tokens.weight
     head = torch.nn.Linear(weight.shape[1], weight.shape[0], bias=False, dtype=embed.dtype)
@@ -147,16 +163,18 @@ def attach_head(encoder: TextEncoder, path: str) -> None:
 def check_media(arch: str, media: list[str] | tuple[str, ...]) -> None:
     """Z-Image's and Klein's tokenizers drop images, video and audio (as ComfyUI's do); Qwen-Image's would read
     an image with its vision tower, which generation here does not do yet (ComfyUI refuses its video and audio)."""
-    if arch in ("qwen_image", "krea2") and media:   # Krea 2's Qwen3-VL likewise has a vision tower
+    if arch in ("qwen_image", "krea2") and media:  # Krea 2's Qwen3-VL likewise has a vision tower
         family = "Krea 2" if arch == "krea2" else "Qwen-Image"
-        raise ValueError(f"{media[0]}: TextGenerate reads text only here (images, video and audio are not "
-                         f"supported yet for {family}'s encoder); leave the {', '.join(media)} input unconnected")
+        raise ValueError(
+            f"{media[0]}: TextGenerate reads text only here (images, video and audio are not "
+            f"supported yet for {family}'s encoder); leave the {', '.join(media)} input unconnected"
+        )
 
 
 def language_model(encoder: TextEncoder) -> torch.nn.Module:
     """The transformers Qwen2Model / Qwen3Model inside a text encoder that can generate."""
     if encoder.arch not in LANGUAGE_MODELS:
-        generation_text(encoder.arch, "")   # raises the error that names the family
+        generation_text(encoder.arch, "")  # raises the error that names the family
     return encoder.modules[LANGUAGE_MODELS[encoder.arch]]
 
 
@@ -165,7 +183,7 @@ def _penalize(logits: torch.Tensor, history: list[int], s: Sampling) -> torch.Te
         return logits
     seen = torch.tensor(sorted(set(history)), device=logits.device)
     picked = logits[:, seen]
-    if s.repetition_penalty != 1.0:   # shrink a seen token's logit towards "less likely" whatever its sign
+    if s.repetition_penalty != 1.0:  # shrink a seen token's logit towards "less likely" whatever its sign
         picked = torch.where(picked < 0, picked * s.repetition_penalty, picked / s.repetition_penalty)
     logits = logits.clone()
     logits[:, seen] = picked - s.presence_penalty
@@ -180,7 +198,7 @@ def _min_p(logits: torch.Tensor, min_p: float) -> torch.Tensor:
 def _top_p(logits: torch.Tensor, top_p: float) -> torch.Tensor:
     ordered, order = logits.sort(-1, descending=True)
     beyond = ordered.softmax(-1).cumsum(-1) > top_p
-    beyond[..., 0] = False            # the likeliest token always stays
+    beyond[..., 0] = False  # the likeliest token always stays
     drop = torch.zeros_like(beyond).scatter(-1, order, beyond)
     return logits.masked_fill(drop, torch.finfo(logits.dtype).min)
 
@@ -193,7 +211,7 @@ def next_token(logits: torch.Tensor, history: list[int], s: Sampling, generator:
     if s.temperature != 1.0:
         logits = logits / s.temperature
     index = None
-    if s.top_k > 0:                   # the filters below then work on the k best, in order
+    if s.top_k > 0:  # the filters below then work on the k best, in order
         logits, index = logits.topk(min(s.top_k, logits.shape[-1]))
     if s.min_p > 0.0:
         logits = _min_p(logits, s.min_p)
@@ -204,11 +222,18 @@ def next_token(logits: torch.Tensor, history: list[int], s: Sampling, generator:
 
 
 @torch.no_grad()
-def generate(model: torch.nn.Module, prompt_ids: list[int], max_length: int, sampling: Sampling,
-             stop_tokens: tuple[int, ...] = STOP_TOKENS, head: torch.nn.Module | None = None) -> list[int]:
+def generate(
+    model: torch.nn.Module,
+    prompt_ids: list[int],
+    max_length: int,
+    sampling: Sampling,
+    stop_tokens: tuple[int, ...] = STOP_TOKENS,
+    head: torch.nn.Module | None = None,
+) -> list[int]:
     """New token ids after `prompt_ids` (the stop token included when one ended the text), with a KV cache;
     the logits from `head` (a Linear) or, without one, from the token embeddings."""
     from transformers import DynamicCache
+
     if not prompt_ids:
         raise ValueError("prompt: nothing to generate from (no tokens)")
     device = model.embed_tokens.weight.device

@@ -4,15 +4,16 @@
 or OpenAI's 49,408-token vocab read from `bpe_simple_vocab_16e6.txt.gz` / a `tokenizer.json`.
 `SDTokenizer` adds what ComfyUI's SDTokenizer does on top: "(word:1.2)" weights, 77-token chunks
 with start/end tokens and padding (end token for CLIP-L, 0 for OpenCLIP)."""
+
 from __future__ import annotations
 
 import gzip
-import json
 import importlib.util
+import json
 import os
+from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterable
 
 from .errors import ModelLoadError
 
@@ -38,14 +39,14 @@ def bytes_to_unicode() -> dict[int, str]:
         if b not in table:
             table[b] = chr(256 + extra)
             extra += 1
-    return table   # insertion order (printable bytes first) is the vocab order
+    return table  # insertion order (printable bytes first) is the vocab order
 
 
 class ClipBPE:
     """Text -> CLIP token ids (without start/end), for any byte-level CLIP vocab."""
 
     def __init__(self, hf_tokenizer, source: str) -> None:
-        hf_tokenizer.model_max_length = NO_LIMIT   # SDTokenizer chunks long prompts itself
+        hf_tokenizer.model_max_length = NO_LIMIT  # SDTokenizer chunks long prompts itself
         self._tok = hf_tokenizer
         self.source = source
         self.bos_id = hf_tokenizer.convert_tokens_to_ids(BOS)
@@ -53,15 +54,16 @@ class ClipBPE:
         self.vocab_size = len(hf_tokenizer)
 
     @classmethod
-    def from_merges(cls, merges: list[tuple[str, str]], source: str) -> "ClipBPE":
+    def from_merges(cls, merges: list[tuple[str, str]], source: str) -> ClipBPE:
         from transformers import CLIPTokenizer
+
         base = list(bytes_to_unicode().values())
         tokens = base + [b + "</w>" for b in base] + ["".join(m) for m in merges] + [BOS, EOS]
         tok = CLIPTokenizer(vocab={t: i for i, t in enumerate(tokens)}, merges=merges, model_max_length=NO_LIMIT)
         return cls(tok, source)
 
     @classmethod
-    def from_file(cls, path: str | os.PathLike) -> "ClipBPE":
+    def from_file(cls, path: str | os.PathLike) -> ClipBPE:
         """OpenAI's gzipped merges file, a tokenizers `tokenizer.json`, or a `vocab.json` with `merges.txt`
         beside it (the layout ComfyUI carries)."""
         path = os.fspath(path)
@@ -69,11 +71,12 @@ class ClipBPE:
             if path.endswith(".gz"):
                 lines = gzip.open(path).read().decode("utf-8").split("\n")
                 # The file's first line is a version header; CLIP uses 48,894 merges (49,408 - 2*256 - 2).
-                pairs = (tuple(line.split()) for line in lines[1:OPENAI_VOCAB_SIZE - 2 * 256 - 2 + 1])
+                pairs = (tuple(line.split()) for line in lines[1 : OPENAI_VOCAB_SIZE - 2 * 256 - 2 + 1])
                 merges = [p for p in pairs if len(p) == 2]
                 return cls.from_merges(merges, path)
             from transformers import CLIPTokenizer
-            if os.path.basename(path) == "vocab.json":   # ComfyUI's layout: vocab.json with merges.txt beside
+
+            if os.path.basename(path) == "vocab.json":  # ComfyUI's layout: vocab.json with merges.txt beside
                 with open(path, encoding="utf-8") as f:
                     vocab = json.load(f)
                 with open(os.path.join(os.path.dirname(path), "merges.txt"), encoding="utf-8") as f:
@@ -127,24 +130,31 @@ def build_shipped_tokenizers() -> None:
         _openai_bpe(str(SHIPPED_VOCAB))
 
 
-def bpe_for_vocab_size(vocab_size: int, search_dirs: Iterable[str | os.PathLike] = (),
-                       model_path: str | None = None) -> ClipBPE:
+def bpe_for_vocab_size(
+    vocab_size: int, search_dirs: Iterable[str | os.PathLike] = (), model_path: str | None = None
+) -> ClipBPE:
     """The tokenizer a text encoder with this embedding size needs."""
     if vocab_size == BYTE_VOCAB_SIZE:
         return byte_level_bpe()
     if vocab_size != OPENAI_VOCAB_SIZE:
-        raise ModelLoadError(model_path, f"the text encoder has {vocab_size} token embeddings; only the "
-                                         f"OpenAI CLIP vocab ({OPENAI_VOCAB_SIZE}) and the byte-level vocab "
-                                         f"({BYTE_VOCAB_SIZE}) are known")
+        raise ModelLoadError(
+            model_path,
+            f"the text encoder has {vocab_size} token embeddings; only the "
+            f"OpenAI CLIP vocab ({OPENAI_VOCAB_SIZE}) and the byte-level vocab "
+            f"({BYTE_VOCAB_SIZE}) are known",
+        )
     for cand in vocab_candidates(search_dirs):
         if cand.is_file():
             bpe = _openai_bpe(str(cand))
             if bpe.vocab_size == OPENAI_VOCAB_SIZE:
                 return bpe
-    raise ModelLoadError(model_path, "this text encoder needs the OpenAI CLIP vocabulary, and the copy "
-                                     f"shipped with Comfy Cluster ({SHIPPED_VOCAB}) is missing: reinstall, or "
-                                     f"put {VOCAB_GZ} or a CLIP tokenizer.json into models/text_encoders/ or "
-                                     f"models/configs/ of the workspace, or set {VOCAB_ENV} to its path")
+    raise ModelLoadError(
+        model_path,
+        "this text encoder needs the OpenAI CLIP vocabulary, and the copy "
+        f"shipped with Comfy Cluster ({SHIPPED_VOCAB}) is missing: reinstall, or "
+        f"put {VOCAB_GZ} or a CLIP tokenizer.json into models/text_encoders/ or "
+        f"models/configs/ of the workspace, or set {VOCAB_ENV} to its path",
+    )
 
 
 # ---- ComfyUI's prompt weighting -------------------------------------------------------------------------
@@ -191,7 +201,7 @@ def _top_level_groups(text: str) -> list[str]:
 
 
 def parse_weights(text: str, weight: float = 1.0) -> list[tuple[str, float]]:
-    """"a (b:1.3) ((c))" -> [("a ", 1.0), ("b", 1.3), ("c", 1.21)]: each paren level multiplies by 1.1,
+    """ "a (b:1.3) ((c))" -> [("a ", 1.0), ("b", 1.3), ("c", 1.21)]: each paren level multiplies by 1.1,
     an explicit ":w" sets the weight; "\\(" and "\\)" are literal parentheses."""
     out = []
     for part in _top_level_groups(text):
@@ -200,7 +210,7 @@ def parse_weights(text: str, weight: float = 1.0) -> list[tuple[str, float]]:
             colon = inner.rfind(":")
             if colon > 0:
                 try:
-                    w, inner = float(inner[colon + 1:]), inner[:colon]
+                    w, inner = float(inner[colon + 1 :]), inner[:colon]
                 except ValueError:
                     pass
             out += parse_weights(inner, w)
@@ -221,10 +231,12 @@ class SDTokenizer:
         self.pad = self.end if pad_with_end else 0
 
     def tokenize_with_weights(self, text: str) -> TokenWeights:
-        groups = [[(t, w) for t in self.bpe.encode(unescape_parens(seg))] for seg, w in parse_weights(escape_parens(text))]
+        groups = [
+            [(t, w) for t in self.bpe.encode(unescape_parens(seg))] for seg, w in parse_weights(escape_parens(text))
+        ]
         chunks: TokenWeights = []
         chunk = [(self.start, 1.0)]
-        room = self.max_length - 1   # the end token always fits
+        room = self.max_length - 1  # the end token always fits
         for group in groups:
             large = len(group) >= self.MAX_WORD
             while group:
@@ -247,4 +259,4 @@ class SDTokenizer:
 
     def empty_tokens(self, length: int) -> list[int]:
         """The token row ComfyUI encodes as the unweighted reference: start, end, then padding."""
-        return ([self.start, self.end] + [self.pad] * length)[:max(length, 2)]
+        return ([self.start, self.end] + [self.pad] * length)[: max(length, 2)]

@@ -1,5 +1,6 @@
 """The SD-family UNet: hyperparameters inferred from ldm tensor shapes (as ComfyUI's model_detection
 does), the ldm <-> diffusers key mapping for any level/block count, and the DiffusionModel wrapper."""
+
 from __future__ import annotations
 
 import math
@@ -14,11 +15,17 @@ from .components import DiffusionModel
 from .errors import ModelLoadError
 
 LDM_UNET_PREFIX = "model.diffusion_model."
-SDXL_TIME_EMBED_DIM = 256   # ComfyUI embeds each SDXL size condition with a fixed 256-wide Timestep
+SDXL_TIME_EMBED_DIM = 256  # ComfyUI embeds each SDXL size condition with a fixed 256-wide Timestep
 Shapes = dict[str, tuple[int, ...]]
 
-_RESNET_RENAMES = {"in_layers.0": "norm1", "in_layers.2": "conv1", "out_layers.0": "norm2",
-                   "out_layers.3": "conv2", "emb_layers.1": "time_emb_proj", "skip_connection": "conv_shortcut"}
+_RESNET_RENAMES = {
+    "in_layers.0": "norm1",
+    "in_layers.2": "conv1",
+    "out_layers.0": "norm2",
+    "out_layers.3": "conv2",
+    "emb_layers.1": "time_emb_proj",
+    "skip_connection": "conv_shortcut",
+}
 
 
 def norm_groups(channels: list[int] | tuple[int, ...]) -> int:
@@ -42,13 +49,14 @@ def attention_heads(arch: str, channels: int) -> int:
 @dataclass
 class UNetLayout:
     """What the ldm weights say about a UNet, level by level (level 0 = full resolution)."""
+
     in_channels: int
     out_channels: int
     time_embed_dim: int
     channels: list[int]
-    down_depths: list[list[int]]      # per level, per resnet: transformer depth after it (0 = none)
-    up_depths: list[list[int]]        # per level (level order), per output resnet
-    mid_depth: int | None             # None: no middle block
+    down_depths: list[list[int]]  # per level, per resnet: transformer depth after it (0 = none)
+    up_depths: list[list[int]]  # per level (level order), per output resnet
+    mid_depth: int | None  # None: no middle block
     context_dim: int | None
     use_linear: bool
     adm_in: int | None
@@ -59,7 +67,7 @@ class UNetLayout:
 
 
 def strip_prefix(shapes: dict[str, Any], prefix: str) -> dict[str, Any]:
-    return {k[len(prefix):]: v for k, v in shapes.items() if k.startswith(prefix)}
+    return {k[len(prefix) :]: v for k, v in shapes.items() if k.startswith(prefix)}
 
 
 def _count(shapes: Shapes, prefix: str) -> int:
@@ -85,7 +93,7 @@ def infer_layout(shapes: Shapes, path: str | None = None, decoder: bool = True) 
         for i in range(1, _count(shapes, "input_blocks.")):
             block = f"input_blocks.{i}"
             if f"{block}.0.op.weight" in shapes:
-                channels.append(shapes[f"{block}.0.op.weight"][0])   # a downsample keeps its level's width
+                channels.append(shapes[f"{block}.0.op.weight"][0])  # a downsample keeps its level's width
                 down_depths.append(level)
                 level = []
             else:
@@ -115,9 +123,18 @@ def infer_layout(shapes: Shapes, path: str | None = None, decoder: bool = True) 
         proj = next((k for k in shapes if k.endswith(".1.proj_in.weight")), None)
         adm = shapes.get("label_emb.0.0.weight")
         out_channels = shapes["out.2.weight"][0] if decoder else in_channels
-        return UNetLayout(in_channels, out_channels, shapes["time_embed.0.weight"][0], channels,
-                          down_depths, up_depths, mid_depth, shapes[attn][1] if attn else None,
-                          proj is not None and len(shapes[proj]) == 2, adm[1] if adm else None)
+        return UNetLayout(
+            in_channels,
+            out_channels,
+            shapes["time_embed.0.weight"][0],
+            channels,
+            down_depths,
+            up_depths,
+            mid_depth,
+            shapes[attn][1] if attn else None,
+            proj is not None and len(shapes[proj]) == 2,
+            adm[1] if adm else None,
+        )
     except KeyError as e:
         raise ModelLoadError(path, f"incomplete UNet: tensor {e.args[0]} is missing") from None
 
@@ -130,8 +147,11 @@ def diffusers_config(layout: UNetLayout, arch: str, path: str | None = None) -> 
     for i in range(n):
         down, up = layout.down_depths[i], layout.up_depths[i]
         if len(up) != len(down) + 1:
-            raise ModelLoadError(path, f"unsupported UNet: level {i} has {len(down)} input and {len(up)} output "
-                                       "resnets (diffusers needs one more output than input)")
+            raise ModelLoadError(
+                path,
+                f"unsupported UNet: level {i} has {len(down)} input and {len(up)} output "
+                "resnets (diffusers needs one more output than input)",
+            )
         if len(set(d > 0 for d in down)) > 1 or len(set(d > 0 for d in up)) > 1 or len(set(down)) > 1:
             raise ModelLoadError(path, f"unsupported UNet: attention is not uniform within level {i}")
     has_down_attn = [bool(d) and d[0] > 0 for d in layout.down_depths]
@@ -140,10 +160,11 @@ def diffusers_config(layout: UNetLayout, arch: str, path: str | None = None) -> 
     if layout.mid_depth:
         if has_down_attn[-1] and depths[-1] != layout.mid_depth:
             raise ModelLoadError(path, "unsupported UNet: middle block depth differs from the last level's")
-        depths[-1] = layout.mid_depth   # diffusers' mid block takes the last level's depth
+        depths[-1] = layout.mid_depth  # diffusers' mid block takes the last level's depth
     cfg: dict[str, Any] = {
         "sample_size": 128 if arch == "sdxl" else 64,
-        "in_channels": layout.in_channels, "out_channels": layout.out_channels,
+        "in_channels": layout.in_channels,
+        "out_channels": layout.out_channels,
         "block_out_channels": tuple(layout.channels),
         "layers_per_block": tuple(len(d) for d in layout.down_depths),
         "down_block_types": tuple("CrossAttnDownBlock2D" if a else "DownBlock2D" for a in has_down_attn),
@@ -158,25 +179,34 @@ def diffusers_config(layout: UNetLayout, arch: str, path: str | None = None) -> 
     }
     if any(u != [depths[i]] * len(u) for i, u in enumerate(layout.up_depths) if has_up_attn[i]):
         cfg["reverse_transformer_layers_per_block"] = tuple(
-            tuple(max(1, x) for x in u) for u in reversed(layout.up_depths))
+            tuple(max(1, x) for x in u) for u in reversed(layout.up_depths)
+        )
     if layout.adm_in is not None:
-        cfg.update(addition_embed_type="text_time", addition_time_embed_dim=SDXL_TIME_EMBED_DIM,
-                   projection_class_embeddings_input_dim=layout.adm_in)
+        cfg.update(
+            addition_embed_type="text_time",
+            addition_time_embed_dim=SDXL_TIME_EMBED_DIM,
+            projection_class_embeddings_input_dim=layout.adm_in,
+        )
     return cfg
 
 
 def block_map(layout: UNetLayout) -> dict[str, tuple[str, bool]]:
     """ldm block prefix -> (diffusers prefix, is_resnet), for every block of the layout."""
     m: dict[str, tuple[str, bool]] = {
-        "time_embed.0.": ("time_embedding.linear_1.", False), "time_embed.2.": ("time_embedding.linear_2.", False),
-        "label_emb.0.0.": ("add_embedding.linear_1.", False), "label_emb.0.2.": ("add_embedding.linear_2.", False),
-        "input_blocks.0.0.": ("conv_in.", False), "out.0.": ("conv_norm_out.", False), "out.2.": ("conv_out.", False),
-        "middle_block.0.": ("mid_block.resnets.0.", True), "middle_block.1.": ("mid_block.attentions.0.", False),
+        "time_embed.0.": ("time_embedding.linear_1.", False),
+        "time_embed.2.": ("time_embedding.linear_2.", False),
+        "label_emb.0.0.": ("add_embedding.linear_1.", False),
+        "label_emb.0.2.": ("add_embedding.linear_2.", False),
+        "input_blocks.0.0.": ("conv_in.", False),
+        "out.0.": ("conv_norm_out.", False),
+        "out.2.": ("conv_out.", False),
+        "middle_block.0.": ("mid_block.resnets.0.", True),
+        "middle_block.1.": ("mid_block.attentions.0.", False),
         "middle_block.2.": ("mid_block.resnets.1.", True),
     }
     idx = 1
     for i, level in enumerate(layout.down_depths):
-        for j, depth in enumerate(level):
+        for j, _depth in enumerate(level):
             m[f"input_blocks.{idx}.0."] = (f"down_blocks.{i}.resnets.{j}.", True)
             m[f"input_blocks.{idx}.1."] = (f"down_blocks.{i}.attentions.{j}.", False)
             idx += 1
@@ -199,12 +229,13 @@ def _split(key: str, prefixes: dict[str, Any]) -> tuple[str, str] | None:
     for n in range(min(5, len(parts) - 1), 0, -1):
         p = ".".join(parts[:n]) + "."
         if p in prefixes:
-            return p, key[len(p):]
+            return p, key[len(p) :]
     return None
 
 
-def ldm_to_diffusers(sd: dict[str, Any], layout: UNetLayout, path: str | None = None,
-                     mapping: dict[str, tuple[str, bool]] | None = None) -> dict[str, Any]:
+def ldm_to_diffusers(
+    sd: dict[str, Any], layout: UNetLayout, path: str | None = None, mapping: dict[str, tuple[str, bool]] | None = None
+) -> dict[str, Any]:
     """Rename un-prefixed ldm UNet keys to UNet2DConditionModel keys (values are passed through).
     `mapping` replaces the UNet's block map (ControlNets add their own blocks)."""
     m = mapping or block_map(layout)
@@ -222,8 +253,9 @@ def ldm_to_diffusers(sd: dict[str, Any], layout: UNetLayout, path: str | None = 
     return out
 
 
-def diffusers_to_ldm(sd: dict[str, Any], layout: UNetLayout,
-                     mapping: dict[str, tuple[str, bool]] | None = None) -> dict[str, Any]:
+def diffusers_to_ldm(
+    sd: dict[str, Any], layout: UNetLayout, mapping: dict[str, tuple[str, bool]] | None = None
+) -> dict[str, Any]:
     """The inverse of ldm_to_diffusers (used to write checkpoints in the layout users have)."""
     inv = {d: (l, r) for l, (d, r) in (mapping or block_map(layout)).items()}
     back = {v: k for k, v in _RESNET_RENAMES.items()}
@@ -241,7 +273,7 @@ def diffusers_to_ldm(sd: dict[str, Any], layout: UNetLayout,
     return out
 
 
-SD2_V_MARKER = "output_blocks.11.1.transformer_blocks.0.norm1.bias"   # the bias ComfyUI's SD20.model_type reads
+SD2_V_MARKER = "output_blocks.11.1.transformer_blocks.0.norm1.bias"  # the bias ComfyUI's SD20.model_type reads
 
 
 def prediction_type(arch: str, sd: dict[str, torch.Tensor]) -> str:
@@ -259,8 +291,9 @@ def prediction_type(arch: str, sd: dict[str, torch.Tensor]) -> str:
 class UNetModel(DiffusionModel):
     """SD1/SD2/SDXL UNet behind ComfyUI's apply convention."""
 
-    def concat_image(self, image: torch.Tensor | None, x: torch.Tensor,
-                     mask: torch.Tensor | None = None, mask_index: int = 0) -> torch.Tensor | None:
+    def concat_image(
+        self, image: torch.Tensor | None, x: torch.Tensor, mask: torch.Tensor | None = None, mask_index: int = 0
+    ) -> torch.Tensor | None:
         """InstructPix2Pix UNets (twice the latent's input channels, as ComfyUI detects them) take the image's
         raw latent (zeros without one) joined to the input, resized to the input's size (bilinear, centre
         crop) and batch, as ComfyUI's IP2P concat_cond."""
@@ -288,17 +321,25 @@ class UNetModel(DiffusionModel):
             pooled = cond.get("pooled")
             if pooled is None:
                 raise ValueError("SDXL needs the pooled text embedding in cond['pooled']")
-            added = {"text_embeds": _batch(pooled, b).to(self.dtype),
-                     "time_ids": _batch(sdxl_time_ids(x, cond.get("time_ids")), b).to(self.dtype)}
+            added = {
+                "text_embeds": _batch(pooled, b).to(self.dtype),
+                "time_ids": _batch(sdxl_time_ids(x, cond.get("time_ids")), b).to(self.dtype),
+            }
         control = cond.get("control")
         down = mid = None
         if control is not None:
             down, mid = tuple(r.to(self.dtype) for r in control.down), control.mid.to(self.dtype)
-        if cond.get("concat") is not None:   # the model's extra input channels (concat_image)
+        if cond.get("concat") is not None:  # the model's extra input channels (concat_image)
             x = torch.cat([x, cond["concat"].to(x.dtype)], dim=1)
-        out = self.module(x.to(self.dtype), t, encoder_hidden_states=_batch(context, b), added_cond_kwargs=added,
-                          down_block_additional_residuals=down, mid_block_additional_residual=mid,
-                          return_dict=False)[0]
+        out = self.module(
+            x.to(self.dtype),
+            t,
+            encoder_hidden_states=_batch(context, b),
+            added_cond_kwargs=added,
+            down_block_additional_residuals=down,
+            mid_block_additional_residual=mid,
+            return_dict=False,
+        )[0]
         return out.to(x.dtype)
 
 

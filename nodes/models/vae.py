@@ -1,4 +1,5 @@
 """The KL autoencoder: config from tensor shapes, ldm <-> diffusers keys, and ComfyUI's encode/decode."""
+
 from __future__ import annotations
 
 import re
@@ -30,9 +31,11 @@ def _pairs(levels: int, res: int) -> list[tuple[str, str]]:
     """(ldm prefix, diffusers prefix) for every block of a VAE with these counts."""
     p = [("encoder.norm_out.", "encoder.conv_norm_out."), ("decoder.norm_out.", "decoder.conv_norm_out.")]
     for side in ("encoder", "decoder"):
-        p += [(f"{side}.mid.block_1.", f"{side}.mid_block.resnets.0."),
-              (f"{side}.mid.block_2.", f"{side}.mid_block.resnets.1."),
-              (f"{side}.mid.attn_1.", f"{side}.mid_block.attentions.0.")]
+        p += [
+            (f"{side}.mid.block_1.", f"{side}.mid_block.resnets.0."),
+            (f"{side}.mid.block_2.", f"{side}.mid_block.resnets.1."),
+            (f"{side}.mid.attn_1.", f"{side}.mid_block.attentions.0."),
+        ]
     for i in range(levels):
         for j in range(res):
             p.append((f"encoder.down.{i}.block.{j}.", f"encoder.down_blocks.{i}.resnets.{j}."))
@@ -51,7 +54,7 @@ def _rename(key: str, pairs: list[tuple[str, str]], to_diffusers: bool) -> tuple
     for ldm, dif in pairs:
         src, dst = (ldm, dif) if to_diffusers else (dif, ldm)
         if key.startswith(src):
-            rest = key[len(src):]
+            rest = key[len(src) :]
             head, _, tail = rest.rpartition(".")
             is_attn = ".mid.attn_1." in ldm
             table = _ATTN if is_attn else _RES
@@ -85,10 +88,12 @@ def diffusers_to_ldm(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 def diffusers_config(sd: dict[str, Any], path: str | None = None) -> dict[str, Any]:
     """AutoencoderKL config from diffusers-layout shapes."""
+
     def shape(k: str) -> tuple[int, ...]:
         if k not in sd:
             raise ModelLoadError(path, f"incomplete VAE: tensor {k} is missing")
         return tuple(sd[k].shape)
+
     try:
         levels, res = _levels_and_res(sd, True)
     except KeyError:
@@ -96,11 +101,16 @@ def diffusers_config(sd: dict[str, Any], path: str | None = None) -> dict[str, A
     channels = [shape(f"encoder.down_blocks.{i}.resnets.0.conv2.weight")[0] for i in range(levels)]
     latent = shape("decoder.conv_in.weight")[1]
     return {
-        "in_channels": shape("encoder.conv_in.weight")[1], "out_channels": shape("decoder.conv_out.weight")[0],
-        "latent_channels": latent, "block_out_channels": tuple(channels), "layers_per_block": res,
-        "down_block_types": ("DownEncoderBlock2D",) * levels, "up_block_types": ("UpDecoderBlock2D",) * levels,
+        "in_channels": shape("encoder.conv_in.weight")[1],
+        "out_channels": shape("decoder.conv_out.weight")[0],
+        "latent_channels": latent,
+        "block_out_channels": tuple(channels),
+        "layers_per_block": res,
+        "down_block_types": ("DownEncoderBlock2D",) * levels,
+        "up_block_types": ("UpDecoderBlock2D",) * levels,
         "norm_num_groups": norm_groups(channels),
-        "use_quant_conv": "quant_conv.weight" in sd, "use_post_quant_conv": "post_quant_conv.weight" in sd,
+        "use_quant_conv": "quant_conv.weight" in sd,
+        "use_post_quant_conv": "post_quant_conv.weight" in sd,
         "mid_block_add_attention": "encoder.mid_block.attentions.0.to_q.weight" in sd,
     }
 

@@ -12,6 +12,7 @@ Wan 2.2 5B, one timestep per latent frame (ComfyUI's from a denoise mask). Two t
 than diffusers: the time embedding's sinusoid is computed in float64 (diffusers: float32), and inputs of odd
 size are padded circularly to the 2x2 patch (diffusers refuses them).
 """
+
 from __future__ import annotations
 
 import math
@@ -37,16 +38,16 @@ from nodes.models.unet import resize_to_batch_size
 from nodes.upscale import common_upscale
 
 WAN_MARKER = "head.modulation"
-REF_CONV = "ref_conv."   # Wan 2.2 Fun Control (ComfyUI's in_dim_ref_conv)
-CAMERA = "control_adapter."   # Wan Fun Camera: camera conditions added to the patch embedding
+REF_CONV = "ref_conv."  # Wan 2.2 Fun Control (ComfyUI's in_dim_ref_conv)
+CAMERA = "control_adapter."  # Wan Fun Camera: camera conditions added to the patch embedding
 _camera_features: ContextVar[torch.Tensor | None] = ContextVar("wan_camera_features", default=None)
-HEAD_DIM = 128        # ComfyUI: num_heads = dim // 128
+HEAD_DIM = 128  # ComfyUI: num_heads = dim // 128
 FREQ_DIM = 256
 PATCH = (1, 2, 2)
 
 
 def wan_arch(sd: Mapping[str, torch.Tensor]) -> str:
-    """"wan22_5b" for the 48-channel Wan 2.2 5B, "wan21" for the others (Wan 2.1 and Wan 2.2 14B share the
+    """ "wan22_5b" for the 48-channel Wan 2.2 5B, "wan21" for the others (Wan 2.1 and Wan 2.2 14B share the
     Wan 2.1 latent)."""
     return "wan22_5b" if sd["head.head.weight"].shape[0] // math.prod(PATCH) == 48 else "wan21"
 
@@ -57,17 +58,23 @@ def infer_config(sd: Mapping[str, torch.Tensor]) -> dict[str, Any]:
     if dim % HEAD_DIM:
         raise ValueError(f"width {dim} is not a multiple of Wan's 128-wide heads")
     config: dict[str, Any] = {
-        "patch_size": PATCH, "num_attention_heads": dim // HEAD_DIM, "attention_head_dim": HEAD_DIM,
+        "patch_size": PATCH,
+        "num_attention_heads": dim // HEAD_DIM,
+        "attention_head_dim": HEAD_DIM,
         "in_channels": int(sd["patch_embedding.weight"].shape[1]),
         "out_channels": int(sd["head.head.weight"].shape[0] // math.prod(PATCH)),
-        "text_dim": int(sd["text_embedding.0.weight"].shape[1]), "freq_dim": FREQ_DIM,
-        "ffn_dim": int(sd["blocks.0.ffn.0.weight"].shape[0]), "num_layers": count_blocks(sd, "blocks"),
-        "cross_attn_norm": True, "qk_norm": "rms_norm_across_heads", "eps": 1e-6,
+        "text_dim": int(sd["text_embedding.0.weight"].shape[1]),
+        "freq_dim": FREQ_DIM,
+        "ffn_dim": int(sd["blocks.0.ffn.0.weight"].shape[0]),
+        "num_layers": count_blocks(sd, "blocks"),
+        "cross_attn_norm": True,
+        "qk_norm": "rms_norm_across_heads",
+        "eps": 1e-6,
     }
-    if "img_emb.proj.0.weight" in sd:   # Wan 2.1 image-to-video: CLIP vision states join the text
+    if "img_emb.proj.0.weight" in sd:  # Wan 2.1 image-to-video: CLIP vision states join the text
         config["image_dim"] = int(sd["img_emb.proj.0.weight"].shape[0])
         config["added_kv_proj_dim"] = dim
-        if "img_emb.emb_pos" in sd:   # first-last-frame models
+        if "img_emb.emb_pos" in sd:  # first-last-frame models
             config["pos_embed_seq_len"] = int(sd["img_emb.emb_pos"].shape[1])
     return config
 
@@ -136,8 +143,9 @@ def _add_camera(_module: torch.nn.Module, _inputs: Any, out: torch.Tensor) -> to
 
 @dataclass
 class WanDiffusionModel(DiffusionModel):
-    def concat_image(self, image: torch.Tensor | None, x: torch.Tensor,
-                     mask: torch.Tensor | None = None, mask_index: int = 0) -> torch.Tensor | None:
+    def concat_image(
+        self, image: torch.Tensor | None, x: torch.Tensor, mask: torch.Tensor | None = None, mask_index: int = 0
+    ) -> torch.Tensor | None:
         """An image-to-video model's extra input channels, as ComfyUI's WAN21.concat_cond: four channels of
         1 - concat_mask (1 where the image fixes a frame) then the image latent in model space (the mask after
         the first `mask_index` image channels instead: Wan 2.2 Fun Control's concat_mask_index); zeros for a
@@ -152,14 +160,17 @@ class WanDiffusionModel(DiffusionModel):
         if image.shape[-2:] != x.shape[-2:]:
             image = _upscale_frames(image, x.shape[-2:])
         channels = self.latent_format.channels
-        image = torch.cat([self.latent_format.process_in(image[:, i:i + channels])
-                           for i in range(0, image.shape[1], channels)], dim=1)
+        image = torch.cat(
+            [self.latent_format.process_in(image[:, i : i + channels]) for i in range(0, image.shape[1], channels)],
+            dim=1,
+        )
         image = _to_batch(image, x.shape[0])
         if extra != image.shape[1] + 4:
             if extra == image.shape[1]:
                 return image
-            raise ValueError(f"this Wan model takes {extra} conditioning channels; the image latent has "
-                             f"{image.shape[1]}")
+            raise ValueError(
+                f"this Wan model takes {extra} conditioning channels; the image latent has {image.shape[1]}"
+            )
         if mask is None:
             mask = torch.zeros(x.shape[0], 4, *x.shape[2:], dtype=x.dtype, device=x.device)
         else:
@@ -172,8 +183,9 @@ class WanDiffusionModel(DiffusionModel):
             mask = _to_batch(mask.expand(-1, 4, -1, -1, -1) if mask.shape[1] == 1 else mask, x.shape[0])
         return torch.cat([image[:, :mask_index], mask, image[:, mask_index:]], dim=1)
 
-    def inpaint_latent(self, ms: Any, sigma: torch.Tensor, noise: torch.Tensor,
-                       latent_image: torch.Tensor) -> torch.Tensor:
+    def inpaint_latent(
+        self, ms: Any, sigma: torch.Tensor, noise: torch.Tensor, latent_image: torch.Tensor
+    ) -> torch.Tensor:
         """Wan 2.2 5B keeps its start frames as they are (ComfyUI's WAN22.scale_latent_inpaint): no noise."""
         return latent_image if self.arch == "wan22_5b" else super().inpaint_latent(ms, sigma, noise, latent_image)
 
@@ -193,13 +205,15 @@ class WanDiffusionModel(DiffusionModel):
         device, dtype = x.device, self.dtype
         inp = x if cond.get("concat") is None else torch.cat([x, cond["concat"].to(x)], dim=1)
         if inp.shape[1] != module.config.in_channels:
-            raise ValueError(f"this Wan model takes {module.config.in_channels} input channels (latent and "
-                             f"image conditioning), got {inp.shape[1]}; an image-to-video model needs "
-                             "WanImageToVideo's conditioning")
+            raise ValueError(
+                f"this Wan model takes {module.config.in_channels} input channels (latent and "
+                f"image conditioning), got {inp.shape[1]}; an image-to-video model needs "
+                "WanImageToVideo's conditioning"
+            )
         inp = _pad_to_patch(inp)
         t = torch.as_tensor(timestep, dtype=torch.float32, device=device)
         t = t.reshape(-1).expand(b) if t.numel() in (1, b) and t.dim() < 2 else t
-        if t.dim() == 2:   # one timestep per latent frame (Wan 2.2 5B): one per token, as the model takes them
+        if t.dim() == 2:  # one timestep per latent frame (Wan 2.2 5B): one per token, as the model takes them
             tokens = (inp.shape[-2] // PATCH[1]) * (inp.shape[-1] // PATCH[2])
             t = t.repeat_interleave(tokens, dim=1)
         context = cond["context"].to(device, dtype)
@@ -207,14 +221,19 @@ class WanDiffusionModel(DiffusionModel):
         camera = cond.get("camera_conditions")
         adapter = getattr(module, "control_adapter", None)
         if camera is not None and adapter is None:
-            raise ValueError("camera_conditions: this Wan model has no camera control adapter (a Wan Fun Camera "
-                             "model reads them)")
+            raise ValueError(
+                "camera_conditions: this Wan model has no camera control adapter (a Wan Fun Camera model reads them)"
+            )
         features = None if camera is None else adapter(camera.to(device, dtype))
         token = _camera_features.set(features)
         try:
-            out = module(hidden_states=inp.to(dtype), timestep=t, encoder_hidden_states=context,
-                         encoder_hidden_states_image=None if image is None else image.to(device, dtype),
-                         return_dict=False)[0]
+            out = module(
+                hidden_states=inp.to(dtype),
+                timestep=t,
+                encoder_hidden_states=context,
+                encoder_hidden_states_image=None if image is None else image.to(device, dtype),
+                return_dict=False,
+            )[0]
         finally:
             _camera_features.reset(token)
         return out[:, :, :frames, :h, :w].float()
@@ -223,11 +242,11 @@ class WanDiffusionModel(DiffusionModel):
 def lora_targets(sd: Mapping[str, torch.Tensor]) -> LoraTargets:
     """The names a Wan LoRA may give a layer, as ComfyUI accepts them: Wan's own under `diffusion_model.`
     (lightx2v's and most trainers'), kohya's `lora_unet_` with underscores, and diffusers' under `transformer.`."""
-    ours = convert_wan_transformer_to_diffusers({k: k for k in sd})   # diffusers name -> Wan name
+    ours = convert_wan_transformer_to_diffusers({k: k for k in sd})  # diffusers name -> Wan name
     targets = LoraTargets(("diffusion_model.", "lora_unet_", "transformer."), {})
     for dif, wan in ours.items():
         if dif.endswith(".weight"):
-            d, w = dif[:-len(".weight")], wan[:-len(".weight")]
+            d, w = dif[: -len(".weight")], wan[: -len(".weight")]
             targets.add(dif, "diffusion_model." + w, "lora_unet_" + w.replace(".", "_"), "transformer." + d)
     return targets
 
@@ -259,19 +278,23 @@ def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) 
     # Wan 2.2 Fun Control's reference-image patch embedding: ComfyUI uses it only for a reference latent
     # (Wan22FunControlToVideo's ref_image, refused there), so the model runs without it.
     sd = {k: v for k, v in sd.items() if not k.startswith(REF_CONV)}
-    camera = {k[len(CAMERA):]: sd.pop(k) for k in [k for k in sd if k.startswith(CAMERA)]}
+    camera = {k[len(CAMERA) :]: sd.pop(k) for k in [k for k in sd if k.startswith(CAMERA)]}
     converted = convert_wan_transformer_to_diffusers(dict(sd))
     if ref.patches:
         converted, _ = merge_loras(ref.patches, lora_targets(sd), converted)
     module = build_module(lambda: _with_rope(WanTransformer3DModel(**config)), converted, path, "Wan transformer")
     module.condition_embedder.timesteps_proj = ComfyTimesteps(FREQ_DIM)
-    if camera:   # Wan Fun Camera (ComfyUI's camera / camera_2.2 model types)
-        size = (camera["conv.weight"].shape[1] // 64, config["num_attention_heads"] * HEAD_DIM,
-                count_blocks(camera, "residual_blocks"))
+    if camera:  # Wan Fun Camera (ComfyUI's camera / camera_2.2 model types)
+        size = (
+            camera["conv.weight"].shape[1] // 64,
+            config["num_attention_heads"] * HEAD_DIM,
+            count_blocks(camera, "residual_blocks"),
+        )
         module.control_adapter = build_module(lambda: CameraAdapter(*size), camera, path, "Wan camera adapter")
         module.patch_embedding.register_forward_hook(_add_camera)
-    return WanDiffusionModel(arch=arch, module=module, latent_format=latent_format(arch),
-                             sampling=dict(sampling_config(arch)), config=config)
+    return WanDiffusionModel(
+        arch=arch, module=module, latent_format=latent_format(arch), sampling=dict(sampling_config(arch)), config=config
+    )
 
 
 # The loader (nodes.models.loader) finds every Wan entry point on this module.
@@ -284,5 +307,6 @@ def load_vae(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]):
     """The Wan 2.2 VAE (48 channels) or the Wan 2.1 VAE, by the file's layout."""
     from nodes.models import qwen_image_vae, wan22_vae
     from nodes.models.detect import WAN22_VAE_MARKER
+
     is_22 = any(k.endswith(WAN22_VAE_MARKER) for k in state_dict)
     return (wan22_vae if is_22 else qwen_image_vae).load_vae(ref, state_dict)

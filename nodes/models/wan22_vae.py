@@ -4,6 +4,7 @@ pixel patches, then three 2x downsamplings), 4x in time, in Wan's own key layout
 quant convs). It runs as diffusers' AutoencoderKLWan with `is_residual` (Wan 2.2's residual down/up blocks);
 diffusers' single-file converter knows only the Wan 2.1 layout, so the names are mapped here, one rule per part.
 The widths are read from the tensors (ComfyUI fixes them at 160 and 256 for the released file)."""
+
 from __future__ import annotations
 
 import re
@@ -21,19 +22,30 @@ from nodes.models.safetensors_io import build_module
 
 DOWNSCALE = 16
 RES_BLOCKS = 2
-_RESIDUAL = {"residual.0.gamma": "norm1.gamma", "residual.2.": "conv1.", "residual.3.gamma": "norm2.gamma",
-             "residual.6.": "conv2.", "shortcut.": "conv_shortcut."}
-_FIXED = {"encoder.conv1.": "encoder.conv_in.", "decoder.conv1.": "decoder.conv_in.",
-          "encoder.head.0.": "encoder.norm_out.", "encoder.head.2.": "encoder.conv_out.",
-          "decoder.head.0.": "decoder.norm_out.", "decoder.head.2.": "decoder.conv_out.",
-          "conv1.": "quant_conv.", "conv2.": "post_quant_conv."}
+_RESIDUAL = {
+    "residual.0.gamma": "norm1.gamma",
+    "residual.2.": "conv1.",
+    "residual.3.gamma": "norm2.gamma",
+    "residual.6.": "conv2.",
+    "shortcut.": "conv_shortcut.",
+}
+_FIXED = {
+    "encoder.conv1.": "encoder.conv_in.",
+    "decoder.conv1.": "decoder.conv_in.",
+    "encoder.head.0.": "encoder.norm_out.",
+    "encoder.head.2.": "encoder.conv_out.",
+    "decoder.head.0.": "decoder.norm_out.",
+    "decoder.head.2.": "decoder.conv_out.",
+    "conv1.": "quant_conv.",
+    "conv2.": "post_quant_conv.",
+}
 
 
 def diffusers_name(key: str) -> str:
     """One Wan 2.2 VAE tensor name -> AutoencoderKLWan's."""
     for ours, theirs in _FIXED.items():
         if key.startswith(ours):
-            return theirs + key[len(ours):]
+            return theirs + key[len(ours) :]
     m = re.match(r"(encoder|decoder)\.middle\.(\d)\.(.*)", key)
     if m:
         side, index, rest = m.groups()
@@ -55,7 +67,7 @@ def diffusers_name(key: str) -> str:
 def _residual(rest: str) -> str:
     for ours, theirs in _RESIDUAL.items():
         if rest.startswith(ours):
-            return theirs + rest[len(ours):]
+            return theirs + rest[len(ours) :]
     return rest
 
 
@@ -66,11 +78,19 @@ def to_diffusers(sd: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 def infer_config(sd: Mapping[str, torch.Tensor]) -> dict[str, object]:
     """AutoencoderKLWan's Wan 2.2 config from Wan-layout shapes: widths, latent and pixel-patch channels."""
     patch_channels = int(sd["encoder.conv1.weight"].shape[1])
-    return {"base_dim": int(sd["encoder.conv1.weight"].shape[0]),
-            "decoder_base_dim": int(sd["decoder.head.0.gamma"].shape[0]), "z_dim": int(sd["conv2.weight"].shape[0]),
-            "is_residual": True, "in_channels": patch_channels, "out_channels": patch_channels, "patch_size": 2,
-            "scale_factor_spatial": DOWNSCALE, "dim_mult": [1, 2, 4, 4], "num_res_blocks": RES_BLOCKS,
-            "temperal_downsample": [False, True, True]}
+    return {
+        "base_dim": int(sd["encoder.conv1.weight"].shape[0]),
+        "decoder_base_dim": int(sd["decoder.head.0.gamma"].shape[0]),
+        "z_dim": int(sd["conv2.weight"].shape[0]),
+        "is_residual": True,
+        "in_channels": patch_channels,
+        "out_channels": patch_channels,
+        "patch_size": 2,
+        "scale_factor_spatial": DOWNSCALE,
+        "dim_mult": [1, 2, 4, 4],
+        "num_res_blocks": RES_BLOCKS,
+        "temperal_downsample": [False, True, True],
+    }
 
 
 def load_vae(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) -> WanVAE:

@@ -16,6 +16,7 @@
 - diffusion_models/wan2.1_fun_camera_v1.1_1.3B_tiny: Wan Fun Camera with its control adapter (_camera_model).
 bfloat16 like the released files. Same seed -> byte-identical files (the SentencePiece model is trained on a
 fixed text with one thread)."""
+
 from __future__ import annotations
 
 import io
@@ -36,76 +37,106 @@ from nodes.output_claims import write_atomic
 
 SEED = 11
 TEXT_WIDTH = 32
-FILES = {"i2v_high": "diffusion_models/wan2.2_i2v_high_noise_14B_tiny.safetensors",
-         "i2v_low": "diffusion_models/wan2.2_i2v_low_noise_14B_tiny.safetensors",
-         "t2v": "diffusion_models/wan2.1_t2v_1.3B_tiny.safetensors",
-         "i2v_21": "diffusion_models/wan2.1_i2v_480p_14B_tiny.safetensors",
-         "ti2v_5b": "diffusion_models/wan2.2_ti2v_5B_tiny.safetensors",
-         "text_encoder": "text_encoders/umt5_xxl_tiny.safetensors",
-         "vae": "vae/wan_2.1_vae_tiny.safetensors",
-         "vae22": "vae/wan2.2_vae_tiny.safetensors",
-         "lora_high": "loras/wan2.2_i2v_lightx2v_4steps_lora_tiny_high_noise.safetensors",
-         "lora_low": "loras/wan2.2_i2v_lightx2v_4steps_lora_tiny_low_noise.safetensors",
-         "fun_control": "diffusion_models/wan2.1_fun_control_1.3B_tiny.safetensors",
-         "fun_inp": "diffusion_models/wan2.1_fun_inp_1.3B_tiny.safetensors",
-         "fun22_control": "diffusion_models/wan2.2_fun_control_low_noise_14B_tiny.safetensors",
-         "fun_camera": "diffusion_models/wan2.1_fun_camera_v1.1_1.3B_tiny.safetensors"}
+FILES = {
+    "i2v_high": "diffusion_models/wan2.2_i2v_high_noise_14B_tiny.safetensors",
+    "i2v_low": "diffusion_models/wan2.2_i2v_low_noise_14B_tiny.safetensors",
+    "t2v": "diffusion_models/wan2.1_t2v_1.3B_tiny.safetensors",
+    "i2v_21": "diffusion_models/wan2.1_i2v_480p_14B_tiny.safetensors",
+    "ti2v_5b": "diffusion_models/wan2.2_ti2v_5B_tiny.safetensors",
+    "text_encoder": "text_encoders/umt5_xxl_tiny.safetensors",
+    "vae": "vae/wan_2.1_vae_tiny.safetensors",
+    "vae22": "vae/wan2.2_vae_tiny.safetensors",
+    "lora_high": "loras/wan2.2_i2v_lightx2v_4steps_lora_tiny_high_noise.safetensors",
+    "lora_low": "loras/wan2.2_i2v_lightx2v_4steps_lora_tiny_low_noise.safetensors",
+    "fun_control": "diffusion_models/wan2.1_fun_control_1.3B_tiny.safetensors",
+    "fun_inp": "diffusion_models/wan2.1_fun_inp_1.3B_tiny.safetensors",
+    "fun22_control": "diffusion_models/wan2.2_fun_control_low_noise_14B_tiny.safetensors",
+    "fun_camera": "diffusion_models/wan2.1_fun_camera_v1.1_1.3B_tiny.safetensors",
+}
 # (input channels, output channels) of each diffusion model
 _SHAPES = {"i2v_high": (36, 16), "i2v_low": (36, 16), "t2v": (16, 16), "ti2v_5b": (48, 48)}
 # The text the tiny SentencePiece model is trained on: prompts of the Wan templates and the tests.
-_CORPUS = ["The white dragon warrior stands still, eyes full of determination and strength.",
-           ("The camera slowly moves closer or circles around the warrior, highlighting the powerful presence "
-            "and heroic spirit of the character."), "a red cube on a wooden table, a cat walking on the grass",
-           "low quality, blurry, static, worst quality, JPEG artifacts, ugly, deformed", "a fox at dusk, sunset"]
+_CORPUS = [
+    "The white dragon warrior stands still, eyes full of determination and strength.",
+    (
+        "The camera slowly moves closer or circles around the warrior, highlighting the powerful presence "
+        "and heroic spirit of the character."
+    ),
+    "a red cube on a wooden table, a cat walking on the grass",
+    "low quality, blurry, static, worst quality, JPEG artifacts, ugly, deformed",
+    "a fox at dusk, sunset",
+]
 
 # Our names (diffusers') -> Wan's, the inverse of diffusers' convert_wan_transformer_to_diffusers, in order.
-_TO_WAN = [("condition_embedder.image_embedder.norm1", "img_emb.proj.0"),
-           ("condition_embedder.image_embedder.ff.net.0.proj", "img_emb.proj.1"),
-           ("condition_embedder.image_embedder.ff.net.2", "img_emb.proj.3"),
-           ("condition_embedder.image_embedder.norm2", "img_emb.proj.4"),
-           (".add_k_proj.", ".k_img."), (".add_v_proj.", ".v_img."), (".norm_added_k.", ".norm_k_img."),
-           ("condition_embedder.time_embedder.linear_1", "time_embedding.0"),
-           ("condition_embedder.time_embedder.linear_2", "time_embedding.2"),
-           ("condition_embedder.text_embedder.linear_1", "text_embedding.0"),
-           ("condition_embedder.text_embedder.linear_2", "text_embedding.2"),
-           ("condition_embedder.time_proj", "time_projection.1"),
-           ("attn1.", "self_attn."), ("attn2.", "cross_attn."), (".to_out.0.", ".o."), (".to_q.", ".q."),
-           (".to_k.", ".k."), (".to_v.", ".v."), ("ffn.net.0.proj", "ffn.0"), ("ffn.net.2", "ffn.2"),
-           (".norm2.", ".norm3."), (".scale_shift_table", ".modulation")]
+_TO_WAN = [
+    ("condition_embedder.image_embedder.norm1", "img_emb.proj.0"),
+    ("condition_embedder.image_embedder.ff.net.0.proj", "img_emb.proj.1"),
+    ("condition_embedder.image_embedder.ff.net.2", "img_emb.proj.3"),
+    ("condition_embedder.image_embedder.norm2", "img_emb.proj.4"),
+    (".add_k_proj.", ".k_img."),
+    (".add_v_proj.", ".v_img."),
+    (".norm_added_k.", ".norm_k_img."),
+    ("condition_embedder.time_embedder.linear_1", "time_embedding.0"),
+    ("condition_embedder.time_embedder.linear_2", "time_embedding.2"),
+    ("condition_embedder.text_embedder.linear_1", "text_embedding.0"),
+    ("condition_embedder.text_embedder.linear_2", "text_embedding.2"),
+    ("condition_embedder.time_proj", "time_projection.1"),
+    ("attn1.", "self_attn."),
+    ("attn2.", "cross_attn."),
+    (".to_out.0.", ".o."),
+    (".to_q.", ".q."),
+    (".to_k.", ".k."),
+    (".to_v.", ".v."),
+    ("ffn.net.0.proj", "ffn.0"),
+    ("ffn.net.2", "ffn.2"),
+    (".norm2.", ".norm3."),
+    (".scale_shift_table", ".modulation"),
+]
 
 
 def transformer_to_wan(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     out = {}
     for key, value in sd.items():
         name = {"scale_shift_table": "head.modulation"}.get(key, key)
-        name = "head.head." + name[len("proj_out."):] if name.startswith("proj_out.") else name
+        name = "head.head." + name[len("proj_out.") :] if name.startswith("proj_out.") else name
         for ours, theirs in _TO_WAN:
             name = name.replace(ours, theirs)
         out[name] = value
     back = convert_wan_transformer_to_diffusers({k: i for i, k in enumerate(out)})
     leftover = [k for k in out if any(part in k for part in ("condition_embedder", "attn1", "attn2", "add_", "to_"))]
-    if sorted(back) != sorted(sd) or leftover:   # diffusers' own converter must give our names back
+    if sorted(back) != sorted(sd) or leftover:  # diffusers' own converter must give our names back
         raise AssertionError(f"Wan layout does not convert back: {sorted(set(back) ^ set(sd))[:4]}")
     return out
 
 
-_TO_WAN22 = [("quant_conv.", "conv1."), ("post_quant_conv.", "conv2."), ("encoder.conv_in.", "encoder.conv1."),
-             ("decoder.conv_in.", "decoder.conv1."), ("encoder.norm_out.", "encoder.head.0."),
-             ("encoder.conv_out.", "encoder.head.2."), ("decoder.norm_out.", "decoder.head.0."),
-             ("decoder.conv_out.", "decoder.head.2.")]
-_RESIDUAL_TO_WAN = [("norm1.gamma", "residual.0.gamma"), ("conv1.", "residual.2."), ("norm2.gamma", "residual.3.gamma"),
-                    ("conv2.", "residual.6."), ("conv_shortcut.", "shortcut.")]
+_TO_WAN22 = [
+    ("quant_conv.", "conv1."),
+    ("post_quant_conv.", "conv2."),
+    ("encoder.conv_in.", "encoder.conv1."),
+    ("decoder.conv_in.", "decoder.conv1."),
+    ("encoder.norm_out.", "encoder.head.0."),
+    ("encoder.conv_out.", "encoder.head.2."),
+    ("decoder.norm_out.", "decoder.head.0."),
+    ("decoder.conv_out.", "decoder.head.2."),
+]
+_RESIDUAL_TO_WAN = [
+    ("norm1.gamma", "residual.0.gamma"),
+    ("conv1.", "residual.2."),
+    ("norm2.gamma", "residual.3.gamma"),
+    ("conv2.", "residual.6."),
+    ("conv_shortcut.", "shortcut."),
+]
 
 
 def _wan22_name(key: str) -> str:
     for ours, theirs in _TO_WAN22:
         if key.startswith(ours):
-            return theirs + key[len(ours):]
+            return theirs + key[len(ours) :]
     side, block, *rest = key.split(".")
     if block == "mid_block":
         kind, index, *rest = rest
         where = {"resnets.0": "middle.0", "attentions.0": "middle.1", "resnets.1": "middle.2"}[f"{kind}.{index}"]
-    else:   # down_blocks.L.resnets.J / .downsampler, up_blocks.L.resnets.J / .upsampler
+    else:  # down_blocks.L.resnets.J / .downsampler, up_blocks.L.resnets.J / .upsampler
         level, kind, *rest = rest
         inner = "downsamples" if block == "down_blocks" else "upsamples"
         if kind in ("downsampler", "upsampler"):
@@ -116,7 +147,7 @@ def _wan22_name(key: str) -> str:
     tail = ".".join(rest)
     for ours, theirs in _RESIDUAL_TO_WAN:
         if tail.startswith(ours):
-            tail = theirs + tail[len(ours):]
+            tail = theirs + tail[len(ours) :]
     return f"{side}.{where}.{tail}"
 
 
@@ -130,23 +161,45 @@ def wan22_vae_to_wan(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 def spiece_model() -> bytes:
     import sentencepiece
+
     out = io.BytesIO()
     sentencepiece.SentencePieceTrainer.train(
-        sentence_iterator=iter(_CORPUS * 20), model_writer=out, vocab_size=400, hard_vocab_limit=False,
-        model_type="unigram", pad_id=0, eos_id=1, unk_id=2, bos_id=-1, byte_fallback=True,
-        character_coverage=1.0, num_threads=1, minloglevel=2)
+        sentence_iterator=iter(_CORPUS * 20),
+        model_writer=out,
+        vocab_size=400,
+        hard_vocab_limit=False,
+        model_type="unigram",
+        pad_id=0,
+        eos_id=1,
+        unk_id=2,
+        bos_id=-1,
+        byte_fallback=True,
+        character_coverage=1.0,
+        num_threads=1,
+        minloglevel=2,
+    )
     return out.getvalue()
 
 
-CLIP_VISION_WIDTH = 32   # the demo CLIP vision model's (nodes.models.demo)
+CLIP_VISION_WIDTH = 32  # the demo CLIP vision model's (nodes.models.demo)
 
 
-def _transformer(in_channels: int, out_channels: int, gen: torch.Generator,
-                 image_dim: int | None = None) -> dict[str, torch.Tensor]:
-    model = WanTransformer3DModel(patch_size=(1, 2, 2), num_attention_heads=1, attention_head_dim=HEAD_DIM,
-                                  in_channels=in_channels, out_channels=out_channels, text_dim=TEXT_WIDTH,
-                                  freq_dim=256, ffn_dim=256, num_layers=2, image_dim=image_dim,
-                                  added_kv_proj_dim=None if image_dim is None else HEAD_DIM)
+def _transformer(
+    in_channels: int, out_channels: int, gen: torch.Generator, image_dim: int | None = None
+) -> dict[str, torch.Tensor]:
+    model = WanTransformer3DModel(
+        patch_size=(1, 2, 2),
+        num_attention_heads=1,
+        attention_head_dim=HEAD_DIM,
+        in_channels=in_channels,
+        out_channels=out_channels,
+        text_dim=TEXT_WIDTH,
+        freq_dim=256,
+        ffn_dim=256,
+        num_layers=2,
+        image_dim=image_dim,
+        added_kv_proj_dim=None if image_dim is None else HEAD_DIM,
+    )
     randomize_constants(model, gen)
     return transformer_to_wan(model.state_dict())
 
@@ -159,16 +212,34 @@ def tiny_wan_state_dicts(seed: int = SEED) -> dict[str, dict[str, torch.Tensor]]
         torch.manual_seed(seed)
         gen = torch.Generator().manual_seed(seed)
         sds = {name: _transformer(*shape, gen) for name, shape in _SHAPES.items()}
-        text = UMT5EncoderModel(UMT5Config(vocab_size=vocab, d_model=TEXT_WIDTH, d_kv=8, d_ff=64, num_layers=2,
-                                           num_heads=4, relative_attention_num_buckets=32,
-                                           feed_forward_proj="gated-gelu", dense_act_fn="gelu_pytorch_tanh",
-                                           is_encoder_decoder=False))
+        text = UMT5EncoderModel(
+            UMT5Config(
+                vocab_size=vocab,
+                d_model=TEXT_WIDTH,
+                d_kv=8,
+                d_ff=64,
+                num_layers=2,
+                num_heads=4,
+                relative_attention_num_buckets=32,
+                feed_forward_proj="gated-gelu",
+                dense_act_fn="gelu_pytorch_tanh",
+                is_encoder_decoder=False,
+            )
+        )
         vae = AutoencoderKLWan(base_dim=8, z_dim=16)
-        vae22 = AutoencoderKLWan(base_dim=8, decoder_base_dim=16, z_dim=48, is_residual=True, in_channels=12,
-                                 out_channels=12, patch_size=2, scale_factor_spatial=16)
+        vae22 = AutoencoderKLWan(
+            base_dim=8,
+            decoder_base_dim=16,
+            z_dim=48,
+            is_residual=True,
+            in_channels=12,
+            out_channels=12,
+            patch_size=2,
+            scale_factor_spatial=16,
+        )
         for m in (text, vae, vae22):
             randomize_constants(m, gen)
-        sds["i2v_21"] = _transformer(36, 16, gen, image_dim=CLIP_VISION_WIDTH)   # last: the others keep their bytes
+        sds["i2v_21"] = _transformer(36, 16, gen, image_dim=CLIP_VISION_WIDTH)  # last: the others keep their bytes
     text_sd = {k: v for k, v in text.state_dict().items() if k != "encoder.embed_tokens.weight"}
     sds["text_encoder"] = text_sd
     sds["vae"] = diffusers_to_wan(vae.state_dict())
@@ -193,8 +264,9 @@ def _camera_model(seed: int) -> dict[str, torch.Tensor]:
     sd["control_adapter.conv.weight"] = torch.randn(HEAD_DIM, 24 * 64, 2, 2, generator=gen) * 0.02
     sd["control_adapter.conv.bias"] = torch.randn(HEAD_DIM, generator=gen) * 0.02
     for conv in ("conv1", "conv2"):
-        sd[f"control_adapter.residual_blocks.0.{conv}.weight"] = torch.randn(HEAD_DIM, HEAD_DIM, 3, 3,
-                                                                            generator=gen) * 0.02
+        sd[f"control_adapter.residual_blocks.0.{conv}.weight"] = (
+            torch.randn(HEAD_DIM, HEAD_DIM, 3, 3, generator=gen) * 0.02
+        )
         sd[f"control_adapter.residual_blocks.0.{conv}.bias"] = torch.randn(HEAD_DIM, generator=gen) * 0.02
     return {k: v.to(torch.bfloat16).contiguous() for k, v in sd.items()}
 
@@ -208,8 +280,10 @@ def _fun_models(seed: int) -> dict[str, dict[str, torch.Tensor]]:
     gen = torch.Generator().manual_seed(seed + 2)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed + 2)
-        sds = {name: _transformer(cin, 16, gen) for name, cin in
-               (("fun_control", 48), ("fun_inp", 36), ("fun22_control", 52))}
+        sds = {
+            name: _transformer(cin, 16, gen)
+            for name, cin in (("fun_control", 48), ("fun_inp", 36), ("fun22_control", 52))
+        }
     sds["fun22_control"]["ref_conv.weight"] = torch.randn(HEAD_DIM, 16, 2, 2, generator=gen) * 0.05
     sds["fun22_control"]["ref_conv.bias"] = torch.randn(HEAD_DIM, generator=gen) * 0.05
     return {name: {k: v.to(torch.bfloat16).contiguous() for k, v in sd.items()} for name, sd in sds.items()}
@@ -219,9 +293,13 @@ def _lora(model: dict[str, torch.Tensor], gen: torch.Generator, rank: int = 4) -
     """A rank-`rank` LoRA on every attention and feed-forward matrix of a Wan-layout model, bfloat16."""
     out = {}
     for key, weight in sorted(model.items()):
-        if key.startswith("blocks.") and key.endswith(".weight") and weight.dim() == 2 and \
-                any(part in key for part in (".q.", ".k.", ".v.", ".o.", ".ffn.")):
-            name = "diffusion_model." + key[:-len(".weight")]
+        if (
+            key.startswith("blocks.")
+            and key.endswith(".weight")
+            and weight.dim() == 2
+            and any(part in key for part in (".q.", ".k.", ".v.", ".o.", ".ffn."))
+        ):
+            name = "diffusion_model." + key[: -len(".weight")]
             out[f"{name}.lora_down.weight"] = torch.randn(rank, weight.shape[1], generator=gen) * 0.1
             out[f"{name}.lora_up.weight"] = torch.randn(weight.shape[0], rank, generator=gen) * 0.1
             out[f"{name}.alpha"] = torch.tensor(float(rank))

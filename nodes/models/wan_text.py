@@ -5,6 +5,7 @@ block: what tells umT5 from T5), with its SentencePiece model stored in the same
 
 ComfyUI's rules: no start token, </s> (1) after the prompt, padded with 0 to at least 512 tokens; the padding
 is masked out of attention and its states are zeroed (enable_attention_masks, zero_out_masked)."""
+
 from __future__ import annotations
 
 import re
@@ -39,20 +40,32 @@ def umt5_config(sd: Mapping[str, torch.Tensor]) -> UMT5Config:
     bias = sd["encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight"]
     inner = sd["encoder.block.0.layer.0.SelfAttention.q.weight"].shape[0]
     layers = len({int(m.group(1)) for k in sd if (m := re.match(r"encoder\.block\.(\d+)\.", k))})
-    return UMT5Config(vocab_size=emb.shape[0], d_model=emb.shape[1], d_kv=inner // bias.shape[1],
-                      d_ff=sd["encoder.block.0.layer.1.DenseReluDense.wi_0.weight"].shape[0], num_layers=layers,
-                      num_heads=bias.shape[1], relative_attention_num_buckets=bias.shape[0],
-                      feed_forward_proj="gated-gelu", dense_act_fn="gelu_pytorch_tanh", dropout_rate=0.0,
-                      is_encoder_decoder=False, use_cache=False, tie_word_embeddings=False)
+    return UMT5Config(
+        vocab_size=emb.shape[0],
+        d_model=emb.shape[1],
+        d_kv=inner // bias.shape[1],
+        d_ff=sd["encoder.block.0.layer.1.DenseReluDense.wi_0.weight"].shape[0],
+        num_layers=layers,
+        num_heads=bias.shape[1],
+        relative_attention_num_buckets=bias.shape[0],
+        feed_forward_proj="gated-gelu",
+        dense_act_fn="gelu_pytorch_tanh",
+        dropout_rate=0.0,
+        is_encoder_decoder=False,
+        use_cache=False,
+        tie_word_embeddings=False,
+    )
 
 
 def spiece_tokenizer(model_proto: bytes) -> Callable[[str], list[int]]:
     """ComfyUI's tokenization of one text segment: each space-separated word encoded alone, no </s>."""
     import sentencepiece
+
     sp = sentencepiece.SentencePieceProcessor(model_proto=model_proto)
 
     def encode(text: str) -> list[int]:
         return [t for word in text.split(" ") if word for t in sp.encode(word)]
+
     return encode
 
 
@@ -80,19 +93,24 @@ class WanTextEncoder(TextEncoder):
         return cond, None
 
 
-def load_text_encoder(ref: ModelRef, state_dicts: Sequence[Mapping[str, torch.Tensor]] | Mapping[str, torch.Tensor]
-                      ) -> WanTextEncoder:
+def load_text_encoder(
+    ref: ModelRef, state_dicts: Sequence[Mapping[str, torch.Tensor]] | Mapping[str, torch.Tensor]
+) -> WanTextEncoder:
     sd = state_dicts if isinstance(state_dicts, Mapping) else state_dicts[0]
     path = ref.sources[0] if ref.sources else None
     prefix = find_prefix(sd.keys(), UMT5_MARKER)
     if prefix is None:
-        raise ModelLoadError(path, "Wan needs the umt5-xxl text encoder; no umT5 weights (a relative attention "
-                                   "bias in every block) in the file")
+        raise ModelLoadError(
+            path,
+            "Wan needs the umt5-xxl text encoder; no umT5 weights (a relative attention "
+            "bias in every block) in the file",
+        )
     sd = strip_prefix(sd, prefix)
     spiece = sd.pop(SPIECE_KEY, None)
     if spiece is None:
-        raise ModelLoadError(path, "the umt5-xxl file holds no tokenizer (spiece_model), as ComfyUI's "
-                                   "repackaged umt5_xxl files do")
+        raise ModelLoadError(
+            path, "the umt5-xxl file holds no tokenizer (spiece_model), as ComfyUI's repackaged umt5_xxl files do"
+        )
     emb = sd.get("shared.weight", sd.get("encoder.embed_tokens.weight"))
     sd["shared.weight"] = sd["encoder.embed_tokens.weight"] = emb
     try:
@@ -101,5 +119,10 @@ def load_text_encoder(ref: ModelRef, state_dicts: Sequence[Mapping[str, torch.Te
         raise ModelLoadError(path, f"not a usable umt5 encoder: no {e}") from None
     module = build_module(lambda: UMT5EncoderModel(config), sd, path, "umt5 text encoder", dtype=torch.float32)
     rules = with_tokenizer_options(RULES, dict(ref.option("tokenizer_options", ())), "umt5xxl")
-    return WanTextEncoder(arch="wan21", modules={"umt5xxl": module}, layer=None,
-                          tokenizer=spiece_tokenizer(spiece.numpy().tobytes()), rules=rules)
+    return WanTextEncoder(
+        arch="wan21",
+        modules={"umt5xxl": module},
+        layer=None,
+        tokenizer=spiece_tokenizer(spiece.numpy().tobytes()),
+        rules=rules,
+    )

@@ -6,6 +6,7 @@ The network is diffusers' ZImageTransformer2DModel; diffusers' own single-file c
 the sizes come from the shapes. `apply` takes ComfyUI's view of the model: a [B,16,H,W] latent (Flux's latent
 format), sigma as the timestep (ModelSamplingAuraFlow, multiplier 1), the Qwen3 hidden states as context; the
 network sees 1 - sigma and ComfyUI's NextDiT returns the negated output, so `apply` does too."""
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -22,10 +23,10 @@ from nodes.models.errors import ModelLoadError
 from nodes.models.flux_keys import find_prefix
 from nodes.models.safetensors_io import build_module
 
-MARKER = "layers.0.adaLN_modulation.0.weight"   # Z-Image's modulation: a bare Linear (Lumina 2 has SiLU first)
+MARKER = "layers.0.adaLN_modulation.0.weight"  # Z-Image's modulation: a bare Linear (Lumina 2 has SiLU first)
 EMBED_MARKER = "cap_embedder.1.weight"
 PATCH = 2
-REAL_AXES = {128: (32, 48, 48)}   # head dim -> RoPE axes (Z-Image's; ComfyUI hard-codes them for dim 3840)
+REAL_AXES = {128: (32, 48, 48)}  # head dim -> RoPE axes (Z-Image's; ComfyUI hard-codes them for dim 3840)
 # Position tables long enough for any prompt and image; the rotation of a position does not depend on it.
 AXES_LENS = (8192, 4096, 4096)
 ROPE_THETA, TIME_SCALE, NORM_EPS = 256.0, 1000.0, 1e-5
@@ -40,11 +41,12 @@ def find_zimage_prefix(keys) -> str | None:
 def to_diffusers_layout(state_dict: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """ComfyUI's NextDiT names -> diffusers' (diffusers' single-file conversion: fused qkv split, renames)."""
     from diffusers.loaders.single_file_utils import convert_z_image_transformer_checkpoint_to_diffusers
+
     prefix = find_zimage_prefix(state_dict.keys())
     if prefix is None:
         raise ValueError("not a Z-Image transformer (no cap_embedder / layers.0.adaLN_modulation.0 keys)")
     # The conversion pops what it converts: hand it a new dict of the transformer's tensors only.
-    sd = {k[len(prefix):]: v for k, v in state_dict.items() if k.startswith(prefix)}
+    sd = {k[len(prefix) :]: v for k, v in state_dict.items() if k.startswith(prefix)}
     return convert_z_image_transformer_checkpoint_to_diffusers(sd)
 
 
@@ -52,8 +54,9 @@ def count_blocks(sd: Mapping[str, torch.Tensor], name: str) -> int:
     return len({k.split(".")[1] for k in sd if k.startswith(name + ".")})
 
 
-def infer_config(sd: Mapping[str, torch.Tensor], axes_dims: tuple[int, ...] | None = None
-                 ) -> tuple[dict[str, Any], dict[str, int]]:
+def infer_config(
+    sd: Mapping[str, torch.Tensor], axes_dims: tuple[int, ...] | None = None
+) -> tuple[dict[str, Any], dict[str, int]]:
     """ZImageTransformer2DModel's config, plus the two widths it does not take as arguments (the timestep
     MLP's and the feed-forward's; ComfyUI derives them differently from diffusers for narrow models)."""
     dim, patch_in = sd["all_x_embedder.2-1.weight"].shape
@@ -69,13 +72,25 @@ def infer_config(sd: Mapping[str, torch.Tensor], axes_dims: tuple[int, ...] | No
     if axes is None or sum(axes) != head_dim:
         raise ValueError(f"no RoPE axes known for head dim {head_dim}")
     return {
-        "all_patch_size": (PATCH,), "all_f_patch_size": (1,),
-        "in_channels": int(patch_in // (PATCH * PATCH)), "dim": int(dim),
-        "n_layers": count_blocks(sd, "layers"), "n_refiner_layers": refiners,
-        "n_heads": int(dim // head_dim), "n_kv_heads": int(dim // head_dim), "norm_eps": NORM_EPS,
-        "qk_norm": True, "cap_feat_dim": int(sd["cap_embedder.1.weight"].shape[1]),
-        "rope_theta": ROPE_THETA, "t_scale": TIME_SCALE, "axes_dims": list(axes), "axes_lens": list(AXES_LENS),
-    }, {"t_mid": int(sd["t_embedder.mlp.0.weight"].shape[0]), "ffn": int(sd["layers.0.feed_forward.w1.weight"].shape[0])}
+        "all_patch_size": (PATCH,),
+        "all_f_patch_size": (1,),
+        "in_channels": int(patch_in // (PATCH * PATCH)),
+        "dim": int(dim),
+        "n_layers": count_blocks(sd, "layers"),
+        "n_refiner_layers": refiners,
+        "n_heads": int(dim // head_dim),
+        "n_kv_heads": int(dim // head_dim),
+        "norm_eps": NORM_EPS,
+        "qk_norm": True,
+        "cap_feat_dim": int(sd["cap_embedder.1.weight"].shape[1]),
+        "rope_theta": ROPE_THETA,
+        "t_scale": TIME_SCALE,
+        "axes_dims": list(axes),
+        "axes_lens": list(AXES_LENS),
+    }, {
+        "t_mid": int(sd["t_embedder.mlp.0.weight"].shape[0]),
+        "ffn": int(sd["layers.0.feed_forward.w1.weight"].shape[0]),
+    }
 
 
 def make_transformer(config: dict[str, Any], widths: dict[str, int]):
@@ -83,6 +98,7 @@ def make_transformer(config: dict[str, Any], widths: dict[str, int]):
     where they differ from diffusers' fixed rule (1024 and int(dim / 3 * 8): the real model's)."""
     from diffusers import ZImageTransformer2DModel
     from diffusers.models.transformers.transformer_z_image import FeedForward, TimestepEmbedder
+
     model = ZImageTransformer2DModel(**config)
     dim = config["dim"]
     if model.t_embedder.mlp[0].out_features != widths["t_mid"]:
@@ -116,7 +132,7 @@ class ZImageDiffusionModel(DiffusionModel):
         # Odd sizes: ComfyUI pads circularly to whole patches and crops the output back.
         x = F.pad(x, (0, (-w) % PATCH, 0, (-h) % PATCH), mode="circular").to(dtype)
         context = cond["context"].to(device, dtype)
-        t = 1.0 - _per_batch(timestep, b).to(device)   # the network's time runs from noise (0) to image (1)
+        t = 1.0 - _per_batch(timestep, b).to(device)  # the network's time runs from noise (0) to image (1)
         out = self.module(x=[xi.unsqueeze(1) for xi in x], t=t, cap_feats=list(context), return_dict=False)[0]
         return -torch.stack([o[:, 0] for o in out])[:, :, :h, :w].float()
 
@@ -133,8 +149,14 @@ def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) 
         raise ModelLoadError(path, f"not a usable Z-Image transformer: {e}") from None
     dtype = sd["all_x_embedder.2-1.weight"].dtype
     module = build_module(lambda: make_transformer(config, widths), sd, path, "Z-Image transformer", dtype=dtype)
-    return ZImageDiffusionModel(arch="zimage", module=module, latent_format=FLUX_LATENT,
-                                sampling=dict(sampling_config("zimage")), config={**config, **widths}, dtype=dtype)
+    return ZImageDiffusionModel(
+        arch="zimage",
+        module=module,
+        latent_format=FLUX_LATENT,
+        sampling=dict(sampling_config("zimage")),
+        config={**config, **widths},
+        dtype=dtype,
+    )
 
 
 # The loader (nodes.models.loader) finds every Z-Image entry point on this module.

@@ -3,6 +3,7 @@
 As the newest ComfyUI encodes for Z-Image: the prompt goes into Qwen's chat template with no weighting
 syntax, is tokenized with Qwen2's tokenizer (no start/end tokens, pad 151643) and the conditioning is the
 output of the second-to-last layer, not normed, for every token of the templated prompt; no pooled vector."""
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -19,13 +20,14 @@ from nodes.models.qwen_tokenizer import QwenTokenizer, qwen_tokenizer
 from nodes.models.tokenizer import escape_parens, unescape_parens
 
 TEMPLATE = "<|im_start|>user\n{}<|im_end|>\n<|im_start|>assistant\n"
-SUB = "qwen3_4b"          # ComfyUI's name for the sub-encoder (its token dict key)
-LAYER = -2                # ComfyUI: layer="hidden", layer_idx=-2, no final norm
+SUB = "qwen3_4b"  # ComfyUI's name for the sub-encoder (its token dict key)
+LAYER = -2  # ComfyUI: layer="hidden", layer_idx=-2, no final norm
 
 
 def tokenizer_dirs() -> list[Path]:
     """Where a user's Qwen tokenizer may be: the workspace's text_encoders and configs folders."""
     from nodes.workspace import active
+
     ws = active()
     return ws.folder_paths("text_encoders") + ws.folder_paths("configs")
 
@@ -42,13 +44,14 @@ class ZImageTextEncoder(TextEncoder):
     @torch.no_grad()
     def encode(self, tokens: dict[str, list[list[tuple[int, float]]]]) -> tuple[torch.Tensor, None]:
         ids = [t for chunk in tokens[SUB] for t, _ in chunk]
-        layer = LAYER if self.layer is None else int(self.layer)   # CLIPSetLastLayer picks another
+        layer = LAYER if self.layer is None else int(self.layer)  # CLIPSetLastLayer picks another
         out = qwen3_layer_output(self.modules[SUB], torch.tensor([ids], dtype=torch.long), layer)
         return out.float(), None
 
 
-def load_text_encoder(ref: ModelRef, state_dicts: Sequence[Mapping[str, torch.Tensor]] | Mapping[str, torch.Tensor]
-                      ) -> ZImageTextEncoder:
+def load_text_encoder(
+    ref: ModelRef, state_dicts: Sequence[Mapping[str, torch.Tensor]] | Mapping[str, torch.Tensor]
+) -> ZImageTextEncoder:
     """Z-Image's CLIP object from CLIPLoader's Qwen3 file (or a checkpoint holding one)."""
     if isinstance(state_dicts, Mapping):
         state_dicts = [state_dicts]
@@ -57,5 +60,6 @@ def load_text_encoder(ref: ModelRef, state_dicts: Sequence[Mapping[str, torch.Te
     if sd is None:
         raise ModelLoadError(path, "Z-Image needs a Qwen3 text encoder (qwen_3_4b.safetensors); none found")
     model = build_qwen3(sd, path)
-    return ZImageTextEncoder(arch="zimage", modules={SUB: model}, layer=ref.option("layer"),
-                             tokenizer=qwen_tokenizer(tokenizer_dirs(), path))
+    return ZImageTextEncoder(
+        arch="zimage", modules={SUB: model}, layer=ref.option("layer"), tokenizer=qwen_tokenizer(tokenizer_dirs(), path)
+    )

@@ -6,6 +6,7 @@ that length along `dim` into the schedule's windows, evaluates each side (positi
 blends each side's predictions with the fuse method's weights before CFG, as ComfyUI's calc_cond_batch does.
 FreeNoise shuffles the initial noise once, on the head, before the first step.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -16,7 +17,7 @@ import torch
 
 SCHEDULES = ("standard_static", "standard_uniform", "looped_uniform", "batched")
 FUSE_METHODS = ("pyramid", "relative", "flat", "overlap-linear")
-OPTION = "context_windows"   # the MODEL option holding a ContextWindows' fields
+OPTION = "context_windows"  # the MODEL option holding a ContextWindows' fields
 
 
 @dataclass(frozen=True)
@@ -39,23 +40,26 @@ class ContextWindows:
             raise ValueError("context_length and context_stride must be at least 1, context_overlap at least 0")
         # a window must advance: ComfyUI fails inside sampling (or divides by zero) when it does not
         if self.schedule != "batched" and self.overlap >= self.length:
-            raise ValueError(f"context_overlap ({self.overlap}) must be less than context_length ({self.length}) "
-                             f"for the {self.schedule} schedule")
+            raise ValueError(
+                f"context_overlap ({self.overlap}) must be less than context_length ({self.length}) "
+                f"for the {self.schedule} schedule"
+            )
 
     def as_param(self) -> dict:
         return asdict(self)
 
     def applies(self, x: torch.Tensor) -> bool:
         if self.dim >= x.dim():
-            raise ValueError(f"context windows: dim {self.dim} is past the latent's {x.dim()} dimensions "
-                             f"{tuple(x.shape)}")
+            raise ValueError(
+                f"context windows: dim {self.dim} is past the latent's {x.dim()} dimensions {tuple(x.shape)}"
+            )
         return x.shape[self.dim] > self.length
 
 
 def ordered_halving(step: int) -> float:
     """The bits of `step` mirrored into a 64-bit binary fraction: 0, 1/2, 1/4, 3/4, ... (the uniform schedules'
     per-step offset)."""
-    return int(f"{step:064b}"[::-1], 2) / 2 ** 64
+    return int(f"{step:064b}"[::-1], 2) / 2**64
 
 
 def _uniform(n: int, cw: ContextWindows, step: int, tail: int) -> list[list[int]]:
@@ -111,7 +115,7 @@ def windows(cw: ContextWindows, n: int, step: int) -> list[list[int]]:
     if cw.schedule == "batched":
         return [list(range(s, min(s + cw.length, n))) for s in range(0, n, cw.length)]
     out = []
-    for start in range(0, n, cw.length - cw.overlap):   # standard_static: the last window ends on the last frame
+    for start in range(0, n, cw.length - cw.overlap):  # standard_static: the last window ends on the last frame
         if start + cw.length >= n:
             out.append(list(range(n - cw.length, n)))
             break
@@ -130,9 +134,9 @@ def fuse_weights(cw: ContextWindows, window: list[int], n: int) -> torch.Tensor:
         return torch.Tensor(half + half[::-1] if size % 2 == 0 else half + half[-2::-1])
     weights = torch.ones(size)
     if min(window) > 0:
-        weights[:cw.overlap] = torch.linspace(1e-37, 1, cw.overlap)
+        weights[: cw.overlap] = torch.linspace(1e-37, 1, cw.overlap)
     if max(window) < n - 1:
-        weights[-cw.overlap:] = torch.linspace(1, 1e-37, cw.overlap)
+        weights[-cw.overlap :] = torch.linspace(1, 1e-37, cw.overlap)
     return weights
 
 
@@ -141,9 +145,11 @@ def step_index(sigmas: torch.Tensor, sigma: torch.Tensor) -> int:
     an evaluation between the schedule's sigmas (a midpoint sampler) has none, as in ComfyUI."""
     hits = torch.nonzero(torch.isclose(sigmas, sigma.reshape(-1)[0], rtol=0.0001))
     if hits.numel() == 0:
-        raise ValueError("context windows: the sampler evaluated the model at a sigma that is not one of the "
-                         "schedule's (a midpoint sampler); context windows need a sampler that evaluates at the "
-                         "schedule's sigmas")
+        raise ValueError(
+            "context windows: the sampler evaluated the model at a sigma that is not one of the "
+            "schedule's (a midpoint sampler); context windows need a sampler that evaluates at the "
+            "schedule's sigmas"
+        )
     return int(hits[0].item())
 
 
@@ -155,8 +161,13 @@ def _along(weights: torch.Tensor, ndim: int, dim: int) -> torch.Tensor:
     return weights.reshape([1] * dim + [-1] + [1] * (ndim - dim - 1))
 
 
-def blend(cw: ContextWindows, x: torch.Tensor, step: int,
-          evaluate: Callable[[list[int]], list[torch.Tensor | None]], sides: int) -> list[torch.Tensor | None]:
+def blend(
+    cw: ContextWindows,
+    x: torch.Tensor,
+    step: int,
+    evaluate: Callable[[list[int]], list[torch.Tensor | None]],
+    sides: int,
+) -> list[torch.Tensor | None]:
     """Each side's prediction over the whole latent from its windows' predictions (evaluate(window) gives one per
     side, None for a side not evaluated): a weighted mean per frame, or for "relative" a running mean weighted by
     each frame's nearness to its window's centre."""

@@ -7,6 +7,7 @@ A `ModelSampling` is two independent choices:
 - the schedule (sigma <-> timestep): discrete DDPM betas, discrete flow (SD3), Flux;
 - the parameterisation (how model output and noise combine): eps, v-prediction, or CONST (rectified flow).
 """
+
 from __future__ import annotations
 
 import math
@@ -25,6 +26,7 @@ def _per_sample(sigma: Tensor, ndim: int) -> Tensor:
 
 # --- parameterisations -------------------------------------------------------------------------------------
 
+
 class Eps:
     """The network predicts the noise; x_t = x0 + sigma * noise (variance exploding view of DDPM)."""
 
@@ -33,7 +35,7 @@ class Eps:
 
     def calculate_input(self, sigma: Tensor, x: Tensor, sigma_data: float) -> Tensor:
         s = _per_sample(sigma, x.ndim)
-        return x / (s ** 2 + sigma_data ** 2) ** 0.5
+        return x / (s**2 + sigma_data**2) ** 0.5
 
     def calculate_denoised(self, sigma: Tensor, out: Tensor, x: Tensor, sigma_data: float) -> Tensor:
         s = _per_sample(sigma, out.ndim)
@@ -42,7 +44,7 @@ class Eps:
     def noise_scaling(self, sigma: Tensor, noise: Tensor, latent: Tensor, max_denoise: bool) -> Tensor:
         s = _per_sample(sigma, noise.ndim)
         # At the top of the schedule the latent is scaled as a VP sample would be: sqrt(1 + sigma^2).
-        scaled = noise * torch.sqrt(1.0 + s ** 2.0) if max_denoise else noise * s
+        scaled = noise * torch.sqrt(1.0 + s**2.0) if max_denoise else noise * s
         return scaled + latent
 
     def inverse_noise_scaling(self, sigma: Tensor, latent: Tensor) -> Tensor:
@@ -56,7 +58,7 @@ class VPrediction(Eps):
 
     def calculate_denoised(self, sigma: Tensor, out: Tensor, x: Tensor, sigma_data: float) -> Tensor:
         s = _per_sample(sigma, out.ndim)
-        return x * sigma_data ** 2 / (s ** 2 + sigma_data ** 2) - out * s * sigma_data / (s ** 2 + sigma_data ** 2) ** 0.5
+        return x * sigma_data**2 / (s**2 + sigma_data**2) - out * s * sigma_data / (s**2 + sigma_data**2) ** 0.5
 
 
 class Const:
@@ -113,8 +115,8 @@ class Lcm(Eps):
         s = sigma.view(sigma.shape[:1] + (1,) * (out.ndim - 1))
         x0 = x - out * s
         lcm_data, scaled = 0.5, t * 10.0
-        c_skip = lcm_data ** 2 / (scaled ** 2 + lcm_data ** 2)
-        c_out = scaled / (scaled ** 2 + lcm_data ** 2) ** 0.5
+        c_skip = lcm_data**2 / (scaled**2 + lcm_data**2)
+        c_out = scaled / (scaled**2 + lcm_data**2) ** 0.5
         return c_out * x0 + c_skip * x
 
 
@@ -126,7 +128,7 @@ class Edm(VPrediction):
 
     def calculate_denoised(self, sigma: Tensor, out: Tensor, x: Tensor, sigma_data: float) -> Tensor:
         s = _per_sample(sigma, out.ndim)
-        return x * sigma_data ** 2 / (s ** 2 + sigma_data ** 2) + out * s * sigma_data / (s ** 2 + sigma_data ** 2) ** 0.5
+        return x * sigma_data**2 / (s**2 + sigma_data**2) + out * s * sigma_data / (s**2 + sigma_data**2) ** 0.5
 
 
 class CosmosRFlow:
@@ -151,11 +153,21 @@ class CosmosRFlow:
         return latent
 
 
-PARAMETERISATIONS = {"eps": Eps, "v": VPrediction, "v_prediction": VPrediction, "const": Const, "flow": Const,
-                     "x0": X0, "img_to_img": ImgToImg, "edm": Edm, "cosmos_rflow": CosmosRFlow}
+PARAMETERISATIONS = {
+    "eps": Eps,
+    "v": VPrediction,
+    "v_prediction": VPrediction,
+    "const": Const,
+    "flow": Const,
+    "x0": X0,
+    "img_to_img": ImgToImg,
+    "edm": Edm,
+    "cosmos_rflow": CosmosRFlow,
+}
 
 
 # --- schedules ---------------------------------------------------------------------------------------------
+
 
 class ModelSampling:
     """Base: a table of sigmas (ascending, one per training timestep) plus a parameterisation."""
@@ -213,15 +225,17 @@ def make_betas(schedule: str, timesteps: int, linear_start: float, linear_end: f
     accepted. "sqrt_linear" is linear in beta (diffusers' "linear").
     """
     if schedule in ("linear", "scaled_linear"):
-        return torch.linspace(linear_start ** 0.5, linear_end ** 0.5, timesteps, dtype=torch.float64) ** 2
+        return torch.linspace(linear_start**0.5, linear_end**0.5, timesteps, dtype=torch.float64) ** 2
     if schedule == "cosine":
         t = torch.arange(timesteps + 1, dtype=torch.float64) / timesteps + cosine_s
         alphas = torch.cos(t / (1 + cosine_s) * math.pi / 2).pow(2)
         alphas = alphas / alphas[0]
         return torch.clamp(1 - alphas[1:] / alphas[:-1], min=0, max=0.999)
     if schedule == "squaredcos_cap_v2":
+
         def alpha_bar(t: float) -> float:
             return math.cos((t + 0.008) / 1.008 * math.pi / 2) ** 2
+
         betas = [min(1 - alpha_bar((i + 1) / timesteps) / alpha_bar(i / timesteps), 0.999) for i in range(timesteps)]
         return torch.tensor(betas, dtype=torch.float64)
     if schedule == "sqrt_linear":
@@ -236,7 +250,7 @@ def rescale_zero_terminal_snr(sigmas: Tensor) -> Tensor:
     sqrt_ab = (1 / (sigmas * sigmas + 1)).sqrt()
     first, last = sqrt_ab[0].clone(), sqrt_ab[-1].clone()
     sqrt_ab = (sqrt_ab - last) * (first / (first - last))
-    ab = sqrt_ab ** 2
+    ab = sqrt_ab**2
     ab[-1] = 4.8973451890853435e-08  # ComfyUI's floor: sigma_max ~ 4500 instead of infinity
     return ((1 - ab) / ab) ** 0.5
 
@@ -244,8 +258,15 @@ def rescale_zero_terminal_snr(sigmas: Tensor) -> Tensor:
 class DiscreteSampling(ModelSampling):
     """SD1/SD2/SDXL: 1000 discrete timesteps; timestep(sigma) is the nearest index in log-sigma."""
 
-    def __init__(self, parameterisation: Eps | Const, beta_schedule: str = "linear", linear_start: float = 0.00085,
-                 linear_end: float = 0.012, timesteps: int = 1000, zsnr: bool = False) -> None:
+    def __init__(
+        self,
+        parameterisation: Eps | Const,
+        beta_schedule: str = "linear",
+        linear_start: float = 0.00085,
+        linear_end: float = 0.012,
+        timesteps: int = 1000,
+        zsnr: bool = False,
+    ) -> None:
         super().__init__(parameterisation)
         betas = make_betas(beta_schedule, timesteps, linear_start, linear_end)
         alphas_cumprod = torch.cumprod(1.0 - betas, dim=0)
@@ -306,8 +327,9 @@ class ContinuousEDMSampling(ModelSampling):
     """Continuous-time EDM models: 1000 sigmas log-spaced between sigma_min and sigma_max,
     timestep = log(sigma) / 4."""
 
-    def __init__(self, parameterisation: Eps | Const, sigma_min: float = 0.002, sigma_max: float = 120.0,
-                 sigma_data: float = 1.0) -> None:
+    def __init__(
+        self, parameterisation: Eps | Const, sigma_min: float = 0.002, sigma_max: float = 120.0, sigma_data: float = 1.0
+    ) -> None:
         super().__init__(parameterisation)
         self.sigma_data = sigma_data
         sigmas = torch.linspace(math.log(sigma_min), math.log(sigma_max), 1000).exp()
@@ -402,8 +424,14 @@ def flux_time_shift(mu: float, power: float, t: Tensor | float) -> Tensor | floa
 class FlowSampling(ModelSampling):
     """SD3 / AuraFlow: sigma = shifted t, timestep = sigma * multiplier."""
 
-    def __init__(self, parameterisation: Eps | Const, shift: float = 1.0, multiplier: float = 1000,
-                 timesteps: int = 1000, noise_scale: float = 1.0) -> None:
+    def __init__(
+        self,
+        parameterisation: Eps | Const,
+        shift: float = 1.0,
+        multiplier: float = 1000,
+        timesteps: int = 1000,
+        noise_scale: float = 1.0,
+    ) -> None:
         super().__init__(parameterisation)
         self.shift = shift
         self.multiplier = multiplier
@@ -465,25 +493,41 @@ def model_sampling_from_config(cfg: dict[str, Any]) -> ModelSampling:
     kind = cfg.get("kind", "discrete")
     if kind == "discrete":
         prediction = cfg.get("prediction", "eps")
-        table = dict(beta_schedule=cfg.get("beta_schedule", "linear"), linear_start=cfg.get("linear_start", 0.00085),
-                     linear_end=cfg.get("linear_end", 0.012), timesteps=cfg.get("timesteps", 1000),
-                     zsnr=cfg.get("zsnr", False))
-        if prediction == "lcm":   # LCM models also sample LCM's 50-step subset of the table
+        table = dict(
+            beta_schedule=cfg.get("beta_schedule", "linear"),
+            linear_start=cfg.get("linear_start", 0.00085),
+            linear_end=cfg.get("linear_end", 0.012),
+            timesteps=cfg.get("timesteps", 1000),
+            zsnr=cfg.get("zsnr", False),
+        )
+        if prediction == "lcm":  # LCM models also sample LCM's 50-step subset of the table
             ms = DistilledDiscreteSampling(Eps(), **table)
             ms.param = Lcm(ms.timestep)
             return ms
         return DiscreteSampling(PARAMETERISATIONS[prediction](), **table)
     if kind in ("continuous_edm", "continuous_v", "cosmos_rflow"):
-        base = {"continuous_edm": ContinuousEDMSampling, "continuous_v": ContinuousVSampling,
-                "cosmos_rflow": CosmosRFlowSampling}[kind]
-        return base(PARAMETERISATIONS[cfg.get("prediction", "eps")](), sigma_min=cfg.get("sigma_min", 0.002),
-                    sigma_max=cfg.get("sigma_max", 120.0), sigma_data=cfg.get("sigma_data", 1.0))
+        base = {
+            "continuous_edm": ContinuousEDMSampling,
+            "continuous_v": ContinuousVSampling,
+            "cosmos_rflow": CosmosRFlowSampling,
+        }[kind]
+        return base(
+            PARAMETERISATIONS[cfg.get("prediction", "eps")](),
+            sigma_min=cfg.get("sigma_min", 0.002),
+            sigma_max=cfg.get("sigma_max", 120.0),
+            sigma_data=cfg.get("sigma_data", 1.0),
+        )
     if kind == "stable_cascade":
         return StableCascadeSampling(Eps(), shift=cfg.get("shift", 1.0))
     if kind == "flow":
         param = PARAMETERISATIONS[cfg.get("prediction", "const")]()
-        return FlowSampling(param, shift=cfg.get("shift", 1.0), multiplier=cfg.get("multiplier", 1000),
-                            timesteps=cfg.get("timesteps", 1000), noise_scale=cfg.get("noise_scale", 1.0))
+        return FlowSampling(
+            param,
+            shift=cfg.get("shift", 1.0),
+            multiplier=cfg.get("multiplier", 1000),
+            timesteps=cfg.get("timesteps", 1000),
+            noise_scale=cfg.get("noise_scale", 1.0),
+        )
     if kind == "flux":
         param = PARAMETERISATIONS[cfg.get("prediction", "const")]()
         return FluxSampling(param, shift=cfg.get("shift", 1.15), timesteps=cfg.get("timesteps", 10000))

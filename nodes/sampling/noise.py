@@ -8,6 +8,7 @@ noise sampler can save what it needs into the step `state` (tensors only) and be
   BrownianTreeNoiseSampler for the dpmpp SDE samplers. Its values depend only on (seed, t0, t1, query), not on
   earlier queries, so it is rebuilt from the seed and the schedule each step and needs no saved state.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -71,7 +72,7 @@ class GaussianNoise:
     def __init__(self, x: Tensor, seed: int, cpu_offset: int = 1) -> None:
         self.shape, self.dtype, self.layout, self.device = x.size(), x.dtype, x.layout, x.device
         self.generator = torch.Generator(device=x.device)
-        self.generator.manual_seed((seed + cpu_offset) % 2 ** 64 if x.device.type == "cpu" else seed)
+        self.generator.manual_seed((seed + cpu_offset) % 2**64 if x.device.type == "cpu" else seed)
 
     @classmethod
     def from_state(cls, seed: int, x: Tensor, state: dict[str, Tensor], cpu_offset: int = 1) -> GaussianNoise:
@@ -83,8 +84,9 @@ class GaussianNoise:
         return noise
 
     def __call__(self, sigma: Tensor, sigma_next: Tensor) -> Tensor:
-        return torch.randn(self.shape, dtype=self.dtype, layout=self.layout, device=self.device,
-                           generator=self.generator)
+        return torch.randn(
+            self.shape, dtype=self.dtype, layout=self.layout, device=self.device, generator=self.generator
+        )
 
     def like(self, x: Tensor) -> Tensor:
         """The stream's next draw in x's shape, filled in x's memory order as torch.randn_like fills it (for a
@@ -111,8 +113,9 @@ class BrownianNoise:
         self.tree = torchsde.BrownianTree(t0, w0, t1, entropy=seed)
 
     @classmethod
-    def from_state(cls, seed: int, x: Tensor, sigmas: Tensor, state: dict[str, Tensor],
-                   on_device: bool = False) -> BrownianNoise:
+    def from_state(
+        cls, seed: int, x: Tensor, sigmas: Tensor, state: dict[str, Tensor], on_device: bool = False
+    ) -> BrownianNoise:
         return cls(x, sigmas, seed, on_device)
 
     def _increment(self, t0: Tensor, t1: Tensor) -> Tensor:

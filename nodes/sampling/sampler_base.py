@@ -6,9 +6,10 @@ A sampler is a pure step: `step(model, x, sigmas, i, state, noise)` moves x from
 step `state["denoised"]` is that step's x0 prediction (previews use it, multistep methods read it as the
 previous step's prediction).
 """
+
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
@@ -42,8 +43,17 @@ class Sampler:
             return BrownianNoise.from_state(seed, x, sigmas, state, on_device=self.noise_kind == "brownian_device")
         return NoNoise()
 
-    def step(self, model: Model, x: Tensor, sigmas: Tensor, i: int, state: dict[str, Tensor],
-             noise: NoiseSampler, *, model_sampling: ModelSampling | None = None) -> Tensor:
+    def step(
+        self,
+        model: Model,
+        x: Tensor,
+        sigmas: Tensor,
+        i: int,
+        state: dict[str, Tensor],
+        noise: NoiseSampler,
+        *,
+        model_sampling: ModelSampling | None = None,
+    ) -> Tensor:
         raise NotImplementedError
 
     def finished(self, i: int, sigmas: Tensor, state: dict[str, Tensor]) -> bool:
@@ -82,8 +92,8 @@ def ancestral_step(sigma_from: Tensor, sigma_to: Tensor, eta: float = 1.0) -> tu
     """Split sigma_from -> sigma_to into a deterministic step down to sigma_down and fresh noise of sigma_up."""
     if not eta:
         return sigma_to, 0.0
-    sigma_up = min(sigma_to, eta * (sigma_to ** 2 * (sigma_from ** 2 - sigma_to ** 2) / sigma_from ** 2) ** 0.5)
-    sigma_down = (sigma_to ** 2 - sigma_up ** 2) ** 0.5
+    sigma_up = min(sigma_to, eta * (sigma_to**2 * (sigma_from**2 - sigma_to**2) / sigma_from**2) ** 0.5)
+    sigma_down = (sigma_to**2 - sigma_up**2) ** 0.5
     return sigma_down, sigma_up
 
 
@@ -95,7 +105,7 @@ def flow_ancestral_step(sigma: Tensor, sigma_next: Tensor, eta: float) -> tuple[
     """
     sigma_down = sigma_next * (1 + (sigma_next / sigma - 1) * eta)
     alpha_next, alpha_down = 1 - sigma_next, 1 - sigma_down
-    renoise = (sigma_next ** 2 - sigma_down ** 2 * alpha_next ** 2 / alpha_down ** 2) ** 0.5
+    renoise = (sigma_next**2 - sigma_down**2 * alpha_next**2 / alpha_down**2) ** 0.5
     return sigma_down, alpha_next / alpha_down, renoise
 
 

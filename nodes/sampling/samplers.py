@@ -7,23 +7,41 @@
 
 Inputs are in k-diffusion's scale: x = latent + sigma * noise (what ModelSampling.noise_scaling returns).
 """
+
 from __future__ import annotations
 
 import copy
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from torch import Tensor
 
 from .model_sampling import ModelSampling
 from .sampler_base import DENOISED, Model, Sampler
-from .samplers_cfg_pp import (DPMPP2MCFGPP, DPMPP2SAncestralCFGPP, EulerAncestralCFGPP, EulerCFGPPAlternative,
-                              GradientEstimationCFGPP, RESMultistepCFGPP)
+from .samplers_cfg_pp import (
+    DPMPP2MCFGPP,
+    DPMPP2SAncestralCFGPP,
+    EulerAncestralCFGPP,
+    EulerCFGPPAlternative,
+    GradientEstimationCFGPP,
+    RESMultistepCFGPP,
+)
 from .samplers_deis import DEIS
 from .samplers_dpm_solver import DPMAdaptive, DPMFast
-from .samplers_dpmpp import DPMPP2M, DPMPP2MSDE, DPMPP2SAncestral, DPMPP3MSDE, DPMPPSDE, RESMultistep
+from .samplers_dpmpp import DPMPP2M, DPMPP2MSDE, DPMPP3MSDE, DPMPPSDE, DPMPP2SAncestral, RESMultistep
 from .samplers_markov import DDPM, LCM, LCMUpscale
-from .samplers_ode import (DPM2, IPNDM, IPNDMV, LMS, DPM2Ancestral, Euler, EulerAncestral, GradientEstimation, Heun,
-                           HeunPP2)
+from .samplers_ode import (
+    DPM2,
+    IPNDM,
+    IPNDMV,
+    LMS,
+    DPM2Ancestral,
+    Euler,
+    EulerAncestral,
+    GradientEstimation,
+    Heun,
+    HeunPP2,
+)
 from .samplers_sa import SASolver
 from .samplers_seeds import ERSDE, SEEDS
 from .uni_pc import UniPC
@@ -85,13 +103,48 @@ OBJECT_SAMPLERS: dict[str, Sampler] = {s.name: s for s in (EulerCFGPPAlternative
 
 # ComfyUI's SAMPLER_NAMES order, restricted to the samplers implemented here.
 _COMFY_ORDER = [
-    "euler", "euler_cfg_pp", "euler_ancestral", "euler_ancestral_cfg_pp", "heun", "heunpp2", "dpm_2",
-    "dpm_2_ancestral", "lms", "dpm_fast", "dpm_adaptive", "dpmpp_2s_ancestral", "dpmpp_2s_ancestral_cfg_pp",
-    "dpmpp_sde", "dpmpp_sde_gpu", "dpmpp_2m", "dpmpp_2m_cfg_pp", "dpmpp_2m_sde", "dpmpp_2m_sde_gpu",
-    "dpmpp_2m_sde_heun", "dpmpp_2m_sde_heun_gpu", "dpmpp_3m_sde", "dpmpp_3m_sde_gpu", "ddpm", "lcm", "ipndm",
-    "ipndm_v", "deis", "res_multistep", "res_multistep_cfg_pp", "res_multistep_ancestral",
-    "res_multistep_ancestral_cfg_pp", "gradient_estimation", "gradient_estimation_cfg_pp", "er_sde", "seeds_2",
-    "seeds_3", "sa_solver", "sa_solver_pece", "ddim", "uni_pc", "uni_pc_bh2",
+    "euler",
+    "euler_cfg_pp",
+    "euler_ancestral",
+    "euler_ancestral_cfg_pp",
+    "heun",
+    "heunpp2",
+    "dpm_2",
+    "dpm_2_ancestral",
+    "lms",
+    "dpm_fast",
+    "dpm_adaptive",
+    "dpmpp_2s_ancestral",
+    "dpmpp_2s_ancestral_cfg_pp",
+    "dpmpp_sde",
+    "dpmpp_sde_gpu",
+    "dpmpp_2m",
+    "dpmpp_2m_cfg_pp",
+    "dpmpp_2m_sde",
+    "dpmpp_2m_sde_gpu",
+    "dpmpp_2m_sde_heun",
+    "dpmpp_2m_sde_heun_gpu",
+    "dpmpp_3m_sde",
+    "dpmpp_3m_sde_gpu",
+    "ddpm",
+    "lcm",
+    "ipndm",
+    "ipndm_v",
+    "deis",
+    "res_multistep",
+    "res_multistep_cfg_pp",
+    "res_multistep_ancestral",
+    "res_multistep_ancestral_cfg_pp",
+    "gradient_estimation",
+    "gradient_estimation_cfg_pp",
+    "er_sde",
+    "seeds_2",
+    "seeds_3",
+    "sa_solver",
+    "sa_solver_pece",
+    "ddim",
+    "uni_pc",
+    "uni_pc_bh2",
 ]
 SAMPLER_NAMES: list[str] = [n for n in _COMFY_ORDER if n in SAMPLERS]
 
@@ -106,10 +159,32 @@ def get_sampler(name: str) -> Sampler:
 
 
 # What the sampler-object nodes (SamplerEulerAncestral, SamplerLMS, ...) may set on a sampler's step function.
-SAMPLER_OPTIONS = frozenset({"eta", "s_noise", "r", "solver_type", "order", "max_stage", "scaler_eta",
-                             "predictor_order", "corrector_order", "simple_order_2", "tau", "rtol", "atol", "h_init",
-                             "pcoeff", "icoeff", "dcoeff", "accept_safety", "total_upscale", "upscale_method",
-                             "upscale_steps", "phi"})
+SAMPLER_OPTIONS = frozenset(
+    {
+        "eta",
+        "s_noise",
+        "r",
+        "solver_type",
+        "order",
+        "max_stage",
+        "scaler_eta",
+        "predictor_order",
+        "corrector_order",
+        "simple_order_2",
+        "tau",
+        "rtol",
+        "atol",
+        "h_init",
+        "pcoeff",
+        "icoeff",
+        "dcoeff",
+        "accept_safety",
+        "total_upscale",
+        "upscale_method",
+        "upscale_steps",
+        "phi",
+    }
+)
 
 
 def configured_sampler(name: str, options: dict[str, Any] | None = None) -> Sampler:
@@ -128,9 +203,17 @@ def configured_sampler(name: str, options: dict[str, Any] | None = None) -> Samp
     return sampler
 
 
-def run_step(model: Model, x: Tensor, sigmas: Tensor, i: int, sampler_name: str, seed: int,
-             state: dict[str, Tensor], model_sampling: ModelSampling | None = None,
-             options: dict[str, Any] | None = None) -> Tensor:
+def run_step(
+    model: Model,
+    x: Tensor,
+    sigmas: Tensor,
+    i: int,
+    sampler_name: str,
+    seed: int,
+    state: dict[str, Tensor],
+    model_sampling: ModelSampling | None = None,
+    options: dict[str, Any] | None = None,
+) -> Tensor:
     """Step i alone: rebuild the noise sampler from (seed, state), step, save the noise state back into `state`.
 
     Start with an empty `state` at i = 0; afterwards `state["denoised"]` is this step's x0 prediction.
@@ -142,8 +225,15 @@ def run_step(model: Model, x: Tensor, sigmas: Tensor, i: int, sampler_name: str,
     return x
 
 
-def sample(model: Model, noise_scaled_x: Tensor, sigmas: Tensor, sampler_name: str, seed: int,
-           callback: Callback | None = None, model_sampling: ModelSampling | None = None) -> Tensor:
+def sample(
+    model: Model,
+    noise_scaled_x: Tensor,
+    sigmas: Tensor,
+    sampler_name: str,
+    seed: int,
+    callback: Callback | None = None,
+    model_sampling: ModelSampling | None = None,
+) -> Tensor:
     """Run every step of `sampler_name` over `sigmas`; callback(i, x, denoised) after each step.
 
     `model_sampling` is needed for rectified-flow models (SD3, Flux): the ancestral and SDE samplers switch to

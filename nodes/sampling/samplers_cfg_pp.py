@@ -3,6 +3,7 @@ along the negative side's prediction (renoising with it) instead of the guided o
 the data manifold at small guidance scales. The denoiser hands the negative prediction over
 (sampler_base.call_model_cfg_pp) and evaluates it even at cfg 1, as ComfyUI does.
 """
+
 from __future__ import annotations
 
 from torch import Tensor
@@ -26,11 +27,20 @@ class EulerAncestralCFGPP(Sampler):
         self.name = name or self.name
 
     @property
-    def noise_kind(self) -> str:   # type: ignore[override]
+    def noise_kind(self) -> str:  # type: ignore[override]
         return "gaussian" if self.eta > 0 and self.s_noise > 0 else "none"
 
-    def step(self, model: Model, x: Tensor, sigmas: Tensor, i: int, state: dict[str, Tensor],
-             noise: NoiseSampler, *, model_sampling: ModelSampling | None = None) -> Tensor:
+    def step(
+        self,
+        model: Model,
+        x: Tensor,
+        sigmas: Tensor,
+        i: int,
+        state: dict[str, Tensor],
+        noise: NoiseSampler,
+        *,
+        model_sampling: ModelSampling | None = None,
+    ) -> Tensor:
         sigma, sigma_next = sigmas[i], sigmas[i + 1]
         denoised, uncond = call_model_cfg_pp(model, x, sigma)
         state[DENOISED] = denoised
@@ -56,8 +66,17 @@ class DPMPP2SAncestralCFGPP(Sampler):
     def __init__(self, eta: float = 1.0, s_noise: float = 1.0) -> None:
         self.eta, self.s_noise = eta, s_noise
 
-    def step(self, model: Model, x: Tensor, sigmas: Tensor, i: int, state: dict[str, Tensor],
-             noise: NoiseSampler, *, model_sampling: ModelSampling | None = None) -> Tensor:
+    def step(
+        self,
+        model: Model,
+        x: Tensor,
+        sigmas: Tensor,
+        i: int,
+        state: dict[str, Tensor],
+        noise: NoiseSampler,
+        *,
+        model_sampling: ModelSampling | None = None,
+    ) -> Tensor:
         sigma, sigma_next = sigmas[i], sigmas[i + 1]
         denoised, uncond = call_model_cfg_pp(model, x, sigma)
         state[DENOISED] = denoised
@@ -83,8 +102,17 @@ class DPMPP2MCFGPP(Sampler):
     name = "dpmpp_2m_cfg_pp"
     cfg_pp = True
 
-    def step(self, model: Model, x: Tensor, sigmas: Tensor, i: int, state: dict[str, Tensor],
-             noise: NoiseSampler, *, model_sampling: ModelSampling | None = None) -> Tensor:
+    def step(
+        self,
+        model: Model,
+        x: Tensor,
+        sigmas: Tensor,
+        i: int,
+        state: dict[str, Tensor],
+        noise: NoiseSampler,
+        *,
+        model_sampling: ModelSampling | None = None,
+    ) -> Tensor:
         sigma, sigma_next = sigmas[i], sigmas[i + 1]
         old_uncond = state.get(OLD_UNCOND)
         denoised, uncond = call_model_cfg_pp(model, x, sigma)
@@ -110,8 +138,17 @@ class RESMultistepCFGPP(Sampler):
         self.name = name or self.name
         self.noise_kind = "gaussian" if eta else "none"
 
-    def step(self, model: Model, x: Tensor, sigmas: Tensor, i: int, state: dict[str, Tensor],
-             noise: NoiseSampler, *, model_sampling: ModelSampling | None = None) -> Tensor:
+    def step(
+        self,
+        model: Model,
+        x: Tensor,
+        sigmas: Tensor,
+        i: int,
+        state: dict[str, Tensor],
+        noise: NoiseSampler,
+        *,
+        model_sampling: ModelSampling | None = None,
+    ) -> Tensor:
         sigma, sigma_next = sigmas[i], sigmas[i + 1]
         old_uncond, old_sigma_down = state.get(OLD_UNCOND), state.get("old_sigma_down")
         denoised, uncond = call_model_cfg_pp(model, x, sigma)
@@ -128,7 +165,7 @@ class RESMultistepCFGPP(Sampler):
             b2 = (phi2 / c2).nan_to_num(nan=0.0)
             x = x + (denoised - uncond)
             x = _sigma(h) * x + h * (b1 * uncond + b2 * old_uncond)
-        if sigma_next > 0 and self.eta:   # eta 0: sigma_up is 0, ComfyUI's draw is multiplied away
+        if sigma_next > 0 and self.eta:  # eta 0: sigma_up is 0, ComfyUI's draw is multiplied away
             x = x + noise(sigma, sigma_next) * self.s_noise * sigma_up
         state[DENOISED], state[OLD_UNCOND] = denoised, uncond
         state["old_sigma_down"] = sigma_down
@@ -144,8 +181,17 @@ class GradientEstimationCFGPP(Sampler):
     def __init__(self, ge_gamma: float = 2.0) -> None:
         self.ge_gamma = ge_gamma
 
-    def step(self, model: Model, x: Tensor, sigmas: Tensor, i: int, state: dict[str, Tensor],
-             noise: NoiseSampler, *, model_sampling: ModelSampling | None = None) -> Tensor:
+    def step(
+        self,
+        model: Model,
+        x: Tensor,
+        sigmas: Tensor,
+        i: int,
+        state: dict[str, Tensor],
+        noise: NoiseSampler,
+        *,
+        model_sampling: ModelSampling | None = None,
+    ) -> Tensor:
         denoised, uncond = call_model_cfg_pp(model, x, sigmas[i])
         state[DENOISED] = denoised
         d = to_d(x, sigmas[i], uncond)
@@ -167,8 +213,17 @@ class EulerCFGPPAlternative(Sampler):
     name = "euler_cfg_pp_alternative"
     cfg_pp = True
 
-    def step(self, model: Model, x: Tensor, sigmas: Tensor, i: int, state: dict[str, Tensor],
-             noise: NoiseSampler, *, model_sampling: ModelSampling | None = None) -> Tensor:
+    def step(
+        self,
+        model: Model,
+        x: Tensor,
+        sigmas: Tensor,
+        i: int,
+        state: dict[str, Tensor],
+        noise: NoiseSampler,
+        *,
+        model_sampling: ModelSampling | None = None,
+    ) -> Tensor:
         denoised, uncond = call_model_cfg_pp(model, x, sigmas[i])
         state[DENOISED] = denoised
         d = to_d(x - denoised + uncond, sigmas[i], denoised)

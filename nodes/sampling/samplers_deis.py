@@ -4,6 +4,7 @@ the EDM derivative whose weights integrate the Lagrange basis of the previous ti
 integrand, numerically over 10000 points. A step needs only its own row of weights, computed from the
 schedule where it runs; the derivative history travels in the sampler state.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -24,15 +25,19 @@ def _np_log(v: Tensor) -> Tensor:
     return torch.from_numpy(np.asarray(np.log(v.numpy())))
 
 
-def vp_times(sigmas: Tensor, eps_s: float = 1e-3, sigma_min: float = 0.002,
-             sigma_max: int = 80) -> tuple[Tensor, Tensor, Tensor]:
+def vp_times(
+    sigmas: Tensor, eps_s: float = 1e-3, sigma_min: float = 0.002, sigma_max: int = 80
+) -> tuple[Tensor, Tensor, Tensor]:
     """EDM sigmas -> VP-SDE times t, with the VP schedule's beta_0 and beta_1 fitted to [sigma_min, sigma_max].
     sigma_max is an integer as in the reference: its constants then come out in float64."""
-    beta_d = 2 * (_np_log(torch.tensor(sigma_min) ** 2 + 1) / eps_s
-                  - _np_log(torch.tensor(sigma_max) ** 2 + 1)) / (eps_s - 1)
+    beta_d = (
+        2
+        * (_np_log(torch.tensor(sigma_min) ** 2 + 1) / eps_s - _np_log(torch.tensor(sigma_max) ** 2 + 1))
+        / (eps_s - 1)
+    )
     beta_min = _np_log(torch.tensor(sigma_max) ** 2 + 1) - 0.5 * beta_d
     sig = sigmas.detach().cpu()
-    t = ((beta_min ** 2 + 2 * beta_d * (sig ** 2 + 1).log()).sqrt() - beta_min) / beta_d
+    t = ((beta_min**2 + 2 * beta_d * (sig**2 + 1).log()).sqrt() - beta_min) / beta_d
     return t, beta_min, beta_d + beta_min
 
 
@@ -42,7 +47,7 @@ def _integrand(beta_0: Tensor, beta_1: Tensor, taus: Tensor) -> Tensor:
         taus, beta_0, beta_1 = taus.clone(), beta_0.clone(), beta_1.clone()
         with torch.enable_grad():
             taus.requires_grad_(True)
-            alpha = torch.exp(-0.5 * taus ** 2 * (beta_1 - beta_0) - taus * beta_0)
+            alpha = torch.exp(-0.5 * taus**2 * (beta_1 - beta_0) - taus * beta_0)
             alpha.log().sum().backward()
             grad = taus.grad
     return -0.5 * grad / torch.sqrt(alpha.detach() * (1 - alpha.detach()))
@@ -70,13 +75,22 @@ class DEIS(Sampler):
     def __init__(self, max_order: int = 3) -> None:
         self.max_order = max_order
 
-    def step(self, model: Model, x: Tensor, sigmas: Tensor, i: int, state: dict[str, Tensor],
-             noise: NoiseSampler, *, model_sampling: ModelSampling | None = None) -> Tensor:
+    def step(
+        self,
+        model: Model,
+        x: Tensor,
+        sigmas: Tensor,
+        i: int,
+        state: dict[str, Tensor],
+        noise: NoiseSampler,
+        *,
+        model_sampling: ModelSampling | None = None,
+    ) -> Tensor:
         t_cur, t_next = sigmas[i], sigmas[i + 1]
         denoised = call_model(model, x, t_cur)
         state[DENOISED] = denoised
         d = (x - denoised) / t_cur
-        history = list(state[HISTORY].unbind(0)) if HISTORY in state else []   # oldest first
+        history = list(state[HISTORY].unbind(0)) if HISTORY in state else []  # oldest first
         order = 1 if t_next <= 0 else min(self.max_order, i + 1)
         if order == 1:
             x_next = x + (t_next - t_cur) * d

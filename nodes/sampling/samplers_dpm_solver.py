@@ -10,6 +10,7 @@ one. Neither follows the schedule's steps, so each maps onto the one-invocation-
   steps is known only at the end. One invocation is one attempted step (2 or 3 model evaluations); the loop
   asks `Sampler.finished` after each and stops when the solver has reached the end of the schedule.
 """
+
 from __future__ import annotations
 
 import math
@@ -52,8 +53,11 @@ def _stage_point(x: Tensor, t: Tensor, h: Tensor, eps: list[Tensor], r1: float) 
         return x - _sigma(s1) * (r1 * h).expm1() * eps[0], s1
     r1, r2 = 1 / 3, 2 / 3
     s2 = t + r2 * h
-    return (x - _sigma(s2) * (r2 * h).expm1() * eps[0]
-            - _sigma(s2) * (r2 / r1) * ((r2 * h).expm1() / (r2 * h) - 1) * (eps[1] - eps[0])), s2
+    return (
+        x
+        - _sigma(s2) * (r2 * h).expm1() * eps[0]
+        - _sigma(s2) * (r2 / r1) * ((r2 * h).expm1() / (r2 * h) - 1) * (eps[1] - eps[0])
+    ), s2
 
 
 def _solve(x: Tensor, t: Tensor, t_next: Tensor, eps: list[Tensor], order: int, r1: float) -> Tensor:
@@ -77,8 +81,17 @@ class DPMFast(Sampler):
 
     name = "dpm_fast"
 
-    def step(self, model: Model, x: Tensor, sigmas: Tensor, i: int, state: dict[str, Tensor],
-             noise: NoiseSampler, *, model_sampling: ModelSampling | None = None) -> Tensor:
+    def step(
+        self,
+        model: Model,
+        x: Tensor,
+        sigmas: Tensor,
+        i: int,
+        state: dict[str, Tensor],
+        noise: NoiseSampler,
+        *,
+        model_sampling: ModelSampling | None = None,
+    ) -> Tensor:
         n = len(sigmas) - 1
         orders = _fast_orders(n)
         t_start, t_end = _range(sigmas)
@@ -95,7 +108,7 @@ class DPMFast(Sampler):
         t, t_next = ts[j], ts[j + 1]
         point, s = _stage_point(start, t, t_next - t, eps, 1 / 3 if orders[j] == 3 else 0.5)
         eps.append(_eps(model, point, s))
-        if stage == 0:   # the solver step's own x0 estimate: what ComfyUI's callback reports
+        if stage == 0:  # the solver step's own x0 estimate: what ComfyUI's callback reports
             state[DENOISED] = start - _sigma(t) * eps[0]
         if len(eps) < orders[j]:
             state[PREDICTIONS] = torch.stack(eps)
@@ -108,8 +121,16 @@ class PIDController:
     """k-diffusion's PID step-size controller over plain floats, its history (h, three inverse errors) kept in
     the sampler state between invocations."""
 
-    def __init__(self, h: float, pcoeff: float, icoeff: float, dcoeff: float, order: float, accept_safety: float,
-                 errs: list[float]) -> None:
+    def __init__(
+        self,
+        h: float,
+        pcoeff: float,
+        icoeff: float,
+        dcoeff: float,
+        order: float,
+        accept_safety: float,
+        errs: list[float],
+    ) -> None:
         self.h, self.errs, self.accept_safety = h, errs, accept_safety
         self.b1 = (pcoeff + icoeff + dcoeff) / order
         self.b2 = -(pcoeff + 2 * dcoeff) / order
@@ -132,17 +153,27 @@ class DPMAdaptive(Sampler):
     """DPM-Solver-12 / 23 with adaptive steps: one attempted step per invocation, see the module docstring."""
 
     name = "dpm_adaptive"
-    couples_batch = True     # its step-size control takes one error norm over the whole batch
+    couples_batch = True  # its step-size control takes one error norm over the whole batch
 
-    def __init__(self, order: int = 3, rtol: float = 0.05, atol: float = 0.0078, h_init: float = 0.05,
-                 pcoeff: float = 0.0, icoeff: float = 1.0, dcoeff: float = 0.0, accept_safety: float = 0.81,
-                 eta: float = 0.0, s_noise: float = 1.0) -> None:
+    def __init__(
+        self,
+        order: int = 3,
+        rtol: float = 0.05,
+        atol: float = 0.0078,
+        h_init: float = 0.05,
+        pcoeff: float = 0.0,
+        icoeff: float = 1.0,
+        dcoeff: float = 0.0,
+        accept_safety: float = 0.81,
+        eta: float = 0.0,
+        s_noise: float = 1.0,
+    ) -> None:
         self.order, self.rtol, self.atol, self.h_init = order, rtol, atol, h_init
         self.pcoeff, self.icoeff, self.dcoeff, self.accept_safety = pcoeff, icoeff, dcoeff, accept_safety
         self.eta, self.s_noise = eta, s_noise
 
     @property
-    def noise_kind(self) -> str:   # type: ignore[override]
+    def noise_kind(self) -> str:  # type: ignore[override]
         return "gaussian" if self.eta else "none"
 
     def finished(self, i: int, sigmas: Tensor, state: dict[str, Tensor]) -> bool:
@@ -153,16 +184,31 @@ class DPMAdaptive(Sampler):
         s = state.get(POSITION, t_start)
         return not bool(s < t_end - 1e-5)
 
-    def step(self, model: Model, x: Tensor, sigmas: Tensor, i: int, state: dict[str, Tensor],
-             noise: NoiseSampler, *, model_sampling: ModelSampling | None = None) -> Tensor:
+    def step(
+        self,
+        model: Model,
+        x: Tensor,
+        sigmas: Tensor,
+        i: int,
+        state: dict[str, Tensor],
+        noise: NoiseSampler,
+        *,
+        model_sampling: ModelSampling | None = None,
+    ) -> Tensor:
         if self.order not in (2, 3):
             raise ValueError("dpm_adaptive: order should be 2 or 3")
         t_start, t_end = _range(sigmas)
         s = state.get(POSITION, t_start)
         x_prev = state.get(PREVIOUS, x)
-        pid = PIDController(float(state[STEP_SIZE]) if STEP_SIZE in state else abs(self.h_init), self.pcoeff,
-                            self.icoeff, self.dcoeff, 1.5 if self.eta else self.order, self.accept_safety,
-                            state[ERRORS].tolist() if ERRORS in state else [])
+        pid = PIDController(
+            float(state[STEP_SIZE]) if STEP_SIZE in state else abs(self.h_init),
+            self.pcoeff,
+            self.icoeff,
+            self.dcoeff,
+            1.5 if self.eta else self.order,
+            self.accept_safety,
+            state[ERRORS].tolist() if ERRORS in state else [],
+        )
         t = torch.minimum(t_end, s + pid.h)
         if self.eta:
             sd, su = ancestral_step(_sigma(s), _sigma(t), self.eta)
@@ -176,10 +222,11 @@ class DPMAdaptive(Sampler):
             point, at = _stage_point(x, s, t_ - s, eps, r1)
             eps.append(_eps(model, point, at))
         state[DENOISED] = x - _sigma(s) * eps[0]
-        x_low = _solve(x, s, t_, eps[:self.order - 1], self.order - 1, r1)
+        x_low = _solve(x, s, t_, eps[: self.order - 1], self.order - 1, r1)
         x_high = _solve(x, s, t_, eps, self.order, 0.5)
-        delta = torch.maximum(torch.tensor(self.atol), torch.tensor(self.rtol) * torch.maximum(x_low.abs(),
-                                                                                              x_prev.abs()))
+        delta = torch.maximum(
+            torch.tensor(self.atol), torch.tensor(self.rtol) * torch.maximum(x_low.abs(), x_prev.abs())
+        )
         error = torch.linalg.norm((x_low - x_high) / delta) / x.numel() ** 0.5
         if pid.propose_step(error):
             state[PREVIOUS] = x_low

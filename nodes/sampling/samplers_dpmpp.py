@@ -3,14 +3,27 @@
 They integrate in lambda = log(alpha / sigma) (half log-SNR) with exponential-integrator weights. For
 rectified-flow models (CONST parameterisation) lambda is log((1 - sigma) / sigma) and alpha = 1 - sigma.
 """
+
 from __future__ import annotations
 
 from torch import Tensor
 
 from .model_sampling import ModelSampling
 from .noise import NoiseSampler
-from .sampler_base import (DENOISED, Model, Sampler, ancestral_step, call_model, flow_ancestral_step, half_log_snr,
-                           is_const, offset_first_sigma, push_history, sigma_from_half_log_snr, to_d)
+from .sampler_base import (
+    DENOISED,
+    Model,
+    Sampler,
+    ancestral_step,
+    call_model,
+    flow_ancestral_step,
+    half_log_snr,
+    is_const,
+    offset_first_sigma,
+    push_history,
+    sigma_from_half_log_snr,
+    to_d,
+)
 
 
 def _t(sigma: Tensor) -> Tensor:
@@ -30,8 +43,17 @@ class DPMPP2SAncestral(Sampler):
     def __init__(self, eta: float = 1.0, s_noise: float = 1.0) -> None:
         self.eta, self.s_noise = eta, s_noise
 
-    def step(self, model: Model, x: Tensor, sigmas: Tensor, i: int, state: dict[str, Tensor],
-             noise: NoiseSampler, *, model_sampling: ModelSampling | None = None) -> Tensor:
+    def step(
+        self,
+        model: Model,
+        x: Tensor,
+        sigmas: Tensor,
+        i: int,
+        state: dict[str, Tensor],
+        noise: NoiseSampler,
+        *,
+        model_sampling: ModelSampling | None = None,
+    ) -> Tensor:
         if is_const(model_sampling):
             return self._flow_step(model, x, sigmas, i, state, noise)
         sigma, sigma_next = sigmas[i], sigmas[i + 1]
@@ -51,8 +73,9 @@ class DPMPP2SAncestral(Sampler):
             x = x + noise(sigma, sigma_next) * self.s_noise * sigma_up
         return x
 
-    def _flow_step(self, model: Model, x: Tensor, sigmas: Tensor, i: int, state: dict[str, Tensor],
-                   noise: NoiseSampler) -> Tensor:
+    def _flow_step(
+        self, model: Model, x: Tensor, sigmas: Tensor, i: int, state: dict[str, Tensor], noise: NoiseSampler
+    ) -> Tensor:
         sigma, sigma_next = sigmas[i], sigmas[i + 1]
         denoised = call_model(model, x, sigma)
         state[DENOISED] = denoised
@@ -80,14 +103,29 @@ class DPMPPSDE(Sampler):
     name = "dpmpp_sde"
     noise_kind = "brownian"
 
-    def __init__(self, eta: float = 1.0, s_noise: float = 1.0, r: float = 0.5, name: str | None = None,
-                 noise_kind: str | None = None) -> None:
+    def __init__(
+        self,
+        eta: float = 1.0,
+        s_noise: float = 1.0,
+        r: float = 0.5,
+        name: str | None = None,
+        noise_kind: str | None = None,
+    ) -> None:
         self.eta, self.s_noise, self.r = eta, s_noise, r
         self.name = name or self.name
         self.noise_kind = noise_kind or self.noise_kind
 
-    def step(self, model: Model, x: Tensor, sigmas: Tensor, i: int, state: dict[str, Tensor],
-             noise: NoiseSampler, *, model_sampling: ModelSampling | None = None) -> Tensor:
+    def step(
+        self,
+        model: Model,
+        x: Tensor,
+        sigmas: Tensor,
+        i: int,
+        state: dict[str, Tensor],
+        noise: NoiseSampler,
+        *,
+        model_sampling: ModelSampling | None = None,
+    ) -> Tensor:
         ms = model_sampling
         sigmas = offset_first_sigma(sigmas, ms)
         sigma, sigma_next = sigmas[i], sigmas[i + 1]
@@ -128,8 +166,17 @@ class DPMPP2M(Sampler):
 
     name = "dpmpp_2m"
 
-    def step(self, model: Model, x: Tensor, sigmas: Tensor, i: int, state: dict[str, Tensor],
-             noise: NoiseSampler, *, model_sampling: ModelSampling | None = None) -> Tensor:
+    def step(
+        self,
+        model: Model,
+        x: Tensor,
+        sigmas: Tensor,
+        i: int,
+        state: dict[str, Tensor],
+        noise: NoiseSampler,
+        *,
+        model_sampling: ModelSampling | None = None,
+    ) -> Tensor:
         sigma, sigma_next = sigmas[i], sigmas[i + 1]
         old_denoised = state.get(DENOISED)
         denoised = call_model(model, x, sigma)
@@ -149,16 +196,31 @@ class DPMPP2MSDE(Sampler):
     name = "dpmpp_2m_sde"
     noise_kind = "brownian"
 
-    def __init__(self, eta: float = 1.0, s_noise: float = 1.0, solver_type: str = "midpoint",
-                 name: str | None = None, noise_kind: str | None = None) -> None:
+    def __init__(
+        self,
+        eta: float = 1.0,
+        s_noise: float = 1.0,
+        solver_type: str = "midpoint",
+        name: str | None = None,
+        noise_kind: str | None = None,
+    ) -> None:
         if solver_type not in ("heun", "midpoint"):
             raise ValueError("solver_type must be 'heun' or 'midpoint'")
         self.eta, self.s_noise, self.solver_type = eta, s_noise, solver_type
         self.name = name or self.name
         self.noise_kind = noise_kind or self.noise_kind
 
-    def step(self, model: Model, x: Tensor, sigmas: Tensor, i: int, state: dict[str, Tensor],
-             noise: NoiseSampler, *, model_sampling: ModelSampling | None = None) -> Tensor:
+    def step(
+        self,
+        model: Model,
+        x: Tensor,
+        sigmas: Tensor,
+        i: int,
+        state: dict[str, Tensor],
+        noise: NoiseSampler,
+        *,
+        model_sampling: ModelSampling | None = None,
+    ) -> Tensor:
         sigmas = offset_first_sigma(sigmas, model_sampling)
         sigma, sigma_next = sigmas[i], sigmas[i + 1]
         old_denoised = state.get(DENOISED)
@@ -189,14 +251,24 @@ class DPMPP3MSDE(Sampler):
     name = "dpmpp_3m_sde"
     noise_kind = "brownian"
 
-    def __init__(self, eta: float = 1.0, s_noise: float = 1.0, name: str | None = None,
-                 noise_kind: str | None = None) -> None:
+    def __init__(
+        self, eta: float = 1.0, s_noise: float = 1.0, name: str | None = None, noise_kind: str | None = None
+    ) -> None:
         self.eta, self.s_noise = eta, s_noise
         self.name = name or self.name
         self.noise_kind = noise_kind or self.noise_kind
 
-    def step(self, model: Model, x: Tensor, sigmas: Tensor, i: int, state: dict[str, Tensor],
-             noise: NoiseSampler, *, model_sampling: ModelSampling | None = None) -> Tensor:
+    def step(
+        self,
+        model: Model,
+        x: Tensor,
+        sigmas: Tensor,
+        i: int,
+        state: dict[str, Tensor],
+        noise: NoiseSampler,
+        *,
+        model_sampling: ModelSampling | None = None,
+    ) -> Tensor:
         sigmas = offset_first_sigma(sigmas, model_sampling)
         sigma, sigma_next = sigmas[i], sigmas[i + 1]
         denoised_1, denoised_2 = state.get(DENOISED), state.get("denoised_2")
@@ -241,8 +313,17 @@ class RESMultistep(Sampler):
         self.name = name or self.name
         self.noise_kind = "gaussian" if eta else "none"
 
-    def step(self, model: Model, x: Tensor, sigmas: Tensor, i: int, state: dict[str, Tensor],
-             noise: NoiseSampler, *, model_sampling: ModelSampling | None = None) -> Tensor:
+    def step(
+        self,
+        model: Model,
+        x: Tensor,
+        sigmas: Tensor,
+        i: int,
+        state: dict[str, Tensor],
+        noise: NoiseSampler,
+        *,
+        model_sampling: ModelSampling | None = None,
+    ) -> Tensor:
         sigma, sigma_next = sigmas[i], sigmas[i + 1]
         old_denoised, old_sigma_down = state.get(DENOISED), state.get("old_sigma_down")
         denoised = call_model(model, x, sigma)

@@ -3,6 +3,7 @@ upscaling.
 
 They draw fresh Gaussian noise each step from the seeded default noise sampler.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -25,21 +26,30 @@ class DDPM(Sampler):
     name = "ddpm"
     noise_kind = "gaussian"
 
-    def step(self, model: Model, x: Tensor, sigmas: Tensor, i: int, state: dict[str, Tensor],
-             noise: NoiseSampler, *, model_sampling: ModelSampling | None = None) -> Tensor:
+    def step(
+        self,
+        model: Model,
+        x: Tensor,
+        sigmas: Tensor,
+        i: int,
+        state: dict[str, Tensor],
+        noise: NoiseSampler,
+        *,
+        model_sampling: ModelSampling | None = None,
+    ) -> Tensor:
         sigma, sigma_next = sigmas[i], sigmas[i + 1]
         denoised = call_model(model, x, sigma)
         state[DENOISED] = denoised
-        x_vp = x / torch.sqrt(1.0 + sigma ** 2.0)
+        x_vp = x / torch.sqrt(1.0 + sigma**2.0)
         eps = (x - denoised) / sigma
         ab = 1 / ((sigma * sigma) + 1)
         ab_next = 1 / ((sigma_next * sigma_next) + 1)
         alpha = ab / ab_next
         mu = (1.0 / alpha).sqrt() * (x_vp - (1 - alpha) * eps / (1 - ab).sqrt())
         if sigma_next > 0:
-            mu += ((1 - alpha) * (1. - ab_next) / (1. - ab)).sqrt() * noise(sigma, sigma_next)
+            mu += ((1 - alpha) * (1.0 - ab_next) / (1.0 - ab)).sqrt() * noise(sigma, sigma_next)
         if sigma_next != 0:
-            mu *= torch.sqrt(1.0 + sigma_next ** 2.0)
+            mu *= torch.sqrt(1.0 + sigma_next**2.0)
         return mu
 
 
@@ -49,8 +59,17 @@ class LCM(Sampler):
     name = "lcm"
     noise_kind = "gaussian"
 
-    def step(self, model: Model, x: Tensor, sigmas: Tensor, i: int, state: dict[str, Tensor],
-             noise: NoiseSampler, *, model_sampling: ModelSampling | None = None) -> Tensor:
+    def step(
+        self,
+        model: Model,
+        x: Tensor,
+        sigmas: Tensor,
+        i: int,
+        state: dict[str, Tensor],
+        noise: NoiseSampler,
+        *,
+        model_sampling: ModelSampling | None = None,
+    ) -> Tensor:
         sigma, sigma_next = sigmas[i], sigmas[i + 1]
         denoised = call_model(model, x, sigma)
         state[DENOISED] = denoised
@@ -70,8 +89,9 @@ class LCMUpscale(Sampler):
     name = "lcm_upscale"
     noise_kind = "gaussian"
 
-    def __init__(self, total_upscale: float = 2.0, upscale_method: str = "bislerp",
-                 upscale_steps: int | None = None) -> None:
+    def __init__(
+        self, total_upscale: float = 2.0, upscale_method: str = "bislerp", upscale_steps: int | None = None
+    ) -> None:
         self.total_upscale, self.upscale_method, self.upscale_steps = total_upscale, upscale_method, upscale_steps
 
     def make_noise(self, seed: int, x: Tensor, sigmas: Tensor, state: dict[str, Tensor]) -> NoiseSampler:
@@ -79,8 +99,17 @@ class LCMUpscale(Sampler):
         # global generator is the one seeded with the seed itself
         return GaussianNoise.from_state(seed, x, state, cpu_offset=0)
 
-    def step(self, model: Model, x: Tensor, sigmas: Tensor, i: int, state: dict[str, Tensor],
-             noise: NoiseSampler, *, model_sampling: ModelSampling | None = None) -> Tensor:
+    def step(
+        self,
+        model: Model,
+        x: Tensor,
+        sigmas: Tensor,
+        i: int,
+        state: dict[str, Tensor],
+        noise: NoiseSampler,
+        *,
+        model_sampling: ModelSampling | None = None,
+    ) -> Tensor:
         if self.upscale_steps is None:
             count = max(len(sigmas) // 2 + 1, 2)
         else:

@@ -1,14 +1,24 @@
 """Samplers that integrate the probability-flow ODE dx/dsigma = (x - D(x, sigma)) / sigma directly in sigma
 (Karras et al. 2022 and k-diffusion's formulations), plus their ancestral variants.
 """
+
 from __future__ import annotations
 
 from torch import Tensor
 
 from .model_sampling import ModelSampling
 from .noise import NoiseSampler
-from .sampler_base import (DENOISED, Model, Sampler, ancestral_step, call_model, flow_ancestral_step, is_const,
-                           stack_history, to_d)
+from .sampler_base import (
+    DENOISED,
+    Model,
+    Sampler,
+    ancestral_step,
+    call_model,
+    flow_ancestral_step,
+    is_const,
+    stack_history,
+    to_d,
+)
 
 
 class Euler(Sampler):
@@ -16,8 +26,17 @@ class Euler(Sampler):
 
     name = "euler"
 
-    def step(self, model: Model, x: Tensor, sigmas: Tensor, i: int, state: dict[str, Tensor],
-             noise: NoiseSampler, *, model_sampling: ModelSampling | None = None) -> Tensor:
+    def step(
+        self,
+        model: Model,
+        x: Tensor,
+        sigmas: Tensor,
+        i: int,
+        state: dict[str, Tensor],
+        noise: NoiseSampler,
+        *,
+        model_sampling: ModelSampling | None = None,
+    ) -> Tensor:
         denoised = call_model(model, x, sigmas[i])
         state[DENOISED] = denoised
         d = to_d(x, sigmas[i], denoised)
@@ -33,8 +52,17 @@ class EulerAncestral(Sampler):
     def __init__(self, eta: float = 1.0, s_noise: float = 1.0) -> None:
         self.eta, self.s_noise = eta, s_noise
 
-    def step(self, model: Model, x: Tensor, sigmas: Tensor, i: int, state: dict[str, Tensor],
-             noise: NoiseSampler, *, model_sampling: ModelSampling | None = None) -> Tensor:
+    def step(
+        self,
+        model: Model,
+        x: Tensor,
+        sigmas: Tensor,
+        i: int,
+        state: dict[str, Tensor],
+        noise: NoiseSampler,
+        *,
+        model_sampling: ModelSampling | None = None,
+    ) -> Tensor:
         sigma, sigma_next = sigmas[i], sigmas[i + 1]
         denoised = call_model(model, x, sigma)
         state[DENOISED] = denoised
@@ -59,8 +87,17 @@ class Heun(Sampler):
 
     name = "heun"
 
-    def step(self, model: Model, x: Tensor, sigmas: Tensor, i: int, state: dict[str, Tensor],
-             noise: NoiseSampler, *, model_sampling: ModelSampling | None = None) -> Tensor:
+    def step(
+        self,
+        model: Model,
+        x: Tensor,
+        sigmas: Tensor,
+        i: int,
+        state: dict[str, Tensor],
+        noise: NoiseSampler,
+        *,
+        model_sampling: ModelSampling | None = None,
+    ) -> Tensor:
         sigma, sigma_next = sigmas[i], sigmas[i + 1]
         denoised = call_model(model, x, sigma)
         state[DENOISED] = denoised
@@ -78,8 +115,17 @@ class HeunPP2(Sampler):
 
     name = "heunpp2"
 
-    def step(self, model: Model, x: Tensor, sigmas: Tensor, i: int, state: dict[str, Tensor],
-             noise: NoiseSampler, *, model_sampling: ModelSampling | None = None) -> Tensor:
+    def step(
+        self,
+        model: Model,
+        x: Tensor,
+        sigmas: Tensor,
+        i: int,
+        state: dict[str, Tensor],
+        noise: NoiseSampler,
+        *,
+        model_sampling: ModelSampling | None = None,
+    ) -> Tensor:
         sigma, s_end = sigmas[i], sigmas[-1]
         denoised = call_model(model, x, sigma)
         state[DENOISED] = denoised
@@ -110,8 +156,17 @@ def _dpm2_substep(model: Model, x: Tensor, sigma: Tensor, target: Tensor, d: Ten
 class DPM2(Sampler):
     name = "dpm_2"
 
-    def step(self, model: Model, x: Tensor, sigmas: Tensor, i: int, state: dict[str, Tensor],
-             noise: NoiseSampler, *, model_sampling: ModelSampling | None = None) -> Tensor:
+    def step(
+        self,
+        model: Model,
+        x: Tensor,
+        sigmas: Tensor,
+        i: int,
+        state: dict[str, Tensor],
+        noise: NoiseSampler,
+        *,
+        model_sampling: ModelSampling | None = None,
+    ) -> Tensor:
         sigma, sigma_next = sigmas[i], sigmas[i + 1]
         denoised = call_model(model, x, sigma)
         state[DENOISED] = denoised
@@ -128,8 +183,17 @@ class DPM2Ancestral(Sampler):
     def __init__(self, eta: float = 1.0, s_noise: float = 1.0) -> None:
         self.eta, self.s_noise = eta, s_noise
 
-    def step(self, model: Model, x: Tensor, sigmas: Tensor, i: int, state: dict[str, Tensor],
-             noise: NoiseSampler, *, model_sampling: ModelSampling | None = None) -> Tensor:
+    def step(
+        self,
+        model: Model,
+        x: Tensor,
+        sigmas: Tensor,
+        i: int,
+        state: dict[str, Tensor],
+        noise: NoiseSampler,
+        *,
+        model_sampling: ModelSampling | None = None,
+    ) -> Tensor:
         sigma, sigma_next = sigmas[i], sigmas[i + 1]
         denoised = call_model(model, x, sigma)
         state[DENOISED] = denoised
@@ -149,13 +213,16 @@ class DPM2Ancestral(Sampler):
 
 def lms_coefficient(order: int, t, i: int, j: int) -> float:
     """Adams-Bashforth weight of history point j: integral over [t_i, t_{i+1}] of its Lagrange basis polynomial."""
+
     def basis(tau: float) -> float:
         prod = 1.0
         for k in range(order):
             if j != k:
                 prod *= (tau - t[i - k]) / (t[i - j] - t[i - k])
         return prod
+
     from scipy import integrate  # imported here: scipy.integrate costs a second at server start
+
     return integrate.quad(basis, t[i], t[i + 1], epsrel=1e-4)[0]
 
 
@@ -167,8 +234,17 @@ class LMS(Sampler):
     def __init__(self, order: int = 4) -> None:
         self.order = order
 
-    def step(self, model: Model, x: Tensor, sigmas: Tensor, i: int, state: dict[str, Tensor],
-             noise: NoiseSampler, *, model_sampling: ModelSampling | None = None) -> Tensor:
+    def step(
+        self,
+        model: Model,
+        x: Tensor,
+        sigmas: Tensor,
+        i: int,
+        state: dict[str, Tensor],
+        noise: NoiseSampler,
+        *,
+        model_sampling: ModelSampling | None = None,
+    ) -> Tensor:
         denoised = call_model(model, x, sigmas[i])
         state[DENOISED] = denoised
         ds = stack_history(state, "lms_ds", to_d(x, sigmas[i], denoised), self.order)
@@ -188,8 +264,17 @@ class IPNDM(Sampler):
     def __init__(self, max_order: int = 4) -> None:
         self.max_order = max_order
 
-    def step(self, model: Model, x: Tensor, sigmas: Tensor, i: int, state: dict[str, Tensor],
-             noise: NoiseSampler, *, model_sampling: ModelSampling | None = None) -> Tensor:
+    def step(
+        self,
+        model: Model,
+        x: Tensor,
+        sigmas: Tensor,
+        i: int,
+        state: dict[str, Tensor],
+        noise: NoiseSampler,
+        *,
+        model_sampling: ModelSampling | None = None,
+    ) -> Tensor:
         t, t_next = sigmas[i], sigmas[i + 1]
         denoised = call_model(model, x, t)
         state[DENOISED] = denoised
@@ -237,8 +322,11 @@ class IPNDMV(IPNDM):
             c3 = temp1 * h1 / h2
             return c1 * d + c2 * buf[-1] + c3 * buf[-2]
         h3 = s[i - 2] - s[i - 3]
-        temp2 = ((1 - h / (3 * (h + h1))) / 2 + (1 - h / (2 * (h + h1))) * h / (6 * (h + h1 + h2))) \
-            * (h * (h + h1) * (h + h1 + h2)) / (h1 * (h1 + h2) * (h1 + h2 + h3))
+        temp2 = (
+            ((1 - h / (3 * (h + h1))) / 2 + (1 - h / (2 * (h + h1))) * h / (6 * (h + h1 + h2)))
+            * (h * (h + h1) * (h + h1 + h2))
+            / (h1 * (h1 + h2) * (h1 + h2 + h3))
+        )
         r = h1 * (h1 + h2) / (h2 * (h2 + h3))
         c1 = (2 + h / h1) / 2 + temp1 + temp2
         c2 = -(h / h1) / 2 - (1 + h1 / h2) * temp1 - (1 + h1 / h2 + r) * temp2
@@ -256,8 +344,17 @@ class GradientEstimation(Sampler):
     def __init__(self, ge_gamma: float = 2.0) -> None:
         self.ge_gamma = ge_gamma
 
-    def step(self, model: Model, x: Tensor, sigmas: Tensor, i: int, state: dict[str, Tensor],
-             noise: NoiseSampler, *, model_sampling: ModelSampling | None = None) -> Tensor:
+    def step(
+        self,
+        model: Model,
+        x: Tensor,
+        sigmas: Tensor,
+        i: int,
+        state: dict[str, Tensor],
+        noise: NoiseSampler,
+        *,
+        model_sampling: ModelSampling | None = None,
+    ) -> Tensor:
         denoised = call_model(model, x, sigmas[i])
         state[DENOISED] = denoised
         d = to_d(x, sigmas[i], denoised)
@@ -272,5 +369,15 @@ class GradientEstimation(Sampler):
         return x
 
 
-__all__ = ["Euler", "EulerAncestral", "Heun", "HeunPP2", "DPM2", "DPM2Ancestral", "LMS", "IPNDM", "IPNDMV",
-           "GradientEstimation"]
+__all__ = [
+    "Euler",
+    "EulerAncestral",
+    "Heun",
+    "HeunPP2",
+    "DPM2",
+    "DPM2Ancestral",
+    "LMS",
+    "IPNDM",
+    "IPNDMV",
+    "GradientEstimation",
+]

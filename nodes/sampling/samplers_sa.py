@@ -7,6 +7,7 @@ then extrapolates from the corrected state to sigma_i+1 with the last prediction
 predicted state; the corrected state, the prediction history, the previous step size, stochasticity and noise
 live in the sampler state. As k-diffusion does, the last step returns the corrected state.
 """
+
 from __future__ import annotations
 
 import math
@@ -24,9 +25,9 @@ CORRECTED, PREDICTIONS, STEP, TAU, NOISE = "sa_x", "sa_predictions", "sa_h", "sa
 def exponential_coeffs(s: Tensor, t: Tensor, order: int, tau: float) -> Tensor:
     """(1 + tau^2) * integral_s^t e^((1 + tau^2) x) x^p dx for p < order, with e^((1 + tau^2) t) factored out:
     integration by parts unrolled into a lower-triangular matrix of (signed) factorial ratios."""
-    tau_mul = 1 + tau ** 2
+    tau_mul = 1 + tau**2
     p = torch.arange(order, dtype=s.dtype, device=s.device)
-    boundary = t ** p - s ** p * (-tau_mul * (t - s)).exp()
+    boundary = t**p - s**p * (-tau_mul * (t - s)).exp()
     depth = p.unsqueeze(1) - p.unsqueeze(0)
     log_factorial = (p + 1).lgamma()
     log_coeff = log_factorial.unsqueeze(1) - log_factorial.unsqueeze(0)
@@ -36,24 +37,32 @@ def exponential_coeffs(s: Tensor, t: Tensor, order: int, tau: float) -> Tensor:
     return (log_coeff.exp() * signs).tril() @ boundary
 
 
-def adams_coeffs(sigma_next: Tensor, lambdas: Tensor, lambda_s: Tensor, lambda_t: Tensor, tau: float,
-                 simple_order_2: bool, corrector: bool) -> Tensor:
+def adams_coeffs(
+    sigma_next: Tensor,
+    lambdas: Tensor,
+    lambda_s: Tensor,
+    lambda_t: Tensor,
+    tau: float,
+    simple_order_2: bool,
+    corrector: bool,
+) -> Tensor:
     """The b_i weights of the predictions at `lambdas` for the step lambda_s -> lambda_t (the integrals of their
     Lagrange basis polynomials), or the paper's simplified order-2 weights."""
     n = lambdas.shape[0]
     alpha_t = sigma_next * lambda_t.exp()
     if simple_order_2 and n == 2:
-        tau_mul = 1 + tau ** 2
+        tau_mul = 1 + tau**2
         h = lambda_t - lambda_s
         if corrector:
             b_1 = alpha_t * (0.5 * tau_mul * h)
             b_2 = alpha_t * (-h * tau_mul).expm1().neg() - b_1
         else:
-            b_2 = alpha_t * (0.5 * tau_mul * h ** 2) / (lambdas[-2] - lambda_s)
+            b_2 = alpha_t * (0.5 * tau_mul * h**2) / (lambdas[-2] - lambda_s)
             b_1 = alpha_t * (-h * tau_mul).expm1().neg() - b_2
         return torch.stack([b_2, b_1])
-    integrals = torch.linalg.solve(torch.vander(lambdas, n, increasing=True).T,
-                                   exponential_coeffs(lambda_s, lambda_t, n, tau))
+    integrals = torch.linalg.solve(
+        torch.vander(lambdas, n, increasing=True).T, exponential_coeffs(lambda_s, lambda_t, n, tau)
+    )
     return alpha_t * integrals
 
 
@@ -68,9 +77,15 @@ class SASolver(Sampler):
     noise_kind = "gaussian"
     reads_model_sampling = True
 
-    def __init__(self, use_pece: bool = False, s_noise: float = 1.0, predictor_order: int = 3,
-                 corrector_order: int = 4, simple_order_2: bool = False,
-                 tau: tuple[float, float, float] | None = None) -> None:
+    def __init__(
+        self,
+        use_pece: bool = False,
+        s_noise: float = 1.0,
+        predictor_order: int = 3,
+        corrector_order: int = 4,
+        simple_order_2: bool = False,
+        tau: tuple[float, float, float] | None = None,
+    ) -> None:
         self.use_pece, self.s_noise, self.simple_order_2, self.tau = use_pece, s_noise, simple_order_2, tau
         self.predictor_order, self.corrector_order = predictor_order, corrector_order
         self.name = "sa_solver_pece" if use_pece else "sa_solver"
@@ -86,8 +101,17 @@ class SASolver(Sampler):
             return 0.0
         return eta if start >= sigma.item() >= end else 0.0
 
-    def step(self, model: Model, x: Tensor, sigmas: Tensor, i: int, state: dict[str, Tensor],
-             noise: NoiseSampler, *, model_sampling: ModelSampling | None = None) -> Tensor:
+    def step(
+        self,
+        model: Model,
+        x: Tensor,
+        sigmas: Tensor,
+        i: int,
+        state: dict[str, Tensor],
+        noise: NoiseSampler,
+        *,
+        model_sampling: ModelSampling | None = None,
+    ) -> Tensor:
         ms = model_sampling if model_sampling is not None and model_sampling.is_const else None
         sigmas = offset_first_sigma(sigmas, ms)
         lambdas = half_log_snr(sigmas, ms)
@@ -106,17 +130,23 @@ class SASolver(Sampler):
             corrector_order = 0
         else:
             corrector_order = min(self.corrector_order, len(predictions))
-        if sigmas[-1].item() == 0:   # lower orders towards the end, for stability
+        if sigmas[-1].item() == 0:  # lower orders towards the end, for stability
             predictor_order = min(predictor_order, len(sigmas) - 2 - i)
             corrector_order = min(corrector_order, len(sigmas) - 1 - i)
 
         if corrector_order == 0:
             x = x_pred
         else:
-            coeffs = adams_coeffs(sigmas[i], lambdas[i - corrector_order + 1:i + 1], lambdas[i - 1], lambdas[i], tau,
-                                  self.simple_order_2, corrector=True)
-            x = sigmas[i] / sigmas[i - 1] * (-(tau ** 2) * h).exp() * x + _combine(predictions[-corrector_order:],
-                                                                                   coeffs)
+            coeffs = adams_coeffs(
+                sigmas[i],
+                lambdas[i - corrector_order + 1 : i + 1],
+                lambdas[i - 1],
+                lambdas[i],
+                tau,
+                self.simple_order_2,
+                corrector=True,
+            )
+            x = sigmas[i] / sigmas[i - 1] * (-(tau**2) * h).exp() * x + _combine(predictions[-corrector_order:], coeffs)
             if tau > 0 and self.s_noise > 0:
                 x = x + step_noise
             if self.use_pece:
@@ -128,14 +158,23 @@ class SASolver(Sampler):
             state[CORRECTED] = x = denoised
             return x
         tau = self._tau(sigmas[i + 1], model_sampling)
-        coeffs = adams_coeffs(sigmas[i + 1], lambdas[i - predictor_order + 1:i + 1], lambdas[i], lambdas[i + 1], tau,
-                              self.simple_order_2, corrector=False)
+        coeffs = adams_coeffs(
+            sigmas[i + 1],
+            lambdas[i - predictor_order + 1 : i + 1],
+            lambdas[i],
+            lambdas[i + 1],
+            tau,
+            self.simple_order_2,
+            corrector=False,
+        )
         h = lambdas[i + 1] - lambdas[i]
-        x_pred = sigmas[i + 1] / sigmas[i] * (-(tau ** 2) * h).exp() * x + _combine(predictions[-predictor_order:],
-                                                                                    coeffs)
+        x_pred = sigmas[i + 1] / sigmas[i] * (-(tau**2) * h).exp() * x + _combine(
+            predictions[-predictor_order:], coeffs
+        )
         if tau > 0 and self.s_noise > 0:
-            step_noise = (noise(sigmas[i], sigmas[i + 1]) * sigmas[i + 1] * (-2 * tau ** 2 * h).expm1().neg().sqrt()
-                          * self.s_noise)
+            step_noise = (
+                noise(sigmas[i], sigmas[i + 1]) * sigmas[i + 1] * (-2 * tau**2 * h).expm1().neg().sqrt() * self.s_noise
+            )
             x_pred = x_pred + step_noise
             state[NOISE] = step_noise
         state[CORRECTED], state[STEP] = x, h

@@ -2,6 +2,7 @@
 and SEEDS-2 / SEEDS-3 (Gonzalez et al. 2023, arXiv 2305.14267), in k-diffusion's formulations. They work in
 the half log-SNR lambda, so rectified-flow models (CONST) use their own lambda and start just below sigma 1.
 """
+
 from __future__ import annotations
 
 import torch
@@ -9,8 +10,15 @@ from torch import Tensor
 
 from .model_sampling import ModelSampling
 from .noise import NoiseSampler
-from .sampler_base import (DENOISED, Model, Sampler, call_model, half_log_snr, offset_first_sigma,
-                           sigma_from_half_log_snr)
+from .sampler_base import (
+    DENOISED,
+    Model,
+    Sampler,
+    call_model,
+    half_log_snr,
+    offset_first_sigma,
+    sigma_from_half_log_snr,
+)
 
 _INTEGRATION_POINTS = 200.0
 
@@ -38,11 +46,20 @@ class ERSDE(Sampler):
 
     def _scale(self, v: Tensor) -> Tensor:
         if self.scaler_eta is None:
-            return v * ((v ** 0.3).exp() + 10.0)
+            return v * ((v**0.3).exp() + 10.0)
         return v ** (self.scaler_eta + 1)
 
-    def step(self, model: Model, x: Tensor, sigmas: Tensor, i: int, state: dict[str, Tensor],
-             noise: NoiseSampler, *, model_sampling: ModelSampling | None = None) -> Tensor:
+    def step(
+        self,
+        model: Model,
+        x: Tensor,
+        sigmas: Tensor,
+        i: int,
+        state: dict[str, Tensor],
+        noise: NoiseSampler,
+        *,
+        model_sampling: ModelSampling | None = None,
+    ) -> Tensor:
         sigmas = offset_first_sigma(sigmas, model_sampling)
         # Over the whole schedule at once, as ComfyUI computes them (elementwise results then agree bit for bit).
         lambdas = half_log_snr(sigmas, model_sampling).neg().exp()
@@ -68,10 +85,10 @@ class ERSDE(Sampler):
             if stage >= 3:
                 s_u = torch.sum((positions - lam_s) / scaled) * step_size
                 denoised_u = (denoised_d - old_denoised_d) / ((lam_s - lambdas[i - 2]) / 2)
-                x = x + alpha_t * ((dt ** 2) / 2 + s_u * self._scale(lam_t)) * denoised_u
+                x = x + alpha_t * ((dt**2) / 2 + s_u * self._scale(lam_t)) * denoised_u
             state["old_denoised_d"] = denoised_d
         if self.s_noise > 0:
-            spread = (lam_t ** 2 - lam_s ** 2 * r ** 2).sqrt().nan_to_num(nan=0.0)
+            spread = (lam_t**2 - lam_s**2 * r**2).sqrt().nan_to_num(nan=0.0)
             x = x + alpha_t * noise(sigmas[i], sigmas[i + 1]) * self.s_noise * spread
         return x
 
@@ -89,8 +106,17 @@ class SEEDS(Sampler):
         # combines the two predictions linearly ("phi_1") or with the second-order phi_2 weights ("phi_2")
         self.r, self.phi = 0.5, "phi_1"
 
-    def step(self, model: Model, x: Tensor, sigmas: Tensor, i: int, state: dict[str, Tensor],
-             noise: NoiseSampler, *, model_sampling: ModelSampling | None = None) -> Tensor:
+    def step(
+        self,
+        model: Model,
+        x: Tensor,
+        sigmas: Tensor,
+        i: int,
+        state: dict[str, Tensor],
+        noise: NoiseSampler,
+        *,
+        model_sampling: ModelSampling | None = None,
+    ) -> Tensor:
         ms = model_sampling
         sigmas = offset_first_sigma(sigmas, ms)
         sigma, sigma_next = sigmas[i], sigmas[i + 1]
@@ -103,7 +129,7 @@ class SEEDS(Sampler):
         h = lam_t - lam_s
         h_eta = h * (eta + 1)
         alpha_t = sigma_next * lam_t.exp()
-        r_1 = self.r if self.stages == 2 else 1. / 3
+        r_1 = self.r if self.stages == 2 else 1.0 / 3
         lam_1 = torch.lerp(lam_s, lam_t, r_1)
         sigma_1 = sigma_from_half_log_snr(lam_1, ms)
         alpha_1 = sigma_1 * lam_1.exp()
@@ -117,13 +143,14 @@ class SEEDS(Sampler):
             if self.phi == "phi_2":
                 b2 = _phi_2(-h_eta) / r_1
                 x = sigma_next / sigma * (-h * eta).exp() * x - alpha_t * (
-                    (_phi_1(-h_eta) - b2) * denoised + b2 * denoised_2)
+                    (_phi_1(-h_eta) - b2) * denoised + b2 * denoised_2
+                )
             else:
                 denoised_d = torch.lerp(denoised, denoised_2, 1 / (2 * r_1))
                 x = sigma_next / sigma * (-h * eta).exp() * x - alpha_t * _phi_1(-h_eta) * denoised_d
             last_sigma, last_r = sigma_1, r_1
         else:
-            r_2 = 2. / 3
+            r_2 = 2.0 / 3
             lam_2 = torch.lerp(lam_s, lam_t, r_2)
             sigma_2 = sigma_from_half_log_snr(lam_2, ms)
             alpha_2 = sigma_2 * lam_2.exp()

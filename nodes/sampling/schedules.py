@@ -2,10 +2,11 @@
 
 Every schedule returns a descending float32 tensor of sigmas that ends with 0 (steps + 1 values).
 """
+
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -40,14 +41,14 @@ def vp(n: int, beta_d: float = 19.9, beta_min: float = 0.1, eps_s: float = 1e-3)
     """The continuous VP-SDE schedule (Song et al. 2021): sigma(t) = sqrt(exp(beta_d t^2 / 2 + beta_min t) - 1)
     for t from 1 down to eps_s."""
     t = torch.linspace(1, eps_s, n)
-    return _append_zero(torch.sqrt(torch.special.expm1(beta_d * t ** 2 / 2 + beta_min * t)))
+    return _append_zero(torch.sqrt(torch.special.expm1(beta_d * t**2 / 2 + beta_min * t)))
 
 
 def laplace(n: int, sigma_min: float, sigma_max: float, mu: float = 0.0, beta: float = 0.5) -> Tensor:
     """Log sigma at the quantiles of a Laplace(mu, beta) (Tiankai et al. 2024), clamped to [sigma_min,
     sigma_max]. Unlike the others it does not end with 0 (k-diffusion's get_sigmas_laplace neither)."""
     x = torch.linspace(0, 1, n)
-    lmb = mu - beta * torch.sign(0.5 - x) * torch.log(1 - 2 * torch.abs(0.5 - x) + 1e-5)   # 1e-5: no log(0)
+    lmb = mu - beta * torch.sign(0.5 - x) * torch.log(1 - 2 * torch.abs(0.5 - x) + 1e-5)  # 1e-5: no log(0)
     return torch.clamp(torch.exp(lmb), min=sigma_min, max=sigma_max)
 
 
@@ -101,6 +102,7 @@ def beta(ms: ModelSampling, steps: int, alpha: float = 0.6, beta_: float = 0.6) 
     """Lee et al. 2024 (arXiv 2407.12173): timesteps at quantiles of a Beta(0.6, 0.6); repeats are dropped."""
     total = len(ms.sigmas) - 1
     import scipy.stats  # imported here: scipy.stats costs a second at server start
+
     ts = np.rint(scipy.stats.beta.ppf(1 - np.linspace(0, 1, steps, endpoint=False), alpha, beta_) * total)
     sigs: list[float] = []
     last = -1.0
@@ -111,8 +113,9 @@ def beta(ms: ModelSampling, steps: int, alpha: float = 0.6, beta_: float = 0.6) 
     return torch.FloatTensor(sigs + [0.0])
 
 
-def linear_quadratic(ms: ModelSampling, steps: int, threshold_noise: float = 0.025,
-                     linear_steps: int | None = None) -> Tensor:
+def linear_quadratic(
+    ms: ModelSampling, steps: int, threshold_noise: float = 0.025, linear_steps: int | None = None
+) -> Tensor:
     """Mochi's schedule: linear for the first half up to threshold_noise, then quadratic to 1; scaled by sigma_max."""
     if steps == 1:
         schedule = [1.0, 0.0]
@@ -121,10 +124,10 @@ def linear_quadratic(ms: ModelSampling, steps: int, threshold_noise: float = 0.0
         linear_part = [k * threshold_noise / linear_steps for k in range(linear_steps)]
         diff = linear_steps - threshold_noise * steps
         quad_steps = steps - linear_steps
-        quad_coef = diff / (linear_steps * quad_steps ** 2)
-        lin_coef = threshold_noise / linear_steps - 2 * diff / (quad_steps ** 2)
-        const = quad_coef * (linear_steps ** 2)
-        quad_part = [quad_coef * (k ** 2) + lin_coef * k + const for k in range(linear_steps, steps)]
+        quad_coef = diff / (linear_steps * quad_steps**2)
+        lin_coef = threshold_noise / linear_steps - 2 * diff / (quad_steps**2)
+        const = quad_coef * (linear_steps**2)
+        quad_part = [quad_coef * (k**2) + lin_coef * k + const for k in range(linear_steps, steps)]
         schedule = [1.0 - v for v in linear_part + quad_part + [1.0]]
     return torch.FloatTensor(schedule) * ms.sigma_max.cpu()
 
@@ -168,8 +171,13 @@ def _sampler_sigmas(ms: ModelSampling, scheduler: str, steps: int, sampler_name:
     return calculate_sigmas(ms, scheduler, steps)
 
 
-def ksampler_sigmas(model_sampling: ModelSampling, scheduler: str, steps: int, denoise: float | None = 1.0,
-                    sampler_name: str | None = None) -> Tensor:
+def ksampler_sigmas(
+    model_sampling: ModelSampling,
+    scheduler: str,
+    steps: int,
+    denoise: float | None = 1.0,
+    sampler_name: str | None = None,
+) -> Tensor:
     """KSampler's sigmas: with denoise < 1 the schedule is computed for int(steps / denoise) steps and only its
     last steps + 1 sigmas are kept; denoise <= 0 gives an empty tensor (nothing to sample)."""
     if denoise is None or denoise > 0.9999:
@@ -177,16 +185,15 @@ def ksampler_sigmas(model_sampling: ModelSampling, scheduler: str, steps: int, d
     if denoise <= 0.0:
         return torch.FloatTensor([])
     sigmas = _sampler_sigmas(model_sampling, scheduler, int(steps / denoise), sampler_name)
-    return sigmas[-(steps + 1):]
+    return sigmas[-(steps + 1) :]
 
 
-def advanced_sigmas(sigmas: Tensor, start_step: int | None, last_step: int | None,
-                    force_full_denoise: bool) -> Tensor:
+def advanced_sigmas(sigmas: Tensor, start_step: int | None, last_step: int | None, force_full_denoise: bool) -> Tensor:
     """KSamplerAdvanced's cut: keep steps [start_step, last_step]; when the cut ends early and leftover noise is
     not returned (force_full_denoise), the last sigma becomes 0. An empty result means "nothing to sample:
     return the input latent unchanged" (start_step at or past the end)."""
     if last_step is not None and last_step < len(sigmas) - 1:
-        sigmas = sigmas[:last_step + 1].clone()
+        sigmas = sigmas[: last_step + 1].clone()
         if force_full_denoise:
             sigmas[-1] = 0
     if start_step is not None:

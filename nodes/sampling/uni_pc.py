@@ -6,6 +6,7 @@ VP-scaled latent; previews should use state["denoised"]. Each step makes exactly
 evaluates the model at sigma_0 and leaves x in place; step k moves x to sigma_k and evaluates the corrector
 there; the last step also takes the final predictor-only step to sigma_N.
 """
+
 from __future__ import annotations
 
 import torch
@@ -25,18 +26,18 @@ def _alpha(s: Tensor) -> Tensor:
 
 
 def _std(s: Tensor) -> Tensor:
-    return torch.sqrt(1. - torch.exp(2. * _log_alpha(s)))
+    return torch.sqrt(1.0 - torch.exp(2.0 * _log_alpha(s)))
 
 
 def _lambda(s: Tensor) -> Tensor:
     la = _log_alpha(s)
-    return la - 0.5 * torch.log(1. - torch.exp(2. * la))
+    return la - 0.5 * torch.log(1.0 - torch.exp(2.0 * la))
 
 
 def _data_prediction(model: Model, x_vp: Tensor, t: Tensor) -> Tensor:
     """x0 from the VP-scaled latent: the model sees the VE latent x_vp * sqrt(1 + sigma^2)."""
     s = append_dims(t, x_vp.ndim)
-    x_ve = x_vp * ((s ** 2 + 1.0) ** 0.5)
+    x_ve = x_vp * ((s**2 + 1.0) ** 0.5)
     eps = (x_ve - model(x_ve, t)) / s
     return (x_vp - append_dims(_std(t), x_vp.ndim) * eps) / append_dims(_alpha(t), x_vp.ndim)
 
@@ -50,8 +51,17 @@ class UniPC(Sampler):
         self.variant = variant
         self.name = name or self.name
 
-    def step(self, model: Model, x: Tensor, sigmas: Tensor, i: int, state: dict[str, Tensor],
-             noise: NoiseSampler, *, model_sampling: ModelSampling | None = None) -> Tensor:
+    def step(
+        self,
+        model: Model,
+        x: Tensor,
+        sigmas: Tensor,
+        i: int,
+        state: dict[str, Tensor],
+        noise: NoiseSampler,
+        *,
+        model_sampling: ModelSampling | None = None,
+    ) -> Tensor:
         n = len(sigmas) - 1
         ts = sigmas.clone()
         if sigmas[-1] == 0:
@@ -85,8 +95,16 @@ class UniPC(Sampler):
             x = x / _alpha(ts[-1])
         return x
 
-    def _update(self, model: Model, x: Tensor, models: list[Tensor], times: list[Tensor], t: Tensor, order: int,
-                use_corrector: bool) -> tuple[Tensor, Tensor | None]:
+    def _update(
+        self,
+        model: Model,
+        x: Tensor,
+        models: list[Tensor],
+        times: list[Tensor],
+        t: Tensor,
+        order: int,
+        use_corrector: bool,
+    ) -> tuple[Tensor, Tensor | None]:
         """One B(h) predictor (and optionally corrector) step from times[-1] to t, in data-prediction form."""
         ndim = x.dim()
         t_0, m_0 = times[-1], models[-1]

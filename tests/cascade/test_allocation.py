@@ -1,5 +1,6 @@
 """DiffServe's allocation: the MILP (HiGHS) finds the same optimum as exhaustive enumeration, its
 decisions satisfy every constraint, and infeasible instances degrade to all-light with shedding."""
+
 from __future__ import annotations
 
 import math
@@ -7,8 +8,16 @@ import random
 
 import pytest
 
-from cluster.cascade.allocation import (Allocation, Problem, StageProfile, allocate, degrade, holds, solve_exhaustive,
-                                       solve_milp)
+from cluster.cascade.allocation import (
+    Allocation,
+    Problem,
+    StageProfile,
+    allocate,
+    degrade,
+    holds,
+    solve_exhaustive,
+    solve_milp,
+)
 from cluster.cascade.profiles import reference_profile
 
 BATCHES = (1, 2, 4, 8)
@@ -23,10 +32,18 @@ def _random_problem(rng: random.Random) -> Problem:
     thresholds = tuple(round(0.05 * i, 2) for i in range(21))
     deferred = sorted(rng.random() for _ in thresholds)
     deferred[0] = 0.0
-    return Problem(_profile(rng, rng.uniform(0.05, 0.3)), _profile(rng, rng.uniform(0.5, 3.0)), thresholds,
-                   tuple(deferred), demand=rng.uniform(0, 30), slo_s=rng.uniform(0.5, 8), budget=rng.randint(1, 16),
-                   queue_light_s=rng.uniform(0, 0.5), queue_heavy_s=rng.uniform(0, 1),
-                   batch_wait=rng.choice((0.0, 0.25, 1.0)))
+    return Problem(
+        _profile(rng, rng.uniform(0.05, 0.3)),
+        _profile(rng, rng.uniform(0.5, 3.0)),
+        thresholds,
+        tuple(deferred),
+        demand=rng.uniform(0, 30),
+        slo_s=rng.uniform(0.5, 8),
+        budget=rng.randint(1, 16),
+        queue_light_s=rng.uniform(0, 0.5),
+        queue_heavy_s=rng.uniform(0, 1),
+        batch_wait=rng.choice((0.0, 0.25, 1.0)),
+    )
 
 
 def _violations(p: Problem, a) -> list[str]:
@@ -66,7 +83,7 @@ def test_milp_equals_enumeration_on_random_instances():
         feasible += 1
         assert (milp.threshold, milp.executors) == (brute.threshold, brute.executors), p
         assert _violations(p, milp) == [] and _violations(p, brute) == []
-    assert feasible > 50 and infeasible > 3   # the sample exercises both outcomes
+    assert feasible > 50 and infeasible > 3  # the sample exercises both outcomes
 
 
 def test_threshold_falls_as_demand_rises_with_diffserve_profiles():
@@ -90,7 +107,7 @@ def test_infeasible_instance_degrades_to_all_light_with_shedding():
     assert solve_milp(p) is None and solve_exhaustive(p) is None
     a = allocate(p)
     assert a.status == "degraded" and a.heavy_executors == 0 and a.light_executors == 2
-    assert a.threshold == 0.0 and a.light_batch == 2              # most throughput within the SLO
+    assert a.threshold == 0.0 and a.light_batch == 2  # most throughput within the SLO
     assert a.shed_fraction == pytest.approx(1 - 2 * (2 / 0.8) / 20)
 
 
@@ -133,8 +150,8 @@ def test_holds_detects_a_decision_outgrown_by_demand_or_queueing():
     p = Problem(light, heavy, thresholds, deferred, 10.0, slo_s=5.0, budget=16)
     a = allocate(p)
     assert holds(p, a)
-    assert not holds(Problem(light, heavy, thresholds, deferred, 14.0, 5.0, 16), a)          # demand spike
+    assert not holds(Problem(light, heavy, thresholds, deferred, 14.0, 5.0, 16), a)  # demand spike
     assert not holds(Problem(light, heavy, thresholds, deferred, 10.0, 5.0, 16, queue_heavy_s=2.0), a)
     assert not holds(Problem(light, heavy, thresholds, deferred, 10.0, 5.0, a.executors - 1), a)
-    assert holds(Problem(light, heavy, thresholds, deferred, 5.0, 5.0, 16), a)                # less load fits
+    assert holds(Problem(light, heavy, thresholds, deferred, 5.0, 5.0, 16), a)  # less load fits
     assert not holds(p, Allocation(**{**a.as_dict(), "status": "degraded"}))

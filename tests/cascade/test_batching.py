@@ -1,10 +1,11 @@
 """Batching: two requests' denoise_step calls merged into one call through the real ModelFn give the
 same latents and the same decoded images as the requests run one by one; incompatible calls are not
 merged, and the batch plan respects the controller's batch size."""
+
 from __future__ import annotations
 
 import asyncio
-from typing import Sequence
+from collections.abc import Sequence
 
 import pytest
 import torch
@@ -36,8 +37,15 @@ class LockstepBatcher(Runtime):
             calls = [c for c, _ in batch]
             assert plan_batches(calls, max_batch=8) == [list(range(len(calls)))]
             # the executor core's merged run, as an executor runs a BatchDispatch
-            parts = [Part(c.ref, c.params, {k: v for k, v in c.inputs.items() if v is not None},
-                          [k for k, v in c.inputs.items() if v is None]) for c in calls]
+            parts = [
+                Part(
+                    c.ref,
+                    c.params,
+                    {k: v for k, v in c.inputs.items() if v is not None},
+                    [k for k, v in c.inputs.items() if v is None],
+                )
+                for c in calls
+            ]
             results = self.local.core.run(fn, parts, DirectIO(torch.device("cpu")))
             assert all(isinstance(r, Ran) and r.batch == len(calls) for r in results), results
             self.merged.append(merge(calls).sizes)
@@ -51,10 +59,12 @@ def sd1(demo_workspace, fixed_threads):
     from nodes.latent import EmptyLatentImage
     from nodes.loaders import CheckpointLoaderSimple
     from nodes.model_nodes import CLIPTextEncode
+
     model, clip, vae = CheckpointLoaderSimple().load_checkpoint("sd1-tiny.safetensors")
 
     async def encode(text):
         return (await CLIPTextEncode().encode(clip, text))[0]
+
     conds = [(asyncio.run(encode(p)), asyncio.run(encode("blurry"))) for p, _, _ in REQUESTS]
     latents = [EmptyLatentImage().generate(64, 64, n)[0] for _, _, n in REQUESTS]
     return model, vae, conds, latents
@@ -63,13 +73,16 @@ def sd1(demo_workspace, fixed_threads):
 def _sample(sd1, sampler: str, runtime: Runtime, which: Sequence[int]) -> list[torch.Tensor]:
     """Run the requests in `which` concurrently through `runtime`; their final latents."""
     from nodes.ksampler import common_ksampler
+
     model, _, conds, latents = sd1
 
     async def go():
-        use_runtime(runtime)     # asyncio.run's task has its own copy of the context: nothing leaks
-        outs = await asyncio.gather(*[
-            common_ksampler(model, REQUESTS[k][1], 4, 5.0, sampler, "normal", *conds[k], latents[k]) for k in which])
+        use_runtime(runtime)  # asyncio.run's task has its own copy of the context: nothing leaks
+        outs = await asyncio.gather(
+            *[common_ksampler(model, REQUESTS[k][1], 4, 5.0, sampler, "normal", *conds[k], latents[k]) for k in which]
+        )
         return [o[0]["samples"] for o in outs]
+
     return asyncio.run(go())
 
 
@@ -77,7 +90,7 @@ def _decode(local: LocalRuntime, vae, latent: torch.Tensor) -> torch.Tensor:
     return local.run("vae_decode", vae, {"latent": latent}, {})["image"]
 
 
-@pytest.mark.parametrize("sampler", ["euler", "dpmpp_2m"])   # dpmpp_2m carries history in the step state
+@pytest.mark.parametrize("sampler", ["euler", "dpmpp_2m"])  # dpmpp_2m carries history in the step state
 def test_batched_steps_give_the_same_images_as_unbatched(sd1, sampler):
     local = LocalRuntime()
     alone = [_sample(sd1, sampler, local, [k])[0] for k in range(len(REQUESTS))]
@@ -91,10 +104,12 @@ def test_batched_steps_give_the_same_images_as_unbatched(sd1, sampler):
         img_one, img_many = _decode(local, sd1[1], one), _decode(local, sd1[1], many)
         to8 = lambda im: (im * 255).clamp(0, 255).to(torch.uint8)  # noqa: E731  (SaveImage's quantisation)
         u_one, u_many = to8(img_one), to8(img_many)
-        print(f"{sampler}: max |latent diff| = {diff:.3g} (max |latent| {one.abs().max().item():.3g}), "
-              f"max |image diff| = {(img_one - img_many).abs().max().item():.3g}, "
-              f"uint8 values differing: {(u_one != u_many).sum().item()} of {u_one.numel()}, "
-              f"max uint8 diff {(u_one.int() - u_many.int()).abs().max().item()}")
+        print(
+            f"{sampler}: max |latent diff| = {diff:.3g} (max |latent| {one.abs().max().item():.3g}), "
+            f"max |image diff| = {(img_one - img_many).abs().max().item():.3g}, "
+            f"uint8 values differing: {(u_one != u_many).sum().item()} of {u_one.numel()}, "
+            f"max uint8 diff {(u_one.int() - u_many.int()).abs().max().item()}"
+        )
         # The merge is exact and the model's layers are batch-invariant (nodes.models.batch_invariant):
         # the batched latents are the unbatched ones, bit for bit.
         assert torch.equal(one, many)
@@ -103,33 +118,54 @@ def test_batched_steps_give_the_same_images_as_unbatched(sd1, sampler):
 
 def _call(**over) -> Call:
     from cluster.refs import ModelRef
+
     ref = over.pop("ref", ModelRef("diffusion_model", "sd1", ("m.safetensors",), ("d1",)))
     sigmas = over.pop("sigmas", torch.tensor([14.6, 3.0, 0.0]))
     x = over.pop("x", torch.zeros(1, 4, 8, 8))
-    params = {"sampler": "euler", "i": 0, "cfg": 5.0, "seed": 1, "positive": [{"key": "positive.0"}],
-              "negative": [], "model_sampling": {"kind": "eps"}, "image_size": (64, 64), **over}
-    return Call("denoise_step", ref, {"x": x, "sigmas": sigmas, "positive.0.context": torch.zeros(1, 77, 768)},
-                params)
+    params = {
+        "sampler": "euler",
+        "i": 0,
+        "cfg": 5.0,
+        "seed": 1,
+        "positive": [{"key": "positive.0"}],
+        "negative": [],
+        "model_sampling": {"kind": "eps"},
+        "image_size": (64, 64),
+        **over,
+    }
+    return Call("denoise_step", ref, {"x": x, "sigmas": sigmas, "positive.0.context": torch.zeros(1, 77, 768)}, params)
 
 
 def test_only_compatible_calls_share_a_key():
     from cluster.refs import ModelRef
+
     base = batch_key(_call())
     assert base is not None
-    assert batch_key(_call(seed=99)) == base                          # the seed is not read by euler
-    assert batch_key(_call(x=torch.ones(3, 4, 8, 8))) == base         # only the batch differs
-    for other in (_call(i=1), _call(cfg=7.0), _call(sampler="heun"), _call(x=torch.zeros(1, 4, 16, 8)),
-                  _call(sigmas=torch.tensor([14.6, 2.9, 0.0])),
-                  _call(ref=ModelRef("diffusion_model", "sd1", ("n.safetensors",), ("d2",)))):
+    assert batch_key(_call(seed=99)) == base  # the seed is not read by euler
+    assert batch_key(_call(x=torch.ones(3, 4, 8, 8))) == base  # only the batch differs
+    for other in (
+        _call(i=1),
+        _call(cfg=7.0),
+        _call(sampler="heun"),
+        _call(x=torch.zeros(1, 4, 16, 8)),
+        _call(sigmas=torch.tensor([14.6, 2.9, 0.0])),
+        _call(ref=ModelRef("diffusion_model", "sd1", ("n.safetensors",), ("d2",))),
+    ):
         assert batch_key(other) not in (None, base)
-    assert batch_key(_call(sampler="euler_ancestral")) is None        # its noise stream is per request
+    assert batch_key(_call(sampler="euler_ancestral")) is None  # its noise stream is per request
     assert batch_key(_call(model_patches=object())) is None
     assert batch_key(Call("vae_decode", None, {}, {})) is None
 
 
 def test_plan_respects_the_batch_size_and_keeps_incompatible_calls_apart():
-    calls = [_call(), _call(x=torch.zeros(2, 4, 8, 8)), _call(i=1), _call(), _call(sampler="euler_ancestral"),
-             _call(x=torch.zeros(2, 4, 8, 8))]
+    calls = [
+        _call(),
+        _call(x=torch.zeros(2, 4, 8, 8)),
+        _call(i=1),
+        _call(),
+        _call(sampler="euler_ancestral"),
+        _call(x=torch.zeros(2, 4, 8, 8)),
+    ]
     assert plan_batches(calls, max_batch=4) == [[0, 1, 3], [2], [4], [5]]
     assert plan_batches(calls, max_batch=1) == [[0], [1], [2], [3], [4], [5]]
 
@@ -141,6 +177,7 @@ def test_merge_expands_shared_conditioning_and_split_cuts_outputs_back():
     assert m.sizes == (1, 2) and m.inputs["x"].shape[0] == 3
     assert m.inputs["positive.0.context"][:, 0, 0].tolist() == [0.0, 1.0, 1.0]
     from cluster.batching import split
+
     parts = split(m, {"x": m.inputs["x"] * 10, "state.hist": torch.stack([m.inputs["x"]] * 2), "none": None})
     assert parts[0]["x"].unique().tolist() == [10.0] and parts[1]["x"].shape[0] == 2
     assert parts[1]["state.hist"].shape == (2, 2, 4, 8, 8) and parts[0]["none"] is None

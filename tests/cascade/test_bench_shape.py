@@ -1,6 +1,7 @@
 """On a rising-then-falling load with DiffServe's profiles, the adaptive cascade (real controller,
 simulated executors) keeps violations as low as a cascade provisioned statically for the peak, in
 every window of the ramp too, while serving more queries with the heavy model than it or all-light."""
+
 from __future__ import annotations
 
 from cluster.bench.cascade import compare, modelled_fid

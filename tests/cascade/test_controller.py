@@ -1,5 +1,6 @@
 """The controller measures demand (EWMA), queues and latency per stage, and re-solves the allocation:
 the threshold falls when demand rises and recovers when it falls."""
+
 from __future__ import annotations
 
 import random
@@ -20,8 +21,14 @@ class FakeClock:
 
 
 def _spec(name: str = "c1", **policy) -> CascadeSpec:
-    return CascadeSpec(name, StageSpec("sdturbo", 1), StageSpec("sdv15", 50), "disc", slo_s=5.0,
-                       policy=Policy(threshold_step=0.01, batch_sizes=(1, 2, 4, 8), headroom=1.0, **policy))
+    return CascadeSpec(
+        name,
+        StageSpec("sdturbo", 1),
+        StageSpec("sdv15", 50),
+        "disc",
+        slo_s=5.0,
+        policy=Policy(threshold_step=0.01, batch_sizes=(1, 2, 4, 8), headroom=1.0, **policy),
+    )
 
 
 def _controller(budget: int = 16) -> tuple[CascadeController, FakeClock]:
@@ -32,7 +39,7 @@ def _controller(budget: int = 16) -> tuple[CascadeController, FakeClock]:
         for b in (1, 2, 4, 8):
             ctl.record_latency("c1", stage, b, DIFFSERVE_MS[model][b] / 1e3)
     rng = random.Random(0)
-    for _ in range(400):   # uniform confidences: f(t) = t
+    for _ in range(400):  # uniform confidences: f(t) = t
         ctl.record_confidence("c1", rng.random(), "light")
     return ctl, clock
 
@@ -51,8 +58,8 @@ def test_threshold_follows_demand_down_and_up():
     low = _run(ctl, clock, 2, 4)
     high = _run(ctl, clock, 25, 6)
     back = _run(ctl, clock, 2, 8)
-    assert low[-1] == 1.0                           # light load: every query may go to the heavy model
-    assert high[-1] < 0.8 and high[-1] < high[0]    # peak: fewer deferrals so the SLO holds
+    assert low[-1] == 1.0  # light load: every query may go to the heavy model
+    assert high[-1] < 0.8 and high[-1] < high[0]  # peak: fewer deferrals so the SLO holds
     assert back[-1] == 1.0
     assert ctl.cascades["c1"].demand == pytest.approx(2, rel=0.05)
     decision = ctl.cascades["c1"].decision
@@ -64,14 +71,14 @@ def test_demand_estimate_is_an_ewma_of_arrival_rate():
     _run(ctl, clock, 4, 1)
     assert ctl.cascades["c1"].demand == 4
     _run(ctl, clock, 8, 1)
-    assert ctl.cascades["c1"].demand == 6          # alpha 0.5
+    assert ctl.cascades["c1"].demand == 6  # alpha 0.5
 
 
 def test_queueing_delay_by_littles_law_lowers_the_threshold():
     ctl, clock = _controller()
     calm = _run(ctl, clock, 10, 3)[-1]
     heavy = ctl.cascades["c1"].stages["heavy"]
-    heavy.inflight = 30                             # a backlog: L = 30 at ~2 deferred q/s -> long waits
+    heavy.inflight = 30  # a backlog: L = 30 at ~2 deferred q/s -> long waits
     heavy.arrivals = 0
     congested = []
     for _ in range(3):
@@ -139,7 +146,7 @@ def test_step_increase_in_demand_lowers_the_threshold_within_one_tick():
     _feed(ctl, clock, 3, 12)
     assert ctl.threshold("c1") == 1.0
     step_at = clock.now
-    solves = _feed(ctl, clock, 25, 1)                # the period is 5 s; the step is seen after 1 s
+    solves = _feed(ctl, clock, 25, 1)  # the period is 5 s; the step is seen after 1 s
     assert solves and solves[0][0] == step_at + 1.0 and solves[0][1] < 1.0
     assert ctl.cascades["c1"].solves["spike"] >= 1
 
@@ -149,7 +156,7 @@ def test_backlog_in_the_heavy_stage_lowers_the_threshold_within_one_tick():
     _feed(ctl, clock, 8, 12)
     calm = ctl.threshold("c1")
     heavy = ctl.cascades["c1"].stages["heavy"]
-    heavy.arrivals, heavy.inflight = 8, 40          # 40 queries waiting at ~8 q/s: about 5 s of queueing
+    heavy.arrivals, heavy.inflight = 8, 40  # 40 queries waiting at ~8 q/s: about 5 s of queueing
     solves = _feed(ctl, clock, 8, 1)
     assert solves and solves[0][1] < calm
 
@@ -160,7 +167,7 @@ def test_steady_or_falling_demand_solves_only_every_period():
     steady = _feed(ctl, clock, 10, 20)
     times = [t for t, _ in steady]
     assert len(times) == 4 and all(b - a == ctl.period_s for a, b in zip(times, times[1:]))
-    falling = _feed(ctl, clock, 2, 5)               # less load still fits: no early solve, no flapping
+    falling = _feed(ctl, clock, 2, 5)  # less load still fits: no early solve, no flapping
     assert [t for t, _ in falling] == [times[-1] + ctl.period_s]
     assert "spike" not in ctl.cascades["c1"].solves
 
@@ -173,8 +180,16 @@ def test_planned_demand_is_the_ewma_upper_confidence_bound_with_headroom():
     state = ctl.cascades["c1"]
     assert state.demand_var > 0
     se = (state.demand_var * ctl.alpha / (2 - ctl.alpha)) ** 0.5
-    assert ctl.planning_demand(state) == pytest.approx(state.demand + 2.0 * se)   # headroom 1.0 here
+    assert ctl.planning_demand(state) == pytest.approx(state.demand + 2.0 * se)  # headroom 1.0 here
     spec = state.spec
-    ctl.add(CascadeSpec(spec.name, spec.light, spec.heavy, spec.discriminator, spec.slo_s,
-                        Policy(threshold_step=0.01, batch_sizes=(1, 2, 4, 8), headroom=1.5)))
+    ctl.add(
+        CascadeSpec(
+            spec.name,
+            spec.light,
+            spec.heavy,
+            spec.discriminator,
+            spec.slo_s,
+            Policy(threshold_step=0.01, batch_sizes=(1, 2, 4, 8), headroom=1.5),
+        )
+    )
     assert ctl.planning_demand(state) == pytest.approx(1.5 * (state.demand + 2.0 * se))

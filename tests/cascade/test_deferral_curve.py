@@ -1,4 +1,5 @@
 """f(t) is measured online from the discriminator's recent confidences."""
+
 from __future__ import annotations
 
 import random
@@ -15,7 +16,7 @@ def test_curve_is_the_share_of_confidences_below_t():
     curve.observe_many(values)
     for t in (0.0, 0.1, 0.25, 0.5, 0.9, 1.0):
         assert curve(t) == pytest.approx(sum(v < t for v in values) / len(values))
-    assert curve(0.25) == pytest.approx(0.5, abs=0.08)   # P(u^2 < 0.25) = 0.5
+    assert curve(0.25) == pytest.approx(0.5, abs=0.08)  # P(u^2 < 0.25) = 0.5
 
 
 def test_window_forgets_old_confidences():

@@ -1,4 +1,5 @@
 """The EfficientNet-style discriminator learns real vs generated, and survives a safetensors round trip."""
+
 from __future__ import annotations
 
 import subprocess
@@ -10,9 +11,16 @@ import pytest
 import torch
 from PIL import Image
 
-from nodes.models.discriminator import (DEMO_CONFIG, Discriminator, MBConv, build_demo_discriminator,
-                                           load_discriminator, save_discriminator, synthetic_images,
-                                           train_discriminator)
+from nodes.models.discriminator import (
+    DEMO_CONFIG,
+    Discriminator,
+    MBConv,
+    build_demo_discriminator,
+    load_discriminator,
+    save_discriminator,
+    synthetic_images,
+    train_discriminator,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -47,6 +55,7 @@ def test_safetensors_round_trip_gives_identical_confidences(tmp_path):
 
 def test_loading_a_file_without_config_is_refused(tmp_path):
     from safetensors.torch import save_file
+
     save_file({"w": torch.zeros(1)}, str(tmp_path / "x.safetensors"))
     with pytest.raises(ValueError, match="not a discriminator"):
         load_discriminator(tmp_path / "x.safetensors")
@@ -68,10 +77,31 @@ def test_train_command_writes_a_loadable_file(tmp_path):
     _write_pngs(tmp_path / "real", synthetic_images(8, 48, 0.0, 5))
     _write_pngs(tmp_path / "fake", synthetic_images(8, 48, 0.5, 6))
     out = tmp_path / "trained.safetensors"
-    proc = subprocess.run([sys.executable, "-m", "comfy_bridge.cli", "discriminator", "train", "--real",
-                           str(tmp_path / "real"), "--fake", str(tmp_path / "fake"), "--out", str(out),
-                           "--epochs", "3", "--image-size", "32", "--batch-size", "8"],
-                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "comfy_bridge.cli",
+            "discriminator",
+            "train",
+            "--real",
+            str(tmp_path / "real"),
+            "--fake",
+            str(tmp_path / "fake"),
+            "--out",
+            str(out),
+            "--epochs",
+            "3",
+            "--image-size",
+            "32",
+            "--batch-size",
+            "8",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "8 real and 8 generated" in proc.stdout and "epoch   3" in proc.stdout
     assert load_discriminator(out).config.image_size == 32

@@ -1,4 +1,5 @@
 """Cascades are declared in the workspace's cascades/*.yaml and listed by cascade_stats()."""
+
 from __future__ import annotations
 
 import json
@@ -22,8 +23,10 @@ policy:
 def test_yaml_files_load_with_defaults(tmp_path):
     (tmp_path / "cascades").mkdir()
     (tmp_path / "cascades" / "fast.yaml").write_text(YAML)
-    (tmp_path / "cascades" / "fixed.yml").write_text("name: pinned\nlight: a.safetensors\nheavy: b.safetensors\n"
-                                                     "discriminator: d.safetensors\npolicy: {threshold: 0.3}\n")
+    (tmp_path / "cascades" / "fixed.yml").write_text(
+        "name: pinned\nlight: a.safetensors\nheavy: b.safetensors\n"
+        "discriminator: d.safetensors\npolicy: {threshold: 0.3}\n"
+    )
     specs = load_cascades(tmp_path)
     assert sorted(specs) == ["fast", "pinned"]
     fast = specs["fast"]
@@ -33,13 +36,16 @@ def test_yaml_files_load_with_defaults(tmp_path):
     assert specs["pinned"].policy.grid() == (0.3,) and not specs["pinned"].policy.adaptive
 
 
-@pytest.mark.parametrize("text, message", [
-    ("light: a\nheavy: b\n", "missing 'discriminator'"),
-    ("light: {steps: 2}\nheavy: b\ndiscriminator: d\n", "light"),
-    ("light: a\nheavy: b\ndiscriminator: d\nslo_s: 0\n", "slo_s"),
-    ("light: a\nheavy: b\ndiscriminator: d\npolicy: {batch_sizes: [0]}\n", "batch_sizes"),
-    ("light: {checkpoint: a, step: 3}\nheavy: b\ndiscriminator: d\n", "unknown keys"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("light: a\nheavy: b\n", "missing 'discriminator'"),
+        ("light: {steps: 2}\nheavy: b\ndiscriminator: d\n", "light"),
+        ("light: a\nheavy: b\ndiscriminator: d\nslo_s: 0\n", "slo_s"),
+        ("light: a\nheavy: b\ndiscriminator: d\npolicy: {batch_sizes: [0]}\n", "batch_sizes"),
+        ("light: {checkpoint: a, step: 3}\nheavy: b\ndiscriminator: d\n", "unknown keys"),
+    ],
+)
 def test_bad_files_are_named_in_the_error(tmp_path, text, message):
     (tmp_path / "cascades").mkdir()
     (tmp_path / "cascades" / "bad.yaml").write_text(text)
@@ -52,13 +58,14 @@ def test_cascade_stats_lists_workspace_cascades(tmp_path):
     from cluster.cascade import cascade_stats
     from cluster.cascade.controller import CascadeController, set_default_controller
     from nodes.workspace import Workspace, activate, active
+
     previous = active()
     try:
         ws = activate(Workspace(tmp_path).create())
         (ws.root / "cascades").mkdir()
         (ws.root / "cascades" / "fast.yaml").write_text(YAML)
         set_default_controller(CascadeController(budget=4))
-        stats = json.loads(json.dumps(cascade_stats(ws.root)))     # JSON-ready
+        stats = json.loads(json.dumps(cascade_stats(ws.root)))  # JSON-ready
         assert stats["budget"] == 4
         fast = stats["cascades"]["fast"]
         assert fast["light"]["checkpoint"] == "sd1-tiny.safetensors" and fast["slo_s"] == 3.5

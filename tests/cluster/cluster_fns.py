@@ -1,4 +1,5 @@
 """Tiny ModelFns for the cluster tests; executors import this module with --preload."""
+
 from __future__ import annotations
 
 import gc
@@ -20,6 +21,7 @@ def tiny_ref(seed: int = 0) -> ModelRef:
 @register
 class TinyLinear(ModelFn):
     """y = tanh(x @ W + b) with W, b drawn from the ref's seed; also returns an absent output."""
+
     name = "cc_test_linear"
 
     def setup_io(self) -> None:
@@ -32,7 +34,7 @@ class TinyLinear(ModelFn):
         return torch.nn.Linear(16, 16)
 
     def execute(self, model: torch.nn.Linear, inputs: dict[str, Any], params: dict[str, Any]) -> dict:
-        time.sleep(float(params.get("sleep", 0.0)))    # stands in for a long forward pass
+        time.sleep(float(params.get("sleep", 0.0)))  # stands in for a long forward pass
         y = torch.tanh(model(self.resolve(inputs, "x"))) * float(params.get("scale", 1.0))
         return {"y": y, "nothing": None}
 
@@ -73,6 +75,7 @@ def slow_ref(seed: int, load_s: float) -> ModelRef:
 @register
 class SlowLoad(TinyLinear):
     """TinyLinear whose weights take the ref's `load_s` seconds to load, like a real diffusion model's."""
+
     name = "cc_test_slow_load"
 
     def load_model(self, ref: ModelRef) -> torch.nn.Linear:
@@ -83,6 +86,7 @@ class SlowLoad(TinyLinear):
 @register
 class Crashes(ModelFn):
     """Crashes the executor process in native code, as a torch kernel fault would."""
+
     name = "cc_test_crash"
 
     def setup_io(self) -> None:
@@ -93,16 +97,18 @@ class Crashes(ModelFn):
 
     def execute(self, model: Any, inputs: dict[str, Any], params: dict[str, Any]) -> dict:
         import faulthandler
+
         faulthandler._sigsegv()
         return {}
 
 
-WARMED = False   # set in an executor process by WarmProbe.warm_up (cluster.modelfn.warm_up_all)
+WARMED = False  # set in an executor process by WarmProbe.warm_up (cluster.modelfn.warm_up_all)
 
 
 @register
 class WarmProbe(ModelFn):
     """Answers whether its process warmed it up before this call."""
+
     name = "cc_test_warm_probe"
 
     @classmethod
@@ -123,6 +129,7 @@ class WarmProbe(ModelFn):
 @register
 class CollectorProbe(ModelFn):
     """Answers whether its process's cyclic garbage collector is on, and how many objects it froze."""
+
     name = "cc_test_collector_probe"
 
     def setup_io(self) -> None:
@@ -135,13 +142,14 @@ class CollectorProbe(ModelFn):
         return {"state": torch.tensor([float(gc.isenabled()), float(gc.get_freeze_count())])}
 
 
-WARM_GATE_ENV = "CC_TEST_WARM_GATE"   # a file's path: warming up waits until it exists
+WARM_GATE_ENV = "CC_TEST_WARM_GATE"  # a file's path: warming up waits until it exists
 
 
 @register
 class WarmGate(ModelFn):
     """Holds its executor's warm-up, and so its registration, until the file named by $CC_TEST_WARM_GATE
     exists (no wait where it is unset): a test decides when the executor registers."""
+
     name = "cc_test_warm_gate"
 
     @classmethod
@@ -160,7 +168,7 @@ class WarmGate(ModelFn):
         return {"open": torch.ones(1)}
 
 
-LAYERS, WIDTH = 8, 256   # cc_test_layered: 8 blocks of 256 KiB
+LAYERS, WIDTH = 8, 256  # cc_test_layered: 8 blocks of 256 KiB
 
 
 def stack_ref(seed: int) -> ModelRef:
@@ -188,6 +196,7 @@ def build_stack(seed: int) -> Stack:
 @register
 class StackFn(ModelFn):
     """A model of LAYERS blocks, one layer each in the layer cache (preloading and prefix loading)."""
+
     name = "cc_test_layered"
 
     def setup_io(self) -> None:

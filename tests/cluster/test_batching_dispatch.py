@@ -2,6 +2,7 @@
 tenants are served by one executor run (one BatchDispatch), give the outputs they give alone, and
 each tenant is charged its share of the measured time; incompatible invocations never merge, a cap
 of 1 is the unbatched behaviour, and a merged run that fails is re-run part by part."""
+
 from __future__ import annotations
 
 import asyncio
@@ -45,6 +46,7 @@ def steps(demo_workspace):
     from nodes.latent import EmptyLatentImage
     from nodes.loaders import CheckpointLoaderSimple
     from nodes.model_nodes import CLIPTextEncode
+
     model, clip, _ = CheckpointLoaderSimple().load_checkpoint("sd1-tiny.safetensors")
     local = LocalRuntime()
 
@@ -57,10 +59,13 @@ def steps(demo_workspace):
         latent = EmptyLatentImage().generate(size, size, batch)[0]
         await common_ksampler(model, seed, 2, 5.0, sampler, "normal", pos, neg, latent)
         return rec.calls
-    return {"red": asyncio.run(record("a red barn", 11, 1, 64)),
-            "blue": asyncio.run(record("a blue boat on a lake", 29, 2, 64)),
-            "small": asyncio.run(record("a red barn", 11, 1, 32)),
-            "noisy": asyncio.run(record("a red barn", 11, 1, 64, "euler_ancestral"))}
+
+    return {
+        "red": asyncio.run(record("a red barn", 11, 1, 64)),
+        "blue": asyncio.run(record("a blue boat on a lake", 29, 2, 64)),
+        "small": asyncio.run(record("a red barn", 11, 1, 32)),
+        "noisy": asyncio.run(record("a red barn", 11, 1, 64, "euler_ancestral")),
+    }
 
 
 class Observed(ClusterRuntime):
@@ -101,8 +106,10 @@ def _run(head, calls: list[tuple[str, Call]], runtime=Observed) -> tuple[list[di
     results: list = []
 
     async def go():
-        return await asyncio.gather(*(runtime(head, tenant, results).call(c.fn, c.ref, c.inputs, c.params)
-                                      for tenant, c in calls))
+        return await asyncio.gather(
+            *(runtime(head, tenant, results).call(c.fn, c.ref, c.inputs, c.params) for tenant, c in calls)
+        )
+
     return asyncio.run(go()), results
 
 
@@ -126,13 +133,13 @@ def _assert_same(alone: dict, batched: dict) -> None:
 
 
 def test_two_tenants_steps_share_one_run_and_each_is_charged_its_share(cluster, steps):
-    red, blue = steps["red"][0], steps["blue"][0]            # step 0: 1 sample and 2 samples
+    red, blue = steps["red"][0], steps["blue"][0]  # step 0: 1 sample and 2 samples
     alone = _alone(cluster, [red, blue])
     before = _counters(cluster)
     cluster.set_batch_size(_model_key(steps["red"]), 3)
     (out_red, out_blue), results = _run(cluster, [("alice", red), ("bob", blue)])
     batches, parts, fallbacks = (a - b for a, b in zip(_counters(cluster), before))
-    assert (batches, parts, fallbacks) == (1, 2, 0)           # one executor run served both
+    assert (batches, parts, fallbacks) == (1, 2, 0)  # one executor run served both
     assert [r.batch for r in results] == [2, 2]
     _assert_same(alone[0], out_red)
     _assert_same(alone[1], out_blue)
@@ -140,7 +147,9 @@ def test_two_tenants_steps_share_one_run_and_each_is_charged_its_share(cluster, 
     by_share = sorted(results, key=lambda r: r.measured_s)
     batch_s = by_share[0].batch_s
     assert batch_s > 0 and by_share[1].batch_s == batch_s
-    assert by_share[0].measured_s == pytest.approx(batch_s / 3) and by_share[1].measured_s == pytest.approx(2 * batch_s / 3)
+    assert by_share[0].measured_s == pytest.approx(batch_s / 3) and by_share[1].measured_s == pytest.approx(
+        2 * batch_s / 3
+    )
     tenants = cluster.stats()["tenants"]
     assert tenants["alice"]["vtime"] == pytest.approx(batch_s / 3, rel=1e-9)
     assert tenants["bob"]["vtime"] == pytest.approx(2 * batch_s / 3, rel=1e-9)
@@ -152,9 +161,12 @@ def test_incompatible_steps_never_merge(cluster, steps):
     cluster.batch_window_s = 0.2
     try:
         before = _counters(cluster)
-        calls = [("t1", steps["red"][0]), ("t2", steps["red"][1]),      # another step index (and sigma)
-                 ("t3", steps["small"][0]),                             # another latent size
-                 ("t4", steps["noisy"][0])]                             # a sampler that draws noise
+        calls = [
+            ("t1", steps["red"][0]),
+            ("t2", steps["red"][1]),  # another step index (and sigma)
+            ("t3", steps["small"][0]),  # another latent size
+            ("t4", steps["noisy"][0]),
+        ]  # a sampler that draws noise
         outs, results = _run(cluster, calls)
     finally:
         cluster.batch_window_s = 5.0
@@ -168,15 +180,15 @@ def test_batch_size_one_is_the_unbatched_path(cluster, steps):
     alone = _alone(cluster, [red, blue])
     before = _counters(cluster)
     start = time.monotonic()
-    (out_red, out_blue), results = _run(cluster, [("carol", red), ("dave", blue)])   # cap still 1
-    assert time.monotonic() - start < 5.0                     # nobody waited for the 5 s batch window
+    (out_red, out_blue), results = _run(cluster, [("carol", red), ("dave", blue)])  # cap still 1
+    assert time.monotonic() - start < 5.0  # nobody waited for the 5 s batch window
     assert _counters(cluster) == before and [r.batch for r in results] == [1, 1]
     for a, b in ((alone[0], out_red), (alone[1], out_blue)):
         assert all(torch.equal(a[k], b[k]) for k in a)
 
 
 def test_a_merged_run_that_fails_is_rerun_part_by_part(cluster, steps):
-    red, small = steps["red"][0], steps["small"][0]           # forced into one batch: they cannot merge
+    red, small = steps["red"][0], steps["small"][0]  # forced into one batch: they cannot merge
     alone = _alone(cluster, [red, small])
     cluster.set_batch_size(_model_key(steps["red"]), 2)
     before = _counters(cluster)
@@ -190,6 +202,7 @@ def test_a_merged_run_that_fails_is_rerun_part_by_part(cluster, steps):
 
 def test_a_step_cancelled_while_its_batch_forms_is_left_out(cluster, steps):
     from cluster.head import RequestCancelled
+
     red, blue = steps["red"][0], steps["blue"][0]
     cluster.set_batch_size(_model_key(steps["red"]), 3)
     before = _counters(cluster)
@@ -198,13 +211,14 @@ def test_a_step_cancelled_while_its_batch_forms_is_left_out(cluster, steps):
     async def go():
         quitter = Observed(cluster, "grace", results)
         first = asyncio.ensure_future(quitter.call(red.fn, red.ref, red.inputs, red.params))
-        while cluster.stats()["batching"]["forming"] == 0:     # red leads a batch waiting for more
+        while cluster.stats()["batching"]["forming"] == 0:  # red leads a batch waiting for more
             await asyncio.sleep(0.01)
         quitter.cancel("the user interrupted")
         second = await Observed(cluster, "heidi", results).call(blue.fn, blue.ref, blue.inputs, blue.params)
         with pytest.raises(RequestCancelled):
             await first
         return second
+
     out = asyncio.run(go())
     assert _counters(cluster) == before and [r.batch for r in results] == [1]
     assert out["x"].shape[0] == 2
@@ -212,25 +226,27 @@ def test_a_step_cancelled_while_its_batch_forms_is_left_out(cluster, steps):
 
 def test_take_dispatches_out_of_turn_and_its_entry_is_skipped():
     from cluster.scheduler import Invocation, make_scheduler
+
     for policy in ("vtime", "fifo"):
         s = make_scheduler(policy, lift=False)
-        invs = [Invocation(id=i, tenant=f"t{i % 2}", request=f"r{i}", fn="f", model_key="m", estimate=1.0)
-                for i in range(4)]
+        invs = [
+            Invocation(id=i, tenant=f"t{i % 2}", request=f"r{i}", fn="f", model_key="m", estimate=1.0) for i in range(4)
+        ]
         for inv in invs:
             s.push(inv)
         s.take(invs[2])
         assert len(s) == 3 and s.tenants["t0"].running == 1 and s.tenants["t0"].vtime == 1.0
         popped = [s.pop() for _ in range(3)]
         assert invs[2] not in popped and s.pop() is None
-        s.requeue(invs[2])                       # lost with its executor: ready again, once
+        s.requeue(invs[2])  # lost with its executor: ready again, once
         assert s.pop() is invs[2] and s.pop() is None
 
 
 def test_cascade_decisions_set_the_stage_models_batch_sizes(demo_workspace):
     from cluster.cascade.controller import CascadeController
     from cluster.cascade.head_hook import _heads, batch_size_listener, follow_head
-    from nodes.cascade_nodes import checkpoint_model_key
     from cluster.cascade.spec import CascadeSpec, Policy, StageSpec
+    from nodes.cascade_nodes import checkpoint_model_key
 
     class FakeHead:
         def __init__(self):
@@ -238,11 +254,20 @@ def test_cascade_decisions_set_the_stage_models_batch_sizes(demo_workspace):
 
         def set_batch_size(self, key, n):
             self.sizes[key] = n
+
     head = FakeHead()
     controller = CascadeController(budget=2)
     controller.on_decision(batch_size_listener(controller))
-    controller.add(CascadeSpec("c", StageSpec("sd1-tiny.safetensors", 2), StageSpec("sdxl-tiny.safetensors", 4),
-                               "d", slo_s=5.0, policy=Policy(batch_sizes=(2, 4))))
+    controller.add(
+        CascadeSpec(
+            "c",
+            StageSpec("sd1-tiny.safetensors", 2),
+            StageSpec("sdxl-tiny.safetensors", 4),
+            "d",
+            slo_s=5.0,
+            policy=Policy(batch_sizes=(2, 4)),
+        )
+    )
     follow_head(head, checkpoint_model_key)
     try:
         decision = controller.tick()["c"]
@@ -256,6 +281,7 @@ def test_cascade_decisions_set_the_stage_models_batch_sizes(demo_workspace):
 
 # (b) end to end: the served cluster ---------------------------------------------------------------
 
+
 def _prompt(seed: int) -> dict:
     prompt = json.loads((REPO / "workflows_json" / "text_to_image.json").read_text())
     prompt["3"]["inputs"]["seed"] = seed
@@ -268,11 +294,13 @@ def _get(url: str) -> bytes:
 
 def _served_images(base: str, prompts: list[dict]) -> list[np.ndarray]:
     from PIL import Image
+
     pids = []
     for prompt in prompts:
         body = json.dumps({"prompt": prompt, "client_id": uuid.uuid4().hex}).encode()
-        pids.append(json.loads(urllib.request.urlopen(urllib.request.Request(base + "/prompt", data=body))
-                               .read())["prompt_id"])
+        pids.append(
+            json.loads(urllib.request.urlopen(urllib.request.Request(base + "/prompt", data=body)).read())["prompt_id"]
+        )
     images = []
     for pid in pids:
         deadline = time.time() + 300
@@ -291,23 +319,36 @@ def _served_images(base: str, prompts: list[dict]) -> list[np.ndarray]:
 def test_served_prompts_batched_give_the_unbatched_pngs(serve, demo_workspace, fixed_threads):
     from PIL import Image
 
-    from comfy_bridge.registry import build_registry
     from comfy_bridge.cli.run import run_prompt
-    base = serve("--executors", "1", "--executor-threads", "1", "--max-batch", "2", "--batch-window-ms", "500",
-                 "--concurrent-prompts", "2")
+    from comfy_bridge.registry import build_registry
+
+    base = serve(
+        "--executors",
+        "1",
+        "--executor-threads",
+        "1",
+        "--max-batch",
+        "2",
+        "--batch-window-ms",
+        "500",
+        "--concurrent-prompts",
+        "2",
+    )
     prompts = [_prompt(101), _prompt(202)]
     served = _served_images(base, prompts)
     stats = json.loads(_get(base + "/cluster/stats"))
     registry = build_registry(demo_workspace)
     for image, prompt in zip(served, prompts):
-        (path,) = asyncio.run(run_prompt(prompt, None, registry, show_progress=False))   # unbatched, in-process
+        (path,) = asyncio.run(run_prompt(prompt, None, registry, show_progress=False))  # unbatched, in-process
         alone = np.asarray(Image.open(path))
         assert image.shape == alone.shape
         diff = np.abs(image.astype(int) - alone.astype(int))
-        print(f"seed {prompt['3']['inputs']['seed']}: {int((diff > 0).sum())} of {diff.size} uint8 values differ, "
-              f"max {int(diff.max())}; {stats['batches_dispatched']} batches")
+        print(
+            f"seed {prompt['3']['inputs']['seed']}: {int((diff > 0).sum())} of {diff.size} uint8 values differ, "
+            f"max {int(diff.max())}; {stats['batches_dispatched']} batches"
+        )
         assert np.array_equal(image, alone)
-    assert not np.array_equal(served[0], served[1])           # two seeds, two images
+    assert not np.array_equal(served[0], served[1])  # two seeds, two images
     assert stats["batching"]["max_batch"] == 2
     # 20 steps each; the two prompts' text encodes interleave differently per run, so not every step
     # pairs up, but most do
@@ -318,14 +359,18 @@ def test_served_in_process_prompts_batched_give_the_unbatched_pngs(serve):
     """`--executors 0 --max-batch 2`: the in-process runtime batches the two prompts' steps through the
     same executor core, and the images are those of the same server without batching (same threads)."""
     prompts = [_prompt(303), _prompt(404)]
-    batched_base = serve("--executors", "0", "--max-batch", "2", "--batch-window-ms", "500", "--concurrent-prompts", "2")
+    batched_base = serve(
+        "--executors", "0", "--max-batch", "2", "--batch-window-ms", "500", "--concurrent-prompts", "2"
+    )
     batched = _served_images(batched_base, prompts)
     stats = json.loads(_get(batched_base + "/cluster/stats"))
     alone = _served_images(serve("--executors", "0", "--concurrent-prompts", "2"), prompts)
     for a, b in zip(batched, alone):
         diff = np.abs(a.astype(int) - b.astype(int))
-        assert np.array_equal(a, b), (f"{int((diff > 0).sum())} of {diff.size} uint8 values differ (max {int(diff.max())}); "
-                                      f"{stats['batches_dispatched']} merged runs, {stats['parts_batched']} steps in them")
+        assert np.array_equal(a, b), (
+            f"{int((diff > 0).sum())} of {diff.size} uint8 values differ (max {int(diff.max())}); "
+            f"{stats['batches_dispatched']} merged runs, {stats['parts_batched']} steps in them"
+        )
     assert not np.array_equal(batched[0], batched[1])
     assert stats["batching"]["max_batch"] == 2
     print(f"{stats['batches_dispatched']} merged runs, {stats['parts_batched']} steps in them")

@@ -1,5 +1,6 @@
 """The dispatch benchmark runs end to end, with and without a tensor through the data plane (its
 figures are for the README, never asserted against a time)."""
+
 from __future__ import annotations
 
 import pytest

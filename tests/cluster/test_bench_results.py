@@ -1,4 +1,5 @@
 """Every `comfy-cluster bench` writes its result file (cluster/bench/results.py, issue 40 item 1)."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -19,7 +20,7 @@ def test_a_result_file_says_what_ran_where_and_every_round(tmp_path, monkeypatch
     assert doc["command"] == "comfy-cluster bench demo --rounds 3"
     assert doc["rounds"] == [1.5, 1.25, 1.75] and doc["figure"] == {"least_s": 1.25}
     assert doc["config"] == {"rounds": 3}
-    assert len(doc["commit"]) == 40 and isinstance(doc["dirty"], bool)   # this checkout's HEAD
+    assert len(doc["commit"]) == 40 and isinstance(doc["dirty"], bool)  # this checkout's HEAD
     assert doc["date"].endswith("+00:00") and doc["machine"]["cpus"] == os.cpu_count()
     assert len(doc["load_average"]["start"]) == 3 and len(doc["load_average"]["end"]) == 3
 

@@ -2,6 +2,7 @@
 the handle instead of the bytes, references are given up when the caller's copy dies, a lost
 producer's tensors are re-sent from the caller's copy, and executors report their weights; through
 shared memory, and with every pull over TCP."""
+
 from __future__ import annotations
 
 import asyncio
@@ -15,10 +16,9 @@ import torch
 from cluster.caller_store import caller_store
 from cluster.dataplane import remote
 from cluster.dataplane.refcounts import StaleHandle
+from cluster.local_cluster import start_local_cluster
 from tests.cluster.cluster_fns import tiny_ref
 from tests.cluster.test_local_cluster import FNS, expected, wait_until
-
-from cluster.local_cluster import start_local_cluster
 
 
 @pytest.fixture(scope="module", params=["auto", "tcp"])
@@ -26,9 +26,10 @@ def cluster(request):
     """Two executors; with `tcp`, every pull between the processes goes over the producers' data sockets
     (the cross-host path), and each test below holds there too."""
     before = remote.mode()
-    remote.set_mode(request.param)   # the executors inherit it
-    head, rt = start_local_cluster(2, threads_per_executor=1, preload=[FNS], heartbeat_s=0.2,
-                                   lost_after_s=5.0, deadline_s=60.0)
+    remote.set_mode(request.param)  # the executors inherit it
+    head, rt = start_local_cluster(
+        2, threads_per_executor=1, preload=[FNS], heartbeat_s=0.2, lost_after_s=5.0, deadline_s=60.0
+    )
     yield head, rt
     head.stop()
     remote.set_mode(before)
@@ -65,7 +66,7 @@ async def test_the_reference_is_released_when_the_callers_copy_dies(cluster):
     store = caller_store()
     y = (await rt.call("cc_test_linear", tiny_ref(6), {"x": torch.ones(1, 16)}, {}))["y"]
     handle = store.forwardable(y)
-    store.store.clients.check(handle.refs, handle.slot, handle.generation)   # live while y lives
+    store.store.clients.check(handle.refs, handle.slot, handle.generation)  # live while y lives
     del y
     gc.collect()
     store.collect()
@@ -84,7 +85,7 @@ async def test_outputs_of_a_lost_producer_are_resent_from_the_callers_copy(clust
     await asyncio.to_thread(wait_until, lambda: owner not in head.executors)
     z = (await rt.call("cc_test_linear", tiny_ref(10), {"x": y}, {}))["y"]
     assert torch.equal(z, expected(expected(x, 9, 1.0), 10, 1.0))
-    await asyncio.to_thread(wait_until, lambda: len(head.executors) == 2)   # the supervisor replaced it
+    await asyncio.to_thread(wait_until, lambda: len(head.executors) == 2)  # the supervisor replaced it
 
 
 async def test_executors_report_resident_weights_and_memory(cluster):
@@ -103,8 +104,9 @@ async def test_pulls_between_processes_take_the_modes_path(cluster):
 
     def executors(kind: str) -> int:
         return sum(e["pulls"][kind] for e in head.stats()["executors"])
+
     before = (mine.shm_pulls, mine.tcp_pulls, executors("shm"), executors("tcp"))
-    await rt.call("cc_test_linear", tiny_ref(12), {"x": torch.ones(2, 16)}, {})   # one pull each way
+    await rt.call("cc_test_linear", tiny_ref(12), {"x": torch.ones(2, 16)}, {})  # one pull each way
     after = (mine.shm_pulls, mine.tcp_pulls, executors("shm"), executors("tcp"))
     moved = [a - b for a, b in zip(after, before)]
     assert moved == ([0, 1, 0, 1] if remote.mode() == "tcp" else [1, 0, 1, 0])

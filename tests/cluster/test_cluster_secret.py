@@ -2,6 +2,7 @@
 (mode 0600), `comfy-cluster executor --workspace` reads it there, and an executor without it (or with
 another) is refused, with a log line on both sides; a head that cannot prove it knows the secret is
 not joined either."""
+
 from __future__ import annotations
 
 import logging
@@ -42,13 +43,23 @@ def _executor(address: str, secret: str | None, *extra: str, cli: bool = False) 
     if secret is not None:
         env[cluster_secret.ENV] = secret
     cmd = [sys.executable, "-m", "comfy_bridge.cli", "executor"] if cli else [sys.executable, "-m", "cluster.executor"]
-    return subprocess.Popen([*cmd, "--head", address, "--memory-budget", str(256 << 20), *extra], cwd=REPO,
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(
+        [*cmd, "--head", address, "--memory-budget", str(256 << 20), *extra],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
-@pytest.mark.parametrize("secret,why,executor_says", [
-    (None, "presented no cluster secret", "refused this executor"),
-    ("a-wrong-secret", "does not match", "could not prove it knows the cluster secret (a different one)")])
+@pytest.mark.parametrize(
+    "secret,why,executor_says",
+    [
+        (None, "presented no cluster secret", "refused this executor"),
+        ("a-wrong-secret", "does not match", "could not prove it knows the cluster secret (a different one)"),
+    ],
+)
 def test_an_executor_without_the_secret_is_refused(head, secret, why, executor_says, caplog):
     with caplog.at_level(logging.WARNING, "cluster.head"):
         proc = _executor(head.address, secret)
@@ -62,21 +73,22 @@ def test_an_executor_without_the_secret_is_refused(head, secret, why, executor_s
 
 def test_an_executor_with_the_workspace_secret_joins_and_the_head_knows_its_host(head, tmp_path):
     (tmp_path / cluster_secret.FILE).write_text("the-right-secret\n")
-    proc = _executor(head.address, None, "--workspace", str(tmp_path), "--data-plane", "tcp", "--exit-with-head",
-                     cli=True)
+    proc = _executor(
+        head.address, None, "--workspace", str(tmp_path), "--data-plane", "tcp", "--exit-with-head", cli=True
+    )
     try:
         head.wait_for_executors(1, timeout=120)
         (ex,) = head.stats()["executors"]
         assert ex["ip"] == "127.0.0.1" and ex["host"] and ex["host_id"]
         assert ex["data_address"].startswith("tcp://127.0.0.1:")
     finally:
-        head.stop()   # shuts the executor down (without --exit-with-head it would wait for the head's return)
+        head.stop()  # shuts the executor down (without --exit-with-head it would wait for the head's return)
         out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 0, out
 
 
 def test_an_executor_does_not_join_a_head_that_cannot_prove_the_secret():
-    head = Head("tcp://127.0.0.1:0").start()   # no secret
+    head = Head("tcp://127.0.0.1:0").start()  # no secret
     try:
         proc = _executor(head.address, "some-secret")
         out, _ = proc.communicate(timeout=120)

@@ -1,4 +1,5 @@
 """Execution-time estimates learned from measurements."""
+
 from __future__ import annotations
 
 import torch
@@ -17,10 +18,10 @@ def test_estimates_follow_measurements_and_fall_back_to_relatives():
     assert costs.estimate("denoise_step", "m", small) == 0.30000000000000004
     costs.observe("denoise_step", "m", big, 2.0)
     assert costs.estimate("denoise_step", "m", big) == 2.0
-    assert costs.estimate("denoise_step", "m", small) == 0.30000000000000004   # shapes kept apart
+    assert costs.estimate("denoise_step", "m", small) == 0.30000000000000004  # shapes kept apart
     unseen = shape_signature({"x": torch.zeros(2, 4, 8, 8)})
-    assert 0.3 < costs.estimate("denoise_step", "m", unseen) < 2.0            # (fn, model) average
-    assert costs.estimate("denoise_step", "other-model") > 0.3                  # fn average
+    assert 0.3 < costs.estimate("denoise_step", "m", unseen) < 2.0  # (fn, model) average
+    assert costs.estimate("denoise_step", "other-model") > 0.3  # fn average
     assert costs.samples("denoise_step", "m", small) == 2
 
 
@@ -28,7 +29,7 @@ def test_remaining_critical_path_counts_denoising_steps_left():
     costs = CostModel()
     costs.observe("denoise_step", "m", (), 0.5)
     costs.observe("vae_decode", "v", (), 0.25)
-    sigmas = torch.linspace(1, 0, 21)      # 20 steps
+    sigmas = torch.linspace(1, 0, 21)  # 20 steps
     first = remaining_critical_path("denoise_step", {"sigmas": sigmas}, {"i": 0}, costs, "m", ())
     last = remaining_critical_path("denoise_step", {"sigmas": sigmas}, {"i": 19}, costs, "m", ())
     assert first == 19 * 0.5 + 0.25 and last == 0.25

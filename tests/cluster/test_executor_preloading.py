@@ -1,6 +1,7 @@
 """Preloading on real executors (paper §5.1): once the head expects a model, an idle executor holds its
 first L_e layers before any invocation of it arrives, and the first invocation loads only the rest; which
 models is decided by the dispatcher's `preload_order`, for the head as for the simulator."""
+
 from __future__ import annotations
 
 import pickle
@@ -59,15 +60,15 @@ async def test_an_expected_model_has_its_first_layers_resident_before_its_first_
         head.expect(fn=FN, model_key=expected.key, payload=_payload(2), n=5)
         resident, le, layers = _preloaded(head, expected.key)
         assert layers == LAYERS and 1 < le < LAYERS
-        assert resident == le                      # its first L_e layers, not more: the rest stays free
-        assert len(dones) == 1                     # before any invocation of it arrived
+        assert resident == le  # its first L_e layers, not more: the rest stays free
+        assert len(dones) == 1  # before any invocation of it arrived
 
         out = await rt.call(FN, expected, {"x": x}, {})
         assert len(dones) == 2
-        assert dones[-1].layers_loaded == LAYERS - le   # the first invocation loads only the remainder
-        assert dones[-1].load_s == 0                 # and nothing from its files: built ahead
+        assert dones[-1].layers_loaded == LAYERS - le  # the first invocation loads only the remainder
+        assert dones[-1].load_s == 0  # and nothing from its files: built ahead
         with torch.inference_mode():
-            assert torch.allclose(out["y"], build_stack(2)(x), atol=1e-6)   # the preloaded weights are its own
+            assert torch.allclose(out["y"], build_stack(2)(x), atol=1e-6)  # the preloaded weights are its own
     finally:
         head.stop()
 
@@ -80,13 +81,15 @@ def test_the_simulator_and_the_head_take_the_preload_decision_from_the_same_func
         """Preload the least expected model alone: the opposite of the real rule's first choice."""
         calls.append((shell[0], dict(expected)))
         return sorted(expected, key=lambda k: expected[k])[:1]
+
     monkeypatch.setattr(cluster.dispatcher, "preload_order", only_the_least_expected)
 
     workflows, profiles = catalogue("s1")
     trace = [TraceRequest(float(i), "t", w.name) for i, w in enumerate(workflows)]
     simulate(SimConfig(gpus=2, system="ours", slo_s=1e9, preload=True), trace, workflows, profiles)
-    assert calls and calls[-1][1] == {m_: float(sum(m_ in w.models for w in workflows))
-                                      for m_ in {m_ for w in workflows for m_ in w.models}}
+    assert calls and calls[-1][1] == {
+        m_: float(sum(m_ in w.models for w in workflows)) for m_ in {m_ for w in workflows for m_ in w.models}
+    }
 
     shell[0] = "head"
     head, _ = start_local_cluster(1, preload=[FNS], executor_args=SLOW_COPIES)
@@ -97,7 +100,7 @@ def test_the_simulator_and_the_head_take_the_preload_decision_from_the_same_func
         head.expect(fn=FN, model_key=hot.key, payload=_payload(3), n=5)
         _preloaded(head, cold.key)
         (ex,) = head.stats()["executors"]
-        assert hot.key not in ex["preloaded"]      # the real rule would have taken it first
+        assert hot.key not in ex["preloaded"]  # the real rule would have taken it first
         assert ("head", {hot.key: 5.0, cold.key: 1.0}) in calls
     finally:
         head.stop()

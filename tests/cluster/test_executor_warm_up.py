@@ -1,6 +1,7 @@
 """Executors started to serve warm their ModelFns up (imports, first-call set-up) before they register,
 so the first prompt of a fresh cluster finds them ready; the head records what each warmed. They start
 with the cyclic garbage collector off and run with it on, the start-up's objects frozen out of its reach."""
+
 from __future__ import annotations
 
 import pytest
@@ -31,6 +32,6 @@ async def test_executors_run_with_the_collector_on_and_their_start_up_frozen():
         out = await rt.call("cc_test_collector_probe", None, {}, {})
         enabled, frozen = out["state"].tolist()
         assert enabled == 1.0
-        assert frozen > 100_000   # torch and the providers: the collector started after them
+        assert frozen > 100_000  # torch and the providers: the collector started after them
     finally:
         head.stop()

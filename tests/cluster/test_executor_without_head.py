@@ -1,5 +1,6 @@
 """An executor started for a head that is gone (killed while the executor was still starting) does
 not wait for it for ever: ZeroMQ would block its first send, so it must notice its parent left."""
+
 from __future__ import annotations
 
 import subprocess
@@ -25,7 +26,7 @@ def test_an_executor_whose_head_died_before_it_registered_exits(tmp_path):
     out = subprocess.run([sys.executable, "-c", launcher], capture_output=True, text=True, timeout=60, check=True)
     executor = psutil.Process(int(out.stdout.strip()))
     try:
-        executor.wait(timeout=120)   # it starts (imports torch), fails to reach the head, sees its parent gone
+        executor.wait(timeout=120)  # it starts (imports torch), fails to reach the head, sees its parent gone
     except psutil.TimeoutExpired:
         executor.kill()
         raise AssertionError("the orphaned executor kept waiting for its head") from None

@@ -1,5 +1,6 @@
 """Device memory on a big GPU, on the CPU: the reserve grows with the device, and a ModelFn that runs out
 of memory gets the idle models' cached weights back and one more try."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -7,8 +8,15 @@ from typing import Any
 import pytest
 import torch
 
-from cluster.executor_core import (DirectIO, ExecutorCore, Fault, Part, cap_device_memory, default_memory_budget,
-                                   gpu_reserve)
+from cluster.executor_core import (
+    DirectIO,
+    ExecutorCore,
+    Fault,
+    Part,
+    cap_device_memory,
+    default_memory_budget,
+    gpu_reserve,
+)
 from cluster.local import LocalRuntime
 from cluster.modelfn import MODEL_FNS, ModelFn, register
 from cluster.refs import ModelRef
@@ -17,12 +25,15 @@ GiB = 1 << 30
 WIDTH = 32
 
 
-@pytest.mark.parametrize("total, reserve", [
-    (141 * 10**9, 141 * 10**9 // 10),   # an H200: 10 %
-    (80 * GiB, 8 * GiB),                # 8 GiB floor
-    (24 * GiB, 8 * GiB),
-    (12 * GiB, 6 * GiB),                # a small GPU keeps half
-])
+@pytest.mark.parametrize(
+    "total, reserve",
+    [
+        (141 * 10**9, 141 * 10**9 // 10),  # an H200: 10 %
+        (80 * GiB, 8 * GiB),  # 8 GiB floor
+        (24 * GiB, 8 * GiB),
+        (12 * GiB, 6 * GiB),  # a small GPU keeps half
+    ],
+)
 def test_the_gpu_reserve_scales_with_the_device(total, reserve):
     assert gpu_reserve(total) == reserve
 
@@ -37,6 +48,7 @@ def test_a_gpu_budget_is_free_memory_less_the_reserve_split_over_its_executors(m
 
 class OutOfMemoryAtFirst(ModelFn):
     """A linear model that runs out of device memory the first `params["ooms"]` times it executes."""
+
     name = "cc_test_oom_at_first"
 
     def setup_io(self) -> None:
@@ -67,13 +79,13 @@ def test_an_out_of_memory_run_evicts_idle_models_and_succeeds_on_its_retry(tmp_p
     core = ExecutorCore.in_process(memory_budget=1 << 24, weights_dir=tmp_path)
     rt = LocalRuntime(core)
     x = torch.randn(2, WIDTH)
-    rt.run(OutOfMemoryAtFirst.name, ref(1), {"x": x})          # an idle model, resident
+    rt.run(OutOfMemoryAtFirst.name, ref(1), {"x": x})  # an idle model, resident
     assert core.stats().resident == [ref(1).key]
     fn = core.fn(OutOfMemoryAtFirst.name)
     fn.calls = 0
     y = rt.run(OutOfMemoryAtFirst.name, ref(2), {"x": x}, {"ooms": 1})["y"]
     assert fn.calls == 2
-    assert core.stats().resident == [ref(2).key]                # the idle one gave its layers back
+    assert core.stats().resident == [ref(2).key]  # the idle one gave its layers back
     with torch.inference_mode():
         assert torch.equal(y, fn.load_model(ref(2))(x))
 
@@ -81,10 +93,13 @@ def test_an_out_of_memory_run_evicts_idle_models_and_succeeds_on_its_retry(tmp_p
 def test_a_run_that_does_not_fit_after_eviction_fails_with_the_out_of_memory_error(tmp_path):
     core = ExecutorCore.in_process(memory_budget=1 << 24, weights_dir=tmp_path)
     fn = core.fn(OutOfMemoryAtFirst.name)
-    (result,) = core.run(OutOfMemoryAtFirst.name, [Part(ref(3), {"ooms": 5}, {"x": torch.randn(1, WIDTH)})],
-                         DirectIO(torch.device("cpu")))
+    (result,) = core.run(
+        OutOfMemoryAtFirst.name,
+        [Part(ref(3), {"ooms": 5}, {"x": torch.randn(1, WIDTH)})],
+        DirectIO(torch.device("cpu")),
+    )
     assert isinstance(result, Fault) and isinstance(result.error, torch.OutOfMemoryError)
-    assert fn.calls == 2    # one retry, not a loop
+    assert fn.calls == 2  # one retry, not a loop
 
 
 class FixedPeak:
@@ -116,12 +131,12 @@ def test_activations_are_charged_at_the_peak_measured_for_the_modelfn_and_input_
 
 def test_a_measured_peak_makes_room_by_evicting_cached_weights(tmp_path):
     core = ExecutorCore.in_process(memory_budget=1 << 20, weights_dir=tmp_path)
-    layers = 2 * (WIDTH * WIDTH + WIDTH) * 4   # one model's weights
-    core.peak_probe = FixedPeak((1 << 20) - layers - 128)   # room for one model's weights beside it, not two
+    layers = 2 * (WIDTH * WIDTH + WIDTH) * 4  # one model's weights
+    core.peak_probe = FixedPeak((1 << 20) - layers - 128)  # room for one model's weights beside it, not two
     rt = LocalRuntime(core)
     x = torch.randn(1, WIDTH)
-    rt.run(OutOfMemoryAtFirst.name, ref(5), {"x": x})      # measured
-    rt.run(OutOfMemoryAtFirst.name, ref(6), {"x": x})      # charged the peak: ref(5)'s idle layers go
+    rt.run(OutOfMemoryAtFirst.name, ref(5), {"x": x})  # measured
+    rt.run(OutOfMemoryAtFirst.name, ref(6), {"x": x})  # charged the peak: ref(5)'s idle layers go
     assert core.stats().resident == [ref(6).key] and core.stats().budget.overcommitted == 0
 
 

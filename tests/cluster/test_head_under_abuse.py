@@ -1,5 +1,6 @@
 """The head keeps serving everyone else when one tenant floods it with 10,000 prompts' worth of
 invocations, and when an executor disconnects in the middle of a message."""
+
 from __future__ import annotations
 
 import asyncio
@@ -23,8 +24,9 @@ from tests.cluster.test_local_cluster import FNS, expected, wait_until
 
 @pytest.fixture(scope="module")
 def cluster():
-    head, rt = start_local_cluster(1, threads_per_executor=1, preload=[FNS], heartbeat_s=0.2,
-                                   lost_after_s=5.0, deadline_s=60.0, delta=0.05)
+    head, rt = start_local_cluster(
+        1, threads_per_executor=1, preload=[FNS], heartbeat_s=0.2, lost_after_s=5.0, deadline_s=60.0, delta=0.05
+    )
     yield head, rt
     head.stop()
 
@@ -32,16 +34,30 @@ def cluster():
 async def test_a_flooding_tenant_does_not_hold_up_another(cluster, fixed_threads):
     head, rt = cluster
     store = caller_store()
-    x = store.hold(torch.ones(1, 16))          # one input shared by every flood invocation
+    x = store.hold(torch.ones(1, 16))  # one input shared by every flood invocation
     ref = tiny_ref(0)
     payload = pickle.dumps((ref, {}))
     try:
-        flood = [head.submit(tenant="flood", request=f"flood-{i}", fn="cc_test_linear", model_key=ref.key,
-                             payload=payload, inputs={"x": to_meta(x)}, nulls=[]) for i in range(10_000)]
-        for f in flood:   # a caller that does not read the outputs gives their references back
-            f.add_done_callback(lambda f: f.exception() is None and [
-                store.release(TensorHandle.from_meta(meta)) for meta in f.result().outputs.values()])
-        await asyncio.to_thread(wait_until, lambda: sum(f.done() for f in flood) >= 10)   # flood is running
+        flood = [
+            head.submit(
+                tenant="flood",
+                request=f"flood-{i}",
+                fn="cc_test_linear",
+                model_key=ref.key,
+                payload=payload,
+                inputs={"x": to_meta(x)},
+                nulls=[],
+            )
+            for i in range(10_000)
+        ]
+        for f in flood:  # a caller that does not read the outputs gives their references back
+            f.add_done_callback(
+                lambda f: (
+                    f.exception() is None
+                    and [store.release(TensorHandle.from_meta(meta)) for meta in f.result().outputs.values()]
+                )
+            )
+        await asyncio.to_thread(wait_until, lambda: sum(f.done() for f in flood) >= 10)  # flood is running
         v = torch.randn(2, 16, generator=torch.Generator().manual_seed(5))
         out = await asyncio.wait_for(rt.bind("victim", "v-1").call("cc_test_linear", tiny_ref(1), {"x": v}, {}), 120)
         finished_before_victim = sum(f.done() for f in flood)
@@ -87,13 +103,13 @@ async def test_an_executor_that_disconnects_mid_message_loses_only_its_work(clus
     call = asyncio.ensure_future(rt.bind("t-half", "req-half").call("cc_test_linear", ref, {"x": x}, {}))
     msg = await asyncio.to_thread(_await_dispatch, fake, ref.key)
     done = m.encode(m.Done(msg.dispatch_id, {}, [], 0.01, 0.01, 0.0, 0, [ref.key]))
-    fake.send(done[: len(done) // 2])          # the first half of its reply, then it is gone
+    fake.send(done[: len(done) // 2])  # the first half of its reply, then it is gone
     fake.close()
     # a peer that drops the connection inside the transport's own framing
     if head.address.startswith("ipc://"):
         raw = socket.socket(socket.AF_UNIX)
-        raw.connect(head.address[len("ipc://"):])
-        raw.sendall(b"\xff\x00\x00\x00\x00\x00\x00\x00\x01\x7f\x03")   # a truncated ZMTP greeting
+        raw.connect(head.address[len("ipc://") :])
+        raw.sendall(b"\xff\x00\x00\x00\x00\x00\x00\x00\x01\x7f\x03")  # a truncated ZMTP greeting
         raw.close()
     out = await asyncio.wait_for(call, 60)
     assert torch.equal(out["y"], expected(x, 77, 1.0))

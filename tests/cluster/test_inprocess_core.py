@@ -1,5 +1,6 @@
 """`--executors 0` runs ModelFns through the executor core: the memory budget and the layer cache work
 in-process as in an executor, and the results are an executor's, bit for bit."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -14,13 +15,13 @@ from cluster.runtime import runtime
 from tests.cluster.cluster_fns import Stack as LayerStack
 
 LAYERS, WIDTH = 4, 64
-LAYER_BYTES = (WIDTH * WIDTH + WIDTH) * 4          # one Linear block, float32
+LAYER_BYTES = (WIDTH * WIDTH + WIDTH) * 4  # one Linear block, float32
 MODEL_BYTES = LAYERS * LAYER_BYTES
-
 
 
 class Stack(ModelFn):
     """A model of LAYERS blocks (the layer cache's unit), weights drawn from the ref's seed."""
+
     name = "cc_test_stack"
 
     def setup_io(self) -> None:
@@ -44,7 +45,7 @@ def ref(seed: int) -> ModelRef:
 
 
 def test_the_default_runtime_is_the_executor_core():
-    rt = runtime()   # what a prompt gets with --executors 0 (no runtime installed)
+    rt = runtime()  # what a prompt gets with --executors 0 (no runtime installed)
     assert isinstance(rt, LocalRuntime) and isinstance(rt.core, ExecutorCore)
 
 
@@ -71,9 +72,9 @@ def test_budget_evicts_layers_of_the_first_model_and_a_second_load_is_a_hit(tmp_
     assert evicted and all(k.endswith(key(1)) for k, _ in evicted)
     assert [i for _, i in evicted] == list(range(LAYERS - 1, LAYERS - 1 - len(evicted), -1))
     assert s.budget.weights <= s.budget.total and s.budget.overcommitted == 0
-    assert sorted(s.resident) == sorted([key(1), key(2)])   # stack-1 keeps its first layer
+    assert sorted(s.resident) == sorted([key(1), key(2)])  # stack-1 keeps its first layer
 
-    again = rt.run(Stack.name, ref(1), {"x": x})["y"]   # loaded before: a hit, the missing layers stream back
+    again = rt.run(Stack.name, ref(1), {"x": x})["y"]  # loaded before: a hit, the missing layers stream back
     s = core.stats()
     assert (s.loads, s.hits) == (2, 1)
     assert any(k.endswith(key(2)) for k, _ in core.models.cache.evictions)
@@ -85,7 +86,7 @@ def test_results_equal_a_plain_forward_pass_bit_for_bit(tmp_path):
     x = torch.randn(3, WIDTH, generator=torch.Generator().manual_seed(1))
     with torch.inference_mode():
         expected = Stack().load_model(ref(5))(x)
-    for _ in range(2):   # cold (layers stream in behind the forward pass), then warm
+    for _ in range(2):  # cold (layers stream in behind the forward pass), then warm
         assert torch.equal(rt.run(Stack.name, ref(5), {"x": x})["y"], expected)
 
 
@@ -97,13 +98,13 @@ def test_free_unloads_every_tier(tmp_path):
     s = core.stats()
     assert s.budget.weights == 0 and s.resident == []
     rt.run(Stack.name, ref(1), {"x": torch.ones(1, WIDTH)})
-    assert core.stats().loads == 2   # built from its files again
+    assert core.stats().loads == 2  # built from its files again
 
 
 def test_a_modelfn_error_is_raised_as_itself(tmp_path):
     rt = LocalRuntime(ExecutorCore.in_process(weights_dir=tmp_path))
     try:
-        rt.run(Stack.name, ref(1), {"x": torch.ones(1, WIDTH + 1)})   # wrong width
+        rt.run(Stack.name, ref(1), {"x": torch.ones(1, WIDTH + 1)})  # wrong width
     except RuntimeError as e:
         assert "shape" in str(e) or "size" in str(e)
     else:
@@ -112,11 +113,13 @@ def test_a_modelfn_error_is_raised_as_itself(tmp_path):
 
 class BatchableStack(Stack):
     """Stack whose calls on the same weights may share one forward pass (the denoise step's rule)."""
+
     name = "cc_test_batchable_stack"
 
     @classmethod
     def batch_key(cls, call):
         from cluster.batching import layout_key
+
         return layout_key(cls, call)
 
 
@@ -143,7 +146,7 @@ def test_concurrent_calls_batch_in_process():
     core_run = rt.core.run
     rt.core.run = lambda fn, parts, io: (runs.append(len(parts)), core_run(fn, parts, io))[1]
     gate = threading.Event()
-    COMPUTE.submit(gate.wait)          # the compute thread is busy: the three calls queue behind it
+    COMPUTE.submit(gate.wait)  # the compute thread is busy: the three calls queue behind it
 
     async def three() -> list[dict]:
         calls = [asyncio.create_task(rt.call(BatchableStack.name, ref, {"x": x})) for x in xs]

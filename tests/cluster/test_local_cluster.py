@@ -1,5 +1,6 @@
 """A head with two real executor processes: ModelFn results, failures, deadlines, SIGKILL re-runs,
 and a head that shrugs off garbage from the network."""
+
 from __future__ import annotations
 
 import asyncio
@@ -23,8 +24,9 @@ FNS = "tests.cluster.cluster_fns"
 
 @pytest.fixture(scope="module")
 def cluster():
-    head, rt = start_local_cluster(2, threads_per_executor=1, preload=[FNS], heartbeat_s=0.2,
-                                   lost_after_s=5.0, deadline_s=60.0)
+    head, rt = start_local_cluster(
+        2, threads_per_executor=1, preload=[FNS], heartbeat_s=0.2, lost_after_s=5.0, deadline_s=60.0
+    )
     yield head, rt
     head.stop()
 
@@ -95,8 +97,9 @@ async def test_an_invocation_longer_than_the_loss_timeout_keeps_its_executor(clu
     wait_until(lambda: [e["draining"] for e in head.stats()["executors"]] == [False, False])
     lost, reruns = head.stats().get("executors_lost", 0), head.stats().get("reruns", 0)
     x = torch.randn(1, 16, generator=torch.Generator().manual_seed(9))
-    out = await rt.bind("t-long", "req-long").call("cc_test_linear", tiny_ref(9), {"x": x},
-                                                   {"sleep": 2 * head.lost_after_s})
+    out = await rt.bind("t-long", "req-long").call(
+        "cc_test_linear", tiny_ref(9), {"x": x}, {"sleep": 2 * head.lost_after_s}
+    )
     assert torch.equal(out["y"], expected(x, 9, 1.0))
     stats = head.stats()
     assert stats.get("executors_lost", 0) == lost and stats.get("reruns", 0) == reruns
@@ -107,13 +110,15 @@ async def test_sigkill_mid_request_reruns_on_survivor_with_same_result(cluster, 
     wait_until(lambda: len(head.stats()["executors"]) == 2)
     reruns = head.stats().get("reruns", 0)
     x = torch.randn(5, 16, generator=torch.Generator().manual_seed(3))
-    call = asyncio.ensure_future(rt.bind("t", "req-kill").call("cc_test_linear", tiny_ref(4), {"x": x},
-                                                               {"sleep": 2.0, "scale": 3.0}))
+    call = asyncio.ensure_future(
+        rt.bind("t", "req-kill").call("cc_test_linear", tiny_ref(4), {"x": x}, {"sleep": 2.0, "scale": 3.0})
+    )
 
     def running_pid():
         for e in head.stats()["executors"]:
             if e["running"]:
                 return e["pid"]
+
     pid = await asyncio.to_thread(wait_until, running_pid)
     os.kill(pid, signal.SIGKILL)
     out = await asyncio.wait_for(call, 30)
@@ -133,18 +138,22 @@ async def test_a_crashed_executor_is_reported_with_its_signal_and_stderr(cluster
     assert "lost its executor 3 times" in message
     assert "killed by signal 11 (SIGSEGV" in message and "no heartbeat" not in message
     assert "Fatal Python error: Segmentation fault" in message and "cluster_fns.py" in message
-    wait_until(lambda: len(head.stats()["executors"]) == 2)   # the supervisor replaced every one
+    wait_until(lambda: len(head.stats()["executors"]) == 2)  # the supervisor replaced every one
 
 
 async def test_garbage_from_the_network_is_dropped(cluster):
     head, rt = cluster
     bad_before = head.stats().get("bad_messages", 0)
     sock = zmq.Context.instance().socket(zmq.DEALER)
-    sock.setsockopt(zmq.LINGER, 2000)   # deliver before close
+    sock.setsockopt(zmq.LINGER, 2000)  # deliver before close
     sock.connect(head.address)
     valid = m.encode(m.Register("intruder", "h", 1, "cpu", 1, 1, 0, [], "cc-intruder-"))
-    for frames in ([b"\x00garbage"], [valid[: len(valid) // 2]], [b"a", b"b"],
-                   [msgspec.msgpack.encode({"type": "Done", "dispatch_id": "x"})]):
+    for frames in (
+        [b"\x00garbage"],
+        [valid[: len(valid) // 2]],
+        [b"a", b"b"],
+        [msgspec.msgpack.encode({"type": "Done", "dispatch_id": "x"})],
+    ):
         sock.send_multipart(frames)
     sock.close()
     wait_until(lambda: head.stats().get("bad_messages", 0) >= bad_before + 4)
@@ -157,18 +166,20 @@ def test_executors_start_on_their_devices_in_turn_and_split_their_memory(monkeyp
     from types import SimpleNamespace
 
     from cluster import local_cluster
+
     started: list[list[str]] = []
 
     class Process:
         def __init__(self, cmd, **_):
             import io
+
             started.append(cmd)
             self.pid, self.returncode, self.stderr = 0, None, io.BytesIO()
 
         def poll(self):
             return None
 
-        def terminate(self):   # stop() tells each executor to end
+        def terminate(self):  # stop() tells each executor to end
             pass
 
         def wait(self, timeout=None):
@@ -178,10 +189,12 @@ def test_executors_start_on_their_devices_in_turn_and_split_their_memory(monkeyp
     head = SimpleNamespace(address="ipc:///nowhere", heartbeat_s=0.5, secret=None)
     cluster = local_cluster.LocalCluster(head, 3, 1, None, (), ["cuda:0", "cuda:1"], restart=False, env=None)
     cluster.stop()
+
     def flag(cmd: list[str], name: str) -> str:
         return cmd[cmd.index(name) + 1]
+
     assert [flag(cmd, "--device") for cmd in started] == ["cuda:0", "cuda:1", "cuda:0"]
     # executors sharing a GPU, or the host, split its memory between them
     assert [flag(cmd, "--device-share") for cmd in started] == ["2", "1", "2"]
     assert {flag(cmd, "--host-share") for cmd in started} == {"3"}
-    assert all("--memory-budget" not in cmd for cmd in started)   # each takes its device's default
+    assert all("--memory-budget" not in cmd for cmd in started)  # each takes its device's default

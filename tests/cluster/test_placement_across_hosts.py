@@ -1,6 +1,7 @@
 """Placement across hosts: a step goes to the host that holds its inputs, and when the only free
 executor is on another host it is charged the time the inputs take to cross (the head's measured
 bandwidth); with `--data-plane tcp` only the producer's own arena counts as near."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -30,8 +31,16 @@ class Ex:
 
 def _inv(i: int = 1) -> Invocation:
     # 64 MiB of input produced by executor "b1" on host B
-    return Invocation(id=i, tenant="t", request=f"r{i}", fn="f", model_key="m", estimate=0.5,
-                      input_bytes={"b1": 64 * MiB}, input_hosts={"B": 64 * MiB})
+    return Invocation(
+        id=i,
+        tenant="t",
+        request=f"r{i}",
+        fn="f",
+        model_key="m",
+        estimate=0.5,
+        input_bytes={"b1": 64 * MiB},
+        input_hosts={"B": 64 * MiB},
+    )
 
 
 def test_the_host_holding_the_inputs_wins_and_transfers_are_priced_by_measured_bandwidth():
@@ -39,8 +48,8 @@ def test_the_host_holding_the_inputs_wins_and_transfers_are_priced_by_measured_b
     inv = _inv()
     loads.prepare(inv, [a, b])
     assert inv.transfer_s == {"a1": pytest.approx(64 * MiB / DEFAULT_TRANSFER_BPS)}
-    assert place(inv, [a, b]) is b            # b2 is not the producer, but shares its host's memory
-    loads.observe_transfer(64 * MiB, 0.032)   # executors pulled at ~2 GB/s
+    assert place(inv, [a, b]) is b  # b2 is not the producer, but shares its host's memory
+    loads.observe_transfer(64 * MiB, 0.032)  # executors pulled at ~2 GB/s
     loads.prepare(inv, [a, b])
     assert 64 * MiB / 2.1e9 < inv.transfer_s["a1"] < 64 * MiB / DEFAULT_TRANSFER_BPS
 

@@ -1,5 +1,6 @@
 """The executor's preloader in-process: it fills free memory with an expected model's first L_e layers
 (Eq. 2 from the copy speed it timed and the head's compute time) and stops copying while a run goes on."""
+
 from __future__ import annotations
 
 import pickle
@@ -13,7 +14,7 @@ from cluster.weights.cache import build_layer_cache
 from cluster.weights.prefix import prefix_length
 from tests.cluster.cluster_fns import LAYERS, StackFn, stack_ref
 
-LAYER_S = 0.03                 # seconds to copy one layer at the emulated bandwidth
+LAYER_S = 0.03  # seconds to copy one layer at the emulated bandwidth
 LAYER_BYTES = 263_168
 
 
@@ -33,7 +34,7 @@ def test_the_preloader_copies_the_first_le_layers_and_yields_to_runs(tmp_path):
     p = _preloader(tmp_path)
     ref = stack_ref(7)
     compute_s = 0.4 * LAYERS * LAYER_S
-    with p.paused():             # a run is going on when the head's list arrives
+    with p.paused():  # a run is going on when the head's list arrives
         p.want([m.PreloadModel(StackFn.name, ref.key, pickle.dumps((ref, {})), compute_s)])
         time.sleep(0.5)
         # the model may be built meanwhile (files, no lock a run needs), but no layer is copied
@@ -41,7 +42,7 @@ def test_the_preloader_copies_the_first_le_layers_and_yields_to_runs(tmp_path):
     _wait(lambda: (r := p.report().get(ref.key)) is not None and r[0] >= r[1])
     time.sleep(0.3)
     resident, le, layers = p.report()[ref.key]
-    assert layers == LAYERS and resident == le           # L_e layers, then it stopped
+    assert layers == LAYERS and resident == le  # L_e layers, then it stopped
     # Eq. 2 at the emulated speed asks for 6 of 8; L_e came from the first copy's timing, a little slower
     assert prefix_length(LAYERS, LAYER_S, compute_s / LAYERS) == 6 and le in (6, 7)
     p.stop()

@@ -1,5 +1,6 @@
 """ModelFn providers (cluster.providers): the back end finds ModelFns through modules the layers above
 declare, by the entry-point group of an installed distribution or by `add_providers`, never by name."""
+
 from __future__ import annotations
 
 import sys
@@ -25,7 +26,8 @@ def fresh_providers(monkeypatch, tmp_path):
 
 
 def _provider(folder, module: str, fn_name: str) -> None:
-    (folder / f"{module}.py").write_text(textwrap.dedent(f'''
+    (folder / f"{module}.py").write_text(
+        textwrap.dedent(f'''
         from cluster.modelfn import ModelFn, register
 
         @register
@@ -34,7 +36,8 @@ def _provider(folder, module: str, fn_name: str) -> None:
             def setup_io(self): self.add_output("y")
             def load_model(self, ref): return None
             def execute(self, model, inputs, params): return {{}}
-    '''))
+    ''')
+    )
 
 
 def test_an_installed_distributions_entry_point_provides_modelfns(fresh_providers):
@@ -51,7 +54,7 @@ def test_an_installed_distributions_entry_point_provides_modelfns(fresh_provider
 def test_added_providers_are_imported_on_the_first_unknown_name(fresh_providers):
     _provider(fresh_providers, "added_provider", "provided_by_add")
     providers.add_providers("added_provider")
-    assert "added_provider" not in sys.modules        # not at start-up: on first need
+    assert "added_provider" not in sys.modules  # not at start-up: on first need
     assert get_model_fn("provided_by_add").name == "provided_by_add"
     with pytest.raises(KeyError, match="unknown ModelFn"):
         get_model_fn("provided_by_nobody")
@@ -60,7 +63,9 @@ def test_added_providers_are_imported_on_the_first_unknown_name(fresh_providers)
 def test_the_comfyui_layer_provides_the_core_modelfns_and_the_pack_node():
     # in a fresh process: here comfy_bridge may have been imported already, under another test's providers
     import subprocess
+
     from tests.conftest import REPO
+
     code = "import comfy_bridge; from cluster import providers; print(' '.join(providers.added_providers()))"
     run = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert {"nodes.modelfns", "comfy_bridge.packs.pack_node"} <= set(run.stdout.split()), run.stderr

@@ -1,4 +1,5 @@
 """Start-up reclaim: segments, head sockets and spill folders of dead processes go; everything else stays."""
+
 from __future__ import annotations
 
 import os
@@ -25,12 +26,22 @@ def test_only_the_leftovers_of_dead_owners_are_removed(tmp_path):
     live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         time.sleep(0.05)
-        gone = [shm / f"cc-c{dead}-abc123-arena", shm / f"cc-c{dead}-abc123-refs",
-                shm / f"cc-{host}-{dead}-0f0f0f-arena", shm / f"cc-{host}-{dead}-0f0f0f-spill3",
-                tmp / f"cc-head-{dead}-0123abcd.sock", weights / f"cc-{host}-{dead}-0f0f0f"]
-        kept = [shm / f"cc-c{live.pid}-abc123-arena", tmp / f"cc-head-{live.pid}-0123abcd.sock",
-                shm / f"cc-otherhost-{dead}-0f0f0f-arena",   # another host's: its pids are not ours to check
-                shm / f"cc-test-{dead}-x", shm / "unrelated", tmp / f"cc-head-{dead}.sock"]
+        gone = [
+            shm / f"cc-c{dead}-abc123-arena",
+            shm / f"cc-c{dead}-abc123-refs",
+            shm / f"cc-{host}-{dead}-0f0f0f-arena",
+            shm / f"cc-{host}-{dead}-0f0f0f-spill3",
+            tmp / f"cc-head-{dead}-0123abcd.sock",
+            weights / f"cc-{host}-{dead}-0f0f0f",
+        ]
+        kept = [
+            shm / f"cc-c{live.pid}-abc123-arena",
+            tmp / f"cc-head-{live.pid}-0123abcd.sock",
+            shm / f"cc-otherhost-{dead}-0f0f0f-arena",  # another host's: its pids are not ours to check
+            shm / f"cc-test-{dead}-x",
+            shm / "unrelated",
+            tmp / f"cc-head-{dead}.sock",
+        ]
         for path in gone[:-1] + kept:
             path.write_bytes(b"x")
         gone[-1].mkdir()

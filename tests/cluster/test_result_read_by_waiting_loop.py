@@ -1,6 +1,7 @@
 """`Head.result`: a loop awaiting invocations reads the head's socket itself while it waits, keeps
 watching it through a chain of calls, and stops once its last invocation has returned; the head
 thread leaves the socket to such loops and watches it again when none is left."""
+
 from __future__ import annotations
 
 import asyncio
@@ -24,7 +25,7 @@ def cluster():
 
 
 def _watching(loop: asyncio.AbstractEventLoop, fd: int) -> bool:
-    return fd in {key.fd for key in loop._selector.get_map().values()}   # noqa: SLF001 - what the test is about
+    return fd in {key.fd for key in loop._selector.get_map().values()}  # noqa: SLF001 - what the test is about
 
 
 async def test_the_loop_watches_the_socket_only_while_it_awaits_results(cluster):
@@ -34,15 +35,15 @@ async def test_the_loop_watches_the_socket_only_while_it_awaits_results(cluster)
 
     async def one(i: int) -> torch.Tensor:
         out = await rt.call("cc_test_linear", tiny_ref(1), {"x": torch.full((1, 16), float(i))}, {"sleep": 0.05})
-        seen.append(_watching(loop, head._fd))   # the others are still waiting
+        seen.append(_watching(loop, head._fd))  # the others are still waiting
         return out["y"]
 
     outs = await asyncio.gather(*[one(i) for i in range(6)])
-    assert seen[:5] == [True] * 5          # watched while any call of this loop was outstanding
-    await asyncio.sleep(0)                 # the watch ends on the loop's next step
-    assert not _watching(loop, head._fd)   # and no longer once all returned
+    assert seen[:5] == [True] * 5  # watched while any call of this loop was outstanding
+    await asyncio.sleep(0)  # the watch ends on the loop's next step
+    assert not _watching(loop, head._fd)  # and no longer once all returned
     assert loop not in head._readers
-    for i, y in enumerate(outs):           # every result reached its own caller
+    for i, y in enumerate(outs):  # every result reached its own caller
         ref = await rt.call("cc_test_linear", tiny_ref(1), {"x": torch.full((1, 16), float(i))}, {})
         assert torch.equal(y, ref["y"])
 
@@ -62,7 +63,7 @@ async def test_a_chain_of_calls_starts_watching_once(cluster):
     add_reader = loop.add_reader
     loop.add_reader = lambda fd, *args: (added.append(fd), add_reader(fd, *args))
     try:
-        for i in range(5):                 # each call awaits the previous one, like denoising steps
+        for i in range(5):  # each call awaits the previous one, like denoising steps
             await rt.call("cc_test_linear", tiny_ref(1), {"x": torch.full((1, 16), float(i))}, {})
             assert _watching(loop, head._fd)
     finally:
@@ -77,13 +78,23 @@ def test_the_head_thread_reads_replies_again_once_no_loop_does():
     # plain `submit` below would wait for the tick.
     head, rt = start_local_cluster(1, threads_per_executor=1, preload=[FNS], tick_s=60.0)
     try:
-        async def two():     # the first reply wakes the head thread, which sees this loop reading
-            return await asyncio.gather(*(rt.call("cc_test_linear", tiny_ref(1), {"x": torch.ones(1, 16)},
-                                                  {"sleep": s}) for s in (0.0, 0.5)))
+
+        async def two():  # the first reply wakes the head thread, which sees this loop reading
+            return await asyncio.gather(
+                *(rt.call("cc_test_linear", tiny_ref(1), {"x": torch.ones(1, 16)}, {"sleep": s}) for s in (0.0, 0.5))
+            )
+
         asyncio.run(two())
         assert not head._readers
-        future = head.submit(tenant="t", request=uuid.uuid4().hex, fn="cc_test_raise", model_key="",
-                             payload=pickle.dumps((None, {})), inputs={}, nulls=["x"])
-        assert future.exception(timeout=20) is not None    # the ModelFn's error, read by the head thread
+        future = head.submit(
+            tenant="t",
+            request=uuid.uuid4().hex,
+            fn="cc_test_raise",
+            model_key="",
+            payload=pickle.dumps((None, {})),
+            inputs={},
+            nulls=["x"],
+        )
+        assert future.exception(timeout=20) is not None  # the ModelFn's error, read by the head thread
     finally:
         head.stop()

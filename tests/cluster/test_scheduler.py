@@ -1,4 +1,5 @@
 """The vTime scheduler and its baselines, driven by a simulated clock and simulated executors."""
+
 from __future__ import annotations
 
 import heapq
@@ -9,7 +10,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from cluster.scheduler import FairScheduler, Invocation, Treap, Tenant, make_scheduler, place
+from cluster.scheduler import Invocation, Tenant, Treap, make_scheduler, place
 
 
 class Clock:
@@ -24,12 +25,20 @@ _ids = itertools.count()
 
 
 def inv(tenant: str, cost: float, remaining: float = 0.0, model: str = "m", request: str = "r") -> Invocation:
-    return Invocation(id=next(_ids), tenant=tenant, request=request, fn="f", model_key=model,
-                      estimate=cost, remaining=remaining)
+    return Invocation(
+        id=next(_ids), tenant=tenant, request=request, fn="f", model_key=model, estimate=cost, remaining=remaining
+    )
 
 
-def simulate(sched, costs: dict[str, float], until: float, executors: int = 2, backlog: int = 8,
-             active: dict[str, tuple[float, float]] | None = None, clock: Clock | None = None):
+def simulate(
+    sched,
+    costs: dict[str, float],
+    until: float,
+    executors: int = 2,
+    backlog: int = 8,
+    active: dict[str, tuple[float, float]] | None = None,
+    clock: Clock | None = None,
+):
     """Event simulation: each tenant keeps `backlog` ready invocations while inside its active
     window; executors run what `pop` returns for its cost. Returns (time, vtimes) snapshots."""
     clock = clock or sched.clock
@@ -97,8 +106,8 @@ def test_vtc_counts_invocations_so_costly_tenant_gets_more_time():
     sched = make_scheduler("vtc", clock=clock)
     simulate(sched, {"cheap": 1.0, "costly": 10.0}, until=1000.0)
     cheap, costly = sched.tenant("cheap"), sched.tenant("costly")
-    assert abs(cheap.vtime - costly.vtime) <= 2      # equal operation counts ...
-    assert cheap.vtime > 50                          # ... so the costly one got ~10x the time
+    assert abs(cheap.vtime - costly.vtime) <= 2  # equal operation counts ...
+    assert cheap.vtime > 50  # ... so the costly one got ~10x the time
 
 
 def test_tenant_weight_scales_service():
@@ -111,6 +120,7 @@ def test_tenant_weight_scales_service():
     def complete(n, measured):
         served[n.tenant] += measured
         orig(n, measured)
+
     sched.complete = complete
     simulate(sched, {"gold": 2.0, "basic": 2.0}, until=3000.0)
     assert served["gold"] / served["basic"] == pytest.approx(3.0, rel=0.05)
@@ -122,10 +132,11 @@ def test_returning_tenant_gets_no_credit_for_its_absence(lift):
     sched = make_scheduler("vtime", delta=5.0, clock=clock, lift=lift, lift_grace_s=1.0)
     costs = {"stay": 2.0, "away": 2.0}
     # "away" is backlogged, leaves at t=100, comes back at t=1100; "stay" is always backlogged.
-    snaps = simulate(sched, costs, until=1600.0, active={"stay": (0.0, math.inf), "away": (0.0, 100.0)})
+    simulate(sched, costs, until=1600.0, active={"stay": (0.0, math.inf), "away": (0.0, 100.0)})
     # the away tenant's window closes, so run a second phase with it back
-    snaps2 = simulate(sched, costs, until=2000.0,
-                      active={"stay": (0.0, math.inf), "away": (1600.0, math.inf)}, clock=clock)
+    snaps2 = simulate(
+        sched, costs, until=2000.0, active={"stay": (0.0, math.inf), "away": (1600.0, math.inf)}, clock=clock
+    )
     bound = 2 * (5.0 + 2.0)
     after_return = spread(snaps2, "stay", "away")
     if lift:
@@ -152,9 +163,9 @@ def test_layer1_excludes_tenants_beyond_slack():
     clock = Clock()
     sched = make_scheduler("vtime", delta=1.0, clock=clock, lift=False)
     sched.push(inv("rich", 3.0))
-    sched.complete(sched.pop(), 3.0)                 # rich: vtime 3; poor (no lift): 0
-    sched.push(inv("rich", 0.1))                     # a very attractive invocation ...
-    sched.push(inv("poor", 50.0, remaining=100.0))   # ... loses to the least-served tenant
+    sched.complete(sched.pop(), 3.0)  # rich: vtime 3; poor (no lift): 0
+    sched.push(inv("rich", 0.1))  # a very attractive invocation ...
+    sched.push(inv("poor", 50.0, remaining=100.0))  # ... loses to the least-served tenant
     assert sched.candidates() == ["poor"]
     assert sched.pop().tenant == "poor"
 
@@ -167,11 +178,11 @@ def test_layer2_prefers_short_remaining_work_then_waiting_prevents_starvation():
     clock.now = 1.0
     sched.push(inv("b", 1.0, remaining=2.0))
     first = sched.pop()
-    assert first.tenant == "b"                       # less remaining work wins
+    assert first.tenant == "b"  # less remaining work wins
     sched.complete(first, 1.0)
     clock.now = 40.0
-    sched.push(inv("b", 1.0, remaining=2.0))         # arrived 39 s after the long one
-    assert sched.pop() is long_req                   # its waiting time now outweighs
+    sched.push(inv("b", 1.0, remaining=2.0))  # arrived 39 s after the long one
+    assert sched.pop() is long_req  # its waiting time now outweighs
 
 
 def test_dispatch_charges_estimate_and_completion_corrects_to_measured():
@@ -188,7 +199,7 @@ def test_cold_start_is_charged_at_dispatch_and_corrected_at_completion():
     sched = make_scheduler("vtime", clock=Clock())
     sched.push(inv("a", 2.0))
     n = sched.pop()
-    sched.revise_charge(n, 2.0 + 3.0)          # placed on an executor that loads for 3 s first
+    sched.revise_charge(n, 2.0 + 3.0)  # placed on an executor that loads for 3 s first
     assert sched.tenant("a").vtime == 5.0
     sched.complete(n, 4.5)
     assert sched.tenant("a").vtime == 4.5
@@ -196,7 +207,7 @@ def test_cold_start_is_charged_at_dispatch_and_corrected_at_completion():
     m = sched.pop()
     sched.revise_charge(m, 4.0)
     assert sched.tenant("a").vtime == 8.5
-    sched.requeue(m)                           # a lost dispatch is refunded what it was charged
+    sched.requeue(m)  # a lost dispatch is refunded what it was charged
     assert sched.tenant("a").vtime == 4.5
 
 
@@ -204,6 +215,7 @@ def test_loads_charged_at_dispatch_keep_the_gap_within_the_bound():
     """Four executors, each first invocation of `heavy` loads its weights (3 s on top of a 1 s run).
     Charged only at completion, the four loads land at once after layer 1 let all four through;
     charged at dispatch, layer 1 sees them and the vTime gap stays within Δ + L_max."""
+
     def run(charge_at_dispatch: bool) -> float:
         clock = Clock()
         sched = make_scheduler("vtime", delta=0.0, clock=clock)
@@ -211,7 +223,7 @@ def test_loads_charged_at_dispatch_keep_the_gap_within_the_bound():
             sched.push(inv("light", 0.1))
             sched.push(inv("heavy", 1.0))
         cold, running, gap = 4, [], 0.0
-        while clock.now < 20:       # both stay backlogged throughout
+        while clock.now < 20:  # both stay backlogged throughout
             while len(running) < 4:
                 n = sched.pop()
                 cost = n.estimate
@@ -225,6 +237,7 @@ def test_loads_charged_at_dispatch_keep_the_gap_within_the_bound():
             sched.complete(n, cost)
             gap = max(gap, abs(sched.tenant("light").vtime - sched.tenant("heavy").vtime))
         return gap
+
     l_max = 4.0
     assert run(charge_at_dispatch=True) <= 0.0 + l_max
     assert run(charge_at_dispatch=False) > 2 * l_max
@@ -262,11 +275,11 @@ def test_treap_matches_brute_force_and_stays_logarithmic():
         if i in live and op < 0.3:
             treap.remove((live.pop(i)[0], i))
             del nodes[i]
-        elif i in live and op < 0.6:          # the tenant's vTime moved
+        elif i in live and op < 0.6:  # the tenant's vTime moved
             v = rng.random() * 100
             live[i] = (v, live[i][1])
             treap.rekey(nodes[i], (v, i))
-        elif i in live:                       # its best ready invocation changed
+        elif i in live:  # its best ready invocation changed
             val = (rng.random(), step)
             live[i] = (live[i][0], val)
             treap.set_val(nodes[i], val)
@@ -308,6 +321,7 @@ def test_placement_prefers_cached_weights_then_inputs_then_least_loaded():
         id: str
         cached_models: set = field(default_factory=set)
         load: int = 0
+
     n = inv("a", 1.0, model="sd")
     busy_warm, idle_cold, idle_cold2 = E("x", {"sd"}, load=1), E("y"), E("z")
     assert place(n, [idle_cold, busy_warm, idle_cold2]).id == "x"

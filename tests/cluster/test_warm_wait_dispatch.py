@@ -2,6 +2,7 @@
 for it when it is expected to be free before loading elsewhere would finish, loads on the free
 executor when the holder is busy for longer (expected, or in fact), never waits when the policy is
 off, and a parked invocation of a cancelled request is dropped without hanging anything."""
+
 from __future__ import annotations
 
 import asyncio
@@ -21,12 +22,12 @@ from tests.cluster.cluster_fns import slow_ref
 
 FNS = "tests.cluster.cluster_fns"
 FN = "cc_test_slow_load"
-LOAD_S = 2.0                  # what loading the test model takes on a cold executor
-WARM = torch.ones(2, 16)      # the first call, which loads the model
-SHORT = torch.ones(1, 16)     # inputs the tests price as a short run
-LONG = torch.ones(3, 16)      # and as a long one
-HANG_S = 60.0                 # upper bound against hangs only
-_seeds = itertools.count(1000)   # a model of its own per test: no executor holds it yet
+LOAD_S = 2.0  # what loading the test model takes on a cold executor
+WARM = torch.ones(2, 16)  # the first call, which loads the model
+SHORT = torch.ones(1, 16)  # inputs the tests price as a short run
+LONG = torch.ones(3, 16)  # and as a long one
+HANG_S = 60.0  # upper bound against hangs only
+_seeds = itertools.count(1000)  # a model of its own per test: no executor holds it yet
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +104,7 @@ async def start_busy(head, model, x: torch.Tensor, sleep: float, holder: str) ->
     return task
 
 
-async def call_beside_busy_holder(head, model, x: torch.Tensor, sleep: float, holder: str) -> "Observed":
+async def call_beside_busy_holder(head, model, x: torch.Tensor, sleep: float, holder: str) -> Observed:
     """Keep the holder busy for `sleep` seconds with an `x` call, meanwhile call the model again; the
     second call's runtime (which executor answered) once both have finished."""
     busy = await start_busy(head, model, x, sleep, holder)
@@ -115,21 +116,22 @@ async def call_beside_busy_holder(head, model, x: torch.Tensor, sleep: float, ho
     return second
 
 
-def assert_loaded_elsewhere_without_waiting(head, model, holder: str, second: "Observed",
-                                            counts_before: tuple[int, int]) -> None:
+def assert_loaded_elsewhere_without_waiting(
+    head, model, holder: str, second: Observed, counts_before: tuple[int, int]
+) -> None:
     assert second.executor != holder
-    assert counters(head) == counts_before                 # nothing parked
+    assert counters(head) == counts_before  # nothing parked
     assert holders(head, model.key) == {holder, second.executor}
 
 
 async def test_a_call_waits_for_the_busy_executor_holding_its_weights(cluster):
     head = cluster
-    model, a = await warm_model(head, SHORT, 0.3)   # the holder is expected free long before a load ends
+    model, a = await warm_model(head, SHORT, 0.3)  # the holder is expected free long before a load ends
     waits, hits = counters(head)
     second = await call_beside_busy_holder(head, model, SHORT, 0.3, a)
     assert second.executor == a
     assert counters(head) == (waits + 1, hits + 1)
-    assert holders(head, model.key) == {a}            # the free executor never loaded the model
+    assert holders(head, model.key) == {a}  # the free executor never loaded the model
     assert head.stats()["parked"] == 0
 
 
@@ -167,14 +169,14 @@ async def test_a_parked_call_of_a_cancelled_request_is_dropped(cluster):
     assert head.stats()["parked"] == 0
     await asyncio.wait_for(busy, HANG_S)
     tenant = head.stats()["tenants"]["cancels"]
-    assert (tenant["queued"], tenant["running"]) == (0, 0)   # its charge was settled, not left running
+    assert (tenant["queued"], tenant["running"]) == (0, 0)  # its charge was settled, not left running
     assert counters(head)[0] == waits + 1
     assert holders(head, model.key) == {a}
 
 
 async def test_a_parked_call_whose_holder_stays_busy_past_the_load_time_loads_elsewhere(cluster):
     head = cluster
-    model, a = await warm_model(head, SHORT, 0.3)   # expected short, so the call parks; it runs far longer
+    model, a = await warm_model(head, SHORT, 0.3)  # expected short, so the call parks; it runs far longer
     waits, hits = counters(head)
     second = await call_beside_busy_holder(head, model, SHORT, 2 * LOAD_S, a)
     assert second.executor != a
@@ -184,14 +186,16 @@ async def test_a_parked_call_whose_holder_stays_busy_past_the_load_time_loads_el
 
 async def test_a_call_sent_to_a_cold_executor_is_charged_its_load_at_dispatch(cluster):
     head = cluster
-    model, a = await warm_model(head, LONG, 3 * LOAD_S)   # too long to wait for: the call loads elsewhere
+    model, a = await warm_model(head, LONG, 3 * LOAD_S)  # too long to wait for: the call loads elsewhere
     busy = await start_busy(head, model, LONG, 1.0, a)
     cold = Observed(head, tenant="cold-start")
     call = asyncio.create_task(cold.call(FN, model, {"x": LONG}))
 
-    def sent() -> list:   # the head charges a job before it puts it in flight
-        return [j for e in list(head.executors.values()) for j in list(e.inflight.values())
-                if j.inv.tenant == "cold-start"]
+    def sent() -> list:  # the head charges a job before it puts it in flight
+        return [
+            j for e in list(head.executors.values()) for j in list(e.inflight.values()) if j.inv.tenant == "cold-start"
+        ]
+
     await until(lambda: bool(sent()))
     [job] = sent()
     assert job.inv.charged == pytest.approx(3 * LOAD_S + head.stats()["warm_wait"]["load_s"][model.key])

@@ -1,6 +1,7 @@
 """A head started without waiting for its executors (what `serve` does, so that it listens while they
 import their model code) takes invocations at once: they wait in its queue and run the moment an
 executor registers."""
+
 from __future__ import annotations
 
 import asyncio
@@ -16,10 +17,11 @@ FNS = "tests.cluster.cluster_fns"
 
 async def test_an_invocation_submitted_before_any_executor_registered_runs_once_one_does(tmp_path, fixed_threads):
     gate = tmp_path / "registering"
-    head, rt = start_local_cluster(1, threads_per_executor=1, preload=[FNS], warm_up=True, wait_s=None,
-                                   env={WARM_GATE_ENV: str(gate)})
+    head, rt = start_local_cluster(
+        1, threads_per_executor=1, preload=[FNS], warm_up=True, wait_s=None, env={WARM_GATE_ENV: str(gate)}
+    )
     try:
-        assert not head.executors   # returned before the executor could register: its warm-up waits on the gate
+        assert not head.executors  # returned before the executor could register: its warm-up waits on the gate
         x = torch.arange(16.0).reshape(1, 16)
         call = asyncio.ensure_future(rt.call("cc_test_linear", tiny_ref(3), {"x": x}, {"scale": 2.0}))
         await asyncio.sleep(1.0)

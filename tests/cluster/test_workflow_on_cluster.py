@@ -1,5 +1,6 @@
 """The core ModelFns (text_encode, denoise_step, vae_decode) run on executor processes: the
 text-to-image workflow gives the same PNG bytes through the cluster as in-process."""
+
 from __future__ import annotations
 
 import json
@@ -12,10 +13,11 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 async def _run(ws, runtime, extra_data: dict | None = None) -> list[bytes]:
+    from comfy_bridge.cli.run import ConsoleSink, load_prompt
     from comfy_bridge.execution import PromptExecutor
     from comfy_bridge.registry import build_registry
-    from comfy_bridge.cli.run import ConsoleSink, load_prompt
     from comfy_bridge.validation import validate_prompt
+
     registry = build_registry(ws)
     prompt, _ = load_prompt(json.loads((REPO / "workflows_json" / "text_to_image.json").read_text()), registry)
     valid, error, outputs, _ = await validate_prompt(registry, "p", prompt, None)
@@ -31,10 +33,10 @@ async def test_text_to_image_on_two_executors_matches_in_process(demo_workspace,
     local = await _run(demo_workspace, LocalRuntime())
     head, rt = start_local_cluster(2, threads_per_executor=1)
     try:
-        remote = await _run(demo_workspace, rt, {"tenant": "alice"})   # the engine binds per prompt
+        remote = await _run(demo_workspace, rt, {"tenant": "alice"})  # the engine binds per prompt
         stats = head.stats()
     finally:
         head.stop()
     assert local and remote == local
     assert stats["tenants"]["alice"]["vtime"] > 0
-    assert stats["decisions_total"] >= 3      # text encodes, the denoising steps, the decode
+    assert stats["decisions_total"] >= 3  # text encodes, the denoising steps, the decode

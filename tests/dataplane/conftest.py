@@ -49,8 +49,10 @@ def fake_nvshmem():
 def nvshmem_team(fake_nvshmem, monkeypatch):
     """nvshmem_team(n) -> a fake team of n PEs installed as `nvshmem.core` for the test (a collective
     that a member never reaches raises Hang after `deadline_s`)."""
+
     def make(n: int = 2, deadline_s: float = 10.0):
         team = fake_nvshmem.Team(n, deadline_s)
         team.install(monkeypatch)
         return team
+
     return make

@@ -24,6 +24,7 @@ And what NVSHMEM 3.x itself does (bootstrap_uid.cpp, init.cu; nvshmem4py's `free
 Transfers and barriers are queued on the stream and happen when the stream is synchronised, as the host
 sees a real one; PEs run as threads of one process (`as_pe` is per thread; `run_pes` runs one per PE).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -32,7 +33,8 @@ import os
 import sys
 import threading
 import types
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
 import torch
@@ -51,6 +53,7 @@ class UniqueId:
 
 class Device:
     """cuda.core.Device: an index that can be made current."""
+
     current: int | None = None
 
     def __init__(self, device_id: int = 0) -> None:
@@ -79,7 +82,7 @@ class Buffer:
         self.handle, self.size, self.memory_resource = ptr, size, mr
 
     @classmethod
-    def from_handle(cls, ptr: int, size: int, mr: Any = None) -> "Buffer":
+    def from_handle(cls, ptr: int, size: int, mr: Any = None) -> Buffer:
         return cls(int(ptr), int(size), mr)
 
 
@@ -108,16 +111,16 @@ class Team:
         self.deadline_s = deadline_s
         self.heaps: dict[int, list[torch.Tensor]] = {pe: [] for pe in range(n)}
         self._local = threading.local()
-        self.gets: list[tuple[int, int, int]] = []   # (calling PE, remote PE, bytes)
-        self.inits: list[dict] = []                   # init's arguments, the id as bytes
+        self.gets: list[tuple[int, int, int]] = []  # (calling PE, remote PE, bytes)
+        self.inits: list[dict] = []  # init's arguments, the id as bytes
         self.finalized = 0
-        self.uids: dict[bytes, dict] = {}             # every id made: its maker's pid, joins, whether it lives
-        self.team_of: dict[int, bytes] = {}           # PE -> the id of the team it joined
+        self.uids: dict[bytes, dict] = {}  # every id made: its maker's pid, joins, whether it lives
+        self.team_of: dict[int, bytes] = {}  # PE -> the id of the team it joined
         self.nranks: dict[bytes, int] = {}
-        self.fail_init_on: set[int] = set()           # PEs whose init fails
-        self.failed: set[int] = set()                 # PEs whose init failed: their next call ends them
+        self.fail_init_on: set[int] = set()  # PEs whose init fails
+        self.failed: set[int] = set()  # PEs whose init failed: their next call ends them
         self.init_failures: list[str] = []
-        self.ended: list[int] = []                    # PEs whose process NVSHMEM ended
+        self.ended: list[int] = []  # PEs whose process NVSHMEM ended
         self.hangs: list[str] = []
         self._cond = threading.Condition()
         self._seq: dict[tuple[bytes, int], int] = {}
@@ -143,8 +146,10 @@ class Team:
                     out[pe] = fn(pe)
                 except BaseException as e:
                     out[pe] = e
-        threads = {pe: threading.Thread(target=run, args=(pe,), daemon=True)
-                   for pe in (range(self.n) if pes is None else pes)}
+
+        threads = {
+            pe: threading.Thread(target=run, args=(pe,), daemon=True) for pe in (range(self.n) if pes is None else pes)
+        }
         for t in threads.values():
             t.start()
         for pe, t in threads.items():
@@ -193,8 +198,10 @@ class Team:
             arrivals[pe] = op
             self._cond.notify_all()
             if not self._cond.wait_for(lambda: len(arrivals) >= size, timeout=self.deadline_s):
-                why = (f"PE {pe}'s {op} (collective {seq} of its team) waited {self.deadline_s:g} s: only PEs "
-                       f"{sorted(arrivals)} of {size} came")
+                why = (
+                    f"PE {pe}'s {op} (collective {seq} of its team) waited {self.deadline_s:g} s: only PEs "
+                    f"{sorted(arrivals)} of {size} came"
+                )
                 self.hangs.append(why)
                 raise Hang(why)
         if len(set(arrivals.values())) > 1:
@@ -208,7 +215,10 @@ class Team:
             uid.data["version"] = 1
             uid.data["internal"] = np.random.default_rng().integers(-128, 127, 124, dtype=np.int8)
             self.uids[ctypes.string_at(uid.ptr, UNIQUEID_DTYPE.itemsize)] = {
-                "pid": os.getpid(), "joins": 0, "alive": True}
+                "pid": os.getpid(),
+                "joins": 0,
+                "alive": True,
+            }
         return uid
 
     def end_maker(self) -> None:
@@ -216,22 +226,36 @@ class Team:
         for made in self.uids.values():
             made["alive"] = False
 
-    def init(self, device: Any = None, uid: Any = None, rank: int | None = None, nranks: int | None = None,
-             mpi_comm: Any = None, initializer_method: str = "") -> None:
+    def init(
+        self,
+        device: Any = None,
+        uid: Any = None,
+        rank: int | None = None,
+        nranks: int | None = None,
+        mpi_comm: Any = None,
+        initializer_method: str = "",
+    ) -> None:
         if initializer_method != "uid" or uid is None or rank is None or nranks is None or mpi_comm:
             raise NvshmemInvalid(f"Invalid parameters for UID based init {uid} {rank} {nranks}")
         pe = self._alive()
         raw = ctypes.string_at(uid.ptr, UNIQUEID_DTYPE.itemsize)
-        self.inits.append({"device": device.device_id, "current": Device.current, "rank": rank, "nranks": nranks,
-                           "uid": raw})
+        self.inits.append(
+            {"device": device.device_id, "current": Device.current, "rank": rank, "nranks": nranks, "uid": raw}
+        )
         made = self.uids.get(raw)
-        why = ("the id was never made by get_unique_id" if made is None
-               else "the process that made the id is gone" if not made["alive"]
-               else f"the id's listener already took its {nranks} joins and closed" if made["joins"] >= nranks
-               else "this PE's init fails" if pe in self.fail_init_on
-               else pe in self.team_of and "NVSHMEM is initialised in this process already")
+        why = (
+            "the id was never made by get_unique_id"
+            if made is None
+            else "the process that made the id is gone"
+            if not made["alive"]
+            else f"the id's listener already took its {nranks} joins and closed"
+            if made["joins"] >= nranks
+            else "this PE's init fails"
+            if pe in self.fail_init_on
+            else pe in self.team_of and "NVSHMEM is initialised in this process already"
+        )
         if why:
-            self.failed.add(pe)          # init.cu swallows it; the next call exits
+            self.failed.add(pe)  # init.cu swallows it; the next call exits
             self.init_failures.append(f"PE {pe}: {why}")
             return
         made["joins"] += 1
@@ -322,8 +346,19 @@ class Team:
     def install(self, monkeypatch: Any) -> None:
         """Put `nvshmem.core` and `cuda.core` (with Buffer) into sys.modules for the test's duration."""
         core = types.ModuleType("nvshmem.core")
-        for name in ("my_pe", "n_pes", "tensor", "tensor_get_buffer", "free_tensor", "get", "quiet",
-                     "get_unique_id", "init", "finalize", "barrier_all"):
+        for name in (
+            "my_pe",
+            "n_pes",
+            "tensor",
+            "tensor_get_buffer",
+            "free_tensor",
+            "get",
+            "quiet",
+            "get_unique_id",
+            "init",
+            "finalize",
+            "barrier_all",
+        ):
             setattr(core, name, getattr(self, name))
         core.get_nbi = self.get
         core.NvshmemInvalid = NvshmemInvalid
@@ -334,8 +369,12 @@ class Team:
         cuda_core = types.ModuleType("cuda.core")
         cuda_core.Buffer, cuda_core.Device = Buffer, Device
         cuda = sys.modules.get("cuda") or types.ModuleType("cuda")
-        for name, mod in (("nvshmem", pkg), ("nvshmem.core", core), ("nvshmem.bindings", bindings),
-                          ("cuda.core", cuda_core)):
+        for name, mod in (
+            ("nvshmem", pkg),
+            ("nvshmem.core", core),
+            ("nvshmem.bindings", bindings),
+            ("cuda.core", cuda_core),
+        ):
             monkeypatch.setitem(sys.modules, name, mod)
         if "cuda" not in sys.modules:
             monkeypatch.setitem(sys.modules, "cuda", cuda)

@@ -1,8 +1,10 @@
 """Buddy allocator: no overlap, full coalescing, bounded fragmentation; native == Python."""
+
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cluster.dataplane.buddy import BuddyAllocator
 from cluster.dataplane.native_buddy import NativeBuddyAllocator, native_available

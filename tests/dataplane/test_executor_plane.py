@@ -1,4 +1,5 @@
 """Two executors' data planes running a ModelFn with a callback input, as an executor would."""
+
 from __future__ import annotations
 
 import threading
@@ -26,7 +27,7 @@ class Scaled(ModelFn):
         return nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 8))
 
     def execute(self, model: Any, inputs, params) -> dict[str, torch.Tensor]:
-        h = model[0](inputs["x"])            # first half runs before the control input exists
+        h = model[0](inputs["x"])  # first half runs before the control input exists
         self.started_at = time.perf_counter()
         h = h + self.resolve(inputs, "control")
         return {"y": model[1](h)}

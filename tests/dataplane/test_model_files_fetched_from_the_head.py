@@ -1,6 +1,7 @@
 """An executor on another machine that has no copy of a model file fetches it from the head's data socket:
 by digest, in ranges, into its cache (checked, then renamed into place; a second use reads the cache), only
 with the cluster secret, and only files the head digested with the content they still have."""
+
 from __future__ import annotations
 
 import os
@@ -21,7 +22,7 @@ def served(tmp_path, monkeypatch):
     path.parent.mkdir()
     path.write_bytes(os.urandom(300_001))
     server = remote.DataServer(None, "127.0.0.1", SECRET)
-    yield server, path, refs.file_digest(path)   # digested by the head, so served
+    yield server, path, refs.file_digest(path)  # digested by the head, so served
     server.close()
 
 
@@ -33,7 +34,7 @@ def test_a_file_is_fetched_in_ranges_and_then_read_from_the_cache(served, tmp_pa
     fetch = model_files.ModelFileFetcher(server.address, SECRET)
     local = fetch(str(path), digest)
     assert local.startswith(str(tmp_path / "cache")) and open(local, "rb").read() == path.read_bytes()
-    server.close()   # the cached copy needs no server
+    server.close()  # the cached copy needs no server
     assert fetch(str(path), digest) == local
 
 

@@ -1,6 +1,7 @@
 """The GPU arena's calls into nvshmem4py 0.4.1, checked on the CPU against a stand-in that enforces them
 (tests/dataplane/fake_nvshmem.py): transfers on a real stream, blocks named by their exact address,
 publish and pull landed before the handle moves on. The real library runs in test_nvshmem_arena.py."""
+
 from __future__ import annotations
 
 import uuid
@@ -32,7 +33,7 @@ def test_the_stand_in_refuses_what_nvshmem4py_refuses(nvshmem_team, fake_nvshmem
     team = nvshmem_team(1)
     heap = team.tensor((4096,), dtype=torch.uint8)
     with pytest.raises(NotImplementedError):
-        team.get(heap, heap, remote_pe=0, stream=None)       # no stream-less transfers
+        team.get(heap, heap, remote_pe=0, stream=None)  # no stream-less transfers
     with pytest.raises(NotImplementedError):
         team.quiet(stream=None)
     with pytest.raises(fake_nvshmem.NvshmemInvalid):
@@ -51,15 +52,15 @@ def test_a_pull_from_another_pe_copies_exactly_the_published_block(two_pes):
         assert got.dtype == torch.float16 and torch.equal(got, src)
     # one get of the tensor's bytes from PE 0, issued by PE 1 (not the whole arena)
     assert team.gets == [(1, 0, h.nbytes)]
-    assert cons.arena.stream.queue == []    # synchronised before the handle's generation was checked
+    assert cons.arena.stream.queue == []  # synchronised before the handle's generation was checked
 
 
 def test_a_pull_into_a_spill_lands_too(two_pes):
     team, (prod, cons) = two_pes
     with team.as_pe(0):
-        h = prod.publish(torch.ones(1 << 13, dtype=torch.float32))   # 32 KiB: half of each arena
+        h = prod.publish(torch.ones(1 << 13, dtype=torch.float32))  # 32 KiB: half of each arena
     with team.as_pe(1):
-        hold = cons.arena.alloc(cons.arena.capacity)                  # the consumer's arena is full
+        hold = cons.arena.alloc(cons.arena.capacity)  # the consumer's arena is full
         with cons.scope() as scope:
             got = scope.fetch(h)
         assert cons.stats.spilled_in == 1 and torch.equal(got, torch.ones(1 << 13))

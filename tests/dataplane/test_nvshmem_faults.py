@@ -2,6 +2,7 @@
 library does there (tests/dataplane/fake_nvshmem.py): a failed init ends the process, a collective waits for
 every member, an id is good for one team of the process that made it. Executors' team handling runs as it
 does in serving (`Executor._join_team`, `_forget_head`); the head's side is `HostTeams`, as in the head."""
+
 from __future__ import annotations
 
 import contextlib
@@ -32,12 +33,19 @@ def executors(fake_nvshmem, monkeypatch):
     made: list[Executor] = []
 
     def make() -> Executor:
-        ex = Executor("ipc:///nonexistent-head", "cpu", memory_budget=64 << 20, arena_bytes=1 << 20,
-                      executor_id=f"gpu-{uuid.uuid4().hex[:8]}", nvshmem=True)
+        ex = Executor(
+            "ipc:///nonexistent-head",
+            "cpu",
+            memory_budget=64 << 20,
+            arena_bytes=1 << 20,
+            executor_id=f"gpu-{uuid.uuid4().hex[:8]}",
+            nvshmem=True,
+        )
         made.append(ex)
         return ex
+
     yield make
-    for ex in made:   # what an executor process's exit leaves (the stand-in's heaps are the test's)
+    for ex in made:  # what an executor process's exit leaves (the stand-in's heaps are the test's)
         with contextlib.suppress(BaseException):
             ex.plane.store.close()
         if isinstance(ex.plane.arena, ShmArena):
@@ -65,7 +73,7 @@ def test_an_init_that_ends_the_process_is_not_retried_for_ever(nvshmem_team, fak
     team.fail_init_on = {0}
     sent, teams = record()
     deaths = 0
-    for _ in range(4):                        # the supervisor's restarts
+    for _ in range(4):  # the supervisor's restarts
         ex = executors()
         sent.clear()
         teams.add(Member(ex))
@@ -73,9 +81,9 @@ def test_an_init_that_ends_the_process_is_not_retried_for_ever(nvshmem_team, fak
             break
         [(_, ticket)] = sent
         outcome = team.run_pes(lambda pe: ex._join_team(ticket), pes=[0])[0]
-        assert isinstance(outcome, fake_nvshmem.ProcessEnded), outcome   # what the real library does
+        assert isinstance(outcome, fake_nvshmem.ProcessEnded), outcome  # what the real library does
         deaths += 1
-        teams.lose(ex.id)                     # the head: lost during its join
+        teams.lose(ex.id)  # the head: lost during its join
     assert deaths == 2 and not sent, f"{deaths} executors died joining; the last was offered a team: {bool(sent)}"
     assert serves_from_host_memory(ex) and ex.id not in teams.members
 
@@ -88,18 +96,18 @@ def test_a_lost_member_dissolves_the_team_and_the_survivor_never_waits_for_it(nv
     sent, teams = record()
     teams.add(Member(a))
     teams.add(Member(b))
-    latest = dict(sent)                       # the newest ticket of each (a's first one was replaced)
+    latest = dict(sent)  # the newest ticket of each (a's first one was replaced)
     joined = team.each_pe(lambda pe: (a, b)[pe]._join_team(latest[(a, b)[pe].id]))
     assert [r.error for r in joined] == ["", ""] and isinstance(a.plane.arena, NvshmemArena)
     sent.clear()
-    teams.lose(b.id)                          # b's process died: it will never reach a collective again
+    teams.lose(b.id)  # b's process died: it will never reach a collective again
     [(to, msg)] = sent
     assert to == a.id
     outcome = team.run_pes(lambda pe: a._join_team(msg), pes=[0])[0]
     assert team.hangs == [], team.hangs
     assert outcome == m.TeamJoined(msg.generation)
     assert serves_from_host_memory(a)
-    assert not a.plane.can_join()             # its NVSHMEM is still initialised: it registers as unable
+    assert not a.plane.can_join()  # its NVSHMEM is still initialised: it registers as unable
 
 
 def test_after_a_head_restart_the_executor_joins_with_an_id_from_the_live_head(nvshmem_team, fake_nvshmem, executors):
@@ -111,12 +119,12 @@ def test_after_a_head_restart_the_executor_joins_with_an_id_from_the_live_head(n
     old_head.add(Member(ex))
     [(_, first)] = sent
     assert team.run_pes(lambda pe: ex._join_team(first), pes=[0])[0] == m.TeamJoined(first.generation)
-    team.end_maker()                          # the old head's process is gone
+    team.end_maker()  # the old head's process is gone
     outcome = team.run_pes(lambda pe: ex._forget_head(), pes=[0])[0]
     assert outcome is None, outcome
-    assert isinstance(ex.plane.arena, ShmArena) and ex.plane.can_join()   # a team of one was left cleanly
+    assert isinstance(ex.plane.arena, ShmArena) and ex.plane.can_join()  # a team of one was left cleanly
     sent, new_head = record()
-    new_head.add(Member(ex))                  # it registers with the new head, able to join
+    new_head.add(Member(ex))  # it registers with the new head, able to join
     [(_, ticket)] = sent
     assert team.run_pes(lambda pe: ex._join_team(ticket), pes=[0])[0] == m.TeamJoined(ticket.generation)
     assert ticket.uid != first.uid and [i["uid"] for i in team.inits] == [first.uid, ticket.uid]
@@ -133,7 +141,7 @@ def test_after_a_head_restart_a_member_of_a_larger_team_serves_from_host_memory(
     teams.add(Member(b))
     latest = dict(sent)
     team.each_pe(lambda pe: (a, b)[pe]._join_team(latest[(a, b)[pe].id]))
-    outcome = team.run_pes(lambda pe: a._forget_head(), pes=[0])[0]   # b stopped with the head
+    outcome = team.run_pes(lambda pe: a._forget_head(), pes=[0])[0]  # b stopped with the head
     assert outcome is None and team.hangs == []
     assert serves_from_host_memory(a) and not a.plane.can_join()
 
@@ -145,16 +153,18 @@ def test_a_team_step_that_never_returns_ends_the_process(executors, monkeypatch)
     import time
 
     import zmq
+
     ex = executors()
     exits: list[int] = []
 
     def exit_(code: int) -> None:
         exits.append(code)
-        ex._stop = True   # the process is gone: the watchdog's loop ends
+        ex._stop = True  # the process is gone: the watchdog's loop ends
+
     monkeypatch.setattr(executor_module.os, "_exit", exit_)
     ex._running = (executor_module.JOINING_TEAM,)
-    ex._join_deadline = time.monotonic() - 1    # the step began more than its deadline ago
-    ex._next_beat = float("inf")                # no head to beat to
+    ex._join_deadline = time.monotonic() - 1  # the step began more than its deadline ago
+    ex._next_beat = float("inf")  # no head to beat to
     sock = zmq.Context.instance().socket(zmq.DEALER)
     watchdog = threading.Thread(target=ex._watch, args=(sock,), daemon=True)
     watchdog.start()

@@ -1,6 +1,7 @@
 """Pulls from a producer on another host go over its data socket: the same bytes, reference counts and
 generations as through shared memory, received straight into the consumer's arena, and a peer without
 the cluster secret gets nothing."""
+
 from __future__ import annotations
 
 import logging
@@ -25,8 +26,10 @@ def hosts(make_store):
     return prod, cons
 
 
-@pytest.mark.parametrize("shape,dtype", [((3, 5, 7), torch.float32), ((1024, 512), torch.bfloat16),
-                                         ((0, 3), torch.float32), ((257,), torch.int64)])
+@pytest.mark.parametrize(
+    "shape,dtype",
+    [((3, 5, 7), torch.float32), ((1024, 512), torch.bfloat16), ((0, 3), torch.float32), ((257,), torch.int64)],
+)
 def test_a_pull_from_another_host_gives_the_published_tensor_over_tcp(hosts, shape, dtype):
     prod, cons = hosts
     src = (torch.randn(shape) * 10).to(dtype)
@@ -35,7 +38,7 @@ def test_a_pull_from_another_host_gives_the_published_tensor_over_tcp(hosts, sha
     with cons.scope() as scope:
         got = scope.fetch(h)
         assert got.dtype == dtype and got.shape == src.shape and torch.equal(got, src)
-        assert cons.arena.used_bytes > 0 or not h.nbytes   # received into an arena block, as from shm
+        assert cons.arena.used_bytes > 0 or not h.nbytes  # received into an arena block, as from shm
     assert (cons.stats.tcp_pulls, cons.stats.shm_pulls, cons.stats.tcp_bytes) == (1, 0, h.nbytes)
     assert cons.arena.used_bytes == 0 and cons.stats.spilled_in == 0
     # the consumer's release reached the producer's table, and the server gave back the reference it
@@ -57,7 +60,7 @@ def test_reference_counts_and_stale_handles_work_across_hosts(hosts):
 
 def test_the_same_host_keeps_shared_memory_unless_tcp_is_forced(make_store, monkeypatch):
     prod, cons = make_store(), make_store()
-    prod.serve("127.0.0.1", None)   # serving, but on our host
+    prod.serve("127.0.0.1", None)  # serving, but on our host
     with cons.scope() as scope:
         assert torch.equal(scope.fetch(prod.publish(torch.arange(6.0))), torch.arange(6.0))
     assert (cons.stats.shm_pulls, cons.stats.tcp_pulls) == (1, 0)
@@ -75,5 +78,5 @@ def test_a_peer_without_the_cluster_secret_is_refused(hosts, secret, caplog):
     with caplog.at_level(logging.WARNING, "cluster.dataplane"), cons.scope() as scope:
         with pytest.raises(RemoteRefused, match="refused"):
             scope.fetch(h)
-    assert prod.server.refused == 1 and prod.table.refs(h.slot) == 1   # nothing read, nothing released
+    assert prod.server.refused == 1 and prod.table.refs(h.slot) == 1  # nothing read, nothing released
     assert any("refused 127.0.0.1: its cluster secret" in r.message for r in caplog.records)

@@ -1,4 +1,5 @@
 """Segments by name: a lost executor's are removed by its prefix, and names from other processes are checked."""
+
 from __future__ import annotations
 
 import os

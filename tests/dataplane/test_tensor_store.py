@@ -1,4 +1,5 @@
 """Producer -> consumer pulls through arenas: bytes, reference counts, lazy callbacks, spilling."""
+
 from __future__ import annotations
 
 import multiprocessing as mp
@@ -124,12 +125,12 @@ def test_callback_input_fetched_only_when_touched(make_store):
     threading.Thread(target=slow_producer).start()
     with cons.scope() as scope:
         control, never = scope.lazy(published), scope.lazy(unused)
-        t_start = time.perf_counter()           # the consumer runs before its input exists
-        x = torch.ones(4) * 2                   # ... its own work first ...
+        t_start = time.perf_counter()  # the consumer runs before its input exists
+        x = torch.ones(4) * 2  # ... its own work first ...
         assert not control.fetched and cons.stats.pulled == 0
-        y = x + control()                       # ... then reaches the callback input
+        y = x + control()  # ... then reaches the callback input
         assert torch.equal(y, torch.full((4,), 9.0))
-        assert control() is control()           # pulled once
+        assert control() is control()  # pulled once
     assert t_start < t_publish[0] <= control.fetched_at
     assert cons.stats.pulled == 1 and not never.fetched
     # Closing the scope released the untouched input too, so both tensors are reclaimed.
@@ -139,6 +140,7 @@ def test_callback_input_fetched_only_when_touched(make_store):
 def _producer_process(q_out, q_in, prefix: str) -> None:
     from cluster.dataplane.arena import ShmArena
     from cluster.dataplane.tensor_store import TensorStore
+
     store = TensorStore(ShmArena(prefix, 1 << 20), "p", prefix)
     g = torch.Generator().manual_seed(3)
     h = store.publish(torch.randn(64, 64, generator=g))
@@ -153,6 +155,7 @@ def test_pull_across_processes(make_store):
     ctx = mp.get_context("spawn")
     q_out, q_in = ctx.Queue(), ctx.Queue()
     import uuid
+
     p = ctx.Process(target=_producer_process, args=(q_out, q_in, f"cc-p{uuid.uuid4().hex[:8]}-"))
     p.start()
     try:
@@ -178,7 +181,9 @@ def test_lost_producer_raises(make_store):
 
 def test_unmanaged_metadata_reads_a_plain_segment(make_store):
     from types import SimpleNamespace
+
     from cluster.dataplane import segments
+
     name = f"cc-plain{__import__('uuid').uuid4().hex[:8]}"
     mm = segments.create(name, 4096)
     try:

@@ -3,6 +3,7 @@ IP, nothing else reachable), host name, System V IPC and /dev/shm (a tmpfs of it
 with this host can be attached). It keeps this machine's files and CPUs, but a folder of this host's can be
 hidden from it (`hide`), so that a workspace given to it lives at another path and this host's is absent. Processes run in it through `nsenter`. Needs root (CAP_SYS_ADMIN, CAP_NET_ADMIN),
 `unshare`, `nsenter` and `ip`; `OtherHost.unavailable()` says why it cannot be made."""
+
 from __future__ import annotations
 
 import os
@@ -26,7 +27,7 @@ class OtherHost:
     def __init__(self, name: str = "cc-other-host") -> None:
         self.name = name
         n = random.randrange(1, 250)
-        self.ip, self.peer_ip = f"10.201.{n}.2", f"10.201.{n}.1"   # its address; this host's end of the link
+        self.ip, self.peer_ip = f"10.201.{n}.2", f"10.201.{n}.1"  # its address; this host's end of the link
         self.link = f"cch{os.getpid() % 100000}"
         self.holder: subprocess.Popen | None = None
         self.procs: list[subprocess.Popen] = []
@@ -39,20 +40,38 @@ class OtherHost:
             return f"{', '.join(missing)} not installed"
         if os.geteuid() != 0:
             return "namespaces and a veth link need root"
-        probe = subprocess.run(["unshare", "--net", "--uts", "--ipc", "--mount", "true"], capture_output=True, text=True)
+        probe = subprocess.run(
+            ["unshare", "--net", "--uts", "--ipc", "--mount", "true"], capture_output=True, text=True
+        )
         if probe.returncode != 0:
             return f"unshare refused: {probe.stderr.strip()}"
         return None
 
-    def __enter__(self) -> "OtherHost":
-        self.holder = subprocess.Popen(["unshare", "--net", "--uts", "--ipc", "--mount", "--propagation", "private",
-                                        "sh", "-c", HOLDER, "sh", self.name],
-                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    def __enter__(self) -> OtherHost:
+        self.holder = subprocess.Popen(
+            [
+                "unshare",
+                "--net",
+                "--uts",
+                "--ipc",
+                "--mount",
+                "--propagation",
+                "private",
+                "sh",
+                "-c",
+                HOLDER,
+                "sh",
+                self.name,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         line = self.holder.stdout.readline().strip()
         if line != "ready":
             raise RuntimeError(f"the other host did not start: {line} {self.holder.stdout.read()}")
         pid = str(self.holder.pid)
-        run = lambda *cmd: subprocess.run(cmd, check=True, capture_output=True, text=True)   # noqa: E731
+        run = lambda *cmd: subprocess.run(cmd, check=True, capture_output=True, text=True)  # noqa: E731
         run("ip", "link", "add", self.link, "type", "veth", "peer", "name", "eth0", "netns", pid)
         run("ip", "addr", "add", f"{self.peer_ip}/30", "dev", self.link)
         run("ip", "link", "set", self.link, "up")
@@ -62,8 +81,12 @@ class OtherHost:
 
     def hide(self, path: Path) -> None:
         """Make `path` (a folder of this host's) absent on the other one: an empty tmpfs is mounted over it there."""
-        subprocess.run(["nsenter", "-t", str(self.holder.pid), "-m", "mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs",
-                        str(path)], check=True, capture_output=True, text=True)
+        subprocess.run(
+            ["nsenter", "-t", str(self.holder.pid), "-m", "mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(path)],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
 
     def cut(self) -> None:
         """The link goes down: from now on the other host is unreachable, as a machine whose network failed."""
@@ -71,8 +94,12 @@ class OtherHost:
 
     def popen(self, argv: list[str], cwd: Path, env: dict[str, str], log: Path) -> subprocess.Popen:
         """Start `argv` on the other host (its output to `log`)."""
-        proc = subprocess.Popen(["nsenter", "-t", str(self.holder.pid), "-n", "-u", "-i", "-m", f"--wd={cwd}", "--",
-                                 *argv], env=env, stdout=open(log, "w"), stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            ["nsenter", "-t", str(self.holder.pid), "-n", "-u", "-i", "-m", f"--wd={cwd}", "--", *argv],
+            env=env,
+            stdout=open(log, "w"),
+            stderr=subprocess.STDOUT,
+        )
         self.procs.append(proc)
         return proc
 
@@ -93,6 +120,6 @@ class OtherHost:
             except subprocess.TimeoutExpired:
                 proc.kill()
         if self.holder is not None:
-            self.holder.kill()   # the last process in its namespaces: the link goes with them
+            self.holder.kill()  # the last process in its namespaces: the link goes with them
             self.holder.wait(10)
         subprocess.run(["ip", "link", "del", self.link], capture_output=True)

@@ -1,4 +1,5 @@
 """Bad input gives one clear error naming the node and the input, and the process goes on working."""
+
 from __future__ import annotations
 
 import asyncio
@@ -15,8 +16,9 @@ def _workflow(name: str) -> dict:
 
 
 def _run(ws, prompt: dict) -> str:
-    from comfy_bridge.registry import build_registry
     from comfy_bridge.cli.run import run_prompt
+    from comfy_bridge.registry import build_registry
+
     with pytest.raises(SystemExit) as info:
         asyncio.run(run_prompt(prompt, None, build_registry(ws), show_progress=False))
     return str(info.value)
@@ -42,7 +44,7 @@ def test_truncated_checkpoint_fails_validation_naming_loader_and_input(demo_work
 
 def test_lora_for_another_architecture_names_the_lora(demo_workspace):
     prompt = _workflow("lora.json")
-    prompt["4"]["inputs"]["ckpt_name"] = "sdxl-tiny.safetensors"   # the demo LoRA is for SD1
+    prompt["4"]["inputs"]["ckpt_name"] = "sdxl-tiny.safetensors"  # the demo LoRA is for SD1
     message = _run(demo_workspace, prompt)
     assert "sd1-tiny-lora.safetensors" in message and "another architecture" in message
     assert "clip:" in message or "model:" in message
@@ -71,11 +73,13 @@ def test_out_of_range_widget_fails_validation_naming_input(demo_workspace):
 
 
 def test_process_keeps_working_after_errors(demo_workspace, truncated_checkpoint):
-    from comfy_bridge.registry import build_registry
     from comfy_bridge.cli.run import run_prompt
+    from comfy_bridge.registry import build_registry
+
     bad = _workflow("text_to_image.json")
     bad["4"]["inputs"]["ckpt_name"] = truncated_checkpoint
     _run(demo_workspace, bad)
-    files = asyncio.run(run_prompt(_workflow("text_to_image.json"), None, build_registry(demo_workspace),
-                                   show_progress=False))
+    files = asyncio.run(
+        run_prompt(_workflow("text_to_image.json"), None, build_registry(demo_workspace), show_progress=False)
+    )
     assert files and files[0].exists()

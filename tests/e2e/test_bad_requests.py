@@ -1,5 +1,6 @@
 """Bad requests against a real server: each gets ComfyUI's error shape (or a 4xx for files), the server
 keeps serving, and nothing is written outside the workspace."""
+
 from __future__ import annotations
 
 import json
@@ -65,7 +66,7 @@ def test_cycle(base):
 
 def test_wrong_link_type(base):
     prompt = _default()
-    prompt["3"]["inputs"]["positive"] = ["5", 0]   # LATENT into CONDITIONING
+    prompt["3"]["inputs"]["positive"] = ["5", 0]  # LATENT into CONDITIONING
     status, body = _post_prompt(base, prompt)
     assert status == 400
     errors = body["node_errors"]["3"]["errors"]
@@ -90,7 +91,7 @@ def test_ten_megabyte_prompt_is_413_naming_the_limit(base):
 
 def test_two_megabyte_prompt_text_is_413_naming_the_limit(base):
     prompt = _default()
-    prompt["6"]["inputs"]["text"] = "a cat " * 350_000   # 2.1 MB of text: 109 s of CLIP CPU before the limit
+    prompt["6"]["inputs"]["text"] = "a cat " * 350_000  # 2.1 MB of text: 109 s of CLIP CPU before the limit
     status, body = _post_prompt(base, prompt)
     assert status == 413 and body["error"]["extra_info"]["limit"] == "max_text_chars"
     assert "node 6" in body["error"]["message"]
@@ -108,15 +109,22 @@ def test_five_thousand_node_prompt(base):
 
 def test_deeply_nested_lists(base):
     nested = "[" * 100_000 + "]" * 100_000
-    body = ('{"prompt": {"1": {"class_type": "ImageInvert", "inputs": {"image": ' + nested + '}}}}').encode()
+    body = ('{"prompt": {"1": {"class_type": "ImageInvert", "inputs": {"image": ' + nested + "}}}}").encode()
     status, _ = _request(base + "/prompt", body)
     assert status == 400
     _still_serving(base)
 
 
-@pytest.mark.parametrize("query", ["filename=../../etc/passwd", "filename=..%2f..%2fetc%2fpasswd",
-                                   "filename=passwd&subfolder=../../../etc", "filename=/etc/passwd",
-                                   "filename=x.png&type=../../etc"])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "filename=../../etc/passwd",
+        "filename=..%2f..%2fetc%2fpasswd",
+        "filename=passwd&subfolder=../../../etc",
+        "filename=/etc/passwd",
+        "filename=x.png&type=../../etc",
+    ],
+)
 def test_view_traversal(base, query):
     status, _ = _request(base + "/view?" + query)
     assert status in (400, 403, 404)
@@ -126,12 +134,18 @@ def test_upload_traversal_and_size(base, demo_workspace):
     boundary = "XXBOUNDARY"
 
     def multipart(filename: str, payload: bytes, subfolder: str = "") -> bytes:
-        parts = [f"--{boundary}\r\nContent-Disposition: form-data; name=\"image\"; filename=\"{filename}\"\r\n"
-                 f"Content-Type: image/png\r\n\r\n".encode() + payload + b"\r\n"]
+        parts = [
+            f'--{boundary}\r\nContent-Disposition: form-data; name="image"; filename="{filename}"\r\n'
+            f"Content-Type: image/png\r\n\r\n".encode()
+            + payload
+            + b"\r\n"
+        ]
         if subfolder:
-            parts.append(f"--{boundary}\r\nContent-Disposition: form-data; name=\"subfolder\"\r\n\r\n{subfolder}\r\n"
-                         .encode())
+            parts.append(
+                f'--{boundary}\r\nContent-Disposition: form-data; name="subfolder"\r\n\r\n{subfolder}\r\n'.encode()
+            )
         return b"".join(parts) + f"--{boundary}--\r\n".encode()
+
     headers = {"Content-Type": f"multipart/form-data; boundary={boundary}"}
     outside = demo_workspace.root.parent / "escaped.png"
     status, _ = _request(base + "/upload/image", multipart("x.png", b"\x89PNG", "../../"), headers=headers)
@@ -143,8 +157,9 @@ def test_upload_traversal_and_size(base, demo_workspace):
     _still_serving(base)
 
 
-@pytest.mark.parametrize("path", ["/userdata/..%2f..%2fsecret.json", "/userdata/%2e%2e%2fsecret.json",
-                                  "/userdata/..%5csecret.json"])
+@pytest.mark.parametrize(
+    "path", ["/userdata/..%2f..%2fsecret.json", "/userdata/%2e%2e%2fsecret.json", "/userdata/..%5csecret.json"]
+)
 def test_userdata_traversal(base, demo_workspace, path):
     status, _ = _request(base + path, b"{}", method="POST")
     assert status in (400, 403, 404)

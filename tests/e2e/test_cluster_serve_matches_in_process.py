@@ -1,5 +1,6 @@
 """`comfy-cluster serve --executors 2` runs every shipped workflow through two executor processes, and
 the images are bit-identical to the in-process run (one torch thread everywhere)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -59,12 +60,16 @@ def _decoded(source, name: str) -> list[np.ndarray]:
 
 @pytest.mark.parametrize("workflow", WORKFLOWS, ids=lambda p: p.stem)
 def test_two_executors_give_the_in_process_images(cluster_server, demo_workspace, workflow, fixed_threads):
-    from comfy_bridge.registry import build_registry
     from comfy_bridge.cli.run import run_prompt
+    from comfy_bridge.registry import build_registry
+
     prompt = json.loads(workflow.read_text())
     remote = _run_on_server(cluster_server, prompt)
-    local = [frame for f in asyncio.run(run_prompt(prompt, None, build_registry(demo_workspace), show_progress=False))
-             for frame in _decoded(str(f), f.name)]
+    local = [
+        frame
+        for f in asyncio.run(run_prompt(prompt, None, build_registry(demo_workspace), show_progress=False))
+        for frame in _decoded(str(f), f.name)
+    ]
     assert len(remote) == len(local) > 0
     for a, b in zip(remote, local):
         assert a.shape == b.shape

@@ -1,5 +1,6 @@
 """With --concurrent-prompts 2 on a two-executor cluster, two clients' prompts run at the same time
 (their executions overlap), each client hears only its own prompt, and the images are the in-process ones."""
+
 from __future__ import annotations
 
 import asyncio
@@ -55,6 +56,7 @@ def test_two_prompts_overlap_and_stay_apart(serve, demo_workspace, fixed_threads
 
     async def both():
         return await asyncio.gather(_client(base, 7), _client(base, 8))
+
     (pid_a, seen_a, hist_a), (pid_b, seen_b, hist_b) = asyncio.run(both())
 
     start_a, end_a = _window(hist_a)
@@ -64,12 +66,14 @@ def test_two_prompts_overlap_and_stay_apart(serve, demo_workspace, fixed_threads
         ids = {m["data"].get("prompt_id") for m in seen if isinstance(m.get("data"), dict)}
         assert pid in ids and other not in ids
 
-    from comfy_bridge.registry import build_registry
     from comfy_bridge.cli.run import run_prompt
+    from comfy_bridge.registry import build_registry
+
     registry = build_registry(demo_workspace)
     for seed, hist in ((7, hist_a), (8, hist_b)):
         (out,) = [im for o in hist["outputs"].values() for im in o.get("images", [])]
-        served = np.asarray(Image.open(io.BytesIO(urllib.request.urlopen(
-            f"{base}/view?" + urllib.parse.urlencode(out)).read())))
+        served = np.asarray(
+            Image.open(io.BytesIO(urllib.request.urlopen(f"{base}/view?" + urllib.parse.urlencode(out)).read()))
+        )
         (path,) = asyncio.run(run_prompt(_prompt(seed), None, registry, show_progress=False))
         assert np.array_equal(served, np.asarray(Image.open(path)))

@@ -2,6 +2,7 @@
 (`--executors 0`): the demo SD1 model sampled with ContextWindowsManual over the latent's width (dim 3, windows of 4
 of its 8 columns overlapping by 2) gives the same images in both modes, and not the plain run's images (the windows'
 predictions are blended where they overlap)."""
+
 from __future__ import annotations
 
 import io
@@ -26,9 +27,20 @@ def _prompt(windows: bool) -> dict:
     prompt["5"]["inputs"].update(width=64, height=64, batch_size=2)
     prompt["3"]["inputs"].update(steps=4)
     if windows:
-        prompt["20"] = {"class_type": "ContextWindowsManual", "inputs": {
-            "model": ["4", 0], "context_length": 4, "context_overlap": 2, "context_schedule": "standard_static",
-            "context_stride": 1, "closed_loop": False, "fuse_method": "pyramid", "dim": 3, "freenoise": False}}
+        prompt["20"] = {
+            "class_type": "ContextWindowsManual",
+            "inputs": {
+                "model": ["4", 0],
+                "context_length": 4,
+                "context_overlap": 2,
+                "context_schedule": "standard_static",
+                "context_stride": 1,
+                "closed_loop": False,
+                "fuse_method": "pyramid",
+                "dim": 3,
+                "freenoise": False,
+            },
+        }
         prompt["3"]["inputs"]["model"] = ["20", 0]
     return prompt
 
@@ -48,8 +60,9 @@ def _images(base: str, prompt: dict) -> np.ndarray:
             raise AssertionError(entry["status"])
         if entry and entry["status"]["completed"]:
             saved = next(o["images"] for o in entry["outputs"].values() if "images" in o)
-            return np.stack([np.asarray(Image.open(io.BytesIO(_get(f"{base}/view?" + urllib.parse.urlencode(e)))))
-                             for e in saved])
+            return np.stack(
+                [np.asarray(Image.open(io.BytesIO(_get(f"{base}/view?" + urllib.parse.urlencode(e))))) for e in saved]
+            )
         time.sleep(0.3)
     raise TimeoutError(pid)
 
@@ -57,7 +70,10 @@ def _images(base: str, prompt: dict) -> np.ndarray:
 @pytest.fixture(scope="module")
 def servers(serve):
     # the executor's torch threads as many as the in-process run's: the same images
-    return {"default": serve("--executor-threads", str(torch.get_num_threads())), "in-process": serve("--executors", "0")}
+    return {
+        "default": serve("--executor-threads", str(torch.get_num_threads())),
+        "in-process": serve("--executors", "0"),
+    }
 
 
 def test_context_windows_give_the_same_images_in_both_modes(servers):

@@ -10,6 +10,7 @@ listing that dispatch in flight: everything it sent before it stopped has been r
 was not done. Then SIGKILL. If the dispatch completed in between, the executor is resumed and the next
 step is tried. Every wait is on a condition of the stats or the history, never a fixed sleep.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -28,7 +29,7 @@ from PIL import Image
 
 REPO = Path(__file__).resolve().parents[2]
 SEED, STEPS = 4242, 20
-HEARTBEAT_S, LOST_AFTER_S = 0.5, 3.0   # the head's defaults, which `serve` keeps
+HEARTBEAT_S, LOST_AFTER_S = 0.5, 3.0  # the head's defaults, which `serve` keeps
 
 
 def _get(url: str) -> bytes:
@@ -65,7 +66,8 @@ def test_executor_killed_while_running_a_denoise_step(serve, demo_workspace, fix
     t_ready = time.monotonic()
     body = json.dumps({"prompt": _prompt(), "client_id": uuid.uuid4().hex}).encode()
     prompt_id = json.loads(urllib.request.urlopen(urllib.request.Request(base + "/prompt", data=body)).read())[
-        "prompt_id"]
+        "prompt_id"
+    ]
 
     def denoising() -> tuple[dict, dict] | None:
         """(executor, dispatch) of a denoise_step of this prompt in flight, per the head, on an executor
@@ -86,7 +88,7 @@ def test_executor_killed_while_running_a_denoise_step(serve, demo_workspace, fix
             s = stats()
             now = next((e for e in s["executors"] if e["id"] == ex["id"]), None)
             if now is None or job["dispatch_id"] not in {j["dispatch_id"] for j in now["inflight"]}:
-                held = False            # it finished that step before it stopped (or was lost meanwhile)
+                held = False  # it finished that step before it stopped (or was lost meanwhile)
             elif now["last_seen_s"] >= 2 * HEARTBEAT_S:
                 held = True
             else:
@@ -107,24 +109,32 @@ def test_executor_killed_while_running_a_denoise_step(serve, demo_workspace, fix
         h = history()
         assert not h, f"the prompt ended without a re-run: {h['status']}"
         return None
+
     after = _wait("the head to re-run the killed executor's denoise_step", rerun, timeout=60)
     assert after["executors_lost"] > at_kill["executors_lost"]
     assert victim["id"] not in {e["id"] for e in after["executors"]}
 
-    done = _wait("the prompt to finish", lambda: (h := history()) and (
-        h["status"]["completed"] or h["status"]["status_str"] == "error") and h, timeout=600, every=0.2)
+    done = _wait(
+        "the prompt to finish",
+        lambda: (h := history()) and (h["status"]["completed"] or h["status"]["status_str"] == "error") and h,
+        timeout=600,
+        every=0.2,
+    )
     assert done["status"]["status_str"] == "success", done["status"]
     (out,) = [im for o in done["outputs"].values() for im in o.get("images", [])]
     image = np.asarray(Image.open(io.BytesIO(_get(f"{base}/view?" + urllib.parse.urlencode(out)))))
     t_done = time.monotonic()
     final = stats()
     assert final["failed"] == at_kill["failed"]
-    print(f"killed executor {victim['id']} (pid {victim['pid']}) in step {dispatch}; reruns "
-          f"{at_kill['reruns']} -> {final['reruns']}, executors lost {at_kill['executors_lost']} -> "
-          f"{final['executors_lost']}; executors up {t_ready - t0:.1f}s, kill after {t_kill - t_ready:.1f}s, "
-          f"done {t_done - t_kill:.1f}s later")
+    print(
+        f"killed executor {victim['id']} (pid {victim['pid']}) in step {dispatch}; reruns "
+        f"{at_kill['reruns']} -> {final['reruns']}, executors lost {at_kill['executors_lost']} -> "
+        f"{final['executors_lost']}; executors up {t_ready - t0:.1f}s, kill after {t_kill - t_ready:.1f}s, "
+        f"done {t_done - t_kill:.1f}s later"
+    )
 
-    from comfy_bridge.registry import build_registry
     from comfy_bridge.cli.run import run_prompt
+    from comfy_bridge.registry import build_registry
+
     (path,) = asyncio.run(run_prompt(_prompt(), None, build_registry(demo_workspace), show_progress=False))
     assert np.array_equal(image, np.asarray(Image.open(path))), "the image differs after the kill"

@@ -4,6 +4,7 @@ another path: the default, ControlNet and LoRA workflows give the in-process ima
 `auto`) moved every tensor over TCP because the hosts differ, and the executor found the head's model files
 in its own model folders by name, proven by digest, and fetched from the head a file it has no copy of; a
 node pack's node runs there from its own copy of the pack, and the files it saves reach the head."""
+
 from __future__ import annotations
 
 import io
@@ -24,8 +25,9 @@ from tests.e2e.other_host import OtherHost
 from tests.e2e.test_samplers_on_executors import render_in_process, render_on_server
 
 PACK = REPO / "tests" / "packs" / "fixture_packs" / "v1_pack"
-pytestmark = pytest.mark.skipif(OtherHost.unavailable() is not None,
-                                reason=f"no other host can be made here: {OtherHost.unavailable()}")
+pytestmark = pytest.mark.skipif(
+    OtherHost.unavailable() is not None, reason=f"no other host can be made here: {OtherHost.unavailable()}"
+)
 
 
 def _stats(base: str) -> dict:
@@ -47,7 +49,7 @@ def _image(base: str, ref: dict) -> np.ndarray:
 
 def _prompt(workflow: str, seed: int) -> dict:
     p = json.loads((REPO / "workflows_json" / f"{workflow}.json").read_text())
-    p["3"]["inputs"].update(seed=seed, steps=4)   # node 3 is the KSampler in each
+    p["3"]["inputs"].update(seed=seed, steps=4)  # node 3 is the KSampler in each
     return p
 
 
@@ -75,13 +77,17 @@ def joined(serve, demo_workspace, other_host, tmp_path_factory):
     there = tmp_path_factory.mktemp("other-host-workspace")
     _workspace(there, demo_workspace)
     shutil.copy(here / "cluster.secret", there / "cluster.secret")
-    for hidden in (here, demo_workspace.root):   # the head's files are not on the other machine
+    for hidden in (here, demo_workspace.root):  # the head's files are not on the other machine
         other_host.hide(hidden)
     env = {k: v for k, v in os.environ.items() if k != "COMFY_CLUSTER_SECRET"}
-    env["COMFY_CLUSTER_MODEL_CACHE"] = str(there / "model-cache")   # what it fetches from the head
+    env["COMFY_CLUSTER_MODEL_CACHE"] = str(there / "model-cache")  # what it fetches from the head
     log = there / "executor.log"
-    proc = other_host.python(["-m", "comfy_bridge.cli", "executor", "--head", head, "--workspace", str(there),
-                              "--threads", "1"], REPO, log, env)
+    proc = other_host.python(
+        ["-m", "comfy_bridge.cli", "executor", "--head", head, "--workspace", str(there), "--threads", "1"],
+        REPO,
+        log,
+        env,
+    )
     deadline = time.time() + 120
     while not _stats(base)["executors"]:
         assert time.time() < deadline and proc.poll() is None, log.read_text()
@@ -89,11 +95,15 @@ def joined(serve, demo_workspace, other_host, tmp_path_factory):
     yield base, here, there
 
 
-def test_an_executor_on_another_host_gives_the_in_process_images_over_tcp(joined, demo_workspace, other_host,
-                                                                            fixed_threads):
+def test_an_executor_on_another_host_gives_the_in_process_images_over_tcp(
+    joined, demo_workspace, other_host, fixed_threads
+):
     base, here, _ = joined
-    prompts = {"default": _prompt("text_to_image", 1), "controlnet": _prompt("controlnet", 2),
-               "lora": _prompt("lora", 3)}
+    prompts = {
+        "default": _prompt("text_to_image", 1),
+        "controlnet": _prompt("controlnet", 2),
+        "lora": _prompt("lora", 3),
+    }
     remote = render_on_server(base, prompts)
     local = render_in_process(demo_workspace, prompts)
     for case in prompts:
@@ -110,11 +120,13 @@ def test_an_executor_on_another_host_gives_the_in_process_images_over_tcp(joined
 def test_a_pack_node_runs_on_the_other_host_from_its_own_copy_of_the_pack(joined):
     base, _, _ = joined
     completed = _stats(base)["executors"][0]["completed"]
-    prompt = {"img": {"class_type": "LoadImage", "inputs": {"image": "example.png"}},
-              "inv": {"class_type": "V1Invert", "inputs": {"image": ["img", 0]}},
-              "twice": {"class_type": "V1Invert", "inputs": {"image": ["inv", 0]}},
-              "a": {"class_type": "SaveImage", "inputs": {"images": ["img", 0], "filename_prefix": "pack_a"}},
-              "b": {"class_type": "SaveImage", "inputs": {"images": ["twice", 0], "filename_prefix": "pack_b"}}}
+    prompt = {
+        "img": {"class_type": "LoadImage", "inputs": {"image": "example.png"}},
+        "inv": {"class_type": "V1Invert", "inputs": {"image": ["img", 0]}},
+        "twice": {"class_type": "V1Invert", "inputs": {"image": ["inv", 0]}},
+        "a": {"class_type": "SaveImage", "inputs": {"images": ["img", 0], "filename_prefix": "pack_a"}},
+        "b": {"class_type": "SaveImage", "inputs": {"images": ["twice", 0], "filename_prefix": "pack_b"}},
+    }
     body = json.dumps({"prompt": prompt, "client_id": uuid.uuid4().hex}).encode()
     pid = json.loads(urllib.request.urlopen(urllib.request.Request(base + "/prompt", data=body)).read())["prompt_id"]
     entry = _finished(base, pid)
@@ -127,9 +139,11 @@ def test_a_pack_node_runs_on_the_other_host_from_its_own_copy_of_the_pack(joined
 
 def test_files_a_pack_node_saves_on_the_other_host_are_served_by_the_head(joined):
     base, here, _ = joined
-    prompt = {"img": {"class_type": "LoadImage", "inputs": {"image": "example.png"}},
-              "keep": {"class_type": "V1SaveImage", "inputs": {"image": ["img", 0]}},
-              "a": {"class_type": "SaveImage", "inputs": {"images": ["img", 0], "filename_prefix": "pack_save"}}}
+    prompt = {
+        "img": {"class_type": "LoadImage", "inputs": {"image": "example.png"}},
+        "keep": {"class_type": "V1SaveImage", "inputs": {"image": ["img", 0]}},
+        "a": {"class_type": "SaveImage", "inputs": {"images": ["img", 0], "filename_prefix": "pack_save"}},
+    }
     body = json.dumps({"prompt": prompt, "client_id": uuid.uuid4().hex}).encode()
     pid = json.loads(urllib.request.urlopen(urllib.request.Request(base + "/prompt", data=body)).read())["prompt_id"]
     entry = _finished(base, pid)
@@ -141,12 +155,12 @@ def test_files_a_pack_node_saves_on_the_other_host_are_served_by_the_head(joined
 
 def test_a_model_file_only_the_head_has_is_fetched_from_it(joined, demo_workspace, fixed_threads):
     base, here, there = joined
-    only_here = here / "models" / "loras" / "only-on-the-head.safetensors"   # as a tenant's upload would be
+    only_here = here / "models" / "loras" / "only-on-the-head.safetensors"  # as a tenant's upload would be
     shutil.copy(here / "models" / "loras" / "sd1-tiny-lora.safetensors", only_here)
     prompt = _prompt("lora", 4)
     prompt["10"]["inputs"]["lora_name"] = only_here.name
     fetched = render_on_server(base, {"lora": prompt})["lora"]
-    same = _prompt("lora", 4)   # the same bytes under the name the other host has
+    same = _prompt("lora", 4)  # the same bytes under the name the other host has
     assert np.array_equal(fetched, render_in_process(demo_workspace, {"lora": same})["lora"])
-    (copy,) = (there / "model-cache").rglob(only_here.name)   # fetched once, into the other host's cache
+    (copy,) = (there / "model-cache").rglob(only_here.name)  # fetched once, into the other host's cache
     assert copy.read_bytes() == only_here.read_bytes()

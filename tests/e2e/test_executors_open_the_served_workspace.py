@@ -4,6 +4,7 @@ OpenAI-sized CLIP vocabulary finds it in W's models/configs on an executor exact
 The workspace is built here: a CLIP-L-layout text encoder with 49,408 token embeddings (random, 32 wide)
 and a vocabulary file of that size in OpenAI's merges format (made-up merges; the shape is what counts).
 The server processes get an empty default workspace, so an executor that ignored --workspace would fail."""
+
 from __future__ import annotations
 
 import gzip
@@ -28,8 +29,9 @@ WIDE_CLIP = "wide-vocab-clip.safetensors"
 def write_vocab(path: Path) -> None:
     """A merges file as OpenAI ships it: a header line, then 48,894 merges (256 * 2 + merges + 2 = 49,408)."""
     from nodes.models.tokenizer import OPENAI_VOCAB_SIZE, bytes_to_unicode
+
     base = list(bytes_to_unicode().values())
-    merges = [f"{a} {b}</w>" for a in base for b in base][:OPENAI_VOCAB_SIZE - 2 * 256 - 2]
+    merges = [f"{a} {b}</w>" for a in base for b in base][: OPENAI_VOCAB_SIZE - 2 * 256 - 2]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(gzip.compress(("#version: test\n" + "\n".join(merges) + "\n").encode()))
 
@@ -37,12 +39,24 @@ def write_vocab(path: Path) -> None:
 def write_wide_text_encoder(path: Path) -> None:
     from safetensors.torch import save_file
     from transformers import CLIPTextConfig, CLIPTextModel
+
     from nodes.models.tokenizer import OPENAI_VOCAB_SIZE
+
     torch.manual_seed(0)
-    model = CLIPTextModel(CLIPTextConfig(vocab_size=OPENAI_VOCAB_SIZE, hidden_size=32, intermediate_size=64,
-                                         num_hidden_layers=2, num_attention_heads=2, max_position_embeddings=77,
-                                         hidden_act="quick_gelu", bos_token_id=OPENAI_VOCAB_SIZE - 2,
-                                         eos_token_id=OPENAI_VOCAB_SIZE - 1, pad_token_id=OPENAI_VOCAB_SIZE - 1))
+    model = CLIPTextModel(
+        CLIPTextConfig(
+            vocab_size=OPENAI_VOCAB_SIZE,
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            max_position_embeddings=77,
+            hidden_act="quick_gelu",
+            bos_token_id=OPENAI_VOCAB_SIZE - 2,
+            eos_token_id=OPENAI_VOCAB_SIZE - 1,
+            pad_token_id=OPENAI_VOCAB_SIZE - 1,
+        )
+    )
     tensors = {k: v.contiguous() for k, v in model.state_dict().items() if not k.endswith("position_ids")}
     path.parent.mkdir(parents=True, exist_ok=True)
     save_file(tensors, str(path))
@@ -74,19 +88,36 @@ def serve(workspace: Path, tmp: Path, executors: int) -> tuple[subprocess.Popen,
     env = {**__import__("os").environ, "COMFY_CLUSTER_WORKSPACE": str(empty_default)}
     env.pop("COMFY_CLUSTER_CLIP_VOCAB", None)
     log = open(tmp / f"server-{executors}.log", "w")
-    proc = subprocess.Popen([sys.executable, "-m", "comfy_bridge.cli", "serve", "--workspace", str(workspace),
-                             "--port", str(port), "--executors", str(executors), "--executor-threads", "1"],
-                            cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "comfy_bridge.cli",
+            "serve",
+            "--workspace",
+            str(workspace),
+            "--port",
+            str(port),
+            "--executors",
+            str(executors),
+            "--executor-threads",
+            "1",
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     base = f"http://127.0.0.1:{port}"
     deadline = time.time() + 120
     while True:
         try:
             urllib.request.urlopen(base + "/system_stats", timeout=2).read()
             return proc, base
-        except OSError:
+        except OSError as err:
             if time.time() > deadline or proc.poll() is not None:
                 proc.kill()
-                raise RuntimeError("server did not start:\n" + (tmp / f"server-{executors}.log").read_text())
+                raise RuntimeError("server did not start:\n" + (tmp / f"server-{executors}.log").read_text()) from err
             time.sleep(0.3)
 
 

@@ -1,6 +1,7 @@
 """`comfy-cluster serve` with executors leaves nothing behind: after SIGTERM, after Ctrl-C (SIGINT to the
 whole process group, as a terminal sends it, with no traceback) and after a SIGKILL of an executor or of
 the head and a restart, /dev/shm and the temp folder hold no segment or socket of a dead process."""
+
 from __future__ import annotations
 
 import json
@@ -32,10 +33,28 @@ class Server:
         self.log_start = log.stat().st_size if log.exists() else 0
         # its own session: a process group to send Ctrl-C to, as a terminal does
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "comfy_bridge.cli", "serve", "--workspace", str(workspace), "--port",
-             str(self.port), "--executors", "2", "--executor-threads", "1", "--state-db", "memory"],
-            cwd=REPO, env={**os.environ, "TMPDIR": str(tmpdir)}, stdout=open(log, "ab"),
-            stderr=subprocess.STDOUT, start_new_session=True)
+            [
+                sys.executable,
+                "-m",
+                "comfy_bridge.cli",
+                "serve",
+                "--workspace",
+                str(workspace),
+                "--port",
+                str(self.port),
+                "--executors",
+                "2",
+                "--executor-threads",
+                "1",
+                "--state-db",
+                "memory",
+            ],
+            cwd=REPO,
+            env={**os.environ, "TMPDIR": str(tmpdir)},
+            stdout=open(log, "ab"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         deadline = time.time() + 180
         while True:
             try:
@@ -49,15 +68,14 @@ class Server:
     def _wait_executors(self, n: int) -> list[psutil.Process]:
         deadline = time.time() + 120
         while True:
-            found = [c for c in psutil.Process(self.proc.pid).children()
-                     if "cluster.executor" in " ".join(c.cmdline())]
+            found = [c for c in psutil.Process(self.proc.pid).children() if "cluster.executor" in " ".join(c.cmdline())]
             if len(found) == n:
                 return found
             assert time.time() < deadline, f"{len(found)} executors: {self.output()}"
             time.sleep(0.2)
 
     def output(self) -> str:
-        return self.log.read_bytes()[self.log_start:].decode(errors="replace")
+        return self.log.read_bytes()[self.log_start :].decode(errors="replace")
 
     def render(self) -> None:
         """One small prompt through the executors, so the head's caller store exists too."""
@@ -126,7 +144,7 @@ def test_serve_leaves_nothing_behind_on_any_exit(demo_workspace, tmp_path):
     victim.wait(30)
     # sooner than the head would miss its heartbeats (lost_after_s = 3)
     _until(lambda: leftovers([victim.pid], tmpdir) == [], f"segments of executor {victim.pid} stay", timeout=2.5)
-    server.executors = server._wait_executors(2)   # with its replacement
+    server.executors = server._wait_executors(2)  # with its replacement
 
     # SIGKILL of the head: its segments and socket stay until the next start reclaims them
     dead = server.pids + [victim.pid]

@@ -1,6 +1,7 @@
 """The FLUX.2 Klein demo workflow (workflows_json/flux2_klein.json, on the flux2-klein-tiny files a fresh
 workspace gets) renders on `serve` with its default executors and with `--executors 0` (in-process), and the
 two images are identical."""
+
 from __future__ import annotations
 
 import io
@@ -29,9 +30,15 @@ def render(base: str, prompt: dict) -> list[np.ndarray]:
         time.sleep(0.3)
     else:
         raise TimeoutError(pid)
-    return [np.asarray(Image.open(io.BytesIO(urllib.request.urlopen(
-                f"{base}/view?" + urllib.parse.urlencode(im), timeout=30).read())))
-            for out in history[pid]["outputs"].values() for im in out.get("images", [])]
+    return [
+        np.asarray(
+            Image.open(
+                io.BytesIO(urllib.request.urlopen(f"{base}/view?" + urllib.parse.urlencode(im), timeout=30).read())
+            )
+        )
+        for out in history[pid]["outputs"].values()
+        for im in out.get("images", [])
+    ]
 
 
 def test_default_executors_and_in_process_give_the_same_klein_image(serve):

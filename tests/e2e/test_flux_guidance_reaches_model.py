@@ -1,4 +1,5 @@
 """FluxGuidance's value is what the guidance-distilled Flux model is conditioned on."""
+
 from __future__ import annotations
 
 import asyncio
@@ -12,8 +13,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _image(ws, guidance: float) -> np.ndarray:
-    from comfy_bridge.registry import build_registry
     from comfy_bridge.cli.run import run_prompt
+    from comfy_bridge.registry import build_registry
+
     prompt = json.loads((REPO / "workflows_json" / "flux.json").read_text())
     prompt["13"]["inputs"]["guidance"] = guidance
     prompt["3"]["inputs"]["steps"] = 2

@@ -11,6 +11,7 @@ server reads the symmetric heap's outputs through). TF32 is off for the whole se
 (NVIDIA_TF32_OVERRIDE=0, which cuBLAS and cuDNN read: torch leaves TF32 on for cuDNN's convolutions by
 default), so the tolerance compares fp32 kernels with fp32 kernels, not TF32's 10-bit mantissa with fp32.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -42,42 +43,67 @@ def run_on_server(base: str, prompt: dict, deadline_s: float = 90) -> list[np.nd
         history = json.loads(urllib.request.urlopen(f"{base}/history/{pid}", timeout=30).read())
         assert not (pid in history and history[pid]["status"]["status_str"] == "error"), history[pid]["status"]
         if pid in history and history[pid]["status"]["completed"]:
-            return [np.asarray(Image.open(io.BytesIO(urllib.request.urlopen(
-                        f"{base}/view?" + urllib.parse.urlencode(im), timeout=30).read())))
-                    for out in history[pid]["outputs"].values() for im in out.get("images", [])]
+            return [
+                np.asarray(
+                    Image.open(
+                        io.BytesIO(
+                            urllib.request.urlopen(f"{base}/view?" + urllib.parse.urlencode(im), timeout=30).read()
+                        )
+                    )
+                )
+                for out in history[pid]["outputs"].values()
+                for im in out.get("images", [])
+            ]
         time.sleep(0.2)
     raise TimeoutError(f"prompt {pid} did not finish within {deadline_s} s")
 
 
 @pytest.mark.parametrize("plane", ["shm", "nvshmem"])
 def test_default_workflow_runs_on_a_gpu_executor(plane, serve, demo_workspace, fixed_threads, tmp_path, monkeypatch):
-    from comfy_bridge.registry import build_registry
     from comfy_bridge.cli.run import run_prompt
+    from comfy_bridge.registry import build_registry
+
     if plane == "nvshmem":
         pytest.importorskip("nvshmem.core", reason="the NVSHMEM team needs nvshmem4py (the gpu extra)")
-    monkeypatch.setenv("NVIDIA_TF32_OVERRIDE", "0")   # inherited by the server and its executors
-    (tmp_path / "index.html").write_text("<html></html>")   # the web UI package need not be there
-    base = serve("--executor-device", "cuda", "--cuda-device", "0", "--executors", "1",
-                 "--front-end-root", str(tmp_path), "--data-plane", "shm" if plane == "shm" else "auto")
+    monkeypatch.setenv("NVIDIA_TF32_OVERRIDE", "0")  # inherited by the server and its executors
+    (tmp_path / "index.html").write_text("<html></html>")  # the web UI package need not be there
+    base = serve(
+        "--executor-device",
+        "cuda",
+        "--cuda-device",
+        "0",
+        "--executors",
+        "1",
+        "--front-end-root",
+        str(tmp_path),
+        "--data-plane",
+        "shm" if plane == "shm" else "auto",
+    )
     prompt = json.loads((REPO / "workflows_json" / "text_to_image.json").read_text())
     [gpu] = run_on_server(base, prompt)
     stats = json.loads(urllib.request.urlopen(base + "/cluster/stats", timeout=30).read())
     [ex] = stats["executors"]
     caller = stats["data_plane"]["caller"]
-    print(f"torch {torch.__version__} (CUDA {torch.version.cuda}); executor {ex['device']}: CUDA peak "
-          f"{ex['device_peak'] / 2**20:.1f} MiB, NVSHMEM team {ex['nvshmem_team']}, its pulls {ex['pulls']}; "
-          f"the server's pulls {caller}")
+    print(
+        f"torch {torch.__version__} (CUDA {torch.version.cuda}); executor {ex['device']}: CUDA peak "
+        f"{ex['device_peak'] / 2**20:.1f} MiB, NVSHMEM team {ex['nvshmem_team']}, its pulls {ex['pulls']}; "
+        f"the server's pulls {caller}"
+    )
     assert ex["device"] == "cuda:0"
     assert ex["device_peak"] > 0, "the executor allocated no CUDA memory: it did not run on the GPU"
     assert (ex["nvshmem_team"] > 0) == (plane == "nvshmem"), ex
     if plane == "shm":
         assert caller["shm"] > 0 and caller["tcp"] == 0, caller
-    else:   # the outputs were on the symmetric heap: the server, no PE, read them over the data socket
+    else:  # the outputs were on the symmetric heap: the server, no PE, read them over the data socket
         assert caller["tcp"] > 0, caller
-    [cpu] = [np.asarray(Image.open(f)) for f in
-             asyncio.run(run_prompt(prompt, None, build_registry(demo_workspace), show_progress=False))]
+    [cpu] = [
+        np.asarray(Image.open(f))
+        for f in asyncio.run(run_prompt(prompt, None, build_registry(demo_workspace), show_progress=False))
+    ]
     assert gpu.shape == cpu.shape
     diff = np.abs(gpu.astype(np.int16) - cpu.astype(np.int16))
-    print(f"GPU vs CPU: mean |difference| {diff.mean():.3f}, max {diff.max()} of 255, "
-          f"{(diff <= 1).mean() * 100:.2f} % of values within 1/255")
+    print(
+        f"GPU vs CPU: mean |difference| {diff.mean():.3f}, max {diff.max()} of 255, "
+        f"{(diff <= 1).mean() * 100:.2f} % of values within 1/255"
+    )
     assert diff.mean() <= 1.0

@@ -3,6 +3,7 @@
 seconds (answering only the latest of the challenges the new head sends back to its queued heartbeats), with
 a fresh arena whose data socket keeps its address, and the next prompt gives the in-process image.
 `--exit-with-head` makes it stop with the head instead."""
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,9 @@ from tests.conftest import REPO, free_port, stop_process
 from tests.e2e.other_host import OtherHost
 from tests.e2e.test_samplers_on_executors import render_in_process, render_on_server
 
-pytestmark = pytest.mark.skipif(OtherHost.unavailable() is not None,
-                                reason=f"no other host can be made here: {OtherHost.unavailable()}")
+pytestmark = pytest.mark.skipif(
+    OtherHost.unavailable() is not None, reason=f"no other host can be made here: {OtherHost.unavailable()}"
+)
 
 
 def _stats(base: str) -> dict:
@@ -35,9 +37,26 @@ def _prompt(seed: int) -> dict:
 
 
 def _serve(ws, port: int, head: str, log) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-m", "comfy_bridge.cli", "serve", "--workspace", str(ws), "--port",
-                             str(port), "--executors", "0", "--head-address", head, "--insecure-open"],
-                            cwd=REPO, stdout=open(log, "w"), stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "comfy_bridge.cli",
+            "serve",
+            "--workspace",
+            str(ws),
+            "--port",
+            str(port),
+            "--executors",
+            "0",
+            "--head-address",
+            head,
+            "--insecure-open",
+        ],
+        cwd=REPO,
+        stdout=open(log, "w"),
+        stderr=subprocess.STDOUT,
+    )
     deadline = time.time() + 120
     while True:
         try:
@@ -57,8 +76,7 @@ def _wait_for(predicate, timeout_s: float, what: str) -> float:
 
 
 @pytest.mark.parametrize("exit_with_head", [False, True], ids=["rejoins", "exit-with-head"])
-def test_an_executor_on_another_host_outlives_a_head_restart(exit_with_head, demo_workspace, tmp_path,
-                                                            fixed_threads):
+def test_an_executor_on_another_host_outlives_a_head_restart(exit_with_head, demo_workspace, tmp_path, fixed_threads):
     here, there = tmp_path / "head-workspace", tmp_path / "other-host-workspace"
     for ws in (here, there):
         shutil.copytree(demo_workspace.root / "models", ws / "models", copy_function=os.link)
@@ -72,8 +90,9 @@ def test_an_executor_on_another_host_outlives_a_head_restart(exit_with_head, dem
             other.hide(here)
             env = {k: v for k, v in os.environ.items() if k != "COMFY_CLUSTER_SECRET"}
             argv = ["-m", "comfy_bridge.cli", "executor", "--head", head, "--workspace", str(there), "--threads", "1"]
-            executor = other.python(argv + (["--exit-with-head"] if exit_with_head else []), REPO,
-                                    tmp_path / "executor.log", env)
+            executor = other.python(
+                argv + (["--exit-with-head"] if exit_with_head else []), REPO, tmp_path / "executor.log", env
+            )
             _wait_for(lambda: _stats(base)["executors"], 120, "the executor did not join")
             before = render_on_server(base, {"a": _prompt(1)})["a"]
         finally:
@@ -82,7 +101,7 @@ def test_an_executor_on_another_host_outlives_a_head_restart(exit_with_head, dem
             _wait_for(lambda: executor.poll() is not None, 30, "the executor did not stop with its head")
             assert executor.returncode == 0
             return
-        time.sleep(1.0)   # the executor's heartbeats queue up meanwhile
+        time.sleep(1.0)  # the executor's heartbeats queue up meanwhile
         assert executor.poll() is None, (tmp_path / "executor.log").read_text()
         second = _serve(here, port, head, tmp_path / "serve-2.log")
         try:
@@ -92,7 +111,7 @@ def test_an_executor_on_another_host_outlives_a_head_restart(exit_with_head, dem
             assert executor.poll() is None
         finally:
             stop_process(second, 30)
-        time.sleep(1.0)   # waiting for a head again: SIGTERM still ends it, at once
+        time.sleep(1.0)  # waiting for a head again: SIGTERM still ends it, at once
         executor.terminate()
         assert executor.wait(20) == 0
     local = render_in_process(demo_workspace, {"a": _prompt(1), "b": _prompt(2)})

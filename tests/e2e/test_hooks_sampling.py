@@ -3,6 +3,7 @@ latent; a keyframed hook gives what sampling with the LoRA up to the keyframe an
 (KSamplerAdvanced halves); SetClipHooks gives LoraLoader's CLIP (scheduled: the CLIP and model switch at the
 keyframe); a default cond fills what a masked cond leaves; and the hooked prompts give the in-process images
 on two executors."""
+
 from __future__ import annotations
 
 import asyncio
@@ -11,10 +12,8 @@ import json
 import pytest
 import torch
 
+from tests.e2e.test_samplers_on_executors import BASE_PROMPT, differing_cases, render_in_process, render_on_server
 from tests.float_tolerance import ulps_of_largest
-
-from tests.e2e.test_samplers_on_executors import (BASE_PROMPT, differing_cases, render_in_process,
-                                                  render_on_server)
 
 LORA = "sd1-tiny-lora.safetensors"
 STEPS = 4
@@ -22,6 +21,7 @@ STEPS = 4
 
 def keyframes_one_then_zero():
     from nodes.library import hooks as nh
+
     (kf,) = nh.CreateHookKeyframe().create_hook_keyframe(1.0, 0.0)
     return nh.CreateHookKeyframe().create_hook_keyframe(0.0, 0.5, kf)[0]
 
@@ -32,6 +32,7 @@ def steps_before_keyframe(model) -> int:
     from nodes.modelfns.model_options import sampling_config
     from nodes.sampling.model_sampling import model_sampling_from_config
     from nodes.sampling.schedules import ksampler_sigmas
+
     ms = model_sampling_from_config(sampling_config(model))
     sigmas = ksampler_sigmas(ms, "normal", STEPS, 1.0, "euler")[:-1]
     start = float(torch.tensor(float(ms.percent_to_sigma(0.5)), dtype=sigmas.dtype))
@@ -56,17 +57,41 @@ def latents(demo_workspace):
             return (await CLIPTextEncode().encode(c, "a bottle"))[0], (await CLIPTextEncode().encode(c, "text"))[0]
 
         async def sample(m, conds):
-            return (await KSampler().sample(m, 11, STEPS, positive=conds[0], negative=conds[1], latent_image=latent,
-                                            denoise=1.0, **common))[0]["samples"]
+            return (
+                await KSampler().sample(
+                    m, 11, STEPS, positive=conds[0], negative=conds[1], latent_image=latent, denoise=1.0, **common
+                )
+            )[0]["samples"]
 
         async def split(first, first_conds, rest, rest_conds, k):
-            (half,) = await KSamplerAdvanced().sample(first, "enable", 11, STEPS, positive=first_conds[0],
-                                                      negative=first_conds[1], latent_image=latent, start_at_step=0,
-                                                      end_at_step=k, return_with_leftover_noise="enable", **common)
-            return (await KSamplerAdvanced().sample(rest, "disable", 11, STEPS, positive=rest_conds[0],
-                                                    negative=rest_conds[1], latent_image=half, start_at_step=k,
-                                                    end_at_step=10000, return_with_leftover_noise="disable",
-                                                    **common))[0]["samples"]
+            (half,) = await KSamplerAdvanced().sample(
+                first,
+                "enable",
+                11,
+                STEPS,
+                positive=first_conds[0],
+                negative=first_conds[1],
+                latent_image=latent,
+                start_at_step=0,
+                end_at_step=k,
+                return_with_leftover_noise="enable",
+                **common,
+            )
+            return (
+                await KSamplerAdvanced().sample(
+                    rest,
+                    "disable",
+                    11,
+                    STEPS,
+                    positive=rest_conds[0],
+                    negative=rest_conds[1],
+                    latent_image=half,
+                    start_at_step=k,
+                    end_at_step=10000,
+                    return_with_leftover_noise="disable",
+                    **common,
+                )
+            )[0]["samples"]
 
         plain, lora = await encode(clip), await encode(lora_clip)
         (hook_m,) = nh.CreateHookLoraModelOnly().create_hook_model_only(LORA, 0.8)
@@ -81,28 +106,49 @@ def latents(demo_workspace):
         out = {
             "base": await sample(model, plain),
             "lora_model": await sample(LoraLoader().load_lora(model, clip, LORA, 0.8, 0.0)[0], plain),
-            "hook_model": await sample(model, nh.PairConditioningSetProperties().set_properties(
-                plain[0], plain[1], 1.0, "default", hooks=hook_m)),
-            "scheduled": await sample(model, nh.PairConditioningSetProperties().set_properties(
-                plain[0], plain[1], 1.0, "default", hooks=scheduled)),
-            "scheduled_expected": await split(LoraLoader().load_lora(model, clip, LORA, 0.8, 0.0)[0], plain,
-                                              model, plain, k),
+            "hook_model": await sample(
+                model,
+                nh.PairConditioningSetProperties().set_properties(plain[0], plain[1], 1.0, "default", hooks=hook_m),
+            ),
+            "scheduled": await sample(
+                model,
+                nh.PairConditioningSetProperties().set_properties(plain[0], plain[1], 1.0, "default", hooks=scheduled),
+            ),
+            "scheduled_expected": await split(
+                LoraLoader().load_lora(model, clip, LORA, 0.8, 0.0)[0], plain, model, plain, k
+            ),
             "lora_both": await sample(lora_model, lora),
-            "clip_hooks": await sample(model, await encode(nh.SetClipHooks().apply_hooks(clip, True, False, hook_mc)[0])),
-            "clip_scheduled": await sample(model, await encode(
-                nh.SetClipHooks().apply_hooks(clip, True, True, scheduled_mc)[0])),
+            "clip_hooks": await sample(
+                model, await encode(nh.SetClipHooks().apply_hooks(clip, True, False, hook_mc)[0])
+            ),
+            "clip_scheduled": await sample(
+                model, await encode(nh.SetClipHooks().apply_hooks(clip, True, True, scheduled_mc)[0])
+            ),
             "clip_scheduled_expected": await split(lora_model, lora, model, plain, k),
-            "default_covered": await sample(model, (nh.ConditioningSetDefaultCombine().set_default_and_combine(
-                plain[0], other)[0], plain[1])),
-            "default_fills": await sample(model, (nh.ConditioningSetDefaultCombine().set_default_and_combine(
-                masked, other)[0], plain[1])),
-            "default_fills_expected": await sample(model, (masked + nh.ConditioningSetProperties().set_properties(
-                other, 1.0, "default", 1.0 - mask)[0], plain[1])),
+            "default_covered": await sample(
+                model, (nh.ConditioningSetDefaultCombine().set_default_and_combine(plain[0], other)[0], plain[1])
+            ),
+            "default_fills": await sample(
+                model, (nh.ConditioningSetDefaultCombine().set_default_and_combine(masked, other)[0], plain[1])
+            ),
+            "default_fills_expected": await sample(
+                model,
+                (
+                    masked + nh.ConditioningSetProperties().set_properties(other, 1.0, "default", 1.0 - mask)[0],
+                    plain[1],
+                ),
+            ),
             # the checkpoint as a LoRA on a MODEL made from it: strength * (its weights - the base's own) is 0
-            "model_as_lora_same": await sample(LoraLoader().load_lora(model, clip, LORA, 0.8, 0.0)[0],
-                                               nh.PairConditioningSetProperties().set_properties(
-                plain[0], plain[1], 1.0, "default", hooks=nh.CreateHookModelAsLoraModelOnly().create_hook_model_only(
-                    "sd1-tiny.safetensors", 0.7)[0])),
+            "model_as_lora_same": await sample(
+                LoraLoader().load_lora(model, clip, LORA, 0.8, 0.0)[0],
+                nh.PairConditioningSetProperties().set_properties(
+                    plain[0],
+                    plain[1],
+                    1.0,
+                    "default",
+                    hooks=nh.CreateHookModelAsLoraModelOnly().create_hook_model_only("sd1-tiny.safetensors", 0.7)[0],
+                ),
+            ),
         }
         return out
 
@@ -141,7 +187,7 @@ def test_clip_hooks_are_loraloaders_clip_and_model(latents):
 
 
 def test_default_cond_weighs_what_the_others_leave(latents):
-    assert torch.equal(latents["default_covered"], latents["base"])       # nothing left: the default is unused
+    assert torch.equal(latents["default_covered"], latents["base"])  # nothing left: the default is unused
     assert torch.equal(latents["default_fills"], latents["default_fills_expected"])
     assert (latents["default_fills"] - latents["base"]).abs().max().item() > 1e-2
 
@@ -151,23 +197,40 @@ def hook_prompt(case: str) -> dict:
     prompt["3"]["inputs"].update(steps=STEPS, sampler_name="euler", scheduler="normal")
     prompt["5"]["inputs"].update(width=64, height=64)
     prompt["9"]["inputs"]["filename_prefix"] = f"hooks_{case}"
-    prompt["20"] = {"class_type": "CreateHookLora", "inputs": {"lora_name": LORA, "strength_model": 0.8,
-                                                              "strength_clip": 0.6}}
+    prompt["20"] = {
+        "class_type": "CreateHookLora",
+        "inputs": {"lora_name": LORA, "strength_model": 0.8, "strength_clip": 0.6},
+    }
     prompt["21"] = {"class_type": "CreateHookKeyframe", "inputs": {"strength_mult": 1.0, "start_percent": 0.0}}
-    prompt["22"] = {"class_type": "CreateHookKeyframe", "inputs": {"strength_mult": 0.0, "start_percent": 0.5,
-                                                                  "prev_hook_kf": ["21", 0]}}
+    prompt["22"] = {
+        "class_type": "CreateHookKeyframe",
+        "inputs": {"strength_mult": 0.0, "start_percent": 0.5, "prev_hook_kf": ["21", 0]},
+    }
     prompt["23"] = {"class_type": "SetHookKeyframes", "inputs": {"hooks": ["20", 0], "hook_kf": ["22", 0]}}
     hooks = ["23", 0] if case.startswith("scheduled") else ["20", 0]
     if case.endswith("clip"):
-        prompt["24"] = {"class_type": "SetClipHooks", "inputs": {"clip": ["4", 1], "apply_to_conds": True,
-                                                                "schedule_clip": case.startswith("scheduled"),
-                                                                "hooks": hooks}}
+        prompt["24"] = {
+            "class_type": "SetClipHooks",
+            "inputs": {
+                "clip": ["4", 1],
+                "apply_to_conds": True,
+                "schedule_clip": case.startswith("scheduled"),
+                "hooks": hooks,
+            },
+        }
         for node in ("6", "7"):
             prompt[node]["inputs"]["clip"] = ["24", 0]
     else:
-        prompt["24"] = {"class_type": "PairConditioningSetProperties", "inputs": {
-            "positive_NEW": ["6", 0], "negative_NEW": ["7", 0], "strength": 1.0, "set_cond_area": "default",
-            "hooks": hooks}}
+        prompt["24"] = {
+            "class_type": "PairConditioningSetProperties",
+            "inputs": {
+                "positive_NEW": ["6", 0],
+                "negative_NEW": ["7", 0],
+                "strength": 1.0,
+                "set_cond_area": "default",
+                "hooks": hooks,
+            },
+        }
         prompt["3"]["inputs"].update(positive=["24", 0], negative=["24", 1])
     return prompt
 
@@ -178,7 +241,7 @@ def hook_prompts() -> dict[str, dict]:
 
 def test_hooked_prompts_on_two_executors_give_the_in_process_images(serve, demo_workspace):
     local = render_in_process(demo_workspace, hook_prompts())
-    assert len({im.tobytes() for im in local.values()}) == len(local)      # every case changes the image
+    assert len({im.tobytes() for im in local.values()}) == len(local)  # every case changes the image
     base = serve("--executors", "2", "--executor-threads", "1")
     differing = differing_cases(render_on_server(base, hook_prompts()), local)
     assert not differing, f"images differ from the in-process run (values differing per case): {differing}"

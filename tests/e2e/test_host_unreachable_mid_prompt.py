@@ -1,6 +1,7 @@
 """A host that becomes unreachable mid-prompt (its network link goes down, its executor still running there):
 the head stops hearing its heartbeats, counts it lost, re-runs what it held on the executor that is left (the
 lost outputs included, by lineage), and the prompt finishes with its in-process image."""
+
 from __future__ import annotations
 
 import json
@@ -19,8 +20,9 @@ from tests.conftest import REPO
 from tests.e2e.other_host import OtherHost
 from tests.e2e.test_samplers_on_executors import render_in_process, render_on_server
 
-pytestmark = pytest.mark.skipif(OtherHost.unavailable() is not None,
-                                reason=f"no other host can be made here: {OtherHost.unavailable()}")
+pytestmark = pytest.mark.skipif(
+    OtherHost.unavailable() is not None, reason=f"no other host can be made here: {OtherHost.unavailable()}"
+)
 
 
 def _stats(base: str) -> dict:
@@ -36,13 +38,15 @@ def _prompt(seed: int, steps: int) -> dict:
 def _wait_for_executors(base: str, n: int, procs: list, logs: list) -> None:
     deadline = time.time() + 120
     while len(_stats(base)["executors"]) < n:
-        assert time.time() < deadline and all(p.poll() is None for p in procs), \
-            "\n".join(log.read_text() for log in logs)
+        assert time.time() < deadline and all(p.poll() is None for p in procs), "\n".join(
+            log.read_text() for log in logs
+        )
         time.sleep(0.3)
 
 
-def test_a_prompt_finishes_with_its_image_when_a_host_becomes_unreachable(serve, demo_workspace, tmp_path,
-                                                                         fixed_threads):
+def test_a_prompt_finishes_with_its_image_when_a_host_becomes_unreachable(
+    serve, demo_workspace, tmp_path, fixed_threads
+):
     env = {k: v for k, v in os.environ.items() if k != "COMFY_CLUSTER_SECRET"}
     executor = ["-m", "comfy_bridge.cli", "executor", "--threads", "1"]
     with OtherHost() as other:
@@ -56,11 +60,17 @@ def test_a_prompt_finishes_with_its_image_when_a_host_becomes_unreachable(serve,
         procs = [other.python([*executor, "--head", head, "--workspace", str(there)], REPO, logs[0], env)]
         _wait_for_executors(base, 1, procs, logs[:1])
         (remote,) = [e["id"] for e in _stats(base)["executors"]]
-        render_on_server(base, {"warm": _prompt(1, 2)})   # the other host now holds the model's weights
+        render_on_server(base, {"warm": _prompt(1, 2)})  # the other host now holds the model's weights
         # the survivor joins from the head's host; the warm host keeps the prompt's steps (warm wait)
-        procs.append(subprocess.Popen([sys.executable, *executor, "--head", head, "--workspace",
-                                       str(demo_workspace.root)], cwd=REPO, env=env,
-                                      stdout=open(logs[1], "w"), stderr=subprocess.STDOUT))
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, *executor, "--head", head, "--workspace", str(demo_workspace.root)],
+                cwd=REPO,
+                env=env,
+                stdout=open(logs[1], "w"),
+                stderr=subprocess.STDOUT,
+            )
+        )
         try:
             _wait_for_executors(base, 2, procs, logs)
             done_before = next(e["completed"] for e in _stats(base)["executors"] if e["id"] == remote)
@@ -75,6 +85,7 @@ def test_a_prompt_finishes_with_its_image_when_a_host_becomes_unreachable(serve,
                         cut["at"] = ex[0]["completed"] - done_before
                         return
                     time.sleep(0.02)
+
             cutter = threading.Thread(target=cut_the_link_mid_prompt)
             cutter.start()
             prompt = {"long": _prompt(7, 60)}

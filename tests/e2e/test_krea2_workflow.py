@@ -7,6 +7,7 @@ EmptyLatentImage from ResolutionSelector, KSampler euler/simple 8 steps cfg 1, V
 empty workspace (serve builds the demo files on its first start) the image is the same with the default
 executors and with `--executors 0`. No ComfyUI that runs here has Krea 2: its parts are checked against diffusers
 instead (tests/models/test_krea2*.py)."""
+
 from __future__ import annotations
 
 import json
@@ -23,6 +24,7 @@ SHIPPED = REPO / "workflows_json" / "krea2_turbo_t2i"
 
 def test_shipped_ui_workflow_is_the_templates_graph() -> None:
     from scripts.templates_coverage import templates_dir
+
     template = json.loads((templates_dir() / f"{TEMPLATE}.json").read_text())
     ids = {sg["id"] for sg in template["definitions"]["subgraphs"]}
     inner = [n["type"] for sg in template["definitions"]["subgraphs"] for n in sg["nodes"]]
@@ -38,11 +40,15 @@ def test_template_renders_the_same_in_both_executor_modes(tmp_path) -> None:
     default = render_with_serve(workspace, tmp_path / "default.log", prompt)
     in_process = render_with_serve(workspace, tmp_path / "executors0.log", prompt, "--executors", "0")
     assert default.shape == (320, 320, 3) and default.std() > 0
-    assert np.array_equal(default, in_process), \
+    assert np.array_equal(default, in_process), (
         f"{int((default != in_process).sum())} values differ between the executor modes"
+    )
     # the enhancer's text is what gets encoded: switched off, the template's own prompt gives another image
-    (enhance,) = [k for k, n in prompt.items() if n["class_type"] == "ComfySwitchNode"
-                  and prompt[n["inputs"]["on_true"][0]]["class_type"] == "TextGenerate"]
+    (enhance,) = [
+        k
+        for k, n in prompt.items()
+        if n["class_type"] == "ComfySwitchNode" and prompt[n["inputs"]["on_true"][0]]["class_type"] == "TextGenerate"
+    ]
     prompt[prompt[enhance]["inputs"]["switch"][0]]["inputs"]["value"] = False
     plain = render_with_serve(workspace, tmp_path / "plain.log", prompt, "--executors", "0")
     assert plain.shape == default.shape and not np.array_equal(plain, default)

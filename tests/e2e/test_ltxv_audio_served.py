@@ -3,6 +3,7 @@ that ComfyUI 0.10.0 built (tests/models/fixtures/comfyui_ltx2_audio.safetensors)
 an empty audio latent joined to an empty video latent and separated again, decoded by LTXVAudioVAEDecode on the
 executor (ModelFn ltx2_audio_decode) and saved by SaveAudio: the FLAC's samples are the same in both modes and
 equal the direct decode of the same latent within FLAC's 16-bit quantisation."""
+
 from __future__ import annotations
 
 import io
@@ -24,8 +25,10 @@ NAME = "ltx-2-audio-vae-tiny.safetensors"
 PROMPT = {
     "1": {"class_type": "LTXVAudioVAELoader", "inputs": {"ckpt_name": NAME}},
     "2": {"class_type": "EmptyLTXVLatentVideo", "inputs": {"width": 64, "height": 64, "length": 9, "batch_size": 1}},
-    "3": {"class_type": "LTXVEmptyLatentAudio",
-          "inputs": {"frames_number": 9, "frame_rate": 25, "batch_size": 1, "audio_vae": ["1", 0]}},
+    "3": {
+        "class_type": "LTXVEmptyLatentAudio",
+        "inputs": {"frames_number": 9, "frame_rate": 25, "batch_size": 1, "audio_vae": ["1", 0]},
+    },
     "4": {"class_type": "LTXVConcatAVLatent", "inputs": {"video_latent": ["2", 0], "audio_latent": ["3", 0]}},
     "5": {"class_type": "LTXVSeparateAVLatent", "inputs": {"av_latent": ["4", 0]}},
     "6": {"class_type": "LTXVAudioVAEDecode", "inputs": {"samples": ["5", 1], "audio_vae": ["1", 0]}},
@@ -71,6 +74,7 @@ def _samples(data: bytes) -> tuple[np.ndarray, int]:
 
 def test_the_audio_track_is_the_same_in_both_modes_and_equals_the_direct_decode(servers):
     from nodes.models.ltx2_audio import read_audio_vae
+
     saved = {}
     for mode, base in servers.items():
         [entry] = _run(base, PROMPT)["7"]["audio"]

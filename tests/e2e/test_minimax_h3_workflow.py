@@ -4,6 +4,7 @@ branch and no LoRA switch; the tiny demo files in place of the downloads) from a
 builds the demo files on its first start, and the frames and the MP4 are the same with the default executors and
 with `--executors 0`. No ComfyUI that runs here has MiniMax H3: the frames are checked against the model code
 through the nodes' in-process chain in tests/nodes/test_minimax_h3_nodes.py, not against a ComfyUI run."""
+
 from __future__ import annotations
 
 import json
@@ -25,5 +26,6 @@ def test_video_only_text_to_video_in_both_executor_modes(tmp_path) -> None:
     assert pngs.shape == (22, 32, 64, 3) and pngs.std() > 0 and len(mp4) == 22
     other_pngs, other_mp4 = in_process["t2v"]
     assert np.array_equal(pngs, other_pngs), "frames differ between the executor modes"
-    assert all(np.array_equal(a, b) for a, b in zip(mp4, other_mp4, strict=True)), \
+    assert all(np.array_equal(a, b) for a, b in zip(mp4, other_mp4, strict=True)), (
         "the MP4's frames differ between the executor modes"
+    )

@@ -1,6 +1,7 @@
 """Each sampling patch (ModelSampling*, RescaleCFG, CFGZeroStar, CFGNorm, Epsilon Scaling) runs end to end on
 the demo SD1 model, changes the image, and gives the in-process image on one executor: the patch travels as
 data on the MODEL and is applied inside the executor's denoise steps."""
+
 from __future__ import annotations
 
 import json
@@ -8,8 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from tests.e2e.test_samplers_on_executors import (BASE_PROMPT, differing_cases, render_in_process,
-                                                  render_on_server)
+from tests.e2e.test_samplers_on_executors import BASE_PROMPT, differing_cases, render_in_process, render_on_server
 
 PATCHES: dict[str, tuple[str, dict]] = {
     "discrete_v_zsnr": ("ModelSamplingDiscrete", {"sampling": "v_prediction", "zsnr": True}),
@@ -21,8 +21,7 @@ PATCHES: dict[str, tuple[str, dict]] = {
     "auraflow": ("ModelSamplingAuraFlow", {"shift": 1.73}),
     "flux": ("ModelSamplingFlux", {"max_shift": 1.15, "base_shift": 0.5, "width": 64, "height": 64}),
     "stable_cascade": ("ModelSamplingStableCascade", {"shift": 2.0}),
-    "continuous_v": ("ModelSamplingContinuousV", {"sampling": "v_prediction", "sigma_max": 500.0,
-                                                  "sigma_min": 0.03}),
+    "continuous_v": ("ModelSamplingContinuousV", {"sampling": "v_prediction", "sigma_max": 500.0, "sigma_min": 0.03}),
     "rescale_cfg": ("RescaleCFG", {"multiplier": 0.7}),
     "cfg_zero_star": ("CFGZeroStar", {}),
     "cfg_norm": ("CFGNorm", {"strength": 0.8}),

@@ -3,6 +3,7 @@ attention multipliers, HyperTile, ToMe, SAG, a hypernetwork, LazyCache on the de
 guidance on the demo Flux model) runs end to end, changes the image, and gives the in-process image on one
 executor: the patch travels as data on the MODEL (or CLIP) and is applied on the executor, hooks inside the
 denoise steps only, weight scales where the weights load, LazyCache's cache as step state."""
+
 from __future__ import annotations
 
 import json
@@ -11,25 +12,34 @@ import numpy as np
 import pytest
 import torch
 
-from tests.e2e.test_samplers_on_executors import (BASE_PROMPT, REPO, differing_cases, render_in_process,
-                                                  render_on_server)
+from tests.e2e.test_samplers_on_executors import BASE_PROMPT, REPO, differing_cases, render_in_process, render_on_server
 from tests.nodes.test_network_patches import tiny_hypernetwork
 
-DOWNSCALE = {"downscale_factor": 2.0, "start_percent": 0.0, "end_percent": 0.6,
-             "downscale_method": "bicubic", "upscale_method": "bislerp"}
+DOWNSCALE = {
+    "downscale_factor": 2.0,
+    "start_percent": 0.0,
+    "end_percent": 0.6,
+    "downscale_method": "bicubic",
+    "upscale_method": "bislerp",
+}
 PATCHES: dict[str, tuple[str, dict]] = {
     "freeu": ("FreeU", {"b1": 1.1, "b2": 1.2, "s1": 0.9, "s2": 0.2}),
     "freeu_v2": ("FreeU_V2", {"b1": 1.3, "b2": 1.4, "s1": 0.9, "s2": 0.2}),
-    "deep_shrink_after_skip": ("PatchModelAddDownscale", {"block_number": 3, "downscale_after_skip": True,
-                                                          **DOWNSCALE}),
-    "deep_shrink_before_skip": ("PatchModelAddDownscale", {"block_number": 1, "downscale_after_skip": False,
-                                                           **DOWNSCALE}),
+    "deep_shrink_after_skip": (
+        "PatchModelAddDownscale",
+        {"block_number": 3, "downscale_after_skip": True, **DOWNSCALE},
+    ),
+    "deep_shrink_before_skip": (
+        "PatchModelAddDownscale",
+        {"block_number": 1, "downscale_after_skip": False, **DOWNSCALE},
+    ),
     "pag": ("PerturbedAttentionGuidance", {"scale": 3.0}),
     "self_attention_multiply": ("UNetSelfAttentionMultiply", {"q": 1.5, "k": 1.2, "v": 0.8, "out": 1.1}),
     "cross_attention_multiply": ("UNetCrossAttentionMultiply", {"q": 1.0, "k": 1.3, "v": 1.5, "out": 1.0}),
-    "temporal_attention_multiply": ("UNetTemporalAttentionMultiply", {"self_structural": 1.4, "self_temporal": 1.0,
-                                                                      "cross_structural": 0.7,
-                                                                      "cross_temporal": 1.0}),
+    "temporal_attention_multiply": (
+        "UNetTemporalAttentionMultiply",
+        {"self_structural": 1.4, "self_temporal": 1.0, "cross_structural": 0.7, "cross_temporal": 1.0},
+    ),
     "clip_attention_multiply": ("CLIPAttentionMultiply", {"q": 1.2, "k": 1.1, "v": 0.9, "out": 1.3}),
     "hypertile": ("HyperTile", {"tile_size": 32, "swap_size": 2, "max_depth": 1, "scale_depth": False}),
     "tome": ("TomePatchModel", {"ratio": 0.5}),
@@ -100,8 +110,11 @@ def in_process_images(demo_workspace) -> dict[str, np.ndarray]:
 def test_every_network_patch_changes_the_image(in_process_images):
     unpatched = in_process_images["none"]
     same = [case for case in PATCHES if np.array_equal(in_process_images[case], unpatched)]
-    same += [case for case, (_, _, cfg) in FLUX_PATCHES.items()
-             if np.array_equal(in_process_images[case], in_process_images[f"flux_none_{cfg}"])]
+    same += [
+        case
+        for case, (_, _, cfg) in FLUX_PATCHES.items()
+        if np.array_equal(in_process_images[case], in_process_images[f"flux_none_{cfg}"])
+    ]
     assert not same, f"these patches left the image unchanged: {same}"
 
 

@@ -5,6 +5,7 @@ the same Perp-Neg formula on the same three predictions (its CFG function evalua
 ModelComputeDtype fp32 / default give the unpatched image bit for bit (the demo weights are float32); bf16
 (and fp16) give a close, different one. Both patches travel as data on the MODEL and give the in-process
 images on two executors."""
+
 from __future__ import annotations
 
 import json
@@ -12,8 +13,7 @@ import json
 import numpy as np
 import pytest
 
-from tests.e2e.test_samplers_on_executors import (BASE_PROMPT, differing_cases, render_in_process,
-                                                  render_on_server)
+from tests.e2e.test_samplers_on_executors import BASE_PROMPT, differing_cases, render_in_process, render_on_server
 
 SEED = BASE_PROMPT["3"]["inputs"]["seed"]
 # Largest difference (0..255 image values) of the reduced-precision images from the float32 one, measured on
@@ -42,25 +42,47 @@ def _guider(case: str, neg_scale: float) -> dict:
     prompt = _base(case)
     ks = prompt["3"]["inputs"]
     prompt["22"] = {"class_type": "RandomNoise", "inputs": {"noise_seed": SEED}}
-    prompt["23"] = {"class_type": "PerpNegGuider", "inputs": {
-        "model": ["4", 0], "positive": ["6", 0], "negative": ["7", 0], "empty_conditioning": ["21", 0],
-        "cfg": ks["cfg"], "neg_scale": neg_scale}}
+    prompt["23"] = {
+        "class_type": "PerpNegGuider",
+        "inputs": {
+            "model": ["4", 0],
+            "positive": ["6", 0],
+            "negative": ["7", 0],
+            "empty_conditioning": ["21", 0],
+            "cfg": ks["cfg"],
+            "neg_scale": neg_scale,
+        },
+    }
     prompt["24"] = {"class_type": "KSamplerSelect", "inputs": {"sampler_name": "euler"}}
-    prompt["25"] = {"class_type": "BasicScheduler", "inputs": {"model": ["4", 0], "scheduler": "normal",
-                                                              "steps": ks["steps"], "denoise": 1.0}}
-    prompt["3"] = {"class_type": "SamplerCustomAdvanced", "inputs": {
-        "noise": ["22", 0], "guider": ["23", 0], "sampler": ["24", 0], "sigmas": ["25", 0],
-        "latent_image": ["5", 0]}}
+    prompt["25"] = {
+        "class_type": "BasicScheduler",
+        "inputs": {"model": ["4", 0], "scheduler": "normal", "steps": ks["steps"], "denoise": 1.0},
+    }
+    prompt["3"] = {
+        "class_type": "SamplerCustomAdvanced",
+        "inputs": {
+            "noise": ["22", 0],
+            "guider": ["23", 0],
+            "sampler": ["24", 0],
+            "sigmas": ["25", 0],
+            "latent_image": ["5", 0],
+        },
+    }
     return prompt
 
 
 def prompts() -> dict[str, dict]:
     out = {"none": _base("none")}
-    out.update({f"dtype_{d}": _patched(f"dtype_{d}", "ModelComputeDtype", {"dtype": d})
-                for d in ("default", "fp32", "bf16", "fp16")})
+    out.update(
+        {
+            f"dtype_{d}": _patched(f"dtype_{d}", "ModelComputeDtype", {"dtype": d})
+            for d in ("default", "fp32", "bf16", "fp16")
+        }
+    )
     for neg_scale in (1.0, 2.5):
-        out[f"perp_neg_{neg_scale}"] = _patched(f"perp_neg_{neg_scale}", "PerpNeg",
-                                                {"empty_conditioning": ["21", 0], "neg_scale": neg_scale})
+        out[f"perp_neg_{neg_scale}"] = _patched(
+            f"perp_neg_{neg_scale}", "PerpNeg", {"empty_conditioning": ["21", 0], "neg_scale": neg_scale}
+        )
         out[f"perp_neg_guider_{neg_scale}"] = _guider(f"perp_neg_guider_{neg_scale}", neg_scale)
     return out
 

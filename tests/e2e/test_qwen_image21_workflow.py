@@ -7,6 +7,7 @@ SaveImageAdvanced. From a fresh, empty workspace (serve builds the demo files on
 the same with the default executors and with `--executors 0`. No ComfyUI that runs here has Qwen Image 2.1:
 its parts are checked against diffusers instead (tests/models/test_qwen_image21*.py,
 tests/nodes/test_qwen_image21_nodes.py)."""
+
 from __future__ import annotations
 
 import json
@@ -23,10 +24,14 @@ SHIPPED = REPO / "workflows_json" / "qwen_image21_t2i"
 
 def test_shipped_ui_workflow_is_the_templates_graph() -> None:
     from scripts.templates_coverage import templates_dir
+
     template = json.loads((templates_dir() / f"{TEMPLATE}.json").read_text())
     inner = [n["type"] for sg in template["definitions"]["subgraphs"] for n in sg["nodes"]]
-    outer = [n["type"] for n in template["nodes"] if n["type"] not in {sg["id"] for sg in
-                                                                      template["definitions"]["subgraphs"]}]
+    outer = [
+        n["type"]
+        for n in template["nodes"]
+        if n["type"] not in {sg["id"] for sg in template["definitions"]["subgraphs"]}
+    ]
     ui = json.loads(SHIPPED.with_suffix(".ui.json").read_text())
     assert ui == tiny_template()
     assert sorted(n["type"] for n in ui["nodes"]) == sorted(inner + outer + ["PrimitiveStringMultiline"])
@@ -37,6 +42,7 @@ def test_template_renders_the_same_in_both_executor_modes(tmp_path) -> None:
     workspace = tmp_path / "fresh"
     default = render_with_serve(workspace, tmp_path / "default.log", prompt)
     in_process = render_with_serve(workspace, tmp_path / "executors0.log", prompt, "--executors", "0")
-    assert default.shape == (320, 320, 4) and default[..., :3].std() > 0   # RGBA, as the 2.1 VAE decodes
-    assert np.array_equal(default, in_process), \
+    assert default.shape == (320, 320, 4) and default[..., :3].std() > 0  # RGBA, as the 2.1 VAE decodes
+    assert np.array_equal(default, in_process), (
         f"{int((default != in_process).sum())} values differ between the executor modes"
+    )

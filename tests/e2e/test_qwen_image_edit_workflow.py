@@ -7,6 +7,7 @@ Each from a fresh, empty workspace: the same image with the default executors an
 ComfyUI's image of the same workflow on the same files to within 1/255 (2509: ComfyUI 0.3.64, recorded by
 scripts/record_comfyui_qwen_image_edit.py; 2511: upstream ComfyUI 0.10.0, which 0.3.64 predates, recorded by
 scripts/record_comfyui_qwen_image_edit_2511.py)."""
+
 from __future__ import annotations
 
 import json
@@ -21,8 +22,10 @@ from tests.e2e.test_samplers_on_executors import render_on_server
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "models" / "fixtures"
 # workflow name: the fixture that recorded ComfyUI's run of it
-RECORDINGS = {"qwen_image_edit_2509": "comfyui_qwen_image_edit.json",
-              "qwen_image_edit_2511": "comfyui_qwen_image_edit_2511.json"}
+RECORDINGS = {
+    "qwen_image_edit_2509": "comfyui_qwen_image_edit.json",
+    "qwen_image_edit_2511": "comfyui_qwen_image_edit_2511.json",
+}
 
 
 def recorded(name: str) -> dict:
@@ -45,13 +48,28 @@ def render_with_serve(workspace: Path, log_path: Path, prompt: dict, *flags: str
     import urllib.request
 
     from tests.conftest import free_port
+
     port = free_port()
     with open(log_path, "w") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "comfy_bridge.cli", "serve", "--workspace", str(workspace),
-                                 "--port", str(port), *flags], cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "comfy_bridge.cli",
+                "serve",
+                "--workspace",
+                str(workspace),
+                "--port",
+                str(port),
+                *flags,
+            ],
+            cwd=REPO,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         try:
             base = f"http://127.0.0.1:{port}"
-            deadline = time.time() + 300   # the first start builds the demo models
+            deadline = time.time() + 300  # the first start builds the demo models
             while True:
                 try:
                     urllib.request.urlopen(base + "/system_stats", timeout=2).read()
@@ -72,8 +90,9 @@ def test_template_in_both_executor_modes_equals_comfyuis(tmp_path, name: str) ->
     default = render_with_serve(workspace, tmp_path / "default.log", workflow(name))
     in_process = render_with_serve(workspace, tmp_path / "executors0.log", workflow(name), "--executors", "0")
     assert default.shape == (1024, 1024, 3) and default.std() > 0
-    assert np.array_equal(default, in_process), \
+    assert np.array_equal(default, in_process), (
         f"{int((default != in_process).sum())} values differ between the executor modes"
+    )
     (theirs,) = comfyui_images(recorded(name))
     diff = np.abs(default.astype(int) - theirs.astype(int))
     assert diff.max() <= 1, f"{int((diff > 1).sum())} values differ from ComfyUI's image by more than 1/255"

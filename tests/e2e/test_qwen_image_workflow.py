@@ -3,6 +3,7 @@ ModelSamplingAuraFlow, EmptySD3LatentImage, KSampler, as ComfyUI's Qwen-Image te
 workspace: `serve` builds qwen-image-tiny on its first start, and the image is the same with the default
 executors and with `--executors 0`, and ComfyUI 0.3.64's image of the same workflow on the same files
 (recorded by scripts/record_comfyui_qwen_image.py) to within 1/255."""
+
 from __future__ import annotations
 
 import base64
@@ -30,18 +31,33 @@ VARIANTS = {**FIXTURE["variants"], **FIXTURE_010["variants"]}
 
 
 def comfyui_images(recorded: dict) -> list[np.ndarray]:
-    return [np.frombuffer(base64.b64decode(png["u8"]), dtype=np.uint8).reshape(png["shape"])
-            for png in recorded["pngs_rgb"]]
+    return [
+        np.frombuffer(base64.b64decode(png["u8"]), dtype=np.uint8).reshape(png["shape"]) for png in recorded["pngs_rgb"]
+    ]
 
 
 def render_with_serve(workspace: Path, log_path: Path, *flags: str) -> np.ndarray:
     port = free_port()
     with open(log_path, "w") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "comfy_bridge.cli", "serve", "--workspace", str(workspace),
-                                 "--port", str(port), *flags], cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "comfy_bridge.cli",
+                "serve",
+                "--workspace",
+                str(workspace),
+                "--port",
+                str(port),
+                *flags,
+            ],
+            cwd=REPO,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         try:
             base = f"http://127.0.0.1:{port}"
-            deadline = time.time() + 300   # the first start builds the demo models
+            deadline = time.time() + 300  # the first start builds the demo models
             while True:
                 try:
                     urllib.request.urlopen(base + "/system_stats", timeout=2).read()
@@ -67,8 +83,9 @@ def test_qwen_image_workflow_from_a_fresh_workspace_in_both_executor_modes(tmp_p
     assert (workspace / "models" / "diffusion_models" / "qwen_image_tiny.safetensors").is_file()
     in_process = render_with_serve(workspace, tmp_path / "executors0.log", "--executors", "0")
     assert default.shape == (96, 128, 3) and default.std() > 0
-    assert np.array_equal(default, in_process), \
+    assert np.array_equal(default, in_process), (
         f"{int((default != in_process).sum())} values differ between the executor modes"
+    )
     diff = np.abs(default.astype(int) - comfyui_images(RECORDED)[0].astype(int))
     assert diff.max() <= 1, f"{int((diff > 1).sum())} values differ from ComfyUI's image by more than 1/255"
 
@@ -120,6 +137,7 @@ def test_workflow_variants_give_comfyuis_images(demo_workspace, fixed_threads, v
 
     from comfy_bridge.cli.run import run_prompt
     from comfy_bridge.registry import build_registry
+
     assert FIXTURE_010["files"] == FIXTURE["files"], "the two recordings were made on different files"
     recorded = VARIANTS[variant]
     paths = asyncio.run(run_prompt(recorded["prompt"], None, build_registry(demo_workspace), show_progress=False))

@@ -4,6 +4,7 @@ through the shared-memory data plane, and a step that lands on another executor 
 
 One torch thread everywhere, so the images are compared bit for bit. Four steps at 64 px on the demo SD1
 model: enough that every sampler runs steps >= 1 (the ancestral and SDE ones draw noise there)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -46,7 +47,8 @@ def render_on_server(base: str, prompts: dict[str, dict], timeout_s: float = 600
     for case, prompt in prompts.items():
         body = json.dumps({"prompt": prompt, "client_id": str(uuid.uuid4())}).encode()
         ids[case] = json.loads(urllib.request.urlopen(urllib.request.Request(base + "/prompt", data=body)).read())[
-            "prompt_id"]
+            "prompt_id"
+        ]
     images: dict[str, np.ndarray] = {}
     deadline = time.time() + timeout_s
     while len(images) < len(ids) and time.time() < deadline:
@@ -71,9 +73,11 @@ def render_on_server(base: str, prompts: dict[str, dict], timeout_s: float = 600
 def render_in_process(workspace, prompts: dict[str, dict]) -> dict[str, np.ndarray]:
     """Each prompt's single image, rendered in this process with one torch thread."""
     import torch
+
     from cluster.local import set_threads
-    from comfy_bridge.registry import build_registry
     from comfy_bridge.cli.run import run_prompt
+    from comfy_bridge.registry import build_registry
+
     before = torch.get_num_threads()
     set_threads(1)
     try:
@@ -89,8 +93,11 @@ def render_in_process(workspace, prompts: dict[str, dict]) -> dict[str, np.ndarr
 
 def differing_cases(remote: dict[str, np.ndarray], local: dict[str, np.ndarray]) -> dict[str, int]:
     """Case -> how many values differ, for the cases whose images are not identical."""
-    return {case: int((remote[case] != image).sum()) if remote[case].shape == image.shape else -1
-            for case, image in local.items() if not np.array_equal(remote[case], image)}
+    return {
+        case: int((remote[case] != image).sum()) if remote[case].shape == image.shape else -1
+        for case, image in local.items()
+        if not np.array_equal(remote[case], image)
+    }
 
 
 def matrix_prompts() -> dict[str, dict]:

@@ -24,6 +24,7 @@ decoded image are bit-identical to this loop. A legitimate reordering of the flo
 1e-5 absolute on the image, sit ~10x above float noise and ~15x below that error. The image is partly
 saturated by the random weights, which is why the latent (the sampler's output, the VAE's input) is
 compared too."""
+
 from __future__ import annotations
 
 import json
@@ -41,7 +42,7 @@ IMAGE_ATOL = 1e-5
 def comfy_sd1_sigma_table() -> tuple[torch.Tensor, torch.Tensor]:
     """ComfyUI's ModelSamplingDiscrete for SD1 (linear_start 0.00085, linear_end 0.012, 1000 steps):
     (sigmas, log_sigmas), float32 from a float64 computation."""
-    betas = torch.linspace(0.00085 ** 0.5, 0.012 ** 0.5, 1000, dtype=torch.float64) ** 2
+    betas = torch.linspace(0.00085**0.5, 0.012**0.5, 1000, dtype=torch.float64) ** 2
     alphas_cumprod = torch.cumprod(1.0 - betas, dim=0)
     sigmas = ((1 - alphas_cumprod) / alphas_cumprod) ** 0.5
     return sigmas.float(), sigmas.log().float()
@@ -62,6 +63,7 @@ def test_sigma_table_matches_diffusers_and_comfyui():
     """The closed form above against diffusers' scheduler table (its float32 betas) and ComfyUI's well-known
     SD1 end points (sigma_max 14.6146, sigma_min 0.0292)."""
     from diffusers import EulerDiscreteScheduler
+
     sched = EulerDiscreteScheduler(beta_start=0.00085, beta_end=0.012, beta_schedule="scaled_linear")
     ac = sched.alphas_cumprod.double()
     theirs = ((1 - ac) / ac) ** 0.5
@@ -77,6 +79,7 @@ def _reference(prompt: dict, ckpt: Path) -> tuple[torch.Tensor, torch.Tensor]:
     """(latent after process_out [1,4,h,w], image [H,W,3] in [0,1]) from the independent loop."""
     from nodes.loaders import make_ref, probe_arch
     from nodes.models.loader import load_diffusion_model, load_text_encoder, load_vae
+
     arch, _ = probe_arch(ckpt)
     assert arch == "sd1"
     unet = load_diffusion_model(make_ref("diffusion_model", arch, [ckpt])).module
@@ -86,6 +89,7 @@ def _reference(prompt: dict, ckpt: Path) -> tuple[torch.Tensor, torch.Tensor]:
     text_model = side.module
     from diffusers import AutoencoderKL, UNet2DConditionModel
     from transformers import CLIPTextModel
+
     assert isinstance(unet, UNet2DConditionModel) and isinstance(vae, AutoencoderKL)
     assert isinstance(text_model, CLIPTextModel)
 
@@ -97,9 +101,9 @@ def _reference(prompt: dict, ckpt: Path) -> tuple[torch.Tensor, torch.Tensor]:
         assert all(w == 1.0 for _, w in chunk)
         # ComfyUI's SD1 tokenizer: start token, the text, end token, padded with the end token to 77
         assert len(ids) == 77 and ids[0] == vocab - 2 and ids[-1] == vocab - 1
-        body = ids[1:ids.index(vocab - 1)]
+        body = ids[1 : ids.index(vocab - 1)]
         assert body and all(t < vocab - 2 for t in body)
-        assert all(t == vocab - 1 for t in ids[len(body) + 1:])
+        assert all(t == vocab - 1 for t in ids[len(body) + 1 :])
         return torch.tensor([ids])
 
     s = prompt["3"]["inputs"]
@@ -113,11 +117,11 @@ def _reference(prompt: dict, ckpt: Path) -> tuple[torch.Tensor, torch.Tensor]:
         sigmas = comfy_normal_sigmas(steps)
         shape = (1, 4, size["height"] // 8, size["width"] // 8)
         noise = torch.randn(shape, generator=torch.Generator(device="cpu").manual_seed(seed))
-        x = noise * (1.0 + sigmas[0] ** 2) ** 0.5        # + the empty latent (zeros) * 0.18215
+        x = noise * (1.0 + sigmas[0] ** 2) ** 0.5  # + the empty latent (zeros) * 0.18215
         for i in range(steps):
             sigma = sigmas[i]
             t = (sigma.log() - log_sigmas).abs().argmin().float()
-            x_in = x / (sigma ** 2 + 1.0) ** 0.5
+            x_in = x / (sigma**2 + 1.0) ** 0.5
             eps = unet(torch.cat([x_in, x_in]), t.expand(2), encoder_hidden_states=context).sample
             den_cond, den_uncond = (x - eps * sigma).chunk(2)
             denoised = den_uncond + (den_cond - den_uncond) * cfg
@@ -129,8 +133,8 @@ def _reference(prompt: dict, ckpt: Path) -> tuple[torch.Tensor, torch.Tensor]:
 
 def test_default_sd1_workflow_matches_diffusers_reference(demo_workspace, fixed_threads, monkeypatch):
     from cluster.local import run_on_compute
-    from comfy_bridge.registry import build_registry
     from comfy_bridge.cli.run import run_prompt
+    from comfy_bridge.registry import build_registry
     from nodes.models import vae as vae_mod
 
     prompt = json.loads((REPO / "workflows_json" / "text_to_image.json").read_text())
@@ -146,9 +150,10 @@ def test_default_sd1_workflow_matches_diffusers_reference(demo_workspace, fixed_
         out = decode(self, latent)
         seen.append((latent.detach().clone(), out.detach().clone()))
         return out
+
     monkeypatch.setattr(vae_mod.KLVAE, "decode", recording_decode)
     (path,) = run_on_compute(lambda: run_prompt(prompt, None, build_registry(demo_workspace), show_progress=False))
-    (ours_latent, ours_image), = seen
+    ((ours_latent, ours_image),) = seen
     png = np.asarray(Image.open(path)).astype(np.int64)
     monkeypatch.undo()
 

@@ -6,6 +6,7 @@ nodes over TCP only (no shared-memory pull by any executor or by the server); an
 is started again by Ray, a node that joins gets an executor, and a worker node removed while a prompt
 samples does not stop it: the head re-runs what that node's executor held on the others and the image is
 the same."""
+
 from __future__ import annotations
 
 import json
@@ -33,8 +34,9 @@ def _stats(base: str) -> dict:
 
 @pytest.fixture(scope="module")
 def ray_nodes():
-    cluster = ray_cluster_utils.Cluster(initialize_head=True, head_node_args={
-        **NODE, "num_cpus": 0, "include_dashboard": False})
+    cluster = ray_cluster_utils.Cluster(
+        initialize_head=True, head_node_args={**NODE, "num_cpus": 0, "include_dashboard": False}
+    )
     workers = [cluster.add_node(**NODE) for _ in range(3)]
     try:
         yield cluster, workers
@@ -48,13 +50,31 @@ def ray_served(ray_nodes, demo_workspace, tmp_path_factory):
     port = free_port()
     log_path = tmp_path_factory.mktemp("ray-serve") / "server.log"
     with open(log_path, "w") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "comfy_bridge.cli", "serve", "--workspace",
-                                 str(demo_workspace.root), "--port", str(port), "--ray", cluster.address,
-                                 "--head-address", f"tcp://127.0.0.1:{free_port()}", "--ray-nodes-as-hosts",
-                                 "--executor-threads", "1"], cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "comfy_bridge.cli",
+                "serve",
+                "--workspace",
+                str(demo_workspace.root),
+                "--port",
+                str(port),
+                "--ray",
+                cluster.address,
+                "--head-address",
+                f"tcp://127.0.0.1:{free_port()}",
+                "--ray-nodes-as-hosts",
+                "--executor-threads",
+                "1",
+            ],
+            cwd=REPO,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.time() + 400   # three executors import torch and the model code on two cores
+        deadline = time.time() + 400  # three executors import torch and the model code on two cores
         while True:
             try:
                 if len(_stats(base)["executors"]) == 3:
@@ -80,7 +100,7 @@ def _wait_for(base: str, ok, what: str, timeout_s: float = 300) -> list[dict]:
 
 def _prompt(workflow: str, seed: int, steps: int = 4) -> dict:
     p = json.loads((REPO / "workflows_json" / f"{workflow}.json").read_text())
-    p["3"]["inputs"].update(seed=seed, steps=steps)   # node 3 is the KSampler in both
+    p["3"]["inputs"].update(seed=seed, steps=steps)  # node 3 is the KSampler in both
     return p
 
 
@@ -89,10 +109,11 @@ def test_serve_ray_without_an_address_starts_a_local_ray_and_renders(serve, demo
     base = serve("--ray", "--executor-threads", "1")
     executors = _wait_for(base, lambda ex: len(ex) == 1, "the local Ray's executor", timeout_s=200)
     assert executors[0]["host_id"] and executors[0]["data_address"].startswith("tcp://127.0.0.1:")
-    time.sleep(12)   # past the moment a local Ray tied to a finished thread went down
+    time.sleep(12)  # past the moment a local Ray tied to a finished thread went down
     prompts = {"default": _prompt("text_to_image", 5)}
-    assert np.array_equal(render_on_server(base, prompts)["default"],
-                          render_in_process(demo_workspace, prompts)["default"])
+    assert np.array_equal(
+        render_on_server(base, prompts)["default"], render_in_process(demo_workspace, prompts)["default"]
+    )
 
 
 def test_ray_places_one_executor_per_node_each_its_own_host(ray_served):
@@ -105,16 +126,20 @@ def test_ray_places_one_executor_per_node_each_its_own_host(ray_served):
 
 def test_workflows_on_ray_nodes_give_the_in_process_images_over_tcp(ray_served, demo_workspace, fixed_threads):
     base, _, _, _ = ray_served
-    prompts = {"seed1": _prompt("text_to_image", 1), "seed2": _prompt("text_to_image", 2),
-               "seed3": _prompt("text_to_image", 3), "controlnet": _prompt("controlnet", 4)}
+    prompts = {
+        "seed1": _prompt("text_to_image", 1),
+        "seed2": _prompt("text_to_image", 2),
+        "seed3": _prompt("text_to_image", 3),
+        "controlnet": _prompt("controlnet", 4),
+    }
     on_ray = render_on_server(base, prompts)
     local = render_in_process(demo_workspace, prompts)
     for case in prompts:
         assert np.array_equal(on_ray[case], local[case]), case
     stats = _stats(base)
     executors = stats["executors"]
-    assert sum(e["completed"] > 0 for e in executors) >= 2, executors   # the work spread over nodes
-    assert all(e["pulls"]["shm"] == 0 for e in executors), executors    # nodes share no memory
+    assert sum(e["completed"] > 0 for e in executors) >= 2, executors  # the work spread over nodes
+    assert all(e["pulls"]["shm"] == 0 for e in executors), executors  # nodes share no memory
     assert stats["data_plane"]["caller"]["shm"] == 0, stats["data_plane"]
     assert sum(e["pulls"]["tcp"] for e in executors) > 0
 
@@ -123,11 +148,14 @@ def test_ray_restarts_an_executor_whose_process_was_killed(ray_served):
     base, _, _, _ = ray_served
     before = _stats(base)["executors"]
     victim = before[0]
-    os.kill(victim["pid"], signal.SIGKILL)   # the actor's process: Ray starts it again, it registers anew
-    after = _wait_for(base, lambda ex: len(ex) == 3 and victim["pid"] not in {e["pid"] for e in ex},
-                      "a restarted executor registering in place of the killed one")
-    assert victim["id"] in {e["id"] for e in after}   # the same executor, in a new process
-    assert {e["host_id"] for e in after} == {e["host_id"] for e in before}   # again on the same node
+    os.kill(victim["pid"], signal.SIGKILL)  # the actor's process: Ray starts it again, it registers anew
+    after = _wait_for(
+        base,
+        lambda ex: len(ex) == 3 and victim["pid"] not in {e["pid"] for e in ex},
+        "a restarted executor registering in place of the killed one",
+    )
+    assert victim["id"] in {e["id"] for e in after}  # the same executor, in a new process
+    assert {e["host_id"] for e in after} == {e["host_id"] for e in before}  # again on the same node
 
 
 def test_a_node_that_joins_gets_an_executor(ray_served):
@@ -155,6 +183,7 @@ def test_a_worker_node_removed_mid_prompt_still_gives_the_image(ray_served, demo
                 cluster.remove_node(hits[0])
                 return
             time.sleep(0.1)
+
     remover = threading.Thread(target=remove_a_busy_node)
     remover.start()
     on_ray = render_on_server(base, prompt)

@@ -1,5 +1,6 @@
 """CLIP vision encoding and the style model run as ModelFns on an executor: a styled prompt gives the
 in-process image."""
+
 from __future__ import annotations
 
 from tests.e2e.test_samplers_on_executors import differing_cases, render_in_process, render_on_server

@@ -2,6 +2,7 @@
 encoder (seeded sampling), the expansion is what the image is conditioned on, and a second run writes the same
 text and the same image. (Both executor modes giving the same image is test_cluster_serve_matches_in_process,
 which runs every shipped workflow.)"""
+
 from __future__ import annotations
 
 import asyncio
@@ -27,15 +28,20 @@ def test_the_expanded_prompt_conditions_the_image_and_runs_are_repeatable(demo_w
     from nodes.loaders import CLIPLoader
     from nodes.models.loader import load_text_encoder
     from nodes.models.text_generate import Sampling, generate, language_model, prompt_ids
+
     prompt = json.loads(WORKFLOW.read_text())
     text, image = _run(prompt, demo_workspace)
     gen = prompt["5"]["inputs"]
     options = {k.split(".", 1)[1]: v for k, v in gen.items() if k.startswith("sampling_mode.")}
     encoder = load_text_encoder(CLIPLoader().load_clip("qwen_3_4b-tiny.safetensors", "lumina2")[0])
-    ids = generate(language_model(encoder), prompt_ids(encoder, gen["prompt"]), gen["max_length"],
-                   Sampling(do_sample=True, **options))
+    ids = generate(
+        language_model(encoder),
+        prompt_ids(encoder, gen["prompt"]),
+        gen["max_length"],
+        Sampling(do_sample=True, **options),
+    )
     assert text == encoder.tokenizer.decode(ids, skip_special_tokens=True).strip() != gen["prompt"]
     again_text, again_image = _run(prompt, demo_workspace)
     assert again_text == text and np.array_equal(again_image, image)
     raw = {**prompt, "7": {**prompt["7"], "inputs": {**prompt["7"]["inputs"], "text": gen["prompt"]}}}
-    assert not np.array_equal(_run(raw, demo_workspace)[1], image)   # the unexpanded prompt gives another image
+    assert not np.array_equal(_run(raw, demo_workspace)[1], image)  # the unexpanded prompt gives another image

@@ -1,6 +1,7 @@
 """TorchCompileModel end to end on the demo SD1 model at 64 px (inductor on the CPU): the compiled network gives
 the eager image within rounding, and an executor, which compiles the network it loads itself, gives the
 in-process compiled image. The denoise step compiles once per (network, backend) and reuses it."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -32,13 +33,14 @@ def test_compiled_model_gives_the_eager_image_within_rounding(in_process_images)
 
 
 def test_the_step_compiles_once_per_network_and_backend(monkeypatch):
-    from nodes.models.components import SD1_LATENT, DiffusionModel
     from nodes.modelfns.denoise import DenoiseStep
+    from nodes.models.components import SD1_LATENT, DiffusionModel
+
     calls = []
     monkeypatch.setattr(torch, "compile", lambda module, backend: calls.append((module, backend)) or object())
     step = DenoiseStep()
     net, other = torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)
-    model = DiffusionModel.__new__(DiffusionModel)   # no __post_init__: the step only swaps the network
+    model = DiffusionModel.__new__(DiffusionModel)  # no __post_init__: the step only swaps the network
     model.module, model.latent_format = net, SD1_LATENT
     first = step._compile(model, "inductor")
     assert step._compile(model, "inductor").module is first.module and model.module is net

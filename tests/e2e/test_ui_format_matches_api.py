@@ -1,4 +1,5 @@
 """Each shipped workflow exists in both formats, and the UI format converts to exactly the API format."""
+
 from __future__ import annotations
 
 import json
@@ -18,6 +19,7 @@ def _graph(prompt: dict) -> dict:
 def test_ui_file_converts_to_api_file(demo_workspace, api_file):
     from comfy_bridge.formats import is_ui_format, ui_to_api
     from comfy_bridge.registry import build_registry
+
     ui = json.loads(api_file.with_suffix(".ui.json").read_text())
     assert is_ui_format(ui)
     assert _graph(ui_to_api(ui, build_registry(demo_workspace))) == _graph(json.loads(api_file.read_text()))

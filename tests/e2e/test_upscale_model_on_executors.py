@@ -1,4 +1,5 @@
 """ImageUpscaleWithModel runs as the `upscale_image` ModelFn on an executor and gives the in-process image."""
+
 from __future__ import annotations
 
 from tests.e2e.test_samplers_on_executors import differing_cases, render_in_process, render_on_server

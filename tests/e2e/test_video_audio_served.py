@@ -3,6 +3,7 @@
 to the same frames in both modes and to the saved PNGs within H.264's loss; history lists the video as
 ComfyUI does (`images` with `animated: [true]`) and /view serves it as video/mp4; an uploaded video taken
 apart by GetVideoComponents and an uploaded FLAC saved again by SaveAudio keep their frames and samples."""
+
 from __future__ import annotations
 
 import io
@@ -28,7 +29,10 @@ MODES = ("default", "in-process")
 @pytest.fixture(scope="module")
 def servers(serve):
     # the executor's torch threads as many as the in-process run's (this machine's cores): the same images
-    return {"default": serve("--executor-threads", str(torch.get_num_threads())), "in-process": serve("--executors", "0")}
+    return {
+        "default": serve("--executor-threads", str(torch.get_num_threads())),
+        "in-process": serve("--executors", "0"),
+    }
 
 
 def _get(url: str) -> tuple[bytes, str]:
@@ -61,11 +65,17 @@ def _frames(data: bytes) -> np.ndarray:
 
 def _upload(base: str, name: str, data: bytes, mime: str) -> str:
     boundary = uuid.uuid4().hex
-    body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"image\"; filename=\"{name}\"\r\n"
-            f"Content-Type: {mime}\r\n\r\n").encode() + data + \
-        f"\r\n--{boundary}\r\nContent-Disposition: form-data; name=\"overwrite\"\r\n\r\ntrue\r\n--{boundary}--\r\n".encode()
-    request = urllib.request.Request(base + "/upload/image", data=body,
-                                     headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
+    body = (
+        (
+            f'--{boundary}\r\nContent-Disposition: form-data; name="image"; filename="{name}"\r\n'
+            f"Content-Type: {mime}\r\n\r\n"
+        ).encode()
+        + data
+        + f'\r\n--{boundary}\r\nContent-Disposition: form-data; name="overwrite"\r\n\r\ntrue\r\n--{boundary}--\r\n'.encode()
+    )
+    request = urllib.request.Request(
+        base + "/upload/image", data=body, headers={"Content-Type": f"multipart/form-data; boundary={boundary}"}
+    )
     return json.loads(urllib.request.urlopen(request).read())["name"]
 
 
@@ -91,8 +101,7 @@ def test_both_modes_give_the_same_frames_and_view_serves_mp4(servers, rendered):
         data, content_type = _view(base, rendered[mode]["11"]["images"][0])
         assert content_type == "video/mp4"
         videos[mode] = _frames(data)
-        pngs = np.stack([np.asarray(Image.open(io.BytesIO(_view(base, e)[0])))
-                         for e in rendered[mode]["12"]["images"]])
+        pngs = np.stack([np.asarray(Image.open(io.BytesIO(_view(base, e)[0]))) for e in rendered[mode]["12"]["images"]])
         assert videos[mode].shape == pngs.shape == (8, 128, 128, 3)
         # the video's frames are the decoded images, within H.264's loss (noise-like demo images: a loose bound)
         assert np.abs(videos[mode].astype(int) - pngs).mean() < 12
@@ -106,20 +115,29 @@ def test_an_uploaded_video_taken_apart_and_saved_again(servers, rendered, mode):
     base = servers[mode]
     data, _ = _view(base, rendered[mode]["11"]["images"][0])
     name = _upload(base, f"clip_{mode}.mp4", data, "video/mp4")
-    assert name in json.loads(_get(base + "/object_info/LoadVideo")[0])["LoadVideo"]["input"]["required"]["file"][1]["options"]
-    prompt = {"1": {"class_type": "LoadVideo", "inputs": {"file": name}},
-              "2": {"class_type": "GetVideoComponents", "inputs": {"video": ["1", 0]}},
-              "3": {"class_type": "CreateVideo", "inputs": {"images": ["2", 0], "fps": ["2", 2]}},
-              "4": {"class_type": "SaveVideo", "inputs": {"video": ["3", 0], "filename_prefix": "again/clip",
-                                                          "format": "mp4", "codec": "h264"}},
-              "5": {"class_type": "SaveVideo", "inputs": {"video": ["1", 0], "filename_prefix": "copy/clip",
-                                                          "format": "auto", "codec": "auto"}}}
+    assert (
+        name
+        in json.loads(_get(base + "/object_info/LoadVideo")[0])["LoadVideo"]["input"]["required"]["file"][1]["options"]
+    )
+    prompt = {
+        "1": {"class_type": "LoadVideo", "inputs": {"file": name}},
+        "2": {"class_type": "GetVideoComponents", "inputs": {"video": ["1", 0]}},
+        "3": {"class_type": "CreateVideo", "inputs": {"images": ["2", 0], "fps": ["2", 2]}},
+        "4": {
+            "class_type": "SaveVideo",
+            "inputs": {"video": ["3", 0], "filename_prefix": "again/clip", "format": "mp4", "codec": "h264"},
+        },
+        "5": {
+            "class_type": "SaveVideo",
+            "inputs": {"video": ["1", 0], "filename_prefix": "copy/clip", "format": "auto", "codec": "auto"},
+        },
+    }
     outputs = _run(base, prompt)
     original = _frames(data)
     copied = _frames(_view(base, outputs["5"]["images"][0])[0])
-    assert np.array_equal(copied, original)          # saved again without encoding: the same frames
+    assert np.array_equal(copied, original)  # saved again without encoding: the same frames
     encoded = _frames(_view(base, outputs["4"]["images"][0])[0])
-    assert encoded.shape == original.shape           # through IMAGE and back: encoded a second time
+    assert encoded.shape == original.shape  # through IMAGE and back: encoded a second time
     assert np.abs(encoded.astype(int) - original).mean() < 12
     with av.open(io.BytesIO(_view(base, outputs["4"]["images"][0])[0])) as container:
         assert container.streams.video[0].average_rate == 8
@@ -129,8 +147,9 @@ def test_an_uploaded_video_taken_apart_and_saved_again(servers, rendered, mode):
 def test_an_uploaded_flac_is_loaded_and_saved_sample_for_sample(servers, mode):
     base, rate = servers[mode], 22050
     t = np.arange(rate) / rate
-    wave = np.round(np.stack([0.5 * np.sin(2 * math.pi * 440 * t), 0.3 * np.sin(2 * math.pi * 880 * t)])
-                    * 32767).astype(np.int16)
+    wave = np.round(
+        np.stack([0.5 * np.sin(2 * math.pi * 440 * t), 0.3 * np.sin(2 * math.pi * 880 * t)]) * 32767
+    ).astype(np.int16)
     buffer = io.BytesIO()
     with av.open(buffer, mode="w", format="flac") as out:
         stream = out.add_stream("flac", rate=rate, layout="stereo")
@@ -139,8 +158,13 @@ def test_an_uploaded_flac_is_loaded_and_saved_sample_for_sample(servers, mode):
         out.mux(stream.encode(frame))
         out.mux(stream.encode(None))
     name = _upload(base, f"sine_{mode}.flac", buffer.getvalue(), "audio/flac")
-    outputs = _run(base, {"1": {"class_type": "LoadAudio", "inputs": {"audio": name}},
-                          "2": {"class_type": "SaveAudio", "inputs": {"audio": ["1", 0], "filename_prefix": "audio/sine"}}})
+    outputs = _run(
+        base,
+        {
+            "1": {"class_type": "LoadAudio", "inputs": {"audio": name}},
+            "2": {"class_type": "SaveAudio", "inputs": {"audio": ["1", 0], "filename_prefix": "audio/sine"}},
+        },
+    )
     [entry] = outputs["2"]["audio"]
     assert entry["subfolder"] == "audio" and entry["type"] == "output"
     data, content_type = _view(base, entry)

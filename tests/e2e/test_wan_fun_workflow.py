@@ -4,6 +4,7 @@ and its Wan 2.1 Fun Camera v1.1 1.3B template (workflows_json/wan21_fun_camera.j
 model, the demo CLIP vision model, Zoom In) from a fresh, empty workspace: the video is the same with the default executors and with `--executors 0`, and
 its frames equal ComfyUI 0.10.0's frames of the same workflow on the same files (recorded by
 scripts/record_comfyui_wan_fun.py) to within 1/255."""
+
 from __future__ import annotations
 
 import json
@@ -41,7 +42,10 @@ def test_fun_templates_in_both_executor_modes_equal_comfyuis(tmp_path) -> None:
         other_pngs, other_mp4 = in_process[case]
         assert pngs.shape == (5, 64, 64, 3) and pngs.std() > 0 and len(mp4) == 5
         assert np.array_equal(pngs, other_pngs), f"{case}: frames differ between the executor modes"
-        assert all(np.array_equal(a, b) for a, b in zip(mp4, other_mp4, strict=True)), \
+        assert all(np.array_equal(a, b) for a, b in zip(mp4, other_mp4, strict=True)), (
             f"{case}: the MP4's frames differ between the executor modes"
+        )
         diff = np.abs(pngs.astype(int) - comfyui_frames(RECORDED[case]).astype(int))
-        assert diff.max() <= 1, f"{case}: {int((diff > 1).sum())} values differ from ComfyUI's frames by more than 1/255"
+        assert diff.max() <= 1, (
+            f"{case}: {int((diff > 1).sum())} values differ from ComfyUI's frames by more than 1/255"
+        )

@@ -11,6 +11,7 @@ image-to-video model given the image's CLIP vision output, and as text-to-video 
 Wan 2.1 text-to-video model for both experts).
 
 The MP4 is lossy, so the frames are compared as PNGs: a SaveImage beside SaveVideo takes VAEDecode's frames."""
+
 from __future__ import annotations
 
 import base64
@@ -32,9 +33,15 @@ from tests.conftest import free_port
 REPO = Path(__file__).resolve().parents[2]
 WORKFLOW = REPO / "workflows_json" / "wan22_i2v.json"
 FIXTURE = json.loads((REPO / "tests" / "models" / "fixtures" / "comfyui_wan.json").read_text())
-RECORDED = {"off": FIXTURE["workflow"], "lora": FIXTURE["workflow_lora"], "5b": FIXTURE["workflow_5b"],
-            "5b_start_image": FIXTURE["workflow_5b_start_image"], "first_last": FIXTURE["workflow_first_last"],
-            "clip_vision": FIXTURE["workflow_clip_vision"], "text": FIXTURE["workflow_text"]}
+RECORDED = {
+    "off": FIXTURE["workflow"],
+    "lora": FIXTURE["workflow_lora"],
+    "5b": FIXTURE["workflow_5b"],
+    "5b_start_image": FIXTURE["workflow_5b_start_image"],
+    "first_last": FIXTURE["workflow_first_last"],
+    "clip_vision": FIXTURE["workflow_clip_vision"],
+    "text": FIXTURE["workflow_text"],
+}
 
 
 def comfyui_frames(recorded: dict) -> np.ndarray:
@@ -45,8 +52,10 @@ def comfyui_frames(recorded: dict) -> np.ndarray:
 def with_png_frames(prompt: dict) -> dict:
     """The prompt with a SaveImage of VAEDecode's frames beside the template's SaveVideo."""
     (decode,) = [k for k, v in prompt.items() if v["class_type"] == "VAEDecode"]
-    return {**prompt, "900": {"class_type": "SaveImage", "inputs": {"images": [decode, 0],
-                                                                     "filename_prefix": "wan_frames"}}}
+    return {
+        **prompt,
+        "900": {"class_type": "SaveImage", "inputs": {"images": [decode, 0], "filename_prefix": "wan_frames"}},
+    }
 
 
 def _get(url: str) -> bytes:
@@ -56,6 +65,7 @@ def _get(url: str) -> bytes:
 def run_prompt(base: str, prompt: dict, timeout_s: float = 600) -> tuple[np.ndarray, list[np.ndarray]]:
     """(PNG frames [T,H,W,3], the MP4's decoded frames) of one prompt."""
     import av
+
     body = json.dumps({"prompt": prompt, "client_id": str(uuid.uuid4())}).encode()
     pid = json.loads(urllib.request.urlopen(urllib.request.Request(base + "/prompt", data=body)).read())["prompt_id"]
     deadline = time.time() + timeout_s
@@ -69,9 +79,13 @@ def run_prompt(base: str, prompt: dict, timeout_s: float = 600) -> tuple[np.ndar
     else:
         raise AssertionError(f"not finished within {timeout_s} s")
     outputs = entry["outputs"]
-    pngs = np.stack([np.asarray(Image.open(io.BytesIO(_get(f"{base}/view?" + urllib.parse.urlencode(im)))))
-                     for im in outputs["900"]["images"]])
-    (saved,) = [o for key, o in outputs.items() if key != "900"]   # the template's SaveVideo
+    pngs = np.stack(
+        [
+            np.asarray(Image.open(io.BytesIO(_get(f"{base}/view?" + urllib.parse.urlencode(im)))))
+            for im in outputs["900"]["images"]
+        ]
+    )
+    (saved,) = [o for key, o in outputs.items() if key != "900"]  # the template's SaveVideo
     (video,) = saved["images"]
     assert video["filename"].endswith(".mp4") and video["subfolder"] == "video"
     with av.open(io.BytesIO(_get(f"{base}/view?" + urllib.parse.urlencode(video)))) as container:
@@ -82,11 +96,25 @@ def run_prompt(base: str, prompt: dict, timeout_s: float = 600) -> tuple[np.ndar
 def render_with_serve(workspace: Path, log_path: Path, prompts: dict[str, dict], *flags: str) -> dict:
     port = free_port()
     with open(log_path, "w") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "comfy_bridge.cli", "serve", "--workspace", str(workspace),
-                                 "--port", str(port), *flags], cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "comfy_bridge.cli",
+                "serve",
+                "--workspace",
+                str(workspace),
+                "--port",
+                str(port),
+                *flags,
+            ],
+            cwd=REPO,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         try:
             base = f"http://127.0.0.1:{port}"
-            deadline = time.time() + 300   # the first start builds the demo models
+            deadline = time.time() + 300  # the first start builds the demo models
             while True:
                 try:
                     _get(base + "/system_stats")
@@ -105,34 +133,38 @@ def test_recorded_workflow_is_the_shipped_one() -> None:
     shipped = json.loads(WORKFLOW.read_text())
     assert RECORDED["off"]["prompt"] == shipped
     lora = json.loads(WORKFLOW.read_text())
-    lora["131"]["inputs"]["value"] = True   # the template's enable_turbo_mode switch
+    lora["131"]["inputs"]["value"] = True  # the template's enable_turbo_mode switch
     assert RECORDED["lora"]["prompt"] == lora
-    first_last = json.loads(WORKFLOW.read_text())   # WanFirstLastFrameToVideo: the image first, its inverse last
+    first_last = json.loads(WORKFLOW.read_text())  # WanFirstLastFrameToVideo: the image first, its inverse last
     first_last["98"]["class_type"] = "WanFirstLastFrameToVideo"
     first_last["170"] = {"class_type": "ImageInvert", "inputs": {"image": ["97", 0]}}
     first_last["98"]["inputs"]["end_image"] = ["170", 0]
     assert RECORDED["first_last"]["prompt"] == first_last
-    vision = json.loads(WORKFLOW.read_text())   # Wan 2.1 i2v with the start image's CLIP vision output
+    vision = json.loads(WORKFLOW.read_text())  # Wan 2.1 i2v with the start image's CLIP vision output
     for node in ("95", "96"):
         vision[node]["inputs"]["unet_name"] = "wan2.1_i2v_480p_14B_tiny.safetensors"
     vision["180"] = {"class_type": "CLIPVisionLoader", "inputs": {"clip_name": "clip-vision-tiny.safetensors"}}
-    vision["181"] = {"class_type": "CLIPVisionEncode", "inputs": {"clip_vision": ["180", 0], "crop": "none",
-                                                                 "image": ["97", 0]}}
+    vision["181"] = {
+        "class_type": "CLIPVisionEncode",
+        "inputs": {"clip_vision": ["180", 0], "crop": "none", "image": ["97", 0]},
+    }
     vision["98"]["inputs"]["clip_vision_output"] = ["181", 0]
     assert RECORDED["clip_vision"]["prompt"] == vision
-    text = json.loads(WORKFLOW.read_text())   # text-to-video: EmptyHunyuanLatentVideo, Wan 2.1 t2v for both experts
+    text = json.loads(WORKFLOW.read_text())  # text-to-video: EmptyHunyuanLatentVideo, Wan 2.1 t2v for both experts
     i2v, _ = text.pop("98"), text.pop("97")
-    text["98"] = {"class_type": "EmptyHunyuanLatentVideo",
-                  "inputs": {k: i2v["inputs"][k] for k in ("width", "height", "length", "batch_size")}}
+    text["98"] = {
+        "class_type": "EmptyHunyuanLatentVideo",
+        "inputs": {k: i2v["inputs"][k] for k in ("width", "height", "length", "batch_size")},
+    }
     for node in ("95", "96"):
         text[node]["inputs"]["unet_name"] = "wan2.1_t2v_1.3B_tiny.safetensors"
-    for node in ("85", "86"):   # the prompts straight to both experts; the high-noise one starts from the latent
+    for node in ("85", "86"):  # the prompts straight to both experts; the high-noise one starts from the latent
         text[node]["inputs"].update(positive=["93", 0], negative=["89", 0])
     text["86"]["inputs"]["latent_image"] = ["98", 0]
     assert RECORDED["text"]["prompt"] == text
     five = json.loads((REPO / "workflows_json" / "wan22_5b.json").read_text())
     assert RECORDED["5b"]["prompt"] == five
-    five["56"] = {"class_type": "LoadImage", "inputs": {"image": "example.png"}}   # its bypassed LoadImage on
+    five["56"] = {"class_type": "LoadImage", "inputs": {"image": "example.png"}}  # its bypassed LoadImage on
     five["55"]["inputs"]["start_image"] = ["56", 0]
     assert RECORDED["5b_start_image"]["prompt"] == five
 
@@ -147,8 +179,11 @@ def test_wan22_templates_from_a_fresh_workspace_in_both_executor_modes(tmp_path)
         assert pngs.shape == (5, 64, 64, 3) and pngs.std() > 0 and len(mp4) == 5
         other_pngs, other_mp4 = in_process[case]
         assert np.array_equal(pngs, other_pngs), f"{case}: frames differ between the executor modes"
-        assert all(np.array_equal(a, b) for a, b in zip(mp4, other_mp4, strict=True)), \
+        assert all(np.array_equal(a, b) for a, b in zip(mp4, other_mp4, strict=True)), (
             f"{case}: the MP4's frames differ between the executor modes"
+        )
         diff = np.abs(pngs.astype(int) - comfyui_frames(RECORDED[case]).astype(int))
-        assert diff.max() <= 1, f"{case}: {int((diff > 1).sum())} values differ from ComfyUI's frames by more than 1/255"
+        assert diff.max() <= 1, (
+            f"{case}: {int((diff > 1).sum())} values differ from ComfyUI's frames by more than 1/255"
+        )
     assert not np.array_equal(default["off"][0], default["lora"][0]), "the LoRAs changed nothing"

@@ -1,5 +1,6 @@
 """A websocket client sees ComfyUI's exact message sequence (protocol reference §4.5) for a fresh, a fully
 cached and a failing prompt on the demo models, served by `comfy-cluster serve`."""
+
 from __future__ import annotations
 
 import asyncio
@@ -65,7 +66,7 @@ ORDER = ["4", "5", "6", "7", "3", "8", "9"]
 
 
 def test_fresh_cached_and_failing_sequences(server):
-    seed = int(time.time() * 1000) % 100000   # a seed no earlier run cached
+    seed = int(time.time() * 1000) % 100000  # a seed no earlier run cached
     fresh = asyncio.run(_run(server, _prompt(seed)))
     kinds = _kinds(fresh)
     assert kinds[:4] == ["status", "status", "execution_start", "execution_cached"]
@@ -79,15 +80,34 @@ def test_fresh_cached_and_failing_sequences(server):
 
     cached = asyncio.run(_run(server, _prompt(seed)))
     kinds = _kinds(cached)
-    assert kinds == ["status", "status", "execution_start", "execution_cached", "executed:9", "execution_success",
-                     "status", "executing:None"]
+    assert kinds == [
+        "status",
+        "status",
+        "execution_start",
+        "execution_cached",
+        "executed:9",
+        "execution_success",
+        "status",
+        "executing:None",
+    ]
     assert sorted(next(d for k, d in cached if k == "execution_cached")["nodes"]) == sorted(ORDER)
-    assert next(d for k, d in cached if k == "executed")["output"] == next(d for k, d in fresh if k == "executed")["output"]
+    assert (
+        next(d for k, d in cached if k == "executed")["output"]
+        == next(d for k, d in fresh if k == "executed")["output"]
+    )
 
     failing = _prompt(seed + 2)
     failing["4"]["inputs"]["ckpt_name"] = "sdxl-tiny.safetensors"
-    failing["10"] = {"class_type": "LoraLoader", "inputs": {"model": ["4", 0], "clip": ["4", 1],
-                     "lora_name": "sd1-tiny-lora.safetensors", "strength_model": 1.0, "strength_clip": 1.0}}
+    failing["10"] = {
+        "class_type": "LoraLoader",
+        "inputs": {
+            "model": ["4", 0],
+            "clip": ["4", 1],
+            "lora_name": "sd1-tiny-lora.safetensors",
+            "strength_model": 1.0,
+            "strength_clip": 1.0,
+        },
+    }
     failing["6"]["inputs"]["clip"] = ["10", 1]
     messages = asyncio.run(_run(server, failing))
     kinds = _kinds(messages)

@@ -1,16 +1,16 @@
 """Every shipped workflow runs end to end on the demo models and writes a PNG (or, for a video workflow, an
 MP4) with ComfyUI's metadata."""
+
 from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 
 import av
 import numpy as np
 import pytest
 from PIL import Image
-
-from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -19,14 +19,15 @@ WORKFLOWS = sorted(p.name for p in (REPO / "workflows_json").glob("*.json"))
 
 @pytest.mark.parametrize("name", WORKFLOWS)
 def test_workflow_writes_png_with_prompt_metadata(demo_workspace, name):
-    from comfy_bridge.registry import build_registry
     from comfy_bridge.cli.run import load_prompt, run_prompt
+    from comfy_bridge.registry import build_registry
+
     registry = build_registry(demo_workspace)
     prompt, workflow = load_prompt(json.loads((REPO / "workflows_json" / name).read_text()), registry)
     files = asyncio.run(run_prompt(prompt, workflow, registry, show_progress=False))
     assert files, f"{name} wrote no image"
     for f in files:
-        if f.suffix == ".mp4":   # SaveVideo: the prompt in the container's tags, frames decoded
+        if f.suffix == ".mp4":  # SaveVideo: the prompt in the container's tags, frames decoded
             with av.open(str(f)) as container:
                 assert json.loads(container.metadata["prompt"]) == prompt
                 frames = np.stack([frame.to_ndarray(format="gray") for frame in container.decode(video=0)])

@@ -1,6 +1,7 @@
 """The web UI's default graph (comfyui_frontend_package's 10-node Z-Image-Turbo graph), exported with the tiny
 demo model's file names, renders on a fresh demo workspace with the default executor and with `--executors 0`,
 and both give the same image."""
+
 from __future__ import annotations
 
 import json
@@ -26,8 +27,8 @@ def frontend_default_graph_source() -> str:
     for js in sorted((Path(spec.origin).parent / "static" / "assets").glob("*.js")):
         text = js.read_text(encoding="utf-8", errors="replace")
         start = text.find("{last_node_id:71,")
-        if start >= 0 and "ModelSamplingAuraFlow" in text[start:start + 8000]:
-            return text[start:start + 8000]
+        if start >= 0 and "ModelSamplingAuraFlow" in text[start : start + 8000]:
+            return text[start : start + 8000]
     pytest.fail("the frontend bundle has no default Z-Image-Turbo graph")
 
 
@@ -47,7 +48,7 @@ def test_exported_graph_is_the_frontends_default_graph():
 
 
 def test_default_graph_renders_alike_with_default_executors_and_in_process(serve, demo_workspace, monkeypatch):
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")   # one torch thread in every process: bit-identical sums
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # one torch thread in every process: bit-identical sums
     prompt = json.loads(API.read_text())
     images = {}
     for mode, flags in (("default", ("--executor-threads", "1")), ("in_process", ("--executors", "0"))):

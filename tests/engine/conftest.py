@@ -1,4 +1,5 @@
 """Fixtures: a registry of our test nodes, a recording message sink and an executor."""
+
 from __future__ import annotations
 
 import sys
@@ -39,11 +40,12 @@ class RecordingSink:
 @pytest.fixture(autouse=True)
 def _workspace(tmp_path):
     from nodes import workspace as ws_module
+
     previous = ws_module._active
     activate(Workspace(tmp_path / "ws").create())
     engine_nodes.CALLS.clear()
     yield
-    ws_module._active = previous   # later tests (and modules) find the workspace they had
+    ws_module._active = previous  # later tests (and modules) find the workspace they had
 
 
 @pytest.fixture
@@ -62,6 +64,7 @@ def sink() -> RecordingSink:
 def make_executor(registry, sink):
     def make(cache_type: str = "classic", cache_size: int = 0) -> PromptExecutor:
         return PromptExecutor(registry, sink, cache_type=cache_type, cache_size=cache_size)
+
     return make
 
 
@@ -70,12 +73,18 @@ def run(registry, sink, make_executor):
     """Validate and execute a prompt the way the queue worker does; returns the executor."""
     default = make_executor()
 
-    async def _run(prompt: dict, executor: PromptExecutor | None = None, prompt_id: str = "p1",
-                   client_id: str | None = "client", targets: list[str] | None = None) -> PromptExecutor:
+    async def _run(
+        prompt: dict,
+        executor: PromptExecutor | None = None,
+        prompt_id: str = "p1",
+        client_id: str | None = "client",
+        targets: list[str] | None = None,
+    ) -> PromptExecutor:
         executor = executor or default
         ok, error, outputs, node_errors = await validate_prompt(registry, prompt_id, prompt, targets)
         assert ok, (error, node_errors)
         sink.messages.clear()
         await executor.execute_async(prompt, prompt_id, {"client_id": client_id} if client_id else {}, outputs)
         return executor
+
     return _run

@@ -1,4 +1,5 @@
 """Small node classes the engine tests run (our own, in the shapes ComfyUI's test pack uses)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -16,6 +17,7 @@ class Const:
     @classmethod
     def INPUT_TYPES(cls):
         return {"required": {"value": ("FLOAT", {"default": 0.0, "min": -10.0, "max": 10.0})}}
+
     RETURN_TYPES = ("FLOAT",)
     FUNCTION = "run"
 
@@ -27,7 +29,10 @@ class Const:
 class Image:
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"value": ("FLOAT", {"default": 0.0}), "size": ("INT", {"default": 4, "min": 1, "max": 64})}}
+        return {
+            "required": {"value": ("FLOAT", {"default": 0.0}), "size": ("INT", {"default": 4, "min": 1, "max": 64})}
+        }
+
     RETURN_TYPES = ("IMAGE",)
     FUNCTION = "run"
 
@@ -40,6 +45,7 @@ class Add:
     @classmethod
     def INPUT_TYPES(cls):
         return {"required": {"a": ("FLOAT,IMAGE",), "b": ("FLOAT,IMAGE",)}}
+
     RETURN_TYPES = ("FLOAT",)
     FUNCTION = "run"
 
@@ -50,9 +56,11 @@ class Add:
 
 class Output:
     """An output node reporting what it received as UI text."""
+
     @classmethod
     def INPUT_TYPES(cls):
         return {"required": {"value": ("*",)}, "hidden": {"unique_id": "UNIQUE_ID"}}
+
     RETURN_TYPES = ()
     FUNCTION = "run"
     OUTPUT_NODE = True
@@ -65,9 +73,11 @@ class Output:
 
 class Changing:
     """IS_CHANGED returns NaN when asked to: the node must run every time."""
+
     @classmethod
     def INPUT_TYPES(cls):
         return {"required": {"value": ("FLOAT",), "always": ("BOOLEAN", {"default": False})}}
+
     RETURN_TYPES = ("FLOAT",)
     FUNCTION = "run"
 
@@ -84,6 +94,7 @@ class LazySwitch:
     @classmethod
     def INPUT_TYPES(cls):
         return {"required": {"pick_a": ("BOOLEAN",), "a": ("FLOAT", {"lazy": True}), "b": ("FLOAT", {"lazy": True})}}
+
     RETURN_TYPES = ("FLOAT",)
     FUNCTION = "run"
 
@@ -105,6 +116,7 @@ class MakeList:
     @classmethod
     def INPUT_TYPES(cls):
         return {"required": {"count": ("INT", {"default": 3})}}
+
     RETURN_TYPES = ("FLOAT",)
     OUTPUT_IS_LIST = (True,)
     FUNCTION = "run"
@@ -117,6 +129,7 @@ class SumList:
     @classmethod
     def INPUT_TYPES(cls):
         return {"required": {"values": ("FLOAT",)}}
+
     RETURN_TYPES = ("FLOAT",)
     INPUT_IS_LIST = True
     FUNCTION = "run"
@@ -129,6 +142,7 @@ class Double:
     @classmethod
     def INPUT_TYPES(cls):
         return {"required": {"value": ("FLOAT",)}}
+
     RETURN_TYPES = ("FLOAT",)
     FUNCTION = "run"
 
@@ -140,8 +154,14 @@ class Double:
 class Blocker:
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"value": ("FLOAT",), "block_at": ("FLOAT", {"default": -1.0}),
-                             "message": ("STRING", {"default": ""})}}
+        return {
+            "required": {
+                "value": ("FLOAT",),
+                "block_at": ("FLOAT", {"default": -1.0}),
+                "message": ("STRING", {"default": ""}),
+            }
+        }
+
     RETURN_TYPES = ("FLOAT",)
     FUNCTION = "run"
 
@@ -155,6 +175,7 @@ class Sleep:
     @classmethod
     def INPUT_TYPES(cls):
         return {"required": {"value": ("FLOAT",), "seconds": ("FLOAT", {"default": 0.2})}}
+
     RETURN_TYPES = ("FLOAT",)
     FUNCTION = "run"
 
@@ -166,10 +187,13 @@ class Sleep:
 class Rendezvous:
     """Waits until `parties` Rendezvous nodes of the process are running at once (or fails after 60 s):
     it finishes only if the engine runs them concurrently, whatever the machine's speed."""
+
     arrived = 0
+
     @classmethod
     def INPUT_TYPES(cls):
         return {"required": {"value": ("FLOAT",), "parties": ("INT", {"default": 2})}}
+
     RETURN_TYPES = ("FLOAT",)
     FUNCTION = "run"
 
@@ -192,6 +216,7 @@ class Fail:
     @classmethod
     def INPUT_TYPES(cls):
         return {"required": {"value": ("FLOAT",)}}
+
     RETURN_TYPES = ("FLOAT",)
     FUNCTION = "run"
 
@@ -209,11 +234,13 @@ class Progress:
     @classmethod
     def INPUT_TYPES(cls):
         return {"required": {"value": ("FLOAT",), "steps": ("INT", {"default": 3})}}
+
     RETURN_TYPES = ("FLOAT",)
     FUNCTION = "run"
 
     def run(self, value, steps):
         from comfy.utils import ProgressBar
+
         bar = ProgressBar(steps)
         for _ in range(steps):
             bar.update(1)
@@ -224,11 +251,13 @@ class WaitForInterrupt:
     @classmethod
     def INPUT_TYPES(cls):
         return {"required": {"value": ("FLOAT",)}}
+
     RETURN_TYPES = ("FLOAT",)
     FUNCTION = "run"
 
     def run(self, value):
         from nodes import progress
+
         progress.interrupt()
         progress.throw_if_interrupted()
         return (value,)
@@ -236,9 +265,11 @@ class WaitForInterrupt:
 
 class Repeat:
     """Expands into a chain of `times` Double nodes (ids from GraphBuilder's default prefix)."""
+
     @classmethod
     def INPUT_TYPES(cls):
         return {"required": {"value": ("FLOAT",), "times": ("INT", {"default": 2})}}
+
     RETURN_TYPES = ("FLOAT",)
     FUNCTION = "run"
 
@@ -254,6 +285,7 @@ class CycleMaker:
     @classmethod
     def INPUT_TYPES(cls):
         return {"required": {"value": ("FLOAT",)}}
+
     RETURN_TYPES = ("FLOAT",)
     FUNCTION = "run"
 
@@ -267,9 +299,11 @@ class CycleMaker:
 
 class Checked:
     """Custom validation: rejects value 7 and reports the linked types it was given."""
+
     @classmethod
     def INPUT_TYPES(cls):
         return {"required": {"value": ("FLOAT", {"min": 0.0, "max": 5.0}), "other": ("FLOAT",)}}
+
     RETURN_TYPES = ("FLOAT",)
     FUNCTION = "run"
 
@@ -285,6 +319,7 @@ class TypeChecked:
     @classmethod
     def INPUT_TYPES(cls):
         return {"required": {"value": ("FLOAT",)}}
+
     RETURN_TYPES = ("FLOAT",)
     FUNCTION = "run"
 
@@ -299,9 +334,16 @@ class TypeChecked:
 class Picker:
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"choice": (["red", "green"],), "count": ("INT", {"default": 1, "control_after_generate": True}),
-                             "ratio": ("FLOAT", {"default": 1.0}), "name": ("STRING", {"default": ""}),
-                             "flag": ("BOOLEAN", {"default": False})}}
+        return {
+            "required": {
+                "choice": (["red", "green"],),
+                "count": ("INT", {"default": 1, "control_after_generate": True}),
+                "ratio": ("FLOAT", {"default": 1.0}),
+                "name": ("STRING", {"default": ""}),
+                "flag": ("BOOLEAN", {"default": False}),
+            }
+        }
+
     RETURN_TYPES = ("STRING",)
     FUNCTION = "run"
 
@@ -312,10 +354,17 @@ class Picker:
 class V3Scale(io.ComfyNode):
     @classmethod
     def define_schema(cls):
-        return io.Schema(node_id="V3Scale", display_name="Scale (V3)", category="test",
-                         inputs=[io.Float.Input("value", default=1.0, min=-5.0, max=5.0),
-                                 io.Combo.Input("mode", options=["double", "triple"])],
-                         outputs=[io.Float.Output(display_name="scaled")], hidden=[io.Hidden.unique_id])
+        return io.Schema(
+            node_id="V3Scale",
+            display_name="Scale (V3)",
+            category="test",
+            inputs=[
+                io.Float.Input("value", default=1.0, min=-5.0, max=5.0),
+                io.Combo.Input("mode", options=["double", "triple"]),
+            ],
+            outputs=[io.Float.Output(display_name="scaled")],
+            hidden=[io.Hidden.unique_id],
+        )
 
     @classmethod
     def execute(cls, value, mode):
@@ -334,6 +383,10 @@ class V3AsyncOutput(io.ComfyNode):
         return io.NodeOutput(ui={"values": [value]})
 
 
-CLASSES = {name: obj for name, obj in dict(globals()).items()
-           if isinstance(obj, type) and (hasattr(obj, "FUNCTION") or hasattr(obj, "define_schema"))
-           and obj.__module__ == __name__}
+CLASSES = {
+    name: obj
+    for name, obj in dict(globals()).items()
+    if isinstance(obj, type)
+    and (hasattr(obj, "FUNCTION") or hasattr(obj, "define_schema"))
+    and obj.__module__ == __name__
+}

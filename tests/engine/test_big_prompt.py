@@ -1,4 +1,5 @@
 """A 5,000-node chain signs, schedules and runs without recursion and in reasonable time."""
+
 from __future__ import annotations
 
 import time

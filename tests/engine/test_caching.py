@@ -1,4 +1,5 @@
 """Cross-prompt caching by input signature, IS_CHANGED, and the three cache modes."""
+
 from __future__ import annotations
 
 import engine_nodes

@@ -1,6 +1,7 @@
 """Engine rules that client test suites (such as ComfyUI's execution tests) depend on: partial execution
 targets, expansions mixed with plain results, loops built from nested expansions with raw links, undeclared
 linked inputs, output nodes sharing an input, and asynchronous input validation."""
+
 from __future__ import annotations
 
 import asyncio
@@ -13,9 +14,11 @@ from comfy_bridge.validation import validate_prompt
 
 class Show:
     """An output node without UNIQUE_ID: its cache signature ignores the node id."""
+
     @classmethod
     def INPUT_TYPES(cls):
         return {"required": {"value": ("FLOAT",)}}
+
     RETURN_TYPES = ()
     FUNCTION = "run"
     OUTPUT_NODE = True
@@ -26,6 +29,7 @@ class Show:
 
 class ShowAndPass(Show):
     """An output node that also has a socket output."""
+
     RETURN_TYPES = ("FLOAT",)
 
     def run(self, value):
@@ -34,9 +38,11 @@ class ShowAndPass(Show):
 
 class HalfExpand:
     """Per list item: values above 1 expand into a Double node, the others are returned directly."""
+
     @classmethod
     def INPUT_TYPES(cls):
         return {"required": {"value": ("FLOAT",)}}
+
     RETURN_TYPES = ("FLOAT",)
     FUNCTION = "run"
 
@@ -50,11 +56,15 @@ class HalfExpand:
 class DoubleUntil:
     """A loop: doubles `value` through nested expansions until it reaches `limit`; `origin` arrives as the
     raw link and is resolved through DYNPROMPT to name the node the loop started from."""
+
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"value": ("FLOAT",), "limit": ("FLOAT",), "origin": ("FLOAT", {"rawLink": True})},
-                "optional": {"fail_at": ("FLOAT", {"default": -1.0})},
-                "hidden": {"dynprompt": "DYNPROMPT", "unique_id": "UNIQUE_ID"}}
+        return {
+            "required": {"value": ("FLOAT",), "limit": ("FLOAT",), "origin": ("FLOAT", {"rawLink": True})},
+            "optional": {"fail_at": ("FLOAT", {"default": -1.0})},
+            "hidden": {"dynprompt": "DYNPROMPT", "unique_id": "UNIQUE_ID"},
+        }
+
     RETURN_TYPES = ("STRING",)
     FUNCTION = "run"
 
@@ -74,6 +84,7 @@ class ShowText:
     @classmethod
     def INPUT_TYPES(cls):
         return {"required": {"text": ("STRING", {"forceInput": True})}}
+
     RETURN_TYPES = ()
     FUNCTION = "run"
     OUTPUT_NODE = True
@@ -84,20 +95,23 @@ class ShowText:
 
 class SumKwargs:
     """Declares nothing: whatever is linked arrives as keyword arguments."""
+
     @classmethod
     def INPUT_TYPES(cls):
         return {"required": {}}
+
     RETURN_TYPES = ("FLOAT",)
     FUNCTION = "run"
 
     def run(self, **kwargs):
-        return (float(sum(kwargs.values())), )
+        return (float(sum(kwargs.values())),)
 
 
 class AsyncChecked:
     @classmethod
     def INPUT_TYPES(cls):
         return {"required": {"value": ("FLOAT",)}}
+
     RETURN_TYPES = ("FLOAT",)
     FUNCTION = "run"
 
@@ -112,8 +126,9 @@ class AsyncChecked:
 
 @pytest.fixture(autouse=True)
 def _nodes(registry):
-    registry.add_builtin({c.__name__: c for c in (Show, ShowAndPass, HalfExpand, DoubleUntil, ShowText, SumKwargs,
-                                                  AsyncChecked)})
+    registry.add_builtin(
+        {c.__name__: c for c in (Show, ShowAndPass, HalfExpand, DoubleUntil, ShowText, SumKwargs, AsyncChecked)}
+    )
 
 
 async def test_partial_targets_run_only_their_own_ancestors(run, sink):
@@ -181,10 +196,12 @@ async def test_error_deep_inside_a_loop_is_blamed_on_the_top_node(run, sink):
 
 
 async def test_undeclared_links_are_passed_and_undeclared_constants_dropped(run):
-    prompt = {"a": {"class_type": "Const", "inputs": {"value": 1.5}},
-              "b": {"class_type": "Const", "inputs": {"value": 2.0}},
-              "s": {"class_type": "SumKwargs", "inputs": {"x": ["a", 0], "y": ["b", 0], "ignored": 100.0}},
-              "o": {"class_type": "Show", "inputs": {"value": ["s", 0]}}}
+    prompt = {
+        "a": {"class_type": "Const", "inputs": {"value": 1.5}},
+        "b": {"class_type": "Const", "inputs": {"value": 2.0}},
+        "s": {"class_type": "SumKwargs", "inputs": {"x": ["a", 0], "y": ["b", 0], "ignored": 100.0}},
+        "o": {"class_type": "Show", "inputs": {"value": ["s", 0]}},
+    }
     executor = await run(prompt)
     assert executor.history_result["outputs"]["o"] == {"shown": [3.5]}
 
@@ -201,8 +218,11 @@ async def test_two_output_nodes_fed_the_same_value_each_report_it(run, sink):
 
 async def test_async_validate_inputs_is_awaited(registry):
     def prompt(value: float) -> dict:
-        return {"1": {"class_type": "AsyncChecked", "inputs": {"value": value}},
-                "2": {"class_type": "Show", "inputs": {"value": ["1", 0]}}}
+        return {
+            "1": {"class_type": "AsyncChecked", "inputs": {"value": value}},
+            "2": {"class_type": "Show", "inputs": {"value": ["1", 0]}},
+        }
+
     ok, _, outputs, _ = await validate_prompt(registry, "p", prompt(1.0), None)
     assert ok and outputs == ["2"]
     ok, error, _, node_errors = await validate_prompt(registry, "p", prompt(-1.0), None)

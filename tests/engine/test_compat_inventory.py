@@ -1,6 +1,7 @@
 """docs/compat-inventory.json: the ComfyUI names the most used packs import (scripts/compat_inventory.py).
 Every module-level one must resolve here (a pack that imports it fails to load otherwise); names used inside
 functions that resolved when the inventory was made must still resolve; the Markdown is the JSON's."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -30,6 +31,7 @@ def _package_importable(name: str) -> bool:
 @pytest.fixture(scope="module", autouse=True)
 def _comfy_names():
     from comfy_bridge import compat
+
     compat.import_as_comfyui_has()
 
 

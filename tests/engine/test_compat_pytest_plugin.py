@@ -1,5 +1,6 @@
 """`-p comfy_bridge.compat.pytest_plugin` lets a client test process import ComfyUI's module names (ComfyUI's
 execution tests build prompts with `comfy_execution.graph_utils.GraphBuilder` in the test process)."""
+
 from __future__ import annotations
 
 import subprocess
@@ -7,7 +8,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-CLIENT_TEST = textwrap.dedent('''
+CLIENT_TEST = textwrap.dedent("""
     from comfy_execution.graph_utils import GraphBuilder
 
     def test_builds_with_our_graph_builder():
@@ -15,13 +16,30 @@ CLIENT_TEST = textwrap.dedent('''
         node = g.node("SaveImage", images=[\"1\", 0])
         assert GraphBuilder.__module__.startswith("comfy_bridge.")
         assert g.finalize() == {node.id: {"class_type": "SaveImage", "inputs": {"images": ["1", 0]}}}
-''')
+""")
 
 
 def run_pytest(folder: Path, *plugin: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *plugin,
-                           "--rootdir", str(folder), "-c", str(folder / "pytest.ini"), str(folder)],
-                          cwd=folder, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            *plugin,
+            "--rootdir",
+            str(folder),
+            "-c",
+            str(folder / "pytest.ini"),
+            str(folder),
+        ],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_plugin_makes_graph_utils_importable_in_the_test_process(tmp_path):

@@ -1,4 +1,5 @@
 """Message sequences and execution order, as a websocket client sees them."""
+
 from __future__ import annotations
 
 import engine_nodes
@@ -16,8 +17,18 @@ def simple_prompt() -> dict:
 async def test_first_run_sends_comfyui_sequence(run, sink):
     await run(simple_prompt())
     names = [e for e, _ in sink.events()]
-    assert names == ["execution_start", "execution_cached", "progress_state", "executing", "progress_state",
-                     "progress_state", "executing", "executed", "progress_state", "execution_success"]
+    assert names == [
+        "execution_start",
+        "execution_cached",
+        "progress_state",
+        "executing",
+        "progress_state",
+        "progress_state",
+        "executing",
+        "executed",
+        "progress_state",
+        "execution_success",
+    ]
     executed = sink.events("executed")[0][1]
     assert executed == {"node": "B", "display_node": "B", "output": {"values": [1.5]}, "prompt_id": "p1"}
     assert sink.events("execution_cached")[0][1]["nodes"] == []

@@ -1,6 +1,6 @@
 """Node expansion, async overlap, runtime errors and interrupts."""
-from __future__ import annotations
 
+from __future__ import annotations
 
 import pytest
 
@@ -43,17 +43,19 @@ async def test_async_nodes_overlap(run):
     g = GraphBuilder(prefix="")
     c = g.node("Const", "c", value=1.0)
     from tests.engine.engine_nodes import Rendezvous
+
     Rendezvous.arrived = 0
     sleeps = [g.node("Rendezvous", f"s{i}", value=c.out(0), parties=4) for i in range(4)]
     total = g.node("Add", "t", a=sleeps[0].out(0), b=sleeps[1].out(0))
     total = g.node("Add", "t2", a=total.out(0), b=g.node("Add", "t3", a=sleeps[2].out(0), b=sleeps[3].out(0)).out(0))
     g.node("Output", "o", value=total.out(0))
-    executor = await run(g.finalize())   # each of the four waits until all four are running
+    executor = await run(g.finalize())  # each of the four waits until all four are running
     assert executor.history_result["outputs"]["o"] == {"values": [4.0]}
 
 
 async def test_sync_node_runs_off_the_event_loop(run):
     import asyncio
+
     g = GraphBuilder(prefix="")
     g.node("Output", "o", value=g.node("SyncSleep", "s", value=1.0, seconds=0.3).out(0))
     ticks = 0
@@ -63,6 +65,7 @@ async def test_sync_node_runs_off_the_event_loop(run):
         while True:
             await asyncio.sleep(0.02)
             ticks += 1
+
     task = asyncio.create_task(ticker())
     await run(g.finalize())
     task.cancel()
@@ -70,9 +73,13 @@ async def test_sync_node_runs_off_the_event_loop(run):
 
 
 # An async failure surfaces on the completion pass, which (as in ComfyUI) has no inputs to report.
-@pytest.mark.parametrize("node,etype,message,inputs", [
-    ("Fail", "RuntimeError", "deliberate failure", {"value": [3.0]}),
-    ("AsyncFail", "ValueError", "deliberate async failure", {})])
+@pytest.mark.parametrize(
+    "node,etype,message,inputs",
+    [
+        ("Fail", "RuntimeError", "deliberate failure", {"value": [3.0]}),
+        ("AsyncFail", "ValueError", "deliberate async failure", {}),
+    ],
+)
 async def test_error_payload_and_executor_recovers(run, sink, node, etype, message, inputs):
     g = GraphBuilder(prefix="")
     c = g.node("Const", "c", value=3.0)

@@ -1,4 +1,5 @@
 """Workflow (UI) JSON -> API prompt."""
+
 from __future__ import annotations
 
 from comfy_bridge.formats import is_ui_format, ui_to_api
@@ -6,29 +7,70 @@ from comfy_bridge.formats import is_ui_format, ui_to_api
 
 def workflow() -> dict:
     return {
-        "last_node_id": 7, "last_link_id": 6, "version": 0.4,
+        "last_node_id": 7,
+        "last_link_id": 6,
+        "version": 0.4,
         "nodes": [
-            {"id": 1, "type": "Picker", "mode": 0, "inputs": [],
-             "outputs": [{"name": "STRING", "type": "STRING", "links": [1]}],
-             "widgets_values": ["green", 3, "randomize", 0.5, "name", True]},
-            {"id": 2, "type": "Reroute", "mode": 0, "inputs": [{"name": "", "type": "*", "link": 1}],
-             "outputs": [{"name": "", "type": "STRING", "links": [2]}]},
-            {"id": 3, "type": "Output", "mode": 0, "title": "Shown", "inputs": [{"name": "value", "type": "*", "link": 2}],
-             "widgets_values": []},
-            {"id": 4, "type": "Const", "mode": 0, "inputs": [{"name": "value", "type": "FLOAT", "link": 3,
-                                                               "widget": {"name": "value"}}],
-             "outputs": [{"name": "FLOAT", "type": "FLOAT", "links": [4]}], "widgets_values": [0.0]},
-            {"id": 5, "type": "PrimitiveNode", "mode": 0, "outputs": [{"name": "FLOAT", "type": "FLOAT", "links": [3]}],
-             "widgets_values": [2.5, "fixed"]},
-            {"id": 6, "type": "Double", "mode": 4, "inputs": [{"name": "value", "type": "FLOAT", "link": 4}],
-             "outputs": [{"name": "FLOAT", "type": "FLOAT", "links": [5]}]},
+            {
+                "id": 1,
+                "type": "Picker",
+                "mode": 0,
+                "inputs": [],
+                "outputs": [{"name": "STRING", "type": "STRING", "links": [1]}],
+                "widgets_values": ["green", 3, "randomize", 0.5, "name", True],
+            },
+            {
+                "id": 2,
+                "type": "Reroute",
+                "mode": 0,
+                "inputs": [{"name": "", "type": "*", "link": 1}],
+                "outputs": [{"name": "", "type": "STRING", "links": [2]}],
+            },
+            {
+                "id": 3,
+                "type": "Output",
+                "mode": 0,
+                "title": "Shown",
+                "inputs": [{"name": "value", "type": "*", "link": 2}],
+                "widgets_values": [],
+            },
+            {
+                "id": 4,
+                "type": "Const",
+                "mode": 0,
+                "inputs": [{"name": "value", "type": "FLOAT", "link": 3, "widget": {"name": "value"}}],
+                "outputs": [{"name": "FLOAT", "type": "FLOAT", "links": [4]}],
+                "widgets_values": [0.0],
+            },
+            {
+                "id": 5,
+                "type": "PrimitiveNode",
+                "mode": 0,
+                "outputs": [{"name": "FLOAT", "type": "FLOAT", "links": [3]}],
+                "widgets_values": [2.5, "fixed"],
+            },
+            {
+                "id": 6,
+                "type": "Double",
+                "mode": 4,
+                "inputs": [{"name": "value", "type": "FLOAT", "link": 4}],
+                "outputs": [{"name": "FLOAT", "type": "FLOAT", "links": [5]}],
+            },
             {"id": 7, "type": "Output", "mode": 0, "inputs": [{"name": "value", "type": "*", "link": 5}]},
             {"id": 8, "type": "Output", "mode": 2, "inputs": [{"name": "value", "type": "*", "link": 6}]},
             {"id": 9, "type": "Note", "mode": 0, "widgets_values": ["hello"]},
         ],
-        "links": [[1, 1, 0, 2, 0, "STRING"], [2, 2, 0, 3, 0, "*"], [3, 5, 0, 4, 0, "FLOAT"],
-                  [4, 4, 0, 6, 0, "FLOAT"], [5, 6, 0, 7, 0, "FLOAT"], [6, 4, 0, 8, 0, "FLOAT"]],
-        "groups": [], "config": {}, "extra": {},
+        "links": [
+            [1, 1, 0, 2, 0, "STRING"],
+            [2, 2, 0, 3, 0, "*"],
+            [3, 5, 0, 4, 0, "FLOAT"],
+            [4, 4, 0, 6, 0, "FLOAT"],
+            [5, 6, 0, 7, 0, "FLOAT"],
+            [6, 4, 0, 8, 0, "FLOAT"],
+        ],
+        "groups": [],
+        "config": {},
+        "extra": {},
     }
 
 

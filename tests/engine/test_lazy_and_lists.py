@@ -1,4 +1,5 @@
 """Lazy inputs, INPUT_IS_LIST / OUTPUT_IS_LIST mapping and ExecutionBlocker."""
+
 from __future__ import annotations
 
 import engine_nodes

@@ -3,6 +3,7 @@
 file, an unknown architecture, the wrong kind of file for the loader, a text encoder without a tokenizer.
 
 The files here are headers with tiny tensors under the real key names: validation never reads weights."""
+
 from __future__ import annotations
 
 import json
@@ -47,21 +48,32 @@ def registry() -> NodeRegistry:
         @classmethod
         def INPUT_TYPES(cls):
             return {"required": {"value": ("*",)}}
+
         RETURN_TYPES = ()
         FUNCTION = "run"
         OUTPUT_NODE = True
 
     model_checks.clear_cache()
     reg = NodeRegistry()
-    reg.add_builtin({"CheckpointLoaderSimple": CheckpointLoaderSimple, "CLIPLoader": CLIPLoader,
-                     "VAELoader": VAELoader, "LoraLoader": LoraLoader, "TripleCLIPLoader": TripleCLIPLoader,
-                     "TakeAll": TakeAll}, {})
+    reg.add_builtin(
+        {
+            "CheckpointLoaderSimple": CheckpointLoaderSimple,
+            "CLIPLoader": CLIPLoader,
+            "VAELoader": VAELoader,
+            "LoraLoader": LoraLoader,
+            "TripleCLIPLoader": TripleCLIPLoader,
+            "TakeAll": TakeAll,
+        },
+        {},
+    )
     return reg
 
 
 async def errors_of(registry, class_type: str, **inputs) -> dict:
-    prompt = {"1": {"class_type": class_type, "inputs": inputs},
-              "2": {"class_type": "TakeAll", "inputs": {"value": ["1", 0]}}}
+    prompt = {
+        "1": {"class_type": class_type, "inputs": inputs},
+        "2": {"class_type": "TakeAll", "inputs": {"value": ["1", 0]}},
+    }
     ok, error, _, node_errors = await validate_prompt(registry, "pid", prompt, None)
     assert ok == (not node_errors)
     return node_errors
@@ -99,14 +111,24 @@ async def test_not_a_safetensors_file_is_refused(registry):
     path = active().models_dir / "checkpoints" / "page.safetensors"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("<html>a download that went wrong</html>")
-    details = only_reason(await errors_of(registry, "CheckpointLoaderSimple", ckpt_name="page.safetensors"), "ckpt_name")
+    details = only_reason(
+        await errors_of(registry, "CheckpointLoaderSimple", ckpt_name="page.safetensors"), "ckpt_name"
+    )
     assert "not a safetensors file" in details
 
 
 async def test_wrong_kind_of_file_for_the_loader_is_refused(registry):
-    write("checkpoints", "lora.safetensors", {"lora_unet_down_blocks_0_attentions_0_proj_in.lora_down.weight": (4, 8),
-                                              "lora_unet_down_blocks_0_attentions_0_proj_in.lora_up.weight": (8, 4)})
-    details = only_reason(await errors_of(registry, "CheckpointLoaderSimple", ckpt_name="lora.safetensors"), "ckpt_name")
+    write(
+        "checkpoints",
+        "lora.safetensors",
+        {
+            "lora_unet_down_blocks_0_attentions_0_proj_in.lora_down.weight": (4, 8),
+            "lora_unet_down_blocks_0_attentions_0_proj_in.lora_up.weight": (8, 4),
+        },
+    )
+    details = only_reason(
+        await errors_of(registry, "CheckpointLoaderSimple", ckpt_name="lora.safetensors"), "ckpt_name"
+    )
     assert details.endswith("lora.safetensors: is a LoRA (sd1) and holds no diffusion model")
     write("vae", "sd1-as-vae.safetensors", {SD1_UNET: (4, 4, 3, 3)})
     details = only_reason(await errors_of(registry, "VAELoader", vae_name="sd1-as-vae.safetensors"), "vae_name")
@@ -115,11 +137,20 @@ async def test_wrong_kind_of_file_for_the_loader_is_refused(registry):
 
 async def test_a_checkpoint_in_the_lora_loader_is_refused(registry):
     write("loras", "full.safetensors", sd1_checkpoint())
-    prompt = {"c": {"class_type": "CheckpointLoaderSimple", "inputs": {"ckpt_name": "full.safetensors"}},
-              "1": {"class_type": "LoraLoader", "inputs": {"model": ["c", 0], "clip": ["c", 1],
-                                                         "lora_name": "full.safetensors", "strength_model": 1.0,
-                                                         "strength_clip": 1.0}},
-              "2": {"class_type": "TakeAll", "inputs": {"value": ["1", 0]}}}
+    prompt = {
+        "c": {"class_type": "CheckpointLoaderSimple", "inputs": {"ckpt_name": "full.safetensors"}},
+        "1": {
+            "class_type": "LoraLoader",
+            "inputs": {
+                "model": ["c", 0],
+                "clip": ["c", 1],
+                "lora_name": "full.safetensors",
+                "strength_model": 1.0,
+                "strength_clip": 1.0,
+            },
+        },
+        "2": {"class_type": "TakeAll", "inputs": {"value": ["1", 0]}},
+    }
     write("checkpoints", "full.safetensors", sd1_checkpoint())
     _, _, _, node_errors = await validate_prompt(registry, "pid", prompt, None)
     assert only_reason(node_errors, "lora_name").endswith("is a checkpoint (sd1), not a LoRA")
@@ -127,8 +158,9 @@ async def test_a_checkpoint_in_the_lora_loader_is_refused(registry):
 
 async def test_text_encoder_without_tokenizer_is_refused_until_one_is_placed(registry):
     write("text_encoders", "umt5.safetensors", t5(250112))
-    details = only_reason(await errors_of(registry, "CLIPLoader", clip_name="umt5.safetensors", type="sd3"),
-                          "clip_name")
+    details = only_reason(
+        await errors_of(registry, "CLIPLoader", clip_name="umt5.safetensors", type="sd3"), "clip_name"
+    )
     assert "250112 token embeddings and no tokenizer was found" in details
     # Told where, the user places a tokenizer there: the next prompt passes (no server restart).
     tokenizer = active().models_dir / "text_encoders" / "t5_tokenizer" / "tokenizer.json"
@@ -140,43 +172,70 @@ async def test_text_encoder_without_tokenizer_is_refused_until_one_is_placed(reg
 
 async def test_t5_xxl_and_clip_l_pass_with_the_shipped_vocabularies(registry):
     write("text_encoders", "t5xxl.safetensors", t5(32128))
-    write("text_encoders", "clip_l.safetensors", {"text_model.embeddings.token_embedding.weight": (49408, 1),
-                                                   "text_model.encoder.layers.0.self_attn.q_proj.weight": (1, 1)})
-    write("text_encoders", "clip_g.safetensors", {"text_model.embeddings.token_embedding.weight": (49408, 2),
-                                                   "text_model.encoder.layers.0.self_attn.q_proj.weight": (2, 2)})
-    assert await errors_of(registry, "TripleCLIPLoader", clip_name1="clip_l.safetensors",
-                           clip_name2="clip_g.safetensors", clip_name3="t5xxl.safetensors") == {}
+    write(
+        "text_encoders",
+        "clip_l.safetensors",
+        {
+            "text_model.embeddings.token_embedding.weight": (49408, 1),
+            "text_model.encoder.layers.0.self_attn.q_proj.weight": (1, 1),
+        },
+    )
+    write(
+        "text_encoders",
+        "clip_g.safetensors",
+        {
+            "text_model.embeddings.token_embedding.weight": (49408, 2),
+            "text_model.encoder.layers.0.self_attn.q_proj.weight": (2, 2),
+        },
+    )
+    assert (
+        await errors_of(
+            registry,
+            "TripleCLIPLoader",
+            clip_name1="clip_l.safetensors",
+            clip_name2="clip_g.safetensors",
+            clip_name3="t5xxl.safetensors",
+        )
+        == {}
+    )
 
 
 async def test_checkpoint_whose_clip_vocabulary_is_unknown_is_refused(registry):
     write("checkpoints", "odd-vocab.safetensors", sd1_checkpoint(vocab=1000))
-    details = only_reason(await errors_of(registry, "CheckpointLoaderSimple", ckpt_name="odd-vocab.safetensors"),
-                          "ckpt_name")
+    details = only_reason(
+        await errors_of(registry, "CheckpointLoaderSimple", ckpt_name="odd-vocab.safetensors"), "ckpt_name"
+    )
     assert "its CLIP text encoder has 1000 token embeddings" in details
 
 
 async def test_a_rewritten_file_is_probed_again(registry):
     path = write("checkpoints", "changing.safetensors", sd1_checkpoint())
     assert await errors_of(registry, "CheckpointLoaderSimple", ckpt_name="changing.safetensors") == {}
-    path.write_bytes(path.read_bytes()[:-100])   # another size: another file version
+    path.write_bytes(path.read_bytes()[:-100])  # another size: another file version
     os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 10**9))
-    details = only_reason(await errors_of(registry, "CheckpointLoaderSimple", ckpt_name="changing.safetensors"),
-                          "ckpt_name")
+    details = only_reason(
+        await errors_of(registry, "CheckpointLoaderSimple", ckpt_name="changing.safetensors"), "ckpt_name"
+    )
     assert "file is truncated" in details
 
 
 async def test_hook_and_legacy_loaders_check_their_files_too(registry):
     from nodes.library.hooks import CreateHookLoraModelOnly
     from nodes.library.legacy_loaders import CheckpointLoader
+
     registry.add_builtin({"CreateHookLoraModelOnly": CreateHookLoraModelOnly, "CheckpointLoader": CheckpointLoader}, {})
     write("loras", "full.safetensors", sd1_checkpoint())
-    details = only_reason(await errors_of(registry, "CreateHookLoraModelOnly", lora_name="full.safetensors",
-                                          strength_model=1.0), "lora_name")
+    details = only_reason(
+        await errors_of(registry, "CreateHookLoraModelOnly", lora_name="full.safetensors", strength_model=1.0),
+        "lora_name",
+    )
     assert details.endswith("is a checkpoint (sd1), not a LoRA")
     path = write("checkpoints", "cut.safetensors", sd1_checkpoint())
     path.write_bytes(path.read_bytes()[:-100])
-    details = only_reason(await errors_of(registry, "CheckpointLoader", config_name="v1-inference.yaml",
-                                          ckpt_name="cut.safetensors"), "ckpt_name")
+    details = only_reason(
+        await errors_of(registry, "CheckpointLoader", config_name="v1-inference.yaml", ckpt_name="cut.safetensors"),
+        "ckpt_name",
+    )
     assert "file is truncated" in details
 
 
@@ -185,8 +244,16 @@ def test_validation_checks_import_no_model_code():
     break under two importing threads: the checks must not import them."""
     import subprocess
     import sys
-    code = ("import sys, nodes.model_checks, comfy_bridge.validation; "
-            "print(sorted({m.split('.')[0] for m in sys.modules} & {'transformers', 'diffusers'}))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         cwd=Path(__file__).resolve().parents[2])
+
+    code = (
+        "import sys, nodes.model_checks, comfy_bridge.validation; "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'transformers', 'diffusers'}))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
     assert out.stdout.strip() == "[]"

@@ -1,4 +1,5 @@
 """/object_info shapes (V1 and V3) and custom node pack loading."""
+
 from __future__ import annotations
 
 import json
@@ -10,8 +11,19 @@ from nodes.workspace import Workspace, activate
 
 def test_v1_node_info_shape(registry):
     info = registry.node_info("Const")
-    assert list(info) == ["input", "input_order", "output", "output_is_list", "output_name", "name", "display_name",
-                          "description", "python_module", "category", "output_node"]
+    assert list(info) == [
+        "input",
+        "input_order",
+        "output",
+        "output_is_list",
+        "output_name",
+        "name",
+        "display_name",
+        "description",
+        "python_module",
+        "category",
+        "output_node",
+    ]
     assert info["display_name"] == "Constant" and info["python_module"] == "nodes" and info["category"] == "sd"
     assert info["output_is_list"] == [False] and info["output_name"] == ("FLOAT",)
     out = registry.node_info("Output")
@@ -20,17 +32,26 @@ def test_v1_node_info_shape(registry):
 
 def test_v3_node_info_shape(registry):
     info = json.loads(json.dumps(registry.node_info("V3Scale")))
-    assert info["input"] == {"required": {"value": ["FLOAT", {"default": 1.0, "min": -5.0, "max": 5.0}],
-                                          "mode": ["COMBO", {"multiselect": False, "options": ["double", "triple"]}]},
-                             "hidden": {"unique_id": ["UNIQUE_ID"]}}
+    assert info["input"] == {
+        "required": {
+            "value": ["FLOAT", {"default": 1.0, "min": -5.0, "max": 5.0}],
+            "mode": ["COMBO", {"multiselect": False, "options": ["double", "triple"]}],
+        },
+        "hidden": {"unique_id": ["UNIQUE_ID"]},
+    }
     assert info["output"] == ["FLOAT"] and info["output_name"] == ["scaled"] and info["output_tooltips"] == [None]
-    assert (info["display_name"], info["category"], info["deprecated"], info["api_node"]) == ("Scale (V3)", "test", False, False)
+    assert (info["display_name"], info["category"], info["deprecated"], info["api_node"]) == (
+        "Scale (V3)",
+        "test",
+        False,
+        False,
+    )
     v3_out = registry.node_info("V3AsyncOutput")
     assert v3_out["display_name"] is None and v3_out["output_node"] is True
     assert v3_out["input"]["hidden"] == {"prompt": ("PROMPT",), "extra_pnginfo": ("EXTRA_PNGINFO",)}
 
 
-PACK_V1 = '''
+PACK_V1 = """
 from comfy.comfy_types import IO, ComfyNodeABC
 from comfy.utils import ProgressBar
 from comfy_execution.graph_utils import GraphBuilder, is_link
@@ -50,9 +71,9 @@ class Echo(ComfyNodeABC):
 NODE_CLASS_MAPPINGS = {"PackEcho": Echo, "Const": Echo}
 NODE_DISPLAY_NAME_MAPPINGS = {"PackEcho": "Echo (pack)"}
 WEB_DIRECTORY = "./js"
-'''
+"""
 
-PACK_V3 = '''
+PACK_V3 = """
 from comfy_api.latest import ComfyExtension, io
 
 class Hello(io.ComfyNode):
@@ -70,7 +91,7 @@ class Ext(ComfyExtension):
 
 async def comfy_entrypoint():
     return Ext()
-'''
+"""
 
 
 def test_packs_load_v1_v3_web_dirs_and_failures(tmp_path):
@@ -105,9 +126,11 @@ def test_packs_cannot_replace_core_nodes_but_replace_each_other(registry):
 async def test_loaded_v3_pack_executes(tmp_path, sink):
     from comfy_bridge.execution import PromptExecutor
     from comfy_bridge.validation import validate_prompt
+
     ws = activate(Workspace(tmp_path / "w").create())
     (ws.root / "custom_nodes" / "v3pack.py").write_text(textwrap.dedent(PACK_V3))
-    (ws.root / "custom_nodes" / "out.py").write_text(textwrap.dedent('''
+    (ws.root / "custom_nodes" / "out.py").write_text(
+        textwrap.dedent("""
         class Show:
             @classmethod
             def INPUT_TYPES(cls):
@@ -118,10 +141,13 @@ async def test_loaded_v3_pack_executes(tmp_path, sink):
             def run(self, text):
                 return {"ui": {"text": [text]}}
         NODE_CLASS_MAPPINGS = {"PackShow": Show}
-    '''))
+    """)
+    )
     registry = build_registry(ws)
-    prompt = {"1": {"class_type": "PackHello", "inputs": {"text": "hi"}},
-              "2": {"class_type": "PackShow", "inputs": {"text": ["1", 0]}}}
+    prompt = {
+        "1": {"class_type": "PackHello", "inputs": {"text": "hi"}},
+        "2": {"class_type": "PackShow", "inputs": {"text": ["1", 0]}},
+    }
     ok, _, outputs, _ = await validate_prompt(registry, "p", prompt, None)
     executor = PromptExecutor(registry, sink)
     await executor.execute_async(prompt, "p", {"client_id": "c"}, outputs)

@@ -1,4 +1,5 @@
 """`comfy-cluster run` runs a prompt's event loop on the ModelFn thread (cluster.local.run_on_compute)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -18,7 +19,7 @@ def test_the_loop_and_executor_jobs_run_on_the_compute_thread():
 
     loop_thread, job_thread = run_on_compute(main)
     assert loop_thread.startswith(COMPUTE_THREAD)
-    assert job_thread == loop_thread     # inline, not queued behind the loop itself (that would deadlock)
+    assert job_thread == loop_thread  # inline, not queued behind the loop itself (that would deadlock)
 
 
 def test_errors_reach_the_caller_and_the_thread_keeps_serving():
@@ -30,6 +31,7 @@ def test_errors_reach_the_caller_and_the_thread_keeps_serving():
 
     async def ok() -> int:
         return 7
+
     assert run_on_compute(ok) == 7
 
 
@@ -43,6 +45,7 @@ def test_tasks_a_program_leaves_running_are_cancelled_when_it_returns():
             except asyncio.CancelledError:
                 seen.append("cancelled")
                 raise
+
         asyncio.get_running_loop().create_task(forever())
         await asyncio.sleep(0)
 
@@ -52,6 +55,7 @@ def test_tasks_a_program_leaves_running_are_cancelled_when_it_returns():
 
 def test_context_variables_do_not_leak_between_programs():
     import contextvars
+
     var: contextvars.ContextVar[str] = contextvars.ContextVar("probe", default="unset")
 
     async def sets() -> None:

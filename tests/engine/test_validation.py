@@ -1,4 +1,5 @@
 """validate_prompt: error types, node_errors shapes, coercions and big graphs."""
+
 from __future__ import annotations
 
 import time
@@ -34,16 +35,17 @@ async def test_no_outputs_and_empty_partial_targets(registry):
 
 
 async def test_coercion_is_written_back(registry):
-    prompt = {"1": node("Picker", choice="red", count="8", ratio="2.5", name=5, flag="false"),
-              "2": node("Output", value=["1", 0])}
+    prompt = {
+        "1": node("Picker", choice="red", count="8", ratio="2.5", name=5, flag="false"),
+        "2": node("Output", value=["1", 0]),
+    }
     ok, _, _, _ = await check(registry, prompt)
     assert ok
     assert prompt["1"]["inputs"] == {"choice": "red", "count": 8, "ratio": 2.5, "name": "5", "flag": True}
 
 
 async def test_node_level_reasons(registry):
-    prompt = {"1": node("Picker", choice="blue", count="x", ratio=1.0, name="n"),
-              "2": node("Output", value=["1", 0])}
+    prompt = {"1": node("Picker", choice="blue", count="x", ratio=1.0, name="n"), "2": node("Output", value=["1", 0])}
     ok, error, outs, errs = await check(registry, prompt)
     assert not ok and error["type"] == "prompt_outputs_failed_validation" and error["details"] == ""
     reasons = {r["type"]: r for r in errs["1"]["errors"]}
@@ -55,8 +57,13 @@ async def test_node_level_reasons(registry):
 
 
 async def test_min_max_and_type_mismatch(registry):
-    prompt = {"1": node("Const", value=11.0), "i": node("Image", value=0.0, size=4),
-              "2": node("Output", value=["1", 0]), "3": node("Double", value=["i", 0]), "4": node("Output", value=["3", 0])}
+    prompt = {
+        "1": node("Const", value=11.0),
+        "i": node("Image", value=0.0, size=4),
+        "2": node("Output", value=["1", 0]),
+        "3": node("Double", value=["i", 0]),
+        "4": node("Output", value=["3", 0]),
+    }
     ok, error, _, errs = await check(registry, prompt)
     assert errs["1"]["errors"][0]["type"] == "value_bigger_than_max"
     assert errs["1"]["errors"][0]["message"] == "Value 11.0 bigger than max of 10.0"
@@ -67,16 +74,23 @@ async def test_min_max_and_type_mismatch(registry):
 
 
 async def test_union_and_wildcard_types(registry):
-    prompt = {"i": node("Image", value=0.0, size=4), "c": node("Const", value=1.0),
-              "a": node("Add", a=["i", 0], b=["c", 0]), "o": node("Output", value=["a", 0])}
+    prompt = {
+        "i": node("Image", value=0.0, size=4),
+        "c": node("Const", value=1.0),
+        "a": node("Add", a=["i", 0], b=["c", 0]),
+        "o": node("Output", value=["a", 0]),
+    }
     assert (await check(registry, prompt))[0]
     assert validate_node_input("IMAGE", "IMAGE,FLOAT") and not validate_node_input("INT", "IMAGE,FLOAT")
     assert validate_node_input("STRING", "*") and not validate_node_input("INT,STRING", "INT", strict=True)
 
 
 async def test_custom_validation_reasons_and_skipped_range(registry):
-    prompt = {"c": node("Const", value=1.0), "1": node("Checked", value=7.0, other=["c", 0]),
-              "2": node("Output", value=["1", 0])}
+    prompt = {
+        "c": node("Const", value=1.0),
+        "1": node("Checked", value=7.0, other=["c", 0]),
+        "2": node("Output", value=["1", 0]),
+    }
     ok, _, _, errs = await check(registry, prompt)
     details = sorted(r["details"] for r in errs["1"]["errors"])
     # value 7 is above max 5 but the validator takes `value`, so only its own verdict counts
@@ -86,16 +100,23 @@ async def test_custom_validation_reasons_and_skipped_range(registry):
 
 
 async def test_input_types_validator_sees_linked_types(registry):
-    ok_prompt = {"c": node("Const", value=1.0), "t": node("TypeChecked", value=["c", 0]), "o": node("Output", value=["t", 0])}
+    ok_prompt = {
+        "c": node("Const", value=1.0),
+        "t": node("TypeChecked", value=["c", 0]),
+        "o": node("Output", value=["t", 0]),
+    }
     assert (await check(registry, ok_prompt))[0]
-    bad = {"i": node("Image", value=0.0, size=4), "t": node("TypeChecked", value=["i", 0]), "o": node("Output", value=["t", 0])}
+    bad = {
+        "i": node("Image", value=0.0, size=4),
+        "t": node("TypeChecked", value=["i", 0]),
+        "o": node("Output", value=["t", 0]),
+    }
     ok, _, _, errs = await check(registry, bad)
     assert errs["t"]["errors"][0]["details"] == "input_types - got IMAGE"
 
 
 async def test_missing_upstream_node_fails_only_its_output(registry):
-    prompt = {"c": node("Const", value=1.0), "a": node("Output", value=["c", 0]),
-              "b": node("Output", value=["99", 0])}
+    prompt = {"c": node("Const", value=1.0), "a": node("Output", value=["c", 0]), "b": node("Output", value=["99", 0])}
     ok, error, outs, errs = await check(registry, prompt)
     assert ok and outs == ["a"]
     assert errs["b"]["errors"][0]["type"] == "exception_during_validation"
@@ -103,8 +124,11 @@ async def test_missing_upstream_node_fails_only_its_output(registry):
 
 
 async def test_static_cycle_is_rejected_like_comfyui(registry):
-    prompt = {"a": node("Add", a=["b", 0], b=["b", 0]), "b": node("Add", a=["a", 0], b=["a", 0]),
-              "o": node("Output", value=["a", 0])}
+    prompt = {
+        "a": node("Add", a=["b", 0], b=["b", 0]),
+        "b": node("Add", a=["a", 0], b=["a", 0]),
+        "o": node("Output", value=["a", 0]),
+    }
     ok, error, outs, errs = await check(registry, prompt)
     assert (ok, error["type"], error["details"], errs) == (False, "prompt_outputs_failed_validation", "", {})
 

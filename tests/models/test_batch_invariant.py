@@ -1,5 +1,6 @@
 """Linear and convolution layers of loaded diffusion models compute each sample independently of the
 batch around it, so batched denoising steps reproduce unbatched ones bit for bit."""
+
 from __future__ import annotations
 
 import pytest
@@ -9,8 +10,10 @@ from torch import nn
 from nodes.models.batch_invariant import BatchInvariantConv2d, BatchInvariantLinear, make_batch_invariant
 
 # cuBLAS and cuDNN pick kernels by size as CPU GEMMs do: the same checks on a GPU where there is one
-DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(),
-                                                                 reason="needs a CUDA device"))]
+DEVICES = [
+    "cpu",
+    pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")),
+]
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -19,16 +22,16 @@ def test_rows_of_a_2d_input_give_the_same_bits_at_any_batch_size(fixed_threads, 
     layer = make_batch_invariant(nn.Sequential(nn.Linear(320, 1280), nn.SiLU(), nn.Linear(1280, 1280))).to(device)
     x = torch.randn(8, 320, device=device)
     with torch.inference_mode():
-        alone = [layer(x[i:i + 1]) for i in range(8)]
+        alone = [layer(x[i : i + 1]) for i in range(8)]
         for batch in (2, 3, 4, 8):
             out = layer(x[:batch])
-            assert all(torch.equal(out[i:i + 1], alone[i]) for i in range(batch)), batch
+            assert all(torch.equal(out[i : i + 1], alone[i]) for i in range(batch)), batch
 
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_samples_of_a_1x1_convolution_give_the_same_bits_at_batch_16(fixed_threads, device):
     torch.manual_seed(0)
-    conv = make_batch_invariant(nn.Sequential(nn.Conv2d(32, 32, 1))).to(device)   # a GEMM over batch x pixels
+    conv = make_batch_invariant(nn.Sequential(nn.Conv2d(32, 32, 1))).to(device)  # a GEMM over batch x pixels
     x = torch.randn(16, 32, 8, 8, device=device)
     with torch.inference_mode():
         alone = conv(x[:2])
@@ -48,9 +51,12 @@ def test_loaded_denoisers_and_controlnets_have_no_plain_linear(demo_workspace, m
     from nodes import workspace
     from nodes.loaders import CheckpointLoaderSimple, ControlNetLoader
     from nodes.models.loader import load_controlnet, load_diffusion_model
-    monkeypatch.setattr(workspace, "_active", demo_workspace)   # another test may have switched it
-    loaded = [load_diffusion_model(CheckpointLoaderSimple().load_checkpoint(name)[0])
-              for name in ("sd1-tiny.safetensors", "sdxl-tiny.safetensors", "flux-tiny.safetensors")]
+
+    monkeypatch.setattr(workspace, "_active", demo_workspace)  # another test may have switched it
+    loaded = [
+        load_diffusion_model(CheckpointLoaderSimple().load_checkpoint(name)[0])
+        for name in ("sd1-tiny.safetensors", "sdxl-tiny.safetensors", "flux-tiny.safetensors")
+    ]
     loaded.append(load_controlnet(ControlNetLoader().load_controlnet("sd1-tiny-controlnet.safetensors")[0]))
     for component in loaded:
         layers = list(component.module.modules())

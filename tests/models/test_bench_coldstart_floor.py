@@ -1,5 +1,6 @@
 """`bench coldstart`'s floor runs the same steps as the server: ComfyUI's normal schedule for SD1, and a
 whole render of a checkpoint in a fresh process."""
+
 from __future__ import annotations
 
 import json
@@ -24,9 +25,23 @@ def test_the_floor_samples_on_the_ksamplers_normal_schedule():
 
 def test_the_floor_renders_a_checkpoint_in_a_fresh_process(sd_models, tmp_path):
     out = tmp_path / "floor.png"
-    done = subprocess.run([sys.executable, "-m", "comfy_bridge.bench.coldstart_floor",
-                           str(sd_models / "checkpoints" / "sd1-tiny.safetensors"), "--size", "64", "--steps", "2",
-                           "--out", str(out)], capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "comfy_bridge.bench.coldstart_floor",
+            str(sd_models / "checkpoints" / "sd1-tiny.safetensors"),
+            "--size",
+            "64",
+            "--steps",
+            "2",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     phases = json.loads(done.stdout.strip().splitlines()[-1])
     assert list(phases) == ["imports", "loaded", "encoded", "sampled", "image", "image_at", "imported"]
     assert out.read_bytes().startswith(b"\x89PNG")
@@ -37,9 +52,22 @@ def test_the_floor_has_the_servers_import_economies_and_the_plain_script_not(sd_
     render); `--plain` imports diffusers whole, as a script written without them (issue 40 item 5)."""
     imported = {}
     for plain in (False, True):
-        done = subprocess.run([sys.executable, "-m", "comfy_bridge.bench.coldstart_floor",
-                               str(sd_models / "checkpoints" / "sd1-tiny.safetensors"), "--size", "64", "--steps", "1",
-                               *(["--plain"] * plain)], capture_output=True, text=True, check=True)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "comfy_bridge.bench.coldstart_floor",
+                str(sd_models / "checkpoints" / "sd1-tiny.safetensors"),
+                "--size",
+                "64",
+                "--steps",
+                "1",
+                *(["--plain"] * plain),
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         imported[plain] = json.loads(done.stdout.strip().splitlines()[-1])["imported"]
     assert imported[False] == []
     assert "torch._dynamo" in imported[True] and "diffusers.models.transformers" in imported[True]
@@ -48,4 +76,5 @@ def test_the_floor_has_the_servers_import_economies_and_the_plain_script_not(sd_
 def test_the_floor_spins_libgomp_as_serve_does():
     from comfy_bridge.bench import coldstart_floor
     from comfy_bridge.cli.serve import GOMP_SPINCOUNT
+
     assert coldstart_floor.GOMP_SPINCOUNT == GOMP_SPINCOUNT

@@ -1,6 +1,7 @@
 """`.ckpt` checkpoints: the pickled {"state_dict": ...} layout of the original CompVis/Stability releases
 (as ComfyUI's comfy.utils.load_torch_file unwraps it), read with torch.load(weights_only=True), detect and
 render exactly as their .safetensors twins."""
+
 from __future__ import annotations
 
 import json
@@ -31,6 +32,7 @@ def _as_ckpt(src: Path) -> Path:
 def workspace(tmp_path_factory):
     """A workspace of its own with sd1-tiny and sd2-tiny-v in both formats; the active one restored after."""
     from nodes import workspace as ws_mod
+
     models = tmp_path_factory.mktemp("ckpt-models")
     build_demo_models(models, include_flux=False)
     build_demo_sd2(models)

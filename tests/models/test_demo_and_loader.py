@@ -1,4 +1,5 @@
 """Demo files are reproducible; the loader shares one read per checkpoint; other source layouts agree."""
+
 from __future__ import annotations
 
 import hashlib
@@ -39,8 +40,9 @@ def test_one_checkpoint_is_read_once_for_all_components(make_ref):
 def test_bare_unet_file_equals_the_checkpoint(sd_models, tmp_path, make_ref):
     sd = safetensors_io.load_state_dict(sd_models / SD1)
     f = tmp_path / "unet.safetensors"
-    save_file({k[len("model.diffusion_model."):]: v for k, v in sd.items()
-               if k.startswith("model.diffusion_model.")}, str(f))
+    save_file(
+        {k[len("model.diffusion_model.") :]: v for k, v in sd.items() if k.startswith("model.diffusion_model.")}, str(f)
+    )
     x, t, ctx = torch.randn(1, 4, 8, 8), torch.tensor([250.0]), torch.randn(1, 77, 32)
     a = load_diffusion_model(make_ref("diffusion_model", str(f))).apply(x, t, {"context": ctx})
     b = load_diffusion_model(make_ref("diffusion_model", SD1)).apply(x, t, {"context": ctx})

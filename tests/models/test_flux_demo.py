@@ -1,4 +1,5 @@
 """The tiny Flux files: deterministic, loadable from the checkpoint and the separate files, VAE conventions."""
+
 from __future__ import annotations
 
 import hashlib
@@ -39,8 +40,13 @@ def test_same_seed_gives_byte_identical_files(files, tmp_path):
 def test_files_use_the_layouts_flux_users_have(files):
     ck = load_state_dict(files["checkpoints/flux-tiny.safetensors"])
     prefixes = {k.split(".")[0] + "." + k.split(".")[1] for k in ck}
-    assert prefixes == {"model.diffusion_model", "vae.encoder", "vae.decoder", "text_encoders.clip_l",
-                        "text_encoders.t5xxl"}
+    assert prefixes == {
+        "model.diffusion_model",
+        "vae.encoder",
+        "vae.decoder",
+        "text_encoders.clip_l",
+        "text_encoders.t5xxl",
+    }
     dm = load_state_dict(files["diffusion_models/flux-tiny.safetensors"])
     assert "double_blocks.0.img_attn.qkv.weight" in dm and is_flux_state_dict(dm)
     assert "encoder.down.0.block.0.conv1.weight" in load_state_dict(files["vae/flux-tiny-ae.safetensors"])
@@ -52,7 +58,7 @@ def test_checkpoint_and_separate_transformer_agree(files):
     ck, single = files["checkpoints/flux-tiny.safetensors"], files["diffusion_models/flux-tiny.safetensors"]
     a = load_diffusion_model(_ref("diffusion_model", ck), load_state_dict(ck))
     b = load_diffusion_model(_ref("diffusion_model", single), load_state_dict(single))
-    assert a.config["axes_dims_rope"] == (4, 4, 8)       # from the config folder the metadata names
+    assert a.config["axes_dims_rope"] == (4, 4, 8)  # from the config folder the metadata names
     x, cond = torch.randn(1, 16, 8, 8), {"context": torch.randn(1, 4, 32), "pooled": torch.randn(1, 32)}
     assert torch.equal(a.apply(x, torch.tensor([0.6]), cond), b.apply(x, torch.tensor([0.6]), cond))
 
@@ -63,7 +69,7 @@ def test_vae_encode_decode_shapes_and_ranges(files):
     assert vae.latent_channels == 16 and vae.downscale == 8
     pixels = torch.rand(1, 64, 68, 3, generator=torch.Generator().manual_seed(0))
     latent = vae.encode(pixels)
-    assert latent.shape == (1, 16, 8, 8)                  # 68 is centre-cropped to 64
+    assert latent.shape == (1, 16, 8, 8)  # 68 is centre-cropped to 64
     image = vae.decode(latent)
     assert image.shape == (1, 64, 64, 3) and image.min() >= 0 and image.max() <= 1
     from_ck = load_vae(_ref("vae", ck), load_state_dict(ck))

@@ -1,6 +1,7 @@
 """FluxDisableGuidance's model side: with the guidance embedding off, the demo Flux model's time vector is the
 timestep's embedding plus the pooled text's, ComfyUI's Flux with guidance None (vec = time_in(t) +
 vector_in(y)), exactly; the hook answers only the call it is switched on for."""
+
 from __future__ import annotations
 
 import torch
@@ -11,6 +12,7 @@ from nodes.models.flux import guidance_embedding_off
 def test_time_vector_without_guidance(demo_workspace):
     from nodes.loaders import UNETLoader
     from nodes.models.loader import load_diffusion_model
+
     (ref,) = UNETLoader().load_unet("flux-tiny.safetensors", "default")
     module = load_diffusion_model(ref).module
     embed = module.time_text_embed

@@ -1,4 +1,5 @@
 """Flux key layouts: BFL/ComfyUI <-> diffusers conversion is exact and reads every size from the shapes."""
+
 from __future__ import annotations
 
 import pytest
@@ -11,18 +12,38 @@ from nodes.models.flux_keys import bfl_to_diffusers, diffusers_to_bfl
 
 def _diffusers_sd(**kw) -> dict[str, torch.Tensor]:
     torch.manual_seed(0)
-    cfg = dict(patch_size=1, in_channels=64, num_layers=1, num_single_layers=2, attention_head_dim=16,
-               num_attention_heads=2, joint_attention_dim=32, pooled_projection_dim=32, guidance_embeds=True,
-               axes_dims_rope=(4, 4, 8))
+    cfg = dict(
+        patch_size=1,
+        in_channels=64,
+        num_layers=1,
+        num_single_layers=2,
+        attention_head_dim=16,
+        num_attention_heads=2,
+        joint_attention_dim=32,
+        pooled_projection_dim=32,
+        guidance_embeds=True,
+        axes_dims_rope=(4, 4, 8),
+    )
     cfg.update(kw)
     sd = FluxTransformer2DModel(**cfg).state_dict()
     # Make every tensor distinct so that a swapped key cannot go unnoticed.
     return {k: torch.randn(v.shape) for k, v in sd.items()}
 
 
-@pytest.mark.parametrize("kw", [{}, {"num_layers": 2, "num_single_layers": 1, "attention_head_dim": 8,
-                                     "num_attention_heads": 6, "axes_dims_rope": (2, 2, 4),
-                                     "guidance_embeds": False}])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {},
+        {
+            "num_layers": 2,
+            "num_single_layers": 1,
+            "attention_head_dim": 8,
+            "num_attention_heads": 6,
+            "axes_dims_rope": (2, 2, 4),
+            "guidance_embeds": False,
+        },
+    ],
+)
 def test_diffusers_to_bfl_and_back_is_bit_exact(kw):
     sd = _diffusers_sd(**kw)
     back = bfl_to_diffusers(diffusers_to_bfl(sd))
@@ -44,8 +65,10 @@ def test_bfl_layout_has_fused_projections_and_swapped_final_modulation():
     hidden = 32
     assert bfl["double_blocks.0.img_attn.qkv.weight"].shape == (3 * hidden, hidden)
     assert bfl["single_blocks.1.linear1.weight"].shape == (3 * hidden + 4 * hidden, hidden)
-    assert torch.equal(bfl["double_blocks.0.txt_attn.qkv.weight"][hidden:2 * hidden],
-                       sd["transformer_blocks.0.attn.add_k_proj.weight"])
+    assert torch.equal(
+        bfl["double_blocks.0.txt_attn.qkv.weight"][hidden : 2 * hidden],
+        sd["transformer_blocks.0.attn.add_k_proj.weight"],
+    )
     shift_scale = bfl["final_layer.adaLN_modulation.1.weight"]
     scale, shift = sd["norm_out.linear.weight"].chunk(2)
     assert torch.equal(shift_scale[:hidden], shift) and torch.equal(shift_scale[hidden:], scale)

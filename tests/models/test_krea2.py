@@ -2,6 +2,7 @@
 step (DiffusionModel.apply, ComfyUI's [B,16,H,W] latent and sigma) equal to diffusers' own forward on the same
 tiny weights, packed and positioned as diffusers' Krea2Pipeline does. No ComfyUI runnable here has Krea 2, so
 the reference is diffusers, not ComfyUI."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -36,8 +37,14 @@ def model(files):
 
 def test_published_layout_is_detected(files):
     names = load_file(files["bare"]).keys()
-    assert {"first.weight", "txtfusion.projector.weight", "blocks.0.attn.wq.weight", "blocks.0.mod.lin",
-            "last.modulation.lin", "tproj.1.weight"} <= set(names)
+    assert {
+        "first.weight",
+        "txtfusion.projector.weight",
+        "blocks.0.attn.wq.weight",
+        "blocks.0.mod.lin",
+        "last.modulation.lin",
+        "tproj.1.weight",
+    } <= set(names)
     for key in ("bare", "prefixed"):
         info = probe(files[key])
         assert (info.arch, info.kind, info.layout) == ("krea2", "diffusion_model", "krea")
@@ -60,8 +67,9 @@ def _reference_step(x: torch.Tensor, sigma: torch.Tensor, context: torch.Tensor)
     packed = pipe._pack_latents(x, b, c, h, w)
     pos = Krea2Pipeline.prepare_position_ids(context.shape[1], h // 2, w // 2, x.device)
     with torch.no_grad():
-        out = ref(hidden_states=packed, encoder_hidden_states=context, timestep=sigma, position_ids=pos,
-                  return_dict=False)[0]
+        out = ref(
+            hidden_states=packed, encoder_hidden_states=context, timestep=sigma, position_ids=pos, return_dict=False
+        )[0]
     return pipe._unpack_latents(out, h * 8, w * 8)[:, :, 0]
 
 
@@ -79,7 +87,7 @@ def test_one_step_equals_diffusers(model, batch):
     assert got.shape == x.shape
     assert torch.allclose(got, expected, atol=1e-5, rtol=0), (got - expected).abs().max()
     assert torch.equal(flat, got)
-    with torch.no_grad():   # a 5-D one-frame latent comes back 5-D
+    with torch.no_grad():  # a 5-D one-frame latent comes back 5-D
         assert torch.equal(model.apply(x[:, :, None], sigma, {"context": context})[:, :, 0], got)
 
 
@@ -120,7 +128,7 @@ def test_scaled_fp8_file_is_multiplied_out(files, tmp_path):
         if key.endswith(".weight") and value.dim() == 2:
             scale = value.abs().max() / 448
             q = (value / scale).to(torch.float8_e4m3fn)
-            scaled[key], scaled[key[:-len("weight")] + "scale_weight"] = q, scale.reshape(1)
+            scaled[key], scaled[key[: -len("weight")] + "scale_weight"] = q, scale.reshape(1)
             expected[key] = q.float() * scale
         else:
             scaled[key] = value
@@ -138,10 +146,14 @@ def test_lora_is_merged(files, tmp_path, naming):
     diffusers' (`transformer.transformer_blocks.N.attn.to_q`): W + strength * alpha/rank * B @ A."""
     from cluster.refs import Patch
     from nodes.loaders import file_digest
+
     sd = load_file(files["bare"])
     gen = torch.Generator().manual_seed(5)
-    layers = {"blocks.0.attn.wq": "transformer_blocks.0.attn.to_q", "txtfusion.refiner_blocks.1.mlp.up":
-              "text_fusion.refiner_blocks.1.ff.up", "first": "img_in"}
+    layers = {
+        "blocks.0.attn.wq": "transformer_blocks.0.attn.to_q",
+        "txtfusion.refiner_blocks.1.mlp.up": "text_fusion.refiner_blocks.1.ff.up",
+        "first": "img_in",
+    }
     lora, expected = {}, {}
     for krea, theirs in layers.items():
         w = sd[krea + ".weight"]
@@ -162,9 +174,15 @@ def test_lora_is_merged(files, tmp_path, naming):
 def test_lora_for_another_model_is_refused(files, tmp_path):
     from cluster.refs import Patch
     from nodes.loaders import file_digest
+
     path = tmp_path / "not_krea.safetensors"
-    save_file({"diffusion_model.double_blocks.0.img_attn.qkv.lora_A.weight": torch.zeros(4, 32),
-               "diffusion_model.double_blocks.0.img_attn.qkv.lora_B.weight": torch.zeros(96, 4)}, str(path))
+    save_file(
+        {
+            "diffusion_model.double_blocks.0.img_attn.qkv.lora_A.weight": torch.zeros(4, 32),
+            "diffusion_model.double_blocks.0.img_attn.qkv.lora_B.weight": torch.zeros(96, 4),
+        },
+        str(path),
+    )
     ref = make_ref("diffusion_model", "krea2", [files["bare"]]).with_patch(Patch(str(path), file_digest(path), 1.0))
     with pytest.raises(ModelLoadError, match="another architecture"):
         loader.load_diffusion_model(ref)

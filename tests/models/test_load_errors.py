@@ -1,4 +1,5 @@
 """Every load failure is one ModelLoadError that names the file and the problem."""
+
 from __future__ import annotations
 
 import pytest
@@ -39,11 +40,14 @@ def test_unknown_architecture(tmp_path):
         probe(f)
 
 
-@pytest.mark.parametrize("component, key, load", [
-    ("diffusion_model", "model.diffusion_model.input_blocks.1.1.proj_out.weight", load_diffusion_model),
-    ("vae", "first_stage_model.decoder.up.0.block.0.conv1.weight", load_vae),
-    ("text_encoder", "cond_stage_model.transformer.text_model.encoder.layers.1.mlp.fc2.weight", load_text_encoder),
-])
+@pytest.mark.parametrize(
+    "component, key, load",
+    [
+        ("diffusion_model", "model.diffusion_model.input_blocks.1.1.proj_out.weight", load_diffusion_model),
+        ("vae", "first_stage_model.decoder.up.0.block.0.conv1.weight", load_vae),
+        ("text_encoder", "cond_stage_model.transformer.text_model.encoder.layers.1.mlp.fc2.weight", load_text_encoder),
+    ],
+)
 def test_missing_tensor_names_it(sd_models, tmp_path, make_ref, component, key, load):
     f = tmp_path / "missing.safetensors"
     _copy_without(sd_models / "checkpoints/sd1-tiny.safetensors", f, key)
@@ -81,7 +85,6 @@ def test_lora_with_wrong_shapes(sd_models, tmp_path, make_ref):
 
 
 def test_a_checkpoint_is_not_a_lora(sd_models, make_ref):
-    ref = make_ref("diffusion_model", "checkpoints/sd1-tiny.safetensors",
-                   loras=[("vae/sd1-tiny-vae.safetensors", 1.0)])
+    ref = make_ref("diffusion_model", "checkpoints/sd1-tiny.safetensors", loras=[("vae/sd1-tiny-vae.safetensors", 1.0)])
     with pytest.raises(ModelLoadError, match="not a LoRA"):
         load_diffusion_model(ref)

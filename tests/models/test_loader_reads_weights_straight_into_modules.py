@@ -1,5 +1,6 @@
 """Loading builds modules straight from the file: no random initialisation of parameters that the file
 then overwrites, and weights already in the compute dtype are the file's memory map itself, not a copy."""
+
 from __future__ import annotations
 
 import os
@@ -12,8 +13,18 @@ from nodes.models.loader import load_diffusion_model, load_text_encoder, load_va
 from nodes.models.safetensors_io import ALIGN, build_module, load_state_dict
 
 SD1 = "checkpoints/sd1-tiny.safetensors"
-INITS = ("normal_", "uniform_", "zero_", "fill_", "random_", "bernoulli_", "exponential_", "log_normal_",
-         "geometric_", "cauchy_")
+INITS = (
+    "normal_",
+    "uniform_",
+    "zero_",
+    "fill_",
+    "random_",
+    "bernoulli_",
+    "exponential_",
+    "log_normal_",
+    "geometric_",
+    "cauchy_",
+)
 
 
 def mapped_ranges(path: str) -> list[tuple[int, int]]:
@@ -30,8 +41,8 @@ def mapped_ranges(path: str) -> list[tuple[int, int]]:
 @pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="reads Linux's /proc/self/maps")
 def test_float32_weights_are_views_of_the_files_memory_map(tmp_path):
     f = tmp_path / "linear.safetensors"
-    tensors = {"bias": torch.randn(320), "weight": torch.randn(320, 200)}   # 1280 bytes: both aligned alike
-    for pad in range(ALIGN):   # a header length that puts the tensor data on a 64-byte boundary
+    tensors = {"bias": torch.randn(320), "weight": torch.randn(320, 200)}  # 1280 bytes: both aligned alike
+    for pad in range(ALIGN):  # a header length that puts the tensor data on a 64-byte boundary
         save_file(tensors, str(f), metadata={"pad": "x" * pad})
         sd = load_state_dict(f)
         if sd["bias"].data_ptr() % ALIGN == 0:
@@ -63,7 +74,7 @@ def test_float16_weights_are_converted_once_into_float32(tmp_path):
 
 
 def test_loaders_draw_no_random_initial_weights(make_ref, monkeypatch):
-    drawn: list[str] = []   # in-place initialisers run on real (not meta) tensors
+    drawn: list[str] = []  # in-place initialisers run on real (not meta) tensors
     for name in INITS:
         original = getattr(torch.Tensor, name)
 
@@ -71,6 +82,7 @@ def test_loaders_draw_no_random_initial_weights(make_ref, monkeypatch):
             if not self.is_meta:
                 drawn.append(f"{_name} {tuple(self.shape)}")
             return _original(self, *args, **kwargs)
+
         monkeypatch.setattr(torch.Tensor, name, spy)
     unet = load_diffusion_model(make_ref("diffusion_model", SD1))
     clip = load_text_encoder(make_ref("text_encoder", SD1))

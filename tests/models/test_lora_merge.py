@@ -1,4 +1,5 @@
 """kohya LoRAs merge into our modules: they change the output, strength scales them, 0 is a no-op."""
+
 from __future__ import annotations
 
 import torch
@@ -17,7 +18,7 @@ def test_unet_lora_changes_output_and_strength_scales_the_delta(make_ref, fixed_
     one = load_diffusion_model(make_ref("diffusion_model", CKPT, loras=[(LORA, 1.0)]))
     two = load_diffusion_model(make_ref("diffusion_model", CKPT, loras=[(LORA, 2.0)]))
     zero = load_diffusion_model(make_ref("diffusion_model", CKPT, loras=[(LORA, 0.0)]))
-    assert one.config["patched_weights"] == 32   # 8 attention projections x 4 transformer blocks
+    assert one.config["patched_weights"] == 32  # 8 attention projections x 4 transformer blocks
     x, t, ctx = torch.randn(1, 4, 8, 8), torch.tensor([400.0]), torch.randn(1, 77, 32)
     out = {n: m.apply(x, t, {"context": ctx}) for n, m in (("base", base), ("one", one), ("zero", zero))}
     assert torch.equal(out["zero"], out["base"])
@@ -33,7 +34,7 @@ def test_text_encoder_lora(make_ref):
     base = load_text_encoder(make_ref("text_encoder", CKPT))
     lora = load_text_encoder(make_ref("text_encoder", CKPT, loras=[(LORA, 1.0)]))
     zero = load_text_encoder(make_ref("text_encoder", CKPT, loras=[(LORA, 0.0)]))
-    assert lora.patched_weights == 12            # q/k/v/out_proj + fc1/fc2 in 2 layers
+    assert lora.patched_weights == 12  # q/k/v/out_proj + fc1/fc2 in 2 layers
     tokens = base.tokenize("a red fox")
     assert torch.equal(zero.encode(tokens)[0], base.encode(tokens)[0])
     assert (lora.encode(tokens)[0] - base.encode(tokens)[0]).abs().max() > 1e-3

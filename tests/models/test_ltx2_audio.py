@@ -1,6 +1,7 @@
 """LTX-2's audio VAE in the published layout (audio_vae.*, vocoder.*, configs in the metadata) decodes as upstream
 ComfyUI 0.10.0 does: tests/models/fixtures/comfyui_ltx2_audio.safetensors holds a tiny file built and decoded by
 ComfyUI's own classes (scripts/record_comfyui_ltx2_audio.py), its input latent and ComfyUI's waveform."""
+
 from __future__ import annotations
 
 import json
@@ -15,7 +16,7 @@ from nodes.models.errors import ModelLoadError
 from nodes.models.ltx2_audio import is_audio_vae, load_audio_vae
 
 FIXTURE = Path(__file__).parent / "fixtures" / "comfyui_ltx2_audio.safetensors"
-EMPTY_CASES = [(97, 25), (1, 24), (121, 24), (9, 8)]     # as the recorder's
+EMPTY_CASES = [(97, 25), (1, 24), (121, 24), (9, 8)]  # as the recorder's
 
 
 @pytest.fixture(scope="module")
@@ -38,15 +39,19 @@ def test_decode_equals_comfyui_0_10(vae, recorded):
     _, _, record = recorded
     waveform = vae.decode(record["latent"])
     assert waveform.shape == record["waveform"].shape == (2, 2, 424)
-    assert record["waveform"].abs().max() < 0.9          # the tanh is not saturated: the values say something
+    assert record["waveform"].abs().max() < 0.9  # the tanh is not saturated: the values say something
     torch.testing.assert_close(waveform, record["waveform"], atol=1e-6, rtol=0)
 
 
 def test_sizes_and_rates_equal_comfyui_0_10(vae, recorded):
     _, _, record = recorded
     channels, bins, rate, out_rate = record["facts"].tolist()
-    assert (vae.latent_channels, vae.mean.numel() // vae.latent_channels, vae.sample_rate,
-            vae.output_sample_rate) == (channels, bins, rate, out_rate)
+    assert (vae.latent_channels, vae.mean.numel() // vae.latent_channels, vae.sample_rate, vae.output_sample_rate) == (
+        channels,
+        bins,
+        rate,
+        out_rate,
+    )
     assert [vae.latent_frames(f, r) for f, r in EMPTY_CASES] == record["empty_counts"].tolist()
 
 

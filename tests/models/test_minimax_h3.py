@@ -2,6 +2,7 @@
 evaluation with ComfyUI's packing checked against diffusers' own MiniMax H3 pipeline blocks (its packed-layout
 and row-timestep builders and its two schedulers) driving the same weights. No ComfyUI that can run here has
 MiniMax H3; ComfyUI's semantics (comfy/ldm/minimax/model.py, newest source) are what `apply` follows."""
+
 from __future__ import annotations
 
 import pytest
@@ -25,17 +26,29 @@ from nodes.models.minimax_h3 import (
     t2va_layout,
 )
 
-CONFIG = {"num_attention_heads": 2, "attention_head_dim": 32, "hidden_size": 64, "num_layers": 2,
-          "num_refiner_layers": 1, "ffn_dim": 96, "in_channels": 24, "audio_in_channels": 32,
-          "patch_size": (1, 2, 2), "text_dim": 40, "freq_dim": 32, "time_embed_hidden_dim": 48,
-          "time_embed_dim": 24, "rope_freq_dim": 4}
+CONFIG = {
+    "num_attention_heads": 2,
+    "attention_head_dim": 32,
+    "hidden_size": 64,
+    "num_layers": 2,
+    "num_refiner_layers": 1,
+    "ffn_dim": 96,
+    "in_channels": 24,
+    "audio_in_channels": 32,
+    "patch_size": (1, 2, 2),
+    "text_dim": 40,
+    "freq_dim": 32,
+    "time_embed_hidden_dim": 48,
+    "time_embed_dim": 24,
+    "rope_freq_dim": 4,
+}
 
 
 @pytest.fixture(scope="module")
 def reference() -> MiniMaxH3Transformer3DModel:
     torch.manual_seed(0)
     model = MiniMaxH3Transformer3DModel(**CONFIG).eval()
-    with torch.no_grad():   # diffusers zero-inits nothing here, but make every tensor matter
+    with torch.no_grad():  # diffusers zero-inits nothing here, but make every tensor matter
         for p in model.parameters():
             p.add_(torch.randn_like(p) * 0.05)
     return model
@@ -49,7 +62,7 @@ def published(reference) -> dict[str, torch.Tensor]:
 def test_published_layout_is_detected_and_sized(published):
     assert is_minimax_h3(published.keys())
     assert is_minimax_h3(f"model.diffusion_model.{k}" for k in published)
-    assert not is_minimax_h3(["head.modulation", "blocks.0.self_attn.q.weight"])   # a Wan file
+    assert not is_minimax_h3(["head.modulation", "blocks.0.self_attn.q.weight"])  # a Wan file
     config = infer_config(published)
     assert {k: config[k] for k in CONFIG} == {**CONFIG, "patch_size": (1, 2, 2)}
     assert "blocks.0.attn.qkv_proj.weight" in published and "final_layer.video_out.weight" in published
@@ -65,7 +78,7 @@ def test_loaded_weights_equal_the_reference(reference, published):
 
 
 def test_bad_files_are_refused_by_name(published):
-    with pytest.raises(ModelLoadError, match="does not match its inferred shape"):   # curve form and embedder both
+    with pytest.raises(ModelLoadError, match="does not match its inferred shape"):  # curve form and embedder both
         load_transformer({**published, "adaln_t_table": torch.zeros(8, 24)})
     broken = {k: v for k, v in published.items() if k != "condition_proj.weight"}
     with pytest.raises(ModelLoadError, match="condition_proj.weight"):
@@ -76,7 +89,8 @@ def test_bad_files_are_refused_by_name(published):
 
 def _diffusers_layout(text_len, latent_t, lat_h, lat_w, audio_t, anchors=()):
     return MiniMaxH3PrepareLayoutStep.build_packed_sequence(
-        torch.ones(text_len, dtype=torch.long), latent_t, lat_h, lat_w, audio_t, (1, 2, 2), 2, 2, 0, anchors)
+        torch.ones(text_len, dtype=torch.long), latent_t, lat_h, lat_w, audio_t, (1, 2, 2), 2, 2, 0, anchors
+    )
 
 
 @pytest.mark.parametrize("shape", [(5, 3, 6, 4, 11), (7, 2, 4, 8, 9)])
@@ -102,20 +116,28 @@ def test_one_step_equals_diffusers_pipeline(reference, published):
     video_sched, audio_sched = MiniMaxH3Scheduler(shift=12.0), MiniMaxH3Scheduler(shift=3.0)
     video_sched.set_timesteps(6)
     audio_sched.set_timesteps(6)
-    pos, tags, video_idx, audio_idx, text_idx, n_cv, n_ca = _diffusers_layout(text_len, latent_t, lat_h, lat_w,
-                                                                               audio_t)
+    pos, tags, video_idx, audio_idx, text_idx, n_cv, n_ca = _diffusers_layout(text_len, latent_t, lat_h, lat_w, audio_t)
     audio_rows = audio[0].permute(1, 2, 0).reshape(2 * audio_t, 32)
     checked = 0
     for step in range(len(video_sched.timesteps)):
         t_v, t_a = float(video_sched.timesteps[step]), float(audio_sched.timesteps[step])
         uniq, idx = MiniMaxH3SetTimestepsStep.build_row_timesteps(
-            video_idx, audio_idx, n_cv, n_ca, text_len, t_v, t_a, t_v, 1.0)
+            video_idx, audio_idx, n_cv, n_ca, text_len, t_v, t_a, t_v, 1.0
+        )
         with torch.no_grad():
-            v_ref, a_ref = reference(hidden_states=patchify_video_latents(video, (1, 2, 2))[None],
-                                     audio_hidden_states=audio_rows[None], encoder_hidden_states=context,
-                                     timestep=uniq, timestep_indices=idx, token_tags=tags,
-                                     position_ids=pos, video_indices=video_idx, audio_indices=audio_idx,
-                                     text_indices=text_idx, return_dict=False)
+            v_ref, a_ref = reference(
+                hidden_states=patchify_video_latents(video, (1, 2, 2))[None],
+                audio_hidden_states=audio_rows[None],
+                encoder_hidden_states=context,
+                timestep=uniq,
+                timestep_indices=idx,
+                token_tags=tags,
+                position_ids=pos,
+                video_indices=video_idx,
+                audio_indices=audio_idx,
+                text_indices=text_idx,
+                return_dict=False,
+            )
         v_ours, a_ours = apply(model, video, audio, context, float(video_sched.sigmas[step]))
         # ComfyUI returns the negated velocity, shaped as the latents
         ref_video = -v_ref[0].reshape(latent_t, lat_h // 2, lat_w // 2, 24, 2, 2).permute(3, 0, 1, 4, 2, 5)
@@ -170,7 +192,8 @@ def test_first_last_frame_layout_and_step_equal_diffusers(reference, published):
     text_len, latent_t, lat_h, lat_w, audio_t = 4, 7, 4, 4, 12
     ours = t2va_layout(text_len, latent_t, lat_h, lat_w, audio_t, keyframe_frames=(0, 21))
     pos, tags, video_idx, audio_idx, text_idx, n_cv, n_ca = _diffusers_layout(
-        text_len, latent_t, lat_h, lat_w, audio_t, ("first", "last"))
+        text_len, latent_t, lat_h, lat_w, audio_t, ("first", "last")
+    )
     torch.testing.assert_close(ours.position_ids, pos, rtol=0, atol=1e-12)
     assert torch.equal(ours.token_tags, tags) and torch.equal(ours.video_indices, video_idx)
     assert torch.equal(ours.audio_indices, audio_idx) and n_cv == 2 * (lat_h // 2) * (lat_w // 2)
@@ -189,21 +212,29 @@ def test_first_last_frame_layout_and_step_equal_diffusers(reference, published):
         sigma = float(video_sched.sigmas[step])
         t_v, t_a = float(video_sched.timesteps[step]), float(audio_sched.timesteps[step])
         uniq, idx = MiniMaxH3SetTimestepsStep.build_row_timesteps(
-            video_idx, audio_idx, n_cv, n_ca, text_len, t_v, t_a, max(t_v, 0.999), 1.0)
+            video_idx, audio_idx, n_cv, n_ca, text_len, t_v, t_a, max(t_v, 0.999), 1.0
+        )
         rows = torch.cat([cond, patchify_video_latents(video, (1, 2, 2))])
         with torch.no_grad():
-            v_ref, a_ref = reference(hidden_states=rows[None],
-                                     audio_hidden_states=audio[0].permute(1, 2, 0).reshape(2 * audio_t, 32)[None],
-                                     encoder_hidden_states=context, timestep=uniq, timestep_indices=idx,
-                                     token_tags=tags, position_ids=pos, video_indices=video_idx,
-                                     audio_indices=audio_idx, text_indices=text_idx, return_dict=False)
+            v_ref, a_ref = reference(
+                hidden_states=rows[None],
+                audio_hidden_states=audio[0].permute(1, 2, 0).reshape(2 * audio_t, 32)[None],
+                encoder_hidden_states=context,
+                timestep=uniq,
+                timestep_indices=idx,
+                token_tags=tags,
+                position_ids=pos,
+                video_indices=video_idx,
+                audio_indices=audio_idx,
+                text_indices=text_idx,
+                return_dict=False,
+            )
         v_ours, a_ours = apply(model, video, audio, context, sigma, keyframes=keyframes, seed=7)
         ref_video = -v_ref[0, n_cv:].reshape(latent_t, lat_h // 2, lat_w // 2, 24, 2, 2).permute(3, 0, 1, 4, 2, 5)
         torch.testing.assert_close(v_ours, ref_video.reshape(1, 24, latent_t, lat_h, lat_w), rtol=0, atol=1e-5)
-        torch.testing.assert_close(a_ours, -a_ref[0].reshape(2, audio_t, 32).permute(2, 0, 1)[None],
-                                   rtol=0, atol=1e-5)
+        torch.testing.assert_close(a_ours, -a_ref[0].reshape(2, audio_t, 32).permute(2, 0, 1)[None], rtol=0, atol=1e-5)
     v_plain, _ = apply(model, video, audio, context, 0.5)
-    assert not torch.allclose(v_plain, v_ours, atol=1e-4)   # the keyframes do reach the target
+    assert not torch.allclose(v_plain, v_ours, atol=1e-4)  # the keyframes do reach the target
     with pytest.raises(ValueError, match="one frame of the video's size"):
         apply(model, video, audio, context, 0.5, keyframes=[Keyframe(torch.zeros(1, 24, 2, lat_h, lat_w), 0)])
 

@@ -1,5 +1,6 @@
 """The tiny MiniMax H3 demo files: written byte-identically, in the published layouts (detected as such), and
 loadable into a text-to-video evaluation and a decode."""
+
 from __future__ import annotations
 
 import torch

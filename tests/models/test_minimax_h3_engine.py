@@ -2,6 +2,7 @@
 H3 components, and one denoise evaluation through ComfyUI's flow model sampling (shift 12, timestep sigma x 1000)
 is the transformer's packed evaluation (checked against diffusers in test_minimax_h3.py) with the silent audio
 latent; the video VAE encodes and decodes through the VAE component as the model code does."""
+
 from __future__ import annotations
 
 import pytest
@@ -47,9 +48,9 @@ def test_one_denoise_evaluation_is_the_packed_transformer(models):
     sigma = torch.tensor([0.8])
     out = model.apply(ms.calculate_input(sigma, x), ms.timestep(sigma), {"context": context})
     denoised = ms.calculate_denoised(sigma, out, x)
-    for b in range(2):   # each batch member its own packed sequence, at the sampler's sigma
-        v, _ = mh.apply(model.module, x[b:b + 1], silent_audio(2), context[b:b + 1], 0.8)
-        torch.testing.assert_close(denoised[b:b + 1], x[b:b + 1] - 0.8 * v, atol=1e-5, rtol=1e-5)
+    for b in range(2):  # each batch member its own packed sequence, at the sampler's sigma
+        v, _ = mh.apply(model.module, x[b : b + 1], silent_audio(2), context[b : b + 1], 0.8)
+        torch.testing.assert_close(denoised[b : b + 1], x[b : b + 1] - 0.8 * v, atol=1e-5, rtol=1e-5)
     # the schedule is ComfyUI's shift-12 flow: sigma(t=0.5) = 12*0.5 / (1 + 11*0.5)
     assert float(ms.sigma(torch.tensor(500.0))) == pytest.approx(6.0 / 6.5, abs=1e-6)
 

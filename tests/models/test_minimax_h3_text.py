@@ -2,6 +2,7 @@
 and no special tokens (an empty prompt is <|endoftext|>), as the newest ComfyUI source tokenizes it, and the
 conditioning equal to diffusers' MiniMax H3 prompt encoding (get_qwen3vl_prompt_embeds: hidden_states[layer] of an
 untruncated model) on the tiny file's weights, within 1e-5."""
+
 from __future__ import annotations
 
 import pytest
@@ -29,8 +30,9 @@ def files(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def encoder(files):
-    return loader.load_text_encoder(make_ref("text_encoder", "minimax_h3", [files / FILES["text_encoder"]],
-                                             clip_type="minimax"))
+    return loader.load_text_encoder(
+        make_ref("text_encoder", "minimax_h3", [files / FILES["text_encoder"]], clip_type="minimax")
+    )
 
 
 class _TextOnlyProcessor:
@@ -43,7 +45,7 @@ class _TextOnlyProcessor:
 
 def test_tokens_are_the_raw_prompt(encoder):
     ids = [t for t, _ in encoder.tokenize(PROMPT)[SUB][0]]
-    assert ids == qwen_tokenizer().encode(PROMPT)   # no template, no special tokens
+    assert ids == qwen_tokenizer().encode(PROMPT)  # no template, no special tokens
     assert encoder.tokenize("")[SUB] == [[(PAD, 1.0)]]
 
 
@@ -54,8 +56,9 @@ def test_conditioning_equals_diffusers(files, encoder):
     # diffusers reads hidden_states[layer] of a deeper model: the file's layers plus one it never reaches
     reference = tiny_text_encoder(TEXT_LAYERS + 1)
     missing, unexpected = reference.load_state_dict(load_file(files / FILES["text_encoder"]), strict=False)
-    assert not unexpected and all(k.startswith(("lm_head.", f"model.language_model.layers.{TEXT_LAYERS}."))
-                                  for k in missing)
+    assert not unexpected and all(
+        k.startswith(("lm_head.", f"model.language_model.layers.{TEXT_LAYERS}.")) for k in missing
+    )
     ids = qwen_tokenizer().encode(PROMPT)
     expected = get_qwen3vl_prompt_embeds(reference, _TextOnlyProcessor(), ids, {}, text_encoder_layer=TEXT_LAYERS)
     assert pooled is None and cond.shape == (1, len(ids), TEXT_DIM)
@@ -65,6 +68,7 @@ def test_conditioning_equals_diffusers(files, encoder):
 def test_cliploader_type_minimax(files, tmp_path):
     import nodes
     from nodes import workspace as ws_module
+
     previous = ws_module._active
     ws = ws_module.activate(ws_module.Workspace(tmp_path / "ws").create())
     try:

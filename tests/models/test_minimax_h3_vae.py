@@ -3,6 +3,7 @@ onto diffusers' AutoencoderKLMiniMaxH3. The two reordered tensors are checked ag
 them (the fused qkv viewed per head as [q k v], the SwiGLU's first half as the gate); encode/decode against
 diffusers' model on the same weights with ComfyUI's pixel and latent normalisation. No ComfyUI that runs here
 has MiniMax H3."""
+
 from __future__ import annotations
 
 import pytest
@@ -28,10 +29,16 @@ HEADS = 2
 @pytest.fixture(scope="module")
 def reference() -> AutoencoderKLMiniMaxH3:
     torch.manual_seed(0)
-    vae = AutoencoderKLMiniMaxH3(block_out_channels=(32,) * 6, layers_per_block=1, decoder_num_layers=1,
-                                 decoder_num_attention_heads=HEADS, decoder_attention_head_dim=64,
-                                 decoder_ffn_mult=1, latents_mean=tuple(torch.randn(24).tolist()),
-                                 latents_std=tuple((torch.rand(24) + 0.5).tolist())).eval()
+    vae = AutoencoderKLMiniMaxH3(
+        block_out_channels=(32,) * 6,
+        layers_per_block=1,
+        decoder_num_layers=1,
+        decoder_num_attention_heads=HEADS,
+        decoder_attention_head_dim=64,
+        decoder_ffn_mult=1,
+        latents_mean=tuple(torch.randn(24).tolist()),
+        latents_std=tuple((torch.rand(24) + 0.5).tolist()),
+    ).eval()
     with torch.no_grad():
         for p in vae.parameters():
             p.add_(torch.randn_like(p) * 0.02)
@@ -41,13 +48,12 @@ def reference() -> AutoencoderKLMiniMaxH3:
 @pytest.fixture(scope="module")
 def published(reference) -> dict[str, torch.Tensor]:
     cfg = reference.config
-    return from_diffusers(reference.state_dict(), HEADS, torch.tensor(cfg.latents_mean),
-                          torch.tensor(cfg.latents_std))
+    return from_diffusers(reference.state_dict(), HEADS, torch.tensor(cfg.latents_mean), torch.tensor(cfg.latents_std))
 
 
 def test_detected_and_loaded(reference, published):
     assert is_minimax_h3_vae(published) and is_minimax_h3_vae(f"first_stage_model.{k}" for k in published)
-    assert not is_minimax_h3_vae(["decoder.middle.0.residual.0.gamma"])   # a Wan VAE
+    assert not is_minimax_h3_vae(["decoder.middle.0.residual.0.gamma"])  # a Wan VAE
     assert "decoder.transformer_blocks.0.attn.to_qkv.weight" in published
     assert "encoder.down.3.downsample.conv.weight" in published and "decoder.x_embedder.weight" in published
     vae = load_vae(published)
@@ -58,15 +64,20 @@ def test_detected_and_loaded(reference, published):
 
 def test_reordered_rows_read_as_comfyui_reads_them(reference, published):
     x = torch.randn(3, 128)
-    w, b = published["decoder.transformer_blocks.0.attn.to_qkv.weight"], published[
-        "decoder.transformer_blocks.0.attn.to_qkv.bias"]
-    q, k, v = torch.nn.functional.linear(x, w, b).view(3, HEADS, 3 * 64).chunk(3, dim=-1)   # ComfyUI's reading
+    w, b = (
+        published["decoder.transformer_blocks.0.attn.to_qkv.weight"],
+        published["decoder.transformer_blocks.0.attn.to_qkv.bias"],
+    )
+    q, k, v = torch.nn.functional.linear(x, w, b).view(3, HEADS, 3 * 64).chunk(3, dim=-1)  # ComfyUI's reading
     attn = reference.decoder.transformer_blocks[0].attn
     with torch.no_grad():
         for ours, proj in ((q, attn.to_q), (k, attn.to_k), (v, attn.to_v)):
             torch.testing.assert_close(ours.reshape(3, -1), proj(x), rtol=0, atol=1e-6)
-        gate, value = torch.nn.functional.linear(x, published["decoder.transformer_blocks.0.ff.w1.weight"],
-                                                 published["decoder.transformer_blocks.0.ff.w1.bias"]).chunk(2, -1)
+        gate, value = torch.nn.functional.linear(
+            x,
+            published["decoder.transformer_blocks.0.ff.w1.weight"],
+            published["decoder.transformer_blocks.0.ff.w1.bias"],
+        ).chunk(2, -1)
         ff = reference.decoder.transformer_blocks[0].ff
         torch.testing.assert_close(ff.net[0](x), torch.nn.functional.silu(gate) * value, rtol=0, atol=1e-6)
 

@@ -3,6 +3,7 @@ single-file converters (tests/models/fixtures/published_transformer_layouts.json
 convert each demo transformer with no key left over or missing, into exactly the keys and shapes of the
 diffusers model it was built from; our detection names the family of each. SD1/SD2/SDXL: tests/models/test_sd2.py
 (ComfyUI's detection rules)."""
+
 from __future__ import annotations
 
 import json
@@ -23,9 +24,20 @@ def _sd3_reference() -> torch.nn.Module:
     from diffusers import (
         SD3Transformer2DModel,  # the demo's own arguments (nodes/models/sd3_demo.py)
     )
-    return SD3Transformer2DModel(sample_size=64, patch_size=2, in_channels=16, num_layers=2, attention_head_dim=64,
-                                 num_attention_heads=2, joint_attention_dim=4096, caption_projection_dim=128,
-                                 pooled_projection_dim=32 + 48, out_channels=16, pos_embed_max_size=32)
+
+    return SD3Transformer2DModel(
+        sample_size=64,
+        patch_size=2,
+        in_channels=16,
+        num_layers=2,
+        attention_head_dim=64,
+        num_attention_heads=2,
+        joint_attention_dim=4096,
+        caption_projection_dim=128,
+        pooled_projection_dim=32 + 48,
+        out_channels=16,
+        pos_embed_max_size=32,
+    )
 
 
 def _demo(family: str) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
@@ -63,6 +75,7 @@ def test_flux_demo_has_the_released_keys_and_converts_at_real_size():
     from diffusers import FluxTransformer2DModel
 
     from nodes.models.flux_keys import diffusers_to_bfl
+
     with torch.device("meta"):
         real = FluxTransformer2DModel(guidance_embeds=True).state_dict()
     real_file = diffusers_to_bfl(real)

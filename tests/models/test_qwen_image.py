@@ -5,6 +5,7 @@ a125cd84) from the files nodes.models.qwen_image_demo writes, loaded by ComfyUI'
 (type qwen_image) and VAELoader: its tokenizer's ids, its text encoder's conditioning, its transformer's raw
 output, its whole model's denoised prediction and model sampling, its VAE's decode and encode. The files are
 built here again (same seed, same bytes: the fixture's sha256 says so) and tested in ComfyUI's layouts."""
+
 from __future__ import annotations
 
 import base64
@@ -52,8 +53,9 @@ def path_of(models: Path, part: str) -> Path:
 
 @pytest.fixture(scope="module")
 def text_encoder(models):
-    return loader.load_text_encoder(make_ref("text_encoder", "qwen_image", [path_of(models, "text_encoder")],
-                                             clip_type="qwen_image"))
+    return loader.load_text_encoder(
+        make_ref("text_encoder", "qwen_image", [path_of(models, "text_encoder")], clip_type="qwen_image")
+    )
 
 
 @pytest.fixture(scope="module")
@@ -69,19 +71,32 @@ def vae(models):
 def test_demo_files_are_the_recorded_ones(models) -> None:
     for part, rec in FIXTURE["files"].items():
         assert rec["path"] == FILES[part]
-        assert hashlib.sha256(path_of(models, part).read_bytes()).hexdigest() == rec["sha256"], \
+        assert hashlib.sha256(path_of(models, part).read_bytes()).hexdigest() == rec["sha256"], (
             f"{FILES[part]} changed: re-record tests/models/fixtures/comfyui_qwen_image.json"
+        )
 
 
 def test_files_have_comfyuis_key_layouts_and_are_detected(models) -> None:
     sds = tiny_qwen_image_state_dicts()
-    assert {"txt_norm.weight", "img_in.weight", "transformer_blocks.1.attn.add_q_proj.weight",
-            "transformer_blocks.0.img_mod.1.weight", "norm_out.linear.weight", "proj_out.weight"} <= set(sds["transformer"])
-    assert {"model.embed_tokens.weight", "model.layers.1.self_attn.k_proj.bias", "model.norm.weight"} <= set(sds["text_encoder"])
-    assert sds["text_encoder"]["model.embed_tokens.weight"].shape[0] == 152_064   # the real vocabulary
+    assert {
+        "txt_norm.weight",
+        "img_in.weight",
+        "transformer_blocks.1.attn.add_q_proj.weight",
+        "transformer_blocks.0.img_mod.1.weight",
+        "norm_out.linear.weight",
+        "proj_out.weight",
+    } <= set(sds["transformer"])
+    assert {"model.embed_tokens.weight", "model.layers.1.self_attn.k_proj.bias", "model.norm.weight"} <= set(
+        sds["text_encoder"]
+    )
+    assert sds["text_encoder"]["model.embed_tokens.weight"].shape[0] == 152_064  # the real vocabulary
     assert sorted(sds["vae"]) == sorted(wan_vae_keys())
-    assert {"encoder.downsamples.5.time_conv.weight", "decoder.upsamples.4.shortcut.weight", "conv1.weight",
-            "decoder.head.2.weight"} <= set(sds["vae"])
+    assert {
+        "encoder.downsamples.5.time_conv.weight",
+        "decoder.upsamples.4.shortcut.weight",
+        "conv1.weight",
+        "decoder.head.2.weight",
+    } <= set(sds["vae"])
     infos = {part: probe(path_of(models, part)) for part in FILES}
     assert (infos["transformer"].arch, infos["transformer"].kind) == ("qwen_image", "diffusion_model")
     assert (infos["text_encoder"].arch, infos["text_encoder"].kind) == ("qwen25", "text_encoder")
@@ -96,11 +111,23 @@ def test_wan_names_map_one_to_one_onto_diffusers(vae) -> None:
 
 def test_hyperparameters_are_read_from_the_shapes(transformer, text_encoder, vae) -> None:
     cfg = transformer.config
-    assert (cfg["num_layers"], cfg["num_attention_heads"], cfg["attention_head_dim"], cfg["joint_attention_dim"],
-            cfg["in_channels"], cfg["out_channels"]) == (2, 1, 128, 32, 64, 16)
+    assert (
+        cfg["num_layers"],
+        cfg["num_attention_heads"],
+        cfg["attention_head_dim"],
+        cfg["joint_attention_dim"],
+        cfg["in_channels"],
+        cfg["out_channels"],
+    ) == (2, 1, 128, 32, 64, 16)
     te = text_encoder.modules["qwen25_7b"].config
-    assert (te.hidden_size, te.num_hidden_layers, te.num_attention_heads, te.num_key_value_heads, te.head_dim,
-            te.vocab_size) == (32, 2, 2, 1, 128, 152_064)
+    assert (
+        te.hidden_size,
+        te.num_hidden_layers,
+        te.num_attention_heads,
+        te.num_key_value_heads,
+        te.head_dim,
+        te.vocab_size,
+    ) == (32, 2, 2, 1, 128, 152_064)
     assert (vae.module.config.base_dim, vae.latent_channels, vae.downscale) == (8, 16, 8)
 
 
@@ -108,13 +135,19 @@ def test_prefixed_checkpoint_loads_each_component(tmp_path) -> None:
     """The all-in-one layout ComfyUI's QwenImage model config names: model.diffusion_model., vae.,
     text_encoders.qwen25_7b.transformer."""
     sds = tiny_qwen_image_state_dicts()
-    prefixes = {"transformer": "model.diffusion_model.", "vae": "vae.",
-                "text_encoder": "text_encoders.qwen25_7b.transformer."}
+    prefixes = {
+        "transformer": "model.diffusion_model.",
+        "vae": "vae.",
+        "text_encoder": "text_encoders.qwen25_7b.transformer.",
+    }
     path = tmp_path / "qwen_image_tiny_ckpt.safetensors"
     save_file({prefixes[p] + k: v for p, sd in sds.items() for k, v in sd.items()}, str(path))
     info = probe(path)
-    assert (info.arch, info.kind, info.components) == ("qwen_image", "checkpoint",
-                                                       frozenset({"diffusion_model", "vae", "text_encoder"}))
+    assert (info.arch, info.kind, info.components) == (
+        "qwen_image",
+        "checkpoint",
+        frozenset({"diffusion_model", "vae", "text_encoder"}),
+    )
     assert loader.load_diffusion_model(make_ref("diffusion_model", "qwen_image", [path])).config["num_layers"] == 2
     assert loader.load_vae(make_ref("vae", "qwen_image", [path])).latent_channels == 16
     assert loader.load_text_encoder(make_ref("text_encoder", "qwen_image", [path])).num_layers == 2
@@ -123,8 +156,8 @@ def test_prefixed_checkpoint_loads_each_component(tmp_path) -> None:
 def test_wan22_vae_is_told_apart_and_refused_for_qwen_image(tmp_path) -> None:
     """The Wan 2.2 VAE is Wan 2.2 5B's (nodes.models.wan22_vae), not Qwen-Image's."""
     from nodes.models.qwen_image_vae import load_vae
-    sd = {**tiny_qwen_image_state_dicts()["vae"],
-          "decoder.upsamples.0.upsamples.0.residual.2.weight": torch.zeros(1)}
+
+    sd = {**tiny_qwen_image_state_dicts()["vae"], "decoder.upsamples.0.upsamples.0.residual.2.weight": torch.zeros(1)}
     path = tmp_path / "wan2.2_vae.safetensors"
     save_file(sd, str(path))
     assert (probe(path).arch, probe(path).kind) == ("wan22_5b", "vae")
@@ -136,6 +169,7 @@ def test_latent_format_is_comfyuis_wan21_and_diffusers_statistics() -> None:
     import inspect
 
     from diffusers import AutoencoderKLQwenImage
+
     params = inspect.signature(AutoencoderKLQwenImage.__init__).parameters
     assert list(WAN21_LATENT.latents_mean) == params["latents_mean"].default
     assert list(WAN21_LATENT.latents_std) == params["latents_std"].default
@@ -174,7 +208,7 @@ def test_forward_equals_comfyuis(transformer, index: int) -> None:
     case = FIXTURE["transformer"][index]
     x, context = inputs(case, 32)
     expected = tensor(case["out"])
-    out = transformer.apply(x, torch.tensor(case["timesteps"]), {"context": context})   # ComfyUI's [B,16,1,H,W]
+    out = transformer.apply(x, torch.tensor(case["timesteps"]), {"context": context})  # ComfyUI's [B,16,1,H,W]
     torch.testing.assert_close(out, expected, atol=ATOL, rtol=RTOL)
     flat = transformer.apply(x[:, :, 0], torch.tensor(case["timesteps"]), {"context": context})
     torch.testing.assert_close(flat, expected[:, :, 0], atol=ATOL, rtol=RTOL)
@@ -182,25 +216,27 @@ def test_forward_equals_comfyuis(transformer, index: int) -> None:
 
 def test_denoised_and_sampling_equal_comfyuis(transformer) -> None:
     rec = FIXTURE["denoised"]
-    assert rec["sampling"]["class"] == "ModelSampling"   # ComfyUI's ModelSamplingFlux (shift 1.15) + CONST
+    assert rec["sampling"]["class"] == "ModelSampling"  # ComfyUI's ModelSamplingFlux (shift 1.15) + CONST
     ms = model_sampling_from_config(sampling_config("qwen_image"))
     assert float(ms.sigma_max) == pytest.approx(rec["sampling"]["sigma_max"], abs=1e-7)
     assert float(ms.sigma_min) == pytest.approx(rec["sampling"]["sigma_min"], abs=1e-7)
-    torch.testing.assert_close(ms.timestep(torch.tensor(rec["sampling"]["sigmas"])).float(),
-                               torch.tensor(rec["sampling"]["timesteps"]))
+    torch.testing.assert_close(
+        ms.timestep(torch.tensor(rec["sampling"]["sigmas"])).float(), torch.tensor(rec["sampling"]["timesteps"])
+    )
     x, context = inputs(rec, 32)
     x = x[:, :, 0]
     sigma = torch.tensor([rec["sigma"]])
     out = transformer.apply(ms.calculate_input(sigma, x), ms.timestep(sigma), {"context": context})
-    torch.testing.assert_close(ms.calculate_denoised(sigma, out, x), tensor(rec["denoised"])[:, :, 0],
-                               atol=ATOL, rtol=RTOL)
+    torch.testing.assert_close(
+        ms.calculate_denoised(sigma, out, x), tensor(rec["denoised"])[:, :, 0], atol=ATOL, rtol=RTOL
+    )
 
 
 def test_vae_decode_and_encode_equal_comfyuis(vae) -> None:
     rec = FIXTURE["vae"]
     g = torch.Generator().manual_seed(rec["seed"])
     latent, pixels = torch.randn(rec["latent_shape"], generator=g), torch.rand(rec["pixels_shape"], generator=g)
-    decoded = tensor(rec["decoded"])            # ComfyUI's [B,T,H,W,3]; VAEDecode folds T into the batch
+    decoded = tensor(rec["decoded"])  # ComfyUI's [B,T,H,W,3]; VAEDecode folds T into the batch
     torch.testing.assert_close(vae.decode(latent), decoded.reshape(-1, *decoded.shape[2:]), atol=ATOL, rtol=RTOL)
     torch.testing.assert_close(vae.decode(latent[:, :, 0]), decoded[:, 0], atol=ATOL, rtol=RTOL)
     torch.testing.assert_close(vae.encode(pixels), tensor(rec["encoded"])[:, :, 0], atol=ATOL, rtol=RTOL)
@@ -217,7 +253,7 @@ def fp8_variant(sd: dict[str, torch.Tensor], part: str) -> dict[str, torch.Tenso
         elif part == "text_encoder" and v.dim() == 2 and k.startswith("model.layers."):
             scale = v.float().abs().max() / 448.0
             out[k] = (v.float() / scale).to(torch.float8_e4m3fn)
-            out[k[:-len("weight")] + "scale_weight"] = scale.reshape(())
+            out[k[: -len("weight")] + "scale_weight"] = scale.reshape(())
         else:
             out[k] = v
     if part == "text_encoder":
@@ -228,6 +264,7 @@ def fp8_variant(sd: dict[str, torch.Tensor], part: str) -> dict[str, torch.Tenso
 @pytest.fixture(scope="module")
 def fp8_files(tmp_path_factory) -> dict[str, Path]:
     from safetensors.torch import load_file
+
     root = tmp_path_factory.mktemp("qwen-image-fp8")
     tiny = tmp_path_factory.mktemp("qwen-image-bf16")
     build_demo_qwen_image(tiny)
@@ -243,8 +280,9 @@ def test_fp8_files_load_and_equal_comfyuis(fp8_files) -> None:
     times scale) give ComfyUI's numbers on the same files."""
     rec = FIXTURE["fp8"]
     assert probe(fp8_files["text_encoder"]).arch == "qwen25"
-    te = loader.load_text_encoder(make_ref("text_encoder", "qwen_image", [fp8_files["text_encoder"]],
-                                           clip_type="qwen_image"))
+    te = loader.load_text_encoder(
+        make_ref("text_encoder", "qwen_image", [fp8_files["text_encoder"]], clip_type="qwen_image")
+    )
     cond, _ = te.encode(te.tokenize(rec["text"]["prompt"]))
     torch.testing.assert_close(cond, tensor(rec["text"]["cond"]), atol=ATOL, rtol=RTOL)
     model = loader.load_diffusion_model(make_ref("diffusion_model", "qwen_image", [fp8_files["transformer"]]))
@@ -252,16 +290,22 @@ def test_fp8_files_load_and_equal_comfyuis(fp8_files) -> None:
     x, context = inputs(case, 32)
     out = model.apply(x, torch.tensor(case["timesteps"]), {"context": context})
     torch.testing.assert_close(out, tensor(case["out"]), atol=ATOL, rtol=RTOL)
-    plain = FIXTURE["transformer"][0]   # the same inputs on the bf16 file: fp8 changes the numbers
+    plain = FIXTURE["transformer"][0]  # the same inputs on the bf16 file: fp8 changes the numbers
     assert not torch.allclose(tensor(plain["out"]), tensor(case["out"]), atol=1e-3)
 
 
 def test_scaled_fp8_weights_are_weight_times_scale() -> None:
     from nodes.models.fp8 import dequantize_scaled_fp8
+
     w = torch.tensor([[1.0, -2.0], [0.5, 4.0]]).to(torch.float8_e4m3fn)
-    sd = {"a.weight": w, "a.scale_weight": torch.tensor(0.25), "a.scale_input": torch.tensor(1.0),
-          "a.bias": torch.tensor([1.0, 0.3]), "b.bias": torch.tensor([0.3]),
-          "scaled_fp8": torch.empty(0, dtype=torch.float8_e4m3fn)}
+    sd = {
+        "a.weight": w,
+        "a.scale_weight": torch.tensor(0.25),
+        "a.scale_input": torch.tensor(1.0),
+        "a.bias": torch.tensor([1.0, 0.3]),
+        "b.bias": torch.tensor([0.3]),
+        "scaled_fp8": torch.empty(0, dtype=torch.float8_e4m3fn),
+    }
     out = dequantize_scaled_fp8(sd)
     assert sorted(out) == ["a.bias", "a.weight", "b.bias"]
     assert torch.equal(out["a.weight"], torch.tensor([[0.25, -0.5], [0.125, 1.0]]))
@@ -280,26 +324,56 @@ def test_real_sizes_are_inferred_from_the_released_shapes() -> None:
 
     from cluster.refs import ModelRef
     from nodes.models import qwen_image, qwen_image_text, qwen_image_vae
+
     with torch.device("meta"):
-        transformer = QwenImageTransformer2DModel().state_dict()   # diffusers' defaults are the released sizes
-        text = Qwen2Model(Qwen2Config(vocab_size=152_064, hidden_size=3584, intermediate_size=18_944,
-                                      num_hidden_layers=28, num_attention_heads=28, num_key_value_heads=4))
+        transformer = QwenImageTransformer2DModel().state_dict()  # diffusers' defaults are the released sizes
+        text = Qwen2Model(
+            Qwen2Config(
+                vocab_size=152_064,
+                hidden_size=3584,
+                intermediate_size=18_944,
+                num_hidden_layers=28,
+                num_attention_heads=28,
+                num_key_value_heads=4,
+            )
+        )
         vae = qwen_image_vae.diffusers_to_wan(AutoencoderKLQwenImage().state_dict())
     ref = ModelRef("diffusion_model", "qwen_image", (), ())
     prefixed = {f"model.diffusion_model.{k}": v for k, v in transformer.items()}
     assert probe_shapes(prefixed) == ("qwen_image", "diffusion_model")
     model = qwen_image.load_diffusion_model(ref, prefixed)
-    assert {k: model.config[k] for k in ("num_layers", "num_attention_heads", "attention_head_dim",
-                                         "joint_attention_dim", "in_channels", "out_channels")} == \
-        {"num_layers": 60, "num_attention_heads": 24, "attention_head_dim": 128, "joint_attention_dim": 3584,
-         "in_channels": 64, "out_channels": 16}
+    assert {
+        k: model.config[k]
+        for k in (
+            "num_layers",
+            "num_attention_heads",
+            "attention_head_dim",
+            "joint_attention_dim",
+            "in_channels",
+            "out_channels",
+        )
+    } == {
+        "num_layers": 60,
+        "num_attention_heads": 24,
+        "attention_head_dim": 128,
+        "joint_attention_dim": 3584,
+        "in_channels": 64,
+        "out_channels": 16,
+    }
     file_sd = {f"model.{k}": v for k, v in text.state_dict().items()}
-    file_sd["visual.blocks.0.attn.qkv.weight"] = torch.empty(3840, 1280, device="meta")   # not read for text
+    file_sd["visual.blocks.0.attn.qkv.weight"] = torch.empty(3840, 1280, device="meta")  # not read for text
     file_sd["lm_head.weight"] = torch.empty(152_064, 3584, device="meta")
     assert probe_shapes(file_sd) == ("qwen25", "text_encoder")
     cfg = qwen_image_text.build_qwen25(qwen_image_text.language_model(file_sd), None).config
-    assert (cfg.hidden_size, cfg.num_hidden_layers, cfg.num_attention_heads, cfg.num_key_value_heads,
-            cfg.intermediate_size, cfg.head_dim, cfg.vocab_size) == (3584, 28, 28, 4, 18_944, 128, 152_064)
+    assert (
+        cfg.hidden_size,
+        cfg.num_hidden_layers,
+        cfg.num_attention_heads,
+        cfg.num_key_value_heads,
+        cfg.intermediate_size,
+        cfg.head_dim,
+        cfg.vocab_size,
+    ) == (3584, 28, 28, 4, 18_944, 128, 152_064)
     assert probe_shapes(vae) == ("qwen_image", "vae")
     wan = qwen_image_vae.load_vae(ModelRef("vae", "qwen_image", (), ()), vae)
     assert (wan.module.config.base_dim, wan.latent_channels) == (96, 16)
@@ -307,15 +381,18 @@ def test_real_sizes_are_inferred_from_the_released_shapes() -> None:
 
 def probe_shapes(sd: dict[str, torch.Tensor]) -> tuple[str, str]:
     from nodes.models.detect import classify
+
     info = classify({k: tuple(v.shape) for k, v in sd.items()}, "released.safetensors")
     return info.arch, info.kind
 
 
-LORA_LAYERS = (("transformer.transformer_blocks.0.attn.to_q", "peft"),
-               ("lora_unet_transformer_blocks_1_img_mlp_net_0_proj", "kohya"),
-               ("transformer_blocks.1.attn.add_k_proj", "kohya"),
-               ("diffusion_model.img_in", "peft"),
-               ("lycoris_transformer_blocks_0_txt_mod_1", "kohya"))
+LORA_LAYERS = (
+    ("transformer.transformer_blocks.0.attn.to_q", "peft"),
+    ("lora_unet_transformer_blocks_1_img_mlp_net_0_proj", "kohya"),
+    ("transformer_blocks.1.attn.add_k_proj", "kohya"),
+    ("diffusion_model.img_in", "peft"),
+    ("lycoris_transformer_blocks_0_txt_mod_1", "kohya"),
+)
 
 
 def tiny_lora(shapes: dict[str, tuple[int, ...]]) -> dict[str, torch.Tensor]:
@@ -326,26 +403,29 @@ def tiny_lora(shapes: dict[str, tuple[int, ...]]) -> dict[str, torch.Tensor]:
     for name, kind in LORA_LAYERS:
         layer = name
         for prefix in ("transformer.", "diffusion_model.", "lora_unet_", "lycoris_"):
-            layer = layer[len(prefix):] if layer.startswith(prefix) else layer
+            layer = layer[len(prefix) :] if layer.startswith(prefix) else layer
         rows, cols = shapes[next(k for k in shapes if k.replace(".", "_") == layer.replace(".", "_") + "_weight")]
         down, up = torch.randn(4, cols, generator=g) * 0.1, torch.randn(rows, 4, generator=g) * 0.1
         if kind == "peft":
             out.update({f"{name}.lora_A.weight": down, f"{name}.lora_B.weight": up})
         else:
-            out.update({f"{name}.lora_down.weight": down, f"{name}.lora_up.weight": up,
-                        f"{name}.alpha": torch.tensor(2.0)})
+            out.update(
+                {f"{name}.lora_down.weight": down, f"{name}.lora_up.weight": up, f"{name}.alpha": torch.tensor(2.0)}
+            )
     return out
 
 
 def test_lora_merges_as_comfyuis(models, tmp_path) -> None:
     from cluster.refs import Patch, file_digest
+
     rec = FIXTURE["lora"]
     shapes = {k: tuple(v.shape) for k, v in tiny_qwen_image_state_dicts()["transformer"].items()}
     path = tmp_path / Path(rec["file"]).name
     save_file(tiny_lora(shapes), str(path))
     assert (probe(path).arch, probe(path).kind) == ("qwen_image", "lora")
     ref = make_ref("diffusion_model", "qwen_image", [path_of(models, "transformer")]).with_patch(
-        Patch(str(path), file_digest(path), rec["strength"]))
+        Patch(str(path), file_digest(path), rec["strength"])
+    )
     model = loader.load_diffusion_model(ref)
     case = rec["transformer"]
     x, context = inputs(case, 32)
@@ -358,18 +438,31 @@ def test_transformer_only_lora_leaves_the_text_encoder_alone(models, tmp_path) -
     """LoraLoader gives its LoRA to the CLIP too: a transformer-only Qwen-Image LoRA changes nothing there (as in
     ComfyUI), a LoRA with text-encoder weights is refused."""
     from cluster.refs import Patch, file_digest
+
     shapes = {k: tuple(v.shape) for k, v in tiny_qwen_image_state_dicts()["transformer"].items()}
     path = tmp_path / "transformer_only.safetensors"
     save_file(tiny_lora(shapes), str(path))
     te_path = path_of(models, "text_encoder")
     plain = loader.load_text_encoder(make_ref("text_encoder", "qwen_image", [te_path], clip_type="qwen_image"))
-    patched = loader.load_text_encoder(make_ref("text_encoder", "qwen_image", [te_path], clip_type="qwen_image")
-                                       .with_patch(Patch(str(path), file_digest(path), 1.0)))
+    patched = loader.load_text_encoder(
+        make_ref("text_encoder", "qwen_image", [te_path], clip_type="qwen_image").with_patch(
+            Patch(str(path), file_digest(path), 1.0)
+        )
+    )
     tokens = plain.tokenize("a red cube")
     assert torch.equal(plain.encode(tokens)[0], patched.encode(tokens)[0])
     te_lora = tmp_path / "with_text_encoder.safetensors"
-    save_file({**tiny_lora(shapes), "lora_te_model_layers_0_self_attn_q_proj.lora_down.weight": torch.zeros(4, 32),
-               "lora_te_model_layers_0_self_attn_q_proj.lora_up.weight": torch.zeros(256, 4)}, str(te_lora))
+    save_file(
+        {
+            **tiny_lora(shapes),
+            "lora_te_model_layers_0_self_attn_q_proj.lora_down.weight": torch.zeros(4, 32),
+            "lora_te_model_layers_0_self_attn_q_proj.lora_up.weight": torch.zeros(256, 4),
+        },
+        str(te_lora),
+    )
     with pytest.raises(ModelLoadError, match="text encoder"):
-        loader.load_text_encoder(make_ref("text_encoder", "qwen_image", [te_path], clip_type="qwen_image")
-                                 .with_patch(Patch(str(te_lora), file_digest(te_lora), 1.0)))
+        loader.load_text_encoder(
+            make_ref("text_encoder", "qwen_image", [te_path], clip_type="qwen_image").with_patch(
+                Patch(str(te_lora), file_digest(te_lora), 1.0)
+            )
+        )

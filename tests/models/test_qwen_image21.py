@@ -2,6 +2,7 @@
 fused `img_mlp.gate_up` layout, and one denoising step with today's ComfyUI semantics, checked against diffusers'
 QwenImage21Transformer2DModel forward on the same tiny random weights (no runnable ComfyUI has 2.1: 0.10.0 is
 the newest that runs here)."""
+
 from __future__ import annotations
 
 import inspect
@@ -20,8 +21,15 @@ from nodes.models.errors import ModelLoadError
 from nodes.models.qwen_image21 import joint_layout, to_diffusers_layout
 from nodes.models.safetensors_io import shapes_of
 
-CONFIG = {"in_channels": 64, "out_channels": 64, "num_layers": 2, "attention_head_dim": 128,
-          "num_attention_heads": 1, "context_in_dim": 16, "mlp_ratio": 3}
+CONFIG = {
+    "in_channels": 64,
+    "out_channels": 64,
+    "num_layers": 2,
+    "attention_head_dim": 128,
+    "num_attention_heads": 1,
+    "context_in_dim": 16,
+    "mlp_ratio": 3,
+}
 
 
 @pytest.fixture(scope="module")
@@ -66,8 +74,12 @@ def model(files):
 
 def test_both_layouts_are_detected_as_comfyui_detects_them(files) -> None:
     comfy, split = probe(files["comfy"]), probe(files["split"])
-    assert (comfy.arch, comfy.kind, comfy.layout, comfy.prefix) == \
-        ("qwen_image21", "diffusion_model", "comfy", "model.diffusion_model.")
+    assert (comfy.arch, comfy.kind, comfy.layout, comfy.prefix) == (
+        "qwen_image21",
+        "diffusion_model",
+        "comfy",
+        "model.diffusion_model.",
+    )
     assert (split.arch, split.layout, split.prefix) == ("qwen_image21", "diffusers", "")
 
 
@@ -78,7 +90,7 @@ def test_a_file_lacking_any_key_of_comfyuis_rule_is_not_qwen_image21(files, miss
     try:
         assert classify(shapes, "x").arch != "qwen_image21"
     except ModelLoadError:
-        pass   # unknown architecture: also not taken for 2.1
+        pass  # unknown architecture: also not taken for 2.1
 
 
 def test_the_gate_up_split_puts_gate_rows_first(files, reference) -> None:
@@ -125,9 +137,15 @@ def diffusers_step(reference, x, sigma, context, refs=(), slot=None) -> torch.Te
     img_mask = torch.tensor([mask] * b)
     hidden = torch.cat([*latents, x.flatten(2).mT], dim=1)
     with torch.no_grad():
-        out = reference(hidden_states=hidden, encoder_hidden_states=ehs, timestep=sigma.expand(b),
-                        img_shapes=[shapes + [(1, h, w)]] * b, img_mask=img_mask, return_dict=False)[0]
-    return out[:, -h * w:].mT.reshape(b, -1, h, w)
+        out = reference(
+            hidden_states=hidden,
+            encoder_hidden_states=ehs,
+            timestep=sigma.expand(b),
+            img_shapes=[shapes + [(1, h, w)]] * b,
+            img_mask=img_mask,
+            return_dict=False,
+        )[0]
+    return out[:, -h * w :].mT.reshape(b, -1, h, w)
 
 
 @pytest.mark.parametrize("size", [(4, 6), (6, 4)])
@@ -149,7 +167,7 @@ def test_reference_spliced_at_its_slot_equals_diffusers(model, reference) -> Non
         ours = model.apply(x, sigma, {"context": context, "ref_latents": [ref], "image_slots": [3]})
         without = model.apply(x, sigma, {"context": context})
     assert_float32_close(ours, diffusers_step(reference, x, sigma, context, [ref], 3))
-    assert (ours - without).abs().max() > 1e-3   # the reference really conditions the step
+    assert (ours - without).abs().max() > 1e-3  # the reference really conditions the step
 
 
 def test_odd_grids_run_where_diffusers_pairing_cannot() -> None:
@@ -158,9 +176,9 @@ def test_odd_grids_run_where_diffusers_pairing_cannot() -> None:
     parts, pos, segments = joint_layout(3, [(2, 2)], [1], (3, 5))
     assert parts == [("text", 0, 1), ("image", 0, 4), ("text", 1, 3), ("image", 1, 15)]
     assert segments == [(0, 1, True), (1, 5, False), (5, 7, True)]
-    assert pos[1].tolist() == [1.0, -1.5, -1.5]          # reference: frame 1, half a cell off the odd target
-    assert pos[5].tolist() == [3.0, 3.0, 3.0]            # text after the reference: 1 + max(2, 2)
-    assert pos[7].tolist() == [5.0, -2.0, -3.0]          # target: first row -(3 - 1), first column -(5 - 2)
+    assert pos[1].tolist() == [1.0, -1.5, -1.5]  # reference: frame 1, half a cell off the odd target
+    assert pos[5].tolist() == [3.0, 3.0, 3.0]  # text after the reference: 1 + max(2, 2)
+    assert pos[7].tolist() == [5.0, -2.0, -3.0]  # target: first row -(3 - 1), first column -(5 - 2)
 
 
 def test_odd_target_step_runs(model) -> None:
@@ -179,21 +197,37 @@ def test_loras_are_refused_by_name(files) -> None:
 
 # ---- the text encoder (Qwen3-VL's language model) --------------------------------------------------------------
 
+
 def tiny_qwen3vl(seed: int = 0):
     from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration
+
     torch.manual_seed(seed)
-    cfg = Qwen3VLConfig(text_config={"vocab_size": 151_936, "hidden_size": 32, "intermediate_size": 64,
-                                     "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1,
-                                     "head_dim": 16, "rope_parameters": {"rope_type": "default",
-                                                                         "rope_theta": 5_000_000.0}},
-                        vision_config={"depth": 1, "hidden_size": 16, "intermediate_size": 32, "num_heads": 2,
-                                       "out_hidden_size": 32, "deepstack_visual_indexes": [0],
-                                       "num_position_embeddings": 64})
+    cfg = Qwen3VLConfig(
+        text_config={
+            "vocab_size": 151_936,
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 2,
+            "num_key_value_heads": 1,
+            "head_dim": 16,
+            "rope_parameters": {"rope_type": "default", "rope_theta": 5_000_000.0},
+        },
+        vision_config={
+            "depth": 1,
+            "hidden_size": 16,
+            "intermediate_size": 32,
+            "num_heads": 2,
+            "out_hidden_size": 32,
+            "deepstack_visual_indexes": [0],
+            "num_position_embeddings": 64,
+        },
+    )
     model = Qwen3VLForConditionalGeneration(cfg).eval()
     with torch.no_grad():
         for name, p in model.named_parameters():
             if "norm" in name:
-                p.add_(torch.randn_like(p) * 0.1)   # norms start at one: make a skipped or extra norm show
+                p.add_(torch.randn_like(p) * 0.1)  # norms start at one: make a skipped or extra norm show
     return model
 
 
@@ -219,11 +253,17 @@ def diffusers_prompt_embeds(model, tokenizer, prompt: str) -> torch.Tensor:
             return BatchEncoding({"input_ids": ids, "attention_mask": torch.ones_like(ids)})
 
     pipe = object.__new__(QwenImage21Pipeline)
-    pipe.__dict__.update(text_encoder=model, processor=Processor(), _drop_idx=len(tokenizer.encode(SYSTEM)),
-                         _img_token_id=151655,
-                         sys_prompt="Comprehend and analyze the provided prompt.")
-    pipe.prompt_template_t2i = ("<|im_start|>system\nComprehend and analyze the provided prompt.<|im_end|>\n"
-                                "<|im_start|>user\n{}<|im_end|>\n<|im_start|>assistant\n")
+    pipe.__dict__.update(
+        text_encoder=model,
+        processor=Processor(),
+        _drop_idx=len(tokenizer.encode(SYSTEM)),
+        _img_token_id=151655,
+        sys_prompt="Comprehend and analyze the provided prompt.",
+    )
+    pipe.prompt_template_t2i = (
+        "<|im_start|>system\nComprehend and analyze the provided prompt.<|im_end|>\n"
+        "<|im_start|>user\n{}<|im_end|>\n<|im_start|>assistant\n"
+    )
     with torch.no_grad():
         embeds, _, _ = pipe._get_qwen_prompt_embeds(prompt, device=torch.device("cpu"))
     return embeds

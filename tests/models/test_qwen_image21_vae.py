@@ -2,6 +2,7 @@
 1/16), detected by the newest ComfyUI's rule and loaded onto diffusers' AutoencoderKLQwenImage21: encode and decode
 equal diffusers' own model on the same tiny random weights, with ComfyUI's conventions (RGB padded with an
 opaque alpha, pixels -1..1, outputs clamped to 0..1)."""
+
 from __future__ import annotations
 
 import pytest
@@ -73,7 +74,7 @@ def test_decode_equals_diffusers_and_gives_rgba(vae, reference) -> None:
         x = reference.decode(latent[:, :, None]).sample[:, :, 0]
     assert image.shape == (2, 48, 32, 4)
     torch.testing.assert_close(image, ((x + 1) / 2).clamp(0, 1).movedim(1, -1), atol=1e-5, rtol=1e-5)
-    torch.testing.assert_close(vae.decode(latent[:, :, None]), image)   # a frame axis: its first frame
+    torch.testing.assert_close(vae.decode(latent[:, :, None]), image)  # a frame axis: its first frame
 
 
 def test_a_file_missing_a_tensor_is_refused_by_name(reference, tmp_path) -> None:

@@ -5,6 +5,7 @@ tests/models/fixtures/comfyui_qwen_image_edit.json was recorded by scripts/recor
 (ComfyUI commit a125cd84) from the files demo-models writes (qwen-image-tiny's transformer and VAE,
 qwen-image-edit-tiny's text encoder with its `visual.*` tower and LoRA): the tower's tokens, the token ids of
 edit prompts, and the conditioning both nodes return (states and reference latents) for several image sets."""
+
 from __future__ import annotations
 
 import asyncio
@@ -49,15 +50,17 @@ def models(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def text_encoder(models):
-    return loader.load_text_encoder(make_ref("text_encoder", "qwen_image", [models / FILES["text_encoder"]],
-                                             clip_type="qwen_image"))
+    return loader.load_text_encoder(
+        make_ref("text_encoder", "qwen_image", [models / FILES["text_encoder"]], clip_type="qwen_image")
+    )
 
 
 def test_files_are_the_recorded_ones(models) -> None:
     for part, rec in FIXTURE["files"].items():
         assert rec["path"] == ALL_FILES[part]
-        assert hashlib.sha256((models / rec["path"]).read_bytes()).hexdigest() == rec["sha256"], \
+        assert hashlib.sha256((models / rec["path"]).read_bytes()).hexdigest() == rec["sha256"], (
             f"{rec['path']} changed: re-record tests/models/fixtures/comfyui_qwen_image_edit.json"
+        )
     info = probe(models / FILES["text_encoder"])
     assert (info.arch, info.kind) == ("qwen25", "text_encoder")
     assert (probe(models / FILES["lora"]).arch, probe(models / FILES["lora"]).kind) == ("qwen_image", "lora")
@@ -68,8 +71,9 @@ def test_vision_tokens_equal_comfyuis(text_encoder, name: str) -> None:
     """Resizing to 28-pixel cells (and up to the minimum pixels), the patches, the windowed tower and the merger,
     in ComfyUI's (windowed) token order; a batch's first image only."""
     rec = FIXTURE["vision"][name]
-    embeds, grid = image_embeddings(text_encoder.modules["visual"], image(rec["seed"], *rec["size"][1:],
-                                                                          batch=rec["size"][0]))
+    embeds, grid = image_embeddings(
+        text_encoder.modules["visual"], image(rec["seed"], *rec["size"][1:], batch=rec["size"][0])
+    )
     assert [list(grid)] == rec["grid"]
     torch.testing.assert_close(embeds, tensor(rec["embeds"]), atol=ATOL, rtol=RTOL)
 
@@ -77,16 +81,20 @@ def test_vision_tokens_equal_comfyuis(text_encoder, name: str) -> None:
 @pytest.mark.parametrize("name", sorted(FIXTURE["tokens"]))
 def test_edit_tokens_equal_comfyuis(text_encoder, name: str) -> None:
     rec = FIXTURE["tokens"][name]
-    ids = [t for t, _ in text_encoder.tokenize(rec["text"], images=rec["images"], template=rec["template"])
-           ["qwen25_7b"][0]]
-    pads = [i for i, t in enumerate(ids) if t == IMAGE_PAD_ID][:rec["images"]]
+    ids = [
+        t for t, _ in text_encoder.tokenize(rec["text"], images=rec["images"], template=rec["template"])["qwen25_7b"][0]
+    ]
+    pads = [i for i, t in enumerate(ids) if t == IMAGE_PAD_ID][: rec["images"]]
     assert [-1 if i in pads else t for i, t in enumerate(ids)] == rec["ids"]
 
 
 def _run_node(node: str, clip, vae, images: dict) -> list:
     from nodes.library.qwen import TextEncodeQwenImageEdit, TextEncodeQwenImageEditPlus
-    cls = {"TextEncodeQwenImageEdit": TextEncodeQwenImageEdit,
-           "TextEncodeQwenImageEditPlus": TextEncodeQwenImageEditPlus}[node]
+
+    cls = {
+        "TextEncodeQwenImageEdit": TextEncodeQwenImageEdit,
+        "TextEncodeQwenImageEditPlus": TextEncodeQwenImageEditPlus,
+    }[node]
     inputs = {k: image(*v) for k, v in images.items()}
     return asyncio.run(cls().execute(clip, "make the disc a red cube", vae=vae, **inputs))[0]
 
@@ -97,6 +105,7 @@ def test_node_conditioning_equals_comfyuis(demo_workspace, fixed_threads, name: 
     reference latents (VAE-encoded at about one megapixel), for one to three images, a missing first image,
     no VAE and no image."""
     from nodes.loaders import CLIPLoader, VAELoader
+
     rec = FIXTURE["nodes"][name]
     (clip,) = CLIPLoader().load_clip(Path(FILES["text_encoder"]).name, "qwen_image")
     (vae,) = VAELoader().load_vae(Path(QWEN_IMAGE_FILES["vae"]).name)
@@ -111,6 +120,7 @@ def test_node_conditioning_equals_comfyuis(demo_workspace, fixed_threads, name: 
 def test_images_need_a_vision_tower(demo_workspace) -> None:
     """Qwen-Image's text-only demo file has no visual.* tensors: an image is refused by name, text still works."""
     from nodes.loaders import CLIPLoader
+
     (clip,) = CLIPLoader().load_clip(Path(QWEN_IMAGE_FILES["text_encoder"]).name, "qwen_image")
     with pytest.raises(ValueError, match="no vision tower"):
         _run_node("TextEncodeQwenImageEditPlus", clip, None, {"image1": (4, 48, 64)})
@@ -121,6 +131,7 @@ def test_images_need_a_vision_tower(demo_workspace) -> None:
 def test_other_clips_and_bad_images_are_refused(demo_workspace) -> None:
     from nodes.library.qwen import TextEncodeQwenImageEditPlus
     from nodes.loaders import CLIPLoader
+
     (sd1,) = CLIPLoader().load_clip("sd1-tiny-clip.safetensors", "stable_diffusion")
     with pytest.raises(ValueError, match="clip: the Qwen-Image-Edit encoders need"):
         _run_node("TextEncodeQwenImageEdit", sd1, None, {})
@@ -140,13 +151,25 @@ def test_released_tower_sizes() -> None:
     )
 
     from nodes.models.qwen_vl import vision_config
+
     with torch.device("meta"):
-        sd = Qwen2_5_VisionTransformerPretrainedModel(Qwen2_5_VLVisionConfig(
-            depth=32, hidden_size=1280, intermediate_size=3420, num_heads=16, out_hidden_size=3584)).state_dict()
+        sd = Qwen2_5_VisionTransformerPretrainedModel(
+            Qwen2_5_VLVisionConfig(
+                depth=32, hidden_size=1280, intermediate_size=3420, num_heads=16, out_hidden_size=3584
+            )
+        ).state_dict()
     cfg = vision_config(sd)
-    assert (cfg.depth, cfg.hidden_size, cfg.num_heads, cfg.intermediate_size, cfg.patch_size,
-            cfg.temporal_patch_size, cfg.out_hidden_size, list(cfg.fullatt_block_indexes), cfg.window_size) == \
-        (32, 1280, 16, 3420, 14, 2, 3584, [7, 15, 23, 31], 112)
+    assert (
+        cfg.depth,
+        cfg.hidden_size,
+        cfg.num_heads,
+        cfg.intermediate_size,
+        cfg.patch_size,
+        cfg.temporal_patch_size,
+        cfg.out_hidden_size,
+        list(cfg.fullatt_block_indexes),
+        cfg.window_size,
+    ) == (32, 1280, 16, 3420, 14, 2, 3584, [7, 15, 23, 31], 112)
 
 
 FIXTURE_2511 = json.loads((Path(__file__).parent / "fixtures" / "comfyui_qwen_image_edit_2511.json").read_text())
@@ -162,8 +185,10 @@ def _inputs_2511(case: dict, width: int):
 
 @pytest.fixture(scope="module")
 def transformers_2511(models) -> dict:
-    return {k: loader.load_diffusion_model(make_ref("diffusion_model", "qwen_image", [models / rec["path"]]))
-            for k, rec in FIXTURE_2511["files"].items()}
+    return {
+        k: loader.load_diffusion_model(make_ref("diffusion_model", "qwen_image", [models / rec["path"]]))
+        for k, rec in FIXTURE_2511["files"].items()
+    }
 
 
 def test_2511_files_and_default_method_are_comfyuis(models, transformers_2511) -> None:
@@ -190,5 +215,6 @@ def test_2511_reference_method_equals_comfyuis(transformers_2511, name: str) -> 
 
 def test_the_method_node_offers_timestep_zero() -> None:
     from nodes.library.flux import FluxKontextMultiReferenceLatentMethod
+
     (cond,) = FluxKontextMultiReferenceLatentMethod().execute([[torch.zeros(1, 1, 1), {}]], "index_timestep_zero")
     assert cond[0][1] == FIXTURE_2511["method_node"]

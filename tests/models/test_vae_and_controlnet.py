@@ -1,4 +1,5 @@
 """VAE conventions (ComfyUI's), separate VAE files, and ControlNet residuals."""
+
 from __future__ import annotations
 
 import pytest
@@ -17,7 +18,7 @@ def test_vae_encode_decode_conventions(make_ref):
     pixels = torch.rand(2, 64, 48, 3)
     latent = vae.encode(pixels)
     assert latent.shape == (2, 4, 8, 6)
-    with torch.no_grad():   # ComfyUI: 2x-1 in, the posterior's mode, no scaling
+    with torch.no_grad():  # ComfyUI: 2x-1 in, the posterior's mode, no scaling
         ref = vae.module.encode(pixels.movedim(-1, 1) * 2 - 1).latent_dist.mean
     torch.testing.assert_close(latent, ref)
     image = vae.decode(latent)
@@ -25,7 +26,7 @@ def test_vae_encode_decode_conventions(make_ref):
     with torch.no_grad():
         raw = vae.module.decode(latent).sample
     torch.testing.assert_close(image, ((raw + 1) / 2).clamp(0, 1).movedim(1, -1))
-    assert vae.encode(torch.rand(1, 70, 67, 3)).shape == (1, 4, 8, 8)   # centre-cropped to multiples of 8
+    assert vae.encode(torch.rand(1, 70, 67, 3)).shape == (1, 4, 8, 8)  # centre-cropped to multiples of 8
 
 
 def test_vae_files_in_ldm_and_diffusers_layout_equal_the_checkpoint(sd_models, tmp_path, make_ref):
@@ -41,7 +42,7 @@ def test_controlnet_residuals_strength_and_hint_resizing(make_ref, fixed_threads
     model = load_diffusion_model(make_ref("diffusion_model", SD1))
     cn = load_controlnet(make_ref("controlnet", CN))
     x, t, ctx = torch.randn(2, 4, 8, 8), torch.tensor([300.0]), torch.randn(1, 77, 32)
-    hint = torch.rand(1, 50, 90, 3)      # another size and aspect: cropped and resized to 64x64
+    hint = torch.rand(1, 50, 90, 3)  # another size and aspect: cropped and resized to 64x64
     full = cn.apply(x, t, {"context": ctx}, hint, 1.0)
     half = cn.apply(x, t, {"context": ctx}, hint, 0.5)
     assert len(full.down) == 4 and full.down[0].shape == (2, 32, 8, 8) and full.mid.shape == (2, 64, 4, 4)
@@ -54,11 +55,14 @@ def test_controlnet_residuals_strength_and_hint_resizing(make_ref, fixed_threads
     torch.testing.assert_close(chained.mid, full.mid * 1.5)
 
 
-@pytest.mark.parametrize("hint, message", [
-    (torch.rand(1, 64, 64, 5), "channels"),
-    (torch.rand(1, 0, 64, 3), "pixels"),
-    (torch.rand(3, 64, 64, 3), "batch"),
-])
+@pytest.mark.parametrize(
+    "hint, message",
+    [
+        (torch.rand(1, 64, 64, 5), "channels"),
+        (torch.rand(1, 0, 64, 3), "pixels"),
+        (torch.rand(3, 64, 64, 3), "batch"),
+    ],
+)
 def test_controlnet_refuses_hints_that_cannot_match(make_ref, hint, message):
     cn = load_controlnet(make_ref("controlnet", CN))
     with pytest.raises(ValueError, match=message):

@@ -6,6 +6,7 @@ VAELoader: the umt5 tokenizer's ids and conditioning, each diffusion model's raw
 evaluation of the image-to-video model through ComfyUI's model (concat included), the VAE's video encode and
 decode, and the latent nodes' outputs. The files are built here again (same seed, same bytes: the fixture's
 sha256 says so). The template workflow's frames are compared in tests/e2e/test_wan_workflow.py."""
+
 from __future__ import annotations
 
 import asyncio
@@ -41,6 +42,7 @@ def tensor(d: dict) -> torch.Tensor:
 @pytest.fixture(scope="module")
 def models(tmp_path_factory) -> Path:
     from nodes.models.demo import _clip_vision, _save
+
     root = tmp_path_factory.mktemp("wan") / "models"
     build_demo_wan(root)
     _save(_clip_vision(), root / FILES["clip_vision"])
@@ -52,14 +54,16 @@ def path_of(models: Path, part: str) -> Path:
 
 
 def diffusion_model(models: Path, part: str):
-    return loader.load_diffusion_model(make_ref("diffusion_model", probe(path_of(models, part)).arch,
-                                                [path_of(models, part)]))
+    return loader.load_diffusion_model(
+        make_ref("diffusion_model", probe(path_of(models, part)).arch, [path_of(models, part)])
+    )
 
 
 @pytest.fixture(scope="module")
 def text_encoder(models):
-    return loader.load_text_encoder(make_ref("text_encoder", "wan21", [path_of(models, "text_encoder")],
-                                             clip_type="wan"))
+    return loader.load_text_encoder(
+        make_ref("text_encoder", "wan21", [path_of(models, "text_encoder")], clip_type="wan")
+    )
 
 
 @pytest.fixture(scope="module")
@@ -70,31 +74,58 @@ def vae(models):
 def test_demo_files_are_the_recorded_ones(models) -> None:
     for part, rec in FIXTURE["files"].items():
         assert rec["path"] == FILES[part]
-        assert hashlib.sha256(path_of(models, part).read_bytes()).hexdigest() == rec["sha256"], \
+        assert hashlib.sha256(path_of(models, part).read_bytes()).hexdigest() == rec["sha256"], (
             f"{FILES[part]} changed: re-record tests/models/fixtures/comfyui_wan.json"
+        )
 
 
 def test_files_have_comfyuis_key_layouts_and_are_detected(models) -> None:
     sds = tiny_wan_state_dicts()
-    assert {"head.modulation", "head.head.weight", "patch_embedding.weight", "blocks.1.self_attn.norm_q.weight",
-            "blocks.0.cross_attn.o.weight", "blocks.0.norm3.weight", "blocks.0.modulation", "time_projection.1.weight",
-            "text_embedding.2.weight"} <= set(sds["i2v_high"])
-    assert {"spiece_model", "shared.weight", "encoder.block.1.layer.0.SelfAttention.relative_attention_bias.weight",
-            "encoder.final_layer_norm.weight"} <= set(sds["text_encoder"])
+    assert {
+        "head.modulation",
+        "head.head.weight",
+        "patch_embedding.weight",
+        "blocks.1.self_attn.norm_q.weight",
+        "blocks.0.cross_attn.o.weight",
+        "blocks.0.norm3.weight",
+        "blocks.0.modulation",
+        "time_projection.1.weight",
+        "text_embedding.2.weight",
+    } <= set(sds["i2v_high"])
+    assert {
+        "spiece_model",
+        "shared.weight",
+        "encoder.block.1.layer.0.SelfAttention.relative_attention_bias.weight",
+        "encoder.final_layer_norm.weight",
+    } <= set(sds["text_encoder"])
     assert "diffusion_model.blocks.0.self_attn.q.lora_down.weight" in sds["lora_high"]
-    found = {part: (probe(path_of(models, part)).arch, probe(path_of(models, part)).kind)
-             for part in ("i2v_high", "t2v", "ti2v_5b", "text_encoder", "vae", "vae22")}
-    assert found == {"i2v_high": ("wan21", "diffusion_model"), "t2v": ("wan21", "diffusion_model"),
-                     "ti2v_5b": ("wan22_5b", "diffusion_model"), "text_encoder": ("umt5", "text_encoder"),
-                     "vae": ("qwen_image", "vae"), "vae22": ("wan22_5b", "vae")}
+    found = {
+        part: (probe(path_of(models, part)).arch, probe(path_of(models, part)).kind)
+        for part in ("i2v_high", "t2v", "ti2v_5b", "text_encoder", "vae", "vae22")
+    }
+    assert found == {
+        "i2v_high": ("wan21", "diffusion_model"),
+        "t2v": ("wan21", "diffusion_model"),
+        "ti2v_5b": ("wan22_5b", "diffusion_model"),
+        "text_encoder": ("umt5", "text_encoder"),
+        "vae": ("qwen_image", "vae"),
+        "vae22": ("wan22_5b", "vae"),
+    }
 
 
 def test_hyperparameters_are_read_from_the_shapes(models) -> None:
-    image = diffusion_model(models, "i2v_21").config   # Wan 2.1 i2v: CLIP vision states join the text
+    image = diffusion_model(models, "i2v_21").config  # Wan 2.1 i2v: CLIP vision states join the text
     assert (image["image_dim"], image["added_kv_proj_dim"]) == (32, 128)
     cfg = diffusion_model(models, "i2v_high").config
-    assert (cfg["num_layers"], cfg["num_attention_heads"], cfg["attention_head_dim"], cfg["text_dim"],
-            cfg["in_channels"], cfg["out_channels"], cfg["ffn_dim"]) == (2, 1, 128, 32, 36, 16, 256)
+    assert (
+        cfg["num_layers"],
+        cfg["num_attention_heads"],
+        cfg["attention_head_dim"],
+        cfg["text_dim"],
+        cfg["in_channels"],
+        cfg["out_channels"],
+        cfg["ffn_dim"],
+    ) == (2, 1, 128, 32, 36, 16, 256)
     five = diffusion_model(models, "ti2v_5b")
     assert (five.config["in_channels"], five.latent_format.channels) == (48, 48)
 
@@ -132,7 +163,7 @@ def test_forward_equals_comfyuis(models, index: int) -> None:
     model = diffusion_model(models, case["model"])
     x = tensor(case["x"])
     cond = {"context": tensor(case["context"])}
-    if model.config["in_channels"] != x.shape[1]:   # an i2v model given its concat channels in x, as recorded
+    if model.config["in_channels"] != x.shape[1]:  # an i2v model given its concat channels in x, as recorded
         cond["concat"], x = x[:, 16:], x[:, :16]
     out = model.apply(x, torch.tensor(case["t"]), cond)
     torch.testing.assert_close(out, tensor(case["out"]), atol=ATOL, rtol=RTOL)
@@ -150,8 +181,9 @@ def test_one_image_to_video_step_equals_comfyuis(models, vae) -> None:
     concat = model.concat_image(image_latent, x, mask)
     torch.testing.assert_close(concat, tensor(rec["concat"]), atol=ATOL, rtol=RTOL)
     ms = model_sampling_from_config(sampling_config("wan21"))
-    out = model.apply(ms.calculate_input(sigma, x), ms.timestep(sigma), {"context": tensor(rec["context"]),
-                                                                         "concat": concat})
+    out = model.apply(
+        ms.calculate_input(sigma, x), ms.timestep(sigma), {"context": tensor(rec["context"]), "concat": concat}
+    )
     torch.testing.assert_close(ms.calculate_denoised(sigma, out, x), tensor(rec["denoised"]), atol=ATOL, rtol=RTOL)
 
 
@@ -170,18 +202,20 @@ def test_one_masked_wan22_5b_step_equals_comfyuis(models) -> None:
 
 def _i2v_clip(image: torch.Tensor, width: int, height: int, length: int) -> torch.Tensor:
     from nodes.library.wan import _fit
+
     start = _fit(image[:length], width, height)
     clip = torch.full((length, height, width, 3), 0.5)
-    clip[:start.shape[0]] = start
+    clip[: start.shape[0]] = start
     return clip
 
 
 def test_vae_video_encode_and_decode_equal_comfyuis(vae) -> None:
     rec = FIXTURE["vae"]
     torch.testing.assert_close(vae.encode_video(tensor(rec["video"])), tensor(rec["encoded"]), atol=ATOL, rtol=RTOL)
-    decoded = tensor(rec["decoded"])   # ComfyUI's VAE gives [B,T,H,W,3]; its VAEDecode node makes it [B*T,H,W,3]
-    torch.testing.assert_close(vae.decode(tensor(rec["latent"])), decoded.reshape(-1, *decoded.shape[2:]),
-                               atol=ATOL, rtol=RTOL)
+    decoded = tensor(rec["decoded"])  # ComfyUI's VAE gives [B,T,H,W,3]; its VAEDecode node makes it [B*T,H,W,3]
+    torch.testing.assert_close(
+        vae.decode(tensor(rec["latent"])), decoded.reshape(-1, *decoded.shape[2:]), atol=ATOL, rtol=RTOL
+    )
 
 
 def test_wan22_vae_video_encode_and_decode_equal_comfyuis(models) -> None:
@@ -191,8 +225,9 @@ def test_wan22_vae_video_encode_and_decode_equal_comfyuis(models) -> None:
     rec = FIXTURE["vae22"]
     torch.testing.assert_close(vae22.encode_video(tensor(rec["video"])), tensor(rec["encoded"]), atol=ATOL, rtol=RTOL)
     decoded = tensor(rec["decoded"])
-    torch.testing.assert_close(vae22.decode(tensor(rec["latent"])), decoded.reshape(-1, *decoded.shape[2:]),
-                               atol=ATOL, rtol=RTOL)
+    torch.testing.assert_close(
+        vae22.decode(tensor(rec["latent"])), decoded.reshape(-1, *decoded.shape[2:]), atol=ATOL, rtol=RTOL
+    )
 
 
 def test_latent_formats_and_sampling_are_comfyuis() -> None:
@@ -210,6 +245,7 @@ def wan_workspace(models, tmp_path_factory):
     import shutil
 
     from nodes import workspace as ws_module
+
     previous = ws_module._active
     ws = ws_module.activate(ws_module.Workspace(tmp_path_factory.mktemp("wan-ws")).create())
     for sub in models.iterdir():
@@ -225,6 +261,7 @@ def test_latent_nodes_equal_comfyuis(wan_workspace, vae) -> None:
         WanFirstLastFrameToVideo,
         WanImageToVideo,
     )
+
     rec = FIXTURE["latent_nodes"]
     for case in rec["empty_hunyuan"]:
         (latent,) = EmptyHunyuanLatentVideo().execute(*case["args"])
@@ -235,28 +272,34 @@ def test_latent_nodes_equal_comfyuis(wan_workspace, vae) -> None:
     pos, neg, latent = _run(WanImageToVideo().execute(cond, cond, vae_ref, 48, 32, 13, 2, start_image=start))
     assert list(latent["samples"].shape) == rec["wan_i2v"]["latent_shape"]
     for opts in (pos[0][1], neg[0][1]):
-        torch.testing.assert_close(opts["concat_latent_image"], tensor(rec["wan_i2v"]["concat_latent_image"]),
-                                   atol=ATOL, rtol=RTOL)
+        torch.testing.assert_close(
+            opts["concat_latent_image"], tensor(rec["wan_i2v"]["concat_latent_image"]), atol=ATOL, rtol=RTOL
+        )
         torch.testing.assert_close(opts["concat_mask"], tensor(rec["wan_i2v"]["concat_mask"]))
-    pos, _, latent = _run(WanFirstLastFrameToVideo().execute(cond, cond, vae_ref, 32, 32, 9, 1, start_image=start,
-                                                             end_image=end))
+    pos, _, latent = _run(
+        WanFirstLastFrameToVideo().execute(cond, cond, vae_ref, 32, 32, 9, 1, start_image=start, end_image=end)
+    )
     assert list(latent["samples"].shape) == rec["wan_flf"]["latent_shape"]
-    torch.testing.assert_close(pos[0][1]["concat_latent_image"], tensor(rec["wan_flf"]["concat_latent_image"]),
-                               atol=ATOL, rtol=RTOL)
+    torch.testing.assert_close(
+        pos[0][1]["concat_latent_image"], tensor(rec["wan_flf"]["concat_latent_image"]), atol=ATOL, rtol=RTOL
+    )
     torch.testing.assert_close(pos[0][1]["concat_mask"], tensor(rec["wan_flf"]["concat_mask"]))
     (latent,) = _run(Wan22ImageToVideoLatent().execute(vae_ref, 96, 64, 9, 3))
-    assert list(latent["samples"].shape) == rec["wan22_latent"]["shape"] and sorted(latent) == rec["wan22_latent"]["keys"]
+    assert (
+        list(latent["samples"].shape) == rec["wan22_latent"]["shape"] and sorted(latent) == rec["wan22_latent"]["keys"]
+    )
     vae22_ref = make_ref("vae", "wan22_5b", [wan_workspace.models_dir / FILES["vae22"]])
     (latent,) = _run(Wan22ImageToVideoLatent().execute(vae22_ref, 96, 64, 9, 2, start_image=start))
     rec22 = rec["wan22_latent_start"]
     torch.testing.assert_close(latent["samples"], tensor(rec22["samples"]), atol=ATOL, rtol=RTOL)
     torch.testing.assert_close(latent["noise_mask"], tensor(rec22["noise_mask"]))
-    with pytest.raises(ValueError, match="Wan 2.2 VAE"):   # the Wan 2.1 VAE gives 16 channels, not 48
+    with pytest.raises(ValueError, match="Wan 2.2 VAE"):  # the Wan 2.1 VAE gives 16 channels, not 48
         _run(Wan22ImageToVideoLatent().execute(vae_ref, 96, 64, 9, 1, start_image=start))
 
 
 def test_image_to_video_refuses_another_vae(wan_workspace, tmp_path) -> None:
     from nodes.library.wan import WanImageToVideo
+
     sd1_vae = make_ref("vae", "sd1", [wan_workspace.models_dir / FILES["vae"]])
     cond = [[torch.zeros(1, 512, 32), {}]]
     with pytest.raises(ValueError, match="Wan 2.1 VAE"):
@@ -266,8 +309,9 @@ def test_image_to_video_refuses_another_vae(wan_workspace, tmp_path) -> None:
 ANCESTRAL = json.loads((Path(__file__).parent / "fixtures" / "comfyui_wan_ancestral.json").read_text())
 
 
-@pytest.mark.parametrize("case", ANCESTRAL["cases"],
-                         ids=[f"{c['sampler']}-{c['seed']}-b{c['size'][3]}" for c in ANCESTRAL["cases"]])
+@pytest.mark.parametrize(
+    "case", ANCESTRAL["cases"], ids=[f"{c['sampler']}-{c['seed']}-b{c['size'][3]}" for c in ANCESTRAL["cases"]]
+)
 def test_ksampler_with_per_step_noise_equals_comfyuis(wan_workspace, fixed_threads, case: dict) -> None:
     """KSampler on the text-to-video model (ModelSamplingSD3, shift 5) with the samplers that draw noise at every
     step, and euler as control, gives ComfyUI 0.10.0's latent (scripts/record_comfyui_wan_ancestral.py). On the
@@ -277,12 +321,14 @@ def test_ksampler_with_per_step_noise_equals_comfyuis(wan_workspace, fixed_threa
     from nodes.library.wan import EmptyHunyuanLatentVideo
     from nodes.loaders import UNETLoader
     from nodes.model_nodes import KSampler
+
     recorded_file = wan_workspace.models_dir / ANCESTRAL["file"]["path"]
     assert hashlib.sha256(recorded_file.read_bytes()).hexdigest() == ANCESTRAL["file"]["sha256"]
     (unet,) = UNETLoader().load_unet(Path(FILES["t2v"]).name, "default")
     (model,) = ModelSamplingSD3().patch(unet, 5.0)
     (latent,) = EmptyHunyuanLatentVideo().execute(*case["size"])
     pos, neg = [[tensor(ANCESTRAL["positive"]), {}]], [[tensor(ANCESTRAL["negative"]), {}]]
-    (out,) = _run(KSampler().sample(model, case["seed"], case["steps"], 3.5, case["sampler"], "simple", pos, neg,
-                                    latent))
+    (out,) = _run(
+        KSampler().sample(model, case["seed"], case["steps"], 3.5, case["sampler"], "simple", pos, neg, latent)
+    )
     torch.testing.assert_close(out["samples"], tensor(case["samples"]), atol=ATOL, rtol=RTOL)

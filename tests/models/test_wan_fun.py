@@ -3,6 +3,7 @@
 tests/models/fixtures/comfyui_wan_fun.json was recorded by scripts/record_comfyui_wan_fun.py (upstream ComfyUI
 0.10.0): the Fun nodes' conditioning and, per Fun model, one denoising evaluation through ComfyUI's model (its
 concat_cond and apply_model) on that conditioning."""
+
 from __future__ import annotations
 
 import asyncio
@@ -30,6 +31,7 @@ ATOL, RTOL = 2e-5, 1e-4
 def workspace(tmp_path_factory):
     """An active workspace holding wan-tiny, whose ModelFns run in-process."""
     from nodes import workspace as ws_module
+
     previous = ws_module._active
     ws = ws_module.activate(ws_module.Workspace(tmp_path_factory.mktemp("wan-fun-ws")).create())
     build_demo_wan(ws.models_dir)
@@ -44,12 +46,16 @@ def _path(ws, part: str) -> Path:
 def test_fun_files_are_the_recorded_ones_and_detected(workspace) -> None:
     for part, rec in FIXTURE["files"].items():
         assert rec["path"] == FILES[part]
-        assert hashlib.sha256(_path(workspace, part).read_bytes()).hexdigest() == rec["sha256"], \
+        assert hashlib.sha256(_path(workspace, part).read_bytes()).hexdigest() == rec["sha256"], (
             f"{FILES[part]} changed: re-record tests/models/fixtures/comfyui_wan_fun.json"
+        )
     sds = tiny_wan_state_dicts()
     # ComfyUI's model_detection: in_dim from patch_embedding.weight, in_dim_ref_conv from ref_conv.weight
-    assert {p: sds[p]["patch_embedding.weight"].shape[1] for p in ("fun_control", "fun_inp", "fun22_control")} == \
-        {"fun_control": 48, "fun_inp": 36, "fun22_control": 52}
+    assert {p: sds[p]["patch_embedding.weight"].shape[1] for p in ("fun_control", "fun_inp", "fun22_control")} == {
+        "fun_control": 48,
+        "fun_inp": 36,
+        "fun22_control": 52,
+    }
     assert sds["fun22_control"]["ref_conv.weight"].shape[1] == 16 and "img_emb.proj.0.bias" not in sds["fun_control"]
     for part in ("fun_control", "fun_inp", "fun22_control"):
         info = probe(_path(workspace, part))
@@ -62,6 +68,7 @@ def _run(coro):
 
 def _node(name: str, ws, case: dict):
     from nodes.library import wan
+
     vae_part, arch = ("vae22", "wan22_5b") if case is FIXTURE["fun22_control_vae22"] else ("vae", "qwen_image")
     vae = make_ref("vae", arch, [_path(ws, vae_part)])
     cond = [[tensor(FIXTURE["context"]), {}]]
@@ -81,8 +88,9 @@ def test_fun_nodes_equal_comfyuis(workspace, case: str) -> None:
         assert opts.get("concat_mask_index", 0) == rec["mask_index"]
 
 
-@pytest.mark.parametrize("case,part", [("fun_control", "fun_control"), ("fun22_control", "fun22_control"),
-                                       ("fun_inp", "fun_inp")])
+@pytest.mark.parametrize(
+    "case,part", [("fun_control", "fun_control"), ("fun22_control", "fun22_control"), ("fun_inp", "fun_inp")]
+)
 def test_one_fun_step_equals_comfyuis(workspace, case: str, part: str) -> None:
     """The node's conditioning as the sampler hands it to the model (nodes.conditioning.flatten's tensors and
     entry, concat_mask_index included), the model's concat and one evaluation to the denoised prediction."""
@@ -92,18 +100,25 @@ def test_one_fun_step_equals_comfyuis(workspace, case: str, part: str) -> None:
     model = loader.load_diffusion_model(make_ref("diffusion_model", "wan21", [_path(workspace, part)]))
     x, sigma = tensor(rec["step"]["x"]), torch.tensor([rec["step"]["sigma"]])
     key = entry["key"]
-    concat = model.concat_image(tensors.get(f"{key}.concat_latent_image"), x, tensors.get(f"{key}.concat_mask"),
-                                entry.get("concat_mask_index", 0))
+    concat = model.concat_image(
+        tensors.get(f"{key}.concat_latent_image"),
+        x,
+        tensors.get(f"{key}.concat_mask"),
+        entry.get("concat_mask_index", 0),
+    )
     torch.testing.assert_close(concat, tensor(rec["step"]["concat"]), atol=ATOL, rtol=RTOL)
     ms = model_sampling_from_config(sampling_config("wan21"))
-    out = model.apply(ms.calculate_input(sigma, x), ms.timestep(sigma), {"context": tensor(FIXTURE["context"]),
-                                                                         "concat": concat})
-    torch.testing.assert_close(ms.calculate_denoised(sigma, out, x), tensor(rec["step"]["denoised"]),
-                               atol=ATOL, rtol=RTOL)
+    out = model.apply(
+        ms.calculate_input(sigma, x), ms.timestep(sigma), {"context": tensor(FIXTURE["context"]), "concat": concat}
+    )
+    torch.testing.assert_close(
+        ms.calculate_denoised(sigma, out, x), tensor(rec["step"]["denoised"]), atol=ATOL, rtol=RTOL
+    )
 
 
 def test_wan22_fun_control_refuses_a_reference_image(workspace) -> None:
     from nodes.library.wan import Wan22FunControlToVideo
+
     vae = make_ref("vae", "qwen_image", [_path(workspace, "vae")])
     cond = [[torch.zeros(1, 512, 32), {}]]
     with pytest.raises(ValueError, match="ref_image"):
@@ -113,6 +128,7 @@ def test_wan22_fun_control_refuses_a_reference_image(workspace) -> None:
 @pytest.mark.parametrize("index", range(len(FIXTURE["camera"]["embeddings"])))
 def test_camera_embedding_equals_comfyuis(index: int) -> None:
     from nodes.library.wan_camera import WanCameraEmbedding
+
     rec = FIXTURE["camera"]["embeddings"][index]
     pose, width, height, length, extra = rec["args"]
     emb, *rest = WanCameraEmbedding().execute(pose, width, height, length, **extra)
@@ -122,6 +138,7 @@ def test_camera_embedding_equals_comfyuis(index: int) -> None:
 
 def test_camera_embedding_refuses_bad_input() -> None:
     from nodes.library.wan_camera import WanCameraEmbedding
+
     with pytest.raises(ValueError, match="camera_pose"):
         WanCameraEmbedding().execute("Dolly Zoom", 32, 32, 5)
     with pytest.raises(ValueError, match="length"):
@@ -132,13 +149,16 @@ def test_camera_image_to_video_and_one_camera_step_equal_comfyuis(workspace) -> 
     """WanCameraImageToVideo's conditioning, then through flatten (camera_conditions carried), the Fun Camera
     model's concat and one evaluation with its control adapter and CLIP vision states."""
     from nodes.library.wan_camera import WanCameraEmbedding, WanCameraImageToVideo
+
     rec = FIXTURE["camera"]
     emb = WanCameraEmbedding().execute("Zoom Out", 48, 32, 9)[0]
     vae = make_ref("vae", "qwen_image", [_path(workspace, "vae")])
     cond = [[tensor(FIXTURE["context"]), {}]]
-    pos, neg, latent = _run(WanCameraImageToVideo().execute(cond, cond, vae, 48, 32, 9, 1,
-                                                            start_image=tensor(FIXTURE["start_image"]),
-                                                            camera_conditions=emb))
+    pos, neg, latent = _run(
+        WanCameraImageToVideo().execute(
+            cond, cond, vae, 48, 32, 9, 1, start_image=tensor(FIXTURE["start_image"]), camera_conditions=emb
+        )
+    )
     assert list(latent["samples"].shape) == rec["node"]["latent_shape"]
     for opts in (pos[0][1], neg[0][1]):
         for key in ("concat_latent_image", "concat_mask", "camera_conditions"):
@@ -151,11 +171,21 @@ def test_camera_image_to_video_and_one_camera_step_equal_comfyuis(workspace) -> 
     concat = model.concat_image(tensors[f"{key}.concat_latent_image"], x, tensors[f"{key}.concat_mask"])
     torch.testing.assert_close(concat, tensor(step["concat"]), atol=ATOL, rtol=RTOL)
     ms = model_sampling_from_config(sampling_config("wan21"))
-    out = model.apply(ms.calculate_input(sigma, x), ms.timestep(sigma), {
-        "context": tensor(FIXTURE["context"]), "concat": concat, "clip_fea": tensor(step["clip_fea"]),
-        "camera_conditions": tensors[f"{key}.camera_conditions"]})
+    out = model.apply(
+        ms.calculate_input(sigma, x),
+        ms.timestep(sigma),
+        {
+            "context": tensor(FIXTURE["context"]),
+            "concat": concat,
+            "clip_fea": tensor(step["clip_fea"]),
+            "camera_conditions": tensors[f"{key}.camera_conditions"],
+        },
+    )
     torch.testing.assert_close(ms.calculate_denoised(sigma, out, x), tensor(step["denoised"]), atol=ATOL, rtol=RTOL)
     plain = loader.load_diffusion_model(make_ref("diffusion_model", "wan21", [_path(workspace, "t2v")]))
-    with pytest.raises(ValueError, match="camera"):   # a model without the adapter refuses camera conditions
-        plain.apply(x, torch.tensor([500.0]), {"context": tensor(FIXTURE["context"]),
-                                               "camera_conditions": tensors[f"{key}.camera_conditions"]})
+    with pytest.raises(ValueError, match="camera"):  # a model without the adapter refuses camera conditions
+        plain.apply(
+            x,
+            torch.tensor([500.0]),
+            {"context": tensor(FIXTURE["context"]), "camera_conditions": tensors[f"{key}.camera_conditions"]},
+        )

@@ -11,6 +11,7 @@ sides are decoded and hashed the same way. A few recording nodes that a case may
 visible (MaskToImage, SaveLatent, LoadLatent) are stood in for here while our registry lacks them; the
 stand-ins are used only then, and `run_case` says which it used.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -18,7 +19,6 @@ import base64
 import hashlib
 import importlib.util
 import json
-import os
 import uuid
 from pathlib import Path
 from typing import Any
@@ -37,8 +37,9 @@ RECORDED_THREADS = 2
 
 
 def _recorder():
-    spec = importlib.util.spec_from_file_location("record_comfyui_fixtures",
-                                                  REPO / "scripts" / "record_comfyui_fixtures.py")
+    spec = importlib.util.spec_from_file_location(
+        "record_comfyui_fixtures", REPO / "scripts" / "record_comfyui_fixtures.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -67,6 +68,7 @@ def install_inputs(fixture: dict, ws: Any) -> None:
 
 # -- stand-ins for recording nodes our registry may lack --------------------------------------------
 
+
 class _MaskToImage:
     @classmethod
     def INPUT_TYPES(cls):
@@ -93,13 +95,17 @@ class _SaveLatent:
 
     def save(self, samples: dict, filename_prefix: str = "latents/ComfyUI"):
         from safetensors.torch import save_file
+
         from nodes.workspace import active
+
         subfolder, _, stem = filename_prefix.rpartition("/")
         folder = Path(active().output_dir) / subfolder
         folder.mkdir(parents=True, exist_ok=True)
         name = f"{stem}_{uuid.uuid4().hex[:8]}_.latent"
-        save_file({"latent_tensor": samples["samples"].contiguous(), "latent_format_version_0": torch.tensor([])},
-                  str(folder / name))
+        save_file(
+            {"latent_tensor": samples["samples"].contiguous(), "latent_format_version_0": torch.tensor([])},
+            str(folder / name),
+        )
         return {"ui": {"latents": [{"filename": name, "subfolder": subfolder, "type": "output"}]}}
 
 
@@ -107,6 +113,7 @@ class _LoadLatent:
     @classmethod
     def INPUT_TYPES(cls):
         from nodes.workspace import active
+
         folder = Path(active().input_dir)
         return {"required": {"latent": (sorted(p.name for p in folder.glob("*.latent") if p.is_file()),)}}
 
@@ -116,7 +123,9 @@ class _LoadLatent:
 
     def load(self, latent: str):
         from safetensors.torch import load_file
+
         from nodes.workspace import active
+
         tensors = load_file(str(Path(active().input_dir) / latent))
         scale = 1.0 if "latent_format_version_0" in tensors else 1.0 / 0.18215
         return ({"samples": tensors["latent_tensor"].float() * scale},)
@@ -140,6 +149,7 @@ def with_stand_ins(registry: Any, prompt: dict) -> list[str]:
 
 # -- running a case on our engine ---------------------------------------------------------------------
 
+
 class _Sink:
     """A MessageSink that keeps nothing: the executor's own status_messages say what happened."""
 
@@ -155,12 +165,13 @@ async def _execute(prompt: dict, registry: Any) -> tuple[str, Any]:
     from cluster.local import SharedCompute
     from comfy_bridge.execution import PromptExecutor
     from comfy_bridge.validation import validate_prompt
+
     asyncio.get_running_loop().set_default_executor(SharedCompute())
     prompt_id = str(uuid.uuid4())
     valid, error, outputs, node_errors = await validate_prompt(registry, prompt_id, prompt, None)
     if not valid:
         return "validation", (error, node_errors)
-    executor = PromptExecutor(registry, _Sink())   # fresh caches: every case really executes
+    executor = PromptExecutor(registry, _Sink())  # fresh caches: every case really executes
     await executor.execute_async(prompt, prompt_id, {}, outputs)
     return "executed", (executor, node_errors)
 
@@ -168,6 +179,7 @@ async def _execute(prompt: dict, registry: Any) -> tuple[str, Any]:
 def run_case(case: dict, registry: Any, ws: Any) -> dict:
     """Our engine's result for `case`, described like the fixture's `expected` (plus 'stand_ins')."""
     from cluster.local import run_on_compute
+
     prompt = json.loads(json.dumps(case["prompt"]))
     stand_ins = with_stand_ins(registry, prompt)
     kind, payload = run_on_compute(lambda: _execute(prompt, registry))
@@ -182,10 +194,16 @@ def run_case(case: dict, registry: Any, ws: Any) -> dict:
             bases = {"output": ws.output_dir, "temp": ws.temp_dir, "input": ws.input_dir}
 
             def fetch(item: dict) -> bytes:
-                return (Path(bases[item.get("type", "output")]) / item.get("subfolder", "") / item["filename"]).read_bytes()
-            result = {"status": "success",
-                      "outputs": recorder.describe_outputs(executor.history_result.get("outputs", {}),
-                                                           case.get("record"), fetch)}
+                return (
+                    Path(bases[item.get("type", "output")]) / item.get("subfolder", "") / item["filename"]
+                ).read_bytes()
+
+            result = {
+                "status": "success",
+                "outputs": recorder.describe_outputs(
+                    executor.history_result.get("outputs", {}), case.get("record"), fetch
+                ),
+            }
             if node_errors:
                 result["node_errors"] = recorder.describe_validation_failure(None, node_errors)["node_errors"]
     result["stand_ins"] = stand_ins
@@ -194,6 +212,7 @@ def run_case(case: dict, registry: Any, ws: Any) -> dict:
 
 # -- comparing ----------------------------------------------------------------------------------------
 
+
 def _first_difference(expected: np.ndarray, observed: np.ndarray, names: tuple[str, ...]) -> str:
     diff = np.abs(expected.astype(np.float64) - observed.astype(np.float64))
     where = np.argwhere(diff > 0)
@@ -201,8 +220,10 @@ def _first_difference(expected: np.ndarray, observed: np.ndarray, names: tuple[s
         return "values equal"
     first = tuple(int(i) for i in where[0])
     at = ", ".join(f"{n}={i}" for n, i in zip(names, first))
-    return (f"max abs diff {diff.max():g}, {len(where)} of {diff.size} values differ, first at ({at}): "
-            f"ComfyUI {expected[first].item()!r} vs ours {observed[first].item()!r}")
+    return (
+        f"max abs diff {diff.max():g}, {len(where)} of {diff.size} values differ, first at ({at}): "
+        f"ComfyUI {expected[first].item()!r} vs ours {observed[first].item()!r}"
+    )
 
 
 # CPU kernels of different instruction sets (AVX-512, AVX2) sum in different orders, and so do ComfyUI's on
@@ -247,17 +268,25 @@ def _compare_latent(where: str, exp: dict, obs: dict) -> list[str]:
         observed = np.array(obs["values"], np.float32).reshape(obs["shape"])
         if np.abs(expected.astype(np.float64) - observed).max(initial=0.0) <= ulps_of_largest(expected, LATENT_ULPS):
             return []
-        detail = _first_difference(expected, observed,
-                                   ("b", "c", "h", "w")[-len(exp["shape"]):] if len(exp["shape"]) <= 4 else
-                                   tuple(f"d{i}" for i in range(len(exp["shape"]))))
+        detail = _first_difference(
+            expected,
+            observed,
+            ("b", "c", "h", "w")[-len(exp["shape"]) :]
+            if len(exp["shape"]) <= 4
+            else tuple(f"d{i}" for i in range(len(exp["shape"]))),
+        )
     else:
         detail = f"values not recorded; mean ComfyUI {exp.get('mean')} vs ours {obs.get('mean')}"
     return [f"{where}: latent values differ: {detail}"]
 
 
 def _error_key(e: dict) -> dict:
-    return {"type": e.get("type"), "message": e.get("message"), "details": e.get("details"),
-            "input_name": (e.get("extra_info") or {}).get("input_name")}
+    return {
+        "type": e.get("type"),
+        "message": e.get("message"),
+        "details": e.get("details"),
+        "input_name": (e.get("extra_info") or {}).get("input_name"),
+    }
 
 
 def _compare_node_errors(exp: dict, obs: dict) -> list[str]:
@@ -283,8 +312,10 @@ def _summary(result: dict) -> str:
 def compare(expected: dict, observed: dict) -> list[str]:
     """Readable differences between ComfyUI's recorded result and ours; [] when they match."""
     if expected["status"] != observed["status"]:
-        return [f"status: ComfyUI {expected['status']} {_summary(expected)} vs ours {observed['status']} "
-                f"{_summary(observed)}"]
+        return [
+            f"status: ComfyUI {expected['status']} {_summary(expected)} vs ours {observed['status']} "
+            f"{_summary(observed)}"
+        ]
     problems: list[str] = []
     if expected["status"] == "validation_error":
         e, o = _error_key(expected["error"]), _error_key(observed["error"])

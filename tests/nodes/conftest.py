@@ -1,4 +1,5 @@
 """A fresh, active workspace per test for the nodes that read and write files."""
+
 from __future__ import annotations
 
 import pytest

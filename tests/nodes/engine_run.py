@@ -1,4 +1,5 @@
 """Run a small API-format prompt of core nodes through the real validation and engine, in-process."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -20,6 +21,7 @@ async def run_core_prompt(prompt: dict, extra_classes: dict | None = None) -> di
     """The history outputs of `prompt` run on the core nodes (plus `extra_classes`); fails on any error."""
     compat.install()
     import nodes
+
     registry = NodeRegistry()
     registry.add_builtin({**nodes.NODE_CLASS_MAPPINGS, **(extra_classes or {})})
     ok, error, outputs, node_errors = await validate_prompt(registry, "p", prompt, None)

@@ -3,6 +3,7 @@ comfyui_area_conditioning.json, recorded by scripts/record_comfyui_area_conditio
 write into a conditioning entry, and the blended prediction of each side after the head's resolution
 (percentage areas, masks resized, mask bounds, opposite-area entries) and the denoise step's crops and
 weights, bit for bit, with the same toy model function on both sides."""
+
 from __future__ import annotations
 
 import base64
@@ -18,8 +19,8 @@ import torch
 from nodes.conditioning import flatten
 from nodes.conditioning_areas import resolve
 from nodes.library.conditioning_area import NODE_CLASS_MAPPINGS
-from nodes.models.components import SD1_LATENT, DiffusionModel
 from nodes.modelfns.denoise import GuidedDenoiser
+from nodes.models.components import SD1_LATENT, DiffusionModel
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_area_conditioning.json").read_text())
 
@@ -42,8 +43,9 @@ class ToyModel(DiffusionModel):
 
 
 # The recording's model function returns the denoised prediction itself: identity scalings.
-IDENTITY = SimpleNamespace(calculate_input=lambda s, x: x, timestep=lambda s: s,
-                           calculate_denoised=lambda s, out, x: out)
+IDENTITY = SimpleNamespace(
+    calculate_input=lambda s, x: x, timestep=lambda s: s, calculate_denoised=lambda s, out, x: out
+)
 
 
 def conditioning(entries: list) -> list:
@@ -67,7 +69,7 @@ def test_blended_predictions_equal_comfyuis(case):
     sides = resolve([conditioning(rec["sides"][n]) for n in names], x.shape)
     inputs, params = {}, {"cfg": 1.0}
     for name, side in zip(names, sides):
-        tensors, params[name] = flatten(name, side, lambda p: 1.0 - p)   # every entry active at sigma 1.5
+        tensors, params[name] = flatten(name, side, lambda p: 1.0 - p)  # every entry active at sigma 1.5
         inputs.update(tensors)
     model = ToyModel(arch="sd1", module=torch.nn.Identity(), latent_format=SD1_LATENT, sampling={})
     denoiser = GuidedDenoiser(model, IDENTITY, inputs, params, load_control=None)
@@ -76,7 +78,8 @@ def test_blended_predictions_equal_comfyuis(case):
         got = got.contiguous()
         assert hashlib.sha256(got.numpy().tobytes()).hexdigest() == want["sha256"], (
             f"{case}/{name}: sum {float(got.double().sum())} (ComfyUI {want['sum']}), "
-            f"first values {got.reshape(-1)[:4].tolist()} (ComfyUI {want['corner']})")
+            f"first values {got.reshape(-1)[:4].tolist()} (ComfyUI {want['corner']})"
+        )
 
 
 @pytest.mark.parametrize("call", FIXTURE["nodes"], ids=lambda c: c["class"])
@@ -85,8 +88,10 @@ def test_nodes_write_comfyuis_options(call):
     kwargs = {k: (MASKS[v] if k == "mask" else v) for k, v in call["inputs"].items()}
     node = NODE_CLASS_MAPPINGS[call["class"]]()
     (result,) = getattr(node, node.FUNCTION)(cond, **kwargs)
-    opts = {k: ({"shape": list(v.shape)} if isinstance(v, torch.Tensor) else (list(v) if isinstance(v, tuple) else v))
-            for k, v in result[0][1].items()}
+    opts = {
+        k: ({"shape": list(v.shape)} if isinstance(v, torch.Tensor) else (list(v) if isinstance(v, tuple) else v))
+        for k, v in result[0][1].items()
+    }
     assert opts == call["options"]
     assert cond[0][1] == {"pooled_output": None, "strength": 0.3}, "the input conditioning was modified"
 

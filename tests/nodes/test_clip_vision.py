@@ -2,6 +2,7 @@
 preprocessing ("center" and "none" crops) bit for bit, the encoder's tensors within float rounding, against
 ComfyUI 0.3.64's clip_preprocess and ClipVisionModel.encode_image (tests/nodes/fixtures/comfyui_clip_vision.json,
 recorded by scripts/record_comfyui_clip_vision.py); OpenCLIP-layout files load to the same model."""
+
 from __future__ import annotations
 
 import asyncio
@@ -61,10 +62,15 @@ def test_encoding_equals_comfyui(demo_workspace, case):
 
 def _open_clip_layout(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """The demo file as an OpenCLIP checkpoint's visual tower (`visual.*`)."""
-    vision = {"class_embedding": "embeddings.class_embedding", "conv1.weight": "embeddings.patch_embedding.weight",
-              "ln_pre.weight": "pre_layrnorm.weight", "ln_pre.bias": "pre_layrnorm.bias",
-              "ln_post.weight": "post_layernorm.weight", "ln_post.bias": "post_layernorm.bias"}
-    inner = {k[len("vision_model."):]: v for k, v in sd.items() if k.startswith("vision_model.")}
+    vision = {
+        "class_embedding": "embeddings.class_embedding",
+        "conv1.weight": "embeddings.patch_embedding.weight",
+        "ln_pre.weight": "pre_layrnorm.weight",
+        "ln_pre.bias": "pre_layrnorm.bias",
+        "ln_post.weight": "post_layernorm.weight",
+        "ln_post.bias": "post_layernorm.bias",
+    }
+    inner = {k[len("vision_model.") :]: v for k, v in sd.items() if k.startswith("vision_model.")}
     out = {f"visual.{ours}": inner.pop(theirs) for ours, theirs in vision.items()}
     out.update({f"visual.{k}": v for k, v in clip_mod.hf_to_open_clip(inner).items()})
     out["visual.proj"] = sd["visual_projection.weight"].t().contiguous()

@@ -3,6 +3,7 @@ there is no ComfyUI output to record): the file layout, names and errors below a
 newest Comfy-Org source, checked by hand: embeddings under `conditioning`, tensor options by name, tensor lists
 as `name.<i>`, scalar options as JSON in the `conditioning_options` metadata, files named
 `<prefix>_<counter:05>_.safetensors` in the output folder, a one-entry conditioning only."""
+
 from __future__ import annotations
 
 import json
@@ -18,6 +19,7 @@ from nodes.library.conditioning_file import ConditioningLoader, SaveConditioning
 @pytest.fixture
 def ws(tmp_path):
     from nodes.workspace import Workspace, activate
+
     workspace = Workspace(tmp_path / "ws").create()
     activate(workspace)
     return workspace
@@ -25,11 +27,20 @@ def ws(tmp_path):
 
 def _conditioning() -> list:
     gen = torch.Generator().manual_seed(34)
-    return [[torch.rand(1, 5, 8, generator=gen),
-             {"pooled_output": torch.rand(1, 8, generator=gen), "guidance": 3.5, "strength": 1, "flag": True,
-              "name": "x", "reference_latents": [torch.rand(1, 4, 2, 2, generator=gen),
-                                                 torch.rand(1, 4, 3, 3, generator=gen)],
-              "unset": None}]]
+    return [
+        [
+            torch.rand(1, 5, 8, generator=gen),
+            {
+                "pooled_output": torch.rand(1, 8, generator=gen),
+                "guidance": 3.5,
+                "strength": 1,
+                "flag": True,
+                "name": "x",
+                "reference_latents": [torch.rand(1, 4, 2, 2, generator=gen), torch.rand(1, 4, 3, 3, generator=gen)],
+                "unset": None,
+            },
+        ]
+    ]
 
 
 def test_save_writes_the_layout_and_numbers_files(ws):
@@ -42,8 +53,12 @@ def test_save_writes_the_layout_and_numbers_files(ws):
         assert sorted(f.keys()) == ["conditioning", "pooled_output", "reference_latents.0", "reference_latents.1"]
         assert torch.equal(f.get_tensor("conditioning"), cond[0][0])
         assert torch.equal(f.get_tensor("reference_latents.1"), cond[0][1]["reference_latents"][1])
-        assert json.loads(f.metadata()["conditioning_options"]) == {"guidance": 3.5, "strength": 1, "flag": True,
-                                                                    "name": "x"}
+        assert json.loads(f.metadata()["conditioning_options"]) == {
+            "guidance": 3.5,
+            "strength": 1,
+            "flag": True,
+            "name": "x",
+        }
 
 
 def test_load_restores_what_was_saved(ws):
@@ -63,8 +78,10 @@ def test_load_restores_what_was_saved(ws):
 
 def test_load_reads_a_plain_file_and_offers_the_embeddings_folder(ws):
     emb = torch.arange(12.0).reshape(1, 3, 4)
-    save_file({"conditioning": emb, "pooled_output": torch.ones(1, 4)},
-              str(ws.root / "models" / "embeddings" / "plain.safetensors"))
+    save_file(
+        {"conditioning": emb, "pooled_output": torch.ones(1, 4)},
+        str(ws.root / "models" / "embeddings" / "plain.safetensors"),
+    )
     assert "plain.safetensors" in ConditioningLoader.INPUT_TYPES()["required"]["conditioning_name"][1]["options"]
     ((tensor, options),) = ConditioningLoader().execute("plain.safetensors")[0]
     assert torch.equal(tensor, emb) and torch.equal(options["pooled_output"], torch.ones(1, 4))

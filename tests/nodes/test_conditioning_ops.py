@@ -1,10 +1,17 @@
 """Conditioning nodes: combine, concat, average, zero out, timestep range, Flux guidance - without mutating inputs."""
+
 from __future__ import annotations
 
 import torch
 
-from nodes.conditioning_ops import (ConditioningAverage, ConditioningCombine, ConditioningConcat,
-                                    ConditioningSetTimestepRange, ConditioningZeroOut, FluxGuidance)
+from nodes.conditioning_ops import (
+    ConditioningAverage,
+    ConditioningCombine,
+    ConditioningConcat,
+    ConditioningSetTimestepRange,
+    ConditioningZeroOut,
+    FluxGuidance,
+)
 
 
 def cond(tokens=3, dim=4, pooled=True, **opts):
@@ -35,7 +42,7 @@ def test_zero_out_zeroes_tensor_and_pooled():
     assert c.shape == src[0][0].shape and not c.any()
     assert opts["pooled_output"].shape == (1, 4) and not opts["pooled_output"].any()
     assert opts["start_percent"] == 0.2
-    assert src[0][1]["pooled_output"].any()           # the input is untouched
+    assert src[0][1]["pooled_output"].any()  # the input is untouched
 
 
 def test_zero_out_without_pooled():
@@ -56,8 +63,9 @@ def test_average_weights_tokens_and_pooled():
     (out,) = ConditioningAverage().addWeighted(to, frm, 0.75)
     c, opts = out[0]
     torch.testing.assert_close(c, to[0][0] * 0.75 + frm[0][0] * 0.25)
-    torch.testing.assert_close(opts["pooled_output"], to[0][1]["pooled_output"] * 0.75 +
-                               frm[0][1]["pooled_output"] * 0.25)
+    torch.testing.assert_close(
+        opts["pooled_output"], to[0][1]["pooled_output"] * 0.75 + frm[0][1]["pooled_output"] * 0.25
+    )
 
 
 def test_average_truncates_or_zero_pads_from_tokens():

@@ -2,6 +2,7 @@
 (tests/nodes/fixtures/comfyui_context_windows.json, scripts/record_comfyui_context_windows.py): the windows of each
 schedule at each step, the blended predictions of a stand-in model evaluation, FreeNoise's shuffle; and sampling the
 demo SD1 model with windows over the batch."""
+
 from __future__ import annotations
 
 import asyncio
@@ -34,8 +35,16 @@ def tensor(entry: dict) -> torch.Tensor:
 
 
 def settings(case: dict) -> cwm.ContextWindows:
-    return cwm.ContextWindows(case["schedule"], case["fuse"], case["length"], case["overlap"], case["stride"],
-                              case["closed_loop"], case["dim"], False)
+    return cwm.ContextWindows(
+        case["schedule"],
+        case["fuse"],
+        case["length"],
+        case["overlap"],
+        case["stride"],
+        case["closed_loop"],
+        case["dim"],
+        False,
+    )
 
 
 CASES = range(len(FIXTURE["cases"]))
@@ -62,11 +71,13 @@ def test_blended_predictions_equal_comfyui_0_10(index, fixed_threads):
 
         def evaluate(window, t=t):
             sub_t = t[window] if cw.dim == 0 else t
-            return [None if c is None else out
-                    for c, out in zip(conds, stand_in(conds, cwm.take(x, window, cw.dim), sub_t))]
+            return [
+                None if c is None else out for c, out in zip(conds, stand_in(conds, cwm.take(x, window, cw.dim), sub_t))
+            ]
+
         ours = cwm.blend(cw, x, cwm.step_index(sigmas, t), evaluate, len(conds))
         for k, expected in enumerate(step["out"]):
-            if ours[k] is None:   # a side not evaluated: ComfyUI blends its zeros
+            if ours[k] is None:  # a side not evaluated: ComfyUI blends its zeros
                 assert not case["negative"] and torch.count_nonzero(tensor(expected)) == 0
                 continue
             torch.testing.assert_close(ours[k], tensor(expected), rtol=1e-6, atol=1e-6)
@@ -75,12 +86,13 @@ def test_blended_predictions_equal_comfyui_0_10(index, fixed_threads):
 @pytest.mark.parametrize("index", range(len(FIXTURE["freenoise"])))
 def test_freenoise_equals_comfyui_0_10(index):
     entry = FIXTURE["freenoise"][index]
-    cw = cwm.ContextWindows("standard_static", "pyramid", entry["length"], entry["overlap"], 1, False, entry["dim"],
-                            True)
+    cw = cwm.ContextWindows(
+        "standard_static", "pyramid", entry["length"], entry["overlap"], 1, False, entry["dim"], True
+    )
     noise = tensor(entry["noise"])
     out = cwm.freenoise(noise, cw, entry["seed"])
     assert torch.equal(out, tensor(entry["out"]))
-    assert torch.equal(noise, tensor(entry["noise"]))   # a copy: the caller's noise is left as it was
+    assert torch.equal(noise, tensor(entry["noise"]))  # a copy: the caller's noise is left as it was
 
 
 def test_a_sigma_between_the_schedules_is_refused_by_name():
@@ -90,20 +102,42 @@ def test_a_sigma_between_the_schedules_is_refused_by_name():
 
 async def _call(name: str, **inputs):
     import nodes
+
     node = nodes.NODE_CLASS_MAPPINGS[name]()
     result = getattr(node, node.FUNCTION)(**inputs)
     return await result if inspect.isawaitable(result) else result
 
 
-def _windowed(model, schedule="standard_static", fuse="pyramid", length=2, overlap=1, dim=0, freenoise=False,
-              stride=1, closed_loop=False):
-    return asyncio.run(_call("ContextWindowsManual", model=model, context_length=length, context_overlap=overlap,
-                             context_schedule=schedule, context_stride=stride, closed_loop=closed_loop,
-                             fuse_method=fuse, dim=dim, freenoise=freenoise))[0]
+def _windowed(
+    model,
+    schedule="standard_static",
+    fuse="pyramid",
+    length=2,
+    overlap=1,
+    dim=0,
+    freenoise=False,
+    stride=1,
+    closed_loop=False,
+):
+    return asyncio.run(
+        _call(
+            "ContextWindowsManual",
+            model=model,
+            context_length=length,
+            context_overlap=overlap,
+            context_schedule=schedule,
+            context_stride=stride,
+            closed_loop=closed_loop,
+            fuse_method=fuse,
+            dim=dim,
+            freenoise=freenoise,
+        )
+    )[0]
 
 
 def test_bad_settings_are_refused_by_name():
     from cluster.refs import ModelRef
+
     model = ModelRef("diffusion_model", "sd1", ("/m/a.safetensors",), ("a" * 64,))
     with pytest.raises(ValueError, match="context_overlap \\(2\\) must be less than context_length \\(2\\)"):
         _windowed(model, length=2, overlap=2)
@@ -114,10 +148,21 @@ def test_bad_settings_are_refused_by_name():
 
 def test_wan_lengths_are_counted_in_video_frames():
     from cluster.refs import ModelRef
+
     model = ModelRef("diffusion_model", "wan21", ("/m/w.safetensors",), ("b" * 64,))
-    (out,) = asyncio.run(_call("WanContextWindowsManual", model=model, context_length=81, context_overlap=30,
-                               context_schedule="standard_uniform", context_stride=1, closed_loop=False,
-                               fuse_method="pyramid", freenoise=True))
+    (out,) = asyncio.run(
+        _call(
+            "WanContextWindowsManual",
+            model=model,
+            context_length=81,
+            context_overlap=30,
+            context_schedule="standard_uniform",
+            context_stride=1,
+            closed_loop=False,
+            fuse_method="pyramid",
+            freenoise=True,
+        )
+    )
     cw = out.option(cwm.OPTION)
     assert (cw.length, cw.overlap, cw.dim, cw.freenoise) == (21, 8, 2, True)
 
@@ -130,19 +175,33 @@ def sd1(demo_workspace):
         (neg,) = await _call("CLIPTextEncode", clip=clip, text="text, watermark")
         (latent,) = await _call("EmptyLatentImage", width=64, height=64, batch_size=3)
         return {"model": model, "positive": pos, "negative": neg, "latent_image": latent}
+
     return asyncio.run(build())
 
 
 def _sample(parts: dict, model, sampler="euler", cfg=6.0) -> torch.Tensor:
-    (out,) = asyncio.run(_call("KSampler", **{**parts, "model": model}, seed=5, steps=3, cfg=cfg,
-                               sampler_name=sampler, scheduler="normal", denoise=1.0))
+    (out,) = asyncio.run(
+        _call(
+            "KSampler",
+            **{**parts, "model": model},
+            seed=5,
+            steps=3,
+            cfg=cfg,
+            sampler_name=sampler,
+            scheduler="normal",
+            denoise=1.0,
+        )
+    )
     return out["samples"]
 
 
-@pytest.mark.parametrize("schedule,fuse,length,overlap", [("batched", "flat", 1, 0), ("standard_static", "pyramid", 2, 1),
-                                                         ("looped_uniform", "relative", 2, 1)])
-def test_windows_over_the_batch_of_an_image_model_give_its_plain_latents(sd1, schedule, fuse, length, overlap,
-                                                                          monkeypatch, fixed_threads):
+@pytest.mark.parametrize(
+    "schedule,fuse,length,overlap",
+    [("batched", "flat", 1, 0), ("standard_static", "pyramid", 2, 1), ("looped_uniform", "relative", 2, 1)],
+)
+def test_windows_over_the_batch_of_an_image_model_give_its_plain_latents(
+    sd1, schedule, fuse, length, overlap, monkeypatch, fixed_threads
+):
     """SD1 predicts each latent of a batch on its own, so any blend of the windows' predictions is the plain one (as in
     ComfyUI); the windows are laid at each of the 3 steps (ModelFns run in-process here, so the spy sees them)."""
     laid = []
@@ -180,6 +239,7 @@ def wan(tmp_path_factory):
 
     from nodes import workspace as ws_module
     from nodes.models.wan_demo import build_demo_wan
+
     previous = ws_module._active
     ws = ws_module.activate(ws_module.Workspace(tmp_path_factory.mktemp("cw-wan")).create())
     build_demo_wan(ws.models_dir)
@@ -189,55 +249,92 @@ def wan(tmp_path_factory):
     setup = WAN["setup"]
 
     async def build():
-        (model,) = await _call("UNETLoader", unet_name=WAN["files"]["t2v"]["path"].split("/")[1],
-                               weight_dtype="default")
-        (clip,) = await _call("CLIPLoader", clip_name=WAN["files"]["text_encoder"]["path"].split("/")[1], type="wan",
-                              device="default")
+        (model,) = await _call(
+            "UNETLoader", unet_name=WAN["files"]["t2v"]["path"].split("/")[1], weight_dtype="default"
+        )
+        (clip,) = await _call(
+            "CLIPLoader", clip_name=WAN["files"]["text_encoder"]["path"].split("/")[1], type="wan", device="default"
+        )
         (pos,) = await _call("CLIPTextEncode", clip=clip, text=setup["positive"])
         (neg,) = await _call("CLIPTextEncode", clip=clip, text=setup["negative"])
-        (latent,) = await _call("EmptyHunyuanLatentVideo", width=setup["width"], height=setup["height"],
-                                length=setup["length"], batch_size=1)
+        (latent,) = await _call(
+            "EmptyHunyuanLatentVideo",
+            width=setup["width"],
+            height=setup["height"],
+            length=setup["length"],
+            batch_size=1,
+        )
         return {"model": model, "positive": pos, "negative": neg, "latent_image": latent}
+
     yield asyncio.run(build())
     ws_module._active = previous
 
 
 def _wan_sample(parts: dict, model, sampler: str, cfg: float) -> torch.Tensor:
     setup = WAN["setup"]
-    (out,) = asyncio.run(_call("KSampler", **{**parts, "model": model}, seed=setup["seed"], steps=setup["steps"],
-                               cfg=cfg, sampler_name=sampler, scheduler=setup["scheduler"], denoise=1.0))
+    (out,) = asyncio.run(
+        _call(
+            "KSampler",
+            **{**parts, "model": model},
+            seed=setup["seed"],
+            steps=setup["steps"],
+            cfg=cfg,
+            sampler_name=sampler,
+            scheduler=setup["scheduler"],
+            denoise=1.0,
+        )
+    )
     return out["samples"]
 
 
 def test_wan_plain_sampling_is_comfyuis(wan, fixed_threads):
     """The baseline the windowed cases differ from: without windows, the same latent as ComfyUI."""
-    torch.testing.assert_close(_wan_sample(wan, wan["model"], "euler", 5.0), tensor(WAN["plain"]),
-                               rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(_wan_sample(wan, wan["model"], "euler", 5.0), tensor(WAN["plain"]), rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("index", range(len(WAN["cases"])))
 def test_wan_context_windows_sample_as_comfyui_0_10(wan, index, fixed_threads):
     case = WAN["cases"][index]
-    (windowed,) = asyncio.run(_call("WanContextWindowsManual", model=wan["model"],
-                                    **{k: case[k] for k in ("context_length", "context_overlap", "context_schedule",
-                                                            "context_stride", "closed_loop", "fuse_method",
-                                                            "freenoise")}))
+    (windowed,) = asyncio.run(
+        _call(
+            "WanContextWindowsManual",
+            model=wan["model"],
+            **{
+                k: case[k]
+                for k in (
+                    "context_length",
+                    "context_overlap",
+                    "context_schedule",
+                    "context_stride",
+                    "closed_loop",
+                    "fuse_method",
+                    "freenoise",
+                )
+            },
+        )
+    )
     ours = _wan_sample(wan, windowed, case["sampler"], case["cfg"])
     expected = tensor(case["samples"])
-    assert not torch.allclose(expected, tensor(WAN["plain"]), atol=1e-3)   # the windows change ComfyUI's result
+    assert not torch.allclose(expected, tensor(WAN["plain"]), atol=1e-3)  # the windows change ComfyUI's result
     torch.testing.assert_close(ours, expected, rtol=1e-4, atol=1e-4)
 
 
 # --- comfy.context_windows for node packs: a handler installed as ContextWindowsManual installs it ---
 
+
 def test_a_packs_handler_samples_as_the_node_does(sd1, fixed_threads):
     from comfy_bridge.compat.comfy import context_windows as compat
     from comfy_bridge.packs.proxies import ModelPatcher
+
     base = sd1["model"]
     model = ModelPatcher(base.component, base.arch, base.sources, base.digests, base.patches, base.options).clone()
     model.model_options["context_handler"] = compat.IndexListContextHandler(
-        compat.get_matching_context_schedule("standard_static"), compat.get_matching_fuse_method("pyramid"),
-        context_length=4, context_overlap=2, dim=3)
+        compat.get_matching_context_schedule("standard_static"),
+        compat.get_matching_fuse_method("pyramid"),
+        context_length=4,
+        context_overlap=2,
+        dim=3,
+    )
     compat.create_prepare_sampling_wrapper(model)
     node = _windowed(base, length=4, overlap=2, dim=3)
     assert model.option(cwm.OPTION) == node.option(cwm.OPTION)
@@ -249,10 +346,15 @@ def test_handler_features_the_step_lacks_are_refused_by_name(sd1):
     from comfy_bridge.compat.comfy import context_windows as compat
     from comfy_bridge.packs.origin import UnsupportedFeature
     from comfy_bridge.packs.proxies import ModelPatcher
+
     base = sd1["model"]
     model = ModelPatcher(base.component, base.arch, base.sources, base.digests, base.patches, base.options)
     model.model_options["context_handler"] = compat.IndexListContextHandler(
-        compat.get_matching_context_schedule("standard_static"), compat.get_matching_fuse_method("pyramid"),
-        context_length=4, context_overlap=2, cond_retain_index_list="0")
+        compat.get_matching_context_schedule("standard_static"),
+        compat.get_matching_fuse_method("pyramid"),
+        context_length=4,
+        context_overlap=2,
+        cond_retain_index_list="0",
+    )
     with pytest.raises(UnsupportedFeature, match="cond_retain_index_list"):
         compat.create_sampler_sample_wrapper(model)

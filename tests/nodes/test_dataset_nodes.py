@@ -5,6 +5,7 @@ scripts/record_comfyui_dataset_nodes.py); the folder loaders and savers run thro
 Two places differ from 0.10.0 on purpose, as the newest ComfyUI source does or as the node plainly means: a batch
 of several images is transformed frame by frame (0.10.0 fails on it), and a text transform outputs its text (0.10.0
 wraps each result in a one-item Python list, which a downstream text input cannot take)."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -12,12 +13,11 @@ import json
 from pathlib import Path
 
 import pytest
-
-from tests.nodes.engine_run import run_core_prompt
 import torch
 from PIL import Image
 
 from comfy_bridge import compat
+from tests.nodes.engine_run import run_core_prompt
 
 compat.install()
 import nodes
@@ -28,7 +28,9 @@ FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_dataset_node
 
 
 def _recorder():
-    spec = importlib.util.spec_from_file_location("record_dataset", REPO / "scripts" / "record_comfyui_dataset_nodes.py")
+    spec = importlib.util.spec_from_file_location(
+        "record_dataset", REPO / "scripts" / "record_comfyui_dataset_nodes.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -71,12 +73,13 @@ def _pool() -> list[torch.Tensor]:
 def test_shuffles_pick_comfyuis_order(seed):
     pool = _pool()
     shuffled = _node("ShuffleDataset").execute(pool, seed=[seed])[0]
-    assert [next(i for i, p in enumerate(pool) if p is s or torch.equal(p, s)) for s in shuffled] == \
-        FIXTURE["shuffle"][str(seed)]
+    assert [next(i for i, p in enumerate(pool) if p is s or torch.equal(p, s)) for s in shuffled] == FIXTURE["shuffle"][
+        str(seed)
+    ]
     texts = [f"text {i}" for i in range(len(pool))]
     images, got = _node("ShuffleImageTextDataset").execute(pool, texts, [seed])
     assert got == FIXTURE["shuffle_pairs"][str(seed)]
-    assert all(torch.equal(img, pool[int(t.split()[1])]) for img, t in zip(images, got))   # pairs stay together
+    assert all(torch.equal(img, pool[int(t.split()[1])]) for img, t in zip(images, got))  # pairs stay together
 
 
 @pytest.mark.parametrize("threshold", RECORDER.DEDUP_THRESHOLDS)
@@ -89,8 +92,9 @@ def test_deduplication_keeps_what_comfyui_keeps(threshold):
 
 def test_image_grid_equals_comfyui_0_10():
     x = RECORDER.inputs()
-    grid = _node("ImageGrid").execute([x["wide"], x["tall"], x["square"]], columns=[2], cell_width=[32],
-                                      cell_height=[32], padding=[3])[0]
+    grid = _node("ImageGrid").execute(
+        [x["wide"], x["tall"], x["square"]], columns=[2], cell_width=[32], cell_height=[32], padding=[3]
+    )[0]
     torch.testing.assert_close(grid, _tensor(FIXTURE["grid"]), atol=1e-6, rtol=0)
 
 
@@ -116,7 +120,7 @@ def test_a_batch_is_transformed_frame_by_frame():
     out = node.execute(batch, width=3, height=2, seed=7)[0]
     assert out.shape == (2, 2, 3, 3)
     for i in range(2):
-        assert torch.equal(out[i:i + 1], node.execute(batch[i:i + 1], width=3, height=2, seed=7)[0])
+        assert torch.equal(out[i : i + 1], node.execute(batch[i : i + 1], width=3, height=2, seed=7)[0])
 
 
 def test_whole_list_nodes_split_batches_into_images():
@@ -128,6 +132,7 @@ def test_whole_list_nodes_split_batches_into_images():
 @pytest.fixture
 def workspace(tmp_path):
     from nodes.workspace import Workspace, activate
+
     return activate(Workspace(tmp_path / "ws").create())
 
 
@@ -144,43 +149,63 @@ async def test_a_captioned_folder_round_trips_through_the_text_nodes(workspace):
     src = workspace.input_dir / "cats"
     _image(src / "a.png", (255, 0, 0))
     (src / "a.txt").write_text("  Red Cat \n")
-    _image(src / "b.jpg", (0, 0, 255), size=(4, 4))   # no caption: an empty text
-    _image(src / "2_extra" / "c.webp", (0, 255, 0))   # kohya-ss layout: counted twice
+    _image(src / "b.jpg", (0, 0, 255), size=(4, 4))  # no caption: an empty text
+    _image(src / "2_extra" / "c.webp", (0, 255, 0))  # kohya-ss layout: counted twice
     (src / "notes.md").write_text("not an image")
     assert "cats" in dataset.LoadImageTextDataSetFromFolder.INPUT_TYPES()["required"]["folder"][1]["options"]
     prompt = {
         "load": {"class_type": "LoadImageTextDataSetFromFolder", "inputs": {"folder": "cats"}},
         "upper": {"class_type": "TextToUppercase", "inputs": {"texts": ["load", 1]}},
         "prefix": {"class_type": "AddTextPrefix", "inputs": {"texts": ["upper", 0], "prefix": "x:"}},
-        "save": {"class_type": "SaveImageTextDataSetToFolder", "inputs": {
-            "images": ["load", 0], "texts": ["prefix", 0], "folder_name": "out/set", "filename_prefix": "img"}}}
+        "save": {
+            "class_type": "SaveImageTextDataSetToFolder",
+            "inputs": {
+                "images": ["load", 0],
+                "texts": ["prefix", 0],
+                "folder_name": "out/set",
+                "filename_prefix": "img",
+            },
+        },
+    }
     await _run(prompt)
     out = workspace.output_dir / "out" / "set"
     assert sorted(p.name for p in out.iterdir()) == [f"img_0000{i}.{e}" for i in range(4) for e in ("png", "txt")]
     # in name order, the kohya-ss subfolder ("2_extra") first
     assert [(out / f"img_0000{i}.txt").read_text() for i in range(4)] == ["x:", "x:", "x:RED CAT", "x:"]
     pixels = [Image.open(out / f"img_0000{i}.png").getpixel((0, 0)) for i in range(4)]
-    assert [max(range(3), key=p.__getitem__) for p in pixels] == [1, 1, 0, 2]   # green, green, red, blue
-    assert all(max(p) >= 250 and sorted(p)[1] <= 5 for p in pixels)   # JPEG and WebP are lossy
+    assert [max(range(3), key=p.__getitem__) for p in pixels] == [1, 1, 0, 2]  # green, green, red, blue
+    assert all(max(p) >= 250 and sorted(p)[1] <= 5 for p in pixels)  # JPEG and WebP are lossy
 
 
 async def test_image_folder_to_grid(workspace):
     for i, color in enumerate([(255, 0, 0), (0, 255, 0), (0, 0, 255)]):
         _image(workspace.input_dir / "set" / f"{i}.png", color)
-    prompt = {"load": {"class_type": "LoadImageDataSetFromFolder", "inputs": {"folder": "set"}},
-              "grid": {"class_type": "ImageGrid", "inputs": {"images": ["load", 0], "columns": 2, "cell_width": 32,
-                                                             "cell_height": 32, "padding": 2}},
-              "save": {"class_type": "SaveImageDataSetToFolder", "inputs": {
-                  "images": ["grid", 0], "folder_name": "grid", "filename_prefix": "g"}}}
+    prompt = {
+        "load": {"class_type": "LoadImageDataSetFromFolder", "inputs": {"folder": "set"}},
+        "grid": {
+            "class_type": "ImageGrid",
+            "inputs": {"images": ["load", 0], "columns": 2, "cell_width": 32, "cell_height": 32, "padding": 2},
+        },
+        "save": {
+            "class_type": "SaveImageDataSetToFolder",
+            "inputs": {"images": ["grid", 0], "folder_name": "grid", "filename_prefix": "g"},
+        },
+    }
     await _run(prompt)
     grid = Image.open(workspace.output_dir / "grid" / "g_00000.png")
     assert grid.size == (66, 66)
-    assert [grid.getpixel(p) for p in [(0, 0), (40, 0), (0, 40), (40, 40), (33, 0)]] == \
-        [(255, 0, 0), (0, 255, 0), (0, 0, 255), (0, 0, 0), (0, 0, 0)]
+    assert [grid.getpixel(p) for p in [(0, 0), (40, 0), (0, 40), (40, 40), (33, 0)]] == [
+        (255, 0, 0),
+        (0, 255, 0),
+        (0, 0, 255),
+        (0, 0, 0),
+        (0, 0, 0),
+    ]
 
 
 def test_folders_outside_the_workspace_are_refused(workspace):
     from nodes.safe_paths import UnsafePath
+
     with pytest.raises(UnsafePath):
         _node("LoadImageDataSetFromFolder").execute("../..")
     with pytest.raises(FileNotFoundError, match="no folder 'missing'"):

@@ -3,6 +3,7 @@ tests/nodes/fixtures/comfyui_easycache_video_cfg.json holds what ComfyUI's own n
 tensors (scripts/record_comfyui_easycache_video_cfg.py, run in ComfyUI's environment): the cfg functions of
 VideoLinearCFGGuidance / VideoTriangleCFGGuidance on seeded noise estimates, and EasyCache's wrappers over an
 Euler loop of a toy network, with its model calls and skipped steps."""
+
 from __future__ import annotations
 
 import json
@@ -27,8 +28,9 @@ def sd1(demo_workspace):
     return sd1_ref(demo_workspace)
 
 
-@pytest.mark.parametrize("case", FIXTURE["video_cfg"],
-                         ids=lambda c: f"{c['node']}-{c['min_cfg']}-{c['cond_scale']}-{c['cond']['shape'][0]}")
+@pytest.mark.parametrize(
+    "case", FIXTURE["video_cfg"], ids=lambda c: f"{c['node']}-{c['min_cfg']}-{c['cond_scale']}-{c['cond']['shape'][0]}"
+)
 def test_video_cfg_functions_match_comfyui(sd1, case):
     model = VIDEO[case["node"]]().patch(sd1, case["min_cfg"])[0]
     fn = sampler_patches(model)["sampler_cfg_function"]
@@ -46,7 +48,7 @@ def test_easycache_matches_comfyui(sd1, case):
     sigmas, x, state, calls = case["sigmas"], tensor(case["x0"]), {}, []
     batch, offsets = case["batch"], case["offsets"]
     for i in range(len(sigmas) - 1):
-        state = {k: v.clone() for k, v in state.items()}    # as it travels between steps
+        state = {k: v.clone() for k, v in state.items()}  # as it travels between steps
         sigma = torch.tensor([sigmas[i]])
         xc = x / (sigmas[i] ** 2 + 1.0) ** 0.5
         eps, evaluation = {}, {}
@@ -56,10 +58,12 @@ def test_easycache_matches_comfyui(sd1, case):
             def forward(xb, sides=sides):
                 calls.append([i, sides[::-1]])
                 return torch.cat([c * 0.8 + 0.05 * sigmas[i] + offsets[s] for c, s in zip(xb.chunk(len(sides)), sides)])
-            out = wrap_forward(patches, forward, torch.cat([xc] * len(sides)), sigma, [KEYS[s] for s in sides],
-                               state, evaluation)
+
+            out = wrap_forward(
+                patches, forward, torch.cat([xc] * len(sides)), sigma, [KEYS[s] for s in sides], state, evaluation
+            )
             for k, s in enumerate(sides):
-                eps[s] = out[k * batch:(k + 1) * batch]
+                eps[s] = out[k * batch : (k + 1) * batch]
         guided = eps[1] + (eps[0] - eps[1]) * case["cfg"] if len(eps) == 2 else eps[0]
         denoised = x - guided * sigmas[i]
         assert torch.allclose(denoised, tensor(case["denoised"][i]), atol=1e-5, rtol=1e-5), i

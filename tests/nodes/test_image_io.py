@@ -1,4 +1,5 @@
 """Image files: SaveImage/PreviewImage naming and PNG text chunks, traversal refusal, LoadImage/LoadImageMask."""
+
 from __future__ import annotations
 
 import hashlib
@@ -10,8 +11,16 @@ import pytest
 import torch
 from PIL import Image
 
-from nodes.image_io import (LoadImage, LoadImageMask, LoadImageOutput, PreviewImage, SaveImage, annotated_path,
-                            load_image_tensor, save_image_path, save_png)
+from nodes.image_io import (
+    LoadImage,
+    LoadImageMask,
+    LoadImageOutput,
+    PreviewImage,
+    SaveImage,
+    annotated_path,
+    load_image_tensor,
+    save_image_path,
+)
 
 PROMPT = {"9": {"class_type": "SaveImage", "inputs": {"filename_prefix": "ComfyUI", "images": ["8", 0]}}}
 WORKFLOW = {"nodes": [{"id": 9, "type": "SaveImage", "title": "Sauvegarde é"}], "links": [], "version": 0.4}
@@ -89,9 +98,10 @@ def test_compression_levels_match_comfyui(workspace, tmp_path, node, level):
     written = (folder / item["filename"]).read_bytes()
     for other in (1, 4, 9):
         Image.fromarray(np.clip(255.0 * ramp[0].numpy(), 0, 255).astype(np.uint8)).save(
-            tmp_path / f"{other}.png", compress_level=other)
+            tmp_path / f"{other}.png", compress_level=other
+        )
     sizes = {other: (tmp_path / f"{other}.png").stat().st_size for other in (1, 4, 9)}
-    assert len(set(sizes.values())) == 3                  # the levels are distinguishable on this image
+    assert len(set(sizes.values())) == 3  # the levels are distinguishable on this image
     assert written == (tmp_path / f"{level}.png").read_bytes()
 
 
@@ -141,11 +151,11 @@ def test_load_image_applies_exif_orientation(tmp_path):
     img = Image.new("RGB", (6, 2), (0, 0, 0))
     img.putpixel((0, 0), (255, 255, 255))
     exif = Image.Exif()
-    exif[0x0112] = 6                      # "rotate 90 CW to display"
+    exif[0x0112] = 6  # "rotate 90 CW to display"
     img.save(tmp_path / "r.jpg", exif=exif, quality=100)
     image, _ = load_image_tensor(tmp_path / "r.jpg")
     assert image.shape == (1, 6, 2, 3)
-    assert image[0, 0, 1].mean() > 0.8    # the bright corner moved to the top right
+    assert image[0, 0, 1].mean() > 0.8  # the bright corner moved to the top right
 
 
 def test_load_image_annotated_names(workspace):
@@ -164,7 +174,7 @@ def test_load_image_validate_inputs(workspace):
     write_rgba(workspace.input_dir / "a.png")
     assert LoadImage.VALIDATE_INPUTS("a.png") is True
     assert LoadImage.VALIDATE_INPUTS("missing.png") == "Invalid image file: missing.png"
-    assert LoadImage.VALIDATE_INPUTS("../ws/input/a.png") is not True   # no climbing out of the folder
+    assert LoadImage.VALIDATE_INPUTS("../ws/input/a.png") is not True  # no climbing out of the folder
     assert LoadImageMask.VALIDATE_INPUTS("missing.png") == "Invalid image file: missing.png"
 
 
@@ -217,8 +227,9 @@ def test_load_image_lists_input_images_only(workspace):
     assert mask_choices == ["a.png", "b.png", "c.webp", "notes.txt"]
 
 
-@pytest.mark.parametrize("channel,expected", [("red", 200 / 255), ("green", 0.0), ("blue", 0.0),
-                                              ("alpha", 1 - 64 / 255)])
+@pytest.mark.parametrize(
+    "channel,expected", [("red", 200 / 255), ("green", 0.0), ("blue", 0.0), ("alpha", 1 - 64 / 255)]
+)
 def test_load_image_mask_channels(workspace, channel, expected):
     write_rgba(workspace.input_dir / "a.png")
     (mask,) = LoadImageMask().load_image("a.png", channel)
@@ -243,6 +254,7 @@ def test_save_then_load_round_trip(workspace):
 
 def test_disabled_metadata_writes_no_chunks(workspace):
     from nodes import image_io
+
     image_io.set_metadata_enabled(False)
     try:
         SaveImage().save_images(torch.rand(1, 4, 4, 3), "nometa", PROMPT, {"workflow": WORKFLOW})

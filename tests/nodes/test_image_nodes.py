@@ -1,11 +1,19 @@
 """Image nodes: scale, invert, batch, blank images, rebatching, outpaint padding."""
+
 from __future__ import annotations
 
 import pytest
 import torch
 
-from nodes.image import (EmptyImage, ImageBatch, ImageInvert, ImagePadForOutpaint, ImageScale, ImageScaleBy,
-                         RebatchImages)
+from nodes.image import (
+    EmptyImage,
+    ImageBatch,
+    ImageInvert,
+    ImagePadForOutpaint,
+    ImageScale,
+    ImageScaleBy,
+    RebatchImages,
+)
 
 # Several tests compare results bit for bit.
 pytestmark = pytest.mark.usefixtures("fixed_threads")
@@ -26,20 +34,20 @@ def test_image_scale_every_method(method):
 def test_image_scale_zero_side_keeps_aspect():
     img = torch.rand(1, 10, 20, 3)
     assert ImageScale().upscale(img, "area", 0, 5, "disabled")[0].shape == (1, 5, 10, 3)
-    assert ImageScale().upscale(img, "area", 7, 0, "disabled")[0].shape == (1, 4, 7, 3)   # round(3.5) = 4
+    assert ImageScale().upscale(img, "area", 7, 0, "disabled")[0].shape == (1, 4, 7, 3)  # round(3.5) = 4
     assert ImageScale().upscale(img, "area", 0, 0, "disabled")[0] is img
 
 
 def test_image_scale_keeps_channels_last_layout():
     img = torch.zeros(1, 4, 4, 3)
-    img[..., 0] = 1.0                       # pure red
+    img[..., 0] = 1.0  # pure red
     (out,) = ImageScale().upscale(img, "nearest-exact", 8, 8, "disabled")
     assert torch.equal(out[..., 0], torch.ones(1, 8, 8)) and not out[..., 1:].any()
 
 
 def test_image_scale_by():
     (out,) = ImageScaleBy().upscale(torch.rand(1, 10, 20, 3), "bicubic", 1.25)
-    assert out.shape == (1, 12, 25, 3)      # round(12.5) = 12 (banker's), round(25) = 25
+    assert out.shape == (1, 12, 25, 3)  # round(12.5) = 12 (banker's), round(25) = 25
 
 
 def test_image_invert():

@@ -1,11 +1,19 @@
 """Latent nodes: empty latents, resize rules, batch slicing/repeating with seed offsets, noise masks."""
+
 from __future__ import annotations
 
 import pytest
 import torch
 
-from nodes.latent import (EmptyLatentImage, EmptySD3LatentImage, LatentFromBatch, LatentUpscale,
-                          LatentUpscaleBy, RepeatLatentBatch, SetLatentNoiseMask)
+from nodes.latent import (
+    EmptyLatentImage,
+    EmptySD3LatentImage,
+    LatentFromBatch,
+    LatentUpscale,
+    LatentUpscaleBy,
+    RepeatLatentBatch,
+    SetLatentNoiseMask,
+)
 from nodes.upscale import common_upscale
 
 # Several tests compare results bit for bit.
@@ -14,7 +22,7 @@ pytestmark = pytest.mark.usefixtures("fixed_threads")
 
 def test_empty_latent_is_zero_4_channel_at_one_eighth():
     (out,) = EmptyLatentImage().generate(64, 40, 3)
-    assert set(out) == {"samples", "downscale_ratio_spacial"} and out["downscale_ratio_spacial"] == 8   # today's
+    assert set(out) == {"samples", "downscale_ratio_spacial"} and out["downscale_ratio_spacial"] == 8  # today's
     assert out["samples"].shape == (3, 4, 5, 8)
     assert not out["samples"].any()
 
@@ -39,7 +47,7 @@ def test_latent_upscale_to_pixel_size():
 def test_latent_upscale_zero_side_keeps_aspect():
     src = lat(h=8, w=16)
     (out,) = LatentUpscale().upscale(src, "nearest-exact", 0, 128, "disabled")
-    assert out["samples"].shape[-2:] == (16, 32)      # width = round(16 * 128 / 8) = 256 px
+    assert out["samples"].shape[-2:] == (16, 32)  # width = round(16 * 128 / 8) = 256 px
     (out,) = LatentUpscale().upscale(src, "nearest-exact", 256, 0, "disabled")
     assert out["samples"].shape[-2:] == (16, 32)
 
@@ -88,7 +96,7 @@ def test_latent_from_batch_masks():
     single = torch.rand(1, 1, 64, 64)
     (out,) = LatentFromBatch().frombatch(lat(b=4, noise_mask=single), 2, 2)
     assert torch.equal(out["noise_mask"], single) and out["noise_mask"] is not single
-    cycled = torch.rand(2, 1, 64, 64)                 # two masks for four items: m0 m1 m0 m1
+    cycled = torch.rand(2, 1, 64, 64)  # two masks for four items: m0 m1 m0 m1
     (out,) = LatentFromBatch().frombatch(lat(b=4, noise_mask=cycled), 1, 2)
     assert torch.equal(out["noise_mask"], torch.stack([cycled[1], cycled[0]]))
 
@@ -108,7 +116,7 @@ def test_repeat_latent_batch_offsets_follow_the_span():
 def test_repeat_latent_batch_masks():
     single = torch.rand(1, 1, 64, 64)
     (out,) = RepeatLatentBatch().repeat(lat(noise_mask=single), 2)
-    assert out["noise_mask"] is single                # one mask already covers every item
+    assert out["noise_mask"] is single  # one mask already covers every item
     many = torch.rand(2, 1, 64, 64)
     (out,) = RepeatLatentBatch().repeat(lat(noise_mask=many), 2)
     assert torch.equal(out["noise_mask"], torch.cat([many, many]))

@@ -1,5 +1,6 @@
 """What the recorded ComfyUI cases cannot show: the .latent file format (keys, prompt metadata, legacy
 scaling, naming), latent operations that pickle to travel between processes, and PreviewAny's JSON text."""
+
 from __future__ import annotations
 
 import json
@@ -9,8 +10,13 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from nodes.library.latent_ops import (LEGACY_LATENT_SCALE, LatentOperationSharpen, LatentOperationTonemapReinhard,
-                                      LoadLatent, SaveLatent)
+from nodes.library.latent_ops import (
+    LEGACY_LATENT_SCALE,
+    LatentOperationSharpen,
+    LatentOperationTonemapReinhard,
+    LoadLatent,
+    SaveLatent,
+)
 from nodes.library.preview_any import PreviewAny
 
 
@@ -28,7 +34,9 @@ def test_save_latent_writes_comfyuis_format_and_counts_up(workspace):
 
 def test_load_latent_round_trip_and_legacy_scale(workspace):
     lat = torch.randn(2, 4, 3, 3)
-    save_file({"latent_tensor": lat, "latent_format_version_0": torch.tensor([])}, str(workspace.input_dir / "new.latent"))
+    save_file(
+        {"latent_tensor": lat, "latent_format_version_0": torch.tensor([])}, str(workspace.input_dir / "new.latent")
+    )
     save_file({"latent_tensor": lat}, str(workspace.input_dir / "old.latent"))
     assert LoadLatent.INPUT_TYPES()["required"]["latent"][0] == ["new.latent", "old.latent"]
     assert torch.equal(LoadLatent().load("new.latent")[0]["samples"], lat)
@@ -47,6 +55,7 @@ def test_latent_operations_pickle_by_value():
 def test_preview_any_shows_lists_and_dicts_as_json():
     def text(value):
         return PreviewAny().main(value)["ui"]["text"]
+
     assert text({"a": [1, 2.5, None]}) == ('{"a": [1, 2.5, null]}',)
     assert text(["x", True]) == ('["x", true]',)
     assert text(None) == ("None",)

@@ -2,6 +2,7 @@
 recorded outputs (tests/nodes/fixtures/comfyui_video_latent_nodes.json, scripts/record_comfyui_video_latent_nodes.py), and
 Latent Operation Blend (newer than 0.10.0, so no recording) against the semantics of the newest ComfyUI source,
 the expected numbers worked out by hand: lerp toward the reference, resized nearest, batch cycled."""
+
 from __future__ import annotations
 
 import json
@@ -32,15 +33,14 @@ def _latents(source_frames: int | None) -> tuple[dict, dict | None]:
     return dest, {"samples": torch.rand(1, 2, source_frames, 3, 2, generator=gen), "batch_index": [7]}
 
 
-@pytest.mark.parametrize("case", RECORDED["cases"],
-                         ids=lambda c: f"src{c['source_frames']}-at{c['index']}")
+@pytest.mark.parametrize("case", RECORDED["cases"], ids=lambda c: f"src{c['source_frames']}-at{c['index']}")
 def test_replace_video_latent_frames_equals_comfyui(case):
     dest, source = _latents(case["source_frames"])
     (out,) = ReplaceVideoLatentFrames().execute(dest, case["index"], source)
     assert sorted(out) == case["keys"]
     assert list(out["samples"].shape) == case["shape"]
     assert out["samples"].flatten().tolist() == case["values"]
-    assert torch.equal(dest["samples"], _latents(None)[0]["samples"])   # the input is not written to
+    assert torch.equal(dest["samples"], _latents(None)[0]["samples"])  # the input is not written to
 
 
 def _video(frames: int, seed: int) -> torch.Tensor:
@@ -59,9 +59,10 @@ def test_trim_video_latent_equals_comfyui(case):
 
 @pytest.mark.parametrize("case", RECORDED["normalize"], ids=lambda c: f"T{c['frames']}-s{c['start']}-r{c['reference']}")
 def test_normalize_video_latent_start_equals_comfyui(case):
-    torch.set_num_threads(1)   # reductions compared bit for bit
-    (out,) = NormalizeVideoLatentStart().execute({"samples": _video(case["frames"], 2)}, case["start"],
-                                                 case["reference"])
+    torch.set_num_threads(1)  # reductions compared bit for bit
+    (out,) = NormalizeVideoLatentStart().execute(
+        {"samples": _video(case["frames"], 2)}, case["start"], case["reference"]
+    )
     assert list(out["samples"].shape) == case["shape"]
     assert out["samples"].flatten().tolist() == case["values"]
 
@@ -75,11 +76,13 @@ def test_video_nodes_refuse_image_latents():
 
 def test_replace_video_latent_frames_refuses_image_latents():
     with pytest.raises(ValueError, match="video latents"):
-        ReplaceVideoLatentFrames().execute({"samples": torch.zeros(1, 4, 8, 8)}, 0, {"samples": torch.zeros(1, 4, 8, 8)})
+        ReplaceVideoLatentFrames().execute(
+            {"samples": torch.zeros(1, 4, 8, 8)}, 0, {"samples": torch.zeros(1, 4, 8, 8)}
+        )
 
 
 def test_blend_lerps_toward_the_resized_reference():
-    reference = torch.tensor([[[[1.0, 2.0], [3.0, 4.0]]]])                 # [1,1,2,2]
+    reference = torch.tensor([[[[1.0, 2.0], [3.0, 4.0]]]])  # [1,1,2,2]
     latent = torch.zeros(3, 1, 4, 4)
     (op,) = LatentOperationBlend().execute({"samples": reference}, 0.25)
     (out,) = LatentApplyOperation().execute({"samples": latent, "batch_index": [1, 2, 3]}, op)

@@ -4,6 +4,7 @@ CheckpointLoader takes from a config what ComfyUI 0.3.64's comfy.sd.load_checkpo
 the CLIP layer (tests/nodes/fixtures/comfyui_checkpoint_configs.json, read from ComfyUI's own configs by
 scripts/record_comfyui_checkpoint_configs.py). DiffusersLoader: the demo checkpoints saved as diffusers
 folders render the checkpoints' images."""
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,9 @@ SD1 = "sd1-tiny.safetensors"
 
 
 def test_comfyuis_configs_are_known_with_what_comfyui_reads_from_them():
-    assert {name: {"v_prediction": v, "layer_idx": layer} for name, (v, layer) in COMFYUI_CONFIGS.items()} \
-        == FIXTURE["configs"]
+    assert {name: {"v_prediction": v, "layer_idx": layer} for name, (v, layer) in COMFYUI_CONFIGS.items()} == FIXTURE[
+        "configs"
+    ]
 
 
 def test_config_options_list_comfyuis_configs(demo_workspace):
@@ -39,25 +41,35 @@ def test_plain_config_loads_as_load_checkpoint(demo_workspace):
 
 def test_clip_skip_config_sets_the_clip_layer(demo_workspace):
     model, clip, vae = CheckpointLoaderSimple().load_checkpoint(SD1)
-    assert CheckpointLoader().load_checkpoint("v1-inference_clip_skip_2.yaml", SD1) == \
-        (model, CLIPSetLastLayer().set_last_layer(clip, -2)[0], vae)
+    assert CheckpointLoader().load_checkpoint("v1-inference_clip_skip_2.yaml", SD1) == (
+        model,
+        CLIPSetLastLayer().set_last_layer(clip, -2)[0],
+        vae,
+    )
 
 
 def test_v_config_samples_as_v_prediction(demo_workspace):
     model, clip, vae = CheckpointLoaderSimple().load_checkpoint(SD1)
-    assert CheckpointLoader().load_checkpoint("v2-inference-v.yaml", SD1) == \
-        (ModelSamplingDiscrete().patch(model, "v_prediction", False)[0], clip, vae)
+    assert CheckpointLoader().load_checkpoint("v2-inference-v.yaml", SD1) == (
+        ModelSamplingDiscrete().patch(model, "v_prediction", False)[0],
+        clip,
+        vae,
+    )
 
 
 def test_a_config_file_in_the_workspace_is_read(demo_workspace):
     path = demo_workspace.models_dir / "configs" / "custom-v-skip3.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("model:\n  params:\n    parameterization: \"v\"\n    cond_stage_config:\n"
-                    "      params:\n        layer_idx: -3\n")
+    path.write_text(
+        'model:\n  params:\n    parameterization: "v"\n    cond_stage_config:\n      params:\n        layer_idx: -3\n'
+    )
     try:
         model, clip, vae = CheckpointLoaderSimple().load_checkpoint(SD1)
-        assert CheckpointLoader().load_checkpoint("custom-v-skip3.yaml", SD1) == \
-            (ModelSamplingDiscrete().patch(model, "v_prediction", False)[0], clip.with_option("layer", -3), vae)
+        assert CheckpointLoader().load_checkpoint("custom-v-skip3.yaml", SD1) == (
+            ModelSamplingDiscrete().patch(model, "v_prediction", False)[0],
+            clip.with_option("layer", -3),
+            vae,
+        )
         path.write_text("just: text\n")
         with pytest.raises(ValueError, match="config_name: 'custom-v-skip3.yaml' is not an ldm model config"):
             CheckpointLoader().load_checkpoint("custom-v-skip3.yaml", SD1)
@@ -78,11 +90,15 @@ def _prompt(workflow: str, loader: dict, **sampler) -> dict:
 def test_v_config_renders_like_the_model_sampling_node(demo_workspace):
     simple = _prompt("text_to_image.json", {"class_type": "CheckpointLoaderSimple", "inputs": {"ckpt_name": SD1}})
     patched = json.loads(json.dumps(simple))
-    patched["20"] = {"class_type": "ModelSamplingDiscrete",
-                     "inputs": {"model": ["4", 0], "sampling": "v_prediction", "zsnr": False}}
+    patched["20"] = {
+        "class_type": "ModelSamplingDiscrete",
+        "inputs": {"model": ["4", 0], "sampling": "v_prediction", "zsnr": False},
+    }
     patched["3"]["inputs"]["model"] = ["20", 0]
-    with_config = _prompt("text_to_image.json", {"class_type": "CheckpointLoader",
-                                                 "inputs": {"config_name": "v2-inference-v.yaml", "ckpt_name": SD1}})
+    with_config = _prompt(
+        "text_to_image.json",
+        {"class_type": "CheckpointLoader", "inputs": {"config_name": "v2-inference-v.yaml", "ckpt_name": SD1}},
+    )
     images = render_in_process(demo_workspace, {"simple": simple, "patched": patched, "config": with_config})
     assert np.array_equal(images["config"], images["patched"])
     assert not np.array_equal(images["config"], images["simple"])
@@ -91,6 +107,7 @@ def test_v_config_renders_like_the_model_sampling_node(demo_workspace):
 def _save_as_diffusers(checkpoint: str, folder: Path, pipeline: str) -> None:
     """Write a demo checkpoint as a diffusers pipeline folder, from the modules our loader builds."""
     from nodes.models.loader import CONFIGS, load_diffusion_model, load_text_encoder, load_vae
+
     model, clip, vae = CheckpointLoaderSimple().load_checkpoint(checkpoint)
     load_diffusion_model(model).module.save_pretrained(folder / "unet")
     load_vae(vae).module.save_pretrained(folder / "vae")
@@ -105,8 +122,10 @@ def _save_as_diffusers(checkpoint: str, folder: Path, pipeline: str) -> None:
 @pytest.fixture(scope="module")
 def diffusers_folders(demo_workspace) -> dict[str, str]:
     base = demo_workspace.models_dir / "diffusers"
-    for name, ckpt, pipeline in (("sd1-tiny", SD1, "StableDiffusionPipeline"),
-                                 ("nested/sdxl-tiny", "sdxl-tiny.safetensors", "StableDiffusionXLPipeline")):
+    for name, ckpt, pipeline in (
+        ("sd1-tiny", SD1, "StableDiffusionPipeline"),
+        ("nested/sdxl-tiny", "sdxl-tiny.safetensors", "StableDiffusionXLPipeline"),
+    ):
         if not (base / name).exists():
             _save_as_diffusers(ckpt, base / name, pipeline)
     return {"text_to_image.json": "sd1-tiny", "sdxl.json": "nested/sdxl-tiny"}

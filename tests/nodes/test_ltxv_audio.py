@@ -2,6 +2,7 @@
 (tests/models/fixtures/comfyui_ltx2_audio.safetensors, scripts/record_comfyui_ltx2_audio.py): the empty latent's
 size and the decoded waveform (through the ltx2_audio_decode ModelFn, also from an audio-video latent) equal
 ComfyUI's; bad inputs are named."""
+
 from __future__ import annotations
 
 import asyncio
@@ -21,7 +22,7 @@ from nodes.library.ltxv_av import LTXVConcatAVLatent
 
 FIXTURE = Path(__file__).resolve().parents[1] / "models" / "fixtures" / "comfyui_ltx2_audio.safetensors"
 NAME = "ltx-2-audio-vae-tiny.safetensors"
-EMPTY_CASES = [(97, 25), (1, 24), (121, 24), (9, 8)]     # as the recorder's
+EMPTY_CASES = [(97, 25), (1, 24), (121, 24), (9, 8)]  # as the recorder's
 
 
 @pytest.fixture(scope="module")

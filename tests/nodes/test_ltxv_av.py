@@ -1,6 +1,7 @@
 """The model-free LTX-2 latent and image nodes equal upstream ComfyUI 0.10.0's outputs on the same inputs
 (tests/nodes/fixtures/comfyui_ltxv_av.json, recorded by scripts/record_comfyui_ltxv_av.py, whose `cases()` builds
 the inputs both sides use), and refuse bad input by name."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -68,7 +69,7 @@ def test_preprocess_equals_comfyui_0_10(index):
 
 
 def test_preprocess_compresses_and_crops_to_even_sides():
-    image, _ = CASES["preprocess"][1]          # 33 x 49
+    image, _ = CASES["preprocess"][1]  # 33 x 49
     (out,) = LTXVPreprocess().execute(image, 30)
     assert out.shape == (1, 32, 48, 3)
     assert not torch.equal(out, image[:, :32, :48])
@@ -95,6 +96,7 @@ def test_bad_inputs_are_named():
 def test_sampling_an_audio_video_latent_is_refused_by_name():
     from cluster.refs import ModelRef
     from nodes.ksampler import fix_empty_latent_channels
+
     (joined,) = LTXVConcatAVLatent().execute(*CASES["concat"][0])
     sd1 = ModelRef("diffusion_model", "sd1", ("/m/sd1.safetensors",), ("d" * 64,))
     with pytest.raises(ValueError, match="latent_image: an audio-video latent .* cannot be sampled by the sd1 model"):

@@ -6,6 +6,7 @@ in-process; its images (pixel hashes), latents (float32 hashes), UI text and err
 A case we know to differ is listed in KNOWN_MISMATCHES with why; it is a strict xfail, so it fails the
 suite as soon as it starts to match and the entry must go.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -32,8 +33,9 @@ def _params():
 @pytest.fixture(scope="module")
 def engine(tmp_path_factory):
     """One fresh workspace holding every fixture's input files, and a registry built on it."""
-    from nodes import workspace as ws_module
     from comfy_bridge.registry import build_registry
+    from nodes import workspace as ws_module
+
     previous = ws_module._active
     ws = ws_module.activate(ws_module.Workspace(tmp_path_factory.mktemp("comfyui-fixtures")).create())
     fixtures = {}
@@ -41,7 +43,9 @@ def engine(tmp_path_factory):
         fixtures[path] = cf.load_fixture(path)
         cf.install_inputs(fixtures[path], ws)
     import torch
+
     from cluster.local import set_threads
+
     before = torch.get_num_threads()
     # Some kernels (bilinear resampling) round by the thread count: run with the recording's.
     set_threads(cf.RECORDED_THREADS)
@@ -58,13 +62,15 @@ def test_case_matches_comfyui(engine, path, name):
     observed = cf.run_case(case, registry, ws)
     problems = cf.compare(case["expected"], observed)
     note = f" (stand-ins used: {observed['stand_ins']})" if observed["stand_ins"] else ""
-    assert not problems, f"{name} differs from ComfyUI {fixtures[path]['comfyui']['version']}{note}:\n  " + \
-        "\n  ".join(problems)
+    assert not problems, f"{name} differs from ComfyUI {fixtures[path]['comfyui']['version']}{note}:\n  " + "\n  ".join(
+        problems
+    )
 
 
 def ws_module_active(ws) -> None:
     """Other tests in the session may activate their own workspace between ours."""
     from nodes import workspace as ws_module
+
     ws_module.activate(ws)
 
 

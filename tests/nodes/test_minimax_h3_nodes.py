@@ -2,6 +2,7 @@
 by KSampler with the tiny demo transformer: the video part is denoised step by step exactly as a hand-written
 Euler loop over the packed transformer (shift-12 flow schedule, ComfyUI's CPU noise for the first part), the
 audio part comes back as it came (not sampled yet), and VAEDecode decodes the video part."""
+
 from __future__ import annotations
 
 import asyncio
@@ -10,6 +11,7 @@ import inspect
 import pytest
 import torch
 
+from nodes.arch import sampling_config
 from nodes.library.ltxv_av import AVLatent
 from nodes.models import minimax_h3 as mh
 from nodes.models import minimax_h3_vae as mvae
@@ -18,11 +20,11 @@ from nodes.models.minimax_h3_engine import silent_audio
 from nodes.sampling.model_sampling import model_sampling_from_config
 from nodes.sampling.noise import prepare_noise
 from nodes.sampling.schedules import ksampler_sigmas
-from nodes.arch import sampling_config
 
 
 async def _call(name: str, **inputs):
     import nodes
+
     node = nodes.NODE_CLASS_MAPPINGS[name]()
     result = getattr(node, node.FUNCTION)(**inputs)
     return await result if inspect.isawaitable(result) else result
@@ -31,6 +33,7 @@ async def _call(name: str, **inputs):
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory):
     from nodes import workspace as ws_module
+
     previous = ws_module._active
     ws = ws_module.activate(ws_module.Workspace(tmp_path_factory.mktemp("minimax")).create())
     build_demo_minimax_h3(ws.models_dir)
@@ -56,18 +59,30 @@ def test_ksampler_denoises_the_video_part(workspace):
     async def run():
         (model,) = await _call("UNETLoader", unet_name=FILES["transformer"].split("/")[1], weight_dtype="default")
         (latent,) = await _call("EmptyMiniMaxH3LatentAV", width=32, height=32, length=5)
-        (out,) = await _call("KSampler", model=model, seed=7, steps=2, cfg=1.0, sampler_name="euler",
-                             scheduler="simple", positive=positive, negative=negative, latent_image=latent,
-                             denoise=1.0)
+        (out,) = await _call(
+            "KSampler",
+            model=model,
+            seed=7,
+            steps=2,
+            cfg=1.0,
+            sampler_name="euler",
+            scheduler="simple",
+            positive=positive,
+            negative=negative,
+            latent_image=latent,
+            denoise=1.0,
+        )
         (vae,) = await _call("VAELoader", vae_name=FILES["vae"].split("/")[1])
         (frames,) = await _call("VAEDecode", samples=out, vae=vae)
         return latent, out, frames
+
     latent, out, frames = asyncio.run(run())
     assert isinstance(out["samples"], AVLatent)
     video, audio = out["samples"].unbind()
     torch.testing.assert_close(audio, latent["samples"].unbind()[1])
 
     from safetensors.torch import load_file
+
     module = mh.load_transformer(load_file(workspace.models_dir / FILES["transformer"]))
     ms = model_sampling_from_config(sampling_config("minimax_h3"))
     sigmas = ksampler_sigmas(ms, "simple", 2)
@@ -93,24 +108,38 @@ def test_text_to_video_chain(workspace):
 
     async def run():
         (model,) = await _call("UNETLoader", unet_name=FILES["transformer"].split("/")[1], weight_dtype="default")
-        (clip,) = await _call("CLIPLoader", clip_name=FILES["text_encoder"].split("/")[1], type="minimax",
-                              device="default")
+        (clip,) = await _call(
+            "CLIPLoader", clip_name=FILES["text_encoder"].split("/")[1], type="minimax", device="default"
+        )
         (vae,) = await _call("VAELoader", vae_name=FILES["vae"].split("/")[1])
-        positive, latent = await _call("MiniMaxH3ImageToVideo", clip=clip, vae=vae, prompt=prompt, width=32,
-                                       height=64, length=5)
+        positive, latent = await _call(
+            "MiniMaxH3ImageToVideo", clip=clip, vae=vae, prompt=prompt, width=32, height=64, length=5
+        )
         (negative,) = await _call("CLIPTextEncode", clip=clip, text="")
         (text,) = await _call("CLIPTextEncode", clip=clip, text=prompt)
-        (out,) = await _call("KSampler", model=model, seed=3, steps=2, cfg=1.0, sampler_name="euler",
-                             scheduler="simple", positive=positive, negative=negative, latent_image=latent,
-                             denoise=1.0)
+        (out,) = await _call(
+            "KSampler",
+            model=model,
+            seed=3,
+            steps=2,
+            cfg=1.0,
+            sampler_name="euler",
+            scheduler="simple",
+            positive=positive,
+            negative=negative,
+            latent_image=latent,
+            denoise=1.0,
+        )
         (frames,) = await _call("VAEDecode", samples=out, vae=vae)
         return positive, text, latent, out, frames
+
     positive, text, latent, out, frames = asyncio.run(run())
     torch.testing.assert_close(positive[0][0], text[0][0])
     video, audio = latent["samples"].unbind()
     assert video.shape == (1, 24, 2, 4, 2) and audio.shape == (1, 32, 2, 8)
 
     from safetensors.torch import load_file
+
     module = mh.load_transformer(load_file(workspace.models_dir / FILES["transformer"]))
     ms = model_sampling_from_config(sampling_config("minimax_h3"))
     sigmas = ksampler_sigmas(ms, "simple", 2)
@@ -126,8 +155,18 @@ def test_text_to_video_chain(workspace):
 
 def test_first_frame_is_refused_by_name(workspace):
     with pytest.raises(ValueError, match="first_frame: MiniMax H3 first/last-frame"):
-        asyncio.run(_call("MiniMaxH3ImageToVideo", clip=None, vae=None, prompt="x", width=32, height=32, length=5,
-                          first_frame=torch.zeros(1, 32, 32, 3)))
+        asyncio.run(
+            _call(
+                "MiniMaxH3ImageToVideo",
+                clip=None,
+                vae=None,
+                prompt="x",
+                width=32,
+                height=32,
+                length=5,
+                first_frame=torch.zeros(1, 32, 32, 3),
+            )
+        )
 
 
 def test_sigma_shift_reaches_the_schedule_and_the_model(workspace):
@@ -141,13 +180,25 @@ def test_sigma_shift_reaches_the_schedule_and_the_model(workspace):
         (model,) = await _call("UNETLoader", unet_name=FILES["transformer"].split("/")[1], weight_dtype="default")
         (model,) = await _call("MiniMaxH3SigmaShift", model=model, shift_video=5.0, shift_audio=2.0)
         (latent,) = await _call("EmptyMiniMaxH3LatentAV", width=32, height=32, length=5)
-        (out,) = await _call("KSampler", model=model, seed=9, steps=2, cfg=1.0, sampler_name="euler",
-                             scheduler="simple", positive=[[context, {"pooled_output": None}]],
-                             negative=[[context, {"pooled_output": None}]], latent_image=latent, denoise=1.0)
+        (out,) = await _call(
+            "KSampler",
+            model=model,
+            seed=9,
+            steps=2,
+            cfg=1.0,
+            sampler_name="euler",
+            scheduler="simple",
+            positive=[[context, {"pooled_output": None}]],
+            negative=[[context, {"pooled_output": None}]],
+            latent_image=latent,
+            denoise=1.0,
+        )
         return out
+
     video = asyncio.run(run())["samples"].unbind()[0]
 
     from safetensors.torch import load_file
+
     module = mh.load_transformer(load_file(workspace.models_dir / FILES["transformer"]))
     ms = model_sampling_from_config({"kind": "flow", "shift": 5.0, "multiplier": 1000})
     sigmas = ksampler_sigmas(ms, "simple", 2)
@@ -166,11 +217,24 @@ def test_block_sparse_attention_is_dense_on_cpu(workspace):
 
     async def run():
         (model,) = await _call("UNETLoader", unet_name=FILES["transformer"].split("/")[1], weight_dtype="default")
-        (patched,) = await _call("BlockSparseAttention", model=model, selection="sol-attn", start_percent=0.2,
-                                 end_percent=1.0, **{"selection.tau": 1.3})
-        (vsa,) = await _call("BlockSparseAttention", model=model, selection="vsa", start_percent=0.0,
-                             end_percent=1.0, **{"selection.keep_percent": 10.0})
+        (patched,) = await _call(
+            "BlockSparseAttention",
+            model=model,
+            selection="sol-attn",
+            start_percent=0.2,
+            end_percent=1.0,
+            **{"selection.tau": 1.3},
+        )
+        (vsa,) = await _call(
+            "BlockSparseAttention",
+            model=model,
+            selection="vsa",
+            start_percent=0.0,
+            end_percent=1.0,
+            **{"selection.keep_percent": 10.0},
+        )
         return model, patched, vsa
+
     model, patched, vsa = asyncio.run(run())
     assert patched == model and vsa == model
     other = ModelRef("diffusion_model", "sd1", ("x.safetensors",), ("0",))

@@ -2,6 +2,7 @@
 add_patches semantics give, computed here from the files of two demo SD1 checkpoints (the second built
 with another seed); a merged model renders the same on an executor as in-process; saved files load back
 through our loaders to the same weights and the same image."""
+
 from __future__ import annotations
 
 import json
@@ -30,6 +31,7 @@ def demo_active(demo_workspace):
     """The merges load the demo checkpoints through the active workspace: make it the demo one (tests
     that ran before may have left their own active)."""
     from nodes import workspace as ws_module
+
     previous = ws_module._active
     ws_module.activate(demo_workspace)
     yield demo_workspace
@@ -63,7 +65,7 @@ def _unet_expected(files, rule) -> dict[str, torch.Tensor]:
     out = {}
     for k, w1 in fa.items():
         if k.startswith(UNET):
-            sm, sp = rule(k[len(UNET):])
+            sm, sp = rule(k[len(UNET) :])
             out[k] = w1.float() * sm + sp * fb[k].float()
     return out
 
@@ -100,21 +102,21 @@ def test_blocks_longest_prefix_wins_and_first_ratio_is_the_default(two_models):
 
     def ratio(k: str) -> float:
         # "out" also prefixes output_blocks (ComfyUI's plain startswith); time_embed matches none: first ratio
-        return 0.3 if k.startswith("input") else 0.6 if k.startswith("middle") else 0.9 if k.startswith("out") \
-            else 0.3
+        return 0.3 if k.startswith("input") else 0.6 if k.startswith("middle") else 0.9 if k.startswith("out") else 0.3
+
     _assert_unet(merged, _unet_expected(files, lambda k: (ratio(k), 1.0 - ratio(k))))
 
 
 def test_model_specific_sd1_blocks(two_models):
     (m1, _, _), (m2, _, _), files = two_models
     node = mms.NODE_CLASS_MAPPINGS["ModelMergeSD1"]()
-    ratios = {"time_embed.": 0.1, "input_blocks.1.": 0.2, "input_blocks.11.": 0.8, "middle_block.1.": 0.4,
-              "out.": 0.5}
+    ratios = {"time_embed.": 0.1, "input_blocks.1.": 0.2, "input_blocks.11.": 0.8, "middle_block.1.": 0.4, "out.": 0.5}
     (merged,) = node.merge(m1, m2, **ratios)
 
     def ratio(k: str) -> float:
         hits = [p for p in ratios if k.startswith(p)]
         return ratios[max(hits, key=len)] if hits else 1.0
+
     _assert_unet(merged, _unet_expected(files, lambda k: (ratio(k), 1.0 - ratio(k))))
 
 
@@ -124,11 +126,14 @@ def test_unknown_block_input_is_refused(two_models):
         mm.ModelMergeBlocks().merge(m1, m2, input=1.0, middle=1.0, out=1.0, nope=0.5)
 
 
-@pytest.mark.parametrize("node,args,rule", [
-    (mm.CLIPMergeSimple, (0.35,), (0.35, 0.65)),
-    (mm.CLIPMergeSubtract, (-1.5,), (-1.5, 1.5)),
-    (mm.CLIPMergeAdd, (), (1.0, 1.0)),
-])
+@pytest.mark.parametrize(
+    "node,args,rule",
+    [
+        (mm.CLIPMergeSimple, (0.35,), (0.35, 0.65)),
+        (mm.CLIPMergeSubtract, (-1.5,), (-1.5, 1.5)),
+        (mm.CLIPMergeAdd, (), (1.0, 1.0)),
+    ],
+)
 def test_clip_merges(two_models, node, args, rule):
     (_, c1, _), (_, c2, _), (fa, fb) = two_models
     (merged,) = node().merge(c1, c2, *args)
@@ -136,17 +141,21 @@ def test_clip_merges(two_models, node, args, rule):
     assert arch == "sd1"
     for key, value in combined.items():
         name = TE + key.split("/", 1)[1]
-        torch.testing.assert_close(value.float(), fa[name].float() * rule[0] + rule[1] * fb[name].float(),
-                                   rtol=0, atol=1e-6, msg=key)
+        torch.testing.assert_close(
+            value.float(), fa[name].float() * rule[0] + rule[1] * fb[name].float(), rtol=0, atol=1e-6, msg=key
+        )
 
 
 def test_merge_and_lora_apply_in_the_order_added(two_models):
     from nodes.loaders import LoraLoader
+
     (m1, c1, _), (m2, _, _), _ = two_models
-    lora_then_merge = mm.ModelMergeSimple().merge(LoraLoader().load_lora(m1, c1, "sd1-tiny-lora.safetensors",
-                                                                          1.0, 0.0)[0], m2, 0.5)[0]
-    merge_then_lora = LoraLoader().load_lora(mm.ModelMergeSimple().merge(m1, m2, 0.5)[0], c1,
-                                             "sd1-tiny-lora.safetensors", 1.0, 0.0)[0]
+    lora_then_merge = mm.ModelMergeSimple().merge(
+        LoraLoader().load_lora(m1, c1, "sd1-tiny-lora.safetensors", 1.0, 0.0)[0], m2, 0.5
+    )[0]
+    merge_then_lora = LoraLoader().load_lora(
+        mm.ModelMergeSimple().merge(m1, m2, 0.5)[0], c1, "sd1-tiny-lora.safetensors", 1.0, 0.0
+    )[0]
     assert lora_then_merge.key != merge_then_lora.key
     _, a, _ = diffusion_model_state(lora_then_merge)
     _, b, _ = diffusion_model_state(merge_then_lora)
@@ -155,8 +164,9 @@ def test_merge_and_lora_apply_in_the_order_added(two_models):
     assert changed
     # the LoRA delta is halved when the merge comes after it, whole when it comes last
     for k in changed[:4]:
-        torch.testing.assert_close(b[k].float() - plain[k].float(), 2 * (a[k].float() - plain[k].float()),
-                                   rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(
+            b[k].float() - plain[k].float(), 2 * (a[k].float() - plain[k].float()), rtol=1e-4, atol=1e-5
+        )
 
 
 def test_merging_different_components_is_refused(two_models):
@@ -168,8 +178,10 @@ def test_merging_different_components_is_refused(two_models):
 def test_unsupported_family_errors_at_load(two_models, demo_workspace):
     from nodes.loaders import make_ref, probe_arch
     from nodes.models.loader import load_diffusion_model
-    flux = [p for p in (demo_workspace.models_dir / "diffusion_models").glob("*.safetensors")
-            if probe_arch(p)[0] == "flux"]
+
+    flux = [
+        p for p in (demo_workspace.models_dir / "diffusion_models").glob("*.safetensors") if probe_arch(p)[0] == "flux"
+    ]
     if not flux:
         pytest.skip("no Flux demo model in this checkout")
     ref = make_ref("diffusion_model", "flux", [flux[0]])
@@ -179,6 +191,7 @@ def test_unsupported_family_errors_at_load(two_models, demo_workspace):
 
 
 # ---- saving ----------------------------------------------------------------------------------------------
+
 
 def _newest(folder: Path, pattern: str) -> Path:
     return max(folder.glob(pattern), key=lambda p: p.stat().st_mtime_ns)
@@ -222,8 +235,10 @@ def _merge_prompt(ckpt_nodes: dict) -> dict:
 def merged_prompt(prefix: str = "merged") -> dict:
     prompt = _merge_prompt({"model": ["20", 0], "clip": ["21", 0], "vae": ["4", 2]})
     prompt["10"] = {"class_type": "CheckpointLoaderSimple", "inputs": {"ckpt_name": SECOND}}
-    prompt["20"] = {"class_type": "ModelMergeBlocks",
-                    "inputs": {"model1": ["4", 0], "model2": ["10", 0], "input": 0.3, "middle": 0.7, "out": 0.5}}
+    prompt["20"] = {
+        "class_type": "ModelMergeBlocks",
+        "inputs": {"model1": ["4", 0], "model2": ["10", 0], "input": 0.3, "middle": 0.7, "out": 0.5},
+    }
     prompt["21"] = {"class_type": "CLIPMergeSimple", "inputs": {"clip1": ["4", 1], "clip2": ["10", 1], "ratio": 0.6}}
     prompt["9"]["inputs"]["filename_prefix"] = prefix
     return prompt
@@ -231,11 +246,12 @@ def merged_prompt(prefix: str = "merged") -> dict:
 
 def test_checkpoint_save_round_trip_gives_the_same_image(two_models, demo_workspace, fixed_threads):
     from tests.e2e.test_samplers_on_executors import render_in_process
+
     (m1, c1, v1), (m2, c2, _), _ = two_models
     model = mm.ModelMergeBlocks().merge(m1, m2, input=0.3, middle=0.7, out=0.5)[0]
     clip = mm.CLIPMergeSimple().merge(c1, c2, 0.6)[0]
     path = Path(mm.save_checkpoint("checkpoints/roundtrip", model, clip, v1))
-    header = json.loads(path.read_bytes()[8:8 + int.from_bytes(path.read_bytes()[:8], "little")])
+    header = json.loads(path.read_bytes()[8 : 8 + int.from_bytes(path.read_bytes()[:8], "little")])
     assert header["__metadata__"]["modelspec.predict_key"] == "epsilon"
     assert any(k.startswith("cond_stage_model.transformer.text_model.") for k in header)
     assert any(k.startswith("first_stage_model.") for k in header)
@@ -244,13 +260,15 @@ def test_checkpoint_save_round_trip_gives_the_same_image(two_models, demo_worksp
     saved["4"]["inputs"]["ckpt_name"] = path.name
     images = render_in_process(demo_workspace, {"merged": merged_prompt(), "saved": saved})
     assert (images["merged"] == images["saved"]).all()
-    plain = render_in_process(demo_workspace, {"plain": _merge_prompt({"model": ["4", 0], "clip": ["4", 1],
-                                                                       "vae": ["4", 2]})})["plain"]
+    plain = render_in_process(
+        demo_workspace, {"plain": _merge_prompt({"model": ["4", 0], "clip": ["4", 1], "vae": ["4", 2]})}
+    )["plain"]
     assert not (plain == images["merged"]).all()
 
 
 def test_merged_model_renders_on_an_executor_as_in_process(two_models, demo_workspace, serve):
     from tests.e2e.test_samplers_on_executors import render_in_process, render_on_server
+
     local = render_in_process(demo_workspace, {"m": merged_prompt("merged_local")})["m"]
     base = serve("--executors", "1", "--executor-threads", "1")
     remote = render_on_server(base, {"m": merged_prompt("merged_remote")})["m"]
@@ -260,8 +278,9 @@ def test_merged_model_renders_on_an_executor_as_in_process(two_models, demo_work
 def test_sdxl_merge_saves_a_checkpoint_that_loads_back(demo_workspace):
     m, c, v = CheckpointLoaderSimple().load_checkpoint("sdxl-tiny.safetensors")
     ratios = {p: 0.5 for p in mms.FAMILIES["ModelMergeSDXL"][0]}
-    model = mms.NODE_CLASS_MAPPINGS["ModelMergeSDXL"]().merge(m, mm.ModelMergeSubtract().merge(m, m, 0.5)[0],
-                                                              **ratios)[0]
+    model = mms.NODE_CLASS_MAPPINGS["ModelMergeSDXL"]().merge(m, mm.ModelMergeSubtract().merge(m, m, 0.5)[0], **ratios)[
+        0
+    ]
     clip = mm.CLIPMergeAdd().merge(c, c)[0]
     path = Path(mm.save_checkpoint("checkpoints/xl_roundtrip", model, clip, v))
     shutil.copy(path, demo_workspace.models_dir / "checkpoints" / path.name)

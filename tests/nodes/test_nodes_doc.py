@@ -1,5 +1,6 @@
 """docs/nodes.md is generated from the code (comfy_bridge/nodes_doc.py: the offered classes counted
 against ComfyUI's 364, a reason for every module with classes not offered) and is current."""
+
 from __future__ import annotations
 
 import json
@@ -12,9 +13,9 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "nodes.md"
 
 
 def test_the_nodes_document_is_current():
-    assert DOC.read_text() == render(reference(), offered_classes()), \
+    assert DOC.read_text() == render(reference(), offered_classes()), (
         "docs/nodes.md is stale: run `python -m comfy_bridge.nodes_doc > docs/nodes.md`"
-
+    )
 
 
 def test_the_count_of_todays_local_classes_is_stated_from_the_class_list():

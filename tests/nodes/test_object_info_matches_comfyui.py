@@ -4,6 +4,7 @@ ComfyUI 0.3.64 on the CPU with no custom nodes; paid API nodes, descriptions and
 defaults, ranges, steps, options and flags, outputs, output names, list outputs, output-node flag,
 category and module path. Descriptions and tooltips are ours and are not compared; neither are the
 file lists of loader combos, which depend on the workspace."""
+
 from __future__ import annotations
 
 import json
@@ -25,31 +26,62 @@ CAMERA_ANGLE = Path(__file__).resolve().parent / "fixtures" / "comfyui_camera_an
 MINIMAX_H3 = Path(__file__).resolve().parent / "fixtures" / "comfyui_minimax_h3_object_info.json"
 QWEN_IMAGE21 = Path(__file__).resolve().parent / "fixtures" / "comfyui_qwen_image21_object_info.json"
 # Inputs whose options are the files of a workspace folder (or of the input folder): only their type is compared.
-FILE_COMBOS = {"ckpt_name", "vae_name", "lora_name", "clip_name", "clip_name1", "clip_name2", "clip_name3",
-               "clip_name4", "unet_name", "control_net_name", "image", "model_name", "style_model_name",
-               "hypernetwork_name", "gligen_name", "config_name", "model_path", "audio", "video", "file",
-               "latent", "name", "folder", "conditioning_name", "font"}
+FILE_COMBOS = {
+    "ckpt_name",
+    "vae_name",
+    "lora_name",
+    "clip_name",
+    "clip_name1",
+    "clip_name2",
+    "clip_name3",
+    "clip_name4",
+    "unet_name",
+    "control_net_name",
+    "image",
+    "model_name",
+    "style_model_name",
+    "hypernetwork_name",
+    "gligen_name",
+    "config_name",
+    "model_path",
+    "audio",
+    "video",
+    "file",
+    "latent",
+    "name",
+    "folder",
+    "conditioning_name",
+    "font",
+}
 NOT_COMPARED_OPTIONS = {"tooltip"}
 # The cluster's own nodes, which ComfyUI does not have.
 OURS_ONLY = {"CascadeKSampler"}
 # Differences we know of and say in docs/compatibility.md, each with its reason; a gap that closes must leave this table.
 KNOWN_GAPS: dict[tuple[str, str], str] = {
     ("CLIPLoader", "input.required.type"): "the newest ComfyUI's type flux2 (FLUX.2 Klein's Qwen3) is offered",
-    ("FluxKontextMultiReferenceLatentMethod", "input.required.reference_latents_method"):
-        "today's ComfyUI's option index_timestep_zero (Qwen-Image-Edit 2511's reference method) is offered",
+    (
+        "FluxKontextMultiReferenceLatentMethod",
+        "input.required.reference_latents_method",
+    ): "today's ComfyUI's option index_timestep_zero (Qwen-Image-Edit 2511's reference method) is offered",
 }
 
 
 def reference() -> dict[str, dict]:
-    return {**json.loads(REFERENCE.read_text())["classes"], **json.loads(NEWER.read_text())["classes"],
-            **json.loads(TODAY.read_text())["classes"], **json.loads(TEXTGEN.read_text())["classes"],
-            **json.loads(CAMERA_ANGLE.read_text())["classes"], **json.loads(MINIMAX_H3.read_text())["classes"],
-            **json.loads(QWEN_IMAGE21.read_text())["classes"]}
+    return {
+        **json.loads(REFERENCE.read_text())["classes"],
+        **json.loads(NEWER.read_text())["classes"],
+        **json.loads(TODAY.read_text())["classes"],
+        **json.loads(TEXTGEN.read_text())["classes"],
+        **json.loads(CAMERA_ANGLE.read_text())["classes"],
+        **json.loads(MINIMAX_H3.read_text())["classes"],
+        **json.loads(QWEN_IMAGE21.read_text())["classes"],
+    }
 
 
 @pytest.fixture(scope="module")
 def ours(demo_workspace) -> dict[str, dict]:
     from comfy_bridge.registry import build_registry
+
     registry = build_registry(demo_workspace)
     # JSON round trip: what a client sees (tuples become lists)
     return json.loads(json.dumps({name: registry.node_info(name) for name in registry.builtin}))
@@ -78,11 +110,18 @@ def _input_spec(name: str, spec: list) -> list:
 
 def interface(info: dict) -> dict:
     """The parts of a node's /object_info entry that must equal ComfyUI's."""
-    inputs = {section: {name: _input_spec(name, spec) for name, spec in info["input"].get(section, {}).items()}
-              for section in ("required", "optional")}
-    return {"input": inputs, "input_order": {s: info.get("input_order", {}).get(s, []) for s in ("required", "optional")},
-            **{k: info.get(k) for k in ("output", "output_is_list", "output_name", "output_node", "category",
-                                        "python_module")}}
+    inputs = {
+        section: {name: _input_spec(name, spec) for name, spec in info["input"].get(section, {}).items()}
+        for section in ("required", "optional")
+    }
+    return {
+        "input": inputs,
+        "input_order": {s: info.get("input_order", {}).get(s, []) for s in ("required", "optional")},
+        **{
+            k: info.get(k)
+            for k in ("output", "output_is_list", "output_name", "output_node", "category", "python_module")
+        },
+    }
 
 
 def differences(ours: dict, theirs: dict, path: str = "") -> list[str]:
@@ -106,10 +145,14 @@ def test_every_offered_core_class_is_one_of_comfyuis(ours):
 
 def test_every_offered_core_class_declares_comfyuis_interface(ours):
     ref = reference()
-    found = {(name, diff.split(":", 1)[0]): diff for name in sorted(set(ours) & set(ref))
-             for diff in differences(interface(ours[name]), interface(ref[name]))}
+    found = {
+        (name, diff.split(":", 1)[0]): diff
+        for name in sorted(set(ours) & set(ref))
+        for diff in differences(interface(ours[name]), interface(ref[name]))
+    }
     unexplained = {key: diff for key, diff in found.items() if key not in KNOWN_GAPS}
     assert not unexplained, "interfaces differ from ComfyUI 0.3.64:\n" + "\n".join(
-        f"{name}: {diff}" for (name, _), diff in unexplained.items())
+        f"{name}: {diff}" for (name, _), diff in unexplained.items()
+    )
     closed = sorted(set(KNOWN_GAPS) - set(found))
     assert not closed, f"these known gaps are closed now; remove them from KNOWN_GAPS: {closed}"

@@ -1,6 +1,7 @@
 """The deprecated PerpNeg MODEL patch against ComfyUI 0.3.64's own patch function on fixed tensors
 (tests/nodes/fixtures/comfyui_perpneg_patch.json, recorded by scripts/record_comfyui_perpneg_patch.py with a
 stand-in calc_cond_batch), and the MODEL values PerpNeg and ModelComputeDtype make."""
+
 from __future__ import annotations
 
 import json
@@ -39,12 +40,23 @@ def test_perp_neg_cfg_function_matches_comfyui(case):
 
     sigma = torch.full((2,), case["sigma"])
     options = {CALC_COND: calc_cond_batch, EMPTY: entries}
-    out = fn({"cond": x - cond, "uncond": x - uncond, "cond_scale": case["cfg"], "timestep": sigma, "input": x,
-              "sigma": sigma, "cond_denoised": cond, "uncond_denoised": uncond,
-              "model": SimpleNamespace(model_sampling=None), "model_options": options})
+    out = fn(
+        {
+            "cond": x - cond,
+            "uncond": x - uncond,
+            "cond_scale": case["cfg"],
+            "timestep": sigma,
+            "input": x,
+            "sigma": sigma,
+            "cond_denoised": cond,
+            "uncond_denoised": uncond,
+            "model": SimpleNamespace(model_sampling=None),
+            "model_options": options,
+        }
+    )
     torch.testing.assert_close(out, tensor(case["out"]), rtol=0, atol=2e-6)
     # one evaluation of the carried empty prompt alone, at the step's input, under the step's model_options
-    (conds, x_in, model_options), = calls
+    ((conds, x_in, model_options),) = calls
     assert case["call"]["n_conds"] == len(conds) == 1 and conds[0] is entries
     assert case["call"]["same_x"] and x_in is x and model_options is options
 
@@ -58,7 +70,7 @@ def test_perp_neg_model_carries_the_empty_prompt_as_a_hashable_picklable_value()
     assert model != other and model.key != other.key
     back = pickle.loads(pickle.dumps(model))
     assert back == model and torch.equal(carried_conditionings(back)[EMPTY][0][0], context)
-    assert weights_ref(model) == SD1   # the executors load (and cache) the plain weights
+    assert weights_ref(model) == SD1  # the executors load (and cache) the plain weights
 
 
 def test_model_compute_dtype_is_a_sampling_only_option():
@@ -66,6 +78,6 @@ def test_model_compute_dtype_is_a_sampling_only_option():
     assert bf16.option(DTYPE) == "bfloat16" and weights_ref(bf16) == SD1
     assert ModelComputeDtype().patch(SD1, "fp16")[0].option(DTYPE) == "float16"
     assert ModelComputeDtype().patch(bf16, "fp32")[0].option(DTYPE) == "float32"
-    assert ModelComputeDtype().patch(bf16, "default")[0] == SD1   # "default" undoes an earlier choice
+    assert ModelComputeDtype().patch(bf16, "default")[0] == SD1  # "default" undoes an earlier choice
     with pytest.raises(ValueError):
         ModelComputeDtype().patch(SD1, "fp8")

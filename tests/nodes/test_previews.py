@@ -1,4 +1,5 @@
 """Sampling previews follow --preview-method: none sends nothing, latent2rgb an RGB image of the latent."""
+
 from __future__ import annotations
 
 import pytest
@@ -17,7 +18,7 @@ def test_latent2rgb_gives_jpeg_triple_of_latent_size():
     try:
         fmt, image, size = previews.preview(torch.randn(2, 16, 8, 12))
         assert (fmt, size, image.size, image.mode) == ("JPEG", 256, (12, 8), "RGB")
-        assert image.getextrema()[0] == (0, 255)   # each channel is stretched to the full range
+        assert image.getextrema()[0] == (0, 255)  # each channel is stretched to the full range
     finally:
         previews.set_method("none")
 

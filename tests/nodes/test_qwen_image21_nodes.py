@@ -7,6 +7,7 @@ resolution x resolution pixels; reference images are refused by name (not suppor
 QwenImage21Cache as the newest ComfyUI source declares it (comfy_extras/nodes_qwen.py): a MODEL in, a MODEL out,
 `device` auto|gpu|cpu|off and `dtype` default|int8|int4, experimental. No cache is kept here (every step recomputes
 the text and reference keys, ComfyUI's lossless off/default), so the model passes through unchanged."""
+
 from __future__ import annotations
 
 import asyncio
@@ -31,10 +32,20 @@ def test_object_info_has_todays_interface():
     required = info["input"]["required"]
     assert list(required) == ["model", "device", "dtype"]
     assert required["model"][0] == "MODEL"
-    assert (required["device"][1]["options"], required["device"][1]["default"]) == (["auto", "gpu", "cpu", "off"], "auto")
-    assert (required["dtype"][1]["options"], required["dtype"][1]["default"]) == (["default", "int8", "int4"], "default")
-    assert (info["output"], info["display_name"], info["category"], info["experimental"]) == \
-        (["MODEL"], "Qwen Image 2.1 Cache", "model/conditioning/qwen image", True)
+    assert (required["device"][1]["options"], required["device"][1]["default"]) == (
+        ["auto", "gpu", "cpu", "off"],
+        "auto",
+    )
+    assert (required["dtype"][1]["options"], required["dtype"][1]["default"]) == (
+        ["default", "int8", "int4"],
+        "default",
+    )
+    assert (info["output"], info["display_name"], info["category"], info["experimental"]) == (
+        ["MODEL"],
+        "Qwen Image 2.1 Cache",
+        "model/conditioning/qwen image",
+        True,
+    )
     assert info["python_module"] == "comfy_extras.nodes_qwen"
 
 
@@ -54,20 +65,24 @@ def test_bad_input_is_refused_by_name():
 
 # ---- TextEncodeQwenImage21 --------------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def qwen3vl_workspace(tmp_path_factory):
     from nodes.workspace import Workspace, activate
     from tests.models.test_qwen_image21 import tiny_qwen3vl
+
     ws = activate(Workspace(tmp_path_factory.mktemp("ws21")).create())
     folder = Path(ws.folder_paths("text_encoders")[0])
-    save_file({k: v.contiguous() for k, v in tiny_qwen3vl().state_dict().items()},
-              str(folder / "qwen3vl_8b_tiny.safetensors"))
+    save_file(
+        {k: v.contiguous() for k, v in tiny_qwen3vl().state_dict().items()}, str(folder / "qwen3vl_8b_tiny.safetensors")
+    )
     return ws
 
 
 @pytest.fixture
 def clip(qwen3vl_workspace):
     from nodes.workspace import activate
+
     activate(qwen3vl_workspace)
     return CLIPLoader().load_clip("qwen3vl_8b_tiny.safetensors", "qwen_image")[0]
 
@@ -77,18 +92,29 @@ def test_text_encode_object_info_has_todays_interface():
     required, optional = info["input"]["required"], info["input"]["optional"]
     assert list(required) == ["clip", "prompt", "negative_prompt", "resolution", "images"]
     assert list(optional) == ["vae"]
-    assert {k: required["resolution"][1][k] for k in ("default", "min", "max", "step")} == \
-        {"default": 1024, "min": 0, "max": 4096, "step": 32}
+    assert {k: required["resolution"][1][k] for k in ("default", "min", "max", "step")} == {
+        "default": 1024,
+        "min": 0,
+        "max": 4096,
+        "step": 32,
+    }
     template = required["images"][1]["template"]
-    assert (required["images"][0], template["names"], template["min"]) == \
-        ("COMFY_AUTOGROW_V3", [f"image_{i}" for i in range(1, 17)], 0)
-    assert (info["output"], info["output_name"], info["display_name"]) == \
-        (["CONDITIONING", "CONDITIONING", "LATENT"], ["positive", "negative", "latent"], "Text Encode Qwen Image 2.1")
+    assert (required["images"][0], template["names"], template["min"]) == (
+        "COMFY_AUTOGROW_V3",
+        [f"image_{i}" for i in range(1, 17)],
+        0,
+    )
+    assert (info["output"], info["output_name"], info["display_name"]) == (
+        ["CONDITIONING", "CONDITIONING", "LATENT"],
+        ["positive", "negative", "latent"],
+        "Text Encode Qwen Image 2.1",
+    )
 
 
 @pytest.mark.parametrize("resolution,side", [(512, 32), (0, 64), (96, 6)])
 def test_both_prompts_are_encoded_and_the_latent_follows_resolution(clip, resolution, side):
     from nodes.models.loader import load_text_encoder
+
     pos, neg, latent = asyncio.run(TextEncodeQwenImage21().execute(clip, "a red fox", "blurry", resolution))
     te = load_text_encoder(clip)
     for conditioning, text in ((pos, "a red fox"), (neg, "blurry")):
@@ -109,6 +135,7 @@ def test_reference_images_and_other_encoders_are_refused_by_name(clip):
 
 
 # ---- through KSampler ---------------------------------------------------------------------------------------------
+
 
 def test_ksampler_on_text_encode_outputs_is_eulers_flow_loop_on_diffusers_model(qwen3vl_workspace, tmp_path):
     """UNETLoader -> QwenImage21Cache -> KSampler (euler/simple, cfg 1) on TextEncodeQwenImage21's conditioning and
@@ -131,8 +158,10 @@ def test_ksampler_on_text_encode_outputs_is_eulers_flow_loop_on_diffusers_model(
     with torch.no_grad():
         for p in reference.parameters():
             p.copy_(torch.randn_like(p) * 0.1)
-    save_file(comfy_layout(reference.state_dict()),
-              str(Path(ws.folder_paths("diffusion_models")[0]) / "qwen_image_2.1_tiny.safetensors"))
+    save_file(
+        comfy_layout(reference.state_dict()),
+        str(Path(ws.folder_paths("diffusion_models")[0]) / "qwen_image_2.1_tiny.safetensors"),
+    )
     clip = CLIPLoader().load_clip("qwen3vl_8b_tiny.safetensors", "qwen_image")[0]
 
     async def run():
@@ -155,9 +184,15 @@ def test_ksampler_on_text_encode_outputs_is_eulers_flow_loop_on_diffusers_model(
     img_mask = torch.tensor([[False] * context.shape[1] + [True] * (h * w // 4)])
     with torch.no_grad():
         for s, s_next in pairwise(sigmas):
-            v = reference(hidden_states=x.flatten(2).mT, encoder_hidden_states=context, timestep=s.reshape(1),
-                          img_shapes=[[(1, h, w)]], img_mask=img_mask, return_dict=False)[0]
-            x = x + (s_next - s) * v[:, -h * w:].mT.reshape(b, c, h, w)
+            v = reference(
+                hidden_states=x.flatten(2).mT,
+                encoder_hidden_states=context,
+                timestep=s.reshape(1),
+                img_shapes=[[(1, h, w)]],
+                img_mask=img_mask,
+                return_dict=False,
+            )[0]
+            x = x + (s_next - s) * v[:, -h * w :].mT.reshape(b, c, h, w)
     expected = fmt.process_out(x)
     assert (ours - expected).abs().max() <= 1e-4 * expected.abs().max()
     assert sigmas[0] == 1.0 and len(sigmas) == 4
@@ -167,9 +202,10 @@ def test_an_empty_latent_for_8x_is_resized_for_the_16x_model_as_todays_comfyui()
     """comfy.sample.fix_empty_latent_channels: EmptyLatentImage's 4-channel zeros at 1/8 (downscale_ratio_spacial
     8) become the model's 64 channels at 1/16, sides rounded; a latent with content or without the ratio stays."""
     from nodes.ksampler import fix_empty_latent_channels
+
     ref = ModelRef(component="diffusion_model", arch="qwen_image21", sources=(), digests=())
     assert fix_empty_latent_channels(ref, torch.zeros(1, 4, 40, 42), 8).shape == (1, 64, 20, 21)
-    assert fix_empty_latent_channels(ref, torch.zeros(1, 4, 41, 40), 8).shape == (1, 64, 20, 20)   # round(20.5)
+    assert fix_empty_latent_channels(ref, torch.zeros(1, 4, 41, 40), 8).shape == (1, 64, 20, 20)  # round(20.5)
     assert fix_empty_latent_channels(ref, torch.zeros(1, 64, 40, 40), None).shape == (1, 64, 40, 40)
     assert fix_empty_latent_channels(ref, torch.ones(1, 64, 40, 40), 8).shape == (1, 64, 40, 40)
 
@@ -180,6 +216,7 @@ def test_simple_schedule_is_comfyuis_model_sampling_flux_at_shift_0_69() -> None
     import math
 
     from nodes.library.custom_sampler import BasicScheduler
+
     ref = ModelRef(component="diffusion_model", arch="qwen_image21", sources=(), digests=())
     (ours,) = BasicScheduler().get_sigmas(ref, "simple", 25, 1.0)
     t = torch.arange(1, 10001, dtype=torch.float32) / 10000

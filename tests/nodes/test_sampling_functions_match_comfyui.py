@@ -1,6 +1,7 @@
 """Guidance functions, table schedulers and samplers against what ComfyUI 0.10.0's own code computed on the same
 fixed tensors and toy denoiser (tests/nodes/fixtures/comfyui_sampling_functions.json, recorded by
 scripts/record_comfyui_sampling_functions.py in ComfyUI's environment)."""
+
 from __future__ import annotations
 
 import base64
@@ -15,8 +16,7 @@ import torch
 from cluster.refs import ModelRef
 from nodes import arch
 from nodes.library.differential_diffusion import DifferentialDiffusionFunction
-from nodes.library.guidance import (ApgFunction, FreScaFunction, LatentOperationCfgFunction, MahiroFunction,
-                                    TcfgFunction)
+from nodes.library.guidance import ApgFunction, FreScaFunction, LatentOperationCfgFunction, MahiroFunction, TcfgFunction
 from nodes.library.latent_ops import Sharpen, TonemapReinhard
 from nodes.library.model_advanced import ModelSamplingContinuousEDM
 from nodes.library.noise_level_schedules import AlignYourStepsScheduler, GITSScheduler, OptimalStepsScheduler
@@ -52,15 +52,30 @@ def assert_close(ours: torch.Tensor, theirs: torch.Tensor, what: str, atol: floa
 X, COND, UNCOND = tensor(GUIDANCE["x"]), tensor(GUIDANCE["cond"]), tensor(GUIDANCE["uncond"])
 
 
-def pre_args(cond: torch.Tensor, uncond: torch.Tensor, scale: float, sigma: torch.Tensor, skipped: bool = False,
-             state: dict | None = None) -> dict:
-    return {"conds": [[{}], None if skipped else [{}]], "conds_out": [cond, uncond], "cond_scale": scale,
-            "timestep": sigma, "input": X, "sigma": sigma, "model": None, "model_options": {},
-            "sampler_state": {} if state is None else state}
+def pre_args(
+    cond: torch.Tensor,
+    uncond: torch.Tensor,
+    scale: float,
+    sigma: torch.Tensor,
+    skipped: bool = False,
+    state: dict | None = None,
+) -> dict:
+    return {
+        "conds": [[{}], None if skipped else [{}]],
+        "conds_out": [cond, uncond],
+        "cond_scale": scale,
+        "timestep": sigma,
+        "input": X,
+        "sigma": sigma,
+        "model": None,
+        "model_options": {},
+        "sampler_state": {} if state is None else state,
+    }
 
 
-@pytest.mark.parametrize("case", GUIDANCE["apg"],
-                         ids=lambda c: f"eta{c['eta']}_norm{c['norm_threshold']}_m{c['momentum']}")
+@pytest.mark.parametrize(
+    "case", GUIDANCE["apg"], ids=lambda c: f"eta{c['eta']}_norm{c['norm_threshold']}_m{c['momentum']}"
+)
 def test_apg_matches_comfyui_over_steps(case):
     fn, state = ApgFunction(case["eta"], case["norm_threshold"], case["momentum"]), {}
     for step, (sigma, expected) in enumerate(zip((14.0, 7.0, 3.0, 9.0, 1.0), case["outs"])):
@@ -71,8 +86,7 @@ def test_apg_matches_comfyui_over_steps(case):
 
 def test_mahiro_matches_comfyui():
     denoised = UNCOND + (COND - UNCOND) * 4.0
-    out = MahiroFunction()({"cond_scale": 4.0, "cond_denoised": COND, "uncond_denoised": UNCOND,
-                            "denoised": denoised})
+    out = MahiroFunction()({"cond_scale": 4.0, "cond_denoised": COND, "uncond_denoised": UNCOND, "denoised": denoised})
     assert_close(out, tensor(GUIDANCE["mahiro"]), "mahiro", atol=2e-6)
 
 
@@ -93,8 +107,9 @@ def test_fresca_matches_comfyui(case):
 
 @pytest.mark.parametrize("case", GUIDANCE["latent_operation_cfg"], ids=lambda c: c["operation"])
 def test_latent_operation_cfg_matches_comfyui(case):
-    operation = {"LatentOperationTonemapReinhard": TonemapReinhard,
-                 "LatentOperationSharpen": Sharpen}[case["operation"]](*case["params"])
+    operation = {"LatentOperationTonemapReinhard": TonemapReinhard, "LatentOperationSharpen": Sharpen}[
+        case["operation"]
+    ](*case["params"])
     out = LatentOperationCfgFunction(operation)(pre_args(COND.clone(), UNCOND.clone(), 6.0, torch.tensor([3.0])))[0]
     assert_close(out, tensor(case["out"]), case["operation"], atol=2e-6)
 
@@ -109,15 +124,20 @@ def test_perp_neg_matches_comfyui(case):
 def test_differential_diffusion_mask_matches_comfyui(index):
     case = GUIDANCE["differential_diffusion"][index]
     ms = model_sampling_from_config({"kind": "discrete", "beta_schedule": "linear"})
-    options = {"model": SimpleNamespace(inner_model=SimpleNamespace(model_sampling=ms)),
-               "sigmas": torch.tensor(case["sigmas"])}
+    options = {
+        "model": SimpleNamespace(inner_model=SimpleNamespace(model_sampling=ms)),
+        "sigmas": torch.tensor(case["sigmas"]),
+    }
     fn, mask = DifferentialDiffusionFunction(case["strength"]), tensor(GUIDANCE["mask"])
     for sigma, expected in zip(case["sigmas"][:-1], case["outs"]):
         assert_close(fn(torch.tensor([sigma, sigma]), mask, options), tensor(expected), f"sigma {sigma}")
 
 
-NODES = {"AlignYourStepsScheduler": AlignYourStepsScheduler, "GITSScheduler": GITSScheduler,
-         "OptimalStepsScheduler": OptimalStepsScheduler}
+NODES = {
+    "AlignYourStepsScheduler": AlignYourStepsScheduler,
+    "GITSScheduler": GITSScheduler,
+    "OptimalStepsScheduler": OptimalStepsScheduler,
+}
 
 
 @pytest.mark.parametrize("case", FIXTURE["schedulers"], ids=lambda c: f"{c['node']}{c['inputs']}")
@@ -145,8 +165,9 @@ SAMPLING = {"ve": {"kind": "discrete", "beta_schedule": "linear"}, "flow": {"kin
 SAMPLING.update(ve5=SAMPLING["ve"], ve7=SAMPLING["ve"])
 
 
-@pytest.mark.parametrize("case", FIXTURE["samplers"],
-                         ids=lambda c: f"{c['kind']}-{c['sampler']}-{c['options']}-cfg{c['cfg']}")
+@pytest.mark.parametrize(
+    "case", FIXTURE["samplers"], ids=lambda c: f"{c['kind']}-{c['sampler']}-{c['options']}-cfg{c['cfg']}"
+)
 def test_samplers_match_comfyui_on_a_toy_denoiser(case):
     ms = model_sampling_from_config(SAMPLING[case["kind"]])
     sigmas, x = tensor(case["sigmas"]), tensor(case["x"])
@@ -156,15 +177,25 @@ def test_samplers_match_comfyui_on_a_toy_denoiser(case):
     reads = ms.is_const or sampler.reads_model_sampling
     i = 0
     while not sampler.finished(i, sigmas, state):
-        x = run_step(model, x, sigmas, i, case["sampler"], 123, state, model_sampling=ms if reads else None,
-                     options=case["options"] or None)
+        x = run_step(
+            model,
+            x,
+            sigmas,
+            i,
+            case["sampler"],
+            123,
+            state,
+            model_sampling=ms if reads else None,
+            options=case["options"] or None,
+        )
         i += 1
     assert_close(state["denoised"], tensor(case["last_denoised"]), "last denoised", atol=1e-5)
     assert_close(x, tensor(case["out"]), "output", atol=1e-5)
 
 
-@pytest.mark.parametrize("case", FIXTURE["model_sampling_continuous_edm"],
-                         ids=lambda c: f"{c['sampling']}-{c['sigma_max']}-{c['sigma_min']}")
+@pytest.mark.parametrize(
+    "case", FIXTURE["model_sampling_continuous_edm"], ids=lambda c: f"{c['sampling']}-{c['sigma_max']}-{c['sigma_min']}"
+)
 def test_model_sampling_continuous_edm_matches_comfyui(case):
     model = ModelSamplingContinuousEDM().patch(SD1, case["sampling"], case["sigma_max"], case["sigma_min"])[0]
     ms, fmt = model_sampling_from_config(sampling_config(model)), latent_format(model)
@@ -173,17 +204,21 @@ def test_model_sampling_continuous_edm_matches_comfyui(case):
     assert_close(ms.sigmas, tensor(case["sigmas"]), "sigmas")
     assert_close(ms.timestep(sigma), tensor(case["timestep"]), "timestep")
     assert [float(ms.sigma(t)) for t in ms.timestep(sigma)] == pytest.approx(case["sigma_of"], rel=1e-6)
-    assert [ms.percent_to_sigma(p) for p in (0.0, 0.2, 0.5, 0.9, 1.0)] == pytest.approx(case["percent_to_sigma"],
-                                                                                       rel=1e-6)
+    assert [ms.percent_to_sigma(p) for p in (0.0, 0.2, 0.5, 0.9, 1.0)] == pytest.approx(
+        case["percent_to_sigma"], rel=1e-6
+    )
     assert_close(ms.calculate_input(sigma, x), tensor(case["input"]), "calculate_input")
     assert_close(ms.calculate_denoised(sigma, out, x), tensor(case["denoised"]), "calculate_denoised")
     assert_close(ms.noise_scaling(sigma, noise, x), tensor(case["noise_scaling"]), "noise_scaling")
-    assert_close(ms.noise_scaling(sigma, noise, x, max_denoise=True), tensor(case["noise_scaling_max"]),
-                 "noise_scaling at the top")
+    assert_close(
+        ms.noise_scaling(sigma, noise, x, max_denoise=True),
+        tensor(case["noise_scaling_max"]),
+        "noise_scaling at the top",
+    )
     assert_close(ms.inverse_noise_scaling(sigma, x), tensor(case["inverse_noise_scaling"]), "inverse_noise_scaling")
     if "process_in" in case:
         assert_close(fmt.process_in(x), tensor(case["process_in"]), "latent format in")
         assert_close(fmt.process_out(x), tensor(case["process_out"]), "latent format out", atol=1e-5)
     else:
         assert fmt is arch.latent_format("sd1")
-    assert weights_ref(model) == SD1     # a sampling patch: the weights stay the plain model's
+    assert weights_ref(model) == SD1  # a sampling patch: the weights stay the plain model's

@@ -3,6 +3,7 @@ LTXVConditioning equal upstream ComfyUI 0.10.0's outputs (tests/nodes/fixtures/c
 recorded by scripts/record_comfyui_sampling_today.py); CFG Override and ModelNoiseScale, newer than 0.10.0, behave
 as the newest ComfyUI source has them (an override's cfg inside its sigma range, the nearest one winning; the noise
 of a flow model scaled) on the demo SD1 model and on flow schedules."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -23,7 +24,9 @@ SD1 = ModelRef("diffusion_model", "sd1", ("/m/sd1.safetensors",), ("d" * 64,))
 
 
 def _recorder():
-    spec = importlib.util.spec_from_file_location("record_sampling", REPO / "scripts" / "record_comfyui_sampling_today.py")
+    spec = importlib.util.spec_from_file_location(
+        "record_sampling", REPO / "scripts" / "record_comfyui_sampling_today.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -51,7 +54,9 @@ def test_model_sampling_ltxv_equals_comfyui_0_10(index):
     ms = model_sampling_from_config(sampling_config(model))
     want = FIXTURE["sampling"][index]
     assert ms.is_const
-    assert [float(ms.percent_to_sigma(p)) for p in RECORDER.PERCENTS] == pytest.approx(want["percent_to_sigma"], abs=1e-6)
+    assert [float(ms.percent_to_sigma(p)) for p in RECORDER.PERCENTS] == pytest.approx(
+        want["percent_to_sigma"], abs=1e-6
+    )
     assert float(ms.sigma_min) == pytest.approx(want["sigma_min"], rel=1e-5)
     assert float(ms.sigma_max) == pytest.approx(want["sigma_max"], rel=1e-6)
 
@@ -77,6 +82,7 @@ async def _call(name: str, **inputs):
     import inspect
 
     import nodes
+
     node = nodes.NODE_CLASS_MAPPINGS[name]()
     result = getattr(node, node.FUNCTION)(**inputs)
     return await result if inspect.isawaitable(result) else result
@@ -85,6 +91,7 @@ async def _call(name: str, **inputs):
 @pytest.fixture(scope="module")
 def sd1_parts(demo_workspace):
     """The demo SD1 model, two prompts, a 64 px latent, a 4-step normal schedule and euler."""
+
     async def build():
         model, clip, _ = await _call("CheckpointLoaderSimple", ckpt_name="sd1-tiny.safetensors")
         (pos,) = await _call("CLIPTextEncode", clip=clip, text="a glass bottle")
@@ -92,14 +99,23 @@ def sd1_parts(demo_workspace):
         (latent,) = await _call("EmptyLatentImage", width=64, height=64, batch_size=1)
         (sigmas,) = await _call("BasicScheduler", model=model, scheduler="normal", steps=4, denoise=1.0)
         (sampler,) = await _call("KSamplerSelect", sampler_name="euler")
-        return {"model": model, "positive": pos, "negative": neg, "latent_image": latent, "sigmas": sigmas,
-                "sampler": sampler}
+        return {
+            "model": model,
+            "positive": pos,
+            "negative": neg,
+            "latent_image": latent,
+            "sigmas": sigmas,
+            "sampler": sampler,
+        }
+
     import asyncio
+
     return asyncio.run(build())
 
 
 def _sample(parts: dict, cfg: float, model=None, sigmas=None, latent=None, add_noise: bool = True) -> torch.Tensor:
     import asyncio
+
     inputs = {**parts, "model": model or parts["model"], "cfg": cfg, "add_noise": add_noise, "noise_seed": 5}
     if sigmas is not None:
         inputs["sigmas"] = sigmas
@@ -110,6 +126,7 @@ def _sample(parts: dict, cfg: float, model=None, sigmas=None, latent=None, add_n
 
 def _override(model, cfg: float, start: float = 0.0, end: float = 1.0):
     from nodes.library.sampling_today import CFGOverride
+
     return CFGOverride().execute(model, cfg, start, end)[0]
 
 
@@ -138,6 +155,7 @@ def test_cfg_override_on_the_first_steps_equals_two_samplers_split_there(sd1_par
 
 def test_cfg_override_range_holds_its_upper_sigma_not_its_lower():
     from nodes.modelfns.denoise import cfg_at
+
     overrides = ((1.0, 5.0, 2.0),)
     assert [cfg_at(overrides, s, 8.0) for s in (5.0, 3.0, 1.0, 0.5, 6.0)] == [2.0, 2.0, 8.0, 8.0, 8.0]
 
@@ -146,22 +164,42 @@ def test_dual_cfg_guider_keeps_its_own_scales_under_an_override(sd1_parts, fixed
     import asyncio
 
     async def dual(model):
-        (guider,) = await _call("DualCFGGuider", model=model, cond1=sd1_parts["positive"], cond2=sd1_parts["negative"],
-                                negative=sd1_parts["negative"], cfg_conds=6.0, cfg_cond2_negative=2.0, style="regular")
+        (guider,) = await _call(
+            "DualCFGGuider",
+            model=model,
+            cond1=sd1_parts["positive"],
+            cond2=sd1_parts["negative"],
+            negative=sd1_parts["negative"],
+            cfg_conds=6.0,
+            cfg_cond2_negative=2.0,
+            style="regular",
+        )
         (noise,) = await _call("RandomNoise", noise_seed=5)
-        out = await _call("SamplerCustomAdvanced", noise=noise, guider=guider, sampler=sd1_parts["sampler"],
-                          sigmas=sd1_parts["sigmas"], latent_image=sd1_parts["latent_image"])
+        out = await _call(
+            "SamplerCustomAdvanced",
+            noise=noise,
+            guider=guider,
+            sampler=sd1_parts["sampler"],
+            sigmas=sd1_parts["sigmas"],
+            latent_image=sd1_parts["latent_image"],
+        )
         return out[0]["samples"]
+
     plain = asyncio.run(dual(sd1_parts["model"]))
     assert torch.equal(asyncio.run(dual(_override(sd1_parts["model"], 1.0))), plain)
 
 
 def test_model_noise_scale_scales_the_noise_of_a_flow_model():
     from nodes.library.sampling_today import ModelNoiseScale
+
     (model,) = ModelNoiseScale().patch(SD3, 2.5)
     ms = model_sampling_from_config(sampling_config(model))
     gen = torch.Generator().manual_seed(1)
-    noise, latent, sigma = torch.randn(1, 4, 3, 3, generator=gen), torch.randn(1, 4, 3, 3, generator=gen), torch.tensor(0.7)
+    noise, latent, sigma = (
+        torch.randn(1, 4, 3, 3, generator=gen),
+        torch.randn(1, 4, 3, 3, generator=gen),
+        torch.tensor(0.7),
+    )
     assert torch.equal(ms.noise_scaling(sigma, noise, latent), sigma * (2.5 * noise) + (1.0 - sigma) * latent)
     plain = model_sampling_from_config(sampling_config(SD3))
     assert torch.equal(plain.noise_scaling(sigma, noise, latent), sigma * noise + (1.0 - sigma) * latent)
@@ -171,6 +209,7 @@ def test_model_noise_scale_scales_the_noise_of_a_flow_model():
 def test_model_noise_scale_keeps_the_shift_and_model_sampling_sd3_keeps_the_scale():
     from nodes.library.model_advanced import ModelSamplingSD3
     from nodes.library.sampling_today import ModelNoiseScale
+
     (scaled,) = ModelNoiseScale().patch(ModelSamplingSD3().patch(SD3, 6.0)[0], 7.5)
     assert sampling_config(scaled)["shift"] == 6.0 and sampling_config(scaled)["noise_scale"] == 7.5
     (shifted,) = ModelSamplingSD3().patch(scaled, 2.0)
@@ -179,12 +218,14 @@ def test_model_noise_scale_keeps_the_shift_and_model_sampling_sd3_keeps_the_scal
 
 def test_model_noise_scale_refuses_a_model_without_a_flow_schedule():
     from nodes.library.sampling_today import ModelNoiseScale
+
     with pytest.raises(ValueError, match="ModelNoiseScale.*discrete-flow"):
         ModelNoiseScale().patch(SD1, 2.0)
 
 
 def test_conditioning_multiply_scales_the_embedding_and_the_pooled_output_only():
     from nodes.library.conditioning_today import ConditioningMultiply
+
     gen = torch.Generator().manual_seed(2)
     emb, pooled, other = torch.randn(1, 3, 4, generator=gen), torch.randn(1, 4, generator=gen), torch.randn(2)
     conditioning = [[emb, {"pooled_output": pooled, "extra": other, "strength": 0.5}], [emb * 2, {}]]
@@ -197,14 +238,17 @@ def test_conditioning_multiply_scales_the_embedding_and_the_pooled_output_only()
 
 # --- ScaleROPE (ComfyUI 0.10.0's comfy_extras.nodes_rope) ---
 
+
 def _scale_rope(model, sx=1.0, tx=0.0, sy=1.0, ty=0.0, st=1.0, tt=0.0):
     from nodes.library.sampling_today import ScaleROPE
+
     return ScaleROPE().execute(model, sx, tx, sy, ty, st, tt)[0]
 
 
 @pytest.mark.parametrize("index", range(len(RECORDER.ROPE_CASES)))
 def test_scale_rope_position_ids_equal_comfyui_0_10(index):
     from nodes.models.flux import rope_image_ids
+
     h, w, patch, axes, sx, tx, sy, ty, st, tt = RECORDER.ROPE_CASES[index]
     rope = {"scale_x": sx, "shift_x": tx, "scale_y": sy, "shift_y": ty, "scale_t": st, "shift_t": tt}
     ids = rope_image_ids((h + patch // 2) // patch, (w + patch // 2) // patch, rope, axes, torch.device("cpu"))
@@ -219,9 +263,17 @@ def flux_parts(demo_workspace):
         (latent,) = await _call("EmptySD3LatentImage", width=64, height=48, batch_size=1)
         (sigmas,) = await _call("BasicScheduler", model=model, scheduler="simple", steps=2, denoise=1.0)
         (sampler,) = await _call("KSamplerSelect", sampler_name="euler")
-        return {"model": model, "positive": pos, "negative": pos, "latent_image": latent, "sigmas": sigmas,
-                "sampler": sampler}
+        return {
+            "model": model,
+            "positive": pos,
+            "negative": pos,
+            "latent_image": latent,
+            "sigmas": sigmas,
+            "sampler": sampler,
+        }
+
     import asyncio
+
     return asyncio.run(build())
 
 
@@ -248,85 +300,120 @@ def test_scale_rope_refuses_families_whose_networks_do_not_read_it_yet(arch):
 
 # --- Dual Model CFG Guider (newer than 0.10.0: as the newest ComfyUI source has it) ---
 
+
 def _guided(parts: dict, guider) -> torch.Tensor:
     import asyncio
 
     async def run():
         (noise,) = await _call("RandomNoise", noise_seed=5)
-        out = await _call("SamplerCustomAdvanced", noise=noise, guider=guider, sampler=parts["sampler"],
-                          sigmas=parts["sigmas"], latent_image=parts["latent_image"])
+        out = await _call(
+            "SamplerCustomAdvanced",
+            noise=noise,
+            guider=guider,
+            sampler=parts["sampler"],
+            sigmas=parts["sigmas"],
+            latent_image=parts["latent_image"],
+        )
         return out[0]["samples"]
+
     return asyncio.run(run())
 
 
 def _dual_model(parts: dict, cfg: float, model_negative=None):
     from nodes.library.sampling_today import DualModelGuider
+
     return DualModelGuider().get_guider(parts["model"], parts["positive"], cfg, model_negative, parts["negative"])[0]
 
 
 @pytest.fixture(scope="module")
 def sd1_lora_model(sd1_parts):
     import asyncio
-    return asyncio.run(_call("LoraLoaderModelOnly", model=sd1_parts["model"], lora_name="sd1-tiny-lora.safetensors",
-                             strength_model=1.0))[0]
+
+    return asyncio.run(
+        _call(
+            "LoraLoaderModelOnly", model=sd1_parts["model"], lora_name="sd1-tiny-lora.safetensors", strength_model=1.0
+        )
+    )[0]
 
 
 def test_dual_model_guider_runs_the_negative_side_on_the_negative_model(sd1_parts, sd1_lora_model, fixed_threads):
     import asyncio
+
     # cfg 0 keeps the negative prediction alone: sampling the negative prompt on the negative model
     (negative_only,) = asyncio.run(_call("BasicGuider", model=sd1_lora_model, conditioning=sd1_parts["negative"]))
-    torch.testing.assert_close(_guided(sd1_parts, _dual_model(sd1_parts, 0.0, sd1_lora_model)),
-                               _guided(sd1_parts, negative_only), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        _guided(sd1_parts, _dual_model(sd1_parts, 0.0, sd1_lora_model)),
+        _guided(sd1_parts, negative_only),
+        atol=1e-5,
+        rtol=1e-5,
+    )
     # cfg 1: the positive prediction alone, on the model; the negative model is never run
     (positive_only,) = asyncio.run(_call("BasicGuider", model=sd1_parts["model"], conditioning=sd1_parts["positive"]))
-    assert torch.equal(_guided(sd1_parts, _dual_model(sd1_parts, 1.0, sd1_lora_model)), _guided(sd1_parts, positive_only))
+    assert torch.equal(
+        _guided(sd1_parts, _dual_model(sd1_parts, 1.0, sd1_lora_model)), _guided(sd1_parts, positive_only)
+    )
     mixed = _guided(sd1_parts, _dual_model(sd1_parts, 4.0, sd1_lora_model))
     assert not torch.allclose(mixed, _guided(sd1_parts, _dual_model(sd1_parts, 4.0)), atol=1e-4)
 
 
 def test_dual_model_guider_on_one_model_is_cfg(sd1_parts, fixed_threads):
     import asyncio
-    (cfg_guider,) = asyncio.run(_call("CFGGuider", model=sd1_parts["model"], positive=sd1_parts["positive"],
-                                      negative=sd1_parts["negative"], cfg=4.0))
+
+    (cfg_guider,) = asyncio.run(
+        _call(
+            "CFGGuider",
+            model=sd1_parts["model"],
+            positive=sd1_parts["positive"],
+            negative=sd1_parts["negative"],
+            cfg=4.0,
+        )
+    )
     expected = _guided(sd1_parts, cfg_guider)
-    assert torch.equal(_guided(sd1_parts, _dual_model(sd1_parts, 4.0)), expected)   # no model_negative: CFGGuider
+    assert torch.equal(_guided(sd1_parts, _dual_model(sd1_parts, 4.0)), expected)  # no model_negative: CFGGuider
     # the same weights as model_negative: a pass of their own, the same guidance
-    torch.testing.assert_close(_guided(sd1_parts, _dual_model(sd1_parts, 4.0, sd1_parts["model"])), expected,
-                               atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        _guided(sd1_parts, _dual_model(sd1_parts, 4.0, sd1_parts["model"])), expected, atol=1e-5, rtol=1e-5
+    )
 
 
 def test_dual_model_guider_without_a_negative_says_so(sd1_parts):
     from nodes.library.sampling_today import DualModelGuider
+
     with pytest.raises(ValueError, match="DualModelGuider: negative"):
         DualModelGuider().get_guider(sd1_parts["model"], sd1_parts["positive"], 4.0, sd1_parts["model"], None)
 
 
 # --- Normalized Attention Guidance (newer than 0.10.0: comfy_extras.nodes_nag as the newest source has it) ---
 
+
 def _nag(model, scale=5.0, alpha=0.5, tau=1.5):
     from nodes.library.sampling_today import NAGuidance
+
     return NAGuidance().execute(model, scale, alpha, tau)[0]
 
 
 def test_nag_patch_moves_only_the_positive_pass_and_caps_its_norm():
     from nodes.library.sampling_today import NormalizedAttentionGuidance
+
     z_neg, z_pos = torch.tensor([[[1.0, -2.0, 0.5]]]), torch.tensor([[[2.0, 1.0, -1.0]]])
     out = NormalizedAttentionGuidance(3.0, 0.5, 1.5)(torch.cat([z_neg, z_pos]), {"cond_or_uncond": [1, 0]})
-    guided = torch.tensor([[[4.0, 7.0, -4.0]]])             # 3 * pos - 2 * neg; L1 15 against pos's 4
-    capped = guided * (1.5 / (15.0 / 4.0))                  # ratio 3.75 capped at tau 1.5
+    guided = torch.tensor([[[4.0, 7.0, -4.0]]])  # 3 * pos - 2 * neg; L1 15 against pos's 4
+    capped = guided * (1.5 / (15.0 / 4.0))  # ratio 3.75 capped at tau 1.5
     torch.testing.assert_close(out[1:], capped * 0.5 + z_pos * 0.5)
     assert torch.equal(out[:1], z_neg)
     only_positive = torch.cat([z_pos, z_pos])
-    assert torch.equal(NormalizedAttentionGuidance(3.0, 0.5, 1.5)(only_positive, {"cond_or_uncond": [0, 0]}),
-                       only_positive)
+    assert torch.equal(
+        NormalizedAttentionGuidance(3.0, 0.5, 1.5)(only_positive, {"cond_or_uncond": [0, 0]}), only_positive
+    )
 
 
 def test_nag_guides_the_unet_and_runs_the_negative_even_at_cfg_1(sd1_parts, fixed_threads):
     plain = _sample(sd1_parts, 7.0)
-    assert torch.equal(_sample(sd1_parts, 7.0, model=_nag(sd1_parts["model"], alpha=0.0)), plain)   # no effect
+    assert torch.equal(_sample(sd1_parts, 7.0, model=_nag(sd1_parts["model"], alpha=0.0)), plain)  # no effect
     assert not torch.allclose(_sample(sd1_parts, 7.0, model=_nag(sd1_parts["model"])), plain, atol=1e-4)
-    assert not torch.allclose(_sample(sd1_parts, 1.0, model=_nag(sd1_parts["model"])), _sample(sd1_parts, 1.0),
-                              atol=1e-4)
+    assert not torch.allclose(
+        _sample(sd1_parts, 1.0, model=_nag(sd1_parts["model"])), _sample(sd1_parts, 1.0), atol=1e-4
+    )
 
 
 def test_nag_refuses_the_dits_by_name():
@@ -336,8 +423,10 @@ def test_nag_refuses_the_dits_by_name():
 
 # --- LoRA in bypass mode (newer than 0.10.0: comfy_extras.nodes_lora_debug) ---
 
+
 def test_bypass_lora_loaders_sample_as_the_lora_loaders(sd1_parts, sd1_lora_model, fixed_threads):
     from nodes.library.lora_debug import LoraLoaderBypass, LoraLoaderBypassModelOnly
+
     (bypass,) = LoraLoaderBypassModelOnly().load_lora_model_only(sd1_parts["model"], "sd1-tiny-lora.safetensors", 1.0)
     lora_out = _sample(sd1_parts, 7.0, model=sd1_lora_model)
     assert torch.equal(_sample(sd1_parts, 7.0, model=bypass), lora_out)
@@ -348,11 +437,13 @@ def test_bypass_lora_loaders_sample_as_the_lora_loaders(sd1_parts, sd1_lora_mode
 
 # --- Ideogram 4 Scheduler (newer than 0.10.0: comfy_extras.nodes_ideogram4) ---
 
+
 def test_ideogram4_schedule_is_the_logit_normal_one_shifted_by_the_image_size():
     import math
 
     from nodes.library.ideogram4_scheduler import Ideogram4Scheduler
-    top = 1.0 - 1.0 / (1.0 + math.exp(9.0))     # the clamp at log-SNR 18 of the first (probability 0) time
+
+    top = 1.0 - 1.0 / (1.0 + math.exp(9.0))  # the clamp at log-SNR 18 of the first (probability 0) time
     (sigmas,) = Ideogram4Scheduler().execute(2, 512, 512, 0.0, 1.0)
     assert sigmas.dtype == torch.float32
     torch.testing.assert_close(sigmas, torch.tensor([top, 0.5, 0.0]))

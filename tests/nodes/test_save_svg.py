@@ -1,6 +1,7 @@
 """Save SVG writes what upstream ComfyUI 0.10.0's writes: the same file names, subfolders and UI entries, and the
 same file text with the prompt and workflow embedded after every opening <svg> tag
 (tests/nodes/fixtures/comfyui_save_svg.json, recorded by scripts/record_comfyui_save_svg.py)."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -29,24 +30,28 @@ def _recorder():
 @pytest.fixture
 def output_dir(tmp_path):
     from nodes.workspace import Workspace, activate
+
     return Path(activate(Workspace(tmp_path / "ws").create()).output_dir)
 
 
 @pytest.mark.parametrize("case", _recorder().CASES, ids=lambda c: c[0])
 def test_save_svg_writes_what_comfyui_0_10_writes(case, output_dir):
     from comfy_api.latest import io as comfy_io
+
     name, texts, prefix, prompt, extra = case
     svg = comfy_io.SVG.Type([io.BytesIO(t.encode("utf-8")) for t in texts])
     ui = nodes.NODE_CLASS_MAPPINGS["SaveSVGNode"]().execute(svg, prefix, prompt=prompt, extra_pnginfo=extra)["ui"]
     expected = FIXTURE["cases"][name]
     assert ui == expected["ui"]
-    written = {str(p.relative_to(output_dir)): p.read_text(encoding="utf-8")
-               for p in output_dir.rglob("*") if p.is_file()}
+    written = {
+        str(p.relative_to(output_dir)): p.read_text(encoding="utf-8") for p in output_dir.rglob("*") if p.is_file()
+    }
     assert written == expected["files"]
 
 
 def test_save_svg_counts_on_from_the_files_already_there(output_dir):
     from comfy_api.latest import io as comfy_io
+
     node = nodes.NODE_CLASS_MAPPINGS["SaveSVGNode"]()
     svg = comfy_io.SVG.Type([io.BytesIO(b"<svg/>")])
     node.execute(svg, "svg/ComfyUI")

@@ -1,14 +1,14 @@
 """Save Text (today's ComfyUI, comfy_extras/nodes_text.py): the text written to the output folder in the chosen
 format (JSON pretty-printed), named as ComfyUI names it, shown in the UI with its file, and passed on."""
+
 from __future__ import annotations
 
 import json
 
 import pytest
 
-from tests.nodes.engine_run import run_core_prompt
-
 from comfy_bridge import compat
+from tests.nodes.engine_run import run_core_prompt
 
 compat.install()
 import nodes
@@ -17,6 +17,7 @@ import nodes
 @pytest.fixture
 def workspace(tmp_path):
     from nodes.workspace import Workspace, activate
+
     return activate(Workspace(tmp_path / "ws").create())
 
 
@@ -26,15 +27,18 @@ async def _run(prompt: dict) -> dict:
 
 async def test_save_text_writes_numbered_files_and_passes_the_text_on(workspace):
     text = '{"a": [1, 2], "b": "é"}'
-    prompt = {"t": {"class_type": "PrimitiveStringMultiline", "inputs": {"value": text}},
-              "s": {"class_type": "SaveText", "inputs": {"text": ["t", 0], "filename_prefix": "notes/run",
-                                                          "format": "json"}},
-              "u": {"class_type": "StringLength", "inputs": {"string": ["s", 0]}},
-              "p": {"class_type": "PreviewAny", "inputs": {"source": ["u", 0]}}}
+    prompt = {
+        "t": {"class_type": "PrimitiveStringMultiline", "inputs": {"value": text}},
+        "s": {"class_type": "SaveText", "inputs": {"text": ["t", 0], "filename_prefix": "notes/run", "format": "json"}},
+        "u": {"class_type": "StringLength", "inputs": {"string": ["s", 0]}},
+        "p": {"class_type": "PreviewAny", "inputs": {"source": ["u", 0]}},
+    }
     first = await _run(prompt)
-    assert first["s"] == {"text": [text], "files": [{"filename": "run_00001.json", "subfolder": "notes",
-                                                      "type": "output"}]}
-    assert first["p"]["text"] == [str(len(text))]   # the text itself went on
+    assert first["s"] == {
+        "text": [text],
+        "files": [{"filename": "run_00001.json", "subfolder": "notes", "type": "output"}],
+    }
+    assert first["p"]["text"] == [str(len(text))]  # the text itself went on
     written = (workspace.output_dir / "notes" / "run_00001.json").read_text(encoding="utf-8")
     assert written == json.dumps(json.loads(text), indent=2, ensure_ascii=False)
     prompt["t"]["inputs"]["value"] = "not json {"

@@ -3,6 +3,7 @@
 scripts/record_comfyui_sdxl_adm.py) the time_ids our denoise step hands the demo SDXL UNet, embedded by that
 UNet's own size projection and put after the pooled embedding as the UNet does, equal ComfyUI's adm vector
 bit for bit (the sizes an entry lacks default to the latent's size in pixels, no crop)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -28,6 +29,7 @@ def pooled() -> torch.Tensor:
 def size_projection(demo_workspace):
     from nodes.loaders import CheckpointLoaderSimple
     from nodes.models.loader import load_diffusion_model
+
     model, _, _ = CheckpointLoaderSimple().load_checkpoint("sdxl-tiny.safetensors")
     unet = load_diffusion_model(model).module
     assert unet.config.addition_time_embed_dim == 256
@@ -37,12 +39,19 @@ def size_projection(demo_workspace):
 @pytest.mark.parametrize("case", FIXTURE["cases"], ids=lambda c: f"{sorted(c['options'])}-{c['latent_hw']}")
 def test_time_ids_embed_to_comfyuis_adm(case, size_projection):
     h, w = case["latent_hw"]
-    _, entries = flatten("positive", [[torch.zeros(1, 77, 8), {"pooled_output": pooled(), **case["options"]}]],
-                         lambda p: 1.0 - p)
-    denoiser = GuidedDenoiser(SimpleNamespace(arch="sdxl"), None, {}, {
-        "cfg": 1.0, "positive": entries, "negative": [], "image_size": (h * 8, w * 8)}, load_control=None)
+    _, entries = flatten(
+        "positive", [[torch.zeros(1, 77, 8), {"pooled_output": pooled(), **case["options"]}]], lambda p: 1.0 - p
+    )
+    denoiser = GuidedDenoiser(
+        SimpleNamespace(arch="sdxl"),
+        None,
+        {},
+        {"cfg": 1.0, "positive": entries, "negative": [], "image_size": (h * 8, w * 8)},
+        load_control=None,
+    )
     time_ids = denoiser._batch_cond(entries, 1, torch.device("cpu"))["time_ids"]
     adm = torch.cat([pooled(), size_projection(time_ids.flatten()).reshape(1, -1)], dim=-1).float().contiguous()
     assert list(adm.shape) == case["shape"]
     assert hashlib.sha256(adm.numpy().tobytes()).hexdigest() == case["sha256"], (
-        f"first size values {adm[0, 32:36].tolist()} (ComfyUI {case['first_time_values']})")
+        f"first size values {adm[0, 32:36].tolist()} (ComfyUI {case['first_time_values']})"
+    )

@@ -2,6 +2,7 @@
 the Flux T5 settings and the same options (tests/nodes/fixtures/comfyui_t5_tokenizer_options.json, recorded
 by scripts/record_comfyui_t5_tokenizer_options.py with a one-id-per-character stand-in vocabulary), and the
 node puts the options on the CLIP for every T5 type, as ComfyUI's node does."""
+
 from __future__ import annotations
 
 import json

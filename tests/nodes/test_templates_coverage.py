@@ -1,5 +1,6 @@
 """scripts/templates_coverage.py: the committed result (docs/benchmarks/templates.json) is what the installed
 templates package and the offered core classes give now, and the counting follows comfyui-today.md."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -23,15 +24,23 @@ def test_the_committed_result_equals_a_fresh_computation():
 
 
 def test_a_templates_classes_include_its_subgraphs_and_leave_out_frontend_types_and_subgraph_ids():
-    workflow = {"nodes": [{"type": "KSampler"}, {"type": "Note"}, {"type": "sg-1"}, {"type": "Reroute"}],
-                "definitions": {"subgraphs": [{"id": "sg-1", "nodes": [{"type": "VAEDecode"},
-                                                                     {"type": "PrimitiveNode"}]}]}}
+    workflow = {
+        "nodes": [{"type": "KSampler"}, {"type": "Note"}, {"type": "sg-1"}, {"type": "Reroute"}],
+        "definitions": {"subgraphs": [{"id": "sg-1", "nodes": [{"type": "VAEDecode"}, {"type": "PrimitiveNode"}]}]},
+    }
     assert _script().template_classes(workflow) == {"KSampler", "VAEDecode"}
 
 
 def test_paid_templates_are_left_out_and_usage_weighs_the_share(tmp_path):
-    index = [{"templates": [{"name": "a", "usage": 30}, {"name": "b", "usage": 10, "openSource": True},
-                            {"name": "paid", "usage": 1000, "openSource": False}]}]
+    index = [
+        {
+            "templates": [
+                {"name": "a", "usage": 30},
+                {"name": "b", "usage": 10, "openSource": True},
+                {"name": "paid", "usage": 1000, "openSource": False},
+            ]
+        }
+    ]
     (tmp_path / "index.json").write_text(json.dumps(index))
     (tmp_path / "a.json").write_text(json.dumps({"nodes": [{"type": "KSampler"}, {"type": "NewNode"}]}))
     (tmp_path / "b.json").write_text(json.dumps({"nodes": [{"type": "KSampler"}]}))

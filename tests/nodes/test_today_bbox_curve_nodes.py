@@ -4,6 +4,7 @@ them gives in ComfyUI 0.10.0's environment (tests/nodes/fixtures/comfyui_bbox_no
 scripts/record_comfyui_bbox_nodes.py); the rest is checked against the semantics read from the newest source
 (comfy_extras/nodes_rtdetr.py, nodes_sdpose.py, nodes_curve.py, comfy_api's curve types), with the expected values
 worked out by hand in each test; and one prompt of them runs through validation and the engine."""
+
 from __future__ import annotations
 
 import asyncio
@@ -57,6 +58,7 @@ def _pixel(image: torch.Tensor, x: int, y: int, frame: int = 0) -> tuple:
 
 # --- Draw BBoxes --------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("case", RECORDER.DRAW_CASES, ids=lambda c: c[0])
 def test_draw_bboxes_equals_todays_comfyui(case):
     name, image, bboxes = case
@@ -75,7 +77,7 @@ def test_crop_by_bboxes_equals_todays_comfyui(case):
 
 
 def test_draw_bboxes_truncates_levels_to_8_bits_as_comfyuis_pil_round_trip_does():
-    image = torch.full((1, 4, 5, 3), 0.5)            # 127.5 levels: truncated to 127, not rounded to 128
+    image = torch.full((1, 4, 5, 3), 0.5)  # 127.5 levels: truncated to 127, not rounded to 128
     out = _draw([], image)
     assert out.shape == (1, 4, 5, 3)
     assert torch.equal(out, torch.full((1, 4, 5, 3), 127 / 255))
@@ -105,10 +107,11 @@ def test_a_coco_label_picks_its_colour_and_writes_label_and_score():
 
 def test_the_best_scored_box_is_drawn_last():
     box = {"x": 2, "y": 2, "width": 10, "height": 10}
-    person, bicycle = {**box, "label": "person"}, {**box, "label": "bicycle"}   # class 0 red, class 1 green
+    person, bicycle = {**box, "label": "person"}, {**box, "label": "bicycle"}  # class 0 red, class 1 green
     image = torch.zeros(1, 40, 40, 3)
-    assert _pixel(_draw([{**person, "score": 0.2}, {**bicycle, "score": 0.9}], image), 2, 12) == \
-        tuple(round(v, 4) for v in GREEN)
+    assert _pixel(_draw([{**person, "score": 0.2}, {**bicycle, "score": 0.9}], image), 2, 12) == tuple(
+        round(v, 4) for v in GREEN
+    )
     assert _pixel(_draw([{**person, "score": 0.9}, {**bicycle, "score": 0.2}], image), 2, 12) == RED
 
 
@@ -126,7 +129,7 @@ def test_one_list_serves_every_frame_and_per_frame_lists_leave_later_frames_clea
     assert all(_pixel(same, 1, 1, f) == RED for f in range(3))
     per_frame = _draw([[box], [], [box]], image)
     assert [_pixel(per_frame, 1, 1, f) for f in range(3)] == [RED, (0.0, 0.0, 0.0), RED]
-    first_only = _draw([[box], []], image)            # fewer lists than frames: the rest have no boxes
+    first_only = _draw([[box], []], image)  # fewer lists than frames: the rest have no boxes
     assert [_pixel(first_only, 1, 1, f) for f in range(3)] == [RED, (0.0, 0.0, 0.0), (0.0, 0.0, 0.0)]
 
 
@@ -144,12 +147,13 @@ def test_draw_bboxes_names_a_value_that_is_not_boxes():
 
 # --- Crop By BBoxes -----------------------------------------------------------------------------------------
 
+
 def _crop(image, bboxes, width=64, height=64, padding=0) -> torch.Tensor:
     return _node("CropByBBoxes").execute(image, bboxes, width, height, padding)[0]
 
 
 def _expected(image: torch.Tensor, frame: int, x1: int, y1: int, x2: int, y2: int, w: int, h: int) -> torch.Tensor:
-    region = image[frame:frame + 1, y1:y2, x1:x2].movedim(-1, 1)
+    region = image[frame : frame + 1, y1:y2, x1:x2].movedim(-1, 1)
     return F.interpolate(region, size=(h, w), mode="bilinear").movedim(1, -1)
 
 
@@ -167,7 +171,7 @@ def test_frames_without_boxes_give_no_crop_and_the_last_list_serves_later_frames
     torch.manual_seed(1)
     image = torch.rand(3, 30, 30, 3)
     box = {"x": 2, "y": 3, "width": 10, "height": 12}
-    out = _crop(image, [[], [box]])                  # frame 0 none; frames 1 and 2 take the last list
+    out = _crop(image, [[], [box]])  # frame 0 none; frames 1 and 2 take the last list
     assert out.shape == (2, 64, 64, 3)
     assert torch.equal(out[0:1], _expected(image, 1, 2, 3, 12, 15, 64, 64))
     assert torch.equal(out[1:2], _expected(image, 2, 2, 3, 12, 15, 64, 64))
@@ -185,7 +189,7 @@ def test_a_box_outside_the_image_falls_back_to_a_centred_square_near_the_top():
     out = _crop(image, [[{"x": 100, "y": 100, "width": 5, "height": 5}]])
     # side int(20 * 0.3) = 6, x from (30 - 6) // 2 = 12, y from int(20 * 0.1) = 2
     assert torch.equal(out, _expected(image, 0, 12, 2, 18, 8, 64, 64))
-    tiny = torch.rand(1, 3, 3, 4)                    # a fallback square of 0 pixels: a black crop
+    tiny = torch.rand(1, 3, 3, 4)  # a fallback square of 0 pixels: a black crop
     assert torch.equal(_crop(tiny, [[{"x": 9, "y": 9, "width": 1, "height": 1}]]), torch.zeros(1, 64, 64, 4))
 
 
@@ -195,6 +199,7 @@ def test_crop_by_bboxes_names_a_flat_list_of_boxes():
 
 
 # --- Curve Editor -------------------------------------------------------------------------------------------
+
 
 def _curve(raw):
     return _node("CurveEditor").execute(raw)[0]
@@ -217,7 +222,7 @@ def test_monotone_cubic_is_the_hermite_spline_with_mean_secant_tangents():
 
 
 def test_monotone_cubic_limits_steep_tangents_so_the_curve_never_overshoots():
-    curve = _curve([[0, 0], [0.1, 0.9], [1, 1]])       # bare points: monotone cubic
+    curve = _curve([[0, 0], [0.1, 0.9], [1, 1]])  # bare points: monotone cubic
     lut = curve.to_lut(1001)
     assert np.all(np.diff(lut) >= -1e-12) and lut.max() <= 1.0 + 1e-12
     # secants 9 and 1/9: tangents 9, 4.556, 0.111 put the second segment outside the monotone region (41^2 + 1 > 9),
@@ -247,29 +252,42 @@ def test_curve_editor_names_points_that_are_not_number_pairs():
 
 def test_comfy_api_input_offers_the_curve_types():
     from comfy_api.input import CurveInput, LinearCurve, MonotoneCubicCurve
+
     assert isinstance(CurveInput.from_raw({"points": [[0, 0]], "interpolation": "linear"}), LinearCurve)
     assert isinstance(CurveInput.from_raw([[0, 0], [1, 1]]), MonotoneCubicCurve)
 
 
 # --- through validation and the engine ----------------------------------------------------------------------
 
+
 def test_bounding_box_nodes_run_in_a_prompt():
-    prompt = {"1": {"class_type": "EmptyImage", "inputs": {"width": 64, "height": 48, "batch_size": 1, "color": 0}},
-              "2": {"class_type": "PrimitiveBoundingBox", "inputs": {"x": 8, "y": 6, "width": 20, "height": 16}},
-              "3": {"class_type": "DrawBBoxes", "inputs": {"image": ["1", 0], "bboxes": ["2", 0]}},
-              "4": {"class_type": "CropByBBoxes", "inputs": {"image": ["3", 0], "bboxes": ["2", 0], "output_width": 64,
-                                                             "output_height": 64, "padding": 0}},
-              "5": {"class_type": "PreviewImage", "inputs": {"images": ["4", 0]}}}
+    prompt = {
+        "1": {"class_type": "EmptyImage", "inputs": {"width": 64, "height": 48, "batch_size": 1, "color": 0}},
+        "2": {"class_type": "PrimitiveBoundingBox", "inputs": {"x": 8, "y": 6, "width": 20, "height": 16}},
+        "3": {"class_type": "DrawBBoxes", "inputs": {"image": ["1", 0], "bboxes": ["2", 0]}},
+        "4": {
+            "class_type": "CropByBBoxes",
+            "inputs": {"image": ["3", 0], "bboxes": ["2", 0], "output_width": 64, "output_height": 64, "padding": 0},
+        },
+        "5": {"class_type": "PreviewImage", "inputs": {"images": ["4", 0]}},
+    }
     outputs = asyncio.run(run_core_prompt(prompt))
     assert len(outputs["5"]["images"]) == 1
 
 
 def test_the_curve_widget_value_runs_through_validation_and_the_engine():
-    prompt = {"1": {"class_type": "EmptyImage", "inputs": {"width": 8, "height": 8, "batch_size": 1, "color": 0x808080}},
-              "2": {"class_type": "ImageHistogram", "inputs": {"image": ["1", 0]}},
-              "3": {"class_type": "CurveEditor", "inputs": {"histogram": ["2", 1], "curve": {
-                  "points": [[0, 0], [0.5, 0.8], [1, 1]], "interpolation": "monotone_cubic"}}},
-              "4": {"class_type": "PreviewAny", "inputs": {"source": ["3", 0]}}}
+    prompt = {
+        "1": {"class_type": "EmptyImage", "inputs": {"width": 8, "height": 8, "batch_size": 1, "color": 0x808080}},
+        "2": {"class_type": "ImageHistogram", "inputs": {"image": ["1", 0]}},
+        "3": {
+            "class_type": "CurveEditor",
+            "inputs": {
+                "histogram": ["2", 1],
+                "curve": {"points": [[0, 0], [0.5, 0.8], [1, 1]], "interpolation": "monotone_cubic"},
+            },
+        },
+        "4": {"class_type": "PreviewAny", "inputs": {"source": ["3", 0]}},
+    }
     outputs = asyncio.run(run_core_prompt(prompt))
-    assert outputs["3"]["histogram"][128] == 64          # the editor is shown the mid-grey image's levels
+    assert outputs["3"]["histogram"][128] == 64  # the editor is shown the mid-grey image's levels
     assert "MonotoneCubicCurve" in outputs["4"]["text"][0]

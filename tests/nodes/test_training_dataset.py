@@ -2,6 +2,7 @@
 those upstream ComfyUI 0.10.0 writes (shard names, metadata.json, the shards' contents), Load reads ComfyUI's
 files (tests/nodes/fixtures/comfyui_training_dataset.json, recorded by scripts/record_comfyui_training_dataset.py),
 and Make gives what VAE Encode and CLIP Text Encode give, run through validation and the engine."""
+
 from __future__ import annotations
 
 import asyncio
@@ -25,8 +26,9 @@ FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_training_dat
 
 
 def _recorder():
-    spec = importlib.util.spec_from_file_location("record_training_dataset",
-                                                  REPO / "scripts" / "record_comfyui_training_dataset.py")
+    spec = importlib.util.spec_from_file_location(
+        "record_training_dataset", REPO / "scripts" / "record_comfyui_training_dataset.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -38,6 +40,7 @@ RECORDER = _recorder()
 @pytest.fixture
 def output_dir(tmp_path):
     from nodes.workspace import Workspace, activate
+
     return Path(activate(Workspace(tmp_path / "ws").create()).output_dir)
 
 
@@ -47,6 +50,7 @@ def _node(name: str):
 
 def _load(data: bytes) -> dict:
     import io
+
     return torch.load(io.BytesIO(data), weights_only=True)
 
 
@@ -101,17 +105,26 @@ def test_training_dataset_nodes_name_what_is_wrong(output_dir):
 def test_make_training_dataset_encodes_as_vae_encode_and_clip_text_encode(demo_workspace):
     out = Path(demo_workspace.output_dir)
     ckpt = {"class_type": "CheckpointLoaderSimple", "inputs": {"ckpt_name": "sd1-tiny.safetensors"}}
-    image = {"class_type": "EmptyImage", "inputs": {"width": 64, "height": 64, "batch_size": 1, "color": 0x3366cc}}
-    prompt = {"1": ckpt, "2": image,
-              "3": {"class_type": "MakeTrainingDataset", "inputs": {"images": ["2", 0], "vae": ["1", 2],
-                                                                    "clip": ["1", 1], "texts": "a blue square"}},
-              "4": {"class_type": "SaveTrainingDataset", "inputs": {"latents": ["3", 0], "conditioning": ["3", 1],
-                                                                    "folder_name": "w34_make", "shard_size": 10}},
-              "5": {"class_type": "VAEEncode", "inputs": {"pixels": ["2", 0], "vae": ["1", 2]}},
-              "6": {"class_type": "SaveLatent", "inputs": {"samples": ["5", 0], "filename_prefix": "w34_make/latent"}},
-              "7": {"class_type": "CLIPTextEncode", "inputs": {"text": "a blue square", "clip": ["1", 1]}},
-              "8": {"class_type": "SaveConditioning", "inputs": {"conditioning": ["7", 0],
-                                                                 "filename_prefix": "w34_make/cond"}}}
+    image = {"class_type": "EmptyImage", "inputs": {"width": 64, "height": 64, "batch_size": 1, "color": 0x3366CC}}
+    prompt = {
+        "1": ckpt,
+        "2": image,
+        "3": {
+            "class_type": "MakeTrainingDataset",
+            "inputs": {"images": ["2", 0], "vae": ["1", 2], "clip": ["1", 1], "texts": "a blue square"},
+        },
+        "4": {
+            "class_type": "SaveTrainingDataset",
+            "inputs": {"latents": ["3", 0], "conditioning": ["3", 1], "folder_name": "w34_make", "shard_size": 10},
+        },
+        "5": {"class_type": "VAEEncode", "inputs": {"pixels": ["2", 0], "vae": ["1", 2]}},
+        "6": {"class_type": "SaveLatent", "inputs": {"samples": ["5", 0], "filename_prefix": "w34_make/latent"}},
+        "7": {"class_type": "CLIPTextEncode", "inputs": {"text": "a blue square", "clip": ["1", 1]}},
+        "8": {
+            "class_type": "SaveConditioning",
+            "inputs": {"conditioning": ["7", 0], "filename_prefix": "w34_make/cond"},
+        },
+    }
     asyncio.run(run_core_prompt(prompt))
     shard = torch.load(out / "w34_make" / "shard_0000.pkl", weights_only=True)
     latent = load_file(str(sorted((out / "w34_make").glob("latent_*.latent"))[-1]))["latent_tensor"]

@@ -1,4 +1,5 @@
 """Shared resize helpers: output shapes per method, bislerp on hand-computed cases, lanczos vs PIL, center crop."""
+
 from __future__ import annotations
 
 import math
@@ -62,7 +63,7 @@ def test_bislerp_interpolates_length_linearly():
 
 
 def test_bislerp_resizes_height_too():
-    x = torch.tensor([[1.0, 0.0], [0.0, 1.0]]).T.reshape(1, 2, 2, 1)   # the two vectors stacked vertically
+    x = torch.tensor([[1.0, 0.0], [0.0, 1.0]]).T.reshape(1, 2, 2, 1)  # the two vectors stacked vertically
     out = bislerp(x, 1, 4)[0, :, :, 0].T
     torch.testing.assert_close(out[1], torch.tensor([math.cos(math.pi / 8), math.sin(math.pi / 8)]))
 
@@ -101,23 +102,23 @@ def test_lanczos_matches_pil_rgb_resize():
 
 def test_center_crop_trims_the_longer_side_equally():
     x = torch.arange(10.0).reshape(1, 1, 1, 10).expand(1, 1, 5, 10)
-    out = center_crop(x, 5, 5)             # 10x5 -> square: drop 2.5 -> round(2.5)=2 columns each side
+    out = center_crop(x, 5, 5)  # 10x5 -> square: drop 2.5 -> round(2.5)=2 columns each side
     assert out.shape[-2:] == (5, 6)
     assert out[0, 0, 0, 0].item() == 2.0
     tall = torch.zeros(1, 1, 12, 4)
     assert center_crop(tall, 4, 4).shape[-2:] == (4, 4)
-    assert center_crop(tall, 1, 3).shape[-2:] == (12, 4)   # same aspect: untouched
+    assert center_crop(tall, 1, 3).shape[-2:] == (12, 4)  # same aspect: untouched
 
 
 def test_common_upscale_center_crop_then_resize():
     x = torch.zeros(1, 1, 4, 8)
-    x[..., 2:6] = 1.0                      # the center square is all ones
+    x[..., 2:6] = 1.0  # the center square is all ones
     out = common_upscale(x, 2, 2, "area", "center")
     assert torch.equal(out, torch.ones(1, 1, 2, 2))
 
 
 def test_five_dim_input_is_resized_frame_by_frame():
-    x = torch.randn(2, 4, 3, 6, 8)         # [N,C,T,H,W]
+    x = torch.randn(2, 4, 3, 6, 8)  # [N,C,T,H,W]
     out = common_upscale(x, 5, 4, "bislerp", "disabled")
     assert out.shape == (2, 4, 3, 4, 5)
     for t in range(3):

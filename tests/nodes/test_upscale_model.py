@@ -2,6 +2,7 @@
 to the SHA-256 of what ComfyUI 0.3.64's ImageUpscaleWithModel (spandrel's RRDBNet) gave for the same file
 (tests/nodes/fixtures/comfyui_upscale_model.json, recorded by scripts/record_comfyui_upscale_model.py),
 tiled and untiled, in every key layout ESRGAN files come in, and through a prompt."""
+
 from __future__ import annotations
 
 import asyncio
@@ -19,8 +20,8 @@ from PIL import Image
 from safetensors.torch import save_file
 
 from cluster.refs import ModelRef, file_digest
-from nodes.models.safetensors_io import load_state_dict
 from nodes.modelfns.upscale_model import UpscaleImageFn
+from nodes.models.safetensors_io import load_state_dict
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))
@@ -55,12 +56,20 @@ def test_upscale_equals_comfyui_bit_for_bit(model_path, fixed_threads, case):
 
 def _new_layout(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """The demo file in Real-ESRGAN's key names (conv_first, body.N.rdbM.convK, conv_up1, conv_hr ...)."""
-    names = {"model.0": "conv_first", "model.1.sub.1": "conv_body", "model.3": "conv_up1", "model.6": "conv_up2",
-             "model.8": "conv_hr", "model.10": "conv_last"}
+    names = {
+        "model.0": "conv_first",
+        "model.1.sub.1": "conv_body",
+        "model.3": "conv_up1",
+        "model.6": "conv_up2",
+        "model.8": "conv_hr",
+        "model.10": "conv_last",
+    }
     out = {}
     for k, v in sd.items():
         m = re.match(r"model\.1\.sub\.(\d+)\.RDB(\d)\.conv(\d)\.0\.(weight|bias)$", k)
-        out[f"body.{m[1]}.rdb{m[2]}.conv{m[3]}.{m[4]}" if m else names[k.rsplit(".", 1)[0]] + "." + k.rsplit(".", 1)[1]] = v
+        out[
+            f"body.{m[1]}.rdb{m[2]}.conv{m[3]}.{m[4]}" if m else names[k.rsplit(".", 1)[0]] + "." + k.rsplit(".", 1)[1]
+        ] = v
     return out
 
 
@@ -79,6 +88,7 @@ def test_smaller_tiles_blend_close_to_the_whole_image(model_path):
 
 def test_loader_refuses_files_that_are_not_upscale_models(demo_workspace):
     from nodes.library.upscale_model import UpscaleModelLoader
+
     folder = demo_workspace.models_dir / "upscale_models"
     shutil.copy(demo_workspace.models_dir / "loras" / "sd1-tiny-lora.safetensors", folder / "not-esrgan.safetensors")
     try:
@@ -99,11 +109,13 @@ UPSCALE_PROMPT = {
 
 
 def test_upscale_prompt_runs_through_the_engine(demo_workspace, model_path, fixed_threads):
-    from comfy_bridge.registry import build_registry
     from comfy_bridge.cli.run import run_prompt
+    from comfy_bridge.registry import build_registry
     from nodes.image_io import LoadImage
-    (path,) = asyncio.run(run_prompt(json.loads(json.dumps(UPSCALE_PROMPT)), None, build_registry(demo_workspace),
-                                     show_progress=False))
+
+    (path,) = asyncio.run(
+        run_prompt(json.loads(json.dumps(UPSCALE_PROMPT)), None, build_registry(demo_workspace), show_progress=False)
+    )
     saved = np.asarray(Image.open(path))
     expected = _upscale(model_path, LoadImage().load_image("example.png")[0])[0].numpy()
     assert saved.shape == (512, 512, 3)

@@ -3,6 +3,7 @@
 VAE that returns the pixels it would encode, the pixels each inpainting node hands to the VAE, its noise mask
 and its conditioning options; the tiled encode's assembly of tiles with a toy encoder; bit for bit. The VAE
 itself is ours (VAEEncode's), exercised end to end in tests/e2e/test_conditioning_family.py."""
+
 from __future__ import annotations
 
 import asyncio
@@ -38,9 +39,11 @@ def same(t: torch.Tensor, rec: dict) -> bool:
 @pytest.fixture
 def echo_vae(monkeypatch):
     """The VAE call returns the pixels it is given, like the recording's stand-in."""
+
     async def echo(fn, ref, input_name, inputs, params):
         assert fn == "vae_encode" and ref is VAE
         return {"latent": inputs["pixels"].clone()}
+
     monkeypatch.setattr(inpaint, "call_model_fn", echo)
 
 
@@ -48,8 +51,11 @@ INPAINT = [c for c in FIXTURE["cases"] if c["class"] != "VAEEncodeTiled"]
 TILED = [c for c in FIXTURE["cases"] if c["class"] == "VAEEncodeTiled"]
 
 
-@pytest.mark.parametrize("case", INPAINT,
-                         ids=lambda c: f"{c['class']}-{c['pixels']}-{c['mask']}-{c.get('grow_mask_by', c.get('noise_mask_flag'))}")
+@pytest.mark.parametrize(
+    "case",
+    INPAINT,
+    ids=lambda c: f"{c['class']}-{c['pixels']}-{c['mask']}-{c.get('grow_mask_by', c.get('noise_mask_flag'))}",
+)
 def test_inpaint_encoders_match_comfyui(case, echo_vae):
     pixels, mask = INPUTS[case["pixels"]], INPUTS[case["mask"]]
     if case["class"] == "VAEEncodeForInpaint":
@@ -59,8 +65,9 @@ def test_inpaint_encoders_match_comfyui(case, echo_vae):
         return
     positive = [[torch.zeros(1, 2, 4), {"strength": 0.5}]]
     negative = [[torch.ones(1, 2, 4), {}]]
-    pos, neg, latent = asyncio.run(inpaint.InpaintModelConditioning().encode(
-        positive, negative, pixels, VAE, mask, case["noise_mask_flag"]))
+    pos, neg, latent = asyncio.run(
+        inpaint.InpaintModelConditioning().encode(positive, negative, pixels, VAE, mask, case["noise_mask_flag"])
+    )
     assert same(latent["samples"], case["samples"])
     if case["noise_mask"] is None:
         assert "noise_mask" not in latent
@@ -95,5 +102,6 @@ def test_tiled_encode_assembles_tiles_as_comfyui(case):
 
 def test_tiled_encode_refuses_an_overlap_of_half_a_tile(echo_vae):
     from nodes.library.vae_tiled import VAEEncodeTiled
+
     with pytest.raises(ValueError, match="overlap"):
         asyncio.run(VAEEncodeTiled().encode(VAE, torch.rand(1, 64, 64, 3), 64, 32))

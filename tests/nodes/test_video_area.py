@@ -2,6 +2,7 @@
 scripts/record_comfyui_video_area.py): ConditioningSetAreaPercentageVideo's option, the area it resolves to on a
 latent [B,C,T,H,W], the crop and weight a step gives its prediction, the opposite-area entry, and a 2-D area on a
 video latent (its frames whole)."""
+
 from __future__ import annotations
 
 import base64

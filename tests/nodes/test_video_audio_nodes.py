@@ -3,6 +3,7 @@ CreateVideo -> SaveVideo -> LoadVideo -> GetVideoComponents keeps the frames (wi
 frame rate and the audio; a loaded MP4 is saved again stream by stream (frames unchanged); audio survives
 FLAC exactly (16-bit samples) and MP3 / Opus within a stated bound; files carry the workflow in their
 tags; bad values are refused with errors naming them. Video files compare decoded frames, never bytes."""
+
 from __future__ import annotations
 
 import io
@@ -86,9 +87,10 @@ def test_create_save_load_video_keeps_frames_rate_and_audio(ws):
 def test_a_loaded_mp4_is_saved_again_stream_by_stream(ws):
     (video,) = video_nodes.CreateVideo().create_video(_frames(), 12.0)
     first = _output(ws, video_nodes.SaveVideo().save_video(video, "copy/a")["ui"]["images"][0])
-    again = _output(ws, video_nodes.SaveVideo().save_video(VideoFromFile(str(first)), "copy/b", prompt={"x": 1})
-                    ["ui"]["images"][0])
-    assert np.array_equal(_decoded(first), _decoded(again))   # packets copied, not encoded a second time
+    again = _output(
+        ws, video_nodes.SaveVideo().save_video(VideoFromFile(str(first)), "copy/b", prompt={"x": 1})["ui"]["images"][0]
+    )
+    assert np.array_equal(_decoded(first), _decoded(again))  # packets copied, not encoded a second time
     assert json.loads(_tags(again)["prompt"]) == {"x": 1}
 
 
@@ -101,8 +103,10 @@ def test_video_values_are_comfyuis_types():
     video.save_to(buffer)
     from_bytes = VideoFromFile(io.BytesIO(buffer.getvalue()))
     assert from_bytes.get_frame_rate() == 24 and "mp4" in from_bytes.get_container_format()
-    assert np.array_equal(from_bytes.get_components().images.numpy(),
-                          VideoFromFile(video.get_stream_source()).get_components().images.numpy())
+    assert np.array_equal(
+        from_bytes.get_components().images.numpy(),
+        VideoFromFile(video.get_stream_source()).get_components().images.numpy(),
+    )
 
 
 def test_a_video_file_travels_with_its_bytes(ws, tmp_path):
@@ -112,17 +116,20 @@ def test_a_video_file_travels_with_its_bytes(ws, tmp_path):
     here = pickle.loads(pickle.dumps(VideoFromFile(str(path))))
     assert here.get_stream_source() == str(path)
     blob = pickle.dumps(VideoFromFile(str(path)))
-    path.rename(tmp_path / "gone.mp4")            # as on a machine without the head's input folder
+    path.rename(tmp_path / "gone.mp4")  # as on a machine without the head's input folder
     elsewhere = pickle.loads(blob)
     assert isinstance(elsewhere.get_stream_source(), io.BytesIO)
-    assert np.array_equal(elsewhere.get_components().images.numpy(),
-                          VideoFromFile(str(tmp_path / "gone.mp4")).get_components().images.numpy())
+    assert np.array_equal(
+        elsewhere.get_components().images.numpy(),
+        VideoFromFile(str(tmp_path / "gone.mp4")).get_components().images.numpy(),
+    )
 
 
 def test_flac_round_trip_gives_the_samples_back(ws):
     wave = _sine(quantized=True)
-    ui = audio_nodes.SaveAudio().save_audio({"waveform": wave[None], "sample_rate": RATE}, "audio/sine",
-                                            prompt={"p": 1})["ui"]
+    ui = audio_nodes.SaveAudio().save_audio(
+        {"waveform": wave[None], "sample_rate": RATE}, "audio/sine", prompt={"p": 1}
+    )["ui"]
     [entry] = ui["audio"]
     assert entry["subfolder"] == "audio" and entry["type"] == "output" and entry["filename"].endswith("_.flac")
     path = _output(ws, entry)
@@ -136,7 +143,9 @@ def test_flac_round_trip_gives_the_samples_back(ws):
 
 def test_flac_rounds_other_samples_to_16_bits(ws):
     wave = _sine(0.2)
-    [entry] = audio_nodes.SaveAudio().save_audio({"waveform": wave[None], "sample_rate": RATE}, "audio/raw")["ui"]["audio"]
+    [entry] = audio_nodes.SaveAudio().save_audio({"waveform": wave[None], "sample_rate": RATE}, "audio/raw")["ui"][
+        "audio"
+    ]
     (loaded,) = audio_nodes.LoadAudio().load(str(_output(ws, entry).relative_to(ws.output_dir)) + " [output]")
     assert (loaded["waveform"][0] - wave).abs().max() <= 1 / 32768
 
@@ -154,7 +163,7 @@ def test_lossy_formats_keep_the_sine_within_a_bound(ws, node, quality):
         wave = torch.stack([0.5 * torch.sin(2 * math.pi * 440 * t), 0.25 * torch.sin(2 * math.pi * 660 * t)])
         got, wave = got[:, 2000:-2000], wave[:, 2000:-2000]
     else:
-        assert loaded["sample_rate"] == RATE and got.shape == wave.shape   # gapless: encoder delay removed
+        assert loaded["sample_rate"] == RATE and got.shape == wave.shape  # gapless: encoder delay removed
     assert (got - wave).abs().max() < 0.02
 
 
@@ -169,7 +178,7 @@ def test_preview_audio_goes_to_temp_and_batches_make_one_file_each(ws):
 def test_trim_and_empty_latent_audio():
     wave = _sine(1.0)[None]
     (cut,) = audio_nodes.TrimAudioDuration().trim({"waveform": wave, "sample_rate": RATE}, -0.5, 0.25)
-    assert torch.equal(cut["waveform"], wave[..., RATE // 2:RATE // 2 + RATE // 4])
+    assert torch.equal(cut["waveform"], wave[..., RATE // 2 : RATE // 2 + RATE // 4])
     (latent,) = audio_nodes.EmptyLatentAudio().generate(47.6, 2)
     assert latent["samples"].shape == (2, 64, 1024) and latent["type"] == "audio"
 
@@ -197,26 +206,36 @@ def test_bad_values_are_refused_with_errors_naming_them(ws):
 def test_save_audio_advanced_takes_its_format_and_quality_from_the_dynamic_combo(ws, fmt, quality):
     """As the web UI sends it: the chosen format, and its option's quality as `format.quality`."""
     import asyncio
+
     from comfy_bridge.execution import PromptExecutor
     from comfy_bridge.registry import build_registry
     from comfy_bridge.validation import validate_prompt
+
     registry = build_registry(ws)
     path = ws.input_dir / "advanced.flac"
     path.write_bytes(audio_nodes.encode_to_bytes(_sine(0.5, quantized=True), RATE, "flac"))
-    inputs = {"audio": ["1", 0], "filename_prefix": "audio/advanced", "format": fmt,
-              **({"format.quality": quality} if quality else {})}
-    prompt = {"1": {"class_type": "LoadAudio", "inputs": {"audio": "advanced.flac"}},
-              "2": {"class_type": "SaveAudioAdvanced", "inputs": inputs},
-              "3": {"class_type": "PreviewAudio", "inputs": {"audio": ["2", 0]}}}
+    inputs = {
+        "audio": ["1", 0],
+        "filename_prefix": "audio/advanced",
+        "format": fmt,
+        **({"format.quality": quality} if quality else {}),
+    }
+    prompt = {
+        "1": {"class_type": "LoadAudio", "inputs": {"audio": "advanced.flac"}},
+        "2": {"class_type": "SaveAudioAdvanced", "inputs": inputs},
+        "3": {"class_type": "PreviewAudio", "inputs": {"audio": ["2", 0]}},
+    }
 
     async def run():
         valid, error, outputs, node_errors = await validate_prompt(registry, "adv", prompt, None)
         assert valid, (error, node_errors)
-        executor = PromptExecutor(registry, type("Sink", (), {"client_id": None, "last_node_id": None,
-                                                              "send_sync": lambda *a, **k: None})())
+        executor = PromptExecutor(
+            registry, type("Sink", (), {"client_id": None, "last_node_id": None, "send_sync": lambda *a, **k: None})()
+        )
         await executor.execute_async(prompt, "adv", {}, outputs)
         assert executor.success, executor.status_messages
         return executor.history_result["outputs"]
+
     outputs = asyncio.run(run())
     [entry] = outputs["2"]["audio"]
     assert entry["filename"].endswith(f"_.{fmt}")
@@ -229,20 +248,20 @@ def test_save_audio_advanced_takes_its_format_and_quality_from_the_dynamic_combo
         # the chosen bit rate, not the 128k default: a short clip spends a little more than its rate
         rate = int(quality[:-1]) * 1000
         assert rate <= packet_bits / 0.5 < 1.4 * rate
-    assert outputs["3"]["audio"][0]["type"] == "temp"   # the AUDIO output went on to the next node
+    assert outputs["3"]["audio"][0]["type"] == "temp"  # the AUDIO output went on to the next node
 
 
 def test_trim_video_keeps_the_frames_and_audio_of_its_window(ws):
     frames = _frames(12)
     sound = {"waveform": _sine(1.5)[None], "sample_rate": RATE}
-    (video,) = video_nodes.CreateVideo().create_video(frames, 8.0, sound)   # 12 frames: 1.5 s
+    (video,) = video_nodes.CreateVideo().create_video(frames, 8.0, sound)  # 12 frames: 1.5 s
     (cut,) = video_nodes.VideoSlice().slice(video, 0.25, 0.5, False)
     parts = cut.get_components()
     assert torch.equal(parts.images, frames[2:6]) and parts.frame_rate == 8
-    assert torch.equal(parts.audio["waveform"], sound["waveform"][..., RATE // 4:3 * RATE // 4])
-    (tail,) = video_nodes.VideoSlice().slice(video, -0.5, 0.0, False)       # negative: from the end, to the end
+    assert torch.equal(parts.audio["waveform"], sound["waveform"][..., RATE // 4 : 3 * RATE // 4])
+    (tail,) = video_nodes.VideoSlice().slice(video, -0.5, 0.0, False)  # negative: from the end, to the end
     assert torch.equal(tail.get_components().images, frames[8:])
-    (rest,) = video_nodes.VideoSlice().slice(video, 1.0, 5.0, False)        # longer than the video: what there is
+    (rest,) = video_nodes.VideoSlice().slice(video, 1.0, 5.0, False)  # longer than the video: what there is
     assert rest.get_frame_count() == 4
     with pytest.raises(ValueError, match="holds no part of this 1.500 s video \\(strict duration\\)"):
         video_nodes.VideoSlice().slice(video, 1.0, 5.0, True)
@@ -254,7 +273,7 @@ def test_trim_video_keeps_the_frames_and_audio_of_its_window(ws):
     (from_file,) = video_nodes.VideoSlice().slice(VideoFromFile(str(path)), 0.5, 0.25, False)
     assert from_file.get_frame_count() == 2
     cropped = video.as_cropped(3, 4, 20, 15).get_components().images
-    assert torch.equal(cropped, frames[:, 4:18, 2:22])                      # even-aligned for H.264
+    assert torch.equal(cropped, frames[:, 4:18, 2:22])  # even-aligned for H.264
 
 
 def test_audio_channel_volume_and_mixing_nodes():
@@ -264,7 +283,7 @@ def test_audio_channel_volume_and_mixing_nodes():
     (joined,) = audio_nodes.JoinAudioChannels().join(left, right)
     assert torch.equal(joined["waveform"], stereo["waveform"])
     (louder,) = audio_nodes.AudioAdjustVolume().adjust_volume(stereo, 6)
-    assert torch.allclose(louder["waveform"], stereo["waveform"] * 10 ** 0.3)
+    assert torch.allclose(louder["waveform"], stereo["waveform"] * 10**0.3)
     (silence,) = audio_nodes.EmptyAudio().create_empty_audio(0.25, 8000, 1)
     assert silence["waveform"].shape == (1, 1, 2000) and not silence["waveform"].any()
     # different rates: the lower one is resampled up (FFmpeg's resampler); mono becomes stereo for concat
@@ -272,13 +291,13 @@ def test_audio_channel_volume_and_mixing_nodes():
     low = {"waveform": (0.5 * torch.sin(2 * math.pi * 440 * t))[None, None], "sample_rate": 22050}
     (both,) = audio_nodes.AudioConcat().concat(stereo, low, "before")
     assert both["sample_rate"] == RATE and both["waveform"].shape == (1, 2, RATE + RATE // 2)
-    resampled = both["waveform"][0, 0, 100:RATE - 100]
-    expected = 0.5 * torch.sin(2 * math.pi * 440 * torch.arange(RATE) / RATE)[100:RATE - 100]
+    resampled = both["waveform"][0, 0, 100 : RATE - 100]
+    expected = 0.5 * torch.sin(2 * math.pi * 440 * torch.arange(RATE) / RATE)[100 : RATE - 100]
     assert (resampled - expected).abs().max() < 1e-3
     assert torch.equal(both["waveform"][..., RATE:], stereo["waveform"])
-    (mixed,) = audio_nodes.AudioMerge().merge(stereo, stereo, "add")      # 2 x 0.5 peaks: scaled back to 1
+    (mixed,) = audio_nodes.AudioMerge().merge(stereo, stereo, "add")  # 2 x 0.5 peaks: scaled back to 1
     assert torch.allclose(mixed["waveform"], stereo["waveform"] / stereo["waveform"].abs().max(), atol=1e-6)
-    (padded,) = audio_nodes.AudioMerge().merge(low, silence, "mean")    # audio2 padded to audio1's length
+    (padded,) = audio_nodes.AudioMerge().merge(low, silence, "mean")  # audio2 padded to audio1's length
     assert padded["sample_rate"] == 22050 and padded["waveform"].shape == low["waveform"].shape
     with pytest.raises(ValueError, match="has 1 channel\\(s\\), not two"):
         audio_nodes.SplitAudioChannels().separate(low)

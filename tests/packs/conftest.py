@@ -1,5 +1,6 @@
 """A workspace whose custom_nodes hold the fixture packs (and, through extra_model_paths.yaml, a second
 custom_nodes folder and the demo models), a registry built from it, and a prompt runner."""
+
 from __future__ import annotations
 
 import shutil
@@ -13,7 +14,7 @@ from nodes.workspace import Workspace, activate
 
 FIXTURES = Path(__file__).parent / "fixture_packs"
 
-EXTRA_PACK = textwrap.dedent('''
+EXTRA_PACK = textwrap.dedent("""
     class ExtraDouble:
         @classmethod
         def INPUT_TYPES(cls):
@@ -26,7 +27,7 @@ EXTRA_PACK = textwrap.dedent('''
             return (image * 2.0,)
 
     NODE_CLASS_MAPPINGS = {"ExtraDouble": ExtraDouble}
-''')
+""")
 
 
 class RecordingSink:
@@ -49,7 +50,8 @@ def packs_ws(tmp_path_factory, demo_workspace) -> Workspace:
     extra = root / "more_nodes"
     extra.mkdir()
     (extra / "extra_pack.py").write_text(EXTRA_PACK)
-    (root / "extra_model_paths.yaml").write_text(textwrap.dedent(f'''
+    (root / "extra_model_paths.yaml").write_text(
+        textwrap.dedent(f"""
         demo:
             base_path: {demo_workspace.models_dir}
             checkpoints: checkpoints
@@ -58,7 +60,8 @@ def packs_ws(tmp_path_factory, demo_workspace) -> Workspace:
         mine:
             base_path: {root}
             custom_nodes: more_nodes
-    '''))
+    """)
+    )
     return Workspace(root).create()
 
 
@@ -68,6 +71,7 @@ def _restore_globals_packs_extend():
     server; tests share one process, so each module gives those lists back as it found them."""
     import nodes
     from nodes.sampling import schedules
+
     saved = (dict(schedules.SCHEDULERS), list(schedules.SCHEDULER_NAMES), dict(nodes.NODE_CLASS_MAPPINGS))
     yield
     schedules.SCHEDULERS.clear()
@@ -80,10 +84,11 @@ def _restore_globals_packs_extend():
 @pytest.fixture(scope="module")
 def packs_registry(packs_ws):
     from comfy_bridge.registry import build_registry
+
     before = workspace._active
     activate(packs_ws)
     yield build_registry(packs_ws)
-    workspace._active = before   # later modules find the workspace they had (the demo one)
+    workspace._active = before  # later modules find the workspace they had (the demo one)
 
 
 @pytest.fixture(autouse=True)
@@ -101,10 +106,13 @@ async def run_prompt(registry, prompt: dict, runtime=None, prompt_id: str = "p")
     """Validate and execute; returns (executor, sink)."""
     from comfy_bridge.execution import PromptExecutor
     from comfy_bridge.validation import validate_prompt
+
     valid, error, outputs, node_errors = await validate_prompt(registry, prompt_id, prompt, None)
     assert valid, (error, node_errors)
     sink = RecordingSink()
-    executor = PromptExecutor(registry, sink, runtime=runtime) if runtime is not None else PromptExecutor(registry, sink)
+    executor = (
+        PromptExecutor(registry, sink, runtime=runtime) if runtime is not None else PromptExecutor(registry, sink)
+    )
     await executor.execute_async(prompt, prompt_id, {}, outputs)
     return executor, sink
 
@@ -123,5 +131,9 @@ def output(executor, node_id: str, slot: int = 0):
 
 
 def image(node_id: str = "img", size: int = 8, color: int = 0) -> dict:
-    return {node_id: {"class_type": "EmptyImage", "inputs": {"width": size, "height": size, "batch_size": 1,
-                                                             "color": color}}}
+    return {
+        node_id: {
+            "class_type": "EmptyImage",
+            "inputs": {"width": size, "height": size, "batch_size": 1, "color": color},
+        }
+    }

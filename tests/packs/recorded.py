@@ -1,5 +1,6 @@
 """The recorded fixtures under tests/packs/fixtures (numbers from ComfyUI 0.3.64, written by the
 scripts/record_comfyui_*.py scripts) and the inputs they were recorded on."""
+
 from __future__ import annotations
 
 import base64

@@ -5,6 +5,7 @@ without a cluster behind the engine, including async nodes a node expansion adds
 No timing: each async node waits on an event that only the last of the three to arrive sets, so run one
 after another the first waits in vain and fails its prompt (after BARRIER_WAIT_S) instead of passing slowly.
 """
+
 from __future__ import annotations
 
 import textwrap
@@ -82,6 +83,7 @@ BARRIER_PACK = textwrap.dedent('''
 @pytest.fixture(scope="module")
 def barrier_registry(tmp_path_factory):
     from comfy_bridge.registry import build_registry
+
     root = tmp_path_factory.mktemp("barrier_ws")
     ws = Workspace(root).create()
     (ws.root / "custom_nodes" / "barrier_pack.py").write_text(BARRIER_PACK)
@@ -104,16 +106,17 @@ def runtime(request):
 
 
 def _image(node_id: str, color: int) -> dict:
-    return {node_id: {"class_type": "EmptyImage", "inputs": {"width": 4, "height": 4, "batch_size": 1,
-                                                             "color": color}}}
+    return {node_id: {"class_type": "EmptyImage", "inputs": {"width": 4, "height": 4, "batch_size": 1, "color": color}}}
 
 
 async def test_three_independent_async_nodes_wait_for_each_other(barrier_registry, runtime, request):
     group = f"direct-{request.node.callspec.id}"
-    prompt = {**_image("img", 0xff0000)}
+    prompt = {**_image("img", 0xFF0000)}
     for i in range(3):
-        prompt[f"wait{i}"] = {"class_type": "AsyncBarrier", "inputs": {"image": ["img", 0], "group": group,
-                                                                         "parties": 3}}
+        prompt[f"wait{i}"] = {
+            "class_type": "AsyncBarrier",
+            "inputs": {"image": ["img", 0], "group": group, "parties": 3},
+        }
         prompt[f"show{i}"] = {"class_type": "PreviewImage", "inputs": {"images": [f"wait{i}", 0]}}
     executor, _ = await run_prompt(barrier_registry, prompt, runtime=runtime, prompt_id=group)
     assert executor.success, error_of(executor)["exception_message"]
@@ -123,9 +126,11 @@ async def test_three_independent_async_nodes_wait_for_each_other(barrier_registr
 
 async def test_async_nodes_added_by_an_expansion_wait_for_each_other(barrier_registry, runtime, request):
     group = f"expanded-{request.node.callspec.id}"
-    prompt = {**_image("img", 0x00ff00),
-              "three": {"class_type": "ThreeBarriersExpanded", "inputs": {"image": ["img", 0], "group": group}},
-              "show": {"class_type": "PreviewImage", "inputs": {"images": ["three", 0]}}}
+    prompt = {
+        **_image("img", 0x00FF00),
+        "three": {"class_type": "ThreeBarriersExpanded", "inputs": {"image": ["img", 0], "group": group}},
+        "show": {"class_type": "PreviewImage", "inputs": {"images": ["three", 0]}},
+    }
     executor, _ = await run_prompt(barrier_registry, prompt, runtime=runtime, prompt_id=group)
     assert executor.success, error_of(executor)["exception_message"]
     assert torch.equal(output(executor, "three")[..., 1], torch.ones(1, 4, 4))
@@ -133,10 +138,13 @@ async def test_async_nodes_added_by_an_expansion_wait_for_each_other(barrier_reg
 
 async def test_an_async_node_on_the_cluster_keeps_the_pack_deadline(barrier_registry, cluster, monkeypatch):
     from comfy_bridge.packs import remote
+
     monkeypatch.setattr(remote, "PACK_DEADLINE_S", 1.0)
-    prompt = {**_image("img", 0),
-              "wait": {"class_type": "AsyncBarrier", "inputs": {"image": ["img", 0], "group": "alone", "parties": 2}},
-              "show": {"class_type": "PreviewImage", "inputs": {"images": ["wait", 0]}}}
+    prompt = {
+        **_image("img", 0),
+        "wait": {"class_type": "AsyncBarrier", "inputs": {"image": ["img", 0], "group": "alone", "parties": 2}},
+        "show": {"class_type": "PreviewImage", "inputs": {"images": ["wait", 0]}},
+    }
     executor, _ = await run_prompt(barrier_registry, prompt, runtime=cluster, prompt_id="alone")
     assert not executor.success
     message = error_of(executor)["exception_message"]

@@ -4,6 +4,7 @@ ComfyUI-Manager's cm-cli) puts the pack in W/custom_nodes, where the server load
 The real tools run here (comfy-cli and comfyui-manager are test dependencies); only the network is
 replaced: NAME resolves through the Manager's bundled node list to its GitHub URL, and git's `insteadOf`
 points that URL at a local repository holding a small pack of ours."""
+
 from __future__ import annotations
 
 import os
@@ -45,12 +46,12 @@ def test_entry_points_never_overwrite_a_users_file_and_are_kept_current(tmp_path
     assert (root / "utils" / "extra_config.py").read_text() == "MINE = 1\n"
     assert "run_main" in (root / "main.py").read_text()
     assert all((root / name).is_file() for name in FILES if not name.startswith("utils/"))
-    assert not (root / "utils" / "__init__.py").exists()   # the folder is the user's
+    assert not (root / "utils" / "__init__.py").exists()  # the folder is the user's
 
 
 def test_a_real_comfyui_folder_used_as_workspace_keeps_its_own_packages(tmp_path):
     root = tmp_path / "ComfyUI"
-    (root / "comfy").mkdir(parents=True)          # ComfyUI's comfy/ has no __init__.py
+    (root / "comfy").mkdir(parents=True)  # ComfyUI's comfy/ has no __init__.py
     (root / "comfy" / "sd.py").write_text("")
     (root / "utils").mkdir()
     (root / "utils" / "__init__.py").write_text("")
@@ -82,10 +83,15 @@ def test_tools_outside_the_server_import_comfyuis_modules_bound_to_the_workspace
         import os  # the pip runs the tool starts (a pack's requirements) get the server's torch pins
         print(any("torch==" in open(p).read() for p in os.environ["PIP_CONSTRAINT"].split()))
     """)
-    out = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True,
-                         check=True).stdout.split("\n")
-    assert out[:4] == [str(ws.root / "custom_nodes"), str(ws.root / "user" / "__manager"),
-                       "comfy_bridge.compat.comfy.samplers True", "True"]
+    out = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, check=True
+    ).stdout.split("\n")
+    assert out[:4] == [
+        str(ws.root / "custom_nodes"),
+        str(ws.root / "user" / "__manager"),
+        "comfy_bridge.compat.comfy.samplers True",
+        "True",
+    ]
 
 
 def test_comfy_node_install_name_puts_the_pack_where_the_server_loads_it(tmp_path):
@@ -96,13 +102,32 @@ def test_comfy_node_install_name_puts_the_pack_where_the_server_loads_it(tmp_pat
     git("commit", "-qm", "pack", cwd=source)
     served = tmp_path / "github" / LISTED_URL_PATH
     git("clone", "-q", "--bare", str(source), str(served))
-    env = {**os.environ, "HOME": str(tmp_path / "home"), "XDG_CONFIG_HOME": str(tmp_path / "home" / ".config"),
-           "GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": f"url.{tmp_path / 'github'}/.insteadOf",
-           "GIT_CONFIG_VALUE_0": "https://github.com/"}
-    env.pop("VIRTUAL_ENV", None)   # cm-cli then runs in this interpreter, beside comfy-cluster
-    result = subprocess.run([sys.executable, "-m", "comfy_cli", "--skip-prompt", "--workspace", str(ws.root),
-                             "node", "install", LISTED_NAME], env=env, capture_output=True, text=True,
-                            timeout=300)
+    env = {
+        **os.environ,
+        "HOME": str(tmp_path / "home"),
+        "XDG_CONFIG_HOME": str(tmp_path / "home" / ".config"),
+        "GIT_CONFIG_COUNT": "1",
+        "GIT_CONFIG_KEY_0": f"url.{tmp_path / 'github'}/.insteadOf",
+        "GIT_CONFIG_VALUE_0": "https://github.com/",
+    }
+    env.pop("VIRTUAL_ENV", None)  # cm-cli then runs in this interpreter, beside comfy-cluster
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "comfy_cli",
+            "--skip-prompt",
+            "--workspace",
+            str(ws.root),
+            "node",
+            "install",
+            LISTED_NAME,
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     installed = ws.root / "custom_nodes" / LISTED_NAME
     assert (installed / "__init__.py").is_file(), result.stdout + result.stderr

@@ -1,5 +1,6 @@
 """A plain install has what ComfyUI's requirements.txt installs and packs import without listing it: the
 packages are dependencies of comfy-cluster itself, and a pack importing them at module level loads and runs."""
+
 from __future__ import annotations
 
 import shutil
@@ -24,7 +25,7 @@ def test_comfyuis_torch_free_requirements_are_dependencies_of_comfy_cluster():
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     declared = {canonicalize_name(Requirement(line).name) for line in project["dependencies"]}
     assert set(COMFYUI_SHIPPED) <= declared, set(COMFYUI_SHIPPED) - declared
-    assert not declared & {"torchvision", "torchaudio", "spandrel"}   # never a torch build of their own
+    assert not declared & {"torchvision", "torchaudio", "spandrel"}  # never a torch build of their own
 
 
 def test_a_pack_importing_them_at_module_level_loads_and_runs(tmp_path):
@@ -38,7 +39,7 @@ def test_a_pack_importing_them_at_module_level_loads_and_runs(tmp_path):
         workspace._active = before
     assert not registry.import_failures, registry.import_failures
     image = torch.zeros(1, 4, 4, 3)
-    image[..., 0] = 1.0                                                   # red
+    image[..., 0] = 1.0  # red
     gray, modules = registry.classes["RearrangeToChannels"]().run(image)
     assert modules == "av,einops,kornia,sentencepiece"
     assert gray.shape == (1, 4, 4, 3) and torch.allclose(gray, torch.full_like(gray, 0.299))

@@ -2,6 +2,7 @@
 do: frames made by CreateVideo (tensors), a video file of the input folder (its path, and its bytes for an
 executor on another machine) and a loaded AUDIO reach the node unchanged, and what it returns is saved by
 the head's SaveVideo."""
+
 from __future__ import annotations
 
 import os
@@ -43,10 +44,14 @@ async def test_video_and_audio_values_cross_to_an_executor_and_back(packs_regist
         "tone": {"class_type": "LoadAudio", "inputs": {"audio": "pack_tone.flac"}},
         "mem": {"class_type": "MediaPassThrough", "inputs": {"video": ["make", 0], "audio": ["tone", 0]}},
         "file": {"class_type": "MediaPassThrough", "inputs": {"video": ["img", 0]}},
-        "save": {"class_type": "SaveVideo", "inputs": {"video": ["mem", 1], "filename_prefix": "pack/mem",
-                                                       "format": "auto", "codec": "auto"}},
-        "copy": {"class_type": "SaveVideo", "inputs": {"video": ["file", 1], "filename_prefix": "pack/file",
-                                                       "format": "auto", "codec": "auto"}},
+        "save": {
+            "class_type": "SaveVideo",
+            "inputs": {"video": ["mem", 1], "filename_prefix": "pack/mem", "format": "auto", "codec": "auto"},
+        },
+        "copy": {
+            "class_type": "SaveVideo",
+            "inputs": {"video": ["file", 1], "filename_prefix": "pack/file", "format": "auto", "codec": "auto"},
+        },
     }
     executor, _ = await run_prompt(packs_registry, prompt, runtime=rt, prompt_id="media1")
     assert executor.success, executor.status_messages
@@ -54,8 +59,8 @@ async def test_video_and_audio_values_cross_to_an_executor_and_back(packs_regist
         pid = output(executor, node, 3)
         assert pid != str(os.getpid()), f"{node} ran in the head"
     decoded = VideoFromFile(str(clip)).get_components().images
-    assert torch.equal(output(executor, "mem", 0), decoded)    # VideoFromComponents: the tensors themselves
-    assert torch.equal(output(executor, "file", 0), decoded)   # VideoFromFile: read on the executor
+    assert torch.equal(output(executor, "mem", 0), decoded)  # VideoFromComponents: the tensors themselves
+    assert torch.equal(output(executor, "file", 0), decoded)  # VideoFromFile: read on the executor
     back = output(executor, "file", 1)
     assert isinstance(back, VideoFromFile) and back.get_stream_source() == str(clip)
     quieter = output(executor, "mem", 2)

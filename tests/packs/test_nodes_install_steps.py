@@ -2,6 +2,7 @@
 (WAS Node Suite's `git+https://` lines offline), cv2 for packs that import it unlisted (ComfyUI-Allor), and the
 pack's install.py run with the torch family pinned (Impact-Pack, ReActor). pip runs offline in the throwaway
 venv of test_requirements_guard, with wheels made here."""
+
 from __future__ import annotations
 
 import sys
@@ -22,9 +23,11 @@ def wheels(tmp_path_factory) -> Path:
     make_wheel(folder, "tinydep", "1.0", ("torch>=2",))
     # OpenCV's headless wheel under its own distribution name, providing the cv2 module
     dist = "opencv_python_headless-4.0.dist-info"
-    files = {"cv2/__init__.py": "VERSION = '4.0'\n",
-             f"{dist}/METADATA": "Metadata-Version: 2.1\nName: opencv-python-headless\nVersion: 4.0\n",
-             f"{dist}/WHEEL": "Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    files = {
+        "cv2/__init__.py": "VERSION = '4.0'\n",
+        f"{dist}/METADATA": "Metadata-Version: 2.1\nName: opencv-python-headless\nVersion: 4.0\n",
+        f"{dist}/WHEEL": "Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
     files[f"{dist}/RECORD"] = "".join(f"{path},,\n" for path in [*files, f"{dist}/RECORD"])
     with zipfile.ZipFile(folder / "opencv_python_headless-4.0-py3-none-any.whl", "w") as whl:
         for member, text in files.items():
@@ -50,8 +53,9 @@ def test_an_unreachable_requirement_keeps_only_itself_out(venv, wheels, tmp_path
     entry, installed = install_pack(ws, str(pack), python=venv, pip_args=offline(wheels), notes=notes)
     assert entry.path.is_dir() and installed == ["tinydep==1.0"] and importable(venv, "tinydep")
     assert len(notes) == 1
-    assert notes[0].startswith("requirement 'git+https://github.invalid/nobody/img2texture.git' could not be "
-                               "installed: ")
+    assert notes[0].startswith(
+        "requirement 'git+https://github.invalid/nobody/img2texture.git' could not be installed: "
+    )
 
 
 def test_cv2_imported_unlisted_is_installed_only_for_a_pack_that_imports_it(venv, wheels, tmp_path):  # noqa: F811
@@ -61,17 +65,21 @@ def test_cv2_imported_unlisted_is_installed_only_for_a_pack_that_imports_it(venv
     assert install_pack(ws, str(plain), python=venv, pip_args=offline(wheels))[1] == []
     allor = make_pack(tmp_path, "allor_like", code="import cv2  # not in any requirements.txt\n")
     notes: list[str] = []
-    assert install_pack(ws, str(allor), python=venv, pip_args=offline(wheels), notes=notes)[1] == \
-        ["opencv-python-headless==4.0"]
+    assert install_pack(ws, str(allor), python=venv, pip_args=offline(wheels), notes=notes)[1] == [
+        "opencv-python-headless==4.0"
+    ]
     assert importable(venv, "cv2") and notes == []
 
 
 def test_install_py_runs_in_the_pack_with_comfyui_paths_and_torch_pinned(venv, wheels, tmp_path, capsys):  # noqa: F811
     from comfy_bridge.cli import main
-    script = ("import os, pathlib, sys\n"
-              "pins = ''.join(pathlib.Path(p).read_text() for p in os.environ['PIP_CONSTRAINT'].split())\n"
-              "pathlib.Path('ran.txt').write_text('\\n'.join([os.getcwd(), os.environ['COMFYUI_PATH'],\n"
-              "    os.environ['COMFYUI_MODEL_PATH'], sys.executable, pins]))\n")
+
+    script = (
+        "import os, pathlib, sys\n"
+        "pins = ''.join(pathlib.Path(p).read_text() for p in os.environ['PIP_CONSTRAINT'].split())\n"
+        "pathlib.Path('ran.txt').write_text('\\n'.join([os.getcwd(), os.environ['COMFYUI_PATH'],\n"
+        "    os.environ['COMFYUI_MODEL_PATH'], sys.executable, pins]))\n"
+    )
     pack = make_pack(tmp_path, "impact_like", script=script)
     ws_dir = tmp_path / "ws"
     assert main(["nodes", "install", str(pack), "--workspace", str(ws_dir), "--pip-arg=--no-index"]) == 0
@@ -85,8 +93,12 @@ def test_install_py_runs_in_the_pack_with_comfyui_paths_and_torch_pinned(venv, w
 
 def test_a_failing_install_py_is_a_warning_and_the_pack_stays(tmp_path, capsys):
     from comfy_bridge.cli import main
-    pack = make_pack(tmp_path, "reactor_like",
-                     script="import sys\nprint('downloading inswapper_128.onnx')\nsys.exit('no network here')\n")
+
+    pack = make_pack(
+        tmp_path,
+        "reactor_like",
+        script="import sys\nprint('downloading inswapper_128.onnx')\nsys.exit('no network here')\n",
+    )
     assert main(["nodes", "install", str(pack), "--workspace", str(tmp_path / "ws")]) == 0
     assert (tmp_path / "ws" / "custom_nodes" / "reactor_like").is_dir()
     err = capsys.readouterr().err
@@ -101,6 +113,7 @@ def test_install_py_imports_a_torchvision_built_for_another_torch(tmp_path, monk
     that import fails unless its op schemas are declared first, as the server declares them for pack code."""
     from comfy_bridge.packs.install_steps import run_install_script
     from tests.packs.test_torchvision_ops import REPO, STAND_IN
+
     site = tmp_path / "site" / "torchvision"
     site.mkdir(parents=True)
     (site / "__init__.py").write_text(STAND_IN)

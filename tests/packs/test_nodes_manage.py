@@ -1,6 +1,7 @@
 """`comfy-cluster nodes install | list | disable | enable`: packs copied from a folder or cloned from a
 (local) git repository into the workspace's custom_nodes, listed, and disabled / enabled by the
 `.disabled` rename that the loader honours."""
+
 from __future__ import annotations
 
 import asyncio
@@ -15,7 +16,7 @@ from comfy_bridge.packs.manage import PackError, install_pack, list_packs, set_e
 from comfy_bridge.registry import NodeRegistry
 from nodes.workspace import Workspace
 
-PACK_INIT = textwrap.dedent('''
+PACK_INIT = textwrap.dedent("""
     class {cls}:
         @classmethod
         def INPUT_TYPES(cls):
@@ -28,7 +29,7 @@ PACK_INIT = textwrap.dedent('''
             return (image,)
 
     NODE_CLASS_MAPPINGS = {{"{cls}": {cls}}}
-''')
+""")
 
 
 def make_pack(folder: Path, cls: str) -> Path:
@@ -38,8 +39,14 @@ def make_pack(folder: Path, cls: str) -> Path:
 
 
 def git(*args: str, cwd: Path | None = None) -> str:
-    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@example.invalid", "HOME": str(cwd or Path.cwd()), "PATH": "/usr/bin:/bin"}
+    env = {
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.invalid",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.invalid",
+        "HOME": str(cwd or Path.cwd()),
+        "PATH": "/usr/bin:/bin",
+    }
     return subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True, check=True).stdout
 
 
@@ -56,7 +63,7 @@ def registered(ws: Workspace) -> set[str]:
 
 def test_install_copies_a_local_folder_that_the_loader_then_loads(ws, tmp_path):
     source = make_pack(tmp_path / "src" / "copied_pack", "CopiedNode")
-    (source / "requirements.txt").write_text("msgspec\n")   # already installed: pip installs nothing
+    (source / "requirements.txt").write_text("msgspec\n")  # already installed: pip installs nothing
     entry, installed = install_pack(ws, str(source))
     assert entry.path == ws.root / "custom_nodes" / "copied_pack"
     assert (entry.path / "__init__.py").read_text() == (source / "__init__.py").read_text()
@@ -125,6 +132,7 @@ def test_enable_and_disable_name_what_they_cannot_find(ws):
 
 def test_cli_install_list_disable_enable(ws, tmp_path, capsys):
     from comfy_bridge.cli import main
+
     source = make_pack(tmp_path / "src" / "cli_pack", "CliNode")
     flags = ["--workspace", str(ws.root)]
     assert main(["nodes", "install", str(source), *flags]) == 0
@@ -142,8 +150,9 @@ def test_cli_install_list_disable_enable(ws, tmp_path, capsys):
 def test_the_cluster_nodes_pack_exports_the_registered_built_in_classes():
     from comfy_bridge.packs import cluster_pack
     from comfy_bridge.registry import build_registry
+
     registry = build_registry(None, load_custom_nodes=False)
     assert cluster_pack.node_names()
     for name, cls in cluster_pack.NODE_CLASS_MAPPINGS.items():
-        assert registry.get(name) is cls and name in registry.builtin   # no pack can replace it
+        assert registry.get(name) is cls and name in registry.builtin  # no pack can replace it
         assert registry.node_info(name)["display_name"] == cluster_pack.NODE_DISPLAY_NAME_MAPPINGS.get(name, name)

@@ -1,6 +1,7 @@
 """A pack's closure set as the model's CFG function (sd-dynamic-thresholding) is honoured by KSampler in the
 server's process and on an executor, where it travels by value with what it closes over (the MODEL, an object
 of the pack's class, a float): the patched cfg-8 run equals the plain cfg-4 run, as ComfyUI's formula says."""
+
 from __future__ import annotations
 
 import pytest
@@ -24,14 +25,18 @@ def cluster():
 @pytest.mark.parametrize("mode", MODES)
 async def test_a_closure_cfg_function_is_honoured(packs_registry, cluster, fixed_threads, mode):
     rt = cluster[1] if mode == "executor" else None
-    patched = {**_sampling_prompt(["patch", 0], cfg=8.0),
-               "patch": {"class_type": "ClosureCFG", "inputs": {"model": ["ckpt", 0], "factor": 0.5}}}
+    patched = {
+        **_sampling_prompt(["patch", 0], cfg=8.0),
+        "patch": {"class_type": "ClosureCFG", "inputs": {"model": ["ckpt", 0], "factor": 0.5}},
+    }
     executor, _ = await run_prompt(packs_registry, patched, runtime=rt, prompt_id=f"closure-{mode}")
     assert executor.success, executor.status_messages
-    half, _ = await run_prompt(packs_registry, _sampling_prompt(["ckpt", 0], cfg=4.0), runtime=rt,
-                               prompt_id=f"half-{mode}")
-    full, _ = await run_prompt(packs_registry, _sampling_prompt(["ckpt", 0], cfg=8.0), runtime=rt,
-                               prompt_id=f"full-{mode}")
+    half, _ = await run_prompt(
+        packs_registry, _sampling_prompt(["ckpt", 0], cfg=4.0), runtime=rt, prompt_id=f"half-{mode}"
+    )
+    full, _ = await run_prompt(
+        packs_registry, _sampling_prompt(["ckpt", 0], cfg=8.0), runtime=rt, prompt_id=f"full-{mode}"
+    )
     patched_out, half_out = output(executor, "ks")["samples"], output(half, "ks")["samples"]
     full_out = output(full, "ks")["samples"]
     assert torch.allclose(patched_out, half_out, rtol=1e-4, atol=1e-3)

@@ -1,6 +1,7 @@
 """An executor on another machine runs a pack node from its own workspace's copy of the pack: found by the
 pack's folder name when the head's path is not there, refused by name when it is missing or its Python
 sources differ from the head's; it keeps its own workspace, where the head's host differs from its own."""
+
 from __future__ import annotations
 
 import shutil

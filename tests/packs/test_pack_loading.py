@@ -1,6 +1,7 @@
 """Packs load as ComfyUI loads them: V1 and V3, folders and single files, from every custom_nodes path
 (extra_model_paths.yaml included); .disabled skipped; prestartup scripts first; failures recorded
 without stopping the others; core nodes cannot be replaced; whitelist with custom nodes disabled."""
+
 from __future__ import annotations
 
 import sys
@@ -26,6 +27,7 @@ def test_extra_model_paths_custom_nodes_folder_is_loaded(packs_registry, packs_w
 
 def test_core_nodes_are_not_replaced_by_a_pack(packs_registry):
     import nodes
+
     assert packs_registry.classes["KSampler"] is nodes.NODE_CLASS_MAPPINGS["KSampler"]
     assert origin_of(packs_registry.classes["KSampler"]) is None
 
@@ -47,13 +49,15 @@ def test_prestartup_script_runs_before_the_pack_imports(packs_registry, packs_ws
 def test_failing_prestartup_script_is_logged_and_loading_goes_on(tmp_path, caplog):
     from comfy_bridge.custom_nodes import run_prestartup_scripts
     from nodes.workspace import Workspace, activate
+
     ws = activate(Workspace(tmp_path / "ws").create())
     bad = ws.root / "custom_nodes" / "bad_start"
     bad.mkdir()
     (bad / "prestartup_script.py").write_text("raise RuntimeError('no start for you')")
     (bad / "__init__.py").write_text(
         "class N:\n  @classmethod\n  def INPUT_TYPES(cls): return {}\n  RETURN_TYPES = ()\n  FUNCTION = 'f'\n"
-        "NODE_CLASS_MAPPINGS = {'BadStartNode': N}\n")
+        "NODE_CLASS_MAPPINGS = {'BadStartNode': N}\n"
+    )
     assert run_prestartup_scripts([ws.root / "custom_nodes"]) == {str(bad / "prestartup_script.py"): False}
     registry = build_registry(ws)
     assert "BadStartNode" in registry.classes

@@ -2,6 +2,7 @@
 the pack nodes, a pack's WEB_DIRECTORY is listed by /extensions and served, the routes a pack adds
 through PromptServer.instance.routes answer (also under /api), and example workflows are listed by
 /workflow_templates."""
+
 from __future__ import annotations
 
 import pytest

@@ -2,6 +2,7 @@
 40 packs by commit (and holds no pack code), it reads a failed import and its missing name from the startup
 log our loader writes (the format ComfyUI writes), and it reports a pack as working only when nodes, web
 files, routes and cases all match."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -20,7 +21,7 @@ REPO = Path(__file__).resolve().parents[2]
 def harness():
     spec = importlib.util.spec_from_file_location("packs_check", REPO / "scripts" / "packs_check.py")
     module = importlib.util.module_from_spec(spec)
-    sys.modules["packs_check"] = module   # its dataclasses look their module up
+    sys.modules["packs_check"] = module  # its dataclasses look their module up
     spec.loader.exec_module(module)
     return module
 
@@ -33,9 +34,9 @@ def test_manifest_pins_forty_distinct_packs_by_commit_and_keeps_no_code():
     for p in packs:
         assert re.fullmatch(r"[0-9a-f]{40}", p["commit"]), p
         assert p["repo"].startswith("https://github.com/")
-        assert p["commit_date"] <= "2025-10-13"   # as they were when ComfyUI 0.3.64 was current
+        assert p["commit_date"] <= "2025-10-13"  # as they were when ComfyUI 0.3.64 was current
     stars = [p["stars"] for p in packs]
-    assert stars == sorted(stars, reverse=True)   # the most starred first, none left out between them
+    assert stars == sorted(stars, reverse=True)  # the most starred first, none left out between them
     assert not list((REPO / "tests" / "packs" / "real_packs").rglob("*.py"))
 
 
@@ -56,8 +57,13 @@ async def test_failed_import_and_its_missing_name_are_read_from_the_startup_log(
 def test_a_pack_works_only_when_nodes_web_files_routes_and_cases_match():
     h = harness()
     real = {"nodes": ["A", "B"], "extensions": ["/extensions/p/a.js"], "routes": {"/p/x": 200, "/p/y": 404}}
-    ours = {"imported": True, "error": None, "nodes": ["A", "B", "C"], "extensions": ["/extensions/p/a.js"],
-            "routes": {"/p/x": 201, "/p/y": 404}}
+    ours = {
+        "imported": True,
+        "error": None,
+        "nodes": ["A", "B", "C"],
+        "extensions": ["/extensions/p/a.js"],
+        "routes": {"/p/x": 201, "/p/y": 404},
+    }
     good = h.compare("p", real, ours, {"/extensions/p/a.js": 200})
     assert good.works and good.nodes_expected == 2
     assert not h.compare("p", real, ours | {"nodes": ["A"]}, {}).works
@@ -78,8 +84,14 @@ def test_case_outputs_must_equal_comfyuis():
 
 def test_routes_that_name_an_action_are_never_asked():
     h = harness()
-    for path in ("/manager/reboot", "/manager/queue/update_all", "/snapshot/restore", "/easyuse/reboot",
-                 "/impact/set/pb_id_image", "/customnode/fetch_updates"):
+    for path in (
+        "/manager/reboot",
+        "/manager/queue/update_all",
+        "/snapshot/restore",
+        "/easyuse/reboot",
+        "/impact/set/pb_id_image",
+        "/customnode/fetch_updates",
+    ):
         assert h.is_action(path), path
     for path in ("/manager/queue/status", "/snapshot/getlist", "/rgthree/link_fixer", "/pysssss/workflows"):
         assert not h.is_action(path), path

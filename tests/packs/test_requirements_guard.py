@@ -1,6 +1,7 @@
 """A pack's requirements.txt is installed with the environment's torch pinned, and anything that would
 replace torch is refused before pip installs a thing. pip runs in a throwaway virtual environment that
 sees this one's packages (torch included), with wheels made here and no package index."""
+
 from __future__ import annotations
 
 import json
@@ -13,8 +14,7 @@ from pathlib import Path
 import pytest
 
 from comfy_bridge.packs.manage import install_pack, list_packs
-from comfy_bridge.packs.pip_guard import (TorchReplacement, constraints, install_requirements,
-                                          installed_torch_family)
+from comfy_bridge.packs.pip_guard import TorchReplacement, constraints, install_requirements, installed_torch_family
 from nodes.workspace import Workspace
 
 
@@ -24,7 +24,7 @@ def make_wheel(folder: Path, name: str, version: str, requires: tuple[str, ...] 
     files = {
         f"{name}/__init__.py": f"VERSION = {version!r}\n",
         f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
-                            + "".join(f"Requires-Dist: {r}\n" for r in requires),
+        + "".join(f"Requires-Dist: {r}\n" for r in requires),
         f"{dist}/WHEEL": "Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
     }
     files[f"{dist}/RECORD"] = "".join(f"{path},,\n" for path in [*files, f"{dist}/RECORD"])
@@ -51,8 +51,12 @@ def venv(tmp_path_factory) -> str:
     root = tmp_path_factory.mktemp("venv")
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(root)], check=True)
     python = str(root / "bin" / "python")
-    purelib = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-                             check=True, capture_output=True, text=True).stdout.strip()
+    purelib = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     Path(purelib, "running_environment.pth").write_text("".join(d + "\n" for d in running_site_dirs()))
     subprocess.run([python, "-m", "pip", "--version"], check=True, capture_output=True)
     return python
@@ -62,9 +66,18 @@ def test_the_venv_sees_the_running_torch_and_installs_into_itself(venv):
     """The same torch as the tests' interpreter (a virtualenv's own when they run in one), and the
     environment's own site-packages first on its path, where pip installs."""
     import torch
-    found = subprocess.run([venv, "-c", "import json, sys, sysconfig, torch; print(torch.__file__); "
-                                        "print(sysconfig.get_path('purelib')); print(json.dumps(sys.path))"],
-                           check=True, capture_output=True, text=True).stdout.splitlines()
+
+    found = subprocess.run(
+        [
+            venv,
+            "-c",
+            "import json, sys, sysconfig, torch; print(torch.__file__); "
+            "print(sysconfig.get_path('purelib')); print(json.dumps(sys.path))",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.splitlines()
     assert Path(found[0]).resolve() == Path(torch.__file__).resolve()
     own = found[1]
     assert own.startswith(str(Path(venv).parent.parent))
@@ -98,6 +111,7 @@ def importable(python: str, module: str) -> bool:
 
 def test_constraints_pin_the_installed_torch(venv):
     import torch
+
     family = installed_torch_family(venv)
     assert family["torch"].split("+")[0] == torch.__version__.split("+")[0]
     assert f"torch=={family['torch']}\n" in constraints(family)
@@ -151,6 +165,7 @@ def test_install_pack_with_refused_requirements_installs_nothing(venv, wheels, t
 
 def test_cli_reports_the_refusal(wheels, tmp_path, capsys):
     from comfy_bridge.cli import main
+
     pack = tmp_path / "src" / "vision_pack"
     pack.mkdir(parents=True)
     (pack / "__init__.py").write_text("NODE_CLASS_MAPPINGS = {}\n")
@@ -167,7 +182,9 @@ def test_pip_runs_a_pack_starts_while_loading_cannot_replace_torch(venv, wheels,
     """ComfyUI-Manager's startup script and some packs run pip themselves while they load; the loader pins
     the torch family for them through PIP_CONSTRAINT, keeping constraints the user had set."""
     import torch
+
     from comfy_bridge.packs.pip_guard import guard_pack_installs_at_runtime
+
     mine = tmp_path / "mine.txt"
     mine.write_text("numpy<3\n")
     environ = {"PIP_CONSTRAINT": str(mine)}
@@ -175,13 +192,18 @@ def test_pip_runs_a_pack_starts_while_loading_cannot_replace_torch(venv, wheels,
     assert environ["PIP_CONSTRAINT"] == f"{mine} {pins}"
     assert f"torch=={torch.__version__}\n" in pins.read_text()
     make_wheel(wheels, "torch", "0.0.1")
-    plan = subprocess.run([venv, "-m", "pip", "install", "--dry-run", *offline(wheels), "torch==0.0.1"],
-                          capture_output=True, text=True, env={**os.environ, **environ})
+    plan = subprocess.run(
+        [venv, "-m", "pip", "install", "--dry-run", *offline(wheels), "torch==0.0.1"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **environ},
+    )
     assert plan.returncode != 0 and "torch==0.0.1" in plan.stdout + plan.stderr
 
 
 def test_nvml_bindings_are_not_a_torch_build():
     """nvidia-ml-py (Crystools, ReActor) is pure Python and fits any torch; CUDA runtime wheels stay guarded."""
     from comfy_bridge.packs.pip_guard import guarded
+
     assert not guarded("nvidia-ml-py") and not guarded("nvidia_ml_py3")
     assert guarded("nvidia-cublas-cu12") and guarded("torchvision")

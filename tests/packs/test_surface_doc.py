@@ -1,5 +1,6 @@
 """docs/compat-surface.md is generated from the code and stays so; the statuses come from reading the
 code (missing names, bodies that only refuse, some paths that refuse), not from a hand-written list."""
+
 from __future__ import annotations
 
 import types
@@ -43,8 +44,9 @@ class Proxy:
 
 
 def test_the_committed_document_is_the_generated_one():
-    assert DOC.read_text() == render(), ("docs/compat-surface.md is stale: run "
-                                         "`python -m comfy_bridge.packs.surface_doc > docs/compat-surface.md`")
+    assert DOC.read_text() == render(), (
+        "docs/compat-surface.md is stale: run `python -m comfy_bridge.packs.surface_doc > docs/compat-surface.md`"
+    )
 
 
 def test_statuses_are_read_from_the_code():
@@ -63,6 +65,7 @@ def test_refusals_in_helpers_and_missing_attributes_are_found():
 
 def test_module_rows_mark_missing_names_and_modules(monkeypatch):
     import sys
+
     fake = types.ModuleType("surface_fake")
     fake.works, fake.refuses_always = works, refuses_always
     monkeypatch.setitem(sys.modules, "surface_fake", fake)
@@ -73,9 +76,12 @@ def test_module_rows_mark_missing_names_and_modules(monkeypatch):
 
 def test_the_coverage_section_quotes_the_inventory(tmp_path):
     from comfy_bridge.packs.surface_doc import coverage_lines
+
     inventory = tmp_path / "inventory.json"
-    inventory.write_text('{"coverage": {"module_level": {"names": 8, "supported": 6},'
-                         ' "inside_functions": {"names": 200, "supported": 191}}}')
+    inventory.write_text(
+        '{"coverage": {"module_level": {"names": 8, "supported": 6},'
+        ' "inside_functions": {"names": 200, "supported": 191}}}'
+    )
     text = "\n".join(coverage_lines(inventory))
     assert "(compat-inventory.md)" in text
     assert "6 of 8 (75.0 %) of the names used at module level" in text

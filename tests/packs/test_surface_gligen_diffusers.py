@@ -1,6 +1,7 @@
 """Names today's packs import that were missing (issue 33): comfy.gligen (ComfyUI-TiledDiffusion patches
 Gligen._set_position at import), comfy.diffusers_load (ComfyUI_ExtraModels' MiaoBi loader), comfy.model_base.Anima,
 comfy.ldm.cosmos.predict2.Attention and comfy.samplers.process_conds (comfyui-tooling-nodes' regions)."""
+
 from __future__ import annotations
 
 import pytest
@@ -39,10 +40,10 @@ def test_closed_gates_leave_the_input_and_open_ones_change_it():
     torch.manual_seed(0)
     x, objs = torch.randn(2, 16, 32), torch.randn(2, 30, 24)
     for cls in (comfy.gligen.GatedSelfAttentionDense, comfy.gligen.GatedCrossAttentionDense):
-        block = _initialised(cls(32, 24, 4, 8))   # ComfyUI's ops leave weights uninitialised until loaded
+        block = _initialised(cls(32, 24, 4, 8))  # ComfyUI's ops leave weights uninitialised until loaded
         with torch.no_grad():
             block.alpha_attn.zero_(), block.alpha_dense.zero_()
-        assert torch.equal(block(x, objs), x)   # closed gates: the block leaves its input unchanged
+        assert torch.equal(block(x, objs), x)  # closed gates: the block leaves its input unchanged
         with torch.no_grad():
             block.alpha_attn.fill_(1.0)
         assert not torch.allclose(block(x, objs), x)
@@ -66,7 +67,7 @@ def test_load_gligen_builds_the_blocks_and_position_net_of_a_state_dict():
     sd, block, net = _checkpoint()
     gligen = comfy.gligen.load_gligen(sd)
     assert len(gligen.module_list) == 1 and gligen.key_dim == 768
-    assert gligen.module_list[0].attn.heads == 8   # SD1's key width: 8 heads
+    assert gligen.module_list[0].attn.heads == 8  # SD1's key width: 8 heads
     for name, value in block.state_dict().items():
         assert torch.equal(gligen.module_list[0].state_dict()[name], value)
     boxes, masks, text = torch.rand(1, 30, 4), torch.ones(1, 30), torch.randn(1, 30, 768)
@@ -80,7 +81,7 @@ def test_set_position_normalises_boxes_to_the_latent_and_pads_to_max_objs(monkey
     gligen = comfy.gligen.load_gligen(sd)
     seen = {}
 
-    def spy(self, boxes, masks, positive_embeddings):   # what TiledDiffusion replaces at import
+    def spy(self, boxes, masks, positive_embeddings):  # what TiledDiffusion replaces at import
         seen.update(boxes=boxes, masks=masks, text=positive_embeddings)
         return "patch"
 
@@ -109,12 +110,14 @@ def test_set_position_patch_runs_the_transformers_block():
 
 def test_load_diffusers_gives_what_the_diffusers_loader_node_gives(demo_workspace, diffusers_folders):  # noqa: F811
     folder = demo_workspace.models_dir / "diffusers" / "sd1-tiny"
-    assert comfy.diffusers_load.load_diffusers(str(folder)) == \
-        tuple(wrap(ref) for ref in DiffusersLoader().load_checkpoint("sd1-tiny"))
+    assert comfy.diffusers_load.load_diffusers(str(folder)) == tuple(
+        wrap(ref) for ref in DiffusersLoader().load_checkpoint("sd1-tiny")
+    )
     unet, clip, vae = comfy.diffusers_load.load_diffusers(str(folder), output_vae=False, output_clip=False)
     assert type(unet).__name__ == "ModelPatcher" and clip is None and vae is None
-    assert comfy.diffusers_load.first_file(str(folder / "unet"), ["nope.bin", "config.json"]) == \
-        str(folder / "unet" / "config.json")
+    assert comfy.diffusers_load.first_file(str(folder / "unet"), ["nope.bin", "config.json"]) == str(
+        folder / "unet" / "config.json"
+    )
     with pytest.raises(FileNotFoundError, match="is not a diffusers folder"):
         comfy.diffusers_load.load_diffusers(str(folder / "missing"))
 

@@ -1,5 +1,6 @@
 """comfy.k_diffusion.sampling: the sampler functions and helpers packs call give ComfyUI's numbers (fixture
 recorded on ComfyUI 0.10.0 by scripts/record_comfyui_kdiffusion_functions.py)."""
+
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -45,8 +46,15 @@ def test_sampler_function_matches_comfyui(kind, run):
     entry = FIXTURE["samplers"][kind]
     fn = getattr(k, f"sample_{run['sampler']}")
     seen = []
-    out = fn(ToyGuided(_model_sampling(kind)), tensor(entry["x"]), tensor(entry["sigmas"]),
-             extra_args={"seed": 123, "model_options": {}}, callback=seen.append, disable=True, **run["options"])
+    out = fn(
+        ToyGuided(_model_sampling(kind)),
+        tensor(entry["x"]),
+        tensor(entry["sigmas"]),
+        extra_args={"seed": 123, "model_options": {}},
+        callback=seen.append,
+        disable=True,
+        **run["options"],
+    )
     torch.testing.assert_close(out, tensor(run["out"]), atol=2e-5, rtol=1e-5)
     assert len(seen) == run["steps"]
     torch.testing.assert_close(seen[0]["x"], tensor(run["first_x"]))
@@ -57,8 +65,9 @@ def test_helpers_match_comfyui():
     h = FIXTURE["helpers"]
     assert k.get_sigmas_karras(5, 0.03, 14.6, rho=6.0).tolist() == pytest.approx(h["karras"], rel=1e-6)
     assert k.get_sigmas_exponential(5, 0.03, 14.6).tolist() == pytest.approx(h["exponential"], rel=1e-6)
-    assert k.get_sigmas_polyexponential(5, 0.03, 14.6, rho=1.5).tolist() == pytest.approx(h["polyexponential"],
-                                                                                          rel=1e-6)
+    assert k.get_sigmas_polyexponential(5, 0.03, 14.6, rho=1.5).tolist() == pytest.approx(
+        h["polyexponential"], rel=1e-6
+    )
     assert k.get_sigmas_vp(5).tolist() == pytest.approx(h["vp"], rel=1e-6)
     assert k.get_sigmas_laplace(5, 0.03, 14.6, mu=0.2).tolist() == pytest.approx(h["laplace"], rel=1e-6)
     down, up = k.get_ancestral_step(torch.tensor(3.0), torch.tensor(1.2), eta=0.8)
@@ -67,8 +76,9 @@ def test_helpers_match_comfyui():
     torch.testing.assert_close(k.default_noise_sampler(x, seed=9)(None, None), tensor(h["default_noise"]))
     brownian = k.BrownianTreeNoiseSampler(x, torch.tensor(0.03), torch.tensor(14.6), seed=5, cpu=True)
     torch.testing.assert_close(brownian(torch.tensor(7.0), torch.tensor(2.0)), tensor(h["brownian"]))
-    torch.testing.assert_close(k.to_d(torch.ones(1, 2), torch.tensor([2.0]), torch.zeros(1, 2)),
-                               torch.full((1, 2), 0.5))
+    torch.testing.assert_close(
+        k.to_d(torch.ones(1, 2), torch.tensor([2.0]), torch.zeros(1, 2)), torch.full((1, 2), 0.5)
+    )
 
 
 def test_a_pack_noise_sampler_is_used_and_an_unknown_setting_is_refused():
@@ -78,6 +88,7 @@ def test_a_pack_noise_sampler_is_used_and_an_unknown_setting_is_refused():
     def noise_sampler(sigma, sigma_next):
         drawn.append((float(sigma), float(sigma_next)))
         return torch.zeros_like(x)
+
     k.sample_euler_ancestral(ToyGuided(None), x, sigmas, noise_sampler=noise_sampler)
     assert drawn == [(2.0, 1.0)]
     # s_churn at ComfyUI's default changes nothing; another value is a setting our euler does not have

@@ -2,6 +2,7 @@
 norms and small transformer blocks packs use give ComfyUI's numbers (fixture recorded on ComfyUI 0.3.64 by
 scripts/record_comfyui_ldm.py, whose run_cases builds the same seeded inputs here); the model classes packs
 subclass or isinstance-check exist and refuse to be built with UnsupportedFeature."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -16,7 +17,9 @@ import comfy_bridge.compat as compat
 from comfy_bridge.compat.comfy.cldm import cldm as cldm_module
 from comfy_bridge.compat.comfy.k_diffusion import utils as kd_utils
 from comfy_bridge.compat.comfy.ldm import common_dit
-from comfy_bridge.compat.comfy.ldm.flux import layers as flux_layers, math as flux_math, model as flux_model
+from comfy_bridge.compat.comfy.ldm.flux import layers as flux_layers
+from comfy_bridge.compat.comfy.ldm.flux import math as flux_math
+from comfy_bridge.compat.comfy.ldm.flux import model as flux_model
 from comfy_bridge.compat.comfy.ldm.models import autoencoder
 from comfy_bridge.compat.comfy.ldm.modules import attention
 from comfy_bridge.compat.comfy.ldm.modules.diffusionmodules import mmdit, openaimodel, util
@@ -40,9 +43,18 @@ def recorder():
 
 @pytest.fixture(scope="module")
 def ours() -> dict:
-    api = SimpleNamespace(attention=attention, util=util, flux_layers=flux_layers, flux_math=flux_math, wan=wan,
-                          qwen=qwen, distributions=distributions, mmdit=mmdit, common_dit=common_dit,
-                          openaimodel=openaimodel)
+    api = SimpleNamespace(
+        attention=attention,
+        util=util,
+        flux_layers=flux_layers,
+        flux_math=flux_math,
+        wan=wan,
+        qwen=qwen,
+        distributions=distributions,
+        mmdit=mmdit,
+        common_dit=common_dit,
+        openaimodel=openaimodel,
+    )
     with torch.no_grad():
         return recorder().run_cases(api)
 
@@ -115,9 +127,17 @@ def test_blocks_use_the_swapped_optimized_attention(monkeypatch):
     assert calls == [2]
 
 
-MODEL_CLASSES = [openaimodel.UNetModel, openaimodel.VideoResBlock, mmdit.JointBlock, flux_layers.DoubleStreamBlock,
-                 flux_layers.SingleStreamBlock, flux_model.Flux, autoencoder.AutoencoderKL, cldm_module.ControlNet,
-                 cldm_module.ControlledUnetModel]
+MODEL_CLASSES = [
+    openaimodel.UNetModel,
+    openaimodel.VideoResBlock,
+    mmdit.JointBlock,
+    flux_layers.DoubleStreamBlock,
+    flux_layers.SingleStreamBlock,
+    flux_model.Flux,
+    autoencoder.AutoencoderKL,
+    cldm_module.ControlNet,
+    cldm_module.ControlledUnetModel,
+]
 
 
 @pytest.mark.parametrize("cls", MODEL_CLASSES, ids=[c.__name__ for c in MODEL_CLASSES])

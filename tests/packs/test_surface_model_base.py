@@ -1,6 +1,7 @@
 """comfy.model_base / model_sampling / supported_models / model_detection / sd / sdxl_clip / sd3_clip /
 multigpu: what packs use at import time works with ComfyUI's names and numbers (fixture recorded on ComfyUI
 0.3.64 by scripts/record_comfyui_model_surface.py); building in-process models refuses with a clear message."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,8 +9,17 @@ from pathlib import Path
 import pytest
 import torch
 
-from comfy_bridge.compat.comfy import (model_base, model_detection, model_sampling, multigpu, sd, sd3_clip, sdxl_clip,
-                                       supported_models, supported_models_base)
+from comfy_bridge.compat.comfy import (
+    model_base,
+    model_detection,
+    model_sampling,
+    multigpu,
+    sd,
+    sd3_clip,
+    sdxl_clip,
+    supported_models,
+    supported_models_base,
+)
 from comfy_bridge.compat.comfy.text_encoders import sd3_clip as te_sd3_clip
 from comfy_bridge.packs.origin import UnsupportedFeature
 
@@ -31,7 +41,7 @@ def test_model_sampling_of_a_config_matches_comfyui(case):
     config = type("Config", (), {"sampling_settings": dict(case["settings"])})()
     ms = model_base.model_sampling(config, model_base.ModelType[case["type"]])
     assert len(ms.sigmas) == case["n"]
-    close(ms.sigmas[::max(1, len(ms.sigmas) // 50)], case["sigmas"])
+    close(ms.sigmas[:: max(1, len(ms.sigmas) // 50)], case["sigmas"])
     assert float(ms.sigma_min) == pytest.approx(case["sigma_min"], rel=1e-6)
     assert float(ms.sigma_max) == pytest.approx(case["sigma_max"], rel=1e-6)
     sigma = torch.stack([ms.sigmas[len(ms.sigmas) // 3], ms.sigmas[-2]]).float()
@@ -69,15 +79,19 @@ def test_packs_mix_schedules_and_parameterisations_as_in_comfyui():
     d.set_sigmas(model_sampling.rescale_zero_terminal_snr_sigmas(d.sigmas.double()))  # AnimateDiff's zsnr
     assert d.sigmas[0] == pytest.approx(float(before[0]), rel=1e-3) and float(d.sigmas[-1]) > 4000
     assert not isinstance(model_sampling.CONST(), model_sampling.EPS)
-    assert issubclass(model_sampling.X0, model_sampling.EPS) and issubclass(model_sampling.EDM, model_sampling.V_PREDICTION)
+    assert issubclass(model_sampling.X0, model_sampling.EPS) and issubclass(
+        model_sampling.EDM, model_sampling.V_PREDICTION
+    )
 
 
 @pytest.mark.parametrize("case", FIXTURE["lcm"], ids=lambda c: f"{c['original_timesteps']}-zsnr{c['zsnr']}")
 def test_lcm_sampling_of_nodes_model_advanced_matches_comfyui(case):
     # AnimateDiff-Evolved's pattern: a distilled table of original_timesteps, combined with LCM
     import comfy_bridge.compat as compat
+
     compat.install()
     import comfy_extras.nodes_model_advanced as adv
+
     base = type("Distilled", (adv.ModelSamplingDiscreteDistilled,), {"original_timesteps": case["original_timesteps"]})
     ms = type("Advanced", (base, adv.LCM), {})(None, zsnr=case["zsnr"])
     close(ms.sigmas, case["sigmas"])
@@ -168,33 +182,58 @@ def test_model_detection_helpers_match_comfyui():
     want = FIXTURE["detection"]
     keys = [f"model.diffusion_model.input_blocks.{i}.0.weight" for i in range(12)] + ["first_stage_model.x"]
     assert model_detection.count_blocks(keys, "model.diffusion_model.input_blocks.{}.") == want["count_blocks"]
-    assert [model_detection.unet_prefix_from_state_dict(dict.fromkeys(keys)),
-            model_detection.unet_prefix_from_state_dict(dict.fromkeys(keys[:4])),
-            model_detection.unet_prefix_from_state_dict({f"net.b{i}": 0 for i in range(8)})] == want["prefix"]
-    yaml_cfg = {"num_res_blocks": 2, "channel_mult": [1, 2, 4, 4], "attention_resolutions": [4, 2, 1],
-                "transformer_depth": 1, "model_channels": 320}
+    assert [
+        model_detection.unet_prefix_from_state_dict(dict.fromkeys(keys)),
+        model_detection.unet_prefix_from_state_dict(dict.fromkeys(keys[:4])),
+        model_detection.unet_prefix_from_state_dict({f"net.b{i}": 0 for i in range(8)}),
+    ] == want["prefix"]
+    yaml_cfg = {
+        "num_res_blocks": 2,
+        "channel_mult": [1, 2, 4, 4],
+        "attention_resolutions": [4, 2, 1],
+        "transformer_depth": 1,
+        "model_channels": 320,
+    }
     assert repr(model_detection.convert_config(yaml_cfg)) == want["convert_config"]
-    assert repr(model_detection.convert_config(
-        {"num_res_blocks": [1, 2], "channel_mult": [1, 2], "attention_resolutions": [2],
-         "transformer_depth": [3, 5], "transformer_depth_middle": 7})) == want["convert_config_middle"]
+    assert (
+        repr(
+            model_detection.convert_config(
+                {
+                    "num_res_blocks": [1, 2],
+                    "channel_mult": [1, 2],
+                    "attention_resolutions": [2],
+                    "transformer_depth": [3, 5],
+                    "transformer_depth_middle": 7,
+                }
+            )
+        )
+        == want["convert_config_middle"]
+    )
     found = model_detection.model_config_from_unet_config(dict(supported_models.SDXL.unet_config, in_channels=4))
     assert type(found).__name__ == want["sdxl_config"]
-    assert model_detection.unet_config_from_diffusers_unet({}) is None   # no conv_in: not a diffusers UNet
+    assert model_detection.unet_config_from_diffusers_unet({}) is None  # no conv_in: not a diffusers UNet
     with pytest.raises(UnsupportedFeature):
         model_detection.model_config_from_unet({}, "")
 
 
 def test_sd_loaders_and_text_encoder_classes():
     assert sd.model_detection is model_detection
-    assert sd.load_diffusion_model_state_dict({}) is None   # no model detected, as ComfyUI answers
-    for cls in (sdxl_clip.SDXLClipModel, sdxl_clip.SDXLRefinerClipModel, sdxl_clip.SDXLClipG,
-                te_sd3_clip.SD3ClipModel, te_sd3_clip.T5XXLModel):
+    assert sd.load_diffusion_model_state_dict({}) is None  # no model detected, as ComfyUI answers
+    for cls in (
+        sdxl_clip.SDXLClipModel,
+        sdxl_clip.SDXLRefinerClipModel,
+        sdxl_clip.SDXLClipG,
+        te_sd3_clip.SD3ClipModel,
+        te_sd3_clip.T5XXLModel,
+    ):
         with pytest.raises(UnsupportedFeature, match="executors"):
             cls(clip_l=False, clip_g=False, t5=False)
     assert not isinstance(object(), (sdxl_clip.SDXLClipModel, sdxl_clip.SDXLRefinerClipModel, sdxl_clip.SDXLClipG))
     assert sd3_clip.SD3ClipModel is te_sd3_clip.SD3ClipModel and sd3_clip.T5XXLModel is te_sd3_clip.T5XXLModel
     weight = torch.zeros(2, dtype=torch.bfloat16)
-    assert te_sd3_clip.t5_xxl_detect({"t5.encoder.final_layer_norm.weight": weight}, "t5.") == {"dtype_t5": torch.bfloat16}
+    assert te_sd3_clip.t5_xxl_detect({"t5.encoder.final_layer_norm.weight": weight}, "t5.") == {
+        "dtype_t5": torch.bfloat16
+    }
 
 
 def test_multigpu_refuses_and_is_not_imported_eagerly():
@@ -202,8 +241,16 @@ def test_multigpu_refuses_and_is_not_imported_eagerly():
         multigpu.load_balance_devices({}, 4, return_idle_time=True)
     import subprocess
     import sys
-    code = ("import comfy_bridge.compat as c; c.install(); import comfy, comfy.model_base, comfy.samplers, "
-            "comfy.model_patcher; print(hasattr(comfy, 'multigpu'))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         cwd=Path(__file__).resolve().parents[2])
-    assert out.stdout.strip() == "False"   # as in ComfyUI 0.3.64, which has no comfy.multigpu
+
+    code = (
+        "import comfy_bridge.compat as c; c.install(); import comfy, comfy.model_base, comfy.samplers, "
+        "comfy.model_patcher; print(hasattr(comfy, 'multigpu'))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert out.stdout.strip() == "False"  # as in ComfyUI 0.3.64, which has no comfy.multigpu

@@ -3,6 +3,7 @@ reaching the websocket), latent_preview's previewers, comfy.latent_formats (our 
 factors), comfy.ops (no init, casting), comfy.diffusers_convert (our renames, round trips on the demo
 models), comfy.lora (patches applied as our LoRA merge computes them), comfy.clip_vision (our
 preprocessing), and a pack importing all of them loads and runs."""
+
 from __future__ import annotations
 
 import asyncio
@@ -41,15 +42,21 @@ def previews_on():
 
 def test_server_re_exports_comfyuis_binary_event_types():
     from comfy_bridge.compat.protocol import BinaryEventTypes
+
     assert server.BinaryEventTypes is BinaryEventTypes
-    assert (BinaryEventTypes.PREVIEW_IMAGE, BinaryEventTypes.UNENCODED_PREVIEW_IMAGE, BinaryEventTypes.TEXT,
-            BinaryEventTypes.PREVIEW_IMAGE_WITH_METADATA) == (1, 2, 3, 4)
+    assert (
+        BinaryEventTypes.PREVIEW_IMAGE,
+        BinaryEventTypes.UNENCODED_PREVIEW_IMAGE,
+        BinaryEventTypes.TEXT,
+        BinaryEventTypes.PREVIEW_IMAGE_WITH_METADATA,
+    ) == (1, 2, 3, 4)
 
 
 async def test_binary_events_a_pack_sends_reach_the_websocket(packs_ws, tmp_path):
     from PIL import Image
 
     from comfy_bridge.server import ServerConfig, create_app
+
     web_root = tmp_path / "web"
     web_root.mkdir()
     (web_root / "index.html").write_text("<html></html>")
@@ -58,8 +65,9 @@ async def test_binary_events_a_pack_sends_reach_the_websocket(packs_ws, tmp_path
     try:
         ws = await client.ws_connect("/ws?clientId=pack")
         instance = server.PromptServer.instance
-        instance.send_sync(server.BinaryEventTypes.UNENCODED_PREVIEW_IMAGE, ("PNG", Image.new("RGB", (4, 4)), None),
-                           "pack")
+        instance.send_sync(
+            server.BinaryEventTypes.UNENCODED_PREVIEW_IMAGE, ("PNG", Image.new("RGB", (4, 4)), None), "pack"
+        )
         await instance.send_bytes(server.BinaryEventTypes.PREVIEW_IMAGE, struct.pack(">I", 1) + b"jpeg", "pack")
         frames = []
         while len(frames) < 2:
@@ -77,10 +85,14 @@ async def test_binary_events_a_pack_sends_reach_the_websocket(packs_ws, tmp_path
 
 def test_latent_formats_scale_as_ours_and_carry_comfyuis_factors():
     x = torch.randn(1, 16, 4, 4)
-    for cls, ours in ((lf.SD15, components.SD1_LATENT), (lf.SDXL, components.SDXL_LATENT),
-                      (lf.SDXL_Playground_2_5, components.PLAYGROUND_2_5_LATENT), (lf.SD3, components.SD3_LATENT),
-                      (lf.Flux, components.FLUX_LATENT)):
-        fmt, t = cls(), x[:, :ours.channels]
+    for cls, ours in (
+        (lf.SD15, components.SD1_LATENT),
+        (lf.SDXL, components.SDXL_LATENT),
+        (lf.SDXL_Playground_2_5, components.PLAYGROUND_2_5_LATENT),
+        (lf.SD3, components.SD3_LATENT),
+        (lf.Flux, components.FLUX_LATENT),
+    ):
+        fmt, t = cls(), x[:, : ours.channels]
         assert torch.equal(fmt.process_in(t), ours.process_in(t))
         assert torch.equal(fmt.process_out(t), ours.process_out(t))
         assert fmt.latent_channels == ours.channels and len(fmt.latent_rgb_factors) == ours.channels
@@ -96,6 +108,7 @@ def test_latent_formats_scale_as_ours_and_carry_comfyuis_factors():
 def test_a_models_latent_format_is_comfyuis_class(demo_workspace):
     from comfy_bridge.packs.proxies import wrap
     from nodes.loaders import make_ref
+
     path = demo_workspace.models_dir / "checkpoints" / "sd1-tiny.safetensors"
     model = wrap(make_ref("diffusion_model", "sd1", [path]))
     assert isinstance(model.model.latent_format, lf.SD15)
@@ -126,11 +139,18 @@ def test_previews_off_the_callback_only_reports_progress():
 def test_ops_skip_init_and_cast_weights(monkeypatch):
     def no_init(*a, **k):
         raise AssertionError("weights were initialised")
+
     monkeypatch.setattr(torch.nn.init, "kaiming_uniform_", no_init)
     monkeypatch.setattr(torch.nn.init, "normal_", no_init)
     ops = comfy.ops.disable_weight_init
-    layers = [ops.Linear(3, 2), ops.Conv2d(2, 2, 3), ops.conv_nd(1, 2, 2, 1), ops.Embedding(5, 2), ops.GroupNorm(1, 2),
-              ops.LayerNorm(2)]
+    layers = [
+        ops.Linear(3, 2),
+        ops.Conv2d(2, 2, 3),
+        ops.conv_nd(1, 2, 2, 1),
+        ops.Embedding(5, 2),
+        ops.GroupNorm(1, 2),
+        ops.LayerNorm(2),
+    ]
     assert all(isinstance(m, torch.nn.Module) for m in layers) and isinstance(layers[2], torch.nn.Conv1d)
     monkeypatch.undo()
     lin = comfy.ops.manual_cast.Linear(3, 2, dtype=torch.float16)
@@ -148,7 +168,7 @@ def test_ops_skip_init_and_cast_weights(monkeypatch):
 def test_diffusers_convert_round_trips_the_demo_models(demo_workspace):
     for name in ("sd1-tiny", "sdxl-tiny"):
         sd = load_file(demo_workspace.models_dir / "checkpoints" / f"{name}.safetensors")
-        ldm_vae = {k[len("first_stage_model."):]: v for k, v in sd.items() if k.startswith("first_stage_model.")}
+        ldm_vae = {k[len("first_stage_model.") :]: v for k, v in sd.items() if k.startswith("first_stage_model.")}
         back = comfy.diffusers_convert.convert_vae_state_dict(vae.ldm_to_diffusers(ldm_vae))
         assert back.keys() == ldm_vae.keys() and all(torch.equal(back[k], ldm_vae[k]) for k in back)
     stem = "conditioner.embedders.1.model."
@@ -165,6 +185,7 @@ def test_diffusers_convert_round_trips_the_demo_models(demo_workspace):
 
 def test_lora_patches_apply_as_our_merge(demo_workspace):
     from nodes.models.lora import lora_delta, lora_modules
+
     lora = load_file(demo_workspace.models_dir / "loras" / "sd1-tiny-lora.safetensors")
     mods = lora_modules(lora, "demo")
     name = next(n for n, m in mods.items() if "up" in m and "down" in m)
@@ -172,8 +193,9 @@ def test_lora_patches_apply_as_our_merge(demo_workspace):
     up, down = mods[name]["up"], mods[name]["down"]
     weight = torch.randn(up.shape[0], *down.shape[1:])
     expected = weight * 0.5 + 0.75 * lora_delta(mods[name], weight, name, "demo")
-    got = comfy.lora.calculate_weight([(0.75, patches["layer.weight"], 0.5, None, None)], weight.clone(),
-                                      "layer.weight")
+    got = comfy.lora.calculate_weight(
+        [(0.75, patches["layer.weight"], 0.5, None, None)], weight.clone(), "layer.weight"
+    )
     assert torch.allclose(got, expected, atol=1e-6)
     diff = comfy.lora.calculate_weight([(2.0, (torch.ones(2),), 1.0, None, None)], torch.zeros(2), "k")
     assert torch.equal(diff, torch.full((2,), 2.0))
@@ -184,6 +206,7 @@ def test_lora_patches_apply_as_our_merge(demo_workspace):
 def test_clip_vision_preprocess_and_load(demo_workspace):
     from nodes.library.clip_vision import ClipVisionOutput
     from nodes.models.clip_vision import MEAN, STD
+
     img = torch.full((1, 100, 150, 3), 0.4)  # 102 of 255 levels
     out = comfy.clip_vision.clip_preprocess(img, size=32)
     expected = (torch.tensor(102 / 255.0) - torch.tensor(MEAN)) / torch.tensor(STD)
@@ -199,9 +222,11 @@ def test_clip_vision_preprocess_and_load(demo_workspace):
 
 async def test_a_pack_importing_the_model_surface_loads_and_runs(packs_registry):
     assert {"SurfaceLatentRGB", "SurfaceProjectLatent"} <= set(packs_registry.classes)
-    prompt = {"lat": {"class_type": "EmptyLatentImage", "inputs": {"width": 64, "height": 64, "batch_size": 1}},
-              "proj": {"class_type": "SurfaceProjectLatent", "inputs": {"samples": ["lat", 0]}},
-              "rgb": {"class_type": "SurfaceLatentRGB", "inputs": {"samples": ["proj", 0]}}}
+    prompt = {
+        "lat": {"class_type": "EmptyLatentImage", "inputs": {"width": 64, "height": 64, "batch_size": 1}},
+        "proj": {"class_type": "SurfaceProjectLatent", "inputs": {"samples": ["lat", 0]}},
+        "rgb": {"class_type": "SurfaceLatentRGB", "inputs": {"samples": ["proj", 0]}},
+    }
     executor, _ = await run_prompt(packs_registry, prompt)
     rgb = output(executor, "rgb")
     assert rgb.shape == (1, 8, 8, 3)

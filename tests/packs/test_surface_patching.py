@@ -3,13 +3,14 @@ batching, nodes_stable3d.camera_embeddings, chainner_models.model_loading and th
 read (comfy.sample.np, comfy.cli_args.parser, get_autocast_device, comfy_api.torch_helpers), checked
 against ComfyUI's own numbers (tests/packs/fixtures/comfyui_surface_patching.json, recorded by
 scripts/record_comfyui_surface_patching.py)."""
+
 from __future__ import annotations
 
 import pytest
 import torch
 
-from comfy_bridge.compat.comfy import (cli_args, controlnet, hooks, model_management, model_patcher,
-                                       patcher_extension as pe, sample, samplers)
+from comfy_bridge.compat.comfy import cli_args, controlnet, hooks, model_management, model_patcher, sample, samplers
+from comfy_bridge.compat.comfy import patcher_extension as pe
 from comfy_bridge.compat.comfy_extras._stable3d import camera_embeddings
 from comfy_bridge.compat.comfy_extras.chainner_models import model_loading
 from comfy_bridge.packs.origin import UnsupportedFeature
@@ -21,6 +22,7 @@ FIXTURE = load("comfyui_surface_patching.json")
 
 
 # ---- patcher_extension / model_patcher ------------------------------------------------------------------
+
 
 def test_wrappers_and_callbacks_registered_by_key_are_read_back():
     opts: dict = {}
@@ -86,12 +88,16 @@ def test_model_patcher_module_exports_injection_and_options_helpers():
 
 # ---- hooks ---------------------------------------------------------------------------------------------
 
+
 def test_hook_keyframe_groups_built_by_pack_code_are_core_hook_keyframes():
     group = hooks.HookKeyframeGroup()
     group.add(hooks.HookKeyframe(strength=torch.tensor(0.5), start_percent=torch.tensor(0.25), guarantee_steps=0))
     group.add(hooks.HookKeyframe(strength=1.0))
     assert isinstance(group, core_hooks.HookKeyframes)
-    assert [(k.strength, k.start_percent, k.guarantee_steps) for k in group.keyframes] == [(1.0, 0.0, 1), (0.5, 0.25, 0)]
+    assert [(k.strength, k.start_percent, k.guarantee_steps) for k in group.keyframes] == [
+        (1.0, 0.0, 1),
+        (0.5, 0.25, 0),
+    ]
     clone = group.clone()
     clone.add(hooks.HookKeyframe(0.1, 0.9))
     assert len(group.keyframes) == 2 and len(clone.keyframes) == 3
@@ -100,8 +106,9 @@ def test_hook_keyframe_groups_built_by_pack_code_are_core_hook_keyframes():
 
 @pytest.mark.parametrize("case", FIXTURE["interpolation"], ids=lambda c: c["method"])
 def test_interpolation_weights_match_comfyui(case):
-    out = hooks.InterpolationMethod.get_weights(case["from"], case["to"], case["length"], case["method"],
-                                                reverse=case["reverse"])
+    out = hooks.InterpolationMethod.get_weights(
+        case["from"], case["to"], case["length"], case["method"], reverse=case["reverse"]
+    )
     torch.testing.assert_close(out, torch.tensor(case["out"]), rtol=0, atol=1e-6)
 
 
@@ -112,8 +119,12 @@ def test_cond_props_helpers_write_the_core_hook_node_keys():
     (out,) = hooks.set_conds_props([cond], 0.7, "mask bounds", mask=mask, hooks=group, timesteps_range=(0.2, 0.8))
     opts = out[0][1]
     assert opts["x"] == 1 and opts["hooks"] is group and opts["mask"].shape == (1, 4, 4)
-    assert (opts["set_area_to_bounds"], opts["mask_strength"], opts["start_percent"], opts["end_percent"]) == \
-        (True, 0.7, 0.2, 0.8)
+    assert (opts["set_area_to_bounds"], opts["mask_strength"], opts["start_percent"], opts["end_percent"]) == (
+        True,
+        0.7,
+        0.2,
+        0.8,
+    )
     (combined,) = hooks.set_conds_props_and_combine([cond], [cond])
     assert len(combined) == 2 and combined[1][1] == {"x": 1}
     (default,) = hooks.set_default_conds_and_combine([cond], [cond])
@@ -124,6 +135,7 @@ def test_cond_props_helpers_write_the_core_hook_node_keys():
 
 
 # ---- controlnet ----------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("case", FIXTURE["broadcast_image_to"], ids=lambda c: f"{c['n']}-{c['target']}-{c['batched']}")
 def test_broadcast_image_to_matches_comfyui(case):
@@ -143,6 +155,7 @@ def test_controlnet_classes_exist_for_isinstance_and_refuse_construction():
 
 
 # ---- samplers: cond batching ---------------------------------------------------------------------------
+
 
 class Cond:
     """ComfyUI's CONDRegular behaviour (repeat to the batch, concat when shapes match)."""
@@ -170,10 +183,15 @@ def x_in():
 
 
 AREA_CASES = {
-    "plain": {}, "area_inner": {"area": (8, 6, 4, 3), "strength": 0.5}, "area_corner": {"area": (8, 6, 0, 0)},
-    "area_overflow": {"area": (20, 20, 10, 2)}, "mask": {"mask": True, "mask_strength": 0.8, "strength": 1.5},
-    "mask_area": {"mask": True, "area": (8, 6, 4, 3)}, "timestep_out": {"timestep_start": 5.0},
-    "timestep_end_out": {"timestep_end": 20.0}, "timestep_in": {"timestep_start": 15.0, "timestep_end": 5.0},
+    "plain": {},
+    "area_inner": {"area": (8, 6, 4, 3), "strength": 0.5},
+    "area_corner": {"area": (8, 6, 0, 0)},
+    "area_overflow": {"area": (20, 20, 10, 2)},
+    "mask": {"mask": True, "mask_strength": 0.8, "strength": 1.5},
+    "mask_area": {"mask": True, "area": (8, 6, 4, 3)},
+    "timestep_out": {"timestep_start": 5.0},
+    "timestep_end_out": {"timestep_end": 20.0},
+    "timestep_in": {"timestep_start": 15.0, "timestep_end": 5.0},
 }
 
 
@@ -208,6 +226,7 @@ def test_cond_batching_concats_like_comfyui():
 
 # ---- stable3d, chainner, small names ---------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("case", FIXTURE["camera_embeddings"], ids=lambda c: f"{c['elevation']}-{c['azimuth']}")
 def test_camera_embeddings_match_comfyui(case):
     out = camera_embeddings(case["elevation"], case["azimuth"])
@@ -216,6 +235,7 @@ def test_camera_embeddings_match_comfyui(case):
 
 def test_chainner_load_state_dict_gives_a_runnable_upscale_model():
     from nodes.models.esrgan import ESRGANConfig, RRDBNet
+
     torch.manual_seed(0)
     sd = RRDBNet(ESRGANConfig(in_nc=3, out_nc=3, nf=8, blocks=2, scale=2, plus=False, shuffle=None)).state_dict()
     model = model_loading.load_state_dict(sd).eval()
@@ -234,5 +254,6 @@ def test_small_module_names_packs_read():
     assert (ns.port, ns.listen, ns.cpu) == (9000, "0.0.0.0,::", True)
     assert cli_args.parser.parse_args([]).listen == "127.0.0.1"
     from comfy_bridge.compat.comfy_api.torch_helpers import set_torch_compile_wrapper
+
     with pytest.raises(ValueError, match="expected a MODEL"):
         set_torch_compile_wrapper(model=None, backend="inductor")

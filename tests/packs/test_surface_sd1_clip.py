@@ -2,6 +2,7 @@
 comfy.model_base.BaseModel.apply_model: the names ComfyUI-Image-Saver, ComfyUI_ExtraModels,
 comfyui-tooling-nodes and ComfyUI-TiledDiffusion need at import. Expected values follow ComfyUI 0.3.64's
 comfy/sd1_clip.py (derived by reading its code)."""
+
 from __future__ import annotations
 
 import inspect
@@ -17,18 +18,21 @@ from comfy_bridge.compat.comfy import model_base, sd, sd1_clip
 from comfy_bridge.packs.origin import UnsupportedFeature
 
 
-@pytest.mark.parametrize("text,weight,expected", [
-    ("(a:1.2) b", 1.0, [("a", 1.2), (" b", 1.0)]),
-    ("a (b:1.3) ((c))", 1.0, [("a ", 1.0), ("b", 1.3), (" ", 1.0), ("c", 1.0 * 1.1 * 1.1)]),
-    ("(a)", 2.0, [("a", 2.0 * 1.1)]),
-    ("(a:x)", 1.0, [("a:x", 1.1)]),            # not a number: the colon stays text, the group weighs 1.1
-    ("(:1.5)", 1.0, [(":1.5", 1.1)]),          # a colon first is not a weight
-    ("((a:0.5) b)", 1.0, [("a", 0.5), (" b", 1.1)]),
-    ("a) b", 1.0, [("a) b", 1.0)]),            # a stray ")" is text
-    ("(a", 1.0, [("(a", 1.0)]),                # an unclosed "(" is text
-    ("()", 1.0, []),
-    ("", 1.0, []),
-])
+@pytest.mark.parametrize(
+    "text,weight,expected",
+    [
+        ("(a:1.2) b", 1.0, [("a", 1.2), (" b", 1.0)]),
+        ("a (b:1.3) ((c))", 1.0, [("a ", 1.0), ("b", 1.3), (" ", 1.0), ("c", 1.0 * 1.1 * 1.1)]),
+        ("(a)", 2.0, [("a", 2.0 * 1.1)]),
+        ("(a:x)", 1.0, [("a:x", 1.1)]),  # not a number: the colon stays text, the group weighs 1.1
+        ("(:1.5)", 1.0, [(":1.5", 1.1)]),  # a colon first is not a weight
+        ("((a:0.5) b)", 1.0, [("a", 0.5), (" b", 1.1)]),
+        ("a) b", 1.0, [("a) b", 1.0)]),  # a stray ")" is text
+        ("(a", 1.0, [("(a", 1.0)]),  # an unclosed "(" is text
+        ("()", 1.0, []),
+        ("", 1.0, []),
+    ],
+)
 def test_token_weights_matches_comfyui(text, weight, expected):
     assert sd1_clip.token_weights(text, weight) == expected
 
@@ -48,6 +52,7 @@ def test_escaped_parentheses_are_text_not_weights():
 
 
 # ---- textual-inversion embeddings ----------------------------------------------------------------------
+
 
 def rows(n: int, width: int = 768, start: float = 0.0) -> torch.Tensor:
     return torch.arange(n * width, dtype=torch.float32).reshape(n, width) + start
@@ -72,11 +77,13 @@ def test_load_embed_list_keeps_tensors_of_the_encoder_width(tmp_path):
 def test_load_embed_picks_the_key_then_bundled_lora_embeddings(tmp_path):
     safetensors.torch.save_file({"clip_l": rows(1), "clip_g": rows(1, 1280)}, tmp_path / "xl.safetensors")
     torch.testing.assert_close(sd1_clip.load_embed("xl", str(tmp_path), 1280, embed_key="clip_g"), rows(1, 1280))
-    bundle = {"lora_unet.w": torch.zeros(3), "bundle_emb.a.string_to_param.*": rows(1),
-              "bundle_emb.b.string_to_param.*": rows(2, 768, 9.0)}
+    bundle = {
+        "lora_unet.w": torch.zeros(3),
+        "bundle_emb.a.string_to_param.*": rows(1),
+        "bundle_emb.b.string_to_param.*": rows(2, 768, 9.0),
+    }
     safetensors.torch.save_file(bundle, tmp_path / "lora.safetensors")
-    torch.testing.assert_close(sd1_clip.load_embed("lora", str(tmp_path), 768),
-                               torch.cat([rows(1), rows(2, 768, 9.0)]))
+    torch.testing.assert_close(sd1_clip.load_embed("lora", str(tmp_path), 768), torch.cat([rows(1), rows(2, 768, 9.0)]))
 
 
 def test_load_embed_searches_subdirectories_and_stays_inside(tmp_path):
@@ -86,7 +93,7 @@ def test_load_embed_searches_subdirectories_and_stays_inside(tmp_path):
     emb = str(tmp_path / "emb")
     assert set(sd1_clip.expand_directory_list([emb])) == {emb, str(tmp_path / "emb" / "sub")}
     torch.testing.assert_close(sd1_clip.load_embed("deep", emb, 768), rows(1))
-    assert sd1_clip.load_embed("../outside", emb, 768) is None   # no climbing out of the directory
+    assert sd1_clip.load_embed("../outside", emb, 768) is None  # no climbing out of the directory
     assert sd1_clip.load_embed("missing", emb, 768) is None
 
 
@@ -98,8 +105,9 @@ def write_storage_zip(path, *entries: bytes) -> None:
 
 def test_safe_load_embed_zip_reads_the_last_big_enough_storage(tmp_path):
     # reversed order: entry 2 (too small) is skipped, entry 1 (SD2: 2048 floats, not a multiple of 768) read
-    write_storage_zip(tmp_path / "a.pt", rows(1).numpy().tobytes(), rows(2, 1024).numpy().tobytes(),
-                      torch.zeros(10).numpy().tobytes())
+    write_storage_zip(
+        tmp_path / "a.pt", rows(1).numpy().tobytes(), rows(2, 1024).numpy().tobytes(), torch.zeros(10).numpy().tobytes()
+    )
     torch.testing.assert_close(sd1_clip.safe_load_embed_zip(str(tmp_path / "a.pt")), rows(2, 1024))
     write_storage_zip(tmp_path / "b.pt", rows(3).numpy().tobytes())
     torch.testing.assert_close(sd1_clip.safe_load_embed_zip(str(tmp_path / "b.pt")), rows(3))
@@ -116,8 +124,10 @@ def test_unreadable_embedding_is_skipped_with_a_warning(tmp_path, caplog):
 
 # ---- comfy.sd.StyleModel, BaseModel.apply_model -------------------------------------------------------
 
+
 def test_style_model_get_cond_runs_the_module_on_the_vision_tokens():
     from nodes.models.style_model import ReduxEncoder
+
     module = ReduxEncoder(8, 4)
     hidden = torch.randn(1, 3, 8)
     out = sd.StyleModel(module).get_cond(SimpleNamespace(last_hidden_state=hidden))
@@ -134,8 +144,9 @@ def test_base_model_apply_model_exists_and_refuses_clearly():
 
 def test_nodes_sag_gaussian_blur_2d_is_a_normalised_reflect_padded_blur():
     from comfy_bridge.compat.comfy_extras import nodes_sag
+
     flat = torch.full((1, 2, 8, 8), 0.7)
-    torch.testing.assert_close(nodes_sag.gaussian_blur_2d(flat, 3, 1.0), flat)   # a constant stays constant
+    torch.testing.assert_close(nodes_sag.gaussian_blur_2d(flat, 3, 1.0), flat)  # a constant stays constant
     impulse = torch.zeros(1, 1, 9, 9)
     impulse[0, 0, 4, 4] = 1.0
     out = nodes_sag.gaussian_blur_2d(impulse, 3, 1.0)

@@ -1,6 +1,7 @@
 """torchvision and spandrel, which packs import without listing them, come with `nodes install` as a ComfyUI
 install has them: torchvision of the installed torch's own build (its `+cpu` label), never another build and
 never another torch. pip runs in a throwaway virtual environment over this one (torch visible), offline."""
+
 from __future__ import annotations
 
 import subprocess
@@ -10,8 +11,7 @@ from pathlib import Path
 import pytest
 
 from comfy_bridge.packs.pip_guard import TorchReplacement, installed_torch_family
-from comfy_bridge.packs.torch_companions import (install_comfyui_companions, matched_torchvision,
-                                                 needs_companions)
+from comfy_bridge.packs.torch_companions import install_comfyui_companions, matched_torchvision, needs_companions
 
 from .test_requirements_guard import make_wheel, running_site_dirs
 
@@ -19,8 +19,12 @@ from .test_requirements_guard import make_wheel, running_site_dirs
 def _venv(root: Path) -> str:
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(root)], check=True)
     python = str(root / "bin" / "python")
-    purelib = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-                             check=True, capture_output=True, text=True).stdout.strip()
+    purelib = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     Path(purelib, "running_environment.pth").write_text("".join(d + "\n" for d in running_site_dirs()))
     return python
 
@@ -69,7 +73,7 @@ def test_another_build_is_refused_and_nothing_installed(tmp_path):
     if "+" not in torch:
         pytest.skip(f"torch {torch} has no build label to match")
     python = _venv(tmp_path / "venv")
-    offline = _wheels(tmp_path / "wheels", torch, "0.28.0")     # the default index's build only
+    offline = _wheels(tmp_path / "wheels", torch, "0.28.0")  # the default index's build only
     with pytest.raises(TorchReplacement, match=r"not the torchvision built for torch .*torchvision==0\.28\.\*"):
         install_comfyui_companions(python, offline, index_url="")
     assert installed_torch_family(python) == {"torch": torch}

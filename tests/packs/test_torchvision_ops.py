@@ -2,6 +2,7 @@
 import on its undefined ops; before packs load, their schemas are declared so packs can import it and use
 its transforms. Run in a child process: op schemas are process-wide. The stand-in package fails as the real
 wheel does (a fake kernel registered for `torchvision::nms`, which its unloadable C extension would define)."""
+
 from __future__ import annotations
 
 import os
@@ -12,7 +13,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 
-STAND_IN = textwrap.dedent('''
+STAND_IN = textwrap.dedent("""
     import torch
 
     @torch.library.register_fake("torchvision::nms")
@@ -24,7 +25,7 @@ STAND_IN = textwrap.dedent('''
         return qdets.new_empty(0, dtype=torch.long)
 
     from . import transforms
-''')
+""")
 
 
 def _run(tmp_path: Path, code: str) -> subprocess.CompletedProcess:
@@ -33,8 +34,9 @@ def _run(tmp_path: Path, code: str) -> subprocess.CompletedProcess:
     (package / "__init__.py").write_text(STAND_IN)
     (package / "transforms.py").write_text("def halve(t):\n    return t * 0.5\n")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), str(REPO)])}
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
-                          env=env, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env, timeout=300
+    )
 
 
 def test_the_stand_in_fails_to_import_as_the_real_wheel_does(tmp_path):
@@ -43,19 +45,21 @@ def test_the_stand_in_fails_to_import_as_the_real_wheel_does(tmp_path):
 
 
 def test_packs_import_torchvision_once_comfyui_modules_are_set_up(tmp_path):
-    done = _run(tmp_path, '''
+    done = _run(
+        tmp_path,
+        """
         from comfy_bridge import compat
         compat.import_as_comfyui_has()          # what the server and executors do before packs load
         import torch, torchvision
         from torchvision import transforms
         print(transforms.halve(torch.ones(2)).tolist())
         print(torch.ops.torchvision.nms.default._schema)
-    ''')
+    """,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[0] == "[0.5, 0.5]"
     assert "nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor" in done.stdout
-    assert "without its compiled ops" in done.stderr            # and the user is told how to get them
-
+    assert "without its compiled ops" in done.stderr  # and the user is told how to get them
 
 
 def test_build_registry_declares_the_schemas_before_the_core_nodes_load(monkeypatch):
@@ -63,6 +67,7 @@ def test_build_registry_declares_the_schemas_before_the_core_nodes_load(monkeypa
     with such a torchvision, build_registry failed in _core_nodes before packs (and the schemas) came."""
     from comfy_bridge import registry
     from comfy_bridge.packs import torchvision_ops
+
     order: list[str] = []
     monkeypatch.setattr(torchvision_ops, "make_torchvision_importable", lambda: order.append("schemas"))
     monkeypatch.setattr(registry, "_core_nodes", lambda: (order.append("core nodes"), ({}, {}))[1])

@@ -1,4 +1,5 @@
 """Make the toy-distribution helper importable from the tests in this folder."""
+
 import sys
 from pathlib import Path
 

@@ -1,4 +1,5 @@
 """ModelSampling against diffusers' tables and closed forms."""
+
 from __future__ import annotations
 
 import math
@@ -9,8 +10,14 @@ from diffusers import DDPMScheduler
 
 from nodes.sampling.model_sampling import model_sampling_from_config
 
-SD1 = {"kind": "discrete", "prediction": "eps", "beta_schedule": "scaled_linear", "linear_start": 0.00085,
-       "linear_end": 0.012, "timesteps": 1000}
+SD1 = {
+    "kind": "discrete",
+    "prediction": "eps",
+    "beta_schedule": "scaled_linear",
+    "linear_start": 0.00085,
+    "linear_end": 0.012,
+    "timesteps": 1000,
+}
 
 
 def diffusers_sd1_sigmas() -> torch.Tensor:
@@ -70,12 +77,12 @@ def test_denoised_recovers_x0_from_the_ideal_output(prediction):
     if prediction == "eps":
         out = n
     else:  # v on the VP-scaled input: alpha * n - sigma_vp * x0 with alpha = 1/sqrt(1+s^2), sigma_vp = s*alpha
-        out = (n - s * x0) / (1 + s ** 2) ** 0.5
+        out = (n - s * x0) / (1 + s**2) ** 0.5
     got = ms.calculate_denoised(sigma, out, x)
     diff = (got - x0).abs().max().item()
     assert diff < 1e-5, f"max abs diff {diff}"
     inp = ms.calculate_input(sigma, x)
-    diff_in = (inp - x / (1 + s ** 2) ** 0.5).abs().max().item()
+    diff_in = (inp - x / (1 + s**2) ** 0.5).abs().max().item()
     assert diff_in < 1e-6, f"max abs diff {diff_in}"
 
 

@@ -1,4 +1,5 @@
 """prepare_noise and the per-step noise samplers."""
+
 from __future__ import annotations
 
 import io
@@ -34,7 +35,7 @@ def test_batch_index_takes_the_draws_of_those_positions():
 
 
 def test_largest_seed_works():
-    seed = 2 ** 64 - 1
+    seed = 2**64 - 1
     got = prepare_noise(torch.zeros(1, 4, 8, 8), seed)
     ref = torch.randn(1, 4, 8, 8, generator=torch.Generator().manual_seed(seed))
     assert torch.equal(got, ref) and torch.isfinite(got).all()
@@ -62,7 +63,7 @@ def test_gaussian_noise_resumes_from_saved_state():
     ref = torch.randn(1, 4, 8, 8, generator=torch.Generator().manual_seed(6))
     assert torch.equal(run[0], ref) and not torch.equal(run[0], prepare_noise(x, 5))
     # the largest seed KSampler offers wraps to 0 instead of overflowing the generator
-    largest = GaussianNoise(x, 2 ** 64 - 1)(s, s)
+    largest = GaussianNoise(x, 2**64 - 1)(s, s)
     assert torch.equal(largest, torch.randn(1, 4, 8, 8, generator=torch.Generator().manual_seed(0)))
 
 
@@ -75,8 +76,8 @@ def test_brownian_noise_is_unit_variance_and_additive():
     for n in (n_ab, n_bc, n_ac):
         assert abs(n.mean().item()) < 0.04 and abs(n.var().item() - 1) < 0.05, (n.mean().item(), n.var().item())
     # W(a,c) = W(a,b) + W(b,c): the increments belong to one Brownian path.
-    w_sum = n_ab * 6.0 ** 0.5 + n_bc * 3.0 ** 0.5
-    diff = (w_sum - n_ac * 9.0 ** 0.5).abs().max().item()
+    w_sum = n_ab * 6.0**0.5 + n_bc * 3.0**0.5
+    diff = (w_sum - n_ac * 9.0**0.5).abs().max().item()
     assert diff < 1e-3, f"max abs diff {diff}"
     corr = torch.corrcoef(torch.stack([n_ab.flatten(), n_bc.flatten()]))[0, 1].item()
     assert abs(corr) < 0.05, f"disjoint increments correlate: {corr}"

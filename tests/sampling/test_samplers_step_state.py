@@ -1,4 +1,5 @@
 """One invocation per step, with the state serialised between steps, equals the single loop bit for bit."""
+
 from __future__ import annotations
 
 import io
@@ -37,28 +38,45 @@ def _setup(kind: str, name: str, steps: int = 6):
 
 
 def test_sampler_names_follow_comfyui_and_include_the_required_ones():
-    required = {"euler", "euler_ancestral", "heun", "dpm_2", "dpm_2_ancestral", "lms", "dpmpp_2s_ancestral",
-                "dpmpp_sde", "dpmpp_2m", "dpmpp_2m_sde", "dpmpp_3m_sde", "ddpm", "lcm", "ddim", "uni_pc"}
+    required = {
+        "euler",
+        "euler_ancestral",
+        "heun",
+        "dpm_2",
+        "dpm_2_ancestral",
+        "lms",
+        "dpmpp_2s_ancestral",
+        "dpmpp_sde",
+        "dpmpp_2m",
+        "dpmpp_2m_sde",
+        "dpmpp_3m_sde",
+        "ddpm",
+        "lcm",
+        "ddim",
+        "uni_pc",
+    }
     assert required <= set(SAMPLER_NAMES) and set(SAMPLER_NAMES) == set(SAMPLERS)
     assert SAMPLER_NAMES[:3] == ["euler", "euler_cfg_pp", "euler_ancestral"]
     assert SAMPLER_NAMES[-3:] == ["ddim", "uni_pc", "uni_pc_bh2"]
 
 
-@pytest.mark.parametrize("kind,name", [("ve", n) for n in SAMPLER_NAMES]
-                         + [("flow", n) for n in SAMPLER_NAMES if n not in FLOW_UNSUPPORTED])
+@pytest.mark.parametrize(
+    "kind,name", [("ve", n) for n in SAMPLER_NAMES] + [("flow", n) for n in SAMPLER_NAMES if n not in FLOW_UNSUPPORTED]
+)
 def test_per_step_execution_is_bit_identical(kind, name):
     ms, den, sigmas, x = _setup(kind, name)
     seen = []
-    whole = sample(den, x.clone(), sigmas, name, seed=2 ** 64 - 1, model_sampling=ms,
-                   callback=lambda i, xi, d: seen.append((i, d)))
+    whole = sample(
+        den, x.clone(), sigmas, name, seed=2**64 - 1, model_sampling=ms, callback=lambda i, xi, d: seen.append((i, d))
+    )
     state: dict = {}
     xs = x.clone()
     i = 0
-    while not SAMPLERS[name].finished(i, sigmas, state):   # len(sigmas) - 1 steps but for dpm_adaptive
+    while not SAMPLERS[name].finished(i, sigmas, state):  # len(sigmas) - 1 steps but for dpm_adaptive
         moved = _roundtrip({"x": xs, "state": state})
         xs, state = moved["x"], moved["state"]
         assert all(isinstance(v, torch.Tensor) for v in state.values()), f"non-tensor state: {state.keys()}"
-        xs = run_step(den, xs, sigmas, i, name, 2 ** 64 - 1, state, model_sampling=ms)
+        xs = run_step(den, xs, sigmas, i, name, 2**64 - 1, state, model_sampling=ms)
         assert torch.equal(state["denoised"], seen[i][1]), f"{name} step {i}: preview differs"
         i += 1
     diff = (whole - xs).abs().max().item()

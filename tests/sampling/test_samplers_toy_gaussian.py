@@ -3,6 +3,7 @@
 Deterministic samplers must converge to the exact ODE solution with their order; stochastic ones must sample
 the right final distribution and forget their starting noise.
 """
+
 from __future__ import annotations
 
 import math
@@ -13,18 +14,34 @@ from toy_gaussian import MU, S, flow_denoiser, ve_denoiser, ve_ode_solution
 
 from nodes.sampling.model_sampling import model_sampling_from_config
 from nodes.sampling.samplers import SAMPLERS, sample
-from nodes.sampling.samplers_dpmpp import DPMPP2MSDE, DPMPP2SAncestral, DPMPP3MSDE, DPMPPSDE
+from nodes.sampling.samplers_dpmpp import DPMPP2MSDE, DPMPP3MSDE, DPMPPSDE, DPMPP2SAncestral
 from nodes.sampling.schedules import ksampler_sigmas
 
 # Observed-order floor per deterministic sampler: theoretical order minus a margin for start-up and last steps.
 # heunpp2 and gradient_estimation are first-order heuristics; ComfyUI's multistep ones start at low order.
-ORDERS = {"euler": 1, "ddim": 1, "heun": 2, "heunpp2": 1, "dpm_2": 2, "lms": 3, "dpmpp_2m": 2, "ipndm": 2,
-          "ipndm_v": 2, "res_multistep": 2, "gradient_estimation": 1, "uni_pc": 2, "uni_pc_bh2": 2}
-ETA0 = {"dpmpp_2s_ancestral": DPMPP2SAncestral(eta=0), "dpmpp_sde": DPMPPSDE(eta=0),
-        "dpmpp_2m_sde": DPMPP2MSDE(eta=0), "dpmpp_2m_sde_heun": DPMPP2MSDE(eta=0, solver_type="heun"),
-        "dpmpp_3m_sde": DPMPP3MSDE(eta=0)}
-ETA0_ORDERS = {"dpmpp_2s_ancestral": 2, "dpmpp_sde": 2, "dpmpp_2m_sde": 2, "dpmpp_2m_sde_heun": 2,
-               "dpmpp_3m_sde": 2}
+ORDERS = {
+    "euler": 1,
+    "ddim": 1,
+    "heun": 2,
+    "heunpp2": 1,
+    "dpm_2": 2,
+    "lms": 3,
+    "dpmpp_2m": 2,
+    "ipndm": 2,
+    "ipndm_v": 2,
+    "res_multistep": 2,
+    "gradient_estimation": 1,
+    "uni_pc": 2,
+    "uni_pc_bh2": 2,
+}
+ETA0 = {
+    "dpmpp_2s_ancestral": DPMPP2SAncestral(eta=0),
+    "dpmpp_sde": DPMPPSDE(eta=0),
+    "dpmpp_2m_sde": DPMPP2MSDE(eta=0),
+    "dpmpp_2m_sde_heun": DPMPP2MSDE(eta=0, solver_type="heun"),
+    "dpmpp_3m_sde": DPMPP3MSDE(eta=0),
+}
+ETA0_ORDERS = {"dpmpp_2s_ancestral": 2, "dpmpp_sde": 2, "dpmpp_2m_sde": 2, "dpmpp_2m_sde_heun": 2, "dpmpp_3m_sde": 2}
 
 
 @pytest.fixture(autouse=True)
@@ -33,8 +50,9 @@ def _threads():
 
 
 def _geometric(n: int, hi: float = 10.0, lo: float = 0.05) -> torch.Tensor:
-    return torch.tensor([math.exp(math.log(hi) + (math.log(lo) - math.log(hi)) * k / n) for k in range(n + 1)],
-                        dtype=torch.float64)
+    return torch.tensor(
+        [math.exp(math.log(hi) + (math.log(lo) - math.log(hi)) * k / n) for k in range(n + 1)], dtype=torch.float64
+    )
 
 
 def _ode_error(sampler, n: int) -> float:
@@ -51,7 +69,7 @@ def _ode_error(sampler, n: int) -> float:
 @pytest.mark.parametrize("name", sorted(ORDERS) + [f"{n}(eta=0)" for n in sorted(ETA0)])
 def test_deterministic_sampler_converges_with_its_order(name):
     if name.endswith("(eta=0)"):
-        base = name[:-len("(eta=0)")]
+        base = name[: -len("(eta=0)")]
         sampler, order = ETA0[base], ETA0_ORDERS[base]
     else:
         sampler, order = SAMPLERS[name], ORDERS[name]
@@ -61,10 +79,26 @@ def test_deterministic_sampler_converges_with_its_order(name):
     assert observed > order - 0.4, f"{name}: observed order {observed:.2f} (max abs diff {e1:.3g} -> {e2:.3g})"
 
 
-STOCHASTIC = ["euler_ancestral", "dpm_2_ancestral", "dpmpp_2s_ancestral", "dpmpp_sde", "dpmpp_sde_gpu",
-              "dpmpp_2m_sde", "dpmpp_2m_sde_heun", "dpmpp_3m_sde", "ddpm", "res_multistep_ancestral"]
-FLOW_STOCHASTIC = ["euler_ancestral", "dpm_2_ancestral", "dpmpp_2s_ancestral", "dpmpp_sde", "dpmpp_2m_sde",
-                   "dpmpp_3m_sde"]
+STOCHASTIC = [
+    "euler_ancestral",
+    "dpm_2_ancestral",
+    "dpmpp_2s_ancestral",
+    "dpmpp_sde",
+    "dpmpp_sde_gpu",
+    "dpmpp_2m_sde",
+    "dpmpp_2m_sde_heun",
+    "dpmpp_3m_sde",
+    "ddpm",
+    "res_multistep_ancestral",
+]
+FLOW_STOCHASTIC = [
+    "euler_ancestral",
+    "dpm_2_ancestral",
+    "dpmpp_2s_ancestral",
+    "dpmpp_sde",
+    "dpmpp_2m_sde",
+    "dpmpp_3m_sde",
+]
 
 
 def _final_samples(kind: str, name: str, steps: int = 60):
@@ -103,16 +137,23 @@ def test_lcm_with_a_consistency_function_samples_exactly(kind):
 
         def model(x, sigma):
             s = sigma.view(-1, 1, 1, 1)
-            return MU + (x - MU) * S / (S ** 2 + s ** 2) ** 0.5
+            return MU + (x - MU) * S / (S**2 + s**2) ** 0.5
     else:
         ms = model_sampling_from_config({"kind": "flow", "shift": 3.0})
 
         def model(x, t):
             t = t.view(-1, 1, 1, 1)
-            return MU + (x - (1 - t) * MU) * S / ((1 - t) ** 2 * S ** 2 + t ** 2) ** 0.5
+            return MU + (x - (1 - t) * MU) * S / ((1 - t) ** 2 * S**2 + t**2) ** 0.5
+
     sigmas = ksampler_sigmas(ms, "simple", 8, 1.0)
     n = torch.randn(1, 1, 100, 100, generator=torch.Generator().manual_seed(0))
-    out = sample(model, ms.noise_scaling(sigmas[0], n, torch.zeros_like(n), max_denoise=True), sigmas, "lcm", 3,
-                 model_sampling=ms)
+    out = sample(
+        model,
+        ms.noise_scaling(sigmas[0], n, torch.zeros_like(n), max_denoise=True),
+        sigmas,
+        "lcm",
+        3,
+        model_sampling=ms,
+    )
     mean, std = out.mean().item(), out.std().item()
     assert abs(mean - MU) < 0.02 and abs(std - S) < 0.02, f"{kind}: mean {mean:.4f}, std {std:.4f}"

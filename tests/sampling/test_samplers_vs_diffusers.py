@@ -1,10 +1,18 @@
 """Samplers against diffusers' equivalent schedulers on the closed-form toy denoiser, same sigmas, same noise."""
+
 from __future__ import annotations
 
 import pytest
 import torch
-from diffusers import (DDIMScheduler, DDPMScheduler, DPMSolverMultistepScheduler, EulerAncestralDiscreteScheduler,
-                       EulerDiscreteScheduler, HeunDiscreteScheduler, LMSDiscreteScheduler)
+from diffusers import (
+    DDIMScheduler,
+    DDPMScheduler,
+    DPMSolverMultistepScheduler,
+    EulerAncestralDiscreteScheduler,
+    EulerDiscreteScheduler,
+    HeunDiscreteScheduler,
+    LMSDiscreteScheduler,
+)
 from toy_gaussian import ve_denoiser
 
 from nodes.sampling.samplers import sample
@@ -31,8 +39,11 @@ def _eps(x: torch.Tensor, sigma: float) -> torch.Tensor:
 def _run_k_scheduler(sched, x: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
     """diffusers' k-diffusion-style schedulers keep the VE latent; the model sees sigma via scheduler.sigmas."""
     for t in sched.timesteps:
-        sigma = float(sched.sigmas[sched.index_for_timestep(t)] if hasattr(sched, "index_for_timestep")
-                      else sched.sigmas[sched.step_index or 0])
+        sigma = float(
+            sched.sigmas[sched.index_for_timestep(t)]
+            if hasattr(sched, "index_for_timestep")
+            else sched.sigmas[sched.step_index or 0]
+        )
         kw = {"generator": generator} if generator is not None else {}
         x = sched.step(_eps(x, sigma), t, x, **kw).prev_sample
     return x
@@ -64,7 +75,7 @@ def test_euler_ancestral_matches_with_the_same_noise_stream():
     sched.set_timesteps(12)
     sigmas = sched.sigmas.float()
     x = _start(float(sigmas[0]))
-    ref = _run_k_scheduler(sched, x.clone(), generator=torch.Generator().manual_seed(SEED + 1))   # CPU: seed + 1
+    ref = _run_k_scheduler(sched, x.clone(), generator=torch.Generator().manual_seed(SEED + 1))  # CPU: seed + 1
     _assert_close(sample(ve_denoiser, x.clone(), sigmas, "euler_ancestral", SEED), ref, 1e-4, "euler_ancestral")
 
 
@@ -92,8 +103,14 @@ def test_lms_matches_lms_discrete_until_the_final_step():
 
 
 def test_dpmpp_2m_matches_dpmsolver_plus_plus_2m():
-    sched = DPMSolverMultistepScheduler(**BETAS, algorithm_type="dpmsolver++", solver_order=2,
-                                        use_karras_sigmas=True, final_sigmas_type="zero", lower_order_final=True)
+    sched = DPMSolverMultistepScheduler(
+        **BETAS,
+        algorithm_type="dpmsolver++",
+        solver_order=2,
+        use_karras_sigmas=True,
+        final_sigmas_type="zero",
+        lower_order_final=True,
+    )
     sched.set_timesteps(12)
     sigmas = sched.sigmas.float()
     x = _start(float(sigmas[0]))

@@ -1,4 +1,5 @@
 """Each of ComfyUI's nine schedulers against diffusers or a closed form, plus KSampler's denoise/step cuts."""
+
 from __future__ import annotations
 
 import math
@@ -10,7 +11,7 @@ import torch
 from diffusers import DDPMScheduler, EulerDiscreteScheduler
 
 from nodes.sampling.model_sampling import model_sampling_from_config
-from nodes.sampling.schedules import (SCHEDULER_NAMES, advanced_sigmas, calculate_sigmas, ksampler_sigmas)
+from nodes.sampling.schedules import SCHEDULER_NAMES, advanced_sigmas, calculate_sigmas, ksampler_sigmas
 
 SD1 = {"kind": "discrete", "beta_schedule": "scaled_linear", "linear_start": 0.00085, "linear_end": 0.012}
 SD3 = {"kind": "flow", "shift": 3.0, "multiplier": 1000}
@@ -40,8 +41,17 @@ def _check(got: torch.Tensor, ref: torch.Tensor, tol: float, what: str) -> None:
 
 
 def test_names_in_comfyui_order():
-    assert SCHEDULER_NAMES == ["simple", "sgm_uniform", "karras", "exponential", "ddim_uniform", "beta", "normal",
-                               "linear_quadratic", "kl_optimal"]
+    assert SCHEDULER_NAMES == [
+        "simple",
+        "sgm_uniform",
+        "karras",
+        "exponential",
+        "ddim_uniform",
+        "beta",
+        "normal",
+        "linear_quadratic",
+        "kl_optimal",
+    ]
 
 
 @pytest.mark.parametrize("steps", [5, 20])
@@ -105,10 +115,10 @@ def test_linear_quadratic_is_c1_and_ends_at_zero(steps):
     diff_lin = (u[:lin] - torch.arange(lin, dtype=torch.float64) * thr / lin).abs().max().item()
     assert diff_lin < 1e-6, f"linear part max abs diff {diff_lin}"
     # Quadratic part q(i) = a i^2 + b i + c fixed by q(lin) = thr, q'(lin) = thr / lin, q(steps) = 1.
-    A = np.array([[lin ** 2, lin, 1], [2 * lin, 1, 0], [steps ** 2, steps, 1]], dtype=np.float64)
+    A = np.array([[lin**2, lin, 1], [2 * lin, 1, 0], [steps**2, steps, 1]], dtype=np.float64)
     a, b, c = np.linalg.solve(A, np.array([thr, thr / lin, 1.0]))
     i = np.arange(lin, steps + 1)
-    diff_q = np.abs(u[lin:].numpy() - (a * i ** 2 + b * i + c)).max()
+    diff_q = np.abs(u[lin:].numpy() - (a * i**2 + b * i + c)).max()
     assert diff_q < 1e-6, f"quadratic part max abs diff {diff_q}"
     assert sig[-1] == 0 and len(sig) == steps + 1
 

@@ -11,6 +11,7 @@ test_cluster_stats_route.py: a ZeroMQ socket that registers at a real `cluster.h
 bookkeeping (its registered executors, queued invocations and counters) in the route's JSON and
 Prometheus shapes; nothing the stand-in sends is asserted as engine behaviour, so they are not circular.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -23,8 +24,8 @@ from aiohttp import WSMsgType
 from aiohttp.test_utils import TestClient, TestServer
 
 from comfy_bridge.registry import NodeRegistry
-from nodes import progress
 from comfy_bridge.server import ServerConfig, create_app
+from nodes import progress
 from nodes.workspace import Workspace
 
 from . import server_nodes
@@ -39,8 +40,10 @@ def make_registry(extra: dict | None = None, web_directories: dict | None = None
 
 
 def simple_prompt(prefix="stub", save_class="StubSave"):
-    return {"1": {"class_type": "StubImage", "inputs": {"width": 8}},
-            "2": {"class_type": save_class, "inputs": {"images": ["1", 0], "filename_prefix": prefix}}}
+    return {
+        "1": {"class_type": "StubImage", "inputs": {"width": 8}},
+        "2": {"class_type": save_class, "inputs": {"images": ["1", 0], "filename_prefix": prefix}},
+    }
 
 
 @pytest.fixture(autouse=True)
@@ -48,8 +51,9 @@ def restore_globals():
     """The server activates its workspace and sets PromptServer.instance: undo both after each test."""
     import sys
 
-    from nodes import workspace as workspace_mod
     from comfy_bridge.server import PromptServer
+    from nodes import workspace as workspace_mod
+
     active = workspace_mod._active
     compat = sys.modules.get("comfy_bridge.compat.server")
     compat_instance = getattr(getattr(compat, "PromptServer", None), "instance", None)

@@ -1,6 +1,7 @@
 """The local assets API (/api/assets, /api/tags), as today's ComfyUI answers it (app/assets/api/routes.py) and
 as the web UI 1.58.1 reads it (its assetSchema: ids, ISO times without an offset, tags, loader_path for
 model widgets, preview_url through /api/view), over the workspace's real folders."""
+
 from __future__ import annotations
 
 import io
@@ -43,7 +44,7 @@ def _frontend_shape(asset: dict) -> None:
     assert UUID.match(asset["id"]) and isinstance(asset["name"], str)
     assert LOCAL_TIME.match(asset["created_at"]) and LOCAL_TIME.match(asset["updated_at"])
     assert isinstance(asset["tags"], list) and isinstance(asset["size"], int)
-    assert None not in asset.values()   # absent, not null (mime_type, hash, preview_id are not nullable there)
+    assert None not in asset.values()  # absent, not null (mime_type, hash, preview_id are not nullable there)
     if "hash" in asset:
         assert re.match(r"^blake3:[a-f0-9]{64}$", asset["hash"])
 
@@ -51,7 +52,7 @@ def _frontend_shape(asset: dict) -> None:
 async def test_lists_models_inputs_and_outputs_with_their_tags(client, workspace):
     (workspace.models_dir / "checkpoints" / "sub").mkdir(parents=True, exist_ok=True)
     (workspace.models_dir / "checkpoints" / "sub" / "m.safetensors").write_bytes(b"x" * 10)
-    (workspace.models_dir / "loras" / "notes.txt").write_text("not a model")   # not a lora extension
+    (workspace.models_dir / "loras" / "notes.txt").write_text("not a model")  # not a lora extension
     (workspace.input_dir / "pasted").mkdir()
     (workspace.input_dir / "pasted" / "p.png").write_bytes(_png())
     (workspace.output_dir / "o.png").write_bytes(_png())
@@ -92,12 +93,21 @@ async def test_filters_sort_and_pages(client, workspace):
     assert [a["name"] for a in offset["assets"]] == ["c.png", "out.png"] and offset["total"] == 4
 
 
-@pytest.mark.parametrize("query, code", [
-    ("?limit=0", "INVALID_QUERY"), ("?limit=501", "INVALID_QUERY"), ("?limit=x", "INVALID_QUERY"),
-    ("?offset=-1", "INVALID_QUERY"), ("?sort=colour", "INVALID_QUERY"), ("?order=up", "INVALID_QUERY"),
-    ("?include_tags=a&tags_all=b", "INVALID_TAG_FILTER"), ("?tags_all=a&tags_none=a", "INVALID_TAG_FILTER"),
-    ("?after=garbage", "INVALID_CURSOR"), ("?metadata_filter={}", "UNSUPPORTED_PARAM"),
-])
+@pytest.mark.parametrize(
+    "query, code",
+    [
+        ("?limit=0", "INVALID_QUERY"),
+        ("?limit=501", "INVALID_QUERY"),
+        ("?limit=x", "INVALID_QUERY"),
+        ("?offset=-1", "INVALID_QUERY"),
+        ("?sort=colour", "INVALID_QUERY"),
+        ("?order=up", "INVALID_QUERY"),
+        ("?include_tags=a&tags_all=b", "INVALID_TAG_FILTER"),
+        ("?tags_all=a&tags_none=a", "INVALID_TAG_FILTER"),
+        ("?after=garbage", "INVALID_CURSOR"),
+        ("?metadata_filter={}", "UNSUPPORTED_PARAM"),
+    ],
+)
 async def test_bad_list_queries_are_400_naming_the_problem(client, query, code):
     r = await client.get("/api/assets" + query)
     assert r.status == 400
@@ -118,8 +128,9 @@ async def test_a_cursor_for_another_sort_is_refused(client, workspace):
 async def test_upload_get_content_update_tags_delete(client, workspace):
     data = _png((9, 9, 9))
     hash_ = "blake3:" + blake3.blake3(data).hexdigest()
-    r = await client.post("/api/assets", data=_form(data, "photo.png", "input", "mine",
-                                                    user_metadata='{"k": 1}', name="My photo"))
+    r = await client.post(
+        "/api/assets", data=_form(data, "photo.png", "input", "mine", user_metadata='{"k": 1}', name="My photo")
+    )
     assert r.status == 201, await r.text()
     asset = await r.json()
     _frontend_shape(asset)
@@ -158,7 +169,7 @@ async def test_upload_get_content_update_tags_delete(client, workspace):
     assert (await client.delete(f"/api/assets/{aid}")).status == 204
     assert (await client.get(f"/api/assets/{aid}")).status == 404
     assert (await client.delete(f"/api/assets/{aid}")).status == 404
-    assert stored.exists()   # the record goes, the file stays (ComfyUI's delete)
+    assert stored.exists()  # the record goes, the file stays (ComfyUI's delete)
 
 
 async def test_from_hash_makes_a_record_over_known_bytes(client):
@@ -205,13 +216,16 @@ async def test_model_upload_goes_to_its_folder(client, workspace):
     assert (workspace.models_dir / "loras" / body["loader_path"]).read_bytes() == b"weights"
 
 
-@pytest.mark.parametrize("tags, filename, message", [
-    ((), "a.png", "exactly one destination tag"),
-    (("input", "output"), "a.png", "exactly one destination tag"),
-    (("models",), "w.safetensors", "model_type"),
-    (("models", "model_type:nope"), "w.safetensors", "unknown model category"),
-    (("models", "model_type:loras"), "w.exe", "lists only"),
-])
+@pytest.mark.parametrize(
+    "tags, filename, message",
+    [
+        ((), "a.png", "exactly one destination tag"),
+        (("input", "output"), "a.png", "exactly one destination tag"),
+        (("models",), "w.safetensors", "model_type"),
+        (("models", "model_type:nope"), "w.safetensors", "unknown model category"),
+        (("models", "model_type:loras"), "w.exe", "lists only"),
+    ],
+)
 async def test_bad_uploads_are_400(client, workspace, tags, filename, message):
     r = await client.post("/api/assets", data=_form(b"abc", filename, *tags))
     assert r.status == 400
@@ -250,7 +264,7 @@ async def test_bad_bodies_are_400(client, workspace):
 async def test_seed_without_wait_tells_the_web_ui_when_done(client, workspace):
     (workspace.models_dir / "vae" / "v.safetensors").write_bytes(b"v")
     ws = await client.ws_connect("/ws?clientId=seed")
-    await ws.receive_json()   # status
+    await ws.receive_json()  # status
     r = await client.post("/api/assets/seed", json={"roots": ["models"]})
     assert r.status == 202 and await r.json() == {"status": "started"}
     while True:
@@ -271,9 +285,9 @@ async def test_features_advertise_assets(client):
 async def test_cursor_pages_are_not_shifted_by_new_files(client, workspace):
     for name in ("a.png", "b.png", "c.png", "d.png"):
         (workspace.output_dir / name).write_bytes(_png())
-    first = await _list(client, "?limit=2")   # newest first (created_at desc), as the web UI pages outputs
+    first = await _list(client, "?limit=2")  # newest first (created_at desc), as the web UI pages outputs
     (workspace.output_dir / "new.png").write_bytes(_png())
-    await _list(client, "?limit=1")   # a refresh indexes the new file at the head of the list
+    await _list(client, "?limit=1")  # a refresh indexes the new file at the head of the list
     rest = await _list(client, f"?limit=2&after={first['next_cursor']}")
     seen = [a["name"] for a in first["assets"] + rest["assets"]]
     assert sorted(seen) == ["a.png", "b.png", "c.png", "d.png"] and rest["has_more"] is False
@@ -281,6 +295,7 @@ async def test_cursor_pages_are_not_shifted_by_new_files(client, workspace):
 
 async def test_outputs_name_the_job_that_made_them(client, workspace):
     from tests.server.conftest import simple_prompt, wait_history
+
     r = await client.post("/prompt", json={"prompt": simple_prompt("jobout")})
     prompt_id = (await r.json())["prompt_id"]
     entry = await wait_history(client, prompt_id)
@@ -300,14 +315,15 @@ async def test_temp_files_are_listed_as_temp(client, workspace):
 
 def test_a_listing_brings_up_to_date_only_the_roots_its_filter_can_match():
     from comfy_bridge.server.asset_index import LISTED, roots_for
-    assert roots_for([], ["output", "temp"]) == ("output", "temp")   # the web UI's outputs poll
-    assert roots_for(["models"], []) == ("models",)                  # its model walk
+
+    assert roots_for([], ["output", "temp"]) == ("output", "temp")  # the web UI's outputs poll
+    assert roots_for(["models"], []) == ("models",)  # its model walk
     assert roots_for(["model_type:loras"], ["x"]) == ("models",)
-    assert roots_for([], ["input", "mine"]) == LISTED                 # a user tag may be on any root
+    assert roots_for([], ["input", "mine"]) == LISTED  # a user tag may be on any root
     assert roots_for([], []) == LISTED
 
 
-@pytest.mark.filterwarnings("ignore:In v4, passing bytes:DeprecationWarning")   # the nameless file part
+@pytest.mark.filterwarnings("ignore:In v4, passing bytes:DeprecationWarning")  # the nameless file part
 async def test_odd_upload_forms(client, workspace):
     # A file part with no file name is still the file; its stored name has no extension then.
     form = aiohttp.FormData()
@@ -333,17 +349,18 @@ async def test_odd_upload_forms(client, workspace):
 
 async def test_scan_times_records_and_retires_vanished_previews(client, workspace):
     import os
+
     for i, name in enumerate(("first.png", "second.png")):
         path = workspace.output_dir / name
         path.write_bytes(_png())
         os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))
     (workspace.temp_dir / "p.png").write_bytes(_png())
     names = [a["name"] for a in (await _list(client, "?tags_any=output&sort=created_at&order=asc"))["assets"]]
-    assert names == ["first.png", "second.png"]   # in the order they were written, though found in one scan
+    assert names == ["first.png", "second.png"]  # in the order they were written, though found in one scan
     assert (await _list(client, "?tags_any=output"))["assets"][0]["created_at"].startswith("2023-11-14T22:13:21")
     assert (await _list(client, "?tags_any=temp"))["total"] == 1
     (workspace.temp_dir / "p.png").unlink()
-    assert (await _list(client, "?tags_any=temp"))["total"] == 0   # gone, not kept as missing
+    assert (await _list(client, "?tags_any=temp"))["total"] == 0  # gone, not kept as missing
 
 
 async def test_a_seed_of_one_root_brings_back_only_its_deleted_records(client, workspace):
@@ -367,6 +384,7 @@ def test_the_cli_flag_reaches_the_server_config():
     import argparse
 
     from comfy_bridge.cli.flags import add_comfyui_flags
+
     parser = argparse.ArgumentParser()
     add_comfyui_flags(parser)
     assert parser.parse_args(["--disable-assets"]).disable_assets is True
@@ -376,7 +394,7 @@ def test_the_cli_flag_reaches_the_server_config():
 async def test_an_upload_supersedes_a_bare_scan_record_of_its_file(client, workspace):
     data = _png((3, 1, 4))
     stored = blake3.blake3(data).hexdigest() + ".png"
-    (workspace.input_dir / stored).write_bytes(data)   # as a listing that ran mid-upload would have found it
+    (workspace.input_dir / stored).write_bytes(data)  # as a listing that ran mid-upload would have found it
     assert [a["name"] for a in (await _list(client))["assets"]] == [stored]
     r = await client.post("/api/assets", data=_form(data, "mine.png", "input", name="Mine"))
     assert r.status in (200, 201), await r.text()

@@ -1,5 +1,6 @@
 """Bad input to the prompt, queue, history and upload routes: each is a 4xx in ComfyUI's error shape,
 nothing is queued or stored, and no response carries NaN or Infinity (not JSON)."""
+
 import json
 
 import pytest
@@ -10,8 +11,10 @@ from .test_files import form, png_bytes
 
 def _strict(text: str):
     """Parse as a browser's JSON.parse would: NaN and Infinity are errors."""
+
     def refuse(name):
         raise AssertionError(f"{name} in a response")
+
     return json.loads(text, parse_constant=refuse)
 
 
@@ -32,9 +35,20 @@ def _raw(number: str) -> bytes:
     return ('{"number": ' + number + ', "prompt": ' + json.dumps(simple_prompt()) + "}").encode()
 
 
-@pytest.mark.parametrize("raw", [_raw("1e999"), _raw("-1e999"), _raw("NaN"), _raw("Infinity"), _raw('"inf"'),
-                                 _raw('"nan"'), _raw(str(2**60)), _raw("1" + "0" * 400)],
-                         ids=["1e999", "-1e999", "NaN", "Infinity", "str-inf", "str-nan", "2**60", "10**400"])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        _raw("1e999"),
+        _raw("-1e999"),
+        _raw("NaN"),
+        _raw("Infinity"),
+        _raw('"inf"'),
+        _raw('"nan"'),
+        _raw(str(2**60)),
+        _raw("1" + "0" * 400),
+    ],
+    ids=["1e999", "-1e999", "NaN", "Infinity", "str-inf", "str-nan", "2**60", "10**400"],
+)
 async def test_non_finite_or_out_of_range_number_is_400(client, raw):
     await _error(await client.post("/prompt", data=raw))
     await _nothing_queued(client)
@@ -53,25 +67,29 @@ async def test_five_thousand_digit_integer_anywhere_is_400(client):
     await _nothing_queued(client)
 
 
-@pytest.mark.parametrize("body", [
-    {"prompt": {"1": 5}},
-    {"prompt": {"1": [1, 2]}},
-    {"prompt": {"1": {"class_type": {"a": 1}, "inputs": {}}}},
-    {"prompt": {"1": {"class_type": "StubImage", "inputs": 5}}},
-    {"prompt": simple_prompt(), "partial_execution_targets": 5},
-    {"prompt": simple_prompt(), "partial_execution_targets": [2]},
-    {"prompt": simple_prompt(), "client_id": {"a": 1}},
-    {"prompt": simple_prompt(), "client_id": 7},
-    {"prompt": simple_prompt(), "extra_data": {"client_id": ["x"]}},
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"prompt": {"1": 5}},
+        {"prompt": {"1": [1, 2]}},
+        {"prompt": {"1": {"class_type": {"a": 1}, "inputs": {}}}},
+        {"prompt": {"1": {"class_type": "StubImage", "inputs": 5}}},
+        {"prompt": simple_prompt(), "partial_execution_targets": 5},
+        {"prompt": simple_prompt(), "partial_execution_targets": [2]},
+        {"prompt": simple_prompt(), "client_id": {"a": 1}},
+        {"prompt": simple_prompt(), "client_id": 7},
+        {"prompt": simple_prompt(), "extra_data": {"client_id": ["x"]}},
+    ],
+)
 async def test_malformed_prompt_fields_are_400_invalid_prompt(client, body):
     assert (await _error(await client.post("/prompt", json=body)))["type"] == "invalid_prompt"
     await _nothing_queued(client)
 
 
 async def test_string_client_id_and_targets_still_accepted(client):
-    r = await client.post("/prompt", json={"prompt": simple_prompt(), "client_id": "c1",
-                                           "partial_execution_targets": ["2"]})
+    r = await client.post(
+        "/prompt", json={"prompt": simple_prompt(), "client_id": "c1", "partial_execution_targets": ["2"]}
+    )
     assert r.status == 200
     entry = await wait_history(client, (await r.json())["prompt_id"])
     assert entry["prompt"][3]["client_id"] == "c1"
@@ -83,17 +101,24 @@ async def test_delete_that_is_not_a_list_is_400(client, path, delete):
     await _error(await client.post(path, json={"delete": delete}))
 
 
-@pytest.mark.parametrize("query", ["max_items=99999999999999999999", "offset=-99999999999999999999",
-                                   "max_items=" + "9" * 5000, "max_items=x"], ids=["20-digits", "-20-digits",
-                                                                                   "5000-digits", "word"])
+@pytest.mark.parametrize(
+    "query",
+    ["max_items=99999999999999999999", "offset=-99999999999999999999", "max_items=" + "9" * 5000, "max_items=x"],
+    ids=["20-digits", "-20-digits", "5000-digits", "word"],
+)
 async def test_history_paging_beyond_64_bits_is_400(client, query):
     await _error(await client.get("/history?" + query))
 
 
 def _multipart(filename: str, subfolder: str = "") -> tuple[bytes, dict]:
     """Built by hand: aiohttp's client refuses to send a NUL in a header, other clients do not."""
-    parts = [b'--B\r\nContent-Disposition: form-data; name="image"; filename="' + filename.encode()
-             + b'"\r\nContent-Type: image/png\r\n\r\n' + png_bytes() + b"\r\n"]
+    parts = [
+        b'--B\r\nContent-Disposition: form-data; name="image"; filename="'
+        + filename.encode()
+        + b'"\r\nContent-Type: image/png\r\n\r\n'
+        + png_bytes()
+        + b"\r\n"
+    ]
     if subfolder:
         parts.append(b'--B\r\nContent-Disposition: form-data; name="subfolder"\r\n\r\n' + subfolder.encode() + b"\r\n")
     return b"".join(parts) + b"--B--\r\n", {"Content-Type": "multipart/form-data; boundary=B"}

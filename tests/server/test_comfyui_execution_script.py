@@ -4,6 +4,7 @@ comfy_execution.graph_utils, timing checks are on unless asked off, the servers 
 inherit that module, and the result file records the ComfyUI commit read from git, the version, the
 load average and every test's outcome, failures included. From a work tree and from a git directory
 without one (what the `fetch` tool brings) at a given ref."""
+
 from __future__ import annotations
 
 import json
@@ -19,7 +20,7 @@ FAKE = {
     "pytest.ini": "[pytest]\npythonpath = .\n",
     "comfyui_version.py": '__version__ = "9.8.7"\n',
     "tests/__init__.py": "",
-    "tests/conftest.py": textwrap.dedent('''
+    "tests/conftest.py": textwrap.dedent("""
         import pytest
 
         def pytest_addoption(parser):
@@ -31,9 +32,9 @@ FAKE = {
         @pytest.fixture(scope="session")
         def skip_timing_checks(pytestconfig):
             return pytestconfig.getoption("--skip-timing-checks")
-    '''),
+    """),
     "comfy_execution/graph_utils.py": 'ORIGIN = "the stand-in ComfyUI checkout"\n',
-    "tests/execution/test_execution.py": textwrap.dedent('''
+    "tests/execution/test_execution.py": textwrap.dedent("""
         import os
         from comfy_execution.graph_utils import ORIGIN
 
@@ -48,7 +49,7 @@ FAKE = {
 
         def test_deliberately_failing():
             assert False, "deliberately failing case"
-    '''),
+    """),
     "tests/execution/test_async_nodes.py": "def test_async_stand_in():\n    pass\n",
     "tests/execution/test_progress_isolation.py": "def test_progress_stand_in():\n    pass\n",
     "tests/execution/extra_model_paths.yaml": "",
@@ -57,8 +58,13 @@ FAKE = {
 
 
 def _git(cwd: Path, *args: str) -> str:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t"}
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+    }
     return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout.strip()
 
 
@@ -74,8 +80,14 @@ def _stand_in(tmp_path: Path) -> tuple[Path, str]:
 
 
 def _run(source: Path, result: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", str(SCRIPT), str(source), "--result", str(result), *args], cwd=REPO,
-                          capture_output=True, text=True, timeout=300, check=False)
+    return subprocess.run(
+        ["bash", str(SCRIPT), str(source), "--result", str(result), *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
 
 
 def _outcomes(result: Path) -> dict:
@@ -87,7 +99,7 @@ def test_a_work_tree_run_records_every_outcome_with_timing_checks_on(tmp_path):
     root, commit = _stand_in(tmp_path)
     result = tmp_path / "result.json"
     run = _run(root, result)
-    assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-3000:]   # the deliberate failure
+    assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-3000:]  # the deliberate failure
     data, tests = _outcomes(result)
     assert data["comfyui"]["commit"] == commit and data["comfyui"]["version"] == "9.8.7"
     assert data["timing_checks"] == "on" and data["pytest_exit_code"] == 1 and data["all_passed"] is False
@@ -101,7 +113,7 @@ def test_a_work_tree_run_records_every_outcome_with_timing_checks_on(tmp_path):
     assert data["figure"] == {"passed": 5, "total": 6} and data["commit"] == _git(REPO, "rev-parse", "HEAD")
     assert len(data["load_average"]["start"]) == 3 and data["machine"]["cpus"] == os.cpu_count()
     assert data["command"].startswith("scripts/run_comfyui_execution_tests.sh ")
-    assert not (REPO / "tests" / "execution").exists()   # the link is gone
+    assert not (REPO / "tests" / "execution").exists()  # the link is gone
 
 
 def test_a_git_directory_runs_the_given_ref_and_timing_checks_can_be_skipped_on_record(tmp_path):
@@ -114,7 +126,10 @@ def test_a_git_directory_runs_the_given_ref_and_timing_checks_can_be_skipped_on_
     run = _run(bare, result, "--ref", first, "--skip-timing-checks", "-k", "timing")
     assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-3000:]
     data, tests = _outcomes(result)
-    assert data["comfyui"] == {"commit": first, "version": "9.8.7",
-                               "client_helpers": f"comfy_execution/graph_utils.py of {first}"}
+    assert data["comfyui"] == {
+        "commit": first,
+        "version": "9.8.7",
+        "client_helpers": f"comfy_execution/graph_utils.py of {first}",
+    }
     assert data["timing_checks"] == "off" and "--skip-timing-checks" in data["command"]
     assert list(tests) == ["test_timing_checks"] and "timing checks are off" in tests["test_timing_checks"]["message"]

@@ -1,10 +1,11 @@
 """Which device each local executor of `serve` runs on, from ComfyUI's flags and the GPUs there are."""
+
 from __future__ import annotations
 
 import pytest
 
-from comfy_bridge.cli.flags import executor_devices
 from comfy_bridge.cli import build_parser
+from comfy_bridge.cli.flags import executor_devices
 
 
 def devices(argv: list[str], gpus: int) -> list[str]:
@@ -28,8 +29,10 @@ def test_gpu_executors_one_per_gpu_or_in_turn():
 def test_cpu_flag_and_cuda_device_flag():
     assert devices(["--executor-device", "cuda", "--cpu"], gpus=2) == ["cpu"]
     assert devices(["--executor-device", "cuda", "--cuda-device", "1"], gpus=2) == ["cuda:1"]
-    assert devices(["--executor-device", "cuda", "--cuda-device", "1", "--executors", "2"], gpus=2) == \
-        ["cuda:1", "cuda:1"]
+    assert devices(["--executor-device", "cuda", "--cuda-device", "1", "--executors", "2"], gpus=2) == [
+        "cuda:1",
+        "cuda:1",
+    ]
     with pytest.raises(ValueError, match="--cuda-device 5"):
         devices(["--executor-device", "cuda", "--cuda-device", "5"], gpus=2)
 

@@ -1,4 +1,5 @@
 """/view, /upload/image, /upload/mask, /view_metadata: content, naming, limits and traversal refusal."""
+
 import io
 import json
 import os
@@ -60,9 +61,15 @@ async def test_upload_to_temp_and_output_and_bad_type(client, workspace):
 
 async def test_upload_traversal_refused_and_nothing_written_outside(client, workspace, tmp_path):
     before = set(tmp_path.rglob("*"))
-    for fields, name in (({"subfolder": "../../etc"}, "up.png"), ({"subfolder": "/tmp"}, "up.png"),
-                         ({"subfolder": "..\\..\\x"}, "up.png"), ({"subfolder": "%2e%2e%2fx"}, "up.png"),
-                         ({}, "../evil.png"), ({}, "..\\evil.png"), ({}, "a/../../evil.png")):
+    for fields, name in (
+        ({"subfolder": "../../etc"}, "up.png"),
+        ({"subfolder": "/tmp"}, "up.png"),
+        ({"subfolder": "..\\..\\x"}, "up.png"),
+        ({"subfolder": "%2e%2e%2fx"}, "up.png"),
+        ({}, "../evil.png"),
+        ({}, "..\\evil.png"),
+        ({}, "a/../../evil.png"),
+    ):
         r = await client.post("/upload/image", data=form(png_bytes(), name=name, **fields))
         assert r.status == 400, (fields, name)
     assert set(tmp_path.rglob("*")) == before
@@ -183,6 +190,7 @@ async def test_upload_mask_onto_a_file_that_is_not_an_image_is_a_400(client, wor
     assert r.status == 400 and "fake.png" in await r.text()
     assert not (workspace.input_dir / "m3.png").exists()
     (workspace.input_dir / "real.png").write_bytes(png_bytes((1, 2, 3, 255)))
-    r = await client.post("/upload/mask", data=form(b"garbage", name="m4.png",
-                                                    original_ref=json.dumps({"filename": "real.png [input]"})))
-    assert r.status == 400 and not (workspace.input_dir / "m4.png").exists()   # the mask is not an image
+    r = await client.post(
+        "/upload/mask", data=form(b"garbage", name="m4.png", original_ref=json.dumps({"filename": "real.png [input]"}))
+    )
+    assert r.status == 400 and not (workspace.input_dir / "m4.png").exists()  # the mask is not an image

@@ -1,5 +1,6 @@
 """`serve --head-address`: tcp://IP:PORT only, and an address other machines can reach is refused without a
 tenant or --insecure-open, as --listen is; `serve` exits with code 2 before starting anything."""
+
 from __future__ import annotations
 
 import pytest

@@ -2,6 +2,7 @@
 a text node's output is the job's preview when it has nothing else to show, 3D files named by a bare
 string are file items in a job's outputs, an absent `limit` is a null in `pagination`, and a bad `offset`
 is a 400 that names `offset`."""
+
 from __future__ import annotations
 
 from comfy_bridge.server.jobs import detail_outputs, outputs_summary
@@ -11,9 +12,11 @@ from .conftest import make_registry, wait_history
 
 class StubShowText:
     """Shows its text in the UI, as PreviewAny and TextGenerate's preview do (`{"ui": {"text": [...]}}`)."""
+
     @classmethod
     def INPUT_TYPES(cls):
         return {"required": {"text": ("STRING", {"default": ""})}}
+
     RETURN_TYPES = ()
     OUTPUT_NODE = True
     FUNCTION = "run"
@@ -25,7 +28,7 @@ class StubShowText:
 
 def test_text_output_is_the_preview_when_nothing_else_is():
     count, previewable, preview = outputs_summary({"7": {"text": ["a cat on a mat"]}})
-    assert (count, previewable) == (0, 0)   # text is preview material, not an output file
+    assert (count, previewable) == (0, 0)  # text is preview material, not an output file
     assert preview == {"content": "a cat on a mat", "nodeId": "7", "mediaType": "text"}
     long = outputs_summary({"7": {"text": ["x" * 1500]}})[2]
     assert long["content"] == "x" * 1024 and long["truncated"] is True
@@ -41,9 +44,12 @@ def test_visual_output_outranks_text():
 def test_detail_outputs_list_3d_files_as_file_items():
     outputs = {"3": {"result": ["mesh.glb", None, "note"], "animated": [False]}, "4": "odd"}
     assert detail_outputs(outputs) == {
-        "3": {"result": [{"filename": "mesh.glb", "type": "output", "subfolder": "", "mediaType": "3d"}, "note"],
-              "animated": [False]},
-        "4": "odd"}
+        "3": {
+            "result": [{"filename": "mesh.glb", "type": "output", "subfolder": "", "mediaType": "3d"}, "note"],
+            "animated": [False],
+        },
+        "4": "odd",
+    }
 
 
 async def test_text_job_preview_and_pagination_through_the_route(make_client):

@@ -2,6 +2,7 @@
 output directory, listen address, port, a relative-to-YAML custom node folder, --cpu, --cache-lru), then
 driven like those suites drive it: JSON posted without a JSON content type, websocket `executing` messages
 carrying the prompt id, images read back through /history and /view, progress_state kept per client."""
+
 from __future__ import annotations
 
 import asyncio
@@ -25,7 +26,7 @@ from PIL import Image
 REPO = Path(__file__).resolve().parents[2]
 READINESS_WINDOW_S = 20  # ComfyUI's suite tries for about this long before every test of a class fails
 
-PACK = textwrap.dedent('''
+PACK = textwrap.dedent("""
     import torch
 
     class FlatImage:
@@ -39,7 +40,7 @@ PACK = textwrap.dedent('''
             return (torch.full((1, 4, 4, 3), value),)
 
     NODE_CLASS_MAPPINGS = {"FlatImage": FlatImage}
-''')
+""")
 
 
 def free_port() -> int:
@@ -61,11 +62,28 @@ def server(tmp_path_factory, demo_workspace):
     port = free_port()
     started = time.monotonic()
     proc = subprocess.Popen(
-        [sys.executable, "main.py", "--base-directory", str(base), "--output-directory", str(root / "out"),
-         "--listen", "127.0.0.1", "--port", str(port), "--extra-model-paths-config",
-         str(root / "conf" / "extra_model_paths.yaml"), "--cpu", "--cache-lru", "0"],
-        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        env={**os.environ, "COMFY_CLUSTER_STATE_DB": "memory"})  # as scripts/run_comfyui_execution_tests.sh
+        [
+            sys.executable,
+            "main.py",
+            "--base-directory",
+            str(base),
+            "--output-directory",
+            str(root / "out"),
+            "--listen",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--extra-model-paths-config",
+            str(root / "conf" / "extra_model_paths.yaml"),
+            "--cpu",
+            "--cache-lru",
+            "0",
+        ],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "COMFY_CLUSTER_STATE_DB": "memory"},
+    )  # as scripts/run_comfyui_execution_tests.sh
     ready_after = None
     while time.monotonic() - started < 60 and proc.poll() is None:
         try:
@@ -86,14 +104,17 @@ def flat_image(tag: str, value: float, output_class: str = "SaveImage") -> dict:
     inputs = {"images": [f"{tag}_img", 0]}
     if output_class == "SaveImage":
         inputs["filename_prefix"] = f"flat_{tag}"
-    return {f"{tag}_img": {"class_type": "FlatImage", "inputs": {"value": value}},
-            f"{tag}_out": {"class_type": output_class, "inputs": inputs}}
+    return {
+        f"{tag}_img": {"class_type": "FlatImage", "inputs": {"value": value}},
+        f"{tag}_out": {"class_type": output_class, "inputs": inputs},
+    }
 
 
 async def post_like_urllib(session: aiohttp.ClientSession, url: str, body: dict) -> str:
     # urllib.request sends a data body as application/x-www-form-urlencoded; the server must still read JSON.
-    async with session.post(url + "/prompt", data=json.dumps(body).encode(),
-                            headers={"Content-Type": "application/x-www-form-urlencoded"}) as r:
+    async with session.post(
+        url + "/prompt", data=json.dumps(body).encode(), headers={"Content-Type": "application/x-www-form-urlencoded"}
+    ) as r:
         assert r.status == 200, await r.text()
         return (await r.json())["prompt_id"]
 
@@ -118,7 +139,7 @@ async def drain(ws: aiohttp.ClientWebSocketResponse, seconds: float) -> list[dic
         while (msg := await ws.receive(timeout=seconds)).type in (aiohttp.WSMsgType.TEXT, aiohttp.WSMsgType.BINARY):
             if msg.type == aiohttp.WSMsgType.TEXT:
                 extra.append(json.loads(msg.data))
-    except asyncio.TimeoutError:
+    except TimeoutError:
         pass
     return extra
 

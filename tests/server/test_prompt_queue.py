@@ -1,4 +1,5 @@
 """PromptQueue on its own: priority order, running bookkeeping, history paging and cap, flags."""
+
 from comfy_bridge.server.prompt_queue import ExecutionStatus, PromptQueue, QueueItem
 
 

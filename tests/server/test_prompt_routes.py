@@ -1,4 +1,5 @@
 """POST /prompt and GET /prompt: ComfyUI's request/response shapes and error handling."""
+
 import json
 
 from .conftest import simple_prompt, wait_history
@@ -24,8 +25,9 @@ async def test_numbers_count_up_front_negates_and_explicit_number_is_float(clien
 
 
 async def test_prompt_json_accepted_whatever_the_content_type(client):
-    r = await client.post("/prompt", data=json.dumps({"prompt": simple_prompt()}),
-                          headers={"Content-Type": "text/plain"})
+    r = await client.post(
+        "/prompt", data=json.dumps({"prompt": simple_prompt()}), headers={"Content-Type": "text/plain"}
+    )
     assert r.status == 200
 
 
@@ -38,8 +40,15 @@ async def test_client_prompt_id_is_used(client):
 async def test_missing_prompt_is_no_prompt_400(client):
     r = await client.post("/prompt", json={"client_id": "x"})
     assert r.status == 400
-    assert await r.json() == {"error": {"type": "no_prompt", "message": "No prompt provided",
-                                        "details": "No prompt provided", "extra_info": {}}, "node_errors": {}}
+    assert await r.json() == {
+        "error": {
+            "type": "no_prompt",
+            "message": "No prompt provided",
+            "details": "No prompt provided",
+            "extra_info": {},
+        },
+        "node_errors": {},
+    }
 
 
 async def test_invalid_prompt_is_400_with_validator_errors_and_never_runs(client):
@@ -63,8 +72,12 @@ async def test_bad_json_is_400_error_shape_and_server_keeps_serving(client):
         r = await client.post("/prompt", data=body)
         assert r.status == 400, body
         err = await r.json()
-        assert set(err) == {"error", "node_errors"} and set(err["error"]) == {"type", "message", "details",
-                                                                              "extra_info"}
+        assert set(err) == {"error", "node_errors"} and set(err["error"]) == {
+            "type",
+            "message",
+            "details",
+            "extra_info",
+        }
     for path in ("/queue", "/history", "/settings"):
         r = await client.post(path, data=b"{broken")
         assert r.status == 400, path
@@ -86,6 +99,7 @@ async def test_ten_megabyte_prompt_is_413_by_default_and_accepted_with_the_limit
 
 async def test_prompt_body_and_text_limits_are_413_naming_the_limit(make_client):
     from comfy_bridge.server.config import DEFAULT_MAX_TEXT_CHARS
+
     client = await make_client()
     for length, status in ((DEFAULT_MAX_TEXT_CHARS, 200), (DEFAULT_MAX_TEXT_CHARS + 1, 413)):
         prompt = simple_prompt()
@@ -97,7 +111,7 @@ async def test_prompt_body_and_text_limits_are_413_naming_the_limit(make_client)
     assert "max_text_chars" in body["error"]["message"] and "node 2" in body["error"]["message"]
     small = await make_client(max_prompt_bytes=600, max_text_chars=50)
     nested = simple_prompt()
-    nested["1"]["inputs"]["deep"] = [[{"k": "q" * 51}]]   # strings inside lists and objects count too
+    nested["1"]["inputs"]["deep"] = [[{"k": "q" * 51}]]  # strings inside lists and objects count too
     r = await small.post("/prompt", json={"prompt": nested})
     assert r.status == 413 and (await r.json())["error"]["extra_info"]["limit"] == "max_text_chars"
     r = await small.post("/prompt", json={"prompt": simple_prompt(), "extra_data": {"pad": "y" * 600}})
@@ -107,8 +121,9 @@ async def test_prompt_body_and_text_limits_are_413_naming_the_limit(make_client)
 
 async def test_sensitive_extra_data_reaches_the_node_but_not_queue_or_history(client):
     prompt = {**simple_prompt(), "3": {"class_type": "StubKeyCheck", "inputs": {"images": ["1", 0]}}}
-    r = await client.post("/prompt", json={"prompt": prompt, "client_id": "c9",
-                                           "extra_data": {"api_key_comfy_org": "secret", "keep": 1}})
+    r = await client.post(
+        "/prompt", json={"prompt": prompt, "client_id": "c9", "extra_data": {"api_key_comfy_org": "secret", "keep": 1}}
+    )
     pid = (await r.json())["prompt_id"]
     entry = await wait_history(client, pid)
     stored = entry["prompt"][3]
@@ -138,10 +153,13 @@ async def test_on_prompt_handlers_can_rewrite_the_request(client):
 async def test_unusable_model_file_is_400_naming_node_and_input_and_the_server_keeps_serving(make_client, workspace):
     """A truncated checkpoint is refused at POST /prompt (ComfyUI's node_errors shape), never queued; the next
     prompt is served as usual."""
-    from nodes.loaders import CheckpointLoaderSimple
-    from .conftest import make_registry
     import torch
     from safetensors.torch import save
+
+    from nodes.loaders import CheckpointLoaderSimple
+
+    from .conftest import make_registry
+
     (workspace.models_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
     whole = save({"model.diffusion_model.input_blocks.0.0.weight": torch.zeros(4, 4, 3, 3)})
     (workspace.models_dir / "checkpoints" / "cut.safetensors").write_bytes(whole[:-100])
@@ -150,14 +168,18 @@ async def test_unusable_model_file_is_400_naming_node_and_input_and_the_server_k
         @classmethod
         def INPUT_TYPES(cls):
             return {"required": {"model": ("MODEL",)}}
+
         RETURN_TYPES = ()
         FUNCTION = "run"
         OUTPUT_NODE = True
 
-    client = await make_client(make_registry({"CheckpointLoaderSimple": CheckpointLoaderSimple,
-                                              "TakeModel": TakeModel}))
-    bad = {"9": {"class_type": "CheckpointLoaderSimple", "inputs": {"ckpt_name": "cut.safetensors"}},
-           "10": {"class_type": "TakeModel", "inputs": {"model": ["9", 0]}}}
+    client = await make_client(
+        make_registry({"CheckpointLoaderSimple": CheckpointLoaderSimple, "TakeModel": TakeModel})
+    )
+    bad = {
+        "9": {"class_type": "CheckpointLoaderSimple", "inputs": {"ckpt_name": "cut.safetensors"}},
+        "10": {"class_type": "TakeModel", "inputs": {"model": ["9", 0]}},
+    }
     r = await client.post("/prompt", json={"prompt": bad, "prompt_id": "bad"})
     assert r.status == 400
     body = await r.json()

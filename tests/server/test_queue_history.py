@@ -1,4 +1,5 @@
 """/queue, /history and /jobs: pending items, clearing, paging, job shapes."""
+
 from .conftest import simple_prompt, wait_history, wait_slow_node_running
 
 
@@ -34,7 +35,7 @@ async def test_front_runs_before_earlier_items(client):
     await client.post("/prompt", json={"prompt": simple_prompt(), "prompt_id": "first", "front": True})
     await client.post("/interrupt", json={})
     await wait_history(client, "late")
-    order = list((await (await client.get("/history")).json()))
+    order = list(await (await client.get("/history")).json())
     assert order.index("first") < order.index("late")
 
 
@@ -55,8 +56,14 @@ async def test_history_paging_delete_and_clear(client):
 
 
 async def test_jobs_list_and_detail_shapes(client):
-    r = await client.post("/prompt", json={"prompt": simple_prompt(), "prompt_id": "ok",
-                                           "extra_data": {"extra_pnginfo": {"workflow": {"id": "wf1"}}}})
+    r = await client.post(
+        "/prompt",
+        json={
+            "prompt": simple_prompt(),
+            "prompt_id": "ok",
+            "extra_data": {"extra_pnginfo": {"workflow": {"id": "wf1"}}},
+        },
+    )
     await wait_history(client, "ok")
     await client.post("/prompt", json={"prompt": simple_prompt(save_class="StubError"), "prompt_id": "err"})
     await wait_history(client, "err")
@@ -67,8 +74,13 @@ async def test_jobs_list_and_detail_shapes(client):
     ok = jobs["ok"]
     assert ok["status"] == "completed" and ok["workflow_id"] == "wf1"
     assert ok["outputs_count"] == 1 and ok["previewable_outputs_count"] == 1
-    assert ok["preview_output"] == {"filename": "stub.png", "subfolder": "", "type": "output", "nodeId": "2",
-                                    "mediaType": "images"}
+    assert ok["preview_output"] == {
+        "filename": "stub.png",
+        "subfolder": "",
+        "type": "output",
+        "nodeId": "2",
+        "mediaType": "images",
+    }
     assert isinstance(ok["create_time"], int) and ok["execution_end_time"] >= ok["execution_start_time"]
     assert jobs["err"]["status"] == "failed" and jobs["err"]["execution_error"]["exception_type"] == "RuntimeError"
     r = await client.get("/api/jobs?status=in_progress,pending&limit=200&offset=0")

@@ -1,5 +1,6 @@
 """The server on the real engine (registry, validation, executor, custom node loading): a model-free
 prompt runs end to end, invalid prompts are refused, a pack's routes and web directory are served."""
+
 import io
 import textwrap
 
@@ -11,7 +12,7 @@ from comfy_bridge.server import ServerConfig, create_app
 
 from .conftest import receive_json_until, wait_history
 
-PACK = textwrap.dedent('''
+PACK = textwrap.dedent("""
     from aiohttp import web
     from server import PromptServer
 
@@ -33,7 +34,7 @@ PACK = textwrap.dedent('''
             return (1.0 - image,)
 
     NODE_CLASS_MAPPINGS = {"PackInvert": PackInvert}
-''')
+""")
 
 
 @pytest.fixture
@@ -72,15 +73,15 @@ async def test_real_prompt_runs_and_is_viewable(real_client):
     r = await client.post("/prompt", json={"prompt": PROMPT, "client_id": "real"})
     assert r.status == 200, await r.text()
     pid = (await r.json())["prompt_id"]
-    msgs = await receive_json_until(ws, lambda m: m["type"] == "executing" and m["data"]["node"] is None,
-                                    timeout=60)
+    msgs = await receive_json_until(ws, lambda m: m["type"] == "executing" and m["data"]["node"] is None, timeout=60)
     kinds = [m["type"] for m in msgs if isinstance(m, dict)]
     assert kinds[:3] == ["status", "status", "execution_start"]
     assert "execution_success" in kinds and kinds[-2:] == ["status", "executing"]
     executed = [m["data"] for m in msgs if isinstance(m, dict) and m["type"] == "executed"]
     image = executed[0]["output"]["images"][0]
-    r = await client.get("/view", params={"filename": image["filename"], "subfolder": image["subfolder"],
-                                          "type": image["type"]})
+    r = await client.get(
+        "/view", params={"filename": image["filename"], "subfolder": image["subfolder"], "type": image["type"]}
+    )
     assert r.status == 200
     pixel = Image.open(io.BytesIO(await r.read())).convert("RGB").getpixel((0, 0))
     assert pixel == (255, 255, 255)  # the black image, inverted
@@ -90,8 +91,10 @@ async def test_real_prompt_runs_and_is_viewable(real_client):
 
 
 async def test_real_validation_refuses_bad_prompts(real_client):
-    bad = {**PROMPT, "1": {"class_type": "EmptyImage", "inputs": {"width": 0, "height": 8, "batch_size": 1,
-                                                                  "color": 0}}}
+    bad = {
+        **PROMPT,
+        "1": {"class_type": "EmptyImage", "inputs": {"width": 0, "height": 8, "batch_size": 1, "color": 0}},
+    }
     r = await real_client.post("/prompt", json={"prompt": bad})
     assert r.status == 400
     body = await r.json()

@@ -2,6 +2,7 @@
 (seconds the executors spend importing theirs), for a head whose address is fixed before it exists; the
 head then takes them over once it listens there. The server listens meanwhile; executors that never
 register stop it as a failed start."""
+
 from __future__ import annotations
 
 import json
@@ -38,19 +39,26 @@ print(json.dumps(out))
 
 
 def probe(tmp_path, *flags: str) -> dict:
-    done = subprocess.run([sys.executable, "-c", PROBE, str(tmp_path), *flags], capture_output=True, text=True,
-                          timeout=180)
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, str(tmp_path), *flags], capture_output=True, text=True, timeout=180
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def test_the_executor_starts_before_torch_is_imported_and_joins_the_head_at_the_fixed_address(tmp_path):
-    assert probe(tmp_path) == {"torch_at_spawn": False, "started": True, "address_given": True,
-                               "registered": True, "warm_up": True}
+    assert probe(tmp_path) == {
+        "torch_at_spawn": False,
+        "started": True,
+        "address_given": True,
+        "registered": True,
+        "warm_up": True,
+    }
 
 
-@pytest.mark.parametrize("flags", [["--executors", "0"], ["--data-plane", "tcp"],
-                                   ["--head-address", "tcp://127.0.0.1:0"]])
+@pytest.mark.parametrize(
+    "flags", [["--executors", "0"], ["--data-plane", "tcp"], ["--head-address", "tcp://127.0.0.1:0"]]
+)
 def test_no_early_executors_where_the_cluster_starts_otherwise(tmp_path, flags):
     # in-process, or an environment (data plane) or address (a TCP port) known only later
     assert probe(tmp_path, *flags) == {"torch_at_spawn": False, "started": False}
@@ -67,7 +75,7 @@ def test_a_head_at_another_address_cannot_take_them_over(monkeypatch):
         def poll(self):
             return None
 
-        def terminate(self):   # stop() tells each executor to end
+        def terminate(self):  # stop() tells each executor to end
             pass
 
         def wait(self, timeout=None):
@@ -75,8 +83,9 @@ def test_a_head_at_another_address_cannot_take_them_over(monkeypatch):
 
     monkeypatch.setattr("cluster.local_cluster.subprocess.Popen", Process)
     monkeypatch.setattr("cluster.local_cluster.StderrTail", lambda stream: None)
-    cluster = LocalCluster(HeadContact("ipc:///tmp/cc-here.sock"), 1, 1, None, (), ["cpu"], restart=False,
-                           env=None, supervise=False)
+    cluster = LocalCluster(
+        HeadContact("ipc:///tmp/cc-here.sock"), 1, 1, None, (), ["cpu"], restart=False, env=None, supervise=False
+    )
     with pytest.raises(ValueError, match="started for ipc:///tmp/cc-here.sock"):
         cluster.attach(SimpleNamespace(address="ipc:///tmp/cc-elsewhere.sock"))
     cluster.stop()
@@ -84,11 +93,13 @@ def test_a_head_at_another_address_cannot_take_them_over(monkeypatch):
 
 
 @pytest.mark.parametrize("registered, running, stops", [(0, True, True), (1, True, False), (0, False, False)])
-def test_serve_listens_meanwhile_and_stops_as_a_failed_start_if_they_never_register(monkeypatch, registered,
-                                                                                    running, stops):
+def test_serve_listens_meanwhile_and_stops_as_a_failed_start_if_they_never_register(
+    monkeypatch, registered, running, stops
+):
     # a head stopped meanwhile (the server stopping) ends the watch without a signal
-    from comfy_bridge.cli import serve
     from cluster.head import Head
+    from comfy_bridge.cli import serve
+
     monkeypatch.setattr(serve, "EXECUTOR_START_S", 0.3)
     signals: list[tuple[int, int]] = []
     monkeypatch.setattr(serve.os, "kill", lambda pid, sig: signals.append((pid, sig)))
@@ -102,11 +113,13 @@ def test_serve_listens_meanwhile_and_stops_as_a_failed_start_if_they_never_regis
 
 def test_serve_starts_without_the_collector_and_serves_with_it(tmp_path):
     # --executors 0: the model code is imported in the server's process, before it listens
-    code = ("import gc, json, sys\n"
-            "from comfy_bridge.cli import main\n"
-            "rc = main(['serve', '--workspace', sys.argv[1], '--executors', '0', '--port', '0',"
-            " '--state-db', 'memory', '--quick-test-for-ci'])\n"
-            "print(json.dumps([rc, gc.isenabled(), gc.get_freeze_count()]))\n")
+    code = (
+        "import gc, json, sys\n"
+        "from comfy_bridge.cli import main\n"
+        "rc = main(['serve', '--workspace', sys.argv[1], '--executors', '0', '--port', '0',"
+        " '--state-db', 'memory', '--quick-test-for-ci'])\n"
+        "print(json.dumps([rc, gc.isenabled(), gc.get_freeze_count()]))\n"
+    )
     done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr[-3000:]
     rc, enabled, frozen = json.loads(done.stdout.strip().splitlines()[-1])

@@ -1,4 +1,5 @@
 """start_server / run_server as the CLI calls them: real sockets on a free port."""
+
 import asyncio
 import socket
 import time

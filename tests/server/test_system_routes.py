@@ -1,4 +1,5 @@
 """Server-wide routes, static web UI, middlewares, and routes added by node packs."""
+
 import json
 import logging
 import struct
@@ -16,14 +17,25 @@ from .server_nodes import CLASSES, StubBrokenInfo
 async def test_system_stats_and_features(client):
     stats = await (await client.get("/api/system_stats")).json()
     assert set(stats) == {"system", "devices"}
-    assert {"os", "ram_total", "ram_free", "comfyui_version", "python_version", "pytorch_version",
-            "embedded_python", "argv"} <= set(stats["system"])
+    assert {
+        "os",
+        "ram_total",
+        "ram_free",
+        "comfyui_version",
+        "python_version",
+        "pytorch_version",
+        "embedded_python",
+        "argv",
+    } <= set(stats["system"])
     dev = stats["devices"][0]
     assert {"name", "type", "index", "vram_total", "vram_free", "torch_vram_total", "torch_vram_free"} <= set(dev)
-    assert await (await client.get("/features")).json() == {"supports_preview_metadata": True,
-                                                            "max_upload_size": 104857600, "assets": True,
-                                                            "supports_model_type_tags": True,
-                                                            "node_replacements": True}
+    assert await (await client.get("/features")).json() == {
+        "supports_preview_metadata": True,
+        "max_upload_size": 104857600,
+        "assets": True,
+        "supports_model_type_tags": True,
+        "node_replacements": True,
+    }
 
 
 async def test_models_and_embeddings(client, workspace):
@@ -72,18 +84,22 @@ async def test_frontend_index_and_static_and_extensions(make_client, tmp_path):
     assert r.headers["Cache-Control"] == "no-cache"
     r = await client.get("/app.js")
     assert r.status == 200 and r.headers["Cache-Control"] == "no-cache"
-    assert await (await client.get("/api/extensions")).json() == ["/extensions/core/widgets.js",
-                                                                  "/extensions/my%20pack/js/ext.js"]
+    assert await (await client.get("/api/extensions")).json() == [
+        "/extensions/core/widgets.js",
+        "/extensions/my%20pack/js/ext.js",
+    ]
     r = await client.get("/extensions/my%20pack/js/ext.js")
     assert r.status == 200 and await r.text() == "// pack"
 
 
 async def test_default_web_root_is_the_frontend_package(workspace):
     import comfyui_frontend_package
+
     app = create_app(ServerConfig(workspace=workspace), registry=make_registry())
     expected = Path(comfyui_frontend_package.__file__).parent / "static"
     assert app[SERVER_KEY].web_root == expected
     from aiohttp.test_utils import TestClient, TestServer
+
     async with TestClient(TestServer(app)) as client:
         r = await client.get("/")
         assert r.status == 200 and "<html" in (await r.text()).lower()
@@ -101,7 +117,8 @@ async def test_custom_node_pack_files(client, workspace):
     (pack / "locales" / "en" / "nodeDefs.json").write_text('{"MyNode": {"display_name": "Mine"}}')
     assert await (await client.get("/api/workflow_templates")).json() == {"mypack": ["demo"]}
     assert await (await client.get("/api/i18n")).json() == {
-        "en": {"hello": "Hello", "nodeDefs": {"MyNode": {"display_name": "Mine"}}}}
+        "en": {"hello": "Hello", "nodeDefs": {"MyNode": {"display_name": "Mine"}}}
+    }
 
 
 async def test_example_workflows_served_statically(make_client, workspace):
@@ -157,6 +174,7 @@ async def test_pack_routes_added_through_instance_get_api_mirror(workspace, web_
         @routes.get("/mypack/hello")
         async def hello(request):
             return web.json_response({"hi": True})
+
         return make_registry()
 
     config = ServerConfig(workspace=workspace, front_end_root=web_root)
@@ -164,6 +182,7 @@ async def test_pack_routes_added_through_instance_get_api_mirror(workspace, web_
     server.registry = load_pack()  # what create_app does when it builds the registry
     server.add_routes()
     from aiohttp.test_utils import TestClient, TestServer
+
     async with TestClient(TestServer(server.app)) as client:
         assert await (await client.get("/mypack/hello")).json() == {"hi": True}
         assert await (await client.get("/api/mypack/hello")).json() == {"hi": True}
@@ -173,7 +192,7 @@ async def test_binary_event_with_raw_bytes_and_bad_data(client):
     ws = await client.ws_connect("/ws?clientId=b")
     await ws.receive_json(timeout=5)
     server = PromptServer.instance
-    server.send_sync(1, object(), "b")       # undeliverable: logged, the publisher survives
+    server.send_sync(1, object(), "b")  # undeliverable: logged, the publisher survives
     server.send_sync(3, b"\x00\x00\x00\x01n" + b"text", "b")
     frame = await ws.receive_bytes(timeout=5)
     assert struct.unpack(">I", frame[:4])[0] == 3
@@ -196,9 +215,10 @@ async def test_packs_loaded_after_a_server_stopped_get_a_live_stub(make_client):
     """A stopped server's app is frozen; a pack that adds a startup hook at import (comfyui-deploy does)
     must not fail because an earlier server in the same process ran and stopped."""
     from comfy_bridge.compat import server as compat_server
+
     client = await make_client()
     assert compat_server.PromptServer.instance is not None
     await client.close()
     stub = compat_server.PromptServer.instance
-    stub.app.on_startup.append(lambda app: None)     # raised "Cannot modify frozen list" before
+    stub.app.on_startup.append(lambda app: None)  # raised "Cannot modify frozen list" before
     stub.routes.get("/after_stop")(lambda request: None)

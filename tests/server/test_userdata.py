@@ -1,4 +1,5 @@
 """Users, /userdata, /v2/userdata and /settings as the web UI uses them, including traversal refusal."""
+
 from urllib.parse import quote
 
 
@@ -31,7 +32,9 @@ async def test_userdata_write_read_list_move_delete(client, workspace):
     assert await (await client.get("/userdata?dir=workflows&recurse=true")).json() == ["sub/x.json", "test.json"]
     assert await (await client.get("/userdata?dir=workflows")).json() == ["test.json"]
     assert await (await client.get("/userdata?dir=workflows&recurse=true&split=true")).json() == [
-        ["sub/x.json", "sub", "x.json"], ["test.json", "test.json"]]
+        ["sub/x.json", "sub", "x.json"],
+        ["test.json", "test.json"],
+    ]
     r = await client.post(f"/userdata/{enc('workflows/test.json')}/move/{enc('workflows/b.json')}")
     assert r.status == 200 and await r.json() == "workflows/b.json"
     await client.post(f"/userdata/{enc('workflows/c.json')}", data=b"c")
@@ -39,8 +42,12 @@ async def test_userdata_write_read_list_move_delete(client, workspace):
     assert r.status == 409
     r = await client.get("/v2/userdata?path=workflows")
     entries = await r.json()
-    assert [(e["name"], e["type"]) for e in entries] == [("sub", "directory"), ("b.json", "file"),
-                                                         ("c.json", "file"), ("x.json", "file")]
+    assert [(e["name"], e["type"]) for e in entries] == [
+        ("sub", "directory"),
+        ("b.json", "file"),
+        ("c.json", "file"),
+        ("x.json", "file"),
+    ]
     assert entries[1]["path"] == "workflows/b.json" and entries[1]["size"] == 7
     assert (await client.delete(f"/userdata/{enc('workflows/b.json')}")).status == 204
     assert (await client.delete(f"/userdata/{enc('workflows/b.json')}")).status == 404
@@ -56,8 +63,14 @@ async def test_userdata_listing_errors(client):
 async def test_userdata_traversal_is_403(client, workspace, tmp_path):
     (tmp_path / "secret.txt").write_text("secret")
     await client.post(f"/userdata/{enc('ok.json')}", data=b"{}")
-    attempts = ["../../secret.txt", "../../../etc/passwd", "/etc/passwd", "..\\..\\secret.txt",
-                "%2e%2e%2f%2e%2e%2fsecret.txt", "a/../../../secret.txt"]
+    attempts = [
+        "../../secret.txt",
+        "../../../etc/passwd",
+        "/etc/passwd",
+        "..\\..\\secret.txt",
+        "%2e%2e%2f%2e%2e%2fsecret.txt",
+        "a/../../../secret.txt",
+    ]
     for path in attempts:
         r = await client.get(f"/userdata/{enc(path)}")
         assert r.status in (400, 403), (path, r.status)
@@ -75,6 +88,7 @@ async def test_userdata_traversal_is_403(client, workspace, tmp_path):
 
 async def test_userdata_symlink_out_is_403(client, workspace, tmp_path):
     import os
+
     (tmp_path / "outside").mkdir()
     (tmp_path / "outside" / "s.txt").write_text("s")
     root = workspace.user_dir / "default"

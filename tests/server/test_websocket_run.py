@@ -2,6 +2,7 @@
 against ComfyUI's protocol (shared/reference/comfyui-protocol.md §4.2-§4.5, §3.7, §7.12): the sequence
 of a fresh run, of a cached run, of an error and of an interrupt, addressing with and without a client
 id, progress, previews (type 4 for negotiated clients, type 1 for the others), history entries."""
+
 import asyncio
 import json
 import struct
@@ -63,9 +64,16 @@ async def test_feature_flags_reply_only_to_first_message(client):
     await ws.receive_json(timeout=30)
     await ws.send_str(json.dumps({"type": "feature_flags", "data": {"supports_preview_metadata": True}}))
     reply = await ws.receive_json(timeout=30)
-    assert reply == {"type": "feature_flags",
-                     "data": {"supports_preview_metadata": True, "max_upload_size": 100 * 1024 * 1024,
-                              "assets": True, "supports_model_type_tags": True, "node_replacements": True}}
+    assert reply == {
+        "type": "feature_flags",
+        "data": {
+            "supports_preview_metadata": True,
+            "max_upload_size": 100 * 1024 * 1024,
+            "assets": True,
+            "supports_model_type_tags": True,
+            "node_replacements": True,
+        },
+    }
     await ws.send_str(json.dumps({"type": "feature_flags", "data": {}}))
     await ws.send_str("not json")
     # Nothing answers a later feature_flags message; one that is no JSON is told so. The socket still
@@ -87,10 +95,22 @@ async def test_fresh_then_cached_run_sequence_and_addressing(client):
     r = await client.post("/prompt", json={"prompt": simple_prompt(), "client_id": "me"})
     pid = (await r.json())["prompt_id"]
     mine = await receive_json_until(ws, done(pid))
-    assert types(mine) == ["status", "status", "execution_start", "execution_cached",
-                           "progress_state", "executing", "progress_state",
-                           "progress_state", "executing", "executed", "progress_state",
-                           "execution_success", "status", "executing"]
+    assert types(mine) == [
+        "status",
+        "status",
+        "execution_start",
+        "execution_cached",
+        "progress_state",
+        "executing",
+        "progress_state",
+        "progress_state",
+        "executing",
+        "executed",
+        "progress_state",
+        "execution_success",
+        "status",
+        "executing",
+    ]
     assert [queue_remaining(mine[i]) for i in (0, 1, 12)] == [1, 1, 0]
     start, cached = mine[2]["data"], mine[3]["data"]
     assert set(start) == {"prompt_id", "timestamp"} and start["prompt_id"] == pid
@@ -112,13 +132,22 @@ async def test_fresh_then_cached_run_sequence_and_addressing(client):
     r = await client.post("/prompt", json={"prompt": simple_prompt(), "client_id": "me"})
     pid2 = (await r.json())["prompt_id"]
     again = await receive_json_until(ws, done(pid2))
-    assert types(again) == ["status", "status", "execution_start", "execution_cached", "executed",
-                            "progress_state", "execution_success", "status", "executing"]
+    assert types(again) == [
+        "status",
+        "status",
+        "execution_start",
+        "execution_cached",
+        "executed",
+        "progress_state",
+        "execution_success",
+        "status",
+        "executing",
+    ]
     assert again[3]["data"]["nodes"] == ["1", "2"]
     assert again[4]["data"] == {"node": "2", "display_node": "2", "output": ui, "prompt_id": pid2}
     assert states(again[5]) == {"2": ("finished", 1, 1)}
     entry = await wait_history(client, pid2)
-    assert entry["outputs"] == {"2": ui}   # a cached output node's UI is in the history too (§3.7)
+    assert entry["outputs"] == {"2": ui}  # a cached output node's UI is in the history too (§3.7)
 
     theirs = await receive_json_until(other, lambda m: m["type"] == "status" and queue_remaining(m) == 0)
     theirs += await receive_json_until(other, lambda m: m["type"] == "status" and queue_remaining(m) == 0)
@@ -139,32 +168,47 @@ async def test_history_entry_after_success_and_error(client):
     assert entry["outputs"] == {"2": {"images": [{"filename": "stub.png", "subfolder": "", "type": "output"}]}}
     assert entry["meta"] == {"2": {"node_id": "2", "display_node": "2", "parent_node": None, "real_node_id": "2"}}
     assert entry["status"]["status_str"] == "success" and entry["status"]["completed"] is True
-    assert [m[0] for m in entry["status"]["messages"]] == ["execution_start", "execution_cached",
-                                                           "execution_success"]
+    assert [m[0] for m in entry["status"]["messages"]] == ["execution_start", "execution_cached", "execution_success"]
 
     ws = await connect(client, "e")
     bad = simple_prompt(save_class="StubError")
-    bad["1"]["inputs"]["width"] = 9   # not the cached image: node 1 runs again
+    bad["1"]["inputs"]["width"] = 9  # not the cached image: node 1 runs again
     r = await client.post("/prompt", json={"prompt": bad, "client_id": "e"})
     pid = (await r.json())["prompt_id"]
     got = await receive_json_until(ws, done(pid))
-    assert types(got) == ["status", "status", "execution_start", "execution_cached",
-                          "progress_state", "executing", "progress_state",
-                          "progress_state", "executing", "execution_error", "status", "executing"]
+    assert types(got) == [
+        "status",
+        "status",
+        "execution_start",
+        "execution_cached",
+        "progress_state",
+        "executing",
+        "progress_state",
+        "progress_state",
+        "executing",
+        "execution_error",
+        "status",
+        "executing",
+    ]
     assert got[8]["data"]["node"] == "2"
     error = got[9]["data"]
-    assert {k: error[k] for k in ("prompt_id", "node_id", "node_type", "executed", "exception_message",
-                                  "exception_type")} == {
-        "prompt_id": pid, "node_id": "2", "node_type": "StubError", "executed": ["1"],
-        "exception_message": "boom\n", "exception_type": "RuntimeError"}
+    assert {
+        k: error[k] for k in ("prompt_id", "node_id", "node_type", "executed", "exception_message", "exception_type")
+    } == {
+        "prompt_id": pid,
+        "node_id": "2",
+        "node_type": "StubError",
+        "executed": ["1"],
+        "exception_message": "boom\n",
+        "exception_type": "RuntimeError",
+    }
     assert sorted(error["current_outputs"]) == ["1", "2"]
     assert error["current_inputs"]["filename_prefix"] == ["stub"]
     assert error["traceback"] and all(isinstance(line, str) for line in error["traceback"])
     assert isinstance(error["timestamp"], int)
     entry = await wait_history(client, pid)
     assert entry["status"]["status_str"] == "error" and entry["status"]["completed"] is False
-    assert [m[0] for m in entry["status"]["messages"]] == ["execution_start", "execution_cached",
-                                                           "execution_error"]
+    assert [m[0] for m in entry["status"]["messages"]] == ["execution_start", "execution_cached", "execution_error"]
     assert entry["status"]["messages"][-1][1] == error
     assert entry["outputs"] == {}
     await ws.close()
@@ -174,14 +218,16 @@ async def test_progress_messages_follow_progress_state(client):
     """§4.3/§7.13: each ProgressBar update sends `progress_state` (the node running at value/max) and then
     `progress {value, max, prompt_id, node}`, between the node's `executing` and its finished state."""
     ws = await connect(client, "p")
-    prompt = {"1": {"class_type": "StubImage", "inputs": {"width": 4}},
-              "2": {"class_type": "StubProgress", "inputs": {"images": ["1", 0], "steps": 3}},
-              "3": {"class_type": "StubSave", "inputs": {"images": ["2", 0], "filename_prefix": "prog"}}}
+    prompt = {
+        "1": {"class_type": "StubImage", "inputs": {"width": 4}},
+        "2": {"class_type": "StubProgress", "inputs": {"images": ["1", 0], "steps": 3}},
+        "3": {"class_type": "StubSave", "inputs": {"images": ["2", 0], "filename_prefix": "prog"}},
+    }
     r = await client.post("/prompt", json={"prompt": prompt, "client_id": "p"})
     pid = (await r.json())["prompt_id"]
     got = await receive_json_until(ws, done(pid))
     at = next(i for i, m in enumerate(got) if m["type"] == "executing" and m["data"]["node"] == "2")
-    window = got[at + 1:at + 8]
+    window = got[at + 1 : at + 8]
     assert types(window) == ["progress_state", "progress"] * 3 + ["progress_state"]
     for step in (1, 2, 3):
         state, prog = window[2 * step - 2], window[2 * step - 1]
@@ -196,9 +242,11 @@ async def test_without_client_id_only_progress_is_broadcast(client):
     """§4.2: a prompt without client_id sends no execution_start/cached/executing/executed/success at
     all, while `progress` and `progress_state` are broadcast to every socket."""
     watcher = await connect(client, "watcher")
-    prompt = {"1": {"class_type": "StubImage", "inputs": {"width": 5}},
-              "2": {"class_type": "StubProgress", "inputs": {"images": ["1", 0], "steps": 2}},
-              "3": {"class_type": "StubSave", "inputs": {"images": ["2", 0], "filename_prefix": "anon"}}}
+    prompt = {
+        "1": {"class_type": "StubImage", "inputs": {"width": 5}},
+        "2": {"class_type": "StubProgress", "inputs": {"images": ["1", 0], "steps": 2}},
+        "3": {"class_type": "StubSave", "inputs": {"images": ["2", 0], "filename_prefix": "anon"}},
+    }
     r = await client.post("/prompt", json={"prompt": prompt, "prompt_id": "anon"})
     assert r.status == 200
     got = await receive_json_until(watcher, lambda m: m["type"] == "status" and queue_remaining(m) == 0)
@@ -206,7 +254,10 @@ async def test_without_client_id_only_progress_is_broadcast(client):
     assert [m["data"]["value"] for m in got if m["type"] == "progress"] == [1, 2]
     assert all(m["data"]["prompt_id"] == "anon" for m in got if m["type"] != "status")
     assert states([m for m in got if m["type"] == "progress_state"][-1]) == {
-        "1": ("finished", 1, 1), "2": ("finished", 2, 2), "3": ("finished", 1, 1)}
+        "1": ("finished", 1, 1),
+        "2": ("finished", 2, 2),
+        "3": ("finished", 1, 1),
+    }
     assert (await wait_history(client, "anon"))["status"]["status_str"] == "success"
     await nothing_else_pending(client, watcher)
     await watcher.close()
@@ -218,22 +269,32 @@ async def test_previews_type4_for_negotiated_clients_type1_for_legacy(client):
     rich = await connect(client, "rich", flags=True)
     legacy = await connect(client, "legacy")
     for sid, sock in (("rich", rich), ("legacy", legacy)):
-        r = await client.post("/prompt", json={"prompt": simple_prompt(prefix=sid, save_class="StubPreview"),
-                                               "client_id": sid})
+        r = await client.post(
+            "/prompt", json={"prompt": simple_prompt(prefix=sid, save_class="StubPreview"), "client_id": sid}
+        )
         pid = (await r.json())["prompt_id"]
         got = await receive_json_until(sock, done(pid))
-        at = next(i for i, m in enumerate(got) if isinstance(m, dict) and m["type"] == "executing"
-                  and m["data"]["node"] == "2")
-        window = got[at + 1:at + 5]
+        at = next(
+            i
+            for i, m in enumerate(got)
+            if isinstance(m, dict) and m["type"] == "executing" and m["data"]["node"] == "2"
+        )
+        window = got[at + 1 : at + 5]
         frames = [m for m in got if isinstance(m, bytes)]
         assert len(frames) == 1
         if sid == "rich":
             assert types(window) == ["progress_state", "BINARY4", "progress", "executed"]
             meta_len = struct.unpack(">I", frames[0][4:8])[0]
-            meta = json.loads(frames[0][8:8 + meta_len])
-            assert meta == {"node_id": "2", "prompt_id": pid, "display_node_id": "2", "parent_node_id": None,
-                            "real_node_id": "2", "image_type": "image/png"}
-            assert frames[0][8 + meta_len:].startswith(b"\x89PNG")
+            meta = json.loads(frames[0][8 : 8 + meta_len])
+            assert meta == {
+                "node_id": "2",
+                "prompt_id": pid,
+                "display_node_id": "2",
+                "parent_node_id": None,
+                "real_node_id": "2",
+                "image_type": "image/png",
+            }
+            assert frames[0][8 + meta_len :].startswith(b"\x89PNG")
         else:
             assert types(window) == ["progress_state", "progress", "BINARY1", "executed"]
             assert struct.unpack(">I", frames[0][4:8])[0] == 2  # PNG
@@ -245,6 +306,7 @@ async def test_previews_type4_for_negotiated_clients_type1_for_legacy(client):
 
 async def test_send_sync_works_from_other_threads(client):
     from comfy_bridge.server import PromptServer
+
     ws = await client.ws_connect("/ws?clientId=t")
     await ws.receive_json(timeout=5)
     server = PromptServer.instance
@@ -258,10 +320,10 @@ async def test_send_sync_works_from_other_threads(client):
     await ws.close()
 
 
-
 #####
 async def test_reconnect_with_same_id_keeps_the_new_socket(client):
     from comfy_bridge.server import PromptServer
+
     old = await connect(client, "same")
     old_server_side = PromptServer.instance.sockets["same"]
     new = await connect(client, "same")
@@ -291,12 +353,19 @@ async def test_interrupt_running_prompt_records_cancel(client):
     assert types(got) == ["execution_interrupted", "status", "executing"]
     data = got[0]["data"]
     assert {k: v for k, v in data.items() if k != "timestamp"} == {
-        "prompt_id": pid, "node_id": "2", "node_type": "StubSlow", "executed": ["1"]}
+        "prompt_id": pid,
+        "node_id": "2",
+        "node_type": "StubSlow",
+        "executed": ["1"],
+    }
     assert isinstance(data["timestamp"], int)
     entry = await wait_history(client, pid)
     assert entry["status"]["status_str"] == "error" and entry["status"]["completed"] is False
-    assert [m[0] for m in entry["status"]["messages"]] == ["execution_start", "execution_cached",
-                                                           "execution_interrupted"]
+    assert [m[0] for m in entry["status"]["messages"]] == [
+        "execution_start",
+        "execution_cached",
+        "execution_interrupted",
+    ]
     r = await client.get(f"/api/jobs/{pid}")
     assert (await r.json())["status"] == "cancelled"
     await ws.close()

@@ -1,5 +1,6 @@
 """What the web UI asks for at every start, answered on a fresh workspace: its standard user folders,
 the user's stylesheet and node templates, custom node subgraph blueprints, and the core workflow templates."""
+
 import json
 
 import pytest
@@ -12,7 +13,7 @@ async def test_standard_user_folders_list_empty_until_written(client):
         r = await client.get(f"/api/userdata?dir={folder}&recurse=true&split=false&full_info=true")
         assert r.status == 200 and await r.json() == []
     r = await client.get("/api/userdata?dir=not_a_folder")
-    assert r.status == 404 and await r.text() == "Directory not found"   # any other folder: as ComfyUI
+    assert r.status == 404 and await r.text() == "Directory not found"  # any other folder: as ComfyUI
 
 
 async def test_user_css_and_node_templates_default_when_absent(client, workspace):
@@ -52,9 +53,9 @@ async def test_core_templates_index_and_workflows(client):
     r = await client.get(f"/templates/{names[0]}.json")
     assert r.status == 200 and "nodes" in json.loads(await r.read())
     assert (await client.get("/templates/index_logo.json")).status == 200
-    assert (await client.get("/api/templates/index.json")).status == 404      # not under /api, as ComfyUI
+    assert (await client.get("/api/templates/index.json")).status == 404  # not under /api, as ComfyUI
     assert (await client.get("/templates/..%2Fpyproject.toml")).status == 404
     thumbnail = f"{names[0]}-1.{index[0]['templates'][0]['mediaSubtype']}"
-    if thumbnail in templates.asset_files():     # the media bundles (the `templates` extra) are installed
+    if thumbnail in templates.asset_files():  # the media bundles (the `templates` extra) are installed
         r = await client.get(f"/templates/{thumbnail}")
         assert r.status == 200 and r.headers["Content-Type"].startswith("image/")

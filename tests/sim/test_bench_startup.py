@@ -1,4 +1,5 @@
 """`bench startup` measures, in fresh processes, each part of a monolithic Diffusers instance's start-up."""
+
 from __future__ import annotations
 
 import json
@@ -8,6 +9,7 @@ from comfy_bridge.bench.startup import PHASES, main
 
 def test_bench_startup_times_every_phase_of_a_fresh_process(tmp_path, capsys, monkeypatch):
     from cluster.bench import results
+
     monkeypatch.setenv(results.ENV_DIR, str(tmp_path))
     assert main(["--rounds", "1", "--pipelines", "flux1-dev"]) == 0
     d = json.loads(next(tmp_path.glob("*startup*.json")).read_text())

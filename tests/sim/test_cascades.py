@@ -1,4 +1,5 @@
 """Static vs adaptive cascades in the report: the sweep, its table and its plot."""
+
 from __future__ import annotations
 
 import pytest

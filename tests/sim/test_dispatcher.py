@@ -1,5 +1,6 @@
 """One dispatch policy (cluster.dispatcher): the head and the simulator drive the same module, and the
 simulator batches with it."""
+
 from __future__ import annotations
 
 import heapq
@@ -9,8 +10,8 @@ import pytest
 from cluster.dispatcher import Dispatcher
 from cluster.head import Head
 from cluster.scheduler import Invocation, make_scheduler
-from cluster.sim.simulator import SimConfig, Simulator, simulate
 from cluster.sim.gpu_profiles import ModelProfile
+from cluster.sim.simulator import SimConfig, Simulator, simulate
 from cluster.sim.traces import TraceRequest
 from cluster.sim.workflows import Node, Workflow
 from cluster.warm_wait import WarmWaitPolicy
@@ -81,9 +82,21 @@ def _drive(trace: list[TraceRequest], gpus: int, run_s: float) -> list[tuple[flo
 
 def test_the_simulator_makes_the_dispatchers_decisions_and_no_others():
     workflows, profiles = _one_step(("m", "n"))
-    trace = [TraceRequest(t, tenant, w) for t, tenant, w in [
-        (0.0, "a", "wm"), (0.0, "b", "wn"), (0.0, "a", "wm"), (0.2, "b", "wm"), (0.3, "c", "wn"),
-        (0.3, "a", "wn"), (1.1, "b", "wm"), (1.5, "c", "wm"), (2.0, "a", "wn"), (2.0, "b", "wn")]]
+    trace = [
+        TraceRequest(t, tenant, w)
+        for t, tenant, w in [
+            (0.0, "a", "wm"),
+            (0.0, "b", "wn"),
+            (0.0, "a", "wm"),
+            (0.2, "b", "wm"),
+            (0.3, "c", "wn"),
+            (0.3, "a", "wn"),
+            (1.1, "b", "wm"),
+            (1.5, "c", "wm"),
+            (2.0, "a", "wn"),
+            (2.0, "b", "wn"),
+        ]
+    ]
     sim = Simulator(SimConfig(gpus=2, wait_for_warm=False, prefix_loading=False), workflows, profiles)
     seen: list[tuple[float, str, tuple[str, ...]]] = []
     schedule = sim.dispatcher.schedule
@@ -92,6 +105,7 @@ def test_the_simulator_makes_the_dispatchers_decisions_and_no_others():
         for a in schedule(now, executors):
             seen.append((now, a.executor.id, tuple(inv.request for inv in a.invocations)))
             yield a
+
     sim.dispatcher.schedule = recording
     sim.run(trace)
     run_s = sim.compute["m"]

@@ -1,12 +1,13 @@
 """Capacity planning: `simulate --find-gpus` finds the fewest GPUs that meet a target SLO attainment."""
+
 from __future__ import annotations
 
 import json
 
 import pytest
 
-from comfy_bridge.cli.simulate import main as simulate_main
 from cluster.sim.experiments import fewest_gpus
+from comfy_bridge.cli.simulate import main as simulate_main
 
 
 @pytest.mark.parametrize("needed", [1, 2, 7, 8, 9, 100])

@@ -1,6 +1,7 @@
 """The monolithic baselines as the paper runs them (serverless function instances with a start-up cost,
 scaled in after a keep-alive, a WCache instance ending with its cached workflow), Comfy Cluster's
 preloading of first layers into idle memory, and the paper's trace shape."""
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -34,7 +35,7 @@ def test_a_function_instance_pays_its_startup_once_then_serves_warm(system):
     assert functions.loads["instance_starts"] == 1
     assert _latencies(functions)[0] == pytest.approx(_latencies(pool)[0] + 10.0)
     assert _latencies(functions)[1] == pytest.approx(_latencies(pool)[1])
-    assert "instance_starts" not in pool.loads     # startup_s 0: the generous shared pool, as before
+    assert "instance_starts" not in pool.loads  # startup_s 0: the generous shared pool, as before
 
 
 def test_an_idle_instance_is_scaled_in_after_its_keepalive():
@@ -58,19 +59,22 @@ def test_a_wcache_instance_ends_when_its_workflow_is_evicted():
 
 def test_instances_take_no_warm_wait_a_platform_starts_another_one():
     trace = [TraceRequest(0.0, "t", ONE), TraceRequest(0.1, "t", ONE)]
-    two = simulate(SimConfig(gpus=2, system="mcache", policy="fifo", slo_s=1e9, startup_s=10.0), trace,
-                   WORKFLOWS, PROFILES)
+    two = simulate(
+        SimConfig(gpus=2, system="mcache", policy="fifo", slo_s=1e9, startup_s=10.0), trace, WORKFLOWS, PROFILES
+    )
     assert two.loads["instance_starts"] == 2
 
 
 def test_preloading_fills_idle_memory_with_first_layers_and_never_evicts():
-    p = {"m": ModelProfile("m", 1.0, 1.0, gib=8, exec_s=0.1, layers=8),
-         "n": ModelProfile("n", 1.0, 1.0, gib=8, exec_s=0.1, layers=8)}
-    cache = LayerLRU(capacity=10 * 2 ** 30, profiles=p)
-    cache.acquire("n")                                  # 8 GiB in use, 2 GiB free
-    assert cache.preload("m", 4) == 2 * 2 ** 30         # two 1 GiB layers fit, not four
+    p = {
+        "m": ModelProfile("m", 1.0, 1.0, gib=8, exec_s=0.1, layers=8),
+        "n": ModelProfile("n", 1.0, 1.0, gib=8, exec_s=0.1, layers=8),
+    }
+    cache = LayerLRU(capacity=10 * 2**30, profiles=p)
+    cache.acquire("n")  # 8 GiB in use, 2 GiB free
+    assert cache.preload("m", 4) == 2 * 2**30  # two 1 GiB layers fit, not four
     assert cache.layers("m") == 2 and cache.layers("n") == 8
-    assert list(cache.resident) == ["m", "n"]           # preloaded layers are the first to go
+    assert list(cache.resident) == ["m", "n"]  # preloaded layers are the first to go
     assert cache.preload("m", 4) == 0
 
 
@@ -87,7 +91,7 @@ def test_the_paper_trace_gives_each_workflow_its_own_bursty_tenant():
     assert {r.tenant for r in trace} == {f"tenant-{w}" for w in NAMES}
     assert all(r.tenant == f"tenant-{r.workflow}" for r in trace)
     covs = tenant_covs(trace)
-    assert sum(c > 1 for c in covs.values()) >= 3      # most tenants burstier than Poisson
+    assert sum(c > 1 for c in covs.values()) >= 3  # most tenants burstier than Poisson
     assert len(trace) == pytest.approx(6000, rel=0.25)
     with pytest.raises(ValueError, match="unknown trace kind"):
         generate(TraceSpec(kind="nope"), NAMES)
@@ -97,7 +101,10 @@ def test_memory_use_is_ordered_as_in_the_papers_figure_10e():
     """NoCache < WCache < MCache < Comfy Cluster: a WCache instance scaled in takes its workflow's weights with
     it, MCache's models outlive their instances, and Comfy Cluster fills idle memory with first layers."""
     from cluster.sim.experiments import Point, run_point
+
     base = Point(rate=1.5, duration_s=120, warmup_s=0, trace_kind="paper", startup_s=10.0)
-    memory = [run_point(base.with_(system=s, policy="fifo")).memory_utilisation for s in ("nocache", "wcache", "mcache")]
+    memory = [
+        run_point(base.with_(system=s, policy="fifo")).memory_utilisation for s in ("nocache", "wcache", "mcache")
+    ]
     memory.append(run_point(base.with_(system="ours", policy="vtime", preload=True)).memory_utilisation)
     assert memory == sorted(memory) and len(set(memory)) == 4

@@ -1,6 +1,7 @@
 """The simulator wakes when the dispatcher says something may be decided without another event
 (DispatchPolicy.wake_at), as the head's sleep does: a parked invocation that has waited its load time
 takes a free cold executor then, not at the next arrival or completion."""
+
 from __future__ import annotations
 
 import pytest

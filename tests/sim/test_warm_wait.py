@@ -1,10 +1,11 @@
 """Delay scheduling (cluster.warm_wait): park for a warm executor only when that beats loading."""
+
 from __future__ import annotations
 
 import pytest
 
-from cluster.sim.simulator import SimConfig, simulate
 from cluster.sim.gpu_profiles import ModelProfile
+from cluster.sim.simulator import SimConfig, simulate
 from cluster.sim.traces import TraceRequest
 from cluster.sim.workflows import Node, Workflow
 from cluster.warm_wait import Parked, WarmWaitPolicy, load_estimate, pick_parked, should_park
@@ -30,17 +31,23 @@ def test_load_estimate_counts_only_missing_layers():
 
 
 def test_free_executor_takes_the_oldest_it_holds_weights_for_else_one_that_waited_out_its_load():
-    parked = [Parked("a", since=1.0, load_s=5.0), Parked("b", since=0.5, load_s=5.0), Parked("c", since=2.0, load_s=5.0)]
+    parked = [
+        Parked("a", since=1.0, load_s=5.0),
+        Parked("b", since=0.5, load_s=5.0),
+        Parked("c", since=2.0, load_s=5.0),
+    ]
     assert pick_parked(parked, {"a", "c"}, now=3.0) == 0
     assert pick_parked(parked, set(), now=3.0) is None
-    assert pick_parked(parked, set(), now=5.6) == 1          # b has waited 5.1 s >= its 5 s load
-    assert pick_parked(parked, {"c"}, now=5.6) == 1          # the older one goes first
+    assert pick_parked(parked, set(), now=5.6) == 1  # b has waited 5.1 s >= its 5 s load
+    assert pick_parked(parked, {"c"}, now=5.6) == 1  # the older one goes first
 
 
 def _chain(steps: int) -> tuple[list[Workflow], dict[str, ModelProfile]]:
     p = {"m": ModelProfile("m", 4.0, 0.0, 1.0, 0.5, layers=1), "n": ModelProfile("n", 4.0, 0.0, 1.0, 0.5, layers=1)}
-    return [Workflow("w", [Node("step", "m", (i - 1,) if i else (), 0) for i in range(steps)]),
-            Workflow("v", [Node("step", "n", (), 0)])], p
+    return [
+        Workflow("w", [Node("step", "m", (i - 1,) if i else (), 0) for i in range(steps)]),
+        Workflow("v", [Node("step", "n", (), 0)]),
+    ], p
 
 
 def test_simulated_request_waits_for_its_warm_executor_instead_of_loading_elsewhere():
@@ -50,6 +57,6 @@ def test_simulated_request_waits_for_its_warm_executor_instead_of_loading_elsewh
     trace = [TraceRequest(0.0, "t", "w"), TraceRequest(10.0, "t", "w"), TraceRequest(10.1, "t", "w")]
     waited = simulate(SimConfig(gpus=2, wait_for_warm=True), trace, workflows, profiles)
     loaded = simulate(SimConfig(gpus=2, wait_for_warm=False), trace, workflows, profiles)
-    assert waited.requests[2].finish == pytest.approx(11.0, abs=1e-6)     # 10.5 + 0.5 on the warm one
+    assert waited.requests[2].finish == pytest.approx(11.0, abs=1e-6)  # 10.5 + 0.5 on the warm one
     assert loaded.requests[2].finish == pytest.approx(10.1 + 4.0 + 0.5, abs=1e-6)
     assert waited.loads["miss"] == 1 and loaded.loads["miss"] == 2

@@ -1,6 +1,7 @@
 """Every route of the real app, read from its aiohttp router (sub-applications, the /api mirror, the
 static catch-all and routes added by the hosted server included), so suites that must cover the whole
 face cannot fall behind it."""
+
 from __future__ import annotations
 
 from aiohttp import web
@@ -20,6 +21,7 @@ def template(resource: web.AbstractResource) -> str:
 async def route_hit(app: web.Application, method: str, url: str) -> tuple[str, str] | None:
     """The (method, path template) of the route that `method url` reaches, None for no route."""
     from aiohttp.test_utils import make_mocked_request
+
     match = await app.router.resolve(make_mocked_request(method, url, app=app))
     route = match.route
     if route is None or route.resource is None or getattr(match, "http_exception", None) is not None:

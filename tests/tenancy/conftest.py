@@ -1,5 +1,6 @@
 """A hosted server (TenantPromptServer) on the real engine with the tiny nodes of tenant_nodes,
 and helpers to act as a tenant."""
+
 from __future__ import annotations
 
 import asyncio
@@ -13,16 +14,17 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import tenant_nodes  # noqa: E402
 
-from nodes import progress  # noqa: E402
 from comfy_bridge.server import ServerConfig, create_app  # noqa: E402
 from comfy_bridge.server.app import SERVER_KEY  # noqa: E402
+from nodes import progress  # noqa: E402
 from nodes.workspace import Workspace  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
 def restore_globals():
-    from nodes import workspace as workspace_mod
     from comfy_bridge.server import PromptServer
+    from nodes import workspace as workspace_mod
+
     active = workspace_mod._active
     yield
     workspace_mod._active = active
@@ -40,7 +42,7 @@ class Hosted:
     def add(self, name: str, **limits) -> dict:
         self.store.add_tenant(name, **limits)
         self.keys[name] = self.store.create_key(name)
-        self.server.gate._active = (0.0, False)   # re-read "any tenant?" now, not in a second
+        self.server.gate._active = (0.0, False)  # re-read "any tenant?" now, not in a second
         return self.auth(name)
 
     def auth(self, name: str) -> dict:

@@ -3,6 +3,7 @@ the attacker names the victim's asset ids, the hash of its uploaded bytes and it
 and seeds, and gets nothing of the victim's; the victim asking the same gets its own (positive controls).
 The victim's records are its input files (`<v>input.png`, `<v>model.safetensors`), its outputs and two
 uploads (fill_assets) tagged `<v>input-tag` (a secret: every answer to the attacker is searched for it)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -14,7 +15,7 @@ import aiohttp
 from isolation_cases import Ctx, attack, call, own, tenant
 from PIL import Image
 
-_made: dict[tuple, dict] = {}   # (server, victim) -> its upload through the assets API (made once per world)
+_made: dict[tuple, dict] = {}  # (server, victim) -> its upload through the assets API (made once per world)
 
 
 def _upload_form(data: bytes, *tags: str) -> aiohttp.FormData:
@@ -35,8 +36,11 @@ async def fill_assets(client: Any, server: Any, t: Any) -> None:
     """The tenant's uploads through the assets API, made with its other data (before the snapshot of it
     that must not change): one whose bytes the attacker uploads too (post_assets), one it never does."""
     for private in (False, True):
-        resp = await client.post("/api/assets", headers=t.headers,
-                                 data=_upload_form(_bytes(t.name + "private" * private), "input", f"{t.name}input-tag"))
+        resp = await client.post(
+            "/api/assets",
+            headers=t.headers,
+            data=_upload_form(_bytes(t.name + "private" * private), "input", f"{t.name}input-tag"),
+        )
         assert resp.status == 201, await resp.text()
         _made[(id(server), t.name, private)] = await resp.json()
 
@@ -50,12 +54,20 @@ async def get_assets(ctx: Ctx) -> None:
     """The listing is the caller's own, whatever filter names the victim's files or tags."""
     v = ctx.victim.name
     await victim_asset(ctx)
-    for query in ("", "?limit=500", f"?name_contains={v}", f"?include_tags={v}input-tag", "?include_tags=models",
-                  "?tags_any=input,output", "?include_public=true"):
+    for query in (
+        "",
+        "?limit=500",
+        f"?name_contains={v}",
+        f"?include_tags={v}input-tag",
+        "?include_tags=models",
+        "?tags_any=input,output",
+        "?include_public=true",
+    ):
         _, body = await attack(ctx, "GET", "/assets" + query, expect=(200,))
         assert f"{v}input".encode() not in body
-    await own(ctx, "GET", "/assets?limit=500", [f"{v}input.png", f"{v}model.safetensors", f"{v}input-tag",
-                                                ctx.victim.image])
+    await own(
+        ctx, "GET", "/assets?limit=500", [f"{v}input.png", f"{v}model.safetensors", f"{v}input-tag", ctx.victim.image]
+    )
 
 
 @tenant
@@ -104,7 +116,7 @@ async def post_assets(ctx: Ctx) -> None:
     asset = await victim_asset(ctx)
     victim_file = ctx.workspace.input_dir / "tenants" / v / asset["loader_path"]
     status, body = await attack(ctx, "POST", "/assets", data=_upload_form(_bytes(v), "input"), expect=(200, 201))
-    assert json.loads(body)["created_new"] is (status == 201)   # 200: the caller's own upload of the last round
+    assert json.loads(body)["created_new"] is (status == 201)  # 200: the caller's own upload of the last round
     attacker_file = ctx.workspace.input_dir / "tenants" / ctx.attacker.name / asset["loader_path"]
     assert attacker_file.read_bytes() == victim_file.read_bytes() == _bytes(v)
     # Models go to the caller's own model folder only.
@@ -116,8 +128,9 @@ async def put_asset(ctx: Ctx) -> None:
     """The victim's records cannot be renamed or given a preview; nor can the caller's take the victim's."""
     asset = await victim_asset(ctx)
     await attack(ctx, "PUT", f"/assets/{asset['id']}", json_body={"name": "stolen"}, expect=(404,))
-    _, body = await call(ctx, ctx.attacker, "POST", ctx.url("/assets"),
-                              data=_upload_form(_bytes(ctx.attacker.name + "p"), "input"))
+    _, body = await call(
+        ctx, ctx.attacker, "POST", ctx.url("/assets"), data=_upload_form(_bytes(ctx.attacker.name + "p"), "input")
+    )
     mine = json.loads(body)["id"]
     await attack(ctx, "PUT", f"/assets/{mine}", json_body={"preview_id": asset["id"]}, expect=(400,))
     await own(ctx, "GET", f"/assets/{asset['id']}", [asset["name"]])
@@ -172,11 +185,12 @@ async def get_tags_refine(ctx: Ctx) -> None:
 @tenant
 async def post_seed(ctx: Ctx) -> None:
     """A seed scans the caller's own folders (the records it makes are the caller's)."""
-    async with asyncio.timeout(30):   # the background seed of the other prefix's round ends first
+    async with asyncio.timeout(30):  # the background seed of the other prefix's round ends first
         while json.loads((await attack(ctx, "GET", "/assets/seed/status", head=False))[1])["state"] != "IDLE":
             await asyncio.sleep(0.02)
-    await attack(ctx, "POST", "/assets/seed?wait=true", json_body={"roots": ["input", "output", "models"]},
-                 expect=(200,))
+    await attack(
+        ctx, "POST", "/assets/seed?wait=true", json_body={"roots": ["input", "output", "models"]}, expect=(200,)
+    )
     await attack(ctx, "POST", "/assets/seed", json_body={}, expect=(202, 409))
 
 

@@ -1,6 +1,7 @@
 """The isolation cases of Comfy API v2 (/api/v2/*), merged into isolation_cases.CASES: the attacker
 names the victim's v2 job, its uploaded asset, its output and the hash of its bytes, and gets nothing;
 the victim asking the same gets its own (positive controls)."""
+
 from __future__ import annotations
 
 import json
@@ -24,11 +25,22 @@ async def post_v2_jobs(ctx: Ctx) -> None:
     v = ctx.victim
     for asset_id in (v.v2_asset, v.v2_output):
         ref = {"__type": "core/ASSET", "info": {"id": asset_id}}
-        _, body = await attack(ctx, "POST", "/api/v2/jobs", expect=(422,), json_body={"workflow": {
-            "1": {"class_type": "TCopyInput", "inputs": {"image": ref, "prefix": "stolen"}}}})
+        _, body = await attack(
+            ctx,
+            "POST",
+            "/api/v2/jobs",
+            expect=(422,),
+            json_body={"workflow": {"1": {"class_type": "TCopyInput", "inputs": {"image": ref, "prefix": "stolen"}}}},
+        )
         assert json.loads(body)["error"]["code"] == "missing_asset"
-    await attack(ctx, "POST", "/api/v2/jobs", expect=(201,), headers={"Idempotency-Key": f"{v.name}-key"},
-                 json_body={"workflow": tn.prompt(31, prefix=f"{ctx.attacker.name}v2")})
+    await attack(
+        ctx,
+        "POST",
+        "/api/v2/jobs",
+        expect=(201,),
+        headers={"Idempotency-Key": f"{v.name}-key"},
+        json_body={"workflow": tn.prompt(31, prefix=f"{ctx.attacker.name}v2")},
+    )
 
 
 @tenant
@@ -61,8 +73,9 @@ async def get_v2_job_events(ctx: Ctx) -> None:
     """The victim's event streams read as not found."""
     for job_id in (ctx.victim.v2_job, ctx.victim.running):
         await attack(ctx, "GET", f"/api/v2/jobs/{job_id}/events", expect=(404,))
-    await own(ctx, "GET", f"/api/v2/jobs/{ctx.victim.v2_job}/events", ["event: status", "succeeded",
-                                                                        ctx.victim.v2_output])
+    await own(
+        ctx, "GET", f"/api/v2/jobs/{ctx.victim.v2_job}/events", ["event: status", "succeeded", ctx.victim.v2_output]
+    )
 
 
 @tenant
@@ -97,8 +110,9 @@ async def post_v2_assets(ctx: Ctx) -> None:
 @tenant
 async def post_v2_from_hash(ctx: Ctx) -> None:
     """The hash of the victim's output mints nothing for the caller."""
-    _, body = await attack(ctx, "POST", "/api/v2/assets/from-hash", json_body={"hash": ctx.victim.v2_hash},
-                           expect=(404,))
+    _, body = await attack(
+        ctx, "POST", "/api/v2/assets/from-hash", json_body={"hash": ctx.victim.v2_hash}, expect=(404,)
+    )
     assert json.loads(body)["error"]["code"] == "blob_not_found"
 
 

@@ -1,4 +1,5 @@
 """Run a hosted server on the tiny test nodes: python serve_hosted.py WORKSPACE STATE_DB PORT."""
+
 import logging
 import sys
 from pathlib import Path
@@ -16,6 +17,11 @@ if __name__ == "__main__":
     tenant_nodes.TSaveThenWait.RUNS_LOG = str(Path(workspace) / "runs.log")
     web = Path(workspace) / "web"
     web.mkdir(parents=True, exist_ok=True)
-    config = ServerConfig(workspace=Workspace(Path(workspace)).create(), state_db=state_db, port=int(port),
-                          front_end_root=web, dont_print_server=True)
+    config = ServerConfig(
+        workspace=Workspace(Path(workspace)).create(),
+        state_db=state_db,
+        port=int(port),
+        front_end_root=web,
+        dont_print_server=True,
+    )
     run_server(config, registry=tenant_nodes.registry())

@@ -1,6 +1,7 @@
 """Per-tenant accounting: GPU time, prompts, images and bytes stored at
 GET /cluster/tenants/{name}/usage (the tenant itself or an admin) and in /metrics (admins only on a
 hosted server); GPU time is the cluster scheduler's vTime x weight when a cluster head runs."""
+
 from __future__ import annotations
 
 import aiohttp
@@ -12,8 +13,11 @@ from comfy_bridge.tenancy.tenant_folders import storage_bytes
 
 
 def _samples(text: str) -> dict:
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for fam in text_string_to_metric_families(text) for s in fam.samples}
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for fam in text_string_to_metric_families(text)
+        for s in fam.samples
+    }
 
 
 async def test_usage_counts_time_images_and_bytes_per_tenant(hosted, workspace):
@@ -39,7 +43,9 @@ async def test_usage_counts_time_images_and_bytes_per_tenant(hosted, workspace):
     mine = await (await client.get("/cluster/tenants/bob/usage", headers=bob)).json()
     assert (mine["prompts"], mine["images"], mine["gpu_seconds"], mine["stored_bytes"]) == (0, 0, 0.0, 0)
     assert (await client.get("/cluster/tenants/alice/usage", headers=bob)).status == 403
-    assert [r["tenant"] for r in (await (await client.get("/cluster/tenants", headers=bob)).json())["tenants"]] == ["bob"]
+    assert [r["tenant"] for r in (await (await client.get("/cluster/tenants", headers=bob)).json())["tenants"]] == [
+        "bob"
+    ]
 
     # An admin reads everyone's usage and the metrics; a tenant may not.
     assert (await (await client.get("/cluster/tenants/alice/usage", headers=root)).json())["images"] == 3
@@ -65,12 +71,13 @@ async def test_gpu_time_comes_from_the_cluster_scheduler_when_a_head_runs(hosted
     class Head:
         def stats(self):
             return {**EMPTY, "tenants": {"alice": {"vtime": 1.25, "weight": 4.0, "queued": 0, "running": 0}}}
+
     hosted.server.config.cluster_head = Head()
     usage = await (await hosted.client.get("/cluster/tenants/alice/usage", headers=alice)).json()
     assert (usage["gpu_time_source"], usage["vtime"], usage["gpu_seconds"]) == ("cluster", 1.25, 5.0)
     samples = _samples(await (await hosted.client.get("/metrics", headers=root)).text())
     assert samples[("comfy_cluster_tenant_gpu_seconds", (("source", "cluster"), ("tenant", "alice")))] == 5.0
-    assert samples[("comfy_cluster_tenant_vtime", (("tenant", "alice"),))] == 1.25   # the head's own family
+    assert samples[("comfy_cluster_tenant_vtime", (("tenant", "alice"),))] == 1.25  # the head's own family
     assert samples[("comfy_cluster_tenant_gpu_seconds", (("source", "cluster"), ("tenant", "root")))] == 0.0
 
 
@@ -79,11 +86,14 @@ def test_admin_flag_from_the_cli_and_an_old_store(tmp_path):
 
     from comfy_bridge.cli import main
     from comfy_bridge.tenancy.store import Store
+
     db = tmp_path / "old.sqlite3"
-    with sqlite3.connect(db) as old:   # a store from before the admin column
-        old.execute("CREATE TABLE tenants (name TEXT PRIMARY KEY, weight REAL NOT NULL DEFAULT 1.0, created REAL "
-                    "NOT NULL, max_queued INTEGER, max_concurrent INTEGER, max_prompt_bytes INTEGER, max_nodes "
-                    "INTEGER, max_upload_bytes INTEGER, max_storage_bytes INTEGER)")
+    with sqlite3.connect(db) as old:  # a store from before the admin column
+        old.execute(
+            "CREATE TABLE tenants (name TEXT PRIMARY KEY, weight REAL NOT NULL DEFAULT 1.0, created REAL "
+            "NOT NULL, max_queued INTEGER, max_concurrent INTEGER, max_prompt_bytes INTEGER, max_nodes "
+            "INTEGER, max_upload_bytes INTEGER, max_storage_bytes INTEGER)"
+        )
         old.execute("INSERT INTO tenants (name, created) VALUES ('legacy', 0)")
     assert main(["tenants", "--state-db", str(db), "add", "ops", "--admin"]) == 0
     assert main(["tenants", "--state-db", str(db), "set", "legacy", "--admin"]) == 0

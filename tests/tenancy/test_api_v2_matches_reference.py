@@ -2,6 +2,7 @@
 of real ComfyUI 0.3.64, recorded by scripts/api_v2_reference.py in fixtures/api_v2_reference_probes.json):
 the same statuses, error codes, envelopes, transitions, dedup and range answers, except where the
 reference departs from the published contract, each listed below with what the contract says."""
+
 from __future__ import annotations
 
 import json
@@ -12,8 +13,11 @@ from api_v2_probes import run_probes
 FIXTURE = Path(__file__).parent / "fixtures" / "api_v2_reference_probes.json"
 # probe -> (what we answer instead, why)
 DEPARTURES: dict[str, tuple[dict, str]] = {
-    "content_range_unsatisfiable": ({"status": 416}, "the contract's getAssetContent answers 416 (Range not "
-                                    "satisfiable); the proxy turns ComfyUI's /view answer into a 502"),
+    "content_range_unsatisfiable": (
+        {"status": 416},
+        "the contract's getAssetContent answers 416 (Range not "
+        "satisfiable); the proxy turns ComfyUI's /view answer into a 502",
+    ),
 }
 
 

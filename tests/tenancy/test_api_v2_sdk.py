@@ -2,17 +2,17 @@
 with a tenant's key: submit, poll, stream events, cancel one job, download outputs (whole and by
 range), upload an asset and reuse it (deduplicated by blake3), and a second tenant that reaches none
 of the first one's jobs, assets, outputs or events."""
+
 from __future__ import annotations
 
 import io
 import os
 
 import pytest
-from PIL import Image
-
+from comfy_low import errors as low_errors
 from comfy_sdk import AsyncComfy, MissingAsset, NotFound
 from comfy_sdk.events import OutputReady, Preview, Progress, StatusChange
-from comfy_low import errors as low_errors
+from PIL import Image
 
 
 def png_bytes(color: tuple[int, int, int]) -> bytes:
@@ -44,34 +44,39 @@ async def sdk(hosted, monkeypatch):
                 hosted.add(tenant)
             clients[tenant] = AsyncComfy(api_key=hosted.keys[tenant])
         return clients[tenant]
+
     yield make
     for client in clients.values():
         await client.aclose()
 
 
 def step_workflow(value: int, steps: int = 5, prefix: str = "steps") -> dict:
-    return {"1": {"class_type": "TNumber", "inputs": {"value": value}},
-            "2": {"class_type": "TStepSave", "inputs": {"value": ["1", 0], "prefix": prefix, "steps": steps,
-                                                         "seconds": 0.05}}}
+    return {
+        "1": {"class_type": "TNumber", "inputs": {"value": value}},
+        "2": {
+            "class_type": "TStepSave",
+            "inputs": {"value": ["1", 0], "prefix": prefix, "steps": steps, "seconds": 0.05},
+        },
+    }
 
 
 async def test_submit_stream_and_download_outputs(sdk):
     client = sdk("alice")
     job = await client.submit(client.workflows.from_json(step_workflow(42)))
-    assert job.status in ("queued", "running")   # the worker may take it before the answer is written
+    assert job.status in ("queued", "running")  # the worker may take it before the answer is written
     events = [event async for event in job.events()]
     statuses = [e.status for e in events if isinstance(e, StatusChange)]
     assert statuses[-1] == "succeeded" and "running" in statuses, statuses
     steps = [(e.step, e.steps) for e in events if isinstance(e, Progress) and e.steps]
     assert steps and steps == sorted(steps) and {total for _, total in steps} == {5}, steps
-    if not REFERENCE:   # the contract allows throttled snapshots; ours sends one per step, in order
+    if not REFERENCE:  # the contract allows throttled snapshots; ours sends one per step, in order
         assert steps == [(i, 5) for i in range(1, 6)], steps
     values = [e.value for e in events if isinstance(e, Progress)]
     assert values == sorted(values) and values[-1] > 0.5
     streamed = [e.output for e in events if isinstance(e, OutputReady)]
     assert [o.name for o in streamed] == ["steps_42.png"]
 
-    done = await (await client.jobs.get(job.id)).result()   # poll: authoritative
+    done = await (await client.jobs.get(job.id)).result()  # poll: authoritative
     (output,) = done.get_outputs("2")
     assert output.type == "image" and output.content_type == "image/png" and output.job_id == job.id
     data = await output.to_bytes()
@@ -92,8 +97,8 @@ async def test_previews_stream_as_jpeg(sdk):
     assert previews and {p.content_type for p in previews} == {"image/jpeg"} and {p.node_id for p in previews} == {"2"}
     with Image.open(io.BytesIO(previews[-1].data)) as img:
         red, green, _ = img.convert("RGB").getpixel((4, 4))
-    assert abs(green - 200) < 8 and red in range(0, 90)   # one of the steps' previews, JPEG-rounded
-    if not REFERENCE:   # the contract allows throttling previews; ours sends every one
+    assert abs(green - 200) < 8 and red in range(0, 90)  # one of the steps' previews, JPEG-rounded
+    if not REFERENCE:  # the contract allows throttling previews; ours sends every one
         assert len(previews) == 3 and abs(red - 80) < 8
 
 
@@ -105,13 +110,13 @@ async def test_upload_asset_and_reuse_it(sdk):
     wf.set_input("1", "image", asset)
     job = await (await client.submit(wf)).result()
     assert asset.created_new is True and asset.hash.startswith("blake3:")
-    assert await job.outputs[0].to_bytes() == picture   # the reference resolved to the uploaded file
+    assert await job.outputs[0].to_bytes() == picture  # the reference resolved to the uploaded file
 
     again = client.assets.from_bytes(picture, filename="same.png", content_type="image/png")
     wf2 = client.workflows.from_json({"1": {"class_type": "TCopyInput", "inputs": {"image": None, "prefix": "c2"}}})
     wf2.set_input("1", "image", again)
     job2 = await (await client.submit(wf2)).result()
-    assert again.created_new is False and again.hash == asset.hash   # deduplicated: no second upload
+    assert again.created_new is False and again.hash == asset.hash  # deduplicated: no second upload
     assert await job2.outputs[0].to_bytes() == picture
     fetched = await client.assets.get(asset.id)
     assert fetched.hash == asset.hash
@@ -119,8 +124,10 @@ async def test_upload_asset_and_reuse_it(sdk):
 
 async def test_cancel_reaches_only_that_job(sdk):
     client = sdk("alice")
-    slow = {"1": {"class_type": "TNumber", "inputs": {"value": 1}},
-            "2": {"class_type": "TSlowSave", "inputs": {"value": ["1", 0], "prefix": "slow", "seconds": 30.0}}}
+    slow = {
+        "1": {"class_type": "TNumber", "inputs": {"value": 1}},
+        "2": {"class_type": "TSlowSave", "inputs": {"value": ["1", 0], "prefix": "slow", "seconds": 30.0}},
+    }
     running = await client.submit(client.workflows.from_json(slow))
     queued = await client.submit(client.workflows.from_json(step_workflow(3, steps=2, prefix="after")))
     async for event in running.events():
@@ -129,7 +136,7 @@ async def test_cancel_reaches_only_that_job(sdk):
     await queued.cancel()
     assert queued.status == "canceled"
     await running.refresh()
-    assert running.status == "running"   # cancelling the queued job left the running one alone
+    assert running.status == "running"  # cancelling the queued job left the running one alone
     await running.cancel()
     assert running.status in ("canceling", "canceled")
     await running.wait(timeout=20)
@@ -141,7 +148,7 @@ async def test_cancel_reaches_only_that_job(sdk):
 
 
 async def test_second_tenant_sees_none_of_the_first(sdk):
-    alice, bob = sdk("alice"), sdk("bob")   # (skipped against the single-user reference)
+    alice, bob = sdk("alice"), sdk("bob")  # (skipped against the single-user reference)
     asset = alice.assets.from_bytes(png_bytes((1, 2, 3)), filename="mine.png", content_type="image/png")
     wf = alice.workflows.from_json({"1": {"class_type": "TCopyInput", "inputs": {"image": None, "prefix": "x"}}})
     wf.set_input("1", "image", asset)
@@ -156,7 +163,7 @@ async def test_second_tenant_sees_none_of_the_first(sdk):
         await bob.assets.get(asset.id)
     with pytest.raises(NotFound):
         await bob.assets.get(output.id)
-    with pytest.raises(low_errors.NotFound):   # the transport's calls (no SDK wrapper takes an id)
+    with pytest.raises(low_errors.NotFound):  # the transport's calls (no SDK wrapper takes an id)
         await bob._low.cancel_job(job.id)
     with pytest.raises(low_errors.NotFound):
         [e async for e in bob._low.get_job_events(job.id)]
@@ -165,7 +172,13 @@ async def test_second_tenant_sees_none_of_the_first(sdk):
             pass
     assert await bob._low.head_asset_by_hash(asset.hash) is False
     # Bob naming Alice's asset in his own workflow gets missing_asset, not her file.
-    stolen = bob.workflows.from_json({"1": {"class_type": "TCopyInput", "inputs": {
-        "image": {"__type": "core/ASSET", "info": {"id": asset.id}}, "prefix": "y"}}})
+    stolen = bob.workflows.from_json(
+        {
+            "1": {
+                "class_type": "TCopyInput",
+                "inputs": {"image": {"__type": "core/ASSET", "info": {"id": asset.id}}, "prefix": "y"},
+            }
+        }
+    )
     with pytest.raises(MissingAsset):
         await bob.submit(stolen)

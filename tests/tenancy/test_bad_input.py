@@ -1,6 +1,7 @@
 """Bad input to a hosted server: a stored row from an older version (number Infinity, an unreadable
 item) neither stops the server from starting nor reaches a response as NaN/Infinity; SQLite-bound
 query integers, nested login bodies and per-tenant prompt limits get a clear 4xx."""
+
 from __future__ import annotations
 
 import json
@@ -19,6 +20,7 @@ from comfy_bridge.tenancy.store import Store
 def _strict(text: str):
     def refuse(name):
         raise AssertionError(f"{name} in a response")
+
     return json.loads(text, parse_constant=refuse)
 
 
@@ -45,18 +47,23 @@ async def test_restart_survives_bad_stored_rows_and_never_emits_infinity(workspa
     store.queue_add("", "ok", 3.0, [3.0, "ok", tn.prompt(3), {}, ["2"]])
     bad = store.queue_add("", "broken", 4.0, [4.0, "broken", tn.prompt(4), {}, ["2"]])
     store._exec("UPDATE queue SET item = '[4.0, \"broken\", {' WHERE id = ?", (bad,))
-    store.finish(store.queue_add("", "old", 5.0, []), "old", "", {"prompt": [float("inf"), "old", {}, {}, []],
-                                                                 "outputs": {}, "status": None, "meta": {}}, 100)
+    store.finish(
+        store.queue_add("", "old", 5.0, []),
+        "old",
+        "",
+        {"prompt": [float("inf"), "old", {}, {}, []], "outputs": {}, "status": None, "meta": {}},
+        100,
+    )
     store.finish(store.queue_add("", "torn", 6.0, []), "torn", "", {}, 100)
     store._exec("UPDATE history SET entry = '{\"prompt\": [' WHERE prompt_id = 'torn'")
     store.close()
-    app = _app(workspace, tmp_path)   # the old code died here: int(inf) in TenantPromptServer
+    app = _app(workspace, tmp_path)  # the old code died here: int(inf) in TenantPromptServer
     server = app[SERVER_KEY]
-    server.prompt_queue.get = lambda timeout=None: None   # keep the rows pending to look at them
+    server.prompt_queue.get = lambda timeout=None: None  # keep the rows pending to look at them
     async with TestClient(TestServer(app)) as client:
         queue = _strict(await (await client.get("/queue")).text())
         pending = {item[1]: item[0] for item in queue["queue_pending"] + queue["queue_running"]}
-        assert pending == {"neg": 2.0, "ok": 3.0, "inf": 4.0}   # before and after the valid ones
+        assert pending == {"neg": 2.0, "ok": 3.0, "inf": 4.0}  # before and after the valid ones
         jobs = _strict(await (await client.get("/jobs")).text())["jobs"]
         assert {job["id"] for job in jobs} == {"neg", "ok", "inf", "old"}
         history = _strict(await (await client.get("/history")).text())
@@ -82,6 +89,7 @@ async def test_login_with_absurd_nesting_is_400(hosted, body):
 
 async def test_text_limit_per_tenant_and_server_default(hosted):
     from comfy_bridge.server.config import DEFAULT_MAX_TEXT_CHARS
+
     terse = hosted.add("terse", max_text_chars=20)
     roomy = hosted.add("roomy")
     prompt = tn.prompt(1, prefix="p" * 21)
@@ -100,8 +108,9 @@ async def test_text_limit_per_tenant_and_server_default(hosted):
 async def test_server_default_body_limit_applies_to_tenants_without_their_own(hosted):
     alice = hosted.add("alice")
     hosted.server.quotas._prompt_defaults = (500, None)
-    r = await hosted.client.post("/prompt", json={"prompt": tn.prompt(1), "extra_data": {"x": "y" * 500}},
-                                 headers=alice)
+    r = await hosted.client.post(
+        "/prompt", json={"prompt": tn.prompt(1), "extra_data": {"x": "y" * 500}}, headers=alice
+    )
     assert r.status == 413 and _strict(await r.text())["error"]["extra_info"]["limit"] == "max_prompt_bytes"
 
 
@@ -116,10 +125,13 @@ def test_tenants_cli_sets_text_limit(tmp_path, capsys):
 
 def test_serve_flags_set_the_server_defaults():
     from comfy_bridge.cli import build_parser
-    from comfy_bridge.server.config import DEFAULT_MAX_PROMPT_BYTES, DEFAULT_MAX_TEXT_CHARS
     from comfy_bridge.cli.tenants import prompt_limits
+    from comfy_bridge.server.config import DEFAULT_MAX_PROMPT_BYTES, DEFAULT_MAX_TEXT_CHARS
+
     args = build_parser().parse_args(["serve"])
-    assert prompt_limits(args) == {"max_prompt_bytes": DEFAULT_MAX_PROMPT_BYTES,
-                                   "max_text_chars": DEFAULT_MAX_TEXT_CHARS}
+    assert prompt_limits(args) == {
+        "max_prompt_bytes": DEFAULT_MAX_PROMPT_BYTES,
+        "max_text_chars": DEFAULT_MAX_TEXT_CHARS,
+    }
     args = build_parser().parse_args(["serve", "--max-prompt-bytes", "0", "--max-text-chars", "500"])
     assert prompt_limits(args) == {"max_prompt_bytes": None, "max_text_chars": 500}

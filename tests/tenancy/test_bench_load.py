@@ -2,24 +2,38 @@
 each tenant's POST /prompt (its first one with a key the server has not checked yet), /queue and
 /history are timed, and the report's verdict follows its own figures. No timing is asserted here:
 the figures depend on the machine; the bench itself prints PASS or FAIL against its targets."""
+
 from __future__ import annotations
 
-from comfy_bridge.cli import main
 from comfy_bridge.bench.tenants_load import TARGETS_P99_MS, percentiles, report, run, verdict
+from comfy_bridge.cli import main
 
 
 def test_percentiles_use_nearest_rank():
-    samples = [i / 1000 for i in range(1, 101)]   # 1..100 ms
+    samples = [i / 1000 for i in range(1, 101)]  # 1..100 ms
     p = percentiles(samples)
     assert (p["n"], p["p50"], p["p95"], p["p99"], p["max"]) == (100, 50.0, 95.0, 99.0, 100.0)
     assert percentiles([0.002])["p99"] == 2.0
 
 
 def _result(submit_ms: float, queue_ms: float, history_ms: float, **extra) -> dict:
-    timings = {"submit": [submit_ms / 1000] * 100, "queue": [queue_ms / 1000] * 100,
-               "history": [history_ms / 1000] * 100}
-    return {"timings": timings, "errors": [], "submitted_s": 1.0, "work_s": 1.0, "tenants": 2, "tenants_done": 2,
-            "prompts_done": 200, "finished_before": 0, "polled_for": None, **extra}
+    timings = {
+        "submit": [submit_ms / 1000] * 100,
+        "queue": [queue_ms / 1000] * 100,
+        "history": [history_ms / 1000] * 100,
+    }
+    return {
+        "timings": timings,
+        "errors": [],
+        "submitted_s": 1.0,
+        "work_s": 1.0,
+        "tenants": 2,
+        "tenants_done": 2,
+        "prompts_done": 200,
+        "finished_before": 0,
+        "polled_for": None,
+        **extra,
+    }
 
 
 def test_the_verdict_holds_each_kind_to_its_target():

@@ -1,6 +1,7 @@
 """A head killed with SIGKILL while 3 tenants' prompts are queued or running resumes them on
 restart: every prompt finishes exactly once in history with its own result, and the history and
 images of prompts finished before the kill are still served."""
+
 from __future__ import annotations
 
 import collections
@@ -17,7 +18,7 @@ import requests
 from comfy_bridge.tenancy.store import Store
 
 HERE = Path(__file__).parent
-PROMPTS_PER_TENANT = 17   # 51 prompts in all
+PROMPTS_PER_TENANT = 17  # 51 prompts in all
 
 
 def _free_port() -> int:
@@ -27,8 +28,11 @@ def _free_port() -> int:
 
 
 def _start(workspace: Path, db: Path, port: int, log: Path) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, str(HERE / "serve_hosted.py"), str(workspace), str(db), str(port)],
-                            stdout=open(log, "ab"), stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [sys.executable, str(HERE / "serve_hosted.py"), str(workspace), str(db), str(port)],
+        stdout=open(log, "ab"),
+        stderr=subprocess.STDOUT,
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
@@ -42,7 +46,7 @@ def _start(workspace: Path, db: Path, port: int, log: Path) -> subprocess.Popen:
 
 def _tenants_with_keys(db: Path, tenants: list[str]) -> dict[str, dict[str, str]]:
     """Add the tenants to the store at `db`; each one's Authorization header."""
-    store = Store(db, scrypt_n=2 ** 10)
+    store = Store(db, scrypt_n=2**10)
     keys = {}
     for t in tenants:
         store.add_tenant(t)
@@ -52,8 +56,10 @@ def _tenants_with_keys(db: Path, tenants: list[str]) -> dict[str, dict[str, str]
 
 
 def _prompt(value: int, tenant: str) -> dict:
-    return {"1": {"class_type": "TNumber", "inputs": {"value": value}},
-            "2": {"class_type": "TSlowSave", "inputs": {"value": ["1", 0], "prefix": tenant, "seconds": 0.05}}}
+    return {
+        "1": {"class_type": "TNumber", "inputs": {"value": value}},
+        "2": {"class_type": "TSlowSave", "inputs": {"value": ["1", 0], "prefix": tenant, "seconds": 0.05}},
+    }
 
 
 def test_sigkill_restart_resumes_queue_and_keeps_history(tmp_path):
@@ -77,11 +83,11 @@ def test_sigkill_restart_resumes_queue_and_keeps_history(tmp_path):
     finally:
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
-    before = Store(db, scrypt_n=2 ** 10)
+    before = Store(db, scrypt_n=2**10)
     done_before = before.history(None)
     pending_before = sum(before.queue_counts())
     before.close()
-    assert done_before and pending_before > 0   # the kill really interrupted work
+    assert done_before and pending_before > 0  # the kill really interrupted work
 
     proc = _start(workspace, db, port, log)
     try:
@@ -100,12 +106,17 @@ def test_sigkill_restart_resumes_queue_and_keeps_history(tmp_path):
         # Images of prompts finished before the kill are still served, to their tenant only.
         for prompt_id in done_before:
             tenant, value = expected[prompt_id]
-            r = requests.get(f"{base}/view", params={"filename": f"{tenant}_{value}.png"}, headers=keys[tenant],
-                             timeout=10)
+            r = requests.get(
+                f"{base}/view", params={"filename": f"{tenant}_{value}.png"}, headers=keys[tenant], timeout=10
+            )
             assert r.status_code == 200 and r.content[:4] == b"\x89PNG"
             other = next(t for t in tenants if t != tenant)
-            assert requests.get(f"{base}/view", params={"filename": f"{tenant}_{value}.png"}, headers=keys[other],
-                                timeout=10).status_code == 404
+            assert (
+                requests.get(
+                    f"{base}/view", params={"filename": f"{tenant}_{value}.png"}, headers=keys[other], timeout=10
+                ).status_code
+                == 404
+            )
         # One file per prompt per tenant: nothing ran twice under another name.
         for tenant in tenants:
             files = sorted(p.name for p in (workspace / "output" / "tenants" / tenant).glob("*.png"))
@@ -121,8 +132,10 @@ HEAD_KILLS = int(os.environ.get("COMFY_CLUSTER_HEAD_KILLS", "3"))
 
 
 def _saving_prompt(value: int, tenant: str) -> dict:
-    return {"1": {"class_type": "TNumber", "inputs": {"value": value}},
-            "2": {"class_type": "TSaveThenWait", "inputs": {"value": ["1", 0], "prefix": tenant, "seconds": 0.15}}}
+    return {
+        "1": {"class_type": "TNumber", "inputs": {"value": value}},
+        "2": {"class_type": "TSaveThenWait", "inputs": {"value": ["1", 0], "prefix": tenant, "seconds": 0.15}},
+    }
 
 
 def test_head_kills_lose_no_prompt_and_write_none_twice(tmp_path):
@@ -162,10 +175,10 @@ def test_head_kills_lose_no_prompt_and_write_none_twice(tmp_path):
                 time.sleep(0.005)
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait()
-            state = Store(db, scrypt_n=2 ** 10)
+            state = Store(db, scrypt_n=2**10)
             pending = sum(state.queue_counts())
             state.close()
-            if not pending:   # the last prompt finished before this kill
+            if not pending:  # the last prompt finished before this kill
                 break
         proc = _start(workspace, db, port, log)
         deadline = time.monotonic() + 120
@@ -183,8 +196,10 @@ def test_head_kills_lose_no_prompt_and_write_none_twice(tmp_path):
     empty = sorted(f.name for f in files if f.stat().st_size == 0)
     runs = collections.Counter((workspace / "runs.log").read_text().split())
     rerun = sorted(name for name, n in runs.items() if n > 1)
-    print(f"\n{HEAD_KILLS} head kills, {len(expected)} prompts: {len(rerun)} re-run after a kill, {len(lost)} lost, "
-          f"{len(twice)} written twice, {len(empty)} empty files")
+    print(
+        f"\n{HEAD_KILLS} head kills, {len(expected)} prompts: {len(rerun)} re-run after a kill, {len(lost)} lost, "
+        f"{len(twice)} written twice, {len(empty)} empty files"
+    )
     assert rerun, "no kill landed while a prompt ran"
     assert not lost and not twice and not empty, (lost, twice, empty)
     for prompt_id, (tenant, value) in expected.items():

@@ -2,6 +2,7 @@
 nothing is stored, and the server keeps serving: an undecodable Content-Encoding, multipart charset and
 transfer-encoding tricks, a decompression bomb, non-UTF-8 header bytes, hostile v2 cursors, extra_data of
 the wrong shape (and stored rows that have it), garbage model metadata and a deeply nested websocket frame."""
+
 from __future__ import annotations
 
 import asyncio
@@ -29,8 +30,13 @@ def png(size: tuple[int, int] = (4, 4)) -> bytes:
 
     def chunk(kind: bytes, body: bytes) -> bytes:
         return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0))
-            + chunk(b"IDAT", data) + chunk(b"IEND", b""))
+
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0))
+        + chunk(b"IDAT", data)
+        + chunk(b"IEND", b"")
+    )
 
 
 def multipart(*parts: tuple[list[str], bytes]) -> bytes:
@@ -53,24 +59,37 @@ FORM = "multipart/form-data; boundary=B"
 # (content type, body, image part) -> the same trick for /upload/* (part "image") and /api/v2/assets ("file").
 TRICKS = {
     "form-charset": lambda p: ("application/x-www-form-urlencoded; charset=bogus", b"a=b"),
-    "text-field-as-file": lambda p: (FORM, multipart(p, field("type" if p is IMAGE else "file_path", b"input",
-                                                              "Content-Type: application/octet-stream"))),
-    "part-charset": lambda p: (FORM, multipart(p, field("subfolder" if p is IMAGE else "file_path", b"x.png",
-                                                        "Content-Type: text/plain; charset=bogus"))),
-    "transfer-encoding-field": lambda p: (FORM, multipart(p, field("subfolder" if p is IMAGE else "file_path",
-                                                                   b"x.png", "Content-Transfer-Encoding: foo"))),
-    "transfer-encoding-file": lambda p: (FORM, multipart((p[0] + ["Content-Transfer-Encoding: foo"], p[1]),
-                                                         field("file_path", b"x.png"))),
-    "40-byte-_charset_": lambda p: (FORM, multipart(field("_charset_", b"x" * 40), p,
-                                                    field("subfolder" if p is IMAGE else "file_path", b"x.png"))),
+    "text-field-as-file": lambda p: (
+        FORM,
+        multipart(p, field("type" if p is IMAGE else "file_path", b"input", "Content-Type: application/octet-stream")),
+    ),
+    "part-charset": lambda p: (
+        FORM,
+        multipart(
+            p, field("subfolder" if p is IMAGE else "file_path", b"x.png", "Content-Type: text/plain; charset=bogus")
+        ),
+    ),
+    "transfer-encoding-field": lambda p: (
+        FORM,
+        multipart(p, field("subfolder" if p is IMAGE else "file_path", b"x.png", "Content-Transfer-Encoding: foo")),
+    ),
+    "transfer-encoding-file": lambda p: (
+        FORM,
+        multipart((p[0] + ["Content-Transfer-Encoding: foo"], p[1]), field("file_path", b"x.png")),
+    ),
+    "40-byte-_charset_": lambda p: (
+        FORM,
+        multipart(field("_charset_", b"x" * 40), p, field("subfolder" if p is IMAGE else "file_path", b"x.png")),
+    ),
 }
 
 
 async def raw(hosted, head: bytes, body: bytes = b"") -> tuple[int, bytes]:
     """Send bytes as they are (aiohttp's client re-encodes header values) and read the whole answer."""
     reader, writer = await asyncio.open_connection("127.0.0.1", hosted.client.server.port)
-    writer.write(head.replace(b"\n", b"\r\n") + b"Connection: close\r\n"
-                 + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+    writer.write(
+        head.replace(b"\n", b"\r\n") + b"Connection: close\r\n" + f"Content-Length: {len(body)}\r\n\r\n".encode() + body
+    )
     answer = await reader.read()
     writer.close()
     return int(answer.split(b" ", 2)[1]), answer.split(b"\r\n\r\n", 1)[1]
@@ -91,15 +110,22 @@ async def test_5_gzip_encoding_on_a_body_that_is_not_gzip_is_400(hosted):
     assert r.status == 400 and (await r.json())["error"]["code"] == "invalid_request"
     assert hosted.store.queue_rows() == []
     # A body that is gzip is still read.
-    r = await hosted.client.post("/prompt", data=zlib.compress(body, wbits=31),
-                                 headers={**alice, "Content-Encoding": "gzip"})
+    r = await hosted.client.post(
+        "/prompt", data=zlib.compress(body, wbits=31), headers={**alice, "Content-Encoding": "gzip"}
+    )
     assert r.status == 200, await r.text()
 
 
-@pytest.mark.parametrize("path,trick", [(path, trick) for path in ("/upload/image", "/upload/mask", "/api/v2/assets")
-                                        for trick in sorted(TRICKS)
-                                        # v2 reads every field as text, whatever its part's Content-Type
-                                        if (path, trick) != ("/api/v2/assets", "text-field-as-file")])
+@pytest.mark.parametrize(
+    "path,trick",
+    [
+        (path, trick)
+        for path in ("/upload/image", "/upload/mask", "/api/v2/assets")
+        for trick in sorted(TRICKS)
+        # v2 reads every field as text, whatever its part's Content-Type
+        if (path, trick) != ("/api/v2/assets", "text-field-as-file")
+    ],
+)
 async def test_6_form_charset_and_part_tricks_are_4xx_and_store_nothing(hosted, workspace, path, trick):
     alice = hosted.add("alice")
     content_type, body = TRICKS[trick](FILE if path == "/api/v2/assets" else IMAGE)
@@ -108,7 +134,7 @@ async def test_6_form_charset_and_part_tricks_are_4xx_and_store_nothing(hosted, 
     assert 400 <= r.status < 500, (r.status, await r.text())
     assert (await r.text()).strip(), "the answer names what was wrong"
     assert {f for f in files(workspace.root) - before if not f.endswith("state.sqlite3-wal")} == set()
-    r = await hosted.client.get("/queue", headers=alice)   # still serving
+    r = await hosted.client.get("/queue", headers=alice)  # still serving
     assert r.status == 200
 
 
@@ -118,12 +144,20 @@ async def test_7_a_decompression_bomb_is_refused_at_upload_and_at_view(hosted, w
     assert len(bomb) < 400_000
     headers = {**alice, "Content-Type": FORM}
     for path in ("/upload/image", "/upload/mask"):
-        r = await hosted.client.post(path, data=multipart(
-            (['Content-Disposition: form-data; name="image"; filename="bomb.png"'], bomb)), headers=headers)
+        r = await hosted.client.post(
+            path,
+            data=multipart((['Content-Disposition: form-data; name="image"; filename="bomb.png"'], bomb)),
+            headers=headers,
+        )
         assert r.status == 400 and "pixels" in await r.text()
-    r = await hosted.client.post("/api/v2/assets", data=multipart(
-        (['Content-Disposition: form-data; name="file"; filename="bomb.png"'], bomb),
-        field("file_path", b"bomb.png")), headers=headers)
+    r = await hosted.client.post(
+        "/api/v2/assets",
+        data=multipart(
+            (['Content-Disposition: form-data; name="file"; filename="bomb.png"'], bomb),
+            field("file_path", b"bomb.png"),
+        ),
+        headers=headers,
+    )
     assert r.status == 422 and "pixels" in (await r.json())["error"]["message"]
     assert not [p for p in workspace.root.rglob("bomb*")]
     # One that got there another way (an older version, the operator) is not converted either.
@@ -143,8 +177,13 @@ async def test_8_v2_jobs_idempotency_key_bytes_and_hostile_cursors_are_400(hoste
     alice = hosted.add("alice")
     key = hosted.keys["alice"].encode()
     body = json.dumps({"workflow": tn.prompt(1)}).encode()
-    status, answer = await raw(hosted, b"POST /api/v2/jobs HTTP/1.1\nHost: 127.0.0.1\nAuthorization: Bearer " + key
-                               + b"\nIdempotency-Key: a\xff\xfeb\n", body)
+    status, answer = await raw(
+        hosted,
+        b"POST /api/v2/jobs HTTP/1.1\nHost: 127.0.0.1\nAuthorization: Bearer "
+        + key
+        + b"\nIdempotency-Key: a\xff\xfeb\n",
+        body,
+    )
     assert status == 400 and b"Idempotency-Key" in answer, answer
     assert hosted.store.queue_rows() == []
     for cursor in (json.dumps([int("9" * 400), "x"]), "[" * 1500 + "]" * 1500, '[NaN, "x"]', '[true, "x"]'):
@@ -156,29 +195,43 @@ async def test_8_v2_jobs_idempotency_key_bytes_and_hostile_cursors_are_400(hoste
 @pytest.mark.parametrize("pnginfo", [1, "workflow", [1], True, "", 0])
 async def test_9_extra_pnginfo_that_is_not_an_object_is_400(hosted, pnginfo):
     alice = hosted.add("alice")
-    r = await hosted.client.post("/prompt", json={"prompt": tn.prompt(1), "extra_data": {"extra_pnginfo": pnginfo}},
-                                 headers=alice)
+    r = await hosted.client.post(
+        "/prompt", json={"prompt": tn.prompt(1), "extra_data": {"extra_pnginfo": pnginfo}}, headers=alice
+    )
     assert r.status == 400 and "extra_pnginfo" in (await r.json())["error"]["details"]
     assert hosted.store.queue_rows() == []
 
 
 async def test_9_credentials_in_extra_data_must_be_strings(hosted):
     alice = hosted.add("alice")
-    r = await hosted.client.post("/prompt", json={"prompt": tn.prompt(1), "extra_data": {"api_key_comfy_org": [1]}},
-                                 headers=alice)
+    r = await hosted.client.post(
+        "/prompt", json={"prompt": tn.prompt(1), "extra_data": {"api_key_comfy_org": [1]}}, headers=alice
+    )
     assert r.status == 400 and "api_key_comfy_org" in (await r.json())["error"]["details"]
-    r = await hosted.client.post("/prompt", json={"prompt": tn.prompt(2), "extra_data": {
-        "extra_pnginfo": {"workflow": {"id": "w1"}}, "api_key_comfy_org": None}}, headers=alice)
-    assert r.status == 200   # the shapes ComfyUI's web UI sends still pass
+    r = await hosted.client.post(
+        "/prompt",
+        json={
+            "prompt": tn.prompt(2),
+            "extra_data": {"extra_pnginfo": {"workflow": {"id": "w1"}}, "api_key_comfy_org": None},
+        },
+        headers=alice,
+    )
+    assert r.status == 200  # the shapes ComfyUI's web UI sends still pass
 
 
 async def test_9_a_stored_row_of_the_wrong_shape_is_listed_without_that_part(hosted):
     """A row stored before the door checked extra_data (or damaged) still lists, queued and finished."""
     alice = hosted.add("alice")
     queue = hosted.server.prompt_queue
-    with scoped("alice"):   # as POST /prompt puts an item, without its check of extra_data
-        for i, extra in enumerate(({"extra_pnginfo": 1}, {"extra_pnginfo": ["x"]}, {"create_time": "soon"},
-                                   {"extra_pnginfo": {"workflow": 5}})):
+    with scoped("alice"):  # as POST /prompt puts an item, without its check of extra_data
+        for i, extra in enumerate(
+            (
+                {"extra_pnginfo": 1},
+                {"extra_pnginfo": ["x"]},
+                {"create_time": "soon"},
+                {"extra_pnginfo": {"workflow": 5}},
+            )
+        ):
             queue.put(QueueItem(100 + i, f"bad{i}", tn.prompt(10 + i), extra, ["2"], {}))
     for path in ("/jobs", "/api/jobs", "/jobs?sort_by=execution_duration"):
         r = await hosted.client.get(path, headers=alice)
@@ -194,14 +247,19 @@ async def test_9_a_stored_row_of_the_wrong_shape_is_listed_without_that_part(hos
 
 async def test_10_session_cookie_or_key_of_non_utf8_bytes_is_401(hosted):
     hosted.add("alice")
-    for header in (b"Cookie: comfy_cluster_session=\xff", b"Cookie: comfy_cluster_session=a\xffb",
-                   b"Authorization: Bearer \xff\xfe", b"X-API-Key: k\xff"):
+    for header in (
+        b"Cookie: comfy_cluster_session=\xff",
+        b"Cookie: comfy_cluster_session=a\xffb",
+        b"Authorization: Bearer \xff\xfe",
+        b"X-API-Key: k\xff",
+    ):
         status, answer = await raw(hosted, b"GET /queue HTTP/1.1\nHost: 127.0.0.1\n" + header + b"\n")
         assert status == 401 and b"authentication required" in answer, (header, answer)
     status, _ = await raw(hosted, b"POST /logout HTTP/1.1\nHost: 127.0.0.1\nCookie: comfy_cluster_session=\xff\n")
     assert status == 200
-    status, _ = await raw(hosted, b"POST /login HTTP/1.1\nHost: 127.0.0.1\nContent-Type: application/json\n",
-                          b'{"key": "\\ud800"}')
+    status, _ = await raw(
+        hosted, b"POST /login HTTP/1.1\nHost: 127.0.0.1\nContent-Type: application/json\n", b'{"key": "\\ud800"}'
+    )
     assert status == 401
 
 
@@ -224,13 +282,15 @@ async def test_11_model_metadata_routes_on_garbage_files_are_404(hosted, workspa
         assert r.status == 404, (name, r.status, await r.text())
     # A tenant plants a garbage cover through the v2 assets route: its own preview is a 404 too.
     lora = safetensors(meta={"ssmd_cover_images": json.dumps([base64.b64encode(b"garbage").decode()])})
-    r = await hosted.client.post("/api/v2/assets", data=model_form(lora, "models/loras/planted.safetensors"),
-                                 headers=alice)
+    r = await hosted.client.post(
+        "/api/v2/assets", data=model_form(lora, "models/loras/planted.safetensors"), headers=alice
+    )
     assert r.status == 201, await r.text()
     listing = await (await hosted.client.get("/experiment/models/loras", headers=alice)).json()
     entry = next(e for e in listing if e["name"] == "planted.safetensors")
-    r = await hosted.client.get(f"/experiment/models/preview/loras/{entry['pathIndex']}/planted.safetensors",
-                                headers=alice)
+    r = await hosted.client.get(
+        f"/experiment/models/preview/loras/{entry['pathIndex']}/planted.safetensors", headers=alice
+    )
     assert r.status == 404 and "not a readable image" in await r.text()
     # A good cover still previews.
     good = safetensors(meta={"ssmd_cover_images": json.dumps([base64.b64encode(png()).decode()])})
@@ -271,8 +331,9 @@ async def test_fuzz_a_settings_file_too_deep_to_parse_does_not_fail_every_later_
 async def test_fuzz_login_form_in_an_unknown_charset_is_400(hosted):
     """Found by the seeded fuzz: the login form's body in a charset Python does not know was a 500."""
     hosted.add("alice")
-    r = await hosted.client.post("/login", data=b"key=x", headers={
-        "Content-Type": "application/x-www-form-urlencoded; charset=bogus"})
+    r = await hosted.client.post(
+        "/login", data=b"key=x", headers={"Content-Type": "application/x-www-form-urlencoded; charset=bogus"}
+    )
     assert r.status == 400 and "could not be read" in await r.text()
 
 
@@ -282,10 +343,12 @@ async def test_9_a_row_stored_by_an_older_version_lists_after_a_restart(workspac
 
     from comfy_bridge.server import ServerConfig, create_app
     from comfy_bridge.tenancy.store import Store
+
     store = Store(tmp_path / "state.sqlite3")
     for i, pnginfo in enumerate((1, "text", [1])):
-        store.queue_add("", f"old{i}", float(i), [float(i), f"old{i}", tn.prompt(20 + i), {"extra_pnginfo": pnginfo},
-                                                  ["2"]])
+        store.queue_add(
+            "", f"old{i}", float(i), [float(i), f"old{i}", tn.prompt(20 + i), {"extra_pnginfo": pnginfo}, ["2"]]
+        )
     store.close()
     (tmp_path / "web").mkdir()
     config = ServerConfig(workspace=workspace, state_db=tmp_path / "state.sqlite3", front_end_root=tmp_path / "web")

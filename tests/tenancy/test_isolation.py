@@ -4,6 +4,7 @@ prompt ids, files, user data, settings, users and sockets, with the case isolati
 it; a route with no case fails test_every_route_has_an_isolation_case. Nothing is concluded from a
 sleep: an interrupt is checked on the prompt's own flag, sockets are read up to the caller's own
 prompt, which the one publish loop delivers after anything of the victim's."""
+
 from __future__ import annotations
 
 import asyncio
@@ -19,14 +20,14 @@ from app_routes import app_routes, route_hit, route_key
 from isolation_cases import CASES, WRITES, Ctx, Tenant, _form, _png, assert_not_interrupted, clean, stale, uncovered
 from isolation_cases_assets import fill_assets
 
-from nodes import progress
 from comfy_bridge.registry import NodeRegistry
 from comfy_bridge.server import ServerConfig, create_app
 from comfy_bridge.server.app import SERVER_KEY
-from nodes.workspace import Workspace
+from nodes import progress
 from nodes.image_io import LoadImage, SaveImage
+from nodes.workspace import Workspace
 
-SLOW_S = 120.0   # the victim's running prompt: interrupted by the victim when the routes are done
+SLOW_S = 120.0  # the victim's running prompt: interrupted by the victim when the routes are done
 
 
 def _registry() -> NodeRegistry:
@@ -47,8 +48,9 @@ def _config(tmp_path, **extra) -> ServerConfig:
     checkpoints = ws.folder_paths("checkpoints")[0]
     checkpoints.mkdir(parents=True, exist_ok=True)
     (checkpoints / "shared.safetensors").write_bytes(_safetensors({"note": "OPERATOR-META"}))
-    return ServerConfig(workspace=ws, state_db=tmp_path / "state.sqlite3", front_end_root=tmp_path / "web",
-                        multi_user=True, **extra)
+    return ServerConfig(
+        workspace=ws, state_db=tmp_path / "state.sqlite3", front_end_root=tmp_path / "web", multi_user=True, **extra
+    )
 
 
 def check_coverage(app: web.Application) -> None:
@@ -61,7 +63,7 @@ def check_coverage(app: web.Application) -> None:
 def test_every_route_has_an_isolation_case(tmp_path):
     app = create_app(_config(tmp_path), registry=_registry())
     check_coverage(app)
-    assert len(app_routes(app)) >= 170   # 59 cases; with HEADs and /api mirrors, every route
+    assert len(app_routes(app)) >= 170  # 59 cases; with HEADs and /api mirrors, every route
 
 
 async def _dummy(request: web.Request) -> web.Response:
@@ -72,18 +74,23 @@ async def _dummy(request: web.Request) -> web.Response:
 def test_a_route_without_a_case_fails_the_coverage_check(tmp_path, where):
     """The self-check: the app with one more route fails check_coverage, naming the route."""
     from comfy_bridge.tenancy.server import TenantPromptServer
+
     config = _config(tmp_path)
     if where == "app router":
         app = create_app(config, registry=_registry())
         app.router.add_post("/tenant_dummy/{id}", _dummy)
         expected = [("POST", "/tenant_dummy/{id}")]
-    else:   # as create_app does, with a pack adding its route through PromptServer.instance.routes
+    else:  # as create_app does, with a pack adding its route through PromptServer.instance.routes
         server = TenantPromptServer(config, registry=_registry())
         server.routes.get("/tenant_dummy")(_dummy)
         server.add_routes()
         app = server.app
-        expected = [("GET", "/api/tenant_dummy"), ("GET", "/tenant_dummy"), ("HEAD", "/api/tenant_dummy"),
-                    ("HEAD", "/tenant_dummy")]
+        expected = [
+            ("GET", "/api/tenant_dummy"),
+            ("GET", "/tenant_dummy"),
+            ("HEAD", "/api/tenant_dummy"),
+            ("HEAD", "/tenant_dummy"),
+        ]
     assert uncovered(app_routes(app)) == expected
     with pytest.raises(AssertionError, match="tenant_dummy"):
         check_coverage(app)
@@ -119,20 +126,26 @@ class World:
     async def fill(self, t: Tenant, value: int) -> None:
         """The tenant's data: uploads, a user, user data, a setting and a finished prompt."""
         c = self.client
-        for name, data in ((f"{t.name}input.png", _png(f"{t.upper}-PNGTEXT")),
-                           (f"{t.name}model.safetensors", _safetensors({"secret": f"{t.upper}-META"}))):
+        for name, data in (
+            (f"{t.name}input.png", _png(f"{t.upper}-PNGTEXT")),
+            (f"{t.name}model.safetensors", _safetensors({"secret": f"{t.upper}-META"})),
+        ):
             assert (await c.post("/upload/image", data=_form(name, data), headers=t.headers)).status == 200
         resp = await c.post("/users", json={"username": f"{t.name}user"}, headers=t.headers)
         assert resp.status == 200, await resp.text()
         t.user_id = await resp.json()
-        resp = await c.post(f"/userdata/workflows%2F{t.name}flow.json", data=json.dumps({f"{t.upper}-USERDATA": 1}),
-                            headers=t.headers)
+        resp = await c.post(
+            f"/userdata/workflows%2F{t.name}flow.json", data=json.dumps({f"{t.upper}-USERDATA": 1}), headers=t.headers
+        )
         assert resp.status == 200
-        assert (await c.post("/settings", json={f"{t.name}.secret": f"{t.upper}-SETTING"},
-                             headers=t.headers)).status == 200
-        prompt = {**tn.prompt(value, prefix=f"{t.name}img"),
-                  "3": {"class_type": "LoadImage", "inputs": {"image": f"{t.name}input.png"}},
-                  "4": {"class_type": "SaveImage", "inputs": {"images": ["3", 0], "filename_prefix": f"{t.name}loaded"}}}
+        assert (
+            await c.post("/settings", json={f"{t.name}.secret": f"{t.upper}-SETTING"}, headers=t.headers)
+        ).status == 200
+        prompt = {
+            **tn.prompt(value, prefix=f"{t.name}img"),
+            "3": {"class_type": "LoadImage", "inputs": {"image": f"{t.name}input.png"}},
+            "4": {"class_type": "SaveImage", "inputs": {"images": ["3", 0], "filename_prefix": f"{t.name}loaded"}},
+        }
         t.done = await self.post(t, prompt)
         entry = await self.wait_history(t, t.done)
         assert entry["status"]["status_str"] == "success", entry["status"]
@@ -150,8 +163,11 @@ class World:
         resp = await c.post("/api/v2/assets", data=form, headers=t.headers)
         assert resp.status == 201, await resp.text()
         t.v2_asset = (await resp.json())["id"]
-        resp = await c.post("/api/v2/jobs", json={"workflow": tn.prompt(value + 100, prefix=f"{t.name}img2")},
-                            headers={**t.headers, "Idempotency-Key": f"{t.name}-key"})
+        resp = await c.post(
+            "/api/v2/jobs",
+            json={"workflow": tn.prompt(value + 100, prefix=f"{t.name}img2")},
+            headers={**t.headers, "Idempotency-Key": f"{t.name}-key"},
+        )
         assert resp.status == 201, await resp.text()
         t.v2_job = (await resp.json())["id"]
         await self.wait_history(t, t.v2_job)
@@ -168,8 +184,17 @@ class World:
 
     async def snapshot(self, t: Tenant) -> dict:
         out = {}
-        for path in ("/queue", "/history", "/userdata?dir=workflows", f"/userdata/workflows%2F{t.name}flow.json",
-                     "/settings", "/users", "/internal/files/input", "/internal/files/output", "/jobs"):
+        for path in (
+            "/queue",
+            "/history",
+            "/userdata?dir=workflows",
+            f"/userdata/workflows%2F{t.name}flow.json",
+            "/settings",
+            "/users",
+            "/internal/files/input",
+            "/internal/files/output",
+            "/jobs",
+        ):
             resp = await self.client.get(path, headers=t.headers)
             out[path] = (resp.status, await resp.read())
         # The victim's own masks (upload_mask's positive control) are the victim's doing.
@@ -208,13 +233,16 @@ async def test_every_route_keeps_each_tenant_to_its_own_data(world, direction):
     await world.fill(alice, 11)
     await world.fill(bob, 12)
     # The victim's sockets, one per websocket route, and a prompt running and one pending behind it.
-    v_socks = {cid: await world.client.ws_connect(f"{p}/ws?clientId={cid}", headers=victim.headers)
-               for p, cid in (("", victim.cid), ("/api", victim.cid + "-api"))}
-    victim.running = await world.post(victim, tn.prompt(13, prefix=f"{victim.name}slow", slow=SLOW_S),
-                                      client_id=victim.cid + "-api")
+    v_socks = {
+        cid: await world.client.ws_connect(f"{p}/ws?clientId={cid}", headers=victim.headers)
+        for p, cid in (("", victim.cid), ("/api", victim.cid + "-api"))
+    }
+    victim.running = await world.post(
+        victim, tn.prompt(13, prefix=f"{victim.name}slow", slow=SLOW_S), client_id=victim.cid + "-api"
+    )
     victim.pending = await world.post(victim, tn.prompt(14, prefix=f"{victim.name}pending"), client_id=victim.cid)
     async with asyncio.timeout(30):
-        while victim.running not in progress._prompt_flags:   # bound: it runs
+        while victim.running not in progress._prompt_flags:  # bound: it runs
             await asyncio.sleep(0.02)
     before = await world.snapshot(victim)
 
@@ -222,15 +250,16 @@ async def test_every_route_keeps_each_tenant_to_its_own_data(world, direction):
     present = set(routes)
     # Reads first, then writes; a route and its /api mirror together.
     # (A HEAD is tried with its GET; a HEAD-only route, API v2's by-hash probe, is a route of its own.)
-    order = sorted((m in WRITES, route_key(m, p, present), m) for m, p in routes
-                   if m != "HEAD" or ("GET", p) not in present)
+    order = sorted(
+        (m in WRITES, route_key(m, p, present), m) for m, p in routes if m != "HEAD" or ("GET", p) not in present
+    )
     ctxs = {}
-    for _, (key_method, key_path, prefix), method in order:
+    for _, (key_method, key_path, prefix), _method in order:
         ctx = ctxs.setdefault(prefix, Ctx(world.client, victim, attacker, prefix, world.server, world.workspace))
         await CASES[(key_method, key_path)](ctx)
     tried = [t for ctx in ctxs.values() for t in ctx.tried]
     hit = {await route_hit(world.app, method, url) for method, url, _ in tried}
-    hit |= {("GET", "/ws"), ("GET", "/api/ws")}   # the sockets, opened with ws_connect
+    hit |= {("GET", "/ws"), ("GET", "/api/ws")}  # the sockets, opened with ws_connect
     assert not present - hit, f"routes no request reached: {sorted(present - hit)}"
 
     # Nothing of the victim's changed, and its prompt still runs, uninterrupted.
@@ -243,8 +272,7 @@ async def test_every_route_keeps_each_tenant_to_its_own_data(world, direction):
     # Positive control: the victim's sockets got its prompts' messages.
     got = await read_until(v_socks[victim.cid], _ended(victim.pending))
     assert any(m["type"] == "executed" for m in got if isinstance(m, dict))
-    await read_until(v_socks[victim.cid + "-api"],
-                     _ended(victim.running, ("execution_interrupted", "execution_error")))
+    await read_until(v_socks[victim.cid + "-api"], _ended(victim.running, ("execution_interrupted", "execution_error")))
     # The attacker's sockets under the victim's client ids: read up to the attacker's own prompt for that
     # id, which the one publish loop delivers after every message of the victim's prompts.
     sockets = [s for ctx in ctxs.values() for s in ctx.sockets]
@@ -254,8 +282,11 @@ async def test_every_route_keeps_each_tenant_to_its_own_data(world, direction):
         got = await read_until(sock, _ended(mine))
         clean(json.dumps([m for m in got if isinstance(m, dict)]).encode(), victim, cid, ("socket", cid))
         assert not [m for m in got if not isinstance(m, dict)], "binary frames reached the attacker"
-        assert all(m["data"]["status"]["exec_info"]["queue_remaining"] <= 1
-                   for m in got if isinstance(m, dict) and m["type"] == "status")
+        assert all(
+            m["data"]["status"]["exec_info"]["queue_remaining"] <= 1
+            for m in got
+            if isinstance(m, dict) and m["type"] == "status"
+        )
         await sock.close()
     for sock in v_socks.values():
         await sock.close()
@@ -276,8 +307,9 @@ async def test_client_cannot_charge_another_tenant_or_reuse_its_prompt_id(hosted
     out = await hosted.post_prompt("alice", tn.prompt(5), extra_data={"tenant": "bob"})
     entry = await hosted.wait_history("alice", out["prompt_id"])
     assert entry["prompt"][3]["tenant"] == "alice"
-    resp = await hosted.client.post("/prompt", json={"prompt": tn.prompt(6), "prompt_id": out["prompt_id"]},
-                                    headers=hosted.auth("bob"))
+    resp = await hosted.client.post(
+        "/prompt", json={"prompt": tn.prompt(6), "prompt_id": out["prompt_id"]}, headers=hosted.auth("bob")
+    )
     assert resp.status == 409
 
 

@@ -3,6 +3,7 @@ one-executor local cluster, where each tenant's prompt sends its uploaded image 
 a pack node that runs whole on the executor process and saves there into the tenant's folder. Both ways
 round, the routes whose data comes from running prompts (history, view, queue, jobs, websocket
 messages) give each tenant its own and nothing of the other's; waits are for events, not sleeps."""
+
 from __future__ import annotations
 
 import asyncio
@@ -18,7 +19,7 @@ from comfy_bridge.server import ServerConfig, create_app
 from comfy_bridge.server.app import SERVER_KEY
 from nodes.workspace import Workspace
 
-PACK = textwrap.dedent('''
+PACK = textwrap.dedent("""
     import os
     from comfy_bridge.compat import folder_paths
 
@@ -39,12 +40,13 @@ PACK = textwrap.dedent('''
             return {"ui": {"images": [{"filename": name, "subfolder": "", "type": "output"}]}, "result": (name,)}
 
     NODE_CLASS_MAPPINGS = {"TenantInvertSave": TenantInvertSave}
-''')
+""")
 
 
 @pytest.fixture(scope="module")
 def cluster():
     from cluster.local_cluster import start_local_cluster
+
     head, runtime = start_local_cluster(1, threads_per_executor=1)
     yield head, runtime
     head.stop()
@@ -54,18 +56,25 @@ def cluster():
 async def client(tmp_path, cluster):
     from comfy_bridge.execution import PromptExecutor
     from comfy_bridge.registry import build_registry
+
     head, runtime = cluster
     ws = Workspace(tmp_path / "ws").create()
     packs = tmp_path / "packs"
     packs.mkdir()
     (packs / "tenant_pack.py").write_text(PACK)
     (tmp_path / "web").mkdir()
-    config = ServerConfig(workspace=ws, state_db=tmp_path / "state.sqlite3", front_end_root=tmp_path / "web",
-                          cluster_head=head, scheduler=head)
+    config = ServerConfig(
+        workspace=ws,
+        state_db=tmp_path / "state.sqlite3",
+        front_end_root=tmp_path / "web",
+        cluster_head=head,
+        scheduler=head,
+    )
     registry = build_registry(ws, extra_custom_node_dirs=(packs,))
 
     def make_executor(server):
         return PromptExecutor(server.registry, server, runtime=runtime)
+
     app = create_app(config, registry=registry, executor_factory=make_executor)
     async with TestClient(TestServer(app)) as c:
         yield c
@@ -79,8 +88,11 @@ async def _read_until(sock, prompt_id: str) -> list:
             assert msg.type in (aiohttp.WSMsgType.TEXT, aiohttp.WSMsgType.BINARY), msg
             got.append(json.loads(msg.data) if msg.type == aiohttp.WSMsgType.TEXT else msg.data)
             m = got[-1]
-            if isinstance(m, dict) and m["type"] in ("execution_success", "execution_error") \
-                    and m["data"].get("prompt_id") == prompt_id:
+            if (
+                isinstance(m, dict)
+                and m["type"] in ("execution_success", "execution_error")
+                and m["data"].get("prompt_id") == prompt_id
+            ):
                 return got
 
 
@@ -110,26 +122,36 @@ async def test_prompt_data_stays_with_its_tenant_through_an_executor(client, clu
         socks[t.name] = await client.ws_connect("/ws?clientId=same", headers=t.headers)
     decisions = head.stats()["decisions_total"]
     for t in tenants:
-        prompt = {"1": {"class_type": "LoadImage", "inputs": {"image": f"{t.name}input.png"}},
-                  "2": {"class_type": "TenantInvertSave", "inputs": {"image": ["1", 0], "prefix": f"{t.name}img"}}}
+        prompt = {
+            "1": {"class_type": "LoadImage", "inputs": {"image": f"{t.name}input.png"}},
+            "2": {"class_type": "TenantInvertSave", "inputs": {"image": ["1", 0], "prefix": f"{t.name}img"}},
+        }
         resp = await client.post("/prompt", json={"prompt": prompt, "client_id": "same"}, headers=t.headers)
         assert resp.status == 200, await resp.text()
         t.done = (await resp.json())["prompt_id"]
     messages = {t.name: await _read_until(socks[t.name], t.done) for t in tenants}
-    assert head.stats()["decisions_total"] >= decisions + 2   # both ran on the executor
+    assert head.stats()["decisions_total"] >= decisions + 2  # both ran on the executor
     for t in tenants:
         entry = await _history_entry(client, t)
         assert entry["status"]["status_str"] == "success", entry["status"]
         t.image = entry["outputs"]["2"]["images"][0]["filename"]
-        assert int(t.image.rsplit("_", 1)[1][:-4]) in head.local_cluster.pids()   # written by the executor
+        assert int(t.image.rsplit("_", 1)[1][:-4]) in head.local_cluster.pids()  # written by the executor
         assert (server.workspace.output_dir / "tenants" / t.name / t.image).is_file()
     for attacker, victim in ((tenants[1], tenants[0]), (tenants[0], tenants[1])):
         seen = json.dumps([m for m in messages[attacker.name] if isinstance(m, dict)]).encode()
         clean(seen, victim, "", "socket")
-        assert attacker.done.encode() in seen and b'"executed"' in seen   # its own messages did arrive
-        for path in ("/queue", "/history", f"/history/{victim.done}", "/jobs", f"/jobs/{victim.done}",
-                     f"/view?filename={victim.image}", f"/view?filename={victim.name}input.png&type=input",
-                     "/internal/files/output", "/prompt"):
+        assert attacker.done.encode() in seen and b'"executed"' in seen  # its own messages did arrive
+        for path in (
+            "/queue",
+            "/history",
+            f"/history/{victim.done}",
+            "/jobs",
+            f"/jobs/{victim.done}",
+            f"/view?filename={victim.image}",
+            f"/view?filename={victim.name}input.png&type=input",
+            "/internal/files/output",
+            "/prompt",
+        ):
             resp = await client.get(path, headers=attacker.headers)
             body = await resp.read()
             assert resp.status in (200, 404), (path, resp.status)
@@ -138,6 +160,6 @@ async def test_prompt_data_stays_with_its_tenant_through_an_executor(client, clu
         assert (await client.get(f"/view?filename={victim.image}", headers=victim.headers)).status == 200
         history = await (await client.get("/history", headers=attacker.headers)).json()
         assert list(history) == [attacker.done]
-    assert not [p for p in server.workspace.output_dir.iterdir() if p.is_file()]   # nothing in the shared folder
+    assert not [p for p in server.workspace.output_dir.iterdir() if p.is_file()]  # nothing in the shared folder
     for sock in socks.values():
         await sock.close()

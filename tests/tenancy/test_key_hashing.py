@@ -1,6 +1,7 @@
 """New API keys are stored as HMAC-SHA256 of their 256-bit secret (keyed by the row's salt), so a
 key's first check costs microseconds instead of scrypt's ~50 ms; keys stored with scrypt by earlier
 versions are still accepted."""
+
 from __future__ import annotations
 
 import hashlib
@@ -22,7 +23,7 @@ def test_new_keys_are_stored_as_a_keyed_sha256(tmp_path):
     assert stored == hmac.new(salt, secret.encode(), hashlib.sha256).digest()
     assert secret.encode() not in b"".join(line.encode() for line in sqlite3.connect(tmp_path / "s.db").iterdump())
 
-    assert Store(tmp_path / "s.db").authenticate_key(key) == ("alice", key_id)   # cold: as a new server process
+    assert Store(tmp_path / "s.db").authenticate_key(key) == ("alice", key_id)  # cold: as a new server process
     assert store.authenticate_key(key[:-1] + ("A" if key[-1] != "A" else "B")) is None
     assert store.authenticate_key(key) == ("alice", key_id)
 
@@ -32,8 +33,10 @@ def test_keys_stored_with_scrypt_by_earlier_versions_still_work(tmp_path):
     store.add_tenant("alice")
     key_id, secret, key = keys.new_key()
     salt = os.urandom(16)
-    legacy = hashlib.scrypt(secret.encode(), salt=salt, n=2 ** 10, r=8, p=1, dklen=32)
-    store._exec("INSERT INTO api_keys (id, tenant, salt, hash, n, created) VALUES (?, 'alice', ?, ?, ?, 0)",
-                (key_id, salt, legacy, 2 ** 10))
+    legacy = hashlib.scrypt(secret.encode(), salt=salt, n=2**10, r=8, p=1, dklen=32)
+    store._exec(
+        "INSERT INTO api_keys (id, tenant, salt, hash, n, created) VALUES (?, 'alice', ?, ?, ?, 0)",
+        (key_id, salt, legacy, 2**10),
+    )
     assert Store(tmp_path / "s.db").authenticate_key(key) == ("alice", key_id)
     assert Store(tmp_path / "s.db").authenticate_key(f"cc_{key_id}_" + "z" * 43) is None

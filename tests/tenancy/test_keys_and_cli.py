@@ -1,5 +1,6 @@
 """API keys are stored only as scrypt hashes, checked against the hash, and revocable; the
 `comfy-cluster tenants` commands manage them; a non-loopback server with no tenant refuses to start."""
+
 from __future__ import annotations
 
 import hashlib
@@ -15,7 +16,7 @@ from comfy_bridge.tenancy.store import Store, StoreError
 
 
 def test_keys_are_hashed_verified_and_revocable(tmp_path):
-    store = Store(tmp_path / "s.db", scrypt_n=2 ** 10)
+    store = Store(tmp_path / "s.db", scrypt_n=2**10)
     store.add_tenant("alice")
     key = store.create_key("alice")
     key_id, secret = keys.split_key(key)
@@ -27,14 +28,14 @@ def test_keys_are_hashed_verified_and_revocable(tmp_path):
     assert secret.encode() not in dump and key.encode() not in dump
 
     assert store.authenticate_key(key) == ("alice", key_id)
-    assert store.authenticate_key(key) == ("alice", key_id)          # second time from the verified cache
+    assert store.authenticate_key(key) == ("alice", key_id)  # second time from the verified cache
     assert store.authenticate_key(key[:-1] + ("A" if key[-1] != "A" else "B")) is None
     assert store.authenticate_key(f"cc_{key_id}_" + "z" * 43) is None
     assert store.authenticate_key("not a key") is None
     other = store.create_key("alice")
     assert store.revoke("alice", key_id) == 1
     assert store.authenticate_key(key) is None
-    assert store.authenticate_key(other) is not None   # only the named key went
+    assert store.authenticate_key(other) is not None  # only the named key went
     with pytest.raises(StoreError):
         store.add_tenant("alice")
     with pytest.raises(StoreError):
@@ -43,8 +44,10 @@ def test_keys_are_hashed_verified_and_revocable(tmp_path):
 
 def test_tenants_cli(tmp_path, capsys):
     db = str(tmp_path / "cli.db")
-    assert main(["tenants", "--state-db", db, "add", "bob", "--weight", "2", "--max-queued", "3",
-                 "--max-concurrent", "1"]) == 0
+    assert (
+        main(["tenants", "--state-db", db, "add", "bob", "--weight", "2", "--max-queued", "3", "--max-concurrent", "1"])
+        == 0
+    )
     assert main(["tenants", "--state-db", db, "key", "bob"]) == 0
     key = capsys.readouterr().out.strip().splitlines()[-1]
     store = Store(db)
@@ -62,7 +65,7 @@ def test_tenants_cli(tmp_path, capsys):
 
 
 def test_open_non_loopback_server_refuses_to_start_without_tenants(tmp_path):
-    store = Store(tmp_path / "l.db", scrypt_n=2 ** 10)
+    store = Store(tmp_path / "l.db", scrypt_n=2**10)
     check_listen(ServerConfig(listen="127.0.0.1,::1,localhost"), store)
     with pytest.raises(InsecureListen):
         check_listen(ServerConfig(listen="0.0.0.0,::"), store)

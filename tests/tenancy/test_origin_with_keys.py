@@ -2,13 +2,14 @@
 cookie sent from a foreign or opaque origin cannot queue, upload, log in or open the websocket,
 while the same requests from the server's own origin (and from API clients that send no Origin)
 go through."""
+
 from __future__ import annotations
 
 import aiohttp
 import pytest
 import tenant_nodes as tn
 
-HOST = "10.1.2.3:8188"   # an address, not a loopback name: ComfyUI's loopback-only guard would not apply
+HOST = "10.1.2.3:8188"  # an address, not a loopback name: ComfyUI's loopback-only guard would not apply
 
 
 async def test_foreign_origins_are_refused_with_keys_and_cookies(hosted):
@@ -30,10 +31,9 @@ async def test_foreign_origins_are_refused_with_keys_and_cookies(hosted):
             assert err.value.status == 403
         pending = (await (await client.get("/queue", headers=alice)).json())["queue_pending"]
         assert pending == []
-    refused = await client.post("/login", json={"key": hosted.keys["alice"]},
-                                headers={"Host": HOST, "Origin": "null"})
+    refused = await client.post("/login", json={"key": hosted.keys["alice"]}, headers={"Host": HOST, "Origin": "null"})
     assert refused.status == 403 and "comfy_cluster_session" not in refused.cookies
     for credential in (alice, cookie):
         ok = await client.post("/prompt", json=body, headers={**credential, "Host": HOST, "Origin": "http://" + HOST})
         assert ok.status == 200
-    assert (await client.post("/prompt", json=body, headers=alice)).status == 200   # an API client: no Origin
+    assert (await client.post("/prompt", json=body, headers=alice)).status == 200  # an API client: no Origin

@@ -1,5 +1,6 @@
 """Over a tenant's limit the answer is 429 (queued prompts) or 413 (sizes, storage) naming the
 limit; under it the same request goes through."""
+
 from __future__ import annotations
 
 import asyncio
@@ -23,7 +24,7 @@ async def test_queued_prompt_limit_is_429(hosted):
     assert "Retry-After" in resp.headers
     await hosted.client.post("/interrupt", json={}, headers=alice)
     await hosted.wait_history("alice", slow["prompt_id"])
-    await asyncio.sleep(0.3)   # the second one finishes too
+    await asyncio.sleep(0.3)  # the second one finishes too
     resp = await hosted.client.post("/prompt", json={"prompt": tn.prompt(3)}, headers=alice)
     assert resp.status == 200
 
@@ -33,8 +34,9 @@ async def test_prompt_size_and_node_count_are_413(hosted):
     big_prompt = {**tn.prompt(1), "3": {"class_type": "TNumber", "inputs": {"value": 2}}}
     resp = await hosted.client.post("/prompt", json={"prompt": big_prompt}, headers=small)
     assert await _status_and_limit(resp) == (413, "max_nodes")
-    resp = await hosted.client.post("/api/prompt", json={"prompt": tn.prompt(1), "extra_data": {"x": "y" * 500}},
-                                    headers=small)
+    resp = await hosted.client.post(
+        "/api/prompt", json={"prompt": tn.prompt(1), "extra_data": {"x": "y" * 500}}, headers=small
+    )
     assert await _status_and_limit(resp) == (413, "max_prompt_bytes")
     assert (await hosted.client.post("/prompt", json={"prompt": tn.prompt(1)}, headers=small)).status == 200
 

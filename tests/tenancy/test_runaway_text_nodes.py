@@ -6,6 +6,7 @@ server's process such a node froze every request and no interrupt reached it: B'
 fast while A's match runs, A's interrupt stops the match within a second, and a text past the limit
 fails A's prompt with an error that names the node and the limit.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -29,9 +30,17 @@ RUNAWAY = "a" * 28 + "!"
 def text_nodes(monkeypatch):
     def registry() -> NodeRegistry:
         reg = NodeRegistry()
-        reg.add_builtin({**tn.CLASSES, "RegexMatch": RegexMatch, "RegexReplace": RegexReplace,
-                         "StringConcatenate": StringConcatenate, "PreviewAny": PreviewAny})
+        reg.add_builtin(
+            {
+                **tn.CLASSES,
+                "RegexMatch": RegexMatch,
+                "RegexReplace": RegexReplace,
+                "StringConcatenate": StringConcatenate,
+                "PreviewAny": PreviewAny,
+            }
+        )
         return reg
+
     monkeypatch.setattr(tn, "registry", registry)
 
 
@@ -46,9 +55,18 @@ def _shown(node: dict) -> dict:
 
 
 def _match(string: str, pattern: str) -> dict:
-    return _shown({"class_type": "RegexMatch", "inputs": {"string": string, "regex_pattern": pattern,
-                                                          "case_insensitive": True, "multiline": False,
-                                                          "dotall": False}})
+    return _shown(
+        {
+            "class_type": "RegexMatch",
+            "inputs": {
+                "string": string,
+                "regex_pattern": pattern,
+                "case_insensitive": True,
+                "multiline": False,
+                "dotall": False,
+            },
+        }
+    )
 
 
 def _runaway_match() -> dict:
@@ -95,7 +113,7 @@ async def test_runaway_regex_leaves_other_tenants_served_and_stops_on_interrupt(
     # A's match was running all along (it takes far longer than the requests did), in a process of its own
     # that is busy matching ...
     assert pid not in await (await hosted.client.get(f"/history/{pid}", headers=hosted.auth("a"))).json()
-    busy = [p for p in _regex_workers() if p.status() == psutil.STATUS_RUNNING]   # idle ones sleep on a pipe
+    busy = [p for p in _regex_workers() if p.status() == psutil.STATUS_RUNNING]  # idle ones sleep on a pipe
     assert len(busy) == 1
     # ... and A's interrupt ends that process, not merely the prompt around it, within a second.
     started = time.perf_counter()
@@ -110,6 +128,7 @@ async def test_runaway_regex_leaves_other_tenants_served_and_stops_on_interrupt(
 
 async def test_runaway_regex_is_stopped_at_the_time_limit(hosted, monkeypatch):
     from nodes import regex_runner
+
     monkeypatch.setattr(regex_runner, "SECONDS", 0.5)
     hosted.add("a")
     hosted.add("b")
@@ -127,8 +146,9 @@ async def test_regex_replace_blow_up_fails_its_prompt_only(hosted):
     hosted.add("a")
     hosted.add("b")
     # An empty pattern matches at each of the 20,001 positions: 50 characters each, a million in all.
-    blow_up = _shown({"class_type": "RegexReplace", "inputs": {"string": "x" * 20_000, "regex_pattern": "",
-                                                               "replace": "y" * 50}})
+    blow_up = _shown(
+        {"class_type": "RegexReplace", "inputs": {"string": "x" * 20_000, "regex_pattern": "", "replace": "y" * 50}}
+    )
     pid = (await hosted.post_prompt("a", blow_up))["prompt_id"]
     error = await _execution_error(hosted, "a", pid)
     assert error["node_type"] == "RegexReplace"
@@ -142,11 +162,13 @@ async def test_regex_replace_blow_up_fails_its_prompt_only(hosted):
 async def test_text_nodes_use_the_tenant_own_text_limit(hosted):
     hosted.add("small", max_text_chars=300)
     hosted.add("b")
-    doubled = _shown({"class_type": "StringConcatenate", "inputs": {"string_a": "z" * 200, "string_b": "z" * 200,
-                                                                    "delimiter": ""}})
+    doubled = _shown(
+        {"class_type": "StringConcatenate", "inputs": {"string_a": "z" * 200, "string_b": "z" * 200, "delimiter": ""}}
+    )
     error = await _execution_error(hosted, "small", (await hosted.post_prompt("small", doubled))["prompt_id"])
-    assert error["exception_message"].startswith("StringConcatenate: the result would be 400 characters, "
-                                                 "more than the text limit max_text_chars = 300")
-    pid = (await hosted.post_prompt("b", doubled))["prompt_id"]   # within the server's limit
+    assert error["exception_message"].startswith(
+        "StringConcatenate: the result would be 400 characters, more than the text limit max_text_chars = 300"
+    )
+    pid = (await hosted.post_prompt("b", doubled))["prompt_id"]  # within the server's limit
     entry = await hosted.wait_history("b", pid)
     assert entry["outputs"]["2"]["text"] == ["z" * 400]

@@ -1,5 +1,6 @@
 """`status` websocket messages are per tenant: a tenant's sockets hear of its own queue's changes only,
 each with its own queue_remaining, never that another tenant queued, started or finished something."""
+
 from __future__ import annotations
 
 import asyncio
@@ -31,8 +32,10 @@ async def _seen(into: list, pred, start: int = 0, timeout: float = 20.0) -> int:
 
 
 def _status(remaining: int | None = None):
-    return lambda m: m["type"] == "status" and (
-        remaining is None or m["data"]["status"]["exec_info"]["queue_remaining"] == remaining)
+    return lambda m: (
+        m["type"] == "status"
+        and (remaining is None or m["data"]["status"]["exec_info"]["queue_remaining"] == remaining)
+    )
 
 
 async def test_a_tenant_hears_nothing_of_another_tenants_queue(hosted):
@@ -41,18 +44,19 @@ async def test_a_tenant_hears_nothing_of_another_tenants_queue(hosted):
     ws_b = await hosted.client.ws_connect("/ws?clientId=b", headers=bob)
     got_a, got_b, stop = [], [], asyncio.Event()
     tasks = [asyncio.create_task(_collect(ws_a, got_a, stop)), asyncio.create_task(_collect(ws_b, got_b, stop))]
-    await _seen(got_a, _status())   # the greeting of each socket
+    await _seen(got_a, _status())  # the greeting of each socket
     greeted = await _seen(got_b, _status()) + 1
     before = len(got_a)
 
     # Bob queues three prompts, one is deleted, two run: each change reaches bob ...
     for value in (1, 2, 3):
-        await hosted.post_prompt("bob", tn.prompt(value, prefix="bob", slow=0.2 if value == 1 else None),
-                                 prompt_id=f"bob-{value}")
+        await hosted.post_prompt(
+            "bob", tn.prompt(value, prefix="bob", slow=0.2 if value == 1 else None), prompt_id=f"bob-{value}"
+        )
     resp = await hosted.client.post("/queue", json={"delete": ["bob-3"]}, headers=bob)
     assert resp.status == 200
     await hosted.wait_history("bob", "bob-2")
-    await _seen(got_b, _status(0), greeted)   # his last change is published: the one after his last prompt ran
+    await _seen(got_b, _status(0), greeted)  # his last change is published: the one after his last prompt ran
     assert sum(_status()(m) for m in got_b[greeted:]) >= 6
 
     # ... and none reaches alice: the next status she gets is the one of her own prompt, queued now

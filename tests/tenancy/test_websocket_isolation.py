@@ -1,6 +1,7 @@
 """Websocket messages reach only the sockets of the tenant whose prompt produced them; client ids
 are scoped to their tenant, so none can take, squat on or observe another's, connected or not;
 queue counts are per tenant."""
+
 from __future__ import annotations
 
 import asyncio
@@ -13,7 +14,7 @@ async def _collect(ws, into: list, stop: asyncio.Event) -> None:
     while not stop.is_set():
         try:
             msg = await ws.receive(timeout=0.1)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             continue
         if msg.type.name != "TEXT":
             if msg.type.name in ("CLOSE", "CLOSED", "ERROR"):
@@ -41,16 +42,16 @@ def _status(m: dict) -> bool:
 async def test_messages_never_cross_tenants(hosted):
     alice, bob = hosted.add("alice"), hosted.add("bob")
     ws_a = await hosted.client.ws_connect("/ws?clientId=alicews", headers=alice)
-    ws_b = await hosted.client.ws_connect("/ws?clientId=alicews", headers=bob)   # the same id, in bob's scope
+    ws_b = await hosted.client.ws_connect("/ws?clientId=alicews", headers=bob)  # the same id, in bob's scope
     got_a, got_b, stop = [], [], asyncio.Event()
     tasks = [asyncio.create_task(_collect(ws_a, got_a, stop)), asyncio.create_task(_collect(ws_b, got_b, stop))]
-    await _seen(got_a, _status)   # both sockets registered
+    await _seen(got_a, _status)  # both sockets registered
     await _seen(got_b, _status)
     out = await hosted.post_prompt("alice", tn.prompt(31, prefix="wsalice"), client_id="alicews")
     await _seen(got_a, _finished(out["prompt_id"]))
     # One publish loop sends in order: once bob's own prompt has reached him, anything of alice's
     # addressed to his socket would have arrived before it.
-    before_mine = len(got_b)       # the queue counts bob saw while only alice had work
+    before_mine = len(got_b)  # the queue counts bob saw while only alice had work
     mine = await hosted.post_prompt("bob", tn.prompt(33, prefix="wsbob"), client_id="alicews")
     await _seen(got_b, _finished(mine["prompt_id"]))
 
@@ -58,14 +59,21 @@ async def test_messages_never_cross_tenants(hosted):
     # reached alice.
     first_b = next(m for m in got_b if isinstance(m, dict) and m["type"] == "status")
     assert first_b["data"]["sid"] == "alicews"
-    assert any(isinstance(m, dict) and m["type"] == "executed" and m["data"]["prompt_id"] == out["prompt_id"]
-               for m in got_a)
+    assert any(
+        isinstance(m, dict) and m["type"] == "executed" and m["data"]["prompt_id"] == out["prompt_id"] for m in got_a
+    )
     # Not one of alice's messages (or queue counts) reached bob.
     assert out["prompt_id"] not in json.dumps([m for m in got_b if isinstance(m, dict)])
-    assert all(m["data"]["status"]["exec_info"]["queue_remaining"] == 0
-               for m in got_b[:before_mine] if isinstance(m, dict) and m["type"] == "status")
-    assert any(m["data"]["status"]["exec_info"]["queue_remaining"] > 0
-               for m in got_a if isinstance(m, dict) and m["type"] == "status")
+    assert all(
+        m["data"]["status"]["exec_info"]["queue_remaining"] == 0
+        for m in got_b[:before_mine]
+        if isinstance(m, dict) and m["type"] == "status"
+    )
+    assert any(
+        m["data"]["status"]["exec_info"]["queue_remaining"] > 0
+        for m in got_a
+        if isinstance(m, dict) and m["type"] == "status"
+    )
 
     # Alice leaves; bob now claims her id: her next prompt's messages still do not reach him.
     await ws_a.close()
@@ -81,7 +89,7 @@ async def test_messages_never_cross_tenants(hosted):
     await asyncio.gather(*tasks)
     seen = json.dumps([m for m in got_b + got_b2 if isinstance(m, dict)])
     assert out2["prompt_id"] not in seen and "wsalice" not in seen
-    assert not [m for m in got_b + got_b2 if not isinstance(m, dict)]   # no binary frames either
+    assert not [m for m in got_b + got_b2 if not isinstance(m, dict)]  # no binary frames either
     await ws_b.close()
     await ws_b2.close()
 

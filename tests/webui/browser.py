@@ -1,5 +1,6 @@
 """What every web UI test shares: Debian's Chromium driven by Playwright (never a downloaded browser), the
 skip when it is absent, a returning user's settings, and the wait for the app to finish loading."""
+
 from __future__ import annotations
 
 import os
@@ -10,11 +11,20 @@ from typing import Any
 import pytest
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
-requires_chromium = pytest.mark.skipif(not os.path.exists(CHROMIUM),
-                                       reason="Debian's chromium is not installed (.ci/run installs it)")
+requires_chromium = pytest.mark.skipif(
+    not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed (.ci/run installs it)"
+)
 
 APP_LOADED = "window.app && window.app.graph && !document.querySelector('#splash-loader')"
 

@@ -2,6 +2,7 @@
 with `nodes install` into a workspace of its own, and the UI loads its WEB_DIRECTORY JS (the extension
 registers and hooks the pack's node definition), lists the pack's node among LiteGraph's node types
 and adds it to the graph."""
+
 from __future__ import annotations
 
 import json
@@ -10,10 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.webui.browser import as_returning_user, launch, requires_chromium, wait_for_app
-
 from comfy_bridge.packs.manage import install_pack
 from nodes.workspace import Workspace
+from tests.webui.browser import as_returning_user, launch, requires_chromium, wait_for_app
 
 FIXTURE_PACK = Path(__file__).parent / "fixture_web_pack"
 
@@ -47,6 +47,7 @@ def test_server_lists_the_installed_pack_extension(server):
 
 def test_web_ui_loads_the_pack_extension_and_adds_its_node(server, tmp_path):
     from playwright.sync_api import sync_playwright
+
     with sync_playwright() as p:
         browser = launch(p)
         page = browser.new_page(viewport={"width": 1400, "height": 900})

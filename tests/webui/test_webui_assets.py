@@ -2,6 +2,7 @@
 ComfyUI (the server's `assets` feature flag): the Model Library lists the demo checkpoints by folder, the
 Media Assets panel shows the input image and, after a run, the generated image, and no asset request
 fails or is refused by the frontend's schema."""
+
 from __future__ import annotations
 
 import json
@@ -24,6 +25,7 @@ def server(serve):
 
 def test_model_library_and_media_assets_through_the_assets_api(server, tmp_path):
     from playwright.sync_api import sync_playwright
+
     host = urlparse(server).netloc
     asset_requests: list[tuple[int, str]] = []
     schema_errors: list[str] = []
@@ -31,11 +33,24 @@ def test_model_library_and_media_assets_through_the_assets_api(server, tmp_path)
     with sync_playwright() as p:
         browser = launch(p)
         page = browser.new_page(viewport={"width": 1600, "height": 1000})
-        page.on("response", lambda r: asset_requests.append((r.status, r.url))
-                if urlparse(r.url).netloc == host and "/api/assets" in r.url else None)
+        page.on(
+            "response",
+            lambda r: (
+                asset_requests.append((r.status, r.url))
+                if urlparse(r.url).netloc == host and "/api/assets" in r.url
+                else None
+            ),
+        )
         # The frontend's asset queries log these when an answer does not parse or fails its zod schema.
-        page.on("console", lambda m: schema_errors.append(m.text) if m.type == "error" and any(
-            s in m.text for s in ("Failed to parse asset", "Invalid asset", "asset request failed")) else None)
+        page.on(
+            "console",
+            lambda m: (
+                schema_errors.append(m.text)
+                if m.type == "error"
+                and any(s in m.text for s in ("Failed to parse asset", "Invalid asset", "asset request failed"))
+                else None
+            ),
+        )
         page.goto(server + "/")
         wait_for_app(page, 90_000)
 
@@ -49,10 +64,13 @@ def test_model_library_and_media_assets_through_the_assets_api(server, tmp_path)
         page.get_by_text("Imported", exact=True).first.click()
         page.locator("img[src*='type=input'][src*='example.png']").first.wait_for(timeout=30_000)
         page.get_by_text("Generated", exact=True).first.click()
-        prompt_id = page.evaluate("""async (wf) => {
+        prompt_id = page.evaluate(
+            """async (wf) => {
             const r = await window.app.api.fetchApi('/prompt', {method: 'POST',
                 body: JSON.stringify({prompt: wf, client_id: window.app.api.clientId})});
-            return (await r.json()).prompt_id }""", prompt)
+            return (await r.json()).prompt_id }""",
+            prompt,
+        )
         # The panel refreshes on the run's messages and shows the output, grouped under its job.
         page.locator("img[src*='type=output'][src*='ComfyUI_']").first.wait_for(timeout=180_000)
         by_the_ui = list(asset_requests)
@@ -63,6 +81,8 @@ def test_model_library_and_media_assets_through_the_assets_api(server, tmp_path)
     assert any(a["job_id"] == prompt_id and a["name"].startswith("ComfyUI_") for a in listed), listed
     # The panels asked the assets API themselves (without the flag they read /experiment/models and /jobs).
     assert any("include_tags=models" in url for _, url in by_the_ui), by_the_ui
-    assert any("tags_any=input" in url for _, url in by_the_ui) and any("tags_any=output" in url for _, url in by_the_ui)
+    assert any("tags_any=input" in url for _, url in by_the_ui) and any(
+        "tags_any=output" in url for _, url in by_the_ui
+    )
     assert all(status < 400 for status, _ in asset_requests), asset_requests
     assert schema_errors == []

@@ -1,23 +1,23 @@
 """The web UI out of the box: on a fresh workspace (a user folder nobody has used) the page loads with no
 failed request and no console error, opens no graph with missing nodes, and its Templates dialog, which
 the frontend opens for a first-time user, lists the core templates."""
+
 from __future__ import annotations
 
 from urllib.parse import urlparse
 
-
 from tests.webui.browser import launch, requires_chromium, wait_for_app
-
 
 pytestmark = requires_chromium
 
 
 def test_fresh_workspace_opens_clean_with_templates(serve, tmp_path):
     from playwright.sync_api import sync_playwright
+
     base = serve("--user-directory", str(tmp_path / "fresh_user"))
     host = urlparse(base).netloc
-    failed: list[str] = []      # requests of ours that answered >= 400 or did not complete
-    errors: list[str] = []      # console errors and uncaught page errors
+    failed: list[str] = []  # requests of ours that answered >= 400 or did not complete
+    errors: list[str] = []  # console errors and uncaught page errors
     with sync_playwright() as p:
         browser = launch(p)
         page = browser.new_page(viewport={"width": 1600, "height": 1000})

@@ -7,12 +7,12 @@ Offline, the frontend's own calls to other hosts (release notes, model-link chec
 error reporting) cannot resolve; they are not our server and are left out. A template's sample input image
 is fetched by the frontend from GitHub and then uploaded to our /upload/image: the test answers that
 GitHub request with the workspace's example image, so the upload and the /view that follows are ours."""
+
 from __future__ import annotations
 
 import re
 from pathlib import Path
 from urllib.parse import urlparse
-
 
 from tests.webui.browser import launch, requires_chromium, wait_for_app
 
@@ -60,6 +60,7 @@ def not_built_classes() -> set[str]:
 def test_five_local_templates_open_without_errors(serve, tmp_path, demo_workspace):
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
     from playwright.sync_api import sync_playwright
+
     allowed_missing = not_built_classes()
     sample_png = (demo_workspace.root / "input" / "example.png").read_bytes()
     base = serve("--user-directory", str(tmp_path / "fresh_user"))
@@ -67,12 +68,14 @@ def test_five_local_templates_open_without_errors(serve, tmp_path, demo_workspac
     failed: list[str] = []
     errors: list[str] = []
     opened: dict[str, dict] = {}
-    uploads: list[int] = []     # statuses of the frontend's uploads of template sample inputs
+    uploads: list[int] = []  # statuses of the frontend's uploads of template sample inputs
     with sync_playwright() as p:
         browser = launch(p)
         page = browser.new_page(viewport={"width": 1600, "height": 1000})
-        page.route(re.compile(r"https://raw\.githubusercontent\.com/Comfy-Org/workflow_templates/.*/input/.*"),
-                   lambda route: route.fulfill(status=200, content_type="image/png", body=sample_png))
+        page.route(
+            re.compile(r"https://raw\.githubusercontent\.com/Comfy-Org/workflow_templates/.*/input/.*"),
+            lambda route: route.fulfill(status=200, content_type="image/png", body=sample_png),
+        )
 
         def ours(url: str) -> bool:
             return urlparse(url).netloc == host
@@ -100,30 +103,37 @@ def test_five_local_templates_open_without_errors(serve, tmp_path, demo_workspac
         wait_for_app(page, 60_000)
         cards = page.locator("[data-testid^='template-workflow-']")
         for i, name in enumerate(TEMPLATES):
-            if i:   # the dialog closed when the last template opened; a user opens it again
+            if i:  # the dialog closed when the last template opened; a user opens it again
                 cards.first.wait_for(state="detached", timeout=30_000)
                 page.evaluate("() => window.app.extensionManager.command.execute('Comfy.BrowseTemplates')")
-            cards.first.wait_for(timeout=30_000)   # the first time, the frontend opened it by itself
+            cards.first.wait_for(timeout=30_000)  # the first time, the frontend opened it by itself
             page.locator("[role=dialog] input").first.fill(name)
-            page.wait_for_timeout(1_000)   # the search box applies its query after a 400 ms pause
+            page.wait_for_timeout(1_000)  # the search box applies its query after a 400 ms pause
             card = page.locator(f"[data-testid='template-workflow-{name}']")
             card.click(timeout=20_000)
             try:
-                page.wait_for_function("""(name) => {
+                page.wait_for_function(
+                    """(name) => {
                     const wf = window.app.extensionManager.workflow.activeWorkflow;
                     return wf && wf.filename === name && window.app.rootGraph.nodes.length > 0 }""",
-                                       arg=name, timeout=30_000)
+                    arg=name,
+                    timeout=30_000,
+                )
             except PlaywrightTimeout:
                 page.screenshot(path=str(tmp_path / f"not_opened_{name}.png"))
                 active = page.evaluate("() => window.app.extensionManager.workflow.activeWorkflow?.filename")
-                raise AssertionError(f"{name} did not open (active workflow {active!r}); "
-                                     f"failed={failed} errors={errors}") from None
+                raise AssertionError(
+                    f"{name} did not open (active workflow {active!r}); failed={failed} errors={errors}"
+                ) from None
             page.wait_for_load_state("networkidle", timeout=30_000)
-            page.wait_for_timeout(500)   # warnings are shown after the graph is configured
+            page.wait_for_timeout(500)  # warnings are shown after the graph is configured
             graphs_types = page.evaluate("""() => [window.app.rootGraph, ...window.app.rootGraph.subgraphs.values()]
                                             .flatMap(g => g.nodes.map(n => n.type))""")
-            opened[name] = {"types": set(graphs_types), "unregistered": page.evaluate(UNREGISTERED),
-                            "reported": page.evaluate(REPORTED_MISSING)}
+            opened[name] = {
+                "types": set(graphs_types),
+                "unregistered": page.evaluate(UNREGISTERED),
+                "reported": page.evaluate(REPORTED_MISSING),
+            }
         page.screenshot(path=str(tmp_path / "webui_templates.png"))
         browser.close()
 
@@ -133,7 +143,7 @@ def test_five_local_templates_open_without_errors(serve, tmp_path, demo_workspac
         # The frontend's report and the graph agree, and only a not-yet-built model family may be missing.
         assert seen["reported"] == seen["unregistered"], (name, seen)
         assert set(seen["unregistered"]) <= allowed_missing, (name, seen["unregistered"])
-    assert uploads == [200], uploads   # Flux.2's sample image went through our upload route
+    assert uploads == [200], uploads  # Flux.2's sample image went through our upload route
     assert all(not opened[n]["unregistered"] for n in TEMPLATES)
     assert failed == [], failed
     assert errors == [], errors

@@ -24,8 +24,10 @@ def weights_of(seed: int, layers: int = 4) -> tuple[nn.Module, dict[str, torch.T
 
 @pytest.fixture
 def make_cache(tmp_path):
-    def make(budget_bytes: int = 1 << 30, bandwidth: float | None = None, arena=None,
-             host_capacity: int | None = None) -> LayerCache:
+    def make(
+        budget_bytes: int = 1 << 30, bandwidth: float | None = None, arena=None, host_capacity: int | None = None
+    ) -> LayerCache:
         host = HostTier(DiskTier(tmp_path / "disk"), capacity=host_capacity)
         return LayerCache(MemoryBudget(budget_bytes), host, HostToDevice("cpu", bandwidth), arena=arena)
+
     return make

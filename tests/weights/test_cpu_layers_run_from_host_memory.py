@@ -1,6 +1,7 @@
 """On a CPU executor host memory is device memory: a resident layer is its host tensors themselves, not a
 second copy (which doubled the memory and the first load's time). An emulated host-to-device bandwidth
 still copies, and a layer read back from the disk tier runs from torch-aligned memory."""
+
 from __future__ import annotations
 
 import torch
@@ -36,7 +37,7 @@ def test_an_emulated_bandwidth_still_copies(make_cache):
 
 @torch.inference_mode()
 def test_layers_from_the_disk_tier_run_from_aligned_memory(make_cache):
-    cache = make_cache(host_capacity=1)   # a second model pushes the first to disk
+    cache = make_cache(host_capacity=1)  # a second model pushes the first to disk
     refs = {}
     for seed, key in enumerate("ab"):
         refs[key], w = weights_of(seed)

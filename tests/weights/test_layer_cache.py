@@ -1,7 +1,6 @@
 """Layer cache: correct outputs from bound layers, eviction order, prefix streaming, tiers."""
-from __future__ import annotations
 
-import time
+from __future__ import annotations
 
 import pytest
 import torch
@@ -103,8 +102,13 @@ def test_split_layers_puts_loose_parameters_in_layer_zero():
     model.head = torch.nn.Linear(2, 1)
     layers = split_layers(model, list(model.blocks))
     assert set(layers[0]) == {"embed.weight", "blocks.0.weight", "blocks.0.bias", "head.weight", "head.bias"}
-    assert set(layers[1]) == {"blocks.1.weight", "blocks.1.bias", "blocks.1.running_mean",
-                              "blocks.1.running_var", "blocks.1.num_batches_tracked"}
+    assert set(layers[1]) == {
+        "blocks.1.weight",
+        "blocks.1.bias",
+        "blocks.1.running_mean",
+        "blocks.1.running_var",
+        "blocks.1.num_batches_tracked",
+    }
 
 
 def test_bind_rejects_wrong_shapes(make_cache):

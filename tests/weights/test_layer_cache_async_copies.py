@@ -1,5 +1,6 @@
 """The layer cache with asynchronous copies (a GPU's copier stream), on the CPU: a copier whose copies land
 only when it is synchronised or their event is waited on, as the host sees a CUDA stream's."""
+
 from __future__ import annotations
 
 import itertools
@@ -14,11 +15,11 @@ from cluster.weights.tiers import DiskTier, HostTier, HostToDevice
 
 from .conftest import WIDTH, stack, weights_of
 
-COPY_S = 0.25   # what one layer's copy takes once it runs (well above a small layer's compute)
+COPY_S = 0.25  # what one layer's copy takes once it runs (well above a small layer's compute)
 
 
 class LateEvent:
-    def __init__(self, copier: "LateCopier", key: int) -> None:
+    def __init__(self, copier: LateCopier, key: int) -> None:
         self.copier, self.key = copier, key
 
     def synchronize(self) -> None:
@@ -27,13 +28,14 @@ class LateEvent:
 
 class LateCopier(HostToDevice):
     """Copies queued at issue, landing (after COPY_S each) on synchronize or their event's wait."""
-    shares_host_memory = False   # it stands for a GPU's copier: layers are copied, never run from host memory
+
+    shares_host_memory = False  # it stands for a GPU's copier: layers are copied, never run from host memory
 
     def __init__(self, events: bool) -> None:
         super().__init__("cpu")
         self.events = events
         self.pending: dict[int, tuple[dict, dict]] = {}
-        self.resident_at_landing: list[int] = []   # layers of "m" still resident as each copy landed
+        self.resident_at_landing: list[int] = []  # layers of "m" still resident as each copy landed
         self.allocated = 0
         self._keys = itertools.count()
         self.cache: LayerCache | None = None
@@ -75,7 +77,7 @@ def test_t_load_is_timed_to_the_copies_landing_so_the_prefix_is_not_zero(tmp_pat
     assert prof.t_load >= COPY_S
     assert prof.prefix > 0
     with torch.inference_mode(), cache.use("m") as model:
-        assert torch.equal(model(x), ref(x))     # the profile left it resident, the copies landed
+        assert torch.equal(model(x), ref(x))  # the profile left it resident, the copies landed
 
 
 def test_a_layer_evicted_mid_copy_is_given_back_only_after_its_copy_landed(tmp_path):
@@ -83,9 +85,9 @@ def test_a_layer_evicted_mid_copy_is_given_back_only_after_its_copy_landed(tmp_p
     cache = cache_with(copier, tmp_path)
     _, w = weights_of(1, layers=3)
     cache.register("m", lambda: stack(3), lambda m: list(m), w)
-    cache.warm("m")                       # three copies issued, none landed
-    assert len(copier.pending) == 3 and copier.allocated == 6   # weight and bias per layer, from the copier
-    cache.drop("m")                       # eviction under pressure, say
+    cache.warm("m")  # three copies issued, none landed
+    assert len(copier.pending) == 3 and copier.allocated == 6  # weight and bias per layer, from the copier
+    cache.drop("m")  # eviction under pressure, say
     assert copier.pending == {}
     # evicted last layer first, each copy waited for while its layer was still bound (not after)
     assert copier.resident_at_landing == [3, 2, 1]

@@ -1,5 +1,6 @@
 """The layer cache on a GPU: layers copied from pinned host memory on the copier's CUDA stream, each
 block's forward waiting on its layer's event, so a cold model computes what a warm one does."""
+
 from __future__ import annotations
 
 import pytest
@@ -52,7 +53,7 @@ def test_evicted_layers_free_device_memory_and_come_back(tmp_path):
     before = torch.cuda.memory_allocated()
     with cache.use("b") as m:
         assert torch.equal(m(x), refs["b"](x))
-    assert cache.resident("a") == [0, 1]        # a's last two layers made room for b
+    assert cache.resident("a") == [0, 1]  # a's last two layers made room for b
     with cache.use("a") as m:
         assert torch.equal(m(x), refs["a"](x))
     torch.cuda.synchronize()
@@ -77,12 +78,15 @@ def test_layers_dropped_while_their_copies_are_in_flight_come_back_whole(tmp_pat
 
 def test_the_profile_times_copies_and_kernels_to_their_completion(tmp_path):
     from cluster.weights.prefix import profile_model
+
     cache = gpu_cache(tmp_path)
     ref = register(cache, "a", 4, layers=8)
     x = torch.randn(4, WIDTH, device="cuda")
     prof = profile_model(cache, "a", lambda model: model(x), repeats=2)
     assert prof.t_load > 0 and prof.t_comp > 0
-    print(f"layer profile on {torch.cuda.get_device_name()}: T_load {prof.t_load * 1e6:.1f} us, "
-          f"T_comp {prof.t_comp * 1e6:.1f} us, L_e' {prof.prefix} of {prof.layers}")
+    print(
+        f"layer profile on {torch.cuda.get_device_name()}: T_load {prof.t_load * 1e6:.1f} us, "
+        f"T_comp {prof.t_comp * 1e6:.1f} us, L_e' {prof.prefix} of {prof.layers}"
+    )
     with torch.inference_mode(), cache.use("a") as model:
         assert torch.equal(model(x), ref(x))

@@ -1,11 +1,13 @@
 """Weights in the arena (virtualization), the prefix formulas, profiles, the shared budget."""
+
 from __future__ import annotations
 
 import uuid
 
 import pytest
 import torch
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from cluster.dataplane.arena import ShmArena
 from cluster.dataplane.budget import MemoryBudget
@@ -34,7 +36,7 @@ def test_layers_over_budget_live_in_the_arena_without_copies(make_cache, arena):
     base = arena.view(0, torch.uint8, (arena.capacity,)).data_ptr()
     entry = cache._models["a"].table.entries[3]
     w3 = model[3].weight
-    assert base <= w3.data_ptr() < base + arena.capacity          # the parameter is arena memory
+    assert base <= w3.data_ptr() < base + arena.capacity  # the parameter is arena memory
     assert w3.data_ptr() == entry.tensors["3.weight"].data_ptr()  # bound, not copied
 
 

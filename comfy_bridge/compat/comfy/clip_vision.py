@@ -1,11 +1,13 @@
 """`comfy.clip_vision`: loading a CLIP vision file (a CLIP_VISION, as our CLIPVisionLoader returns: the
 encoder runs on the executors) and ComfyUI's image preprocessing, which is our encoder's own
 (nodes.models.clip_vision.preprocess)."""
+
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 
@@ -19,8 +21,9 @@ from nodes.models.clip_vision import MEAN, STD, preprocess
 log = logging.getLogger(__name__)
 
 
-def clip_preprocess(image: torch.Tensor, size: int = 224, mean: Sequence[float] = MEAN, std: Sequence[float] = STD,
-                    crop: bool = True) -> torch.Tensor:
+def clip_preprocess(
+    image: torch.Tensor, size: int = 224, mean: Sequence[float] = MEAN, std: Sequence[float] = STD, crop: bool = True
+) -> torch.Tensor:
     """IMAGE [B,H,W,C] -> [B,3,size,size]: resize (short side, then center crop; or squash), 8-bit levels,
     normalised by `mean` / `std`."""
     return preprocess(image, size, crop, tuple(mean), tuple(std))
@@ -45,9 +48,10 @@ class ClipVisionModel(metaclass=_IsClipVision):
     the model runs on the executors."""
 
     def __init__(self, json_config: Any = None, *args: Any, **kwargs: Any) -> None:
-        raise UnsupportedFeature("comfy.clip_vision.ClipVisionModel(json_config)",
-                                 "CLIP vision models load from files on the executors: use comfy.clip_vision.load "
-                                 "or CLIPVisionLoader")
+        raise UnsupportedFeature(
+            "comfy.clip_vision.ClipVisionModel(json_config)",
+            "CLIP vision models load from files on the executors: use comfy.clip_vision.load or CLIPVisionLoader",
+        )
 
 
 def load_clipvision_from_sd(sd: dict[str, torch.Tensor], prefix: str = "", convert_keys: bool = False) -> Any:
@@ -56,9 +60,10 @@ def load_clipvision_from_sd(sd: dict[str, torch.Tensor], prefix: str = "", conve
     unCLIP checkpoints hold it, or transformers' names). The dict becomes a file the executors load
     (comfy.state_dict_files)."""
     from comfy_bridge.compat.comfy.state_dict_files import state_dict_file
+
     if convert_keys:
-        inner = {k[len(prefix):]: v for k, v in sd.items() if k.startswith(prefix)}
-        if "transformer.resblocks.0.attn.in_proj_weight" in inner:   # OpenCLIP's visual tower
+        inner = {k[len(prefix) :]: v for k, v in sd.items() if k.startswith(prefix)}
+        if "transformer.resblocks.0.attn.in_proj_weight" in inner:  # OpenCLIP's visual tower
             sd = {f"visual.{k}": v for k, v in inner.items()}
         else:
             sd = {**{k: v for k, v in sd.items() if not k.startswith(prefix)}, **inner}

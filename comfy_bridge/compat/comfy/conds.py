@@ -2,6 +2,7 @@
 so that conds of one batch can be checked for and joined into one model call. Packs build them in
 extra_conds / model_conds; these are the real classes: process_cond repeats to the batch (and crops the
 noise-shaped ones to an area), can_concat / concat join several conds along the batch."""
+
 from __future__ import annotations
 
 import logging
@@ -21,13 +22,13 @@ class CONDRegular:
     def __init__(self, cond: Any) -> None:
         self.cond = cond
 
-    def _copy_with(self, cond: Any) -> "CONDRegular":
+    def _copy_with(self, cond: Any) -> CONDRegular:
         return type(self)(cond)
 
-    def process_cond(self, batch_size: int, **kwargs: Any) -> "CONDRegular":
+    def process_cond(self, batch_size: int, **kwargs: Any) -> CONDRegular:
         return self._copy_with(repeat_to_batch_size(self.cond, batch_size))
 
-    def can_concat(self, other: "CONDRegular") -> bool:
+    def can_concat(self, other: CONDRegular) -> bool:
         if self.cond.shape != other.cond.shape:
             return False
         if self.cond.device != other.cond.device:
@@ -35,7 +36,7 @@ class CONDRegular:
             return False
         return True
 
-    def concat(self, others: list["CONDRegular"]) -> torch.Tensor:
+    def concat(self, others: list[CONDRegular]) -> torch.Tensor:
         return torch.cat([self.cond] + [o.cond for o in others])
 
     def size(self) -> list[int]:

@@ -6,6 +6,7 @@ objects of ComfyUI (ControlBase and its subclasses, which run the control model 
 exist for isinstance checks and subclassing; constructing one raises UnsupportedFeature. CONTROL_NET
 values here are never instances of them. `broadcast_image_to` is ComfyUI's batch broadcast, for real.
 """
+
 from __future__ import annotations
 
 import os
@@ -32,7 +33,7 @@ def broadcast_image_to(tensor: torch.Tensor, target_batch_size: int, batched_num
     tensor = tensor[:per_batch]
     have = tensor.shape[0]
     if per_batch > have:
-        tensor = torch.cat([tensor] * (per_batch // have) + [tensor[:per_batch % have]], dim=0)
+        tensor = torch.cat([tensor] * (per_batch // have) + [tensor[: per_batch % have]], dim=0)
     if tensor.shape[0] == target_batch_size:
         return tensor
     return torch.cat([tensor] * batched_number, dim=0)
@@ -80,10 +81,14 @@ def load_controlnet(ckpt_path: str | os.PathLike, model: Any = None, model_optio
 
 
 def load_controlnet_state_dict(state_dict: dict, model: Any = None, model_options: dict | None = None) -> Any:
-    raise UnsupportedFeature("comfy.controlnet.load_controlnet_state_dict",
-                             "a ControlNet from an in-memory state dict; " + WHY + " (use load_controlnet on the file)")
+    raise UnsupportedFeature(
+        "comfy.controlnet.load_controlnet_state_dict",
+        "a ControlNet from an in-memory state dict; " + WHY + " (use load_controlnet on the file)",
+    )
 
 
 def load_t2i_adapter(t2i_data: dict, model_options: dict | None = None) -> Any:
-    raise UnsupportedFeature("comfy.controlnet.load_t2i_adapter",
-                             "a T2I-Adapter from an in-memory state dict; " + WHY + " (use load_controlnet on the file)")
+    raise UnsupportedFeature(
+        "comfy.controlnet.load_t2i_adapter",
+        "a T2I-Adapter from an in-memory state dict; " + WHY + " (use load_controlnet on the file)",
+    )

@@ -3,6 +3,7 @@ ComfyUI builds them (same parameter names, so a GLIGEN state dict loads into the
 model from a state dict in-process. Sampling with a GLIGEN model is not done by this backend's executors
 (comfy.samplers refuses a "gligen" conditioning entry, naming the pack and node). Packs also patch these classes
 at import (ComfyUI-TiledDiffusion replaces `Gligen._set_position`), which works as on ComfyUI."""
+
 from __future__ import annotations
 
 import math
@@ -16,7 +17,7 @@ from comfy_bridge.compat.comfy import ops as comfy_ops
 from comfy_bridge.compat.comfy.ldm.modules.attention import CrossAttention, FeedForward
 
 ops = comfy_ops.manual_cast
-MAX_OBJECTS = 30   # boxes per image a GLIGEN model conditions on
+MAX_OBJECTS = 30  # boxes per image a GLIGEN model conditions on
 
 
 class _Gated(nn.Module):
@@ -25,17 +26,22 @@ class _Gated(nn.Module):
 
     def __init__(self, query_dim: int, context_dim: int, n_heads: int | None, d_head: int, self_attn: bool) -> None:
         super().__init__()
-        if self_attn:   # grounding tokens are projected to the visual width and attended with the visual tokens
+        if self_attn:  # grounding tokens are projected to the visual width and attended with the visual tokens
             self.linear = ops.Linear(context_dim, query_dim)
         heads = {} if n_heads is None else {"heads": n_heads}
-        self.attn = CrossAttention(query_dim=query_dim, context_dim=query_dim if self_attn else context_dim,
-                                   dim_head=d_head, operations=ops, **heads)
+        self.attn = CrossAttention(
+            query_dim=query_dim,
+            context_dim=query_dim if self_attn else context_dim,
+            dim_head=d_head,
+            operations=ops,
+            **heads,
+        )
         self.ff = FeedForward(query_dim, glu=True)
         self.norm1 = ops.LayerNorm(query_dim)
         self.norm2 = ops.LayerNorm(query_dim)
         self.alpha_attn = nn.Parameter(torch.tensor(0.0))
         self.alpha_dense = nn.Parameter(torch.tensor(0.0))
-        self.scale = 1   # callers may set it to fade the whole block in or out
+        self.scale = 1  # callers may set it to fade the whole block in or out
 
     def _dense(self, x: torch.Tensor) -> torch.Tensor:
         return x + self.scale * torch.tanh(self.alpha_dense) * self.ff(self.norm2(x))
@@ -77,8 +83,10 @@ class GatedSelfAttentionDense2(_Gated):
         grounding = objs.shape[1]
         side_v, side_g = math.isqrt(visual), math.isqrt(grounding)
         if side_v * side_v != visual or side_g * side_g != grounding:
-            raise ValueError(f"GatedSelfAttentionDense2: {visual} visual and {grounding} grounding tokens; both "
-                             "counts must be square numbers")
+            raise ValueError(
+                f"GatedSelfAttentionDense2: {visual} visual and {grounding} grounding tokens; both "
+                "counts must be square numbers"
+            )
         out = self.attn(self.norm1(torch.cat([x, self.linear(objs)], dim=1)))[:, visual:]
         grid = out.permute(0, 2, 1).reshape(batch, -1, side_g, side_g)
         grid = torch.nn.functional.interpolate(grid, (side_v, side_v), mode="bicubic")
@@ -108,9 +116,14 @@ class PositionNet(nn.Module):
         super().__init__()
         self.in_dim, self.out_dim = in_dim, out_dim
         self.fourier_embedder = FourierEmbedder(num_freqs=fourier_freqs)
-        self.position_dim = fourier_freqs * 2 * 4   # sin and cos of the four box coordinates
-        self.linears = nn.Sequential(ops.Linear(in_dim + self.position_dim, 512), nn.SiLU(),
-                                     ops.Linear(512, 512), nn.SiLU(), ops.Linear(512, out_dim))
+        self.position_dim = fourier_freqs * 2 * 4  # sin and cos of the four box coordinates
+        self.linears = nn.Sequential(
+            ops.Linear(in_dim + self.position_dim, 512),
+            nn.SiLU(),
+            ops.Linear(512, 512),
+            nn.SiLU(),
+            ops.Linear(512, out_dim),
+        )
         self.null_positive_feature = nn.Parameter(torch.zeros([in_dim]))
         self.null_position_feature = nn.Parameter(torch.zeros([self.position_dim]))
 
@@ -136,13 +149,15 @@ class Gligen(nn.Module):
         self.max_objs = MAX_OBJECTS
         self.current_device = torch.device("cpu")
 
-    def _set_position(self, boxes: torch.Tensor, masks: torch.Tensor,
-                      positive_embeddings: torch.Tensor) -> Callable[[torch.Tensor, dict], torch.Tensor]:
+    def _set_position(
+        self, boxes: torch.Tensor, masks: torch.Tensor, positive_embeddings: torch.Tensor
+    ) -> Callable[[torch.Tensor, dict], torch.Tensor]:
         objs = self.position_net(boxes, masks, positive_embeddings)
 
         def patch(x: torch.Tensor, extra_options: dict) -> torch.Tensor:
             block = self.module_list[extra_options["transformer_index"]]
             return block(x, objs.to(device=x.device, dtype=x.dtype))
+
         return patch
 
     def set_position(self, latent_image_shape: tuple, position_params: list, device: Any) -> Callable:
@@ -152,21 +167,27 @@ class Gligen(nn.Module):
         count = len(position_params)
         masks = torch.zeros([self.max_objs])
         masks[:count] = 1.0
-        boxes = [torch.tensor(((x / w), (y / h), ((x + bw) / w), ((y + bh) / h))).unsqueeze(0)
-                 for _, bh, bw, y, x in position_params]
+        boxes = [
+            torch.tensor(((x / w), (y / h), ((x + bw) / w), ((y + bh) / h))).unsqueeze(0)
+            for _, bh, bw, y, x in position_params
+        ]
         texts = [p[0] for p in position_params]
         if count < self.max_objs:
             boxes.append(torch.zeros([self.max_objs - count, 4]))
             texts.append(torch.zeros([self.max_objs - count, self.key_dim]))
-        return self._set_position(torch.cat(boxes).unsqueeze(0).repeat(batch, 1, 1).to(device),
-                                  masks.unsqueeze(0).repeat(batch, 1).to(device),
-                                  torch.cat(texts).unsqueeze(0).repeat(batch, 1, 1).to(device))
+        return self._set_position(
+            torch.cat(boxes).unsqueeze(0).repeat(batch, 1, 1).to(device),
+            masks.unsqueeze(0).repeat(batch, 1).to(device),
+            torch.cat(texts).unsqueeze(0).repeat(batch, 1, 1).to(device),
+        )
 
     def set_empty(self, latent_image_shape: tuple, device: Any) -> Callable:
         batch = latent_image_shape[0]
-        return self._set_position(torch.zeros([batch, self.max_objs, 4], device=device),
-                                  torch.zeros([batch, self.max_objs], device=device),
-                                  torch.zeros([batch, self.max_objs, self.key_dim], device=device))
+        return self._set_position(
+            torch.zeros([batch, self.max_objs, 4], device=device),
+            torch.zeros([batch, self.max_objs], device=device),
+            torch.zeros([batch, self.max_objs, self.key_dim], device=device),
+        )
 
 
 def load_gligen(sd: dict[str, torch.Tensor]) -> Gligen:
@@ -187,8 +208,10 @@ def load_gligen(sd: dict[str, torch.Tensor]) -> Gligen:
             blocks.append(block)
     if "position_net.null_positive_feature" not in sd:
         raise ValueError("comfy.gligen.load_gligen: the state dict has no position_net (not a GLIGEN model)")
-    position_net = PositionNet(sd["position_net.null_positive_feature"].shape[0],
-                               sd["position_net.linears.4.weight"].shape[0])
-    position_net.load_state_dict({k[len("position_net."):]: v for k, v in sd.items()
-                                  if k.startswith("position_net.")}, strict=False)
+    position_net = PositionNet(
+        sd["position_net.null_positive_feature"].shape[0], sd["position_net.linears.4.weight"].shape[0]
+    )
+    position_net.load_state_dict(
+        {k[len("position_net.") :]: v for k, v in sd.items() if k.startswith("position_net.")}, strict=False
+    )
     return Gligen(blocks, position_net, key_dim)

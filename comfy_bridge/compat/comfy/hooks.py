@@ -8,6 +8,7 @@ CreateHookLora / SetHookKeyframes nodes and by a pack are the same values and sa
 hook nodes write. Hooks from an in-memory LoRA dict (`create_hook_lora`, `load_hook_lora_for_models`) carry
 it as a file, as the core hooks name the LoRA files the executors load.
 """
+
 from __future__ import annotations
 
 import enum
@@ -54,7 +55,7 @@ class HookKeyframe(core.HookKeyframe):
     def __init__(self, strength: Any, start_percent: Any = 0.0, guarantee_steps: Any = 1):
         super().__init__(float(strength), float(start_percent), int(guarantee_steps))
 
-    def clone(self) -> "HookKeyframe":
+    def clone(self) -> HookKeyframe:
         return HookKeyframe(self.strength, self.start_percent, self.guarantee_steps)
 
 
@@ -65,12 +66,12 @@ class HookKeyframeGroup(core.HookKeyframes):
     def __init__(self, keyframes: tuple = (), uid: str = ""):
         super().__init__(tuple(keyframes), uid or core.new_id())
 
-    def add(self, keyframe: core.HookKeyframe) -> "HookKeyframeGroup":
+    def add(self, keyframe: core.HookKeyframe) -> HookKeyframeGroup:
         ordered = tuple(sorted(self.keyframes + (keyframe,), key=lambda k: k.start_percent))
         object.__setattr__(self, "keyframes", ordered)
         return self
 
-    def clone(self) -> "HookKeyframeGroup":
+    def clone(self) -> HookKeyframeGroup:
         return HookKeyframeGroup(self.keyframes)
 
     def is_empty(self) -> bool:
@@ -86,6 +87,7 @@ class HookKeyframeGroup(core.HookKeyframes):
 
 class InterpolationMethod:
     """Strength curves from num_from to num_to over `length` points."""
+
     LINEAR = "linear"
     EASE_IN = "ease_in"
     EASE_OUT = "ease_out"
@@ -93,14 +95,15 @@ class InterpolationMethod:
     _LIST = [LINEAR, EASE_IN, EASE_OUT, EASE_IN_OUT]
 
     @classmethod
-    def get_weights(cls, num_from: float, num_to: float, length: int, method: str,
-                    reverse: bool = False) -> torch.Tensor:
+    def get_weights(
+        cls, num_from: float, num_to: float, length: int, method: str, reverse: bool = False
+    ) -> torch.Tensor:
         if method == cls.LINEAR:
             weights = torch.linspace(num_from, num_to, length)
         else:
             t = torch.linspace(0, 1, length)
             if method == cls.EASE_IN:
-                shape = t ** 2
+                shape = t**2
             elif method == cls.EASE_OUT:
                 shape = 1 - (1 - t) ** 2
             elif method == cls.EASE_IN_OUT:
@@ -117,8 +120,9 @@ def _check_hooks(hooks: Any) -> Any:
     return hooks
 
 
-def conditioning_set_values_with_hooks(conditioning: list, values: dict | None = None, append_hooks: bool = True,
-                                       cache: dict | None = None) -> list:
+def conditioning_set_values_with_hooks(
+    conditioning: list, values: dict | None = None, append_hooks: bool = True, cache: dict | None = None
+) -> list:
     """`values` written into every entry; with append_hooks, "hooks" is added after the entry's own hooks."""
     values = dict(values or {})
     hooks = values.pop("hooks", None) if append_hooks else None
@@ -154,9 +158,15 @@ def combine_with_new_conds(conds: list, new_conds: list) -> list:
     return [list(c) + list(n) for c, n in zip(conds, new_conds)]
 
 
-def set_conds_props(conds: list, strength: float, set_cond_area: str, mask: torch.Tensor | None = None,
-                    hooks: Any = None, timesteps_range: tuple[float, float] | None = None,
-                    append_hooks: bool = True) -> list:
+def set_conds_props(
+    conds: list,
+    strength: float,
+    set_cond_area: str,
+    mask: torch.Tensor | None = None,
+    hooks: Any = None,
+    timesteps_range: tuple[float, float] | None = None,
+    append_hooks: bool = True,
+) -> list:
     """Each conditioning with hooks, then mask (with its strength and area mode), then timestep range."""
     out = []
     for c in conds:
@@ -165,17 +175,28 @@ def set_conds_props(conds: list, strength: float, set_cond_area: str, mask: torc
     return out
 
 
-def set_conds_props_and_combine(conds: list, new_conds: list, strength: float = 1.0, set_cond_area: str = "default",
-                                mask: torch.Tensor | None = None, hooks: Any = None,
-                                timesteps_range: tuple[float, float] | None = None, append_hooks: bool = True) -> list:
+def set_conds_props_and_combine(
+    conds: list,
+    new_conds: list,
+    strength: float = 1.0,
+    set_cond_area: str = "default",
+    mask: torch.Tensor | None = None,
+    hooks: Any = None,
+    timesteps_range: tuple[float, float] | None = None,
+    append_hooks: bool = True,
+) -> list:
     """set_conds_props on each new conditioning, appended to the matching one of `conds`."""
     new = set_conds_props(new_conds, strength, set_cond_area, mask, hooks, timesteps_range, append_hooks)
     return combine_with_new_conds(conds, new)
 
 
-def set_default_conds_and_combine(conds: list, new_conds: list, hooks: Any = None,
-                                  timesteps_range: tuple[float, float] | None = None,
-                                  append_hooks: bool = True) -> list:
+def set_default_conds_and_combine(
+    conds: list,
+    new_conds: list,
+    hooks: Any = None,
+    timesteps_range: tuple[float, float] | None = None,
+    append_hooks: bool = True,
+) -> list:
     """Each new conditioning marked "default" (used where no other entry covers), appended to `conds`."""
     out = []
     for c, n in zip(conds, new_conds):
@@ -190,24 +211,31 @@ def create_hook_lora(lora: dict, strength_model: float, strength_clip: float) ->
     does with a file: the dict is written once as one, comfy.state_dict_files)."""
     from cluster.refs import Patch, file_digest
     from comfy_bridge.compat.comfy.state_dict_files import state_dict_file
+
     path = state_dict_file(lora, "comfy.hooks.create_hook_lora")
-    hook = WeightHook(core.new_id(), float(strength_model), float(strength_clip),
-                      lora=Patch(str(path), file_digest(path), 1.0))
+    hook = WeightHook(
+        core.new_id(), float(strength_model), float(strength_clip), lora=Patch(str(path), file_digest(path), 1.0)
+    )
     return HookGroup((hook,))
 
 
-def create_hook_model_as_lora(weights_model: Any, weights_clip: Any, strength_model: float,
-                              strength_clip: float) -> Any:
-    raise UnsupportedFeature("comfy.hooks.create_hook_model_as_lora",
-                             "hooks built from in-memory weights; use the core CreateHookModelAsLora node")
+def create_hook_model_as_lora(
+    weights_model: Any, weights_clip: Any, strength_model: float, strength_clip: float
+) -> Any:
+    raise UnsupportedFeature(
+        "comfy.hooks.create_hook_model_as_lora",
+        "hooks built from in-memory weights; use the core CreateHookModelAsLora node",
+    )
 
 
-def load_hook_lora_for_models(model: Any, clip: Any, lora: dict, strength_model: float,
-                              strength_clip: float) -> tuple[Any, Any, HookGroup]:
+def load_hook_lora_for_models(
+    model: Any, clip: Any, lora: dict, strength_model: float, strength_clip: float
+) -> tuple[Any, Any, HookGroup]:
     """(model clone, clip clone, HOOKS): the hook group applies the LoRA to the model where conds carry it and to
     the CLIP where SetClipHooks sets it, as ComfyUI's hook patches do (here the hook carries the LoRA)."""
-    hooks = create_hook_lora(lora, strength_model if model is not None else 0.0,
-                             strength_clip if clip is not None else 0.0)
+    hooks = create_hook_lora(
+        lora, strength_model if model is not None else 0.0, strength_clip if clip is not None else 0.0
+    )
     return (None if model is None else model.clone()), (None if clip is None else clip.clone()), hooks
 
 

@@ -6,6 +6,7 @@ model_as_lora patches, nested patch lists and weight adapters (objects with Comf
 original_weights)`). The key maps (model_lora_keys_unet / _clip) are built from ComfyUI's model objects,
 which the MODEL / CLIP proxies packs hold do not have: they refuse. Patches are ComfyUI's tuples:
 ("lora", (up, down, alpha, mid, dora_scale, reshape)), ("diff", (tensor,)) and ("set", (tensor,))."""
+
 from __future__ import annotations
 
 import logging
@@ -38,12 +39,17 @@ def load_lora(lora: dict[str, torch.Tensor], to_load: dict[str, str], log_missin
         if "up" in mod and "down" in mod:
             alpha = float(mod["alpha"]) if "alpha" in mod else None
             mid, dora_scale, reshape = (lora.get(name + suffix) for suffix in _EXTRA)
-            patches[key] = ("lora", (mod["up"], mod["down"], alpha, mid, dora_scale,
-                                     None if reshape is None else reshape.tolist()))
+            patches[key] = (
+                "lora",
+                (mod["up"], mod["down"], alpha, mid, dora_scale, None if reshape is None else reshape.tolist()),
+            )
             loaded.update(k for k in lora if k.startswith(name + ".") and not k.endswith(_OTHER_ENTRIES))
-        bias_key = key[:-len(".weight")] + ".bias"
-        for suffix, target, kind in ((".diff", key, "diff"), (".diff_b", bias_key, "diff"),
-                                     (".set_weight", key, "set")):
+        bias_key = key[: -len(".weight")] + ".bias"
+        for suffix, target, kind in (
+            (".diff", key, "diff"),
+            (".diff_b", bias_key, "diff"),
+            (".set_weight", key, "set"),
+        ):
             if name + suffix in lora:
                 patches[target] = (kind, (lora[name + suffix],))
                 loaded.add(name + suffix)
@@ -71,13 +77,21 @@ def _lora_diff(args: tuple, weight: torch.Tensor, dtype: torch.dtype) -> tuple[t
         down = torch.einsum("ji,rjhw->rihw", down.flatten(1), mid)
     diff = up.flatten(1) @ down.flatten(1)
     if diff.shape[0] != weight.shape[0] or diff.numel() != weight.numel():
-        raise ValueError(f"LoRA patch of shape {tuple(diff.shape)} does not fit the weight's "
-                         f"{tuple(weight.shape)}: the LoRA is for another model")
+        raise ValueError(
+            f"LoRA patch of shape {tuple(diff.shape)} does not fit the weight's "
+            f"{tuple(weight.shape)}: the LoRA is for another model"
+        )
     return diff.reshape(weight.shape), scale
 
 
-def _dora(weight: torch.Tensor, diff: torch.Tensor, dora_scale: torch.Tensor, strength: float,
-          function: Callable, dtype: torch.dtype) -> torch.Tensor:
+def _dora(
+    weight: torch.Tensor,
+    diff: torch.Tensor,
+    dora_scale: torch.Tensor,
+    strength: float,
+    function: Callable,
+    dtype: torch.dtype,
+) -> torch.Tensor:
     """DoRA: the LoRA-merged weight, each channel rescaled to the magnitude `dora_scale` learned; the
     channel axis is the one dora_scale's length matches (output rows, else input columns)."""
     magnitude = dora_scale.to(weight.device, dtype)
@@ -96,8 +110,16 @@ def _dora(weight: torch.Tensor, diff: torch.Tensor, dora_scale: torch.Tensor, st
     return weight
 
 
-def _apply(kind: str, v: tuple, weight: torch.Tensor, key: str, strength: float, function: Callable,
-           dtype: torch.dtype, original_weights: Any) -> torch.Tensor:
+def _apply(
+    kind: str,
+    v: tuple,
+    weight: torch.Tensor,
+    key: str,
+    strength: float,
+    function: Callable,
+    dtype: torch.dtype,
+    original_weights: Any,
+) -> torch.Tensor:
     """`weight` with one typed patch applied (in place where the shape allows, as ComfyUI)."""
     if kind == "diff":
         diff = v[0]
@@ -105,8 +127,12 @@ def _apply(kind: str, v: tuple, weight: torch.Tensor, key: str, strength: float,
             weight = _pad_to(weight, list(diff.shape))
         if strength != 0.0:
             if diff.shape != weight.shape:
-                log.warning("comfy.lora.calculate_weight: diff for %s has shape %s, the weight %s: not merged",
-                            key, tuple(diff.shape), tuple(weight.shape))
+                log.warning(
+                    "comfy.lora.calculate_weight: diff for %s has shape %s, the weight %s: not merged",
+                    key,
+                    tuple(diff.shape),
+                    tuple(weight.shape),
+                )
             else:
                 weight += function(strength * diff.to(weight.device, weight.dtype))
     elif kind == "set":
@@ -129,8 +155,13 @@ def _apply(kind: str, v: tuple, weight: torch.Tensor, key: str, strength: float,
     return weight
 
 
-def calculate_weight(patches: list, weight: torch.Tensor, key: str, intermediate_dtype: torch.dtype = torch.float32,
-                     original_weights: Any = None) -> torch.Tensor:
+def calculate_weight(
+    patches: list,
+    weight: torch.Tensor,
+    key: str,
+    intermediate_dtype: torch.dtype = torch.float32,
+    original_weights: Any = None,
+) -> torch.Tensor:
     """Apply (strength, patch, strength_model, offset, function) entries to `weight` (in place, as ComfyUI)."""
     for strength, v, strength_model, offset, function in (tuple(p) + (None,) * (5 - len(p)) for p in patches):
         function = function or (lambda a: a)
@@ -141,17 +172,20 @@ def calculate_weight(patches: list, weight: torch.Tensor, key: str, intermediate
             # A nested patch: v[0] is (tensor, fn(tensor, inplace)) and v[1:] patches on it; the result is a diff.
             base = v[0][1](v[0][0].to(target.device, intermediate_dtype, copy=True), inplace=True)
             v = (calculate_weight(v[1:], base, key, intermediate_dtype=intermediate_dtype),)
-        if hasattr(v, "calculate_weight"):   # a weight adapter object (LoRA, LoHa, LoKr, ... in ComfyUI)
-            out = v.calculate_weight(target, key, strength, strength_model, offset, function, intermediate_dtype,
-                                     original_weights)
+        if hasattr(v, "calculate_weight"):  # a weight adapter object (LoRA, LoHa, LoKr, ... in ComfyUI)
+            out = v.calculate_weight(
+                target, key, strength, strength_model, offset, function, intermediate_dtype, original_weights
+            )
             if out is None:
                 log.warning("comfy.lora.calculate_weight: %s failed for %s", type(v).__name__, key)
             elif offset is None:
                 weight = out
             continue
         if not isinstance(v, tuple) or len(v) not in (1, 2):
-            raise TypeError(f"comfy.lora.calculate_weight: the patch for {key} is a {type(v).__name__}; expected "
-                            "(tensor,), (kind, args), a nested patch list or a weight adapter")
+            raise TypeError(
+                f"comfy.lora.calculate_weight: the patch for {key} is a {type(v).__name__}; expected "
+                "(tensor,), (kind, args), a nested patch list or a weight adapter"
+            )
         kind, args = ("diff", v) if len(v) == 1 else v
         out = _apply(kind, args, target, key, strength, function, intermediate_dtype, original_weights)
         if offset is None:
@@ -160,10 +194,13 @@ def calculate_weight(patches: list, weight: torch.Tensor, key: str, intermediate
 
 
 def model_lora_keys_unet(model: Any, key_map: dict | None = None) -> dict[str, str]:
-    raise UnsupportedFeature("comfy.lora.model_lora_keys_unet", "the diffusion model lives on the executors; "
-                             "apply LoRAs with nodes.LoraLoader")
+    raise UnsupportedFeature(
+        "comfy.lora.model_lora_keys_unet",
+        "the diffusion model lives on the executors; apply LoRAs with nodes.LoraLoader",
+    )
 
 
 def model_lora_keys_clip(model: Any, key_map: dict | None = None) -> dict[str, str]:
-    raise UnsupportedFeature("comfy.lora.model_lora_keys_clip", "the text encoder lives on the executors; "
-                             "apply LoRAs with nodes.LoraLoader")
+    raise UnsupportedFeature(
+        "comfy.lora.model_lora_keys_clip", "the text encoder lives on the executors; apply LoRAs with nodes.LoraLoader"
+    )

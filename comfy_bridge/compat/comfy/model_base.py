@@ -4,6 +4,7 @@ comfy.model_sampling), sdxl_pooled, Timestep (the sinusoidal embedding SDXL's si
 the BaseModel classes as names to subclass and check with isinstance. Instantiating a model class refuses:
 the diffusion models live on the executors, so there is no in-process BaseModel to build; packs read
 `model.model` of a MODEL, which is this backend's view of it."""
+
 from __future__ import annotations
 
 import math
@@ -12,7 +13,8 @@ from typing import Any
 
 import torch
 
-from comfy_bridge.compat.comfy import conds, model_sampling as ms  # noqa: F401  (comfy.model_base.conds)
+from comfy_bridge.compat.comfy import conds  # noqa: F401  (comfy.model_base.conds)
+from comfy_bridge.compat.comfy import model_sampling as ms
 from comfy_bridge.packs.origin import UnsupportedFeature
 
 
@@ -57,8 +59,9 @@ def model_sampling(model_config: Any, model_type: ModelType) -> torch.nn.Module:
 def timestep_embedding(timesteps: torch.Tensor, dim: int, max_period: int = 10000) -> torch.Tensor:
     """Sinusoidal embedding [cos | sin] of each timestep, frequencies max_period^(-i / (dim // 2))."""
     half = dim // 2
-    freqs = torch.exp(-math.log(max_period) * torch.arange(0, half, dtype=torch.float32,
-                                                           device=timesteps.device) / half)
+    freqs = torch.exp(
+        -math.log(max_period) * torch.arange(0, half, dtype=torch.float32, device=timesteps.device) / half
+    )
     args = timesteps[:, None].float() * freqs[None]
     emb = torch.cat([torch.cos(args), torch.sin(args)], dim=-1)
     if dim % 2:
@@ -81,38 +84,63 @@ class CLIPEmbeddingNoiseAugmentation(torch.nn.Module):
     """unCLIP's noise augmentation of CLIP image embeddings (a model part)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        raise UnsupportedFeature("comfy.model_base.CLIPEmbeddingNoiseAugmentation",
-                                 "unCLIP noise augmentation runs inside the diffusion model, on the executors")
+        raise UnsupportedFeature(
+            "comfy.model_base.CLIPEmbeddingNoiseAugmentation",
+            "unCLIP noise augmentation runs inside the diffusion model, on the executors",
+        )
 
 
 def sdxl_pooled(args: dict, noise_augmentor: Any) -> torch.Tensor:
     """The pooled text embedding SDXL's adm input starts with (unCLIP conditioning is not supported)."""
     if "unclip_conditioning" in args:
-        raise UnsupportedFeature("comfy.model_base.sdxl_pooled with unclip_conditioning",
-                                 "unCLIP noise augmentation runs inside the diffusion model, on the executors")
+        raise UnsupportedFeature(
+            "comfy.model_base.sdxl_pooled with unclip_conditioning",
+            "unCLIP noise augmentation runs inside the diffusion model, on the executors",
+        )
     return args["pooled_output"]
 
 
 class BaseModel(torch.nn.Module):
     """ComfyUI's in-process diffusion model. A name to subclass and check against; building one refuses."""
 
-    def __init__(self, model_config: Any = None, model_type: ModelType = ModelType.EPS, device: Any = None,
-                 *args: Any, **kwargs: Any) -> None:
-        raise UnsupportedFeature(f"comfy.model_base.{type(self).__name__}(...)",
-                                 "the diffusion models are built and run by the executors, not in the server "
-                                 "process; a MODEL's .model is this backend's view of it")
+    def __init__(
+        self,
+        model_config: Any = None,
+        model_type: ModelType = ModelType.EPS,
+        device: Any = None,
+        *args: Any,
+        **kwargs: Any,
+    ) -> None:
+        raise UnsupportedFeature(
+            f"comfy.model_base.{type(self).__name__}(...)",
+            "the diffusion models are built and run by the executors, not in the server "
+            "process; a MODEL's .model is this backend's view of it",
+        )
 
-    def apply_model(self, x: Any, t: Any, c_concat: Any = None, c_crossattn: Any = None, control: Any = None,
-                    transformer_options: Any = None, **kwargs: Any) -> Any:
+    def apply_model(
+        self,
+        x: Any,
+        t: Any,
+        c_concat: Any = None,
+        c_crossattn: Any = None,
+        control: Any = None,
+        transformer_options: Any = None,
+        **kwargs: Any,
+    ) -> Any:
         """ComfyUI's denoiser call. Packs name it in annotations (TiledDiffusion's model-function wrappers);
         calling it needs ComfyUI's in-process model, which this backend does not have."""
-        raise UnsupportedFeature(f"comfy.model_base.{type(self).__name__}.apply_model(...)",
-                                 "the diffusion models run on the executors, not in the server process")
+        raise UnsupportedFeature(
+            f"comfy.model_base.{type(self).__name__}.apply_model(...)",
+            "the diffusion models run on the executors, not in the server process",
+        )
 
 
 def _model(name: str, *bases: type) -> type:
-    return type(name, bases or (BaseModel,), {"__module__": __name__,
-                                              "__doc__": f"ComfyUI's {name} model (building one refuses)."})
+    return type(
+        name,
+        bases or (BaseModel,),
+        {"__module__": __name__, "__doc__": f"ComfyUI's {name} model (building one refuses)."},
+    )
 
 
 SD21UNCLIP = _model("SD21UNCLIP")
@@ -147,7 +175,7 @@ HunyuanVideoI2V = _model("HunyuanVideoI2V", HunyuanVideo)
 HunyuanVideoSkyreelsI2V = _model("HunyuanVideoSkyreelsI2V", HunyuanVideo)
 CosmosVideo = _model("CosmosVideo")
 CosmosPredict2 = _model("CosmosPredict2")
-Anima = _model("Anima")   # newer ComfyUI: the Anima DiT (comfyui-tooling-nodes checks model types against it)
+Anima = _model("Anima")  # newer ComfyUI: the Anima DiT (comfyui-tooling-nodes checks model types against it)
 Lumina2 = _model("Lumina2")
 WAN21 = _model("WAN21")
 WAN21_Vace = _model("WAN21_Vace", WAN21)

@@ -4,15 +4,19 @@ model_config_from_unet_config), as is reading a diffusers-layout SD UNet's confi
 model_config_from_diffusers_unet: comfy.diffusers_unets); full detection of a state dict's unet config is this
 backend's own (nodes.loaders.probe_arch, by file), so ComfyUI's detect_unet_config and model_config_from_unet
 refuse."""
+
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from comfy_bridge.compat.comfy import supported_models, supported_models_base
 from comfy_bridge.packs.origin import UnsupportedFeature
 
-_WHY = ("Comfy Cluster detects architectures from model files (nodes.loaders.probe_arch) and builds the models "
-        "on the executors; ComfyUI's in-process unet config detection is not available")
+_WHY = (
+    "Comfy Cluster detects architectures from model files (nodes.loaders.probe_arch) and builds the models "
+    "on the executors; ComfyUI's in-process unet config detection is not available"
+)
 
 
 def count_blocks(state_dict_keys: Iterable[str], prefix_string: str) -> int:
@@ -57,7 +61,7 @@ def convert_config(unet_config: dict) -> dict:
         t_in: list[int] = []
         t_out: list[int] = []
         for level, res in enumerate(num_res_blocks):
-            d = depth[level] if 2 ** level in resolutions else 0
+            d = depth[level] if 2**level in resolutions else 0
             t_in += [d] * res
             t_out += [d] * (res + 1)
         config.update(transformer_depth=t_in, transformer_depth_output=t_out, transformer_depth_middle=middle)
@@ -77,6 +81,7 @@ def unet_config_from_diffusers_unet(state_dict: dict, dtype: Any = None) -> dict
     """The LDM unet config of a diffusers-layout SD-family UNet state dict, when it is one of the models ComfyUI
     knows (comfy.diffusers_unets), else None."""
     from comfy_bridge.compat.comfy.diffusers_unets import unet_config
+
     config = unet_config(state_dict, dtype, count_blocks)
     return None if config is None else convert_config(config)
 
@@ -90,6 +95,7 @@ def model_config_from_diffusers_unet(state_dict: dict) -> Any:
 def _refuse(name: str) -> Any:
     def refuse(*args: Any, **kwargs: Any) -> Any:
         raise UnsupportedFeature(f"comfy.model_detection.{name}", _WHY)
+
     refuse.__name__ = refuse.__qualname__ = name
     return refuse
 
@@ -99,7 +105,16 @@ model_config_from_unet = _refuse("model_config_from_unet")
 calculate_transformer_depth = _refuse("calculate_transformer_depth")
 convert_diffusers_mmdit = _refuse("convert_diffusers_mmdit")
 
-__all__ = ["count_blocks", "unet_prefix_from_state_dict", "convert_config", "model_config_from_unet_config",
-           "detect_unet_config", "model_config_from_unet", "unet_config_from_diffusers_unet",
-           "model_config_from_diffusers_unet", "calculate_transformer_depth", "convert_diffusers_mmdit",
-           "supported_models_base"]
+__all__ = [
+    "count_blocks",
+    "unet_prefix_from_state_dict",
+    "convert_config",
+    "model_config_from_unet_config",
+    "detect_unet_config",
+    "model_config_from_unet",
+    "unet_config_from_diffusers_unet",
+    "model_config_from_diffusers_unet",
+    "calculate_transformer_depth",
+    "convert_diffusers_mmdit",
+    "supported_models_base",
+]

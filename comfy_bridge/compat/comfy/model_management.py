@@ -3,6 +3,7 @@
 Models live in the cluster (weights are placed by executors), so the memory functions here only
 describe this process's device; interrupts go to nodes.progress.
 """
+
 from __future__ import annotations
 
 import enum
@@ -95,7 +96,9 @@ def vae_dtype(device: Any = None, allowed_dtypes: Any = None) -> torch.dtype:
     return torch.float32
 
 
-def unet_dtype(device: Any = None, model_params: int = 0, supported_dtypes: Any = None, weight_dtype: Any = None) -> torch.dtype:
+def unet_dtype(
+    device: Any = None, model_params: int = 0, supported_dtypes: Any = None, weight_dtype: Any = None
+) -> torch.dtype:
     return torch.float16 if torch.cuda.is_available() else torch.float32
 
 
@@ -128,6 +131,7 @@ def soft_empty_cache(force: bool = False) -> None:
 
 def unload_all_models() -> None:
     from cluster.runtime import runtime
+
     runtime().free(unload_models=True)
 
 
@@ -139,8 +143,13 @@ def cleanup_models_gc() -> None:
     pass
 
 
-def load_models_gpu(models: Any, memory_required: int = 0, force_patch_weights: bool = False,
-                    minimum_memory_required: Any = None, force_full_load: bool = False) -> None:
+def load_models_gpu(
+    models: Any,
+    memory_required: int = 0,
+    force_patch_weights: bool = False,
+    minimum_memory_required: Any = None,
+    force_full_load: bool = False,
+) -> None:
     """Weights are placed by cluster executors; nothing to load in this process."""
 
 
@@ -164,11 +173,15 @@ def cast_to_device(tensor: torch.Tensor, device: Any, dtype: Any, copy: bool = F
     return tensor.to(device=device, dtype=dtype, copy=copy)
 
 
-def should_use_fp16(device: Any = None, model_params: int = 0, prioritize_performance: bool = True, manual_cast: bool = False) -> bool:
+def should_use_fp16(
+    device: Any = None, model_params: int = 0, prioritize_performance: bool = True, manual_cast: bool = False
+) -> bool:
     return torch.cuda.is_available()
 
 
-def should_use_bf16(device: Any = None, model_params: int = 0, prioritize_performance: bool = True, manual_cast: bool = False) -> bool:
+def should_use_bf16(
+    device: Any = None, model_params: int = 0, prioritize_performance: bool = True, manual_cast: bool = False
+) -> bool:
     return False
 
 
@@ -227,8 +240,11 @@ def dtype_size(dtype: torch.dtype) -> int:
     return dtype.itemsize
 
 
-def unet_manual_cast(weight_dtype: torch.dtype, inference_device: Any,
-                     supported_dtypes: Any = (torch.float16, torch.bfloat16, torch.float32)) -> torch.dtype | None:
+def unet_manual_cast(
+    weight_dtype: torch.dtype,
+    inference_device: Any,
+    supported_dtypes: Any = (torch.float16, torch.bfloat16, torch.float32),
+) -> torch.dtype | None:
     """The dtype to compute in when weights stored as `weight_dtype` cannot be computed in directly on
     `inference_device` (None: compute in the weights' own dtype). ComfyUI's order of preference."""
     if weight_dtype in (torch.float32, torch.float64):
@@ -245,8 +261,14 @@ def unet_manual_cast(weight_dtype: torch.dtype, inference_device: Any,
     return torch.float32
 
 
-def cast_to(weight: torch.Tensor, dtype: torch.dtype | None = None, device: Any = None, non_blocking: bool = False,
-            copy: bool = False, stream: Any = None) -> torch.Tensor:
+def cast_to(
+    weight: torch.Tensor,
+    dtype: torch.dtype | None = None,
+    device: Any = None,
+    non_blocking: bool = False,
+    copy: bool = False,
+    stream: Any = None,
+) -> torch.Tensor:
     """`weight` in `dtype` on `device`; the same tensor when nothing changes and no copy is asked for."""
     if device is None or weight.device == torch.device(device):
         if not copy and (dtype is None or weight.dtype == dtype):
@@ -257,10 +279,11 @@ def cast_to(weight: torch.Tensor, dtype: torch.dtype | None = None, device: Any 
     return out
 
 
-in_training = False   # ComfyUI sets it while its training nodes run; none run here
+in_training = False  # ComfyUI sets it while its training nodes run; none run here
 
 
 def intermediate_dtype() -> torch.dtype:
     """The dtype of tensors passed between nodes: float32 (float16 with ComfyUI's --fp16-intermediates)."""
     from comfy_bridge.compat.comfy.cli_args import args
+
     return torch.float16 if getattr(args, "fp16_intermediates", False) else torch.float32

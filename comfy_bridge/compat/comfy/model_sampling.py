@@ -3,6 +3,7 @@ holding the `sigmas` / `log_sigmas` buffers, built from a model config's `sampli
 a parameterisation mixin (EPS, V_PREDICTION, CONST, ...), as packs do with
 `class ModelSamplingAdvanced(ModelSamplingDiscrete, EPS)`. The maths is ours (nodes.sampling.model_sampling,
 checked against ComfyUI's numbers); these classes only give it ComfyUI's names and signatures."""
+
 from __future__ import annotations
 
 import math
@@ -29,6 +30,7 @@ def _settings(model_config: Any) -> dict:
 
 
 # --- parameterisations (mixins: they read self.sigma_data from the schedule) --------------------------------
+
 
 class _Parameterisation:
     """The four methods every parameterisation has: our ModelSampling's, delegating to one of our
@@ -71,6 +73,7 @@ class COSMOS_RFLOW(_Parameterisation):
 
 # --- schedules --------------------------------------------------------------------------------------------
 
+
 class _Schedule(torch.nn.Module):
     """The sigmas buffer's ends as sigma_min / sigma_max (our ModelSampling's properties)."""
 
@@ -86,17 +89,32 @@ class ModelSamplingDiscrete(_Schedule):
     def __init__(self, model_config: Any = None, zsnr: bool | None = None) -> None:
         super().__init__()
         s = _settings(model_config)
-        self._register_schedule(given_betas=None, beta_schedule=s.get("beta_schedule", "linear"),
-                                timesteps=s.get("timesteps", 1000), linear_start=s.get("linear_start", 0.00085),
-                                linear_end=s.get("linear_end", 0.012), cosine_s=8e-3,
-                                zsnr=s.get("zsnr", False) if zsnr is None else zsnr)
+        self._register_schedule(
+            given_betas=None,
+            beta_schedule=s.get("beta_schedule", "linear"),
+            timesteps=s.get("timesteps", 1000),
+            linear_start=s.get("linear_start", 0.00085),
+            linear_end=s.get("linear_end", 0.012),
+            cosine_s=8e-3,
+            zsnr=s.get("zsnr", False) if zsnr is None else zsnr,
+        )
         self.sigma_data = 1.0
 
-    def _register_schedule(self, given_betas: Tensor | None = None, beta_schedule: str = "linear",
-                           timesteps: int = 1000, linear_start: float = 1e-4, linear_end: float = 2e-2,
-                           cosine_s: float = 8e-3, zsnr: bool = False) -> None:
-        betas = given_betas if given_betas is not None else ours.make_betas(beta_schedule, timesteps, linear_start,
-                                                                             linear_end, cosine_s)
+    def _register_schedule(
+        self,
+        given_betas: Tensor | None = None,
+        beta_schedule: str = "linear",
+        timesteps: int = 1000,
+        linear_start: float = 1e-4,
+        linear_end: float = 2e-2,
+        cosine_s: float = 8e-3,
+        zsnr: bool = False,
+    ) -> None:
+        betas = (
+            given_betas
+            if given_betas is not None
+            else ours.make_betas(beta_schedule, timesteps, linear_start, linear_end, cosine_s)
+        )
         betas = torch.as_tensor(betas, dtype=torch.float64)
         alphas_cumprod = torch.cumprod(1.0 - betas, dim=0)
         self.num_timesteps = int(betas.shape[0])
@@ -202,7 +220,24 @@ class StableCascadeSampling(ModelSamplingDiscrete):
     percent_to_sigma = ours.StableCascadeSampling.percent_to_sigma
 
 
-__all__ = ["EPS", "V_PREDICTION", "EDM", "CONST", "X0", "IMG_TO_IMG", "COSMOS_RFLOW", "ModelSamplingDiscrete",
-           "ModelSamplingDiscreteEDM", "ModelSamplingContinuousEDM", "ModelSamplingContinuousV",
-           "ModelSamplingCosmosRFlow", "ModelSamplingDiscreteFlow", "ModelSamplingFlux", "StableCascadeSampling",
-           "rescale_zero_terminal_snr_sigmas", "reshape_sigma", "time_snr_shift", "flux_time_shift"]
+__all__ = [
+    "EPS",
+    "V_PREDICTION",
+    "EDM",
+    "CONST",
+    "X0",
+    "IMG_TO_IMG",
+    "COSMOS_RFLOW",
+    "ModelSamplingDiscrete",
+    "ModelSamplingDiscreteEDM",
+    "ModelSamplingContinuousEDM",
+    "ModelSamplingContinuousV",
+    "ModelSamplingCosmosRFlow",
+    "ModelSamplingDiscreteFlow",
+    "ModelSamplingFlux",
+    "StableCascadeSampling",
+    "rescale_zero_terminal_snr_sigmas",
+    "reshape_sigma",
+    "time_snr_shift",
+    "flux_time_shift",
+]

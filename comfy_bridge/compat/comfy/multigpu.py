@@ -2,6 +2,7 @@
 guard with `hasattr(comfy, 'multigpu')`). Nothing imports it eagerly, so that check stays false as in
 0.3.64 and packs take their single-device path; importing it explicitly works, and its functions refuse:
 Comfy Cluster spreads work over executors, not over GPU clones of one model in the server process."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -11,8 +12,9 @@ from comfy_bridge.packs.origin import UnsupportedFeature
 _WHY = "Comfy Cluster spreads work over executors; it has no multi-GPU model clones (model_options['multigpu_clones'])"
 
 
-def load_balance_devices(model_options: dict, total_work: int, return_idle_time: bool = False,
-                         work_normalized: Any = None) -> Any:
+def load_balance_devices(
+    model_options: dict, total_work: int, return_idle_time: bool = False, work_normalized: Any = None
+) -> Any:
     raise UnsupportedFeature("comfy.multigpu.load_balance_devices", _WHY)
 
 

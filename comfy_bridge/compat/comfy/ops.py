@@ -3,22 +3,30 @@
 time); `manual_cast.X` also casts its weight and bias to the input's dtype and device on each call
 (weights stored in one dtype, run in another). `weight_function` / `bias_function` lists are applied to
 the cast weights, as ComfyUI's LoRA-on-the-fly hooks do."""
+
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 
 
-def cast_to_input(weight: torch.Tensor, input: torch.Tensor, non_blocking: bool = False,
-                  copy: bool = True) -> torch.Tensor:
+def cast_to_input(
+    weight: torch.Tensor, input: torch.Tensor, non_blocking: bool = False, copy: bool = True
+) -> torch.Tensor:
     return weight.to(device=input.device, dtype=input.dtype, non_blocking=non_blocking, copy=copy)
 
 
-def cast_bias_weight(s: torch.nn.Module, input: torch.Tensor | None = None, dtype: torch.dtype | None = None,
-                     device: torch.device | None = None, bias_dtype: torch.dtype | None = None,
-                     offloadable: bool = False) -> tuple:
+def cast_bias_weight(
+    s: torch.nn.Module,
+    input: torch.Tensor | None = None,
+    dtype: torch.dtype | None = None,
+    device: torch.device | None = None,
+    bias_dtype: torch.dtype | None = None,
+    offloadable: bool = False,
+) -> tuple:
     """(weight, bias) of layer `s` in the input's dtype / device, with its weight / bias functions applied.
 
     With offloadable=True (ComfyUI since 0.4) a third item is the offload stream to hand to
@@ -39,15 +47,23 @@ def cast_bias_weight(s: torch.nn.Module, input: torch.Tensor | None = None, dtyp
     return (weight, bias, None) if offloadable else (weight, bias)
 
 
-def uncast_bias_weight(s: torch.nn.Module, weight: torch.Tensor | None, bias: torch.Tensor | None,
-                       offload_stream: Any) -> None:
+def uncast_bias_weight(
+    s: torch.nn.Module, weight: torch.Tensor | None, bias: torch.Tensor | None, offload_stream: Any
+) -> None:
     """The end of a use of what cast_bias_weight(offloadable=True) gave. Our casts are synchronous (their
     stream is None), so as in ComfyUI without a stream there is nothing to wait for."""
 
 
-def cast_to(weight: torch.Tensor, dtype: torch.dtype | None = None, device: Any = None, non_blocking: bool = False,
-            copy: bool = False, stream: Any = None) -> torch.Tensor:
+def cast_to(
+    weight: torch.Tensor,
+    dtype: torch.dtype | None = None,
+    device: Any = None,
+    non_blocking: bool = False,
+    copy: bool = False,
+    stream: Any = None,
+) -> torch.Tensor:
     from comfy_bridge.compat.comfy.model_management import cast_to as cast
+
     return cast(weight, dtype, device, non_blocking, copy, stream)
 
 
@@ -74,11 +90,12 @@ def _conv(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, 
 
 
 def _conv_transpose(fn: Callable, dims: int) -> Callable:
-    def op(self: Any, input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
-           output_size: Any = None) -> torch.Tensor:
-        pad = self._output_padding(input, output_size, self.stride, self.padding, self.kernel_size, dims,
-                                   self.dilation)
+    def op(
+        self: Any, input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, output_size: Any = None
+    ) -> torch.Tensor:
+        pad = self._output_padding(input, output_size, self.stride, self.padding, self.kernel_size, dims, self.dilation)
         return fn(input, weight, bias, self.stride, self.padding, pad, self.groups, self.dilation)
+
     return op
 
 
@@ -119,8 +136,9 @@ class disable_weight_init:
 
     class Embedding(CastWeightBiasOp, torch.nn.Embedding):
         def _apply_op(self, input, weight, bias):
-            return F.embedding(input, weight, self.padding_idx, self.max_norm, self.norm_type,
-                               self.scale_grad_by_freq, self.sparse)
+            return F.embedding(
+                input, weight, self.padding_idx, self.max_norm, self.norm_type, self.scale_grad_by_freq, self.sparse
+            )
 
         def forward(self, input: torch.Tensor, out_dtype: torch.dtype | None = None) -> torch.Tensor:
             # Indices carry no dtype to cast to: the weight keeps its own (or out_dtype).

@@ -8,13 +8,16 @@ wrappers around a function, each wrapper receiving the executor that calls the n
 Our sampling runs as denoise steps on the executors, so registered wrappers and callbacks are kept
 (packs read them back) but the server's own sampling loop does not call them.
 """
+
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 
 class CallbacksMP:
     """The callback types (the names are ComfyUI's)."""
+
     ON_CLONE = "on_clone"
     ON_LOAD = "on_load_after"
     ON_DETACH = "on_detach_after"
@@ -33,6 +36,7 @@ class CallbacksMP:
 
 class WrappersMP:
     """The wrapper types (the names are ComfyUI's)."""
+
     OUTER_SAMPLE = "outer_sample"
     PREPARE_SAMPLING = "prepare_sampling"
     SAMPLER_SAMPLE = "sampler_sample"
@@ -73,13 +77,15 @@ def add_callback(call_type: str, callback: Callable, transformer_options: dict, 
     _add("callbacks", call_type, None, callback, transformer_options, is_model_options)
 
 
-def add_callback_with_key(call_type: str, key: str, callback: Callable, transformer_options: dict,
-                          is_model_options: bool = False) -> None:
+def add_callback_with_key(
+    call_type: str, key: str, callback: Callable, transformer_options: dict, is_model_options: bool = False
+) -> None:
     _add("callbacks", call_type, key, callback, transformer_options, is_model_options)
 
 
-def get_callbacks_with_key(call_type: str, key: str, transformer_options: dict,
-                           is_model_options: bool = False) -> list[Callable]:
+def get_callbacks_with_key(
+    call_type: str, key: str, transformer_options: dict, is_model_options: bool = False
+) -> list[Callable]:
     return _with_key("callbacks", call_type, key, transformer_options, is_model_options)
 
 
@@ -87,17 +93,21 @@ def get_all_callbacks(call_type: str, transformer_options: dict, is_model_option
     return _all("callbacks", call_type, transformer_options, is_model_options)
 
 
-def add_wrapper(wrapper_type: str, wrapper: Callable, transformer_options: dict, is_model_options: bool = False) -> None:
+def add_wrapper(
+    wrapper_type: str, wrapper: Callable, transformer_options: dict, is_model_options: bool = False
+) -> None:
     _add("wrappers", wrapper_type, None, wrapper, transformer_options, is_model_options)
 
 
-def add_wrapper_with_key(wrapper_type: str, key: str, wrapper: Callable, transformer_options: dict,
-                         is_model_options: bool = False) -> None:
+def add_wrapper_with_key(
+    wrapper_type: str, key: str, wrapper: Callable, transformer_options: dict, is_model_options: bool = False
+) -> None:
     _add("wrappers", wrapper_type, key, wrapper, transformer_options, is_model_options)
 
 
-def get_wrappers_with_key(wrapper_type: str, key: str, transformer_options: dict,
-                          is_model_options: bool = False) -> list[Callable]:
+def get_wrappers_with_key(
+    wrapper_type: str, key: str, transformer_options: dict, is_model_options: bool = False
+) -> list[Callable]:
     return _with_key("wrappers", wrapper_type, key, transformer_options, is_model_options)
 
 
@@ -126,18 +136,19 @@ class WrapperExecutor:
             return self.original(*args, **kwargs)
         return self.wrappers[self.idx](self, *args, **kwargs)
 
-    def next_executor(self) -> "WrapperExecutor":
+    def next_executor(self) -> WrapperExecutor:
         if self.idx + 1 > len(self.wrappers):
             raise IndexError(f"WrapperExecutor: no wrapper after index {self.idx} of {len(self.wrappers)}")
         return type(self)(self.original, self.class_obj, self.wrappers, self.idx + 1)
 
     @classmethod
-    def new_executor(cls, original: Callable, wrappers: list[Callable], idx: int = 0) -> "WrapperExecutor":
+    def new_executor(cls, original: Callable, wrappers: list[Callable], idx: int = 0) -> WrapperExecutor:
         return cls(original, None, wrappers, idx)
 
     @classmethod
-    def new_class_executor(cls, original: Callable, class_obj: object, wrappers: list[Callable],
-                           idx: int = 0) -> "WrapperExecutor":
+    def new_class_executor(
+        cls, original: Callable, class_obj: object, wrappers: list[Callable], idx: int = 0
+    ) -> WrapperExecutor:
         return cls(original, class_obj, wrappers, idx)
 
 

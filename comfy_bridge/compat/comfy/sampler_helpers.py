@@ -1,15 +1,18 @@
 """`comfy.sampler_helpers`: the conditioning helpers packs' own sampling loops call. Those that read only
 conditioning data work; loading or measuring ComfyUI's BaseModel (prepare_sampling, estimate_memory) and its
 hook registry raise UnsupportedFeature: here the models load on the executors."""
+
 from __future__ import annotations
 
 import uuid
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import torch
 
 from comfy_bridge.compat.comfy.utils import reshape_mask
 from comfy_bridge.packs.origin import UnsupportedFeature
+
 
 def prepare_mask(noise_mask: torch.Tensor, shape: tuple, device: Any) -> torch.Tensor:
     return reshape_mask(noise_mask, shape).to(device)
@@ -56,8 +59,9 @@ def get_additional_models(conds: dict[str, list[dict]], dtype: Any) -> tuple[lis
 
 def get_additional_models_from_model_options(model_options: dict | None = None) -> list:
     if model_options and "registered_hooks" in model_options:
-        raise UnsupportedFeature("comfy.sampler_helpers.get_additional_models_from_model_options",
-                                 "ComfyUI's hook registry is not supported")
+        raise UnsupportedFeature(
+            "comfy.sampler_helpers.get_additional_models_from_model_options", "ComfyUI's hook registry is not supported"
+        )
     return []
 
 
@@ -74,13 +78,16 @@ def cleanup_models(conds: dict[str, list[dict]], models: Iterable[Any]) -> None:
 
 
 def estimate_memory(model: Any, noise_shape: tuple, conds: dict) -> tuple[int, int]:
-    raise UnsupportedFeature("comfy.sampler_helpers.estimate_memory", "it measures ComfyUI's BaseModel; here "
-                                                                      "models run on the executors")
+    raise UnsupportedFeature(
+        "comfy.sampler_helpers.estimate_memory", "it measures ComfyUI's BaseModel; here models run on the executors"
+    )
 
 
 def prepare_sampling(model: Any, noise_shape: tuple, conds: dict, model_options: dict | None = None) -> tuple:
-    raise UnsupportedFeature("comfy.sampler_helpers.prepare_sampling", "it loads ComfyUI's BaseModel in this "
-                                                                       "process; here models load on the executors")
+    raise UnsupportedFeature(
+        "comfy.sampler_helpers.prepare_sampling",
+        "it loads ComfyUI's BaseModel in this process; here models load on the executors",
+    )
 
 
 def get_hooks_from_cond(cond: list[dict], full_hooks: Any) -> Any:

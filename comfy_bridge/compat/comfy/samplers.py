@@ -8,12 +8,12 @@ SamplerChoice); `KSAMPLER.sample` runs its k-diffusion function in-process aroun
 model_sampling is ours, as ComfyUI's does. What needs ComfyUI's BaseModel (sampling_function,
 calc_cond_batch) or its guider loop raises UnsupportedFeature: sampling runs as denoise steps on the executors.
 """
+
 from __future__ import annotations
 
-from collections.abc import MutableMapping
-from typing import Any, Callable, Iterator, NamedTuple
-
 import math
+from collections.abc import Callable, Iterator, MutableMapping
+from typing import Any, NamedTuple
 
 import torch
 
@@ -32,6 +32,7 @@ DISCARD_PENULTIMATE_SIGMA_SAMPLERS = set(schedules.DISCARD_PENULTIMATE_SIGMA_SAM
 
 class SchedulerHandler(NamedTuple):
     """`handler(model_sampling, steps)` when use_ms, else `handler(n, sigma_min, sigma_max)`."""
+
     handler: Callable[..., torch.Tensor]
     use_ms: bool = True
 
@@ -85,15 +86,16 @@ def ddim_scheduler(model_sampling: ModelSampling, steps: int) -> torch.Tensor:
 
 
 def normal_scheduler(model_sampling: ModelSampling, steps: int, sgm: bool = False, floor: bool = False) -> torch.Tensor:
-    return schedules.normal(model_sampling, steps, sgm)   # ComfyUI ignores `floor` too
+    return schedules.normal(model_sampling, steps, sgm)  # ComfyUI ignores `floor` too
 
 
 def beta_scheduler(model_sampling: ModelSampling, steps: int, alpha: float = 0.6, beta: float = 0.6) -> torch.Tensor:
     return schedules.beta(model_sampling, steps, alpha, beta)
 
 
-def linear_quadratic_schedule(model_sampling: ModelSampling, steps: int, threshold_noise: float = 0.025,
-                              linear_steps: int | None = None) -> torch.Tensor:
+def linear_quadratic_schedule(
+    model_sampling: ModelSampling, steps: int, threshold_noise: float = 0.025, linear_steps: int | None = None
+) -> torch.Tensor:
     return schedules.linear_quadratic(model_sampling, steps, threshold_noise, linear_steps)
 
 
@@ -104,47 +106,94 @@ def kl_optimal_scheduler(n: int, sigma_min: float, sigma_max: float) -> torch.Te
 def _our_model_sampling(model_wrap: Any, what: str) -> ModelSampling:
     ms = getattr(getattr(model_wrap, "inner_model", None), "model_sampling", None)
     if not isinstance(ms, ModelSampling):
-        raise UnsupportedFeature(what, "it needs a model whose inner_model.model_sampling is this backend's "
-                                       "(ComfyUI's BaseModel does not run here)")
+        raise UnsupportedFeature(
+            what,
+            "it needs a model whose inner_model.model_sampling is this backend's "
+            "(ComfyUI's BaseModel does not run here)",
+        )
     return ms
 
 
-def cfg_function(model: Any, cond_pred: torch.Tensor, uncond_pred: torch.Tensor, cond_scale: float, x: torch.Tensor,
-                 timestep: torch.Tensor, model_options: dict | None = None, cond: Any = None,
-                 uncond: Any = None) -> torch.Tensor:
+def cfg_function(
+    model: Any,
+    cond_pred: torch.Tensor,
+    uncond_pred: torch.Tensor,
+    cond_scale: float,
+    x: torch.Tensor,
+    timestep: torch.Tensor,
+    model_options: dict | None = None,
+    cond: Any = None,
+    uncond: Any = None,
+) -> torch.Tensor:
     """CFG of two predictions with the model options' sampler_cfg_function and post-CFG functions (ComfyUI's
     argument dicts: `cond` / `uncond` there are x minus the predictions)."""
     model_options = model_options or {}
     if "sampler_cfg_function" in model_options:
-        args = {"cond": x - cond_pred, "uncond": x - uncond_pred, "cond_scale": cond_scale, "timestep": timestep,
-                "input": x, "sigma": timestep, "cond_denoised": cond_pred, "uncond_denoised": uncond_pred,
-                "model": model, "model_options": model_options, "input_cond": cond, "input_uncond": uncond}
+        args = {
+            "cond": x - cond_pred,
+            "uncond": x - uncond_pred,
+            "cond_scale": cond_scale,
+            "timestep": timestep,
+            "input": x,
+            "sigma": timestep,
+            "cond_denoised": cond_pred,
+            "uncond_denoised": uncond_pred,
+            "model": model,
+            "model_options": model_options,
+            "input_cond": cond,
+            "input_uncond": uncond,
+        }
         result = x - model_options["sampler_cfg_function"](args)
     else:
         result = uncond_pred + (cond_pred - uncond_pred) * cond_scale
     for fn in model_options.get("sampler_post_cfg_function", []):
-        result = fn({"denoised": result, "cond": cond, "uncond": uncond, "cond_scale": cond_scale, "model": model,
-                     "uncond_denoised": uncond_pred, "cond_denoised": cond_pred, "sigma": timestep,
-                     "model_options": model_options, "input": x})
+        result = fn(
+            {
+                "denoised": result,
+                "cond": cond,
+                "uncond": uncond,
+                "cond_scale": cond_scale,
+                "model": model,
+                "uncond_denoised": uncond_pred,
+                "cond_denoised": cond_pred,
+                "sigma": timestep,
+                "model_options": model_options,
+                "input": x,
+            }
+        )
     return result
 
 
-def calc_cond_batch(model: Any, conds: list, x_in: torch.Tensor, timestep: torch.Tensor,
-                    model_options: dict) -> list[torch.Tensor]:
-    raise UnsupportedFeature("comfy.samplers.calc_cond_batch", "it runs ComfyUI's BaseModel, which does not run "
-                                                               "here; the denoise steps run on the executors")
+def calc_cond_batch(
+    model: Any, conds: list, x_in: torch.Tensor, timestep: torch.Tensor, model_options: dict
+) -> list[torch.Tensor]:
+    raise UnsupportedFeature(
+        "comfy.samplers.calc_cond_batch",
+        "it runs ComfyUI's BaseModel, which does not run here; the denoise steps run on the executors",
+    )
 
 
-def calc_cond_uncond_batch(model: Any, cond: Any, uncond: Any, x_in: torch.Tensor, timestep: torch.Tensor,
-                           model_options: dict) -> tuple:
-    raise UnsupportedFeature("comfy.samplers.calc_cond_uncond_batch", "it runs ComfyUI's BaseModel, which does "
-                                                                      "not run here")
+def calc_cond_uncond_batch(
+    model: Any, cond: Any, uncond: Any, x_in: torch.Tensor, timestep: torch.Tensor, model_options: dict
+) -> tuple:
+    raise UnsupportedFeature(
+        "comfy.samplers.calc_cond_uncond_batch", "it runs ComfyUI's BaseModel, which does not run here"
+    )
 
 
-def sampling_function(model: Any, x: torch.Tensor, timestep: torch.Tensor, uncond: Any, cond: Any,
-                      cond_scale: float, model_options: dict | None = None, seed: int | None = None) -> torch.Tensor:
-    raise UnsupportedFeature("comfy.samplers.sampling_function", "it runs ComfyUI's BaseModel on the "
-                                                                 "conditioning, which does not run here")
+def sampling_function(
+    model: Any,
+    x: torch.Tensor,
+    timestep: torch.Tensor,
+    uncond: Any,
+    cond: Any,
+    cond_scale: float,
+    model_options: dict | None = None,
+    seed: int | None = None,
+) -> torch.Tensor:
+    raise UnsupportedFeature(
+        "comfy.samplers.sampling_function", "it runs ComfyUI's BaseModel on the conditioning, which does not run here"
+    )
 
 
 class KSamplerX0Inpaint:
@@ -156,16 +205,22 @@ class KSamplerX0Inpaint:
         self.noise: torch.Tensor | None = None
         self.latent_image: torch.Tensor | None = None
 
-    def __call__(self, x: torch.Tensor, sigma: torch.Tensor, denoise_mask: torch.Tensor | None = None,
-                 model_options: dict | None = None, seed: int | None = None) -> torch.Tensor:
+    def __call__(
+        self,
+        x: torch.Tensor,
+        sigma: torch.Tensor,
+        denoise_mask: torch.Tensor | None = None,
+        model_options: dict | None = None,
+        seed: int | None = None,
+    ) -> torch.Tensor:
         model_options = model_options or {}
         if denoise_mask is not None:
             if "denoise_mask_function" in model_options:
                 denoise_mask = model_options["denoise_mask_function"](
-                    sigma, denoise_mask, extra_options={"model": self.inner_model, "sigmas": self.sigmas})
+                    sigma, denoise_mask, extra_options={"model": self.inner_model, "sigmas": self.sigmas}
+                )
             ms = _our_model_sampling(self.inner_model, "comfy.samplers.KSamplerX0Inpaint with a denoise mask")
-            kept = ms.noise_scaling(sigma.reshape([sigma.shape[0]] + [1] * (x.ndim - 1)), self.noise,
-                                    self.latent_image)
+            kept = ms.noise_scaling(sigma.reshape([sigma.shape[0]] + [1] * (x.ndim - 1)), self.noise, self.latent_image)
             x = x * denoise_mask + kept * (1.0 - denoise_mask)
         out = self.inner_model(x, sigma, model_options=model_options, seed=seed)
         if denoise_mask is not None:
@@ -187,15 +242,27 @@ class KSAMPLER(Sampler):
     """A k-diffusion sampler function with its options. `sample` runs it in-process, as ComfyUI's does: noise
     scaled to sigmas[0], the function over the inpainting wrapper, the result scaled back."""
 
-    def __init__(self, sampler_function: Callable[..., torch.Tensor], extra_options: dict | None = None,
-                 inpaint_options: dict | None = None) -> None:
+    def __init__(
+        self,
+        sampler_function: Callable[..., torch.Tensor],
+        extra_options: dict | None = None,
+        inpaint_options: dict | None = None,
+    ) -> None:
         self.sampler_function = sampler_function
         self.extra_options = extra_options or {}
         self.inpaint_options = inpaint_options or {}
 
-    def sample(self, model_wrap: Any, sigmas: torch.Tensor, extra_args: dict, callback: Callable | None,
-               noise: torch.Tensor, latent_image: torch.Tensor | None = None,
-               denoise_mask: torch.Tensor | None = None, disable_pbar: bool = False) -> torch.Tensor:
+    def sample(
+        self,
+        model_wrap: Any,
+        sigmas: torch.Tensor,
+        extra_args: dict,
+        callback: Callable | None,
+        noise: torch.Tensor,
+        latent_image: torch.Tensor | None = None,
+        denoise_mask: torch.Tensor | None = None,
+        disable_pbar: bool = False,
+    ) -> torch.Tensor:
         ms = _our_model_sampling(model_wrap, "comfy.samplers.KSAMPLER.sample")
         if latent_image is None:
             latent_image = torch.zeros_like(noise)
@@ -210,24 +277,43 @@ class KSAMPLER(Sampler):
         x = ms.noise_scaling(sigmas[0], noise, latent_image, self.max_denoise(model_wrap, sigmas))
         steps = len(sigmas) - 1
         k_callback = None if callback is None else (lambda d: callback(d["i"], d["denoised"], d["x"], steps))
-        samples = self.sampler_function(model_k, x, sigmas, extra_args=extra_args, callback=k_callback,
-                                        disable=disable_pbar, **self.extra_options)
+        samples = self.sampler_function(
+            model_k, x, sigmas, extra_args=extra_args, callback=k_callback, disable=disable_pbar, **self.extra_options
+        )
         return ms.inverse_noise_scaling(sigmas[-1], samples)
 
 
 def _over_sigmas(name: str) -> Callable[..., torch.Tensor]:
     """dpm_fast / dpm_adaptive as sampler functions over a schedule (ComfyUI's wrappers): from its first sigma to
     its last non-zero one, dpm_fast in as many model evaluations as the schedule has steps."""
-    def run(model: Any, noise: torch.Tensor, sigmas: torch.Tensor, extra_args: dict | None = None,
-            callback: Callable | None = None, disable: bool | None = None, **options: Any) -> torch.Tensor:
+
+    def run(
+        model: Any,
+        noise: torch.Tensor,
+        sigmas: torch.Tensor,
+        extra_args: dict | None = None,
+        callback: Callable | None = None,
+        disable: bool | None = None,
+        **options: Any,
+    ) -> torch.Tensor:
         if len(sigmas) <= 1:
             return noise
         sigma_min = sigmas[-1] if sigmas[-1] != 0 else sigmas[-2]
         if name == "dpm_fast":
-            return k_diffusion_sampling.sample_dpm_fast(model, noise, sigma_min, sigmas[0], len(sigmas) - 1,
-                                                        extra_args=extra_args, callback=callback, disable=disable)
-        return k_diffusion_sampling.sample_dpm_adaptive(model, noise, sigma_min, sigmas[0], extra_args=extra_args,
-                                                        callback=callback, disable=disable, **options)
+            return k_diffusion_sampling.sample_dpm_fast(
+                model,
+                noise,
+                sigma_min,
+                sigmas[0],
+                len(sigmas) - 1,
+                extra_args=extra_args,
+                callback=callback,
+                disable=disable,
+            )
+        return k_diffusion_sampling.sample_dpm_adaptive(
+            model, noise, sigma_min, sigmas[0], extra_args=extra_args, callback=callback, disable=disable, **options
+        )
+
     return run
 
 
@@ -240,8 +326,10 @@ class _NamedKSAMPLER(SamplerChoice, KSAMPLER):
             return _over_sigmas(self.name)
         fn = getattr(k_diffusion_sampling, f"sample_{'euler' if self.name == 'ddim' else self.name}", None)
         if fn is None:
-            raise UnsupportedFeature(f"comfy.samplers.sampler_object({self.name!r}).sampler_function",
-                                     "this sampler runs only as denoise steps on the executors")
+            raise UnsupportedFeature(
+                f"comfy.samplers.sampler_object({self.name!r}).sampler_function",
+                "this sampler runs only as denoise steps on the executors",
+            )
         return fn
 
     @property
@@ -270,19 +358,31 @@ def sampler_object(name: str) -> KSAMPLER:
     return ksampler(name)
 
 
-def sample(model: Any, noise: torch.Tensor, positive: list, negative: list, cfg: float, device: Any, sampler: Any,
-           sigmas: torch.Tensor, model_options: dict | None = None, latent_image: torch.Tensor | None = None,
-           denoise_mask: torch.Tensor | None = None, callback: Callable | None = None, disable_pbar: bool = False,
-           seed: int | None = None) -> torch.Tensor:
+def sample(
+    model: Any,
+    noise: torch.Tensor,
+    positive: list,
+    negative: list,
+    cfg: float,
+    device: Any,
+    sampler: Any,
+    sigmas: torch.Tensor,
+    model_options: dict | None = None,
+    latent_image: torch.Tensor | None = None,
+    denoise_mask: torch.Tensor | None = None,
+    callback: Callable | None = None,
+    disable_pbar: bool = False,
+    seed: int | None = None,
+) -> torch.Tensor:
     """A CFG-guided run of `sampler` over `sigmas` from `noise`: the sampled latent (comfy.sampling_run; the
     MODEL's own model_options apply, `device` is the executors' choice)."""
     from comfy_bridge.compat.comfy.sampling_run import CUSTOM_FUNCTION, ours, run
+
     if not ours(sampler):
         raise UnsupportedFeature(f"comfy.samplers.sample with a {type(sampler).__name__} sampler", CUSTOM_FUNCTION)
     if latent_image is None:
         latent_image = torch.zeros_like(noise)
-    return run(model, noise, cfg, sampler, sigmas, positive, negative, latent_image,
-               denoise_mask, seed)
+    return run(model, noise, cfg, sampler, sigmas, positive, negative, latent_image, denoise_mask, seed)
 
 
 class CFGGuider:
@@ -313,10 +413,19 @@ class KSampler:
     SAMPLERS = SAMPLER_NAMES
     DISCARD_PENULTIMATE_SIGMA_SAMPLERS = DISCARD_PENULTIMATE_SIGMA_SAMPLERS
 
-    def __init__(self, model: Any, steps: int, device: Any = None, sampler: str | None = None,
-                 scheduler: str | None = None, denoise: float | None = None, model_options: dict | None = None):
+    def __init__(
+        self,
+        model: Any,
+        steps: int,
+        device: Any = None,
+        sampler: str | None = None,
+        scheduler: str | None = None,
+        denoise: float | None = None,
+        model_options: dict | None = None,
+    ):
         from nodes import arch
         from nodes.sampling.model_sampling import model_sampling_from_config
+
         self.model, self.steps, self.sampler, self.scheduler = model, steps, sampler, scheduler
         self.denoise = denoise
         ms = model_sampling_from_config(arch.sampling_config(model.arch))
@@ -328,8 +437,10 @@ class KSampler:
 
 # ---- cond batching (packs with their own CFG loop: area / mask weights and batching of prepared conds) ----
 
+
 class CondObj(NamedTuple):
     """One prepared cond entry for one model call (ComfyUI's `cond_obj`)."""
+
     input_x: torch.Tensor
     mult: torch.Tensor
     conditioning: dict
@@ -340,12 +451,22 @@ class CondObj(NamedTuple):
     hooks: Any
 
 
-def process_conds(model: Any, noise: torch.Tensor, conds: dict, device: Any, latent_image: Any = None,
-                  denoise_mask: Any = None, seed: Any = None, latent_shapes: Any = None) -> dict:
+def process_conds(
+    model: Any,
+    noise: torch.Tensor,
+    conds: dict,
+    device: Any,
+    latent_image: Any = None,
+    denoise_mask: Any = None,
+    seed: Any = None,
+    latent_shapes: Any = None,
+) -> dict:
     """ComfyUI's preparation of conds for its in-process model (areas, masks, the model's extra_conds); packs
     call it inside their samplers (comfyui-tooling-nodes' regions). Needs ComfyUI's BaseModel: refused here."""
-    raise UnsupportedFeature("comfy.samplers.process_conds(...)",
-                             "conds are prepared for the model on the executors, not by an in-process BaseModel")
+    raise UnsupportedFeature(
+        "comfy.samplers.process_conds(...)",
+        "conds are prepared for the model on the executors, not by an in-process BaseModel",
+    )
 
 
 def add_area_dims(area: list, num_dims: int) -> list:
@@ -371,7 +492,7 @@ def get_area_and_mult(conds: dict, x_in: torch.Tensor, timestep_in: torch.Tensor
         area = add_area_dims(list(conds["area"]), len(dims))
         half = len(area) // 2
         if half > len(dims):
-            area = area[:len(dims)] + area[half:half + len(dims)]
+            area = area[: len(dims)] + area[half : half + len(dims)]
     n = len(dims)
     strength = conds.get("strength", 1.0)
     input_x = x_in
@@ -380,7 +501,7 @@ def get_area_and_mult(conds: dict, x_in: torch.Tensor, timestep_in: torch.Tensor
             area[i] = min(input_x.shape[i + 2] - area[n + i], area[i])
             input_x = input_x.narrow(i + 2, area[n + i], area[i])
     if "mask" in conds:
-        mask = conds["mask"][:input_x.shape[0]]
+        mask = conds["mask"][: input_x.shape[0]]
         if area is not None:
             for i in range(n):
                 mask = mask.narrow(i + 1, area[n + i], area[i])
@@ -399,13 +520,13 @@ def get_area_and_mult(conds: dict, x_in: torch.Tensor, timestep_in: torch.Tensor
                     mult.narrow(i + 2, t, 1).mul_(w)
                 if area[i] + area[n + i] < x_in.shape[i + 2]:
                     mult.narrow(i + 2, area[i] - 1 - t, 1).mul_(w)
-    conditioning = {k: c.process_cond(batch_size=x_in.shape[0], area=area)
-                    for k, c in conds["model_conds"].items()}
+    conditioning = {k: c.process_cond(batch_size=x_in.shape[0], area=area) for k, c in conds["model_conds"].items()}
     if "gligen" in conds:
-        raise UnsupportedFeature("comfy.samplers.get_area_and_mult (gligen)",
-                                 "GLIGEN models run in ComfyUI's process; they are not loaded here")
-    return CondObj(input_x, mult, conditioning, area, conds.get("control"), None, conds.get("uuid"),
-                   conds.get("hooks"))
+        raise UnsupportedFeature(
+            "comfy.samplers.get_area_and_mult (gligen)",
+            "GLIGEN models run in ComfyUI's process; they are not loaded here",
+        )
+    return CondObj(input_x, mult, conditioning, area, conds.get("control"), None, conds.get("uuid"), conds.get("hooks"))
 
 
 def cond_equal_size(c1: dict, c2: dict) -> bool:

@@ -1,5 +1,6 @@
 """`comfy.sd`: loading models by path as MODEL / CLIP / VAE proxies (refs to the weights; executors
 load them), and the CLIP / VAE classes packs check with isinstance."""
+
 from __future__ import annotations
 
 import logging
@@ -16,11 +17,18 @@ from comfy_bridge.packs.proxies import CLIP, VAE, ModelPatcher, wrap
 log = logging.getLogger(__name__)
 
 
-def load_checkpoint_guess_config(ckpt_path: str, output_vae: bool = True, output_clip: bool = True,
-                                 output_clipvision: bool = False, embedding_directory: Any = None,
-                                 output_model: bool = True, **kwargs: Any) -> tuple:
+def load_checkpoint_guess_config(
+    ckpt_path: str,
+    output_vae: bool = True,
+    output_clip: bool = True,
+    output_clipvision: bool = False,
+    embedding_directory: Any = None,
+    output_model: bool = True,
+    **kwargs: Any,
+) -> tuple:
     """(MODEL, CLIP, VAE, None) of a checkpoint file, like CheckpointLoaderSimple with a path."""
     from nodes.loaders import make_ref, probe_arch
+
     path = Path(ckpt_path)
     arch, parts = probe_arch(path)
     model = wrap(make_ref("diffusion_model", arch, [path])) if output_model else None
@@ -31,6 +39,7 @@ def load_checkpoint_guess_config(ckpt_path: str, output_vae: bool = True, output
 
 class CLIPType(Enum):
     """The text encoder families ComfyUI's loaders take (`clip_type=`), with ComfyUI's numbers."""
+
     STABLE_DIFFUSION = 1
     STABLE_CASCADE = 2
     SD3 = 3
@@ -58,9 +67,15 @@ class CLIPType(Enum):
     FLUX2 = 25
 
 
-def load_checkpoint(config_path: str | None = None, ckpt_path: str | None = None, output_vae: bool = True,
-                    output_clip: bool = True, embedding_directory: Any = None, state_dict: dict | None = None,
-                    config: dict | None = None) -> tuple:
+def load_checkpoint(
+    config_path: str | None = None,
+    ckpt_path: str | None = None,
+    output_vae: bool = True,
+    output_clip: bool = True,
+    embedding_directory: Any = None,
+    state_dict: dict | None = None,
+    config: dict | None = None,
+) -> tuple:
     """ComfyUI's deprecated loader with an LDM model config (YAML): (MODEL, CLIP, VAE) of `ckpt_path`.
 
     As in ComfyUI the weights come from `ckpt_path` (state_dict is not read) and the architecture from the
@@ -68,15 +83,19 @@ def load_checkpoint(config_path: str | None = None, ckpt_path: str | None = None
     `cond_stage_config.params.layer_idx` sets the CLIP's last layer.
     """
     from nodes.library.model_advanced import ModelSamplingDiscrete
+
     if ckpt_path is None:
-        raise ValueError("comfy.sd.load_checkpoint: ckpt_path is required (the weights are read from it; "
-                         "state_dict is not used, as in ComfyUI)")
+        raise ValueError(
+            "comfy.sd.load_checkpoint: ckpt_path is required (the weights are read from it; "
+            "state_dict is not used, as in ComfyUI)"
+        )
     if config is None:
         if config_path is None:
             raise ValueError("comfy.sd.load_checkpoint: pass config_path (a model config YAML) or config")
         config = yaml.safe_load(Path(config_path).read_text())
-    model, clip, vae, _ = load_checkpoint_guess_config(ckpt_path, output_vae=output_vae, output_clip=output_clip,
-                                                       embedding_directory=embedding_directory)
+    model, clip, vae, _ = load_checkpoint_guess_config(
+        ckpt_path, output_vae=output_vae, output_clip=output_clip, embedding_directory=embedding_directory
+    )
     params = config["model"]["params"]
     if params.get("parameterization") == "v":
         model = ModelSamplingDiscrete().patch(model, "v_prediction", False)[0]
@@ -88,6 +107,7 @@ def load_checkpoint(config_path: str | None = None, ckpt_path: str | None = None
 
 def load_diffusion_model(unet_path: str, model_options: dict | None = None) -> ModelPatcher:
     from nodes.loaders import make_ref, probe_arch
+
     arch, _ = probe_arch(Path(unet_path))
     return wrap(make_ref("diffusion_model", arch, [Path(unet_path)]))
 
@@ -97,8 +117,9 @@ def load_unet(unet_path: str, dtype: Any = None) -> ModelPatcher:
     return load_diffusion_model(unet_path)
 
 
-def load_diffusion_model_state_dict(sd: dict, model_options: dict | None = None, metadata: dict | None = None,
-                                    **kwargs: Any) -> ModelPatcher | None:
+def load_diffusion_model_state_dict(
+    sd: dict, model_options: dict | None = None, metadata: dict | None = None, **kwargs: Any
+) -> ModelPatcher | None:
     """A MODEL of a diffusion model state dict (the "model.diffusion_model." prefix of a checkpoint taken off, as
     ComfyUI does), or None when its architecture is not one this backend detects (ComfyUI: no model config
     matches). The dict becomes a file the executors load (comfy.state_dict_files); model_options' dtypes
@@ -106,10 +127,13 @@ def load_diffusion_model_state_dict(sd: dict, model_options: dict | None = None,
     from comfy_bridge.compat.comfy.state_dict_files import state_dict_file
     from comfy_bridge.compat.comfy.utils import state_dict_prefix_replace
     from nodes.models.errors import ModelLoadError
+
     if (model_options or {}).get("custom_operations") is not None:
-        raise UnsupportedFeature("comfy.sd.load_diffusion_model_state_dict with custom_operations",
-                                 "a pack's own layer operations (GGUF's quantized ops) build ComfyUI's in-process "
-                                 "model; this backend's executors build their own")
+        raise UnsupportedFeature(
+            "comfy.sd.load_diffusion_model_state_dict with custom_operations",
+            "a pack's own layer operations (GGUF's quantized ops) build ComfyUI's in-process "
+            "model; this backend's executors build their own",
+        )
     prefix = model_detection.unet_prefix_from_state_dict(sd)
     unet = state_dict_prefix_replace(sd, {prefix: ""}, filter_keys=True)
     path = state_dict_file(unet or sd, "comfy.sd.load_diffusion_model_state_dict")
@@ -125,31 +149,43 @@ def load_unet_state_dict(sd: dict, dtype: Any = None) -> ModelPatcher:
     return load_diffusion_model_state_dict(sd)
 
 
-def load_text_encoder_state_dicts(state_dicts: list | None = None, embedding_directory: Any = None,
-                                  clip_type: CLIPType = CLIPType.STABLE_DIFFUSION,
-                                  model_options: dict | None = None) -> CLIP:
+def load_text_encoder_state_dicts(
+    state_dicts: list | None = None,
+    embedding_directory: Any = None,
+    clip_type: CLIPType = CLIPType.STABLE_DIFFUSION,
+    model_options: dict | None = None,
+) -> CLIP:
     """A CLIP of text encoder state dicts, as load_clip builds one of files of `clip_type` (each dict becomes a
     file the executors load: comfy.state_dict_files)."""
     from comfy_bridge.compat.comfy.state_dict_files import state_dict_file
+
     if (model_options or {}).get("custom_operations") is not None:
-        raise UnsupportedFeature("comfy.sd.load_text_encoder_state_dicts with custom_operations",
-                                 "a pack's own layer operations (GGUF's quantized ops) build ComfyUI's in-process "
-                                 "model; this backend's executors build their own")
+        raise UnsupportedFeature(
+            "comfy.sd.load_text_encoder_state_dicts with custom_operations",
+            "a pack's own layer operations (GGUF's quantized ops) build ComfyUI's in-process "
+            "model; this backend's executors build their own",
+        )
     paths = [str(state_dict_file(sd, "comfy.sd.load_text_encoder_state_dicts")) for sd in state_dicts or []]
     return load_clip(paths, embedding_directory, clip_type, model_options)
 
 
 def load_lora_for_models(model: Any, clip: Any, lora: Any, strength_model: float, strength_clip: float) -> tuple:
-    raise UnsupportedFeature("comfy.sd.load_lora_for_models with a state dict",
-                             "LoRAs are applied from files: use nodes.LoraLoader")
+    raise UnsupportedFeature(
+        "comfy.sd.load_lora_for_models with a state dict", "LoRAs are applied from files: use nodes.LoraLoader"
+    )
 
 
-def load_clip(ckpt_paths: list[str], embedding_directory: Any = None,
-              clip_type: CLIPType | str = CLIPType.STABLE_DIFFUSION, model_options: dict | None = None) -> CLIP:
+def load_clip(
+    ckpt_paths: list[str],
+    embedding_directory: Any = None,
+    clip_type: CLIPType | str = CLIPType.STABLE_DIFFUSION,
+    model_options: dict | None = None,
+) -> CLIP:
     """A CLIP of text encoder files, as ComfyUI's CLIPLoader / DualCLIPLoader / TripleCLIPLoader build it: one
     file of `clip_type`'s family; two are that dual type's pair (two STABLE_DIFFUSION files are SDXL's
     CLIP-L + CLIP-G, as ComfyUI detects them); three are SD3's."""
     from nodes.loaders import _clip_arch, _single_clip_arch, make_ref
+
     kind = clip_type.name.lower() if isinstance(clip_type, CLIPType) else str(clip_type).lower()
     paths = [Path(p) for p in ckpt_paths]
     if len(paths) == 1:
@@ -175,6 +211,20 @@ class StyleModel:
         return self.model(input.last_hidden_state)
 
 
-__all__ = ["CLIP", "VAE", "ModelPatcher", "CLIPType", "StyleModel", "load_checkpoint", "load_unet_state_dict",
-           "load_text_encoder_state_dicts", "load_checkpoint_guess_config", "load_diffusion_model",
-           "load_unet", "load_diffusion_model_state_dict", "load_lora_for_models", "load_clip", "model_detection"]
+__all__ = [
+    "CLIP",
+    "VAE",
+    "ModelPatcher",
+    "CLIPType",
+    "StyleModel",
+    "load_checkpoint",
+    "load_unet_state_dict",
+    "load_text_encoder_state_dicts",
+    "load_checkpoint_guess_config",
+    "load_diffusion_model",
+    "load_unet",
+    "load_diffusion_model_state_dict",
+    "load_lora_for_models",
+    "load_clip",
+    "model_detection",
+]

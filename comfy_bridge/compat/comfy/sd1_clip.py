@@ -4,11 +4,12 @@ tokenizers are real (comfy.tokenizers).
 
 The prompt-weight helpers ("(word:1.2)" parsing) are the tokenizer's own (nodes.models.tokenizer), under
 ComfyUI's names; the textual-inversion embedding loaders are nodes.models.embeddings."""
+
 from __future__ import annotations
 
-from nodes.models.embeddings import expand_directory_list, load_embed, safe_load_embed_zip
 from comfy_bridge.compat.comfy.text_encoder_classes import refusing_class
 from comfy_bridge.compat.comfy.tokenizers import SD1Tokenizer, SDTokenizer
+from nodes.models.embeddings import expand_directory_list, load_embed, safe_load_embed_zip
 from nodes.models.tokenizer import _top_level_groups, escape_parens, parse_weights, unescape_parens
 
 MODULE = "comfy.sd1_clip"
@@ -34,10 +35,21 @@ def parse_parentheses(string: str) -> list[str]:
 
 
 def token_weights(string: str, current_weight: float) -> list[tuple[str, float]]:
-    """"(a:1.2) b" -> [("a", 1.2), (" b", 1.0)]: the prompt's segments with their weights."""
+    """ "(a:1.2) b" -> [("a", 1.2), (" b", 1.0)]: the prompt's segments with their weights."""
     return parse_weights(string, current_weight)
 
 
-__all__ = ["ClipTokenWeightEncoder", "SDClipModel", "SD1ClipModel", "SDTokenizer", "SD1Tokenizer",
-           "escape_important", "unescape_important", "parse_parentheses", "token_weights",
-           "safe_load_embed_zip", "expand_directory_list", "load_embed"]
+__all__ = [
+    "ClipTokenWeightEncoder",
+    "SDClipModel",
+    "SD1ClipModel",
+    "SDTokenizer",
+    "SD1Tokenizer",
+    "escape_important",
+    "unescape_important",
+    "parse_parentheses",
+    "token_weights",
+    "safe_load_embed_zip",
+    "expand_directory_list",
+    "load_embed",
+]

@@ -2,6 +2,7 @@
 CLIP (isinstance(clip.cond_stage_model, SDXLClipModel)); building an encoder refuses: text encoders run on the
 executors, and a CLIP here is a reference to its weights (encode with CLIP.encode_from_tokens /
 nodes.CLIPTextEncode). The tokenizers are real (comfy.tokenizers)."""
+
 from __future__ import annotations
 
 from comfy_bridge.compat.comfy.text_encoder_classes import refusing_class
@@ -17,5 +18,14 @@ StableCascadeTokenizer = refusing_class(MODULE, "StableCascadeTokenizer", object
 StableCascadeClipG = refusing_class(MODULE, "StableCascadeClipG")
 StableCascadeClipModel = refusing_class(MODULE, "StableCascadeClipModel")
 
-__all__ = ["SDXLClipG", "SDXLClipGTokenizer", "SDXLTokenizer", "SDXLClipModel", "SDXLRefinerClipModel",
-           "StableCascadeClipGTokenizer", "StableCascadeTokenizer", "StableCascadeClipG", "StableCascadeClipModel"]
+__all__ = [
+    "SDXLClipG",
+    "SDXLClipGTokenizer",
+    "SDXLTokenizer",
+    "SDXLClipModel",
+    "SDXLRefinerClipModel",
+    "StableCascadeClipGTokenizer",
+    "StableCascadeTokenizer",
+    "StableCascadeClipG",
+    "StableCascadeClipModel",
+]

@@ -3,6 +3,7 @@ load_diffusion_model_state_dict, load_text_encoder_state_dicts, comfy.clip_visio
 comfy.hooks.load_hook_lora_for_models) build models in its process. Here models are ModelRefs to files that
 the executors load, so the state dict is written once as a safetensors file named by its content's digest
 (in the workspace's temp folder, `state_dicts/`), and the file loader of that kind takes it from there."""
+
 from __future__ import annotations
 
 import hashlib
@@ -22,9 +23,11 @@ def _tensors(sd: dict[str, Any], call: str) -> dict[str, torch.Tensor]:
     out, seen = {}, set()
     for key, value in sd.items():
         if type(value) is not torch.Tensor and not isinstance(value, torch.nn.Parameter):
-            raise TypeError(f"{call}: state dict entry {key!r} is a {type(value).__name__}, not a plain tensor "
-                            "(quantized tensors load through their pack's own operations, which need ComfyUI's "
-                            "in-process model)")
+            raise TypeError(
+                f"{call}: state dict entry {key!r} is a {type(value).__name__}, not a plain tensor "
+                "(quantized tensors load through their pack's own operations, which need ComfyUI's "
+                "in-process model)"
+            )
         tensor = value.detach().to("cpu").contiguous()
         storage = tensor.untyped_storage().data_ptr()
         if storage in seen:
@@ -47,6 +50,7 @@ def state_dict_file(sd: dict[str, Any], call: str) -> Path:
     from safetensors.torch import save_file
 
     from comfy_bridge.compat import folder_paths
+
     folder = Path(folder_paths.get_temp_directory()) / FOLDER
     folder.mkdir(parents=True, exist_ok=True)
     partial = folder / f"{uuid.uuid4().hex}.partial"
@@ -56,7 +60,7 @@ def state_dict_file(sd: dict[str, Any], call: str) -> Path:
         if path.is_file():
             partial.unlink()
         else:
-            os.replace(partial, path)   # atomic: a reader never sees half a file
+            os.replace(partial, path)  # atomic: a reader never sees half a file
     finally:
         partial.unlink(missing_ok=True)
     return path

@@ -3,6 +3,7 @@ attributes (unet_config that detection matches on, sampling_settings, latent_for
 and model_type. Packs subclass them (a custom family's config) and check `model.model.model_config`
 against them; get_model builds a comfy.model_base model, which refuses (models live on the executors).
 `models` is the detection order ComfyUI tries them in (for the families defined here)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -14,16 +15,26 @@ from comfy_bridge.compat.comfy.supported_models_base import BASE
 
 
 class SD15(BASE):
-    unet_config = {"context_dim": 768, "model_channels": 320, "use_linear_in_transformer": False,
-                   "adm_in_channels": None, "use_temporal_attention": False}
+    unet_config = {
+        "context_dim": 768,
+        "model_channels": 320,
+        "use_linear_in_transformer": False,
+        "adm_in_channels": None,
+        "use_temporal_attention": False,
+    }
     unet_extra_config = {"num_heads": 8, "num_head_channels": -1}
     latent_format = latent_formats.SD15
     memory_usage_factor = 1.0
 
 
 class SD20(BASE):
-    unet_config = {"context_dim": 1024, "model_channels": 320, "use_linear_in_transformer": True,
-                   "adm_in_channels": None, "use_temporal_attention": False}
+    unet_config = {
+        "context_dim": 1024,
+        "model_channels": 320,
+        "use_linear_in_transformer": True,
+        "adm_in_channels": None,
+        "use_temporal_attention": False,
+    }
     unet_extra_config = {"num_heads": -1, "num_head_channels": 64, "attn_precision": torch.float32}
     latent_format = latent_formats.SD15
     memory_usage_factor = 1.0
@@ -38,23 +49,42 @@ class SD20(BASE):
 
 
 class SD21UnclipL(SD20):
-    unet_config = {"context_dim": 1024, "model_channels": 320, "use_linear_in_transformer": True,
-                   "adm_in_channels": 1536, "use_temporal_attention": False}
-    noise_aug_config = {"noise_schedule_config": {"timesteps": 1000, "beta_schedule": "squaredcos_cap_v2"},
-                        "timestep_dim": 768}
+    unet_config = {
+        "context_dim": 1024,
+        "model_channels": 320,
+        "use_linear_in_transformer": True,
+        "adm_in_channels": 1536,
+        "use_temporal_attention": False,
+    }
+    noise_aug_config = {
+        "noise_schedule_config": {"timesteps": 1000, "beta_schedule": "squaredcos_cap_v2"},
+        "timestep_dim": 768,
+    }
 
 
 class SD21UnclipH(SD20):
-    unet_config = {"context_dim": 1024, "model_channels": 320, "use_linear_in_transformer": True,
-                   "adm_in_channels": 2048, "use_temporal_attention": False}
-    noise_aug_config = {"noise_schedule_config": {"timesteps": 1000, "beta_schedule": "squaredcos_cap_v2"},
-                        "timestep_dim": 1024}
+    unet_config = {
+        "context_dim": 1024,
+        "model_channels": 320,
+        "use_linear_in_transformer": True,
+        "adm_in_channels": 2048,
+        "use_temporal_attention": False,
+    }
+    noise_aug_config = {
+        "noise_schedule_config": {"timesteps": 1000, "beta_schedule": "squaredcos_cap_v2"},
+        "timestep_dim": 1024,
+    }
 
 
 class SDXLRefiner(BASE):
-    unet_config = {"model_channels": 384, "use_linear_in_transformer": True, "context_dim": 1280,
-                   "adm_in_channels": 2560, "transformer_depth": [0, 0, 4, 4, 4, 4, 0, 0],
-                   "use_temporal_attention": False}
+    unet_config = {
+        "model_channels": 384,
+        "use_linear_in_transformer": True,
+        "context_dim": 1280,
+        "adm_in_channels": 2560,
+        "transformer_depth": [0, 0, 4, 4, 4, 4, 0, 0],
+        "use_temporal_attention": False,
+    }
     latent_format = latent_formats.SDXL
     memory_usage_factor = 1.0
 
@@ -63,8 +93,14 @@ class SDXLRefiner(BASE):
 
 
 class SDXL(BASE):
-    unet_config = {"model_channels": 320, "use_linear_in_transformer": True, "transformer_depth": [0, 0, 2, 2, 10, 10],
-                   "context_dim": 2048, "adm_in_channels": 2816, "use_temporal_attention": False}
+    unet_config = {
+        "model_channels": 320,
+        "use_linear_in_transformer": True,
+        "transformer_depth": [0, 0, 2, 2, 10, 10],
+        "context_dim": 2048,
+        "adm_in_channels": 2816,
+        "use_temporal_attention": False,
+    }
     latent_format = latent_formats.SDXL
     memory_usage_factor = 0.8
 
@@ -100,9 +136,16 @@ KOALA_1B = _sdxl_variant("KOALA_1B", [0, 2, 6])
 
 
 class SVD_img2vid(BASE):
-    unet_config = {"model_channels": 320, "in_channels": 8, "use_linear_in_transformer": True,
-                   "transformer_depth": [1, 1, 1, 1, 1, 1, 0, 0], "context_dim": 1024, "adm_in_channels": 768,
-                   "use_temporal_attention": True, "use_temporal_resblock": True}
+    unet_config = {
+        "model_channels": 320,
+        "in_channels": 8,
+        "use_linear_in_transformer": True,
+        "transformer_depth": [1, 1, 1, 1, 1, 1, 0, 0],
+        "context_dim": 1024,
+        "adm_in_channels": 768,
+        "use_temporal_attention": True,
+        "use_temporal_resblock": True,
+    }
     unet_extra_config = {"num_heads": -1, "num_head_channels": 64, "attn_precision": torch.float32}
     latent_format = latent_formats.SD15
     sampling_settings = {"sigma_max": 700.0, "sigma_min": 0.002}
@@ -185,15 +228,40 @@ class GenmoMochi(BASE):
 def _builds(config: type, model: type) -> None:
     def get_model(self: BASE, state_dict: dict, prefix: str = "", device: Any = None) -> model_base.BaseModel:
         return model(self, device=device)
+
     config.get_model = get_model  # type: ignore[method-assign]
 
 
-for _config, _model in ((SD3, model_base.SD3), (AuraFlow, model_base.AuraFlow), (HunyuanDiT, model_base.HunyuanDiT),
-                        (GenmoMochi, model_base.GenmoMochi)):
+for _config, _model in (
+    (SD3, model_base.SD3),
+    (AuraFlow, model_base.AuraFlow),
+    (HunyuanDiT, model_base.HunyuanDiT),
+    (GenmoMochi, model_base.GenmoMochi),
+):
     _builds(_config, _model)
 
 
 # ComfyUI's detection order, restricted to the classes above.
-models = [SD15_instructpix2pix, SD15, SD20, SD21UnclipL, SD21UnclipH, SDXL_instructpix2pix, SDXLRefiner, SDXL, SSD1B,
-          KOALA_700M, KOALA_1B, Segmind_Vega, SD3, AuraFlow, HunyuanDiT, HunyuanDiT1, FluxInpaint, Flux, FluxSchnell,
-          GenmoMochi, SVD_img2vid]
+models = [
+    SD15_instructpix2pix,
+    SD15,
+    SD20,
+    SD21UnclipL,
+    SD21UnclipH,
+    SDXL_instructpix2pix,
+    SDXLRefiner,
+    SDXL,
+    SSD1B,
+    KOALA_700M,
+    KOALA_1B,
+    Segmind_Vega,
+    SD3,
+    AuraFlow,
+    HunyuanDiT,
+    HunyuanDiT1,
+    FluxInpaint,
+    Flux,
+    FluxSchnell,
+    GenmoMochi,
+    SVD_img2vid,
+]

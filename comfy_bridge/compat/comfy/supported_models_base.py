@@ -2,6 +2,7 @@
 Its class attributes (unet_config, sampling_settings, latent_format, ...) and the pure methods (matches,
 model_type, inpaint_model, __init__, the state-dict prefix helpers) behave as ComfyUI's; get_model builds a
 comfy.model_base model, which refuses (the diffusion models live on the executors)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -60,8 +61,9 @@ class BASE:
 
     def get_model(self, state_dict: dict, prefix: str = "", device: Any = None) -> model_base.BaseModel:
         if self.noise_aug_config is not None:
-            return model_base.SD21UNCLIP(self, self.noise_aug_config, model_type=self.model_type(state_dict, prefix),
-                                         device=device)
+            return model_base.SD21UNCLIP(
+                self, self.noise_aug_config, model_type=self.model_type(state_dict, prefix), device=device
+            )
         return model_base.BaseModel(self, model_type=self.model_type(state_dict, prefix), device=device)
 
     def process_clip_state_dict(self, state_dict: dict) -> dict:

@@ -1,6 +1,7 @@
 """The key names of an SD UNet state dict in ComfyUI's (LDM) and in diffusers' layout, as `comfy.utils`
 offers them (UNET_MAP_*, TRANSFORMER_BLOCKS, unet_to_diffusers); packs such as Advanced-ControlNet convert
 diffusers-format control models with them."""
+
 from __future__ import annotations
 
 from itertools import product
@@ -17,16 +18,30 @@ TRANSFORMER_BLOCKS = (
 )
 
 # A resnet block: LDM name -> diffusers name.
-_RESNET_PARTS = {"in_layers.2": "conv1", "emb_layers.1": "time_emb_proj", "out_layers.3": "conv2",
-                 "skip_connection": "conv_shortcut", "in_layers.0": "norm1", "out_layers.0": "norm2"}
-UNET_MAP_RESNET = {f"{ldm}.{p}": f"{diffusers}.{p}" for ldm, diffusers in _RESNET_PARTS.items()
-                   for p in ("weight", "bias")}
+_RESNET_PARTS = {
+    "in_layers.2": "conv1",
+    "emb_layers.1": "time_emb_proj",
+    "out_layers.3": "conv2",
+    "skip_connection": "conv_shortcut",
+    "in_layers.0": "norm1",
+    "out_layers.0": "norm2",
+}
+UNET_MAP_RESNET = {
+    f"{ldm}.{p}": f"{diffusers}.{p}" for ldm, diffusers in _RESNET_PARTS.items() for p in ("weight", "bias")
+}
 
 # Top-level layers: (LDM name, diffusers name); the label embedding has two diffusers spellings.
-_BASIC_PARTS = [("label_emb.0.0", "class_embedding.linear_1"), ("label_emb.0.2", "class_embedding.linear_2"),
-                ("label_emb.0.0", "add_embedding.linear_1"), ("label_emb.0.2", "add_embedding.linear_2"),
-                ("input_blocks.0.0", "conv_in"), ("out.0", "conv_norm_out"), ("out.2", "conv_out"),
-                ("time_embed.0", "time_embedding.linear_1"), ("time_embed.2", "time_embedding.linear_2")]
+_BASIC_PARTS = [
+    ("label_emb.0.0", "class_embedding.linear_1"),
+    ("label_emb.0.2", "class_embedding.linear_2"),
+    ("label_emb.0.0", "add_embedding.linear_1"),
+    ("label_emb.0.2", "add_embedding.linear_2"),
+    ("input_blocks.0.0", "conv_in"),
+    ("out.0", "conv_norm_out"),
+    ("out.2", "conv_out"),
+    ("time_embed.0", "time_embedding.linear_1"),
+    ("time_embed.2", "time_embedding.linear_2"),
+]
 UNET_MAP_BASIC = {(f"{ldm}.{p}", f"{diffusers}.{p}") for ldm, diffusers in _BASIC_PARTS for p in ("weight", "bias")}
 
 

@@ -1,9 +1,11 @@
 """`comfy.utils`: ProgressBar, tensor file I/O and image resizing helpers node packs use."""
+
 from __future__ import annotations
 
 import math
 import struct
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -64,6 +66,7 @@ def load_torch_file(ckpt: str, safe_load: bool = False, device: Any = None, retu
     if str(ckpt).lower().endswith((".safetensors", ".sft")):
         import safetensors.torch
         from safetensors import safe_open
+
         with safe_open(ckpt, framework="pt", device=str(device)) as f:
             sd = {k: f.get_tensor(k) for k in f.keys()}
             metadata = f.metadata() if return_metadata else None
@@ -75,7 +78,9 @@ def load_torch_file(ckpt: str, safe_load: bool = False, device: Any = None, retu
 
 def save_torch_file(sd: dict, ckpt: str, metadata: dict | None = None) -> None:
     import safetensors.torch
+
     from nodes.output_claims import write_atomic
+
     write_atomic(ckpt, lambda tmp: safetensors.torch.save_file(sd, tmp, metadata=metadata))
 
 
@@ -83,7 +88,7 @@ def state_dict_prefix_replace(state_dict: dict, replace_prefix: dict, filter_key
     out = {} if filter_keys else state_dict
     for old, new in replace_prefix.items():
         for key in [k for k in state_dict if k.startswith(old)]:
-            out[new + key[len(old):]] = state_dict.pop(key)
+            out[new + key[len(old) :]] = state_dict.pop(key)
     return out
 
 
@@ -134,21 +139,33 @@ def get_tiled_scale_steps(width: int, height: int, tile_x: int, tile_y: int, ove
 
 
 @torch.inference_mode()
-def tiled_scale_multidim(samples: torch.Tensor, function: Callable, tile: tuple = (64, 64), overlap: int = 8,
-                         upscale_amount: float = 4, out_channels: int = 3, output_device: str = "cpu",
-                         downscale: bool = False, index_formulas: Any = None, pbar: ProgressBar | None = None) -> torch.Tensor:
+def tiled_scale_multidim(
+    samples: torch.Tensor,
+    function: Callable,
+    tile: tuple = (64, 64),
+    overlap: int = 8,
+    upscale_amount: float = 4,
+    out_channels: int = 3,
+    output_device: str = "cpu",
+    downscale: bool = False,
+    index_formulas: Any = None,
+    pbar: ProgressBar | None = None,
+) -> torch.Tensor:
     """Apply `function` tile by tile and blend the overlaps with linear feathering."""
     dims = len(tile)
     scale = upscale_amount if not isinstance(upscale_amount, (int, float)) else [upscale_amount] * dims
 
     def out_size(n: float, s: float) -> int:
         return round(n / s) if downscale else round(n * s)
-    output = torch.empty([samples.shape[0], out_channels, *(out_size(s, f) for s, f in zip(samples.shape[2:], scale))],
-                         device=output_device)
+
+    output = torch.empty(
+        [samples.shape[0], out_channels, *(out_size(s, f) for s, f in zip(samples.shape[2:], scale))],
+        device=output_device,
+    )
     for b in range(samples.shape[0]):
-        s = samples[b:b + 1]
+        s = samples[b : b + 1]
         if all(s.shape[d + 2] <= tile[d] for d in range(dims)):
-            output[b:b + 1] = function(s).to(output_device)
+            output[b : b + 1] = function(s).to(output_device)
             if pbar is not None:
                 pbar.update(1)
             continue
@@ -156,6 +173,7 @@ def tiled_scale_multidim(samples: torch.Tensor, function: Callable, tile: tuple 
         weight = torch.zeros_like(acc)
         starts = [range(0, max(1, s.shape[d + 2] - overlap), tile[d] - overlap) for d in range(dims)]
         import itertools
+
         for pos in itertools.product(*starts):
             piece = s
             for d in range(dims):
@@ -178,15 +196,31 @@ def tiled_scale_multidim(samples: torch.Tensor, function: Callable, tile: tuple 
             region_w += mask
             if pbar is not None:
                 pbar.update(1)
-        output[b:b + 1] = acc / weight.clamp_min(1e-8)
+        output[b : b + 1] = acc / weight.clamp_min(1e-8)
     return output
 
 
-def tiled_scale(samples: torch.Tensor, function: Callable, tile_x: int = 64, tile_y: int = 64, overlap: int = 8,
-                upscale_amount: float = 4, out_channels: int = 3, output_device: str = "cpu",
-                pbar: ProgressBar | None = None) -> torch.Tensor:
-    return tiled_scale_multidim(samples, function, (tile_y, tile_x), overlap=overlap, upscale_amount=upscale_amount,
-                                out_channels=out_channels, output_device=output_device, pbar=pbar)
+def tiled_scale(
+    samples: torch.Tensor,
+    function: Callable,
+    tile_x: int = 64,
+    tile_y: int = 64,
+    overlap: int = 8,
+    upscale_amount: float = 4,
+    out_channels: int = 3,
+    output_device: str = "cpu",
+    pbar: ProgressBar | None = None,
+) -> torch.Tensor:
+    return tiled_scale_multidim(
+        samples,
+        function,
+        (tile_y, tile_x),
+        overlap=overlap,
+        upscale_amount=upscale_amount,
+        out_channels=out_channels,
+        output_device=output_device,
+        pbar=pbar,
+    )
 
 
 def reshape_mask(input_mask: torch.Tensor, output_shape: tuple) -> torch.Tensor:
@@ -196,7 +230,7 @@ def reshape_mask(input_mask: torch.Tensor, output_shape: tuple) -> torch.Tensor:
     mode = "bilinear" if dims == 2 else ("linear" if dims == 1 else "trilinear")
     mask = F.interpolate(mask, size=tuple(output_shape[2:]), mode=mode)
     if mask.shape[1] < output_shape[1]:
-        mask = mask.repeat((1, output_shape[1]) + (1,) * dims)[:, :output_shape[1]]
+        mask = mask.repeat((1, output_shape[1]) + (1,) * dims)[:, : output_shape[1]]
     return repeat_to_batch_size(mask, output_shape[0])
 
 
@@ -206,13 +240,17 @@ def copy_to_param(obj: Any, attr: str, value: torch.Tensor) -> None:
 
 def string_to_seed(data: str) -> int:
     import zlib
+
     return zlib.crc32(data.encode("utf-8"))
 
 
-
-
-from comfy_bridge.compat.comfy.unet_keys import (TRANSFORMER_BLOCKS, UNET_MAP_ATTENTIONS, UNET_MAP_BASIC,  # noqa: E402,F401
-                                                 UNET_MAP_RESNET, unet_to_diffusers)
+from comfy_bridge.compat.comfy.unet_keys import (  # noqa: E402,F401
+    TRANSFORMER_BLOCKS,
+    UNET_MAP_ATTENTIONS,
+    UNET_MAP_BASIC,
+    UNET_MAP_RESNET,
+    unet_to_diffusers,
+)
 
 
 def calculate_parameters(sd: dict, prefix: str = "") -> int:

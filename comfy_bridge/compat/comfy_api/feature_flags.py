@@ -5,6 +5,7 @@ SERVER_FEATURE_FLAGS is ComfyUI's module-level dict that packs add their own fla
 `extension.manager.supports_csrf_post`); get_server_features answers the running server's flags with those
 additions.
 """
+
 from __future__ import annotations
 
 import copy
@@ -37,6 +38,7 @@ def _merged(base: dict, extra: dict) -> dict:
 def get_server_features() -> dict[str, Any]:
     """The running server's flags with what packs added to SERVER_FEATURE_FLAGS (a copy)."""
     from comfy_bridge.compat.server import PromptServer
+
     server = PromptServer.instance
     announced = dict(server.feature_flags()) if hasattr(server, "feature_flags") else {}
     return copy.deepcopy(_merged(announced, SERVER_FEATURE_FLAGS))

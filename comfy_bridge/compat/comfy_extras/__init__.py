@@ -1,6 +1,7 @@
 """`comfy_extras.nodes_*`: the module names of ComfyUI's extra nodes, which packs import to reuse or
 subclass a node class. Each module answers the core node classes of this backend by class name (all of
 them, as `nodes` does); a name this backend lacks raises an AttributeError naming it."""
+
 from __future__ import annotations
 
 import importlib
@@ -90,19 +91,21 @@ MODULE_NAMES = (
 
 
 # Names of a module that are not node classes: (module, attribute) -> where they live here.
-EXTRAS = {("nodes_custom_sampler", "Noise_RandomNoise"): "comfy_bridge.compat.comfy_extras._noise",
-          ("nodes_custom_sampler", "Noise_EmptyNoise"): "comfy_bridge.compat.comfy_extras._noise",
-          ("nodes_stable3d", "camera_embeddings"): "comfy_bridge.compat.comfy_extras._stable3d",
-          ("nodes_model_advanced", "LCM"): "comfy_bridge.compat.comfy_extras._model_advanced",
-          ("nodes_model_advanced", "ModelSamplingDiscreteDistilled"): "comfy_bridge.compat.comfy_extras._model_advanced",
-          ("nodes_custom_sampler", "Guider_Basic"): "comfy_bridge.compat.comfy_extras._guiders",
-          ("nodes_perpneg", "Guider_PerpNeg"): "comfy_bridge.compat.comfy_extras._guiders",
-          ("nodes_mask", "composite"): "comfy_bridge.compat.comfy_extras._mask",
-          ("nodes_sag", "gaussian_blur_2d"): "comfy_bridge.compat.comfy_extras._sag",
-          ("nodes_lt", "get_noise_mask"): "comfy_bridge.compat.comfy_extras._lt",
-          ("nodes_lt", "LTXVAddGuide"): "comfy_bridge.compat.comfy_extras._lt",
-          # ComfyUI's older home of the helper (AnimateDiff-Evolved still reads it there)
-          ("nodes_model_advanced", "rescale_zero_terminal_snr_sigmas"): "comfy_bridge.compat.comfy.model_sampling"}
+EXTRAS = {
+    ("nodes_custom_sampler", "Noise_RandomNoise"): "comfy_bridge.compat.comfy_extras._noise",
+    ("nodes_custom_sampler", "Noise_EmptyNoise"): "comfy_bridge.compat.comfy_extras._noise",
+    ("nodes_stable3d", "camera_embeddings"): "comfy_bridge.compat.comfy_extras._stable3d",
+    ("nodes_model_advanced", "LCM"): "comfy_bridge.compat.comfy_extras._model_advanced",
+    ("nodes_model_advanced", "ModelSamplingDiscreteDistilled"): "comfy_bridge.compat.comfy_extras._model_advanced",
+    ("nodes_custom_sampler", "Guider_Basic"): "comfy_bridge.compat.comfy_extras._guiders",
+    ("nodes_perpneg", "Guider_PerpNeg"): "comfy_bridge.compat.comfy_extras._guiders",
+    ("nodes_mask", "composite"): "comfy_bridge.compat.comfy_extras._mask",
+    ("nodes_sag", "gaussian_blur_2d"): "comfy_bridge.compat.comfy_extras._sag",
+    ("nodes_lt", "get_noise_mask"): "comfy_bridge.compat.comfy_extras._lt",
+    ("nodes_lt", "LTXVAddGuide"): "comfy_bridge.compat.comfy_extras._lt",
+    # ComfyUI's older home of the helper (AnimateDiff-Evolved still reads it there)
+    ("nodes_model_advanced", "rescale_zero_terminal_snr_sigmas"): "comfy_bridge.compat.comfy.model_sampling",
+}
 
 
 def _module(name: str) -> ModuleType:
@@ -111,17 +114,20 @@ def _module(name: str) -> ModuleType:
     module.__spec__ = importlib.machinery.ModuleSpec(full, None)
 
     def lookup(attr: str) -> Any:
-        if attr.startswith("__"):   # introspection (inspect, pickle) must not import the node package
+        if attr.startswith("__"):  # introspection (inspect, pickle) must not import the node package
             raise AttributeError(attr)
         if (name, attr) in EXTRAS:
             return getattr(importlib.import_module(EXTRAS[name, attr]), attr)
         import nodes
+
         if attr in nodes.NODE_CLASS_MAPPINGS:
             return nodes.NODE_CLASS_MAPPINGS[attr]
         if attr == "NODE_CLASS_MAPPINGS":
             return {}
         from comfy_bridge.packs.origin import UnsupportedAttribute
+
         raise UnsupportedAttribute(f"comfy_extras.{name}.{attr}", "no node class of that name here")
+
     module.__getattr__ = lookup  # type: ignore[method-assign]
     return module
 

@@ -2,6 +2,7 @@
 Guider_PerpNeg (positive, negative and an empty prompt). They keep their conds and settings like
 ComfyUI's; sampling with them goes through CFGGuider.sample, which this backend refuses (its guiders are
 built by the GUIDER nodes, BasicGuider and PerpNegGuider, and run as denoise steps on the executors)."""
+
 from __future__ import annotations
 
 from typing import Any

@@ -1,6 +1,7 @@
 """Names of ComfyUI's comfy_extras.nodes_lt (LTX-Video) that packs import: the noise-mask helper, and the
 LTXVAddGuide node class to subclass. LTX-Video models do not run on this backend, so running the node (or
 its keyframe helpers, which need LTX-Video's patchifier) raises UnsupportedFeature naming it."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -26,13 +27,23 @@ class LTXVAddGuide(io.ComfyNode):
     @classmethod
     def define_schema(cls) -> io.Schema:
         return io.Schema(
-            node_id="LTXVAddGuide", category="conditioning/video_models",
-            inputs=[io.Conditioning.Input("positive"), io.Conditioning.Input("negative"), io.Vae.Input("vae"),
-                    io.Latent.Input("latent"), io.Image.Input("image"),
-                    io.Int.Input("frame_idx", default=0, min=-9999, max=9999),
-                    io.Float.Input("strength", default=1.0, min=0.0, max=1.0, step=0.01)],
-            outputs=[io.Conditioning.Output(display_name="positive"), io.Conditioning.Output(display_name="negative"),
-                     io.Latent.Output(display_name="latent")])
+            node_id="LTXVAddGuide",
+            category="conditioning/video_models",
+            inputs=[
+                io.Conditioning.Input("positive"),
+                io.Conditioning.Input("negative"),
+                io.Vae.Input("vae"),
+                io.Latent.Input("latent"),
+                io.Image.Input("image"),
+                io.Int.Input("frame_idx", default=0, min=-9999, max=9999),
+                io.Float.Input("strength", default=1.0, min=0.0, max=1.0, step=0.01),
+            ],
+            outputs=[
+                io.Conditioning.Output(display_name="positive"),
+                io.Conditioning.Output(display_name="negative"),
+                io.Latent.Output(display_name="latent"),
+            ],
+        )
 
     @classmethod
     def execute(cls, *args: Any, **kwargs: Any) -> io.NodeOutput:

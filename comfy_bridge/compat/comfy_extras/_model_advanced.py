@@ -2,6 +2,7 @@
 ModelSamplingDiscreteDistilled (LCM's 50-step subset of the DDPM table), which packs combine into their own
 sampling classes as ComfyUI's ModelSamplingDiscrete node does. The maths is ours
 (nodes.sampling.model_sampling.Lcm / DistilledDiscreteSampling)."""
+
 from __future__ import annotations
 
 from typing import Any

@@ -2,6 +2,7 @@
 (`Noise_RandomNoise(seed).generate_noise(latent)`) or subclass with their own `generate_noise`. They are our
 NoiseChoice, so SamplerCustomAdvanced takes them; it draws the initial noise through `generate_noise`, so a
 pack's override is the noise it samples from (the seed still seeds the samplers' per-step noise)."""
+
 from __future__ import annotations
 
 import torch

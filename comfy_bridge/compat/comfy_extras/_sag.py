@@ -1,5 +1,6 @@
 """`comfy_extras.nodes_sag.gaussian_blur_2d`: the per-channel Gaussian blur of Self-Attention Guidance, which
 packs reuse (TiledDiffusion's utils); this backend's own SAG blur."""
+
 from __future__ import annotations
 
 import torch

@@ -1,5 +1,6 @@
 """`comfy_extras.nodes_stable3d.camera_embeddings`: the Zero123 camera vector packs append to a CLIP
 vision embedding."""
+
 from __future__ import annotations
 
 from typing import Any

@@ -4,6 +4,7 @@ It registers no node; it answers GET /packs_check/routes with every route the lo
 PromptServer.instance.routes: method, path and the file of its handler, so the harness can tell which pack
 owns which route (neither server has a route that says so).
 """
+
 import inspect
 
 from aiohttp import web
@@ -21,6 +22,9 @@ def _handler_file(handler) -> str:
 
 @PromptServer.instance.routes.get("/packs_check/routes")
 async def pack_routes(request: web.Request) -> web.Response:
-    routes = [{"method": r.method, "path": r.path, "file": _handler_file(r.handler)}
-              for r in PromptServer.instance.routes if isinstance(r, web.RouteDef)]
+    routes = [
+        {"method": r.method, "path": r.path, "file": _handler_file(r.handler)}
+        for r in PromptServer.instance.routes
+        if isinstance(r, web.RouteDef)
+    ]
     return web.json_response(routes)

@@ -1,5 +1,6 @@
 """Calls core node functions from its own node code and uses their tuples, as UltimateSDUpscale does
 (`VAEEncode().encode(...)`, `nodes.common_ksampler(...)`, `VAEDecode().decode(...)`, `SamplerCustom().sample`)."""
+
 import comfy_extras.nodes_custom_sampler
 
 import nodes
@@ -7,8 +8,15 @@ from nodes import VAEDecode, VAEEncode
 
 
 def _inputs():
-    return {"required": {"model": ("MODEL",), "vae": ("VAE",), "positive": ("CONDITIONING",),
-                         "negative": ("CONDITIONING",), "image": ("IMAGE",)}}
+    return {
+        "required": {
+            "model": ("MODEL",),
+            "vae": ("VAE",),
+            "positive": ("CONDITIONING",),
+            "negative": ("CONDITIONING",),
+            "image": ("IMAGE",),
+        }
+    }
 
 
 class RedrawSync:
@@ -22,8 +30,7 @@ class RedrawSync:
 
     def run(self, model, vae, positive, negative, image):
         (latent,) = VAEEncode().encode(vae, image)
-        samples = nodes.common_ksampler(model, 7, 4, 7.0, "euler", "normal", positive, negative, latent,
-                                        denoise=0.5)[0]
+        samples = nodes.common_ksampler(model, 7, 4, 7.0, "euler", "normal", positive, negative, latent, denoise=0.5)[0]
         return (VAEDecode().decode(vae, samples)[0],)
 
 
@@ -56,8 +63,9 @@ class RedrawAsync:
 
     async def run(self, model, vae, positive, negative, image):
         (latent,) = await VAEEncode().encode(vae, image)
-        (samples,) = await nodes.common_ksampler(model, 7, 4, 7.0, "euler", "normal", positive, negative, latent,
-                                                 denoise=0.5)
+        (samples,) = await nodes.common_ksampler(
+            model, 7, 4, 7.0, "euler", "normal", positive, negative, latent, denoise=0.5
+        )
         return ((await VAEDecode().decode(vae, samples))[0],)
 
 

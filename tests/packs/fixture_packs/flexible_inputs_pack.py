@@ -36,9 +36,16 @@ class FlexibleOptional(dict):
 class FlexiblePuter:
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {}, "optional": FlexibleOptional(ANY),
-                "hidden": {"unique_id": "UNIQUE_ID", "extra_pnginfo": "EXTRA_PNGINFO", "prompt": "PROMPT",
-                           "dynprompt": "DYNPROMPT"}}
+        return {
+            "required": {},
+            "optional": FlexibleOptional(ANY),
+            "hidden": {
+                "unique_id": "UNIQUE_ID",
+                "extra_pnginfo": "EXTRA_PNGINFO",
+                "prompt": "PROMPT",
+                "dynprompt": "DYNPROMPT",
+            },
+        }
 
     RETURN_TYPES = ("STRING",)
     FUNCTION = "main"
@@ -75,5 +82,8 @@ class PackFailureNode(TypeErrorNode):
         raise PackFailure(text, "the pack's own exception")
 
 
-NODE_CLASS_MAPPINGS = {"FlexiblePuter": FlexiblePuter, "TypeErrorNode": TypeErrorNode,
-                       "PackFailureNode": PackFailureNode}
+NODE_CLASS_MAPPINGS = {
+    "FlexiblePuter": FlexiblePuter,
+    "TypeErrorNode": TypeErrorNode,
+    "PackFailureNode": PackFailureNode,
+}

@@ -2,6 +2,7 @@
 that share the diffusion_models / text_encoders path lists and list only .gguf files; VideoHelperSuite adds
 a key whose paths are an empty tuple and, when an extra_model_paths.yaml made the key first, adds its
 extension to the set found there."""
+
 import folder_paths
 
 
@@ -25,8 +26,12 @@ if len(folder_paths.folder_names_and_paths["VHS_video_formats"][1]) == 0:
 class GGUFLikeLoader:
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"unet_name": (folder_paths.get_filename_list("unet_gguf"),),
-                             "format": (folder_paths.get_filename_list("VHS_video_formats"),)}}
+        return {
+            "required": {
+                "unet_name": (folder_paths.get_filename_list("unet_gguf"),),
+                "format": (folder_paths.get_filename_list("VHS_video_formats"),),
+            }
+        }
 
     RETURN_TYPES = ("STRING",)
     FUNCTION = "load"

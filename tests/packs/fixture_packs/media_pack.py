@@ -1,4 +1,5 @@
 """A pack whose node takes and gives VIDEO and AUDIO values (the objects of comfy_api's video types)."""
+
 import os
 
 

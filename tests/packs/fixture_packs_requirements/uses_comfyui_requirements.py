@@ -1,5 +1,6 @@
 """A pack as many are written: it imports at module level what ComfyUI's own requirements.txt installs,
 listing none of it (einops, PyAV, sentencepiece, kornia)."""
+
 import av
 import einops
 import kornia

@@ -2,6 +2,7 @@
 against real ComfyUI's custom-node API, so the API v2 client tests can run against the reference:
 comfy-api-proxy in front of real ComfyUI (scripts/api_v2_reference.py loads this file as a custom node).
 Same inputs, same files, same progress and previews as ours."""
+
 import os
 import shutil
 import time
@@ -22,6 +23,7 @@ class TNumber:
     @classmethod
     def INPUT_TYPES(cls):
         return {"required": {"value": ("INT", {"default": 1, "min": 0, "max": 1 << 30})}}
+
     RETURN_TYPES = ("INT",)
     FUNCTION = "run"
     CATEGORY = "test"
@@ -33,8 +35,14 @@ class TNumber:
 class TSlowSave:
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"value": ("INT", {}), "prefix": ("STRING", {"default": "slow"}),
-                             "seconds": ("FLOAT", {"default": 0.2})}}
+        return {
+            "required": {
+                "value": ("INT", {}),
+                "prefix": ("STRING", {"default": "slow"}),
+                "seconds": ("FLOAT", {"default": 0.2}),
+            }
+        }
+
     RETURN_TYPES = ()
     OUTPUT_NODE = True
     FUNCTION = "run"
@@ -51,9 +59,15 @@ class TSlowSave:
 class TStepSave(TSlowSave):
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"value": ("INT", {}), "prefix": ("STRING", {"default": "steps"}),
-                             "steps": ("INT", {"default": 4}), "seconds": ("FLOAT", {"default": 0.02})},
-                "optional": {"preview": ("BOOLEAN", {"default": False})}}
+        return {
+            "required": {
+                "value": ("INT", {}),
+                "prefix": ("STRING", {"default": "steps"}),
+                "steps": ("INT", {"default": 4}),
+                "seconds": ("FLOAT", {"default": 0.02}),
+            },
+            "optional": {"preview": ("BOOLEAN", {"default": False})},
+        }
 
     def run(self, value, prefix, steps, seconds, preview=False):
         bar = comfy.utils.ProgressBar(steps)
@@ -68,6 +82,7 @@ class TCopyInput:
     @classmethod
     def INPUT_TYPES(cls):
         return {"required": {"image": ("STRING", {}), "prefix": ("STRING", {"default": "copy"})}}
+
     RETURN_TYPES = ()
     OUTPUT_NODE = True
     FUNCTION = "run"
@@ -75,8 +90,9 @@ class TCopyInput:
 
     def run(self, image, prefix):
         name = f"{prefix}.png"
-        shutil.copyfile(folder_paths.get_annotated_filepath(image),
-                        os.path.join(folder_paths.get_output_directory(), name))
+        shutil.copyfile(
+            folder_paths.get_annotated_filepath(image), os.path.join(folder_paths.get_output_directory(), name)
+        )
         return {"ui": {"images": [{"filename": name, "subfolder": "", "type": "output"}]}}
 
 

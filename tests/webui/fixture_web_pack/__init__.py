@@ -1,5 +1,6 @@
 """A pack with a frontend extension: WEB_DIRECTORY JS that registers an extension and decorates this
 pack's node, which the web UI must load and show."""
+
 WEB_DIRECTORY = "./js"
 
 

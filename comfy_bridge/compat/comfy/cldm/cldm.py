@@ -1,6 +1,7 @@
 """`comfy.cldm.cldm`: the ControlNet model class names. They exist for imports, subclassing and isinstance
 checks; building one raises UnsupportedFeature (see comfy.ldm.model_classes): this backend loads and runs
 ControlNets in its own engine (ControlNetLoader / ControlNetApply)."""
+
 from __future__ import annotations
 
 from comfy_bridge.compat.comfy.ldm.model_classes import UnsupportedModel

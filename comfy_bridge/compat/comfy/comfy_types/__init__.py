@@ -1,5 +1,7 @@
 """`comfy.comfy_types`: node typing helpers."""
-from typing import Any, Callable, Optional, Protocol, TypedDict
+
+from collections.abc import Callable
+from typing import Any, Optional, Protocol, TypedDict
 
 from .node_typing import IO, CheckLazyMixin, ComfyNodeABC, FileLocator, InputTypeDict
 
@@ -9,10 +11,10 @@ class UnetApplyFunction(Protocol):
 
 
 class UnetApplyConds(TypedDict):
-    c_concat: Optional[Any]
-    c_crossattn: Optional[Any]
-    control: Optional[Any]
-    transformer_options: Optional[dict]
+    c_concat: Any | None
+    c_crossattn: Any | None
+    control: Any | None
+    transformer_options: dict | None
 
 
 class UnetParams(TypedDict):
@@ -24,5 +26,14 @@ class UnetParams(TypedDict):
 
 UnetWrapperFunction = Callable[[UnetApplyFunction, UnetParams], Any]
 
-__all__ = ["UnetWrapperFunction", "UnetApplyConds", "UnetParams", "UnetApplyFunction", "IO", "InputTypeDict",
-           "ComfyNodeABC", "CheckLazyMixin", "FileLocator"]
+__all__ = [
+    "UnetWrapperFunction",
+    "UnetApplyConds",
+    "UnetParams",
+    "UnetApplyFunction",
+    "IO",
+    "InputTypeDict",
+    "ComfyNodeABC",
+    "CheckLazyMixin",
+    "FileLocator",
+]

@@ -1,11 +1,10 @@
 """Type names and the V1 node base class that node packs annotate with (`comfy.comfy_types.node_typing`)."""
+
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from enum import Enum
-from typing import Any, Literal, TypedDict
-
-from typing_extensions import NotRequired
+from typing import Any, Literal, NotRequired, TypedDict
 
 
 class StrEnum(str, Enum):
@@ -15,6 +14,7 @@ class StrEnum(str, Enum):
 
 class IO(StrEnum):
     """Socket type names; ANY ("*") matches everything and comma lists match by overlap (via `!=`)."""
+
     STRING = "STRING"
     IMAGE = "IMAGE"
     MASK = "MASK"
@@ -114,6 +114,7 @@ class InputTypeDict(TypedDict, total=False):
 
 class ComfyNodeABC(ABC):
     """Base class V1 nodes may derive from (annotations only; INPUT_TYPES is the one required member)."""
+
     DESCRIPTION: str
     CATEGORY: str
     EXPERIMENTAL: bool
@@ -128,8 +129,7 @@ class ComfyNodeABC(ABC):
 
     @classmethod
     @abstractmethod
-    def INPUT_TYPES(s) -> InputTypeDict:
-        ...
+    def INPUT_TYPES(s) -> InputTypeDict: ...
 
 
 class CheckLazyMixin:

@@ -7,10 +7,12 @@ ComfyUI's: a generator seeded with `extra_args["seed"]` (Brownian tree for the S
 `noise_sampler`. sample_dpm_fast / sample_dpm_adaptive take the schedule's ends, as k-diffusion's do (their
 callback comes once per model evaluation / attempted step here). ddim and uni_pc are not k-diffusion functions.
 """
+
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -22,9 +24,21 @@ from nodes.sampling.noise import BrownianNoise, GaussianNoise
 from nodes.sampling.sampler_base import DENOISED, append_dims, half_log_snr, sigma_from_half_log_snr, to_d
 from nodes.sampling.samplers import SAMPLER_NAMES, SAMPLER_OPTIONS, configured_sampler
 
-__all__ = ["append_dims", "append_zero", "to_d", "sigma_to_half_log_snr", "half_log_snr_to_sigma",
-           "get_ancestral_step", "default_noise_sampler", "BrownianTreeNoiseSampler", "get_sigmas_karras",
-           "get_sigmas_exponential", "get_sigmas_polyexponential", "get_sigmas_vp", "get_sigmas_laplace"]
+__all__ = [
+    "append_dims",
+    "append_zero",
+    "to_d",
+    "sigma_to_half_log_snr",
+    "half_log_snr_to_sigma",
+    "get_ancestral_step",
+    "default_noise_sampler",
+    "BrownianTreeNoiseSampler",
+    "get_sigmas_karras",
+    "get_sigmas_exponential",
+    "get_sigmas_polyexponential",
+    "get_sigmas_vp",
+    "get_sigmas_laplace",
+]
 
 # k-diffusion options our samplers do not take, and the value at which ComfyUI's result does not depend on them.
 _NEUTRAL = {"s_churn": 0.0, "s_tmin": 0.0, "s_tmax": math.inf, "s_noise": 1.0, "eta": 0.0}
@@ -40,18 +54,21 @@ def get_sigmas_exponential(n: int, sigma_min: float, sigma_max: float, device: A
     return schedules.exponential(n, sigma_min, sigma_max).to(device)
 
 
-def get_sigmas_polyexponential(n: int, sigma_min: float, sigma_max: float, rho: float = 1.0,
-                               device: Any = "cpu") -> Tensor:
+def get_sigmas_polyexponential(
+    n: int, sigma_min: float, sigma_max: float, rho: float = 1.0, device: Any = "cpu"
+) -> Tensor:
     return schedules.polyexponential(n, sigma_min, sigma_max, rho).to(device)
 
 
-def get_sigmas_vp(n: int, beta_d: float = 19.9, beta_min: float = 0.1, eps_s: float = 1e-3,
-                  device: Any = "cpu") -> Tensor:
+def get_sigmas_vp(
+    n: int, beta_d: float = 19.9, beta_min: float = 0.1, eps_s: float = 1e-3, device: Any = "cpu"
+) -> Tensor:
     return schedules.vp(n, beta_d, beta_min, eps_s).to(device)
 
 
-def get_sigmas_laplace(n: int, sigma_min: float, sigma_max: float, mu: float = 0.0, beta: float = 0.5,
-                       device: Any = "cpu") -> Tensor:
+def get_sigmas_laplace(
+    n: int, sigma_min: float, sigma_max: float, mu: float = 0.0, beta: float = 0.5, device: Any = "cpu"
+) -> Tensor:
     return schedules.laplace(n, sigma_min, sigma_max, mu, beta).to(device)
 
 
@@ -72,8 +89,8 @@ def get_ancestral_step(sigma_from: Any, sigma_to: Any, eta: float = 1.0) -> tupl
     """(sigma_down, sigma_up): k-diffusion's split of a step into a deterministic part and fresh noise."""
     if not eta:
         return sigma_to, 0.0
-    sigma_up = min(sigma_to, eta * (sigma_to ** 2 * (sigma_from ** 2 - sigma_to ** 2) / sigma_from ** 2) ** 0.5)
-    return (sigma_to ** 2 - sigma_up ** 2) ** 0.5, sigma_up
+    sigma_up = min(sigma_to, eta * (sigma_to**2 * (sigma_from**2 - sigma_to**2) / sigma_from**2) ** 0.5)
+    return (sigma_to**2 - sigma_up**2) ** 0.5, sigma_up
 
 
 def default_noise_sampler(x: Tensor, seed: int | None = None) -> Callable[[Tensor, Tensor], Tensor]:
@@ -86,12 +103,19 @@ def default_noise_sampler(x: Tensor, seed: int | None = None) -> Callable[[Tenso
 class BrownianTreeNoiseSampler:
     """Unit-variance Brownian increments over sigma in [sigma_min, sigma_max] (our BrownianNoise)."""
 
-    def __init__(self, x: Tensor, sigma_min: Any, sigma_max: Any, seed: int | None = None, transform: Any = None,
-                 cpu: bool = False) -> None:
+    def __init__(
+        self,
+        x: Tensor,
+        sigma_min: Any,
+        sigma_max: Any,
+        seed: int | None = None,
+        transform: Any = None,
+        cpu: bool = False,
+    ) -> None:
         if transform is not None:
             raise UnsupportedFeature("BrownianTreeNoiseSampler(transform=...)", "only sigma itself is supported")
         if seed is None:
-            seed = int(torch.randint(0, 2 ** 63 - 1, []).item())
+            seed = int(torch.randint(0, 2**63 - 1, []).item())
         ends = torch.stack([torch.as_tensor(sigma_max), torch.as_tensor(sigma_min)]).float()
         self._noise = BrownianNoise(x, ends, seed, on_device=not cpu)
 
@@ -145,8 +169,10 @@ def _model_sampling(model: Any) -> ModelSampling | None:
 
 def _ours(model_sampling: Any) -> ModelSampling:
     if not isinstance(model_sampling, ModelSampling):
-        raise UnsupportedFeature("comfy.k_diffusion.sampling with ComfyUI's model_sampling objects",
-                                 "pass this backend's (a MODEL's get_model_object('model_sampling') gives it)")
+        raise UnsupportedFeature(
+            "comfy.k_diffusion.sampling with ComfyUI's model_sampling objects",
+            "pass this backend's (a MODEL's get_model_object('model_sampling') gives it)",
+        )
     return model_sampling
 
 
@@ -157,13 +183,22 @@ def _settings(name: str, options: dict) -> dict:
         if key in SAMPLER_OPTIONS and hasattr(probe, key):
             ours[key] = value
         elif key not in _NEUTRAL or value != _NEUTRAL[key]:
-            raise UnsupportedFeature(f"comfy.k_diffusion.sampling.sample_{name}({key}={value!r})",
-                                     "this sampler takes no such setting here")
+            raise UnsupportedFeature(
+                f"comfy.k_diffusion.sampling.sample_{name}({key}={value!r})", "this sampler takes no such setting here"
+            )
     return ours
 
 
-def _run(name: str, model: Callable[..., Tensor], x: Tensor, sigmas: Tensor, extra_args: dict | None,
-         callback: Callable[[dict], Any] | None, noise_sampler: Callable | None, options: dict) -> Tensor:
+def _run(
+    name: str,
+    model: Callable[..., Tensor],
+    x: Tensor,
+    sigmas: Tensor,
+    extra_args: dict | None,
+    callback: Callable[[dict], Any] | None,
+    noise_sampler: Callable | None,
+    options: dict,
+) -> Tensor:
     sampler = configured_sampler(name, _settings(name, options))
     extra_args = extra_args or {}
     bound = _BoundModel(model, extra_args, sampler.cfg_pp)
@@ -175,7 +210,7 @@ def _run(name: str, model: Callable[..., Tensor], x: Tensor, sigmas: Tensor, ext
         noise = _PackNoise(default_noise_sampler(x))
     else:
         if seed is None:
-            seed = int(torch.randint(0, 2 ** 63 - 1, []).item())
+            seed = int(torch.randint(0, 2**63 - 1, []).item())
         noise = sampler.make_noise(seed, x, sigmas, state)
     ms = _model_sampling(model)
     i = 0
@@ -183,26 +218,43 @@ def _run(name: str, model: Callable[..., Tensor], x: Tensor, sigmas: Tensor, ext
         x_in = x
         x = sampler.step(bound, x, sigmas, i, state, noise, model_sampling=ms)
         if callback is not None:
-            sigma = sigmas[min(i, len(sigmas) - 1)]   # dpm_adaptive takes more steps than its two sigmas
+            sigma = sigmas[min(i, len(sigmas) - 1)]  # dpm_adaptive takes more steps than its two sigmas
             callback({"x": x_in, "i": i, "sigma": sigma, "sigma_hat": sigma, "denoised": state[DENOISED]})
         i += 1
     return x
 
 
 def _function(name: str) -> Callable[..., Tensor]:
-    def sample(model: Callable[..., Tensor], x: Tensor, sigmas: Tensor, extra_args: dict | None = None,
-               callback: Callable[[dict], Any] | None = None, disable: bool | None = None,
-               noise_sampler: Callable | None = None, **options: Any) -> Tensor:
+    def sample(
+        model: Callable[..., Tensor],
+        x: Tensor,
+        sigmas: Tensor,
+        extra_args: dict | None = None,
+        callback: Callable[[dict], Any] | None = None,
+        disable: bool | None = None,
+        noise_sampler: Callable | None = None,
+        **options: Any,
+    ) -> Tensor:
         return _run(name, model, x, sigmas, extra_args, callback, noise_sampler, options)
+
     sample.__name__ = sample.__qualname__ = f"sample_{name}"
     sample.__doc__ = f"k-diffusion's sample_{name}, run by this backend's {name!r} sampler."
     return sample
 
 
-def sample_dpm_fast(model: Callable[..., Tensor], x: Tensor, sigma_min: Any, sigma_max: Any, n: int,
-                    extra_args: dict | None = None, callback: Callable[[dict], Any] | None = None,
-                    disable: bool | None = None, eta: float = 0.0, s_noise: float = 1.0,
-                    noise_sampler: Callable | None = None) -> Tensor:
+def sample_dpm_fast(
+    model: Callable[..., Tensor],
+    x: Tensor,
+    sigma_min: Any,
+    sigma_max: Any,
+    n: int,
+    extra_args: dict | None = None,
+    callback: Callable[[dict], Any] | None = None,
+    disable: bool | None = None,
+    eta: float = 0.0,
+    s_noise: float = 1.0,
+    noise_sampler: Callable | None = None,
+) -> Tensor:
     """DPM-Solver-fast from sigma_max to sigma_min in n model evaluations."""
     if sigma_min <= 0 or sigma_max <= 0:
         raise ValueError("sigma_min and sigma_max must not be 0")
@@ -211,16 +263,26 @@ def sample_dpm_fast(model: Callable[..., Tensor], x: Tensor, sigma_min: Any, sig
     return _run("dpm_fast", model, x, sigmas, extra_args, callback, noise_sampler, {"eta": eta, "s_noise": s_noise})
 
 
-def sample_dpm_adaptive(model: Callable[..., Tensor], x: Tensor, sigma_min: Any, sigma_max: Any,
-                        extra_args: dict | None = None, callback: Callable[[dict], Any] | None = None,
-                        disable: bool | None = None, noise_sampler: Callable | None = None,
-                        return_info: bool = False, **options: Any) -> Tensor:
+def sample_dpm_adaptive(
+    model: Callable[..., Tensor],
+    x: Tensor,
+    sigma_min: Any,
+    sigma_max: Any,
+    extra_args: dict | None = None,
+    callback: Callable[[dict], Any] | None = None,
+    disable: bool | None = None,
+    noise_sampler: Callable | None = None,
+    return_info: bool = False,
+    **options: Any,
+) -> Tensor:
     """DPM-Solver-12 / 23 with adaptive steps from sigma_max to sigma_min."""
     if sigma_min <= 0 or sigma_max <= 0:
         raise ValueError("sigma_min and sigma_max must not be 0")
     if return_info:
-        raise UnsupportedFeature("comfy.k_diffusion.sampling.sample_dpm_adaptive(return_info=True)",
-                                 "the solver's step statistics are not kept")
+        raise UnsupportedFeature(
+            "comfy.k_diffusion.sampling.sample_dpm_adaptive(return_info=True)",
+            "the solver's step statistics are not kept",
+        )
     sigmas = torch.tensor([float(sigma_max), float(sigma_min)])
     return _run("dpm_adaptive", model, x, sigmas, extra_args, callback, noise_sampler, options)
 

@@ -1,8 +1,10 @@
 """`comfy.k_diffusion.utils`: k-diffusion's small helpers packs import (append_dims, n_params, FolderOfImages)."""
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from PIL import Image
 from torch import nn

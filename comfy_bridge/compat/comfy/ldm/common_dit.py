@@ -1,4 +1,5 @@
 """`comfy.ldm.common_dit`: padding to the patch size and RMS norm, shared by the DiT models."""
+
 from __future__ import annotations
 
 import torch

@@ -2,6 +2,7 @@
 AutoencoderKL, ...). The names exist so those imports, subclasses and checks work; building one raises
 UnsupportedFeature, because this backend runs its models in its own engine: a pack cannot construct or
 rebuild ComfyUI's in-process model objects here."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -10,8 +11,10 @@ from torch import nn
 
 from comfy_bridge.packs.origin import UnsupportedFeature
 
-WHY = ("Comfy Cluster runs models in its own engine and has no ComfyUI in-process model objects for a pack to "
-       "build, rebuild or patch")
+WHY = (
+    "Comfy Cluster runs models in its own engine and has no ComfyUI in-process model objects for a pack to "
+    "build, rebuild or patch"
+)
 
 
 COMPAT_PREFIX = "comfy_bridge.compat."
@@ -32,5 +35,9 @@ class UnsupportedModel(nn.Module):
             cls.comfy_name = f"{cls.__module__.removeprefix(COMPAT_PREFIX)}.{cls.__qualname__}"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        raise UnsupportedFeature(type(self).comfy_name if type(self).__dict__.get("comfy_name") else
-                                 f"{type(self).comfy_name} (subclass {type(self).__qualname__})", WHY)
+        raise UnsupportedFeature(
+            type(self).comfy_name
+            if type(self).__dict__.get("comfy_name")
+            else f"{type(self).comfy_name} (subclass {type(self).__qualname__})",
+            WHY,
+        )

@@ -1,4 +1,5 @@
 """`comfy.ldm.util`: the small helpers of the original latent-diffusion code that packs import."""
+
 from __future__ import annotations
 
 import importlib
@@ -36,7 +37,7 @@ def mean_flat(tensor: torch.Tensor) -> torch.Tensor:
 def count_params(model: torch.nn.Module, verbose: bool = False) -> int:
     total = sum(p.numel() for p in model.parameters())
     if verbose:
-        print(f"{model.__class__.__name__} has {total * 1.e-6:.2f} M params.")
+        print(f"{model.__class__.__name__} has {total * 1.0e-6:.2f} M params.")
     return total
 
 

@@ -2,6 +2,7 @@
 a small in-process model packs load for previews. Parameter names and layout are ComfyUI's (encoder.N /
 decoder.N), so its weight files load; frames are processed with per-block memory of the previous frame
 (MemBlock), pooled in time on the way in (TPool) and grown in time on the way out (TGrow)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -99,6 +100,7 @@ def _sequential(model: nn.Sequential, x: torch.Tensor, show_progress_bar: bool) 
         out.append(frame)
 
     from comfy_bridge.compat.comfy.utils import ProgressBar
+
     bar = ProgressBar(x.shape[1]) if show_progress_bar else None
     for t in range(x.shape[1]):
         carry(x[:, t], 0)
@@ -107,8 +109,9 @@ def _sequential(model: nn.Sequential, x: torch.Tensor, show_progress_bar: bool) 
     return torch.stack(out, 1)
 
 
-def apply_model_with_memblocks(model: nn.Sequential, x: torch.Tensor, parallel: bool,
-                               show_progress_bar: bool) -> torch.Tensor:
+def apply_model_with_memblocks(
+    model: nn.Sequential, x: torch.Tensor, parallel: bool, show_progress_bar: bool
+) -> torch.Tensor:
     """Run a TAEHV encoder or decoder on frames [B, T, C, H, W] -> [B, T', C', H', W']; parallel and
     sequential give the same frames (parallel is faster, sequential holds one frame per block)."""
     return _parallel(model, x) if parallel else _sequential(model, x, show_progress_bar)
@@ -120,10 +123,16 @@ class TAEHV(nn.Module):
     time scaled at every level). encode takes [B, 3, T, H, W] in [0, 1]-ish pixel space, decode latents
     [B, C, T, h, w] (or [B, T, C, h, w], or [T, C, h, w])."""
 
-    def __init__(self, latent_channels: int, parallel: bool = False,
-                 encoder_time_downscale: tuple = (True, True, False), decoder_time_upscale: tuple = (False, True, True),
-                 decoder_space_upscale: tuple = (True, True, True), latent_format: Any = None,
-                 show_progress_bar: bool = False):
+    def __init__(
+        self,
+        latent_channels: int,
+        parallel: bool = False,
+        encoder_time_downscale: tuple = (True, True, False),
+        decoder_time_upscale: tuple = (False, True, True),
+        decoder_space_upscale: tuple = (True, True, True),
+        latent_format: Any = None,
+        show_progress_bar: bool = False,
+    ):
         super().__init__()
         self.image_channels, self.latent_channels, self.parallel = 3, latent_channels, parallel
         self.latent_format = latent_format
@@ -134,18 +143,25 @@ class TAEHV(nn.Module):
         if latent_channels == 128:
             encoder_time_downscale = decoder_time_upscale = (True, True, True)
         act = nn.LeakyReLU(0.2, inplace=True) if latent_channels == 32 else nn.ReLU(inplace=True)
-        pixels = self.image_channels * self.patch_size ** 2
+        pixels = self.image_channels * self.patch_size**2
         enc: list[nn.Module] = [conv(pixels, 64), act]
         for pool in encoder_time_downscale:
-            enc += [TPool(64, 2 if pool else 1), conv(64, 64, stride=2, bias=False),
-                    *(MemBlock(64, 64, act) for _ in range(3))]
+            enc += [
+                TPool(64, 2 if pool else 1),
+                conv(64, 64, stride=2, bias=False),
+                *(MemBlock(64, 64, act) for _ in range(3)),
+            ]
         self.encoder = nn.Sequential(*enc, conv(64, latent_channels))
         widths = [256, 128, 64, 64]
         dec: list[nn.Module] = [Clamp(), conv(latent_channels, widths[0]), act]
         for level, (grow, up) in enumerate(zip(decoder_time_upscale, decoder_space_upscale)):
             n = widths[level]
-            dec += [*(MemBlock(n, n, act) for _ in range(3)), nn.Upsample(scale_factor=2 if up else 1),
-                    TGrow(n, 2 if grow else 1), conv(n, widths[level + 1], bias=False)]
+            dec += [
+                *(MemBlock(n, n, act) for _ in range(3)),
+                nn.Upsample(scale_factor=2 if up else 1),
+                TGrow(n, 2 if grow else 1),
+                conv(n, widths[level + 1], bias=False),
+            ]
         self.decoder = nn.Sequential(*dec, act, conv(widths[3], pixels))
         self.t_downscale = 2 ** sum(isinstance(m, TPool) and m.stride == 2 for m in self.encoder)
         self.t_upscale = 2 ** sum(isinstance(m, TGrow) and m.stride == 2 for m in self.decoder)
@@ -153,11 +169,11 @@ class TAEHV(nn.Module):
         self.show_progress_bar = show_progress_bar
 
     def encode(self, x: torch.Tensor, **kwargs: Any) -> torch.Tensor:
-        x = x.movedim(2, 1)   # [B, C, T, H, W] -> [B, T, C, H, W]
+        x = x.movedim(2, 1)  # [B, C, T, H, W] -> [B, T, C, H, W]
         if self.patch_size > 1:
             x = F.pixel_unshuffle(x.flatten(0, 1), self.patch_size).unflatten(0, x.shape[:2])
         short = -x.shape[1] % self.t_downscale
-        if short:   # the last frame repeated up to a whole number of pooled frames
+        if short:  # the last frame repeated up to a whole number of pooled frames
             x = torch.cat([x, x[:, -1:].repeat_interleave(short, dim=1)], 1)
         x = apply_model_with_memblocks(self.encoder, x, self.parallel, self.show_progress_bar)
         return self.process_out(x.movedim(2, 1))
@@ -166,9 +182,10 @@ class TAEHV(nn.Module):
         if x.ndim == 4:
             x = x.unsqueeze(0)
         if x.shape[1] != self.latent_channels:
-            x = x.movedim(1, 2)   # [B, T, C, H, W] -> [B, C, T, H, W]
-        x = apply_model_with_memblocks(self.decoder, self.process_in(x).movedim(2, 1), self.parallel,
-                                       self.show_progress_bar)
+            x = x.movedim(1, 2)  # [B, T, C, H, W] -> [B, C, T, H, W]
+        x = apply_model_with_memblocks(
+            self.decoder, self.process_in(x).movedim(2, 1), self.parallel, self.show_progress_bar
+        )
         if self.patch_size > 1:
             x = F.pixel_shuffle(x, self.patch_size)
-        return x[:, self.frames_to_trim:].movedim(2, 1)
+        return x[:, self.frames_to_trim :].movedim(2, 1)

@@ -1,5 +1,6 @@
 """`comfy.taesd.taesd`: the Tiny AutoEncoder's layers, which compute as ComfyUI's (packs build their own
 TAESD-style decoders from them); the TAESD wrapper class runs on the executors (latent previews)."""
+
 from __future__ import annotations
 
 import torch
@@ -46,8 +47,7 @@ def Decoder(latent_channels: int = 4) -> nn.Sequential:
     """Latent -> image: soft clamp, a conv, three 2x-upsampling stages of three Blocks, then to RGB."""
     layers: list[nn.Module] = [Clamp(), conv(latent_channels, 64), nn.ReLU()]
     for _ in range(3):
-        layers += [Block(64, 64), Block(64, 64), Block(64, 64), nn.Upsample(scale_factor=2),
-                   conv(64, 64, bias=False)]
+        layers += [Block(64, 64), Block(64, 64), Block(64, 64), nn.Upsample(scale_factor=2), conv(64, 64, bias=False)]
     return nn.Sequential(*layers, Block(64, 64), conv(64, 3))
 
 

@@ -2,6 +2,7 @@
 a CLIP's encoder against them; building an encoder refuses: text encoders run on the executors, and a CLIP here
 is a reference to its weights (encode with CLIP.encode_from_tokens / nodes.CLIPTextEncode). The tokenizers are
 real (comfy.tokenizers)."""
+
 from __future__ import annotations
 
 from typing import Any

@@ -1,4 +1,5 @@
 """`comfy_api.latest`: io (V3 schemas), ui, ComfyExtension and the ComfyAPI execution helpers."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -6,15 +7,27 @@ from typing import Any
 from comfy_bridge.compat.comfy_api.latest import _io as io
 from comfy_bridge.compat.comfy_api.latest import _ui as ui
 from comfy_bridge.compat.comfy_api.latest._io import ComfyExtension
-from comfy_bridge.compat.comfy_api.latest._types import (MESH, VOXEL, AudioInput, ImageInput, LatentInput,
-                                                         MaskInput, VideoCodec, VideoComponents, VideoContainer,
-                                                         VideoFromComponents, VideoFromFile, VideoInput)
+from comfy_bridge.compat.comfy_api.latest._types import (
+    MESH,
+    VOXEL,
+    AudioInput,
+    ImageInput,
+    LatentInput,
+    MaskInput,
+    VideoCodec,
+    VideoComponents,
+    VideoContainer,
+    VideoFromComponents,
+    VideoFromFile,
+    VideoInput,
+)
 from comfy_bridge.execution.node_context import get_executing_context
 from comfy_bridge.execution.progress_state import get_progress_state
 
 
-def _set_progress(value: float, max_value: float, node_id: str | None, preview_image: Any,
-                  ignore_size_limit: bool) -> None:
+def _set_progress(
+    value: float, max_value: float, node_id: str | None, preview_image: Any, ignore_size_limit: bool
+) -> None:
     """Update the node's progress (a `progress_state` message, plus a preview for clients that take them)."""
     context = get_executing_context()
     if node_id is None and context is not None:
@@ -23,8 +36,9 @@ def _set_progress(value: float, max_value: float, node_id: str | None, preview_i
         raise ValueError("node_id must be provided if not in executing context")
     image = preview_image
     if image is not None and not isinstance(image, tuple):
-        from PIL import Image
         import numpy as np
+        from PIL import Image
+
         if not isinstance(image, Image.Image):  # a [B,H,W,C] / [H,W,C] float tensor
             tensor = image[0] if len(image.shape) == 4 else image
             image = Image.fromarray(np.clip(tensor.cpu().numpy() * 255, 0, 255).astype(np.uint8))
@@ -34,17 +48,25 @@ def _set_progress(value: float, max_value: float, node_id: str | None, preview_i
 
 def _register_replacement(node_replace: io.NodeReplace) -> None:
     from comfy_bridge.node_replace import node_replace_manager
+
     node_replace_manager().register(node_replace)
 
 
 class ComfyAPI:
     """`api = ComfyAPI(); await api.execution.set_progress(value=..., max_value=...)`;
     `await api.node_replacement.register(io.NodeReplace(...))` (from an extension's on_load)."""
+
     VERSION = "latest"
 
     class Execution:
-        async def set_progress(self, value: float, max_value: float, node_id: str | None = None,
-                               preview_image: Any = None, ignore_size_limit: bool = False) -> None:
+        async def set_progress(
+            self,
+            value: float,
+            max_value: float,
+            node_id: str | None = None,
+            preview_image: Any = None,
+            ignore_size_limit: bool = False,
+        ) -> None:
             _set_progress(value, max_value, node_id, preview_image, ignore_size_limit)
 
     class NodeReplacement:
@@ -58,11 +80,18 @@ class ComfyAPI:
 
 class ComfyAPISync:
     """The same API for sync node code."""
+
     VERSION = "latest"
 
     class Execution:
-        def set_progress(self, value: float, max_value: float, node_id: str | None = None,
-                         preview_image: Any = None, ignore_size_limit: bool = False) -> None:
+        def set_progress(
+            self,
+            value: float,
+            max_value: float,
+            node_id: str | None = None,
+            preview_image: Any = None,
+            ignore_size_limit: bool = False,
+        ) -> None:
             _set_progress(value, max_value, node_id, preview_image, ignore_size_limit)
 
     class NodeReplacement:
@@ -76,6 +105,7 @@ class ComfyAPISync:
 
 class Input:
     """The value types nodes receive: IMAGE / MASK tensors, AUDIO and LATENT dicts, VIDEO objects."""
+
     Image = ImageInput
     Audio = AudioInput
     Mask = MaskInput
@@ -85,6 +115,7 @@ class Input:
 
 class InputImpl:
     """The VIDEO implementations: a file (path or BytesIO) or frames in memory."""
+
     VideoFromFile = VideoFromFile
     VideoFromComponents = VideoFromComponents
 
@@ -102,5 +133,16 @@ ComfyAPI_latest = ComfyAPI
 IO = io
 UI = ui
 
-__all__ = ["ComfyAPI", "ComfyAPISync", "ComfyExtension", "io", "ui", "IO", "UI", "comfy_io", "Input", "InputImpl",
-           "Types"]
+__all__ = [
+    "ComfyAPI",
+    "ComfyAPISync",
+    "ComfyExtension",
+    "io",
+    "ui",
+    "IO",
+    "UI",
+    "comfy_io",
+    "Input",
+    "InputImpl",
+    "Types",
+]

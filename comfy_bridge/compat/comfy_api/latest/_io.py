@@ -3,6 +3,7 @@
 A V3 node class also answers the V1 attribute names (INPUT_TYPES, RETURN_TYPES, FUNCTION, ...) so the
 engine and the registry treat both generations alike.
 """
+
 from __future__ import annotations
 
 import copy
@@ -47,61 +48,117 @@ def prune_dict(d: dict) -> dict:
 
 
 class RemoteOptions:
-    def __init__(self, route: str, refresh_button: bool, control_after_refresh: Literal["first", "last"] = "first",
-                 timeout: int | None = None, max_retries: int | None = None, refresh: int | None = None):
+    def __init__(
+        self,
+        route: str,
+        refresh_button: bool,
+        control_after_refresh: Literal["first", "last"] = "first",
+        timeout: int | None = None,
+        max_retries: int | None = None,
+        refresh: int | None = None,
+    ):
         self.route, self.refresh_button, self.control_after_refresh = route, refresh_button, control_after_refresh
         self.timeout, self.max_retries, self.refresh = timeout, max_retries, refresh
 
     def as_dict(self) -> dict:
-        return prune_dict({"route": self.route, "refresh_button": self.refresh_button,
-                           "control_after_refresh": self.control_after_refresh, "timeout": self.timeout,
-                           "max_retries": self.max_retries, "refresh": self.refresh})
+        return prune_dict(
+            {
+                "route": self.route,
+                "refresh_button": self.refresh_button,
+                "control_after_refresh": self.control_after_refresh,
+                "timeout": self.timeout,
+                "max_retries": self.max_retries,
+                "refresh": self.refresh,
+            }
+        )
 
 
 class RemoteItemSchema:
     """How a rich remote combo maps each fetched object to a dropdown item (dot-path field names)."""
 
-    def __init__(self, value_field: str, label_field: str, preview_url_field: str | None = None,
-                 preview_type: Literal["image", "video", "audio"] = "image", description_field: str | None = None,
-                 search_fields: list[str] | None = None):
+    def __init__(
+        self,
+        value_field: str,
+        label_field: str,
+        preview_url_field: str | None = None,
+        preview_type: Literal["image", "video", "audio"] = "image",
+        description_field: str | None = None,
+        search_fields: list[str] | None = None,
+    ):
         if preview_type not in ("image", "video", "audio"):
-            raise ValueError(f"RemoteItemSchema: 'preview_type' must be 'image', 'video', or 'audio'; got {preview_type!r}.")
+            raise ValueError(
+                f"RemoteItemSchema: 'preview_type' must be 'image', 'video', or 'audio'; got {preview_type!r}."
+            )
         for name in search_fields or []:
             if "{" in name or "}" in name:
-                raise ValueError(f"RemoteItemSchema: 'search_fields' must be dot-paths, not template strings (got {name!r}).")
+                raise ValueError(
+                    f"RemoteItemSchema: 'search_fields' must be dot-paths, not template strings (got {name!r})."
+                )
         self.value_field, self.label_field, self.preview_url_field = value_field, label_field, preview_url_field
         self.preview_type, self.description_field, self.search_fields = preview_type, description_field, search_fields
 
     def as_dict(self) -> dict:
-        return prune_dict({"value_field": self.value_field, "label_field": self.label_field,
-                           "preview_url_field": self.preview_url_field, "preview_type": self.preview_type,
-                           "description_field": self.description_field, "search_fields": self.search_fields})
+        return prune_dict(
+            {
+                "value_field": self.value_field,
+                "label_field": self.label_field,
+                "preview_url_field": self.preview_url_field,
+                "preview_type": self.preview_type,
+                "description_field": self.description_field,
+                "search_fields": self.search_fields,
+            }
+        )
 
 
 class RemoteComboOptions:
     """A rich remote combo (previews, search); given to Combo.Input as `remote_combo=`."""
 
-    def __init__(self, route: str, item_schema: RemoteItemSchema, refresh_button: bool = True,
-                 auto_select: Literal["first", "last"] | None = None, timeout: int | None = None,
-                 max_retries: int | None = None, refresh: int | None = None, response_key: str | None = None):
+    def __init__(
+        self,
+        route: str,
+        item_schema: RemoteItemSchema,
+        refresh_button: bool = True,
+        auto_select: Literal["first", "last"] | None = None,
+        timeout: int | None = None,
+        max_retries: int | None = None,
+        refresh: int | None = None,
+        response_key: str | None = None,
+    ):
         if auto_select is not None and auto_select not in ("first", "last"):
-            raise ValueError(f"RemoteComboOptions: 'auto_select' must be 'first', 'last', or None; got {auto_select!r}.")
+            raise ValueError(
+                f"RemoteComboOptions: 'auto_select' must be 'first', 'last', or None; got {auto_select!r}."
+            )
         if refresh is not None and 0 < refresh < 128:
-            raise ValueError(f"RemoteComboOptions: 'refresh' must be >= 128 (ms TTL) or <= 0 (cache never expires); got {refresh}.")
+            raise ValueError(
+                f"RemoteComboOptions: 'refresh' must be >= 128 (ms TTL) or <= 0 (cache never expires); got {refresh}."
+            )
         if timeout is not None and timeout < 0:
             raise ValueError(f"RemoteComboOptions: 'timeout' must be >= 0 (got {timeout}).")
         if max_retries is not None and max_retries < 0:
             raise ValueError(f"RemoteComboOptions: 'max_retries' must be >= 0 (got {max_retries}).")
         if not route.startswith("/"):
             raise ValueError(f"RemoteComboOptions: 'route' must be a relative path starting with '/'; got {route!r}.")
-        self.route, self.item_schema, self.refresh_button, self.auto_select = route, item_schema, refresh_button, auto_select
+        self.route, self.item_schema, self.refresh_button, self.auto_select = (
+            route,
+            item_schema,
+            refresh_button,
+            auto_select,
+        )
         self.timeout, self.max_retries, self.refresh, self.response_key = timeout, max_retries, refresh, response_key
 
     def as_dict(self) -> dict:
-        return prune_dict({"route": self.route, "item_schema": self.item_schema.as_dict(),
-                           "refresh_button": self.refresh_button, "auto_select": self.auto_select,
-                           "timeout": self.timeout, "max_retries": self.max_retries, "refresh": self.refresh,
-                           "response_key": self.response_key})
+        return prune_dict(
+            {
+                "route": self.route,
+                "item_schema": self.item_schema.as_dict(),
+                "refresh_button": self.refresh_button,
+                "auto_select": self.auto_select,
+                "timeout": self.timeout,
+                "max_retries": self.max_retries,
+                "refresh": self.refresh,
+                "response_key": self.response_key,
+            }
+        )
 
 
 class _StringIOType(str):
@@ -125,11 +182,20 @@ class _ComfyType:
 
 class Input:
     """One input of a V3 schema."""
+
     Parent: type | None = None
 
-    def __init__(self, id: str, display_name: str | None = None, optional: bool = False, tooltip: str | None = None,
-                 lazy: bool | None = None, extra_dict: dict | None = None, raw_link: bool | None = None,
-                 advanced: bool | None = None):
+    def __init__(
+        self,
+        id: str,
+        display_name: str | None = None,
+        optional: bool = False,
+        tooltip: str | None = None,
+        lazy: bool | None = None,
+        extra_dict: dict | None = None,
+        raw_link: bool | None = None,
+        advanced: bool | None = None,
+    ):
         self.id, self.display_name, self.optional, self.tooltip, self.lazy = id, display_name, optional, tooltip, lazy
         self.extra_dict = extra_dict if extra_dict is not None else {}
         self.rawLink, self.advanced = raw_link, advanced
@@ -143,14 +209,21 @@ class Input:
         return self.Parent.Type
 
     def as_dict(self) -> dict:
-        return prune_dict({"display_name": self.display_name, "optional": self.optional, "tooltip": self.tooltip,
-                           "lazy": self.lazy, "rawLink": self.rawLink, "advanced": self.advanced}) \
-            | prune_dict(self.extra_dict)
+        return prune_dict(
+            {
+                "display_name": self.display_name,
+                "optional": self.optional,
+                "tooltip": self.tooltip,
+                "lazy": self.lazy,
+                "rawLink": self.rawLink,
+                "advanced": self.advanced,
+            }
+        ) | prune_dict(self.extra_dict)
 
     def get_io_type(self) -> Any:
         return _StringIOType(self.io_type)
 
-    def get_all(self) -> list["Input"]:
+    def get_all(self) -> list[Input]:
         """This input and those nested in it (dynamic inputs carry more)."""
         return [self]
 
@@ -159,16 +232,38 @@ class Input:
 
 
 class WidgetInput(Input):
-    def __init__(self, id: str, display_name: str | None = None, optional: bool = False, tooltip: str | None = None,
-                 lazy: bool | None = None, default: Any = None, socketless: bool | None = None,
-                 widget_type: str | None = None, force_input: bool | None = None, extra_dict: dict | None = None,
-                 raw_link: bool | None = None, advanced: bool | None = None):
+    def __init__(
+        self,
+        id: str,
+        display_name: str | None = None,
+        optional: bool = False,
+        tooltip: str | None = None,
+        lazy: bool | None = None,
+        default: Any = None,
+        socketless: bool | None = None,
+        widget_type: str | None = None,
+        force_input: bool | None = None,
+        extra_dict: dict | None = None,
+        raw_link: bool | None = None,
+        advanced: bool | None = None,
+    ):
         super().__init__(id, display_name, optional, tooltip, lazy, extra_dict, raw_link, advanced)
-        self.default, self.socketless, self.widget_type, self.force_input = default, socketless, widget_type, force_input
+        self.default, self.socketless, self.widget_type, self.force_input = (
+            default,
+            socketless,
+            widget_type,
+            force_input,
+        )
 
     def as_dict(self) -> dict:
-        return super().as_dict() | prune_dict({"default": self.default, "socketless": self.socketless,
-                                               "widgetType": self.widget_type, "forceInput": self.force_input})
+        return super().as_dict() | prune_dict(
+            {
+                "default": self.default,
+                "socketless": self.socketless,
+                "widgetType": self.widget_type,
+                "forceInput": self.force_input,
+            }
+        )
 
     def get_io_type(self) -> Any:
         return self.widget_type if self.widget_type is not None else super().get_io_type()
@@ -177,8 +272,13 @@ class WidgetInput(Input):
 class Output:
     Parent: type | None = None
 
-    def __init__(self, id: str | None = None, display_name: str | None = None, tooltip: str | None = None,
-                 is_output_list: bool = False):
+    def __init__(
+        self,
+        id: str | None = None,
+        display_name: str | None = None,
+        tooltip: str | None = None,
+        is_output_list: bool = False,
+    ):
         # An output named only by its id shows that id (ComfyUI since 0.4: output_name falls back to it).
         self.id, self.display_name, self.tooltip, self.is_output_list = id, display_name or id, tooltip, is_output_list
 
@@ -191,8 +291,13 @@ class Output:
         return self.Parent.Type
 
     def as_dict(self) -> dict:
-        return prune_dict({"display_name": self.display_name or self.id, "tooltip": self.tooltip,
-                           "is_output_list": self.is_output_list})
+        return prune_dict(
+            {
+                "display_name": self.display_name or self.id,
+                "tooltip": self.tooltip,
+                "is_output_list": self.is_output_list,
+            }
+        )
 
     def get_io_type(self) -> Any:
         return self.io_type
@@ -213,26 +318,35 @@ class ComfyTypeIO(ComfyTypeI):
 
 def comfytype(io_type: str, **kwargs: Any):
     """Bind `io_type` to a type class and give it its own Input/Output classes (so Parent is per type)."""
+
     def decorator(cls: type) -> type:
         if not issubclass(cls, _ComfyType):
-            cls = type(cls.__name__, (cls, ComfyTypeIO), {k: v for k, v in cls.__dict__.items()
-                                                          if k not in ("__dict__", "__weakref__")})
+            cls = type(
+                cls.__name__,
+                (cls, ComfyTypeIO),
+                {k: v for k, v in cls.__dict__.items() if k not in ("__dict__", "__weakref__")},
+            )
         for name in ("Input", "Output"):
             base = getattr(cls, name, None)
             if base is not None:
-                sub = type(base.__name__, (base,), {"__module__": cls.__module__, "__qualname__": f"{cls.__name__}.{name}"})
+                sub = type(
+                    base.__name__, (base,), {"__module__": cls.__module__, "__qualname__": f"{cls.__name__}.{name}"}
+                )
                 sub.Parent = cls
                 setattr(cls, name, sub)
         cls.io_type = _StringIOType(io_type)
         return cls
+
     return decorator
 
 
 def Custom(io_type: str) -> type:
     """A new socket type named `io_type`."""
+
     @comfytype(io_type=io_type)
     class CustomComfyType(ComfyTypeIO):
         pass
+
     return CustomComfyType
 
 
@@ -241,12 +355,36 @@ class Boolean(ComfyTypeIO):
     Type = bool
 
     class Input(WidgetInput):
-        def __init__(self, id: str, display_name: str | None = None, optional: bool = False, tooltip: str | None = None,
-                     lazy: bool | None = None, default: bool | None = None, label_on: str | None = None,
-                     label_off: str | None = None, socketless: bool | None = None, force_input: bool | None = None,
-                     extra_dict: dict | None = None, raw_link: bool | None = None, advanced: bool | None = None):
-            super().__init__(id, display_name, optional, tooltip, lazy, default, socketless, None, force_input,
-                             extra_dict, raw_link, advanced)
+        def __init__(
+            self,
+            id: str,
+            display_name: str | None = None,
+            optional: bool = False,
+            tooltip: str | None = None,
+            lazy: bool | None = None,
+            default: bool | None = None,
+            label_on: str | None = None,
+            label_off: str | None = None,
+            socketless: bool | None = None,
+            force_input: bool | None = None,
+            extra_dict: dict | None = None,
+            raw_link: bool | None = None,
+            advanced: bool | None = None,
+        ):
+            super().__init__(
+                id,
+                display_name,
+                optional,
+                tooltip,
+                lazy,
+                default,
+                socketless,
+                None,
+                force_input,
+                extra_dict,
+                raw_link,
+                advanced,
+            )
             self.label_on, self.label_off = label_on, label_off
 
         def as_dict(self) -> dict:
@@ -258,23 +396,52 @@ class Int(ComfyTypeIO):
     Type = int
 
     class Input(WidgetInput):
-        def __init__(self, id: str, display_name: str | None = None, optional: bool = False, tooltip: str | None = None,
-                     lazy: bool | None = None, default: int | None = None, min: int | None = None,
-                     max: int | None = None, step: int | None = None,
-                     control_after_generate: bool | ControlAfterGenerate | None = None,
-                     display_mode: NumberDisplay | None = None, socketless: bool | None = None,
-                     force_input: bool | None = None, extra_dict: dict | None = None, raw_link: bool | None = None,
-                     advanced: bool | None = None):
-            super().__init__(id, display_name, optional, tooltip, lazy, default, socketless, None, force_input,
-                             extra_dict, raw_link, advanced)
+        def __init__(
+            self,
+            id: str,
+            display_name: str | None = None,
+            optional: bool = False,
+            tooltip: str | None = None,
+            lazy: bool | None = None,
+            default: int | None = None,
+            min: int | None = None,
+            max: int | None = None,
+            step: int | None = None,
+            control_after_generate: bool | ControlAfterGenerate | None = None,
+            display_mode: NumberDisplay | None = None,
+            socketless: bool | None = None,
+            force_input: bool | None = None,
+            extra_dict: dict | None = None,
+            raw_link: bool | None = None,
+            advanced: bool | None = None,
+        ):
+            super().__init__(
+                id,
+                display_name,
+                optional,
+                tooltip,
+                lazy,
+                default,
+                socketless,
+                None,
+                force_input,
+                extra_dict,
+                raw_link,
+                advanced,
+            )
             self.min, self.max, self.step = min, max, step
             self.control_after_generate, self.display_mode = control_after_generate, display_mode
 
         def as_dict(self) -> dict:
-            return super().as_dict() | prune_dict({
-                "min": self.min, "max": self.max, "step": self.step,
-                "control_after_generate": self.control_after_generate,
-                "display": self.display_mode.value if isinstance(self.display_mode, Enum) else self.display_mode})
+            return super().as_dict() | prune_dict(
+                {
+                    "min": self.min,
+                    "max": self.max,
+                    "step": self.step,
+                    "control_after_generate": self.control_after_generate,
+                    "display": self.display_mode.value if isinstance(self.display_mode, Enum) else self.display_mode,
+                }
+            )
 
 
 @comfytype(io_type="FLOAT")
@@ -282,22 +449,54 @@ class Float(ComfyTypeIO):
     Type = float
 
     class Input(WidgetInput):
-        def __init__(self, id: str, display_name: str | None = None, optional: bool = False, tooltip: str | None = None,
-                     lazy: bool | None = None, default: float | None = None, min: float | None = None,
-                     max: float | None = None, step: float | None = None, round: float | None = None,
-                     display_mode: NumberDisplay | None = None, gradient_stops: list[dict] | None = None,
-                     socketless: bool | None = None, force_input: bool | None = None, extra_dict: dict | None = None,
-                     raw_link: bool | None = None, advanced: bool | None = None):
-            super().__init__(id, display_name, optional, tooltip, lazy, default, socketless, None, force_input,
-                             extra_dict, raw_link, advanced)
+        def __init__(
+            self,
+            id: str,
+            display_name: str | None = None,
+            optional: bool = False,
+            tooltip: str | None = None,
+            lazy: bool | None = None,
+            default: float | None = None,
+            min: float | None = None,
+            max: float | None = None,
+            step: float | None = None,
+            round: float | None = None,
+            display_mode: NumberDisplay | None = None,
+            gradient_stops: list[dict] | None = None,
+            socketless: bool | None = None,
+            force_input: bool | None = None,
+            extra_dict: dict | None = None,
+            raw_link: bool | None = None,
+            advanced: bool | None = None,
+        ):
+            super().__init__(
+                id,
+                display_name,
+                optional,
+                tooltip,
+                lazy,
+                default,
+                socketless,
+                None,
+                force_input,
+                extra_dict,
+                raw_link,
+                advanced,
+            )
             self.min, self.max, self.step, self.round, self.display_mode = min, max, step, round, display_mode
             self.gradient_stops = gradient_stops
 
         def as_dict(self) -> dict:
-            return super().as_dict() | prune_dict({
-                "min": self.min, "max": self.max, "step": self.step, "round": self.round,
-                "display": self.display_mode.value if isinstance(self.display_mode, Enum) else self.display_mode,
-                "gradient_stops": self.gradient_stops})
+            return super().as_dict() | prune_dict(
+                {
+                    "min": self.min,
+                    "max": self.max,
+                    "step": self.step,
+                    "round": self.round,
+                    "display": self.display_mode.value if isinstance(self.display_mode, Enum) else self.display_mode,
+                    "gradient_stops": self.gradient_stops,
+                }
+            )
 
 
 @comfytype(io_type="STRING")
@@ -305,18 +504,43 @@ class String(ComfyTypeIO):
     Type = str
 
     class Input(WidgetInput):
-        def __init__(self, id: str, display_name: str | None = None, optional: bool = False, tooltip: str | None = None,
-                     lazy: bool | None = None, multiline: bool = False, placeholder: str | None = None,
-                     default: str | None = None, dynamic_prompts: bool | None = None, socketless: bool | None = None,
-                     force_input: bool | None = None, extra_dict: dict | None = None, raw_link: bool | None = None,
-                     advanced: bool | None = None):
-            super().__init__(id, display_name, optional, tooltip, lazy, default, socketless, None, force_input,
-                             extra_dict, raw_link, advanced)
+        def __init__(
+            self,
+            id: str,
+            display_name: str | None = None,
+            optional: bool = False,
+            tooltip: str | None = None,
+            lazy: bool | None = None,
+            multiline: bool = False,
+            placeholder: str | None = None,
+            default: str | None = None,
+            dynamic_prompts: bool | None = None,
+            socketless: bool | None = None,
+            force_input: bool | None = None,
+            extra_dict: dict | None = None,
+            raw_link: bool | None = None,
+            advanced: bool | None = None,
+        ):
+            super().__init__(
+                id,
+                display_name,
+                optional,
+                tooltip,
+                lazy,
+                default,
+                socketless,
+                None,
+                force_input,
+                extra_dict,
+                raw_link,
+                advanced,
+            )
             self.multiline, self.placeholder, self.dynamic_prompts = multiline, placeholder, dynamic_prompts
 
         def as_dict(self) -> dict:
-            return super().as_dict() | prune_dict({"multiline": self.multiline, "placeholder": self.placeholder,
-                                                   "dynamicPrompts": self.dynamic_prompts})
+            return super().as_dict() | prune_dict(
+                {"multiline": self.multiline, "placeholder": self.placeholder, "dynamicPrompts": self.dynamic_prompts}
+            )
 
 
 @comfytype(io_type="COMBO")
@@ -324,13 +548,25 @@ class Combo(ComfyTypeIO):
     Type = str
 
     class Input(WidgetInput):
-        def __init__(self, id: str, options: list | type[Enum] | None = None, display_name: str | None = None,
-                     optional: bool = False, tooltip: str | None = None, lazy: bool | None = None,
-                     default: Any = None, control_after_generate: bool | ControlAfterGenerate | None = None,
-                     upload: UploadType | None = None, image_folder: FolderType | None = None,
-                     remote: RemoteOptions | None = None, remote_combo: RemoteComboOptions | None = None,
-                     socketless: bool | None = None, extra_dict: dict | None = None, raw_link: bool | None = None,
-                     advanced: bool | None = None):
+        def __init__(
+            self,
+            id: str,
+            options: list | type[Enum] | None = None,
+            display_name: str | None = None,
+            optional: bool = False,
+            tooltip: str | None = None,
+            lazy: bool | None = None,
+            default: Any = None,
+            control_after_generate: bool | ControlAfterGenerate | None = None,
+            upload: UploadType | None = None,
+            image_folder: FolderType | None = None,
+            remote: RemoteOptions | None = None,
+            remote_combo: RemoteComboOptions | None = None,
+            socketless: bool | None = None,
+            extra_dict: dict | None = None,
+            raw_link: bool | None = None,
+            advanced: bool | None = None,
+        ):
             if remote is not None and remote_combo is not None:
                 raise ValueError("Combo.Input: pass either 'remote' or 'remote_combo', not both.")
             if options is not None and remote_combo is not None:
@@ -339,24 +575,46 @@ class Combo(ComfyTypeIO):
                 options = [v.value for v in options]
             if isinstance(default, Enum):
                 default = default.value
-            super().__init__(id, display_name, optional, tooltip, lazy, default, socketless, None, None,
-                             extra_dict, raw_link, advanced)
+            super().__init__(
+                id,
+                display_name,
+                optional,
+                tooltip,
+                lazy,
+                default,
+                socketless,
+                None,
+                None,
+                extra_dict,
+                raw_link,
+                advanced,
+            )
             self.multiselect = False
             self.options, self.control_after_generate = options, control_after_generate
             self.upload, self.image_folder, self.remote, self.remote_combo = upload, image_folder, remote, remote_combo
 
         def as_dict(self) -> dict:
-            return super().as_dict() | prune_dict({
-                "multiselect": self.multiselect, "options": self.options,
-                "control_after_generate": self.control_after_generate,
-                **({self.upload.value: True} if self.upload is not None else {}),
-                "image_folder": self.image_folder.value if self.image_folder else None,
-                "remote": self.remote.as_dict() if self.remote else None,
-                "remote_combo": self.remote_combo.as_dict() if self.remote_combo else None})
+            return super().as_dict() | prune_dict(
+                {
+                    "multiselect": self.multiselect,
+                    "options": self.options,
+                    "control_after_generate": self.control_after_generate,
+                    **({self.upload.value: True} if self.upload is not None else {}),
+                    "image_folder": self.image_folder.value if self.image_folder else None,
+                    "remote": self.remote.as_dict() if self.remote else None,
+                    "remote_combo": self.remote_combo.as_dict() if self.remote_combo else None,
+                }
+            )
 
     class Output(Output):
-        def __init__(self, id: str | None = None, display_name: str | None = None, options: list | None = None,
-                     tooltip: str | None = None, is_output_list: bool = False):
+        def __init__(
+            self,
+            id: str | None = None,
+            display_name: str | None = None,
+            options: list | None = None,
+            tooltip: str | None = None,
+            is_output_list: bool = False,
+        ):
             super().__init__(id, display_name, tooltip, is_output_list)
             self.options = options if options is not None else []
 
@@ -370,19 +628,44 @@ class MultiCombo(ComfyTypeI):
     Type = list
 
     class Input(Combo.Input):
-        def __init__(self, id: str, options: list, display_name: str | None = None, optional: bool = False,
-                     tooltip: str | None = None, lazy: bool | None = None, default: list | None = None,
-                     placeholder: str | None = None, chip: bool | None = None,
-                     control_after_generate: bool | ControlAfterGenerate | None = None, socketless: bool | None = None,
-                     extra_dict: dict | None = None, raw_link: bool | None = None, advanced: bool | None = None):
-            super().__init__(id, options, display_name, optional, tooltip, lazy, default, control_after_generate,
-                             socketless=socketless, extra_dict=extra_dict, raw_link=raw_link, advanced=advanced)
+        def __init__(
+            self,
+            id: str,
+            options: list,
+            display_name: str | None = None,
+            optional: bool = False,
+            tooltip: str | None = None,
+            lazy: bool | None = None,
+            default: list | None = None,
+            placeholder: str | None = None,
+            chip: bool | None = None,
+            control_after_generate: bool | ControlAfterGenerate | None = None,
+            socketless: bool | None = None,
+            extra_dict: dict | None = None,
+            raw_link: bool | None = None,
+            advanced: bool | None = None,
+        ):
+            super().__init__(
+                id,
+                options,
+                display_name,
+                optional,
+                tooltip,
+                lazy,
+                default,
+                control_after_generate,
+                socketless=socketless,
+                extra_dict=extra_dict,
+                raw_link=raw_link,
+                advanced=advanced,
+            )
             self.multiselect, self.placeholder, self.chip = True, placeholder, chip
 
         def as_dict(self) -> dict:
             # The frontend reads `multi_select` as an object of its options; `multiselect` stays for older ones.
-            return super().as_dict() | prune_dict({
-                "multi_select": prune_dict({"placeholder": self.placeholder, "chip": self.chip})})
+            return super().as_dict() | prune_dict(
+                {"multi_select": prune_dict({"placeholder": self.placeholder, "chip": self.chip})}
+            )
 
 
 def _socket_type(name: str, io_type: str, type_hint: Any = Any) -> type:
@@ -448,7 +731,7 @@ BBOX = _socket_type("BBOX", "BBOX")
 SEGS = _socket_type("SEGS", "SEGS")
 AnyType = _socket_type("AnyType", "*")
 ModelPatch = _socket_type("ModelPatch", "MODEL_PATCH")
-MODEL_PATCH = ModelPatch   # the name before ComfyUI 0.4
+MODEL_PATCH = ModelPatch  # the name before ComfyUI 0.4
 AudioEncoder = _socket_type("AudioEncoder", "AUDIO_ENCODER")
 AudioEncoderOutput = _socket_type("AudioEncoderOutput", "AUDIO_ENCODER_OUTPUT")
 WanCameraEmbedding = _socket_type("WanCameraEmbedding", "WAN_CAMERA_EMBEDDING")
@@ -458,23 +741,40 @@ Array = _socket_type("Array", "ARRAY", list)
 Histogram = _socket_type("Histogram", "HISTOGRAM", list)
 
 
-def _widget_type(name: str, io_type: str, type_hint: Any, default: Any = None, optional: bool = False,
-                 inputs_only: bool = False, options: tuple[str, ...] = ()) -> type:
+def _widget_type(
+    name: str,
+    io_type: str,
+    type_hint: Any,
+    default: Any = None,
+    optional: bool = False,
+    inputs_only: bool = False,
+    options: tuple[str, ...] = (),
+) -> type:
     """A type whose input is a frontend widget without a socket by default (socketless=True).
 
     `default` is the value used when none is given (a callable makes a fresh one); `options` names extra
     keyword options that go into /object_info as given.
     """
-    def __init__(self, id: str, display_name: str | None = None, optional: bool = optional,
-                 tooltip: str | None = None, socketless: bool = True, default: Any = None,
-                 advanced: bool | None = None, **kwargs: Any) -> None:
+
+    def __init__(
+        self,
+        id: str,
+        display_name: str | None = None,
+        optional: bool = optional,
+        tooltip: str | None = None,
+        socketless: bool = True,
+        default: Any = None,
+        advanced: bool | None = None,
+        **kwargs: Any,
+    ) -> None:
         unknown = set(kwargs) - set(options)
         if unknown:
             raise TypeError(f"{name}.Input got unexpected keyword arguments {sorted(unknown)}")
         if default is None and default_value is not None:
             default = default_value() if callable(default_value) else default_value
-        WidgetInput.__init__(self, id, display_name, optional, tooltip, None, default, socketless, None, None,
-                             None, None, advanced)
+        WidgetInput.__init__(
+            self, id, display_name, optional, tooltip, None, default, socketless, None, None, None, None, advanced
+        )
         self.options_given = kwargs
 
     def as_dict(self) -> dict:
@@ -483,8 +783,9 @@ def _widget_type(name: str, io_type: str, type_hint: Any, default: Any = None, o
     default_value = default
     widget_input = type("Input", (WidgetInput,), {"__init__": __init__, "as_dict": as_dict})
     base = ComfyTypeI if inputs_only else ComfyTypeIO
-    return comfytype(io_type=io_type)(type(name, (base,), {"__module__": __name__, "Type": type_hint,
-                                                            "Input": widget_input}))
+    return comfytype(io_type=io_type)(
+        type(name, (base,), {"__module__": __name__, "Type": type_hint, "Input": widget_input})
+    )
 
 
 ImageCompare = _widget_type("ImageCompare", "IMAGECOMPARE", dict, inputs_only=True)
@@ -493,10 +794,20 @@ Colors = _widget_type("Colors", "COLORS", list, default=list)
 BoundingBoxes = _widget_type("BoundingBoxes", "BOUNDING_BOXES", list, default=list)
 Compositor = _widget_type("Compositor", "COMPOSITOR", dict, default=dict)
 CameraInfoState = _widget_type("CameraInfoState", "CAMERA_INFO_STATE", dict, inputs_only=True)
-ResolutionPreview = _widget_type("ResolutionPreview", "RESOLUTION_PREVIEW", dict, optional=True,
-                                 options=("ratio_widget", "megapixels_widget", "multiple_widget"))
-Range = _widget_type("Range", "RANGE", dict, default=lambda: {"min": 0.0, "max": 1.0},
-                     options=("display", "gradient_stops", "show_midpoint", "midpoint_scale", "value_min", "value_max"))
+ResolutionPreview = _widget_type(
+    "ResolutionPreview",
+    "RESOLUTION_PREVIEW",
+    dict,
+    optional=True,
+    options=("ratio_widget", "megapixels_widget", "multiple_widget"),
+)
+Range = _widget_type(
+    "Range",
+    "RANGE",
+    dict,
+    default=lambda: {"min": 0.0, "max": 1.0},
+    options=("display", "gradient_stops", "show_midpoint", "midpoint_scale", "value_min", "value_max"),
+)
 
 
 @comfytype(io_type="WEBCAM")
@@ -504,24 +815,62 @@ class Webcam(ComfyTypeIO):
     Type = str
 
     class Input(WidgetInput):
-        def __init__(self, id: str, display_name: str | None = None, optional: bool = False, tooltip: str | None = None,
-                     lazy: bool | None = None, default: str | None = None, socketless: bool | None = None,
-                     extra_dict: dict | None = None, raw_link: bool | None = None, advanced: bool | None = None):
-            super().__init__(id, display_name, optional, tooltip, lazy, default, socketless, None, None,
-                             extra_dict, raw_link, advanced)
+        def __init__(
+            self,
+            id: str,
+            display_name: str | None = None,
+            optional: bool = False,
+            tooltip: str | None = None,
+            lazy: bool | None = None,
+            default: str | None = None,
+            socketless: bool | None = None,
+            extra_dict: dict | None = None,
+            raw_link: bool | None = None,
+            advanced: bool | None = None,
+        ):
+            super().__init__(
+                id,
+                display_name,
+                optional,
+                tooltip,
+                lazy,
+                default,
+                socketless,
+                None,
+                None,
+                extra_dict,
+                raw_link,
+                advanced,
+            )
 
 
 @comfytype(io_type="BOUNDING_BOX")
 class BoundingBox(ComfyTypeIO):
-    Type = dict   # {"x", "y", "width", "height"}
+    Type = dict  # {"x", "y", "width", "height"}
 
     class Input(WidgetInput):
-        def __init__(self, id: str, display_name: str | None = None, optional: bool = False, tooltip: str | None = None,
-                     socketless: bool = True, default: dict | None = None, component: str | None = None,
-                     force_input: bool | None = None):
-            super().__init__(id, display_name, optional, tooltip, None,
-                             default if default is not None else {"x": 0, "y": 0, "width": 512, "height": 512},
-                             socketless, None, force_input)
+        def __init__(
+            self,
+            id: str,
+            display_name: str | None = None,
+            optional: bool = False,
+            tooltip: str | None = None,
+            socketless: bool = True,
+            default: dict | None = None,
+            component: str | None = None,
+            force_input: bool | None = None,
+        ):
+            super().__init__(
+                id,
+                display_name,
+                optional,
+                tooltip,
+                None,
+                default if default is not None else {"x": 0, "y": 0, "width": 512, "height": 512},
+                socketless,
+                None,
+                force_input,
+            )
             self.component = component
 
         def as_dict(self) -> dict:
@@ -533,16 +882,36 @@ class Curve(ComfyTypeIO):
     Type = list
 
     class Input(WidgetInput):
-        def __init__(self, id: str, display_name: str | None = None, optional: bool = False, tooltip: str | None = None,
-                     socketless: bool = True, default: list | None = None, advanced: bool | None = None):
-            super().__init__(id, display_name, optional, tooltip, None,
-                             default if default is not None else [(0.0, 0.0), (1.0, 1.0)], socketless, None, None,
-                             None, None, advanced)
+        def __init__(
+            self,
+            id: str,
+            display_name: str | None = None,
+            optional: bool = False,
+            tooltip: str | None = None,
+            socketless: bool = True,
+            default: list | None = None,
+            advanced: bool | None = None,
+        ):
+            super().__init__(
+                id,
+                display_name,
+                optional,
+                tooltip,
+                None,
+                default if default is not None else [(0.0, 0.0), (1.0, 1.0)],
+                socketless,
+                None,
+                None,
+                None,
+                None,
+                advanced,
+            )
 
         def as_dict(self) -> dict:
             # The curve widget takes its points with the interpolation it draws them with.
-            return super().as_dict() | {"default": {"points": [list(p) for p in self.default],
-                                                    "interpolation": "monotone_cubic"}}
+            return super().as_dict() | {
+                "default": {"points": [list(p) for p in self.default], "interpolation": "monotone_cubic"}
+            }
 
 
 @comfytype(io_type="VIDEO_EDIT")
@@ -550,9 +919,17 @@ class VideoEdit(ComfyTypeIO):
     Type = dict
 
     class Input(WidgetInput):
-        def __init__(self, id: str, display_name: str | None = None, optional: bool = False, tooltip: str | None = None,
-                     socketless: bool = True, default: dict | None = None, features: list[str] | None = None,
-                     advanced: bool | None = None):
+        def __init__(
+            self,
+            id: str,
+            display_name: str | None = None,
+            optional: bool = False,
+            tooltip: str | None = None,
+            socketless: bool = True,
+            default: dict | None = None,
+            features: list[str] | None = None,
+            advanced: bool | None = None,
+        ):
             self.features = features if features is not None else ["trim", "crop"]
             if default is None:
                 default = {}
@@ -560,8 +937,9 @@ class VideoEdit(ComfyTypeIO):
                     default["trim"] = {"start_time": 0.0, "duration": 0.0}
                 if "crop" in self.features:
                     default["crop"] = {"x": 0, "y": 0, "width": 0, "height": 0}
-            super().__init__(id, display_name, optional, tooltip, None, default, socketless, None, None,
-                             None, None, advanced)
+            super().__init__(
+                id, display_name, optional, tooltip, None, default, socketless, None, None, None, None, advanced
+            )
 
         def as_dict(self) -> dict:
             return super().as_dict() | prune_dict({"features": self.features})
@@ -570,12 +948,22 @@ class VideoEdit(ComfyTypeIO):
 @comfytype(io_type="COMFY_MULTITYPED_V3")
 class MultiType:
     """An input accepting several types (its io type is the comma-joined union, first the overridden input's)."""
+
     Type = Any
 
     class Input(Input):
-        def __init__(self, id: str | Input, types: list, display_name: str | None = None, optional: bool = False,
-                     tooltip: str | None = None, lazy: bool | None = None, extra_dict: dict | None = None,
-                     raw_link: bool | None = None, advanced: bool | None = None):
+        def __init__(
+            self,
+            id: str | Input,
+            types: list,
+            display_name: str | None = None,
+            optional: bool = False,
+            tooltip: str | None = None,
+            lazy: bool | None = None,
+            extra_dict: dict | None = None,
+            raw_link: bool | None = None,
+            advanced: bool | None = None,
+        ):
             self.input_override = None
             if isinstance(id, Input):
                 # An input given as `id` becomes the widget (if any), its own options winning over ours.
@@ -626,17 +1014,18 @@ class HiddenHolder:
         return None
 
     @classmethod
-    def from_dict(cls, d: dict | None) -> "HiddenHolder":
+    def from_dict(cls, d: dict | None) -> HiddenHolder:
         return cls(d)
 
     @classmethod
-    def from_v3_data(cls, v3_data: dict | None) -> "HiddenHolder":
+    def from_v3_data(cls, v3_data: dict | None) -> HiddenHolder:
         return cls((v3_data or {}).get("hidden_inputs"))
 
 
 @dataclass
 class NodeInfoV1:
     """A V3 node's /object_info entry, in ComfyUI's key order (every key present, unset ones null)."""
+
     input: dict | None = None
     input_order: dict | None = None
     is_input_list: bool | None = None
@@ -668,6 +1057,7 @@ def _is_str_list(value: Any) -> bool:
 @dataclass
 class PriceBadgeDepends:
     """What a price badge's expression reads: widgets (by input id), inputs and input groups."""
+
     widgets: list = field(default_factory=list)
     inputs: list = field(default_factory=list)
     input_groups: list = field(default_factory=list)
@@ -684,12 +1074,15 @@ class PriceBadgeDepends:
             for inp in inputs:
                 types[prefix + inp.id] = inp.get_io_type()
                 collect(inp.get_all()[1:], prefix + inp.id + ".")
+
         collect(schema_inputs)
         widgets = []
         for name in self.widgets:
             if name not in types:
-                raise ValueError(f"PriceBadge depends_on.widgets references unknown widget '{name}'. "
-                                 f"Available widgets: {list(types)}")
+                raise ValueError(
+                    f"PriceBadge depends_on.widgets references unknown widget '{name}'. "
+                    f"Available widgets: {list(types)}"
+                )
             widgets.append({"name": name, "type": types[name]})
         return {"widgets": widgets, "inputs": self.inputs, "input_groups": self.input_groups}
 
@@ -697,6 +1090,7 @@ class PriceBadgeDepends:
 @dataclass
 class PriceBadge:
     """A price the frontend computes from widget values with a JSONata expression."""
+
     expr: str
     depends_on: PriceBadgeDepends = field(default_factory=PriceBadgeDepends)
     engine: str = "jsonata"
@@ -769,9 +1163,13 @@ class Schema:
         if self.price_badge is not None:
             self.price_badge.validate()
 
-    def finalize(self) -> "Schema":
+    def finalize(self) -> Schema:
         """Add the hidden inputs implied by the flags and default output ids."""
-        self.inputs, self.outputs, self.hidden = list(self.inputs or []), list(self.outputs or []), list(self.hidden or [])
+        self.inputs, self.outputs, self.hidden = (
+            list(self.inputs or []),
+            list(self.outputs or []),
+            list(self.hidden or []),
+        )
         implied = []
         if self.is_api_node:
             implied += [Hidden.auth_token_comfy_org, Hidden.api_key_comfy_org, Hidden.comfy_usage_source]
@@ -794,31 +1192,36 @@ class Schema:
     def get_v1_info(self, cls: type) -> dict:
         """The /object_info entry: NodeInfoV1's keys, in its order."""
         inputs = self.v1_inputs()
-        matchtypes = [getattr(getattr(o, "template", None), "template_id", None) if _is_matchtype(o) else None
-                      for o in self.outputs]
-        return asdict(NodeInfoV1(
-            input=inputs,
-            input_order={key: list(value) for key, value in inputs.items()},
-            is_input_list=self.is_input_list,
-            output=[o.io_type for o in self.outputs],
-            output_is_list=[o.is_output_list for o in self.outputs],
-            output_name=[o.display_name or o.io_type for o in self.outputs],
-            output_tooltips=[o.tooltip or None for o in self.outputs],
-            output_matchtypes=matchtypes if any(m is not None for m in matchtypes) else None,
-            name=self.node_id,
-            display_name=self.display_name,
-            description=self.description,
-            python_module=getattr(cls, "RELATIVE_PYTHON_MODULE", None) or "nodes",
-            category=self.category,
-            output_node=self.is_output_node,
-            deprecated=self.is_deprecated,
-            experimental=self.is_experimental,
-            dev_only=self.is_dev_only,
-            api_node=self.is_api_node,
-            price_badge=self.price_badge.as_dict(self.inputs) if self.price_badge is not None else None,
-            search_aliases=self.search_aliases or None,
-            essentials_category=self.essentials_category,
-            has_intermediate_output=self.has_intermediate_output))
+        matchtypes = [
+            getattr(getattr(o, "template", None), "template_id", None) if _is_matchtype(o) else None
+            for o in self.outputs
+        ]
+        return asdict(
+            NodeInfoV1(
+                input=inputs,
+                input_order={key: list(value) for key, value in inputs.items()},
+                is_input_list=self.is_input_list,
+                output=[o.io_type for o in self.outputs],
+                output_is_list=[o.is_output_list for o in self.outputs],
+                output_name=[o.display_name or o.io_type for o in self.outputs],
+                output_tooltips=[o.tooltip or None for o in self.outputs],
+                output_matchtypes=matchtypes if any(m is not None for m in matchtypes) else None,
+                name=self.node_id,
+                display_name=self.display_name,
+                description=self.description,
+                python_module=getattr(cls, "RELATIVE_PYTHON_MODULE", None) or "nodes",
+                category=self.category,
+                output_node=self.is_output_node,
+                deprecated=self.is_deprecated,
+                experimental=self.is_experimental,
+                dev_only=self.is_dev_only,
+                api_node=self.is_api_node,
+                price_badge=self.price_badge.as_dict(self.inputs) if self.price_badge is not None else None,
+                search_aliases=self.search_aliases or None,
+                essentials_category=self.essentials_category,
+                has_intermediate_output=self.has_intermediate_output,
+            )
+        )
 
 
 def _repeated(ids: list) -> list:
@@ -861,6 +1264,7 @@ _SCHEMA_CACHE: dict[type, Schema] = {}
 
 class ComfyNode(_ComfyNodeInternal):
     """Base of V3 nodes: override `define_schema` and `execute` (classmethods; execute may be async)."""
+
     RELATIVE_PYTHON_MODULE: str | None = None
     hidden: HiddenHolder | None = None
 
@@ -869,7 +1273,7 @@ class ComfyNode(_ComfyNodeInternal):
         raise NotImplementedError
 
     @classmethod
-    def execute(cls, **kwargs: Any) -> "NodeOutput":
+    def execute(cls, **kwargs: Any) -> NodeOutput:
         raise NotImplementedError
 
     @classmethod
@@ -923,14 +1327,16 @@ class ComfyNode(_ComfyNodeInternal):
         return cls.GET_SCHEMA().get_v1_info(cls)
 
     @classmethod
-    def INPUT_TYPES(cls, include_hidden: bool = True, return_schema: bool = False,
-                    live_inputs: dict | None = None) -> Any:
+    def INPUT_TYPES(
+        cls, include_hidden: bool = True, return_schema: bool = False, live_inputs: dict | None = None
+    ) -> Any:
         """The V1 inputs dict; with `live_inputs` (a prompt node's inputs) dynamic inputs are expanded
         into the inputs they stand for there ("combo.sub", "group.name0"), as ComfyUI validates them."""
         schema = cls.FINALIZE_SCHEMA()
         inputs = schema.v1_inputs()
         if live_inputs is not None:
             from comfy_bridge.compat.comfy_api.latest._io_dynamic import get_finalized_class_inputs
+
             inputs, _, _ = get_finalized_class_inputs(inputs, live_inputs, include_hidden=True)
         if not include_hidden:
             inputs.pop("hidden", None)
@@ -940,20 +1346,24 @@ class ComfyNode(_ComfyNodeInternal):
     def PREPARE_CLASS_CLONE(cls, hidden_inputs: dict | None) -> type:
         """A throw-away subclass carrying this call's hidden values, so concurrent calls do not share them."""
         origin = _origin(cls)
-        return type(origin.__name__, (origin,), {"_V3_ORIGIN": origin, "hidden": HiddenHolder(hidden_inputs),
-                                                 "__module__": origin.__module__})
+        return type(
+            origin.__name__,
+            (origin,),
+            {"_V3_ORIGIN": origin, "hidden": HiddenHolder(hidden_inputs), "__module__": origin.__module__},
+        )
 
     @classmethod
-    def EXECUTE_NORMALIZED(cls, *args: Any, **kwargs: Any) -> "NodeOutput":
+    def EXECUTE_NORMALIZED(cls, *args: Any, **kwargs: Any) -> NodeOutput:
         return cls._normalize(cls.execute(*args, **kwargs))
 
     @classmethod
-    async def EXECUTE_NORMALIZED_ASYNC(cls, *args: Any, **kwargs: Any) -> "NodeOutput":
+    async def EXECUTE_NORMALIZED_ASYNC(cls, *args: Any, **kwargs: Any) -> NodeOutput:
         return cls._normalize(await cls.execute(*args, **kwargs))
 
     @classmethod
-    def _normalize(cls, value: Any) -> "NodeOutput":
+    def _normalize(cls, value: Any) -> NodeOutput:
         from comfy_bridge.execution.graph_utils import ExecutionBlocker
+
         if value is None:
             value = NodeOutput()
         elif isinstance(value, tuple):
@@ -965,8 +1375,10 @@ class ComfyNode(_ComfyNodeInternal):
         elif not isinstance(value, NodeOutput):
             raise Exception(f"Invalid return type from node: {type(value)}")
         if value.expand is not None and not cls._schema().enable_expand:
-            raise Exception(f"Node {cls.__name__} is not expandable, but expand included in NodeOutput; "
-                            "developer should set enable_expand=True on node's Schema to allow this.")
+            raise Exception(
+                f"Node {cls.__name__} is not expandable, but expand included in NodeOutput; "
+                "developer should set enable_expand=True on node's Schema to allow this."
+            )
         return value
 
     # --- V1 attribute answers -------------------------------------------------------------
@@ -1063,8 +1475,9 @@ class NodeOutput(_NodeOutputInternal):
         return self.args if len(self.args) > 0 else None
 
     @classmethod
-    def from_dict(cls, data: dict) -> "NodeOutput":
+    def from_dict(cls, data: dict) -> NodeOutput:
         from comfy_bridge.execution.graph_utils import ExecutionBlocker
+
         result = data.get("result", ())
         if isinstance(result, ExecutionBlocker):
             return cls(block_execution=result.message)
@@ -1092,19 +1505,36 @@ class ComfyExtension:
 class NodeReplace:
     """A replacement of a deprecated node class by another, mapping inputs (by id or to a set value) and outputs."""
 
-    def __init__(self, new_node_id: str, old_node_id: str, old_widget_ids: list[str] | None = None,
-                 input_mapping: list[dict] | None = None, output_mapping: list[dict] | None = None):
+    def __init__(
+        self,
+        new_node_id: str,
+        old_node_id: str,
+        old_widget_ids: list[str] | None = None,
+        input_mapping: list[dict] | None = None,
+        output_mapping: list[dict] | None = None,
+    ):
         self.new_node_id, self.old_node_id, self.old_widget_ids = new_node_id, old_node_id, old_widget_ids
         self.input_mapping, self.output_mapping = input_mapping, output_mapping
 
     def as_dict(self) -> dict:
-        return {"new_node_id": self.new_node_id, "old_node_id": self.old_node_id,
-                "old_widget_ids": self.old_widget_ids,
-                "input_mapping": list(self.input_mapping) if self.input_mapping else None,
-                "output_mapping": list(self.output_mapping) if self.output_mapping else None}
+        return {
+            "new_node_id": self.new_node_id,
+            "old_node_id": self.old_node_id,
+            "old_widget_ids": self.old_widget_ids,
+            "input_mapping": list(self.input_mapping) if self.input_mapping else None,
+            "output_mapping": list(self.output_mapping) if self.output_mapping else None,
+        }
 
 
 # The dynamic types live in their own module; ComfyUI offers them here.
 from comfy_bridge.compat.comfy_api.latest._io_dynamic import (  # noqa: E402,F401
-    Autogrow, DynamicCombo, DynamicInput, DynamicOutput, DynamicSlot, MatchType, V3Data, build_nested_inputs,
-    get_finalized_class_inputs)
+    Autogrow,
+    DynamicCombo,
+    DynamicInput,
+    DynamicOutput,
+    DynamicSlot,
+    MatchType,
+    V3Data,
+    build_nested_inputs,
+    get_finalized_class_inputs,
+)

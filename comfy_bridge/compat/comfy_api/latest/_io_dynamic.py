@@ -6,13 +6,25 @@ validated or run, `get_finalized_class_inputs` expands its declared inputs again
 `build_nested_inputs` turns the flat dotted values into the nested dicts `execute` receives
 (`resize={"resize": "scale", "width": 512}`).
 """
+
 from __future__ import annotations
 
 import copy
-from typing import Any, Callable, Iterable, TypedDict
+from collections.abc import Callable, Iterable
+from typing import Any, TypedDict
 
-from comfy_bridge.compat.comfy_api.latest._io import (AnyType, Input, Output, WidgetInput, _ComfyType, ComfyTypeI,
-                                                      ComfyTypeIO, comfytype, create_input_dict_v1, prune_dict)
+from comfy_bridge.compat.comfy_api.latest._io import (
+    AnyType,
+    ComfyTypeI,
+    ComfyTypeIO,
+    Input,
+    Output,
+    WidgetInput,
+    _ComfyType,
+    comfytype,
+    create_input_dict_v1,
+    prune_dict,
+)
 
 
 class DynamicInput(Input):
@@ -25,7 +37,7 @@ class DynamicOutput(Output):
 
 class V3Data(TypedDict, total=False):
     hidden_inputs: dict
-    dynamic_paths: dict        # flat input id -> dotted path of its place in the nested kwargs
+    dynamic_paths: dict  # flat input id -> dotted path of its place in the nested kwargs
     dynamic_paths_default_value: dict
     create_dynamic_tuple: bool  # check_lazy_status gets (value, flat id) pairs
 
@@ -53,13 +65,21 @@ class MatchType(ComfyTypeIO):
             self.template_id, self.allowed_types = template_id, allowed
 
         def as_dict(self) -> dict:
-            return {"template_id": self.template_id,
-                    "allowed_types": ",".join(t.io_type for t in self.allowed_types)}
+            return {"template_id": self.template_id, "allowed_types": ",".join(t.io_type for t in self.allowed_types)}
 
     class Input(Input):
-        def __init__(self, id: str, template: "MatchType.Template", display_name: str | None = None,
-                     optional: bool = False, tooltip: str | None = None, lazy: bool | None = None,
-                     extra_dict: dict | None = None, raw_link: bool | None = None, advanced: bool | None = None):
+        def __init__(
+            self,
+            id: str,
+            template: MatchType.Template,
+            display_name: str | None = None,
+            optional: bool = False,
+            tooltip: str | None = None,
+            lazy: bool | None = None,
+            extra_dict: dict | None = None,
+            raw_link: bool | None = None,
+            advanced: bool | None = None,
+        ):
             super().__init__(id, display_name, optional, tooltip, lazy, extra_dict, raw_link, advanced)
             self.template = template
 
@@ -67,8 +87,14 @@ class MatchType(ComfyTypeIO):
             return super().as_dict() | {"template": self.template.as_dict()}
 
     class Output(Output):
-        def __init__(self, template: "MatchType.Template", id: str | None = None, display_name: str | None = None,
-                     tooltip: str | None = None, is_output_list: bool = False):
+        def __init__(
+            self,
+            template: MatchType.Template,
+            id: str | None = None,
+            display_name: str | None = None,
+            tooltip: str | None = None,
+            is_output_list: bool = False,
+        ):
             super().__init__(id, display_name if (id or display_name) else "MATCHTYPE", tooltip, is_output_list)
             self.template = template
 
@@ -79,6 +105,7 @@ class MatchType(ComfyTypeIO):
 @comfytype(io_type="COMFY_AUTOGROW_V3")
 class Autogrow(ComfyTypeI):
     """A socket that adds another copy of its template input each time the last one is connected."""
+
     Type = dict
     _MaxNames = 100
 
@@ -88,7 +115,7 @@ class Autogrow(ComfyTypeI):
                 raise ValueError("Autogrow templates cannot be dynamic inputs")
             self.input = copy.copy(input)
             if isinstance(self.input, WidgetInput):
-                self.input.force_input = True   # grown inputs are sockets
+                self.input.force_input = True  # grown inputs are sockets
             self.names: list[str] = []
 
         def get_all(self) -> list[Input]:
@@ -111,8 +138,10 @@ class Autogrow(ComfyTypeI):
         def __init__(self, input: Input, prefix: str, min: int = 1, max: int = 10):
             super().__init__(input)
             if min < 0 or max < 1 or max > Autogrow._MaxNames:
-                raise ValueError(f"Autogrow.TemplatePrefix needs 0 <= min and 1 <= max <= {Autogrow._MaxNames}, "
-                                 f"got min={min}, max={max}")
+                raise ValueError(
+                    f"Autogrow.TemplatePrefix needs 0 <= min and 1 <= max <= {Autogrow._MaxNames}, "
+                    f"got min={min}, max={max}"
+                )
             self.prefix, self.min, self.max = prefix, min, max
             self.names = [f"{prefix}{i}" for i in range(max)]
 
@@ -126,15 +155,22 @@ class Autogrow(ComfyTypeI):
             super().__init__(input)
             if min < 0:
                 raise ValueError(f"Autogrow.TemplateNames needs min >= 0, got {min}")
-            self.names, self.min = list(names)[:Autogrow._MaxNames], min
+            self.names, self.min = list(names)[: Autogrow._MaxNames], min
 
         def as_dict(self) -> dict:
             return super().as_dict() | {"names": self.names, "min": self.min}
 
     class Input(DynamicInput):
-        def __init__(self, id: str, template: "Autogrow.TemplatePrefix | Autogrow.TemplateNames",
-                     display_name: str | None = None, optional: bool = False, tooltip: str | None = None,
-                     lazy: bool | None = None, extra_dict: dict | None = None):
+        def __init__(
+            self,
+            id: str,
+            template: Autogrow.TemplatePrefix | Autogrow.TemplateNames,
+            display_name: str | None = None,
+            optional: bool = False,
+            tooltip: str | None = None,
+            lazy: bool | None = None,
+            extra_dict: dict | None = None,
+        ):
             super().__init__(id, display_name, optional, tooltip, lazy, extra_dict)
             self.template = template
 
@@ -151,6 +187,7 @@ class Autogrow(ComfyTypeI):
 @comfytype(io_type="COMFY_DYNAMICCOMBO_V3")
 class DynamicCombo(ComfyTypeI):
     """A combo whose chosen option brings its own inputs."""
+
     Type = dict
 
     class Option:
@@ -161,9 +198,16 @@ class DynamicCombo(ComfyTypeI):
             return {"key": self.key, "inputs": create_input_dict_v1(self.inputs)}
 
     class Input(DynamicInput):
-        def __init__(self, id: str, options: list["DynamicCombo.Option"], display_name: str | None = None,
-                     optional: bool = False, tooltip: str | None = None, lazy: bool | None = None,
-                     extra_dict: dict | None = None):
+        def __init__(
+            self,
+            id: str,
+            options: list[DynamicCombo.Option],
+            display_name: str | None = None,
+            optional: bool = False,
+            tooltip: str | None = None,
+            lazy: bool | None = None,
+            extra_dict: dict | None = None,
+        ):
             super().__init__(id, display_name, optional, tooltip, lazy, extra_dict)
             self.options = options
 
@@ -182,11 +226,19 @@ class DynamicCombo(ComfyTypeI):
 @comfytype(io_type="COMFY_DYNAMICSLOT_V3")
 class DynamicSlot(ComfyTypeI):
     """An optional socket that, once connected, brings more inputs."""
+
     Type = dict
 
     class Input(DynamicInput):
-        def __init__(self, slot: Input, inputs: list[Input], display_name: str | None = None,
-                     tooltip: str | None = None, lazy: bool | None = None, extra_dict: dict | None = None):
+        def __init__(
+            self,
+            slot: Input,
+            inputs: list[Input],
+            display_name: str | None = None,
+            tooltip: str | None = None,
+            lazy: bool | None = None,
+            extra_dict: dict | None = None,
+        ):
             if isinstance(slot, DynamicInput):
                 raise ValueError("DynamicSlot's slot cannot be a dynamic input")
             self.slot = copy.copy(slot)
@@ -194,8 +246,9 @@ class DynamicSlot(ComfyTypeI):
             self.slot.tooltip = slot.tooltip if slot.tooltip is not None else tooltip
             self.slot.lazy = slot.lazy if slot.lazy is not None else lazy
             self.slot.extra_dict = slot.extra_dict if slot.extra_dict is not None else (extra_dict or {})
-            super().__init__(slot.id, self.slot.display_name, True, self.slot.tooltip, self.slot.lazy,
-                             self.slot.extra_dict)
+            super().__init__(
+                slot.id, self.slot.display_name, True, self.slot.tooltip, self.slot.lazy, self.slot.extra_dict
+            )
             self.inputs = inputs
             self.force_input = None
             if isinstance(self.slot, WidgetInput):
@@ -205,9 +258,13 @@ class DynamicSlot(ComfyTypeI):
             return [self.slot] + self.inputs
 
         def as_dict(self) -> dict:
-            return super().as_dict() | prune_dict({"slotType": str(self.slot.get_io_type()),
-                                                   "inputs": create_input_dict_v1(self.inputs),
-                                                   "forceInput": self.force_input})
+            return super().as_dict() | prune_dict(
+                {
+                    "slotType": str(self.slot.get_io_type()),
+                    "inputs": create_input_dict_v1(self.inputs),
+                    "forceInput": self.force_input,
+                }
+            )
 
         def validate(self) -> None:
             self.slot.validate()
@@ -234,7 +291,7 @@ def _expand_autogrow(out: dict, live: dict, spec: tuple, category: str, prefix: 
     for i, name in enumerate(names):
         key = _joined(prefix, name)
         place = "required" if i < minimum and section == "required" else "optional"
-        out[place][key] = grown_spec   # listed even when absent, so a missing required one is reported
+        out[place][key] = grown_spec  # listed even when absent, so a missing required one is reported
         if key in live:
             present.setdefault(place, {})[name] = grown_spec
     if not present:
@@ -246,6 +303,7 @@ def _expand_autogrow(out: dict, live: dict, spec: tuple, category: str, prefix: 
 
 def _expand_with_children(children: Callable[[dict, Any], Any]) -> Expander:
     """Expander for types whose own value selects nested inputs (a combo's option, a connected slot)."""
+
     def expand(out: dict, live: dict, spec: tuple, category: str, prefix: list) -> None:
         key = _joined(prefix)
         if key not in live:
@@ -256,6 +314,7 @@ def _expand_with_children(children: Callable[[dict, Any], Any]) -> Expander:
         _parse(out, live, nested, prefix)
         out[category][key] = spec
         out["dynamic_paths"][key] = _joined(prefix, prefix[-1])
+
     return expand
 
 
@@ -284,8 +343,9 @@ def _parse(out: dict, live: dict, declared: dict, prefix: list | None = None) ->
                 out["dynamic_paths"][key] = key
 
 
-def get_finalized_class_inputs(declared: dict, live_inputs: dict, include_hidden: bool = False
-                               ) -> tuple[dict, dict | None, V3Data]:
+def get_finalized_class_inputs(
+    declared: dict, live_inputs: dict, include_hidden: bool = False
+) -> tuple[dict, dict | None, V3Data]:
     """(inputs as this prompt node has them, the hidden section, the V3Data paths to nest values with)."""
     out: dict = {"required": {}, "optional": {}, "dynamic_paths": {}, "dynamic_paths_default_value": {}}
     declared = dict(declared)
@@ -323,5 +383,15 @@ def build_nested_inputs(values: dict, v3_data: V3Data | dict | None) -> dict:
     return values
 
 
-__all__ = ["DynamicInput", "DynamicOutput", "V3Data", "MatchType", "Autogrow", "DynamicCombo", "DynamicSlot",
-           "get_finalized_class_inputs", "build_nested_inputs", "EXPANDERS"]
+__all__ = [
+    "DynamicInput",
+    "DynamicOutput",
+    "V3Data",
+    "MatchType",
+    "Autogrow",
+    "DynamicCombo",
+    "DynamicSlot",
+    "get_finalized_class_inputs",
+    "build_nested_inputs",
+    "EXPANDERS",
+]

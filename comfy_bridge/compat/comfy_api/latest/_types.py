@@ -1,16 +1,23 @@
 """The value types of `comfy_api` (Input.*, InputImpl.*, Types.*): tensors and dicts as the engine passes
 them, the VIDEO classes of nodes.media.video, and the 3D containers."""
+
 from __future__ import annotations
 
 from typing import Optional, TypedDict
 
 import torch
 
-from nodes.media.video import (VideoCodec, VideoComponents, VideoContainer, VideoFromComponents,  # noqa: F401
-                               VideoFromFile, VideoInput)
+from nodes.media.video import (  # noqa: F401
+    VideoCodec,
+    VideoComponents,
+    VideoContainer,
+    VideoFromComponents,
+    VideoFromFile,
+    VideoInput,
+)
 
-ImageInput = torch.Tensor   # [B, H, W, C], 0..1
-MaskInput = torch.Tensor    # [B, H, W], 0..1
+ImageInput = torch.Tensor  # [B, H, W, C], 0..1
+MaskInput = torch.Tensor  # [B, H, W], 0..1
 
 
 class AudioInput(TypedDict):
@@ -20,8 +27,8 @@ class AudioInput(TypedDict):
 
 class LatentInput(TypedDict):
     samples: torch.Tensor
-    noise_mask: Optional[torch.Tensor]
-    batch_index: Optional[list[int]]
+    noise_mask: torch.Tensor | None
+    batch_index: list[int] | None
 
 
 class VOXEL:

@@ -3,6 +3,7 @@ in the pack's process (packs move it to a device and call it on [B,C,H,W] images
 comfy.utils.tiled_scale by its `scale`). The architectures are the core UpscaleModelLoader's (ESRGAN /
 Real-ESRGAN / BSRGAN RRDBNet, in any of their key layouts); others raise an error naming what is
 supported. The value is an in-process module, not an UPSCALE_MODEL the core nodes take."""
+
 from __future__ import annotations
 
 import logging
@@ -24,34 +25,34 @@ class ImageModelDescriptor:
         self.model = loaded.module
         cfg = loaded.module.cfg
         self.scale = loaded.scale
-        self.input_channels = cfg.in_nc // (cfg.shuffle ** 2 if cfg.shuffle else 1)
+        self.input_channels = cfg.in_nc // (cfg.shuffle**2 if cfg.shuffle else 1)
         self.output_channels = cfg.out_nc
         self.architecture = "ESRGAN"
         self.size_requirements = {"multiple_of": cfg.multiple_of}
 
-    def eval(self) -> "ImageModelDescriptor":
+    def eval(self) -> ImageModelDescriptor:
         self.model.eval()
         return self
 
-    def train(self, mode: bool = True) -> "ImageModelDescriptor":
+    def train(self, mode: bool = True) -> ImageModelDescriptor:
         self.model.train(mode)
         return self
 
-    def to(self, *args: Any, **kwargs: Any) -> "ImageModelDescriptor":
+    def to(self, *args: Any, **kwargs: Any) -> ImageModelDescriptor:
         self.model.to(*args, **kwargs)
         return self
 
-    def cpu(self) -> "ImageModelDescriptor":
+    def cpu(self) -> ImageModelDescriptor:
         return self.to("cpu")
 
-    def cuda(self) -> "ImageModelDescriptor":
+    def cuda(self) -> ImageModelDescriptor:
         return self.to("cuda")
 
-    def half(self) -> "ImageModelDescriptor":
+    def half(self) -> ImageModelDescriptor:
         self.model.half()
         return self
 
-    def float(self) -> "ImageModelDescriptor":
+    def float(self) -> ImageModelDescriptor:
         self.model.float()
         return self
 

@@ -1,5 +1,6 @@
 """Sets a closure as the model's CFG function, as sd-dynamic-thresholding does: it closes over the MODEL it
 was given (and reads its model_sampling), an object of the pack's own class and a float input."""
+
 from .scale import Scaler
 
 

@@ -1,8 +1,6 @@
 """A pack that imports the model-side surface the way real packs do (IPAdapter, previews, LoRA and
 layer-building packs): server.BinaryEventTypes, latent_preview's previewers, comfy.latent_formats,
 comfy.ops, comfy.diffusers_convert, comfy.lora and comfy.clip_vision."""
-import numpy as np
-import torch
 
 import comfy.clip_vision
 import comfy.diffusers_convert  # noqa: F401  (imported, never used: must still load)
@@ -10,6 +8,8 @@ import comfy.latent_formats
 import comfy.lora  # noqa: F401
 import comfy.ops
 import latent_preview
+import numpy as np
+import torch
 from comfy.clip_vision import clip_preprocess  # noqa: F401
 from comfy.latent_formats import SDXL, Wan21  # noqa: F401  (Wan21: a family we do not run, imported only)
 from latent_preview import TAESD, Latent2RGBPreviewer, TAESDPreviewerImpl  # noqa: F401

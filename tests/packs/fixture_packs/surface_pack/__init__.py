@@ -1,7 +1,6 @@
 """A pack that uses the module surface popular packs use: folder_paths, comfy.utils, comfy.samplers
 (adds a scheduler), comfy.model_management, comfy.sd, comfy.model_patcher, node_helpers, latent_preview,
 comfy_extras, nodes, and the MODEL / CLIP / VAE methods."""
-import torch
 
 import comfy.model_management
 import comfy.model_patcher
@@ -11,8 +10,10 @@ import comfy.utils
 import folder_paths
 import latent_preview
 import node_helpers
-import nodes
+import torch
 from comfy_extras.nodes_latent import LatentUpscale  # noqa: F401  (packs import extras by name)
+
+import nodes
 
 
 def reversed_karras(n, sigma_min, sigma_max):
@@ -66,8 +67,14 @@ class EncodeAndDecode:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"clip": ("CLIP",), "vae": ("VAE",), "text": ("STRING", {"default": "a cat"}),
-                             "image": ("IMAGE",)}}
+        return {
+            "required": {
+                "clip": ("CLIP",),
+                "vae": ("VAE",),
+                "text": ("STRING", {"default": "a cat"}),
+                "image": ("IMAGE",),
+            }
+        }
 
     RETURN_TYPES = ("CONDITIONING", "IMAGE", "LATENT")
     FUNCTION = "run"
@@ -106,5 +113,9 @@ class SurfaceFacts:
         return (repr(facts),)
 
 
-NODE_CLASS_MAPPINGS = {"PatchCFG": PatchCFG, "UnsupportedPatch": UnsupportedPatch,
-                       "EncodeAndDecode": EncodeAndDecode, "SurfaceFacts": SurfaceFacts}
+NODE_CLASS_MAPPINGS = {
+    "PatchCFG": PatchCFG,
+    "UnsupportedPatch": UnsupportedPatch,
+    "EncodeAndDecode": EncodeAndDecode,
+    "SurfaceFacts": SurfaceFacts,
+}

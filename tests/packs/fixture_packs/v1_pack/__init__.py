@@ -1,10 +1,10 @@
 """A V1 pack: NODE_CLASS_MAPPINGS, display names, a web extension, an HTTP route, progress and custom
 websocket events, and a node that reports the process it ran in."""
+
 import os
 
-from aiohttp import web
-
 import comfy.utils
+from aiohttp import web
 from server import PromptServer
 
 from .nodes import V1Invert, V1ListsFromInputTypes
@@ -20,7 +20,7 @@ async def on_startup(app):
     STARTED.append(True)
 
 
-PromptServer.instance.app.on_startup.append(on_startup)   # comfyui-deploy does this at import
+PromptServer.instance.app.on_startup.append(on_startup)  # comfyui-deploy does this at import
 
 
 @PromptServer.instance.routes.get("/v1_pack/hello")
@@ -31,8 +31,10 @@ async def hello(request):
 class V1Progress:
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"image": ("IMAGE",), "steps": ("INT", {"default": 3, "min": 1, "max": 10})},
-                "hidden": {"unique_id": "UNIQUE_ID"}}
+        return {
+            "required": {"image": ("IMAGE",), "steps": ("INT", {"default": 3, "min": 1, "max": 10})},
+            "hidden": {"unique_id": "UNIQUE_ID"},
+        }
 
     RETURN_TYPES = ("IMAGE", "STRING")
     RETURN_NAMES = ("image", "pid")
@@ -43,8 +45,7 @@ class V1Progress:
         bar = comfy.utils.ProgressBar(steps)
         for _ in range(steps):
             bar.update(1)
-        PromptServer.instance.send_sync("v1_pack.done", {"node": unique_id, "steps": steps,
-                                                         "sum": float(image.sum())})
+        PromptServer.instance.send_sync("v1_pack.done", {"node": unique_id, "steps": steps, "sum": float(image.sum())})
         return (image * 0.5, str(os.getpid()))
 
 
@@ -75,10 +76,10 @@ class V1SaveImage:
     CATEGORY = "v1_pack"
 
     def save(self, image):
+        import folder_paths
         import numpy as np
         from PIL import Image
 
-        import folder_paths
         folder = os.path.join(folder_paths.get_output_directory(), "v1_pack")
         os.makedirs(folder, exist_ok=True)
         name = f"v1_save_{os.getpid()}_{len(os.listdir(folder))}.png"
@@ -86,7 +87,12 @@ class V1SaveImage:
         return {"ui": {"images": [{"filename": name, "subfolder": "v1_pack", "type": "output"}]}}
 
 
-NODE_CLASS_MAPPINGS = {"V1Invert": V1Invert, "V1Progress": V1Progress, "V1ShowText": V1ShowText,
-                       "V1SaveImage": V1SaveImage,
-                       "V1ListsFromInputTypes": V1ListsFromInputTypes, "KSampler": V1Invert}   # a pack cannot replace a core node
+NODE_CLASS_MAPPINGS = {
+    "V1Invert": V1Invert,
+    "V1Progress": V1Progress,
+    "V1ShowText": V1ShowText,
+    "V1SaveImage": V1SaveImage,
+    "V1ListsFromInputTypes": V1ListsFromInputTypes,
+    "KSampler": V1Invert,
+}  # a pack cannot replace a core node
 NODE_DISPLAY_NAME_MAPPINGS = {"V1Invert": "Invert (v1 pack)"}

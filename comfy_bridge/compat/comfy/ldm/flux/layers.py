@@ -2,6 +2,7 @@
 MLPEmbedder, RMSNorm, QKNorm, Modulation, apply_mod) are real; DoubleStreamBlock, SingleStreamBlock,
 SelfAttention and LastLayer exist for imports, subclassing and isinstance checks and raise UnsupportedFeature
 when built (see comfy.ldm.model_classes)."""
+
 from __future__ import annotations
 
 import math
@@ -14,8 +15,22 @@ from comfy_bridge.compat.comfy.ldm.common_dit import rms_norm
 from comfy_bridge.compat.comfy.ldm.flux.math import attention, rope
 from comfy_bridge.compat.comfy.ldm.model_classes import UnsupportedModel
 
-__all__ = ["EmbedND", "timestep_embedding", "MLPEmbedder", "RMSNorm", "QKNorm", "SelfAttention", "ModulationOut",
-           "Modulation", "apply_mod", "DoubleStreamBlock", "SingleStreamBlock", "LastLayer", "attention", "rope"]
+__all__ = [
+    "EmbedND",
+    "timestep_embedding",
+    "MLPEmbedder",
+    "RMSNorm",
+    "QKNorm",
+    "SelfAttention",
+    "ModulationOut",
+    "Modulation",
+    "apply_mod",
+    "DoubleStreamBlock",
+    "SingleStreamBlock",
+    "LastLayer",
+    "attention",
+    "rope",
+]
 
 
 class EmbedND(nn.Module):
@@ -103,8 +118,9 @@ class Modulation(nn.Module):
         return ModulationOut(*out[:3]), (ModulationOut(*out[3:]) if self.is_double else None)
 
 
-def apply_mod(tensor: Tensor, m_mult: Tensor, m_add: Tensor | None = None, modulation_dims: list | None = None
-              ) -> Tensor:
+def apply_mod(
+    tensor: Tensor, m_mult: Tensor, m_add: Tensor | None = None, modulation_dims: list | None = None
+) -> Tensor:
     """tensor * m_mult (+ m_add); with modulation_dims [(start, end, index), ...] only those token ranges, in
     place, with the modulation row `index`."""
     if modulation_dims is None:

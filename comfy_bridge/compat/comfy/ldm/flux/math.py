@@ -5,6 +5,7 @@ pairs of q and k ([B, heads, N, dim]) by them; attention(q, k, v, pe) applies th
 runs `optimized_attention` on the [B, heads, N, dim] tensors, returning [B, N, heads * dim]. The module-level
 `optimized_attention` is looked up at call time, so a pack may replace it here.
 """
+
 from __future__ import annotations
 
 import torch
@@ -21,19 +22,21 @@ def rotate(x: Tensor, pe: Tensor) -> Tensor:
     return (pe[..., 0] * pairs[..., 0] + pe[..., 1] * pairs[..., 1]).reshape(*x.shape)
 
 
-def attention(q: Tensor, k: Tensor, v: Tensor, pe: Tensor | None, mask: Tensor | None = None,
-              transformer_options: dict = {}) -> Tensor:
+def attention(
+    q: Tensor, k: Tensor, v: Tensor, pe: Tensor | None, mask: Tensor | None = None, transformer_options: dict = {}
+) -> Tensor:
     if pe is not None:
         q, k = rotate(q, pe).type_as(v), rotate(k, pe).type_as(v)
-    return optimized_attention(q, k, v, q.shape[1], skip_reshape=True, mask=mask,
-                               transformer_options=transformer_options)
+    return optimized_attention(
+        q, k, v, q.shape[1], skip_reshape=True, mask=mask, transformer_options=transformer_options
+    )
 
 
 def rope(pos: Tensor, dim: int, theta: float) -> Tensor:
     """Rotation matrices [[cos, -sin], [sin, cos]] of angle pos * theta^(-2i/dim) for i < dim/2."""
     assert dim % 2 == 0
     exponents = torch.linspace(0, (dim - 2) / dim, steps=dim // 2, dtype=torch.float64, device=pos.device)
-    omega = 1.0 / (theta ** exponents)
+    omega = 1.0 / (theta**exponents)
     angles = pos.to(dtype=torch.float32).unsqueeze(-1) * omega
     cos, sin = torch.cos(angles), torch.sin(angles)
     out = torch.stack([cos, -sin, sin, cos], dim=-1)

@@ -1,15 +1,30 @@
 """`comfy.ldm.flux.model`: FluxParams and the Flux model class name (building a Flux raises UnsupportedFeature,
 see comfy.ldm.model_classes)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from comfy_bridge.compat.comfy.ldm.flux.layers import (DoubleStreamBlock, EmbedND, LastLayer, MLPEmbedder,
-                                                       SingleStreamBlock, timestep_embedding)
+from comfy_bridge.compat.comfy.ldm.flux.layers import (
+    DoubleStreamBlock,
+    EmbedND,
+    LastLayer,
+    MLPEmbedder,
+    SingleStreamBlock,
+    timestep_embedding,
+)
 from comfy_bridge.compat.comfy.ldm.model_classes import UnsupportedModel
 
-__all__ = ["FluxParams", "Flux", "DoubleStreamBlock", "EmbedND", "LastLayer", "MLPEmbedder", "SingleStreamBlock",
-           "timestep_embedding"]
+__all__ = [
+    "FluxParams",
+    "Flux",
+    "DoubleStreamBlock",
+    "EmbedND",
+    "LastLayer",
+    "MLPEmbedder",
+    "SingleStreamBlock",
+    "timestep_embedding",
+]
 
 
 @dataclass

@@ -1,5 +1,6 @@
 """`comfy.ldm.lightricks.model` (LTX-Video): the rotary embedding helper, and the model classes packs
 subclass or check (building one raises UnsupportedFeature: this backend runs no LTX-Video model)."""
+
 from __future__ import annotations
 
 import torch

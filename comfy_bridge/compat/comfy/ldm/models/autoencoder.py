@@ -1,6 +1,7 @@
 """`comfy.ldm.models.autoencoder`: the autoencoder class names (AutoencoderKL and its bases). They exist for
 imports, subclassing and isinstance checks; building one raises UnsupportedFeature (see comfy.ldm.model_classes):
 this backend's VAE is its own, reached through the VAE objects nodes return."""
+
 from __future__ import annotations
 
 from comfy_bridge.compat.comfy.ldm.model_classes import UnsupportedModel

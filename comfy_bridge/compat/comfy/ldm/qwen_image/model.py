@@ -1,4 +1,5 @@
 """`comfy.ldm.qwen_image.model`: Qwen-Image's rotary embedding application."""
+
 from __future__ import annotations
 
 import torch

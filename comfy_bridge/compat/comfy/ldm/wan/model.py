@@ -1,13 +1,21 @@
 """`comfy.ldm.wan.model`: Wan's sinusoidal position embedding (`optimized_attention` is exposed here as in
 ComfyUI, for packs that swap it; this backend's Wan model does not read it)."""
+
 from __future__ import annotations
 
 import torch
 
 from comfy_bridge.compat.comfy.ldm.modules.attention import optimized_attention
 
-__all__ = ["sinusoidal_embedding_1d", "optimized_attention", "WanSelfAttention", "WanT2VCrossAttention",
-           "WanI2VCrossAttention", "WanAttentionBlock", "WanModel"]
+__all__ = [
+    "sinusoidal_embedding_1d",
+    "optimized_attention",
+    "WanSelfAttention",
+    "WanT2VCrossAttention",
+    "WanI2VCrossAttention",
+    "WanAttentionBlock",
+    "WanModel",
+]
 
 
 def sinusoidal_embedding_1d(dim: int, position: torch.Tensor) -> torch.Tensor:

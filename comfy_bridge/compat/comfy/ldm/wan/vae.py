@@ -1,5 +1,6 @@
 """`comfy.ldm.wan.vae`: Wan's VAE layers. RMS_norm and the causal convolution compute as ComfyUI's do; the
 whole VAE classes are for subclassing and isinstance checks (the VAE runs on the executors)."""
+
 from __future__ import annotations
 
 import torch
@@ -21,8 +22,13 @@ class CausalConv3d(disable_weight_init.Conv3d):
         self._padding = (w, w, h, h, 2 * t, 0)
         self.padding = (0, 0, 0)
 
-    def forward(self, x: torch.Tensor, cache_x: torch.Tensor | None = None, cache_list: list | None = None,
-                cache_idx: int | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        x: torch.Tensor,
+        cache_x: torch.Tensor | None = None,
+        cache_list: list | None = None,
+        cache_idx: int | None = None,
+    ) -> torch.Tensor:
         if cache_list is not None:
             cache_x, cache_list[cache_idx] = cache_list[cache_idx], None
         padding = list(self._padding)
@@ -38,7 +44,7 @@ class RMS_norm(nn.Module):
     def __init__(self, dim: int, channel_first: bool = True, images: bool = True, bias: bool = False):
         super().__init__()
         shape = (dim, *((1, 1) if images else (1, 1, 1))) if channel_first else (dim,)
-        self.channel_first, self.scale = channel_first, dim ** 0.5
+        self.channel_first, self.scale = channel_first, dim**0.5
         self.gamma = nn.Parameter(torch.ones(shape))
         self.bias = nn.Parameter(torch.zeros(shape)) if bias else None
 

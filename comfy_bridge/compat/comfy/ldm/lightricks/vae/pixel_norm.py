@@ -1,4 +1,5 @@
 """`comfy.ldm.lightricks.vae.pixel_norm`."""
+
 from __future__ import annotations
 
 import torch
@@ -13,4 +14,4 @@ class PixelNorm(nn.Module):
         self.dim, self.eps = dim, eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x / torch.sqrt(torch.mean(x ** 2, dim=self.dim, keepdim=True) + self.eps)
+        return x / torch.sqrt(torch.mean(x**2, dim=self.dim, keepdim=True) + self.eps)

@@ -1,5 +1,6 @@
 """`comfy.ldm.modules.diffusionmodules.mmdit`: SD3's MMDiT names. RMSNorm is real; JointBlock (and the
 model classes) exist for imports, subclassing and isinstance checks and raise UnsupportedFeature when built."""
+
 from __future__ import annotations
 
 import torch
@@ -15,8 +16,9 @@ class RMSNorm(nn.Module):
     """x / sqrt(mean(x^2 over the last dim) + eps), times a learnable weight when `elementwise_affine`
     (ComfyUI's argument order: dim, elementwise_affine, eps)."""
 
-    def __init__(self, dim: int, elementwise_affine: bool = False, eps: float = 1e-6, device=None, dtype=None,
-                 **kwargs):
+    def __init__(
+        self, dim: int, elementwise_affine: bool = False, eps: float = 1e-6, device=None, dtype=None, **kwargs
+    ):
         super().__init__()
         self.eps = eps
         self.learnable_scale = elementwise_affine

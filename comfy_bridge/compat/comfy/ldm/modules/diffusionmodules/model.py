@@ -1,5 +1,6 @@
 """`comfy.ldm.modules.diffusionmodules.model`: the SD VAE's building blocks. `Normalize` and `nonlinearity`
 compute as ComfyUI's; the blocks are for subclassing and isinstance checks (VAEs run on the executors)."""
+
 from __future__ import annotations
 
 import torch

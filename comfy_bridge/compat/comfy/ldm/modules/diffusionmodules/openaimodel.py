@@ -8,6 +8,7 @@ imports, subclassing and isinstance checks; building one raises UnsupportedFeatu
 comfy.ldm.model_classes). This backend's UNet does not call this module, so patching
 its functions (e.g. `openaimodel.apply_control = f`) does not change how this backend runs a model.
 """
+
 from __future__ import annotations
 
 import logging
@@ -31,9 +32,20 @@ from comfy_bridge.compat.comfy.ldm.modules.diffusionmodules.util import (
 
 ops = comfy_ops.disable_weight_init
 
-__all__ = ["TimestepBlock", "TimestepEmbedSequential", "Upsample", "Downsample", "ResBlock", "VideoResBlock",
-           "Timestep", "apply_control", "UNetModel", "SpatialTransformer", "timestep_embedding",
-           "forward_timestep_embed"]
+__all__ = [
+    "TimestepBlock",
+    "TimestepEmbedSequential",
+    "Upsample",
+    "Downsample",
+    "ResBlock",
+    "VideoResBlock",
+    "Timestep",
+    "apply_control",
+    "UNetModel",
+    "SpatialTransformer",
+    "timestep_embedding",
+    "forward_timestep_embed",
+]
 
 
 class TimestepBlock(nn.Module):
@@ -44,9 +56,17 @@ class TimestepBlock(nn.Module):
         """Apply the module to x given the timestep embedding emb."""
 
 
-def forward_timestep_embed(ts: Any, x: torch.Tensor, emb: torch.Tensor, context: Any = None,
-                           transformer_options: dict | None = None, output_shape: Any = None, time_context: Any = None,
-                           num_video_frames: Any = None, image_only_indicator: Any = None) -> torch.Tensor:
+def forward_timestep_embed(
+    ts: Any,
+    x: torch.Tensor,
+    emb: torch.Tensor,
+    context: Any = None,
+    transformer_options: dict | None = None,
+    output_shape: Any = None,
+    time_context: Any = None,
+    num_video_frames: Any = None,
+    image_only_indicator: Any = None,
+) -> torch.Tensor:
     """Run the layers of a UNet block in order, each with the inputs its kind takes: timestep blocks get the
     embedding (video ones also the frame count), transformers the context and transformer_options (whose
     "transformer_index" counts them), Upsample the skip connection's shape; any other layer is called on x
@@ -67,13 +87,20 @@ def forward_timestep_embed(ts: Any, x: torch.Tensor, emb: torch.Tensor, context:
         elif isinstance(layer, Upsample):
             x = layer(x, output_shape=output_shape)
         else:
-            handler = next((h for cls, h in options.get("patches", {}).get("forward_timestep_embed_patch", ())
-                            if isinstance(layer, cls)), None)
+            handler = next(
+                (
+                    h
+                    for cls, h in options.get("patches", {}).get("forward_timestep_embed_patch", ())
+                    if isinstance(layer, cls)
+                ),
+                None,
+            )
             if handler is None:
                 x = layer(x)
             else:
-                x = handler(layer, x, emb, context, options, output_shape, time_context, num_video_frames,
-                            image_only_indicator)
+                x = handler(
+                    layer, x, emb, context, options, output_shape, time_context, num_video_frames, image_only_indicator
+                )
     return x
 
 
@@ -88,14 +115,24 @@ class Upsample(nn.Module):
     """Nearest-neighbour 2x upsampling (of the last two axes; for dims=3 the frame axis is kept), then a 3x3
     conv when `use_conv`. `output_shape` (the skip connection's shape) overrides the target size."""
 
-    def __init__(self, channels: int, use_conv: bool, dims: int = 2, out_channels: int | None = None,
-                 padding: int = 1, dtype: Any = None, device: Any = None, operations: Any = ops):
+    def __init__(
+        self,
+        channels: int,
+        use_conv: bool,
+        dims: int = 2,
+        out_channels: int | None = None,
+        padding: int = 1,
+        dtype: Any = None,
+        device: Any = None,
+        operations: Any = ops,
+    ):
         super().__init__()
         self.channels, self.out_channels = channels, out_channels or channels
         self.use_conv, self.dims = use_conv, dims
         if use_conv:
-            self.conv = operations.conv_nd(dims, channels, self.out_channels, 3, padding=padding, dtype=dtype,
-                                           device=device)
+            self.conv = operations.conv_nd(
+                dims, channels, self.out_channels, 3, padding=padding, dtype=dtype, device=device
+            )
 
     def forward(self, x: torch.Tensor, output_shape: Any = None) -> torch.Tensor:
         assert x.shape[1] == self.channels
@@ -112,15 +149,25 @@ class Downsample(nn.Module):
     """2x downsampling of the last two axes: a strided 3x3 conv when `use_conv` (parameters under `op`), else
     average pooling (channel count kept)."""
 
-    def __init__(self, channels: int, use_conv: bool, dims: int = 2, out_channels: int | None = None,
-                 padding: int = 1, dtype: Any = None, device: Any = None, operations: Any = ops):
+    def __init__(
+        self,
+        channels: int,
+        use_conv: bool,
+        dims: int = 2,
+        out_channels: int | None = None,
+        padding: int = 1,
+        dtype: Any = None,
+        device: Any = None,
+        operations: Any = ops,
+    ):
         super().__init__()
         self.channels, self.out_channels = channels, out_channels or channels
         self.use_conv, self.dims = use_conv, dims
         stride = (1, 2, 2) if dims == 3 else 2
         if use_conv:
-            self.op = operations.conv_nd(dims, channels, self.out_channels, 3, stride=stride, padding=padding,
-                                         dtype=dtype, device=device)
+            self.op = operations.conv_nd(
+                dims, channels, self.out_channels, 3, stride=stride, padding=padding, dtype=dtype, device=device
+            )
         else:
             if self.channels != self.out_channels:
                 raise ValueError("Downsample without a conv keeps the channel count")
@@ -137,11 +184,25 @@ class ResBlock(TimestepBlock):
     GroupNorm-SiLU-dropout-conv (`out_layers`), added to the (projected) input (`skip_connection`). `up` /
     `down` resample both paths between the first norm and conv. Parameter names are ComfyUI's."""
 
-    def __init__(self, channels: int, emb_channels: int, dropout: float, out_channels: int | None = None,
-                 use_conv: bool = False, use_scale_shift_norm: bool = False, dims: int = 2,
-                 use_checkpoint: bool = False, up: bool = False, down: bool = False, kernel_size: Any = 3,
-                 exchange_temb_dims: bool = False, skip_t_emb: bool = False, dtype: Any = None, device: Any = None,
-                 operations: Any = ops):
+    def __init__(
+        self,
+        channels: int,
+        emb_channels: int,
+        dropout: float,
+        out_channels: int | None = None,
+        use_conv: bool = False,
+        use_scale_shift_norm: bool = False,
+        dims: int = 2,
+        use_checkpoint: bool = False,
+        up: bool = False,
+        down: bool = False,
+        kernel_size: Any = 3,
+        exchange_temb_dims: bool = False,
+        skip_t_emb: bool = False,
+        dtype: Any = None,
+        device: Any = None,
+        operations: Any = ops,
+    ):
         super().__init__()
         out = out_channels or channels
         self.channels, self.emb_channels, self.dropout, self.out_channels = channels, emb_channels, dropout, out
@@ -150,8 +211,11 @@ class ResBlock(TimestepBlock):
         self.exchange_temb_dims = exchange_temb_dims and not skip_t_emb
         padding = [k // 2 for k in kernel_size] if isinstance(kernel_size, list) else kernel_size // 2
         factory = {"dtype": dtype, "device": device}
-        self.in_layers = nn.Sequential(operations.GroupNorm(32, channels, **factory), nn.SiLU(),
-                                       operations.conv_nd(dims, channels, out, kernel_size, padding=padding, **factory))
+        self.in_layers = nn.Sequential(
+            operations.GroupNorm(32, channels, **factory),
+            nn.SiLU(),
+            operations.conv_nd(dims, channels, out, kernel_size, padding=padding, **factory),
+        )
         self.updown = up or down
         resample = Upsample if up else Downsample if down else None
         if resample is None:
@@ -159,10 +223,19 @@ class ResBlock(TimestepBlock):
         else:
             self.h_upd = resample(channels, False, dims, **factory)
             self.x_upd = resample(channels, False, dims, **factory)
-        self.emb_layers = None if skip_t_emb else nn.Sequential(
-            nn.SiLU(), operations.Linear(emb_channels, 2 * out if use_scale_shift_norm else out, **factory))
-        self.out_layers = nn.Sequential(operations.GroupNorm(32, out, **factory), nn.SiLU(), nn.Dropout(p=dropout),
-                                        operations.conv_nd(dims, out, out, kernel_size, padding=padding, **factory))
+        self.emb_layers = (
+            None
+            if skip_t_emb
+            else nn.Sequential(
+                nn.SiLU(), operations.Linear(emb_channels, 2 * out if use_scale_shift_norm else out, **factory)
+            )
+        )
+        self.out_layers = nn.Sequential(
+            operations.GroupNorm(32, out, **factory),
+            nn.SiLU(),
+            nn.Dropout(p=dropout),
+            operations.conv_nd(dims, out, out, kernel_size, padding=padding, **factory),
+        )
         if out == channels:
             self.skip_connection = nn.Identity()
         else:
