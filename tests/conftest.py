@@ -49,6 +49,19 @@ def demo_workspace(tmp_path_factory) -> Workspace:
     return ws
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _demo_workspace_active_for_module(request):
+    """A module whose tests use the demo workspace finds it active in its module-scoped fixtures too (they are
+    set up before any test's own fixtures, so after an earlier module left another workspace active)."""
+    from nodes import workspace as ws_module
+
+    if any(
+        getattr(item, "module", None) is request.module and "demo_workspace" in item.fixturenames
+        for item in request.session.items
+    ):
+        ws_module.activate(request.getfixturevalue("demo_workspace"))
+
+
 @pytest.fixture(autouse=True)
 def _demo_workspace_active(request):
     """A test that asks for the demo workspace finds it active, whatever workspace an earlier test left active
