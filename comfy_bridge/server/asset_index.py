@@ -160,10 +160,13 @@ def path_tags(root: str, rel: str) -> list[str]:
 
 
 class AssetIndex:
-    def __init__(self, path: Path):
+    def __init__(self, path: Path | None):
+        """`path` None: an index in memory, gone with the server."""
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=10.0)
-        self._db.execute("PRAGMA journal_mode=WAL")
+        target = ":memory:" if path is None else str(path)
+        self._db = sqlite3.connect(target, check_same_thread=False, isolation_level=None, timeout=10.0)
+        if path is not None:
+            self._db.execute("PRAGMA journal_mode=WAL")
         self._db.executescript(_SCHEMA)
 
     def close(self) -> None:

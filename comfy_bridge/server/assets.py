@@ -125,7 +125,9 @@ def add_routes(routes: web.RouteTableDef, server: PromptServer) -> None:
         gated(routes.put),
         gated(routes.delete),
     )
-    index = AssetIndex(Path(server.workspace.root) / INDEX_FILE)
+    # A server without a state store (--state-db unset: in-memory single-user) keeps its asset index in memory too.
+    durable = server.config.state_db is not None
+    index = AssetIndex(Path(server.workspace.root) / INDEX_FILE if durable else None)
     seeds: dict[str, dict] = {}  # tenant -> the state of its last seed
 
     async def on_cleanup(app: web.Application) -> None:

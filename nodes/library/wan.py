@@ -27,7 +27,7 @@ def latent_frames(length: int) -> int:
     return (length - 1) // 4 + 1
 
 
-def _fit(images: torch.Tensor, width: int, height: int) -> torch.Tensor:
+def fit_frames(images: torch.Tensor, width: int, height: int) -> torch.Tensor:
     """IMAGE frames resized to width x height as ComfyUI does for these nodes (bilinear, centre crop)."""
     return common_upscale(images.movedim(-1, 1), width, height, "bilinear", "center").movedim(1, -1)
 
@@ -112,7 +112,7 @@ class WanImageToVideo:
         latent = torch.zeros(batch_size, 16, latent_frames(length), height // 8, width // 8)
         extra = {}
         if start_image is not None:
-            start = _fit(start_image[:length], width, height)
+            start = fit_frames(start_image[:length], width, height)
             clip = torch.full((length, height, width, start.shape[-1]), 0.5, dtype=start.dtype)
             clip[: start.shape[0]] = start
             image = await encode_video(vae, clip)
@@ -175,11 +175,11 @@ class WanFirstLastFrameToVideo:
         # one mask entry per pixel frame of the 4-frame groups; 0 where an image fixes the frame
         mask = torch.ones(1, 1, frames * 4, height // 8, width // 8)
         if start_image is not None:
-            start = _fit(start_image[:length], width, height)
+            start = fit_frames(start_image[:length], width, height)
             clip[: start.shape[0]] = start[..., :3]
             mask[:, :, : start.shape[0] + 3] = 0.0  # the first latent frame holds one pixel frame, shown 4 times
         if end_image is not None:
-            end = _fit(end_image[-length:], width, height)
+            end = fit_frames(end_image[-length:], width, height)
             clip[-end.shape[0] :] = end[..., :3]
             mask[:, :, -end.shape[0] :] = 0.0
         image = await encode_video(vae, clip)
@@ -232,7 +232,7 @@ class Wan22ImageToVideoLatent:
         latent = torch.zeros(1, 48, latent_frames(length), height // 16, width // 16)
         if start_image is None:  # ComfyUI gives one empty latent whatever the batch size
             return ({"samples": latent},)
-        image = await encode_video(vae, _fit(start_image[:length], width, height), WAN22_VAE_ARCH)
+        image = await encode_video(vae, fit_frames(start_image[:length], width, height), WAN22_VAE_ARCH)
         frames = image.shape[2]
         latent[:, :, :frames] = image
         mask = torch.ones(1, 1, latent.shape[2], latent.shape[-2], latent.shape[-1])
@@ -242,7 +242,7 @@ class Wan22ImageToVideoLatent:
         return ({"samples": latent.repeat(batch_size, 1, 1, 1, 1), "noise_mask": mask.repeat(batch_size, 1, 1, 1, 1)},)
 
 
-def _video_inputs() -> dict:
+def video_inputs() -> dict:
     return {
         "positive": ("CONDITIONING", {}),
         "negative": ("CONDITIONING", {}),
@@ -273,7 +273,7 @@ async def _fun_concat(
     concat = fmt.process_out(torch.zeros(shape)).repeat(1, 2, 1, 1, 1)
     for offset, frames in ((channels, start_image), (0, control_video)):
         if frames is not None:
-            encoded = await encode_video(vae, _fit(frames[:length], width, height)[..., :3], arch)
+            encoded = await encode_video(vae, fit_frames(frames[:length], width, height)[..., :3], arch)
             n = min(encoded.shape[2], concat.shape[2])
             concat[:, offset : offset + channels, :n] = encoded[:, :, :n]
     return concat
@@ -290,7 +290,7 @@ class WanFunControlToVideo:
     @classmethod
     def INPUT_TYPES(cls):
         return {
-            "required": _video_inputs(),
+            "required": video_inputs(),
             "optional": {
                 "clip_vision_output": ("CLIP_VISION_OUTPUT", {}),
                 "start_image": ("IMAGE", {}),
@@ -336,7 +336,7 @@ class Wan22FunControlToVideo:
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": _video_inputs(), "optional": {"ref_image": ("IMAGE", {}), "control_video": ("IMAGE", {})}}
+        return {"required": video_inputs(), "optional": {"ref_image": ("IMAGE", {}), "control_video": ("IMAGE", {})}}
 
     async def execute(
         self,
@@ -373,7 +373,7 @@ class WanFunInpaintToVideo(WanFirstLastFrameToVideo):
     @classmethod
     def INPUT_TYPES(cls):
         return {
-            "required": _video_inputs(),
+            "required": video_inputs(),
             "optional": {
                 "clip_vision_output": ("CLIP_VISION_OUTPUT", {}),
                 "start_image": ("IMAGE", {}),

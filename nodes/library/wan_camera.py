@@ -19,10 +19,10 @@ from nodes.conditioning import require
 from nodes.conditioning_ops import set_values
 from nodes.library.wan import (
     WAN21_VAE_ARCH,
-    _fit,
-    _video_inputs,
     encode_video,
+    fit_frames,
     latent_frames,
+    video_inputs,
 )
 from nodes.models.components import WAN21_LATENT
 
@@ -152,7 +152,7 @@ class WanCameraImageToVideo:
     @classmethod
     def INPUT_TYPES(cls):
         return {
-            "required": _video_inputs(),
+            "required": video_inputs(),
             "optional": {
                 "clip_vision_output": ("CLIP_VISION_OUTPUT", {}),
                 "start_image": ("IMAGE", {}),
@@ -179,7 +179,7 @@ class WanCameraImageToVideo:
         extra = {}
         if start_image is not None:
             concat = WAN21_LATENT.process_out(torch.zeros(batch_size, 16, frames, height // 8, width // 8))
-            image = await encode_video(vae, _fit(start_image[:length], width, height)[..., :3], WAN21_VAE_ARCH)
+            image = await encode_video(vae, fit_frames(start_image[:length], width, height)[..., :3], WAN21_VAE_ARCH)
             n = min(image.shape[2], frames)
             concat[:, :, :n] = image[:, :, :n]
             mask = torch.ones(1, 1, frames * 4, height // 8, width // 8)

@@ -14,7 +14,15 @@ import pytest
 from tests.nodes import comfyui_fixtures as cf
 
 # "family/case": why our output differs from ComfyUI's (fix the node, then remove the entry)
-KNOWN_MISMATCHES: dict[str, str] = {}
+_DOWNSCALE_KEY = (
+    "today's ComfyUI's EmptyLatentImage marks its latent with downscale_ratio_spacial 8 (the samplers res"
+    "ize an empty latent for a 1/16 model by it); 0.3.64's latent, which PreviewAny prints here, had no such key"
+)
+KNOWN_MISMATCHES: dict[str, str] = {
+    "preview_any/latent_dict": _DOWNSCALE_KEY,
+    "preview_any/latent_dict_with_batch_index": _DOWNSCALE_KEY,
+    "primitive/int_feeds_empty_latent": _DOWNSCALE_KEY,
+}
 
 
 def _params():
