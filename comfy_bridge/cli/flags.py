@@ -180,7 +180,8 @@ def add_cluster_flags(p: argparse.ArgumentParser) -> None:
         "--executor-threads",
         type=int,
         default=0,
-        help="torch threads per executor (0: the machine's cores divided among the executors)",
+        help="torch threads per executor, and for the in-process ModelFns of --executors 0 (0: the machine's cores "
+        "divided among the executors; in-process, torch's default)",
     )
     p.add_argument(
         "--concurrent-prompts",
