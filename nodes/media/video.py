@@ -352,6 +352,9 @@ class VideoFromComponents(VideoInput):
                 out.metadata[key] = value
             video = out.add_stream("h264", rate=rate)
             video.width, video.height, video.pix_fmt = width, height, "yuv420p"
+            # No rate-control lookahead (which mb-tree needs): with it libx264 now and then encodes the same
+            # frames into other bytes, even on one thread, and a video decoded with other pixels run to run.
+            video.options = {"x264-params": "rc-lookahead=0"}
             sound = None
             if audio is not None:
                 waveform, sample_rate = check_audio(audio, "the video's audio")
