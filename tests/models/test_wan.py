@@ -201,9 +201,9 @@ def test_one_masked_wan22_5b_step_equals_comfyuis(models) -> None:
 
 
 def _i2v_clip(image: torch.Tensor, width: int, height: int, length: int) -> torch.Tensor:
-    from nodes.library.wan import _fit
+    from nodes.library.wan import fit_frames
 
-    start = _fit(image[:length], width, height)
+    start = fit_frames(image[:length], width, height)
     clip = torch.full((length, height, width, 3), 0.5)
     clip[: start.shape[0]] = start
     return clip

@@ -60,9 +60,21 @@ def test_model_library_and_media_assets_through_the_assets_api(server, tmp_path)
         folder.click()
         page.get_by_text("sd1-tiny", exact=False).first.wait_for(timeout=30_000)
 
+        # An input of its own, the newest: the session's shared workspace holds many earlier tests' uploads, and
+        # the panel's first page shows the newest inputs.
+        imported = page.evaluate(
+            """async () => {
+            const canvas = Object.assign(document.createElement('canvas'), {width: 8, height: 8});
+            const ctx = canvas.getContext('2d'); ctx.fillStyle = '#3a7'; ctx.fillRect(0, 0, 8, 8);
+            const blob = await new Promise((done) => canvas.toBlob(done, 'image/png'));
+            const body = new FormData();
+            body.append('image', new File([blob], 'assets-panel-' + Date.now() + '.png', {type: 'image/png'}));
+            const r = await window.app.api.fetchApi('/upload/image', {method: 'POST', body});
+            return (await r.json()).name }"""
+        )
         page.evaluate("window.app.extensionManager.command.execute('Workspace.ToggleSidebarTab.assets')")
         page.get_by_text("Imported", exact=True).first.click()
-        page.locator("img[src*='type=input'][src*='example.png']").first.wait_for(timeout=30_000)
+        page.locator(f"img[src*='type=input'][src*='{imported}']").first.wait_for(timeout=30_000)
         page.get_by_text("Generated", exact=True).first.click()
         prompt_id = page.evaluate(
             """async (wf) => {
