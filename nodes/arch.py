@@ -42,6 +42,7 @@ LATENT_FORMATS: dict[str, LatentFormat] = {
     "qwen_image": WAN21_LATENT,
     "qwen_image21": QWEN_IMAGE21_LATENT,
     "krea2": WAN21_LATENT,  # Qwen-Image's VAE, normalised by its latents_mean/std (diffusers' Krea2Pipeline)
+    "flux3": FLUX2_LATENT,  # the template loads flux2-vae: FLUX.2's standardised 128-channel latents
     "wan21": WAN21_LATENT,
     "wan22_5b": WAN22_LATENT,
     "minimax_h3": MINIMAX_H3_LATENT,
@@ -67,6 +68,9 @@ SAMPLING_CONFIGS: dict[str, dict[str, Any]] = {
     # Krea 2: the exponential time shift at mu 1.15 (diffusers' Krea2Pipeline for the turbo model; the style
     # reference template sets ModelSamplingFlux to 1.15 at 1024x1024, the same value).
     "krea2": {"kind": "flux", "shift": 1.15},
+    # FLUX 3: a constant flow shift of 6.93 with sigma as the timestep (diffusers 0.42's Flux3SetTimestepsStep:
+    # FlowMatchEulerDiscreteScheduler(shift=6.93) over linspace(1, 1/n, n), which 'simple' reproduces).
+    "flux3": {"kind": "flow", "shift": 6.93, "multiplier": 1.0},
     # ComfyUI's Wan models (WAN21_T2V and the others): ModelSamplingDiscreteFlow at shift 8, multiplier 1000.
     "wan21": {"kind": "flow", "shift": 8.0, "multiplier": 1000},
     "wan22_5b": {"kind": "flow", "shift": 8.0, "multiplier": 1000},

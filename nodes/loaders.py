@@ -177,6 +177,7 @@ CLIP_TYPES = [
     "flux2",
     "krea2",
     "minimax",
+    "flux3",
 ]
 DUAL_CLIP_TYPES = ["sdxl", "sd3", "flux", "hunyuan_video", "hidream", "hunyuan_image"]
 # The CLIP types whose text encoders we can build; the others are refused with a clear error.
@@ -232,11 +233,13 @@ def _single_clip_arch(path: Path, clip_type: str) -> str:
             return "krea2"
         if clip_type == "minimax":  # MiniMax H3's Qwen3-VL-32B
             return "minimax_h3"
+        if clip_type == "flux3":  # FLUX 3's Qwen3-VL-4B
+            return "flux3"
         if clip_type != "qwen_image":
             raise ValueError(
                 f"clip_name: {path.name} is a Qwen3-VL text encoder; it loads as Krea 2's with "
-                f"CLIPLoader type krea2, as MiniMax H3's with type minimax or as Qwen-Image 2.1's with "
-                f"type qwen_image, not {clip_type}"
+                f"CLIPLoader type krea2, as FLUX 3's with type flux3, as MiniMax H3's with type minimax or as "
+                f"Qwen-Image 2.1's with type qwen_image, not {clip_type}"
             )
         return "qwen_image21"
     if clip_type == "lumina2":

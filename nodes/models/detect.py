@@ -33,6 +33,9 @@ QWEN_IMAGE21_KEYS = (
 )
 # Krea 2: Krea's own names (Comfy-Org/Krea-2's files); the key diffusers 0.42's single-file loader detects it by.
 KREA2_MARKER = "txtfusion.projector.weight"
+# FLUX 3: BFL's names (black-forest-labs/flux-3-image-klein-comfy's files); the key diffusers 0.42's single-file
+# loader detects it by (CHECKPOINT_KEY_NAMES["flux3"]), the image stream's input projection beside it.
+FLUX3_MARKERS = ("early_stream_modulations.image.lin.weight", "emb_in.image.weight")
 QWEN3VL_MARKER = "model.visual.deepstack_merger_list.0.norm.weight"
 QWEN_IMAGE21_MLP = ("transformer_blocks.0.img_mlp.gate_up.weight", "transformer_blocks.0.img_mlp.proj.weight")
 WAN_VAE_MARKER = "decoder.middle.0.residual.0.gamma"
@@ -56,7 +59,7 @@ _PIPELINES = {
 @dataclass(frozen=True)
 class CheckpointInfo:
     """What `probe` found. arch: sd1 | sd2 | sdxl | flux | flux2 | sd3 | zimage | qwen_image | wan21 | wan22_5b
-    (qwen_image21: Qwen-Image 2.1, krea2: Krea 2, minimax_h3: MiniMax H3) for models (and Qwen-Image's Wan VAE), clip | t5 | umt5 | qwen3 | qwen3vl | qwen25 (a Qwen2.5 language model) for bare
+    (qwen_image21: Qwen-Image 2.1, krea2: Krea 2, flux3: FLUX 3, minimax_h3: MiniMax H3) for models (and Qwen-Image's Wan VAE), clip | t5 | umt5 | qwen3 | qwen3vl | qwen25 (a Qwen2.5 language model) for bare
     text encoders.
     kind: checkpoint | diffusion_model | vae | text_encoder | controlnet | lora | diffusers.
     components: which of diffusion_model, vae, text_encoder, controlnet the file can provide.
@@ -135,6 +138,9 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
     prefix = _prefix_with(shapes, KREA2_MARKER)
     if prefix is not None and prefix + "first.weight" in shapes:
         return info("krea2", "checkpoint" if extra else "diffusion_model", {"diffusion_model"} | extra, "krea", prefix)
+    prefix = _prefix_with(shapes, FLUX3_MARKERS[0])
+    if prefix is not None and prefix + FLUX3_MARKERS[1] in shapes:
+        return info("flux3", "checkpoint" if extra else "diffusion_model", {"diffusion_model"} | extra, "bfl", prefix)
     prefix = _prefix_with(shapes, QWEN_IMAGE21_KEYS[0])
     if (
         prefix is not None

@@ -31,7 +31,19 @@ from .tokenizer import BYTE_VOCAB_SIZE, ClipBPE, SDTokenizer, bpe_for_vocab_size
 
 CONFIGS = Path(__file__).parent / "configs"
 LATENTS = {"sd1": SD1_LATENT, "sd2": SD1_LATENT, "sdxl": SDXL_LATENT}
-DIT_ARCHS = ("flux", "sd3", "flux2", "zimage", "qwen_image", "qwen_image21", "krea2", "wan21", "wan22_5b", "minimax_h3")
+DIT_ARCHS = (
+    "flux",
+    "sd3",
+    "flux2",
+    "zimage",
+    "qwen_image",
+    "qwen_image21",
+    "krea2",
+    "flux3",
+    "wan21",
+    "wan22_5b",
+    "minimax_h3",
+)
 __all__ = ["probe", "load_diffusion_model", "load_text_encoder", "load_vae", "load_controlnet", "CheckpointInfo"]
 
 
@@ -67,6 +79,7 @@ _ARCH_MODULES = {
     "qwen_image": ("nodes.models.qwen_image",),
     "qwen_image21": ("nodes.models.qwen_image21",),
     "krea2": ("nodes.models.krea2",),
+    "flux3": ("nodes.models.flux3",),
     "wan21": ("nodes.models.wan",),
     "wan22_5b": ("nodes.models.wan",),
     "minimax_h3": ("nodes.models.minimax_h3_engine",),
@@ -291,19 +304,20 @@ def load_text_encoder(ref: ModelRef) -> TextEncoder:
         # ComfyUI: a Qwen3-VL-8B file with CLIPLoader type qwen_image is Qwen-Image 2.1's encoder, a Qwen3-VL-4B
         # one with type krea2 Krea 2's.
         # With type minimax, MiniMax H3's Qwen3-VL-32B (truncated to 50 layers).
-        if clip_type in ("krea2", "minimax"):
+        # With type flux3, FLUX 3's Qwen3-VL-4B.
+        if clip_type in ("krea2", "minimax", "flux3"):
             _refuse_merges(ref, path, "these text encoders")
             return _dispatch(
                 "load_text_encoder",
                 ref,
                 [_sd(ref, i) for i in range(len(ref.sources))],
-                "minimax_h3" if clip_type == "minimax" else "krea2",
+                {"minimax": "minimax_h3"}.get(clip_type, clip_type),
             )
         if clip_type not in (None, "qwen_image"):
             raise ModelLoadError(
                 path,
                 f"a Qwen3-VL text encoder is read here only as Qwen-Image 2.1's (CLIPLoader "
-                f"type qwen_image), Krea 2's (krea2) or MiniMax H3's (minimax), not as type "
+                f"type qwen_image), Krea 2's (krea2), FLUX 3's (flux3) or MiniMax H3's (minimax), not as type "
                 f"{clip_type}",
             )
         _refuse_merges(ref, path, "these text encoders")

@@ -1,0 +1,198 @@
+"""FLUX 3: detection of BFL's published layout, loading on diffusers' Flux3Transformer2DModel, one denoising step
+(DiffusionModel.apply on ComfyUI's FLUX.2 latent [B,128,h,w] and sigma, with and without reference latents) equal
+to diffusers' forward with the ids diffusers 0.42's Flux3 modular pipeline builds, and the text encoder (CLIPLoader
+type flux3 on a Qwen3-VL file) equal to the pipeline's Flux3TextEncoderStep on the same tiny weights. No ComfyUI
+runnable here has FLUX 3, and its source was not readable: the reference is diffusers, not ComfyUI."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from diffusers.modular_pipelines.flux3.before_denoise import (
+    Flux3TextRoPEInputsStep,
+    _prepare_image_ids,
+)
+from diffusers.modular_pipelines.flux3.encoders import Flux3TextEncoderStep
+from safetensors.torch import load_file, save_file
+from transformers import PreTrainedTokenizerFast
+
+from nodes.arch import latent_format, sampling_config
+from nodes.loaders import CLIPLoader, make_ref
+from nodes.models import loader
+from nodes.models.components import FLUX2_LATENT
+from nodes.models.detect import probe
+from nodes.models.errors import ModelLoadError
+from nodes.models.flux3_demo import CONFIG, build_demo_flux3, tiny_text_encoder, tiny_transformer
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("flux3")
+    path, text = build_demo_flux3(root)
+    prefixed = root / "flux3_prefixed.safetensors"
+    save_file({f"model.diffusion_model.{k}": v for k, v in load_file(path).items()}, str(prefixed))
+    return {"bare": path, "prefixed": prefixed, "text": text, "root": root}
+
+
+@pytest.fixture(scope="module")
+def model(files):
+    return loader.load_diffusion_model(make_ref("diffusion_model", "flux3", [files["bare"]]))
+
+
+@pytest.fixture(scope="module")
+def encoder(files):
+    return loader.load_text_encoder(make_ref("text_encoder", "flux3", [files["text"]], clip_type="flux3"))
+
+
+def test_published_layout_is_detected(files):
+    names = set(load_file(files["bare"]).keys())
+    assert {
+        "emb_in.image.weight",
+        "emb_in.image_cond.weight",
+        "txt_in.weight",
+        "time_in.in_layer.weight",
+        "early_stream_modulations.image.lin.weight",
+        "single_stream_modulations.txt.lin.weight",
+        "content_mode_blocks.image_cond.0.q_proj.weight",
+        "txt_mode_blocks.0.norm.query_norm.scale",
+        "single_blocks.1.attn_out.weight",
+        "single_blocks.1.mlp_in.weight",
+        "final_layer.image.adaLN_modulation.1.weight",
+    } <= names
+    for key in ("bare", "prefixed"):
+        info = probe(files[key])
+        assert (info.arch, info.kind, info.layout) == ("flux3", "diffusion_model", "bfl")
+    assert probe(files["prefixed"]).prefix == "model.diffusion_model."
+    assert probe(files["text"]).arch == "qwen3vl"
+
+
+def test_config_from_shapes(model, files):
+    assert model.arch == "flux3"
+    assert {k: model.config[k] for k in CONFIG} == CONFIG and model.config["flow_map"] is False
+    assert model.latent_format is FLUX2_LATENT is latent_format("flux3")
+    assert model.sampling == sampling_config("flux3") == {"kind": "flow", "shift": 6.93, "multiplier": 1.0}
+    prefixed = loader.load_diffusion_model(make_ref("diffusion_model", "flux3", [files["prefixed"]]))
+    assert all(torch.equal(a, b) for a, b in zip(prefixed.module.parameters(), model.module.parameters(), strict=True))
+
+
+def _reference_step(x, sigma, context, refs=()):
+    """diffusers' pipeline path: tokens, its image / reference / text ids, its transformer, back to the grid."""
+    ref = tiny_transformer()
+    b, c, h, w = x.shape
+    extra = {}
+    if refs:
+        extra["image_cond_hidden_states"] = torch.cat([r.flatten(2).transpose(1, 2) for r in refs], 1).expand(b, -1, -1)
+        extra["image_cond_ids"] = torch.cat(
+            [_prepare_image_ids(r.shape[-2], r.shape[-1], 0.5, l_coord=-(1 + i)) for i, r in enumerate(refs)]
+        )
+    with torch.no_grad():
+        out = ref(
+            hidden_states=x.flatten(2).transpose(1, 2),
+            encoder_hidden_states=context,
+            timestep=sigma,
+            img_ids=_prepare_image_ids(h, w, 0.5),
+            txt_ids=Flux3TextRoPEInputsStep._prepare_text_ids(context),
+            return_dict=False,
+            **extra,
+        )[0]
+    return out.transpose(1, 2).reshape(b, c, h, w)
+
+
+@pytest.mark.parametrize("batch", [1, 2])
+def test_one_step_equals_diffusers(model, batch):
+    torch.set_num_threads(1)
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(batch, 128, 3, 4, generator=gen)
+    sigma = torch.tensor([0.7, 0.3][:batch])
+    context = torch.randn(batch, 6, CONFIG["joint_attention_dim"], generator=gen)
+    with torch.no_grad():
+        got = model.apply(x, sigma, {"context": context})
+    expected = _reference_step(x, sigma, context)
+    assert got.shape == x.shape
+    assert torch.allclose(got, expected, atol=1e-5, rtol=0), (got - expected).abs().max()
+
+
+def test_reference_latents_join_as_image_cond_tokens(model):
+    torch.set_num_threads(1)
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randn(1, 128, 2, 3, generator=gen)
+    refs = [torch.randn(1, 128, 2, 2, generator=gen), torch.randn(1, 128, 3, 1, generator=gen)]
+    context = torch.randn(1, 4, CONFIG["joint_attention_dim"], generator=gen)
+    sigma = torch.tensor([0.5])
+    with torch.no_grad():
+        got = model.apply(x, sigma, {"context": context, "ref_latents": refs})
+        plain = model.apply(x, sigma, {"context": context})
+    expected = _reference_step(x, sigma, context, refs)
+    assert torch.allclose(got, expected, atol=1e-5, rtol=0), (got - expected).abs().max()
+    assert not torch.allclose(got, plain, atol=1e-3)
+
+
+def test_wrong_context_is_refused_by_name(model):
+    with pytest.raises(ValueError, match="128 wide.*type flux3"):
+        model.apply(torch.zeros(1, 128, 2, 2), torch.tensor([0.5]), {"context": torch.zeros(1, 5, 64)})
+
+
+def test_truncated_file_is_refused(files, tmp_path):
+    sd = load_file(files["bare"])
+    del sd["single_blocks.1.mlp_out.weight"]
+    bad = tmp_path / "flux3_broken.safetensors"
+    save_file(sd, str(bad))
+    with pytest.raises(ModelLoadError, match="FLUX 3 transformer.*missing"):
+        loader.load_diffusion_model(make_ref("diffusion_model", "flux3", [bad]))
+
+
+def test_demo_files_are_byte_identical_on_rebuild(files, tmp_path):
+    for again in build_demo_flux3(tmp_path):
+        assert again.read_bytes() == (files["root"] / again.relative_to(tmp_path)).read_bytes()
+
+
+# ---- text encoder ---------------------------------------------------------------------------------------------
+
+
+class _Processor:
+    """The two things Flux3TextEncoderStep asks of its AutoProcessor, over our shipped Qwen vocabulary: the
+    Qwen3-VL instruct chat template of one plain user turn, and the tokenizer itself."""
+
+    def __init__(self, tokenizer: PreTrainedTokenizerFast) -> None:
+        self.tokenizer = tokenizer
+
+    def apply_chat_template(self, messages, tokenize=False, add_generation_prompt=True):
+        assert not tokenize and add_generation_prompt
+        (message,) = messages
+        return f"<|im_start|>{message['role']}\n{message['content']}<|im_end|>\n<|im_start|>assistant\n"
+
+
+@pytest.fixture(scope="module")
+def diffusers_encode(encoder, files):
+    ref = tiny_text_encoder()
+    ref.load_state_dict(load_file(files["text"]), strict=False)  # lm_head is not in the file and not used
+    processor = _Processor(PreTrainedTokenizerFast(tokenizer_object=encoder.tokenizer._tok, pad_token="<|endoftext|>"))
+
+    def encode(prompt: str) -> torch.Tensor:
+        with torch.no_grad():
+            return Flux3TextEncoderStep._get_qwen3_vl_prompt_embeds(ref, processor, prompt, device="cpu")
+
+    return encode
+
+
+@pytest.mark.parametrize("prompt", ["a red fox in the snow", "", "word " * 90])
+def test_text_encoder_equals_diffusers(encoder, diffusers_encode, prompt):
+    torch.set_num_threads(1)
+    tokens = encoder.tokenize(prompt)
+    assert len(tokens["qwen3vl_4b"][0]) % 80 == 0
+    got, pooled = encoder.encode(tokens)
+    expected = diffusers_encode(prompt)
+    assert pooled is None and got.shape == expected.shape == (1, got.shape[1], 8 * 16)
+    assert torch.allclose(got, expected, atol=1e-5, rtol=0), (got - expected).abs().max()
+
+
+def test_cliploader_type_flux3_on_a_qwen3vl_file(files, monkeypatch):
+    import nodes.loaders as loaders_mod
+
+    monkeypatch.setattr(loaders_mod, "model_file", lambda folder, name, what: files["text"])
+    (ref,) = CLIPLoader().load_clip("qwen3vl_4b_flux3_tiny.safetensors", "flux3")
+    assert ref.arch == "flux3"
+    with pytest.raises(ValueError, match="as FLUX 3's with type flux3"):
+        CLIPLoader().load_clip("qwen3vl_4b_flux3_tiny.safetensors", "flux2")
