@@ -1,6 +1,6 @@
 """Sampler-object nodes beyond nodes.library.custom_sampler's: ComfyUI's SamplerDPMAdaptative,
-SamplerEulerAncestralCFGPP, SamplerER_SDE, SamplerSASolver and SamplerSEEDS2 (comfy_extras.nodes_custom_sampler), SamplerEulerCFGpp
-and SamplerLCMUpscale (comfy_extras.nodes_advanced_samplers).
+SamplerEulerAncestralCFGPP, SamplerER_SDE, SamplerSASolver and SamplerSEEDS2 (comfy_extras.nodes_custom_sampler), SamplerEulerCFGpp,
+SamplerLCMUpscale and today's SamplerLCM (comfy_extras.nodes_advanced_samplers).
 
 Each returns a SAMPLER value (nodes.ksampler.SamplerChoice: a sampler name of nodes.sampling.samplers with
 settings for its step function), so SamplerCustom(Advanced) runs it one denoise_step invocation per step.
@@ -324,6 +324,40 @@ class SamplerLCMUpscale(_SamplerObject):
         )
 
 
+class SamplerLCM(_SamplerObject):
+    """Today's ComfyUI (newer than 0.10.0; HiDream-O1 templates use it): LCM whose re-noising is scaled by
+    s_noise at the first step moving linearly to s_noise_end at the last, optionally clamped first."""
+
+    RELATIVE_PYTHON_MODULE = "comfy_extras.nodes_advanced_samplers"
+    CATEGORY = "model/sampling/samplers"
+    OUTPUT_TOOLTIPS = (None,)
+    DESCRIPTION = "LCM with per-step noise you can tune: s_noise multiplies the noise the model was trained with."
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        def scale(default: float, maximum: float, tooltip: str) -> tuple:
+            return ("FLOAT", {"default": default, "min": 0.0, "max": maximum, "step": 0.01, "tooltip": tooltip})
+
+        return {
+            "required": {
+                "s_noise": scale(1.0, 64.0, "Noise multiplier at the first step (1: as trained)."),
+                "s_noise_end": scale(1.0, 64.0, "Noise multiplier at the last step (equal to s_noise: constant)."),
+                "noise_clip_std": scale(0.0, 10.0, "Clamp each step's noise to +/- this many of its std (0: off)."),
+            }
+        }
+
+    def get_sampler(self, s_noise: float, s_noise_end: float, noise_clip_std: float) -> tuple[SamplerChoice]:
+        for name, value in (("s_noise", s_noise), ("s_noise_end", s_noise_end), ("noise_clip_std", noise_clip_std)):
+            if value < 0:
+                raise ValueError(f"SamplerLCM: {name} must not be negative, got {value}")
+        options = (
+            ("s_noise", float(s_noise)),
+            ("s_noise_end", float(s_noise_end)),
+            ("noise_clip_std", float(noise_clip_std)),
+        )
+        return (SamplerChoice("lcm", options),)
+
+
 NODE_CLASS_MAPPINGS = {
     cls.__name__: cls
     for cls in (
@@ -334,6 +368,7 @@ NODE_CLASS_MAPPINGS = {
         SamplerSEEDS2,
         SamplerEulerCFGpp,
         SamplerLCMUpscale,
+        SamplerLCM,
     )
 }
 NODE_DISPLAY_NAME_MAPPINGS = {

@@ -183,6 +183,8 @@ SAMPLER_OPTIONS = frozenset(
         "upscale_method",
         "upscale_steps",
         "phi",
+        "s_noise_end",
+        "noise_clip_std",
     }
 )
 

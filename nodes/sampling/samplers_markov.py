@@ -54,10 +54,26 @@ class DDPM(Sampler):
 
 
 class LCM(Sampler):
-    """Latent consistency sampling: jump to the prediction, then re-noise it to the next sigma."""
+    """Latent consistency sampling: jump to the prediction, then re-noise it to the next sigma.
+
+    Today's ComfyUI (SamplerLCM) scales each step's noise by s_noise at the first step moving linearly to
+    s_noise_end at the last, and may clamp it to noise_clip_std of its own standard deviation first; the
+    defaults (1, same, 0) are the plain sampler KSampler's "lcm" runs."""
 
     name = "lcm"
     noise_kind = "gaussian"
+
+    def __init__(self, s_noise: float = 1.0, s_noise_end: float | None = None, noise_clip_std: float = 0.0) -> None:
+        self.s_noise, self.s_noise_end, self.noise_clip_std = s_noise, s_noise_end, noise_clip_std
+
+    def _step_noise(self, draw: Tensor, i: int, sigmas: Tensor) -> Tensor:
+        if self.noise_clip_std > 0:
+            bound = self.noise_clip_std * draw.std()
+            draw = draw.clamp(min=-bound, max=bound)
+        n_steps = max(1, len(sigmas) - 1)
+        t = i / (n_steps - 1) if n_steps > 1 else 0.0
+        end = self.s_noise if self.s_noise_end is None else self.s_noise_end
+        return draw * (self.s_noise + (end - self.s_noise) * t)
 
     def step(
         self,
@@ -74,9 +90,10 @@ class LCM(Sampler):
         denoised = call_model(model, x, sigma)
         state[DENOISED] = denoised
         if sigma_next > 0:
+            draw = self._step_noise(noise(sigma, sigma_next), i, sigmas)
             if model_sampling is None:
-                return Eps().noise_scaling(sigma_next, noise(sigma, sigma_next), denoised, False)
-            return model_sampling.noise_scaling(sigma_next, noise(sigma, sigma_next), denoised)
+                return Eps().noise_scaling(sigma_next, draw, denoised, False)
+            return model_sampling.noise_scaling(sigma_next, draw, denoised)
         return denoised
 
 
