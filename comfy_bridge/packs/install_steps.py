@@ -33,12 +33,21 @@ INSTALL_SCRIPT_TIMEOUT_S = 1800
 # it), so packs such as ComfyUI-Allor import cv2 without naming it. The headless build: no GUI libraries needed.
 UNLISTED = {"cv2": "opencv-python-headless"}
 # install.py runs as `python install.py` would, after what the server does before pack code runs: a torchvision
-# built for another torch imports (Impact-Pack's install.py imports torchvision.datasets.utils).
-_RUN_SCRIPT = f"""import runpy, sys
+# built for another torch imports (Impact-Pack's install.py imports torchvision.datasets.utils). As under
+# `python install.py`, its __file__ is absolute and its folder is sys.path[0] (ReActor's install.py finds the
+# models folder from Path(__file__).parents[2]).
+# (runpy.run_path would set sys.argv[0] to the absolute path too, where the script reads "install.py".)
+_RUN_SCRIPT = f"""import os, sys, types
 from comfy_bridge.packs.torchvision_ops import make_torchvision_importable
 make_torchvision_importable()
+script = os.path.abspath({INSTALL_SCRIPT!r})
 sys.argv = [{INSTALL_SCRIPT!r}]
-runpy.run_path({INSTALL_SCRIPT!r}, run_name="__main__")
+sys.path[0] = os.path.dirname(script)
+main = sys.modules["__main__"] = types.ModuleType("__main__")
+main.__file__ = script
+with open(script, "rb") as f:
+    code = compile(f.read(), script, "exec")
+exec(code, main.__dict__)
 """
 
 

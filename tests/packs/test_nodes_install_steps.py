@@ -5,6 +5,7 @@ venv of test_requirements_guard, with wheels made here."""
 
 from __future__ import annotations
 
+import json
 import sys
 import zipfile
 from pathlib import Path
@@ -123,3 +124,24 @@ def test_install_py_imports_a_torchvision_built_for_another_torch(tmp_path, monk
     notes: list[str] = []
     assert run_install_script(pack, tmp_path, tmp_path / "models", sys.executable, notes), notes
     assert (pack / "imported.txt").is_file()
+
+
+def test_install_py_sees_its_own_absolute_path_as_under_python_install_py(tmp_path):
+    """`python install.py` (what ComfyUI-Manager runs) gives the script an absolute __file__ and its folder as
+    sys.path[0]; ReActor's install.py finds the models folder as Path(__file__).parents[2] / "models" (it failed
+    with IndexError under a relative __file__, before its download and its onnxruntime install)."""
+    from comfy_bridge.cli import main
+
+    script = (
+        "import json, os, sys\n"
+        "from pathlib import Path\n"
+        "models = os.path.join(Path(__file__).parents[2], 'models')\n"
+        "Path('seen.json').write_text(json.dumps([__file__, sys.argv[0], sys.path[0], models]))\n"
+    )
+    pack = make_pack(tmp_path, "reactor_paths", script=script)
+    assert main(["nodes", "install", str(pack), "--workspace", str(tmp_path / "ws")]) == 0
+    installed = tmp_path / "ws" / "custom_nodes" / "reactor_paths"
+    file, argv0, path0, models = json.loads((installed / "seen.json").read_text())
+    assert Path(file) == installed / "install.py" and Path(file).is_absolute()
+    assert argv0 == "install.py" and Path(path0) == installed
+    assert Path(models) == Workspace(tmp_path / "ws").models_dir
