@@ -3,7 +3,7 @@ plane (the producer's handle when an input is an unmodified output of an earlier
 in this process's arena), submits one invocation to the head under the request's tenant and id,
 waits for it, and pulls private copies of the outputs from the executor's arena. A call the head
 may batch with other requests' (its model's batch size above 1) carries a batch tag
-(cluster.batching.batch_tag); computing it is skipped otherwise.
+(cluster.scheduling.batching.batch_tag); computing it is skipped otherwise.
 
 The engine binds one per prompt (`runtime.bind(tenant, prompt_id)` then `use_runtime(...)`). The
 caller holds one reference to every input until the call returns, so re-runs can read them again.
@@ -22,14 +22,14 @@ from typing import Any
 
 import torch
 
-from cluster.batching import batch_tag, batchable
-from cluster.caller_store import CallerStore, caller_store, to_meta
-from cluster.costs import remaining_critical_path, shape_signature
+from cluster.control.head import ClusterError, Head, InputLost, Result
+from cluster.dataplane.caller_store import CallerStore, caller_store, to_meta
 from cluster.dataplane.segments import SegmentError
 from cluster.dataplane.tensor_store import TensorHandle
-from cluster.head import ClusterError, Head, InputLost, Result
 from cluster.refs import ModelRef
 from cluster.runtime import Runtime
+from cluster.scheduling.batching import batch_tag, batchable
+from cluster.scheduling.costs import remaining_critical_path, shape_signature
 
 
 def _discard(store: CallerStore, future: cf.Future) -> None:

@@ -1,6 +1,6 @@
 """The in-process runtime and the compute thread it shares with node bodies.
 
-`LocalRuntime` runs ModelFns through the executor core (cluster.executor_core), the one execution
+`LocalRuntime` runs ModelFns through the executor core (cluster.executor.core), the one execution
 path: same memory budget, layer cache and batching as an executor process, tensors handed over directly."""
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from typing import Any, TypeVar
 
 import torch
 
-from cluster.batching import batch_tag
-from cluster.executor_core import DirectIO, ExecutorCore, Fault, Part, Ran
+from cluster.executor.core import DirectIO, ExecutorCore, Fault, Part, Ran
 from cluster.refs import ModelRef
 from cluster.runtime import Runtime
+from cluster.scheduling.batching import batch_tag
 
 # Every in-process ModelFn runs on this one thread. torch's OpenMP pool is per calling thread: calls
 # spread over asyncio's default thread pool would start a team per thread, and the idle teams' spinning
@@ -100,14 +100,14 @@ class SharedCompute(ThreadPoolExecutor):  # asyncio accepts only ThreadPoolExecu
 
 
 class LocalRuntime(Runtime):
-    """The in-process runtime (`--executors 0`): the executor core (cluster.executor_core) without the
+    """The in-process runtime (`--executors 0`): the executor core (cluster.executor.core) without the
     process boundary, as vLLM's in-process client wraps the same engine core. Its calls get an
     executor's memory budget, layer cache and batching; the tensors are handed in and out directly
     (`DirectIO`) instead of through the data plane's shared memory. Calls run on the compute thread.
 
     Batching (`max_batch` above 1, serve's --max-batch): calls from concurrent prompts queue for the
     compute thread; the oldest runs together with the queued calls of the same batch tag
-    (cluster.batching.batch_tag, the head's grouping) up to `max_batch` samples, as one merged core run,
+    (cluster.scheduling.batching.batch_tag, the head's grouping) up to `max_batch` samples, as one merged core run,
     after waiting at most `batch_window_s` from its arrival for the batch to fill (the head's window)."""
 
     def __init__(self, core: ExecutorCore | None = None, max_batch: int = 1, batch_window_s: float = 0.02) -> None:

@@ -4,7 +4,7 @@ Every message is one msgpack frame of a tagged struct. Tensors never travel here
 names where the bytes are (a shared-memory segment, an offset; for a consumer on another host, the
 owner's host and data socket) and what they are (dtype, shape). An executor that knows the cluster
 secret starts with `Hello`, the head answers `Challenge`, and `Register` carries the proof
-(cluster.head); a head refuses the others with `Refused`.
+(cluster.control.head); a head refuses the others with `Refused`.
 The head decodes only these structs, so a garbage or truncated frame fails to decode and is dropped.
 The one opaque field is `Dispatch.payload` (the pickled ModelRef and params), which flows head ->
 executor only: an executor trusts the head it connects to, the head never unpickles executor data.
@@ -82,7 +82,7 @@ class Heartbeat(msgspec.Struct, tag=True):
     queue: int
     memory_used: int
     cached_models: list[str]
-    # preloading (cluster.preloader): model key -> [first layers resident, its L_e, its layers]
+    # preloading (cluster.executor.preloader): model key -> [first layers resident, its L_e, its layers]
     prefixes: dict[str, list[int]] = {}
 
 
@@ -151,7 +151,7 @@ class Dispatch(msgspec.Struct, tag=True):
 
 
 class BatchDispatch(msgspec.Struct, tag=True):
-    """Compatible invocations of different requests to run as one batch (cluster.batching). Each part
+    """Compatible invocations of different requests to run as one batch (cluster.scheduling.batching). Each part
     keeps its own dispatch id, payload and inputs, and is answered by its own Done or Failed."""
 
     parts: list[Dispatch]
@@ -165,8 +165,8 @@ class PreloadModel(msgspec.Struct, frozen=True):
 
 
 class Preload(msgspec.Struct, tag=True):
-    """The models the head expects, most wanted first (cluster.dispatcher.preload_order): the executor
-    fills idle memory with the first L_e layers of each in the background (cluster.preloader). Each
+    """The models the head expects, most wanted first (cluster.scheduling.dispatcher.preload_order): the executor
+    fills idle memory with the first L_e layers of each in the background (cluster.executor.preloader). Each
     Preload replaces the last."""
 
     models: list[PreloadModel]

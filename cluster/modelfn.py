@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 
-from cluster.providers import load_providers
+from cluster.executor.providers import load_providers
 from cluster.refs import ModelRef
 
 if TYPE_CHECKING:
-    from cluster.batching import Call
+    from cluster.scheduling.batching import Call
 
 TensorSource = torch.Tensor | Callable[[], torch.Tensor]
-# How a tensor input lines up with a batch of n samples (cluster.batching): ("sample", dtype, shape
+# How a tensor input lines up with a batch of n samples (cluster.scheduling.batching): ("sample", dtype, shape
 # past the batch), ("history", dtype, steps, shape past the batch) for a stack of per-sample tensors
 # batched along its second dimension, ("shared", ...values) for one tensor every request has equal;
 # None when the input cannot be batched.
@@ -63,11 +63,11 @@ class ModelFn(ABC):
     def execute(self, model: Any, inputs: dict[str, TensorSource], params: dict[str, Any]) -> dict[str, torch.Tensor]:
         """Run once. Tensors in `inputs` (callables for callback inputs); plain values in `params`."""
 
-    # -- batching (cluster.batching): optional, for ModelFns whose calls from different requests may
+    # -- batching (cluster.scheduling.batching): optional, for ModelFns whose calls from different requests may
     # share one forward pass. The back end knows no model: these say which calls are compatible.
     @classmethod
     def batch_key(cls, call: Call) -> Hashable | None:
-        """Equal keys: the calls can run as one batch (`cluster.batching.layout_key` builds the usual
+        """Equal keys: the calls can run as one batch (`cluster.scheduling.batching.layout_key` builds the usual
         key). None, the default: this call runs alone."""
         return None
 
@@ -113,7 +113,7 @@ def warm_up_all() -> list[str]:
 
 
 def get_model_fn(name: str) -> type[ModelFn]:
-    """The ModelFn registered as `name`, importing the providers (cluster.providers) on the first miss."""
+    """The ModelFn registered as `name`, importing the providers (cluster.executor.providers) on the first miss."""
     if name not in MODEL_FNS:
         load_providers()
     try:

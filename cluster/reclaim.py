@@ -5,9 +5,9 @@ A process that exits normally removes its own (executors close their data plane,
 closes at exit, the head unlinks its socket), but a SIGKILL, an OOM kill or a crash leaves 64 MiB
 arenas in /dev/shm and sockets in the temp folder. Every such name carries its owner's pid:
 
-    cc-c<pid>-<hex6>-...            a head's caller store (cluster.caller_store)
+    cc-c<pid>-<hex6>-...            a head's caller store (cluster.dataplane.caller_store)
     cc-<host>-<pid>-<hex6>-...      an executor's arena, reference table and spills (this host only)
-    cc-head-<pid>-<hex8>.sock       a head's ZeroMQ socket (cluster.executor_options.default_address)
+    cc-head-<pid>-<hex8>.sock       a head's ZeroMQ socket (cluster.executor.options.default_address)
 
 A name is removed only when it matches one of these patterns and its owner is gone: no such process,
 a zombie, or a process started after the file was last written (the pid was reused). Anything else,
@@ -28,7 +28,7 @@ from pathlib import Path
 import psutil
 
 from cluster.dataplane.segments import SHM_DIR, safe_prefix
-from cluster.executor import WEIGHTS_DIR
+from cluster.executor.process import WEIGHTS_DIR
 
 log = logging.getLogger("cluster.reclaim")
 _CALLER = re.compile(r"^cc-c(\d+)-[0-9a-f]{6}-")

@@ -14,7 +14,7 @@ from cluster.refs import ModelRef
 
 class Runtime(ABC):
     """Where a prompt's ModelFn calls run. Two implementations drive the same executor core
-    (cluster.executor_core): `cluster.local.LocalRuntime` in this process, `cluster.cluster_runtime.
+    (cluster.executor.core): `cluster.local.LocalRuntime` in this process, `cluster.cluster_runtime.
     ClusterRuntime` through the head on executor processes."""
 
     @abstractmethod
@@ -32,7 +32,7 @@ class Runtime(ABC):
         caller's: a runtime never changes them after returning, and never changes `inputs`. Results are
         deterministic: the same call gives the same tensors, bit for bit, on any runtime with the same
         torch thread count. Raises the ModelFn's error (in-process its own exception, across processes a
-        `cluster.head.ModelFnError` with its message and traceback); an `asyncio.CancelledError` leaves
+        `cluster.control.head.ModelFnError` with its message and traceback); an `asyncio.CancelledError` leaves
         nothing held for the call."""
 
     def free(self, unload_models: bool = True) -> None:

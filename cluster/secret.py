@@ -2,8 +2,8 @@
 
 `COMFY_CLUSTER_SECRET` in the environment, else the file `cluster.secret` in the workspace, which the
 head creates on its first start (random, readable by its owner only). Nothing secret travels: the
-head and the executor each prove they know it with an HMAC over fresh nonces (cluster.head /
-cluster.executor), and every data-plane request carries an HMAC of itself (cluster.dataplane.remote).
+head and the executor each prove they know it with an HMAC over fresh nonces (cluster.control.head /
+cluster.executor.process), and every data-plane request carries an HMAC of itself (cluster.dataplane.remote).
 Traffic is authenticated, not encrypted: run it on a network you trust, or inside a VPN.
 """
 

@@ -28,11 +28,13 @@ from comfy_bridge.compat import ALIASES  # ComfyUI's module names, resolved to c
 REPO = Path(__file__).resolve().parents[1]
 OURS = {"cluster", "comfy_bridge", "nodes", "tests", "scripts"}
 # what a test file's run starts besides itself: the e2e tests start `serve` and its executors
-PROCESSES = {"tests/e2e/test_gpu_executor.py": ["comfy_bridge.cli", "cluster.executor"]}
+PROCESSES = {"tests/e2e/test_gpu_executor.py": ["comfy_bridge.cli", "cluster.executor.__main__"]}
 # pytest plugins the check's pytest runs use: pyproject's asyncio_mode, and --timeout
 PLUGINS = ["pytest_asyncio", "pytest_timeout"]
 # imported only on paths no GPU step takes, with why
-NOT_REACHED = {"ray": "only `serve --ray` imports it (cluster.ray_executors, imported in start_ray_in_background)"}
+NOT_REACHED = {
+    "ray": "only `serve --ray` imports it (cluster.executor.ray_executors, imported in start_ray_in_background)"
+}
 # modules of distributions not installed on this machine (packages_distributions cannot name them)
 NOT_HERE = {
     "nvshmem": "nvshmem4py-cu13",
@@ -272,6 +274,6 @@ def test_every_wheel_brought_finds_its_requirements_there():
 def test_the_closure_sees_a_module_level_import_deep_in_our_code():
     """The check can fail: blake3, imported at module level by cluster.refs, is reached from the executor,
     and without its wheel it would be reported."""
-    reached = closure(["cluster.executor"])
+    reached = closure(["cluster.executor.__main__"])
     assert "blake3" in reached and "cluster.refs" in reached["blake3"]
     assert "blake3" not in MACHINE and "blake3" in WHEELS

@@ -7,7 +7,7 @@ size of `nvshmem.bindings.uniqueid_dtype`. The team is fixed at init: a member t
 team (every member finalises and initialises again with a new id). An id is good for one team only: its
 listener lives in the process that made it and accepts exactly `nranks` joins. NVSHMEM has no way to leave a
 team one of whose members is gone (free and finalize are collective), and a process whose init fails is
-ended by the library; cluster.nvshmem_teams decides what follows from both.
+ended by the library; cluster.dataplane.host_teams decides what follows from both.
 """
 
 from __future__ import annotations

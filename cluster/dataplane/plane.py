@@ -27,7 +27,7 @@ from cluster.dataplane.tensor_store import LazyFetch, Scope, TensorHandle, Tenso
 from cluster.weights.cache import build_layer_cache
 
 
-class Invocation:
+class CallInputs:
     """The inputs of one ModelFn call: eager ones pulled now, callback ones as `LazyFetch`es."""
 
     def __init__(self, scope: Scope) -> None:
@@ -157,9 +157,9 @@ class ExecutorDataPlane:
         else:
             self.abandoned.append(self.arena)
 
-    def invocation(self) -> _InvocationContext:
+    def invocation(self) -> _CallInputsContext:
         """One ModelFn call's inputs, on this executor's device (`publish` copies outputs back)."""
-        return _InvocationContext(self.store, None if self.device.type == "cpu" else self.device)
+        return _CallInputsContext(self.store, None if self.device.type == "cpu" else self.device)
 
     def publish(
         self, outputs: dict[str, torch.Tensor | None], readers: dict[str, int] | int = 1
@@ -181,12 +181,12 @@ class ExecutorDataPlane:
         self._leave(self.team is not None and self.team.nranks == 1)
 
 
-class _InvocationContext:
+class _CallInputsContext:
     def __init__(self, store: TensorStore, device: torch.device | None) -> None:
         self._scope = store.scope(device)
 
-    def __enter__(self) -> Invocation:
-        return Invocation(self._scope)
+    def __enter__(self) -> CallInputs:
+        return CallInputs(self._scope)
 
     def __exit__(self, *exc) -> None:
         self._scope.close()

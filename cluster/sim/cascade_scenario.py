@@ -1,6 +1,6 @@
 """DiffServe's cascade as a scenario of the simulator: a light model answers, a discriminator scores
 its image, and the heavy model re-runs the queries scored below the threshold, on simulated executors
-with DiffServe's profiled A100 latencies, dispatched by cluster.dispatcher like any simulated workflow.
+with DiffServe's profiled A100 latencies, dispatched by cluster.scheduling.dispatcher like any simulated workflow.
 
 - The workflow: `generate` on the light model, `discriminate`, then `generate` on the heavy model,
   which runs only when the query's confidence (drawn from the cascade's f(t)) is below the threshold in

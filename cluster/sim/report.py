@@ -233,7 +233,7 @@ def build(args: argparse.Namespace) -> dict:
                 jobs[("gpus", name, g, s)] = pt.with_(gpus=g, rate=args.gpu_sweep_rate, seed=s)
             for c in covs:
                 jobs[("cov", name, c, s)] = pt.with_(cov=c, seed=s)
-    # the real head without cluster.warm_wait: Comfy Cluster's rate sweep once more without it
+    # the real head without cluster.scheduling.warm_wait: Comfy Cluster's rate sweep once more without it
     for s in seeds:
         for k in rate_scales:
             jobs[("rate", NO_WAIT, k, s)] = base.with_(rate=base.rate * k, seed=s, wait_for_warm=False)
@@ -453,8 +453,8 @@ def _markdown(d: dict) -> str:
         f"Flux2-Klein) on {cfg['gpus']} modelled H800 GPUs (profiles: shared/reference/gpu-profiles.md; Z-Image and "
         f"Flux2-Klein scaled by parameter count), {cfg['duration']:g} s traces (first 20 % left out as warm-up), "
         f"{cfg['seeds']} seed(s), 4 tenants, diurnal rate, Gamma arrivals, Zipf workflow popularity. Deadline = SLO "
-        "scale x solo latency. Comfy Cluster runs the real `cluster.scheduler` (vTime, slack 10 s), `place` with the "
-        "real scaling controller's targets, and `cluster.warm_wait`; the baselines run each workflow as one "
+        "scale x solo latency. Comfy Cluster runs the real `cluster.scheduling.tenant_scheduler` (vTime, slack 10 s), `place` with the "
+        "real scaling controller's targets, and `cluster.scheduling.warm_wait`; the baselines run each workflow as one "
         "monolithic GPU function (FIFO), caching as the paper defines NoCache / WCache / MCache.",
         "",
         "## Headline",
@@ -468,7 +468,7 @@ def _markdown(d: dict) -> str:
         "(paper: up to 2x).",
         f"- GPU saving over MCache at {cfg['gpu_sweep_rate']:g} req/s: **{_fmt(h['gpu_saving_vs_mcache'], 'x')}** "
         "(paper: up to 3x).",
-        f"- Without `cluster.warm_wait` (`serve --no-warm-wait`) Comfy Cluster reaches 90 % up to "
+        f"- Without `cluster.scheduling.warm_wait` (`serve --no-warm-wait`) Comfy Cluster reaches 90 % up to "
         f"{_fmt(h['rate_at_90'][NO_WAIT])} req/s.",
         *startup_sweep.headline(d.get("startup_sweep"), PLAN_MAX_GPUS),
         f"- Simulator control-plane overhead at {sc['point']['gpus']} GPUs, {sc['max_inflight']} requests in "
@@ -540,7 +540,7 @@ def _markdown(d: dict) -> str:
         "(LRU model, reverse-layer eviction) with prefix pipelining (Eq. 1); tensors move at 100 GB/s between "
         "executors.",
         "- Comfy Cluster's dispatch: the real scheduler pops an invocation, the real `place` picks a free executor "
-        "with the real scaling controller's targets, and `cluster.warm_wait` parks it for a busy executor holding "
+        "with the real scaling controller's targets, and `cluster.scheduling.warm_wait` parks it for a busy executor holding "
         "its weights when that is expected sooner than loading (at most one waiter per holder), as the real head "
         "does; the rate sweep is also run without it: denoising steps then hop to cold executors and load.",
         "- MCache / WCache / NoCache: a request runs its whole workflow on one GPU, loading what that GPU lacks "

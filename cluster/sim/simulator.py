@@ -1,10 +1,10 @@
 """The discrete-event simulator: the real scheduler and placement over modelled GPU executors.
 
 Systems (`SimConfig.system`):
-  ours      workflows run as DAGs of ModelFn invocations dispatched by cluster.dispatcher, the
-            head's own dispatch policy on the simulated clock: cluster.scheduler (vTime, FIFO, SJF
-            or VTC), placement with the per-model scaling targets (cluster.scaling), waiting for a
-            busy warm executor (cluster.warm_wait) and, with `max_batch` above 1, same-model
+  ours      workflows run as DAGs of ModelFn invocations dispatched by cluster.scheduling.dispatcher, the
+            head's own dispatch policy on the simulated clock: cluster.scheduling.tenant_scheduler (vTime, FIFO, SJF
+            or VTC), placement with the per-model scaling targets (cluster.scheduling.scaling), waiting for a
+            busy warm executor (cluster.scheduling.warm_wait) and, with `max_batch` above 1, same-model
             invocations merged into one run (a batch of n runs 1 + (n-1) x `batch_marginal` times
             as long as one); each executor keeps a layer cache (LayerLRU) and loads with prefix
             pipelining (cluster.weights.prefix, Eq. 1).
@@ -43,17 +43,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
-from cluster.costs import CostModel
-from cluster.dispatch_interface import Assignment
-from cluster.dispatcher import Dispatcher
-from cluster.scaling import ScalingController
-from cluster.scheduler import Invocation, make_scheduler
+from cluster.scheduling.costs import CostModel
+from cluster.scheduling.dispatcher import Dispatcher
+from cluster.scheduling.interface import Assignment
+from cluster.scheduling.policies import make_scheduler
+from cluster.scheduling.scaling import ScalingController
+from cluster.scheduling.tenant_scheduler import Invocation
+from cluster.scheduling.warm_wait import WarmWaitPolicy, load_estimate
 from cluster.sim.caches import LayerLRU, ModelLRU, WorkflowLRU
 from cluster.sim.gpu_profiles import GIB, REFERENCE, GPUSpec, ModelProfile
 from cluster.sim.results import Completion, RequestRecord, SimResult
 from cluster.sim.traces import TraceRequest
 from cluster.sim.workflows import Workflow, compute_times
-from cluster.warm_wait import WarmWaitPolicy, load_estimate
 from cluster.weights.prefix import e2e_time, prefix_length
 
 SYSTEMS = ("ours", "mcache", "wcache", "nocache")
@@ -64,7 +65,7 @@ class SimConfig:
     gpus: int = 32
     gpu: GPUSpec = REFERENCE
     system: str = "ours"
-    policy: str = "vtime"  # scheduler policy (cluster.scheduler.POLICIES)
+    policy: str = "vtime"  # scheduler policy (cluster.scheduling.policies.POLICIES)
     delta: float = 10.0  # fairness slack, seconds of vTime
     slo_scale: float = 3.0  # deadline = slo_scale x solo latency of the workflow
     slo_s: float | None = None  # or this many seconds after arrival for every workflow
@@ -87,7 +88,7 @@ class SimConfig:
 
 
 class _Executor:
-    """A modelled GPU, as cluster.dispatch_interface.ExecutorView."""
+    """A modelled GPU, as cluster.scheduling.interface.ExecutorView."""
 
     __slots__ = ("id", "cache", "busy", "busy_until", "cached_models", "running_bytes", "instances")
     draining = False  # a modelled GPU never aborts a run
@@ -415,7 +416,7 @@ class Simulator:
         self._exec_model_s += time.thread_time() - c0
         self._at(self.now + duration, 1, (ex, invs, duration))
 
-    # -- the dispatcher's load costs (cluster.dispatch_interface.LoadCosts) ------------------------
+    # -- the dispatcher's load costs (cluster.scheduling.interface.LoadCosts) ------------------------
 
     def load_s(self, ex: _Executor, inv: SimInvocation) -> float:
         return self._load_estimate(ex, inv)
@@ -476,7 +477,7 @@ class Simulator:
 
     def _complete(self, ex: _Executor, invs: tuple[SimInvocation, ...], duration: float) -> None:
         """A run ended: the executor is free, and each part is charged its share (the head's
-        cluster.batching.charge_shares, with one sample per modelled invocation)."""
+        cluster.scheduling.batching.charge_shares, with one sample per modelled invocation)."""
         self._mem_account(self.now, -ex.running_bytes)
         ex.running_bytes = 0
         ex.busy = False
@@ -493,7 +494,7 @@ class Simulator:
         of every deployed model) into free memory, in the background: no GPU time, no eviction."""
         if not self.cfg.preload or self.cfg.system != "ours":
             return
-        # the head's decision (cluster.dispatcher.preload_order), so the two cannot drift
+        # the head's decision (cluster.scheduling.dispatcher.preload_order), so the two cannot drift
         wanted = self.dispatcher.preload_order(m for w in self.workflows.values() for m in w.models)
         used = ex.cache.used
         for m in wanted:

@@ -8,7 +8,7 @@ executor's budget; under pressure layers are evicted least recently used model f
 layers in reverse order, so first layers (the ones that hide loading) stay longest. A layer may
 also live in the communication arena (weight virtualization); the arena takes those back first
 when it needs room. `preload_layer` makes a layer resident from free memory only (preloading,
-cluster.preloader): it never evicts, and it leaves the model's place in the eviction order as it was,
+cluster.executor.preloader): it never evicts, and it leaves the model's place in the eviction order as it was,
 so layers preloaded into a model nobody has used yet are the first to go.
 """
 

@@ -21,9 +21,9 @@ from pathlib import Path
 
 def _record_steps(n: int, size: int) -> list:
     """The first denoise_step call of `n` KSampler runs with different prompts and seeds."""
-    from cluster.batching import Call
     from cluster.local import LocalRuntime
     from cluster.runtime import Runtime, use_runtime
+    from cluster.scheduling.batching import Call
     from nodes.ksampler import common_ksampler
     from nodes.latent import EmptyLatentImage
     from nodes.loaders import CheckpointLoaderSimple
@@ -85,8 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     from cluster.bench import results
 
     record = results.begin("batching", argv)
+    from cluster.executor.local_cluster import start_local_cluster
     from cluster.local import set_threads
-    from cluster.local_cluster import start_local_cluster
     from comfy_bridge.cli.demo_models import ensure_demo_models
     from nodes.workspace import Workspace, activate
 

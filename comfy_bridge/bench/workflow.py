@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     from cluster.local import LocalRuntime, set_threads
 
     set_threads(args.threads)  # this thread and the in-process ModelFn thread (OpenMP counts are per thread)
-    from cluster.local_cluster import start_local_cluster
+    from cluster.executor.local_cluster import start_local_cluster
     from comfy_bridge.bench.engine import sd1_prompt
     from comfy_bridge.cli.demo_models import ensure_demo_models
     from comfy_bridge.registry import build_registry

@@ -11,6 +11,8 @@ import argparse
 import logging
 from collections.abc import Callable, Sequence
 
+from cluster.scheduling.policies import POLICIES
+
 log = logging.getLogger("comfy_cluster")
 
 # Accepted for compatibility; our executors manage memory and precision themselves.
@@ -194,7 +196,7 @@ def add_cluster_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--scheduler",
         default="vtime",
-        choices=["vtime", "fifo", "sjf", "vtc"],
+        choices=POLICIES,
         help="scheduling policy between tenants",
     )
     p.add_argument(

@@ -21,7 +21,7 @@ from comfy_bridge.cli.workspace_args import open_workspace
 def cmd_executor(args: argparse.Namespace) -> int:
     gc.disable()  # until it is warm, as `python -m cluster.executor` starts (run_executor turns it back on)
     from cluster import secret as cluster_secret
-    from cluster.executor import run_executor
+    from cluster.executor.process import run_executor
 
     ws = open_workspace(args)
     args.rejoin = not args.exit_with_head
@@ -29,7 +29,7 @@ def cmd_executor(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    from cluster.executor import add_arguments
+    from cluster.executor.process import add_arguments
 
     p = sub.add_parser(
         "executor", help="join a running head as one executor (from any machine)", description=__doc__.split("\n\n")[0]

@@ -21,8 +21,8 @@ from comfy_bridge.cli.demo_models import ensure_demo_models
 from comfy_bridge.cli.workspace_args import describe_workspace, open_workspace
 
 if TYPE_CHECKING:
-    from cluster.head import Head
-    from cluster.local_cluster import LocalCluster
+    from cluster.control.head import Head
+    from cluster.executor.local_cluster import LocalCluster
 
 log = logging.getLogger("comfy_cluster")
 
@@ -78,8 +78,8 @@ def start_executors_early(args: argparse.Namespace) -> LocalCluster | None:
     devices = cli_args.executor_devices(args)  # asks torch only with --executor-device cuda or auto
     if not devices:
         return None
-    from cluster.executor_options import default_address
-    from cluster.local_cluster import HeadContact, LocalCluster
+    from cluster.executor.local_cluster import HeadContact, LocalCluster
+    from cluster.executor.options import default_address
     from nodes.workspace import child_process_env
 
     # the executors open this workspace: its model folders and configs
@@ -145,7 +145,7 @@ def start_cluster_in_background(
                 "a path that has not run on a GPU yet (see the README)",
                 torch.cuda.device_count(),
             )
-    from cluster.local_cluster import start_local_cluster
+    from cluster.executor.local_cluster import start_local_cluster
     from nodes.workspace import child_process_env
 
     executor_env = child_process_env()  # the executors open this workspace: its model folders and configs
@@ -177,7 +177,7 @@ def start_cluster_in_background(
 
 def start_ray_in_background(args: argparse.Namespace, secret: bytes | None) -> Future:
     """`serve --ray`: the head on --head-address, its executors placed on the Ray cluster's nodes."""
-    from cluster.ray_executors import start_ray_cluster
+    from cluster.executor.ray_executors import start_ray_cluster
     from nodes.workspace import child_process_env
 
     def start():
@@ -197,7 +197,7 @@ def start_ray_in_background(args: argparse.Namespace, secret: bytes | None) -> F
 
 
 def ray_autoscale(args: argparse.Namespace):
-    """--ray-autoscale LOW:HIGH as cluster.ray_executors.Autoscale (None without it)."""
+    """--ray-autoscale LOW:HIGH as cluster.executor.ray_executors.Autoscale (None without it)."""
     if not args.ray_autoscale:
         return None
     bounds = re.fullmatch(r"(\d+):(\d+)", args.ray_autoscale)
@@ -208,7 +208,7 @@ def ray_autoscale(args: argparse.Namespace):
         )
     if not args.ray:
         raise ValueError("--ray-autoscale needs --ray")
-    from cluster.ray_executors import Autoscale
+    from cluster.executor.ray_executors import Autoscale
 
     return Autoscale(int(bounds[1]), int(bounds[2]), args.ray_keepalive)
 
@@ -225,7 +225,7 @@ def head_options(args: argparse.Namespace, secret: bytes | None) -> dict:
     if args.fairness_slack is not None:
         options["delta"] = args.fairness_slack
     if args.no_warm_wait:
-        from cluster.warm_wait import WarmWaitPolicy
+        from cluster.scheduling.warm_wait import WarmWaitPolicy
 
         options["warm_wait"] = WarmWaitPolicy(enabled=False)
     return options

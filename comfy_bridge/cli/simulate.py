@@ -9,7 +9,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import replace
 
-from cluster.scheduler import POLICIES
+from cluster.scheduling.policies import POLICIES
 from cluster.sim.experiments import fewest_gpus
 from cluster.sim.gpu_profiles import GPUS
 from cluster.sim.simulator import SYSTEMS, SimConfig, simulate

@@ -2,7 +2,7 @@
 
 ComfyUI reports a failing node with the exception's own type, message and traceback (`execution_error`).
 A node run on an executor is one invocation; if its exception escaped the ModelFn the head would see an
-executor failure (`cluster.head.ModelFnError`) and cancel the request. So the executor catches what the
+executor failure (`cluster.control.head.ModelFnError`) and cancel the request. So the executor catches what the
 pack raised and returns it as the invocation's result; the head raises it again: the same exception
 object when it can be unpickled there, else one of a stand-in class with the same module, name and message.
 The executor's frames travel as formatted lines and follow the head's in the reported traceback.

@@ -47,7 +47,7 @@ class ServerConfig:
     preview_method: str = "none"
     dont_print_server: bool = False
     quick_test_for_ci: bool = False  # start up, then exit (ComfyUI's --quick-test-for-ci)
-    cluster_head: Any = None  # the cluster.head.Head serving ModelFns (None: in-process)
+    cluster_head: Any = None  # the cluster.control.head.Head serving ModelFns (None: in-process)
     concurrent_prompts: int = 1  # orchestrators running prompts at once (1: ComfyUI's one at a time)
     # Hosted service (comfy_bridge.tenancy): the SQLite file of the durable queue, history, tenants and
     # keys (True: <workspace>/comfy_cluster.sqlite3; None: in-memory single-user server).

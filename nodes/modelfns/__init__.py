@@ -1,5 +1,5 @@
 """The core ModelFns: text encoding, one denoising step, VAE encode/decode, the cascade discriminator
-(registered on import; cluster.providers says who imports this)."""
+(registered on import; cluster.executor.providers says who imports this)."""
 
 from cluster.refs import find_copies_with  # noqa: E402
 from nodes import workspace  # noqa: E402

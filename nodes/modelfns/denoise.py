@@ -16,9 +16,9 @@ from typing import Any
 
 import torch
 
-from cluster.batching import Call, freeze, layout_key
 from cluster.modelfn import Layout, ModelFn, register
 from cluster.refs import ModelRef, on_this_machine
+from cluster.scheduling.batching import Call, freeze, layout_key
 from nodes.conditioning_areas import area_and_mult, crop
 from nodes.modelfns.hooks import HookWeights, entry_hooks, uses_hooks
 from nodes.modelfns.model_patches import combine, perp_neg, post_cfg, pre_cfg, skips_uncond
@@ -292,6 +292,7 @@ class GuidedDenoiser:
                 tuple((h.hook.uid, h.hook.keyframes.uid) for h in entry_hooks(e)),
                 tuple(tuple(self.inputs[f"{e['key']}.ref.{i}"].shape[1:]) for i in range(e.get("ref_latents", 0))),
                 e.get("ref_latents_method"),
+                tuple(e.get("vace_strength", ())),  # a constant of the batch, as ComfyUI's CONDConstant
             )
             groups.setdefault(gkey, []).append((side, e, area, mult))
         xc = self.ms.calculate_input(sigma, x)
@@ -320,6 +321,10 @@ class GuidedDenoiser:
             ]
             if concats[0] is not None:  # InstructPix2Pix: the image latent joins the input, cropped like it
                 batch_cond["concat"] = torch.cat([crop(c, m[2]) for c, m in zip(concats, members)])
+            vace = self._vace([e for _, e, _, _ in members], x)
+            if vace is not None:  # Wan VACE: control latents and masks beside the latent
+                batch_cond["vace_context"] = vace
+                batch_cond["vace_strength"] = members[0][1].get("vace_strength", [1.0])
             batch_cond["control"] = self._control([e for _, e, _, _ in members], n, xb, tb, s, batch_cond)
             forward = partial(
                 apply_model,
@@ -420,6 +425,19 @@ class GuidedDenoiser:
             ]
             cond["ref_latents_method"] = entries[0].get("ref_latents_method")
         return cond
+
+    def _vace(self, entries: list[dict], x: torch.Tensor) -> torch.Tensor | None:
+        """A VACE model's control context for this batch, each entry's own (or the model's default)."""
+        vace_context = getattr(self.model, "vace_context", None)
+        if vace_context is None:
+            return None
+        parts = []
+        for e in entries:
+            count = len(e.get("vace_strength", ()))
+            frames = [self.inputs[f"{e['key']}.vace.{i}.frames"] for i in range(count)]
+            masks = [self.inputs[f"{e['key']}.vace.{i}.mask"] for i in range(count)]
+            parts.append(vace_context(frames, masks, x))
+        return None if parts[0] is None else torch.cat(parts)
 
     def _control(self, entries: list[dict], n: int, xb: torch.Tensor, tb: torch.Tensor, s: float, cond: dict[str, Any]):
         """Sum of the active ControlNets' residuals for this batch (a chain adds up, as in ComfyUI)."""

@@ -1,5 +1,5 @@
 """Batch-invariant layers, so a request's denoising step gives the same bits whether the executor
-runs it alone or merged with other requests' steps (cluster.batching).
+runs it alone or merged with other requests' steps (cluster.scheduling.batching).
 
 On CPU, a GEMM picks its kernel (and so its summation order) by the problem size, so the same sample
 can round differently inside a bigger batch. Checked layer by layer on the UNet and Flux families at

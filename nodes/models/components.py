@@ -368,7 +368,7 @@ class DiffusionModel:
     dtype: torch.dtype = torch.float32
 
     def __post_init__(self) -> None:
-        make_batch_invariant(self.module)  # batched steps give the unbatched bits (cluster.batching)
+        make_batch_invariant(self.module)  # batched steps give the unbatched bits (cluster.scheduling.batching)
 
     def apply(self, x: torch.Tensor, timestep: torch.Tensor, cond: dict[str, Any]) -> torch.Tensor:
         """Raw network output for input `x` (already `calculate_input`-scaled) at `timestep` (model units).

@@ -10,10 +10,10 @@ from collections.abc import Sequence
 import pytest
 import torch
 
-from cluster.batching import Call, batch_key, charge_shares, merge, plan_batches
-from cluster.executor_core import DirectIO, Part, Ran
+from cluster.executor.core import DirectIO, Part, Ran
 from cluster.local import LocalRuntime
 from cluster.runtime import Runtime, use_runtime
+from cluster.scheduling.batching import Call, batch_key, charge_shares, merge, plan_batches
 
 REQUESTS = (("a red barn in a snowy field", 11, 1), ("a blue boat on a calm lake", 29, 2))  # prompt, seed, batch
 
@@ -176,7 +176,7 @@ def test_merge_expands_shared_conditioning_and_split_cuts_outputs_back():
     m = merge([a, b])
     assert m.sizes == (1, 2) and m.inputs["x"].shape[0] == 3
     assert m.inputs["positive.0.context"][:, 0, 0].tolist() == [0.0, 1.0, 1.0]
-    from cluster.batching import split
+    from cluster.scheduling.batching import split
 
     parts = split(m, {"x": m.inputs["x"] * 10, "state.hist": torch.stack([m.inputs["x"]] * 2), "none": None})
     assert parts[0]["x"].unique().tolist() == [10.0] and parts[1]["x"].shape[0] == 2

@@ -18,11 +18,11 @@ import numpy as np
 import pytest
 import torch
 
-from cluster.batching import Call
 from cluster.cluster_runtime import ClusterRuntime
+from cluster.executor.local_cluster import start_local_cluster
 from cluster.local import LocalRuntime
-from cluster.local_cluster import start_local_cluster
 from cluster.runtime import Runtime, use_runtime
+from cluster.scheduling.batching import Call
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -201,7 +201,7 @@ def test_a_merged_run_that_fails_is_rerun_part_by_part(cluster, steps):
 
 
 def test_a_step_cancelled_while_its_batch_forms_is_left_out(cluster, steps):
-    from cluster.head import RequestCancelled
+    from cluster.control.head import RequestCancelled
 
     red, blue = steps["red"][0], steps["blue"][0]
     cluster.set_batch_size(_model_key(steps["red"]), 3)
@@ -225,7 +225,8 @@ def test_a_step_cancelled_while_its_batch_forms_is_left_out(cluster, steps):
 
 
 def test_take_dispatches_out_of_turn_and_its_entry_is_skipped():
-    from cluster.scheduler import Invocation, make_scheduler
+    from cluster.scheduling.policies import make_scheduler
+    from cluster.scheduling.tenant_scheduler import Invocation
 
     for policy in ("vtime", "fifo"):
         s = make_scheduler(policy, lift=False)

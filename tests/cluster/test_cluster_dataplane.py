@@ -13,10 +13,10 @@ import signal
 import pytest
 import torch
 
-from cluster.caller_store import caller_store
 from cluster.dataplane import remote
+from cluster.dataplane.caller_store import caller_store
 from cluster.dataplane.refcounts import StaleHandle
-from cluster.local_cluster import start_local_cluster
+from cluster.executor.local_cluster import start_local_cluster
 from tests.cluster.cluster_fns import tiny_ref
 from tests.cluster.test_local_cluster import FNS, expected, wait_until
 

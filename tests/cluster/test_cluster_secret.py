@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from cluster import secret as cluster_secret
-from cluster.head import Head
+from cluster.control.head import Head
 from tests.cluster.test_local_cluster import wait_until
 from tests.conftest import REPO
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from cluster.costs import DEFAULT_ESTIMATE_S, CostModel, remaining_critical_path, shape_signature
+from cluster.scheduling.costs import DEFAULT_ESTIMATE_S, CostModel, remaining_critical_path, shape_signature
 
 
 def test_estimates_follow_measurements_and_fall_back_to_relatives():

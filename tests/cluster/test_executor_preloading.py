@@ -9,9 +9,9 @@ import time
 
 import torch
 
-import cluster.dispatcher
+import cluster.scheduling.dispatcher
 from cluster import messages as m
-from cluster.local_cluster import start_local_cluster
+from cluster.executor.local_cluster import start_local_cluster
 from cluster.sim.simulator import SimConfig, simulate
 from cluster.sim.traces import TraceRequest
 from cluster.sim.workflows import catalogue
@@ -82,7 +82,7 @@ def test_the_simulator_and_the_head_take_the_preload_decision_from_the_same_func
         calls.append((shell[0], dict(expected)))
         return sorted(expected, key=lambda k: expected[k])[:1]
 
-    monkeypatch.setattr(cluster.dispatcher, "preload_order", only_the_least_expected)
+    monkeypatch.setattr(cluster.scheduling.dispatcher, "preload_order", only_the_least_expected)
 
     workflows, profiles = catalogue("s1")
     trace = [TraceRequest(float(i), "t", w.name) for i, w in enumerate(workflows)]

@@ -9,8 +9,8 @@ import time
 import zmq
 
 from cluster.dataplane.segments import SHM_DIR
-from cluster.executor import Executor
-from cluster.local_cluster import HeadContact, LocalCluster
+from cluster.executor.local_cluster import HeadContact, LocalCluster
+from cluster.executor.process import Executor
 
 
 def _segments_of(pid: int) -> list[str]:

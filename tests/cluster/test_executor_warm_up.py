@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from cluster.local_cluster import start_local_cluster
+from cluster.executor.local_cluster import start_local_cluster
 
 FNS = "tests.cluster.cluster_fns"
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import torch
 
-from cluster.executor_core import (
+from cluster.executor.core import (
     DirectIO,
     ExecutorCore,
     Fault,

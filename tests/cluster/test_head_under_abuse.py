@@ -14,10 +14,10 @@ import torch
 import zmq
 
 from cluster import messages as m
-from cluster.caller_store import caller_store, to_meta
+from cluster.control.head import RequestCancelled
+from cluster.dataplane.caller_store import caller_store, to_meta
 from cluster.dataplane.tensor_store import TensorHandle
-from cluster.head import RequestCancelled
-from cluster.local_cluster import start_local_cluster
+from cluster.executor.local_cluster import start_local_cluster
 from tests.cluster.cluster_fns import tiny_ref
 from tests.cluster.test_local_cluster import FNS, expected, wait_until
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from cluster.executor_core import ExecutorCore
+from cluster.executor.core import ExecutorCore
 from cluster.local import LocalRuntime
 from cluster.modelfn import MODEL_FNS, ModelFn, register
 from cluster.refs import ModelRef
@@ -118,7 +118,7 @@ class BatchableStack(Stack):
 
     @classmethod
     def batch_key(cls, call):
-        from cluster.batching import layout_key
+        from cluster.scheduling.batching import layout_key
 
         return layout_key(cls, call)
 

@@ -14,9 +14,9 @@ import torch
 import zmq
 
 from cluster import messages as m
-from cluster.head import DeadlineExceeded, ExecutorLost, ModelFnError
+from cluster.control.head import DeadlineExceeded, ExecutorLost, ModelFnError
+from cluster.executor.local_cluster import start_local_cluster
 from cluster.local import LocalRuntime
-from cluster.local_cluster import start_local_cluster
 from tests.cluster.cluster_fns import tiny_ref
 
 FNS = "tests.cluster.cluster_fns"
@@ -165,7 +165,7 @@ async def test_garbage_from_the_network_is_dropped(cluster):
 def test_executors_start_on_their_devices_in_turn_and_split_their_memory(monkeypatch):
     from types import SimpleNamespace
 
-    from cluster import local_cluster
+    from cluster.executor import local_cluster
 
     started: list[list[str]] = []
 

@@ -8,11 +8,12 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from cluster.control.head import DEFAULT_TRANSFER_BPS, MeasuredLoads
 from cluster.dataplane import remote
-from cluster.dispatcher import Dispatcher
-from cluster.head import DEFAULT_TRANSFER_BPS, MeasuredLoads
-from cluster.scheduler import Invocation, make_scheduler, place
-from cluster.warm_wait import WarmWaitPolicy
+from cluster.scheduling.dispatcher import Dispatcher
+from cluster.scheduling.policies import make_scheduler
+from cluster.scheduling.tenant_scheduler import Invocation, place
+from cluster.scheduling.warm_wait import WarmWaitPolicy
 
 MiB = 1 << 20
 

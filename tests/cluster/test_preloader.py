@@ -8,8 +8,8 @@ import time
 
 from cluster import messages as m
 from cluster.dataplane.budget import MemoryBudget
-from cluster.executor_models import ExecutorModels
-from cluster.preloader import Preloader
+from cluster.executor.models import ExecutorModels
+from cluster.executor.preloader import Preloader
 from cluster.weights.cache import build_layer_cache
 from cluster.weights.prefix import prefix_length
 from tests.cluster.cluster_fns import LAYERS, StackFn, stack_ref

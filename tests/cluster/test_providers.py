@@ -1,4 +1,4 @@
-"""ModelFn providers (cluster.providers): the back end finds ModelFns through modules the layers above
+"""ModelFn providers (cluster.executor.providers): the back end finds ModelFns through modules the layers above
 declare, by the entry-point group of an installed distribution or by `add_providers`, never by name."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from cluster import providers
+from cluster.executor import providers
 from cluster.modelfn import MODEL_FNS, get_model_fn
 
 
@@ -66,6 +66,6 @@ def test_the_comfyui_layer_provides_the_core_modelfns_and_the_pack_node():
 
     from tests.conftest import REPO
 
-    code = "import comfy_bridge; from cluster import providers; print(' '.join(providers.added_providers()))"
+    code = "import comfy_bridge; from cluster.executor import providers; print(' '.join(providers.added_providers()))"
     run = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert {"nodes.modelfns", "comfy_bridge.packs.pack_node"} <= set(run.stdout.split()), run.stderr

@@ -4,7 +4,7 @@ is retired, never below LOW, and none while work queues."""
 
 from __future__ import annotations
 
-from cluster.ray_executors import Autoscale, Placed
+from cluster.executor.ray_executors import Autoscale, Placed
 
 
 def placed(*ids: str, idle_since: float = 0.0) -> list[Placed]:

@@ -11,7 +11,7 @@ import uuid
 import pytest
 import torch
 
-from cluster.local_cluster import start_local_cluster
+from cluster.executor.local_cluster import start_local_cluster
 from tests.cluster.cluster_fns import tiny_ref
 
 FNS = "tests.cluster.cluster_fns"

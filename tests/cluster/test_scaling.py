@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from cluster.scaling import ScalingController, displacement, replica_counts
-from cluster.scheduler import Invocation, place
+from cluster.scheduling.scaling import ScalingController, displacement, replica_counts
+from cluster.scheduling.tenant_scheduler import Invocation, place
 
 
 class Clock:

@@ -10,7 +10,9 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from cluster.scheduler import Invocation, Tenant, Treap, make_scheduler, place
+from cluster.scheduling.policies import make_scheduler
+from cluster.scheduling.tenant_scheduler import Invocation, TenantAccount, place
+from cluster.scheduling.treap import Treap
 
 
 class Clock:
@@ -266,7 +268,7 @@ def test_cancelled_invocations_are_skipped():
 def test_treap_matches_brute_force_and_stays_logarithmic():
     rng = random.Random(5)
     treap = Treap(seed=3)
-    tenants = [Tenant(f"t{i}", i) for i in range(4000)]
+    tenants = [TenantAccount(f"t{i}", i) for i in range(4000)]
     live: dict[int, tuple[float, tuple]] = {}
     nodes = {}
     for step in range(20000):

@@ -14,10 +14,10 @@ import pytest
 import torch
 
 from cluster.cluster_runtime import ClusterRuntime
-from cluster.costs import shape_signature
-from cluster.head import RequestCancelled
-from cluster.local_cluster import start_local_cluster
-from cluster.warm_wait import WarmWaitPolicy
+from cluster.control.head import RequestCancelled
+from cluster.executor.local_cluster import start_local_cluster
+from cluster.scheduling.costs import shape_signature
+from cluster.scheduling.warm_wait import WarmWaitPolicy
 from tests.cluster.cluster_fns import slow_ref
 
 FNS = "tests.cluster.cluster_fns"

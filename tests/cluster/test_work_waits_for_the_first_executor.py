@@ -8,8 +8,8 @@ import asyncio
 
 import torch
 
+from cluster.executor.local_cluster import start_local_cluster
 from cluster.local import LocalRuntime
-from cluster.local_cluster import start_local_cluster
 from tests.cluster.cluster_fns import WARM_GATE_ENV, tiny_ref
 
 FNS = "tests.cluster.cluster_fns"

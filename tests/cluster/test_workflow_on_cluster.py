@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from cluster.executor.local_cluster import start_local_cluster
 from cluster.local import LocalRuntime
-from cluster.local_cluster import start_local_cluster
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -12,11 +12,11 @@ import uuid
 import pytest
 import torch
 
-from cluster import executor as executor_module
 from cluster import messages as m
 from cluster.dataplane.arena import NvshmemArena, ShmArena
-from cluster.executor import Executor
-from cluster.nvshmem_teams import HostTeams
+from cluster.dataplane.host_teams import HostTeams
+from cluster.executor import process as executor_module
+from cluster.executor.process import Executor
 
 
 class Member:

@@ -13,12 +13,12 @@ import torch
 
 from cluster import messages as m
 from cluster.cluster_runtime import ClusterRuntime
+from cluster.control.head import Head
 from cluster.dataplane import nvshmem_team
 from cluster.dataplane.arena import ShmArena
+from cluster.dataplane.host_teams import HostTeams
 from cluster.dataplane.plane import ExecutorDataPlane
-from cluster.executor import Executor
-from cluster.head import Head
-from cluster.nvshmem_teams import HostTeams
+from cluster.executor.process import Executor
 from tests.cluster.cluster_fns import tiny_ref
 from tests.cluster.test_local_cluster import wait_until
 

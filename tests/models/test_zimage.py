@@ -235,7 +235,7 @@ def test_all_in_one_checkpoint_gives_all_three_components(demo_workspace, tmp_pa
 
 
 def test_a_batched_step_gives_each_samples_unbatched_bits(fixed_threads):
-    """cluster.batching merges steps of different requests: each sample's output must not depend on the batch."""
+    """cluster.scheduling.batching merges steps of different requests: each sample's output must not depend on the batch."""
     sd = tiny_zimage_state_dicts()["transformer"]
     model = load_diffusion_model(ModelRef("diffusion_model", "zimage", ("z.safetensors",), ("",)), sd)
     gen = torch.Generator().manual_seed(1)

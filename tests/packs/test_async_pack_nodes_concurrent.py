@@ -13,7 +13,7 @@ import textwrap
 import pytest
 import torch
 
-from cluster.local_cluster import start_local_cluster
+from cluster.executor.local_cluster import start_local_cluster
 from nodes import workspace
 from nodes.workspace import Workspace, activate
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from cluster.local_cluster import start_local_cluster
+from cluster.executor.local_cluster import start_local_cluster
 from comfy_bridge.tenancy import tenant_context
 from comfy_bridge.tenancy.tenant_folders import TenantWorkspace
 from nodes import workspace

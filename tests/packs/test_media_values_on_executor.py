@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from cluster.local_cluster import start_local_cluster
+from cluster.executor.local_cluster import start_local_cluster
 from nodes.media.audio import encode_audio
 from nodes.media.video import VideoComponents, VideoFromComponents, VideoFromFile
 

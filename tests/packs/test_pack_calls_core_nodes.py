@@ -10,7 +10,7 @@ import asyncio
 import pytest
 import torch
 
-from cluster.local_cluster import start_local_cluster
+from cluster.executor.local_cluster import start_local_cluster
 from nodes.core_calls import both_ways
 
 from .conftest import image, output, run_prompt

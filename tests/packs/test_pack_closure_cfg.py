@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from cluster.local_cluster import start_local_cluster
+from cluster.executor.local_cluster import start_local_cluster
 
 from .conftest import output, run_prompt
 from .test_pack_runs import _sampling_prompt

@@ -10,7 +10,7 @@ import os
 import pytest
 import torch
 
-from cluster.local_cluster import start_local_cluster
+from cluster.executor.local_cluster import start_local_cluster
 from comfy_bridge.packs import remote
 
 from .conftest import error_of, image, output, run_prompt

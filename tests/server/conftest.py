@@ -6,7 +6,7 @@ what our engine produced, checked against ComfyUI's protocol (shared/reference/c
 §4.2-§4.5, §7), never against a stand-in that sends what the test expects.
 
 No fake executor, registry or validator is left in tests/server. The one stand-in is in
-test_cluster_stats_route.py: a ZeroMQ socket that registers at a real `cluster.head.Head` as executor
+test_cluster_stats_route.py: a ZeroMQ socket that registers at a real `cluster.control.head.Head` as executor
 "fake-ex" and never answers. Those tests check that /cluster/stats and /metrics report the head's own
 bookkeeping (its registered executors, queued invocations and counters) in the route's JSON and
 Prometheus shapes; nothing the stand-in sends is asserted as engine behaviour, so they are not circular.

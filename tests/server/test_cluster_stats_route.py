@@ -10,7 +10,7 @@ import zmq
 from prometheus_client.parser import text_string_to_metric_families
 
 from cluster import messages as m
-from cluster.head import Head
+from cluster.control.head import Head
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from cluster.local_cluster import HeadContact, LocalCluster
+from cluster.executor.local_cluster import HeadContact, LocalCluster
 
 PROBE = """
 import json, sys
@@ -26,7 +26,7 @@ started = start_executors_early(args)
 torch_at_spawn = "torch" in sys.modules
 out = {"torch_at_spawn": torch_at_spawn, "started": started is not None}
 if started is not None:
-    from cluster.local_cluster import start_local_cluster
+    from cluster.executor.local_cluster import start_local_cluster
     head, _ = start_local_cluster(len(started.devices), started.threads, devices=started.devices, started=started)
     try:
         out.update(address_given=[p.args[p.args.index("--head") + 1] for p in started.procs] == [head.address],
@@ -81,8 +81,8 @@ def test_a_head_at_another_address_cannot_take_them_over(monkeypatch):
         def wait(self, timeout=None):
             return 0
 
-    monkeypatch.setattr("cluster.local_cluster.subprocess.Popen", Process)
-    monkeypatch.setattr("cluster.local_cluster.StderrTail", lambda stream: None)
+    monkeypatch.setattr("cluster.executor.local_cluster.subprocess.Popen", Process)
+    monkeypatch.setattr("cluster.executor.local_cluster.StderrTail", lambda stream: None)
     cluster = LocalCluster(
         HeadContact("ipc:///tmp/cc-here.sock"), 1, 1, None, (), ["cpu"], restart=False, env=None, supervise=False
     )
@@ -97,7 +97,7 @@ def test_serve_listens_meanwhile_and_stops_as_a_failed_start_if_they_never_regis
     monkeypatch, registered, running, stops
 ):
     # a head stopped meanwhile (the server stopping) ends the watch without a signal
-    from cluster.head import Head
+    from cluster.control.head import Head
     from comfy_bridge.cli import serve
 
     monkeypatch.setattr(serve, "EXECUTOR_START_S", 0.3)

@@ -1,5 +1,5 @@
 """The cascade benchmark is a scenario of the one simulator: its queries are dispatched by
-cluster.dispatcher (batch caps, placement), the heavy stage runs exactly when the confidence is below
+cluster.scheduling.dispatcher (batch caps, placement), the heavy stage runs exactly when the confidence is below
 the threshold in force, and the dispatcher sheds what cannot finish within 1.5 x SLO (an option the
 head leaves off)."""
 
@@ -11,8 +11,8 @@ from dataclasses import replace
 import pytest
 
 from cluster.cascade.allocation import Allocation
-from cluster.dispatcher import Dispatcher
-from cluster.scheduler import Invocation, make_scheduler
+from cluster.scheduling.dispatcher import Dispatcher
+from cluster.scheduling.tenant_scheduler import Invocation, make_scheduler
 from cluster.sim import cascade_scenario
 from cluster.sim.cascade_scenario import DISCRIMINATOR, CascadeRun, simulate
 

@@ -1,4 +1,4 @@
-"""One dispatch policy (cluster.dispatcher): the head and the simulator drive the same module, and the
+"""One dispatch policy (cluster.scheduling.dispatcher): the head and the simulator drive the same module, and the
 simulator batches with it."""
 
 from __future__ import annotations
@@ -7,14 +7,15 @@ import heapq
 
 import pytest
 
-from cluster.dispatcher import Dispatcher
-from cluster.head import Head
-from cluster.scheduler import Invocation, make_scheduler
+from cluster.control.head import Head
+from cluster.scheduling.dispatcher import Dispatcher
+from cluster.scheduling.policies import make_scheduler
+from cluster.scheduling.tenant_scheduler import Invocation
+from cluster.scheduling.warm_wait import WarmWaitPolicy
 from cluster.sim.gpu_profiles import ModelProfile
 from cluster.sim.simulator import SimConfig, Simulator, simulate
 from cluster.sim.traces import TraceRequest
 from cluster.sim.workflows import Node, Workflow
-from cluster.warm_wait import WarmWaitPolicy
 
 
 def _one_step(models: tuple[str, ...] = ("m",)) -> tuple[list[Workflow], dict[str, ModelProfile]]:

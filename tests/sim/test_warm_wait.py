@@ -1,14 +1,14 @@
-"""Delay scheduling (cluster.warm_wait): park for a warm executor only when that beats loading."""
+"""Delay scheduling (cluster.scheduling.warm_wait): park for a warm executor only when that beats loading."""
 
 from __future__ import annotations
 
 import pytest
 
+from cluster.scheduling.warm_wait import Parked, WarmWaitPolicy, load_estimate, pick_parked, should_park
 from cluster.sim.gpu_profiles import ModelProfile
 from cluster.sim.simulator import SimConfig, simulate
 from cluster.sim.traces import TraceRequest
 from cluster.sim.workflows import Node, Workflow
-from cluster.warm_wait import Parked, WarmWaitPolicy, load_estimate, pick_parked, should_park
 
 
 def test_parks_when_a_holder_frees_up_sooner_than_the_load():

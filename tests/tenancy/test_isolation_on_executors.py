@@ -45,7 +45,7 @@ PACK = textwrap.dedent("""
 
 @pytest.fixture(scope="module")
 def cluster():
-    from cluster.local_cluster import start_local_cluster
+    from cluster.executor.local_cluster import start_local_cluster
 
     head, runtime = start_local_cluster(1, threads_per_executor=1)
     yield head, runtime

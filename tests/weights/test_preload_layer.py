@@ -1,4 +1,4 @@
-"""Preloading into the layer cache (cluster.preloader's step): free memory only, never evicting, timed,
+"""Preloading into the layer cache (cluster.executor.preloader's step): free memory only, never evicting, timed,
 and the first thing a real load evicts."""
 
 from __future__ import annotations

@@ -53,7 +53,7 @@ class ExecutorModels:
         self._ref_keys: dict[str, str] = {}  # cache key -> ModelRef.key (what the head sees)
         self.loads = 0  # models built from their files (misses)
         self.hits = 0  # uses of a model already built (its layers may still have to stream in)
-        self.prebuilt = 0  # models built ahead of their first use (cluster.preloader)
+        self.prebuilt = 0  # models built ahead of their first use (cluster.executor.preloader)
         # one build per key at a time: a run waits for the preloader's build of its model, not a second one
         self._building: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()

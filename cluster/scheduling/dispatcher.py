@@ -1,23 +1,23 @@
-"""The one dispatch policy: which ready invocation runs where and when, for the head (cluster/head.py,
+"""The one dispatch policy: which ready invocation runs where and when, for the head (cluster/control/head.py,
 the ZeroMQ shell around it) and for the simulator (cluster/sim/simulator.py, the event-clock shell).
 No sockets, no threads: the clock is passed in and decisions come out as `Assignment`s
-(cluster.dispatch_interface states the contract).
+(cluster.scheduling.interface states the contract).
 
 One `schedule(now, executors)` does, in order:
 
 - warm wait, take: free executors take parked invocations before popping new work (the scheduler
   chose those first); executors holding a parked model choose first, each takes the oldest of its
-  models', and any takes one that has waited its load time (cluster.warm_wait.pick_parked);
+  models', and any takes one that has waited its load time (cluster.scheduling.warm_wait.pick_parked);
 - batches whose window closed, or that are full, go to a free executor;
-- otherwise the scheduler pops (cluster.scheduler: vTime, FIFO, SJF, VTC); an invocation with a batch
+- otherwise the scheduler pops (cluster.scheduling.tenant_scheduler: vTime, FIFO, SJF, VTC); an invocation with a batch
   key whose model's cap is above its samples leads a batch: the other ready invocations with the same
   key (any tenant, arrival order, up to the cap) are taken with it from an index kept on `add`,
   `requeue` and `cancel`. A batch that is not full waits up to `batch_window_s` for more (requests
   in lockstep resubmit their next steps a few milliseconds apart; without a wait the first would
   always run alone), holding one free executor for itself;
-- placement (cluster.scheduler.place with the scaling controller's targets); a single invocation
+- placement (cluster.scheduling.tenant_scheduler.place with the scaling controller's targets); a single invocation
   placed on a cold executor is parked instead when a busy holder of its weights is expected to be
-  free sooner than the load (cluster.warm_wait.should_park);
+  free sooner than the load (cluster.scheduling.warm_wait.should_park);
 - charging: a cold start is charged the load its run will include (a batch's parts by their samples),
   and an invocation placed away from the host of its inputs the time they take to cross (the shell's
   `transfer_s`);
@@ -33,7 +33,7 @@ and each model a controller announces), and `preload_order` says which models an
 its free memory with, the first L_e layers of each, never by evicting: the models a controller
 plans replicas for (the scaling controller's floors) first, then the most expected; with no
 expectation yet, every model the shell knows of. The simulator applies it to its modelled layer
-caches, the head sends it to its executors (`messages.Preload`, cluster.preloader).
+caches, the head sends it to its executors (`messages.Preload`, cluster.executor.preloader).
 """
 
 from __future__ import annotations
@@ -42,10 +42,10 @@ import collections
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
-from cluster.dispatch_interface import Assignment, DispatchPolicy, ExecutorView, LoadCosts
-from cluster.scaling import ScalingController, replica_counts
-from cluster.scheduler import Invocation, Scheduler, place
-from cluster.warm_wait import Parked, WarmWaitPolicy, pick_parked, should_park
+from cluster.scheduling.interface import Assignment, DispatchPolicy, ExecutorView, LoadCosts
+from cluster.scheduling.scaling import ScalingController, replica_counts
+from cluster.scheduling.tenant_scheduler import Invocation, Scheduler, place
+from cluster.scheduling.warm_wait import Parked, WarmWaitPolicy, pick_parked, should_park
 
 
 @dataclass(eq=False)
@@ -253,7 +253,7 @@ class Dispatcher(DispatchPolicy):
             self.counters["parts_batched"] += len(live)
         return Assignment(ex, tuple(live), load_s)
 
-    # warm wait (cluster.warm_wait) --------------------------------------------------------------------
+    # warm wait (cluster.scheduling.warm_wait) --------------------------------------------------------------------
     def _park(self, inv: Invocation, ex: ExecutorView, executors: Collection[ExecutorView], now: float) -> bool:
         """Park `inv` instead of loading its weights on the cold `ex` when a busy holder is expected
         to be free sooner than the load would take; True when parked."""
@@ -309,7 +309,7 @@ class Dispatcher(DispatchPolicy):
                 self.counters["warm_wait_hits"] += 1
             yield self._charge(ex, [inv])
 
-    # batching (cluster.batching) ------------------------------------------------------------------------
+    # batching (cluster.scheduling.batching) ------------------------------------------------------------------------
     def _index(self, inv: Invocation) -> None:
         if inv.batch_key is not None:
             self._ready_by_key.setdefault(inv.batch_key, {})[inv.id] = inv

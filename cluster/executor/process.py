@@ -15,47 +15,31 @@ shutdown), so a long invocation is not mistaken for a lost executor. The executo
 (cluster.dataplane.plane) holds one memory budget shared by its arena, active inference and cached
 weights: inputs are pulled one-sidedly from their producers' arenas, outputs are published into its
 own arena and only their metadata travels in the reply; weights live in the per-layer cache (LRU
-model first, last layers first). The run itself is the executor core's (cluster.executor_core), the
+model first, last layers first). The run itself is the executor core's (cluster.executor.core), the
 same one the in-process runtime drives; this module is the process shell around it (`ArenaIO` moves
 the tensors). A `BatchDispatch` (compatible invocations of several requests) is run as one call: each
 part's inputs pulled, merged along the batch, the ModelFn run once, the outputs split and published
 per part, one Done per part charged its share of the measured time; if the merged run fails, the
 parts are run one by one, so one part's bad input fails only that part. Between runs a preloader
 thread fills idle memory with the first L_e layers of the models the head's latest `Preload` names
-(cluster.preloader); a run pauses it. An invocation the head
+(cluster.executor.preloader); a run pauses it. An invocation the head
 aborts (past its deadline) cannot be interrupted inside a Python thread, so the executor says goodbye and exits; whoever
 supervises it starts a fresh one.
 """
 
 from __future__ import annotations
 
-import gc
-import signal
-
-
-def _stop_starting(signum: int, frame: object) -> None:
-    """SIGTERM while the process starts (its imports and warm-up take seconds): it holds nothing yet that
-    needs cleaning up (no segment, no socket), so it ends at once, cleanly, rather than make its data plane
-    and wait for a head that stopped (and be killed, leaving its segments behind)."""
-    raise SystemExit(0)
-
-
-if __name__ == "__main__":
-    signal.signal(signal.SIGTERM, _stop_starting)  # before the imports below: they are most of the start
-    # A process of its own: no cyclic collection until it is warm. Importing torch and the model code makes
-    # ~600,000 objects, and the collector walked them again and again to free ~200 (0.7-1 s of a 3 s start
-    # on 2 CPUs); run_executor turns it back on, with everything made so far frozen out of its reach.
-    gc.disable()
-
 import argparse
 import collections
 import contextlib
 import faulthandler
+import gc
 import importlib
 import logging
 import os
 import pickle
 import shutil
+import signal
 import socket
 import sys
 import threading
@@ -75,9 +59,9 @@ from cluster import refs
 from cluster import secret as cluster_secret
 from cluster.dataplane import nvshmem_team, remote, segments
 from cluster.dataplane.model_files import ModelFileFetcher
-from cluster.dataplane.plane import ExecutorDataPlane, Invocation
+from cluster.dataplane.plane import CallInputs, ExecutorDataPlane
 from cluster.dataplane.segments import safe_prefix
-from cluster.executor_core import (
+from cluster.executor.core import (
     ExecutorCore,
     Fault,
     Part,
@@ -87,10 +71,10 @@ from cluster.executor_core import (
     default_host_bytes,
     default_memory_budget,
 )
-from cluster.executor_options import executor_argv  # noqa: F401  (launchers import it from here too)
+from cluster.executor.options import stop_starting
+from cluster.executor.preloader import Preloader
+from cluster.executor.providers import add_providers
 from cluster.modelfn import ModelFn, warm_up_all
-from cluster.preloader import Preloader
-from cluster.providers import add_providers
 
 log = logging.getLogger("cluster.executor")
 # where the host tier spills whole models past its capacity (one folder per executor, removed on exit)
@@ -510,7 +494,7 @@ class ArenaIO(TensorIO):
 
     def __init__(self, plane: ExecutorDataPlane) -> None:
         self.plane = plane
-        self._inv: Invocation | None = None
+        self._inv: CallInputs | None = None
 
     @contextlib.contextmanager
     def scope(self) -> Iterator[None]:
@@ -685,7 +669,7 @@ def run_executor(args: argparse.Namespace, secret: bytes | None) -> int:
         # Ctrl-C reaches the whole process group: a supervised executor leaves it to its head, which
         # shuts it down (or it follows the head out when the head dies)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, _stop_starting)
+    signal.signal(signal.SIGTERM, stop_starting)
     warmed = load_providers(args)
     # from here on it makes its data plane: a SIGTERM meanwhile stops it once that is made (and so unlinked)
     stopped: list[int] = []
@@ -710,7 +694,3 @@ def main(argv: list[str] | None = None) -> int:
     return run_executor(
         parse_args(sys.argv[1:] if argv is None else argv), cluster_secret.read_secret()
     )  # the secret from the environment, if any
-
-
-if __name__ == "__main__":
-    sys.exit(main())

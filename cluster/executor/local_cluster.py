@@ -31,14 +31,14 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from cluster import secret as cluster_secret
-from cluster.executor_options import HEARTBEAT_S, executor_argv
+from cluster.executor.options import HEARTBEAT_S, executor_argv
 
 if TYPE_CHECKING:
     from cluster.cluster_runtime import ClusterRuntime
-    from cluster.head import Head
+    from cluster.control.head import Head
 
 log = logging.getLogger("cluster.local")
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 STDERR_TAIL_LINES = 40  # a fault handler trace: the faulting thread, the others, the extension list
 _clusters: list[LocalCluster] = []
 
@@ -208,7 +208,7 @@ class LocalCluster:
         for p in self.procs:
             # The head sent Shutdown to those that registered; one still starting (seconds of imports and
             # warm-up) has not heard it and would wait for a head that is gone: SIGTERM tells every one,
-            # and each ends itself (cluster.executor: at once while starting, else as on Shutdown).
+            # and each ends itself (cluster.executor.process: at once while starting, else as on Shutdown).
             if p.poll() is None:
                 p.terminate()
         end = time.monotonic() + timeout
@@ -246,10 +246,10 @@ def start_local_cluster(
     once: invocations submitted before an executor registers wait in the head's queue.
     `warm_up`: each executor imports its providers and warms their ModelFns up before registering
     (what `serve` wants; tests of the back end alone skip the seconds it takes). `executor_args`: more
-    options for every executor (cluster.executor.add_arguments), e.g. `--h2d-bandwidth`.
+    options for every executor (cluster.executor.process.add_arguments), e.g. `--h2d-bandwidth`.
     `started`: the executor processes, started already for a head at `started.head.address` (n of them)."""
     from cluster.cluster_runtime import ClusterRuntime
-    from cluster.head import Head
+    from cluster.control.head import Head
 
     if started is not None:
         head_kw.update(address=started.head.address, secret=started.head.secret)

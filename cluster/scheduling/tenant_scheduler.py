@@ -18,7 +18,7 @@ vTime policy:
   the backlogged tenants live in a treap ordered by vTime and augmented with the best head key of
   each subtree: one decision is a split at `vmin + delta`, a subtree minimum and a merge.
 
-Batching (cluster.batching): `take` dispatches a chosen ready invocation out of turn, to join the batch
+Batching (cluster.scheduling.batching): `take` dispatches a chosen ready invocation out of turn, to join the batch
 of the one just popped. It is charged like a pop; its heap entry goes stale (each entry carries the
 invocation's token, bumped by `take` and `push`) and is dropped when it reaches the top.
 """
@@ -27,17 +27,14 @@ from __future__ import annotations
 
 import heapq
 import itertools
-import random
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
-from cluster.scaling import displacement
-
-POLICIES = ("vtime", "fifo", "sjf", "vtc")
-
+from cluster.scheduling.scaling import displacement
+from cluster.scheduling.treap import Treap, TreapNode
 
 # What the shell that drives the scheduler attaches to an invocation to carry it out: the head's `Job`
 # (the Dispatch message and the caller's future), the simulator's `SimStep` (its request and node).
@@ -66,13 +63,16 @@ class Invocation(Generic[PayloadT]):
     cancelled: bool = False
     deadline: float | None = None  # with load shedding on (Dispatcher.shed_run_s), dropped unstarted
     # when it cannot finish by then; None: never shed
-    batch_key: str | None = None  # equal keys can run as one batch (cluster.batching); None: alone
+    batch_key: str | None = None  # equal keys can run as one batch (cluster.scheduling.batching); None: alone
     batch_size: int = 1  # samples, counted against the model's batch-size cap
     token: int = 0  # which ready-structure entry is current (see `take`)
 
 
 @dataclass(eq=False)
-class Tenant:
+class TenantAccount:
+    """A tenant as the scheduler accounts for it: its weight, vTime, work queued and running, and where it
+    sits in the scheduler's structures (the tenant a server knows is comfy_bridge.tenancy's `Tenant`)."""
+
     name: str
     order: int
     weight: float = 1.0
@@ -81,192 +81,13 @@ class Tenant:
     running: int = 0
     ready: list = field(default_factory=list)  # heap of (key, seq, Invocation, token)
     idle_since: float | None = None  # None: never seen
-    node: _Node | None = None  # in the backlogged treap
+    node: TreapNode | None = None  # in the backlogged treap
     in_active: bool = False  # has a current entry in the active-vTime heap
     active_stamp: int = -1  # which heap entry is current (older ones are stale)
 
     @property
     def active(self) -> bool:
         return self.queued + self.running > 0
-
-
-# --- treap keyed by (vtime, tenant order), augmented with the minimum head key of each subtree ---
-
-
-class _Node:
-    __slots__ = ("key", "prio", "left", "right", "parent", "own", "best", "tenant")
-
-    def __init__(self, key: tuple, val: tuple, tenant: Tenant, prio: float) -> None:
-        self.key, self.tenant, self.prio = key, tenant, prio
-        self.left = self.right = self.parent = None
-        self.own: tuple = (val, tenant.order)  # this node's (head key, order)
-        self.best: tuple = self.own  # the least `own` in its subtree
-
-
-def _pull(n: _Node) -> None:
-    b = n.own
-    c = n.left
-    if c is not None and c.best < b:
-        b = c.best
-    c = n.right
-    if c is not None and c.best < b:
-        b = c.best
-    n.best = b
-
-
-class Treap:
-    """Nodes with parent pointers, so an update touches one root-to-node path: insertion descends to
-    a leaf and rotates up (expected O(1) rotations), removal rotates down to a leaf and cuts it, and
-    the ancestors' subtree minima are re-pulled only until one stays the same. `visits` counts the
-    nodes walked, for tests of the O(log n) bound."""
-
-    def __init__(self, seed: int = 0) -> None:
-        self.root: _Node | None = None
-        self._rng = random.Random(seed)
-        self.size = 0
-        self.visits = 0
-
-    def insert(self, key: tuple, val: tuple, tenant: Tenant) -> _Node:
-        node = _Node(key, val, tenant, self._rng.random())
-        self._link(node)
-        return node
-
-    def remove(self, key: tuple) -> None:
-        n = self.root
-        while n is not None and n.key != key:
-            n = n.left if key < n.key else n.right
-        if n is None:
-            raise KeyError(key)
-        self.unlink(n)
-
-    def rekey(self, node: _Node, key: tuple) -> None:
-        """Move a linked node to a new key (its tenant's vTime changed)."""
-        self.unlink(node)
-        node.key = key
-        self._link(node)
-
-    def set_val(self, node: _Node, val: tuple) -> None:
-        """Change a linked node's head key in place (its key, hence its place, is unchanged)."""
-        node.own = (val, node.tenant.order)
-        self._repull(node, None)
-
-    def _rotate_up(self, x: _Node) -> None:
-        """Swap `x` with its parent; the old parent's minimum is re-pulled, `x`'s is left to the caller."""
-        p = x.parent
-        g = p.parent
-        if p.left is x:
-            c = x.right
-            p.left, x.right = c, p
-        else:
-            c = x.left
-            p.right, x.left = c, p
-        if c is not None:
-            c.parent = p
-        p.parent, x.parent = x, g
-        if g is None:
-            self.root = x
-        elif g.left is p:
-            g.left = x
-        else:
-            g.right = x
-        _pull(p)
-
-    def _repull(self, n: _Node | None, top: _Node | None) -> None:
-        """Re-pull from `n` up: every node below `top` (rotated ones), then from `top` on only until a
-        node's minimum is the same object as before (then nothing above it changes either)."""
-        steps = 0
-        while n is not None and n is not top:
-            _pull(n)
-            n = n.parent
-            steps += 1
-        while n is not None:
-            old = n.best
-            _pull(n)
-            steps += 1
-            if n.best is old:
-                break
-            n = n.parent
-        self.visits += steps
-
-    def _link(self, node: _Node) -> None:
-        node.left = node.right = node.parent = None
-        node.best = node.own
-        self.size += 1
-        p = self.root
-        if p is None:
-            self.root = node
-            return
-        key, steps = node.key, 0
-        while True:
-            steps += 1
-            if key < p.key:
-                if p.left is None:
-                    p.left = node
-                    break
-                p = p.left
-            else:
-                if p.right is None:
-                    p.right = node
-                    break
-                p = p.right
-        self.visits += steps
-        node.parent = p
-        prio, rotated = node.prio, False
-        while node.parent is not None and node.parent.prio < prio:
-            self._rotate_up(node)
-            rotated = True
-        if rotated:
-            _pull(node)
-        self._repull(node.parent, None)
-
-    def unlink(self, node: _Node) -> None:
-        top = node.parent
-        while node.left is not None and node.right is not None:
-            self._rotate_up(node.left if node.left.prio > node.right.prio else node.right)
-        child = node.left if node.left is not None else node.right
-        p = node.parent
-        if child is not None:
-            child.parent = p
-        if p is None:
-            self.root = child
-        elif p.left is node:
-            p.left = child
-        else:
-            p.right = child
-        node.parent = node.left = node.right = None
-        self.size -= 1
-        self._repull(p, top)
-
-    def first(self) -> _Node | None:
-        n = self.root
-        while n is not None and n.left is not None:
-            n = n.left
-        return n
-
-    def best_below(self, limit: float) -> tuple | None:
-        """The smallest (val, order) among nodes whose vtime <= limit: one descent, every node whose
-        vtime qualifies brings its left subtree's minimum along."""
-        best, n, steps = None, self.root, 0
-        while n is not None:
-            steps += 1
-            if n.key[0] <= limit:
-                b = n.own
-                c = n.left
-                if c is not None and c.best < b:
-                    b = c.best
-                if best is None or b < best:
-                    best = b
-                n = n.right
-            else:
-                n = n.left
-        self.visits += steps
-        return best
-
-    def depth(self) -> int:
-        def d(n: _Node | None) -> int:
-            return 0 if n is None else 1 + max(d(n.left), d(n.right))
-
-        return d(self.root)
 
 
 # --- policies ---
@@ -283,8 +104,8 @@ class Scheduler(ABC):
         self.clock = clock
         self.lift_grace_s = lift_grace_s
         self.lift = lift
-        self.tenants: dict[str, Tenant] = {}
-        self._by_order: list[Tenant] = []
+        self.tenants: dict[str, TenantAccount] = {}
+        self._by_order: list[TenantAccount] = []
         # Active tenants by vTime, only ever asked for its minimum (the lift): a heap with lazy
         # deletion, one push per change instead of a treap removal and insertion per decision.
         self._active: list[tuple[float, int, int]] = []  # (vtime, tenant order, stamp)
@@ -295,10 +116,10 @@ class Scheduler(ABC):
         self.decisions = 0
 
     # accounting --------------------------------------------------------------------------------
-    def tenant(self, name: str) -> Tenant:
+    def tenant(self, name: str) -> TenantAccount:
         t = self.tenants.get(name)
         if t is None:
-            t = self.tenants[name] = Tenant(name, len(self._by_order))
+            t = self.tenants[name] = TenantAccount(name, len(self._by_order))
             self._by_order.append(t)
         return t
 
@@ -322,7 +143,7 @@ class Scheduler(ABC):
         self._active = [(t.vtime, t.order, t.active_stamp) for t in self._by_order if t.in_active]
         heapq.heapify(self._active)
 
-    def _attach(self, t: Tenant) -> None:
+    def _attach(self, t: TenantAccount) -> None:
         """Bring the tenant's entries up to date: a fresh active-heap entry if its old one went stale
         (its vTime changed) and it is active, and its place in the policy's ready structures."""
         if not t.in_active and t.queued + t.running > 0:
@@ -333,14 +154,14 @@ class Scheduler(ABC):
                 self._compact_active()
         self._place(t)
 
-    def _place(self, t: Tenant) -> None:
+    def _place(self, t: TenantAccount) -> None:
         """Policies that rank tenants keep each backlogged tenant's vTime and best ready key in
         their own structure; called after either may have changed."""
 
     def _charge(self, inv: Invocation) -> float:
         return inv.estimate
 
-    def _became_active(self, t: Tenant) -> None:
+    def _became_active(self, t: TenantAccount) -> None:
         returning = t.idle_since is None or self.clock() - t.idle_since > self.lift_grace_s
         if self.lift and returning:
             m = self._min_active()
@@ -389,7 +210,7 @@ class Scheduler(ABC):
         inv.token += 1  # its entry in the ready structures is now stale
         self._start(t, inv)
 
-    def _start(self, t: Tenant, inv: Invocation) -> None:
+    def _start(self, t: TenantAccount, inv: Invocation) -> None:
         inv.charged = self._charge(inv)
         t.vtime += inv.charged / t.weight
         t.in_active = False
@@ -413,7 +234,7 @@ class Scheduler(ABC):
         self._attach(t)
         self._idle_check(t)
 
-    def _recharge(self, t: Tenant, inv: Invocation, charge: float) -> None:
+    def _recharge(self, t: TenantAccount, inv: Invocation, charge: float) -> None:
         if self.charges_time and charge != inv.charged:
             t.vtime += (charge - inv.charged) / t.weight
             t.in_active = False
@@ -433,7 +254,7 @@ class Scheduler(ABC):
         for inv in invs:
             inv.cancelled = True
 
-    def _idle_check(self, t: Tenant) -> None:
+    def _idle_check(self, t: TenantAccount) -> None:
         if t.queued + t.running == 0:
             t.in_active = False
             t.idle_since = self.clock()
@@ -442,7 +263,7 @@ class Scheduler(ABC):
         return self.queued
 
     @abstractmethod
-    def _enqueue(self, t: Tenant, inv: Invocation) -> None: ...
+    def _enqueue(self, t: TenantAccount, inv: Invocation) -> None: ...
 
     @abstractmethod
     def _select(self) -> Invocation | None:
@@ -483,10 +304,10 @@ class FairScheduler(Scheduler):
         # max  w_wait*(now - arrival) - w_rem*r - w_exec*e   <=>   min  w_wait*arrival + w_rem*r + w_exec*e
         return self.w_wait * inv.arrival + self.w_remaining * inv.remaining + self.w_exec * inv.estimate
 
-    def _enqueue(self, t: Tenant, inv: Invocation) -> None:
+    def _enqueue(self, t: TenantAccount, inv: Invocation) -> None:
         heapq.heappush(t.ready, (self._key(inv), inv.seq, inv, inv.token))
 
-    def _place(self, t: Tenant) -> None:
+    def _place(self, t: TenantAccount) -> None:
         node, tree = t.node, self._backlogged
         while t.ready and _stale(t.ready[0]):  # taken for a batch: the head key must be a live entry
             heapq.heappop(t.ready)
@@ -528,7 +349,7 @@ class QueueScheduler(Scheduler):
         self.shortest_first = shortest_first
         self._heap: list = []
 
-    def _enqueue(self, t: Tenant, inv: Invocation) -> None:
+    def _enqueue(self, t: TenantAccount, inv: Invocation) -> None:
         key = inv.estimate if self.shortest_first else 0.0
         heapq.heappush(self._heap, (key, inv.seq, inv, inv.token))
 
@@ -545,22 +366,13 @@ def _stale(entry: tuple) -> bool:
     return entry[3] != entry[2].token
 
 
-def make_scheduler(policy: str = "vtime", delta: float = 1.0, **kw: Any) -> Scheduler:
-    if policy == "vtime":
-        return FairScheduler(delta, **kw)
-    if policy == "vtc":
-        return FairScheduler(0.0, charge_count=True, fifo_within=True, **kw)
-    if policy == "fifo":
-        return QueueScheduler(**kw)
-    if policy == "sjf":
-        return QueueScheduler(shortest_first=True, **kw)
-    raise ValueError(f"unknown policy {policy!r}; choose one of {POLICIES}")
-
-
 # --- placement ---
 
 
-class ExecutorView(Protocol):
+class PlacementTarget(Protocol):
+    """What placement reads of an executor (the dispatch policy's fuller view is
+    cluster.scheduling.interface.ExecutorView)."""
+
     id: str
     cached_models: set[str]
 
@@ -570,10 +382,10 @@ class ExecutorView(Protocol):
 
 def place(
     inv: Invocation,
-    free: Sequence[ExecutorView],
+    free: Sequence[PlacementTarget],
     targets: dict[str, int] | None = None,
     replicas: dict[str, int] | None = None,
-) -> ExecutorView:
+) -> PlacementTarget:
     """Best-fit executor among the free ones: holding the weights, then the least time moving inputs
     across hosts (`inv.transfer_s`: the host holding the inputs), then holding the most input bytes, then (with the scaling controller's `targets` and current `replicas`) the one where
     loading the weights would push out the fewest wanted warm copies of other models, then the

@@ -5,14 +5,14 @@
     ...
     head.stop()                                                   # stops the placer and its actors too
 
-Each actor *is* an executor: its process runs the same `cluster.executor.Executor` that `comfy-cluster
+Each actor *is* an executor: its process runs the same `cluster.executor.process.Executor` that `comfy-cluster
 executor --head` runs, joined to the head over its tcp:// address with the cluster secret. The control
 plane (ZeroMQ) and the data plane (shared memory within a host, TCP across, NVSHMEM on GPUs) stay ours;
 Ray carries no tensor. What Ray gives: placement (an actor pinned to its node with `num_gpus=1` per GPU,
 `num_cpus` = its torch threads for CPU executors), supervision (`max_restarts=-1`: an executor that dies,
 or exits after an aborted invocation, is started again by Ray and registers anew) and membership: the
 placer polls the cluster's nodes, starts executors on nodes that join (Ray's autoscaler, KubeRay) and
-forgets those of nodes that left; the head re-runs what a lost executor held (lineage, cluster.head).
+forgets those of nodes that left; the head re-runs what a lost executor held (lineage, cluster.control.head).
 
 A node's executors read model files from the same workspace path on that node (a shared filesystem, or the
 same files on every node): `env` carries the workspace, and an executor refuses a file whose digest differs
@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cluster import secret as cluster_secret
+from cluster.control.head import Head
 from cluster.dataplane import remote, segments
-from cluster.executor import executor_argv
-from cluster.head import Head
+from cluster.executor.options import executor_argv
 
 log = logging.getLogger("cluster.ray")
 POLL_S = 2.0
@@ -46,7 +46,7 @@ class ExecutorActor:
     def __init__(self, argv: list[str], host_per_node: bool = False) -> None:
         import ray
 
-        from cluster import executor as executor_mod
+        from cluster.executor import process as executor_mod
 
         if host_per_node:  # before the data plane reads it
             os.environ[remote.HOST_ENV] = f"ray-node-{ray.get_runtime_context().get_node_id()[:16]}"

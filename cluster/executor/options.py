@@ -1,7 +1,7 @@
 """The command line of an executor a launcher starts, and the head's address fixed before the head exists.
 
 No torch here: `serve` starts its executor processes first thing, before it imports torch and the server
-(seconds), so that they import theirs at the same time (cluster.local_cluster)."""
+(seconds), so that they import theirs at the same time (cluster.executor.local_cluster)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import tempfile
 import uuid
 from collections.abc import Sequence
 
-from cluster.providers import added_providers
+from cluster.executor.providers import added_providers
 
 HEARTBEAT_S = 0.5  # the head's default; it tells each executor its own in the Welcome
 
@@ -57,3 +57,10 @@ def executor_argv(
     for mod in added_providers():
         argv += ["--provider", mod]
     return argv
+
+
+def stop_starting(signum: int, frame: object) -> None:
+    """SIGTERM while the process starts (its imports and warm-up take seconds): it holds nothing yet that
+    needs cleaning up (no segment, no socket), so it ends at once, cleanly, rather than make its data plane
+    and wait for a head that stopped (and be killed, leaving its segments behind)."""
+    raise SystemExit(0)

@@ -1,6 +1,6 @@
 """The contract between a dispatch policy and the shell that drives it (the head over ZeroMQ, or the
 simulator on its event clock), after vLLM's v1/core/sched/interface.py: every method says what it
-promises. `cluster.dispatcher.Dispatcher` is the one implementation; the shells own the executors,
+promises. `cluster.scheduling.dispatcher.Dispatcher` is the one implementation; the shells own the executors,
 the transport and the clock, the policy owns what is ready, parked and forming."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from cluster.scheduler import Invocation
+from cluster.scheduling.tenant_scheduler import Invocation
 
 
 class ExecutorView(Protocol):

@@ -1,7 +1,7 @@
 """An executor's preloading (paper §5.1): the first L_e layers of the models the head expects, brought
 into idle memory in the background before any invocation of them arrives.
 
-The head decides which models and in which order (cluster.dispatcher.preload_order, the simulator's
+The head decides which models and in which order (cluster.scheduling.dispatcher.preload_order, the simulator's
 decision too) and sends them in a `messages.Preload`; each replaces the last. A thread of this module
 then walks the list: it builds each model from its files if this executor never has (into the host
 tier, nothing resident), and makes its first L_e layers resident one at a time from free memory only
@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from cluster import messages as m
-from cluster.executor_models import ExecutorModels
+from cluster.executor.models import ExecutorModels
 from cluster.modelfn import ModelFn
 from cluster.weights.cache import LayerCache
 from cluster.weights.prefix import prefix_length

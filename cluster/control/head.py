@@ -23,7 +23,7 @@ executor that is lost (no heartbeat for `lost_after_s`, SIGKILL, disconnect) is 
 again, up to `max_attempts` dispatches. Its inputs are in the caller's segments, which outlive it.
 
 What runs where and when (placement, parking for a warm executor, batching, charging) is decided by
-cluster.dispatcher, the same policy the simulator drives; the head applies its assignments: it keeps
+cluster.scheduling.dispatcher, the same policy the simulator drives; the head applies its assignments: it keeps
 the jobs, sends one `Dispatch` or one `BatchDispatch` (whose parts are answered one by one), and
 tells the dispatcher what arrived, failed or was lost. It also supplies what the policy cannot know:
 each model's load time (the latest `load_s` an executor reported; a model never loaded is never
@@ -35,7 +35,7 @@ Preloading (§5.1): the dispatcher also keeps what demand the head learned of (e
 and each model a controller announces with `expect`) and decides which models an idle executor fills
 its free memory with (`Dispatcher.preload_order`, the simulator's decision too); the head sends each
 executor that list, when it changes, as a `Preload` naming how to load each model (the ModelFn and
-payload of its latest invocation or announcement), and the executor does the rest (cluster.preloader).
+payload of its latest invocation or announcement), and the executor does the rest (cluster.executor.preloader).
 """
 
 from __future__ import annotations
@@ -58,18 +58,19 @@ import zmq
 
 from cluster import messages as m
 from cluster import secret as cluster_secret
-from cluster.caller_store import caller_pulls
-from cluster.costs import CostModel
 from cluster.dataplane import remote, segments
+from cluster.dataplane.caller_store import caller_pulls
+from cluster.dataplane.host_teams import HostTeams
 from cluster.dataplane.refcounts import RefClient
 from cluster.dataplane.segments import SegmentError
-from cluster.dispatch_interface import ExecutorView
-from cluster.dispatcher import Dispatcher
-from cluster.executor_options import HEARTBEAT_S, default_address
-from cluster.nvshmem_teams import HostTeams
-from cluster.scaling import ScalingController
-from cluster.scheduler import Invocation, make_scheduler
-from cluster.warm_wait import WarmWaitPolicy
+from cluster.executor.options import HEARTBEAT_S, default_address
+from cluster.scheduling.costs import CostModel
+from cluster.scheduling.dispatcher import Dispatcher
+from cluster.scheduling.interface import ExecutorView
+from cluster.scheduling.policies import make_scheduler
+from cluster.scheduling.scaling import ScalingController
+from cluster.scheduling.tenant_scheduler import Invocation
+from cluster.scheduling.warm_wait import WarmWaitPolicy
 
 log = logging.getLogger("cluster.head")
 
@@ -274,11 +275,7 @@ class Head:
         self.costs = costs or CostModel()
         self.scaling = scaling or ScalingController()
         self.tick_s = tick_s
-        self.scheduler = (
-            make_scheduler(policy, delta=delta, **scheduler_kw)
-            if policy == "vtime"
-            else make_scheduler(policy, **scheduler_kw)
-        )
+        self.scheduler = make_scheduler(policy, delta, **scheduler_kw)
         self.executors: dict[str, ExecutorState] = {}
         self._by_identity: dict[bytes, ExecutorState] = {}
         self._jobs_by_request: dict[str, set[Job]] = {}
@@ -356,7 +353,7 @@ class Head:
         cluster secret; else none."""
         if self.secret is None or self.data_ip is None:
             return ""
-        from cluster.caller_store import caller_store
+        from cluster.dataplane.caller_store import caller_store
 
         return caller_store().store.serve(self.data_ip, self.secret)
 
@@ -426,7 +423,7 @@ class Head:
         batch_size: int = 1,
     ) -> cf.Future:
         """Queue one invocation; the future resolves to a `Result` or raises a ClusterError.
-        `batch_key` (cluster.batching.batch_tag): invocations with equal keys may run as one batch."""
+        `batch_key` (cluster.scheduling.batching.batch_tag): invocations with equal keys may run as one batch."""
         fut: cf.Future = cf.Future()
         fut.set_running_or_notify_cancel()
         owners: dict[str, int] = collections.Counter()
@@ -893,7 +890,7 @@ class Head:
         return bool(retired and retired[0])
 
     def _send_team(self, ex: ExecutorState, msg: m.Team) -> bool:
-        ex.draining = True  # nothing is dispatched to it until it has joined (cluster.nvshmem_teams)
+        ex.draining = True  # nothing is dispatched to it until it has joined (cluster.dataplane.host_teams)
         return self._send(ex, msg)
 
     def _finished(self, ex: ExecutorState, msg: m.Done | m.Failed) -> None:
@@ -1070,7 +1067,7 @@ class Head:
         for ex in list(self.executors.values()):
             self._send(ex, m.Shutdown(head_stopping=True))
 
-    # dispatching (cluster.dispatcher decides; the head sends) -------------------------------------------
+    # dispatching (cluster.scheduling.dispatcher decides; the head sends) -------------------------------------------
     def _dispatch(self) -> None:
         d = self.dispatcher
         if not d.pending():

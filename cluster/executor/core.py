@@ -6,7 +6,7 @@ One run: the parts' inputs pulled onto the core's device, the model made residen
 time measured and charged per part. Two shells drive it, as vLLM's in-process client and its
 engine-core process drive the same `EngineCore`:
 
-- the executor process (cluster.executor): its socket loop around the core, tensors through the
+- the executor process (cluster.executor.process): its socket loop around the core, tensors through the
   data plane's arena (`ArenaIO`: pulled from the producers' segments, published into its own);
 - the in-process runtime (cluster.local, `--executors 0`): the caller's tensors handed in and the
   outputs handed back as they are (`DirectIO`), since nothing crosses a process.
@@ -30,12 +30,12 @@ from typing import Any, TypeVar
 import psutil
 import torch
 
-from cluster.batching import Call, charge_shares, merge, run_merged
 from cluster.dataplane.budget import ActivationPeaks, BudgetSnapshot, CudaPeakProbe, MemoryBudget
 from cluster.dataplane.segments import SegmentError
-from cluster.executor_models import ExecutorModels
+from cluster.executor.models import ExecutorModels
 from cluster.modelfn import ModelFn, get_model_fn
 from cluster.refs import ModelRef
+from cluster.scheduling.batching import Call, charge_shares, merge, run_merged
 from cluster.weights.cache import LayerCache, build_layer_cache
 
 log = logging.getLogger("cluster.executor")
