@@ -43,7 +43,7 @@ from nodes.sampling.schedules import SCHEDULER_NAMES, advanced_sigmas, ksampler_
 # The pixels per latent cell of the families whose VAE is not 8x (ComfyUI's latent formats'
 # spacial_downscale_ratio): an empty latent made for another ratio is resized to theirs.
 DOWNSCALE_KEY = "downscale_ratio_spacial"
-SPATIAL_DOWNSCALE = {"flux2": 16, "qwen_image21": 16, "wan22_5b": 16}
+SPATIAL_DOWNSCALE = {"flux2": 16, "flux3": 16, "qwen_image21": 16, "wan22_5b": 16}
 
 
 def fix_empty_latent_channels(model: ModelRef, latent: torch.Tensor, downscale: int | None = None) -> torch.Tensor:
@@ -252,12 +252,46 @@ async def sample_guided(
     max_denoise = math.isclose(max_sigma, first, rel_tol=1e-05) or first > max_sigma
     x = ms.noise_scaling(sigmas[0], noise_t, latent_in, max_denoise)
 
+    tensors, params = step_inputs(guider, sampler, samples, noise.seed, sigmas)
+    mask = latent.get("noise_mask")
+    if mask is not None:
+        tensors.update(denoise_mask=_prepare_mask(mask, samples), latent_image=latent_in, noise=noise_t)
+    state: dict[str, torch.Tensor] = {}
+    denoised = None
+    total = len(sigmas) - 1
+    stepper = get_sampler(sampler.name)  # an adaptive sampler (dpm_adaptive) ends the loop from its state
+    i = 0
+    while not stepper.finished(i, sigmas, {k[len(STATE_PREFIX) :]: v for k, v in state.items()}):
+        throw_if_interrupted()
+        result = await call_model_fn(
+            "denoise_step", weights_ref(model), "model", {**tensors, **state, "x": x}, {**params, "i": i}
+        )
+        x, denoised = result["x"], result["denoised"]
+        state = {k: v for k, v in result.items() if k.startswith(STATE_PREFIX)}
+        report_progress(i + 1, total, previews.preview(denoised))
+        i += 1
+    out["samples"] = shaped(fmt.process_out(ms.inverse_noise_scaling(sigmas[-1], x)))
+    if denoised is None:
+        return out, out
+    return out, {**out, "samples": shaped(fmt.process_out(denoised))}
+
+
+def step_inputs(
+    guider: GuiderChoice, sampler: SamplerChoice, samples: torch.Tensor, seed: int, sigmas: torch.Tensor
+) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """The tensors and params every `denoise_step` of one guided run shares (all but x, the step index, the
+    sampler state and the inpainting tensors): the conditionings flattened, the MODEL's patches and options.
+    `samples` is the latent as the steps see it (its shape sizes the conditionings)."""
+    model = require_model(guider.model)
+    windows = model.option(WINDOWS)
+    ms_config = sampling_config(model)
+    ms = model_sampling_from_config(ms_config)
     percent_to_sigma = lambda p: float(ms.percent_to_sigma(p))  # noqa: E731
     tensors: dict[str, torch.Tensor] = {"sigmas": sigmas}
     params: dict[str, Any] = {
         "sampler": sampler.name,
         "cfg": guider.cfg,
-        "seed": noise.seed,
+        "seed": seed,
         "model_sampling": ms_config,
         "image_size": (samples.shape[-2] * 8, samples.shape[-1] * 8),
     }
@@ -272,9 +306,6 @@ async def sample_guided(
         params["dual_cfg"] = {"cfg2": guider.cfg2, "nested": guider.nested}
     elif guider.kind == "perp_neg":
         params["perp_neg"] = {"neg_scale": guider.cfg2}
-    mask = latent.get("noise_mask")
-    if mask is not None:
-        tensors.update(denoise_mask=_prepare_mask(mask, samples), latent_image=latent_in, noise=noise_t)
     if uses_hooks(params):  # the weights the steps apply the conds' hooks to
         params["hook_base"] = weights_ref(model)
     patches = sampler_patches(model)
@@ -297,24 +328,7 @@ async def sample_guided(
     if guider.uncond_model is not None:  # DualModelGuider: the negative side on its own weights and schedule
         params["uncond_model"] = weights_ref(guider.uncond_model)
         params["uncond_sampling"] = sampling_config(guider.uncond_model)
-    state: dict[str, torch.Tensor] = {}
-    denoised = None
-    total = len(sigmas) - 1
-    stepper = get_sampler(sampler.name)  # an adaptive sampler (dpm_adaptive) ends the loop from its state
-    i = 0
-    while not stepper.finished(i, sigmas, {k[len(STATE_PREFIX) :]: v for k, v in state.items()}):
-        throw_if_interrupted()
-        result = await call_model_fn(
-            "denoise_step", weights_ref(model), "model", {**tensors, **state, "x": x}, {**params, "i": i}
-        )
-        x, denoised = result["x"], result["denoised"]
-        state = {k: v for k, v in result.items() if k.startswith(STATE_PREFIX)}
-        report_progress(i + 1, total, previews.preview(denoised))
-        i += 1
-    out["samples"] = shaped(fmt.process_out(ms.inverse_noise_scaling(sigmas[-1], x)))
-    if denoised is None:
-        return out, out
-    return out, {**out, "samples": shaped(fmt.process_out(denoised))}
+    return tensors, params
 
 
 def _prepare_mask(mask: torch.Tensor, samples: torch.Tensor) -> torch.Tensor:

@@ -192,18 +192,6 @@ def test_sample_equals_common_ksampler(sd1):
     torch.testing.assert_close(got, want["samples"])
 
 
-def test_a_packs_own_sampler_function_is_refused_by_name(sd1):
-    from comfy_bridge.compat.comfy import sample, samplers
-
-    model, positive, negative = sd1
-    custom = samplers.KSAMPLER(lambda model, x, sigmas, **kw: x)
-    latent = torch.zeros(1, 4, 8, 8)
-    with pytest.raises(UnsupportedFeature, match="comfy.sample.sample_custom with a KSAMPLER sampler"):
-        sample.sample_custom(model, latent, 1.0, custom, torch.tensor([1.0, 0.0]), positive, negative, latent)
-    with pytest.raises(UnsupportedFeature, match="comfy.samplers.sample with a KSAMPLER sampler"):
-        samplers.sample(model, latent, positive, negative, 1.0, "cpu", custom, torch.tensor([1.0, 0.0]))
-
-
 # -- the video tiny autoencoder ---------------------------------------------------------------------------------
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from comfy_bridge.compat.comfy.sampler_helpers import cleanup_additional_models
-from comfy_bridge.compat.comfy.sampling_run import CUSTOM_FUNCTION, ours, run, schedule
+from comfy_bridge.compat.comfy.sampling_run import run, schedule
 from comfy_bridge.packs.origin import UnsupportedFeature
 from nodes.ksampler import fix_empty_latent_channels
 from nodes.sampling.noise import prepare_noise
@@ -62,9 +62,9 @@ def sample_custom(
     seed: int | None = None,
 ) -> torch.Tensor:
     """SamplerCustom's run from a prepared noise tensor: the sampled latent (see comfy.sampling_run)."""
-    if not ours(sampler):
-        raise UnsupportedFeature(f"comfy.sample.sample_custom with a {type(sampler).__name__} sampler", CUSTOM_FUNCTION)
-    return run(model, noise, cfg, sampler, sigmas, positive, negative, latent_image, noise_mask, seed)
+    return run(
+        model, noise, cfg, sampler, sigmas, positive, negative, latent_image, noise_mask, seed, callback, disable_pbar
+    )
 
 
 __all__ = ["prepare_noise", "fix_empty_latent_channels", "sample", "sample_custom", "cleanup_additional_models"]

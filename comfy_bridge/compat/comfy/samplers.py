@@ -376,13 +376,13 @@ def sample(
 ) -> torch.Tensor:
     """A CFG-guided run of `sampler` over `sigmas` from `noise`: the sampled latent (comfy.sampling_run; the
     MODEL's own model_options apply, `device` is the executors' choice)."""
-    from comfy_bridge.compat.comfy.sampling_run import CUSTOM_FUNCTION, ours, run
+    from comfy_bridge.compat.comfy.sampling_run import run
 
-    if not ours(sampler):
-        raise UnsupportedFeature(f"comfy.samplers.sample with a {type(sampler).__name__} sampler", CUSTOM_FUNCTION)
     if latent_image is None:
         latent_image = torch.zeros_like(noise)
-    return run(model, noise, cfg, sampler, sigmas, positive, negative, latent_image, denoise_mask, seed)
+    return run(
+        model, noise, cfg, sampler, sigmas, positive, negative, latent_image, denoise_mask, seed, callback, disable_pbar
+    )
 
 
 class CFGGuider:
