@@ -98,6 +98,10 @@ def flatten(name: str, conditioning: list, percent_to_sigma) -> tuple[dict[str, 
             entry["concat_mask_index"] = int(opts["concat_mask_index"])
         if opts.get("camera_conditions") is not None:  # WanCameraImageToVideo: the Fun Camera model's ray maps
             tensors[f"{key}.camera_conditions"] = opts["camera_conditions"]
+        if opts.get("vace_frames"):  # WanVaceToVideo (a list: each chained node appends its own)
+            for i, (frames, mask) in enumerate(zip(opts["vace_frames"], opts["vace_mask"], strict=True)):
+                tensors[f"{key}.vace.{i}.frames"], tensors[f"{key}.vace.{i}.mask"] = frames, mask
+            entry["vace_strength"] = [float(v) for v in opts["vace_strength"]]
         vision = opts.get("clip_vision_output")
         if vision is not None:  # Wan 2.1 image-to-video: the image's CLIP vision states join the text
             tensors[f"{key}.clip_fea"] = vision.penultimate_hidden_states

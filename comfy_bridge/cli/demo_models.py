@@ -15,10 +15,14 @@ log = logging.getLogger("comfy_cluster")
 
 def ensure_demo_models(ws: Workspace) -> None:
     """First start on an empty workspace: build the tiny demo models (and the example input image
-    the img2img and ControlNet workflows load) so a workflow runs with no download."""
+    the img2img and ControlNet workflows load, and the example clip the Wan VACE workflow loads) so a
+    workflow runs with no download."""
     example = ws.input_dir / "example.png"
     if not example.exists():
         write_example_image(example)
+    clip = ws.input_dir / "example.mp4"
+    if not clip.exists():
+        write_example_video(clip)
     if ws.list_files("checkpoints"):
         return
     from nodes.models.demo import build_demo_models
@@ -38,6 +42,32 @@ def write_example_image(path: Path, size: int = 128) -> None:
     disc = ((x - 0.5) ** 2 + (y - 0.5) ** 2 < 0.09).astype(float)
     rgb = np.stack([x, y, 0.5 * (1 - disc) + disc], axis=-1)
     write_atomic(path, lambda tmp: Image.fromarray((rgb * 255).round().astype("uint8")).save(tmp, format="PNG"))
+
+
+def write_example_video(path: Path, size: int = 64, frames: int = 9) -> None:
+    """A deterministic 16 fps clip: a disc crossing a colour gradient. Encoded losslessly (x264 at qp 0), so
+    its decoded frames are the same whatever bytes an encoder run gives."""
+    import av
+    import numpy as np
+
+    from nodes.output_claims import write_atomic
+
+    y, x = np.mgrid[0:size, 0:size] / (size - 1)
+
+    def frame(t: float) -> np.ndarray:
+        disc = ((x - 0.2 - 0.6 * t) ** 2 + (y - 0.5) ** 2 < 0.04).astype(float)
+        return (np.stack([x, y, 0.5 * (1 - disc) + disc], axis=-1) * 255).round().astype("uint8")
+
+    def write(tmp: str) -> None:
+        with av.open(tmp, "w", format="mp4") as container:
+            stream = container.add_stream("libx264", rate=16, options={"qp": "0", "preset": "ultrafast"})
+            stream.width = stream.height = size
+            stream.pix_fmt = "yuv444p"
+            for i in range(frames):
+                container.mux(stream.encode(av.VideoFrame.from_ndarray(frame(i / (frames - 1)), format="rgb24")))
+            container.mux(stream.encode())
+
+    write_atomic(path, write)
 
 
 def cmd_demo_models(args: argparse.Namespace) -> int:

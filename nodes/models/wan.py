@@ -11,6 +11,10 @@ the timestep sigma x 1000, the umt5 states as context, an image-to-video model's
 Wan 2.2 5B, one timestep per latent frame (ComfyUI's from a denoise mask). Two things follow ComfyUI rather
 than diffusers: the time embedding's sinusoid is computed in float64 (diffusers: float32), and inputs of odd
 size are padded circularly to the 2x2 patch (diffusers refuses them).
+
+Wan 2.1 VACE files (ComfyUI's VaceWanModel: `vace_patch_embedding` and `vace_blocks.N`) load as diffusers'
+WanVACETransformer3DModel, its VACE blocks after every (blocks // VACE blocks)-th block as ComfyUI places them;
+WanVaceToVideo's latents and masks reach it as `vace_context` (one conditioning; chained ones are refused).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from diffusers import WanTransformer3DModel
+from diffusers import WanTransformer3DModel, WanVACETransformer3DModel
 from diffusers.loaders.single_file_utils import convert_wan_transformer_to_diffusers
 from diffusers.models.transformers.transformer_wan import WanRotaryPosEmbed
 
@@ -40,6 +44,8 @@ from nodes.upscale import common_upscale
 WAN_MARKER = "head.modulation"
 REF_CONV = "ref_conv."  # Wan 2.2 Fun Control (ComfyUI's in_dim_ref_conv)
 CAMERA = "control_adapter."  # Wan Fun Camera: camera conditions added to the patch embedding
+VACE = "vace_patch_embedding.weight"  # Wan 2.1 VACE: control video, masks and reference through vace_blocks
+VACE_MASK_CHANNELS = 64  # the 8x8 pixel mask folded into a latent cell
 _camera_features: ContextVar[torch.Tensor | None] = ContextVar("wan_camera_features", default=None)
 HEAD_DIM = 128  # ComfyUI: num_heads = dim // 128
 FREQ_DIM = 256
@@ -71,6 +77,12 @@ def infer_config(sd: Mapping[str, torch.Tensor]) -> dict[str, Any]:
         "qk_norm": "rms_norm_across_heads",
         "eps": 1e-6,
     }
+    if VACE in sd:  # ComfyUI's VaceWanModel: a VACE block after every (layers // vace layers)-th block
+        vace = count_blocks(sd, "vace_blocks")
+        config["vace_layers"] = list(range(0, config["num_layers"], config["num_layers"] // vace))
+        config["vace_in_channels"] = int(sd[VACE].shape[1])
+        if len(config["vace_layers"]) != vace:
+            raise ValueError(f"{vace} VACE blocks do not divide the {config['num_layers']} blocks evenly")
     if "img_emb.proj.0.weight" in sd:  # Wan 2.1 image-to-video: CLIP vision states join the text
         config["image_dim"] = int(sd["img_emb.proj.0.weight"].shape[0])
         config["added_kv_proj_dim"] = dim
@@ -189,6 +201,34 @@ class WanDiffusionModel(DiffusionModel):
         """Wan 2.2 5B keeps its start frames as they are (ComfyUI's WAN22.scale_latent_inpaint): no noise."""
         return latent_image if self.arch == "wan22_5b" else super().inpaint_latent(ms, sigma, noise, latent_image)
 
+    @property
+    def is_vace(self) -> bool:
+        return isinstance(self.module, WanVACETransformer3DModel)
+
+    def vace_context(
+        self, frames: list[torch.Tensor] | None, masks: list[torch.Tensor] | None, x: torch.Tensor
+    ) -> torch.Tensor | None:
+        """A VACE model's control input as ComfyUI's WAN21_Vace.extra_conds builds it: each WanVaceToVideo's
+        latents (inactive and reactive halves, each put in model space) joined to its 64-channel mask, stacked
+        on dim 1: [B, contexts, 96, T, H, W]. Without one, a context of zero latents and an all-ones mask. None
+        for a model without VACE blocks (ComfyUI's other Wan models ignore these conditions)."""
+        if not self.is_vace:
+            return None
+        shape = (x.shape[0], 0, *x.shape[2:])
+        if not frames:
+            frames = [torch.zeros(shape[0], 2 * self.latent_format.channels, *shape[2:])]
+        if not masks:
+            masks = [torch.ones(shape[0], VACE_MASK_CHANNELS, *shape[2:])] * len(frames)
+        channels = self.latent_format.channels
+        out = []
+        for vf, mask in zip(frames, masks, strict=True):
+            vf = vf.to(x.device, x.dtype)
+            vf = torch.cat(
+                [self.latent_format.process_in(vf[:, i : i + channels]) for i in range(0, vf.shape[1], channels)], dim=1
+            )
+            out.append(_to_batch(torch.cat([vf, mask.to(x.device, x.dtype)], dim=1), x.shape[0]))
+        return torch.stack(out, dim=1)
+
     def step_timesteps(self, t: torch.Tensor, denoise_mask: torch.Tensor | None) -> torch.Tensor:
         """Wan 2.2 5B: each latent frame's timestep is t times its mean noise mask (0 on a kept start frame)."""
         if self.arch != "wan22_5b" or denoise_mask is None or denoise_mask.dim() != 5:
@@ -233,10 +273,30 @@ class WanDiffusionModel(DiffusionModel):
                 encoder_hidden_states=context,
                 encoder_hidden_states_image=None if image is None else image.to(device, dtype),
                 return_dict=False,
+                **self._vace_kwargs(cond, x, device, dtype),
             )[0]
         finally:
             _camera_features.reset(token)
         return out[:, :, :frames, :h, :w].float()
+
+    def _vace_kwargs(self, cond: dict[str, Any], x: torch.Tensor, device: torch.device, dtype: torch.dtype) -> dict:
+        """The VACE transformer's control input and its per-layer strengths (nothing for other Wan models)."""
+        if not self.is_vace:
+            return {}
+        context = cond.get("vace_context")
+        if context is None:
+            context = self.vace_context(None, None, x)
+        if context.shape[1] != 1:
+            raise NotImplementedError(
+                f"{context.shape[1]} chained WanVaceToVideo conditionings reach this Wan VACE model; "
+                "this backend takes one (use a single WanVaceToVideo per conditioning)"
+            )
+        strength = float((cond.get("vace_strength") or [1.0])[0])
+        layers = len(self.module.config.vace_layers)
+        return {
+            "control_hidden_states": _pad_to_patch(context[:, 0].to(device, dtype)),
+            "control_hidden_states_scale": torch.full((layers,), strength, device=device),
+        }
 
 
 def lora_targets(sd: Mapping[str, torch.Tensor]) -> LoraTargets:
@@ -251,7 +311,7 @@ def lora_targets(sd: Mapping[str, torch.Tensor]) -> LoraTargets:
     return targets
 
 
-def _with_rope(module: WanTransformer3DModel) -> WanTransformer3DModel:
+def _with_rope(module: torch.nn.Module) -> torch.nn.Module:
     """The rotary tables are computed, not stored: built on the CPU while the rest waits on the meta device."""
     with torch.device("cpu"):
         module.rope = WanRotaryPosEmbed(HEAD_DIM, PATCH, module.rope.max_seq_len)
@@ -282,7 +342,8 @@ def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) 
     converted = convert_wan_transformer_to_diffusers(dict(sd))
     if ref.patches:
         converted, _ = merge_loras(ref.patches, lora_targets(sd), converted)
-    module = build_module(lambda: _with_rope(WanTransformer3DModel(**config)), converted, path, "Wan transformer")
+    cls = WanVACETransformer3DModel if "vace_layers" in config else WanTransformer3DModel
+    module = build_module(lambda: _with_rope(cls(**config)), converted, path, "Wan transformer")
     module.condition_embedder.timesteps_proj = ComfyTimesteps(FREQ_DIM)
     if camera:  # Wan Fun Camera (ComfyUI's camera / camera_2.2 model types)
         size = (

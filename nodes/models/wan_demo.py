@@ -13,7 +13,9 @@
   the names lightx2v's Wan LoRAs use (`diffusion_model.blocks.N.self_attn.q.lora_down.weight`, `.alpha`);
 - diffusion_models/wan2.1_fun_control_1.3B_tiny, wan2.1_fun_inp_1.3B_tiny and
   wan2.2_fun_control_low_noise_14B_tiny: the Fun models (48, 36 and 52 input channels; see _fun_models);
-- diffusion_models/wan2.1_fun_camera_v1.1_1.3B_tiny: Wan Fun Camera with its control adapter (_camera_model).
+- diffusion_models/wan2.1_fun_camera_v1.1_1.3B_tiny: Wan Fun Camera with its control adapter (_camera_model);
+- diffusion_models/wan2.1_vace_1.3B_tiny: Wan 2.1 VACE, its vace_blocks and vace_patch_embedding (_vace_model),
+  and loras/wan2.1_causvid_t2v_lora_rank32_tiny: a LoRA on its blocks, for the VACE templates' CausVid LoRA.
 bfloat16 like the released files. Same seed -> byte-identical files (the SentencePiece model is trained on a
 fixed text with one thread)."""
 
@@ -23,7 +25,7 @@ import io
 from pathlib import Path
 
 import torch
-from diffusers import AutoencoderKLWan, WanTransformer3DModel
+from diffusers import AutoencoderKLWan, WanTransformer3DModel, WanVACETransformer3DModel
 from diffusers.loaders.single_file_utils import convert_wan_transformer_to_diffusers
 from safetensors.torch import save_file
 from transformers import UMT5Config, UMT5EncoderModel
@@ -52,6 +54,8 @@ FILES = {
     "fun_inp": "diffusion_models/wan2.1_fun_inp_1.3B_tiny.safetensors",
     "fun22_control": "diffusion_models/wan2.2_fun_control_low_noise_14B_tiny.safetensors",
     "fun_camera": "diffusion_models/wan2.1_fun_camera_v1.1_1.3B_tiny.safetensors",
+    "vace": "diffusion_models/wan2.1_vace_1.3B_tiny.safetensors",
+    "vace_lora": "loras/wan2.1_causvid_t2v_lora_rank32_tiny.safetensors",
 }
 # (input channels, output channels) of each diffusion model
 _SHAPES = {"i2v_high": (36, 16), "i2v_low": (36, 16), "t2v": (16, 16), "ti2v_5b": (48, 48)}
@@ -91,6 +95,8 @@ _TO_WAN = [
     ("ffn.net.2", "ffn.2"),
     (".norm2.", ".norm3."),
     (".scale_shift_table", ".modulation"),
+    (".proj_in.", ".before_proj."),  # VACE blocks
+    (".proj_out.", ".after_proj."),
 ]
 
 
@@ -250,7 +256,34 @@ def tiny_wan_state_dicts(seed: int = SEED) -> dict[str, dict[str, torch.Tensor]]
     out["lora_high"], out["lora_low"] = (_lora(sds[name], lora_gen) for name in ("i2v_high", "i2v_low"))
     out.update(_fun_models(seed))
     out["fun_camera"] = _camera_model(seed)
+    out["vace"] = _vace_model(seed)
+    out["vace_lora"] = _lora(out["vace"], torch.Generator().manual_seed(seed + 5))
     return out
+
+
+def _vace_model(seed: int) -> dict[str, torch.Tensor]:
+    """Wan 2.1 VACE (text-to-video, 16 input channels) in the layout of ComfyUI's repackaged VACE files: 4 blocks
+    and 2 VACE blocks, applied after blocks 0 and 2 (ComfyUI: every layers // vace layers), whose patch embedding
+    takes 96 channels (inactive and reactive latents, the 64-channel mask); from a generator of its own."""
+    gen = torch.Generator().manual_seed(seed + 4)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed + 4)
+        model = WanVACETransformer3DModel(
+            patch_size=(1, 2, 2),
+            num_attention_heads=1,
+            attention_head_dim=HEAD_DIM,
+            in_channels=16,
+            out_channels=16,
+            text_dim=TEXT_WIDTH,
+            freq_dim=256,
+            ffn_dim=256,
+            num_layers=4,
+            vace_layers=[0, 2],
+            vace_in_channels=96,
+        )
+        randomize_constants(model, gen)
+    sd = transformer_to_wan(model.state_dict())
+    return {k: v.to(torch.bfloat16).contiguous() for k, v in sd.items()}
 
 
 def _camera_model(seed: int) -> dict[str, torch.Tensor]:
