@@ -1,0 +1,170 @@
+"""Model-free nodes of model families Comfy Cluster does not run yet, as ComfyUI has them: the empty latents of
+Mochi (`comfy_extras.nodes_mochi`), Cosmos (`nodes_cosmos`), Stable Cascade (`nodes_stable_cascade`) and Hunyuan
+Image (`nodes_hunyuan`), Stable Cascade's stage B conditioning and the SD x4 upscaler's conditioning
+(`nodes_sdupscale`). They only shape tensors and conditioning entries, so workflows of those families validate
+and their latents can be batched, cut or saved here; sampling them needs the family's model."""
+
+from __future__ import annotations
+
+import torch
+
+from nodes.upscale import common_upscale
+
+MAX_RESOLUTION = 16384
+
+
+def _size(default: int, minimum: int, step: int) -> tuple:
+    return ("INT", {"default": default, "min": minimum, "max": MAX_RESOLUTION, "step": step})
+
+
+BATCH = ("INT", {"default": 1, "min": 1, "max": 4096})
+
+
+class _EmptyVideoLatent:
+    """Zeros of [batch, CHANNELS, (length - 1) // FRAMES + 1, height // 8, width // 8]."""
+
+    FUNCTION = "execute"
+    CATEGORY = "latent/video"
+    RETURN_TYPES = ("LATENT",)
+    CHANNELS, FRAMES = 0, 1
+    DEFAULTS: tuple[int, int, int, int] = (0, 0, 0, 0)  # width, height, length, length's minimum
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        width, height, length, shortest = cls.DEFAULTS
+        return {
+            "required": {
+                "width": _size(width, 16, 16),
+                "height": _size(height, 16, 16),
+                "length": ("INT", {"default": length, "min": shortest, "max": MAX_RESOLUTION, "step": cls.FRAMES}),
+                "batch_size": BATCH,
+            }
+        }
+
+    def execute(self, width: int, height: int, length: int, batch_size: int = 1):
+        frames = (length - 1) // self.FRAMES + 1
+        return ({"samples": torch.zeros(batch_size, self.CHANNELS, frames, height // 8, width // 8)},)
+
+
+class EmptyMochiLatentVideo(_EmptyVideoLatent):
+    RELATIVE_PYTHON_MODULE = "comfy_extras.nodes_mochi"
+    CHANNELS, FRAMES, DEFAULTS = 12, 6, (848, 480, 25, 7)
+    DESCRIPTION = "An all-zero Mochi video latent: 12 channels, 1 + (length - 1) / 6 frames, 1/8 of the size."
+
+
+class EmptyCosmosLatentVideo(_EmptyVideoLatent):
+    RELATIVE_PYTHON_MODULE = "comfy_extras.nodes_cosmos"
+    CHANNELS, FRAMES, DEFAULTS = 16, 8, (1280, 704, 121, 1)
+    DESCRIPTION = "An all-zero Cosmos video latent: 16 channels, 1 + (length - 1) / 8 frames, 1/8 of the size."
+
+
+class EmptyHunyuanImageLatent:
+    RELATIVE_PYTHON_MODULE = "comfy_extras.nodes_hunyuan"
+    FUNCTION = "execute"
+    CATEGORY = "latent"
+    RETURN_TYPES = ("LATENT",)
+    DESCRIPTION = "An all-zero Hunyuan Image 2.1 latent: 64 channels at 1/32 of the size."
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"width": _size(2048, 64, 32), "height": _size(2048, 64, 32), "batch_size": BATCH}}
+
+    def execute(self, width: int, height: int, batch_size: int = 1):
+        return ({"samples": torch.zeros(batch_size, 64, height // 32, width // 32)},)
+
+
+class StableCascade_EmptyLatentImage:
+    RELATIVE_PYTHON_MODULE = "comfy_extras.nodes_stable_cascade"
+    FUNCTION = "execute"
+    CATEGORY = "latent/stable_cascade"
+    RETURN_TYPES = ("LATENT", "LATENT")
+    RETURN_NAMES = ("stage_c", "stage_b")
+    DESCRIPTION = "All-zero Stable Cascade latents: stage C (16 channels, 1/compression of the size), stage B (4, 1/4)."
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {
+            "required": {
+                "width": _size(1024, 256, 8),
+                "height": _size(1024, 256, 8),
+                "compression": ("INT", {"default": 42, "min": 4, "max": 128, "step": 1}),
+                "batch_size": BATCH,
+            }
+        }
+
+    def execute(self, width: int, height: int, compression: int, batch_size: int = 1):
+        stage_c = torch.zeros(batch_size, 16, height // compression, width // compression)
+        return ({"samples": stage_c}, {"samples": torch.zeros(batch_size, 4, height // 4, width // 4)})
+
+
+def _with(conditioning: list, values: dict) -> list:
+    """Each entry of `conditioning` with `values` added to (a copy of) its options."""
+    return [[cond, {**opts, **values}] for cond, opts in conditioning]
+
+
+class StableCascade_StageB_Conditioning:
+    RELATIVE_PYTHON_MODULE = "comfy_extras.nodes_stable_cascade"
+    FUNCTION = "execute"
+    CATEGORY = "conditioning/stable_cascade"
+    RETURN_TYPES = ("CONDITIONING",)
+    DESCRIPTION = "Gives stage B the stage C latent it refines (as each conditioning's stable_cascade_prior)."
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"conditioning": ("CONDITIONING", {}), "stage_c": ("LATENT", {})}}
+
+    def execute(self, conditioning: list, stage_c: dict):
+        return (_with(conditioning, {"stable_cascade_prior": stage_c["samples"]}),)
+
+
+class SD_4XUpscale_Conditioning:
+    RELATIVE_PYTHON_MODULE = "comfy_extras.nodes_sdupscale"
+    FUNCTION = "execute"
+    CATEGORY = "conditioning/upscale_diffusion"
+    RETURN_TYPES = ("CONDITIONING", "CONDITIONING", "LATENT")
+    RETURN_NAMES = ("positive", "negative", "latent")
+    DESCRIPTION = (
+        "Conditions the SD x4 upscaler on the images (scaled to -1..1, at a quarter of the output size) and "
+        "gives the empty latent of the output size scale_ratio times the images'."
+    )
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {
+            "required": {
+                "images": ("IMAGE", {}),
+                "positive": ("CONDITIONING", {}),
+                "negative": ("CONDITIONING", {}),
+                "scale_ratio": ("FLOAT", {"default": 4.0, "min": 0.0, "max": 10.0, "step": 0.01}),
+                "noise_augmentation": ("FLOAT", {"default": 0.0, "min": 0.0, "max": 1.0, "step": 0.001}),
+            }
+        }
+
+    def execute(
+        self, images: torch.Tensor, positive: list, negative: list, scale_ratio: float, noise_augmentation: float
+    ):
+        width = max(1, round(images.shape[-2] * scale_ratio))
+        height = max(1, round(images.shape[-3] * scale_ratio))
+        if width < 4 or height < 4:  # ComfyUI fails here with a division by zero
+            raise ValueError(
+                f"SD_4XUpscale_Conditioning: the output ({width}x{height}, scale_ratio {scale_ratio}) must be at least "
+                "4 pixels on each side"
+            )
+        pixels = common_upscale(images.movedim(-1, 1) * 2.0 - 1.0, width // 4, height // 4, "bilinear", "center")
+        values = {"concat_image": pixels, "noise_augmentation": noise_augmentation}
+        latent = torch.zeros(images.shape[0], 4, height // 4, width // 4)
+        return (_with(positive, values), _with(negative, values), {"samples": latent})
+
+
+NODE_CLASS_MAPPINGS = {
+    cls.__name__: cls
+    for cls in (
+        EmptyMochiLatentVideo,
+        EmptyCosmosLatentVideo,
+        EmptyHunyuanImageLatent,
+        StableCascade_EmptyLatentImage,
+        StableCascade_StageB_Conditioning,
+        SD_4XUpscale_Conditioning,
+    )
+}
+NODE_DISPLAY_NAME_MAPPINGS: dict[str, str] = {}
