@@ -14,7 +14,8 @@ from nodes.dynamic_inputs import DYNAMIC_COMBO
 
 MUTED, BYPASSED = 2, 4
 VIRTUAL_TYPES = {"Reroute", "PrimitiveNode", "Note", "MarkdownNote"}
-WIDGET_TYPES = {"INT", "FLOAT", "STRING", "BOOLEAN", "COMBO"}
+# BOUNDING_BOXES: Create Bounding Boxes' canvas editor, a widget the web UI draws for that type.
+WIDGET_TYPES = {"INT", "FLOAT", "STRING", "BOOLEAN", "COMBO", "BOUNDING_BOXES"}
 CONTROL_VALUES = {"fixed", "increment", "decrement", "randomize"}
 UPLOAD_KEYS = ("image_upload", "video_upload", "audio_upload", "file_upload")
 
@@ -67,7 +68,8 @@ def _widget_values(node: dict, info: dict) -> dict[str, Any]:
                 continue
             if not _is_widget(spec) or pos >= len(values):
                 continue
-            out[name] = values[pos]
+            # the web UI sends a list-valued widget as {"__value__": [...]}: a bare list would read as a link
+            out[name] = {"__value__": values[pos]} if isinstance(values[pos], list) else values[pos]
             pos += 1
             options = spec[1] if len(spec) > 1 and isinstance(spec[1], dict) else {}
             has_control = options.get("control_after_generate") or (spec[0] == "INT" and name in ("seed", "noise_seed"))

@@ -1,0 +1,77 @@
+"""Write workflows_json/flux3_klein_t2i.ui.json and .json: the web UI's "FLUX 3 Image Klein" text-to-image template
+(image_flux3_klein_t2i of the installed comfyui-workflow-templates-json package, the most used FLUX 3 template)
+with its own node graph, its subgraph unpacked in place as scripts/krea2_workflow.py does it, the tiny demo files
+substituted for the downloads (flux3-tiny's transformer and Qwen3-VL, flux2-klein-tiny's VAE), the subgraph's
+promoted widget values of the template put on the inner widgets (its prompt, empty negative prompt, cfg 3.5,
+euler, simple) with a fixed seed, 8 steps instead of 50 and 0.1 megapixels. Left as the template has them: the
+layout branch (Create Bounding Boxes with no boxes -> FLUX 3 Image Layout Prompt -> Preview Any). Changed: the
+prompt upsampler's switch is off (TextGenerate on FLUX 3's Qwen3.5-9B upsampler is not supported), so its
+TextGenerate and CLIPLoader are only validated: the tiny Qwen3-VL's name stands in for the upsampler's file.
+The API format is our UI converter's output.
+
+    python scripts/flux3_workflow.py <workspace with demo-models>
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+TEMPLATE = "image_flux3_klein_t2i"
+NAME = "flux3_klein_t2i"
+TEXT_ENCODER = "qwen3vl_4b_flux3_tiny.safetensors"
+SEED = 42
+STEPS = 8
+# inner node id -> [(widget index, value)]; the template's promoted values first, then the tiny run's
+INNER = {
+    1: [(0, "flux3_klein_tiny.safetensors")],  # UNETLoader
+    2: [(0, TEXT_ENCODER)],  # CLIPLoader flux3 (the encoder)
+    12: [(0, TEXT_ENCODER)],  # CLIPLoader flux3 (the upsampler; not loaded with the switch off)
+    3: [(0, "flux2-klein-tiny-vae.safetensors")],  # VAELoader
+    7: [(0, SEED), (1, "fixed"), (2, STEPS), (3, 3.5), (4, "euler"), (5, "simple")],  # KSampler
+    16: [(0, False)],  # ComfySwitchNode: the prompt upsampler off
+    5: [(0, "")],  # the negative prompt (the subgraph's `text`)
+}
+OUTER = {"ResolutionSelector": [(1, 0.1), (3, 256)]}
+PROMPT_INPUT, PROMPT_NODE = "value", 17  # the subgraph's prompt feeds PrimitiveStringMultiline 17's widget
+
+
+def tiny_template() -> dict:
+    from scripts.qwen_image21_workflow import _bypass_preview_outputs
+    from scripts.qwen_image_edit_workflow import unpacked
+    from scripts.templates_coverage import templates_dir
+
+    workflow = json.loads((templates_dir() / f"{TEMPLATE}.json").read_text())
+    (sg,) = workflow["definitions"]["subgraphs"]
+    (outer,) = [n for n in workflow["nodes"] if n["type"] == sg["id"]]
+    prompt = outer["widgets_values"][[i["name"] for i in sg["inputs"]].index(PROMPT_INPUT)]
+    inner = {n["id"]: n for n in sg["nodes"]}
+    inner[PROMPT_NODE]["widgets_values"][0] = prompt
+    for node_id, values in INNER.items():
+        for index, value in values:
+            inner[node_id]["widgets_values"][index] = value
+    for node in workflow["nodes"]:
+        for index, value in OUTER.get(node["type"], []):
+            node["widgets_values"][index : index + 1] = [value]  # index == len: a widget the template predates
+    flat = unpacked(workflow)
+    _bypass_preview_outputs(flat)
+    return flat
+
+
+def main() -> None:
+    from comfy_bridge.formats import ui_to_api
+    from comfy_bridge.registry import build_registry
+    from nodes.workspace import Workspace
+
+    registry = build_registry(Workspace(Path(sys.argv[1])))
+    ui = tiny_template()
+    out = REPO / "workflows_json" / NAME
+    out.with_suffix(".ui.json").write_text(json.dumps(ui, indent=2) + "\n")
+    out.with_suffix(".json").write_text(json.dumps(ui_to_api(ui, registry), indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
