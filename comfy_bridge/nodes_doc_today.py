@@ -59,7 +59,7 @@ RULES: list[tuple[str, str]] = [
         r"ReferenceMultiLatent|ConditioningLoader|GetICLoRA|ICLoRA",
         "an image model family not implemented yet",
     ),
-    (r"^(BlockSparseAttention|SamplerLCM)$", "a model patch or sampler of today's ComfyUI not written yet"),
+    (r"^BlockSparseAttention$", "a model patch or sampler of today's ComfyUI not written yet"),
 ]
 
 
