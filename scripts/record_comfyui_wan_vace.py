@@ -12,7 +12,8 @@ example.png and example.mp4 were written), whose loaders and tiny-size wrappers 
 Recorded: WanVaceToVideo's outputs with every optional input (seeded control video, control masks and
 reference image; sizes that need resizing and padding) and with none; for each, one denoising evaluation of the
 VACE model through ComfyUI's BaseModel (WAN21_Vace.extra_conds' vace_context, apply_model) on seeded inputs,
-and one of a conditioning without WanVaceToVideo (the model's default context); the Wan VACE video-to-video
+one of two chained WanVaceToVideo nodes (two contexts, their hints summed) and one of a conditioning without
+WanVaceToVideo (the model's default context); the Wan VACE video-to-video
 template's workflow (workflows_json/wan21_vace_v2v.json) run node by node with ComfyUI's classes as
 record_comfyui_wan.run_workflow runs the others: VAEDecode's frames.
 """
@@ -135,6 +136,40 @@ def main() -> None:
             ),
             "step": step(patcher, opts, context, list(latent["samples"].shape), 30 + seed),
         }
+    # a second WanVaceToVideo on the first one's conditioning: two contexts, summed after each VACE layer
+    first = base.run_node(
+        vace["WanVaceToVideo"],
+        {
+            "positive": cond,
+            "negative": cond,
+            "vae": vae,
+            "width": 48,
+            "height": 32,
+            "length": 9,
+            "batch_size": 1,
+            "strength": 0.7,
+            **inputs,
+        },
+    )[0]
+    pos, _, latent, _ = base.run_node(
+        vace["WanVaceToVideo"],
+        {
+            "positive": first,
+            "negative": first,
+            "vae": vae,
+            "width": 48,
+            "height": 32,
+            "length": 9,
+            "batch_size": 1,
+            "strength": 1.3,
+            "reference_image": inputs["reference_image"].flip(0),
+        },
+    )
+    out["chained"] = {
+        "strengths": [0.7, 1.3],
+        "vace_strength": list(pos[0][1]["vace_strength"]),
+        "step": step(patcher, pos[0][1], context, list(latent["samples"].shape), 50),
+    }
     out["default_step"] = step(patcher, {}, context, [1, 16, 3, 4, 6], 40)
     with open(WORKFLOW) as f:
         prompt = json.load(f)

@@ -14,7 +14,7 @@ size are padded circularly to the 2x2 patch (diffusers refuses them).
 
 Wan 2.1 VACE files (ComfyUI's VaceWanModel: `vace_patch_embedding` and `vace_blocks.N`) load as diffusers'
 WanVACETransformer3DModel, its VACE blocks after every (blocks // VACE blocks)-th block as ComfyUI places them;
-WanVaceToVideo's latents and masks reach it as `vace_context` (one conditioning; chained ones are refused).
+WanVaceToVideo's latents and masks reach it as `vace_context` (nodes.models.wan_vace, chained nodes included).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from diffusers.models.transformers.transformer_wan import WanRotaryPosEmbed
 
 from cluster.refs import ModelRef
 from nodes.arch import latent_format, sampling_config
+from nodes.models import wan_vace
 from nodes.models.components import DiffusionModel
 from nodes.models.errors import ModelLoadError
 from nodes.models.flux_keys import count_blocks, find_prefix, strip_prefix
@@ -45,7 +46,6 @@ WAN_MARKER = "head.modulation"
 REF_CONV = "ref_conv."  # Wan 2.2 Fun Control (ComfyUI's in_dim_ref_conv)
 CAMERA = "control_adapter."  # Wan Fun Camera: camera conditions added to the patch embedding
 VACE = "vace_patch_embedding.weight"  # Wan 2.1 VACE: control video, masks and reference through vace_blocks
-VACE_MASK_CHANNELS = 64  # the 8x8 pixel mask folded into a latent cell
 _camera_features: ContextVar[torch.Tensor | None] = ContextVar("wan_camera_features", default=None)
 HEAD_DIM = 128  # ComfyUI: num_heads = dim // 128
 FREQ_DIM = 256
@@ -208,26 +208,10 @@ class WanDiffusionModel(DiffusionModel):
     def vace_context(
         self, frames: list[torch.Tensor] | None, masks: list[torch.Tensor] | None, x: torch.Tensor
     ) -> torch.Tensor | None:
-        """A VACE model's control input as ComfyUI's WAN21_Vace.extra_conds builds it: each WanVaceToVideo's
-        latents (inactive and reactive halves, each put in model space) joined to its 64-channel mask, stacked
-        on dim 1: [B, contexts, 96, T, H, W]. Without one, a context of zero latents and an all-ones mask. None
-        for a model without VACE blocks (ComfyUI's other Wan models ignore these conditions)."""
-        if not self.is_vace:
-            return None
-        shape = (x.shape[0], 0, *x.shape[2:])
-        if not frames:
-            frames = [torch.zeros(shape[0], 2 * self.latent_format.channels, *shape[2:])]
-        if not masks:
-            masks = [torch.ones(shape[0], VACE_MASK_CHANNELS, *shape[2:])] * len(frames)
-        channels = self.latent_format.channels
-        out = []
-        for vf, mask in zip(frames, masks, strict=True):
-            vf = vf.to(x.device, x.dtype)
-            vf = torch.cat(
-                [self.latent_format.process_in(vf[:, i : i + channels]) for i in range(0, vf.shape[1], channels)], dim=1
-            )
-            out.append(_to_batch(torch.cat([vf, mask.to(x.device, x.dtype)], dim=1), x.shape[0]))
-        return torch.stack(out, dim=1)
+        """A VACE model's control input [B, contexts, 96, T, H, W] from WanVaceToVideo's latents and masks (or
+        its default without them); None for a model without VACE blocks (ComfyUI's other Wan models ignore
+        these conditions)."""
+        return wan_vace.build_context(self.latent_format, frames, masks, x) if self.is_vace else None
 
     def step_timesteps(self, t: torch.Tensor, denoise_mask: torch.Tensor | None) -> torch.Tensor:
         """Wan 2.2 5B: each latent frame's timestep is t times its mean noise mask (0 on a kept start frame)."""
@@ -265,38 +249,34 @@ class WanDiffusionModel(DiffusionModel):
                 "camera_conditions: this Wan model has no camera control adapter (a Wan Fun Camera model reads them)"
             )
         features = None if camera is None else adapter(camera.to(device, dtype))
+        vace, chain = self._vace_kwargs(cond, x, device, dtype)
         token = _camera_features.set(features)
         try:
-            out = module(
-                hidden_states=inp.to(dtype),
-                timestep=t,
-                encoder_hidden_states=context,
-                encoder_hidden_states_image=None if image is None else image.to(device, dtype),
-                return_dict=False,
-                **self._vace_kwargs(cond, x, device, dtype),
-            )[0]
+            out = wan_vace.run_with(
+                chain,
+                lambda: module(
+                    hidden_states=inp.to(dtype),
+                    timestep=t,
+                    encoder_hidden_states=context,
+                    encoder_hidden_states_image=None if image is None else image.to(device, dtype),
+                    return_dict=False,
+                    **vace,
+                )[0],
+            )
         finally:
             _camera_features.reset(token)
         return out[:, :, :frames, :h, :w].float()
 
-    def _vace_kwargs(self, cond: dict[str, Any], x: torch.Tensor, device: torch.device, dtype: torch.dtype) -> dict:
-        """The VACE transformer's control input and its per-layer strengths (nothing for other Wan models)."""
+    def _vace_kwargs(self, cond: dict[str, Any], x: torch.Tensor, device: torch.device, dtype: torch.dtype):
+        """The VACE transformer's first control input and strengths, and the chain of the others (nothing for
+        other Wan models)."""
         if not self.is_vace:
-            return {}
+            return {}, None
         context = cond.get("vace_context")
         if context is None:
             context = self.vace_context(None, None, x)
-        if context.shape[1] != 1:
-            raise NotImplementedError(
-                f"{context.shape[1]} chained WanVaceToVideo conditionings reach this Wan VACE model; "
-                "this backend takes one (use a single WanVaceToVideo per conditioning)"
-            )
-        strength = float((cond.get("vace_strength") or [1.0])[0])
-        layers = len(self.module.config.vace_layers)
-        return {
-            "control_hidden_states": _pad_to_patch(context[:, 0].to(device, dtype)),
-            "control_hidden_states_scale": torch.full((layers,), strength, device=device),
-        }
+        strengths = cond.get("vace_strength") or [1.0] * context.shape[1]
+        return wan_vace.forward_kwargs(self.module, context.to(device, dtype), strengths, _pad_to_patch)
 
 
 def lora_targets(sd: Mapping[str, torch.Tensor]) -> LoraTargets:
@@ -345,6 +325,8 @@ def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) 
     cls = WanVACETransformer3DModel if "vace_layers" in config else WanTransformer3DModel
     module = build_module(lambda: _with_rope(cls(**config)), converted, path, "Wan transformer")
     module.condition_embedder.timesteps_proj = ComfyTimesteps(FREQ_DIM)
+    if cls is WanVACETransformer3DModel:
+        wan_vace.install_hooks(module)
     if camera:  # Wan Fun Camera (ComfyUI's camera / camera_2.2 model types)
         size = (
             camera["conv.weight"].shape[1] // 64,

@@ -118,14 +118,37 @@ def test_a_vace_model_without_vace_conditioning_equals_comfyuis(model) -> None:
     torch.testing.assert_close(ms.calculate_denoised(sigma, out, x), tensor(step["denoised"]), atol=ATOL, rtol=RTOL)
 
 
-def test_chained_vace_conditionings_are_refused_by_name(workspace, model) -> None:
-    pos, _, _, _ = _node(workspace, "no_inputs")
-    opts = pos[0][1]
-    x = torch.zeros(1, 16, 3, 4, 6)
-    context = model.vace_context(opts["vace_frames"] * 2, opts["vace_mask"] * 2, x)
-    assert context.shape == (1, 2, 96, 3, 4, 6)
-    with pytest.raises(NotImplementedError, match="2 chained WanVaceToVideo"):
-        model.apply(x, torch.tensor([500.0]), {"context": tensor(FIXTURE["context"]), "vace_context": context})
+def test_chained_wan_vace_to_video_and_one_step_equal_comfyuis(workspace, model) -> None:
+    """A second WanVaceToVideo on the first one's conditioning: two contexts, each with its strength, their hints
+    added after every VACE layer in ComfyUI's order (the first through diffusers' forward, the second by the
+    model's hooks); then the same model with one context again, the hooks idle."""
+    from nodes.library.wan_vace import WanVaceToVideo
+
+    rec = FIXTURE["chained"]
+    first, _, _, _ = _node(workspace, "all_inputs")
+    vae = make_ref("vae", "qwen_image", [workspace.models_dir / FILES["vae"]])
+    ref = tensor(FIXTURE["inputs"]["reference_image"]).flip(0)
+    pos, neg, _, _ = asyncio.run(WanVaceToVideo().execute(first, first, vae, 48, 32, 9, 1, 1.3, reference_image=ref))
+    assert pos[0][1]["vace_strength"] == neg[0][1]["vace_strength"] == rec["vace_strength"] == [0.7, 1.3]
+    tensors, (entry,) = flatten("positive", pos, lambda p: 1.0 - p)
+    key, step = entry["key"], rec["step"]
+    frames = [tensors[f"{key}.vace.{i}.frames"] for i in range(2)]
+    masks = [tensors[f"{key}.vace.{i}.mask"] for i in range(2)]
+    x, sigma = tensor(step["x"]), torch.tensor([step["sigma"]])
+    context = model.vace_context(frames, masks, x)
+    torch.testing.assert_close(context, tensor(step["vace_context"]), atol=ATOL, rtol=RTOL)
+    ms = model_sampling_from_config(sampling_config("wan21"))
+    cond = {"context": tensor(FIXTURE["context"]), "vace_context": context, "vace_strength": entry["vace_strength"]}
+    out = model.apply(ms.calculate_input(sigma, x), ms.timestep(sigma), cond)
+    torch.testing.assert_close(ms.calculate_denoised(sigma, out, x), tensor(step["denoised"]), atol=ATOL, rtol=RTOL)
+    only_first = model.apply(
+        ms.calculate_input(sigma, x),
+        ms.timestep(sigma),
+        {**cond, "vace_context": context[:, :1], "vace_strength": [0.7]},
+    )
+    assert not torch.allclose(only_first, out, atol=1e-3), "the second context changed nothing"
+    with pytest.raises(ValueError, match="vace_strength: 1 strengths for 2 VACE contexts"):
+        model.apply(x, torch.tensor([500.0]), {**cond, "vace_strength": [0.7]})
 
 
 def test_other_wan_models_ignore_vace_conditioning(workspace) -> None:
