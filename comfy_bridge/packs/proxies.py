@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import copy
 import pickle
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -126,6 +126,25 @@ class _ModelView:
         self.model_sampling = model_sampling_from_config(arch.sampling_config(ref.arch))
         self.latent_format = for_format(arch.latent_format(ref.arch))
         self.arch = ref.arch
+        self._sources = ref.sources
+        self._weights: tuple | None = None
+
+    def _read_weights(self) -> tuple:
+        from comfy_bridge.compat.comfy.model_state import diffusion_model_state
+
+        if self._weights is None:
+            self._weights = diffusion_model_state(self.arch, tuple(self._sources))
+        return self._weights
+
+    def state_dict(self) -> Mapping[str, torch.Tensor]:
+        """ComfyUI's BaseModel.state_dict(): the network's weights under ComfyUI's names, from the MODEL's files
+        (each tensor read when asked for)."""
+        return self._read_weights()[0]
+
+    @property
+    def model_config(self) -> Any:
+        """ComfyUI's model_config as far as packs read it: unet_config (the UNet's block layout)."""
+        return self._read_weights()[1]
 
     def __getattr__(self, name: str) -> Any:
         raise UnsupportedAttribute(f"MODEL.model.{name}", "the diffusion model lives on the executors")

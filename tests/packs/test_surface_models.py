@@ -199,8 +199,6 @@ def test_lora_patches_apply_as_our_merge(demo_workspace):
     assert torch.allclose(got, expected, atol=1e-6)
     diff = comfy.lora.calculate_weight([(2.0, (torch.ones(2),), 1.0, None, None)], torch.zeros(2), "k")
     assert torch.equal(diff, torch.full((2,), 2.0))
-    with pytest.raises(UnsupportedFeature, match="model_lora_keys_unet"):
-        comfy.lora.model_lora_keys_unet(None)
 
 
 def test_clip_vision_preprocess_and_load(demo_workspace):

@@ -3,8 +3,9 @@ from ComfyUI's documented behaviour: plain LoRA (W += strength * alpha / rank * 
 Tucker mid weight, DoRA (the merged weight rescaled to the learned per-channel magnitude), diff / set /
 model_as_lora patches, nested patch lists and weight adapters (objects with ComfyUI's
 `calculate_weight(weight, key, strength, strength_model, offset, function, intermediate_dtype,
-original_weights)`). The key maps (model_lora_keys_unet / _clip) are built from ComfyUI's model objects,
-which the MODEL / CLIP proxies packs hold do not have: they refuse. Patches are ComfyUI's tuples:
+original_weights)`). The key maps (model_lora_keys_unet / _clip) name each weight of a model's state dict in the
+LoRA formats ComfyUI reads; a MODEL's `.model` gives its state dict in ComfyUI's names (comfy.model_state).
+Patches are ComfyUI's tuples:
 ("lora", (up, down, alpha, mid, dora_scale, reshape)), ("diff", (tensor,)) and ("set", (tensor,))."""
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from typing import Any
 
 import torch
 
-from comfy_bridge.packs.origin import UnsupportedFeature
 from nodes.models.errors import ModelLoadError
 from nodes.models.lora import lora_modules
 
@@ -193,14 +193,122 @@ def calculate_weight(
     return weight
 
 
-def model_lora_keys_unet(model: Any, key_map: dict | None = None) -> dict[str, str]:
-    raise UnsupportedFeature(
-        "comfy.lora.model_lora_keys_unet",
-        "the diffusion model lives on the executors; apply LoRAs with nodes.LoraLoader",
-    )
+# CLIP layer parts as LoRA trainers name them (kohya's underscores).
+LORA_CLIP_MAP = {
+    "mlp.fc1": "mlp_fc1",
+    "mlp.fc2": "mlp_fc2",
+    "self_attn.k_proj": "self_attn_k_proj",
+    "self_attn.q_proj": "self_attn_q_proj",
+    "self_attn.v_proj": "self_attn_v_proj",
+    "self_attn.out_proj": "self_attn_out_proj",
+}
+_TOWER_LAYER = "{}.transformer.text_model.encoder.layers.{}.{}.weight"
 
 
-def model_lora_keys_clip(model: Any, key_map: dict | None = None) -> dict[str, str]:
-    raise UnsupportedFeature(
-        "comfy.lora.model_lora_keys_clip", "the text encoder lives on the executors; apply LoRAs with nodes.LoraLoader"
-    )
+def _clip_layer_names(sdk: set[str], key_map: dict) -> tuple[bool, bool]:
+    """The per-layer names of the CLIP towers (clip_h, clip_l, clip_g) in kohya and diffusers formats; returns
+    (clip_l present, clip_g present). A lone clip_g (SDXL refiner, Stable Cascade) takes the first encoder's names."""
+    l_present = g_present = False
+    for b in range(32):
+        for part, kohya in LORA_CLIP_MAP.items():
+            for tower in ("clip_h", "clip_l", "clip_g"):
+                k = _TOWER_LAYER.format(tower, b, part)
+                if k not in sdk:
+                    continue
+                layer = f"text_model_encoder_layers_{b}_{kohya}"
+                diffusers = f"text_model.encoder.layers.{b}.{part}"
+                if tower == "clip_g":
+                    g_present = True
+                    if l_present:
+                        names = [f"lora_te2_{layer}", f"text_encoder_2.{diffusers}"]
+                    else:
+                        names = [f"lora_te_{layer}", f"text_encoder.{diffusers}", f"lora_prior_te_{layer}"]
+                else:
+                    l_present = l_present or tower == "clip_l"
+                    names = [f"lora_te_{layer}", f"lora_te1_{layer}", f"text_encoder.{diffusers}"]
+                key_map.update(dict.fromkeys(names, k))
+    return l_present, g_present
+
+
+def model_lora_keys_clip(model: Any, key_map: dict | None = None) -> dict:
+    """{LoRA module name: text encoder weight key} for `model` (a CLIP's cond_stage_model), updating `key_map`:
+    every weight under "text_encoders.<key>", the CLIP towers' layers in kohya (lora_te_, lora_te1_/lora_te2_,
+    lora_prior_te_) and diffusers (text_encoder., text_encoder_2.) names, T5-XXL in OneTrainer's numbering after
+    the CLIP towers present, HunyuanDiT's BERT, and the towers' text projections, as ComfyUI names them."""
+    key_map = {} if key_map is None else key_map
+    sdk = set(model.state_dict().keys())
+    weights = [k for k in model.state_dict().keys() if k.endswith(".weight")]
+    for k in weights:
+        key_map[f"text_encoders.{k[: -len('.weight')]}"] = k
+    l_present, g_present = _clip_layer_names(sdk, key_map)
+    for k in weights:
+        if k.startswith("t5xxl.transformer."):
+            name = k[len("t5xxl.transformer.") : -len(".weight")].replace(".", "_")
+            # OneTrainer numbers T5 after the CLIP towers; with clip_l alone (Flux) both te2 and te3 are used.
+            index = 1 + g_present + l_present
+            if l_present and not g_present:
+                key_map[f"lora_te2_{name}"] = k
+                index = 3
+            key_map[f"lora_te{index}_{name}"] = k
+        elif k.startswith("hydit_clip.transformer.bert."):
+            name = k[len("hydit_clip.transformer.bert.") : -len(".weight")].replace(".", "_")
+            key_map[f"lora_te1_{name}"] = k
+    if "clip_g.transformer.text_projection.weight" in sdk:
+        key_map["lora_prior_te_text_projection"] = "clip_g.transformer.text_projection.weight"
+        key_map["lora_te2_text_projection"] = "clip_g.transformer.text_projection.weight"
+    if "clip_l.transformer.text_projection.weight" in sdk:
+        key_map["lora_te1_text_projection"] = "clip_l.transformer.text_projection.weight"
+    return key_map
+
+
+def _diffusers_unet_names(unet_config: dict, key_map: dict) -> None:
+    """A UNet's diffusers-path names (kohya from diffusers paths, SimpleTuner's lycoris_, diffusers' attention
+    processor paths with and without "unet.") for each LDM weight; nothing for a config that is not a UNet's."""
+    from comfy_bridge.compat.comfy.unet_keys import unet_to_diffusers
+
+    for dif, ldm in unet_to_diffusers(unet_config).items():
+        if not dif.endswith(".weight"):
+            continue
+        target, path = f"diffusion_model.{ldm}", dif[: -len(".weight")]
+        key_map[f"lora_unet_{path.replace('.', '_')}"] = target
+        key_map[f"lycoris_{path.replace('.', '_')}"] = target
+        processor = path.replace(".to_", ".processor.to_")
+        if processor.endswith(".to_out.0"):
+            processor = processor[: -len(".0")]
+        key_map[processor] = target
+        key_map[f"unet.{processor}"] = target
+
+
+def _families(model: Any) -> set[str]:
+    """ComfyUI model_base class names `model` is: its classes', or for this backend's MODEL view its family's."""
+    from comfy_bridge.compat.comfy.model_state import COMFY_CLASS
+
+    names = {c.__name__ for c in type(model).__mro__}
+    family = COMFY_CLASS.get(getattr(model, "arch", None))
+    return names | ({family} if family else set())
+
+
+def model_lora_keys_unet(model: Any, key_map: dict | None = None) -> dict:
+    """{LoRA module name: diffusion model weight key} for `model` (a MODEL's .model), updating `key_map`: every
+    weight as "lora_unet_<path>" and as its own path, other tensors by their key, a UNet's diffusers-path names,
+    and Qwen-Image's own formats, as ComfyUI names them. (ComfyUI's further formats belong to families whose model
+    cannot be had here: building a comfy.model_base model refuses, and the MODEL view of those families refuses
+    state_dict(), so they never reach this function.)"""
+    key_map = {} if key_map is None else key_map
+    sdk = list(model.state_dict().keys())
+    prefix = "diffusion_model."
+    for k in sdk:
+        if not k.startswith(prefix):
+            continue
+        if k.endswith(".weight"):
+            key_map[f"lora_unet_{k[len(prefix) : -len('.weight')].replace('.', '_')}"] = k
+            key_map[k[: -len(".weight")]] = k
+        else:
+            key_map[k] = k
+    _diffusers_unet_names(model.model_config.unet_config, key_map)
+    if "QwenImage" in _families(model):
+        for k in sdk:
+            if k.startswith(prefix) and k.endswith(".weight"):
+                path = k[len(prefix) : -len(".weight")]
+                key_map.update({path: k, f"transformer.{path}": k, f"lycoris_{path.replace('.', '_')}": k})
+    return key_map
