@@ -1,4 +1,6 @@
-"""Write workflows_json/flux3_klein_t2i.ui.json and .json: the web UI's "FLUX 3 Image Klein" text-to-image template
+"""Write workflows_json/flux3_klein_t2i{,.ui}.json and flux3_klein_image_edit{,.ui}.json.
+
+flux3_klein_t2i: the web UI's "FLUX 3 Image Klein" text-to-image template
 (image_flux3_klein_t2i of the installed comfyui-workflow-templates-json package, the most used FLUX 3 template)
 with its own node graph, its subgraph unpacked in place as scripts/krea2_workflow.py does it, the tiny demo files
 substituted for the downloads (flux3-tiny's transformer and Qwen3-VL, flux2-klein-tiny's VAE), the subgraph's
@@ -7,6 +9,14 @@ euler, simple) with a fixed seed, 8 steps instead of 50 and 0.1 megapixels. Left
 layout branch (Create Bounding Boxes with no boxes -> FLUX 3 Image Layout Prompt -> Preview Any). Changed: the
 prompt upsampler's switch is off (TextGenerate on FLUX 3's Qwen3.5-9B upsampler is not supported), so its
 TextGenerate and CLIPLoader are only validated: the tiny Qwen3-VL's name stands in for the upsampler's file.
+
+flux3_klein_image_edit: the image-edit template (image_flux3_klein_image_edit, the second most used; a flat graph)
+with the same files, the new workspace's input/example.png (128x128) for its photo, a fixed seed, 8 steps instead
+of 50 at its cfg 1, Set Reference Multi Latent at "keep resolution" instead of 1 megapixel, and its switch set to
+take the layout prompt (FLUX 3 Image Layout Prompt over the template's one drawn box) instead of the upsampler.
+Its Image Compare takes the decoded images from VAE Decode instead of from Save Image's IMAGE output (today's
+ComfyUI passes the saved images through; this SaveImage keeps 0.3.64's interface, without outputs).
+
 The API format is our UI converter's output.
 
     python scripts/flux3_workflow.py <workspace with demo-models>
@@ -61,6 +71,49 @@ def tiny_template() -> dict:
     return flat
 
 
+EDIT_TEMPLATE = "image_flux3_klein_image_edit"
+EDIT_NAME = "flux3_klein_image_edit"
+EDIT = {
+    "UNETLoader": [(0, "flux3_klein_tiny.safetensors")],
+    "CLIPLoader": [(0, TEXT_ENCODER)],  # the encoder, and the upsampler's (not loaded: the switch skips it)
+    "VAELoader": [(0, "flux2-klein-tiny-vae.safetensors")],
+    "KSampler": [(0, SEED), (1, "fixed"), (2, STEPS)],
+    "LoadImage": [(0, "example.png")],
+    "ReferenceMultiLatent": [(0, "keep resolution"), (1, None)],  # None: the option's megapixels widget goes
+    "ComfySwitchNode": [(0, True)],  # on_true: the layout prompt as typed; on_false: the upsampler's text
+}
+
+
+def tiny_edit_template() -> dict:
+    from scripts.qwen_image21_workflow import _bypass_preview_outputs
+    from scripts.templates_coverage import templates_dir
+
+    workflow = json.loads((templates_dir() / f"{EDIT_TEMPLATE}.json").read_text())
+    for node in workflow["nodes"]:
+        values = node.get("widgets_values")
+        for index, value in EDIT.get(node["type"], []):
+            values[index] = value
+        if isinstance(values, list) and None in values:
+            node["widgets_values"] = [v for v in values if v is not None]
+    _bypass_preview_outputs(workflow)
+    _compare_from_decode(workflow)
+    return workflow
+
+
+def _compare_from_decode(workflow: dict) -> None:
+    """Links out of SaveImage start at the VAE Decode that feeds it (the same images) instead."""
+    nodes = {n["id"]: n for n in workflow["nodes"]}
+    links = {l[0]: l for l in workflow["links"]}
+    for node in workflow["nodes"]:
+        if node["type"] != "SaveImage" or not node.get("outputs") or not node["outputs"][0].get("links"):
+            continue
+        feed = links[node["inputs"][0]["link"]]
+        for lid in node["outputs"][0]["links"]:
+            links[lid][1], links[lid][2] = feed[1], feed[2]
+            nodes[feed[1]]["outputs"][feed[2]]["links"].append(lid)
+        node["outputs"][0]["links"] = []
+
+
 def main() -> None:
     from comfy_bridge.formats import ui_to_api
     from comfy_bridge.registry import build_registry
@@ -71,6 +124,10 @@ def main() -> None:
     out = REPO / "workflows_json" / NAME
     out.with_suffix(".ui.json").write_text(json.dumps(ui, indent=2) + "\n")
     out.with_suffix(".json").write_text(json.dumps(ui_to_api(ui, registry), indent=2) + "\n")
+    edit = tiny_edit_template()
+    out = REPO / "workflows_json" / EDIT_NAME
+    out.with_suffix(".ui.json").write_text(json.dumps(edit, indent=2) + "\n")
+    out.with_suffix(".json").write_text(json.dumps(ui_to_api(edit, registry), indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -196,3 +196,19 @@ def test_cliploader_type_flux3_on_a_qwen3vl_file(files, monkeypatch):
     assert ref.arch == "flux3"
     with pytest.raises(ValueError, match="as FLUX 3's with type flux3"):
         CLIPLoader().load_clip("qwen3vl_4b_flux3_tiny.safetensors", "flux2")
+
+
+def test_step_distilled_flow_map_model_is_refused_by_name(files, tmp_path):
+    """The distilled templates' model carries `ref_time_in` (the embedder of the sigma each step jumps to): it
+    loads, and a step is refused by name instead of running without that sigma."""
+    sd = load_file(files["bare"])
+    gen = torch.Generator().manual_seed(4)
+    width, channels = sd["time_in.out_layer.weight"].shape[0], sd["time_in.in_layer.weight"].shape[1]
+    sd["ref_time_in.in_layer.weight"] = torch.randn(width, channels, generator=gen)
+    sd["ref_time_in.out_layer.weight"] = torch.randn(width, width, generator=gen)
+    path = tmp_path / "flux3_distilled_tiny.safetensors"
+    save_file(sd, str(path))
+    model = loader.load_diffusion_model(make_ref("diffusion_model", "flux3", [path]))
+    assert model.config["flow_map"] is True
+    with pytest.raises(NotImplementedError, match="step-distilled FLUX 3"):
+        model.apply(torch.zeros(1, 128, 2, 2), torch.tensor([0.5]), {"context": torch.zeros(1, 4, 128)})
