@@ -14,7 +14,7 @@ def set_model_options_patch_replace(
 ) -> dict:
     """Put `patch` at transformer_options["patches_replace"][name][(block_name, number[, index])]; the
     dicts on the way are copied so a clone sharing them is not changed."""
-    to = dict(model_options["transformer_options"])
+    to = dict(model_options.get("transformer_options") or {})  # a denoise step's model_options may have none yet
     replace = dict(to.get("patches_replace", {}))
     per_name = dict(replace.get(name, {}))
     block = (block_name, number) if transformer_index is None else (block_name, number, transformer_index)

@@ -20,6 +20,7 @@ import torch
 from comfy_bridge.compat.comfy.k_diffusion import sampling as k_diffusion_sampling
 from comfy_bridge.packs.origin import UnsupportedFeature
 from nodes.ksampler import SamplerChoice
+from nodes.modelfns.network_patches import CALC_COND, HOOKS, with_extra
 from nodes.sampling import schedules
 from nodes.sampling.model_sampling import ModelSampling
 from nodes.sampling.samplers import SAMPLER_NAMES, configured_sampler
@@ -164,21 +165,53 @@ def cfg_function(
     return result
 
 
+# ComfyUI's transformer_options["patches"] kinds the denoise step's networks run (nodes.modelfns.network_patches).
+_PATCH_KINDS = tuple(h for h in HOOKS if not h.endswith("_replace"))
+
+
+def _network_entries(model_options: dict) -> tuple:
+    """The network entries of ComfyUI's transformer_options patches in `model_options` (what a guidance function
+    adds with set_model_options_patch_replace / set_model_options_*_patch before calc_cond_batch): the
+    attn1 / attn2 / dit replacements by block, and patch lists of the kinds the networks run; others refuse."""
+    options = model_options.get("transformer_options") or {}
+    entries = []
+    for kind, by_block in (options.get("patches_replace") or {}).items():
+        if f"{kind}_replace" not in HOOKS:
+            raise UnsupportedFeature(f"comfy.samplers.calc_cond_batch with a {kind!r} replacement", _NETWORK_WHY)
+        entries += [(f"{kind}_replace", block, fn) for block, fn in by_block.items()]
+    for kind, fns in (options.get("patches") or {}).items():
+        if kind not in _PATCH_KINDS:
+            raise UnsupportedFeature(f"comfy.samplers.calc_cond_batch with a {kind!r} patch", _NETWORK_WHY)
+        entries += [(kind, None, fn) for fn in fns]
+    return tuple(entries)
+
+
+_NETWORK_WHY = "the denoise step's networks run ComfyUI's attention and block patch points: " + ", ".join(HOOKS)
+
+
 def calc_cond_batch(
     model: Any, conds: list, x_in: torch.Tensor, timestep: torch.Tensor, model_options: dict
 ) -> list[torch.Tensor]:
-    raise UnsupportedFeature(
-        "comfy.samplers.calc_cond_batch",
-        "it runs ComfyUI's BaseModel, which does not run here; the denoise steps run on the executors",
-    )
+    """Each cond's denoised prediction at (x_in, timestep) under `model_options` (with the transformer patches
+    they add), from a guidance function inside a denoise step: model_options is the one the step gave it, which
+    carries the step's evaluation (as PAG and SAG use it); a None cond gives zeros, as in ComfyUI. Outside a
+    sampling step there is no in-process model to run."""
+    evaluate = (model_options or {}).get(CALC_COND)
+    if evaluate is None:
+        raise UnsupportedFeature(
+            "comfy.samplers.calc_cond_batch outside a sampling step's guidance functions",
+            "the diffusion model runs inside the denoise steps on the executors; call it from a sampler CFG "
+            "function with the model_options it was given",
+        )
+    outs = evaluate(model, conds, x_in, timestep, with_extra(model_options, _network_entries(model_options)))
+    return [torch.zeros_like(x_in) if out is None else out for out in outs]
 
 
 def calc_cond_uncond_batch(
     model: Any, cond: Any, uncond: Any, x_in: torch.Tensor, timestep: torch.Tensor, model_options: dict
 ) -> tuple:
-    raise UnsupportedFeature(
-        "comfy.samplers.calc_cond_uncond_batch", "it runs ComfyUI's BaseModel, which does not run here"
-    )
+    """ComfyUI's older two-cond form of calc_cond_batch: (cond prediction, uncond prediction)."""
+    return tuple(calc_cond_batch(model, [cond, uncond], x_in, timestep, model_options))
 
 
 def sampling_function(
