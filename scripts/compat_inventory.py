@@ -60,6 +60,51 @@ RAISES_AS_COMFYUI = {
     "comfy.ldm.modules.attention.attention_xformers": "raises without the xformers package, as ComfyUI's does (a NameError on `xformers` there); runs xformers' "
     "memory-efficient attention when it is installed",
 }
+
+
+def _context_handler_with_retained_conds() -> None:
+    """KJNodes' WAN context windows with cond_retain_index_list set, as its node passes it."""
+    import comfy.context_windows as cw
+
+    handler = cw.IndexListContextHandler(
+        cw.get_matching_context_schedule(cw.ContextSchedules.STATIC_STANDARD),
+        cw.get_matching_fuse_method(cw.ContextFuseMethods.PYRAMID),
+        context_length=16,
+        cond_retain_index_list="0",
+    )
+    handler.settings()
+
+
+def _calc_cond_batch_on_a_model() -> None:
+    import comfy.samplers
+    import torch
+
+    comfy.samplers.calc_cond_batch(None, [None], torch.zeros(1), torch.ones(1), {})
+
+
+# Calls that make a name that does not behave as ComfyUI's raise as a pack's call does: the Markdown lists the
+# error text they raise (the classifier's notes elide f-string arguments).
+ERROR_PROBES = {
+    "comfy.context_windows.IndexListContextHandler": _context_handler_with_retained_conds,
+    "comfy.model_detection.model_config_from_unet": lambda: importlib.import_module(
+        "comfy.model_detection"
+    ).model_config_from_unet({}, ""),
+    "comfy.samplers.calc_cond_batch": _calc_cond_batch_on_a_model,
+}
+
+
+def probe_error(name: str) -> str | None:
+    """The error text a pack's call of `name` gets (ERROR_PROBES), or None when no probe is written for it."""
+    probe = ERROR_PROBES.get(name)
+    if probe is None:
+        return None
+    try:
+        probe()
+    except Exception as e:  # noqa: BLE001 - the error a pack gets, whatever its type
+        return f"{type(e).__name__}: {e}"
+    return None
+
+
 # Packs that import a module of their own with one of these names (utils, nodes, ...) are told apart by
 # requiring the name to exist in ComfyUI: anything else is the pack's own module or a removed name.
 
@@ -361,6 +406,7 @@ def build(mirrors: Path) -> dict:
     result = []
     for name, m in sorted(merged.items()):
         state, notes = status(name)
+        error = probe_error(name) if state != "supported" else None
         result.append(
             {
                 **m,
@@ -368,6 +414,7 @@ def build(mirrors: Path) -> dict:
                 "present": state != "missing",
                 "status": state,
                 **({"notes": notes} if notes else {}),
+                **({"error": error} if error else {}),
             }
         )
     module_level = [r for r in result if r["module_level"]]
@@ -444,10 +491,14 @@ def markdown(inventory: dict) -> str:
         if r["status"] != "supported":
             where = "module-level" if r["module_level"] else "inside functions"
             package = NEEDS_PACKAGE.get(r["name"])
-            note = r.get("notes", "") or (
-                f"needs the {package} package, as in ComfyUI; not installed here: {NOT_A_DEPENDENCY[package]}"
-                if package
-                else MISSING_WHY.get(r["name"], "")
+            note = (
+                r.get("error", "")
+                or r.get("notes", "")
+                or (
+                    f"needs the {package} package, as in ComfyUI; not installed here: {NOT_A_DEPENDENCY[package]}"
+                    if package
+                    else MISSING_WHY.get(r["name"], "")
+                )
             )
             lines.append(
                 f"| `{r['name']}` | {where} | {r['status']} | {', '.join(r['packs'])} | "
