@@ -12,7 +12,8 @@ import pytest
 
 from cluster.cascade.allocation import Allocation
 from cluster.scheduling.dispatcher import Dispatcher
-from cluster.scheduling.tenant_scheduler import Invocation, make_scheduler
+from cluster.scheduling.policies import make_scheduler
+from cluster.scheduling.tenant_scheduler import Invocation
 from cluster.sim import cascade_scenario
 from cluster.sim.cascade_scenario import DISCRIMINATOR, CascadeRun, simulate
 
