@@ -217,7 +217,15 @@ class ModelPatcher(_Proxy):
             self.model_options["disable_cfg1_optimization"] = True
 
     def add_patches(self, patches: dict, strength_patch: float = 1.0, strength_model: float = 1.0) -> list:
-        raise UnsupportedFeature("MODEL.add_patches", "weight patches are applied from LoRA files (LoraLoader)")
+        """ComfyUI's add_patches for LoRA patches (comfy.lora.load_lora's ("lora", (up, down, alpha, ...))) on
+        weights of this MODEL's state dict, in place: they are written once as a LoRA file that the executors merge
+        at `strength_patch`, as LoraLoader's. Returns the keys patched (those the model has), as ComfyUI."""
+        from comfy_bridge.compat.comfy.lora_patches import as_lora_file
+
+        patch, patched = as_lora_file(patches, strength_patch, strength_model, set(self.model.state_dict()))
+        if patch is not None:
+            object.__setattr__(self, "patches", self.patches + (patch,))
+        return patched
 
     def add_object_patch(self, name: str, obj: Any) -> None:
         raise UnsupportedFeature(f"MODEL.add_object_patch({name!r})")

@@ -191,3 +191,53 @@ def test_the_model_view_of_a_family_without_comfyuis_layout_here_refuses_by_name
 
     with pytest.raises(UnsupportedFeature, match="MODEL.model.state_dict\\(\\) of a flux model"):
         diffusion_model_state("flux", ())
+
+
+def _sample(model, positive, negative):
+    import asyncio
+
+    from nodes.ksampler import common_ksampler
+
+    latent = {"samples": torch.zeros(1, 4, 8, 8)}
+    (out,) = asyncio.run(common_ksampler(model, 5, 2, 4.0, "euler", "normal", positive, negative, latent))
+    return out["samples"]
+
+
+def test_add_patches_of_a_loaded_lora_samples_as_lora_loader(models, demo_workspace, fixed_threads):
+    """Inspire's LoRA Block Weight and KJNodes' block LoRA loaders: key map, load_lora, then add_patches on a
+    clone; sampling the clone equals LoraLoaderModelOnly with that LoRA at the same strength."""
+    import asyncio
+
+    from safetensors.torch import load_file
+
+    from nodes.loaders import CheckpointLoaderSimple, LoraLoaderModelOnly
+    from nodes.model_nodes import CLIPTextEncode
+
+    _, clip, _ = CheckpointLoaderSimple().load_checkpoint("sd1-tiny.safetensors")
+    enc = CLIPTextEncode()
+    positive = asyncio.run(enc.encode(clip, "a red fox"))[0]
+    negative = asyncio.run(enc.encode(clip, ""))[0]
+    model = models["sd1-tiny.safetensors"]
+    lora_sd = load_file(demo_workspace.models_dir / "loras" / "sd1-tiny-lora.safetensors")
+    loaded = lora.load_lora(lora_sd, lora.model_lora_keys_unet(model.model, {}), log_missing=False)
+    patched_model = model.clone()
+    patched = patched_model.add_patches(loaded, 0.8)
+    assert sorted(patched) == sorted(loaded) and len(patched) == 32
+    assert model.patches == ()  # the clone was patched, in place; the original kept
+    (want,) = LoraLoaderModelOnly().load_lora_model_only(model, "sd1-tiny-lora.safetensors", 0.8)
+    torch.testing.assert_close(_sample(patched_model, positive, negative), _sample(want, positive, negative))
+    assert not torch.allclose(_sample(patched_model, positive, negative), _sample(model, positive, negative))
+
+
+def test_add_patches_refuses_what_a_lora_file_cannot_carry(models):
+    from comfy_bridge.packs.origin import UnsupportedFeature
+
+    model = models["sd1-tiny.safetensors"].clone()
+    key = "diffusion_model.input_blocks.1.1.proj_in.weight"
+    up, down = torch.ones(32, 2), torch.ones(2, 32)
+    with pytest.raises(UnsupportedFeature, match="'diff' patch"):
+        model.add_patches({key: ("diff", (torch.ones(32, 32),))})
+    with pytest.raises(UnsupportedFeature, match="LoCon mid weight"):
+        model.add_patches({key: ("lora", (up, down, None, torch.ones(2, 2, 1, 1), None, None))})
+    assert model.add_patches({"diffusion_model.not_a_layer.weight": ("lora", (up, down, 1.0, None, None, None))}) == []
+    assert model.patches == ()
