@@ -302,8 +302,42 @@ class Tokens(dict):
         self.text = text
 
 
+class _TextEncoderView:
+    """What packs read from `clip.cond_stage_model` (ComfyUI's SD1/SDXL CLIP model): state_dict() in its names."""
+
+    def __init__(self, ref: ModelRef) -> None:
+        self._ref = ref
+        self._weights: dict | None = None
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        from comfy_bridge.compat.comfy.model_state import text_encoder_state
+
+        if self._weights is None:
+            self._weights = text_encoder_state(self._ref)
+        return self._weights
+
+    def __getattr__(self, name: str) -> Any:
+        raise UnsupportedAttribute(f"CLIP.cond_stage_model.{name}", "the text encoder lives on the executors")
+
+
 class CLIP(_Proxy):
     """CLIP: tokenize / encode_from_tokens(_scheduled) / encode, run as text_encode ModelFns."""
+
+    @property
+    def cond_stage_model(self) -> _TextEncoderView:
+        return _TextEncoderView(self)
+
+    def add_patches(self, patches: dict, strength_patch: float = 1.0, strength_model: float = 1.0) -> list:
+        """ComfyUI's CLIP.add_patches for LoRA patches on the CLIP towers' layers, in place (see
+        comfy.lora_patches); returns the keys patched."""
+        from comfy_bridge.compat.comfy.lora_patches import as_clip_lora_file
+
+        keys = set(self.cond_stage_model.state_dict())
+        towers = sorted({k.split(".")[0] for k in keys}, key=["clip_l", "clip_h", "clip_g"].index)
+        patch, patched = as_clip_lora_file(patches, strength_patch, strength_model, towers, keys)
+        if patch is not None:
+            object.__setattr__(self, "patches", self.patches + (patch,))
+        return patched
 
     def tokenize(self, text: str, return_word_ids: bool = False, **kwargs: Any) -> Tokens:
         if return_word_ids:

@@ -241,3 +241,57 @@ def test_add_patches_refuses_what_a_lora_file_cannot_carry(models):
         model.add_patches({key: ("lora", (up, down, None, torch.ones(2, 2, 1, 1), None, None))})
     assert model.add_patches({"diffusion_model.not_a_layer.weight": ("lora", (up, down, 1.0, None, None, None))}) == []
     assert model.patches == ()
+
+
+def test_inspire_lora_block_weight_flow_on_model_and_clip(models, demo_workspace, fixed_threads):
+    """Inspire's load_lbw: key maps of model.model and clip.cond_stage_model, load_lora, then add_patches on
+    clones of both; the CLIP encodes and the MODEL samples as LoraLoader's at the same strengths."""
+    import asyncio
+
+    from safetensors.torch import load_file
+
+    from comfy_bridge.packs.proxies import wrap
+    from nodes.loaders import CheckpointLoaderSimple, LoraLoader
+    from nodes.model_nodes import CLIPTextEncode
+
+    _, clip, _ = CheckpointLoaderSimple().load_checkpoint("sd1-tiny.safetensors")
+    clip = wrap(clip)
+    model = models["sd1-tiny.safetensors"]
+    te = clip.cond_stage_model.state_dict()
+    assert {k for k in te if not k.startswith("clip_l.transformer.text_model.")} == {
+        "clip_l.logit_scale",
+        "clip_l.transformer.text_projection.weight",
+    }
+    assert "clip_l.transformer.text_model.encoder.layers.0.self_attn.q_proj.weight" in te
+    key_map = lora.model_lora_keys_unet(model.model)
+    key_map = lora.model_lora_keys_clip(clip.cond_stage_model, key_map)
+    lora_sd = load_file(demo_workspace.models_dir / "loras" / "sd1-tiny-lora.safetensors")
+    loaded = lora.load_lora(lora_sd, key_map, log_missing=False)
+    assert len(loaded) == len({k.split(".")[0] for k in lora_sd}) == 44
+    new_model, new_clip = model.clone(), clip.clone()
+    assert len(new_model.add_patches(loaded, 0.8)) == 32
+    assert sorted(new_clip.add_patches(loaded, 0.6)) == sorted(k for k in loaded if k.startswith("clip_l."))
+    want_model, want_clip = LoraLoader().load_lora(model, clip, "sd1-tiny-lora.safetensors", 0.8, 0.6)
+
+    def encode(c, text):
+        return asyncio.run(CLIPTextEncode().encode(c, text))[0]
+
+    got_pos, want_pos = encode(new_clip, "a red fox"), encode(want_clip, "a red fox")
+    torch.testing.assert_close(got_pos[0][0], want_pos[0][0])
+    assert not torch.allclose(got_pos[0][0], encode(clip, "a red fox")[0][0])
+    negative = encode(want_clip, "")
+    torch.testing.assert_close(_sample(new_model, got_pos, negative), _sample(want_model, want_pos, negative))
+
+
+def test_sdxl_clip_view_has_both_towers_and_sdxl_lora_names(demo_workspace):
+    from comfy_bridge.packs.proxies import wrap
+    from nodes.loaders import CheckpointLoaderSimple
+
+    _, clip, _ = CheckpointLoaderSimple().load_checkpoint("sdxl-tiny.safetensors")
+    te = wrap(clip).cond_stage_model
+    towers = {k.split(".")[0] for k in te.state_dict()}
+    assert towers == {"clip_l", "clip_g"}
+    key_map = lora.model_lora_keys_clip(te)
+    q = "transformer.text_model.encoder.layers.0.self_attn.q_proj.weight"
+    assert key_map["lora_te1_text_model_encoder_layers_0_self_attn_q_proj"] == "clip_l." + q
+    assert key_map["lora_te2_text_model_encoder_layers_0_self_attn_q_proj"] == "clip_g." + q

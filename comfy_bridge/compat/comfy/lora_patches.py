@@ -52,3 +52,33 @@ def as_lora_file(
         return None, patched
     path = state_dict_file(sd, "MODEL.add_patches")
     return Patch(str(path), file_digest(path), float(strength_patch)), patched
+
+
+def as_clip_lora_file(
+    patches: dict, strength_patch: float, strength_model: float, towers: list[str], model_keys: set[str]
+) -> tuple[Patch | None, list]:
+    """CLIP.add_patches' LoRA file: patches on the towers' layers (ComfyUI's "clip_l.transformer.text_model...."
+    keys) renamed to the kohya names this backend's CLIP merge reads (lora_te_ for one tower, lora_te1_ / lora_te2_
+    for SDXL's two, in `towers` order); patches on other keys (text projection, logit scale) refuse by name."""
+    from comfy_bridge.compat.comfy.state_dict_files import state_dict_file
+
+    if strength_model != 1.0:
+        raise UnsupportedFeature("CLIP.add_patches with strength_model != 1", _WHY)
+    sd: dict[str, torch.Tensor] = {}
+    patched = []
+    for key, patch in patches.items():
+        base = key[0] if isinstance(key, tuple) else key
+        if base not in model_keys:
+            continue
+        tower, _, rest = str(base).partition(".transformer.")
+        if tower not in towers or not rest.startswith("text_model."):
+            raise UnsupportedFeature(f"CLIP.add_patches on {base!r}", "patches on the towers' text_model layers only")
+        kohya = "lora_te_" if len(towers) == 1 else f"lora_te{towers.index(tower) + 1}_"
+        entries = _lora_entries(key, patch)
+        module = kohya + rest[: -len(".weight")].replace(".", "_")
+        sd.update({module + k[len(base) - len(".weight") :]: v for k, v in entries.items()})
+        patched.append(key)
+    if not sd:
+        return None, patched
+    path = state_dict_file(sd, "CLIP.add_patches")
+    return Patch(str(path), file_digest(path), float(strength_patch)), patched

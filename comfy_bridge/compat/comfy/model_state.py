@@ -163,3 +163,37 @@ def diffusion_model_state(arch: str, sources: tuple[str, ...]) -> tuple[LazyStat
 def _natural(key: str) -> list:
     """Block indices ordered as numbers (input_blocks.2 before input_blocks.10), as a module lists them."""
     return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", key)]
+
+
+# This backend's CLIP towers ("l", "g", "h": nodes.models.loader) and their names in ComfyUI's SD1/SD2/SDXL models.
+TOWERS = {"l": "clip_l", "g": "clip_g", "h": "clip_h"}
+# SDClipModel's logit_scale: ComfyUI's initial value, which its loaders never replace.
+LOGIT_SCALE = 4.6055
+
+
+def text_encoder_state(ref: Any) -> dict[str, torch.Tensor]:
+    """A CLIP's cond_stage_model.state_dict() as ComfyUI's SD1/SD2/SDXL CLIP models name it: per tower
+    "clip_<l|g|h>.transformer.text_model.<HF key>", its text_projection.weight (the identity where the files have
+    none) and logit_scale; the weights as stored, before the CLIP's LoRAs."""
+    from dataclasses import replace
+
+    from nodes.models.errors import ModelLoadError
+    from nodes.models.loader import text_encoder_weights
+
+    try:
+        _, weights = text_encoder_weights(replace(ref, patches=()))
+    except ModelLoadError as e:
+        raise UnsupportedFeature(
+            f"CLIP.cond_stage_model.state_dict() of a {ref.arch} text encoder",
+            f"ComfyUI's CLIP key layout is read here for SD 1.x/2.x/XL CLIP towers ({e})",
+        ) from None
+    out: dict[str, torch.Tensor] = {}
+    for side in sorted({k.split("/")[0] for k in weights}):
+        tower = {k.split("/", 1)[1]: v for k, v in weights.items() if k.startswith(side + "/")}
+        name = TOWERS[side]
+        dim = tower["final_layer_norm.weight"].shape[0]
+        projection = tower.pop("text_projection.weight", None)
+        out[f"{name}.logit_scale"] = torch.tensor(LOGIT_SCALE)
+        out.update({f"{name}.transformer.text_model.{k}": v for k, v in tower.items()})
+        out[f"{name}.transformer.text_projection.weight"] = projection if projection is not None else torch.eye(dim)
+    return out
