@@ -24,7 +24,9 @@ torch guard, torchvision matched to torch if it uses it: what a user runs), then
   MAX_ATTEMPTS); every attempt is recorded, the first that succeeds with its prompt and a digest of its outputs.
 
 Hugging Face downloads are off (HF_HUB_OFFLINE=1): a node that would download a model fails like one whose
-model is absent. The result file (docs/benchmarks/packs_today.json) holds per pack the commit, the install's
+model is absent. What a pack's install.py clones from GitHub comes from the mirrors as it was on the date of the
+pack's commit (dated_mirrors); the files a pack downloads before it can go on get marked stand-ins (STAND_INS),
+and requirements a pack leaves to its users are installed by hand (BY_HAND); the result file records all three. The result file (docs/benchmarks/packs_today.json) holds per pack the commit, the install's
 outcome, the import, the node counts and the cases; tests/packs/test_packs_today.py checks that docs/packs.md's
 table and pack lists equal it.
 """
@@ -117,6 +119,47 @@ FEEDERS: dict[str, tuple[dict[str, dict], list]] = {
         },
         ["feed_clip_vision", 0],
     ),
+}
+# Files a pack downloads before it goes on: its install.py (ReActor installs onnxruntime only after its download),
+# or its nodes' INPUT_TYPES (ReActor's face restore nodes fetch four models when the folder is empty, so offline
+# /object_info cannot list them); per repo: (path under the workspace's models folder, the URL it comes from).
+# Offline, the harness writes a stand-in there before `nodes install`, so the pack finds it and goes on as it does
+# with network access. A stand-in is not the model: a node that loads one fails (a case then tries the next node).
+STAND_IN_MARK = "STAND-IN written by scripts/packs_today.py for"
+STAND_INS: dict[str, list[tuple[str, str]]] = {
+    "Gourieff/ComfyUI-ReActor": [
+        (
+            "insightface/inswapper_128.onnx",
+            "https://huggingface.co/datasets/Gourieff/ReActor/resolve/main/models/inswapper_128.onnx",
+        ),
+        *(
+            (
+                f"facerestore_models/{name}",
+                f"https://huggingface.co/datasets/Gourieff/ReActor/resolve/main/models/facerestore_models/{name}",
+            )
+            for name in ("GFPGANv1.3.pth", "GFPGANv1.4.pth", "codeformer-v0.1.0.pth", "GPEN-BFR-512.onnx")
+        ),
+    ],
+    "ltdrdata/ComfyUI-Impact-Pack": [  # its own download, then those of the subpack's install.py it runs
+        ("sams/sam_vit_b_01ec64.pth", "https://dl.fbaipublicfiles.com/segment_anything/sam_vit_b_01ec64.pth"),
+        ("ultralytics/bbox/face_yolov8m.pt", "https://huggingface.co/Bingsu/adetailer/resolve/main/face_yolov8m.pt"),
+        ("ultralytics/bbox/hand_yolov8s.pt", "https://huggingface.co/Bingsu/adetailer/resolve/main/hand_yolov8s.pt"),
+        (
+            "ultralytics/segm/person_yolov8m-seg.pt",
+            "https://huggingface.co/Bingsu/adetailer/resolve/main/person_yolov8m-seg.pt",
+        ),
+    ],
+}
+# Requirements a pack's own instructions leave to the user, installed by hand after `nodes install` (under the torch
+# guard), per repo: (the requirements file in the installed pack, why). Recorded per pack as install["by_hand"].
+BY_HAND: dict[str, tuple[str, str]] = {
+    "ltdrdata/ComfyUI-Impact-Pack": (
+        "impact_subpack/requirements.txt",
+        "the subpack its install.py clones needs ultralytics (its requirements.txt), which neither that install.py "
+        "nor ComfyUI-Manager installs (on ComfyUI a clean install then failed alike: ltdrdata/ComfyUI-Impact-Pack#793,"
+        " #773) and the pack's install-manual.py stops on an undefined name; its README lists ultralytics among the "
+        "packages to pip install by hand",
+    )
 }
 # Nodes whose names say they load or fetch something are tried last: without models they cannot succeed.
 LAST_WORDS = ("load", "download", "model", "upscal", "sampler", "detector", "segm", "ipadapter", "preprocessor")
@@ -219,10 +262,49 @@ def get_source(pack: dict, mirrors: Path | None, dest: Path) -> list[str]:
     return []
 
 
+def commit_date(pack: dict, mirrors: Path | None, src: Path) -> str:
+    """The committer date (ISO 8601) of the pack's commit, from its mirror or from the clone in src."""
+    git_dir = mirrors / pack["repo"].replace("/", "+") / "repo" if mirrors else None
+    where = f"--git-dir={git_dir}" if git_dir and git_dir.is_dir() else f"--git-dir={src / '.git'}"
+    return subprocess.run(
+        ["git", where, "log", "-1", "--format=%cI", pack["commit"]], capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
+def dated_mirrors(mirrors: Path | None, when: str, views: Path) -> Path | None:
+    """Views of the mirrors as they were at `when`: per mirror a bare repository sharing its objects
+    (`objects/info/alternates`, as `git clone --bare --shared` makes) whose default branch points at the last
+    commit of the mirror's default branch made before `when`. A mirror with no commit by then gets no view:
+    the repository did not exist yet. Cached in `views`, one folder per date."""
+    if mirrors is None or not mirrors.is_dir():
+        return None
+    dated = views / when.replace(":", "")
+    for git_dir in sorted(mirrors.glob("*+*/repo")):
+        view = dated / git_dir.parent.name / "repo"
+        if (view / "HEAD").is_file():
+            continue
+        git = ["git", f"--git-dir={git_dir}"]
+        head = subprocess.run([*git, "symbolic-ref", "-q", "HEAD"], capture_output=True, text=True, check=False)
+        branch = head.stdout.strip() or "refs/heads/main"
+        tip = subprocess.run(
+            [*git, "rev-list", "-1", "--first-parent", f"--before={when}", branch],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.strip()
+        if not tip:
+            continue
+        subprocess.run(["git", "init", "-q", "--bare", str(view)], check=True)
+        (view / "objects" / "info" / "alternates").write_text(f"{(git_dir / 'objects').resolve()}\n")
+        subprocess.run(["git", f"--git-dir={view}", "update-ref", branch, tip], check=True)
+        subprocess.run(["git", f"--git-dir={view}", "symbolic-ref", "HEAD", branch], check=True)
+    return dated
+
+
 def github_via_mirrors(mirrors: Path | None) -> dict[str, str]:
-    """git settings (as environment variables) that send clones of a mirrored GitHub repository to its mirror:
-    what a pack's install.py clones (Impact-Pack's subpack) comes from there, as the pack itself does; anything
-    else on GitHub stays out of reach here, as the network is."""
+    """git settings (as environment variables) that send clones of a mirrored GitHub repository to its mirror
+    (or a dated view of it, dated_mirrors): what a pack's install.py clones (Impact-Pack's subpack) comes from
+    there, as the pack itself does; anything else on GitHub stays out of reach here, as the network is."""
     if mirrors is None or not mirrors.is_dir():
         return {}
     env: dict[str, str] = {}
@@ -235,6 +317,18 @@ def github_via_mirrors(mirrors: Path | None) -> dict[str, str]:
         env[f"GIT_CONFIG_KEY_{i}"], env[f"GIT_CONFIG_VALUE_{i}"] = f"url.{git_dir}.insteadOf", url
     env["GIT_CONFIG_COUNT"] = str(len(pairs))
     return env
+
+
+def place_stand_ins(repo: str, ws: Path) -> list[str]:
+    """Write, into the workspace's models folder, a stand-in for each file the pack's install.py downloads
+    (STAND_INS), where the network would have put the real one; returns their paths under models/."""
+    placed = []
+    for rel, url in STAND_INS.get(repo, []):
+        target = ws / "models" / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(f"{STAND_IN_MARK} {url}: this machine is offline, this is not that file.\n")
+        placed.append(rel)
+    return placed
 
 
 def base_venv(work: Path) -> tuple[Path, str]:
@@ -267,6 +361,7 @@ def demo_models(base: Path, work: Path) -> Path:
         check=True,
         capture_output=True,
         env={**os.environ, "PYTHONPATH": ""},
+        cwd=work,  # as in install_pack
     )
     return ws / "models"
 
@@ -278,6 +373,33 @@ def add_demo_models(models: Path, ws: Path) -> None:
         if path.is_file() and not target.exists():
             target.parent.mkdir(parents=True, exist_ok=True)
             os.link(path, target)
+
+
+def install_by_hand(repo: str, python: str, pack_dir: Path, env: dict) -> dict | None:
+    """Install the requirements BY_HAND names for the pack, as `nodes install` installs a requirements.txt (under
+    the torch guard); None when it names none."""
+    if repo not in BY_HAND:
+        return None
+    requirements, why = BY_HAND[repo]
+    code = (
+        "import sys; from pathlib import Path; from comfy_bridge.packs.pip_guard import install_requirements; "
+        "print(install_requirements(Path(sys.argv[1]), sys.executable))"
+    )
+    done = subprocess.run(
+        [python, "-c", code, str(pack_dir / requirements)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=pack_dir.parent,
+        timeout=INSTALL_TIMEOUT_S,
+        check=False,
+    )
+    return {
+        "requirements": requirements,
+        "why": why,
+        "ok": done.returncode == 0,
+        "output": (done.stdout + done.stderr)[-800:],
+    }
 
 
 def pack_venv(base: Path, dest: Path) -> Path:
@@ -292,11 +414,13 @@ def pack_venv(base: Path, dest: Path) -> Path:
 def install_pack(python: str, src: Path, ws: Path, env: dict) -> dict:
     """`comfy-cluster nodes install` of the pack into a fresh workspace, as a user runs it."""
     started = time.time()
+    ws.parent.mkdir(parents=True, exist_ok=True)
     done = subprocess.run(
         [python, "-m", "comfy_bridge.cli", "nodes", "install", str(src), "--workspace", str(ws)],
         capture_output=True,
         text=True,
         env=env,
+        cwd=ws.parent,  # not this repository's folder, whose comfy_bridge `-m` would import before the venv's
         timeout=INSTALL_TIMEOUT_S,
         check=False,
     )
@@ -324,7 +448,12 @@ def run_pack(pack: dict, work: Path, mirrors: Path | None, base: Path, models: P
     if ws.exists():
         shutil.rmtree(ws)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": ""}
-    install = install_pack(python, src, ws, env | github_via_mirrors(mirrors))
+    # What install.py clones comes as it was on the pack commit's date: a user who installed that commit then
+    # got the repositories of that day (Impact-Pack's October 2024 commit and the subpack of that month).
+    result["clones_served_at"] = commit_date(pack, mirrors, src)
+    clones = github_via_mirrors(dated_mirrors(mirrors, result["clones_served_at"], work / "dated-mirrors"))
+    result["stand_ins"] = place_stand_ins(pack["repo"], ws)
+    install = install_pack(python, src, ws, env | clones)
     if TORCHVISION_FALLBACK and (
         TORCHVISION_UNREACHABLE in install["output"] or "would install torchvision" in install["output"]
     ):
@@ -332,9 +461,11 @@ def run_pack(pack: dict, work: Path, mirrors: Path | None, base: Path, models: P
         # build; as docs/packs.md says a user may, install PyPI's wheel by hand and install the pack again.
         subprocess.run([python, "-m", "pip", "install", "-q", "--no-deps", TORCHVISION_FALLBACK], check=True, env=env)
         shutil.rmtree(ws)
-        install = install_pack(python, src, ws, env | github_via_mirrors(mirrors)) | {
-            "torchvision_by_hand": TORCHVISION_FALLBACK
-        }
+        place_stand_ins(pack["repo"], ws)
+        install = install_pack(python, src, ws, env | clones) | {"torchvision_by_hand": TORCHVISION_FALLBACK}
+    by_hand = install_by_hand(pack["repo"], python, ws / "custom_nodes" / folder, env)
+    if by_hand is not None:
+        install["by_hand"] = by_hand
     result["install"] = install
     add_demo_models(models, ws)
     out.unlink(missing_ok=True)  # a probe that dies before writing must not leave an earlier run's result
@@ -642,6 +773,11 @@ def markdown_table(data: dict) -> str:
         else:
             cases = "-"
         note = r.get("error") or ("missing " + ", ".join(r["nodes_missing"][:3]) if r.get("nodes_missing") else "")
+        if r.get("install", {}).get("by_hand"):
+            note = f"{note}; " if note else ""
+            note += f"{r['install']['by_hand']['requirements']} installed by hand (above)"
+        if r.get("stand_ins"):
+            note = (f"{note}; " if note else "") + "stand-ins for its downloads (above)"
         rows.append(
             f"| [{r['folder']}](https://github.com/{r['repo']}) | {r['commit'][:10]} | "
             f"{'yes' if r.get('imported') else 'no'} | {r.get('nodes_listed') or 0} / {declared} | {cases} | "

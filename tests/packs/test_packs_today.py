@@ -171,3 +171,90 @@ def test_the_probe_imports_a_pack_and_runs_one_of_its_nodes(tmp_path):
     assert [a["node"] for a in got["attempts"]] == ["Brighter"]  # loaders are tried last
     case = got["cases"][0]
     assert case["node"] == "Brighter" and case["outputs"][0][0]["tensor"] == [1, 64, 64, 3]
+
+
+def git(*args: str, cwd: Path, date: str | None = None) -> str:
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    if date:
+        env |= {"GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date}
+    done = subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True, check=True)
+    return done.stdout.strip()
+
+
+def mirror(mirrors: Path, repo: str, commits: list[tuple[str, str]], work: Path) -> None:
+    """A bare mirror of GitHub repo `repo`, default branch Main, one commit per (date, file name)."""
+    tree = work / repo.replace("/", "+")
+    tree.mkdir(parents=True)
+    git("init", "-q", "-b", "Main", cwd=tree)
+    for date, name in commits:
+        (tree / name).write_text(name)
+        git("add", name, cwd=tree)
+        git("commit", "-q", "-m", name, cwd=tree, date=date)
+    git("clone", "-q", "--bare", str(tree), str(mirrors / repo.replace("/", "+") / "repo"), cwd=work)
+
+
+def test_clones_by_install_py_come_as_they_were_on_the_pack_commits_date(tmp_path):
+    """Impact-Pack's October 2024 commit clones its subpack: it gets the subpack of that date, not the newest."""
+    mirrors = tmp_path / "mirrors"
+    subpack = [("2024-09-25T10:00:00+09:00", "subpack_nodes.py"), ("2025-01-26T10:00:00+09:00", "new_layout.py")]
+    mirror(mirrors, "ltdrdata/ComfyUI-Impact-Subpack", subpack, tmp_path / "trees")
+    mirror(mirrors, "someone/later-pack", [("2025-03-01T00:00:00+00:00", "later.py")], tmp_path / "trees")
+    views = packs_today.dated_mirrors(mirrors, "2024-10-24T00:25:57+09:00", tmp_path / "views")
+    env = {**packs_today.os.environ, **packs_today.github_via_mirrors(views)}
+    dest = tmp_path / "clone"
+    url = "https://github.com/ltdrdata/ComfyUI-Impact-Subpack"
+    subprocess.run(["git", "clone", "-q", url, str(dest)], env=env, check=True, capture_output=True)
+    assert sorted(p.name for p in dest.iterdir() if p.name != ".git") == ["subpack_nodes.py"]
+    # a repository made after that date did not exist then: its clone fails as it would have
+    gone = subprocess.run(
+        ["git", "clone", "-q", "https://github.com/someone/later-pack", str(tmp_path / "later")],
+        env=env | {"GIT_TERMINAL_PROMPT": "0"},
+        capture_output=True,
+        check=False,
+    )
+    assert gone.returncode != 0 and not (tmp_path / "later" / "later.py").exists()
+    # the mirror itself is untouched: its Main still is the newest commit
+    newest = git(
+        "--git-dir", str(mirrors / "ltdrdata+ComfyUI-Impact-Subpack" / "repo"), "log", "-1", "--format=%s", cwd=tmp_path
+    )
+    assert newest == "new_layout.py"
+
+
+def test_stand_ins_are_marked_and_install_py_finds_them_in_the_workspace(tmp_path, capsys):
+    """ReActor's install.py goes on to its pip installs only when inswapper_128.onnx is in models/insightface:
+    the stand-in is there before `nodes install`, which keeps it and installs into that workspace."""
+    from comfy_bridge.cli import main
+
+    ws = tmp_path / "ws"
+    placed = packs_today.place_stand_ins("Gourieff/ComfyUI-ReActor", ws)
+    assert placed[0] == "insightface/inswapper_128.onnx" and len(placed) == 5
+    text = (ws / "models" / placed[0]).read_text()
+    assert text.startswith(packs_today.STAND_IN_MARK) and "Gourieff/ReActor" in text
+    pack = tmp_path / "reactor_like"
+    pack.mkdir()
+    (pack / "__init__.py").write_text("NODE_CLASS_MAPPINGS = {}\n")
+    (pack / "install.py").write_text(
+        "import os, sys\n"
+        "model = os.path.join(os.environ['COMFYUI_MODEL_PATH'], 'insightface', 'inswapper_128.onnx')\n"
+        "if not os.path.exists(model):\n"
+        "    sys.exit('urlopen error: no network here')\n"
+        "open('went_on.txt', 'w').write('pip install onnxruntime would run now')\n"
+    )
+    assert main(["nodes", "install", str(pack), "--workspace", str(ws)]) == 0
+    assert (ws / "custom_nodes" / "reactor_like" / "went_on.txt").is_file()
+    assert "no network here" not in capsys.readouterr().err
+    assert (ws / "models" / placed[0]).read_text() == text
+    assert packs_today.place_stand_ins("someone/other-pack", ws) == []
+
+
+def test_requirements_by_hand_go_through_the_torch_guard(tmp_path):
+    """The subpack requirements the harness installs by hand for Impact-Pack are installed as `nodes install`
+    installs a requirements.txt: one that would replace torch is refused."""
+    pack = tmp_path / "ComfyUI-Impact-Pack"
+    (pack / "impact_subpack").mkdir(parents=True)
+    (pack / "impact_subpack" / "requirements.txt").write_text("torch==1.0.0\n")
+    env = {**packs_today.os.environ, "PYTHONPATH": str(REPO)}
+    done = packs_today.install_by_hand("ltdrdata/ComfyUI-Impact-Pack", sys.executable, pack, env)
+    assert done is not None and done["ok"] is False and done["requirements"] == "impact_subpack/requirements.txt"
+    assert "TorchReplacement" in done["output"] and "ultralytics" in done["why"]
+    assert packs_today.install_by_hand("someone/other-pack", sys.executable, pack, env) is None
