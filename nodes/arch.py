@@ -19,6 +19,8 @@ from nodes.models.components import (
 
 # MiniMax H3's video latents: the VAE itself normalises them (ComfyUI's MiniMaxH3AV format scales by 1).
 MINIMAX_H3_LATENT = LatentFormat(24, 1.0)
+# LTX-2's 128-channel video latents: its VAE normalises them itself (ComfyUI's LTXV/LTXAV formats scale by 1).
+LTX2_LATENT = LatentFormat(128, 1.0)
 
 _EPS = {
     "kind": "discrete",
@@ -46,6 +48,7 @@ LATENT_FORMATS: dict[str, LatentFormat] = {
     "wan21": WAN21_LATENT,
     "wan22_5b": WAN22_LATENT,
     "minimax_h3": MINIMAX_H3_LATENT,
+    "ltx2": LTX2_LATENT,
 }
 
 SAMPLING_CONFIGS: dict[str, dict[str, Any]] = {
@@ -77,6 +80,8 @@ SAMPLING_CONFIGS: dict[str, dict[str, Any]] = {
     # ComfyUI's supported_models.MiniMaxH3: ModelSamplingDiscreteFlow at the video stream's shift 12 (multiplier
     # left at 1000); the audio stream's shift 3 is applied inside the model.
     "minimax_h3": {"kind": "flow", "shift": 12.0, "multiplier": 1000},
+    # ComfyUI's supported_models.LTXAV (LTXV's sampling settings): ModelSamplingFlux at shift 2.37.
+    "ltx2": {"kind": "flux", "shift": 2.37},
 }
 
 

@@ -262,6 +262,9 @@ def build_demo_models(models_dir: Path, include_flux: bool = True) -> list[Path]
         build_minimax_h3 = getattr(_optional("nodes.models.minimax_h3_demo"), "build_demo_minimax_h3", None)
         if build_minimax_h3 is not None:
             written += build_minimax_h3(models_dir)
+        build_ltx2 = getattr(_optional("nodes.models.ltx2_demo"), "build_demo_ltx2", None)
+        if build_ltx2 is not None:
+            written += build_ltx2(models_dir)
     return written
 
 

@@ -45,6 +45,8 @@ WAN_MARKER = "head.modulation"
 # MiniMax H3: the reference model's names (Comfy-Org/MiniMax-H3's files); diffusers 0.42's single-file detector
 # key for the transformer, the decoder's register tokens beside its patch embedder for the video VAE.
 MINIMAX_H3_MARKER = "token_refiner.blocks.0.attn.qkv_proj.weight"
+LTX2_MARKER = "audio_adaln_single.linear.weight"
+LTX2_TIME_MARKER = "adaln_single.emb.timestep_embedder.linear_1.bias"
 MINIMAX_H3_VAE_MARKERS = ("decoder.register_tokens", "decoder.x_embedder.weight")
 UMT5_MARKER = "encoder.block.1.layer.0.SelfAttention.relative_attention_bias.weight"
 _PIPELINES = {
@@ -59,7 +61,7 @@ _PIPELINES = {
 @dataclass(frozen=True)
 class CheckpointInfo:
     """What `probe` found. arch: sd1 | sd2 | sdxl | flux | flux2 | sd3 | zimage | qwen_image | wan21 | wan22_5b
-    (qwen_image21: Qwen-Image 2.1, krea2: Krea 2, flux3: FLUX 3, minimax_h3: MiniMax H3) for models (and Qwen-Image's Wan VAE), clip | t5 | umt5 | qwen3 | qwen3vl | qwen25 (a Qwen2.5 language model) for bare
+    (qwen_image21: Qwen-Image 2.1, krea2: Krea 2, flux3: FLUX 3, minimax_h3: MiniMax H3, ltx2: LTX-2 audio-video) for models (and Qwen-Image's Wan VAE), clip | t5 | umt5 | qwen3 | qwen3vl | qwen25 (a Qwen2.5 language model) for bare
     text encoders.
     kind: checkpoint | diffusion_model | vae | text_encoder | controlnet | lora | diffusers.
     components: which of diffusion_model, vae, text_encoder, controlnet the file can provide.
@@ -156,6 +158,10 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
         return info(
             "qwen_image", "checkpoint" if extra else "diffusion_model", {"diffusion_model"} | extra, "diffusers", prefix
         )
+    prefix = _prefix_with(shapes, LTX2_MARKER)
+    if prefix is not None and prefix + LTX2_TIME_MARKER in shapes:  # LTX-2 audio-video (ComfyUI's "ltxav")
+        parts = {"diffusion_model"} | ({"vae"} if any(k.startswith("vae.") for k in keys) else set())
+        return info("ltx2", "checkpoint" if len(parts) > 1 else "diffusion_model", parts, "ltx", prefix)
     prefix = _prefix_with(shapes, MINIMAX_H3_MARKER)
     if prefix is not None:
         return info("minimax_h3", "diffusion_model", {"diffusion_model"}, "minimax", prefix)

@@ -1,0 +1,131 @@
+"""ltx2-tiny: a deterministic tiny LTX-2 (19B's audio-video layout) checkpoint as ComfyUI's users download it
+(checkpoints/ltx-2-19b-dev.safetensors): the audio-video transformer under `model.diffusion_model.` in the
+original (Lightricks) key names, and the sizes in the file's metadata `config` JSON, whose "transformer" section
+ComfyUI reads for everything the tensors do not say (heads, head widths, caption width, RoPE kind and precision,
+the cross-modal timestep multiplier). The transformer is diffusers' LTX2VideoTransformer3DModel at tiny sizes,
+renamed to the original layout by the inverse of diffusers' own converter (checked by converting back).
+bfloat16 like the released file. Same seed -> byte-identical file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+from diffusers import LTX2VideoTransformer3DModel
+from diffusers.loaders.single_file_utils import convert_ltx2_transformer_to_diffusers
+from safetensors.torch import save_file
+
+from nodes.models.flux_demo import randomize_constants
+from nodes.output_claims import write_atomic
+
+SEED = 23
+PREFIX = "model.diffusion_model."
+FILES = {"checkpoint": "checkpoints/ltx-2-19b-dev_tiny.safetensors"}
+# The released file's transformer settings in ComfyUI's (LTXAVModel's) names, at tiny widths: 2 heads of 8 for
+# video and audio (equal head counts: ComfyUI builds both cross-modal RoPE tables with the audio heads, diffusers
+# the video one with the video heads), a 32-wide caption, 2 blocks.
+TRANSFORMER_CONFIG = {
+    "num_attention_heads": 2,
+    "attention_head_dim": 8,
+    "cross_attention_dim": 16,
+    "audio_num_attention_heads": 2,
+    "audio_attention_head_dim": 8,
+    "audio_cross_attention_dim": 16,
+    "caption_channels": 32,
+    "positional_embedding_theta": 10000.0,
+    "positional_embedding_max_pos": [20, 2048, 2048],
+    "audio_positional_embedding_max_pos": [20],
+    "rope_type": "split",
+    "frequencies_precision": "float64",
+    "causal_temporal_positioning": True,
+    "use_middle_indices_grid": True,
+    "timestep_scale_multiplier": 1000,
+    "av_ca_timestep_scale_multiplier": 1000,
+}
+NUM_LAYERS = 2
+
+# diffusers' names -> the original ones: diffusers' converter's renames undone, longest first so that a name
+# containing another (audio_proj_in, proj_in) is taken whole.
+_TO_ORIGINAL = [
+    ("audio_proj_in.", "audio_patchify_proj."),
+    ("proj_in.", "patchify_proj."),
+    ("av_cross_attn_video_scale_shift.", "av_ca_video_scale_shift_adaln_single."),
+    ("av_cross_attn_video_a2v_gate.", "av_ca_a2v_gate_adaln_single."),
+    ("av_cross_attn_audio_scale_shift.", "av_ca_audio_scale_shift_adaln_single."),
+    ("av_cross_attn_audio_v2a_gate.", "av_ca_v2a_gate_adaln_single."),
+    ("video_a2v_cross_attn_scale_shift_table", "scale_shift_table_a2v_ca_video"),
+    ("audio_a2v_cross_attn_scale_shift_table", "scale_shift_table_a2v_ca_audio"),
+    (".norm_q.", ".q_norm."),
+    (".norm_k.", ".k_norm."),
+]
+
+
+def diffusers_config(transformer: dict, num_layers: int) -> dict:
+    """LTX2VideoTransformer3DModel's arguments for a file's transformer config (ComfyUI's names)."""
+    return {
+        "in_channels": 128,
+        "out_channels": 128,
+        "audio_in_channels": 128,
+        "audio_out_channels": 128,
+        "num_attention_heads": transformer["num_attention_heads"],
+        "attention_head_dim": transformer["attention_head_dim"],
+        "cross_attention_dim": transformer["cross_attention_dim"],
+        "audio_num_attention_heads": transformer["audio_num_attention_heads"],
+        "audio_attention_head_dim": transformer["audio_attention_head_dim"],
+        "audio_cross_attention_dim": transformer["audio_cross_attention_dim"],
+        "caption_channels": transformer["caption_channels"],
+        "num_layers": num_layers,
+        "rope_theta": transformer["positional_embedding_theta"],
+        "rope_type": transformer["rope_type"],
+        "rope_double_precision": transformer["frequencies_precision"] == "float64",
+        "pos_embed_max_pos": transformer["positional_embedding_max_pos"][0],
+        "base_height": transformer["positional_embedding_max_pos"][1],
+        "base_width": transformer["positional_embedding_max_pos"][2],
+        "audio_pos_embed_max_pos": transformer["audio_positional_embedding_max_pos"][0],
+        "timestep_scale_multiplier": transformer["timestep_scale_multiplier"],
+        "cross_attn_timestep_scale_multiplier": transformer["av_ca_timestep_scale_multiplier"],
+    }
+
+
+def transformer_to_original(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    out = {}
+    for key, value in sd.items():
+        name = key
+        if name.startswith("time_embed."):
+            name = "adaln_single." + name[len("time_embed.") :]
+        elif name.startswith("audio_time_embed."):
+            name = "audio_adaln_single." + name[len("audio_time_embed.") :]
+        for ours, theirs in _TO_ORIGINAL:
+            name = name.replace(ours, theirs)
+        out[PREFIX + name] = value
+    back = convert_ltx2_transformer_to_diffusers({k: i for i, k in enumerate(out)})
+    if sorted(back) != sorted(sd):  # diffusers' own converter must give our names back
+        raise AssertionError(f"LTX-2 layout does not convert back: {sorted(set(back) ^ set(sd))[:4]}")
+    return out
+
+
+def tiny_ltx2_state_dict(seed: int = SEED) -> dict[str, torch.Tensor]:
+    """The tiny checkpoint's tensors in the released layout, bfloat16."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        gen = torch.Generator().manual_seed(seed)
+        model = LTX2VideoTransformer3DModel(**diffusers_config(TRANSFORMER_CONFIG, NUM_LAYERS))
+        randomize_constants(model, gen)
+        sd = transformer_to_original(model.state_dict())
+    return {k: v.to(torch.bfloat16).contiguous() for k, v in sd.items()}
+
+
+def metadata() -> dict[str, str]:
+    """The one metadata entry: safetensors writes several in a per-process random order (the file's bytes and
+    hash would change from run to run)."""
+    return {"config": json.dumps({"transformer": TRANSFORMER_CONFIG})}
+
+
+def build_demo_ltx2(models_dir: Path, seed: int = SEED) -> list[Path]:
+    """Write ltx2-tiny under a ComfyUI models folder; returns the paths written."""
+    path = Path(models_dir) / FILES["checkpoint"]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sd = tiny_ltx2_state_dict(seed)
+    write_atomic(path, lambda tmp: save_file(sd, tmp, metadata=metadata()))
+    return [path]
