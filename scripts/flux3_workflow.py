@@ -1,4 +1,5 @@
-"""Write workflows_json/flux3_klein_t2i{,.ui}.json and flux3_klein_image_edit{,.ui}.json.
+"""Write workflows_json/flux3_klein_t2i{,.ui}.json, flux3_klein_distilled_t2i{,.ui}.json and
+flux3_klein_image_edit{,.ui}.json.
 
 flux3_klein_t2i: the web UI's "FLUX 3 Image Klein" text-to-image template
 (image_flux3_klein_t2i of the installed comfyui-workflow-templates-json package, the most used FLUX 3 template)
@@ -9,6 +10,9 @@ euler, simple) with a fixed seed, 8 steps instead of 50 and 0.1 megapixels. Left
 layout branch (Create Bounding Boxes with no boxes -> FLUX 3 Image Layout Prompt -> Preview Any). Changed: the
 prompt upsampler's switch is off (TextGenerate on FLUX 3's Qwen3.5-9B upsampler is not supported), so its
 TextGenerate and CLIPLoader are only validated: the tiny Qwen3-VL's name stands in for the upsampler's file.
+
+flux3_klein_distilled_t2i: the step-distilled text-to-image template (image_flux3_klein_distilled_t2i) likewise,
+its flow-map model flux3-tiny's distilled one, at the template's cfg 1 and 8 steps instead of 16.
 
 flux3_klein_image_edit: the image-edit template (image_flux3_klein_image_edit, the second most used; a flat graph)
 with the same files, the new workspace's input/example.png (128x128) for its photo, a fixed seed, 8 steps instead
@@ -49,18 +53,28 @@ OUTER = {"ResolutionSelector": [(1, 0.1), (3, 256)]}
 PROMPT_INPUT, PROMPT_NODE = "value", 17  # the subgraph's prompt feeds PrimitiveStringMultiline 17's widget
 
 
-def tiny_template() -> dict:
+DISTILLED_TEMPLATE = "image_flux3_klein_distilled_t2i"
+DISTILLED_NAME = "flux3_klein_distilled_t2i"
+# the step-distilled model at the template's cfg 1 (its KSampler's own; no cfg is promoted), euler/simple
+DISTILLED_INNER = {
+    **INNER,
+    1: [(0, "flux3_klein_distilled_tiny.safetensors")],
+    7: [(0, SEED), (1, "fixed"), (2, STEPS), (3, 1.0), (4, "euler"), (5, "simple")],
+}
+
+
+def tiny_template(template: str = TEMPLATE, inner_values: dict = INNER) -> dict:
     from scripts.qwen_image21_workflow import _bypass_preview_outputs
     from scripts.qwen_image_edit_workflow import unpacked
     from scripts.templates_coverage import templates_dir
 
-    workflow = json.loads((templates_dir() / f"{TEMPLATE}.json").read_text())
+    workflow = json.loads((templates_dir() / f"{template}.json").read_text())
     (sg,) = workflow["definitions"]["subgraphs"]
     (outer,) = [n for n in workflow["nodes"] if n["type"] == sg["id"]]
     prompt = outer["widgets_values"][[i["name"] for i in sg["inputs"]].index(PROMPT_INPUT)]
     inner = {n["id"]: n for n in sg["nodes"]}
     inner[PROMPT_NODE]["widgets_values"][0] = prompt
-    for node_id, values in INNER.items():
+    for node_id, values in inner_values.items():
         for index, value in values:
             inner[node_id]["widgets_values"][index] = value
     for node in workflow["nodes"]:
@@ -124,6 +138,10 @@ def main() -> None:
     out = REPO / "workflows_json" / NAME
     out.with_suffix(".ui.json").write_text(json.dumps(ui, indent=2) + "\n")
     out.with_suffix(".json").write_text(json.dumps(ui_to_api(ui, registry), indent=2) + "\n")
+    distilled = tiny_template(DISTILLED_TEMPLATE, DISTILLED_INNER)
+    out = REPO / "workflows_json" / DISTILLED_NAME
+    out.with_suffix(".ui.json").write_text(json.dumps(distilled, indent=2) + "\n")
+    out.with_suffix(".json").write_text(json.dumps(ui_to_api(distilled, registry), indent=2) + "\n")
     edit = tiny_edit_template()
     out = REPO / "workflows_json" / EDIT_NAME
     out.with_suffix(".ui.json").write_text(json.dumps(edit, indent=2) + "\n")

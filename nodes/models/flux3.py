@@ -11,7 +11,10 @@ not readable here (the code index holds no comfy/ldm/flux3 nor its model_detecti
 module as diffusers' Flux3 modular pipeline does: ComfyUI's FLUX.2 latent ([B,128,H/16,W/16], the flux2-vae
 the template loads, standardised by its batch-norm statistics) flattened to one token per latent pixel, rotary
 ids (t, h/2, w/2, l) with l = 0 for the image and -(i+1) for the i-th reference, text ids (0, 0, 0, n), sigma as
-the timestep. Numbers are checked against diffusers (tests/models/test_flux3.py), not against ComfyUI.
+the timestep; the step-distilled flow-map model (`ref_time_in`) also takes the next sigma of the sampler's
+schedule (the denoise step passes it as `sample_sigmas`, ComfyUI's transformer option of that name), as diffusers'
+Flux3DistilledLoopDenoiser passes the next timestep. Numbers are checked against diffusers
+(tests/models/test_flux3.py), not against ComfyUI.
 """
 
 from __future__ import annotations
@@ -99,17 +102,30 @@ def _per_batch(t: torch.Tensor | float, b: int, device: torch.device) -> torch.T
     return t.expand(b) if t.numel() == 1 else t
 
 
+def target_sigma(sigma: torch.Tensor, schedule: torch.Tensor | None) -> torch.Tensor:
+    """The sigma a flow-map (step-distilled) model's step jumps to: the one after `sigma` in the sampler's
+    schedule (0 after the last), as diffusers' Flux3DistilledLoopDenoiser passes the next timestep."""
+    if schedule is None:
+        raise NotImplementedError(
+            "the step-distilled FLUX 3 model (a flow map) needs the sampler's sigma schedule to know where each "
+            "step jumps; this sampler does not give it (use KSampler or SamplerCustom)"
+        )
+    schedule = schedule.to(sigma.device, torch.float32).reshape(-1)
+    out = []
+    for s in sigma.tolist():
+        i = int(torch.argmin((schedule - s).abs()))
+        if abs(float(schedule[i]) - s) > 1e-4 * max(1.0, abs(s)):
+            raise ValueError(f"sigma {s} is not on the sampler's schedule; the flow-map model cannot tell its target")
+        out.append(float(schedule[i + 1]) if i + 1 < len(schedule) else 0.0)
+    return torch.tensor(out, device=sigma.device)
+
+
 @dataclass
 class Flux3DiffusionModel(DiffusionModel):
     def apply(self, x: torch.Tensor, timestep: torch.Tensor, cond: dict[str, Any]) -> torch.Tensor:
         if cond.get("control") is not None:
             raise NotImplementedError("ControlNets are not supported for FLUX 3 models")
         module: Flux3Transformer2DModel = self.module
-        if module.config.flow_map:
-            raise NotImplementedError(
-                "the step-distilled FLUX 3 model (a flow map: each step also takes the sigma it jumps to) is not "
-                "supported yet; load the base model (flux3-image-klein-base)"
-            )
         device, dtype = x.device, self.dtype
         b, c, h, w = x.shape
         context = cond["context"].to(device, dtype)
@@ -128,10 +144,13 @@ class Flux3DiffusionModel(DiffusionModel):
             extra["image_cond_ids"] = torch.cat(
                 [grid_ids(r.shape[-2], r.shape[-1], -(1.0 + i), device) for i, r in enumerate(refs)]
             )
+        sigma = _per_batch(timestep, b, device)
+        if module.config.flow_map:
+            extra["target_timestep"] = target_sigma(sigma, cond.get("sample_sigmas")).to(dtype)
         out = module(
             hidden_states=_tokens(x.to(dtype)),
             encoder_hidden_states=context,
-            timestep=_per_batch(timestep, b, device).to(dtype),
+            timestep=sigma.to(dtype),
             img_ids=grid_ids(h, w, 0.0, device),
             txt_ids=text_ids(context.shape[1], device),
             return_dict=False,
@@ -165,4 +184,12 @@ def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) 
 # The loader (nodes.models.loader) finds every FLUX 3 entry point on this module; its VAE is FLUX.2's.
 from nodes.models.flux3_text import load_text_encoder  # noqa: E402
 
-__all__ = ["grid_ids", "infer_config", "load_diffusion_model", "load_text_encoder", "text_ids", "to_diffusers_layout"]
+__all__ = [
+    "grid_ids",
+    "infer_config",
+    "load_diffusion_model",
+    "load_text_encoder",
+    "target_sigma",
+    "text_ids",
+    "to_diffusers_layout",
+]

@@ -3,7 +3,8 @@ comfy publishes (BFL's names: `emb_in.{image,image_cond}`, `txt_in`, `time_in.{i
 stream_modulations.*.lin`, `content_mode_blocks.{image,image_cond}.N`, `txt_mode_blocks.N`, `single_blocks.N` with
 `q_proj/k_proj/v_proj/attn_out/mlp_in/mlp_out/norm.{query,key}_norm.scale`, `final_layer.image.linear` and its
 adaLN as [shift, scale]) as diffusion_models/flux3_klein_tiny.safetensors: 1 per-mode and 2 joint blocks of 2
-heads 16 wide over 8 text layers 16 wide; and its text encoder as text_encoders/qwen3vl_4b_flux3_tiny.safetensors:
+heads 16 wide over 8 text layers 16 wide, and the step-distilled model beside it (`ref_time_in` added) as
+diffusion_models/flux3_klein_distilled_tiny.safetensors; and its text encoder as text_encoders/qwen3vl_4b_flux3_tiny.safetensors:
 a Qwen3-VL (`model.language_model.*`, `model.visual.*`) with the real 151,936-token vocabulary, 16 wide and 36
 layers deep like the 4B, so that FLUX 3's taps (layers 4..32) read inner layers. The VAE is FLUX.2's
 (vae/flux2-klein-tiny-vae.safetensors, nodes.models.flux2_demo). Same seed -> byte-identical files."""
@@ -22,6 +23,8 @@ from nodes.output_claims import write_atomic
 
 SEED = 3
 FILE = "diffusion_models/flux3_klein_tiny.safetensors"
+# the step-distilled (flow-map) model: the same network with `ref_time_in`, the embedder of the target sigma
+DISTILLED_FILE = "diffusion_models/flux3_klein_distilled_tiny.safetensors"
 TEXT_FILE = "text_encoders/qwen3vl_4b_flux3_tiny.safetensors"
 TEXT_WIDTH = 16
 TEXT_LAYERS = 36
@@ -41,6 +44,8 @@ CONFIG = {
 _EXACT = {
     "timestep_embedder.linear_1.weight": "time_in.in_layer.weight",
     "timestep_embedder.linear_2.weight": "time_in.out_layer.weight",
+    "target_timestep_embedder.linear_1.weight": "ref_time_in.in_layer.weight",
+    "target_timestep_embedder.linear_2.weight": "ref_time_in.out_layer.weight",
     "proj_out.weight": "final_layer.image.linear.weight",
     "norm_out.linear.weight": "final_layer.image.adaLN_modulation.1.weight",
 }
@@ -82,10 +87,11 @@ def to_published(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return out
 
 
-def tiny_transformer() -> Flux3Transformer2DModel:
-    gen = torch.Generator().manual_seed(SEED)
-    torch.manual_seed(SEED)
-    model = Flux3Transformer2DModel(**CONFIG)
+def tiny_transformer(flow_map: bool = False) -> Flux3Transformer2DModel:
+    seed = SEED + 2 if flow_map else SEED
+    gen = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    model = Flux3Transformer2DModel(**CONFIG, flow_map=flow_map)
     randomize_constants(model, gen)  # norm scales of one value would hide a swapped name
     return model.eval()
 
@@ -123,10 +129,12 @@ def tiny_text_encoder() -> torch.nn.Module:
 
 
 def build_demo_flux3(models_dir: str | Path) -> list[Path]:
-    """Write the tiny FLUX 3 transformer and its text encoder under models_dir; returns the paths written."""
+    """Write the tiny FLUX 3 transformers (base, step-distilled) and the text encoder under models_dir; returns
+    the paths written."""
     with torch.random.fork_rng(devices=[]):
         sds = {
             FILE: to_published({k: v.detach() for k, v in tiny_transformer().state_dict().items()}),
+            DISTILLED_FILE: to_published({k: v.detach() for k, v in tiny_transformer(True).state_dict().items()}),
             TEXT_FILE: {
                 k: v.detach().contiguous() for k, v in tiny_text_encoder().state_dict().items() if k != "lm_head.weight"
             },

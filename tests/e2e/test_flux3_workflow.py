@@ -29,12 +29,22 @@ import torch
 from PIL import Image
 from safetensors.torch import load_file
 
-from scripts.flux3_workflow import EDIT_TEMPLATE, SEED, STEPS, TEMPLATE, tiny_edit_template, tiny_template
+from scripts.flux3_workflow import (
+    DISTILLED_INNER,
+    DISTILLED_TEMPLATE,
+    EDIT_TEMPLATE,
+    SEED,
+    STEPS,
+    TEMPLATE,
+    tiny_edit_template,
+    tiny_template,
+)
 from tests.e2e.test_qwen_image_edit_workflow import render_with_serve
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = REPO / "workflows_json" / "flux3_klein_t2i"
 EDIT = REPO / "workflows_json" / "flux3_klein_image_edit"
+DISTILLED = REPO / "workflows_json" / "flux3_klein_distilled_t2i"
 # Qwen3-VL instruct's chat template as it treats one user message (no default system turn).
 CHAT_TEMPLATE = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
@@ -55,15 +65,22 @@ def test_shipped_ui_workflow_is_the_templates_graph() -> None:
 
 
 def diffusers_image(
-    models: Path, prompt: str, negative: str, size: int, cfg: float = 3.5, image: Image.Image | None = None
+    models: Path,
+    prompt: str,
+    negative: str,
+    size: int,
+    cfg: float = 3.5,
+    image: Image.Image | None = None,
+    distilled: bool = False,
 ) -> np.ndarray:
     """diffusers' Flux3 modular pipeline on the demo files: its own text encoding, ids, schedule (shift 6.93),
     classifier-free guidance at `cfg`, Euler steps and the FLUX.2 VAE's de-standardising decode; with `image`, its
     own reference encoding (a single reference is kept whole: under 4 megapixels and on the 16-pixel grid it is
-    neither resized nor padded) and its image-conditioned denoising, the generation at the reference's size."""
+    neither resized nor padded) and its image-conditioned denoising, the generation at the reference's size;
+    `distilled`: Flux3DistilledAutoBlocks on the flow-map model (no guidance, each step given the next timestep)."""
     from diffusers import AutoencoderKLFlux2, FlowMatchEulerDiscreteScheduler
     from diffusers.guiders import ClassifierFreeGuidance
-    from diffusers.modular_pipelines import Flux3AutoBlocks
+    from diffusers.modular_pipelines import Flux3AutoBlocks, Flux3DistilledAutoBlocks
     from tokenizers import Tokenizer
     from transformers import PreTrainedTokenizerFast
 
@@ -89,20 +106,20 @@ def diffusers_image(
         def apply_chat_template(self, *args, **kwargs):
             return tokenizer.apply_chat_template(*args, **kwargs)
 
-    blocks = Flux3AutoBlocks()
+    blocks = Flux3DistilledAutoBlocks() if distilled else Flux3AutoBlocks()
     blocks.sub_blocks.pop("prompt_upsampler")
     pipe = blocks.init_pipeline()
     pipe.update_components(
-        transformer=tiny_transformer(),
+        transformer=tiny_transformer(flow_map=distilled),
         vae=vae.eval(),
         text_encoder=text_encoder,
         tokenizer=Processor(),
         scheduler=FlowMatchEulerDiscreteScheduler(shift=6.93),
-        guider=ClassifierFreeGuidance(guidance_scale=cfg),
+        **({} if distilled else {"guider": ClassifierFreeGuidance(guidance_scale=cfg)}),
     )
     (out,) = pipe(
         prompt=prompt,
-        negative_prompt=negative,
+        **({} if distilled else {"negative_prompt": negative}),
         **({"image": image} if image is not None else {"height": size, "width": size}),
         num_inference_steps=STEPS,
         generator=torch.Generator().manual_seed(SEED),  # ComfyUI's CPU noise for the seed
@@ -195,3 +212,45 @@ def test_edit_template_renders_the_same_in_both_executor_modes(tmp_path) -> None
     assert np.array_equal(default, in_process), (
         f"{int((default != in_process).sum())} values differ between the executor modes"
     )
+
+
+# ---- the step-distilled text-to-image template ----------------------------------------------------------------
+
+
+def test_shipped_distilled_workflow_is_the_templates_graph() -> None:
+    from scripts.templates_coverage import templates_dir
+
+    template = json.loads((templates_dir() / f"{DISTILLED_TEMPLATE}.json").read_text())
+    ids = {sg["id"] for sg in template["definitions"]["subgraphs"]}
+    inner = [n["type"] for sg in template["definitions"]["subgraphs"] for n in sg["nodes"]]
+    outer = [n["type"] for n in template["nodes"] if n["type"] not in ids]
+    ui = json.loads(DISTILLED.with_suffix(".ui.json").read_text())
+    assert ui == tiny_template(DISTILLED_TEMPLATE, DISTILLED_INNER)
+    assert sorted(n["type"] for n in ui["nodes"]) == sorted(inner + outer)
+
+
+def test_distilled_image_is_the_diffusers_distilled_pipelines(demo_workspace, fixed_threads) -> None:
+    """The flow-map model under KSampler (euler/simple, cfg 1): each step passes the next sigma of the schedule,
+    as diffusers' Flux3DistilledAutoBlocks passes the next timestep."""
+    from comfy_bridge.cli.run import run_prompt
+    from comfy_bridge.registry import build_registry
+
+    prompt = json.loads(DISTILLED.with_suffix(".json").read_text())
+    prompt["9"]["inputs"]["filename_prefix"] = "flux3_distilled_oracle"
+    (png,) = asyncio.run(run_prompt(prompt, None, build_registry(demo_workspace), show_progress=False))
+    ours = np.asarray(Image.open(png)).astype(int)
+    sampler = prompt["7"]["inputs"]
+    assert (sampler["seed"], sampler["steps"], sampler["cfg"], sampler["sampler_name"], sampler["scheduler"]) == (
+        SEED,
+        STEPS,
+        1.0,
+        "euler",
+        "simple",
+    )
+    assert prompt["1"]["inputs"]["unet_name"] == "flux3_klein_distilled_tiny.safetensors"
+    expected = diffusers_image(
+        demo_workspace.models_dir, prompt["17"]["inputs"]["value"], "", ours.shape[0], distilled=True
+    ).astype(int)
+    assert ours.shape == expected.shape and ours.shape[0] == ours.shape[1] and ours.std() > 0
+    diff = np.abs(ours - expected)
+    assert diff.max() <= 1, f"{int((diff > 1).sum())} values differ by more than 1/255"

@@ -30,10 +30,11 @@ from nodes.models.flux3_demo import CONFIG, build_demo_flux3, tiny_text_encoder,
 @pytest.fixture(scope="module")
 def files(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("flux3")
-    path, text = build_demo_flux3(root)
+    path, text = build_demo_flux3(root)[::2]
+    distilled = root / "diffusion_models" / "flux3_klein_distilled_tiny.safetensors"
     prefixed = root / "flux3_prefixed.safetensors"
     save_file({f"model.diffusion_model.{k}": v for k, v in load_file(path).items()}, str(prefixed))
-    return {"bare": path, "prefixed": prefixed, "text": text, "root": root}
+    return {"bare": path, "prefixed": prefixed, "text": text, "root": root, "distilled": distilled}
 
 
 @pytest.fixture(scope="module")
@@ -198,17 +199,33 @@ def test_cliploader_type_flux3_on_a_qwen3vl_file(files, monkeypatch):
         CLIPLoader().load_clip("qwen3vl_4b_flux3_tiny.safetensors", "flux2")
 
 
-def test_step_distilled_flow_map_model_is_refused_by_name(files, tmp_path):
-    """The distilled templates' model carries `ref_time_in` (the embedder of the sigma each step jumps to): it
-    loads, and a step is refused by name instead of running without that sigma."""
-    sd = load_file(files["bare"])
-    gen = torch.Generator().manual_seed(4)
-    width, channels = sd["time_in.out_layer.weight"].shape[0], sd["time_in.in_layer.weight"].shape[1]
-    sd["ref_time_in.in_layer.weight"] = torch.randn(width, channels, generator=gen)
-    sd["ref_time_in.out_layer.weight"] = torch.randn(width, width, generator=gen)
-    path = tmp_path / "flux3_distilled_tiny.safetensors"
-    save_file(sd, str(path))
-    model = loader.load_diffusion_model(make_ref("diffusion_model", "flux3", [path]))
+def test_step_distilled_flow_map_model_takes_the_next_sigma(files):
+    """The distilled templates' model carries `ref_time_in` (the embedder of the sigma each step jumps to): a step
+    at sigma on the sampler's schedule passes the next one (0 after the last) as diffusers' distilled loop passes
+    the next timestep; off the schedule, or without one, it is refused by name."""
+    torch.set_num_threads(1)
+    assert probe(files["distilled"]).arch == "flux3"
+    model = loader.load_diffusion_model(make_ref("diffusion_model", "flux3", [files["distilled"]]))
     assert model.config["flow_map"] is True
-    with pytest.raises(NotImplementedError, match="step-distilled FLUX 3"):
-        model.apply(torch.zeros(1, 128, 2, 2), torch.tensor([0.5]), {"context": torch.zeros(1, 4, 128)})
+    gen = torch.Generator().manual_seed(5)
+    x = torch.randn(2, 128, 2, 3, generator=gen)
+    context = torch.randn(2, 4, CONFIG["joint_attention_dim"], generator=gen)
+    schedule = torch.tensor([1.0, 0.8, 0.45, 0.0])
+    ref = tiny_transformer(flow_map=True)
+    for sigma, target in ((0.8, 0.45), (0.45, 0.0)):
+        with torch.no_grad():
+            got = model.apply(x, torch.tensor([sigma]), {"context": context, "sample_sigmas": schedule})
+            expected = ref(
+                hidden_states=x.flatten(2).transpose(1, 2),
+                encoder_hidden_states=context,
+                timestep=torch.tensor([sigma, sigma]),
+                target_timestep=torch.tensor([target, target]),
+                img_ids=_prepare_image_ids(2, 3, 0.5),
+                txt_ids=Flux3TextRoPEInputsStep._prepare_text_ids(context),
+                return_dict=False,
+            )[0]
+        assert torch.allclose(got, expected.transpose(1, 2).reshape(x.shape), atol=1e-5, rtol=0)
+    with pytest.raises(NotImplementedError, match="step-distilled FLUX 3.*schedule"):
+        model.apply(x, torch.tensor([0.8]), {"context": context})
+    with pytest.raises(ValueError, match="not on the sampler's schedule"):
+        model.apply(x, torch.tensor([0.6]), {"context": context, "sample_sigmas": schedule})
