@@ -310,6 +310,9 @@ class GuidedDenoiser:
             batch_cond = self._batch_cond([e for _, e, _, _ in members], n, x.device)
             if self.rope_options:
                 batch_cond["rope_options"] = self.rope_options
+            # the whole schedule, as ComfyUI's transformer_options["sample_sigmas"] (FLUX 3's flow-map model reads
+            # the sigma each step jumps to from it)
+            batch_cond["sample_sigmas"] = self.inputs["sigmas"]
             concats = [
                 self.model.concat_image(
                     self.inputs.get(f"{e['key']}.concat_latent_image"),
