@@ -74,6 +74,19 @@ class _Proxy(ModelRef):
     def is_clone(self, other: Any) -> bool:
         return isinstance(other, ModelRef) and other.key == self.key
 
+    def _add_patch_file(self, call: str, build: Callable[[], tuple]) -> list:
+        """ComfyUI's add_patches, in place: the LoRA file `build` writes joins this ref's patches; returns the keys
+        patched. Patches a LoRA file cannot carry refuse by name."""
+        from comfy_bridge.compat.comfy.lora_patches import NotALoraFilePatch
+
+        try:
+            patch, patched = build()
+        except NotALoraFilePatch as e:
+            raise UnsupportedFeature(f"{call} {e.feature}", e.why) from None
+        if patch is not None:
+            object.__setattr__(self, "patches", self.patches + (patch,))
+        return patched
+
     def load_model(self, *args: Any, **kwargs: Any) -> None:
         """Weights are made resident by the executors that run this model's ModelFns."""
 
@@ -222,10 +235,10 @@ class ModelPatcher(_Proxy):
         at `strength_patch`, as LoraLoader's. Returns the keys patched (those the model has), as ComfyUI."""
         from comfy_bridge.compat.comfy.lora_patches import as_lora_file
 
-        patch, patched = as_lora_file(patches, strength_patch, strength_model, set(self.model.state_dict()))
-        if patch is not None:
-            object.__setattr__(self, "patches", self.patches + (patch,))
-        return patched
+        keys = set(self.model.state_dict())
+        return self._add_patch_file(
+            "MODEL.add_patches", lambda: as_lora_file(patches, strength_patch, strength_model, keys)
+        )
 
     def add_object_patch(self, name: str, obj: Any) -> None:
         raise UnsupportedFeature(f"MODEL.add_object_patch({name!r})")
@@ -334,10 +347,9 @@ class CLIP(_Proxy):
 
         keys = set(self.cond_stage_model.state_dict())
         towers = sorted({k.split(".")[0] for k in keys}, key=["clip_l", "clip_h", "clip_g"].index)
-        patch, patched = as_clip_lora_file(patches, strength_patch, strength_model, towers, keys)
-        if patch is not None:
-            object.__setattr__(self, "patches", self.patches + (patch,))
-        return patched
+        return self._add_patch_file(
+            "CLIP.add_patches", lambda: as_clip_lora_file(patches, strength_patch, strength_model, towers, keys)
+        )
 
     def tokenize(self, text: str, return_word_ids: bool = False, **kwargs: Any) -> Tokens:
         if return_word_ids:

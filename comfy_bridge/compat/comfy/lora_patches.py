@@ -2,7 +2,7 @@
 gives them are written as a LoRA file (named by its content, comfy.state_dict_files) whose module names are the
 model's own keys ("diffusion_model.<path>"), which the executors' LoRA merge reads as it reads LoraLoader's files.
 Patch kinds that file cannot carry (diff / set, LoCon's mid weight, DoRA, a reshape, weight adapters, offsets,
-a scaled original weight) refuse by name."""
+a scaled original weight) raise NotALoraFilePatch, which the MODEL and CLIP proxies report as UnsupportedFeature."""
 
 from __future__ import annotations
 
@@ -11,22 +11,30 @@ from typing import Any
 import torch
 
 from cluster.refs import Patch, file_digest
-from comfy_bridge.packs.origin import UnsupportedFeature
 
 _WHY = "weight patches reach the executors as LoRA files, which hold up / down / alpha per weight"
+
+
+class NotALoraFilePatch(Exception):
+    """A patch a LoRA file cannot carry: `feature` names it (after the caller's "MODEL.add_patches"), `why` says
+    why."""
+
+    def __init__(self, feature: str, why: str = _WHY) -> None:
+        super().__init__(f"{feature}: {why}")
+        self.feature, self.why = feature, why
 
 
 def _lora_entries(key: Any, patch: Any) -> dict[str, torch.Tensor]:
     """The LoRA file entries of one ("lora", (up, down, alpha, mid, dora_scale, reshape)) patch on `key`."""
     if not isinstance(key, str) or not key.endswith(".weight"):
-        raise UnsupportedFeature(f"MODEL.add_patches on {key!r}", "patches on whole weights (no offsets) only")
+        raise NotALoraFilePatch(f"on {key!r}", "patches on whole weights (no offsets) only")
     if not (isinstance(patch, tuple) and len(patch) == 2 and patch[0] == "lora"):
         kind = patch[0] if isinstance(patch, tuple) and patch and isinstance(patch[0], str) else type(patch).__name__
-        raise UnsupportedFeature(f"MODEL.add_patches with a {kind!r} patch", _WHY)
+        raise NotALoraFilePatch(f"with a {kind!r} patch")
     up, down, alpha, *rest = patch[1]
     extra = [name for name, v in zip(("LoCon mid weight", "DoRA scale", "reshape"), rest) if v is not None]
     if extra:
-        raise UnsupportedFeature(f"MODEL.add_patches with a LoRA patch carrying a {extra[0]}", _WHY)
+        raise NotALoraFilePatch(f"with a LoRA patch carrying a {extra[0]}")
     name = key[: -len(".weight")]
     out = {f"{name}.lora_up.weight": up, f"{name}.lora_down.weight": down}
     if alpha is not None:
@@ -41,7 +49,7 @@ def as_lora_file(
     from comfy_bridge.compat.comfy.state_dict_files import state_dict_file
 
     if strength_model != 1.0:
-        raise UnsupportedFeature("MODEL.add_patches with strength_model != 1", _WHY)
+        raise NotALoraFilePatch("with strength_model != 1")
     sd: dict[str, torch.Tensor] = {}
     patched = []
     for key, patch in patches.items():
@@ -63,7 +71,7 @@ def as_clip_lora_file(
     from comfy_bridge.compat.comfy.state_dict_files import state_dict_file
 
     if strength_model != 1.0:
-        raise UnsupportedFeature("CLIP.add_patches with strength_model != 1", _WHY)
+        raise NotALoraFilePatch("with strength_model != 1")
     sd: dict[str, torch.Tensor] = {}
     patched = []
     for key, patch in patches.items():
@@ -72,7 +80,7 @@ def as_clip_lora_file(
             continue
         tower, _, rest = str(base).partition(".transformer.")
         if tower not in towers or not rest.startswith("text_model."):
-            raise UnsupportedFeature(f"CLIP.add_patches on {base!r}", "patches on the towers' text_model layers only")
+            raise NotALoraFilePatch(f"on {base!r}", "patches on the towers' text_model layers only")
         kohya = "lora_te_" if len(towers) == 1 else f"lora_te{towers.index(tower) + 1}_"
         entries = _lora_entries(key, patch)
         module = kohya + rest[: -len(".weight")].replace(".", "_")
