@@ -1,6 +1,7 @@
-"""The runtime that sends ModelFn calls to the cluster: `call` makes its inputs available in the data
-plane (the producer's handle when an input is an unmodified output of an earlier call, else a copy
-in this process's arena), submits one invocation to the head under the request's tenant and id,
+"""The runtime that sends ModelFn calls to the cluster: `call` builds the call's one typed message
+(cluster.call.ModelFnCall), makes its inputs available in the data plane (the producer's handle when an
+input is an unmodified output of an earlier call, else a copy in this process's arena), submits one
+invocation carrying that message to the head under the request's tenant and id,
 waits for it, and pulls private copies of the outputs from the executor's arena. A call the head
 may batch with other requests' (its model's batch size above 1) carries a batch tag
 (cluster.scheduling.batching.batch_tag); computing it is skipped otherwise.
@@ -16,16 +17,17 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures as cf
-import pickle
 import uuid
 from typing import Any
 
 import torch
 
+from cluster.call import ModelFnCall, Params, pack, typed
 from cluster.control.head import ClusterError, Head, InputLost, Result
 from cluster.dataplane.caller_store import CallerStore, caller_store, to_meta
 from cluster.dataplane.segments import SegmentError
 from cluster.dataplane.tensor_store import TensorHandle
+from cluster.modelfn import get_model_fn
 from cluster.refs import ModelRef
 from cluster.runtime import Runtime
 from cluster.scheduling.batching import batch_tag, batchable
@@ -53,9 +55,9 @@ class ClusterRuntime(Runtime):
         self.deadline_s = deadline_s
         self.max_reads = max_reads
 
-    def bind(self, tenant: str, request_id: str) -> ClusterRuntime:
-        """The same cluster, charging `tenant` and grouping calls under `request_id`."""
-        return ClusterRuntime(self.head, tenant, request_id, self.deadline_s, self.max_reads)
+    def bind(self, tenant: str, prompt_id: str) -> ClusterRuntime:
+        """The same cluster, charging `tenant` and grouping calls under `prompt_id` (the head's request)."""
+        return ClusterRuntime(self.head, tenant, prompt_id, self.deadline_s, self.max_reads)
 
     @property
     def store(self) -> CallerStore:
@@ -67,7 +69,7 @@ class ClusterRuntime(Runtime):
         return store
 
     def _batch_tag(
-        self, fn: str, model: ModelRef | None, inputs: dict[str, torch.Tensor | None], params: dict[str, Any]
+        self, fn: str, model: ModelRef | None, inputs: dict[str, torch.Tensor | None], params: Params
     ) -> tuple[str | None, int]:
         if model is None or self.head.batch_size(model.key) <= 1 or not batchable(fn):
             return None, 1
@@ -75,21 +77,22 @@ class ClusterRuntime(Runtime):
 
     def _submit(
         self,
-        fn: str,
+        call: ModelFnCall,
         model: ModelRef | None,
         inputs: dict[str, torch.Tensor | None],
-        params: dict[str, Any],
+        params: Params,
         handles: dict[str, TensorHandle],
         tag: tuple[str | None, int],
     ) -> cf.Future:
         key = model.key if model is not None else ""
         shapes = shape_signature(inputs)
+        fn = call.fn
         return self.head.submit(
             tenant=self.tenant,
             request=self.request_id,
             fn=fn,
             model_key=key,
-            payload=pickle.dumps((model, params), protocol=pickle.HIGHEST_PROTOCOL),
+            payload=call,  # carried as it is to the executor's Dispatch
             inputs={k: to_meta(h) for k, h in handles.items()},
             nulls=[k for k, v in inputs.items() if v is None],
             shapes=shapes,
@@ -117,9 +120,10 @@ class ClusterRuntime(Runtime):
         fn: str,
         model: ModelRef | None,
         inputs: dict[str, torch.Tensor | None],
-        params: dict[str, Any] | None = None,
+        params: Params | dict[str, Any] | None = None,
     ) -> dict[str, torch.Tensor]:
-        params = params or {}
+        params = typed(get_model_fn(fn).Params, params)
+        call = pack(fn, model, params)  # the call's one message, for every attempt
         store = self.store
         store.collect()
         tensors = {k: v for k, v in inputs.items() if v is not None}
@@ -128,7 +132,7 @@ class ClusterRuntime(Runtime):
         try:
             for attempt in range(self.max_reads):
                 try:
-                    future = self._submit(fn, model, inputs, params, handles, tag)
+                    future = self._submit(call, model, inputs, params, handles, tag)
                     try:
                         result = await self.head.result(future)
                     except asyncio.CancelledError:
@@ -154,7 +158,7 @@ class ClusterRuntime(Runtime):
         fn: str,
         model: ModelRef | None,
         inputs: dict[str, torch.Tensor | None],
-        params: dict[str, Any] | None = None,
+        params: Params | dict[str, Any] | None = None,
     ) -> dict[str, torch.Tensor]:
         """`call` for code without an event loop (scripts, benchmarks)."""
         return asyncio.run(self.call(fn, model, inputs, params))

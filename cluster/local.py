@@ -16,7 +16,9 @@ from typing import Any, TypeVar
 
 import torch
 
+from cluster.call import Params, typed
 from cluster.executor.core import DirectIO, ExecutorCore, Fault, Part, Ran
+from cluster.modelfn import get_model_fn
 from cluster.refs import ModelRef
 from cluster.runtime import Runtime
 from cluster.scheduling.batching import batch_tag
@@ -126,12 +128,13 @@ class LocalRuntime(Runtime):
         fn_name: str,
         model: ModelRef | None,
         inputs: dict[str, torch.Tensor | None],
-        params: dict[str, Any] | None = None,
+        params: Params | dict[str, Any] | None = None,
     ) -> dict[str, torch.Tensor]:
         """Synchronous call: one dispatch through the core, on the calling thread. The ModelFn's own
         exception is raised again (its type matters: an interrupt, a bad input)."""
+        part = _part(model, inputs, typed(get_model_fn(fn_name).Params, params))
         with self._lock:
-            (result,) = self.core.run(fn_name, [_part(model, inputs, params)], self._io)
+            (result,) = self.core.run(fn_name, [part], self._io)
         return _outputs(result)
 
     async def call(
@@ -139,11 +142,11 @@ class LocalRuntime(Runtime):
         fn: str,
         model: ModelRef | None,
         inputs: dict[str, torch.Tensor | None],
-        params: dict[str, Any] | None = None,
+        params: Params | dict[str, Any] | None = None,
     ) -> dict[str, torch.Tensor]:
         if on_compute_thread():
             return self.run(fn, model, inputs, params)  # already on it (run_on_compute, a pack's sync code)
-        params = params or {}
+        params = typed(get_model_fn(fn).Params, params)
         loop = asyncio.get_running_loop()
         ctx = contextvars.copy_context()
         tag, samples = (None, 1) if self.max_batch <= 1 or model is None else batch_tag(fn, model, inputs, params)
@@ -218,10 +221,10 @@ class _Queued:
     queued_at: float
 
 
-def _part(model: ModelRef | None, inputs: dict[str, torch.Tensor | None], params: dict[str, Any] | None) -> Part:
+def _part(model: ModelRef | None, inputs: dict[str, torch.Tensor | None], params: Params) -> Part:
     return Part(
         model,
-        params or {},
+        params,
         {k: v for k, v in inputs.items() if v is not None},
         [k for k, v in inputs.items() if v is None],
     )

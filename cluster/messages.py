@@ -6,13 +6,16 @@ owner's host and data socket) and what they are (dtype, shape). An executor that
 secret starts with `Hello`, the head answers `Challenge`, and `Register` carries the proof
 (cluster.control.head); a head refuses the others with `Refused`.
 The head decodes only these structs, so a garbage or truncated frame fails to decode and is dropped.
-The one opaque field is `Dispatch.payload` (the pickled ModelRef and params), which flows head ->
+A call travels as its typed message (cluster.call.ModelFnCall, built by the caller's runtime, carried
+unchanged); its one opaque field, `objects` (the Python callables node packs hand over), flows head ->
 executor only: an executor trusts the head it connects to, the head never unpickles executor data.
 """
 
 from __future__ import annotations
 
 import msgspec
+
+from cluster.call import ModelFnCall
 
 
 class TensorMeta(msgspec.Struct, frozen=True):
@@ -144,7 +147,7 @@ class Dispatch(msgspec.Struct, tag=True):
     dispatch_id: int
     fn: str
     model_key: str
-    payload: bytes  # pickle of (ModelRef | None, params dict)
+    call: ModelFnCall  # the call as the runtime built it (fn, weights, typed params)
     inputs: dict[str, TensorMeta]
     nulls: list[str]  # inputs passed as None
     deadline_s: float
@@ -152,7 +155,7 @@ class Dispatch(msgspec.Struct, tag=True):
 
 class BatchDispatch(msgspec.Struct, tag=True):
     """Compatible invocations of different requests to run as one batch (cluster.scheduling.batching). Each part
-    keeps its own dispatch id, payload and inputs, and is answered by its own Done or Failed."""
+    keeps its own dispatch id, call and inputs, and is answered by its own Done or Failed."""
 
     parts: list[Dispatch]
 
@@ -160,7 +163,7 @@ class BatchDispatch(msgspec.Struct, tag=True):
 class PreloadModel(msgspec.Struct, frozen=True):
     fn: str  # a ModelFn that loads the model
     model_key: str
-    payload: bytes  # as Dispatch.payload: pickle of (ModelRef, params); only the ref is used
+    call: ModelFnCall  # a call that loads it, as Dispatch.call; only its model is used
     compute_s: float = 0.0  # the head's measured seconds of one run (0: not measured yet)
 
 

@@ -2,7 +2,8 @@
 
 The interface is the ServerlessT2I paper's: a ModelFn declares its tensor inputs and outputs in
 `setup_io` (`add_input(name, callback=False)`, `add_output(name)`), builds its weights in
-`load_model`, and runs in `execute`. It is stateless: with the same inputs and params (seeds
+`load_model`, and runs in `execute` on its parameters, a struct of its declared `Params` type
+(cluster.call.Params). It is stateless: with the same inputs and params (seeds
 included) it gives the same outputs, so any executor may run or re-run it.
 """
 
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 
+from cluster import call
 from cluster.executor.providers import load_providers
 from cluster.refs import ModelRef
 
@@ -36,9 +38,11 @@ class InputSpec:
 
 
 class ModelFn(ABC):
-    """Subclasses set `name` (the registry key) and implement setup_io, load_model and execute."""
+    """Subclasses set `name` (the registry key) and `Params` (their parameters' struct; none by default) and
+    implement setup_io, load_model and execute."""
 
     name: ClassVar[str]
+    Params: ClassVar[type[call.Params]] = call.NoParams
 
     def __init__(self) -> None:
         self.inputs: dict[str, InputSpec] = {}
@@ -60,8 +64,8 @@ class ModelFn(ABC):
         """Build the model this function runs from `ref` (called on a weight-cache miss)."""
 
     @abstractmethod
-    def execute(self, model: Any, inputs: dict[str, TensorSource], params: dict[str, Any]) -> dict[str, torch.Tensor]:
-        """Run once. Tensors in `inputs` (callables for callback inputs); plain values in `params`."""
+    def execute(self, model: Any, inputs: dict[str, TensorSource], params: Any) -> dict[str, torch.Tensor]:
+        """Run once. Tensors in `inputs` (callables for callback inputs); `params` is a `self.Params`."""
 
     # -- batching (cluster.scheduling.batching): optional, for ModelFns whose calls from different requests may
     # share one forward pass. The back end knows no model: these say which calls are compatible.

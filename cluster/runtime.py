@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from cluster.call import Params
 from cluster.refs import ModelRef
 
 
@@ -23,10 +24,13 @@ class Runtime(ABC):
         fn: str,
         model: ModelRef | None,
         inputs: dict[str, torch.Tensor | None],
-        params: dict[str, Any] | None = None,
+        params: Params | dict[str, Any] | None = None,
     ) -> dict[str, torch.Tensor]:
         """Invoke ModelFn `fn` (its registered name) with the weights `model` names (None: a ModelFn
-        without weights) on `inputs` (None for an absent optional input) and plain `params`.
+        without weights) on `inputs` (None for an absent optional input) and `params`: a struct of the
+        ModelFn's `Params` type, or a mapping of its fields (converted once, here; an unknown or
+        mistyped field raises msgspec.ValidationError naming it). A cluster runtime sends the call as one
+        `cluster.call.ModelFnCall`.
 
         Returns every declared output by name, None for one the ModelFn left out. The tensors are the
         caller's: a runtime never changes them after returning, and never changes `inputs`. Results are
@@ -34,6 +38,13 @@ class Runtime(ABC):
         torch thread count. Raises the ModelFn's error (in-process its own exception, across processes a
         `cluster.control.head.ModelFnError` with its message and traceback); an `asyncio.CancelledError` leaves
         nothing held for the call."""
+
+    def bind(self, tenant: str, prompt_id: str) -> Runtime:
+        """The runtime for one prompt: its calls charged to `tenant` and grouped under `prompt_id` (a
+        cluster's scheduler shares time between tenants and cancels a prompt's calls together). The
+        engine binds once per prompt, then `use_runtime`s the result; the prompt's interrupt flag is
+        nodes.progress's. The default: this runtime, which keeps no accounts."""
+        return self
 
     def free(self, unload_models: bool = True) -> None:
         """ComfyUI's /free: with `unload_models`, forget every loaded model so its memory is given back

@@ -7,7 +7,6 @@ reach the step as they reach every KSampler step (nodes.ksampler.step_inputs).""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 
@@ -15,6 +14,7 @@ from cluster.refs import ModelRef
 from nodes import arch
 from nodes.inputs import require_model
 from nodes.ksampler import GuiderChoice, SamplerChoice, call_model_fn, check_hint_batches, single_frame, step_inputs
+from nodes.modelfns.denoise import DenoiseParams
 from nodes.modelfns.model_options import weights_ref
 
 
@@ -26,7 +26,7 @@ class GuidedEvaluation:
     model: ModelRef
     sigmas: torch.Tensor
     tensors: dict[str, torch.Tensor]
-    params: dict[str, Any]
+    params: DenoiseParams
     frame_axis: bool
 
     async def __call__(self, x: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
@@ -44,7 +44,7 @@ class GuidedEvaluation:
             weights_ref(self.model),
             "model",
             {**self.tensors, "sigmas": sigmas, "x": step_x.to(torch.float32)},
-            {**self.params, "i": i},
+            self.params.replace(step=i),
         )
         out = result["denoised"]
         return out.unsqueeze(2) if self.frame_axis else out

@@ -12,13 +12,14 @@ from typing import Any
 
 import torch
 
+from cluster.call import Params
 from cluster.refs import ModelRef
 from cluster.runtime import runtime
 from nodes import arch, previews
 from nodes.conditioning import flatten, require
 from nodes.conditioning_areas import resolve
 from nodes.inputs import require_model
-from nodes.modelfns.denoise import STATE_PREFIX
+from nodes.modelfns.denoise import STATE_PREFIX, DenoiseParams
 from nodes.modelfns.hooks import uses_hooks
 from nodes.modelfns.model_options import (
     CFG_OVERRIDES,
@@ -88,7 +89,7 @@ def single_frame(latent: torch.Tensor, input_name: str = "latent_image") -> torc
 LOAD_ERROR = "cannot load model"
 
 
-async def call_model_fn(fn: str, ref: ModelRef, input_name: str, inputs: dict, params: dict) -> dict:
+async def call_model_fn(fn: str, ref: ModelRef, input_name: str, inputs: dict, params: Params | dict) -> dict:
     """runtime().call, with weight-loading failures (here or on an executor) prefixed by the node input."""
     try:
         return await runtime().call(fn, ref, inputs, params)
@@ -264,7 +265,7 @@ async def sample_guided(
     while not stepper.finished(i, sigmas, {k[len(STATE_PREFIX) :]: v for k, v in state.items()}):
         throw_if_interrupted()
         result = await call_model_fn(
-            "denoise_step", weights_ref(model), "model", {**tensors, **state, "x": x}, {**params, "i": i}
+            "denoise_step", weights_ref(model), "model", {**tensors, **state, "x": x}, params.replace(step=i)
         )
         x, denoised = result["x"], result["denoised"]
         state = {k: v for k, v in result.items() if k.startswith(STATE_PREFIX)}
@@ -278,7 +279,7 @@ async def sample_guided(
 
 def step_inputs(
     guider: GuiderChoice, sampler: SamplerChoice, samples: torch.Tensor, seed: int, sigmas: torch.Tensor
-) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+) -> tuple[dict[str, torch.Tensor], DenoiseParams]:
     """The tensors and params every `denoise_step` of one guided run shares (all but x, the step index, the
     sampler state and the inpainting tensors): the conditionings flattened, the MODEL's patches and options.
     `samples` is the latent as the steps see it (its shape sizes the conditionings)."""
@@ -288,9 +289,9 @@ def step_inputs(
     ms = model_sampling_from_config(ms_config)
     percent_to_sigma = lambda p: float(ms.percent_to_sigma(p))  # noqa: E731
     tensors: dict[str, torch.Tensor] = {"sigmas": sigmas}
-    params: dict[str, Any] = {
+    params: dict[str, Any] = {  # DenoiseParams' fields, gathered as the guider and the MODEL set them
         "sampler": sampler.name,
-        "cfg": guider.cfg,
+        "cfg": float(guider.cfg),
         "seed": seed,
         "model_sampling": ms_config,
         "image_size": (samples.shape[-2] * 8, samples.shape[-1] * 8),
@@ -306,7 +307,7 @@ def step_inputs(
         params["dual_cfg"] = {"cfg2": guider.cfg2, "nested": guider.nested}
     elif guider.kind == "perp_neg":
         params["perp_neg"] = {"neg_scale": guider.cfg2}
-    if uses_hooks(params):  # the weights the steps apply the conds' hooks to
+    if uses_hooks(*(params.get(n) for n in names)):  # the weights the steps apply the conds' hooks to
         params["hook_base"] = weights_ref(model)
     patches = sampler_patches(model)
     for name, carried in carried_conditionings(model).items():  # e.g. PerpNeg's empty prompt
@@ -328,7 +329,7 @@ def step_inputs(
     if guider.uncond_model is not None:  # DualModelGuider: the negative side on its own weights and schedule
         params["uncond_model"] = weights_ref(guider.uncond_model)
         params["uncond_sampling"] = sampling_config(guider.uncond_model)
-    return tensors, params
+    return tensors, DenoiseParams(**params)
 
 
 def _prepare_mask(mask: torch.Tensor, samples: torch.Tensor) -> torch.Tensor:

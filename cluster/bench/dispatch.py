@@ -24,6 +24,7 @@ from typing import Any
 import torch
 
 from cluster.bench import results
+from cluster.call import NoParams
 from cluster.modelfn import ModelFn, register
 from cluster.refs import ModelRef
 from cluster.scheduling.policies import POLICIES, make_scheduler
@@ -41,7 +42,7 @@ class Noop(ModelFn):
     def load_model(self, ref: ModelRef) -> None:
         return None
 
-    def execute(self, model: Any, inputs: dict[str, Any], params: dict[str, Any]) -> dict[str, torch.Tensor | None]:
+    def execute(self, model: Any, inputs: dict[str, Any], params: NoParams) -> dict[str, torch.Tensor | None]:
         return {"y": inputs["x"]}
 
 

@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 import psutil
 import torch
 
+from cluster.call import Params
 from cluster.dataplane.budget import ActivationPeaks, BudgetSnapshot, CudaPeakProbe, MemoryBudget
 from cluster.dataplane.segments import SegmentError
 from cluster.executor.models import ExecutorModels
@@ -105,7 +106,7 @@ class Part:
     metadata in the executor process, the tensors themselves in-process."""
 
     ref: ModelRef | None
-    params: dict[str, Any]
+    params: Params  # of the ModelFn's Params type (cluster.call)
     inputs: dict[str, Any]
     nulls: Sequence[str] = ()
 

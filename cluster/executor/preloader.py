@@ -16,12 +16,12 @@ an emulated copy bandwidth) loads a layer for free, L_e is 0 there, and nothing 
 from __future__ import annotations
 
 import logging
-import pickle
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from cluster import messages as m
+from cluster.call import unpack_model
 from cluster.executor.models import ExecutorModels
 from cluster.modelfn import ModelFn
 from cluster.weights.cache import LayerCache
@@ -115,7 +115,7 @@ class Preloader:
 
     def _fill(self, version: int, plan: list[m.PreloadModel]) -> None:
         for want in plan:
-            ref = pickle.loads(want.payload)[0]
+            ref = unpack_model(want.call)
             if ref is None:
                 continue
             key, built_s = self.models.build(self.fn(want.fn), ref)  # reading files: no lock a run needs

@@ -37,7 +37,6 @@ import gc
 import importlib
 import logging
 import os
-import pickle
 import shutil
 import signal
 import socket
@@ -57,6 +56,7 @@ import zmq
 from cluster import messages as m
 from cluster import refs
 from cluster import secret as cluster_secret
+from cluster.call import unpack
 from cluster.dataplane import nvshmem_team, remote, segments
 from cluster.dataplane.model_files import ModelFileFetcher
 from cluster.dataplane.plane import CallInputs, ExecutorDataPlane
@@ -163,7 +163,7 @@ class Executor:
 
     # the worker thread: the core runs, this shell translates --------------------------------------
     def _part(self, d: m.Dispatch) -> Part:
-        ref, params = pickle.loads(d.payload)
+        ref, params = unpack(d.call, self.core.fn(d.fn).Params)  # the one decode of the call
         return Part(ref, params, d.inputs, d.nulls)
 
     def _reply(self, d: m.Dispatch, r: Ran | Fault) -> m.Done | m.Failed:

@@ -25,18 +25,19 @@ from typing import Any
 
 import torch
 
+from cluster.call import Params
 from cluster.modelfn import ModelFn, get_model_fn
 from cluster.refs import ModelRef
 
 
 @dataclass(frozen=True)
 class Call:
-    """One invocation as the head holds it: which ModelFn on which weights, tensors and plain params."""
+    """One invocation as the head holds it: which ModelFn on which weights, tensors and its params."""
 
     fn: str
     ref: ModelRef | None
     inputs: dict[str, torch.Tensor | None]
-    params: dict[str, Any]
+    params: Params
 
     @property
     def size(self) -> int:
@@ -51,7 +52,7 @@ class Merged:
     fn: str
     ref: ModelRef
     inputs: dict[str, torch.Tensor | None]
-    params: dict[str, Any]
+    params: Params
     sizes: tuple[int, ...]
     ndim: int  # x's rank: tensors of this rank are per sample, one more is a history stack
 
@@ -109,14 +110,15 @@ def layout_key(cls: type[ModelFn], call: Call, unbatched_params: Sequence[str] =
             return None
         layout.append((name, entry))
     try:
-        params = freeze({k: v for k, v in call.params.items() if k not in unbatched_params})
+        fields = call.params.__struct_fields__
+        params = freeze({k: getattr(call.params, k) for k in fields if k not in unbatched_params})
     except TypeError:
         return None
     return (call.fn, call.ref.key, params, tuple(layout))
 
 
 def batch_tag(
-    fn: str, ref: ModelRef | None, inputs: dict[str, torch.Tensor | None], params: dict[str, Any]
+    fn: str, ref: ModelRef | None, inputs: dict[str, torch.Tensor | None], params: Params
 ) -> tuple[str | None, int]:
     """What the head groups by: a short digest of `batch_key` (None: the call runs alone) and the
     call's samples. The key's repr is deterministic: tensors were frozen into numbers, and an object
@@ -172,7 +174,7 @@ def merge(calls: Sequence[Call]) -> Merged:
             inputs[name] = torch.cat(
                 [c.inputs[name].expand(n, *c.inputs[name].shape[1:]) for c, n in zip(calls, sizes)], dim=0
             )
-    return Merged(first.fn, first.ref, inputs, dict(first.params), sizes, ndim)
+    return Merged(first.fn, first.ref, inputs, first.params, sizes, ndim)
 
 
 def split(merged: Merged, outputs: dict[str, torch.Tensor | None]) -> list[dict[str, torch.Tensor | None]]:

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from cluster.call import Params
+
 DEFAULT_ESTIMATE_S = 0.05
 
 
@@ -54,14 +56,14 @@ class CostModel:
 
 
 def remaining_critical_path(
-    fn: str, inputs: Mapping[str, Any], params: Mapping[str, Any], costs: CostModel, model_key: str, shapes: tuple
+    fn: str, inputs: Mapping[str, Any], params: Params, costs: CostModel, model_key: str, shapes: tuple
 ) -> float:
     """Work of the request still to come after this invocation, along its critical path.
 
     Only the denoising loop is known from one call (the sigmas and the step index say how many steps
-    follow); the rest of a graph is opaque to the runtime, so it counts as zero.
+    follow: a denoise step's params carry its `step`); the rest of a graph is opaque to the runtime, so it counts as zero.
     """
     if fn == "denoise_step" and "sigmas" in inputs and hasattr(inputs["sigmas"], "shape"):
-        steps_after = max(int(inputs["sigmas"].shape[0]) - 2 - int(params.get("i", 0)), 0)
+        steps_after = max(int(inputs["sigmas"].shape[0]) - 2 - int(getattr(params, "step", 0)), 0)
         return steps_after * costs.estimate(fn, model_key, shapes) + costs.estimate("vae_decode")
     return 0.0

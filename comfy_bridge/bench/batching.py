@@ -37,7 +37,7 @@ def _record_steps(n: int, size: int) -> list:
 
         async def call(self, fn, model, inputs, params=None):
             if fn == "denoise_step":
-                self.call_ = Call(fn, model, dict(inputs), dict(params or {}))
+                self.call_ = Call(fn, model, dict(inputs), params)
                 raise StopAsyncIteration
             return await self.local.call(fn, model, inputs, params)
 

@@ -426,9 +426,7 @@ class PromptExecutor:
             return contextlib.nullcontext()
         from cluster import runtime as runtime_mod
 
-        rt = self.runtime
-        if hasattr(rt, "bind"):  # a cluster runtime charges the prompt's tenant and groups calls per prompt
-            rt = rt.bind(extra_data.get("tenant", "default"), prompt_id)
+        rt = self.runtime.bind(extra_data.get("tenant", "default"), prompt_id)
 
         @contextlib.contextmanager
         def scope():

@@ -16,6 +16,7 @@ from typing import Any
 import blake3
 import torch
 
+from cluster.call import Params
 from cluster.dataplane.remote import host_id
 from cluster.modelfn import ModelFn, register
 from cluster.refs import ModelRef
@@ -124,14 +125,24 @@ def _owned(t: torch.Tensor | None) -> torch.Tensor | None:
     return None if t is None else t.clone()
 
 
+class PackNodeParams(Params):
+    origin: PackOrigin  # which pack and node class (a pack's own object: the call's opaque objects)
+    function: str  # the class's FUNCTION
+    args: bytes  # the node's kwargs and hidden inputs, by the packs' transport (tensors travel as inputs)
+    ids: dict[str, Any]  # node_id, prompt_id, client_id: for the events it sends
+    workspace: dict[str, Any]  # the head's active workspace (workspace_snapshot)
+    host_id: str | None = None  # the head's host (cluster.dataplane.remote.host_id)
+    pack_digest: str | None = None  # the pack's source as the head loaded it
+
+
 @register
 class PackNodeFn(ModelFn):
-    """params: origin (PackOrigin), function, args (pickled kwargs/hidden), ids, workspace, host_id (the head's),
-    pack_digest; inputs: the argument tensors. Output `result`: the pickled (result, events, files: those its
+    """params: a PackNodeParams; inputs: the argument tensors. Output `result`: the pickled (result, events, files: those its
     result names, read on a machine other than the head's, raised: what the node raised or None); `t.*`: its
     tensors."""
 
     name = "pack_node"
+    Params = PackNodeParams
 
     def setup_io(self) -> None:
         self.add_input("args")
@@ -140,27 +151,27 @@ class PackNodeFn(ModelFn):
     def load_model(self, ref: ModelRef) -> None:
         return None
 
-    def execute(self, model: Any, inputs: dict[str, Any], params: dict[str, Any]) -> dict[str, torch.Tensor]:
+    def execute(self, model: Any, inputs: dict[str, Any], params: PackNodeParams) -> dict[str, torch.Tensor]:
         from comfy_bridge import compat
 
         compat.install()
-        _activate(params["workspace"], params.get("host_id"))
-        origin: PackOrigin = params["origin"]
+        _activate(params.workspace, params.host_id)
+        origin = params.origin
         # Pack code may keep its inputs (caches, globals): give it copies, not views into the arena,
         # whose blocks are reused once this call ends.
         arguments = {k: _owned(self.resolve(inputs, k)) for k in inputs}
         result, recorded, raised = None, [], None
         token, in_node = set_running(origin), IN_NODE_CALL.set(True)  # core node calls return their results
         try:
-            cls = _node_class(origin, params.get("pack_digest"))
-            kwargs, hidden = transport.loads(params["args"], arguments)
-            with events.recording(params["ids"]) as recorded:
-                result = call_node(cls, params["function"], kwargs, hidden)
+            cls = _node_class(origin, params.pack_digest)
+            kwargs, hidden = transport.loads(params.args, arguments)
+            with events.recording(params.ids) as recorded:
+                result = call_node(cls, params.function, kwargs, hidden)
         except Exception as e:  # the pack's own failure: the head raises it as the node's (node_failure)
             raised = node_failure.capture(e)
         finally:
             reset_running(token)
             IN_NODE_CALL.reset(in_node)
-        files = {} if raised or _on_heads_host(params.get("host_id")) else node_files.read_named(result, active())
+        files = {} if raised or _on_heads_host(params.host_id) else node_files.read_named(result, active())
         blob, tensors = transport.dumps((result, recorded, files, raised))
         return {RESULT: transport.bytes_to_tensor(blob), **tensors}

@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from cluster.call import Params
 from cluster.modelfn import Layout, ModelFn, register
 from cluster.refs import ModelRef, on_this_machine
 from cluster.scheduling.batching import Call, freeze, layout_key
@@ -58,7 +59,7 @@ class GuidedDenoiser:
         model: DiffusionModel,
         ms: ModelSampling,
         inputs: dict[str, torch.Tensor],
-        params: dict[str, Any],
+        params: DenoiseParams,
         load_control: Callable[[ModelRef], Any],
         state: dict[str, torch.Tensor] | None = None,
         keep_uncond: bool = False,
@@ -67,29 +68,27 @@ class GuidedDenoiser:
     ) -> None:
         self.model, self.ms, self.inputs = model, ms, inputs
         self.hook_weights = hook_weights  # cond entries with weight hooks (nodes.modelfns.hooks)
-        self.cfg = float(params["cfg"])
-        self.positive = params["positive"]
-        self.negative = params["negative"]
+        self.cfg = params.cfg
+        self.positive = params.positive
+        self.negative = params.negative
         self.load_control = load_control
-        self.latent_size = params.get("image_size")
+        self.latent_size = params.image_size
         self.denoise_mask = inputs.get("denoise_mask")
         self.latent_image = inputs.get("latent_image")
         self.noise = inputs.get("noise")
-        self.patches = params.get("model_patches") or {}
+        self.patches = params.model_patches or {}
         # MiniMaxH3SigmaShift's video and audio shifts: the MiniMax H3 transformer reads them per evaluation
-        self.av_shifts = {
-            k: v for k, v in (params.get("model_sampling") or {}).items() if k.startswith("minimax_shift_")
-        }
+        self.av_shifts = {k: v for k, v in params.model_sampling.items() if k.startswith("minimax_shift_")}
         if self.patches:  # post-CFG functions may run the model again (PAG, SAG), as ComfyUI's calc_cond_batch
             self.patches = {**self.patches, CALC_COND: self._calc_cond_batch}
-        self.middle = params.get("middle")
-        self.dual = params.get("dual_cfg")
-        self.perp = params.get("perp_neg")
+        self.middle = params.middle
+        self.dual = params.dual_cfg
+        self.perp = params.perp_neg
         # CFGOverride's ranges; DualCFGGuider's scales are its own (ComfyUI's override sets a cfg it never reads)
-        self.cfg_overrides = params.get("cfg_overrides") or ()
-        self.rope_options = params.get("rope_options")  # ScaleROPE: read by the Flux networks
+        self.cfg_overrides = params.cfg_overrides or ()
+        self.rope_options = params.rope_options  # ScaleROPE: read by the Flux networks
         self.uncond = uncond  # DualModelGuider's negative MODEL and its model sampling
-        windows = params.get(context_windows.OPTION)  # ContextWindowsManual: evaluations window by window
+        windows = params.context_windows  # ContextWindowsManual: evaluations window by window
         self.context_windows = None if windows is None else context_windows.ContextWindows(**windows)
         self.state = state
         # The CFG++ samplers step along the negative prediction: ComfyUI's samplers read it with a post-CFG
@@ -459,6 +458,35 @@ class GuidedDenoiser:
         return total
 
 
+class DenoiseParams(Params):
+    """One sampler step's parameters (what a KSampler, SamplerCustom or a pack's guider sends each step).
+    Conditioning entries are nodes.conditioning.flatten's metadata, their tensors travel as inputs."""
+
+    sampler: str  # a sampler of nodes.sampling.samplers by name
+    seed: int  # the noise seed; ancestral and SDE samplers draw each step's noise from it
+    cfg: float
+    model_sampling: dict[str, Any]  # nodes.sampling.model_sampling's config of the MODEL
+    step: int = 0  # the index in `sigmas` of the step to take
+    image_size: tuple[int, int] | None = None  # pixels (height, width) of the latent
+    positive: list[dict[str, Any]] = []
+    negative: list[dict[str, Any]] = []
+    middle: list[dict[str, Any]] | None = None  # PerpNeg's empty prompt / DualCFGGuider's second cond
+    sampler_options: dict[str, Any] | None = None  # eta, s_noise, ... of the sampler-object nodes
+    dual_cfg: dict[str, Any] | None = None  # DualCFGGuider's {cfg2, nested}
+    perp_neg: dict[str, Any] | None = None  # PerpNegGuider's {neg_scale}
+    hook_base: ModelRef | None = None  # the weights cond entries' hooks patch
+    # model_options functions and patches (nodes.modelfns.model_patches.Patches): a node pack's functions,
+    # so the call's opaque objects (cluster.call)
+    model_patches: Any = None
+    torch_compile: str | None = None  # TorchCompileModel's backend
+    compute_dtype: str | None = None  # ModelComputeDtype's dtype name
+    cfg_overrides: Any = ()  # CFGOverride's (sigma_low, sigma_high, cfg) ranges
+    rope_options: dict[str, Any] | None = None  # ScaleROPE
+    context_windows: dict[str, Any] | None = None  # ContextWindowsManual's fields
+    uncond_model: ModelRef | None = None  # DualModelGuider's negative MODEL
+    uncond_sampling: dict[str, Any] | None = None  # and its model sampling config
+
+
 def _time_ids(size: dict[str, int], latent_size: tuple[int, int]) -> list[int]:
     """SDXL's [height, width, crop_h, crop_w, target_height, target_width] from an entry's sizes; ComfyUI's
     defaults: the image size, no crop, the target the size."""
@@ -476,9 +504,10 @@ def _time_ids(size: dict[str, int], latent_size: tuple[int, int]) -> list[int]:
 @register
 class DenoiseStep(ModelFn):
     """inputs: x (model-space latent), sigmas, conds (`positive.j.context` ...), optional inpaint tensors and
-    sampler state; params: sampler, i, cfg, seed, positive/negative entry metadata, model sampling config."""
+    sampler state; params: a DenoiseParams."""
 
     name = "denoise_step"
+    Params = DenoiseParams
 
     def __init__(self) -> None:
         super().__init__()
@@ -509,18 +538,19 @@ class DenoiseStep(ModelFn):
         step reads the whole batch (dpm_adaptive's error norm). Neither are MODELs
         patched by node packs (their patches are code the merge cannot see into), nor steps with weight
         hooks (their weights and keyframe states are per request)."""
+        p: DenoiseParams = call.params
         if (
-            "model_patches" in call.params
-            or uses_hooks(call.params)
-            or "uncond_model" in call.params
-            or context_windows.OPTION in call.params
+            p.model_patches is not None
+            or uses_hooks(p.positive, p.negative, p.middle)
+            or p.uncond_model is not None
+            or p.context_windows is not None
         ):  # windows may cut along the batch
             return None
         try:
-            sampler = get_sampler(str(call.params["sampler"]))
+            sampler = get_sampler(p.sampler)
             if sampler.noise_kind != "none" or sampler.couples_batch:
                 return None
-        except (KeyError, ValueError):
+        except ValueError:
             return None
         return layout_key(cls, call, UNBATCHED_PARAMS)
 
@@ -613,19 +643,23 @@ class DenoiseStep(ModelFn):
         cast.module, cast.dtype = self._cast[key][1], dtype
         return cast
 
-    def execute(self, model: DiffusionModel, inputs: dict[str, Any], params: dict[str, Any]) -> dict[str, torch.Tensor]:
-        if params.get("compute_dtype"):
-            model = self._in_dtype(model, str(params["compute_dtype"]))
-        if params.get("torch_compile"):
-            model = self._compile(model, str(params["torch_compile"]))
-        ms = self._model_sampling(params["model_sampling"])
-        x, sigmas, i = inputs["x"], inputs["sigmas"], int(params["i"])
+    def execute(self, model: DiffusionModel, inputs: dict[str, Any], params: DenoiseParams) -> dict[str, torch.Tensor]:
+        if params.compute_dtype:
+            model = self._in_dtype(model, params.compute_dtype)
+        if params.torch_compile:
+            model = self._compile(model, params.torch_compile)
+        ms = self._model_sampling(params.model_sampling)
+        x, sigmas, i = inputs["x"], inputs["sigmas"], params.step
         state = {k[len(STATE_PREFIX) :]: v for k, v in inputs.items() if k.startswith(STATE_PREFIX)}
-        hooks = HookWeights(params["hook_base"], state, sigmas, self._load_hooked) if uses_hooks(params) else None
-        sampler = get_sampler(params["sampler"])
+        hooks = (
+            HookWeights(params.hook_base, state, sigmas, self._load_hooked)
+            if uses_hooks(params.positive, params.negative, params.middle)
+            else None
+        )
+        sampler = get_sampler(params.sampler)
         uncond = None
-        if params.get("uncond_model") is not None:
-            uncond = (self._load_uncond(params["uncond_model"]), self._model_sampling(params["uncond_sampling"]))
+        if params.uncond_model is not None:
+            uncond = (self._load_uncond(params.uncond_model), self._model_sampling(params.uncond_sampling))
         denoiser = GuidedDenoiser(
             model,
             ms,
@@ -643,11 +677,11 @@ class DenoiseStep(ModelFn):
             x,
             sigmas,
             i,
-            params["sampler"],
-            int(params["seed"]),
+            params.sampler,
+            params.seed,
             state,
             model_sampling=ms if ms.is_const or sampler.reads_model_sampling else None,
-            options=params.get("sampler_options"),
+            options=params.sampler_options,
         )
         result = {"x": x_next, "denoised": state.get(DENOISED, x_next)}
         result.update({STATE_PREFIX + k: v for k, v in state.items()})

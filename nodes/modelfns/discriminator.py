@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from cluster.call import NoParams
 from cluster.modelfn import ModelFn, register
 from cluster.refs import ModelRef
 from nodes.models.discriminator import Discriminator, load_discriminator
@@ -23,6 +24,6 @@ class DiscriminatorScoreFn(ModelFn):
     def load_model(self, ref: ModelRef) -> Discriminator:
         return load_discriminator(ref.sources[0])
 
-    def execute(self, model: Discriminator, inputs: dict[str, Any], params: dict[str, Any]) -> dict[str, torch.Tensor]:
+    def execute(self, model: Discriminator, inputs: dict[str, Any], params: NoParams) -> dict[str, torch.Tensor]:
         """IMAGE [B,H,W,3] -> confidence [B] = P(real)."""
         return {"confidence": model.confidence(inputs["image"])}

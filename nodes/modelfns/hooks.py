@@ -226,9 +226,9 @@ def entry_hooks(entry: dict) -> tuple[ScheduledHook, ...]:
     return entry.get("hooks", ())
 
 
-def uses_hooks(params: dict) -> bool:
-    """Whether any cond entry of a denoise step's params carries hooks."""
-    return any(entry_hooks(e) for name in ("positive", "negative", "middle") for e in (params.get(name) or ()))
+def uses_hooks(*sides: list[dict] | None) -> bool:
+    """Whether any cond entry of a denoise step's sides (positive, negative, middle) carries hooks."""
+    return any(entry_hooks(e) for side in sides for e in (side or ()))
 
 
 # ---- CLIP schedules -------------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ from typing import Any
 
 import torch
 
+from cluster.call import NoParams
 from cluster.modelfn import ModelFn, register
 from cluster.refs import ModelRef
 
@@ -23,5 +24,5 @@ class LTX2AudioDecodeFn(ModelFn):
 
         return read_audio_vae(ref.sources[0])
 
-    def execute(self, model: Any, inputs: dict[str, Any], params: dict[str, Any]) -> dict[str, torch.Tensor]:
+    def execute(self, model: Any, inputs: dict[str, Any], params: NoParams) -> dict[str, torch.Tensor]:
         return {"waveform": model.decode(inputs["latent"])}

@@ -6,6 +6,7 @@ from typing import Any
 
 import torch
 
+from cluster.call import NoParams
 from cluster.modelfn import ModelFn, register
 from cluster.refs import ModelRef
 from nodes.models.style_model import StyleModel
@@ -27,6 +28,6 @@ class StyleModelCondFn(ModelFn):
 
         return load_style_model(load_state_dict(ref.sources[0], ref.digests[0]), ref.sources[0])
 
-    def execute(self, model: StyleModel, inputs: dict[str, Any], params: dict[str, Any]) -> dict[str, torch.Tensor]:
+    def execute(self, model: StyleModel, inputs: dict[str, Any], params: NoParams) -> dict[str, torch.Tensor]:
         device = next(model.module.parameters()).device
         return {"cond": model.get_cond(inputs["last_hidden_state"].to(device))}

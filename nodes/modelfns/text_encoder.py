@@ -6,9 +6,19 @@ from typing import Any
 
 import torch
 
+from cluster.call import Params
 from cluster.modelfn import ModelFn, register
 from cluster.refs import ModelRef
 from nodes.models.components import TextEncoder
+
+
+class TextEncodeParams(Params):
+    text: str = ""
+    texts: dict[str, str] | None = None  # a text per sub-encoder (CLIPTextEncodeSDXL's g and l)
+    equal_chunks: bool | list[str] = False  # pad all sub-encoders (True), or those listed, to equal chunks
+    drop_empty: bool = False  # an empty text gives its sub-encoder no tokens (CLIPTextEncodeSD3)
+    images: int = 0  # Qwen-Image-Edit: how many IMAGE inputs image0.. the prompt reads
+    template: str | None = None  # and its chat template
 
 
 @register
@@ -18,6 +28,7 @@ class TextEncode(ModelFn):
     IMAGE inputs image0.. there are) and `template` (a chat template)."""
 
     name = "text_encode"
+    Params = TextEncodeParams
 
     def setup_io(self) -> None:
         self.add_output("cond")
@@ -36,10 +47,10 @@ class TextEncode(ModelFn):
 
         return load_text_encoder(ref)
 
-    def execute(self, model: TextEncoder, inputs: dict[str, Any], params: dict[str, Any]) -> dict[str, torch.Tensor]:
-        if params.get("images") or params.get("template"):  # Qwen-Image-Edit: images read inside the prompt
-            images = [self.resolve(inputs, f"image{i}") for i in range(params.get("images", 0))]
-            tokens = model.tokenize(params["text"], images=len(images), template=params.get("template"))
+    def execute(self, model: TextEncoder, inputs: dict[str, Any], params: TextEncodeParams) -> dict[str, torch.Tensor]:
+        if params.images or params.template:  # Qwen-Image-Edit: images read inside the prompt
+            images = [self.resolve(inputs, f"image{i}") for i in range(params.images)]
+            tokens = model.tokenize(params.text, images=len(images), template=params.template)
             cond, pooled = model.encode(tokens, images)
         else:
             cond, pooled = model.encode(tokens_for(model, params))
@@ -49,18 +60,18 @@ class TextEncode(ModelFn):
         return out
 
 
-def tokens_for(model: TextEncoder, params: dict[str, Any]) -> dict[str, list[list[tuple[int, float]]]]:
+def tokens_for(model: TextEncoder, params: TextEncodeParams) -> dict[str, list[list[tuple[int, float]]]]:
     """The tokens per sub-encoder: of `text`, or each sub-encoder's own text from `texts` (CLIPTextEncodeSDXL's
     text_g/text_l, CLIPTextEncodeFlux's clip_l/t5xxl). With `equal_chunks` the sub-encoders with fewer chunks
     (all, or those it lists) get the empty prompt's chunks appended until they have as many, as
     CLIPTextEncodeSDXL and CLIPTextEncodeSD3 do. With `drop_empty` an empty text gives its sub-encoder no
     tokens at all (CLIPTextEncodeSD3's empty_padding "none")."""
-    texts = params.get("texts")
+    texts = params.texts
     if not texts:
-        return model.tokenize(params["text"])
-    drop = params.get("drop_empty", False)
+        return model.tokenize(params.text)
+    drop = params.drop_empty
     tokens = {sub: [] if drop and text == "" else model.tokenize(text)[sub] for sub, text in texts.items()}
-    equal = params.get("equal_chunks")
+    equal = params.equal_chunks
     if equal:
         empty = model.tokenize("")
         subs = list(tokens) if equal is True else list(equal)

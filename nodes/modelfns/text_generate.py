@@ -8,18 +8,36 @@ from typing import Any
 
 import torch
 
+from cluster.call import Params
 from cluster.modelfn import ModelFn, register
 from cluster.refs import ModelRef
 from nodes.models.components import TextEncoder
 
 
+class TextGenerateParams(Params):
+    prompt: str
+    max_length: int
+    use_template: bool = True
+    system_prompt: str = ""
+    thinking: bool = False
+    media: list[str] = []  # the names of the image/video/audio inputs given
+    # nodes.models.text_generate.Sampling's fields
+    do_sample: bool = False
+    temperature: float = 1.0
+    top_k: int = 50
+    top_p: float = 1.0
+    min_p: float = 0.0
+    repetition_penalty: float = 1.0
+    presence_penalty: float = 0.0
+    seed: int = 0
+
+
 @register
 class TextGenerateFn(ModelFn):
-    """params: prompt, use_template, system_prompt, max_length, media (the names of the image/video/audio
-    inputs given), and nodes.models.text_generate.Sampling's
-    fields (do_sample, temperature, top_k, top_p, min_p, repetition_penalty, presence_penalty, seed)."""
+    """params: a TextGenerateParams."""
 
     name = "text_generate"
+    Params = TextGenerateParams
 
     def setup_io(self) -> None:
         self.add_output("text")  # uint8 [n]: the decoded text, special tokens left out
@@ -40,21 +58,17 @@ class TextGenerateFn(ModelFn):
         attach_head(encoder, ref.sources[0])
         return encoder
 
-    def execute(self, model: TextEncoder, inputs: dict[str, Any], params: dict[str, Any]) -> dict[str, torch.Tensor]:
+    def execute(
+        self, model: TextEncoder, inputs: dict[str, Any], params: TextGenerateParams
+    ) -> dict[str, torch.Tensor]:
         from nodes.models.text_generate import HEAD, Sampling, check_media, decode, generate, language_model, prompt_ids
 
-        check_media(model.arch, params.get("media", ()))
-        ids = prompt_ids(
-            model,
-            params["prompt"],
-            params.get("use_template", True),
-            params.get("system_prompt", ""),
-            params.get("thinking", False),
-        )
+        check_media(model.arch, params.media)
+        ids = prompt_ids(model, params.prompt, params.use_template, params.system_prompt, params.thinking)
         new = generate(
             language_model(model),
             ids,
-            int(params["max_length"]),
+            params.max_length,
             Sampling.from_params(params),
             head=model.modules.get(HEAD),
         )

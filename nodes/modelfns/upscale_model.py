@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from cluster.call import Params
 from cluster.modelfn import ModelFn, register
 from cluster.refs import ModelRef
 from nodes.models.esrgan import UpscaleModel, tiled_scale
@@ -14,11 +15,16 @@ from nodes.models.esrgan import UpscaleModel, tiled_scale
 TILE, OVERLAP, MIN_TILE = 512, 32, 128
 
 
+class UpscaleParams(Params):
+    tile: int = TILE  # pixels per tile (ComfyUI's 512); halved while a tile does not fit in memory
+
+
 @register
 class UpscaleImageFn(ModelFn):
-    """inputs: image [B,H,W,C] 0..1; params: tile (ComfyUI's 512 when absent)."""
+    """inputs: image [B,H,W,C] 0..1; params: an UpscaleParams."""
 
     name = "upscale_image"
+    Params = UpscaleParams
 
     def setup_io(self) -> None:
         self.add_input("image")
@@ -30,10 +36,10 @@ class UpscaleImageFn(ModelFn):
 
         return load_upscale_model(load_state_dict(ref.sources[0], ref.digests[0]), ref.sources[0])
 
-    def execute(self, model: UpscaleModel, inputs: dict[str, Any], params: dict[str, Any]) -> dict[str, torch.Tensor]:
+    def execute(self, model: UpscaleModel, inputs: dict[str, Any], params: UpscaleParams) -> dict[str, torch.Tensor]:
         image = inputs["image"].movedim(-1, -3)
         device = next(model.module.parameters()).device
-        tile = int(params.get("tile", TILE))
+        tile = params.tile
         while True:
             try:
                 out = tiled_scale(image.to(device), model, tile, OVERLAP, model.scale, model.module.cfg.out_nc)

@@ -7,13 +7,22 @@ from typing import Any
 
 import torch
 
+from cluster.call import Params
 from cluster.modelfn import ModelFn, register
 from cluster.refs import ModelRef
 from nodes.arch import has_frame_axis
 from nodes.models.components import VAE
 
 
+class VAEParams(Params):
+    tile: int | None = None  # tiled decode/encode with tiles of this many pixels
+    overlap: int = 64  # and this overlap, pixels
+    video: bool = False  # encode: the batch as the frames of one video (Wan's image-to-video conditioning)
+
+
 class _VAEFn(ModelFn):
+    Params = VAEParams
+
     @classmethod
     def warm_up(cls) -> None:
         from nodes.models.loader import import_model_code
@@ -34,9 +43,9 @@ class VAEDecodeFn(_VAEFn):
         self.add_input("latent")
         self.add_output("image")
 
-    def execute(self, model: VAE, inputs: dict[str, Any], params: dict[str, Any]) -> dict[str, torch.Tensor]:
+    def execute(self, model: VAE, inputs: dict[str, Any], params: VAEParams) -> dict[str, torch.Tensor]:
         latent = inputs["latent"]
-        tile = params.get("tile")
+        tile = params.tile
         if tile:
             if latent.dim() == 5:  # frames tile as images of the batch: [B,C,T,H,W] -> [B*T,C,H,W]
                 latent = latent.movedim(2, 1).reshape(-1, latent.shape[1], *latent.shape[3:])
@@ -45,7 +54,7 @@ class VAEDecodeFn(_VAEFn):
                     model.decode,
                     latent,
                     tile // model.downscale,
-                    params.get("overlap", 64) // model.downscale,
+                    params.overlap // model.downscale,
                     model.downscale,
                 )
             }
@@ -60,15 +69,15 @@ class VAEEncodeFn(_VAEFn):
         self.add_input("pixels")
         self.add_output("latent")
 
-    def execute(self, model: VAE, inputs: dict[str, Any], params: dict[str, Any]) -> dict[str, torch.Tensor]:
-        tile = params.get("tile")
-        if params.get("video"):  # the batch as the frames of one video (Wan's image-to-video conditioning)
+    def execute(self, model: VAE, inputs: dict[str, Any], params: VAEParams) -> dict[str, torch.Tensor]:
+        tile = params.tile
+        if params.video:  # the batch as the frames of one video (Wan's image-to-video conditioning)
             if not hasattr(model, "encode_video"):
                 raise ValueError(f"the {model.arch} VAE does not encode videos")
             return {"latent": model.encode_video(inputs["pixels"])}
         if tile:
             latent = tiled_encode(
-                model.encode, inputs["pixels"], tile, params.get("overlap", 64), model.downscale, model.latent_channels
+                model.encode, inputs["pixels"], tile, params.overlap, model.downscale, model.latent_channels
             )
         else:
             latent = model.encode(inputs["pixels"])

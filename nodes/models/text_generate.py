@@ -56,8 +56,9 @@ class Sampling:
     seed: int = 0
 
     @classmethod
-    def from_params(cls, params: dict[str, Any]) -> Sampling:
-        return cls(**{k: params[k] for k in cls.__dataclass_fields__ if k in params})
+    def from_params(cls, params: Any) -> Sampling:
+        """The sampling fields of a text_generate call's params (nodes.modelfns.text_generate)."""
+        return cls(**{k: getattr(params, k) for k in cls.__dataclass_fields__})
 
 
 def _system(system_prompt: str) -> str:

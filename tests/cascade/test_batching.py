@@ -10,10 +10,13 @@ from collections.abc import Sequence
 import pytest
 import torch
 
+from cluster.call import typed
 from cluster.executor.core import DirectIO, Part, Ran
 from cluster.local import LocalRuntime
 from cluster.runtime import Runtime, use_runtime
 from cluster.scheduling.batching import Call, batch_key, charge_shares, merge, plan_batches
+from nodes.modelfns.denoise import DenoiseParams
+from nodes.modelfns.vae import VAEParams
 
 REQUESTS = (("a red barn in a snowy field", 11, 1), ("a blue boat on a calm lake", 29, 2))  # prompt, seed, batch
 
@@ -31,7 +34,7 @@ class LockstepBatcher(Runtime):
         if fn != "denoise_step":
             return await self.local.call(fn, model, inputs, params)
         future = asyncio.get_running_loop().create_future()
-        self.pending.append((Call(fn, model, dict(inputs), dict(params or {})), future))
+        self.pending.append((Call(fn, model, dict(inputs), params), future))
         if len(self.pending) == self.requests:
             batch, self.pending = self.pending, []
             calls = [c for c, _ in batch]
@@ -124,7 +127,7 @@ def _call(**over) -> Call:
     x = over.pop("x", torch.zeros(1, 4, 8, 8))
     params = {
         "sampler": "euler",
-        "i": 0,
+        "step": 0,
         "cfg": 5.0,
         "seed": 1,
         "positive": [{"key": "positive.0"}],
@@ -133,7 +136,8 @@ def _call(**over) -> Call:
         "image_size": (64, 64),
         **over,
     }
-    return Call("denoise_step", ref, {"x": x, "sigmas": sigmas, "positive.0.context": torch.zeros(1, 77, 768)}, params)
+    inputs = {"x": x, "sigmas": sigmas, "positive.0.context": torch.zeros(1, 77, 768)}
+    return Call("denoise_step", ref, inputs, typed(DenoiseParams, params))
 
 
 def test_only_compatible_calls_share_a_key():
@@ -144,7 +148,7 @@ def test_only_compatible_calls_share_a_key():
     assert batch_key(_call(seed=99)) == base  # the seed is not read by euler
     assert batch_key(_call(x=torch.ones(3, 4, 8, 8))) == base  # only the batch differs
     for other in (
-        _call(i=1),
+        _call(step=1),
         _call(cfg=7.0),
         _call(sampler="heun"),
         _call(x=torch.zeros(1, 4, 16, 8)),
@@ -154,14 +158,14 @@ def test_only_compatible_calls_share_a_key():
         assert batch_key(other) not in (None, base)
     assert batch_key(_call(sampler="euler_ancestral")) is None  # its noise stream is per request
     assert batch_key(_call(model_patches=object())) is None
-    assert batch_key(Call("vae_decode", None, {}, {})) is None
+    assert batch_key(Call("vae_decode", None, {}, VAEParams())) is None
 
 
 def test_plan_respects_the_batch_size_and_keeps_incompatible_calls_apart():
     calls = [
         _call(),
         _call(x=torch.zeros(2, 4, 8, 8)),
-        _call(i=1),
+        _call(step=1),
         _call(),
         _call(sampler="euler_ancestral"),
         _call(x=torch.zeros(2, 4, 8, 8)),

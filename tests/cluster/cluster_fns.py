@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 
+from cluster.call import Params
 from cluster.modelfn import ModelFn, register
 from cluster.refs import ModelRef
 
@@ -18,11 +19,17 @@ def tiny_ref(seed: int = 0) -> ModelRef:
     return ModelRef("test", "tiny-linear", (), (f"seed{seed}",), options=(("seed", seed),))
 
 
+class LinearParams(Params):
+    sleep: float = 0.0  # stands in for a long forward pass
+    scale: float = 1.0
+
+
 @register
 class TinyLinear(ModelFn):
-    """y = tanh(x @ W + b) with W, b drawn from the ref's seed; also returns an absent output."""
+    """y = tanh(x @ W + b) * scale with W, b drawn from the ref's seed; also returns an absent output."""
 
     name = "cc_test_linear"
+    Params = LinearParams
 
     def setup_io(self) -> None:
         self.add_input("x")
@@ -33,9 +40,9 @@ class TinyLinear(ModelFn):
         torch.manual_seed(ref.option("seed"))
         return torch.nn.Linear(16, 16)
 
-    def execute(self, model: torch.nn.Linear, inputs: dict[str, Any], params: dict[str, Any]) -> dict:
-        time.sleep(float(params.get("sleep", 0.0)))  # stands in for a long forward pass
-        y = torch.tanh(model(self.resolve(inputs, "x"))) * float(params.get("scale", 1.0))
+    def execute(self, model: torch.nn.Linear, inputs: dict[str, Any], params: LinearParams) -> dict:
+        time.sleep(params.sleep)
+        y = torch.tanh(model(self.resolve(inputs, "x"))) * params.scale
         return {"y": y, "nothing": None}
 
 

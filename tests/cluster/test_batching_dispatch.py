@@ -35,7 +35,7 @@ class Recorder(Runtime):
 
     async def call(self, fn, model, inputs, params=None):
         if fn == "denoise_step":
-            self.calls.append(Call(fn, model, dict(inputs), dict(params or {})))
+            self.calls.append(Call(fn, model, dict(inputs), params))
         return await self.local.call(fn, model, inputs, params)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from cluster.scheduling.costs import DEFAULT_ESTIMATE_S, CostModel, remaining_critical_path, shape_signature
+from nodes.modelfns.denoise import DenoiseParams
 
 
 def test_estimates_follow_measurements_and_fall_back_to_relatives():
@@ -30,7 +31,8 @@ def test_remaining_critical_path_counts_denoising_steps_left():
     costs.observe("denoise_step", "m", (), 0.5)
     costs.observe("vae_decode", "v", (), 0.25)
     sigmas = torch.linspace(1, 0, 21)  # 20 steps
-    first = remaining_critical_path("denoise_step", {"sigmas": sigmas}, {"i": 0}, costs, "m", ())
-    last = remaining_critical_path("denoise_step", {"sigmas": sigmas}, {"i": 19}, costs, "m", ())
+    step = DenoiseParams(sampler="euler", seed=0, cfg=1.0, model_sampling={})
+    first = remaining_critical_path("denoise_step", {"sigmas": sigmas}, step, costs, "m", ())
+    last = remaining_critical_path("denoise_step", {"sigmas": sigmas}, step.replace(step=19), costs, "m", ())
     assert first == 19 * 0.5 + 0.25 and last == 0.25
     assert remaining_critical_path("vae_decode", {}, {}, costs, "v", ()) == 0.0

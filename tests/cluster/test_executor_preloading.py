@@ -4,13 +4,13 @@ models is decided by the dispatcher's `preload_order`, for the head as for the s
 
 from __future__ import annotations
 
-import pickle
 import time
 
 import torch
 
 import cluster.scheduling.dispatcher
 from cluster import messages as m
+from cluster.call import ModelFnCall, NoParams, pack
 from cluster.executor.local_cluster import start_local_cluster
 from cluster.sim.simulator import SimConfig, simulate
 from cluster.sim.traces import TraceRequest
@@ -23,8 +23,8 @@ FN = "cc_test_layered"
 SLOW_COPIES = ["--h2d-bandwidth", "1e7"]
 
 
-def _payload(seed: int) -> bytes:
-    return pickle.dumps((stack_ref(seed), {}), protocol=pickle.HIGHEST_PROTOCOL)
+def _payload(seed: int) -> ModelFnCall:
+    return pack(FN, stack_ref(seed), NoParams())
 
 
 def _preloaded(head, key: str, timeout_s: float = 30.0, settle_s: float = 0.5) -> list[int]:

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 import torch
 
+from cluster.call import Params
 from cluster.executor.core import (
     DirectIO,
     ExecutorCore,
@@ -46,10 +47,15 @@ def test_a_gpu_budget_is_free_memory_less_the_reserve_split_over_its_executors(m
     assert default_memory_budget("cpu") == 8 * GiB
 
 
+class OomParams(Params):
+    ooms: int = 0
+
+
 class OutOfMemoryAtFirst(ModelFn):
-    """A linear model that runs out of device memory the first `params["ooms"]` times it executes."""
+    """A linear model that runs out of device memory the first `params.ooms` times it executes."""
 
     name = "cc_test_oom_at_first"
+    Params = OomParams
 
     def setup_io(self) -> None:
         self.add_input("x")
@@ -60,9 +66,9 @@ class OutOfMemoryAtFirst(ModelFn):
         torch.manual_seed(ref.option("seed"))
         return torch.nn.Sequential(*(torch.nn.Linear(WIDTH, WIDTH) for _ in range(2)))
 
-    def execute(self, model: Any, inputs: dict[str, Any], params: dict[str, Any]) -> dict:
+    def execute(self, model: Any, inputs: dict[str, Any], params: OomParams) -> dict:
         self.calls += 1
-        if self.calls <= params.get("ooms", 0):
+        if self.calls <= params.ooms:
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
         return {"y": model(self.resolve(inputs, "x"))}
 
@@ -95,7 +101,7 @@ def test_a_run_that_does_not_fit_after_eviction_fails_with_the_out_of_memory_err
     fn = core.fn(OutOfMemoryAtFirst.name)
     (result,) = core.run(
         OutOfMemoryAtFirst.name,
-        [Part(ref(3), {"ooms": 5}, {"x": torch.randn(1, WIDTH)})],
+        [Part(ref(3), OomParams(ooms=5), {"x": torch.randn(1, WIDTH)})],
         DirectIO(torch.device("cpu")),
     )
     assert isinstance(result, Fault) and isinstance(result.error, torch.OutOfMemoryError)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures as cf
-import pickle
 import socket
 import time
 
@@ -14,11 +13,12 @@ import torch
 import zmq
 
 from cluster import messages as m
+from cluster.call import pack
 from cluster.control.head import RequestCancelled
 from cluster.dataplane.caller_store import caller_store, to_meta
 from cluster.dataplane.tensor_store import TensorHandle
 from cluster.executor.local_cluster import start_local_cluster
-from tests.cluster.cluster_fns import tiny_ref
+from tests.cluster.cluster_fns import LinearParams, tiny_ref
 from tests.cluster.test_local_cluster import FNS, expected, wait_until
 
 
@@ -36,7 +36,7 @@ async def test_a_flooding_tenant_does_not_hold_up_another(cluster, fixed_threads
     store = caller_store()
     x = store.hold(torch.ones(1, 16))  # one input shared by every flood invocation
     ref = tiny_ref(0)
-    payload = pickle.dumps((ref, {}))
+    payload = pack("cc_test_linear", ref, LinearParams())
     try:
         flood = [
             head.submit(

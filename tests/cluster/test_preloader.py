@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-import pickle
 import time
 
 from cluster import messages as m
+from cluster.call import NoParams, pack
 from cluster.dataplane.budget import MemoryBudget
 from cluster.executor.models import ExecutorModels
 from cluster.executor.preloader import Preloader
@@ -35,7 +35,7 @@ def test_the_preloader_copies_the_first_le_layers_and_yields_to_runs(tmp_path):
     ref = stack_ref(7)
     compute_s = 0.4 * LAYERS * LAYER_S
     with p.paused():  # a run is going on when the head's list arrives
-        p.want([m.PreloadModel(StackFn.name, ref.key, pickle.dumps((ref, {})), compute_s)])
+        p.want([m.PreloadModel(StackFn.name, ref.key, pack(StackFn.name, ref, NoParams()), compute_s)])
         time.sleep(0.5)
         # the model may be built meanwhile (files, no lock a run needs), but no layer is copied
         assert p.report().get(ref.key, [0])[0] == 0
@@ -52,6 +52,6 @@ def test_a_cpu_that_shares_host_memory_preloads_nothing(tmp_path):
     cache = build_layer_cache(MemoryBudget(1 << 30), "cpu", tmp_path, None)
     p = Preloader(ExecutorModels(cache), lambda name: StackFn())
     ref = stack_ref(8)
-    p.want([m.PreloadModel(StackFn.name, ref.key, pickle.dumps((ref, {})), 0.0)])
+    p.want([m.PreloadModel(StackFn.name, ref.key, pack(StackFn.name, ref, NoParams()), 0.0)])
     time.sleep(0.3)
     assert p.report() == {} and p.models.prebuilt == 0

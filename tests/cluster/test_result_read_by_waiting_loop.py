@@ -5,12 +5,12 @@ thread leaves the socket to such loops and watches it again when none is left.""
 from __future__ import annotations
 
 import asyncio
-import pickle
 import uuid
 
 import pytest
 import torch
 
+from cluster.call import NoParams, pack
 from cluster.executor.local_cluster import start_local_cluster
 from tests.cluster.cluster_fns import tiny_ref
 
@@ -91,7 +91,7 @@ def test_the_head_thread_reads_replies_again_once_no_loop_does():
             request=uuid.uuid4().hex,
             fn="cc_test_raise",
             model_key="",
-            payload=pickle.dumps((None, {})),
+            payload=pack("cc_test_raise", None, NoParams()),
             inputs={},
             nulls=["x"],
         )

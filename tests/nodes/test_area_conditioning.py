@@ -19,7 +19,7 @@ import torch
 from nodes.conditioning import flatten
 from nodes.conditioning_areas import resolve
 from nodes.library.conditioning_area import NODE_CLASS_MAPPINGS
-from nodes.modelfns.denoise import GuidedDenoiser
+from nodes.modelfns.denoise import DenoiseParams, GuidedDenoiser
 from nodes.models.components import SD1_LATENT, DiffusionModel
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_area_conditioning.json").read_text())
@@ -72,7 +72,8 @@ def test_blended_predictions_equal_comfyuis(case):
         tensors, params[name] = flatten(name, side, lambda p: 1.0 - p)  # every entry active at sigma 1.5
         inputs.update(tensors)
     model = ToyModel(arch="sd1", module=torch.nn.Identity(), latent_format=SD1_LATENT, sampling={})
-    denoiser = GuidedDenoiser(model, IDENTITY, inputs, params, load_control=None)
+    step = DenoiseParams(sampler="euler", seed=0, model_sampling={}, **params)
+    denoiser = GuidedDenoiser(model, IDENTITY, inputs, step, load_control=None)
     ours = denoiser._predict(x, sigma, 1.0, [params[n] for n in names])
     for name, got, want in zip(names, ours, rec["out"]):
         got = got.contiguous()

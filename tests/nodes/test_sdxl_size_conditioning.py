@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from nodes.conditioning import flatten
-from nodes.modelfns.denoise import GuidedDenoiser
+from nodes.modelfns.denoise import DenoiseParams, GuidedDenoiser
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_sdxl_adm.json").read_text())
 
@@ -46,7 +46,15 @@ def test_time_ids_embed_to_comfyuis_adm(case, size_projection):
         SimpleNamespace(arch="sdxl"),
         None,
         {},
-        {"cfg": 1.0, "positive": entries, "negative": [], "image_size": (h * 8, w * 8)},
+        DenoiseParams(
+            sampler="euler",
+            seed=0,
+            cfg=1.0,
+            model_sampling={},
+            positive=entries,
+            negative=[],
+            image_size=(h * 8, w * 8),
+        ),
         load_control=None,
     )
     time_ids = denoiser._batch_cond(entries, 1, torch.device("cpu"))["time_ids"]
