@@ -1,5 +1,5 @@
-"""Write workflows_json/flux3_klein_t2i{,.ui}.json, flux3_klein_distilled_t2i{,.ui}.json and
-flux3_klein_image_edit{,.ui}.json.
+"""Write workflows_json/flux3_klein_t2i{,.ui}.json, flux3_klein_distilled_t2i{,.ui}.json,
+flux3_klein_image_edit{,.ui}.json and flux3_klein_distilled_image_edit{,.ui}.json.
 
 flux3_klein_t2i: the web UI's "FLUX 3 Image Klein" text-to-image template
 (image_flux3_klein_t2i of the installed comfyui-workflow-templates-json package, the most used FLUX 3 template)
@@ -20,6 +20,9 @@ of 50 at its cfg 1, Set Reference Multi Latent at "keep resolution" instead of 1
 take the layout prompt (FLUX 3 Image Layout Prompt over the template's one drawn box) instead of the upsampler.
 Its Image Compare takes the decoded images from VAE Decode instead of from Save Image's IMAGE output (today's
 ComfyUI passes the saved images through; this SaveImage keeps 0.3.64's interface, without outputs).
+
+flux3_klein_distilled_image_edit: the step-distilled image-edit template (image_flux3_klein_distilled_image_edit)
+with the same changes (8 steps instead of 16), its flow-map model flux3-tiny's distilled one.
 
 The API format is our UI converter's output.
 
@@ -98,14 +101,19 @@ EDIT = {
 }
 
 
-def tiny_edit_template() -> dict:
+DISTILLED_EDIT_TEMPLATE = "image_flux3_klein_distilled_image_edit"
+DISTILLED_EDIT_NAME = "flux3_klein_distilled_image_edit"
+DISTILLED_EDIT = {**EDIT, "UNETLoader": [(0, "flux3_klein_distilled_tiny.safetensors")]}
+
+
+def tiny_edit_template(template: str = EDIT_TEMPLATE, substitute: dict = EDIT) -> dict:
     from scripts.qwen_image21_workflow import _bypass_preview_outputs
     from scripts.templates_coverage import templates_dir
 
-    workflow = json.loads((templates_dir() / f"{EDIT_TEMPLATE}.json").read_text())
+    workflow = json.loads((templates_dir() / f"{template}.json").read_text())
     for node in workflow["nodes"]:
         values = node.get("widgets_values")
-        for index, value in EDIT.get(node["type"], []):
+        for index, value in substitute.get(node["type"], []):
             values[index] = value
         if isinstance(values, list) and None in values:
             node["widgets_values"] = [v for v in values if v is not None]
@@ -144,6 +152,10 @@ def main() -> None:
     out.with_suffix(".json").write_text(json.dumps(ui_to_api(distilled, registry), indent=2) + "\n")
     edit = tiny_edit_template()
     out = REPO / "workflows_json" / EDIT_NAME
+    out.with_suffix(".ui.json").write_text(json.dumps(edit, indent=2) + "\n")
+    out.with_suffix(".json").write_text(json.dumps(ui_to_api(edit, registry), indent=2) + "\n")
+    edit = tiny_edit_template(DISTILLED_EDIT_TEMPLATE, DISTILLED_EDIT)
+    out = REPO / "workflows_json" / DISTILLED_EDIT_NAME
     out.with_suffix(".ui.json").write_text(json.dumps(edit, indent=2) + "\n")
     out.with_suffix(".json").write_text(json.dumps(ui_to_api(edit, registry), indent=2) + "\n")
 

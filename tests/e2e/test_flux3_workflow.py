@@ -30,6 +30,8 @@ from PIL import Image
 from safetensors.torch import load_file
 
 from scripts.flux3_workflow import (
+    DISTILLED_EDIT,
+    DISTILLED_EDIT_TEMPLATE,
     DISTILLED_INNER,
     DISTILLED_TEMPLATE,
     EDIT_TEMPLATE,
@@ -45,6 +47,7 @@ REPO = Path(__file__).resolve().parents[2]
 SHIPPED = REPO / "workflows_json" / "flux3_klein_t2i"
 EDIT = REPO / "workflows_json" / "flux3_klein_image_edit"
 DISTILLED = REPO / "workflows_json" / "flux3_klein_distilled_t2i"
+DISTILLED_EDIT_FILE = REPO / "workflows_json" / "flux3_klein_distilled_image_edit"
 # Qwen3-VL instruct's chat template as it treats one user message (no default system turn).
 CHAT_TEMPLATE = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
@@ -252,5 +255,35 @@ def test_distilled_image_is_the_diffusers_distilled_pipelines(demo_workspace, fi
         demo_workspace.models_dir, prompt["17"]["inputs"]["value"], "", ours.shape[0], distilled=True
     ).astype(int)
     assert ours.shape == expected.shape and ours.shape[0] == ours.shape[1] and ours.std() > 0
+    diff = np.abs(ours - expected)
+    assert diff.max() <= 1, f"{int((diff > 1).sum())} values differ by more than 1/255"
+
+
+def test_distilled_edit_image_is_the_diffusers_distilled_pipelines(demo_workspace, fixed_threads) -> None:
+    """The step-distilled image-edit template: the flow-map model with the photo's reference latent and the
+    layout prompt over the template's drawn box (x 512..736 of 1360, y 288..512 of 752: rows 383..681, columns
+    376..541 of the 0-1000 grid, written out here by hand)."""
+    from comfy_bridge.cli.run import run_prompt
+    from comfy_bridge.registry import build_registry
+    from scripts.templates_coverage import templates_dir
+
+    ui = json.loads(DISTILLED_EDIT_FILE.with_suffix(".ui.json").read_text())
+    assert ui == tiny_edit_template(DISTILLED_EDIT_TEMPLATE, DISTILLED_EDIT)
+    template = json.loads((templates_dir() / f"{DISTILLED_EDIT_TEMPLATE}.json").read_text())
+    assert sorted(n["type"] for n in ui["nodes"]) == sorted(n["type"] for n in template["nodes"])
+    prompt = json.loads(DISTILLED_EDIT_FILE.with_suffix(".json").read_text())
+    prompt["9"]["inputs"]["filename_prefix"] = "flux3_distilled_edit_oracle"
+    (png,) = asyncio.run(run_prompt(prompt, None, build_registry(demo_workspace), show_progress=False))
+    ours = np.asarray(Image.open(png)).astype(int)
+    assert prompt["1"]["inputs"]["unet_name"] == "flux3_klein_distilled_tiny.safetensors"
+    assert (prompt["7"]["inputs"]["steps"], prompt["7"]["inputs"]["cfg"], prompt["51"]["inputs"]["switch"]) == (
+        STEPS,
+        1,
+        True,
+    )
+    text = prompt["49"]["inputs"]["prompt"] + ' [{"id": "obj_1", "bbox": [383, 376, 681, 541], "desc": "earring"}]'
+    photo = Image.open(demo_workspace.input_dir / prompt["11"]["inputs"]["image"]).convert("RGB")
+    expected = diffusers_image(demo_workspace.models_dir, text, "", 0, image=photo, distilled=True).astype(int)
+    assert ours.shape == expected.shape == (photo.height, photo.width, 3) and ours.std() > 0
     diff = np.abs(ours - expected)
     assert diff.max() <= 1, f"{int((diff > 1).sum())} values differ by more than 1/255"
