@@ -11,6 +11,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from cluster.call import NoParams
 from cluster.dataplane.plane import ExecutorDataPlane
 from cluster.modelfn import ModelFn
 
@@ -59,7 +60,7 @@ def test_executor_flow_with_a_late_callback_input(tmp_path):
         with b.invocation() as inv:
             inputs = inv.inputs({"x": x_handle}, pending={"control": pending})
             with b.cache.use("m") as m, b.budget.reserve(1024):
-                out = fn.execute(m, inputs, {})
+                out = fn.execute(m, inputs, NoParams())
             handles = b.publish(out, readers=1)
         assert fn.started_at < published[0]
         expected = ref_model[1](ref_model[0](x) + control)

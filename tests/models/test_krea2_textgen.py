@@ -9,7 +9,7 @@ import torch
 from safetensors.torch import load_file
 
 from nodes.loaders import make_ref
-from nodes.modelfns.text_generate import TextGenerateFn
+from nodes.modelfns.text_generate import TextGenerateFn, TextGenerateParams
 from nodes.models.krea2_demo import build_demo_krea2, tiny_text_encoder
 from nodes.models.text_generate import CHAT, CLOSED_THINKING, generation_text
 
@@ -38,14 +38,14 @@ def test_greedy_generation_equals_transformers(text_file, thinking):
     torch.set_num_threads(1)
     fn = TextGenerateFn()
     encoder = fn.load_model(make_ref("text_encoder", "krea2", [text_file], clip_type="krea2"))
-    params = {
-        "prompt": "a red fox",
-        "max_length": 12,
-        "use_template": True,
-        "system_prompt": "Expand.",
-        "thinking": thinking,
-        "do_sample": False,
-    }
+    params = TextGenerateParams(
+        prompt="a red fox",
+        max_length=12,
+        use_template=True,
+        system_prompt="Expand.",
+        thinking=thinking,
+        do_sample=False,
+    )
     out = fn.execute(encoder, {}, params)
     ids = encoder.tokenizer.encode(generation_text("krea2", "a red fox", True, "Expand.", thinking))
     ref = tiny_text_encoder()

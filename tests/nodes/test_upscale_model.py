@@ -20,7 +20,7 @@ from PIL import Image
 from safetensors.torch import save_file
 
 from cluster.refs import ModelRef, file_digest
-from nodes.modelfns.upscale_model import UpscaleImageFn
+from nodes.modelfns.upscale_model import UpscaleImageFn, UpscaleParams
 from nodes.models.safetensors_io import load_state_dict
 
 REPO = Path(__file__).resolve().parents[2]
@@ -40,7 +40,7 @@ def _upscale(path: Path, image: torch.Tensor, **params) -> torch.Tensor:
     fn = UpscaleImageFn()
     model = fn.load_model(ModelRef("upscale_model", "esrgan", (str(path),), (file_digest(path),)))
     with torch.inference_mode():
-        return fn.execute(model, {"image": image}, params)["image"]
+        return fn.execute(model, {"image": image}, UpscaleParams(**params))["image"]
 
 
 def test_the_demo_model_is_the_recorded_one(model_path):
