@@ -142,3 +142,40 @@ def test_a_packs_sampler_subclass_gets_the_guider_as_comfyui_passes_it(sd1):
     torch.testing.assert_close(got, euler_one, rtol=1e-4, atol=1e-4)  # one Euler step to sigma 0 is its x0
     assert seen["extra_args"]["seed"] == 5 and "model_options" in seen["extra_args"]
     assert seen["cfg"] == 4.0 and seen["sigma_max"] == pytest.approx(14.6146, abs=1e-3)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    from cluster.executor.local_cluster import start_local_cluster
+
+    head, rt = start_local_cluster(1, threads_per_executor=1)
+    yield rt
+    head.stop()
+
+
+def test_a_packs_sampler_function_evaluates_on_an_executor(sd1, cluster):
+    """In a prompt on a cluster the pack's loop runs here and each evaluation on the executor: the same latent."""
+    from cluster.runtime import restore_runtime, use_runtime
+    from comfy_bridge.compat.comfy import sample, samplers
+    from nodes.sampling.noise import prepare_noise
+
+    model, positive, negative = sd1
+    latent = torch.randn(1, 4, 8, 8, generator=torch.Generator().manual_seed(3))
+    noise = prepare_noise(latent, 7)
+    want = _core(model, positive, negative, "dpm_2", latent, noise)
+    calls = []
+    token = use_runtime(cluster)
+    try:
+        original = cluster.call
+
+        async def counting(fn, *args, **kwargs):
+            calls.append(fn)
+            return await original(fn, *args, **kwargs)
+
+        cluster.call = counting
+        got = sample.sample_custom(model, noise, 4.0, samplers.KSAMPLER(pack_dpm_2), SIGMAS, positive, negative, latent)
+    finally:
+        cluster.call = original
+        restore_runtime(token)
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    assert calls == ["denoise_step"] * 5  # two evaluations per step but the last, each on the cluster
