@@ -12,7 +12,9 @@ The checkpoint is loaded as UNETLoader loads it (comfy.sd.load_diffusion_model: 
 and its metadata's transformer config) and evaluated through ComfyUI's own BaseModel (model_base.LTXAV: its
 model sampling, its packing of the video and audio latents into one tensor, its per-token timesteps from a
 noise mask). Recorded per case: the seeded inputs, the denoised video and audio latents of one evaluation, and
-the model's detected facts. Tensors are float32 base64; the file's sha256 is stored so the test knows it has
+the model's detected facts. The checkpoint's video VAE is loaded as CheckpointLoaderSimple loads it
+(comfy.sd.load_checkpoint_guess_config) and recorded encoding seeded frames (odd sizes: ComfyUI's centre crop to
+multiples of 32) and decoding seeded latents (a batch of two). Tensors are float32 base64; the file's sha256 is stored so the test knows it has
 the same file.
 """
 
@@ -33,6 +35,9 @@ CASES = [
     ("cfg_batch", 2, (128, 2, 3, 5), 5, 4, [0.35, 0.35], 25.0, 0),
     ("i2v_mask", 1, (128, 3, 4, 4), 6, 5, [0.9], 24.0, 1),
 ]
+# VAE: frames [T,H,W] to encode, latents [B,C,F,h,w] to decode
+VAE_ENCODE = [(9, 64, 96), (1, 70, 45)]
+VAE_DECODE = [(1, 128, 2, 2, 3), (2, 128, 1, 2, 2)]
 
 
 def b64(t: torch.Tensor) -> dict:
@@ -100,6 +105,14 @@ def main(models: str, out: str) -> None:
             case["denoise_mask"] = b64(mask)
         record["cases"][name] = case
         print(name, tuple(v_out.shape), tuple(a_out.shape), float(v_out.abs().mean()), float(a_out.abs().mean()))
+    _, _, vae, _ = comfy.sd.load_checkpoint_guess_config(path, output_vae=True, output_clip=False)
+    record["vae"] = {"latent_channels": vae.latent_channels, "encode": [], "decode": []}
+    for frames, height, width in VAE_ENCODE:
+        pixels = torch.rand((frames, height, width, 3), generator=gen)
+        record["vae"]["encode"].append({"pixels": b64(pixels), "latent": b64(vae.encode(pixels))})
+    for shape in VAE_DECODE:
+        latent = torch.randn(shape, generator=gen)
+        record["vae"]["decode"].append({"latent": b64(latent), "image": b64(vae.decode(latent))})
     with open(out, "w") as f:
         json.dump(record, f)
     print(json.dumps(record["facts"]))

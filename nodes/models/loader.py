@@ -84,7 +84,7 @@ _ARCH_MODULES = {
     "wan21": ("nodes.models.wan",),
     "wan22_5b": ("nodes.models.wan",),
     "minimax_h3": ("nodes.models.minimax_h3_engine",),
-    "ltx2": ("nodes.models.ltx2",),
+    "ltx2": ("nodes.models.ltx2", "nodes.models.ltx2_vae"),
 }
 
 

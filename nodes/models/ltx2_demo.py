@@ -1,9 +1,11 @@
 """ltx2-tiny: a deterministic tiny LTX-2 (19B's audio-video layout) checkpoint as ComfyUI's users download it
-(checkpoints/ltx-2-19b-dev.safetensors): the audio-video transformer under `model.diffusion_model.` in the
-original (Lightricks) key names, and the sizes in the file's metadata `config` JSON, whose "transformer" section
-ComfyUI reads for everything the tensors do not say (heads, head widths, caption width, RoPE kind and precision,
-the cross-modal timestep multiplier). The transformer is diffusers' LTX2VideoTransformer3DModel at tiny sizes,
-renamed to the original layout by the inverse of diffusers' own converter (checked by converting back).
+(checkpoints/ltx-2-19b-dev.safetensors): the audio-video transformer under `model.diffusion_model.` and the video
+VAE under `vae.` in the original (Lightricks) key names, and the sizes in the file's metadata `config` JSON, whose
+"transformer" section ComfyUI reads for everything the tensors do not say (heads, head widths, caption width, RoPE
+kind and precision, the cross-modal timestep multiplier) and whose "vae" section gives the VAE's block lists. The
+networks are diffusers' LTX2VideoTransformer3DModel and AutoencoderKLLTX2Video at tiny sizes (the VAE keeps
+ComfyUI's fixed 128 base channels and 128 latent channels, one res block per stage, no channel growth), renamed
+to the original layout by the inverse of diffusers' own converters (checked by converting back).
 bfloat16 like the released file. Same seed -> byte-identical file."""
 
 from __future__ import annotations
@@ -12,11 +14,12 @@ import json
 from pathlib import Path
 
 import torch
-from diffusers import LTX2VideoTransformer3DModel
-from diffusers.loaders.single_file_utils import convert_ltx2_transformer_to_diffusers
+from diffusers import AutoencoderKLLTX2Video, LTX2VideoTransformer3DModel
+from diffusers.loaders.single_file_utils import convert_ltx2_transformer_to_diffusers, convert_ltx2_vae_to_diffusers
 from safetensors.torch import save_file
 
 from nodes.models.flux_demo import randomize_constants
+from nodes.models.ltx2_vae import diffusers_config as vae_diffusers_config
 from nodes.output_claims import write_atomic
 
 SEED = 23
@@ -44,6 +47,41 @@ TRANSFORMER_CONFIG = {
     "av_ca_timestep_scale_multiplier": 1000,
 }
 NUM_LAYERS = 2
+# The video VAE in ComfyUI's config names: LTX-2's block sequence (space, time, then two space-time compressions
+# in the encoder; three residual space-time expansions in the decoder) with one layer per stage and multiplier 1.
+VAE_CONFIG = {
+    "dims": 3,
+    "in_channels": 3,
+    "out_channels": 3,
+    "latent_channels": 128,
+    "encoder_blocks": [
+        ["res_x", {"num_layers": 1}],
+        ["compress_space_res", {"multiplier": 1}],
+        ["res_x", {"num_layers": 1}],
+        ["compress_time_res", {"multiplier": 1}],
+        ["res_x", {"num_layers": 1}],
+        ["compress_all_res", {"multiplier": 1}],
+        ["res_x", {"num_layers": 1}],
+        ["compress_all_res", {"multiplier": 1}],
+        ["res_x", {"num_layers": 1}],
+    ],
+    "decoder_blocks": [
+        ["res_x", {"num_layers": 1, "inject_noise": False}],
+        ["compress_all", {"residual": True, "multiplier": 1}],
+        ["res_x", {"num_layers": 1, "inject_noise": False}],
+        ["compress_all", {"residual": True, "multiplier": 1}],
+        ["res_x", {"num_layers": 1, "inject_noise": False}],
+        ["compress_all", {"residual": True, "multiplier": 1}],
+        ["res_x", {"num_layers": 1, "inject_noise": False}],
+    ],
+    "scaling_factor": 1.0,
+    "norm_layer": "pixel_norm",
+    "patch_size": 4,
+    "latent_log_var": "uniform",
+    "use_quant_conv": False,
+    "causal_decoder": False,
+    "timestep_conditioning": False,
+}
 
 # diffusers' names -> the original ones: diffusers' converter's renames undone, longest first so that a name
 # containing another (audio_proj_in, proj_in) is taken whole.
@@ -105,6 +143,48 @@ def transformer_to_original(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tens
     return out
 
 
+def _vae_name(key: str) -> str:
+    """diffusers' VAE name -> the original one (ComfyUI's CausalVideoAutoencoder's under `vae.`)."""
+    part, rest = key.split(".", 1) if "." in key else (key, "")
+    if key == "latents_mean":
+        return "vae.per_channel_statistics.mean-of-means"
+    if key == "latents_std":
+        return "vae.per_channel_statistics.std-of-means"
+    pieces = rest.split(".")
+    if pieces[0] == "mid_block":  # the encoder's last stage, the decoder's first
+        index = len(VAE_CONFIG["encoder_blocks"]) - 1 if part == "encoder" else 0
+        tail = pieces[2:]
+        return f"vae.{part}.{'down' if part == 'encoder' else 'up'}_blocks.{index}.res_blocks.{'.'.join(tail)}"
+    if pieces[0] in ("down_blocks", "up_blocks"):
+        i = int(pieces[1])
+        if pieces[2] in ("downsamplers", "upsamplers"):  # the compression after (encoder) / before (decoder) stage i
+            return f"vae.{part}.{pieces[0]}.{2 * i + 1}.{'.'.join(pieces[4:])}"
+        index = 2 * i if part == "encoder" else 2 * i + 2
+        return f"vae.{part}.{pieces[0]}.{index}.res_blocks.{'.'.join(pieces[3:])}"
+    return f"vae.{key}"
+
+
+def vae_to_original(sd: dict[str, torch.Tensor], gen: torch.Generator) -> dict[str, torch.Tensor]:
+    out = {_vae_name(k): v for k, v in sd.items()}
+    # The released file's other statistics, which nothing reads (diffusers' converter drops them).
+    for name in ("mean-of-stds", "mean-of-stds_over_std-of-means", "channel"):
+        out[f"vae.per_channel_statistics.{name}"] = torch.rand(128, generator=gen) + 0.5
+    back = convert_ltx2_vae_to_diffusers(dict(out))
+    if sorted(back) != sorted(sd):  # diffusers' own converter must give our names back
+        raise AssertionError(f"LTX-2 VAE layout does not convert back: {sorted(set(back) ^ set(sd))[:4]}")
+    return out
+
+
+def _tiny_vae(gen: torch.Generator) -> dict[str, torch.Tensor]:
+    vae = AutoencoderKLLTX2Video(**vae_diffusers_config(VAE_CONFIG))
+    with torch.no_grad():
+        for p in vae.parameters():  # small weights: 20 stacked convolutions stay in range
+            p.copy_(0.05 * torch.randn(p.shape, generator=gen))
+        vae.latents_mean.copy_(0.1 * torch.randn(128, generator=gen))
+        vae.latents_std.copy_(torch.rand(128, generator=gen) + 0.5)
+    return vae_to_original(vae.state_dict(), gen)
+
+
 def tiny_ltx2_state_dict(seed: int = SEED) -> dict[str, torch.Tensor]:
     """The tiny checkpoint's tensors in the released layout, bfloat16."""
     with torch.random.fork_rng(devices=[]):
@@ -113,13 +193,14 @@ def tiny_ltx2_state_dict(seed: int = SEED) -> dict[str, torch.Tensor]:
         model = LTX2VideoTransformer3DModel(**diffusers_config(TRANSFORMER_CONFIG, NUM_LAYERS))
         randomize_constants(model, gen)
         sd = transformer_to_original(model.state_dict())
+        sd.update(_tiny_vae(gen))
     return {k: v.to(torch.bfloat16).contiguous() for k, v in sd.items()}
 
 
 def metadata() -> dict[str, str]:
     """The one metadata entry: safetensors writes several in a per-process random order (the file's bytes and
     hash would change from run to run)."""
-    return {"config": json.dumps({"transformer": TRANSFORMER_CONFIG})}
+    return {"config": json.dumps({"transformer": TRANSFORMER_CONFIG, "vae": VAE_CONFIG})}
 
 
 def build_demo_ltx2(models_dir: Path, seed: int = SEED) -> list[Path]:

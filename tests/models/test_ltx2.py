@@ -1,10 +1,11 @@
-"""LTX-2's audio-video transformer checked against upstream ComfyUI 0.10.0 on ltx2-tiny's checkpoint.
+"""LTX-2's audio-video transformer and video VAE checked against upstream ComfyUI 0.10.0 on ltx2-tiny's checkpoint.
 
 tests/models/fixtures/comfyui_ltx2.json was recorded by scripts/record_comfyui_ltx2.py: ComfyUI loaded the file
 nodes.models.ltx2_demo writes (UNETLoader's comfy.sd.load_diffusion_model: detection from the keys and the
 metadata's transformer config) and evaluated one denoising step through its BaseModel (model_base.LTXAV: the
-video and audio latents packed together, ModelSamplingFlux at shift 2.37, per-token timesteps from a noise mask).
-The file is built here again (same seed, same bytes: the fixture's sha256 says so)."""
+video and audio latents packed together, ModelSamplingFlux at shift 2.37, per-token timesteps from a noise mask),
+and loaded its video VAE as CheckpointLoaderSimple does (comfy.sd.VAE from the "vae" block lists) to encode frames
+and decode latents. The file is built here again (same seed, same bytes: the fixture's sha256 says so)."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from nodes.models import loader
 from nodes.models.detect import probe
 from nodes.models.errors import ModelLoadError
 from nodes.models.ltx2 import pack, unpack
-from nodes.models.ltx2_demo import FILES, TRANSFORMER_CONFIG, build_demo_ltx2, metadata
+from nodes.models.ltx2_demo import FILES, TRANSFORMER_CONFIG, VAE_CONFIG, build_demo_ltx2, metadata
 from nodes.sampling.model_sampling import model_sampling_from_config
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_ltx2.json").read_text())
@@ -66,7 +67,16 @@ def test_file_has_the_released_layout_and_is_detected(checkpoint) -> None:
         "model.diffusion_model.audio_caption_projection.linear_1.weight",
     } <= keys
     info = probe(checkpoint)
-    assert (info.arch, info.kind, info.prefix) == ("ltx2", "diffusion_model", "model.diffusion_model.")
+    assert (info.arch, info.kind, info.prefix) == ("ltx2", "checkpoint", "model.diffusion_model.")
+    assert info.components == {"diffusion_model", "vae"}
+    assert {
+        "vae.encoder.down_blocks.1.conv.conv.weight",
+        "vae.encoder.down_blocks.8.res_blocks.0.conv2.conv.weight",
+        "vae.decoder.up_blocks.0.res_blocks.0.conv1.conv.weight",
+        "vae.decoder.up_blocks.5.conv.conv.weight",
+        "vae.per_channel_statistics.mean-of-means",
+        "vae.per_channel_statistics.std-of-means",
+    } <= keys
 
 
 def test_sizes_come_from_the_tensors_and_the_metadata(model) -> None:
@@ -116,6 +126,40 @@ def test_kept_frame_changes_the_step(model) -> None:
     assert (denoised_video - tensor(case["denoised_video"])).abs().max() > 1e-3
 
 
+@pytest.fixture(scope="module")
+def vae(checkpoint):
+    return loader.load_vae(make_ref("vae", "ltx2", [checkpoint]))
+
+
+@pytest.mark.parametrize("index", range(len(FIXTURE["vae"]["encode"])))
+def test_vae_encode_equals_comfyuis(vae, index: int) -> None:
+    """9 frames of 64x96, and one odd-sized frame that ComfyUI centre-crops to 64x32."""
+    torch.set_num_threads(1)
+    case = FIXTURE["vae"]["encode"][index]
+    want = tensor(case["latent"])
+    assert want.abs().mean() > 0.1
+    torch.testing.assert_close(vae.encode(tensor(case["pixels"])), want, atol=ATOL, rtol=0)
+
+
+@pytest.mark.parametrize("index", range(len(FIXTURE["vae"]["decode"])))
+def test_vae_decode_equals_comfyuis(vae, index: int) -> None:
+    """Two latent frames -> 9 video frames; a batch of two one-frame latents -> two images."""
+    torch.set_num_threads(1)
+    case = FIXTURE["vae"]["decode"][index]
+    want = tensor(case["image"])  # ComfyUI's [B,T,H,W,3]; VAEDecode hands on [B*T,H,W,3]
+    assert 0.05 < float(((want > 0) & (want < 1)).float().mean())  # not all clamped
+    got = vae.decode(tensor(case["latent"]))
+    assert got.shape == (want.shape[0] * want.shape[1], *want.shape[2:])
+    torch.testing.assert_close(got, want.reshape(got.shape), atol=ATOL, rtol=0)
+
+
+def test_vae_refuses_bad_frame_counts_and_shapes(vae) -> None:
+    with pytest.raises(ValueError, match="1 \\+ 8k frames"):
+        vae.encode(torch.rand(4, 64, 64, 3))
+    with pytest.raises(ValueError, match="128, frames, height, width"):
+        vae.decode(torch.randn(1, 16, 2, 2))
+
+
 def _rewrite(checkpoint: Path, path: Path, meta: dict[str, str], drop: str | None = None) -> Path:
     sd = {k: v for k, v in load_file(checkpoint).items() if k != drop}
     save_file(sd, str(path), metadata=meta)
@@ -130,6 +174,15 @@ def test_unsupported_settings_are_refused_by_name(checkpoint, tmp_path, setting:
     path = _rewrite(checkpoint, tmp_path / "other.safetensors", meta)
     with pytest.raises(ModelLoadError, match=setting):
         loader.load_diffusion_model(make_ref("diffusion_model", "ltx2", [path]))
+
+
+def test_vae_with_timestep_conditioning_is_refused_by_name(checkpoint, tmp_path) -> None:
+    meta = {
+        "config": json.dumps({"transformer": TRANSFORMER_CONFIG, "vae": {**VAE_CONFIG, "timestep_conditioning": True}})
+    }
+    path = _rewrite(checkpoint, tmp_path / "vae_t.safetensors", meta)
+    with pytest.raises(ModelLoadError, match="timestep conditioning"):
+        loader.load_vae(make_ref("vae", "ltx2", [path]))
 
 
 def test_bad_metadata_and_missing_tensors_are_refused(checkpoint, tmp_path) -> None:
