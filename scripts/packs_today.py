@@ -37,6 +37,7 @@ import argparse
 import asyncio
 import datetime
 import hashlib
+import importlib.util
 import json
 import os
 import platform
@@ -163,6 +164,14 @@ BY_HAND: dict[str, tuple[str, str]] = {
 }
 # Nodes whose names say they load or fetch something are tried last: without models they cannot succeed.
 LAST_WORDS = ("load", "download", "model", "upscal", "sampler", "detector", "segm", "ipadapter", "preprocessor")
+
+
+def sibling(name: str) -> Any:
+    """A module of this folder (the script is run by path, and tests load it by path)."""
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def read_list(path: Path = LIST) -> tuple[list[dict], list[dict]]:
@@ -431,7 +440,15 @@ def install_pack(python: str, src: Path, ws: Path, env: dict) -> dict:
     }
 
 
-def run_pack(pack: dict, work: Path, mirrors: Path | None, base: Path, models: Path, resume: bool = False) -> dict:
+def run_pack(
+    pack: dict,
+    work: Path,
+    mirrors: Path | None,
+    base: Path,
+    models: Path,
+    resume: bool = False,
+    comfyui: Path | None = None,
+) -> dict:
     folder = pack["folder"]
     done = work / "results" / f"{folder}.full.json"
     if resume and done.is_file() and json.loads(done.read_text())["commit"] == pack["commit"]:
@@ -500,6 +517,13 @@ def run_pack(pack: dict, work: Path, mirrors: Path | None, base: Path, models: P
         result["error"] = f"not installed: {why}"[:300]
     if not probed.get("finished"):
         result["probe_output"] = tail
+    if comfyui is not None and install["ok"]:
+        # the same pack on real ComfyUI, in a copy of this venv plus ComfyUI's requirements (scripts/packs_there.py)
+        here_case = next((c for c in result.get("cases", []) if c["ok"]), None)
+        try:
+            result["there"] = sibling("packs_there").run_there(pack, venv, ws, work, comfyui, here_case, env)
+        except Exception as err:  # noqa: BLE001 - recorded: the table says this pack has no "there" result
+            result["there"] = {"error": f"{type(err).__name__}: {err}"[:500]}
     (work / "results" / f"{folder}.full.json").write_text(json.dumps(result, indent=1))
     shutil.rmtree(venv, ignore_errors=True)  # each venv holds a few GB of links and the pack's own packages
     print(
@@ -519,7 +543,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     base, commit = base_venv(args.work)
     models = demo_models(base, args.work)
     with ThreadPoolExecutor(args.jobs) as pool:
-        results = list(pool.map(lambda p: run_pack(p, args.work, args.mirrors, base, models, args.resume), packs))
+        results = list(
+            pool.map(lambda p: run_pack(p, args.work, args.mirrors, base, models, args.resume, args.comfyui), packs)
+        )
     before = json.loads(RESULT.read_text()) if args.only and RESULT.is_file() else {"packs": []}
     previous = {r["folder"]: {"comfy_cluster_commit": before.get("comfy_cluster_commit"), **r} for r in before["packs"]}
     previous.update({r["folder"]: {**r, "comfy_cluster_commit": commit} for r in results})
@@ -758,8 +784,51 @@ def cmd_probe(args: argparse.Namespace) -> int:
 # -- docs ------------------------------------------------------------------------------------------------------
 
 
+def yes_no(value: Any) -> str:
+    return "?" if value is None else ("yes" if value else "no")
+
+
+def there_cells(r: dict) -> tuple[str, str, str, str]:
+    """The "there" columns of a pack's row: imported there, nodes equal whole, case there (equal?), routes."""
+    t = r.get("there")
+    if not t or "imported" not in t:
+        why = f"no result yet ({t['error'][:60]})" if t and t.get("error") else "no result yet"
+        return why, why, why, why
+    nodes = f"{t['nodes']['equal']} of {t['nodes']['of']}" if t.get("nodes") else "-"
+    case = t.get("case")
+    case_cell = "-" if case is None else ("ok" if case["ok"] else "failed") + f" ({yes_no(case.get('equal'))})"
+    routes = list((t.get("routes") or {}).values())
+    by_body = [x for x in routes if x["by"] == "body"]
+    by_status = [x for x in routes if x["by"] == "status"]
+    routes_cell = f"{sum(x['equal'] for x in by_body)} of {len(by_body)}" if routes else "none"
+    if by_status:
+        routes_cell += f" (+{sum(x['equal'] for x in by_status)} of {len(by_status)} by status)"
+    return yes_no(t.get("imported")), nodes, case_cell, routes_cell
+
+
+def there_summary(packs: list[dict]) -> dict:
+    measured = [r for r in packs if r.get("there") and "imported" in r["there"]]
+    routes = [x for r in measured for x in (r["there"].get("routes") or {}).values() if x["by"] == "body"]
+    cases = [r["there"]["case"] for r in measured if r["there"].get("case")]
+    return {
+        "measured": len(measured),
+        "imported_there": sum(bool(r["there"]["imported"]) for r in measured),
+        "nodes_equal": sum(r["there"]["nodes"]["equal"] for r in measured if r["there"].get("nodes")),
+        "nodes_there": sum(r["there"]["nodes"]["of"] for r in measured if r["there"].get("nodes")),
+        "cases": len(cases),
+        "cases_equal": sum(bool(c.get("equal")) for c in cases),
+        "routes_by_body": len(routes),
+        "routes_equal_by_body": sum(x["equal"] for x in routes),
+        "without": [r["folder"] for r in packs if r not in measured],
+    }
+
+
 def markdown_table(data: dict) -> str:
-    rows = ["| pack | commit | imported | nodes listed / declared | cases | note |", "|---|---|---|---|---|---|"]
+    rows = [
+        "| pack | commit | imported here / there | nodes listed / declared | nodes equal whole | case here | "
+        "case there (equal?) | routes equal by body | note |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in data["packs"]:
         declared = "?" if r.get("nodes_declared") is None else r["nodes_declared"]
         case = next((c for c in r.get("cases", []) if c["ok"]), None)
@@ -778,10 +847,11 @@ def markdown_table(data: dict) -> str:
             note += f"{r['install']['by_hand']['requirements']} installed by hand (above)"
         if r.get("stand_ins"):
             note = (f"{note}; " if note else "") + "stand-ins for its downloads (above)"
+        imported_there, nodes_equal, case_there, routes = there_cells(r)
         rows.append(
             f"| [{r['folder']}](https://github.com/{r['repo']}) | {r['commit'][:10]} | "
-            f"{'yes' if r.get('imported') else 'no'} | {r.get('nodes_listed') or 0} / {declared} | {cases} | "
-            f"{str(note).replace('|', '/')[:120]} |"
+            f"{'yes' if r.get('imported') else 'no'} / {imported_there} | {r.get('nodes_listed') or 0} / {declared} | "
+            f"{nodes_equal} | {cases} | {case_there} | {routes} | {str(note).replace('|', '/')[:120]} |"
         )
     return "\n".join(rows) + "\n"
 
@@ -795,6 +865,23 @@ def docs_block(data: dict) -> str:
         f"{data['environment']}. **{total['imported']} of {total['packs']} packs import with every node they "
         f"declare** ({total['nodes']} nodes listed); **{total['with_a_case']} of {total['packs']} ran a case of "
         f"their own nodes.**\n\n"
+    )
+    there = there_summary(data["packs"])
+    origin = next((r["there"]["comfyui"] for r in data["packs"] if r.get("there", {}).get("comfyui")), None)
+    if origin:
+        head += (
+            f"There: ComfyUI {origin['version']} (commit {origin['commit'] or 'unknown'}, read from "
+            f"{origin['read_from']}; core files sha256 {origin['core_files_sha256']['sha256']}), each pack alone in "
+            f"a copy of its venv plus ComfyUI's requirements (scripts/packs_there.py). **{there['measured']} of "
+            f"{total['packs']} packs have both sides**: {there['imported_there']} import there; /object_info entries "
+            f"equal whole (prose aside) {there['nodes_equal']} of {there['nodes_there']}; cases equal "
+            f"{there['cases_equal']} of {there['cases']}; GET routes equal by body {there['routes_equal_by_body']} "
+            f"of {there['routes_by_body']}.\n\n"
+        )
+    head += (
+        f"No ComfyUI result yet ({len(there['without'])}): {', '.join(there['without'])}.\n\n"
+        if there["without"]
+        else ""
     )
     left = "\n".join(f"- [{x['repo']}](https://github.com/{x['repo']}): {x['why']}" for x in data["left_out"])
     return head + markdown_table(data) + "\nLeft out:\n\n" + left + "\n"
@@ -820,6 +907,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--jobs", type=int, default=2)
     run.add_argument("--only", nargs="*")
     run.add_argument("--resume", action="store_true", help="keep the packs an interrupted run finished")
+    run.add_argument("--comfyui", type=Path, default=None, help="real ComfyUI (checkout or release): the there side")
     probe = sub.add_parser("probe", help="(inside a pack's venv) import one pack and run its case")
     probe.add_argument("--workspace", type=Path, required=True)
     probe.add_argument("--pack", required=True)
