@@ -23,7 +23,9 @@ from typing import Any
 import torch
 
 from cluster.call import ModelFnCall, Params, pack, typed
-from cluster.control.head import ClusterError, Head, InputLost, Result
+from cluster.control.errors import ClusterError, InputLost
+from cluster.control.head import Head
+from cluster.control.results import Result
 from cluster.dataplane.caller_store import CallerStore, caller_store, to_meta
 from cluster.dataplane.segments import SegmentError
 from cluster.dataplane.tensor_store import TensorHandle

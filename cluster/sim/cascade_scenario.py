@@ -33,7 +33,7 @@ from cluster.cascade.spec import CascadeSpec, Policy, StageSpec
 from cluster.sim.gpu_profiles import GPUSpec, ModelProfile, h800_profiles
 from cluster.sim.simulator import SimConfig, SimInvocation, SimRequest, Simulator
 from cluster.sim.traces import TraceRequest
-from cluster.sim.workflows import Node, Workflow
+from cluster.sim.workflows import SimNode, Workflow
 
 POLICIES = ("light", "heavy", "static", "adaptive")
 DISCRIMINATOR = "efficientnet"
@@ -104,12 +104,12 @@ def workflows(c: Cascade) -> list[Workflow]:
         Workflow(
             CASCADE_WF,
             [
-                Node("generate", c.light, (), IMAGE_BYTES),
-                Node("discriminate", DISCRIMINATOR, (0,), 8),
-                Node("generate", c.heavy, (1,), IMAGE_BYTES),
+                SimNode("generate", c.light, (), IMAGE_BYTES),
+                SimNode("discriminate", DISCRIMINATOR, (0,), 8),
+                SimNode("generate", c.heavy, (1,), IMAGE_BYTES),
             ],
         ),
-        Workflow(HEAVY_WF, [Node("generate", c.heavy, (), IMAGE_BYTES)]),
+        Workflow(HEAVY_WF, [SimNode("generate", c.heavy, (), IMAGE_BYTES)]),
     ]
 
 
@@ -165,9 +165,12 @@ class CascadeRun:
         ctl.add(self.spec)
         for b in self.cascade.batch_sizes:  # offline profiling, as DiffServe does
             ctl.record_latency(
-                "cascade", "light", b, self.sim.run_s(self.cascade.light, b) + self.sim.run_s(DISCRIMINATOR, b)
+                "cascade",
+                "light",
+                b,
+                self.sim.load_costs.run_s(self.cascade.light, b) + self.sim.load_costs.run_s(DISCRIMINATOR, b),
             )
-            ctl.record_latency("cascade", "heavy", b, self.sim.run_s(self.cascade.heavy, b))
+            ctl.record_latency("cascade", "heavy", b, self.sim.load_costs.run_s(self.cascade.heavy, b))
         ctl.on_decision(lambda _, decision: self.apply(decision))
         return ctl
 

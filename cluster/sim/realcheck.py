@@ -41,7 +41,7 @@ from cluster.sim.gpu_profiles import GPUSpec, ModelProfile
 from cluster.sim.realserver import RealRecord, RealServer, SoloTiming, demo_prompts, measure_solo, replay
 from cluster.sim.simulator import SimConfig, Simulator
 from cluster.sim.traces import TraceRequest, TraceSpec, generate, read_csv, scale
-from cluster.sim.workflows import Node, Workflow
+from cluster.sim.workflows import SimNode, Workflow
 
 DEFAULT_WORKFLOWS = ("text_to_image", "sdxl", "flux", "lora", "img2img", "controlnet")
 # The demo models are a few MB; an executor's default memory budget is 8 GiB.
@@ -78,7 +78,7 @@ class AdmittingSimulator(Simulator):
 
 def model_catalogue(solo: dict[str, float]) -> tuple[list[Workflow], dict[str, ModelProfile]]:
     """Each demo workflow as one ModelFn whose compute time is its measured solo latency."""
-    workflows = [Workflow(name, [Node("workflow", name, (), 0)]) for name in solo]
+    workflows = [Workflow(name, [SimNode("workflow", name, (), 0)]) for name in solo]
     profiles = {name: ModelProfile(name, RESIDENT_LOAD_S, 0.0, 0.01, s, layers=1) for name, s in solo.items()}
     return workflows, profiles
 

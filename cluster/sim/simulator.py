@@ -49,13 +49,14 @@ from cluster.scheduling.interface import Assignment
 from cluster.scheduling.policies import make_scheduler
 from cluster.scheduling.scaling import ScalingController
 from cluster.scheduling.tenant_scheduler import Invocation
-from cluster.scheduling.warm_wait import WarmWaitPolicy, load_estimate
+from cluster.scheduling.warm_wait import WarmWaitPolicy
 from cluster.sim.caches import LayerLRU, ModelLRU, WorkflowLRU
 from cluster.sim.gpu_profiles import GIB, REFERENCE, GPUSpec, ModelProfile
+from cluster.sim.load_costs import WHOLE_WORKFLOW, SimLoadCosts
 from cluster.sim.results import Completion, RequestRecord, SimResult
 from cluster.sim.traces import TraceRequest
 from cluster.sim.workflows import Workflow, compute_times
-from cluster.weights.prefix import e2e_time, prefix_length
+from cluster.weights.prefix import prefix_length
 
 SYSTEMS = ("ours", "mcache", "wcache", "nocache")
 
@@ -87,7 +88,7 @@ class SimConfig:
     preload: bool = False  # ours: first L_e layers of requested models into idle memory
 
 
-class _Executor:
+class SimExecutor:
     """A modelled GPU, as cluster.scheduling.interface.ExecutorView."""
 
     __slots__ = ("id", "cache", "busy", "busy_until", "cached_models", "running_bytes", "instances")
@@ -136,9 +137,6 @@ class SimRequest:
         self.left = len(wf.nodes)
         self.load_s = self.compute_s = self.transfer_s = 0.0
         self.finish: float | None = None
-
-
-WHOLE_WORKFLOW = -1
 
 
 class SimStep(NamedTuple):
@@ -204,16 +202,17 @@ class Simulator:
         # weights may fill the device except the runtime state of the largest model that runs
         largest = max(profiles[m].nbytes for w in workflows for m in w.models)
         capacity = int(cfg.gpu.memory_gib * GIB) - int(cfg.activation_frac * largest)
-        self.executors = [_Executor(i, self._make_cache(capacity)) for i in range(cfg.gpus)]
-        # the simulator is the dispatcher's shell and its load costs (LoadCosts: load_s, exposed_load_s, prepare)
+        self.executors = [SimExecutor(i, self._make_cache(capacity)) for i in range(cfg.gpus)]
+        self.load_costs = SimLoadCosts(cfg, profiles, self.compute, self.load, self.functions)
+        # the simulator is the dispatcher's shell, and its load costs the simulated GPUs'
         self.dispatcher = Dispatcher(
             self.scheduler,
-            self,
+            self.load_costs,
             max_batch=cfg.max_batch,
             batch_window_s=cfg.batch_window_s,
             warm_wait=WarmWaitPolicy(enabled=cfg.wait_for_warm and not self.functions),
             scaling=self.scaling,
-            shed_run_s=self.run_s if cfg.shed_factor is not None else None,
+            shed_run_s=self.load_costs.run_s if cfg.shed_factor is not None else None,
         )
         self._wake_at: float | None = None  # the pending batch-window event
         self._events: list = []
@@ -228,7 +227,7 @@ class Simulator:
         if self.functions:
             self.loads["instance_starts"] = 0
         self._mem_used = 0
-        self._mem_integral = 0.0
+        self.mem_integral = 0.0
         self._mem_t = 0.0
         self.inflight = 0
         self.max_inflight = 0
@@ -293,7 +292,7 @@ class Simulator:
             self._exec_model_s = 0.0
         end = self.now if horizon is None else horizon
         self._mem_account(end, 0)
-        return self._result(requests, end)
+        return result_of(self, requests, end)
 
     def slo(self, wf: Workflow) -> float:
         return self.cfg.slo_s if self.cfg.slo_s is not None else self.cfg.slo_scale * self.solo[wf.name]
@@ -416,37 +415,7 @@ class Simulator:
         self._exec_model_s += time.thread_time() - c0
         self._at(self.now + duration, 1, (ex, invs, duration))
 
-    # -- the dispatcher's load costs (cluster.scheduling.interface.LoadCosts) ------------------------
-
-    def load_s(self, ex: _Executor, inv: SimInvocation) -> float:
-        return self._load_estimate(ex, inv)
-
-    def exposed_load_s(self, ex: _Executor, inv: SimInvocation) -> float:
-        return self._exposed_load(ex, inv)
-
-    def prepare(self, inv: SimInvocation, free) -> None:
-        if self.functions:  # placement prefers a live instance of the workflow (no start-up)
-            for e in free:
-                e.cached_models &= e.instances.keys()
-        if self.cfg.system == "mcache":  # then the GPU holding most of the workflow's models
-            models = inv.payload.request.wf.models
-            inv.input_bytes = {e.id: e.cache.cached_bytes(models) for e in free}
-
-    def _load_estimate(self, ex: _Executor, inv: SimInvocation) -> float:
-        req, i = inv.payload
-        if i != WHOLE_WORKFLOW:
-            p = self.profiles[inv.model_key]
-            return load_estimate(p.layers, ex.cache.layers(p.name), self.load[p.name])
-        startup = 0.0 if self._instance_alive(ex, req.wf.name) else self.cfg.startup_s
-        if self.cfg.system == "mcache":
-            return startup + sum(self.load[m] for m in req.wf.models if m not in ex.cache.resident)
-        return startup + sum(self.load[m] for m in req.wf.models)
-
-    def _instance_alive(self, ex: _Executor, workflow: str) -> bool:
-        """A live function instance of `workflow` on `ex` (always, when instances cost nothing)."""
-        return not self.functions or workflow in ex.instances
-
-    def _scale_in(self, ex: _Executor, workflow: str, last_busy: float) -> None:
+    def _scale_in(self, ex: SimExecutor, workflow: str, last_busy: float) -> None:
         """The platform ends an instance idle for `keepalive_s`: a WCache instance takes its cached workflow
         with it; MCache's cached models stay for the next instance; NoCache held nothing."""
         if ex.instances.get(workflow) != last_busy:
@@ -456,26 +425,7 @@ class Simulator:
             self._mem_account(self.now, -ex.cache.release(workflow))
         ex.cached_models.discard(workflow)
 
-    def _exposed_load(self, ex: _Executor, inv: SimInvocation) -> float:
-        """Loading `inv` will add to its run on `ex`: with prefix loading, what the resident first
-        layers do not hide (Eq. 1); monolithic functions load their missing models before running."""
-        req, i = inv.payload
-        if i == WHOLE_WORKFLOW:
-            if self.cfg.system == "wcache" and req.wf.name in ex.cache.resident:
-                return 0.0
-            return self._load_estimate(ex, inv)
-        p = self.profiles[inv.model_key]
-        before = ex.cache.layers(p.name)
-        if before == p.layers:
-            return 0.0
-        if not self.cfg.prefix_loading:
-            return load_estimate(p.layers, before, self.load[p.name])
-        return (
-            e2e_time(p.layers, before, self.load[p.name] / p.layers, self.compute[p.name] / p.layers)
-            - self.compute[p.name]
-        )
-
-    def _complete(self, ex: _Executor, invs: tuple[SimInvocation, ...], duration: float) -> None:
+    def _complete(self, ex: SimExecutor, invs: tuple[SimInvocation, ...], duration: float) -> None:
         """A run ended: the executor is free, and each part is charged its share (the head's
         cluster.scheduling.batching.charge_shares, with one sample per modelled invocation)."""
         self._mem_account(self.now, -ex.running_bytes)
@@ -489,7 +439,7 @@ class Simulator:
         if not ex.busy:
             self._preload(ex)
 
-    def _preload(self, ex: _Executor) -> None:
+    def _preload(self, ex: SimExecutor) -> None:
         """An idle executor of ours takes the first L_e layers of the models asked for most (at the start,
         of every deployed model) into free memory, in the background: no GPU time, no eviction."""
         if not self.cfg.preload or self.cfg.system != "ours":
@@ -503,7 +453,7 @@ class Simulator:
             self._mem_account(self.now, ex.cache.used - used)
             ex.cached_models = {m for m, r in ex.cache.resident.items() if r >= self.prefix[m]}
 
-    def _finish(self, ex: _Executor, inv: SimInvocation, measured: float) -> None:
+    def _finish(self, ex: SimExecutor, inv: SimInvocation, measured: float) -> None:
         req, i = inv.payload
         self.scheduler.complete(inv, measured)
         self.costs.observe(inv.fn, inv.model_key, (), measured)
@@ -525,26 +475,18 @@ class Simulator:
 
     # -- executor model -------------------------------------------------------------------------
 
-    def run_s(self, model: str, n: int) -> float:
-        """Seconds one run of `n` invocations of `model` computes: its profiled batch time, padded, or
-        1 + (n-1) x `batch_marginal` times one invocation."""
-        profiled = self.profiles[model].padded_batch_s(n)
-        if profiled is not None:
-            return profiled / self.cfg.gpu.speed
-        return self.compute[model] * (1 + (n - 1) * self.cfg.batch_marginal)
-
-    def _execute(self, ex: _Executor, invs: tuple[SimInvocation, ...], load: float) -> float:
+    def _execute(self, ex: SimExecutor, invs: tuple[SimInvocation, ...], load: float) -> float:
         req, i = invs[0].payload
         if i != WHOLE_WORKFLOW:
             return self._execute_modelfn(ex, invs, load)
         return self._execute_workflow(ex, req, load)
 
-    def _execute_modelfn(self, ex: _Executor, invs: tuple[SimInvocation, ...], load: float) -> float:
+    def _execute_modelfn(self, ex: SimExecutor, invs: tuple[SimInvocation, ...], load: float) -> float:
         """One run of a ModelFn for one invocation or a batch: the weights are brought in once, and
         every request in the batch waits for the whole run."""
         p = self.profiles[invs[0].model_key]
         n = len(invs)
-        comp = self.run_s(p.name, n)
+        comp = self.load_costs.run_s(p.name, n)
         run = comp + load
         used = ex.cache.used
         before = ex.cache.acquire(p.name)
@@ -562,14 +504,14 @@ class Simulator:
         self._running(ex, int(self.cfg.activation_frac * p.nbytes * n))
         return run + transfer
 
-    def _execute_workflow(self, ex: _Executor, req: SimRequest, load: float) -> float:
+    def _execute_workflow(self, ex: SimExecutor, req: SimRequest, load: float) -> float:
         wf = req.wf
         models = wf.models
         wf_bytes = sum(self.profiles[m].nbytes for m in models)
         system = self.cfg.system
         used = ex.cache.used if ex.cache is not None else 0
         comp = sum(self.compute[n.model] for n in wf.nodes)  # one process runs the DAG in order
-        if self.functions and not self._instance_alive(ex, wf.name):
+        if self.functions and not self.load_costs.instance_alive(ex, wf.name):
             self.loads["instance_starts"] += 1
         if system == "mcache":
             missing = ex.cache.acquire(models)
@@ -600,49 +542,49 @@ class Simulator:
         self._running(ex, act + (wf_bytes if system == "nocache" else 0))
         return load + comp
 
-    def _running(self, ex: _Executor, nbytes: int) -> None:
+    def _running(self, ex: SimExecutor, nbytes: int) -> None:
         ex.running_bytes = nbytes
         self._mem_account(self.now, nbytes)
 
     def _mem_account(self, t: float, delta: int) -> None:
-        self._mem_integral += self._mem_used * (t - self._mem_t)
+        self.mem_integral += self._mem_used * (t - self._mem_t)
         self._mem_t = t
         self._mem_used += delta
 
-    # -- results --------------------------------------------------------------------------------
 
-    def _result(self, requests: list[SimRequest], end: float) -> SimResult:
-        records = [
-            RequestRecord(
-                r.trace.time,
-                r.trace.tenant,
-                r.wf.name,
-                r.finish,
-                r.deadline,
-                self.solo[r.wf.name],
-                r.load_s,
-                r.compute_s,
-                r.transfer_s,
-            )
-            for r in requests
-        ]
-        capacity = self.cfg.gpus * self.cfg.gpu.memory_gib * GIB
-        return SimResult(
-            system=self.cfg.system,
-            policy=self.cfg.policy,
-            gpus=self.cfg.gpus,
-            requests=records,
-            end_s=end,
-            memory_utilisation=self._mem_integral / (capacity * end) if end > 0 else 0.0,
-            loads=dict(self.loads),
-            cp_cpu_s=self.cp_cpu_s,
-            gpu_busy_s=self.gpu_busy_s,
-            decisions=self.scheduler.decisions,
-            max_inflight=self.max_inflight,
-            completions=self.completions,
-            vtimes=self.vtimes,
-            warmup_s=self.cfg.warmup_s,
+def result_of(sim: Simulator, requests: list[SimRequest], end: float) -> SimResult:
+    """The run's requests, memory utilisation, loads and decisions, as `SimResult`."""
+    records = [
+        RequestRecord(
+            r.trace.time,
+            r.trace.tenant,
+            r.wf.name,
+            r.finish,
+            r.deadline,
+            sim.solo[r.wf.name],
+            r.load_s,
+            r.compute_s,
+            r.transfer_s,
         )
+        for r in requests
+    ]
+    capacity = sim.cfg.gpus * sim.cfg.gpu.memory_gib * GIB
+    return SimResult(
+        system=sim.cfg.system,
+        policy=sim.cfg.policy,
+        gpus=sim.cfg.gpus,
+        requests=records,
+        end_s=end,
+        memory_utilisation=sim.mem_integral / (capacity * end) if end > 0 else 0.0,
+        loads=dict(sim.loads),
+        cp_cpu_s=sim.cp_cpu_s,
+        gpu_busy_s=sim.gpu_busy_s,
+        decisions=sim.scheduler.decisions,
+        max_inflight=sim.max_inflight,
+        completions=sim.completions,
+        vtimes=sim.vtimes,
+        warmup_s=sim.cfg.warmup_s,
+    )
 
 
 def simulate(

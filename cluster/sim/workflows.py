@@ -15,7 +15,9 @@ from cluster.sim.gpu_profiles import REFERENCE, GPUSpec, ModelProfile, h800_prof
 
 
 @dataclass(frozen=True)
-class Node:
+class SimNode:
+    """One ModelFn call of a modelled workflow: its ModelFn, its model, the nodes it waits for, its output size."""
+
     fn: str
     model: str
     deps: tuple[int, ...]
@@ -25,7 +27,7 @@ class Node:
 @dataclass
 class Workflow:
     name: str
-    nodes: list[Node]  # topological order
+    nodes: list[SimNode]  # topological order
     succ: list[list[int]] = field(init=False)
     roots: list[int] = field(init=False)
 
@@ -69,17 +71,17 @@ def basic(
     latent_bytes: int = 1 << 19,
     emb_bytes: int = 4 << 20,
 ) -> Workflow:
-    nodes = [Node("text_encode", e, (), emb_bytes) for e in encoders]
+    nodes = [SimNode("text_encode", e, (), emb_bytes) for e in encoders]
     enc = tuple(range(len(encoders)))
     prev: tuple[int, ...] = ()
     for _ in range(steps):
         deps = enc + prev
         if controlnet is not None:
-            nodes.append(Node("controlnet_step", controlnet, deps, latent_bytes))
+            nodes.append(SimNode("controlnet_step", controlnet, deps, latent_bytes))
             deps = deps + (len(nodes) - 1,)
-        nodes.append(Node("denoise_step", diffusion, deps, latent_bytes))
+        nodes.append(SimNode("denoise_step", diffusion, deps, latent_bytes))
         prev = (len(nodes) - 1,)
-    nodes.append(Node("vae_decode", vae, prev, 3 * latent_bytes))
+    nodes.append(SimNode("vae_decode", vae, prev, 3 * latent_bytes))
     return Workflow(name, nodes)
 
 

@@ -201,7 +201,7 @@ def test_a_merged_run_that_fails_is_rerun_part_by_part(cluster, steps):
 
 
 def test_a_step_cancelled_while_its_batch_forms_is_left_out(cluster, steps):
-    from cluster.control.head import RequestCancelled
+    from cluster.control.errors import RequestCancelled
 
     red, blue = steps["red"][0], steps["blue"][0]
     cluster.set_batch_size(_model_key(steps["red"]), 3)

@@ -14,7 +14,7 @@ import zmq
 
 from cluster import messages as m
 from cluster.call import pack
-from cluster.control.head import RequestCancelled
+from cluster.control.errors import RequestCancelled
 from cluster.dataplane.caller_store import caller_store, to_meta
 from cluster.dataplane.tensor_store import TensorHandle
 from cluster.executor.local_cluster import start_local_cluster

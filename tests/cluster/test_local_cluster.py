@@ -14,7 +14,7 @@ import torch
 import zmq
 
 from cluster import messages as m
-from cluster.control.head import DeadlineExceeded, ExecutorLost, ModelFnError
+from cluster.control.errors import DeadlineExceeded, ExecutorLost, ModelFnError
 from cluster.executor.local_cluster import start_local_cluster
 from cluster.local import LocalRuntime
 from tests.cluster.cluster_fns import tiny_ref

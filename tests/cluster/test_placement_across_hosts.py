@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from cluster.control.head import DEFAULT_TRANSFER_BPS, MeasuredLoads
+from cluster.control.loads import DEFAULT_TRANSFER_BPS, MeasuredLoads
 from cluster.dataplane import remote
 from cluster.scheduling.dispatcher import Dispatcher
 from cluster.scheduling.policies import make_scheduler

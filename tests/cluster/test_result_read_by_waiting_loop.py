@@ -35,14 +35,14 @@ async def test_the_loop_watches_the_socket_only_while_it_awaits_results(cluster)
 
     async def one(i: int) -> torch.Tensor:
         out = await rt.call("cc_test_linear", tiny_ref(1), {"x": torch.full((1, 16), float(i))}, {"sleep": 0.05})
-        seen.append(_watching(loop, head._fd))  # the others are still waiting
+        seen.append(_watching(loop, head.transport.fd))  # the others are still waiting
         return out["y"]
 
     outs = await asyncio.gather(*[one(i) for i in range(6)])
     assert seen[:5] == [True] * 5  # watched while any call of this loop was outstanding
     await asyncio.sleep(0)  # the watch ends on the loop's next step
-    assert not _watching(loop, head._fd)  # and no longer once all returned
-    assert loop not in head._readers
+    assert not _watching(loop, head.transport.fd)  # and no longer once all returned
+    assert loop not in head.readers
     for i, y in enumerate(outs):  # every result reached its own caller
         ref = await rt.call("cc_test_linear", tiny_ref(1), {"x": torch.full((1, 16), float(i))}, {})
         assert torch.equal(y, ref["y"])
@@ -53,7 +53,7 @@ async def test_a_failed_call_stops_the_watch_too(cluster):
     with pytest.raises(Exception, match="bad input of shape"):
         await rt.call("cc_test_raise", None, {"x": torch.ones(2)}, {})
     await asyncio.sleep(0)
-    assert asyncio.get_running_loop() not in head._readers
+    assert asyncio.get_running_loop() not in head.readers
 
 
 async def test_a_chain_of_calls_starts_watching_once(cluster):
@@ -65,12 +65,12 @@ async def test_a_chain_of_calls_starts_watching_once(cluster):
     try:
         for i in range(5):  # each call awaits the previous one, like denoising steps
             await rt.call("cc_test_linear", tiny_ref(1), {"x": torch.full((1, 16), float(i))}, {})
-            assert _watching(loop, head._fd)
+            assert _watching(loop, head.transport.fd)
     finally:
         loop.add_reader = add_reader
-    assert added == [head._fd]
+    assert added == [head.transport.fd]
     await asyncio.sleep(0)
-    assert not _watching(loop, head._fd)
+    assert not _watching(loop, head.transport.fd)
 
 
 def test_the_head_thread_reads_replies_again_once_no_loop_does():
@@ -85,7 +85,7 @@ def test_the_head_thread_reads_replies_again_once_no_loop_does():
             )
 
         asyncio.run(two())
-        assert not head._readers
+        assert not head.readers
         future = head.submit(
             tenant="t",
             request=uuid.uuid4().hex,

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from cluster.cluster_runtime import ClusterRuntime
-from cluster.control.head import RequestCancelled
+from cluster.control.errors import RequestCancelled
 from cluster.executor.local_cluster import start_local_cluster
 from cluster.scheduling.costs import shape_signature
 from cluster.scheduling.warm_wait import WarmWaitPolicy

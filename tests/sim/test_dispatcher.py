@@ -15,13 +15,13 @@ from cluster.scheduling.warm_wait import WarmWaitPolicy
 from cluster.sim.gpu_profiles import ModelProfile
 from cluster.sim.simulator import SimConfig, Simulator, simulate
 from cluster.sim.traces import TraceRequest
-from cluster.sim.workflows import Node, Workflow
+from cluster.sim.workflows import SimNode, Workflow
 
 
 def _one_step(models: tuple[str, ...] = ("m",)) -> tuple[list[Workflow], dict[str, ModelProfile]]:
     # weights that load in no time: placement, not the layer cache, decides where each step runs
     profiles = {k: ModelProfile(k, 0.0, 0.0, 1.0, 1.0, layers=1) for k in models}
-    return [Workflow(f"w{k}", [Node("step", k, (), 0)]) for k in models], profiles
+    return [Workflow(f"w{k}", [SimNode("step", k, (), 0)]) for k in models], profiles
 
 
 def test_the_head_and_the_simulator_hold_the_same_dispatcher():

@@ -8,7 +8,7 @@ from cluster.scheduling.warm_wait import Parked, WarmWaitPolicy, load_estimate, 
 from cluster.sim.gpu_profiles import ModelProfile
 from cluster.sim.simulator import SimConfig, simulate
 from cluster.sim.traces import TraceRequest
-from cluster.sim.workflows import Node, Workflow
+from cluster.sim.workflows import SimNode, Workflow
 
 
 def test_parks_when_a_holder_frees_up_sooner_than_the_load():
@@ -45,8 +45,8 @@ def test_free_executor_takes_the_oldest_it_holds_weights_for_else_one_that_waite
 def _chain(steps: int) -> tuple[list[Workflow], dict[str, ModelProfile]]:
     p = {"m": ModelProfile("m", 4.0, 0.0, 1.0, 0.5, layers=1), "n": ModelProfile("n", 4.0, 0.0, 1.0, 0.5, layers=1)}
     return [
-        Workflow("w", [Node("step", "m", (i - 1,) if i else (), 0) for i in range(steps)]),
-        Workflow("v", [Node("step", "n", (), 0)]),
+        Workflow("w", [SimNode("step", "m", (i - 1,) if i else (), 0) for i in range(steps)]),
+        Workflow("v", [SimNode("step", "n", (), 0)]),
     ], p
 
 
