@@ -130,6 +130,11 @@ class Head:
         return self
 
     @property
+    def running(self) -> bool:
+        """Started and not stopped yet."""
+        return self.worker.running
+
+    @property
     def address(self) -> str:
         return self.transport.address
 
@@ -199,7 +204,7 @@ class Head:
     def wait_for_executors(self, n: int, timeout: float = 60.0) -> None:
         """Return once `n` executors have registered, or the head has stopped; TimeoutError after `timeout`."""
         end = time.monotonic() + timeout
-        while len(self.executors) < n and self.worker.running:
+        while len(self.executors) < n and self.running:
             if time.monotonic() > end:
                 raise TimeoutError(f"{len(self.executors)} of {n} executors registered in {timeout}s")
             time.sleep(0.02)

@@ -103,7 +103,7 @@ def test_serve_listens_meanwhile_and_stops_as_a_failed_start_if_they_never_regis
     monkeypatch.setattr(serve, "EXECUTOR_START_S", 0.3)
     signals: list[tuple[int, int]] = []
     monkeypatch.setattr(serve.os, "kill", lambda pid, sig: signals.append((pid, sig)))
-    head = SimpleNamespace(executors={f"ex{i}": None for i in range(registered)}, _running=running)
+    head = SimpleNamespace(executors={f"ex{i}": None for i in range(registered)}, running=running)
     head.wait_for_executors = lambda n, timeout: Head.wait_for_executors(head, n, timeout)
     failed = threading.Event()
     serve.stop_unless_registered(head, 1, failed).join(10)
