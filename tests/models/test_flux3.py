@@ -229,3 +229,26 @@ def test_step_distilled_flow_map_model_takes_the_next_sigma(files):
         model.apply(x, torch.tensor([0.8]), {"context": context})
     with pytest.raises(ValueError, match="not on the sampler's schedule"):
         model.apply(x, torch.tensor([0.6]), {"context": context, "sample_sigmas": schedule})
+
+
+def test_scaled_fp8_file_is_multiplied_out(files, tmp_path):
+    """ComfyUI's scaled fp8 layout (float8 weights, a float32 scale_weight beside each, the scaled_fp8 marker):
+    the model holds weight x scale."""
+    sd = load_file(files["bare"])
+    scaled, expected = {"scaled_fp8": torch.zeros(2, dtype=torch.float8_e4m3fn)}, {}
+    for key, value in sd.items():
+        if key.endswith(".weight") and value.dim() == 2:
+            scale = value.abs().max() / 448
+            q = (value / scale).to(torch.float8_e4m3fn)
+            scaled[key], scaled[key[: -len("weight")] + "scale_weight"] = q, scale.reshape(1)
+            expected[key] = q.float() * scale
+        else:
+            scaled[key] = value
+    path = tmp_path / "flux3_fp8_scaled_tiny.safetensors"
+    save_file(scaled, str(path))
+    assert probe(path).arch == "flux3"
+    module = loader.load_diffusion_model(make_ref("diffusion_model", "flux3", [path])).module
+    assert torch.equal(module.x_embedders["image"].weight, expected["emb_in.image.weight"])
+    assert torch.equal(
+        module.single_transformer_blocks[1].attn.to_out[0].weight, expected["single_blocks.1.attn_out.weight"]
+    )
