@@ -33,6 +33,7 @@ from nodes.models.components import DiffusionModel
 from nodes.models.errors import ModelLoadError
 from nodes.models.flux_keys import count_blocks, find_prefix, strip_prefix
 from nodes.models.fp8 import dequantize_scaled_fp8
+from nodes.models.lora import LoraTargets, merge_loras
 
 from .safetensors_io import build_module
 
@@ -53,6 +54,26 @@ def bfl_layout(state_dict: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor
 def to_diffusers_layout(state_dict: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """diffusers' names from BFL's file, by diffusers' own single-file converter."""
     return convert_flux3_transformer_checkpoint_to_diffusers(bfl_layout(state_dict))
+
+
+def lora_targets(bfl_sd: Mapping[str, torch.Tensor]) -> LoraTargets:
+    """The names a FLUX 3 LoRA may give a layer, for a state dict in BFL's (the file's, unprefixed) names: BFL's
+    own (bare or under `diffusion_model.`, as ai-toolkit writes them; kohya's `lora_unet_` with underscores) and
+    diffusers' (bare or under `transformer.`). The output adaLN has no diffusers alias: diffusers stores its rows
+    swapped, so a delta in its order would land on the wrong half."""
+    targets = LoraTargets(
+        ("lora_unet_", "diffusion_model.", "transformer.") + tuple(sorted({k.split(".")[0] + "." for k in bfl_sd})), {}
+    )
+    for key, value in bfl_sd.items():
+        if not key.endswith(".weight") or value.dim() != 2:
+            continue
+        name = key[: -len(".weight")]
+        aliases = [name, "diffusion_model." + name, "lora_unet_" + name.replace(".", "_")]
+        if not key.endswith("adaLN_modulation.1.weight"):
+            (theirs,) = convert_flux3_transformer_checkpoint_to_diffusers({key: value})
+            aliases += [theirs[: -len(".weight")], "transformer." + theirs[: -len(".weight")]]
+        targets.add(key, *aliases)
+    return targets
 
 
 def infer_config(sd: Mapping[str, torch.Tensor]) -> dict[str, Any]:
@@ -160,14 +181,18 @@ class Flux3DiffusionModel(DiffusionModel):
 
 
 def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) -> Flux3DiffusionModel:
-    """A FLUX 3 DiffusionModel from a bare or `model.diffusion_model.`-prefixed transformer file. It computes in
-    float32 whatever the file's dtype; scaled fp8 is multiplied out, other quantised layouts (the template's int8
-    ConvRot) are refused with their extra tensors named."""
+    """A FLUX 3 DiffusionModel from a bare or `model.diffusion_model.`-prefixed transformer file, LoRAs merged
+    (LoraLoaderModelOnly). It computes in float32 whatever the file's dtype; scaled fp8 is multiplied out, other
+    quantised layouts (the template's int8 ConvRot) are refused with their extra tensors named."""
     path = ref.sources[0] if ref.sources else None
-    if ref.patches:
-        raise ModelLoadError(path, "LoRAs are not supported for FLUX 3 models yet")
     try:
-        sd = to_diffusers_layout(state_dict)
+        sd = bfl_layout(state_dict)
+    except ValueError as e:
+        raise ModelLoadError(path, f"not a usable FLUX 3 transformer: {e}") from None
+    if ref.patches:  # merged in BFL's names, before diffusers' converter reorders the output adaLN
+        sd, _ = merge_loras(ref.patches, lora_targets(sd), sd)
+    try:
+        sd = convert_flux3_transformer_checkpoint_to_diffusers(sd)
         config = infer_config(sd)
     except (KeyError, ValueError) as e:
         raise ModelLoadError(path, f"not a usable FLUX 3 transformer: {e}") from None
@@ -189,6 +214,7 @@ __all__ = [
     "infer_config",
     "load_diffusion_model",
     "load_text_encoder",
+    "lora_targets",
     "target_sigma",
     "text_ids",
     "to_diffusers_layout",

@@ -252,3 +252,62 @@ def test_scaled_fp8_file_is_multiplied_out(files, tmp_path):
     assert torch.equal(
         module.single_transformer_blocks[1].attn.to_out[0].weight, expected["single_blocks.1.attn_out.weight"]
     )
+
+
+@pytest.mark.parametrize("naming", ["bfl", "kohya", "diffusers"])
+def test_lora_is_merged(files, tmp_path, naming):
+    """A LoRA (LoraLoaderModelOnly) in BFL's names as ai-toolkit writes them (`diffusion_model.single_blocks.N.
+    q_proj`), kohya's (`lora_unet_single_blocks_N_q_proj`) or diffusers' (`transformer.single_transformer_blocks.N.
+    attn.to_q`): W + strength * alpha/rank * B @ A on that layer, the others untouched; the output adaLN in BFL's
+    names lands on BFL's rows (diffusers swaps them into [scale, shift])."""
+    from cluster.refs import Patch
+    from nodes.loaders import file_digest
+
+    sd = load_file(files["bare"])
+    gen = torch.Generator().manual_seed(6)
+    layers = {
+        "single_blocks.1.q_proj": "single_transformer_blocks.1.attn.to_q",
+        "content_mode_blocks.image.0.mlp_in": "mode_blocks.image.0.ff.linear_in",
+        "txt_in": "context_embedder",
+    }
+    if naming != "diffusers":
+        layers["final_layer.image.adaLN_modulation.1"] = "norm_out.linear"
+    lora, expected = {}, {}
+    for bfl, theirs in layers.items():
+        w = sd[bfl + ".weight"]
+        a, b = torch.randn(4, w.shape[1], generator=gen), torch.randn(w.shape[0], 4, generator=gen)
+        name = {
+            "bfl": f"diffusion_model.{bfl}",
+            "kohya": "lora_unet_" + bfl.replace(".", "_"),
+            "diffusers": f"transformer.{theirs}",
+        }[naming]
+        lora |= {f"{name}.lora_A.weight": a, f"{name}.lora_B.weight": b, f"{name}.alpha": torch.tensor(2.0)}
+        merged = w + 0.8 * (2.0 / 4) * (b @ a)
+        if theirs == "norm_out.linear":  # diffusers' [scale, shift] of BFL's [shift, scale]
+            shift, scale = merged.chunk(2)
+            merged = torch.cat([scale, shift])
+        expected[theirs] = merged
+    path = tmp_path / f"flux3_lora_{naming}.safetensors"
+    save_file(lora, str(path))
+    ref = make_ref("diffusion_model", "flux3", [files["bare"]]).with_patch(Patch(str(path), file_digest(path), 0.8))
+    got = loader.load_diffusion_model(ref).module.state_dict()
+    for theirs, want in expected.items():
+        torch.testing.assert_close(got[theirs + ".weight"], want, rtol=0, atol=1e-5)
+    assert torch.equal(got["single_transformer_blocks.1.attn.to_k.weight"], sd["single_blocks.1.k_proj.weight"])
+
+
+def test_lora_for_another_model_is_refused(files, tmp_path):
+    from cluster.refs import Patch
+    from nodes.loaders import file_digest
+
+    path = tmp_path / "not_flux3.safetensors"
+    save_file(
+        {
+            "diffusion_model.double_blocks.0.img_attn.qkv.lora_A.weight": torch.zeros(4, 32),
+            "diffusion_model.double_blocks.0.img_attn.qkv.lora_B.weight": torch.zeros(96, 4),
+        },
+        str(path),
+    )
+    ref = make_ref("diffusion_model", "flux3", [files["bare"]]).with_patch(Patch(str(path), file_digest(path), 1.0))
+    with pytest.raises(ModelLoadError, match="another architecture"):
+        loader.load_diffusion_model(ref)
