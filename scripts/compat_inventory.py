@@ -42,13 +42,6 @@ ROOTS = (
     "comfy_config",
     "protocol",
 )
-# Names ComfyUI itself offers only with an optional package installed (absent there without it, too).
-NEEDS_PACKAGE = {"comfy.quant_ops.ck": "comfy_kitchen"}
-# Why such a package is not a dependency of Comfy Cluster (checked with `pip download --no-deps`).
-NOT_A_DEPENDENCY = {
-    "comfy_kitchen": "comfy-kitchen 0.2.40 is a 68 MB wheel of compiled CUDA and ROCm kernels "
-    "(one per Python version), not a small pure-Python package"
-}
 # Names missing here on purpose, with what a pack gets and why.
 MISSING_WHY = {
     "nodes.unCLIPCheckpointLoader": "AttributeError (module 'nodes' has no attribute 'unCLIPCheckpointLoader'): the unCLIP family and Stable "
@@ -490,16 +483,7 @@ def markdown(inventory: dict) -> str:
     for r in inventory["names"]:
         if r["status"] != "supported":
             where = "module-level" if r["module_level"] else "inside functions"
-            package = NEEDS_PACKAGE.get(r["name"])
-            note = (
-                r.get("error", "")
-                or r.get("notes", "")
-                or (
-                    f"needs the {package} package, as in ComfyUI; not installed here: {NOT_A_DEPENDENCY[package]}"
-                    if package
-                    else MISSING_WHY.get(r["name"], "")
-                )
-            )
+            note = r.get("error", "") or r.get("notes", "") or MISSING_WHY.get(r["name"], "")
             lines.append(
                 f"| `{r['name']}` | {where} | {r['status']} | {', '.join(r['packs'])} | "
                 f"{' '.join(note.replace('|', '/').split())} |"
