@@ -18,6 +18,7 @@ For one pack whose "here" side packs_today.py has just measured, in the pack's v
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import importlib.abc
 import importlib.util
@@ -30,6 +31,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -113,13 +115,20 @@ def compare_nodes(here: dict, there: dict) -> dict:
         elif name not in here:
             diffs[name] = ["only there"]
         elif found := differences(strip_prose(here[name]), strip_prose(there[name])):
-            diffs[name] = found[:DIFFS_KEPT]
+            diffs[name] = found
+    # entries that differ only by top-level keys ours has and this ComfyUI lacks (fields of a newer ComfyUI)
+    newer = [
+        n
+        for n, d in diffs.items()
+        if n in there and n in here and all(x.endswith(": only here") and "." not in x and "[" not in x for x in d)
+    ]
     return {
         "equal": sum(name in here and name not in diffs for name in there),
         "of": len(there),
+        "equal_but_keys_only_here": len(newer),
         "here": {name: entry_sha(e) for name, e in sorted(here.items())},
         "there": {name: entry_sha(e) for name, e in sorted(there.items())},
-        "differences": diffs,
+        "differences": {name: d[:DIFFS_KEPT] for name, d in diffs.items()},
     }
 
 
@@ -233,8 +242,30 @@ def _watch(module: Any, record: Path, pack_dir: Path) -> None:
                 if r.resource is not None and r.method != "HEAD" and _handler_file(r.handler).startswith(inside)
             ]
             _record(record, {"kind": "routes", "routes": routes})
+            threading.Thread(target=_queue_cases, args=(self, record), daemon=True).start()
 
         module.PromptServer.add_routes = add_routes
+
+
+def _queue_cases(server: Any, record: Path) -> None:
+    """Queue the case the harness asks for (a file beside the record) on ComfyUI's own prompt queue, its outputs
+    ["node"]: what /prompt queues for an output node; a case node that is no output node /prompt refuses ("Prompt
+    has no outputs"), where the "here" probe runs it as the one node to execute. Validated first by ComfyUI's
+    validate_inputs, as /prompt validates each output."""
+    execution, asked, done = sys.modules["execution"], record.with_suffix(".case.json"), set()
+    while True:
+        time.sleep(1)
+        if not asked.is_file() or (case := json.loads(asked.read_text()))["prompt_id"] in done:
+            continue
+        done.add(case["prompt_id"])
+        check = execution.validate_inputs(case["prompt_id"], case["prompt"], "node", {})
+        valid, errors, _ = asyncio.run_coroutine_threadsafe(check, server.loop).result(timeout=300)
+        if not valid:
+            _record(record, {"kind": "case", "prompt_id": case["prompt_id"], "ok": False, "why": f"invalid: {errors}"})
+            continue
+        server.number += 1
+        extra = {"create_time": int(time.time() * 1000)}
+        server.prompt_queue.put((server.number, case["prompt_id"], case["prompt"], extra, ["node"], {}))
 
 
 def _packs_today() -> Any:
@@ -318,6 +349,7 @@ def there_venv(pack_venv: Path, dest: Path, comfyui: Path, env: dict) -> dict:
     """A copy of the pack's venv less comfy-cluster, plus ComfyUI's requirements; what pip said."""
     if dest.exists():
         shutil.rmtree(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
     subprocess.run(["cp", "-al", str(pack_venv), str(dest)], check=True)
     python = str(dest / "bin" / "python")
     torch = subprocess.run(
@@ -434,12 +466,19 @@ def run_there(pack: dict, venv: Path, ws: Path, work: Path, comfyui: Path, here_
 
 def run_case_there(base: str, record: Path, here_case: dict) -> dict:
     """POST the "here" case's prompt to ComfyUI; the digest of its outputs, from the watcher's record."""
-    result: dict[str, Any] = {"node": here_case["node"], "ok": False}
-    status, body = http(f"{base}/prompt", {"prompt": here_case["prompt"], "client_id": uuid.uuid4().hex})
-    if status != 200:
+    result: dict[str, Any] = {"node": here_case["node"], "ok": False, "queued_by": "/prompt"}
+    status, body = http(
+        f"{base}/prompt",
+        {"prompt": here_case["prompt"], "client_id": uuid.uuid4().hex, "partial_execution_targets": ["node"]},
+    )
+    if status == 400 and b"prompt_no_outputs" in body:  # not an output node: queued as the here probe runs it
+        prompt_id, result["queued_by"] = uuid.uuid4().hex, "the watcher (no output node: /prompt refuses it)"
+        record.with_suffix(".case.json").write_text(json.dumps({"prompt_id": prompt_id, "prompt": here_case["prompt"]}))
+    elif status != 200:
         result["why"] = f"/prompt answered {status}: {body[:400].decode(errors='replace')}"
         return result
-    prompt_id = json.loads(body)["prompt_id"]
+    else:
+        prompt_id = json.loads(body)["prompt_id"]
     deadline = time.time() + CASE_TIMEOUT_S
     while time.time() < deadline:
         found = [json.loads(ln) for ln in record.open() if prompt_id in ln]
@@ -448,7 +487,7 @@ def run_case_there(base: str, record: Path, here_case: dict) -> dict:
             history = json.loads(body).get(prompt_id, {}) if status == 200 else {}
             messages = history.get("status", {}).get("messages", [])
             error = next((m[1] for m in messages if m[0] == "execution_error"), None)
-            result.update({k: found[0][k] for k in ("ok", "outputs", "ui")})
+            result.update({k: found[0].get(k) for k in ("ok", "outputs", "ui", "why") if k in found[0]})
             if error:
                 result["why"] = f"{error.get('exception_type')}: {str(error.get('exception_message')).strip()[:300]}"
             return result

@@ -542,21 +542,31 @@ def cmd_run(args: argparse.Namespace) -> int:
     (args.work / "results").mkdir(exist_ok=True)
     base, commit = base_venv(args.work)
     models = demo_models(base, args.work)
-    with ThreadPoolExecutor(args.jobs) as pool:
-        results = list(
-            pool.map(lambda p: run_pack(p, args.work, args.mirrors, base, models, args.resume, args.comfyui), packs)
-        )
     before = json.loads(RESULT.read_text()) if args.only and RESULT.is_file() else {"packs": []}
-    previous = {r["folder"]: {"comfy_cluster_commit": before.get("comfy_cluster_commit"), **r} for r in before["packs"]}
-    previous.update({r["folder"]: {**r, "comfy_cluster_commit": commit} for r in results})
-    order, _ = read_list()
-    results = [previous[p["folder"]] for p in order if p["folder"] in previous]
     torch_version = subprocess.run(
         [str(base / "bin" / "python"), "-c", "import torch; print(torch.__version__)"],
         capture_output=True,
         text=True,
         check=False,
     ).stdout.strip()
+    done: list[dict] = []
+    with ThreadPoolExecutor(args.jobs) as pool:
+        # the result file is written after each pack: a run cut short keeps what it measured
+        for result in pool.map(
+            lambda p: run_pack(p, args.work, args.mirrors, base, models, args.resume, args.comfyui), packs
+        ):
+            done.append(result)
+            results = write_result(before, done, commit, torch_version, left_out)
+    print(json.dumps(summary(results)))
+    return 0
+
+
+def write_result(before: dict, done: list[dict], commit: str, torch_version: str, left_out: list[dict]) -> list[dict]:
+    """The result file: this run's packs over the earlier run's (`before`), in the list's order."""
+    previous = {r["folder"]: {"comfy_cluster_commit": before.get("comfy_cluster_commit"), **r} for r in before["packs"]}
+    previous.update({r["folder"]: {**r, "comfy_cluster_commit": commit} for r in done})
+    order, _ = read_list()
+    results = [previous[p["folder"]] for p in order if p["folder"] in previous]
     RESULT.parent.mkdir(parents=True, exist_ok=True)
     RESULT.write_text(
         json.dumps(
@@ -577,8 +587,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
         + "\n"
     )
-    print(json.dumps(summary(results)))
-    return 0
+    return results
 
 
 def summary(results: list[dict]) -> dict:
@@ -795,6 +804,8 @@ def there_cells(r: dict) -> tuple[str, str, str, str]:
         why = f"no result yet ({t['error'][:60]})" if t and t.get("error") else "no result yet"
         return why, why, why, why
     nodes = f"{t['nodes']['equal']} of {t['nodes']['of']}" if t.get("nodes") else "-"
+    if t.get("nodes", {}).get("equal_but_keys_only_here"):
+        nodes += f" (+{t['nodes']['equal_but_keys_only_here']} but for keys only ours has)"
     case = t.get("case")
     case_cell = "-" if case is None else ("ok" if case["ok"] else "failed") + f" ({yes_no(case.get('equal'))})"
     routes = list((t.get("routes") or {}).values())
@@ -815,6 +826,9 @@ def there_summary(packs: list[dict]) -> dict:
         "imported_there": sum(bool(r["there"]["imported"]) for r in measured),
         "nodes_equal": sum(r["there"]["nodes"]["equal"] for r in measured if r["there"].get("nodes")),
         "nodes_there": sum(r["there"]["nodes"]["of"] for r in measured if r["there"].get("nodes")),
+        "nodes_equal_but_keys_only_here": sum(
+            r["there"]["nodes"].get("equal_but_keys_only_here", 0) for r in measured if r["there"].get("nodes")
+        ),
         "cases": len(cases),
         "cases_equal": sum(bool(c.get("equal")) for c in cases),
         "routes_by_body": len(routes),
@@ -874,7 +888,8 @@ def docs_block(data: dict) -> str:
             f"{origin['read_from']}; core files sha256 {origin['core_files_sha256']['sha256']}), each pack alone in "
             f"a copy of its venv plus ComfyUI's requirements (scripts/packs_there.py). **{there['measured']} of "
             f"{total['packs']} packs have both sides**: {there['imported_there']} import there; /object_info entries "
-            f"equal whole (prose aside) {there['nodes_equal']} of {there['nodes_there']}; cases equal "
+            f"equal whole (prose aside) {there['nodes_equal']} of {there['nodes_there']}, "
+            f"{there['nodes_equal_but_keys_only_here']} more equal but for top-level keys only ours has; cases equal "
             f"{there['cases_equal']} of {there['cases']}; GET routes equal by body {there['routes_equal_by_body']} "
             f"of {there['routes_by_body']}.\n\n"
         )

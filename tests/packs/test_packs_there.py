@@ -63,6 +63,9 @@ def test_any_other_field_makes_entries_differ_and_says_where():
         assert result["equal"] == 0 and result["differences"]["Flip"], change
     assert there.compare_nodes({}, {"Flip": ENTRY})["differences"] == {"Flip": ["only there"]}
     assert there.compare_nodes({"Flip": ENTRY}, {})["differences"] == {"Flip": ["only here"]}
+    newer = {**ENTRY, "dev_only": False}
+    counted = there.compare_nodes({"Flip": newer, "Deep": ENTRY}, {"Flip": ENTRY, "Deep": {**ENTRY, "category": "x"}})
+    assert (counted["equal"], counted["equal_but_keys_only_here"]) == (0, 1)
     moved = {k: ENTRY[k] for k in reversed(list(ENTRY))}  # same values, ComfyUI's key order not kept
     assert "key order" in there.compare_nodes({"Flip": moved}, {"Flip": ENTRY})["differences"]["Flip"][0]
 
@@ -143,7 +146,7 @@ def test_the_table_says_which_packs_have_no_comfyui_result_yet():
                 "core_files_sha256": {"sha256": "ff"},
             },
             "imported": True,
-            "nodes": {"equal": 1, "of": 2},
+            "nodes": {"equal": 1, "of": 2, "equal_but_keys_only_here": 1},
             "case": {"ok": True, "equal": False},
             "routes": {"/a": {"by": "body", "equal": True}, "/b": {"by": "status", "equal": True}},
         },
@@ -163,5 +166,8 @@ def test_the_table_says_which_packs_have_no_comfyui_result_yet():
     assert "**1 of 2 packs have both sides**" in block
     assert "No ComfyUI result yet (1): b." in block
     rows = [line for line in block.splitlines() if line.startswith("| [")]
-    assert "| yes / yes | 2 / 2 | 1 of 2 | 1 (Flip) | ok (no) | 1 of 1 (+1 of 1 by status) |" in rows[0]
+    assert (
+        "| yes / yes | 2 / 2 | 1 of 2 (+1 but for keys only ours has) | 1 (Flip) | ok (no) | 1 of 1 (+1 of 1 by status) |"
+        in rows[0]
+    )
     assert rows[1].count("no result yet") == 4
