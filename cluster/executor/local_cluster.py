@@ -183,7 +183,7 @@ class LocalCluster:
         return self._describe_exit(proc, self.tails.get(pid))
 
     def _supervise(self) -> None:
-        from cluster.reclaim import reclaim_dead
+        from cluster.executor.reclaim import reclaim_dead
 
         while not self._stopping:
             time.sleep(0.2)
@@ -219,7 +219,7 @@ class LocalCluster:
                 log.warning("executor process %d did not stop within %.0f s: killed", p.pid, timeout)
                 p.kill()
                 p.wait()
-        from cluster.reclaim import reclaim_dead
+        from cluster.executor.reclaim import reclaim_dead
 
         reclaim_dead([p.pid for p in self.procs])  # those that had to be killed could not clean up
 

@@ -16,7 +16,7 @@ HEARTBEAT_S = 0.5  # the head's default; it tells each executor its own in the W
 
 
 def default_address() -> str:
-    """A fresh ipc:// address for a head of this process (cluster.reclaim removes those of dead processes)."""
+    """A fresh ipc:// address for a head of this process (cluster.executor.reclaim removes those of dead processes)."""
     return f"ipc://{tempfile.gettempdir()}/cc-head-{os.getpid()}-{uuid.uuid4().hex[:8]}.sock"
 
 

@@ -315,7 +315,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     if args.data_plane:
         remote.set_mode(args.data_plane)  # this process's pulls, and its local executors' (environment)
-    from cluster.reclaim import reclaim_dead
+    from cluster.executor.reclaim import reclaim_dead
 
     reclaim_dead()  # the segments and sockets of servers and executors that were killed
     start_failed = threading.Event()

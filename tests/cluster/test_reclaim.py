@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 
-from cluster.reclaim import owner_pid, reclaim_dead
+from cluster.executor.reclaim import owner_pid, reclaim_dead
 
 
 def _dead_pid() -> int:
