@@ -226,6 +226,11 @@ def _single_clip_arch(path: Path, clip_type: str) -> str:
     the flux/flux2 types and Z-Image's for every other type; lumina2 takes nothing else here (Lumina 2's Gemma
     is not supported)."""
     file_arch, _ = probe_arch(path, "clip_name")
+    if clip_type == "flux3" and file_arch != "qwen3vl":
+        raise ValueError(
+            f"clip_name: {path.name} is a {file_arch} file; CLIPLoader type flux3 loads FLUX 3's Qwen3-VL-4B text "
+            "encoder (qwen3vl_4b*.safetensors)"
+        )
     if file_arch == "qwen3":
         return "flux2" if clip_type in ("flux", "flux2") else "zimage"
     if file_arch == "qwen3vl":  # ComfyUI: Qwen-Image 2.1's encoder with type qwen_image, Krea 2's with krea2

@@ -197,6 +197,10 @@ def test_cliploader_type_flux3_on_a_qwen3vl_file(files, monkeypatch):
     assert ref.arch == "flux3"
     with pytest.raises(ValueError, match="as FLUX 3's with type flux3"):
         CLIPLoader().load_clip("qwen3vl_4b_flux3_tiny.safetensors", "flux2")
+    # another kind of file under type flux3 is refused by name (it used to load as another family's encoder)
+    monkeypatch.setattr(loaders_mod, "model_file", lambda folder, name, what: files["bare"])
+    with pytest.raises(ValueError, match="is a flux3 file; CLIPLoader type flux3 loads FLUX 3's Qwen3-VL-4B"):
+        CLIPLoader().load_clip("flux3_klein_tiny.safetensors", "flux3")
 
 
 def test_step_distilled_flow_map_model_takes_the_next_sigma(files):
