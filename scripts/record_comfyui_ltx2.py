@@ -6,7 +6,8 @@ modules, nothing of ComfyUI is copied here; recipe in ../shared/reference/runnin
 tiny checkpoint was written (nodes.models.ltx2_demo.build_demo_ltx2):
 
     cd <ComfyUI 0.10.0 source> && PYTHONPATH=<torchvision shim>:. OMP_NUM_THREADS=1 <venv>/bin/python \\
-        /work/main/scripts/record_comfyui_ltx2.py <models dir> /work/main/tests/models/fixtures/comfyui_ltx2.json
+        /work/main/scripts/record_comfyui_ltx2.py <models dir> /work/main/tests/models/fixtures/comfyui_ltx2.json \\
+        [object_info.json]
 
 The checkpoint is loaded as UNETLoader loads it (comfy.sd.load_diffusion_model: the model detected from its keys
 and its metadata's transformer config) and evaluated through ComfyUI's own BaseModel (model_base.LTXAV: its
@@ -14,7 +15,12 @@ model sampling, its packing of the video and audio latents into one tensor, its 
 noise mask). Recorded per case: the seeded inputs, the denoised video and audio latents of one evaluation, and
 the model's detected facts. The checkpoint's video VAE is loaded as CheckpointLoaderSimple loads it
 (comfy.sd.load_checkpoint_guess_config) and recorded encoding seeded frames (odd sizes: ComfyUI's centre crop to
-multiples of 32) and decoding seeded latents (a batch of two). Tensors are float32 base64; the file's sha256 is stored so the test knows it has
+multiples of 32) and decoding seeded latents (a batch of two). The text encoder is loaded as LTXAVTextEncoderLoader
+loads it (comfy.sd.load_clip with the Gemma file and the checkpoint, CLIPType.LTXV) and recorded tokenizing and
+encoding prompts. ComfyUI fixes widths of the released files that the tiny ones do not have: Gemma 3 12B's sizes
+(its Gemma3_12B_Config), the projection's 3840 x 49 inputs, the connectors' 30 heads of 128 and its test for a
+Gemma file (a 48th layer); so that its own classes load the tiny files, this script gives them the tiny sizes read
+from the files (wrappers below) and changes nothing else. Tensors are float32 base64; the file's sha256 is stored so the test knows it has
 the same file.
 """
 
@@ -50,8 +56,84 @@ def sha256(path: str) -> str:
         return hashlib.sha256(f.read()).hexdigest()
 
 
+PROMPTS = [
+    "",
+    "a red fox running through fresh snow",
+    "The camera slowly pans across a quiet harbour as waves lap against the wooden boats, soft jazz music.",
+]
+TEXT_ENCODER = "text_encoders/gemma_3_12B_it_tiny.safetensors"
+
+
+def tiny_text_encoder_sizes(gemma_path: str, ckpt_path: str) -> None:
+    """Give ComfyUI's LTX-2 text encoder classes the tiny files' sizes (they are constants in its code)."""
+    import dataclasses
+
+    import comfy.text_encoders.llama as llama
+    import comfy.text_encoders.lt as lt
+    import comfy.utils
+
+    gemma = comfy.utils.load_torch_file(gemma_path)
+    ckpt, meta = comfy.utils.load_torch_file(ckpt_path, return_metadata=True)
+    head_dim = gemma["model.layers.0.self_attn.q_norm.weight"].shape[0]
+    layers = len({k.split(".")[2] for k in gemma if k.startswith("model.layers.")})
+    sizes = {
+        "vocab_size": gemma["model.embed_tokens.weight"].shape[0],
+        "hidden_size": gemma["model.embed_tokens.weight"].shape[1],
+        "intermediate_size": gemma["model.layers.0.mlp.gate_proj.weight"].shape[0],
+        "num_hidden_layers": layers,
+        "num_attention_heads": gemma["model.layers.0.self_attn.q_proj.weight"].shape[0] // head_dim,
+        "num_key_value_heads": gemma["model.layers.0.self_attn.k_proj.weight"].shape[0] // head_dim,
+        "head_dim": head_dim,
+        "vision_config": {
+            "num_channels": 3,
+            "hidden_act": "gelu_pytorch_tanh",
+            "hidden_size": 8,
+            "image_size": 28,
+            "intermediate_size": 8,
+            "model_type": "siglip_vision_model",
+            "num_attention_heads": 2,
+            "num_hidden_layers": 1,
+            "patch_size": 14,
+        },
+        "mm_tokens_per_image": 4,
+    }
+    base = llama.Gemma3_12B_Config
+    llama.Gemma3_12B_Config = dataclasses.make_dataclass(
+        "TinyGemma3Config",
+        [(k, type(v), dataclasses.field(default_factory=lambda v=v: v)) for k, v in sizes.items()],
+        bases=(base,),
+    )
+    projection = ckpt["text_embedding_projection.aggregate_embed.weight"].shape
+    connector = json.loads(meta["config"])["transformer"]
+    original_init, original_load = lt.LTXAVTEModel.__init__, lt.LTXAVTEModel.load_sd
+
+    def init(self, *args, **kwargs):
+        original_init(self, *args, **kwargs)
+        ops = self.gemma3_12b.operations
+        self.text_embedding_projection = ops.Linear(projection[1], projection[0], bias=False)
+        for name in ("audio_embeddings_connector", "video_embeddings_connector"):
+            setattr(
+                self,
+                name,
+                lt.Embeddings1DConnector(
+                    split_rope=True,
+                    double_precision_rope=True,
+                    attention_head_dim=connector["connector_attention_head_dim"],
+                    num_attention_heads=connector["connector_num_attention_heads"],
+                    operations=ops,
+                ),
+            )
+
+    def load_sd(self, sd):
+        if "model.layers.0.self_attn.q_norm.weight" in sd:  # ComfyUI asks for layer 47, which a tiny Gemma lacks
+            return self.gemma3_12b.load_sd(sd)
+        return original_load(self, sd)
+
+    lt.LTXAVTEModel.__init__, lt.LTXAVTEModel.load_sd = init, load_sd
+
+
 def main(models: str, out: str) -> None:
-    sys.argv = [sys.argv[0], "--cpu"]
+    sys.argv = [sys.argv[0], "--cpu", "--use-pytorch-cross-attention"]
     import comfy.options
 
     comfy.options.enable_args_parsing()
@@ -113,10 +195,41 @@ def main(models: str, out: str) -> None:
     for shape in VAE_DECODE:
         latent = torch.randn(shape, generator=gen)
         record["vae"]["decode"].append({"latent": b64(latent), "image": b64(vae.decode(latent))})
+    tiny_text_encoder_sizes(f"{models}/{TEXT_ENCODER}", path)
+    clip = comfy.sd.load_clip(ckpt_paths=[f"{models}/{TEXT_ENCODER}", path], clip_type=comfy.sd.CLIPType.LTXV)
+    record["text_encoder_sha256"] = sha256(f"{models}/{TEXT_ENCODER}")
+    record["text"] = []
+    for prompt in PROMPTS:
+        tokens = clip.tokenize(prompt)
+        cond = clip.encode_from_tokens(tokens)
+        ids = [int(t) for t, *_ in tokens["gemma3_12b"][0]]
+        record["text"].append({"prompt": prompt, "ids": ids, "cond": b64(cond)})
+        print(repr(prompt[:20]), ids[:8], tuple(cond.shape), float(cond.abs().mean()))
     with open(out, "w") as f:
         json.dump(record, f)
     print(json.dumps(record["facts"]))
 
 
+def object_info() -> dict:
+    """/object_info of LTXAVTextEncoderLoader (call after main()). No torchaudio exists for torch 2.13: a
+    placeholder module stands in for the audio VAE module that nodes_lt_audio imports (nothing here runs it)."""
+    import importlib
+    import importlib.machinery
+    import types
+
+    placeholder = types.ModuleType("torchaudio")
+    placeholder.__spec__ = importlib.machinery.ModuleSpec("torchaudio", None)
+    sys.modules.setdefault("torchaudio", placeholder)
+
+    module = importlib.import_module("comfy_extras.nodes_lt_audio")
+    info = module.LTXAVTextEncoderLoader.GET_NODE_INFO_V1()
+    info["python_module"] = "comfy_extras.nodes_lt_audio"
+    return {"LTXAVTextEncoderLoader": info}
+
+
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    args = sys.argv[1:]  # main() replaces sys.argv with ComfyUI's
+    main(args[0], args[1])
+    if len(args) > 2:  # the node's interface, as JSON
+        with open(args[2], "w") as f:
+            json.dump(object_info(), f, indent=1, default=str)

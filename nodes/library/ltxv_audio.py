@@ -1,5 +1,6 @@
 """LTX-2's audio VAE nodes (ComfyUI's comfy_extras.nodes_lt_audio): LTXVAudioVAELoader (the audio VAE of a
-published LTX-2 file in the checkpoints folder), LTXVEmptyLatentAudio (zeros covering a video's duration) and
+published LTX-2 file in the checkpoints folder), LTXAVTextEncoderLoader (Gemma 3 from text_encoders with the
+text side of an LTX-2 checkpoint: nodes.models.ltx2_text), LTXVEmptyLatentAudio (zeros covering a video's duration) and
 LTXVAudioVAEDecode (an audio latent, or the audio half of an audio-video latent, to a stereo waveform; the decode
 is the ModelFn ltx2_audio_decode). Checked against ComfyUI 0.10.0 by tests/nodes/test_ltxv_audio.py."""
 
@@ -64,6 +65,36 @@ class LTXVAudioVAELoader:
         return (make_ref(COMPONENT, ARCH, [path]),)
 
 
+class LTXAVTextEncoderLoader:
+    RELATIVE_PYTHON_MODULE = MODULE
+    FUNCTION = "execute"
+    CATEGORY = "advanced/loaders"
+    RETURN_TYPES = ("CLIP",)
+    DESCRIPTION = "[Recipes]\n\nltxav: gemma 3 12B"
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {
+            "required": {
+                "text_encoder": ("COMBO", {"multiselect": False, "options": model_files("text_encoders")}),
+                "ckpt_name": ("COMBO", {"multiselect": False, "options": model_files("checkpoints")}),
+                "device": ("COMBO", {"multiselect": False, "options": ["default", "cpu"]}),
+            }
+        }
+
+    MODEL_FILE_INPUTS = {
+        "text_encoder": ("text_encoders", "text_encoder"),
+        "ckpt_name": ("checkpoints", "diffusion_model"),
+    }
+
+    def execute(self, text_encoder: str, ckpt_name: str, device: str = "default"):
+        paths = [
+            model_file("text_encoders", text_encoder, "text_encoder"),
+            model_file("checkpoints", ckpt_name, "ckpt_name"),
+        ]
+        return (make_ref("text_encoder", "ltx2", paths, clip_type="ltxv"),)
+
+
 class LTXVEmptyLatentAudio:
     RELATIVE_PYTHON_MODULE = MODULE
     FUNCTION = "execute"
@@ -121,9 +152,12 @@ class LTXVAudioVAEDecode:
         return ({"waveform": out["waveform"], "sample_rate": int(_config(ref)["output_sample_rate"])},)
 
 
-NODE_CLASS_MAPPINGS = {cls.__name__: cls for cls in (LTXVAudioVAELoader, LTXVEmptyLatentAudio, LTXVAudioVAEDecode)}
+NODE_CLASS_MAPPINGS = {
+    cls.__name__: cls for cls in (LTXVAudioVAELoader, LTXAVTextEncoderLoader, LTXVEmptyLatentAudio, LTXVAudioVAEDecode)
+}
 NODE_DISPLAY_NAME_MAPPINGS = {
     "LTXVAudioVAELoader": "LTXV Audio VAE Loader",
+    "LTXAVTextEncoderLoader": "LTXV Audio Text Encoder Loader",
     "LTXVEmptyLatentAudio": "LTXV Empty Latent Audio",
     "LTXVAudioVAEDecode": "LTXV Audio VAE Decode",
 }

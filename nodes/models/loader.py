@@ -84,7 +84,7 @@ _ARCH_MODULES = {
     "wan21": ("nodes.models.wan",),
     "wan22_5b": ("nodes.models.wan",),
     "minimax_h3": ("nodes.models.minimax_h3_engine",),
-    "ltx2": ("nodes.models.ltx2", "nodes.models.ltx2_vae"),
+    "ltx2": ("nodes.models.ltx2", "nodes.models.ltx2_vae", "nodes.models.ltx2_text"),
 }
 
 
@@ -302,6 +302,15 @@ def load_text_encoder(ref: ModelRef) -> TextEncoder:
     path, _ = _source(ref)
     infos = [probe(p) for p in ref.sources]
     clip_type = ref.option("clip_type")
+    if any(i.arch == "gemma3" for i in infos):
+        # ComfyUI's LTXAVTextEncoderLoader (CLIPType.LTXV): Gemma 3 with the LTX-2 checkpoint's text side.
+        if clip_type != "ltxv" or len(ref.sources) != 2:
+            raise ModelLoadError(
+                path,
+                "a Gemma 3 text encoder is read here only as LTX-2's, with its checkpoint (LTXAVTextEncoderLoader)",
+            )
+        _refuse_merges(ref, path, "these text encoders")
+        return _dispatch("load_text_encoder", ref, [_sd(ref, i) for i in range(2)], "ltx2")
     if any(i.arch == "qwen3vl" for i in infos):
         # ComfyUI: a Qwen3-VL-8B file with CLIPLoader type qwen_image is Qwen-Image 2.1's encoder, a Qwen3-VL-4B
         # one with type krea2 Krea 2's.

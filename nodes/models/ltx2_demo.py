@@ -6,25 +6,37 @@ kind and precision, the cross-modal timestep multiplier) and whose "vae" section
 networks are diffusers' LTX2VideoTransformer3DModel and AutoencoderKLLTX2Video at tiny sizes (the VAE keeps
 ComfyUI's fixed 128 base channels and 128 latent channels, one res block per stage, no channel growth), renamed
 to the original layout by the inverse of diffusers' own converters (checked by converting back).
-bfloat16 like the released file. Same seed -> byte-identical file."""
+text_encoders/gemma_3_12B_it_tiny.safetensors is the Gemma 3 text encoder as ComfyUI's repackaged gemma_3_12B_it
+file holds it (transformers' names under `model.`, its SentencePiece model as the byte tensor `spiece_model`):
+6 layers (five sliding-window, one global, as Gemma 3 alternates them), 32 wide. The checkpoint carries the text
+side LTXAVTextEncoderLoader reads from it: `text_embedding_projection.aggregate_embed.weight` (all hidden states
+of every layer -> the caption width) and the video and audio embeddings connectors under
+`model.diffusion_model.{video,audio}_embeddings_connector.` (diffusers' LTX2ConnectorTransformer1d, renamed).
+bfloat16 like the released files. Same seed -> byte-identical files."""
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
 import torch
 from diffusers import AutoencoderKLLTX2Video, LTX2VideoTransformer3DModel
 from diffusers.loaders.single_file_utils import convert_ltx2_transformer_to_diffusers, convert_ltx2_vae_to_diffusers
+from diffusers.pipelines.ltx2.connectors import LTX2ConnectorTransformer1d
 from safetensors.torch import save_file
 
 from nodes.models.flux_demo import randomize_constants
+from nodes.models.ltx2_text import GEMMA_PREFIX, SPIECE_KEY, connector_to_original, gemma_config
 from nodes.models.ltx2_vae import diffusers_config as vae_diffusers_config
 from nodes.output_claims import write_atomic
 
 SEED = 23
 PREFIX = "model.diffusion_model."
-FILES = {"checkpoint": "checkpoints/ltx-2-19b-dev_tiny.safetensors"}
+FILES = {
+    "checkpoint": "checkpoints/ltx-2-19b-dev_tiny.safetensors",
+    "text_encoder": "text_encoders/gemma_3_12B_it_tiny.safetensors",
+}
 # The released file's transformer settings in ComfyUI's (LTXAVModel's) names, at tiny widths: 2 heads of 8 for
 # video and audio (equal head counts: ComfyUI builds both cross-modal RoPE tables with the audio heads, diffusers
 # the video one with the video heads), a 32-wide caption, 2 blocks.
@@ -45,8 +57,20 @@ TRANSFORMER_CONFIG = {
     "use_middle_indices_grid": True,
     "timestep_scale_multiplier": 1000,
     "av_ca_timestep_scale_multiplier": 1000,
+    "connector_attention_head_dim": 16,
+    "connector_num_attention_heads": 2,
 }
 NUM_LAYERS = 2
+# The tiny Gemma 3's sizes and the connectors' (their width is the caption width: heads x head width = 32).
+GEMMA = {"hidden": 32, "intermediate": 64, "layers": 6, "heads": 2, "kv_heads": 1, "head_dim": 16}
+CONNECTOR = {"heads": 2, "head_dim": 16, "layers": 2, "registers": 128}
+# Prompts of the LTX-2 templates and the tests: the tiny SentencePiece model is trained on them.
+_CORPUS = [
+    "A cinematic shot of a red fox running through fresh snow at dawn, its breath visible in the cold air.",
+    "The camera slowly pans across a quiet harbour as waves lap against the wooden boats.",
+    "worst quality, inconsistent motion, blurry, jittery, distorted",
+    "a cat playing piano, soft jazz music",
+]
 # The video VAE in ComfyUI's config names: LTX-2's block sequence (space, time, then two space-time compressions
 # in the encoder; three residual space-time expansions in the decoder) with one layer per stage and multiplier 1.
 VAE_CONFIG = {
@@ -185,6 +209,77 @@ def _tiny_vae(gen: torch.Generator) -> dict[str, torch.Tensor]:
     return vae_to_original(vae.state_dict(), gen)
 
 
+def spiece_model() -> bytes:
+    """A tiny SentencePiece model with Gemma's special ids (pad 0, eos 1, bos 2, unk 3)."""
+    import sentencepiece
+
+    out = io.BytesIO()
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(_CORPUS * 20),
+        model_writer=out,
+        vocab_size=300,
+        hard_vocab_limit=False,
+        model_type="unigram",
+        pad_id=0,
+        eos_id=1,
+        bos_id=2,
+        unk_id=3,
+        byte_fallback=True,
+        character_coverage=1.0,
+        num_threads=1,
+        minloglevel=2,
+    )
+    return out.getvalue()
+
+
+def _tiny_gemma(gen: torch.Generator, proto: bytes) -> dict[str, torch.Tensor]:
+    import sentencepiece
+    from transformers import Gemma3TextModel
+
+    vocab = len(sentencepiece.SentencePieceProcessor(model_proto=proto))
+    model = Gemma3TextModel(gemma_config(vocab, GEMMA))
+    randomize_constants(model, gen)
+    sd = {GEMMA_PREFIX + k: v for k, v in model.state_dict().items()}
+    sd[SPIECE_KEY] = torch.frombuffer(bytearray(proto), dtype=torch.uint8)
+    return sd
+
+
+def _text_side(gen: torch.Generator) -> dict[str, torch.Tensor]:
+    """The checkpoint's projection of Gemma's stacked hidden states and its two embeddings connectors."""
+    width = GEMMA["hidden"]
+    sd = {
+        "text_embedding_projection.aggregate_embed.weight": torch.randn(
+            width, width * (GEMMA["layers"] + 1), generator=gen
+        )
+        / (width * (GEMMA["layers"] + 1)) ** 0.5
+    }
+    for name in ("video", "audio"):
+        connector = LTX2ConnectorTransformer1d(
+            num_attention_heads=CONNECTOR["heads"],
+            attention_head_dim=CONNECTOR["head_dim"],
+            num_layers=CONNECTOR["layers"],
+            num_learnable_registers=CONNECTOR["registers"],
+            rope_type="split",
+        )
+        randomize_constants(connector, gen)
+        sd.update(connector_to_original(connector.state_dict(), f"{PREFIX}{name}_embeddings_connector."))
+    return sd
+
+
+def tiny_ltx2_state_dicts(seed: int = SEED) -> dict[str, dict[str, torch.Tensor]]:
+    """Both files' tensors: {"checkpoint": ..., "text_encoder": ...}."""
+    proto = spiece_model()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed + 1)
+        gen = torch.Generator().manual_seed(seed + 1)
+        gemma = _tiny_gemma(gen, proto)
+        text_side = _text_side(gen)
+    checkpoint = tiny_ltx2_state_dict(seed)
+    checkpoint.update({k: v.to(torch.bfloat16).contiguous() for k, v in text_side.items()})
+    gemma = {k: v if k == SPIECE_KEY else v.to(torch.bfloat16).contiguous() for k, v in gemma.items()}
+    return {"checkpoint": checkpoint, "text_encoder": gemma}
+
+
 def tiny_ltx2_state_dict(seed: int = SEED) -> dict[str, torch.Tensor]:
     """The tiny checkpoint's tensors in the released layout, bfloat16."""
     with torch.random.fork_rng(devices=[]):
@@ -205,8 +300,11 @@ def metadata() -> dict[str, str]:
 
 def build_demo_ltx2(models_dir: Path, seed: int = SEED) -> list[Path]:
     """Write ltx2-tiny under a ComfyUI models folder; returns the paths written."""
-    path = Path(models_dir) / FILES["checkpoint"]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    sd = tiny_ltx2_state_dict(seed)
-    write_atomic(path, lambda tmp: save_file(sd, tmp, metadata=metadata()))
-    return [path]
+    written = []
+    for name, sd in tiny_ltx2_state_dicts(seed).items():
+        path = Path(models_dir) / FILES[name]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        meta = metadata() if name == "checkpoint" else None
+        write_atomic(path, lambda tmp, sd=sd, meta=meta: save_file(sd, tmp, metadata=meta))
+        written.append(path)
+    return written

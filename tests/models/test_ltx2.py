@@ -1,11 +1,14 @@
-"""LTX-2's audio-video transformer and video VAE checked against upstream ComfyUI 0.10.0 on ltx2-tiny's checkpoint.
+"""LTX-2's audio-video transformer, video VAE and text encoder checked against upstream ComfyUI 0.10.0 on ltx2-tiny's
+files.
 
 tests/models/fixtures/comfyui_ltx2.json was recorded by scripts/record_comfyui_ltx2.py: ComfyUI loaded the file
 nodes.models.ltx2_demo writes (UNETLoader's comfy.sd.load_diffusion_model: detection from the keys and the
 metadata's transformer config) and evaluated one denoising step through its BaseModel (model_base.LTXAV: the
 video and audio latents packed together, ModelSamplingFlux at shift 2.37, per-token timesteps from a noise mask),
 and loaded its video VAE as CheckpointLoaderSimple does (comfy.sd.VAE from the "vae" block lists) to encode frames
-and decode latents. The file is built here again (same seed, same bytes: the fixture's sha256 says so)."""
+and decode latents, and loaded its text encoder as LTXAVTextEncoderLoader does (comfy.sd.load_clip with the Gemma
+3 file and the checkpoint) to tokenize and encode prompts. ComfyUI ran with PyTorch attention
+(--use-pytorch-cross-attention). The files are built here again (same seed, same bytes: the fixture's sha256 says so)."""
 
 from __future__ import annotations
 
@@ -30,6 +33,9 @@ from nodes.sampling.model_sampling import model_sampling_from_config
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_ltx2.json").read_text())
 ATOL = 1e-5
+# The text conditioning passes two connectors over 1024 register-padded tokens: the attention's and the split
+# RoPE's float32 roundings (ComfyUI's own kernels, not diffusers') leave up to 1.5e-5 on values of size 1.
+TEXT_ATOL = 5e-5
 
 
 def tensor(d: dict) -> torch.Tensor:
@@ -48,10 +54,16 @@ def model(checkpoint):
     return loader.load_diffusion_model(make_ref("diffusion_model", "ltx2", [checkpoint]))
 
 
-def test_demo_file_is_the_recorded_one(checkpoint) -> None:
+@pytest.fixture(scope="module")
+def gemma(checkpoint) -> Path:
+    return checkpoint.parents[1] / FILES["text_encoder"]
+
+
+def test_demo_files_are_the_recorded_ones(checkpoint, gemma) -> None:
     assert hashlib.sha256(checkpoint.read_bytes()).hexdigest() == FIXTURE["sha256"], (
         f"{FILES['checkpoint']} changed: re-record tests/models/fixtures/comfyui_ltx2.json"
     )
+    assert hashlib.sha256(gemma.read_bytes()).hexdigest() == FIXTURE["text_encoder_sha256"]
 
 
 def test_file_has_the_released_layout_and_is_detected(checkpoint) -> None:
@@ -158,6 +170,66 @@ def test_vae_refuses_bad_frame_counts_and_shapes(vae) -> None:
         vae.encode(torch.rand(4, 64, 64, 3))
     with pytest.raises(ValueError, match="128, frames, height, width"):
         vae.decode(torch.randn(1, 16, 2, 2))
+
+
+@pytest.fixture(scope="module")
+def text_encoder(checkpoint, gemma):
+    return loader.load_text_encoder(make_ref("text_encoder", "ltx2", [gemma, checkpoint], clip_type="ltxv"))
+
+
+@pytest.mark.parametrize("index", range(len(FIXTURE["text"])))
+def test_tokens_and_conditioning_equal_comfyuis(text_encoder, index: int) -> None:
+    """The empty prompt (<bos> alone) and two sentences: ids, then the [1, 1024, video + audio] conditioning."""
+    torch.set_num_threads(1)
+    rec = FIXTURE["text"][index]
+    tokens = text_encoder.tokenize(rec["prompt"])
+    assert [t for t, _ in tokens["gemma3_12b"][0]] == rec["ids"]
+    cond, pooled = text_encoder.encode(tokens)
+    want = tensor(rec["cond"])
+    assert pooled is None and cond.shape == want.shape == (1, 1024, 64)
+    torch.testing.assert_close(cond, want, atol=TEXT_ATOL, rtol=0)
+
+
+def test_prompts_give_different_conditioning(text_encoder) -> None:
+    a, _ = text_encoder.encode(text_encoder.tokenize("a red fox running through fresh snow"))
+    b, _ = text_encoder.encode(text_encoder.tokenize("a cat playing piano"))
+    assert (a - b).abs().max() > 0.1
+
+
+def test_gemma_file_is_detected_and_needs_its_checkpoint(checkpoint, gemma) -> None:
+    assert probe(gemma).arch == "gemma3"
+    with pytest.raises(ModelLoadError, match="LTXAVTextEncoderLoader"):
+        loader.load_text_encoder(make_ref("text_encoder", "ltx2", [gemma], clip_type="ltxv"))
+    with pytest.raises(ValueError, match="prompt weights"):
+        enc = loader.load_text_encoder(make_ref("text_encoder", "ltx2", [gemma, checkpoint], clip_type="ltxv"))
+        enc.encode(enc.tokenize("a (red:1.3) fox"))
+
+
+def test_gemma_without_its_tokenizer_is_refused(checkpoint, gemma, tmp_path) -> None:
+    path = tmp_path / "gemma_no_tokenizer.safetensors"
+    save_file({k: v for k, v in load_file(gemma).items() if k != "spiece_model"}, str(path))
+    with pytest.raises(ModelLoadError, match="spiece_model"):
+        loader.load_text_encoder(make_ref("text_encoder", "ltx2", [path, checkpoint], clip_type="ltxv"))
+
+
+def test_ltxav_text_encoder_loader_node(checkpoint, gemma, tmp_path) -> None:
+    """The node takes the Gemma file from text_encoders and the checkpoint from checkpoints, as ComfyUI's does."""
+    from nodes.library.ltxv_audio import LTXAVTextEncoderLoader
+    from nodes.workspace import Workspace, activate, active
+
+    previous = active()
+    ws = activate(Workspace(tmp_path / "ws").create())
+    try:
+        for folder, src in (("text_encoders", gemma), ("checkpoints", checkpoint)):
+            (ws.models_dir / folder).mkdir(parents=True, exist_ok=True)
+            (ws.models_dir / folder / src.name).symlink_to(src)
+        (ref,) = LTXAVTextEncoderLoader().execute(gemma.name, checkpoint.name)
+        assert (ref.component, ref.option("clip_type")) == ("text_encoder", "ltxv")
+        assert [Path(p).name for p in ref.sources] == [gemma.name, checkpoint.name]
+        with pytest.raises(FileNotFoundError, match="text_encoder: 'missing.safetensors'"):
+            LTXAVTextEncoderLoader().execute("missing.safetensors", checkpoint.name)
+    finally:
+        activate(previous)
 
 
 def _rewrite(checkpoint: Path, path: Path, meta: dict[str, str], drop: str | None = None) -> Path:

@@ -52,6 +52,7 @@ FILE_COMBOS = {
     "folder",
     "conditioning_name",
     "font",
+    "text_encoder",  # LTXAVTextEncoderLoader's text_encoders files
 }
 NOT_COMPARED_OPTIONS = {"tooltip"}
 # The cluster's own nodes, which ComfyUI does not have.
