@@ -116,16 +116,18 @@ def compare_nodes(here: dict, there: dict) -> dict:
             diffs[name] = ["only there"]
         elif found := differences(strip_prose(here[name]), strip_prose(there[name])):
             diffs[name] = found
-    # entries that differ only by top-level keys ours has and this ComfyUI lacks (fields of a newer ComfyUI)
-    newer = [
-        n
-        for n, d in diffs.items()
-        if n in there and n in here and all(x.endswith(": only here") and "." not in x and "[" not in x for x in d)
-    ]
+
+    # entries that differ only by top-level keys one side lacks: fields another ComfyUI version added or dropped
+    def top_level(d: str) -> bool:
+        return d.endswith((": only here", ": only there")) and "." not in d.split(":")[0] and "[" not in d
+
+    lacking = [n for n, d in diffs.items() if n in there and n in here and all(top_level(x) for x in d)]
+    keys = sorted({x for d in diffs.values() for x in d if top_level(x)})
     return {
         "equal": sum(name in here and name not in diffs for name in there),
         "of": len(there),
-        "equal_but_keys_only_here": len(newer),
+        "equal_but_keys_one_side_lacks": len(lacking),
+        "keys_one_side_lacks": {k: sum(k in d for d in diffs.values()) for k in keys},
         "here": {name: entry_sha(e) for name, e in sorted(here.items())},
         "there": {name: entry_sha(e) for name, e in sorted(there.items())},
         "differences": {name: d[:DIFFS_KEPT] for name, d in diffs.items()},

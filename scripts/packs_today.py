@@ -804,8 +804,8 @@ def there_cells(r: dict) -> tuple[str, str, str, str]:
         why = f"no result yet ({t['error'][:60]})" if t and t.get("error") else "no result yet"
         return why, why, why, why
     nodes = f"{t['nodes']['equal']} of {t['nodes']['of']}" if t.get("nodes") else "-"
-    if t.get("nodes", {}).get("equal_but_keys_only_here"):
-        nodes += f" (+{t['nodes']['equal_but_keys_only_here']} but for keys only ours has)"
+    if t.get("nodes", {}).get("equal_but_keys_one_side_lacks"):
+        nodes += f" (+{t['nodes']['equal_but_keys_one_side_lacks']} but for top-level keys one side lacks)"
     case = t.get("case")
     case_cell = "-" if case is None else ("ok" if case["ok"] else "failed") + f" ({yes_no(case.get('equal'))})"
     routes = list((t.get("routes") or {}).values())
@@ -826,8 +826,8 @@ def there_summary(packs: list[dict]) -> dict:
         "imported_there": sum(bool(r["there"]["imported"]) for r in measured),
         "nodes_equal": sum(r["there"]["nodes"]["equal"] for r in measured if r["there"].get("nodes")),
         "nodes_there": sum(r["there"]["nodes"]["of"] for r in measured if r["there"].get("nodes")),
-        "nodes_equal_but_keys_only_here": sum(
-            r["there"]["nodes"].get("equal_but_keys_only_here", 0) for r in measured if r["there"].get("nodes")
+        "nodes_equal_but_keys_one_side_lacks": sum(
+            r["there"]["nodes"].get("equal_but_keys_one_side_lacks", 0) for r in measured if r["there"].get("nodes")
         ),
         "cases": len(cases),
         "cases_equal": sum(bool(c.get("equal")) for c in cases),
@@ -889,7 +889,8 @@ def docs_block(data: dict) -> str:
             f"a copy of its venv plus ComfyUI's requirements (scripts/packs_there.py). **{there['measured']} of "
             f"{total['packs']} packs have both sides**: {there['imported_there']} import there; /object_info entries "
             f"equal whole (prose aside) {there['nodes_equal']} of {there['nodes_there']}, "
-            f"{there['nodes_equal_but_keys_only_here']} more equal but for top-level keys only ours has; cases equal "
+            f"{there['nodes_equal_but_keys_one_side_lacks']} more equal but for top-level keys one side lacks; cases "
+            f"equal "
             f"{there['cases_equal']} of {there['cases']}; GET routes equal by body {there['routes_equal_by_body']} "
             f"of {there['routes_by_body']}.\n\n"
         )

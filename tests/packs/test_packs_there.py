@@ -63,9 +63,11 @@ def test_any_other_field_makes_entries_differ_and_says_where():
         assert result["equal"] == 0 and result["differences"]["Flip"], change
     assert there.compare_nodes({}, {"Flip": ENTRY})["differences"] == {"Flip": ["only there"]}
     assert there.compare_nodes({"Flip": ENTRY}, {})["differences"] == {"Flip": ["only here"]}
-    newer = {**ENTRY, "dev_only": False}
-    counted = there.compare_nodes({"Flip": newer, "Deep": ENTRY}, {"Flip": ENTRY, "Deep": {**ENTRY, "category": "x"}})
-    assert (counted["equal"], counted["equal_but_keys_only_here"]) == (0, 1)
+    ours = {"Flip": {**ENTRY, "dev_only": False}, "Deep": ENTRY, "Old": ENTRY}
+    theirs = {"Flip": ENTRY, "Deep": {**ENTRY, "category": "x"}, "Old": {**ENTRY, "search_aliases": []}}
+    counted = there.compare_nodes(ours, theirs)
+    assert (counted["equal"], counted["equal_but_keys_one_side_lacks"]) == (0, 2)
+    assert counted["keys_one_side_lacks"] == {"dev_only: only here": 1, "search_aliases: only there": 1}
     moved = {k: ENTRY[k] for k in reversed(list(ENTRY))}  # same values, ComfyUI's key order not kept
     assert "key order" in there.compare_nodes({"Flip": moved}, {"Flip": ENTRY})["differences"]["Flip"][0]
 
@@ -146,7 +148,7 @@ def test_the_table_says_which_packs_have_no_comfyui_result_yet():
                 "core_files_sha256": {"sha256": "ff"},
             },
             "imported": True,
-            "nodes": {"equal": 1, "of": 2, "equal_but_keys_only_here": 1},
+            "nodes": {"equal": 1, "of": 2, "equal_but_keys_one_side_lacks": 1},
             "case": {"ok": True, "equal": False},
             "routes": {"/a": {"by": "body", "equal": True}, "/b": {"by": "status", "equal": True}},
         },
@@ -167,7 +169,7 @@ def test_the_table_says_which_packs_have_no_comfyui_result_yet():
     assert "No ComfyUI result yet (1): b." in block
     rows = [line for line in block.splitlines() if line.startswith("| [")]
     assert (
-        "| yes / yes | 2 / 2 | 1 of 2 (+1 but for keys only ours has) | 1 (Flip) | ok (no) | 1 of 1 (+1 of 1 by status) |"
+        "| yes / yes | 2 / 2 | 1 of 2 (+1 but for top-level keys one side lacks) | 1 (Flip) | ok (no) | 1 of 1 (+1 of 1 by status) |"
         in rows[0]
     )
     assert rows[1].count("no result yet") == 4
