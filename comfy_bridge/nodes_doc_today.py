@@ -25,7 +25,10 @@ DETECTION = (
 UTILITY = "a model-free utility node of today's ComfyUI not written yet"
 # (pattern on the class name, reason), first match wins; the families are the model-family issues' work.
 RULES: list[tuple[str, str]] = [
-    (r"LTX|^LatentUpscaleModelLoader$", "the LTX-2 audio-video model family is not implemented"),
+    (
+        r"LTX|^LatentUpscaleModelLoader$",
+        "the LTX-2 audio-video family's sampling and these nodes are not implemented (its networks load)",
+    ),
     (
         r"Audio|^(LoadVideo|SaveVideo|CreateVideo|GetVideoComponents|Video Slice|RecordAudio)$|Music|YuE2|SheetSage|"
         r"AceStep|ABC$",
