@@ -46,8 +46,13 @@ def write_example_image(path: Path, size: int = 128) -> None:
 
 def write_example_video(path: Path, size: int = 64, frames: int = 9) -> None:
     """A deterministic 16 fps clip: a disc crossing a colour gradient. Encoded losslessly (x264 at qp 0), so
-    its decoded frames are the same whatever bytes an encoder run gives."""
-    import av
+    its decoded frames are the same whatever bytes an encoder run gives. Skipped, with a warning, where PyAV is
+    not installed (the GPU machine brings only what its check needs): the workspace then has no example video."""
+    try:
+        import av
+    except ImportError:
+        logging.getLogger(__name__).warning("PyAV is not installed: no example video written to %s", path)
+        return
     import numpy as np
 
     from nodes.output_claims import write_atomic

@@ -74,14 +74,20 @@ def desktop_glsl(source: str, version_code: int) -> str:
     return ES_VERSION.sub(lambda m: f"{m.group(1)}#version {min(version_code, 450)} core", source, count=1)
 
 
-def _context() -> Any:
-    """A headless OpenGL context, or an error naming what the host lacks."""
+def _gl() -> Any:
+    """The moderngl module (imported when a shader runs: the server and the GPU check never need it)."""
     try:
         import moderngl
     except ImportError as ex:  # a dependency of the project; missing only in a broken install
         raise RuntimeError("GLSLShader needs the moderngl package (pip install moderngl)") from ex
+    return moderngl
+
+
+def _context() -> Any:
+    """A headless OpenGL context, or an error naming what the host lacks."""
+    gl = _gl()
     try:
-        return moderngl.create_standalone_context(backend="egl")
+        return gl.create_standalone_context(backend="egl")
     except Exception as ex:
         raise RuntimeError(
             "GLSLShader could not create a headless OpenGL context through EGL "
@@ -101,10 +107,9 @@ def _rgba(image: np.ndarray) -> np.ndarray:
 
 
 def _texture(ctx: Any, width: int, height: int, components: int, data: bytes | None) -> Any:
-    import moderngl
-
+    gl = _gl()
     tex = ctx.texture((width, height), components, data, dtype="f4")
-    tex.filter = (moderngl.LINEAR, moderngl.LINEAR)
+    tex.filter = (gl.LINEAR, gl.LINEAR)
     tex.repeat_x = tex.repeat_y = False  # clamp to edge
     return tex
 
@@ -126,7 +131,7 @@ def render(
 ) -> list[list[np.ndarray]]:
     """Each batch's images through the shader: per batch, MAX_OUTPUTS [height, width, 4] float32 images (the
     outputs the shader does not write are black)."""
-    import moderngl
+    moderngl = _gl()
 
     written, passes = written_outputs(fragment_shader), pass_count(fragment_shader)
     outputs = max(written) + 1
