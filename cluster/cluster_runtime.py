@@ -26,9 +26,9 @@ from cluster.call import ModelFnCall, Params, pack, typed
 from cluster.control.errors import ClusterError, InputLost
 from cluster.control.head import Head
 from cluster.control.results import Result
-from cluster.dataplane.caller_store import CallerStore, caller_store, to_meta
+from cluster.dataplane.caller_store import CallerStore, caller_store
+from cluster.dataplane.handle import TensorHandle
 from cluster.dataplane.segments import SegmentError
-from cluster.dataplane.tensor_store import TensorHandle
 from cluster.modelfn import get_model_fn
 from cluster.refs import ModelRef
 from cluster.runtime import Runtime
@@ -39,7 +39,7 @@ from cluster.scheduling.costs import remaining_critical_path, shape_signature
 def _discard(store: CallerStore, future: cf.Future) -> None:
     if not future.cancelled() and future.exception() is None:
         for meta in future.result().outputs.values():
-            store.release(TensorHandle.from_meta(meta))
+            store.release(meta)
 
 
 class ClusterRuntime(Runtime):
@@ -94,8 +94,8 @@ class ClusterRuntime(Runtime):
             request=self.request_id,
             fn=fn,
             model_key=key,
-            payload=call,  # carried as it is to the executor's Dispatch
-            inputs={k: to_meta(h) for k, h in handles.items()},
+            call=call,
+            inputs=dict(handles),
             nulls=[k for k, v in inputs.items() if v is None],
             shapes=shapes,
             remaining_s=remaining_critical_path(fn, inputs, params, self.head.costs, key, shapes),
@@ -113,7 +113,7 @@ class ClusterRuntime(Runtime):
             # the reference each output was published with is now owned by its pulled copy
             for k, meta in result.outputs.items():
                 if k not in out:
-                    store.release(TensorHandle.from_meta(meta))
+                    store.release(meta)
         out.update({k: None for k in result.nulls})
         return out
 

@@ -1,7 +1,7 @@
 """The control-plane protocol between the head and its executors: small typed msgspec messages.
 
-Every message is one msgpack frame of a tagged struct. Tensors never travel here: a `TensorMeta`
-names where the bytes are (a shared-memory segment, an offset; for a consumer on another host, the
+Every message is one msgpack frame of a tagged struct. Tensors never travel here: a `TensorHandle`
+(cluster.dataplane.handle, the data plane's own handle) names where the bytes are (a shared-memory segment, an offset; for a consumer on another host, the
 owner's host and data socket) and what they are (dtype, shape). An executor that knows the cluster
 secret starts with `Hello`, the head answers `Challenge`, and `Register` carries the proof
 (cluster.control.head); a head refuses the others with `Refused`.
@@ -16,22 +16,7 @@ from __future__ import annotations
 import msgspec
 
 from cluster.call import ModelFnCall
-
-
-class TensorMeta(msgspec.Struct, frozen=True):
-    segment: str  # name of the shared-memory segment that holds the bytes
-    offset: int
-    dtype: str  # torch dtype name without the "torch." prefix
-    shape: list[int]
-    nbytes: int
-    owner: str = ""  # executor id that produced it ("" = the caller); used for placement
-    refs: str = ""  # the owner's reference-count table; "" = unmanaged (read, never counted)
-    slot: int = -1
-    generation: int = 0
-    pe: int = -1  # NVSHMEM PE of a GPU arena; -1 = host memory
-    host: str = ""  # the owner's host (cluster.dataplane.remote.host_id): same host = shared memory
-    addr: str = ""  # the owner's data socket (tcp://IP:PORT) for pulls from another host; "" = none
-
+from cluster.dataplane.handle import TensorHandle
 
 # executor -> head
 
@@ -91,7 +76,7 @@ class Heartbeat(msgspec.Struct, tag=True):
 
 class Done(msgspec.Struct, tag=True):
     dispatch_id: int
-    outputs: dict[str, TensorMeta]
+    outputs: dict[str, TensorHandle]
     nulls: list[str]  # outputs that were None
     measured_s: float  # CPU time (thread, or process with a torch pool) or device time
     wall_s: float
@@ -148,7 +133,7 @@ class Dispatch(msgspec.Struct, tag=True):
     fn: str
     model_key: str
     call: ModelFnCall  # the call as the runtime built it (fn, weights, typed params)
-    inputs: dict[str, TensorMeta]
+    inputs: dict[str, TensorHandle]
     nulls: list[str]  # inputs passed as None
     deadline_s: float
 

@@ -21,8 +21,9 @@ import sys
 import time
 import traceback
 import uuid
-from dataclasses import asdict
 from pathlib import Path
+
+import msgspec
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -46,8 +47,9 @@ def exchange(
     import torch
 
     from cluster.dataplane.arena import NvshmemArena
+    from cluster.dataplane.handle import TensorHandle
     from cluster.dataplane.nvshmem_team import join, leave, new_unique_id
-    from cluster.dataplane.tensor_store import TensorHandle, TensorStore
+    from cluster.dataplane.tensor_store import TensorStore
 
     index = torch.device(device).index or 0
     if device.startswith("cuda"):
@@ -67,7 +69,7 @@ def exchange(
     other = (rank + 1) % n
     for peer in range(n):
         if peer != rank:
-            inboxes[peer].put((rank, asdict(small), asdict(large)))
+            inboxes[peer].put((rank, msgspec.structs.asdict(small), msgspec.structs.asdict(large)))
     got = {}
     while other not in got:
         sender, got_small, got_large = inboxes[rank].get(timeout=timeout_s)

@@ -28,8 +28,8 @@ import tempfile
 import threading
 import time
 import uuid
-from dataclasses import asdict
 
+import msgspec
 import numpy as np
 import torch
 from torch import nn
@@ -37,7 +37,8 @@ from torch import nn
 from cluster.bench import results
 from cluster.dataplane.arena import ShmArena
 from cluster.dataplane.budget import MemoryBudget
-from cluster.dataplane.tensor_store import TensorHandle, TensorStore
+from cluster.dataplane.handle import TensorHandle
+from cluster.dataplane.tensor_store import TensorStore
 from cluster.weights.cache import LayerCache
 from cluster.weights.prefix import ProfileStore, e2e_time
 from cluster.weights.tiers import DiskTier, HostTier, HostToDevice
@@ -53,7 +54,7 @@ def _store(arena_bytes: int, owner: str) -> TensorStore:
 def _producer(q_out, q_in, owner: str, nbytes: int, readers: int) -> None:
     store = _store(2 * nbytes, owner)
     src = torch.arange(nbytes // 4, dtype=torch.float32)
-    q_out.put(asdict(store.publish(src, readers=readers)))
+    q_out.put(msgspec.structs.asdict(store.publish(src, readers=readers)))
     q_in.get(timeout=600)
     store.close()
     store.arena.close()
@@ -79,7 +80,7 @@ def _tcp_producer(q_out, q_in, owner: str, nbytes: int, readers: int) -> None:
     listener = socket.create_server(("127.0.0.1", 0))
     raw = store.arena.view(handle.offset, torch.uint8, (nbytes,)).numpy()  # the same bytes, no copy
     threading.Thread(target=_raw_server, args=(listener, memoryview(raw)), daemon=True).start()
-    q_out.put((asdict(handle), listener.getsockname()[1]))
+    q_out.put((msgspec.structs.asdict(handle), listener.getsockname()[1]))
     q_in.get(timeout=600)
     store.close()
     store.arena.close()

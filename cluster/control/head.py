@@ -35,6 +35,7 @@ from collections.abc import Callable
 from typing import Any
 
 from cluster import messages as m
+from cluster.call import ModelFnCall
 from cluster.control.errors import ClusterError, RequestCancelled
 from cluster.control.lineage import Job, Lineage
 from cluster.control.liveness import Liveness
@@ -217,8 +218,8 @@ class Head:
         request: str,
         fn: str,
         model_key: str,
-        payload: bytes,
-        inputs: dict[str, m.TensorMeta],
+        call: ModelFnCall,
+        inputs: dict[str, m.TensorHandle],
         nulls: list[str],
         shapes: tuple = (),
         remaining_s: float = 0.0,
@@ -226,7 +227,8 @@ class Head:
         batch_key: str | None = None,
         batch_size: int = 1,
     ) -> cf.Future:
-        """Queue one invocation; the future resolves to a `Result` or raises a ClusterError.
+        """Queue one invocation of `call` (the runtime's message, sent to the executor as it is); the future
+        resolves to a `Result` or raises a ClusterError.
         `batch_key` (cluster.scheduling.batching.batch_tag): invocations with equal keys may run as one batch."""
         fut: cf.Future = cf.Future()
         fut.set_running_or_notify_cancel()
@@ -250,22 +252,22 @@ class Head:
                 batch_key=batch_key,
                 batch_size=batch_size,
             )
-            d = m.Dispatch(0, fn, model_key, payload, inputs, nulls, deadline_s or self.deadline_s)
+            d = m.Dispatch(0, fn, model_key, call, inputs, nulls, deadline_s or self.deadline_s)
             self.lineage.track(Job.of(inv, d, shapes, fut))
             if model_key:
-                self.preloads.remember(model_key, fn, payload)
+                self.preloads.remember(model_key, fn, call)
                 self.dispatcher.expect(model_key)
             self.dispatcher.add(inv)
 
         self.worker.call(enqueue)
         return fut
 
-    def expect(self, *, fn: str, model_key: str, payload: bytes, n: float = 1.0) -> None:
-        """A controller expects `n` invocations of `fn` on `model_key` (its `payload` as `submit`'s,
-        whose ModelRef says how to load it) before any is queued: executors preload its first layers."""
+    def expect(self, *, fn: str, model_key: str, call: ModelFnCall, n: float = 1.0) -> None:
+        """A controller expects `n` invocations of `fn` on `model_key` (`call` one of them, as `submit`'s,
+        whose model says how to load it) before any is queued: executors preload its first layers."""
 
         def note() -> None:
-            self.preloads.remember(model_key, fn, payload)
+            self.preloads.remember(model_key, fn, call)
             self.dispatcher.expect(model_key, n)
 
         self.worker.call(note)

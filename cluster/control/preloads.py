@@ -4,7 +4,7 @@ models each executor is told to fill its free memory with.
 The dispatcher keeps the demand the head learned of (each invocation queued, and each model a
 controller announces with `expect`) and decides the order (`Dispatcher.preload_order`, the
 simulator's decision too); this part sends each executor that list when it changes, as a `Preload`
-naming how to load each model (the ModelFn and payload of its latest invocation or announcement), and
+naming how to load each model (the ModelFn and call of its latest invocation or announcement), and
 the executor does the rest (cluster.executor.preloader)."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 
 from cluster import messages as m
+from cluster.call import ModelFnCall
 from cluster.control.membership import ExecutorState
 from cluster.scheduling.costs import CostModel
 
@@ -19,10 +20,10 @@ from cluster.scheduling.costs import CostModel
 class Preloads:
     def __init__(self, costs: CostModel) -> None:
         self.costs = costs
-        self.recipes: dict[str, tuple[str, bytes]] = {}  # model key -> (ModelFn, payload) that loads it
+        self.recipes: dict[str, tuple[str, ModelFnCall]] = {}  # model key -> (ModelFn, a call) that loads it
 
-    def remember(self, model_key: str, fn: str, payload: bytes) -> None:
-        self.recipes[model_key] = (fn, payload)
+    def remember(self, model_key: str, fn: str, call: ModelFnCall) -> None:
+        self.recipes[model_key] = (fn, call)
 
     def send(
         self,
@@ -41,9 +42,9 @@ class Preloads:
                 continue
             if wanted is None:
                 wanted = [
-                    m.PreloadModel(fn, key, payload, self.costs.measured(fn, key) or 0.0)
+                    m.PreloadModel(fn, key, call, self.costs.measured(fn, key) or 0.0)
                     for key in order
-                    for fn, payload in [self.recipes[key]]
+                    for fn, call in [self.recipes[key]]
                 ]
             if send(ex, m.Preload(wanted)):
                 ex.preload_sent = order

@@ -34,7 +34,7 @@ from cluster.scheduling.scaling import ScalingController
 
 @dataclass(frozen=True)
 class Result:
-    outputs: dict[str, m.TensorMeta]
+    outputs: dict[str, m.TensorHandle]
     nulls: list[str]
     executor: str
     measured_s: float
@@ -113,7 +113,7 @@ class Results:
                 job.inv.request, RequestCancelled(f"request {job.inv.request}: another invocation failed: {msg.error}")
             )
 
-    def discard(self, outputs: dict[str, m.TensorMeta]) -> None:
+    def discard(self, outputs: dict[str, m.TensorHandle]) -> None:
         """Outputs no caller will read: give up the reference they were published with."""
         for meta in outputs.values():
             if not meta.refs:

@@ -22,10 +22,10 @@ import weakref
 
 import torch
 
-from cluster import messages as m
 from cluster.dataplane.arena import ShmArena
+from cluster.dataplane.handle import TensorHandle
 from cluster.dataplane.segments import SegmentError, safe_prefix
-from cluster.dataplane.tensor_store import TensorHandle, TensorStore, dtype_named
+from cluster.dataplane.tensor_store import TensorStore, dtype_named
 
 
 def _version(t: torch.Tensor) -> int:
@@ -33,23 +33,6 @@ def _version(t: torch.Tensor) -> int:
         return t._version
     except RuntimeError:  # an inference tensor has no version counter: never assume it unchanged
         return -1
-
-
-def to_meta(h: TensorHandle) -> m.TensorMeta:
-    return m.TensorMeta(
-        h.segment,
-        h.offset,
-        h.dtype,
-        list(h.shape),
-        h.nbytes,
-        h.owner,
-        h.refs,
-        h.slot,
-        h.generation,
-        h.pe,
-        h.host,
-        h.addr,
-    )
 
 
 class CallerStore:
@@ -63,9 +46,8 @@ class CallerStore:
         self.forwarded = 0
 
     # -- outputs ------------------------------------------------------------------------------
-    def pull(self, meta: m.TensorMeta) -> torch.Tensor:
+    def pull(self, handle: TensorHandle) -> torch.Tensor:
         """A private copy of a published tensor; the reference is kept while the copy lives."""
-        handle = TensorHandle.from_meta(meta)
         # a normal tensor even inside inference mode, so in-place changes bump its version counter
         with torch.inference_mode(False):
             out = torch.empty(tuple(handle.shape), dtype=dtype_named(handle.dtype))

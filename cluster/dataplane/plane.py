@@ -22,8 +22,9 @@ import torch
 from cluster.dataplane import nvshmem_team
 from cluster.dataplane.arena import Arena, NvshmemArena, ShmArena
 from cluster.dataplane.budget import MemoryBudget
+from cluster.dataplane.handle import TensorHandle
 from cluster.dataplane.segments import safe_prefix
-from cluster.dataplane.tensor_store import LazyFetch, Scope, TensorHandle, TensorStore
+from cluster.dataplane.tensor_store import LazyFetch, Scope, TensorStore
 from cluster.weights.cache import build_layer_cache
 
 
@@ -35,17 +36,16 @@ class CallInputs:
 
     def inputs(
         self,
-        metas: dict[str, object],
+        handles: dict[str, TensorHandle],
         callbacks: set[str] = frozenset(),
         pending: dict[str, Future] | None = None,
         release: bool = True,
     ) -> dict[str, torch.Tensor | LazyFetch]:
-        """`metas`: name -> TensorHandle or TensorMeta-like; `pending`: callback inputs whose
+        """`handles`: the tensors by input name; `pending`: callback inputs whose
         producer has not finished yet (a Future the executor completes when the head forwards the
         metadata). `release=False` reads without giving up a reference (someone else holds it)."""
         out: dict[str, torch.Tensor | LazyFetch] = {}
-        for name, meta in metas.items():
-            handle = meta if isinstance(meta, TensorHandle) else TensorHandle.from_meta(meta)
+        for name, handle in handles.items():
             out[name] = (
                 self.scope.lazy(handle, release=release) if name in callbacks else self.scope.fetch(handle, release)
             )

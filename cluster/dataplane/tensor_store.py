@@ -18,58 +18,18 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Union
 
 import torch
 
 from cluster.dataplane import remote, segments
 from cluster.dataplane.arena import Arena, Block, copy_from_segment, element_count
+from cluster.dataplane.handle import TensorHandle
 from cluster.dataplane.refcounts import RefClient, RefTable
 from cluster.dataplane.segments import SegmentError
 
 SPILL_TAG = "spill-"  # in the names of one-off host segments (arena full)
-
-
-@dataclass(frozen=True)
-class TensorHandle:
-    """Where a published tensor lives. The first six fields are those of messages.TensorMeta."""
-
-    segment: str  # the arena's name, or a spill segment's
-    offset: int
-    dtype: str  # torch dtype name without "torch."
-    shape: tuple[int, ...]
-    nbytes: int
-    owner: str
-    refs: str = ""  # the owner's reference-count table; "" = unmanaged (read as is, never freed here)
-    slot: int = -1
-    generation: int = 0
-    pe: int = -1  # NVSHMEM PE of a GPU arena; -1 = host memory (arena or spill)
-    host: str = ""  # the owner's host id (same host: shared memory); "" = this host
-    addr: str = ""  # the owner's data socket for other hosts; "" = none
-
-    @classmethod
-    def from_meta(cls, meta: object) -> TensorHandle:
-        """From any object with TensorMeta's fields (and optionally refs/slot/generation/pe)."""
-        return cls(
-            meta.segment,
-            meta.offset,
-            meta.dtype,
-            tuple(meta.shape),
-            meta.nbytes,
-            getattr(meta, "owner", ""),
-            getattr(meta, "refs", ""),
-            getattr(meta, "slot", -1),
-            getattr(meta, "generation", 0),
-            getattr(meta, "pe", -1),
-            getattr(meta, "host", ""),
-            getattr(meta, "addr", ""),
-        )
-
-    def meta_fields(self) -> dict:
-        return {
-            k: v for k, v in asdict(self).items() if k in ("segment", "offset", "dtype", "shape", "nbytes", "owner")
-        }
 
 
 def dtype_named(name: str) -> torch.dtype:

@@ -58,6 +58,7 @@ from cluster import refs
 from cluster import secret as cluster_secret
 from cluster.call import unpack
 from cluster.dataplane import nvshmem_team, remote, segments
+from cluster.dataplane.handle import TensorHandle
 from cluster.dataplane.model_files import ModelFileFetcher
 from cluster.dataplane.plane import CallInputs, ExecutorDataPlane
 from cluster.dataplane.segments import safe_prefix
@@ -517,24 +518,8 @@ class ArenaIO(TensorIO):
     def input_bytes(self, part: Part) -> int:
         return sum(meta.nbytes for meta in part.inputs.values())
 
-    def deliver(self, outputs: dict[str, torch.Tensor | None]) -> dict[str, m.TensorMeta]:
-        return {
-            k: m.TensorMeta(
-                h.segment,
-                h.offset,
-                h.dtype,
-                list(h.shape),
-                h.nbytes,
-                h.owner,
-                h.refs,
-                h.slot,
-                h.generation,
-                h.pe,
-                h.host,
-                h.addr,
-            )
-            for k, h in self.plane.publish(outputs, readers=1).items()
-        }
+    def deliver(self, outputs: dict[str, torch.Tensor | None]) -> dict[str, TensorHandle]:
+        return self.plane.publish(outputs, readers=1)
 
     def finish(self) -> None:
         self.plane.store.collect()

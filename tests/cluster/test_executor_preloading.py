@@ -23,7 +23,7 @@ FN = "cc_test_layered"
 SLOW_COPIES = ["--h2d-bandwidth", "1e7"]
 
 
-def _payload(seed: int) -> ModelFnCall:
+def _call(seed: int) -> ModelFnCall:
     return pack(FN, stack_ref(seed), NoParams())
 
 
@@ -57,7 +57,7 @@ async def test_an_expected_model_has_its_first_layers_resident_before_its_first_
         # in half the time its layers take to copy, so Eq. 2 asks for a prefix of about half the layers
         expected = stack_ref(2)
         head.costs.observe(FN, expected.key, (), 0.5 * LAYERS * 263_168 / 1e7)
-        head.expect(fn=FN, model_key=expected.key, payload=_payload(2), n=5)
+        head.expect(fn=FN, model_key=expected.key, call=_call(2), n=5)
         resident, le, layers = _preloaded(head, expected.key)
         assert layers == LAYERS and 1 < le < LAYERS
         assert resident == le  # its first L_e layers, not more: the rest stays free
@@ -96,8 +96,8 @@ def test_the_simulator_and_the_head_take_the_preload_decision_from_the_same_func
     try:
         hot, cold = stack_ref(3), stack_ref(4)
         # the cold one first, so the patched choice is the same after each announcement
-        head.expect(fn=FN, model_key=cold.key, payload=_payload(4), n=1)
-        head.expect(fn=FN, model_key=hot.key, payload=_payload(3), n=5)
+        head.expect(fn=FN, model_key=cold.key, call=_call(4), n=1)
+        head.expect(fn=FN, model_key=hot.key, call=_call(3), n=5)
         _preloaded(head, cold.key)
         (ex,) = head.stats()["executors"]
         assert hot.key not in ex["preloaded"]  # the real rule would have taken it first

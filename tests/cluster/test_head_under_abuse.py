@@ -15,8 +15,7 @@ import zmq
 from cluster import messages as m
 from cluster.call import pack
 from cluster.control.errors import RequestCancelled
-from cluster.dataplane.caller_store import caller_store, to_meta
-from cluster.dataplane.tensor_store import TensorHandle
+from cluster.dataplane.caller_store import caller_store
 from cluster.executor.local_cluster import start_local_cluster
 from tests.cluster.cluster_fns import LinearParams, tiny_ref
 from tests.cluster.test_local_cluster import FNS, expected, wait_until
@@ -36,7 +35,7 @@ async def test_a_flooding_tenant_does_not_hold_up_another(cluster, fixed_threads
     store = caller_store()
     x = store.hold(torch.ones(1, 16))  # one input shared by every flood invocation
     ref = tiny_ref(0)
-    payload = pack("cc_test_linear", ref, LinearParams())
+    call = pack("cc_test_linear", ref, LinearParams())
     try:
         flood = [
             head.submit(
@@ -44,18 +43,15 @@ async def test_a_flooding_tenant_does_not_hold_up_another(cluster, fixed_threads
                 request=f"flood-{i}",
                 fn="cc_test_linear",
                 model_key=ref.key,
-                payload=payload,
-                inputs={"x": to_meta(x)},
+                call=call,
+                inputs={"x": x},
                 nulls=[],
             )
             for i in range(10_000)
         ]
         for f in flood:  # a caller that does not read the outputs gives their references back
             f.add_done_callback(
-                lambda f: (
-                    f.exception() is None
-                    and [store.release(TensorHandle.from_meta(meta)) for meta in f.result().outputs.values()]
-                )
+                lambda f: f.exception() is None and [store.release(meta) for meta in f.result().outputs.values()]
             )
         await asyncio.to_thread(wait_until, lambda: sum(f.done() for f in flood) >= 10)  # flood is running
         v = torch.randn(2, 16, generator=torch.Generator().manual_seed(5))

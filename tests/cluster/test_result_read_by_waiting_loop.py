@@ -91,7 +91,7 @@ def test_the_head_thread_reads_replies_again_once_no_loop_does():
             request=uuid.uuid4().hex,
             fn="cc_test_raise",
             model_key="",
-            payload=pack("cc_test_raise", None, NoParams()),
+            call=pack("cc_test_raise", None, NoParams()),
             inputs={},
             nulls=["x"],
         )

@@ -161,3 +161,16 @@ def test_pickle_appears_on_the_call_path_only_for_the_opaque_field():
         assert _pickle_uses(ROOT / rel) == [], f"{rel} uses pickle on the call path"
     # cluster.call pickles the objects of the one opaque field: where it packs them and where it reads them
     assert {fn for fn, _ in _pickle_uses(ROOT / "cluster/call.py")} == {"import", "pack", "hook"}
+
+
+def test_binding_a_prompt_is_part_of_every_runtime():
+    """The engine binds each prompt through the Runtime interface: an in-process runtime keeps no accounts and
+    is its own binding; a cluster runtime charges the tenant and groups the calls under the prompt."""
+    from cluster.cluster_runtime import ClusterRuntime
+    from cluster.local import LocalRuntime
+    from cluster.runtime import Runtime
+
+    local = LocalRuntime()
+    assert local.bind("tenant-a", "prompt-1") is local
+    bound = ClusterRuntime(head=None).bind("tenant-a", "prompt-1")
+    assert isinstance(bound, Runtime) and (bound.tenant, bound.request_id) == ("tenant-a", "prompt-1")

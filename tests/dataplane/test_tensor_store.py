@@ -6,14 +6,14 @@ import multiprocessing as mp
 import threading
 import time
 from concurrent.futures import Future
-from dataclasses import asdict
 
+import msgspec
 import pytest
 import torch
 
+from cluster.dataplane.handle import TensorHandle
 from cluster.dataplane.refcounts import StaleHandle
 from cluster.dataplane.segments import SegmentError
-from cluster.dataplane.tensor_store import TensorHandle
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.bool, torch.float16])
@@ -144,7 +144,7 @@ def _producer_process(q_out, q_in, prefix: str) -> None:
     store = TensorStore(ShmArena(prefix, 1 << 20), "p", prefix)
     g = torch.Generator().manual_seed(3)
     h = store.publish(torch.randn(64, 64, generator=g))
-    q_out.put(asdict(h))
+    q_out.put(msgspec.structs.asdict(h))
     q_in.get(timeout=60)  # wait until the reader is done
     q_out.put(store.collect())
     store.close()
@@ -180,8 +180,6 @@ def test_lost_producer_raises(make_store):
 
 
 def test_unmanaged_metadata_reads_a_plain_segment(make_store):
-    from types import SimpleNamespace
-
     from cluster.dataplane import segments
 
     name = f"cc-plain{__import__('uuid').uuid4().hex[:8]}"
@@ -189,12 +187,11 @@ def test_unmanaged_metadata_reads_a_plain_segment(make_store):
     try:
         src = torch.arange(6, dtype=torch.int32)
         torch.frombuffer(mm, dtype=torch.uint8, count=24, offset=64).copy_(src.view(torch.uint8))
-        meta = SimpleNamespace(segment=name, offset=64, dtype="int32", shape=[2, 3], nbytes=24, owner="x")
+        h = TensorHandle(segment=name, offset=64, dtype="int32", shape=(2, 3), nbytes=24, owner="x")
         cons = make_store()
-        h = TensorHandle.from_meta(meta)
         with cons.scope() as s:
             assert torch.equal(s.fetch(h), src.view(2, 3))
         with pytest.raises(SegmentError), cons.scope() as s:  # metadata that overruns the segment
-            s.fetch(TensorHandle.from_meta(SimpleNamespace(**{**vars(meta), "offset": 4090})))
+            s.fetch(msgspec.structs.replace(h, offset=4090))
     finally:
         segments.unlink(name)

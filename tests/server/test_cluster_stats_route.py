@@ -10,6 +10,7 @@ import zmq
 from prometheus_client.parser import text_string_to_metric_families
 
 from cluster import messages as m
+from cluster.call import NoParams, pack
 from cluster.control.head import Head
 
 
@@ -25,7 +26,9 @@ def head():
     while "fake-ex" not in head.executors and time.monotonic() < end:
         time.sleep(0.01)
     head.executors["fake-ex"].draining = True  # it never answers: keep the invocation queued
-    head.submit(tenant="alice", request="r1", fn="f", model_key="model-a", payload=b"", inputs={}, nulls=[])
+    head.submit(
+        tenant="alice", request="r1", fn="f", model_key="model-a", call=pack("f", None, NoParams()), inputs={}, nulls=[]
+    )
     while head.stats()["queued"] < 1 and time.monotonic() < end:
         time.sleep(0.01)
     yield head
