@@ -105,6 +105,8 @@ def flatten(name: str, conditioning: list, percent_to_sigma) -> tuple[dict[str, 
         vision = opts.get("clip_vision_output")
         if vision is not None:  # Wan 2.1 image-to-video: the image's CLIP vision states join the text
             tensors[f"{key}.clip_fea"] = vision.penultimate_hidden_states
+        if opts.get("frame_rate") is not None:  # LTXVConditioning: the frame rate LTX-2's positions are timed by
+            entry["frame_rate"] = float(opts["frame_rate"])
         refs = opts.get("reference_latents")
         if refs:  # ReferenceLatent (Flux Kontext): raw latents, put in model space by the step
             tensors.update({f"{key}.ref.{i}": r for i, r in enumerate(refs)})

@@ -54,10 +54,10 @@ def fix_empty_latent_channels(model: ModelRef, latent: torch.Tensor, downscale: 
     to the model's ratio (nearest-exact, sides rounded), as today's ComfyUI does. A model whose latents
     have a frame axis (Qwen-Image) gets it added to a 4-D latent, as ComfyUI does: its output is [B,C,1,H,W]."""
     if getattr(latent, "is_nested", False):
-        # LTXV Concat AV Latent's video + audio pair: only LTX-2's audio-video network denoises it.
+        # LTXV Concat AV Latent's video + audio pair: only LTX-2's audio-video network denoises it (AV_PACKED).
         raise ValueError(
             f"latent_image: an audio-video latent (LTXV Concat AV Latent) cannot be sampled by the "
-            f"{model.arch} model; LTX-2's audio-video model does not run on this backend yet"
+            f"{model.arch} model; only an LTX-2 audio-video model samples it"
         )
     channels = arch.latent_format(model.arch).channels
     if latent.shape[1] != channels:
@@ -217,6 +217,59 @@ async def _sample_video_part(
     )
 
 
+# Audio-video latents whose parts one network denoises together (LTX-2): packed side by side in one [B,1,N]
+# tensor and cut apart again after sampling, as ComfyUI samples a NestedTensor (comfy.utils.pack_latents).
+AV_PACKED = frozenset({"ltx2"})
+
+
+@dataclass(frozen=True)
+class PresetNoise(NoiseChoice):
+    """Initial noise drawn beforehand (an audio-video latent's, part by part from one generator)."""
+
+    preset: torch.Tensor | None = None
+
+    def generate(self, latent: dict, samples: torch.Tensor) -> torch.Tensor:
+        return self.preset
+
+
+async def _sample_packed_av(
+    guider: GuiderChoice, sampler: SamplerChoice, sigmas: torch.Tensor, latent: dict, noise: NoiseChoice
+) -> tuple[dict, dict]:
+    if latent.get("noise_mask") is not None:
+        raise ValueError("latent_image: a noise mask on an LTX-2 audio-video latent is not supported yet")
+    if latent.get("batch_index") is not None:
+        raise ValueError("latent_image: batch_index on an LTX-2 audio-video latent is not supported yet")
+    pair = latent["samples"]
+    parts = pair.unbind()
+    shapes = [tuple(p.shape) for p in parts]
+    gen = torch.Generator(device="cpu").manual_seed(noise.seed)  # ComfyUI: one generator, part after part
+    noises = [
+        torch.randn(p.shape, dtype=p.dtype, generator=gen) if noise.enabled else torch.zeros_like(p) for p in parts
+    ]
+    packed = torch.cat([p.reshape(p.shape[0], 1, -1) for p in parts], dim=-1)
+    preset = torch.cat([n.reshape(n.shape[0], 1, -1) for n in noises], dim=-1)
+    out, denoised = await sample_guided(
+        guider,
+        sampler,
+        sigmas,
+        {**latent, "samples": packed, LATENT_SHAPES: shapes},
+        PresetNoise(noise.seed, noise.enabled, preset),
+    )
+
+    def unpacked(t: torch.Tensor):
+        cut, start = [], 0
+        for shape in shapes:
+            n = math.prod(shape[1:])
+            cut.append(t[:, :, start : start + n].reshape(t.shape[0], *shape[1:]))
+            start += n
+        return type(pair)(cut)
+
+    return {**out, "samples": unpacked(out["samples"])}, {**denoised, "samples": unpacked(denoised["samples"])}
+
+
+LATENT_SHAPES = "latent_shapes"
+
+
 async def sample_guided(
     guider: GuiderChoice, sampler: SamplerChoice, sigmas: torch.Tensor, latent: dict, noise: NoiseChoice
 ) -> tuple[dict, dict]:
@@ -227,8 +280,12 @@ async def sample_guided(
     model = require_model(guider.model)
     if getattr(latent["samples"], "is_nested", False) and model.arch in VIDEO_PART_SAMPLED:
         return await _sample_video_part(guider, sampler, sigmas, latent, noise)
+    if getattr(latent["samples"], "is_nested", False) and model.arch in AV_PACKED:
+        return await _sample_packed_av(guider, sampler, sigmas, latent, noise)
     out = dict(latent)
-    full = fix_empty_latent_channels(model, latent["samples"], out.pop(DOWNSCALE_KEY, None))
+    shapes = out.pop(LATENT_SHAPES, None)
+    downscale = out.pop(DOWNSCALE_KEY, None)
+    full = latent["samples"] if shapes is not None else fix_empty_latent_channels(model, latent["samples"], downscale)
     out["samples"] = full
     if len(sigmas) == 0:
         return out, out
@@ -254,6 +311,8 @@ async def sample_guided(
     x = ms.noise_scaling(sigmas[0], noise_t, latent_in, max_denoise)
 
     tensors, params = step_inputs(guider, sampler, samples, noise.seed, sigmas)
+    if shapes is not None:
+        params = params.replace(latent_shapes=shapes)
     mask = latent.get("noise_mask")
     if mask is not None:
         tensors.update(denoise_mask=_prepare_mask(mask, samples), latent_image=latent_in, noise=noise_t)
@@ -269,7 +328,7 @@ async def sample_guided(
         )
         x, denoised = result["x"], result["denoised"]
         state = {k: v for k, v in result.items() if k.startswith(STATE_PREFIX)}
-        report_progress(i + 1, total, previews.preview(denoised))
+        report_progress(i + 1, total, previews.preview(denoised) if shapes is None else None)
         i += 1
     out["samples"] = shaped(fmt.process_out(ms.inverse_noise_scaling(sigmas[-1], x)))
     if denoised is None:

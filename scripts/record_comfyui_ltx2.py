@@ -20,7 +20,9 @@ loads it (comfy.sd.load_clip with the Gemma file and the checkpoint, CLIPType.LT
 encoding prompts. ComfyUI fixes widths of the released files that the tiny ones do not have: Gemma 3 12B's sizes
 (its Gemma3_12B_Config), the projection's 3840 x 49 inputs, the connectors' 30 heads of 128 and its test for a
 Gemma file (a 48th layer); so that its own classes load the tiny files, this script gives them the tiny sizes read
-from the files (wrappers below) and changes nothing else. Tensors are float32 base64; the file's sha256 is stored so the test knows it has
+from the files (wrappers below) and changes nothing else. Last, ComfyUI's KSampler (comfy.sample.sample) runs two
+euler steps over the zero audio-video pair with the prompt and the empty negative at LTXVConditioning's frame rate
+(tests/nodes/test_ltx2_sampling.py). ComfyUI runs with PyTorch attention (--use-pytorch-cross-attention). Tensors are float32 base64; the file's sha256 is stored so the test knows it has
 the same file.
 """
 
@@ -132,6 +134,42 @@ def tiny_text_encoder_sizes(gemma_path: str, ckpt_path: str) -> None:
     lt.LTXAVTEModel.__init__, lt.LTXAVTEModel.load_sd = init, load_sd
 
 
+# KSampler over LTXV Concat AV Latent's pair: zero video latent [1,128,2,2,2] (9 frames of 64x64), zero audio
+# latent [1,8,5,16], the positive prompt and the empty negative through LTXVConditioning at 25 fps.
+KSAMPLER = {"seed": 3, "steps": 2, "cfg": 2.0, "sampler": "euler", "scheduler": "simple", "frame_rate": 25.0}
+
+
+def ksampler_run(clip, patcher) -> dict:
+    """ComfyUI's KSampler (comfy.sample.sample, as common_ksampler calls it) on the audio-video pair."""
+    import comfy.nested_tensor
+    import comfy.sample
+    import node_helpers
+
+    def conditioning(text: str) -> list:
+        cond = clip.encode_from_tokens_scheduled(clip.tokenize(text))
+        return node_helpers.conditioning_set_values(cond, {"frame_rate": KSAMPLER["frame_rate"]})
+
+    latent = comfy.nested_tensor.NestedTensor([torch.zeros(1, 128, 2, 2, 2), torch.zeros(1, 8, 5, 16)])
+    noise = comfy.sample.prepare_noise(latent, KSAMPLER["seed"])
+    with torch.no_grad():
+        out = comfy.sample.sample(
+            patcher,
+            noise,
+            KSAMPLER["steps"],
+            KSAMPLER["cfg"],
+            KSAMPLER["sampler"],
+            KSAMPLER["scheduler"],
+            conditioning(PROMPTS[1]),
+            conditioning(""),
+            latent,
+            denoise=1.0,
+            seed=KSAMPLER["seed"],
+        )
+    video, audio = out.unbind()
+    print("ksampler", tuple(video.shape), tuple(audio.shape), float(video.abs().mean()), float(audio.abs().mean()))
+    return {**KSAMPLER, "prompt": PROMPTS[1], "video": b64(video), "audio": b64(audio)}
+
+
 def main(models: str, out: str) -> None:
     sys.argv = [sys.argv[0], "--cpu", "--use-pytorch-cross-attention"]
     import comfy.options
@@ -205,6 +243,7 @@ def main(models: str, out: str) -> None:
         ids = [int(t) for t, *_ in tokens["gemma3_12b"][0]]
         record["text"].append({"prompt": prompt, "ids": ids, "cond": b64(cond)})
         print(repr(prompt[:20]), ids[:8], tuple(cond.shape), float(cond.abs().mean()))
+    record["ksampler"] = ksampler_run(clip, patcher)
     with open(out, "w") as f:
         json.dump(record, f)
     print(json.dumps(record["facts"]))

@@ -73,6 +73,7 @@ class GuidedDenoiser:
         self.negative = params.negative
         self.load_control = load_control
         self.latent_size = params.image_size
+        self.latent_shapes = params.latent_shapes
         self.denoise_mask = inputs.get("denoise_mask")
         self.latent_image = inputs.get("latent_image")
         self.noise = inputs.get("noise")
@@ -312,6 +313,8 @@ class GuidedDenoiser:
             # the whole schedule, as ComfyUI's transformer_options["sample_sigmas"] (FLUX 3's flow-map model reads
             # the sigma each step jumps to from it)
             batch_cond["sample_sigmas"] = self.inputs["sigmas"]
+            if self.latent_shapes is not None:  # LTX-2: where x's video and audio parts are
+                batch_cond["latent_shapes"] = self.latent_shapes
             concats = [
                 self.model.concat_image(
                     self.inputs.get(f"{e['key']}.concat_latent_image"),
@@ -415,6 +418,8 @@ class GuidedDenoiser:
             )
             cond["time_ids"] = ids.repeat_interleave(n, dim=0)
         cond.update(self.av_shifts)
+        if entries[0].get("frame_rate") is not None:  # LTXVConditioning's frame rate (LTX-2's positions)
+            cond["frame_rate"] = entries[0]["frame_rate"]
         guidance = entries[0].get("guidance")
         if guidance is not None:  # FluxGuidance; a guidance-distilled model applies its default otherwise
             cond["guidance"] = float(guidance)
@@ -485,6 +490,7 @@ class DenoiseParams(Params):
     context_windows: dict[str, Any] | None = None  # ContextWindowsManual's fields
     uncond_model: ModelRef | None = None  # DualModelGuider's negative MODEL
     uncond_sampling: dict[str, Any] | None = None  # and its model sampling config
+    latent_shapes: list[tuple[int, ...]] | None = None  # LTX-2: the video and audio latents packed side by side in x
 
 
 def _time_ids(size: dict[str, int], latent_size: tuple[int, int]) -> list[int]:

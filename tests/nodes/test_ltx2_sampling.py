@@ -1,0 +1,101 @@
+"""KSampler over an LTX-2 audio-video latent (LTXV Concat AV Latent's pair) samples both parts together, as
+upstream ComfyUI 0.10.0 does: the video and audio latents packed side by side, noise drawn part after part from
+one generator, LTXVConditioning's frame rate timing the positions. tests/models/fixtures/comfyui_ltx2.json's
+"ksampler" entry is ComfyUI's comfy.sample.sample on ltx2-tiny (scripts/record_comfyui_ltx2.py): the chain
+CheckpointLoaderSimple, LTXAVTextEncoderLoader, CLIPTextEncode, LTXVConditioning, KSampler here gives its
+latents."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import inspect
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from nodes.library.ltxv_av import AVLatent
+from nodes.models.ltx2_demo import FILES, build_demo_ltx2
+
+FIXTURE = json.loads((Path(__file__).resolve().parents[1] / "models" / "fixtures" / "comfyui_ltx2.json").read_text())
+# Measured: 9.8e-6 (video), 5.5e-6 (audio); the conditioning's float32 rounding (tests/models/test_ltx2.py)
+# carried through two steps at cfg 2.
+ATOL = 2e-5
+
+
+def tensor(d: dict) -> torch.Tensor:
+    return torch.from_numpy(np.frombuffer(base64.b64decode(d["f32"]), dtype=np.float32).copy()).reshape(d["shape"])
+
+
+async def _call(name: str, **inputs):
+    import nodes
+
+    node = nodes.NODE_CLASS_MAPPINGS[name]()
+    result = getattr(node, node.FUNCTION)(**inputs)
+    return await result if inspect.isawaitable(result) else result
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory):
+    from nodes import workspace as ws_module
+
+    previous = ws_module._active
+    ws = ws_module.activate(ws_module.Workspace(tmp_path_factory.mktemp("ltx2")).create())
+    build_demo_ltx2(ws.models_dir)
+    yield ws
+    ws_module._active = previous
+
+
+def _sample(latent: dict, steps: int = FIXTURE["ksampler"]["steps"]):
+    rec = FIXTURE["ksampler"]
+
+    async def run():
+        ckpt = Path(FILES["checkpoint"]).name
+        model, _, _ = await _call("CheckpointLoaderSimple", ckpt_name=ckpt)
+        (clip,) = await _call(
+            "LTXAVTextEncoderLoader", text_encoder=Path(FILES["text_encoder"]).name, ckpt_name=ckpt, device="default"
+        )
+        (pos,) = await _call("CLIPTextEncode", clip=clip, text=rec["prompt"])
+        (neg,) = await _call("CLIPTextEncode", clip=clip, text="")
+        pos, neg = await _call("LTXVConditioning", positive=pos, negative=neg, frame_rate=rec["frame_rate"])
+        (out,) = await _call(
+            "KSampler",
+            model=model,
+            seed=rec["seed"],
+            steps=steps,
+            cfg=rec["cfg"],
+            sampler_name=rec["sampler"],
+            scheduler=rec["scheduler"],
+            positive=pos,
+            negative=neg,
+            latent_image=latent,
+            denoise=1.0,
+        )
+        return out
+
+    return asyncio.run(run())
+
+
+def test_ksampler_samples_video_and_audio_as_comfyui(workspace):
+    torch.set_num_threads(1)
+    rec = FIXTURE["ksampler"]
+    latent = {"samples": AVLatent([torch.zeros(1, 128, 2, 2, 2), torch.zeros(1, 8, 5, 16)])}
+    out = _sample(latent)
+    assert isinstance(out["samples"], AVLatent)
+    video, audio = out["samples"].unbind()
+    want_video, want_audio = tensor(rec["video"]), tensor(rec["audio"])
+    assert want_video.abs().mean() > 0.1 and want_audio.abs().mean() > 0.1
+    torch.testing.assert_close(video, want_video, atol=ATOL, rtol=0)
+    torch.testing.assert_close(audio, want_audio, atol=ATOL, rtol=0)
+
+
+def test_noise_mask_on_the_pair_is_refused_by_name(workspace):
+    latent = {
+        "samples": AVLatent([torch.zeros(1, 128, 2, 2, 2), torch.zeros(1, 8, 5, 16)]),
+        "noise_mask": torch.ones(1, 1, 2, 2, 2),
+    }
+    with pytest.raises(ValueError, match="noise mask on an LTX-2 audio-video latent"):
+        _sample(latent, steps=1)
