@@ -884,8 +884,9 @@ def docs_block(data: dict) -> str:
     origin = next((r["there"]["comfyui"] for r in data["packs"] if r.get("there", {}).get("comfyui")), None)
     if origin:
         head += (
-            f"There: ComfyUI {origin['version']} (commit {origin['commit'] or 'unknown'}, read from "
-            f"{origin['read_from']}; core files sha256 {origin['core_files_sha256']['sha256']}), each pack alone in "
+            f"There: ComfyUI {origin['version']} ({'commit ' + origin['commit'] if origin['commit'] else 'no commit'}"
+            f": read from {origin['read_from']}; sha256 of its core files {origin['core_files_sha256']['sha256']}), "
+            "each pack alone in "
             f"a copy of its venv plus ComfyUI's requirements (scripts/packs_there.py). **{there['measured']} of "
             f"{total['packs']} packs have both sides**: {there['imported_there']} import there; /object_info entries "
             f"equal whole (prose aside) {there['nodes_equal']} of {there['nodes_there']}, "
