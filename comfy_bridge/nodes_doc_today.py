@@ -27,7 +27,7 @@ UTILITY = "a model-free utility node of today's ComfyUI not written yet"
 RULES: list[tuple[str, str]] = [
     (
         r"LTX|^LatentUpscaleModelLoader$",
-        "the LTX-2 audio-video family's sampling and these nodes are not implemented (its networks load)",
+        "these LTX-2 audio-video nodes are not implemented (its networks load and KSampler samples its latents)",
     ),
     (
         r"Audio|^(LoadVideo|SaveVideo|CreateVideo|GetVideoComponents|Video Slice|RecordAudio)$|Music|YuE2|SheetSage|"
