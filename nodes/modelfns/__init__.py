@@ -8,6 +8,7 @@ from nodes.modelfns import (  # noqa: F401
     denoise,
     discriminator,
     ltx2_audio,
+    minimax_h3_audio,
     style_model,
     text_encoder,
     text_generate,

@@ -48,6 +48,7 @@ MINIMAX_H3_MARKER = "token_refiner.blocks.0.attn.qkv_proj.weight"
 LTX2_MARKER = "audio_adaln_single.linear.weight"
 LTX2_TIME_MARKER = "adaln_single.emb.timestep_embedder.linear_1.bias"
 MINIMAX_H3_VAE_MARKERS = ("decoder.register_tokens", "decoder.x_embedder.weight")
+MINIMAX_H3_AUDIO_VAE_MARKERS = ("pre_block.attn.q_bias", "dec_in_proj.weight", "decoder.conv_pre.weight")
 UMT5_MARKER = "encoder.block.1.layer.0.SelfAttention.relative_attention_bias.weight"
 _PIPELINES = {
     "StableDiffusionPipeline": "sd1",
@@ -165,6 +166,8 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
     prefix = _prefix_with(shapes, MINIMAX_H3_MARKER)
     if prefix is not None:
         return info("minimax_h3", "diffusion_model", {"diffusion_model"}, "minimax", prefix)
+    if all(k in shapes for k in MINIMAX_H3_AUDIO_VAE_MARKERS):  # MiniMax H3's audio VAE (ComfyUI's layout)
+        return info("minimax_h3_audio", "vae", {"vae"}, "minimax")
     prefix = _prefix_with(shapes, MINIMAX_H3_VAE_MARKERS[0], ("vae.", ""))
     if prefix is not None and prefix + MINIMAX_H3_VAE_MARKERS[1] in shapes:
         return info("minimax_h3", "vae", {"vae"}, "minimax", prefix)

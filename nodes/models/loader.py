@@ -43,6 +43,7 @@ DIT_ARCHS = (
     "wan21",
     "wan22_5b",
     "minimax_h3",
+    "minimax_h3_audio",
     "ltx2",
 )
 __all__ = ["probe", "load_diffusion_model", "load_text_encoder", "load_vae", "load_controlnet", "CheckpointInfo"]
@@ -84,6 +85,7 @@ _ARCH_MODULES = {
     "wan21": ("nodes.models.wan",),
     "wan22_5b": ("nodes.models.wan",),
     "minimax_h3": ("nodes.models.minimax_h3_engine",),
+    "minimax_h3_audio": ("nodes.models.minimax_h3_audio",),
     "ltx2": ("nodes.models.ltx2", "nodes.models.ltx2_vae", "nodes.models.ltx2_text"),
 }
 

@@ -1,5 +1,5 @@
 """Tiny MiniMax H3 files in the published layouts, random weights from a fixed seed, for tests and demos:
-the curve-form ("pruned") transformer every MiniMax H3 template names, the video VAE and the Qwen3-VL text encoder
+the curve-form ("pruned") transformer every MiniMax H3 template names, the video and audio VAEs and the Qwen3-VL text encoder
 (its language model TEXT_DIM wide, no LM head, which the conditioning never reads), under the template's folder
 names with `_tiny`. Only their widths shrink: the transformer keeps 24 video and 32 audio
 latent channels and the 1x2x2 patch, the VAE its six levels, strides and 64-wide decoder heads.
@@ -14,6 +14,7 @@ from diffusers import AutoencoderKLMiniMaxH3, MiniMaxH3Transformer3DModel
 from safetensors.torch import save_file
 
 from nodes.models.minimax_h3 import PRUNED_MARKER, diffusers_to_published
+from nodes.models.minimax_h3_audio import to_published
 from nodes.models.minimax_h3_vae import from_diffusers
 from nodes.output_claims import write_atomic
 
@@ -24,6 +25,7 @@ FILES = {
     "transformer": "diffusion_models/minimax_h3_fl2va_pruned_tiny.safetensors",
     "vae": "vae/minimax_h3_video_vae_tiny.safetensors",
     "text_encoder": "text_encoders/qwen3vl_32b_minimax_h3_tiny.safetensors",
+    "audio_vae": "vae/minimax_h3_audio_vae_tiny.safetensors",
 }
 TEXT_LAYERS = 2  # the published file is Qwen3-VL-32B cut after layer 50; the tiny one after layer 2
 
@@ -61,6 +63,30 @@ def tiny_text_encoder(layers: int = TEXT_LAYERS) -> torch.nn.Module:
         },
     )
     return Qwen3VLForConditionalGeneration(cfg).eval()
+
+
+def tiny_audio_vae(seed: int = SEED) -> torch.nn.Module:
+    """MiniMax H3's audio VAE with its 32 latent channels, strides and kernels, its widths shrunk; diffusers'
+    weight-normalised form (nodes.models.minimax_h3_audio.to_published folds it into the file's layout)."""
+    import warnings
+
+    from diffusers import AutoencoderKLMiniMaxH3Audio
+
+    gen = torch.Generator().manual_seed(seed + 1)  # its own stream: the other files stay as they were
+    with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        torch.manual_seed(seed + 1)
+        vae = AutoencoderKLMiniMaxH3Audio(
+            encoder_dim=2,
+            latent_dim=32,
+            latent_channels=32,
+            num_attention_heads=8,
+            decoder_dim=128,
+            latents_mean=torch.randn(32, generator=gen).mul(0.1).tolist(),
+            latents_std=(torch.rand(32, generator=gen) + 0.5).tolist(),
+        ).eval()
+        _randomize(vae, gen, 0.02)
+    return vae
 
 
 def tiny_state_dicts(seed: int = SEED) -> dict[str, dict[str, torch.Tensor]]:
@@ -108,6 +134,7 @@ def tiny_state_dicts(seed: int = SEED) -> dict[str, dict[str, torch.Tensor]]:
             torch.tensor(cfg.latents_std),
         ),
         "text_encoder": {k: v for k, v in text.state_dict().items() if not k.startswith("lm_head.")},
+        "audio_vae": to_published(tiny_audio_vae(seed)),
     }
 
 
