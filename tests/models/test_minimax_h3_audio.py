@@ -110,3 +110,14 @@ def test_vae_decode_audio_refuses_other_vaes_by_name(demo_workspace):
     video_vae = VAELoader().load_vae(FILES["vae"].removeprefix("vae/"))[0]
     with pytest.raises(ValueError, match="the minimax_h3 VAE"):
         asyncio.run(VAEDecodeAudio().execute({"samples": torch.zeros(1, 32, 2, 4)}, video_vae))
+
+
+def test_image_vae_path_refuses_the_audio_vae_by_name(tmp_path, reference):
+    from cluster.refs import ModelRef
+    from nodes.models.loader import load_vae
+
+    path = tmp_path / "minimax_h3_audio_vae_tiny.safetensors"
+    save_file(ma.to_published(reference), str(path))
+    ref = ModelRef(component="vae", arch="minimax_h3_audio", sources=(str(path),), digests=(), options=())
+    with pytest.raises(ModelLoadError, match="decode its latents with VAE Decode Audio"):
+        load_vae(ref)
