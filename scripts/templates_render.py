@@ -1,0 +1,278 @@
+"""The render half of docs/benchmarks/templates.json: does each node-complete local template of the web UI
+actually run here? For every template whose classes are all offered (scripts/templates_coverage.py), take the
+template's own graph from the installed templates package, unpack its subgraphs, convert it to an API prompt
+with our converter (comfy_bridge/formats.py), put our tiny demo files of the same family in place of its model
+files (DEMO_FILES below, from the file names the template asks for; the per-family workflow scripts do the same
+by hand), the workspace's example.png / example.mp4 in place of its input images and videos, shrink sizes,
+steps and frames (SHRINK), and run it in-process on the demo workspace. A template that needs a file we cannot
+make (a family without a tiny demo file) is `renders: false` with that reason.
+
+    python scripts/templates_render.py <workspace with demo-models> [--timeout 300] [--only NAME ...]
+
+Each template runs in a worker process under a per-template timeout (a template past it is `false`, "timed out",
+and the worker is restarted). The full run takes tens of minutes on a CPU, so CI only checks that the committed
+shares follow from the committed flags (tests/nodes/test_templates_coverage.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import queue
+import re
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from scripts import templates_coverage  # noqa: E402
+
+MODEL_FILE = re.compile(r"\.(safetensors|ckpt|pt|pth|bin|gguf|sft)$", re.IGNORECASE)
+IMAGE_FILE = re.compile(r"\.(png|jpe?g|webp|bmp)$", re.IGNORECASE)
+VIDEO_FILE = re.compile(r"\.(mp4|webm|mov|gif|mkv)$", re.IGNORECASE)
+# (a file name the same prompt must also ask for, or None; the template's file; our tiny file of its family).
+# The first rule whose patterns match wins; a model file no rule matches cannot be made here.
+DEMO_FILES: list[tuple[str | None, str, str]] = [
+    # Qwen Image 2.1: the prompt enhancer's Qwen3.5 stands in as the tiny Qwen3-VL (scripts/qwen_image21_workflow.py)
+    (None, r"^qwen_image_2\.1.*vae", "qwen_image_2.1_vae_tiny.safetensors"),
+    (None, r"^qwen_image_2\.1", "qwen_image_2.1_tiny.safetensors"),
+    (r"^qwen_image_2\.1", r"^qwen3\.5_9b_qwen_image_2\.1|^qwen3vl_8b_int8", "qwen3vl_8b_tiny.safetensors"),
+    # Krea 2 (scripts/krea2_workflow.py)
+    (None, r"^krea2_turbo", "krea2_turbo_tiny.safetensors"),
+    (r"^krea2_turbo", r"^qwen3vl_4b", "qwen3vl_4b_tiny.safetensors"),
+    # FLUX 3 Image Klein (scripts/flux3_workflow.py): base and step-distilled
+    (None, r"^flux3-image-klein-base", "flux3_klein_tiny.safetensors"),
+    (None, r"^flux3-image-klein", "flux3_klein_distilled_tiny.safetensors"),
+    (r"^flux3-image", r"^qwen3vl_4b|^qwen3\.5_9b_flux3", "qwen3vl_4b_flux3_tiny.safetensors"),
+    (r"^flux3-image", r"^flux2-vae", "flux2-klein-tiny-vae.safetensors"),
+    # FLUX.2 Klein 4B/9B, base and distilled
+    (None, r"^flux-2-klein", "flux2-klein-tiny.safetensors"),
+    (r"^flux-2-klein", r"^qwen_3_[48]b", "flux2-klein-tiny-qwen3.safetensors"),
+    (r"^flux-2-klein", r"^flux2-vae|^full_encoder_small_decoder", "flux2-klein-tiny-vae.safetensors"),
+    # Z-Image (turbo and base)
+    (None, r"^z_image", "z-image-turbo-tiny.safetensors"),
+    (r"^z_image", r"^qwen_3_4b", "qwen_3_4b-tiny.safetensors"),
+    (r"^z_image", r"^ae\.safetensors$", "z-image-turbo-tiny-ae.safetensors"),
+    # Qwen-Image and Qwen-Image-Edit (scripts/qwen_image_edit_workflow.py): 2511 has its own tiny transformer
+    (None, r"^qwen_image_edit_2511", "qwen_image_edit_2511_tiny.safetensors"),
+    (None, r"^qwen_image_(edit_2509|edit_fp8|2512|fp8|bf16)", "qwen_image_tiny.safetensors"),
+    (r"^qwen_image_edit", r"^qwen_2\.5_vl_7b", "qwen_2.5_vl_7b_edit_tiny.safetensors"),
+    (r"^qwen_image_(2512|fp8|bf16)", r"^qwen_2\.5_vl_7b", "qwen_2.5_vl_7b_tiny.safetensors"),
+    (r"^qwen_image_(edit|2512|fp8|bf16)|^krea2_turbo", r"^qwen_image_vae", "qwen_image_vae_tiny.safetensors"),
+    (r"^qwen_image_edit", r"^Qwen-Image-Edit-(2509|2511)?-?Lightning", "qwen_image_edit_tiny_lightning.safetensors"),
+    # Wan 2.1 / 2.2 (scripts/wan_*_workflow.py): each variant's tiny model, the 14B and 1.3B sizes alike
+    (None, r"^wan2\.2_i2v_high_noise_14B", "wan2.2_i2v_high_noise_14B_tiny.safetensors"),
+    (None, r"^wan2\.2_i2v_low_noise_14B", "wan2.2_i2v_low_noise_14B_tiny.safetensors"),
+    (None, r"^wan2\.2_ti2v_5B", "wan2.2_ti2v_5B_tiny.safetensors"),
+    (None, r"^wan2\.2_fun_control_(high|low)_noise_14B", "wan2.2_fun_control_low_noise_14B_tiny.safetensors"),
+    (None, r"^wan2\.1_t2v_1\.3B", "wan2.1_t2v_1.3B_tiny.safetensors"),
+    (None, r"^wan2\.1_i2v_480p_14B", "wan2.1_i2v_480p_14B_tiny.safetensors"),
+    (None, r"^wan2\.1_vace_", "wan2.1_vace_1.3B_tiny.safetensors"),
+    (None, r"^wan2\.1_fun_camera_v1\.1_", "wan2.1_fun_camera_v1.1_1.3B_tiny.safetensors"),
+    (None, r"^wan2\.1_fun_control_1\.3B", "wan2.1_fun_control_1.3B_tiny.safetensors"),
+    (None, r"^wan2\.1_fun_inp_1\.3B", "wan2.1_fun_inp_1.3B_tiny.safetensors"),
+    (r"^wan2\.[12]_", r"^umt5_xxl", "umt5_xxl_tiny.safetensors"),
+    (r"^wan2\.[12]_", r"^wan_2\.1_vae", "wan_2.1_vae_tiny.safetensors"),
+    (r"^wan2\.2_ti2v_5B", r"^wan2\.2_vae", "wan2.2_vae_tiny.safetensors"),
+    (r"^wan2\.[12]_", r"^clip_vision_h", "clip-vision-tiny.safetensors"),
+    (
+        r"^wan2\.2_i2v",
+        r"^wan2\.2_i2v_lightx2v_4steps_lora_v1_high",
+        "wan2.2_i2v_lightx2v_4steps_lora_tiny_high_noise.safetensors",
+    ),
+    (
+        r"^wan2\.2_i2v",
+        r"^wan2\.2_i2v_lightx2v_4steps_lora_v1_low",
+        "wan2.2_i2v_lightx2v_4steps_lora_tiny_low_noise.safetensors",
+    ),
+    (r"^wan2\.1_vace", r"^Wan21_CausVid", "wan2.1_causvid_t2v_lora_rank32_tiny.safetensors"),
+    # MiniMax H3 (scripts/minimax_h3_workflow.py)
+    (None, r"^minimax_h3_fl2va", "minimax_h3_fl2va_pruned_tiny.safetensors"),
+    (r"^minimax_h3", r"^minimax_h3_video_vae", "minimax_h3_video_vae_tiny.safetensors"),
+    (r"^minimax_h3", r"^qwen3vl_32b_minimax_h3", "qwen3vl_32b_minimax_h3_tiny.safetensors"),
+    # Flux.1 dev / schnell / Krea / Kontext (same transformer layout; Fill and Canny have other input widths)
+    (None, r"^flux1-(dev|schnell|krea-dev|dev-kontext)", "flux-tiny.safetensors"),
+    (r"^flux1-", r"^clip_l\.", "flux-tiny-clip_l.safetensors"),
+    (r"^flux1-", r"^t5xxl", "flux-tiny-t5.safetensors"),
+    (r"^flux1-", r"^ae\.safetensors$", "flux-tiny-ae.safetensors"),
+    # SDXL base / turbo, SD3.5 and its ControlNets
+    (None, r"^sd_xl_(base|turbo)", "sdxl-tiny.safetensors"),
+    (None, r"^sd3\.5_large_fp8", "sd3-tiny.safetensors"),
+    (r"^sd3\.5", r"^sd3\.5_large_controlnet", "sd3-tiny-controlnet.safetensors"),
+    # Any family: the 4x ESRGAN upscaler
+    (None, r"^RealESRGAN_x4", "esrgan-tiny-x4.safetensors"),
+]
+# Input name -> how to shrink an int (or float) value so a render takes seconds on a CPU.
+SHRINK = {
+    "width": lambda v: min(v, 64),
+    "height": lambda v: min(v, 64),
+    "steps": lambda v: min(v, 2),
+    "batch_size": lambda v: 1,
+    "length": lambda v: min(v, 9 if v % 8 == 1 else 5),
+    "megapixels": lambda v: min(v, 0.01),
+    "max_length": lambda v: min(v, 16),
+    "max_new_tokens": lambda v: min(v, 16),
+}
+TRIPWIRE = b"not a LoRA: templates_render.py's stand-in for a LoRA without a tiny file of its family"
+SUBGRAPH_NESTING = 4  # unpack nested subgraphs at most this deep
+
+
+def demo_file(name: str, asked: list[str]) -> str | None:
+    """Our tiny file for the template's file `name`, given every file name the prompt asks for; None: none."""
+    for needs, pattern, demo in DEMO_FILES:
+        if re.search(pattern, name) and (needs is None or any(re.search(needs, a) for a in asked)):
+            return demo
+    return None
+
+
+def flat_workflow(workflow: dict) -> dict:
+    """The template's UI graph with its subgraphs unpacked in place and PreviewAny passed through."""
+    from scripts.qwen_image21_workflow import _bypass_preview_outputs
+    from scripts.qwen_image_edit_workflow import unpacked
+
+    for _ in range(SUBGRAPH_NESTING):
+        ids = {sg["id"] for sg in workflow.get("definitions", {}).get("subgraphs", [])}
+        if not any(n["type"] in ids for n in workflow["nodes"]):
+            break
+        workflow = unpacked(workflow)
+    _bypass_preview_outputs(workflow)
+    return workflow
+
+
+def tiny_prompt(workflow: dict, registry, loras: Path | None = None) -> tuple[dict, list[str]]:
+    """The API prompt of `workflow` with tiny files, example inputs and shrunk sizes, and the LoRAs given a
+    tripwire file; ValueError names a model file we have no tiny file for.
+
+    A LoRA without a tiny file of its family gets, in `loras`, an unloadable file of its own name: templates
+    often ship a style LoRA behind a switch that is off (the lazy branch never loads it), and a render that
+    does load it fails on that file instead of passing with some other LoRA."""
+    from comfy_bridge.formats import ui_to_api
+
+    prompt = ui_to_api(flat_workflow(workflow), registry)
+    tripwires: list[str] = []
+    asked = [v for n in prompt.values() for v in n["inputs"].values() if isinstance(v, str) and MODEL_FILE.search(v)]
+    for node in prompt.values():
+        inputs = node["inputs"]
+        for key, value in list(inputs.items()):
+            if isinstance(value, str) and MODEL_FILE.search(value):
+                demo = demo_file(value, asked)
+                if demo is None and loras is not None and key == "lora_name":
+                    (loras / value).write_bytes(TRIPWIRE)
+                    tripwires.append(value)
+                    continue
+                if demo is None:
+                    raise ValueError(f"no tiny file of this family for {value} ({node['class_type']})")
+                inputs[key] = demo
+            elif isinstance(value, str) and IMAGE_FILE.search(value):
+                inputs[key] = "example.png"
+            elif isinstance(value, str) and VIDEO_FILE.search(value):
+                inputs[key] = "example.mp4"
+            elif key in SHRINK and isinstance(value, (int, float)) and not isinstance(value, bool):
+                inputs[key] = type(value)(SHRINK[key](value))
+    return prompt, tripwires
+
+
+def render_one(name: str, registry, loras: Path | None = None) -> dict:
+    """{renders, render_error} for one template: the first line of the error when it does not run."""
+    import asyncio
+
+    from comfy_bridge.cli.run import run_prompt
+
+    workflow = json.loads((templates_coverage.templates_dir() / f"{name}.json").read_text())
+    tripwires: list[str] = []
+    try:
+        prompt, tripwires = tiny_prompt(workflow, registry, loras)
+        asyncio.run(run_prompt(prompt, None, registry, show_progress=False))
+    except BaseException as exc:  # SystemExit carries run_prompt's validation and node errors
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        text = str(exc).strip() or type(exc).__name__
+        error = f"{type(exc).__name__}: {text.splitlines()[0][:300]}"
+        if tripwires:
+            error += f" [LoRAs without a tiny file of their family: {', '.join(tripwires)}]"
+        return {"renders": False, "render_error": error}
+    return {"renders": True, "render_error": None}
+
+
+def worker(workspace: Path) -> None:
+    """Render the template names read from stdin, one JSON result line each on stdout."""
+    from comfy_bridge.registry import build_registry
+    from nodes.workspace import Workspace, activate
+
+    ws = activate(Workspace(workspace))
+    registry = build_registry(ws)
+    out = sys.stdout
+    sys.stdout = sys.stderr  # node prints must not mix with the results
+    print("ready", file=out, flush=True)
+    for line in sys.stdin:
+        name = line.strip()
+        print(
+            json.dumps({"name": name, **render_one(name, registry, ws.root / "models" / "loras")}), file=out, flush=True
+        )
+
+
+class Worker:
+    def __init__(self, workspace: Path, log) -> None:
+        cmd = [sys.executable, __file__, str(workspace), "--worker"]
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True)
+        self.lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=lambda: [self.lines.put(x) for x in self.proc.stdout], daemon=True).start()
+        self.lines.get(timeout=600)  # "ready"
+
+    def render(self, name: str, timeout: float) -> dict:
+        self.proc.stdin.write(name + "\n")
+        self.proc.stdin.flush()
+        return json.loads(self.lines.get(timeout=timeout))
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+
+def render_all(names: list[str], workspace: Path, timeout: float, log) -> dict[str, dict]:
+    results, worker_ = {}, None
+    for i, name in enumerate(names, 1):
+        worker_ = worker_ or Worker(workspace, log)
+        try:
+            result = worker_.render(name, timeout)
+            results[name] = {k: result[k] for k in templates_coverage.RENDER_KEYS}
+        except queue.Empty:
+            results[name] = {"renders": False, "render_error": f"timed out after {timeout:.0f} s"}
+            worker_.stop()
+            worker_ = None
+        print(
+            f"[{i}/{len(names)}] {name}: {results[name]['renders']} {results[name]['render_error'] or ''}", flush=True
+        )
+    if worker_:
+        worker_.stop()
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("workspace", type=Path, help="a workspace with the demo models (comfy-cluster demo-models)")
+    parser.add_argument("--timeout", type=float, default=300, help="seconds per template")
+    parser.add_argument("--only", nargs="*", help="render these templates, keep the committed flags of the rest")
+    parser.add_argument("--log", default="/tmp/templates_render.log", help="the workers' own output")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        worker(args.workspace)
+        return 0
+    fresh = templates_coverage.compute()
+    complete = [r["name"] for r in fresh["templates"] if r["missing"] == []]
+    names = [n for n in complete if not args.only or n in args.only]
+    renders = templates_coverage.committed_renders() if args.only else {}
+    with open(args.log, "w") as log:
+        renders.update(render_all(names, args.workspace, args.timeout, log))
+    result = templates_coverage.with_renders(fresh, renders)
+    templates_coverage.RESULT.write_text(json.dumps(result, indent=1) + "\n")
+    print("render-weighted usage share:", result["render_usage_share"])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
