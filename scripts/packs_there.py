@@ -445,6 +445,7 @@ def run_there(pack: dict, venv: Path, ws: Path, work: Path, comfyui: Path, here_
         there = server_side(f"http://127.0.0.1:{port}", folder, routes) if ready else None
         out["case"] = run_case_there(f"http://127.0.0.1:{port}", record, here_case) if ready and here_case else None
     finally:
+        out["exited_before_stop"] = proc.poll()  # None: it was still serving when the harness stopped it
         stop(proc)
     here = here_server(venv, ws, folder, routes if there else [], env)
     here_answers = here.get("answers", {})
