@@ -235,8 +235,6 @@ class PresetNoise(NoiseChoice):
 async def _sample_packed_av(
     guider: GuiderChoice, sampler: SamplerChoice, sigmas: torch.Tensor, latent: dict, noise: NoiseChoice
 ) -> tuple[dict, dict]:
-    if latent.get("noise_mask") is not None:
-        raise ValueError("latent_image: a noise mask on an LTX-2 audio-video latent is not supported yet")
     if latent.get("batch_index") is not None:
         raise ValueError("latent_image: batch_index on an LTX-2 audio-video latent is not supported yet")
     pair = latent["samples"]
@@ -248,11 +246,21 @@ async def _sample_packed_av(
     ]
     packed = torch.cat([p.reshape(p.shape[0], 1, -1) for p in parts], dim=-1)
     preset = torch.cat([n.reshape(n.shape[0], 1, -1) for n in noises], dim=-1)
+    mask = latent.get("noise_mask")
+    if mask is not None:  # each part's mask at its latent's size (ComfyUI: a part without one is all ones)
+        masks = list(mask.unbind()) if getattr(mask, "is_nested", False) else [mask]
+        masks = masks[: len(parts)] + [torch.ones(p.shape) for p in parts[len(masks) :]]
+        if not all(bool((m == 1).all()) for m in masks[1:]):
+            raise ValueError(
+                "latent_image: a noise mask on the audio part of an audio-video latent is not supported yet"
+            )
+        prepared = [_prepare_mask(masks[0], parts[0])] + [torch.ones(p.shape) for p in parts[1:]]
+        mask = torch.cat([m.reshape(m.shape[0], 1, -1) for m in prepared], dim=-1)
     out, denoised = await sample_guided(
         guider,
         sampler,
         sigmas,
-        {**latent, "samples": packed, LATENT_SHAPES: shapes},
+        {**latent, "samples": packed, LATENT_SHAPES: shapes, "noise_mask": mask},
         PresetNoise(noise.seed, noise.enabled, preset),
     )
 
@@ -264,7 +272,13 @@ async def _sample_packed_av(
             start += n
         return type(pair)(cut)
 
-    return {**out, "samples": unpacked(out["samples"])}, {**denoised, "samples": unpacked(denoised["samples"])}
+    def restored(result: dict) -> dict:  # the output keeps the input's own (nested) noise mask, as ComfyUI's
+        result = {k: v for k, v in result.items() if k != "noise_mask"}
+        if latent.get("noise_mask") is not None:
+            result["noise_mask"] = latent["noise_mask"]
+        return {**result, "samples": unpacked(result["samples"])}
+
+    return restored(out), restored(denoised)
 
 
 LATENT_SHAPES = "latent_shapes"
@@ -315,7 +329,8 @@ async def sample_guided(
         params = params.replace(latent_shapes=shapes)
     mask = latent.get("noise_mask")
     if mask is not None:
-        tensors.update(denoise_mask=_prepare_mask(mask, samples), latent_image=latent_in, noise=noise_t)
+        prepared = mask if shapes is not None else _prepare_mask(mask, samples)  # a packed pair's is ready
+        tensors.update(denoise_mask=prepared, latent_image=latent_in, noise=noise_t)
     state: dict[str, torch.Tensor] = {}
     denoised = None
     total = len(sigmas) - 1

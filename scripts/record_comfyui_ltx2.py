@@ -139,7 +139,7 @@ def tiny_text_encoder_sizes(gemma_path: str, ckpt_path: str) -> None:
 KSAMPLER = {"seed": 3, "steps": 2, "cfg": 2.0, "sampler": "euler", "scheduler": "simple", "frame_rate": 25.0}
 
 
-def ksampler_run(clip, patcher) -> dict:
+def ksampler_run(clip, patcher, vae) -> dict:
     """ComfyUI's KSampler (comfy.sample.sample, as common_ksampler calls it) on the audio-video pair."""
     import comfy.nested_tensor
     import comfy.sample
@@ -167,7 +167,34 @@ def ksampler_run(clip, patcher) -> dict:
         )
     video, audio = out.unbind()
     print("ksampler", tuple(video.shape), tuple(audio.shape), float(video.abs().mean()), float(audio.abs().mean()))
-    return {**KSAMPLER, "prompt": PROMPTS[1], "video": b64(video), "audio": b64(audio)}
+    record = {**KSAMPLER, "prompt": PROMPTS[1], "video": b64(video), "audio": b64(audio)}
+    # Image-to-video: LTXVImgToVideoInplace (a 70x90 image, resized to the latent's 64x64, at strength 0.8) on the
+    # video latent, LTXVConcatAVLatent with the audio latent (the noise mask nested), the same KSampler.
+    from comfy_extras.nodes_lt import LTXVConcatAVLatent, LTXVImgToVideoInplace
+
+    image = torch.rand((1, 70, 90, 3), generator=torch.Generator().manual_seed(9))
+    (video_latent,) = LTXVImgToVideoInplace.execute(vae, image, {"samples": torch.zeros(1, 128, 2, 2, 2)}, 0.8)
+    (av_latent,) = LTXVConcatAVLatent.execute(video_latent, {"samples": torch.zeros(1, 8, 5, 16)})
+    noise = comfy.sample.prepare_noise(av_latent["samples"], KSAMPLER["seed"])
+    with torch.no_grad():
+        out = comfy.sample.sample(
+            patcher,
+            noise,
+            KSAMPLER["steps"],
+            KSAMPLER["cfg"],
+            KSAMPLER["sampler"],
+            KSAMPLER["scheduler"],
+            conditioning(PROMPTS[1]),
+            conditioning(""),
+            av_latent["samples"],
+            denoise=1.0,
+            noise_mask=av_latent["noise_mask"],
+            seed=KSAMPLER["seed"],
+        )
+    video, audio = out.unbind()
+    print("i2v", float(video.abs().mean()), float(audio.abs().mean()))
+    record["i2v"] = {"image": b64(image), "strength": 0.8, "video": b64(video), "audio": b64(audio)}
+    return record
 
 
 def main(models: str, out: str) -> None:
@@ -243,14 +270,14 @@ def main(models: str, out: str) -> None:
         ids = [int(t) for t, *_ in tokens["gemma3_12b"][0]]
         record["text"].append({"prompt": prompt, "ids": ids, "cond": b64(cond)})
         print(repr(prompt[:20]), ids[:8], tuple(cond.shape), float(cond.abs().mean()))
-    record["ksampler"] = ksampler_run(clip, patcher)
+    record["ksampler"] = ksampler_run(clip, patcher, vae)
     with open(out, "w") as f:
         json.dump(record, f)
     print(json.dumps(record["facts"]))
 
 
 def object_info() -> dict:
-    """/object_info of LTXAVTextEncoderLoader (call after main()). No torchaudio exists for torch 2.13: a
+    """/object_info of LTXAVTextEncoderLoader and LTXVImgToVideoInplace (call after main()). No torchaudio exists for torch 2.13: a
     placeholder module stands in for the audio VAE module that nodes_lt_audio imports (nothing here runs it)."""
     import importlib
     import importlib.machinery
@@ -260,10 +287,15 @@ def object_info() -> dict:
     placeholder.__spec__ = importlib.machinery.ModuleSpec("torchaudio", None)
     sys.modules.setdefault("torchaudio", placeholder)
 
-    module = importlib.import_module("comfy_extras.nodes_lt_audio")
-    info = module.LTXAVTextEncoderLoader.GET_NODE_INFO_V1()
-    info["python_module"] = "comfy_extras.nodes_lt_audio"
-    return {"LTXAVTextEncoderLoader": info}
+    out = {}
+    for module_name, name in (
+        ("comfy_extras.nodes_lt_audio", "LTXAVTextEncoderLoader"),
+        ("comfy_extras.nodes_lt", "LTXVImgToVideoInplace"),
+    ):
+        info = getattr(importlib.import_module(module_name), name).GET_NODE_INFO_V1()
+        info["python_module"] = module_name
+        out[name] = info
+    return out
 
 
 if __name__ == "__main__":

@@ -1,11 +1,13 @@
-"""The model-free latent and image nodes of LTX-2's audio-video workflows (ComfyUI's comfy_extras.nodes_lt):
+"""The latent and image nodes of LTX-2's audio-video workflows (ComfyUI's comfy_extras.nodes_lt):
 EmptyLTXVLatentVideo (the 128-channel, 32x spatial / 8x temporal video latent), LTXVConcatAVLatent and
 LTXVSeparateAVLatent (one LATENT holding the video and the audio latent side by side, as ComfyUI's NestedTensor
-does), LTXVCropGuides (drops the guide frames LTXVAddGuide appended) and LTXVPreprocess (an H.264 round trip
-of the start image, so it looks like the compressed video frames the model was trained on).
+does), LTXVCropGuides (drops the guide frames LTXVAddGuide appended), LTXVPreprocess (an H.264 round trip
+of the start image, so it looks like the compressed video frames the model was trained on) and
+LTXVImgToVideoInplace (the start image's latent written over the first latent frames, kept by a noise mask).
 
 Semantics follow ComfyUI 0.10.0 (commit 79cdbc81), checked by tests/nodes/test_ltxv_av.py against the values
-scripts/record_comfyui_ltxv_av.py recorded from it. The LTX-2 networks themselves are not here."""
+scripts/record_comfyui_ltxv_av.py recorded from it (LTXVImgToVideoInplace by tests/nodes/test_ltx2_sampling.py). The
+LTX-2 networks themselves are in nodes.models.ltx2*."""
 
 from __future__ import annotations
 
@@ -231,8 +233,63 @@ class LTXVPreprocess:
         return (torch.stack([h264_round_trip(frame, int(img_compression)) for frame in image]),)
 
 
+class LTXVImgToVideoInplace:
+    RELATIVE_PYTHON_MODULE = MODULE
+    FUNCTION = "execute"
+    CATEGORY = "conditioning/video_models"
+    RETURN_TYPES = ("LATENT",)
+    RETURN_NAMES = ("latent",)
+    DESCRIPTION = (
+        "The image (resized to the latent's pixels) encoded by the LTX-2 VAE into the first latent frames, which a "
+        "noise mask of 1 - strength keeps."
+    )
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {
+            "required": {
+                "vae": ("VAE",),
+                "image": ("IMAGE",),
+                "latent": ("LATENT",),
+                "strength": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 1.0}),
+                "bypass": ("BOOLEAN", {"default": False, "tooltip": "Bypass the conditioning."}),
+            }
+        }
+
+    async def execute(self, vae: Any, image: torch.Tensor, latent: dict, strength: float, bypass: bool = False):
+        from nodes.inputs import require_component
+        from nodes.ksampler import call_model_fn
+        from nodes.upscale import common_upscale
+
+        if bypass:
+            return (latent,)
+        vae = require_component(vae, "vae", "vae")
+        if vae.arch != "ltx2":
+            raise ValueError(f"vae: the LTX-2 video VAE (of an LTX-2 checkpoint) is needed here, got a {vae.arch} VAE")
+        samples = _video_samples(_latent(latent, "latent"), "latent")
+        batch, _, frames, height, width = samples.shape
+        pixels = image
+        if image.shape[1] != height * SPATIAL or image.shape[2] != width * SPATIAL:
+            moved = image.movedim(-1, 1)
+            pixels = common_upscale(moved, width * SPATIAL, height * SPATIAL, "bilinear", "center").movedim(1, -1)
+        out = await call_model_fn("vae_encode", vae, "vae", {"pixels": pixels[..., :3].contiguous()}, {})
+        encoded = out["latent"]
+        samples = samples.clone()  # ComfyUI writes into the input latent; here the input stays as it was
+        samples[:, :, : encoded.shape[2]] = encoded
+        mask = torch.ones((batch, 1, frames, 1, 1), dtype=torch.float32)
+        mask[:, :, : encoded.shape[2]] = 1.0 - strength
+        return ({"samples": samples, "noise_mask": mask},)
+
+
 NODE_CLASS_MAPPINGS = {
     cls.__name__: cls
-    for cls in (EmptyLTXVLatentVideo, LTXVConcatAVLatent, LTXVSeparateAVLatent, LTXVCropGuides, LTXVPreprocess)
+    for cls in (
+        EmptyLTXVLatentVideo,
+        LTXVConcatAVLatent,
+        LTXVSeparateAVLatent,
+        LTXVCropGuides,
+        LTXVPreprocess,
+        LTXVImgToVideoInplace,
+    )
 }
 NODE_DISPLAY_NAME_MAPPINGS: dict[str, str] = {}

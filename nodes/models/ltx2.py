@@ -10,7 +10,7 @@ axis and divided by the frame rate; audio latent times in seconds), which is wha
 from. `apply` takes ComfyUI's view of a step: the video and audio latents packed side by side in one [B,1,N]
 tensor (comfy.utils.pack_latents) with `latent_shapes` in the cond, the timestep sigma, the text context (video
 and audio halves joined on the last axis, as LTXAVTextEncoderLoader's encoder gives them) and the frame rate; a
-video noise mask gives per-token timesteps (0 where a frame is kept, ComfyUI's LTXAV.process_timestep).
+noise mask gives per-token timesteps (0 where a frame is kept, ComfyUI's LTXAV.process_timestep: step_timesteps).
 
 Settings diffusers cannot express are refused by name rather than computed differently: positions not at the
 middle of each patch, non-causal frame positions, video and audio head counts that differ."""
@@ -135,6 +135,19 @@ def pack(latents: list[torch.Tensor]) -> torch.Tensor:
 
 @dataclass
 class LTX2DiffusionModel(DiffusionModel):
+    def inpaint_latent(
+        self, ms: Any, sigma: torch.Tensor, noise: torch.Tensor, latent_image: torch.Tensor
+    ) -> torch.Tensor:
+        """Kept frames stay as they are, un-noised (ComfyUI's LTXAV.scale_latent_inpaint)."""
+        return latent_image
+
+    def step_timesteps(self, t: torch.Tensor, denoise_mask: torch.Tensor | None) -> torch.Tensor:
+        """ComfyUI's LTXAV.process_timestep: under a noise mask (packed like x, video then audio) each element's
+        timestep is t times its mask, so a kept frame's tokens see t = 0."""
+        if denoise_mask is None:
+            return t
+        return denoise_mask * t.reshape(-1, *[1] * (denoise_mask.dim() - 1)).to(denoise_mask)
+
     def apply(self, x: torch.Tensor, timestep: torch.Tensor, cond: dict[str, Any]) -> torch.Tensor:
         if cond.get("control"):
             raise NotImplementedError("ControlNets are not supported for LTX-2 models")
@@ -142,13 +155,15 @@ class LTX2DiffusionModel(DiffusionModel):
         if shapes is None or len(shapes) != 2:
             raise ValueError("LTX-2 steps take the video and audio latents packed together, with their latent_shapes")
         video, audio = unpack(x, shapes)
-        t = torch.as_tensor(timestep, dtype=torch.float32, device=x.device).reshape(-1).expand(x.shape[0])
-        t_video = t
-        mask = cond.get("denoise_mask")
-        if mask is not None:  # one timestep per video token: the mask's first channel times t
-            mask = mask.to(x.device, torch.float32)[:, :1].expand(video.shape[0], 1, *video.shape[2:])
-            t_video = (mask * t.view(-1, 1, 1, 1, 1)).flatten(1)
-        v_out, a_out = self.forward_av(video, audio, t_video, t, cond["context"], float(cond.get("frame_rate", 25.0)))
+        t = torch.as_tensor(timestep, dtype=torch.float32, device=x.device)
+        if t.dim() == 3:  # one timestep per element (step_timesteps): each token takes its first channel's
+            t_video, t_audio = unpack(t.expand(x.shape[0], -1, -1), shapes)
+            t_video, t_audio = t_video[:, 0].flatten(1), t_audio[:, 0, :, 0]
+        else:
+            t_video = t_audio = t.reshape(-1).expand(x.shape[0])
+        v_out, a_out = self.forward_av(
+            video, audio, t_video, t_audio, cond["context"], float(cond.get("frame_rate", 25.0))
+        )
         return pack([v_out, a_out])
 
     def forward_av(
@@ -161,7 +176,7 @@ class LTX2DiffusionModel(DiffusionModel):
         frame_rate: float,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """The network's raw (velocity) outputs for a video latent [B,128,F,H,W] and an audio latent
-        [B,8,T,16] at timesteps in sigma units ([B] or one per video token)."""
+        [B,8,T,16] at timesteps in sigma units ([B], or one per video / audio token)."""
         module: LTX2VideoTransformer3DModel = self.module
         b, c, frames, h, w = video.shape
         device, dtype = video.device, self.dtype

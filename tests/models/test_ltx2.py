@@ -111,13 +111,15 @@ def test_denoising_step_equals_comfyuis(model, name: str) -> None:
     video, audio = tensor(case["video"]), tensor(case["audio"])
     shapes = [video.shape, audio.shape]
     cond = {"context": tensor(case["context"]), "latent_shapes": shapes, "frame_rate": case["frame_rate"]}
-    if "denoise_mask" in case:
-        cond["denoise_mask"] = tensor(case["denoise_mask"])
     sigma = torch.tensor(case["sigma"])
     ms = model_sampling_from_config(model.sampling)
     x = pack([video, audio])
+    t = ms.timestep(sigma)
+    if "denoise_mask" in case:  # the kept frame's mask, packed as the samplers pack it (audio all ones)
+        mask = tensor(case["denoise_mask"]).expand(-1, video.shape[1], -1, -1, -1)
+        t = model.step_timesteps(t, pack([mask, torch.ones_like(audio)]))
     with torch.no_grad():
-        denoised = ms.calculate_denoised(sigma, model.apply(ms.calculate_input(sigma, x), ms.timestep(sigma), cond), x)
+        denoised = ms.calculate_denoised(sigma, model.apply(ms.calculate_input(sigma, x), t, cond), x)
     got_video, got_audio = unpack(denoised, shapes)
     want_video, want_audio = tensor(case["denoised_video"]), tensor(case["denoised_audio"])
     assert want_video.abs().mean() > 0.1 and (want_video - video).abs().mean() > 0.1  # the step moved the latent

@@ -3,7 +3,8 @@ upstream ComfyUI 0.10.0 does: the video and audio latents packed side by side, n
 one generator, LTXVConditioning's frame rate timing the positions. tests/models/fixtures/comfyui_ltx2.json's
 "ksampler" entry is ComfyUI's comfy.sample.sample on ltx2-tiny (scripts/record_comfyui_ltx2.py): the chain
 CheckpointLoaderSimple, LTXAVTextEncoderLoader, CLIPTextEncode, LTXVConditioning, KSampler here gives its
-latents."""
+latents; and with LTXVImgToVideoInplace's start image (its noise mask nested by LTXVConcatAVLatent: the kept
+frame un-noised and at timestep 0) those of image-to-video."""
 
 from __future__ import annotations
 
@@ -49,12 +50,24 @@ def workspace(tmp_path_factory):
     ws_module._active = previous
 
 
-def _sample(latent: dict, steps: int = FIXTURE["ksampler"]["steps"]):
+def _sample(latent: dict | None, steps: int = FIXTURE["ksampler"]["steps"], image: torch.Tensor | None = None):
     rec = FIXTURE["ksampler"]
 
     async def run():
         ckpt = Path(FILES["checkpoint"]).name
-        model, _, _ = await _call("CheckpointLoaderSimple", ckpt_name=ckpt)
+        model, _, vae = await _call("CheckpointLoaderSimple", ckpt_name=ckpt)
+        nonlocal latent
+        if latent is None:  # image-to-video: the start image written into the video latent, then the pair
+            (video,) = await _call(
+                "LTXVImgToVideoInplace",
+                vae=vae,
+                image=image,
+                latent={"samples": torch.zeros(1, 128, 2, 2, 2)},
+                strength=rec["i2v"]["strength"],
+            )
+            (latent,) = await _call(
+                "LTXVConcatAVLatent", video_latent=video, audio_latent={"samples": torch.zeros(1, 8, 5, 16)}
+            )
         (clip,) = await _call(
             "LTXAVTextEncoderLoader", text_encoder=Path(FILES["text_encoder"]).name, ckpt_name=ckpt, device="default"
         )
@@ -92,10 +105,39 @@ def test_ksampler_samples_video_and_audio_as_comfyui(workspace):
     torch.testing.assert_close(audio, want_audio, atol=ATOL, rtol=0)
 
 
-def test_noise_mask_on_the_pair_is_refused_by_name(workspace):
+def test_image_to_video_samples_as_comfyui(workspace):
+    torch.set_num_threads(1)
+    rec = FIXTURE["ksampler"]["i2v"]
+    out = _sample(None, image=tensor(rec["image"]))
+    video, audio = out["samples"].unbind()
+    assert isinstance(out["noise_mask"], AVLatent)  # the input's own mask, as ComfyUI's output keeps it
+    want_video, want_audio = tensor(rec["video"]), tensor(rec["audio"])
+    other = tensor(FIXTURE["ksampler"]["video"])
+    assert (want_video - other).abs().max() > 0.1  # the start image changed the result
+    torch.testing.assert_close(video, want_video, atol=ATOL, rtol=0)
+    torch.testing.assert_close(audio, want_audio, atol=ATOL, rtol=0)
+
+
+def test_noise_mask_on_the_audio_part_is_refused_by_name(workspace):
     latent = {
         "samples": AVLatent([torch.zeros(1, 128, 2, 2, 2), torch.zeros(1, 8, 5, 16)]),
-        "noise_mask": torch.ones(1, 1, 2, 2, 2),
+        "noise_mask": AVLatent([torch.ones(1, 1, 2, 1, 1), torch.zeros(1, 8, 5, 16)]),
     }
-    with pytest.raises(ValueError, match="noise mask on an LTX-2 audio-video latent"):
+    with pytest.raises(ValueError, match="noise mask on the audio part"):
         _sample(latent, steps=1)
+
+
+def test_img_to_video_needs_the_ltx2_vae(workspace):
+    from nodes.loaders import make_ref
+
+    other = make_ref("vae", "sd1", [workspace.models_dir / FILES["checkpoint"]])
+    with pytest.raises(ValueError, match="vae: the LTX-2 video VAE"):
+        asyncio.run(
+            _call(
+                "LTXVImgToVideoInplace",
+                vae=other,
+                image=torch.rand(1, 64, 64, 3),
+                latent={"samples": torch.zeros(1, 128, 2, 2, 2)},
+                strength=1.0,
+            )
+        )
