@@ -198,28 +198,19 @@ async def common_ksampler(
     return (out,)
 
 
-# Audio-video latents whose video part is sampled alone: MiniMax H3's (EmptyMiniMaxH3LatentAV). ComfyUI samples
-# both parts together; the audio part is not sampled here yet and comes back as it came.
-VIDEO_PART_SAMPLED = frozenset({"minimax_h3"})
+# Audio-video latents whose parts one network denoises together (LTX-2, MiniMax H3): packed side by side in one
+# [B,1,N] tensor and cut apart again after sampling, as ComfyUI samples a NestedTensor (comfy.utils.pack_latents).
+AV_PACKED = frozenset({"ltx2", "minimax_h3"})
 
 
-async def _sample_video_part(
-    guider: GuiderChoice, sampler: SamplerChoice, sigmas: torch.Tensor, latent: dict, noise: NoiseChoice
-) -> tuple[dict, dict]:
-    if getattr(latent.get("noise_mask"), "is_nested", False):
-        raise ValueError("latent_image: a noise mask on an audio-video latent is not supported yet")
-    pair = latent["samples"]
-    video, *rest = pair.unbind()
-    out, denoised = await sample_guided(guider, sampler, sigmas, {**latent, "samples": video}, noise)
-    return (
-        {**out, "samples": type(pair)([out["samples"], *rest])},
-        {**denoised, "samples": type(pair)([denoised["samples"], *rest])},
-    )
+def _audio_carry(model: ModelRef):
+    """MiniMax H3's audio carry (nodes.models.minimax_h3_engine): the sampler steps the audio part as a variable
+    scaled onto the video schedule; None for the families that sample both parts on one schedule."""
+    if model.arch != "minimax_h3":
+        return None
+    from nodes.models import minimax_h3_engine as engine
 
-
-# Audio-video latents whose parts one network denoises together (LTX-2): packed side by side in one [B,1,N]
-# tensor and cut apart again after sampling, as ComfyUI samples a NestedTensor (comfy.utils.pack_latents).
-AV_PACKED = frozenset({"ltx2"})
+    return engine, engine.sampling_shifts(sampling_config(model))
 
 
 @dataclass(frozen=True)
@@ -239,6 +230,12 @@ async def _sample_packed_av(
         raise ValueError("latent_image: batch_index on an LTX-2 audio-video latent is not supported yet")
     pair = latent["samples"]
     parts = pair.unbind()
+    carry = _audio_carry(require_model(guider.model))
+    if carry is not None and latent.get("noise_mask") is not None:  # ComfyUI's H3 re-times masked rows itself
+        raise ValueError("latent_image: a noise mask on a MiniMax H3 audio-video latent is not supported yet")
+    if carry is not None:  # the clean (or partly denoised) input audio as the carried variable; noise is added to it
+        engine, shifts = carry
+        parts = [parts[0], engine.to_carried(parts[1], 0.0, shifts), *parts[2:]]
     shapes = [tuple(p.shape) for p in parts]
     gen = torch.Generator(device="cpu").manual_seed(noise.seed)  # ComfyUI: one generator, part after part
     noises = [
@@ -264,21 +261,24 @@ async def _sample_packed_av(
         PresetNoise(noise.seed, noise.enabled, preset),
     )
 
-    def unpacked(t: torch.Tensor):
+    def unpacked(t: torch.Tensor, sigma: float):
         cut, start = [], 0
         for shape in shapes:
             n = math.prod(shape[1:])
             cut.append(t[:, :, start : start + n].reshape(t.shape[0], *shape[1:]))
             start += n
+        if carry is not None:  # back to the audio stream's own latent at the sigma the result is at
+            cut[1] = carry[0].from_carried(cut[1], sigma, carry[1])
         return type(pair)(cut)
 
-    def restored(result: dict) -> dict:  # the output keeps the input's own (nested) noise mask, as ComfyUI's
+    def restored(result: dict, sigma: float) -> dict:  # the output keeps the input's own (nested) noise mask
         result = {k: v for k, v in result.items() if k != "noise_mask"}
         if latent.get("noise_mask") is not None:
             result["noise_mask"] = latent["noise_mask"]
-        return {**result, "samples": unpacked(result["samples"])}
+        return {**result, "samples": unpacked(result["samples"], sigma)}
 
-    return restored(out), restored(denoised)
+    last = float(sigmas[-1]) if len(sigmas) else 0.0
+    return restored(out, last), restored(denoised, 0.0)
 
 
 LATENT_SHAPES = "latent_shapes"
@@ -292,8 +292,6 @@ async def sample_guided(
     tensors between them. Returns (output latent, the last step's denoised prediction as a latent; the
     output itself when no step ran), as ComfyUI's custom samplers do."""
     model = require_model(guider.model)
-    if getattr(latent["samples"], "is_nested", False) and model.arch in VIDEO_PART_SAMPLED:
-        return await _sample_video_part(guider, sampler, sigmas, latent, noise)
     if getattr(latent["samples"], "is_nested", False) and model.arch in AV_PACKED:
         return await _sample_packed_av(guider, sampler, sigmas, latent, noise)
     out = dict(latent)

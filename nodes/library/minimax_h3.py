@@ -5,8 +5,9 @@ second) as one LATENT, the two parts side by side as ComfyUI's NestedTensor hold
 its text-to-video task (the prompt encoded by the minimax CLIP, and that latent); MiniMaxH3SigmaShift, the
 video and audio flow shifts.
 
-The samplers denoise the video part of the latent; the audio part is not sampled yet (nodes.ksampler). First and
-last frames (fl2va) are refused: the text encoder does not read images yet."""
+The samplers denoise the video and the audio part together (nodes.ksampler packs them; the audio carried on the
+video schedule, nodes.models.minimax_h3_engine). First and last frames (fl2va) are refused: the text encoder does
+not read images yet."""
 
 from __future__ import annotations
 

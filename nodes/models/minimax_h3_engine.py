@@ -1,15 +1,19 @@
 """MiniMax H3 as the engine sees it: the DiffusionModel one denoise step evaluates and the video VAE component
 behind VAEEncode/VAEDecode, on the model code of nodes.models.minimax_h3 and minimax_h3_vae.
 
-The sampler's latent is the video latent [B, 24, T, H/16, W/16] in model space (ComfyUI's MiniMaxH3AV format
-is the VAE's own normalisation, so no further scaling). ComfyUI samples the video and the audio latent together
-as one NestedTensor; here the audio stream is not sampled: every evaluation sees the silent audio latent
-EmptyMiniMaxH3LatentAV starts from (zeros of the clip's 40 Hz length). The video prediction is therefore the
-model's given that audio, not ComfyUI's joint-sampling one.
+ComfyUI samples the video and the audio latent together (one NestedTensor; here packed side by side in one
+[B, 1, N] tensor with their `latent_shapes`, as nodes.ksampler packs LTX-2's). The audio stream has its own
+schedule (shift 3 where the video's is 12) while the sampler steps along the video sigma, so the sampler carries
+the audio as y = a * sigma_v / sigma_a (ComfyUI's ModelSamplingAV audio carry): y is then an ordinary flow in
+sigma_v whose clean end is `audio_scale` x a0 (audio_scale = shift_video / shift_audio), and each evaluation turns
+y back into the stream's own latent a, runs the network and returns the velocity of y. `to_carried` and
+`from_carried` convert a clean or partly noised audio latent into and out of the carried variable at the ends
+of sampling. A plain 5-D video latent (no audio part) is evaluated beside the silent audio latent, as before.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -44,6 +48,50 @@ def silent_audio(latent_t: int, dtype: torch.dtype = torch.float32) -> torch.Ten
     return torch.zeros(1, AUDIO_CHANNELS, AUDIO_STEREO, audio_t, dtype=dtype)
 
 
+def sampling_shifts(config: Mapping[str, Any]) -> tuple[float, float]:
+    """The video and audio shifts of a model's sampling settings (MiniMaxH3SigmaShift's, else 12 and 3)."""
+    return (
+        float(config.get(MINIMAX_SHIFTS[0], mh.SIGMA_SHIFT_VIDEO)),
+        float(config.get(MINIMAX_SHIFTS[1], mh.SIGMA_SHIFT_AUDIO)),
+    )
+
+
+def audio_scale(shifts: tuple[float, float]) -> float:
+    return float(shifts[0]) / float(shifts[1])
+
+
+def carry_ratio(sigma_v: float, shifts: tuple[float, float]) -> float:
+    """a / y at video sigma sigma_v: sigma_a / sigma_v, tending to 1 / audio_scale as sigma_v -> 0."""
+    if sigma_v <= 0.0:
+        return 1.0 / audio_scale(shifts)
+    return mh.time_shift_sigma(sigma_v, *shifts) / sigma_v
+
+
+def to_carried(audio: torch.Tensor, sigma_v: float, shifts: tuple[float, float]) -> torch.Tensor:
+    """The audio latent at video sigma sigma_v (a clean one at 0) as the variable the sampler carries."""
+    return audio / carry_ratio(sigma_v, shifts)
+
+
+def from_carried(carried: torch.Tensor, sigma_v: float, shifts: tuple[float, float]) -> torch.Tensor:
+    return carried * carry_ratio(sigma_v, shifts)
+
+
+def unpack(x: torch.Tensor, shapes: list[tuple[int, ...]]) -> list[torch.Tensor]:
+    """[B, 1, N] -> the parts of `latent_shapes` (each [B, ...])."""
+    parts, start = [], 0
+    for shape in shapes:
+        n = math.prod(shape[1:])
+        parts.append(x[:, 0, start : start + n].reshape(x.shape[0], *shape[1:]))
+        start += n
+    if start != x.shape[-1]:
+        raise ValueError(f"MiniMax H3: latent_shapes {shapes} do not cover the packed latent {tuple(x.shape)}")
+    return parts
+
+
+def pack(parts: list[torch.Tensor]) -> torch.Tensor:
+    return torch.cat([p.reshape(p.shape[0], 1, -1) for p in parts], dim=-1)
+
+
 @dataclass
 class MiniMaxH3DiffusionModel(DiffusionModel):
     def apply(self, x: torch.Tensor, timestep: torch.Tensor, cond: dict[str, Any]) -> torch.Tensor:
@@ -51,6 +99,9 @@ class MiniMaxH3DiffusionModel(DiffusionModel):
         member one packed evaluation (the packing is per sample)."""
         if cond.get("control"):
             raise NotImplementedError("ControlNets are not supported for MiniMax H3 models")
+        shapes = cond.get("latent_shapes")
+        if shapes is not None:
+            return self._apply_av(x, timestep, cond, [tuple(s) for s in shapes])
         if x.dim() != 5:
             raise ValueError(f"MiniMax H3 takes [B,C,T,H,W] video latents, got {tuple(x.shape)}")
         context = cond.get("context")
@@ -73,6 +124,39 @@ class MiniMaxH3DiffusionModel(DiffusionModel):
             video, _ = mh.apply(self.module, x[b : b + 1], audio, ctx, float(sigmas[b]), shifts=shifts)
             outs.append(video)
         return torch.cat(outs).float()
+
+    def _apply_av(
+        self, x: torch.Tensor, timestep: torch.Tensor, cond: dict[str, Any], shapes: list[tuple[int, ...]]
+    ) -> torch.Tensor:
+        """One joint evaluation of the packed video and carried audio latents: the packed negated velocities (the
+        audio's that of the carried variable, so that denoised = y - sigma_v * out is audio_scale x the
+        stream's own x0 prediction)."""
+        if len(shapes) != 2 or len(shapes[0]) != 5 or len(shapes[1]) != 4:
+            raise ValueError(f"MiniMax H3 samples a video and an audio latent together, got parts {shapes}")
+        context = cond.get("context")
+        if context is None:
+            raise ValueError("MiniMax H3 needs text conditioning (the minimax text encoder's states)")
+        video, carried = unpack(x, shapes)
+        shifts = (
+            float(cond.get(MINIMAX_SHIFTS[0], mh.SIGMA_SHIFT_VIDEO)),
+            float(cond.get(MINIMAX_SHIFTS[1], mh.SIGMA_SHIFT_AUDIO)),
+        )
+        scale = audio_scale(shifts)
+        t = torch.as_tensor(timestep, dtype=torch.float64).reshape(-1)
+        sigmas = t.expand(x.shape[0]) if t.numel() == 1 else t
+        sigmas = sigmas / float(self.sampling.get("multiplier", 1.0))
+        outs = []
+        for b in range(x.shape[0]):
+            sigma_v = max(float(sigmas[b]), 1e-6)
+            sigma_a = mh.time_shift_sigma(sigma_v, *shifts)
+            y = carried[b : b + 1].float()
+            a = from_carried(y, sigma_v, shifts)
+            ctx = context[b % context.shape[0]][None]
+            out_v, out_a = mh.apply(self.module, video[b : b + 1], a, ctx, sigma_v, shifts=shifts)
+            x0_a = a - sigma_a * out_a.float()
+            out_y = (y - scale * x0_a) / sigma_v
+            outs.append(pack([out_v.float(), out_y]))
+        return torch.cat(outs)
 
 
 def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) -> MiniMaxH3DiffusionModel:

@@ -1,7 +1,9 @@
 """MiniMax H3's empty audio-video latent (shapes as the newest ComfyUI's nodes_minimax_h3 computes them), sampled
-by KSampler with the tiny demo transformer: the video part is denoised step by step exactly as a hand-written
-Euler loop over the packed transformer (shift-12 flow schedule, ComfyUI's CPU noise for the first part), the
-audio part comes back as it came (not sampled yet), and VAEDecode decodes the video part."""
+by KSampler with the tiny demo transformer: the video and the audio part are denoised together, each step one joint
+evaluation, as diffusers 0.42's MiniMax H3 pipeline loop does it (its transformer on the packed sequence, then one
+MiniMaxH3Scheduler per stream: the video's at shift 12, the audio's at shift 3; the sampler carries the audio on
+the video schedule as ComfyUI's ModelSamplingAV does, which for Euler is the same update); the initial noise is
+ComfyUI's, drawn part after part from one CPU generator; VAEDecode decodes the video part."""
 
 from __future__ import annotations
 
@@ -16,9 +18,7 @@ from nodes.library.ltxv_av import AVLatent
 from nodes.models import minimax_h3 as mh
 from nodes.models import minimax_h3_vae as mvae
 from nodes.models.minimax_h3_demo import FILES, TEXT_DIM, build_demo_minimax_h3
-from nodes.models.minimax_h3_engine import silent_audio
 from nodes.sampling.model_sampling import model_sampling_from_config
-from nodes.sampling.noise import prepare_noise
 from nodes.sampling.schedules import ksampler_sigmas
 
 
@@ -28,6 +28,24 @@ async def _call(name: str, **inputs):
     node = nodes.NODE_CLASS_MAPPINGS[name]()
     result = getattr(node, node.FUNCTION)(**inputs)
     return await result if inspect.isawaitable(result) else result
+
+
+def diffusers_loop(module, shapes, seed: int, context, steps: int, shifts=(12.0, 3.0)):
+    """diffusers' MiniMax H3 denoising loop from ComfyUI's initial noise: each step one evaluation of the packed
+    transformer, then each stream stepped by its own MiniMaxH3Scheduler (timesteps 1 - sigma, data-ward velocity:
+    the negation of ComfyUI's output). Returns (video, audio, the video scheduler's sigmas)."""
+    from diffusers.schedulers.scheduling_minimax_h3 import MiniMaxH3Scheduler
+
+    gen = torch.Generator().manual_seed(seed)
+    video, audio = (torch.randn(shape, generator=gen) for shape in shapes)
+    sv, sa = MiniMaxH3Scheduler(shift=shifts[0]), MiniMaxH3Scheduler(shift=shifts[1])
+    sv.set_timesteps(steps + 1)
+    sa.set_timesteps(steps + 1)
+    for i in range(steps):
+        out_v, out_a = mh.apply(module, video, audio, context, float(sv.sigmas[i]), shifts=shifts)
+        video = sv.step(-out_v, sv.timesteps[i], video, return_dict=False)[0]
+        audio = sa.step(-out_a, sa.timesteps[i], audio, return_dict=False)[0]
+    return video, audio, sv.sigmas
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +67,7 @@ def test_empty_av_latent_shapes_are_comfyuis():
     assert not video.any() and not audio.any()
 
 
-def test_ksampler_denoises_the_video_part(workspace):
+def test_ksampler_denoises_video_and_audio_together(workspace):
     torch.set_num_threads(1)
     g = torch.Generator().manual_seed(11)
     context = torch.randn(1, 6, TEXT_DIM, generator=g)
@@ -79,21 +97,16 @@ def test_ksampler_denoises_the_video_part(workspace):
     latent, out, frames = asyncio.run(run())
     assert isinstance(out["samples"], AVLatent)
     video, audio = out["samples"].unbind()
-    torch.testing.assert_close(audio, latent["samples"].unbind()[1])
-
     from safetensors.torch import load_file
 
     module = mh.load_transformer(load_file(workspace.models_dir / FILES["transformer"]))
+    shapes = [tuple(p.shape) for p in latent["samples"].unbind()]
+    ref_video, ref_audio, ref_sigmas = diffusers_loop(module, shapes, 7, context, 2)
     ms = model_sampling_from_config(sampling_config("minimax_h3"))
-    sigmas = ksampler_sigmas(ms, "simple", 2)
-    x = prepare_noise(torch.zeros(1, 24, 2, 2, 2), 7) * sigmas[0]
-    for i in range(2):
-        s, s_next = float(sigmas[i]), float(sigmas[i + 1])
-        v, _ = mh.apply(module, x, silent_audio(2), context, s)
-        denoised = x - s * v
-        x = x + (x - denoised) / s * (s_next - s)
-    torch.testing.assert_close(video, x, atol=1e-5, rtol=1e-5)
-
+    torch.testing.assert_close(ksampler_sigmas(ms, "simple", 2).float(), ref_sigmas.float(), atol=1e-6, rtol=0)
+    torch.testing.assert_close(video, ref_video, atol=1e-5, rtol=0)
+    torch.testing.assert_close(audio, ref_audio, atol=1e-5, rtol=0)
+    assert audio.abs().max() > 0.1  # sampled, not the silent latent it started as
     vae = mvae.load_vae(load_file(workspace.models_dir / FILES["vae"]))
     assert frames.shape == (5, 32, 32, 3)
     torch.testing.assert_close(frames, mvae.decode(vae, video), atol=1e-5, rtol=1e-5)
@@ -141,15 +154,9 @@ def test_text_to_video_chain(workspace):
     from safetensors.torch import load_file
 
     module = mh.load_transformer(load_file(workspace.models_dir / FILES["transformer"]))
-    ms = model_sampling_from_config(sampling_config("minimax_h3"))
-    sigmas = ksampler_sigmas(ms, "simple", 2)
-    x = prepare_noise(video, 3) * sigmas[0]
-    for i in range(2):
-        s, s_next = float(sigmas[i]), float(sigmas[i + 1])
-        v, _ = mh.apply(module, x, silent_audio(2), positive[0][0], s)
-        denoised = x - s * v
-        x = x + (x - denoised) / s * (s_next - s)
-    torch.testing.assert_close(out["samples"].unbind()[0], x, atol=1e-5, rtol=1e-5)
+    ref_video, ref_audio, _ = diffusers_loop(module, [video.shape, audio.shape], 3, positive[0][0], 2)
+    torch.testing.assert_close(out["samples"].unbind()[0], ref_video, atol=1e-5, rtol=0)
+    torch.testing.assert_close(out["samples"].unbind()[1], ref_audio, atol=1e-5, rtol=0)
     assert frames.shape == (5, 64, 32, 3)
 
 
@@ -195,20 +202,17 @@ def test_sigma_shift_reaches_the_schedule_and_the_model(workspace):
         )
         return out
 
-    video = asyncio.run(run())["samples"].unbind()[0]
+    video, audio = asyncio.run(run())["samples"].unbind()
 
     from safetensors.torch import load_file
 
     module = mh.load_transformer(load_file(workspace.models_dir / FILES["transformer"]))
+    shapes = [(1, 24, 2, 2, 2), (1, 32, 2, 8)]
+    ref_video, ref_audio, ref_sigmas = diffusers_loop(module, shapes, 9, context, 2, shifts=(5.0, 2.0))
     ms = model_sampling_from_config({"kind": "flow", "shift": 5.0, "multiplier": 1000})
-    sigmas = ksampler_sigmas(ms, "simple", 2)
-    x = prepare_noise(torch.zeros(1, 24, 2, 2, 2), 9) * sigmas[0]
-    for i in range(2):
-        s, s_next = float(sigmas[i]), float(sigmas[i + 1])
-        v, _ = mh.apply(module, x, silent_audio(2), context, s, shifts=(5.0, 2.0))
-        denoised = x - s * v
-        x = x + (x - denoised) / s * (s_next - s)
-    torch.testing.assert_close(video, x, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(ksampler_sigmas(ms, "simple", 2).float(), ref_sigmas.float(), atol=1e-6, rtol=0)
+    torch.testing.assert_close(video, ref_video, atol=1e-5, rtol=0)
+    torch.testing.assert_close(audio, ref_audio, atol=1e-5, rtol=0)
 
 
 def test_block_sparse_attention_is_dense_on_cpu(workspace):
@@ -240,3 +244,26 @@ def test_block_sparse_attention_is_dense_on_cpu(workspace):
     other = ModelRef("diffusion_model", "sd1", ("x.safetensors",), ("0",))
     with pytest.raises(ValueError, match="VSA selection needs a MiniMax-H3 model"):
         asyncio.run(_call("BlockSparseAttention", model=other, selection="vsa", start_percent=0.0, end_percent=1.0))
+
+
+def test_noise_mask_on_the_av_latent_is_refused_by_name(workspace):
+    async def run():
+        (model,) = await _call("UNETLoader", unet_name=FILES["transformer"].split("/")[1], weight_dtype="default")
+        (latent,) = await _call("EmptyMiniMaxH3LatentAV", width=32, height=32, length=5)
+        context = torch.zeros(1, 4, TEXT_DIM)
+        await _call(
+            "KSampler",
+            model=model,
+            seed=1,
+            steps=1,
+            cfg=1.0,
+            sampler_name="euler",
+            scheduler="simple",
+            positive=[[context, {"pooled_output": None}]],
+            negative=[[context, {"pooled_output": None}]],
+            latent_image={**latent, "noise_mask": torch.ones(1, 32, 32)},
+            denoise=1.0,
+        )
+
+    with pytest.raises(ValueError, match="noise mask on a MiniMax H3 audio-video latent"):
+        asyncio.run(run())
