@@ -397,8 +397,10 @@ def comfyui_base(ws: Path, folder: str, dest: Path) -> Path:
     (dest / "custom_nodes").mkdir(parents=True)
     subprocess.run(["cp", "-a", str(ws / "custom_nodes" / folder), str(dest / "custom_nodes" / folder)], check=True)
     (dest / "models").symlink_to((ws / "models").resolve())
-    for sub in ("input", "output", "user", "temp"):
+    for sub in ("output", "user", "temp"):
         (dest / sub).mkdir()
+    # the workspace's input files (our workspace starts with example files): nodes list them in /object_info
+    subprocess.run(["cp", "-a", str(ws / "input"), str(dest / "input")], check=True)
     return dest
 
 
@@ -416,6 +418,8 @@ def server_side(base: str, folder: str, routes: list[dict]) -> dict:
 def run_there(pack: dict, venv: Path, ws: Path, work: Path, comfyui: Path, here_case: dict | None, env: dict) -> dict:
     """The "there" side of one pack and its comparison with the "here" side (our server on the same workspace)."""
     folder, there_dir = pack["folder"], work / "there" / pack["folder"]
+    # both servers iterate sets of strings in one order (VHS lists file extensions from a set)
+    env = {**env, "PYTHONHASHSEED": "0"}
     there_dir.mkdir(parents=True, exist_ok=True)
     out: dict[str, Any] = {"comfyui": comfyui_origin(comfyui)}
     tvenv = work / "venvs-there" / folder
