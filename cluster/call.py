@@ -5,7 +5,7 @@ struct (`ModelFn.Params`, a `Params` subclass such as nodes.modelfns.denoise.Den
 On the wire the parameters are the struct's msgpack map, so any msgspec decoder reads them (a test decodes
 a captured dispatch frame into `DenoiseParams`). Scalars are typed fields; structured values (conditioning
 entries, sampling configs) keep their exact Python shape through three msgpack extension types: a tuple, a
-`ModelRef` (its plain fields), and an object the wire cannot express. Only the last is pickled, into the
+`ModelRef` (as the call's own weights, a `ModelSpec`), and an object the wire cannot express. Only the last is pickled, into the
 call's one opaque field `objects`: the Python callables node packs hand over (model_options patches, a
 pack node's origin) and option values that are objects (merge steps, hook groups). A plain call carries
 none, and its `objects` is empty.
@@ -33,13 +33,33 @@ class NoParams(Params):
     """A ModelFn that takes no parameters."""
 
 
+class PatchSpec(msgspec.Struct, array_like=True, frozen=True):
+    """A cluster.refs.Patch on the wire: a LoRA file, its digest and strength."""
+
+    path: str
+    digest: str
+    strength: float
+
+
+class ModelSpec(msgspec.Struct, array_like=True, frozen=True):
+    """A ModelRef's fields on the wire (cluster.refs.ModelRef has their meaning). `options` holds values of
+    any kind, so it is msgpack made by `pack` (its objects in the call's opaque field)."""
+
+    component: str
+    arch: str
+    sources: tuple[str, ...]
+    digests: tuple[str, ...]
+    patches: tuple[PatchSpec, ...]
+    options: msgspec.Raw
+
+
 class ModelFnCall(msgspec.Struct, frozen=True):
     """Which ModelFn, on which weights, with which parameters (everything but the tensors, which the data
-    plane carries as handles beside it). `model` and `params` are msgpack made by `pack`; `objects` is the
-    call's one opaque field (see the module docstring)."""
+    plane carries as handles beside it). `params` is msgpack made by `pack`; `objects` is the call's one
+    opaque field (see the module docstring)."""
 
     fn: str
-    model: msgspec.Raw  # the ModelRef's plain fields (msgpack nil: a ModelFn without weights)
+    model: ModelSpec | None  # None: a ModelFn without weights
     params: msgspec.Raw  # the ModelFn's Params struct as a msgpack map
     objects: bytes = b""  # pickle of the objects the extension type OBJECT indexes; b"": none
 
@@ -68,13 +88,14 @@ class _Packer:
         if t is tuple:
             return msgspec.msgpack.Ext(TUPLE, _encoder.encode([self.value(x) for x in v]))
         if t is ModelRef:
-            return msgspec.msgpack.Ext(REF, _encoder.encode(self.ref(v)))
+            return msgspec.msgpack.Ext(REF, _encoder.encode(self.spec(v)))
         self.objects.append(v)  # a callable, a subclass (Patches, a proxy ref), an object: pickled
         return msgspec.msgpack.Ext(OBJECT, (len(self.objects) - 1).to_bytes(4, "little"))
 
-    def ref(self, r: ModelRef) -> list:
-        patches = [[p.path, p.digest, p.strength] for p in r.patches]
-        return [r.component, r.arch, list(r.sources), list(r.digests), patches, self.value(r.options)]
+    def spec(self, r: ModelRef) -> ModelSpec:
+        patches = tuple(PatchSpec(p.path, p.digest, p.strength) for p in r.patches)
+        options = msgspec.Raw(_encoder.encode(self.value(r.options)))
+        return ModelSpec(r.component, r.arch, r.sources, r.digests, patches, options)
 
 
 def _plain_ref(r: ModelRef) -> ModelRef:
@@ -85,10 +106,10 @@ def _plain_ref(r: ModelRef) -> ModelRef:
 def pack(fn: str, model: ModelRef | None, params: Params) -> ModelFnCall:
     """The message of calling `fn` on `model` with `params` (already of the ModelFn's Params type)."""
     packer = _Packer()
-    ref = None if model is None else packer.ref(_plain_ref(model))
+    spec = None if model is None else packer.spec(_plain_ref(model))
     fields = {name: packer.value(getattr(params, name)) for name in params.__struct_fields__}
     objects = pickle.dumps(packer.objects, protocol=pickle.HIGHEST_PROTOCOL) if packer.objects else b""
-    return ModelFnCall(fn, msgspec.Raw(_encoder.encode(ref)), msgspec.Raw(_encoder.encode(fields)), objects)
+    return ModelFnCall(fn, spec, msgspec.Raw(_encoder.encode(fields)), objects)
 
 
 class _Unpacker:
@@ -100,7 +121,7 @@ class _Unpacker:
         if code == TUPLE:
             return tuple(self.decode(data))
         if code == REF:
-            return self.ref(self.decode(data))
+            return self.ref(msgspec.msgpack.decode(data, type=ModelSpec))
         if code == OBJECT:
             if self._objects is None:
                 self._objects = pickle.loads(self._blob) if self._blob else []
@@ -110,26 +131,22 @@ class _Unpacker:
     def decode(self, data: bytes | memoryview) -> Any:
         return msgspec.msgpack.decode(data, ext_hook=self.hook)
 
-    def ref(self, fields: list | None) -> ModelRef | None:
-        if fields is None:
+    def ref(self, spec: ModelSpec | None) -> ModelRef | None:
+        if spec is None:
             return None
-        component, arch, sources, digests, patches, options = fields
-        return ModelRef(
-            component, arch, tuple(sources), tuple(digests), tuple(Patch(*p) for p in patches), tuple(options)
-        )
+        patches = tuple(Patch(p.path, p.digest, p.strength) for p in spec.patches)
+        return ModelRef(spec.component, spec.arch, spec.sources, spec.digests, patches, self.decode(spec.options))
 
 
 def unpack(call: ModelFnCall, params_type: type[Params]) -> tuple[ModelRef | None, Params]:
     """(model, params) of `call`, its params as `params_type`; msgspec.ValidationError names a bad field."""
     u = _Unpacker(call.objects)
-    model = u.ref(u.decode(call.model))
-    return model, msgspec.convert(u.decode(call.params), params_type)
+    return u.ref(call.model), msgspec.convert(u.decode(call.params), params_type)
 
 
 def unpack_model(call: ModelFnCall) -> ModelRef | None:
     """The weights `call` names (what a preloader needs), without decoding its params."""
-    u = _Unpacker(call.objects)
-    return u.ref(u.decode(call.model))
+    return _Unpacker(call.objects).ref(call.model)
 
 
 def typed(params_type: type[Params], params: Params | dict[str, Any] | None) -> Params:

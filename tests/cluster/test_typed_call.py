@@ -16,7 +16,7 @@ import torch
 import zmq
 
 from cluster import messages as m
-from cluster.call import ModelFnCall, pack, typed, unpack
+from cluster.call import ModelFnCall, ModelSpec, pack, typed, unpack
 from cluster.executor.local_cluster import start_local_cluster
 from cluster.refs import ModelRef, Patch
 from nodes.modelfns.denoise import DenoiseParams
@@ -76,6 +76,12 @@ async def test_a_captured_dispatch_frame_decodes_into_denoise_params(sd1_step):
     assert isinstance(dispatch, m.Dispatch) and isinstance(dispatch.call, ModelFnCall)
     assert dispatch.call.fn == "denoise_step"
     assert dispatch.call.objects == b""  # a plain SD1 step carries nothing pickled
+    spec = dispatch.call.model  # the weights, typed too
+    assert isinstance(spec, ModelSpec) and (spec.component, spec.arch, spec.digests) == (
+        ref.component,
+        ref.arch,
+        ref.digests,
+    )
     # the params are the struct's own msgpack map: any msgspec decoder reads its typed fields
     plain = msgspec.msgpack.decode(dispatch.call.params)
     assert (plain["seed"], plain["cfg"], plain["sampler"], plain["step"]) == (123456789, 6.5, "dpmpp_2m", 2)
