@@ -5,10 +5,10 @@ struct (`ModelFn.Params`, a `Params` subclass such as nodes.modelfns.denoise.Den
 On the wire the parameters are the struct's msgpack map, so any msgspec decoder reads them (a test decodes
 a captured dispatch frame into `DenoiseParams`). Scalars are typed fields; structured values (conditioning
 entries, sampling configs) keep their exact Python shape through three msgpack extension types: a tuple, a
-`ModelRef` (as the call's own weights, a `ModelSpec`), and an object the wire cannot express. Only the last is pickled, into the
-call's one opaque field `objects`: the Python callables node packs hand over (model_options patches, a
-pack node's origin) and option values that are objects (merge steps, hook groups). A plain call carries
-none, and its `objects` is empty.
+`ModelRef` (a `ModelSpec`, as the call's own weights are), and an object the wire cannot express. Only the
+last is pickled, into the call's one opaque field `objects`: the Python callables node packs hand over
+(model_options patches, a pack node's origin) and option values that are objects (merge steps, hook
+groups). A plain call carries none, and its `objects` is empty.
 """
 
 from __future__ import annotations
