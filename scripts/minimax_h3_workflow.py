@@ -1,4 +1,5 @@
-"""Write workflows_json/minimax_h3_t2v_video_only.ui.json from workflows_json/minimax_h3_t2v_video_only.json:
+"""Write the web UI files of the MiniMax H3 workflows from their API files (workflows_json/<name>.json ->
+<name>.ui.json, for minimax_h3_t2v_video_only and minimax_h3_t2v):
 
     python scripts/minimax_h3_workflow.py
 
@@ -8,7 +9,13 @@ the simple scheduler, BasicGuider, SamplerCustomAdvanced, VAEDecode, CreateVideo
 text-to-video and video only: no first frame, no audio VAE branch, no LoRA switch, the tiny demo files, 64x32
 pixels, 22 frames, 4 steps. The UI file is the same graph in the web UI's format: one node per API node, widget
 values in each class's input order, a link per connection; the script checks that ui_to_api gives the API file
-back."""
+back.
+
+minimax_h3_t2v.json is the text-to-video template's (video_minimax_h3_t2v) whole subgraph with its audio: the
+audio VAE, VAEDecodeAudio into CreateVideo, the duration math (PrimitiveFloat, ComfyMathExpression) and the steps
+switch (PrimitiveBoolean, two PrimitiveInts, ComfySwitchNode); left out are the LoRA loader and its model switch
+(the switch is off in the template; no MiniMax H3 LoRA runs here), and the outer ResolutionSelector (64x32
+given directly); 0.2 s (5 frames), 4 steps."""
 
 from __future__ import annotations
 
@@ -18,7 +25,11 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-OUT = REPO / "workflows_json" / "minimax_h3_t2v_video_only"
+NAMES = ("minimax_h3_t2v_video_only", "minimax_h3_t2v")
+
+
+def _is_widget(options) -> bool:
+    return isinstance(options[0], list) or options[0] in ("INT", "FLOAT", "STRING", "BOOLEAN", "COMBO")
 
 
 def to_ui(api: dict, registry) -> dict:
@@ -34,10 +45,18 @@ def to_ui(api: dict, registry) -> dict:
                     link_id = len(links) + 1
                     links.append([link_id, ids[value[0]], value[1], ids[key], len(inputs), options[0]])
                     inputs.append({"name": name, "type": options[0], "link": link_id})
+                    if _is_widget(options):  # a widget fed by a link keeps its slot among the widget values
+                        inputs[-1]["widget"] = {"name": name}
+                        widgets.append(options[1].get("default") if len(options) > 1 else None)
                 elif name in node["inputs"]:
                     widgets.append(value)
                     if len(options) > 1 and isinstance(options[1], dict) and options[1].get("control_after_generate"):
                         widgets.append("fixed")
+        for name, value in node["inputs"].items():  # dynamic inputs (an autogrow's "values.a") are links here
+            if isinstance(value, list) and all(i["name"] != name for i in inputs):
+                link_id = len(links) + 1
+                links.append([link_id, ids[value[0]], value[1], ids[key], len(inputs), "*"])
+                inputs.append({"name": name, "type": "*", "link": link_id})
         nodes.append(
             {
                 "id": ids[key],
@@ -73,12 +92,14 @@ def main() -> None:
 
     registry = NodeRegistry()
     registry.add_builtin(nodes.NODE_CLASS_MAPPINGS)
-    api = json.loads(OUT.with_suffix(".json").read_text())
-    ui = to_ui(api, registry)
-    back = {k: {"class_type": v["class_type"], "inputs": v["inputs"]} for k, v in ui_to_api(ui, registry).items()}
-    if back != api:
-        raise SystemExit(f"the UI file does not convert back to the API file: {back}")
-    OUT.with_suffix(".ui.json").write_text(json.dumps(ui, indent=2) + "\n")
+    for name in NAMES:
+        out = REPO / "workflows_json" / name
+        api = json.loads(out.with_suffix(".json").read_text())
+        ui = to_ui(api, registry)
+        back = {k: {"class_type": v["class_type"], "inputs": v["inputs"]} for k, v in ui_to_api(ui, registry).items()}
+        if back != api:
+            raise SystemExit(f"{name}: the UI file does not convert back to the API file: {back}")
+        out.with_suffix(".ui.json").write_text(json.dumps(ui, indent=2) + "\n")
 
 
 if __name__ == "__main__":
