@@ -312,7 +312,8 @@ class GuidedDenoiser:
                 batch_cond["rope_options"] = self.rope_options
             # the whole schedule, as ComfyUI's transformer_options["sample_sigmas"] (FLUX 3's flow-map model reads
             # the sigma each step jumps to from it)
-            batch_cond["sample_sigmas"] = self.inputs["sigmas"]
+            if "sigmas" in self.inputs:  # absent where a model is evaluated outside a sampling loop
+                batch_cond["sample_sigmas"] = self.inputs["sigmas"]
             if self.latent_shapes is not None:  # LTX-2: where x's video and audio parts are
                 batch_cond["latent_shapes"] = self.latent_shapes
             concats = [
