@@ -12,10 +12,10 @@ values in each class's input order, a link per connection; the script checks tha
 back.
 
 minimax_h3_t2v.json is the text-to-video template's (video_minimax_h3_t2v) whole subgraph with its audio: the
-audio VAE, VAEDecodeAudio into CreateVideo, the duration math (PrimitiveFloat, ComfyMathExpression) and the steps
-switch (PrimitiveBoolean, two PrimitiveInts, ComfySwitchNode); left out are the LoRA loader and its model switch
-(the switch is off in the template; no MiniMax H3 LoRA runs here), and the outer ResolutionSelector (64x32
-given directly); 0.2 s (5 frames), 4 steps."""
+audio VAE, VAEDecodeAudio into CreateVideo, the duration math (PrimitiveFloat, ComfyMathExpression), the LoRA
+switch off as in the template (PrimitiveBoolean into two ComfySwitchNodes: the model, plain or through
+LoraLoaderModelOnly with the tiny LoRA file, and the steps); the outer ResolutionSelector is left out (64x32 given
+directly); 0.2 s (5 frames), 4 steps."""
 
 from __future__ import annotations
 

@@ -26,6 +26,7 @@ FILES = {
     "vae": "vae/minimax_h3_video_vae_tiny.safetensors",
     "text_encoder": "text_encoders/qwen3vl_32b_minimax_h3_tiny.safetensors",
     "audio_vae": "vae/minimax_h3_audio_vae_tiny.safetensors",
+    "lora": "loras/minimax_h3_lora_tiny.safetensors",
 }
 TEXT_LAYERS = 2  # the published file is Qwen3-VL-32B cut after layer 50; the tiny one after layer 2
 
@@ -89,6 +90,20 @@ def tiny_audio_vae(seed: int = SEED) -> torch.nn.Module:
     return vae
 
 
+def tiny_lora(transformer: dict[str, torch.Tensor], seed: int = SEED, rank: int = 4) -> dict[str, torch.Tensor]:
+    """A rank-4 LoRA on every attention qkv projection of the tiny transformer, in ComfyUI's LoRA key layout
+    (diffusion_model.<module>.lora_A/B.weight), where the templates' LoRA switch finds a file; LoRAs on MiniMax H3
+    are refused by name when applied."""
+    gen = torch.Generator().manual_seed(seed + 2)
+    out = {}
+    for key, weight in transformer.items():
+        if key.startswith("blocks.") and key.endswith(".attn.qkv_proj.weight"):
+            base = "diffusion_model." + key.removesuffix(".weight")
+            out[base + ".lora_A.weight"] = torch.randn(rank, weight.shape[1], generator=gen) * 0.01
+            out[base + ".lora_B.weight"] = torch.randn(weight.shape[0], rank, generator=gen) * 0.01
+    return out
+
+
 def tiny_state_dicts(seed: int = SEED) -> dict[str, dict[str, torch.Tensor]]:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
@@ -135,6 +150,7 @@ def tiny_state_dicts(seed: int = SEED) -> dict[str, dict[str, torch.Tensor]]:
         ),
         "text_encoder": {k: v for k, v in text.state_dict().items() if not k.startswith("lm_head.")},
         "audio_vae": to_published(tiny_audio_vae(seed)),
+        "lora": tiny_lora(transformer, seed),
     }
 
 

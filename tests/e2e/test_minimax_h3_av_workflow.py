@@ -1,11 +1,11 @@
 """MiniMax H3 text-to-video with its audio (workflows_json/minimax_h3_t2v.json: the web UI's video_minimax_h3_t2v
-template's subgraph, its nodes and sampler settings: the duration math, the steps switch, res_multistep, both VAEs,
-VAE Decode Audio into CreateVideo and SaveVideo; the LoRA loader and its model switch left out (no MiniMax H3 LoRA
-runs here; the template's switch is off), the tiny demo files in place of the downloads, 64x32 pixels, 5 frames,
-4 steps) from a fresh, empty workspace, with the default executors and with `--executors 0`: the same frames, the
-MP4 the same frames and the same audio samples, the audio track 5 frames long at 32 kHz stereo and not silent.
-Equality with diffusers' MiniMax H3 loop (video and audio) is checked for the same chain with the Euler sampler,
-the only one diffusers has, in tests/nodes/test_minimax_h3_nodes.py."""
+template's subgraph, its nodes and sampler settings: the duration math, the LoRA switch (off, as in the template)
+over the model and the steps, res_multistep, both VAEs, VAE Decode Audio into CreateVideo and SaveVideo; the tiny
+demo files in place of the downloads, 64x32 pixels, 5 frames, 4 steps) from a fresh, empty workspace, with the
+default executors and with `--executors 0`: the same frames, the MP4 the same frames and the same audio samples,
+the audio track 5 frames long at 32 kHz stereo and not silent. Equality with diffusers' MiniMax H3 loop (video and
+audio) is checked for the same chain with the Euler sampler, the only one diffusers has, in
+tests/nodes/test_minimax_h3_nodes.py."""
 
 from __future__ import annotations
 
@@ -62,4 +62,5 @@ def test_ui_file_is_the_api_workflow() -> None:
     ui = json.loads(WORKFLOW.with_suffix("").with_suffix(".ui.json").read_text())
     back = {k: {"class_type": v["class_type"], "inputs": v["inputs"]} for k, v in ui_to_api(ui, registry).items()}
     assert back == json.loads(WORKFLOW.read_text())
-    assert {n["type"] for n in ui["nodes"]} >= {"VAEDecodeAudio", "CreateVideo", "ComfyMathExpression", "SaveVideo"}
+    classes = {n["type"] for n in ui["nodes"]}
+    assert classes >= {"VAEDecodeAudio", "CreateVideo", "ComfyMathExpression", "ComfySwitchNode", "LoraLoaderModelOnly"}
