@@ -53,9 +53,10 @@ class VAEDecodeAudio:
         if not isinstance(vae, ModelRef):
             raise TypeError(f"vae: expected a VAE, got {type(vae).__name__}")
         if vae.arch not in DECODERS:
+            hint = " (decode LTX-2's audio with LTXV Audio VAE Decode)" if vae.arch == "ltx2_audio" else ""
             raise ValueError(
                 f"vae: VAE Decode Audio decodes MiniMax H3's audio VAE here; the {vae.arch} VAE "
-                f"({', '.join(vae.sources) or 'no file'}) is not an audio VAE this backend can decode"
+                f"({', '.join(vae.sources) or 'no file'}) is not one it decodes{hint}"
             )
         fn, rate = DECODERS[vae.arch]
         latent = audio_part(samples)
