@@ -106,7 +106,7 @@ def _includes_node_id(registry: Any, dynprompt: DynamicPrompt):
     return check
 
 
-class _Run:
+class _PromptRun:
     """State of one prompt run shared by the node executions."""
 
     def __init__(
@@ -462,7 +462,7 @@ class PromptExecutor:
                 cache.clean_unused()
             cached_nodes = [node_id for node_id in prompt if self.caches.outputs.get(node_id) is not None]
             self.add_message("execution_cached", {"nodes": cached_nodes, "prompt_id": prompt_id}, broadcast=False)
-            run = _Run(self, dynprompt, prompt_id, extra_data, registry)
+            run = _PromptRun(self, dynprompt, prompt_id, extra_data, registry)
             run.execution_list = ExecutionList(dynprompt, self.caches.outputs, run.class_of)
             current_outputs = self.caches.outputs.all_node_ids()
             for node_id in execute_outputs:

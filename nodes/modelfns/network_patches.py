@@ -160,7 +160,7 @@ def _input_blocks(unet: nn.Module) -> list[tuple[int, nn.Module, nn.Module]]:
     return blocks
 
 
-class _Run:
+class _ForwardPassHooks:
     """The hooks of one forward pass and the skips they pass between them."""
 
     def __init__(self, entries: tuple[Entry, ...], options: dict[str, Any]) -> None:
@@ -183,7 +183,7 @@ class _Run:
 @contextmanager
 def installed(unet: nn.Module, entries: tuple[Entry, ...], options: dict[str, Any]) -> Iterator[None]:
     """Install the entries on a diffusers UNet2DConditionModel; everything is undone on exit."""
-    run = _Run(entries, options)
+    run = _ForwardPassHooks(entries, options)
     with ExitStack() as stack:
         hook = lambda handle: stack.callback(handle.remove)  # noqa: E731
         blocks = _input_blocks(unet)
@@ -212,7 +212,7 @@ def installed(unet: nn.Module, entries: tuple[Entry, ...], options: dict[str, An
         yield
 
 
-def _input_hook(run: _Run, bid: int) -> Callable:
+def _input_hook(run: _ForwardPassHooks, bid: int) -> Callable:
     def hook(module: nn.Module, args: tuple, out: Any) -> Any:
         h = _first(out)
         for fn in run.fns("input_block_patch"):
@@ -222,7 +222,7 @@ def _input_hook(run: _Run, bid: int) -> Callable:
     return hook
 
 
-def _after_skip_hook(run: _Run, bid: int) -> Callable:
+def _after_skip_hook(run: _ForwardPassHooks, bid: int) -> Callable:
     def hook(module: nn.Module, args: tuple) -> tuple:
         h = args[0]
         for fn in run.fns("input_block_patch_after_skip"):
@@ -232,7 +232,7 @@ def _after_skip_hook(run: _Run, bid: int) -> Callable:
     return hook
 
 
-def _up_block_hook(run: _Run, o: int) -> Callable:
+def _up_block_hook(run: _ForwardPassHooks, o: int) -> Callable:
     """First output block of an up block: h and the skips arrive as the block's arguments."""
 
     def hook(module: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
@@ -244,7 +244,7 @@ def _up_block_hook(run: _Run, o: int) -> Callable:
     return hook
 
 
-def _producer_hook(run: _Run, o: int, j: int) -> Callable:
+def _producer_hook(run: _ForwardPassHooks, o: int, j: int) -> Callable:
     """Later output blocks of an up block: h is the previous resnet/attention's output."""
 
     def hook(module: nn.Module, args: tuple, out: Any) -> Any:
@@ -257,7 +257,7 @@ def _producer_hook(run: _Run, o: int, j: int) -> Callable:
     return hook
 
 
-def _consumer_hook(run: _Run, o: int) -> Callable:
+def _consumer_hook(run: _ForwardPassHooks, o: int) -> Callable:
     """The resnet after the concatenation: swaps in a skip the patch replaced."""
 
     def hook(module: nn.Module, args: tuple) -> tuple | None:
@@ -301,7 +301,7 @@ def _attentions(unet: nn.Module) -> Iterator[tuple[nn.Module, tuple[str, int], i
 class _Processor:
     """A diffusers attention processor running ComfyUI's attention patch points around plain attention."""
 
-    def __init__(self, run: _Run, block: tuple[str, int], index: int, which: str) -> None:
+    def __init__(self, run: _ForwardPassHooks, block: tuple[str, int], index: int, which: str) -> None:
         self.run, self.block, self.index, self.which = run, block, index, which
 
     def _replacement(self) -> Callable | None:
