@@ -42,7 +42,7 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     (r"^qwen_image_2\.1", r"^qwen3\.5_9b_qwen_image_2\.1|^qwen3vl_8b_int8", "qwen3vl_8b_tiny.safetensors"),
     # Krea 2 (scripts/krea2_workflow.py)
     (None, r"^krea2_turbo", "krea2_turbo_tiny.safetensors"),
-    (r"^krea2_turbo", r"^qwen3vl_4b", "qwen3vl_4b_tiny.safetensors"),
+    (None, r"^qwen3vl_4b_fp8", "qwen3vl_4b_tiny.safetensors"),  # Krea 2's, and the LLM templates' Qwen3-VL 4B
     # FLUX 3 Image Klein (scripts/flux3_workflow.py): base and step-distilled
     (None, r"^flux3-image-klein-base", "flux3_klein_tiny.safetensors"),
     (None, r"^flux3-image-klein", "flux3_klein_distilled_tiny.safetensors"),
@@ -54,7 +54,7 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     (r"^flux-2-klein", r"^flux2-vae|^full_encoder_small_decoder", "flux2-klein-tiny-vae.safetensors"),
     # Z-Image (turbo and base)
     (None, r"^z_image", "z-image-turbo-tiny.safetensors"),
-    (r"^z_image", r"^qwen_3_4b", "qwen_3_4b-tiny.safetensors"),
+    (None, r"^qwen_3_4b", "qwen_3_4b-tiny.safetensors"),  # Z-Image's and the LLM templates' Qwen3 4B
     (r"^z_image", r"^ae\.safetensors$", "z-image-turbo-tiny-ae.safetensors"),
     # Qwen-Image and Qwen-Image-Edit (scripts/qwen_image_edit_workflow.py): 2511 has its own tiny transformer
     (None, r"^qwen_image_edit_2511", "qwen_image_edit_2511_tiny.safetensors"),
@@ -62,7 +62,8 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     (r"^qwen_image_edit", r"^qwen_2\.5_vl_7b", "qwen_2.5_vl_7b_edit_tiny.safetensors"),
     (r"^qwen_image_(2512|fp8|bf16)", r"^qwen_2\.5_vl_7b", "qwen_2.5_vl_7b_tiny.safetensors"),
     (r"^qwen_image_(edit|2512|fp8|bf16)|^krea2_turbo", r"^qwen_image_vae", "qwen_image_vae_tiny.safetensors"),
-    (r"^qwen_image_edit", r"^Qwen-Image-Edit-(2509|2511)?-?Lightning", "qwen_image_edit_tiny_lightning.safetensors"),
+    # any LoRA of a Qwen-Image template (Lightning, style, angles, control): the family's tiny LoRA
+    (r"^qwen_image_(edit|2512|fp8|bf16)", r"(?i)qwen", "qwen_image_edit_tiny_lightning.safetensors"),
     # Wan 2.1 / 2.2 (scripts/wan_*_workflow.py): each variant's tiny model, the 14B and 1.3B sizes alike
     (None, r"^wan2\.2_i2v_high_noise_14B", "wan2.2_i2v_high_noise_14B_tiny.safetensors"),
     (None, r"^wan2\.2_i2v_low_noise_14B", "wan2.2_i2v_low_noise_14B_tiny.safetensors"),
@@ -92,6 +93,7 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     # MiniMax H3 (scripts/minimax_h3_workflow.py)
     (None, r"^minimax_h3_fl2va", "minimax_h3_fl2va_pruned_tiny.safetensors"),
     (r"^minimax_h3", r"^minimax_h3_video_vae", "minimax_h3_video_vae_tiny.safetensors"),
+    (r"^minimax_h3", r"^minimax_h3_audio_vae", "minimax_h3_audio_vae_tiny.safetensors"),
     (r"^minimax_h3", r"^qwen3vl_32b_minimax_h3", "qwen3vl_32b_minimax_h3_tiny.safetensors"),
     # Flux.1 dev / schnell / Krea / Kontext (same transformer layout; Fill and Canny have other input widths)
     (None, r"^flux1-(dev|schnell|krea-dev|dev-kontext)", "flux-tiny.safetensors"),
@@ -116,8 +118,7 @@ SHRINK = {
     "max_length": lambda v: min(v, 16),
     "max_new_tokens": lambda v: min(v, 16),
 }
-TRIPWIRE = b"not a LoRA: templates_render.py's stand-in for a LoRA without a tiny file of its family"
-SUBGRAPH_NESTING = 4  # unpack nested subgraphs at most this deep
+TRIPWIRE_KEY = "templates_render.tripwire"  # a name no LoRA layout has: loading it is refused by name
 
 
 def demo_file(name: str, asked: list[str]) -> str | None:
@@ -128,18 +129,106 @@ def demo_file(name: str, asked: list[str]) -> str | None:
     return None
 
 
-def flat_workflow(workflow: dict) -> dict:
-    """The template's UI graph with its subgraphs unpacked in place and PreviewAny passed through."""
-    from scripts.qwen_image21_workflow import _bypass_preview_outputs
-    from scripts.qwen_image_edit_workflow import unpacked
+SUBGRAPH_IN, SUBGRAPH_OUT = -10, -20  # the node ids a subgraph's links use for its input and output ends
+PASS_THROUGH = {"PreviewAny"}  # output nodes whose output the frontend wires on: their input's source instead
 
-    for _ in range(SUBGRAPH_NESTING):
-        ids = {sg["id"] for sg in workflow.get("definitions", {}).get("subgraphs", [])}
-        if not any(n["type"] in ids for n in workflow["nodes"]):
-            break
-        workflow = unpacked(workflow)
-    _bypass_preview_outputs(workflow)
-    return workflow
+
+class _Graph:
+    """One graph of a workflow: the top level, or one instance of a subgraph inside its parent."""
+
+    def __init__(self, nodes: list[dict], links: list, parent: tuple[_Graph, dict, dict] | None = None) -> None:
+        self.nodes = {n["id"]: n for n in nodes}
+        self.links = {}
+        for link in links:
+            if isinstance(link, dict):
+                link = [link["id"], link["origin_id"], link["origin_slot"], link["target_id"], link["target_slot"]]
+            self.links[link[0]] = (link[1], link[2], link[3], link[4])
+        self.parent = parent  # (outer graph, instance node, subgraph definition)
+        self.new_ids: dict[int, int] = {}
+        self.inner: dict[int, _Graph] = {}
+
+
+def flat_workflow(workflow: dict) -> dict:
+    """The template's UI graph with every subgraph instance (nested ones too) replaced by its inner nodes, under
+    fresh node ids: an inner input fed by the subgraph's input takes the outer source, or the instance's promoted
+    widget value (as a PrimitiveNode); a PreviewAny's outgoing links start at what it shows."""
+    defs = {sg["id"]: sg for sg in workflow.get("definitions", {}).get("subgraphs", [])}
+    out_nodes: list[dict] = []
+    out_links: list[list] = []
+    next_id = iter(range(1, 1 << 30))
+
+    def new_id(graph: _Graph, node_id: int) -> int:
+        if node_id not in graph.new_ids:
+            graph.new_ids[node_id] = next(next_id)
+        return graph.new_ids[node_id]
+
+    def inner(graph: _Graph, node: dict) -> _Graph:
+        if node["id"] not in graph.inner:
+            sg = defs[node["type"]]
+            graph.inner[node["id"]] = _Graph(sg["nodes"], sg.get("links", []), (graph, node, sg))
+        return graph.inner[node["id"]]
+
+    def output(graph: _Graph, node_id: int, slot: int, seen: frozenset = frozenset()) -> tuple[int, int] | None:
+        node = graph.nodes.get(node_id)
+        if node is None or (id(graph), node_id) in seen:
+            return None
+        seen = seen | {(id(graph), node_id)}
+        if node["type"] in defs:
+            sub = inner(graph, node)
+            for link_id, (_, _, target, target_slot) in sub.links.items():
+                if target == SUBGRAPH_OUT and target_slot == slot:
+                    return origin(sub, link_id, seen)
+            return None
+        if node["type"] in PASS_THROUGH and node.get("inputs"):
+            return origin(graph, node["inputs"][0].get("link"), seen)
+        return new_id(graph, node_id), slot
+
+    def origin(graph: _Graph, link_id: int | None, seen: frozenset = frozenset()) -> tuple[int, int] | None:
+        if link_id not in graph.links:
+            return None
+        source, slot, _, _ = graph.links[link_id]
+        if source != SUBGRAPH_IN:
+            return output(graph, source, slot, seen)
+        outer, instance, sg = graph.parent
+        name = sg["inputs"][slot]["name"]
+        fed = next((i for i in instance.get("inputs", []) if i.get("name") == name), None)
+        if fed is not None and fed.get("link") is not None:
+            return origin(outer, fed["link"], seen)
+        value = promoted_value(instance, name)
+        if value is None:
+            return None  # the inner widget keeps its own value
+        primitive = next(next_id)
+        out_nodes.append({"id": primitive, "type": "PrimitiveNode", "mode": 0, "inputs": [], "widgets_values": [value]})
+        return primitive, 0
+
+    def emit(graph: _Graph) -> None:
+        for node in graph.nodes.values():
+            if node["type"] in defs:
+                if node.get("mode", 0) == 0:
+                    emit(inner(graph, node))
+                continue
+            copy = {**node, "id": new_id(graph, node["id"]), "inputs": [], "outputs": []}
+            for index, inp in enumerate(node.get("inputs") or []):
+                source = origin(graph, inp.get("link"))
+                link = None
+                if source is not None:
+                    link = len(out_links) + 1
+                    out_links.append([link, source[0], source[1], copy["id"], index, inp.get("type")])
+                copy["inputs"].append({**inp, "link": link})
+            out_nodes.append(copy)
+
+    emit(_Graph(workflow["nodes"], workflow.get("links", [])))
+    return {"nodes": out_nodes, "links": out_links}
+
+
+def promoted_value(instance: dict, name: str):
+    """The value an instance shows for its promoted widget `name`: its widget inputs and widgets_values are in
+    the same order. None when the instance holds none."""
+    values = instance.get("widgets_values")
+    widgets = [i.get("name") for i in instance.get("inputs", []) if i.get("widget")]
+    if not isinstance(values, list) or len(values) != len(widgets) or name not in widgets:
+        return None
+    return values[widgets.index(name)]
 
 
 def tiny_prompt(workflow: dict, registry, loras: Path | None = None) -> tuple[dict, list[str]]:
@@ -149,30 +238,76 @@ def tiny_prompt(workflow: dict, registry, loras: Path | None = None) -> tuple[di
     A LoRA without a tiny file of its family gets, in `loras`, an unloadable file of its own name: templates
     often ship a style LoRA behind a switch that is off (the lazy branch never loads it), and a render that
     does load it fails on that file instead of passing with some other LoRA."""
+    import torch
+    from safetensors.torch import save_file
+
     from comfy_bridge.formats import ui_to_api
 
     prompt = ui_to_api(flat_workflow(workflow), registry)
+    fill_widget_defaults(prompt, registry)
     tripwires: list[str] = []
     asked = [v for n in prompt.values() for v in n["inputs"].values() if isinstance(v, str) and MODEL_FILE.search(v)]
+    unmade: list[str] = []
     for node in prompt.values():
         inputs = node["inputs"]
         for key, value in list(inputs.items()):
             if isinstance(value, str) and MODEL_FILE.search(value):
                 demo = demo_file(value, asked)
                 if demo is None and loras is not None and key == "lora_name":
-                    (loras / value).write_bytes(TRIPWIRE)
+                    save_file({TRIPWIRE_KEY: torch.zeros(1)}, str(loras / value))
                     tripwires.append(value)
-                    continue
-                if demo is None:
-                    raise ValueError(f"no tiny file of this family for {value} ({node['class_type']})")
-                inputs[key] = demo
+                elif demo is None:
+                    unmade.append(f"{value} ({node['class_type']})")
+                else:
+                    inputs[key] = demo
             elif isinstance(value, str) and IMAGE_FILE.search(value):
                 inputs[key] = "example.png"
             elif isinstance(value, str) and VIDEO_FILE.search(value):
                 inputs[key] = "example.mp4"
             elif key in SHRINK and isinstance(value, (int, float)) and not isinstance(value, bool):
-                inputs[key] = type(value)(SHRINK[key](value))
+                small = SHRINK[key](value)  # an int megapixels (1) shrinks to a float
+                inputs[key] = max(small, input_min(registry, node["class_type"], key, small))
+                if not isinstance(small, float):
+                    inputs[key] = type(value)(inputs[key])
+    if unmade:
+        raise ValueError(f"no tiny file of this family for {', '.join(unmade)}")
     return prompt, tripwires
+
+
+def first_error(text: str) -> str:
+    """The first line of run_prompt's error, or for a prompt that failed validation its first node error (the
+    first line only says that validation failed; the node errors follow as JSON)."""
+    head, _, rest = text.partition("\n")
+    if not head.startswith("invalid prompt:") or not rest.strip().startswith("{"):
+        return head
+    for node_id, entry in json.loads(rest).items():
+        for err in entry.get("errors", []):
+            return f"node {node_id} ({entry.get('class_type')}): {err.get('message')}: {err.get('details')}"
+    return head
+
+
+def fill_widget_defaults(prompt: dict, registry) -> None:
+    """A required widget the saved template predates gets its default, as the web UI gives it when it loads
+    the template (our converter sends only the values the file holds)."""
+    from comfy_bridge.formats import _is_widget
+
+    for node in prompt.values():
+        if registry.get(node["class_type"]) is None:
+            continue
+        for name, spec in registry.node_info(node["class_type"]).get("input", {}).get("required", {}).items():
+            options = spec[1] if len(spec) > 1 and isinstance(spec[1], dict) else {}
+            if name not in node["inputs"] and _is_widget(spec) and "default" in options:
+                node["inputs"][name] = options["default"]
+
+
+def input_min(registry, class_type: str, name: str, default: float) -> float:
+    """The `min` the node declares for input `name` (ResolutionSelector wants 0.1 megapixels at least)."""
+    info = registry.node_info(class_type) if registry.get(class_type) is not None else {}
+    for category in ("required", "optional"):
+        spec = info.get("input", {}).get(category, {}).get(name)
+        if isinstance(spec, (list, tuple)) and len(spec) > 1 and isinstance(spec[1], dict):
+            return spec[1].get("min", default)
+    return default
 
 
 def render_one(name: str, registry, loras: Path | None = None) -> dict:
@@ -189,8 +324,7 @@ def render_one(name: str, registry, loras: Path | None = None) -> dict:
     except BaseException as exc:  # SystemExit carries run_prompt's validation and node errors
         if isinstance(exc, KeyboardInterrupt):
             raise
-        text = str(exc).strip() or type(exc).__name__
-        error = f"{type(exc).__name__}: {text.splitlines()[0][:300]}"
+        error = f"{type(exc).__name__}: {first_error(str(exc).strip() or type(exc).__name__)[:300]}"
         if tripwires:
             error += f" [LoRAs without a tiny file of their family: {', '.join(tripwires)}]"
         return {"renders": False, "render_error": error}

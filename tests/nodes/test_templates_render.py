@@ -5,6 +5,7 @@ a family without one is refused by name; sizes, steps and frames shrink, inputs 
 from __future__ import annotations
 
 import pytest
+from safetensors.torch import load_file
 
 from scripts import templates_render
 
@@ -37,18 +38,60 @@ def test_files_inputs_and_sizes_are_substituted(registry, tmp_path):
             {"type": "LoadImage", "widgets_values": ["portrait.jpg", "image"]},
             {"type": "EmptySD3LatentImage", "widgets_values": [1024, 768, 4]},
             {"type": "LoraLoaderModelOnly", "widgets_values": ["some_style.safetensors", 1.0]},
+            # saved before ResolutionSelector had `minimum`: the web UI fills its default
+            {"type": "ResolutionSelector", "widgets_values": ["1:1 (Square)", 1, 8]},
         ]
     )
     prompt, tripwires = templates_render.tiny_prompt(ui, registry, tmp_path)
     assert prompt["1"]["inputs"]["unet_name"] == "z-image-turbo-tiny.safetensors"
     assert prompt["2"]["inputs"]["image"] == "example.png"
     assert prompt["3"]["inputs"] == {"width": 64, "height": 64, "batch_size": 1}
+    selector = prompt["5"]["inputs"]
+    assert selector["megapixels"] == 0.1  # shrunk to the least the node takes
+    assert selector["minimum"] == registry.node_info("ResolutionSelector")["input"]["required"]["minimum"][1]["default"]
     # a LoRA of no tiny family: an unloadable file of its name, so only a branch that loads it fails
     assert tripwires == ["some_style.safetensors"]
-    assert (tmp_path / "some_style.safetensors").read_bytes() == templates_render.TRIPWIRE
+    assert list(load_file(tmp_path / "some_style.safetensors")) == [templates_render.TRIPWIRE_KEY]
 
 
 def test_a_model_of_a_family_without_a_tiny_file_is_refused_by_name(registry):
     ui = _ui([{"type": "UNETLoader", "widgets_values": ["anima-base-v1.0.safetensors", "default"]}])
     with pytest.raises(ValueError, match="no tiny file of this family for anima-base-v1.0.safetensors"):
         templates_render.tiny_prompt(ui, registry)
+
+
+def test_subgraphs_unpack_under_fresh_ids_with_outer_sources_and_promoted_values():
+    sg = {
+        "id": "sg-1",
+        "inputs": [{"name": "x"}, {"name": "w"}],
+        "nodes": [  # inner id 1 collides with the outer node 1
+            {"id": 1, "type": "C", "inputs": [{"name": "x", "link": 1}, {"name": "w", "link": 2, "widget": {}}]},
+            {"id": 2, "type": "PreviewAny", "inputs": [{"name": "source", "link": 3}]},
+        ],
+        "links": [
+            {"id": 1, "origin_id": -10, "origin_slot": 0, "target_id": 1, "target_slot": 0},
+            {"id": 2, "origin_id": -10, "origin_slot": 1, "target_id": 1, "target_slot": 1},
+            {"id": 3, "origin_id": 1, "origin_slot": 0, "target_id": 2, "target_slot": 0},
+            {"id": 4, "origin_id": 2, "origin_slot": 0, "target_id": -20, "target_slot": 0},
+        ],
+    }
+    instance = {
+        "id": 2,
+        "type": "sg-1",
+        "inputs": [{"name": "x", "link": 10}, {"name": "w", "link": None, "widget": {"name": "w"}}],
+        "widgets_values": ["hello"],
+    }
+    workflow = {
+        "nodes": [{"id": 1, "type": "A"}, instance, {"id": 3, "type": "B", "inputs": [{"name": "y", "link": 11}]}],
+        "links": [[10, 1, 0, 2, 0, "X"], [11, 2, 0, 3, 0, "Y"]],
+        "definitions": {"subgraphs": [sg]},
+    }
+    flat = templates_render.flat_workflow(workflow)
+    by_type = {n["type"]: n for n in flat["nodes"]}
+    assert len({n["id"] for n in flat["nodes"]}) == len(flat["nodes"]) == 5  # A, C, PreviewAny, B, the value
+    origin = {link[0]: link[1] for link in flat["links"]}
+    c_inputs = [origin[i["link"]] for i in by_type["C"]["inputs"]]
+    assert c_inputs == [by_type["A"]["id"], by_type["PrimitiveNode"]["id"]]
+    assert by_type["PrimitiveNode"]["widgets_values"] == ["hello"]
+    # B reads the subgraph's output, which PreviewAny passed on from C
+    assert origin[by_type["B"]["inputs"][0]["link"]] == by_type["C"]["id"]
