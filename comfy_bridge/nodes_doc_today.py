@@ -1,6 +1,7 @@
 """The part of docs/nodes.md about today's ComfyUI (issue 34): the utility classes offered beyond 0.3.64, how
 many of the web UI's local templates have every node offered (docs/benchmarks/templates.json, written by
-scripts/templates_coverage.py), and each class those templates still lack, with its reason."""
+scripts/templates_coverage.py) and what share of their usage renders on the tiny demo files (its render half,
+written by scripts/templates_render.py), and each class those templates still lack, with its reason."""
 
 from __future__ import annotations
 
@@ -99,8 +100,22 @@ def render_today(offered: set[str]) -> list[str]:
         "",
         f"**{result['complete_templates']} of the web UI's {result['local_templates']} local templates have "
         f"every node offered, {result['complete_usage_share']:.0%} of their recorded usage** "
-        "(docs/benchmarks/templates.json, `python scripts/templates_coverage.py`). What they still lack, "
-        "most used first (templates using it, their usage), by reason:",
+        "(docs/benchmarks/templates.json, `python scripts/templates_coverage.py`).",
+    ]
+    shares = result.get("render_usage_share")
+    if shares:
+        lines += [
+            "",
+            f"**Rendered on the tiny demo files: {shares['image']:.0%} of the local image templates' usage, "
+            f"{shares['video']:.0%} of the video templates'** ({shares['all']:.0%} of all local templates'): "
+            "each node-complete template's own graph, converted by our UI converter with our tiny files of its "
+            "family in place of its downloads, run in-process; `renders` and `render_error` per template in the "
+            "same file. The render run takes tens of minutes, so CI checks only that the shares follow from "
+            "the committed flags: `python scripts/templates_render.py <demo workspace>` reruns it.",
+        ]
+    lines += [
+        "",
+        "What the templates still lack, most used first (templates using it, their usage), by reason:",
         "",
     ]
     by_reason: dict[str, list[str]] = {}
