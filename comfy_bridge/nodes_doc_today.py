@@ -17,7 +17,7 @@ TEMPLATES = REPO / "docs" / "benchmarks" / "templates.json"
 TODAY_CLASSES = TODAY.with_name("comfyui_today_classes.json")
 TEXTGEN = TODAY.with_name("comfyui_textgen_object_info.json")  # TextGenerate's interface, from the newest source
 
-MEDIA = "video and audio files and audio models (issue 34 item 3, under way)"
+MEDIA = "audio model families (ACE-Step, MiniMax Music, YuE, audio encoders) are not implemented"
 THREE_D = "3D models, meshes and splats are not implemented"
 DETECTION = (
     "detection / segmentation / depth models (SAM 3, RT-DETR, MoGe, Depth Anything 3, SDPose, background "
@@ -53,9 +53,12 @@ RULES: list[tuple[str, str]] = [
     ),
     (
         r"MiniMax",
-        "MiniMax H3 runs text-to-video, video only; its references, guides and Fun ControlNet are not implemented",
+        "MiniMax H3 runs text-to-video with its audio; its references, guides and Fun ControlNet are not implemented",
     ),
-    (r"Qwen|USOStyle|ModelPatchLoader|Diffsynth", "the Qwen-Image family (and its model patches) is not implemented"),
+    (
+        r"Qwen|USOStyle|ModelPatchLoader|Diffsynth",
+        "Qwen-Image's model patches (DiffSynth ControlNet, USO, layered latents) are not implemented",
+    ),
     (r"SeedVR2", "the SeedVR2 upscaler family is not implemented"),
     (r"HiDream|QuadrupleCLIPLoader", "the HiDream family is not implemented"),
     (
