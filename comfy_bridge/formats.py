@@ -14,8 +14,10 @@ from nodes.dynamic_inputs import DYNAMIC_COMBO
 
 MUTED, BYPASSED = 2, 4
 VIRTUAL_TYPES = {"Reroute", "PrimitiveNode", "Note", "MarkdownNote"}
-# BOUNDING_BOXES: Create Bounding Boxes' canvas editor, a widget the web UI draws for that type.
-WIDGET_TYPES = {"INT", "FLOAT", "STRING", "BOOLEAN", "COMBO", "BOUNDING_BOXES"}
+# Beside the plain types, the input types the web UI draws a widget for whose value a node reads (its widget
+# registry): a colour picker, a curve editor, a crop box, Create Bounding Boxes' canvas editor. Each takes its place
+# in a node's widgets_values, so one left out would shift every widget after it.
+WIDGET_TYPES = {"INT", "FLOAT", "STRING", "BOOLEAN", "COMBO", "COLOR", "CURVE", "BOUNDING_BOX", "BOUNDING_BOXES"}
 CONTROL_VALUES = {"fixed", "increment", "decrement", "randomize"}
 UPLOAD_KEYS = ("image_upload", "video_upload", "audio_upload", "file_upload")
 

@@ -93,3 +93,38 @@ async def test_converted_workflow_runs(registry, run):
     executor = await run(ui_to_api(workflow(), registry))
     assert executor.history_result["outputs"]["7"] == {"values": [2.5]}
     assert executor.history_result["outputs"]["3"] == {"values": ["green3"]}
+
+
+class _TextOverlayRegistry:
+    """One class whose colour and curve widgets stand between others, as Text Overlay's colour does."""
+
+    INFO = {
+        "input": {
+            "required": {
+                "size": ("INT", {"default": 24}),
+                "color": ("COLOR", {"default": "#ffffff"}),
+                "curve": ("CURVE", {"default": {"points": [[0, 0], [1, 1]]}, "socketless": True}),
+                "text": ("STRING", {"default": ""}),
+            }
+        },
+        "input_order": {"required": ["size", "color", "curve", "text"]},
+    }
+
+    def get(self, class_type: str) -> object:
+        return object
+
+    def node_info(self, class_type: str) -> dict:
+        return self.INFO
+
+
+def test_colour_and_curve_widgets_keep_their_places():
+    # the web UI draws a widget for COLOR and CURVE inputs and saves their values among the others
+    curve = {"points": [[0, 0], [0.5, 0.7], [1, 1]], "interpolation": "linear"}
+    ui = {
+        "nodes": [
+            {"id": 1, "type": "Overlay", "mode": 0, "inputs": [], "widgets_values": [32, "#0a9299", curve, "hi"]}
+        ],
+        "links": [],
+    }
+    inputs = ui_to_api(ui, _TextOverlayRegistry())["1"]["inputs"]
+    assert inputs == {"size": 32, "color": "#0a9299", "curve": curve, "text": "hi"}
