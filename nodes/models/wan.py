@@ -242,6 +242,8 @@ class WanDiffusionModel(DiffusionModel):
             t = t.repeat_interleave(tokens, dim=1)
         context = cond["context"].to(device, dtype)
         image = cond.get("clip_fea")
+        if module.condition_embedder.image_embedder is None:
+            image = None  # as ComfyUI: CLIP vision features are read only by a model with an image embedder
         camera = cond.get("camera_conditions")
         adapter = getattr(module, "control_adapter", None)
         if camera is not None and adapter is None:

@@ -189,3 +189,19 @@ def test_camera_image_to_video_and_one_camera_step_equal_comfyuis(workspace) -> 
             torch.tensor([500.0]),
             {"context": tensor(FIXTURE["context"]), "camera_conditions": tensors[f"{key}.camera_conditions"]},
         )
+
+
+def test_clip_vision_features_are_ignored_by_a_model_without_an_image_embedder(workspace) -> None:
+    """The Fun InP template feeds CLIP vision output to WanFunInpaintToVideo; the 1.3B Fun model has no image
+    embedder, and ComfyUI then leaves the features out (they raised TypeError in diffusers' embedder here)."""
+    rec = FIXTURE["fun_inp"]
+    model = loader.load_diffusion_model(make_ref("diffusion_model", "wan21", [_path(workspace, "fun_inp")]))
+    assert model.module.condition_embedder.image_embedder is None
+    x, sigma = tensor(rec["step"]["x"]), torch.tensor([rec["step"]["sigma"]])
+    ms = model_sampling_from_config(sampling_config("wan21"))
+    cond = {"context": tensor(FIXTURE["context"]), "concat": tensor(rec["step"]["concat"])}
+    plain = model.apply(ms.calculate_input(sigma, x), ms.timestep(sigma), cond)
+    with_clip = model.apply(
+        ms.calculate_input(sigma, x), ms.timestep(sigma), {**cond, "clip_fea": torch.randn(1, 257, 1280)}
+    )
+    assert torch.equal(plain, with_clip)
