@@ -11,7 +11,7 @@ from cluster.call import Params
 from cluster.modelfn import ModelFn, register
 from cluster.refs import ModelRef
 from nodes.arch import has_frame_axis
-from nodes.models.components import VAE
+from nodes.models.components import VAEModel
 
 
 class VAEParams(Params):
@@ -29,7 +29,7 @@ class _VAEFn(ModelFn):
 
         import_model_code()
 
-    def load_model(self, ref: ModelRef) -> VAE:
+    def load_model(self, ref: ModelRef) -> VAEModel:
         from nodes.models.loader import load_vae
 
         return load_vae(ref)
@@ -43,7 +43,7 @@ class VAEDecodeFn(_VAEFn):
         self.add_input("latent")
         self.add_output("image")
 
-    def execute(self, model: VAE, inputs: dict[str, Any], params: VAEParams) -> dict[str, torch.Tensor]:
+    def execute(self, model: VAEModel, inputs: dict[str, Any], params: VAEParams) -> dict[str, torch.Tensor]:
         latent = inputs["latent"]
         tile = params.tile
         if tile:
@@ -69,7 +69,7 @@ class VAEEncodeFn(_VAEFn):
         self.add_input("pixels")
         self.add_output("latent")
 
-    def execute(self, model: VAE, inputs: dict[str, Any], params: VAEParams) -> dict[str, torch.Tensor]:
+    def execute(self, model: VAEModel, inputs: dict[str, Any], params: VAEParams) -> dict[str, torch.Tensor]:
         tile = params.tile
         if params.video:  # the batch as the frames of one video (Wan's image-to-video conditioning)
             if not hasattr(model, "encode_video"):

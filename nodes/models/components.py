@@ -416,7 +416,7 @@ class TextEncoder:
 
 
 @dataclass
-class VAE:
+class VAEModel:
     arch: str
     module: torch.nn.Module
     latent_channels: int

@@ -22,7 +22,7 @@ from . import controlnet as cn_mod
 from . import merge as merge_mod
 from . import unet as unet_mod
 from . import vae as vae_mod
-from .components import SD1_LATENT, SDXL_LATENT, VAE, DiffusionModel, TextEncoder
+from .components import SD1_LATENT, SDXL_LATENT, DiffusionModel, TextEncoder, VAEModel
 from .detect import CheckpointInfo, probe
 from .errors import ModelLoadError
 from .lora import TE_FAMILY, LoraTargets, clip_targets, merge_loras, unet_targets
@@ -245,7 +245,7 @@ def _diffusers_unet(ref: ModelRef, folder: Path, arch: str) -> DiffusionModel:
 # ---- VAE ------------------------------------------------------------------------------------------------
 
 
-def load_vae(ref: ModelRef) -> VAE:
+def load_vae(ref: ModelRef) -> VAEModel:
     """The VAE of a checkpoint, a VAE file (ldm or diffusers layout) or a diffusers folder."""
     path, _ = _source(ref)
     info = probe(path)
@@ -263,7 +263,7 @@ def load_vae(ref: ModelRef) -> VAE:
     return _build_vae(vsd, path, info.arch)
 
 
-def _build_vae(vsd: dict[str, torch.Tensor], path: str, arch: str, cfg: dict[str, Any] | None = None) -> VAE:
+def _build_vae(vsd: dict[str, torch.Tensor], path: str, arch: str, cfg: dict[str, Any] | None = None) -> VAEModel:
     from diffusers import AutoencoderKL
 
     cfg = cfg or vae_mod.diffusers_config(vsd, path)
@@ -276,7 +276,7 @@ def _build_vae(vsd: dict[str, torch.Tensor], path: str, arch: str, cfg: dict[str
     )
 
 
-def _diffusers_vae(folder: Path, arch: str) -> VAE:
+def _diffusers_vae(folder: Path, arch: str) -> VAEModel:
     from diffusers import AutoencoderKL
 
     sub = folder / "vae"

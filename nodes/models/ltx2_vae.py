@@ -21,7 +21,7 @@ from diffusers import AutoencoderKLLTX2Video
 from diffusers.loaders.single_file_utils import convert_ltx2_vae_to_diffusers
 
 from cluster.refs import ModelRef
-from nodes.models.components import VAE
+from nodes.models.components import VAEModel
 from nodes.models.errors import ModelLoadError
 from nodes.models.ltx2 import file_metadata
 from nodes.models.safetensors_io import build_module
@@ -89,7 +89,7 @@ def diffusers_config(vae: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-class LTX2VideoVAE(VAE):
+class LTX2VideoVAE(VAEModel):
     """ComfyUI's LTX-2 VAE conventions on AutoencoderKLLTX2Video."""
 
     @torch.no_grad()

@@ -24,7 +24,7 @@ from cluster.refs import ModelRef
 from nodes.arch import latent_format, sampling_config
 from nodes.models import minimax_h3 as mh
 from nodes.models import minimax_h3_vae as mvae
-from nodes.models.components import VAE, DiffusionModel
+from nodes.models.components import DiffusionModel, VAEModel
 from nodes.models.minimax_h3_shapes import (
     AUDIO_CHANNELS,
     AUDIO_LATENTS_PER_SECOND,
@@ -174,7 +174,7 @@ def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) 
     )
 
 
-class MiniMaxH3VideoVAE(VAE):
+class MiniMaxH3VideoVAE(VAEModel):
     """ComfyUI's MiniMax H3 video VAE: one image encodes alone (a keyframe), a batch of 17k+5 images as the frames
     of one video; latents decode to their 17k+5 frames."""
 

@@ -17,7 +17,7 @@ import torch
 from diffusers import AutoencoderKLQwenImage21
 
 from cluster.refs import ModelRef
-from nodes.models.components import VAE
+from nodes.models.components import VAEModel
 from nodes.models.detect import QWEN_IMAGE21_VAE_HEAD as HEAD
 from nodes.models.detect import WAN22_VAE_MARKER, WAN_VAE_MARKER, is_qwen_image21_vae
 from nodes.models.errors import ModelLoadError
@@ -63,7 +63,7 @@ def infer_config(sd: Mapping[str, torch.Tensor]) -> dict[str, object]:
     }
 
 
-class QwenImage21VAE(VAE):
+class QwenImage21VAE(VAEModel):
     """ComfyUI's conventions for this VAE: images in and out (no frame axis), pixels 0..1 <-> -1..1, input
     channels cut or padded with opaque alpha to the VAE's pixel channels, outputs clamped to 0..1 (RGBA)."""
 

@@ -16,7 +16,7 @@ from diffusers import AutoencoderKLQwenImage
 from diffusers.loaders.single_file_utils import convert_wan_vae_to_diffusers
 
 from cluster.refs import ModelRef
-from nodes.models.components import VAE
+from nodes.models.components import VAEModel
 from nodes.models.detect import WAN22_VAE_MARKER, WAN_VAE_MARKER
 from nodes.models.errors import ModelLoadError
 from nodes.models.flux_keys import find_prefix, strip_prefix
@@ -116,7 +116,7 @@ def infer_config(sd: Mapping[str, torch.Tensor]) -> dict[str, object]:
     }
 
 
-class WanVAE(VAE):
+class WanVAE(VAEModel):
     """ComfyUI's Wan 2.1 VAE conventions on AutoencoderKLQwenImage: each image one frame."""
 
     @torch.no_grad()

@@ -21,7 +21,7 @@ from diffusers import SD3ControlNetModel
 
 from cluster.refs import ModelRef
 from nodes.models.batch_invariant import make_batch_invariant
-from nodes.models.components import SD3_LATENT, VAE
+from nodes.models.components import SD3_LATENT, VAEModel
 from nodes.models.controlnet import resize_hint
 from nodes.models.errors import ModelLoadError
 from nodes.models.safetensors_io import build_module
@@ -47,7 +47,7 @@ class SD3ControlOutput:
 class SD3ControlNet:
     arch: str
     module: torch.nn.Module
-    vae: VAE
+    vae: VAEModel
     config: dict[str, Any] = field(default_factory=dict)
     dtype: torch.dtype = torch.float32
     _hint_cache: tuple | None = field(default=None, repr=False)

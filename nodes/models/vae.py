@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from .components import VAE
+from .components import VAEModel
 from .errors import ModelLoadError
 from .unet import norm_groups
 
@@ -115,7 +115,7 @@ def diffusers_config(sd: dict[str, Any], path: str | None = None) -> dict[str, A
     }
 
 
-class KLVAE(VAE):
+class KLVAE(VAEModel):
     """ComfyUI's VAE conventions over an AutoencoderKL: pixels 0..1 in [B,H,W,3], raw (unscaled) latents."""
 
     @torch.no_grad()
