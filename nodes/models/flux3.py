@@ -30,12 +30,10 @@ from diffusers.loaders.single_file_utils import convert_flux3_transformer_checkp
 from cluster.refs import ModelRef
 from nodes.arch import latent_format, sampling_config
 from nodes.models.components import DiffusionModel
-from nodes.models.errors import ModelLoadError
 from nodes.models.flux_keys import count_blocks, find_prefix, strip_prefix
 from nodes.models.fp8 import dequantize_scaled_fp8
-from nodes.models.lora import LoraTargets, merge_loras
-
-from .safetensors_io import build_module
+from nodes.models.lora import LoraTargets
+from nodes.models.single_file import load_single_file_transformer
 
 MARKER = "early_stream_modulations.image.lin.weight"
 FLOW_MAP_MARKER = "ref_time_in.in_layer.weight"
@@ -184,19 +182,16 @@ def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) 
     """A FLUX 3 DiffusionModel from a bare or `model.diffusion_model.`-prefixed transformer file, LoRAs merged
     (LoraLoaderModelOnly). It computes in float32 whatever the file's dtype; scaled fp8 is multiplied out, other
     quantised layouts (the template's int8 ConvRot) are refused with their extra tensors named."""
-    path = ref.sources[0] if ref.sources else None
-    try:
-        sd = bfl_layout(state_dict)
-    except ValueError as e:
-        raise ModelLoadError(path, f"not a usable FLUX 3 transformer: {e}") from None
-    if ref.patches:  # merged in BFL's names, before diffusers' converter reorders the output adaLN
-        sd, _ = merge_loras(ref.patches, lora_targets(sd), sd)
-    try:
-        sd = convert_flux3_transformer_checkpoint_to_diffusers(sd)
-        config = infer_config(sd)
-    except (KeyError, ValueError) as e:
-        raise ModelLoadError(path, f"not a usable FLUX 3 transformer: {e}") from None
-    module = build_module(lambda: Flux3Transformer2DModel(**config), sd, path, "FLUX 3 transformer")
+    module, config = load_single_file_transformer(
+        ref,
+        state_dict,
+        what="FLUX 3 transformer",
+        layout=bfl_layout,
+        lora_targets=lora_targets,
+        convert=convert_flux3_transformer_checkpoint_to_diffusers,
+        infer_config=infer_config,
+        model_class=Flux3Transformer2DModel,
+    )
     return Flux3DiffusionModel(
         arch="flux3",
         module=module,

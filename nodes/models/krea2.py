@@ -29,11 +29,10 @@ from cluster.refs import ModelRef
 from nodes.arch import latent_format, sampling_config
 from nodes.models.components import DiffusionModel
 from nodes.models.detect import KREA2_MARKER
-from nodes.models.errors import ModelLoadError
 from nodes.models.flux_keys import count_blocks, find_prefix, strip_prefix
 from nodes.models.fp8 import dequantize_scaled_fp8
-from nodes.models.lora import LoraTargets, merge_loras
-from nodes.models.safetensors_io import build_module
+from nodes.models.lora import LoraTargets
+from nodes.models.single_file import load_single_file_transformer
 
 PATCH = 2
 
@@ -171,19 +170,16 @@ def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) 
     (LoraLoaderModelOnly: the templates' style LoRAs). It computes in
     float32 whatever the file's dtype; scaled fp8 is multiplied out, other quantised layouts (int8 ConvRot,
     NVFP4) are refused by name with their extra tensors."""
-    path = ref.sources[0] if ref.sources else None
-    try:
-        sd = krea_layout(state_dict)
-    except ValueError as e:
-        raise ModelLoadError(path, f"not a usable Krea 2 transformer: {e}") from None
-    if ref.patches:  # merged in Krea's names, the ones the released LoRAs use
-        sd, _ = merge_loras(ref.patches, lora_targets(sd), sd)
-    try:
-        sd = convert_krea2_transformer_checkpoint_to_diffusers(sd)
-        config = infer_config(sd)
-    except (KeyError, ValueError) as e:
-        raise ModelLoadError(path, f"not a usable Krea 2 transformer: {e}") from None
-    module = build_module(lambda: Krea2Transformer2DModel(**config), sd, path, "Krea 2 transformer")
+    module, config = load_single_file_transformer(
+        ref,
+        state_dict,
+        what="Krea 2 transformer",
+        layout=krea_layout,
+        lora_targets=lora_targets,
+        convert=convert_krea2_transformer_checkpoint_to_diffusers,
+        infer_config=infer_config,
+        model_class=Krea2Transformer2DModel,
+    )
     return Krea2DiffusionModel(
         arch="krea2",
         module=module,
