@@ -85,6 +85,25 @@ class VAEEncodeFn(_VAEFn):
         return {"latent": latent.unsqueeze(2) if has_frame_axis(model.arch) else latent}
 
 
+@register
+class VAELatentStatisticsFn(_VAEFn):
+    """The per-channel latent statistics a VAE normalises its latents with (LTX-2's video VAE), for nodes that
+    work on latents in the VAE's raw space (LTXVLatentUpsampler)."""
+
+    name = "vae_latent_statistics"
+
+    def setup_io(self) -> None:
+        self.add_output("mean")
+        self.add_output("std")
+
+    def execute(self, model: VAEModel, inputs: dict[str, Any], params: VAEParams) -> dict[str, torch.Tensor]:
+        statistics = getattr(model, "latent_statistics", None)
+        if statistics is None:
+            raise ValueError(f"the {model.arch} VAE has no per-channel latent statistics (LTX-2's video VAE has)")
+        mean, std = statistics()
+        return {"mean": mean, "std": std}
+
+
 def tiled_encode(
     encode: Callable[[torch.Tensor], torch.Tensor],
     pixels: torch.Tensor,

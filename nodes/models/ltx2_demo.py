@@ -37,6 +37,20 @@ FILES = {
     "checkpoint": "checkpoints/ltx-2-19b-dev_tiny.safetensors",
     "text_encoder": "text_encoders/gemma_3_12B_it_tiny.safetensors",
 }
+UPSAMPLER_FILE = "latent_upscale_models/ltx-2-spatial-upscaler-x2-1.0_tiny.safetensors"
+# The published x2 upsampler's config (nodes/models/ltx2_upsampler.py) at tiny width: 32 channels (GroupNorm's 32
+# groups), one block per stage; the latent keeps the VAE's 128 channels.
+UPSAMPLER_CONFIG = {
+    "_class_name": "LatentUpsampler",
+    "in_channels": 128,
+    "mid_channels": 32,
+    "num_blocks_per_stage": 1,
+    "dims": 3,
+    "spatial_upsample": True,
+    "temporal_upsample": False,
+    "spatial_scale": 2.0,
+    "rational_resampler": False,
+}
 # The released file's transformer settings in ComfyUI's (LTXAVModel's) names, at tiny widths: 2 heads of 8 for
 # video and audio (equal head counts: ComfyUI builds both cross-modal RoPE tables with the audio heads, diffusers
 # the video one with the video heads), a 32-wide caption, 2 blocks.
@@ -298,6 +312,29 @@ def metadata() -> dict[str, str]:
     return {"config": json.dumps({"transformer": TRANSFORMER_CONFIG, "vae": VAE_CONFIG})}
 
 
+def tiny_upsampler_state_dict(config: dict, seed: int = SEED) -> dict[str, torch.Tensor]:
+    """A latent upsampler's tensors in the published (diffusers' LTX2LatentUpsamplerModel's) names, bfloat16."""
+    from diffusers.pipelines.ltx2.latent_upsampler import LTX2LatentUpsamplerModel
+
+    from nodes.models.ltx2_upsampler import diffusers_config as upsampler_config
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed + 2)
+        gen = torch.Generator().manual_seed(seed + 2)
+        model = LTX2LatentUpsamplerModel(**upsampler_config(config))
+        randomize_constants(model, gen)
+    return {k: v.to(torch.bfloat16).contiguous() for k, v in model.state_dict().items()}
+
+
+def build_upsampler(path: Path, config: dict = UPSAMPLER_CONFIG, seed: int = SEED) -> Path:
+    """Write a tiny latent upsampler file with `config` in its metadata, as the published files carry it."""
+    sd = tiny_upsampler_state_dict(config, seed)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    meta = {"config": json.dumps(config)}
+    write_atomic(path, lambda tmp: save_file(sd, tmp, metadata=meta))
+    return path
+
+
 def build_demo_ltx2(models_dir: Path, seed: int = SEED) -> list[Path]:
     """Write ltx2-tiny under a ComfyUI models folder; returns the paths written."""
     written = []
@@ -307,4 +344,5 @@ def build_demo_ltx2(models_dir: Path, seed: int = SEED) -> list[Path]:
         meta = metadata() if name == "checkpoint" else None
         write_atomic(path, lambda tmp, sd=sd, meta=meta: save_file(sd, tmp, metadata=meta))
         written.append(path)
+    written.append(build_upsampler(Path(models_dir) / UPSAMPLER_FILE, seed=seed))
     return written

@@ -109,6 +109,11 @@ class LTX2VideoVAE(VAEModel):
         std = module.latents_std.view(1, -1, 1, 1, 1)
         return (module.encode(x).latent_dist.mode().float() - mean) / std
 
+    def latent_statistics(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The file's per-channel mean-of-means and std-of-means that latents are normalised with."""
+        module: AutoencoderKLLTX2Video = self.module
+        return module.latents_mean.float().clone(), module.latents_std.float().clone()
+
     @torch.no_grad()
     def decode(self, latent: torch.Tensor) -> torch.Tensor:
         """[B,128,F,h,w] -> IMAGE [B*(8(F-1)+1),32h,32w,3]."""
