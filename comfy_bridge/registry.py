@@ -41,7 +41,7 @@ class NodeRegistry:
         self.display_names.update(display_names or {})
 
     def node_info(self, class_type: str) -> dict:
-        """The /object_info entry, shaped exactly like ComfyUI's (key order included)."""
+        """The /object_info entry, shaped exactly like today's ComfyUI's for a plain class (key order included)."""
         cls = self.classes[class_type]
         if is_v3(cls):
             return cls.GET_NODE_INFO_V1()
@@ -49,6 +49,7 @@ class NodeRegistry:
         info: dict[str, Any] = {
             "input": inputs,
             "input_order": {key: list(value.keys()) for key, value in inputs.items()},
+            "is_input_list": getattr(cls, "INPUT_IS_LIST", False),
             "output": cls.RETURN_TYPES,
             "output_is_list": cls.OUTPUT_IS_LIST if hasattr(cls, "OUTPUT_IS_LIST") else [False] * len(cls.RETURN_TYPES),
             "output_name": cls.RETURN_NAMES if hasattr(cls, "RETURN_NAMES") else cls.RETURN_TYPES,
@@ -57,21 +58,23 @@ class NodeRegistry:
             "description": getattr(cls, "DESCRIPTION", ""),
             "python_module": getattr(cls, "RELATIVE_PYTHON_MODULE", "nodes"),
             "category": getattr(cls, "CATEGORY", "sd"),
-            "output_node": getattr(cls, "OUTPUT_NODE", False) is True or getattr(cls, "OUTPUT_NODE", False) == True,  # noqa: E712 (1 counts)
+            "output_node": _flag(cls, "OUTPUT_NODE"),
+            "has_intermediate_output": _flag(cls, "HAS_INTERMEDIATE_OUTPUT"),
         }
         if hasattr(cls, "OUTPUT_TOOLTIPS"):
             info["output_tooltips"] = cls.OUTPUT_TOOLTIPS
-        # today's ComfyUI: which MatchType template each output follows, and the names search finds it by
+        # which MatchType template each output follows (our plain classes with dynamic inputs; V3 nodes say it
+        # in their own entry)
         if hasattr(cls, "OUTPUT_MATCHTYPES"):
             info["output_matchtypes"] = cls.OUTPUT_MATCHTYPES
-        if hasattr(cls, "SEARCH_ALIASES"):
-            info["search_aliases"] = cls.SEARCH_ALIASES
-        if getattr(cls, "DEPRECATED", False):
-            info["deprecated"] = True
-        if getattr(cls, "EXPERIMENTAL", False):
-            info["experimental"] = True
+        for flag in ("deprecated", "experimental", "dev_only"):
+            if getattr(cls, flag.upper(), False):
+                info[flag] = True
         if hasattr(cls, "API_NODE"):
             info["api_node"] = cls.API_NODE
+        info["search_aliases"] = getattr(cls, "SEARCH_ALIASES", [])
+        if hasattr(cls, "ESSENTIALS_CATEGORY"):
+            info["essentials_category"] = cls.ESSENTIALS_CATEGORY
         return info
 
     def object_info(self) -> dict[str, dict]:
@@ -82,6 +85,12 @@ class NodeRegistry:
             except Exception:
                 log.exception("[ERROR] An error occurred while retrieving information for the '%s' node.", class_type)
         return out
+
+
+def _flag(cls: type, name: str) -> bool:
+    """A class flag as ComfyUI's server reads it: True, or anything equal to True (1 counts)."""
+    value = getattr(cls, name, False)
+    return value is True or value == True  # noqa: E712
 
 
 def run_coroutine_sync(coro: Coroutine) -> Any:

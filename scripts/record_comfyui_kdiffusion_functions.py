@@ -49,6 +49,10 @@ SAMPLERS = [
     "euler_cfg_pp",
     "dpmpp_2m_cfg_pp",
     "er_sde",
+    "seeds_2",
+    "seeds_3",
+    "exp_heun_2_x0",
+    "exp_heun_2_x0_sde",
 ]
 OPTIONS = [
     ("euler_ancestral", {"eta": 0.5, "s_noise": 0.8}),

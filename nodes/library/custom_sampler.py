@@ -457,7 +457,9 @@ class KSamplerSelect(_SamplerObject):
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"sampler_name": (SAMPLER_NAMES, {"tooltip": "The sampling algorithm."})}}
+        # today's ComfyUI declares it as a V3 combo (0.3.64's plain list form is the same widget)
+        options = {"multiselect": False, "options": SAMPLER_NAMES, "tooltip": "The sampling algorithm."}
+        return {"required": {"sampler_name": ("COMBO", options)}}
 
     def get_sampler(self, sampler_name):
         if sampler_name not in SAMPLER_NAMES:

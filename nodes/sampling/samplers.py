@@ -52,6 +52,14 @@ def _named(sampler: Sampler, name: str) -> Sampler:
     return sampler
 
 
+def _exp_heun_2_x0(eta: float, name: str) -> SEEDS:
+    """Exponential Heun in data prediction and log-SNR time: SEEDS-2 with its intermediate point at the step's
+    end (r 1) and the phi_2 combination; deterministic at eta 0, stochastic (the _sde variant) at eta 1."""
+    sampler = SEEDS(2, eta=eta, s_noise=eta)
+    sampler.r, sampler.phi = 1.0, "phi_2"
+    return _named(sampler, name)
+
+
 _ALL: list[Sampler] = [
     Euler(),
     EulerAncestral(),
@@ -91,6 +99,8 @@ _ALL: list[Sampler] = [
     ERSDE(),
     SEEDS(2),
     SEEDS(3),
+    _exp_heun_2_x0(0.0, "exp_heun_2_x0"),
+    _exp_heun_2_x0(1.0, "exp_heun_2_x0_sde"),
     SASolver(),
     SASolver(use_pece=True),
     DPMFast(),
@@ -109,6 +119,8 @@ _COMFY_ORDER = [
     "euler_ancestral_cfg_pp",
     "heun",
     "heunpp2",
+    "exp_heun_2_x0",
+    "exp_heun_2_x0_sde",
     "dpm_2",
     "dpm_2_ancestral",
     "lms",

@@ -10,10 +10,13 @@ from nodes.workspace import Workspace, activate
 
 
 def test_v1_node_info_shape(registry):
+    """As today's ComfyUI's server.py builds a plain class's entry (read at Comfy-Org/ComfyUI 002c3fb9): the
+    input-list and intermediate-output flags always, search aliases always (empty when the class has none)."""
     info = registry.node_info("Const")
     assert list(info) == [
         "input",
         "input_order",
+        "is_input_list",
         "output",
         "output_is_list",
         "output_name",
@@ -23,11 +26,35 @@ def test_v1_node_info_shape(registry):
         "python_module",
         "category",
         "output_node",
+        "has_intermediate_output",
+        "search_aliases",
     ]
     assert info["display_name"] == "Constant" and info["python_module"] == "nodes" and info["category"] == "sd"
     assert info["output_is_list"] == [False] and info["output_name"] == ("FLOAT",)
+    assert info["is_input_list"] is False and info["has_intermediate_output"] is False and info["search_aliases"] == []
     out = registry.node_info("Output")
     assert out["output_node"] is True and out["input_order"] == {"required": ["value"], "hidden": ["unique_id"]}
+
+
+def test_v1_node_info_reads_todays_class_flags(registry):
+    class Flagged:
+        INPUT_IS_LIST = True
+        HAS_INTERMEDIATE_OUTPUT = 1
+        DEV_ONLY = True
+        SEARCH_ALIASES = ["alias"]
+        ESSENTIALS_CATEGORY = "Basics"
+        RETURN_TYPES = ("INT",)
+        FUNCTION = "run"
+
+        @classmethod
+        def INPUT_TYPES(cls):
+            return {"required": {}}
+
+    registry.classes["Flagged"] = Flagged
+    info = registry.node_info("Flagged")
+    assert info["is_input_list"] is True and info["has_intermediate_output"] is True and info["dev_only"] is True
+    assert info["search_aliases"] == ["alias"] and info["essentials_category"] == "Basics"
+    assert list(info)[-3:] == ["dev_only", "search_aliases", "essentials_category"]
 
 
 def test_v3_node_info_shape(registry):
