@@ -145,5 +145,61 @@ class TextGenerate:
         return split_thinking(text)
 
 
-NODE_CLASS_MAPPINGS = {"TextGenerate": TextGenerate}
-NODE_DISPLAY_NAME_MAPPINGS = {"TextGenerate": "Generate Text"}
+# The system prompts of Generate LTX2 Prompt: our own wording of what ComfyUI's (Lightricks' prompt-enhancer
+# instructions, whose text is not copied here) ask of Gemma, so on real weights the expanded prompts differ from
+# ComfyUI's; a `system_prompt` input replaces them.
+LTX2_T2V_SYSTEM = (
+    "You turn a short description of a scene into a detailed prompt for a text-to-video model that also makes the "
+    "sound. Keep everything the user asked for and add concrete visual detail where the request is vague: "
+    "setting, lighting, materials, the people's clothing and expressions. Describe the action in order as it "
+    "happens, in the present tense, and describe the sounds beside it: ambience, effects, and quoted speech only "
+    "when the user asks for speech. Add no camera movement the user did not ask for, no cuts and no timestamps. "
+    "Write one paragraph of plain English without headings or markdown. If the request cannot be used, return it "
+    "unchanged."
+)
+LTX2_I2V_SYSTEM = (
+    "You write a concise prompt for an image-to-video model that also makes the sound. The image is the video's "
+    "first frame; the user says what should happen. Describe only what changes from the image: the actions in "
+    "order, in the present tense, with the sounds that go with them (ambience, effects, and quoted speech only "
+    "when the user asks for speech). Keep what the user asked for, add no camera movement the user did not ask "
+    "for, no cuts and no timestamps, and do not restate what the image already shows. Write one paragraph of "
+    "plain English without headings or markdown. If the request cannot be used, return it unchanged."
+)
+
+
+class TextGenerateLTX2Prompt(TextGenerate):
+    """Generate LTX2 Prompt: Generate Text with Gemma 3's chat around a prompt-expanding system prompt (image-to-
+    video when an image is given); an empty answer gives the user's prompt back."""
+
+    SEARCH_ALIASES = ["prompt enhance", "LLM", "gemma"]
+
+    async def execute(
+        self,
+        clip,
+        prompt: str,
+        max_length: int,
+        sampling_mode: str,
+        image=None,
+        video=None,
+        audio=None,
+        thinking: bool = False,
+        use_default_template: bool = True,
+        mtp: str = "auto",
+        system_prompt: str = "",
+        **kwargs: Any,
+    ):
+        system = (system_prompt or "").strip() or (LTX2_I2V_SYSTEM if image is not None else LTX2_T2V_SYSTEM)
+        media = "\n<image_soft_token>\n" if image is not None else ""
+        chat = (
+            f"<start_of_turn>system\n{system}<end_of_turn>\n"
+            f"<start_of_turn>user\n{media}\nUser Raw Input Prompt: {prompt}.<end_of_turn>\n"
+            "<start_of_turn>model\n"
+        )
+        text, reasoning = await super().execute(
+            clip, chat, max_length, sampling_mode, image, video, audio, thinking, use_default_template, mtp, **kwargs
+        )
+        return text or prompt, reasoning
+
+
+NODE_CLASS_MAPPINGS = {"TextGenerate": TextGenerate, "TextGenerateLTX2Prompt": TextGenerateLTX2Prompt}
+NODE_DISPLAY_NAME_MAPPINGS = {"TextGenerate": "Generate Text", "TextGenerateLTX2Prompt": "Generate LTX2 Prompt"}

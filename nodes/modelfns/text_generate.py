@@ -61,7 +61,16 @@ class TextGenerateFn(ModelFn):
     def execute(
         self, model: TextEncoder, inputs: dict[str, Any], params: TextGenerateParams
     ) -> dict[str, torch.Tensor]:
-        from nodes.models.text_generate import HEAD, Sampling, check_media, decode, generate, language_model, prompt_ids
+        from nodes.models.text_generate import (
+            HEAD,
+            Sampling,
+            check_media,
+            decode,
+            generate,
+            language_model,
+            prompt_ids,
+            stop_tokens,
+        )
 
         check_media(model.arch, params.media)
         ids = prompt_ids(model, params.prompt, params.use_template, params.system_prompt, params.thinking)
@@ -70,6 +79,7 @@ class TextGenerateFn(ModelFn):
             ids,
             params.max_length,
             Sampling.from_params(params),
+            stop_tokens=stop_tokens(model.arch),
             head=model.modules.get(HEAD),
         )
         text = decode(model, new)

@@ -178,6 +178,33 @@ class LTX2TextEncoder(TextEncoder):
         return torch.cat(joined, dim=-1), None
 
 
+END_OF_TURN, END_OF_TURN_ID = "<end_of_turn>", 106  # the Gemma 3 chat turn's end, a special token id
+
+
+def generation_ids(encoder: LTX2TextEncoder, text: str) -> list[int]:
+    """Gemma's ids of a chat text as ComfyUI tokenizes one for generation: BOS, then each space-separated word
+    by the SentencePiece model, `<end_of_turn>` taken as its special id wherever it stands in a word."""
+    ids = [BOS]
+    for word in text.split(" "):
+        for i, piece in enumerate(word.split(END_OF_TURN)):
+            if i:
+                ids.append(END_OF_TURN_ID)
+            if piece:
+                ids += encoder.tokenizer(piece)
+    return ids
+
+
+def decode_ids(encoder: LTX2TextEncoder, ids: list[int]) -> str:
+    """Generated ids as text: SentencePiece's decoding, which leaves out its control tokens (BOS, EOS, pad);
+    a final `<end_of_turn>` (the stop token) is dropped."""
+    import sentencepiece
+
+    if ids and ids[-1] == END_OF_TURN_ID:
+        ids = ids[:-1]
+    processor = sentencepiece.SentencePieceProcessor(model_proto=encoder.extra["spiece_model"])
+    return processor.decode(ids)
+
+
 def _connect(connector: LTX2ConnectorTransformer1d, states: torch.Tensor) -> torch.Tensor:
     """ComfyUI's Embeddings1DConnector: registers after the text up to a multiple of their count (>= 1024)."""
     tokens = states.shape[1]
@@ -241,6 +268,7 @@ def load_text_encoder(ref: ModelRef, state_dicts: Sequence[Mapping[str, torch.Te
         "video": _connector(ckpt, ckpt_path, "video", head_dim),
         "audio": _connector(ckpt, ckpt_path, "audio", head_dim),
     }
+    proto = spiece.numpy().tobytes()
     return LTX2TextEncoder(
-        arch="ltx2", modules=modules, layer=None, tokenizer=spiece_tokenizer(spiece.numpy().tobytes())
+        arch="ltx2", modules=modules, layer=None, tokenizer=spiece_tokenizer(proto), extra={"spiece_model": proto}
     )

@@ -1,6 +1,7 @@
 """Text generation with the language models the image families load as text encoders (today's ComfyUI
-`TextGenerate`): Z-Image's Qwen3 (CLIPLoader type lumina2), FLUX.2 Klein's Qwen3 (type flux2) and Qwen-Image's
-Qwen2.5-VL language model.
+`TextGenerate`): Z-Image's Qwen3 (CLIPLoader type lumina2), FLUX.2 Klein's Qwen3 (type flux2), Qwen-Image's
+Qwen2.5-VL language model, Krea 2's Qwen3-VL and LTX-2's Gemma 3 (LTXAVTextEncoderLoader; its ids and stop token
+in nodes.models.ltx2_text: BOS, SentencePiece per word, `<end_of_turn>` ends the text; tied head).
 
 As ComfyUI generates with them:
 - the prompt goes into the model's chat template as its tokenizer builds it for generation (below, per
@@ -35,7 +36,15 @@ LANGUAGE_MODELS = {
     "flux2": "qwen3_4b",
     "qwen_image": "qwen25_7b",
     "krea2": "qwen3vl_4b",
+    "ltx2": "gemma3_12b",  # LTX-2's Gemma 3 (LTXAVTextEncoderLoader's CLIP): its embeddings are its head
 }  # arch -> module key
+# Gemma 3's chat around a prompt, as ComfyUI's Gemma 3 tokenizer wraps one (a text already begun with a turn is
+# taken as it is).
+GEMMA_CHAT = (
+    "<start_of_turn>system\nYou are a helpful assistant.<end_of_turn>\n<start_of_turn>user\n{}<end_of_turn>\n"
+    "<start_of_turn>model\n"
+)
+GEMMA_TURN = "<start_of_turn>"
 CLOSED_THINKING = "<think>\n\n</think>\n\n"  # Qwen3's empty reasoning block: answer without thinking
 # Qwen3's added tokens after Qwen2.5's last (151664), none of them special (so ComfyUI's decode keeps them).
 QWEN3_TOKENS = {151665: "<tool_response>", 151666: "</tool_response>", 151667: "<think>", 151668: "</think>"}
@@ -88,9 +97,11 @@ def generation_text(
         if not use_template or prompt.startswith(RAW_PREFIXES):
             return prompt
         return _system(system_prompt) + CHAT.format(prompt)
+    if arch == "ltx2":  # ComfyUI's Gemma 3 template has no system-prompt slot: system_prompt is unused
+        return prompt if not use_template or prompt.startswith(GEMMA_TURN) else GEMMA_CHAT.format(prompt)
     raise ValueError(
         f"clip: TextGenerate needs a language-model text encoder (Z-Image's or FLUX.2 Klein's Qwen3, "
-        f"Qwen-Image's Qwen2.5-VL, Krea 2's Qwen3-VL); this CLIP is a {arch} text encoder"
+        f"Qwen-Image's Qwen2.5-VL, Krea 2's Qwen3-VL, LTX-2's Gemma 3); this CLIP is a {arch} text encoder"
     )
 
 
@@ -99,6 +110,10 @@ def prompt_ids(
 ) -> list[int]:
     """The token ids TextGenerate generates after, tokenized as the family's encoder tokenizes its prompts."""
     text = unescape_parens(escape_parens(generation_text(encoder.arch, prompt, use_template, system_prompt, thinking)))
+    if encoder.arch == "ltx2":
+        from nodes.models.ltx2_text import generation_ids
+
+        return generation_ids(encoder, text)
     if encoder.arch == "qwen_image":  # its encoder tokenizes the pieces from each "embedding:" on apart
         from nodes.models.qwen_image_text import EMBEDDING, EMBEDDING_SPLIT
 
@@ -107,6 +122,15 @@ def prompt_ids(
     else:
         ids = tokenizer(encoder).encode(text)
     return ids or [ENDOFTEXT_ID]  # ComfyUI pads an empty prompt to one token
+
+
+def stop_tokens(arch: str) -> tuple[int, ...]:
+    """The ids that end generation: Gemma 3's end of turn (ComfyUI stops LTX-2's Gemma only there), else Qwen's."""
+    if arch == "ltx2":
+        from nodes.models.ltx2_text import END_OF_TURN_ID
+
+        return (END_OF_TURN_ID,)
+    return STOP_TOKENS
 
 
 def tokenizer(encoder: TextEncoder) -> QwenTokenizer:
@@ -123,6 +147,10 @@ def decode(encoder: TextEncoder, ids: list[int]) -> str:
     """The generated text, the special tokens (<|im_end|>, ...) left out, as ComfyUI decodes it. Qwen3's four
     tokens past Qwen2.5's vocabulary (<think>, </think>, ...) are written out where the tokenizer (Qwen2.5's,
     shipped here) lacks them: a Qwen3 that reasons first must keep its `</think>` for the thinking output."""
+    if encoder.arch == "ltx2":
+        from nodes.models.ltx2_text import decode_ids
+
+        return decode_ids(encoder, ids)
     tok = tokenizer(encoder)
     extra = (
         {}
@@ -164,8 +192,8 @@ def attach_head(encoder: TextEncoder, path: str) -> None:
 def check_media(arch: str, media: list[str] | tuple[str, ...]) -> None:
     """Z-Image's and Klein's tokenizers drop images, video and audio (as ComfyUI's do); Qwen-Image's would read
     an image with its vision tower, which generation here does not do yet (ComfyUI refuses its video and audio)."""
-    if arch in ("qwen_image", "krea2") and media:  # Krea 2's Qwen3-VL likewise has a vision tower
-        family = "Krea 2" if arch == "krea2" else "Qwen-Image"
+    if arch in ("qwen_image", "krea2", "ltx2") and media:  # Krea 2's Qwen3-VL and Gemma 3 have vision towers
+        family = {"krea2": "Krea 2", "ltx2": "LTX-2 (Gemma 3)"}.get(arch, "Qwen-Image")
         raise ValueError(
             f"{media[0]}: TextGenerate reads text only here (images, video and audio are not "
             f"supported yet for {family}'s encoder); leave the {', '.join(media)} input unconnected"
