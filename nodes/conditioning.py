@@ -113,6 +113,8 @@ def flatten(name: str, conditioning: list, percent_to_sigma) -> tuple[dict[str, 
             entry["ref_latents"] = len(refs)
             if opts.get("reference_latents_method") is not None:
                 entry["ref_latents_method"] = str(opts["reference_latents_method"])
+        if opts.get("image_slots"):  # Qwen-Image 2.1: where each reference latent joins the prompt's states
+            entry["image_slots"] = [int(s) for s in opts["image_slots"]]
         entries.append(entry)
     return tensors, entries
 

@@ -12,9 +12,12 @@ As ComfyUI 0.3.64 sizes them (`area` resampling, aspect ratio kept, from the ima
   even with no image. Only an image's first three channels are read (as the newest ComfyUI does).
 
 TextEncodeQwenImage21 (newest ComfyUI source) encodes the prompt and the negative prompt with Qwen-Image 2.1's
-Qwen3-VL text encoder (nodes.models.qwen_image21_text) and gives an empty 64-channel latent of resolution x
-resolution pixels (1024 when 0) at 1/16 scale. Reference images need Qwen3-VL's vision tower (Qwen-Image 2.1's
-VAE loads, nodes.models.qwen_image21_vae), which is not supported yet: a linked image is refused by name.
+Qwen3-VL text encoder (nodes.models.qwen_image21_text), both reading the same reference images (up to 16, the
+first picture of each input): each is resized (lanczos, aspect kept) to about resolution x resolution pixels with
+sides at multiples of 32 (resolution 0: its own size rounded to 32), seen by the vision tower with any alpha laid
+over white, and, given a VAE, encoded with all its channels as a reference latent; then the image tokens leave the
+conditioning and `image_slots` say where the latents go. Without a VAE the image tokens stay. The empty 64-channel
+latent at 1/16 scale has the first reference's size, else resolution x resolution pixels (1024 when 0).
 
 QwenImage21Cache (newest ComfyUI source) sets where and how Qwen-Image 2.1 keeps the text and reference keys and
 values between steps. Here every step recomputes them (ComfyUI's "off"), which gives the same numbers as
@@ -148,11 +151,34 @@ RESOLUTION_TOOLTIP = (
 LATENT_TOOLTIP = "The empty latent to sample: the first reference image's size, else resolution x resolution."
 
 
-async def encode_text(clip, prompt: str) -> list:
+def reference_size(height: int, width: int, resolution: int) -> tuple[int, int]:
+    """(height, width) TextEncodeQwenImage21 gives a reference image: about resolution x resolution pixels, aspect
+    kept, or with resolution 0 its own size; sides rounded to multiples of 32, at least 32."""
+    if resolution > 0:
+        ratio = width / height
+        w = round(math.sqrt(resolution * resolution * ratio) / 32) * 32
+        h = round(math.sqrt(resolution * resolution / ratio) / 32) * 32
+    else:
+        w, h = round(width / 32) * 32, round(height / 32) * 32
+    return max(32, h), max(32, w)
+
+
+async def encode_text(
+    clip, prompt: str, images: list[torch.Tensor] = (), keep_vision: bool = True, references: list = ()
+) -> list:
+    """CONDITIONING of `prompt` with Qwen-Image 2.1's encoder reading `images`; with `keep_vision` off the image
+    tokens are left out and their slots recorded, and `references` are added as reference latents."""
+    inputs = {f"image{i}": image for i, image in enumerate(images)}
+    params = {"text": prompt, "images": len(images), "keep_vision": keep_vision}
     conditioning = []
     for ref, extra in encodings(clip):
-        out = await call_model_fn("text_encode", ref, "clip", {}, {"text": prompt})
-        conditioning.append([out["cond"], {"pooled_output": out.get("pooled"), **extra}])
+        out = await call_model_fn("text_encode", ref, "clip", inputs, params)
+        opts = {"pooled_output": out.get("pooled"), **extra}
+        if out.get("image_slots") is not None:
+            opts["image_slots"] = [int(s) for s in out["image_slots"].tolist()]
+        if references:
+            opts["reference_latents"] = list(references)
+        conditioning.append([out["cond"], opts])
     return conditioning
 
 
@@ -164,7 +190,7 @@ class TextEncodeQwenImage21:
             {
                 **IMAGES_21[1],
                 "tooltip": "Up to 16 reference images: read by the text "
-                "encoder and joined to the image tokens as VAE latents.",
+                "encoder and, given a VAE, spliced into the sequence as latents.",
             },
         )
         return {
@@ -189,18 +215,13 @@ class TextEncodeQwenImage21:
     FUNCTION = "execute"
     CATEGORY = "model/conditioning/qwen image"
     DESCRIPTION = (
-        "Encodes the prompt and the negative prompt for Qwen-Image 2.1 and gives the empty latent to "
-        "sample (resolution x resolution pixels). Reference images are not supported yet."
+        "Encodes the prompt and the negative prompt for Qwen-Image 2.1 with up to 16 reference images (read by "
+        "the text encoder's vision tower and, given a VAE, added as reference latents) and gives the empty latent "
+        "to sample: the first reference's size, else resolution x resolution pixels."
     )
     RELATIVE_PYTHON_MODULE = MODULE
 
     async def execute(self, clip, prompt: str, negative_prompt: str, resolution: int = 1024, vae=None, **kwargs):
-        linked = [name for name, image in group(kwargs, "images", IMAGES_21).items() if image is not None]
-        if linked:
-            raise ValueError(
-                f"images: {', '.join(linked)}: reference images for Qwen-Image 2.1 (they need Qwen3-VL's "
-                "vision tower) are not supported yet; unlink them to generate from text"
-            )
         clip = require_component(clip, "text_encoder", "clip")
         if clip.arch != "qwen_image21":
             raise ValueError(
@@ -210,9 +231,30 @@ class TextEncodeQwenImage21:
         resolution = int(resolution)
         if not 0 <= resolution <= 4096:
             raise ValueError(f"resolution: {resolution} is outside 0..4096")
-        side = resolution or 1024
-        latent = torch.zeros([1, 64, side // 16, side // 16])
-        return (await encode_text(clip, prompt), await encode_text(clip, negative_prompt), {"samples": latent})
+        latent_w = latent_h = resolution or 1024
+        seen, references = [], []
+        for name, image in group(kwargs, "images", IMAGES_21).items():
+            if image is None:
+                continue
+            image = _image(image, name)[:1]  # one picture per input
+            height, width = reference_size(image.shape[1], image.shape[2], resolution)
+            if (height, width) != tuple(image.shape[1:3]):
+                image = common_upscale(image.movedim(-1, 1), width, height, "lanczos", "disabled").movedim(1, -1)
+            if not seen:
+                latent_w, latent_h = width, height
+            rgb = image[:, :, :, :3]
+            if image.shape[-1] > 3:  # the vision tower sees alpha over white; the VAE reads every channel
+                rgb = rgb * image[:, :, :, 3:] + (1.0 - image[:, :, :, 3:])
+            seen.append(rgb)
+            if vae is not None:
+                vae_ref = require_component(vae, "vae", "vae")
+                out = await call_model_fn("vae_encode", vae_ref, "vae", {"pixels": image}, {})
+                references.append(out["latent"])
+        keep = not references
+        positive = await encode_text(clip, prompt, seen, keep, references)
+        negative = await encode_text(clip, negative_prompt, seen, keep, references)
+        latent = torch.zeros([1, 64, latent_h // 16, latent_w // 16])
+        return (positive, negative, {"samples": latent})
 
 
 CACHE_DEVICES = ["auto", "gpu", "cpu", "off"]

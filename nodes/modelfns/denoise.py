@@ -292,6 +292,7 @@ class GuidedDenoiser:
                 tuple((h.hook.uid, h.hook.keyframes.uid) for h in entry_hooks(e)),
                 tuple(tuple(self.inputs[f"{e['key']}.ref.{i}"].shape[1:]) for i in range(e.get("ref_latents", 0))),
                 e.get("ref_latents_method"),
+                tuple(e.get("image_slots", ())),
                 tuple(e.get("vace_strength", ())),  # a constant of the batch, as ComfyUI's CONDConstant
             )
             groups.setdefault(gkey, []).append((side, e, area, mult))
@@ -432,6 +433,8 @@ class GuidedDenoiser:
                 fmt.process_in(stacked(f"ref.{i}")).to(device) for i in range(entries[0]["ref_latents"])
             ]
             cond["ref_latents_method"] = entries[0].get("ref_latents_method")
+        if entries[0].get("image_slots"):  # Qwen-Image 2.1: the references' places in the prompt's states
+            cond["image_slots"] = entries[0]["image_slots"]
         return cond
 
     def _vace(self, entries: list[dict], x: torch.Tensor) -> torch.Tensor | None:

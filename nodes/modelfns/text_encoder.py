@@ -19,6 +19,7 @@ class TextEncodeParams(Params):
     drop_empty: bool = False  # an empty text gives its sub-encoder no tokens (CLIPTextEncodeSD3)
     images: int = 0  # Qwen-Image-Edit: how many IMAGE inputs image0.. the prompt reads
     template: str | None = None  # and its chat template
+    keep_vision: bool = True  # Qwen-Image 2.1: False leaves the images' tokens out and returns their slots
 
 
 @register
@@ -33,6 +34,7 @@ class TextEncode(ModelFn):
     def setup_io(self) -> None:
         self.add_output("cond")
         self.add_output("pooled")
+        self.add_output("image_slots")
 
     @classmethod
     def warm_up(cls) -> None:
@@ -51,6 +53,9 @@ class TextEncode(ModelFn):
         if params.images or params.template:  # Qwen-Image-Edit: images read inside the prompt
             images = [self.resolve(inputs, f"image{i}") for i in range(params.images)]
             tokens = model.tokenize(params.text, images=len(images), template=params.template)
+            if not params.keep_vision:
+                cond, slots = model.encode_with_slots(tokens, images, keep_vision=False)
+                return {"cond": cond, "image_slots": torch.tensor(slots, dtype=torch.int64)}
             cond, pooled = model.encode(tokens, images)
         else:
             cond, pooled = model.encode(tokens_for(model, params))

@@ -2,11 +2,18 @@
 transformers' Qwen3VLForConditionalGeneration names: `model.language_model.*`, `model.visual.*`, `lm_head.*`).
 
 As the newest ComfyUI source encodes a prompt for it (comfy/text_encoders/qwen_image21.py, qwen3vl.py): the prompt
-(a space if empty) goes into Qwen-Image 2.1's chat template with a system turn and no weighting syntax, is
-tokenized with Qwen2's tokenizer, and the conditioning is the last decoder layer's output before the final norm,
-without the system turn (every token before the second <|im_start|>); no pooled vector. Only the language model
-runs: prompts with reference images (the vision tower) are not supported yet. The sizes come from the shapes;
-the rope theta, which no shape carries, is Qwen3-VL's (5,000,000)."""
+(a space if empty) goes into Qwen-Image 2.1's chat template with a system turn and no weighting syntax (a prompt
+that starts with <|im_start|> is chat text already), is tokenized with Qwen2's tokenizer, and the conditioning is
+the last decoder layer's output before the final norm, without the system turn (every token before the second
+<|im_start|>); no pooled vector. The sizes come from the shapes; the rope theta and the rotary sections, which no
+shape carries, are Qwen3-VL's (5,000,000; 24/20/20 frequencies for frame, row and column, interleaved).
+
+With reference images (TextEncodeQwenImage21) the template announces them before the prompt, "<imageN>" and a
+vision block each, joined by spaces; the vision tower (nodes.models.qwen3vl_vision) reads each picture, its tokens
+replace the block's <|image_pad|>, take Qwen-VL's 3-axis positions and receive the tower's DeepStack features
+after the first decoder layers. Without `keep_vision` the image tokens are then dropped from the conditioning and
+their `image_slots` (where each image's tokens stood in what is kept) are returned: the diffusion model splices the
+reference latents in there."""
 
 from __future__ import annotations
 
@@ -21,6 +28,14 @@ from nodes.models.components import TextEncoder
 from nodes.models.errors import ModelLoadError
 from nodes.models.flux_keys import find_prefix, strip_prefix
 from nodes.models.qwen3_text import count_layers
+from nodes.models.qwen3vl_vision import (
+    IMAGE_PAD_ID,
+    VisionEmbeddings,
+    build_vision_model,
+    encode_image,
+    has_vision_model,
+    mrope_positions,
+)
 from nodes.models.qwen_tokenizer import QwenTokenizer, qwen_tokenizer
 from nodes.models.safetensors_io import build_module
 from nodes.models.tokenizer import escape_parens, unescape_parens
@@ -28,11 +43,14 @@ from nodes.models.zimage_text import tokenizer_dirs
 
 SYSTEM = "<|im_start|>system\nComprehend and analyze the provided prompt.<|im_end|>\n"
 TEMPLATE = SYSTEM + "<|im_start|>user\n{}<|im_end|>\n<|im_start|>assistant\n"
+VISION_BLOCK = "<|vision_start|><|image_pad|><|vision_end|>"
 IM_START = 151644
 SUB = "qwen3vl_8b"  # ComfyUI's name for the sub-encoder (its token dict key)
+VISION = "visual"  # the vision tower's key in the encoder's modules
 LM = "model.language_model."
 LM_MARKER = LM + "layers.0.self_attn.q_norm.weight"
 ROPE_THETA = 5_000_000.0
+MROPE_SECTION = [24, 20, 20]  # ComfyUI's Qwen3VL rope_dims (and the published config's mrope_section)
 RMS_NORM_EPS = 1e-6
 
 
@@ -52,7 +70,7 @@ def language_model_config(sd: Mapping[str, torch.Tensor]) -> dict[str, Any]:
         "num_attention_heads": int(q_out // head_dim),
         "num_key_value_heads": int(kv_out // head_dim),
         "head_dim": int(head_dim),
-        "rope_parameters": {"rope_type": "default", "rope_theta": ROPE_THETA},
+        "rope_parameters": {"rope_type": "default", "rope_theta": ROPE_THETA, "mrope_section": MROPE_SECTION},
         "rms_norm_eps": RMS_NORM_EPS,
     }
 
@@ -66,7 +84,7 @@ def build_language_model(state_dict: Mapping[str, torch.Tensor], path: str | Non
     prefix = find_prefix(state_dict.keys(), LM_MARKER)
     if prefix is None:
         raise ModelLoadError(path, f"no Qwen3-VL language model weights ({LM_MARKER})")
-    sd = strip_prefix(state_dict, prefix + LM)  # the vision tower and the LM head are not read
+    sd = strip_prefix(state_dict, prefix + LM)  # the vision tower and the LM head are not read here
     try:
         config = Qwen3VLTextConfig(**language_model_config(sd))
     except (KeyError, ValueError) as e:
@@ -81,43 +99,122 @@ def build_language_model(state_dict: Mapping[str, torch.Tensor], path: str | Non
     return build_module(skeleton, sd, path, "Qwen3-VL text encoder", dtype=sd["embed_tokens.weight"].dtype)
 
 
+def chat_text(text: str, images: int = 0) -> str:
+    """The prompt as ComfyUI's QwenImage21Tokenizer hands it to the tokenizer: in the chat template, each of
+    `images` announced before it as "<imageN>" and a vision block, joined by spaces."""
+    if text.startswith("<|im_start|>"):
+        return text
+    refs = " ".join(f"<image{i + 1}>{VISION_BLOCK}" for i in range(images))
+    return TEMPLATE.format(refs + (text or " "))
+
+
 @dataclass
 class QwenImage21TextEncoder(TextEncoder):
     tokenizer: QwenTokenizer | None = None
 
-    def tokenize(self, text: str) -> dict[str, list[list[tuple[int, float]]]]:
-        # ComfyUI: weights disabled ("\(" still becomes "("), an empty prompt read as one space.
-        plain = unescape_parens(escape_parens(text)) or " "
-        return {SUB: [[(t, 1.0) for t in self.tokenizer.encode(TEMPLATE.format(plain))]]}
+    def tokenize(
+        self, text: str, images: int = 0, template: str | None = None
+    ) -> dict[str, list[list[tuple[int, float]]]]:
+        """`images`: how many pictures encode() will be given. Weights are disabled ("\\(" still becomes "(")."""
+        if template is not None:
+            raise ValueError("Qwen-Image 2.1's text encoder builds its own chat template; none can be given")
+        plain = unescape_parens(escape_parens(chat_text(text, images)))
+        return {SUB: [[(t, 1.0) for t in self.tokenizer.encode(plain)]]}
 
     @torch.no_grad()
-    def encode(self, tokens: dict[str, list[list[tuple[int, float]]]]) -> tuple[torch.Tensor, None]:
+    def encode(
+        self,
+        tokens: dict[str, list[list[tuple[int, float]]]],
+        images: Sequence[torch.Tensor] = (),
+        keep_vision: bool = True,
+    ) -> tuple[torch.Tensor, None]:
+        """The conditioning; each IMAGE of `images` replaces the next <|image_pad|> (extra pads stay text)."""
+        cond, _ = self.encode_with_slots(tokens, images, keep_vision)
+        return cond, None
+
+    @torch.no_grad()
+    def encode_with_slots(
+        self,
+        tokens: dict[str, list[list[tuple[int, float]]]],
+        images: Sequence[torch.Tensor] = (),
+        keep_vision: bool = True,
+    ) -> tuple[torch.Tensor, list[int]]:
+        """(conditioning [1, T, D], image slots): without `keep_vision` the images' tokens are left out and the
+        slots say where each image's tokens stood in the conditioning; with it there are no slots."""
         ids = [t for chunk in tokens[SUB] for t, _ in chunk]
         model = self.modules[SUB]
+        embeds = model.embed_tokens(torch.tensor([ids], device=model.embed_tokens.weight.device))
+        pads = [i for i, t in enumerate(ids) if t == IMAGE_PAD_ID][: len(images)]
+        if pads and VISION not in self.modules:
+            raise ValueError(
+                "clip: this Qwen3-VL text encoder file has no vision tower (model.visual.* tensors), so it "
+                "cannot read reference images; use a qwen3vl_8b file that has one"
+            )
+        placed: list[tuple[int, int, tuple[int, int, int]]] = []
+        seen: list[VisionEmbeddings] = []
+        shift = 0
+        for pad, image in zip(pads, images):
+            vision = encode_image(self.modules[VISION], image)
+            at = pad + shift
+            embeds = torch.cat([embeds[:, :at], vision.embeds[None].to(embeds), embeds[:, at + 1 :]], dim=1)
+            placed.append((at, vision.tokens, vision.grid))
+            seen.append(vision)
+            shift += vision.tokens - 1
+        states = self._last_layer(model, embeds, placed, seen)
+        # The system turn: every token before the second <|im_start|>, counted after the images' expansion.
+        grown = [(pad, n - 1) for pad, (_, n, _) in zip(pads, placed)]
+        starts = [i + sum(g for pad, g in grown if pad < i) for i, t in enumerate(ids) if t == IM_START]
+        keep = torch.ones(states.shape[1], dtype=torch.bool)
+        keep[: starts[1] if len(starts) > 1 else 0] = False
+        slots = []
+        if not keep_vision:
+            for at, n, _ in placed:
+                keep[at : at + n] = False
+                slots.append(int(keep[:at].sum()))
+        return states[:, keep.to(states.device)].float(), slots
+
+    @staticmethod
+    def _last_layer(model, embeds: torch.Tensor, placed, seen: Sequence[VisionEmbeddings]) -> torch.Tensor:
+        """The last decoder layer's output (before the final norm), DeepStack features added as ComfyUI does."""
+        kwargs: dict[str, Any] = {"inputs_embeds": embeds, "use_cache": False}
+        deepstack: list[torch.Tensor] = []
+        mask = None
+        if placed:
+            kwargs["position_ids"] = mrope_positions(embeds.shape[1], placed).to(embeds.device)
+            mask = torch.zeros(1, embeds.shape[1], dtype=torch.bool, device=embeds.device)
+            for at, n, _ in placed:
+                mask[0, at : at + n] = True
+            deepstack = [torch.cat([v.deepstack[i] for v in seen]).to(embeds) for i in range(len(seen[0].deepstack))]
+            kwargs.update(visual_pos_masks=mask, deepstack_visual_embeds=deepstack or None)
         captured: list[torch.Tensor] = []
         handle = model.layers[-1].register_forward_hook(
             lambda module, args, output: captured.append(output[0] if isinstance(output, tuple) else output)
         )
         try:
-            model(input_ids=torch.tensor([ids], device=model.embed_tokens.weight.device), use_cache=False)
+            model(**kwargs)
         finally:
             handle.remove()
-        starts = [i for i, t in enumerate(ids) if t == IM_START]
-        keep = starts[1] if len(starts) > 1 else 0  # drop the system turn
-        return captured[0][:, keep:].float(), None
+        states = captured[0]
+        last = len(model.layers) - 1
+        if last < len(deepstack):  # a model no deeper than its DeepStack: ComfyUI reads the layer after the add
+            states = states.clone()
+            states[mask] = states[mask] + deepstack[last]
+        return states
 
 
 def load_text_encoder(
     ref: ModelRef, state_dicts: Sequence[Mapping[str, torch.Tensor]] | Mapping[str, torch.Tensor]
 ) -> QwenImage21TextEncoder:
-    """Qwen-Image 2.1's CLIP object from CLIPLoader's Qwen3-VL file."""
+    """Qwen-Image 2.1's CLIP object from CLIPLoader's Qwen3-VL file (its vision tower too, where it has one)."""
     if isinstance(state_dicts, Mapping):
         state_dicts = [state_dicts]
     path = ref.sources[0] if ref.sources else None
     sd = next((s for s in state_dicts if find_prefix(s.keys(), LM_MARKER) is not None), None)
     if sd is None:
         raise ModelLoadError(path, "Qwen-Image 2.1 needs a Qwen3-VL text encoder (qwen3vl_8b.safetensors); none found")
-    model = build_language_model(sd, path)
+    modules = {SUB: build_language_model(sd, path)}
+    if has_vision_model(sd):
+        modules[VISION] = build_vision_model(sd, path)
     return QwenImage21TextEncoder(
-        arch="qwen_image21", modules={SUB: model}, layer=None, tokenizer=qwen_tokenizer(tokenizer_dirs(), path)
+        arch="qwen_image21", modules=modules, layer=None, tokenizer=qwen_tokenizer(tokenizer_dirs(), path)
     )

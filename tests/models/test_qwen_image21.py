@@ -199,36 +199,10 @@ def test_loras_are_refused_by_name(files) -> None:
 
 
 def tiny_qwen3vl(seed: int = 0):
-    from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration
+    """A tiny Qwen3-VL whose vision tower has ComfyUI's 16 heads (tests/models/test_qwen3vl_vision.py)."""
+    from tests.models.test_qwen3vl_vision import tiny_qwen3vl as tiny
 
-    torch.manual_seed(seed)
-    cfg = Qwen3VLConfig(
-        text_config={
-            "vocab_size": 151_936,
-            "hidden_size": 32,
-            "intermediate_size": 64,
-            "num_hidden_layers": 2,
-            "num_attention_heads": 2,
-            "num_key_value_heads": 1,
-            "head_dim": 16,
-            "rope_parameters": {"rope_type": "default", "rope_theta": 5_000_000.0},
-        },
-        vision_config={
-            "depth": 1,
-            "hidden_size": 16,
-            "intermediate_size": 32,
-            "num_heads": 2,
-            "out_hidden_size": 32,
-            "deepstack_visual_indexes": [0],
-            "num_position_embeddings": 64,
-        },
-    )
-    model = Qwen3VLForConditionalGeneration(cfg).eval()
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "norm" in name:
-                p.add_(torch.randn_like(p) * 0.1)  # norms start at one: make a skipped or extra norm show
-    return model
+    return tiny(seed)
 
 
 @pytest.fixture(scope="module")
