@@ -2,8 +2,10 @@
 Comfy-Org/Qwen-Image-2.1 publishes), three files in ComfyUI's layouts, bfloat16 like the released bf16 files:
 - diffusion_models/qwen_image_2.1_tiny.safetensors: the single-stream DiT in ComfyUI's names (diffusers' with the
   SwiGLU gate and up projections fused into `img_mlp.gate_up`, gate rows first), 2 blocks, one 128-wide head;
-- text_encoders/qwen3vl_8b_tiny.safetensors: a Qwen3-VL (`model.language_model.*`, `model.visual.*`) with the
-  real 151,936-token vocabulary, 32 wide, 2 layers;
+- text_encoders/qwen3vl_8b_tiny.safetensors: a Qwen3-VL (`model.language_model.*`, `model.visual.*`, `lm_head.*`,
+  transformers' Qwen3VLForConditionalGeneration names as the published checkpoints have them) with the real
+  151,936-token vocabulary, 32 wide, 2 layers; its vision tower 64 wide in ComfyUI's 16 heads, 2 blocks, one
+  DeepStack merger (after block 0), 16-pixel patches, an 8x8 position table;
 - vae/qwen_image_2.1_vae_tiny.safetensors: the 2.1 VAE (RGBA, 64 channels at 1/16) in the Wan 2.2 layout with
   one-frame 3-D kernels, the released structure at widths 8 (encoder) and 12 (decoder).
 Same seed -> byte-identical files."""
@@ -69,13 +71,13 @@ def _text_encoder() -> torch.nn.Module:
             "num_attention_heads": 2,
             "num_key_value_heads": 1,
             "head_dim": 16,
-            "rope_parameters": {"rope_type": "default", "rope_theta": 5_000_000.0},
+            "rope_parameters": {"rope_type": "default", "rope_theta": 5_000_000.0, "mrope_section": [24, 20, 20]},
         },
         vision_config={
-            "depth": 1,
-            "hidden_size": 16,
-            "intermediate_size": 32,
-            "num_heads": 2,
+            "depth": 2,
+            "hidden_size": 64,
+            "intermediate_size": 48,
+            "num_heads": 16,  # ComfyUI's fixed count for Qwen3-VL towers
             "out_hidden_size": TEXT_WIDTH,
             "deepstack_visual_indexes": [0],
             "num_position_embeddings": 64,

@@ -144,3 +144,32 @@ def test_a_tower_with_a_missing_tensor_is_refused_by_name(reference) -> None:
 def test_an_image_without_three_channels_is_refused() -> None:
     with pytest.raises(ValueError, match="at least 3 channels"):
         preprocess(torch.rand(1, 32, 32, 1))
+
+
+def test_demo_text_encoder_has_the_published_vision_layout() -> None:
+    """The tiny Qwen-Image 2.1 text encoder's tower in the published Qwen3-VL key layout: `model.visual.` +
+    the module names of ComfyUI's tower (comfy/text_encoders/qwen35.py Qwen35VisionModel at 06990860 and qwen3vl.py
+    Qwen3VLDeepstackMerger at 1ad32705, which load a published file once `model.visual.` becomes `visual.`, the
+    same prefix vLLM's hf_to_vllm_mapper maps for Qwen/Qwen3-VL-* checkpoints); the merger's norm before the 2x2
+    shuffle, the DeepStack mergers' after it. It loads and reads an image."""
+    from nodes.models.qwen_image21_demo import tiny_qwen_image21_state_dicts
+
+    sd = tiny_qwen_image21_state_dicts()["text_encoder"]
+    visual = {k[len("model.visual.") :]: v for k, v in sd.items() if k.startswith("model.visual.")}
+    both = ("weight", "bias")
+    expected = {"pos_embed.weight", *(f"patch_embed.proj.{e}" for e in both)}
+    for i in range(2):
+        for part in ("norm1", "norm2", "attn.qkv", "attn.proj", "mlp.linear_fc1", "mlp.linear_fc2"):
+            expected |= {f"blocks.{i}.{part}.{e}" for e in both}
+    for part in ("merger", "deepstack_merger_list.0"):
+        expected |= {f"{part}.{layer}.{e}" for layer in ("norm", "linear_fc1", "linear_fc2") for e in both}
+    assert set(visual) == expected
+    assert visual["merger.norm.weight"].shape == (64,) and visual["deepstack_merger_list.0.norm.weight"].shape == (256,)
+    assert visual["patch_embed.proj.weight"].shape == (64, 3, 2, 16, 16)
+    assert {k for k in sd if not k.startswith("model.visual.")} - {"lm_head.weight"} == {
+        k for k in sd if k.startswith("model.language_model.")
+    }
+    tower = build_vision_model(sd, "qwen3vl_8b_tiny.safetensors")
+    assert (tower.config.num_heads, tower.config.deepstack_visual_indexes) == (16, [0])
+    out = encode_image(tower, torch.rand(1, 64, 64, 3))
+    assert out.embeds.shape == (4, 32) and out.deepstack[0].shape == (4, 32)
