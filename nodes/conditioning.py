@@ -3,7 +3,8 @@
 A CONDITIONING value is `[[tensor, options], ...]`; options may hold "pooled_output",
 "start_percent"/"end_percent", "strength", "guidance", "control" (a `ControlSpec` chain), "area" / "mask" /
 "mask_strength" / "set_area_to_bounds" (nodes.conditioning_areas), SDXL's sizes (SIZE_KEYS), "concat_latent_image"
-(InstructPix2Pix, inpainting) and "reference_latents" / "reference_latents_method" (Flux Kontext).
+(InstructPix2Pix, inpainting), "reference_latents" / "reference_latents_method" (Flux Kontext) and MiniMax H3's
+"minimax_keyframes" / "minimax_token_tags".
 A denoising-step invocation receives the tensors by name and the rest as plain params.
 """
 
@@ -107,6 +108,15 @@ def flatten(name: str, conditioning: list, percent_to_sigma) -> tuple[dict[str, 
             tensors[f"{key}.clip_fea"] = vision.penultimate_hidden_states
         if opts.get("frame_rate") is not None:  # LTXVConditioning: the frame rate LTX-2's positions are timed by
             entry["frame_rate"] = float(opts["frame_rate"])
+        for i, kf in enumerate(opts.get("minimax_keyframes") or ()):  # MiniMax H3 first/last frames
+            if kf.get("latent") is None or kf.get("audio_latent") is not None:
+                raise ValueError(
+                    "a MiniMax H3 keyframe must be one encoded frame (audio keyframes are not supported yet)"
+                )
+            tensors[f"{key}.keyframe.{i}"] = kf["latent"]
+            entry.setdefault("keyframe_frames", []).append(int(kf["resolved_frame_index"]))
+        if opts.get("minimax_token_tags") is not None:  # MiniMax H3: which prompt rows are an image's (0) or text (1)
+            tensors[f"{key}.token_tags"] = opts["minimax_token_tags"].reshape(1, -1)  # ComfyUI's is 1-D
         refs = opts.get("reference_latents")
         if refs:  # ReferenceLatent (Flux Kontext): raw latents, put in model space by the step
             tensors.update({f"{key}.ref.{i}": r for i, r in enumerate(refs)})

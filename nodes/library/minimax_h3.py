@@ -2,22 +2,28 @@
 interface and semantics read from its newest source): EmptyMiniMaxH3LatentAV, the joint latent of a video (24
 channels at 1/16, 5k+2 latent frames for 17k+5 pixel frames) and its stereo audio (32 channels, 40 latents a
 second) as one LATENT, the two parts side by side as ComfyUI's NestedTensor holds them; MiniMaxH3ImageToVideo,
-its text-to-video task (the prompt encoded by the minimax CLIP, and that latent); MiniMaxH3SigmaShift, the
-video and audio flow shifts.
+its text-to-video and first/last-frame-to-video tasks (the prompt encoded by the minimax CLIP, and that latent);
+MiniMaxH3SigmaShift, the video and audio flow shifts.
 
 The samplers denoise the video and the audio part together (nodes.ksampler packs them; the audio carried on the
-video schedule, nodes.models.minimax_h3_engine). First and last frames (fl2va) are refused: the text encoder does
-not read images yet."""
+video schedule, nodes.models.minimax_h3_engine). With a first and/or last frame (fl2va), as ComfyUI's node does:
+each picture is fitted to the canvas with Lanczos (the first stretched, the last cover-cropped from the centre), read
+by the text encoder's vision tower before the prompt ("<Picture i>: " and a vision block,
+nodes.models.minimax_h3_text), and encoded by the video VAE into one latent frame that the conditioning pins at
+pixel frame 0 or at the last frame (`minimax_keyframes`, packed ahead of the video by the transformer)."""
 
 from __future__ import annotations
 
 import torch
 
 from nodes import MAX_RESOLUTION
-from nodes.inputs import require_model
+from nodes.inputs import require_component, require_model
+from nodes.ksampler import call_model_fn
 from nodes.library.ltxv_av import AVLatent
+from nodes.modelfns.hooks import encodings
 from nodes.modelfns.model_options import sampling_config, with_sampling
-from nodes.models.minimax_h3_shapes import MINIMAX_SHIFTS, av_latent_shapes
+from nodes.models.minimax_h3_shapes import MINIMAX_SHIFTS, av_latent_shapes, temporal_shape
+from nodes.upscale import common_upscale
 
 MODULE = "comfy_extras.nodes_minimax_h3"
 _LENGTH_TIP = (
@@ -78,17 +84,55 @@ class MiniMaxH3ImageToVideo:
     async def execute(
         self, clip, vae, prompt: str, width: int, height: int, length: int, first_frame=None, last_frame=None
     ):
-        from nodes.model_nodes import CLIPTextEncode
+        from nodes.model_nodes import CLIPTextEncode, VAEEncode
 
-        for name, image in (("first_frame", first_frame), ("last_frame", last_frame)):
-            if image is not None:
-                raise ValueError(
-                    f"{name}: MiniMax H3 first/last-frame video (fl2va) is not supported yet (its text "
-                    "encoder would read the image through Qwen3-VL's vision tower); leave it "
-                    "unconnected for text-to-video"
-                )
-        (positive,) = await CLIPTextEncode().encode(clip, prompt)
-        return positive, empty_av_latent(width, height, length)
+        latent = empty_av_latent(width, height, length)
+        frame_count = temporal_shape(int(length))[0]
+        # ComfyUI: the first frame is the geometry anchor (stretched), the last a follower (cover-cropped)
+        keyframes = [
+            (_on_canvas(image, name, width, height, crop), frame)
+            for name, image, crop, frame in (
+                ("first_frame", first_frame, "disabled", 0),
+                ("last_frame", last_frame, "center", frame_count - 1),
+            )
+            if image is not None
+        ]
+        if not keyframes:
+            (positive,) = await CLIPTextEncode().encode(clip, prompt)
+            return positive, latent
+        positive = await encode_with_pictures(clip, prompt, [picture for picture, _ in keyframes])
+        pinned = []
+        for picture, frame in keyframes:
+            (encoded,) = await VAEEncode().encode(vae, picture)
+            pinned.append({"resolved_frame_index": frame, "latent": encoded["samples"]})
+        return [[c, {**opts, "minimax_keyframes": pinned}] for c, opts in positive], latent
+
+
+def _on_canvas(image, name: str, width: int, height: int, crop: str) -> torch.Tensor:
+    """The batch's first picture, RGB, Lanczos-resized to the canvas (ComfyUI's _resize)."""
+    if not isinstance(image, torch.Tensor) or image.ndim != 4 or image.shape[-1] < 3 or 0 in image.shape[:3]:
+        raise ValueError(f"{name}: expected an IMAGE [B,H,W,C] with RGB channels, got {getattr(image, 'shape', image)}")
+    samples = image[:1, :, :, :3].movedim(-1, 1)
+    return common_upscale(samples, int(width), int(height), "lanczos", crop).movedim(1, -1)
+
+
+async def encode_with_pictures(clip, prompt: str, pictures: list[torch.Tensor]) -> list:
+    """CONDITIONING of `prompt` after the pictures' labels and vision blocks, with ComfyUI's per-row modality tags
+    (`minimax_token_tags`)."""
+    clip = require_component(clip, "text_encoder", "clip")
+    if clip.arch != "minimax_h3":
+        raise ValueError(
+            f"clip: MiniMax H3's first/last frames need its text encoder (CLIPLoader type minimax), got a "
+            f"{clip.arch} CLIP"
+        )
+    inputs = {f"image{i}": picture for i, picture in enumerate(pictures)}
+    params = {"text": prompt, "images": len(pictures)}
+    conditioning = []
+    for ref, extra in encodings(clip):
+        out = await call_model_fn("text_encode", ref, "clip", inputs, params)
+        tags = {"minimax_token_tags": out["token_tags"]}
+        conditioning.append([out["cond"], {"pooled_output": out.get("pooled"), **tags, **extra}])
+    return conditioning
 
 
 class MiniMaxH3SigmaShift:

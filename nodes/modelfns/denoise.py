@@ -74,6 +74,7 @@ class GuidedDenoiser:
         self.load_control = load_control
         self.latent_size = params.image_size
         self.latent_shapes = params.latent_shapes
+        self.seed = params.seed  # MiniMax H3 noises its keyframes from the sampling seed, as ComfyUI's extra_conds
         self.denoise_mask = inputs.get("denoise_mask")
         self.latent_image = inputs.get("latent_image")
         self.noise = inputs.get("noise")
@@ -294,6 +295,8 @@ class GuidedDenoiser:
                 e.get("ref_latents_method"),
                 tuple(e.get("image_slots", ())),
                 tuple(e.get("vace_strength", ())),  # a constant of the batch, as ComfyUI's CONDConstant
+                tuple(e.get("keyframe_frames", ())),  # MiniMax H3: the packed sequence's keyframe rows
+                f"{e['key']}.token_tags" in self.inputs,
             )
             groups.setdefault(gkey, []).append((side, e, area, mult))
         xc = self.ms.calculate_input(sigma, x)
@@ -435,6 +438,13 @@ class GuidedDenoiser:
             cond["ref_latents_method"] = entries[0].get("ref_latents_method")
         if entries[0].get("image_slots"):  # Qwen-Image 2.1: the references' places in the prompt's states
             cond["image_slots"] = entries[0]["image_slots"]
+        frames = entries[0].get("keyframe_frames")
+        if frames:  # MiniMax H3 first/last frames: each member's own latents, noised from the sampling seed
+            cond["keyframes"] = [(stacked(f"keyframe.{i}"), frame) for i, frame in enumerate(frames)]
+            cond["keyframe_seed"] = self.seed
+        tags = stacked("token_tags")
+        if tags is not None:  # MiniMax H3: the prompt rows an image's vision block fills are video rows
+            cond["token_tags"] = tags
         return cond
 
     def _vace(self, entries: list[dict], x: torch.Tensor) -> torch.Tensor | None:
@@ -547,11 +557,13 @@ class DenoiseStep(ModelFn):
         generator state, and one call would draw a single stream for the whole batch; nor samplers whose
         step reads the whole batch (dpm_adaptive's error norm). Neither are MODELs
         patched by node packs (their patches are code the merge cannot see into), nor steps with weight
-        hooks (their weights and keyframe states are per request)."""
+        hooks (their weights and keyframe states are per request), nor MiniMax H3 steps with keyframes (their
+        rows are noised from each request's seed)."""
         p: DenoiseParams = call.params
         if (
             p.model_patches is not None
             or uses_hooks(p.positive, p.negative, p.middle)
+            or any(e.get("keyframe_frames") for e in (*p.positive, *p.negative, *(p.middle or ())))
             or p.uncond_model is not None
             or p.context_windows is not None
         ):  # windows may cut along the batch

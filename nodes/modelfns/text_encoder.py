@@ -17,7 +17,7 @@ class TextEncodeParams(Params):
     texts: dict[str, str] | None = None  # a text per sub-encoder (CLIPTextEncodeSDXL's g and l)
     equal_chunks: bool | list[str] = False  # pad all sub-encoders (True), or those listed, to equal chunks
     drop_empty: bool = False  # an empty text gives its sub-encoder no tokens (CLIPTextEncodeSD3)
-    images: int = 0  # Qwen-Image-Edit: how many IMAGE inputs image0.. the prompt reads
+    images: int = 0  # Qwen-Image-Edit, MiniMax H3 fl2va: how many IMAGE inputs image0.. the prompt reads
     template: str | None = None  # and its chat template
     keep_vision: bool = True  # Qwen-Image 2.1: False leaves the images' tokens out and returns their slots
 
@@ -26,7 +26,8 @@ class TextEncodeParams(Params):
 class TextEncode(ModelFn):
     """params: text, or texts (a text per sub-encoder) and equal_chunks. Tokenises with the encoder's own
     tokenizer (ComfyUI's weighting syntax) and encodes. Qwen-Image-Edit's encoders add `images` (how many
-    IMAGE inputs image0.. there are) and `template` (a chat template)."""
+    IMAGE inputs image0.. there are) and `template` (a chat template); MiniMax H3's first/last-frame prompt adds
+    `images` and gives its rows' modality tags as `token_tags`."""
 
     name = "text_encode"
     Params = TextEncodeParams
@@ -50,16 +51,20 @@ class TextEncode(ModelFn):
         return load_text_encoder(ref)
 
     def execute(self, model: TextEncoder, inputs: dict[str, Any], params: TextEncodeParams) -> dict[str, torch.Tensor]:
-        if params.images or params.template:  # Qwen-Image-Edit: images read inside the prompt
+        out: dict[str, torch.Tensor] = {}
+        if params.images or params.template:  # Qwen-Image-Edit, MiniMax H3: images read inside the prompt
             images = [self.resolve(inputs, f"image{i}") for i in range(params.images)]
             tokens = model.tokenize(params.text, images=len(images), template=params.template)
             if not params.keep_vision:
                 cond, slots = model.encode_with_slots(tokens, images, keep_vision=False)
                 return {"cond": cond, "image_slots": torch.tensor(slots, dtype=torch.int64)}
             cond, pooled = model.encode(tokens, images)
+            row_tags = getattr(model, "row_tags", None)
+            if row_tags is not None:  # MiniMax H3: which conditioning rows are a picture's (ComfyUI's token tags)
+                out["token_tags"] = row_tags(tokens, images)
         else:
             cond, pooled = model.encode(tokens_for(model, params))
-        out = {"cond": cond}
+        out["cond"] = cond
         if pooled is not None:
             out["pooled"] = pooled
         return out

@@ -294,7 +294,10 @@ def t2va_layout(
     if text_tags is None:
         text_tags = torch.full((text_len,), TEXT_TAG, dtype=torch.long)
     media = n_cond + n_audio + n_video
-    tags = torch.cat([text_tags.to(torch.long).reshape(-1), torch.full((media,), VIDEO_TAG, dtype=torch.long)])
+    text_tags = text_tags.to("cpu", torch.long).reshape(-1)
+    if text_tags.shape[0] != text_len:
+        raise ValueError(f"MiniMax H3: {text_tags.shape[0]} prompt row tags for {text_len} prompt rows")
+    tags = torch.cat([text_tags, torch.full((media,), VIDEO_TAG, dtype=torch.long)])
     audio_start = text_len + n_cond
     tags[audio_start : audio_start + n_audio] = AUDIO_TAG
     return PackedLayout(
@@ -324,7 +327,7 @@ def keyframe_rows(keyframes: list[Keyframe], aug: float = VISUAL_COND_AUG, seed:
         r = _patchify(kf.latent.to(torch.float32))
         if aug < 1.0:
             noise = torch.randn(r.shape, generator=torch.Generator("cpu").manual_seed(seed), dtype=torch.float32)
-            r = aug * r + (1.0 - aug) * noise
+            r = aug * r + (1.0 - aug) * noise.to(r.device)
         rows.append(r)
     return torch.cat(rows)
 

@@ -1,6 +1,7 @@
 """Tiny MiniMax H3 files in the published layouts, random weights from a fixed seed, for tests and demos:
 the curve-form ("pruned") transformer every MiniMax H3 template names, the video and audio VAEs and the Qwen3-VL text encoder
-(its language model TEXT_DIM wide, no LM head, which the conditioning never reads), under the template's folder
+(its language model TEXT_DIM wide, no LM head, which the conditioning never reads; its vision tower, `model.visual.*`
+in transformers' names as the published file has it, reads the first/last frames), under the template's folder
 names with `_tiny`. Only their widths shrink: the transformer keeps 24 video and 32 audio
 latent channels and the 1x2x2 patch, the VAE its six levels, strides and 64-wide decoder heads.
 TEXT_DIM is the width of the text states the transformer takes (the real Qwen3-VL 32B's is 5120)."""
@@ -53,17 +54,22 @@ def tiny_text_encoder(layers: int = TEXT_LAYERS) -> torch.nn.Module:
             "head_dim": 32,
             "rope_parameters": {"rope_type": "default", "rope_theta": 5_000_000.0},
         },
-        vision_config={
-            "depth": 1,
-            "hidden_size": 16,
-            "intermediate_size": 32,
-            "num_heads": 2,
+        vision_config={  # nodes.models.qwen3vl_vision reads it: ComfyUI's 16 heads (of 4 here)
+            "depth": 2,
+            "hidden_size": 64,
+            "intermediate_size": 48,
+            "num_heads": 16,
             "out_hidden_size": TEXT_DIM,
             "deepstack_visual_indexes": [0],
             "num_position_embeddings": 64,
         },
     )
-    return Qwen3VLForConditionalGeneration(cfg).eval()
+    model = Qwen3VLForConditionalGeneration(cfg).eval()
+    with torch.no_grad():  # the tower's norms start at one and its biases at zero: a skipped one would not show
+        for name, p in model.model.visual.named_parameters():
+            if "norm" in name or name.endswith("bias"):
+                p.add_(torch.randn_like(p) * 0.1)
+    return model
 
 
 def tiny_audio_vae(seed: int = SEED) -> torch.nn.Module:

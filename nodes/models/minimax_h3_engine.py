@@ -121,7 +121,9 @@ class MiniMaxH3DiffusionModel(DiffusionModel):
         outs = []
         for b in range(x.shape[0]):
             ctx = context[b % context.shape[0]][None]
-            video, _ = mh.apply(self.module, x[b : b + 1], audio, ctx, float(sigmas[b]), shifts=shifts)
+            video, _ = mh.apply(
+                self.module, x[b : b + 1], audio, ctx, float(sigmas[b]), shifts=shifts, **_member_conditions(cond, b)
+            )
             outs.append(video)
         return torch.cat(outs).float()
 
@@ -152,11 +154,27 @@ class MiniMaxH3DiffusionModel(DiffusionModel):
             y = carried[b : b + 1].float()
             a = from_carried(y, sigma_v, shifts)
             ctx = context[b % context.shape[0]][None]
-            out_v, out_a = mh.apply(self.module, video[b : b + 1], a, ctx, sigma_v, shifts=shifts)
+            out_v, out_a = mh.apply(
+                self.module, video[b : b + 1], a, ctx, sigma_v, shifts=shifts, **_member_conditions(cond, b)
+            )
             x0_a = a - sigma_a * out_a.float()
             out_y = (y - scale * x0_a) / sigma_v
             outs.append(pack([out_v.float(), out_y]))
         return torch.cat(outs)
+
+
+def _member_conditions(cond: dict[str, Any], b: int) -> dict[str, Any]:
+    """Batch member b's prompt row tags and first/last-frame keyframes (mh.apply's keywords), as the cond holds
+    them stacked over the batch; keyframe rows are noised from the sampling seed, as ComfyUI's extra_conds."""
+    out: dict[str, Any] = {}
+    tags = cond.get("token_tags")
+    if tags is not None:
+        out["text_tags"] = tags[b % tags.shape[0]]
+    keyframes = cond.get("keyframes")
+    if keyframes:
+        out["keyframes"] = [mh.Keyframe(latent[b % latent.shape[0]][None], int(frame)) for latent, frame in keyframes]
+        out["seed"] = int(cond.get("keyframe_seed", 0))
+    return out
 
 
 def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) -> MiniMaxH3DiffusionModel:

@@ -158,6 +158,8 @@ def test_only_compatible_calls_share_a_key():
         assert batch_key(other) not in (None, base)
     assert batch_key(_call(sampler="euler_ancestral")) is None  # its noise stream is per request
     assert batch_key(_call(model_patches=object())) is None
+    # MiniMax H3 first/last frames: their rows are noised from each request's own seed
+    assert batch_key(_call(positive=[{"key": "positive.0", "keyframe_frames": [0]}])) is None
     assert batch_key(Call("vae_decode", None, {}, VAEParams())) is None
 
 

@@ -30,10 +30,11 @@ async def _call(name: str, **inputs):
     return await result if inspect.isawaitable(result) else result
 
 
-def diffusers_loop(module, shapes, seed: int, context, steps: int, shifts=(12.0, 3.0)):
+def diffusers_loop(module, shapes, seed: int, context, steps: int, shifts=(12.0, 3.0), conditions=None):
     """diffusers' MiniMax H3 denoising loop from ComfyUI's initial noise: each step one evaluation of the packed
     transformer, then each stream stepped by its own MiniMaxH3Scheduler (timesteps 1 - sigma, data-ward velocity:
-    the negation of ComfyUI's output). Returns (video, audio, the video scheduler's sigmas)."""
+    the negation of ComfyUI's output); `conditions`: mh.apply's keyframes, their seed and the prompt rows' tags.
+    Returns (video, audio, the video scheduler's sigmas)."""
     from diffusers.schedulers.scheduling_minimax_h3 import MiniMaxH3Scheduler
 
     gen = torch.Generator().manual_seed(seed)
@@ -42,7 +43,7 @@ def diffusers_loop(module, shapes, seed: int, context, steps: int, shifts=(12.0,
     sv.set_timesteps(steps + 1)
     sa.set_timesteps(steps + 1)
     for i in range(steps):
-        out_v, out_a = mh.apply(module, video, audio, context, float(sv.sigmas[i]), shifts=shifts)
+        out_v, out_a = mh.apply(module, video, audio, context, float(sv.sigmas[i]), shifts=shifts, **(conditions or {}))
         video = sv.step(-out_v, sv.timesteps[i], video, return_dict=False)[0]
         audio = sa.step(-out_a, sa.timesteps[i], audio, return_dict=False)[0]
     return video, audio, sv.sigmas
@@ -160,20 +161,104 @@ def test_text_to_video_chain(workspace):
     assert frames.shape == (5, 64, 32, 3)
 
 
-def test_first_frame_is_refused_by_name(workspace):
-    with pytest.raises(ValueError, match="first_frame: MiniMax H3 first/last-frame"):
-        asyncio.run(
-            _call(
-                "MiniMaxH3ImageToVideo",
-                clip=None,
-                vae=None,
-                prompt="x",
-                width=32,
-                height=32,
-                length=5,
-                first_frame=torch.zeros(1, 32, 32, 3),
-            )
+def test_first_last_frame_chain(workspace):
+    """MiniMaxH3ImageToVideo with a first and a last frame (fl2va), as ComfyUI's node: each picture fitted to the
+    canvas with Lanczos (the first stretched, the last cover-cropped), read by the text encoder before the prompt
+    (with the rows' modality tags), and encoded by the VAE into one latent frame pinned at pixel frame 0 and at the
+    last frame (21 of 22). KSampler's video and audio equal diffusers' loop over its transformer with those
+    keyframe rows, noised from the sampling seed as ComfyUI's extra_conds does, and the prompt rows so tagged."""
+    from cluster.refs import ModelRef
+    from nodes.models.minimax_h3_text import load_text_encoder
+    from nodes.upscale import common_upscale
+
+    torch.set_num_threads(1)
+    prompt = "A paper boat drifts down a rain gutter.\nAudio: rain, distant thunder."
+    g = torch.Generator().manual_seed(6)
+    first, last = torch.rand(1, 40, 48, 3, generator=g), torch.rand(2, 48, 24, 4, generator=g)
+
+    async def run():
+        (model,) = await _call("UNETLoader", unet_name=FILES["transformer"].split("/")[1], weight_dtype="default")
+        (clip,) = await _call(
+            "CLIPLoader", clip_name=FILES["text_encoder"].split("/")[1], type="minimax", device="default"
         )
+        (vae,) = await _call("VAELoader", vae_name=FILES["vae"].split("/")[1])
+        positive, latent = await _call(
+            "MiniMaxH3ImageToVideo",
+            clip=clip,
+            vae=vae,
+            prompt=prompt,
+            width=32,
+            height=64,
+            length=22,
+            first_frame=first,
+            last_frame=last,
+        )
+        (negative,) = await _call("CLIPTextEncode", clip=clip, text="")
+        (out,) = await _call(
+            "KSampler",
+            model=model,
+            seed=3,
+            steps=2,
+            cfg=1.0,
+            sampler_name="euler",
+            scheduler="simple",
+            positive=positive,
+            negative=negative,
+            latent_image=latent,
+            denoise=1.0,
+        )
+        return positive, latent, out
+
+    positive, latent, out = asyncio.run(run())
+    from safetensors.torch import load_file
+
+    pictures = [
+        common_upscale(image[:1, :, :, :3].movedim(-1, 1), 32, 64, "lanczos", crop).movedim(1, -1)
+        for image, crop in ((first, "disabled"), (last, "center"))
+    ]
+    encoder = load_text_encoder(
+        ModelRef("text_encoder", "minimax_h3", ("te.safetensors",), ("0",)),
+        load_file(workspace.models_dir / FILES["text_encoder"]),
+    )
+    tokens = encoder.tokenize(prompt, images=2)
+    context, opts = positive[0]
+    torch.testing.assert_close(context, encoder.encode(tokens, pictures)[0], atol=1e-6, rtol=0)
+    tags = encoder.row_tags(tokens, pictures)
+    assert torch.equal(opts["minimax_token_tags"], tags) and (tags == 0).any()
+    vae = mvae.load_vae(load_file(workspace.models_dir / FILES["vae"]))
+    pinned = opts["minimax_keyframes"]
+    assert [kf["resolved_frame_index"] for kf in pinned] == [0, 21]
+    for kf, picture in zip(pinned, pictures, strict=True):
+        torch.testing.assert_close(kf["latent"], mvae.encode_image(vae, picture), atol=1e-6, rtol=0)
+
+    module = mh.load_transformer(load_file(workspace.models_dir / FILES["transformer"]))
+    shapes = [tuple(p.shape) for p in latent["samples"].unbind()]
+    assert shapes == [(1, 24, 7, 4, 2), (1, 32, 2, 37)]
+    keyframes = [mh.Keyframe(kf["latent"], kf["resolved_frame_index"]) for kf in pinned]
+    conditions = {"keyframes": keyframes, "seed": 3, "text_tags": tags}
+    ref_video, ref_audio, _ = diffusers_loop(module, shapes, 3, context, 2, conditions=conditions)
+    video, audio = out["samples"].unbind()
+    torch.testing.assert_close(video, ref_video, atol=1e-5, rtol=0)
+    torch.testing.assert_close(audio, ref_audio, atol=1e-5, rtol=0)
+    plain_video, _, _ = diffusers_loop(module, shapes, 3, context, 2)
+    assert (video - plain_video).abs().max() > 1e-3  # the keyframes and tags do reach the model
+
+
+def test_bad_first_last_frame_inputs_are_refused_by_name(workspace):
+    from cluster.refs import ModelRef
+
+    def node(**inputs):
+        return asyncio.run(
+            _call("MiniMaxH3ImageToVideo", prompt="x", width=32, height=32, length=5, **{"vae": None, **inputs})
+        )
+
+    with pytest.raises(ValueError, match="first_frame: expected an IMAGE"):
+        node(clip=None, first_frame=torch.zeros(1, 32, 32))
+    with pytest.raises(ValueError, match="last_frame: expected an IMAGE"):
+        node(clip=None, last_frame=torch.zeros(1, 32, 32, 1))
+    sd1 = ModelRef("text_encoder", "sd1", ("clip_l.safetensors",), ("0",))
+    with pytest.raises(ValueError, match="clip: MiniMax H3's first/last frames need its text encoder"):
+        node(clip=sd1, first_frame=torch.zeros(1, 32, 32, 3))
 
 
 def test_sigma_shift_reaches_the_schedule_and_the_model(workspace):
