@@ -11,7 +11,9 @@ file holds it (transformers' names under `model.`, its SentencePiece model as th
 6 layers (five sliding-window, one global, as Gemma 3 alternates them), 32 wide. The checkpoint carries the text
 side LTXAVTextEncoderLoader reads from it: `text_embedding_projection.aggregate_embed.weight` (all hidden states
 of every layer -> the caption width) and the video and audio embeddings connectors under
-`model.diffusion_model.{video,audio}_embeddings_connector.` (diffusers' LTX2ConnectorTransformer1d, renamed).
+`model.diffusion_model.{video,audio}_embeddings_connector.` (diffusers' LTX2ConnectorTransformer1d, renamed), and
+the audio VAE and vocoder LTXVAudioVAELoader reads from it (`audio_vae.*`, `vocoder.*`, their configs in the same
+metadata JSON). latent_upscale_models/ltx-2-spatial-upscaler-x2-1.0_tiny.safetensors is the latent upsampler.
 bfloat16 like the released files. Same seed -> byte-identical files."""
 
 from __future__ import annotations
@@ -119,6 +121,49 @@ VAE_CONFIG = {
     "use_quant_conv": False,
     "causal_decoder": False,
     "timestep_conditioning": False,
+}
+
+# The audio VAE and vocoder in the published config format (nodes/models/ltx2_audio.py reads it as ComfyUI does):
+# LTX-2.0's causal mel autoencoder at 8 base channels (8 latent channels x 16 frequency bins, 16 kHz, hop 160) and
+# a two-stage stereo HiFi-GAN vocoder (x20 upsampling: 2 kHz out).
+_AUDIO_ENCODER = {
+    "ch": 8,
+    "out_ch": 8,
+    "ch_mult": [1, 2, 2],
+    "num_res_blocks": 1,
+    "attn_resolutions": [],
+    "dropout": 0.0,
+    "resamp_with_conv": True,
+    "in_channels": 2,
+    "resolution": 256,
+    "z_channels": 8,
+    "double_z": True,
+    "attn_type": "vanilla",
+    "mid_block_add_attention": False,
+    "norm_type": "pixel",
+    "causality_axis": "height",
+    "mel_bins": 64,
+}
+AUDIO_CONFIG = {
+    "audio_vae": {
+        "sampling_rate": 16000,
+        "model": {
+            "params": {
+                "encoder": _AUDIO_ENCODER,
+                "decoder": {**_AUDIO_ENCODER, "out_ch": 2, "give_pre_end": False, "tanh_out": False},
+                "preprocessing": {"stft": {"hop_length": 160, "filter_length": 1024}},
+            }
+        },
+    },
+    "vocoder": {
+        "resblock_kernel_sizes": [3, 7],
+        "upsample_rates": [5, 4],
+        "upsample_kernel_sizes": [10, 8],
+        "resblock_dilation_sizes": [[1, 3, 5], [1, 3, 5]],
+        "upsample_initial_channel": 16,
+        "stereo": True,
+        "resblock": "1",
+    },
 }
 
 # diffusers' names -> the original ones: diffusers' converter's renames undone, longest first so that a name
@@ -280,6 +325,37 @@ def _text_side(gen: torch.Generator) -> dict[str, torch.Tensor]:
     return sd
 
 
+def tiny_audio_state_dict(seed: int = SEED) -> dict[str, torch.Tensor]:
+    """The checkpoint's audio VAE (`audio_vae.*`, its statistics) and vocoder (`vocoder.*`) in the published
+    names: diffusers' AutoencoderKLLTX2Audio keeps them, LTX2Vocoder's are renamed back (ltx2_audio's table)."""
+    from diffusers import AutoencoderKLLTX2Audio
+    from diffusers.pipelines.ltx2.vocoder import LTX2Vocoder
+
+    from nodes.models.ltx2_audio import _VOCODER_NAMES, STATS, _autoencoder_kwargs, _vocoder_kwargs
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed + 3)
+        gen = torch.Generator().manual_seed(seed + 3)
+        kwargs = _autoencoder_kwargs(AUDIO_CONFIG["audio_vae"], None)[0]
+        autoencoder = AutoencoderKLLTX2Audio(**kwargs)
+        vocoder = LTX2Vocoder(**_vocoder_kwargs(AUDIO_CONFIG["vocoder"], kwargs["mel_bins"], None))
+        randomize_constants(autoencoder, gen)
+        randomize_constants(vocoder, gen)
+        features = kwargs["latent_channels"] * kwargs["mel_bins"] // 4
+        sd = {
+            f"audio_vae.{k}": v for k, v in autoencoder.state_dict().items() if k not in ("latents_mean", "latents_std")
+        }
+        for key, value in vocoder.state_dict().items():
+            for theirs, ours in _VOCODER_NAMES:
+                if key.startswith(ours):
+                    key = theirs + key[len(ours) :]
+                    break
+            sd[f"vocoder.{key}"] = value
+        sd[STATS[0]] = 0.1 * torch.randn(features, generator=gen)
+        sd[STATS[1]] = torch.rand(features, generator=gen) + 0.5
+    return sd
+
+
 def tiny_ltx2_state_dicts(seed: int = SEED) -> dict[str, dict[str, torch.Tensor]]:
     """Both files' tensors: {"checkpoint": ..., "text_encoder": ...}."""
     proto = spiece_model()
@@ -290,6 +366,7 @@ def tiny_ltx2_state_dicts(seed: int = SEED) -> dict[str, dict[str, torch.Tensor]
         text_side = _text_side(gen)
     checkpoint = tiny_ltx2_state_dict(seed)
     checkpoint.update({k: v.to(torch.bfloat16).contiguous() for k, v in text_side.items()})
+    checkpoint.update({k: v.to(torch.bfloat16).contiguous() for k, v in tiny_audio_state_dict(seed).items()})
     gemma = {k: v if k == SPIECE_KEY else v.to(torch.bfloat16).contiguous() for k, v in gemma.items()}
     return {"checkpoint": checkpoint, "text_encoder": gemma}
 
@@ -309,7 +386,7 @@ def tiny_ltx2_state_dict(seed: int = SEED) -> dict[str, torch.Tensor]:
 def metadata() -> dict[str, str]:
     """The one metadata entry: safetensors writes several in a per-process random order (the file's bytes and
     hash would change from run to run)."""
-    return {"config": json.dumps({"transformer": TRANSFORMER_CONFIG, "vae": VAE_CONFIG})}
+    return {"config": json.dumps({"transformer": TRANSFORMER_CONFIG, "vae": VAE_CONFIG, **AUDIO_CONFIG})}
 
 
 def tiny_upsampler_state_dict(config: dict, seed: int = SEED) -> dict[str, torch.Tensor]:

@@ -86,3 +86,22 @@ def test_bad_files_and_latents_are_named(vae, recorded):
         load_audio_vae({k: v for k, v in weights.items() if "conv_post" not in k}, metadata)
     with pytest.raises(ValueError, match="an audio latent of 8 channels x 16 frequency bins was expected, got 8 x 4"):
         vae.decode(torch.zeros(1, 8, 3, 4))
+
+
+def test_demo_checkpoint_carries_the_audio_vae_in_comfyuis_layout(recorded, demo_workspace):
+    """ltx2-tiny's checkpoint holds what LTXVAudioVAELoader reads from it (the LTX-2 templates load the audio VAE
+    from the checkpoint): the recorded file's keys and shapes (ComfyUI's own classes at the same config), the same
+    config, and a decodable, non-silent audio VAE."""
+    from nodes.models.ltx2_audio import read_audio_vae
+    from nodes.models.ltx2_demo import FILES
+
+    tensors, metadata, _ = recorded
+    path = demo_workspace.models_dir / FILES["checkpoint"]
+    with safe_open(path, "pt") as f:
+        config = json.loads(f.metadata()["config"])
+        shapes = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys() if k.startswith(("audio_vae.", "vocoder."))}
+    assert shapes == {k: tuple(v.shape) for k, v in tensors.items()}
+    recorded_config = json.loads(metadata["config"])
+    assert {k: config[k] for k in ("audio_vae", "vocoder")} == recorded_config
+    waveform = read_audio_vae(str(path)).decode(torch.randn(1, 8, 4, 16, generator=torch.Generator().manual_seed(0)))
+    assert waveform.shape[:2] == (1, 2) and waveform.shape[2] > 0 and waveform.abs().mean() > 1e-3
