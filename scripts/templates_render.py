@@ -95,6 +95,8 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     (r"^minimax_h3", r"^minimax_h3_video_vae", "minimax_h3_video_vae_tiny.safetensors"),
     (r"^minimax_h3", r"^minimax_h3_audio_vae", "minimax_h3_audio_vae_tiny.safetensors"),
     (r"^minimax_h3", r"^qwen3vl_32b_minimax_h3", "qwen3vl_32b_minimax_h3_tiny.safetensors"),
+    # the turbo LoRAs' comfyui files: ComfyUI's key layout on the published names, as the tiny LoRA's
+    (r"^minimax_h3", r"^minimax_h3_(fl2v|ref2v)_turbo_.*_comfyui", "minimax_h3_lora_tiny.safetensors"),
     # Flux.1 dev / schnell / Krea / Kontext (same transformer layout; Fill and Canny have other input widths)
     (None, r"^flux1-(dev|schnell|krea-dev|dev-kontext)", "flux-tiny.safetensors"),
     (r"^flux1-", r"^clip_l\.", "flux-tiny-clip_l.safetensors"),

@@ -37,8 +37,10 @@ from diffusers.models.transformers.transformer_minimax_h3 import (
     MiniMaxH3AdaLayerNormOut,
 )
 
+from cluster.refs import Patch
 from nodes.models.errors import ModelLoadError
 from nodes.models.flux_keys import count_blocks, find_prefix, strip_prefix
+from nodes.models.lora import UNET_FAMILY, LoraTargets, merge_loras
 
 MARKER = "token_refiner.blocks.0.attn.qkv_proj.weight"  # diffusers' single-file detector key for minimax-h3
 PRUNED_MARKER = "adaln_t_table"  # the curve-form ("pruned") files: no time embedder, a table of its curve
@@ -105,13 +107,31 @@ def infer_config(sd: Mapping[str, torch.Tensor], path: str | None = None) -> dic
     }
 
 
-def load_transformer(sd: Mapping[str, torch.Tensor], path: str | None = None) -> MiniMaxH3Transformer3DModel:
-    """The transformer of a published MiniMax H3 file, in float32. The file's own rope frequencies are kept
-    (ComfyUI loads that buffer; diffusers would recompute it from a theta the file does not record)."""
+def lora_targets(sd: Mapping[str, torch.Tensor]) -> LoraTargets:
+    """The names a LoRA may give a weight of the published layout, as ComfyUI maps any model's weights:
+    `diffusion_model.<module>` (the turbo LoRAs' comfyui files) and kohya's `lora_unet_<module with _>`."""
+    targets = LoraTargets(UNET_FAMILY, {})
+    for key in sd:
+        if key.endswith(".weight"):
+            stem = key.removesuffix(".weight")
+            targets.add(
+                key, "diffusion_model." + stem, "model.diffusion_model." + stem, "lora_unet_" + stem.replace(".", "_")
+            )
+    return targets
+
+
+def load_transformer(
+    sd: Mapping[str, torch.Tensor], path: str | None = None, loras: tuple[Patch, ...] = ()
+) -> MiniMaxH3Transformer3DModel:
+    """The transformer of a published MiniMax H3 file, in float32, `loras` merged in the file's names (before
+    diffusers' converter splits the fused qkv rows). The file's own rope frequencies are kept (ComfyUI loads that
+    buffer; diffusers would recompute it from a theta the file does not record)."""
     prefix = find_prefix(sd.keys(), MARKER)
     if prefix is None:
         raise ModelLoadError(path, f"not a MiniMax H3 transformer: no {MARKER}")
     sd = strip_prefix(sd, prefix)
+    if loras:
+        sd, _ = merge_loras(loras, lora_targets(sd), sd)
     config = infer_config(sd, path)
     inv_freq = sd["rope.inv_freq"].to(torch.float32)
     table = sd.get(PRUNED_MARKER)

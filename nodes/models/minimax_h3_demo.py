@@ -98,8 +98,8 @@ def tiny_audio_vae(seed: int = SEED) -> torch.nn.Module:
 
 def tiny_lora(transformer: dict[str, torch.Tensor], seed: int = SEED, rank: int = 4) -> dict[str, torch.Tensor]:
     """A rank-4 LoRA on every attention qkv projection of the tiny transformer, in ComfyUI's LoRA key layout
-    (diffusion_model.<module>.lora_A/B.weight), where the templates' LoRA switch finds a file; LoRAs on MiniMax H3
-    are refused by name when applied."""
+    (diffusion_model.<module>.lora_A/B.weight) as the templates' turbo LoRAs (*_comfyui_bf16) have it, where the
+    templates' LoRA switch finds a file."""
     gen = torch.Generator().manual_seed(seed + 2)
     out = {}
     for key, weight in transformer.items():

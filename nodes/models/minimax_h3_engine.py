@@ -178,11 +178,10 @@ def _member_conditions(cond: dict[str, Any], b: int) -> dict[str, Any]:
 
 
 def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) -> MiniMaxH3DiffusionModel:
-    """The MiniMax H3 transformer of a published single file (full or curve form), float32 as on a CPU."""
-    if ref.patches:
-        raise NotImplementedError("LoRAs on MiniMax H3 models are not supported yet")
+    """The MiniMax H3 transformer of a published single file (full or curve form), float32 as on a CPU, with the
+    ref's LoRAs merged."""
     path = ref.sources[0] if ref.sources else None
-    module = mh.load_transformer(state_dict, path)
+    module = mh.load_transformer(state_dict, path, ref.patches)
     return MiniMaxH3DiffusionModel(
         arch=ARCH,
         module=module,

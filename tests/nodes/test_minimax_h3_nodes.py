@@ -261,6 +261,64 @@ def test_bad_first_last_frame_inputs_are_refused_by_name(workspace):
         node(clip=sd1, first_frame=torch.zeros(1, 32, 32, 3))
 
 
+def test_lora_merges_into_the_published_weights(workspace):
+    """LoraLoaderModelOnly on MiniMax H3 (the templates' turbo LoRA switch): a LoRA in ComfyUI's key layout
+    (diffusion_model.blocks.N.attn.qkv_proj.lora_A/B) merges into the file's fused qkv rows before diffusers'
+    converter splits them: KSampler equals the loop over a transformer loaded from the file with
+    W + strength * B @ A written in by hand. A LoRA in names no MiniMax H3 layer has is refused by name."""
+    from safetensors.torch import load_file, save_file
+
+    torch.set_num_threads(1)
+    context = torch.randn(1, 4, TEXT_DIM, generator=torch.Generator().manual_seed(8))
+    lora_name = FILES["lora"].split("/")[1]
+
+    async def run(name: str):
+        (model,) = await _call("UNETLoader", unet_name=FILES["transformer"].split("/")[1], weight_dtype="default")
+        (model,) = await _call("LoraLoaderModelOnly", model=model, lora_name=name, strength_model=0.7)
+        (latent,) = await _call("EmptyMiniMaxH3LatentAV", width=32, height=32, length=5)
+        cond = [[context, {"pooled_output": None}]]
+        (out,) = await _call(
+            "KSampler",
+            model=model,
+            seed=4,
+            steps=1,
+            cfg=1.0,
+            sampler_name="euler",
+            scheduler="simple",
+            positive=cond,
+            negative=cond,
+            latent_image=latent,
+            denoise=1.0,
+        )
+        return out["samples"].unbind()
+
+    video, audio = asyncio.run(run(lora_name))
+    sd = load_file(workspace.models_dir / FILES["transformer"])
+    lora = load_file(workspace.models_dir / FILES["lora"])
+    for key in [k for k in sd if k.endswith(".attn.qkv_proj.weight") and k.startswith("blocks.")]:
+        stem = "diffusion_model." + key.removesuffix(".weight")
+        sd[key] = sd[key] + 0.7 * lora[stem + ".lora_B.weight"] @ lora[stem + ".lora_A.weight"]
+    shapes = [(1, 24, 2, 2, 2), (1, 32, 2, 8)]
+    ref_video, ref_audio, _ = diffusers_loop(mh.load_transformer(sd), shapes, 4, context, 1)
+    torch.testing.assert_close(video, ref_video, atol=1e-5, rtol=0)
+    torch.testing.assert_close(audio, ref_audio, atol=1e-5, rtol=0)
+    plain, _, _ = diffusers_loop(
+        mh.load_transformer(load_file(workspace.models_dir / FILES["transformer"])), shapes, 4, context, 1
+    )
+    assert (video - plain).abs().max() > 1e-4  # the LoRA changed the model
+
+    # the lightx2v release's diffusers/PEFT names: no MiniMax H3 layer of the published layout has them
+    save_file(
+        {
+            "transformer_blocks.0.attn.to_q.lora_A.weight": torch.zeros(4, 64),
+            "transformer_blocks.0.attn.to_q.lora_B.weight": torch.zeros(64, 4),
+        },
+        str(workspace.models_dir / "loras" / "peft_named.safetensors"),
+    )
+    with pytest.raises(Exception, match="peft_named.safetensors.*LoRA names match no known layout"):
+        asyncio.run(run("peft_named.safetensors"))
+
+
 def test_sigma_shift_reaches_the_schedule_and_the_model(workspace):
     """MiniMaxH3SigmaShift(5, 2): the sampler's schedule at shift 5 and every evaluation mapping its sigma with
     the video shift 5 and the audio shift 2 (ComfyUI hands both to the model)."""

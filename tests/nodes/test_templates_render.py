@@ -16,6 +16,10 @@ def test_a_companion_file_maps_by_the_family_the_other_files_name():
     )
     assert templates_render.demo_file("ae.safetensors", ["flux1-dev.safetensors"]) == "flux-tiny-ae.safetensors"
     assert templates_render.demo_file("ae.safetensors", ["ovis_image_bf16.safetensors"]) is None
+    turbo = "minimax_h3_fl2v_turbo_8step_v1.0_comfyui_bf16.safetensors"  # ComfyUI's key layout, as our tiny LoRA
+    assert templates_render.demo_file(turbo, ["minimax_h3_fl2va_pruned_int8_convrot.safetensors", turbo]) == (
+        "minimax_h3_lora_tiny.safetensors"
+    )
 
 
 def _ui(nodes: list[dict]) -> dict:
