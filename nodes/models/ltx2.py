@@ -33,6 +33,7 @@ from nodes.arch import latent_format, sampling_config
 from nodes.models.components import DiffusionModel
 from nodes.models.errors import ModelLoadError
 from nodes.models.flux_keys import count_blocks, find_prefix, strip_prefix
+from nodes.models.lora import LoraTargets, merge_loras
 from nodes.models.safetensors_io import build_module
 
 MARKER = "audio_adaln_single.linear.weight"
@@ -200,6 +201,19 @@ class LTX2DiffusionModel(DiffusionModel):
         return v.float(), a.float()
 
 
+def lora_targets(sd: Mapping[str, torch.Tensor]) -> LoraTargets:
+    """The names an LTX-2 LoRA may give a layer, as ComfyUI reads them: the checkpoint's own under
+    `diffusion_model.` (Lightricks' and ComfyUI's LoRAs), kohya's `lora_unet_` with underscores, and diffusers'
+    under `transformer.`."""
+    ours = convert_ltx2_transformer_to_diffusers({k: k for k in sd})  # diffusers name -> the checkpoint's
+    targets = LoraTargets(("diffusion_model.", "lora_unet_", "transformer."), {})
+    for dif, name in ours.items():
+        if dif.endswith(".weight"):
+            d, n = dif[: -len(".weight")], name[: -len(".weight")]
+            targets.add(dif, "diffusion_model." + n, "lora_unet_" + n.replace(".", "_"), "transformer." + d)
+    return targets
+
+
 def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) -> LTX2DiffusionModel:
     """The LTX-2 audio-video DiffusionModel of a checkpoint (or a bare transformer file); float32 compute, as
     ComfyUI runs it on a CPU."""
@@ -214,6 +228,8 @@ def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) 
     except (KeyError, ValueError) as e:
         raise ModelLoadError(path, f"not a usable LTX-2 audio-video model: {e}") from None
     converted = convert_ltx2_transformer_to_diffusers({k: v.float() for k, v in sd.items()})
+    if ref.patches:
+        converted, _ = merge_loras(ref.patches, lora_targets(sd), converted)
     module = build_module(lambda: LTX2VideoTransformer3DModel(**kwargs), converted, path, "LTX-2 transformer")
     return LTX2DiffusionModel(
         arch="ltx2",

@@ -40,6 +40,21 @@ FILES = {
     "text_encoder": "text_encoders/gemma_3_12B_it_tiny.safetensors",
 }
 UPSAMPLER_FILE = "latent_upscale_models/ltx-2-spatial-upscaler-x2-1.0_tiny.safetensors"
+LORA_FILE = "loras/ltx-2-19b-lora_tiny.safetensors"
+# The layers the tiny LoRA changes (the checkpoint's names, ComfyUI's LoRA key layout under `diffusion_model.`):
+# video and audio self-attention, cross-attention, a feed-forward and the audio-to-video attention of both blocks.
+LORA_LAYERS = [
+    f"transformer_blocks.{i}.{name}"
+    for i in range(2)
+    for name in (
+        "attn1.to_q",
+        "attn1.to_v",
+        "attn2.to_k",
+        "audio_attn1.to_q",
+        "ff.net.0.proj",
+        "audio_to_video_attn.to_out.0",
+    )
+]
 # The published x2 upsampler's config (nodes/models/ltx2_upsampler.py) at tiny width: 32 channels (GroupNorm's 32
 # groups), one block per stage; the latent keeps the VAE's 128 channels.
 UPSAMPLER_CONFIG = {
@@ -412,6 +427,19 @@ def build_upsampler(path: Path, config: dict = UPSAMPLER_CONFIG, seed: int = SEE
     return path
 
 
+def tiny_lora_state_dict(seed: int = SEED, rank: int = 4) -> dict[str, torch.Tensor]:
+    """A rank-4 LoRA on LORA_LAYERS of the tiny transformer (lora_A / lora_B / alpha), bfloat16."""
+    shapes = {k: v.shape for k, v in tiny_ltx2_state_dict(seed).items()}
+    gen = torch.Generator().manual_seed(seed + 4)
+    sd = {}
+    for layer in LORA_LAYERS:
+        out_features, in_features = shapes[f"{PREFIX}{layer}.weight"]
+        sd[f"diffusion_model.{layer}.lora_A.weight"] = torch.randn(rank, in_features, generator=gen) / in_features**0.5
+        sd[f"diffusion_model.{layer}.lora_B.weight"] = torch.randn(out_features, rank, generator=gen) / rank**0.5
+        sd[f"diffusion_model.{layer}.alpha"] = torch.tensor(float(rank))
+    return {k: v.to(torch.bfloat16).contiguous() for k, v in sd.items()}
+
+
 def build_demo_ltx2(models_dir: Path, seed: int = SEED) -> list[Path]:
     """Write ltx2-tiny under a ComfyUI models folder; returns the paths written."""
     written = []
@@ -422,4 +450,9 @@ def build_demo_ltx2(models_dir: Path, seed: int = SEED) -> list[Path]:
         write_atomic(path, lambda tmp, sd=sd, meta=meta: save_file(sd, tmp, metadata=meta))
         written.append(path)
     written.append(build_upsampler(Path(models_dir) / UPSAMPLER_FILE, seed=seed))
+    lora = Path(models_dir) / LORA_FILE
+    lora.parent.mkdir(parents=True, exist_ok=True)
+    sd = tiny_lora_state_dict(seed)
+    write_atomic(lora, lambda tmp: save_file(sd, tmp))
+    written.append(lora)
     return written
