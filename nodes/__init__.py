@@ -37,11 +37,23 @@ def _load() -> None:
 
         for cls in mappings.values():  # packs call core node functions from their sync code, as in ComfyUI
             wrap_node_class(cls)
+        _add_search_aliases(mappings)
         common_ksampler = both_ways(common_ksampler)  # packs call nodes.common_ksampler too
         # Node packs import core classes by name (`from nodes import KSampler`).
         globals().update(mappings)
         globals().update(common_ksampler=common_ksampler, NODE_DISPLAY_NAME_MAPPINGS=display)
         globals()["NODE_CLASS_MAPPINGS"] = mappings  # last: its presence marks the load complete
+
+
+def _add_search_aliases(mappings: dict[str, type]) -> None:
+    """ComfyUI 0.10.0's search aliases (recorded in library/search_aliases.json) on the classes that do not
+    declare their own (those took theirs from the newest ComfyUI source)."""
+    import json
+
+    recorded = json.loads((Path(__file__).parent / "library" / "search_aliases.json").read_text())["classes"]
+    for name, cls in mappings.items():
+        if name in recorded and "SEARCH_ALIASES" not in vars(cls):
+            cls.SEARCH_ALIASES = recorded[name]
 
 
 def interrupt_processing(value: bool = True) -> None:
