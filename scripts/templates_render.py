@@ -196,7 +196,7 @@ def flat_workflow(workflow: dict) -> dict:
         fed = next((i for i in instance.get("inputs", []) if i.get("name") == name), None)
         if fed is not None and fed.get("link") is not None:
             return origin(outer, fed["link"], seen)
-        value = promoted_value(instance, name)
+        value = promoted_value(instance, name, sg)
         if value is None:
             return None  # the inner widget keeps its own value
         primitive = next(next_id)
@@ -223,12 +223,20 @@ def flat_workflow(workflow: dict) -> dict:
     return {"nodes": out_nodes, "links": out_links}
 
 
-def promoted_value(instance: dict, name: str):
+WIDGET_TYPES = {"INT", "FLOAT", "STRING", "BOOLEAN", "COMBO"}
+
+
+def promoted_value(instance: dict, name: str, subgraph: dict | None = None):
     """The value an instance shows for its promoted widget `name`: its widget inputs and widgets_values are in
-    the same order. None when the instance holds none."""
+    the same order; where they are not as many (templates saved by newer frontends list only some), the values
+    follow the subgraph's widget-typed inputs in order. None when the instance holds none."""
     values = instance.get("widgets_values")
+    if not isinstance(values, list):
+        return None
     widgets = [i.get("name") for i in instance.get("inputs", []) if i.get("widget")]
-    if not isinstance(values, list) or len(values) != len(widgets) or name not in widgets:
+    if len(values) != len(widgets) and subgraph is not None:
+        widgets = [i.get("name") for i in subgraph.get("inputs", []) if i.get("type") in WIDGET_TYPES]
+    if len(values) != len(widgets) or name not in widgets:
         return None
     return values[widgets.index(name)]
 

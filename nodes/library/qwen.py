@@ -228,6 +228,9 @@ class TextEncodeQwenImage21:
                 f"clip: TextEncodeQwenImage21 needs Qwen-Image 2.1's Qwen3-VL text encoder (CLIPLoader "
                 f"type qwen_image), got a {clip.arch} CLIP"
             )
+        for name, text in (("prompt", prompt), ("negative_prompt", negative_prompt)):
+            if not isinstance(text, str):
+                raise ValueError(f"{name}: expected a STRING, got {type(text).__name__}")
         resolution = int(resolution)
         if not 0 <= resolution <= 4096:
             raise ValueError(f"resolution: {resolution} is outside 0..4096")

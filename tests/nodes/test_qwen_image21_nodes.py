@@ -198,6 +198,8 @@ def test_other_encoders_and_bad_images_are_refused_by_name(clip):
         asyncio.run(TextEncodeQwenImage21().execute(other, "x", "", 1024))
     with pytest.raises(ValueError, match=r"Qwen-Image 2\.1's with (CLIPLoader )?type qwen_image.*not lumina2"):
         CLIPLoader().load_clip("qwen3vl_8b_tiny.safetensors", "lumina2")
+    with pytest.raises(ValueError, match="prompt: expected a STRING, got NoneType"):
+        asyncio.run(TextEncodeQwenImage21().execute(clip, None, "", 1024))  # an unlinked switch branch
     with pytest.raises(ValueError, match="image_2: expected an IMAGE"):
         asyncio.run(TextEncodeQwenImage21().execute(clip, "x", "", 1024, **{"images.image_2": torch.zeros(64, 64)}))
 

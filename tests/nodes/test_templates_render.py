@@ -99,3 +99,18 @@ def test_subgraphs_unpack_under_fresh_ids_with_outer_sources_and_promoted_values
     assert by_type["PrimitiveNode"]["widgets_values"] == ["hello"]
     # B reads the subgraph's output, which PreviewAny passed on from C
     assert origin[by_type["B"]["inputs"][0]["link"]] == by_type["C"]["id"]
+
+
+def test_promoted_values_of_a_newer_frontend_follow_the_subgraphs_widget_inputs():
+    """A template saved by a newer frontend (image_qwen_image_2_1_image_edit) keeps a value for every widget-typed
+    subgraph input, in the subgraph's order, while its instance lists only some of them as inputs."""
+    sg = {"inputs": [{"name": "resolution", "type": "INT"}, {"name": "image", "type": "IMAGE"}]}
+    sg["inputs"] += [{"name": "prompt", "type": "STRING"}, {"name": "switch", "type": "BOOLEAN"}]
+    instance = {"inputs": [{"name": "prompt", "widget": {"name": "prompt"}}], "widgets_values": [0, "edit it", False]}
+    assert [templates_render.promoted_value(instance, n, sg) for n in ("resolution", "prompt", "switch")] == [
+        0,
+        "edit it",
+        False,
+    ]
+    assert templates_render.promoted_value(instance, "image", sg) is None
+    assert templates_render.promoted_value(instance, "prompt") is None  # without the subgraph: no order to follow
