@@ -217,8 +217,11 @@ class VAEDecodeTiled:
         vae = require_component(vae, "vae", "vae")
         if tile_size < overlap * 4:
             overlap = tile_size // 4
+        if temporal_size < temporal_overlap * 2:
+            temporal_overlap = temporal_overlap // 2
+        params = {"tile": tile_size, "overlap": overlap, "temporal_size": temporal_size}
         out = await call_model_fn(
-            "vae_decode", vae, "vae", {"latent": samples["samples"]}, {"tile": tile_size, "overlap": overlap}
+            "vae_decode", vae, "vae", {"latent": samples["samples"]}, {**params, "temporal_overlap": temporal_overlap}
         )
         return (out["image"],)
 

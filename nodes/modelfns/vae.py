@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from typing import Any
 
@@ -17,6 +18,8 @@ from nodes.models.components import VAEModel
 class VAEParams(Params):
     tile: int | None = None  # tiled decode/encode with tiles of this many pixels
     overlap: int = 64  # and this overlap, pixels
+    temporal_size: int = 64  # tiled decode of a video VAE that compresses time: frames per tile
+    temporal_overlap: int = 8  # and their overlap, frames
     video: bool = False  # encode: the batch as the frames of one video (Wan's image-to-video conditioning)
 
 
@@ -46,6 +49,8 @@ class VAEDecodeFn(_VAEFn):
     def execute(self, model: VAEModel, inputs: dict[str, Any], params: VAEParams) -> dict[str, torch.Tensor]:
         latent = inputs["latent"]
         tile = params.tile
+        if tile and latent.dim() == 5 and hasattr(model, "decode_raw"):
+            return {"image": model.to_image(tiled_video(model, latent, params))}
         if tile:
             if latent.dim() == 5:  # frames tile as images of the batch: [B,C,T,H,W] -> [B*T,C,H,W]
                 latent = latent.movedim(2, 1).reshape(-1, latent.shape[1], *latent.shape[3:])
@@ -102,6 +107,53 @@ class VAELatentStatisticsFn(_VAEFn):
             raise ValueError(f"the {model.arch} VAE has no per-channel latent statistics (LTX-2's video VAE has)")
         mean, std = statistics()
         return {"mean": mean, "std": std}
+
+
+def tiled_video(model: Any, latent: torch.Tensor, params: VAEParams) -> torch.Tensor:
+    """A video VAE's decoder output for `latent` [B,C,T,H,W], decoded in (time, height, width) tiles that overlap
+    and are blended with linear feathers, as ComfyUI's VAEDecodeTiled decodes video (tiled_scale_multidim): the
+    tile sizes in latent units from the node's pixels and frames, a latent that fits one tile decoded whole."""
+    tc, down = model.temporal_compression, model.downscale
+    t_size = max(2, params.temporal_size // tc)
+    t_overlap = max(1, min(t_size // 2, params.temporal_overlap // tc))
+    tile = (t_size, params.tile // down, params.tile // down)
+    overlap = (t_overlap, params.overlap // down, params.overlap // down)
+    outs = []
+    for b in range(latent.shape[0]):
+        sample = latent[b : b + 1]
+        extents = sample.shape[2:]
+        if all(n <= t for n, t in zip(extents, tile)):
+            outs.append(model.decode_raw(sample))
+            continue
+        sizes = [model.decoded_size(d, n) for d, n in enumerate(extents)]
+        out = div = None
+        starts = [range(0, n - o, t - o) if n > t else [0] for n, t, o in zip(extents, tile, overlap)]
+        for corner in itertools.product(*starts):
+            piece_in, at = sample, []
+            for d, (n, t, o, c) in enumerate(zip(extents, tile, overlap, corner)):
+                start = max(0, min(n - o, c))
+                piece_in = piece_in.narrow(d + 2, start, min(t, n - start))
+                at.append(model.decoded_position(d, start))
+            piece = model.decode_raw(piece_in)
+            if out is None:
+                out = piece.new_zeros(1, piece.shape[1], *sizes)
+                div = torch.zeros_like(out)
+            mask = torch.ones_like(piece)
+            for d, o in enumerate(overlap):
+                feather, length = model.decoded_size(d, o), mask.shape[d + 2]
+                if feather >= length:
+                    continue
+                for i in range(feather):
+                    mask.narrow(d + 2, i, 1).mul_((i + 1) / feather)
+                    mask.narrow(d + 2, length - 1 - i, 1).mul_((i + 1) / feather)
+            o_view, d_view = out, div
+            for d, start in enumerate(at):
+                o_view = o_view.narrow(d + 2, start, mask.shape[d + 2])
+                d_view = d_view.narrow(d + 2, start, mask.shape[d + 2])
+            o_view.add_(piece * mask)
+            d_view.add_(mask)
+        outs.append(out / div)
+    return torch.cat(outs)
 
 
 def tiled_encode(

@@ -114,9 +114,21 @@ class LTX2VideoVAE(VAEModel):
         module: AutoencoderKLLTX2Video = self.module
         return module.latents_mean.float().clone(), module.latents_std.float().clone()
 
+    temporal_compression = TEMPORAL
+
+    @staticmethod
+    def decoded_size(dim: int, size: int) -> int:
+        """Frames (dim 0) or pixels (1, 2) a latent extent decodes to: causal time 8(F-1)+1, space x32."""
+        return max(0, size * TEMPORAL - (TEMPORAL - 1)) if dim == 0 else size * SPATIAL
+
+    @staticmethod
+    def decoded_position(dim: int, index: int) -> int:
+        """Where latent index `index` lands in the decoded video (ComfyUI's index formula: x8 in time)."""
+        return index * (TEMPORAL if dim == 0 else SPATIAL)
+
     @torch.no_grad()
-    def decode(self, latent: torch.Tensor) -> torch.Tensor:
-        """[B,128,F,h,w] -> IMAGE [B*(8(F-1)+1),32h,32w,3]."""
+    def decode_raw(self, latent: torch.Tensor) -> torch.Tensor:
+        """[B,128,F,h,w] -> the decoder's output [B,3,8(F-1)+1,32h,32w] in -1..1, before ComfyUI's clamp."""
         if latent.dim() != 5 or latent.shape[1] != self.latent_channels:
             raise ValueError(
                 f"the LTX-2 VAE decodes [batch, {self.latent_channels}, frames, height, width] latents, "
@@ -124,9 +136,17 @@ class LTX2VideoVAE(VAEModel):
             )
         module: AutoencoderKLLTX2Video = self.module
         z = latent.float() * module.latents_std.view(1, -1, 1, 1, 1) + module.latents_mean.view(1, -1, 1, 1, 1)
-        x = module.decode(z).sample.float()
+        return module.decode(z).sample.float()
+
+    @staticmethod
+    def to_image(x: torch.Tensor) -> torch.Tensor:
+        """Decoder output [B,3,T,H,W] -> IMAGE [B*T,H,W,3] in 0..1."""
         image = ((x + 1.0) / 2.0).clamp(0.0, 1.0).movedim(1, -1)  # [B,T,H,W,3]
         return image.reshape(-1, *image.shape[2:])
+
+    def decode(self, latent: torch.Tensor) -> torch.Tensor:
+        """[B,128,F,h,w] -> IMAGE [B*(8(F-1)+1),32h,32w,3]."""
+        return self.to_image(self.decode_raw(latent))
 
 
 def load_vae(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) -> LTX2VideoVAE:
