@@ -99,6 +99,7 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     (r"^minimax_h3", r"^minimax_h3_(fl2v|ref2v)_turbo_.*_comfyui", "minimax_h3_lora_tiny.safetensors"),
     # Flux.1 dev / schnell / Krea / Kontext (same transformer layout; Fill and Canny have other input widths)
     (None, r"^flux1-(dev|schnell|krea-dev|dev-kontext)", "flux-tiny.safetensors"),
+    (None, r"^flux1-fill-dev", "flux-fill-tiny.safetensors"),
     (r"^flux1-", r"^clip_l\.", "flux-tiny-clip_l.safetensors"),
     (r"^flux1-", r"^t5xxl", "flux-tiny-t5.safetensors"),
     (r"^flux1-", r"^ae\.safetensors$", "flux-tiny-ae.safetensors"),

@@ -30,6 +30,8 @@ from nodes.models.flux_keys import (
     strip_prefix,
 )
 from nodes.models.safetensors_io import build_module
+from nodes.models.unet import resize_to_batch_size
+from nodes.upscale import common_upscale
 
 REAL_FLUX_AXES = (16, 56, 56)  # BFL's RoPE split of the 128-wide heads of Flux.1
 DEFAULT_GUIDANCE = 3.5  # ComfyUI's value when the conditioning carries none (FluxGuidance sets it)
@@ -205,14 +207,47 @@ def per_batch(v: Any, batch: int, device: torch.device) -> torch.Tensor:
     return t.expand(batch) if t.numel() == 1 else t
 
 
+def fill_mask(mask: torch.Tensor | None, x: torch.Tensor) -> torch.Tensor:
+    """FLUX.1 Fill's mask channels: the pixel mask (its channels averaged; ones without one) resized to the
+    latent's pixel size, each 8x8 pixel cell folded into 64 channels (row-major within the cell), as ComfyUI's
+    Flux.concat_cond and BFL's sampling prepare it."""
+    b, _, h, w = x.shape
+    if mask is None:
+        mask = torch.ones(b, 1, h, w, dtype=x.dtype, device=x.device)
+    mask = mask.to(x.device, x.dtype)
+    if mask.ndim == 3:  # a bare MASK [B,H,W]
+        mask = mask.unsqueeze(1)
+    mask = common_upscale(mask.mean(dim=1, keepdim=True), w * 8, h * 8, "bilinear", "center")
+    cells = mask.reshape(mask.shape[0], h, 8, w, 8).permute(0, 2, 4, 1, 3).reshape(mask.shape[0], 64, h, w)
+    return resize_to_batch_size(cells, b)
+
+
 @dataclass
 class FluxDiffusionModel(DiffusionModel):
+    def concat_image(
+        self, image: torch.Tensor | None, x: torch.Tensor, mask: torch.Tensor | None = None, mask_index: int = 0
+    ) -> torch.Tensor | None:
+        """The channels a wider-input Flux.1 takes beside the latent: the image latent in model space (Canny /
+        Depth: twice the latent's channels), then FLUX.1 Fill's 64 mask channels (fill_mask). The image is
+        resized to the latent (bilinear, centre crop) and batch; zeros without one. None for dev / schnell."""
+        channels, out = self.config["in_channels"] // PATCH**2, self.config["out_channels"] // PATCH**2
+        if channels <= out:
+            return None
+        image = torch.zeros_like(x) if image is None else image.to(x.device, x.dtype)
+        image = common_upscale(image, x.shape[-1], x.shape[-2], "bilinear", "center")
+        image = self.latent_format.process_in(resize_to_batch_size(image, x.shape[0]))
+        if channels <= 2 * out:
+            return image
+        return torch.cat([image, fill_mask(mask, x)], dim=1)
+
     def apply(self, x: torch.Tensor, timestep: torch.Tensor, cond: dict[str, Any]) -> torch.Tensor:
         if cond.get("control") is not None:
             raise NotImplementedError("ControlNet is not supported for Flux models yet")
         module: FluxTransformer2DModel = self.module
         device, dtype = x.device, self.dtype
         b, _, h, w = x.shape
+        if cond.get("concat") is not None:  # Fill / Canny / Depth: concat_image's channels join the input
+            x = torch.cat([x, cond["concat"].to(x)], dim=1)
         x = patched(x)
         h_len, w_len = x.shape[-2] // PATCH, x.shape[-1] // PATCH
         tokens, ids = pack(x.to(dtype)), image_ids(h_len, w_len, dtype, device)

@@ -1,6 +1,7 @@
 """Deterministic tiny Flux models, written the way Flux users have their files: the transformer in BFL layout
 (diffusion_models/), CLIP-L and T5 in HF layout (text_encoders/), the ldm-layout autoencoder (vae/), and an
-all-in-one checkpoint (checkpoints/) with ComfyUI's prefixes. Same seed -> byte-identical files."""
+all-in-one checkpoint (checkpoints/) with ComfyUI's prefixes, and FLUX.1 Fill's transformer (the same sizes with
+Fill's input width). Same seed -> byte-identical files."""
 
 from __future__ import annotations
 
@@ -18,6 +19,10 @@ from nodes.models.vae import diffusers_to_ldm
 from nodes.output_claims import write_atomic
 
 CONFIG_NAME = "flux-tiny"
+# FLUX.1 Fill (black-forest-labs/flux src/flux/util.py, "flux-dev-fill": in_channels 384, out_channels 64): per
+# 2x2 patch the 16 latent channels, the 16 of the masked image's latent and 64 of the 8x8 pixel mask.
+FILL_IN_CHANNELS = (16 + 16 + 64) * 4
+FILL_SEED_OFFSET = 1000  # its own stream, so the other files keep their bytes
 
 
 def randomize_constants(module: torch.nn.Module, gen: torch.Generator) -> None:
@@ -105,6 +110,27 @@ def tiny_flux_state_dicts(seed: int = 0) -> dict[str, dict[str, torch.Tensor]]:
     }
 
 
+def tiny_fill_transformer(seed: int = 0) -> dict[str, torch.Tensor]:
+    """The tiny FLUX.1 Fill transformer in BFL layout: flux-tiny's sizes, Fill's input width."""
+    torch.manual_seed(seed + FILL_SEED_OFFSET)
+    config = json.loads((CONFIGS_DIR / CONFIG_NAME / "flux.json").read_text())
+    transformer = FluxTransformer2DModel(
+        patch_size=1,
+        in_channels=FILL_IN_CHANNELS,
+        out_channels=64,
+        num_layers=1,
+        num_single_layers=2,
+        attention_head_dim=16,
+        num_attention_heads=2,
+        joint_attention_dim=32,
+        pooled_projection_dim=32,
+        guidance_embeds=True,
+        axes_dims_rope=tuple(config["axes_dim"]),
+    )
+    randomize_constants(transformer, torch.Generator().manual_seed(seed + FILL_SEED_OFFSET))
+    return diffusers_to_bfl(transformer.state_dict())
+
+
 def build_demo_flux(models_dir: Path, seed: int = 0) -> list[Path]:
     """Write the tiny Flux files under a ComfyUI models folder; returns the paths written."""
     models_dir = Path(models_dir)
@@ -122,6 +148,7 @@ def build_demo_flux(models_dir: Path, seed: int = 0) -> list[Path]:
         "text_encoders/flux-tiny-t5.safetensors": sds["t5xxl"],
         "vae/flux-tiny-ae.safetensors": sds["vae"],
         "checkpoints/flux-tiny.safetensors": {prefixed[c] + k: v for c, sd in sds.items() for k, v in sd.items()},
+        "diffusion_models/flux-fill-tiny.safetensors": tiny_fill_transformer(seed),
     }
     written = []
     for rel, sd in files.items():

@@ -1,0 +1,123 @@
+"""Record what ComfyUI computes for FLUX.1 Fill (the inpainting model: the latent joined by the masked image's
+latent and 64 mask channels) on the demo's tiny Fill transformer, as the fixture of tests/models/test_flux_fill.py.
+
+Run inside ComfyUI's own environment (it imports ComfyUI's modules and runs their code; nothing of ComfyUI
+is copied here), given the demo models (`comfy-cluster demo-models` builds them):
+
+    cd <ComfyUI 0.10.0 source> && PYTHONPATH=<site>:. OMP_NUM_THREADS=2 <ComfyUI venv>/bin/python \\
+        /work/main/scripts/record_comfyui_flux_fill.py <models>/diffusion_models/flux-fill-tiny.safetensors \\
+        /work/main/tests/models/fixtures/comfyui_flux_fill.json
+
+ComfyUI's own FluxInpaint model config (comfy.supported_models, in_channels 96) with the tiny file's sizes
+(ComfyUI's detection derives the head count from Flux.1's real RoPE axes, so the sizes are given here, as
+record_comfyui_edit_family.py does for flux-tiny) builds comfy.model_base.Flux; its weights are the file's.
+For each case: the model's concat_cond (what InpaintModelConditioning's concat_latent_image / concat_mask
+become) and apply_model's denoised output at one sigma with that concat, on seeded tensors.
+Tensors are stored as float32 (base64).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import sys
+
+import torch
+
+WEIGHTS, OUT = sys.argv[1], sys.argv[2]
+sys.argv[1:] = ["--cpu"]  # ComfyUI reads its command line on import: no CUDA here
+import comfy.cli_args  # noqa: E402
+
+comfy.cli_args.args.cpu = True
+
+COMFYUI = "0.10.0 (79cdbc81)"
+TINY = {  # flux-tiny's sizes (nodes/models/configs/flux-tiny) with Fill's 96 input channels
+    "image_model": "flux",
+    "guidance_embed": True,
+    "in_channels": 96,
+    "out_channels": 16,
+    "vec_in_dim": 32,
+    "context_in_dim": 32,
+    "hidden_size": 32,
+    "mlp_ratio": 4.0,
+    "num_heads": 2,
+    "depth": 1,
+    "depth_single_blocks": 2,
+    "axes_dim": [4, 4, 8],
+    "theta": 10000,
+    "patch_size": 2,
+    "qkv_bias": True,
+    "txt_ids_dims": [],
+}
+# (name, latent shape, image latent shape or None, pixel mask shape or None)
+CASES = [
+    ("same_size", (1, 16, 6, 8), (1, 16, 6, 8), (1, 1, 48, 64)),
+    ("batch_2_other_sizes", (2, 16, 6, 8), (1, 16, 5, 7), (1, 1, 37, 45)),
+    ("odd_latent", (1, 16, 5, 7), (1, 16, 5, 7), (1, 1, 40, 56)),
+    ("no_image_no_mask", (1, 16, 4, 6), None, None),
+]
+
+
+def b64(t: torch.Tensor) -> dict:
+    t = t.detach().to(torch.float32).contiguous()
+    return {"shape": list(t.shape), "f32": base64.b64encode(t.numpy().tobytes()).decode()}
+
+
+def seeded(seed: int, *shape: int) -> torch.Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+def main() -> None:
+    import comfy.model_base
+    import comfy.supported_models
+    import comfy.utils
+
+    config = comfy.supported_models.FluxInpaint(TINY)
+    model = comfy.model_base.Flux(config, device=torch.device("cpu"))
+    missing, unexpected = model.diffusion_model.load_state_dict(comfy.utils.load_torch_file(WEIGHTS), strict=False)
+    assert not missing and not unexpected, (missing, unexpected)
+    model.eval()
+    cases = []
+    for i, (name, shape, image_shape, mask_shape) in enumerate(CASES):
+        x = seeded(100 + i, *shape)
+        image = None if image_shape is None else seeded(200 + i, *image_shape)
+        mask = None if mask_shape is None else torch.rand(*mask_shape, generator=torch.Generator().manual_seed(300 + i))
+        context, y = seeded(400 + i, shape[0], 5, 32), seeded(500 + i, shape[0], 32)
+        sigma, guidance = 0.6, 30.0
+        kwargs = {"noise": x, "device": torch.device("cpu")}
+        if image is not None:
+            kwargs["concat_latent_image"] = image
+        if mask is not None:
+            kwargs["concat_mask"] = mask
+        with torch.no_grad():
+            concat = model.concat_cond(**kwargs)
+            denoised = model.apply_model(
+                x,
+                torch.full((shape[0],), sigma),
+                c_concat=concat,
+                c_crossattn=context,
+                y=y,
+                guidance=torch.full((shape[0],), guidance),
+            )
+        case = {"name": name, "x": b64(x), "context": b64(context), "y": b64(y), "sigma": sigma, "guidance": guidance}
+        case |= {"concat": b64(concat), "denoised": b64(denoised)}
+        if image is not None:
+            case["image"] = b64(image)
+        if mask is not None:
+            case["mask"] = b64(mask)
+        cases.append(case)
+    record = {
+        "comfyui": COMFYUI,
+        "recorded_by": "scripts/record_comfyui_flux_fill.py (comfy.model_base.Flux with FluxInpaint's config: "
+        "concat_cond, apply_model; CPU)",
+        "weights_sha256": hashlib.sha256(open(WEIGHTS, "rb").read()).hexdigest(),
+        "cases": cases,
+    }
+    with open(OUT, "w") as f:
+        json.dump(record, f, sort_keys=True)
+        f.write("\n")
+
+
+if __name__ == "__main__":
+    main()
