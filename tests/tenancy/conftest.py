@@ -54,6 +54,18 @@ class Hosted:
         assert resp.status == 200, await resp.text()
         return await resp.json()
 
+    async def wait_running(self, name: str | None, prompt_id: str, timeout: float = 20.0) -> None:
+        """Until the prompt runs: an interrupt reaches only a running prompt (as in ComfyUI), so a test that
+        interrupts one must not race its start (on a loaded machine the start takes longer)."""
+        headers = self.auth(name) if name else {}
+        deadline = asyncio.get_running_loop().time() + timeout
+        while asyncio.get_running_loop().time() < deadline:
+            queue = await (await self.client.get("/queue", headers=headers)).json()
+            if any(item[1] == prompt_id for item in queue["queue_running"]):
+                return
+            await asyncio.sleep(0.05)
+        raise TimeoutError(prompt_id)
+
     async def wait_history(self, name: str | None, prompt_id: str, timeout: float = 20.0) -> dict:
         headers = self.auth(name) if name else {}
         deadline = asyncio.get_running_loop().time() + timeout

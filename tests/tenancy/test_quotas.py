@@ -3,8 +3,6 @@ limit; under it the same request goes through."""
 
 from __future__ import annotations
 
-import asyncio
-
 import aiohttp
 import tenant_nodes as tn
 
@@ -18,13 +16,14 @@ async def _status_and_limit(resp) -> tuple[int, str]:
 async def test_queued_prompt_limit_is_429(hosted):
     alice = hosted.add("alice", max_queued=2)
     slow = await hosted.post_prompt("alice", tn.prompt(1, slow=30))
-    await hosted.post_prompt("alice", tn.prompt(2))
+    second = await hosted.post_prompt("alice", tn.prompt(2))
     resp = await hosted.client.post("/prompt", json={"prompt": tn.prompt(3)}, headers=alice)
     assert await _status_and_limit(resp) == (429, "max_queued")
     assert "Retry-After" in resp.headers
+    await hosted.wait_running("alice", slow["prompt_id"])
     await hosted.client.post("/interrupt", json={}, headers=alice)
     await hosted.wait_history("alice", slow["prompt_id"])
-    await asyncio.sleep(0.3)  # the second one finishes too
+    await hosted.wait_history("alice", second["prompt_id"])
     resp = await hosted.client.post("/prompt", json={"prompt": tn.prompt(3)}, headers=alice)
     assert resp.status == 200
 
