@@ -1,5 +1,5 @@
 """Write the web UI files of the MiniMax H3 workflows from their API files (workflows_json/<name>.json ->
-<name>.ui.json, for minimax_h3_t2v_video_only and minimax_h3_t2v):
+<name>.ui.json, for minimax_h3_t2v_video_only, minimax_h3_t2v and minimax_h3_i2v):
 
     python scripts/minimax_h3_workflow.py
 
@@ -15,7 +15,10 @@ minimax_h3_t2v.json is the text-to-video template's (video_minimax_h3_t2v) whole
 audio VAE, VAEDecodeAudio into CreateVideo, the duration math (PrimitiveFloat, ComfyMathExpression), the LoRA
 switch off as in the template (PrimitiveBoolean into two ComfySwitchNodes: the model, plain or through
 LoraLoaderModelOnly with the tiny LoRA file, and the steps); the outer ResolutionSelector is left out (64x32 given
-directly); 0.2 s (5 frames), 4 steps."""
+directly); 0.2 s (5 frames), 4 steps.
+
+minimax_h3_i2v.json is the image-to-video template's (video_minimax_h3_i2v, and its continuation variant) subgraph:
+the same nodes with the template's LoadImage (example.png) as MiniMaxH3ImageToVideo's first_frame."""
 
 from __future__ import annotations
 
@@ -25,7 +28,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-NAMES = ("minimax_h3_t2v_video_only", "minimax_h3_t2v")
+NAMES = ("minimax_h3_t2v_video_only", "minimax_h3_t2v", "minimax_h3_i2v")
 
 
 def _is_widget(options) -> bool:
