@@ -11,7 +11,7 @@ One `schedule(now, executors)` does, in order:
 - batches whose window closed, or that are full, go to a free executor;
 - otherwise the scheduler pops (cluster.scheduling.tenant_scheduler: vTime, FIFO, SJF, VTC); an invocation with a batch
   key whose model's cap is above its samples leads a batch: the other ready invocations with the same
-  key (any tenant, arrival order, up to the cap) are taken with it from an index kept on `add`,
+  key (any tenant layer 1 admits, arrival order, up to the cap) are taken with it from an index kept on `add`,
   `requeue` and `cancel`. A batch that is not full waits up to `batch_window_s` for more (requests
   in lockstep resubmit their next steps a few milliseconds apart; without a wait the first would
   always run alone), holding one free executor for itself;
@@ -326,8 +326,9 @@ class Dispatcher(DispatchPolicy):
                 del self._ready_by_key[key]
 
     def _fill(self, batch: Batch, now: float | None) -> None:
-        """Take ready invocations with the batch's key, in arrival order, while they fit under its cap;
-        with shedding, hopeless ones are dropped rather than take a place (checked at `now`, and at
+        """Take ready invocations with the batch's key, in arrival order, while they fit under its cap, of
+        the tenants the scheduler's fairness layer admits (`Scheduler.admits`, checked as each one's charge
+        lands); with shedding, hopeless ones are dropped rather than take a place (checked at `now`, and at
         assignment for those that join on `add`, where no clock is passed)."""
         ready = self._ready_by_key.get(batch.key, {})
         for inv_id in list(ready):
@@ -337,6 +338,8 @@ class Dispatcher(DispatchPolicy):
                 continue
             if batch.samples + inv.batch_size > batch.cap:
                 break
+            if not self.scheduler.admits(inv.tenant):
+                continue  # layer 1: a tenant past its share waits for its turn, in a batch or not
             del ready[inv_id]
             self.scheduler.take(inv)
             if now is not None and self._hopeless(inv, now):

@@ -19,7 +19,7 @@ vTime policy:
   each subtree: one decision is a split at `vmin + delta`, a subtree minimum and a merge.
 
 Batching (cluster.scheduling.batching): `take` dispatches a chosen ready invocation out of turn, to join the batch
-of the one just popped. It is charged like a pop; its heap entry goes stale (each entry carries the
+of the one just popped; the dispatcher takes only invocations of tenants layer 1 `admits`. It is charged like a pop; its heap entry goes stale (each entry carries the
 invocation's token, bumped by `take` and `push`) and is dropped when it reaches the top.
 """
 
@@ -210,6 +210,11 @@ class Scheduler(ABC):
         inv.token += 1  # its entry in the ready structures is now stale
         self._start(t, inv)
 
+    def admits(self, tenant: str) -> bool:
+        """Whether the tenant's ready invocations may be dispatched now, out of turn too (`take`, to join a
+        batch): the policies without a fairness layer admit everyone."""
+        return True
+
     def _start(self, t: TenantAccount, inv: Invocation) -> None:
         inv.charged = self._charge(inv)
         t.vtime += inv.charged / t.weight
@@ -331,6 +336,14 @@ class FairScheduler(Scheduler):
             return None
         best = self._backlogged.best_below(first.key[0] + self.delta)  # layer 1, then layer 2
         return heapq.heappop(self._by_order[best[1]].ready)[2]
+
+    def admits(self, tenant: str) -> bool:
+        """Layer 1 for invocations taken out of turn: the tenant's vTime is within `delta` of the least-served
+        active tenant's (the one whose step leads the batch is running, no longer backlogged). A batch takes
+        only admitted tenants' invocations, so riding along in others' batches never lets a tenant overtake
+        its share."""
+        least = self._min_active()
+        return least is None or self.tenant(tenant).vtime <= least + self.delta
 
     def candidates(self) -> list[str]:
         """Layer 1's candidate set (for stats and tests; O(|C|))."""
