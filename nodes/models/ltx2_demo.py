@@ -140,7 +140,7 @@ VAE_CONFIG = {
 
 # The audio VAE and vocoder in the published config format (nodes/models/ltx2_audio.py reads it as ComfyUI does):
 # LTX-2.0's causal mel autoencoder at 8 base channels (8 latent channels x 16 frequency bins, 16 kHz, hop 160) and
-# a two-stage stereo HiFi-GAN vocoder (x20 upsampling: 2 kHz out).
+# a four-stage stereo HiFi-GAN vocoder (x160 upsampling: 16 kHz out, a rate AAC can store in the templates' MP4).
 _AUDIO_ENCODER = {
     "ch": 8,
     "out_ch": 8,
@@ -172,10 +172,10 @@ AUDIO_CONFIG = {
     },
     "vocoder": {
         "resblock_kernel_sizes": [3, 7],
-        "upsample_rates": [5, 4],
-        "upsample_kernel_sizes": [10, 8],
+        "upsample_rates": [5, 4, 4, 2],
+        "upsample_kernel_sizes": [10, 8, 8, 4],
         "resblock_dilation_sizes": [[1, 3, 5], [1, 3, 5]],
-        "upsample_initial_channel": 16,
+        "upsample_initial_channel": 32,
         "stereo": True,
         "resblock": "1",
     },
@@ -340,7 +340,7 @@ def _text_side(gen: torch.Generator) -> dict[str, torch.Tensor]:
     return sd
 
 
-def tiny_audio_state_dict(seed: int = SEED) -> dict[str, torch.Tensor]:
+def tiny_audio_state_dict(seed: int = SEED, config: dict = AUDIO_CONFIG) -> dict[str, torch.Tensor]:
     """The checkpoint's audio VAE (`audio_vae.*`, its statistics) and vocoder (`vocoder.*`) in the published
     names: diffusers' AutoencoderKLLTX2Audio keeps them, LTX2Vocoder's are renamed back (ltx2_audio's table)."""
     from diffusers import AutoencoderKLLTX2Audio
@@ -351,9 +351,9 @@ def tiny_audio_state_dict(seed: int = SEED) -> dict[str, torch.Tensor]:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed + 3)
         gen = torch.Generator().manual_seed(seed + 3)
-        kwargs = _autoencoder_kwargs(AUDIO_CONFIG["audio_vae"], None)[0]
+        kwargs = _autoencoder_kwargs(config["audio_vae"], None)[0]
         autoencoder = AutoencoderKLLTX2Audio(**kwargs)
-        vocoder = LTX2Vocoder(**_vocoder_kwargs(AUDIO_CONFIG["vocoder"], kwargs["mel_bins"], None))
+        vocoder = LTX2Vocoder(**_vocoder_kwargs(config["vocoder"], kwargs["mel_bins"], None))
         randomize_constants(autoencoder, gen)
         randomize_constants(vocoder, gen)
         features = kwargs["latent_channels"] * kwargs["mel_bins"] // 4

@@ -90,18 +90,24 @@ def test_bad_files_and_latents_are_named(vae, recorded):
 
 def test_demo_checkpoint_carries_the_audio_vae_in_comfyuis_layout(recorded, demo_workspace):
     """ltx2-tiny's checkpoint holds what LTXVAudioVAELoader reads from it (the LTX-2 templates load the audio VAE
-    from the checkpoint): the recorded file's keys and shapes (ComfyUI's own classes at the same config), the same
-    config, and a decodable, non-silent audio VAE."""
+    from the checkpoint): the demo's builder, given the recorded file's config, writes that file's keys and shapes
+    (ComfyUI's own classes built it); the checkpoint carries the builder's tensors at the demo's config (a 16 kHz
+    vocoder: AAC cannot store the recorded file's 2 kHz) and decodes to non-silent stereo at 16 kHz."""
     from nodes.models.ltx2_audio import read_audio_vae
-    from nodes.models.ltx2_demo import FILES
+    from nodes.models.ltx2_demo import AUDIO_CONFIG, FILES, tiny_audio_state_dict
 
     tensors, metadata, _ = recorded
+    recorded_config = json.loads(metadata["config"])
+    built = tiny_audio_state_dict(config=recorded_config)
+    assert {k: tuple(v.shape) for k, v in built.items()} == {k: tuple(v.shape) for k, v in tensors.items()}
+    assert AUDIO_CONFIG["audio_vae"] == recorded_config["audio_vae"]
     path = demo_workspace.models_dir / FILES["checkpoint"]
     with safe_open(path, "pt") as f:
         config = json.loads(f.metadata()["config"])
         shapes = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys() if k.startswith(("audio_vae.", "vocoder."))}
-    assert shapes == {k: tuple(v.shape) for k, v in tensors.items()}
-    recorded_config = json.loads(metadata["config"])
-    assert {k: config[k] for k in ("audio_vae", "vocoder")} == recorded_config
-    waveform = read_audio_vae(str(path)).decode(torch.randn(1, 8, 4, 16, generator=torch.Generator().manual_seed(0)))
+    assert shapes == {k: tuple(v.shape) for k, v in tiny_audio_state_dict().items()}
+    assert {k: config[k] for k in ("audio_vae", "vocoder")} == AUDIO_CONFIG
+    vae = read_audio_vae(str(path))
+    waveform = vae.decode(torch.randn(1, 8, 4, 16, generator=torch.Generator().manual_seed(0)))
+    assert vae.output_sample_rate == 16000
     assert waveform.shape[:2] == (1, 2) and waveform.shape[2] > 0 and waveform.abs().mean() > 1e-3
