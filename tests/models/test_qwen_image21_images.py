@@ -20,10 +20,12 @@ from nodes.models.qwen_image21_text import SUB, SYSTEM, chat_text
 from tests.models.test_qwen3vl_vision import tiny_qwen3vl
 
 
-@pytest.fixture(scope="module")
-def encoder(tmp_path_factory):
+@pytest.fixture(scope="module", params=[(0,), (0, 1)], ids=["deepstack-1", "deepstack-every-layer"])
+def encoder(tmp_path_factory, request):
+    """The tiny model with one DeepStack merger, and with one per language-model layer (then ComfyUI reads the
+    last layer after its DeepStack add, as transformers' last hidden state has it)."""
     torch.set_num_threads(1)
-    model = tiny_qwen3vl(seed=1)
+    model = tiny_qwen3vl(seed=1, deepstack=request.param)
     path = tmp_path_factory.mktemp("qwen3vl_images") / "qwen3vl_8b_tiny.safetensors"
     save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(path))
     te = loader.load_text_encoder(make_ref("text_encoder", "qwen_image21", [path], clip_type="qwen_image"))
