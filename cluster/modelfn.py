@@ -10,7 +10,7 @@ included) it gives the same outputs, so any executor may run or re-run it.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -74,6 +74,13 @@ class ModelFn(ABC):
         """Equal keys: the calls can run as one batch (`cluster.scheduling.batching.layout_key` builds the usual
         key). None, the default: this call runs alone."""
         return None
+
+    def execute_batch(self, model: Any, calls: Sequence[Call]) -> list[dict[str, torch.Tensor]]:
+        """Run calls of equal batch keys as one, each with its own inputs and params; one output dict per call,
+        in order. ModelFns whose calls differ in more than their samples (a denoising step's sampler, seed and
+        schedule) override it and share what they can inside. Not overridden, the back end concatenates the
+        calls' inputs along the batch, runs `execute` once and splits the outputs (batching.merge)."""
+        raise NotImplementedError
 
     @classmethod
     def input_layout(cls, name: str, t: torch.Tensor, n: int, ndim: int) -> Layout:

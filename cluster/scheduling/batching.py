@@ -4,11 +4,15 @@ size, chosen by the cascade controller, is the cap).
 Which calls may share one forward pass is the ModelFn's to say (`ModelFn.batch_key`, default: none);
 this module knows no model. Equal keys mean everything that shapes the computation is the same apart
 from the batch; a ModelFn usually builds its key with `layout_key`: the ModelFn, the weights
-(ModelRef), every param but those it names as unread in a batch (a deterministic sampler's seed), and
+(ModelRef), every param but those it names as unread in a batch (values the computation never reads), and
 each tensor input's layout (`ModelFn.input_layout`: per sample, a history stack of per-sample tensors,
 or shared by all). `merge` concatenates the per-sample tensors along the batch (a batch-1 tensor
 expanded to its request's batch), `run_merged` runs the real ModelFn once on the executor, and `split`
 cuts every output back into the requests' parts.
+
+A ModelFn whose calls differ in more than their samples (a denoising step: any sampler, seed, schedule or
+CFG scale on the same model) runs a batch itself instead (`ModelFn.execute_batch`: each call whole, the
+forward passes shared inside), and `merge` only keeps its calls together.
 
 On the cluster the caller tags each invocation with `batch_tag` (a digest of its key, and its samples);
 the head groups ready invocations with equal tags up to the model's batch-size cap and sends them to
@@ -55,6 +59,7 @@ class Merged:
     params: Params
     sizes: tuple[int, ...]
     ndim: int  # x's rank: tensors of this rank are per sample, one more is a history stack
+    calls: tuple[Call, ...] = ()  # for a ModelFn that runs its batches itself (`runs_own_batches`): the calls
 
 
 def freeze(value: Any) -> Hashable:
@@ -76,6 +81,12 @@ def batchable(fn: str) -> bool:
     except KeyError:
         return False
     return cls.batch_key.__func__ is not ModelFn.batch_key.__func__
+
+
+def runs_own_batches(cls: type[ModelFn]) -> bool:
+    """Whether the ModelFn merges a batch of calls itself (`ModelFn.execute_batch`) instead of being run once
+    on their concatenated inputs."""
+    return cls.execute_batch is not ModelFn.execute_batch
 
 
 def batch_key(call: Call) -> Hashable | None:
@@ -160,6 +171,8 @@ def merge(calls: Sequence[Call]) -> Merged:
     cls = get_model_fn(first.fn)
     sizes = tuple(c.size for c in calls)
     ndim = first.inputs["x"].ndim
+    if runs_own_batches(cls):
+        return Merged(first.fn, first.ref, {}, first.params, sizes, ndim, tuple(calls))
     inputs: dict[str, torch.Tensor | None] = {}
     for name, t in first.inputs.items():
         if t is None:
@@ -198,7 +211,10 @@ def split(merged: Merged, outputs: dict[str, torch.Tensor | None]) -> list[dict[
 
 
 def run_merged(fn: ModelFn, model: Any, merged: Merged) -> list[dict[str, torch.Tensor | None]]:
-    """The executor side: run the real ModelFn once on the merged call and split its outputs."""
+    """The executor side: run the real ModelFn once on the merged call and split its outputs (or hand the
+    calls to the ModelFn that runs its batches itself)."""
+    if merged.calls:
+        return fn.execute_batch(model, merged.calls)
     return split(merged, fn.execute(model, merged.inputs, merged.params))
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from functools import partial
 from types import SimpleNamespace
 from typing import Any
@@ -17,21 +17,22 @@ from typing import Any
 import torch
 
 from cluster.call import Params
-from cluster.modelfn import Layout, ModelFn, register
+from cluster.modelfn import ModelFn, register
 from cluster.refs import ModelRef, on_this_machine
-from cluster.scheduling.batching import Call, freeze, layout_key
+from cluster.scheduling.batching import Call, freeze
 from nodes.conditioning_areas import area_and_mult, crop
 from nodes.modelfns.hooks import HookWeights, entry_hooks, uses_hooks
 from nodes.modelfns.model_patches import combine, perp_neg, post_cfg, pre_cfg, skips_uncond
 from nodes.modelfns.network_patches import CALC_COND, apply_model, wrap_forward, wrap_prediction
+from nodes.modelfns.shared_forward import run_lanes
 from nodes.models.components import DiffusionModel
+from nodes.models.unet import REFINER_AESTHETIC
 from nodes.sampling import context_windows
 from nodes.sampling.model_sampling import ModelSampling, model_sampling_from_config
 from nodes.sampling.sampler_base import DENOISED
 from nodes.sampling.samplers import get_sampler, run_step
 
 STATE_PREFIX = "state."
-UNBATCHED_PARAMS = ("seed",)  # deterministic samplers never read it
 # inputs a context window leaves whole: the sampler's and the inpainting's tensors over the whole latent
 _UNCUT = ("x", "sigmas", "noise", "latent_image", "denoise_mask")
 
@@ -316,7 +317,9 @@ class GuidedDenoiser:
                 batch_cond["rope_options"] = self.rope_options
             # the whole schedule, as ComfyUI's transformer_options["sample_sigmas"] (FLUX 3's flow-map model reads
             # the sigma each step jumps to from it)
-            if "sigmas" in self.inputs:  # absent where a model is evaluated outside a sampling loop
+            # absent where a model is evaluated outside a sampling loop; left out for the networks that never read
+            # it, so steps on different schedules share their forward passes (nodes.modelfns.shared_forward)
+            if "sigmas" in self.inputs and self.model.reads_schedule:
                 batch_cond["sample_sigmas"] = self.inputs["sigmas"]
             if self.latent_shapes is not None:  # LTX-2: where x's video and audio parts are
                 batch_cond["latent_shapes"] = self.latent_shapes
@@ -419,7 +422,9 @@ class GuidedDenoiser:
             cond["controlnet_context"] = cn_context
         if self.latent_size is not None and self.model.arch == "sdxl":  # the only family reading them
             ids = torch.tensor(
-                [_time_ids(e.get("size", {}), self.latent_size) for e in entries], dtype=torch.float32, device=device
+                [_time_ids(e, self.latent_size, getattr(self.model, "refiner", False)) for e in entries],
+                dtype=torch.float32,
+                device=device,
             )
             cond["time_ids"] = ids.repeat_interleave(n, dim=0)
         cond.update(self.av_shifts)
@@ -507,18 +512,17 @@ class DenoiseParams(Params):
     latent_shapes: list[tuple[int, ...]] | None = None  # LTX-2: the video and audio latents packed side by side in x
 
 
-def _time_ids(size: dict[str, int], latent_size: tuple[int, int]) -> list[int]:
-    """SDXL's [height, width, crop_h, crop_w, target_height, target_width] from an entry's sizes; ComfyUI's
-    defaults: the image size, no crop, the target the size."""
+def _time_ids(entry: dict, latent_size: tuple[int, int], refiner: bool = False) -> list[float]:
+    """SDXL's [height, width, crop_h, crop_w, target_height, target_width] from an entry's sizes (the refiner's
+    last two: its aesthetic score); ComfyUI's defaults: the image size, no crop, the target the size, the
+    aesthetic score by prompt type (a negative prompt's lower)."""
+    size = entry.get("size", {})
     height, width = size.get("height", latent_size[0]), size.get("width", latent_size[1])
-    return [
-        height,
-        width,
-        size.get("crop_h", 0),
-        size.get("crop_w", 0),
-        size.get("target_height", height),
-        size.get("target_width", width),
-    ]
+    crops = [height, width, size.get("crop_h", 0), size.get("crop_w", 0)]
+    if refiner:
+        side = "negative" if entry["key"].startswith("negative.") else "positive"
+        return crops + [entry.get("aesthetic_score", REFINER_AESTHETIC[side])]
+    return crops + [size.get("target_height", height), size.get("target_width", width)]
 
 
 @register
@@ -549,16 +553,15 @@ class DenoiseStep(ModelFn):
 
     @classmethod
     def batch_key(cls, call: Call) -> Hashable | None:
-        """Steps of different requests share one forward pass when everything that shapes the computation
-        is the same apart from the batch: the weights, every param but the seed (sampler, step index,
-        guidance, model sampling, image size, the conditioning layout: entry keys, strengths, ranges,
-        ControlNets), the whole sigma schedule, and each tensor's dtype and shape past the batch.
-        Samplers that draw noise are not merged: each request's noise stream comes from its own seed and
-        generator state, and one call would draw a single stream for the whole batch; nor samplers whose
-        step reads the whole batch (dpm_adaptive's error norm). Neither are MODELs
-        patched by node packs (their patches are code the merge cannot see into), nor steps with weight
-        hooks (their weights and keyframe states are per request), nor MiniMax H3 steps with keyframes (their
-        rows are noised from each request's seed)."""
+        """Steps of different requests share a batch when their model evaluations can share forward passes:
+        the same weights (ModelRef: file, patches, strengths), compute dtype and compile backend, model
+        sampling, the latent's dtype and shape past the batch, and the conditioning's layout (its tensors'
+        names, dtypes and shapes past the batch). The sampler, its options and state, the schedule, step
+        index, seed and CFG scale may all differ: `execute_batch` runs each step whole, as its own lane, and
+        merges only the forward passes (nodes.modelfns.shared_forward). Not batched: MODELs patched by node
+        packs or with guidance patches (their functions are code that may hold state across calls), steps
+        with weight hooks or a second MODEL (DualModelGuider; their weights are per request), MiniMax H3
+        steps with keyframes (rows noised from each request's seed) and context windows."""
         p: DenoiseParams = call.params
         if (
             p.model_patches is not None
@@ -566,31 +569,39 @@ class DenoiseStep(ModelFn):
             or any(e.get("keyframe_frames") for e in (*p.positive, *p.negative, *(p.middle or ())))
             or p.uncond_model is not None
             or p.context_windows is not None
-        ):  # windows may cut along the batch
+            or call.ref is None
+        ):
             return None
-        try:
-            sampler = get_sampler(p.sampler)
-            if sampler.noise_kind != "none" or sampler.couples_batch:
+        x = call.inputs.get("x")
+        if not isinstance(x, torch.Tensor) or x.ndim < 2:
+            return None
+        layout = []
+        for name, t in sorted(call.inputs.items()):
+            if name in ("x", "sigmas") or name.startswith(STATE_PREFIX):  # the sampler's own
+                continue
+            if t is not None and not isinstance(t, torch.Tensor):
                 return None
-        except ValueError:
+            layout.append((name, None if t is None else (str(t.dtype), tuple(t.shape[1:]))))
+        try:
+            sampling = freeze(p.model_sampling)
+        except TypeError:
             return None
-        return layout_key(cls, call, UNBATCHED_PARAMS)
+        return (
+            cls.name,
+            call.ref.key,
+            str(x.dtype),
+            tuple(x.shape[1:]),
+            sampling,
+            p.compute_dtype,
+            p.torch_compile,
+            tuple(layout),
+        )
 
-    @classmethod
-    def input_layout(cls, name: str, t: torch.Tensor, n: int, ndim: int) -> Layout:
-        """The sigma schedule is shared; sampler state is per sample, a history stack, or a few shared
-        step sizes; conditioning and inpainting tensors follow the default (one for all, or per sample)."""
-        if name == "sigmas":
-            return ("shared",) + freeze(t)[1:]
-        if name.startswith(STATE_PREFIX):
-            if t.ndim == ndim and t.shape[0] == n:
-                return ("sample", str(t.dtype), tuple(t.shape[1:]))
-            if t.ndim == ndim + 1 and t.shape[1] == n:
-                return ("history", str(t.dtype), t.shape[0], tuple(t.shape[2:]))
-            if t.numel() <= 16:  # step sizes and the like: the same schedule gives the same values
-                return ("shared",) + freeze(t)[1:]
-            return None
-        return super().input_layout(name, t, n, ndim)
+    def execute_batch(self, model: DiffusionModel, calls: Sequence[Call]) -> list[dict[str, torch.Tensor]]:
+        """Each call's step as a lane, their forward passes shared (nodes.modelfns.shared_forward): every
+        output is the one `execute` gives the call alone, the network being batch-invariant."""
+        results, _ = run_lanes([partial(self.execute, model, c.inputs, c.params) for c in calls])
+        return results
 
     @classmethod
     def warm_up(cls) -> None:

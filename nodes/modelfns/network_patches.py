@@ -32,6 +32,7 @@ from torch import nn
 
 from cluster.refs import ModelRef
 from nodes.modelfns.model_options import NETWORK
+from nodes.modelfns.shared_forward import network_apply
 from nodes.models.components import DiffusionModel
 
 Entry = tuple[str, Any, Callable]
@@ -93,7 +94,7 @@ def apply_model(
         ):
             return model.apply(x, t, cond)
     if not entries or not hasattr(module, "up_blocks"):
-        return model.apply(x, t, cond)
+        return network_apply(model, x, t, cond)  # shared with other requests' steps in a batch
     options = {
         "sigmas": sigma.reshape(-1),
         "cond_or_uncond": list(cond_or_uncond),

@@ -8,7 +8,7 @@ Tensor conventions (ComfyUI's): IMAGE [B,H,W,C] float 0..1; raw VAE latents [B,C
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
@@ -366,6 +366,8 @@ class DiffusionModel:
     sampling: dict[str, Any]
     config: dict[str, Any] = field(default_factory=dict)
     dtype: torch.dtype = torch.float32
+    # whether `apply` reads cond["sample_sigmas"], the sampler's whole schedule (a flow-map model's targets)
+    reads_schedule: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
         make_batch_invariant(self.module)  # batched steps give the unbatched bits (cluster.scheduling.batching)

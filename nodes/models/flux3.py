@@ -141,6 +141,8 @@ def target_sigma(sigma: torch.Tensor, schedule: torch.Tensor | None) -> torch.Te
 
 @dataclass
 class Flux3DiffusionModel(DiffusionModel):
+    reads_schedule = True  # the step-distilled (flow-map) model's target sigmas
+
     def apply(self, x: torch.Tensor, timestep: torch.Tensor, cond: dict[str, Any]) -> torch.Tensor:
         if cond.get("control") is not None:
             raise NotImplementedError("ControlNets are not supported for FLUX 3 models")

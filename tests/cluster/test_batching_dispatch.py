@@ -161,18 +161,28 @@ def test_incompatible_steps_never_merge(cluster, steps):
     cluster.batch_window_s = 0.2
     try:
         before = _counters(cluster)
-        calls = [
-            ("t1", steps["red"][0]),
-            ("t2", steps["red"][1]),  # another step index (and sigma)
-            ("t3", steps["small"][0]),  # another latent size
-            ("t4", steps["noisy"][0]),
-        ]  # a sampler that draws noise
+        calls = [("t1", steps["red"][0]), ("t3", steps["small"][0])]  # another latent size
         outs, results = _run(cluster, calls)
     finally:
         cluster.batch_window_s = 5.0
     assert _counters(cluster) == before
-    assert [r.batch for r in results] == [1, 1, 1, 1]
-    assert [o["x"].shape[-1] for o in outs] == [8, 8, 4, 8]
+    assert [r.batch for r in results] == [1, 1]
+    assert [o["x"].shape[-1] for o in outs] == [8, 4]
+
+
+def test_steps_of_other_samplers_and_step_indices_share_one_run(cluster, steps):
+    """The model evaluation is what a batch shares: three tenants' steps at other step indices (other
+    sigmas), with a sampler that draws its own noise, run as one executor run and give their own outputs."""
+    calls = [("t1", steps["red"][1]), ("t2", steps["noisy"][0]), ("t3", steps["blue"][0])]
+    alone = _alone(cluster, [c for _, c in calls])
+    cluster.set_batch_size(_model_key(steps["red"]), 4)
+    before = _counters(cluster)
+    outs, results = _run(cluster, calls)
+    batches, parts, fallbacks = (a - b for a, b in zip(_counters(cluster), before))
+    assert (batches, parts, fallbacks) == (1, 3, 0)
+    assert [r.batch for r in results] == [3, 3, 3]
+    for a, b in zip(alone, outs):
+        _assert_same(a, b)
 
 
 def test_batch_size_one_is_the_unbatched_path(cluster, steps):
