@@ -1,6 +1,6 @@
 """`comfy-cluster bench NAME`: every benchmark, grouped by the layer it measures (cluster/bench: dispatch,
 data plane, cascades; comfy_bridge/bench: the engine, whole workflows, batching, tenants under load,
-cold starts, a monolithic Diffusers instance's start-up;
+cold starts, a monolithic Diffusers instance's start-up, images per second against a running ComfyUI;
 cluster/sim: the simulator's report and its check against a real server)."""
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ BENCHMARKS = {
     "tenants-load": "comfy_bridge.bench.tenants_load",
     "coldstart": "comfy_bridge.bench.coldstart",
     "startup": "comfy_bridge.bench.startup",
+    "throughput": "comfy_bridge.bench.throughput",
 }
 
 
