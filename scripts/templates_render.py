@@ -97,6 +97,12 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     (r"^minimax_h3", r"^qwen3vl_32b_minimax_h3", "qwen3vl_32b_minimax_h3_tiny.safetensors"),
     # the turbo LoRAs' comfyui files: ComfyUI's key layout on the published names, as the tiny LoRA's
     (r"^minimax_h3", r"^minimax_h3_(fl2v|ref2v)_turbo_.*_comfyui", "minimax_h3_lora_tiny.safetensors"),
+    # LTX-2 / 2.3 (ltx2-tiny, nodes/models/ltx2_demo.py): the LoRAs first (their names also start with the
+    # checkpoint's), then the checkpoint, its Gemma 3 text encoder and the latent upsampler
+    (r"^ltx-2", r"^ltx[-_]2.*lora", "ltx-2-19b-lora_tiny.safetensors"),
+    (None, r"^ltx-2(\.\d)?-(19b|22b)", "ltx-2-19b-dev_tiny.safetensors"),
+    (r"^ltx-2", r"^gemma_3_12B_it", "gemma_3_12B_it_tiny.safetensors"),
+    (r"^ltx-2", r"^ltx-2(\.\d)?-spatial-upscaler", "ltx-2-spatial-upscaler-x2-1.0_tiny.safetensors"),
     # Flux.1 dev / schnell / Krea / Kontext (same transformer layout; Fill and Canny have other input widths)
     (None, r"^flux1-(dev|schnell|krea-dev|dev-kontext)", "flux-tiny.safetensors"),
     (None, r"^flux1-fill-dev", "flux-fill-tiny.safetensors"),
@@ -105,6 +111,7 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     (r"^flux1-", r"^ae\.safetensors$", "flux-tiny-ae.safetensors"),
     # SDXL base / turbo, SD3.5 and its ControlNets
     (None, r"^sd_xl_(base|turbo)", "sdxl-tiny.safetensors"),
+    (None, r"^sd_xl_refiner", "sdxl-refiner-tiny.safetensors"),
     (None, r"^sd3\.5_large_fp8", "sd3-tiny.safetensors"),
     (r"^sd3\.5", r"^sd3\.5_large_controlnet", "sd3-tiny-controlnet.safetensors"),
     # Any family: the 4x ESRGAN upscaler
@@ -120,6 +127,13 @@ SHRINK = {
     "megapixels": lambda v: min(v, 0.01),
     "max_length": lambda v: min(v, 16),
     "max_new_tokens": lambda v: min(v, 16),
+}
+# A primitive's value by the node's title, where templates feed sizes through primitives and math (LTX-2.3's
+# Width / Height are halved for the first pass and upsampled x2; Duration is seconds at the frame rate).
+SHRINK_TITLES = {
+    "width": lambda v: min(v, 128),
+    "height": lambda v: min(v, 128),
+    "duration": lambda v: min(v, 1),
 }
 TRIPWIRE_KEY = "templates_render.tripwire"  # a name no LoRA layout has: loading it is refused by name
 
@@ -261,6 +275,7 @@ def tiny_prompt(workflow: dict, registry, loras: Path | None = None) -> tuple[di
     unmade: list[str] = []
     for node in prompt.values():
         inputs = node["inputs"]
+        title = str(node.get("_meta", {}).get("title", "")).strip().lower()
         for key, value in list(inputs.items()):
             if isinstance(value, str) and MODEL_FILE.search(value):
                 demo = demo_file(value, asked)
@@ -275,6 +290,8 @@ def tiny_prompt(workflow: dict, registry, loras: Path | None = None) -> tuple[di
                 inputs[key] = "example.png"
             elif isinstance(value, str) and VIDEO_FILE.search(value):
                 inputs[key] = "example.mp4"
+            elif key == "value" and isinstance(value, int) and not isinstance(value, bool) and title in SHRINK_TITLES:
+                inputs[key] = type(value)(SHRINK_TITLES[title](value))
             elif key in SHRINK and isinstance(value, (int, float)) and not isinstance(value, bool):
                 small = SHRINK[key](value)  # an int megapixels (1) shrinks to a float
                 inputs[key] = max(small, input_min(registry, node["class_type"], key, small))

@@ -58,6 +58,36 @@ def test_files_inputs_and_sizes_are_substituted(registry, tmp_path):
     assert list(load_file(tmp_path / "some_style.safetensors")) == [templates_render.TRIPWIRE_KEY]
 
 
+def test_ltx2_files_and_titled_sizes_are_substituted(registry, tmp_path):
+    """LTX-2 / 2.3: the LoRAs (whose names start as the checkpoint's) map to the tiny LoRA, the checkpoint, Gemma and
+    the upsampler to ltx2-tiny's files; primitives titled Width / Height / Duration (the LTX-2.3 templates feed
+    their sizes through math) shrink, other primitives keep their values."""
+    ckpt, lora = "ltx-2.3-22b-dev-fp8.safetensors", "ltx_2.3_22b_distilled_1.1_lora_dynamic_fro09_avg_rank_111_bf16"
+    asked = [ckpt, lora + ".safetensors"]
+    assert templates_render.demo_file(ckpt, asked) == "ltx-2-19b-dev_tiny.safetensors"
+    assert templates_render.demo_file(lora + ".safetensors", asked) == "ltx-2-19b-lora_tiny.safetensors"
+    assert templates_render.demo_file("ltx-2-19b-distilled-lora-384.safetensors", ["ltx-2-19b-dev.safetensors"]) == (
+        "ltx-2-19b-lora_tiny.safetensors"
+    )
+    assert (
+        templates_render.demo_file("gemma_3_12B_it_fp4_mixed.safetensors", asked) == "gemma_3_12B_it_tiny.safetensors"
+    )
+    assert templates_render.demo_file("gemma_3_12B_it_fp4_mixed.safetensors", ["flux1-dev.safetensors"]) is None
+    assert templates_render.demo_file("ltx-2.3-spatial-upscaler-x2-1.1.safetensors", asked) == (
+        "ltx-2-spatial-upscaler-x2-1.0_tiny.safetensors"
+    )
+    ui = _ui(
+        [
+            {"type": "PrimitiveInt", "title": "Width", "widgets_values": [1280, "fixed"]},
+            {"type": "PrimitiveInt", "title": "Height", "widgets_values": [720, "fixed"]},
+            {"type": "PrimitiveInt", "title": "Duration", "widgets_values": [5, "fixed"]},
+            {"type": "PrimitiveInt", "title": "Frame Rate", "widgets_values": [25, "fixed"]},
+        ]
+    )
+    prompt, _ = templates_render.tiny_prompt(ui, registry, tmp_path)
+    assert [prompt[str(i)]["inputs"]["value"] for i in range(1, 5)] == [128, 128, 1, 25]
+
+
 def test_a_model_of_a_family_without_a_tiny_file_is_refused_by_name(registry):
     ui = _ui([{"type": "UNETLoader", "widgets_values": ["anima-base-v1.0.safetensors", "default"]}])
     with pytest.raises(ValueError, match="no tiny file of this family for anima-base-v1.0.safetensors"):
