@@ -387,3 +387,42 @@ def test_served_in_process_prompts_batched_give_the_unbatched_pngs(serve):
     print(f"{stats['batches_dispatched']} merged runs, {stats['parts_batched']} steps in them")
     # 20 steps each; the text encodes interleave differently per run, so not every step pairs up, but most do
     assert stats["batches_dispatched"] >= 10 and stats["parts_batched"] == 2 * stats["batches_dispatched"]
+
+
+def test_served_mixed_load_batches_and_gives_the_one_at_a_time_pngs(serve, demo_workspace, fixed_threads):
+    """Issue 41's load in small: prompts alternating euler/normal and dpmpp_2m/karras, new seeds and CFG
+    scales, sent at once to one executor. Their steps share batches (/cluster/stats) and every image equals
+    the prompt's run alone."""
+    from PIL import Image
+
+    from comfy_bridge.cli.run import run_prompt
+    from comfy_bridge.registry import build_registry
+
+    base = serve(
+        "--executors",
+        "1",
+        "--executor-threads",
+        "1",
+        "--max-batch",
+        "4",
+        "--batch-window-ms",
+        "300",
+        "--concurrent-prompts",
+        "4",
+    )
+    prompts = []
+    for i, (sampler, scheduler, cfg) in enumerate(
+        [("euler", "normal", 8.0), ("dpmpp_2m", "karras", 8.0), ("euler", "normal", 5.0), ("dpmpp_2m", "karras", 6.5)]
+    ):
+        prompt = _prompt(500 + i)
+        prompt["3"]["inputs"].update(steps=8, sampler_name=sampler, scheduler=scheduler, cfg=cfg)
+        prompts.append(prompt)
+    served = _served_images(base, prompts)
+    stats = json.loads(_get(base + "/cluster/stats"))
+    print(f"{stats['batches_dispatched']} batches, {stats['parts_batched']} steps in them")
+    assert stats["batches_dispatched"] >= 4 and stats["parts_batched"] >= 2 * stats["batches_dispatched"]
+    registry = build_registry(demo_workspace)
+    for image, prompt in zip(served, prompts):
+        (path,) = asyncio.run(run_prompt(prompt, None, registry, show_progress=False))  # alone, in-process
+        assert np.array_equal(image, np.asarray(Image.open(path))), prompt["3"]["inputs"]
+    assert len({im.tobytes() for im in served}) == 4
