@@ -53,7 +53,8 @@ RULES: list[tuple[str, str]] = [
     ),
     (
         r"MiniMax",
-        "MiniMax H3 runs text-to-video with its audio; its references, guides and Fun ControlNet are not implemented",
+        "MiniMax H3 runs text- and first/last-frame-to-video with its audio; its references, guides and Fun "
+        "ControlNet are not implemented",
     ),
     (
         r"Qwen|USOStyle|ModelPatchLoader|Diffsynth",
