@@ -144,7 +144,8 @@ class GuiderChoice:
     (PerpNegGuider);
     kind "dual": positive/middle/negative with cfg (cond1 over cond2) and cfg2 (cond2 over negative),
     `nested` choosing DualCFGGuider's style. `uncond_model` (DualModelGuider) runs the negative side on another
-    MODEL."""
+    MODEL; kind "modality": positive/negative with cfg for an audio-video latent's video and cfg2 for its audio
+    (LTXVDualCFGGuider)."""
 
     model: ModelRef
     positive: list
@@ -379,6 +380,8 @@ def step_inputs(
         params["dual_cfg"] = {"cfg2": guider.cfg2, "nested": guider.nested}
     elif guider.kind == "perp_neg":
         params["perp_neg"] = {"neg_scale": guider.cfg2}
+    elif guider.kind == "modality":
+        params["av_cfg"] = [float(guider.cfg), float(guider.cfg2)]
     if uses_hooks(*(params.get(n) for n in names)):  # the weights the steps apply the conds' hooks to
         params["hook_base"] = weights_ref(model)
     patches = sampler_patches(model)

@@ -1,7 +1,8 @@
 """The model-free sampling nodes of ComfyUI's comfy_extras.nodes_lt (LTX-Video): LTXVScheduler (a Flux-style
 time-shifted schedule whose shift follows the latent's token count, optionally stretched to end at a terminal
-sigma), ModelSamplingLTXV (the same shift as a MODEL's Flux sampling) and LTXVConditioning (the frame rate on
-both conditionings). None needs LTX weights: the scheduler and the sampling patch work on any flow model, and
+sigma), ModelSamplingLTXV (the same shift as a MODEL's Flux sampling), LTXVConditioning (the frame rate on
+both conditionings) and LTXVDualCFGGuider (CFG with one scale for an audio-video latent's video and another for
+its audio; the step applies it, nodes.modelfns.denoise). None needs LTX weights: the scheduler and the sampling patch work on any flow model, and
 a model that does not read frame_rate ignores it, as in ComfyUI."""
 
 from __future__ import annotations
@@ -24,10 +25,12 @@ _DEFAULT_TOKENS = 4096
 
 
 def _tokens(latent: dict | None) -> int:
-    """Latent positions per sample (frames x height x width); 4096 without a latent."""
+    """Latent positions per sample (frames x height x width; an audio-video pair's video); 4096 without a latent."""
     if latent is None:
         return _DEFAULT_TOKENS
     samples = latent.get("samples") if isinstance(latent, dict) else None
+    if getattr(samples, "is_nested", False):  # an audio-video pair counts as its video, as ComfyUI's shape does
+        samples = samples.unbind()[0]
     if not isinstance(samples, torch.Tensor):
         raise TypeError("latent: expected a LATENT (a dict with 'samples')")
     return math.prod(samples.shape[2:])
@@ -149,9 +152,46 @@ class LTXVConditioning:
         return (set_values(require(positive, "positive"), values), set_values(require(negative, "negative"), values))
 
 
+class LTXVDualCFGGuider:
+    RELATIVE_PYTHON_MODULE = MODULE
+    FUNCTION = "execute"
+    CATEGORY = "model/sampling/guiders"
+    RETURN_TYPES = ("GUIDER",)
+    OUTPUT_TOOLTIPS = (None,)
+    DESCRIPTION = "Separate CFG scales for the video and audio modalities of a packed LTXV-AV latent."
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        scale = {"min": 0.0, "max": 100.0, "step": 0.1, "round": 0.01}
+        return {
+            "required": {
+                "model": ("MODEL", {}),
+                "positive": ("CONDITIONING", {}),
+                "negative": ("CONDITIONING", {}),
+                "video_cfg": ("FLOAT", {"default": 3.0, **scale}),
+                "audio_cfg": ("FLOAT", {"default": 7.0, **scale}),
+            }
+        }
+
+    def execute(self, model: Any, positive: list, negative: list, video_cfg: float, audio_cfg: float):
+        from nodes.ksampler import GuiderChoice
+
+        return (
+            GuiderChoice(
+                require_model(model),
+                require(positive, "positive"),
+                require(negative, "negative"),
+                float(video_cfg),
+                kind="modality",
+                cfg2=float(audio_cfg),
+            ),
+        )
+
+
 NODE_CLASS_MAPPINGS = {
     "LTXVScheduler": LTXVScheduler,
     "ModelSamplingLTXV": ModelSamplingLTXV,
     "LTXVConditioning": LTXVConditioning,
+    "LTXVDualCFGGuider": LTXVDualCFGGuider,
 }
-NODE_DISPLAY_NAME_MAPPINGS: dict[str, str] = {}
+NODE_DISPLAY_NAME_MAPPINGS: dict[str, str] = {"LTXVDualCFGGuider": "LTXV Dual CFG Guider"}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
 from functools import partial
 from types import SimpleNamespace
 from typing import Any
@@ -82,6 +83,8 @@ class GuidedDenoiser:
         self.patches = params.model_patches or {}
         # MiniMaxH3SigmaShift's video and audio shifts: the MiniMax H3 transformer reads them per evaluation
         self.av_shifts = {k: v for k, v in params.model_sampling.items() if k.startswith("minimax_shift_")}
+        if params.av_cfg is not None:
+            self._modality_cfg(*params.av_cfg)
         if self.patches:  # post-CFG functions may run the model again (PAG, SAG), as ComfyUI's calc_cond_batch
             self.patches = {**self.patches, CALC_COND: self._calc_cond_batch}
         self.middle = params.middle
@@ -104,6 +107,21 @@ class GuidedDenoiser:
                 "sampler_post_cfg_function": list(self.patches.get("sampler_post_cfg_function", []))
                 + [self._keep_uncond],
             }
+
+    def _modality_cfg(self, video_cfg: float, audio_cfg: float) -> None:
+        """LTXVDualCFGGuider: on an audio-video pair with unequal scales, the guider's CFG function gives the video
+        part video_cfg and the audio part audio_cfg (both sides always evaluated, the cfg the larger scale, as
+        ComfyUI's Guider_LTXAVDualCFG); otherwise plain CFG at video_cfg."""
+        if self.latent_shapes is None or math.isclose(video_cfg, audio_cfg):
+            self.cfg = video_cfg
+            return
+        self.cfg = max(video_cfg, audio_cfg)
+        split = math.prod(self.latent_shapes[0][1:])  # a sample's video values come first in the packed x
+        self.patches = {
+            **self.patches,
+            "sampler_cfg_function": ModalityCfg(video_cfg, audio_cfg, split),
+            "disable_cfg1_optimization": True,
+        }
 
     def _keep_uncond(self, args: dict) -> torch.Tensor:
         self.uncond_denoised = args["uncond_denoised"]
@@ -510,6 +528,25 @@ class DenoiseParams(Params):
     uncond_model: ModelRef | None = None  # DualModelGuider's negative MODEL
     uncond_sampling: dict[str, Any] | None = None  # and its model sampling config
     latent_shapes: list[tuple[int, ...]] | None = None  # LTX-2: the video and audio latents packed side by side in x
+    av_cfg: list[float] | None = None  # LTXVDualCFGGuider's [video cfg, audio cfg]
+
+
+@dataclass(frozen=True)
+class ModalityCfg:
+    """A CFG function (noise space, ComfyUI's sampler_cfg_function arguments) with one scale for the packed
+    latent's first `split` values per sample (the video) and another for the rest (the audio)."""
+
+    video_cfg: float
+    audio_cfg: float
+    split: int
+
+    def __call__(self, args: dict) -> torch.Tensor:
+        cond, uncond = args["cond"], args["uncond"]
+        out = uncond + (cond - uncond) * self.video_cfg
+        out[..., self.split :] = uncond[..., self.split :] + (cond[..., self.split :] - uncond[..., self.split :]) * (
+            self.audio_cfg
+        )
+        return out
 
 
 def _time_ids(entry: dict, latent_size: tuple[int, int], refiner: bool = False) -> list[float]:

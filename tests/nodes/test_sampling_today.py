@@ -68,6 +68,21 @@ def test_ltxv_conditioning_sets_the_frame_rate_on_both_sides():
     assert positive[0][1] == {"a": 1}, "the input conditioning is not changed"
 
 
+def test_an_audio_video_latent_counts_its_video_tokens():
+    """The LTX-2 templates schedule from LTXV Concat AV Latent's pair: ComfyUI's nested latent reports its first
+    (video) part's shape, so the shift follows the video's tokens."""
+    from nodes.library.ltxv_av import LTXVConcatAVLatent
+
+    video = {"samples": torch.zeros(1, 128, 4, 16, 16)}
+    (pair,) = LTXVConcatAVLatent().execute(video, {"samples": torch.zeros(1, 8, 26, 16)})
+    for hi, lo in ((2.05, 0.95), (1.5, 0.5)):
+        (from_pair,) = LTXVScheduler().execute(8, hi, lo, True, 0.1, pair)
+        (from_video,) = LTXVScheduler().execute(8, hi, lo, True, 0.1, video)
+        assert torch.equal(from_pair, from_video)
+    (model,) = ModelSamplingLTXV().execute(SD1, 2.05, 0.95, pair)
+    assert sampling_config(model) == sampling_config(ModelSamplingLTXV().execute(SD1, 2.05, 0.95, video)[0])
+
+
 def test_bad_latent_is_named():
     with pytest.raises(TypeError, match="latent"):
         LTXVScheduler().execute(4, 2.05, 0.95, True, 0.1, {"samples": "x"})
