@@ -87,6 +87,8 @@ def flatten(name: str, conditioning: list, percent_to_sigma) -> tuple[dict[str, 
         size = {k: int(opts[k]) for k in SIZE_KEYS if opts.get(k) is not None}
         if size:
             entry["size"] = size
+        if opts.get("aesthetic_score") is not None:  # CLIPTextEncodeSDXLRefiner: the refiner's size conditioning
+            entry["aesthetic_score"] = float(opts["aesthetic_score"])
         if opts.get("hooks") is not None:  # weight hooks (nodes.modelfns.hooks), keyframes as sigmas
             entry["hooks"] = schedule(opts["hooks"], percent_to_sigma)
         if opts.get("default"):  # ConditioningSetDefaultCombine: weighs what the other entries leave

@@ -25,6 +25,7 @@ _CHECKPOINT_TOWERS = {
     "sd1": (("l", "cond_stage_model.transformer.", False),),
     "sd2": (("h", "cond_stage_model.model.", True),),
     "sdxl": (("l", "conditioner.embedders.0.transformer.", False), ("g", "conditioner.embedders.1.model.", True)),
+    "sdxl_refiner": (("g", "conditioner.embedders.0.model.", True),),
 }
 
 

@@ -27,7 +27,7 @@ STORE_DTYPE = torch.float16  # as most real checkpoints are stored; the loaders 
 
 
 def _unet(kind: str):
-    arch = "sdxl" if kind == "sdxl" else "sd1"
+    arch = "sd1" if kind == "sd1" else "sdxl"
     channels = (32, 64)
     common = dict(
         sample_size=8,
@@ -45,16 +45,20 @@ def _unet(kind: str):
             up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"),
             cross_attention_dim=32,
         )
+    # SDXL: CLIP-L (32) + CLIP-G (48) states, G's 32-wide projected pooled output and six sizes; the refiner
+    # (kind "sdxl_refiner"): CLIP-G's states alone, its pooled output as wide (as the published 1280 / 1280), five
+    # sizes (height, width, crops, aesthetic score)
+    context, pooled, sizes = (48, 48, unet_mod.REFINER_TIME_IDS) if kind == "sdxl_refiner" else (32 + 48, 32, 6)
     return UNet2DConditionModel(
         **common,
         down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
         up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"),
-        cross_attention_dim=32 + 48,
+        cross_attention_dim=context,
         use_linear_projection=True,
         transformer_layers_per_block=(1, 2),
         addition_embed_type="text_time",
         addition_time_embed_dim=unet_mod.SDXL_TIME_EMBED_DIM,
-        projection_class_embeddings_input_dim=6 * unet_mod.SDXL_TIME_EMBED_DIM + 32,
+        projection_class_embeddings_input_dim=sizes * unet_mod.SDXL_TIME_EMBED_DIM + pooled,
     )
 
 
@@ -73,7 +77,7 @@ def _vae():
     )
 
 
-def _clip(hidden: int, projection: bool, act: str):
+def _clip(hidden: int, projection: bool, act: str, projection_dim: int = 32):
     cfg = CLIPTextConfig(
         vocab_size=BYTE_VOCAB_SIZE,
         hidden_size=hidden,
@@ -81,7 +85,7 @@ def _clip(hidden: int, projection: bool, act: str):
         num_hidden_layers=2,
         num_attention_heads=clip_mod.clip_heads(hidden),
         max_position_embeddings=77,
-        projection_dim=32,
+        projection_dim=projection_dim,
         hidden_act=act,
         bos_token_id=BYTE_VOCAB_SIZE - 2,
         eos_token_id=BYTE_VOCAB_SIZE - 1,
@@ -219,6 +223,7 @@ def build_demo_models(models_dir: Path, include_flux: bool = True) -> list[Path]
         written.append(_save(_esrgan(), models_dir / "upscale_models" / "esrgan-tiny-x4.safetensors"))
         written.append(_save(_clip_vision(), models_dir / "clip_vision" / "clip-vision-tiny.safetensors"))
         written.append(_save(_style_adapter(), models_dir / "style_models" / "sd1-tiny-style.safetensors"))
+        written.append(_save(_sdxl_refiner(), models_dir / "checkpoints" / "sdxl-refiner-tiny.safetensors"))
     if include_flux:
         build_flux = next(
             (
@@ -365,6 +370,18 @@ def _style_adapter() -> dict[str, torch.Tensor]:
     gen = torch.Generator().manual_seed(SEED + 4)
     _randomize([adapter.style_embedding, adapter.proj], gen, 32**-0.5)  # zeros would make it a no-op
     return adapter.state_dict()
+
+
+def _sdxl_refiner() -> dict[str, torch.Tensor]:
+    """The tiny SDXL refiner checkpoint in the published file's layout: UNet, VAE and CLIP-G alone as
+    conditioner.embedders.0.model (OpenCLIP names), on a seed of its own so the other files keep their bytes."""
+    torch.manual_seed(SEED + 5)
+    unet, vae, te = _unet("sdxl_refiner"), _vae(), _clip(48, True, "gelu", projection_dim=48)
+    return {
+        **_prefixed(_unet_ldm(unet), unet_mod.LDM_UNET_PREFIX),
+        **_prefixed(vae_mod.diffusers_to_ldm(vae.state_dict()), vae_mod.LDM_VAE_PREFIX),
+        **_prefixed(clip_mod.hf_to_open_clip(te.state_dict()), "conditioner.embedders.0.model."),
+    }
 
 
 def _optional(name: str):

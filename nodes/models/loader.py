@@ -376,8 +376,10 @@ def _te_towers(
     else:
         if "text_encoder" not in first.components:
             raise ModelLoadError(path, f"holds no text encoder (it is a {first.kind} file)")
-        arch = _sd_arch(first)
-        towers = _towers_from_checkpoint(_sd(ref), arch, path)
+        arch, sd = _sd_arch(first), _sd(ref)
+        if arch == "sdxl" and not any(k.startswith("conditioner.embedders.1.") for k in sd):
+            arch = "sdxl_refiner"  # the refiner's checkpoint holds CLIP-G alone, as embedders.0
+        towers = _towers_from_checkpoint(sd, arch, path)
     return arch, [clip_mod.ClipSpec(**e) for e in model_config(arch)["text_encoders"]], towers
 
 
@@ -418,6 +420,8 @@ def _towers_from_checkpoint(sd, arch: str, path: str) -> dict[str, tuple[dict, s
         return {"l": (clip_mod.hf_keys(sd, "cond_stage_model.transformer."), path)}
     if arch == "sd2":
         return {"h": (clip_mod.open_clip_to_hf(sd, "cond_stage_model.model."), path)}
+    if arch == "sdxl_refiner":
+        return {"g": (clip_mod.open_clip_to_hf(sd, "conditioner.embedders.0.model."), path)}
     return {
         "l": (clip_mod.hf_keys(sd, "conditioner.embedders.0.transformer."), path),
         "g": (clip_mod.open_clip_to_hf(sd, "conditioner.embedders.1.model."), path),

@@ -16,6 +16,22 @@ from .errors import ModelLoadError
 
 LDM_UNET_PREFIX = "model.diffusion_model."
 SDXL_TIME_EMBED_DIM = 256  # ComfyUI embeds each SDXL size condition with a fixed 256-wide Timestep
+# The SDXL refiner's ADM (ComfyUI's model_base.SDXLRefiner.encode_adm): CLIP-G's pooled output, as wide as its
+# states (context 1280, adm 2560 in supported_models.SDXLRefiner), then height, width, crop_h, crop_w and the
+# aesthetic score; SDXL base has six sizes after a pooled output narrower than its joined L+G context.
+REFINER_TIME_IDS = 5
+REFINER_AESTHETIC = {"positive": 6.0, "negative": 2.5}  # ComfyUI's defaults by prompt type
+
+
+def is_refiner(adm_in: int | None, context_dim: int | None) -> bool:
+    """An SDXL-style UNet whose ADM input is its context width plus five size embeddings: the refiner."""
+    return (
+        adm_in is not None
+        and context_dim is not None
+        and adm_in - context_dim == REFINER_TIME_IDS * SDXL_TIME_EMBED_DIM
+    )
+
+
 Shapes = dict[str, tuple[int, ...]]
 
 _RESNET_RENAMES = {
@@ -291,6 +307,12 @@ def prediction_type(arch: str, sd: dict[str, torch.Tensor]) -> str:
 class UNetModel(DiffusionModel):
     """SD1/SD2/SDXL UNet behind ComfyUI's apply convention."""
 
+    @property
+    def refiner(self) -> bool:
+        """The SDXL refiner: its size conditioning is [height, width, crop_h, crop_w, aesthetic score]."""
+        cfg = self.module.config
+        return is_refiner(cfg.get("projection_class_embeddings_input_dim"), cfg.get("cross_attention_dim"))
+
     def concat_image(
         self, image: torch.Tensor | None, x: torch.Tensor, mask: torch.Tensor | None = None, mask_index: int = 0
     ) -> torch.Tensor | None:
@@ -323,7 +345,7 @@ class UNetModel(DiffusionModel):
                 raise ValueError("SDXL needs the pooled text embedding in cond['pooled']")
             added = {
                 "text_embeds": _batch(pooled, b).to(self.dtype),
-                "time_ids": _batch(sdxl_time_ids(x, cond.get("time_ids")), b).to(self.dtype),
+                "time_ids": _batch(sdxl_time_ids(x, cond.get("time_ids"), self.refiner), b).to(self.dtype),
             }
         control = cond.get("control")
         down = mid = None
@@ -343,13 +365,15 @@ class UNetModel(DiffusionModel):
         return out.to(x.dtype)
 
 
-def sdxl_time_ids(x: torch.Tensor, time_ids: torch.Tensor | None) -> torch.Tensor:
-    """SDXL size conditioning [height, width, crop_h, crop_w, target_h, target_w]; ComfyUI's defaults are
-    the image size (latent * 8), no crop."""
+def sdxl_time_ids(x: torch.Tensor, time_ids: torch.Tensor | None, refiner: bool = False) -> torch.Tensor:
+    """SDXL size conditioning [height, width, crop_h, crop_w, target_h, target_w] (the refiner's: [height,
+    width, crop_h, crop_w, aesthetic score]); ComfyUI's defaults are the image size (latent * 8), no crop and a
+    positive prompt's aesthetic score."""
     if time_ids is not None:
         return time_ids
     h, w = x.shape[-2] * 8, x.shape[-1] * 8
-    return torch.tensor([[h, w, 0, 0, h, w]], dtype=torch.float32, device=x.device)
+    last = [REFINER_AESTHETIC["positive"]] if refiner else [h, w]
+    return torch.tensor([[h, w, 0, 0, *last]], dtype=torch.float32, device=x.device)
 
 
 def resize_to_batch_size(t: torch.Tensor, b: int) -> torch.Tensor:
