@@ -46,7 +46,9 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     # FLUX 3 Image Klein (scripts/flux3_workflow.py): base and step-distilled
     (None, r"^flux3-image-klein-base", "flux3_klein_tiny.safetensors"),
     (None, r"^flux3-image-klein", "flux3_klein_distilled_tiny.safetensors"),
-    (r"^flux3-image", r"^qwen3vl_4b|^qwen3\.5_9b_flux3", "qwen3vl_4b_flux3_tiny.safetensors"),
+    (r"^flux3-image", r"^qwen3vl_4b", "qwen3vl_4b_flux3_tiny.safetensors"),
+    # its edit templates' prompt upsampler (Generate Text): Qwen3.5, W4A8 as published (nodes/models/qwen35_demo.py)
+    (r"^flux3-image", r"^qwen3\.5_9b_flux3", "qwen3.5_9b_flux3_prompt_upsampler_w4a8_tiny.safetensors"),
     (r"^flux3-image", r"^flux2-vae", "flux2-klein-tiny-vae.safetensors"),
     # FLUX.2 Klein 4B/9B, base and distilled
     (None, r"^flux-2-klein", "flux2-klein-tiny.safetensors"),

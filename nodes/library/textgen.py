@@ -3,10 +3,11 @@ model writes text from a prompt (the web UI's templates use it to expand an imag
 `text_generate` ModelFn on the executors; nodes.models.text_generate says how it generates.
 
 Sampling "off" is greedy; "on" samples with the option's settings and seed. `thinking` changes only Krea 2's
-Qwen3-VL (without it the template closes the reasoning block, as ComfyUI's Qwen3VL tokenizer does); `mtp` changes
+Qwen3-VL and Qwen3.5 (without it the template closes the reasoning block, as ComfyUI's tokenizers do); `mtp` changes
 nothing (no file here has a multi-token-prediction head), as in ComfyUI. Images, video and audio are read by
-vision-language encoders only: Z-Image's and FLUX.2 Klein's Qwen3 ignore them, as ComfyUI's do; Qwen-Image's
-are refused (generation here does not read images yet)."""
+vision-language encoders only: Z-Image's and FLUX.2 Klein's Qwen3 ignore them, as ComfyUI's do; Qwen3.5 (FLUX 3's
+prompt upsampler) reads images, each picture of the batch as one; Qwen-Image's are refused (generation there does
+not read images yet)."""
 
 from __future__ import annotations
 
@@ -140,7 +141,8 @@ class TextGenerate:
             ],
             **sampling,
         }
-        out = await call_model_fn("text_generate", ref, "clip", {}, params)
+        inputs = {} if image is None else {"image": image}  # read by the models with a vision tower (Qwen3.5)
+        out = await call_model_fn("text_generate", ref, "clip", inputs, params)
         text = bytes(out["text"].numpy()).decode("utf-8")
         return split_thinking(text)
 

@@ -1,6 +1,7 @@
 """Text generation as a ModelFn (TextGenerate): a prompt in, the generated text out, on the text encoder's
 language model. Tokenizing and decoding stay with the model (its tokenizer is the workspace's), so only the
-result travels: the text's UTF-8 bytes and the generated token ids."""
+result travels: the text's UTF-8 bytes and the generated token ids. An IMAGE input travels to models that read
+images (Qwen3.5)."""
 
 from __future__ import annotations
 
@@ -40,6 +41,7 @@ class TextGenerateFn(ModelFn):
     Params = TextGenerateParams
 
     def setup_io(self) -> None:
+        self.add_input("image")  # IMAGE [B,H,W,C], given only when the node's image input is connected
         self.add_output("text")  # uint8 [n]: the decoded text, special tokens left out
         self.add_output("ids")  # int64 [1, n]: the generated token ids, a final stop token included
 
@@ -73,6 +75,9 @@ class TextGenerateFn(ModelFn):
         )
 
         check_media(model.arch, params.media)
+        if model.arch == "qwen35":
+            new = _generate_qwen35(model, inputs.get("image"), params, Sampling.from_params(params))
+            return _outputs(decode(model, new), new)
         ids = prompt_ids(model, params.prompt, params.use_template, params.system_prompt, params.thinking)
         new = generate(
             language_model(model),
@@ -82,8 +87,19 @@ class TextGenerateFn(ModelFn):
             stop_tokens=stop_tokens(model.arch),
             head=model.modules.get(HEAD),
         )
-        text = decode(model, new)
-        return {
-            "text": torch.frombuffer(bytearray(text.encode("utf-8")), dtype=torch.uint8).clone(),
-            "ids": torch.tensor([new], dtype=torch.long),
-        }
+        return _outputs(decode(model, new), new)
+
+
+def _outputs(text: str, ids: list[int]) -> dict[str, torch.Tensor]:
+    return {
+        "text": torch.frombuffer(bytearray(text.encode("utf-8")), dtype=torch.uint8).clone(),
+        "ids": torch.tensor([ids], dtype=torch.long),
+    }
+
+
+def _generate_qwen35(model: TextEncoder, image: torch.Tensor | None, params: TextGenerateParams, sampling) -> list[int]:
+    from nodes.models import qwen35_text
+
+    images = qwen35_text.pictures(image)
+    text = qwen35_text.chat_text(params.prompt, len(images), params.system_prompt, params.thinking, params.use_template)
+    return qwen35_text.generate(model, qwen35_text.prompt_ids(text), images, params.max_length, sampling)

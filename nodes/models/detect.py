@@ -37,6 +37,7 @@ KREA2_MARKER = "txtfusion.projector.weight"
 # loader detects it by (CHECKPOINT_KEY_NAMES["flux3"]), the image stream's input projection beside it.
 FLUX3_MARKERS = ("early_stream_modulations.image.lin.weight", "emb_in.image.weight")
 QWEN3VL_MARKER = "model.visual.deepstack_merger_list.0.norm.weight"
+QWEN35_MARKER = "model.language_model.layers.0.linear_attn.A_log"  # ComfyUI's detect_te_model key
 QWEN_IMAGE21_MLP = ("transformer_blocks.0.img_mlp.gate_up.weight", "transformer_blocks.0.img_mlp.proj.weight")
 WAN_VAE_MARKER = "decoder.middle.0.residual.0.gamma"
 WAN22_VAE_MARKER = "decoder.upsamples.0.upsamples.0.residual.2.weight"
@@ -62,7 +63,7 @@ _PIPELINES = {
 @dataclass(frozen=True)
 class CheckpointInfo:
     """What `probe` found. arch: sd1 | sd2 | sdxl | flux | flux2 | sd3 | zimage | qwen_image | wan21 | wan22_5b
-    (qwen_image21: Qwen-Image 2.1, krea2: Krea 2, flux3: FLUX 3, minimax_h3: MiniMax H3, ltx2: LTX-2 audio-video) for models (and Qwen-Image's Wan VAE), clip | t5 | umt5 | qwen3 | qwen3vl | qwen25 (a Qwen2.5 language model) | gemma3 for bare
+    (qwen_image21: Qwen-Image 2.1, krea2: Krea 2, flux3: FLUX 3, minimax_h3: MiniMax H3, ltx2: LTX-2 audio-video) for models (and Qwen-Image's Wan VAE), clip | t5 | umt5 | qwen3 | qwen3vl | qwen35 (Qwen3.5) | qwen25 (a Qwen2.5 language model) | gemma3 for bare
     text encoders.
     kind: checkpoint | diffusion_model | vae | text_encoder | controlnet | lora | diffusers.
     components: which of diffusion_model, vae, text_encoder, controlnet the file can provide.
@@ -207,6 +208,8 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
         return info("umt5", "text_encoder", {"text_encoder"}, "hf")
     if any(k.endswith("encoder.block.0.layer.0.SelfAttention.q.weight") for k in keys):
         return info("t5", "text_encoder", {"text_encoder"}, "hf")
+    if any(k.endswith(QWEN35_MARKER) for k in keys):  # Qwen3.5 (FLUX 3's prompt upsampler): a DeltaNet first layer
+        return info("qwen35", "text_encoder", {"text_encoder"}, "hf")
     if any(k.endswith(QWEN3VL_MARKER) for k in keys):  # Qwen3-VL (Qwen-Image 2.1): ComfyUI's detect_te_model key
         return info("qwen3vl", "text_encoder", {"text_encoder"}, "hf")
     if any(k.endswith("model.layers.0.pre_feedforward_layernorm.weight") for k in keys) and any(

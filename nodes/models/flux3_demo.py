@@ -7,7 +7,8 @@ heads 16 wide over 8 text layers 16 wide, and the step-distilled model beside it
 diffusion_models/flux3_klein_distilled_tiny.safetensors; and its text encoder as text_encoders/qwen3vl_4b_flux3_tiny.safetensors:
 a Qwen3-VL (`model.language_model.*`, `model.visual.*`) with the real 151,936-token vocabulary, 16 wide and 36
 layers deep like the 4B, so that FLUX 3's taps (layers 4..32) read inner layers. The VAE is FLUX.2's
-(vae/flux2-klein-tiny-vae.safetensors, nodes.models.flux2_demo). Same seed -> byte-identical files."""
+(vae/flux2-klein-tiny-vae.safetensors, nodes.models.flux2_demo); the edit templates' prompt upsampler is
+nodes.models.qwen35_demo's. Same seed -> byte-identical files."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from safetensors.torch import save_file
 
 from nodes.models.flux3 import to_diffusers_layout
 from nodes.models.flux_demo import randomize_constants
+from nodes.models.qwen35_demo import build_demo_qwen35
 from nodes.output_claims import write_atomic
 
 SEED = 3
@@ -145,4 +147,4 @@ def build_demo_flux3(models_dir: str | Path) -> list[Path]:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(path, lambda tmp, sd=sd: save_file(sd, str(tmp), metadata={"format": "pt"}))
         written.append(path)
-    return written
+    return written + build_demo_qwen35(models_dir)  # the edit templates' prompt upsampler

@@ -82,6 +82,7 @@ _ARCH_MODULES = {
     "qwen_image21": ("nodes.models.qwen_image21",),
     "krea2": ("nodes.models.krea2",),
     "flux3": ("nodes.models.flux3",),
+    "qwen35": ("nodes.models.qwen35_text",),
     "wan21": ("nodes.models.wan",),
     "wan22_5b": ("nodes.models.wan",),
     "minimax_h3": ("nodes.models.minimax_h3_engine",),
@@ -313,6 +314,10 @@ def load_text_encoder(ref: ModelRef) -> TextEncoder:
             )
         _refuse_merges(ref, path, "these text encoders")
         return _dispatch("load_text_encoder", ref, [_sd(ref, i) for i in range(2)], "ltx2")
+    if any(i.arch == "qwen35" for i in infos):
+        # ComfyUI reads a Qwen3.5 file as Qwen3.5 whatever the CLIPLoader type (FLUX 3's prompt upsampler: flux3).
+        _refuse_merges(ref, path, "these text encoders")
+        return _dispatch("load_text_encoder", ref, [_sd(ref, i) for i in range(len(ref.sources))], "qwen35")
     if any(i.arch == "qwen3vl" for i in infos):
         # ComfyUI: a Qwen3-VL-8B file with CLIPLoader type qwen_image is Qwen-Image 2.1's encoder, a Qwen3-VL-4B
         # one with type krea2 Krea 2's.

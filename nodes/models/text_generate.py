@@ -1,7 +1,8 @@
 """Text generation with the language models the image families load as text encoders (today's ComfyUI
 `TextGenerate`): Z-Image's Qwen3 (CLIPLoader type lumina2), FLUX.2 Klein's Qwen3 (type flux2), Qwen-Image's
 Qwen2.5-VL language model, Krea 2's Qwen3-VL and LTX-2's Gemma 3 (LTXAVTextEncoderLoader; its ids and stop token
-in nodes.models.ltx2_text: BOS, SentencePiece per word, `<end_of_turn>` ends the text; tied head).
+in nodes.models.ltx2_text: BOS, SentencePiece per word, `<end_of_turn>` ends the text; tied head). Qwen3.5 (FLUX 3's
+prompt upsampler, which also reads images) generates with nodes.models.qwen35_text, sampling as below.
 
 As ComfyUI generates with them:
 - the prompt goes into the model's chat template as its tokenizer builds it for generation (below, per
@@ -37,6 +38,7 @@ LANGUAGE_MODELS = {
     "qwen_image": "qwen25_7b",
     "krea2": "qwen3vl_4b",
     "ltx2": "gemma3_12b",  # LTX-2's Gemma 3 (LTXAVTextEncoderLoader's CLIP): its embeddings are its head
+    "qwen35": "qwen35",  # Qwen3.5 (FLUX 3's prompt upsampler): generates with nodes.models.qwen35_text
 }  # arch -> module key
 # Gemma 3's chat around a prompt, as ComfyUI's Gemma 3 tokenizer wraps one (a text already begun with a turn is
 # taken as it is).
@@ -101,7 +103,7 @@ def generation_text(
         return prompt if not use_template or prompt.startswith(GEMMA_TURN) else GEMMA_CHAT.format(prompt)
     raise ValueError(
         f"clip: TextGenerate needs a language-model text encoder (Z-Image's or FLUX.2 Klein's Qwen3, "
-        f"Qwen-Image's Qwen2.5-VL, Krea 2's Qwen3-VL, LTX-2's Gemma 3); this CLIP is a {arch} text encoder"
+        f"Qwen-Image's Qwen2.5-VL, Krea 2's Qwen3-VL, LTX-2's Gemma 3, Qwen3.5); this CLIP is a {arch} text encoder"
     )
 
 
@@ -151,6 +153,10 @@ def decode(encoder: TextEncoder, ids: list[int]) -> str:
         from nodes.models.ltx2_text import decode_ids
 
         return decode_ids(encoder, ids)
+    if encoder.arch == "qwen35":
+        from nodes.models.qwen35_text import decode as decode_qwen35
+
+        return decode_qwen35(ids)
     tok = tokenizer(encoder)
     extra = (
         {}
@@ -172,7 +178,7 @@ def attach_head(encoder: TextEncoder, path: str) -> None:
     the encoder loaders leave it out, as encoding never uses it."""
     from safetensors import safe_open
 
-    if not path.endswith(".safetensors"):
+    if HEAD in encoder.modules or not path.endswith(".safetensors"):  # Qwen3.5's loader reads (dequantizes) its own
         return
     with safe_open(path, "pt") as f:
         key = next((k for k in f.keys() if k == "lm_head.weight" or k.endswith(".lm_head.weight")), None)
@@ -191,7 +197,14 @@ def attach_head(encoder: TextEncoder, path: str) -> None:
 
 def check_media(arch: str, media: list[str] | tuple[str, ...]) -> None:
     """Z-Image's and Klein's tokenizers drop images, video and audio (as ComfyUI's do); Qwen-Image's would read
-    an image with its vision tower, which generation here does not do yet (ComfyUI refuses its video and audio)."""
+    an image with its vision tower, which generation here does not do yet (ComfyUI refuses its video and audio).
+    Qwen3.5 reads images (nodes.models.qwen35_text), not video or audio."""
+    if arch == "qwen35" and set(media) - {"image"}:
+        other = next(m for m in media if m != "image")
+        raise ValueError(
+            f"{other}: TextGenerate reads images only with Qwen3.5 here (video and audio are not supported yet); "
+            f"leave the {other} input unconnected"
+        )
     if arch in ("qwen_image", "krea2", "ltx2") and media:  # Krea 2's Qwen3-VL and Gemma 3 have vision towers
         family = {"krea2": "Krea 2", "ltx2": "LTX-2 (Gemma 3)"}.get(arch, "Qwen-Image")
         raise ValueError(

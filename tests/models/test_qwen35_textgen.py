@@ -1,0 +1,188 @@
+"""Generate Text on Qwen3.5 (FLUX 3's prompt upsampler, qwen3.5_9b_flux3_prompt_upsampler_w4a8.safetensors, CLIPLoader
+type flux3), with an image.
+
+The file's layout, recorded from its sources: the tensor names are transformers' Qwen3_5ForConditionalGeneration's
+(`model.language_model.*`, `model.visual.*`, `lm_head.weight`), the names ComfyUI's comfy/sd.py reads a Qwen3.5 file
+in (detect_te_model keys on `model.language_model.layers.0.linear_attn.A_log` and the input norm's width, then
+maps `model.language_model.` / `model.visual.` / `lm_head.` onto its own module); a W4A8 layer is ComfyUI's
+`asym_w4a8_int8` format (comfy/quant_ops.py QUANT_ALGOS: AsymW4A8Int8Layout, int8 storage) saved as
+comfy-kitchen's AsymW4A8Int8Layout.state_dict_tensors names it: `weight`, `weight_s_rel`, `weight_s_channel`,
+`weight_codebook` (and `weight_correction` for asymmetric layers), with the layer's `comfy_quant` JSON.
+
+Reference: transformers' Qwen3_5ForConditionalGeneration.generate on the same (dequantized) weights, token ids and
+pixels: the same greedy ids and the same logits for each step (within 1e-5)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from nodes.loaders import make_ref
+from nodes.modelfns.text_generate import TextGenerateFn, TextGenerateParams
+from nodes.models import qwen35_demo
+from nodes.models.detect import probe
+from nodes.models.qwen3vl_vision import preprocess
+from nodes.models.qwen35_text import (
+    IMAGE_PAD_ID,
+    STOP_TOKENS,
+    chat_text,
+    dequantize,
+    generate,
+    prompt_ids,
+)
+from nodes.models.text_generate import Sampling
+
+SYSTEM = "Expand the edit request."
+
+
+@pytest.fixture(scope="module")
+def text_file(tmp_path_factory):
+    return qwen35_demo.build_demo_qwen35(tmp_path_factory.mktemp("qwen35"))[0]
+
+
+@pytest.fixture(scope="module")
+def encoder(text_file):
+    return TextGenerateFn().load_model(make_ref("text_encoder", "qwen35", [text_file], clip_type="flux3"))
+
+
+@pytest.fixture(scope="module")
+def image():
+    gen = torch.Generator().manual_seed(0)
+    return torch.rand(1, 40, 72, 3, generator=gen)
+
+
+def test_the_demo_file_is_in_the_published_layout(text_file):
+    sd = load_file(text_file)
+    assert probe(text_file).arch == "qwen35"
+    sidecars = ("weight_s_rel", "weight_s_channel", "weight_codebook", "weight_correction", "comfy_quant")
+    names = {k for k in sd if not k.endswith(sidecars)}
+    reference = set(qwen35_demo.tiny_model().state_dict())
+    assert names == reference  # transformers' names, the head included (the 9B's is untied)
+    quantized = [k[: -len(".comfy_quant")] for k in sd if k.endswith(".comfy_quant")]
+    assert {f"{k}.weight" for k in quantized} == {k for k in reference if qwen35_demo.QUANTIZED.match(k)}
+    assert any(".linear_attn.in_proj_a" in k for k in quantized) and any(".self_attn.q_proj" in k for k in quantized)
+    for layer in quantized:
+        n, k = reference_shape = qwen35_demo.tiny_model().state_dict()[layer + ".weight"].shape
+        config = json.loads(bytes(sd[layer + ".comfy_quant"].tolist()))
+        assert config == {"format": "asym_w4a8_int8", "group_size": 16, "convrot_groupsize": 16}, layer
+        assert sd[layer + ".weight"].dtype == torch.int8 and sd[layer + ".weight"].shape == (n, k // 2)
+        assert sd[layer + ".weight_s_rel"].dtype == torch.uint8 and sd[layer + ".weight_s_rel"].shape == (n, k // 16)
+        assert sd[layer + ".weight_s_channel"].shape == (n,) and sd[layer + ".weight_codebook"].shape == (16,)
+        assert reference_shape == (n, k)
+
+
+def test_w4a8_dequantization_equals_comfy_kitchens(text_file):
+    from comfy_kitchen.tensor import AsymW4A8Int8Layout, QuantizedTensor
+
+    sd = load_file(text_file)
+    ours = dequantize(sd, text_file, torch.float32)
+    original = qwen35_demo.tiny_model().state_dict()
+    layers = [k[: -len(".comfy_quant")] for k in sd if k.endswith(".comfy_quant")]
+    assert layers
+    for layer in layers:
+        w = original[layer + ".weight"]
+        params = AsymW4A8Int8Layout.Params(
+            scale=sd[layer + ".weight_s_rel"].view(torch.float8_e4m3fn),
+            s_channel=sd[layer + ".weight_s_channel"],
+            codebook=sd[layer + ".weight_codebook"],
+            orig_dtype=torch.float32,
+            orig_shape=tuple(w.shape),
+            group_size=16,
+            convrot_groupsize=16,
+        )
+        kitchen = QuantizedTensor(sd[layer + ".weight"], "AsymW4A8Int8Layout", params).dequantize()
+        assert torch.equal(ours[layer + ".weight"], kitchen), layer
+        # and it is the float weight the file was made from, to 4-bit precision
+        assert (kitchen - w).abs().max() < 0.25 * w.abs().max(), layer
+    assert not any(k.endswith((".comfy_quant", "_s_rel", "_s_channel", "_codebook")) for k in ours)
+
+
+def test_the_chat_text_is_comfyuis():
+    assert chat_text("make it red", 0) == (
+        "<|im_start|>user\nmake it red<|im_end|>\n<|im_start|>assistant\n<think>\n</think>\n"
+    )
+    assert chat_text("make it red", 2, "S", thinking=True) == (
+        "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\n"
+        "<|vision_start|><|image_pad|><|vision_end|><|vision_start|><|image_pad|><|vision_end|>"
+        "make it red<|im_end|>\n<|im_start|>assistant\n"
+    )
+    assert chat_text("<|im_start|>user\nx", 1) == "<|im_start|>user\nx"
+    assert chat_text("x", 1, "S", template=False) == "x"
+    # Qwen3.5's ids (its tokenizer, not Qwen2.5's): <|im_start|> 248045, <|image_pad|> 248056, </think> 248069
+    ids = prompt_ids(chat_text("a", 1))
+    assert ids[0] == 248045 and IMAGE_PAD_ID in ids and 248069 in ids
+
+
+def _reference_model(text_file):
+    from transformers import Qwen3_5ForConditionalGeneration
+
+    model = Qwen3_5ForConditionalGeneration(qwen35_demo.config()).eval()
+    model.load_state_dict(dequantize(load_file(text_file), text_file, torch.float32), strict=True)
+    return model
+
+
+def test_greedy_generation_with_an_image_equals_transformers(text_file, encoder, image):
+    torch.set_num_threads(1)
+    new = 10
+    params = TextGenerateParams(
+        prompt="make the dress red", max_length=new, system_prompt=SYSTEM, do_sample=False, media=["image"]
+    )
+    out = TextGenerateFn().execute(encoder, {"image": image}, params)
+    ids = prompt_ids(chat_text("make the dress red", 1, SYSTEM))
+    logits: list[torch.Tensor] = []
+    ours = generate(encoder, ids, [image], new, Sampling(), logits_out=logits)
+    assert out["ids"][0].tolist() == ours
+
+    pixels, grid = preprocess(image)
+    tokens = int(grid.prod()) // 4  # one per 2x2 patches
+    pad = ids.index(IMAGE_PAD_ID)
+    expanded = ids[:pad] + [IMAGE_PAD_ID] * tokens + ids[pad + 1 :]
+    input_ids = torch.tensor([expanded])
+    with torch.no_grad():
+        expected = _reference_model(text_file).generate(
+            input_ids=input_ids,
+            pixel_values=pixels,
+            image_grid_thw=grid,
+            mm_token_type_ids=(input_ids == IMAGE_PAD_ID).int(),
+            max_new_tokens=new,
+            do_sample=False,
+            eos_token_id=list(STOP_TOKENS),
+            pad_token_id=STOP_TOKENS[0],
+            output_logits=True,
+            return_dict_in_generate=True,
+        )
+    assert ours == expected.sequences[0, len(expanded) :].tolist()
+    assert len(logits) == len(expected.logits)
+    for step, (a, b) in enumerate(zip(logits, expected.logits)):
+        assert torch.allclose(a, b.float(), atol=1e-5, rtol=0), (step, (a - b).abs().max())
+
+
+def test_the_image_is_read(encoder, image):
+    """The picture's tokens reach the language model: another picture gives other logits."""
+    ids = prompt_ids(chat_text("describe", 1))
+    first: list[torch.Tensor] = []
+    other: list[torch.Tensor] = []
+    generate(encoder, ids, [image], 1, Sampling(), logits_out=first)
+    generate(encoder, ids, [1 - image], 1, Sampling(), logits_out=other)
+    assert not torch.allclose(first[0], other[0])
+
+
+def test_video_and_audio_are_refused_by_name(encoder):
+    params = TextGenerateParams(prompt="x", max_length=2, media=["image", "video"])
+    with pytest.raises(ValueError, match="video: TextGenerate reads images only with Qwen3.5"):
+        TextGenerateFn().execute(encoder, {}, params)
+
+
+def test_the_templates_upsampler_file_becomes_the_tiny_one():
+    from scripts import templates_render
+
+    names = ["flux3-image-klein-base-int8-convrot.safetensors", "qwen3vl_4b_int8_convrot.safetensors"]
+    assert templates_render.demo_file(qwen35_demo.FILE.split("/")[-1].replace("_tiny", ""), names) == (
+        "qwen3.5_9b_flux3_prompt_upsampler_w4a8_tiny.safetensors"
+    )
+    assert (
+        templates_render.demo_file("qwen3vl_4b_int8_convrot.safetensors", names) == "qwen3vl_4b_flux3_tiny.safetensors"
+    )
