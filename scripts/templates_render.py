@@ -136,8 +136,14 @@ SHRINK_TITLES = {
     "width": lambda v: min(v, 128),
     "height": lambda v: min(v, 128),
     "duration": lambda v: min(v, 1),
+    "length": SHRINK["length"],
 }
 TRIPWIRE_KEY = "templates_render.tripwire"  # a name no LoRA layout has: loading it is refused by name
+
+
+def leaf(key: str) -> str:
+    """An input's own name: a dynamic combo's sub-input `resize_type.width` is a `width`."""
+    return key.rsplit(".", 1)[-1]
 
 
 def demo_file(name: str, asked: list[str]) -> str | None:
@@ -294,8 +300,8 @@ def tiny_prompt(workflow: dict, registry, loras: Path | None = None) -> tuple[di
                 inputs[key] = "example.mp4"
             elif key == "value" and isinstance(value, int) and not isinstance(value, bool) and title in SHRINK_TITLES:
                 inputs[key] = type(value)(SHRINK_TITLES[title](value))
-            elif key in SHRINK and isinstance(value, (int, float)) and not isinstance(value, bool):
-                small = SHRINK[key](value)  # an int megapixels (1) shrinks to a float
+            elif leaf(key) in SHRINK and isinstance(value, (int, float)) and not isinstance(value, bool):
+                small = SHRINK[leaf(key)](value)  # an int megapixels (1) shrinks to a float
                 inputs[key] = max(small, input_min(registry, node["class_type"], key, small))
                 if not isinstance(small, float):
                     inputs[key] = type(value)(inputs[key])

@@ -82,10 +82,15 @@ def test_ltx2_files_and_titled_sizes_are_substituted(registry, tmp_path):
             {"type": "PrimitiveInt", "title": "Height", "widgets_values": [720, "fixed"]},
             {"type": "PrimitiveInt", "title": "Duration", "widgets_values": [5, "fixed"]},
             {"type": "PrimitiveInt", "title": "Frame Rate", "widgets_values": [25, "fixed"]},
+            {"type": "PrimitiveInt", "title": "Length", "widgets_values": [121, "fixed"]},
+            # a dynamic combo's sizes (LTX-2's Resize Image/Mask) shrink as the plain inputs of those names
+            {"type": "ResizeImageMaskNode", "widgets_values": ["scale dimensions", 1280, 720, "center", "lanczos"]},
         ]
     )
     prompt, _ = templates_render.tiny_prompt(ui, registry, tmp_path)
-    assert [prompt[str(i)]["inputs"]["value"] for i in range(1, 5)] == [128, 128, 1, 25]
+    assert [prompt[str(i)]["inputs"]["value"] for i in range(1, 6)] == [128, 128, 1, 25, 9]
+    resize = prompt["6"]["inputs"]
+    assert (resize["resize_type.width"], resize["resize_type.height"]) == (64, 64)
 
 
 def test_a_model_of_a_family_without_a_tiny_file_is_refused_by_name(registry):
