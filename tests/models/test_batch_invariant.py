@@ -38,6 +38,36 @@ def test_samples_of_a_1x1_convolution_give_the_same_bits_at_batch_16(fixed_threa
         assert all(torch.equal(conv(x[:n])[:2], alone) for n in (4, 8, 16))
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize(
+    "shape",  # (in, out, kernel, stride, side): torch runs one sample natively, or through oneDNN
+    [(4, 32, 3, 1, 8), (32, 32, 3, 2, 8), (32, 32, 1, 1, 8), (64, 64, 3, 1, 32), (8, 8, 5, 1, 8)],
+)
+def test_cpu_convolutions_run_the_whole_batch_in_one_kernel_with_single_sample_bits(shape, threads):
+    """The batch runs as one call of the kernel torch picks for a single sample (not one call per sample),
+    and every sample gets the bits torch gives it alone."""
+    cin, cout, k, stride, side = shape
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        torch.manual_seed(0)
+        conv = make_batch_invariant(nn.Sequential(nn.Conv2d(cin, cout, k, stride, padding=k // 2)))[0]
+        x = torch.randn(16, cin, side, side)
+        with torch.inference_mode():
+            alone = [nn.functional.conv2d(x[i : i + 1], conv.weight, conv.bias, stride, k // 2) for i in range(16)]
+            for batch in (1, 2, 3, 16):
+                with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+                    out = conv(x[:batch])
+                kernels = [e.key for e in prof.key_averages() for _ in range(e.count) if e.key in _CONV_KERNELS]
+                assert len(kernels) == 1, (batch, kernels)
+                assert all(torch.equal(out[i : i + 1], alone[i]) for i in range(batch)), batch
+    finally:
+        torch.set_num_threads(before)
+
+
+_CONV_KERNELS = ("aten::thnn_conv2d", "aten::mkldnn_convolution")  # torch's two CPU kernels
+
+
 def test_keeps_parameters_and_state_dict_and_token_inputs_use_one_gemm():
     plain = nn.Linear(16, 32)
     patched = make_batch_invariant(nn.Sequential(nn.Linear(16, 32)))[0]
