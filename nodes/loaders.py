@@ -226,6 +226,8 @@ def _single_clip_arch(path: Path, clip_type: str) -> str:
     the flux/flux2 types and Z-Image's for every other type; lumina2 takes nothing else here (Lumina 2's Gemma
     is not supported)."""
     file_arch, _ = probe_arch(path, "clip_name")
+    if file_arch == "qwen35":  # ComfyUI reads Qwen3.5 whatever the type (FLUX 3's prompt upsampler has flux3)
+        return "qwen35"
     if clip_type == "flux3" and file_arch != "qwen3vl":
         raise ValueError(
             f"clip_name: {path.name} is a {file_arch} file; CLIPLoader type flux3 loads FLUX 3's Qwen3-VL-4B text "

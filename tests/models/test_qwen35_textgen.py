@@ -186,3 +186,17 @@ def test_the_templates_upsampler_file_becomes_the_tiny_one():
     assert (
         templates_render.demo_file("qwen3vl_4b_int8_convrot.safetensors", names) == "qwen3vl_4b_flux3_tiny.safetensors"
     )
+
+
+@pytest.mark.parametrize("clip_type", ["flux3", "stable_diffusion"])
+def test_clip_loader_reads_a_qwen35_file_whatever_the_type(text_file, tmp_path, clip_type):
+    """As ComfyUI's load_text_encoder_state_dicts does (the template's CLIPLoader says flux3)."""
+    import shutil
+
+    from nodes.loaders import CLIPLoader
+    from nodes.workspace import Workspace, activate
+
+    ws = activate(Workspace(tmp_path / "ws").create())
+    shutil.copy(text_file, ws.models_dir / "text_encoders" / text_file.name)
+    (ref,) = CLIPLoader().load_clip(text_file.name, clip_type)
+    assert ref.arch == "qwen35" and ref.option("clip_type") == clip_type
