@@ -27,7 +27,6 @@ import asyncio
 import json
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -40,6 +39,7 @@ from pathlib import Path
 import aiohttp
 
 from cluster.bench import results
+from comfy_bridge.bench import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 CHECKPOINT = "sd15-random-fp16.safetensors"
@@ -56,12 +56,6 @@ def ensure_checkpoint(cache_dir: Path) -> tuple[Path, float | None]:
     t0 = time.perf_counter()
     build_real_size_sd1(path)
     return path, time.perf_counter() - t0
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _get(url: str) -> dict:
@@ -99,7 +93,7 @@ def run_prompt(base: str, prompt: dict, server: subprocess.Popen) -> None:
 def time_fresh_serve(workspace: Path, prompt: dict, extra: list[str], log: Path, warm: bool) -> dict[str, float]:
     """Start `serve` on `workspace`, post `prompt` as soon as it answers; seconds from the process's
     start to the server answering and to the image, and (`warm`) of a second prompt with another seed."""
-    port = _free_port()
+    port = free_port()
     base = f"http://127.0.0.1:{port}"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(REPO), os.environ.get("PYTHONPATH"))))}
     t0 = time.perf_counter()

@@ -27,15 +27,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from comfy_bridge.bench import free_port
+
 REPO = Path(__file__).resolve().parents[2]
 # p99 targets in ms, per timed request kind
 TARGETS_P99_MS = {"submit": 250.0, "queue": 50.0, "history": 50.0}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _serve(workspace: str, state_db: str, port: int) -> int:
@@ -204,7 +200,7 @@ def run(
             store.add_tenant(f"t{t:02d}")
             keys.append(store.create_key(f"t{t:02d}"))
         store.close()
-        port = _free_port()
+        port = free_port()
         server = subprocess.Popen(
             [sys.executable, "-m", "comfy_bridge.bench.tenants_load", "--serve", str(root), str(state_db), str(port)],
             stdout=subprocess.DEVNULL,

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cluster.bench import results
-from comfy_bridge.bench import coldstart
+from comfy_bridge.bench import coldstart, free_port
 from comfy_bridge.bench.throughput_load import Side, get_json, image_hashes, mixed_load, run_load, upload_input
 
 REFERENCE_FLAGS = ("--executors", "1", "--concurrent-prompts", "1", "--max-batch", "1")
@@ -58,7 +58,7 @@ class Ours:
     @contextlib.contextmanager
     def up(self, size: int, warmup: list) -> Iterator[Side]:
         """The server started and warmed up (`warmup` posted at once), stopped on leaving."""
-        port = coldstart._free_port()
+        port = free_port()
         side = Side(self.name, f"http://127.0.0.1:{port}", self.keys, self.admin)
         command = [sys.executable, "-m", "comfy_bridge.cli", "serve", "--workspace", str(self.root), "--port"]
         env = {**os.environ, "PYTHONPATH": str(coldstart.REPO)}

@@ -28,7 +28,7 @@ MARKER = "audio_vae.decoder.conv_in.conv.weight"
 STATS = ("audio_vae.per_channel_statistics.mean-of-means", "audio_vae.per_channel_statistics.std-of-means")
 DOWNSAMPLE = 4  # mel frames per audio latent frame (and mel bins per latent frequency bin)
 # ComfyUI's vocoder names -> diffusers' LTX2Vocoder names
-_VOCODER_NAMES = (
+VOCODER_NAMES = (
     ("conv_pre.", "conv_in."),
     ("conv_post.", "conv_out."),
     ("ups.", "upsamplers."),
@@ -113,7 +113,7 @@ def _config(metadata: Mapping[str, str] | None, path: str | None) -> tuple[dict,
     return parsed["audio_vae"], parsed["vocoder"]
 
 
-def _autoencoder_kwargs(config: dict, path: str | None) -> tuple[dict[str, Any], int, int]:
+def autoencoder_kwargs(config: dict, path: str | None) -> tuple[dict[str, Any], int, int]:
     """diffusers kwargs, sample rate and hop length from the published autoencoder config (ComfyUI's reading:
     model.params.encoder or .ddconfig, the decoder's own section if any, the STFT hop under preprocessing)."""
     params = config.get("model", {}).get("params", {})
@@ -146,7 +146,7 @@ def _autoencoder_kwargs(config: dict, path: str | None) -> tuple[dict[str, Any],
     return kwargs, int(sample_rate), int(hop)
 
 
-def _vocoder_kwargs(config: dict, mel_bins: int, path: str | None) -> dict[str, Any]:
+def vocoder_kwargs(config: dict, mel_bins: int, path: str | None) -> dict[str, Any]:
     if config.get("resblock", "1") != "1" or "bwe" in json.dumps(config).lower():
         raise ModelLoadError(
             path,
@@ -167,7 +167,7 @@ def _vocoder_kwargs(config: dict, mel_bins: int, path: str | None) -> dict[str, 
 
 
 def _vocoder_key(key: str) -> str:
-    for old, new in _VOCODER_NAMES:
+    for old, new in VOCODER_NAMES:
         if key.startswith(old):
             return new + key[len(old) :]
     return key
@@ -190,7 +190,7 @@ def load_audio_vae(
     if not is_audio_vae(state_dict):
         raise ModelLoadError(path, f"not an LTX-2 audio VAE: no {MARKER}")
     ae_config, voc_config = _config(metadata, path)
-    ae_kwargs, sample_rate, hop = _autoencoder_kwargs(ae_config, path)
+    ae_kwargs, sample_rate, hop = autoencoder_kwargs(ae_config, path)
     mel_bins = ae_kwargs["mel_bins"]
     ae_sd = {
         k[len(AUDIO_VAE_PREFIX) :]: v
@@ -201,7 +201,7 @@ def load_audio_vae(
     if missing:
         raise ModelLoadError(path, f"LTX-2 audio VAE: missing {', '.join(missing)}")
     autoencoder = AutoencoderKLLTX2Audio(**ae_kwargs)
-    vocoder = LTX2Vocoder(**_vocoder_kwargs(voc_config, mel_bins, path))
+    vocoder = LTX2Vocoder(**vocoder_kwargs(voc_config, mel_bins, path))
     # diffusers also keeps the statistics on the autoencoder (sized base_channels, for its pipelines); decoding here
     # applies the file's own (channels x frequency bins) statistics, so the autoencoder keeps its identity ones.
     ae_sd = {**ae_sd, "latents_mean": autoencoder.latents_mean, "latents_std": autoencoder.latents_std}
@@ -236,7 +236,7 @@ def read_config(path: str) -> dict[str, Any]:
     if not is_audio_vae(keys):
         raise ModelLoadError(path, f"not an LTX-2 audio VAE (no {MARKER})")
     ae_config, voc_config = _config(metadata, path)
-    ae_kwargs, sample_rate, hop = _autoencoder_kwargs(ae_config, path)
+    ae_kwargs, sample_rate, hop = autoencoder_kwargs(ae_config, path)
     return {
         "latent_channels": ae_kwargs["latent_channels"],
         "frequency_bins": ae_kwargs["mel_bins"] // DOWNSAMPLE,

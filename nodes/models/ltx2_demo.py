@@ -346,14 +346,14 @@ def tiny_audio_state_dict(seed: int = SEED, config: dict = AUDIO_CONFIG) -> dict
     from diffusers import AutoencoderKLLTX2Audio
     from diffusers.pipelines.ltx2.vocoder import LTX2Vocoder
 
-    from nodes.models.ltx2_audio import _VOCODER_NAMES, STATS, _autoencoder_kwargs, _vocoder_kwargs
+    from nodes.models.ltx2_audio import STATS, VOCODER_NAMES, autoencoder_kwargs, vocoder_kwargs
 
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed + 3)
         gen = torch.Generator().manual_seed(seed + 3)
-        kwargs = _autoencoder_kwargs(config["audio_vae"], None)[0]
+        kwargs = autoencoder_kwargs(config["audio_vae"], None)[0]
         autoencoder = AutoencoderKLLTX2Audio(**kwargs)
-        vocoder = LTX2Vocoder(**_vocoder_kwargs(config["vocoder"], kwargs["mel_bins"], None))
+        vocoder = LTX2Vocoder(**vocoder_kwargs(config["vocoder"], kwargs["mel_bins"], None))
         randomize_constants(autoencoder, gen)
         randomize_constants(vocoder, gen)
         features = kwargs["latent_channels"] * kwargs["mel_bins"] // 4
@@ -361,7 +361,7 @@ def tiny_audio_state_dict(seed: int = SEED, config: dict = AUDIO_CONFIG) -> dict
             f"audio_vae.{k}": v for k, v in autoencoder.state_dict().items() if k not in ("latents_mean", "latents_std")
         }
         for key, value in vocoder.state_dict().items():
-            for theirs, ours in _VOCODER_NAMES:
+            for theirs, ours in VOCODER_NAMES:
                 if key.startswith(ours):
                     key = theirs + key[len(ours) :]
                     break
