@@ -27,8 +27,9 @@ UTILITY = "a model-free utility node of today's ComfyUI not written yet"
 # (pattern on the class name, reason), first match wins; the families are the model-family issues' work.
 RULES: list[tuple[str, str]] = [
     (
-        r"LTX|^LatentUpscaleModelLoader$",
-        "these LTX-2 audio-video nodes are not implemented (its networks load and KSampler samples its latents)",
+        r"LTX",
+        "LTX-2's guides (keyframes), reference audio and audio encoding are not implemented (its image- and "
+        "text-to-video templates with the latent upsampler and the prompt enhancer run)",
     ),
     (
         r"Audio|^(LoadVideo|SaveVideo|CreateVideo|GetVideoComponents|Video Slice|RecordAudio)$|Music|YuE2|SheetSage|"
