@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from cluster.scheduling.policies import POLICIES
 
@@ -113,9 +115,9 @@ def add_cluster_flags(p: argparse.ArgumentParser) -> None:
         "--executors",
         type=int,
         default=None,
-        help="local executor processes to start (default: one per GPU with --executor-device "
-        "cuda, else 1; 0: run ModelFns inside the server process, on the CPU, or with "
-        "--head-address: only on executors that join)",
+        help="local executor processes to start (default: chosen from the machine, see choose_defaults: one "
+        "per GPU with --executor-device cuda, else one per core as memory allows; 0: run ModelFns inside the "
+        "server process, on the CPU, or with --head-address: only on executors that join)",
     )
     p.add_argument(
         "--executor-device",
@@ -183,15 +185,15 @@ def add_cluster_flags(p: argparse.ArgumentParser) -> None:
         type=int,
         default=0,
         help="torch threads per executor, and for the in-process ModelFns of --executors 0 (0: the machine's cores "
-        "divided among the executors; in-process, torch's default)",
+        "divided among the executors, --executors N or chosen; in-process, torch's default)",
     )
     p.add_argument(
         "--concurrent-prompts",
         type=int,
-        default=1,
+        default=None,
         metavar="N",
-        help="prompts orchestrated at once, each with its own engine and output cache "
-        "(1: ComfyUI's one at a time, one shared cache)",
+        help="prompts orchestrated at once, each with its own engine and output cache (1: ComfyUI's one at a "
+        "time, one shared cache; default: as many as local executors, so none idles while prompts wait)",
     )
     p.add_argument(
         "--scheduler",
@@ -278,3 +280,65 @@ def cache_mode(args: argparse.Namespace) -> tuple[str, int]:
     if args.cache_lru:
         return "lru", args.cache_lru
     return "classic", 0
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """What `serve` finds on its machine: CPU cores it may use, GPUs its executors would run on (0 when
+    they run on the CPU) and memory in bytes."""
+
+    cpus: int
+    gpus: int
+    memory_bytes: int
+
+
+@dataclass(frozen=True)
+class Defaults:
+    """Local executors, torch threads per executor and prompts orchestrated at once."""
+
+    executors: int
+    executor_threads: int
+    concurrent_prompts: int
+
+
+# Torch threads per CPU executor when `serve` chooses. On the 2-core machine issue 41's mixed load (12 SD1.5
+# prompts, euler/normal and dpmpp_2m/karras) took 0.98x real ComfyUI's makespan with two executors of one
+# thread and two prompts in flight, 1.05x with one executor of two threads (the old default): a prompt's small
+# kernels do not keep two threads busy, and two executors overlap one prompt's text encoding and VAE with
+# another's denoising. `bench throughput --serve-flags ...` compares the two (docs/benchmarks.md, Throughput).
+CPU_THREADS_PER_EXECUTOR = 1
+# Memory one CPU executor may need for an SD1.5-sized model in float32 with its activations: more executors
+# than memory / this would swap.
+CPU_EXECUTOR_BYTES = 6 << 30
+
+
+def choose_defaults(
+    hardware: Hardware,
+    executors: int | None = None,
+    executor_threads: int | None = None,
+    concurrent_prompts: int | None = None,
+) -> Defaults:
+    """The local executors, threads and prompts in flight for `hardware`; any value given wins and the
+    others follow from it (`--executors N` alone divides the cores among N and keeps N prompts in flight, so
+    that no executor idles while prompts wait)."""
+    cpus = max(1, hardware.cpus)
+    if executors is None:
+        if hardware.gpus:
+            executors = hardware.gpus
+        else:
+            by_cores = cpus // (executor_threads or CPU_THREADS_PER_EXECUTOR)
+            executors = max(1, min(by_cores, hardware.memory_bytes // CPU_EXECUTOR_BYTES))
+    if not executor_threads:
+        executor_threads = max(1, cpus // max(1, executors))
+    if concurrent_prompts is None:
+        concurrent_prompts = max(1, executors)
+    return Defaults(executors, executor_threads, concurrent_prompts)
+
+
+def find_hardware(gpus: int = 0) -> Hardware:
+    """This machine: the cores this process may run on, physical memory; `gpus` as the caller counted them."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cpus = os.cpu_count() or 1
+    return Hardware(cpus, gpus, os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))

@@ -63,6 +63,43 @@ def head_address_refusal(args: argparse.Namespace, ws) -> str | None:
     )
 
 
+def apply_machine_defaults(args: argparse.Namespace) -> None:
+    """Fill in the executors, threads per executor and prompts in flight that no flag set, chosen from the
+    machine (cli_args.choose_defaults), and say in one log line what was chosen. Not with --ray, which
+    places its executors per Ray node (one prompt at a time there unless --concurrent-prompts says)."""
+    if args.ray:
+        args.concurrent_prompts = args.concurrent_prompts or 1
+        return
+    gpus = 0
+    if not args.cpu and args.executor_device != "cpu":  # asks torch: only where executors may run on GPUs
+        gpus = sum(
+            d.startswith("cuda")
+            for d in cli_args.executor_devices(argparse.Namespace(**{**vars(args), "executors": None}))
+        )
+    hardware = cli_args.find_hardware(gpus)
+    given = {
+        "--executors": args.executors,
+        "--executor-threads": args.executor_threads or None,
+        "--concurrent-prompts": args.concurrent_prompts,
+    }
+    chosen = cli_args.choose_defaults(hardware, *given.values())
+    args.executors = chosen.executors
+    if args.executors:  # in-process ModelFns (--executors 0) keep torch's own thread count unless given
+        args.executor_threads = chosen.executor_threads
+    args.concurrent_prompts = chosen.concurrent_prompts
+    flags = [flag for flag, value in given.items() if value is not None]
+    log.info(
+        "machine: %d CPU cores, %d GPUs, %.1f GiB: %d executor(s) x %s thread(s), %d prompt(s) at once (%s)",
+        hardware.cpus,
+        hardware.gpus,
+        hardware.memory_bytes / (1 << 30),
+        chosen.executors,
+        args.executor_threads or "torch's",
+        chosen.concurrent_prompts,
+        "set by " + ", ".join(flags) if flags else "chosen from the machine; flags override",
+    )
+
+
 def executor_threads(args: argparse.Namespace, devices: list[str]) -> int:
     return args.executor_threads or max(1, (os.cpu_count() or 1) // max(1, len(devices)))
 
@@ -309,6 +346,7 @@ def _serve(args: argparse.Namespace) -> int:
         from cluster.secret import ensure_secret
 
         secret = ensure_secret(ws.root)
+    apply_machine_defaults(args)
     started = start_executors_early(args)
     ensure_demo_models(ws)
     from cluster.dataplane import remote

@@ -4,7 +4,10 @@ Threads (not tasks on the HTTP loop) because node bodies run long synchronous to
 owns its own event loop so the executor's async nodes still run concurrently within a prompt. With one
 thread (the default, ComfyUI's behaviour) prompts run one at a time and share one output cache. With
 `concurrent_prompts` > 1 (a cluster behind the server) each thread is an orchestrator with its own
-engine and cache, talking to clients through a `PromptSink` that carries its prompt's client id.
+engine and cache, talking to clients through a `PromptSink` that carries its prompt's client id; a
+dispatcher thread hands each prompt to the lowest-numbered idle orchestrator, so prompts sent one after
+another all run on the first and share its cache as in ComfyUI (its caching tests rely on it), and the
+others take prompts only while it is busy.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import queue as queues
 import threading
 import time
 from typing import TYPE_CHECKING, Any
@@ -50,6 +54,9 @@ class QueueWorker:
         self.executors: dict[int, Any] = {}
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._inboxes: list[queues.SimpleQueue] = []
+        self._idle: set[int] = set()
+        self._changed = threading.Condition()
 
     @property
     def executor(self) -> Any:
@@ -58,10 +65,14 @@ class QueueWorker:
 
     def start(self) -> None:
         self._stop.clear()
+        self._inboxes = [queues.SimpleQueue() for _ in range(self.concurrency)]
+        self._idle = set(range(self.concurrency))
         self._threads = [
             threading.Thread(target=self._run, args=(i,), name=f"prompt_worker-{i}", daemon=True)
             for i in range(self.concurrency)
         ]
+        if self.concurrency > 1:
+            self._threads.append(threading.Thread(target=self._dispatch, name="prompt_dispatch", daemon=True))
         for thread in self._threads:
             thread.start()
 
@@ -87,12 +98,43 @@ class QueueWorker:
         sink = self.server if self.concurrency == 1 else PromptSink(self.server)
         try:
             while not self._stop.is_set():
-                got = queue.get(timeout=1.0)
+                got = queue.get(timeout=1.0) if self.concurrency == 1 else self._next(index)
                 if got is not None and not self._stop.is_set():
                     self._execute(loop, index, sink, *got)
                 self._apply_flags(queue.get_flags())
         finally:
             loop.close()
+
+    def _next(self, index: int) -> tuple[QueueItem, int] | None:
+        """Orchestrator `index`'s next prompt from the dispatcher (None after a second without one)."""
+        try:
+            return self._inboxes[index].get(timeout=1.0)
+        except queues.Empty:
+            return None
+
+    def _dispatch(self) -> None:
+        """Take a prompt off the queue only while an orchestrator is idle, and give it to the lowest-numbered
+        idle one (prompts left in the queue stay pending, cancellable and visible as such)."""
+        queue = self.server.prompt_queue
+        while not self._stop.is_set():
+            with self._changed:
+                if not self._changed.wait_for(lambda: self._idle or self._stop.is_set(), timeout=1.0):
+                    continue
+            got = queue.get(timeout=1.0)
+            if got is None:
+                continue
+            with self._changed:
+                index = min(self._idle)
+                self._idle.discard(index)
+            self._inboxes[index].put(got)
+
+    def _done(self, index: int) -> None:
+        """Orchestrator `index` is idle again: before its prompt is reported done, so that a client sending
+        the next prompt at once finds it idle (and its cache) rather than the next orchestrator."""
+        if self.concurrency > 1:
+            with self._changed:
+                self._idle.add(index)
+                self._changed.notify_all()
 
     def _execute(self, loop: asyncio.AbstractEventLoop, index: int, sink: Any, item: QueueItem, task_id: int) -> None:
         server = self.server
@@ -141,6 +183,7 @@ class QueueWorker:
             output_claims.unbind(claims)
             progress.unbind_prompt(token)
             text_limits.unbind_max_text_chars(text_limit)
+        self._done(index)
         server.prompt_queue.task_done(task_id, history_result, status)
         if sink.client_id is not None:
             server.send_sync("executing", {"node": None, "prompt_id": item.prompt_id}, sink.client_id)
