@@ -211,11 +211,13 @@ def add_cluster_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--max-batch",
         type=int,
-        default=1,
+        default=None,
         metavar="N",
-        help="samples of compatible denoising steps from different prompts run as one batch on an "
-        "executor (or in-process with --executors 0), per model (1: no batching; a cascade's "
-        "controller overrides it for its models)",
+        help="samples of denoising steps from different prompts (any sampler, seed or CFG on the same model) "
+        "whose model evaluations run as one batch on an executor (or in-process with --executors 0), per "
+        "model (1: no batching; a cascade's controller overrides it for its models). Default: the prompts in "
+        "flight per executor, --concurrent-prompts / executors rounded up: batching pays only where prompts "
+        "outnumber executors (docs/scheduler.md#batching)",
     )
     p.add_argument(
         "--batch-window-ms",

@@ -250,11 +250,20 @@ def ray_autoscale(args: argparse.Namespace):
     return Autoscale(int(bounds[1]), int(bounds[2]), args.ray_keepalive)
 
 
+def max_batch(args: argparse.Namespace) -> int:
+    """--max-batch, else the prompts in flight per local executor, rounded up: with no more prompts than
+    executors each executor runs one prompt's steps, and a batch would only leave another executor idle."""
+    if args.max_batch is not None:
+        return args.max_batch
+    prompts = args.concurrent_prompts or 1  # before the machine's defaults are applied: one at a time
+    return max(1, -(-prompts // max(1, len(cli_args.executor_devices(args)))))
+
+
 def head_options(args: argparse.Namespace, secret: bytes | None) -> dict:
     """The head's options from serve's flags."""
     options: dict = {
         "policy": args.scheduler,
-        "max_batch": args.max_batch,
+        "max_batch": max_batch(args),
         "batch_window_s": args.batch_window_ms / 1000,
     }
     if args.head_address:
@@ -396,7 +405,7 @@ def _serve(args: argparse.Namespace) -> int:
         from cluster.local import default_local_runtime
         from cluster.modelfn import warm_up_all
 
-        head, runtime = None, default_local_runtime(args.max_batch, args.batch_window_ms / 1000)
+        head, runtime = None, default_local_runtime(max_batch(args), args.batch_window_ms / 1000)
         if args.executor_threads:  # the in-process ModelFns compute as one executor of that many threads would
             from cluster.local import set_threads
 

@@ -426,3 +426,22 @@ def test_served_mixed_load_batches_and_gives_the_one_at_a_time_pngs(serve, demo_
         (path,) = asyncio.run(run_prompt(prompt, None, registry, show_progress=False))  # alone, in-process
         assert np.array_equal(image, np.asarray(Image.open(path))), prompt["3"]["inputs"]
     assert len({im.tobytes() for im in served}) == 4
+
+
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["--concurrent-prompts", "1"], 1),  # one prompt at a time: nothing to batch, no batch window waited
+        (["--concurrent-prompts", "2"], 2),  # two prompts on one executor
+        (["--concurrent-prompts", "4", "--executors", "2"], 2),
+        (["--concurrent-prompts", "2", "--executors", "2"], 1),  # each executor runs one prompt
+        (["--concurrent-prompts", "3", "--executors", "0"], 3),  # in-process: one compute thread
+        (["--concurrent-prompts", "4", "--max-batch", "1"], 1),
+    ],
+)
+def test_max_batch_by_default_is_the_prompts_in_flight_per_executor(argv, expected):
+    from comfy_bridge.cli import build_parser
+    from comfy_bridge.cli.serve import head_options, max_batch
+
+    args = build_parser().parse_args(["serve", *argv])
+    assert max_batch(args) == expected == head_options(args, None)["max_batch"]
