@@ -44,6 +44,9 @@ from nodes.models.lora import UNET_FAMILY, LoraTargets, merge_loras
 
 MARKER = "token_refiner.blocks.0.attn.qkv_proj.weight"  # diffusers' single-file detector key for minimax-h3
 PRUNED_MARKER = "adaln_t_table"  # the curve-form ("pruned") files: no time embedder, a table of its curve
+# FastVideo's FastH3 files add a VSA compression gate per block; the dense forward never reads it (ComfyUI keeps the
+# module only for sparse-attention patches), so it is left out
+VSA_GATE = ".attn.to_gate_compress."
 PATCH = (1, 2, 2)
 VIDEO_TAG, TEXT_TAG, AUDIO_TAG = 0, 1, 2
 AUDIO_CHANNELS = 2  # stereo: the audio rows are packed channel-major
@@ -129,7 +132,7 @@ def load_transformer(
     prefix = find_prefix(sd.keys(), MARKER)
     if prefix is None:
         raise ModelLoadError(path, f"not a MiniMax H3 transformer: no {MARKER}")
-    sd = strip_prefix(sd, prefix)
+    sd = {k: v for k, v in strip_prefix(sd, prefix).items() if VSA_GATE not in k}
     if loras:
         sd, _ = merge_loras(loras, lora_targets(sd), sd)
     config = infer_config(sd, path)

@@ -1,10 +1,11 @@
 """Tiny MiniMax H3 files in the published layouts, random weights from a fixed seed, for tests and demos:
-the curve-form ("pruned") transformer every MiniMax H3 template names, the video and audio VAEs and the Qwen3-VL text encoder
-(its language model TEXT_DIM wide, no LM head, which the conditioning never reads; its vision tower, `model.visual.*`
-in transformers' names as the published file has it, reads the first/last frames), under the template's folder
-names with `_tiny`. Only their widths shrink: the transformer keeps 24 video and 32 audio
-latent channels and the 1x2x2 patch, the VAE its six levels, strides and 64-wide decoder heads.
-TEXT_DIM is the width of the text states the transformer takes (the real Qwen3-VL 32B's is 5120)."""
+the curve-form ("pruned") transformer every MiniMax H3 template names (and FastVideo's FastH3 layout of it), the
+video and audio VAEs and the Qwen3-VL text encoder (its language model TEXT_DIM wide, no LM head, which the
+conditioning never reads; its vision tower, `model.visual.*` in transformers' names as the published file has it,
+reads the first/last frames), under the template's folder names with `_tiny`. Only their widths shrink: the
+transformer keeps 24 video and 32 audio latent channels and the 1x2x2 patch, the VAE its six levels, strides and
+64-wide decoder heads. TEXT_DIM is the width of the text states the transformer takes (the real Qwen3-VL 32B's is
+5120)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ FILES = {
     "text_encoder": "text_encoders/qwen3vl_32b_minimax_h3_tiny.safetensors",
     "audio_vae": "vae/minimax_h3_audio_vae_tiny.safetensors",
     "lora": "loras/minimax_h3_lora_tiny.safetensors",
+    "fasth3": "diffusion_models/fastvideo_fasth3_tiny.safetensors",
 }
 TEXT_LAYERS = 2  # the published file is Qwen3-VL-32B cut after layer 50; the tiny one after layer 2
 
@@ -110,6 +112,18 @@ def tiny_lora(transformer: dict[str, torch.Tensor], seed: int = SEED, rank: int 
     return out
 
 
+def tiny_fasth3(transformer: dict[str, torch.Tensor], seed: int = SEED) -> dict[str, torch.Tensor]:
+    """FastVideo's FastH3 layout on the tiny transformer: the same weights plus a VSA compression gate
+    (blocks.N.attn.to_gate_compress, inner x hidden) per block, which a dense forward never reads."""
+    gen = torch.Generator().manual_seed(seed + 3)
+    out = dict(transformer)
+    for key, weight in transformer.items():
+        if key.startswith("blocks.") and key.endswith(".attn.out_proj.weight"):
+            gate = key.replace(".attn.out_proj.", ".attn.to_gate_compress.")
+            out[gate] = torch.randn(weight.shape[1], weight.shape[0], generator=gen) * 0.05
+    return out
+
+
 def tiny_state_dicts(seed: int = SEED) -> dict[str, dict[str, torch.Tensor]]:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
@@ -157,6 +171,7 @@ def tiny_state_dicts(seed: int = SEED) -> dict[str, dict[str, torch.Tensor]]:
         "text_encoder": {k: v for k, v in text.state_dict().items() if not k.startswith("lm_head.")},
         "audio_vae": to_published(tiny_audio_vae(seed)),
         "lora": tiny_lora(transformer, seed),
+        "fasth3": tiny_fasth3(transformer, seed),
     }
 
 

@@ -27,3 +27,21 @@ def test_demo_files(tmp_path):
     assert v.shape == video.shape and a.shape == audio.shape and torch.isfinite(v).all() and v.abs().sum() > 0
     frames = decode(vae, video - 0.7 * v)
     assert frames.shape == (5, 32, 32, 3) and 0 <= frames.min() and frames.max() <= 1
+
+
+def test_fasth3_file_loads_as_the_dense_model(tmp_path):
+    """FastVideo's FastH3 layout (the tiny transformer plus a VSA compression gate per block): detected as MiniMax
+    H3 and loaded without the gate, which ComfyUI's dense forward never reads, so it evaluates as the plain file."""
+    from nodes.models.minimax_h3_demo import FILES
+
+    torch.set_num_threads(1)
+    build_demo_minimax_h3(tmp_path)
+    plain, fast = (load_file(tmp_path / FILES[name]) for name in ("transformer", "fasth3"))
+    gates = [k for k in fast if ".attn.to_gate_compress." in k]
+    assert len(gates) == 2 and set(fast) - set(gates) == set(plain) and is_minimax_h3(fast)
+    g = torch.Generator().manual_seed(1)
+    video, audio = torch.randn(1, 24, 2, 2, 2, generator=g), torch.randn(1, 32, 2, 3, generator=g)
+    context = torch.randn(1, 4, TEXT_DIM, generator=g)
+    expected = apply(load_transformer(plain), video, audio, context, 0.6)
+    for ours, theirs in zip(apply(load_transformer(fast, "fasth3.safetensors"), video, audio, context, 0.6), expected):
+        torch.testing.assert_close(ours, theirs, atol=0, rtol=0)
