@@ -244,8 +244,9 @@ def figure(rounds: list[dict], ours: list[str], comfyui: str | None) -> dict:
                 **{f"latency_p{q}_s": percentile(lat, q / 100) for q in (50, 90, 99)},
             }
             same = [x for m in mixed for x in m.get("identical_to_reference", [])]
-            if same:
-                side["mixed"]["identical_to_reference"] = f"{sum(same)}/{len(same)}"
+            if same:  # ComfyUI's images against our reference: whether its pixels equal ours
+                key = "pixels_equal_to_ours" if name == comfyui else "identical_to_reference"
+                side["mixed"][key] = f"{sum(same)}/{len(same)}"
             if comfyui and name != comfyui:
                 ratios = [r["mixed"][name]["makespan_s"] / r["mixed"][comfyui]["makespan_s"] for r in rounds]
                 side["mixed"]["makespan_ratio_median"] = statistics.median(ratios)

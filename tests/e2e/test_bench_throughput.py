@@ -72,6 +72,7 @@ def test_figure_gives_ratios_of_the_same_round_and_percentiles():
     assert mixed["identical_to_reference"] == "4/6"
     assert fig["serve"]["single"]["ratio_median"] == pytest.approx((0.75 + 1.0) / 2)
     assert "makespan_ratio_median" not in fig["comfyui"]["mixed"]
+    assert fig["comfyui"]["mixed"]["pixels_equal_to_ours"] == "4/6"
     lines = throughput.report(fig, rounds)
     assert any("2/3 images equal one-at-a-time" in line for line in lines)
 
