@@ -228,6 +228,8 @@ def _single_clip_arch(path: Path, clip_type: str) -> str:
     file_arch, _ = probe_arch(path, "clip_name")
     if file_arch == "qwen35":  # ComfyUI reads Qwen3.5 whatever the type (FLUX 3's prompt upsampler has flux3)
         return "qwen35"
+    if file_arch == "mistral3":  # ComfyUI reads Mistral 3 (FLUX.2 dev's encoder) whatever the type
+        return "flux2"
     if clip_type == "flux3" and file_arch != "qwen3vl":
         raise ValueError(
             f"clip_name: {path.name} is a {file_arch} file; CLIPLoader type flux3 loads FLUX 3's Qwen3-VL-4B text "
@@ -259,10 +261,10 @@ def _single_clip_arch(path: Path, clip_type: str) -> str:
             f"clip_name: {path.name} is a {file_arch} text encoder; CLIPLoader type wan loads "
             "umt5-xxl (umt5_xxl_fp8_e4m3fn_scaled.safetensors)"
         )
-    if clip_type == "flux2":  # FLUX.2 dev's Mistral 3 encoder is not supported
+    if clip_type == "flux2":
         raise ValueError(
             f"clip_name: {path.name} is a {file_arch} text encoder; CLIPLoader type flux2 loads "
-            "FLUX.2 Klein's Qwen3 (qwen_3_4b.safetensors)"
+            "FLUX.2 Klein's Qwen3 (qwen_3_4b.safetensors) or FLUX.2 dev's Mistral 3 (mistral_3_small_flux2_bf16.safetensors)"
         )
     return _clip_arch(clip_type)
 

@@ -54,6 +54,10 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     (None, r"^flux-2-klein", "flux2-klein-tiny.safetensors"),
     (r"^flux-2-klein", r"^qwen_3_[48]b", "flux2-klein-tiny-qwen3.safetensors"),
     (r"^flux-2-klein", r"^flux2-vae|^full_encoder_small_decoder", "flux2-klein-tiny-vae.safetensors"),
+    # FLUX.2 dev: its transformer, Mistral 3 text encoder and FLUX.2's VAE (nodes/models/flux2_dev_demo.py)
+    (None, r"^flux2_dev", "flux2-dev-tiny.safetensors"),
+    (r"^flux2_dev", r"^mistral_3_small_flux2", "flux2-dev-tiny-mistral3.safetensors"),
+    (r"^flux2_dev", r"^flux2-vae|^full_encoder_small_decoder", "flux2-klein-tiny-vae.safetensors"),
     # Z-Image (turbo and base)
     (None, r"^z_image", "z-image-turbo-tiny.safetensors"),
     (None, r"^qwen_3_4b", "qwen_3_4b-tiny.safetensors"),  # Z-Image's and the LLM templates' Qwen3 4B

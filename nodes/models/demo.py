@@ -244,6 +244,9 @@ def build_demo_models(models_dir: Path, include_flux: bool = True) -> list[Path]
         build_flux2 = getattr(_optional("nodes.models.flux2_demo"), "build_demo_flux2", None)
         if build_flux2 is not None:
             written += build_flux2(models_dir)
+        build_flux2_dev = getattr(_optional("nodes.models.flux2_dev_demo"), "build_demo_flux2_dev", None)
+        if build_flux2_dev is not None:
+            written += build_flux2_dev(models_dir)
         build_qwen_image = getattr(_optional("nodes.models.qwen_image_demo"), "build_demo_qwen_image", None)
         if build_qwen_image is not None:
             written += build_qwen_image(models_dir)

@@ -63,7 +63,7 @@ _PIPELINES = {
 @dataclass(frozen=True)
 class CheckpointInfo:
     """What `probe` found. arch: sd1 | sd2 | sdxl | flux | flux2 | sd3 | zimage | qwen_image | wan21 | wan22_5b
-    (qwen_image21: Qwen-Image 2.1, krea2: Krea 2, flux3: FLUX 3, minimax_h3: MiniMax H3, ltx2: LTX-2 audio-video) for models (and Qwen-Image's Wan VAE), clip | t5 | umt5 | qwen3 | qwen3vl | qwen35 (Qwen3.5) | qwen25 (a Qwen2.5 language model) | gemma3 for bare
+    (qwen_image21: Qwen-Image 2.1, krea2: Krea 2, flux3: FLUX 3, minimax_h3: MiniMax H3, ltx2: LTX-2 audio-video) for models (and Qwen-Image's Wan VAE), clip | t5 | umt5 | qwen3 | qwen3vl | qwen35 (Qwen3.5) | qwen25 (a Qwen2.5 language model) | gemma3 | mistral3 (FLUX.2 dev's) for bare
     text encoders.
     kind: checkpoint | diffusion_model | vae | text_encoder | controlnet | lora | diffusers.
     components: which of diffusion_model, vae, text_encoder, controlnet the file can provide.
@@ -216,6 +216,9 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
         k.endswith("model.layers.0.self_attn.q_norm.weight") for k in keys
     ):  # Gemma 3 (LTX-2's text encoder): Gemma's four norms per layer, and q/k norms as Qwen3 has
         return info("gemma3", "text_encoder", {"text_encoder"}, "hf")
+    if "tekken_model" in shapes and "model.layers.0.self_attn.k_proj.weight" in shapes:
+        # Mistral 3 (FLUX.2 dev's encoder): ComfyUI's sd.py reads the file's tokenizer from its tekken_model tensor
+        return info("mistral3", "text_encoder", {"text_encoder"}, "hf")
     if any(k.endswith("model.layers.0.self_attn.q_norm.weight") for k in keys):  # Qwen3 (Z-Image, Flux2-Klein)
         return info("qwen3", "text_encoder", {"text_encoder"}, "hf")
     if "model.layers.0.self_attn.k_proj.bias" in shapes and "model.embed_tokens.weight" in shapes:

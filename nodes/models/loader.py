@@ -83,6 +83,7 @@ _ARCH_MODULES = {
     "krea2": ("nodes.models.krea2",),
     "flux3": ("nodes.models.flux3",),
     "qwen35": ("nodes.models.qwen35_text",),
+    "mistral3": ("nodes.models.flux2_mistral",),
     "wan21": ("nodes.models.wan",),
     "wan22_5b": ("nodes.models.wan",),
     "minimax_h3": ("nodes.models.minimax_h3_engine",),
@@ -340,6 +341,9 @@ def load_text_encoder(ref: ModelRef) -> TextEncoder:
             )
         _refuse_merges(ref, path, "these text encoders")
         return _dispatch("load_text_encoder", ref, [_sd(ref, i) for i in range(len(ref.sources))], "qwen_image21")
+    if any(i.arch == "mistral3" for i in infos):  # ComfyUI: a Mistral 3 file is FLUX.2 dev's encoder, any type
+        _refuse_merges(ref, path, "these text encoders")
+        return _dispatch("load_text_encoder", ref, [_sd(ref, i) for i in range(len(ref.sources))], "mistral3")
     if any(i.arch == "qwen3" for i in infos):
         # ComfyUI: a Qwen3-4B file is Flux2-Klein's encoder for CLIPLoader types flux/flux2, Z-Image's otherwise.
         _refuse_merges(ref, path, "these text encoders")
