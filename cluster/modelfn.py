@@ -25,9 +25,8 @@ if TYPE_CHECKING:
 
 TensorSource = torch.Tensor | Callable[[], torch.Tensor]
 # How a tensor input lines up with a batch of n samples (cluster.scheduling.batching): ("sample", dtype, shape
-# past the batch), ("history", dtype, steps, shape past the batch) for a stack of per-sample tensors
-# batched along its second dimension, ("shared", ...values) for one tensor every request has equal;
-# None when the input cannot be batched.
+# past the batch), ("shared", ...values) for one tensor every request has equal; None when the input cannot
+# be batched.
 Layout = tuple | None
 
 

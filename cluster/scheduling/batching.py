@@ -5,8 +5,7 @@ Which calls may share one forward pass is the ModelFn's to say (`ModelFn.batch_k
 this module knows no model. Equal keys mean everything that shapes the computation is the same apart
 from the batch; a ModelFn usually builds its key with `layout_key`: the ModelFn, the weights
 (ModelRef), every param but those it names as unread in a batch (values the computation never reads), and
-each tensor input's layout (`ModelFn.input_layout`: per sample, a history stack of per-sample tensors,
-or shared by all). `merge` concatenates the per-sample tensors along the batch (a batch-1 tensor
+each tensor input's layout (`ModelFn.input_layout`: per sample, or shared by all). `merge` concatenates the per-sample tensors along the batch (a batch-1 tensor
 expanded to its request's batch), `run_merged` runs the real ModelFn once on the executor, and `split`
 cuts every output back into the requests' parts.
 
@@ -58,7 +57,7 @@ class Merged:
     inputs: dict[str, torch.Tensor | None]
     params: Params
     sizes: tuple[int, ...]
-    ndim: int  # x's rank: tensors of this rank are per sample, one more is a history stack
+    ndim: int  # x's rank: outputs of this rank are per sample, one more a stack of per-sample tensors
     calls: tuple[Call, ...] = ()  # for a ModelFn that runs its batches itself (`runs_own_batches`): the calls
 
 
@@ -163,7 +162,7 @@ def plan_batches(calls: Sequence[Call], max_batch: int) -> list[list[int]]:
 
 def merge(calls: Sequence[Call]) -> Merged:
     """One call for compatible calls: per-sample tensors concatenated along the batch (conditioning of
-    batch 1 expanded to its request's batch first), history stacks along their second dimension."""
+    batch 1 expanded to its request's batch first), shared ones taken once."""
     keys = {batch_key(c) for c in calls}
     if None in keys or len(keys) != 1:
         raise ValueError("merge: the calls are not batch-compatible (see batch_key)")
@@ -178,11 +177,8 @@ def merge(calls: Sequence[Call]) -> Merged:
         if t is None:
             inputs[name] = None
             continue
-        kind = cls.input_layout(name, t, sizes[0], ndim)[0]
-        if kind == "shared":
+        if cls.input_layout(name, t, sizes[0], ndim)[0] == "shared":
             inputs[name] = t
-        elif kind == "history":
-            inputs[name] = torch.cat([c.inputs[name] for c in calls], dim=1)
         else:
             inputs[name] = torch.cat(
                 [c.inputs[name].expand(n, *c.inputs[name].shape[1:]) for c, n in zip(calls, sizes)], dim=0
