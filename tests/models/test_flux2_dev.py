@@ -21,6 +21,8 @@ from nodes.models.flux2_mistral import LAYERS, Mistral3TextEncoder, tapped_state
 from nodes.models.loader import load_diffusion_model, load_text_encoder
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_flux2_mistral.json").read_text())
+# scripts/record_comfyui_flux2_dev_transformer.py: ComfyUI 0.10.0's Flux2 model on the tiny dev transformer
+DEV = json.loads((Path(__file__).parent / "fixtures" / "comfyui_flux2_dev.json").read_text())
 # ComfyUI's comfy/sd.py (detect_te_model): a 5120-wide llama with layer 39 is MISTRAL3_24B (layer 39 missing: the
 # 30-layer pruned file), and load_text_encoder_state_dicts hands clip_data[0]["tekken_model"] to Flux2Tokenizer;
 # comfy/text_encoders/flux.py: Mistral3_24BModel taps layers [10, 20, 30], Flux2TEModel joins them per token.
@@ -75,10 +77,25 @@ def test_stacked_states_equal_comfyuis_mistral(encoder, run):
     assert torch.allclose(cond, tensor(run["cond"]), atol=1e-5, rtol=1e-5)
 
 
-def test_the_dev_transformer_has_a_guidance_embedder_and_a_mistral_wide_context(files):
+@pytest.fixture(scope="module")
+def dev_model(files):
     path = files["diffusion_models"]
-    model = load_diffusion_model(ModelRef("diffusion_model", "flux2", (path,), (file_digest(path),)))
-    assert model.config["guidance_embeds"] and model.config["joint_attention_dim"] == len(LAYERS) * 16
+    assert hashlib.sha256(Path(path).read_bytes()).hexdigest() == DEV["weights_sha256"]
+    return load_diffusion_model(ModelRef("diffusion_model", "flux2", (path,), (file_digest(path),)))
+
+
+def test_the_dev_transformer_has_a_guidance_embedder_and_a_mistral_wide_context(dev_model):
+    assert DEV["guidance_embed"]  # ComfyUI's detection saw it too
+    assert dev_model.config["guidance_embeds"] and dev_model.config["joint_attention_dim"] == len(LAYERS) * 16
+
+
+@pytest.mark.parametrize("case", DEV["cases"], ids=lambda c: c["name"])
+def test_a_dev_evaluation_equals_comfyuis_flux2(dev_model, case):
+    x, sigma = tensor(case["x"]), case["sigma"]
+    cond = {"context": tensor(case["context"]), "guidance": case["guidance"]}
+    with torch.no_grad():
+        out = dev_model.apply(x, torch.full((x.shape[0],), sigma), cond)
+    assert torch.allclose(x - sigma * out, tensor(case["denoised"]), atol=1e-5, rtol=1e-5)
 
 
 def test_cliploader_type_flux2_takes_the_mistral_file(files):
