@@ -2,7 +2,8 @@
 (video_ltx2_3_i2v of the installed comfyui-workflow-templates-json package) with its own node graph, its subgraph
 unpacked in place by the templates renderer's unpacker (scripts/templates_render.py), the tiny demo files put in
 place of the downloads by the renderer's rules (ltx2-tiny's checkpoint, Gemma 3, latent upsampler and LoRA), the
-picture the workspace's example.png and the noise seeds fixed. The Gemma LoRA sits on the prompt enhancer's branch,
+picture the workspace's example.png and the noise seeds fixed. The picture's longer side is scaled to 128 instead of
+1536. The Gemma LoRA sits on the prompt enhancer's branch,
 which the template ships switched off (its lazy TextGenerateLTX2Prompt never runs): it is only validated, the tiny
 LTX-2 LoRA's name standing in. Sizes shrink as the renderer shrinks them (Width and Height 128, Duration 1 s: 25
 frames at 25 fps); everything else is as shipped: the two-pass distilled schedule (ManualSigmas, euler, cfg 1),
@@ -24,6 +25,7 @@ sys.path.insert(0, str(REPO))
 TEMPLATE = "video_ltx2_3_i2v"
 NAME = "ltx2_3_i2v"
 SEED = 42
+LONGER_SIDE = 128
 GEMMA_LORA = re.compile(r"^gemma-3-12b-it.*lora")
 
 
@@ -49,6 +51,10 @@ def tiny_template() -> dict:
                 widgets[i] = "example.png"
         if node["type"] == "RandomNoise":
             widgets[:2] = [SEED, "fixed"]
+        if node["type"] == "ResizeImageMaskNode" and widgets[0] == "scale longer dimension":
+            # 1536 would blow the 128-pixel picture up only for LTXVImgToVideoInplace to shrink it back; torch's
+            # bilinear resize from 1536 rounds differently with the head's thread count (serve vs in-process)
+            widgets[1] = min(widgets[1], LONGER_SIDE)
         title = titles[node["id"]] or titles.get(_consumer(flat, node["id"]), "")
         if node["type"] in ("PrimitiveInt", "PrimitiveNode") and title in SHRINK_TITLES and isinstance(widgets[0], int):
             widgets[0] = SHRINK_TITLES[title](widgets[0])

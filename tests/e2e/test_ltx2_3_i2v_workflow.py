@@ -4,7 +4,7 @@ the downloads, example.png, fixed seeds, 128x128 and 1 s at 25 fps) from a fresh
 distilled schedule with the LoRA at 0.5, the x2 latent upsampler between the passes, VAE Decode (Tiled), the audio
 VAE from the checkpoint into CreateVideo and SaveVideo, the prompt enhancer switched off as shipped. The frames
 (a SaveImage beside the template's SaveVideo), the MP4's frames and its audio samples are the same with the default
-executors and with `--executors 0`. Its parts are checked against ComfyUI 0.10.0 on the same tiny files in
+executors and with `--executors 0` (the audio within 1 % of its peak: see the test). Its parts are checked against ComfyUI 0.10.0 on the same tiny files in
 tests/models/test_ltx2*.py and tests/nodes/test_ltx*.py; 0.10.0 cannot run the whole template (it lacks
 ComfyMathExpression, ComfySwitchNode and TextGenerateLTX2Prompt)."""
 
@@ -117,4 +117,8 @@ def test_template_renders_the_same_in_both_executor_modes(tmp_path) -> None:
     assert rate == other_rate == 16000 and audio.shape[0] == 2
     assert rate <= audio.shape[-1] <= rate + 2048  # 1 s of audio, AAC frames rounding the track up
     assert np.abs(audio).max() > 1e-4, "the audio track is silent"
-    assert np.array_equal(audio, other_audio), "audio samples differ between the executor modes"
+    # The audio VAE's float32 rounding (mel decoder and vocoder) follows the torch thread count, which differs
+    # between executor processes and the in-process mode (waveforms 7e-9 apart at 1 and 2 threads), and AAC
+    # re-encodes the difference: the tracks agree closely, not bit for bit (the frames do).
+    diff = float(np.abs(audio - other_audio).max())
+    assert diff <= 0.01 * float(np.abs(audio).max()), f"audio differs between the executor modes by {diff}"
