@@ -200,3 +200,41 @@ def test_clip_loader_reads_a_qwen35_file_whatever_the_type(text_file, tmp_path, 
     shutil.copy(text_file, ws.models_dir / "text_encoders" / text_file.name)
     (ref,) = CLIPLoader().load_clip(text_file.name, clip_type)
     assert ref.arch == "qwen35" and ref.option("clip_type") == clip_type
+
+
+def test_the_9b_files_sizes_are_read_as_comfyuis_qwen35_9b():
+    """ComfyUI's Qwen35Config with its qwen35_9b overrides (comfy/text_encoders/qwen35.py): width 4096, MLP
+    12288, 32 layers (every fourth full attention), 16 query / 4 key-value heads of 256, DeltaNet 16 key and 32
+    value heads of 128, conv kernel 4; its tower 1152 wide, MLP 4304, 27 blocks, 16 heads."""
+    from nodes.models.qwen35_text import text_config, vision_config
+
+    def e(*shape):
+        return torch.empty(shape, device="meta")
+
+    sd = {"embed_tokens.weight": e(248320, 4096)}
+    for i in range(32):
+        sd[f"layers.{i}.mlp.gate_proj.weight"] = e(12288, 4096)
+        if (i + 1) % 4:
+            sd[f"layers.{i}.linear_attn.A_log"] = e(32)
+            sd[f"layers.{i}.linear_attn.norm.weight"] = e(128)
+            sd[f"layers.{i}.linear_attn.in_proj_qkv.weight"] = e(2 * 16 * 128 + 32 * 128, 4096)
+            sd[f"layers.{i}.linear_attn.conv1d.weight"] = e(2 * 16 * 128 + 32 * 128, 1, 4)
+        else:
+            sd[f"layers.{i}.self_attn.q_norm.weight"] = e(256)
+            sd[f"layers.{i}.self_attn.q_proj.weight"] = e(2 * 16 * 256, 4096)
+            sd[f"layers.{i}.self_attn.k_proj.weight"] = e(4 * 256, 4096)
+    cfg = text_config(sd)
+    assert cfg["layer_types"] == (["linear_attention"] * 3 + ["full_attention"]) * 8
+    expected = {"hidden_size": 4096, "intermediate_size": 12288, "num_hidden_layers": 32, "head_dim": 256}
+    expected |= {"num_attention_heads": 16, "num_key_value_heads": 4, "linear_num_key_heads": 16}
+    expected |= {"linear_key_head_dim": 128, "linear_num_value_heads": 32, "linear_value_head_dim": 128}
+    assert {k: cfg[k] for k in expected} == expected and cfg["linear_conv_kernel_dim"] == 4
+    vis = {
+        "patch_embed.proj.weight": e(1152, 3, 2, 16, 16),
+        "blocks.0.mlp.linear_fc1.weight": e(4304, 1152),
+        "merger.linear_fc2.weight": e(4096, 4 * 1152),
+        "pos_embed.weight": e(2304, 1152),
+    } | {f"blocks.{i}.norm1.weight": e(1152) for i in range(27)}
+    v = vision_config(vis)
+    assert (v["hidden_size"], v["intermediate_size"], v["depth"], v["num_heads"]) == (1152, 4304, 27, 16)
+    assert (v["out_hidden_size"], v["num_position_embeddings"], v["patch_size"]) == (4096, 2304, 16)
