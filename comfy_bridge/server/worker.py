@@ -13,6 +13,7 @@ others take prompts only while it is busy.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import gc
 import logging
 import queue as queues
@@ -98,15 +99,20 @@ class QueueWorker:
         sink = self.server if self.concurrency == 1 else PromptSink(self.server)
         try:
             while not self._stop.is_set():
-                got = queue.get(timeout=1.0) if self.concurrency == 1 else self._next(index)
-                if got is not None and not self._stop.is_set():
-                    self._execute(loop, index, sink, *got)
+                if self.concurrency == 1:
+                    got = queue.get(timeout=1.0)
+                    if got is not None and not self._stop.is_set():
+                        self._execute(loop, index, sink, *got)
+                elif (handed := self._next(index)) is not None and not self._stop.is_set():
+                    got, context = handed
+                    context.run(self._execute, loop, index, sink, *got)
                 self._apply_flags(queue.get_flags())
         finally:
             loop.close()
 
-    def _next(self, index: int) -> tuple[QueueItem, int] | None:
-        """Orchestrator `index`'s next prompt from the dispatcher (None after a second without one)."""
+    def _next(self, index: int) -> tuple[tuple[QueueItem, int], contextvars.Context] | None:
+        """Orchestrator `index`'s next prompt from the dispatcher, with the context the queue set while
+        handing it out (a hosted server's tenant scope); None after a second without one."""
         try:
             return self._inboxes[index].get(timeout=1.0)
         except queues.Empty:
@@ -126,7 +132,8 @@ class QueueWorker:
             with self._changed:
                 index = min(self._idle)
                 self._idle.discard(index)
-            self._inboxes[index].put(got)
+            # queue.get set the prompt's tenant in this thread's context: the orchestrator runs in a copy
+            self._inboxes[index].put((got, contextvars.copy_context()))
 
     def _done(self, index: int) -> None:
         """Orchestrator `index` is idle again: before its prompt is reported done, so that a client sending

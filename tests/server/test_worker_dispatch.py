@@ -5,12 +5,15 @@ once on several. Checked on the queue worker with a stand-in server and engines.
 
 from __future__ import annotations
 
+import contextvars
 import queue
 import threading
 import time
 
 from comfy_bridge.server.prompt_queue import QueueItem
 from comfy_bridge.server.worker import QueueWorker
+
+TENANT: contextvars.ContextVar[str | None] = contextvars.ContextVar("tenant", default=None)
 
 
 class FakeQueue:
@@ -21,9 +24,11 @@ class FakeQueue:
 
     def get(self, timeout: float | None = None):
         try:
-            return self.items.get(timeout=timeout)
+            got = self.items.get(timeout=timeout)
         except queue.Empty:
             return None
+        TENANT.set(f"tenant-of-{got[0].prompt_id}")  # as the tenant queue scopes the thread that takes a prompt
+        return got
 
     def put(self, n: int) -> None:
         self.items.put((QueueItem(n, f"p{n}", {}, {}, []), n))
@@ -53,7 +58,7 @@ class FakeEngine:
     async def execute_async(self, prompt, prompt_id, extra, outputs) -> None:
         start = time.monotonic()
         time.sleep(self.hold_s)
-        self.ran[prompt_id] = (self.name, start, time.monotonic())
+        self.ran[prompt_id] = (self.name, start, time.monotonic(), TENANT.get())
 
 
 class FakeServer:
@@ -100,8 +105,8 @@ def test_prompts_sent_together_run_at_once_on_several_orchestrators():
             server.prompt_queue.put(n)
         assert sorted(server.prompt_queue.done.get(timeout=10) for _ in range(3)) == [0, 1, 2]
         runs = [server.ran[f"p{n}"] for n in range(3)]
-        assert {engine for engine, _, _ in runs} == {0, 1, 2}
-        assert max(start for _, start, _ in runs) < min(end for _, _, end in runs)  # they overlapped
+        assert {engine for engine, _, _, _ in runs} == {0, 1, 2}
+        assert max(start for _, start, _, _ in runs) < min(end for _, _, end, _ in runs)  # they overlapped
     finally:
         worker.stop()
 
@@ -115,6 +120,19 @@ def test_a_prompt_waits_in_the_queue_while_every_orchestrator_is_busy():
         # two run, the third is still pending in the queue (cancellable there), not taken ahead of time
         assert server.prompt_queue.items.qsize() == 1
         assert sorted(server.prompt_queue.done.get(timeout=10) for _ in range(3)) == [0, 1, 2]
+    finally:
+        worker.stop()
+
+
+def test_each_prompt_runs_in_the_tenant_scope_the_queue_set_when_it_was_taken():
+    """The queue sets the prompt's tenant in the thread that takes it (the dispatcher): the orchestrator that
+    runs it must see that tenant, or its websocket events go to no tenant's client."""
+    worker, server = _worker(0.2)
+    try:
+        for n in range(3):
+            server.prompt_queue.put(n)
+        assert sorted(server.prompt_queue.done.get(timeout=10) for _ in range(3)) == [0, 1, 2]
+        assert [server.ran[f"p{n}"][3] for n in range(3)] == [f"tenant-of-p{n}" for n in range(3)]
     finally:
         worker.stop()
 
