@@ -116,14 +116,15 @@ def _on_canvas(image, name: str, width: int, height: int, crop: str) -> torch.Te
     return common_upscale(samples, int(width), int(height), "lanczos", crop).movedim(1, -1)
 
 
-async def encode_with_pictures(clip, prompt: str, pictures: list[torch.Tensor]) -> list:
+async def encode_with_pictures(
+    clip, prompt: str, pictures: list[torch.Tensor], what: str = "first/last frames"
+) -> list:
     """CONDITIONING of `prompt` after the pictures' labels and vision blocks, with ComfyUI's per-row modality tags
     (`minimax_token_tags`)."""
     clip = require_component(clip, "text_encoder", "clip")
     if clip.arch != "minimax_h3":
         raise ValueError(
-            f"clip: MiniMax H3's first/last frames need its text encoder (CLIPLoader type minimax), got a "
-            f"{clip.arch} CLIP"
+            f"clip: MiniMax H3's {what} need its text encoder (CLIPLoader type minimax), got a {clip.arch} CLIP"
         )
     inputs = {f"image{i}": picture for i, picture in enumerate(pictures)}
     params = {"text": prompt, "images": len(pictures)}

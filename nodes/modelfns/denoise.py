@@ -315,6 +315,9 @@ class GuidedDenoiser:
                 tuple(e.get("image_slots", ())),
                 tuple(e.get("vace_strength", ())),  # a constant of the batch, as ComfyUI's CONDConstant
                 tuple(e.get("keyframe_frames", ())),  # MiniMax H3: the packed sequence's keyframe rows
+                tuple(  # MiniMax H3: its reference images' rows
+                    tuple(self.inputs[f"{e['key']}.minimax_ref.{i}"].shape[1:]) for i in range(e.get("minimax_refs", 0))
+                ),
                 f"{e['key']}.token_tags" in self.inputs,
             )
             groups.setdefault(gkey, []).append((side, e, area, mult))
@@ -465,6 +468,9 @@ class GuidedDenoiser:
         if frames:  # MiniMax H3 first/last frames: each member's own latents, noised from the sampling seed
             cond["keyframes"] = [(stacked(f"keyframe.{i}"), frame) for i, frame in enumerate(frames)]
             cond["keyframe_seed"] = self.seed
+        if entries[0].get("minimax_refs"):  # MiniMax H3 reference images: noised from the seed, as keyframes
+            cond["minimax_refs"] = [stacked(f"minimax_ref.{i}") for i in range(entries[0]["minimax_refs"])]
+            cond["keyframe_seed"] = self.seed
         tags = stacked("token_tags")
         if tags is not None:  # MiniMax H3: the prompt rows an image's vision block fills are video rows
             cond["token_tags"] = tags
@@ -598,12 +604,14 @@ class DenoiseStep(ModelFn):
         merges only the forward passes (nodes.modelfns.shared_forward). Not batched: MODELs patched by node
         packs or with guidance patches (their functions are code that may hold state across calls), steps
         with weight hooks or a second MODEL (DualModelGuider; their weights are per request), MiniMax H3
-        steps with keyframes (rows noised from each request's seed) and context windows."""
+        steps with keyframes or references (rows noised from each request's seed) and context windows."""
         p: DenoiseParams = call.params
         if (
             p.model_patches is not None
             or uses_hooks(p.positive, p.negative, p.middle)
-            or any(e.get("keyframe_frames") for e in (*p.positive, *p.negative, *(p.middle or ())))
+            or any(
+                e.get("keyframe_frames") or e.get("minimax_refs") for e in (*p.positive, *p.negative, *(p.middle or ()))
+            )
             or p.uncond_model is not None
             or p.context_windows is not None
             or call.ref is None

@@ -10,11 +10,12 @@ files every MiniMax H3 template names are the curve form: `adaln_t_table` (the a
 tabulated over t) replaces the time embedder, and the AdaLN projections take it without an activation, as
 ComfyUI's model reads them; diffusers refuses that form, so those modules' forwards are swapped here.
 
-`apply` takes ComfyUI's view of one denoising evaluation of the text-to-video task, or of first/last-frame
-to video with one-frame keyframe latents (no references, no keyframe audio): the video latent
-[1, 24, T, H, W], the audio latent [1, 32, 2, A], the text states and the video sigma. As ComfyUI's
-MiniMaxH3Model does, it packs [text | keyframes | target audio | target video] into one sequence with rotary
-positions on one clock, runs the video rows at t = 1 - sigma, the keyframe rows pinned at t = 0.999 and the
+`apply` takes ComfyUI's view of one denoising evaluation of the text-to-video task, of first/last-frame
+to video with one-frame keyframe latents, or of reference-to-video with reference image latents (no reference
+videos or audio, no keyframe audio): the video latent [1, 24, T, H, W], the audio latent [1, 32, 2, A], the text
+states and the video sigma. As ComfyUI's MiniMaxH3Model does, it packs [text | keyframes | reference images |
+target audio | target video] into one sequence with rotary positions on one clock, runs the video rows at
+t = 1 - sigma, the keyframe and reference rows pinned at t = 0.999 and the
 audio rows on their own shifted schedule (sigma mapped from video shift 12 to audio shift 3 in closed form),
 and returns the negated velocity (ComfyUI's flow convention: denoised = x - sigma * out). The sampler's audio
 carry (ModelSamplingAV's audio_scale) is not applied here.
@@ -276,6 +277,14 @@ def _spatial_axis(dim: int, patch: int, sqrt_area: float) -> torch.Tensor:
     return (torch.arange(n, dtype=torch.float64) * (ratio / n) + (1.0 - ratio) / 2.0) * SPATIAL_SCALE
 
 
+def _frame_grid(lat_h: int, lat_w: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """A latent frame's [rows, 2] (h, w) rotary coordinates, area-normalised, and its width axis."""
+    sqrt_area = math.sqrt(lat_h * lat_w)
+    hs, ws = _spatial_axis(lat_h, PATCH[1], sqrt_area), _spatial_axis(lat_w, PATCH[2], sqrt_area)
+    grid_h, grid_w = torch.meshgrid(hs, ws, indexing="ij")
+    return torch.stack([grid_h.reshape(-1), grid_w.reshape(-1)], dim=-1), ws
+
+
 def _video_times(latent_t: int, origin: float) -> torch.Tensor:
     spans = torch.tensor([FRAME_RESCALE * FRAME_PER_TOKEN[k % 5] for k in range(latent_t)], dtype=torch.float64)
     return origin + torch.cat([torch.zeros(1, dtype=torch.float64), spans[:-1].cumsum(0)])
@@ -289,29 +298,37 @@ def t2va_layout(
     audio_t: int,
     text_tags: torch.Tensor | None = None,
     keyframe_frames: tuple[int, ...] = (),
+    ref_grids: tuple[tuple[int, int], ...] = (),
 ) -> PackedLayout:
-    """[text | keyframe rows | target audio | target video]: text rows at times 0..L-1, the media clock starting
-    at L; a keyframe's rows (one latent frame on the target's grid) at L + 5/3 x its pixel frame index; audio rows
-    one time unit per latent (40 Hz) pinned to the two ends of the width axis per stereo channel. The video
-    indices list the keyframe rows first, then the target's."""
-    sqrt_area = math.sqrt(lat_h * lat_w)
-    hs, ws = _spatial_axis(lat_h, PATCH[1], sqrt_area), _spatial_axis(lat_w, PATCH[2], sqrt_area)
-    grid_h, grid_w = torch.meshgrid(hs, ws, indexing="ij")
-    frame = torch.stack([grid_h.reshape(-1), grid_w.reshape(-1)], dim=-1)
+    """[text | keyframe rows | reference image rows | target audio | target video]: text rows at times 0..L-1;
+    each reference image (its latent's own h x w grid) takes one time unit after the text, L + i, and the media
+    clock starts after them, at M = L + the references; a keyframe's rows (one latent frame on the target's grid)
+    at M + 5/3 x its pixel frame index; audio rows one time unit per latent (40 Hz) from M, pinned to the two ends
+    of the width axis per stereo channel. The video indices list the keyframe and reference rows first, then the
+    target's."""
+    frame, ws = _frame_grid(lat_h, lat_w)
     per_frame = frame.shape[0]
-    n_cond, n_audio, n_video = len(keyframe_frames) * per_frame, audio_t * AUDIO_CHANNELS, latent_t * per_frame
+    media_t = float(text_len + len(ref_grids))
+    refs = [_frame_grid(h, w)[0] for h, w in ref_grids]
+    n_refs = sum(r.shape[0] for r in refs)
+    n_cond = len(keyframe_frames) * per_frame + n_refs
+    n_audio, n_video = audio_t * AUDIO_CHANNELS, latent_t * per_frame
 
     text = torch.zeros(text_len, 3, dtype=torch.float64)
     text[:, 0] = torch.arange(text_len, dtype=torch.float64)
     cond = torch.empty(len(keyframe_frames), per_frame, 3, dtype=torch.float64)
     for k, index in enumerate(keyframe_frames):
-        cond[k, :, 0] = text_len + FRAME_RESCALE * index
+        cond[k, :, 0] = media_t + FRAME_RESCALE * index
         cond[k, :, 1:] = frame
+    ref_rows = [
+        torch.cat([torch.full((r.shape[0], 1), float(text_len + i), dtype=torch.float64), r], 1)
+        for i, r in enumerate(refs)
+    ]
     audio = torch.zeros(n_audio, 3, dtype=torch.float64)
-    audio[:, 0] = (text_len + torch.arange(audio_t, dtype=torch.float64)).repeat(AUDIO_CHANNELS)
+    audio[:, 0] = (media_t + torch.arange(audio_t, dtype=torch.float64)).repeat(AUDIO_CHANNELS)
     audio[:audio_t, 2], audio[audio_t:, 2] = float(ws[0]), float(ws[-1])
     video = torch.empty(latent_t, per_frame, 3, dtype=torch.float64)
-    video[:, :, 0] = _video_times(latent_t, float(text_len))[:, None]
+    video[:, :, 0] = _video_times(latent_t, media_t)[:, None]
     video[:, :, 1:] = frame[None]
 
     if text_tags is None:
@@ -324,7 +341,7 @@ def t2va_layout(
     audio_start = text_len + n_cond
     tags[audio_start : audio_start + n_audio] = AUDIO_TAG
     return PackedLayout(
-        torch.cat([text, cond.reshape(-1, 3), audio, video.reshape(-1, 3)]),
+        torch.cat([text, cond.reshape(-1, 3), *ref_rows, audio, video.reshape(-1, 3)]),
         tags,
         torch.arange(text_len),
         torch.arange(audio_start, audio_start + n_audio),
@@ -343,11 +360,16 @@ class Keyframe:
 
 
 def keyframe_rows(keyframes: list[Keyframe], aug: float = VISUAL_COND_AUG, seed: int = 0) -> torch.Tensor:
-    """The keyframes' patchified rows, noised to t = aug as ComfyUI does: each condition restarts one CPU
-    generator at `seed` and mixes aug x rows + (1 - aug) x noise."""
+    """The keyframes' patchified rows, noised to t = aug (condition_rows)."""
+    return condition_rows([kf.latent for kf in keyframes], aug, seed)
+
+
+def condition_rows(latents: list[torch.Tensor], aug: float = VISUAL_COND_AUG, seed: int = 0) -> torch.Tensor:
+    """The condition latents' (keyframes', then reference images') patchified rows, noised to t = aug as ComfyUI
+    does: each condition restarts one CPU generator at `seed` and mixes aug x rows + (1 - aug) x noise."""
     rows = []
-    for kf in keyframes:
-        r = _patchify(kf.latent.to(torch.float32))
+    for latent in latents:
+        r = _patchify(latent.to(torch.float32))
         if aug < 1.0:
             noise = torch.randn(r.shape, generator=torch.Generator("cpu").manual_seed(seed), dtype=torch.float32)
             r = aug * r + (1.0 - aug) * noise.to(r.device)
@@ -376,10 +398,12 @@ def apply(
     text_tags: torch.Tensor | None = None,
     shifts: tuple[float, float] = (SIGMA_SHIFT_VIDEO, SIGMA_SHIFT_AUDIO),
     keyframes: list[Keyframe] = (),
+    refs: list[torch.Tensor] = (),
     cond_aug: float = VISUAL_COND_AUG,
     seed: int = 0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """One evaluation of the text-to-video task, or of first/last-frame-to-video with keyframes, as ComfyUI's
+    """One evaluation of the text-to-video task, of first/last-frame-to-video with keyframes, or of
+    reference-to-video with reference image latents `refs` ([1, C, 1, h, w] each, any even h x w), as ComfyUI's
     MiniMaxH3Model computes it: the negated video and audio velocities, shaped as the latents."""
     if video.ndim != 5 or video.shape[0] != 1 or audio.ndim != 4 or audio.shape[2] != AUDIO_CHANNELS:
         raise ValueError(
@@ -395,9 +419,22 @@ def apply(
                 f"a MiniMax H3 keyframe latent must be one frame of the video's size "
                 f"{(1, c, 1, lat_h, lat_w)}, got {tuple(kf.latent.shape)}"
             )
+    for ref in refs:
+        if ref.ndim != 5 or ref.shape[:3] != (1, c, 1) or ref.shape[-1] % 2 or ref.shape[-2] % 2:
+            raise ValueError(
+                f"a MiniMax H3 reference image latent must be one frame [1, {c}, 1, h, w] with even h and w, "
+                f"got {tuple(ref.shape)}"
+            )
     audio_t = audio.shape[-1]
     layout = t2va_layout(
-        context.shape[1], latent_t, lat_h, lat_w, audio_t, text_tags, tuple(kf.frame_index for kf in keyframes)
+        context.shape[1],
+        latent_t,
+        lat_h,
+        lat_w,
+        audio_t,
+        text_tags,
+        tuple(kf.frame_index for kf in keyframes),
+        tuple((r.shape[-2], r.shape[-1]) for r in refs),
     )
     sigma = max(float(sigma), 1e-6)
     t_video = 1.0 - sigma
@@ -408,8 +445,9 @@ def apply(
     row_t[layout.video_indices[:n_cond]] = max(t_video, cond_aug)
     timesteps, timestep_indices = torch.unique(row_t, sorted=True, return_inverse=True)
     video_rows = _patchify(video.to(torch.float32))
-    if keyframes:
-        video_rows = torch.cat([keyframe_rows(list(keyframes), cond_aug, seed), video_rows])
+    conds = [kf.latent for kf in keyframes] + list(refs)
+    if conds:
+        video_rows = torch.cat([condition_rows(conds, cond_aug, seed), video_rows])
     audio_rows = audio[0].to(torch.float32).permute(1, 2, 0).reshape(AUDIO_CHANNELS * audio_t, -1)
     with torch.no_grad():
         v, a = model(

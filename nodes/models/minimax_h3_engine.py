@@ -164,8 +164,9 @@ class MiniMaxH3DiffusionModel(DiffusionModel):
 
 
 def _member_conditions(cond: dict[str, Any], b: int) -> dict[str, Any]:
-    """Batch member b's prompt row tags and first/last-frame keyframes (mh.apply's keywords), as the cond holds
-    them stacked over the batch; keyframe rows are noised from the sampling seed, as ComfyUI's extra_conds."""
+    """Batch member b's prompt row tags, first/last-frame keyframes and reference images (mh.apply's keywords), as
+    the cond holds them stacked over the batch; their rows are noised from the sampling seed, as ComfyUI's
+    extra_conds."""
     out: dict[str, Any] = {}
     tags = cond.get("token_tags")
     if tags is not None:
@@ -173,6 +174,10 @@ def _member_conditions(cond: dict[str, Any], b: int) -> dict[str, Any]:
     keyframes = cond.get("keyframes")
     if keyframes:
         out["keyframes"] = [mh.Keyframe(latent[b % latent.shape[0]][None], int(frame)) for latent, frame in keyframes]
+        out["seed"] = int(cond.get("keyframe_seed", 0))
+    refs = cond.get("minimax_refs")
+    if refs:
+        out["refs"] = [latent[b % latent.shape[0]][None] for latent in refs]
         out["seed"] = int(cond.get("keyframe_seed", 0))
     return out
 

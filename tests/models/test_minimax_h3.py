@@ -246,3 +246,75 @@ def test_keyframe_noise_is_comfyuis_recipe():
     clean = latent.reshape(24, 1, 2, 2, 2, 2).permute(1, 2, 4, 0, 3, 5).reshape(4, 96)
     torch.testing.assert_close(rows, torch.cat([0.9 * clean + 0.1 * noise] * 2), rtol=0, atol=1e-6)
     assert torch.equal(keyframe_rows([Keyframe(latent, 0)], 1.0), clean)
+
+
+def test_reference_image_layout_and_step_equal_diffusers(reference, published):
+    """ref2va: two reference images of their own sizes (latent 4x6 and 6x2, the target 4x4) packed between the
+    prompt and the target as diffusers' build_ref2va_packed_sequence lays them out (one rotary time unit each,
+    the target's clock after them), held at t = max(t_video, 0.999), their rows noised by ComfyUI's recipe."""
+    from types import SimpleNamespace
+
+    from diffusers.modular_pipelines.minimax_h3.before_denoise import MiniMaxH3Ref2VAPrepareLayoutStep
+
+    torch.set_num_threads(1)
+    text_len, latent_t, lat_h, lat_w, audio_t = 5, 2, 4, 4, 9
+    g = torch.Generator().manual_seed(11)
+    refs = [torch.randn(1, 24, 1, 4, 6, generator=g), torch.randn(1, 24, 1, 6, 2, generator=g)]
+    text_tags = torch.tensor([1, 0, 0, 0, 1])
+    ours = t2va_layout(text_len, latent_t, lat_h, lat_w, audio_t, text_tags, ref_grids=((4, 6), (6, 2)))
+    pos, tags, video_idx, audio_idx, text_idx, n_cv, n_ca = (
+        MiniMaxH3Ref2VAPrepareLayoutStep.build_ref2va_packed_sequence(
+            text_tags,
+            [SimpleNamespace(kind="image")] * 2,
+            refs,
+            [],
+            latent_t,
+            lat_h,
+            lat_w,
+            audio_t,
+            (1, 2, 2),
+            2,
+            2,
+            0,
+        )
+    )
+    torch.testing.assert_close(ours.position_ids, pos, rtol=0, atol=1e-12)
+    assert torch.equal(ours.token_tags, tags) and torch.equal(ours.video_indices, video_idx)
+    assert torch.equal(ours.audio_indices, audio_idx) and torch.equal(ours.text_indices, text_idx)
+    assert n_cv == 6 + 3 and n_ca == 0
+
+    model = load_transformer(published)
+    video = torch.randn(1, 24, latent_t, lat_h, lat_w, generator=g)
+    audio = torch.randn(1, 32, 2, audio_t, generator=g)
+    context = torch.randn(1, text_len, CONFIG["text_dim"], generator=g)
+    noise = [torch.randn(n, 96, generator=torch.Generator("cpu").manual_seed(7)) for n in (6, 3)]
+    cond = torch.cat([0.999 * patchify_video_latents(r, (1, 2, 2)) + 0.001 * n for r, n in zip(refs, noise)])
+    video_sched, audio_sched = MiniMaxH3Scheduler(shift=12.0), MiniMaxH3Scheduler(shift=3.0)
+    video_sched.set_timesteps(6)
+    audio_sched.set_timesteps(6)
+    for step in (0, 4):
+        sigma = float(video_sched.sigmas[step])
+        t_v, t_a = float(video_sched.timesteps[step]), float(audio_sched.timesteps[step])
+        uniq, idx = MiniMaxH3SetTimestepsStep.build_row_timesteps(
+            video_idx, audio_idx, n_cv, n_ca, text_len, t_v, t_a, max(t_v, 0.999), 1.0
+        )
+        with torch.no_grad():
+            v_ref, a_ref = reference(
+                hidden_states=torch.cat([cond, patchify_video_latents(video, (1, 2, 2))])[None],
+                audio_hidden_states=audio[0].permute(1, 2, 0).reshape(2 * audio_t, 32)[None],
+                encoder_hidden_states=context,
+                timestep=uniq,
+                timestep_indices=idx,
+                token_tags=tags,
+                position_ids=pos,
+                video_indices=video_idx,
+                audio_indices=audio_idx,
+                text_indices=text_idx,
+                return_dict=False,
+            )
+        v_ours, a_ours = apply(model, video, audio, context, sigma, text_tags=text_tags, refs=refs, seed=7)
+        ref_video = -v_ref[0, n_cv:].reshape(latent_t, lat_h // 2, lat_w // 2, 24, 2, 2).permute(3, 0, 1, 4, 2, 5)
+        torch.testing.assert_close(v_ours, ref_video.reshape(1, 24, latent_t, lat_h, lat_w), rtol=0, atol=1e-5)
+        torch.testing.assert_close(a_ours, -a_ref[0].reshape(2, audio_t, 32).permute(2, 0, 1)[None], rtol=0, atol=1e-5)
+    with pytest.raises(ValueError, match="reference image latent must be one frame"):
+        apply(model, video, audio, context, 0.5, refs=[torch.zeros(1, 24, 2, 4, 4)])

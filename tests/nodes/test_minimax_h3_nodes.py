@@ -410,3 +410,106 @@ def test_noise_mask_on_the_av_latent_is_refused_by_name(workspace):
 
     with pytest.raises(ValueError, match="noise mask on a MiniMax H3 audio-video latent"):
         asyncio.run(run())
+
+
+def test_reference_to_video_chain(workspace):
+    """MiniMaxH3ReferenceToVideo (ref2va) with two reference images and a text-encoder-only one, as ComfyUI's node:
+    each scaled down only, aspect kept, sides rounded to 32, to the canvas's area (`match`: 48x40 stays, to 64x32;
+    64x96 shrinks to 32x64; 32x32 is kept, Lanczos-resampled all the same), read by the text encoder before the prompt as <Picture 1..3> with the rows' tags, and
+    the first two VAE-encoded into one latent frame each (minimax_refs). KSampler's video and audio equal diffusers'
+    loop over its transformer with those reference rows (noised from the sampling seed) and tagged prompt rows."""
+    from cluster.refs import ModelRef
+    from nodes.models.minimax_h3_text import load_text_encoder
+    from nodes.upscale import common_upscale
+
+    torch.set_num_threads(1)
+    prompt = "<Picture 1> rides <Picture 2> past <Picture 3>.\nAudio: wind."
+    g = torch.Generator().manual_seed(8)
+    first, second, third = (torch.rand(1, h, w, 3, generator=g) for h, w in ((40, 48), (96, 64), (32, 32)))
+
+    async def run():
+        (model,) = await _call("UNETLoader", unet_name=FILES["transformer"].split("/")[1], weight_dtype="default")
+        (clip,) = await _call(
+            "CLIPLoader", clip_name=FILES["text_encoder"].split("/")[1], type="minimax", device="default"
+        )
+        (vae,) = await _call("VAELoader", vae_name=FILES["vae"].split("/")[1])
+        positive, latent = await _call(
+            "MiniMaxH3ReferenceToVideo",
+            clip=clip,
+            vae=vae,
+            prompt=prompt,
+            width=32,
+            height=64,
+            length=5,
+            ref_image_size="match",
+            **{"ref_images.ref_image_0": first, "ref_images.ref_image_1": second},
+            **{"ref_images.ref_image_2": {"image": third}},
+        )
+        (negative,) = await _call("CLIPTextEncode", clip=clip, text="")
+        (out,) = await _call(
+            "KSampler",
+            model=model,
+            seed=5,
+            steps=2,
+            cfg=1.0,
+            sampler_name="euler",
+            scheduler="simple",
+            positive=positive,
+            negative=negative,
+            latent_image=latent,
+            denoise=1.0,
+        )
+        return positive, latent, out
+
+    positive, latent, out = asyncio.run(run())
+    from safetensors.torch import load_file
+
+    pictures = [
+        common_upscale(image.movedim(-1, 1), w, h, "lanczos", "disabled").movedim(1, -1)
+        for image, (w, h) in ((first, (64, 32)), (second, (32, 64)), (third, (32, 32)))
+    ]
+    encoder = load_text_encoder(
+        ModelRef("text_encoder", "minimax_h3", ("te.safetensors",), ("0",)),
+        load_file(workspace.models_dir / FILES["text_encoder"]),
+    )
+    tokens = encoder.tokenize(prompt, images=3)
+    context, opts = positive[0]
+    torch.testing.assert_close(context, encoder.encode(tokens, pictures)[0], atol=1e-6, rtol=0)
+    tags = encoder.row_tags(tokens, pictures)
+    assert torch.equal(opts["minimax_token_tags"], tags) and (tags == 0).any()
+    vae = mvae.load_vae(load_file(workspace.models_dir / FILES["vae"]))
+    refs = opts["minimax_refs"]
+    assert [r["kind"] for r in refs] == ["image", "image"] and "minimax_keyframes" not in opts
+    for ref, picture in zip(refs, pictures[:2], strict=True):
+        torch.testing.assert_close(ref["latent"], mvae.encode_image(vae, picture), atol=1e-6, rtol=0)
+    assert [tuple(r["latent"].shape[-2:]) for r in refs] == [(2, 4), (4, 2)]
+
+    module = mh.load_transformer(load_file(workspace.models_dir / FILES["transformer"]))
+    shapes = [tuple(p.shape) for p in latent["samples"].unbind()]
+    conditions = {"refs": [r["latent"] for r in refs], "seed": 5, "text_tags": tags}
+    ref_video, ref_audio, _ = diffusers_loop(module, shapes, 5, context, 2, conditions=conditions)
+    video, audio = out["samples"].unbind()
+    torch.testing.assert_close(video, ref_video, atol=1e-5, rtol=0)
+    torch.testing.assert_close(audio, ref_audio, atol=1e-5, rtol=0)
+    plain_video, _, _ = diffusers_loop(module, shapes, 5, context, 2, conditions={"text_tags": tags})
+    assert (video - plain_video).abs().max() > 1e-3  # the reference rows do reach the model
+
+
+def test_reference_sizes_and_bad_reference_inputs(workspace):
+    from nodes.library.minimax_h3_refs import reference_size
+
+    assert reference_size(48, 40, 32, 64, "match") == (64, 32)
+    assert reference_size(64, 96, 32, 64, "match") == (32, 64)
+    assert reference_size(4096, 3072, 1344, 768, "max") == (2720, 2048)  # 2048 px short edge
+    assert reference_size(300, 200, 1344, 768, "max") == (288, 192)  # never upscaled
+
+    def node(**inputs):
+        base = {"clip": None, "prompt": "x", "width": 32, "height": 32, "length": 5}
+        return asyncio.run(_call("MiniMaxH3ReferenceToVideo", **{**base, **inputs}))
+
+    with pytest.raises(ValueError, match="ref_videos: MiniMax H3 reference videos and audio are not supported"):
+        node(**{"ref_videos.ref_video_0": torch.zeros(5, 32, 32, 3)})
+    with pytest.raises(ValueError, match="ref_image_0: expected an IMAGE"):
+        node(**{"ref_images.ref_image_0": torch.zeros(32, 32, 3)})
+    with pytest.raises(ValueError, match="ref_image_size: expected 'match' or 'max'"):
+        node(ref_image_size="big", **{"ref_images.ref_image_0": torch.zeros(1, 32, 32, 3)})
