@@ -54,7 +54,7 @@ RULES: list[tuple[str, str]] = [
     ),
     (
         r"MiniMax",
-        "MiniMax H3 runs text- and first/last-frame-to-video with its audio; its references, guides and Fun "
+        "MiniMax H3 runs text-, first/last-frame- and reference-image-to-video with its audio; its guides and Fun "
         "ControlNet are not implemented",
     ),
     (

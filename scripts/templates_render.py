@@ -98,6 +98,8 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     (r"^wan2\.1_vace", r"^Wan21_CausVid", "wan2.1_causvid_t2v_lora_rank32_tiny.safetensors"),
     # MiniMax H3 (scripts/minimax_h3_workflow.py)
     (None, r"^minimax_h3_fl2va", "minimax_h3_fl2va_pruned_tiny.safetensors"),
+    # the ref2va weights are the same network in the same published layout (its own training, not its own shapes)
+    (None, r"^minimax_h3_ref2va", "minimax_h3_fl2va_pruned_tiny.safetensors"),
     (None, r"^fastvideo_fasth3", "fastvideo_fasth3_tiny.safetensors"),  # FastVideo's distilled H3, its VSA gates
     (r"^minimax_h3", r"^minimax_h3_video_vae", "minimax_h3_video_vae_tiny.safetensors"),
     (r"^minimax_h3", r"^minimax_h3_audio_vae", "minimax_h3_audio_vae_tiny.safetensors"),

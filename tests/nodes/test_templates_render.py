@@ -20,6 +20,8 @@ def test_a_companion_file_maps_by_the_family_the_other_files_name():
     assert templates_render.demo_file(turbo, ["minimax_h3_fl2va_pruned_int8_convrot.safetensors", turbo]) == (
         "minimax_h3_lora_tiny.safetensors"
     )
+    ref2va = "minimax_h3_ref2va_pruned_int8_convrot.safetensors"  # the same network as fl2va's
+    assert templates_render.demo_file(ref2va, [ref2va]) == "minimax_h3_fl2va_pruned_tiny.safetensors"
     fast = "fastvideo_fasth3_8step_v2_pruned_int8_convrot.safetensors"
     assert templates_render.demo_file(fast, [fast]) == "fastvideo_fasth3_tiny.safetensors"
 
