@@ -1,5 +1,5 @@
-"""MiniMax H3's reference-to-video node (ref2va; today's ComfyUI comfy_extras.nodes_minimax_h3, interface and
-semantics read from its newest source): MiniMaxH3ReferenceToVideo.
+"""MiniMax H3's reference and guide nodes (today's ComfyUI comfy_extras.nodes_minimax_h3, interface and semantics
+read from its newest source): MiniMaxH3ReferenceToVideo (ref2va) and MiniMaxH3AddGuide.
 
 Each reference image is scaled down (never up, aspect kept, sides rounded to multiples of 32) to the generation's
 pixel area (`match`) or to a 2048 px short edge (`max`), read by the text encoder before the prompt as
@@ -7,7 +7,11 @@ pixel area (`match`) or to a 2048 px short edge (`max`), read by the text encode
 encoded into one latent frame of its own size that the conditioning carries as `minimax_refs`: the transformer
 packs those rows between the prompt and the generated audio and video, one rotary time unit each, held at
 t = 0.999 like keyframes (nodes.models.minimax_h3). The latent is the empty audio-video latent of the canvas.
-Reference videos, their soundtracks and reference audio are refused by name (not supported yet)."""
+Reference videos, their soundtracks and reference audio are refused by name (not supported yet).
+
+MiniMaxH3AddGuide pins an image at any pixel frame of the video (negative indices count from the end): the picture
+cover-cropped to the latent's canvas and VAE-encoded into one latent frame, appended to the conditioning's
+`minimax_keyframes` as the first/last frames are. Clips (5+ frames) and audio guides are refused by name."""
 
 from __future__ import annotations
 
@@ -17,6 +21,7 @@ import torch
 
 from nodes import MAX_RESOLUTION
 from nodes.dynamic_inputs import DynamicSection, autogrow_prefix, group
+from nodes.library.ltxv_av import AVLatent
 from nodes.library.minimax_h3 import MODULE, _on_canvas, empty_av_latent, encode_with_pictures
 
 CANVAS_MULTIPLE = 32
@@ -107,5 +112,61 @@ class MiniMaxH3ReferenceToVideo:
         return [[c, {**opts, "minimax_refs": refs}] for c, opts in positive], latent
 
 
-NODE_CLASS_MAPPINGS = {"MiniMaxH3ReferenceToVideo": MiniMaxH3ReferenceToVideo}
-NODE_DISPLAY_NAME_MAPPINGS = {"MiniMaxH3ReferenceToVideo": "MiniMax H3 Reference to Video"}
+class MiniMaxH3AddGuide:
+    RELATIVE_PYTHON_MODULE = MODULE
+    FUNCTION = "execute"
+    CATEGORY = "model/conditioning/minimax"
+    RETURN_TYPES = ("CONDITIONING",)
+    RETURN_NAMES = ("positive",)
+    DESCRIPTION = (
+        "Anchor an image at any frame of a MiniMax H3 video (clips and audio guides are not supported yet). "
+        "Chain several nodes to anchor several frames."
+    )
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {
+            "required": {
+                "positive": ("CONDITIONING", {}),
+                "latent": ("LATENT", {}),
+                "frame_idx": ("INT", {"default": 0, "min": -9999, "max": 9999}),
+            },
+            "optional": {"vae": ("VAE", {}), "audio_vae": ("VAE", {}), "image": ("IMAGE", {}), "audio": ("AUDIO", {})},
+        }
+
+    async def execute(self, positive, latent, frame_idx: int, vae=None, audio_vae=None, image=None, audio=None):
+        from nodes.model_nodes import VAEEncode
+        from nodes.models.minimax_h3_engine import pixel_frames  # the model code loads on first use
+
+        samples = latent.get("samples") if isinstance(latent, dict) else None
+        parts = samples.unbind() if isinstance(samples, AVLatent) else ()
+        if len(parts) != 2 or parts[0].ndim != 5 or parts[0].shape[1] != 24:
+            raise ValueError("latent: MiniMaxH3AddGuide expects a MiniMax H3 AV latent (EmptyMiniMaxH3LatentAV's)")
+        if image is None and audio is None:
+            raise ValueError("MiniMaxH3AddGuide needs an image or an audio to anchor")
+        if audio is not None:
+            raise ValueError("audio: MiniMax H3 audio guides are not supported yet")
+        if not isinstance(image, torch.Tensor) or image.ndim != 4:
+            raise ValueError(f"image: expected an IMAGE [B,H,W,C], got {getattr(image, 'shape', image)}")
+        if image.shape[0] >= 5:
+            raise ValueError("image: MiniMax H3 guide clips (5 or more frames) are not supported yet")
+        if vae is None:
+            raise ValueError("vae: anchoring a guide image needs the video VAE")
+        video = parts[0]
+        frame_count = pixel_frames(video.shape[2])
+        index = frame_idx if frame_idx >= 0 else frame_count + frame_idx
+        if not 0 <= index < frame_count:
+            raise ValueError(f"frame_idx: {frame_idx} is outside the video's {frame_count} frames")
+        picture = _on_canvas(image, "image", video.shape[4] * 16, video.shape[3] * 16, "center")
+        (encoded,) = await VAEEncode().encode(vae, picture)
+        keyframe = {"resolved_frame_index": index, "latent": encoded["samples"]}
+        # ComfyUI extends the first entry's list and sets it on every entry
+        keyframes = [*(positive[0][1].get("minimax_keyframes") or ()), keyframe]
+        return ([[c, {**opts, "minimax_keyframes": keyframes}] for c, opts in positive],)
+
+
+NODE_CLASS_MAPPINGS = {"MiniMaxH3ReferenceToVideo": MiniMaxH3ReferenceToVideo, "MiniMaxH3AddGuide": MiniMaxH3AddGuide}
+NODE_DISPLAY_NAME_MAPPINGS = {
+    "MiniMaxH3ReferenceToVideo": "MiniMax H3 Reference to Video",
+    "MiniMaxH3AddGuide": "Add Guide for MiniMax H3",
+}

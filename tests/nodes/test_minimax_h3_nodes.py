@@ -513,3 +513,92 @@ def test_reference_sizes_and_bad_reference_inputs(workspace):
         node(**{"ref_images.ref_image_0": torch.zeros(32, 32, 3)})
     with pytest.raises(ValueError, match="ref_image_size: expected 'match' or 'max'"):
         node(ref_image_size="big", **{"ref_images.ref_image_0": torch.zeros(1, 32, 32, 3)})
+
+
+def test_add_guide_pins_an_image_beside_the_references(workspace):
+    """MiniMaxH3AddGuide (as ComfyUI's, image guides): the picture cover-cropped to the latent's canvas, VAE-encoded
+    into one frame and appended to minimax_keyframes at frame_idx (negative from the end); with a reference image
+    in the same conditioning the transformer packs [text | keyframe | reference | audio | video] (ComfyUI's
+    PackedLayout: keyframe times after the references' units) and KSampler equals diffusers' loop so conditioned."""
+    from safetensors.torch import load_file
+
+    from nodes.upscale import common_upscale
+
+    torch.set_num_threads(1)
+    g = torch.Generator().manual_seed(9)
+    ref, guide = torch.rand(1, 32, 32, 3, generator=g), torch.rand(2, 48, 24, 3, generator=g)
+
+    async def run():
+        (model,) = await _call("UNETLoader", unet_name=FILES["transformer"].split("/")[1], weight_dtype="default")
+        (clip,) = await _call(
+            "CLIPLoader", clip_name=FILES["text_encoder"].split("/")[1], type="minimax", device="default"
+        )
+        (vae,) = await _call("VAELoader", vae_name=FILES["vae"].split("/")[1])
+        positive, latent = await _call(
+            "MiniMaxH3ReferenceToVideo",
+            clip=clip,
+            vae=vae,
+            prompt="<Picture 1> waves.",
+            width=32,
+            height=64,
+            length=22,
+            **{"ref_images.ref_image_0": ref},
+        )
+        (guided,) = await _call(
+            "MiniMaxH3AddGuide", positive=positive, latent=latent, frame_idx=-1, vae=vae, image=guide
+        )
+        (negative,) = await _call("CLIPTextEncode", clip=clip, text="")
+        (out,) = await _call(
+            "KSampler",
+            model=model,
+            seed=4,
+            steps=2,
+            cfg=1.0,
+            sampler_name="euler",
+            scheduler="simple",
+            positive=guided,
+            negative=negative,
+            latent_image=latent,
+            denoise=1.0,
+        )
+        return positive, guided, latent, out
+
+    positive, guided, latent, out = asyncio.run(run())
+    context, opts = guided[0]
+    assert "minimax_keyframes" not in positive[0][1] and len(opts["minimax_refs"]) == 1
+    (kf,) = opts["minimax_keyframes"]
+    assert kf["resolved_frame_index"] == 21  # the last of 22 frames
+    picture = common_upscale(guide[:1].movedim(-1, 1), 32, 64, "lanczos", "center").movedim(1, -1)
+    vae = mvae.load_vae(load_file(workspace.models_dir / FILES["vae"]))
+    torch.testing.assert_close(kf["latent"], mvae.encode_image(vae, picture), atol=1e-6, rtol=0)
+
+    layout = mh.t2va_layout(5, 7, 4, 2, 37, keyframe_frames=(21,), ref_grids=((2, 2),))
+    assert layout.position_ids[5:7, 0].tolist() == [6 + 35.0] * 2  # keyframe rows: after the one reference unit
+    assert layout.position_ids[7, 0].item() == 5.0 and layout.position_ids[8, 0].item() == 6.0  # ref, then audio
+
+    module = mh.load_transformer(load_file(workspace.models_dir / FILES["transformer"]))
+    shapes = [tuple(p.shape) for p in latent["samples"].unbind()]
+    conditions = {
+        "keyframes": [mh.Keyframe(kf["latent"], 21)],
+        "refs": [opts["minimax_refs"][0]["latent"]],
+        "seed": 4,
+        "text_tags": opts["minimax_token_tags"],
+    }
+    ref_video, ref_audio, _ = diffusers_loop(module, shapes, 4, context, 2, conditions=conditions)
+    video, audio = out["samples"].unbind()
+    torch.testing.assert_close(video, ref_video, atol=1e-5, rtol=0)
+    torch.testing.assert_close(audio, ref_audio, atol=1e-5, rtol=0)
+
+    def node(**inputs):
+        return asyncio.run(_call("MiniMaxH3AddGuide", positive=positive, latent=latent, **{"vae": None, **inputs}))
+
+    with pytest.raises(ValueError, match="frame_idx: 22 is outside the video's 22 frames"):
+        node(frame_idx=22, vae=object(), image=guide)
+    with pytest.raises(ValueError, match="audio: MiniMax H3 audio guides are not supported yet"):
+        node(frame_idx=0, audio={"waveform": torch.zeros(1, 2, 100), "sample_rate": 32000})
+    with pytest.raises(ValueError, match="image: MiniMax H3 guide clips"):
+        node(frame_idx=0, image=torch.zeros(5, 32, 32, 3))
+    with pytest.raises(ValueError, match="latent: MiniMaxH3AddGuide expects a MiniMax H3 AV latent"):
+        asyncio.run(
+            _call("MiniMaxH3AddGuide", positive=positive, latent={"samples": torch.zeros(1, 4, 8, 8)}, frame_idx=0)
+        )
