@@ -1,8 +1,9 @@
 """Throughput of batched denoising steps on one executor.
 
-    comfy-cluster bench batching [--requests 4] [--size 64] [--repeats 5] [--threads 1]
+    comfy-cluster bench batching [--requests 4] [--size 64] [--repeats 5] [--threads 1] [--mixed]
 
-`--requests` prompts (sd1-tiny, Euler, CFG) each send their first denoising step at the same moment,
+`--requests` prompts (sd1-tiny, Euler, CFG; with `--mixed` alternating euler/normal at CFG 7 and dpmpp_2m/karras
+at CFG 5.5, issue 41's mixed load) each send their first denoising step at the same moment,
 from their own tenant, through the head to one executor process: once with batch size 1 (the steps
 run one after another) and once with batch size `--requests` (one merged run). Reported: steps per
 second for each (best of `--repeats` rounds, the two interleaved so machine noise hits both), their
@@ -18,9 +19,13 @@ import time
 import uuid
 from pathlib import Path
 
+# issue 41's mixed load: prompts alternate these (sampler, scheduler, cfg)
+MIXED = (("euler", "normal", 7.0), ("dpmpp_2m", "karras", 5.5))
 
-def _record_steps(n: int, size: int) -> list:
-    """The first denoise_step call of `n` KSampler runs with different prompts and seeds."""
+
+def _record_steps(n: int, size: int, mixed: bool = False) -> list:
+    """The first denoise_step call of `n` KSampler runs with different prompts and seeds (with `mixed`, their
+    samplers, schedulers and CFG scales alternating as MIXED says)."""
     from cluster.local import LocalRuntime
     from cluster.runtime import Runtime, use_runtime
     from cluster.scheduling.batching import Call
@@ -48,9 +53,10 @@ def _record_steps(n: int, size: int) -> list:
         use_runtime(rt)
         pos = (await CLIPTextEncode().encode(clip, f"a picture of thing number {i}"))[0]
         neg = (await CLIPTextEncode().encode(clip, "blurry"))[0]
+        sampler, scheduler, cfg = MIXED[i % len(MIXED)] if mixed else MIXED[0]
         try:
             await common_ksampler(
-                model, 1000 + i, 20, 7.0, "euler", "normal", pos, neg, EmptyLatentImage().generate(size, size, 1)[0]
+                model, 1000 + i, 20, cfg, sampler, scheduler, pos, neg, EmptyLatentImage().generate(size, size, 1)[0]
             )
         except StopAsyncIteration:
             pass
@@ -81,6 +87,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--size", type=int, default=64, help="image size in pixels")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--threads", type=int, default=1, help="torch threads of the executor")
+    p.add_argument(
+        "--mixed", action="store_true", help="alternate euler/normal at CFG 7 and dpmpp_2m/karras at CFG 5.5"
+    )
     args = p.parse_args(argv)
     from cluster.bench import results
 
@@ -93,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     set_threads(args.threads)
     with tempfile.TemporaryDirectory() as tmp:
         ensure_demo_models(activate(Workspace(Path(tmp)).create()))
-        calls = _record_steps(args.requests, args.size)
+        calls = _record_steps(args.requests, args.size, args.mixed)
         key = calls[0].ref.key
         head, _ = start_local_cluster(1, args.threads, batch_window_s=1.0)
         try:
@@ -116,7 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     diff = max((a[k] - b[k]).abs().max().item() for a, b in zip(outs[1], outs[n]) for k in a)
     rate = {cap: n / s for cap, s in best.items()}
     print(
-        f"{n} concurrent denoising steps ({args.size} px, sd1-tiny, Euler with CFG, 1 executor, "
+        f"{n} concurrent denoising steps ({args.size} px, sd1-tiny, "
+        f"{'euler/normal and dpmpp_2m/karras alternating' if args.mixed else 'Euler'} with CFG, 1 executor, "
         f"{args.threads} thread(s)), best of {args.repeats}:"
     )
     print(f"  batch size 1: {rate[1]:8.1f} steps/s ({best[1] * 1000:.1f} ms for all {n})")
