@@ -10,6 +10,7 @@ Same seed -> byte-identical file."""
 from __future__ import annotations
 
 import json
+import logging
 import re
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,8 @@ from safetensors.torch import save_file
 from nodes.models.flux_demo import randomize_constants
 from nodes.models.qwen35_text import MROPE_SECTION, PARTIAL_ROTARY, RMS_NORM_EPS, ROPE_THETA, W4A8
 from nodes.output_claims import write_atomic
+
+log = logging.getLogger(__name__)
 
 SEED = 35
 FILE = "text_encoders/qwen3.5_9b_flux3_prompt_upsampler_w4a8_tiny.safetensors"
@@ -76,10 +79,8 @@ def tiny_model() -> torch.nn.Module:
     return model.eval()
 
 
-def quantize(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """The decoder layers' linear weights in ComfyUI's asym_w4a8_int8 tensors (comfy-kitchen's quantizer)."""
-    import comfy_kitchen as ck
-
+def quantize(sd: dict[str, torch.Tensor], ck: Any) -> dict[str, torch.Tensor]:
+    """The decoder layers' linear weights in ComfyUI's asym_w4a8_int8 tensors (comfy-kitchen's quantizer `ck`)."""
     out = {}
     meta = json.dumps({"format": W4A8, "group_size": GROUP, "convrot_groupsize": CONVROT}).encode("utf-8")
     for key, value in sd.items():
@@ -101,9 +102,15 @@ def quantize(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 
 def build_demo_qwen35(models_dir: str | Path) -> list[Path]:
-    """Write the tiny Qwen3.5 prompt upsampler under models_dir; returns the path written."""
+    """Write the tiny Qwen3.5 prompt upsampler under models_dir; returns the path written (none where
+    comfy-kitchen, a dependency, is missing: the GPU machine's image lacks it and no GPU check reads this file)."""
+    try:
+        import comfy_kitchen as ck
+    except ImportError:
+        log.warning("comfy-kitchen is not installed: the tiny Qwen3.5 prompt upsampler (%s) is not written", FILE)
+        return []
     with torch.random.fork_rng(devices=[]):
-        sd = quantize({k: v.detach() for k, v in tiny_model().state_dict().items()})
+        sd = quantize({k: v.detach() for k, v in tiny_model().state_dict().items()}, ck)
     path = Path(models_dir) / FILE
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, lambda tmp: save_file(sd, str(tmp), metadata={"format": "pt"}))
