@@ -90,7 +90,7 @@ class MiniMaxH3ImageToVideo:
         frame_count = temporal_shape(int(length))[0]
         # ComfyUI: the first frame is the geometry anchor (stretched), the last a follower (cover-cropped)
         keyframes = [
-            (_on_canvas(image, name, width, height, crop), frame)
+            (on_canvas(image, name, width, height, crop), frame)
             for name, image, crop, frame in (
                 ("first_frame", first_frame, "disabled", 0),
                 ("last_frame", last_frame, "center", frame_count - 1),
@@ -108,7 +108,7 @@ class MiniMaxH3ImageToVideo:
         return [[c, {**opts, "minimax_keyframes": pinned}] for c, opts in positive], latent
 
 
-def _on_canvas(image, name: str, width: int, height: int, crop: str) -> torch.Tensor:
+def on_canvas(image, name: str, width: int, height: int, crop: str) -> torch.Tensor:
     """The batch's first picture, RGB, Lanczos-resized to the canvas (ComfyUI's _resize)."""
     if not isinstance(image, torch.Tensor) or image.ndim != 4 or image.shape[-1] < 3 or 0 in image.shape[:3]:
         raise ValueError(f"{name}: expected an IMAGE [B,H,W,C] with RGB channels, got {getattr(image, 'shape', image)}")

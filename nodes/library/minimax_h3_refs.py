@@ -22,7 +22,7 @@ import torch
 from nodes import MAX_RESOLUTION
 from nodes.dynamic_inputs import DynamicSection, autogrow_prefix, group
 from nodes.library.ltxv_av import AVLatent
-from nodes.library.minimax_h3 import MODULE, _on_canvas, empty_av_latent, encode_with_pictures
+from nodes.library.minimax_h3 import MODULE, empty_av_latent, encode_with_pictures, on_canvas
 
 CANVAS_MULTIPLE = 32
 REF_IMAGE_SHORT_EDGE = 2048  # `max`: the reference pipeline's short edge
@@ -95,7 +95,7 @@ class MiniMaxH3ReferenceToVideo:
             if not isinstance(image, torch.Tensor) or image.ndim != 4:
                 raise ValueError(f"{name}: expected an IMAGE [B,H,W,C], got {getattr(image, 'shape', image)}")
             tw, th = reference_size(image.shape[2], image.shape[1], int(width), int(height), ref_image_size)
-            picture = _on_canvas(image, name, tw, th, "disabled")
+            picture = on_canvas(image, name, tw, th, "disabled")
             pictures.append(picture)
             if vae is not None and not text_only:
                 encoded.append(picture)
@@ -157,7 +157,7 @@ class MiniMaxH3AddGuide:
         index = frame_idx if frame_idx >= 0 else frame_count + frame_idx
         if not 0 <= index < frame_count:
             raise ValueError(f"frame_idx: {frame_idx} is outside the video's {frame_count} frames")
-        picture = _on_canvas(image, "image", video.shape[4] * 16, video.shape[3] * 16, "center")
+        picture = on_canvas(image, "image", video.shape[4] * 16, video.shape[3] * 16, "center")
         (encoded,) = await VAEEncode().encode(vae, picture)
         keyframe = {"resolved_frame_index": index, "latent": encoded["samples"]}
         # ComfyUI extends the first entry's list and sets it on every entry

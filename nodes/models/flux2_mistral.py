@@ -23,7 +23,7 @@ from diffusers.pipelines.flux2.system_messages import SYSTEM_MESSAGE
 from cluster.refs import ModelRef
 from nodes.models.components import TextEncoder
 from nodes.models.errors import ModelLoadError
-from nodes.models.qwen3_text import _with_real_rotary
+from nodes.models.qwen3_text import with_real_rotary
 from nodes.models.safetensors_io import build_module
 from nodes.models.tokenizer import escape_parens, unescape_parens
 
@@ -97,7 +97,7 @@ def build_mistral(sd: Mapping[str, torch.Tensor], path: str | None) -> torch.nn.
     weights = {k[len(PREFIX) :]: v for k, v in sd.items() if k.startswith(PREFIX)}
     dtype = weights["embed_tokens.weight"].dtype
     model = build_module(
-        lambda: _with_real_rotary(MistralModel(MistralConfig(**config))),
+        lambda: with_real_rotary(MistralModel(MistralConfig(**config))),
         weights,
         path,
         "Mistral 3 text encoder",

@@ -72,10 +72,10 @@ def build_qwen3(state_dict: Mapping[str, torch.Tensor], path: str | None):
         raise ModelLoadError(path, f"not a usable Qwen3 text encoder: {e}") from None
     weights = {k[len("model.") :]: v for k, v in sd.items() if k.startswith("model.")}
     dtype = weights["embed_tokens.weight"].dtype
-    return build_module(lambda: _with_real_rotary(Qwen3Model(config)), weights, path, "Qwen3 text encoder", dtype=dtype)
+    return build_module(lambda: with_real_rotary(Qwen3Model(config)), weights, path, "Qwen3 text encoder", dtype=dtype)
 
 
-def _with_real_rotary(model):
+def with_real_rotary(model):
     """Rotary frequencies are computed, not stored: build that one submodule on the CPU, not the meta device."""
     with torch.device("cpu"):
         model.rotary_emb = type(model.rotary_emb)(config=model.config)
