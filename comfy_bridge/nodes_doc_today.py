@@ -54,8 +54,8 @@ RULES: list[tuple[str, str]] = [
     ),
     (
         r"MiniMax",
-        "MiniMax H3 runs text-, first/last-frame- and reference-image-to-video with its audio; its guides and Fun "
-        "ControlNet are not implemented",
+        "MiniMax H3 runs text-, first/last-frame- and reference-image-to-video with image guides and its audio; "
+        "its Fun ControlNet is not implemented",
     ),
     (
         r"Qwen|USOStyle|ModelPatchLoader|Diffsynth",
