@@ -116,7 +116,8 @@ def add_cluster_flags(p: argparse.ArgumentParser) -> None:
         type=int,
         default=None,
         help="local executor processes to start (default: chosen from the machine, see choose_defaults: one "
-        "per GPU with --executor-device cuda, else one per core as memory allows; 0: run ModelFns inside the "
+        "per GPU with --executor-device cuda, else one with every core (cores / --executor-threads as memory "
+        "allows when that is given); 0: run ModelFns inside the "
         "server process, on the CPU, or with --head-address: only on executors that join)",
     )
     p.add_argument(
@@ -303,12 +304,12 @@ class Defaults:
     concurrent_prompts: int
 
 
-# Torch threads per CPU executor when `serve` chooses. On the 2-core machine issue 41's mixed load (12 SD1.5
-# prompts, euler/normal and dpmpp_2m/karras) took 0.98x real ComfyUI's makespan with two executors of one
-# thread and two prompts in flight, 1.05x with one executor of two threads (the old default): a prompt's small
-# kernels do not keep two threads busy, and two executors overlap one prompt's text encoding and VAE with
-# another's denoising. `bench throughput --serve-flags ...` compares the two (docs/benchmarks.md, Throughput).
-CPU_THREADS_PER_EXECUTOR = 1
+# On the CPU `serve` starts one executor with every core unless threads per executor are given. That executor then
+# computes with the in-process ModelFns' thread count (torch's own), so a workflow gives the same image with the
+# default executor and with --executors 0 (float kernels round by thread count). Issue 41 saw two executors of one
+# thread with two prompts in flight at 0.98x real ComfyUI's makespan against 1.05x for this default on 2 cores;
+# that is not yet a recorded result (`bench throughput --serve-flags ...`, docs/benchmarks.md, Throughput), so
+# two executors of one thread stay a choice (`--executor-threads 1`).
 # Memory one CPU executor may need for an SD1.5-sized model in float32 with its activations: more executors
 # than memory / this would swap.
 CPU_EXECUTOR_BYTES = 6 << 30
@@ -328,7 +329,7 @@ def choose_defaults(
         if hardware.gpus:
             executors = hardware.gpus
         else:
-            by_cores = cpus // (executor_threads or CPU_THREADS_PER_EXECUTOR)
+            by_cores = cpus // executor_threads if executor_threads else 1
             executors = max(1, min(by_cores, hardware.memory_bytes // CPU_EXECUTOR_BYTES))
     if not executor_threads:
         executor_threads = max(1, cpus // max(1, executors))
