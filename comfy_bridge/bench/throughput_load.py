@@ -185,13 +185,28 @@ def pixel_hash(png: bytes) -> str:
     return hashlib.sha256(f"{image.mode}{image.size}".encode() + image.tobytes()).hexdigest()[:16]
 
 
+async def _history(
+    http: aiohttp.ClientSession, side: Side, prompt_id: str, headers: dict, timeout_s: float = 30.0
+) -> dict:
+    """The prompt's history entry. A server tells its websocket that a prompt ended before the entry is stored
+    (ComfyUI's worker stores it after execute returns), so it is asked again until the entry is there."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        async with http.get(f"{side.base}/history/{prompt_id}", headers=headers) as r:
+            found = await _check(r, f"{side.name}: GET /history")
+        if prompt_id in found:
+            return found[prompt_id]
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{side.name}: prompt {prompt_id} ended but has no history entry after {timeout_s:g} s")
+        await asyncio.sleep(0.1)
+
+
 async def _images(side: Side, load: Load) -> list[list[str]]:
     hashes = []
     async with aiohttp.ClientSession() as http:
         for record in load.records:
             headers = _auth(side.keys[record["tenant"]])
-            async with http.get(f"{side.base}/history/{record['prompt_id']}", headers=headers) as r:
-                history = (await _check(r, f"{side.name}: GET /history"))[record["prompt_id"]]
+            history = await _history(http, side, record["prompt_id"], headers)
             files = [img for out in history["outputs"].values() for img in out.get("images", [])]
             found = []
             for image in files:
