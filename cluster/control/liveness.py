@@ -2,7 +2,8 @@
 
 A registration is welcomed (a restarted executor's old self is lost first). An executor is lost when
 a send to it fails, when it says goodbye, when its supervisor saw its process exit, or when it has been
-silent longer than `lost_after_s`: its work is re-run or failed (cluster.control.lineage), its host's
+silent longer than `lost_after_s` (a live process of this host: `hung_after_s`; silence while the head
+itself did not run is not counted): its work is re-run or failed (cluster.control.lineage), its host's
 NVSHMEM team forms again without it, its arena is unlinked once its process is gone (a live one, only
 slow with its heartbeats, may register again and keep it), and the watchers hear of it."""
 
@@ -23,6 +24,7 @@ from cluster.dataplane import segments
 from cluster.dataplane.host_teams import HostTeams
 
 log = logging.getLogger("cluster.head")
+HUNG_AFTER_S = 30.0  # the least silence after which a live executor process of this host counts as wedged
 
 
 class Liveness:
@@ -42,6 +44,9 @@ class Liveness:
     ) -> None:
         self.members, self.transport, self.lineage, self.counters = members, transport, lineage, counters
         self.heartbeat_s, self.lost_after_s = heartbeat_s, lost_after_s
+        self.hung_after_s = max(HUNG_AFTER_S, 10 * lost_after_s)  # for live executor processes of this host
+        self._last_check = float("inf")  # no check yet: nothing was unwatched
+        self._slow: set[str] = set()  # live local executors silent past lost_after_s (logged once each)
         self.files_address, self.exit_cause = files_address, exit_cause
         self.teams = HostTeams(self.send_team)  # the NVSHMEM team of each host's GPU executors
         self.lost_watchers: list[Callable[[str], None]] = []
@@ -73,11 +78,44 @@ class Liveness:
 
     def check(self, now: float) -> None:
         """Lose the executors silent for too long; abort what runs past its deadline on the others."""
-        for ex in self.members.overdue(now, self.lost_after_s):
-            self.lose(ex, self.exit_cause(ex) or f"no heartbeat for {now - ex.last_seen:.1f}s")
+        self._credit_unwatched(now)
+        overdue = self.members.overdue(now, self.lost_after_s)
+        self._slow &= {ex.id for ex in overdue}  # heard again: a next silence is logged again
+        for ex in overdue:
+            cause = self.exit_cause(ex)
+            if cause is None and self._only_slow(ex, now):
+                continue
+            self.lose(ex, cause or f"no heartbeat for {now - ex.last_seen:.1f}s")
         for ex in list(self.members.executors.values()):
             for did, limit in self.lineage.expire(ex, now):
                 self.send(ex, m.Abort(did, f"deadline of {limit:g}s exceeded"))
+
+    def _credit_unwatched(self, now: float) -> None:
+        """Silence the head did not watch is not counted: when the head itself did not run for longer than
+        a heartbeat (an overloaded host), the executors' heartbeats of that time may still be on their way."""
+        unwatched = now - self._last_check - self.heartbeat_s
+        self._last_check = now
+        if unwatched > 0:
+            for ex in self.members.executors.values():
+                ex.last_seen = min(now, ex.last_seen + unwatched)
+
+    def _only_slow(self, ex: ExecutorState, now: float) -> bool:
+        """Whether a silent executor is a live process of this host, silent for less than `hung_after_s`.
+        Its exit would be known at once (its supervisor, `alive`); silence from a live one is far more often
+        a host too loaded to schedule its watchdog than a wedged process, and its re-run would only add load.
+        Executors of other hosts have nothing but their heartbeats to go by."""
+        if not self.members.same_host(ex) or not alive(ex.pid) or now - ex.last_seen > self.hung_after_s:
+            return False
+        if ex.id not in self._slow:
+            self._slow.add(ex.id)
+            log.warning(
+                "executor %s has sent nothing for %.1f s, but its process is alive: an overloaded host? "
+                "(lost after %.0f s of silence)",
+                ex.id,
+                now - ex.last_seen,
+                self.hung_after_s,
+            )
+        return True
 
     def exited(self, pid: int, cause: str) -> None:
         """The executor process `pid` of this host exited (its supervisor saw it)."""

@@ -6,12 +6,16 @@ from __future__ import annotations
 import asyncio
 import collections
 import concurrent.futures as cf
+import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 from types import SimpleNamespace
 from typing import Any
 
+import msgspec
 import pytest
 import zmq
 
@@ -185,9 +189,10 @@ class FakeTransport:
         self.sent.append((identity, msg))
 
 
-def liveness() -> tuple[Liveness, FakeTransport, Recorder, collections.Counter]:
+def liveness(host: str = "elsewhere") -> tuple[Liveness, FakeTransport, Recorder, collections.Counter]:
+    """A Liveness whose head runs on `host` (executors register from "here")."""
     transport, counters = FakeTransport(), collections.Counter()
-    members = Membership(None, transport.reply, counters, "elsewhere", "")
+    members = Membership(None, transport.reply, counters, host, "")
     lin, rec, _ = lineage()
     lin.counters = counters
     live = Liveness(members, transport, lin, counters, 0.5, 3.0, lambda: "", lambda ex: None)
@@ -223,6 +228,37 @@ def test_liveness_loses_the_silent_and_those_it_cannot_reach():
     assert not live.send(live.members.executors["unreachable"], m.Shutdown())
     assert list(live.members.executors) == ["fine"] and counters["executors_lost"] == 2
     assert live.retire("fine") and transport.sent[-1] == (b"fine", m.Shutdown())
+
+
+def test_a_silent_live_process_of_this_host_is_waited_for_until_it_counts_as_wedged():
+    """Silence from a live local executor is an overloaded host more often than a wedged process: it is lost
+    only after hung_after_s; a local one whose process is gone, and one of another host, after lost_after_s."""
+    live, _, _, counters = liveness(host="here")
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    for name, pid in (("live", os.getpid()), ("exited", gone.pid)):
+        live.register(name.encode(), msgspec.structs.replace(register(name), pid=pid))
+    for ex in live.members.executors.values():
+        ex.last_seen -= 10
+    live.check(time.monotonic())
+    assert list(live.members.executors) == ["live"] and counters["executors_lost"] == 1
+    live.members.executors["live"].last_seen -= live.hung_after_s
+    live.check(time.monotonic())
+    assert live.members.executors == {} and counters["executors_lost"] == 2
+
+
+def test_silence_while_the_head_itself_did_not_run_is_not_counted():
+    live, _, _, counters = liveness()
+    live.register(b"e1", register("e1"))
+    now = time.monotonic()
+    live.check(now)
+    # the head was away 10 s (an overloaded host): the executor's heartbeats of that time may be on their way
+    live.members.executors["e1"].last_seen = now
+    live.check(now + 10)
+    assert list(live.members.executors) == ["e1"]
+    for tick in range(1, 40):  # watched silence this time: a check each tick
+        live.check(now + 10 + tick * 0.1)
+    assert live.members.executors == {} and counters["executors_lost"] == 1
 
 
 # lineage and re-runs ------------------------------------------------------------------------------

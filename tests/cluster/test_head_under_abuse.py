@@ -85,6 +85,17 @@ def _await_dispatch(fake: zmq.Socket, model_key: str, timeout_s: float = 60.0) -
     raise AssertionError(f"no Dispatch reached the fake executor in {timeout_s} s")
 
 
+def _await_membership(head, fake: zmq.Socket, model_key: str, timeout_s: float = 60.0) -> None:
+    """Until the head lists the fake executor as a member, heartbeating as a live one would."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if "half-sender" in [e["id"] for e in head.stats()["executors"]]:
+            return
+        fake.send(m.encode(m.Heartbeat(0, 0, [model_key])))
+        time.sleep(0.05)
+    raise AssertionError(f"the head did not admit the fake executor in {timeout_s} s")
+
+
 async def test_an_executor_that_disconnects_mid_message_loses_only_its_work(cluster, fixed_threads):
     head, rt = cluster
     bad_before = head.stats().get("bad_messages", 0)
@@ -95,6 +106,8 @@ async def test_an_executor_that_disconnects_mid_message_loses_only_its_work(clus
     fake.connect(head.address)
     # it claims the weights, so the head places the call on it
     fake.send(m.encode(m.Register("half-sender", "elsewhere", 1, "cpu", 1, 1 << 30, 0, [ref.key], "cc-half-sender-")))
+    # submitted before the head has read the registration, the call would go to the real executor
+    await asyncio.to_thread(_await_membership, head, fake, ref.key)
     x = torch.randn(3, 16, generator=torch.Generator().manual_seed(6))
     call = asyncio.ensure_future(rt.bind("t-half", "req-half").call("cc_test_linear", ref, {"x": x}, {}))
     msg = await asyncio.to_thread(_await_dispatch, fake, ref.key)

@@ -97,10 +97,18 @@ async def test_an_invocation_longer_than_the_loss_timeout_keeps_its_executor(clu
     wait_until(lambda: [e["draining"] for e in head.stats()["executors"]] == [False, False])
     lost, reruns = head.stats().get("executors_lost", 0), head.stats().get("reruns", 0)
     x = torch.randn(1, 16, generator=torch.Generator().manual_seed(9))
-    out = await rt.bind("t-long", "req-long").call(
-        "cc_test_linear", tiny_ref(9), {"x": x}, {"sleep": 2 * head.lost_after_s}
+    call = asyncio.ensure_future(
+        rt.bind("t-long", "req-long").call("cc_test_linear", tiny_ref(9), {"x": x}, {"sleep": 2 * head.lost_after_s})
     )
-    assert torch.equal(out["y"], expected(x, 9, 1.0))
+    # a live executor of this host is kept through a longer silence too: the heartbeats themselves are watched
+    longest_silence, watched = 0.0, 0
+    while not call.done():
+        silences = [e["last_seen_s"] for e in head.stats()["executors"] if e["inflight"]]
+        longest_silence, watched = max([longest_silence, *silences]), watched + len(silences)
+        await asyncio.sleep(0.05)
+    assert torch.equal(call.result()["y"], expected(x, 9, 1.0))
+    assert watched > 10, "the call was not seen running"
+    assert longest_silence < head.lost_after_s / 2, f"the running executor was silent for {longest_silence} s"
     stats = head.stats()
     assert stats.get("executors_lost", 0) == lost and stats.get("reruns", 0) == reruns
 

@@ -52,15 +52,20 @@ class UniqueId:
 
 
 class Device:
-    """cuda.core.Device: an index that can be made current."""
+    """cuda.core.Device: an index that can be made current. CUDA keeps the current device per host
+    thread, and each PE here is a thread standing for a process: so is the stand-in's."""
 
-    current: int | None = None
+    _local = threading.local()
 
     def __init__(self, device_id: int = 0) -> None:
         self.device_id = device_id
 
     def set_current(self) -> None:
-        Device.current = self.device_id
+        Device._local.current = self.device_id
+
+    @staticmethod
+    def current() -> int | None:
+        return getattr(Device._local, "current", None)
 
 
 class NvshmemInvalid(Exception):
@@ -240,7 +245,7 @@ class Team:
         pe = self._alive()
         raw = ctypes.string_at(uid.ptr, UNIQUEID_DTYPE.itemsize)
         self.inits.append(
-            {"device": device.device_id, "current": Device.current, "rank": rank, "nranks": nranks, "uid": raw}
+            {"device": device.device_id, "current": Device.current(), "rank": rank, "nranks": nranks, "uid": raw}
         )
         made = self.uids.get(raw)
         why = (
