@@ -284,6 +284,38 @@ def build_real_size_sd1(path: Path) -> Path:
     Built on the meta device: only the file's bytes are ever allocated."""
     with torch.device("meta"):
         unet = UNet2DConditionModel(cross_attention_dim=768)  # the other defaults are SD1.5's
+    return _write_seeded(_sd1_layout(unet), Path(path))
+
+
+def detectable_sd1_layout() -> dict[str, torch.Tensor]:
+    """The key names and shapes (meta tensors) of build_detectable_sd1's file."""
+    with torch.device("meta"):
+        unet = UNet2DConditionModel(
+            sample_size=8,
+            block_out_channels=(320,),
+            layers_per_block=1,
+            down_block_types=("CrossAttnDownBlock2D",),
+            up_block_types=("CrossAttnUpBlock2D",),
+            cross_attention_dim=768,
+            attention_head_dim=unet_mod.attention_heads("sd1", 320),
+        )
+    return _sd1_layout(unet)
+
+
+def build_detectable_sd1(path: Path) -> Path:
+    """The smallest SD1 checkpoint that ComfyUI's own model detection takes for SD1.5, so that a workflow on it runs
+    on ComfyUI as well as here (the packs harness runs the same case on both; ComfyUI 0.10.0 cannot detect
+    sd1-tiny). ComfyUI keeps no sizes from the file beyond what it matches: the UNet's input width (320) and context
+    width (768), and it builds CLIP-L and the VAE at their published sizes. So the UNet is one level as wide as
+    SD1.5's first (one resnet and one 8-head transformer per block), CLIP-L and the VAE are full-size; float16,
+    465 MB. Seeded like build_real_size_sd1."""
+    return _write_seeded(detectable_sd1_layout(), Path(path))
+
+
+def _sd1_layout(unet: UNet2DConditionModel) -> dict[str, torch.Tensor]:
+    """An ldm single-file SD1 checkpoint's tensors (meta) for `unet` (on the meta device), with full-size CLIP-L and
+    VAE."""
+    with torch.device("meta"):
         vae = AutoencoderKL(
             down_block_types=("DownEncoderBlock2D",) * 4,
             up_block_types=("UpDecoderBlock2D",) * 4,
@@ -303,11 +335,14 @@ def build_real_size_sd1(path: Path) -> Path:
                 projection_dim=768,
             )
         )
-    layout = {
+    return {
         **_prefixed(_unet_ldm(unet), unet_mod.LDM_UNET_PREFIX),
         **_prefixed(vae_mod.diffusers_to_ldm(vae.state_dict()), vae_mod.LDM_VAE_PREFIX),
         **_prefixed(_te_hf(te), "cond_stage_model.transformer."),
     }
+
+
+def _write_seeded(layout: dict[str, torch.Tensor], path: Path) -> Path:
     gen = torch.Generator().manual_seed(SEED)
     tensors = {}
     for key, meta in sorted(layout.items()):
@@ -316,7 +351,7 @@ def build_real_size_sd1(path: Path) -> Path:
         else:
             fan_in = max(1, meta[0].numel()) if meta.ndim > 1 else meta.numel()
             tensors[key] = (torch.randn(meta.shape, generator=gen) * fan_in**-0.5).to(STORE_DTYPE)
-    return _save(tensors, Path(path))
+    return _save(tensors, path)
 
 
 def _controlnet_ldm(unet, gen: torch.Generator) -> dict[str, torch.Tensor]:
