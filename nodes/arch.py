@@ -45,6 +45,7 @@ LATENT_FORMATS: dict[str, LatentFormat] = {
     "qwen_image21": QWEN_IMAGE21_LATENT,
     "krea2": WAN21_LATENT,  # Qwen-Image's VAE, normalised by its latents_mean/std (diffusers' Krea2Pipeline)
     "flux3": FLUX2_LATENT,  # the template loads flux2-vae: FLUX.2's standardised 128-channel latents
+    "moss_image": FLUX2_LATENT,  # FLUX.2's VAE (small decoder): the pipeline de-normalises by its batch norm
     "wan21": WAN21_LATENT,
     "wan22_5b": WAN22_LATENT,
     "minimax_h3": MINIMAX_H3_LATENT,
@@ -74,6 +75,9 @@ SAMPLING_CONFIGS: dict[str, dict[str, Any]] = {
     # FLUX 3: a constant flow shift of 6.93 with sigma as the timestep (diffusers 0.42's Flux3SetTimestepsStep:
     # FlowMatchEulerDiscreteScheduler(shift=6.93) over linspace(1, 1/n, n), which 'simple' reproduces).
     "flux3": {"kind": "flow", "shift": 6.93, "multiplier": 1.0},
+    # MOSS-Image: flow matching with sigma x 1000 as the timestep and a flow shift of 5 (the official scheduler,
+    # as moss-image-mlx's scheduler.py mirrors it; ComfyUI's own MOSS settings were not readable here).
+    "moss_image": {"kind": "flow", "shift": 5.0, "multiplier": 1000},
     # ComfyUI's Wan models (WAN21_T2V and the others): ModelSamplingDiscreteFlow at shift 8, multiplier 1000.
     "wan21": {"kind": "flow", "shift": 8.0, "multiplier": 1000},
     "wan22_5b": {"kind": "flow", "shift": 8.0, "multiplier": 1000},

@@ -267,6 +267,9 @@ def build_demo_models(models_dir: Path, include_flux: bool = True) -> list[Path]
         build_flux3 = getattr(_optional("nodes.models.flux3_demo"), "build_demo_flux3", None)
         if build_flux3 is not None:
             written += build_flux3(models_dir)
+        build_moss_image = getattr(_optional("nodes.models.moss_image_demo"), "build_demo_moss_image", None)
+        if build_moss_image is not None:
+            written += build_moss_image(models_dir)
         build_minimax_h3 = getattr(_optional("nodes.models.minimax_h3_demo"), "build_demo_minimax_h3", None)
         if build_minimax_h3 is not None:
             written += build_minimax_h3(models_dir)

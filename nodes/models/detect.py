@@ -36,6 +36,9 @@ KREA2_MARKER = "txtfusion.projector.weight"
 # FLUX 3: BFL's names (black-forest-labs/flux-3-image-klein-comfy's files); the key diffusers 0.42's single-file
 # loader detects it by (CHECKPOINT_KEY_NAMES["flux3"]), the image stream's input projection beside it.
 FLUX3_MARKERS = ("early_stream_modulations.image.lin.weight", "emb_in.image.weight")
+# MOSS-Image: the shared block modulation and the image head's (kohakumoss 0.1.0's model/io: the official and
+# ComfyUI's names, bare or under `model.diffusion_model.`; nodes/models/moss_image.py).
+MOSS_IMAGE_MARKERS = ("shared_block_modulation.weight", "video_head_modulation.weight")
 QWEN3VL_MARKER = "model.visual.deepstack_merger_list.0.norm.weight"
 QWEN35_MARKER = "model.language_model.layers.0.linear_attn.A_log"  # ComfyUI's detect_te_model key
 QWEN_IMAGE21_MLP = ("transformer_blocks.0.img_mlp.gate_up.weight", "transformer_blocks.0.img_mlp.proj.weight")
@@ -145,6 +148,9 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
     prefix = _prefix_with(shapes, FLUX3_MARKERS[0])
     if prefix is not None and prefix + FLUX3_MARKERS[1] in shapes:
         return info("flux3", "checkpoint" if extra else "diffusion_model", {"diffusion_model"} | extra, "bfl", prefix)
+    prefix = _prefix_with(shapes, MOSS_IMAGE_MARKERS[0])
+    if prefix is not None and prefix + MOSS_IMAGE_MARKERS[1] in shapes:
+        return info("moss_image", "diffusion_model", {"diffusion_model"}, "comfy", prefix)
     prefix = _prefix_with(shapes, QWEN_IMAGE21_KEYS[0])
     if (
         prefix is not None

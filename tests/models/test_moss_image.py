@@ -1,0 +1,106 @@
+"""MOSS-Image transformer: the tiny file in ComfyUI's layout is detected and loads, and one evaluation equals an
+independent implementation of the official model (moss-image-mlx 0.2.0 on MLX's CPU backend, fixture from
+scripts/record_moss_image_mlx.py) within 1e-5, also with block 22 skipped through the dit_replace patch that
+SkipLayerGuidanceDiTSimple installs. The official (diffusers folder) layout with separate q/k/v loads to the same
+network; files that are not MOSS-Image are refused by name."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from cluster.refs import ModelRef, file_digest
+from nodes.library.slg import skips
+from nodes.modelfns.network_patches import dit_replaced
+from nodes.models.detect import probe
+from nodes.models.errors import ModelLoadError
+from nodes.models.loader import load_diffusion_model
+from nodes.models.moss_image import comfy_layout
+from nodes.models.moss_image_demo import CONFIG, build_demo_moss_image
+
+FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "moss_image_mlx.json").read_text())
+
+
+def tensor(entry: dict) -> torch.Tensor:
+    data = np.frombuffer(base64.b64decode(entry["f32"]), dtype=np.float32).copy()
+    return torch.from_numpy(data).reshape(entry["shape"])
+
+
+def ref_for(path: str) -> ModelRef:
+    return ModelRef("diffusion_model", "moss_image", (path,), (file_digest(path),))
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> str:
+    torch.set_num_threads(1)
+    (path,) = build_demo_moss_image(tmp_path_factory.mktemp("models"))
+    return str(path)
+
+
+def test_the_tiny_file_is_detected_as_moss_image_in_comfyuis_layout(tiny):
+    info = probe(tiny)
+    assert (info.arch, info.kind) == ("moss_image", "diffusion_model")
+    keys = load_file(tiny).keys()
+    assert "layers.22.proj.qkv.weight" in keys and "layers.0.proj.q.weight" not in keys
+
+
+def test_one_evaluation_equals_the_reference_implementation(tiny):
+    assert hashlib.sha256(Path(tiny).read_bytes()).hexdigest() == FIXTURE["weights_sha256"]
+    model = load_diffusion_model(ref_for(tiny))
+    assert model.config == CONFIG
+    assert model.sampling == {"kind": "flow", "shift": 5.0, "multiplier": 1000}
+    for case in FIXTURE["cases"]:
+        x, context = tensor(case["x"]), tensor(case["context"])
+        t = torch.tensor([case["timestep"]])
+        entries = skips((), tuple(case["skip_layers"]))
+        with torch.no_grad(), dit_replaced(model.module, entries, {}):
+            out = model.apply(x, t, {"context": context})
+        want = tensor(case["velocity"])
+        assert out.shape == want.shape
+        torch.testing.assert_close(out, want, rtol=1e-5, atol=1e-5, msg=case["name"])
+
+
+def test_a_skipped_block_changes_the_prediction(tiny):
+    """The skip case is not vacuous: without the patch the network's output differs from the skipped one."""
+    model = load_diffusion_model(ref_for(tiny))
+    case = FIXTURE["cases"][1]
+    with torch.no_grad():
+        plain = model.apply(tensor(case["x"]), torch.tensor([case["timestep"]]), {"context": tensor(case["context"])})
+    assert (plain - tensor(case["velocity"])).abs().max() > 1e-3
+
+
+def test_the_official_layout_with_separate_qkv_loads_the_same_network(tiny, tmp_path):
+    sd = load_file(tiny)
+    official = {}
+    for k, v in sd.items():
+        if k.endswith(".proj.qkv.weight"):
+            for name, part in zip("qkv", v.chunk(3, 0)):
+                official["model.diffusion_model." + k.replace(".qkv.", f".{name}.")] = part.contiguous()
+        else:
+            official["model.diffusion_model." + k] = v
+    official["model.diffusion_model.rope.bands"] = torch.ones(2)  # a derived constant some files carry
+    path = tmp_path / "moss_official.safetensors"
+    save_file(official, str(path))
+    assert probe(str(path)).arch == "moss_image"
+    a, b = comfy_layout(sd), load_diffusion_model(ref_for(str(path))).module.state_dict()
+    assert a.keys() == b.keys() and all(torch.equal(a[k].float(), b[k]) for k in a)
+
+
+def test_a_context_of_the_wrong_width_is_refused_by_name(tiny):
+    model = load_diffusion_model(ref_for(tiny))
+    with pytest.raises(ValueError, match="CLIPLoader of type moss_image"):
+        model.apply(torch.zeros(1, 128, 2, 2), torch.tensor([500.0]), {"context": torch.zeros(1, 3, 24)})
+
+
+def test_a_file_without_the_image_head_is_not_moss_image(tmp_path):
+    path = tmp_path / "half.safetensors"
+    save_file({"shared_block_modulation.weight": torch.zeros(12, 2)}, str(path))
+    with pytest.raises(ModelLoadError, match="not a MOSS-Image transformer"):
+        comfy_layout(load_file(str(path)), str(path))
