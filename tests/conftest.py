@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 import pytest
 import torch
 
+from cluster.bench import free_port
+
 if TYPE_CHECKING:
     from nodes.workspace import Workspace
 
@@ -89,14 +91,6 @@ def fixed_threads():
     set_threads(1)  # in-process ModelFns run on their own thread, which keeps its own count
     yield
     set_threads(before)
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

@@ -28,7 +28,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import sysconfig
@@ -38,6 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
@@ -95,12 +96,6 @@ def command_env(workspace: Path) -> dict[str, str]:
     env["COMFY_CLUSTER_WORKSPACE"] = str(workspace)
     env.pop("COMFY_CLUSTER_STATE_DB", None)
     return env
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def gh_slug(heading: str) -> str:

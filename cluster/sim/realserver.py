@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -28,17 +27,12 @@ from pathlib import Path
 
 import numpy as np
 
+from cluster.bench import free_port
 from cluster.sim.traces import TraceRequest
 
 REPO = Path(__file__).resolve().parents[2]
 WORKFLOWS_DIR = REPO / "workflows_json"
 SEED_INPUTS = ("seed", "noise_seed")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def demo_prompts(names: Sequence[str]) -> dict[str, dict]:

@@ -1,10 +1,5 @@
 """Benchmarks behind `comfy-cluster bench NAME`: ratios against a baseline run in the same process."""
 
-import socket
+from cluster.bench import free_port
 
-
-def free_port() -> int:
-    """A loopback port no one listens on now, for a server a bench starts."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+__all__ = ["free_port"]

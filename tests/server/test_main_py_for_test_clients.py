@@ -23,6 +23,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from tests.conftest import free_port
+
 REPO = Path(__file__).resolve().parents[2]
 READINESS_WINDOW_S = 20  # ComfyUI's suite tries for about this long before every test of a class fails
 
@@ -41,12 +43,6 @@ PACK = textwrap.dedent("""
 
     NODE_CLASS_MAPPINGS = {"FlatImage": FlatImage}
 """)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

@@ -7,14 +7,9 @@ import time
 import aiohttp
 
 from comfy_bridge.server import ServerConfig, run_server, start_server
+from tests.conftest import free_port
 
 from .conftest import make_registry, simple_prompt
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 async def test_start_server_serves_http_and_runs_prompts(workspace, web_root):

@@ -7,7 +7,6 @@ from __future__ import annotations
 import collections
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,15 +15,10 @@ from pathlib import Path
 import requests
 
 from comfy_bridge.tenancy.store import Store
+from tests.conftest import free_port
 
 HERE = Path(__file__).parent
 PROMPTS_PER_TENANT = 17  # 51 prompts in all
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _start(workspace: Path, db: Path, port: int, log: Path) -> subprocess.Popen:
@@ -66,7 +60,7 @@ def test_sigkill_restart_resumes_queue_and_keeps_history(tmp_path):
     workspace, db, log = tmp_path / "ws", tmp_path / "state.sqlite3", tmp_path / "server.log"
     tenants = ["t1", "t2", "t3"]
     keys = _tenants_with_keys(db, tenants)
-    port = _free_port()
+    port = free_port()
     base = f"http://127.0.0.1:{port}"
     proc = _start(workspace, db, port, log)
     expected: dict[str, tuple[str, int]] = {}
@@ -145,7 +139,7 @@ def test_head_kills_lose_no_prompt_and_write_none_twice(tmp_path):
     workspace, db, log = tmp_path / "ws", tmp_path / "state.sqlite3", tmp_path / "server.log"
     tenants = ["t1", "t2", "t3"]
     keys = _tenants_with_keys(db, tenants)
-    port = _free_port()
+    port = free_port()
     base = f"http://127.0.0.1:{port}"
     outputs = [workspace / "output" / "tenants" / t for t in tenants]
 
