@@ -19,6 +19,7 @@ For one pack whose "here" side packs_today.py has just measured, in the pack's v
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import importlib.abc
 import importlib.util
@@ -145,12 +146,15 @@ def same_body(a: bytes, b: bytes) -> bool:
 
 
 def compare_route(here: tuple[int, bytes], there: tuple[int, bytes], there_again: tuple[int, bytes]) -> dict:
-    """A GET route compared by body when ComfyUI answers it the same twice (deterministic), else by status."""
+    """A GET route compared by body when ComfyUI answers it the same twice (deterministic), else by status. A side
+    that gave no HTTP answer (status 0: the server is gone, or the connection failed) makes it "no answer", never
+    equal: two dead servers answer alike."""
     deterministic = there[0] == there_again[0] and same_body(there[1], there_again[1])
     equal = here[0] == there[0] and (same_body(here[1], there[1]) if deterministic else True)
+    answered = here[0] != 0 and there[0] != 0 and there_again[0] != 0
     return {
-        "by": "body" if deterministic else "status",
-        "equal": equal,
+        "by": ("body" if deterministic else "status") if answered else "no answer",
+        "equal": equal and answered,
         "here": {"status": here[0], "bytes": len(here[1]), "sha256": hashlib.sha256(here[1]).hexdigest()[:16]},
         "there": {"status": there[0], "bytes": len(there[1]), "sha256": hashlib.sha256(there[1]).hexdigest()[:16]},
     }
@@ -212,7 +216,7 @@ def _watch(module: Any, record: Path, pack_dir: Path) -> None:
     """Wrap (never change) what ComfyUI does: the executor's run of a prompt, and the server's add_routes."""
     if module.__name__ == "execution":
         run = module.PromptExecutor.execute_async
-        today = _packs_today()
+        today = _sibling("packs_today")
 
         async def execute_async(self, prompt, prompt_id, extra_data={}, execute_outputs=[]):  # noqa: B006
             await run(self, prompt, prompt_id, extra_data, execute_outputs)
@@ -270,9 +274,12 @@ def _queue_cases(server: Any, record: Path) -> None:
         server.prompt_queue.put((server.number, case["prompt_id"], case["prompt"], extra, ["node"], {}))
 
 
-def _packs_today() -> Any:
-    spec = importlib.util.spec_from_file_location("packs_today", Path(__file__).with_name("packs_today.py"))
+@functools.cache
+def _sibling(name: str) -> Any:
+    """A script of this folder, by path (packs_today's digests, packs_check's route rule)."""
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # before it runs: packs_check's dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 
@@ -404,13 +411,21 @@ def comfyui_base(ws: Path, folder: str, dest: Path) -> Path:
     return dest
 
 
+def requested(route: dict) -> bool:
+    """Whether a route of the pack is asked: GET routes without path parameters that name no action (packs_check's
+    rule: Manager's and Easy-Use's GET /reboot restart the server, Manager's /snapshot/save writes files)."""
+    return (
+        route["method"] == "GET" and "{" not in route["path"] and not _sibling("packs_check").is_action(route["path"])
+    )
+
+
 def server_side(base: str, folder: str, routes: list[dict]) -> dict:
-    """What one server answers: the pack's /object_info entries, and each GET route (twice)."""
+    """What one server answers: the pack's /object_info entries, and each requested route (twice)."""
     status, body = http(f"{base}/object_info", timeout=300)
     info = json.loads(body) if status == 200 else {}
     answers = {}
     for route in routes:
-        if route["method"] == "GET" and "{" not in route["path"]:
+        if requested(route):
             answers[route["path"]] = [http(base + route["path"], timeout=60) for _ in range(2)]
     return {"object_info_status": status, "entries": pack_entries(info, folder), "answers": answers}
 
@@ -463,7 +478,7 @@ def run_there(pack: dict, venv: Path, ws: Path, work: Path, comfyui: Path, here_
         if there
         else None
     )
-    out["routes_not_requested"] = [r for r in routes if r["method"] != "GET" or "{" in r["path"]]
+    out["routes_not_requested"] = [r for r in routes if not requested(r)]
     if out["case"] is not None:
         out["case"]["equal"] = compare_case(here_case, out["case"])
     shutil.rmtree(tvenv, ignore_errors=True)

@@ -100,6 +100,30 @@ def test_routes_compare_by_status_when_comfyui_answers_differently_twice():
     assert (failing["by"], failing["equal"]) == ("status", False)
 
 
+def test_a_route_a_server_did_not_answer_is_never_equal():
+    # Manager's and Easy-Use's GET /reboot took both servers down: every later route "answered" status 0 on both
+    dead = there.compare_route((0, b"URLError"), (0, b"URLError"), (0, b"URLError"))
+    assert (dead["by"], dead["equal"]) == ("no answer", False)
+    gone_here = there.compare_route((0, b"URLError"), (200, b"{}"), (200, b"{}"))
+    assert (gone_here["by"], gone_here["equal"]) == ("no answer", False)
+
+
+def test_routes_that_name_an_action_are_never_requested(monkeypatch):
+    asked = []
+
+    def http(url, data=None, timeout=60):
+        asked.append(url)
+        return 200, b"{}"
+
+    monkeypatch.setattr(there, "http", http)
+    paths = ("/api/manager/reboot", "/api/easyuse/reboot", "/api/snapshot/save", "/api/manager/version", "/n/{id}")
+    routes = [{"method": "GET", "path": p} for p in paths] + [{"method": "POST", "path": "/api/manager/version2"}]
+    side = there.server_side("http://s", "pack", routes)
+    assert list(side["answers"]) == ["/api/manager/version"]
+    assert asked == ["http://s/object_info", "http://s/api/manager/version", "http://s/api/manager/version"]
+    assert [r["path"] for r in routes if not there.requested(r)] == [*paths[:3], "/n/{id}", "/api/manager/version2"]
+
+
 def test_the_import_log_is_read_per_folder():
     log = (
         "Import times for custom nodes:\n"
