@@ -17,9 +17,9 @@ torch guard, torchvision matched to torch if it uses it: what a user runs), then
   declared node is registered and listed;
 - runs cases: one of the pack's own nodes, chosen as the first (by the order below) whose required inputs
   are widgets (their defaults, a combo's first option) or types core nodes make (FEEDERS: IMAGE / MASK /
-  LATENT from EmptyImage, SolidMask and EmptyLatentImage; MODEL / CLIP / VAE / CONDITIONING from the demo SD1
-  checkpoint, upscale, ControlNet and CLIP vision models from the demo models, linked into the pack's
-  workspace), executed through the engine (validate_inputs, then PromptExecutor).
+  LATENT from EmptyImage, SolidMask and EmptyLatentImage; MODEL / CLIP / VAE / CONDITIONING from the SD1 checkpoint
+  ComfyUI detects too (DETECTABLE_SD1), upscale, ControlNet and CLIP vision models from the demo models, linked into
+  the pack's workspace), executed through the engine (validate_inputs, then PromptExecutor).
   Nodes that would need a model file, or hidden network access, fail and the next is tried (at most
   MAX_ATTEMPTS); every attempt is recorded, the first that succeeds with its prompt and a digest of its outputs.
 
@@ -66,7 +66,10 @@ INSTALL_TIMEOUT_S = 900
 # Inputs fed by core nodes: per type, the nodes that make it and the output used. Models are the demo models
 # (`comfy-cluster demo-models`, built once per run and linked into each pack's workspace): the tiny SD1 checkpoint
 # and what goes with it.
-CKPT = {"class_type": "CheckpointLoaderSimple", "inputs": {"ckpt_name": "sd1-tiny.safetensors"}}
+# The SD1 checkpoint is build_detectable_sd1's, not sd1-tiny: ComfyUI cannot detect sd1-tiny's model type, so a case
+# fed from it ran here only; this one ComfyUI takes for SD1.5, so the same case runs on both sides.
+DETECTABLE_SD1 = "sd1-detectable.safetensors"
+CKPT = {"class_type": "CheckpointLoaderSimple", "inputs": {"ckpt_name": DETECTABLE_SD1}}
 FEEDERS: dict[str, tuple[dict[str, dict], list]] = {
     "IMAGE": (
         {
@@ -362,16 +365,23 @@ def base_venv(work: Path) -> tuple[Path, str]:
 
 
 def demo_models(base: Path, work: Path) -> Path:
-    """The demo models (`comfy-cluster demo-models`), built once in the base venv: a pack's own requirements can
-    break the libraries that build them (Impact-Pack's numpy<2 breaks diffusers' import)."""
+    """The demo models (`comfy-cluster demo-models`) and the detectable SD1 checkpoint (DETECTABLE_SD1), built once in
+    the base venv: a pack's own requirements can break the libraries that build them (Impact-Pack's numpy<2 breaks
+    diffusers' import)."""
     ws = work / "demo-ws"
+    env = {**os.environ, "PYTHONPATH": ""}
+    python = str(base / "bin" / "python")
     subprocess.run(
-        [str(base / "bin" / "python"), "-m", "comfy_bridge.cli", "demo-models", "--workspace", str(ws)],
+        [python, "-m", "comfy_bridge.cli", "demo-models", "--workspace", str(ws)],
         check=True,
         capture_output=True,
-        env={**os.environ, "PYTHONPATH": ""},
+        env=env,
         cwd=work,  # as in install_pack
     )
+    detectable = ws / "models" / "checkpoints" / DETECTABLE_SD1
+    if not detectable.is_file():
+        code = "import sys; from nodes.models.demo import build_detectable_sd1; build_detectable_sd1(sys.argv[1])"
+        subprocess.run([python, "-c", code, str(detectable)], check=True, capture_output=True, env=env, cwd=work)
     return ws / "models"
 
 
@@ -814,6 +824,8 @@ def there_cells(r: dict) -> tuple[str, str, str, str]:
     routes_cell = f"{sum(x['equal'] for x in by_body)} of {len(by_body)}" if routes else "none"
     if by_status:
         routes_cell += f" (+{sum(x['equal'] for x in by_status)} of {len(by_status)} by status)"
+    if unanswered := [x for x in routes if x["by"] == "no answer"]:
+        routes_cell += f" ({len(unanswered)} unanswered)"
     return yes_no(t.get("imported")), nodes, case_cell, routes_cell
 
 
