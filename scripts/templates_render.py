@@ -68,6 +68,12 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     (r"^qwen_image_edit", r"^qwen_2\.5_vl_7b", "qwen_2.5_vl_7b_edit_tiny.safetensors"),
     (r"^qwen_image_(2512|fp8|bf16)", r"^qwen_2\.5_vl_7b", "qwen_2.5_vl_7b_tiny.safetensors"),
     (r"^qwen_image_(edit|2512|fp8|bf16)|^krea2_turbo", r"^qwen_image_vae", "qwen_image_vae_tiny.safetensors"),
+    # FireRed Image Edit 1.0 / 1.1: Qwen-Image-Edit 2509 retrained (FireRedTeam's inference.py runs it on diffusers'
+    # QwenImageEditPlusPipeline; fal.ai's model card), the same transformer layout, so a real file is detected as
+    # Qwen-Image by its keys as in the newest ComfyUI (txt_norm, no marker of its own); 2509's tiny files stand in
+    (None, r"^FireRed-Image-Edit-[\d.]+-transformer", "qwen_image_tiny.safetensors"),
+    (r"^FireRed-Image-Edit", r"^qwen_2\.5_vl_7b", "qwen_2.5_vl_7b_edit_tiny.safetensors"),
+    (r"^FireRed-Image-Edit", r"^qwen_image_vae", "qwen_image_vae_tiny.safetensors"),
     # any LoRA of a Qwen-Image template (Lightning, style, angles, control): the family's tiny LoRA
     (r"^qwen_image_(edit|2512|fp8|bf16)", r"(?i)qwen", "qwen_image_edit_tiny_lightning.safetensors"),
     # Wan 2.1 / 2.2 (scripts/wan_*_workflow.py): each variant's tiny model, the 14B and 1.3B sizes alike
@@ -114,10 +120,12 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     (r"^ltx-2", r"^ltx-2(\.\d)?-spatial-upscaler", "ltx-2-spatial-upscaler-x2-1.0_tiny.safetensors"),
     # Flux.1 dev / schnell / Krea / Kontext (same transformer layout; Fill and Canny have other input widths)
     (None, r"^flux1-(dev|schnell|krea-dev|dev-kontext)", "flux-tiny.safetensors"),
-    (None, r"^flux1-fill-dev", "flux-fill-tiny.safetensors"),
-    (r"^flux1-", r"^clip_l\.", "flux-tiny-clip_l.safetensors"),
-    (r"^flux1-", r"^t5xxl", "flux-tiny-t5.safetensors"),
-    (r"^flux1-", r"^ae\.safetensors$", "flux-tiny-ae.safetensors"),
+    # FLUX.1 Fill dev OneReward (bytedance-research/OneReward: FLUX.1-Fill-dev fine-tuned, run there as diffusers'
+    # FluxTransformer2DModel): a Flux file by its keys and Fill by its input width, as ComfyUI's detection has it
+    (None, r"^flux1-fill-dev|^flux\.1-fill-dev-OneReward", "flux-fill-tiny.safetensors"),
+    (r"^flux1-|^flux\.1-fill-dev", r"^clip_l\.", "flux-tiny-clip_l.safetensors"),
+    (r"^flux1-|^flux\.1-fill-dev", r"^t5xxl", "flux-tiny-t5.safetensors"),
+    (r"^flux1-|^flux\.1-fill-dev", r"^ae\.safetensors$", "flux-tiny-ae.safetensors"),
     # SDXL base / turbo, SD3.5 and its ControlNets
     (None, r"^sd_xl_(base|turbo)", "sdxl-tiny.safetensors"),
     (None, r"^sd_xl_refiner", "sdxl-refiner-tiny.safetensors"),

@@ -153,3 +153,32 @@ def test_promoted_values_of_a_newer_frontend_follow_the_subgraphs_widget_inputs(
     ]
     assert templates_render.promoted_value(instance, "image", sg) is None
     assert templates_render.promoted_value(instance, "prompt") is None  # without the subgraph: no order to follow
+
+
+def test_fine_tunes_of_implemented_families_map_to_their_familys_tiny_files():
+    """FireRed Image Edit (Qwen-Image-Edit 2509 retrained, the same transformer layout) and FLUX.1 Fill dev
+    OneReward (FLUX.1 Fill fine-tuned) ask for files of families we implement, under their own names."""
+    firered = [
+        "FireRed-Image-Edit-1.1-transformer.safetensors",
+        "qwen_image_vae.safetensors",
+        "qwen_2.5_vl_7b_fp8_scaled.safetensors",
+    ]
+    assert [templates_render.demo_file(n, firered) for n in firered] == [
+        "qwen_image_tiny.safetensors",
+        "qwen_image_vae_tiny.safetensors",
+        "qwen_2.5_vl_7b_edit_tiny.safetensors",  # the edit encoder: TextEncodeQwenImageEditPlus sees the image
+    ]
+    # its Lightning LoRA's layout is not known here: no tiny stand-in, a tripwire if a branch loads it
+    assert templates_render.demo_file("FireRed-Image-Edit-1.0-Lightning-8steps-v1.0.safetensors", firered) is None
+    onereward = [
+        "flux.1-fill-dev-OneReward-transformer_fp8.safetensors",
+        "ae.safetensors",
+        "clip_l.safetensors",
+        "t5xxl_fp16.safetensors",
+    ]
+    assert [templates_render.demo_file(n, onereward) for n in onereward] == [
+        "flux-fill-tiny.safetensors",
+        "flux-tiny-ae.safetensors",
+        "flux-tiny-clip_l.safetensors",
+        "flux-tiny-t5.safetensors",
+    ]
