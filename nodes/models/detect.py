@@ -51,6 +51,7 @@ WAN_MARKER = "head.modulation"
 MINIMAX_H3_MARKER = "token_refiner.blocks.0.attn.qkv_proj.weight"
 LTX2_MARKER = "audio_adaln_single.linear.weight"
 LTX2_TIME_MARKER = "adaln_single.emb.timestep_embedder.linear_1.bias"
+LTX25_VAE_MARKER = "decoder.conv_in_x_t.weight"  # LTX-2.5's diffusion-decoder VAE (ComfyUI's comfy/sd.py test)
 MINIMAX_H3_VAE_MARKERS = ("decoder.register_tokens", "decoder.x_embedder.weight")
 MINIMAX_H3_AUDIO_VAE_MARKERS = ("pre_block.attn.q_bias", "dec_in_proj.weight", "decoder.conv_pre.weight")
 UMT5_MARKER = "encoder.block.1.layer.0.SelfAttention.relative_attention_bias.weight"
@@ -194,6 +195,9 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
             prefix,
         )
 
+    prefix = _prefix_with(shapes, LTX25_VAE_MARKER, ("vae.", ""))
+    if prefix is not None:  # LTX-2.5's video VAE: LTX-2's encoder and a diffusion decoder (nodes/models/ltx25_vae.py)
+        return info("ltx2", "vae", {"vae"}, "ltx", prefix)
     prefix = _prefix_with(shapes, WAN_VAE_MARKER, ("vae.", ""))
     if prefix is not None:  # the Wan 2.1 VAE (Wan 2.1/2.2 14B's and Qwen-Image's), Wan 2.2 5B's or Qwen-Image 2.1's
         arch = (

@@ -151,6 +151,10 @@ class LTX2VideoVAE(VAEModel):
 
 def load_vae(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) -> LTX2VideoVAE:
     """The video VAE of an LTX-2 checkpoint (or a bare VAE file with the same metadata); float32 compute."""
+    from nodes.models import ltx25_vae
+
+    if ltx25_vae.is_ltx25_vae(state_dict) or ltx25_vae.is_ltx25_vae(state_dict, "vae."):
+        return ltx25_vae.load_vae(ref, state_dict)
     path = ref.sources[0] if ref.sources else None
     prefix = "vae." if "vae." + MARKER in state_dict else "" if MARKER in state_dict else None
     if prefix is None:
