@@ -178,6 +178,7 @@ CLIP_TYPES = [
     "krea2",
     "minimax",
     "flux3",
+    "moss_image",
 ]
 DUAL_CLIP_TYPES = ["sdxl", "sd3", "flux", "hunyuan_video", "hidream", "hunyuan_image"]
 # The CLIP types whose text encoders we can build; the others are refused with a clear error.

@@ -316,4 +316,9 @@ def load_text_encoder(
     dtype = next(
         (t.dtype for k, t in sd.items() if re.search(r"norm\.weight$", k) and t.is_floating_point()), torch.float32
     )
-    return Qwen35TextEncoder(arch="qwen35", modules=build_models(dequantize(sd, path, dtype), path), layer=None)
+    modules = build_models(dequantize(sd, path, dtype), path)
+    if ref.option("clip_type") == "moss_image":  # MOSS-Image's text encoder, which also generates
+        from nodes.models.moss_image_text import MossImageTextEncoder
+
+        return MossImageTextEncoder(arch="qwen35", modules=modules, layer=None)
+    return Qwen35TextEncoder(arch="qwen35", modules=modules, layer=None)
