@@ -50,6 +50,11 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     # its edit templates' prompt upsampler (Generate Text): Qwen3.5, W4A8 as published (nodes/models/qwen35_demo.py)
     (r"^flux3-image", r"^qwen3\.5_9b_flux3", "qwen3.5_9b_flux3_prompt_upsampler_w4a8_tiny.safetensors"),
     (r"^flux3-image", r"^flux2-vae", "flux2-klein-tiny-vae.safetensors"),
+    # MOSS-Image SFT and Base (nodes/models/moss_image_demo.py): the tiny Qwen3.5 is both the text encoder and
+    # the prompt enhancer; the VAE is FLUX.2's (the published one has a smaller decoder)
+    (None, r"^moss_image_", "moss_image_tiny.safetensors"),
+    (r"^moss_image_", r"^qwen3\.5_9b", "qwen3.5_9b_flux3_prompt_upsampler_w4a8_tiny.safetensors"),
+    (r"^moss_image_", r"^flux2-vae", "flux2-klein-tiny-vae.safetensors"),
     # FLUX.2 Klein 4B/9B, base and distilled
     (None, r"^flux-2-klein", "flux2-klein-tiny.safetensors"),
     (r"^flux-2-klein", r"^qwen_3_[48]b", "flux2-klein-tiny-qwen3.safetensors"),
