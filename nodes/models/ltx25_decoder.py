@@ -16,7 +16,9 @@ A latent (un-normalized with the file's per-channel statistics) becomes pixels i
 Attention: a fused qkv Linear; per-head RMSNorm of q and k (eps 1e-6, scale stored as weights); rotary positions
 per axis on interleaved pairs, the head split into time, row and column parts (a quarter of the head, rounded
 down to even, for time; the rest halved), frequencies 1/10000^(2i/d) from 0-based grid positions; then NATTEN
-neighborhood attention (comfy-kitchen's na3d, the kernel ComfyUI calls) with the stage's kernel."""
+neighborhood attention (comfy-kitchen's na3d, the kernel ComfyUI calls) with the stage's kernel. A kernel longer
+than its axis (a short clip, a small frame) covers the whole axis there, as in ComfyUI; diffusers 0.42's
+LTX2VideoDiffusionDecoderModel refuses such grids and needs NATTEN from the Hub or flex attention, so it is not used."""
 
 from __future__ import annotations
 
