@@ -89,6 +89,14 @@ def load_vae(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) -> Flux2VAE:
     path = ref.sources[0] if ref.sources else None
     sd = to_diffusers_layout(state_dict, path)
     config = diffusers_config(sd, path)
+    # FLUX.2's small-decoder VAEs (MOSS-Image's flux2-vae_small, full_encoder_small_decoder) keep the encoder and
+    # narrow the decoder: its widths, in encoder order, from the up blocks (the first up block is the widest)
+    levels = len(config["block_out_channels"])
+    decoder = tuple(
+        int(sd[f"decoder.up_blocks.{levels - 1 - i}.resnets.0.conv2.weight"].shape[0]) for i in range(levels)
+    )
+    if decoder != tuple(config["block_out_channels"]):
+        config["decoder_block_out_channels"] = decoder
     if sd[BN_MARKER].shape[0] != PATCH * PATCH * config["latent_channels"]:
         raise ModelLoadError(
             path,

@@ -21,7 +21,7 @@ from nodes.library.slg import skips
 from nodes.modelfns.network_patches import dit_replaced
 from nodes.models.detect import probe
 from nodes.models.errors import ModelLoadError
-from nodes.models.loader import load_diffusion_model
+from nodes.models.loader import load_diffusion_model, load_vae
 from nodes.models.moss_image import comfy_layout
 from nodes.models.moss_image_demo import CONFIG, build_demo_moss_image
 
@@ -104,3 +104,30 @@ def test_a_file_without_the_image_head_is_not_moss_image(tmp_path):
     save_file({"shared_block_modulation.weight": torch.zeros(12, 2)}, str(path))
     with pytest.raises(ModelLoadError, match="not a MOSS-Image transformer"):
         comfy_layout(load_file(str(path)), str(path))
+
+
+def test_a_small_decoder_flux2_vae_loads_and_decodes_as_diffusers(tmp_path):
+    """The MOSS templates' flux2-vae_small: FLUX.2's encoder with a narrower decoder (widths read from the up
+    blocks); it decodes as diffusers' AutoencoderKLFlux2 built with those decoder widths."""
+    from diffusers import AutoencoderKLFlux2
+
+    torch.manual_seed(0)
+    vae = AutoencoderKLFlux2(
+        block_out_channels=(64, 64, 64, 64),
+        decoder_block_out_channels=(32, 32, 32, 64),
+        layers_per_block=1,
+        latent_channels=32,
+        norm_num_groups=32,
+    ).eval()
+    with torch.no_grad():
+        vae.bn.running_mean.normal_()
+        vae.bn.running_var.uniform_(0.5, 2.0)
+    path = tmp_path / "flux2-vae_small_tiny.safetensors"
+    save_file({k: v.contiguous() for k, v in vae.state_dict().items()}, str(path))
+    loaded = load_vae(ModelRef("vae", "flux2", (str(path),), (file_digest(str(path)),)))
+    latent = torch.randn(1, 128, 2, 3)
+    with torch.no_grad():
+        ours = loaded.module.decode(latent.reshape(1, 32, 2, 2, 2, 3).permute(0, 1, 4, 2, 5, 3).reshape(1, 32, 4, 6))
+        want = vae.decode(latent.reshape(1, 32, 2, 2, 2, 3).permute(0, 1, 4, 2, 5, 3).reshape(1, 32, 4, 6))
+    torch.testing.assert_close(ours.sample, want.sample, rtol=0, atol=0)
+    assert loaded.module.config.decoder_block_out_channels == (32, 32, 32, 64)
