@@ -52,7 +52,10 @@ def _option(config: Mapping[str, Any], name: str, default: Any) -> Any:
 
 def dequantize_int8(weight: torch.Tensor, scale: torch.Tensor, config: Mapping[str, Any], dtype: torch.dtype):
     """One `int8_tensorwise` layer's float weight, by comfy-kitchen's TensorWiseINT8Layout as ComfyUI uses it."""
-    from comfy_kitchen.tensor.int8 import TensorWiseINT8Layout
+    try:
+        from comfy_kitchen.tensor.int8 import TensorWiseINT8Layout
+    except ImportError as e:  # comfy-kitchen is installed on Linux and Windows only
+        raise ValueError(f"int8 quantized weights need comfy-kitchen, which is not installed here ({e})") from None
 
     if weight.dtype != torch.int8:
         raise ValueError(f"weight is {weight.dtype}, not int8")

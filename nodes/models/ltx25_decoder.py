@@ -3,7 +3,7 @@ comfy/ldm/lightricks/vae/na_diffusion_decoder.py NADiffusionDecoder, chosen in c
 `decoder.conv_in_x_t.weight`). The file's encoder half is LTX-2's convolutional encoder.
 
 A latent (un-normalized with the file's per-channel statistics) becomes pixels in two parts:
-1. four deterministic stages, each a run of pre-norm transformer blocks (RMSNorm, 3-D neighborhood attention, RMSNorm,
+1. four deterministic stages, each a run of pre-norm transformer blocks (HeadRMSNorm, 3-D neighborhood attention, HeadRMSNorm,
    SwiGLU MLP, both residual) and then a linear pixel-shuffle upsample (a Linear widening the channels, unpacked
    channels-last into time x rows x columns; where time doubles, the causal shuffle's duplicated first frame is
    dropped). The last latent frame is repeated twice more before them (the attention border) and its frames cut
@@ -13,7 +13,7 @@ A latent (un-normalized with the file's per-channel statistics) becomes pixels i
    the tokens and modulate both norms by a shared AdaLN (a SiLU-Linear of the timestep embedding of 1000 t at
    t = 1, seven chunks, of which scale/shift 0/1 and 3/4 are used) plus each block's own table. Its output is x0.
 
-Attention: a fused qkv Linear; per-head RMSNorm of q and k (eps 1e-6, scale stored as weights); rotary positions
+Attention: a fused qkv Linear; per-head HeadRMSNorm of q and k (eps 1e-6, scale stored as weights); rotary positions
 per axis on interleaved pairs, the head split into time, row and column parts (a quarter of the head, rounded
 down to even, for time; the rest halved), frequencies 1/10000^(2i/d) from 0-based grid positions; then NATTEN
 neighborhood attention (comfy-kitchen's na3d, the kernel ComfyUI calls) with the stage's kernel. A kernel longer
@@ -35,7 +35,7 @@ ROPE_BASE = 10_000.0
 NOISE_SEED = 0
 
 
-class RMSNorm(nn.Module):
+class HeadRMSNorm(nn.Module):
     def __init__(self, dim: int) -> None:
         super().__init__()
         self.weight = nn.Parameter(torch.ones(dim))
@@ -86,11 +86,16 @@ class NeighborhoodAttention(nn.Module):
         self.heads, self.head_dim, self.kernel = dim // head_dim, head_dim, list(kernel)
         self.qkv = nn.Linear(dim, 3 * dim)
         self.proj = nn.Linear(dim, dim)
-        self.q_norm = RMSNorm(head_dim)
-        self.k_norm = RMSNorm(head_dim)
+        self.q_norm = HeadRMSNorm(head_dim)
+        self.k_norm = HeadRMSNorm(head_dim)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        import comfy_kitchen
+        try:
+            import comfy_kitchen
+        except ImportError as e:  # comfy-kitchen is installed on Linux and Windows only
+            raise ValueError(
+                f"LTX-2.5's video decoder needs comfy-kitchen, which is not installed here ({e})"
+            ) from None
 
         b, t, h, w, dim = x.shape
         q, k, v = self.qkv(x).reshape(b, t * h * w, 3, self.heads, self.head_dim).unbind(2)
@@ -114,18 +119,18 @@ class SwiGLU(nn.Module):
         return self.w_down(F.silu(self.w_gate(x)) * self.w_up(x))
 
 
-class Block(nn.Module):
+class NeighborhoodBlock(nn.Module):
     def __init__(self, dim: int, kernel: Sequence[int], head_dim: int) -> None:
         super().__init__()
-        self.norm1, self.attn = RMSNorm(dim), NeighborhoodAttention(dim, kernel, head_dim)
-        self.norm2, self.mlp = RMSNorm(dim), SwiGLU(dim)
+        self.norm1, self.attn = HeadRMSNorm(dim), NeighborhoodAttention(dim, kernel, head_dim)
+        self.norm2, self.mlp = HeadRMSNorm(dim), SwiGLU(dim)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x + self.attn(self.norm1(x))
         return x + self.mlp(self.norm2(x))
 
 
-class DiffusionBlock(Block):
+class DiffusionBlock(NeighborhoodBlock):
     CHUNKS = 7
 
     def __init__(self, dim: int, kernel: Sequence[int], head_dim: int) -> None:
@@ -208,7 +213,7 @@ class DiffusionDecoder(nn.Module):
         self.trailing_frames = (stage_kernels[0][0] // 2) * 2
         self.conv_in = nn.Linear(in_channels, stage_channels[0])
         self.det_stages = nn.ModuleList(
-            nn.ModuleList(Block(c, stage_kernels[i], head_dim) for _ in range(stage_depths[i]))
+            nn.ModuleList(NeighborhoodBlock(c, stage_kernels[i], head_dim) for _ in range(stage_depths[i]))
             for i, c in enumerate(stage_channels[:-1])
         )
         self.upsamples = nn.ModuleList(
@@ -220,7 +225,7 @@ class DiffusionDecoder(nn.Module):
         self.conv_in_x_t = nn.Linear(out_channels * patch_size**2, last)
         self.shared_adaln = SharedAdaLN(last, t_emb_dim)
         self.diff_blocks = nn.ModuleList(DiffusionBlock(last, stage5_kernel, head_dim) for _ in range(stage_depths[-1]))
-        self.norm_out = RMSNorm(last)
+        self.norm_out = HeadRMSNorm(last)
         self.conv_out = nn.Linear(last, out_channels * patch_size**2)
 
     def output_frames(self, latent_frames: int) -> int:

@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from nodes.models.ltx2_demo import _vae_name
+from nodes.models.ltx2_demo import vae_key_name
 from nodes.models.ltx25_vae import DiffusionVAEModule, decoder_kwargs, encoder_kwargs
 from nodes.output_claims import write_atomic
 
@@ -87,7 +87,7 @@ def tiny_vae_state_dict(seed: int = SEED) -> dict[str, torch.Tensor]:
         if name.startswith("decoder."):
             out[name] = value
         else:  # the encoder and statistics in LTX-2's original names, without the checkpoint's `vae.`
-            out[_vae_name(name)[len("vae.") :]] = value
+            out[vae_key_name(name)[len("vae.") :]] = value
     for name in ("mean-of-stds", "mean-of-stds_over_std-of-means", "channel"):  # in the file, read by nobody
         out[f"per_channel_statistics.{name}"] = torch.rand(128, generator=gen) + 0.5
     out["decoder.type_emb"] = torch.randn(128, generator=gen)

@@ -23,7 +23,7 @@ from diffusers.models.autoencoders.autoencoder_kl_ltx2 import LTX2VideoEncoder3d
 from cluster.refs import ModelRef
 from nodes.models.errors import ModelLoadError
 from nodes.models.ltx2 import file_metadata
-from nodes.models.ltx2_vae import _DOWNSAMPLE, BASE_CHANNELS, SPATIAL, TEMPORAL, LTX2VideoVAE, _stages
+from nodes.models.ltx2_vae import BASE_CHANNELS, DOWNSAMPLE_KINDS, SPATIAL, TEMPORAL, LTX2VideoVAE, vae_stages
 from nodes.models.ltx25_decoder import DiffusionDecoder
 from nodes.models.safetensors_io import build_module
 
@@ -73,7 +73,9 @@ def encoder_kwargs(encoder: Mapping[str, Any]) -> dict[str, Any]:
         raise ValueError(f"encoder norm_layer {encoder.get('norm_layer')!r}: only pixel_norm is supported")
     if encoder.get("latent_log_var", "constant") not in ("constant", "uniform"):
         raise ValueError(f"encoder latent_log_var {encoder.get('latent_log_var')!r}: only constant or uniform")
-    depths, mults, kinds = _stages(encoder.get("blocks", DEFAULT_ENCODER["blocks"]), tuple(_DOWNSAMPLE), "encoder")
+    depths, mults, kinds = vae_stages(
+        encoder.get("blocks", DEFAULT_ENCODER["blocks"]), tuple(DOWNSAMPLE_KINDS), "encoder"
+    )
     widths, width = [], int(encoder.get("base_channels", BASE_CHANNELS))
     for m in mults:
         width *= m
@@ -85,7 +87,7 @@ def encoder_kwargs(encoder: Mapping[str, Any]) -> dict[str, Any]:
         "down_block_types": ("LTX2VideoDownBlock3D",) * len(widths),
         "spatio_temporal_scaling": (True,) * len(widths),
         "layers_per_block": tuple(depths),
-        "downsample_type": tuple(_DOWNSAMPLE[k] for k in kinds),
+        "downsample_type": tuple(DOWNSAMPLE_KINDS[k] for k in kinds),
         "patch_size": int(encoder.get("patch_size", 4)),
         "spatial_padding_mode": encoder.get("spatial_padding_mode", "zeros"),
     }

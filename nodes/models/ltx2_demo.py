@@ -241,7 +241,7 @@ def transformer_to_original(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tens
     return out
 
 
-def _vae_name(key: str) -> str:
+def vae_key_name(key: str) -> str:
     """diffusers' VAE name -> the original one (ComfyUI's CausalVideoAutoencoder's under `vae.`)."""
     part, rest = key.split(".", 1) if "." in key else (key, "")
     if key == "latents_mean":
@@ -263,7 +263,7 @@ def _vae_name(key: str) -> str:
 
 
 def vae_to_original(sd: dict[str, torch.Tensor], gen: torch.Generator) -> dict[str, torch.Tensor]:
-    out = {_vae_name(k): v for k, v in sd.items()}
+    out = {vae_key_name(k): v for k, v in sd.items()}
     # The released file's other statistics, which nothing reads (diffusers' converter drops them).
     for name in ("mean-of-stds", "mean-of-stds_over_std-of-means", "channel"):
         out[f"vae.per_channel_statistics.{name}"] = torch.rand(128, generator=gen) + 0.5

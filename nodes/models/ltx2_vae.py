@@ -29,10 +29,14 @@ from nodes.models.safetensors_io import build_module
 MARKER = "decoder.up_blocks.0.res_blocks.0.conv1.conv.weight"  # ComfyUI's test for a Lightricks VAE
 BASE_CHANNELS = 128  # ComfyUI's Encoder/Decoder default, which its VideoVAE never overrides
 SPATIAL, TEMPORAL = 32, 8
-_DOWNSAMPLE = {"compress_space_res": "spatial", "compress_time_res": "temporal", "compress_all_res": "spatiotemporal"}
+DOWNSAMPLE_KINDS = {
+    "compress_space_res": "spatial",
+    "compress_time_res": "temporal",
+    "compress_all_res": "spatiotemporal",
+}
 
 
-def _stages(blocks: list, compress: tuple[str, ...], what: str) -> tuple[list[int], list[int], list[str]]:
+def vae_stages(blocks: list, compress: tuple[str, ...], what: str) -> tuple[list[int], list[int], list[str]]:
     """(res_x depths, compression multipliers, compression names) of a block list alternating res_x and a
     compression, starting and ending with res_x."""
     depths, mults, kinds = [], [], []
@@ -55,8 +59,8 @@ def diffusers_config(vae: Mapping[str, Any]) -> dict[str, Any]:
         raise ValueError("a VAE decoder with timestep conditioning (noise mixed in before decoding) is not supported")
     if vae.get("norm_layer", "group_norm") != "pixel_norm" or vae.get("latent_log_var", "per_channel") != "uniform":
         raise ValueError("only pixel_norm VAEs with a uniform log-variance (LTX-2's) are supported")
-    depths, mults, kinds = _stages(vae["encoder_blocks"], tuple(_DOWNSAMPLE), "encoder")
-    dec_depths, dec_mults, _ = _stages(vae["decoder_blocks"], ("compress_all",), "decoder")
+    depths, mults, kinds = vae_stages(vae["encoder_blocks"], tuple(DOWNSAMPLE_KINDS), "encoder")
+    dec_depths, dec_mults, _ = vae_stages(vae["decoder_blocks"], ("compress_all",), "decoder")
     widths, width = [], BASE_CHANNELS
     for m in mults:
         width *= m
@@ -73,7 +77,7 @@ def diffusers_config(vae: Mapping[str, Any]) -> dict[str, Any]:
         "down_block_types": ("LTX2VideoDownBlock3D",) * len(widths),
         "layers_per_block": tuple(depths),
         "spatio_temporal_scaling": (True,) * len(widths),
-        "downsample_type": tuple(_DOWNSAMPLE[k] for k in kinds),
+        "downsample_type": tuple(DOWNSAMPLE_KINDS[k] for k in kinds),
         "decoder_block_out_channels": tuple(dec_widths),
         "decoder_layers_per_block": tuple(dec_depths),
         "decoder_spatio_temporal_scaling": (True,) * len(dec_widths),
