@@ -59,7 +59,7 @@ RULES: list[tuple[str, str]] = [
     ),
     (
         r"Qwen|USOStyle|ModelPatchLoader|Diffsynth",
-        "Qwen-Image's model patches (DiffSynth ControlNet, USO, layered latents) are not implemented",
+        "Qwen-Image's model patches (DiffSynth ControlNet, USO) are not implemented",
     ),
     (r"SeedVR2", "the SeedVR2 upscaler family is not implemented"),
     (r"HiDream|QuadrupleCLIPLoader", "the HiDream family is not implemented"),

@@ -1,6 +1,8 @@
-"""Record upstream ComfyUI 0.10.0's outputs of six model-free nodes of model families Comfy Cluster does not run yet:
-the empty latents of Mochi, Cosmos, Stable Cascade and Hunyuan Image, Stable Cascade's stage B conditioning and
-the SD x4 upscaler's conditioning, as a test fixture (tests/nodes/test_family_latent_nodes.py).
+"""Record upstream ComfyUI 0.10.0's outputs of seven model-free nodes of model families Comfy Cluster does not run yet:
+the empty latents of Mochi, Cosmos, Stable Cascade, Hunyuan Image and Qwen-Image-Layered, Stable Cascade's stage B
+conditioning and the SD x4 upscaler's conditioning, as a test fixture (tests/nodes/test_family_latent_nodes.py), and
+the interface of the one newer than 0.3.64 (EmptyQwenImageLayeredLatentImage; copied into
+tests/nodes/fixtures/comfyui_today_object_info.json).
 
 Run inside ComfyUI 0.10.0's own environment (commit 79cdbc81 of hiddenswitch/ComfyUI; it imports ComfyUI's
 modules, nothing of ComfyUI is copied here; recipe in ../shared/reference/running-real-comfyui.md):
@@ -40,6 +42,16 @@ EMPTY_CASES = [
     ),
     ("EmptyHunyuanImageLatent", "comfy_extras.nodes_hunyuan", {"width": 2048, "height": 2048, "batch_size": 1}),
     ("EmptyHunyuanImageLatent", "comfy_extras.nodes_hunyuan", {"width": 100, "height": 70, "batch_size": 2}),
+    (
+        "EmptyQwenImageLayeredLatentImage",
+        "comfy_extras.nodes_qwen",
+        {"width": 640, "height": 640, "layers": 3, "batch_size": 1},
+    ),
+    (
+        "EmptyQwenImageLayeredLatentImage",
+        "comfy_extras.nodes_qwen",
+        {"width": 100, "height": 36, "layers": 0, "batch_size": 2},
+    ),
 ]
 # (scale_ratio, noise_augmentation) of SD_4XUpscale_Conditioning on a 2x6x5 image
 UPSCALE_CASES = [(4.0, 0.0), (2.5, 0.3), (1.0, 1.0), (0.1, 0.0)]
@@ -70,15 +82,18 @@ def record() -> dict:
     sys.argv = [sys.argv[0], "--cpu"]
     sys.path.insert(0, ".")
     import comfy.options
+    import utils.install_util  # noqa: F401  (before server: once comfy/ is on the path its utils.py shadows the package)
 
     comfy.options.enable_args_parsing()
     import server  # noqa: F401
-    import utils.install_util  # noqa: F401  (first: once comfy/ is on the path its utils.py shadows the package)
 
     import nodes  # noqa: F401
 
     x = inputs()
     out: dict = {"empty": []}
+    # the interface of the node newer than 0.3.64 (the others are in 0.3.64's recorded /object_info)
+    info = importlib.import_module("comfy_extras.nodes_qwen").EmptyQwenImageLayeredLatentImage.GET_NODE_INFO_V1()
+    out["object_info"] = {info["name"]: {**info, "python_module": "comfy_extras.nodes_qwen"}}
     for name, module, given in EMPTY_CASES:
         result = getattr(importlib.import_module(module), name).execute(**given).result
         out["empty"].append({"node": name, "inputs": given, "outputs": [_latent(r) for r in result]})

@@ -1,7 +1,7 @@
 """Model-free nodes of model families Comfy Cluster does not run yet, as ComfyUI has them: the empty latents of
-Mochi (`comfy_extras.nodes_mochi`), Cosmos (`nodes_cosmos`), Stable Cascade (`nodes_stable_cascade`) and Hunyuan
-Image (`nodes_hunyuan`), Stable Cascade's stage B conditioning and the SD x4 upscaler's conditioning
-(`nodes_sdupscale`). They only shape tensors and conditioning entries, so workflows of those families validate
+Mochi (`comfy_extras.nodes_mochi`), Cosmos (`nodes_cosmos`), Stable Cascade (`nodes_stable_cascade`), Hunyuan
+Image (`nodes_hunyuan`) and Qwen-Image-Layered (`nodes_qwen`), Stable Cascade's stage B conditioning and the SD x4
+upscaler's conditioning (`nodes_sdupscale`). They only shape tensors and conditioning entries, so workflows of those families validate
 and their latents can be batched, cut or saved here; sampling them needs the family's model."""
 
 from __future__ import annotations
@@ -71,6 +71,29 @@ class EmptyHunyuanImageLatent:
 
     def execute(self, width: int, height: int, batch_size: int = 1):
         return ({"samples": torch.zeros(batch_size, 64, height // 32, width // 32)},)
+
+
+class EmptyQwenImageLayeredLatentImage:
+    RELATIVE_PYTHON_MODULE = "comfy_extras.nodes_qwen"
+    FUNCTION = "execute"
+    CATEGORY = "latent/qwen"
+    RETURN_TYPES = ("LATENT",)
+    DESCRIPTION = "An all-zero Qwen-Image-Layered latent: 16 channels at 1/8 of the size, layers + 1 frames."
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        layers = ("INT", {"default": 3, "min": 0, "max": MAX_RESOLUTION, "step": 1})
+        return {
+            "required": {
+                "width": _size(640, 16, 16),
+                "height": _size(640, 16, 16),
+                "layers": layers,
+                "batch_size": BATCH,
+            }
+        }
+
+    def execute(self, width: int, height: int, layers: int, batch_size: int = 1):
+        return ({"samples": torch.zeros(batch_size, 16, layers + 1, height // 8, width // 8)},)
 
 
 class StableCascade_EmptyLatentImage:
@@ -162,9 +185,10 @@ NODE_CLASS_MAPPINGS = {
         EmptyMochiLatentVideo,
         EmptyCosmosLatentVideo,
         EmptyHunyuanImageLatent,
+        EmptyQwenImageLayeredLatentImage,
         StableCascade_EmptyLatentImage,
         StableCascade_StageB_Conditioning,
         SD_4XUpscale_Conditioning,
     )
 }
-NODE_DISPLAY_NAME_MAPPINGS: dict[str, str] = {}
+NODE_DISPLAY_NAME_MAPPINGS: dict[str, str] = {"EmptyQwenImageLayeredLatentImage": "Empty Qwen Image Layered Latent"}

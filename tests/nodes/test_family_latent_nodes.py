@@ -1,6 +1,6 @@
-"""Model-free nodes of families not run here yet (Mochi, Cosmos, Stable Cascade, Hunyuan Image, SD x4 upscaler):
-their outputs equal upstream ComfyUI 0.10.0's (tests/nodes/fixtures/comfyui_family_latents.json, recorded by
-scripts/record_comfyui_family_latents.py); their interfaces are checked by test_object_info_matches_comfyui."""
+"""Model-free nodes of families not run here yet (Mochi, Cosmos, Stable Cascade, Hunyuan Image, Qwen-Image-Layered,
+SD x4 upscaler): their outputs equal upstream ComfyUI 0.10.0's (tests/nodes/fixtures/comfyui_family_latents.json,
+recorded by scripts/record_comfyui_family_latents.py); their interfaces are checked by test_object_info_matches_comfyui."""
 
 from __future__ import annotations
 
