@@ -61,6 +61,9 @@ class ClusterRuntime(Runtime):
         """The same cluster, charging `tenant` and grouping calls under `prompt_id` (the head's request)."""
         return ClusterRuntime(self.head, tenant, prompt_id, self.deadline_s, self.max_reads)
 
+    def idle_executors(self) -> int:
+        return self.head.idle_executors()
+
     @property
     def store(self) -> CallerStore:
         store = caller_store()
@@ -85,6 +88,7 @@ class ClusterRuntime(Runtime):
         params: Params,
         handles: dict[str, TensorHandle],
         tag: tuple[str | None, int],
+        spread: bool = False,
     ) -> cf.Future:
         key = model.key if model is not None else ""
         shapes = shape_signature(inputs)
@@ -102,6 +106,7 @@ class ClusterRuntime(Runtime):
             deadline_s=self.deadline_s,
             batch_key=tag[0],
             batch_size=tag[1],
+            spread=spread,
         )
 
     def _read(self, store: CallerStore, result: Result) -> dict[str, torch.Tensor | None]:
@@ -123,6 +128,8 @@ class ClusterRuntime(Runtime):
         model: ModelRef | None,
         inputs: dict[str, torch.Tensor | None],
         params: Params | dict[str, Any] | None = None,
+        *,
+        spread: bool = False,
     ) -> dict[str, torch.Tensor]:
         params = typed(get_model_fn(fn).Params, params)
         call = pack(fn, model, params)  # the call's one message, for every attempt
@@ -134,7 +141,7 @@ class ClusterRuntime(Runtime):
         try:
             for attempt in range(self.max_reads):
                 try:
-                    future = self._submit(call, model, inputs, params, handles, tag)
+                    future = self._submit(call, model, inputs, params, handles, tag, spread)
                     try:
                         result = await self.head.result(future)
                     except asyncio.CancelledError:

@@ -143,6 +143,8 @@ class LocalRuntime(Runtime):
         model: ModelRef | None,
         inputs: dict[str, torch.Tensor | None],
         params: Params | dict[str, Any] | None = None,
+        *,
+        spread: bool = False,  # one compute thread: nothing to spread over
     ) -> dict[str, torch.Tensor]:
         if on_compute_thread():
             return self.run(fn, model, inputs, params)  # already on it (run_on_compute, a pack's sync code)

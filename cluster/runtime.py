@@ -25,6 +25,8 @@ class Runtime(ABC):
         model: ModelRef | None,
         inputs: dict[str, torch.Tensor | None],
         params: Params | dict[str, Any] | None = None,
+        *,
+        spread: bool = False,
     ) -> dict[str, torch.Tensor]:
         """Invoke ModelFn `fn` (its registered name) with the weights `model` names (None: a ModelFn
         without weights) on `inputs` (None for an absent optional input) and `params`: a struct of the
@@ -37,7 +39,8 @@ class Runtime(ABC):
         deterministic: the same call gives the same tensors, bit for bit, on any runtime with the same
         torch thread count. Raises the ModelFn's error (in-process its own exception, across processes a
         `cluster.control.head.ModelFnError` with its message and traceback); an `asyncio.CancelledError` leaves
-        nothing held for the call."""
+        nothing held for the call. `spread`: the call is meant to run at once beside another one (a CFG split's
+        side): a cluster never holds it back for a busy executor that has its weights (warm wait)."""
 
     def bind(self, tenant: str, prompt_id: str) -> Runtime:
         """The runtime for one prompt: its calls charged to `tenant` and grouped under `prompt_id` (a
@@ -45,6 +48,11 @@ class Runtime(ABC):
         engine binds once per prompt, then `use_runtime`s the result; the prompt's interrupt flag is
         nodes.progress's. The default: this runtime, which keeps no accounts."""
         return self
+
+    def idle_executors(self) -> int:
+        """How many calls submitted now would start at once, each on an executor of its own (a step may then
+        split its work: nodes.modelfns.cfg_split). The default: 0, a runtime that runs calls one at a time."""
+        return 0
 
     def free(self, unload_models: bool = True) -> None:
         """ComfyUI's /free: with `unload_models`, forget every loaded model so its memory is given back

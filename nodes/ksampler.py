@@ -6,6 +6,7 @@ runtime, which runs it in-process or on an executor without the node knowing whi
 
 from __future__ import annotations
 
+import asyncio
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +20,7 @@ from nodes import arch, previews
 from nodes.conditioning import flatten, require
 from nodes.conditioning_areas import resolve
 from nodes.inputs import require_model
+from nodes.modelfns import cfg_split
 from nodes.modelfns.denoise import STATE_PREFIX, DenoiseParams
 from nodes.modelfns.hooks import uses_hooks
 from nodes.modelfns.model_options import (
@@ -89,10 +91,12 @@ def single_frame(latent: torch.Tensor, input_name: str = "latent_image") -> torc
 LOAD_ERROR = "cannot load model"
 
 
-async def call_model_fn(fn: str, ref: ModelRef, input_name: str, inputs: dict, params: Params | dict) -> dict:
+async def call_model_fn(
+    fn: str, ref: ModelRef, input_name: str, inputs: dict, params: Params | dict, *, spread: bool = False
+) -> dict:
     """runtime().call, with weight-loading failures (here or on an executor) prefixed by the node input."""
     try:
-        return await runtime().call(fn, ref, inputs, params)
+        return await runtime().call(fn, ref, inputs, params, spread=spread)
     except Exception as e:
         if LOAD_ERROR in str(e):
             raise ValueError(f"{input_name}: {e}") from e
@@ -334,12 +338,15 @@ async def sample_guided(
     denoised = None
     total = len(sigmas) - 1
     stepper = get_sampler(sampler.name)  # an adaptive sampler (dpm_adaptive) ends the loop from its state
+    split = cfg_split.splittable(params, tensors, stepper.cfg_pp)
     i = 0
     while not stepper.finished(i, sigmas, {k[len(STATE_PREFIX) :]: v for k, v in state.items()}):
         throw_if_interrupted()
-        result = await call_model_fn(
-            "denoise_step", weights_ref(model), "model", {**tensors, **state, "x": x}, params.replace(step=i)
-        )
+        step_inputs_i, step_params = {**tensors, **state, "x": x}, params.replace(step=i)
+        if split and runtime().idle_executors() >= 2:
+            result = await _split_step(weights_ref(model), step_inputs_i, step_params)
+        else:
+            result = await call_model_fn("denoise_step", weights_ref(model), "model", step_inputs_i, step_params)
         x, denoised = result["x"], result["denoised"]
         state = {k: v for k, v in result.items() if k.startswith(STATE_PREFIX)}
         report_progress(i + 1, total, previews.preview(denoised) if shapes is None else None)
@@ -348,6 +355,19 @@ async def sample_guided(
     if denoised is None:
         return out, out
     return out, {**out, "samples": shaped(fmt.process_out(denoised))}
+
+
+async def _split_step(ref: ModelRef, inputs: dict, params: DenoiseParams) -> dict:
+    """One step as a CFG split (nodes.modelfns.cfg_split): each side's prediction on an executor of its own, at
+    once, then the step with both given."""
+    sides = await asyncio.gather(
+        *(
+            call_model_fn("denoise_step", ref, "model", inputs, params.replace(cfg_side=side), spread=True)
+            for side in cfg_split.SIDES
+        )
+    )
+    given = {cfg_split.given_name(side): out[cfg_split.PREDICTION] for side, out in zip(cfg_split.SIDES, sides)}
+    return await call_model_fn("denoise_step", ref, "model", {**inputs, **given}, params)
 
 
 def step_inputs(

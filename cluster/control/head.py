@@ -226,10 +226,12 @@ class Head:
         deadline_s: float | None = None,
         batch_key: str | None = None,
         batch_size: int = 1,
+        spread: bool = False,
     ) -> cf.Future:
         """Queue one invocation of `call` (the runtime's message, sent to the executor as it is); the future
         resolves to a `Result` or raises a ClusterError.
-        `batch_key` (cluster.scheduling.batching.batch_tag): invocations with equal keys may run as one batch."""
+        `batch_key` (cluster.scheduling.batching.batch_tag): invocations with equal keys may run as one batch.
+        `spread`: never parked for a busy holder of its weights (cluster.runtime.Runtime.call)."""
         fut: cf.Future = cf.Future()
         fut.set_running_or_notify_cancel()
         owners: dict[str, int] = collections.Counter()
@@ -251,6 +253,7 @@ class Head:
                 input_hosts=dict(hosts),
                 batch_key=batch_key,
                 batch_size=batch_size,
+                spread=spread,
             )
             d = m.Dispatch(0, fn, model_key, call, inputs, nulls, deadline_s or self.deadline_s)
             self.lineage.track(Job.of(inv, d, shapes, fut))
@@ -310,6 +313,14 @@ class Head:
 
     def set_tenant_weight(self, tenant: str, weight: float) -> None:
         self.worker.call(lambda: self.scheduler.set_weight(tenant, weight))
+
+    def idle_executors(self) -> int:
+        """Executors with nothing running or sent to them, while no invocation waits: how many calls submitted
+        now would start at once, each on its own executor (0 while anything waits)."""
+        with self.worker.lock:
+            if self.dispatcher.pending():
+                return 0
+            return sum(1 for ex in self.executors.values() if not ex.inflight and not ex.draining and not ex.zombies)
 
     def retire(self, executor_id: str) -> bool:
         """Shut the executor down if it is idle (nothing running or sent to it), as scaling in does: True

@@ -258,7 +258,7 @@ class Dispatcher(DispatchPolicy):
         """Park `inv` instead of loading its weights on the cold `ex` when a busy holder is expected
         to be free sooner than the load would take; True when parked."""
         key = inv.model_key
-        if not self.warm_wait.enabled or not key or key in ex.cached_models:
+        if inv.spread or not self.warm_wait.enabled or not key or key in ex.cached_models:
             return False
         load_s = self.loads.load_s(ex, inv)
         if load_s is None:

@@ -65,6 +65,7 @@ class Invocation(Generic[PayloadT]):
     # when it cannot finish by then; None: never shed
     batch_key: str | None = None  # equal keys can run as one batch (cluster.scheduling.batching); None: alone
     batch_size: int = 1  # samples, counted against the model's batch-size cap
+    spread: bool = False  # runs at once beside another call: never parked for a busy holder (warm wait)
     token: int = 0  # which ready-structure entry is current (see `take`)
 
 

@@ -1,7 +1,7 @@
 """`comfy-cluster bench NAME`: every benchmark, grouped by the layer it measures (cluster/bench: dispatch,
 data plane, cascades; comfy_bridge/bench: the engine, whole workflows, batching, tenants under load,
-cold starts, a monolithic Diffusers instance's start-up, images per second against a running ComfyUI;
-cluster/sim: the simulator's report and its check against a real server)."""
+cold starts, a monolithic Diffusers instance's start-up, images per second against a running ComfyUI, one
+image's CFG split across two executors; cluster/sim: the simulator's report and its check against a real server)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ BENCHMARKS = {
     "coldstart": "comfy_bridge.bench.coldstart",
     "startup": "comfy_bridge.bench.startup",
     "throughput": "comfy_bridge.bench.throughput",
+    "cfg-split": "comfy_bridge.bench.cfg_split",
 }
 
 

@@ -22,6 +22,7 @@ from cluster.modelfn import ModelFn, register
 from cluster.refs import ModelRef, on_this_machine
 from cluster.scheduling.batching import Call, freeze
 from nodes.conditioning_areas import area_and_mult, crop
+from nodes.modelfns import cfg_split
 from nodes.modelfns.hooks import HookWeights, entry_hooks, uses_hooks
 from nodes.modelfns.model_patches import combine, perp_neg, post_cfg, pre_cfg, skips_uncond
 from nodes.modelfns.network_patches import CALC_COND, apply_model, wrap_forward, wrap_prediction
@@ -97,6 +98,7 @@ class GuidedDenoiser:
         windows = params.context_windows  # ContextWindowsManual: evaluations window by window
         self.context_windows = None if windows is None else context_windows.ContextWindows(**windows)
         self.state = state
+        self.given: cfg_split.GivenPredictions | None = None  # a CFG split's two sides, made on other executors
         # The CFG++ samplers step along the negative prediction: ComfyUI's samplers read it with a post-CFG
         # function appended last and make the negative side run even at cfg 1. Read it the same way.
         self.uncond_denoised: torch.Tensor | None = None
@@ -162,9 +164,18 @@ class GuidedDenoiser:
         return out
 
     def _plain_cfg(self, x: torch.Tensor, sigma: torch.Tensor, s: float) -> torch.Tensor:
-        skip_uncond = skips_uncond(self.patches, self.cfg)
-        cond, uncond = self._predict(x, sigma, s, [self.positive, None if skip_uncond else self.negative])
+        given = self.given.take(x, sigma) if self.given is not None else None
+        if given is not None:
+            cond, uncond = given
+        else:
+            skip_uncond = skips_uncond(self.patches, self.cfg)
+            cond, uncond = self._predict(x, sigma, s, [self.positive, None if skip_uncond else self.negative])
         return self._cfg(cond, uncond, self.cfg, x, sigma, (self.positive, self.negative))
+
+    def side_prediction(self, x: torch.Tensor, sigma: torch.Tensor, side: str) -> torch.Tensor:
+        """One guidance side's prediction at (x, sigma), as the unsplit evaluation makes it (a CFG split's half)."""
+        (prediction,) = self._predict(x, sigma, float(sigma.reshape(-1)[0]), [getattr(self, side)])
+        return prediction
 
     def _dual_model(self, x: torch.Tensor, sigma: torch.Tensor, s: float, guider_cfg: float) -> torch.Tensor:
         """DualModelGuider: the positive side on the MODEL, the negative side on the negative MODEL (its own
@@ -535,6 +546,7 @@ class DenoiseParams(Params):
     uncond_sampling: dict[str, Any] | None = None  # and its model sampling config
     latent_shapes: list[tuple[int, ...]] | None = None  # LTX-2: the video and audio latents packed side by side in x
     av_cfg: list[float] | None = None  # LTXVDualCFGGuider's [video cfg, audio cfg]
+    cfg_side: str | None = None  # a CFG split's half: only this side's prediction (nodes.modelfns.cfg_split)
 
 
 @dataclass(frozen=True)
@@ -593,6 +605,7 @@ class DenoiseStep(ModelFn):
         self.add_output("x")
         self.add_output("denoised")
         self.add_output("state")
+        self.add_output(cfg_split.PREDICTION)  # a CFG split's half gives only this
 
     @classmethod
     def batch_key(cls, call: Call) -> Hashable | None:
@@ -607,7 +620,8 @@ class DenoiseStep(ModelFn):
         steps with keyframes or references (rows noised from each request's seed) and context windows."""
         p: DenoiseParams = call.params
         if (
-            p.model_patches is not None
+            p.cfg_side is not None  # its point is another executor than the other side's
+            or p.model_patches is not None
             or uses_hooks(p.positive, p.negative, p.middle)
             or any(
                 e.get("keyframe_frames") or e.get("minimax_refs") for e in (*p.positive, *p.negative, *(p.middle or ()))
@@ -749,6 +763,13 @@ class DenoiseStep(ModelFn):
             hook_weights=hooks,
             uncond=uncond,
         )
+        if params.cfg_side is not None:
+            return {
+                cfg_split.PREDICTION: denoiser.side_prediction(x, cfg_split.step_sigma(x, sigmas, i), params.cfg_side)
+            }
+        given = [inputs.get(cfg_split.given_name(side)) for side in cfg_split.SIDES]
+        if all(t is not None for t in given):
+            denoiser.given = cfg_split.GivenPredictions(x, cfg_split.step_sigma(x, sigmas, i), *given)
         denoiser = wrap_prediction(denoiser, denoiser.patches, state)  # LazyCache: around the whole prediction
         x_next = run_step(
             denoiser,

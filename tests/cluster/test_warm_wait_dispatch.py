@@ -155,6 +155,21 @@ async def test_with_warm_wait_off_a_call_never_waits(cluster):
     assert_loaded_elsewhere_without_waiting(head, model, a, second, (waits, hits))
 
 
+async def test_a_spread_call_never_waits_and_idle_executors_count_only_free_ones(cluster):
+    """A CFG split's side (spread) is meant to run beside the other side at once: it loads on the free executor
+    rather than waiting for the busy holder, where a plain call would wait (the first test above)."""
+    head = cluster
+    model, a = await warm_model(head, SHORT, 0.3)
+    waits, hits = counters(head)
+    assert head.idle_executors() == 2
+    busy = await start_busy(head, model, SHORT, 0.3, a)
+    assert head.idle_executors() == 1
+    second = Observed(head)
+    await asyncio.wait_for(second.call(FN, model, {"x": SHORT}, spread=True), HANG_S)
+    await asyncio.wait_for(busy, HANG_S)
+    assert_loaded_elsewhere_without_waiting(head, model, a, second, (waits, hits))
+
+
 async def test_a_parked_call_of_a_cancelled_request_is_dropped(cluster):
     head = cluster
     model, a = await warm_model(head, SHORT, 0.3)
