@@ -96,7 +96,9 @@ async def call_model_fn(
 ) -> dict:
     """runtime().call, with weight-loading failures (here or on an executor) prefixed by the node input."""
     try:
-        return await runtime().call(fn, ref, inputs, params, spread=spread)
+        if spread:
+            return await runtime().call(fn, ref, inputs, params, spread=True)
+        return await runtime().call(fn, ref, inputs, params)  # a pack's own Runtime may predate `spread`
     except Exception as e:
         if LOAD_ERROR in str(e):
             raise ValueError(f"{input_name}: {e}") from e

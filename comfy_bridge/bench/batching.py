@@ -40,7 +40,7 @@ def _record_steps(n: int, size: int, mixed: bool = False) -> list:
         def __init__(self) -> None:
             self.local, self.call_ = LocalRuntime(), None
 
-        async def call(self, fn, model, inputs, params=None):
+        async def call(self, fn, model, inputs, params=None, *, spread=False):
             if fn == "denoise_step":
                 self.call_ = Call(fn, model, dict(inputs), params)
                 raise StopAsyncIteration

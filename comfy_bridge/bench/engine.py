@@ -39,7 +39,7 @@ class _Replay(Runtime):
     def __init__(self) -> None:
         self.local, self.record, self.replay = LocalRuntime(), [], None
 
-    async def call(self, fn, model, inputs, params=None):
+    async def call(self, fn, model, inputs, params=None, *, spread=False):
         if self.replay is None:
             out = await self.local.call(fn, model, inputs, params)
             self.record.append(out)

@@ -31,7 +31,7 @@ class LockstepBatcher(Runtime):
         self.pending: list[tuple[Call, asyncio.Future]] = []
         self.merged: list[tuple[int, ...]] = []
 
-    async def call(self, fn, model, inputs, params=None):
+    async def call(self, fn, model, inputs, params=None, *, spread=False):
         if fn != "denoise_step":
             return await self.local.call(fn, model, inputs, params)
         future = asyncio.get_running_loop().create_future()

@@ -33,7 +33,7 @@ class Recorder(Runtime):
     def __init__(self, local: LocalRuntime) -> None:
         self.local, self.calls = local, []
 
-    async def call(self, fn, model, inputs, params=None):
+    async def call(self, fn, model, inputs, params=None, *, spread=False):
         if fn == "denoise_step":
             self.calls.append(Call(fn, model, dict(inputs), params))
         return await self.local.call(fn, model, inputs, params)
