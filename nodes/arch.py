@@ -43,6 +43,7 @@ LATENT_FORMATS: dict[str, LatentFormat] = {
     "zimage": FLUX_LATENT,
     "qwen_image": WAN21_LATENT,
     "qwen_image21": QWEN_IMAGE21_LATENT,
+    "anima": WAN21_LATENT,  # ComfyUI's supported_models.Anima: latent format Wan21 (Qwen-Image's VAE)
     "krea2": WAN21_LATENT,  # Qwen-Image's VAE, normalised by its latents_mean/std (diffusers' Krea2Pipeline)
     "flux3": FLUX2_LATENT,  # the template loads flux2-vae: FLUX.2's standardised 128-channel latents
     "moss_image": FLUX2_LATENT,  # FLUX.2's VAE (small decoder): the pipeline de-normalises by its batch norm
@@ -69,6 +70,8 @@ SAMPLING_CONFIGS: dict[str, dict[str, Any]] = {
     # scheduler's mu at 1024x1024: 0.5 at 256 tokens to 0.9 at 8192), fixed for every size, as the newest
     # ComfyUI's supported_models.QwenImage21 sets it (read from upstream's source).
     "qwen_image21": {"kind": "flux", "shift": 0.69},
+    # Anima: ComfyUI's supported_models.Anima (model type FLOW: ModelSamplingDiscreteFlow, multiplier 1, shift 3).
+    "anima": {"kind": "flow", "shift": 3.0, "multiplier": 1.0},
     # Krea 2: the exponential time shift at mu 1.15 (diffusers' Krea2Pipeline for the turbo model; the style
     # reference template sets ModelSamplingFlux to 1.15 at 1024x1024, the same value).
     "krea2": {"kind": "flux", "shift": 1.15},
@@ -91,7 +94,7 @@ SAMPLING_CONFIGS: dict[str, dict[str, Any]] = {
 
 # Families whose ComfyUI latents carry a frame axis, [B,C,T,H,W] (ComfyUI's latent_dimensions = 3): their
 # samplers add it to a 4-D latent and their VAEs encode to it. Every other family's latents are [B,C,H,W].
-FRAME_AXIS_ARCHS = frozenset({"qwen_image", "wan21", "wan22_5b"})
+FRAME_AXIS_ARCHS = frozenset({"qwen_image", "anima", "wan21", "wan22_5b"})
 # The video families: their samplers denoise every frame at once (Qwen-Image's take one frame); MiniMax H3's
 # latents are always [B,C,T,H,W], so it needs no frame axis added.
 VIDEO_ARCHS = frozenset({"wan21", "wan22_5b", "minimax_h3"})

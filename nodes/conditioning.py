@@ -4,7 +4,7 @@ A CONDITIONING value is `[[tensor, options], ...]`; options may hold "pooled_out
 "start_percent"/"end_percent", "strength", "guidance", "control" (a `ControlSpec` chain), "area" / "mask" /
 "mask_strength" / "set_area_to_bounds" (nodes.conditioning_areas), SDXL's sizes (SIZE_KEYS), "concat_latent_image"
 (InstructPix2Pix, inpainting), "reference_latents" / "reference_latents_method" (Flux Kontext) and MiniMax H3's
-"minimax_keyframes" / "minimax_refs" / "minimax_token_tags".
+"minimax_keyframes" / "minimax_refs" / "minimax_token_tags", and Anima's "t5xxl_ids" / "t5xxl_weights".
 A denoising-step invocation receives the tensors by name and the rest as plain params.
 """
 
@@ -17,6 +17,7 @@ import torch
 
 from cluster.refs import ModelRef
 from nodes.modelfns.hooks import schedule
+from nodes.models.components import ANIMA_KEYS
 
 # SDXL's size conditioning (CLIPTextEncodeSDXL and the refiner's encoder); unset values default to the
 # latent's size in pixels, no crop, as ComfyUI's SDXL model does.
@@ -122,6 +123,9 @@ def flatten(name: str, conditioning: list, percent_to_sigma) -> tuple[dict[str, 
                 raise ValueError(f"MiniMax H3 {ref.get('kind')} references are not supported yet (only images)")
             tensors[f"{key}.minimax_ref.{i}"] = ref["latent"]
             entry["minimax_refs"] = i + 1
+        for name in ANIMA_KEYS:
+            if opts.get(name) is not None:  # 1-D as ComfyUI keeps them; a row per entry here
+                tensors[f"{key}.{name}"] = opts[name].reshape(1, -1)
         if opts.get("minimax_token_tags") is not None:  # MiniMax H3: which prompt rows are an image's (0) or text (1)
             tensors[f"{key}.token_tags"] = opts["minimax_token_tags"].reshape(1, -1)  # ComfyUI's is 1-D
         refs = opts.get("reference_latents")

@@ -236,6 +236,8 @@ def _single_clip_arch(path: Path, clip_type: str) -> str:
             f"clip_name: {path.name} is a {file_arch} file; CLIPLoader type flux3 loads FLUX 3's Qwen3-VL-4B text "
             "encoder (qwen3vl_4b*.safetensors)"
         )
+    if file_arch == "qwen3_06b":  # ComfyUI reads Qwen3 0.6B as Anima's encoder whatever the type
+        return "anima"
     if file_arch == "qwen3":
         return "flux2" if clip_type in ("flux", "flux2") else "zimage"
     if file_arch == "qwen3vl":  # ComfyUI: Qwen-Image 2.1's encoder with type qwen_image, Krea 2's with krea2

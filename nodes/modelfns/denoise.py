@@ -27,7 +27,7 @@ from nodes.modelfns.hooks import HookWeights, entry_hooks, uses_hooks
 from nodes.modelfns.model_patches import combine, perp_neg, post_cfg, pre_cfg, skips_uncond
 from nodes.modelfns.network_patches import CALC_COND, apply_model, wrap_forward, wrap_prediction
 from nodes.modelfns.shared_forward import run_lanes
-from nodes.models.components import DiffusionModel
+from nodes.models.components import ANIMA_KEYS, DiffusionModel
 from nodes.models.unet import REFINER_AESTHETIC
 from nodes.sampling import context_windows
 from nodes.sampling.model_sampling import ModelSampling, model_sampling_from_config
@@ -46,6 +46,10 @@ def cfg_at(overrides: tuple, sigma: float, cfg: float) -> float:
         if low < sigma <= high:
             cfg = value
     return cfg
+
+
+def _shape(t: torch.Tensor | None) -> tuple[int, ...] | None:
+    return None if t is None else tuple(t.shape)
 
 
 def _active(sigma: float, start: float, end: float) -> bool:
@@ -330,6 +334,7 @@ class GuidedDenoiser:
                     tuple(self.inputs[f"{e['key']}.minimax_ref.{i}"].shape[1:]) for i in range(e.get("minimax_refs", 0))
                 ),
                 f"{e['key']}.token_tags" in self.inputs,
+                _shape(self.inputs.get(f"{e['key']}.t5xxl_ids")),  # Anima: its adapter's T5 ids stack by length
             )
             groups.setdefault(gkey, []).append((side, e, area, mult))
         xc = self.ms.calculate_input(sigma, x)
@@ -482,6 +487,10 @@ class GuidedDenoiser:
         if entries[0].get("minimax_refs"):  # MiniMax H3 reference images: noised from the seed, as keyframes
             cond["minimax_refs"] = [stacked(f"minimax_ref.{i}") for i in range(entries[0]["minimax_refs"])]
             cond["keyframe_seed"] = self.seed
+        for name in ANIMA_KEYS:  # Anima: the T5 ids and weights its LLM adapter reads
+            value = stacked(name)
+            if value is not None:
+                cond[name] = value
         tags = stacked("token_tags")
         if tags is not None:  # MiniMax H3: the prompt rows an image's vision block fills are video rows
             cond["token_tags"] = tags

@@ -27,7 +27,8 @@ class TextEncode(ModelFn):
     """params: text, or texts (a text per sub-encoder) and equal_chunks. Tokenises with the encoder's own
     tokenizer (ComfyUI's weighting syntax) and encodes. Qwen-Image-Edit's encoders add `images` (how many
     IMAGE inputs image0.. there are) and `template` (a chat template); MiniMax H3's first/last-frame prompt adds
-    `images` and gives its rows' modality tags as `token_tags`."""
+    `images` and gives its rows' modality tags as `token_tags`. Anima's encoder adds `t5xxl_ids` and
+    `t5xxl_weights`."""
 
     name = "text_encode"
     Params = TextEncodeParams
@@ -63,7 +64,11 @@ class TextEncode(ModelFn):
             if row_tags is not None:  # MiniMax H3: which conditioning rows are a picture's (ComfyUI's token tags)
                 out["token_tags"] = row_tags(tokens, images)
         else:
-            cond, pooled = model.encode(tokens_for(model, params))
+            tokens = tokens_for(model, params)
+            cond, pooled = model.encode(tokens)
+            extras = getattr(model, "extras", None)
+            if extras is not None:  # Anima: the T5 ids and weights its diffusion model's LLM adapter reads
+                out.update(extras(tokens))
         out["cond"] = cond
         if pooled is not None:
             out["pooled"] = pooled

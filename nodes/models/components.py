@@ -400,6 +400,11 @@ class DiffusionModel:
         return None
 
 
+# Anima's text encoder puts the prompt's T5 token ids and their weights beside the conditioning (ComfyUI's keys);
+# its diffusion model's LLM adapter reads them.
+ANIMA_KEYS = ("t5xxl_ids", "t5xxl_weights")
+
+
 @dataclass
 class TextEncoder:
     """One CLIP object of ComfyUI: tokenizer(s) + encoder(s) (CLIP-L; CLIP-L+G for SDXL; CLIP-L+T5 for Flux)."""

@@ -33,6 +33,14 @@ QWEN_IMAGE21_KEYS = (
 )
 # Krea 2: Krea's own names (Comfy-Org/Krea-2's files); the key diffusers 0.42's single-file loader detects it by.
 KREA2_MARKER = "txtfusion.projector.weight"
+# Anima: Cosmos Predict2's MLP with the LLM adapter's cross-attention (ComfyUI's model_detection: image_model "anima"),
+# under ComfyUI's prefixes for it (its files have `net.`).
+ANIMA_MARKERS = ("blocks.0.mlp.layer1.weight", "llm_adapter.blocks.0.cross_attn.q_proj.weight")
+ANIMA_PREFIXES = ("model.diffusion_model.", "net.", "")
+# ComfyUI tells Qwen3 text encoders apart by width (comfy/sd.py detect_te_model): 1024 is the 0.6B, Anima's.
+QWEN3_06B_WIDTH = 1024
+# A narrowed file (the demo's) cannot say by its width which Qwen3 it stands in for; it says so in its metadata.
+QWEN3_SIZE_METADATA = "comfy_cluster.qwen3_size"
 # FLUX 3: BFL's names (black-forest-labs/flux-3-image-klein-comfy's files); the key diffusers 0.42's single-file
 # loader detects it by (CHECKPOINT_KEY_NAMES["flux3"]), the image stream's input projection beside it.
 FLUX3_MARKERS = ("early_stream_modulations.image.lin.weight", "emb_in.image.weight")
@@ -67,7 +75,7 @@ _PIPELINES = {
 @dataclass(frozen=True)
 class CheckpointInfo:
     """What `probe` found. arch: sd1 | sd2 | sdxl | flux | flux2 | sd3 | zimage | qwen_image | wan21 | wan22_5b
-    (qwen_image21: Qwen-Image 2.1, krea2: Krea 2, flux3: FLUX 3, minimax_h3: MiniMax H3, ltx2: LTX-2 audio-video) for models (and Qwen-Image's Wan VAE), clip | t5 | umt5 | qwen3 | qwen3vl | qwen35 (Qwen3.5) | qwen25 (a Qwen2.5 language model) | gemma3 | mistral3 (FLUX.2 dev's) for bare
+    (qwen_image21: Qwen-Image 2.1, krea2: Krea 2, anima: Anima, flux3: FLUX 3, minimax_h3: MiniMax H3, ltx2: LTX-2 audio-video) for models (and Qwen-Image's Wan VAE), clip | t5 | umt5 | qwen3 | qwen3_06b (Anima's Qwen3) | qwen3vl | qwen35 (Qwen3.5) | qwen25 (a Qwen2.5 language model) | gemma3 | mistral3 (FLUX.2 dev's) for bare
     text encoders.
     kind: checkpoint | diffusion_model | vae | text_encoder | controlnet | lora | diffusers.
     components: which of diffusion_model, vae, text_encoder, controlnet the file can provide.
@@ -91,6 +99,12 @@ def is_qwen_image21_vae(shapes: Shapes, prefix: str = "") -> bool:
     decoder head one frame deep (Wan 2.2's own kernels are three frames deep)."""
     head = shapes.get(prefix + QWEN_IMAGE21_VAE_HEAD)
     return prefix + WAN22_VAE_MARKER in shapes and head is not None and len(head) == 5 and head[2] == 1
+
+
+def is_qwen3_06b(shapes: Shapes, metadata: dict[str, str]) -> bool:
+    """Whether a Qwen3 text encoder is the 0.6B (Anima's): ComfyUI's width rule, or a narrowed file's own word."""
+    norm = next((v for k, v in shapes.items() if k.endswith("model.layers.0.post_attention_layernorm.weight")), None)
+    return (norm is not None and norm[0] == QWEN3_06B_WIDTH) or metadata.get(QWEN3_SIZE_METADATA) == "0.6b"
 
 
 def unet_arch(shapes: Shapes, prefix: str) -> str:
@@ -143,6 +157,9 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
         return info(
             "zimage", "checkpoint" if extra else "diffusion_model", {"diffusion_model"} | extra, "comfy", prefix
         )
+    prefix = _prefix_with(shapes, ANIMA_MARKERS[1], ANIMA_PREFIXES)
+    if prefix is not None and prefix + ANIMA_MARKERS[0] in shapes:
+        return info("anima", "checkpoint" if extra else "diffusion_model", {"diffusion_model"} | extra, "comfy", prefix)
     prefix = _prefix_with(shapes, KREA2_MARKER)
     if prefix is not None and prefix + "first.weight" in shapes:
         return info("krea2", "checkpoint" if extra else "diffusion_model", {"diffusion_model"} | extra, "krea", prefix)
@@ -230,7 +247,7 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
         # Mistral 3 (FLUX.2 dev's encoder): ComfyUI's sd.py reads the file's tokenizer from its tekken_model tensor
         return info("mistral3", "text_encoder", {"text_encoder"}, "hf")
     if any(k.endswith("model.layers.0.self_attn.q_norm.weight") for k in keys):  # Qwen3 (Z-Image, Flux2-Klein)
-        return info("qwen3", "text_encoder", {"text_encoder"}, "hf")
+        return info("qwen3_06b" if is_qwen3_06b(shapes, meta) else "qwen3", "text_encoder", {"text_encoder"}, "hf")
     if "model.layers.0.self_attn.k_proj.bias" in shapes and "model.embed_tokens.weight" in shapes:
         return info("qwen25", "text_encoder", {"text_encoder"}, "hf")  # Qwen2.5(-VL): biased q/k/v projections
     if any(k.endswith("encoder.layers.0.self_attn.q_proj.weight") for k in keys):
@@ -241,7 +258,7 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
     raise ModelLoadError(
         path,
         f"unknown model architecture (keys like {sample}); supported: SD1.x, SD2.x, "
-        "SDXL, Flux, FLUX.2, SD3, Z-Image, Qwen-Image, Qwen-Image 2.1, Krea 2, Wan and MiniMax H3 checkpoints, their UNets, VAEs, "
+        "SDXL, Flux, FLUX.2, SD3, Z-Image, Qwen-Image, Qwen-Image 2.1, Krea 2, Anima, Wan and MiniMax H3 checkpoints, their UNets, VAEs, "
         "CLIP/T5/Qwen text encoders, ControlNets and LoRAs",
     )
 

@@ -39,6 +39,7 @@ DIT_ARCHS = (
     "qwen_image",
     "qwen_image21",
     "krea2",
+    "anima",
     "flux3",
     "moss_image",
     "wan21",
@@ -82,6 +83,7 @@ _ARCH_MODULES = {
     "qwen_image": ("nodes.models.qwen_image",),
     "qwen_image21": ("nodes.models.qwen_image21",),
     "krea2": ("nodes.models.krea2",),
+    "anima": ("nodes.models.anima",),
     "flux3": ("nodes.models.flux3",),
     "moss_image": ("nodes.models.moss_image",),
     "qwen35": ("nodes.models.qwen35_text",),
@@ -346,6 +348,9 @@ def load_text_encoder(ref: ModelRef) -> TextEncoder:
     if any(i.arch == "mistral3" for i in infos):  # ComfyUI: a Mistral 3 file is FLUX.2 dev's encoder, any type
         _refuse_merges(ref, path, "these text encoders")
         return _dispatch("load_text_encoder", ref, [_sd(ref, i) for i in range(len(ref.sources))], "mistral3")
+    if any(i.arch == "qwen3_06b" for i in infos):  # ComfyUI: a Qwen3 0.6B file is Anima's encoder, any type
+        _refuse_merges(ref, path, "these text encoders")
+        return _dispatch("load_text_encoder", ref, [_sd(ref, i) for i in range(len(ref.sources))], "anima")
     if any(i.arch == "qwen3" for i in infos):
         # ComfyUI: a Qwen3-4B file is Flux2-Klein's encoder for CLIPLoader types flux/flux2, Z-Image's otherwise.
         _refuse_merges(ref, path, "these text encoders")
