@@ -23,10 +23,17 @@ from cluster.refs import ModelRef
 from comfy_bridge.packs import events, node_failure, node_files, transport
 from comfy_bridge.packs.origin import PackOrigin, reset_running, set_running
 from comfy_bridge.packs.proxies import wrap_inputs
+from comfy_bridge.packs.torchvision_ops import make_torchvision_importable
 from nodes.core_calls import IN_NODE_CALL
 from nodes.workspace import activate_snapshot, active
 
 RESULT = "result"
+
+# An executor imports its providers (this one among them) before it warms the SD model code up, which imports
+# diffusers, whose LoRA loader imports transformers' image utilities, which import an installed torchvision: one
+# built for another torch (PyPI's CUDA wheel beside a CPU torch) killed every executor at start, so `serve` never
+# became ready. The server process declares its op schemas before the core nodes load; an executor does it here.
+make_torchvision_importable()
 
 
 def workspace_snapshot() -> dict[str, Any]:

@@ -62,6 +62,24 @@ def test_packs_import_torchvision_once_comfyui_modules_are_set_up(tmp_path):
     assert "without its compiled ops" in done.stderr  # and the user is told how to get them
 
 
+def test_an_executor_imports_it_before_its_warm_up(tmp_path):
+    # what `serve` starts: an executor imports its providers, then warms the SD model code up, whose imports reach
+    # torchvision (diffusers' LoRA loader -> transformers' image utilities); before, that import failed and no
+    # executor registered, so `serve` never became ready
+    done = _run(
+        tmp_path,
+        """
+        from cluster.executor.providers import add_providers, load_providers
+        add_providers("nodes.modelfns", "comfy_bridge.packs.pack_node")
+        load_providers()  # what warm_up_all does before it warms up
+        import torchvision
+        print(torchvision.transforms.halve(2))
+    """,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines()[-1] == "1.0"
+
+
 def test_build_registry_declares_the_schemas_before_the_core_nodes_load(monkeypatch):
     """Core nodes import transformers' models (Qwen-Image's text encoder), which import an installed torchvision:
     with such a torchvision, build_registry failed in _core_nodes before packs (and the schemas) came."""
