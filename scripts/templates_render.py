@@ -84,6 +84,9 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     # Wan 2.1 / 2.2 (scripts/wan_*_workflow.py): each variant's tiny model, the 14B and 1.3B sizes alike
     (None, r"^wan2\.2_i2v_high_noise_14B", "wan2.2_i2v_high_noise_14B_tiny.safetensors"),
     (None, r"^wan2\.2_i2v_low_noise_14B", "wan2.2_i2v_low_noise_14B_tiny.safetensors"),
+    # Wan 2.2 14B text-to-video: ComfyUI's fp8-scaled experts, as the tiny ones are stored
+    (None, r"^wan2\.2_t2v_high_noise_14B", "wan2.2_t2v_high_noise_14B_fp8_scaled_tiny.safetensors"),
+    (None, r"^wan2\.2_t2v_low_noise_14B", "wan2.2_t2v_low_noise_14B_fp8_scaled_tiny.safetensors"),
     (None, r"^wan2\.2_ti2v_5B", "wan2.2_ti2v_5B_tiny.safetensors"),
     (None, r"^wan2\.2_fun_control_(high|low)_noise_14B", "wan2.2_fun_control_low_noise_14B_tiny.safetensors"),
     (None, r"^wan2\.1_t2v_1\.3B", "wan2.1_t2v_1.3B_tiny.safetensors"),

@@ -13,11 +13,12 @@ MARKER = "scaled_fp8"
 _SCALES = (".scale_weight", ".scale_input")
 
 
-def dequantize_scaled_fp8(sd: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+def dequantize_scaled_fp8(sd: Mapping[str, torch.Tensor], round_bias: bool = True) -> dict[str, torch.Tensor]:
     """The state dict with each scaled layer (an `X.scale_weight` beside `X.weight`) as ComfyUI computes it, in
     float32: the weight rounded to the file's fp8 dtype times the scale, the bias rounded to that dtype too
-    (ComfyUI builds the whole layer in it); the scales and the marker are left out. A state dict without
-    scales comes back as it is."""
+    (ComfyUI 0.3's scaled fp8 ops build the whole layer in it) unless `round_bias` is False (ComfyUI 0.10's
+    mixed-precision ops, which hold the bias in the compute dtype); the scales and the marker are left out.
+    A state dict without scales comes back as it is."""
     if not any(k.endswith(_SCALES) for k in sd):
         return dict(sd)
     marker = next((t for k, t in sd.items() if k == MARKER or k.endswith("." + MARKER)), None)
@@ -31,6 +32,8 @@ def dequantize_scaled_fp8(sd: Mapping[str, torch.Tensor]) -> dict[str, torch.Ten
         if layer + "." not in scaled or name not in ("weight", "bias"):
             out[key] = t
             continue
-        t = t.to(fp8).to(torch.float32)
-        out[key] = t * sd[layer + ".scale_weight"].to(torch.float32) if name == "weight" else t
+        if name == "bias":
+            out[key] = (t.to(fp8) if round_bias else t).to(torch.float32)
+        else:
+            out[key] = t.to(fp8).to(torch.float32) * sd[layer + ".scale_weight"].to(torch.float32)
     return out

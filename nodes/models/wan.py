@@ -304,7 +304,8 @@ def to_wan_layout(state_dict: Mapping[str, torch.Tensor]) -> dict[str, torch.Ten
     prefix = find_prefix(state_dict.keys(), WAN_MARKER)
     if prefix is None:
         raise ValueError("not a Wan state dict (no head.modulation)")
-    return strip_prefix(dequantize_scaled_fp8(state_dict), prefix)
+    # Wan's scaled fp8 files (wan2.2_*_fp8_scaled) as the newest ComfyUI computes them: biases kept as stored
+    return strip_prefix(dequantize_scaled_fp8(state_dict, round_bias=False), prefix)
 
 
 def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) -> WanDiffusionModel:

@@ -15,7 +15,9 @@
   wan2.2_fun_control_low_noise_14B_tiny: the Fun models (48, 36 and 52 input channels; see _fun_models);
 - diffusion_models/wan2.1_fun_camera_v1.1_1.3B_tiny: Wan Fun Camera with its control adapter (_camera_model);
 - diffusion_models/wan2.1_vace_1.3B_tiny: Wan 2.1 VACE, its vace_blocks and vace_patch_embedding (_vace_model),
-  and loras/wan2.1_causvid_t2v_lora_rank32_tiny: a LoRA on its blocks, for the VACE templates' CausVid LoRA.
+  and loras/wan2.1_causvid_t2v_lora_rank32_tiny: a LoRA on its blocks, for the VACE templates' CausVid LoRA;
+- diffusion_models/wan2.2_t2v_{high,low}_noise_14B_fp8_scaled_tiny: Wan 2.2 14B text-to-video's two experts
+  (16 input channels) in ComfyUI's scaled fp8 layout, as its wan2.2_t2v_*_fp8_scaled files are (_scaled_fp8).
 bfloat16 like the released files. Same seed -> byte-identical files (the SentencePiece model is trained on a
 fixed text with one thread)."""
 
@@ -56,6 +58,8 @@ FILES = {
     "fun_camera": "diffusion_models/wan2.1_fun_camera_v1.1_1.3B_tiny.safetensors",
     "vace": "diffusion_models/wan2.1_vace_1.3B_tiny.safetensors",
     "vace_lora": "loras/wan2.1_causvid_t2v_lora_rank32_tiny.safetensors",
+    "t2v_high": "diffusion_models/wan2.2_t2v_high_noise_14B_fp8_scaled_tiny.safetensors",
+    "t2v_low": "diffusion_models/wan2.2_t2v_low_noise_14B_fp8_scaled_tiny.safetensors",
 }
 # (input channels, output channels) of each diffusion model
 _SHAPES = {"i2v_high": (36, 16), "i2v_low": (36, 16), "t2v": (16, 16), "ti2v_5b": (48, 48)}
@@ -258,6 +262,34 @@ def tiny_wan_state_dicts(seed: int = SEED) -> dict[str, dict[str, torch.Tensor]]
     out["fun_camera"] = _camera_model(seed)
     out["vace"] = _vace_model(seed)
     out["vace_lora"] = _lora(out["vace"], torch.Generator().manual_seed(seed + 5))
+    out.update(_t2v22_models(seed))
+    return out
+
+
+def _t2v22_models(seed: int) -> dict[str, dict[str, torch.Tensor]]:
+    """Wan 2.2 14B text-to-video's high- and low-noise experts (16 input channels, no image embedding), from a
+    generator of their own, stored as ComfyUI's scaled fp8 files."""
+    gen = torch.Generator().manual_seed(seed + 6)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed + 6)
+        sds = {name: _transformer(16, 16, gen) for name in ("t2v_high", "t2v_low")}
+    return {name: _scaled_fp8(sd) for name, sd in sds.items()}
+
+
+def _scaled_fp8(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """ComfyUI's scaled fp8 layout (nodes.models.fp8) as in its repackaged wan2.2_*_fp8_scaled files: each
+    block's linear weight as float8_e4m3fn divided by a float32 `scale_weight` (its absolute maximum over the
+    format's 448) beside an unused `scale_input` of 1, the other tensors bfloat16, and the `scaled_fp8` marker."""
+    out: dict[str, torch.Tensor] = {"scaled_fp8": torch.empty(0, dtype=torch.float8_e4m3fn)}
+    for key, value in sd.items():
+        layer, _, name = key.rpartition(".")
+        if key.startswith("blocks.") and name == "weight" and value.dim() == 2:
+            scale = value.abs().max().to(torch.float32) / torch.finfo(torch.float8_e4m3fn).max
+            out[key] = (value.to(torch.float32) / scale).to(torch.float8_e4m3fn)
+            out[f"{layer}.scale_weight"] = scale
+            out[f"{layer}.scale_input"] = torch.tensor(1.0)
+        else:
+            out[key] = value.to(torch.bfloat16).contiguous()
     return out
 
 

@@ -182,3 +182,31 @@ def test_fine_tunes_of_implemented_families_map_to_their_familys_tiny_files():
         "flux-tiny-clip_l.safetensors",
         "flux-tiny-t5.safetensors",
     ]
+
+
+def test_wan22_text_to_video_experts_map_to_their_fp8_scaled_tiny_files():
+    """video_wan2_2_14B_t2v's two experts (ComfyUI's fp8-scaled files) and the Wan companions beside them."""
+    asked = [
+        "wan2.2_t2v_high_noise_14B_fp8_scaled.safetensors",
+        "wan2.2_t2v_low_noise_14B_fp8_scaled.safetensors",
+        "umt5_xxl_fp8_e4m3fn_scaled.safetensors",
+        "wan_2.1_vae.safetensors",
+    ]
+    assert [templates_render.demo_file(n, asked) for n in asked] == [
+        "wan2.2_t2v_high_noise_14B_fp8_scaled_tiny.safetensors",
+        "wan2.2_t2v_low_noise_14B_fp8_scaled_tiny.safetensors",
+        "umt5_xxl_tiny.safetensors",
+        "wan_2.1_vae_tiny.safetensors",
+    ]
+
+
+def test_a_qwen_image_controlnet_is_not_given_the_familys_tiny_lora():
+    """The Qwen-Image templates' LoRAs map to the tiny LoRA by name; their ControlNet files must not (a LoRA file
+    given to ControlNetLoader is no ControlNet): no tiny Qwen-Image ControlNet exists, so they are refused by name."""
+    asked = ["qwen_image_fp8_e4m3fn.safetensors", "Qwen-Image-Lightning-4steps-V1.0.safetensors"]
+    assert templates_render.demo_file(asked[1], asked) == "qwen_image_edit_tiny_lightning.safetensors"
+    for controlnet in (
+        "Qwen-Image-InstantX-ControlNet-Inpainting.safetensors",
+        "Qwen-Image-2512-Fun-Controlnet-Union-2602.safetensors",
+    ):
+        assert templates_render.demo_file(controlnet, [*asked, controlnet]) is None
