@@ -351,13 +351,15 @@ class Wan22FunControlToVideo:
         control_video: torch.Tensor | None = None,
     ):
         positive, negative = require(positive, "positive"), require(negative, "negative")
-        if ref_image is not None:
-            raise ValueError(
-                "ref_image: Wan 2.2 Fun Control's reference image (its ref_conv patch embedding) is "
-                "not supported yet; leave ref_image unconnected"
-            )
         vae = require_component(vae, "vae", "vae")
         channels, scale = (48, 16) if vae.arch == WAN22_VAE_ARCH else (16, 8)
+        if ref_image is not None:  # the model's ref_conv reads it: appended to each entry's reference latents
+            arch = WAN22_VAE_ARCH if channels == 48 else WAN21_VAE_ARCH
+            ref = await encode_video(vae, fit_frames(ref_image[:1], width, height)[..., :3], arch)
+            positive, negative = (
+                [[c, {**o, "reference_latents": [*(o.get("reference_latents") or []), ref]}] for c, o in side]
+                for side in (positive, negative)
+            )
         frames = latent_frames(length)
         latent = torch.zeros(batch_size, channels, frames, height // scale, width // scale)
         concat = await _fun_concat(vae, width, height, length, batch_size, channels, scale, None, control_video)

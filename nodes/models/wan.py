@@ -19,6 +19,7 @@ WanVaceToVideo's latents and masks reach it as `vace_context` (nodes.models.wan_
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 from contextvars import ContextVar
@@ -47,6 +48,8 @@ REF_CONV = "ref_conv."  # Wan 2.2 Fun Control (ComfyUI's in_dim_ref_conv)
 CAMERA = "control_adapter."  # Wan Fun Camera: camera conditions added to the patch embedding
 VACE = "vace_patch_embedding.weight"  # Wan 2.1 VACE: control video, masks and reference through vace_blocks
 _camera_features: ContextVar[torch.Tensor | None] = ContextVar("wan_camera_features", default=None)
+# Wan 2.2 Fun Control's reference latent of this call ([B,16,H,W] in model space) and its token count
+_reference: ContextVar[dict | None] = ContextVar("wan_reference", default=None)
 HEAD_DIM = 128  # ComfyUI: num_heads = dim // 128
 FREQ_DIM = 256
 PATCH = (1, 2, 2)
@@ -153,6 +156,37 @@ def _add_camera(_module: torch.nn.Module, _inputs: Any, out: torch.Tensor) -> to
     return out if features is None else out + features.to(out.dtype)
 
 
+class ReferenceRope(WanRotaryPosEmbed):
+    """Wan's rotary tables; with a reference latent one frame longer, the reference taking frame 0 (ComfyUI's
+    t_len + 1 for reference_latent): the tables need only the shape, so a meta tensor stands in."""
+
+    def forward(self, hidden_states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if _reference.get() is not None:
+            b, c, f, h, w = hidden_states.shape
+            hidden_states = torch.empty(b, c, f + PATCH[0], h, w, device="meta")
+        return super().forward(hidden_states)
+
+
+def _add_reference(
+    ref_conv: torch.nn.Module, _module: torch.nn.Module, _inputs: Any, out: torch.Tensor
+) -> torch.Tensor:
+    """The patch embedding's forward hook: the reference latent's ref_conv tokens before the video's (as
+    ComfyUI concatenates them), as one more frame of the [B,dim,F,H,W] grid so the flattened order matches."""
+    ref = _reference.get()
+    if ref is None:
+        return out
+    tokens = ref_conv(ref["latent"].to(out.dtype))
+    ref["tokens"] = tokens.shape[-2] * tokens.shape[-1]
+    return torch.cat([tokens.unsqueeze(2), out], dim=2)
+
+
+def _drop_reference(_module: torch.nn.Module, _inputs: Any, out: torch.Tensor) -> torch.Tensor:
+    """The output projection's forward hook: the reference's tokens left out before unpatchifying (ComfyUI
+    drops them after the head, which works token by token)."""
+    ref = _reference.get()
+    return out if ref is None else out[:, ref["tokens"] :]
+
+
 @dataclass
 class WanDiffusionModel(DiffusionModel):
     def concat_image(
@@ -252,7 +286,9 @@ class WanDiffusionModel(DiffusionModel):
             )
         features = None if camera is None else adapter(camera.to(device, dtype))
         vace, chain = self._vace_kwargs(cond, x, device, dtype)
+        reference = self._reference(cond, device, dtype)
         token = _camera_features.set(features)
+        ref_token = _reference.set(reference)
         try:
             out = wan_vace.run_with(
                 chain,
@@ -267,7 +303,19 @@ class WanDiffusionModel(DiffusionModel):
             )
         finally:
             _camera_features.reset(token)
+            _reference.reset(ref_token)
         return out[:, :, :frames, :h, :w].float()
+
+    def _reference(self, cond: dict[str, Any], device: torch.device, dtype: torch.dtype) -> dict | None:
+        """Wan 2.2 Fun Control's reference: the last reference latent's first frame, as ComfyUI's WAN21
+        extra_conds; ignored by a model without ref_conv (ComfyUI's other Wan models do not read it)."""
+        refs = cond.get("ref_latents")
+        if not refs or getattr(self.module, "ref_conv", None) is None:
+            return None
+        latent = refs[-1]
+        if latent.dim() == 5:
+            latent = latent[:, :, 0]
+        return {"latent": latent.to(device, dtype), "tokens": 0}
 
     def _vace_kwargs(self, cond: dict[str, Any], x: torch.Tensor, device: torch.device, dtype: torch.dtype):
         """The VACE transformer's first control input and strengths, and the chain of the others (nothing for
@@ -318,9 +366,8 @@ def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) 
     except (KeyError, ValueError) as e:
         raise ModelLoadError(path, f"not a usable Wan diffusion model: {e}") from None
     arch = wan_arch(sd)
-    # Wan 2.2 Fun Control's reference-image patch embedding: ComfyUI uses it only for a reference latent
-    # (Wan22FunControlToVideo's ref_image, refused there), so the model runs without it.
-    sd = {k: v for k, v in sd.items() if not k.startswith(REF_CONV)}
+    # Wan 2.2 Fun Control's reference-image patch embedding (ComfyUI's in_dim_ref_conv): a 2x2 patch conv
+    ref_conv = {k[len(REF_CONV) :]: sd.pop(k) for k in [k for k in sd if k.startswith(REF_CONV)]}
     camera = {k[len(CAMERA) :]: sd.pop(k) for k in [k for k in sd if k.startswith(CAMERA)]}
     converted = convert_wan_transformer_to_diffusers(dict(sd))
     if ref.patches:
@@ -338,6 +385,17 @@ def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) 
         )
         module.control_adapter = build_module(lambda: CameraAdapter(*size), camera, path, "Wan camera adapter")
         module.patch_embedding.register_forward_hook(_add_camera)
+    if ref_conv:  # Wan 2.2 Fun Control: Wan22FunControlToVideo's ref_image as tokens before the video's
+        weight = ref_conv["weight"]
+        module.ref_conv = build_module(
+            lambda: torch.nn.Conv2d(weight.shape[1], weight.shape[0], PATCH[1:], stride=PATCH[1:]),
+            ref_conv,
+            path,
+            "Wan ref_conv",
+        )
+        module.rope = ReferenceRope(HEAD_DIM, PATCH, module.rope.max_seq_len)
+        module.patch_embedding.register_forward_hook(functools.partial(_add_reference, module.ref_conv))
+        module.proj_out.register_forward_hook(_drop_reference)
     return WanDiffusionModel(
         arch=arch, module=module, latent_format=latent_format(arch), sampling=dict(sampling_config(arch)), config=config
     )

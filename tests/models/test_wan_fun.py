@@ -116,13 +116,54 @@ def test_one_fun_step_equals_comfyuis(workspace, case: str, part: str) -> None:
     )
 
 
-def test_wan22_fun_control_refuses_a_reference_image(workspace) -> None:
+REF = json.loads((Path(__file__).parent / "fixtures" / "comfyui_wan_fun_ref.json").read_text())
+
+
+def test_wan22_fun_control_reference_image_equals_comfyuis(workspace) -> None:
+    """Wan22FunControlToVideo's ref_image (recorded by scripts/record_comfyui_wan_fun_ref.py): its encoded
+    latent appended to both sides' reference latents, and one evaluation of the model, whose ref_conv puts the
+    reference's tokens before the video's (rotary positions one frame longer), to ComfyUI's denoised."""
     from nodes.library.wan import Wan22FunControlToVideo
 
+    for part, rec in REF["files"].items():
+        assert hashlib.sha256(_path(workspace, part).read_bytes()).hexdigest() == rec["sha256"]
     vae = make_ref("vae", "qwen_image", [_path(workspace, "vae")])
-    cond = [[torch.zeros(1, 512, 32), {}]]
-    with pytest.raises(ValueError, match="ref_image"):
-        _run(Wan22FunControlToVideo().execute(cond, cond, vae, 32, 32, 5, 1, ref_image=torch.rand(1, 32, 32, 3)))
+    context = tensor(REF["context"])
+    cond = [[context, {}]]
+    pos, neg, latent = _run(
+        Wan22FunControlToVideo().execute(
+            cond,
+            cond,
+            vae,
+            48,
+            32,
+            5,
+            1,
+            ref_image=tensor(REF["ref_image"]),
+            control_video=tensor(REF["control_video"]),
+        )
+    )
+    assert list(latent["samples"].shape) == REF["latent_shape"]
+    for side, want in ((pos, REF["reference_latents"]), (neg, REF["neg_reference_latents"])):
+        assert len(side[0][1]["reference_latents"]) == len(want)
+        for got, rec in zip(side[0][1]["reference_latents"], want, strict=True):
+            torch.testing.assert_close(got, tensor(rec), atol=1e-5, rtol=1e-5)
+    tensors, (entry,) = flatten("positive", pos, lambda p: 1.0 - p)
+    model = loader.load_diffusion_model(make_ref("diffusion_model", "wan21", [_path(workspace, "fun22_control")]))
+    step = REF["step"]
+    x, sigma = tensor(step["x"]), torch.tensor([step["sigma"]])
+    key = entry["key"]
+    concat = model.concat_image(
+        tensors.get(f"{key}.concat_latent_image"), x, tensors.get(f"{key}.concat_mask"), entry["concat_mask_index"]
+    )
+    refs = [model.latent_format.process_in(tensors[f"{key}.ref.{i}"]) for i in range(entry["ref_latents"])]
+    torch.testing.assert_close(refs[-1][:, :, 0], tensor(step["reference_latent"]), atol=1e-5, rtol=1e-5)
+    ms = model_sampling_from_config(sampling_config("wan21"))
+    cond = {"context": context, "concat": concat, "ref_latents": refs}
+    out = model.apply(ms.calculate_input(sigma, x), ms.timestep(sigma), cond)
+    torch.testing.assert_close(ms.calculate_denoised(sigma, out, x), tensor(step["denoised"]), atol=1e-5, rtol=1e-5)
+    without = model.apply(ms.calculate_input(sigma, x), ms.timestep(sigma), {"context": context, "concat": concat})
+    assert not torch.allclose(without, out, atol=1e-3)  # the reference changes the prediction
 
 
 @pytest.mark.parametrize("index", range(len(FIXTURE["camera"]["embeddings"])))
