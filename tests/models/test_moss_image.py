@@ -131,3 +131,35 @@ def test_a_small_decoder_flux2_vae_loads_and_decodes_as_diffusers(tmp_path):
         want = vae.decode(latent.reshape(1, 32, 2, 2, 2, 3).permute(0, 1, 4, 2, 5, 3).reshape(1, 32, 4, 6))
     torch.testing.assert_close(ours.sample, want.sample, rtol=0, atol=0)
     assert loaded.module.config.decoder_block_out_channels == (32, 32, 32, 64)
+
+
+def test_an_int8_convrot_file_as_the_templates_download_loads(tiny, tmp_path):
+    """The templates' moss_image_*_int8_convrot: the joint blocks' linear layers as ComfyUI's int8 tensorwise
+    ConvRot layers (comfy-kitchen's quantizer, groups of 16 for the tiny widths), under model.diffusion_model.;
+    they load dequantized, and the prediction stays within int8 rounding of the bf16 file's."""
+    pytest.importorskip("comfy_kitchen")
+    from comfy_kitchen.tensor.int8 import TensorWiseINT8Layout
+
+    config = {"format": "int8_tensorwise", "convrot": True, "convrot_groupsize": 16}
+    raw = torch.tensor(list(json.dumps(config).encode()), dtype=torch.uint8)
+    sd, quantized = {}, 0
+    for k, v in load_file(tiny).items():
+        name = "model.diffusion_model." + k
+        if k.startswith("layers.") and ".proj." in k:
+            q, params = TensorWiseINT8Layout.quantize(
+                v.float(), is_weight=True, per_channel=True, convrot=True, convrot_groupsize=16
+            )
+            base = name[: -len("weight")]
+            sd |= {name: q, base + "weight_scale": params.scale, base + "comfy_quant": raw.clone()}
+            quantized += 1
+        else:
+            sd[name] = v
+    path = tmp_path / "moss_image_tiny_int8_convrot.safetensors"
+    save_file(sd, str(path))
+    assert quantized == 4 * CONFIG["num_layers"] and probe(str(path)).arch == "moss_image"
+    case = FIXTURE["cases"][0]
+    args = (tensor(case["x"]), torch.tensor([case["timestep"]]), {"context": tensor(case["context"])})
+    with torch.no_grad():
+        int8 = load_diffusion_model(ref_for(str(path))).apply(*args)
+        full = load_diffusion_model(ref_for(tiny)).apply(*args)
+    assert not torch.equal(int8, full) and (int8 - full).abs().max() < 0.05 * full.abs().max()
