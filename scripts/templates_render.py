@@ -79,8 +79,9 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     (None, r"^FireRed-Image-Edit-[\d.]+-transformer", "qwen_image_tiny.safetensors"),
     (r"^FireRed-Image-Edit", r"^qwen_2\.5_vl_7b", "qwen_2.5_vl_7b_edit_tiny.safetensors"),
     (r"^FireRed-Image-Edit", r"^qwen_image_vae", "qwen_image_vae_tiny.safetensors"),
-    # any LoRA of a Qwen-Image template (Lightning, style, angles, control): the family's tiny LoRA
-    (r"^qwen_image_(edit|2512|fp8|bf16)", r"(?i)qwen", "qwen_image_edit_tiny_lightning.safetensors"),
+    # any LoRA of a Qwen-Image template (Lightning, style, angles, control): the family's tiny LoRA; never a
+    # ControlNet file (InstantX's, the Fun Union's: no tiny Qwen-Image ControlNet exists), which a LoRA cannot stand for
+    (r"^qwen_image_(edit|2512|fp8|bf16)", r"(?i)^(?!.*controlnet).*qwen", "qwen_image_edit_tiny_lightning.safetensors"),
     # Wan 2.1 / 2.2 (scripts/wan_*_workflow.py): each variant's tiny model, the 14B and 1.3B sizes alike
     (None, r"^wan2\.2_i2v_high_noise_14B", "wan2.2_i2v_high_noise_14B_tiny.safetensors"),
     (None, r"^wan2\.2_i2v_low_noise_14B", "wan2.2_i2v_low_noise_14B_tiny.safetensors"),

@@ -210,3 +210,15 @@ def test_a_qwen_image_controlnet_is_not_given_the_familys_tiny_lora():
         "Qwen-Image-2512-Fun-Controlnet-Union-2602.safetensors",
     ):
         assert templates_render.demo_file(controlnet, [*asked, controlnet]) is None
+
+
+def test_a_qwen_image_controlnet_is_not_given_the_familys_tiny_lora():
+    """The Qwen-Image templates' LoRAs map to the tiny LoRA by name; their ControlNet files must not (a LoRA file
+    given to ControlNetLoader is no ControlNet): no tiny Qwen-Image ControlNet exists, so they are refused by name."""
+    asked = ["qwen_image_fp8_e4m3fn.safetensors", "Qwen-Image-Lightning-4steps-V1.0.safetensors"]
+    assert templates_render.demo_file(asked[1], asked) == "qwen_image_edit_tiny_lightning.safetensors"
+    for controlnet in (
+        "Qwen-Image-InstantX-ControlNet-Inpainting.safetensors",
+        "Qwen-Image-2512-Fun-Controlnet-Union-2602.safetensors",
+    ):
+        assert templates_render.demo_file(controlnet, [*asked, controlnet]) is None
