@@ -43,6 +43,9 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     # Krea 2 (scripts/krea2_workflow.py)
     (None, r"^krea2_turbo", "krea2_turbo_tiny.safetensors"),
     (None, r"^qwen3vl_4b_fp8", "qwen3vl_4b_tiny.safetensors"),  # Krea 2's, and the LLM templates' Qwen3-VL 4B
+    # Anima (base v1.0 and the previews): its transformer with the LLM adapter, Qwen3 0.6B (nodes/models/anima_demo.py)
+    (None, r"^anima-(base|preview)", "anima_tiny.safetensors"),
+    (r"^anima-", r"^qwen_3_06b", "qwen_3_06b_base_tiny.safetensors"),
     # FLUX 3 Image Klein (scripts/flux3_workflow.py): base and step-distilled
     (None, r"^flux3-image-klein-base", "flux3_klein_tiny.safetensors"),
     (None, r"^flux3-image-klein", "flux3_klein_distilled_tiny.safetensors"),
@@ -72,7 +75,7 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     (None, r"^qwen_image_(edit_2509|edit_fp8|2512|fp8|bf16)", "qwen_image_tiny.safetensors"),
     (r"^qwen_image_edit", r"^qwen_2\.5_vl_7b", "qwen_2.5_vl_7b_edit_tiny.safetensors"),
     (r"^qwen_image_(2512|fp8|bf16)", r"^qwen_2\.5_vl_7b", "qwen_2.5_vl_7b_tiny.safetensors"),
-    (r"^qwen_image_(edit|2512|fp8|bf16)|^krea2_turbo", r"^qwen_image_vae", "qwen_image_vae_tiny.safetensors"),
+    (r"^qwen_image_(edit|2512|fp8|bf16)|^krea2_turbo|^anima-", r"^qwen_image_vae", "qwen_image_vae_tiny.safetensors"),
     # FireRed Image Edit 1.0 / 1.1: Qwen-Image-Edit 2509 retrained (FireRedTeam's inference.py runs it on diffusers'
     # QwenImageEditPlusPipeline; fal.ai's model card), the same transformer layout, so a real file is detected as
     # Qwen-Image by its keys as in the newest ComfyUI (txt_norm, no marker of its own); 2509's tiny files stand in
@@ -154,9 +157,10 @@ SHRINK = {
     "max_length": lambda v: min(v, 16),
     "max_new_tokens": lambda v: min(v, 16),
 }
-# A primitive's value by the node's title, where templates feed sizes through primitives and math (LTX-2.3's
+# A primitive's value by the node's title, where templates feed sizes or steps through primitives and math (LTX-2.3's
 # Width / Height are halved for the first pass and upsampled x2; Duration is seconds at the frame rate).
 SHRINK_TITLES = {
+    "steps": SHRINK["steps"],  # Qwen-Image-Edit 2511's "Steps" primitives (40, or 4 with Lightning) feed KSampler
     "width": lambda v: min(v, 128),
     "height": lambda v: min(v, 128),
     "duration": lambda v: min(v, 1),
