@@ -3,8 +3,8 @@ actually run here? For every template whose classes are all offered (scripts/tem
 template's own graph from the installed templates package, unpack its subgraphs, convert it to an API prompt
 with our converter (comfy_bridge/formats.py), put our tiny demo files of the same family in place of its model
 files (DEMO_FILES below, from the file names the template asks for; the per-family workflow scripts do the same
-by hand), the workspace's example.png / example.mp4 in place of its input images and videos, shrink sizes,
-steps and frames (SHRINK), and run it in-process on the demo workspace. A template that needs a file we cannot
+by hand), the workspace's example.png / example.mp4 / example.wav in place of its input images, videos and
+sounds, shrink sizes, steps and frames (SHRINK), and run it in-process on the demo workspace. A template that needs a file we cannot
 make (a family without a tiny demo file) is `renders: false` with that reason.
 
     python scripts/templates_render.py <workspace with demo-models> [--timeout 300] [--only NAME ...]
@@ -33,6 +33,7 @@ from scripts import templates_coverage  # noqa: E402
 MODEL_FILE = re.compile(r"\.(safetensors|ckpt|pt|pth|bin|gguf|sft)$", re.IGNORECASE)
 IMAGE_FILE = re.compile(r"\.(png|jpe?g|webp|bmp)$", re.IGNORECASE)
 VIDEO_FILE = re.compile(r"\.(mp4|webm|mov|gif|mkv)$", re.IGNORECASE)
+AUDIO_FILE = re.compile(r"\.(mp3|wav|flac|ogg|m4a|opus)$", re.IGNORECASE)
 # (a file name the same prompt must also ask for, or None; the template's file; our tiny file of its family).
 # The first rule whose patterns match wins; a model file no rule matches cannot be made here.
 DEMO_FILES: list[tuple[str | None, str, str]] = [
@@ -326,6 +327,8 @@ def tiny_prompt(workflow: dict, registry, loras: Path | None = None) -> tuple[di
                 inputs[key] = "example.png"
             elif isinstance(value, str) and VIDEO_FILE.search(value):
                 inputs[key] = "example.mp4"
+            elif isinstance(value, str) and AUDIO_FILE.search(value):
+                inputs[key] = "example.wav"
             elif key == "value" and isinstance(value, int) and not isinstance(value, bool) and title in SHRINK_TITLES:
                 inputs[key] = type(value)(SHRINK_TITLES[title](value))
             elif leaf(key) in SHRINK and isinstance(value, (int, float)) and not isinstance(value, bool):

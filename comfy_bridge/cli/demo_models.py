@@ -15,14 +15,17 @@ log = logging.getLogger("comfy_cluster")
 
 def ensure_demo_models(ws: Workspace) -> None:
     """First start on an empty workspace: build the tiny demo models (and the example input image
-    the img2img and ControlNet workflows load, and the example clip the Wan VACE workflow loads) so a
-    workflow runs with no download."""
+    the img2img and ControlNet workflows load, the example clip the Wan VACE workflow loads and the example
+    sound audio-to-video templates load) so a workflow runs with no download."""
     example = ws.input_dir / "example.png"
     if not example.exists():
         write_example_image(example)
     clip = ws.input_dir / "example.mp4"
     if not clip.exists():
         write_example_video(clip)
+    sound = ws.input_dir / "example.wav"
+    if not sound.exists():
+        write_example_audio(sound)
     if ws.list_files("checkpoints"):
         return
     from nodes.models.demo import build_demo_models
@@ -42,6 +45,27 @@ def write_example_image(path: Path, size: int = 128) -> None:
     disc = ((x - 0.5) ** 2 + (y - 0.5) ** 2 < 0.09).astype(float)
     rgb = np.stack([x, y, 0.5 * (1 - disc) + disc], axis=-1)
     write_atomic(path, lambda tmp: Image.fromarray((rgb * 255).round().astype("uint8")).save(tmp, format="PNG"))
+
+
+def write_example_audio(path: Path, rate: int = 44100, seconds: float = 1.0) -> None:
+    """A deterministic stereo 16-bit WAV (the standard library writes it): a 440 Hz tone left, 660 Hz right."""
+    import wave
+
+    import numpy as np
+
+    from nodes.output_claims import write_atomic
+
+    t = np.arange(int(rate * seconds)) / rate
+    samples = (0.3 * np.stack([np.sin(2 * np.pi * 440 * t), np.sin(2 * np.pi * 660 * t)], axis=1) * 32767).round()
+
+    def write(tmp: str) -> None:
+        with wave.open(tmp, "wb") as f:
+            f.setnchannels(2)
+            f.setsampwidth(2)
+            f.setframerate(rate)
+            f.writeframes(samples.astype("<i2").tobytes())
+
+    write_atomic(path, write)
 
 
 def write_example_video(path: Path, size: int = 64, frames: int = 9) -> None:

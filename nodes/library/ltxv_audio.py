@@ -2,7 +2,8 @@
 published LTX-2 file in the checkpoints folder), LTXAVTextEncoderLoader (Gemma 3 from text_encoders with the
 text side of an LTX-2 checkpoint: nodes.models.ltx2_text), LTXVEmptyLatentAudio (zeros covering a video's duration) and
 LTXVAudioVAEDecode (an audio latent, or the audio half of an audio-video latent, to a stereo waveform; the decode
-is the ModelFn ltx2_audio_decode). Checked against ComfyUI 0.10.0 by tests/nodes/test_ltxv_audio.py."""
+is the ModelFn ltx2_audio_decode) and LTXVAudioVAEEncode (audio to an audio latent: resampled, its log-mel
+spectrogram (nodes.models.audio_mel), the ModelFn ltx2_audio_encode). Checked against ComfyUI 0.10.0 by tests/nodes/test_ltxv_audio.py."""
 
 from __future__ import annotations
 
@@ -152,12 +153,51 @@ class LTXVAudioVAEDecode:
         return ({"waveform": out["waveform"], "sample_rate": int(_config(ref)["output_sample_rate"])},)
 
 
+class LTXVAudioVAEEncode:
+    RELATIVE_PYTHON_MODULE = MODULE
+    FUNCTION = "execute"
+    CATEGORY = "audio"
+    RETURN_TYPES = ("LATENT",)
+    RETURN_NAMES = ("Audio Latent",)
+    DESCRIPTION = "Encodes audio (mono is spread to the VAE's channels) to an LTX-2 audio latent."
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"audio": ("AUDIO", {}), "audio_vae": ("VAE", {"display_name": "Audio VAE"})}}
+
+    async def execute(self, audio: dict, audio_vae: Any):
+        from nodes.models.audio_mel import log_mel, resample
+
+        ref = _audio_vae(audio_vae)
+        waveform = audio.get("waveform") if isinstance(audio, dict) else None
+        if not isinstance(waveform, torch.Tensor) or waveform.ndim != 3 or "sample_rate" not in audio:
+            raise ValueError("audio: expected an AUDIO (a [batch, channels, samples] waveform with its sample_rate)")
+        config = _config(ref)
+        if waveform.shape[1] == 1:  # ComfyUI spreads mono over the encoder's two channels
+            waveform = waveform.expand(-1, 2, -1)
+        elif waveform.shape[1] != 2:
+            raise ValueError(f"audio: the LTX-2 audio VAE encodes 1 or 2 channels, got {waveform.shape[1]}")
+        # resampling and the mel spectrogram are plain signal processing, done here; the ModelFn runs the encoder
+        waveform = resample(waveform.float(), int(audio["sample_rate"]), config["sample_rate"])
+        mel = log_mel(waveform, config["sample_rate"], config["n_fft"], config["hop_length"], config["mel_bins"])
+        out = await call_model_fn("ltx2_audio_encode", ref, "audio_vae", {"mel": mel.contiguous()}, {})
+        return ({"samples": out["latent"], "sample_rate": int(config["sample_rate"]), "type": "audio"},)
+
+
 NODE_CLASS_MAPPINGS = {
-    cls.__name__: cls for cls in (LTXVAudioVAELoader, LTXAVTextEncoderLoader, LTXVEmptyLatentAudio, LTXVAudioVAEDecode)
+    cls.__name__: cls
+    for cls in (
+        LTXVAudioVAELoader,
+        LTXAVTextEncoderLoader,
+        LTXVEmptyLatentAudio,
+        LTXVAudioVAEDecode,
+        LTXVAudioVAEEncode,
+    )
 }
 NODE_DISPLAY_NAME_MAPPINGS = {
     "LTXVAudioVAELoader": "LTXV Audio VAE Loader",
     "LTXAVTextEncoderLoader": "LTXV Audio Text Encoder Loader",
     "LTXVEmptyLatentAudio": "LTXV Empty Latent Audio",
     "LTXVAudioVAEDecode": "LTXV Audio VAE Decode",
+    "LTXVAudioVAEEncode": "LTXV Audio VAE Encode",
 }

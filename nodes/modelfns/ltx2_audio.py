@@ -1,4 +1,5 @@
-"""LTX-2's audio VAE decode as a ModelFn: the audio latent in, the stereo waveform out (nodes.models.ltx2_audio)."""
+"""LTX-2's audio VAE as ModelFns (nodes.models.ltx2_audio): decode (the audio latent in, the stereo waveform out)
+and encode (a log-mel spectrogram in, the normalised audio latent out)."""
 
 from __future__ import annotations
 
@@ -26,3 +27,15 @@ class LTX2AudioDecodeFn(ModelFn):
 
     def execute(self, model: Any, inputs: dict[str, Any], params: NoParams) -> dict[str, torch.Tensor]:
         return {"waveform": model.decode(inputs["latent"])}
+
+
+@register
+class LTX2AudioEncodeFn(LTX2AudioDecodeFn):
+    name = "ltx2_audio_encode"
+
+    def setup_io(self) -> None:
+        self.add_input("mel")
+        self.add_output("latent")
+
+    def execute(self, model: Any, inputs: dict[str, Any], params: NoParams) -> dict[str, torch.Tensor]:
+        return {"latent": model.encode(inputs["mel"])}

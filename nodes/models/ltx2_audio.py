@@ -45,6 +45,15 @@ class _MelDecoder(torch.nn.Module):
         return self.autoencoder.decode(z).sample
 
 
+class _MelEncoder(torch.nn.Module):
+    def __init__(self, autoencoder: AutoencoderKLLTX2Audio) -> None:
+        super().__init__()
+        self.autoencoder = autoencoder
+
+    def forward(self, mel: torch.Tensor) -> torch.Tensor:
+        return self.autoencoder.encode(mel).latent_dist.mode()
+
+
 class LTX2AudioVAE(torch.nn.Module):
     """The decoder and the vocoder as the two stages of one ModuleList, each run through its own __call__: the
     executor's layer cache binds a stage's weights in its forward pre-hook (a method such as decode() bypasses
@@ -63,7 +72,8 @@ class LTX2AudioVAE(torch.nn.Module):
         output_sample_rate: int,
     ) -> None:
         super().__init__()
-        self.stages = torch.nn.ModuleList([_MelDecoder(autoencoder), vocoder])
+        # the encoder stage shares the autoencoder (its encoder half) with the decoder stage
+        self.stages = torch.nn.ModuleList([_MelDecoder(autoencoder), vocoder, _MelEncoder(autoencoder)])
         self.mean, self.std = mean, std  # [channels * frequency bins]; plain tensors, not weights
         self.sample_rate, self.hop_length, self.mel_bins = sample_rate, hop_length, mel_bins
         self.latent_channels, self.output_sample_rate = latent_channels, output_sample_rate
@@ -88,6 +98,17 @@ class LTX2AudioVAE(torch.nn.Module):
         z = flat.reshape(b, t, c, f).permute(0, 2, 1, 3)
         mel = self.stages[0](z)  # [B, 2, 4T - 3, mel]
         return self.stages[1](mel)
+
+    @torch.no_grad()
+    def encode(self, mel: torch.Tensor) -> torch.Tensor:
+        """[B, 2, frames, mel_bins] log-mel spectrogram -> [B, C, T, F] normalised latents (the posterior's
+        mode, as ComfyUI's AudioVAE.encode)."""
+        if mel.ndim != 4 or mel.shape[-1] != self.mel_bins:
+            raise ValueError(f"a [batch, channels, frames, {self.mel_bins}] mel spectrogram was expected")
+        z = self.stages[2](mel.float())
+        b, c, t, f = z.shape
+        flat = (z.permute(0, 2, 1, 3).reshape(b, t, c * f) - self.mean) / self.std
+        return flat.reshape(b, t, c, f).permute(0, 2, 1, 3).contiguous()
 
 
 def latent_frames(video_frames: int, frame_rate: int, sample_rate: int, hop_length: int) -> int:
@@ -243,7 +264,14 @@ def read_config(path: str) -> dict[str, Any]:
         "sample_rate": sample_rate,
         "hop_length": hop,
         "output_sample_rate": _output_rate(voc_config, sample_rate, hop),
+        "n_fft": int(n_fft(ae_config)),
+        "mel_bins": ae_kwargs["mel_bins"],
     }
+
+
+def n_fft(config: dict) -> int:
+    """The encoder's STFT size (ComfyUI: preprocessing.stft.filter_length, 1024 where absent)."""
+    return config.get("model", {}).get("params", {}).get("preprocessing", {}).get("stft", {}).get("filter_length", 1024)
 
 
 def _output_rate(vocoder_config: dict, sample_rate: int, hop: int) -> int:

@@ -222,3 +222,17 @@ def test_a_qwen_image_controlnet_is_not_given_the_familys_tiny_lora():
         "Qwen-Image-2512-Fun-Controlnet-Union-2602.safetensors",
     ):
         assert templates_render.demo_file(controlnet, [*asked, controlnet]) is None
+
+
+def test_an_input_sound_becomes_the_workspaces_example_sound(registry, tmp_path):
+    """Audio-to-video templates (LTX-2.3 ia2v's LoadAudio) load the example sound the demo workspace holds."""
+    import wave
+
+    from comfy_bridge.cli.demo_models import write_example_audio
+
+    ui = _ui([{"type": "LoadAudio", "widgets_values": ["ltx_23_audio.mp3", None, None]}])
+    prompt, _ = templates_render.tiny_prompt(ui, registry, tmp_path)
+    assert prompt["1"]["inputs"]["audio"] == "example.wav"
+    write_example_audio(tmp_path / "example.wav")
+    with wave.open(str(tmp_path / "example.wav")) as f:
+        assert (f.getnchannels(), f.getframerate(), f.getnframes()) == (2, 44100, 44100)
