@@ -251,14 +251,11 @@ async def _sample_packed_av(
     packed = torch.cat([p.reshape(p.shape[0], 1, -1) for p in parts], dim=-1)
     preset = torch.cat([n.reshape(n.shape[0], 1, -1) for n in noises], dim=-1)
     mask = latent.get("noise_mask")
-    if mask is not None:  # each part's mask at its latent's size (ComfyUI: a part without one is all ones)
+    if mask is not None:  # each part's mask at its latent's size (ComfyUI: a part without one is all ones); the
+        # audio part's mask gives its tokens their own timesteps (LTX-2's step_timesteps), as the video's does
         masks = list(mask.unbind()) if getattr(mask, "is_nested", False) else [mask]
         masks = masks[: len(parts)] + [torch.ones(p.shape) for p in parts[len(masks) :]]
-        if not all(bool((m == 1).all()) for m in masks[1:]):
-            raise ValueError(
-                "latent_image: a noise mask on the audio part of an audio-video latent is not supported yet"
-            )
-        prepared = [_prepare_mask(masks[0], parts[0])] + [torch.ones(p.shape) for p in parts[1:]]
+        prepared = [_prepare_mask(m, p) for m, p in zip(masks, parts, strict=True)]
         mask = torch.cat([m.reshape(m.shape[0], 1, -1) for m in prepared], dim=-1)
     out, denoised = await sample_guided(
         guider,

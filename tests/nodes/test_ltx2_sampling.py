@@ -4,7 +4,8 @@ one generator, LTXVConditioning's frame rate timing the positions. tests/models/
 "ksampler" entry is ComfyUI's comfy.sample.sample on ltx2-tiny (scripts/record_comfyui_ltx2.py): the chain
 CheckpointLoaderSimple, LTXAVTextEncoderLoader, CLIPTextEncode, LTXVConditioning, KSampler here gives its
 latents; and with LTXVImgToVideoInplace's start image (its noise mask nested by LTXVConcatAVLatent: the kept
-frame un-noised and at timestep 0) those of image-to-video."""
+frame un-noised and at timestep 0) those of image-to-video; likewise under a noise mask on the audio part
+(tests/nodes/fixtures/comfyui_ltx2_audio_mask.json)."""
 
 from __future__ import annotations
 
@@ -118,13 +119,25 @@ def test_image_to_video_samples_as_comfyui(workspace):
     torch.testing.assert_close(audio, want_audio, atol=ATOL, rtol=0)
 
 
-def test_noise_mask_on_the_audio_part_is_refused_by_name(workspace):
+AUDIO_MASK = json.loads((Path(__file__).parent / "fixtures" / "comfyui_ltx2_audio_mask.json").read_text())
+
+
+def test_noise_mask_on_the_audio_part_samples_as_comfyui(workspace):
+    """A noise mask on the audio part (scripts/record_comfyui_ltx2_audio_mask.py: its first rows 0, resized to the
+    latent): the kept audio frames stay as given, un-noised and at timestep 0, the rest is sampled, as ComfyUI."""
+    torch.set_num_threads(1)
+    audio = tensor(AUDIO_MASK["audio"])
     latent = {
-        "samples": AVLatent([torch.zeros(1, 128, 2, 2, 2), torch.zeros(1, 8, 5, 16)]),
-        "noise_mask": AVLatent([torch.ones(1, 1, 2, 1, 1), torch.zeros(1, 8, 5, 16)]),
+        "samples": AVLatent([torch.zeros(1, 128, 2, 2, 2), audio]),
+        "noise_mask": AVLatent([torch.ones(1, 1, 2, 2, 2), tensor(AUDIO_MASK["audio_mask"])]),
     }
-    with pytest.raises(ValueError, match="noise mask on the audio part"):
-        _sample(latent, steps=1)
+    video, audio_out = _sample(latent)["samples"].unbind()
+    # measured 6.0e-6 (video), 8.5e-6 (audio)
+    torch.testing.assert_close(video, tensor(AUDIO_MASK["video_out"]), atol=1e-5, rtol=0)
+    torch.testing.assert_close(audio_out, tensor(AUDIO_MASK["audio_out"]), atol=1e-5, rtol=0)
+    # the kept frames (mask 0 after resizing) are the given audio, up to the float rounding of the mask's blend
+    torch.testing.assert_close(audio_out[:, :, :2], audio[:, :, :2], atol=1e-6, rtol=0)
+    assert (audio_out[:, :, 2:] - audio[:, :, 2:]).abs().max() > 0.1  # the others were sampled
 
 
 def test_img_to_video_needs_the_ltx2_vae(workspace):
