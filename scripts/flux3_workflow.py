@@ -137,27 +137,13 @@ def _compare_from_decode(workflow: dict) -> None:
 
 
 def main() -> None:
-    from comfy_bridge.formats import ui_to_api
-    from comfy_bridge.registry import build_registry
-    from nodes.workspace import Workspace
+    from scripts.workflow_files import workspace_registry, write_workflow
 
-    registry = build_registry(Workspace(Path(sys.argv[1])))
-    ui = tiny_template()
-    out = REPO / "workflows_json" / NAME
-    out.with_suffix(".ui.json").write_text(json.dumps(ui, indent=2) + "\n")
-    out.with_suffix(".json").write_text(json.dumps(ui_to_api(ui, registry), indent=2) + "\n")
-    distilled = tiny_template(DISTILLED_TEMPLATE, DISTILLED_INNER)
-    out = REPO / "workflows_json" / DISTILLED_NAME
-    out.with_suffix(".ui.json").write_text(json.dumps(distilled, indent=2) + "\n")
-    out.with_suffix(".json").write_text(json.dumps(ui_to_api(distilled, registry), indent=2) + "\n")
-    edit = tiny_edit_template()
-    out = REPO / "workflows_json" / EDIT_NAME
-    out.with_suffix(".ui.json").write_text(json.dumps(edit, indent=2) + "\n")
-    out.with_suffix(".json").write_text(json.dumps(ui_to_api(edit, registry), indent=2) + "\n")
-    edit = tiny_edit_template(DISTILLED_EDIT_TEMPLATE, DISTILLED_EDIT)
-    out = REPO / "workflows_json" / DISTILLED_EDIT_NAME
-    out.with_suffix(".ui.json").write_text(json.dumps(edit, indent=2) + "\n")
-    out.with_suffix(".json").write_text(json.dumps(ui_to_api(edit, registry), indent=2) + "\n")
+    registry = workspace_registry(sys.argv[1])
+    write_workflow(NAME, tiny_template(), registry)
+    write_workflow(DISTILLED_NAME, tiny_template(DISTILLED_TEMPLATE, DISTILLED_INNER), registry)
+    write_workflow(EDIT_NAME, tiny_edit_template(), registry)
+    write_workflow(DISTILLED_EDIT_NAME, tiny_edit_template(DISTILLED_EDIT_TEMPLATE, DISTILLED_EDIT), registry)
 
 
 if __name__ == "__main__":

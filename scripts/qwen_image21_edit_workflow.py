@@ -77,15 +77,9 @@ def _as_string_node(node: dict) -> None:
 
 
 def main() -> None:
-    from comfy_bridge.formats import ui_to_api
-    from comfy_bridge.registry import build_registry
-    from nodes.workspace import Workspace
+    from scripts.workflow_files import workspace_registry, write_workflow
 
-    registry = build_registry(Workspace(Path(sys.argv[1])))
-    ui = tiny_template()
-    out = REPO / "workflows_json" / NAME
-    out.with_suffix(".ui.json").write_text(json.dumps(ui, indent=2) + "\n")
-    out.with_suffix(".json").write_text(json.dumps(ui_to_api(ui, registry), indent=2) + "\n")
+    write_workflow(NAME, tiny_template(), workspace_registry(sys.argv[1]))
 
 
 if __name__ == "__main__":

@@ -107,16 +107,11 @@ def _add_output_link(node: dict, slot: int, old: int, new: int) -> None:
 
 
 def main() -> None:
-    from comfy_bridge.formats import ui_to_api
-    from comfy_bridge.registry import build_registry
-    from nodes.workspace import Workspace
+    from scripts.workflow_files import workspace_registry, write_workflow
 
-    registry = build_registry(Workspace(Path(sys.argv[1])))
+    registry = workspace_registry(sys.argv[1])
     for name, (template, substitute) in WORKFLOWS.items():
-        ui = tiny_template(template, substitute)
-        out = REPO / "workflows_json" / name
-        out.with_suffix(".ui.json").write_text(json.dumps(ui, indent=2) + "\n")
-        out.with_suffix(".json").write_text(json.dumps(ui_to_api(ui, registry), indent=2) + "\n")
+        write_workflow(name, tiny_template(template, substitute), registry)
 
 
 if __name__ == "__main__":
