@@ -9,7 +9,9 @@ import signal
 import time
 
 import requests
-from test_durability import _free_port, _start, _tenants_with_keys
+from test_durability import _start, _tenants_with_keys
+
+from tests.conftest import free_port
 
 
 def _wait(predicate, timeout: float = 60.0, what: str = ""):
@@ -25,7 +27,7 @@ def _wait(predicate, timeout: float = 60.0, what: str = ""):
 def test_sigkill_mid_job_keeps_the_job_and_its_key(tmp_path):
     workspace, db, log = tmp_path / "ws", tmp_path / "state.sqlite3", tmp_path / "server.log"
     auth = _tenants_with_keys(db, ["alice"])["alice"]
-    port = _free_port()
+    port = free_port()
     base = f"http://127.0.0.1:{port}/api/v2"
     workflow = {
         "1": {"class_type": "TNumber", "inputs": {"value": 77}},
