@@ -814,7 +814,7 @@ def there_cells(r: dict) -> tuple[str, str, str, str]:
         why = f"no result yet ({t['error'][:60]})" if t and t.get("error") else "no result yet"
         return why, why, why, why
     nodes = f"{t['nodes']['equal']} of {t['nodes']['of']}" if t.get("nodes") else "-"
-    if t.get("nodes", {}).get("equal_but_keys_one_side_lacks"):
+    if (t.get("nodes") or {}).get("equal_but_keys_one_side_lacks"):  # None: ComfyUI never served (Allor exits)
         nodes += f" (+{t['nodes']['equal_but_keys_one_side_lacks']} but for top-level keys one side lacks)"
     case = t.get("case")
     case_cell = "-" if case is None else ("ok" if case["ok"] else "failed") + f" ({yes_no(case.get('equal'))})"

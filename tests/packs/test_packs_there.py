@@ -197,3 +197,9 @@ def test_the_table_says_which_packs_have_no_comfyui_result_yet():
         in rows[0]
     )
     assert rows[1].count("no result yet") == 4
+
+
+def test_a_pack_whose_comfyui_never_served_gets_a_row():
+    # Allor exits the process at import: ComfyUI never answered, so there are no entries to compare
+    row = {"imported": False, "ready": False, "nodes": None, "case": None, "routes": None}
+    assert today.there_cells({"there": row}) == ("no", "-", "-", "none")
