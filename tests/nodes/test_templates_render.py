@@ -98,8 +98,8 @@ def test_ltx2_files_and_titled_sizes_are_substituted(registry, tmp_path):
 
 
 def test_a_model_of_a_family_without_a_tiny_file_is_refused_by_name(registry):
-    ui = _ui([{"type": "UNETLoader", "widgets_values": ["anima-base-v1.0.safetensors", "default"]}])
-    with pytest.raises(ValueError, match="no tiny file of this family for anima-base-v1.0.safetensors"):
+    ui = _ui([{"type": "UNETLoader", "widgets_values": ["ernie-image.safetensors", "default"]}])  # ERNIE-Image
+    with pytest.raises(ValueError, match="no tiny file of this family for ernie-image.safetensors"):
         templates_render.tiny_prompt(ui, registry)
 
 
@@ -198,18 +198,6 @@ def test_wan22_text_to_video_experts_map_to_their_fp8_scaled_tiny_files():
         "umt5_xxl_tiny.safetensors",
         "wan_2.1_vae_tiny.safetensors",
     ]
-
-
-def test_a_qwen_image_controlnet_is_not_given_the_familys_tiny_lora():
-    """The Qwen-Image templates' LoRAs map to the tiny LoRA by name; their ControlNet files must not (a LoRA file
-    given to ControlNetLoader is no ControlNet): no tiny Qwen-Image ControlNet exists, so they are refused by name."""
-    asked = ["qwen_image_fp8_e4m3fn.safetensors", "Qwen-Image-Lightning-4steps-V1.0.safetensors"]
-    assert templates_render.demo_file(asked[1], asked) == "qwen_image_edit_tiny_lightning.safetensors"
-    for controlnet in (
-        "Qwen-Image-InstantX-ControlNet-Inpainting.safetensors",
-        "Qwen-Image-2512-Fun-Controlnet-Union-2602.safetensors",
-    ):
-        assert templates_render.demo_file(controlnet, [*asked, controlnet]) is None
 
 
 def test_a_qwen_image_controlnet_is_not_given_the_familys_tiny_lora():
