@@ -123,9 +123,9 @@ def flatten(name: str, conditioning: list, percent_to_sigma) -> tuple[dict[str, 
                 raise ValueError(f"MiniMax H3 {ref.get('kind')} references are not supported yet (only images)")
             tensors[f"{key}.minimax_ref.{i}"] = ref["latent"]
             entry["minimax_refs"] = i + 1
-        for name in ANIMA_KEYS:
-            if opts.get(name) is not None:  # 1-D as ComfyUI keeps them; a row per entry here
-                tensors[f"{key}.{name}"] = opts[name].reshape(1, -1)
+        for anima_key in ANIMA_KEYS:  # not `name`: that is the conditioning's, every next entry's key uses it
+            if opts.get(anima_key) is not None:  # 1-D as ComfyUI keeps them; a row per entry here
+                tensors[f"{key}.{anima_key}"] = opts[anima_key].reshape(1, -1)
         if opts.get("minimax_token_tags") is not None:  # MiniMax H3: which prompt rows are an image's (0) or text (1)
             tensors[f"{key}.token_tags"] = opts["minimax_token_tags"].reshape(1, -1)  # ComfyUI's is 1-D
         refs = opts.get("reference_latents")

@@ -90,3 +90,15 @@ def test_flux_guidance_sets_guidance_on_every_entry_without_mutating():
     (out,) = FluxGuidance().append(conditioning, 2.5)
     assert [opts["guidance"] for _, opts in out] == [2.5, 2.5]
     assert all("guidance" not in opts for _, opts in conditioning)
+
+
+def test_every_entry_of_an_anima_conditioning_keeps_its_own_key():
+    """flatten names each entry `{side}.{j}`; Anima's T5 ids beside an entry must not change the next one's name
+    (a loop variable once shadowed the side's name: a scheduled hooked CLIP's second entry lost its tensors)."""
+    from nodes.conditioning import flatten
+
+    ids = {"t5xxl_ids": torch.tensor([1, 2]), "t5xxl_weights": torch.tensor([1.0, 1.0])}
+    conditioning = [[torch.zeros(1, 3, 4), dict(ids)], [torch.ones(1, 3, 4), dict(ids)]]
+    tensors, entries = flatten("positive", conditioning, lambda p: 1.0 - p)
+    assert [e["key"] for e in entries] == ["positive.0", "positive.1"]
+    assert {"positive.1.context", "positive.1.t5xxl_ids", "positive.1.t5xxl_weights"} <= set(tensors)
