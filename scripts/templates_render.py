@@ -466,9 +466,11 @@ def main(argv: list[str] | None = None) -> int:
     fresh = templates_coverage.compute()
     complete = [r["name"] for r in fresh["templates"] if r["missing"] == []]
     names = [n for n in complete if not args.only or n in args.only]
-    renders = templates_coverage.committed_renders() if args.only else {}
     with open(args.log, "w") as log:
-        renders.update(render_all(names, args.workspace, args.timeout, log))
+        rendered = render_all(names, args.workspace, args.timeout, log)
+    # Read the other rows only now: others may have re-rendered their rows while ours ran.
+    renders = templates_coverage.committed_renders() if args.only else {}
+    renders.update(rendered)
     result = templates_coverage.with_renders(fresh, renders)
     templates_coverage.RESULT.write_text(json.dumps(result, indent=1) + "\n")
     print("render-weighted usage share:", result["render_usage_share"])
