@@ -337,7 +337,7 @@ async def sample_guided(
     denoised = None
     total = len(sigmas) - 1
     stepper = get_sampler(sampler.name)  # an adaptive sampler (dpm_adaptive) ends the loop from its state
-    split = cfg_split.splittable(params, tensors, stepper.cfg_pp)
+    split = cfg_split.splittable(params, tensors)
     i = 0
     while not stepper.finished(i, sigmas, {k[len(STATE_PREFIX) :]: v for k, v in state.items()}):
         throw_if_interrupted()

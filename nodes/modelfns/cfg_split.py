@@ -21,6 +21,8 @@ from typing import Any
 
 import torch
 
+from nodes.sampling.samplers import get_sampler
+
 SIDES = ("positive", "negative")
 # Samplers whose steps do not begin by evaluating the model at (x, sigmas[i]): dpm_fast and UniPC evaluate at
 # points of their own after their first step, dpm_adaptive takes steps off the schedule. A split would be made for
@@ -41,11 +43,12 @@ def _single_entry(entries: list[dict[str, Any]]) -> bool:
     return len(entries) == 1 and not entries[0].get("default") and not entries[0].get("controls")
 
 
-def splittable(params: Any, inputs: dict[str, Any], cfg_pp: bool) -> bool:
-    """Whether a step with these DenoiseParams and inputs may run split (the module's rule)."""
+def splittable(params: Any, inputs: dict[str, Any]) -> bool:
+    """Whether a step with these DenoiseParams and inputs may run split (the module's rule). CFG++ samplers step
+    along the negative side's prediction, which the combining call does not have alone."""
     return (
         not math.isclose(float(params.cfg), 1.0)
-        and not cfg_pp
+        and not get_sampler(params.sampler).cfg_pp
         and params.sampler not in UNSPLIT_SAMPLERS
         and params.model_patches is None
         and params.middle is None

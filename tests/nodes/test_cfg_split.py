@@ -105,11 +105,11 @@ def test_only_plain_guidance_is_splittable():
         positive=[entry],
         negative=[{**entry, "key": "negative.0"}],
     )
-    assert cfg_split.splittable(params, {}, cfg_pp=False)
-    assert not cfg_split.splittable(params, {}, cfg_pp=True)  # CFG++ steps along the negative side's prediction
-    assert not cfg_split.splittable(params, {"denoise_mask": object()}, cfg_pp=False)
+    assert cfg_split.splittable(params, {})
+    assert not cfg_split.splittable(params.replace(sampler="euler_cfg_pp"), {})  # steps along the negative side
+    assert not cfg_split.splittable(params, {"denoise_mask": object()})
     two = params.replace(positive=[entry, {**entry, "key": "positive.1"}])  # ConditioningCombine
-    assert not cfg_split.splittable(two, {}, cfg_pp=False)
+    assert not cfg_split.splittable(two, {})
     with_control = params.replace(negative=[{**entry, "controls": [{"strength": 1.0}]}])
-    assert not cfg_split.splittable(with_control, {}, cfg_pp=False)
-    assert not cfg_split.splittable(params.replace(perp_neg={"neg_scale": 1.0}), {}, cfg_pp=False)
+    assert not cfg_split.splittable(with_control, {})
+    assert not cfg_split.splittable(params.replace(perp_neg={"neg_scale": 1.0}), {})
