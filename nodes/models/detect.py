@@ -239,6 +239,8 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
         return info("qwen35", "text_encoder", {"text_encoder"}, "hf")
     if any(k.endswith(QWEN3VL_MARKER) for k in keys):  # Qwen3-VL (Qwen-Image 2.1): ComfyUI's detect_te_model key
         return info("qwen3vl", "text_encoder", {"text_encoder"}, "hf")
+    if any(k.endswith("model.layers.0.layer_scalar") for k in keys):  # Gemma 4 (LTX-2.5's): a scalar per layer
+        return info("gemma4", "text_encoder", {"text_encoder"}, "hf")
     if any(k.endswith("model.layers.0.pre_feedforward_layernorm.weight") for k in keys) and any(
         k.endswith("model.layers.0.self_attn.q_norm.weight") for k in keys
     ):  # Gemma 3 (LTX-2's text encoder): Gemma's four norms per layer, and q/k norms as Qwen3 has

@@ -310,6 +310,19 @@ def load_text_encoder(ref: ModelRef) -> TextEncoder:
     path, _ = _source(ref)
     infos = [probe(p) for p in ref.sources]
     clip_type = ref.option("clip_type")
+    if any(i.arch == "gemma4" for i in infos):
+        # ComfyUI's CLIPLoader type ltxv on LTX-2.5's Gemma 4 file with its dual projection (lt.sd_detect).
+        from nodes.models import ltx25_text
+
+        sd = _sd(ref)
+        if clip_type != "ltxv" or len(ref.sources) != 1 or not ltx25_text.is_ltx25_text(sd):
+            raise ModelLoadError(
+                path,
+                "a Gemma 4 file is read here only as LTX-2.5's text encoder, with its dual projection "
+                "(CLIPLoader type ltxv); Gemma 4 alone (the prompt enhancer's gemma4_e2b) is not supported yet",
+            )
+        _refuse_merges(ref, path, "these text encoders")
+        return ltx25_text.load_text_encoder(ref, sd)
     if any(i.arch == "gemma3" for i in infos):
         # ComfyUI's LTXAVTextEncoderLoader (CLIPType.LTXV): Gemma 3 with the LTX-2 checkpoint's text side.
         if clip_type != "ltxv" or len(ref.sources) != 2:

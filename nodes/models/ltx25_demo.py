@@ -3,8 +3,14 @@
 kinds (one res block per stage, ComfyUI's fixed 128 base and latent channels, no channel growth), the diffusion
 decoder at small widths (128/64/32/32/16 channels, heads of 16, one block per stage, two diffusion blocks, the
 published kernels' shapes shrunk), the checkpoint-only `decoder.type_emb`, the per-channel statistics, and the
-sizes in the metadata `config` JSON's "vae" section as ComfyUI reads it. bfloat16 like the released file. Same seed
--> byte-identical file."""
+sizes in the metadata `config` JSON's "vae" section as ComfyUI reads it. bfloat16 like the released file.
+
+And LTX-2.5's text encoder file (nodes/models/ltx25_text.py) in its published layout: a tiny Gemma 4 shaped as
+ComfyUI's Gemma4_12B config (five sliding layers of six, global layers reusing K as V, no per-layer inputs) under
+`model.`, the dual projection of its seven stacked hidden states to the video and audio widths of the tiny LTX-2
+transformer (nodes/models/ltx2_demo.py), and a `tokenizer_json`: a character-level `tokenizers` BPE over printable
+ASCII standing in for Gemma 4's 262,144-token one (Gemma's <pad> 0, <eos> 1, <bos> 2, <unk> 3 first). Same seed ->
+byte-identical files."""
 
 from __future__ import annotations
 
@@ -14,12 +20,38 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from nodes.models.ltx2_demo import vae_key_name
+from nodes.models.ltx2_demo import TRANSFORMER_CONFIG, vae_key_name
 from nodes.models.ltx25_vae import DiffusionVAEModule, decoder_kwargs, encoder_kwargs
 from nodes.output_claims import write_atomic
 
 SEED = 25
 VAE_FILE = "vae/ltx-2.5-video-vae_tiny.safetensors"
+TEXT_FILE = "text_encoders/gemma4-12b-with-proj-ltx-2.5_tiny.safetensors"
+# ComfyUI's Gemma4_12B config at tiny sizes (as tests/models/test_gemma4_text.py's G12B).
+GEMMA4 = {
+    "vocab_size": 128,
+    "hidden_size": 32,
+    "intermediate_size": 64,
+    "num_hidden_layers": 6,
+    "num_attention_heads": 2,
+    "num_key_value_heads": 1,
+    "head_dim": 16,
+    "global_head_dim": 32,
+    "num_global_key_value_heads": 1,
+    "attention_k_eq_v": True,
+    "layer_types": ["sliding_attention"] * 5 + ["full_attention"],
+    "sliding_window": 1024,
+    "hidden_size_per_layer_input": 0,
+    "num_kv_shared_layers": 0,
+}
+GEMMA4_ROPE = {
+    "sliding_attention": {"rope_type": "default", "rope_theta": 10_000.0},
+    "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 1_000_000.0},
+}
+# The tiny transformer's video and audio widths (heads x head width), as the published 4096 and 2048.
+VIDEO_WIDTH = TRANSFORMER_CONFIG["num_attention_heads"] * TRANSFORMER_CONFIG["attention_head_dim"]
+AUDIO_WIDTH = TRANSFORMER_CONFIG["audio_num_attention_heads"] * TRANSFORMER_CONFIG["audio_attention_head_dim"]
+SPECIAL_TOKENS = ["<pad>", "<eos>", "<bos>", "<unk>"]
 ENCODER = {
     "dims": 3,
     "in_channels": 3,
@@ -101,4 +133,56 @@ def build_demo_ltx25(models_dir: Path, seed: int = SEED) -> list[Path]:
     sd = tiny_vae_state_dict(seed)
     meta = {"config": json.dumps(CONFIG)}
     write_atomic(path, lambda tmp: save_file(sd, tmp, metadata=meta))
+    return [path]
+
+
+def tiny_tokenizer_json() -> bytes:
+    """A `tokenizers` JSON: Gemma's four special tokens, then one token per printable ASCII character."""
+    from tokenizers import Tokenizer
+    from tokenizers.models import BPE
+
+    vocab = {t: i for i, t in enumerate(SPECIAL_TOKENS)}
+    for c in map(chr, range(32, 127)):
+        vocab[c] = len(vocab)
+    tokenizer = Tokenizer(BPE(vocab=vocab, merges=[], unk_token="<unk>"))
+    tokenizer.add_special_tokens(SPECIAL_TOKENS)
+    return tokenizer.to_str().encode("utf-8")
+
+
+def tiny_text_encoder_state_dict(
+    seed: int = SEED, video_width: int = VIDEO_WIDTH, audio_width: int = AUDIO_WIDTH
+) -> dict[str, torch.Tensor]:
+    """The tiny LTX-2.5 text encoder file's tensors (float32): Gemma 4 under `model.`, the dual projection and
+    the tokenizer. Norm scales near 1, layer scalars in 0.3..1, every other weight small."""
+    from transformers import Gemma4TextConfig
+    from transformers.models.gemma4.modeling_gemma4 import Gemma4TextModel
+
+    gen = torch.Generator().manual_seed(seed)
+    with torch.device("meta"):
+        lm = Gemma4TextModel(Gemma4TextConfig(**GEMMA4, rope_parameters=GEMMA4_ROPE, rms_norm_eps=1e-6))
+    out: dict[str, torch.Tensor] = {}
+    for name, p in sorted(lm.named_parameters()):
+        noise = torch.randn(p.shape, generator=gen)
+        out["model." + name] = 1 + 0.1 * noise if name.endswith("norm.weight") else 0.1 * noise
+    for i in range(GEMMA4["num_hidden_layers"]):
+        out[f"model.layers.{i}.layer_scalar"] = 0.3 + 0.7 * torch.rand(1, generator=gen)
+    features = GEMMA4["hidden_size"] * (GEMMA4["num_hidden_layers"] + 1)
+    for name, width in (("video", video_width), ("audio", audio_width)):
+        prefix = f"text_embedding_projection.{name}_aggregate_embed."
+        out[prefix + "weight"] = torch.randn(width, features, generator=gen) / features**0.5
+        out[prefix + "bias"] = 0.1 * torch.randn(width, generator=gen)
+    out["tokenizer_json"] = torch.tensor(list(tiny_tokenizer_json()), dtype=torch.uint8)
+    return out
+
+
+def build_demo_ltx25_text(models_dir: Path, seed: int = SEED) -> list[Path]:
+    """Write the tiny LTX-2.5 text encoder under a ComfyUI models folder (bfloat16 as published, the tokenizer's
+    bytes as they are); returns the paths written."""
+    path = Path(models_dir) / TEXT_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sd = {
+        k: (v if v.dtype == torch.uint8 else v.to(torch.bfloat16)).contiguous()
+        for k, v in tiny_text_encoder_state_dict(seed).items()
+    }
+    write_atomic(path, lambda tmp: save_file(sd, tmp))
     return [path]
