@@ -43,6 +43,7 @@ LATENT_FORMATS: dict[str, LatentFormat] = {
     "zimage": FLUX_LATENT,
     "qwen_image": WAN21_LATENT,
     "qwen_image21": QWEN_IMAGE21_LATENT,
+    "hidream": FLUX_LATENT,  # ComfyUI's supported_models.HiDream: latent format Flux (Flux's VAE)
     "anima": WAN21_LATENT,  # ComfyUI's supported_models.Anima: latent format Wan21 (Qwen-Image's VAE)
     "krea2": WAN21_LATENT,  # Qwen-Image's VAE, normalised by its latents_mean/std (diffusers' Krea2Pipeline)
     "flux3": FLUX2_LATENT,  # the template loads flux2-vae: FLUX.2's standardised 128-channel latents
@@ -72,6 +73,9 @@ SAMPLING_CONFIGS: dict[str, dict[str, Any]] = {
     "qwen_image21": {"kind": "flux", "shift": 0.69},
     # Anima: ComfyUI's supported_models.Anima (model type FLOW: ModelSamplingDiscreteFlow, multiplier 1, shift 3).
     "anima": {"kind": "flow", "shift": 3.0, "multiplier": 1.0},
+    # HiDream: ComfyUI's supported_models.HiDream (model type FLOW; its sampling_settings are reassigned empty, so
+    # shift 1 and multiplier 1000 until ModelSamplingSD3 sets the shift, as the templates do).
+    "hidream": {"kind": "flow", "shift": 1.0, "multiplier": 1000},
     # Krea 2: the exponential time shift at mu 1.15 (diffusers' Krea2Pipeline for the turbo model; the style
     # reference template sets ModelSamplingFlux to 1.15 at 1024x1024, the same value).
     "krea2": {"kind": "flux", "shift": 1.15},

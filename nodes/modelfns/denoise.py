@@ -27,7 +27,7 @@ from nodes.modelfns.hooks import HookWeights, entry_hooks, uses_hooks
 from nodes.modelfns.model_patches import combine, perp_neg, post_cfg, pre_cfg, skips_uncond
 from nodes.modelfns.network_patches import CALC_COND, apply_model, wrap_forward, wrap_prediction
 from nodes.modelfns.shared_forward import run_lanes
-from nodes.models.components import ANIMA_KEYS, DiffusionModel
+from nodes.models.components import ANIMA_KEYS, HIDREAM_KEYS, DiffusionModel
 from nodes.models.unet import REFINER_AESTHETIC
 from nodes.sampling import context_windows
 from nodes.sampling.model_sampling import ModelSampling, model_sampling_from_config
@@ -335,6 +335,7 @@ class GuidedDenoiser:
                 ),
                 f"{e['key']}.token_tags" in self.inputs,
                 _shape(self.inputs.get(f"{e['key']}.t5xxl_ids")),  # Anima: its adapter's T5 ids stack by length
+                _shape(self.inputs.get(f"{e['key']}.conditioning_llama3")),  # HiDream: its Llama states, by length
             )
             groups.setdefault(gkey, []).append((side, e, area, mult))
         xc = self.ms.calculate_input(sigma, x)
@@ -487,7 +488,7 @@ class GuidedDenoiser:
         if entries[0].get("minimax_refs"):  # MiniMax H3 reference images: noised from the seed, as keyframes
             cond["minimax_refs"] = [stacked(f"minimax_ref.{i}") for i in range(entries[0]["minimax_refs"])]
             cond["keyframe_seed"] = self.seed
-        for name in ANIMA_KEYS:  # Anima: the T5 ids and weights its LLM adapter reads
+        for name in ANIMA_KEYS + HIDREAM_KEYS:  # Anima's T5 ids and weights, HiDream's Llama states
             value = stacked(name)
             if value is not None:
                 cond[name] = value

@@ -403,6 +403,8 @@ class DiffusionModel:
 # Anima's text encoder puts the prompt's T5 token ids and their weights beside the conditioning (ComfyUI's keys);
 # its diffusion model's LLM adapter reads them.
 ANIMA_KEYS = ("t5xxl_ids", "t5xxl_weights")
+# HiDream's text encoder puts its Llama's 32 hidden states [1, 32, T, 4096] beside the conditioning (ComfyUI's key).
+HIDREAM_KEYS = ("conditioning_llama3",)
 
 
 @dataclass

@@ -267,6 +267,9 @@ def build_demo_models(models_dir: Path, include_flux: bool = True) -> list[Path]
         build_anima = getattr(_optional("nodes.models.anima_demo"), "build_demo_anima", None)
         if build_anima is not None:
             written += build_anima(models_dir)
+        build_hidream = getattr(_optional("nodes.models.hidream_demo"), "build_demo_hidream", None)
+        if build_hidream is not None:
+            written += build_hidream(models_dir)
         build_flux3 = getattr(_optional("nodes.models.flux3_demo"), "build_demo_flux3", None)
         if build_flux3 is not None:
             written += build_flux3(models_dir)

@@ -37,6 +37,8 @@ KREA2_MARKER = "txtfusion.projector.weight"
 # under ComfyUI's prefixes for it (its files have `net.`).
 ANIMA_MARKERS = ("blocks.0.mlp.layer1.weight", "llm_adapter.blocks.0.cross_attn.q_proj.weight")
 ANIMA_PREFIXES = ("model.diffusion_model.", "net.", "")
+# HiDream-I1 / E1: the Llama states' first caption projection (ComfyUI's model_detection: image_model "hidream").
+HIDREAM_MARKER = "caption_projection.0.linear.weight"
 # ComfyUI tells Qwen3 text encoders apart by width (comfy/sd.py detect_te_model): 1024 is the 0.6B, Anima's.
 QWEN3_06B_WIDTH = 1024
 # A narrowed file (the demo's) cannot say by its width which Qwen3 it stands in for; it says so in its metadata.
@@ -107,6 +109,18 @@ def is_qwen3_06b(shapes: Shapes, metadata: dict[str, str]) -> bool:
     return (norm is not None and norm[0] == QWEN3_06B_WIDTH) or metadata.get(QWEN3_SIZE_METADATA) == "0.6b"
 
 
+def is_llama3(shapes: Shapes) -> bool:
+    """A bare Llama language model as ComfyUI tells it (what is left of its decoder-only checks): a norm after
+    attention, none after the MLP (Gemma's), no q/k norms (Qwen3's) nor biased projections (Qwen2.5's)."""
+    return (
+        "model.layers.0.post_attention_layernorm.weight" in shapes
+        and "model.embed_tokens.weight" in shapes
+        and "model.layers.0.post_feedforward_layernorm.weight" not in shapes
+        and "model.layers.0.self_attn.q_norm.weight" not in shapes
+        and "model.layers.0.self_attn.k_proj.bias" not in shapes
+    )
+
+
 def unet_arch(shapes: Shapes, prefix: str) -> str:
     """SDXL has an adm (label) embedding; SD2 projects into attention with linear layers, SD1 with convs."""
     if f"{prefix}label_emb.0.0.weight" in shapes:
@@ -156,6 +170,11 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
     if prefix is not None and prefix + "cap_embedder.1.weight" in shapes:
         return info(
             "zimage", "checkpoint" if extra else "diffusion_model", {"diffusion_model"} | extra, "comfy", prefix
+        )
+    prefix = _prefix_with(shapes, HIDREAM_MARKER)
+    if prefix is not None and prefix + "double_stream_blocks.0.block.attn1.to_q.weight" in shapes:
+        return info(
+            "hidream", "checkpoint" if extra else "diffusion_model", {"diffusion_model"} | extra, "comfy", prefix
         )
     prefix = _prefix_with(shapes, ANIMA_MARKERS[1], ANIMA_PREFIXES)
     if prefix is not None and prefix + ANIMA_MARKERS[0] in shapes:
@@ -252,6 +271,8 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
         return info("qwen3_06b" if is_qwen3_06b(shapes, meta) else "qwen3", "text_encoder", {"text_encoder"}, "hf")
     if "model.layers.0.self_attn.k_proj.bias" in shapes and "model.embed_tokens.weight" in shapes:
         return info("qwen25", "text_encoder", {"text_encoder"}, "hf")  # Qwen2.5(-VL): biased q/k/v projections
+    if is_llama3(shapes):  # ComfyUI's detect_te_model: LLAMA3_8, HiDream's Llama 3.1 8B
+        return info("llama3", "text_encoder", {"text_encoder"}, "hf")
     if any(k.endswith("encoder.layers.0.self_attn.q_proj.weight") for k in keys):
         return info("clip", "text_encoder", {"text_encoder"}, "hf")
     if any(k.endswith("transformer.resblocks.0.attn.in_proj_weight") for k in keys):

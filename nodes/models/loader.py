@@ -40,6 +40,7 @@ DIT_ARCHS = (
     "qwen_image21",
     "krea2",
     "anima",
+    "hidream",
     "flux3",
     "moss_image",
     "wan21",
@@ -84,6 +85,7 @@ _ARCH_MODULES = {
     "qwen_image21": ("nodes.models.qwen_image21",),
     "krea2": ("nodes.models.krea2",),
     "anima": ("nodes.models.anima",),
+    "hidream": ("nodes.models.hidream",),
     "flux3": ("nodes.models.flux3",),
     "moss_image": ("nodes.models.moss_image",),
     "qwen35": ("nodes.models.qwen35_text",),
@@ -361,6 +363,10 @@ def load_text_encoder(ref: ModelRef) -> TextEncoder:
     if any(i.arch == "mistral3" for i in infos):  # ComfyUI: a Mistral 3 file is FLUX.2 dev's encoder, any type
         _refuse_merges(ref, path, "these text encoders")
         return _dispatch("load_text_encoder", ref, [_sd(ref, i) for i in range(len(ref.sources))], "mistral3")
+    if clip_type == "hidream" or len(ref.sources) == 4 or any(i.arch == "llama3" for i in infos):
+        # ComfyUI: four files (QuadrupleCLIPLoader), CLIPLoader/DualCLIPLoader type hidream or a Llama 3.1 file
+        _refuse_merges(ref, path, "these text encoders")
+        return _dispatch("load_text_encoder", ref, [_sd(ref, i) for i in range(len(ref.sources))], "hidream")
     if any(i.arch == "qwen3_06b" for i in infos):  # ComfyUI: a Qwen3 0.6B file is Anima's encoder, any type
         _refuse_merges(ref, path, "these text encoders")
         return _dispatch("load_text_encoder", ref, [_sd(ref, i) for i in range(len(ref.sources))], "anima")

@@ -1,0 +1,296 @@
+"""Record what ComfyUI 0.3.64 computes on the tiny HiDream files, as the fixture tests/models/fixtures/comfyui_hidream.json.
+
+Run inside ComfyUI's own environment (it imports ComfyUI's modules; nothing of ComfyUI is copied here), after
+`comfy-cluster demo-models` (or nodes.models.hidream_demo.build_demo_hidream) wrote the tiny HiDream files:
+
+    cd <ComfyUI 0.3.64 source> && PYTHONPATH=<site>:. OMP_NUM_THREADS=1 <ComfyUI venv>/bin/python \\
+        /work/main/scripts/record_comfyui_hidream.py tests/models/fixtures/comfyui_hidream.json <models dir>
+
+ComfyUI fixes the released sizes (model_detection's HiDream config; the encoders' JSON configs; Llama2Config's
+128-wide heads as a class attribute): this script gives its classes the tiny sizes read from the files' shapes
+(the Llama's head width set on that attribute) and changes nothing else.
+- dit: comfy.ldm.hidream.model.HiDreamImageTransformer2DModel loads the tiny file strictly and runs on seeded
+  inputs (square, non-square odd, a batch of two timesteps, and E1's image_cond joined along the width).
+- text: HiDreamTEModel.encode_token_weights with CLIP-L / CLIP-G (SDClipModel as HiDream builds them), T5-XXL
+  (attention-masked) and the Llama (layer "all", masked from the first pad) on fixed token lists: plain, weighted,
+  a missing T5 and Llama. The 4096-wide T5 states are stored as a digest (first 64 columns and row sums).
+Seeded inputs are re-made by the test with the same generator calls.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import sys
+
+import torch
+
+OUT, MODELS = sys.argv[1:3]
+sys.argv[1:] = ["--cpu"]  # ComfyUI reads its command line on import: no CUDA here
+import comfy.cli_args  # noqa: E402
+
+comfy.cli_args.args.cpu = True
+import comfy.ldm.hidream.model  # noqa: E402
+import comfy.ops  # noqa: E402
+import comfy.text_encoders.hidream  # noqa: E402
+import comfy.text_encoders.llama  # noqa: E402
+import comfy.text_encoders.t5  # noqa: E402
+import comfy.utils  # noqa: E402
+from comfy import sd1_clip  # noqa: E402
+
+DIT = "diffusion_models/hidream_i1_tiny.safetensors"
+FILES = {
+    "l": "text_encoders/hidream_tiny_clip_l.safetensors",
+    "g": "text_encoders/hidream_tiny_clip_g.safetensors",
+    "t5xxl": "text_encoders/hidream_tiny_t5xxl.safetensors",
+    "llama": "text_encoders/llama_3.1_8b_instruct_tiny.safetensors",
+}
+# (seed, latent shape, T5 rows, Llama rows, sigma, E1 image_cond)
+DIT_CASES = {
+    "square": (1, [1, 16, 8, 8], 8, 6, 0.7, False),
+    "odd": (2, [1, 16, 6, 10], 5, 9, 0.3, False),
+    "batch_two": (3, [2, 16, 8, 6], 7, 4, 0.95, False),
+    "e1_image_cond": (4, [1, 16, 6, 6], 6, 5, 0.5, True),
+}
+
+
+def b64(t: torch.Tensor) -> dict:
+    t = t.detach().to(torch.float32).contiguous()
+    return {"shape": list(t.shape), "f32": base64.b64encode(t.numpy().tobytes()).decode()}
+
+
+def load(rel: str) -> dict:
+    return comfy.utils.load_torch_file(f"{MODELS}/{rel}")
+
+
+def dit_config(sd: dict) -> dict:
+    """model_detection's HiDream config with the tiny file's sizes (the released ones are fixed there)."""
+    inner = sd["x_embedder.proj.weight"].shape[0]
+    double = len({k.split(".")[1] for k in sd if k.startswith("double_stream_blocks.")})
+    single = len({k.split(".")[1] for k in sd if k.startswith("single_stream_blocks.")})
+    head = inner // 2
+    return {
+        "image_model": "hidream",
+        "attention_head_dim": head,
+        "axes_dims_rope": [head // 2, head // 4, head // 4],
+        "caption_channels": [
+            sd[f"caption_projection.{double + single}.linear.weight"].shape[1],
+            sd["caption_projection.0.linear.weight"].shape[1],
+        ],
+        "max_resolution": [128, 128],
+        "in_channels": 16,
+        "llama_layers": [min(i, 31) for i in range(double + single)],
+        "num_attention_heads": 2,
+        "num_routed_experts": 4,
+        "num_activated_experts": 2,
+        "num_layers": double,
+        "num_single_layers": single,
+        "out_channels": 16,
+        "patch_size": 2,
+        "text_emb_dim": sd["p_embedder.pooled_embedder.linear_1.weight"].shape[1],
+    }
+
+
+def dit_inputs(seed: int, shape: list[int], t5_rows: int, llama_rows: int, image: bool, cfg: dict) -> dict:
+    g = torch.Generator().manual_seed(seed)
+    states = len(set(cfg["llama_layers"]))
+    x = torch.randn(shape, generator=g)
+    y = torch.randn(shape[0], cfg["text_emb_dim"], generator=g)
+    context = torch.randn(shape[0], t5_rows, cfg["caption_channels"][0], generator=g)
+    llama = torch.randn(shape[0], states, llama_rows, cfg["caption_channels"][1], generator=g)
+    cond = torch.randn(shape, generator=g) if image else None
+    return {"x": x, "y": y, "context": context, "llama": llama, "image_cond": cond}
+
+
+def record_dit() -> dict:
+    sd = load(DIT)
+    cfg = dit_config(sd)
+    model = comfy.ldm.hidream.model.HiDreamImageTransformer2DModel(
+        **cfg, dtype=torch.float32, device="cpu", operations=comfy.ops.disable_weight_init
+    )
+    missing, unexpected = model.load_state_dict(sd, strict=True)
+    assert not missing and not unexpected
+    out = {}
+    for name, (seed, shape, t5_rows, llama_rows, sigma, image) in DIT_CASES.items():
+        i = dit_inputs(seed, shape, t5_rows, llama_rows, image, cfg)
+        t = torch.full((shape[0],), sigma * 1000.0)
+        if name == "batch_two":
+            t = torch.tensor([sigma * 1000.0, 120.0])
+        with torch.no_grad():
+            y = model(
+                i["x"],
+                t,
+                y=i["y"],
+                context=i["context"],
+                encoder_hidden_states_llama3=i["llama"],
+                image_cond=i["image_cond"],
+            )
+        out[name] = {
+            "seed": seed,
+            "shape": shape,
+            "t5_rows": t5_rows,
+            "llama_rows": llama_rows,
+            "timesteps": t.tolist(),
+            "image_cond": image,
+            "out": b64(y),
+        }
+    return {"config": cfg, "cases": out}
+
+
+def clip_model(sd: dict, hidden_act: str, heads: int, pad: int, layer: str, layer_idx) -> sd1_clip.SDClipModel:
+    vocab, hidden = sd["text_model.embeddings.token_embedding.weight"].shape
+    layers = len({k.split(".")[3] for k in sd if k.startswith("text_model.encoder.layers.")})
+    emb = sd["text_model.embeddings.token_embedding.weight"]  # ComfyUI's CLIP table has 49408 rows
+    sd = {**sd, "text_model.embeddings.token_embedding.weight": torch.cat([emb, emb.new_zeros(49408 - vocab, hidden)])}
+    config = {
+        "hidden_act": hidden_act,
+        "hidden_size": hidden,
+        "intermediate_size": 2 * hidden,
+        "num_attention_heads": heads,
+        "num_hidden_layers": layers,
+        "max_position_embeddings": 77,
+        "projection_dim": hidden,
+        "vocab_size": vocab,
+        "layer_norm_eps": 1e-5,
+        "bos_token_id": vocab - 2,
+        "eos_token_id": vocab - 1,
+    }
+    m = sd1_clip.SDClipModel(
+        layer=layer,
+        layer_idx=layer_idx,
+        textmodel_json_config=config,
+        dtype=torch.float32,
+        special_tokens={"start": vocab - 2, "end": vocab - 1, "pad": pad},
+        layer_norm_hidden_state=layer != "hidden",
+        return_projected_pooled=True,
+    )
+    missing, _ = m.load_sd(sd)
+    assert not [k for k in missing if "position_ids" not in k], missing
+    return m
+
+
+def t5_model(sd: dict) -> sd1_clip.SDClipModel:
+    vocab, width = sd["shared.weight"].shape
+    config = {
+        "d_ff": 16,
+        "d_kv": 8,
+        "d_model": width,
+        "dense_act_fn": "gelu_pytorch_tanh",
+        "is_gated_act": True,
+        "layer_norm_epsilon": 1e-6,
+        "model_type": "t5",
+        "num_heads": 1,
+        "num_layers": 1,
+        "relative_attention_num_buckets": 32,
+        "vocab_size": vocab,
+    }
+    m = sd1_clip.SDClipModel(  # as T5XXLModel(attention_mask=True) for HiDream
+        layer="last",
+        textmodel_json_config=config,
+        dtype=torch.float32,
+        special_tokens={"end": 1, "pad": 0},
+        model_class=comfy.text_encoders.t5.T5,
+        enable_attention_masks=True,
+        return_attention_masks=True,
+    )
+    missing, _ = m.load_sd(sd)
+    assert not missing, missing
+    return m
+
+
+def llama_model(sd: dict) -> sd1_clip.SDClipModel:
+    vocab, hidden = sd["model.embed_tokens.weight"].shape
+    q_out = sd["model.layers.0.self_attn.q_proj.weight"].shape[0]
+    kv_out = sd["model.layers.0.self_attn.k_proj.weight"].shape[0]
+    head = q_out // 2
+    comfy.text_encoders.llama.Llama2Config.head_dim = head  # a class attribute there, not a config field
+    config = {
+        "vocab_size": vocab,
+        "hidden_size": hidden,
+        "intermediate_size": sd["model.layers.0.mlp.gate_proj.weight"].shape[0],
+        "num_hidden_layers": len({k.split(".")[2] for k in sd if k.startswith("model.layers.")}),
+        "num_attention_heads": q_out // head,
+        "num_key_value_heads": kv_out // head,
+    }
+    m = sd1_clip.SDClipModel(  # as hunyuan_video.LLAMAModel(layer="all") builds it for HiDream
+        layer="all",
+        layer_idx=None,
+        textmodel_json_config=config,
+        dtype=torch.float32,
+        special_tokens={"start": 128000, "pad": 128009},
+        layer_norm_hidden_state=False,
+        model_class=comfy.text_encoders.llama.Llama2,
+        enable_attention_masks=True,
+        return_attention_masks=True,
+    )
+    missing, _ = m.load_sd(sd)
+    assert not missing, missing
+    return m
+
+
+def row(start, ids, end, pad, length, weights=None) -> list:
+    r = ([start] if start is not None else []) + ids + ([end] if end is not None else [])
+    r += [pad] * (length - len(r))
+    return [[t, (weights or {}).get(i, 1.0)] for i, t in enumerate(r)]
+
+
+def token_cases(vocab_l: int) -> dict:
+    s, e = vocab_l - 2, vocab_l - 1
+    ids = [72, 101, 108, 108, 111]
+    l1, g1 = row(s, ids, e, e, 77), row(s, ids, e, 0, 77)
+    t1 = row(None, [5, 17, 33, 2, 9], 1, 0, 128)
+    y1 = row(128000, [64, 6685, 315, 264, 8415], None, 128009, 128)
+    lw, gw = row(s, ids, e, e, 77, {2: 1.3}), row(s, ids, e, 0, 77, {3: 0.7})
+    tw = row(None, [5, 17, 33, 2, 9], 1, 0, 128, {1: 1.2, 4: 0.5})
+    yw = row(128000, [64, 6685, 315, 264, 8415] * 8, None, 128009, 128, {1: 1.3, 3: 0.6, 30: 1.1})
+    return {
+        "plain": {"l": [l1], "g": [g1], "t5xxl": [t1], "llama": [y1]},
+        "weighted": {"l": [lw], "g": [gw], "t5xxl": [tw], "llama": [yw]},
+        "clips_only": {"l": [l1], "g": [g1], "t5xxl": [t1], "llama": [y1], "drop": ["t5xxl", "llama"]},
+    }
+
+
+def record_text() -> dict:
+    sds = {name: load(rel) for name, rel in FILES.items()}
+    out = {}
+    for name, tokens in token_cases(sds["l"]["text_model.embeddings.token_embedding.weight"].shape[0]).items():
+        drop = tokens.get("drop", [])
+        model = comfy.text_encoders.hidream.HiDreamTEModel.__new__(comfy.text_encoders.hidream.HiDreamTEModel)
+        torch.nn.Module.__init__(model)  # its constructor builds the full-size encoders; these are tiny
+        model.clip_l = clip_model(
+            sds["l"],
+            "quick_gelu",
+            4,
+            sds["l"]["text_model.embeddings.token_embedding.weight"].shape[0] - 1,
+            "last",
+            None,
+        )
+        model.clip_g = clip_model(sds["g"], "gelu", 6, 0, "hidden", -2)
+        model.t5xxl = None if "t5xxl" in drop else t5_model(sds["t5xxl"])
+        model.llama = None if "llama" in drop else llama_model(sds["llama"])
+        pairs = {k: [[tuple(p) for p in c] for c in v] for k, v in tokens.items() if k != "drop"}
+        with torch.no_grad():
+            cond, pooled, extra = model.encode_token_weights(pairs)
+        llama = extra["conditioning_llama3"]
+        out[name] = {
+            "tokens": tokens,
+            "cond_shape": list(cond.shape),
+            "cond_head": b64(cond[..., :64]),
+            "cond_row_sums": b64(cond.double().sum(-1)),
+            "pooled": b64(pooled),
+            "llama_shape": list(llama.shape),
+            "llama_zeros": not llama.any().item(),  # a missing Llama's [1, 32, 1, 4096] zeros: not stored
+            "llama": b64(llama) if llama.any() else None,
+        }
+    return out
+
+
+def main() -> None:
+    torch.set_num_threads(1)
+    fixture = {"comfyui": "0.3.64 (a125cd84)", "dit": record_dit(), "text": record_text()}
+    with open(OUT, "w") as f:
+        json.dump(fixture, f)
+
+
+if __name__ == "__main__":
+    main()

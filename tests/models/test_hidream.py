@@ -1,0 +1,150 @@
+"""HiDream (nodes/models/hidream.py, hidream_text.py): detection from the published layout, the MoE transformer
+(I1, and E1's image joined along the width) and the four text encoders, equal to ComfyUI 0.3.64 on the tiny
+demo files within 1e-5 (tests/models/fixtures/comfyui_hidream.json, recorded by
+scripts/record_comfyui_hidream.py)."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_hidream.json").read_text())
+DIT = "diffusion_models/hidream_i1_tiny.safetensors"
+TEXT_FILES = (
+    "text_encoders/hidream_tiny_clip_l.safetensors",
+    "text_encoders/hidream_tiny_clip_g.safetensors",
+    "text_encoders/hidream_tiny_t5xxl.safetensors",
+    "text_encoders/llama_3.1_8b_instruct_tiny.safetensors",
+)
+
+
+def tensor(d: dict) -> torch.Tensor:
+    return torch.from_numpy(np.frombuffer(base64.b64decode(d["f32"]), dtype=np.float32).copy()).reshape(d["shape"])
+
+
+def make(ws, component: str, rels, arch: str, **options):
+    from nodes.loaders import make_ref
+
+    return make_ref(component, arch, [ws.models_dir / r for r in rels], **options)
+
+
+@pytest.fixture(scope="module")
+def dit(demo_workspace):
+    from nodes.models.loader import load_diffusion_model
+
+    return load_diffusion_model(make(demo_workspace, "diffusion_model", [DIT], "hidream"))
+
+
+@pytest.fixture(scope="module")
+def text_encoder(demo_workspace):
+    from nodes.models.loader import load_text_encoder
+
+    return load_text_encoder(make(demo_workspace, "text_encoder", TEXT_FILES, "hidream", clip_type="hidream"))
+
+
+def test_detection_follows_comfyuis_keys(demo_workspace, tmp_path) -> None:
+    from safetensors.torch import save_file
+
+    from nodes.models.detect import probe
+    from nodes.models.errors import ModelLoadError
+
+    info = probe(demo_workspace.models_dir / DIT)
+    assert (info.arch, info.kind, info.prefix) == ("hidream", "diffusion_model", "")
+    assert probe(demo_workspace.models_dir / TEXT_FILES[3]).arch == "llama3"
+    # a Gemma 2 (Lumina 2's encoder) also has post-attention norms: it is not read as a Llama
+    gemma = tmp_path / "gemma.safetensors"
+    keys = ("model.embed_tokens.weight", "model.layers.0.post_attention_layernorm.weight")
+    save_file({k: torch.zeros(4) for k in (*keys, "model.layers.0.post_feedforward_layernorm.weight")}, str(gemma))
+    try:
+        assert probe(gemma).arch != "llama3"
+    except ModelLoadError:
+        pass  # not a model this project reads: refused by name, not taken for HiDream's Llama
+    prefixed = tmp_path / "hidream_prefixed.safetensors"
+    from safetensors.torch import load_file
+
+    save_file(
+        {"model.diffusion_model." + k: v for k, v in load_file(demo_workspace.models_dir / DIT).items()}, prefixed
+    )
+    assert probe(prefixed).prefix == "model.diffusion_model."
+
+
+def test_config_from_shapes_is_comfyuis(dit) -> None:
+    ours, theirs = dit.config, FIXTURE["dit"]["config"]
+    assert ours["llama_layers"] == theirs["llama_layers"]
+    assert list(ours["axes_dims_rope"]) == theirs["axes_dims_rope"]
+    for key in ("attention_head_dim", "num_attention_heads", "caption_channels", "text_emb_dim", "num_layers"):
+        assert ours[key] == theirs[key], key
+    assert dit.sampling == {"kind": "flow", "shift": 1.0, "multiplier": 1000}
+
+
+@pytest.mark.parametrize("name", sorted(FIXTURE["dit"]["cases"]))
+def test_transformer_equals_comfyui(dit, name: str) -> None:
+    torch.set_num_threads(1)
+    case, cfg = FIXTURE["dit"]["cases"][name], FIXTURE["dit"]["config"]
+    g = torch.Generator().manual_seed(case["seed"])  # the recorder's draws, in its order
+    shape = case["shape"]
+    x = torch.randn(shape, generator=g)
+    y = torch.randn(shape[0], cfg["text_emb_dim"], generator=g)
+    context = torch.randn(shape[0], case["t5_rows"], cfg["caption_channels"][0], generator=g)
+    states = len(set(cfg["llama_layers"]))
+    llama = torch.randn(shape[0], states, case["llama_rows"], cfg["caption_channels"][1], generator=g)
+    cond = {"context": context, "pooled": y, "conditioning_llama3": llama}
+    if case["image_cond"]:
+        cond["concat"] = torch.randn(shape, generator=g)
+    with torch.no_grad():
+        out = dit.apply(x, torch.tensor(case["timesteps"]), cond)
+    expected = tensor(case["out"])
+    assert out.shape == expected.shape
+    assert (out - expected).abs().max().item() < 1e-5
+
+
+def test_missing_llama_states_are_named(dit) -> None:
+    x = torch.zeros(1, 16, 4, 4)
+    with pytest.raises(ValueError, match="Llama"):
+        dit.apply(x, torch.tensor([500.0]), {"context": torch.zeros(1, 4, 4096), "pooled": torch.zeros(1, 80)})
+
+
+@pytest.mark.parametrize("name", sorted(FIXTURE["text"]))
+def test_text_encoding_equals_comfyui(demo_workspace, text_encoder, name: str) -> None:
+    from nodes.models.loader import load_text_encoder
+
+    torch.set_num_threads(1)
+    case = FIXTURE["text"][name]
+    te = text_encoder
+    if case["tokens"].get("drop"):  # ComfyUI's encoder built without T5 and the Llama: the CLIP files alone
+        te = load_text_encoder(make(demo_workspace, "text_encoder", TEXT_FILES[:2], "hidream", clip_type="hidream"))
+    tokens = {k: [[(int(t), float(w)) for t, w in c] for c in v] for k, v in case["tokens"].items() if k != "drop"}
+    cond, pooled = te.encode(tokens)
+    llama = te.extras(tokens)["conditioning_llama3"]
+    assert list(cond.shape) == case["cond_shape"] and list(llama.shape) == case["llama_shape"]
+    assert (pooled - tensor(case["pooled"])).abs().max().item() < 1e-5
+    assert (cond[..., :64] - tensor(case["cond_head"])).abs().max().item() < 1e-5
+    assert (cond.double().sum(-1) - tensor(case["cond_row_sums"]).double()).abs().max().item() < 1e-4
+    if case["llama_zeros"]:
+        assert not llama.any()
+    else:
+        assert (llama - tensor(case["llama"])).abs().max().item() < 1e-5
+
+
+def test_tokens_follow_comfyuis_rules(text_encoder) -> None:
+    tokens = text_encoder.tokenize("hello world")
+    llama = tokens["llama"]
+    assert len(llama) == 1 and len(llama[0]) == 128  # ComfyUI's min_length 128, one window
+    assert [t for t, _ in llama[0][:3]] == [128000, 15339, 1917]  # <|begin_of_text|>, Llama 3's "hello", " world"
+    assert {t for t, _ in llama[0][3:]} == {128009}  # padded with <|eot_id|>
+    assert len(tokens["t5xxl"]) == 1 and len(tokens["t5xxl"][0]) == 128
+    long = text_encoder.tokenize("word " * 300)
+    assert len(long["t5xxl"]) == 1  # only T5's first window is kept, as ComfyUI does
+
+
+def test_demo_files_are_byte_identical_when_rebuilt(demo_workspace, tmp_path) -> None:
+    from nodes.models.hidream_demo import build_demo_hidream
+
+    for path in build_demo_hidream(tmp_path):
+        rel = path.relative_to(tmp_path)
+        assert path.read_bytes() == (demo_workspace.models_dir / rel).read_bytes(), rel
