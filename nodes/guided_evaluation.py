@@ -55,7 +55,7 @@ def guided_evaluation(guider: GuiderChoice, sigmas: torch.Tensor, latent: torch.
     model = require_model(guider.model)
     samples = latent if arch.is_video(model.arch) else single_frame(latent)
     for name in ("positive", "negative") + (("middle",) if guider.middle is not None else ()):
-        check_hint_batches(getattr(guider, name), samples.shape[0], name)
+        check_hint_batches(getattr(guider, name), samples.shape[0], name, model.arch)
     sigmas = torch.as_tensor(sigmas, dtype=torch.float32)
     tensors, params = step_inputs(guider, SamplerChoice("euler"), samples, seed, sigmas)
     return GuidedEvaluation(model, sigmas, tensors, params, samples.dim() < latent.dim())

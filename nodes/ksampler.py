@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -105,11 +106,20 @@ async def call_model_fn(
         raise
 
 
-def check_hint_batches(conditioning: list, batch: int, input_name: str) -> None:
-    """Each ControlNet hint must be one image or a batch that divides the latent batch (it is repeated)."""
+def check_hint_batches(conditioning: list, batch: int, input_name: str, model_arch: str | None = None) -> None:
+    """Each ControlNet hint must be one image or a batch that divides the latent batch (it is repeated), and
+    each ControlNet must be of the sampled model's family (`model_arch`): one trained for another family
+    cannot add to this network, and is refused before the first step rather than failing in it on mismatched
+    shapes or being left unread."""
     for _, opts in conditioning:
         spec = opts.get("control")
         for c in spec.chain() if spec is not None else []:
+            if model_arch is not None and c.ref.arch != model_arch:
+                name = Path(c.ref.sources[0]).name if c.ref.sources else "its file"
+                raise ValueError(
+                    f"{input_name}: the ControlNet {name} is a {c.ref.arch} ControlNet and cannot apply to this "
+                    f"{model_arch} model: use a ControlNet made for {model_arch}"
+                )
             hb = c.hint.shape[0]
             if batch % hb:
                 raise ValueError(
@@ -312,7 +322,7 @@ async def sample_guided(
         return t.unsqueeze(2) if full.dim() == 5 and t.dim() == 4 else t
 
     for name in ("positive", "negative") + (("middle",) if guider.middle is not None else ()):
-        check_hint_batches(getattr(guider, name), samples.shape[0], name)
+        check_hint_batches(getattr(guider, name), samples.shape[0], name, model.arch)
     noise_t = noise.generate(latent, samples)
     windows = model.option(WINDOWS)
     if windows is not None and windows.freenoise:  # ComfyUI shuffles the noise once, before the sampler starts

@@ -192,7 +192,6 @@ _CLIP_TYPE_ARCH = {
     "lumina2": "zimage",
     "qwen_image": "qwen_image",
     "wan": "wan21",
-    "hidream": "hidream",
 }
 
 
@@ -230,10 +229,6 @@ def _single_clip_arch(path: Path, clip_type: str) -> str:
     file_arch, _ = probe_arch(path, "clip_name")
     if file_arch == "qwen35":  # ComfyUI reads Qwen3.5 whatever the type (FLUX 3's prompt upsampler has flux3)
         return "qwen35"
-    if file_arch == "gemma4":  # LTX-2.5's Gemma 4 with its projection (nodes/models/ltx25_text.py)
-        if clip_type != "ltxv":
-            raise ValueError(f"clip_name: {path.name} is a Gemma 4 text encoder; it loads as LTX-2.5's with type ltxv")
-        return "ltx2"
     if file_arch == "mistral3":  # ComfyUI reads Mistral 3 (FLUX.2 dev's encoder) whatever the type
         return "flux2"
     if clip_type == "flux3" and file_arch != "qwen3vl":
@@ -390,9 +385,20 @@ class ControlNetLoader:
     CATEGORY = "loaders"
 
     def load_controlnet(self, control_net_name):
-        path = model_file("controlnet", control_net_name, "control_net_name")
-        arch, _ = probe_arch(path, "control_net_name")
-        return (make_ref("controlnet", arch, [path]),)
+        return (controlnet_ref(model_file("controlnet", control_net_name, "control_net_name"), "control_net_name"),)
+
+
+def controlnet_ref(path: Path, input_name: str) -> ModelRef:
+    """The CONTROL_NET of a ControlNet file; any other file (a LoRA, a checkpoint) is refused here, naming the
+    input, as ComfyUI's loader fails on a file with no ControlNet in it: its ref would only fail (or, on a model
+    that never reads controls, be dropped) when sampling."""
+    arch, components = probe_arch(path, input_name)
+    if "controlnet" not in components:
+        from nodes.models.loader import probe
+
+        kind = probe(path).kind
+        raise ValueError(f"{input_name}: {path.name} is a {kind} file ({arch}), not a ControlNet")
+    return make_ref("controlnet", arch, [path])
 
 
 NODE_CLASS_MAPPINGS = {

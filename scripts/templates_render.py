@@ -387,7 +387,8 @@ def render_one(name: str, registry, loras: Path | None = None) -> dict:
     tripwires: list[str] = []
     try:
         prompt, tripwires = tiny_prompt(workflow, registry, loras)
-        asyncio.run(run_prompt(prompt, None, registry, show_progress=False))
+        # every output: a template whose ControlNetLoader failed validation must not pass on its other outputs
+        asyncio.run(run_prompt(prompt, None, registry, show_progress=False, all_outputs=True))
     except BaseException as exc:  # SystemExit carries run_prompt's validation and node errors
         if isinstance(exc, KeyboardInterrupt):
             raise

@@ -63,8 +63,12 @@ def load_prompt(data: dict, registry) -> tuple[dict, dict | None]:
     return data, None
 
 
-async def run_prompt(prompt: dict, workflow: dict | None, registry, show_progress: bool = True) -> list[Path]:
-    """Validate and execute `prompt`; returns the image files its output nodes wrote."""
+async def run_prompt(
+    prompt: dict, workflow: dict | None, registry, show_progress: bool = True, all_outputs: bool = False
+) -> list[Path]:
+    """Validate and execute `prompt`; returns the image files its output nodes wrote. As ComfyUI does, the
+    outputs that pass validation run and the others are left out with their errors logged; with `all_outputs`
+    an output that fails validation fails the run (a render that must show every output ran)."""
     from cluster.local import SharedCompute
     from comfy_bridge.execution import PromptExecutor
     from comfy_bridge.validation import validate_prompt
@@ -76,6 +80,8 @@ async def run_prompt(prompt: dict, workflow: dict | None, registry, show_progres
     valid, error, outputs, node_errors = await validate_prompt(registry, prompt_id, prompt, None)
     if not valid:
         raise SystemExit(f"invalid prompt: {json.dumps(error)}\n{json.dumps(node_errors, indent=1)}")
+    if all_outputs and node_errors:
+        raise SystemExit(f"invalid prompt: outputs failed validation\n{json.dumps(node_errors, indent=1)}")
     sink = ConsoleSink(show_progress)
     sink.node_names = {k: v.get("class_type", "") for k, v in prompt.items()}
     executor = PromptExecutor(registry, sink)

@@ -18,7 +18,7 @@ import torch
 
 from cluster.refs import ModelRef
 from comfy_bridge.packs.origin import UnsupportedFeature
-from nodes.loaders import make_ref, probe_arch
+from nodes.loaders import controlnet_ref
 
 WHY = "ControlNets run on the executors; CONTROL_NET values are file references (apply them with the core nodes)"
 
@@ -76,8 +76,7 @@ def load_controlnet(ckpt_path: str | os.PathLike, model: Any = None, model_optio
     path = Path(ckpt_path)
     if not path.is_file():
         raise FileNotFoundError(f"comfy.controlnet.load_controlnet: {str(ckpt_path)!r} is not a file")
-    arch, _ = probe_arch(path, "ckpt_path")
-    return make_ref("controlnet", arch, [path])
+    return controlnet_ref(path, "ckpt_path")
 
 
 def load_controlnet_state_dict(state_dict: dict, model: Any = None, model_options: dict | None = None) -> Any:
