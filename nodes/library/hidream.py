@@ -67,3 +67,4 @@ NODE_CLASS_MAPPINGS = {
     "QuadrupleCLIPLoader": QuadrupleCLIPLoader,
     "CLIPTextEncodeHiDream": CLIPTextEncodeHiDream,
 }
+NODE_DISPLAY_NAME_MAPPINGS: dict[str, str] = {}  # ComfyUI gives neither class a display name
