@@ -36,6 +36,7 @@ DIT_ARCHS = (
     "sd3",
     "flux2",
     "zimage",
+    "lumina2",
     "qwen_image",
     "qwen_image21",
     "krea2",
@@ -81,6 +82,7 @@ _ARCH_MODULES = {
     "sd3": SD3_MODULES,
     "flux2": FLUX2_MODULES,
     "zimage": ("nodes.models.zimage",),
+    "lumina2": ("nodes.models.lumina2",),
     "qwen_image": ("nodes.models.qwen_image",),
     "qwen_image21": ("nodes.models.qwen_image21",),
     "krea2": ("nodes.models.krea2",),
@@ -394,6 +396,7 @@ def load_text_encoder(ref: ModelRef) -> TextEncoder:
             else "flux"
         )
         arch = "zimage" if any(i.arch == "zimage" for i in infos) else arch  # a Z-Image checkpoint's Qwen3
+        arch = "lumina2" if any(i.arch == "lumina2" for i in infos) else arch  # a Lumina 2 checkpoint's Gemma 2
         return _dispatch("load_text_encoder", ref, sds if len(sds) > 1 else sds[0], arch)
     if infos[0].kind == "diffusers":
         return _diffusers_text_encoder(ref, Path(path), infos[0].arch)

@@ -1,0 +1,104 @@
+"""Lumina 2 / NetaYume (nodes/models/lumina2.py, lumina2_text.py, gemma2_text.py): detection from ComfyUI's key
+layout, the Gemma 2 text encoder and the NextDiT, equal to ComfyUI 0.3.64 on the tiny all-in-one checkpoint within
+1e-5 (tests/models/fixtures/comfyui_lumina2.json, recorded by scripts/record_comfyui_lumina2.py)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_lumina2.json").read_text())
+CHECKPOINT = "checkpoints/netayume-lumina-tiny.safetensors"
+# The recording script's cases: (seed, latent shape, context rows, timesteps)
+CASES = {
+    "one": (1, [1, 16, 8, 8], 5, [0.7]),
+    "odd_size": (2, [1, 16, 7, 9], 3, [0.3]),
+    "batch_two": (3, [2, 16, 6, 8], 4, [0.9, 0.2]),
+}
+
+
+def tensor(d: dict) -> torch.Tensor:
+    return torch.from_numpy(np.frombuffer(base64.b64decode(d["f32"]), dtype=np.float32).copy()).reshape(d["shape"])
+
+
+def ref(ws, component: str):
+    from nodes.loaders import make_ref
+
+    return make_ref(component, "lumina2", [ws.models_dir / CHECKPOINT])
+
+
+def test_fixture_was_recorded_on_these_files(demo_workspace) -> None:
+    for rel, digest in FIXTURE["files"].items():
+        assert hashlib.sha256((demo_workspace.models_dir / rel).read_bytes()).hexdigest() == digest, rel
+
+
+def test_detection_follows_comfyuis_keys(demo_workspace, tmp_path) -> None:
+    from safetensors.torch import load_file, save_file
+
+    from nodes.models.detect import probe
+
+    info = probe(demo_workspace.models_dir / CHECKPOINT)
+    assert (info.arch, info.kind, info.prefix) == ("lumina2", "checkpoint", "model.diffusion_model.")
+    assert info.components == {"diffusion_model", "text_encoder", "vae"}
+    # Z-Image's NextDiT (a bare Linear modulation) stays Z-Image
+    assert probe(demo_workspace.models_dir / "diffusion_models/z-image-turbo-tiny.safetensors").arch == "zimage"
+    sd = load_file(demo_workspace.models_dir / CHECKPOINT)
+    bare = {k[len("model.diffusion_model.") :]: v for k, v in sd.items() if k.startswith("model.diffusion_model.")}
+    save_file(bare, str(tmp_path / "lumina_2_model.safetensors"))
+    info = probe(tmp_path / "lumina_2_model.safetensors")
+    assert (info.arch, info.kind, info.prefix) == ("lumina2", "diffusion_model", "")
+
+
+def test_text_encoder_equals_comfyui(demo_workspace) -> None:
+    from nodes.models.loader import load_text_encoder
+
+    torch.set_num_threads(1)
+    te = load_text_encoder(ref(demo_workspace, "text_encoder"))
+    for rec in FIXTURE["text"]:
+        tokens = te.tokenize(rec["prompt"])
+        assert [t for chunk in tokens["gemma2_2b"] for t, _ in chunk] == rec["ids"], rec["prompt"]
+        cond, pooled = te.encode(tokens)
+        assert pooled is None
+        expected = tensor(rec["cond"])
+        assert cond.shape == expected.shape
+        assert torch.allclose(cond, expected, atol=1e-5, rtol=0), (rec["prompt"], (cond - expected).abs().max())
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_transformer_equals_comfyui(demo_workspace, case: str) -> None:
+    from nodes.models.loader import load_diffusion_model
+
+    torch.set_num_threads(1)
+    model = load_diffusion_model(ref(demo_workspace, "diffusion_model"))
+    assert model.arch == "lumina2" and model.sampling == {"kind": "flow", "shift": 6.0, "multiplier": 1.0}
+    assert (model.config["num_attention_heads"], model.config["num_kv_heads"]) == (2, 1)
+    seed, shape, rows, ts = CASES[case]
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(shape, generator=g)
+    context = torch.randn(1, rows, model.config["cap_feat_dim"], generator=g)
+    with torch.no_grad():
+        out = model.apply(x, torch.tensor(ts), {"context": context.expand(shape[0], -1, -1)})
+    expected = tensor(FIXTURE["cases"][case]["out"])
+    assert out.shape == expected.shape
+    assert torch.allclose(out, expected, atol=1e-5, rtol=0), (out - expected).abs().max()
+
+
+def test_gemma_without_its_tokenizer_is_refused_by_name(demo_workspace, tmp_path) -> None:
+    from safetensors.torch import load_file, save_file
+
+    from nodes.loaders import make_ref
+    from nodes.models.errors import ModelLoadError
+    from nodes.models.loader import load_text_encoder
+
+    sd = load_file(demo_workspace.models_dir / CHECKPOINT)
+    del sd["text_encoders.spiece_model"]
+    path = tmp_path / "no_tokenizer.safetensors"
+    save_file(sd, str(path))
+    with pytest.raises(ModelLoadError, match="spiece_model"):
+        load_text_encoder(make_ref("text_encoder", "lumina2", [path]))
