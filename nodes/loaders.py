@@ -192,6 +192,7 @@ _CLIP_TYPE_ARCH = {
     "lumina2": "zimage",
     "qwen_image": "qwen_image",
     "wan": "wan21",
+    "chroma": "chroma",
 }
 
 
@@ -263,6 +264,11 @@ def _single_clip_arch(path: Path, clip_type: str) -> str:
         raise ValueError(
             f"clip_name: {path.name} is a {file_arch} text encoder; CLIPLoader type wan loads "
             "umt5-xxl (umt5_xxl_fp8_e4m3fn_scaled.safetensors)"
+        )
+    if clip_type == "chroma" and file_arch != "t5":
+        raise ValueError(
+            f"clip_name: {path.name} is a {file_arch} text encoder; CLIPLoader type chroma loads "
+            "T5-XXL (t5xxl_fp16.safetensors or t5xxl_fp8_e4m3fn_scaled.safetensors)"
         )
     if clip_type == "flux2":
         raise ValueError(
