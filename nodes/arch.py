@@ -44,6 +44,7 @@ LATENT_FORMATS: dict[str, LatentFormat] = {
     "lumina2": FLUX_LATENT,
     "qwen_image": WAN21_LATENT,
     "qwen_image21": QWEN_IMAGE21_LATENT,
+    "chroma": FLUX_LATENT,  # ComfyUI's supported_models.Chroma: latent format Flux
     "hidream": FLUX_LATENT,  # ComfyUI's supported_models.HiDream: latent format Flux (Flux's VAE)
     "anima": WAN21_LATENT,  # ComfyUI's supported_models.Anima: latent format Wan21 (Qwen-Image's VAE)
     "krea2": WAN21_LATENT,  # Qwen-Image's VAE, normalised by its latents_mean/std (diffusers' Krea2Pipeline)
@@ -74,6 +75,8 @@ SAMPLING_CONFIGS: dict[str, dict[str, Any]] = {
     # scheduler's mu at 1024x1024: 0.5 at 256 tokens to 0.9 at 8192), fixed for every size, as the newest
     # ComfyUI's supported_models.QwenImage21 sets it (read from upstream's source).
     "qwen_image21": {"kind": "flux", "shift": 0.69},
+    # Chroma: ComfyUI's supported_models.Chroma (model type FLUX: ModelSamplingFlux, multiplier 1, shift 1.15).
+    "chroma": {"kind": "flux", "shift": 1.15},
     # Anima: ComfyUI's supported_models.Anima (model type FLOW: ModelSamplingDiscreteFlow, multiplier 1, shift 3).
     "anima": {"kind": "flow", "shift": 3.0, "multiplier": 1.0},
     # HiDream: ComfyUI's supported_models.HiDream (model type FLOW; its sampling_settings are reassigned empty, so

@@ -273,6 +273,9 @@ def build_demo_models(models_dir: Path, include_flux: bool = True) -> list[Path]
         build_hidream = getattr(_optional("nodes.models.hidream_demo"), "build_demo_hidream", None)
         if build_hidream is not None:
             written += build_hidream(models_dir)
+        build_chroma = getattr(_optional("nodes.models.chroma_demo"), "build_demo_chroma", None)
+        if build_chroma is not None:
+            written += build_chroma(models_dir)
         build_flux3 = getattr(_optional("nodes.models.flux3_demo"), "build_demo_flux3", None)
         if build_flux3 is not None:
             written += build_flux3(models_dir)

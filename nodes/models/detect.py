@@ -65,6 +65,8 @@ LTX25_VAE_MARKER = "decoder.conv_in_x_t.weight"  # LTX-2.5's diffusion-decoder V
 MINIMAX_H3_VAE_MARKERS = ("decoder.register_tokens", "decoder.x_embedder.weight")
 MINIMAX_H3_AUDIO_VAE_MARKERS = ("pre_block.attn.q_bias", "dec_in_proj.weight", "decoder.conv_pre.weight")
 UMT5_MARKER = "encoder.block.1.layer.0.SelfAttention.relative_attention_bias.weight"
+# Chroma: Flux's block layout with the approximator's norms (ComfyUI's model_detection, image_model "chroma").
+CHROMA_MARKER = "distilled_guidance_layer.norms.0.scale"
 _PIPELINES = {
     "StableDiffusionPipeline": "sd1",
     "StableDiffusionXLPipeline": "sdxl",
@@ -157,6 +159,9 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
     )
     has_te = any(k.startswith(("cond_stage_model.", "conditioner.embedders.", "text_encoders.")) for k in keys)
     extra = ({"vae"} if has_vae else set()) | ({"text_encoder"} if has_te else set())
+    prefix = _prefix_with(shapes, CHROMA_MARKER)
+    if prefix is not None and prefix + "double_blocks.0.img_attn.qkv.weight" in shapes:  # before Flux.1's
+        return info("chroma", "checkpoint" if extra else "diffusion_model", {"diffusion_model"} | extra, "bfl", prefix)
     for arch, marker, layout in (
         ("flux2", "double_stream_modulation_img.lin.weight", "bfl"),  # before Flux.1's
         ("flux2", "double_stream_modulation_img.linear.weight", "diffusers"),

@@ -41,6 +41,7 @@ DIT_ARCHS = (
     "qwen_image21",
     "krea2",
     "anima",
+    "chroma",
     "hidream",
     "flux3",
     "moss_image",
@@ -88,6 +89,7 @@ _ARCH_MODULES = {
     "krea2": ("nodes.models.krea2",),
     "anima": ("nodes.models.anima",),
     "hidream": ("nodes.models.hidream",),
+    "chroma": ("nodes.models.chroma",),
     "flux3": ("nodes.models.flux3",),
     "moss_image": ("nodes.models.moss_image",),
     "qwen35": ("nodes.models.qwen35_text",),
@@ -377,6 +379,9 @@ def load_text_encoder(ref: ModelRef) -> TextEncoder:
         _refuse_merges(ref, path, "these text encoders")
         arch = "flux2" if clip_type in ("flux", "flux2") else "zimage"
         return _dispatch("load_text_encoder", ref, [_sd(ref, i) for i in range(len(ref.sources))], arch)
+    if clip_type == "chroma":  # ComfyUI's CLIPLoader type chroma: T5-XXL alone, PixArt's tokenizer
+        _refuse_merges(ref, path, "these text encoders")
+        return _dispatch("load_text_encoder", ref, [_sd(ref, i) for i in range(len(ref.sources))], "chroma")
     if clip_type == "wan" or any(i.arch == "umt5" for i in infos):  # ComfyUI's CLIPLoader type wan: umt5-xxl
         _refuse_merges(ref, path, "these text encoders")
         return _dispatch("load_text_encoder", ref, _sd(ref), "wan21")
