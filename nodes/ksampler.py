@@ -17,7 +17,7 @@ import torch
 from cluster.call import Params
 from cluster.refs import ModelRef
 from cluster.runtime import runtime
-from nodes import arch, previews
+from nodes import arch, diffsynth, previews
 from nodes.conditioning import flatten, require
 from nodes.conditioning_areas import resolve
 from nodes.inputs import require_model
@@ -337,6 +337,10 @@ async def sample_guided(
     x = ms.noise_scaling(sigmas[0], noise_t, latent_in, max_denoise)
 
     tensors, params = step_inputs(guider, sampler, samples, noise.seed, sigmas)
+    control_latents, controls = await diffsynth.prepare(model, samples)
+    if controls is not None:  # QwenImageDiffsynthControlnet: its image encoded at this latent's size
+        tensors.update(control_latents)
+        params = params.replace(diffsynth=controls)
     if shapes is not None:
         params = params.replace(latent_shapes=shapes)
     mask = latent.get("noise_mask")

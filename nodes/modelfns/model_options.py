@@ -32,7 +32,8 @@ CONDS = "conditionings"  # CONDITIONINGs a guidance function evaluates (PerpNeg'
 CFG_OVERRIDES = "cfg_overrides"  # CFGOverride's (sigma_low, sigma_high, cfg) ranges, in the order applied
 ROPE = "rope_options"  # ScaleROPE's scales and shifts of the image position ids ((name, value) pairs)
 WINDOWS = "context_windows"  # ContextWindowsManual's settings (nodes.sampling.context_windows.ContextWindows)
-_SAMPLING_ONLY = (SAMPLING, FUNCTIONS, NETWORK, COMPILE, LATENT, DTYPE, CONDS, CFG_OVERRIDES, ROPE, WINDOWS)
+DIFFSYNTH = "diffsynth"  # QwenImageDiffsynthControlnet's patches (nodes.diffsynth)
+_SAMPLING_ONLY = (SAMPLING, FUNCTIONS, NETWORK, COMPILE, LATENT, DTYPE, CONDS, CFG_OVERRIDES, ROPE, WINDOWS, DIFFSYNTH)
 # The latent formats a MODEL patch may select, by name.
 LATENT_FORMATS: dict[str, LatentFormat] = {"sdxl_playground_2_5": PLAYGROUND_2_5_LATENT}
 # ComfyUI's ModelPatcher: set_model_sampler_cfg_function replaces, the pre/post setters append.

@@ -256,6 +256,9 @@ def build_demo_models(models_dir: Path, include_flux: bool = True) -> list[Path]
         build_wan = getattr(_optional("nodes.models.wan_demo"), "build_demo_wan", None)
         if build_wan is not None:
             written += build_wan(models_dir)
+        build_model_patches = getattr(_optional("nodes.models.model_patch_demo"), "build_demo_model_patches", None)
+        if build_model_patches is not None:
+            written += build_model_patches(models_dir)
         build_qwen_image_edit = getattr(
             _optional("nodes.models.qwen_image_edit_demo"), "build_demo_qwen_image_edit", None
         )

@@ -1,0 +1,109 @@
+"""QwenImageDiffsynthControlnet's patch as the head carries it: a MODEL option naming the DiffSynth ControlNet
+(a MODEL_PATCH ref), the VAE, the control image (and mask) and the strength. ComfyUI encodes the image with the
+VAE at the size of the latent being sampled (re-encoding a scaled copy when the sizes differ), so the encoding
+waits for the sampling loop: `prepare` runs it there, once per run, as a `vae_encode` ModelFn call, and hands the
+patched control latent to every denoise step as the input `diffsynth.<k>` (nodes.modelfns.diffsynth applies it).
+The option is sampling-only (model_options.weights_ref drops it), so the transformer's weight cache is shared."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+import torch
+
+from cluster.refs import ModelRef
+from nodes.modelfns.model_options import DIFFSYNTH
+from nodes.models.components import WAN21_LATENT
+from nodes.models.flux import pack, patched
+
+OPTION = DIFFSYNTH  # the MODEL option: a tuple of DiffSynthPatch in the order the nodes applied them
+INPUT = "diffsynth"  # the steps' inputs diffsynth.0, diffsynth.1, ...
+SPATIAL = 8  # the Qwen-Image (Wan 2.1) VAE's pixels per latent cell
+LATENT_CHANNELS = 16
+
+
+@dataclass(frozen=True)
+class DiffSynthPatch:
+    """One applied DiffSynth ControlNet; equal, hashed and keyed (ModelRef.key reads the repr) by a digest of its
+    image and mask, so the MODEL stays a hashable value. `mask` is ComfyUI's inverted mask, [B,1,H,W]."""
+
+    patch: ModelRef
+    vae: ModelRef
+    strength: float
+    digest: str
+    image: torch.Tensor = field(repr=False, compare=False, hash=False)
+    mask: torch.Tensor | None = field(repr=False, compare=False, hash=False)
+
+    @classmethod
+    def of(
+        cls, patch: ModelRef, vae: ModelRef, image: torch.Tensor, strength: float, mask: torch.Tensor | None
+    ) -> DiffSynthPatch:
+        h = hashlib.sha256()
+        for t in (image, mask):
+            if t is not None:
+                t = t.detach().cpu().contiguous().float()
+                h.update(repr(tuple(t.shape)).encode())
+                h.update(t.numpy().tobytes())
+        return cls(patch, vae, float(strength), h.hexdigest(), image, mask)
+
+
+def with_patch(model: ModelRef, entry: DiffSynthPatch) -> ModelRef:
+    """ComfyUI's set_model_double_block_patch: patches append and run in that order."""
+    return model.with_option(OPTION, tuple(model.option(OPTION, ())) + (entry,))
+
+
+def _scaled_like_comfyui(image: torch.Tensor, width: int, height: int) -> torch.Tensor:
+    from nodes.upscale import common_upscale
+
+    return common_upscale(image.movedim(-1, 1), width, height, "area", "center").movedim(1, -1)
+
+
+async def control_latent(entry: DiffSynthPatch, latent_hw: tuple[int, int]) -> torch.Tensor:
+    """The patched control latent [B, tokens, 4 * channels] for a latent of `latent_hw` cells: the image (scaled
+    to the latent's pixel size where it differs, area filter with centre crop), VAE-encoded, its mask channels
+    appended where the ControlNet takes them (ones without a mask), the latent part in model space (Wan 2.1's
+    normalisation), padded circularly to whole 2x2 patches and packed."""
+    from nodes.ksampler import call_model_fn
+    from nodes.model_nodes import crop_to_multiple
+
+    h, w = latent_hw
+    image = entry.image
+    if (image.shape[1], image.shape[2]) != (h * SPATIAL, w * SPATIAL):
+        image = _scaled_like_comfyui(image, w * SPATIAL, h * SPATIAL)
+    out = await call_model_fn("vae_encode", entry.vae, "vae", {"pixels": crop_to_multiple(image, SPATIAL)}, {})
+    latent = out["latent"]
+    latent = latent[:, :, 0] if latent.dim() == 5 else latent  # one frame
+    if latent.shape[1] != LATENT_CHANNELS:
+        raise ValueError(
+            f"vae: it encodes to {latent.shape[1]} latent channels; a DiffSynth ControlNet takes the Qwen-Image "
+            f"VAE's {LATENT_CHANNELS}"
+        )
+    extra = int(entry.patch.option("extra_channels", 0))
+    if extra:
+        if entry.mask is None:
+            mask = torch.ones_like(latent)[:, :extra]
+        else:
+            from nodes.upscale import common_upscale
+
+            mask = common_upscale(
+                entry.mask.mean(dim=1, keepdim=True), latent.shape[-1], latent.shape[-2], "bilinear", "none"
+            )
+            if mask.shape[0] != latent.shape[0]:
+                raise ValueError(
+                    f"mask: a batch of {mask.shape[0]} masks for a batch of {latent.shape[0]} control images"
+                )
+        latent = torch.cat([latent, mask.to(latent.dtype)], dim=1)
+    latent = latent.clone()
+    latent[:, :LATENT_CHANNELS] = WAN21_LATENT.process_in(latent[:, :LATENT_CHANNELS])
+    return pack(patched(latent))
+
+
+async def prepare(model: ModelRef, samples: torch.Tensor) -> tuple[dict[str, torch.Tensor], tuple | None]:
+    """The steps' inputs and their `diffsynth` param ((patch ref, strength) per input, in order) for a run on
+    latents shaped like `samples`; ({}, None) for a MODEL without the patch."""
+    entries = model.option(OPTION, ())
+    tensors = {
+        f"{INPUT}.{k}": await control_latent(entry, tuple(samples.shape[-2:])) for k, entry in enumerate(entries)
+    }
+    return tensors, tuple((e.patch, e.strength) for e in entries) or None

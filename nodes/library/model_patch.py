@@ -1,0 +1,105 @@
+"""ComfyUI's model-patch nodes (comfy_extras/nodes_model_patch.py): ModelPatchLoader, which reads a file of the
+model_patches folder as a MODEL_PATCH (a ModelRef of component "model_patch", its kind told by its keys:
+nodes.models.model_patch), and QwenImageDiffsynthControlnet, which attaches a DiffSynth ControlNet with its
+control image to a Qwen-Image MODEL (nodes.diffsynth; the patch acts inside the denoise steps). USO's style
+projector and Z-Image's Fun ControlNet load no further than their kind: the loader names them unsupported."""
+
+from __future__ import annotations
+
+import torch
+
+from cluster.refs import ModelRef
+from nodes.diffsynth import DiffSynthPatch, with_patch
+from nodes.inputs import require_component, require_model, require_ref
+from nodes.loaders import make_ref, model_file
+from nodes.workspace import active
+
+COMPONENT = "model_patch"
+MODULE = "comfy_extras.nodes_model_patch"
+
+
+class ModelPatchLoader:
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"name": (active().list_files("model_patches"), {"tooltip": "The model patch file."})}}
+
+    RETURN_TYPES = ("MODEL_PATCH",)
+    FUNCTION = "load_model_patch"
+    CATEGORY = "advanced/loaders"
+    RELATIVE_PYTHON_MODULE = MODULE
+    EXPERIMENTAL = True
+    DESCRIPTION = "Loads a model patch (a Qwen-Image DiffSynth ControlNet) from models/model_patches."
+
+    def load_model_patch(self, name: str) -> tuple[ModelRef]:
+        from nodes.models.errors import ModelLoadError
+        from nodes.models.model_patch import KIND_NAMES, QWEN_DIFFSYNTH, extra_channels, patch_kind
+        from nodes.models.safetensors_io import shapes_of
+
+        path = model_file("model_patches", name, "name")
+        try:
+            shapes = shapes_of(path)[0]
+        except ModelLoadError as e:
+            raise ValueError(f"name: {e}") from e
+        kind = patch_kind(shapes)
+        if kind is None:
+            raise ValueError(
+                f"name: {name!r} is no model patch ComfyUI knows (no DiffSynth, USO or Fun ControlNet keys)"
+            )
+        if kind != QWEN_DIFFSYNTH:
+            raise ValueError(f"name: {name!r} is {KIND_NAMES[kind]}, which is not supported yet")
+        try:
+            extra = extra_channels(shapes)
+        except ValueError as e:
+            raise ValueError(f"name: {name!r}: {e}") from e
+        return (make_ref(COMPONENT, kind, [path], extra_channels=extra),)
+
+
+class QwenImageDiffsynthControlnet:
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {
+            "required": {
+                "model": ("MODEL",),
+                "model_patch": ("MODEL_PATCH",),
+                "vae": ("VAE",),
+                "image": ("IMAGE",),
+                "strength": ("FLOAT", {"default": 1.0, "min": -10.0, "max": 10.0, "step": 0.01}),
+            },
+            "optional": {"mask": ("MASK",)},
+        }
+
+    RETURN_TYPES = ("MODEL",)
+    FUNCTION = "diffsynth_controlnet"
+    CATEGORY = "advanced/loaders/qwen"
+    RELATIVE_PYTHON_MODULE = MODULE
+    EXPERIMENTAL = True
+    DESCRIPTION = "Steers a Qwen-Image model with a DiffSynth ControlNet and its control image."
+
+    def diffsynth_controlnet(
+        self,
+        model: ModelRef,
+        model_patch: ModelRef,
+        vae: ModelRef,
+        image: torch.Tensor,
+        strength: float,
+        mask: torch.Tensor | None = None,
+    ) -> tuple[ModelRef]:
+        model = require_model(model)
+        patch = require_ref(model_patch, COMPONENT, "model_patch", "MODEL_PATCH")
+        vae = require_component(vae, "vae", "vae")
+        if model.arch != "qwen_image":
+            raise ValueError(f"model: a DiffSynth ControlNet patches Qwen-Image models, not {model.arch}")
+        if not isinstance(image, torch.Tensor) or image.ndim != 4 or image.shape[-1] < 3:
+            raise ValueError("image: expected an IMAGE [B,H,W,C] with at least 3 channels")
+        if mask is not None:  # ComfyUI's: [B,1,H,W], inverted (the ControlNet fills where the mask was 0)
+            if not isinstance(mask, torch.Tensor) or mask.ndim not in (2, 3):
+                raise ValueError("mask: expected a MASK [B,H,W] or [H,W]")
+            mask = 1.0 - mask.reshape(-1, 1, *mask.shape[-2:])
+        return (with_patch(model, DiffSynthPatch.of(patch, vae, image[:, :, :, :3], strength, mask)),)
+
+
+NODE_CLASS_MAPPINGS = {
+    "ModelPatchLoader": ModelPatchLoader,
+    "QwenImageDiffsynthControlnet": QwenImageDiffsynthControlnet,
+}
+NODE_DISPLAY_NAME_MAPPINGS: dict[str, str] = {}
