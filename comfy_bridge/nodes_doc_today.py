@@ -62,7 +62,7 @@ RULES: list[tuple[str, str]] = [
         "Qwen-Image's model patches (DiffSynth ControlNet, USO) are not implemented",
     ),
     (r"SeedVR2", "the SeedVR2 upscaler family is not implemented"),
-    (r"HiDream|QuadrupleCLIPLoader", "the HiDream family is not implemented"),
+    (r"HiDreamO1", "HiDream-O1 is not implemented (HiDream-I1 and E1 run)"),
     (
         r"Chroma|Lotus|Bernini|Flux3|FluxKV|MOSS|Ming|Mage|Boogu|Joy|Fibo|Ideogram|PiD|Anima|unCLIP|AliMama|"
         r"ReferenceMultiLatent|ConditioningLoader|GetICLoRA|ICLoRA",
