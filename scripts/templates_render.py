@@ -131,6 +131,18 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     (None, r"^ltx-2(\.\d)?-(19b|22b)", "ltx-2-19b-dev_tiny.safetensors"),
     (r"^ltx-2", r"^gemma_3_12B_it", "gemma_3_12B_it_tiny.safetensors"),
     (r"^ltx-2", r"^ltx-2(\.\d)?-spatial-upscaler", "ltx-2-spatial-upscaler-x2-1.0_tiny.safetensors"),
+    # HiDream-I1 (full, dev, fast) and E1 / E1.1: one tiny transformer (the same layout), its four text encoders
+    # and Flux's VAE (nodes/models/hidream_demo.py)
+    (None, r"^hidream_(i1|e1)", "hidream_i1_tiny.safetensors"),
+    (r"^hidream_", r"^clip_l_hidream", "hidream_tiny_clip_l.safetensors"),
+    (r"^hidream_", r"^clip_g_hidream", "hidream_tiny_clip_g.safetensors"),
+    (r"^hidream_", r"^t5xxl", "hidream_tiny_t5xxl.safetensors"),
+    (r"^hidream_", r"^llama_3\.1_8b_instruct", "llama_3.1_8b_instruct_tiny.safetensors"),
+    (r"^hidream_", r"^ae\.safetensors$", "flux-tiny-ae.safetensors"),
+    # Chroma1-HD (nodes/models/chroma_demo.py): its transformer, Flux.1's T5 and autoencoder (the template's files)
+    (None, r"^Chroma1-HD", "chroma_tiny.safetensors"),
+    (r"^Chroma1-HD", r"^t5xxl", "flux-tiny-t5.safetensors"),
+    (r"^Chroma1-HD", r"^ae\.safetensors$", "flux-tiny-ae.safetensors"),
     # Flux.1 dev / schnell / Krea / Kontext (same transformer layout; Fill and Canny have other input widths)
     (None, r"^flux1-(dev|schnell|krea-dev|dev-kontext)", "flux-tiny.safetensors"),
     # FLUX.1 Fill dev OneReward (bytedance-research/OneReward: FLUX.1-Fill-dev fine-tuned, run there as diffusers'
@@ -140,6 +152,10 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     (r"^flux1-|^flux\.1-fill-dev", r"^t5xxl", "flux-tiny-t5.safetensors"),
     (r"^flux1-|^flux\.1-fill-dev", r"^ae\.safetensors$", "flux-tiny-ae.safetensors"),
     # SDXL base / turbo, SD3.5 and its ControlNets
+    # SDXL revision (sdxl_revision_text_prompts): CLIP-G's 1280-wide image embedding fills SDXL's pooled slot, which
+    # sdxl-tiny has narrower; sdxl-revision-tiny keeps the real width (nodes/models/unclip_demo.py)
+    (r"^clip_vision_g", r"^sd_xl_base", "sdxl-revision-tiny.safetensors"),
+    (None, r"^clip_vision_g", "clip-vision-g-tiny.safetensors"),
     (None, r"^sd_xl_(base|turbo)", "sdxl-tiny.safetensors"),
     (None, r"^sd_xl_refiner", "sdxl-refiner-tiny.safetensors"),
     (None, r"^sd3\.5_large_fp8", "sd3-tiny.safetensors"),
