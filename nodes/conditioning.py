@@ -111,6 +111,8 @@ def flatten(name: str, conditioning: list, percent_to_sigma) -> tuple[dict[str, 
             tensors[f"{key}.clip_fea"] = vision.penultimate_hidden_states
         if opts.get("frame_rate") is not None:  # LTXVConditioning: the frame rate LTX-2's positions are timed by
             entry["frame_rate"] = float(opts["frame_rate"])
+        if opts.get("unprocessed_ltxav_embeds"):  # LTX-2.5's text encoder: the transformer's connectors still to run
+            entry["unprocessed_ltxav_embeds"] = True
         for i, kf in enumerate(opts.get("minimax_keyframes") or ()):  # MiniMax H3 first/last frames
             if kf.get("latent") is None or kf.get("audio_latent") is not None:
                 raise ValueError(

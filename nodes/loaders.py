@@ -230,6 +230,10 @@ def _single_clip_arch(path: Path, clip_type: str) -> str:
     file_arch, _ = probe_arch(path, "clip_name")
     if file_arch == "qwen35":  # ComfyUI reads Qwen3.5 whatever the type (FLUX 3's prompt upsampler has flux3)
         return "qwen35"
+    if file_arch == "gemma4":  # LTX-2.5's Gemma 4 with its projection (nodes/models/ltx25_text.py)
+        if clip_type != "ltxv":
+            raise ValueError(f"clip_name: {path.name} is a Gemma 4 text encoder; it loads as LTX-2.5's with type ltxv")
+        return "ltx2"
     if file_arch == "mistral3":  # ComfyUI reads Mistral 3 (FLUX.2 dev's encoder) whatever the type
         return "flux2"
     if clip_type == "flux3" and file_arch != "qwen3vl":

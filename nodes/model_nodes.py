@@ -61,6 +61,8 @@ class CLIPTextEncode:
         for ref, extra in encodings(clip):  # one, or one per keyframe range of a scheduled hooked CLIP
             out = await call_model_fn("text_encode", ref, "clip", {}, {"text": text})
             anima = {k: out[k] for k in ANIMA_KEYS + HIDREAM_KEYS if k in out}  # Anima's T5 ids, HiDream's Llama
+            if "unprocessed_ltxav_embeds" in out:  # LTX-2.5's encoder: its connectors are the transformer's
+                anima["unprocessed_ltxav_embeds"] = True
             conditioning.append([out["cond"], {"pooled_output": out.get("pooled"), **anima, **extra}])
         return (conditioning,)
 

@@ -152,6 +152,13 @@ class LTX2DiffusionModel(DiffusionModel):
     def apply(self, x: torch.Tensor, timestep: torch.Tensor, cond: dict[str, Any]) -> torch.Tensor:
         if cond.get("control"):
             raise NotImplementedError("ControlNets are not supported for LTX-2 models")
+        if cond.get("unprocessed_ltxav_embeds"):
+            raise ValueError(
+                "the conditioning comes from LTX-2.5's text encoder (a Gemma 4 file with its projection), whose "
+                "embeddings need the connectors of LTX-2.5's transformer; this LTX-2 model cannot read them (LTX-2.5 "
+                "transformers are not supported yet): encode with this model's own text encoder "
+                "(LTXAVTextEncoderLoader with a Gemma 3 file)"
+            )
         shapes = cond.get("latent_shapes")
         if shapes is None or len(shapes) != 2:
             raise ValueError("LTX-2 steps take the video and audio latents packed together, with their latent_shapes")

@@ -39,6 +39,7 @@ DUAL_MARKER = "text_embedding_projection.audio_aggregate_embed.bias"  # ComfyUI'
 BOS = 2
 KEY = "gemma4"  # the token dict's key, ComfyUI's embedding_key
 EPS = 1e-6
+UNPROCESSED = "unprocessed_ltxav_embeds"  # ComfyUI's conditioning key for embeddings before the connectors
 
 
 def is_ltx25_text(keys) -> bool:
@@ -67,6 +68,10 @@ class LTX25TextEncoder(TextEncoder):
         ids = torch.tensor([[t for chunk in tokens[KEY] for t, _ in chunk]], dtype=torch.long)
         states = self.modules[KEY](input_ids=ids, output_hidden_states=True).hidden_states
         return project(torch.stack([s.float() for s in states], dim=-1), self.modules), None
+
+    def extras(self, tokens: dict[str, list[list[tuple[int, float]]]]) -> dict[str, torch.Tensor]:
+        """The conditioning's mark that its embeddings still need the transformer's connectors."""
+        return {UNPROCESSED: torch.ones(1)}
 
 
 def project(states: torch.Tensor, modules: Mapping[str, torch.nn.Module]) -> torch.Tensor:

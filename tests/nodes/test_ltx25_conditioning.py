@@ -1,0 +1,70 @@
+"""LTX-2.5's text encoder through the nodes: CLIPLoader (type ltxv) on the tiny Gemma 4 file with its projection,
+CLIPTextEncode gives its projected features marked `unprocessed_ltxav_embeds` (as ComfyUI's encoder marks them:
+the connectors that finish them are the transformer's), LTXVConditioning keeps the mark, and an LTX-2 model, which
+has no such connectors, refuses the conditioning by name instead of reading the features as its context."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from pathlib import Path
+
+import pytest
+import torch
+
+from nodes.models import ltx25_demo
+from nodes.models.ltx2_demo import FILES, build_demo_ltx2
+
+
+async def _call(name: str, **inputs):
+    import nodes
+
+    node = nodes.NODE_CLASS_MAPPINGS[name]()
+    result = getattr(node, node.FUNCTION)(**inputs)
+    return await result if inspect.isawaitable(result) else result
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory):
+    from nodes import workspace as ws_module
+
+    previous = ws_module._active
+    ws = ws_module.activate(ws_module.Workspace(tmp_path_factory.mktemp("ltx25")).create())
+    build_demo_ltx2(ws.models_dir)
+    ltx25_demo.build_demo_ltx25_text(ws.models_dir)
+    yield ws
+    ws_module._active = previous
+
+
+def test_ltx25_conditioning_is_marked_and_an_ltx2_model_refuses_it(workspace) -> None:
+    torch.set_num_threads(1)
+
+    async def run():
+        (clip,) = await _call("CLIPLoader", clip_name=Path(ltx25_demo.TEXT_FILE).name, type="ltxv")
+        (pos,) = await _call("CLIPTextEncode", clip=clip, text="a fox in the snow")
+        (neg,) = await _call("CLIPTextEncode", clip=clip, text="")
+        [[features, opts]] = pos
+        assert features.shape == (1, 1 + len("a fox in the snow"), ltx25_demo.VIDEO_WIDTH + ltx25_demo.AUDIO_WIDTH)
+        assert opts["unprocessed_ltxav_embeds"] is True
+        pos, neg = await _call("LTXVConditioning", positive=pos, negative=neg, frame_rate=25.0)
+        assert pos[0][1]["unprocessed_ltxav_embeds"] is True
+        model, _, _ = await _call("CheckpointLoaderSimple", ckpt_name=Path(FILES["checkpoint"]).name)
+        (video,) = await _call("EmptyLTXVLatentVideo", width=64, height=64, length=9, batch_size=1)
+        audio = {"samples": torch.zeros(1, 8, 5, 16)}  # LTXVEmptyLatentAudio's for 9 frames at 25 fps
+        (latent,) = await _call("LTXVConcatAVLatent", video_latent=video, audio_latent=audio)
+        return await _call(
+            "KSampler",
+            model=model,
+            seed=1,
+            steps=1,
+            cfg=1.0,
+            sampler_name="euler",
+            scheduler="simple",
+            positive=pos,
+            negative=neg,
+            latent_image=latent,
+            denoise=1.0,
+        )
+
+    with pytest.raises(Exception, match="LTX-2.5.s text encoder .*LTX-2.5 transformers are not supported yet"):
+        asyncio.run(run())
