@@ -22,7 +22,7 @@ from cluster.modelfn import ModelFn, register
 from cluster.refs import ModelRef, on_this_machine
 from cluster.scheduling.batching import Call, freeze
 from nodes.conditioning_areas import area_and_mult, crop
-from nodes.modelfns import cfg_split
+from nodes.modelfns import cfg_split, diffsynth
 from nodes.modelfns.hooks import HookWeights, entry_hooks, uses_hooks
 from nodes.modelfns.model_patches import combine, perp_neg, post_cfg, pre_cfg, skips_uncond
 from nodes.modelfns.network_patches import CALC_COND, apply_model, wrap_forward, wrap_prediction
@@ -98,6 +98,7 @@ class GuidedDenoiser:
         # CFGOverride's ranges; DualCFGGuider's scales are its own (ComfyUI's override sets a cfg it never reads)
         self.cfg_overrides = params.cfg_overrides or ()
         self.rope_options = params.rope_options  # ScaleROPE: read by the Flux networks
+        self.diffsynth = params.diffsynth  # DiffSynth ControlNets acting inside the Qwen-Image blocks
         self.uncond = uncond  # DualModelGuider's negative MODEL and its model sampling
         windows = params.context_windows  # ContextWindowsManual: evaluations window by window
         self.context_windows = None if windows is None else context_windows.ContextWindows(**windows)
@@ -386,6 +387,8 @@ class GuidedDenoiser:
                 sigma=sigma,
                 cond_or_uncond=[int(m[0]) for m in members],
             )
+            if self.diffsynth:
+                forward = self._with_diffsynth(forward, members[0][1], x.device)
             out = wrap_forward(
                 self.patches, forward, xb, sigma, [e["key"] for _, e, _, _ in members], self.state, evaluation
             )
@@ -431,6 +434,13 @@ class GuidedDenoiser:
                 area, _ = area_and_mult(e, self.inputs.get(f"{e['key']}.mask"), x)
                 out.append((side, e, area, crop(left, area)))
         return out
+
+    def _with_diffsynth(self, forward: Callable, entry: dict, device: torch.device) -> Callable:
+        controls = [
+            (self.load_control(ref), self.inputs[f"diffsynth.{k}"], strength)
+            for k, (ref, strength) in enumerate(self.diffsynth)
+        ]
+        return diffsynth.with_controls(forward, self._model_for(entry, device).module, controls)
 
     def _model_for(self, entry: dict, device: torch.device) -> DiffusionModel:
         """The MODEL, or for an entry with weight hooks the MODEL with its hooks at this evaluation's strengths."""
@@ -559,6 +569,7 @@ class DenoiseParams(Params):
     latent_shapes: list[tuple[int, ...]] | None = None  # LTX-2: the video and audio latents packed side by side in x
     av_cfg: list[float] | None = None  # LTXVDualCFGGuider's [video cfg, audio cfg]
     cfg_side: str | None = None  # a CFG split's half: only this side's prediction (nodes.modelfns.cfg_split)
+    diffsynth: Any = None  # QwenImageDiffsynthControlnet: ((MODEL_PATCH ref, strength), ...), inputs diffsynth.<k>
 
 
 @dataclass(frozen=True)
@@ -640,6 +651,7 @@ class DenoiseStep(ModelFn):
             )
             or p.uncond_model is not None
             or p.context_windows is not None
+            or p.diffsynth is not None  # its control latents are per request
             or call.ref is None
         ):
             return None
@@ -687,11 +699,13 @@ class DenoiseStep(ModelFn):
 
     def load_control(self, ref: ModelRef):
         from nodes.models.loader import load_controlnet
+        from nodes.models.model_patch import load_model_patch
 
         if ref.key not in self._controlnets:
             if len(self._controlnets) >= 4:
                 self._controlnets.pop(next(iter(self._controlnets)))
-            self._controlnets[ref.key] = load_controlnet(on_this_machine(ref))
+            load = load_model_patch if ref.component == "model_patch" else load_controlnet
+            self._controlnets[ref.key] = load(on_this_machine(ref))
         return self._controlnets[ref.key]
 
     def _load_hooked(self, ref: ModelRef) -> DiffusionModel:
