@@ -58,7 +58,6 @@ REASONS: dict[str, str] = {
     "comfy_extras.nodes_photomaker": family("PhotoMaker"),
     "comfy_extras.nodes_model_patch": "USOStyleReference: USO's SigLIP style projector on FLUX.1 is not implemented "
     "yet (ModelPatchLoader names such a file unsupported)",
-    "comfy_extras.nodes_lotus": family("Lotus"),
     "comfy_extras.nodes_sdupscale": family("SD x4 upscaler"),
     "comfy_extras.nodes_controlnet": "SetUnionControlNetType: union ControlNets (ControlNet++ / ProMax) are not "
     "implemented",

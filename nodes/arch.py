@@ -35,6 +35,7 @@ LATENT_FORMATS: dict[str, LatentFormat] = {
     "sd1": SD1_LATENT,
     "sd2": SD1_LATENT,
     "sd2v": SD1_LATENT,
+    "lotus": SD1_LATENT,
     "sdxl": SDXL_LATENT,
     "sd3": SD3_LATENT,
     "flux": FLUX_LATENT,
@@ -60,6 +61,8 @@ SAMPLING_CONFIGS: dict[str, dict[str, Any]] = {
     "sd1": _EPS,
     "sd2": _EPS,
     "sd2v": {**_EPS, "prediction": "v"},
+    # Lotus-D (ComfyUI's supported_models.LotusD): SD2's schedule, ModelType.IMG_TO_IMG (x0 from the unscaled input)
+    "lotus": {**_EPS, "prediction": "img_to_img"},
     "sdxl": _EPS,
     "sd3": {"kind": "flow", "shift": 3.0, "multiplier": 1000},
     "flux": {"kind": "flux", "shift": 1.15},

@@ -64,6 +64,9 @@ LTX2_TIME_MARKER = "adaln_single.emb.timestep_embedder.linear_1.bias"
 LTX25_VAE_MARKER = "decoder.conv_in_x_t.weight"  # LTX-2.5's diffusion-decoder VAE (ComfyUI's comfy/sd.py test)
 MINIMAX_H3_VAE_MARKERS = ("decoder.register_tokens", "decoder.x_embedder.weight")
 MINIMAX_H3_AUDIO_VAE_MARKERS = ("pre_block.attn.q_bias", "dec_in_proj.weight", "decoder.conv_pre.weight")
+# A UNet2DConditionModel state dict (nodes/models/unet_diffusers.py reads its layout).
+DIFFUSERS_UNET_MARKERS = ("conv_in.weight", "time_embedding.linear_1.weight", "down_blocks.0.resnets.0.conv1.weight")
+LOTUS_ADM_WIDTH = 4  # Lotus-D's task vector [sin, sin, cos, cos] (ComfyUI's model_base.Lotus)
 UMT5_MARKER = "encoder.block.1.layer.0.SelfAttention.relative_attention_bias.weight"
 # Chroma: Flux's block layout with the approximator's norms (ComfyUI's model_detection, image_model "chroma").
 CHROMA_MARKER = "distilled_guidance_layer.norms.0.scale"
@@ -124,11 +127,24 @@ def is_llama3(shapes: Shapes) -> bool:
 
 
 def unet_arch(shapes: Shapes, prefix: str) -> str:
-    """SDXL has an adm (label) embedding; SD2 projects into attention with linear layers, SD1 with convs."""
-    if f"{prefix}label_emb.0.0.weight" in shapes:
-        return "sdxl"
+    """SDXL has an adm (label) embedding; SD2 projects into attention with linear layers, SD1 with convs. Lotus-D is
+    an SD2 UNet with a 4-wide label embedding (ComfyUI's supported_models.LotusD: adm_in_channels 4)."""
+    label = shapes.get(f"{prefix}label_emb.0.0.weight")
     proj = next((k for k in shapes if k.startswith(prefix) and k.endswith(".1.proj_in.weight")), None)
-    return "sd2" if proj is not None and len(shapes[proj]) == 2 else "sd1"
+    linear = proj is not None and len(shapes[proj]) == 2
+    if label is not None:
+        return "lotus" if label[1] == LOTUS_ADM_WIDTH and linear else "sdxl"
+    return "sd2" if linear else "sd1"
+
+
+def diffusers_unet_arch(shapes: Shapes) -> str:
+    """unet_arch for a UNet file in diffusers' names, read on the same keys renamed."""
+    label = shapes.get("class_embedding.linear_1.weight") or shapes.get("add_embedding.linear_1.weight")
+    proj = next((k for k in shapes if k.endswith(".proj_in.weight")), None)
+    linear = proj is not None and len(shapes[proj]) == 2
+    if label is not None:
+        return "lotus" if label[1] == LOTUS_ADM_WIDTH and linear else "sdxl"
+    return "sd2" if linear else "sd1"
 
 
 def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) -> CheckpointInfo:
@@ -231,6 +247,8 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
         return info("wan22_5b" if out == 48 else "wan21", "diffusion_model", {"diffusion_model"}, "wan", prefix)
     if "single_transformer_blocks.0.attn.to_q.weight" in shapes:
         return info("flux", "diffusion_model", {"diffusion_model"}, "diffusers")
+    if all(k in shapes for k in DIFFUSERS_UNET_MARKERS):  # a bare UNet in diffusers' names (Lotus-D's published file)
+        return info(diffusers_unet_arch(shapes), "diffusion_model", {"diffusion_model"}, "diffusers")
     prefix = _prefix_with(shapes, "input_blocks.0.0.weight")
     if prefix is not None:
         return info(

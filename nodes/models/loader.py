@@ -21,6 +21,7 @@ from . import clip as clip_mod
 from . import controlnet as cn_mod
 from . import merge as merge_mod
 from . import unet as unet_mod
+from . import unet_diffusers
 from . import vae as vae_mod
 from .components import SD1_LATENT, SDXL_LATENT, DiffusionModel, TextEncoder, VAEModel
 from .detect import CheckpointInfo, probe
@@ -30,7 +31,11 @@ from .safetensors_io import build_module, load_state_dict
 from .tokenizer import BYTE_VOCAB_SIZE, ClipBPE, SDTokenizer, bpe_for_vocab_size
 
 CONFIGS = Path(__file__).parent / "configs"
-LATENTS = {"sd1": SD1_LATENT, "sd2": SD1_LATENT, "sdxl": SDXL_LATENT}
+LATENTS = {"sd1": SD1_LATENT, "sd2": SD1_LATENT, "sdxl": SDXL_LATENT, "lotus": SD1_LATENT}
+# Lotus-D is an SD2 UNet (ComfyUI's supported_models.LotusD derives from SD20): SD2's noise schedule, but it predicts
+# the clean latent from the unscaled input (ModelType.IMG_TO_IMG).
+SCHEDULE_OF = {"lotus": "sd2"}
+PREDICTION_OF = {"lotus": "img_to_img"}
 DIT_ARCHS = (
     "flux",
     "sd3",
@@ -193,9 +198,12 @@ def unet_weights(ref: ModelRef) -> UNetWeights:
             k: v for k, v in sd.items() if not k.startswith(("first_stage_model.", "cond_stage_model.", "conditioner."))
         }
     unet_sd = {k: v for k, v in unet_sd.items() if k not in ("v_pred", "ztsnr")}
+    if info.layout == "diffusers":  # a bare UNet in diffusers' names: to ldm's, the names merges and saving use
+        unet_sd = unet_diffusers.to_ldm(unet_sd)
     layout = unet_mod.infer_layout({k: tuple(v.shape) for k, v in unet_sd.items()}, path)
     cfg = unet_mod.diffusers_config(layout, arch, path)
-    dsd = unet_mod.ldm_to_diffusers(unet_sd, layout, path)
+    mapping = unet_mod.block_map(layout, "class_embedding") if arch == "lotus" else None
+    dsd = unet_mod.ldm_to_diffusers(unet_sd, layout, path, mapping)
     names = dict(zip(dsd.keys(), unet_sd.keys()))
     dsd, patched = merge_mod.patch_weights(
         ref, unet_targets(names), dsd, names.__getitem__, lambda other: unet_weights(other).dsd
@@ -222,7 +230,9 @@ def load_diffusion_model(ref: ModelRef) -> DiffusionModel:
     module = build_module(lambda: UNet2DConditionModel(**w.cfg), w.dsd, path, "UNet")
     pred = unet_mod.prediction_type(arch, w.unet_sd | {k: w.sd[k] for k in ("v_pred",) if k in w.sd})
     sampling = sampling_config(
-        CONFIGS / arch / "scheduler" / "scheduler_config.json", pred if pred == "v" else None, zsnr="ztsnr" in w.sd
+        CONFIGS / SCHEDULE_OF.get(arch, arch) / "scheduler" / "scheduler_config.json",
+        PREDICTION_OF.get(arch, pred if pred == "v" else None),
+        zsnr="ztsnr" in w.sd,
     )
     return unet_mod.UNetModel(
         arch=arch,

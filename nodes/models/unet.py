@@ -55,8 +55,9 @@ def norm_groups(channels: list[int] | tuple[int, ...]) -> int:
 
 def attention_heads(arch: str, channels: int) -> int:
     """Heads are not in the weights either: ComfyUI's conventions are 8 heads for SD1 and 64-wide heads
-    for SD2/SDXL; narrower tiny models fall back to 8-wide heads."""
-    if arch == "sd1":
+    for SD2/SDXL; narrower tiny models fall back to 8-wide heads. Lotus-D runs with 8 heads, as ComfyUI's
+    diffusers config for it says (model_detection's LotusD: num_heads 8), not SD2's 64-wide ones."""
+    if arch in ("sd1", "lotus"):
         return 8 if channels % 8 == 0 else 1
     head_dim = 64 if channels % 64 == 0 else 8 if channels % 8 == 0 else channels
     return channels // head_dim
@@ -197,7 +198,10 @@ def diffusers_config(layout: UNetLayout, arch: str, path: str | None = None) -> 
         cfg["reverse_transformer_layers_per_block"] = tuple(
             tuple(max(1, x) for x in u) for u in reversed(layout.up_depths)
         )
-    if layout.adm_in is not None:
+    if layout.adm_in is not None and arch == "lotus":
+        # Lotus' task switch: ldm's sequential label embedding of a 4-wide vector, added to the time embedding
+        cfg.update(class_embed_type="projection", projection_class_embeddings_input_dim=layout.adm_in)
+    elif layout.adm_in is not None:
         cfg.update(
             addition_embed_type="text_time",
             addition_time_embed_dim=SDXL_TIME_EMBED_DIM,
@@ -206,13 +210,14 @@ def diffusers_config(layout: UNetLayout, arch: str, path: str | None = None) -> 
     return cfg
 
 
-def block_map(layout: UNetLayout) -> dict[str, tuple[str, bool]]:
-    """ldm block prefix -> (diffusers prefix, is_resnet), for every block of the layout."""
+def block_map(layout: UNetLayout, label: str = "add_embedding") -> dict[str, tuple[str, bool]]:
+    """ldm block prefix -> (diffusers prefix, is_resnet), for every block of the layout. `label` is the diffusers
+    module ldm's label_emb becomes: SDXL's added (text-time) embedding, or Lotus' class embedding."""
     m: dict[str, tuple[str, bool]] = {
         "time_embed.0.": ("time_embedding.linear_1.", False),
         "time_embed.2.": ("time_embedding.linear_2.", False),
-        "label_emb.0.0.": ("add_embedding.linear_1.", False),
-        "label_emb.0.2.": ("add_embedding.linear_2.", False),
+        "label_emb.0.0.": (f"{label}.linear_1.", False),
+        "label_emb.0.2.": (f"{label}.linear_2.", False),
         "input_blocks.0.0.": ("conv_in.", False),
         "out.0.": ("conv_norm_out.", False),
         "out.2.": ("conv_out.", False),
@@ -347,6 +352,9 @@ class UNetModel(DiffusionModel):
                 "text_embeds": _batch(pooled, b).to(self.dtype),
                 "time_ids": _batch(sdxl_time_ids(x, cond.get("time_ids"), self.refiner), b).to(self.dtype),
             }
+        class_labels = None
+        if self.arch == "lotus":  # ComfyUI's model_base.Lotus adds its depth task embedding to every call
+            class_labels = lotus_task_embedding(b, x.device).to(self.dtype)
         control = cond.get("control")
         down = mid = None
         if control is not None:
@@ -357,12 +365,20 @@ class UNetModel(DiffusionModel):
             x.to(self.dtype),
             t,
             encoder_hidden_states=_batch(context, b),
+            class_labels=class_labels,
             added_cond_kwargs=added,
             down_block_additional_residuals=down,
             mid_block_additional_residual=mid,
             return_dict=False,
         )[0]
         return out.to(x.dtype)
+
+
+def lotus_task_embedding(b: int, device: torch.device) -> torch.Tensor:
+    """Lotus-D's task vector [sin(1), sin(0), cos(1), cos(0)] (the depth task of its 2-task switch, as ComfyUI's
+    model_base.Lotus builds it), one row per sample."""
+    task = torch.tensor([1.0, 0.0], device=device)
+    return torch.cat([torch.sin(task), torch.cos(task)]).unsqueeze(0).expand(b, -1)
 
 
 def sdxl_time_ids(x: torch.Tensor, time_ids: torch.Tensor | None, refiner: bool = False) -> torch.Tensor:

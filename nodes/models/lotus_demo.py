@@ -1,0 +1,49 @@
+"""A tiny Lotus-D depth model (lotus-depth-d-v1-1) in its published layout: a bare UNet2DConditionModel state dict
+in diffusers' names (the layout ComfyUI's model_detection reads Lotus from), an SD2 UNet's block structure (four
+levels, two resnets each, attention on the first three, linear projections, 1024-wide context) with the 4-wide
+class embedding of Lotus' task switch, at tiny widths. Its VAE is SD's (sd1-tiny-vae stands in)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from diffusers import UNet2DConditionModel
+
+from . import unet as unet_mod
+from .demo import SEED, _save
+from .detect import LOTUS_ADM_WIDTH
+
+FILE = "lotus-depth-d-v1-1_tiny.safetensors"
+CONTEXT = 1024  # LotusConditioning's embedding width (SD2's text encoder)
+
+
+def lotus_unet() -> UNet2DConditionModel:
+    channels = (32, 32, 64, 64)
+    return UNet2DConditionModel(
+        sample_size=8,
+        in_channels=4,
+        out_channels=4,
+        block_out_channels=channels,
+        layers_per_block=2,
+        norm_num_groups=unet_mod.norm_groups(channels),
+        attention_head_dim=tuple(unet_mod.attention_heads("lotus", c) for c in channels),
+        down_block_types=("CrossAttnDownBlock2D",) * 3 + ("DownBlock2D",),
+        up_block_types=("UpBlock2D",) + ("CrossAttnUpBlock2D",) * 3,
+        cross_attention_dim=CONTEXT,
+        use_linear_projection=True,
+        class_embed_type="projection",
+        projection_class_embeddings_input_dim=LOTUS_ADM_WIDTH,
+    )
+
+
+def lotus_tensors() -> dict[str, torch.Tensor]:
+    """The tiny file's tensors (seeded)."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(SEED + 60)
+        return lotus_unet().state_dict()
+
+
+def build_demo_lotus(models_dir: Path) -> list[Path]:
+    """diffusion_models/lotus-depth-d-v1-1_tiny.safetensors."""
+    return [_save(lotus_tensors(), Path(models_dir) / "diffusion_models" / FILE)]
