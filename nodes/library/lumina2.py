@@ -1,6 +1,7 @@
 """ComfyUI's comfy_extras.nodes_lumina2: RenormCFG, a sampler_cfg_function carried on the MODEL
-(nodes.modelfns.model_options) and applied inside each denoise step. It works with any model; the module's
-CLIPTextEncodeLumina2 needs the Lumina 2 text encoder, which is not implemented (comfy_bridge.nodes_doc)."""
+(nodes.modelfns.model_options) and applied inside each denoise step, which works with any model; and
+CLIPTextEncodeLumina2, a prompt behind one of Lumina 2's two system prompts, encoded as CLIPTextEncode does (any
+CLIP; Lumina 2's Gemma 2 is the one it is meant for: nodes/models/lumina2_text.py)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import torch
 
 from cluster.refs import ModelRef
 from nodes.inputs import require_model
+from nodes.model_nodes import CLIPTextEncode
 from nodes.modelfns.model_options import with_function
 
 
@@ -87,5 +89,56 @@ class RenormCFG:
         )
 
 
-NODE_CLASS_MAPPINGS = {"RenormCFG": RenormCFG}
-NODE_DISPLAY_NAME_MAPPINGS: dict[str, str] = {}
+# Lumina 2's system prompts (the model was trained behind them), by the names the node offers.
+SYSTEM_PROMPTS = {
+    "superior": "You are an assistant designed to generate superior images with the superior degree of image-text "
+    "alignment based on textual prompts or user prompts.",
+    "alignment": "You are an assistant designed to generate high-quality images with the highest degree of "
+    "image-text alignment based on textual prompts.",
+}
+
+
+class CLIPTextEncodeLumina2:
+    RELATIVE_PYTHON_MODULE = "comfy_extras.nodes_lumina2"
+    RETURN_TYPES = ("CONDITIONING",)
+    OUTPUT_TOOLTIPS = ("Conditioning that guides the diffusion model towards the prompt.",)
+    FUNCTION = "encode"
+    CATEGORY = "conditioning"
+    DESCRIPTION = (
+        "Encodes a user prompt behind one of Lumina 2's system prompts (superior or alignment) into conditioning."
+    )
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {
+            "required": {
+                "system_prompt": (
+                    "COMBO",
+                    {
+                        "multiselect": False,
+                        "options": list(SYSTEM_PROMPTS),
+                        "tooltip": "superior: "
+                        + SYSTEM_PROMPTS["superior"]
+                        + " alignment: "
+                        + SYSTEM_PROMPTS["alignment"],
+                    },
+                ),
+                "user_prompt": (
+                    "STRING",
+                    {"multiline": True, "dynamicPrompts": True, "tooltip": "The prompt to encode."},
+                ),
+                "clip": ("CLIP", {"tooltip": "The text encoder (Lumina 2's Gemma 2)."}),
+            }
+        }
+
+    async def encode(self, clip: Any, user_prompt: str, system_prompt: str) -> tuple[list]:
+        if clip is None:
+            raise ValueError("clip: no text encoder (the checkpoint loaded holds none)")
+        if system_prompt not in SYSTEM_PROMPTS:
+            raise ValueError(f"system_prompt: {system_prompt!r} is not one of {list(SYSTEM_PROMPTS)}")
+        # ComfyUI's joining: the system prompt, its <Prompt Start> tag, then the user's prompt.
+        return await CLIPTextEncode().encode(clip, f"{SYSTEM_PROMPTS[system_prompt]} <Prompt Start> {user_prompt}")
+
+
+NODE_CLASS_MAPPINGS = {"RenormCFG": RenormCFG, "CLIPTextEncodeLumina2": CLIPTextEncodeLumina2}
+NODE_DISPLAY_NAME_MAPPINGS: dict[str, str] = {"CLIPTextEncodeLumina2": "CLIP Text Encode for Lumina2"}

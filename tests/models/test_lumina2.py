@@ -102,3 +102,22 @@ def test_gemma_without_its_tokenizer_is_refused_by_name(demo_workspace, tmp_path
     save_file(sd, str(path))
     with pytest.raises(ModelLoadError, match="spiece_model"):
         load_text_encoder(make_ref("text_encoder", "lumina2", [path]))
+
+
+@pytest.mark.parametrize("index", range(len(FIXTURE["lumina2_node"])))
+def test_clip_text_encode_lumina2_equals_comfyui(demo_workspace, index: int) -> None:
+    """CLIPTextEncodeLumina2 on the checkpoint's CLIP: the user prompt behind each system prompt."""
+    import asyncio
+
+    from nodes.library.lumina2 import CLIPTextEncodeLumina2
+    from nodes.loaders import CheckpointLoaderSimple
+
+    torch.set_num_threads(1)
+    rec = FIXTURE["lumina2_node"][index]
+    _, clip, _ = CheckpointLoaderSimple().load_checkpoint("netayume-lumina-tiny.safetensors")
+    [(cond, _)] = asyncio.run(CLIPTextEncodeLumina2().encode(clip, rec["user_prompt"], rec["system_prompt"]))[0]
+    expected = tensor(rec["cond"])
+    assert cond.shape == expected.shape
+    assert torch.allclose(cond, expected, atol=1e-5, rtol=0), (cond - expected).abs().max()
+    with pytest.raises(ValueError, match="system_prompt"):
+        asyncio.run(CLIPTextEncodeLumina2().encode(clip, "a cat", "best"))
