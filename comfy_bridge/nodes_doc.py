@@ -50,7 +50,6 @@ REASONS: dict[str, str] = {
     "comfy_extras.nodes_train": TRAINING,
     "comfy_extras.nodes_lora_extract": TRAINING,
     "comfy_extras.nodes_hidream": family("HiDream"),
-    "comfy_extras.nodes_lumina2": family("Lumina 2"),
     "comfy_extras.nodes_qwen": family("Qwen-Image"),
     "comfy_extras.nodes_pixart": family("PixArt"),
     "comfy_extras.nodes_stable_cascade": family("Stable Cascade"),
