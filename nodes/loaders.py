@@ -192,6 +192,7 @@ _CLIP_TYPE_ARCH = {
     "lumina2": "zimage",
     "qwen_image": "qwen_image",
     "wan": "wan21",
+    "hidream": "hidream",
     "chroma": "chroma",
 }
 

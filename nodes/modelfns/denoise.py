@@ -337,6 +337,8 @@ class GuidedDenoiser:
                 f"{e['key']}.token_tags" in self.inputs,
                 _shape(self.inputs.get(f"{e['key']}.t5xxl_ids")),  # Anima: its adapter's T5 ids stack by length
                 _shape(self.inputs.get(f"{e['key']}.conditioning_llama3")),  # HiDream: its Llama states, by length
+                # an entry with an edit image and one without never share a pass (ComfyUI's conds cannot concat)
+                f"{e['key']}.concat_latent_image" in self.inputs,
             )
             groups.setdefault(gkey, []).append((side, e, area, mult))
         xc = self.ms.calculate_input(sigma, x)
