@@ -71,6 +71,8 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     (None, r"^z_image", "z-image-turbo-tiny.safetensors"),
     (None, r"^qwen_3_4b", "qwen_3_4b-tiny.safetensors"),  # Z-Image's and the LLM templates' Qwen3 4B
     (r"^z_image", r"^ae\.safetensors$", "z-image-turbo-tiny-ae.safetensors"),
+    # NetaYume Lumina (Lumina 2): the all-in-one checkpoint, NextDiT + Gemma 2 + Flux VAE (nodes/models/lumina2_demo.py)
+    (None, r"^NetaYume", "netayume-lumina-tiny.safetensors"),
     # Qwen-Image and Qwen-Image-Edit (scripts/qwen_image_edit_workflow.py): 2511 has its own tiny transformer
     (None, r"^qwen_image_edit_2511", "qwen_image_edit_2511_tiny.safetensors"),
     (None, r"^qwen_image_(edit_2509|edit_fp8|2512|fp8|bf16)", "qwen_image_tiny.safetensors"),
