@@ -43,7 +43,6 @@ LATENT_FORMATS: dict[str, LatentFormat] = {
     "flux2": FLUX2_LATENT,
     "zimage": FLUX_LATENT,
     "lumina2": FLUX_LATENT,
-    "lumina2": FLUX_LATENT,
     "qwen_image": WAN21_LATENT,
     "qwen_image21": QWEN_IMAGE21_LATENT,
     "chroma": FLUX_LATENT,  # ComfyUI's supported_models.Chroma: latent format Flux
@@ -71,8 +70,6 @@ SAMPLING_CONFIGS: dict[str, dict[str, Any]] = {
     "flux2": {"kind": "flux", "shift": 2.02},  # ComfyUI's supported_models.Flux2 (ModelSamplingFlux)
     # Z-Image: ComfyUI's ZImage model sampling (AuraFlow's: sigma is the timestep), shift 3.
     "zimage": {"kind": "flow", "shift": 3.0, "multiplier": 1.0},
-    # Lumina 2: ComfyUI's supported_models.Lumina2 (model type FLOW: ModelSamplingDiscreteFlow, multiplier 1, shift 6).
-    "lumina2": {"kind": "flow", "shift": 6.0, "multiplier": 1.0},
     # Lumina 2: ComfyUI's supported_models.Lumina2 (model type FLOW: ModelSamplingDiscreteFlow, multiplier 1, shift 6).
     "lumina2": {"kind": "flow", "shift": 6.0, "multiplier": 1.0},
     # ComfyUI's Qwen-Image: ModelSamplingFlux at shift 1.15 (its workflows set ModelSamplingAuraFlow over it).

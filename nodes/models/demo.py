@@ -244,9 +244,6 @@ def build_demo_models(models_dir: Path, include_flux: bool = True) -> list[Path]
         build_lumina2 = getattr(_optional("nodes.models.lumina2_demo"), "build_demo_lumina2", None)
         if build_lumina2 is not None:
             written += build_lumina2(models_dir)
-        build_lumina2 = getattr(_optional("nodes.models.lumina2_demo"), "build_demo_lumina2", None)
-        if build_lumina2 is not None:
-            written += build_lumina2(models_dir)
         build_flux2 = getattr(_optional("nodes.models.flux2_demo"), "build_demo_flux2", None)
         if build_flux2 is not None:
             written += build_flux2(models_dir)

@@ -192,11 +192,6 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
         return info(
             "lumina2", "checkpoint" if extra else "diffusion_model", {"diffusion_model"} | extra, "comfy", prefix
         )
-    prefix = _prefix_with(shapes, "layers.0.adaLN_modulation.1.weight")  # Lumina 2: SiLU-first modulation
-    if prefix is not None and prefix + "cap_embedder.1.weight" in shapes:  # (ComfyUI's model_detection key)
-        return info(
-            "lumina2", "checkpoint" if extra else "diffusion_model", {"diffusion_model"} | extra, "comfy", prefix
-        )
     prefix = _prefix_with(shapes, "layers.0.adaLN_modulation.0.weight")  # Z-Image (ComfyUI's NextDiT names)
     if prefix is not None and prefix + "cap_embedder.1.weight" in shapes:
         return info(

@@ -89,7 +89,6 @@ _ARCH_MODULES = {
     "flux2": FLUX2_MODULES,
     "zimage": ("nodes.models.zimage",),
     "lumina2": ("nodes.models.lumina2",),
-    "lumina2": ("nodes.models.lumina2",),
     "qwen_image": ("nodes.models.qwen_image",),
     "qwen_image21": ("nodes.models.qwen_image21",),
     "krea2": ("nodes.models.krea2",),
@@ -412,7 +411,6 @@ def load_text_encoder(ref: ModelRef) -> TextEncoder:
             else "flux"
         )
         arch = "zimage" if any(i.arch == "zimage" for i in infos) else arch  # a Z-Image checkpoint's Qwen3
-        arch = "lumina2" if any(i.arch == "lumina2" for i in infos) else arch  # a Lumina 2 checkpoint's Gemma 2
         arch = "lumina2" if any(i.arch == "lumina2" for i in infos) else arch  # a Lumina 2 checkpoint's Gemma 2
         return _dispatch("load_text_encoder", ref, sds if len(sds) > 1 else sds[0], arch)
     if infos[0].kind == "diffusers":
