@@ -226,8 +226,7 @@ class CLIPLoader:
 
 def _single_clip_arch(path: Path, clip_type: str) -> str:
     """The family of CLIPLoader's file, from its header: ComfyUI makes a Qwen3 file Flux2-Klein's encoder for
-    the flux/flux2 types and Z-Image's for every other type; lumina2 takes nothing else here (Lumina 2's Gemma
-    is not supported)."""
+    the flux/flux2 types and Z-Image's for every other type; a Gemma 2 file is Lumina 2's whatever the type."""
     file_arch, _ = probe_arch(path, "clip_name")
     if file_arch == "qwen35":  # ComfyUI reads Qwen3.5 whatever the type (FLUX 3's prompt upsampler has flux3)
         return "qwen35"
@@ -260,10 +259,12 @@ def _single_clip_arch(path: Path, clip_type: str) -> str:
                 f"Qwen-Image 2.1's with type qwen_image, not {clip_type}"
             )
         return "qwen_image21"
+    if file_arch == "gemma2":  # ComfyUI reads Gemma 2 2B as Lumina 2's encoder whatever the type
+        return "lumina2"
     if clip_type == "lumina2":
         raise ValueError(
             f"clip_name: {path.name} is a {file_arch} text encoder; CLIPLoader type lumina2 loads "
-            "Z-Image's Qwen3-4B (qwen_3_4b.safetensors)"
+            "Z-Image's Qwen3-4B (qwen_3_4b.safetensors) or Lumina 2's Gemma 2 (gemma_2_2b.safetensors)"
         )
     if clip_type == "wan" and file_arch != "umt5":
         raise ValueError(

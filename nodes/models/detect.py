@@ -292,6 +292,9 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
         k.endswith("model.layers.0.self_attn.q_norm.weight") for k in keys
     ):  # Gemma 3 (LTX-2's text encoder): Gemma's four norms per layer, and q/k norms as Qwen3 has
         return info("gemma3", "text_encoder", {"text_encoder"}, "hf")
+    if any(k.endswith("model.layers.0.pre_feedforward_layernorm.weight") for k in keys):
+        # Gemma 2 (Lumina 2's gemma_2_2b): Gemma's four norms per layer without q/k norms (ComfyUI's detect_te_model)
+        return info("gemma2", "text_encoder", {"text_encoder"}, "hf")
     if "tekken_model" in shapes and "model.layers.0.self_attn.k_proj.weight" in shapes:
         # Mistral 3 (FLUX.2 dev's encoder): ComfyUI's sd.py reads the file's tokenizer from its tekken_model tensor
         return info("mistral3", "text_encoder", {"text_encoder"}, "hf")

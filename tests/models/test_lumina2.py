@@ -121,3 +121,31 @@ def test_clip_text_encode_lumina2_equals_comfyui(demo_workspace, index: int) -> 
     assert torch.allclose(cond, expected, atol=1e-5, rtol=0), (cond - expected).abs().max()
     with pytest.raises(ValueError, match="system_prompt"):
         asyncio.run(CLIPTextEncodeLumina2().encode(clip, "a cat", "best"))
+
+
+@pytest.mark.parametrize("clip_type", ["lumina2", "stable_diffusion"])
+def test_bare_gemma2_file_through_cliploader_equals_comfyui(demo_workspace, clip_type: str) -> None:
+    """Lumina 2's split files: gemma_2_2b.safetensors (transformers' names under `model.`, the tokenizer as
+    `spiece_model`) through CLIPLoader, which ComfyUI reads as Lumina 2's encoder whatever the type."""
+    from safetensors.torch import load_file, save_file
+
+    from nodes.loaders import CLIPLoader
+    from nodes.models.detect import probe
+    from nodes.models.loader import load_text_encoder
+
+    torch.set_num_threads(1)
+    sd = load_file(demo_workspace.models_dir / CHECKPOINT)
+    prefix = "text_encoders.gemma2_2b.transformer.model."
+    bare = {"model." + k[len(prefix) :]: v for k, v in sd.items() if k.startswith(prefix)}
+    bare["spiece_model"] = sd["text_encoders.spiece_model"]
+    path = demo_workspace.models_dir / "text_encoders" / "gemma_2_2b_tiny_test.safetensors"
+    save_file(bare, str(path))
+    try:
+        assert probe(path).arch == "gemma2"
+        (clip,) = CLIPLoader().load_clip(path.name, clip_type)
+        te = load_text_encoder(clip)
+        rec = FIXTURE["text"][1]
+        cond, _ = te.encode(te.tokenize(rec["prompt"]))
+        assert torch.allclose(cond, tensor(rec["cond"]), atol=1e-5, rtol=0)
+    finally:
+        path.unlink()
