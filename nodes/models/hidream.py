@@ -31,6 +31,7 @@ from nodes.arch import latent_format, sampling_config
 from nodes.models.components import DiffusionModel
 from nodes.models.detect import HIDREAM_MARKER, UNET_PREFIXES
 from nodes.models.flux_keys import count_blocks, strip_prefix
+from nodes.models.fp8 import dequantize_scaled_fp8
 from nodes.models.lora import LoraTargets
 from nodes.models.single_file import load_single_file_transformer
 from nodes.models.unet import resize_to_batch_size
@@ -50,7 +51,7 @@ def hidream_layout(state_dict: Mapping[str, torch.Tensor]) -> dict[str, torch.Te
     prefix = find_hidream_prefix(state_dict.keys())
     if prefix is None:
         raise ValueError(f"not a HiDream state dict (no {HIDREAM_MARKER})")
-    return strip_prefix(state_dict, prefix)
+    return strip_prefix(dequantize_scaled_fp8(state_dict), prefix)  # a scaled-fp8 file multiplied out
 
 
 def lora_targets(sd: Mapping[str, torch.Tensor]) -> LoraTargets:

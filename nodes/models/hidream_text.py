@@ -31,6 +31,7 @@ from nodes.models.components import TextEncoder
 from nodes.models.errors import ModelLoadError
 from nodes.models.flux_configs import config_for_sources
 from nodes.models.flux_tokenize import ChunkRules, empty_tokens, tokenize_weighted
+from nodes.models.fp8 import dequantize_scaled_fp8
 from nodes.models.qwen3_text import with_real_rotary
 from nodes.models.safetensors_io import build_module
 from nodes.models.sd3_text import MISSING_WIDTH, split_text_encoders
@@ -204,6 +205,8 @@ def load_text_encoder(
         raise ModelLoadError(ref.sources[0], "LoRAs on HiDream text encoders are not supported yet")
     if isinstance(state_dicts, Mapping):
         state_dicts = [state_dicts]
+    # the templates' llama_3.1_8b_instruct_fp8_scaled and t5xxl_fp8_e4m3fn_scaled: ComfyUI's scaled fp8, multiplied out
+    state_dicts = [dequantize_scaled_fp8(sd) for sd in state_dicts]
     paths = list(ref.sources) + [None] * (len(state_dicts) - len(ref.sources))
     llamas = [(sd, p) for sd, p in zip(state_dicts, paths) if is_llama(sd)]
     others = [(sd, p) for sd, p in zip(state_dicts, paths) if not is_llama(sd)]

@@ -142,6 +142,33 @@ def test_tokens_follow_comfyuis_rules(text_encoder) -> None:
     assert len(long["t5xxl"]) == 1  # only T5's first window is kept, as ComfyUI does
 
 
+def test_scaled_fp8_llama_loads_as_its_dequantized_weights(demo_workspace, tmp_path) -> None:
+    """The templates' llama_3.1_8b_instruct_fp8_scaled: ComfyUI's scaled fp8 (weight in fp8 times scale_weight)."""
+    from safetensors.torch import load_file, save_file
+
+    from nodes.loaders import make_ref
+    from nodes.models.fp8 import dequantize_scaled_fp8
+    from nodes.models.loader import load_text_encoder
+
+    plain = load_file(demo_workspace.models_dir / TEXT_FILES[3])
+    scaled = {"scaled_fp8": torch.zeros(0, dtype=torch.float8_e4m3fn)}
+    for key, value in plain.items():
+        if key.endswith("proj.weight"):
+            scale = value.abs().max() / 448.0
+            scaled[key] = (value / scale).to(torch.float8_e4m3fn)
+            scaled[key[: -len("weight")] + "scale_weight"] = scale.reshape(1)
+        else:
+            scaled[key] = value
+    save_file(scaled, str(tmp_path / "llama_fp8_scaled.safetensors"))
+    save_file(dequantize_scaled_fp8(scaled), str(tmp_path / "llama_dequantized.safetensors"))
+    tokens = {"l": [], "g": [], "t5xxl": [], "llama": [[(128000, 1.0), (15339, 1.0)] + [(128009, 1.0)] * 6]}
+    outs = []
+    for name in ("llama_fp8_scaled", "llama_dequantized"):
+        te = load_text_encoder(make_ref("text_encoder", "hidream", [tmp_path / f"{name}.safetensors"]))
+        outs.append(te.extras(tokens)["conditioning_llama3"])
+    assert torch.equal(outs[0], outs[1])
+
+
 def test_demo_files_are_byte_identical_when_rebuilt(demo_workspace, tmp_path) -> None:
     from nodes.models.hidream_demo import build_demo_hidream
 
