@@ -11,7 +11,7 @@ config, the autoencoder's base width); this script gives its classes the tiny si
 changes nothing else: model detection (the checkpoint's prefixes), the Gemma tokenizer settings (the file's
 SentencePiece model), Gemma 2, the NextDiT, model_base.Lumina2's conditioning, the samplers and the nodes are
 ComfyUI's. Recorded: the token ids and conditioning of a few prompts (the template's two, CLIPTextEncodeLumina2's
-system prompts, an empty one); the NextDiT's raw output on seeded inputs (odd size, a batch of two timesteps); and
+system prompts, an empty one, one with weighted words); the NextDiT's raw output on seeded inputs (odd size, a batch of two timesteps); and
 the shipped workflow (the web UI's NetaYume Lumina template on the tiny file) run node by node with 0.3.64's node
 classes, SaveImage replaced by what it would write.
 """
@@ -47,6 +47,7 @@ PROMPTS = [
     "You are an assistant designed to generate superior images with the superior degree of image-text alignment "
     "based on textual prompts or user prompts. <Prompt Start> a girl in an orange grove, soft light",
     "",
+    "a (red:1.3) cat on a (sofa:0.7), (masterpiece:1.2)",
 ]
 LUMINA2_NODE = [("superior", "a girl in an orange grove, soft light"), ("alignment", "two cats")]
 # (seed, latent shape, context rows, timestep(s))

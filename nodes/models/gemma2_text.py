@@ -10,7 +10,8 @@ tokenizer's state dict beside the encoder's; supported_models.Lumina2's text_enc
 ComfyUI's computation, mirrored here: the prompt tokenized word by word with <bos> (2) in front, no end token, no
 padding, one window; float32 activations; every layer full (causal) attention with no logit soft-capping and no
 sliding window (ComfyUI's Llama2_ implements neither); the output is a layer's hidden state without the final
-norm (layer_idx -2 by default). The file gives every size but the head width, which ComfyUI fixes at 256."""
+norm (layer_idx -2 by default); weighted tokens as ComfyUI weights them, against the encoding of <bos> and pads.
+The file gives every size but the head width, which ComfyUI fixes at 256."""
 
 from __future__ import annotations
 
@@ -135,14 +136,16 @@ def gemma2_tokenizer(state_dict: Mapping[str, torch.Tensor], path: str | None) -
 
 
 @torch.no_grad()
-def gemma2_layer_output(model: Gemma2Model, ids: torch.Tensor, layer: int = LAYER) -> torch.Tensor:
+def gemma2_layer_output(
+    model: Gemma2Model, ids: torch.Tensor, layer: int = LAYER, mask: torch.Tensor | None = None
+) -> torch.Tensor:
     """The hidden state after layer `layer` (negative: from the end, -1 the last) without the final norm,
-    as ComfyUI's intermediate_output: [B, T, hidden] float32."""
+    as ComfyUI's intermediate_output: [B, T, hidden] float32. `mask` [B, T]: 0 for keys no token attends to."""
     n = model.config.num_hidden_layers
     index = layer if layer >= 0 else n + layer
     if not 0 <= index < n:
         raise ValueError(f"layer {layer} is outside this Gemma 2's {n} layers")
-    states = model(input_ids=ids, output_hidden_states=True).hidden_states  # embeddings, then each layer
+    states = model(input_ids=ids, attention_mask=mask, output_hidden_states=True).hidden_states  # embeddings, layers
     if index == n - 1:
         # transformers gives the last layer's output after the final norm; ComfyUI's intermediate is before it.
         raise ValueError("the last layer's output before the final norm is not available (use layer -2 or lower)")
@@ -161,10 +164,19 @@ class Gemma2Encoder:
         return tokenize_weighted(text, self.encode_words, RULES)
 
     def encode(self, chunks: list[list[tuple[int, float]]], layer: int = LAYER) -> torch.Tensor:
-        if any(w != 1.0 for chunk in chunks for _, w in chunk):
-            raise ValueError("prompt weights (word:weight) are not supported by the Gemma 2 text encoder yet")
-        ids = torch.tensor([[t for chunk in chunks for t, _ in chunk]], dtype=torch.long)
-        return gemma2_layer_output(self.model, ids, layer)
+        pairs = [p for chunk in chunks for p in chunk]  # one window: the rules never split a prompt
+        out = gemma2_layer_output(self.model, torch.tensor([[t for t, _ in pairs]], dtype=torch.long), layer)
+        weights = torch.tensor([w for _, w in pairs], dtype=torch.float32).view(1, -1, 1)
+        if bool((weights == 1.0).all()):
+            return out
+        # ComfyUI's token weighting: each weighted token's state moved from the "empty" prompt's state at its
+        # position (<bos> then pads the encoder may not attend to) by its weight.
+        empty = torch.full((1, len(pairs)), PAD, dtype=torch.long)
+        empty[0, 0] = BOS
+        mask = torch.zeros_like(empty)
+        mask[0, 0] = 1
+        base = gemma2_layer_output(self.model, empty, layer, mask)
+        return torch.where(weights == 1.0, out, (out - base) * weights + base)
 
 
 def load_gemma2(state_dict: Mapping[str, torch.Tensor], path: str | None) -> Gemma2Encoder:
