@@ -166,6 +166,9 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     (None, r"^sd_xl_refiner", "sdxl-refiner-tiny.safetensors"),
     (None, r"^sd3\.5_large_fp8", "sd3-tiny.safetensors"),
     (r"^sd3\.5", r"^sd3\.5_large_controlnet", "sd3-tiny-controlnet.safetensors"),
+    # Lotus-D depth (nodes/models/lotus_demo.py), with SD's VAE beside it (vae-ft-mse-840000: sd1-tiny's)
+    (None, r"^lotus-depth-d", "lotus-depth-d-v1-1_tiny.safetensors"),
+    (r"^lotus-depth-d", r"^vae-ft-mse-840000", "sd1-tiny-vae.safetensors"),
     # Any family: the 4x ESRGAN upscaler
     (None, r"^RealESRGAN_x4", "esrgan-tiny-x4.safetensors"),
 ]
