@@ -137,6 +137,43 @@ def record_dit() -> dict:
     return {"config": cfg, "cases": out}
 
 
+DENOISED = {"i1_shift6": (5, [1, 16, 8, 6], 6.0, 0.6, False), "e1_shift1": (6, [1, 16, 6, 6], 1.0, 0.4, True)}
+
+
+def record_denoised() -> dict:
+    """ComfyUI's whole HiDream model (model_base.HiDream with supported_models.HiDream at the tiny sizes): the
+    denoised prediction apply_model gives for sigma (input scaling, sigma * 1000 as the timestep, the negated flow
+    output -> denoised), at ModelSamplingSD3's shift; E1's raw image latent through extra_conds (process_latent_in)."""
+    import comfy.model_base
+    import comfy.supported_models
+
+    sd = load(DIT)
+    cfg = dit_config(sd)
+    config = comfy.supported_models.HiDream(cfg)
+    config.set_inference_dtype(torch.float32, None)
+    out = {}
+    for name, (seed, shape, shift, sigma, image) in DENOISED.items():
+        model = comfy.model_base.HiDream(config)
+        model.diffusion_model.load_state_dict(sd, strict=True)
+        model.model_sampling.set_parameters(shift=shift, multiplier=1000)  # what ModelSamplingSD3 sets
+        i = dit_inputs(seed, shape, 5, 4, image, cfg)
+        kw = {"c_crossattn": i["context"], "y": i["y"], "encoder_hidden_states_llama3": i["llama"]}
+        if image:
+            conds = model.extra_conds(concat_latent_image=i["image_cond"], noise=i["x"], pooled_output=i["y"])
+            kw["image_cond"] = conds["image_cond"].process_cond(batch_size=1, area=None).cond
+        with torch.no_grad():
+            denoised = model.apply_model(i["x"], torch.tensor([sigma]), **kw)
+        out[name] = {
+            "seed": seed,
+            "shape": shape,
+            "shift": shift,
+            "sigma": sigma,
+            "image": image,
+            "denoised": b64(denoised),
+        }
+    return out
+
+
 def clip_model(sd: dict, hidden_act: str, heads: int, pad: int, layer: str, layer_idx) -> sd1_clip.SDClipModel:
     vocab, hidden = sd["text_model.embeddings.token_embedding.weight"].shape
     layers = len({k.split(".")[3] for k in sd if k.startswith("text_model.encoder.layers.")})
@@ -287,7 +324,12 @@ def record_text() -> dict:
 
 def main() -> None:
     torch.set_num_threads(1)
-    fixture = {"comfyui": "0.3.64 (a125cd84)", "dit": record_dit(), "text": record_text()}
+    fixture = {
+        "comfyui": "0.3.64 (a125cd84)",
+        "dit": record_dit(),
+        "denoised": record_denoised(),
+        "text": record_text(),
+    }
     with open(OUT, "w") as f:
         json.dump(fixture, f)
 

@@ -103,6 +103,32 @@ def test_transformer_equals_comfyui(dit, name: str) -> None:
     assert (out - expected).abs().max().item() < 1e-5
 
 
+@pytest.mark.parametrize("name", sorted(FIXTURE["denoised"]))
+def test_denoised_prediction_equals_comfyui_hidream_model(dit, name: str) -> None:
+    """The model as the sampler sees it (input scaling, sigma * 1000 as the timestep, the negated flow output ->
+    denoised) at ModelSamplingSD3's shift, and E1's raw image latent put in model space, against ComfyUI's
+    model_base.HiDream on the same weights."""
+    from nodes.sampling.model_sampling import model_sampling_from_config
+
+    torch.set_num_threads(1)
+    case, cfg = FIXTURE["denoised"][name], FIXTURE["dit"]["config"]
+    g = torch.Generator().manual_seed(case["seed"])  # the recorder's draws (dit_inputs), in its order
+    shape = case["shape"]
+    x = torch.randn(shape, generator=g)
+    y = torch.randn(shape[0], cfg["text_emb_dim"], generator=g)
+    context = torch.randn(shape[0], 5, cfg["caption_channels"][0], generator=g)
+    llama = torch.randn(shape[0], len(set(cfg["llama_layers"])), 4, cfg["caption_channels"][1], generator=g)
+    cond = {"context": context, "pooled": y, "conditioning_llama3": llama}
+    if case["image"]:
+        cond["concat"] = dit.concat_image(torch.randn(shape, generator=g), x)
+    ms = model_sampling_from_config({**dit.sampling, "shift": case["shift"]})
+    sigma = torch.tensor([case["sigma"]])
+    with torch.no_grad():
+        out = dit.apply(ms.calculate_input(sigma, x), ms.timestep(sigma), cond)
+    denoised = ms.calculate_denoised(sigma, out, x)
+    assert (denoised - tensor(case["denoised"])).abs().max().item() < 1e-5
+
+
 def test_missing_llama_states_are_named(dit) -> None:
     x = torch.zeros(1, 16, 4, 4)
     with pytest.raises(ValueError, match="Llama"):
