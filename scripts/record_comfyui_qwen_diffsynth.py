@@ -6,7 +6,7 @@ Run inside ComfyUI's own environment (it imports ComfyUI's modules; nothing of C
 
     cd <ComfyUI 0.3.64 source> && PYTHONPATH=<sitecustomize shim>:. OMP_NUM_THREADS=2 <ComfyUI venv>/bin/python \\
         /work/main/scripts/record_comfyui_qwen_diffsynth.py /work/main/tests/nodes/fixtures/comfyui_qwen_diffsynth.json \\
-        <models dir>
+        <models dir> /work/main/workflows_json/qwen_image_controlnet_patch.json <input dir holding example.png>
 
 ComfyUI 0.3.64 fixes the released sizes (Qwen-Image's 24 heads and 3584-wide text states, the VAE's base width 96,
 the DiffSynth ControlNet's 60 blocks of width 3072); so that its classes load the tiny files, this script gives them
@@ -17,7 +17,9 @@ Cases (CASES): no patch (the baseline the others must differ from), the canny-la
 re-encodes a scaled copy) and of the same size, a negative strength, the inpaint layout with a mask and without one,
 and two patches chained. The conditioning is seeded random text states (no text encoder); the control image and mask
 are seeded random tensors made by `inputs` (the test makes the same, and the fixture keeps their sums to check).
-Recorded per case: the sampled latent (float32 base64) and the decoded image as SaveImage's 8-bit pixels."""
+Recorded per case: the sampled latent (float32 base64) and the decoded image as SaveImage's 8-bit pixels. Also the
+template's workflow on the tiny files (workflows_json/qwen_image_controlnet_patch.json, with the tiny text encoder given
+its sizes the same way) run node by node with ComfyUI's node classes: its saved image's pixels."""
 
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ import sys
 
 import torch
 
-OUT, MODELS = sys.argv[1:3]
+OUT, MODELS, WORKFLOW, INPUTS = sys.argv[1:5]
 sys.argv[1:] = ["--cpu"]  # ComfyUI reads its command line on import: no CUDA here
 import comfy.cli_args  # noqa: E402
 
@@ -36,6 +38,7 @@ comfy.cli_args.args.cpu = True
 import comfy.ldm.wan.vae  # noqa: E402
 import comfy.model_detection  # noqa: E402
 import comfy.sd  # noqa: E402
+import comfy.text_encoders.llama  # noqa: E402
 import comfy.utils  # noqa: E402
 import comfy_extras.nodes_model_advanced as model_advanced  # noqa: E402
 import comfy_extras.nodes_model_patch as model_patch  # noqa: E402
@@ -46,6 +49,7 @@ import nodes  # noqa: E402
 
 COMMIT = "a125cd84b054a57729b5eecab930ca9408719832"
 TRANSFORMER = "qwen_image_tiny.safetensors"
+TEXT_ENCODER = "qwen_2.5_vl_7b_tiny.safetensors"
 VAE = "qwen_image_vae_tiny.safetensors"
 CANNY = "qwen_image_diffsynth_tiny.safetensors"
 INPAINT = "qwen_image_inpaint_diffsynth_tiny.safetensors"
@@ -110,10 +114,29 @@ def tiny_sizes() -> None:
     width = patch["img_in.weight"].shape[0]
     cnet = model_patch.QwenImageBlockWiseControlNet
     model_patch.QwenImageBlockWiseControlNet = lambda **kw: cnet(**{**kw, "num_layers": blocks, "dim": width})
-    folder_paths.folder_names_and_paths["model_patches"] = (
-        [f"{MODELS}/model_patches"],
-        folder_paths.supported_pt_extensions,
+    for folder in ("model_patches", "diffusion_models", "text_encoders", "vae"):
+        folder_paths.add_model_folder_path(folder, f"{MODELS}/{folder}", is_default=True)
+    folder_paths.set_input_directory(INPUTS)
+    te = comfy.utils.load_torch_file(f"{MODELS}/text_encoders/{TEXT_ENCODER}")
+    vocab, hidden = te["model.embed_tokens.weight"].shape
+    sizes = dict(
+        vocab_size=vocab,
+        hidden_size=hidden,
+        num_hidden_layers=len({k.split(".")[2] for k in te if k.startswith("model.layers.")}),
+        intermediate_size=te["model.layers.0.mlp.gate_proj.weight"].shape[0],
+        num_attention_heads=te["model.layers.0.self_attn.q_proj.weight"].shape[0] // HEAD,
+        num_key_value_heads=te["model.layers.0.self_attn.k_proj.weight"].shape[0] // HEAD,
     )
+    config = comfy.text_encoders.llama.Qwen25_7BVLI_Config
+    comfy.text_encoders.llama.Qwen25_7BVLI_Config = lambda **kw: config(**{**sizes, **kw})
+    detect_te = comfy.sd.detect_te_model  # ComfyUI tells Qwen2.5-VL-7B by its 3584-wide layer norm
+
+    def detect_te_tiny(sd):
+        if sd.get("model.layers.0.post_attention_layernorm.weight", torch.empty(0)).shape[0] == hidden:
+            return comfy.sd.TEModel.QWEN25_7B
+        return detect_te(sd)
+
+    comfy.sd.detect_te_model = detect_te_tiny
 
 
 def run_case(unet, vae, patches: list, image_hw: tuple[int, int]) -> dict:
@@ -146,6 +169,41 @@ def run_case(unet, vae, patches: list, image_hw: tuple[int, int]) -> dict:
     }
 
 
+def run_workflow(prompt: dict) -> dict:
+    """The workflow node by node in dependency order with ComfyUI's node classes; PreviewImage is left out and
+    SaveImage replaced by what it would write."""
+    import comfy_extras.nodes_canny as nodes_canny
+    import comfy_extras.nodes_post_processing as post_processing
+
+    classes = {
+        **nodes.NODE_CLASS_MAPPINGS,
+        "Canny": nodes_canny.Canny,
+        "ImageScaleToTotalPixels": post_processing.ImageScaleToTotalPixels,
+        "ModelSamplingAuraFlow": model_advanced.ModelSamplingAuraFlow,
+        "ModelPatchLoader": model_patch.ModelPatchLoader,
+        "QwenImageDiffsynthControlnet": model_patch.QwenImageDiffsynthControlnet,
+    }
+    results: dict[str, tuple] = {}
+
+    def run(node_id: str) -> tuple:
+        if node_id not in results:
+            node = prompt[node_id]
+            inputs = {k: run(v[0])[v[1]] if isinstance(v, list) else v for k, v in node["inputs"].items()}
+            cls = classes[node["class_type"]]
+            if node["class_type"] == "SaveImage":
+                results[node_id] = (inputs["images"],)
+            elif hasattr(cls, "FUNCTION"):
+                results[node_id] = getattr(cls(), cls.FUNCTION)(**inputs)
+            else:  # a v3 node (io.ComfyNode)
+                out = cls.execute(**inputs)
+                results[node_id] = tuple(out.result) if hasattr(out, "result") else out
+        return results[node_id]
+
+    (save,) = [k for k, v in prompt.items() if v["class_type"] == "SaveImage"]
+    (image,) = run(save)[0]
+    return {"prompt": prompt, "image_u8": u8(image[None])}
+
+
 def main() -> None:
     tiny_sizes()
     unet = comfy.sd.load_diffusion_model(f"{MODELS}/diffusion_models/{TRANSFORMER}")
@@ -155,6 +213,7 @@ def main() -> None:
         for name, (patches, image_hw) in CASES.items():
             cases[name] = run_case(unet, vae, patches, image_hw)
             print(name, "done", flush=True)
+        workflow = run_workflow(json.loads(open(WORKFLOW).read()))
     files = {
         name: sha256(f"{MODELS}/{folder}/{name}")
         for folder, name in (
@@ -162,6 +221,7 @@ def main() -> None:
             ("vae", VAE),
             ("model_patches", CANNY),
             ("model_patches", INPAINT),
+            ("text_encoders", TEXT_ENCODER),
         )
     }
     record = {
@@ -170,6 +230,7 @@ def main() -> None:
         "size": [WIDTH, HEIGHT],
         "sampling": SAMPLING,
         "cases": cases,
+        "workflow": workflow,
     }
     with open(OUT, "w") as f:
         json.dump(record, f, indent=1)

@@ -85,6 +85,9 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     (None, r"^FireRed-Image-Edit-[\d.]+-transformer", "qwen_image_tiny.safetensors"),
     (r"^FireRed-Image-Edit", r"^qwen_2\.5_vl_7b", "qwen_2.5_vl_7b_edit_tiny.safetensors"),
     (r"^FireRed-Image-Edit", r"^qwen_image_vae", "qwen_image_vae_tiny.safetensors"),
+    # DiffSynth's Qwen-Image ControlNets (model_patches; nodes/models/model_patch_demo.py): the inpaint layout, the others
+    (None, r"^qwen_image_inpaint_diffsynth", "qwen_image_inpaint_diffsynth_tiny.safetensors"),
+    (None, r"^qwen_image_\w+_diffsynth_controlnet", "qwen_image_diffsynth_tiny.safetensors"),
     # any LoRA of a Qwen-Image template (Lightning, style, angles, control): the family's tiny LoRA; never a
     # ControlNet file (InstantX's, the Fun Union's: no tiny Qwen-Image ControlNet exists), which a LoRA cannot stand for
     (r"^qwen_image_(edit|2512|fp8|bf16)", r"(?i)^(?!.*controlnet).*qwen", "qwen_image_edit_tiny_lightning.safetensors"),

@@ -22,6 +22,7 @@ FOLDERS = {
     "qwen_image_vae_tiny.safetensors": "vae",
     "qwen_image_diffsynth_tiny.safetensors": "model_patches",
     "qwen_image_inpaint_diffsynth_tiny.safetensors": "model_patches",
+    "qwen_2.5_vl_7b_tiny.safetensors": "text_encoders",
 }
 
 
