@@ -60,9 +60,8 @@ REASONS: dict[str, str] = {
     "comfy_extras.nodes_sdupscale": family("SD x4 upscaler"),
     "comfy_extras.nodes_controlnet": "SetUnionControlNetType: union ControlNets (ControlNet++ / ProMax) are not "
     "implemented",
-    "nodes": "unCLIPCheckpointLoader / unCLIPConditioning: the SD2.1 unCLIP family and SDXL's image-embedding "
-    "(revision) conditioning are not implemented; GLIGENLoader / GLIGENTextBoxApply: the GLIGEN family "
-    "(gated self-attention layers in the UNet) is not implemented",
+    "nodes": "GLIGENLoader / GLIGENTextBoxApply: the GLIGEN family (gated self-attention layers in the UNet) is "
+    "not implemented",
 }
 
 

@@ -4,7 +4,8 @@ A CONDITIONING value is `[[tensor, options], ...]`; options may hold "pooled_out
 "start_percent"/"end_percent", "strength", "guidance", "control" (a `ControlSpec` chain), "area" / "mask" /
 "mask_strength" / "set_area_to_bounds" (nodes.conditioning_areas), SDXL's sizes (SIZE_KEYS), "concat_latent_image"
 (InstructPix2Pix, inpainting), "reference_latents" / "reference_latents_method" (Flux Kontext) and MiniMax H3's
-"minimax_keyframes" / "minimax_refs" / "minimax_token_tags", and Anima's "t5xxl_ids" / "t5xxl_weights".
+"minimax_keyframes" / "minimax_refs" / "minimax_token_tags", Anima's "t5xxl_ids" / "t5xxl_weights" and unCLIP's
+"unclip_conditioning" (image embeddings with their strength and noise augmentation).
 A denoising-step invocation receives the tensors by name and the rest as plain params.
 """
 
@@ -139,6 +140,9 @@ def flatten(name: str, conditioning: list, percent_to_sigma) -> tuple[dict[str, 
             entry["ref_latents"] = len(refs)
             if opts.get("reference_latents_method") is not None:
                 entry["ref_latents_method"] = str(opts["reference_latents_method"])
+        for i, item in enumerate(opts.get("unclip_conditioning") or ()):  # unCLIPConditioning: image embeddings
+            tensors[f"{key}.unclip.{i}"] = item["clip_vision_output"].image_embeds
+            entry.setdefault("unclip", []).append([float(item["strength"]), float(item["noise_augmentation"])])
         if opts.get("image_slots"):  # Qwen-Image 2.1: where each reference latent joins the prompt's states
             entry["image_slots"] = [int(s) for s in opts["image_slots"]]
         entries.append(entry)

@@ -27,6 +27,7 @@ from nodes.modelfns.hooks import HookWeights, entry_hooks, uses_hooks
 from nodes.modelfns.model_patches import combine, perp_neg, post_cfg, pre_cfg, skips_uncond
 from nodes.modelfns.network_patches import CALC_COND, apply_model, wrap_forward, wrap_prediction
 from nodes.modelfns.shared_forward import run_lanes
+from nodes.models import unclip
 from nodes.models.components import ANIMA_KEYS, HIDREAM_KEYS, DiffusionModel
 from nodes.models.unet import REFINER_AESTHETIC
 from nodes.sampling import context_windows
@@ -477,6 +478,8 @@ class GuidedDenoiser:
                 device=device,
             )
             cond["time_ids"] = ids.repeat_interleave(n, dim=0)
+        if any(e.get("unclip") for e in entries):
+            cond.update(self._unclip(entries, n, device))
         cond.update(self.av_shifts)
         if entries[0].get("frame_rate") is not None:  # LTXVConditioning's frame rate (LTX-2's positions)
             cond["frame_rate"] = entries[0]["frame_rate"]
@@ -510,6 +513,31 @@ class GuidedDenoiser:
         if tags is not None:  # MiniMax H3: the prompt rows an image's vision block fills are video rows
             cond["token_tags"] = tags
         return cond
+
+    def _unclip(self, entries: list[dict], n: int, device: torch.device) -> dict[str, torch.Tensor]:
+        """unCLIPConditioning's images as the UNet's ADM input, entry by entry from the sampling seed: SDXL's pooled
+        slot, SD2.1 unCLIP's class embedding input (zeros for an entry without images). Other models ignore them,
+        as ComfyUI's do."""
+        config = self.model.module.config
+        unclip_sd2 = self.model.arch == "sd2" and getattr(config, "class_embed_type", None) == "projection"
+        if self.model.arch != "sdxl" and not unclip_sd2:
+            return {}
+        rows = []
+        for e in entries:
+            images = [
+                unclip.UnclipImage(self.inputs[f"{e['key']}.unclip.{i}"].to(device), strength, noise)
+                for i, (strength, noise) in enumerate(e.get("unclip", ()))
+            ]
+            if not unclip_sd2:
+                row = unclip.sdxl_pooled(images, self.seed) if images else self.inputs[f"{e['key']}.pooled"]
+            elif images:
+                width = config.projection_class_embeddings_input_dim
+                row = unclip.unclip_adm(images, width // 2, self.seed, unclip.SD21_MERGE_LEVEL)
+            else:
+                row = torch.zeros(1, config.projection_class_embeddings_input_dim)
+            row = row.to(device)
+            rows.append(row.expand(n, *row.shape[1:]) if row.shape[0] == 1 else row)
+        return {"pooled" if not unclip_sd2 else "adm": torch.cat(rows)}
 
     def _vace(self, entries: list[dict], x: torch.Tensor) -> torch.Tensor | None:
         """A VACE model's control context for this batch, each entry's own (or the model's default)."""
@@ -642,14 +670,15 @@ class DenoiseStep(ModelFn):
         merges only the forward passes (nodes.modelfns.shared_forward). Not batched: MODELs patched by node
         packs or with guidance patches (their functions are code that may hold state across calls), steps
         with weight hooks or a second MODEL (DualModelGuider; their weights are per request), MiniMax H3
-        steps with keyframes or references (rows noised from each request's seed) and context windows."""
+        steps with keyframes or references and unCLIP images (rows noised from each request's seed) and context windows."""
         p: DenoiseParams = call.params
         if (
             p.cfg_side is not None  # its point is another executor than the other side's
             or p.model_patches is not None
             or uses_hooks(p.positive, p.negative, p.middle)
             or any(
-                e.get("keyframe_frames") or e.get("minimax_refs") for e in (*p.positive, *p.negative, *(p.middle or ()))
+                e.get("keyframe_frames") or e.get("minimax_refs") or e.get("unclip")
+                for e in (*p.positive, *p.negative, *(p.middle or ()))
             )
             or p.uncond_model is not None
             or p.context_windows is not None

@@ -24,6 +24,7 @@ MEAN = (0.48145466, 0.4578275, 0.40821073)
 STD = (0.26862954, 0.26130258, 0.27577711)
 HEADS = 16
 OPEN_CLIP_MARKER = "visual.transformer.resblocks.0.attn.in_proj_weight"
+UNCLIP_PREFIX = "embedder.model."  # where SD2.1 unCLIP checkpoints keep their image encoder (ComfyUI's prefix)
 _OPEN_CLIP_VISION = {
     "class_embedding": "embeddings.class_embedding",
     "conv1.weight": "embeddings.patch_embedding.weight",
@@ -55,7 +56,10 @@ def preprocess(
 
 
 def to_transformers_layout(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """An OpenCLIP visual tower (`visual.*`) renamed to transformers' names; other files pass through."""
+    """An OpenCLIP visual tower (`visual.*`, or an SD2.1 unCLIP checkpoint's `embedder.model.visual.*`) renamed to
+    transformers' names; other files pass through."""
+    if UNCLIP_PREFIX + OPEN_CLIP_MARKER in sd:
+        sd = {k[len(UNCLIP_PREFIX) :]: v for k, v in sd.items() if k.startswith(UNCLIP_PREFIX)}
     if OPEN_CLIP_MARKER not in sd:
         return sd
     visual = {k[len("visual.") :]: v for k, v in sd.items() if k.startswith("visual.")}
@@ -135,4 +139,8 @@ def load_clip_vision(sd: dict[str, torch.Tensor], path: str | None = None) -> Cl
 
 def is_clip_vision(keys) -> bool:
     keys = set(keys)
-    return OPEN_CLIP_MARKER in keys or "vision_model.embeddings.class_embedding" in keys
+    return (
+        OPEN_CLIP_MARKER in keys
+        or UNCLIP_PREFIX + OPEN_CLIP_MARKER in keys
+        or "vision_model.embeddings.class_embedding" in keys
+    )

@@ -291,6 +291,9 @@ def build_demo_models(models_dir: Path, include_flux: bool = True) -> list[Path]
         build_ltx2 = getattr(_optional("nodes.models.ltx2_demo"), "build_demo_ltx2", None)
         if build_ltx2 is not None:
             written += build_ltx2(models_dir)
+        build_unclip = getattr(_optional("nodes.models.unclip_demo"), "build_demo_unclip", None)
+        if build_unclip is not None:
+            written += build_unclip(models_dir)
         build_ltx25 = getattr(_optional("nodes.models.ltx25_demo"), "build_demo_ltx25", None)
         if build_ltx25 is not None:  # LTX-2.5's video VAE and Gemma 4 text encoder
             written += build_ltx25(models_dir)

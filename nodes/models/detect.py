@@ -133,6 +133,10 @@ def unet_arch(shapes: Shapes, prefix: str) -> str:
     proj = next((k for k in shapes if k.startswith(prefix) and k.endswith(".1.proj_in.weight")), None)
     linear = proj is not None and len(shapes[proj]) == 2
     if label is not None:
+        from .unclip import is_sd21_unclip  # SD2.1 unCLIP: an SD2 UNet whose ADM input is an image embedding
+
+        if is_sd21_unclip(shapes, prefix):
+            return "sd2"
         return "lotus" if label[1] == LOTUS_ADM_WIDTH and linear else "sdxl"
     return "sd2" if linear else "sd1"
 
@@ -175,6 +179,8 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
     )
     has_te = any(k.startswith(("cond_stage_model.", "conditioner.embedders.", "text_encoders.")) for k in keys)
     extra = ({"vae"} if has_vae else set()) | ({"text_encoder"} if has_te else set())
+    if any(k.startswith("embedder.model.visual.") for k in keys):  # SD2.1 unCLIP's image encoder
+        extra.add("clip_vision")
     prefix = _prefix_with(shapes, CHROMA_MARKER)
     if prefix is not None and prefix + "double_blocks.0.img_attn.qkv.weight" in shapes:  # before Flux.1's
         return info("chroma", "checkpoint" if extra else "diffusion_model", {"diffusion_model"} | extra, "bfl", prefix)

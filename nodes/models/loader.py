@@ -202,7 +202,7 @@ def unet_weights(ref: ModelRef) -> UNetWeights:
         unet_sd = unet_diffusers.to_ldm(unet_sd)
     layout = unet_mod.infer_layout({k: tuple(v.shape) for k, v in unet_sd.items()}, path)
     cfg = unet_mod.diffusers_config(layout, arch, path)
-    mapping = unet_mod.block_map(layout, "class_embedding") if arch == "lotus" else None
+    mapping = unet_mod.block_map(layout, "class_embedding") if arch in ("lotus", "sd2") else None
     dsd = unet_mod.ldm_to_diffusers(unet_sd, layout, path, mapping)
     names = dict(zip(dsd.keys(), unet_sd.keys()))
     dsd, patched = merge_mod.patch_weights(

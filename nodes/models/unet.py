@@ -198,8 +198,9 @@ def diffusers_config(layout: UNetLayout, arch: str, path: str | None = None) -> 
         cfg["reverse_transformer_layers_per_block"] = tuple(
             tuple(max(1, x) for x in u) for u in reversed(layout.up_depths)
         )
-    if layout.adm_in is not None and arch == "lotus":
+    if layout.adm_in is not None and arch in ("lotus", "sd2"):
         # Lotus' task switch: ldm's sequential label embedding of a 4-wide vector, added to the time embedding
+        # (as SD2.1 unCLIP's noised image embedding, the only SD2 UNet with a label embedding)
         cfg.update(class_embed_type="projection", projection_class_embeddings_input_dim=layout.adm_in)
     elif layout.adm_in is not None:
         cfg.update(
@@ -355,6 +356,12 @@ class UNetModel(DiffusionModel):
         class_labels = None
         if self.arch == "lotus":  # ComfyUI's model_base.Lotus adds its depth task embedding to every call
             class_labels = lotus_task_embedding(b, x.device).to(self.dtype)
+        elif self.arch == "sd2" and self.module.config.class_embed_type == "projection":
+            # SD2.1 unCLIP: the image embedding's ADM (nodes/models/unclip.py), zeros without an image as in ComfyUI
+            adm = cond.get("adm")
+            width = self.module.config.projection_class_embeddings_input_dim
+            adm = torch.zeros(1, width, device=x.device) if adm is None else adm
+            class_labels = _batch(adm, b).to(self.dtype)
         control = cond.get("control")
         down = mid = None
         if control is not None:
