@@ -2,7 +2,8 @@
 saves Lumina 2 in and the NetaYume template loads with CheckpointLoaderSimple (comfy/sd.py save_checkpoint with
 supported_models.Lumina2's prefixes): the NextDiT under `model.diffusion_model.` in ComfyUI's names, Gemma 2 under
 `text_encoders.gemma2_2b.transformer.model.` (transformers' names) with its SentencePiece model as the byte tensor
-`text_encoders.spiece_model`, and a tiny Flux autoencoder under `vae.` in ldm names.
+`text_encoders.spiece_model` (and SDClipModel's `text_encoders.gemma2_2b.logit_scale`, as ComfyUI's saving writes
+it), and a tiny Flux autoencoder under `vae.` in ldm names.
 
 Narrow but in the real design: the NextDiT keeps Lumina 2's 96-wide heads (RoPE axes 32/32/32), grouped kv heads
 (2 heads, 1 kv head), two refiner blocks of each kind and a SiLU-first modulation; Gemma 2 keeps its 256-wide
@@ -109,6 +110,8 @@ def tiny_lumina2_state_dict(seed: int = SEED) -> dict[str, torch.Tensor]:
     }
     sd |= {TE_PREFIX + k: v.contiguous() for k, v in tiny_gemma2(seed, vocab).state_dict().items()}
     sd["text_encoders.spiece_model"] = torch.frombuffer(bytearray(proto), dtype=torch.uint8)
+    # ComfyUI's saved CLIP carries SDClipModel's unused logit scale (log 100) beside the encoder.
+    sd["text_encoders.gemma2_2b.logit_scale"] = torch.tensor(4.6052)
     sd |= {"vae." + k: v.contiguous() for k, v in tiny_flux_state_dicts(seed)["vae"].items()}
     return sd
 
