@@ -2,7 +2,8 @@
 model_patches folder as a MODEL_PATCH (a ModelRef of component "model_patch", its kind told by its keys:
 nodes.models.model_patch), and QwenImageDiffsynthControlnet, which attaches a DiffSynth ControlNet with its
 control image to a Qwen-Image MODEL (nodes.diffsynth; the patch acts inside the denoise steps). USO's style
-projector and Z-Image's Fun ControlNet load no further than their kind: the loader names them unsupported."""
+projector, Z-Image's Fun ControlNet and the kinds ComfyUI added later load no further than their kind: the loader
+names them unsupported."""
 
 from __future__ import annotations
 
@@ -42,9 +43,7 @@ class ModelPatchLoader:
             raise ValueError(f"name: {e}") from e
         kind = patch_kind(shapes)
         if kind is None:
-            raise ValueError(
-                f"name: {name!r} is no model patch ComfyUI knows (no DiffSynth, USO or Fun ControlNet keys)"
-            )
+            raise ValueError(f"name: {name!r} is no model patch ComfyUI knows (none of the keys its loader tests)")
         if kind != QWEN_DIFFSYNTH:
             raise ValueError(f"name: {name!r} is {KIND_NAMES[kind]}, which is not supported yet")
         try:

@@ -9,7 +9,8 @@ Told apart by the keys of the files their authors publish, as ComfyUI's ModelPat
   `controlnet_blocks.{i}.{x_rms,y_rms}.weight`, `controlnet_blocks.{i}.{input,output}_proj.{weight,bias}`;
 - `uso_projector`: ByteDance USO's SigLIP projector (`feature_embedder.*`), refused for now;
 - `zimage_fun_control`: alibaba-pai's Z-Image-Turbo Fun ControlNet Union (`control_all_x_embedder.*`), refused
-  for now.
+  for now; so are the kinds today's ComfyUI added later (Anima LLLite, Wan's Uni3C and MultiTalk, SUPIR), which are
+  named by their keys too (comfy_extras/nodes_model_patch.py at 4f8cf3e2).
 Sizes (width, extra channels, block count) are read from the tensors, so tiny files in the real layout load."""
 
 from __future__ import annotations
@@ -28,14 +29,23 @@ USO_PROJECTOR = "uso_projector"
 ZIMAGE_FUN_CONTROL = "zimage_fun_control"
 # a published file's marker key -> its kind (ComfyUI's ModelPatchLoader tests the same keys)
 MARKERS = {
+    "lllite_conditioning1.conv1.weight": "anima_lllite",
     "controlnet_blocks.0.y_rms.weight": QWEN_DIFFSYNTH,
     "feature_embedder.mid_layer_norm.bias": USO_PROJECTOR,
     "control_all_x_embedder.2-1.weight": ZIMAGE_FUN_CONTROL,
+    "controlnet_patch_embedding.weight": "wan_uni3c",
+    "audio_proj.proj1.weight": "wan_multitalk",
+    "control_model.input_hint_block.0.weight": "supir",
+    "model.control_model.input_hint_block.0.weight": "supir",
 }
 KIND_NAMES = {
+    "anima_lllite": "an Anima LLLite patch",
     QWEN_DIFFSYNTH: "a Qwen-Image DiffSynth ControlNet",
     USO_PROJECTOR: "a USO style projector",
     ZIMAGE_FUN_CONTROL: "a Z-Image Fun ControlNet",
+    "wan_uni3c": "a Wan Uni3C ControlNet",
+    "wan_multitalk": "a Wan MultiTalk audio patch",
+    "supir": "a SUPIR model",
 }
 LATENT_CHANNELS = 16  # the Qwen-Image (Wan 2.1) VAE's latent channels the control image is encoded to
 

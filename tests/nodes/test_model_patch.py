@@ -127,11 +127,15 @@ def test_unknown_and_unsupported_patch_files_are_named(demo_workspace) -> None:
     folder = demo_workspace.models_dir / "model_patches"
     save_file({"something.weight": torch.zeros(2)}, folder / "not_a_patch_test.safetensors")
     save_file({"feature_embedder.mid_layer_norm.bias": torch.zeros(2)}, folder / "uso_projector_test.safetensors")
+    save_file({"lllite_conditioning1.conv1.weight": torch.zeros(2)}, folder / "lllite_test.safetensors")
     try:
         with pytest.raises(ValueError, match="no model patch ComfyUI knows"):
             ModelPatchLoader().load_model_patch("not_a_patch_test.safetensors")
         with pytest.raises(ValueError, match="a USO style projector, which is not supported yet"):
             ModelPatchLoader().load_model_patch("uso_projector_test.safetensors")
+        with pytest.raises(ValueError, match="an Anima LLLite patch, which is not supported yet"):
+            ModelPatchLoader().load_model_patch("lllite_test.safetensors")
     finally:
         (folder / "not_a_patch_test.safetensors").unlink()
         (folder / "uso_projector_test.safetensors").unlink()
+        (folder / "lllite_test.safetensors").unlink()
