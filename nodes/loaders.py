@@ -144,7 +144,7 @@ class UNETLoader:
 class VAELoader:
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"vae_name": (model_files("vae"),)}}
+        return {"required": {"vae_name": (model_files("vae") + ["pixel_space"],)}}
 
     MODEL_FILE_INPUTS = {"vae_name": ("vae", "vae")}
     RETURN_TYPES = ("VAE",)
@@ -152,6 +152,9 @@ class VAELoader:
     CATEGORY = "loaders"
 
     def load_vae(self, vae_name):
+        # ComfyUI's file-less VAE of the pixel-space families (nodes/models/pixel_space.py)
+        if vae_name == "pixel_space":
+            return (make_ref("vae", "pixel_space", []),)
         path = model_file("vae", vae_name, "vae_name")
         arch, _ = probe_arch(path, "vae_name")
         return (make_ref("vae", arch, [path]),)

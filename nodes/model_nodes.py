@@ -241,7 +241,10 @@ class VAEEncode:
 
     async def encode(self, vae, pixels):
         vae = require_component(vae, "vae", "vae")
-        out = await call_model_fn("vae_encode", vae, "vae", {"pixels": crop_to_multiple(pixels[:, :, :, :3], 8)}, {})
+        multiple = 1 if vae.arch == "pixel_space" else 8  # ComfyUI crops to the VAE's downscale ratio
+        out = await call_model_fn(
+            "vae_encode", vae, "vae", {"pixels": crop_to_multiple(pixels[:, :, :, :3], multiple)}, {}
+        )
         return ({"samples": out["latent"]},)
 
 

@@ -268,7 +268,12 @@ def _diffusers_unet(ref: ModelRef, folder: Path, arch: str) -> DiffusionModel:
 
 
 def load_vae(ref: ModelRef) -> VAEModel:
-    """The VAE of a checkpoint, a VAE file (ldm or diffusers layout) or a diffusers folder."""
+    """The VAE of a checkpoint, a VAE file (ldm or diffusers layout) or a diffusers folder; or ComfyUI's
+    file-less pixel_space VAE."""
+    if ref.arch == "pixel_space":
+        from .pixel_space import pixel_space_vae
+
+        return pixel_space_vae()
     path, _ = _source(ref)
     info = probe(path)
     if info.kind == "diffusers":
