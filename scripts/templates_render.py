@@ -136,10 +136,11 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     (None, r"^ltx-2(\.\d)?-(19b|22b)", "ltx-2-19b-dev_tiny.safetensors"),
     (r"^ltx-2", r"^gemma_3_12B_it", "gemma_3_12B_it_tiny.safetensors"),
     (r"^ltx-2", r"^ltx-2(\.\d)?-spatial-upscaler", "ltx-2-spatial-upscaler-x2-1.0_tiny.safetensors"),
-    # LTX-2.5 (nodes/models/ltx25_demo.py): the diffusion-decoder video VAE and the Gemma 4 text encoder with its
-    # dual projection
+    # LTX-2.5 (nodes/models/ltx25_demo.py): the diffusion-decoder video VAE, the Gemma 4 text encoder with its
+    # dual projection and the Gemma 4 E2B prompt enhancer
     (r"^ltx-2\.5", r"^ltx-2\.5-video-vae", "ltx-2.5-video-vae_tiny.safetensors"),
     (r"^ltx-2\.5", r"^gemma4-12b-with-proj", "gemma4-12b-with-proj-ltx-2.5_tiny.safetensors"),
+    (r"^ltx-2\.5", r"^gemma4_e2b_it", "gemma4_e2b_it_tiny.safetensors"),  # the prompt enhancer
     # HiDream-I1 (full, dev, fast) and E1 / E1.1: one tiny transformer (the same layout), its four text encoders
     # and Flux's VAE (nodes/models/hidream_demo.py)
     (None, r"^hidream_(i1|e1)", "hidream_i1_tiny.safetensors"),

@@ -11,6 +11,7 @@ not read images yet)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from nodes.dynamic_inputs import DYNAMIC_COMBO, DynamicSection, combo_inputs
@@ -191,16 +192,44 @@ class TextGenerateLTX2Prompt(TextGenerate):
         **kwargs: Any,
     ):
         system = (system_prompt or "").strip() or (LTX2_I2V_SYSTEM if image is not None else LTX2_T2V_SYSTEM)
-        media = "\n<image_soft_token>\n" if image is not None else ""
-        chat = (
-            f"<start_of_turn>system\n{system}<end_of_turn>\n"
-            f"<start_of_turn>user\n{media}\nUser Raw Input Prompt: {prompt}.<end_of_turn>\n"
-            "<start_of_turn>model\n"
-        )
+        gemma4 = _is_gemma4(clip)
+        if gemma4:
+            chat = gemma4_chat(system, prompt, image is not None, bool(thinking))
+        else:
+            media = "\n<image_soft_token>\n" if image is not None else ""
+            chat = (
+                f"<start_of_turn>system\n{system}<end_of_turn>\n"
+                f"<start_of_turn>user\n{media}\nUser Raw Input Prompt: {prompt}.<end_of_turn>\n"
+                "<start_of_turn>model\n"
+            )
         text, reasoning = await super().execute(
             clip, chat, max_length, sampling_mode, image, video, audio, thinking, use_default_template, mtp, **kwargs
         )
+        if gemma4:
+            text = GEMMA4_MARKERS.sub("", text).strip()
         return text or prompt, reasoning
+
+
+def _is_gemma4(clip) -> bool:
+    """ComfyUI tells the Gemma 4 (LTX-2.5) prompt enhancer from LTX-2's Gemma 3 by its tokenizer; here by the file."""
+    from nodes.models.detect import probe
+
+    return bool(getattr(clip, "sources", None)) and probe(clip.sources[0]).arch == "gemma4"
+
+
+def gemma4_chat(system: str, prompt: str, image: bool, thinking: bool) -> str:
+    """Gemma 4's turns around the system prompt and the user's prompt, as ComfyUI's Generate LTX2 Prompt builds
+    them: the image (i2v) before the request, the model's turn opened on its final-answer channel unless it
+    thinks first."""
+    user = f"User Raw Input Prompt: {prompt}." if image else f"user prompt: {prompt}"
+    think = "<|think|>\n" if thinking else ""
+    media = "<|image><|image|><image|>\n\n" if image else ""
+    answer = "" if thinking else "<|channel>final\n"
+    return f"<|turn>system\n{think}{system}<turn|>\n<|turn>user\n{media}{user}<turn|>\n<|turn>model\n{answer}"
+
+
+# What Gemma 4's answer may still hold of its channels and turns once the reasoning is split off (ComfyUI strips it).
+GEMMA4_MARKERS = re.compile(r"</?think>|<\|channel>\w*\n?|<channel\|>|<\|turn>\w*\n?")
 
 
 NODE_CLASS_MAPPINGS = {"TextGenerate": TextGenerate, "TextGenerateLTX2Prompt": TextGenerateLTX2Prompt}

@@ -70,6 +70,7 @@ class TextGenerateFn(ModelFn):
             decode,
             generate,
             language_model,
+            logit_cap,
             prompt_ids,
             stop_tokens,
         )
@@ -86,6 +87,7 @@ class TextGenerateFn(ModelFn):
             Sampling.from_params(params),
             stop_tokens=stop_tokens(model.arch),
             head=model.modules.get(HEAD),
+            cap=logit_cap(model.arch),
         )
         return _outputs(decode(model, new), new)
 

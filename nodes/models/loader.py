@@ -336,14 +336,14 @@ def load_text_encoder(ref: ModelRef) -> TextEncoder:
         from nodes.models import ltx25_text
 
         sd = _sd(ref)
-        if clip_type != "ltxv" or len(ref.sources) != 1 or not ltx25_text.is_ltx25_text(sd):
-            raise ModelLoadError(
-                path,
-                "a Gemma 4 file is read here only as LTX-2.5's text encoder, with its dual projection "
-                "(CLIPLoader type ltxv); Gemma 4 alone (the prompt enhancer's gemma4_e2b) is not supported yet",
-            )
+        if clip_type != "ltxv" or len(ref.sources) != 1:
+            raise ModelLoadError(path, "a Gemma 4 file is read here only by CLIPLoader with type ltxv (LTX-2.5's)")
         _refuse_merges(ref, path, "these text encoders")
-        return ltx25_text.load_text_encoder(ref, sd)
+        if ltx25_text.is_ltx25_text(sd):
+            return ltx25_text.load_text_encoder(ref, sd)
+        from nodes.models import gemma4_chat  # Gemma 4 alone: the templates' prompt enhancer, for generation
+
+        return gemma4_chat.load_text_encoder(ref, sd)
     if any(i.arch == "gemma3" for i in infos):
         # ComfyUI's LTXAVTextEncoderLoader (CLIPType.LTXV): Gemma 3 with the LTX-2 checkpoint's text side.
         if clip_type != "ltxv" or len(ref.sources) != 2:

@@ -27,6 +27,7 @@ from nodes.output_claims import write_atomic
 SEED = 25
 VAE_FILE = "vae/ltx-2.5-video-vae_tiny.safetensors"
 TEXT_FILE = "text_encoders/gemma4-12b-with-proj-ltx-2.5_tiny.safetensors"
+ENHANCER_FILE = "text_encoders/gemma4_e2b_it_tiny.safetensors"  # the templates' prompt enhancer
 # ComfyUI's Gemma4_12B config at tiny sizes (as tests/models/test_gemma4_text.py's G12B).
 GEMMA4 = {
     "vocab_size": 128,
@@ -44,6 +45,22 @@ GEMMA4 = {
     "hidden_size_per_layer_input": 0,
     "num_kv_shared_layers": 0,
 }
+# ComfyUI's Gemma4_E2B config at tiny sizes: sliding windows of 512 on four layers of five, per-layer inputs, the
+# last layers KV-shared with double-wide MLPs, one K/V head.
+GEMMA4_E2B = {
+    **GEMMA4,
+    "intermediate_size": 32,
+    "num_hidden_layers": 10,
+    "num_key_value_heads": 1,
+    "layer_types": (["sliding_attention"] * 4 + ["full_attention"]) * 2,
+    "sliding_window": 512,
+    "hidden_size_per_layer_input": 8,
+    "vocab_size_per_layer_input": 128,
+    "num_kv_shared_layers": 4,
+    "use_double_wide_mlp": True,
+    "attention_k_eq_v": False,
+}
+del GEMMA4_E2B["num_global_key_value_heads"]
 GEMMA4_ROPE = {
     "sliding_attention": {"rope_type": "default", "rope_theta": 10_000.0},
     "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 1_000_000.0},
@@ -51,7 +68,22 @@ GEMMA4_ROPE = {
 # The tiny transformer's video and audio widths (heads x head width), as the published 4096 and 2048.
 VIDEO_WIDTH = TRANSFORMER_CONFIG["num_attention_heads"] * TRANSFORMER_CONFIG["attention_head_dim"]
 AUDIO_WIDTH = TRANSFORMER_CONFIG["audio_num_attention_heads"] * TRANSFORMER_CONFIG["audio_attention_head_dim"]
-SPECIAL_TOKENS = ["<pad>", "<eos>", "<bos>", "<unk>"]
+# Gemma 4's special tokens at their ids, and the chat markers of ComfyUI's Gemma 4 templates (ids past the characters).
+SPECIAL_TOKENS = {
+    0: "<pad>",
+    1: "<eos>",
+    2: "<bos>",
+    3: "<unk>",
+    50: "<unused50>",
+    100: "<|channel>",
+    101: "<channel|>",
+    102: "<|think|>",
+    103: "<|image>",
+    104: "<|image|>",
+    105: "<|turn>",
+    106: "<turn|>",
+    107: "<image|>",
+}
 ENCODER = {
     "dims": 3,
     "in_channels": 3,
@@ -137,35 +169,61 @@ def build_demo_ltx25(models_dir: Path, seed: int = SEED) -> list[Path]:
 
 
 def tiny_tokenizer_json() -> bytes:
-    """A `tokenizers` JSON: Gemma's four special tokens, then one token per printable ASCII character."""
-    from tokenizers import Tokenizer
+    """A `tokenizers` JSON standing in for Gemma 4's: its special tokens at Gemma's ids (<pad> 0, <eos> 1, <bos> 2,
+    <unk> 3, the chat turn's <|turn> 105 and <turn|> 106; 50, another of ComfyUI's stop ids, kept special) and
+    the chat markers ComfyUI's templates use, then a newline and the printable ASCII characters one id each, the
+    rest unused tokens."""
+    from tokenizers import Tokenizer, decoders
     from tokenizers.models import BPE
 
-    vocab = {t: i for i, t in enumerate(SPECIAL_TOKENS)}
-    for c in map(chr, range(32, 127)):
-        vocab[c] = len(vocab)
+    chars = iter(["\n", *map(chr, range(32, 127))])
+    special = dict(SPECIAL_TOKENS)
+    vocab = {}
+    for i in range(GEMMA4["vocab_size"]):
+        if i not in special:
+            c = next(chars, None)
+            if c is None:  # past the characters: Gemma's unused tokens, so that every id decodes
+                special[i] = f"<unused{i}>"
+            else:
+                vocab[c] = i
+    vocab.update({t: i for i, t in special.items()})
     tokenizer = Tokenizer(BPE(vocab=vocab, merges=[], unk_token="<unk>"))
-    tokenizer.add_special_tokens(SPECIAL_TOKENS)
+    tokenizer.decoder = decoders.Fuse()  # pieces joined as they are, as Gemma's decoder joins its byte pieces
+    tokenizer.add_special_tokens([special[i] for i in sorted(special)])
     return tokenizer.to_str().encode("utf-8")
+
+
+def _gemma4_tensors(config: dict, gen: torch.Generator) -> dict[str, torch.Tensor]:
+    """A seeded Gemma 4 language model in ComfyUI's layout under `model.`: norm scales near 1, layer scalars in
+    0.3..1, other weights small; the KV-shared layers keep the K/V projections ComfyUI's files hold unused."""
+    from transformers import Gemma4TextConfig
+    from transformers.models.gemma4.modeling_gemma4 import Gemma4TextModel
+
+    with torch.device("meta"):
+        lm = Gemma4TextModel(Gemma4TextConfig(**config, rope_parameters=GEMMA4_ROPE, rms_norm_eps=1e-6))
+    out: dict[str, torch.Tensor] = {}
+    for name, p in sorted(lm.named_parameters()):
+        noise = torch.randn(p.shape, generator=gen)
+        out["model." + name] = 1 + 0.1 * noise if name.endswith("norm.weight") else 0.1 * noise
+    layers = config["num_hidden_layers"]
+    for i in range(layers):
+        out[f"model.layers.{i}.layer_scalar"] = 0.3 + 0.7 * torch.rand(1, generator=gen)
+    for i in range(layers - config["num_kv_shared_layers"], layers):
+        attn = f"model.layers.{i}.self_attn."
+        width = out[attn + "q_norm.weight"].shape[0]
+        for proj in ("k_proj", "v_proj"):
+            out[attn + proj + ".weight"] = 0.1 * torch.randn(width, config["hidden_size"], generator=gen)
+        out[attn + "k_norm.weight"] = torch.ones(width)
+    return out
 
 
 def tiny_text_encoder_state_dict(
     seed: int = SEED, video_width: int = VIDEO_WIDTH, audio_width: int = AUDIO_WIDTH
 ) -> dict[str, torch.Tensor]:
     """The tiny LTX-2.5 text encoder file's tensors (float32): Gemma 4 under `model.`, the dual projection and
-    the tokenizer. Norm scales near 1, layer scalars in 0.3..1, every other weight small."""
-    from transformers import Gemma4TextConfig
-    from transformers.models.gemma4.modeling_gemma4 import Gemma4TextModel
-
+    the tokenizer."""
     gen = torch.Generator().manual_seed(seed)
-    with torch.device("meta"):
-        lm = Gemma4TextModel(Gemma4TextConfig(**GEMMA4, rope_parameters=GEMMA4_ROPE, rms_norm_eps=1e-6))
-    out: dict[str, torch.Tensor] = {}
-    for name, p in sorted(lm.named_parameters()):
-        noise = torch.randn(p.shape, generator=gen)
-        out["model." + name] = 1 + 0.1 * noise if name.endswith("norm.weight") else 0.1 * noise
-    for i in range(GEMMA4["num_hidden_layers"]):
-        out[f"model.layers.{i}.layer_scalar"] = 0.3 + 0.7 * torch.rand(1, generator=gen)
+    out = _gemma4_tensors(GEMMA4, gen)
     features = GEMMA4["hidden_size"] * (GEMMA4["num_hidden_layers"] + 1)
     for name, width in (("video", video_width), ("audio", audio_width)):
         prefix = f"text_embedding_projection.{name}_aggregate_embed."
@@ -175,14 +233,24 @@ def tiny_text_encoder_state_dict(
     return out
 
 
+def tiny_prompt_enhancer_state_dict(seed: int = SEED) -> dict[str, torch.Tensor]:
+    """The tiny prompt enhancer file's tensors (float32): a Gemma 4 E2B-shaped language model and the tokenizer."""
+    out = _gemma4_tensors(GEMMA4_E2B, torch.Generator().manual_seed(seed + 1))
+    out["tokenizer_json"] = torch.tensor(list(tiny_tokenizer_json()), dtype=torch.uint8)
+    return out
+
+
 def build_demo_ltx25_text(models_dir: Path, seed: int = SEED) -> list[Path]:
-    """Write the tiny LTX-2.5 text encoder under a ComfyUI models folder (bfloat16 as published, the tokenizer's
-    bytes as they are); returns the paths written."""
-    path = Path(models_dir) / TEXT_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    sd = {
-        k: (v if v.dtype == torch.uint8 else v.to(torch.bfloat16)).contiguous()
-        for k, v in tiny_text_encoder_state_dict(seed).items()
-    }
-    write_atomic(path, lambda tmp: save_file(sd, tmp))
-    return [path]
+    """Write the tiny LTX-2.5 text encoder and prompt enhancer under a ComfyUI models folder (bfloat16 as
+    published, the tokenizer's bytes as they are); returns the paths written."""
+    written = []
+    for name, sd in (
+        (TEXT_FILE, tiny_text_encoder_state_dict(seed)),
+        (ENHANCER_FILE, tiny_prompt_enhancer_state_dict(seed)),
+    ):
+        path = Path(models_dir) / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        sd = {k: (v if v.dtype == torch.uint8 else v.to(torch.bfloat16)).contiguous() for k, v in sd.items()}
+        write_atomic(path, lambda tmp, sd=sd: save_file(sd, tmp))
+        written.append(path)
+    return written

@@ -2,7 +2,8 @@
 `TextGenerate`): Z-Image's Qwen3 (CLIPLoader type lumina2), FLUX.2 Klein's Qwen3 (type flux2), Qwen-Image's
 Qwen2.5-VL language model, Krea 2's Qwen3-VL and LTX-2's Gemma 3 (LTXAVTextEncoderLoader; its ids and stop token
 in nodes.models.ltx2_text: BOS, SentencePiece per word, `<end_of_turn>` ends the text; tied head). Qwen3.5 (FLUX 3's
-prompt upsampler, which also reads images) generates with nodes.models.qwen35_text, sampling as below.
+prompt upsampler, which also reads images) generates with nodes.models.qwen35_text, sampling as below; LTX-2.5's
+Gemma 4 prompt enhancer with nodes.models.gemma4_chat's ids, stop tokens, soft-capped logits and decoding.
 
 As ComfyUI generates with them:
 - the prompt goes into the model's chat template as its tokenizer builds it for generation (below, per
@@ -19,6 +20,7 @@ As ComfyUI generates with them:
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +41,7 @@ LANGUAGE_MODELS = {
     "krea2": "qwen3vl_4b",
     "ltx2": "gemma3_12b",  # LTX-2's Gemma 3 (LTXAVTextEncoderLoader's CLIP): its embeddings are its head
     "qwen35": "qwen35",  # Qwen3.5 (FLUX 3's prompt upsampler): generates with nodes.models.qwen35_text
+    "gemma4": "gemma4",  # LTX-2.5's prompt enhancer (nodes.models.gemma4_chat): its embeddings are its head
 }  # arch -> module key
 # Gemma 3's chat around a prompt, as ComfyUI's Gemma 3 tokenizer wraps one (a text already begun with a turn is
 # taken as it is).
@@ -101,6 +104,10 @@ def generation_text(
         return _system(system_prompt) + CHAT.format(prompt)
     if arch == "ltx2":  # ComfyUI's Gemma 3 template has no system-prompt slot: system_prompt is unused
         return prompt if not use_template or prompt.startswith(GEMMA_TURN) else GEMMA_CHAT.format(prompt)
+    if arch == "gemma4":  # nor has Gemma 4's (a system turn only holds the thinking switch)
+        from nodes.models.gemma4_chat import chat_text
+
+        return chat_text(prompt, use_template, thinking)
     raise ValueError(
         f"clip: TextGenerate needs a language-model text encoder (Z-Image's or FLUX.2 Klein's Qwen3, "
         f"Qwen-Image's Qwen2.5-VL, Krea 2's Qwen3-VL, LTX-2's Gemma 3, Qwen3.5); this CLIP is a {arch} text encoder"
@@ -116,6 +123,10 @@ def prompt_ids(
         from nodes.models.ltx2_text import generation_ids
 
         return generation_ids(encoder, text)
+    if encoder.arch == "gemma4":
+        from nodes.models.gemma4_chat import prompt_ids as gemma4_ids
+
+        return gemma4_ids(encoder, text)
     if encoder.arch == "qwen_image":  # its encoder tokenizes the pieces from each "embedding:" on apart
         from nodes.models.qwen_image_text import EMBEDDING, EMBEDDING_SPLIT
 
@@ -132,7 +143,20 @@ def stop_tokens(arch: str) -> tuple[int, ...]:
         from nodes.models.ltx2_text import END_OF_TURN_ID
 
         return (END_OF_TURN_ID,)
+    if arch == "gemma4":
+        from nodes.models.gemma4_chat import STOP_IDS
+
+        return STOP_IDS
     return STOP_TOKENS
+
+
+def logit_cap(arch: str) -> Callable[[torch.Tensor], torch.Tensor] | None:
+    """Gemma 4's final soft cap on the logits (ComfyUI's Gemma4Base.logits); the other families have none."""
+    if arch == "gemma4":
+        from nodes.models.gemma4_chat import softcap
+
+        return softcap
+    return None
 
 
 def tokenizer(encoder: TextEncoder) -> QwenTokenizer:
@@ -153,6 +177,10 @@ def decode(encoder: TextEncoder, ids: list[int]) -> str:
         from nodes.models.ltx2_text import decode_ids
 
         return decode_ids(encoder, ids)
+    if encoder.arch == "gemma4":
+        from nodes.models.gemma4_chat import decode as decode_gemma4
+
+        return decode_gemma4(encoder, ids)
     if encoder.arch == "qwen35":
         from nodes.models.qwen35_text import decode as decode_qwen35
 
@@ -205,8 +233,8 @@ def check_media(arch: str, media: list[str] | tuple[str, ...]) -> None:
             f"{other}: TextGenerate reads images only with Qwen3.5 here (video and audio are not supported yet); "
             f"leave the {other} input unconnected"
         )
-    if arch in ("qwen_image", "krea2", "ltx2") and media:  # Krea 2's Qwen3-VL and Gemma 3 have vision towers
-        family = {"krea2": "Krea 2", "ltx2": "LTX-2 (Gemma 3)"}.get(arch, "Qwen-Image")
+    if arch in ("qwen_image", "krea2", "ltx2", "gemma4") and media:  # Qwen3-VL's, Gemma 3's and 4's vision towers
+        family = {"krea2": "Krea 2", "ltx2": "LTX-2 (Gemma 3)", "gemma4": "LTX-2.5 (Gemma 4)"}.get(arch, "Qwen-Image")
         raise ValueError(
             f"{media[0]}: TextGenerate reads text only here (images, video and audio are not "
             f"supported yet for {family}'s encoder); leave the {', '.join(media)} input unconnected"
@@ -271,9 +299,11 @@ def generate(
     sampling: Sampling,
     stop_tokens: tuple[int, ...] = STOP_TOKENS,
     head: torch.nn.Module | None = None,
+    cap: Callable[[torch.Tensor], torch.Tensor] | None = None,
 ) -> list[int]:
     """New token ids after `prompt_ids` (the stop token included when one ended the text), with a KV cache;
-    the logits from `head` (a Linear) or, without one, from the token embeddings."""
+    the logits from `head` (a Linear) or, without one, from the token embeddings, then through `cap` (Gemma 4's
+    soft cap) where given."""
     from transformers import DynamicCache
 
     if not prompt_ids:
@@ -289,6 +319,8 @@ def generate(
         hidden = model(input_ids=step_ids, use_cache=True, **{cache_arg: cache}).last_hidden_state[:, -1]
         # read the weight at each step: the executor's layer cache may rebind the parameter
         logits = F.linear(hidden, (model.embed_tokens if head is None else head).weight).float()
+        if cap is not None:
+            logits = cap(logits)
         token = next_token(logits, out, sampling, generator)
         out.append(token)
         if token in stop_tokens:

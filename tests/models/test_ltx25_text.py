@@ -78,7 +78,7 @@ def test_the_demo_file_is_read_through_cliploader(tmp_path) -> None:
     from nodes.models.loader import load_text_encoder
 
     torch.set_num_threads(1)
-    (path,) = ltx25_demo.build_demo_ltx25_text(tmp_path)
+    path, _ = ltx25_demo.build_demo_ltx25_text(tmp_path)  # the encoder, then the prompt enhancer
     assert probe(path).arch == "gemma4"
     assert _single_clip_arch(path, "ltxv") == "ltx2"
     with pytest.raises(ValueError, match="Gemma 4 text encoder; it loads as LTX-2.5's with type ltxv"):

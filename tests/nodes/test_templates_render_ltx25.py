@@ -1,6 +1,6 @@
-"""scripts/templates_render.py on the LTX-2.5 templates: the video VAE and the Gemma 4 text encoder with its
-projection become LTX-2.5's tiny files (nodes/models/ltx25_demo.py, written by demo-models), and what has no tiny
-file yet is named: the prompt enhancer's Gemma 4 E2B, the audio VAE file and the 2.5 latent upscaler."""
+"""scripts/templates_render.py on the LTX-2.5 templates: the video VAE, the Gemma 4 text encoder with its
+projection and the Gemma 4 E2B prompt enhancer become LTX-2.5's tiny files (nodes/models/ltx25_demo.py, written by
+demo-models), and what has no tiny file yet is named: the audio VAE file and the 2.5 latent upscaler."""
 
 from __future__ import annotations
 
@@ -19,6 +19,8 @@ def test_ltx25_files_map_to_their_tiny_files() -> None:
     assert templates_render.demo_file(vae, ASKED + [vae]) == ltx25_demo.VAE_FILE.split("/")[-1]
     assert templates_render.demo_file(te, ASKED + [te]) == ltx25_demo.TEXT_FILE.split("/")[-1]
     assert templates_render.demo_file(te, ["flux1-dev.safetensors", te]) is None  # only beside LTX-2.5's files
+    enhancer = "gemma4_e2b_it_int8_convrot.safetensors"
+    assert templates_render.demo_file(enhancer, ASKED + [enhancer]) == ltx25_demo.ENHANCER_FILE.split("/")[-1]
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +36,7 @@ def test_the_templates_name_only_the_files_still_without_a_tiny_one(registry, na
     with pytest.raises(ValueError, match="no tiny file of this family") as info:
         templates_render.tiny_prompt(workflow, registry)
     unmade = str(info.value)
-    for still in ("gemma4_e2b_it", "ltx-2.5-audio-vae", "ltx-2.5-latent-spatial-upscaler"):
+    for still in ("ltx-2.5-audio-vae", "ltx-2.5-latent-spatial-upscaler"):
         assert still in unmade
-    for made in ("ltx-2.5-video-vae", "gemma4-12b-with-proj"):
+    for made in ("ltx-2.5-video-vae", "gemma4-12b-with-proj", "gemma4_e2b_it"):
         assert made not in unmade
