@@ -11,7 +11,8 @@ config, the autoencoder's base width); this script gives its classes the tiny si
 changes nothing else: model detection (the checkpoint's prefixes), the Gemma tokenizer settings (the file's
 SentencePiece model), Gemma 2, the NextDiT, model_base.Lumina2's conditioning, the samplers and the nodes are
 ComfyUI's. Recorded: the token ids and conditioning of a few prompts (the template's two, CLIPTextEncodeLumina2's
-system prompts, an empty one, one with weighted words); the NextDiT's raw output on seeded inputs (odd size, a batch of two timesteps); and
+system prompts, an empty one, one with weighted words); the NextDiT's raw output on seeded inputs (odd size, a batch of two timesteps), once more with the tiny LoRA
+(LoraLoaderModelOnly); and
 the shipped workflow (the web UI's NetaYume Lumina template on the tiny file) run node by node with 0.3.64's node
 classes, SaveImage replaced by what it would write.
 """
@@ -41,6 +42,8 @@ import numpy as np
 
 COMMIT = "a125cd84"
 CHECKPOINT = "checkpoints/netayume-lumina-tiny.safetensors"
+LORA = "loras/netayume-lumina-tiny-lora.safetensors"
+LORA_STRENGTH = 0.8
 TE = "text_encoders.gemma2_2b.transformer.model."
 PROMPTS = [
     "a cat on a red sofa",
@@ -168,7 +171,7 @@ def main() -> None:
     out = {
         "comfyui_commit": COMMIT,
         "recorded_by": "scripts/record_comfyui_lumina2.py",
-        "files": {CHECKPOINT: sha256(f"{WORKSPACE}/models/{CHECKPOINT}")},
+        "files": {p: sha256(f"{WORKSPACE}/models/{p}") for p in (CHECKPOINT, LORA)},
         "text": [],
         "lumina2_node": [],
         "cases": {},
@@ -192,6 +195,19 @@ def main() -> None:
         with torch.no_grad():
             result = net(x, torch.tensor(t), context.expand(shape[0], -1, -1), num_tokens=rows)
         out["cases"][name] = {"out": b64(result)}
+    # The "one" case again with the tiny LoRA at LORA_STRENGTH (LoraLoaderModelOnly's patches, applied).
+    node_lora = node_classes["LoraLoaderModelOnly"]
+    folder_paths.add_model_folder_path("loras", f"{WORKSPACE}/models/loras", is_default=True)
+    (patched,) = run_node(
+        node_lora, {"model": model, "lora_name": LORA.split("/", 1)[1], "strength_model": LORA_STRENGTH}
+    )
+    patched.patch_model()
+    seed, shape, rows, t = CASES["one"]
+    x, context = inputs(seed, shape, rows, width)
+    with torch.no_grad():
+        result = patched.model.diffusion_model(x, torch.tensor(t), context, num_tokens=rows)
+    patched.unpatch_model()
+    out["lora"] = {"case": "one", "strength": LORA_STRENGTH, "out": b64(result)}
     folder_paths.add_model_folder_path("checkpoints", f"{WORKSPACE}/models/checkpoints", is_default=True)
     with open(WORKFLOW) as f:
         out["workflow"] = run_workflow(json.load(f), node_classes)

@@ -25,6 +25,7 @@ from nodes.arch import sampling_config
 from nodes.models.components import FLUX_LATENT, DiffusionModel
 from nodes.models.errors import ModelLoadError
 from nodes.models.flux_keys import find_prefix
+from nodes.models.lora import LoraTargets, merge_loras
 
 MARKER = "layers.0.adaLN_modulation.1.weight"
 EMBED_MARKER = "cap_embedder.1.weight"
@@ -55,6 +56,18 @@ def split_qkv(sd: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         else:
             out[k] = v
     return out
+
+
+def lora_targets(sd: Mapping[str, torch.Tensor]) -> LoraTargets:
+    """The names ComfyUI 0.3.64 accepts for a Lumina 2 LoRA's layers (comfy/lora.py's model_lora_keys_unet: its
+    own NextDiT names under `diffusion_model.`, or kohya's `lora_unet_` with underscores), for a state dict in
+    ComfyUI's unprefixed names: a LoRA on the fused `attention.qkv` is merged before the split, as ComfyUI does."""
+    targets = LoraTargets(("lora_unet_", "diffusion_model."), {})
+    for key, value in sd.items():
+        if key.endswith(".weight") and value.dim() == 2:
+            name = key[: -len(".weight")]
+            targets.add(key, "diffusion_model." + name, "lora_unet_" + name.replace(".", "_"))
+    return targets
 
 
 def to_diffusers_layout(state_dict: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -140,14 +153,18 @@ class Lumina2DiffusionModel(DiffusionModel):
 
 
 def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) -> Lumina2DiffusionModel:
-    """A Lumina 2 DiffusionModel from ComfyUI's single file or all-in-one checkpoint."""
+    """A Lumina 2 DiffusionModel from ComfyUI's single file or all-in-one checkpoint, LoRAs merged."""
     from nodes.models.safetensors_io import build_module
 
     path = ref.sources[0] if ref.sources else None
+    prefix = find_lumina2_prefix(state_dict.keys())
+    if prefix is None:
+        raise ModelLoadError(path, "not a Lumina 2 transformer (no cap_embedder / layers.0.adaLN_modulation.1 keys)")
+    comfy_sd = {k[len(prefix) :]: v for k, v in state_dict.items() if k.startswith(prefix)}
     if ref.patches:
-        raise ModelLoadError(path, "LoRAs on Lumina 2 diffusion models are not supported yet")
+        comfy_sd, _ = merge_loras(ref.patches, lora_targets(comfy_sd), comfy_sd)
     try:
-        sd = to_diffusers_layout(state_dict)
+        sd = to_diffusers_layout(comfy_sd)
         config, ffn = infer_config(sd)
     except (KeyError, ValueError) as e:
         raise ModelLoadError(path, f"not a usable Lumina 2 transformer: {e}") from None
@@ -171,4 +188,11 @@ def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) 
 from nodes.models.flux_vae import load_vae  # noqa: E402
 from nodes.models.lumina2_text import load_text_encoder  # noqa: E402
 
-__all__ = ["infer_config", "load_diffusion_model", "load_text_encoder", "load_vae", "to_diffusers_layout"]
+__all__ = [
+    "infer_config",
+    "load_diffusion_model",
+    "load_text_encoder",
+    "load_vae",
+    "lora_targets",
+    "to_diffusers_layout",
+]

@@ -3,7 +3,8 @@ saves Lumina 2 in and the NetaYume template loads with CheckpointLoaderSimple (c
 supported_models.Lumina2's prefixes): the NextDiT under `model.diffusion_model.` in ComfyUI's names, Gemma 2 under
 `text_encoders.gemma2_2b.transformer.model.` (transformers' names) with its SentencePiece model as the byte tensor
 `text_encoders.spiece_model` (and SDClipModel's `text_encoders.gemma2_2b.logit_scale`, as ComfyUI's saving writes
-it), and a tiny Flux autoencoder under `vae.` in ldm names.
+it), and a tiny Flux autoencoder under `vae.` in ldm names; beside it a rank-4 LoRA for the NextDiT
+(loras/netayume-lumina-tiny-lora.safetensors, kohya and ComfyUI names, the fused qkv among its layers).
 
 Narrow but in the real design: the NextDiT keeps Lumina 2's 96-wide heads (RoPE axes 32/32/32), grouped kv heads
 (2 heads, 1 kv head), two refiner blocks of each kind and a SiLU-first modulation; Gemma 2 keeps its 256-wide
@@ -23,7 +24,10 @@ from nodes.models.gemma2_text import gemma2_config
 from nodes.models.lumina2 import AXES_LENS, make_transformer
 from nodes.output_claims import write_atomic
 
-FILES = {"checkpoint": "checkpoints/netayume-lumina-tiny.safetensors"}
+FILES = {
+    "checkpoint": "checkpoints/netayume-lumina-tiny.safetensors",
+    "lora": "loras/netayume-lumina-tiny-lora.safetensors",
+}
 SEED = 38
 TE_PREFIX = "text_encoders.gemma2_2b.transformer.model."
 GEMMA = {"hidden": 32, "intermediate": 64, "layers": 3, "heads": 2, "kv_heads": 1}
@@ -116,11 +120,38 @@ def tiny_lumina2_state_dict(seed: int = SEED) -> dict[str, torch.Tensor]:
     return sd
 
 
+# The tiny LoRA's layers (ComfyUI's names, the fused qkv among them) and the naming each uses: kohya's
+# `lora_unet_` with underscores or ComfyUI's own under `diffusion_model.`, the two that ComfyUI 0.3.64 accepts.
+LORA_LAYERS = (
+    ("layers.0.attention.qkv", "kohya"),
+    ("layers.1.feed_forward.w2", "kohya"),
+    ("noise_refiner.0.adaLN_modulation.1", "kohya"),
+    ("context_refiner.1.attention.out", "comfy"),
+    ("cap_embedder.1", "comfy"),
+)
+
+
+def tiny_lora_state_dict(checkpoint: dict[str, torch.Tensor], seed: int = SEED, rank: int = 4) -> dict:
+    """A rank-4 LoRA (lora_down / lora_up / alpha) for the tiny checkpoint's LORA_LAYERS."""
+    gen = torch.Generator().manual_seed(seed + 4)
+    out = {}
+    for layer, naming in LORA_LAYERS:
+        rows, cols = checkpoint[f"model.diffusion_model.{layer}.weight"].shape
+        name = "lora_unet_" + layer.replace(".", "_") if naming == "kohya" else "diffusion_model." + layer
+        out[f"{name}.lora_down.weight"] = 0.1 * torch.randn(rank, cols, generator=gen)
+        out[f"{name}.lora_up.weight"] = 0.1 * torch.randn(rows, rank, generator=gen)
+        out[f"{name}.alpha"] = torch.tensor(rank / 2)
+    return out
+
+
 def build_demo_lumina2(models_dir: Path, seed: int = SEED) -> list[Path]:
-    """Write netayume-lumina-tiny's checkpoint under a ComfyUI models folder; returns the paths written."""
+    """Write netayume-lumina-tiny's checkpoint and LoRA under a ComfyUI models folder; returns the paths written."""
     with torch.random.fork_rng(devices=[]):  # the builders seed torch's global generator
         sd = tiny_lumina2_state_dict(seed)
-    path = Path(models_dir) / FILES["checkpoint"]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, lambda tmp: save_file(sd, tmp))
-    return [path]
+    written = []
+    for part, tensors in (("checkpoint", sd), ("lora", tiny_lora_state_dict(sd, seed))):
+        path = Path(models_dir) / FILES[part]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, lambda tmp, tensors=tensors: save_file(tensors, tmp))
+        written.append(path)
+    return written

@@ -149,3 +149,27 @@ def test_bare_gemma2_file_through_cliploader_equals_comfyui(demo_workspace, clip
         assert torch.allclose(cond, tensor(rec["cond"]), atol=1e-5, rtol=0)
     finally:
         path.unlink()
+
+
+def test_lora_equals_comfyui(demo_workspace) -> None:
+    """LoraLoaderModelOnly with the tiny LoRA (kohya and ComfyUI names, one on the fused qkv) at strength 0.8:
+    the NextDiT's output equals ComfyUI 0.3.64's patched model's, and differs from the unpatched one's."""
+    from nodes.loaders import CheckpointLoaderSimple, LoraLoaderModelOnly
+    from nodes.models.loader import load_diffusion_model
+
+    torch.set_num_threads(1)
+    rec = FIXTURE["lora"]
+    model, _, _ = CheckpointLoaderSimple().load_checkpoint("netayume-lumina-tiny.safetensors")
+    (patched,) = LoraLoaderModelOnly().load_lora_model_only(
+        model, "netayume-lumina-tiny-lora.safetensors", rec["strength"]
+    )
+    net = load_diffusion_model(patched)
+    seed, shape, rows, ts = CASES[rec["case"]]
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(shape, generator=g)
+    context = torch.randn(1, rows, net.config["cap_feat_dim"], generator=g)
+    with torch.no_grad():
+        out = net.apply(x, torch.tensor(ts), {"context": context})
+    expected = tensor(rec["out"])
+    assert not torch.allclose(expected, tensor(FIXTURE["cases"][rec["case"]]["out"]), atol=1e-3)
+    assert torch.allclose(out, expected, atol=1e-5, rtol=0), (out - expected).abs().max()
