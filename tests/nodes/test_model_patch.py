@@ -139,3 +139,22 @@ def test_unknown_and_unsupported_patch_files_are_named(demo_workspace) -> None:
         (folder / "not_a_patch_test.safetensors").unlink()
         (folder / "uso_projector_test.safetensors").unlink()
         (folder / "lllite_test.safetensors").unlink()
+
+
+def test_a_node_packs_own_sampler_refuses_the_patch(demo_workspace) -> None:
+    """A pack's sampler function evaluates the model step by step outside the sampling loop that encodes the control
+    image (nodes.guided_evaluation): the patch would be left out there, so it is refused by name."""
+    from nodes.guided_evaluation import guided_evaluation
+    from nodes.ksampler import GuiderChoice
+    from nodes.library.model_patch import ModelPatchLoader, QwenImageDiffsynthControlnet
+    from nodes.loaders import UNETLoader, VAELoader
+
+    (patch,) = ModelPatchLoader().load_model_patch("qwen_image_diffsynth_tiny.safetensors")
+    (unet,) = UNETLoader().load_unet("qwen_image_tiny.safetensors", "default")
+    (vae,) = VAELoader().load_vae("qwen_image_vae_tiny.safetensors")
+    (model,) = QwenImageDiffsynthControlnet().diffsynth_controlnet(unet, patch, vae, torch.rand(1, 64, 64, 3), 1.0)
+    cond = [[torch.zeros(1, 4, 32), {}]]
+    guider = GuiderChoice(model, cond, cond, 2.0)
+    with pytest.raises(ValueError, match="model: a DiffSynth ControlNet patch is not supported under a node pack's"):
+        guided_evaluation(guider, torch.tensor([1.0, 0.0]), torch.zeros(1, 16, 8, 8), 0)
+    guided_evaluation(GuiderChoice(unet, cond, cond, 2.0), torch.tensor([1.0, 0.0]), torch.zeros(1, 16, 8, 8), 0)
