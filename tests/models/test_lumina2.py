@@ -173,3 +173,32 @@ def test_lora_equals_comfyui(demo_workspace) -> None:
     expected = tensor(rec["out"])
     assert not torch.allclose(expected, tensor(FIXTURE["cases"][rec["case"]]["out"]), atol=1e-3)
     assert torch.allclose(out, expected, atol=1e-5, rtol=0), (out - expected).abs().max()
+
+
+def test_loraloader_on_the_clip(demo_workspace, tmp_path) -> None:
+    """LoraLoader gives the CLIP the LoRA too: the tiny LoRA (diffusion-model weights only) leaves the conditioning
+    ComfyUI's; a LoRA with text-encoder weights is refused by name, not ignored."""
+    from safetensors.torch import load_file, save_file
+
+    from nodes.loaders import CheckpointLoaderSimple, LoraLoader
+    from nodes.models.errors import ModelLoadError
+    from nodes.models.loader import load_text_encoder
+
+    torch.set_num_threads(1)
+    model, clip, _ = CheckpointLoaderSimple().load_checkpoint("netayume-lumina-tiny.safetensors")
+    _, patched = LoraLoader().load_lora(model, clip, "netayume-lumina-tiny-lora.safetensors", 0.8, 0.8)
+    te = load_text_encoder(patched)
+    rec = FIXTURE["text"][0]
+    assert torch.allclose(te.encode(te.tokenize(rec["prompt"]))[0], tensor(rec["cond"]), atol=1e-5, rtol=0)
+    lora = load_file(demo_workspace.models_dir / "loras" / "netayume-lumina-tiny-lora.safetensors")
+    lora["lora_te_model_layers_0_mlp_down_proj.lora_down.weight"] = torch.zeros(4, 64)
+    lora["lora_te_model_layers_0_mlp_down_proj.lora_up.weight"] = torch.zeros(32, 4)
+    name = "netayume-lumina-te-lora-test.safetensors"
+    path = demo_workspace.models_dir / "loras" / name
+    save_file(lora, str(path))
+    try:
+        _, patched = LoraLoader().load_lora(model, clip, name, 0.8, 0.8)
+        with pytest.raises(ModelLoadError, match="Gemma 2 text encoder"):
+            load_text_encoder(patched)
+    finally:
+        path.unlink()
