@@ -59,7 +59,7 @@ RULES: list[tuple[str, str]] = [
     ),
     (
         r"Qwen|USOStyle|ModelPatchLoader|Diffsynth",
-        "Qwen-Image's model patches (DiffSynth ControlNet, USO) are not implemented",
+        "USO's style projector and other Qwen-Image patches are not implemented (the DiffSynth ControlNet runs)",
     ),
     (r"SeedVR2", "the SeedVR2 upscaler family is not implemented"),
     (r"HiDreamO1", "HiDream-O1 is not implemented (HiDream-I1 and E1 run)"),
