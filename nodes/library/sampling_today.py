@@ -142,10 +142,11 @@ class DualModelGuider:
         )
 
 
-# Families whose ComfyUI networks read the rope options: the Flux ones here; Z-Image (ComfyUI's Lumina network) and
-# Wan read them too, which their networks here do not yet. The other families have no such ids and ignore them.
+# Families whose ComfyUI networks read the rope options: the Flux ones here; Z-Image and Lumina 2 (ComfyUI's Lumina
+# network) and Wan read them too, which their networks here do not yet. The other families have no such ids and
+# ignore them.
 ROPE_ARCHS = frozenset({"flux", "flux-schnell", "flux2"})
-ROPE_NOT_YET = frozenset({"zimage", "wan21", "wan22_5b"})
+ROPE_NOT_YET = frozenset({"zimage", "lumina2", "wan21", "wan22_5b"})
 
 
 class ScaleROPE:

@@ -306,7 +306,7 @@ def test_scale_rope_leaves_a_model_without_position_ids_alone(sd1_parts, fixed_t
     assert torch.equal(_sample(sd1_parts, 7.0, model=_scale_rope(sd1_parts["model"], sx=3.0)), _sample(sd1_parts, 7.0))
 
 
-@pytest.mark.parametrize("arch", ["zimage", "wan21"])
+@pytest.mark.parametrize("arch", ["zimage", "lumina2", "wan21"])
 def test_scale_rope_refuses_families_whose_networks_do_not_read_it_yet(arch):
     model = ModelRef("diffusion_model", arch, ("/m/x.safetensors",), ("f" * 64,))
     with pytest.raises(ValueError, match=f"ScaleROPE.*{arch}"):
