@@ -35,6 +35,8 @@ class ControlSpec:
     start_percent: float = 0.0
     end_percent: float = 1.0
     previous: ControlSpec | None = None
+    # ComfyUI's extra_concat: what joins the encoded hint (the InstantX Inpainting ControlNet's kept area, [B,1,H,W])
+    extra: torch.Tensor | None = None
 
     def chain(self) -> list[ControlSpec]:
         out, node = [], self
@@ -57,6 +59,8 @@ def flatten(name: str, conditioning: list, percent_to_sigma) -> tuple[dict[str, 
         spec = opts.get("control")
         for k, c in enumerate(spec.chain() if spec is not None else []):
             tensors[f"{key}.control.{k}.hint"] = c.hint
+            if c.extra is not None:
+                tensors[f"{key}.control.{k}.extra"] = c.extra
             controls.append(
                 {
                     "ref": c.ref,

@@ -273,6 +273,7 @@ def _apply_control(
     start: float,
     end: float,
     previous: dict,
+    extra: torch.Tensor | None = None,
 ) -> list:
     out = []
     for cond, opts in conditioning:
@@ -280,7 +281,7 @@ def _apply_control(
         prev = opts.get("control")
         key = id(prev)
         if key not in previous:  # conds sharing a chain keep sharing it, so they batch together
-            previous[key] = ControlSpec(control_net, image, strength, start, end, prev)
+            previous[key] = ControlSpec(control_net, image, strength, start, end, prev, extra)
         opts["control"] = previous[key]
         opts["control_apply_to_uncond"] = False
         out.append([cond, opts])
@@ -312,10 +313,14 @@ class ControlNetApply:
         return (_apply_control(conditioning, control_net, _check_hint(image), strength, 0.0, 1.0, {}),)
 
 
+# ControlNets whose hints the apply node's VAE encodes (ComfyUI's ControlNets with a latent format)
+LATENT_HINT_ARCHS = frozenset({"sd3", "qwen_image"})
+
+
 def with_hint_vae(control_net: ModelRef, vae: ModelRef) -> ModelRef:
-    """The ControlNet with the VAE that encodes its hints (SD3 ControlNets take latent hints). ComfyUI encodes
-    the hint of any ControlNet given a VAE, which image-hint (SD1/SDXL) ControlNets cannot take."""
-    if control_net.arch != "sd3":
+    """The ControlNet with the VAE that encodes its hints (SD3 and Qwen-Image ControlNets take latent hints).
+    ComfyUI encodes the hint of any ControlNet given a VAE, which image-hint (SD1/SDXL) ControlNets cannot take."""
+    if control_net.arch not in LATENT_HINT_ARCHS:
         raise ValueError(
             f"control_net: this {control_net.arch} ControlNet takes image hints, not VAE-encoded "
             "ones: apply it without a VAE"

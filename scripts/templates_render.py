@@ -88,8 +88,11 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     # DiffSynth's Qwen-Image ControlNets (model_patches; nodes/models/model_patch_demo.py): the inpaint layout, the others
     (None, r"^qwen_image_inpaint_diffsynth", "qwen_image_inpaint_diffsynth_tiny.safetensors"),
     (None, r"^qwen_image_\w+_diffsynth_controlnet", "qwen_image_diffsynth_tiny.safetensors"),
+    # Qwen-Image InstantX ControlNets (nodes/models/qwen_image_controlnet_demo.py): Union and Inpainting
+    (None, r"^Qwen-Image-InstantX-ControlNet-Inpainting", "qwen_image_instantx_inpainting_tiny.safetensors"),
+    (None, r"^Qwen-Image-InstantX-ControlNet-Union", "qwen_image_instantx_union_tiny.safetensors"),
     # any LoRA of a Qwen-Image template (Lightning, style, angles, control): the family's tiny LoRA; never a
-    # ControlNet file (InstantX's, the Fun Union's: no tiny Qwen-Image ControlNet exists), which a LoRA cannot stand for
+    # ControlNet file (the Fun Union's has no tiny file yet), which a LoRA cannot stand for
     (r"^qwen_image_(edit|2512|fp8|bf16)", r"(?i)^(?!.*controlnet).*qwen", "qwen_image_edit_tiny_lightning.safetensors"),
     # Wan 2.1 / 2.2 (scripts/wan_*_workflow.py): each variant's tiny model, the 14B and 1.3B sizes alike
     (None, r"^wan2\.2_i2v_high_noise_14B", "wan2.2_i2v_high_noise_14B_tiny.safetensors"),

@@ -564,7 +564,12 @@ class GuidedDenoiser:
             hint = torch.cat([h.expand(n, *h.shape[1:]) if h.shape[0] == 1 else h for h in hints])
             net = self.load_control(spec["ref"])
             net.module.to(xb.device)  # loaded beside the layer cache: it follows the step to its device
-            residuals = net.apply(xb, tb, cond, hint, spec["strength"])
+            extras = [self.inputs.get(f"{e['key']}.control.{k}.extra") for e in entries]
+            if extras[0] is None:
+                residuals = net.apply(xb, tb, cond, hint, spec["strength"])
+            else:  # an inpainting ControlNet's mask (ComfyUI's extra_concat), batched like the hints
+                extra = torch.cat([x.expand(n, *x.shape[1:]) if x.shape[0] == 1 else x for x in extras])
+                residuals = net.apply(xb, tb, cond, hint, spec["strength"], extra=extra)
             total = residuals if total is None else total + residuals
         return total
 

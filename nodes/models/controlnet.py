@@ -83,9 +83,9 @@ def ldm_map(layout: UNetLayout, n_hint: int) -> dict[str, tuple[str, bool]]:
     return m
 
 
-def resize_hint(hint: torch.Tensor, height: int, width: int) -> torch.Tensor:
-    """IMAGE [B,H,W,C] -> [B,C,height,width]: centre crop to the target aspect, then nearest-exact, as
-    ComfyUI's common_upscale(..., "nearest-exact", "center") does for ControlNet hints."""
+def resize_hint(hint: torch.Tensor, height: int, width: int, mode: str = "nearest-exact") -> torch.Tensor:
+    """IMAGE [B,H,W,C] -> [B,C,height,width]: centre crop to the target aspect, then `mode` (nearest-exact for
+    ControlNet hints), as ComfyUI's common_upscale(..., mode, "center") does."""
     if hint.dim() != 4 or hint.shape[1] == 0 or hint.shape[2] == 0:
         raise ValueError(f"a ControlNet hint must be an IMAGE [B,H,W,C] with pixels; got shape {tuple(hint.shape)}")
     x = hint.movedim(-1, 1).float()
@@ -96,7 +96,7 @@ def resize_hint(hint: torch.Tensor, height: int, width: int) -> torch.Tensor:
     x = x[:, :, dy : h - dy, dx : w - dx]
     if x.shape[-1] == 0 or x.shape[-2] == 0:
         raise ValueError(f"the ControlNet hint {w}x{h} is too thin to crop to the {width}x{height} image")
-    return F.interpolate(x, size=(height, width), mode="nearest-exact")
+    return F.interpolate(x, size=(height, width), mode=mode)
 
 
 @dataclass

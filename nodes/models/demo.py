@@ -253,6 +253,11 @@ def build_demo_models(models_dir: Path, include_flux: bool = True) -> list[Path]
         build_qwen_image = getattr(_optional("nodes.models.qwen_image_demo"), "build_demo_qwen_image", None)
         if build_qwen_image is not None:
             written += build_qwen_image(models_dir)
+        build_qwen_cn = getattr(
+            _optional("nodes.models.qwen_image_controlnet_demo"), "build_demo_qwen_image_controlnets", None
+        )
+        if build_qwen_cn is not None:  # the InstantX Union and Inpainting ControlNets for qwen-image-tiny
+            written += build_qwen_cn(models_dir)
         build_wan = getattr(_optional("nodes.models.wan_demo"), "build_demo_wan", None)
         if build_wan is not None:
             written += build_wan(models_dir)

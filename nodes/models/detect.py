@@ -167,6 +167,10 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
     for prefix in ("control_model.", ""):
         if prefix + "input_hint_block.0.weight" in shapes:
             return info(unet_arch(shapes, prefix), "controlnet", {"controlnet"}, "ldm", prefix)
+    if all(k in shapes for k in ("controlnet_blocks.0.weight", "transformer_blocks.0.img_mlp.net.0.proj.weight")):
+        # Qwen-Image InstantX ControlNets (diffusers' QwenImageControlNetModel layout): ComfyUI's rule in
+        # comfy/controlnet.py; before Qwen-Image's own rule, which their txt_norm and img_in would also meet
+        return info("qwen_image", "controlnet", {"controlnet"}, "diffusers")
     if all(marker in shapes for marker in ("controlnet_blocks.0.weight", "pos_embed_input.proj.weight")):
         return info("sd3", "controlnet", {"controlnet"}, "diffusers")  # SD3 (diffusers-layout) ControlNets
     if "controlnet_cond_embedding.conv_in.weight" in shapes:

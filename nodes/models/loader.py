@@ -565,7 +565,7 @@ def load_controlnet(ref: ModelRef) -> cn_mod.ControlNet:
     info = probe(path)
     if info.kind != "controlnet":
         raise ModelLoadError(path, f"is not a ControlNet (it is a {info.kind} file)")
-    if info.arch == "sd3":
+    if info.arch in ("sd3", "qwen_image"):  # DiT ControlNets: their family's module loads them
         return _dispatch("load_controlnet", ref, _sd(ref), info.arch)
     from diffusers import ControlNetModel
 

@@ -160,8 +160,9 @@ class QwenImageDiffusionModel(DiffusionModel):
     default_ref_method: str = "index"
 
     def apply(self, x: torch.Tensor, timestep: torch.Tensor, cond: dict[str, Any]) -> torch.Tensor:
-        if cond.get("control"):
-            raise NotImplementedError("ControlNets are not supported for Qwen-Image models yet")
+        control = cond.get("control")
+        if control is not None and not hasattr(control, "residuals"):
+            raise ValueError("this ControlNet is not a Qwen-Image ControlNet")
         module: QwenImageTransformer2DModel = self.module
         frames = x.dim() == 5  # ComfyUI's Qwen-Image latents carry one frame: [B,16,1,H,W]
         x = _one_frame(x, "latent")
@@ -178,14 +179,21 @@ class QwenImageDiffusionModel(DiffusionModel):
         context = cond["context"].to(device, dtype)
         t = torch.as_tensor(timestep, dtype=torch.float32, device=device).reshape(-1)
         t = t.expand(b) if t.numel() == 1 else t  # sigma: multiplier 1, as ComfyUI's
+        hidden = torch.cat(tokens, dim=1)
         if method == TIMESTEP_ZERO and len(segments) > 1:
-            out = timestep_zero_forward(module, torch.cat(tokens, dim=1), context, t, [segments] * b, h_len * w_len)
+            if control is not None:
+                raise ValueError("ControlNets on a Qwen-Image-Edit 2511 model with reference images are not supported")
+            out = timestep_zero_forward(module, hidden, context, t, [segments] * b, h_len * w_len)
         else:
             out = module(
-                hidden_states=torch.cat(tokens, dim=1),
+                hidden_states=hidden,
                 encoder_hidden_states=context,
                 timestep=t,
                 img_shapes=[segments] * b,
+                # ControlNet residuals, one per block: diffusers adds block i's after block i, as ComfyUI does
+                controlnet_block_samples=None
+                if control is None
+                else control.residuals(len(module.transformer_blocks), hidden.shape[1], dtype),
                 return_dict=False,
             )[0]
         out = unpack(out[:, : h_len * w_len], h_len, w_len)[:, :, :h, :w].float()
@@ -269,7 +277,8 @@ def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) 
 
 
 # The loader (nodes.models.loader) finds every Qwen-Image entry point on this module.
+from nodes.models.qwen_image_controlnet import load_controlnet  # noqa: E402
 from nodes.models.qwen_image_text import load_text_encoder  # noqa: E402
 from nodes.models.qwen_image_vae import load_vae  # noqa: E402
 
-__all__ = ["infer_config", "load_diffusion_model", "load_text_encoder", "load_vae", "lora_targets"]
+__all__ = ["infer_config", "load_controlnet", "load_diffusion_model", "load_text_encoder", "load_vae", "lora_targets"]

@@ -1,5 +1,6 @@
 """ControlNetInpaintingAliMamaApply (comfy_extras.nodes_controlnet), as ComfyUI 0.3.64 / 0.10.0 run it for a
-ControlNet without a mask channel (every ControlNet that loads here): Apply ControlNet's result, the mask unused,
+ControlNet without a mask channel (every ControlNet that loads here but Qwen-Image's InstantX Inpainting one, tested
+in test_qwen_instantx_controlnet.py): Apply ControlNet's result, the mask unused,
 the VAE kept only by a ControlNet that takes VAE-encoded hints (SD3's) and left out for an image-hint one (ComfyUI's
 set_cond_hint stores it only for a ControlNet with a latent format). Its interface is 0.3.64's
 (test_object_info_matches_comfyui)."""

@@ -202,14 +202,16 @@ def test_wan22_text_to_video_experts_map_to_their_fp8_scaled_tiny_files():
 
 def test_a_qwen_image_controlnet_is_not_given_the_familys_tiny_lora():
     """The Qwen-Image templates' LoRAs map to the tiny LoRA by name; their ControlNet files must not (a LoRA file
-    given to ControlNetLoader is no ControlNet): no tiny Qwen-Image ControlNet exists, so they are refused by name."""
+    given to ControlNetLoader is no ControlNet): InstantX's map to the tiny InstantX ControlNets, the Fun Union's
+    (no tiny file yet) is refused by name."""
     asked = ["qwen_image_fp8_e4m3fn.safetensors", "Qwen-Image-Lightning-4steps-V1.0.safetensors"]
     assert templates_render.demo_file(asked[1], asked) == "qwen_image_edit_tiny_lightning.safetensors"
-    for controlnet in (
-        "Qwen-Image-InstantX-ControlNet-Inpainting.safetensors",
-        "Qwen-Image-2512-Fun-Controlnet-Union-2602.safetensors",
+    for controlnet, tiny in (
+        ("Qwen-Image-InstantX-ControlNet-Inpainting.safetensors", "qwen_image_instantx_inpainting_tiny.safetensors"),
+        ("Qwen-Image-InstantX-ControlNet-Union.safetensors", "qwen_image_instantx_union_tiny.safetensors"),
+        ("Qwen-Image-2512-Fun-Controlnet-Union-2602.safetensors", None),
     ):
-        assert templates_render.demo_file(controlnet, [*asked, controlnet]) is None
+        assert templates_render.demo_file(controlnet, [*asked, controlnet]) == tiny
 
 
 def test_an_input_sound_becomes_the_workspaces_example_sound(registry, tmp_path):

@@ -1,0 +1,54 @@
+"""Tiny Qwen-Image InstantX ControlNets for qwen-image-tiny, in the published layout (diffusers'
+QwenImageControlNetModel, as Comfy-Org/Qwen-Image-InstantX-ControlNets ships InstantX's Union and Inpainting files):
+the tiny transformer's widths (one 128-wide head, 32-wide text states), two blocks (the released files have five),
+the Inpainting one with the mask's 4 extra hint features. bfloat16 like the released files; same seed -> same bytes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from diffusers import QwenImageControlNetModel
+from safetensors.torch import save_file
+
+from nodes.models.flux_demo import randomize_constants
+from nodes.models.qwen_image_controlnet import MASK_FEATURES
+from nodes.models.qwen_image_demo import TEXT_WIDTH
+from nodes.models.qwen_image_text import HEAD_DIM
+from nodes.output_claims import write_atomic
+
+SEED = 11
+FILES = {
+    "union": ("controlnet/qwen_image_instantx_union_tiny.safetensors", 0),
+    "inpainting": ("controlnet/qwen_image_instantx_inpainting_tiny.safetensors", MASK_FEATURES),
+}
+
+
+def tiny_controlnet_state_dict(extra_channels: int, seed: int = SEED) -> dict[str, torch.Tensor]:
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed + extra_channels)
+        net = QwenImageControlNetModel(
+            patch_size=2,
+            in_channels=64,
+            out_channels=16,
+            num_layers=2,
+            attention_head_dim=HEAD_DIM,
+            num_attention_heads=1,
+            joint_attention_dim=TEXT_WIDTH,
+            extra_condition_channels=extra_channels,
+        )
+        # the zero-initialised controlnet_blocks and hint embedder would add nothing: random values instead
+        randomize_constants(net, torch.Generator().manual_seed(seed + extra_channels))
+    return {k: v.to(torch.bfloat16).contiguous() for k, v in net.state_dict().items()}
+
+
+def build_demo_qwen_image_controlnets(models_dir: Path, seed: int = SEED) -> list[Path]:
+    """Write the two tiny ControlNets under a ComfyUI models folder; returns the paths written."""
+    written = []
+    for rel, extra in FILES.values():
+        path = Path(models_dir) / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        sd = tiny_controlnet_state_dict(extra, seed)
+        write_atomic(path, lambda tmp, sd=sd: save_file(sd, tmp, metadata={"format": "pt"}))
+        written.append(path)
+    return written
