@@ -19,6 +19,8 @@ from nodes.models.components import (
 
 # MiniMax H3's video latents: the VAE itself normalises them (ComfyUI's MiniMaxH3AV format scales by 1).
 MINIMAX_H3_LATENT = LatentFormat(24, 1.0)
+# Chroma Radiance's "latents" are the pixels (ComfyUI's latent_formats.ChromaRadiance: process_in/out the identity).
+CHROMA_RADIANCE_LATENT = LatentFormat(3, 1.0)
 # LTX-2's 128-channel video latents: its VAE normalises them itself (ComfyUI's LTXV/LTXAV formats scale by 1).
 LTX2_LATENT = LatentFormat(128, 1.0)
 
@@ -46,6 +48,7 @@ LATENT_FORMATS: dict[str, LatentFormat] = {
     "qwen_image": WAN21_LATENT,
     "qwen_image21": QWEN_IMAGE21_LATENT,
     "chroma": FLUX_LATENT,  # ComfyUI's supported_models.Chroma: latent format Flux
+    "chroma_radiance": CHROMA_RADIANCE_LATENT,
     "hidream": FLUX_LATENT,  # ComfyUI's supported_models.HiDream: latent format Flux (Flux's VAE)
     "anima": WAN21_LATENT,  # ComfyUI's supported_models.Anima: latent format Wan21 (Qwen-Image's VAE)
     "krea2": WAN21_LATENT,  # Qwen-Image's VAE, normalised by its latents_mean/std (diffusers' Krea2Pipeline)
@@ -80,6 +83,7 @@ SAMPLING_CONFIGS: dict[str, dict[str, Any]] = {
     "qwen_image21": {"kind": "flux", "shift": 0.69},
     # Chroma: ComfyUI's supported_models.Chroma (model type FLUX: ModelSamplingFlux, multiplier 1, shift 1.15).
     "chroma": {"kind": "flux", "shift": 1.15},
+    "chroma_radiance": {"kind": "flux", "shift": 1.15},  # supported_models.ChromaRadiance inherits Chroma's
     # Anima: ComfyUI's supported_models.Anima (model type FLOW: ModelSamplingDiscreteFlow, multiplier 1, shift 3).
     "anima": {"kind": "flow", "shift": 3.0, "multiplier": 1.0},
     # HiDream: ComfyUI's supported_models.HiDream (model type FLOW; its sampling_settings are reassigned empty, so

@@ -156,6 +156,9 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     (None, r"^Chroma1-HD", "chroma_tiny.safetensors"),
     (r"^Chroma1-HD", r"^t5xxl", "flux-tiny-t5.safetensors"),
     (r"^Chroma1-HD", r"^ae\.safetensors$", "flux-tiny-ae.safetensors"),
+    # Chroma1 Radiance (nodes/models/chroma_radiance_demo.py): pixel space (the pixel_space VAE), Flux.1's T5
+    (None, r"^chroma-radiance", "chroma_radiance_tiny.safetensors"),
+    (r"^chroma-radiance", r"^t5xxl", "flux-tiny-t5.safetensors"),
     # Flux.1 dev / schnell / Krea / Kontext (same transformer layout; Fill and Canny have other input widths)
     (None, r"^flux1-(dev|schnell|krea-dev|dev-kontext)", "flux-tiny.safetensors"),
     # FLUX.1 Fill dev OneReward (bytedance-research/OneReward: FLUX.1-Fill-dev fine-tuned, run there as diffusers'

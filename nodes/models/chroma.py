@@ -78,7 +78,7 @@ def to_diffusers_layout(sd: Mapping[str, torch.Tensor]) -> dict[str, torch.Tenso
     if p is None:
         raise ValueError(f"not a Chroma transformer (no {MARKER})")
     sd = strip_prefix(sd, p)
-    hidden = sd["img_in.weight"].shape[0]
+    hidden = sd["txt_in.weight"].shape[0]
     out: dict[str, torch.Tensor] = {}
     used: set[str] = set()
 
@@ -155,7 +155,7 @@ def infer_config(sd: Mapping[str, torch.Tensor], axes_dim: Iterable[int] | None 
     return {
         "patch_size": 1,  # the 2x2 patching happens outside the module, as for Flux
         "in_channels": int(in_channels),
-        "out_channels": int(sd["proj_out.weight"].shape[0]),
+        "out_channels": int(sd["proj_out.weight"].shape[0]) if "proj_out.weight" in sd else int(in_channels),
         "num_layers": n_double,
         "num_single_layers": n_single,
         "attention_head_dim": head_dim,
@@ -168,7 +168,7 @@ def infer_config(sd: Mapping[str, torch.Tensor], axes_dim: Iterable[int] | None 
     }
 
 
-_guidance = threading.local()
+call_guidance = threading.local()
 
 
 class ComfyModulationInput(ChromaCombinedTimestepTextProjEmbeddings):
@@ -184,7 +184,7 @@ class ComfyModulationInput(ChromaCombinedTimestepTextProjEmbeddings):
 
     def forward(self, timestep: torch.Tensor) -> torch.Tensor:
         vec = super().forward(timestep)
-        guidance = getattr(_guidance, "value", None)
+        guidance = getattr(call_guidance, "value", None)
         if guidance is None:
             return vec
         emb = self.guidance_proj(guidance.to(timestep.device) * 1000).to(vec.dtype)
@@ -211,7 +211,7 @@ class ChromaDiffusionModel(DiffusionModel):
         if cond.get("rope_options"):  # ScaleROPE
             ids = rope_image_ids(h_len, w_len, cond["rope_options"], 3, device).to(dtype)
         context = cond["context"].to(device, dtype)
-        _guidance.value = per_batch(cond.get("guidance") or 0.0, b, device)
+        call_guidance.value = per_batch(cond.get("guidance") or 0.0, b, device)
         try:
             out = module(
                 hidden_states=pack(x.to(dtype)),
@@ -222,7 +222,7 @@ class ChromaDiffusionModel(DiffusionModel):
                 return_dict=False,
             )[0]
         finally:
-            _guidance.value = None
+            call_guidance.value = None
         return unpack(out, h_len, w_len)[:, :, :h, :w].float()
 
 

@@ -15,6 +15,7 @@ from safetensors.torch import save_file
 from nodes.models.chroma import build_chroma, to_diffusers_layout
 from nodes.models.flux_configs import METADATA_KEY
 from nodes.models.flux_demo import CONFIG_NAME, randomize_constants
+from nodes.models.flux_keys import count_blocks
 from nodes.output_claims import write_atomic
 
 SEED = 11
@@ -56,7 +57,7 @@ _SINGLE = {
 def comfy_names(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """diffusers' Chroma state dict under ComfyUI's names (q/k/v fused as the published files hold them)."""
     out: dict[str, torch.Tensor] = {}
-    for i in range(CONFIG["num_layers"]):
+    for i in range(count_blocks(sd, "transformer_blocks")):
         src, dst = f"transformer_blocks.{i}.", f"double_blocks.{i}."
         for end in ("weight", "bias"):
             for fused, parts in (
@@ -68,7 +69,7 @@ def comfy_names(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
             rest = key[len(src) :]
             name = next(v + rest[len(k) :] for k, v in _DOUBLE.items() if rest.startswith(k))
             out[dst + name] = sd.pop(key)
-    for i in range(CONFIG["num_single_layers"]):
+    for i in range(count_blocks(sd, "single_transformer_blocks")):
         src, dst = f"single_transformer_blocks.{i}.", f"single_blocks.{i}."
         for end in ("weight", "bias"):
             parts = ("attn.to_q", "attn.to_k", "attn.to_v", "proj_mlp")

@@ -284,6 +284,9 @@ def build_demo_models(models_dir: Path, include_flux: bool = True) -> list[Path]
         build_chroma = getattr(_optional("nodes.models.chroma_demo"), "build_demo_chroma", None)
         if build_chroma is not None:
             written += build_chroma(models_dir)
+        build_radiance = getattr(_optional("nodes.models.chroma_radiance_demo"), "build_demo_chroma_radiance", None)
+        if build_radiance is not None:
+            written += build_radiance(models_dir)
         build_flux3 = getattr(_optional("nodes.models.flux3_demo"), "build_demo_flux3", None)
         if build_flux3 is not None:
             written += build_flux3(models_dir)

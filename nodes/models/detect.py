@@ -186,6 +186,8 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
     if any(k.startswith("embedder.model.visual.") for k in keys):  # SD2.1 unCLIP's image encoder
         extra.add("clip_vision")
     prefix = _prefix_with(shapes, CHROMA_MARKER)
+    if prefix is not None and prefix + "nerf_blocks.0.norm.scale" in shapes:  # Chroma Radiance (pixel space)
+        return info("chroma_radiance", "diffusion_model", {"diffusion_model"}, "bfl", prefix)
     if prefix is not None and prefix + "double_blocks.0.img_attn.qkv.weight" in shapes:  # before Flux.1's
         return info("chroma", "checkpoint" if extra else "diffusion_model", {"diffusion_model"} | extra, "bfl", prefix)
     for arch, marker, layout in (
