@@ -11,7 +11,8 @@ config, the autoencoder's base width); this script gives its classes the tiny si
 changes nothing else: model detection (the checkpoint's prefixes), the Gemma tokenizer settings (the file's
 SentencePiece model), Gemma 2, the NextDiT, model_base.Lumina2's conditioning, the samplers and the nodes are
 ComfyUI's. Recorded: the token ids and conditioning of a few prompts (the template's two, CLIPTextEncodeLumina2's
-system prompts, an empty one, one with weighted words); the NextDiT's raw output on seeded inputs (odd size, a batch of two timesteps), once more with the tiny LoRA
+system prompts, an empty one, one with weighted words; CLIPSetLastLayer's
+layers); the NextDiT's raw output on seeded inputs (odd size, a batch of two timesteps), once more with the tiny LoRA
 (LoraLoaderModelOnly); and
 the shipped workflow (the web UI's NetaYume Lumina template on the tiny file) run node by node with 0.3.64's node
 classes, SaveImage replaced by what it would write.
@@ -52,6 +53,7 @@ PROMPTS = [
     "",
     "a (red:1.3) cat on a (sofa:0.7), (masterpiece:1.2)",
 ]
+CLIP_LAYERS = [-1, -3, -5]  # the tiny Gemma's last layer, its first, and beyond its depth (ComfyUI: the normed last)
 LUMINA2_NODE = [("superior", "a girl in an orange grove, soft light"), ("alignment", "two cats")]
 # (seed, latent shape, context rows, timestep(s))
 CASES = {
@@ -174,6 +176,7 @@ def main() -> None:
         "files": {p: sha256(f"{WORKSPACE}/models/{p}") for p in (CHECKPOINT, LORA)},
         "text": [],
         "lumina2_node": [],
+        "clip_layers": [],
         "cases": {},
     }
     model, clip, _vae, _ = comfy.sd.load_checkpoint_guess_config(f"{WORKSPACE}/models/{CHECKPOINT}")
@@ -182,6 +185,11 @@ def main() -> None:
         ((cond, extra),) = clip.encode_from_tokens_scheduled(tokens)
         ids = [t for chunk in tokens["gemma2_2b"] for t, *_ in chunk]
         out["text"].append({"prompt": prompt, "ids": ids, "cond": b64(cond)})
+    for layer in CLIP_LAYERS:  # CLIPSetLastLayer
+        c = clip.clone()
+        c.clip_layer(layer)
+        ((cond, _),) = c.encode_from_tokens_scheduled(c.tokenize(PROMPTS[0]))
+        out["clip_layers"].append({"layer": layer, "prompt": PROMPTS[0], "cond": b64(cond)})
     node_classes = classes()
     for system, user in LUMINA2_NODE:
         ((cond, _),) = run_node(

@@ -139,17 +139,26 @@ def gemma2_tokenizer(state_dict: Mapping[str, torch.Tensor], path: str | None) -
 def gemma2_layer_output(
     model: Gemma2Model, ids: torch.Tensor, layer: int = LAYER, mask: torch.Tensor | None = None
 ) -> torch.Tensor:
-    """The hidden state after layer `layer` (negative: from the end, -1 the last) without the final norm,
-    as ComfyUI's intermediate_output: [B, T, hidden] float32. `mask` [B, T]: 0 for keys no token attends to."""
+    """The hidden state after layer `layer` (negative: from the end, -1 the last) without the final norm, as
+    ComfyUI's intermediate_output; a layer beyond the network's depth gives the final normed output, as ComfyUI's
+    SDClipModel falls back to. [B, T, hidden] float32. `mask` [B, T]: 0 for keys no token attends to."""
     n = model.config.num_hidden_layers
+    if abs(layer) > n:
+        return model(input_ids=ids, attention_mask=mask).last_hidden_state.float()
     index = layer if layer >= 0 else n + layer
-    if not 0 <= index < n:
-        raise ValueError(f"layer {layer} is outside this Gemma 2's {n} layers")
-    states = model(input_ids=ids, attention_mask=mask, output_hidden_states=True).hidden_states  # embeddings, layers
-    if index == n - 1:
-        # transformers gives the last layer's output after the final norm; ComfyUI's intermediate is before it.
-        raise ValueError("the last layer's output before the final norm is not available (use layer -2 or lower)")
-    return states[index + 1].float()
+    if index < n - 1:
+        states = model(input_ids=ids, attention_mask=mask, output_hidden_states=True).hidden_states
+        return states[index + 1].float()  # hidden_states: the embeddings, then each layer's output
+    # transformers norms the last layer's output in hidden_states; ComfyUI's intermediate is before the norm.
+    captured: list[torch.Tensor] = []
+    hook = model.layers[index].register_forward_hook(
+        lambda _m, _a, out: captured.append(out[0] if isinstance(out, tuple) else out)
+    )
+    try:
+        model(input_ids=ids, attention_mask=mask)
+    finally:
+        hook.remove()
+    return captured[0].float()
 
 
 @dataclass

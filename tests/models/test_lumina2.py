@@ -202,3 +202,20 @@ def test_loraloader_on_the_clip(demo_workspace, tmp_path) -> None:
             load_text_encoder(patched)
     finally:
         path.unlink()
+
+
+@pytest.mark.parametrize("index", range(len(FIXTURE["clip_layers"])))
+def test_clip_set_last_layer_equals_comfyui(demo_workspace, index: int) -> None:
+    """CLIPSetLastLayer on Lumina 2's Gemma: the last layer before the final norm, the first layer, and a layer
+    beyond the depth (ComfyUI then takes the normed last output)."""
+    from nodes.loaders import CheckpointLoaderSimple, CLIPSetLastLayer
+    from nodes.models.loader import load_text_encoder
+
+    torch.set_num_threads(1)
+    rec = FIXTURE["clip_layers"][index]
+    _, clip, _ = CheckpointLoaderSimple().load_checkpoint("netayume-lumina-tiny.safetensors")
+    (clip,) = CLIPSetLastLayer().set_last_layer(clip, rec["layer"])
+    te = load_text_encoder(clip)
+    cond, _ = te.encode(te.tokenize(rec["prompt"]))
+    expected = tensor(rec["cond"])
+    assert torch.allclose(cond, expected, atol=1e-5, rtol=0), (rec["layer"], (cond - expected).abs().max())
