@@ -60,8 +60,6 @@ REASONS: dict[str, str] = {
     "comfy_extras.nodes_sdupscale": family("SD x4 upscaler"),
     "comfy_extras.nodes_controlnet": "SetUnionControlNetType: union ControlNets (ControlNet++ / ProMax) are not "
     "implemented",
-    "nodes": "GLIGENLoader / GLIGENTextBoxApply: the GLIGEN family (gated self-attention layers in the UNet) is "
-    "not implemented",
 }
 
 

@@ -5,7 +5,7 @@ A CONDITIONING value is `[[tensor, options], ...]`; options may hold "pooled_out
 "mask_strength" / "set_area_to_bounds" (nodes.conditioning_areas), SDXL's sizes (SIZE_KEYS), "concat_latent_image"
 (InstructPix2Pix, inpainting), "reference_latents" / "reference_latents_method" (Flux Kontext) and MiniMax H3's
 "minimax_keyframes" / "minimax_refs" / "minimax_token_tags", Anima's "t5xxl_ids" / "t5xxl_weights" and unCLIP's
-"unclip_conditioning" (image embeddings with their strength and noise augmentation).
+"unclip_conditioning" (image embeddings with their strength and noise augmentation) and GLIGEN's "gligen" (text boxes).
 A denoising-step invocation receives the tensors by name and the rest as plain params.
 """
 
@@ -147,6 +147,10 @@ def flatten(name: str, conditioning: list, percent_to_sigma) -> tuple[dict[str, 
         for i, item in enumerate(opts.get("unclip_conditioning") or ()):  # unCLIPConditioning: image embeddings
             tensors[f"{key}.unclip.{i}"] = item["clip_vision_output"].image_embeds
             entry.setdefault("unclip", []).append([float(item["strength"]), float(item["noise_augmentation"])])
+        text_boxes = opts.get("gligen")
+        if text_boxes:  # GLIGENTextBoxApply: the boxes' pooled texts travel as tensors (nodes/modelfns/gligen.py)
+            tensors.update({f"{key}.gligen.{i}": t for i, t in enumerate(text_boxes["pooled"])})
+            entry["gligen"] = {"ref": text_boxes["ref"], "boxes": [list(b) for b in text_boxes["boxes"]], "source": key}
         if opts.get("image_slots"):  # Qwen-Image 2.1: where each reference latent joins the prompt's states
             entry["image_slots"] = [int(s) for s in opts["image_slots"]]
         entries.append(entry)

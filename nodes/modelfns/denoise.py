@@ -22,7 +22,7 @@ from cluster.modelfn import ModelFn, register
 from cluster.refs import ModelRef, on_this_machine
 from cluster.scheduling.batching import Call, freeze
 from nodes.conditioning_areas import area_and_mult, crop
-from nodes.modelfns import cfg_split, diffsynth
+from nodes.modelfns import cfg_split, diffsynth, gligen
 from nodes.modelfns.hooks import HookWeights, entry_hooks, uses_hooks
 from nodes.modelfns.model_patches import combine, perp_neg, post_cfg, pre_cfg, skips_uncond
 from nodes.modelfns.network_patches import CALC_COND, apply_model, wrap_forward, wrap_prediction
@@ -94,6 +94,9 @@ class GuidedDenoiser:
         if self.patches:  # post-CFG functions may run the model again (PAG, SAG), as ComfyUI's calc_cond_batch
             self.patches = {**self.patches, CALC_COND: self._calc_cond_batch}
         self.middle = params.middle
+        if any(e.get("gligen") for e in self.positive):  # ComfyUI gives the other sides the prompt's text boxes
+            self.negative = gligen.fill_other_side(self.positive, self.negative)
+            self.middle = None if self.middle is None else gligen.fill_other_side(self.positive, self.middle)
         self.dual = params.dual_cfg
         self.perp = params.perp_neg
         # CFGOverride's ranges; DualCFGGuider's scales are its own (ComfyUI's override sets a cfg it never reads)
@@ -340,6 +343,7 @@ class GuidedDenoiser:
                 _shape(self.inputs.get(f"{e['key']}.conditioning_llama3")),  # HiDream: its Llama states, by length
                 # an entry with an edit image and one without never share a pass (ComfyUI's conds cannot concat)
                 f"{e['key']}.concat_latent_image" in self.inputs,
+                gligen.group_key(e),  # GLIGEN's layers run for its entries only
             )
             groups.setdefault(gkey, []).append((side, e, area, mult))
         xc = self.ms.calculate_input(sigma, x)
@@ -381,6 +385,8 @@ class GuidedDenoiser:
                 batch_cond["vace_context"] = vace
                 batch_cond["vace_strength"] = members[0][1].get("vace_strength", [1.0])
             batch_cond["control"] = self._control([e for _, e, _, _ in members], n, xb, tb, s, batch_cond)
+            if members[0][1].get("gligen"):  # GLIGEN's object tokens for the group's text boxes, on its crop
+                batch_cond["gligen"] = gligen.step_objects(members[0][1], self.inputs, self.load_control, xb)
             forward = partial(
                 apply_model,
                 self._model_for(members[0][1], x.device),
@@ -675,14 +681,15 @@ class DenoiseStep(ModelFn):
         merges only the forward passes (nodes.modelfns.shared_forward). Not batched: MODELs patched by node
         packs or with guidance patches (their functions are code that may hold state across calls), steps
         with weight hooks or a second MODEL (DualModelGuider; their weights are per request), MiniMax H3
-        steps with keyframes or references and unCLIP images (rows noised from each request's seed) and context windows."""
+        steps with keyframes or references and unCLIP images (rows noised from each request's seed), GLIGEN text
+        boxes and context windows."""
         p: DenoiseParams = call.params
         if (
             p.cfg_side is not None  # its point is another executor than the other side's
             or p.model_patches is not None
             or uses_hooks(p.positive, p.negative, p.middle)
             or any(
-                e.get("keyframe_frames") or e.get("minimax_refs") or e.get("unclip")
+                e.get("keyframe_frames") or e.get("minimax_refs") or e.get("unclip") or e.get("gligen")
                 for e in (*p.positive, *p.negative, *(p.middle or ()))
             )
             or p.uncond_model is not None
@@ -734,13 +741,14 @@ class DenoiseStep(ModelFn):
         return load_diffusion_model(ref)
 
     def load_control(self, ref: ModelRef):
+        from nodes.models.gligen import load_gligen_ref
         from nodes.models.loader import load_controlnet
         from nodes.models.model_patch import load_model_patch
 
         if ref.key not in self._controlnets:
             if len(self._controlnets) >= 4:
                 self._controlnets.pop(next(iter(self._controlnets)))
-            load = load_model_patch if ref.component == "model_patch" else load_controlnet
+            load = {"model_patch": load_model_patch, "gligen": load_gligen_ref}.get(ref.component, load_controlnet)
             self._controlnets[ref.key] = load(on_this_machine(ref))
         return self._controlnets[ref.key]
 

@@ -302,6 +302,9 @@ def build_demo_models(models_dir: Path, include_flux: bool = True) -> list[Path]
         build_unclip = getattr(_optional("nodes.models.unclip_demo"), "build_demo_unclip", None)
         if build_unclip is not None:
             written += build_unclip(models_dir)
+        build_gligen = getattr(_optional("nodes.models.gligen_demo"), "build_demo_gligen", None)
+        if build_gligen is not None:
+            written += build_gligen(models_dir)
         build_ltx25 = getattr(_optional("nodes.models.ltx25_demo"), "build_demo_ltx25", None)
         if build_ltx25 is not None:  # LTX-2.5's video VAE and Gemma 4 text encoder
             written += build_ltx25(models_dir)

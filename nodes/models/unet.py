@@ -13,6 +13,7 @@ from nodes.upscale import common_upscale
 
 from .components import DiffusionModel
 from .errors import ModelLoadError
+from .gligen import gligen_kwargs
 
 LDM_UNET_PREFIX = "model.diffusion_model."
 SDXL_TIME_EMBED_DIM = 256  # ComfyUI embeds each SDXL size condition with a fixed 256-wide Timestep
@@ -374,6 +375,7 @@ class UNetModel(DiffusionModel):
             encoder_hidden_states=_batch(context, b),
             class_labels=class_labels,
             added_cond_kwargs=added,
+            cross_attention_kwargs=None if cond.get("gligen") is None else gligen_kwargs(self.module, *cond["gligen"]),
             down_block_additional_residuals=down,
             mid_block_additional_residual=mid,
             return_dict=False,
