@@ -118,6 +118,8 @@ def flatten(name: str, conditioning: list, percent_to_sigma) -> tuple[dict[str, 
             entry["frame_rate"] = float(opts["frame_rate"])
         if opts.get("unprocessed_ltxav_embeds"):  # LTX-2.5's text encoder: the transformer's connectors still to run
             entry["unprocessed_ltxav_embeds"] = True
+        if opts.get("keyframe_idxs") is not None:  # LTXVAddGuide: the guide tokens' positions (LTX-2)
+            tensors[f"{key}.keyframe_idxs"] = opts["keyframe_idxs"]
         for i, kf in enumerate(opts.get("minimax_keyframes") or ()):  # MiniMax H3 first/last frames
             if kf.get("latent") is None or kf.get("audio_latent") is not None:
                 raise ValueError(

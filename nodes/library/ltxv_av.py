@@ -3,10 +3,13 @@ EmptyLTXVLatentVideo (the 128-channel, 32x spatial / 8x temporal video latent), 
 LTXVSeparateAVLatent (one LATENT holding the video and the audio latent side by side, as ComfyUI's NestedTensor
 does), LTXVCropGuides (drops the guide frames LTXVAddGuide appended), LTXVPreprocess (an H.264 round trip
 of the start image, so it looks like the compressed video frames the model was trained on) and
-LTXVImgToVideoInplace (the start image's latent written over the first latent frames, kept by a noise mask).
+LTXVImgToVideoInplace (the start image's latent written over the first latent frames, kept by a noise mask) and
+LTXVAddGuide (images appended as guide latent frames at chosen frame positions: keyframe_idxs, read by the LTX-2
+transformer as those tokens' positions).
 
 Semantics follow ComfyUI 0.10.0 (commit 79cdbc81), checked by tests/nodes/test_ltxv_av.py against the values
-scripts/record_comfyui_ltxv_av.py recorded from it (LTXVImgToVideoInplace by tests/nodes/test_ltx2_sampling.py). The
+scripts/record_comfyui_ltxv_av.py recorded from it (LTXVImgToVideoInplace by tests/nodes/test_ltx2_sampling.py,
+LTXVAddGuide by tests/nodes/test_ltxv_add_guide.py). The
 LTX-2 networks themselves are in nodes.models.ltx2*."""
 
 from __future__ import annotations
@@ -281,6 +284,121 @@ class LTXVImgToVideoInplace:
         return ({"samples": samples, "noise_mask": mask},)
 
 
+def _keyframe_idxs(conditioning: list) -> torch.Tensor | None:
+    """The first keyframe_idxs of a conditioning's entries, as ComfyUI's conditioning_get_any_value reads it."""
+    return next((v["keyframe_idxs"] for _, v in conditioning if v.get("keyframe_idxs") is not None), None)
+
+
+def guide_pixel_coords(frames: int, height: int, width: int, batch: int, frame_idx: int) -> torch.Tensor:
+    """The positions LTX-2 gives a guide latent's tokens [batch, 3, tokens, 2]: each token's frame, row and column
+    start and end (one latent step on) in pixels (x 8, 32, 32), tokens in frame-row-column order; a guide placed at
+    frame 0 gets the causal first frame (its frame axis shifted back by 7, clamped at 0); then frame_idx is added
+    to the frame axis. Integers, as ComfyUI's."""
+    grid = torch.stack(torch.meshgrid(torch.arange(frames), torch.arange(height), torch.arange(width), indexing="ij"))
+    start = grid.reshape(3, -1)
+    coords = torch.stack([start, start + 1], dim=-1) * torch.tensor([TEMPORAL, SPATIAL, SPATIAL]).view(3, 1, 1)
+    coords = coords.unsqueeze(0).repeat(batch, 1, 1, 1)
+    if frame_idx == 0:
+        coords[:, 0] = (coords[:, 0] + 1 - TEMPORAL).clamp(min=0)
+    coords[:, 0] += frame_idx
+    return coords
+
+
+class LTXVAddGuide:
+    RELATIVE_PYTHON_MODULE = MODULE
+    FUNCTION = "execute"
+    CATEGORY = "conditioning/video_models"
+    RETURN_TYPES = ("CONDITIONING", "CONDITIONING", "LATENT")
+    RETURN_NAMES = ("positive", "negative", "latent")
+    DESCRIPTION = (
+        "Appends the image (or 8n+1 video frames), encoded by the LTX-2 VAE at the latent's size, to the video "
+        "latent as guide frames kept by a noise mask of 1 - strength; both conditionings get the guide tokens' "
+        "positions at frame_idx (keyframe_idxs). LTXV Crop Guides removes the guide frames after sampling."
+    )
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {
+            "required": {
+                "positive": ("CONDITIONING",),
+                "negative": ("CONDITIONING",),
+                "vae": ("VAE",),
+                "latent": ("LATENT",),
+                "image": (
+                    "IMAGE",
+                    {
+                        "tooltip": "Image or video to condition the latent video on. Must be 8*n + 1 frames. If "
+                        "the video is not 8*n + 1 frames, it will be cropped to the nearest 8*n + 1 frames."
+                    },
+                ),
+                "frame_idx": (
+                    "INT",
+                    {
+                        "default": 0,
+                        "min": -9999,
+                        "max": 9999,
+                        "tooltip": "Frame index to start the conditioning at. For single-frame images or videos "
+                        "with 1-8 frames, any frame_idx value is acceptable. For videos with 9+ frames, frame_idx "
+                        "must be divisible by 8, otherwise it will be rounded down to the nearest multiple of 8. "
+                        "Negative values are counted from the end of the video.",
+                    },
+                ),
+                "strength": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 1.0, "step": 0.01}),
+            }
+        }
+
+    async def execute(self, positive: list, negative: list, vae: Any, latent: dict, image, frame_idx: int, strength):
+        from nodes.inputs import require_component
+        from nodes.ksampler import call_model_fn
+        from nodes.upscale import common_upscale
+
+        positive, negative = require(positive, "positive"), require(negative, "negative")
+        vae = require_component(vae, "vae", "vae")
+        if vae.arch != "ltx2":
+            raise ValueError(f"vae: the LTX-2 video VAE is needed here, got a {vae.arch} VAE")
+        samples = _video_samples(_latent(latent, "latent"), "latent")
+        if samples.shape[1] != LATENT_CHANNELS:
+            raise ValueError("latent: adding a guide to a combined audio-video latent is not supported (ComfyUI)")
+        if not isinstance(image, torch.Tensor) or image.ndim != 4:
+            raise ValueError("image: expected an IMAGE [frames, height, width, channels]")
+        batch, _, length, height, width = samples.shape
+        mask = latent.get("noise_mask")
+        mask = torch.ones((batch, 1, length, 1, 1)) if mask is None else mask.clone()
+        image = image[: (image.shape[0] - 1) // TEMPORAL * TEMPORAL + 1]  # 8n+1 frames
+        pixels = common_upscale(image.movedim(-1, 1), width * SPATIAL, height * SPATIAL, "bilinear", "disabled")
+        out = await call_model_fn("vae_encode", vae, "vae", {"pixels": pixels.movedim(1, -1)[..., :3].contiguous()}, {})
+        guide = out["latent"]
+        frame_idx = self._frame_index(positive, length, image.shape[0], int(frame_idx))
+        latent_idx = (frame_idx + TEMPORAL - 1) // TEMPORAL
+        if latent_idx + guide.shape[2] > length:
+            raise ValueError(
+                f"frame_idx: the guide's {guide.shape[2]} latent frames from latent frame {latent_idx} exceed the "
+                f"latent's {length}"
+            )
+        coords = guide_pixel_coords(*guide.shape[2:], guide.shape[0], frame_idx)
+        positive, negative = (self._with_keyframes(c, coords) for c in (positive, negative))
+        guide_mask = torch.full((mask.shape[0], 1, guide.shape[2], mask.shape[3], mask.shape[4]), 1.0 - strength)
+        samples = torch.cat([samples, guide.to(samples.dtype)], dim=2)
+        return (positive, negative, {"samples": samples, "noise_mask": torch.cat([mask, guide_mask], dim=2)})
+
+    @staticmethod
+    def _frame_index(positive: list, length: int, guide_frames: int, frame_idx: int) -> int:
+        """ComfyUI's frame index of the guide: negative counts from the end of the latent's own frames (guides
+        already appended left out); a multi-frame guide not at 0 starts on a latent frame's first pixel frame."""
+        kf = _keyframe_idxs(positive)
+        count = length - (0 if kf is None else int(torch.unique(kf[:, 0, :, 0]).shape[0]))
+        if frame_idx < 0:
+            frame_idx = max((count - 1) * TEMPORAL + 1 + frame_idx, 0)
+        if guide_frames > 1 and frame_idx != 0:
+            frame_idx = (frame_idx - 1) // TEMPORAL * TEMPORAL + 1
+        return frame_idx
+
+    @staticmethod
+    def _with_keyframes(conditioning: list, coords: torch.Tensor) -> list:
+        kf = _keyframe_idxs(conditioning)
+        return set_values(conditioning, {"keyframe_idxs": coords if kf is None else torch.cat([kf, coords], dim=2)})
+
+
 NODE_CLASS_MAPPINGS = {
     cls.__name__: cls
     for cls in (
@@ -290,6 +408,7 @@ NODE_CLASS_MAPPINGS = {
         LTXVCropGuides,
         LTXVPreprocess,
         LTXVImgToVideoInplace,
+        LTXVAddGuide,
     )
 }
 NODE_DISPLAY_NAME_MAPPINGS: dict[str, str] = {}

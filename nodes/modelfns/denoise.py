@@ -491,6 +491,9 @@ class GuidedDenoiser:
             cond["frame_rate"] = entries[0]["frame_rate"]
         if any(e.get("unprocessed_ltxav_embeds") for e in entries):  # LTX-2.5's text encoder's embeddings
             cond["unprocessed_ltxav_embeds"] = True
+        keyframes = stacked("keyframe_idxs")
+        if keyframes is not None:  # LTXVAddGuide's guide tokens' positions (LTX-2)
+            cond["keyframe_idxs"] = keyframes
         guidance = entries[0].get("guidance")
         if guidance is not None:  # FluxGuidance; a guidance-distilled model applies its default otherwise
             cond["guidance"] = float(guidance)

@@ -170,7 +170,13 @@ class LTX2DiffusionModel(DiffusionModel):
         else:
             t_video = t_audio = t.reshape(-1).expand(x.shape[0])
         v_out, a_out = self.forward_av(
-            video, audio, t_video, t_audio, cond["context"], float(cond.get("frame_rate", 25.0))
+            video,
+            audio,
+            t_video,
+            t_audio,
+            cond["context"],
+            float(cond.get("frame_rate", 25.0)),
+            cond.get("keyframe_idxs"),
         )
         return pack([v_out, a_out])
 
@@ -182,9 +188,12 @@ class LTX2DiffusionModel(DiffusionModel):
         t_audio: torch.Tensor,
         context: torch.Tensor,
         frame_rate: float,
+        keyframe_idxs: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """The network's raw (velocity) outputs for a video latent [B,128,F,H,W] and an audio latent
-        [B,8,T,16] at timesteps in sigma units ([B], or one per video / audio token)."""
+        [B,8,T,16] at timesteps in sigma units ([B], or one per video / audio token). `keyframe_idxs`
+        (LTXVAddGuide's, pixel positions [B,3,K,2]) are the positions of the last K video tokens, the guide
+        frames appended to the latent (ComfyUI's LTXVModel._process_input)."""
         module: LTX2VideoTransformer3DModel = self.module
         b, c, frames, h, w = video.shape
         device, dtype = video.device, self.dtype
@@ -192,6 +201,12 @@ class LTX2DiffusionModel(DiffusionModel):
         half = context.shape[-1] // 2
         context = context.to(device, dtype)
         coords = module.rope.prepare_video_coords(b, frames, h, w, device, fps=frame_rate)
+        if keyframe_idxs is not None:
+            guides = keyframe_idxs.to(device, torch.float32).expand(b, -1, -1, -1).clone()
+            if guides.shape[2] > coords.shape[2]:
+                raise ValueError(f"keyframe_idxs: {guides.shape[2]} guide tokens, but the video has {coords.shape[2]}")
+            guides[:, 0] = guides[:, 0] / frame_rate  # the frame axis in seconds, as the other tokens'
+            coords[:, :, -guides.shape[2] :] = guides
         out, audio_out = module(
             hidden_states=video.to(dtype).flatten(2).transpose(1, 2),
             audio_hidden_states=audio.to(dtype).transpose(1, 2).flatten(2),
