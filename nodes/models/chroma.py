@@ -23,11 +23,13 @@ from diffusers.models.embeddings import get_timestep_embedding
 from diffusers.models.transformers.transformer_chroma import ChromaCombinedTimestepTextProjEmbeddings
 
 from cluster.refs import ModelRef
+from nodes.models import comfy_quant
 from nodes.models.components import FLUX_LATENT, DiffusionModel
 from nodes.models.errors import ModelLoadError
 from nodes.models.flux import REAL_FLUX_AXES, image_ids, pack, patched, per_batch, rope_image_ids, unpack
 from nodes.models.flux_configs import config_for_sources
 from nodes.models.flux_keys import count_blocks, find_prefix, strip_prefix
+from nodes.models.fp8 import dequantize_scaled_fp8
 
 MARKER = "distilled_guidance_layer.norms.0.scale"  # ComfyUI's model_detection test for Chroma (beside Flux's keys)
 FLUX_BLOCK = "double_blocks.0.img_attn.norm.key_norm.scale"
@@ -63,6 +65,7 @@ _QKV = {
 }
 _SINGLE_NORMS = {"norm.query_norm.scale": "attn.norm_q.weight", "norm.key_norm.scale": "attn.norm_k.weight"}
 _LINEAR1 = ("attn.to_q", "attn.to_k", "attn.to_v", "proj_mlp")
+_SCALES = ("weight_scale", "input_scale", "scale_weight", "scale_input")
 
 
 def is_chroma_state_dict(keys: Iterable[str]) -> bool:
@@ -237,6 +240,21 @@ def build_chroma(config: Mapping[str, Any]) -> ChromaTransformer2DModel:
     return module
 
 
+def float_weights(state_dict: Mapping[str, torch.Tensor], path: str | None) -> dict[str, torch.Tensor]:
+    """A Chroma file's weights as floats: ComfyUI's fp8mixed layers (Chroma1-HD-fp8mixed: comfy_quant float8 with a
+    weight_scale) and scaled-fp8 layers (scale_weight) multiplied out, in the dtype of the file's unquantized
+    layers; a plain fp8 file computes in bfloat16."""
+    floats = [
+        t.dtype
+        for k, t in state_dict.items()
+        if t.is_floating_point() and t.element_size() > 1 and not k.endswith(_SCALES)  # scales are float32
+    ]
+    compute = floats[0] if floats else torch.bfloat16
+    sd = comfy_quant.dequantize(state_dict, path, compute) if comfy_quant.is_quantized(state_dict) else state_dict
+    sd = dequantize_scaled_fp8(sd)
+    return {k: v.to(compute) if v.is_floating_point() and v.element_size() == 1 else v for k, v in sd.items()}
+
+
 def load_diffusion_model(
     ref: ModelRef, state_dict: Mapping[str, torch.Tensor], axes_dim: Iterable[int] | None = None
 ) -> ChromaDiffusionModel:
@@ -246,7 +264,7 @@ def load_diffusion_model(
 
     path = ref.sources[0] if ref.sources else None
     try:
-        sd = to_diffusers_layout(state_dict)
+        sd = to_diffusers_layout(float_weights(state_dict, path))
         if axes_dim is None:
             axes_dim = config_for_sources(ref.sources)[1].get("axes_dim")
         config = infer_config(sd, axes_dim)

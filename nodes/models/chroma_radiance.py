@@ -30,6 +30,7 @@ from nodes.models.chroma import (
     ChromaDiffusionModel,
     build_chroma,
     call_guidance,
+    float_weights,
     infer_config,
     to_diffusers_layout,
 )
@@ -231,7 +232,7 @@ def load_diffusion_model(
 
     path = ref.sources[0] if ref.sources else None
     try:
-        trunk_sd, head_sd = split_state_dict(state_dict)
+        trunk_sd, head_sd = split_state_dict(float_weights(state_dict, path))
         if axes_dim is None:
             axes_dim = config_for_sources(ref.sources)[1].get("axes_dim")
         trunk = infer_config(trunk_sd, axes_dim)

@@ -16,6 +16,7 @@ from nodes.models.errors import ModelLoadError
 from nodes.models.flux_configs import config_for_sources
 from nodes.models.flux_keys import find_prefix, strip_prefix
 from nodes.models.flux_tokenize import ChunkRules, encode_weighted, tokenize_weighted, with_tokenizer_options
+from nodes.models.fp8 import dequantize_scaled_fp8
 from nodes.models.t5 import T5_MARKER, build_t5, t5_hidden_states, tokenizer_from_vocab
 from nodes.models.t5_tokenizer import find_t5_tokenizer
 
@@ -53,6 +54,7 @@ def load_text_encoder(
     if len(found) != 1:
         raise ModelLoadError(path, f"Chroma's text encoder is one T5-XXL file; {len(found)} T5 weights found")
     sd, t5_path = found[0]
+    sd = dequantize_scaled_fp8(sd)  # t5xxl_fp8_e4m3fn_scaled (the templates' file): weights x scales
     t5 = build_t5(strip_prefix(sd, find_prefix(sd.keys(), T5_MARKER)), t5_path)
     folder, config = config_for_sources(ref.sources)
     vocab = config.get("t5", {}).get("vocab")

@@ -11,6 +11,9 @@ weights as for any other file:
   `"convrot": true` the rows were rotated group-wise by a Hadamard matrix of `convrot_groupsize` (default 256)
   before quantizing; comfy-kitchen undoes it. ComfyUI also reads both keys from a nested `params` object.
 - `asym_w4a8_int8`: 4-bit codes with fp8 group scales (nodes/models/qwen35_text.py).
+- `float8_e4m3fn` / `float8_e5m2` (the `*_fp8mixed` files, e.g. Chroma1-HD-fp8mixed): an fp8 `weight` and a float32
+  `weight_scale`, the weight being their product (comfy/quant_ops.py TensorCoreFP8Layout); `input_scale` only
+  scales activations on fp8 hardware, so it is dropped.
 
 Any other format is refused with the layer named."""
 
@@ -28,6 +31,7 @@ MARKER = "comfy_quant"
 INT8 = "int8_tensorwise"
 W4A8 = "asym_w4a8_int8"
 W4A8_TENSORS = ("weight_s_rel", "weight_s_channel", "weight_codebook", "weight_correction")
+FP8 = {"float8_e4m3fn": torch.float8_e4m3fn, "float8_e5m2": torch.float8_e5m2}
 DEFAULT_CONVROT_GROUP = 256  # ComfyUI's default when a layer's JSON leaves it out
 
 
@@ -92,13 +96,21 @@ def dequantize(sd: Mapping[str, torch.Tensor], path: str | None, dtype: torch.dt
                 out[layer + "weight"] = dequantize_int8(
                     out[layer + "weight"], out.pop(layer + "weight_scale"), config, dtype
                 )
+            elif fmt in FP8:
+                weight, scale = out[layer + "weight"], out.pop(layer + "weight_scale").to(torch.float32)
+                if weight.dtype != FP8[fmt]:
+                    raise ValueError(f"weight is {weight.dtype}, not {FP8[fmt]}")
+                out.pop(layer + "input_scale", None)
+                out[layer + "weight"] = (weight.to(torch.float32) * scale).to(dtype)
             elif fmt == W4A8:
                 from nodes.models.qwen35_text import dequantize_w4a8
 
                 tensors = {n: out.pop(layer + n) for n in ("weight", *W4A8_TENSORS) if layer + n in out}
                 out[layer + "weight"] = dequantize_w4a8(tensors, config, dtype)
             else:
-                raise ModelLoadError(path, f"{layer}weight is quantized as {fmt!r}; only {INT8} and {W4A8} are read")
+                raise ModelLoadError(
+                    path, f"{layer}weight is quantized as {fmt!r}; only {INT8}, {W4A8} and {', '.join(FP8)} are read"
+                )
         except KeyError as e:
             raise ModelLoadError(path, f"{layer}weight ({fmt}): the file has no {e.args[0]}") from None
         except (ValueError, RuntimeError) as e:

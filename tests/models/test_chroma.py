@@ -120,3 +120,57 @@ def test_bad_inputs_are_refused_by_name(demo_workspace) -> None:
             )
     finally:
         broken.unlink()
+
+
+def test_fp8_files_load_as_their_weights_multiplied_out(demo_workspace) -> None:
+    """ComfyUI's fp8mixed transformer (Chroma1-HD-fp8mixed: comfy_quant float8_e4m3fn layers with a weight_scale) and
+    scaled-fp8 T5 (t5xxl_fp8_e4m3fn_scaled: scale_weight beside each fp8 weight, a scaled_fp8 marker) compute as the
+    same files with each weight the product of its fp8 codes and its scale."""
+    import json
+
+    from safetensors.torch import load_file, save_file
+
+    from nodes.models.loader import load_diffusion_model, load_text_encoder
+
+    torch.set_num_threads(1)
+    folder = demo_workspace.models_dir
+    sd = load_file(str(folder / DIT))
+    quantized, plain = dict(sd), dict(sd)
+    for key in [k for k in sd if k.endswith(".weight") and sd[k].ndim == 2 and "blocks.0." in k]:
+        layer = key[: -len("weight")]
+        scale = sd[key].abs().max() / 448
+        codes = (sd[key] / scale).to(torch.float8_e4m3fn)
+        quantized[key], quantized[layer + "weight_scale"] = codes, scale.reshape(())
+        quantized[layer + "input_scale"] = torch.tensor(1.0)
+        quantized[layer + "comfy_quant"] = torch.tensor(
+            list(json.dumps({"format": "float8_e4m3fn"}).encode()), dtype=torch.uint8
+        )
+        plain[key] = codes.to(torch.float32) * scale
+    te = load_file(str(folder / TEXT_ENCODER))
+    scaled_te, plain_te = dict(te), dict(te)
+    for key in [k for k in te if k.endswith(("q.weight", "wo.weight"))]:
+        scale = te[key].abs().max() / 448
+        scaled_te[key] = (te[key] / scale).to(torch.float8_e4m3fn)
+        scaled_te[key[: -len("weight")] + "scale_weight"] = scale.reshape(())
+        plain_te[key] = scaled_te[key].to(torch.float32) * scale
+    scaled_te["scaled_fp8"] = torch.empty(0, dtype=torch.float8_e4m3fn)
+    names = {}
+    for name, tensors in (("q", quantized), ("p", plain), ("tq", scaled_te), ("tp", plain_te)):
+        names[name] = folder / "diffusion_models" / f"chroma_fp8_test_{name}.safetensors"
+        save_file(tensors, str(names[name]), metadata={"comfy_cluster.config": "flux-tiny"})
+    try:
+        rel = {k: v.relative_to(folder) for k, v in names.items()}
+        models = [load_diffusion_model(ref(demo_workspace, "diffusion_model", rel[n], "chroma")) for n in ("q", "p")]
+        x, ctx = torch.randn(1, 16, 6, 6), torch.randn(1, 3, 32)
+        with torch.no_grad():
+            outs = [m.apply(x, torch.tensor([0.5]), {"context": ctx}) for m in models]
+        assert torch.equal(outs[0], outs[1])
+        encoders = [
+            load_text_encoder(ref(demo_workspace, "text_encoder", rel[n], "chroma", clip_type="chroma"))
+            for n in ("tq", "tp")
+        ]
+        tokens = encoders[0].tokenize("a red cat")
+        assert torch.equal(encoders[0].encode(tokens)[0], encoders[1].encode(tokens)[0])
+    finally:
+        for path in names.values():
+            path.unlink()
