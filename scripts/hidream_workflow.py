@@ -1,8 +1,9 @@
 """Write workflows_json/hidream_i1_dev.ui.json / .json and hidream_e1_1.ui.json / .json: the web UI's HiDream I1 Dev
 text-to-image template and its HiDream E1.1 image-edit template (hidream_i1_dev, hidream_e1_1 of the installed
 comfyui-workflow-templates-json package) with their own node graphs, hidream-tiny's files in place of the downloads
-(the transformer, CLIP-L, CLIP-G, T5-XXL and Llama 3.1 files, Flux's tiny VAE), a fixed seed, 2 steps and tiny
-sizes (I1: a 64x64 latent; E1.1: the example image scaled to 0.01 megapixels). The API format is our UI
+(the transformer, CLIP-L, CLIP-G, T5-XXL and Llama 3.1 files, Flux's tiny VAE), a fixed seed, 2 steps, tiny sizes
+(I1: a 64x64 latent; E1.1: the example image scaled to 0.01 megapixels) and the transformer's weights in their own
+dtype (E1.1 ships fp8_e4m3fn_fast, which is not implemented here). The API format is our UI
 converter's output.
 
     python scripts/hidream_workflow.py <workspace with demo-models>
@@ -23,7 +24,9 @@ TEXT_ENCODERS = {
     "llama_3.1_8b_instruct": "llama_3.1_8b_instruct_tiny.safetensors",
 }
 SUBSTITUTE = {
-    "UNETLoader": [(0, "hidream_i1_tiny.safetensors")],
+    # weight_dtype default: UNETLoader's fp8 weight storage (E1.1's fp8_e4m3fn_fast) is not implemented here, and
+    # ComfyUI's rounding of the weights to fp8 would make its image another one
+    "UNETLoader": [(0, "hidream_i1_tiny.safetensors"), (1, "default")],
     "VAELoader": [(0, "flux-tiny-ae.safetensors")],
     "EmptySD3LatentImage": [(0, 64), (1, 64)],
     "KSampler": [(0, 42), (1, "fixed"), (2, 2)],

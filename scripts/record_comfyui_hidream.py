@@ -1,10 +1,14 @@
-"""Record what ComfyUI 0.3.64 computes on the tiny HiDream files, as the fixture tests/models/fixtures/comfyui_hidream.json.
+"""Record what ComfyUI 0.3.64 (and upstream 0.10.0 for the workflows) computes on the tiny HiDream files, as the
+fixture tests/models/fixtures/comfyui_hidream.json.
 
 Run inside ComfyUI's own environment (it imports ComfyUI's modules; nothing of ComfyUI is copied here), after
 `comfy-cluster demo-models` (or nodes.models.hidream_demo.build_demo_hidream) wrote the tiny HiDream files:
 
     cd <ComfyUI 0.3.64 source> && PYTHONPATH=<site>:. OMP_NUM_THREADS=1 <ComfyUI venv>/bin/python \\
-        /work/main/scripts/record_comfyui_hidream.py tests/models/fixtures/comfyui_hidream.json <models dir>
+        /work/main/scripts/record_comfyui_hidream.py tests/models/fixtures/comfyui_hidream.json <workspace>
+    cd <ComfyUI 0.10.0 source> && PYTHONPATH=<site>:. OMP_NUM_THREADS=1 <ComfyUI venv>/bin/python \\
+        /work/main/scripts/record_comfyui_hidream.py tests/models/fixtures/comfyui_hidream.json <workspace> \\
+        --workflows /work/main/workflows_json/hidream_i1_dev.json /work/main/workflows_json/hidream_e1_1.json
 
 ComfyUI fixes the released sizes (model_detection's HiDream config; the encoders' JSON configs; Llama2Config's
 128-wide heads as a class attribute): this script gives its classes the tiny sizes read from the files' shapes
@@ -14,6 +18,11 @@ ComfyUI fixes the released sizes (model_detection's HiDream config; the encoders
 - text: HiDreamTEModel.encode_token_weights with CLIP-L / CLIP-G (SDClipModel as HiDream builds them), T5-XXL
   (attention-masked) and the Llama (layer "all", masked from the first pad) on fixed token lists: plain, weighted,
   a missing T5 and Llama. The 4096-wide T5 states are stored as a digest (first 64 columns and row sums).
+- workflows (recorded by upstream ComfyUI 0.10.0, whose per-step sampler noise ours follows; see main): the
+  shipped workflows (the web UI's HiDream I1 Dev and E1.1 templates on the tiny files) run node by node with its
+  node classes, SaveImage replaced by what it would write. For these, ComfyUI's loaders get the tiny sizes (its detection config, the encoders' JSON configs, the autoencoder's base width), tell the tiny CLIP-G
+  by its width (its layers.30 key does not exist), and its Llama 3 tokenizer (a tokenizer.json not in this copy of
+  ComfyUI) is Llama 3's BPE from the quicktok-v1 package, as ours; everything else is ComfyUI's.
 Seeded inputs are re-made by the test with the same generator calls.
 """
 
@@ -25,20 +34,32 @@ import sys
 
 import torch
 
-OUT, MODELS = sys.argv[1:3]
-sys.argv[1:] = ["--cpu"]  # ComfyUI reads its command line on import: no CUDA here
+OUT, WORKSPACE = sys.argv[1:3]
+WORKFLOWS = sys.argv[3:]
+MODELS = f"{WORKSPACE}/models"
+sys.argv[1:] = ["--cpu", "--fp32-text-enc"]  # ComfyUI reads its command line on import: no CUDA here
 import comfy.cli_args  # noqa: E402
 
 comfy.cli_args.args.cpu = True
+# ComfyUI stores a text encoder's weights in float16 by default; ours compute in the file's dtype (float32 here)
+comfy.cli_args.args.fp32_text_enc = True
 import comfy.ldm.hidream.model  # noqa: E402
+import comfy.ldm.modules.diffusionmodules.model as ldm_vae  # noqa: E402
+import comfy.model_detection  # noqa: E402
 import comfy.ops  # noqa: E402
+import comfy.sd  # noqa: E402
 import comfy.text_encoders.hidream  # noqa: E402
+import comfy.text_encoders.hunyuan_video  # noqa: E402
 import comfy.text_encoders.llama  # noqa: E402
+import comfy.text_encoders.long_clipl  # noqa: E402
 import comfy.text_encoders.t5  # noqa: E402
 import comfy.utils  # noqa: E402
+import folder_paths  # noqa: E402
+import numpy as np  # noqa: E402
 from comfy import sd1_clip  # noqa: E402
 
 DIT = "diffusion_models/hidream_i1_tiny.safetensors"
+VAE = "vae/flux-tiny-ae.safetensors"
 FILES = {
     "l": "text_encoders/hidream_tiny_clip_l.safetensors",
     "g": "text_encoders/hidream_tiny_clip_g.safetensors",
@@ -185,7 +206,7 @@ def clip_model(sd: dict, hidden_act: str, heads: int, pad: int, layer: str, laye
         "intermediate_size": 2 * hidden,
         "num_attention_heads": heads,
         "num_hidden_layers": layers,
-        "max_position_embeddings": 77,
+        "max_position_embeddings": sd["text_model.embeddings.position_embedding.weight"].shape[0],
         "projection_dim": hidden,
         "vocab_size": vocab,
         "layer_norm_eps": 1e-5,
@@ -206,21 +227,25 @@ def clip_model(sd: dict, hidden_act: str, heads: int, pad: int, layer: str, laye
     return m
 
 
-def t5_model(sd: dict) -> sd1_clip.SDClipModel:
+def t5_config(sd: dict) -> dict:
     vocab, width = sd["shared.weight"].shape
-    config = {
-        "d_ff": 16,
+    return {
+        "d_ff": sd["encoder.block.0.layer.1.DenseReluDense.wo.weight"].shape[1],
         "d_kv": 8,
         "d_model": width,
         "dense_act_fn": "gelu_pytorch_tanh",
         "is_gated_act": True,
         "layer_norm_epsilon": 1e-6,
         "model_type": "t5",
-        "num_heads": 1,
-        "num_layers": 1,
+        "num_heads": sd["encoder.block.0.layer.0.SelfAttention.q.weight"].shape[0] // 8,
+        "num_layers": len({k.split(".")[2] for k in sd if k.startswith("encoder.block.")}),
         "relative_attention_num_buckets": 32,
         "vocab_size": vocab,
     }
+
+
+def t5_model(sd: dict) -> sd1_clip.SDClipModel:
+    config = t5_config(sd)
     m = sd1_clip.SDClipModel(  # as T5XXLModel(attention_mask=True) for HiDream
         layer="last",
         textmodel_json_config=config,
@@ -235,13 +260,13 @@ def t5_model(sd: dict) -> sd1_clip.SDClipModel:
     return m
 
 
-def llama_model(sd: dict) -> sd1_clip.SDClipModel:
+def llama_config(sd: dict) -> dict:
     vocab, hidden = sd["model.embed_tokens.weight"].shape
     q_out = sd["model.layers.0.self_attn.q_proj.weight"].shape[0]
     kv_out = sd["model.layers.0.self_attn.k_proj.weight"].shape[0]
     head = q_out // 2
     comfy.text_encoders.llama.Llama2Config.head_dim = head  # a class attribute there, not a config field
-    config = {
+    return {
         "vocab_size": vocab,
         "hidden_size": hidden,
         "intermediate_size": sd["model.layers.0.mlp.gate_proj.weight"].shape[0],
@@ -249,6 +274,10 @@ def llama_model(sd: dict) -> sd1_clip.SDClipModel:
         "num_attention_heads": q_out // head,
         "num_key_value_heads": kv_out // head,
     }
+
+
+def llama_model(sd: dict) -> sd1_clip.SDClipModel:
+    config = llama_config(sd)
     m = sd1_clip.SDClipModel(  # as hunyuan_video.LLAMAModel(layer="all") builds it for HiDream
         layer="all",
         layer_idx=None,
@@ -271,13 +300,14 @@ def row(start, ids, end, pad, length, weights=None) -> list:
     return [[t, (weights or {}).get(i, 1.0)] for i, t in enumerate(r)]
 
 
-def token_cases(vocab_l: int) -> dict:
+def token_cases(vocab_l: int, positions_l: int) -> dict:
+    """Token lists in ComfyUI's shapes; the long CLIP-L's windows are as long as its position table."""
     s, e = vocab_l - 2, vocab_l - 1
     ids = [72, 101, 108, 108, 111]
-    l1, g1 = row(s, ids, e, e, 77), row(s, ids, e, 0, 77)
+    l1, g1 = row(s, ids, e, e, positions_l), row(s, ids, e, 0, 77)
     t1 = row(None, [5, 17, 33, 2, 9], 1, 0, 128)
     y1 = row(128000, [64, 6685, 315, 264, 8415], None, 128009, 128)
-    lw, gw = row(s, ids, e, e, 77, {2: 1.3}), row(s, ids, e, 0, 77, {3: 0.7})
+    lw, gw = row(s, ids, e, e, positions_l, {2: 1.3}), row(s, ids, e, 0, 77, {3: 0.7})
     tw = row(None, [5, 17, 33, 2, 9], 1, 0, 128, {1: 1.2, 4: 0.5})
     yw = row(128000, [64, 6685, 315, 264, 8415] * 8, None, 128009, 128, {1: 1.3, 3: 0.6, 30: 1.1})
     return {
@@ -290,7 +320,9 @@ def token_cases(vocab_l: int) -> dict:
 def record_text() -> dict:
     sds = {name: load(rel) for name, rel in FILES.items()}
     out = {}
-    for name, tokens in token_cases(sds["l"]["text_model.embeddings.token_embedding.weight"].shape[0]).items():
+    vocab_l = sds["l"]["text_model.embeddings.token_embedding.weight"].shape[0]
+    positions_l = sds["l"]["text_model.embeddings.position_embedding.weight"].shape[0]
+    for name, tokens in token_cases(vocab_l, positions_l).items():
         drop = tokens.get("drop", [])
         model = comfy.text_encoders.hidream.HiDreamTEModel.__new__(comfy.text_encoders.hidream.HiDreamTEModel)
         torch.nn.Module.__init__(model)  # its constructor builds the full-size encoders; these are tiny
@@ -322,14 +354,202 @@ def record_text() -> dict:
     return out
 
 
-def main() -> None:
-    torch.set_num_threads(1)
-    fixture = {
-        "comfyui": "0.3.64 (a125cd84)",
-        "dit": record_dit(),
-        "denoised": record_denoised(),
-        "text": record_text(),
+class Llama3Tokenizer:
+    """Llama 3's BPE (quicktok-v1) behind the interface ComfyUI's SDTokenizer calls; <|begin_of_text|> first, as
+    the tokenizer.json ComfyUI ships adds it."""
+
+    @classmethod
+    def from_pretrained(cls, path, **kwargs):
+        return cls()
+
+    def __init__(self):
+        import quicktok
+
+        self.enc = quicktok.get_encoding("llama3")
+
+    def __call__(self, text):
+        return {"input_ids": [128000] + list(self.enc.encode_ordinary(text))}
+
+    def get_vocab(self):
+        return {}
+
+
+def clip_config(sd: dict, hidden_act: str) -> dict:
+    vocab, hidden = sd["text_model.embeddings.token_embedding.weight"].shape
+    return {
+        "hidden_act": hidden_act,
+        "hidden_size": hidden,
+        "intermediate_size": 2 * hidden,
+        "num_attention_heads": hidden // 8,
+        "projection_dim": hidden,
+        "vocab_size": vocab,
+        "layer_norm_eps": 1e-5,
+        "num_hidden_layers": len({k.split(".")[3] for k in sd if k.startswith("text_model.encoder.layers.")}),
+        "max_position_embeddings": sd["text_model.embeddings.position_embedding.weight"].shape[0],
+        "bos_token_id": 49406,
+        "eos_token_id": 49407,
     }
+
+
+def tiny_sizes() -> None:
+    """ComfyUI's loaders at the tiny files' sizes (see the module's docstring)."""
+    sds = {name: load(rel) for name, rel in FILES.items()}
+    configs = {
+        "sd1_clip_config.json": clip_config(sds["l"], "quick_gelu"),
+        "clip_config_bigg.json": clip_config(sds["g"], "gelu"),
+        "t5_config_xxl.json": t5_config(sds["t5xxl"]),
+    }
+    llama = llama_config(sds["llama"])
+    clip_init = sd1_clip.SDClipModel.__init__
+
+    def clip_init_tiny(self, *args, textmodel_json_config=None, **kwargs):
+        if textmodel_json_config is None:  # SDClipModel's default: CLIP-L's sd1_clip_config.json
+            textmodel_json_config = "sd1_clip_config.json"
+        if isinstance(textmodel_json_config, str):
+            name = textmodel_json_config.rsplit("/", 1)[-1]
+            textmodel_json_config = dict(configs.get(name, {})) or textmodel_json_config
+        elif kwargs.get("model_class") is comfy.text_encoders.llama.Llama2:
+            textmodel_json_config = dict(llama)
+        clip_init(self, *args, textmodel_json_config=textmodel_json_config, **kwargs)
+
+    sd1_clip.SDClipModel.__init__ = clip_init_tiny
+    comfy.text_encoders.hunyuan_video.LlamaTokenizerFast = Llama3Tokenizer
+    widths = {
+        sds["l"]["text_model.final_layer_norm.weight"].shape[0]: comfy.sd.TEModel.CLIP_L,
+        sds["g"]["text_model.final_layer_norm.weight"].shape[0]: comfy.sd.TEModel.CLIP_G,
+    }
+    t5_width = sds["t5xxl"]["shared.weight"].shape[1]
+    detect_te = comfy.sd.detect_te_model
+
+    def detect_te_tiny(sd):  # ComfyUI tells CLIP-G by its 31st layer and T5-XXL by its 24th block
+        if "text_model.final_layer_norm.weight" in sd:
+            return widths[sd["text_model.final_layer_norm.weight"].shape[0]]
+        if sd.get("encoder.final_layer_norm.weight", torch.empty(0)).shape[0] == t5_width:
+            return comfy.sd.TEModel.T5_XXL
+        return detect_te(sd)
+
+    comfy.sd.detect_te_model = detect_te_tiny
+    long_clip = comfy.text_encoders.long_clipl.model_options_long_clip
+
+    def long_clip_tiny(sd, tokenizer_data, model_options):  # it names CLIP-G by the same 31st-layer key
+        if detect_te_tiny(sd) == comfy.sd.TEModel.CLIP_G:
+            sd = {**sd, "text_model.encoder.layers.30.mlp.fc1.weight": None}
+        return long_clip(sd, tokenizer_data, model_options)
+
+    comfy.text_encoders.long_clipl.model_options_long_clip = long_clip_tiny
+
+    def load_sd_tiny(self, sd):  # HiDreamTEModel.load_sd routes by those same keys
+        kind = detect_te_tiny(sd)
+        target = {
+            comfy.sd.TEModel.CLIP_L: self.clip_l,
+            comfy.sd.TEModel.CLIP_G: self.clip_g,
+            comfy.sd.TEModel.T5_XXL: self.t5xxl,
+        }.get(kind, self.llama)
+        return target.load_sd(sd)
+
+    comfy.text_encoders.hidream.HiDreamTEModel.load_sd = load_sd_tiny
+    dit = load(DIT)
+    detect = comfy.model_detection.detect_unet_config
+
+    def detect_tiny(state_dict, key_prefix, metadata=None):
+        cfg = detect(state_dict, key_prefix, metadata=metadata)
+        if cfg is not None and cfg.get("image_model") == "hidream":
+            cfg = dit_config(dit)
+        return cfg
+
+    comfy.model_detection.detect_unet_config = detect_tiny
+    ae = load(VAE)
+    sizes = {
+        "ch": ae["encoder.conv_in.weight"].shape[0],
+        "ch_mult": [1] * len({k.split(".")[2] for k in ae if k.startswith("encoder.down.")}),
+        "num_res_blocks": len({k.split(".")[4] for k in ae if k.startswith("encoder.down.0.block.")}),
+    }
+    for name in ("Encoder", "Decoder"):
+        cls = getattr(ldm_vae, name)
+        setattr(ldm_vae, name, lambda cls=cls, **kw: cls(**{**kw, **sizes}))
+
+
+def run_node(cls, inputs: dict) -> tuple:
+    if hasattr(cls, "FUNCTION"):
+        return getattr(cls(), cls.FUNCTION)(**inputs)
+    out = cls.execute(**inputs)  # a v3 node (io.ComfyNode)
+    return tuple(out.result) if hasattr(out, "result") else out
+
+
+def run_workflow(prompt: dict) -> dict:
+    """The workflow node by node in dependency order with 0.3.64's node classes; SaveImage replaced by what it
+    would write."""
+    from comfy_extras import (
+        nodes_cfg,
+        nodes_custom_sampler,
+        nodes_hidream,
+        nodes_ip2p,
+        nodes_model_advanced,
+        nodes_post_processing,
+        nodes_sd3,
+    )
+
+    import nodes
+
+    classes = dict(nodes.NODE_CLASS_MAPPINGS)
+    modules = (
+        nodes_cfg,
+        nodes_custom_sampler,
+        nodes_hidream,
+        nodes_ip2p,
+        nodes_model_advanced,
+        nodes_post_processing,
+        nodes_sd3,
+    )
+    for module in modules:
+        classes.update(getattr(module, "NODE_CLASS_MAPPINGS", {}))
+        for cls in vars(module).values():
+            if isinstance(cls, type) and cls.__module__ == module.__name__ and hasattr(cls, "define_schema"):
+                classes[cls.define_schema().node_id] = cls
+    results: dict[str, tuple] = {}
+
+    def run(node_id: str) -> tuple:
+        if node_id not in results:
+            node = prompt[node_id]
+            inputs = {k: run(v[0])[v[1]] if isinstance(v, list) else v for k, v in node["inputs"].items()}
+            if node["class_type"] == "ImageScaleToTotalPixels":  # 0.10.0's new input, at its default
+                inputs.setdefault("resolution_steps", 1)
+            if node["class_type"] == "SaveImage":
+                results[node_id] = (inputs["images"],)
+            else:
+                results[node_id] = run_node(classes[node["class_type"]], inputs)
+        return results[node_id]
+
+    (save,) = [k for k, v in prompt.items() if v["class_type"] == "SaveImage"]
+    pngs = []
+    for im in run(save)[0]:
+        png = np.clip(255.0 * im.detach().cpu().numpy(), 0, 255).astype(np.uint8)
+        pngs.append({"shape": list(png.shape), "u8": base64.b64encode(png.tobytes()).decode()})
+    return {"prompt": prompt, "pngs_rgb": pngs}
+
+
+def main() -> None:
+    """0.3.64 records the networks (dit, denoised, text); the workflows are recorded by 0.10.0 into the same file
+    (`--workflows` after the workspace): our samplers draw their per-step noise as ComfyUI does since 0.10.0 (its
+    PR 11528: seed + 1 on the CPU), which changes KSampler lcm's images from 0.3.64's."""
+    import comfyui_version
+
+    torch.set_num_threads(1)
+    version = comfyui_version.__version__
+    if WORKFLOWS[:1] == ["--workflows"]:
+        with open(OUT) as f:
+            fixture = json.load(f)
+        tiny_sizes()
+        for folder in ("diffusion_models", "text_encoders", "vae"):
+            folder_paths.add_model_folder_path(folder, f"{MODELS}/{folder}", is_default=True)
+        folder_paths.set_input_directory(f"{WORKSPACE}/input")
+        fixture["workflows_comfyui"] = version
+        fixture["workflows"] = {}
+        for path in WORKFLOWS[1:]:
+            with open(path) as f:
+                fixture["workflows"][path.rsplit("/", 1)[-1][: -len(".json")]] = run_workflow(json.load(f))
+    else:
+        fixture = {"comfyui": version, "dit": record_dit(), "denoised": record_denoised(), "text": record_text()}
     with open(OUT, "w") as f:
         json.dump(fixture, f)
 

@@ -2,11 +2,12 @@
 bare, as Comfy-Org's hidream_i1_*.safetensors: `double_stream_blocks.N.block.attn1.to_q`,
 `single_stream_blocks.N.block.ff_i.experts.M.w1`, `caption_projection.N.linear`, ...) as
 diffusion_models/hidream_i1_tiny.safetensors: 2 double and 2 single MoE blocks (4 experts, 2 active) of 2 heads
-32 wide, over the tiny CLIP-L and CLIP-G (pooled 32 + 48) and T5-XXL (4096 wide) of sd3-tiny, written again
-under HiDream's names (text_encoders/hidream_tiny_clip_l|clip_g|t5xxl.safetensors), and a tiny Llama 3.1 with the
-real 128,256-token vocabulary, 32 wide and 4 layers deep (its 4 hidden states feed the 4 blocks) as
-text_encoders/llama_3.1_8b_instruct_tiny.safetensors. The VAE is Flux's (vae/flux-tiny-ae.safetensors).
-Same seed -> byte-identical files."""
+32 wide. Its text encoders keep the real vocabularies, so ComfyUI's own tokenizers read them too: a long CLIP-L
+(248 positions, as clip_l_hidream) 32 wide and a CLIP-G 48 wide over CLIP's 49,408 tokens
+(text_encoders/hidream_tiny_clip_l|clip_g.safetensors, HF layout), a T5 32 wide over T5's 32,128
+(text_encoders/hidream_tiny_t5xxl.safetensors), and a Llama 3.1 32 wide and 4 layers deep over Llama 3's 128,256
+(its 4 hidden states feed the 4 blocks; text_encoders/llama_3.1_8b_instruct_tiny.safetensors). The VAE is Flux's
+(vae/flux-tiny-ae.safetensors). Same seed -> byte-identical files."""
 
 from __future__ import annotations
 
@@ -15,8 +16,6 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from nodes.models.flux_configs import METADATA_KEY
-from nodes.models.flux_demo import CONFIG_NAME as T5_CONFIG
 from nodes.models.flux_demo import randomize_constants
 from nodes.models.hidream import llama_layers, rope_axes
 from nodes.output_claims import write_atomic
@@ -30,6 +29,8 @@ CLIP_FILES = {
     "t5xxl": "text_encoders/hidream_tiny_t5xxl.safetensors",
 }
 LLAMA = {"hidden": 32, "layers": 4, "heads": 2, "kv_heads": 1, "mlp": 64, "vocab": 128256}
+CLIP_VOCAB, T5_VOCAB, T5_WIDTH = 49408, 32128, 32
+CLIPS = {"clip_l": (32, 248, "quick_gelu"), "clip_g": (48, 77, "gelu")}  # width, positions, activation
 HEAD_DIM = 32
 BLOCKS = (2, 2)  # double, single
 CONFIG = {
@@ -40,7 +41,7 @@ CONFIG = {
     "num_single_layers": BLOCKS[1],
     "attention_head_dim": HEAD_DIM,
     "num_attention_heads": 2,
-    "caption_channels": [4096, LLAMA["hidden"]],
+    "caption_channels": [T5_WIDTH, LLAMA["hidden"]],
     "text_emb_dim": 32 + 48,
     "num_routed_experts": 4,
     "num_activated_experts": 2,
@@ -71,19 +72,63 @@ def tiny_llama(seed: int = SEED) -> torch.nn.Module:
     return model
 
 
+def tiny_clip(name: str, gen: torch.Generator) -> dict[str, torch.Tensor]:
+    """A 3-layer CLIP text model with a projection, in the HF file layout (`text_model.`, `text_projection`)."""
+    from transformers import CLIPTextConfig, CLIPTextModelWithProjection
+
+    from nodes.models.clip import clip_heads
+
+    width, positions, act = CLIPS[name]
+    cfg = CLIPTextConfig(
+        vocab_size=CLIP_VOCAB,
+        hidden_size=width,
+        intermediate_size=2 * width,
+        num_hidden_layers=3,
+        num_attention_heads=clip_heads(width),
+        max_position_embeddings=positions,
+        projection_dim=width,
+        hidden_act=act,
+    )
+    model = CLIPTextModelWithProjection(cfg)
+    randomize_constants(model, gen)
+    return {k: v.contiguous() for k, v in model.state_dict().items() if not k.endswith("position_ids")}
+
+
+def tiny_t5(gen: torch.Generator) -> dict[str, torch.Tensor]:
+    from transformers import T5Config, T5EncoderModel
+
+    cfg = T5Config(
+        vocab_size=T5_VOCAB,
+        d_model=T5_WIDTH,
+        d_kv=8,
+        d_ff=64,
+        num_layers=2,
+        num_heads=4,
+        feed_forward_proj="gated-gelu",
+        is_encoder_decoder=False,
+        use_cache=False,
+    )
+    model = T5EncoderModel(cfg)
+    randomize_constants(model, gen)
+    return {k: v.contiguous() for k, v in model.state_dict().items() if k != "encoder.embed_tokens.weight"}
+
+
 def tiny_hidream_state_dicts(seed: int = SEED) -> dict[str, dict[str, torch.Tensor]]:
     from diffusers import HiDreamImageTransformer2DModel
-
-    from nodes.models.sd3_demo import tiny_sd3_state_dicts
 
     torch.manual_seed(seed)
     network = HiDreamImageTransformer2DModel(**CONFIG)
     randomize_constants(network, torch.Generator().manual_seed(seed + 1))
-    sd3 = tiny_sd3_state_dicts()
     llama = {"model." + k: v.contiguous() for k, v in tiny_llama(seed).state_dict().items()}
-    files = {FILE: {k: v.contiguous() for k, v in network.state_dict().items()}, LLAMA_FILE: llama}
-    files.update({CLIP_FILES[name]: sd3[name] for name in CLIP_FILES})
-    return files
+    gen = torch.Generator().manual_seed(seed + 3)
+    torch.manual_seed(seed + 3)
+    return {
+        FILE: {k: v.contiguous() for k, v in network.state_dict().items()},
+        LLAMA_FILE: llama,
+        CLIP_FILES["clip_l"]: tiny_clip("clip_l", gen),
+        CLIP_FILES["clip_g"]: tiny_clip("clip_g", gen),
+        CLIP_FILES["t5xxl"]: tiny_t5(gen),
+    }
 
 
 def build_demo_hidream(models_dir: Path, seed: int = SEED) -> list[Path]:
@@ -94,7 +139,6 @@ def build_demo_hidream(models_dir: Path, seed: int = SEED) -> list[Path]:
     for name, sd in sds.items():
         path = Path(models_dir) / name
         path.parent.mkdir(parents=True, exist_ok=True)
-        meta = {METADATA_KEY: T5_CONFIG} if name == CLIP_FILES["t5xxl"] else None  # the tiny T5's own vocabulary
-        write_atomic(path, lambda tmp, sd=sd, meta=meta: save_file(sd, tmp, metadata=meta))
+        write_atomic(path, lambda tmp, sd=sd: save_file(sd, tmp))
         written.append(path)
     return written

@@ -7,8 +7,10 @@ by scripts/hidream_workflow.py: the templates' own graphs, the tiny files substi
   prompts), UNETLoader -> CFGNorm, DualCFGGuider (the template guides with the plain positive prompt as its
   negative: an entry without the edit image), SamplerCustomAdvanced.
 
-Each renders the same image with the default executor and with `--executors 0`. The model's numbers are checked
-against ComfyUI 0.3.64 in tests/models/test_hidream.py."""
+Each renders the same image with the default executor and with `--executors 0`, and that image equals upstream
+ComfyUI 0.10.0's of the same workflow on the same files within 1/255 (run node by node with its node classes by
+scripts/record_comfyui_hidream.py, its Llama 3 tokenizer the same BPE as ours). 0.10.0, not 0.3.64: our samplers
+draw their per-step noise as ComfyUI does since 0.10.0, and I1 Dev samples with lcm, which re-noises each step."""
 
 from __future__ import annotations
 
@@ -22,8 +24,10 @@ from PIL import Image
 
 from scripts.hidream_workflow import TEMPLATES, tiny_template
 from tests.e2e.test_context_windows_served import _images
+from tests.e2e.test_qwen_image_workflow import comfyui_images
 
 REPO = Path(__file__).resolve().parents[2]
+RECORDED = json.loads((REPO / "tests" / "models" / "fixtures" / "comfyui_hidream.json").read_text())["workflows"]
 
 
 def shipped(name: str) -> dict:
@@ -34,6 +38,7 @@ def shipped(name: str) -> dict:
 def test_shipped_workflows_are_the_templates_graph(name: str) -> None:
     ui = json.loads((REPO / "workflows_json" / f"{name}.ui.json").read_text())
     assert ui == tiny_template(TEMPLATES[name])
+    assert RECORDED[name]["prompt"] == shipped(name)  # what ComfyUI ran is what we ship
 
 
 @pytest.fixture(scope="module")
@@ -46,13 +51,17 @@ def servers(serve):
 
 
 @pytest.mark.parametrize("name", sorted(TEMPLATES))
-def test_template_renders_the_same_in_both_executor_modes(servers, name: str) -> None:
+def test_template_in_both_executor_modes_equals_comfyuis(servers, name: str) -> None:
     images = {mode: _images(base, shipped(name)) for mode, base in servers.items()}
     default = images["default"]
     assert default.ndim == 4 and default.shape[-1] == 3 and default.std() > 0
     assert np.array_equal(default, images["in-process"]), (
         f"{int((default != images['in-process']).sum())} values differ between the executor modes"
     )
+    theirs = np.stack(comfyui_images(RECORDED[name]))
+    assert default.shape == theirs.shape
+    diff = np.abs(default.astype(int) - theirs.astype(int))
+    assert diff.max() <= 1, f"{int((diff > 1).sum())} values differ from ComfyUI's image by more than 1/255"
 
 
 def test_edit_image_entries_are_not_batched_with_plain_ones(demo_workspace, monkeypatch) -> None:
