@@ -17,9 +17,26 @@ VIRTUAL_TYPES = {"Reroute", "PrimitiveNode", "Note", "MarkdownNote"}
 # Beside the plain types, the input types the web UI draws a widget for whose value a node reads (its widget
 # registry): a colour picker, a curve editor, a crop box, Create Bounding Boxes' canvas editor. Each takes its place
 # in a node's widgets_values, so one left out would shift every widget after it.
-WIDGET_TYPES = {"INT", "FLOAT", "STRING", "BOOLEAN", "COMBO", "COLOR", "CURVE", "BOUNDING_BOX", "BOUNDING_BOXES"}
+WIDGET_TYPES = {
+    "INT",
+    "FLOAT",
+    "STRING",
+    "BOOLEAN",
+    "COMBO",
+    "COLOR",
+    "CURVE",
+    "BOUNDING_BOX",
+    "BOUNDING_BOXES",
+    "IMAGECOMPARE",
+}
+# Image Compare's slider (IMAGECOMPARE): the web UI's widget starts as ['', ''] and is sent with the prompt, so a saved
+# workflow without its value (today's templates) still gives the node its required input.
+WIDGET_INITIAL_VALUES = {"IMAGECOMPARE": ["", ""]}
 CONTROL_VALUES = {"fixed", "increment", "decrement", "randomize"}
 UPLOAD_KEYS = ("image_upload", "video_upload", "audio_upload", "file_upload")
+# Widgets the web UI leaves out of a saved workflow's widgets_values but sends in the prompt, with the value it
+# sends: Image Compare's slider (its widget is made with serialize false on the node, true in its options).
+UNSAVED_WIDGETS = {"IMAGECOMPARE": ("", "")}
 
 
 def is_ui_format(data: Any) -> bool:
@@ -54,7 +71,18 @@ def _is_widget(spec: Any) -> bool:
 
 
 def _widget_values(node: dict, info: dict) -> dict[str, Any]:
-    """Input name -> widget value for one node, following object_info's input order."""
+    """Input name -> widget value for one node: its saved widgets, then the unsaved ones the web UI sends."""
+    unsaved = {
+        name: {"__value__": list(UNSAVED_WIDGETS[spec[0]])}
+        for category in ("required", "optional")
+        for name, spec in info.get("input", {}).get(category, {}).items()
+        if isinstance(spec, (list, tuple)) and spec and isinstance(spec[0], str) and spec[0] in UNSAVED_WIDGETS
+    }
+    return {**_saved_widget_values(node, info), **unsaved}
+
+
+def _saved_widget_values(node: dict, info: dict) -> dict[str, Any]:
+    """Input name -> saved widget value for one node, following object_info's input order."""
     values = node.get("widgets_values")
     if isinstance(values, dict):
         return dict(values)
@@ -68,6 +96,8 @@ def _widget_values(node: dict, info: dict) -> dict[str, Any]:
             if _is_dynamic_combo(spec) and pos < len(values):
                 pos = _dynamic_combo_values(name, spec, values, pos, out)
                 continue
+            if _is_widget(spec) and pos >= len(values) and spec[0] in WIDGET_INITIAL_VALUES:
+                out[name] = {"__value__": list(WIDGET_INITIAL_VALUES[spec[0]])}
             if not _is_widget(spec) or pos >= len(values):
                 continue
             # the web UI sends a list-valued widget as {"__value__": [...]}: a bare list would read as a link

@@ -128,3 +128,34 @@ def test_colour_and_curve_widgets_keep_their_places():
     }
     inputs = ui_to_api(ui, _TextOverlayRegistry())["1"]["inputs"]
     assert inputs == {"size": 32, "color": "#0a9299", "curve": curve, "text": "hi"}
+
+
+async def test_image_compare_gets_the_slider_value_the_web_ui_sends(tmp_path):
+    # The web UI keeps Image Compare's slider out of widgets_values (the templates save it as []) but sends it in
+    # the prompt as {"__value__": ["", ""]}; without it ComfyUI's validation drops the node: compare_view missing.
+    from comfy_bridge.registry import build_registry
+    from comfy_bridge.validation import validate_prompt
+    from nodes.workspace import Workspace, activate
+
+    registry = build_registry(activate(Workspace(tmp_path / "w").create()), load_custom_nodes=False)
+    ui = {
+        "nodes": [
+            {"id": 1, "type": "EmptyImage", "mode": 0, "inputs": [], "widgets_values": [8, 8, 1, 0]},
+            {
+                "id": 2,
+                "type": "ImageCompare",
+                "mode": 0,
+                "inputs": [
+                    {"name": "image_a", "shape": 7, "type": "IMAGE", "link": 1},
+                    {"name": "image_b", "shape": 7, "type": "IMAGE", "link": 2},
+                ],
+                "widgets_values": [],
+            },
+        ],
+        "links": [[1, 1, 0, 2, 0, "IMAGE"], [2, 1, 0, 2, 1, "IMAGE"]],
+    }
+    prompt = ui_to_api(ui, registry)
+    assert prompt["2"]["inputs"] == {"compare_view": {"__value__": ["", ""]}, "image_a": ["1", 0], "image_b": ["1", 0]}
+    valid, error, outputs, node_errors = await validate_prompt(registry, "p", prompt, None)
+    assert (valid, error, node_errors) == (True, None, {})
+    assert outputs == ["2"]
