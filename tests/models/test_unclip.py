@@ -146,3 +146,25 @@ def test_conditioning_node_appends_and_zero_strength_passes_through():
     assert "unclip_conditioning" not in cond[0][1]  # the input is left as it was
     with pytest.raises(ValueError, match="clip_vision_output"):
         unCLIPConditioning().apply_adm(cond, "not an output", 1.0, 0.0)
+
+
+def test_checkpoint_loader_hands_out_the_image_encoder_and_names_a_file_without_one(tmp_path):
+    from nodes import workspace as ws_module
+    from nodes.library.unclip import unCLIPCheckpointLoader
+    from nodes.models.demo import _save
+    from nodes.models.unclip_demo import sd21_unclip_checkpoint
+
+    before = ws_module.active()
+    ws = ws_module.activate(ws_module.Workspace(tmp_path / "ws").create())
+    try:
+        full = sd21_unclip_checkpoint()
+        _save(full, ws.models_dir / "checkpoints" / "unclip.safetensors")
+        without = {k: v for k, v in full.items() if not k.startswith("embedder.")}
+        _save(without, ws.models_dir / "checkpoints" / "no-vision.safetensors")
+        model, clip, vae, vision = unCLIPCheckpointLoader().load_checkpoint("unclip.safetensors")
+        assert (model.arch, vision.component, vision.sources) == ("sd2", "clip_vision", model.sources)
+        assert clip is not None and vae is not None
+        with pytest.raises(ValueError, match="ckpt_name: 'no-vision.safetensors' holds no CLIP vision model"):
+            unCLIPCheckpointLoader().load_checkpoint("no-vision.safetensors")
+    finally:
+        ws_module.activate(before)
