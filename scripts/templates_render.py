@@ -75,6 +75,8 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     (None, r"^NetaYume", "netayume-lumina-tiny.safetensors"),
     # Qwen-Image and Qwen-Image-Edit (scripts/qwen_image_edit_workflow.py): 2511 has its own tiny transformer
     (None, r"^qwen_image_edit_2511", "qwen_image_edit_2511_tiny.safetensors"),
+    # Marigold V2's base model, ComfyUI's int8 ConvRot file (nodes/models/marigold_demo.py)
+    (None, r"^qwen_image_edit_2509_int8_convrot", "qwen_image_edit_2509_int8_convrot_tiny.safetensors"),
     (None, r"^qwen_image_(edit_2509|edit_fp8|2512|fp8|bf16)", "qwen_image_tiny.safetensors"),
     (r"^qwen_image_edit", r"^qwen_2\.5_vl_7b", "qwen_2.5_vl_7b_edit_tiny.safetensors"),
     (r"^qwen_image_(2512|fp8|bf16)", r"^qwen_2\.5_vl_7b", "qwen_2.5_vl_7b_tiny.safetensors"),
@@ -91,6 +93,11 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     # Qwen-Image InstantX ControlNets (nodes/models/qwen_image_controlnet_demo.py): Union and Inpainting
     (None, r"^Qwen-Image-InstantX-ControlNet-Inpainting", "qwen_image_instantx_inpainting_tiny.safetensors"),
     (None, r"^Qwen-Image-InstantX-ControlNet-Union", "qwen_image_instantx_union_tiny.safetensors"),
+    # Marigold V2 (nodes/models/marigold_demo.py): Qwen-Image-Edit 2509 as ComfyUI's int8 ConvRot file, the task's
+    # conditioning, VAE (Qwen-Image's layout: its tiny one) and LoRA (a Qwen-Image LoRA: the family's tiny one)
+    (None, r"^marigold_v2_.*_conditioning", "marigold_v2_conditioning_tiny.safetensors"),
+    (None, r"^marigold_v2_.*_vae", "qwen_image_vae_tiny.safetensors"),
+    (None, r"^marigold_v2_", "qwen_image_edit_tiny_lightning.safetensors"),
     # any LoRA of a Qwen-Image template (Lightning, style, angles, control): the family's tiny LoRA; never a
     # ControlNet file (the Fun Union's has no tiny file yet), which a LoRA cannot stand for
     (r"^qwen_image_(edit|2512|fp8|bf16)", r"(?i)^(?!.*controlnet).*qwen", "qwen_image_edit_tiny_lightning.safetensors"),

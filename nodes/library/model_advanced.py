@@ -92,6 +92,9 @@ class ModelSamplingStableCascade(_Patch):
         return (with_sampling(require_model(model), {"kind": "stable_cascade", "shift": float(shift)}),)
 
 
+AURA_SAMPLINGS = ("flow", "img_to_img_velocity")
+
+
 class ModelSamplingSD3(_Patch):
     DESCRIPTION = "Samples the model as a rectified-flow model (SD3's schedule) with the given time shift."
 
@@ -99,9 +102,12 @@ class ModelSamplingSD3(_Patch):
     def INPUT_TYPES(cls):
         return {"required": {"model": ("MODEL",), "shift": _shift(3.0)}}
 
-    def patch(self, model: Any, shift: float, multiplier: float = 1000) -> tuple[ModelRef]:
+    def patch(self, model: Any, shift: float, multiplier: float = 1000, sampling: str = "flow") -> tuple[ModelRef]:
         model = require_model(model)
-        config = {"kind": "flow", "prediction": "const", "shift": float(shift), "multiplier": float(multiplier)}
+        if sampling not in AURA_SAMPLINGS:
+            raise ValueError(f"sampling: unknown value {sampling!r} (one of {', '.join(AURA_SAMPLINGS)})")
+        prediction = "const" if sampling == "flow" else sampling
+        config = {"kind": "flow", "prediction": prediction, "shift": float(shift), "multiplier": float(multiplier)}
         noise_scale = sampling_config(model).get("noise_scale")
         if noise_scale is not None:  # a ModelNoiseScale before it stays in force, as in today's ComfyUI
             config["noise_scale"] = noise_scale
@@ -114,10 +120,14 @@ class ModelSamplingAuraFlow(ModelSamplingSD3):
 
     @classmethod
     def INPUT_TYPES(cls):
-        return {"required": {"model": ("MODEL",), "shift": _shift(1.73)}}
+        # `sampling` is today's ComfyUI's (Marigold V2's templates set img_to_img_velocity); 0.3.64 has no such input
+        return {
+            "required": {"model": ("MODEL",), "shift": _shift(1.73)},
+            "optional": {"sampling": (list(AURA_SAMPLINGS), {"default": "flow", "advanced": True})},
+        }
 
-    def patch_aura(self, model: Any, shift: float) -> tuple[ModelRef]:
-        return self.patch(model, shift, multiplier=1.0)
+    def patch_aura(self, model: Any, shift: float, sampling: str = "flow") -> tuple[ModelRef]:
+        return self.patch(model, shift, multiplier=1.0, sampling=sampling)
 
 
 class ModelSamplingFlux(_Patch):

@@ -311,6 +311,9 @@ def build_demo_models(models_dir: Path, include_flux: bool = True) -> list[Path]
         build_lotus = getattr(_optional("nodes.models.lotus_demo"), "build_demo_lotus", None)
         if build_lotus is not None:
             written += build_lotus(models_dir)
+        build_marigold = getattr(_optional("nodes.models.marigold_demo"), "build_demo_marigold", None)
+        if build_marigold is not None:
+            written += build_marigold(models_dir)
     return written
 
 

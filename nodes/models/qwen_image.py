@@ -24,6 +24,7 @@ from diffusers import QwenImageTransformer2DModel
 
 from cluster.refs import ModelRef
 from nodes.arch import sampling_config
+from nodes.models import comfy_quant
 from nodes.models.components import WAN21_LATENT, DiffusionModel
 from nodes.models.detect import QWEN_IMAGE_MARKER
 from nodes.models.errors import ModelLoadError
@@ -256,6 +257,8 @@ def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) 
     """A Qwen-Image DiffusionModel from a bare or `model.diffusion_model.`-prefixed transformer file, LoRAs
     merged. It computes in float32 whatever the file's dtype, as ComfyUI 0.3.64 runs Qwen-Image on a CPU."""
     path = ref.sources[0] if ref.sources else None
+    if comfy_quant.is_quantized(state_dict):  # ComfyUI's int8 files (Marigold V2's qwen_image_edit_2509_int8_convrot)
+        state_dict = comfy_quant.dequantize(state_dict, path, torch.float32)
     try:
         method = default_ref_method(state_dict)
         sd = to_diffusers_layout(state_dict)

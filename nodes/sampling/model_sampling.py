@@ -83,6 +83,19 @@ class Const:
         return latent / (1.0 - s)
 
 
+class ImgToImgVelocity(Const):
+    """Deterministic image-to-image flow (today's ComfyUI's IMG_TO_IMG_VELOCITY, Marigold V2): the network sees the
+    encoded image itself, unscaled and un-noised, and predicts a velocity v with x0 = input - v at any sigma."""
+
+    name = "img_to_img_velocity"
+
+    def calculate_denoised(self, sigma: Tensor, out: Tensor, x: Tensor, sigma_data: float) -> Tensor:
+        return x - out
+
+    def noise_scaling(self, sigma: Tensor, noise: Tensor, latent: Tensor, max_denoise: bool) -> Tensor:
+        return latent
+
+
 class X0(Eps):
     """The network predicts the clean latent itself."""
 
@@ -161,6 +174,7 @@ PARAMETERISATIONS = {
     "flow": Const,
     "x0": X0,
     "img_to_img": ImgToImg,
+    "img_to_img_velocity": ImgToImgVelocity,
     "edm": Edm,
     "cosmos_rflow": CosmosRFlow,
 }

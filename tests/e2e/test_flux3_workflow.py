@@ -13,9 +13,8 @@ modular pipeline (Flux3AutoBlocks without its prompt-upsampler step, which the t
 on the same tiny files: the image equals it within 1/255. From a fresh, empty workspace (serve builds the demo
 files on its first start) the image is the same with the default executors and with `--executors 0`.
 
-Known mismatch: the edit template's Image Compare output fails validation here ("Required input is missing:
-compare_view", the web UI's slider widget that the saved template carries no value for); ComfyUI ignores an
-invalid output the same way, but whether its web UI sends that widget was not found out."""
+The edit template's Image Compare slider (compare_view), which the saved template carries no value for, is sent as
+the web UI's widget starts it (['', '']; tests/nodes/test_image_compare_widget.py), so that output validates."""
 
 from __future__ import annotations
 

@@ -66,6 +66,8 @@ DOCUMENTED_ONLY = {
     "ReferenceMultiLatent": "tests/nodes/test_flux3_nodes.py",
     # ComfyUI 0.10.0 has it, but its audio nodes need torchaudio and did not load where its object_info was recorded
     "LTXVAudioVAEEncode": "tests/nodes/test_ltxv_audio_encode.py",
+    # newer than 0.10.0 (Marigold V2); declared from today's ComfyUI's source
+    "MarigoldV2PostProcess": "tests/nodes/test_marigold.py",
 }
 TODAY_CLASSES = Path(__file__).resolve().parent / "fixtures" / "comfyui_today_classes.json"
 # Differences we know of and say in docs/compatibility.md, each with its reason; a gap that closes must leave this table.
@@ -75,6 +77,9 @@ KNOWN_GAPS: dict[tuple[str, str], str] = {
         "FluxKontextMultiReferenceLatentMethod",
         "input.required.reference_latents_method",
     ): "today's ComfyUI's option index_timestep_zero (Qwen-Image-Edit 2511's reference method) is offered",
+    ("ModelSamplingAuraFlow", "input.optional.sampling"): "today's ComfyUI's optional sampling (flow or "
+    "img_to_img_velocity, which Marigold V2's templates set) is offered",
+    ("ModelSamplingAuraFlow", "input_order.optional"): "today's ComfyUI's optional sampling input",
 }
 
 
