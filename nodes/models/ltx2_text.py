@@ -11,7 +11,8 @@ token (channels then layers) and projected to the caption width; each connector 
 registers up to a multiple of 128 tokens (at least 1024), runs its blocks with 1-D split RoPE and RMS-normalises;
 the video and audio results are joined on the channel axis. Gemma 3 is transformers' Gemma3TextModel (global layers
 every sixth with linear RoPE scaling 8, sliding windows of 1024 elsewhere, as ComfyUI's Gemma3_12B_Config); the
-connectors are diffusers' LTX2ConnectorTransformer1d. Prompt weights other than 1 are refused by name."""
+connectors are diffusers' LTX2ConnectorTransformer1d. Prompt weights are off, as in the newest ComfyUI (its Gemma 3
+tokenizer is built with disable_weights; 0.10.0 still weighted them): the templates' parentheses are read as text."""
 
 from __future__ import annotations
 
@@ -28,9 +29,9 @@ from transformers import Gemma3TextConfig, Gemma3TextModel
 from cluster.refs import ModelRef
 from nodes.models.components import TextEncoder
 from nodes.models.errors import ModelLoadError
-from nodes.models.flux_tokenize import ChunkRules, tokenize_weighted
 from nodes.models.ltx2 import file_metadata
 from nodes.models.safetensors_io import build_module
+from nodes.models.tokenizer import escape_parens, unescape_parens
 from nodes.models.wan_text import spiece_tokenizer
 
 GEMMA_PREFIX = "model."
@@ -38,8 +39,7 @@ GEMMA_MARKER = "model.layers.0.self_attn.q_norm.weight"
 SPIECE_KEY = "spiece_model"
 PROJECTION = "text_embedding_projection.aggregate_embed.weight"
 CONNECTOR_PREFIX = "model.diffusion_model.{}_embeddings_connector."
-BOS, PAD = 2, 0
-RULES = ChunkRules(start=BOS, end=None, pad=PAD, max_length=99_999_999, pad_to_max_length=False, min_length=1)
+BOS = 2
 CONNECTOR_HEAD_DIM = 128
 SLIDING_WINDOW, GLOBAL_EVERY = 1024, 6  # ComfyUI's Gemma3_12B_Config: sliding_attention = [1024] * 5 + [False]
 # ComfyUI's connector names <- diffusers'
@@ -153,17 +153,17 @@ def _with_real_buffers(model: Gemma3TextModel) -> Gemma3TextModel:
 @dataclass
 class LTX2TextEncoder(TextEncoder):
     tokenizer: Callable[[str], list[int]] | None = None
-    rules: ChunkRules = RULES
     extra: dict[str, Any] = field(default_factory=dict)
 
     def tokenize(self, text: str) -> dict[str, list[list[tuple[int, float]]]]:
-        return {"gemma3_12b": tokenize_weighted(text, self.tokenizer, self.rules)}
+        """Weights off, as the newest ComfyUI's Gemma 3 tokenizer has them (disable_weights; 0.10.0 still parsed
+        them): `(red:1.3)` is text, only the escaped `\\(` `\\)` come out as plain parentheses."""
+        literal = unescape_parens(escape_parens(text))
+        return {"gemma3_12b": [[(BOS, 1.0)] + [(t, 1.0) for t in self.tokenizer(literal)]]}
 
     @torch.no_grad()
     def encode(self, tokens: dict[str, list[list[tuple[int, float]]]]) -> tuple[torch.Tensor, torch.Tensor | None]:
         chunks = tokens["gemma3_12b"]
-        if any(w != 1.0 for chunk in chunks for _, w in chunk):
-            raise ValueError("prompt weights (word:weight) are not supported by LTX-2's Gemma text encoder")
         ids = torch.tensor([[t for chunk in chunks for t, _ in chunk]], dtype=torch.long)
         gemma: Gemma3TextModel = self.modules["gemma3_12b"]
         states = gemma(input_ids=ids, output_hidden_states=True).hidden_states  # embeddings + each layer

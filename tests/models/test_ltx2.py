@@ -202,9 +202,15 @@ def test_gemma_file_is_detected_and_needs_its_checkpoint(checkpoint, gemma) -> N
     assert probe(gemma).arch == "gemma3"
     with pytest.raises(ModelLoadError, match="LTXAVTextEncoderLoader"):
         loader.load_text_encoder(make_ref("text_encoder", "ltx2", [gemma], clip_type="ltxv"))
-    with pytest.raises(ValueError, match="prompt weights"):
-        enc = loader.load_text_encoder(make_ref("text_encoder", "ltx2", [gemma, checkpoint], clip_type="ltxv"))
-        enc.encode(enc.tokenize("a (red:1.3) fox"))
+
+
+def test_prompt_weights_are_text_as_in_the_newest_comfyui(checkpoint, gemma) -> None:
+    """Its Gemma 3 tokenizer disables weights: `(red:1.3)` and `(fox)` are read as written, `\\(` as `(`."""
+    enc = loader.load_text_encoder(make_ref("text_encoder", "ltx2", [gemma, checkpoint], clip_type="ltxv"))
+    [chunk] = enc.tokenize("a (red:1.3) \\(fox\\)")["gemma3_12b"]
+    assert chunk == [(2, 1.0)] + [(t, 1.0) for t in enc.tokenizer("a (red:1.3) (fox)")]
+    cond, _ = enc.encode({"gemma3_12b": [chunk]})
+    assert torch.isfinite(cond).all()
 
 
 def test_gemma_without_its_tokenizer_is_refused(checkpoint, gemma, tmp_path) -> None:
