@@ -168,6 +168,23 @@ def test_tokens_follow_comfyuis_rules(text_encoder) -> None:
     assert len(long["t5xxl"]) == 1  # only T5's first window is kept, as ComfyUI does
 
 
+def test_dual_clip_loader_type_hidream_gives_comfyuis_zeros_for_t5_and_llama(demo_workspace) -> None:
+    """DualCLIPLoader type hidream with CLIP-L and CLIP-G (ComfyUI's hidream_clip with only those): the pooled
+    vector from both, zeros of the real widths for T5's conditioning and the Llama's states."""
+    from nodes.loaders import DualCLIPLoader
+    from nodes.models.loader import load_text_encoder
+
+    (ref,) = DualCLIPLoader().load_clip(Path(TEXT_FILES[0]).name, Path(TEXT_FILES[1]).name, "hidream")
+    assert ref.arch == "hidream"
+    te = load_text_encoder(ref)
+    tokens = te.tokenize("a cat")
+    cond, pooled = te.encode(tokens)
+    assert cond.shape == (1, 128, 4096) and not cond.any()
+    assert te.extras(tokens)["conditioning_llama3"].shape == (1, 32, 1, 4096)
+    four = load_text_encoder(make(demo_workspace, "text_encoder", TEXT_FILES, "hidream"))
+    assert torch.equal(pooled, four.encode(tokens)[1])
+
+
 def test_scaled_fp8_llama_loads_as_its_dequantized_weights(demo_workspace, tmp_path) -> None:
     """The templates' llama_3.1_8b_instruct_fp8_scaled: ComfyUI's scaled fp8 (weight in fp8 times scale_weight)."""
     from safetensors.torch import load_file, save_file
