@@ -14,8 +14,9 @@ import torch
 
 from cluster.refs import ModelRef
 from nodes.modelfns.model_options import DIFFSYNTH
-from nodes.models.components import WAN21_LATENT
+from nodes.models.components import FLUX_LATENT, WAN21_LATENT
 from nodes.models.flux import pack, patched
+from nodes.models.model_patch import ZIMAGE_FUN_CONTROL
 
 OPTION = DIFFSYNTH  # the MODEL option: a tuple of DiffSynthPatch in the order the nodes applied them
 INPUT = "diffsynth"  # the steps' inputs diffsynth.0, diffsynth.1, ...
@@ -60,7 +61,9 @@ def _scaled_like_comfyui(image: torch.Tensor, width: int, height: int) -> torch.
 
 
 async def control_latent(entry: DiffSynthPatch, latent_hw: tuple[int, int]) -> torch.Tensor:
-    """The patched control latent [B, tokens, 4 * channels] for a latent of `latent_hw` cells: the image (scaled
+    """For a Z-Image Fun ControlNet: the image encoded at the (even-padded) latent's pixel size, in Flux's model
+    space, [B,16,H,W]. For a DiffSynth ControlNet:
+    the patched control latent [B, tokens, 4 * channels] for a latent of `latent_hw` cells: the image (scaled
     to the latent's pixel size where it differs, area filter with centre crop), VAE-encoded, its mask channels
     appended where the ControlNet takes them (ones without a mask), the latent part in model space (Wan 2.1's
     normalisation), padded circularly to whole 2x2 patches and packed."""
@@ -68,6 +71,9 @@ async def control_latent(entry: DiffSynthPatch, latent_hw: tuple[int, int]) -> t
     from nodes.model_nodes import crop_to_multiple
 
     h, w = latent_hw
+    fun = entry.patch.arch == ZIMAGE_FUN_CONTROL
+    if fun:  # ComfyUI encodes at the size of the latent padded to whole 2x2 patches, as the transformer sees it
+        h, w = h + h % 2, w + w % 2
     image = entry.image
     if (image.shape[1], image.shape[2]) != (h * SPATIAL, w * SPATIAL):
         image = _scaled_like_comfyui(image, w * SPATIAL, h * SPATIAL)
@@ -76,9 +82,11 @@ async def control_latent(entry: DiffSynthPatch, latent_hw: tuple[int, int]) -> t
     latent = latent[:, :, 0] if latent.dim() == 5 else latent  # one frame
     if latent.shape[1] != LATENT_CHANNELS:
         raise ValueError(
-            f"vae: it encodes to {latent.shape[1]} latent channels; a DiffSynth ControlNet takes the Qwen-Image "
-            f"VAE's {LATENT_CHANNELS}"
+            f"vae: it encodes to {latent.shape[1]} latent channels; the ControlNet patch takes a "
+            f"{LATENT_CHANNELS}-channel VAE's (Qwen-Image's, Z-Image's)"
         )
+    if fun:  # the Fun ControlNet patches the model-space latent itself (nodes.models.zimage_fun_control)
+        return FLUX_LATENT.process_in(latent)
     extra = int(entry.patch.option("extra_channels", 0))
     if extra:
         if entry.mask is None:

@@ -1,9 +1,9 @@
 """ComfyUI's model-patch nodes (comfy_extras/nodes_model_patch.py): ModelPatchLoader, which reads a file of the
 model_patches folder as a MODEL_PATCH (a ModelRef of component "model_patch", its kind told by its keys:
 nodes.models.model_patch), and QwenImageDiffsynthControlnet, which attaches a DiffSynth ControlNet with its
-control image to a Qwen-Image MODEL (nodes.diffsynth; the patch acts inside the denoise steps). USO's style
-projector, Z-Image's Fun ControlNet and the kinds ComfyUI added later load no further than their kind: the loader
-names them unsupported."""
+control image to a Qwen-Image MODEL, or a Z-Image Fun ControlNet Union (first release) to a Z-Image MODEL
+(nodes.diffsynth; the patch acts inside the denoise steps). USO's style projector, the Fun ControlNet's 2.x
+layouts and the kinds ComfyUI added later load no further than their kind: the loader names them unsupported."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from cluster.refs import ModelRef
 from nodes.diffsynth import DiffSynthPatch, with_patch
 from nodes.inputs import require_component, require_model, require_ref
 from nodes.loaders import make_ref, model_file
+from nodes.models.model_patch import ZIMAGE_FUN_CONTROL
 from nodes.workspace import active
 
 COMPONENT = "model_patch"
@@ -29,12 +30,13 @@ class ModelPatchLoader:
     CATEGORY = "advanced/loaders"
     RELATIVE_PYTHON_MODULE = MODULE
     EXPERIMENTAL = True
-    DESCRIPTION = "Loads a model patch (a Qwen-Image DiffSynth ControlNet) from models/model_patches."
+    DESCRIPTION = "Loads a model patch (a DiffSynth or Z-Image Fun ControlNet) from models/model_patches."
 
     def load_model_patch(self, name: str) -> tuple[ModelRef]:
         from nodes.models.errors import ModelLoadError
-        from nodes.models.model_patch import KIND_NAMES, QWEN_DIFFSYNTH, extra_channels, patch_kind
+        from nodes.models.model_patch import KIND_NAMES, QWEN_DIFFSYNTH, ZIMAGE_FUN_CONTROL, extra_channels, patch_kind
         from nodes.models.safetensors_io import shapes_of
+        from nodes.models.zimage_fun_control import refuse_reason
 
         path = model_file("model_patches", name, "name")
         try:
@@ -44,6 +46,11 @@ class ModelPatchLoader:
         kind = patch_kind(shapes)
         if kind is None:
             raise ValueError(f"name: {name!r} is no model patch ComfyUI knows (none of the keys its loader tests)")
+        if kind == ZIMAGE_FUN_CONTROL:
+            reason = refuse_reason(shapes)
+            if reason is not None:
+                raise ValueError(f"name: {name!r} {reason}")
+            return (make_ref(COMPONENT, kind, [path]),)
         if kind != QWEN_DIFFSYNTH:
             raise ValueError(f"name: {name!r} is {KIND_NAMES[kind]}, which is not supported yet")
         try:
@@ -86,7 +93,11 @@ class QwenImageDiffsynthControlnet:
         model = require_model(model)
         patch = require_ref(model_patch, COMPONENT, "model_patch", "MODEL_PATCH")
         vae = require_component(vae, "vae", "vae")
-        if model.arch != "qwen_image":
+        if patch.arch == ZIMAGE_FUN_CONTROL:
+            if model.arch != "zimage":
+                raise ValueError(f"model: a Z-Image Fun ControlNet patches Z-Image models, not {model.arch}")
+            mask = None  # ComfyUI's ZImageControlPatch reads a mask only for the inpaint (2.x) layouts
+        elif model.arch != "qwen_image":
             raise ValueError(f"model: a DiffSynth ControlNet patches Qwen-Image models, not {model.arch}")
         if not isinstance(image, torch.Tensor) or image.ndim != 4 or image.shape[-1] < 3:
             raise ValueError("image: expected an IMAGE [B,H,W,C] with at least 3 channels")

@@ -28,7 +28,17 @@ def _block_hook(index: int, controls: Sequence[tuple[nn.Module, torch.Tensor, fl
 
 
 def with_controls(forward: Callable[[torch.Tensor], torch.Tensor], transformer: nn.Module, controls: Sequence[Control]):
-    """`forward` with the DiffSynth ControlNets acting in `transformer`'s blocks during each call."""
+    """`forward` with the DiffSynth ControlNets (or Z-Image Fun ControlNets: nodes.modelfns.zimage_fun) acting in
+    `transformer`'s blocks during each call."""
+    from nodes.models.zimage_fun_control import ZImageFunControl
+
+    fun = [isinstance(net, ZImageFunControl) for net, _, _ in controls]
+    if any(fun):
+        if not all(fun):
+            raise ValueError("model_patch: a DiffSynth ControlNet and a Z-Image Fun ControlNet on one model")
+        from nodes.modelfns import zimage_fun
+
+        return zimage_fun.with_controls(forward, transformer, controls)
     blocks = getattr(transformer, "transformer_blocks", None)
     if blocks is None:
         raise ValueError("model_patch: a DiffSynth ControlNet patches Qwen-Image models only")

@@ -8,8 +8,8 @@ Told apart by the keys of the files their authors publish, as ComfyUI's ModelPat
   plus 4 per extra mask channel, to the transformer's width) and per transformer block
   `controlnet_blocks.{i}.{x_rms,y_rms}.weight`, `controlnet_blocks.{i}.{input,output}_proj.{weight,bias}`;
 - `uso_projector`: ByteDance USO's SigLIP projector (`feature_embedder.*`), refused for now;
-- `zimage_fun_control`: alibaba-pai's Z-Image-Turbo Fun ControlNet Union (`control_all_x_embedder.*`), refused
-  for now; so are the kinds today's ComfyUI added later (Anima LLLite, Wan's Uni3C and MultiTalk, SUPIR), which are
+- `zimage_fun_control`: alibaba-pai's Z-Image-Turbo Fun ControlNet Union (`control_all_x_embedder.*`; the first
+  release's layout, nodes.models.zimage_fun_control; its 2.x layouts are refused by name); the refused kinds are the kinds today's ComfyUI added later (Anima LLLite, Wan's Uni3C and MultiTalk, SUPIR), which are
   named by their keys too (comfy_extras/nodes_model_patch.py at 4f8cf3e2).
 Sizes (width, extra channels, block count) are read from the tensors, so tiny files in the real layout load."""
 
@@ -103,6 +103,19 @@ def build_model_patch(sd: Mapping[str, torch.Tensor], path: str | None = None) -
     from .safetensors_io import build_module
 
     kind = patch_kind(sd)
+    if kind == ZIMAGE_FUN_CONTROL:
+        from . import zimage_fun_control as fun
+
+        reason = fun.refuse_reason(sd)
+        if reason is not None:
+            raise ModelLoadError(path, reason)
+        try:
+            size = fun.sizes(sd)
+        except (KeyError, ValueError) as e:
+            raise ModelLoadError(path, f"not a usable Z-Image Fun ControlNet: {e}") from None
+        return build_module(
+            lambda: fun.ZImageFunControl(**size), fun.to_module_names(sd), path, "Z-Image Fun ControlNet"
+        )
     if kind != QWEN_DIFFSYNTH:
         what = KIND_NAMES.get(kind, "no model patch ComfyUI knows")
         raise ModelLoadError(path, f"is {what}, which is not supported here")
