@@ -27,11 +27,7 @@ WIDGET_TYPES = {
     "CURVE",
     "BOUNDING_BOX",
     "BOUNDING_BOXES",
-    "IMAGECOMPARE",
 }
-# Image Compare's slider (IMAGECOMPARE): the web UI's widget starts as ['', ''] and is sent with the prompt, so a saved
-# workflow without its value (today's templates) still gives the node its required input.
-WIDGET_INITIAL_VALUES = {"IMAGECOMPARE": ["", ""]}
 CONTROL_VALUES = {"fixed", "increment", "decrement", "randomize"}
 UPLOAD_KEYS = ("image_upload", "video_upload", "audio_upload", "file_upload")
 # Widgets the web UI leaves out of a saved workflow's widgets_values but sends in the prompt, with the value it
@@ -96,8 +92,6 @@ def _saved_widget_values(node: dict, info: dict) -> dict[str, Any]:
             if _is_dynamic_combo(spec) and pos < len(values):
                 pos = _dynamic_combo_values(name, spec, values, pos, out)
                 continue
-            if _is_widget(spec) and pos >= len(values) and spec[0] in WIDGET_INITIAL_VALUES:
-                out[name] = {"__value__": list(WIDGET_INITIAL_VALUES[spec[0]])}
             if not _is_widget(spec) or pos >= len(values):
                 continue
             # the web UI sends a list-valued widget as {"__value__": [...]}: a bare list would read as a link

@@ -14,7 +14,7 @@ on the same tiny files: the image equals it within 1/255. From a fresh, empty wo
 files on its first start) the image is the same with the default executors and with `--executors 0`.
 
 The edit template's Image Compare slider (compare_view), which the saved template carries no value for, is sent as
-the web UI's widget starts it (['', '']; tests/nodes/test_image_compare_widget.py), so that output validates."""
+the web UI sends it (['', '']; tests/engine/test_formats.py), so that output validates."""
 
 from __future__ import annotations
 
