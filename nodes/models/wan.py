@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 from collections.abc import Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -39,7 +40,7 @@ from nodes.models.errors import ModelLoadError
 from nodes.models.flux_keys import count_blocks, find_prefix, strip_prefix
 from nodes.models.fp8 import dequantize_scaled_fp8
 from nodes.models.lora import LoraTargets, merge_loras
-from nodes.models.safetensors_io import build_module
+from nodes.models.safetensors_io import build_module, shapes_of
 from nodes.models.unet import resize_to_batch_size
 from nodes.upscale import common_upscale
 
@@ -372,6 +373,8 @@ def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) 
     converted = convert_wan_transformer_to_diffusers(dict(sd))
     if ref.patches:
         converted, _ = merge_loras(ref.patches, lora_targets(sd), converted)
+    from nodes.models import wan_animate2  # it builds on this module
+
     cls = WanVACETransformer3DModel if "vace_layers" in config else WanTransformer3DModel
     module = build_module(lambda: _with_rope(cls(**config)), converted, path, "Wan transformer")
     module.condition_embedder.timesteps_proj = ComfyTimesteps(FREQ_DIM)
@@ -396,7 +399,12 @@ def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) 
         module.rope = ReferenceRope(HEAD_DIM, PATCH, module.rope.max_seq_len)
         module.patch_embedding.register_forward_hook(functools.partial(_add_reference, module.ref_conv))
         module.proj_out.register_forward_hook(_drop_reference)
-    return WanDiffusionModel(
+    model_cls = WanDiffusionModel
+    if path is not None and os.path.isfile(path) and wan_animate2.is_animate2(shapes_of(path)[1]):
+        if config["in_channels"] != 36 or "image_dim" not in config:
+            raise ModelLoadError(path, "metadata says Wan Animate 2, but the weights are not Wan 2.1 image-to-video's")
+        model_cls = wan_animate2.WanAnimate2DiffusionModel
+    return model_cls(
         arch=arch, module=module, latent_format=latent_format(arch), sampling=dict(sampling_config(arch)), config=config
     )
 

@@ -17,13 +17,16 @@
 - diffusion_models/wan2.1_vace_1.3B_tiny: Wan 2.1 VACE, its vace_blocks and vace_patch_embedding (_vace_model),
   and loras/wan2.1_causvid_t2v_lora_rank32_tiny: a LoRA on its blocks, for the VACE templates' CausVid LoRA;
 - diffusion_models/wan2.2_t2v_{high,low}_noise_14B_fp8_scaled_tiny: Wan 2.2 14B text-to-video's two experts
-  (16 input channels) in ComfyUI's scaled fp8 layout, as its wan2.2_t2v_*_fp8_scaled files are (_scaled_fp8).
+  (16 input channels) in ComfyUI's scaled fp8 layout, as its wan2.2_t2v_*_fp8_scaled files are (_scaled_fp8);
+- diffusion_models/wan_animate_2_14B_tiny: Wan Animate 2, Wan 2.1 image-to-video's layout with the metadata
+  ComfyUI tells it by (METADATA, animate2_model).
 bfloat16 like the released files. Same seed -> byte-identical files (the SentencePiece model is trained on a
 fixed text with one thread)."""
 
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 
 import torch
@@ -60,7 +63,10 @@ FILES = {
     "vace_lora": "loras/wan2.1_causvid_t2v_lora_rank32_tiny.safetensors",
     "t2v_high": "diffusion_models/wan2.2_t2v_high_noise_14B_fp8_scaled_tiny.safetensors",
     "t2v_low": "diffusion_models/wan2.2_t2v_low_noise_14B_fp8_scaled_tiny.safetensors",
+    "animate2": "diffusion_models/wan_animate_2_14B_tiny.safetensors",
 }
+# Wan Animate 2's files are Wan 2.1 image-to-video's layout told apart by this metadata (nodes.models.wan_animate2)
+METADATA = {"animate2": {"config": json.dumps({"transformer": {"model_type": "animate2"}})}}
 # (input channels, output channels) of each diffusion model
 _SHAPES = {"i2v_high": (36, 16), "i2v_low": (36, 16), "t2v": (16, 16), "ti2v_5b": (48, 48)}
 # The text the tiny SentencePiece model is trained on: prompts of the Wan templates and the tests.
@@ -263,7 +269,16 @@ def tiny_wan_state_dicts(seed: int = SEED) -> dict[str, dict[str, torch.Tensor]]
     out["vace"] = _vace_model(seed)
     out["vace_lora"] = _lora(out["vace"], torch.Generator().manual_seed(seed + 5))
     out.update(_t2v22_models(seed))
+    out["animate2"] = animate2_model(seed)
     return out
+
+
+def animate2_model(seed: int = SEED) -> dict[str, torch.Tensor]:
+    """Wan Animate 2's tiny file: Wan 2.1 image-to-video's shape with its own weights (METADATA names it)."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed + 39)
+        sd = _transformer(36, 16, torch.Generator().manual_seed(seed + 39), image_dim=CLIP_VISION_WIDTH)
+    return {k: v.to(torch.bfloat16).contiguous() for k, v in sd.items()}
 
 
 def _t2v22_models(seed: int) -> dict[str, dict[str, torch.Tensor]]:
@@ -377,6 +392,7 @@ def build_demo_wan(models_dir: Path, seed: int = SEED) -> list[Path]:
     for name, sd in tiny_wan_state_dicts(seed).items():
         path = Path(models_dir) / FILES[name]
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, lambda tmp, sd=sd: save_file(sd, tmp, metadata={"format": "pt"}))
+        metadata = METADATA.get(name, {"format": "pt"})  # one entry: safetensors orders several at random
+        write_atomic(path, lambda tmp, sd=sd, metadata=metadata: save_file(sd, tmp, metadata=metadata))
         written.append(path)
     return written
