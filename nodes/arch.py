@@ -49,6 +49,7 @@ LATENT_FORMATS: dict[str, LatentFormat] = {
     "qwen_image21": QWEN_IMAGE21_LATENT,
     "chroma": FLUX_LATENT,  # ComfyUI's supported_models.Chroma: latent format Flux
     "chroma_radiance": CHROMA_RADIANCE_LATENT,
+    "pixeldit": CHROMA_RADIANCE_LATENT,  # pixel space (the newest ComfyUI's supported_models.PixelDiT)
     "hidream": FLUX_LATENT,  # ComfyUI's supported_models.HiDream: latent format Flux (Flux's VAE)
     "anima": WAN21_LATENT,  # ComfyUI's supported_models.Anima: latent format Wan21 (Qwen-Image's VAE)
     "krea2": WAN21_LATENT,  # Qwen-Image's VAE, normalised by its latents_mean/std (diffusers' Krea2Pipeline)
@@ -84,6 +85,8 @@ SAMPLING_CONFIGS: dict[str, dict[str, Any]] = {
     # Chroma: ComfyUI's supported_models.Chroma (model type FLUX: ModelSamplingFlux, multiplier 1, shift 1.15).
     "chroma": {"kind": "flux", "shift": 1.15},
     "chroma_radiance": {"kind": "flux", "shift": 1.15},  # supported_models.ChromaRadiance inherits Chroma's
+    # PixelDiT: the newest ComfyUI's model type FLOW (ModelSamplingDiscreteFlow, multiplier 1000) at shift 4
+    "pixeldit": {"kind": "flow", "shift": 4.0, "multiplier": 1000.0},
     # Anima: ComfyUI's supported_models.Anima (model type FLOW: ModelSamplingDiscreteFlow, multiplier 1, shift 3).
     "anima": {"kind": "flow", "shift": 3.0, "multiplier": 1.0},
     # HiDream: ComfyUI's supported_models.HiDream (model type FLOW; its sampling_settings are reassigned empty, so

@@ -182,6 +182,7 @@ CLIP_TYPES = [
     "minimax",
     "flux3",
     "moss_image",
+    "pixeldit",
 ]
 DUAL_CLIP_TYPES = ["sdxl", "sd3", "flux", "hunyuan_video", "hidream", "hunyuan_image"]
 # The CLIP types whose text encoders we can build; the others are refused with a clear error.
@@ -195,8 +196,8 @@ _CLIP_TYPE_ARCH = {
     "lumina2": "zimage",
     "qwen_image": "qwen_image",
     "wan": "wan21",
-    "hidream": "hidream",
     "chroma": "chroma",
+    "hidream": "hidream",
 }
 
 
@@ -262,6 +263,13 @@ def _single_clip_arch(path: Path, clip_type: str) -> str:
                 f"Qwen-Image 2.1's with type qwen_image, not {clip_type}"
             )
         return "qwen_image21"
+    if clip_type == "pixeldit":  # ComfyUI's PixelDiTGemma2TE: Gemma 2 2B-it's last hidden state
+        if file_arch != "gemma2":
+            raise ValueError(
+                f"clip_name: {path.name} is a {file_arch} text encoder; CLIPLoader type pixeldit loads "
+                "Gemma 2 2B-it (gemma_2_2b_it_elm_bf16.safetensors)"
+            )
+        return "pixeldit"
     if file_arch == "gemma2":  # ComfyUI reads Gemma 2 2B as Lumina 2's encoder whatever the type
         return "lumina2"
     if clip_type == "lumina2":

@@ -287,6 +287,9 @@ def build_demo_models(models_dir: Path, include_flux: bool = True) -> list[Path]
         build_radiance = getattr(_optional("nodes.models.chroma_radiance_demo"), "build_demo_chroma_radiance", None)
         if build_radiance is not None:
             written += build_radiance(models_dir)
+        build_pixeldit = getattr(_optional("nodes.models.pixeldit_demo"), "build_demo_pixeldit", None)
+        if build_pixeldit is not None:
+            written += build_pixeldit(models_dir)
         build_flux3 = getattr(_optional("nodes.models.flux3_demo"), "build_demo_flux3", None)
         if build_flux3 is not None:
             written += build_flux3(models_dir)

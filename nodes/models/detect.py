@@ -188,6 +188,12 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
     extra = ({"vae"} if has_vae else set()) | ({"text_encoder"} if has_te else set())
     if any(k.startswith("embedder.model.visual.") for k in keys):  # SD2.1 unCLIP's image encoder
         extra.add("clip_vision")
+    # PixelDiT: the newest ComfyUI's model_detection (`core.pixel_embedder.proj.weight`; PixDiT_T2I's names)
+    pixeldit = _prefix_with(
+        shapes, "pixel_embedder.proj.weight", [q + c for q in UNET_PREFIXES for c in ("core.", "net.", "")]
+    )
+    if pixeldit is not None and pixeldit + "y_pos_embedding" in shapes:
+        return info("pixeldit", "diffusion_model", {"diffusion_model"}, "comfy", pixeldit)
     prefix = _prefix_with(shapes, CHROMA_MARKER)
     if prefix is not None and prefix + "nerf_blocks.0.norm.scale" in shapes:  # Chroma Radiance (pixel space)
         return info("chroma_radiance", "diffusion_model", {"diffusion_model"}, "bfl", prefix)

@@ -48,6 +48,7 @@ DIT_ARCHS = (
     "anima",
     "chroma",
     "chroma_radiance",
+    "pixeldit",
     "hidream",
     "flux3",
     "moss_image",
@@ -97,6 +98,7 @@ _ARCH_MODULES = {
     "hidream": ("nodes.models.hidream",),
     "chroma": ("nodes.models.chroma",),
     "chroma_radiance": ("nodes.models.chroma_radiance",),
+    "pixeldit": ("nodes.models.pixeldit",),
     "flux3": ("nodes.models.flux3",),
     "moss_image": ("nodes.models.moss_image",),
     "qwen35": ("nodes.models.qwen35_text",),
@@ -381,6 +383,9 @@ def load_text_encoder(ref: ModelRef) -> TextEncoder:
             )
         _refuse_merges(ref, path, "these text encoders")
         return _dispatch("load_text_encoder", ref, [_sd(ref, i) for i in range(len(ref.sources))], "qwen_image21")
+    if clip_type == "pixeldit" and any(i.arch == "gemma2" for i in infos):  # PixelDiT's PixelDiTGemma2TE
+        _refuse_merges(ref, path, "these text encoders")
+        return _dispatch("load_text_encoder", ref, [_sd(ref, i) for i in range(len(ref.sources))], "pixeldit")
     if any(i.arch == "gemma2" for i in infos):  # ComfyUI: a Gemma 2 2B file is Lumina 2's encoder, any type
         _refuse_merges(ref, path, "these text encoders")
         return _dispatch("load_text_encoder", ref, [_sd(ref, i) for i in range(len(ref.sources))], "lumina2")
