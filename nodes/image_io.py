@@ -277,7 +277,9 @@ class SaveImage:
             "hidden": {"prompt": "PROMPT", "extra_pnginfo": "EXTRA_PNGINFO"},
         }
 
-    RETURN_TYPES = ()
+    # Today's ComfyUI passes the images through (a Save Image can feed an Image Compare); 0.3.64's had no output.
+    RETURN_TYPES = ("IMAGE",)
+    RETURN_NAMES = ("images",)
     FUNCTION = "save_images"
     OUTPUT_NODE = True
     CATEGORY = "image"
@@ -306,7 +308,7 @@ class SaveImage:
             save_png(image, os.path.join(folder, file), *metadata, compress_level=self.compress_level)
             results.append({"filename": file, "subfolder": subfolder, "type": self.type})
             counter += 1
-        return {"ui": {"images": results}}
+        return {"ui": {"images": results}, "result": (images,)}
 
 
 class PreviewImage(SaveImage):

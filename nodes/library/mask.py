@@ -489,6 +489,8 @@ class MaskPreview(PreviewImage):
     def INPUT_TYPES(cls):
         return {"required": {"mask": ("MASK",)}, "hidden": {"prompt": "PROMPT", "extra_pnginfo": "EXTRA_PNGINFO"}}
 
+    RETURN_TYPES = ()  # unlike Preview Image, today's ComfyUI gives it no output
+    RETURN_NAMES = ()
     FUNCTION = "execute"
     CATEGORY = "mask"
     DESCRIPTION = "Shows the masks in the UI as grey images."
@@ -500,7 +502,7 @@ class MaskPreview(PreviewImage):
         prompt: object = None,
         extra_pnginfo: dict | None = None,
     ):
-        return self.save_images(mask_to_rgb(mask), filename_prefix, prompt, extra_pnginfo)
+        return {"ui": self.save_images(mask_to_rgb(mask), filename_prefix, prompt, extra_pnginfo)["ui"]}
 
 
 NODE_CLASS_MAPPINGS = {

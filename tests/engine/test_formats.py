@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 from comfy_bridge.formats import is_ui_format, ui_to_api
 
 
@@ -130,35 +132,48 @@ def test_colour_and_curve_widgets_keep_their_places():
     assert inputs == {"size": 32, "color": "#0a9299", "curve": curve, "text": "hi"}
 
 
-async def test_image_compare_gets_the_slider_value_the_web_ui_sends(tmp_path):
+async def test_image_compare_takes_its_slider_value_and_a_saved_image(tmp_path):
     # The web UI keeps Image Compare's slider out of widgets_values (the templates save it as []) but sends it in
-    # the prompt as {"__value__": ["", ""]}; without it ComfyUI's validation drops the node: compare_view missing.
+    # the prompt as {"__value__": ["", ""]}; without it validation drops the node (compare_view missing). Today's
+    # Save Image passes its images on, and templates compare against them (0.3.64's had no output to link).
+    from comfy_bridge.cli.run import run_prompt
     from comfy_bridge.registry import build_registry
     from comfy_bridge.validation import validate_prompt
     from nodes.workspace import Workspace, activate
 
-    registry = build_registry(activate(Workspace(tmp_path / "w").create()), load_custom_nodes=False)
+    ws = activate(Workspace(tmp_path / "w").create())
+    registry = build_registry(ws, load_custom_nodes=False)
     ui = {
         "nodes": [
             {"id": 1, "type": "EmptyImage", "mode": 0, "inputs": [], "widgets_values": [8, 8, 1, 0]},
             {
                 "id": 2,
+                "type": "SaveImage",
+                "mode": 0,
+                "inputs": [{"name": "images", "link": 1}],
+                "widgets_values": ["s"],
+            },
+            {
+                "id": 3,
                 "type": "ImageCompare",
                 "mode": 0,
                 "inputs": [
-                    {"name": "image_a", "shape": 7, "type": "IMAGE", "link": 1},
-                    {"name": "image_b", "shape": 7, "type": "IMAGE", "link": 2},
+                    {"name": "image_a", "shape": 7, "type": "IMAGE", "link": 2},
+                    {"name": "image_b", "shape": 7, "type": "IMAGE", "link": 3},
                 ],
                 "widgets_values": [],
             },
         ],
-        "links": [[1, 1, 0, 2, 0, "IMAGE"], [2, 1, 0, 2, 1, "IMAGE"]],
+        "links": [[1, 1, 0, 2, 0, "IMAGE"], [2, 1, 0, 3, 0, "IMAGE"], [3, 2, 0, 3, 1, "IMAGE"]],
     }
     prompt = ui_to_api(ui, registry)
-    assert prompt["2"]["inputs"] == {"compare_view": {"__value__": ["", ""]}, "image_a": ["1", 0], "image_b": ["1", 0]}
-    valid, error, outputs, node_errors = await validate_prompt(registry, "p", prompt, None)
+    assert prompt["3"]["inputs"] == {"compare_view": {"__value__": ["", ""]}, "image_a": ["1", 0], "image_b": ["2", 0]}
+    valid, error, outputs, node_errors = await validate_prompt(registry, "p", copy.deepcopy(prompt), None)
     assert (valid, error, node_errors) == (True, None, {})
-    assert outputs == ["2"]
+    assert sorted(outputs) == ["2", "3"]
+    await run_prompt(prompt, None, registry, show_progress=False, all_outputs=True)
+    assert sorted(p.name[:15] for p in ws.temp_dir.iterdir()) == ["comfy.compare.a", "comfy.compare.b"]
+    assert [p.name for p in ws.output_dir.iterdir()] == ["s_00001_.png"]
 
 
 def test_widgets_missing_from_a_saved_workflow_are_left_out():

@@ -129,13 +129,14 @@ REFERENCE = {
         "image",
         "Pad Image for Outpainting",
     ),
+    # today's ComfyUI passes the images through (0.3.64's had no output)
     "SaveImage": (
         {"images": ("IMAGE", {}), "filename_prefix": ("STRING", dict(default="ComfyUI"))},
-        (),
+        ("IMAGE",),
         "image",
         "Save Image",
     ),
-    "PreviewImage": ({"images": ("IMAGE", {})}, (), "image", "Preview Image"),
+    "PreviewImage": ({"images": ("IMAGE", {})}, ("IMAGE",), "image", "Preview Image"),
     "LoadImage": ({"image": (None, dict(image_upload=True))}, ("IMAGE", "MASK"), "image", "Load Image"),
     "LoadImageMask": (
         {"image": (None, dict(image_upload=True)), "channel": (["alpha", "red", "green", "blue"], {})},
