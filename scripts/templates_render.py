@@ -143,6 +143,7 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     # LTX-2 / 2.3 (ltx2-tiny, nodes/models/ltx2_demo.py): the LoRAs first (their names also start with the
     # checkpoint's), then the checkpoint, its Gemma 3 text encoder and the latent upsampler
     (r"^ltx-2", r"^ltx[-_]2.*lora", "ltx-2-19b-lora_tiny.safetensors"),
+    (r"^ltx-2", r"^ltx2\.3-transition", "ltx-2-19b-lora_tiny.safetensors"),  # the style-transition template's LoRA
     (None, r"^ltx-2(\.\d)?-(19b|22b)", "ltx-2-19b-dev_tiny.safetensors"),
     (r"^ltx-2", r"^gemma_3_12B_it", "gemma_3_12B_it_tiny.safetensors"),
     (r"^ltx-2", r"^ltx-2(\.\d)?-spatial-upscaler", "ltx-2-spatial-upscaler-x2-1.0_tiny.safetensors"),
