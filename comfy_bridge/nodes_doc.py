@@ -105,7 +105,7 @@ def render(ref: dict[str, dict], offered: set[str]) -> str:
             "declares the interface ComfyUI's source gives it (tests/nodes/fixtures/"
             "comfyui_newer_object_info.json names the source of each).",
         ]
-    lines += render_today(offered)
+    lines += render_today(offered, set(ref))
     return "\n".join(lines) + "\n"
 
 

@@ -80,9 +80,10 @@ def today_local_classes() -> list[str]:
     return json.loads(TODAY_CLASSES.read_text())["local"]
 
 
-def render_today(offered: set[str]) -> list[str]:
+def render_today(offered: set[str], of_0_3_64: set[str]) -> list[str]:
     listed = set(json.loads(TODAY.read_text())["classes"]) | set(json.loads(TEXTGEN.read_text())["classes"])
-    today = sorted(listed & offered, key=str.lower)
+    today = sorted((listed & offered) - of_0_3_64, key=str.lower)
+    changed = sorted(listed & offered & of_0_3_64, key=str.lower)
     local = today_local_classes()
     lines = [
         "",
@@ -97,6 +98,10 @@ def render_today(offered: set[str]) -> list[str]:
         "declares the interface ComfyUI 0.10.0 reports or, for those newer than 0.10.0, the newest ComfyUI "
         "source gives it (tests/nodes/fixtures/comfyui_today_object_info.json and comfyui_textgen_object_info.json say "
         "which).",
+        "",
+        f"0.3.64 classes that declare today's interface instead of 0.3.64's ({len(changed)}): {', '.join(changed)} "
+        "(the same fixtures say what changed: new options, today's sampler list, Save and Preview Image's IMAGE "
+        "output).",
     ]
     if not TEMPLATES.is_file():
         return lines
