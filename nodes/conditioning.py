@@ -114,6 +114,7 @@ def flatten(name: str, conditioning: list, percent_to_sigma) -> tuple[dict[str, 
         vision = opts.get("clip_vision_output")
         if vision is not None:  # Wan 2.1 image-to-video: the image's CLIP vision states join the text
             tensors[f"{key}.clip_fea"] = vision.penultimate_hidden_states
+        _animate2(opts, key, tensors, entry)
         if opts.get("frame_rate") is not None:  # LTXVConditioning: the frame rate LTX-2's positions are timed by
             entry["frame_rate"] = float(opts["frame_rate"])
         if opts.get("unprocessed_ltxav_embeds"):  # LTX-2.5's text encoder: the transformer's connectors still to run
@@ -157,6 +158,19 @@ def flatten(name: str, conditioning: list, percent_to_sigma) -> tuple[dict[str, 
             entry["image_slots"] = [int(s) for s in opts["image_slots"]]
         entries.append(entry)
     return tensors, entries
+
+
+def _animate2(opts: dict, key: str, tensors: dict[str, torch.Tensor], entry: dict[str, Any]) -> None:
+    """WanAnimate2ToVideo's pose branch inputs (raw pose latents, its prompt and CLIP states) and strengths."""
+    if opts.get("pose_video_latent") is not None:
+        tensors[f"{key}.pose_video_latent"] = opts["pose_video_latent"]
+    if opts.get("cross_attn_pose") is not None:
+        tensors[f"{key}.context_pose"] = opts["cross_attn_pose"]
+    if opts.get("clip_vision_output_pose") is not None:
+        tensors[f"{key}.clip_fea_pose"] = opts["clip_vision_output_pose"].penultimate_hidden_states
+    for name in ("pose_strength", "reference_strength"):
+        if opts.get(name) is not None:
+            entry[name] = float(opts[name])
 
 
 def require(conditioning: Any, input_name: str) -> list:

@@ -7,15 +7,21 @@ Animate 2 is newer than every ComfyUI that runs here, so the reference is the ne
 imported from REF_DIR on top of ComfyUI 0.10.0's comfy package (its WanModel, rope_encode, attention and ops are
 what the module builds on). Nothing of ComfyUI is copied here. Run inside ComfyUI 0.10.0's environment:
 
-    cd <ComfyUI 0.10.0 source> && PYTHONPATH=<torchvision shim>:<REF_DIR>:. OMP_NUM_THREADS=1 <venv>/bin/python \\
-        /work/main/scripts/record_comfyui_wan_animate2.py /work/main/tests/models/fixtures/comfyui_wan_animate2.json \\
-        <models dir>
+    cd <ComfyUI 0.10.0 source> && PYTHONPATH=<torchvision shim>:<REF_DIR>:/work/main/scripts:. OMP_NUM_THREADS=1 \\
+        <venv>/bin/python /work/main/scripts/record_comfyui_wan_animate2.py \\
+        /work/main/tests/models/fixtures/comfyui_wan_animate2.json <models dir> <input dir> \\
+        /work/main/workflows_json/wan_animate2.json
 
 ComfyUI builds Wan 2.1's image embedding for 1280-wide CLIP-H states; the tiny file's is 32 wide, so that one
 width is read from the file (as scripts/record_comfyui_wan.py does). Attention is ComfyUI's attention_pytorch.
 Recorded: the network's raw output on seeded inputs (odd latent size, a batch of two timesteps) with the pose
 branch (default strengths; its own prompt and CLIP states with pose_strength and reference_image_strength set;
-no CLIP vision at all), and without pose latents (the node's pose window excludes the step).
+no CLIP vision at all), and without pose latents (the node's pose window excludes the step); and the workflow
+workflows_json/wan_animate2.json run node by node with 0.10.0's node classes and the newest source's
+WanAnimate2ToVideo and WAN_Animate2 model (extra_conds) from REF_DIR, as shipped and with a pose window,
+pose_strength and reference_image_strength set: the frames VAEDecode gives. The tiny text encoder, VAE and CLIP
+vision model are given to ComfyUI's classes as scripts/record_comfyui_wan.py does (its helpers are reused).
+WanAnimate2Cache runs as a pass-through there: upstream's cache at dtype default changes no number.
 """
 
 from __future__ import annotations
@@ -27,13 +33,17 @@ import sys
 
 import torch
 
-OUT, MODELS = sys.argv[1:3]
+OUT, MODELS, INPUT, WORKFLOW = sys.argv[1:5]
+sys.argv[1:] = [OUT, MODELS, INPUT, WORKFLOW, WORKFLOW]  # record_comfyui_wan reads its own arguments on import
+import record_comfyui_wan as wan  # noqa: E402  (ComfyUI's modules, the tiny widths, the node runner)
+
 sys.argv[1:] = ["--cpu"]
 import comfy.cli_args
 
 comfy.cli_args.args.cpu = True
 import comfy.ldm.modules.attention as attention
 import comfy.ldm.wan.model
+import comfy.model_detection
 import comfy.ops
 import comfy.utils
 import model_animate2_ref  # the newest ComfyUI's comfy/ldm/wan/model_animate2.py, outside the repository
@@ -101,15 +111,62 @@ def main() -> None:
             records[name] = {"case": case, "out": b64(out)}
     with open(path, "rb") as f:
         digest = hashlib.sha256(f.read()).hexdigest()
+    workflows = record_workflows()
     result = {
         "source": "Comfy-Org/ComfyUI comfy/ldm/wan/model_animate2.py (1e4169356e) on ComfyUI 0.10.0's comfy package",
         "file": FILE,
         "sha256": digest,
         "inputs": {k: b64(v) for k, v in inputs.items()},
         "cases": records,
+        "workflows": workflows,
     }
     with open(OUT, "w") as f:
         json.dump(result, f)
+
+
+def record_workflows() -> dict:
+    """The shipped workflow and its variant, node by node with ComfyUI's classes (see the module docstring)."""
+    import folder_paths
+    import nodes_animate2_ref  # the newest source's node and model class, outside the repository
+
+    folder_paths.set_input_directory(INPUT)
+    for kind in ("diffusion_models", "text_encoders", "vae", "clip_vision"):
+        folder_paths.add_model_folder_path(kind, f"{MODELS}/{kind}", is_default=True)
+    wan.tiny_widths()
+    detect = comfy.model_detection.detect_unet_config
+
+    def detect_animate2(state_dict, key_prefix, metadata=None):  # the newest ComfyUI reads the file's config
+        cfg = detect(state_dict, key_prefix, metadata=metadata)
+        if cfg is not None and metadata is not None and "config" in metadata:
+            cfg.update(json.loads(metadata["config"]).get("transformer", {}))
+        return cfg
+
+    comfy.model_detection.detect_unet_config = detect_animate2
+    classes = wan.node_classes()
+    import comfy_extras.nodes_wan
+
+    import nodes
+
+    classes.update(
+        ImageBatch=nodes.ImageBatch,
+        TrimVideoLatent=comfy_extras.nodes_wan.TrimVideoLatent,
+        WanAnimate2ToVideo=nodes_animate2_ref.WanAnimate2ToVideo,
+        WanAnimate2Cache=nodes_animate2_ref.WanAnimate2Cache,
+    )
+    wan.node_classes = lambda: classes
+    with open(WORKFLOW) as f:
+        prompt = json.load(f)
+    variant = json.loads(json.dumps(prompt))
+    node = next(v for v in variant.values() if v["class_type"] == "WanAnimate2ToVideo")
+    node["inputs"].update(pose_end_percent=0.5, pose_strength=0.8, reference_image_strength=1.2)
+    built = []
+    init = nodes_animate2_ref.WAN_Animate2.__init__
+    nodes_animate2_ref.WAN_Animate2.__init__ = lambda self, *a, **kw: (built.append(1), init(self, *a, **kw))[1]
+    out = {}
+    for name, p in (("shipped", prompt), ("pose_window", variant)):
+        out[name] = {"prompt": p, **wan.run_workflow(p)}
+    assert built, "the file did not load as Animate 2"
+    return out
 
 
 if __name__ == "__main__":

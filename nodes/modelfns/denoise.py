@@ -344,6 +344,7 @@ class GuidedDenoiser:
                 # an entry with an edit image and one without never share a pass (ComfyUI's conds cannot concat)
                 f"{e['key']}.concat_latent_image" in self.inputs,
                 gligen.group_key(e),  # GLIGEN's layers run for its entries only
+                _animate2_key(self.inputs, e),  # Wan Animate 2: pose branch inputs and strengths
             )
             groups.setdefault(gkey, []).append((side, e, area, mult))
         xc = self.ms.calculate_input(sigma, x)
@@ -518,6 +519,16 @@ class GuidedDenoiser:
             value = stacked(name)
             if value is not None:
                 cond[name] = value
+        pose = stacked("pose_video_latent")
+        if pose is not None:  # Wan Animate 2's pose branch, in model space (ComfyUI's process_latent_in)
+            cond["pose_latents"] = self.model.latent_format.process_in(pose).to(device)
+        for name in ("context_pose", "clip_fea_pose"):
+            value = stacked(name)
+            if value is not None:
+                cond[name] = value
+        for name in ("pose_strength", "reference_strength"):  # constants of the batch (ComfyUI's CONDConstant)
+            if name in entries[0]:
+                cond[name] = entries[0][name]
         tags = stacked("token_tags")
         if tags is not None:  # MiniMax H3: the prompt rows an image's vision block fills are video rows
             cond["token_tags"] = tags
@@ -581,6 +592,14 @@ class GuidedDenoiser:
                 residuals = net.apply(xb, tb, cond, hint, spec["strength"], extra=extra)
             total = residuals if total is None else total + residuals
         return total
+
+
+def _animate2_key(inputs: dict[str, Any], e: dict) -> tuple:
+    """What Wan Animate 2 entries must share to be one forward pass: the pose inputs' shapes and strengths."""
+    shapes = tuple(
+        _shape(inputs.get(f"{e['key']}.{n}")) for n in ("pose_video_latent", "context_pose", "clip_fea_pose")
+    )
+    return (*shapes, e.get("pose_strength"), e.get("reference_strength"))
 
 
 class DenoiseParams(Params):

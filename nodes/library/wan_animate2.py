@@ -1,0 +1,214 @@
+"""Wan Animate 2's nodes (ComfyUI's comfy_extras.nodes_wan, newer than every ComfyUI that runs here; written from
+its definition): WanAnimate2ToVideo and WanAnimate2Cache.
+
+WanAnimate2ToVideo encodes the reference image as one latent frame in front of the video (trim_latent drops it
+after sampling), the clip (continue_motion's last frame, grey 0.5 elsewhere) after it, with a mask that fixes
+the reference frame and the continued one; the pose video (from video_frame_offset, its last frame held to the
+length) is encoded as the pose branch's latents. The pose values ride both conditionings (upstream runs the
+pose branch outside CFG) and, for a pose window, only a cond limited to that window, with complement conds
+without them covering the rest of sampling (the network then runs without its pose branch,
+nodes.models.wan_animate2).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from cluster.refs import ModelRef
+from nodes import MAX_RESOLUTION
+from nodes.conditioning import require
+from nodes.conditioning_ops import set_values
+from nodes.inputs import require_model
+from nodes.library.wan import encode_video, latent_frames
+from nodes.upscale import common_upscale
+
+CATEGORY = "model/conditioning/wan/animate"
+CONTINUE_MOTION_FRAMES = 1  # upstream's: the previous segment's last frame anchors the next one
+
+
+def _fit(images: torch.Tensor, width: int, height: int) -> torch.Tensor:
+    """IMAGE frames resized as this node does (area, centre crop)."""
+    return common_upscale(images.movedim(-1, 1), width, height, "area", "center").movedim(1, -1)
+
+
+def _strength(default: float) -> tuple:
+    return ("FLOAT", {"default": default, "min": 0.0, "max": 10.0, "step": 0.01})
+
+
+def _percent(default: float) -> tuple:
+    return ("FLOAT", {"default": default, "min": 0.0, "max": 1.0, "step": 0.01})
+
+
+class WanAnimate2ToVideo:
+    RELATIVE_PYTHON_MODULE = "comfy_extras.nodes_wan"
+    FUNCTION = "execute"
+    CATEGORY = CATEGORY
+    EXPERIMENTAL = True
+    RETURN_TYPES = ("CONDITIONING", "CONDITIONING", "LATENT", "INT", "INT", "INT")
+    RETURN_NAMES = ("positive", "negative", "latent", "trim_latent", "trim_image", "video_frame_offset")
+    DESCRIPTION = (
+        "Animate a character in a reference image using a video, effectively replicating the facial animation, "
+        "body motion and hands gesture from the video."
+    )
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        size = {"min": 16, "max": MAX_RESOLUTION, "step": 16}
+        return {
+            "required": {
+                "positive": ("CONDITIONING", {}),
+                "negative": ("CONDITIONING", {}),
+                "vae": ("VAE", {}),
+                "width": ("INT", {"default": 832, **size}),
+                "height": ("INT", {"default": 480, **size}),
+                "length": ("INT", {"default": 81, "min": 1, "max": MAX_RESOLUTION, "step": 4}),
+                "batch_size": ("INT", {"default": 1, "min": 1, "max": 4096}),
+                "video_frame_offset": ("INT", {"default": 0, "min": 0, "max": MAX_RESOLUTION, "step": 1}),
+                "pose_strength": _strength(1.0),
+                "pose_start_percent": _percent(0.0),
+                "pose_end_percent": _percent(1.0),
+                "reference_image_strength": _strength(1.0),
+            },
+            "optional": {
+                "reference_image": ("IMAGE", {}),
+                "pose_video": ("IMAGE", {}),
+                "clip_vision_output": ("CLIP_VISION_OUTPUT", {}),
+                "positive_pose": ("CONDITIONING", {}),
+                "clip_vision_output_pose": ("CLIP_VISION_OUTPUT", {}),
+                "continue_motion": ("IMAGE", {}),
+            },
+        }
+
+    async def execute(
+        self,
+        positive,
+        negative,
+        vae,
+        width: int,
+        height: int,
+        length: int,
+        batch_size: int,
+        video_frame_offset: int,
+        reference_image: torch.Tensor | None = None,
+        pose_video: torch.Tensor | None = None,
+        clip_vision_output=None,
+        positive_pose=None,
+        clip_vision_output_pose=None,
+        continue_motion: torch.Tensor | None = None,
+        pose_strength: float = 1.0,
+        pose_start_percent: float = 0.0,
+        pose_end_percent: float = 1.0,
+        reference_image_strength: float = 1.0,
+    ):
+        positive, negative = require(positive, "positive"), require(negative, "negative")
+        if pose_start_percent > pose_end_percent:
+            raise ValueError(
+                f"pose_start_percent ({pose_start_percent}) must not be greater than pose_end_percent "
+                f"({pose_end_percent})."
+            )
+        frames = latent_frames(length)
+        if reference_image is None:
+            reference_image = torch.zeros(1, height, width, 3)
+        ref_latent = await encode_video(vae, _fit(reference_image[:1], width, height))
+        trim_latent = ref_latent.shape[2]
+
+        motion_latents = 0
+        clip = torch.full((length, height, width, 3), 0.5)
+        if continue_motion is not None:
+            continue_motion = continue_motion[-CONTINUE_MOTION_FRAMES:]
+            video_frame_offset = max(0, video_frame_offset - continue_motion.shape[0])
+            continue_motion = _fit(continue_motion[-length:], width, height)
+            clip = torch.full((length, height, width, continue_motion.shape[-1]), 0.5, dtype=continue_motion.dtype)
+            clip[: continue_motion.shape[0]] = continue_motion
+            motion_latents = latent_frames(continue_motion.shape[0])
+        concat = torch.cat([ref_latent, await encode_video(vae, clip)], dim=2)
+        # one channel, 0 where a latent frame is known; the model inverts it and repeats it to its 4 mask channels
+        mask = torch.ones(1, 1, frames + trim_latent, height // 8, width // 8, dtype=concat.dtype)
+        mask[:, :, : trim_latent + motion_latents] = 0.0
+        values: dict = {"concat_latent_image": concat, "concat_mask": mask}
+        if clip_vision_output is not None:
+            values["clip_vision_output"] = clip_vision_output
+        if reference_image_strength != 1.0:  # every step: the reference frame is part of the latent throughout
+            values["reference_strength"] = reference_image_strength
+        positive, negative = set_values(positive, values), set_values(negative, values)
+
+        pose: dict = {}
+        if pose_video is not None:
+            if pose_video.shape[0] <= video_frame_offset:
+                raise ValueError(
+                    f"pose_video has {pose_video.shape[0]} frames but video_frame_offset is {video_frame_offset} "
+                    "-- nothing left to read."
+                )
+            pose_video = _fit(pose_video[video_frame_offset:][:length], width, height)
+            if pose_video.shape[0] < length:  # hold the last frame, as upstream pads its clips
+                pose_video = torch.cat([pose_video, pose_video[-1:].expand(length - pose_video.shape[0], -1, -1, -1)])
+            pose["pose_video_latent"] = await encode_video(vae, pose_video)
+        pose_clip = clip_vision_output_pose if clip_vision_output_pose is not None else clip_vision_output
+        if pose_clip is not None:
+            pose["clip_vision_output_pose"] = pose_clip
+        pose_cond = require(positive_pose, "positive_pose") if positive_pose is not None else positive
+        if pose_cond:
+            pose["cross_attn_pose"] = pose_cond[0][0]
+        if pose_strength != 1.0:
+            pose["pose_strength"] = pose_strength
+        if pose_start_percent > 0.0 or pose_end_percent < 1.0:
+            positive, negative = (
+                _windowed(c, pose, pose_start_percent, pose_end_percent) for c in (positive, negative)
+            )
+        else:
+            positive, negative = set_values(positive, pose), set_values(negative, pose)
+
+        latent = torch.zeros(batch_size, 16, frames + trim_latent, height // 8, width // 8)
+        trim_image = max(0, motion_latents * 4 - 3)
+        return positive, negative, {"samples": latent}, trim_latent, trim_image, video_frame_offset + length
+
+
+def _windowed(cond: list, pose: dict, start: float, end: float) -> list:
+    """The pose values on a cond limited to [start, end] of sampling, complement conds without them elsewhere."""
+    parts = set_values(cond, {**pose, "start_percent": start, "end_percent": end})
+    if start > 0.0:
+        parts = parts + set_values(cond, {"start_percent": 0.0, "end_percent": start})
+    if end < 1.0:
+        parts = parts + set_values(cond, {"start_percent": end, "end_percent": 1.0})
+    return parts
+
+
+class WanAnimate2Cache:
+    """Upstream keeps the pose branch's block inputs between the steps of one run so that branch runs once: at
+    dtype default that changes no number (the branch reads neither the step's latent nor its timestep). Here
+    each denoising step is a stateless ModelFn that may run on any executor, so the branch is recomputed every
+    step and the MODEL passes through unchanged; int8 / int4 (upstream's convrot-quantized cache, which does
+    change the numbers) are refused by name rather than silently computed in full precision."""
+
+    RELATIVE_PYTHON_MODULE = "comfy_extras.nodes_wan"
+    FUNCTION = "execute"
+    CATEGORY = CATEGORY
+    EXPERIMENTAL = True
+    RETURN_TYPES = ("MODEL",)
+    DESCRIPTION = "Caches the pose-video's per-block activations (here: recomputed per step, same numbers)."
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {
+            "required": {
+                "model": ("MODEL", {}),
+                "device": ("COMBO", {"default": "cpu", "multiselect": False, "options": ["cpu", "gpu"]}),
+                "dtype": (
+                    "COMBO",
+                    {"default": "default", "multiselect": False, "options": ["default", "int8", "int4"]},
+                ),
+            }
+        }
+
+    def execute(self, model: ModelRef, device: str, dtype: str = "default"):
+        model = require_model(model)
+        if dtype != "default":
+            raise ValueError(
+                f"WanAnimate2Cache dtype {dtype!r}: the quantized (convrot {dtype}) pose cache is not implemented "
+                "here; use dtype default (same results as no cache)"
+            )
+        return (model,)
+
+
+NODE_CLASS_MAPPINGS = {"WanAnimate2ToVideo": WanAnimate2ToVideo, "WanAnimate2Cache": WanAnimate2Cache}
+NODE_DISPLAY_NAME_MAPPINGS: dict[str, str] = {}
