@@ -7,17 +7,24 @@ Run inside that ComfyUI's environment, after `comfy-cluster demo-models`, with a
 ComfyUI's files (from a checkout of a repository that carries PR 14103) under these names:
 comfy_ldm_pixeldit_model.py, comfy_ldm_pixeldit_modules.py, comfy_text_encoders_pixeldit.py, comfy_sd1_clip.py
 (its tokenizer honours the min_length PixelDiT pads to; 0.10.0's ignores it) and comfy_supported_models.py (only
-PixelDiTT2I.process_unet_state_dict is taken from it, the published layout's conversion):
+PixelDiTT2I.process_unet_state_dict is taken from it, the published layout's conversion). The fixture was recorded
+with them from the PhoenixCreation/ComfyUI-TPU snapshot of 2026-08-22 (a fork carrying upstream's PixelDiT, which
+adds accelerator hooks that do nothing on the CPU; comfyanonymous/ComfyUI's snapshot was too large to fetch here):
 
     cd <ComfyUI 0.10.0 source> && PYTHONPATH=<site>:. OMP_NUM_THREADS=1 <venv>/bin/python \\
-        /work/main/scripts/record_comfyui_pixeldit.py <fixture> <workspace> <folder of the newest files>
+        /work/main/scripts/record_comfyui_pixeldit.py <fixture> <workspace> <folder of the newest files> \\
+        /work/main/workflows_json/pixeldit_t2i.json
 
 The one adaptation: 0.10.0's mmdit.TimestepEmbedder predates its max_period argument (PixelDiT passes 10), so the
 newest model module gets a subclass that passes it on to 0.10.0's timestep_embedding, which takes it. ComfyUI's
 PixDiT_T2I takes its sizes as arguments (its defaults are the released 1300M's); they are read from the file's
 shapes here. Recorded: the text encoder's tokens and conditioning for several prompts through ComfyUI's CLIP
 loader (comfy.sd.load_clip with the PixelDiT tokenizer and encoder as Gemma 2's target), and the transformer's raw
-output on seeded inputs (batch of two, a short context, a size in part patches).
+output on seeded inputs (batch of two, a short context, a size in part patches); and the shipped workflow (the
+web UI's PixelDiT template on the tiny files) run node by node with 0.10.0's node classes, UNETLoader's MODEL being
+0.10.0's BaseModel around the newest PixDiT_T2I with the newest supported_models.PixelDiTT2I's settings (FLOW at
+shift 4, pixel latents), CLIPLoader's the CLIP above, ResolutionSelector (newer than 0.10.0) its size for the
+shipped inputs, SaveImage replaced by what it would write.
 """
 
 from __future__ import annotations
@@ -31,9 +38,10 @@ import re
 import sys
 import types
 
+import numpy as np
 import torch
 
-OUT, WORKSPACE, UPSTREAM = sys.argv[1:4]
+OUT, WORKSPACE, UPSTREAM, WORKFLOW = sys.argv[1:5]
 sys.argv[1:] = ["--cpu"]
 import comfy.cli_args
 
@@ -164,6 +172,74 @@ def build_model(sd: dict) -> torch.nn.Module:
     return model.eval()
 
 
+# ResolutionSelector (newer than 0.10.0): 1:1 at 0.1 megapixels is sqrt(0.1 * 1024 * 1024) = 323.8 rounded to 320
+RESOLUTION = {("1:1 (Square)", 0.1, 8, 256): (320, 320)}
+
+
+def model_patcher(sd: dict):
+    """0.10.0's BaseModel (FLOW) around the newest PixDiT_T2I, configured as supported_models.PixelDiTT2I."""
+    import comfy.latent_formats
+    import comfy.model_base
+    import comfy.model_patcher
+    import comfy.supported_models_base
+
+    network = build_model(sd)
+
+    class PixelDiTConfig(comfy.supported_models_base.BASE):
+        unet_extra_config = {}
+        sampling_settings = {"shift": 4.0}
+        latent_format = comfy.latent_formats.ChromaRadiance  # the newest PixelDiTPixel is ChromaRadiance's
+        memory_usage_factor = 0.04
+        supported_inference_dtypes = [torch.float32]
+
+    config = PixelDiTConfig({"disable_unet_model_creation": True})
+    model = comfy.model_base.BaseModel(config, model_type=comfy.model_base.ModelType.FLOW, device=torch.device("cpu"))
+    model.diffusion_model = network
+    return comfy.model_patcher.ModelPatcher(model, load_device=torch.device("cpu"), offload_device=torch.device("cpu"))
+
+
+def run_workflow(prompt: dict, model, clip) -> dict:
+    from comfy_extras import nodes_chroma_radiance
+
+    import nodes
+
+    classes = dict(nodes.NODE_CLASS_MAPPINGS)
+    for cls in vars(nodes_chroma_radiance).values():
+        if isinstance(cls, type) and cls.__module__ == nodes_chroma_radiance.__name__ and hasattr(cls, "define_schema"):
+            classes[cls.define_schema().node_id] = cls
+    results: dict[str, tuple] = {}
+
+    def run(node_id: str) -> tuple:
+        if node_id not in results:
+            node = prompt[node_id]
+            inputs = {k: run(v[0])[v[1]] if isinstance(v, list) else v for k, v in node["inputs"].items()}
+            kind = node["class_type"]
+            if kind == "SaveImage":
+                results[node_id] = (inputs["images"],)
+            elif kind == "ResolutionSelector":
+                key = (inputs["aspect_ratio"], inputs["megapixels"], inputs["multiple"], inputs["minimum"])
+                results[node_id] = RESOLUTION[key]
+            elif kind == "UNETLoader":
+                results[node_id] = (model,)
+            elif kind == "CLIPLoader":
+                results[node_id] = (clip,)
+            else:
+                cls = classes[kind]
+                if hasattr(cls, "FUNCTION"):
+                    results[node_id] = getattr(cls(), cls.FUNCTION)(**inputs)
+                else:
+                    out = cls.execute(**inputs)
+                    results[node_id] = tuple(out.result) if hasattr(out, "result") else out
+        return results[node_id]
+
+    (save,) = [k for k, v in prompt.items() if v["class_type"] == "SaveImage"]
+    pngs = []
+    for im in run(save)[0]:
+        png = np.clip(255.0 * im.detach().cpu().numpy(), 0, 255).astype(np.uint8)
+        pngs.append({"shape": list(png.shape), "u8": base64.b64encode(png.tobytes()).decode()})
+    return {"prompt": prompt, "pngs_rgb": pngs}
+
+
 def main() -> None:
     torch.set_num_threads(1)
     te_path = f"{WORKSPACE}/models/{TEXT_ENCODER}"
@@ -192,6 +268,9 @@ def main() -> None:
         with torch.no_grad():
             y = model(x, torch.tensor(t), context=context)
         out["cases"][name] = {"out": b64(y)}
+    prompt = json.loads(open(WORKFLOW).read())
+    patcher = model_patcher(comfy.utils.load_torch_file(f"{WORKSPACE}/models/{DIT}"))
+    out["workflow"] = run_workflow(prompt, patcher, clip)
     with open(OUT, "w") as f:
         json.dump(out, f)
 
