@@ -130,6 +130,13 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
         "wan2.2_i2v_lightx2v_4steps_lora_tiny_low_noise.safetensors",
     ),
     (r"^wan2\.1_vace", r"^Wan21_CausVid", "wan2.1_causvid_t2v_lora_rank32_tiny.safetensors"),
+    # Wan Animate 2 (nodes/models/wan_demo.py: Wan 2.1 image-to-video's layout with Animate 2's metadata); its LoRA
+    # (lightx2v's I2V 14B distill LoRA) is a Wan 2.1 i2v LoRA: the tiny i2v LoRA has its layout and shapes
+    (None, r"^wan_animate_2_", "wan_animate_2_14B_tiny.safetensors"),
+    (r"^wan_animate_2_", r"^umt5_xxl", "umt5_xxl_tiny.safetensors"),
+    (r"^wan_animate_2_", r"^Wan2_1_VAE", "wan_2.1_vae_tiny.safetensors"),
+    (r"^wan_animate_2_", r"^clip_vision_h", "clip-vision-tiny.safetensors"),
+    (r"^wan_animate_2_", r"^lightx2v_I2V_14B_480p", "wan2.2_i2v_lightx2v_4steps_lora_tiny_high_noise.safetensors"),
     # MiniMax H3 (scripts/minimax_h3_workflow.py)
     (None, r"^minimax_h3_fl2va", "minimax_h3_fl2va_pruned_tiny.safetensors"),
     # the ref2va weights are the same network in the same published layout (its own training, not its own shapes)
@@ -167,9 +174,6 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     # Chroma1 Radiance (nodes/models/chroma_radiance_demo.py): pixel space (the pixel_space VAE), Flux.1's T5
     (None, r"^chroma-radiance", "chroma_radiance_tiny.safetensors"),
     (r"^chroma-radiance", r"^t5xxl", "flux-tiny-t5.safetensors"),
-    # PixelDiT (nodes/models/pixeldit_demo.py): pixel space (the pixel_space VAE), its Gemma 2 2B-it
-    (None, r"^pixeldit_", "pixeldit_tiny.safetensors"),
-    (r"^pixeldit_", r"^gemma_2_2b_it_elm", "gemma_2_2b_it_elm_tiny.safetensors"),
     # Flux.1 dev / schnell / Krea / Kontext (same transformer layout; Fill and Canny have other input widths)
     (None, r"^flux1-(dev|schnell|krea-dev|dev-kontext)", "flux-tiny.safetensors"),
     # FLUX.1 Fill dev OneReward (bytedance-research/OneReward: FLUX.1-Fill-dev fine-tuned, run there as diffusers'
