@@ -29,11 +29,13 @@ LONGER_SIDE = 128
 GEMMA_LORA = re.compile(r"^gemma-3-12b-it.*lora")
 
 
-def tiny_template() -> dict:
+def tiny_template(template: str = TEMPLATE) -> dict:
+    """The template's graph with the tiny files, example pictures, fixed seeds and shrunk sizes (the LTX-2.3
+    first/last-frame template, scripts/ltx2_3_flf2v_workflow.py, goes through the same rules)."""
     from scripts.templates_coverage import templates_dir
     from scripts.templates_render import IMAGE_FILE, MODEL_FILE, SHRINK_TITLES, demo_file, flat_workflow
 
-    flat = flat_workflow(json.loads((templates_dir() / f"{TEMPLATE}.json").read_text()))
+    flat = flat_workflow(json.loads((templates_dir() / f"{template}.json").read_text()))
     values = [v for n in flat["nodes"] for v in n.get("widgets_values") or [] if isinstance(v, str)]
     asked = [v for v in values if MODEL_FILE.search(v)]
     titles = {n["id"]: str(n.get("title", "")).strip().lower() for n in flat["nodes"]}
