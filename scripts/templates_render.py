@@ -174,6 +174,9 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     # Chroma1 Radiance (nodes/models/chroma_radiance_demo.py): pixel space (the pixel_space VAE), Flux.1's T5
     (None, r"^chroma-radiance", "chroma_radiance_tiny.safetensors"),
     (r"^chroma-radiance", r"^t5xxl", "flux-tiny-t5.safetensors"),
+    # PixelDiT (nodes/models/pixeldit_demo.py): pixel space (the pixel_space VAE), its Gemma 2 2B-it
+    (None, r"^pixeldit_", "pixeldit_tiny.safetensors"),
+    (r"^pixeldit_", r"^gemma_2_2b_it_elm", "gemma_2_2b_it_elm_tiny.safetensors"),
     # Flux.1 dev / schnell / Krea / Kontext (same transformer layout; Fill and Canny have other input widths)
     (None, r"^flux1-(dev|schnell|krea-dev|dev-kontext)", "flux-tiny.safetensors"),
     # FLUX.1 Fill dev OneReward (bytedance-research/OneReward: FLUX.1-Fill-dev fine-tuned, run there as diffusers'
