@@ -28,8 +28,8 @@ UTILITY = "a model-free utility node of today's ComfyUI not written yet"
 RULES: list[tuple[str, str]] = [
     (
         r"LTX",
-        "LTX-2's guides (keyframes) and reference audio are not implemented (its image-, text- and "
-        "audio-to-video templates with the latent upsampler and the prompt enhancer run)",
+        "LTX-2's reference audio and the older LTXVImgToVideo are not implemented (its image-, text-, audio- and "
+        "first/last-frame-to-video templates with guides, the latent upsampler and the prompt enhancer run)",
     ),
     (
         r"Audio|^(LoadVideo|SaveVideo|CreateVideo|GetVideoComponents|Video Slice|RecordAudio)$|Music|YuE2|SheetSage|"
