@@ -4,21 +4,17 @@ its DiT with the LLM adapter, equal to upstream ComfyUI 0.10.0 on the tiny demo 
 
 from __future__ import annotations
 
-import base64
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
+
+from tests.recorded_tensors import tensor
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_anima.json").read_text())
 DIT = "diffusion_models/anima_tiny.safetensors"
 TEXT_ENCODER = "text_encoders/qwen_3_06b_base_tiny.safetensors"
-
-
-def tensor(d: dict) -> torch.Tensor:
-    return torch.from_numpy(np.frombuffer(base64.b64decode(d["f32"]), dtype=np.float32).copy()).reshape(d["shape"])
 
 
 def ref(ws, component: str, rel: str, arch: str, **options):

@@ -5,12 +5,10 @@ guidance embedder and a context three Mistral states wide."""
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
@@ -19,6 +17,7 @@ from nodes.models.detect import probe
 from nodes.models.flux2_dev_demo import SPECIALS, build_demo_flux2_dev
 from nodes.models.flux2_mistral import LAYERS, Mistral3TextEncoder, tapped_states
 from nodes.models.loader import load_diffusion_model, load_text_encoder
+from tests.recorded_tensors import tensor
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_flux2_mistral.json").read_text())
 # scripts/record_comfyui_flux2_dev_transformer.py: ComfyUI 0.10.0's Flux2 model on the tiny dev transformer
@@ -27,11 +26,6 @@ DEV = json.loads((Path(__file__).parent / "fixtures" / "comfyui_flux2_dev.json")
 # 30-layer pruned file), and load_text_encoder_state_dicts hands clip_data[0]["tekken_model"] to Flux2Tokenizer;
 # comfy/text_encoders/flux.py: Mistral3_24BModel taps layers [10, 20, 30], Flux2TEModel joins them per token.
 COMFYUI_TAPS = (10, 20, 30)
-
-
-def tensor(entry: dict) -> torch.Tensor:
-    data = np.frombuffer(base64.b64decode(entry["f32"]), dtype=np.float32).copy()
-    return torch.from_numpy(data).reshape(entry["shape"])
 
 
 @pytest.fixture(scope="module")

@@ -3,12 +3,10 @@ evaluation equal to ComfyUI 0.10.0's (fixture from scripts/record_comfyui_flux_f
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
@@ -18,6 +16,7 @@ from nodes.models.flux import FluxDiffusionModel, infer_config, load_diffusion_m
 from nodes.models.flux_demo import build_demo_flux
 from nodes.models.flux_keys import diffusers_to_bfl
 from nodes.models.safetensors_io import load_state_dict
+from tests.recorded_tensors import tensor
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_flux_fill.json").read_text())
 # black-forest-labs/flux, src/flux/util.py, configs["flux-dev-fill"] (repo_flow flux1-fill-dev.safetensors):
@@ -26,11 +25,6 @@ FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_flux_fill.js
 # linear has out_channels rows. ComfyUI's model_detection divides img_in's width by the 2x2 patch: 96 channels,
 # which comfy.supported_models.FluxInpaint matches.
 PUBLISHED_FILL = {"img_in.weight": (3072, 384), "final_layer.linear.weight": (64, 3072)}
-
-
-def tensor(entry: dict) -> torch.Tensor:
-    data = np.frombuffer(base64.b64decode(entry["f32"]), dtype=np.float32).copy()
-    return torch.from_numpy(data).reshape(entry["shape"])
 
 
 @pytest.fixture(scope="module")

@@ -6,12 +6,10 @@ by name. Before, an LTX-2 model ignored its LoRAs."""
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 from safetensors.torch import save_file
@@ -21,13 +19,10 @@ from nodes.models import loader
 from nodes.models.errors import ModelLoadError
 from nodes.models.ltx2 import pack, unpack
 from nodes.sampling.model_sampling import model_sampling_from_config
+from tests.recorded_tensors import tensor
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_ltx2_lora.json").read_text())
 ATOL = 1e-5
-
-
-def tensor(d: dict) -> torch.Tensor:
-    return torch.from_numpy(np.frombuffer(base64.b64decode(d["f32"]), dtype=np.float32).copy()).reshape(d["shape"])
 
 
 @pytest.fixture

@@ -7,23 +7,18 @@ separate images and the LTX-2 VAE refused the 4-D pieces."""
 from __future__ import annotations
 
 import asyncio
-import base64
 import hashlib
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
 from nodes.model_nodes import VAEDecodeTiled
+from tests.recorded_tensors import tensor
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_ltx2_tiled_decode.json").read_text())
 ATOL = 1e-5  # measured: 0 (bit-identical on one thread)
-
-
-def tensor(d: dict) -> torch.Tensor:
-    return torch.from_numpy(np.frombuffer(base64.b64decode(d["f32"]), dtype=np.float32).copy()).reshape(d["shape"])
 
 
 @pytest.fixture

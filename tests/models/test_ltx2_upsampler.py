@@ -6,18 +6,17 @@ ComfyUI's own loader and node on the same files and latents); bad inputs are ref
 from __future__ import annotations
 
 import asyncio
-import base64
 import hashlib
 import importlib.util
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
 from nodes.library.ltxv_upsampler import LatentUpscaleModelLoader, LTXVLatentUpsampler
 from nodes.models.ltx2_demo import build_upsampler
+from tests.recorded_tensors import tensor
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_ltx2_upsampler.json").read_text())
@@ -34,10 +33,6 @@ def _recorder():
 
 
 RECORDER = _recorder()
-
-
-def tensor(d: dict) -> torch.Tensor:
-    return torch.from_numpy(np.frombuffer(base64.b64decode(d["f32"]), dtype=np.float32).copy()).reshape(d["shape"])
 
 
 @pytest.fixture

@@ -6,12 +6,10 @@ network; files that are not MOSS-Image are refused by name."""
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
@@ -24,13 +22,9 @@ from nodes.models.errors import ModelLoadError
 from nodes.models.loader import load_diffusion_model, load_vae
 from nodes.models.moss_image import comfy_layout
 from nodes.models.moss_image_demo import CONFIG, build_demo_moss_image
+from tests.recorded_tensors import tensor
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "moss_image_mlx.json").read_text())
-
-
-def tensor(entry: dict) -> torch.Tensor:
-    data = np.frombuffer(base64.b64decode(entry["f32"]), dtype=np.float32).copy()
-    return torch.from_numpy(data).reshape(entry["shape"])
 
 
 def ref_for(path: str) -> ModelRef:

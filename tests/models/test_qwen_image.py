@@ -8,12 +8,10 @@ built here again (same seed, same bytes: the fixture's sha256 says so) and teste
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 from safetensors.torch import save_file
@@ -31,13 +29,10 @@ from nodes.models.qwen_image_demo import (
 )
 from nodes.models.qwen_image_vae import diffusers_names, wan_vae_keys
 from nodes.sampling.model_sampling import model_sampling_from_config
+from tests.recorded_tensors import tensor
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_qwen_image.json").read_text())
 ATOL, RTOL = 2e-5, 1e-4
-
-
-def tensor(d: dict) -> torch.Tensor:
-    return torch.from_numpy(np.frombuffer(base64.b64decode(d["f32"]), dtype=np.float32).copy()).reshape(d["shape"])
 
 
 @pytest.fixture(scope="module")

@@ -9,12 +9,10 @@ edit prompts, and the conditioning both nodes return (states and reference laten
 from __future__ import annotations
 
 import asyncio
-import base64
 import hashlib
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
@@ -25,14 +23,11 @@ from nodes.models.qwen_image_demo import FILES as QWEN_IMAGE_FILES
 from nodes.models.qwen_image_demo import build_demo_qwen_image
 from nodes.models.qwen_image_edit_demo import FILES, build_demo_qwen_image_edit
 from nodes.models.qwen_vl import IMAGE_PAD_ID, image_embeddings
+from tests.recorded_tensors import tensor
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_qwen_image_edit.json").read_text())
 ATOL, RTOL = 2e-5, 1e-4
 ALL_FILES = {**QWEN_IMAGE_FILES, **FILES}
-
-
-def tensor(d: dict) -> torch.Tensor:
-    return torch.from_numpy(np.frombuffer(base64.b64decode(d["f32"]), dtype=np.float32).copy()).reshape(d["shape"])
 
 
 def image(seed: int, height: int, width: int, batch: int = 1) -> torch.Tensor:

@@ -6,11 +6,9 @@ combining its CLIP-L/CLIP-G/T5 encoders loaded with the tiny weights, and its SD
 
 from __future__ import annotations
 
-import base64
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
@@ -23,12 +21,9 @@ from nodes.models.controlnet import resize_hint
 from nodes.models.sd3_demo import build_demo_sd3, tiny_sd3_state_dicts
 from nodes.models.sd3_keys import diffusers_to_mmdit, mmdit_to_diffusers
 from nodes.sampling.model_sampling import model_sampling_from_config
+from tests.recorded_tensors import tensor
 
 FIXTURE = json.loads((Path(__file__).parents[1] / "nodes" / "fixtures" / "comfyui_sd3.json").read_text())
-
-
-def tensor(d: dict) -> torch.Tensor:
-    return torch.from_numpy(np.frombuffer(base64.b64decode(d["f32"]), dtype=np.float32).copy()).reshape(d["shape"])
 
 
 @pytest.fixture(scope="module")

@@ -8,11 +8,9 @@ checkpoint in that layout (`model.diffusion_model.*`), detected, loaded by our l
 
 from __future__ import annotations
 
-import base64
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 from safetensors.torch import save_file
@@ -20,13 +18,10 @@ from safetensors.torch import save_file
 from nodes.loaders import make_ref
 from nodes.models import loader
 from nodes.models.detect import probe
+from tests.recorded_tensors import tensor
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_sd35.json").read_text())
 VARIANTS = ("sd35_large", "sd35_medium")
-
-
-def tensor(d: dict) -> torch.Tensor:
-    return torch.from_numpy(np.frombuffer(base64.b64decode(d["f32"]), dtype=np.float32).copy()).reshape(d["shape"])
 
 
 def seeded_weights(shapes: dict[str, list[int]], seed: int) -> dict[str, torch.Tensor]:

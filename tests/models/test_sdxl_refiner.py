@@ -4,12 +4,10 @@ from scripts/record_comfyui_sdxl_refiner.py on the demo's tiny refiner checkpoin
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
@@ -22,6 +20,7 @@ from nodes.models.detect import probe
 from nodes.models.loader import load_diffusion_model, load_text_encoder
 from nodes.models.unet import is_refiner
 from nodes.sampling.model_sampling import model_sampling_from_config
+from tests.recorded_tensors import tensor
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_sdxl_refiner.json").read_text())
 # ComfyUI's comfy/supported_models.py: SDXLRefiner's unet_config (the published sd_xl_refiner_1.0 file) and SDXL's;
@@ -30,11 +29,6 @@ PUBLISHED = {
     "refiner": {"context_dim": 1280, "adm_in_channels": 2560},
     "base": {"context_dim": 2048, "adm_in_channels": 2816},
 }
-
-
-def tensor(entry: dict) -> torch.Tensor:
-    data = np.frombuffer(base64.b64decode(entry["f32"]), dtype=np.float32).copy()
-    return torch.from_numpy(data).reshape(entry["shape"])
 
 
 @pytest.fixture(scope="module")

@@ -10,12 +10,10 @@ sha256 says so). The template workflow's frames are compared in tests/e2e/test_w
 from __future__ import annotations
 
 import asyncio
-import base64
 import hashlib
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 from safetensors.torch import save_file
@@ -28,15 +26,12 @@ from nodes.models.errors import ModelLoadError
 from nodes.models.wan_demo import FILES as WAN_FILES
 from nodes.models.wan_demo import build_demo_wan, tiny_wan_state_dicts
 from nodes.sampling.model_sampling import model_sampling_from_config
+from tests.recorded_tensors import tensor
 
 # wan-tiny's files and the demo CLIP vision model that Wan 2.1 image-to-video reads
 FILES = {**WAN_FILES, "clip_vision": "clip_vision/clip-vision-tiny.safetensors"}
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_wan.json").read_text())
 ATOL, RTOL = 2e-5, 1e-4
-
-
-def tensor(d: dict) -> torch.Tensor:
-    return torch.from_numpy(np.frombuffer(base64.b64decode(d["f32"]), dtype=np.float32).copy()).reshape(d["shape"])
 
 
 @pytest.fixture(scope="module")

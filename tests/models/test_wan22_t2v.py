@@ -7,12 +7,10 @@ inputs. The files are built here again (same seed, same bytes: the fixture's sha
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 from safetensors import safe_open
@@ -21,13 +19,10 @@ from nodes.loaders import make_ref
 from nodes.models import loader
 from nodes.models.detect import probe
 from nodes.models.wan_demo import FILES, build_demo_wan
+from tests.recorded_tensors import tensor
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_wan22_t2v.json").read_text())
 ATOL, RTOL = 1e-5, 1e-4
-
-
-def tensor(d: dict) -> torch.Tensor:
-    return torch.from_numpy(np.frombuffer(base64.b64decode(d["f32"]), dtype=np.float32).copy()).reshape(d["shape"])
 
 
 @pytest.fixture(scope="module")

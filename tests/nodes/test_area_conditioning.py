@@ -6,13 +6,11 @@ weights, bit for bit, with the same toy model function on both sides."""
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 from pathlib import Path
 from types import SimpleNamespace
 
-import numpy as np
 import pytest
 import torch
 
@@ -21,12 +19,9 @@ from nodes.conditioning_areas import resolve
 from nodes.library.conditioning_area import NODE_CLASS_MAPPINGS
 from nodes.modelfns.denoise import DenoiseParams, GuidedDenoiser
 from nodes.models.components import SD1_LATENT, DiffusionModel
+from tests.recorded_tensors import tensor
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_area_conditioning.json").read_text())
-
-
-def tensor(rec: dict) -> torch.Tensor:
-    return torch.from_numpy(np.frombuffer(base64.b64decode(rec["f32"]), dtype=np.float32).copy()).reshape(rec["shape"])
 
 
 CONTEXTS = {k: tensor(v) for k, v in FIXTURE["contexts"].items()}

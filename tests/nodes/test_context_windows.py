@@ -6,17 +6,16 @@ demo SD1 model with windows over the batch."""
 from __future__ import annotations
 
 import asyncio
-import base64
 import importlib.util
 import inspect
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
 from nodes.sampling import context_windows as cwm
+from tests.recorded_tensors import tensor
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_context_windows.json").read_text())
@@ -27,11 +26,6 @@ def _recorder():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-def tensor(entry: dict) -> torch.Tensor:
-    data = np.frombuffer(base64.b64decode(entry["f32"]), dtype=np.float32).copy()
-    return torch.from_numpy(data).reshape(entry["shape"])
 
 
 def settings(case: dict) -> cwm.ContextWindows:

@@ -4,12 +4,10 @@ what ComfyUI 0.3.64 computes (fixture by scripts/record_comfyui_edit_family.py).
 
 from __future__ import annotations
 
-import base64
 import json
 from pathlib import Path
 from types import SimpleNamespace
 
-import numpy as np
 import pytest
 import torch
 
@@ -17,6 +15,7 @@ from cluster.refs import ModelRef
 from nodes.library.lumina2 import RenormCFG
 from nodes.modelfns.model_options import sampler_patches
 from nodes.modelfns.model_patches import combine
+from tests.recorded_tensors import tensor
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_edit_family.json").read_text())
 
@@ -33,12 +32,6 @@ def write_ip2p_checkpoint(source: Path, path: Path) -> None:
     extra = 0.3 * torch.randn(w.shape[0], 4, *w.shape[2:], generator=gen)
     sd[key] = torch.cat([w, extra.to(w.dtype)], dim=1).contiguous()
     save_file(sd, str(path), metadata={"format": "pt"})
-
-
-def tensor(entry: dict) -> torch.Tensor:
-    return torch.from_numpy(np.frombuffer(base64.b64decode(entry["f32"]), dtype=np.float32).copy()).reshape(
-        entry["shape"]
-    )
 
 
 SD1 = ModelRef("diffusion_model", "sd1", ("/m/sd1.safetensors",), ("d" * 64,))

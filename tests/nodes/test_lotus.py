@@ -7,26 +7,21 @@ scripts/record_comfyui_lotus.py with ComfyUI's loader, model class, IMG_TO_IMG s
 from __future__ import annotations
 
 import asyncio
-import base64
 import inspect
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
 from nodes.models.lotus_demo import FILE, build_demo_lotus
+from tests.recorded_tensors import tensor
 
 FIXTURE = json.loads((Path(__file__).resolve().parent / "fixtures" / "comfyui_lotus.json").read_text())
 # Measured 0.9e-5 to 1.8e-5: float32 rounding of the attention kernels. ComfyUI on the CPU computes attention in its
 # own sub-quadratic kernel; recorded with --use-pytorch-cross-attention (PyTorch's, as ours) three of these cases are
 # bit-identical here and the batch of two is 1.06e-5 off.
 ATOL = 2e-5
-
-
-def tensor(d: dict) -> torch.Tensor:
-    return torch.from_numpy(np.frombuffer(base64.b64decode(d["f32"]), dtype=np.float32).copy()).reshape(d["shape"])
 
 
 async def _call(name: str, **inputs):

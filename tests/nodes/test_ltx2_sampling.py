@@ -10,26 +10,21 @@ frame un-noised and at timestep 0) those of image-to-video; likewise under a noi
 from __future__ import annotations
 
 import asyncio
-import base64
 import inspect
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
 from nodes.library.ltxv_av import AVLatent
 from nodes.models.ltx2_demo import FILES, build_demo_ltx2
+from tests.recorded_tensors import tensor
 
 FIXTURE = json.loads((Path(__file__).resolve().parents[1] / "models" / "fixtures" / "comfyui_ltx2.json").read_text())
 # Measured: 9.8e-6 (video), 5.5e-6 (audio); the conditioning's float32 rounding (tests/models/test_ltx2.py)
 # carried through two steps at cfg 2.
 ATOL = 2e-5
-
-
-def tensor(d: dict) -> torch.Tensor:
-    return torch.from_numpy(np.frombuffer(base64.b64decode(d["f32"]), dtype=np.float32).copy()).reshape(d["shape"])
 
 
 async def _call(name: str, **inputs):

@@ -6,23 +6,18 @@ resampled from 44.1 kHz, mono at the VAE's rate spread to stereo, a batch at 24 
 from __future__ import annotations
 
 import asyncio
-import base64
 import hashlib
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
 from nodes.library.ltxv_audio import LTXVAudioVAEEncode, LTXVAudioVAELoader
 from nodes.models.ltx2_demo import FILES, build_demo_ltx2
+from tests.recorded_tensors import tensor
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_ltxv_audio_encode.json").read_text())
-
-
-def tensor(d: dict) -> torch.Tensor:
-    return torch.from_numpy(np.frombuffer(base64.b64decode(d["f32"]), dtype=np.float32).copy()).reshape(d["shape"])
 
 
 @pytest.fixture(scope="module")

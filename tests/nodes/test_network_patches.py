@@ -7,12 +7,10 @@ our diffusers UNet with the same patches as hooks must reproduce."""
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
@@ -37,6 +35,7 @@ from nodes.loaders import make_ref
 from nodes.modelfns.model_options import NETWORK, sampler_patches, weights_ref
 from nodes.modelfns.network_patches import CALC_COND, apply_model, with_network_patch
 from nodes.models.merge import merges
+from tests.recorded_tensors import tensor
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_model_patches.json").read_text())
 NODES = {
@@ -48,10 +47,6 @@ NODES = {
     "TomePatchModel": TomePatchModel,
     "SelfAttentionGuidance": SelfAttentionGuidance,
 }
-
-
-def tensor(d: dict) -> torch.Tensor:
-    return torch.from_numpy(np.frombuffer(base64.b64decode(d["f32"]), dtype=np.float32).copy()).reshape(d["shape"])
 
 
 def sd1_ref(workspace) -> ModelRef:

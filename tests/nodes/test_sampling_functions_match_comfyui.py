@@ -4,12 +4,10 @@ scripts/record_comfyui_sampling_functions.py in ComfyUI's environment)."""
 
 from __future__ import annotations
 
-import base64
 import json
 from pathlib import Path
 from types import SimpleNamespace
 
-import numpy as np
 import pytest
 import torch
 
@@ -24,6 +22,7 @@ from nodes.modelfns.model_options import latent_format, sampling_config, weights
 from nodes.modelfns.model_patches import perp_neg
 from nodes.sampling.model_sampling import model_sampling_from_config
 from nodes.sampling.samplers import get_sampler, run_step
+from tests.recorded_tensors import tensor
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_sampling_functions.json").read_text())
 GUIDANCE = FIXTURE["guidance"]
@@ -33,11 +32,6 @@ SD1 = ModelRef("diffusion_model", "sd1", ("/m/sd1.safetensors",), ("d" * 64,))
 @pytest.fixture(autouse=True)
 def _one_thread():
     torch.set_num_threads(1)
-
-
-def tensor(entry: dict) -> torch.Tensor:
-    data = np.frombuffer(base64.b64decode(entry["f32"]), dtype=np.float32).copy()
-    return torch.from_numpy(data).reshape(entry["shape"])
 
 
 def seeded(seed: int, *shape: int) -> torch.Tensor:

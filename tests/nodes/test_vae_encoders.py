@@ -7,7 +7,6 @@ itself is ours (VAEEncode's), exercised end to end in tests/e2e/test_conditionin
 from __future__ import annotations
 
 import asyncio
-import base64
 import hashlib
 import json
 from pathlib import Path
@@ -19,12 +18,9 @@ import torch
 from cluster.refs import ModelRef
 from nodes.library import inpaint
 from nodes.modelfns.vae import tiled_encode
+from tests.recorded_tensors import tensor
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_vae_encoders.json").read_text())
-
-
-def tensor(rec: dict) -> torch.Tensor:
-    return torch.from_numpy(np.frombuffer(base64.b64decode(rec["f32"]), dtype=np.float32).copy()).reshape(rec["shape"])
 
 
 INPUTS = {k: tensor(v) for k, v in FIXTURE["inputs"].items()}

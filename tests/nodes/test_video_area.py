@@ -5,23 +5,17 @@ video latent (its frames whole)."""
 
 from __future__ import annotations
 
-import base64
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
 from nodes.conditioning_areas import area_and_mult, crop, resolve
 from nodes.library.video_cfg import ConditioningSetAreaPercentageVideo
+from tests.recorded_tensors import tensor
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_video_area.json").read_text())
-
-
-def tensor(entry: dict) -> torch.Tensor:
-    data = np.frombuffer(base64.b64decode(entry["f32"]), dtype=np.float32).copy()
-    return torch.from_numpy(data).reshape(entry["shape"])
 
 
 @pytest.mark.parametrize("index", range(len(FIXTURE["cases"])))

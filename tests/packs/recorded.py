@@ -3,12 +3,15 @@ scripts/record_comfyui_*.py scripts) and the inputs they were recorded on."""
 
 from __future__ import annotations
 
-import base64
 import json
 from pathlib import Path
 
 import numpy as np
 import torch
+
+from tests.recorded_tensors import tensor
+
+__all__ = ["FIXTURES", "load", "ramp", "tensor"]
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -16,12 +19,6 @@ FIXTURES = Path(__file__).parent / "fixtures"
 def load(name: str) -> dict:
     """The JSON fixture tests/packs/fixtures/<name>."""
     return json.loads((FIXTURES / name).read_text())
-
-
-def tensor(entry: dict) -> torch.Tensor:
-    """A recorded tensor: {"f32": base64 of float32 bytes, "shape": [...]}."""
-    data = np.frombuffer(base64.b64decode(entry["f32"]), dtype=np.float32).copy()
-    return torch.from_numpy(data).reshape(entry["shape"])
 
 
 def ramp(*shape: int, scale: float = 0.37, shift: float = 0.0) -> torch.Tensor:
