@@ -17,19 +17,15 @@ SaveImage replaced by what it would write.
 
 from __future__ import annotations
 
-import base64
 import dataclasses
-import hashlib
 import json
 import sys
 
 import torch
+from comfyui_recording import b64, comfyui_on_cpu, node_classes, run_prompt, sha256
 
 OUT, WORKSPACE, WORKFLOW = sys.argv[1:4]
-sys.argv[1:] = ["--cpu"]
-import comfy.cli_args
-
-comfy.cli_args.args.cpu = True
+comfyui_on_cpu()
 import comfy.ldm.anima.model
 import comfy.ldm.wan.vae
 import comfy.model_detection
@@ -37,7 +33,6 @@ import comfy.sd
 import comfy.text_encoders.llama
 import comfy.utils
 import folder_paths
-import numpy as np
 
 COMMIT = "79cdbc81"
 DIT = "diffusion_models/anima_tiny.safetensors"
@@ -53,16 +48,6 @@ CASES = {
     "weighted_odd_size": (2, [1, 16, 1, 6, 10], 4, 9, 0.3, True),
     "batch_two": (3, [2, 16, 1, 8, 6], 6, 3, 0.95, False),
 }
-
-
-def b64(t: torch.Tensor) -> dict:
-    t = t.detach().to(torch.float32).contiguous()
-    return {"shape": list(t.shape), "f32": base64.b64encode(t.numpy().tobytes()).decode()}
-
-
-def sha256(path: str) -> str:
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
 
 
 def tiny_sizes() -> None:
@@ -121,47 +106,17 @@ def tiny_sizes() -> None:
     comfy.ldm.wan.vae.WanVAE = lambda **cfg: wan(**{**cfg, "dim": vae_dim})
 
 
-def run_node(cls, inputs: dict) -> tuple:
-    if hasattr(cls, "FUNCTION"):
-        return getattr(cls(), cls.FUNCTION)(**inputs)
-    out = cls.execute(**inputs)  # a v3 node (io.ComfyNode)
-    return tuple(out.result) if hasattr(out, "result") else out
-
-
 def run_workflow(prompt: dict) -> dict:
     """The workflow node by node in dependency order with 0.10.0's node classes (ComfySwitchNode given both
     inputs: the same choice); SaveImage replaced by what it would write."""
     from comfy_extras import nodes_logic, nodes_primitive
 
-    import nodes
+    def newer(class_type: str, inputs: dict) -> tuple | None:
+        if class_type == "ResolutionSelector":  # newer than 0.10.0: its size for the shipped inputs
+            return RESOLUTION[(inputs["aspect_ratio"], inputs["megapixels"], inputs["multiple"])]
+        return None
 
-    modules = (nodes_logic, nodes_primitive)
-    classes = dict(nodes.NODE_CLASS_MAPPINGS)
-    for module in modules:
-        classes.update(getattr(module, "NODE_CLASS_MAPPINGS", {}))
-        for cls in vars(module).values():
-            if isinstance(cls, type) and cls.__module__ == module.__name__ and hasattr(cls, "define_schema"):
-                classes[cls.define_schema().node_id] = cls
-    results: dict[str, tuple] = {}
-
-    def run(node_id: str) -> tuple:
-        if node_id not in results:
-            node = prompt[node_id]
-            inputs = {k: run(v[0])[v[1]] if isinstance(v, list) else v for k, v in node["inputs"].items()}
-            if node["class_type"] == "SaveImage":
-                results[node_id] = (inputs["images"],)
-            elif node["class_type"] == "ResolutionSelector":  # newer than 0.10.0: its size for the shipped inputs
-                results[node_id] = RESOLUTION[(inputs["aspect_ratio"], inputs["megapixels"], inputs["multiple"])]
-            else:
-                results[node_id] = run_node(classes[node["class_type"]], inputs)
-        return results[node_id]
-
-    (save,) = [k for k, v in prompt.items() if v["class_type"] == "SaveImage"]
-    pngs = []
-    for im in run(save)[0]:
-        png = np.clip(255.0 * im.detach().cpu().numpy(), 0, 255).astype(np.uint8)
-        pngs.append({"shape": list(png.shape), "u8": base64.b64encode(png.tobytes()).decode()})
-    return {"prompt": prompt, "pngs_rgb": pngs}
+    return run_prompt(prompt, node_classes(nodes_logic, nodes_primitive), newer)
 
 
 def inputs(seed: int, shape: list[int], rows: int, ids: int, width: int, weighted: bool):

@@ -15,7 +15,6 @@ into a conditioning entry.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import subprocess
@@ -23,20 +22,13 @@ import sys
 import uuid
 
 import torch
+from comfyui_recording import b64, comfyui_on_cpu
 
-sys.argv[1:] = [sys.argv[1], "--cpu"]  # ComfyUI reads its command line on import: no CUDA here
-import comfy.cli_args  # noqa: E402
-
-comfy.cli_args.args.cpu = True
+comfyui_on_cpu(sys.argv[1])
 import comfy.conds  # noqa: E402
 import comfy.samplers  # noqa: E402
 
 import nodes  # noqa: E402
-
-
-def b64(t: torch.Tensor) -> dict:
-    t = t.detach().to(torch.float32).contiguous()
-    return {"shape": list(t.shape), "f32": base64.b64encode(t.numpy().tobytes()).decode()}
 
 
 def digest(t: torch.Tensor) -> dict:

@@ -17,18 +17,16 @@ template on the tiny files) run node by node with 0.3.64's node classes, SaveIma
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
 import sys
 
 import torch
+from comfyui_recording import b64, comfyui_on_cpu, node_classes, run_prompt, sha256
 
 OUT, WORKSPACE, WORKFLOW = sys.argv[1:4]
-sys.argv[1:] = ["--cpu", "--fp32-text-enc"]
+comfyui_on_cpu(flags=("--fp32-text-enc",))
 import comfy.cli_args
 
-comfy.cli_args.args.cpu = True
 # ComfyUI stores a text encoder's weights in float16 by default (model_management.text_encoder_dtype, CPU or GPU);
 # ours compute in the file's dtype, float32 for the tiny T5, so the comparison runs ComfyUI's in float32 too.
 comfy.cli_args.args.fp32_text_enc = True
@@ -39,7 +37,6 @@ import comfy.sd1_clip
 import comfy.text_encoders.pixart_t5
 import comfy.utils
 import folder_paths
-import numpy as np
 from transformers import T5Tokenizer
 
 COMMIT = "a125cd84"
@@ -57,16 +54,6 @@ CASES = {
     "batch_two": (3, [2, 16, 6, 8], 4, [0.9, 0.2], 0.0),
     "guidance": (4, [1, 16, 8, 6], 6, [0.5], 4.0),
 }
-
-
-def b64(t: torch.Tensor) -> dict:
-    t = t.detach().to(torch.float32).contiguous()
-    return {"shape": list(t.shape), "f32": base64.b64encode(t.numpy().tobytes()).decode()}
-
-
-def sha256(path: str) -> str:
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
 
 
 class TinyT5Tokenizer:
@@ -149,44 +136,13 @@ def tiny_sizes() -> None:
         setattr(ldm_vae, name, lambda cls=cls, **kw: cls(**{**kw, **sizes}))
 
 
-def run_node(cls, inputs: dict) -> tuple:
-    if hasattr(cls, "FUNCTION"):
-        return getattr(cls(), cls.FUNCTION)(**inputs)
-    out = cls.execute(**inputs)  # a v3 node (io.ComfyNode)
-    return tuple(out.result) if hasattr(out, "result") else out
-
-
 def run_workflow(prompt: dict) -> dict:
     """The workflow node by node in dependency order with 0.3.64's node classes; SaveImage replaced by what it
     would write."""
     from comfy_extras import nodes_cond, nodes_custom_sampler, nodes_model_advanced, nodes_sd3
 
-    import nodes
-
-    classes = dict(nodes.NODE_CLASS_MAPPINGS)
-    for module in (nodes_cond, nodes_custom_sampler, nodes_model_advanced, nodes_sd3):
-        classes.update(getattr(module, "NODE_CLASS_MAPPINGS", {}))
-        for cls in vars(module).values():
-            if isinstance(cls, type) and cls.__module__ == module.__name__ and hasattr(cls, "define_schema"):
-                classes[cls.define_schema().node_id] = cls
-    results: dict[str, tuple] = {}
-
-    def run(node_id: str) -> tuple:
-        if node_id not in results:
-            node = prompt[node_id]
-            inputs = {k: run(v[0])[v[1]] if isinstance(v, list) else v for k, v in node["inputs"].items()}
-            if node["class_type"] == "SaveImage":
-                results[node_id] = (inputs["images"],)
-            else:
-                results[node_id] = run_node(classes[node["class_type"]], inputs)
-        return results[node_id]
-
-    (save,) = [k for k, v in prompt.items() if v["class_type"] == "SaveImage"]
-    pngs = []
-    for im in run(save)[0]:
-        png = np.clip(255.0 * im.detach().cpu().numpy(), 0, 255).astype(np.uint8)
-        pngs.append({"shape": list(png.shape), "u8": base64.b64encode(png.tobytes()).decode()})
-    return {"prompt": prompt, "pngs_rgb": pngs}
+    classes = node_classes(nodes_cond, nodes_custom_sampler, nodes_model_advanced, nodes_sd3)
+    return run_prompt(prompt, classes)
 
 
 def inputs(seed: int, shape: list[int], rows: int, width: int):

@@ -16,27 +16,19 @@ prepared as the node's outer-sample wrapper does. ComfyUI batches the conds of o
 
 from __future__ import annotations
 
-import base64
 import json
 import sys
 
 import torch
+from comfyui_recording import b64, comfyui_on_cpu
 
 OUT = sys.argv[1]
-sys.argv[1:] = ["--cpu"]  # ComfyUI reads its command line on import: no CUDA here
-import comfy.cli_args  # noqa: E402
-
-comfy.cli_args.args.cpu = True
+comfyui_on_cpu()
 import comfy.model_sampling  # noqa: E402
 import comfy.patcher_extension  # noqa: E402
 from comfy_extras import nodes_easycache, nodes_video_model  # noqa: E402
 
 WRAPPERS = comfy.patcher_extension.WrappersMP
-
-
-def b64(t: torch.Tensor) -> dict:
-    t = t.detach().to(torch.float32).contiguous()
-    return {"shape": list(t.shape), "f32": base64.b64encode(t.numpy().tobytes()).decode()}
 
 
 def seeded(seed: int, *shape: int) -> torch.Tensor:

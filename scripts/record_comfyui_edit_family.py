@@ -25,27 +25,19 @@ Tensors are stored as float32 (base64).
 
 from __future__ import annotations
 
-import base64
 import json
 import sys
 
 import torch
+from comfyui_recording import b64, comfyui_on_cpu
 
 OUT = sys.argv[2]
 WEIGHTS = sys.argv[1]
 SD1_CHECKPOINT = sys.argv[3]
-sys.argv[1:] = ["--cpu"]  # ComfyUI reads its command line on import: no CUDA here
-import comfy.cli_args  # noqa: E402
-
-comfy.cli_args.args.cpu = True
+comfyui_on_cpu()
 from comfy_extras import nodes_lumina2  # noqa: E402
 
 COMFYUI = "0.3.64 (a125cd84b054a57729b5eecab930ca9408719832)"
-
-
-def b64(t: torch.Tensor) -> dict:
-    t = t.detach().to(torch.float32).contiguous()
-    return {"shape": list(t.shape), "f32": base64.b64encode(t.numpy().tobytes()).decode()}
 
 
 def seeded(seed: int, *shape: int) -> torch.Tensor:

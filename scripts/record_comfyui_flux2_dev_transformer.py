@@ -16,26 +16,18 @@ tensors. Tensors as float32 (base64).
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import sys
 
 import torch
+from comfyui_recording import b64, comfyui_on_cpu
 
 WEIGHTS, OUT = sys.argv[1], sys.argv[2]
-sys.argv[1:] = ["--cpu"]  # ComfyUI reads its command line on import: no CUDA here
-import comfy.cli_args  # noqa: E402
-
-comfy.cli_args.args.cpu = True
+comfyui_on_cpu()
 
 COMFYUI = "0.10.0 (79cdbc81)"
 CASES = [("guidance_4", (1, 128, 4, 6), 9, 0.7, 4.0), ("guidance_2_5_batch_2", (2, 128, 3, 5), 20, 0.3, 2.5)]
-
-
-def b64(t: torch.Tensor) -> dict:
-    t = t.detach().to(torch.float32).contiguous()
-    return {"shape": list(t.shape), "f32": base64.b64encode(t.numpy().tobytes()).decode()}
 
 
 def seeded(seed: int, *shape: int) -> torch.Tensor:

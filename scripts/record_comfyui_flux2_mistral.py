@@ -18,28 +18,20 @@ is copied here), given the demo models (`comfy-cluster demo-models` builds them)
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import sys
 
 import torch
+from comfyui_recording import b64, comfyui_on_cpu
 
 WEIGHTS, OUT = sys.argv[1], sys.argv[2]
-sys.argv[1:] = ["--cpu"]  # ComfyUI reads its command line on import: no CUDA here
-import comfy.cli_args  # noqa: E402
-
-comfy.cli_args.args.cpu = True
+comfyui_on_cpu()
 
 COMFYUI = "0.10.0 (79cdbc81)"
 PROMPTS = ["a photo of the cat", "the (red) apple\non a table"]
 # ids: BOS, [SYSTEM_PROMPT], bytes of "hi", [/SYSTEM_PROMPT], [INST], merged and single tokens, [/INST]
 ID_ROWS = [[1, 17, 124, 125, 18, 3, 277, 52, 280, 117, 4], [1, 3, 20, 21, 22, 23, 4]]
-
-
-def b64(t: torch.Tensor) -> dict:
-    t = t.detach().to(torch.float32).contiguous()
-    return {"shape": list(t.shape), "f32": base64.b64encode(t.numpy().tobytes()).decode()}
 
 
 def main() -> None:

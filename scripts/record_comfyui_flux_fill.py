@@ -18,18 +18,15 @@ Tensors are stored as float32 (base64).
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import sys
 
 import torch
+from comfyui_recording import b64, comfyui_on_cpu
 
 WEIGHTS, OUT = sys.argv[1], sys.argv[2]
-sys.argv[1:] = ["--cpu"]  # ComfyUI reads its command line on import: no CUDA here
-import comfy.cli_args  # noqa: E402
-
-comfy.cli_args.args.cpu = True
+comfyui_on_cpu()
 
 COMFYUI = "0.10.0 (79cdbc81)"
 TINY = {  # flux-tiny's sizes (nodes/models/configs/flux-tiny) with Fill's 96 input channels
@@ -57,11 +54,6 @@ CASES = [
     ("odd_latent", (1, 16, 5, 7), (1, 16, 5, 7), (1, 1, 40, 56)),
     ("no_image_no_mask", (1, 16, 4, 6), None, None),
 ]
-
-
-def b64(t: torch.Tensor) -> dict:
-    t = t.detach().to(torch.float32).contiguous()
-    return {"shape": list(t.shape), "f32": base64.b64encode(t.numpy().tobytes()).decode()}
 
 
 def seeded(seed: int, *shape: int) -> torch.Tensor:

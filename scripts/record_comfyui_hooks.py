@@ -21,12 +21,10 @@ import json
 import sys
 
 import torch
+from comfyui_recording import comfyui_on_cpu
 
 out_path = sys.argv[1]
-sys.argv[1:] = ["--cpu"]  # ComfyUI reads its command line on import: no CUDA here
-import comfy.cli_args  # noqa: E402
-
-comfy.cli_args.args.cpu = True
+comfyui_on_cpu()
 import comfy.hooks  # noqa: E402
 import comfy.k_diffusion.sampling as kd  # noqa: E402
 import comfy.model_sampling  # noqa: E402

@@ -10,16 +10,13 @@ Run inside ComfyUI's own environment (it imports ComfyUI's modules; nothing of C
 
 from __future__ import annotations
 
-import base64
 import json
 import sys
 
 import torch
+from comfyui_recording import b64, comfyui_on_cpu
 
-sys.argv[1:] = [sys.argv[1], "--cpu"]  # ComfyUI reads its command line on import: no CUDA here
-import comfy.cli_args  # noqa: E402
-
-comfy.cli_args.args.cpu = True
+comfyui_on_cpu(sys.argv[1])
 import comfy.model_sampling  # noqa: E402
 import comfy.samplers  # noqa: E402
 from comfy.k_diffusion import sampling as k  # noqa: E402
@@ -59,11 +56,6 @@ OPTIONS = [
     ("dpmpp_2m_sde", {"solver_type": "heun", "eta": 0.7}),
     ("lms", {"order": 2}),
 ]
-
-
-def b64(t: torch.Tensor) -> dict:
-    t = t.detach().to(torch.float32).contiguous()
-    return {"shape": list(t.shape), "f32": base64.b64encode(t.numpy().tobytes()).decode()}
 
 
 class ToyGuided:

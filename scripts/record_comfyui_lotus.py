@@ -24,17 +24,14 @@ image_lotus_depth_v1_1, 10000 in flux_depth_lora_example), one step and two. Ten
 
 from __future__ import annotations
 
-import base64
 import json
 import sys
 
 import torch
+from comfyui_recording import b64, comfyui_on_cpu
 
 OUT, DATA_OUT, WORKSPACE = sys.argv[1:4]
-sys.argv[1:] = ["--cpu"]  # ComfyUI reads its command line on import
-import comfy.cli_args  # noqa: E402
-
-comfy.cli_args.args.cpu = True
+comfyui_on_cpu()
 import comfy.model_detection  # noqa: E402
 import comfy.sd  # noqa: E402
 import comfy.supported_models  # noqa: E402
@@ -50,11 +47,6 @@ CASES = [  # (seed, latent shape, first sigma, steps)
     (3, (1, 4, 8, 8), 10000.0, 1),
     (4, (1, 4, 8, 8), 999.0000000000002, 2),
 ]
-
-
-def b64(t: torch.Tensor) -> dict:
-    t = t.detach().to(torch.float32).contiguous()
-    return {"shape": list(t.shape), "f32": base64.b64encode(t.numpy().tobytes()).decode()}
 
 
 def tiny_widths() -> None:

@@ -18,23 +18,18 @@ Recorded per case (CASES: stereo at 44.1 kHz, mono spread to stereo at the VAE's
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import sys
 
 import torch
+from comfyui_recording import b64
 
 OUT, MODELS = sys.argv[1:3]
 CHECKPOINT = "checkpoints/ltx-2-19b-dev_tiny.safetensors"
 SOURCE = "ComfyUI 0.10.0 (hiddenswitch/ComfyUI 79cdbc81, upstream's commits), torchaudio 2.9.1's Python code"
 # (seed, [batch, channels, samples], sample rate)
 CASES = [(60, [1, 2, 22050], 44100), (61, [1, 1, 8000], 16000), (62, [2, 2, 9000], 24000)]
-
-
-def b64(t: torch.Tensor) -> dict:
-    t = t.detach().to(torch.float32).contiguous()
-    return {"shape": list(t.shape), "f32": base64.b64encode(t.numpy().tobytes()).decode()}
 
 
 def main() -> None:

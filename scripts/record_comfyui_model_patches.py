@@ -15,17 +15,14 @@ replaced by a toy evaluator that records the model_options it was given.
 
 from __future__ import annotations
 
-import base64
 import json
 import sys
 
 import torch
+from comfyui_recording import b64, comfyui_on_cpu
 
 OUT, CHECKPOINT = sys.argv[1:3]
-sys.argv[1:] = ["--cpu"]  # ComfyUI reads its command line on import: no CUDA here
-import comfy.cli_args  # noqa: E402
-
-comfy.cli_args.args.cpu = True
+comfyui_on_cpu()
 import comfy.model_sampling  # noqa: E402
 import comfy.patcher_extension  # noqa: E402
 import comfy.samplers  # noqa: E402
@@ -41,11 +38,6 @@ from comfy_extras import (  # noqa: E402  # noqa: E402
     nodes_slg,
     nodes_tomesd,
 )
-
-
-def b64(t: torch.Tensor) -> dict:
-    t = t.detach().to(torch.float32).contiguous()
-    return {"shape": list(t.shape), "f32": base64.b64encode(t.numpy().tobytes()).decode()}
 
 
 class _Config:

@@ -11,17 +11,14 @@ Run inside ComfyUI's own environment (it imports ComfyUI's modules; nothing of C
 
 from __future__ import annotations
 
-import base64
 import json
 import sys
 
 import torch
+from comfyui_recording import b64, comfyui_on_cpu
 
 out_path = sys.argv[1]
-sys.argv[1:] = ["--cpu"]  # ComfyUI reads its command line on import: no CUDA here
-import comfy.cli_args  # noqa: E402
-
-comfy.cli_args.args.cpu = True
+comfyui_on_cpu()
 import comfy.conds  # noqa: E402
 import comfy.float  # noqa: E402
 import comfy.model_base  # noqa: E402
@@ -30,11 +27,6 @@ import comfy.model_sampling  # noqa: E402
 import comfy.supported_models  # noqa: E402
 
 COMFYUI = "0.3.64 (a125cd84b054a57729b5eecab930ca9408719832)"
-
-
-def b64(t: torch.Tensor) -> dict:
-    t = t.detach().to(torch.float32).contiguous()
-    return {"shape": list(t.shape), "f32": base64.b64encode(t.numpy().tobytes()).decode()}
 
 
 def ramp(*shape: int, scale: float = 0.37, shift: float = 0.0) -> torch.Tensor:

@@ -24,17 +24,14 @@ its sizes the same way) run node by node with ComfyUI's node classes: its saved 
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 import sys
 
 import torch
+from comfyui_recording import b64, comfyui_on_cpu, run_node, sha256
 
 OUT, MODELS, WORKFLOW, INPUTS = sys.argv[1:5]
-sys.argv[1:] = ["--cpu"]  # ComfyUI reads its command line on import: no CUDA here
-import comfy.cli_args  # noqa: E402
-
-comfy.cli_args.args.cpu = True
+comfyui_on_cpu()
 import comfy.ldm.wan.vae  # noqa: E402
 import comfy.model_detection  # noqa: E402
 import comfy.sd  # noqa: E402
@@ -78,20 +75,10 @@ def inputs(image_hw: tuple[int, int]) -> dict[str, torch.Tensor]:
     return {"context": context, "negative": negative, "image": image, "mask": mask}
 
 
-def b64(t: torch.Tensor) -> dict:
-    t = t.detach().to(torch.float32).contiguous()
-    return {"shape": list(t.shape), "f32": base64.b64encode(t.numpy().tobytes()).decode()}
-
-
 def u8(image: torch.Tensor) -> dict:
     """An IMAGE as SaveImage writes its pixels."""
     a = (255.0 * image.cpu().numpy()).clip(0, 255).astype("uint8")
     return {"shape": list(a.shape), "u8": base64.b64encode(a.tobytes()).decode()}
-
-
-def sha256(path: str) -> str:
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
 
 
 def tiny_sizes() -> None:
@@ -189,14 +176,10 @@ def run_workflow(prompt: dict) -> dict:
         if node_id not in results:
             node = prompt[node_id]
             inputs = {k: run(v[0])[v[1]] if isinstance(v, list) else v for k, v in node["inputs"].items()}
-            cls = classes[node["class_type"]]
             if node["class_type"] == "SaveImage":
                 results[node_id] = (inputs["images"],)
-            elif hasattr(cls, "FUNCTION"):
-                results[node_id] = getattr(cls(), cls.FUNCTION)(**inputs)
-            else:  # a v3 node (io.ComfyNode)
-                out = cls.execute(**inputs)
-                results[node_id] = tuple(out.result) if hasattr(out, "result") else out
+            else:
+                results[node_id] = run_node(classes[node["class_type"]], inputs)
         return results[node_id]
 
     (save,) = [k for k, v in prompt.items() if v["class_type"] == "SaveImage"]

@@ -28,20 +28,15 @@ Tensors are float32 base64; the files' sha256 are stored so the test knows it ha
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
 import logging
 import sys
 
-import numpy as np
 import torch
+from comfyui_recording import b64, comfyui_on_cpu, png_rgb, run_node, sha256
 
 OUT, MODELS, WORKFLOW = sys.argv[1:4]
-sys.argv[1:] = ["--cpu"]  # ComfyUI reads its command line on import: no CUDA here
-import comfy.cli_args  # noqa: E402
-
-comfy.cli_args.args.cpu = True
+comfyui_on_cpu()
 import comfy.ldm.wan.vae  # noqa: E402
 import comfy.model_detection  # noqa: E402
 import comfy.sd  # noqa: E402
@@ -65,16 +60,6 @@ PROMPTS = {
     "empty": "",
     "unicode": "café — 東京の夜景 🌃",
 }
-
-
-def b64(t: torch.Tensor) -> dict:
-    t = t.detach().to(torch.float32).contiguous()
-    return {"shape": list(t.shape), "f32": base64.b64encode(t.numpy().tobytes()).decode()}
-
-
-def sha256(path: str) -> str:
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
 
 
 def tiny_widths() -> None:
@@ -337,13 +322,6 @@ def node_classes() -> dict:
     }
 
 
-def run_node(cls, inputs: dict) -> tuple:
-    if hasattr(cls, "FUNCTION"):
-        return getattr(cls(), cls.FUNCTION)(**inputs)
-    out = cls.execute(**inputs)  # a v3 node (io.ComfyNode)
-    return tuple(out.result) if hasattr(out, "result") else out
-
-
 # Variants of the shipped workflow: (node id, input, value) changes and (node id, node) additions. Odd latent
 # sizes and a batch of two; the model's own sampling (no ModelSamplingAuraFlow) with a multistep sampler; cfg 1
 # with an ancestral one; reference latents.
@@ -404,11 +382,6 @@ VARIANTS = {
         ("60", "images", ["73", 0]),
     ],
 }
-
-
-def png_rgb(image: torch.Tensor) -> dict:
-    png = np.clip(255.0 * image.detach().cpu().numpy(), 0, 255).astype(np.uint8)
-    return {"shape": list(png.shape), "u8": base64.b64encode(png.tobytes()).decode()}
 
 
 def run_workflow(prompt: dict) -> dict:

@@ -24,20 +24,15 @@ what an 8-bit PNG holds, as for SaveImage).
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
 import logging
 import sys
 
-import numpy as np
 import torch
+from comfyui_recording import b64, comfyui_on_cpu, png_rgb, run_node, sha256
 
 OUT, WORKSPACE, WORKFLOW = sys.argv[1:4]
-sys.argv[1:] = ["--cpu"]  # ComfyUI reads its command line on import
-import comfy.cli_args
-
-comfy.cli_args.args.cpu = True
+comfyui_on_cpu()
 import comfy.ldm.wan.vae
 import comfy.model_detection
 import comfy.sd
@@ -56,16 +51,6 @@ FILES = {
 }
 HEAD, VISION_HEAD = 128, 80
 PROMPT = "make the disc a red cube"
-
-
-def b64(t: torch.Tensor) -> dict:
-    t = t.detach().to(torch.float32).contiguous()
-    return {"shape": list(t.shape), "f32": base64.b64encode(t.numpy().tobytes()).decode()}
-
-
-def sha256(path: str) -> str:
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
 
 
 def tiny_widths() -> None:
@@ -233,18 +218,6 @@ def node_classes() -> dict:
         "TextEncodeQwenImageEdit": TextEncodeQwenImageEdit,
         "TextEncodeQwenImageEditPlus": TextEncodeQwenImageEditPlus,
     }
-
-
-def run_node(cls, inputs: dict) -> tuple:
-    if hasattr(cls, "FUNCTION"):
-        return getattr(cls(), cls.FUNCTION)(**inputs)
-    out = cls.execute(**inputs)  # a v3 node (io.ComfyNode)
-    return tuple(out.result) if hasattr(out, "result") else out
-
-
-def png_rgb(im: torch.Tensor) -> dict:
-    png = np.clip(255.0 * im.detach().cpu().numpy(), 0, 255).astype(np.uint8)
-    return {"shape": list(png.shape), "u8": base64.b64encode(png.tobytes()).decode()}
 
 
 def run_workflow(prompt: dict) -> dict:

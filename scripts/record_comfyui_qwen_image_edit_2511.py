@@ -21,18 +21,14 @@ replaced by what it would write.
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
 import sys
 
 import torch
+from comfyui_recording import b64, comfyui_on_cpu, node_classes, run_prompt, sha256
 
 OUT, WORKSPACE, WORKFLOW = sys.argv[1:4]
-sys.argv[1:] = ["--cpu"]
-import comfy.cli_args
-
-comfy.cli_args.args.cpu = True
+comfyui_on_cpu()
 import comfy.ldm.wan.vae
 import comfy.model_detection
 import comfy.sd
@@ -40,7 +36,6 @@ import comfy.text_encoders.llama
 import comfy.text_encoders.qwen_vl
 import comfy.utils
 import folder_paths
-import numpy as np
 
 COMMIT = "79cdbc81"
 FILES = {
@@ -59,16 +54,6 @@ CASES = {
     "2509_timestep_zero": ("2509", 4, [2, 16, 1, 6, 8], [[2, 16, 1, 6, 8]], 0.5, "index_timestep_zero"),
 }
 TOKENS = 7
-
-
-def b64(t: torch.Tensor) -> dict:
-    t = t.detach().to(torch.float32).contiguous()
-    return {"shape": list(t.shape), "f32": base64.b64encode(t.numpy().tobytes()).decode()}
-
-
-def sha256(path: str) -> str:
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
 
 
 def tiny_widths() -> None:
@@ -124,13 +109,6 @@ def inputs(seed: int, shape: list[int], refs: list[list[int]], width: int):
     return x, context, [torch.randn(r, generator=g) for r in refs]
 
 
-def run_node(cls, inputs: dict) -> tuple:
-    if hasattr(cls, "FUNCTION"):
-        return getattr(cls(), cls.FUNCTION)(**inputs)
-    out = cls.execute(**inputs)  # a v3 node (io.ComfyNode)
-    return tuple(out.result) if hasattr(out, "result") else out
-
-
 def run_workflow(prompt: dict) -> dict:
     """The workflow node by node in dependency order with 0.10.0's node classes (ComfySwitchNode given both
     inputs: the same choice); SaveImage replaced by what it would write."""
@@ -143,34 +121,8 @@ def run_workflow(prompt: dict) -> dict:
         nodes_qwen,
     )
 
-    import nodes
-
-    modules = (nodes_cfg, nodes_flux, nodes_logic, nodes_model_advanced, nodes_primitive, nodes_qwen)
-    classes = dict(nodes.NODE_CLASS_MAPPINGS)
-    for module in modules:
-        classes.update(getattr(module, "NODE_CLASS_MAPPINGS", {}))  # its V1 nodes
-        for cls in vars(module).values():  # its own V3 nodes (not the io base classes it imports)
-            if isinstance(cls, type) and cls.__module__ == module.__name__ and hasattr(cls, "define_schema"):
-                classes[cls.define_schema().node_id] = cls
-    results: dict[str, tuple] = {}
-
-    def run(node_id: str) -> tuple:
-        if node_id not in results:
-            node = prompt[node_id]
-            inputs = {k: run(v[0])[v[1]] if isinstance(v, list) else v for k, v in node["inputs"].items()}
-            results[node_id] = (
-                (inputs["images"],)
-                if node["class_type"] == "SaveImage"
-                else run_node(classes[node["class_type"]], inputs)
-            )
-        return results[node_id]
-
-    (save,) = [k for k, v in prompt.items() if v["class_type"] == "SaveImage"]
-    pngs = []
-    for im in run(save)[0]:
-        png = np.clip(255.0 * im.detach().cpu().numpy(), 0, 255).astype(np.uint8)
-        pngs.append({"shape": list(png.shape), "u8": base64.b64encode(png.tobytes()).decode()})
-    return {"prompt": prompt, "pngs_rgb": pngs}
+    classes = node_classes(nodes_cfg, nodes_flux, nodes_logic, nodes_model_advanced, nodes_primitive, nodes_qwen)
+    return run_prompt(prompt, classes)
 
 
 def main() -> None:

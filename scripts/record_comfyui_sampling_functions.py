@@ -19,16 +19,13 @@ Tensors are stored as float32 (base64).
 
 from __future__ import annotations
 
-import base64
 import json
 import sys
 
 import torch
+from comfyui_recording import b64, comfyui_on_cpu
 
-sys.argv[1:] = [sys.argv[1], sys.argv[2], "--cpu"]  # ComfyUI reads its command line on import: no CUDA here
-import comfy.cli_args  # noqa: E402
-
-comfy.cli_args.args.cpu = True
+comfyui_on_cpu(sys.argv[1], sys.argv[2])
 import comfy.model_sampling  # noqa: E402
 import comfy.samplers  # noqa: E402
 from comfy.k_diffusion import sa_solver  # noqa: E402
@@ -48,11 +45,6 @@ from comfy_extras import (  # noqa: E402
 )
 
 COMFYUI = "0.10.0 (hiddenswitch/ComfyUI 79cdbc81, upstream's commits)"
-
-
-def b64(t: torch.Tensor) -> dict:
-    t = t.detach().to(torch.float32).contiguous()
-    return {"shape": list(t.shape), "f32": base64.b64encode(t.numpy().tobytes()).decode()}
 
 
 def seeded(seed: int, *shape: int) -> torch.Tensor:

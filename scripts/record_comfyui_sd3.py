@@ -25,17 +25,14 @@ re-made by the test with the same generator calls.
 
 from __future__ import annotations
 
-import base64
 import json
 import sys
 
 import torch
+from comfyui_recording import b64, comfyui_on_cpu
 
 OUT, MODELS = sys.argv[1:3]
-sys.argv[1:] = ["--cpu"]  # ComfyUI reads its command line on import: no CUDA here
-import comfy.cli_args  # noqa: E402
-
-comfy.cli_args.args.cpu = True
+comfyui_on_cpu()
 import comfy.model_detection  # noqa: E402
 import comfy.model_sampling  # noqa: E402
 import comfy.ops  # noqa: E402
@@ -47,11 +44,6 @@ from comfy.ldm.modules.diffusionmodules.mmdit import OpenAISignatureMMDITWrapper
 from comfy.text_encoders.sd3_clip import SD3ClipModel  # noqa: E402
 
 COMMIT = "a125cd84b054a57729b5eecab930ca9408719832"
-
-
-def b64(t: torch.Tensor) -> dict:
-    t = t.detach().to(torch.float32).contiguous()
-    return {"shape": list(t.shape), "f32": base64.b64encode(t.numpy().tobytes()).decode()}
 
 
 def mmdit_inputs(seed: int, shape: list[int], tokens: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -19,17 +19,14 @@ Run inside ComfyUI's own environment (it imports ComfyUI's modules; nothing of C
 
 from __future__ import annotations
 
-import base64
 import json
 import sys
 
 import torch
+from comfyui_recording import b64, comfyui_on_cpu
 
 OUT = sys.argv[1]
-sys.argv[1:] = ["--cpu"]  # ComfyUI reads its command line on import: no CUDA here
-import comfy.cli_args  # noqa: E402
-
-comfy.cli_args.args.cpu = True
+comfyui_on_cpu()
 import comfy.model_detection  # noqa: E402
 import comfy.ops  # noqa: E402
 import comfy.utils  # noqa: E402
@@ -41,11 +38,6 @@ VARIANTS = {
     "sd35_large": {"qk_norm": "rms", "x_block_self_attn_layers": []},
     "sd35_medium": {"qk_norm": "rms", "x_block_self_attn_layers": [0, 1]},
 }
-
-
-def b64(t: torch.Tensor) -> dict:
-    t = t.detach().to(torch.float32).contiguous()
-    return {"shape": list(t.shape), "f32": base64.b64encode(t.numpy().tobytes()).decode()}
 
 
 def seeded_weights(shapes: dict[str, list[int]], seed: int) -> dict[str, torch.Tensor]:

@@ -20,11 +20,9 @@ import sys
 from types import SimpleNamespace
 
 import torch
+from comfyui_recording import comfyui_on_cpu
 
-sys.argv[1:] = [sys.argv[1], "--cpu"]  # ComfyUI reads its command line on import: no CUDA here
-import comfy.cli_args  # noqa: E402
-
-comfy.cli_args.args.cpu = True
+comfyui_on_cpu(sys.argv[1])
 import comfy.model_base  # noqa: E402
 from comfy.ldm.modules.diffusionmodules.openaimodel import Timestep  # noqa: E402
 

@@ -18,18 +18,15 @@ encode_model_conds sets them) and apply_model's denoised output at one sigma. Te
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import sys
 
 import torch
+from comfyui_recording import b64, comfyui_on_cpu
 
 WEIGHTS, OUT = sys.argv[1], sys.argv[2]
-sys.argv[1:] = ["--cpu"]  # ComfyUI reads its command line on import: no CUDA here
-import comfy.cli_args  # noqa: E402
-
-comfy.cli_args.args.cpu = True
+comfyui_on_cpu()
 
 COMFYUI = "0.10.0 (79cdbc81)"
 PREFIX = "model.diffusion_model."
@@ -41,11 +38,6 @@ CASES = [
     ("refiner_node_negative", "negative", {"aesthetic_score": 3.0, "width": 2048, "height": 2048}, (8, 8), 9.0),
     ("crops", "positive", {"crop_w": 64, "crop_h": 32, "width": 640, "height": 512}, (8, 8), 1.5),
 ]
-
-
-def b64(t: torch.Tensor) -> dict:
-    t = t.detach().to(torch.float32).contiguous()
-    return {"shape": list(t.shape), "f32": base64.b64encode(t.numpy().tobytes()).decode()}
 
 
 def seeded(seed: int, *shape: int) -> torch.Tensor:

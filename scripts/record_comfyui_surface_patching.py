@@ -18,12 +18,10 @@ import json
 import sys
 
 import torch
+from comfyui_recording import comfyui_on_cpu
 
 out_path = sys.argv[1]
-sys.argv[1:] = ["--cpu"]
-import comfy.cli_args  # noqa: E402
-
-comfy.cli_args.args.cpu = True
+comfyui_on_cpu()
 import comfy.conds  # noqa: E402
 import comfy.controlnet  # noqa: E402
 import comfy.hooks  # noqa: E402

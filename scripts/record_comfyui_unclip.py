@@ -20,7 +20,6 @@ sigma. Tensors as float32 (base64).
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import os
@@ -28,12 +27,10 @@ import sys
 import tempfile
 
 import torch
+from comfyui_recording import b64, comfyui_on_cpu
 
 MODELS, OUT = sys.argv[1], sys.argv[2]
-sys.argv[1:] = ["--cpu"]  # ComfyUI reads its command line on import: no CUDA here
-import comfy.cli_args  # noqa: E402
-
-comfy.cli_args.args.cpu = True
+comfyui_on_cpu()
 COMFYUI = "0.3.64 (a125cd84)"
 PREFIX = "model.diffusion_model."
 VISION = {  # the demo's tiny CLIP vision towers (nodes/models/unclip_demo.py)
@@ -68,11 +65,6 @@ def images() -> dict[str, torch.Tensor]:
     gen = torch.Generator().manual_seed(2024)
     a, b = torch.rand(1, 96, 80, 3, generator=gen), torch.rand(1, 64, 128, 3, generator=gen)
     return {"a": a, "b": b, "ab": torch.cat([a[:, :64, :80], b[:, :, :80]])}
-
-
-def b64(t: torch.Tensor) -> dict:
-    t = t.detach().to(torch.float32).contiguous()
-    return {"shape": list(t.shape), "f32": base64.b64encode(t.numpy().tobytes()).decode()}
 
 
 def seeded(seed: int, *shape: int) -> torch.Tensor:

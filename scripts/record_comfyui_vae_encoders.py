@@ -15,17 +15,14 @@ of the VAE's on stripes(); the other inputs are generated from a seed and stored
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import sys
 
 import torch
+from comfyui_recording import b64, comfyui_on_cpu
 
-sys.argv[1:] = [sys.argv[1], "--cpu"]  # ComfyUI reads its command line on import: no CUDA here
-import comfy.cli_args  # noqa: E402
-
-comfy.cli_args.args.cpu = True
+comfyui_on_cpu(sys.argv[1])
 import comfy.sd  # noqa: E402
 
 import nodes  # noqa: E402
@@ -69,11 +66,6 @@ def stripes(shape: tuple[int, ...]) -> torch.Tensor:
     for d in shape:
         n *= d
     return (((torch.arange(n) * 37 + 11) % 256).float() / 255.0).reshape(shape)
-
-
-def b64(t: torch.Tensor) -> dict:
-    t = t.detach().to(torch.float32).contiguous()
-    return {"shape": list(t.shape), "f32": base64.b64encode(t.numpy().tobytes()).decode()}
 
 
 def digest(t: torch.Tensor) -> dict:

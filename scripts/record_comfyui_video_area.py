@@ -16,11 +16,11 @@ create_cond_with_same_area_if_none adds to a side holding a plain entry and a 3-
 
 from __future__ import annotations
 
-import base64
 import json
 import sys
 
 import torch
+from comfyui_recording import b64
 
 # (node inputs: width, height, temporal, x, y, z, strength; latent shape)
 CASES = [
@@ -30,11 +30,6 @@ CASES = [
     ((0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 1.0), [1, 4, 16, 40, 40]),
 ]
 PLAIN_AREAS = [((4, 6, 2, 3), [1, 4, 8, 16, 16]), ((40, 40, 0, 0), [1, 4, 5, 32, 32])]
-
-
-def b64(t: torch.Tensor) -> dict:
-    t = t.detach().to(torch.float32).contiguous()
-    return {"shape": list(t.shape), "f32": base64.b64encode(t.numpy().tobytes()).decode()}
 
 
 def main() -> None:

@@ -38,22 +38,17 @@ Tensors are float32 base64; the files' sha256 are stored so the test knows it ha
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import importlib
 import json
 import logging
 import math
 import sys
 
-import numpy as np
 import torch
+from comfyui_recording import b64, comfyui_on_cpu, png_rgb, run_node, sha256
 
 OUT, MODELS, INPUT, WORKFLOW, WORKFLOW_5B = sys.argv[1:6]
-sys.argv[1:] = ["--cpu"]  # ComfyUI reads its command line on import: no CUDA here
-import comfy.cli_args
-
-comfy.cli_args.args.cpu = True
+comfyui_on_cpu()
 import comfy.ldm.wan.model
 import comfy.ldm.wan.vae2_2
 import comfy.model_detection
@@ -84,16 +79,6 @@ PROMPTS = {
     "empty": "",
     "unicode": "café 東京",
 }
-
-
-def b64(t: torch.Tensor) -> dict:
-    t = t.detach().to(torch.float32).contiguous()
-    return {"shape": list(t.shape), "f32": base64.b64encode(t.numpy().tobytes()).decode()}
-
-
-def sha256(path: str) -> str:
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
 
 
 def tiny_widths() -> None:
@@ -222,13 +207,6 @@ def load_clip_vision(clip_name: str):
     return (model,)
 
 
-def run_node(cls, inputs: dict) -> tuple:
-    if hasattr(cls, "FUNCTION"):
-        return getattr(cls(), cls.FUNCTION)(**inputs)
-    out = cls.execute(**inputs)  # a v3 node (io.ComfyNode)
-    return tuple(out.result) if hasattr(out, "result") else out
-
-
 def math_expression(inputs: dict) -> tuple:
     """ComfyMathExpression (newer than 0.10.0) for the workflow's one expression."""
     values = {k.split(".", 1)[1]: v for k, v in inputs.items() if k.startswith("values.")}
@@ -237,11 +215,6 @@ def math_expression(inputs: dict) -> tuple:
         raise ValueError(f"the recorder evaluates only floor(a * b + 1), not {expr!r}")
     value = math.floor(values["a"] * values["b"] + 1)
     return float(value), int(value)
-
-
-def png_rgb(image: torch.Tensor) -> dict:
-    png = np.clip(255.0 * image.detach().cpu().numpy(), 0, 255).astype(np.uint8)
-    return {"shape": list(png.shape), "u8": base64.b64encode(png.tobytes()).decode()}
 
 
 def run_workflow(prompt: dict) -> dict:

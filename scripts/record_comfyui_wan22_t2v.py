@@ -17,19 +17,15 @@ timesteps). Tensors are float32 base64; the files' sha256 are stored so the test
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
 import logging
 import sys
 
 import torch
+from comfyui_recording import b64, comfyui_on_cpu, sha256
 
 OUT, MODELS = sys.argv[1:3]
-sys.argv[1:] = ["--cpu"]  # ComfyUI reads its command line on import: no CUDA here
-import comfy.cli_args
-
-comfy.cli_args.args.cpu = True
+comfyui_on_cpu()
 import comfy.model_detection
 import folder_paths
 
@@ -45,16 +41,6 @@ CASES = [
     ("t2v_high", [1, 16, 2, 6, 5], [900.0], 512),
     ("t2v_low", [2, 16, 1, 4, 4], [400.0, 12.5], 512),
 ]
-
-
-def b64(t: torch.Tensor) -> dict:
-    t = t.detach().to(torch.float32).contiguous()
-    return {"shape": list(t.shape), "f32": base64.b64encode(t.numpy().tobytes()).decode()}
-
-
-def sha256(path: str) -> str:
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
 
 
 def tiny_text_width() -> None:
