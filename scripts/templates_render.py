@@ -90,6 +90,8 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     # DiffSynth's Qwen-Image ControlNets (model_patches; nodes/models/model_patch_demo.py): the inpaint layout, the others
     (None, r"^qwen_image_inpaint_diffsynth", "qwen_image_inpaint_diffsynth_tiny.safetensors"),
     (None, r"^qwen_image_\w+_diffsynth_controlnet", "qwen_image_diffsynth_tiny.safetensors"),
+    # Z-Image-Turbo Fun ControlNet Union, first release (model_patches; nodes/models/model_patch_demo.py)
+    (None, r"^Z-Image-Turbo-Fun-Controlnet-Union\.safetensors$", "z_image_turbo_fun_controlnet_union_tiny.safetensors"),
     # Qwen-Image InstantX ControlNets (nodes/models/qwen_image_controlnet_demo.py): Union and Inpainting
     (None, r"^Qwen-Image-InstantX-ControlNet-Inpainting", "qwen_image_instantx_inpainting_tiny.safetensors"),
     (None, r"^Qwen-Image-InstantX-ControlNet-Union", "qwen_image_instantx_union_tiny.safetensors"),
