@@ -11,10 +11,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
-
 from scripts.lotus_workflow import TEMPLATE, tiny_template
-from tests.e2e.test_qwen_image_edit_workflow import render_with_serve
+from tests.e2e.served import render_in_both_modes
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = REPO / "workflows_json" / "lotus_depth"
@@ -38,10 +36,5 @@ def test_shipped_workflow_is_the_templates_graph() -> None:
 
 def test_template_in_both_executor_modes(tmp_path) -> None:
     prompt = json.loads(SHIPPED.with_suffix(".json").read_text())
-    workspace = tmp_path / "fresh"
-    default = render_with_serve(workspace, tmp_path / "default.log", prompt)
-    in_process = render_with_serve(workspace, tmp_path / "executors0.log", prompt, "--executors", "0")
+    default = render_in_both_modes(tmp_path, prompt)
     assert default.shape == (128, 128, 3) and default.std() > 0
-    assert np.array_equal(default, in_process), (
-        f"{int((default != in_process).sum())} values differ between the executor modes"
-    )

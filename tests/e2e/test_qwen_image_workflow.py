@@ -6,20 +6,14 @@ executors and with `--executors 0`, and ComfyUI 0.3.64's image of the same workf
 
 from __future__ import annotations
 
-import base64
 import json
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-from tests.conftest import free_port
-from tests.e2e.test_samplers_on_executors import render_on_server
+from tests.e2e.served import assert_within_1_of_255, comfyui_images, render_in_both_modes
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURE = json.loads((REPO / "tests" / "models" / "fixtures" / "comfyui_qwen_image.json").read_text())
@@ -30,64 +24,15 @@ FIXTURE_010 = json.loads((REPO / "tests" / "models" / "fixtures" / "comfyui_qwen
 VARIANTS = {**FIXTURE["variants"], **FIXTURE_010["variants"]}
 
 
-def comfyui_images(recorded: dict) -> list[np.ndarray]:
-    return [
-        np.frombuffer(base64.b64decode(png["u8"]), dtype=np.uint8).reshape(png["shape"]) for png in recorded["pngs_rgb"]
-    ]
-
-
-def render_with_serve(workspace: Path, log_path: Path, *flags: str) -> np.ndarray:
-    port = free_port()
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "comfy_bridge.cli",
-                "serve",
-                "--workspace",
-                str(workspace),
-                "--port",
-                str(port),
-                *flags,
-            ],
-            cwd=REPO,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        try:
-            base = f"http://127.0.0.1:{port}"
-            deadline = time.time() + 300  # the first start builds the demo models
-            while True:
-                try:
-                    urllib.request.urlopen(base + "/system_stats", timeout=2).read()
-                    break
-                except OSError:
-                    if time.time() > deadline or proc.poll() is not None:
-                        raise RuntimeError("server did not start:\n" + log_path.read_text()) from None
-                    time.sleep(0.3)
-            prompt = json.loads((REPO / "workflows_json" / "qwen_image.json").read_text())
-            return render_on_server(base, {"qwen_image": prompt})["qwen_image"]
-        finally:
-            proc.terminate()
-            proc.wait(30)
-
-
 def test_recorded_workflow_is_the_shipped_one() -> None:
     assert RECORDED["prompt"] == json.loads((REPO / "workflows_json" / "qwen_image.json").read_text())
 
 
 def test_qwen_image_workflow_from_a_fresh_workspace_in_both_executor_modes(tmp_path) -> None:
-    workspace = tmp_path / "fresh"
-    default = render_with_serve(workspace, tmp_path / "default.log")
-    assert (workspace / "models" / "diffusion_models" / "qwen_image_tiny.safetensors").is_file()
-    in_process = render_with_serve(workspace, tmp_path / "executors0.log", "--executors", "0")
+    default = render_in_both_modes(tmp_path, json.loads((REPO / "workflows_json" / "qwen_image.json").read_text()))
+    assert (tmp_path / "fresh" / "models" / "diffusion_models" / "qwen_image_tiny.safetensors").is_file()
     assert default.shape == (96, 128, 3) and default.std() > 0
-    assert np.array_equal(default, in_process), (
-        f"{int((default != in_process).sum())} values differ between the executor modes"
-    )
-    diff = np.abs(default.astype(int) - comfyui_images(RECORDED)[0].astype(int))
-    assert diff.max() <= 1, f"{int((diff > 1).sum())} values differ from ComfyUI's image by more than 1/255"
+    assert_within_1_of_255(default, comfyui_images(RECORDED)[0])
 
 
 def test_qwen_image_latents_have_comfyuis_frame_axis(demo_workspace, fixed_threads) -> None:
@@ -145,5 +90,4 @@ def test_workflow_variants_give_comfyuis_images(demo_workspace, fixed_threads, v
     theirs = comfyui_images(recorded)
     assert [a.shape for a in ours] == [b.shape for b in theirs]
     for a, b in zip(ours, theirs):
-        diff = np.abs(a.astype(int) - b.astype(int))
-        assert diff.max() <= 1, f"{int((diff > 1).sum())} values differ from ComfyUI's image by more than 1/255"
+        assert_within_1_of_255(a, b)
