@@ -21,18 +21,14 @@ All in float32 on a CPU (ComfyUI's RoPE kernel takes no float64)."""
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
 import sys
 
 import torch
+from comfyui_recording import b64, comfyui_on_cpu, sha256
 
 OUT, MODELS = sys.argv[1:3]
-sys.argv[1:] = ["--cpu"]
-import comfy.cli_args  # noqa: E402
-
-comfy.cli_args.args.cpu = True
+comfyui_on_cpu()
 import comfy.ldm.lumina.controlnet as lumina_control  # noqa: E402
 import comfy.ldm.lumina.model as lumina  # noqa: E402
 import comfy.ldm.modules.diffusionmodules.model as ldm_vae  # noqa: E402
@@ -83,16 +79,6 @@ def inputs(latent_hw: list[int], images: list[list[int]]) -> dict:
         "context": torch.randn(2, 6, 32, generator=g),
         "images": [torch.rand(1, *hw, 3, generator=g) for hw in images],
     }
-
-
-def b64(t: torch.Tensor) -> dict:
-    t = t.detach().float().contiguous()
-    return {"shape": list(t.shape), "f32": base64.b64encode(t.numpy().tobytes()).decode()}
-
-
-def sha256(path: str) -> str:
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
 
 
 def tiny_model(sd: dict[str, torch.Tensor]) -> torch.nn.Module:
@@ -164,7 +150,7 @@ def main() -> None:
     for name, (latent_hw, controls) in CASES.items():
         record(out, name, latent_hw, controls, net, patch, vae)
     with open(OUT, "w") as f:
-        json.dump(out, f)
+        f.write(json.dumps(out) + "\n")
 
 
 @torch.inference_mode()  # as ComfyUI's executor runs nodes
