@@ -22,6 +22,7 @@ import sys
 import tempfile
 
 import torch
+from comfyui_recording import sha256
 
 TINY_CONFIG = {
     "hidden_act": "quick_gelu",
@@ -87,7 +88,7 @@ def main(model_path: str, out_path: str) -> None:
         "comfyui_commit": "a125cd84b054a57729b5eecab930ca9408719832",
         "recorded_by": "scripts/record_comfyui_clip_vision.py (ComfyUI's clip_preprocess and "
         "ClipVisionModel.encode_image, CPU)",
-        "model_sha256": hashlib.sha256(open(model_path, "rb").read()).hexdigest(),
+        "model_sha256": sha256(model_path),
         "cases": cases,
     }
     with open(out_path, "w") as f:

@@ -18,12 +18,11 @@ from __future__ import annotations
 import json
 import sys
 
-out_path = sys.argv[1]
-sys.argv[1:] = ["--cpu"]  # ComfyUI reads its command line on import: no CUDA here
-import comfy.cli_args  # noqa: E402
-import torch  # noqa: E402
+import torch
+from comfyui_recording import comfyui_on_cpu
 
-comfy.cli_args.args.cpu = True
+out_path = sys.argv[1]
+comfyui_on_cpu()
 import comfy.model_detection  # noqa: E402
 import comfyui_version  # noqa: E402
 

@@ -29,7 +29,7 @@ import json
 import sys
 
 import torch
-from comfyui_recording import b64, comfyui_on_cpu
+from comfyui_recording import b64, comfyui_on_cpu, sha256
 
 OUT = sys.argv[2]
 WEIGHTS = sys.argv[1]
@@ -215,8 +215,6 @@ def ip2p_unet_case(checkpoint: str) -> dict:
     """ComfyUI's ldm UNet built for the demo SD1 model (as scripts/record_comfyui_model_patches.py builds it) with
     8 input channels, the demo weights with the first convolution widened, given the input joined with the
     concat latent as ComfyUI's apply_model joins c_concat."""
-    import hashlib
-
     import comfy.ops
     from comfy.ldm.modules.diffusionmodules.openaimodel import UNetModel
     from safetensors.torch import load_file
@@ -251,7 +249,7 @@ def ip2p_unet_case(checkpoint: str) -> dict:
     with torch.no_grad():
         out = net(torch.cat([x, concat], dim=1), timesteps=t, context=ctx)
     return {
-        "checkpoint_sha256": hashlib.sha256(open(checkpoint, "rb").read()).hexdigest(),
+        "checkpoint_sha256": sha256(checkpoint),
         "seed": IP2P_SEED,
         "x": b64(x),
         "concat": b64(concat),

@@ -16,12 +16,11 @@ tensors. Tensors as float32 (base64).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sys
 
 import torch
-from comfyui_recording import b64, comfyui_on_cpu
+from comfyui_recording import b64, comfyui_on_cpu, sha256
 
 WEIGHTS, OUT = sys.argv[1], sys.argv[2]
 comfyui_on_cpu()
@@ -65,7 +64,7 @@ def main() -> None:
         "recorded_by": "scripts/record_comfyui_flux2_dev_transformer.py (comfy.model_base.Flux2 from ComfyUI's "
         "detection of the tiny dev file: extra_conds, apply_model; CPU)",
         "guidance_embed": bool(unet_config.get("guidance_embed")),
-        "weights_sha256": hashlib.sha256(open(WEIGHTS, "rb").read()).hexdigest(),
+        "weights_sha256": sha256(WEIGHTS),
         "cases": cases,
     }
     with open(OUT, "w") as f:

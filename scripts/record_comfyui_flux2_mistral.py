@@ -18,12 +18,11 @@ is copied here), given the demo models (`comfy-cluster demo-models` builds them)
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sys
 
 import torch
-from comfyui_recording import b64, comfyui_on_cpu
+from comfyui_recording import b64, comfyui_on_cpu, sha256
 
 WEIGHTS, OUT = sys.argv[1], sys.argv[2]
 comfyui_on_cpu()
@@ -73,7 +72,7 @@ def main() -> None:
         "comfyui": COMFYUI,
         "recorded_by": "scripts/record_comfyui_flux2_mistral.py (Flux2Tokenizer; Mistral3Small24B at the tiny "
         "file's sizes with taps [10, 20, 30]; CPU)",
-        "weights_sha256": hashlib.sha256(open(WEIGHTS, "rb").read()).hexdigest(),
+        "weights_sha256": sha256(WEIGHTS),
         "config": config,
         "prompts": PROMPTS,
         "tokenizer": tokenizer,

@@ -18,12 +18,11 @@ Tensors are stored as float32 (base64).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sys
 
 import torch
-from comfyui_recording import b64, comfyui_on_cpu
+from comfyui_recording import b64, comfyui_on_cpu, sha256
 
 WEIGHTS, OUT = sys.argv[1], sys.argv[2]
 comfyui_on_cpu()
@@ -103,7 +102,7 @@ def main() -> None:
         "comfyui": COMFYUI,
         "recorded_by": "scripts/record_comfyui_flux_fill.py (comfy.model_base.Flux with FluxInpaint's config: "
         "concat_cond, apply_model; CPU)",
-        "weights_sha256": hashlib.sha256(open(WEIGHTS, "rb").read()).hexdigest(),
+        "weights_sha256": sha256(WEIGHTS),
         "cases": cases,
     }
     with open(OUT, "w") as f:

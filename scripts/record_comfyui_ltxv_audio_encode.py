@@ -18,12 +18,11 @@ Recorded per case (CASES: stereo at 44.1 kHz, mono spread to stereo at the VAE's
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sys
 
 import torch
-from comfyui_recording import b64
+from comfyui_recording import b64, sha256
 
 OUT, MODELS = sys.argv[1:3]
 CHECKPOINT = "checkpoints/ltx-2-19b-dev_tiny.safetensors"
@@ -51,8 +50,7 @@ def main() -> None:
         waveform = 0.3 * torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
         latent = vae.encode({"waveform": waveform, "sample_rate": rate})
         cases.append({"seed": seed, "shape": shape, "sample_rate": rate, "latent": b64(latent)})
-    with open(path, "rb") as f:
-        digest = hashlib.sha256(f.read()).hexdigest()
+    digest = sha256(path)
     out = {
         "source": SOURCE,
         "recorded_by": "scripts/record_comfyui_ltxv_audio_encode.py",

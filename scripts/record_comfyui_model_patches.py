@@ -19,7 +19,7 @@ import json
 import sys
 
 import torch
-from comfyui_recording import b64, comfyui_on_cpu
+from comfyui_recording import b64, comfyui_on_cpu, sha256
 
 OUT, CHECKPOINT = sys.argv[1:3]
 comfyui_on_cpu()
@@ -331,8 +331,6 @@ def unet_cases(checkpoint: str) -> list[dict]:
     """ComfyUI's ldm UNet built for the demo SD1 model (model_channels 32, channel_mult (1, 2), one resnet per
     level, attention at level 0 and in the middle, 8 heads, context 32), its weights loaded from the demo
     checkpoint, evaluated with each node's patches in transformer_options."""
-    import hashlib
-
     import comfy.ops
     from comfy.ldm.modules.diffusionmodules.openaimodel import UNetModel
     from safetensors.torch import load_file
@@ -359,7 +357,7 @@ def unet_cases(checkpoint: str) -> list[dict]:
         operations=comfy.ops.disable_weight_init,
     )
     net.load_state_dict(weights, strict=True)
-    digest = hashlib.sha256(open(checkpoint, "rb").read()).hexdigest()
+    digest = sha256(checkpoint)
     cases = []
     for name, node, params, size in UNET_CASES:
         m = Recorder(model_channels=32)

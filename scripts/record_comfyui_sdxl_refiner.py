@@ -18,12 +18,11 @@ encode_model_conds sets them) and apply_model's denoised output at one sigma. Te
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sys
 
 import torch
-from comfyui_recording import b64, comfyui_on_cpu
+from comfyui_recording import b64, comfyui_on_cpu, sha256
 
 WEIGHTS, OUT = sys.argv[1], sys.argv[2]
 comfyui_on_cpu()
@@ -87,7 +86,7 @@ def main() -> None:
         "recorded_by": "scripts/record_comfyui_sdxl_refiner.py (comfy.model_base.SDXLRefiner with SDXLRefiner's "
         "model config on the detected tiny UNet: encode_adm, apply_model; CPU)",
         "unet_config": {k: v for k, v in unet_config.items() if k in ("context_dim", "adm_in_channels")},
-        "weights_sha256": hashlib.sha256(open(WEIGHTS, "rb").read()).hexdigest(),
+        "weights_sha256": sha256(WEIGHTS),
         "cases": cases,
     }
     with open(OUT, "w") as f:

@@ -17,11 +17,10 @@ import json
 import random
 import sys
 
-OUT = sys.argv[1]
-sys.argv[1:] = ["--cpu"]  # ComfyUI reads its command line on import: no CUDA here
-import comfy.cli_args  # noqa: E402
+from comfyui_recording import comfyui_on_cpu
 
-comfy.cli_args.args.cpu = True
+OUT = sys.argv[1]
+comfyui_on_cpu()
 from comfy.text_encoders.sd3_clip import T5XXLTokenizer  # noqa: E402
 
 COMMIT = "a125cd84b054a57729b5eecab930ca9408719832"

@@ -15,10 +15,9 @@ from __future__ import annotations
 import json
 import sys
 
-sys.argv[1:] = [sys.argv[1], "--cpu"]  # ComfyUI reads its command line on import: no CUDA here
-import comfy.cli_args  # noqa: E402
+from comfyui_recording import comfyui_on_cpu
 
-comfy.cli_args.args.cpu = True
+comfyui_on_cpu(sys.argv[1])
 import comfy.sd1_clip  # noqa: E402
 
 

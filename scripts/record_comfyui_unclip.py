@@ -20,14 +20,13 @@ sigma. Tensors as float32 (base64).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sys
 import tempfile
 
 import torch
-from comfyui_recording import b64, comfyui_on_cpu
+from comfyui_recording import b64, comfyui_on_cpu, sha256
 
 MODELS, OUT = sys.argv[1], sys.argv[2]
 comfyui_on_cpu()
@@ -143,16 +142,13 @@ def main() -> None:
     pooled = {"pooled_output": seeded(60, 1, 1280)}  # replaced by the image embedding, as ComfyUI's sdxl_pooled does
     xl_cases = run(model, xl_config, vision(comfy.utils.load_torch_file(g_path), "", 1280), SDXL_CASES, pooled)
 
-    def digest(path: str) -> str:
-        return hashlib.sha256(open(path, "rb").read()).hexdigest()
-
     record = {
         "comfyui": COMFYUI,
         "recorded_by": "scripts/record_comfyui_unclip.py (comfy.clip_vision.ClipVisionModel with the tiny sizes; "
         "comfy.model_base.SD21UNCLIP / SDXL from SD21UnclipH / SDXL's model configs on the detected tiny UNets: "
         "encode_adm, apply_model; CPU)",
         "sha256": {
-            p: digest(os.path.join(MODELS, p))
+            p: sha256(os.path.join(MODELS, p))
             for p in (
                 "checkpoints/sd21-unclip-tiny.safetensors",
                 "checkpoints/sdxl-revision-tiny.safetensors",
