@@ -13,10 +13,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
-
 from scripts.qwen_image21_workflow import TEMPLATE, tiny_template
-from tests.e2e.test_qwen_image_edit_workflow import render_with_serve
+from tests.e2e.served import render_in_both_modes
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = REPO / "workflows_json" / "qwen_image21_t2i"
@@ -39,10 +37,5 @@ def test_shipped_ui_workflow_is_the_templates_graph() -> None:
 
 def test_template_renders_the_same_in_both_executor_modes(tmp_path) -> None:
     prompt = json.loads(SHIPPED.with_suffix(".json").read_text())
-    workspace = tmp_path / "fresh"
-    default = render_with_serve(workspace, tmp_path / "default.log", prompt)
-    in_process = render_with_serve(workspace, tmp_path / "executors0.log", prompt, "--executors", "0")
+    default = render_in_both_modes(tmp_path, prompt)
     assert default.shape == (320, 320, 4) and default[..., :3].std() > 0  # RGBA, as the 2.1 VAE decodes
-    assert np.array_equal(default, in_process), (
-        f"{int((default != in_process).sum())} values differ between the executor modes"
-    )

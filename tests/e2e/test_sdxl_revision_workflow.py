@@ -9,16 +9,12 @@ The model-level numbers are ComfyUI 0.3.64's (tests/models/test_unclip.py)."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import numpy as np
 
 from scripts.sdxl_revision_workflow import tiny_template
-from tests.conftest import free_port
+from tests.e2e.served import serving
 from tests.e2e.test_samplers_on_executors import render_on_server
 
 REPO = Path(__file__).resolve().parents[2]
@@ -37,25 +33,8 @@ def _without_images(prompt: dict) -> dict:
 
 
 def _serve_and_render(workspace: Path, log_path: Path, prompts: dict[str, dict], *flags: str) -> dict:
-    port = free_port()
-    with open(log_path, "w") as log:
-        cmd = [sys.executable, "-m", "comfy_bridge.cli", "serve", "--workspace", str(workspace), "--port", str(port)]
-        proc = subprocess.Popen([*cmd, *flags], cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
-        try:
-            base = f"http://127.0.0.1:{port}"
-            deadline = time.time() + 300  # the first start builds the demo models
-            while True:
-                try:
-                    urllib.request.urlopen(base + "/system_stats", timeout=2).read()
-                    break
-                except OSError:
-                    if time.time() > deadline or proc.poll() is not None:
-                        raise RuntimeError("server did not start:\n" + log_path.read_text()) from None
-                    time.sleep(0.3)
-            return render_on_server(base, prompts, timeout_s=900)
-        finally:
-            proc.terminate()
-            proc.wait(30)
+    with serving(workspace, log_path, *flags) as base:
+        return render_on_server(base, prompts, timeout_s=900)
 
 
 def test_shipped_workflow_is_the_templates_graph() -> None:
