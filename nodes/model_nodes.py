@@ -257,7 +257,8 @@ def crop_to_multiple(pixels: torch.Tensor, m: int) -> torch.Tensor:
     return pixels[:, y : y + h, x : x + w, :]
 
 
-def _check_hint(image) -> torch.Tensor:
+def check_hint(image) -> torch.Tensor:
+    """A ControlNet hint as RGB [B,H,W,3]; what is not an IMAGE of at least 8x8 is refused by name."""
     if not isinstance(image, torch.Tensor) or image.ndim != 4 or image.shape[-1] not in (1, 3, 4):
         raise ValueError("image: ControlNet hint must be an IMAGE [B,H,W,C]")
     if image.shape[1] < 8 or image.shape[2] < 8:
@@ -265,7 +266,7 @@ def _check_hint(image) -> torch.Tensor:
     return image[..., :3] if image.shape[-1] != 1 else image.expand(-1, -1, -1, 3)
 
 
-def _apply_control(
+def apply_control(
     conditioning: list,
     control_net: ModelRef,
     image: torch.Tensor,
@@ -310,7 +311,7 @@ class ControlNetApply:
         if strength == 0:
             return (conditioning,)
         control_net = require_component(control_net, "controlnet", "control_net")
-        return (_apply_control(conditioning, control_net, _check_hint(image), strength, 0.0, 1.0, {}),)
+        return (apply_control(conditioning, control_net, check_hint(image), strength, 0.0, 1.0, {}),)
 
 
 # ControlNets whose hints the apply node's VAE encodes (ComfyUI's ControlNets with a latent format)
@@ -358,11 +359,11 @@ class ControlNetApplyAdvanced:
         control_net = require_component(control_net, "controlnet", "control_net")
         if vae is not None:
             control_net = with_hint_vae(control_net, require_component(vae, "vae", "vae"))
-        hint = _check_hint(image)
+        hint = check_hint(image)
         shared: dict = {}
         return (
-            _apply_control(positive, control_net, hint, strength, start_percent, end_percent, shared),
-            _apply_control(negative, control_net, hint, strength, start_percent, end_percent, shared),
+            apply_control(positive, control_net, hint, strength, start_percent, end_percent, shared),
+            apply_control(negative, control_net, hint, strength, start_percent, end_percent, shared),
         )
 
 

@@ -16,7 +16,7 @@ import torch
 
 from nodes.conditioning import require
 from nodes.inputs import require_component
-from nodes.model_nodes import LATENT_HINT_ARCHS, ControlNetApplyAdvanced, _apply_control, _check_hint, with_hint_vae
+from nodes.model_nodes import LATENT_HINT_ARCHS, ControlNetApplyAdvanced, apply_control, check_hint, with_hint_vae
 from nodes.models.controlnet import resize_hint
 from nodes.models.safetensors_io import shapes_of
 
@@ -90,11 +90,11 @@ class ControlNetInpaintingAliMamaApply(ControlNetApplyAdvanced):
         if strength == 0:
             return (positive, negative)
         control_net = with_hint_vae(control_net, require_component(vae, "vae", "vae"))
-        hint, keep = masked_hint(_check_hint(image), mask.float())
+        hint, keep = masked_hint(check_hint(image), mask.float())
         shared: dict = {}
         return (
-            _apply_control(positive, control_net, hint, strength, start_percent, end_percent, shared, keep),
-            _apply_control(negative, control_net, hint, strength, start_percent, end_percent, shared, keep),
+            apply_control(positive, control_net, hint, strength, start_percent, end_percent, shared, keep),
+            apply_control(negative, control_net, hint, strength, start_percent, end_percent, shared, keep),
         )
 
 

@@ -50,7 +50,7 @@ def is_radiance_state_dict(keys: Iterable[str]) -> bool:
     return p is not None and p + NERF_MARKER in keys
 
 
-class RMSNorm(nn.Module):
+class ScaleRMSNorm(nn.Module):
     """ComfyUI's RMSNorm (its weight is named `scale`), eps 1e-6."""
 
     def __init__(self, dim: int) -> None:
@@ -91,7 +91,7 @@ class NerfGLUBlock(nn.Module):
         super().__init__()
         self.ratio = ratio
         self.param_generator = nn.Linear(hidden, 3 * width * width * ratio)
-        self.norm = RMSNorm(width)
+        self.norm = ScaleRMSNorm(width)
 
     def forward(self, x: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
         n, _, width = x.shape
@@ -106,7 +106,7 @@ class NerfGLUBlock(nn.Module):
 class NerfFinalLayerConv(nn.Module):
     def __init__(self, width: int, channels: int) -> None:
         super().__init__()
-        self.norm = RMSNorm(width)
+        self.norm = ScaleRMSNorm(width)
         self.conv = nn.Conv2d(width, channels, kernel_size=3, padding=1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -116,7 +116,7 @@ class NerfFinalLayerConv(nn.Module):
 class NerfFinalLayer(nn.Module):
     def __init__(self, width: int, channels: int) -> None:
         super().__init__()
-        self.norm = RMSNorm(width)
+        self.norm = ScaleRMSNorm(width)
         self.linear = nn.Linear(width, channels)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

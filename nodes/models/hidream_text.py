@@ -55,7 +55,12 @@ def is_llama(sd: Mapping[str, torch.Tensor]) -> bool:
 
 def llama_tokenizer() -> Callable[[str], list[int]]:
     """Llama 3's BPE (ids without special tokens), from the quicktok-v1 package."""
-    import quicktok
+    try:
+        import quicktok
+    except ImportError as e:  # a dependency of ours; the GPU machine's image lacks it and no GPU check encodes HiDream
+        raise ValueError(
+            f"HiDream's Llama 3 tokenizer needs the quicktok-v1 package, not installed here ({e})"
+        ) from None
 
     return quicktok.get_encoding("llama3").encode_ordinary
 

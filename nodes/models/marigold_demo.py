@@ -8,7 +8,9 @@ LoRA and VAE stand in for them (scripts/templates_render.py's DEMO_FILES)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import logging
 from pathlib import Path
 
 import torch
@@ -22,11 +24,15 @@ FILES = {
     "conditioning": "embeddings/marigold_v2_conditioning_tiny.safetensors",
 }
 CONVROT_GROUP = 16
+log = logging.getLogger(__name__)
 
 
 def int8_convrot(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """`sd` with its transformer blocks' linear weights quantized as ComfyUI's int8 ConvRot files store them."""
-    from comfy_kitchen.tensor.int8 import TensorWiseINT8Layout
+    try:
+        from comfy_kitchen.tensor.int8 import TensorWiseINT8Layout
+    except ImportError as e:  # comfy-kitchen is installed on Linux and Windows only, and not on the GPU machine
+        raise ValueError(f"int8 ConvRot weights need comfy-kitchen, which is not installed here ({e})") from None
 
     config = json.dumps({"format": INT8, "convrot": True, "convrot_groupsize": CONVROT_GROUP}).encode("utf-8")
     out = dict(sd)
@@ -50,7 +56,11 @@ def conditioning(seed: int = SEED) -> torch.Tensor:
 
 
 def build_demo_marigold(models_dir: Path) -> list[Path]:
-    """The int8 ConvRot transformer and the conditioning under a ComfyUI models folder; returns the paths."""
+    """The int8 ConvRot transformer and the conditioning under a ComfyUI models folder; returns the paths (none
+    where comfy-kitchen, which quantizes the transformer, is missing: no GPU check reads these files)."""
+    if importlib.util.find_spec("comfy_kitchen") is None:
+        log.warning("comfy-kitchen is not installed: the tiny Marigold V2 files (%s) are not written", FILES)
+        return []
     tensors = {
         "transformer": int8_convrot(tiny_qwen_image_state_dicts()["transformer"]),
         "conditioning": {"conditioning": conditioning()},

@@ -111,7 +111,9 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor
     return out.transpose(1, 2).reshape(q.shape[0], q.shape[2], -1)
 
 
-class SwiGLU(nn.Module):
+class LlamaSwiGLU(nn.Module):
+    """A SwiGLU MLP with Llama's weight names (w1 gate, w3 up, w2 down)."""
+
     def __init__(self, dim: int, hidden: int) -> None:
         super().__init__()
         self.w1 = nn.Linear(dim, hidden, bias=False)
@@ -155,8 +157,8 @@ class PatchBlock(nn.Module):
         for name in ("norm_x1", "norm_y1", "norm_x2", "norm_y2"):
             setattr(self, name, nn.RMSNorm(dim, eps=EPS))
         self.attn = JointAttention(dim, heads)
-        self.mlp_x = SwiGLU(dim, mlp_hidden)
-        self.mlp_y = SwiGLU(dim, mlp_hidden)
+        self.mlp_x = LlamaSwiGLU(dim, mlp_hidden)
+        self.mlp_y = LlamaSwiGLU(dim, mlp_hidden)
         self.adaLN_modulation_img = nn.Sequential(nn.Linear(dim, 6 * dim))
         self.adaLN_modulation_txt = nn.Sequential(nn.Linear(dim, 6 * dim))
 
@@ -230,7 +232,7 @@ class Embedder(nn.Module):
         return self.norm(self.proj(x))
 
 
-class TimestepEmbedder(nn.Module):
+class PixelDiTTimestepEmbedder(nn.Module):
     def __init__(self, dim: int) -> None:
         super().__init__()
         self.mlp = nn.Sequential(nn.Linear(T_FREQ, dim), nn.SiLU(), nn.Linear(dim, dim))
@@ -246,7 +248,7 @@ class PixelDiTNetwork(nn.Module):
         dim, p, ch = c["hidden"], c["patch"], c["channels"]
         self.pixel_embedder = Embedder(ch, c["pixel_hidden"])
         self.s_embedder = Embedder(ch * p * p, dim)
-        self.t_embedder = TimestepEmbedder(dim)
+        self.t_embedder = PixelDiTTimestepEmbedder(dim)
         self.y_embedder = Embedder(c["text_dim"], dim, norm=True)
         self.y_pos_embedding = nn.Parameter(torch.zeros(1, c["text_len"], dim))
         self.patch_blocks = nn.ModuleList(PatchBlock(dim, c["heads"], c["mlp_hidden"]) for _ in range(c["patch_depth"]))

@@ -118,7 +118,8 @@ def _to_batch(t: torch.Tensor, b: int) -> torch.Tensor:
     return resize_to_batch_size(t, b)
 
 
-def _pad_to_patch(x: torch.Tensor) -> torch.Tensor:
+def pad_to_patch(x: torch.Tensor) -> torch.Tensor:
+    """x padded circularly on the right and bottom to whole patches, as ComfyUI pads Wan's input."""
     pads = [(-x.shape[-i]) % PATCH[-i] for i in (1, 2)]
     if not any(pads):
         return x
@@ -269,7 +270,7 @@ class WanDiffusionModel(DiffusionModel):
                 f"image conditioning), got {inp.shape[1]}; an image-to-video model needs "
                 "WanImageToVideo's conditioning"
             )
-        inp = _pad_to_patch(inp)
+        inp = pad_to_patch(inp)
         t = torch.as_tensor(timestep, dtype=torch.float32, device=device)
         t = t.reshape(-1).expand(b) if t.numel() in (1, b) and t.dim() < 2 else t
         if t.dim() == 2:  # one timestep per latent frame (Wan 2.2 5B): one per token, as the model takes them
@@ -327,7 +328,7 @@ class WanDiffusionModel(DiffusionModel):
         if context is None:
             context = self.vace_context(None, None, x)
         strengths = cond.get("vace_strength") or [1.0] * context.shape[1]
-        return wan_vace.forward_kwargs(self.module, context.to(device, dtype), strengths, _pad_to_patch)
+        return wan_vace.forward_kwargs(self.module, context.to(device, dtype), strengths, pad_to_patch)
 
 
 def lora_targets(sd: Mapping[str, torch.Tensor]) -> LoraTargets:

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from nodes.models.wan import PATCH, WanDiffusionModel, _pad_to_patch
+from nodes.models.wan import PATCH, WanDiffusionModel, pad_to_patch
 
 MODEL_TYPE = "animate2"
 
@@ -149,7 +149,7 @@ def forward(
 ) -> torch.Tensor:
     """The Animate 2 network on [B, 36, T, H, W] (latent and image conditioning; frame 0 the reference slot)."""
     b, _, frames, h, w = x.shape
-    x = _pad_to_patch(x)
+    x = pad_to_patch(x)
     f_gen, gh, gw = x.shape[2] // PATCH[0], x.shape[3] // PATCH[1], x.shape[4] // PATCH[2]
     hw = gh * gw
     rope = _rope(module, range(f_gen), gh, range(gw))
@@ -160,7 +160,7 @@ def forward(
     pose = extra.pose
     x_pose = rope_pose = mod_pose = context_pose = None
     if pose is not None:
-        pose = _pad_to_patch(pose.to(x))
+        pose = pad_to_patch(pose.to(x))
         if pose.shape[2] != f_gen - 1:
             raise ValueError(
                 f"pose branch has {pose.shape[2]} latent frames, expected {f_gen - 1} "
