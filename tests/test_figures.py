@@ -4,7 +4,8 @@ A figure is written right after a marker naming its result file and a JSON point
 
     <!-- figure: docs/benchmarks/startup_sweep.json#/figure/gain_at_0/ratio -->1.83x
 
-The number after the marker must equal the file's value rounded to the decimals the text shows. In the
+The number after the marker must equal the file's value rounded to the decimals the text shows; a number
+followed by "%" stands for the file's fraction times 100 (0.9605 -> "96 %"). In the
 README's headline table and in the figure column of docs/benchmarks.md's table every number carries a
 marker, so a figure cannot be changed, or added, without the result file that backs it. The result files
 are written by `comfy-cluster bench NAME` (cluster/bench/results.py).
@@ -23,6 +24,7 @@ DOCS = {"README.md": "## Headline figures", "docs/benchmarks.md": "| benchmark"}
 MARKER = re.compile(r"<!--\s*figure:\s*(?P<file>[^#\s]+)#(?P<pointer>/[^>]*?)\s*-->")
 # not the digits of a name (Flux1-Dev, SD3.5) or of a version (0.3.64)
 NUMBER = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?(?!\.\d)")
+PERCENT = re.compile(r"\s?%")
 
 
 def resolve(doc: dict | list, pointer: str) -> object:
@@ -63,6 +65,8 @@ def check_markers(text: str, root: Path) -> list[str]:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             errors.append(f"{where}: the file holds {value!r}, not a number, for {written}")
             continue
+        if PERCENT.match(text, num.end()):
+            value = 100 * value
         decimals = len(written.split(".")[1]) if "." in written else 0
         if f"{value:.{decimals}f}" != written:
             errors.append(f"{where}: the text says {written}, the result file {value:.{decimals}f} ({value!r})")
@@ -127,6 +131,14 @@ def test_a_figure_edited_without_its_file_fails(tmp_path):
     assert "no number" in check_markers("<!-- figure: r.json#/figure/ratio --> about two", tmp_path)[0]
     assert "missing" in check_markers("<!-- figure: gone.json#/figure/ratio -->1.83", tmp_path)[0]
     assert "no 'x'" in check_markers("<!-- figure: r.json#/figure/x -->1.83", tmp_path)[0]
+
+
+def test_a_percentage_is_the_files_fraction_times_100(tmp_path):
+    (tmp_path / "r.json").write_text(json.dumps({"share": 0.9605}))
+    assert check_markers("<!-- figure: r.json#/share -->96 % of", tmp_path) == []
+    assert check_markers("<!-- figure: r.json#/share -->96.05% of", tmp_path) == []
+    assert check_markers("<!-- figure: r.json#/share -->97 % of", tmp_path) != []
+    assert check_markers("<!-- figure: r.json#/share -->96 of", tmp_path) != []  # no "%": the fraction itself
 
 
 def test_a_number_added_to_a_table_without_a_marker_fails():
