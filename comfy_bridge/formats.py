@@ -116,14 +116,18 @@ def _is_dynamic_combo(spec: Any) -> bool:
 
 def _dynamic_combo_values(name: str, spec: tuple, values: list, pos: int, out: dict[str, Any]) -> int:
     """A dynamic combo's widgets: the chosen option, then its option's widgets (required, then optional) as
-    the web UI lists them after it, sent as `name.input`. Returns the position past them."""
+    the web UI lists them after it, sent as `name.input` (a nested combo's as `name.input.inner`, depth
+    first). Returns the position past them."""
     choice = values[pos]
     out[name] = choice
     pos += 1
     option = next((o for o in spec[1].get("options", []) if o.get("key") == choice), {})
     for category in ("required", "optional"):
         for sub, sub_spec in option.get("inputs", {}).get(category, {}).items():
-            if _is_widget(sub_spec) and pos < len(values):
+            if _is_dynamic_combo(sub_spec) and pos < len(values):
+                # a combo inside an option (today's Save Video: format.codec.encoding): its widgets follow it
+                pos = _dynamic_combo_values(f"{name}.{sub}", sub_spec, values, pos, out)
+            elif _is_widget(sub_spec) and pos < len(values):
                 out[f"{name}.{sub}"] = values[pos]
                 pos += 1
     return pos

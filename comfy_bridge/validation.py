@@ -43,6 +43,8 @@ def validate_node_input(received_type: Any, input_type: Any, strict: bool = Fals
         return True
     if MATCH_TYPE in (received_type, input_type):
         return True  # a V3 MatchType socket: the frontend resolves which type it takes
+    if isinstance(received_type, list) and input_type == "COMBO":
+        return True  # a combo output (its type is its options) feeds a V3 combo input, as today's ComfyUI allows
     if not isinstance(received_type, str) or not isinstance(input_type, str):
         return False
     received = {t.strip() for t in received_type.split(",")}

@@ -183,3 +183,56 @@ def test_widgets_missing_from_a_saved_workflow_are_left_out():
 
     ui = {"nodes": [{"id": 1, "type": "LatentUpscale", "mode": 0, "inputs": [], "widgets_values": []}], "links": []}
     assert ui_to_api(ui, build_registry(None, load_custom_nodes=False))["1"]["inputs"] == {}
+
+
+class _NestedComboRegistry:
+    """One class whose dynamic combo's option holds another dynamic combo (today's Save Video: format ->
+    codec -> encoding -> crf), then an optional plain widget."""
+
+    CRF = ("FLOAT", {"default": 23.0})
+    ENCODING = (
+        "COMFY_DYNAMICCOMBO_V3",
+        {"options": [{"key": "auto", "inputs": {}}, {"key": "re-encode", "inputs": {"required": {"crf": CRF}}}]},
+    )
+    CODEC = (
+        "COMFY_DYNAMICCOMBO_V3",
+        {
+            "options": [
+                {"key": "auto", "inputs": {"required": {}}},
+                {"key": "h264", "inputs": {"required": {}, "optional": {"encoding": ENCODING}}},
+            ]
+        },
+    )
+    INFO = {
+        "input": {
+            "required": {
+                "format": (
+                    "COMFY_DYNAMICCOMBO_V3",
+                    {"options": [{"key": "mkv", "inputs": {"required": {"codec": CODEC}}}]},
+                )
+            },
+            "optional": {"label": ("STRING", {"default": ""})},
+        },
+        "input_order": {"required": ["format"], "optional": ["label"]},
+    }
+
+    def get(self, class_type: str) -> object:
+        return object
+
+    def node_info(self, class_type: str) -> dict:
+        return self.INFO
+
+
+def test_nested_dynamic_combo_widgets_follow_their_combo_depth_first():
+    def inputs(values: list) -> dict:
+        ui = {"nodes": [{"id": 1, "type": "Save", "mode": 0, "inputs": [], "widgets_values": values}], "links": []}
+        return ui_to_api(ui, _NestedComboRegistry())["1"]["inputs"]
+
+    assert inputs(["mkv", "h264", "re-encode", 18, "x"]) == {
+        "format": "mkv",
+        "format.codec": "h264",
+        "format.codec.encoding": "re-encode",
+        "format.codec.encoding.crf": 18,
+        "label": "x",
+    }
+    assert inputs(["mkv", "auto", "y"]) == {"format": "mkv", "format.codec": "auto", "label": "y"}

@@ -83,6 +83,9 @@ async def test_union_and_wildcard_types(registry):
     assert (await check(registry, prompt))[0]
     assert validate_node_input("IMAGE", "IMAGE,FLOAT") and not validate_node_input("INT", "IMAGE,FLOAT")
     assert validate_node_input("STRING", "*") and not validate_node_input("INT,STRING", "INT", strict=True)
+    # a combo output's type is its options (today's GetVideoComponents' bit_depth): it feeds a combo input
+    assert validate_node_input([], "COMBO") and validate_node_input(["a", "b"], "COMBO")
+    assert not validate_node_input([], "INT")
 
 
 async def test_custom_validation_reasons_and_skipped_range(registry):
