@@ -2,9 +2,15 @@
 `VideoInput`s with ComfyUI's interface (get_components, save_to, get_dimensions, get_duration, ...),
 which node packs use through `comfy_api` (Input.Video, InputImpl.VideoFromFile, Types.VideoComponents).
 
-Saving writes MP4 with H.264 (yuv420p) video and AAC audio, the workflow in the container's tags; a file
-whose streams an MP4 holds as they are (H.264, HEVC, AV1; AAC, MP3, Opus) is copied stream by stream
-instead of being encoded again.
+Saving writes MP4 (or, as today's ComfyUI, Matroska or WebM) with H.264 or AV1 video, 8- or 10-bit, and AAC
+audio (Opus in WebM), the workflow in the container's tags; a file whose streams the chosen container holds as
+they are (MP4: H.264, HEVC, AV1; AAC, MP3, Opus) is copied stream by stream instead of being encoded again,
+unless a quality (crf), bit depth or colour space is asked for.
+
+Colour: frames made of tensors are sRGB unless said otherwise; "HDR" (BT.2020 with HLG) and "HDR PQ"
+(BT.2020 with PQ) are encoded with the BT.2020 matrix and tagged so, as today's ComfyUI does. sRGB frames
+keep the conversion this project has always used (untagged, FFmpeg's default matrix); today's ComfyUI tags
+them BT.709 and converts with that matrix, so an sRGB file of ours decodes to slightly other pixels there.
 """
 
 from __future__ import annotations
@@ -27,10 +33,12 @@ from nodes.media.audio import check_audio, decode_stream
 
 
 class VideoContainer(str, Enum):
-    """The file formats a video is saved as ("auto" picks MP4)."""
+    """The file formats a video is saved as ("auto": MP4, or WebM for AV1 where a node picks)."""
 
     AUTO = "auto"
     MP4 = "mp4"
+    MKV = "mkv"
+    WEBM = "webm"
 
     @classmethod
     def as_input(cls) -> list[str]:
@@ -38,19 +46,70 @@ class VideoContainer(str, Enum):
 
     @classmethod
     def get_extension(cls, value: str | VideoContainer) -> str:
-        cls(value)  # an unknown name is a ValueError here, before a file is named after it
-        return "mp4"
+        value = cls(value)  # an unknown name is a ValueError here, before a file is named after it
+        return "mp4" if value is cls.AUTO else value.value
 
 
 class VideoCodec(str, Enum):
-    """The video codecs a video is saved with ("auto" keeps a file's own, else H.264)."""
+    """The video codecs a video is saved with ("auto" keeps a file's own, else H.264; AV1 in WebM)."""
 
     AUTO = "auto"
     H264 = "h264"
+    AV1 = "av1"
 
     @classmethod
     def as_input(cls) -> list[str]:
         return [member.value for member in cls]
+
+
+# The colour spaces a VIDEO value may be in (today's ComfyUI's names) and the transfer function of each.
+COLOR_SPACES = ("sRGB", "HDR", "HDR PQ")
+HDR_TRANSFERS = {"HDR": "ARIB_STD_B67", "HDR PQ": "SMPTE2084"}  # av.video.reformatter.ColorTrc names
+BT2020_NCL = 9  # FFmpeg's AVColorSpace for the BT.2020 non-constant-luminance matrix
+# A stream's transfer function -> the colour space a loaded video reports (others, untagged included: sRGB)
+TRANSFER_COLOR_SPACES = {"BT709": "sRGB", "IEC61966_2_1": "sRGB", "ARIB_STD_B67": "HDR", "SMPTE2084": "HDR PQ"}
+FFMPEG_CONTAINERS = {VideoContainer.MP4: "mp4", VideoContainer.MKV: "matroska", VideoContainer.WEBM: "webm"}
+ENCODERS = {VideoCodec.H264: "h264", VideoCodec.AV1: "libsvtav1"}
+# The streams WebM holds as they are; anything else is encoded again (AV1 video, Opus audio).
+WEBM_CODECS = {"video": ("av1", "vp8", "vp9"), "audio": ("opus", "vorbis")}
+
+
+def check_color_space(color_space: str) -> str:
+    if color_space not in COLOR_SPACES:
+        raise ValueError(f"color_space: {color_space!r} is not one of {', '.join(COLOR_SPACES)}")
+    return color_space
+
+
+def output_config(
+    path: str | BinaryIO, format: VideoContainer | str, codec: VideoCodec | str
+) -> tuple[VideoContainer, VideoCodec]:
+    """The container and codec a save writes: "auto" container from the file name's extension (.mkv,
+    .webm; else MP4), "auto" codec AV1 in WebM and H.264 elsewhere; WebM takes AV1 only."""
+    format, codec = VideoContainer(format), VideoCodec(codec)
+    if format is VideoContainer.AUTO:
+        extension = os.path.splitext(os.fspath(path))[1].lower() if isinstance(path, (str, os.PathLike)) else ""
+        format = {".mkv": VideoContainer.MKV, ".webm": VideoContainer.WEBM}.get(extension, VideoContainer.MP4)
+    if codec is VideoCodec.AUTO:
+        codec = VideoCodec.AV1 if format is VideoContainer.WEBM else VideoCodec.H264
+    if format is VideoContainer.WEBM and codec is not VideoCodec.AV1:
+        raise ValueError(f"a WebM video needs the av1 codec, not {codec.value}")
+    return format, codec
+
+
+def stream_bit_depth(stream: Any) -> int:
+    """Bits per component of a video stream's pixel format (8 where it says none)."""
+    components = stream.format.components if stream is not None and stream.format is not None else ()
+    return max((c.bits for c in components), default=8)
+
+
+def stream_color_space(stream: Any) -> str | None:
+    """The colour space a stream's transfer function names, None when it names none we know."""
+    trc = getattr(stream, "color_trc", None) if stream is not None else None
+    try:
+        name = av.video.reformatter.ColorTrc(trc).name
+    except ValueError:
+        return None
+    return TRANSFER_COLOR_SPACES.get(name)
 
 
 @dataclass
@@ -77,8 +136,13 @@ class VideoInput(ABC):
         format: VideoContainer | str = VideoContainer.AUTO,
         codec: VideoCodec | str = VideoCodec.AUTO,
         metadata: dict | None = None,
+        bit_depth: int | None = None,
+        crf: float | None = None,
+        color_space: str | None = None,
+        preset: str | None = None,
     ) -> None:
-        """Write the video as a file (a path or a writable binary buffer)."""
+        """Write the video as a file (a path or a writable binary buffer). None keeps the video's own bit
+        depth and colour space and the encoder's default quality (crf) and speed (preset, H.264 only)."""
 
     def get_stream_source(self) -> str | io.BytesIO:
         """Something `av.open` reads: the file itself where there is one, else the video saved in memory."""
@@ -109,11 +173,20 @@ class VideoInput(ABC):
             return container.format.name
 
     def get_bit_depth(self) -> int:
-        """Bits per colour channel: frames are read and written as 8-bit."""
+        """Bits per colour channel (8 unless the video says otherwise)."""
         return 8
 
     def get_color_space(self) -> str:
-        return "sRGB"
+        """sRGB, HDR or HDR PQ; "auto" where the video does not say (today's ComfyUI's default)."""
+        return "auto"
+
+    def _encoding(self) -> dict[str, Any]:
+        """The bit depth and colour space a video derived from this one (trimmed, cropped) keeps."""
+        color_space = self.get_color_space()
+        return {
+            "bit_depth": self.get_bit_depth(),
+            "color_space": color_space if color_space in COLOR_SPACES else "sRGB",
+        }
 
     def as_trimmed(
         self, start_time: float | None = None, duration: float | None = None, strict_duration: bool = False
@@ -134,7 +207,8 @@ class VideoInput(ABC):
             per_frame = audio["sample_rate"] / rate
             audio = {**audio, "waveform": audio["waveform"][..., round(start * per_frame) : round(end * per_frame)]}
         return VideoFromComponents(
-            VideoComponents(images=c.images[start:end], frame_rate=rate, audio=audio, metadata=c.metadata)
+            VideoComponents(images=c.images[start:end], frame_rate=rate, audio=audio, metadata=c.metadata),
+            **self._encoding(),
         )
 
     def as_cropped(self, x: int = 0, y: int = 0, width: int = 0, height: int = 0) -> VideoInput:
@@ -153,7 +227,8 @@ class VideoInput(ABC):
                 frame_rate=c.frame_rate,
                 audio=c.audio,
                 metadata=c.metadata,
-            )
+            ),
+            **self._encoding(),
         )
 
 
@@ -215,6 +290,16 @@ class VideoFromFile(VideoInput):
         with self._open() as container:
             return container.format.name
 
+    def get_bit_depth(self) -> int:
+        """The bits per component of the file's pixel format (10 for yuv420p10le)."""
+        with self._open() as container:
+            return stream_bit_depth(container.streams.video[0] if container.streams.video else None)
+
+    def get_color_space(self) -> str:
+        """HDR or HDR PQ where the stream's transfer function says so, else sRGB."""
+        with self._open() as container:
+            return stream_color_space(container.streams.video[0] if container.streams.video else None) or "sRGB"
+
     def get_components(self) -> VideoComponents:
         with self._open() as container:
             stream = _first_video_stream(container, self._name())
@@ -243,13 +328,26 @@ class VideoFromFile(VideoInput):
         format: VideoContainer | str = VideoContainer.AUTO,
         codec: VideoCodec | str = VideoCodec.AUTO,
         metadata: dict | None = None,
+        bit_depth: int | None = None,
+        crf: float | None = None,
+        color_space: str | None = None,
+        preset: str | None = None,
     ) -> None:
-        format, codec = VideoContainer(format), VideoCodec(codec)
+        if color_space is not None:
+            check_color_space(color_space)
+        container, video_codec = output_config(path, format, codec)
         with self._open() as source:
-            if _copyable(source, codec):
-                _remux(source, path, "mp4", metadata)
+            stream = source.streams.video[0] if source.streams.video else None
+            own_space = stream_color_space(stream)
+            if own_space is not None and color_space is not None and own_space != color_space:
+                raise ValueError(f"a {own_space} video cannot be saved as {color_space} without a colour conversion")
+            unchanged = crf is None and color_space is None and bit_depth in (None, stream_bit_depth(stream))
+            if unchanged and _copyable(source, container, VideoCodec(codec)):
+                _remux(source, path, FFMPEG_CONTAINERS[container], metadata)
                 return
-        VideoFromComponents(self.get_components()).save_to(path, format, codec, metadata)
+        # decoded frames are 8-bit RGB; a 10-bit source is encoded at 10 bits again unless told otherwise
+        frames = VideoFromComponents(self.get_components(), **self._encoding())
+        frames.save_to(path, container, video_codec, metadata, bit_depth, crf, color_space, preset)
 
     def __reduce__(self) -> tuple:
         # Sent to an executor (a pack node's input): the file's bytes go along, as a tensor on the data plane,
@@ -276,13 +374,18 @@ MP4_VIDEO_CODECS = ("h264", "hevc", "av1", "mpeg4")
 MP4_AUDIO_CODECS = ("aac", "mp3", "mp3float", "alac", "opus")
 
 
-def _copyable(source: Any, codec: VideoCodec) -> bool:
-    """Whether saving `source` as MP4 with `codec` may copy its packets instead of encoding its frames."""
+def _copyable(source: Any, container: VideoContainer, codec: VideoCodec) -> bool:
+    """Whether saving `source` into `container` with `codec` ("auto": any the container holds) may copy its
+    packets instead of encoding its frames."""
     if not source.streams.video:
         return False
-    video_codec = source.streams.video[0].codec_context.name
-    wanted = video_codec in MP4_VIDEO_CODECS if codec is VideoCodec.AUTO else video_codec == codec.value
-    return wanted and all(s.codec_context.name in MP4_AUDIO_CODECS for s in source.streams.audio)
+    video_codec = source.streams.video[0].codec.canonical_name
+    if container is VideoContainer.WEBM:
+        video_ok, audio_ok = WEBM_CODECS["video"], WEBM_CODECS["audio"]
+    else:  # Matroska holds what MP4 does (and more; those are encoded again, as for MP4)
+        video_ok, audio_ok = MP4_VIDEO_CODECS, MP4_AUDIO_CODECS
+    wanted = video_codec in video_ok if codec is VideoCodec.AUTO else video_codec == codec.value
+    return wanted and all(s.codec.canonical_name in audio_ok for s in source.streams.audio)
 
 
 def _tags(metadata: dict | None) -> dict[str, str]:
@@ -292,7 +395,8 @@ def _tags(metadata: dict | None) -> dict[str, str]:
 
 def _open_output(path: str | BinaryIO, fmt: str) -> Any:
     # MP4 keeps free-form tags (prompt, workflow) only with use_metadata_tags
-    return av.open(path, mode="w", format=fmt, options={"movflags": "use_metadata_tags"})
+    options = {"movflags": "use_metadata_tags"} if fmt == "mp4" else {}
+    return av.open(path, mode="w", format=fmt, options=options)
 
 
 def _remux(source: Any, path: str | BinaryIO, fmt: str, metadata: dict | None) -> None:
@@ -316,10 +420,13 @@ def _remux(source: Any, path: str | BinaryIO, fmt: str, metadata: dict | None) -
 
 
 class VideoFromComponents(VideoInput):
-    """A video made of frames in memory (CreateVideo's): IMAGE frames, a frame rate and optional audio."""
+    """A video made of frames in memory (CreateVideo's): IMAGE frames, a frame rate and optional audio, with the
+    bit depth it is encoded at and the colour space its pixels are in (today's ComfyUI's CreateVideo choices)."""
 
-    def __init__(self, components: VideoComponents) -> None:
+    def __init__(self, components: VideoComponents, bit_depth: int = 8, color_space: str = "sRGB") -> None:
         self._components = components
+        self._bit_depth = int(bit_depth)
+        self._color_space = check_color_space(color_space)
 
     def get_components(self) -> VideoComponents:
         c = self._components
@@ -328,52 +435,117 @@ class VideoFromComponents(VideoInput):
     def get_dimensions(self) -> tuple[int, int]:
         return int(self._components.images.shape[2]), int(self._components.images.shape[1])
 
+    def get_bit_depth(self) -> int:
+        return self._bit_depth
+
+    def get_color_space(self) -> str:
+        return self._color_space
+
     def save_to(
         self,
         path: str | BinaryIO,
         format: VideoContainer | str = VideoContainer.AUTO,
         codec: VideoCodec | str = VideoCodec.AUTO,
         metadata: dict | None = None,
+        bit_depth: int | None = None,
+        crf: float | None = None,
+        color_space: str | None = None,
+        preset: str | None = None,
     ) -> None:
-        VideoContainer(format), VideoCodec(codec)  # unknown names are ValueErrors
+        container, video_codec = output_config(path, format, codec)  # unknown names are ValueErrors
+        color_space = check_color_space(color_space or self._color_space)
+        ten_bit = (self._bit_depth if bit_depth is None else bit_depth) >= 10
         images = self._components.images
         if images.dim() != 4 or images.shape[0] == 0 or images.shape[-1] not in (3, 4):
             raise ValueError(f"a video needs frames [frames, height, width, 3]; got shape {tuple(images.shape)}")
         height, width = int(images.shape[1]), int(images.shape[2])
         if width % 2 or height % 2:
-            raise ValueError(f"H.264 video (yuv420p) needs an even width and height; the frames are {width}x{height}")
+            raise ValueError(
+                f"{video_codec.value} video (4:2:0) needs an even width and height; the frames are {width}x{height}"
+            )
         # the rate in thousandths, as ComfyUI writes it (30000/1001 stays exact enough, 29.97 fps)
         rate = Fraction(round(self._components.frame_rate * 1000), 1000)
         if rate <= 0:
             raise ValueError(f"the frame rate must be positive; got {float(self._components.frame_rate)}")
-        audio = self._components.audio
-        with _open_output(path, "mp4") as out:
+        pix_fmt = "yuv420p10le" if ten_bit else "yuv420p"
+        with _open_output(path, FFMPEG_CONTAINERS[container]) as out:
             for key, value in _tags(metadata).items():
                 out.metadata[key] = value
-            video = out.add_stream("h264", rate=rate)
-            video.width, video.height, video.pix_fmt = width, height, "yuv420p"
-            # No rate-control lookahead (which mb-tree needs): with it libx264 now and then encodes the same
-            # frames into other bytes, even on one thread, and a video decoded with other pixels run to run.
-            video.options = {"x264-params": "rc-lookahead=0"}
-            sound = None
-            if audio is not None:
-                waveform, sample_rate = check_audio(audio, "the video's audio")
-                sound = out.add_stream(
-                    "aac",
-                    rate=sample_rate,
-                    layout={1: "mono", 2: "stereo"}.get(waveform.shape[1], f"{waveform.shape[1]}c"),
-                )
+            video = out.add_stream(ENCODERS[video_codec], rate=rate)
+            video.width, video.height, video.pix_fmt = width, height, pix_fmt
+            video.options = _encoder_options(video_codec, crf, preset)
+            if color_space in HDR_TRANSFERS:
+                _tag_hdr(video.codec_context, color_space)
+            sound = _AudioTrack(out, self._components.audio, container) if self._components.audio else None
             for image in images:
-                pixels = (image[..., :3] * 255).clamp(0, 255).to(torch.uint8).cpu().numpy()
-                frame = av.VideoFrame.from_ndarray(pixels, format="rgb24").reformat(format="yuv420p")
-                out.mux(video.encode(frame))
+                out.mux(video.encode(_frame(image, pix_fmt, color_space)))
             out.mux(video.encode(None))
             if sound is not None:
                 # no longer than the frames: the audio of the video's own duration
-                samples = math.ceil(sample_rate / rate * images.shape[0])
-                track = np.ascontiguousarray(waveform[0, :, :samples].float().cpu().numpy())
-                frame = av.AudioFrame.from_ndarray(track, format="fltp", layout=sound.layout.name)
-                frame.sample_rate = sample_rate
-                frame.pts = 0
-                out.mux(sound.encode(frame))
-                out.mux(sound.encode(None))
+                sound.write(math.ceil(sound.source_rate / rate * images.shape[0]))
+
+
+def _encoder_options(codec: VideoCodec, crf: float | None, preset: str | None) -> dict[str, str]:
+    options: dict[str, str] = {}
+    if codec is VideoCodec.H264:
+        # No rate-control lookahead (which mb-tree needs): with it libx264 now and then encodes the same
+        # frames into other bytes, even on one thread, and a video decoded with other pixels run to run.
+        options["x264-params"] = "rc-lookahead=0"
+        if preset is not None:
+            options["preset"] = preset
+    if crf is not None:
+        # SVT-AV1 has no crf 0; lossless is its own switch (as today's ComfyUI asks for it)
+        options.update({"svtav1-params": "lossless=1"} if codec is VideoCodec.AV1 and crf == 0 else {"crf": str(crf)})
+    return options
+
+
+def _tag_hdr(target: Any, color_space: str) -> None:
+    """BT.2020 primaries and matrix, HLG or PQ transfer, limited range: what an HDR player reads."""
+    reformatter = av.video.reformatter
+    target.color_primaries = reformatter.ColorPrimaries.BT2020
+    target.color_trc = reformatter.ColorTrc[HDR_TRANSFERS[color_space]]
+    target.colorspace = BT2020_NCL
+    target.color_range = reformatter.ColorRange.MPEG
+
+
+def _frame(image: torch.Tensor, pix_fmt: str, color_space: str) -> Any:
+    """One IMAGE frame as an encoder's YUV frame: 8-bit RGB, or 16-bit RGB for 10-bit video (keeping the float
+    precision); HDR frames through the BT.2020 matrix."""
+    if pix_fmt == "yuv420p":
+        pixels = (image[..., :3] * 255).clamp(0, 255).to(torch.uint8).cpu().numpy()
+        frame = av.VideoFrame.from_ndarray(pixels, format="rgb24")
+    else:
+        pixels = (image[..., :3].float() * 65535).clamp(0, 65535).cpu().numpy().astype(np.uint16)
+        frame = av.VideoFrame.from_ndarray(pixels, format="rgb48le")
+    if color_space not in HDR_TRANSFERS:
+        return frame.reformat(format=pix_fmt)
+    frame = frame.reformat(format=pix_fmt, dst_colorspace=av.video.reformatter.Colorspace.BT2020)
+    _tag_hdr(frame, color_space)
+    return frame
+
+
+class _AudioTrack:
+    """A video file's audio stream: AAC at the sound's own rate, or Opus at 48 kHz in WebM."""
+
+    def __init__(self, out: Any, audio: dict, container: VideoContainer) -> None:
+        self.waveform, self.source_rate = check_audio(audio, "the video's audio")
+        channels = self.waveform.shape[1]
+        self.layout = {1: "mono", 2: "stereo"}.get(channels, f"{channels}c")
+        webm = container is VideoContainer.WEBM
+        self.out = out
+        self.stream = out.add_stream(
+            "libopus" if webm else "aac", rate=48000 if webm else self.source_rate, layout=self.layout
+        )
+        self.resampler = av.AudioResampler(format="fltp", layout=self.layout, rate=48000) if webm else None
+
+    def write(self, samples: int) -> None:
+        track = np.ascontiguousarray(self.waveform[0, :, :samples].float().cpu().numpy())
+        frame = av.AudioFrame.from_ndarray(track, format="fltp", layout=self.stream.layout.name)
+        frame.sample_rate = self.source_rate
+        frame.pts = 0
+        frames = (
+            [frame] if self.resampler is None else [*self.resampler.resample(frame), *self.resampler.resample(None)]
+        )
+        for piece in frames:
+            self.out.mux(self.stream.encode(piece))
+        self.out.mux(self.stream.encode(None))

@@ -74,8 +74,9 @@ def test_create_save_load_video_keeps_frames_rate_and_audio(ws):
     shutil.copy(path, ws.input_dir / "roundtrip.mp4")
     assert "roundtrip.mp4" in video_nodes.LoadVideo.INPUT_TYPES()["required"]["file"][1]["options"]
     (loaded,) = video_nodes.LoadVideo().load_video("roundtrip.mp4")
-    images, audio, fps = video_nodes.GetVideoComponents().get_components(loaded)
+    images, audio, fps, bit_depth, color_space = video_nodes.GetVideoComponents().get_components(loaded)
     assert fps == 8.0 and loaded.get_dimensions() == (64, 48) and loaded.get_frame_count() == 6
+    assert (bit_depth, color_space) == (8, "sRGB")
     assert images.shape == frames.shape
     # H.264 in yuv420p (and 8-bit truncation) is lossy: the smooth frames come back within a few levels
     assert (images - frames).abs().mean() < 3 / 255 and (images - frames).abs().max() < 0.1
