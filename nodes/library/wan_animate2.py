@@ -12,6 +12,10 @@ nodes.models.wan_animate2).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
 import torch
 
 from cluster.refs import ModelRef
@@ -20,6 +24,9 @@ from nodes.conditioning import require
 from nodes.conditioning_ops import set_values
 from nodes.inputs import require_model
 from nodes.library.wan import encode_video, latent_frames
+from nodes.modelfns.model_options import with_function
+from nodes.modelfns.network_patches import DIFFUSION_MODEL
+from nodes.models.wan_animate2 import POSE_CACHE_DTYPES, reading_pose_cache
 from nodes.upscale import common_upscale
 
 CATEGORY = "model/conditioning/wan/animate"
@@ -173,19 +180,49 @@ def _windowed(cond: list, pose: dict, start: float, end: float) -> list:
     return parts
 
 
+# The sampler state key that says this run's quantized pose cache is filled (its first pass with the pose ran).
+POSE_CACHE_FILLED = "animate2.pose_cache_filled"
+
+
+@dataclass(frozen=True)
+class PoseCacheWrapper:
+    """Each forward pass of a sampling run through WanAnimate2Cache's quantized cache: the first pass that runs the
+    pose branch fills it (full precision), every later one reads the quantized block inputs
+    (nodes.models.wan_animate2). Whether it is filled travels with the sampler state from step to step."""
+
+    dtype: str
+
+    def __call__(
+        self,
+        forward: Callable[[torch.Tensor], torch.Tensor],
+        x: torch.Tensor,
+        sigma: torch.Tensor,
+        keys: list[str],
+        state: dict[str, torch.Tensor],
+        evaluation: dict[str, Any],
+    ) -> torch.Tensor:
+        with reading_pose_cache(self.dtype if POSE_CACHE_FILLED in state else None) as cache:
+            out = forward(x)
+        if cache.used:
+            state[POSE_CACHE_FILLED] = torch.ones(())
+        return out
+
+
 class WanAnimate2Cache:
-    """Upstream keeps the pose branch's block inputs between the steps of one run so that branch runs once: at
-    dtype default that changes no number (the branch reads neither the step's latent nor its timestep). Here
-    each denoising step is a stateless ModelFn that may run on any executor, so the branch is recomputed every
-    step and the MODEL passes through unchanged; int8 / int4 (upstream's convrot-quantized cache, which does
-    change the numbers) are refused by name rather than silently computed in full precision."""
+    """Upstream keeps the pose branch's block inputs between the forward passes of one sampling run so that branch
+    runs once. At dtype default that changes no number (the branch reads neither the step's latent nor its
+    timestep): each denoising step here is a stateless ModelFn that may run on any executor, so the branch is
+    recomputed and the MODEL passes through unchanged. At int8 / int4 the stored inputs are quantized, which does
+    change the numbers from the second pass on: the MODEL gets a diffusion-model wrapper that runs those passes
+    with the keys and values of the quantized inputs (PoseCacheWrapper). `device` only says where upstream keeps
+    the cache."""
 
     RELATIVE_PYTHON_MODULE = "comfy_extras.nodes_wan"
     FUNCTION = "execute"
     CATEGORY = CATEGORY
     EXPERIMENTAL = True
     RETURN_TYPES = ("MODEL",)
-    DESCRIPTION = "Caches the pose-video's per-block activations (here: recomputed per step, same numbers)."
+    DESCRIPTION = "Caches the pose-video's per-block activations (default: same numbers; int8/int4 quantized)."
 
     @classmethod
     def INPUT_TYPES(cls):
@@ -195,19 +232,18 @@ class WanAnimate2Cache:
                 "device": ("COMBO", {"default": "cpu", "multiselect": False, "options": ["cpu", "gpu"]}),
                 "dtype": (
                     "COMBO",
-                    {"default": "default", "multiselect": False, "options": ["default", "int8", "int4"]},
+                    {"default": "default", "multiselect": False, "options": ["default", *POSE_CACHE_DTYPES]},
                 ),
             }
         }
 
     def execute(self, model: ModelRef, device: str, dtype: str = "default"):
         model = require_model(model)
-        if dtype != "default":
-            raise ValueError(
-                f"WanAnimate2Cache dtype {dtype!r}: the quantized (convrot {dtype}) pose cache is not implemented "
-                "here; use dtype default (same results as no cache)"
-            )
-        return (model,)
+        if dtype == "default":
+            return (model,)
+        if dtype not in POSE_CACHE_DTYPES:
+            raise ValueError(f"WanAnimate2Cache dtype: {dtype!r} is not one of default, {', '.join(POSE_CACHE_DTYPES)}")
+        return (with_function(model, DIFFUSION_MODEL, PoseCacheWrapper(dtype)),)
 
 
 NODE_CLASS_MAPPINGS = {"WanAnimate2ToVideo": WanAnimate2ToVideo, "WanAnimate2Cache": WanAnimate2Cache}

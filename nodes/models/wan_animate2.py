@@ -12,11 +12,22 @@ later and one latent width to the right of the generation's. In every block the 
 reference image's slot) attends to the generation's tokens, frame j >= 1 to them and to pose frame j - 1's keys
 and values (scaled by pose_strength; the reference frame's values by reference_strength). Without pose latents
 (the node's pose window excludes the step) the blocks run as plain Wan.
+
+WanAnimate2Cache at int8 / int4: upstream keeps each block's pose input (batch element 0) from the first forward
+pass of a sampling run, quantized (comfy-kitchen's per-row int8 or int4 layouts with a ConvRot rotation), and in
+every later pass reprojects that block's pose keys and values from the dequantized input instead of running the
+branch. The branch reads neither the step's latent nor its timestep, so the inputs it stored are the ones it
+computes again here: a pass run inside `reading_pose_cache(dtype)` takes its keys and values from those inputs
+put through the same quantize-dequantize round trip, while the branch itself goes on at full precision, as the
+stored inputs were.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +37,64 @@ import torch.nn.functional as F
 from nodes.models.wan import PATCH, WanDiffusionModel, pad_to_patch
 
 MODEL_TYPE = "animate2"
+POSE_CACHE_DTYPES = ("int8", "int4")
+CONVROT_GROUP = 256  # upstream's PoseBranchCache.CONVROT_GROUPSIZE, divided by 4 until it divides the width
+
+
+@dataclass
+class PoseCacheRead:
+    """One forward pass's view of WanAnimate2Cache's quantized pose cache: `dtype` None while the pass fills it
+    (full precision), int8 / int4 once filled; `used` is set when the pass ran the pose branch at all."""
+
+    dtype: str | None
+    used: bool = False
+
+
+_POSE_CACHE: ContextVar[PoseCacheRead | None] = ContextVar("animate2_pose_cache", default=None)
+
+
+@contextmanager
+def reading_pose_cache(dtype: str | None) -> Iterator[PoseCacheRead]:
+    """The forward passes run inside see the pose cache as `dtype` (None: filling it)."""
+    if dtype is not None and dtype not in POSE_CACHE_DTYPES:
+        raise ValueError(f"pose cache dtype {dtype!r} is not one of {', '.join(POSE_CACHE_DTYPES)}")
+    read = PoseCacheRead(dtype)
+    token = _POSE_CACHE.set(read)
+    try:
+        yield read
+    finally:
+        _POSE_CACHE.reset(token)
+
+
+def pose_cache_read() -> PoseCacheRead | None:
+    """The pose cache the current forward pass runs with (None: no quantized cache)."""
+    return _POSE_CACHE.get()
+
+
+def stored_pose_input(x: torch.Tensor, dtype: str) -> torch.Tensor:
+    """A block's pose input as upstream's cache gives it back: batch element 0 quantized over [tokens, width]
+    (one scale per token; int8 per-channel with ConvRot, or the ConvRot W4A4 layout) and dequantized, repeated
+    to the batch."""
+    try:
+        from comfy_kitchen.tensor import TensorCoreConvRotW4A4Layout, TensorWiseINT8Layout
+    except ImportError as e:  # comfy-kitchen is installed on Linux and Windows only
+        raise ValueError(f"WanAnimate2Cache {dtype}: the quantized pose cache needs comfy-kitchen ({e})") from None
+
+    first = x[:1]
+    group = CONVROT_GROUP
+    while group > 4 and first.shape[-1] % group:
+        group //= 4
+    flat = first.reshape(-1, first.shape[-1])
+    if dtype == "int4":
+        layout, (q, params) = (
+            TensorCoreConvRotW4A4Layout,
+            TensorCoreConvRotW4A4Layout.quantize(flat, convrot_groupsize=group),
+        )
+    else:
+        layout = TensorWiseINT8Layout
+        q, params = layout.quantize(flat, is_weight=True, per_channel=True, convrot=True, convrot_groupsize=group)
+    back = layout.dequantize(q, params).reshape(first.shape).to(x.dtype)
+    return back.expand(x.shape[0], *back.shape[1:])
 
 
 def is_animate2(metadata: dict[str, str]) -> bool:
@@ -176,12 +245,20 @@ def forward(
         image_pose = clip_fea if extra.clip_fea_pose is None else extra.clip_fea_pose.to(context)
         context_pose = _context(module, text_pose, image_pose)
 
+    cache = pose_cache_read()
+    stored = cache.dtype if cache is not None and x_pose is not None else None
+    if cache is not None and x_pose is not None:
+        cache.used = True
     for block in module.blocks:
         k_pose = v_pose = None
         if x_pose is not None:
             mod = _modulation(block, mod_pose)
-            q, k_pose, v_pose = _qkv(block.attn1, _normed(block, x_pose, mod), rope_pose)
-            x_pose = _finish(block, x_pose, _attend(q, k_pose, v_pose), mod, context_pose)
+            q, k, v = _qkv(block.attn1, _normed(block, x_pose, mod), rope_pose)
+            k_pose, v_pose = k, v
+            if stored is not None:  # a filled quantized cache: keys and values of the stored block input
+                _, k_pose, v_pose = _qkv(block.attn1, _normed(block, stored_pose_input(x_pose, stored), mod), rope_pose)
+            # the branch goes on at full precision: the next block's stored input was computed so
+            x_pose = _finish(block, x_pose, _attend(q, k, v), mod, context_pose)
             if extra.pose_strength != 1.0:
                 v_pose = v_pose * extra.pose_strength
         mod = _modulation(block, mod_t)

@@ -21,7 +21,7 @@ from nodes.loaders import make_ref
 from nodes.models import loader
 from nodes.models.detect import probe
 from nodes.models.errors import ModelLoadError
-from nodes.models.wan_animate2 import WanAnimate2DiffusionModel, is_animate2
+from nodes.models.wan_animate2 import WanAnimate2DiffusionModel, is_animate2, reading_pose_cache, stored_pose_input
 from nodes.models.wan_demo import FILES, METADATA, animate2_model
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_wan_animate2.json").read_text())
@@ -95,3 +95,49 @@ def test_pose_frames_must_match(model) -> None:
     cond = {"context": inputs["context"], "concat": x[:, 16:], "pose_latents": inputs["pose_latents"][:, :, :1]}
     with pytest.raises(ValueError, match="pose branch has 1 latent frames, expected 2"):
         model.apply(x[:, :16], inputs["timestep"], cond)
+
+
+def _fixture_cond(inputs: dict, spec: dict) -> dict:
+    x = inputs["x"]
+    cond = {"context": inputs["context"], "concat": x[:, 16:]}
+    cond.update({k: inputs[k] for k in ("clip_fea", "pose_latents", "context_pose", "clip_fea_pose") if spec.get(k)})
+    cond.update({k: spec[k] for k in ("pose_strength", "reference_strength") if k in spec})
+    return cond
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int4"])
+def test_a_filled_quantized_pose_cache_reads_the_stored_inputs(model, dtype: str) -> None:
+    """WanAnimate2Cache at int8 / int4: the pass that fills the cache is the plain network (ComfyUI's output);
+    the later passes take the pose keys and values from the block inputs after comfy-kitchen's quantization
+    round trip (the layouts ComfyUI's quant_ops are), which moves the output a little (about 1 % here); a
+    pass without the pose branch is untouched."""
+    torch.set_num_threads(1)
+    inputs = {k: tensor(v) for k, v in FIXTURE["inputs"].items()}
+    x, t = inputs["x"][:, :16], inputs["timestep"]
+    pose, no_pose = FIXTURE["cases"]["pose_own_prompt_strengths"], FIXTURE["cases"]["no_pose"]
+    with torch.no_grad():
+        with reading_pose_cache(None) as filling:
+            first = model.apply(x, t, _fixture_cond(inputs, pose["case"]))
+        with reading_pose_cache(dtype) as reading:
+            later = model.apply(x, t, _fixture_cond(inputs, pose["case"]))
+        with reading_pose_cache(dtype) as without_pose:
+            plain = model.apply(x, t, _fixture_cond(inputs, no_pose["case"]))
+    torch.testing.assert_close(first, tensor(pose["out"]), atol=ATOL, rtol=RTOL)
+    torch.testing.assert_close(plain, tensor(no_pose["out"]), atol=ATOL, rtol=RTOL)
+    assert filling.used and reading.used and not without_pose.used
+    diff = float((later - first).abs().max())
+    assert 0 < diff < {"int8": 0.02, "int4": 0.2}[dtype] * float(first.abs().max()), diff
+
+
+def test_stored_pose_input_is_element_0_through_the_kitchen_layout() -> None:
+    from comfy_kitchen.tensor import TensorWiseINT8Layout
+
+    x = torch.randn(2, 6, 48)
+    x[..., 5] *= 100  # an outlier channel, what the rotation is for
+    out = stored_pose_input(x, "int8")
+    q, params = TensorWiseINT8Layout.quantize(
+        x[0], is_weight=True, per_channel=True, convrot=True, convrot_groupsize=16
+    )  # 256 divided by 4 until it divides 48
+    torch.testing.assert_close(out[0], TensorWiseINT8Layout.dequantize(q, params), atol=0, rtol=0)
+    assert torch.equal(out[1], out[0]) and out.shape == x.shape
+    assert 0 < float((out[0] - x[0]).abs().max()) < 0.05 * float(x[0].abs().max())

@@ -8,8 +8,11 @@ import asyncio
 import pytest
 import torch
 
-from nodes.library.wan_animate2 import WanAnimate2Cache, WanAnimate2ToVideo
+from nodes.library.wan_animate2 import POSE_CACHE_FILLED, PoseCacheWrapper, WanAnimate2Cache, WanAnimate2ToVideo
 from nodes.loaders import make_ref
+from nodes.modelfns.model_options import sampler_patches
+from nodes.modelfns.network_patches import DIFFUSION_MODEL
+from nodes.models.wan_animate2 import pose_cache_read
 from nodes.models.wan_demo import FILES
 
 COND = [[torch.zeros(1, 512, 32), {}]]
@@ -67,9 +70,61 @@ def test_bad_inputs_are_refused_by_name(vae) -> None:
         _run(vae, positive_pose="not a conditioning")
 
 
-def test_cache_passes_default_through_and_refuses_quantized(demo_workspace) -> None:
+def test_cache_passes_default_through_and_wraps_the_quantized_ones(demo_workspace) -> None:
     model = make_ref("diffusion_model", "wan21", [demo_workspace.models_dir / FILES["animate2"]])
     assert WanAnimate2Cache().execute(model, "cpu", "default") == (model,)
     for dtype in ("int8", "int4"):
-        with pytest.raises(ValueError, match=f"dtype '{dtype}'.*not implemented"):
-            WanAnimate2Cache().execute(model, "gpu", dtype)
+        (cached,) = WanAnimate2Cache().execute(model, "gpu", dtype)
+        assert sampler_patches(cached)[DIFFUSION_MODEL] == PoseCacheWrapper(dtype)
+    with pytest.raises(ValueError, match="WanAnimate2Cache dtype: 'fp8' is not one of default, int8, int4"):
+        WanAnimate2Cache().execute(model, "cpu", "fp8")
+
+
+def test_the_first_pass_with_the_pose_fills_the_cache_the_later_ones_read_it() -> None:
+    seen: list[str | None] = []
+
+    def forward(x: torch.Tensor, pose: bool = True) -> torch.Tensor:
+        read = pose_cache_read()
+        seen.append(read.dtype)
+        read.used = pose  # what the network sets when it runs the pose branch
+        return x
+
+    wrapper, state, x = PoseCacheWrapper("int8"), {}, torch.zeros(1)
+    wrapper(lambda x: forward(x, pose=False), x, x, ["a"], state, {})  # a step outside the pose window
+    wrapper(forward, x, x, ["a"], state, {})
+    wrapper(forward, x, x, ["a"], state, {})
+    assert seen == [None, None, "int8"] and POSE_CACHE_FILLED in state
+    assert pose_cache_read() is None  # only inside the wrapped pass
+
+
+async def test_a_quantized_cache_moves_the_sampled_frames_a_little(demo_workspace) -> None:
+    """workflows_json/wan_animate2.json (3 euler steps, cfg 2) in-process with its WanAnimate2Cache at default,
+    int8 and int4: the cache's state reaches the later steps' forward passes through the sampler (the frames
+    differ from default's, by little); default is the plain network (tests/e2e/test_wan_animate2_workflow.py)."""
+    import json
+    from pathlib import Path
+
+    import numpy as np
+    from PIL import Image
+
+    from comfy_bridge.cli.run import run_prompt
+    from comfy_bridge.registry import build_registry
+
+    torch.set_num_threads(1)
+    registry = build_registry(demo_workspace, load_custom_nodes=False)
+    shipped = json.loads((Path(__file__).resolve().parents[2] / "workflows_json" / "wan_animate2.json").read_text())
+    frames = {}
+    for dtype in ("default", "int8", "int4"):
+        prompt = json.loads(json.dumps(shipped))
+        prompt["12"]["inputs"]["dtype"] = dtype
+        del prompt["18"], prompt["19"]
+        prompt["20"] = {
+            "class_type": "SaveImage",
+            "inputs": {"images": ["17", 0], "filename_prefix": f"a2cache_{dtype}"},
+        }
+        paths = await run_prompt(prompt, None, registry, show_progress=False, all_outputs=True)
+        frames[dtype] = np.stack([np.asarray(Image.open(p), dtype=np.int16) for p in sorted(paths)])
+    for dtype in ("int8", "int4"):
+        diff = np.abs(frames[dtype] - frames["default"])
+        assert frames[dtype].shape == frames["default"].shape == (5, 48, 64, 3)
+        assert 0 < diff.max() <= 4 and diff.mean() < 0.5, (dtype, diff.max(), diff.mean())
