@@ -29,10 +29,27 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 NAMES = ("minimax_h3_t2v_video_only", "minimax_h3_t2v", "minimax_h3_i2v")
+DYNAMIC_COMBO = "COMFY_DYNAMICCOMBO_V3"
 
 
 def _is_widget(options) -> bool:
     return isinstance(options[0], list) or options[0] in ("INT", "FLOAT", "STRING", "BOOLEAN", "COMBO")
+
+
+def _option_values(name: str, options, inputs: dict) -> list:
+    """A dynamic combo's chosen option's widget values (`name.sub`, nested ones depth first), as the web UI saves
+    them after the combo's own value (today's SaveVideo: format, format.codec)."""
+    if options[0] != DYNAMIC_COMBO:
+        return []
+    chosen = next((o for o in options[1]["options"] if o["key"] == inputs[name]), {"inputs": {}})
+    values = []
+    for group in ("required", "optional"):
+        for sub, sub_options in chosen["inputs"].get(group, {}).items():
+            key = f"{name}.{sub}"
+            if key in inputs and not isinstance(inputs[key], list):
+                values.append(inputs[key])
+                values.extend(_option_values(key, sub_options, inputs))
+    return values
 
 
 def to_ui(api: dict, registry) -> dict:
@@ -55,6 +72,7 @@ def to_ui(api: dict, registry) -> dict:
                     widgets.append(value)
                     if len(options) > 1 and isinstance(options[1], dict) and options[1].get("control_after_generate"):
                         widgets.append("fixed")
+                    widgets.extend(_option_values(name, options, node["inputs"]))
         for name, value in node["inputs"].items():  # dynamic inputs (an autogrow's "values.a") are links here
             if isinstance(value, list) and all(i["name"] != name for i in inputs):
                 link_id = len(links) + 1
