@@ -10,7 +10,6 @@ a demo LoRA's name stands in for anima-turbo-lora. The API format is our UI conv
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -31,12 +30,10 @@ STEPS = {30: 3, 8: 2}  # the template's step primitives (base, turbo) -> tiny co
 
 def tiny_template() -> dict:
     from scripts.qwen_image_edit_workflow import unpacked
-    from scripts.templates_coverage import templates_dir
+    from scripts.workflow_files import tiny_template_ui
 
-    flat = unpacked(json.loads((templates_dir() / f"{TEMPLATE}.json").read_text()))
+    flat = tiny_template_ui(TEMPLATE, SUBSTITUTE, unpacked)
     for node in flat["nodes"]:
-        for index, value in SUBSTITUTE.get(node["type"], []):
-            node["widgets_values"][index : index + 1] = [value]  # index == len: appended
         if node["type"] == "PrimitiveInt" and node["widgets_values"][0] in STEPS:
             node["widgets_values"][0] = STEPS[node["widgets_values"][0]]
     return flat

@@ -10,7 +10,6 @@ t5xxl_fp8_e4m3fn_scaled; the VAE is ComfyUI's file-less pixel_space as shipped),
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -29,13 +28,9 @@ SUBSTITUTE = {
 
 def tiny_template() -> dict:
     from scripts.qwen_image_edit_workflow import unpacked
-    from scripts.templates_coverage import templates_dir
+    from scripts.workflow_files import tiny_template_ui
 
-    flat = unpacked(json.loads((templates_dir() / f"{TEMPLATE}.json").read_text()))
-    for node in flat["nodes"]:
-        for index, value in SUBSTITUTE.get(node["type"], []):
-            node["widgets_values"][index] = value
-    return flat
+    return tiny_template_ui(TEMPLATE, SUBSTITUTE, unpacked)
 
 
 def main() -> None:

@@ -9,7 +9,6 @@ UI converter's output.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -28,13 +27,9 @@ SUBSTITUTE = {
 
 
 def tiny_template() -> dict:
-    from scripts.templates_coverage import templates_dir
+    from scripts.workflow_files import tiny_template_ui
 
-    flat = json.loads((templates_dir() / f"{TEMPLATE}.json").read_text())
-    for node in flat["nodes"]:
-        for index, value in SUBSTITUTE.get(node["type"], []):
-            node["widgets_values"][index] = value
-    return flat
+    return tiny_template_ui(TEMPLATE, SUBSTITUTE)
 
 
 def main() -> None:

@@ -11,7 +11,6 @@ converter's output.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -39,12 +38,10 @@ TEMPLATES = {"hidream_i1_dev": "hidream_i1_dev", "hidream_e1_1": "hidream_e1_1"}
 
 
 def tiny_template(template: str) -> dict:
-    from scripts.templates_coverage import templates_dir
+    from scripts.workflow_files import tiny_template_ui
 
-    ui = json.loads((templates_dir() / f"{template}.json").read_text())
+    ui = tiny_template_ui(template, SUBSTITUTE)
     for node in ui["nodes"]:
-        for index, value in SUBSTITUTE.get(node["type"], []):
-            node["widgets_values"][index] = value
         if node["type"] == "QuadrupleCLIPLoader":  # each file by its family, in the template's order
             node["widgets_values"] = [
                 next(tiny for prefix, tiny in TEXT_ENCODERS.items() if name.startswith(prefix))

@@ -9,7 +9,6 @@ netayume-lumina-tiny (nodes/models/lumina2_demo.py) in place of NetaYumev35_pret
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -26,16 +25,13 @@ SUBSTITUTE = {
 
 def tiny_template() -> dict:
     from scripts.qwen_image_edit_workflow import unpacked
-    from scripts.templates_coverage import templates_dir
+    from scripts.workflow_files import substituted, template_ui
 
-    template = json.loads((templates_dir() / f"{TEMPLATE}.json").read_text())
+    template = template_ui(TEMPLATE)
     flat = unpacked(template)
     # The negative prompt is a subgraph inside the main one: unpack a second level with the same definitions.
     flat = unpacked({**flat, "definitions": template["definitions"]})
-    for node in flat["nodes"]:
-        for index, value in SUBSTITUTE.get(node["type"], []):
-            node["widgets_values"][index : index + 1] = [value]
-    return flat
+    return substituted(flat, SUBSTITUTE)
 
 
 def main() -> None:

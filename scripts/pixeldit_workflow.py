@@ -11,7 +11,6 @@ defaults as the web UI fills them).
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -30,14 +29,9 @@ SUBSTITUTE = {
 
 def tiny_template() -> dict:
     from scripts.qwen_image_edit_workflow import unpacked
-    from scripts.templates_coverage import templates_dir
+    from scripts.workflow_files import tiny_template_ui
 
-    flat = unpacked(json.loads((templates_dir() / f"{TEMPLATE}.json").read_text()))
-    for node in flat["nodes"]:
-        for index, value in SUBSTITUTE.get(node["type"], []):
-            values = node["widgets_values"]
-            values[index : index + 1] = [value]  # sets, or appends the next widget
-    return flat
+    return tiny_template_ui(TEMPLATE, SUBSTITUTE, unpacked)
 
 
 def main() -> None:

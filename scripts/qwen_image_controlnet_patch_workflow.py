@@ -9,7 +9,6 @@ megapixels instead of 1.68, a fixed seed and 2 steps. The API format is our UI c
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -29,13 +28,9 @@ SUBSTITUTE = {
 
 
 def tiny_template() -> dict:
-    from scripts.templates_coverage import templates_dir
+    from scripts.workflow_files import tiny_template_ui
 
-    flat = json.loads((templates_dir() / f"{TEMPLATE}.json").read_text())
-    for node in flat["nodes"]:
-        for index, value in SUBSTITUTE.get(node["type"], []):
-            node["widgets_values"][index] = value
-    return flat
+    return tiny_template_ui(TEMPLATE, SUBSTITUTE)
 
 
 def main() -> None:

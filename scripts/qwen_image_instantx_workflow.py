@@ -10,7 +10,6 @@ to at most 64 pixels instead of 1536, a fixed seed and 2 steps. The API format i
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -32,14 +31,10 @@ SUBSTITUTE = {  # node type -> (widget index, value), on every node of that type
 
 
 def tiny_template() -> dict:
-    from scripts.templates_coverage import templates_dir
     from scripts.templates_render import flat_workflow
+    from scripts.workflow_files import tiny_template_ui
 
-    flat = flat_workflow(json.loads((templates_dir() / f"{TEMPLATE}.json").read_text()))
-    for node in flat["nodes"]:
-        for index, value in SUBSTITUTE.get(node["type"], []):
-            node["widgets_values"][index] = value
-    return flat
+    return tiny_template_ui(TEMPLATE, SUBSTITUTE, flat_workflow)
 
 
 def main() -> None:

@@ -11,7 +11,6 @@ The API format is our UI converter's output.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -30,14 +29,10 @@ SUBSTITUTE = {
 
 
 def tiny_template() -> dict:
-    from scripts.templates_coverage import templates_dir
     from scripts.templates_render import flat_workflow
+    from scripts.workflow_files import tiny_template_ui
 
-    flat = flat_workflow(json.loads((templates_dir() / f"{TEMPLATE}.json").read_text()))
-    for node in flat["nodes"]:
-        for index, value in SUBSTITUTE.get(node["type"], []):
-            node["widgets_values"][index] = value
-    return flat
+    return tiny_template_ui(TEMPLATE, SUBSTITUTE, flat_workflow)
 
 
 def main() -> None:
