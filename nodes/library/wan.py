@@ -32,6 +32,14 @@ def fit_frames(images: torch.Tensor, width: int, height: int) -> torch.Tensor:
     return common_upscale(images.movedim(-1, 1), width, height, "bilinear", "center").movedim(1, -1)
 
 
+def grey_clip_from(frames: torch.Tensor, length: int) -> torch.Tensor:
+    """A `length`-frame clip that opens with `frames` (at most `length` of them, already at the clip's size) and is
+    grey 0.5 after, in their channels and dtype: what these nodes encode around their given frames."""
+    clip = torch.full((length, *frames.shape[1:]), 0.5, dtype=frames.dtype)
+    clip[: frames.shape[0]] = frames
+    return clip
+
+
 async def encode_video(vae, frames: torch.Tensor, arch: str = WAN21_VAE_ARCH) -> torch.Tensor:
     """IMAGE [T,H,W,3] -> the VAE's latent of the clip: [1,16,1+(T-1)//4,H/8,W/8] from the Wan 2.1 VAE,
     [1,48,...,H/16,W/16] from the Wan 2.2 VAE (`arch`, the one the node needs)."""
@@ -84,15 +92,7 @@ class WanImageToVideo:
     @classmethod
     def INPUT_TYPES(cls):
         return {
-            "required": {
-                "positive": ("CONDITIONING", {}),
-                "negative": ("CONDITIONING", {}),
-                "vae": ("VAE", {}),
-                "width": _video_size("width"),
-                "height": _video_size("height"),
-                "length": ("INT", {"default": 81, "min": 1, "max": MAX_RESOLUTION, "step": 4}),
-                "batch_size": ("INT", {"default": 1, "min": 1, "max": 4096}),
-            },
+            "required": video_inputs(),
             "optional": {"clip_vision_output": ("CLIP_VISION_OUTPUT", {}), "start_image": ("IMAGE", {})},
         }
 
@@ -113,9 +113,7 @@ class WanImageToVideo:
         extra = {}
         if start_image is not None:
             start = fit_frames(start_image[:length], width, height)
-            clip = torch.full((length, height, width, start.shape[-1]), 0.5, dtype=start.dtype)
-            clip[: start.shape[0]] = start
-            image = await encode_video(vae, clip)
+            image = await encode_video(vae, grey_clip_from(start, length))
             mask = torch.ones(1, 1, latent.shape[2], image.shape[-2], image.shape[-1])
             mask[:, :, : latent_frames(start.shape[0])] = 0.0
             extra = {"concat_latent_image": image, "concat_mask": mask}
@@ -137,15 +135,7 @@ class WanFirstLastFrameToVideo:
     @classmethod
     def INPUT_TYPES(cls):
         return {
-            "required": {
-                "positive": ("CONDITIONING", {}),
-                "negative": ("CONDITIONING", {}),
-                "vae": ("VAE", {}),
-                "width": _video_size("width"),
-                "height": _video_size("height"),
-                "length": ("INT", {"default": 81, "min": 1, "max": MAX_RESOLUTION, "step": 4}),
-                "batch_size": ("INT", {"default": 1, "min": 1, "max": 4096}),
-            },
+            "required": video_inputs(),
             "optional": {
                 "clip_vision_start_image": ("CLIP_VISION_OUTPUT", {}),
                 "clip_vision_end_image": ("CLIP_VISION_OUTPUT", {}),

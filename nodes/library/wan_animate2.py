@@ -23,7 +23,7 @@ from nodes import MAX_RESOLUTION
 from nodes.conditioning import require
 from nodes.conditioning_ops import set_values
 from nodes.inputs import require_model
-from nodes.library.wan import encode_video, latent_frames
+from nodes.library.wan import encode_video, grey_clip_from, latent_frames, video_inputs
 from nodes.modelfns.model_options import with_function
 from nodes.modelfns.network_patches import DIFFUSION_MODEL
 from nodes.models.wan_animate2 import POSE_CACHE_DTYPES, reading_pose_cache
@@ -60,16 +60,9 @@ class WanAnimate2ToVideo:
 
     @classmethod
     def INPUT_TYPES(cls):
-        size = {"min": 16, "max": MAX_RESOLUTION, "step": 16}
         return {
             "required": {
-                "positive": ("CONDITIONING", {}),
-                "negative": ("CONDITIONING", {}),
-                "vae": ("VAE", {}),
-                "width": ("INT", {"default": 832, **size}),
-                "height": ("INT", {"default": 480, **size}),
-                "length": ("INT", {"default": 81, "min": 1, "max": MAX_RESOLUTION, "step": 4}),
-                "batch_size": ("INT", {"default": 1, "min": 1, "max": 4096}),
+                **video_inputs(),
                 "video_frame_offset": ("INT", {"default": 0, "min": 0, "max": MAX_RESOLUTION, "step": 1}),
                 "pose_strength": _strength(1.0),
                 "pose_start_percent": _percent(0.0),
@@ -125,8 +118,7 @@ class WanAnimate2ToVideo:
             continue_motion = continue_motion[-CONTINUE_MOTION_FRAMES:]
             video_frame_offset = max(0, video_frame_offset - continue_motion.shape[0])
             continue_motion = _fit(continue_motion[-length:], width, height)
-            clip = torch.full((length, height, width, continue_motion.shape[-1]), 0.5, dtype=continue_motion.dtype)
-            clip[: continue_motion.shape[0]] = continue_motion
+            clip = grey_clip_from(continue_motion, length)
             motion_latents = latent_frames(continue_motion.shape[0])
         concat = torch.cat([ref_latent, await encode_video(vae, clip)], dim=2)
         # one channel, 0 where a latent frame is known; the model inverts it and repeats it to its 4 mask channels
