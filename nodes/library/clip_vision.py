@@ -26,6 +26,7 @@ class ClipVisionOutput:
     image_embeds: torch.Tensor
     penultimate_hidden_states: torch.Tensor
     mm_projected: torch.Tensor | None = None
+    all_hidden_states: torch.Tensor | None = None  # SigLIP only: every layer's output [B, layers, tokens, width]
 
     def __getitem__(self, key: str) -> Any:
         return getattr(self, key)
@@ -39,15 +40,16 @@ def clip_vision_file(path, input_name: str) -> None:
     from nodes.models.clip_vision import is_clip_vision
     from nodes.models.errors import ModelLoadError
     from nodes.models.safetensors_io import shapes_of
+    from nodes.models.siglip_vision import is_siglip_vision
 
     try:
         keys = shapes_of(path)[0]
     except ModelLoadError as e:
         raise ValueError(f"{input_name}: {e}") from e
-    if not is_clip_vision(keys):
+    if not (is_clip_vision(keys) or is_siglip_vision(keys)):
         raise ValueError(
             f"{input_name}: {path.name!r} is not a CLIP vision model Comfy Cluster can run "
-            "(supported: CLIP ViT vision towers with a projection)"
+            "(supported: CLIP ViT vision towers with a projection, SigLIP vision towers)"
         )
 
 
@@ -96,7 +98,8 @@ class CLIPVisionEncode:
         out = await call_model_fn(
             "clip_vision_encode", clip_vision, "clip_vision", {"image": image}, {"crop": crop == "center"}
         )
-        return (ClipVisionOutput(out["last_hidden_state"], out["image_embeds"], out["penultimate_hidden_states"]),)
+        tensors = (out[k] for k in ("last_hidden_state", "image_embeds", "penultimate_hidden_states"))
+        return (ClipVisionOutput(*tensors, all_hidden_states=out.get("all_hidden_states")),)
 
 
 NODE_CLASS_MAPPINGS = {"CLIPVisionLoader": CLIPVisionLoader, "CLIPVisionEncode": CLIPVisionEncode}

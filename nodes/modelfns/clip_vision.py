@@ -1,4 +1,6 @@
-"""CLIP vision encoding as a ModelFn: IMAGE in, ComfyUI's CLIP_VISION_OUTPUT tensors out."""
+"""CLIP vision encoding as a ModelFn: IMAGE in, ComfyUI's CLIP_VISION_OUTPUT tensors out. The file is a CLIP
+ViT tower (nodes/models/clip_vision.py) or a SigLIP one (nodes/models/siglip_vision.py); only SigLIP gives
+all_hidden_states (None for CLIP, whose ComfyUI output has no such field)."""
 
 from __future__ import annotations
 
@@ -10,8 +12,9 @@ from cluster.call import Params
 from cluster.modelfn import ModelFn, register
 from cluster.refs import ModelRef
 from nodes.models.clip_vision import ClipVisionEncoder
+from nodes.models.siglip_vision import SiglipVisionEncoder
 
-OUTPUTS = ("last_hidden_state", "image_embeds", "penultimate_hidden_states")
+OUTPUTS = ("last_hidden_state", "image_embeds", "penultimate_hidden_states", "all_hidden_states")
 
 
 class ClipVisionParams(Params):
@@ -30,13 +33,16 @@ class ClipVisionEncodeFn(ModelFn):
         for name in OUTPUTS:
             self.add_output(name)
 
-    def load_model(self, ref: ModelRef) -> ClipVisionEncoder:
+    def load_model(self, ref: ModelRef) -> ClipVisionEncoder | SiglipVisionEncoder:
         from nodes.models.clip_vision import load_clip_vision
         from nodes.models.safetensors_io import load_state_dict
+        from nodes.models.siglip_vision import is_siglip_vision, load_siglip_vision
 
-        return load_clip_vision(load_state_dict(ref.sources[0], ref.digests[0]), ref.sources[0])
+        sd = load_state_dict(ref.sources[0], ref.digests[0])
+        load = load_siglip_vision if is_siglip_vision(sd) else load_clip_vision
+        return load(sd, ref.sources[0])
 
     def execute(
-        self, model: ClipVisionEncoder, inputs: dict[str, Any], params: ClipVisionParams
-    ) -> dict[str, torch.Tensor]:
-        return model.encode(inputs["image"], params.crop)
+        self, model: ClipVisionEncoder | SiglipVisionEncoder, inputs: dict[str, Any], params: ClipVisionParams
+    ) -> dict[str, torch.Tensor | None]:
+        return {"all_hidden_states": None, **model.encode(inputs["image"], params.crop)}

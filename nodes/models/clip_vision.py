@@ -77,8 +77,8 @@ def vision_config(sd: dict[str, torch.Tensor], path: str | None = None):
     if f"{pre}embeddings.class_embedding" not in sd:
         raise ModelLoadError(
             path,
-            "is not a CLIP vision model Comfy Cluster can run (SigLIP and DINOv2 image "
-            "encoders are not supported; CLIP ViT-L/H/G and smaller are)",
+            "is not a CLIP vision model Comfy Cluster can run (DINOv2 image encoders are not "
+            "supported; CLIP ViT-L/H/G, SigLIP and smaller are)",
         )
     if "visual_projection.weight" not in sd:
         raise ModelLoadError(path, "the CLIP vision model has no visual_projection (image embeds)")

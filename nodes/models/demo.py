@@ -264,6 +264,9 @@ def build_demo_models(models_dir: Path, include_flux: bool = True) -> list[Path]
         build_model_patches = getattr(_optional("nodes.models.model_patch_demo"), "build_demo_model_patches", None)
         if build_model_patches is not None:
             written += build_model_patches(models_dir)
+        build_redux = getattr(_optional("nodes.models.redux_demo"), "build_demo_redux", None)
+        if build_redux is not None:  # the SigLIP tower and Flux Redux for flux-tiny
+            written += build_redux(models_dir)
         build_qwen_image_edit = getattr(
             _optional("nodes.models.qwen_image_edit_demo"), "build_demo_qwen_image_edit", None
         )
