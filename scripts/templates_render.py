@@ -184,6 +184,9 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     # FLUX.1 Fill dev OneReward (bytedance-research/OneReward: FLUX.1-Fill-dev fine-tuned, run there as diffusers'
     # FluxTransformer2DModel): a Flux file by its keys and Fill by its input width, as ComfyUI's detection has it
     (None, r"^flux1-fill-dev|^flux\.1-fill-dev-OneReward", "flux-fill-tiny.safetensors"),
+    # Flux Redux and its SigLIP image tower, sized for flux-tiny (nodes/models/redux_demo.py)
+    (None, r"^flux1-redux-dev", "flux1-redux-dev-tiny.safetensors"),
+    (None, r"^sigclip_vision_patch14_384", "sigclip-vision-tiny.safetensors"),
     (r"^flux1-|^flux\.1-fill-dev", r"^clip_l\.", "flux-tiny-clip_l.safetensors"),
     (r"^flux1-|^flux\.1-fill-dev", r"^t5xxl", "flux-tiny-t5.safetensors"),
     (r"^flux1-|^flux\.1-fill-dev", r"^ae\.safetensors$", "flux-tiny-ae.safetensors"),
