@@ -7,6 +7,7 @@ Same seed -> byte-identical files."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -89,23 +90,35 @@ def comfy_names(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return {k: v.contiguous() for k, v in out.items()}
 
 
+def require_round_trip(back: dict[str, torch.Tensor], module_sd: dict[str, torch.Tensor], model: str) -> None:
+    """The published names converted back (`back`) must give the module's own state dict, name for name."""
+    if set(back) != set(module_sd) or any(not torch.equal(back[k], module_sd[k]) for k in back):
+        raise AssertionError(f"the tiny {model}'s names do not convert back to the module's")
+
+
 def tiny_chroma_state_dict(seed: int = SEED) -> dict[str, torch.Tensor]:
     torch.manual_seed(seed)
     network = build_chroma(CONFIG)
     randomize_constants(network, torch.Generator().manual_seed(seed + 1))
     module_sd = network.state_dict()
     sd = comfy_names(dict(module_sd))
-    back = to_diffusers_layout(sd)
-    if set(back) != set(module_sd) or any(not torch.equal(back[k], module_sd[k]) for k in back):
-        raise AssertionError("the tiny Chroma's names do not convert back to the module's")
+    require_round_trip(to_diffusers_layout(sd), module_sd, "Chroma")
     return sd
+
+
+def write_flux_tiny_config_file(
+    models_dir: Path, file: str, state_dict: Callable[[int], dict[str, torch.Tensor]], seed: int
+) -> list[Path]:
+    """Write `state_dict(seed)` as FILE under a ComfyUI models folder, its metadata naming the flux-tiny config;
+    returns the paths written."""
+    with torch.random.fork_rng(devices=[]):  # the builder seeds torch's global generator
+        sd = state_dict(seed)
+    path = Path(models_dir) / file
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, lambda tmp: save_file(sd, tmp, metadata={METADATA_KEY: CONFIG_NAME}))
+    return [path]
 
 
 def build_demo_chroma(models_dir: Path, seed: int = SEED) -> list[Path]:
     """Write chroma-tiny under a ComfyUI models folder; returns the paths written."""
-    with torch.random.fork_rng(devices=[]):  # the builder seeds torch's global generator
-        sd = tiny_chroma_state_dict(seed)
-    path = Path(models_dir) / FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, lambda tmp: save_file(sd, tmp, metadata={METADATA_KEY: CONFIG_NAME}))
-    return [path]
+    return write_flux_tiny_config_file(models_dir, FILE, tiny_chroma_state_dict, seed)

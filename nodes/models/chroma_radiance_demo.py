@@ -10,14 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-from safetensors.torch import save_file
 
 from nodes.models.chroma_demo import CONFIG as CHROMA_CONFIG
-from nodes.models.chroma_demo import comfy_names
+from nodes.models.chroma_demo import comfy_names, require_round_trip, write_flux_tiny_config_file
 from nodes.models.chroma_radiance import PATCH, RadianceNetwork, split_state_dict
-from nodes.models.flux_configs import METADATA_KEY
-from nodes.models.flux_demo import CONFIG_NAME, randomize_constants
-from nodes.output_claims import write_atomic
+from nodes.models.flux_demo import randomize_constants
 
 SEED = 13
 FILE = "diffusion_models/chroma_radiance_tiny.safetensors"
@@ -38,16 +35,10 @@ def tiny_radiance_state_dict(seed: int = SEED) -> dict[str, torch.Tensor]:
     sd.update({k: v.contiguous() for k, v in module_sd.items() if not k.startswith("transformer.")})
     back_trunk, back_head = split_state_dict(sd)
     back = {**{"transformer." + k: v for k, v in back_trunk.items()}, **back_head}
-    if set(back) != set(module_sd) or any(not torch.equal(back[k], module_sd[k]) for k in back):
-        raise AssertionError("the tiny Chroma Radiance's names do not convert back to the module's")
+    require_round_trip(back, module_sd, "Chroma Radiance")
     return sd
 
 
 def build_demo_chroma_radiance(models_dir: Path, seed: int = SEED) -> list[Path]:
     """Write chroma-radiance-tiny under a ComfyUI models folder; returns the paths written."""
-    with torch.random.fork_rng(devices=[]):  # the builder seeds torch's global generator
-        sd = tiny_radiance_state_dict(seed)
-    path = Path(models_dir) / FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, lambda tmp: save_file(sd, tmp, metadata={METADATA_KEY: CONFIG_NAME}))
-    return [path]
+    return write_flux_tiny_config_file(models_dir, FILE, tiny_radiance_state_dict, seed)

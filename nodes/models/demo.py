@@ -26,31 +26,26 @@ SEED = 0
 STORE_DTYPE = torch.float16  # as most real checkpoints are stored; the loaders compute in float32
 
 
-def _unet(kind: str):
-    arch = "sd1" if kind == "sd1" else "sdxl"
-    channels = (32, 64)
-    common = dict(
+def tiny_unet(arch: str, channels: tuple[int, ...], layers_per_block: int = 1, **config) -> UNet2DConditionModel:
+    """A diffusers UNet at the tiny widths `channels`, with the GroupNorm groups and attention heads the loaders infer
+    for `arch` (nodes/models/unet.py): 8x8 samples, 4 latent channels in and out; `config` gives the rest."""
+    return UNet2DConditionModel(
         sample_size=8,
         in_channels=4,
         out_channels=4,
         block_out_channels=channels,
-        layers_per_block=1,
+        layers_per_block=layers_per_block,
         norm_num_groups=unet_mod.norm_groups(channels),
         attention_head_dim=tuple(unet_mod.attention_heads(arch, c) for c in channels),
+        **config,
     )
-    if kind == "sd1":
-        return UNet2DConditionModel(
-            **common,
-            down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
-            up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"),
-            cross_attention_dim=32,
-        )
-    # SDXL: CLIP-L (32) + CLIP-G (48) states, G's 32-wide projected pooled output and six sizes; the refiner
-    # (kind "sdxl_refiner"): CLIP-G's states alone, its pooled output as wide (as the published 1280 / 1280), five
-    # sizes (height, width, crops, aesthetic score)
-    context, pooled, sizes = (48, 48, unet_mod.REFINER_TIME_IDS) if kind == "sdxl_refiner" else (32 + 48, 32, 6)
-    return UNet2DConditionModel(
-        **common,
+
+
+def tiny_sdxl_unet(context: int, pooled: int, sizes: int = 6) -> UNet2DConditionModel:
+    """sdxl-tiny's UNet for `context`-wide text states and a `pooled`-wide pooled output beside `sizes` size values."""
+    return tiny_unet(
+        "sdxl",
+        (32, 64),
         down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
         up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"),
         cross_attention_dim=context,
@@ -60,6 +55,22 @@ def _unet(kind: str):
         addition_time_embed_dim=unet_mod.SDXL_TIME_EMBED_DIM,
         projection_class_embeddings_input_dim=sizes * unet_mod.SDXL_TIME_EMBED_DIM + pooled,
     )
+
+
+def _unet(kind: str):
+    if kind == "sd1":
+        return tiny_unet(
+            "sd1",
+            (32, 64),
+            down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
+            up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"),
+            cross_attention_dim=32,
+        )
+    # SDXL: CLIP-L (32) + CLIP-G (48) states, G's 32-wide projected pooled output and six sizes; the refiner
+    # (kind "sdxl_refiner"): CLIP-G's states alone, its pooled output as wide (as the published 1280 / 1280), five
+    # sizes (height, width, crops, aesthetic score)
+    context, pooled, sizes = (48, 48, unet_mod.REFINER_TIME_IDS) if kind == "sdxl_refiner" else (32 + 48, 32, 6)
+    return tiny_sdxl_unet(context, pooled, sizes)
 
 
 def _vae():
@@ -426,12 +437,13 @@ def _esrgan() -> dict[str, torch.Tensor]:
     return net.state_dict()
 
 
-def _clip_vision() -> dict[str, torch.Tensor]:
-    """A two-layer CLIP vision tower with projection, in transformers' layout (ComfyUI's clip_vision files),
-    224-pixel input and 14-pixel patches like ViT-L, 16 heads like every CLIP vision config ComfyUI ships."""
+def tiny_clip_vision(projection_dim: int, seed: int):
+    """A two-layer CLIP vision tower with a `projection_dim`-wide projection, in transformers' layout (ComfyUI's
+    clip_vision files), 224-pixel input and 14-pixel patches like ViT-L, 16 heads like every CLIP vision config
+    ComfyUI ships; drawn after seeding torch's global generator with `seed`."""
     from transformers import CLIPVisionConfig, CLIPVisionModelWithProjection
 
-    torch.manual_seed(SEED + 3)
+    torch.manual_seed(seed)
     cfg = CLIPVisionConfig(
         hidden_size=32,
         intermediate_size=64,
@@ -439,10 +451,14 @@ def _clip_vision() -> dict[str, torch.Tensor]:
         num_attention_heads=16,
         image_size=224,
         patch_size=14,
-        projection_dim=32,
+        projection_dim=projection_dim,
         hidden_act="quick_gelu",
     )
-    return CLIPVisionModelWithProjection(cfg).state_dict()
+    return CLIPVisionModelWithProjection(cfg)
+
+
+def _clip_vision() -> dict[str, torch.Tensor]:
+    return tiny_clip_vision(32, SEED + 3).state_dict()
 
 
 def _style_adapter() -> dict[str, torch.Tensor]:

@@ -19,21 +19,15 @@ from diffusers.models.embeddings import GLIGENTextBoundingboxProjection
 
 from . import unet as unet_mod
 from . import vae as vae_mod
-from .demo import SEED, _clip, _prefixed, _randomize, _save, _te_hf, _unet_ldm, _vae
+from .demo import SEED, _clip, _prefixed, _randomize, _save, _te_hf, _unet_ldm, _vae, tiny_unet
 
 WIDTH = 64  # CLIP, context, box texts and object tokens
 
 
 def _unet() -> UNet2DConditionModel:
-    channels = (64, 128)
-    return UNet2DConditionModel(
-        sample_size=8,
-        in_channels=4,
-        out_channels=4,
-        block_out_channels=channels,
-        layers_per_block=1,
-        norm_num_groups=unet_mod.norm_groups(channels),
-        attention_head_dim=tuple(unet_mod.attention_heads("sd1", c) for c in channels),
+    return tiny_unet(
+        "sd1",
+        (64, 128),
         down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
         up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"),
         cross_attention_dim=WIDTH,

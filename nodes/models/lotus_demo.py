@@ -10,28 +10,19 @@ from pathlib import Path
 import torch
 from diffusers import UNet2DConditionModel
 
-from . import unet as unet_mod
 from .demo import SEED, _save
 from .detect import LOTUS_ADM_WIDTH
+from .sd2_demo import sd2_unet
 
 FILE = "lotus-depth-d-v1-1_tiny.safetensors"
 CONTEXT = 1024  # LotusConditioning's embedding width (SD2's text encoder)
 
 
 def lotus_unet() -> UNet2DConditionModel:
-    channels = (32, 32, 64, 64)
-    return UNet2DConditionModel(
-        sample_size=8,
-        in_channels=4,
-        out_channels=4,
-        block_out_channels=channels,
-        layers_per_block=2,
-        norm_num_groups=unet_mod.norm_groups(channels),
-        attention_head_dim=tuple(unet_mod.attention_heads("lotus", c) for c in channels),
-        down_block_types=("CrossAttnDownBlock2D",) * 3 + ("DownBlock2D",),
-        up_block_types=("UpBlock2D",) + ("CrossAttnUpBlock2D",) * 3,
-        cross_attention_dim=CONTEXT,
-        use_linear_projection=True,
+    return sd2_unet(
+        "lotus",
+        (32, 32, 64, 64),
+        CONTEXT,
         class_embed_type="projection",
         projection_class_embeddings_input_dim=LOTUS_ADM_WIDTH,
     )

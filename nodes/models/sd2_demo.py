@@ -16,26 +16,24 @@ from diffusers import UNet2DConditionModel
 from . import clip as clip_mod
 from . import unet as unet_mod
 from . import vae as vae_mod
-from .demo import SEED, _clip, _prefixed, _save, _unet_ldm, _vae
+from .demo import SEED, _clip, _prefixed, _save, _unet_ldm, _vae, tiny_unet
 
 V_MARKER = unet_mod.SD2_V_MARKER
 TEXT_WIDTH = 32
 
 
-def _unet() -> UNet2DConditionModel:
-    channels = (16, 32, 64, 64)
-    return UNet2DConditionModel(
-        sample_size=8,
-        in_channels=4,
-        out_channels=4,
-        block_out_channels=channels,
+def sd2_unet(arch: str, channels: tuple[int, ...], context: int, **config) -> UNet2DConditionModel:
+    """A tiny UNet with SD2's block structure (four levels of `channels`, two resnets each, attention on the first
+    three, linear projections) for `context`-wide text states; `config` adds to it."""
+    return tiny_unet(
+        arch,
+        channels,
         layers_per_block=2,
-        norm_num_groups=unet_mod.norm_groups(channels),
-        attention_head_dim=tuple(unet_mod.attention_heads("sd2", c) for c in channels),
         down_block_types=("CrossAttnDownBlock2D",) * 3 + ("DownBlock2D",),
         up_block_types=("UpBlock2D",) + ("CrossAttnUpBlock2D",) * 3,
-        cross_attention_dim=TEXT_WIDTH,
+        cross_attention_dim=context,
         use_linear_projection=True,
+        **config,
     )
 
 
@@ -43,7 +41,7 @@ def sd2_checkpoint(v_prediction: bool) -> dict[str, torch.Tensor]:
     """The tensors of a tiny SD2 checkpoint (seeded; the two kinds share every weight but the marker bias)."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(SEED + 10)
-        unet, vae, te = _unet(), _vae(), _clip(TEXT_WIDTH, True, "gelu")
+        unet, vae, te = sd2_unet("sd2", (16, 32, 64, 64), TEXT_WIDTH), _vae(), _clip(TEXT_WIDTH, True, "gelu")
         ldm = _unet_ldm(unet)
         if v_prediction:
             gen = torch.Generator().manual_seed(SEED + 11)

@@ -21,28 +21,23 @@ from . import clip as clip_mod
 from . import clip_vision as cv_mod
 from . import unet as unet_mod
 from . import vae as vae_mod
-from .demo import SEED, _clip, _layout, _prefixed, _save, _te_hf, _unet_ldm, _vae
+from .demo import (
+    SEED,
+    _clip,
+    _layout,
+    _prefixed,
+    _save,
+    _te_hf,
+    _unet_ldm,
+    _vae,
+    tiny_clip_vision,
+    tiny_sdxl_unet,
+    tiny_unet,
+)
 from .unclip import SDXL_TIMESTEP_DIM
 
 TEXT_WIDTH = 32
 IMAGE_EMBED = 32  # sd21-unclip-tiny's image embedding width (ViT-H's is 1024)
-
-
-def _vision(projection_dim: int, seed: int):
-    from transformers import CLIPVisionConfig, CLIPVisionModelWithProjection
-
-    torch.manual_seed(seed)
-    cfg = CLIPVisionConfig(
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=16,
-        image_size=224,
-        patch_size=14,
-        projection_dim=projection_dim,
-        hidden_act="quick_gelu",
-    )
-    return CLIPVisionModelWithProjection(cfg)
 
 
 def open_clip_visual(hf: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -58,15 +53,9 @@ def open_clip_visual(hf: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 def _sd21_unet() -> UNet2DConditionModel:
     # Widths ComfyUI's own UNet takes too (32 norm groups, 64-wide heads), so its code runs on this file as reference
-    channels = (32, 64)
-    return UNet2DConditionModel(
-        sample_size=8,
-        in_channels=4,
-        out_channels=4,
-        block_out_channels=channels,
-        layers_per_block=1,
-        norm_num_groups=unet_mod.norm_groups(channels),
-        attention_head_dim=tuple(unet_mod.attention_heads("sd2", c) for c in channels),
+    return tiny_unet(
+        "sd2",
+        (32, 64),
         down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
         up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"),
         cross_attention_dim=TEXT_WIDTH,
@@ -86,7 +75,7 @@ def sd21_unclip_checkpoint() -> dict[str, torch.Tensor]:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(SEED + 40)
         unet, vae, te = _sd21_unet(), _vae(), _clip(TEXT_WIDTH, True, "gelu")
-        vision = _vision(IMAGE_EMBED, SEED + 41)
+        vision = tiny_clip_vision(IMAGE_EMBED, SEED + 41)
         return {
             **_prefixed(_ldm_with_label(unet), unet_mod.LDM_UNET_PREFIX),
             **_prefixed(vae_mod.diffusers_to_ldm(vae.state_dict()), vae_mod.LDM_VAE_PREFIX),
@@ -98,24 +87,7 @@ def sd21_unclip_checkpoint() -> dict[str, torch.Tensor]:
 def sdxl_revision_checkpoint() -> dict[str, torch.Tensor]:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(SEED + 42)
-        channels = (32, 64)
-        unet = UNet2DConditionModel(
-            sample_size=8,
-            in_channels=4,
-            out_channels=4,
-            block_out_channels=channels,
-            layers_per_block=1,
-            norm_num_groups=unet_mod.norm_groups(channels),
-            attention_head_dim=tuple(unet_mod.attention_heads("sdxl", c) for c in channels),
-            down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
-            up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"),
-            cross_attention_dim=32 + 48,
-            use_linear_projection=True,
-            transformer_layers_per_block=(1, 2),
-            addition_embed_type="text_time",
-            addition_time_embed_dim=unet_mod.SDXL_TIME_EMBED_DIM,
-            projection_class_embeddings_input_dim=6 * unet_mod.SDXL_TIME_EMBED_DIM + SDXL_TIMESTEP_DIM,
-        )
+        unet = tiny_sdxl_unet(32 + 48, SDXL_TIMESTEP_DIM)  # SDXL's real 1280-wide pooled slot
         vae = _vae()
         te1 = _clip(32, False, "quick_gelu")
         te2 = _clip(48, True, "gelu", projection_dim=SDXL_TIMESTEP_DIM)  # CLIP-G's 1280-wide pooled output
@@ -129,7 +101,7 @@ def sdxl_revision_checkpoint() -> dict[str, torch.Tensor]:
 
 def clip_vision_g() -> dict[str, torch.Tensor]:
     with torch.random.fork_rng(devices=[]):
-        return _vision(SDXL_TIMESTEP_DIM, SEED + 43).state_dict()
+        return tiny_clip_vision(SDXL_TIMESTEP_DIM, SEED + 43).state_dict()
 
 
 def build_demo_unclip(models_dir: Path) -> list[Path]:
