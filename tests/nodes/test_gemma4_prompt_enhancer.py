@@ -7,7 +7,6 @@ logits soft-capped at 30, stopping at ComfyUI's ids 1, 50 and 106); Generate LTX
 from __future__ import annotations
 
 import asyncio
-import inspect
 from pathlib import Path
 
 import pytest
@@ -16,27 +15,14 @@ from transformers import Gemma4TextConfig
 from transformers.models.gemma4.modeling_gemma4 import Gemma4ForCausalLM
 
 from nodes.models import gemma4_chat, ltx25_demo
+from tests.node_calls import active_workspace, call_node
 
 MAX_NEW = 24
 
 
-async def _call(name: str, **inputs):
-    import nodes
-
-    node = nodes.NODE_CLASS_MAPPINGS[name]()
-    result = getattr(node, node.FUNCTION)(**inputs)
-    return await result if inspect.isawaitable(result) else result
-
-
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory):
-    from nodes import workspace as ws_module
-
-    previous = ws_module._active
-    ws = ws_module.activate(ws_module.Workspace(tmp_path_factory.mktemp("gemma4")).create())
-    ltx25_demo.build_demo_ltx25_text(ws.models_dir)
-    yield ws
-    ws_module._active = previous
+    yield from active_workspace(tmp_path_factory.mktemp("gemma4"), ltx25_demo.build_demo_ltx25_text)
 
 
 def reference_ids(sd: dict[str, torch.Tensor], ids: list[int]) -> list[int]:
@@ -67,8 +53,8 @@ def test_generate_ltx2_prompt_on_gemma4_is_transformers_greedy_generation(worksp
     system = "Describe the scene."
 
     async def run():
-        (clip,) = await _call("CLIPLoader", clip_name=Path(ltx25_demo.ENHANCER_FILE).name, type="ltxv")
-        return await _call(
+        (clip,) = await call_node("CLIPLoader", clip_name=Path(ltx25_demo.ENHANCER_FILE).name, type="ltxv")
+        return await call_node(
             "TextGenerateLTX2Prompt",
             clip=clip,
             prompt="a red fox",
@@ -97,9 +83,9 @@ def test_generate_ltx2_prompt_on_gemma4_is_transformers_greedy_generation(worksp
 
 def test_images_and_encoding_are_refused_by_name(workspace) -> None:
     async def enhance_image():
-        (clip,) = await _call("CLIPLoader", clip_name=Path(ltx25_demo.ENHANCER_FILE).name, type="ltxv")
+        (clip,) = await call_node("CLIPLoader", clip_name=Path(ltx25_demo.ENHANCER_FILE).name, type="ltxv")
         image = torch.zeros(1, 32, 32, 3)
-        return await _call(
+        return await call_node(
             "TextGenerateLTX2Prompt", clip=clip, prompt="a fox", max_length=4, sampling_mode="off", image=image
         )
 
@@ -107,8 +93,8 @@ def test_images_and_encoding_are_refused_by_name(workspace) -> None:
         asyncio.run(enhance_image())
 
     async def encode():
-        (clip,) = await _call("CLIPLoader", clip_name=Path(ltx25_demo.ENHANCER_FILE).name, type="ltxv")
-        return await _call("CLIPTextEncode", clip=clip, text="a fox")
+        (clip,) = await call_node("CLIPLoader", clip_name=Path(ltx25_demo.ENHANCER_FILE).name, type="ltxv")
+        return await call_node("CLIPTextEncode", clip=clip, text="a fox")
 
     with pytest.raises(Exception, match="read here only to generate text"):
         asyncio.run(encode())

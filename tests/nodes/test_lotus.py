@@ -7,7 +7,6 @@ scripts/record_comfyui_lotus.py with ComfyUI's loader, model class, IMG_TO_IMG s
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import pytest
 import torch
 
 from nodes.models.lotus_demo import FILE, build_demo_lotus
+from tests.node_calls import active_workspace, call_node
 from tests.recorded_tensors import tensor
 
 FIXTURE = json.loads((Path(__file__).resolve().parent / "fixtures" / "comfyui_lotus.json").read_text())
@@ -24,23 +24,9 @@ FIXTURE = json.loads((Path(__file__).resolve().parent / "fixtures" / "comfyui_lo
 ATOL = 2e-5
 
 
-async def _call(name: str, **inputs):
-    import nodes
-
-    node = nodes.NODE_CLASS_MAPPINGS[name]()
-    result = getattr(node, node.FUNCTION)(**inputs)
-    return await result if inspect.isawaitable(result) else result
-
-
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory):
-    from nodes import workspace as ws_module
-
-    previous = ws_module._active
-    ws = ws_module.activate(ws_module.Workspace(tmp_path_factory.mktemp("lotus")).create())
-    build_demo_lotus(ws.models_dir)
-    yield ws
-    ws_module._active = previous
+    yield from active_workspace(tmp_path_factory.mktemp("lotus"), build_demo_lotus)
 
 
 def test_published_layout_is_detected_as_lotus(workspace):
@@ -59,7 +45,7 @@ def test_published_layout_is_detected_as_lotus(workspace):
 
 
 def test_conditioning_is_lotus_empty_prompt(workspace):
-    ((cond, options),) = asyncio.run(_call("LotusConditioning"))[0]
+    ((cond, options),) = asyncio.run(call_node("LotusConditioning"))[0]
     assert cond.shape == (1, 2, 1024) and cond.dtype == torch.float32 and options == {}
 
 
@@ -69,15 +55,15 @@ def test_template_sampling_matches_comfyui(workspace, case):
     rec = FIXTURE["cases"][case]
 
     async def run():
-        (model,) = await _call("UNETLoader", unet_name=FILE, weight_dtype="default")
-        (cond,) = await _call("LotusConditioning")
-        (guider,) = await _call("BasicGuider", model=model, conditioning=cond)
-        (sigmas,) = await _call("BasicScheduler", model=model, scheduler="normal", steps=rec["steps"], denoise=1.0)
-        (sigmas,) = await _call("SetFirstSigma", sigmas=sigmas, sigma=rec["sigma"])
+        (model,) = await call_node("UNETLoader", unet_name=FILE, weight_dtype="default")
+        (cond,) = await call_node("LotusConditioning")
+        (guider,) = await call_node("BasicGuider", model=model, conditioning=cond)
+        (sigmas,) = await call_node("BasicScheduler", model=model, scheduler="normal", steps=rec["steps"], denoise=1.0)
+        (sigmas,) = await call_node("SetFirstSigma", sigmas=sigmas, sigma=rec["sigma"])
         assert torch.allclose(sigmas.float(), torch.tensor(rec["sigmas"]), rtol=1e-6)
-        (sampler,) = await _call("KSamplerSelect", sampler_name="euler")
-        (noise,) = await _call("DisableNoise")
-        out, _ = await _call(
+        (sampler,) = await call_node("KSamplerSelect", sampler_name="euler")
+        (noise,) = await call_node("DisableNoise")
+        out, _ = await call_node(
             "SamplerCustomAdvanced",
             noise=noise,
             guider=guider,

@@ -6,7 +6,6 @@ has no such connectors, refuses the conditioning by name instead of reading the 
 from __future__ import annotations
 
 import asyncio
-import inspect
 from pathlib import Path
 
 import pytest
@@ -14,45 +13,31 @@ import torch
 
 from nodes.models import ltx25_demo
 from nodes.models.ltx2_demo import FILES, build_demo_ltx2
-
-
-async def _call(name: str, **inputs):
-    import nodes
-
-    node = nodes.NODE_CLASS_MAPPINGS[name]()
-    result = getattr(node, node.FUNCTION)(**inputs)
-    return await result if inspect.isawaitable(result) else result
+from tests.node_calls import active_workspace, call_node
 
 
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory):
-    from nodes import workspace as ws_module
-
-    previous = ws_module._active
-    ws = ws_module.activate(ws_module.Workspace(tmp_path_factory.mktemp("ltx25")).create())
-    build_demo_ltx2(ws.models_dir)
-    ltx25_demo.build_demo_ltx25_text(ws.models_dir)
-    yield ws
-    ws_module._active = previous
+    yield from active_workspace(tmp_path_factory.mktemp("ltx25"), build_demo_ltx2, ltx25_demo.build_demo_ltx25_text)
 
 
 def test_ltx25_conditioning_is_marked_and_an_ltx2_model_refuses_it(workspace) -> None:
     torch.set_num_threads(1)
 
     async def run():
-        (clip,) = await _call("CLIPLoader", clip_name=Path(ltx25_demo.TEXT_FILE).name, type="ltxv")
-        (pos,) = await _call("CLIPTextEncode", clip=clip, text="a fox in the snow")
-        (neg,) = await _call("CLIPTextEncode", clip=clip, text="")
+        (clip,) = await call_node("CLIPLoader", clip_name=Path(ltx25_demo.TEXT_FILE).name, type="ltxv")
+        (pos,) = await call_node("CLIPTextEncode", clip=clip, text="a fox in the snow")
+        (neg,) = await call_node("CLIPTextEncode", clip=clip, text="")
         [[features, opts]] = pos
         assert features.shape == (1, 1 + len("a fox in the snow"), ltx25_demo.VIDEO_WIDTH + ltx25_demo.AUDIO_WIDTH)
         assert opts["unprocessed_ltxav_embeds"] is True
-        pos, neg = await _call("LTXVConditioning", positive=pos, negative=neg, frame_rate=25.0)
+        pos, neg = await call_node("LTXVConditioning", positive=pos, negative=neg, frame_rate=25.0)
         assert pos[0][1]["unprocessed_ltxav_embeds"] is True
-        model, _, _ = await _call("CheckpointLoaderSimple", ckpt_name=Path(FILES["checkpoint"]).name)
-        (video,) = await _call("EmptyLTXVLatentVideo", width=64, height=64, length=9, batch_size=1)
+        model, _, _ = await call_node("CheckpointLoaderSimple", ckpt_name=Path(FILES["checkpoint"]).name)
+        (video,) = await call_node("EmptyLTXVLatentVideo", width=64, height=64, length=9, batch_size=1)
         audio = {"samples": torch.zeros(1, 8, 5, 16)}  # LTXVEmptyLatentAudio's for 9 frames at 25 fps
-        (latent,) = await _call("LTXVConcatAVLatent", video_latent=video, audio_latent=audio)
-        return await _call(
+        (latent,) = await call_node("LTXVConcatAVLatent", video_latent=video, audio_latent=audio)
+        return await call_node(
             "KSampler",
             model=model,
             seed=1,

@@ -10,7 +10,6 @@ frame un-noised and at timestep 0) those of image-to-video; likewise under a noi
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 from pathlib import Path
 
@@ -19,6 +18,7 @@ import torch
 
 from nodes.library.ltxv_av import AVLatent
 from nodes.models.ltx2_demo import FILES, build_demo_ltx2
+from tests.node_calls import active_workspace, call_node
 from tests.recorded_tensors import tensor
 
 FIXTURE = json.loads((Path(__file__).resolve().parents[1] / "models" / "fixtures" / "comfyui_ltx2.json").read_text())
@@ -27,23 +27,9 @@ FIXTURE = json.loads((Path(__file__).resolve().parents[1] / "models" / "fixtures
 ATOL = 2e-5
 
 
-async def _call(name: str, **inputs):
-    import nodes
-
-    node = nodes.NODE_CLASS_MAPPINGS[name]()
-    result = getattr(node, node.FUNCTION)(**inputs)
-    return await result if inspect.isawaitable(result) else result
-
-
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory):
-    from nodes import workspace as ws_module
-
-    previous = ws_module._active
-    ws = ws_module.activate(ws_module.Workspace(tmp_path_factory.mktemp("ltx2")).create())
-    build_demo_ltx2(ws.models_dir)
-    yield ws
-    ws_module._active = previous
+    yield from active_workspace(tmp_path_factory.mktemp("ltx2"), build_demo_ltx2)
 
 
 def _sample(latent: dict | None, steps: int = FIXTURE["ksampler"]["steps"], image: torch.Tensor | None = None):
@@ -51,26 +37,26 @@ def _sample(latent: dict | None, steps: int = FIXTURE["ksampler"]["steps"], imag
 
     async def run():
         ckpt = Path(FILES["checkpoint"]).name
-        model, _, vae = await _call("CheckpointLoaderSimple", ckpt_name=ckpt)
+        model, _, vae = await call_node("CheckpointLoaderSimple", ckpt_name=ckpt)
         nonlocal latent
         if latent is None:  # image-to-video: the start image written into the video latent, then the pair
-            (video,) = await _call(
+            (video,) = await call_node(
                 "LTXVImgToVideoInplace",
                 vae=vae,
                 image=image,
                 latent={"samples": torch.zeros(1, 128, 2, 2, 2)},
                 strength=rec["i2v"]["strength"],
             )
-            (latent,) = await _call(
+            (latent,) = await call_node(
                 "LTXVConcatAVLatent", video_latent=video, audio_latent={"samples": torch.zeros(1, 8, 5, 16)}
             )
-        (clip,) = await _call(
+        (clip,) = await call_node(
             "LTXAVTextEncoderLoader", text_encoder=Path(FILES["text_encoder"]).name, ckpt_name=ckpt, device="default"
         )
-        (pos,) = await _call("CLIPTextEncode", clip=clip, text=rec["prompt"])
-        (neg,) = await _call("CLIPTextEncode", clip=clip, text="")
-        pos, neg = await _call("LTXVConditioning", positive=pos, negative=neg, frame_rate=rec["frame_rate"])
-        (out,) = await _call(
+        (pos,) = await call_node("CLIPTextEncode", clip=clip, text=rec["prompt"])
+        (neg,) = await call_node("CLIPTextEncode", clip=clip, text="")
+        pos, neg = await call_node("LTXVConditioning", positive=pos, negative=neg, frame_rate=rec["frame_rate"])
+        (out,) = await call_node(
             "KSampler",
             model=model,
             seed=rec["seed"],
@@ -141,7 +127,7 @@ def test_img_to_video_needs_the_ltx2_vae(workspace):
     other = make_ref("vae", "sd1", [workspace.models_dir / FILES["checkpoint"]])
     with pytest.raises(ValueError, match="vae: the LTX-2 video VAE"):
         asyncio.run(
-            _call(
+            call_node(
                 "LTXVImgToVideoInplace",
                 vae=other,
                 image=torch.rand(1, 64, 64, 3),

@@ -8,42 +8,23 @@ gives ComfyUI's comfy.sample.sample result; LTXVCropGuides then removes the two 
 from __future__ import annotations
 
 import asyncio
-import base64
-import inspect
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
 from nodes.library.ltxv_av import AVLatent
 from nodes.models.ltx2_demo import FILES, build_demo_ltx2
+from tests.node_calls import active_workspace, call_node
+from tests.recorded_tensors import tensor
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_ltxv_add_guide.json").read_text())
 
 
-def tensor(d: dict) -> torch.Tensor:
-    return torch.from_numpy(np.frombuffer(base64.b64decode(d["f32"]), dtype=np.float32).copy()).reshape(d["shape"])
-
-
-async def _call(name: str, **inputs):
-    import nodes
-
-    node = nodes.NODE_CLASS_MAPPINGS[name]()
-    result = getattr(node, node.FUNCTION)(**inputs)
-    return await result if inspect.isawaitable(result) else result
-
-
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory):
-    from nodes import workspace as ws_module
-
-    previous = ws_module._active
-    ws = ws_module.activate(ws_module.Workspace(tmp_path_factory.mktemp("ltx2guide")).create())
-    build_demo_ltx2(ws.models_dir)
-    yield ws
-    ws_module._active = previous
+    yield from active_workspace(tmp_path_factory.mktemp("ltx2guide"), build_demo_ltx2)
 
 
 @pytest.fixture(scope="module")
@@ -53,17 +34,17 @@ def guided(workspace):
 
     async def run():
         ckpt = Path(FILES["checkpoint"]).name
-        model, _, vae = await _call("CheckpointLoaderSimple", ckpt_name=ckpt)
-        (clip,) = await _call(
+        model, _, vae = await call_node("CheckpointLoaderSimple", ckpt_name=ckpt)
+        (clip,) = await call_node(
             "LTXAVTextEncoderLoader", text_encoder=Path(FILES["text_encoder"]).name, ckpt_name=ckpt, device="default"
         )
-        (pos,) = await _call("CLIPTextEncode", clip=clip, text=FIXTURE["prompt"])
-        (neg,) = await _call("CLIPTextEncode", clip=clip, text="")
-        pos, neg = await _call("LTXVConditioning", positive=pos, negative=neg, frame_rate=FIXTURE["frame_rate"])
+        (pos,) = await call_node("CLIPTextEncode", clip=clip, text=FIXTURE["prompt"])
+        (neg,) = await call_node("CLIPTextEncode", clip=clip, text="")
+        pos, neg = await call_node("LTXVConditioning", positive=pos, negative=neg, frame_rate=FIXTURE["frame_rate"])
         latent = {"samples": torch.zeros(FIXTURE["latent"])}
         steps = []
         for guide in FIXTURE["guides"]:
-            pos, neg, latent = await _call(
+            pos, neg, latent = await call_node(
                 "LTXVAddGuide",
                 positive=pos,
                 negative=neg,
@@ -74,10 +55,10 @@ def guided(workspace):
                 strength=guide["strength"],
             )
             steps.append((pos, neg, latent))
-        (av,) = await _call(
+        (av,) = await call_node(
             "LTXVConcatAVLatent", video_latent=latent, audio_latent={"samples": tensor(FIXTURE["audio"])}
         )
-        (out,) = await _call(
+        (out,) = await call_node(
             "KSampler",
             model=model,
             seed=FIXTURE["seed"],
@@ -90,8 +71,8 @@ def guided(workspace):
             latent_image=av,
             denoise=1.0,
         )
-        video, _ = await _call("LTXVSeparateAVLatent", av_latent=out)
-        cropped = await _call("LTXVCropGuides", positive=pos, negative=neg, latent=video)
+        video, _ = await call_node("LTXVSeparateAVLatent", av_latent=out)
+        cropped = await call_node("LTXVCropGuides", positive=pos, negative=neg, latent=video)
         return steps, out, cropped
 
     return asyncio.run(run())
@@ -127,9 +108,9 @@ def test_crop_guides_removes_the_guide_frames(guided) -> None:
 
 def test_a_guide_past_the_latents_end_is_refused_by_name(workspace) -> None:
     async def run():
-        _, _, vae = await _call("CheckpointLoaderSimple", ckpt_name=Path(FILES["checkpoint"]).name)
+        _, _, vae = await call_node("CheckpointLoaderSimple", ckpt_name=Path(FILES["checkpoint"]).name)
         cond = [[torch.zeros(1, 1, 32), {}]]
-        return await _call(
+        return await call_node(
             "LTXVAddGuide",
             positive=cond,
             negative=cond,

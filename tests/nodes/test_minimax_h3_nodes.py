@@ -8,7 +8,6 @@ ComfyUI's, drawn part after part from one CPU generator; VAEDecode decodes the v
 from __future__ import annotations
 
 import asyncio
-import inspect
 
 import pytest
 import torch
@@ -20,14 +19,7 @@ from nodes.models import minimax_h3_vae as mvae
 from nodes.models.minimax_h3_demo import FILES, TEXT_DIM, build_demo_minimax_h3
 from nodes.sampling.model_sampling import model_sampling_from_config
 from nodes.sampling.schedules import ksampler_sigmas
-
-
-async def _call(name: str, **inputs):
-    import nodes
-
-    node = nodes.NODE_CLASS_MAPPINGS[name]()
-    result = getattr(node, node.FUNCTION)(**inputs)
-    return await result if inspect.isawaitable(result) else result
+from tests.node_calls import active_workspace, call_node
 
 
 def diffusers_loop(module, shapes, seed: int, context, steps: int, shifts=(12.0, 3.0), conditions=None):
@@ -51,17 +43,11 @@ def diffusers_loop(module, shapes, seed: int, context, steps: int, shifts=(12.0,
 
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory):
-    from nodes import workspace as ws_module
-
-    previous = ws_module._active
-    ws = ws_module.activate(ws_module.Workspace(tmp_path_factory.mktemp("minimax")).create())
-    build_demo_minimax_h3(ws.models_dir)
-    yield ws
-    ws_module._active = previous
+    yield from active_workspace(tmp_path_factory.mktemp("minimax"), build_demo_minimax_h3)
 
 
 def test_empty_av_latent_shapes_are_comfyuis():
-    (latent,) = asyncio.run(_call("EmptyMiniMaxH3LatentAV", width=64, height=32, length=6))
+    (latent,) = asyncio.run(call_node("EmptyMiniMaxH3LatentAV", width=64, height=32, length=6))
     video, audio = latent["samples"].unbind()
     # 6 frames snap up to 22 (17k+5): 7 latent frames; 22/24 s at 40 Hz = 36.67 -> 37 audio latents
     assert video.shape == (1, 24, 7, 2, 4) and audio.shape == (1, 32, 2, 37)
@@ -76,9 +62,9 @@ def test_ksampler_denoises_video_and_audio_together(workspace):
     negative = [[torch.zeros(1, 6, TEXT_DIM), {"pooled_output": None}]]
 
     async def run():
-        (model,) = await _call("UNETLoader", unet_name=FILES["transformer"].split("/")[1], weight_dtype="default")
-        (latent,) = await _call("EmptyMiniMaxH3LatentAV", width=32, height=32, length=5)
-        (out,) = await _call(
+        (model,) = await call_node("UNETLoader", unet_name=FILES["transformer"].split("/")[1], weight_dtype="default")
+        (latent,) = await call_node("EmptyMiniMaxH3LatentAV", width=32, height=32, length=5)
+        (out,) = await call_node(
             "KSampler",
             model=model,
             seed=7,
@@ -91,8 +77,8 @@ def test_ksampler_denoises_video_and_audio_together(workspace):
             latent_image=latent,
             denoise=1.0,
         )
-        (vae,) = await _call("VAELoader", vae_name=FILES["vae"].split("/")[1])
-        (frames,) = await _call("VAEDecode", samples=out, vae=vae)
+        (vae,) = await call_node("VAELoader", vae_name=FILES["vae"].split("/")[1])
+        (frames,) = await call_node("VAEDecode", samples=out, vae=vae)
         return latent, out, frames
 
     latent, out, frames = asyncio.run(run())
@@ -121,17 +107,17 @@ def test_text_to_video_chain(workspace):
     prompt = "A paper boat drifts down a rain gutter.\nAudio: rain, distant thunder."
 
     async def run():
-        (model,) = await _call("UNETLoader", unet_name=FILES["transformer"].split("/")[1], weight_dtype="default")
-        (clip,) = await _call(
+        (model,) = await call_node("UNETLoader", unet_name=FILES["transformer"].split("/")[1], weight_dtype="default")
+        (clip,) = await call_node(
             "CLIPLoader", clip_name=FILES["text_encoder"].split("/")[1], type="minimax", device="default"
         )
-        (vae,) = await _call("VAELoader", vae_name=FILES["vae"].split("/")[1])
-        positive, latent = await _call(
+        (vae,) = await call_node("VAELoader", vae_name=FILES["vae"].split("/")[1])
+        positive, latent = await call_node(
             "MiniMaxH3ImageToVideo", clip=clip, vae=vae, prompt=prompt, width=32, height=64, length=5
         )
-        (negative,) = await _call("CLIPTextEncode", clip=clip, text="")
-        (text,) = await _call("CLIPTextEncode", clip=clip, text=prompt)
-        (out,) = await _call(
+        (negative,) = await call_node("CLIPTextEncode", clip=clip, text="")
+        (text,) = await call_node("CLIPTextEncode", clip=clip, text=prompt)
+        (out,) = await call_node(
             "KSampler",
             model=model,
             seed=3,
@@ -144,7 +130,7 @@ def test_text_to_video_chain(workspace):
             latent_image=latent,
             denoise=1.0,
         )
-        (frames,) = await _call("VAEDecode", samples=out, vae=vae)
+        (frames,) = await call_node("VAEDecode", samples=out, vae=vae)
         return positive, text, latent, out, frames
 
     positive, text, latent, out, frames = asyncio.run(run())
@@ -177,12 +163,12 @@ def test_first_last_frame_chain(workspace):
     first, last = torch.rand(1, 40, 48, 3, generator=g), torch.rand(2, 48, 24, 4, generator=g)
 
     async def run():
-        (model,) = await _call("UNETLoader", unet_name=FILES["transformer"].split("/")[1], weight_dtype="default")
-        (clip,) = await _call(
+        (model,) = await call_node("UNETLoader", unet_name=FILES["transformer"].split("/")[1], weight_dtype="default")
+        (clip,) = await call_node(
             "CLIPLoader", clip_name=FILES["text_encoder"].split("/")[1], type="minimax", device="default"
         )
-        (vae,) = await _call("VAELoader", vae_name=FILES["vae"].split("/")[1])
-        positive, latent = await _call(
+        (vae,) = await call_node("VAELoader", vae_name=FILES["vae"].split("/")[1])
+        positive, latent = await call_node(
             "MiniMaxH3ImageToVideo",
             clip=clip,
             vae=vae,
@@ -193,8 +179,8 @@ def test_first_last_frame_chain(workspace):
             first_frame=first,
             last_frame=last,
         )
-        (negative,) = await _call("CLIPTextEncode", clip=clip, text="")
-        (out,) = await _call(
+        (negative,) = await call_node("CLIPTextEncode", clip=clip, text="")
+        (out,) = await call_node(
             "KSampler",
             model=model,
             seed=3,
@@ -249,7 +235,7 @@ def test_bad_first_last_frame_inputs_are_refused_by_name(workspace):
 
     def node(**inputs):
         return asyncio.run(
-            _call("MiniMaxH3ImageToVideo", prompt="x", width=32, height=32, length=5, **{"vae": None, **inputs})
+            call_node("MiniMaxH3ImageToVideo", prompt="x", width=32, height=32, length=5, **{"vae": None, **inputs})
         )
 
     with pytest.raises(ValueError, match="first_frame: expected an IMAGE"):
@@ -273,11 +259,11 @@ def test_lora_merges_into_the_published_weights(workspace):
     lora_name = FILES["lora"].split("/")[1]
 
     async def run(name: str):
-        (model,) = await _call("UNETLoader", unet_name=FILES["transformer"].split("/")[1], weight_dtype="default")
-        (model,) = await _call("LoraLoaderModelOnly", model=model, lora_name=name, strength_model=0.7)
-        (latent,) = await _call("EmptyMiniMaxH3LatentAV", width=32, height=32, length=5)
+        (model,) = await call_node("UNETLoader", unet_name=FILES["transformer"].split("/")[1], weight_dtype="default")
+        (model,) = await call_node("LoraLoaderModelOnly", model=model, lora_name=name, strength_model=0.7)
+        (latent,) = await call_node("EmptyMiniMaxH3LatentAV", width=32, height=32, length=5)
         cond = [[context, {"pooled_output": None}]]
-        (out,) = await _call(
+        (out,) = await call_node(
             "KSampler",
             model=model,
             seed=4,
@@ -327,10 +313,10 @@ def test_sigma_shift_reaches_the_schedule_and_the_model(workspace):
     context = torch.randn(1, 4, TEXT_DIM, generator=g)
 
     async def run():
-        (model,) = await _call("UNETLoader", unet_name=FILES["transformer"].split("/")[1], weight_dtype="default")
-        (model,) = await _call("MiniMaxH3SigmaShift", model=model, shift_video=5.0, shift_audio=2.0)
-        (latent,) = await _call("EmptyMiniMaxH3LatentAV", width=32, height=32, length=5)
-        (out,) = await _call(
+        (model,) = await call_node("UNETLoader", unet_name=FILES["transformer"].split("/")[1], weight_dtype="default")
+        (model,) = await call_node("MiniMaxH3SigmaShift", model=model, shift_video=5.0, shift_audio=2.0)
+        (latent,) = await call_node("EmptyMiniMaxH3LatentAV", width=32, height=32, length=5)
+        (out,) = await call_node(
             "KSampler",
             model=model,
             seed=9,
@@ -363,8 +349,8 @@ def test_block_sparse_attention_is_dense_on_cpu(workspace):
     from cluster.refs import ModelRef
 
     async def run():
-        (model,) = await _call("UNETLoader", unet_name=FILES["transformer"].split("/")[1], weight_dtype="default")
-        (patched,) = await _call(
+        (model,) = await call_node("UNETLoader", unet_name=FILES["transformer"].split("/")[1], weight_dtype="default")
+        (patched,) = await call_node(
             "BlockSparseAttention",
             model=model,
             selection="sol-attn",
@@ -372,7 +358,7 @@ def test_block_sparse_attention_is_dense_on_cpu(workspace):
             end_percent=1.0,
             **{"selection.tau": 1.3},
         )
-        (vsa,) = await _call(
+        (vsa,) = await call_node(
             "BlockSparseAttention",
             model=model,
             selection="vsa",
@@ -386,15 +372,15 @@ def test_block_sparse_attention_is_dense_on_cpu(workspace):
     assert patched == model and vsa == model
     other = ModelRef("diffusion_model", "sd1", ("x.safetensors",), ("0",))
     with pytest.raises(ValueError, match="VSA selection needs a MiniMax-H3 model"):
-        asyncio.run(_call("BlockSparseAttention", model=other, selection="vsa", start_percent=0.0, end_percent=1.0))
+        asyncio.run(call_node("BlockSparseAttention", model=other, selection="vsa", start_percent=0.0, end_percent=1.0))
 
 
 def test_noise_mask_on_the_av_latent_is_refused_by_name(workspace):
     async def run():
-        (model,) = await _call("UNETLoader", unet_name=FILES["transformer"].split("/")[1], weight_dtype="default")
-        (latent,) = await _call("EmptyMiniMaxH3LatentAV", width=32, height=32, length=5)
+        (model,) = await call_node("UNETLoader", unet_name=FILES["transformer"].split("/")[1], weight_dtype="default")
+        (latent,) = await call_node("EmptyMiniMaxH3LatentAV", width=32, height=32, length=5)
         context = torch.zeros(1, 4, TEXT_DIM)
-        await _call(
+        await call_node(
             "KSampler",
             model=model,
             seed=1,
@@ -428,12 +414,12 @@ def test_reference_to_video_chain(workspace):
     first, second, third = (torch.rand(1, h, w, 3, generator=g) for h, w in ((40, 48), (96, 64), (32, 32)))
 
     async def run():
-        (model,) = await _call("UNETLoader", unet_name=FILES["transformer"].split("/")[1], weight_dtype="default")
-        (clip,) = await _call(
+        (model,) = await call_node("UNETLoader", unet_name=FILES["transformer"].split("/")[1], weight_dtype="default")
+        (clip,) = await call_node(
             "CLIPLoader", clip_name=FILES["text_encoder"].split("/")[1], type="minimax", device="default"
         )
-        (vae,) = await _call("VAELoader", vae_name=FILES["vae"].split("/")[1])
-        positive, latent = await _call(
+        (vae,) = await call_node("VAELoader", vae_name=FILES["vae"].split("/")[1])
+        positive, latent = await call_node(
             "MiniMaxH3ReferenceToVideo",
             clip=clip,
             vae=vae,
@@ -445,8 +431,8 @@ def test_reference_to_video_chain(workspace):
             **{"ref_images.ref_image_0": first, "ref_images.ref_image_1": second},
             **{"ref_images.ref_image_2": {"image": third}},
         )
-        (negative,) = await _call("CLIPTextEncode", clip=clip, text="")
-        (out,) = await _call(
+        (negative,) = await call_node("CLIPTextEncode", clip=clip, text="")
+        (out,) = await call_node(
             "KSampler",
             model=model,
             seed=5,
@@ -505,7 +491,7 @@ def test_reference_sizes_and_bad_reference_inputs(workspace):
 
     def node(**inputs):
         base = {"clip": None, "prompt": "x", "width": 32, "height": 32, "length": 5}
-        return asyncio.run(_call("MiniMaxH3ReferenceToVideo", **{**base, **inputs}))
+        return asyncio.run(call_node("MiniMaxH3ReferenceToVideo", **{**base, **inputs}))
 
     with pytest.raises(ValueError, match="ref_videos: MiniMax H3 reference videos and audio are not supported"):
         node(**{"ref_videos.ref_video_0": torch.zeros(5, 32, 32, 3)})
@@ -529,12 +515,12 @@ def test_add_guide_pins_an_image_beside_the_references(workspace):
     ref, guide = torch.rand(1, 32, 32, 3, generator=g), torch.rand(2, 48, 24, 3, generator=g)
 
     async def run():
-        (model,) = await _call("UNETLoader", unet_name=FILES["transformer"].split("/")[1], weight_dtype="default")
-        (clip,) = await _call(
+        (model,) = await call_node("UNETLoader", unet_name=FILES["transformer"].split("/")[1], weight_dtype="default")
+        (clip,) = await call_node(
             "CLIPLoader", clip_name=FILES["text_encoder"].split("/")[1], type="minimax", device="default"
         )
-        (vae,) = await _call("VAELoader", vae_name=FILES["vae"].split("/")[1])
-        positive, latent = await _call(
+        (vae,) = await call_node("VAELoader", vae_name=FILES["vae"].split("/")[1])
+        positive, latent = await call_node(
             "MiniMaxH3ReferenceToVideo",
             clip=clip,
             vae=vae,
@@ -544,11 +530,11 @@ def test_add_guide_pins_an_image_beside_the_references(workspace):
             length=22,
             **{"ref_images.ref_image_0": ref},
         )
-        (guided,) = await _call(
+        (guided,) = await call_node(
             "MiniMaxH3AddGuide", positive=positive, latent=latent, frame_idx=-1, vae=vae, image=guide
         )
-        (negative,) = await _call("CLIPTextEncode", clip=clip, text="")
-        (out,) = await _call(
+        (negative,) = await call_node("CLIPTextEncode", clip=clip, text="")
+        (out,) = await call_node(
             "KSampler",
             model=model,
             seed=4,
@@ -590,7 +576,7 @@ def test_add_guide_pins_an_image_beside_the_references(workspace):
     torch.testing.assert_close(audio, ref_audio, atol=1e-5, rtol=0)
 
     def node(**inputs):
-        return asyncio.run(_call("MiniMaxH3AddGuide", positive=positive, latent=latent, **{"vae": None, **inputs}))
+        return asyncio.run(call_node("MiniMaxH3AddGuide", positive=positive, latent=latent, **{"vae": None, **inputs}))
 
     with pytest.raises(ValueError, match="frame_idx: 22 is outside the video's 22 frames"):
         node(frame_idx=22, vae=object(), image=guide)
@@ -600,5 +586,5 @@ def test_add_guide_pins_an_image_beside_the_references(workspace):
         node(frame_idx=0, image=torch.zeros(5, 32, 32, 3))
     with pytest.raises(ValueError, match="latent: MiniMaxH3AddGuide expects a MiniMax H3 AV latent"):
         asyncio.run(
-            _call("MiniMaxH3AddGuide", positive=positive, latent={"samples": torch.zeros(1, 4, 8, 8)}, frame_idx=0)
+            call_node("MiniMaxH3AddGuide", positive=positive, latent={"samples": torch.zeros(1, 4, 8, 8)}, frame_idx=0)
         )

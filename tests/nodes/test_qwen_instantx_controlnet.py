@@ -16,6 +16,8 @@ import numpy as np
 import pytest
 import torch
 
+from tests.recorded_tensors import tensor
+
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_qwen_instantx.json").read_text())
 FOLDERS = {
     "qwen_image_tiny.safetensors": "diffusion_models",
@@ -24,10 +26,6 @@ FOLDERS = {
     "qwen_image_instantx_inpainting_tiny.safetensors": "controlnet",
 }
 INPAINT = "qwen_image_instantx_inpainting_tiny.safetensors"
-
-
-def tensor(rec: dict) -> torch.Tensor:
-    return torch.from_numpy(np.frombuffer(base64.b64decode(rec["f32"]), dtype=np.float32).copy()).reshape(rec["shape"])
 
 
 def inputs(image_hw: list[int], mask_hw: list[int]) -> dict[str, torch.Tensor]:

@@ -7,23 +7,19 @@ ComfyUI's (tests/nodes/fixtures/comfyui_zimage_fun_control.json, scripts/record_
 from __future__ import annotations
 
 import asyncio
-import base64
 import hashlib
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
+
+from tests.recorded_tensors import tensor
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_zimage_fun_control.json").read_text())
 TRANSFORMER = "diffusion_models/z-image-turbo-tiny.safetensors"
 PATCH = "z_image_turbo_fun_controlnet_union_tiny.safetensors"
 TOLERANCE = 5e-5
-
-
-def tensor(rec: dict) -> torch.Tensor:
-    return torch.from_numpy(np.frombuffer(base64.b64decode(rec["f32"]), dtype=np.float32).copy()).reshape(rec["shape"])
 
 
 def inputs(latent_hw: list[int], images: list[list[int]]) -> dict:
