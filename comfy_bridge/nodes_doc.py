@@ -55,8 +55,6 @@ REASONS: dict[str, str] = {
     "comfy_extras.nodes_stable_cascade": family("Stable Cascade"),
     "comfy_extras.nodes_chroma_radiance": family("Chroma Radiance"),
     "comfy_extras.nodes_photomaker": family("PhotoMaker"),
-    "comfy_extras.nodes_model_patch": "USOStyleReference: USO's SigLIP style projector on FLUX.1 is not implemented "
-    "yet (ModelPatchLoader names such a file unsupported)",
     "comfy_extras.nodes_sdupscale": family("SD x4 upscaler"),
     "comfy_extras.nodes_controlnet": "SetUnionControlNetType: union ControlNets (ControlNet++ / ProMax) are not "
     "implemented",

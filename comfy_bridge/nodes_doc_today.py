@@ -58,8 +58,8 @@ RULES: list[tuple[str, str]] = [
         "its Fun ControlNet is not implemented",
     ),
     (
-        r"Qwen|USOStyle|ModelPatchLoader|Diffsynth",
-        "USO's style projector and other Qwen-Image patches are not implemented (the DiffSynth ControlNet runs)",
+        r"Qwen|ModelPatchLoader|Diffsynth",
+        "Qwen-Image patches are not implemented (the DiffSynth ControlNet runs)",
     ),
     (r"SeedVR2", "the SeedVR2 upscaler family is not implemented"),
     (r"HiDreamO1", "HiDream-O1 is not implemented (HiDream-I1 and E1 run)"),

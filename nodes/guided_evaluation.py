@@ -15,7 +15,7 @@ from nodes import arch
 from nodes.inputs import require_model
 from nodes.ksampler import GuiderChoice, SamplerChoice, call_model_fn, check_hint_batches, single_frame, step_inputs
 from nodes.modelfns.denoise import DenoiseParams
-from nodes.modelfns.model_options import DIFFSYNTH, weights_ref
+from nodes.modelfns.model_options import DIFFSYNTH, USO, weights_ref
 
 
 @dataclass(frozen=True)
@@ -55,6 +55,8 @@ def guided_evaluation(guider: GuiderChoice, sigmas: torch.Tensor, latent: torch.
     model = require_model(guider.model)
     if model.option(DIFFSYNTH):  # its control latent is encoded by the sampling loop (nodes.diffsynth)
         raise ValueError("model: a DiffSynth ControlNet patch is not supported under a node pack's own sampler")
+    if model.option(USO):  # its states reach the steps through the sampling loop (nodes.uso)
+        raise ValueError("model: a USO style reference is not supported under a node pack's own sampler")
     samples = latent if arch.is_video(model.arch) else single_frame(latent)
     for name in ("positive", "negative") + (("middle",) if guider.middle is not None else ()):
         check_hint_batches(getattr(guider, name), samples.shape[0], name, model.arch)

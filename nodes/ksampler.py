@@ -17,7 +17,7 @@ import torch
 from cluster.call import Params
 from cluster.refs import ModelRef
 from cluster.runtime import runtime
-from nodes import arch, diffsynth, previews
+from nodes import arch, diffsynth, previews, uso
 from nodes.conditioning import flatten, require
 from nodes.conditioning_areas import resolve
 from nodes.inputs import require_model
@@ -341,6 +341,10 @@ async def sample_guided(
     if controls is not None:  # QwenImageDiffsynthControlnet: its image encoded at this latent's size
         tensors.update(control_latents)
         params = params.replace(diffsynth=controls)
+    uso_states, uso_projectors = uso.step_inputs(model)
+    if uso_projectors is not None:  # USOStyleReference: the step projects the states to style tokens
+        tensors.update(uso_states)
+        params = params.replace(uso=uso_projectors)
     if shapes is not None:
         params = params.replace(latent_shapes=shapes)
     mask = latent.get("noise_mask")

@@ -187,6 +187,8 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     # Flux Redux and its SigLIP image tower, sized for flux-tiny (nodes/models/redux_demo.py)
     (None, r"^flux1-redux-dev", "flux1-redux-dev-tiny.safetensors"),
     (None, r"^sigclip_vision_patch14_384", "sigclip-vision-tiny.safetensors"),
+    # USO's style projector for them (nodes/models/uso_demo.py)
+    (None, r"^uso-flux1-projector", "uso-flux1-projector-v1-tiny.safetensors"),
     (r"^flux1-|^flux\.1-fill-dev", r"^clip_l\.", "flux-tiny-clip_l.safetensors"),
     (r"^flux1-|^flux\.1-fill-dev", r"^t5xxl", "flux-tiny-t5.safetensors"),
     (r"^flux1-|^flux\.1-fill-dev", r"^ae\.safetensors$", "flux-tiny-ae.safetensors"),

@@ -2,8 +2,9 @@
 model_patches folder as a MODEL_PATCH (a ModelRef of component "model_patch", its kind told by its keys:
 nodes.models.model_patch), and QwenImageDiffsynthControlnet, which attaches a DiffSynth ControlNet with its
 control image to a Qwen-Image MODEL, or a Z-Image Fun ControlNet Union (first release) to a Z-Image MODEL
-(nodes.diffsynth; the patch acts inside the denoise steps). USO's style projector, the Fun ControlNet's 2.x
-layouts and the kinds ComfyUI added later load no further than their kind: the loader names them unsupported."""
+(nodes.diffsynth; the patch acts inside the denoise steps); and USOStyleReference, which puts USO's style tokens
+for a reference image before a FLUX.1 model's text tokens (nodes.uso). The Fun ControlNet's 2.x layouts and the
+kinds ComfyUI added later load no further than their kind: the loader names them unsupported."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ import torch
 from cluster.refs import ModelRef
 from nodes.diffsynth import DiffSynthPatch, with_patch
 from nodes.inputs import require_component, require_model, require_ref
+from nodes.library.clip_vision import ClipVisionOutput
 from nodes.loaders import make_ref, model_file
-from nodes.models.model_patch import ZIMAGE_FUN_CONTROL
+from nodes.models.model_patch import USO_PROJECTOR, ZIMAGE_FUN_CONTROL
+from nodes.uso import UsoStylePatch, encoded_states, with_uso
 from nodes.workspace import active
 
 COMPONENT = "model_patch"
@@ -30,12 +33,22 @@ class ModelPatchLoader:
     CATEGORY = "advanced/loaders"
     RELATIVE_PYTHON_MODULE = MODULE
     EXPERIMENTAL = True
-    DESCRIPTION = "Loads a model patch (a DiffSynth or Z-Image Fun ControlNet) from models/model_patches."
+    DESCRIPTION = (
+        "Loads a model patch (a DiffSynth or Z-Image Fun ControlNet, USO's style projector) from models/model_patches."
+    )
 
     def load_model_patch(self, name: str) -> tuple[ModelRef]:
         from nodes.models.errors import ModelLoadError
-        from nodes.models.model_patch import KIND_NAMES, QWEN_DIFFSYNTH, ZIMAGE_FUN_CONTROL, extra_channels, patch_kind
+        from nodes.models.model_patch import (
+            KIND_NAMES,
+            QWEN_DIFFSYNTH,
+            USO_PROJECTOR,
+            ZIMAGE_FUN_CONTROL,
+            extra_channels,
+            patch_kind,
+        )
         from nodes.models.safetensors_io import shapes_of
+        from nodes.models.uso_projector import refuse_reason as uso_refuse_reason
         from nodes.models.zimage_fun_control import refuse_reason
 
         path = model_file("model_patches", name, "name")
@@ -48,6 +61,11 @@ class ModelPatchLoader:
             raise ValueError(f"name: {name!r} is no model patch ComfyUI knows (none of the keys its loader tests)")
         if kind == ZIMAGE_FUN_CONTROL:
             reason = refuse_reason(shapes)
+            if reason is not None:
+                raise ValueError(f"name: {name!r} {reason}")
+            return (make_ref(COMPONENT, kind, [path]),)
+        if kind == USO_PROJECTOR:
+            reason = uso_refuse_reason(shapes)
             if reason is not None:
                 raise ValueError(f"name: {name!r} {reason}")
             return (make_ref(COMPONENT, kind, [path]),)
@@ -93,6 +111,10 @@ class QwenImageDiffsynthControlnet:
         model = require_model(model)
         patch = require_ref(model_patch, COMPONENT, "model_patch", "MODEL_PATCH")
         vae = require_component(vae, "vae", "vae")
+        if patch.arch == USO_PROJECTOR:
+            raise ValueError(
+                "model_patch: USO's style projector is applied with USOStyleReference, not as a ControlNet"
+            )
         if patch.arch == ZIMAGE_FUN_CONTROL:
             if model.arch != "zimage":
                 raise ValueError(f"model: a Z-Image Fun ControlNet patches Z-Image models, not {model.arch}")
@@ -108,8 +130,42 @@ class QwenImageDiffsynthControlnet:
         return (with_patch(model, DiffSynthPatch.of(patch, vae, image[:, :, :, :3], strength, mask)),)
 
 
+class USOStyleReference:
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {
+            "required": {
+                "model": ("MODEL",),
+                "model_patch": ("MODEL_PATCH",),
+                "clip_vision_output": ("CLIP_VISION_OUTPUT",),
+            }
+        }
+
+    RETURN_TYPES = ("MODEL",)
+    FUNCTION = "apply_patch"
+    CATEGORY = "advanced/model_patches/flux"
+    RELATIVE_PYTHON_MODULE = MODULE
+    EXPERIMENTAL = True
+    DESCRIPTION = "Styles a FLUX.1 model after a reference image with USO's projector and the image's SigLIP states."
+
+    def apply_patch(
+        self, model: ModelRef, model_patch: ModelRef, clip_vision_output: ClipVisionOutput
+    ) -> tuple[ModelRef]:
+        model = require_model(model)
+        patch = require_ref(model_patch, COMPONENT, "model_patch", "MODEL_PATCH")
+        if patch.arch != USO_PROJECTOR:
+            raise ValueError(f"model_patch: USOStyleReference takes USO's style projector, not a {patch.arch} patch")
+        if model.arch not in ("flux", "flux-schnell"):
+            raise ValueError(f"model: USO's style tokens patch FLUX.1 models, not {model.arch}")
+        if not isinstance(clip_vision_output, ClipVisionOutput):
+            raise ValueError("clip_vision_output: expected a CLIP_VISION_OUTPUT (CLIPVisionEncode)")
+        states = encoded_states(clip_vision_output.all_hidden_states, clip_vision_output.penultimate_hidden_states)
+        return (with_uso(model, UsoStylePatch.of(patch, states)),)
+
+
 NODE_CLASS_MAPPINGS = {
     "ModelPatchLoader": ModelPatchLoader,
     "QwenImageDiffsynthControlnet": QwenImageDiffsynthControlnet,
+    "USOStyleReference": USOStyleReference,
 }
 NODE_DISPLAY_NAME_MAPPINGS: dict[str, str] = {}

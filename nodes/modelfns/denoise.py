@@ -103,6 +103,7 @@ class GuidedDenoiser:
         self.cfg_overrides = params.cfg_overrides or ()
         self.rope_options = params.rope_options  # ScaleROPE: read by the Flux networks
         self.diffsynth = params.diffsynth  # DiffSynth ControlNets acting inside the Qwen-Image blocks
+        self.uso = params.uso  # USO style projectors whose tokens go before the Flux text tokens
         self.uncond = uncond  # DualModelGuider's negative MODEL and its model sampling
         windows = params.context_windows  # ContextWindowsManual: evaluations window by window
         self.context_windows = None if windows is None else context_windows.ContextWindows(**windows)
@@ -362,6 +363,8 @@ class GuidedDenoiser:
             batch_cond = self._batch_cond([e for _, e, _, _ in members], n, x.device)
             if self.rope_options:
                 batch_cond["rope_options"] = self.rope_options
+            if self.uso:  # ComfyUI projects the states in every forward pass (its post_input patch)
+                batch_cond["uso_tokens"] = self._uso_tokens(x.device)
             # the whole schedule, as ComfyUI's transformer_options["sample_sigmas"] (FLUX 3's flow-map model reads
             # the sigma each step jumps to from it)
             # absent where a model is evaluated outside a sampling loop; left out for the networks that never read
@@ -451,6 +454,12 @@ class GuidedDenoiser:
             for k, (ref, strength) in enumerate(self.diffsynth)
         ]
         return diffsynth.with_controls(forward, self._model_for(entry, device).module, controls)
+
+    def _uso_tokens(self, device: torch.device) -> list[torch.Tensor]:
+        with torch.no_grad():
+            return [
+                self.load_control(ref).to(device)(self.inputs[f"uso.{k}"].to(device)) for k, ref in enumerate(self.uso)
+            ]
 
     def _model_for(self, entry: dict, device: torch.device) -> DiffusionModel:
         """The MODEL, or for an entry with weight hooks the MODEL with its hooks at this evaluation's strengths."""
@@ -633,6 +642,7 @@ class DenoiseParams(Params):
     av_cfg: list[float] | None = None  # LTXVDualCFGGuider's [video cfg, audio cfg]
     cfg_side: str | None = None  # a CFG split's half: only this side's prediction (nodes.modelfns.cfg_split)
     diffsynth: Any = None  # QwenImageDiffsynthControlnet: ((MODEL_PATCH ref, strength), ...), inputs diffsynth.<k>
+    uso: Any = None  # USOStyleReference: (MODEL_PATCH ref, ...), the SigLIP states as inputs uso.<k>
 
 
 @dataclass(frozen=True)
@@ -717,6 +727,7 @@ class DenoiseStep(ModelFn):
             or p.uncond_model is not None
             or p.context_windows is not None
             or p.diffsynth is not None  # its control latents are per request
+            or p.uso is not None  # its reference states are per request
             or call.ref is None
         ):
             return None

@@ -33,7 +33,9 @@ CFG_OVERRIDES = "cfg_overrides"  # CFGOverride's (sigma_low, sigma_high, cfg) ra
 ROPE = "rope_options"  # ScaleROPE's scales and shifts of the image position ids ((name, value) pairs)
 WINDOWS = "context_windows"  # ContextWindowsManual's settings (nodes.sampling.context_windows.ContextWindows)
 DIFFSYNTH = "diffsynth"  # QwenImageDiffsynthControlnet's patches (nodes.diffsynth)
-_SAMPLING_ONLY = (SAMPLING, FUNCTIONS, NETWORK, COMPILE, LATENT, DTYPE, CONDS, CFG_OVERRIDES, ROPE, WINDOWS, DIFFSYNTH)
+USO = "uso_style"  # USOStyleReference's projector and reference states (nodes.uso)
+_SAMPLING_ONLY = (SAMPLING, FUNCTIONS, NETWORK, COMPILE, LATENT, DTYPE, CONDS, CFG_OVERRIDES, ROPE, WINDOWS)
+_SAMPLING_ONLY += (DIFFSYNTH, USO)
 # The latent formats a MODEL patch may select, by name.
 LATENT_FORMATS: dict[str, LatentFormat] = {"sdxl_playground_2_5": PLAYGROUND_2_5_LATENT}
 # ComfyUI's ModelPatcher: set_model_sampler_cfg_function replaces, the pre/post setters append.

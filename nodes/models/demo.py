@@ -278,6 +278,9 @@ def build_demo_models(models_dir: Path, include_flux: bool = True) -> list[Path]
         build_redux = getattr(_optional("nodes.models.redux_demo"), "build_demo_redux", None)
         if build_redux is not None:  # the SigLIP tower and Flux Redux for flux-tiny
             written += build_redux(models_dir)
+        build_uso = getattr(_optional("nodes.models.uso_demo"), "build_demo_uso", None)
+        if build_uso is not None:  # USO's style projector for them
+            written += build_uso(models_dir)
         build_qwen_image_edit = getattr(
             _optional("nodes.models.qwen_image_edit_demo"), "build_demo_qwen_image_edit", None
         )

@@ -267,14 +267,16 @@ class FluxDiffusionModel(DiffusionModel):
         if module.config.guidance_embeds:
             g = cond.get("guidance")
             guidance = per_batch(DEFAULT_GUIDANCE if g is None else g, b, device)
-        with guidance_embedding_off(module, bool(cond.get("guidance_disabled"))):
+        style = style_tokens_first(cond.get("uso_tokens") or (), b, dtype, device)
+        n_txt = context.shape[1] + (0 if style is None else style.shape[1])
+        with guidance_embedding_off(module, bool(cond.get("guidance_disabled"))), text_tokens_after(module, style):
             out = module(
                 hidden_states=tokens,
                 encoder_hidden_states=context,
                 pooled_projections=pooled.to(device, dtype),
                 timestep=per_batch(timestep, b, device),  # sigma: Flux's time unit (multiplier 1)
                 img_ids=ids,
-                txt_ids=torch.zeros(context.shape[1], 3, dtype=dtype, device=device),
+                txt_ids=torch.zeros(n_txt, 3, dtype=dtype, device=device),  # USO's tokens: zero ids too
                 guidance=guidance,
                 return_dict=False,
             )[0]
@@ -306,6 +308,46 @@ def guidance_embedding_off(module: FluxTransformer2DModel, off: bool) -> Iterato
         yield
     finally:
         _guidance_off.on = False
+
+
+_text_prefix = threading.local()
+
+
+def _prefix_text(module: torch.nn.Module, args: tuple, output: torch.Tensor) -> torch.Tensor | None:
+    style = getattr(_text_prefix, "tokens", None)
+    return None if style is None else torch.cat([style, output], dim=1)
+
+
+def style_tokens_first(tokens: Sequence[torch.Tensor], batch: int, dtype: torch.dtype, device) -> torch.Tensor | None:
+    """USOStyleReference's projected tokens as ComfyUI's post_input patches leave them: each patch puts its tokens
+    before the text, so the last applied comes first. One reference image serves a batch of any size."""
+    if not tokens:
+        return None
+    out = []
+    for t in reversed(tokens):
+        if t.shape[0] not in (1, batch):
+            raise ValueError(f"model: USO style tokens for {t.shape[0]} images, the batch has {batch}")
+        out.append(t.to(device, dtype).expand(batch, -1, -1))
+    return torch.cat(out, dim=1)
+
+
+@contextmanager
+def text_tokens_after(module: FluxTransformer2DModel, style: torch.Tensor | None) -> Iterator[None]:
+    """ComfyUI's Flux post_input patch point: `style` [B, N, hidden] goes before the text tokens once the text-input
+    layer (diffusers' context_embedder) has made them. The hook is installed once and does nothing for other calls
+    or threads."""
+    if style is None:
+        yield
+        return
+    embedder = module.context_embedder
+    if not getattr(embedder, "_prefix_text_hook", False):
+        embedder.register_forward_hook(_prefix_text)
+        embedder._prefix_text_hook = True
+    _text_prefix.tokens = style
+    try:
+        yield
+    finally:
+        _text_prefix.tokens = None
 
 
 def sampling_for(config: Mapping[str, Any]) -> dict[str, Any]:

@@ -7,7 +7,7 @@ Told apart by the keys of the files their authors publish, as ComfyUI's ModelPat
   ControlNets: canny, depth, inpaint). Keys `img_in.{weight,bias}` (the 2x2-patched control latent, 64 features
   plus 4 per extra mask channel, to the transformer's width) and per transformer block
   `controlnet_blocks.{i}.{x_rms,y_rms}.weight`, `controlnet_blocks.{i}.{input,output}_proj.{weight,bias}`;
-- `uso_projector`: ByteDance USO's SigLIP projector (`feature_embedder.*`), refused for now;
+- `uso_projector`: ByteDance USO's SigLIP style projector (`feature_embedder.*`, nodes.models.uso_projector);
 - `zimage_fun_control`: alibaba-pai's Z-Image-Turbo Fun ControlNet Union (`control_all_x_embedder.*`; the first
   release's layout, nodes.models.zimage_fun_control; its 2.x layouts are refused by name); the refused kinds are the kinds today's ComfyUI added later (Anima LLLite, Wan's Uni3C and MultiTalk, SUPIR), which are
   named by their keys too (comfy_extras/nodes_model_patch.py at 4f8cf3e2).
@@ -99,7 +99,8 @@ def load_model_patch(ref: ModelRef) -> nn.Module:
 
 
 def build_model_patch(sd: Mapping[str, torch.Tensor], path: str | None = None) -> nn.Module:
-    """The patch network of a model-patch state dict (float32, as ComfyUI computes it on a CPU)."""
+    """The patch network of a model-patch state dict (float32, as ComfyUI computes it on a CPU; USO's projector in
+    its file's dtype, as ComfyUI runs it)."""
     from .safetensors_io import build_module
 
     kind = patch_kind(sd)
@@ -116,6 +117,10 @@ def build_model_patch(sd: Mapping[str, torch.Tensor], path: str | None = None) -
         return build_module(
             lambda: fun.ZImageFunControl(**size), fun.to_module_names(sd), path, "Z-Image Fun ControlNet"
         )
+    if kind == USO_PROJECTOR:
+        from .uso_projector import build_uso_projector
+
+        return build_uso_projector(sd, path)
     if kind != QWEN_DIFFSYNTH:
         what = KIND_NAMES.get(kind, "no model patch ComfyUI knows")
         raise ModelLoadError(path, f"is {what}, which is not supported here")

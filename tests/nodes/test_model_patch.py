@@ -131,7 +131,7 @@ def test_unknown_and_unsupported_patch_files_are_named(demo_workspace) -> None:
     try:
         with pytest.raises(ValueError, match="no model patch ComfyUI knows"):
             ModelPatchLoader().load_model_patch("not_a_patch_test.safetensors")
-        with pytest.raises(ValueError, match="a USO style projector, which is not supported yet"):
+        with pytest.raises(ValueError, match="is an incomplete USO style projector"):
             ModelPatchLoader().load_model_patch("uso_projector_test.safetensors")
         with pytest.raises(ValueError, match="an Anima LLLite patch, which is not supported yet"):
             ModelPatchLoader().load_model_patch("lllite_test.safetensors")
