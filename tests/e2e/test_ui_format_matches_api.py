@@ -1,8 +1,8 @@
 """Each shipped workflow exists in both formats, and the UI format converts to exactly the API format.
 
-The API files of the Wan template workflows are the prompts ComfyUI 0.10.0 ran for their recorded fixtures (the
-e2e tests pin them), so they spell SaveVideo's codec as 0.10.0 did, a plain top-level `codec`, and give CreateVideo
-no bit depth. Today's SaveVideo nests the codec under its format (`format.codec`) and today's CreateVideo has
+The API files of the Wan template workflows and of wan_animate2 are the prompts ComfyUI 0.10.0 ran for their
+recorded fixtures (the e2e tests pin them), so they spell SaveVideo's codec as 0.10.0 did, a plain top-level
+`codec`, and give CreateVideo no bit depth. Today's SaveVideo nests the codec under its format (`format.codec`) and today's CreateVideo has
 `bit_depth` / `color_space`, so their UI files convert to today's spelling of the same choices; both run today
 (tests/nodes/test_video_today.py). For those files the converted prompt is compared in 0.10.0's spelling."""
 
@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 API_FILES = sorted(p for p in (REPO / "workflows_json").glob("*.json") if not p.name.endswith(".ui.json"))
 
 
-RECORDED_ON_0_10 = {"wan21_fun_camera", "wan21_vace_v2v", "wan22_5b", "wan22_fun_inpaint", "wan22_i2v"}
+RECORDED_ON_0_10 = {"wan21_fun_camera", "wan21_vace_v2v", "wan22_5b", "wan22_fun_inpaint", "wan22_i2v", "wan_animate2"}
 
 
 def _in_0_10_spelling(prompt: dict) -> dict:
