@@ -4,14 +4,14 @@ within 1e-5 (tests/models/fixtures/comfyui_chroma.json, recorded by scripts/reco
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
+
+from tests.recorded_tensors import tensor
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_chroma.json").read_text())
 DIT = "diffusion_models/chroma_tiny.safetensors"
@@ -23,10 +23,6 @@ CASES = {
     "batch_two": (3, [2, 16, 6, 8], 4, [0.9, 0.2], 0.0),
     "guidance": (4, [1, 16, 8, 6], 6, [0.5], 4.0),
 }
-
-
-def tensor(d: dict) -> torch.Tensor:
-    return torch.from_numpy(np.frombuffer(base64.b64decode(d["f32"]), dtype=np.float32).copy()).reshape(d["shape"])
 
 
 def ref(ws, component: str, rel: str, arch: str, **options):

@@ -5,12 +5,10 @@ as ComfyUI gives them; bad inputs are named."""
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
@@ -22,13 +20,9 @@ from nodes.models.gligen_demo import sd1_gligen_files
 from nodes.models.loader import load_diffusion_model
 from nodes.models.safetensors_io import load_state_dict
 from nodes.sampling.model_sampling import model_sampling_from_config
+from tests.recorded_tensors import tensor
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_gligen.json").read_text())
-
-
-def tensor(entry: dict) -> torch.Tensor:
-    data = np.frombuffer(base64.b64decode(entry["f32"]), dtype=np.float32).copy()
-    return torch.from_numpy(data).reshape(entry["shape"])
 
 
 @pytest.fixture(scope="module")

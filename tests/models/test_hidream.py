@@ -5,13 +5,13 @@ scripts/record_comfyui_hidream.py)."""
 
 from __future__ import annotations
 
-import base64
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
+
+from tests.recorded_tensors import tensor
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_hidream.json").read_text())
 DIT = "diffusion_models/hidream_i1_tiny.safetensors"
@@ -21,10 +21,6 @@ TEXT_FILES = (
     "text_encoders/hidream_tiny_t5xxl.safetensors",
     "text_encoders/llama_3.1_8b_instruct_tiny.safetensors",
 )
-
-
-def tensor(d: dict) -> torch.Tensor:
-    return torch.from_numpy(np.frombuffer(base64.b64decode(d["f32"]), dtype=np.float32).copy()).reshape(d["shape"])
 
 
 def make(ws, component: str, rels, arch: str, **options):

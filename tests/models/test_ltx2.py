@@ -12,12 +12,10 @@ and decode latents, and loaded its text encoder as LTXAVTextEncoderLoader does (
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
@@ -30,16 +28,13 @@ from nodes.models.errors import ModelLoadError
 from nodes.models.ltx2 import pack, unpack
 from nodes.models.ltx2_demo import FILES, TRANSFORMER_CONFIG, VAE_CONFIG, build_demo_ltx2, metadata
 from nodes.sampling.model_sampling import model_sampling_from_config
+from tests.recorded_tensors import tensor
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_ltx2.json").read_text())
 ATOL = 1e-5
 # The text conditioning passes two connectors over 1024 register-padded tokens: the attention's and the split
 # RoPE's float32 roundings (ComfyUI's own kernels, not diffusers') leave up to 1.5e-5 on values of size 1.
 TEXT_ATOL = 5e-5
-
-
-def tensor(d: dict) -> torch.Tensor:
-    return torch.from_numpy(np.frombuffer(base64.b64decode(d["f32"]), dtype=np.float32).copy()).reshape(d["shape"])
 
 
 @pytest.fixture(scope="module")

@@ -4,14 +4,14 @@ layout, the Gemma 2 text encoder and the NextDiT, equal to ComfyUI 0.3.64 on the
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
+
+from tests.recorded_tensors import tensor
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_lumina2.json").read_text())
 CHECKPOINT = "checkpoints/netayume-lumina-tiny.safetensors"
@@ -21,10 +21,6 @@ CASES = {
     "odd_size": (2, [1, 16, 7, 9], 3, [0.3]),
     "batch_two": (3, [2, 16, 6, 8], 4, [0.9, 0.2]),
 }
-
-
-def tensor(d: dict) -> torch.Tensor:
-    return torch.from_numpy(np.frombuffer(base64.b64decode(d["f32"]), dtype=np.float32).copy()).reshape(d["shape"])
 
 
 def ref(ws, component: str):

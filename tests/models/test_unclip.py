@@ -5,12 +5,10 @@ scripts/record_comfyui_unclip.py)."""
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
@@ -26,16 +24,12 @@ from nodes.models.loader import load_diffusion_model
 from nodes.models.safetensors_io import load_state_dict
 from nodes.models.unclip_demo import build_demo_unclip
 from nodes.sampling.model_sampling import model_sampling_from_config
+from tests.recorded_tensors import tensor
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_unclip.json").read_text())
 SD21 = "checkpoints/sd21-unclip-tiny.safetensors"
 SDXL = "checkpoints/sdxl-revision-tiny.safetensors"
 VISION_G = "clip_vision/clip-vision-g-tiny.safetensors"
-
-
-def tensor(entry: dict) -> torch.Tensor:
-    data = np.frombuffer(base64.b64decode(entry["f32"]), dtype=np.float32).copy()
-    return torch.from_numpy(data).reshape(entry["shape"])
 
 
 def images() -> dict[str, torch.Tensor]:

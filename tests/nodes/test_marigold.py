@@ -7,11 +7,9 @@ today's ComfyUI's source declares (no recording of it exists: ComfyUI 0.10.0 pre
 
 from __future__ import annotations
 
-import base64
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
@@ -21,13 +19,10 @@ from nodes.library.model_advanced import ModelSamplingAuraFlow
 from nodes.modelfns.model_options import sampling_config
 from nodes.sampling.model_sampling import model_sampling_from_config
 from nodes.sampling.samplers import sample
+from tests.recorded_tensors import tensor
 
 FIXTURE = json.loads((Path(__file__).resolve().parent / "fixtures" / "comfyui_marigold.json").read_text())
 QWEN = ModelRef("diffusion_model", "qwen_image", ("qwen.safetensors",), ("0" * 64,))
-
-
-def tensor(d: dict) -> torch.Tensor:
-    return torch.from_numpy(np.frombuffer(base64.b64decode(d["f32"]), dtype=np.float32).copy()).reshape(d["shape"])
 
 
 def test_object_info_has_todays_interface():
