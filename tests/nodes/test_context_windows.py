@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
-import inspect
 import json
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import pytest
 import torch
 
 from nodes.sampling import context_windows as cwm
+from tests.node_calls import call_node
 from tests.recorded_tensors import tensor
 
 REPO = Path(__file__).resolve().parents[2]
@@ -94,14 +94,6 @@ def test_a_sigma_between_the_schedules_is_refused_by_name():
         cwm.step_index(torch.tensor([14.6, 7.1, 0.0]), torch.tensor([9.0]))
 
 
-async def _call(name: str, **inputs):
-    import nodes
-
-    node = nodes.NODE_CLASS_MAPPINGS[name]()
-    result = getattr(node, node.FUNCTION)(**inputs)
-    return await result if inspect.isawaitable(result) else result
-
-
 def _windowed(
     model,
     schedule="standard_static",
@@ -114,7 +106,7 @@ def _windowed(
     closed_loop=False,
 ):
     return asyncio.run(
-        _call(
+        call_node(
             "ContextWindowsManual",
             model=model,
             context_length=length,
@@ -145,7 +137,7 @@ def test_wan_lengths_are_counted_in_video_frames():
 
     model = ModelRef("diffusion_model", "wan21", ("/m/w.safetensors",), ("b" * 64,))
     (out,) = asyncio.run(
-        _call(
+        call_node(
             "WanContextWindowsManual",
             model=model,
             context_length=81,
@@ -164,10 +156,10 @@ def test_wan_lengths_are_counted_in_video_frames():
 @pytest.fixture(scope="module")
 def sd1(demo_workspace):
     async def build():
-        model, clip, _ = await _call("CheckpointLoaderSimple", ckpt_name="sd1-tiny.safetensors")
-        (pos,) = await _call("CLIPTextEncode", clip=clip, text="a glass bottle")
-        (neg,) = await _call("CLIPTextEncode", clip=clip, text="text, watermark")
-        (latent,) = await _call("EmptyLatentImage", width=64, height=64, batch_size=3)
+        model, clip, _ = await call_node("CheckpointLoaderSimple", ckpt_name="sd1-tiny.safetensors")
+        (pos,) = await call_node("CLIPTextEncode", clip=clip, text="a glass bottle")
+        (neg,) = await call_node("CLIPTextEncode", clip=clip, text="text, watermark")
+        (latent,) = await call_node("EmptyLatentImage", width=64, height=64, batch_size=3)
         return {"model": model, "positive": pos, "negative": neg, "latent_image": latent}
 
     return asyncio.run(build())
@@ -175,7 +167,7 @@ def sd1(demo_workspace):
 
 def _sample(parts: dict, model, sampler="euler", cfg=6.0) -> torch.Tensor:
     (out,) = asyncio.run(
-        _call(
+        call_node(
             "KSampler",
             **{**parts, "model": model},
             seed=5,
@@ -243,15 +235,15 @@ def wan(tmp_path_factory):
     setup = WAN["setup"]
 
     async def build():
-        (model,) = await _call(
+        (model,) = await call_node(
             "UNETLoader", unet_name=WAN["files"]["t2v"]["path"].split("/")[1], weight_dtype="default"
         )
-        (clip,) = await _call(
+        (clip,) = await call_node(
             "CLIPLoader", clip_name=WAN["files"]["text_encoder"]["path"].split("/")[1], type="wan", device="default"
         )
-        (pos,) = await _call("CLIPTextEncode", clip=clip, text=setup["positive"])
-        (neg,) = await _call("CLIPTextEncode", clip=clip, text=setup["negative"])
-        (latent,) = await _call(
+        (pos,) = await call_node("CLIPTextEncode", clip=clip, text=setup["positive"])
+        (neg,) = await call_node("CLIPTextEncode", clip=clip, text=setup["negative"])
+        (latent,) = await call_node(
             "EmptyHunyuanLatentVideo",
             width=setup["width"],
             height=setup["height"],
@@ -267,7 +259,7 @@ def wan(tmp_path_factory):
 def _wan_sample(parts: dict, model, sampler: str, cfg: float) -> torch.Tensor:
     setup = WAN["setup"]
     (out,) = asyncio.run(
-        _call(
+        call_node(
             "KSampler",
             **{**parts, "model": model},
             seed=setup["seed"],
@@ -290,7 +282,7 @@ def test_wan_plain_sampling_is_comfyuis(wan, fixed_threads):
 def test_wan_context_windows_sample_as_comfyui_0_10(wan, index, fixed_threads):
     case = WAN["cases"][index]
     (windowed,) = asyncio.run(
-        _call(
+        call_node(
             "WanContextWindowsManual",
             model=wan["model"],
             **{

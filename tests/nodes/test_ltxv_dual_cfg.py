@@ -6,35 +6,27 @@ CFGGuider's at video_cfg and its audio part CFGGuider's at audio_cfg; with equal
 from __future__ import annotations
 
 import asyncio
-import inspect
 from pathlib import Path
 
 import pytest
 import torch
 
 from nodes.models.ltx2_demo import FILES
+from tests.node_calls import call_node
 
 SEED = 9
-
-
-async def _call(name: str, **inputs):
-    import nodes
-
-    node = nodes.NODE_CLASS_MAPPINGS[name]()
-    result = getattr(node, node.FUNCTION)(**inputs)
-    return await result if inspect.isawaitable(result) else result
 
 
 @pytest.fixture
 def parts(demo_workspace):
     async def load():
         ckpt = Path(FILES["checkpoint"]).name
-        model, _, _ = await _call("CheckpointLoaderSimple", ckpt_name=ckpt)
-        (clip,) = await _call(
+        model, _, _ = await call_node("CheckpointLoaderSimple", ckpt_name=ckpt)
+        (clip,) = await call_node(
             "LTXAVTextEncoderLoader", text_encoder=Path(FILES["text_encoder"]).name, ckpt_name=ckpt, device="default"
         )
-        (pos,) = await _call("CLIPTextEncode", clip=clip, text="a red fox running through fresh snow")
-        (neg,) = await _call("CLIPTextEncode", clip=clip, text="")
+        (pos,) = await call_node("CLIPTextEncode", clip=clip, text="a red fox running through fresh snow")
+        (neg,) = await call_node("CLIPTextEncode", clip=clip, text="")
         return model, pos, neg
 
     return asyncio.run(load())
@@ -42,15 +34,15 @@ def parts(demo_workspace):
 
 def _sample(guider) -> list[torch.Tensor]:
     async def run():
-        (noise,) = await _call("RandomNoise", noise_seed=SEED)
-        (sampler,) = await _call("KSamplerSelect", sampler_name="euler")
-        (sigmas,) = await _call("ManualSigmas", sigmas="0.8, 0.0")
-        (latent,) = await _call(
+        (noise,) = await call_node("RandomNoise", noise_seed=SEED)
+        (sampler,) = await call_node("KSamplerSelect", sampler_name="euler")
+        (sigmas,) = await call_node("ManualSigmas", sigmas="0.8, 0.0")
+        (latent,) = await call_node(
             "LTXVConcatAVLatent",
             video_latent={"samples": torch.zeros(1, 128, 2, 2, 3)},
             audio_latent={"samples": torch.zeros(1, 8, 5, 16)},
         )
-        out, _ = await _call(
+        out, _ = await call_node(
             "SamplerCustomAdvanced", noise=noise, guider=guider, sampler=sampler, sigmas=sigmas, latent_image=latent
         )
         return list(out["samples"].unbind())
@@ -60,7 +52,7 @@ def _sample(guider) -> list[torch.Tensor]:
 
 
 def _guider(name: str, model, pos, neg, **scales):
-    return asyncio.run(_call(name, model=model, positive=pos, negative=neg, **scales))[0]
+    return asyncio.run(call_node(name, model=model, positive=pos, negative=neg, **scales))[0]
 
 
 def test_each_modality_gets_its_own_scale(parts):

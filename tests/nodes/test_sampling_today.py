@@ -17,6 +17,7 @@ from cluster.refs import ModelRef
 from nodes.library.ltxv_sampling import LTXVConditioning, LTXVScheduler, ModelSamplingLTXV
 from nodes.modelfns.model_options import sampling_config
 from nodes.sampling.model_sampling import model_sampling_from_config
+from tests.node_calls import call_node
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_sampling_today.json").read_text())
@@ -93,27 +94,17 @@ def test_bad_latent_is_named():
 SD3 = ModelRef("diffusion_model", "sd3", ("/m/sd3.safetensors",), ("e" * 64,))
 
 
-async def _call(name: str, **inputs):
-    import inspect
-
-    import nodes
-
-    node = nodes.NODE_CLASS_MAPPINGS[name]()
-    result = getattr(node, node.FUNCTION)(**inputs)
-    return await result if inspect.isawaitable(result) else result
-
-
 @pytest.fixture(scope="module")
 def sd1_parts(demo_workspace):
     """The demo SD1 model, two prompts, a 64 px latent, a 4-step normal schedule and euler."""
 
     async def build():
-        model, clip, _ = await _call("CheckpointLoaderSimple", ckpt_name="sd1-tiny.safetensors")
-        (pos,) = await _call("CLIPTextEncode", clip=clip, text="a glass bottle")
-        (neg,) = await _call("CLIPTextEncode", clip=clip, text="text, watermark")
-        (latent,) = await _call("EmptyLatentImage", width=64, height=64, batch_size=1)
-        (sigmas,) = await _call("BasicScheduler", model=model, scheduler="normal", steps=4, denoise=1.0)
-        (sampler,) = await _call("KSamplerSelect", sampler_name="euler")
+        model, clip, _ = await call_node("CheckpointLoaderSimple", ckpt_name="sd1-tiny.safetensors")
+        (pos,) = await call_node("CLIPTextEncode", clip=clip, text="a glass bottle")
+        (neg,) = await call_node("CLIPTextEncode", clip=clip, text="text, watermark")
+        (latent,) = await call_node("EmptyLatentImage", width=64, height=64, batch_size=1)
+        (sigmas,) = await call_node("BasicScheduler", model=model, scheduler="normal", steps=4, denoise=1.0)
+        (sampler,) = await call_node("KSamplerSelect", sampler_name="euler")
         return {
             "model": model,
             "positive": pos,
@@ -136,7 +127,7 @@ def _sample(parts: dict, cfg: float, model=None, sigmas=None, latent=None, add_n
         inputs["sigmas"] = sigmas
     if latent is not None:
         inputs["latent_image"] = latent
-    return asyncio.run(_call("SamplerCustom", **inputs))[0]["samples"]
+    return asyncio.run(call_node("SamplerCustom", **inputs))[0]["samples"]
 
 
 def _override(model, cfg: float, start: float = 0.0, end: float = 1.0):
@@ -179,7 +170,7 @@ def test_dual_cfg_guider_keeps_its_own_scales_under_an_override(sd1_parts, fixed
     import asyncio
 
     async def dual(model):
-        (guider,) = await _call(
+        (guider,) = await call_node(
             "DualCFGGuider",
             model=model,
             cond1=sd1_parts["positive"],
@@ -189,8 +180,8 @@ def test_dual_cfg_guider_keeps_its_own_scales_under_an_override(sd1_parts, fixed
             cfg_cond2_negative=2.0,
             style="regular",
         )
-        (noise,) = await _call("RandomNoise", noise_seed=5)
-        out = await _call(
+        (noise,) = await call_node("RandomNoise", noise_seed=5)
+        out = await call_node(
             "SamplerCustomAdvanced",
             noise=noise,
             guider=guider,
@@ -273,11 +264,11 @@ def test_scale_rope_position_ids_equal_comfyui_0_10(index):
 @pytest.fixture(scope="module")
 def flux_parts(demo_workspace):
     async def build():
-        model, clip, _ = await _call("CheckpointLoaderSimple", ckpt_name="flux-tiny.safetensors")
-        (pos,) = await _call("CLIPTextEncode", clip=clip, text="a glass bottle")
-        (latent,) = await _call("EmptySD3LatentImage", width=64, height=48, batch_size=1)
-        (sigmas,) = await _call("BasicScheduler", model=model, scheduler="simple", steps=2, denoise=1.0)
-        (sampler,) = await _call("KSamplerSelect", sampler_name="euler")
+        model, clip, _ = await call_node("CheckpointLoaderSimple", ckpt_name="flux-tiny.safetensors")
+        (pos,) = await call_node("CLIPTextEncode", clip=clip, text="a glass bottle")
+        (latent,) = await call_node("EmptySD3LatentImage", width=64, height=48, batch_size=1)
+        (sigmas,) = await call_node("BasicScheduler", model=model, scheduler="simple", steps=2, denoise=1.0)
+        (sampler,) = await call_node("KSamplerSelect", sampler_name="euler")
         return {
             "model": model,
             "positive": pos,
@@ -320,8 +311,8 @@ def _guided(parts: dict, guider) -> torch.Tensor:
     import asyncio
 
     async def run():
-        (noise,) = await _call("RandomNoise", noise_seed=5)
-        out = await _call(
+        (noise,) = await call_node("RandomNoise", noise_seed=5)
+        out = await call_node(
             "SamplerCustomAdvanced",
             noise=noise,
             guider=guider,
@@ -345,7 +336,7 @@ def sd1_lora_model(sd1_parts):
     import asyncio
 
     return asyncio.run(
-        _call(
+        call_node(
             "LoraLoaderModelOnly", model=sd1_parts["model"], lora_name="sd1-tiny-lora.safetensors", strength_model=1.0
         )
     )[0]
@@ -355,7 +346,7 @@ def test_dual_model_guider_runs_the_negative_side_on_the_negative_model(sd1_part
     import asyncio
 
     # cfg 0 keeps the negative prediction alone: sampling the negative prompt on the negative model
-    (negative_only,) = asyncio.run(_call("BasicGuider", model=sd1_lora_model, conditioning=sd1_parts["negative"]))
+    (negative_only,) = asyncio.run(call_node("BasicGuider", model=sd1_lora_model, conditioning=sd1_parts["negative"]))
     torch.testing.assert_close(
         _guided(sd1_parts, _dual_model(sd1_parts, 0.0, sd1_lora_model)),
         _guided(sd1_parts, negative_only),
@@ -363,7 +354,9 @@ def test_dual_model_guider_runs_the_negative_side_on_the_negative_model(sd1_part
         rtol=1e-5,
     )
     # cfg 1: the positive prediction alone, on the model; the negative model is never run
-    (positive_only,) = asyncio.run(_call("BasicGuider", model=sd1_parts["model"], conditioning=sd1_parts["positive"]))
+    (positive_only,) = asyncio.run(
+        call_node("BasicGuider", model=sd1_parts["model"], conditioning=sd1_parts["positive"])
+    )
     assert torch.equal(
         _guided(sd1_parts, _dual_model(sd1_parts, 1.0, sd1_lora_model)), _guided(sd1_parts, positive_only)
     )
@@ -375,7 +368,7 @@ def test_dual_model_guider_on_one_model_is_cfg(sd1_parts, fixed_threads):
     import asyncio
 
     (cfg_guider,) = asyncio.run(
-        _call(
+        call_node(
             "CFGGuider",
             model=sd1_parts["model"],
             positive=sd1_parts["positive"],
