@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import io
+import uuid
 from fractions import Fraction
 
 import av
@@ -174,19 +175,25 @@ async def _run(ws, registry, prompt: dict) -> None:
 
 
 @pytest.fixture
+def run_folder() -> str:
+    """An output subfolder of this test's own (the demo workspace is shared by the session's tests)."""
+    return f"video_today_{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
 def registry(ws):
     from comfy_bridge.registry import build_registry
 
     return build_registry(ws, load_custom_nodes=False)
 
 
-async def test_the_templates_save_video_widgets_become_nested_inputs_and_run(ws, registry):
+async def test_the_templates_save_video_widgets_become_nested_inputs_and_run(ws, registry, run_folder):
     from comfy_bridge.formats import ui_to_api
 
     # the Wan Animate 2 templates' Save Video: prefix, format, format.codec, the hidden codec
-    prompt = ui_to_api(_ui_workflow(["anim/t", "auto", "auto", "auto"]), registry)
+    prompt = ui_to_api(_ui_workflow([f"{run_folder}/t", "auto", "auto", "auto"]), registry)
     assert prompt["4"]["inputs"] == {
-        "filename_prefix": "anim/t",
+        "filename_prefix": f"{run_folder}/t",
         "format": "auto",
         "format.codec": "auto",
         "codec": "auto",
@@ -194,9 +201,9 @@ async def test_the_templates_save_video_widgets_become_nested_inputs_and_run(ws,
     }
     assert prompt["3"]["inputs"]["bit_depth"] == 8 and prompt["3"]["inputs"]["fps"] == ["2", 2]
     await _run(ws, registry, prompt)
-    assert sorted(p.name for p in (ws.output_dir / "anim").iterdir())[-1].endswith("_.mp4")
+    assert sorted(p.name for p in (ws.output_dir / run_folder).iterdir())[-1].endswith("_.mp4")
     # a nested re-encode: mkv, h264, encoding mode re-encode at crf 30, then the hidden codec
-    prompt = ui_to_api(_ui_workflow(["anim/r", "mkv", "h264", "re-encode", 30, "auto"]), registry)
+    prompt = ui_to_api(_ui_workflow([f"{run_folder}/r", "mkv", "h264", "re-encode", 30, "auto"]), registry)
     assert {k: v for k, v in prompt["4"]["inputs"].items() if k.startswith("format")} == {
         "format": "mkv",
         "format.codec": "h264",
@@ -204,16 +211,16 @@ async def test_the_templates_save_video_widgets_become_nested_inputs_and_run(ws,
         "format.codec.encoding.crf": 30,
     }
     await _run(ws, registry, prompt)
-    [saved] = [p for p in (ws.output_dir / "anim").iterdir() if p.name.startswith("r_")]
+    [saved] = [p for p in (ws.output_dir / run_folder).iterdir() if p.name.startswith("r_")]
     assert saved.suffix == ".mkv"
     with av.open(str(saved)) as container:
         assert container.streams.video[0].codec.canonical_name == "h264"
 
 
 @pytest.mark.parametrize("fmt, codec, suffix", [("auto", "auto", ".mp4"), ("mp4", "h264", ".mp4")])
-async def test_older_api_prompts_still_run(ws, registry, fmt, codec, suffix):
+async def test_older_api_prompts_still_run(ws, registry, run_folder, fmt, codec, suffix):
     """0.3.64 / 0.10.0 prompts send format and codec as two plain strings."""
-    prefix = f"old/{fmt}_{codec}"
+    prefix = f"{run_folder}/{fmt}_{codec}"
     prompt = {
         "1": {"class_type": "LoadVideo", "inputs": {"file": "example.mp4"}},
         "2": {
@@ -222,13 +229,13 @@ async def test_older_api_prompts_still_run(ws, registry, fmt, codec, suffix):
         },
     }
     await _run(ws, registry, prompt)
-    [saved] = [p for p in (ws.output_dir / "old").iterdir() if p.name.startswith(f"{fmt}_{codec}_")]
+    [saved] = [p for p in (ws.output_dir / run_folder).iterdir() if p.name.startswith(f"{fmt}_{codec}_")]
     assert saved.suffix == suffix
     original = VideoFromFile(str(ws.input_dir / "example.mp4")).get_components().images
     assert np.array_equal(VideoFromFile(str(saved)).get_components().images.numpy(), original.numpy())  # copied
 
 
-async def test_bit_depth_and_colour_space_outputs_feed_create_video(ws, registry):
+async def test_bit_depth_and_colour_space_outputs_feed_create_video(ws, registry, run_folder):
     """A combo output (its type is its options) links to a combo input, as today's ComfyUI validates it."""
     prompt = {
         "1": {"class_type": "LoadVideo", "inputs": {"file": "example.mp4"}},
@@ -239,9 +246,9 @@ async def test_bit_depth_and_colour_space_outputs_feed_create_video(ws, registry
         },
         "4": {
             "class_type": "SaveVideo",
-            "inputs": {"video": ["3", 0], "filename_prefix": "linked/v", "format": "auto"},
+            "inputs": {"video": ["3", 0], "filename_prefix": f"{run_folder}/v", "format": "auto"},
         },
     }
     await _run(ws, registry, prompt)
-    [saved] = list((ws.output_dir / "linked").iterdir())
+    [saved] = list((ws.output_dir / run_folder).iterdir())
     assert VideoFromFile(str(saved)).get_bit_depth() == 8
