@@ -24,6 +24,7 @@ from nodes.models.wan import infer_config, to_wan_layout
 from nodes.models.wan_demo import FILES, build_demo_wan, tiny_wan_state_dicts
 from nodes.sampling.model_sampling import model_sampling_from_config
 from tests.models.test_wan import tensor
+from tests.node_calls import active_workspace
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_wan_vace.json").read_text())
 ATOL, RTOL = 2e-5, 1e-4
@@ -32,13 +33,7 @@ ATOL, RTOL = 2e-5, 1e-4
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory):
     """An active workspace holding wan-tiny, whose ModelFns run in-process."""
-    from nodes import workspace as ws_module
-
-    previous = ws_module._active
-    ws = ws_module.activate(ws_module.Workspace(tmp_path_factory.mktemp("wan-vace-ws")).create())
-    build_demo_wan(ws.models_dir)
-    yield ws
-    ws_module._active = previous
+    yield from active_workspace(tmp_path_factory.mktemp("wan-vace-ws"), build_demo_wan)
 
 
 @pytest.fixture(scope="module")
