@@ -12,11 +12,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
-
 from scripts.chroma_radiance_workflow import TEMPLATE, tiny_template
-from tests.e2e.test_qwen_image_edit_workflow import render_with_serve
-from tests.e2e.test_qwen_image_workflow import comfyui_images
+from tests.e2e.served import assert_within_1_of_255, comfyui_images, render_in_both_modes
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = REPO / "workflows_json" / "chroma_radiance_text_to_image"
@@ -39,13 +36,7 @@ def test_shipped_workflows_are_the_templates_graph_and_the_recorded_one() -> Non
 
 def test_template_in_both_executor_modes_equals_comfyuis(tmp_path) -> None:
     prompt = json.loads(SHIPPED.with_suffix(".json").read_text())
-    workspace = tmp_path / "fresh"
-    default = render_with_serve(workspace, tmp_path / "default.log", prompt)
-    in_process = render_with_serve(workspace, tmp_path / "executors0.log", prompt, "--executors", "0")
+    default = render_in_both_modes(tmp_path, prompt)
     assert default.shape == (64, 64, 3) and default.std() > 0
-    assert np.array_equal(default, in_process), (
-        f"{int((default != in_process).sum())} values differ between the executor modes"
-    )
     (theirs,) = comfyui_images(RECORDED)
-    diff = np.abs(default.astype(int) - theirs.astype(int))
-    assert diff.max() <= 1, f"{int((diff > 1).sum())} values differ from ComfyUI's image by more than 1/255"
+    assert_within_1_of_255(default, theirs)

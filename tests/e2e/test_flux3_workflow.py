@@ -40,7 +40,7 @@ from scripts.flux3_workflow import (
     tiny_edit_template,
     tiny_template,
 )
-from tests.e2e.test_qwen_image_edit_workflow import render_with_serve
+from tests.e2e.served import render_with_serve
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = REPO / "workflows_json" / "flux3_klein_t2i"

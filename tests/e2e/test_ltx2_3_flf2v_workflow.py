@@ -14,8 +14,8 @@ import json
 import numpy as np
 
 from scripts.ltx2_3_flf2v_workflow import tiny_template
+from tests.e2e.served import REPO
 from tests.e2e.test_ltx2_3_i2v_workflow import _render, _with_png_frames
-from tests.e2e.test_wan_workflow import REPO
 
 WORKFLOW = REPO / "workflows_json" / "ltx2_3_flf2v.json"
 

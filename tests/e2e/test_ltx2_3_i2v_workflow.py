@@ -25,7 +25,7 @@ from PIL import Image
 
 from scripts.ltx2_3_i2v_workflow import tiny_template
 from tests.conftest import free_port
-from tests.e2e.test_wan_workflow import REPO
+from tests.e2e.served import REPO
 
 WORKFLOW = REPO / "workflows_json" / "ltx2_3_i2v.json"
 

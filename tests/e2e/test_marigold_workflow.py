@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from scripts.marigold_workflow import TEMPLATE, tiny_template
-from tests.e2e.test_qwen_image_edit_workflow import render_with_serve
+from tests.e2e.served import render_with_serve
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = REPO / "workflows_json" / "marigold_v2_depth"

@@ -9,23 +9,14 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
-
-from tests.e2e.test_wan_workflow import REPO, render_with_serve, with_png_frames
+from tests.e2e.served import REPO
+from tests.e2e.served_video import render_videos_in_both_modes, with_png_frames
 
 WORKFLOW = REPO / "workflows_json" / "minimax_h3_t2v_video_only.json"
 
 
 def test_video_only_text_to_video_in_both_executor_modes(tmp_path) -> None:
     prompts = {"t2v": with_png_frames(json.loads(WORKFLOW.read_text()))}
-    workspace = tmp_path / "fresh"
-    default = render_with_serve(workspace, tmp_path / "default.log", prompts)
-    in_process = render_with_serve(workspace, tmp_path / "executors0.log", prompts, "--executors", "0")
-    pngs, mp4 = default["t2v"]
+    pngs, mp4 = render_videos_in_both_modes(tmp_path, prompts)["t2v"]
     # 22 frames of 64x32 (17k+5 at 24 fps: 7 latent frames)
     assert pngs.shape == (22, 32, 64, 3) and pngs.std() > 0 and len(mp4) == 22
-    other_pngs, other_mp4 = in_process["t2v"]
-    assert np.array_equal(pngs, other_pngs), "frames differ between the executor modes"
-    assert all(np.array_equal(a, b) for a, b in zip(mp4, other_mp4, strict=True)), (
-        "the MP4's frames differ between the executor modes"
-    )

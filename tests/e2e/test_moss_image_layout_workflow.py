@@ -6,11 +6,10 @@ saved image is the same with the default executors and with `--executors 0`."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
+from tests.e2e.served import render_in_both_modes
 from tests.e2e.test_moss_image_workflow import template_prompt
-from tests.e2e.test_qwen_image_edit_workflow import render_with_serve
 
 
 # Two server starts, the first building every demo file: past the default 600 s on a loaded 2-core machine.
@@ -20,10 +19,5 @@ def test_bbox_template_renders_the_same_in_both_executor_modes(tmp_path) -> None
     by_class = {n["class_type"]: n["inputs"] for n in prompt.values()}
     assert {"CreateBoundingBoxes", "MOSSImageLayoutPrompt", "CLIPTextEncode", "KSampler", "SaveImage"} <= set(by_class)
     assert by_class["MOSSImageLayoutPrompt"]["character_boxes"] == "2"
-    workspace = tmp_path / "fresh"
-    default = render_with_serve(workspace, tmp_path / "default.log", prompt)
-    in_process = render_with_serve(workspace, tmp_path / "executors0.log", prompt, "--executors", "0")
+    default = render_in_both_modes(tmp_path, prompt)
     assert default.ndim == 3 and default.shape[2] == 3 and default.std() > 0
-    assert np.array_equal(default, in_process), (
-        f"{int((default != in_process).sum())} values differ between the executor modes"
-    )

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
 
 from scripts import templates_coverage
 from scripts.templates_render import tiny_prompt
-from tests.e2e.test_qwen_image_edit_workflow import render_with_serve
+from tests.e2e.served import render_in_both_modes
 
 
 def template_prompt(name: str, workspace) -> dict:
@@ -41,10 +40,5 @@ def test_template_renders_the_same_in_both_executor_modes(tmp_path) -> None:
         "qwen3.5_9b_flux3_prompt_upsampler_w4a8_tiny.safetensors",
         "moss_image",
     )
-    workspace = tmp_path / "fresh"
-    default = render_with_serve(workspace, tmp_path / "default.log", prompt)
-    in_process = render_with_serve(workspace, tmp_path / "executors0.log", prompt, "--executors", "0")
+    default = render_in_both_modes(tmp_path, prompt)
     assert default.shape == (640, 640, 3) and default.std() > 0  # the template's 1:1 selector, shrunk
-    assert np.array_equal(default, in_process), (
-        f"{int((default != in_process).sum())} values differ between the executor modes"
-    )

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from scripts.pixeldit_workflow import TEMPLATE, tiny_template
-from tests.e2e.test_qwen_image_edit_workflow import render_with_serve
+from tests.e2e.served import render_with_serve
 from tests.e2e.test_qwen_image_workflow import comfyui_images
 
 REPO = Path(__file__).resolve().parents[2]

@@ -14,21 +14,16 @@ The MP4 is lossy, so the frames are compared as PNGs: a SaveImage beside SaveVid
 
 from __future__ import annotations
 
-import base64
-import io
 import json
-import subprocess
-import sys
-import time
-import urllib.parse
-import urllib.request
-import uuid
 from pathlib import Path
 
 import numpy as np
-from PIL import Image
 
-from tests.conftest import free_port
+from tests.e2e.served_video import (
+    comfyui_frames,
+    render_videos_in_both_modes,
+    with_png_frames,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 WORKFLOW = REPO / "workflows_json" / "wan22_i2v.json"
@@ -42,91 +37,6 @@ RECORDED = {
     "clip_vision": FIXTURE["workflow_clip_vision"],
     "text": FIXTURE["workflow_text"],
 }
-
-
-def comfyui_frames(recorded: dict) -> np.ndarray:
-    frames = recorded["frames"]
-    return np.frombuffer(base64.b64decode(frames["u8"]), dtype=np.uint8).reshape(frames["shape"])
-
-
-def with_png_frames(prompt: dict) -> dict:
-    """The prompt with a SaveImage of VAEDecode's frames beside the template's SaveVideo."""
-    (decode,) = [k for k, v in prompt.items() if v["class_type"] == "VAEDecode"]
-    return {
-        **prompt,
-        "900": {"class_type": "SaveImage", "inputs": {"images": [decode, 0], "filename_prefix": "wan_frames"}},
-    }
-
-
-def _get(url: str) -> bytes:
-    return urllib.request.urlopen(url, timeout=30).read()
-
-
-def run_prompt(base: str, prompt: dict, timeout_s: float = 600) -> tuple[np.ndarray, list[np.ndarray]]:
-    """(PNG frames [T,H,W,3], the MP4's decoded frames) of one prompt."""
-    import av
-
-    body = json.dumps({"prompt": prompt, "client_id": str(uuid.uuid4())}).encode()
-    pid = json.loads(urllib.request.urlopen(urllib.request.Request(base + "/prompt", data=body)).read())["prompt_id"]
-    deadline = time.time() + timeout_s
-    while time.time() < deadline:
-        entry = json.loads(_get(f"{base}/history/{pid}")).get(pid)
-        if entry is not None:
-            assert entry["status"]["status_str"] != "error", entry["status"]["messages"]
-            if entry["status"]["completed"]:
-                break
-        time.sleep(0.3)
-    else:
-        raise AssertionError(f"not finished within {timeout_s} s")
-    outputs = entry["outputs"]
-    pngs = np.stack(
-        [
-            np.asarray(Image.open(io.BytesIO(_get(f"{base}/view?" + urllib.parse.urlencode(im)))))
-            for im in outputs["900"]["images"]
-        ]
-    )
-    (saved,) = [o for key, o in outputs.items() if key != "900"]  # the template's SaveVideo
-    (video,) = saved["images"]
-    assert video["filename"].endswith(".mp4") and video["subfolder"] == "video"
-    with av.open(io.BytesIO(_get(f"{base}/view?" + urllib.parse.urlencode(video)))) as container:
-        decoded = [f.to_ndarray(format="rgb24") for f in container.decode(video=0)]
-    return pngs, decoded
-
-
-def render_with_serve(workspace: Path, log_path: Path, prompts: dict[str, dict], *flags: str) -> dict:
-    port = free_port()
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "comfy_bridge.cli",
-                "serve",
-                "--workspace",
-                str(workspace),
-                "--port",
-                str(port),
-                *flags,
-            ],
-            cwd=REPO,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        try:
-            base = f"http://127.0.0.1:{port}"
-            deadline = time.time() + 300  # the first start builds the demo models
-            while True:
-                try:
-                    _get(base + "/system_stats")
-                    break
-                except OSError:
-                    if time.time() > deadline or proc.poll() is not None:
-                        raise RuntimeError("server did not start:\n" + log_path.read_text()) from None
-                    time.sleep(0.3)
-            return {case: run_prompt(base, prompt) for case, prompt in prompts.items()}
-        finally:
-            proc.terminate()
-            proc.wait(30)
 
 
 def test_recorded_workflow_is_the_shipped_one() -> None:
@@ -171,17 +81,10 @@ def test_recorded_workflow_is_the_shipped_one() -> None:
 
 def test_wan22_templates_from_a_fresh_workspace_in_both_executor_modes(tmp_path) -> None:
     prompts = {case: with_png_frames(rec["prompt"]) for case, rec in RECORDED.items()}
-    workspace = tmp_path / "fresh"
-    default = render_with_serve(workspace, tmp_path / "default.log", prompts)
-    assert (workspace / "models" / "diffusion_models" / "wan2.2_i2v_high_noise_14B_tiny.safetensors").is_file()
-    in_process = render_with_serve(workspace, tmp_path / "executors0.log", prompts, "--executors", "0")
+    default = render_videos_in_both_modes(tmp_path, prompts)
+    assert (tmp_path / "fresh" / "models" / "diffusion_models" / "wan2.2_i2v_high_noise_14B_tiny.safetensors").is_file()
     for case, (pngs, mp4) in default.items():
         assert pngs.shape == (5, 64, 64, 3) and pngs.std() > 0 and len(mp4) == 5
-        other_pngs, other_mp4 = in_process[case]
-        assert np.array_equal(pngs, other_pngs), f"{case}: frames differ between the executor modes"
-        assert all(np.array_equal(a, b) for a, b in zip(mp4, other_mp4, strict=True)), (
-            f"{case}: the MP4's frames differ between the executor modes"
-        )
         diff = np.abs(pngs.astype(int) - comfyui_frames(RECORDED[case]).astype(int))
         assert diff.max() <= 1, (
             f"{case}: {int((diff > 1).sum())} values differ from ComfyUI's frames by more than 1/255"
