@@ -18,7 +18,19 @@ import pytest
 from PIL import Image
 
 REPO = Path(__file__).resolve().parents[2]
-WORKFLOWS = sorted(p for p in (REPO / "workflows_json").glob("*.json") if not p.name.endswith(".ui.json"))
+# Known defects, open (issues 38 and 39): these workflows' images differ between two one-thread executors and the
+# in-process run (pixeldit_t2i by 3 values, zimage_fun_controlnet by 1581, wan_animate2 by 3637 of their frames'),
+# while the default executor and `--executors 0` agree for each (their own e2e tests). The likely cause, not yet
+# confirmed: with two executors a step's CFG sides run split, each at batch 1, in-process together at batch 2, and
+# these three networks (PixelDiT, Z-Image with the Fun ControlNet patch, Wan Animate 2's pose branch) are not yet
+# batch-invariant. strict: the mark fails as soon as one of them is fixed.
+NOT_YET_IDENTICAL = {"pixeldit_t2i", "zimage_fun_controlnet", "wan_animate2"}
+WORKFLOWS = [
+    pytest.param(p, marks=pytest.mark.xfail(strict=True, reason="not yet batch-invariant (see NOT_YET_IDENTICAL)"))
+    if p.stem in NOT_YET_IDENTICAL
+    else p
+    for p in sorted(p for p in (REPO / "workflows_json").glob("*.json") if not p.name.endswith(".ui.json"))
+]
 
 
 def _get(url: str) -> bytes:
