@@ -15,7 +15,6 @@ import torch
 from cluster.refs import ModelRef
 from nodes.modelfns.model_options import DIFFSYNTH
 from nodes.models.components import FLUX_LATENT, WAN21_LATENT
-from nodes.models.flux import pack, patched
 from nodes.models.model_patch import ZIMAGE_FUN_CONTROL
 
 OPTION = DIFFSYNTH  # the MODEL option: a tuple of DiffSynthPatch in the order the nodes applied them
@@ -104,6 +103,10 @@ async def control_latent(entry: DiffSynthPatch, latent_hw: tuple[int, int]) -> t
         latent = torch.cat([latent, mask.to(latent.dtype)], dim=1)
     latent = latent.clone()
     latent[:, :LATENT_CHANNELS] = WAN21_LATENT.process_in(latent[:, :LATENT_CHANNELS])
+    # Flux's module on first use: the KSampler imports this one, and the compat modules packs import before
+    # torchvision's op schemas are declared must not load diffusers (tests/packs/test_torchvision_ops.py)
+    from nodes.models.flux import pack, patched
+
     return pack(patched(latent))
 
 

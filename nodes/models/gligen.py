@@ -13,11 +13,13 @@ fuser right after its self-attention, where ComfyUI's middle patch runs.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
-from diffusers.models.attention import BasicTransformerBlock, GatedSelfAttentionDense
-from diffusers.models.embeddings import GLIGENTextBoundingboxProjection
+
+if TYPE_CHECKING:  # diffusers on first use: the UNet module imports this one, and validation must not load diffusers
+    from diffusers.models.attention import BasicTransformerBlock
+    from diffusers.models.embeddings import GLIGENTextBoundingboxProjection
 
 from .errors import ModelLoadError
 
@@ -69,6 +71,9 @@ class GligenModel:
 
 
 def load_gligen(sd: dict[str, torch.Tensor], path: str | None = None) -> GligenModel:
+    from diffusers.models.attention import GatedSelfAttentionDense
+    from diffusers.models.embeddings import GLIGENTextBoundingboxProjection
+
     fusers = []
     for block in _BLOCKS:
         for index in range(20):
@@ -124,6 +129,8 @@ class _BlockFuser(torch.nn.Module):
 
 def transformer_blocks(unet: torch.nn.Module) -> list[BasicTransformerBlock]:
     """The UNet's transformer blocks in forward order (down, middle, up; diffusers registers up before middle)."""
+    from diffusers.models.attention import BasicTransformerBlock
+
     parts = [*unet.down_blocks, unet.mid_block, *unet.up_blocks]
     return [m for part in parts if part is not None for m in part.modules() if isinstance(m, BasicTransformerBlock)]
 

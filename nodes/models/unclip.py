@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import torch
-from diffusers.models.embeddings import get_timestep_embedding
 
 MAX_NOISE_LEVEL = 1000
 SEED_OFFSET = -10  # ComfyUI noises image embeddings from the sampling seed minus 10
@@ -63,6 +62,10 @@ def _noise_scales() -> tuple[torch.Tensor, torch.Tensor]:
 
 def _augment(x: torch.Tensor, level: int, timestep_dim: int, gen: torch.Generator) -> torch.Tensor:
     """x [1, D] noised to `level`, joined to the level's embedding: [1, D + timestep_dim]."""
+    # diffusers on first use: nodes.modelfns.denoise imports this module, and validation (which must not import
+    # diffusers: tests/engine/test_model_file_validation.py) imports that
+    from diffusers.models.embeddings import get_timestep_embedding
+
     signal, noise_scale = _noise_scales()
     noise = torch.randn(x.shape, dtype=x.dtype, generator=gen).to(x.device)
     z = signal[level].to(x.device) * x + noise_scale[level].to(x.device) * noise
