@@ -43,4 +43,7 @@ def test_workflow_writes_png_with_prompt_metadata(demo_workspace, name):
             assert im.format == "PNG"
             assert _same(json.loads(im.text["prompt"]), prompt)
             extrema = im.convert("L").getextrema()
+        # a preview (temp folder) shows an intermediate as it is: a Canny map of the smooth example picture, or the
+        # mask LoadImage gives a picture without alpha, is legitimately empty; what a workflow saves is not
+        if demo_workspace.temp_dir not in f.resolve().parents:
             assert extrema[0] != extrema[1], f"{f.name} is a flat image"
