@@ -24,10 +24,41 @@ def comfyui_on_cpu(*before: str, flags: tuple[str, ...] = ()) -> None:
     comfy.cli_args.args.cpu = True
 
 
-def b64(t: torch.Tensor) -> dict:
-    """A tensor as the fixtures store it: float32 bytes in base64 with the shape (tests/recorded_tensors.py reads it)."""
-    t = t.detach().to(torch.float32).contiguous().cpu()
-    return {"shape": list(t.shape), "f32": base64.b64encode(t.numpy().tobytes()).decode()}
+# The most values one recorded output keeps: larger outputs keep a strided grid of their positions, so that the
+# repository (which travels whole to the GPU machine, 64 MiB with the wheels) stays small; inputs are kept whole.
+MAX_RECORDED_VALUES = 32768
+
+
+def sample_strides(shape: list[int], max_values: int = MAX_RECORDED_VALUES) -> list[int]:
+    """Per-dimension strides whose grid of positions holds at most `max_values`: the dimension with the most
+    kept positions is thinned first, so every dimension keeps positions across its whole length."""
+    strides = [1] * len(shape)
+
+    def kept(i: int) -> int:
+        return -(-shape[i] // strides[i])
+
+    while np.prod([kept(i) for i in range(len(shape))], dtype=np.int64) > max_values:
+        widest = max(range(len(shape)), key=kept)
+        strides[widest] += 1
+    return strides
+
+
+def thinned(array: np.ndarray, max_values: int | None) -> tuple[np.ndarray, dict]:
+    """`array` at a strided grid of its positions when it has more than `max_values` values (None: whole), with
+    what the record says of it: its full shape, and the strides when thinned (tests/recorded_tensors.py reads it)."""
+    meta: dict = {"shape": list(array.shape)}
+    if max_values is not None and array.size > max_values:
+        strides = sample_strides(list(array.shape), max_values)
+        array = array[tuple(slice(None, None, s) for s in strides)]
+        meta["stride"] = strides
+    return np.ascontiguousarray(array), meta
+
+
+def b64(t: torch.Tensor, max_values: int | None = None) -> dict:
+    """A tensor as the fixtures store it: float32 bytes in base64 with the shape (tests/recorded_tensors.py reads
+    it). An output may pass `max_values` (MAX_RECORDED_VALUES) to keep a strided grid of its positions."""
+    array, meta = thinned(t.detach().to(torch.float32).cpu().numpy(), max_values)
+    return {**meta, "f32": base64.b64encode(array.tobytes()).decode()}
 
 
 def sha256(path: str) -> str:
@@ -36,10 +67,12 @@ def sha256(path: str) -> str:
         return hashlib.sha256(f.read()).hexdigest()
 
 
-def png_rgb(image: torch.Tensor) -> dict:
-    """What SaveImage writes for one image (255 * image, clipped, truncated to uint8) as {"shape", "u8"}."""
+def png_rgb(image: torch.Tensor, max_values: int | None = None) -> dict:
+    """What SaveImage writes for one image (255 * image, clipped, truncated to uint8) as {"shape", "u8"}, thinned
+    as b64's when `max_values` is given."""
     png = np.clip(255.0 * image.detach().cpu().numpy(), 0, 255).astype(np.uint8)
-    return {"shape": list(png.shape), "u8": base64.b64encode(png.tobytes()).decode()}
+    array, meta = thinned(png, max_values)
+    return {**meta, "u8": base64.b64encode(array.tobytes()).decode()}
 
 
 def node_classes(*modules: ModuleType) -> dict:
@@ -68,9 +101,10 @@ def run_node(cls: type, inputs: dict) -> tuple:
 Override = Callable[[str, dict], "tuple | None"]
 
 
-def run_prompt(prompt: dict, classes: dict, override: Override | None = None) -> dict:
+def run_prompt(prompt: dict, classes: dict, override: Override | None = None, max_values: int | None = None) -> dict:
     """An API-format workflow run node by node in dependency order with ComfyUI's node classes, its one SaveImage
-    replaced by what it would write: {"prompt", "pngs_rgb": [{"shape", "u8"}, ...]}."""
+    replaced by what it would write: {"prompt", "pngs_rgb": [{"shape", "u8"}, ...]} (thinned as png_rgb's when
+    `max_values` is given)."""
     results: dict[str, tuple] = {}
 
     def run(node_id: str) -> tuple:
@@ -87,4 +121,4 @@ def run_prompt(prompt: dict, classes: dict, override: Override | None = None) ->
         return results[node_id]
 
     (save,) = [k for k, v in prompt.items() if v["class_type"] == "SaveImage"]
-    return {"prompt": prompt, "pngs_rgb": [png_rgb(im) for im in run(save)[0]]}
+    return {"prompt": prompt, "pngs_rgb": [png_rgb(im, max_values) for im in run(save)[0]]}

@@ -28,12 +28,12 @@ the same file.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import sys
 
 import torch
+from comfyui_recording import MAX_RECORDED_VALUES, b64
 
 FILE = "checkpoints/ltx-2-19b-dev_tiny.safetensors"
 # (name, batch, video latent [C,F,H,W] less batch, audio latent frames, text tokens, sigmas, frame rate,
@@ -46,11 +46,6 @@ CASES = [
 # VAE: frames [T,H,W] to encode, latents [B,C,F,h,w] to decode
 VAE_ENCODE = [(9, 64, 96), (1, 70, 45)]
 VAE_DECODE = [(1, 128, 2, 2, 3), (2, 128, 1, 2, 2)]
-
-
-def b64(t: torch.Tensor) -> dict:
-    t = t.detach().float().contiguous().cpu()
-    return {"shape": list(t.shape), "f32": base64.b64encode(t.numpy().tobytes()).decode()}
 
 
 def sha256(path: str) -> str:
@@ -259,7 +254,7 @@ def main(models: str, out: str) -> None:
         record["vae"]["encode"].append({"pixels": b64(pixels), "latent": b64(vae.encode(pixels))})
     for shape in VAE_DECODE:
         latent = torch.randn(shape, generator=gen)
-        record["vae"]["decode"].append({"latent": b64(latent), "image": b64(vae.decode(latent))})
+        record["vae"]["decode"].append({"latent": b64(latent), "image": b64(vae.decode(latent), MAX_RECORDED_VALUES)})
     tiny_text_encoder_sizes(f"{models}/{TEXT_ENCODER}", path)
     clip = comfy.sd.load_clip(ckpt_paths=[f"{models}/{TEXT_ENCODER}", path], clip_type=comfy.sd.CLIPType.LTXV)
     record["text_encoder_sha256"] = sha256(f"{models}/{TEXT_ENCODER}")
@@ -268,7 +263,7 @@ def main(models: str, out: str) -> None:
         tokens = clip.tokenize(prompt)
         cond = clip.encode_from_tokens(tokens)
         ids = [int(t) for t, *_ in tokens["gemma3_12b"][0]]
-        record["text"].append({"prompt": prompt, "ids": ids, "cond": b64(cond)})
+        record["text"].append({"prompt": prompt, "ids": ids, "cond": b64(cond, MAX_RECORDED_VALUES)})
         print(repr(prompt[:20]), ids[:8], tuple(cond.shape), float(cond.abs().mean()))
     record["ksampler"] = ksampler_run(clip, patcher, vae)
     with open(out, "w") as f:

@@ -13,12 +13,12 @@ copied here; recipe in ../shared/reference/running-real-comfyui.md), after the d
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import sys
 
 import torch
+from comfyui_recording import MAX_RECORDED_VALUES, b64
 
 CHECKPOINT = "checkpoints/ltx-2-19b-dev_tiny.safetensors"
 # (latent shape, tile_size, overlap, temporal_size, temporal_overlap)
@@ -27,11 +27,6 @@ CASES = [
     ((2, 128, 3, 5, 4), 128, 32, 24, 8),
     ((1, 128, 2, 2, 3), 768, 64, 4096, 4),  # the LTX-2.3 template's settings: one tile
 ]
-
-
-def b64(t: torch.Tensor) -> dict:
-    t = t.detach().float().contiguous().cpu()
-    return {"shape": list(t.shape), "f32": base64.b64encode(t.numpy().tobytes()).decode()}
 
 
 def main(models: str, out: str) -> None:
@@ -53,7 +48,11 @@ def main(models: str, out: str) -> None:
         latent = torch.randn(shape, generator=gen)
         (image,) = nodes.VAEDecodeTiled().decode(vae, {"samples": latent}, tile, overlap, t_size, t_overlap)
         record["cases"].append(
-            {"latent": b64(latent), "settings": [tile, overlap, t_size, t_overlap], "image": b64(image)}
+            {
+                "latent": b64(latent),
+                "settings": [tile, overlap, t_size, t_overlap],
+                "image": b64(image, MAX_RECORDED_VALUES),
+            }
         )
         print(shape, tuple(image.shape), float(image.mean()))
     with open(out, "w") as f:

@@ -29,7 +29,7 @@ import logging
 import sys
 
 import torch
-from comfyui_recording import b64, comfyui_on_cpu, png_rgb, run_node, sha256
+from comfyui_recording import MAX_RECORDED_VALUES, b64, comfyui_on_cpu, png_rgb, run_node, sha256
 
 OUT, WORKSPACE, WORKFLOW = sys.argv[1:4]
 comfyui_on_cpu()
@@ -175,9 +175,9 @@ def record_nodes(classes: dict, clip, vae) -> dict:
             "node": node,
             "images": {k: list(v) for k, v in images.items()},
             "vae": with_vae,
-            "cond": b64(tensor),
+            "cond": b64(tensor, MAX_RECORDED_VALUES),
             "keys": sorted(opts),
-            "reference_latents": [b64(r) for r in opts.get("reference_latents", [])],
+            "reference_latents": [b64(r, MAX_RECORDED_VALUES) for r in opts.get("reference_latents", [])],
         }
     return out
 
@@ -245,7 +245,7 @@ def run_workflow(prompt: dict) -> dict:
 
     (save,) = [k for k, v in prompt.items() if v["class_type"] == "SaveImageAdvanced"]
     images = run(save)[0]
-    return {"prompt": prompt, "pngs_rgb": [png_rgb(im) for im in images]}
+    return {"prompt": prompt, "pngs_rgb": [png_rgb(im, MAX_RECORDED_VALUES) for im in images]}
 
 
 def main() -> None:

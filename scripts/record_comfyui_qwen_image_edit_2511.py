@@ -25,7 +25,7 @@ import json
 import sys
 
 import torch
-from comfyui_recording import b64, comfyui_on_cpu, node_classes, run_prompt, sha256
+from comfyui_recording import MAX_RECORDED_VALUES, b64, comfyui_on_cpu, node_classes, run_prompt, sha256
 
 OUT, WORKSPACE, WORKFLOW = sys.argv[1:4]
 comfyui_on_cpu()
@@ -122,7 +122,7 @@ def run_workflow(prompt: dict) -> dict:
     )
 
     classes = node_classes(nodes_cfg, nodes_flux, nodes_logic, nodes_model_advanced, nodes_primitive, nodes_qwen)
-    return run_prompt(prompt, classes)
+    return run_prompt(prompt, classes, max_values=MAX_RECORDED_VALUES)
 
 
 def main() -> None:

@@ -10,9 +10,9 @@ all frames (`uniform`, one transform for all), or from one chosen frame (`target
 from __future__ import annotations
 
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
-import kornia
 import torch
 
 from nodes.dynamic_inputs import DynamicSection, combo_inputs, dynamic_combo
@@ -41,9 +41,19 @@ SOURCE_STATS = dynamic_combo(
 )
 
 
+def _kornia_color() -> ModuleType:
+    """kornia's colour conversions, imported on first use: a GPU check's machine gets no kornia (its wheels
+    would not fit beside the repository in what travels there, see scripts/gpu_check.sh) and never runs this."""
+    try:
+        import kornia.color
+    except ImportError as e:
+        raise RuntimeError("ColorTransfer's Lab modes need the kornia package, which is not installed") from e
+    return kornia.color
+
+
 def _lab(frame: torch.Tensor) -> torch.Tensor:
     """One [H,W,3] RGB frame as Lab channels [3, H*W]."""
-    return kornia.color.rgb_to_lab(frame.float().permute(2, 0, 1).unsqueeze(0)).reshape(3, -1)
+    return _kornia_color().rgb_to_lab(frame.float().permute(2, 0, 1).unsqueeze(0)).reshape(3, -1)
 
 
 def _stats(samples: list[torch.Tensor], full: bool) -> tuple[torch.Tensor, torch.Tensor]:
@@ -139,7 +149,7 @@ def color_transfer(
     if strength != 1.0:
         source = torch.stack([_lab(f).reshape(3, *f.shape[:2]) for f in target])
         lab = torch.lerp(source, lab, strength)
-    return kornia.color.lab_to_rgb(lab).permute(0, 2, 3, 1).clamp(0, 1)
+    return _kornia_color().lab_to_rgb(lab).permute(0, 2, 3, 1).clamp(0, 1)
 
 
 class ColorTransfer:

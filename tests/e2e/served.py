@@ -3,7 +3,6 @@ the default executors and `--executors 0` give the same image, and compare with 
 
 from __future__ import annotations
 
-import base64
 import subprocess
 import sys
 import time
@@ -16,6 +15,7 @@ import numpy as np
 
 from tests.conftest import free_port
 from tests.e2e.test_samplers_on_executors import render_on_server
+from tests.recorded_tensors import pixels
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -69,9 +69,7 @@ def render_in_both_modes(tmp_path: Path, prompt: dict, timeout_s: float = 1200) 
 
 def comfyui_images(recorded: dict) -> list[np.ndarray]:
     """The RGB images a recorder (scripts/record_comfyui_*.py) stored of ComfyUI's run."""
-    return [
-        np.frombuffer(base64.b64decode(png["u8"]), dtype=np.uint8).reshape(png["shape"]) for png in recorded["pngs_rgb"]
-    ]
+    return [pixels(png) for png in recorded["pngs_rgb"]]
 
 
 def assert_within_1_of_255(ours: np.ndarray, theirs: np.ndarray, what: str = "ComfyUI's image") -> None:

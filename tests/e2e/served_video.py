@@ -4,7 +4,6 @@ VAEDecode frames are saved as PNGs beside the template's SaveVideo, check that t
 
 from __future__ import annotations
 
-import base64
 import io
 import json
 import time
@@ -17,14 +16,14 @@ import numpy as np
 from PIL import Image
 
 from tests.e2e.served import serving
+from tests.recorded_tensors import pixels
 
 Frames = tuple[np.ndarray, list[np.ndarray]]  # (PNG frames [T,H,W,3], the MP4's decoded frames)
 
 
 def comfyui_frames(recorded: dict) -> np.ndarray:
     """The frames [T,H,W,3] a recorder (scripts/record_comfyui_*.py) stored of ComfyUI's run."""
-    frames = recorded["frames"]
-    return np.frombuffer(base64.b64decode(frames["u8"]), dtype=np.uint8).reshape(frames["shape"])
+    return pixels(recorded["frames"])
 
 
 def with_png_frames(prompt: dict) -> dict:

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.served import assert_within_1_of_255, comfyui_images, render_in_both_modes
+from tests.e2e.served import assert_within_1_of_255, render_in_both_modes
+from tests.recorded_tensors import at_recorded, pixels
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "models" / "fixtures"
@@ -43,5 +44,5 @@ def test_recorded_workflow_is_the_shipped_one(name: str) -> None:
 def test_template_in_both_executor_modes_equals_comfyuis(tmp_path, name: str) -> None:
     default = render_in_both_modes(tmp_path, workflow(name))
     assert default.shape == (1024, 1024, 3) and default.std() > 0
-    (theirs,) = comfyui_images(recorded(name))
-    assert_within_1_of_255(default, theirs)
+    (png,) = recorded(name)["pngs_rgb"]
+    assert_within_1_of_255(at_recorded(default, png), pixels(png))
