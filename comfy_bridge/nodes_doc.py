@@ -56,8 +56,6 @@ REASONS: dict[str, str] = {
     "comfy_extras.nodes_chroma_radiance": family("Chroma Radiance"),
     "comfy_extras.nodes_photomaker": family("PhotoMaker"),
     "comfy_extras.nodes_sdupscale": family("SD x4 upscaler"),
-    "comfy_extras.nodes_controlnet": "SetUnionControlNetType: union ControlNets (ControlNet++ / ProMax) are not "
-    "implemented",
 }
 
 

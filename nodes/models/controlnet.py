@@ -150,13 +150,26 @@ class ControlNet:
                 "text_embeds": _batch(cond["pooled"], b).to(self.dtype),
                 "time_ids": _batch(sdxl_time_ids(x, cond.get("time_ids")), b).to(self.dtype),
             }
-        down, mid = self.module(
-            x.to(self.dtype),
+        context = _batch(cond["context"], b).to(self.dtype)
+        down, mid = self.run(x.to(self.dtype), t, context, cond_img.to(self.dtype), float(strength), added)
+        return ControlResiduals(tuple(r.float() for r in down), mid.float())
+
+    def run(
+        self,
+        x: torch.Tensor,
+        t: torch.Tensor,
+        context: torch.Tensor,
+        cond_img: torch.Tensor,
+        strength: float,
+        added: dict[str, torch.Tensor] | None,
+    ) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
+        """The network's residuals (times `strength`) for a hint already at the image size."""
+        return self.module(
+            x,
             t,
-            encoder_hidden_states=_batch(cond["context"], b).to(self.dtype),
-            controlnet_cond=cond_img.to(self.dtype),
-            conditioning_scale=float(strength),
+            encoder_hidden_states=context,
+            controlnet_cond=cond_img,
+            conditioning_scale=strength,
             added_cond_kwargs=added,
             return_dict=False,
         )
-        return ControlResiduals(tuple(r.float() for r in down), mid.float())

@@ -177,6 +177,9 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
     if all(marker in shapes for marker in ("controlnet_blocks.0.weight", "pos_embed_input.proj.weight")):
         return info("sd3", "controlnet", {"controlnet"}, "diffusers")  # SD3 (diffusers-layout) ControlNets
     if "controlnet_cond_embedding.conv_in.weight" in shapes:
+        # diffusers ControlNets, union ones too (xinsir's controlnet-union-sdxl-1.0 and ProMax files: their
+        # task_embedding / control_add_embedding.* beside the diffusers names, as diffusers' ControlNetUnionModel
+        # and ComfyUI 0.3.64's comfy/controlnet.py read them; nodes.models.controlnet_union loads them)
         arch = "sdxl" if "add_embedding.linear_1.weight" in shapes else "sd1"
         return info(arch, "controlnet", {"controlnet"}, "diffusers")
 

@@ -19,6 +19,7 @@ from cluster.refs import ModelRef
 
 from . import clip as clip_mod
 from . import controlnet as cn_mod
+from . import controlnet_union as union_mod
 from . import merge as merge_mod
 from . import unet as unet_mod
 from . import unet_diffusers
@@ -577,6 +578,8 @@ def load_controlnet(ref: ModelRef) -> cn_mod.ControlNet:
     from diffusers import ControlNetModel
 
     sd = _sd(ref)
+    if info.layout == "diffusers" and union_mod.is_union(sd):  # xinsir's union ControlNets: no config.json
+        return union_mod.load_union_controlnet(sd, path, ref.option("control_type"))
     if info.layout == "diffusers":
         cfg_file = Path(path).with_name("config.json")
         if not cfg_file.is_file():
