@@ -153,6 +153,8 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     # checkpoint's), then the checkpoint, its Gemma 3 text encoder and the latent upsampler
     (r"^ltx-2", r"^ltx[-_]2.*lora", "ltx-2-19b-lora_tiny.safetensors"),
     (r"^ltx-2", r"^ltx2\.3-transition", "ltx-2-19b-lora_tiny.safetensors"),  # the style-transition template's LoRA
+    # LTX-2.5's transformer (nodes/models/ltx25_transformer_demo.py), before LTX-2's rule that its name also fits
+    (None, r"^ltx-2\.5-22b", "ltx-2.5-22b-distilled-transformer_tiny.safetensors"),
     (None, r"^ltx-2(\.\d)?-(19b|22b)", "ltx-2-19b-dev_tiny.safetensors"),
     (r"^ltx-2", r"^gemma_3_12B_it", "gemma_3_12B_it_tiny.safetensors"),
     (r"^ltx-2", r"^ltx-2(\.\d)?-spatial-upscaler", "ltx-2-spatial-upscaler-x2-1.0_tiny.safetensors"),

@@ -21,7 +21,7 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from diffusers import LTX2VideoTransformer3DModel
@@ -136,6 +136,10 @@ def pack(latents: list[torch.Tensor]) -> torch.Tensor:
 
 @dataclass
 class LTX2DiffusionModel(DiffusionModel):
+    # whether the network runs the text connectors itself (LTX-2.5's), so that it takes the LTX-2.5 text encoder's
+    # unprocessed embeddings
+    reads_unprocessed_embeds: ClassVar[bool] = False
+
     def inpaint_latent(
         self, ms: Any, sigma: torch.Tensor, noise: torch.Tensor, latent_image: torch.Tensor
     ) -> torch.Tensor:
@@ -152,12 +156,12 @@ class LTX2DiffusionModel(DiffusionModel):
     def apply(self, x: torch.Tensor, timestep: torch.Tensor, cond: dict[str, Any]) -> torch.Tensor:
         if cond.get("control"):
             raise NotImplementedError("ControlNets are not supported for LTX-2 models")
-        if cond.get("unprocessed_ltxav_embeds"):
+        if cond.get("unprocessed_ltxav_embeds") and not self.reads_unprocessed_embeds:
             raise ValueError(
                 "the conditioning comes from LTX-2.5's text encoder (a Gemma 4 file with its projection), whose "
-                "embeddings need the connectors of LTX-2.5's transformer; this LTX-2 model cannot read them (LTX-2.5 "
-                "transformers are not supported yet): encode with this model's own text encoder "
-                "(LTXAVTextEncoderLoader with a Gemma 3 file)"
+                "embeddings need the connectors of LTX-2.5's transformer; this LTX-2.0 model cannot read them: encode "
+                "with this model's own text encoder (LTXAVTextEncoderLoader with a Gemma 3 file), or sample with an "
+                "LTX-2.5 transformer"
             )
         shapes = cond.get("latent_shapes")
         if shapes is None or len(shapes) != 2:
@@ -177,6 +181,7 @@ class LTX2DiffusionModel(DiffusionModel):
             cond["context"],
             float(cond.get("frame_rate", 25.0)),
             cond.get("keyframe_idxs"),
+            **({"unprocessed": True} if cond.get("unprocessed_ltxav_embeds") else {}),
         )
         return pack([v_out, a_out])
 
@@ -200,13 +205,7 @@ class LTX2DiffusionModel(DiffusionModel):
         scale = module.config.timestep_scale_multiplier
         half = context.shape[-1] // 2
         context = context.to(device, dtype)
-        coords = module.rope.prepare_video_coords(b, frames, h, w, device, fps=frame_rate)
-        if keyframe_idxs is not None:
-            guides = keyframe_idxs.to(device, torch.float32).expand(b, -1, -1, -1).clone()
-            if guides.shape[2] > coords.shape[2]:
-                raise ValueError(f"keyframe_idxs: {guides.shape[2]} guide tokens, but the video has {coords.shape[2]}")
-            guides[:, 0] = guides[:, 0] / frame_rate  # the frame axis in seconds, as the other tokens'
-            coords[:, :, -guides.shape[2] :] = guides
+        coords = video_coords(module.rope, video.shape, frame_rate, keyframe_idxs, device)
         out, audio_out = module(
             hidden_states=video.to(dtype).flatten(2).transpose(1, 2),
             audio_hidden_states=audio.to(dtype).transpose(1, 2).flatten(2),
@@ -221,6 +220,23 @@ class LTX2DiffusionModel(DiffusionModel):
         v = out.transpose(1, 2).reshape(b, c, frames, h, w)
         a = audio_out.reshape(b, audio.shape[2], AUDIO_CHANNELS, AUDIO_BINS).transpose(1, 2)
         return v.float(), a.float()
+
+
+def video_coords(
+    rope: Any, shape: torch.Size, frame_rate: float, keyframe_idxs: torch.Tensor | None, device: torch.device
+) -> torch.Tensor:
+    """diffusers' [B,3,N,2] patch bounds of a [B,C,F,H,W] latent (the frame axis in seconds), the last K tokens
+    placed at LTXVAddGuide's guide positions (`keyframe_idxs`, pixel positions [B,3,K,2]) as ComfyUI's
+    LTXVModel._process_input places them."""
+    b, _, frames, h, w = shape
+    coords = rope.prepare_video_coords(b, frames, h, w, device, fps=frame_rate)
+    if keyframe_idxs is not None:
+        guides = keyframe_idxs.to(device, torch.float32).expand(b, -1, -1, -1).clone()
+        if guides.shape[2] > coords.shape[2]:
+            raise ValueError(f"keyframe_idxs: {guides.shape[2]} guide tokens, but the video has {coords.shape[2]}")
+        guides[:, 0] = guides[:, 0] / frame_rate  # the frame axis in seconds, as the other tokens'
+        coords[:, :, -guides.shape[2] :] = guides
+    return coords
 
 
 def lora_targets(sd: Mapping[str, torch.Tensor]) -> LoraTargets:
@@ -244,8 +260,13 @@ def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) 
         prefix = find_prefix(state_dict.keys(), MARKER)
         if prefix is None:
             raise ValueError(f"no {MARKER}")
-        sd = {k: v for k, v in strip_prefix(state_dict, prefix).items() if not k.startswith(TEXT_SIDE)}
+        sd = strip_prefix(state_dict, prefix)
         config = transformer_config(sd, file_metadata(path))
+        from nodes.models import ltx25_transformer
+
+        if ltx25_transformer.is_ltx25(config):  # LTX-2.3 / 2.5's layout, its text connectors in the file
+            return ltx25_transformer.load_diffusion_model(ref, sd, config)
+        sd = {k: v for k, v in sd.items() if not k.startswith(TEXT_SIDE)}
         kwargs = diffusers_config(config)
     except (KeyError, ValueError) as e:
         raise ModelLoadError(path, f"not a usable LTX-2 audio-video model: {e}") from None

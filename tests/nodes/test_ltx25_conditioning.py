@@ -51,5 +51,5 @@ def test_ltx25_conditioning_is_marked_and_an_ltx2_model_refuses_it(workspace) ->
             denoise=1.0,
         )
 
-    with pytest.raises(Exception, match="LTX-2.5.s text encoder .*LTX-2.5 transformers are not supported yet"):
+    with pytest.raises(Exception, match="LTX-2.5.s text encoder .*or sample with an LTX-2.5 transformer"):
         asyncio.run(run())
