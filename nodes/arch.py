@@ -59,6 +59,8 @@ LATENT_FORMATS: dict[str, LatentFormat] = {
     "wan22_5b": WAN22_LATENT,
     "minimax_h3": MINIMAX_H3_LATENT,
     "ltx2": LTX2_LATENT,
+    "pixart_alpha": SD1_LATENT,  # ComfyUI's supported_models.PixArtAlpha: latent format SD15
+    "pixart_sigma": SDXL_LATENT,  # ComfyUI's supported_models.PixArtSigma: latent format SDXL
 }
 
 SAMPLING_CONFIGS: dict[str, dict[str, Any]] = {
@@ -109,6 +111,9 @@ SAMPLING_CONFIGS: dict[str, dict[str, Any]] = {
     "minimax_h3": {"kind": "flow", "shift": 12.0, "multiplier": 1000},
     # ComfyUI's supported_models.LTXAV (LTXV's sampling settings): ModelSamplingFlux at shift 2.37.
     "ltx2": {"kind": "flux", "shift": 2.37},
+    # ComfyUI's supported_models.PixArtAlpha (and Sigma): discrete eps, betas linear in beta (its "sqrt_linear")
+    "pixart_alpha": {**_EPS, "beta_schedule": "sqrt_linear", "linear_start": 0.0001, "linear_end": 0.02},
+    "pixart_sigma": {**_EPS, "beta_schedule": "sqrt_linear", "linear_start": 0.0001, "linear_end": 0.02},
 }
 
 

@@ -163,6 +163,9 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     (r"^ltx-2\.5", r"^ltx-2\.5-video-vae", "ltx-2.5-video-vae_tiny.safetensors"),
     (r"^ltx-2\.5", r"^gemma4-12b-with-proj", "gemma4-12b-with-proj-ltx-2.5_tiny.safetensors"),
     (r"^ltx-2\.5", r"^gemma4_e2b_it", "gemma4_e2b_it_tiny.safetensors"),  # the prompt enhancer
+    (r"^ltx-2\.5", r"^ltx-2\.5-audio-vae", "ltx-2.5-audio-vae_tiny.safetensors"),  # VAELoader's (ltx25_audio_demo)
+    # its latent upscaler: LTX-2's layout, read by the same branch of ComfyUI's LatentUpscaleModelLoader
+    (r"^ltx-2\.5", r"^ltx-2\.5-latent-spatial-upscaler", "ltx-2-spatial-upscaler-x2-1.0_tiny.safetensors"),
     # HiDream-I1 (full, dev, fast) and E1 / E1.1: one tiny transformer (the same layout), its four text encoders
     # and Flux's VAE (nodes/models/hidream_demo.py)
     (None, r"^hidream_(i1|e1)", "hidream_i1_tiny.safetensors"),

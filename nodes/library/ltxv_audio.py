@@ -7,6 +7,7 @@ spectrogram (nodes.models.audio_mel), the ModelFn ltx2_audio_encode). Checked ag
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import torch
@@ -20,6 +21,9 @@ COMPONENT, ARCH = "audio_vae", "ltx2_audio"
 
 
 def _audio_vae(value: Any, input_name: str = "audio_vae") -> ModelRef:
+    if isinstance(value, ModelRef) and value.component == "vae" and value.arch == ARCH:
+        # an audio VAE file through VAELoader (the LTX-2.5 templates'): ComfyUI's VAE holds the same AudioVAE
+        return dataclasses.replace(value, component=COMPONENT)
     if not isinstance(value, ModelRef) or value.component != COMPONENT:
         raise ValueError(f"{input_name}: expected the Audio VAE of LTXV Audio VAE Loader, got {value!r}")
     return value

@@ -62,6 +62,9 @@ MINIMAX_H3_MARKER = "token_refiner.blocks.0.attn.qkv_proj.weight"
 LTX2_MARKER = "audio_adaln_single.linear.weight"
 LTX2_TIME_MARKER = "adaln_single.emb.timestep_embedder.linear_1.bias"
 LTX25_VAE_MARKER = "decoder.conv_in_x_t.weight"  # LTX-2.5's diffusion-decoder VAE (ComfyUI's comfy/sd.py test)
+# An LTX audio VAE file (LTX-2.5's vae/ltx-2.5-audio-vae): comfy/sd.py's VAE tells it by its vocoder, HiFi-GAN's or
+# the bandwidth-extended one's (Comfy-Org/ComfyUI, the "LTX Audio" branch)
+LTX_AUDIO_VAE_MARKERS = ("vocoder.resblocks.0.convs1.0.weight", "vocoder.vocoder.resblocks.0.convs1.0.weight")
 MINIMAX_H3_VAE_MARKERS = ("decoder.register_tokens", "decoder.x_embedder.weight")
 MINIMAX_H3_AUDIO_VAE_MARKERS = ("pre_block.attn.q_bias", "dec_in_proj.weight", "decoder.conv_pre.weight")
 # A UNet2DConditionModel state dict (nodes/models/unet_diffusers.py reads its layout).
@@ -257,6 +260,8 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
     if prefix is not None and prefix + LTX2_TIME_MARKER in shapes:  # LTX-2 audio-video (ComfyUI's "ltxav")
         parts = {"diffusion_model"} | ({"vae"} if any(k.startswith("vae.") for k in keys) else set())
         return info("ltx2", "checkpoint" if len(parts) > 1 else "diffusion_model", parts, "ltx", prefix)
+    if any(k in shapes for k in LTX_AUDIO_VAE_MARKERS) and any(k.startswith("audio_vae.") for k in keys):
+        return info("ltx2_audio", "vae", {"vae"}, "ltx")  # the audio VAE alone (a checkpoint's was found above)
     prefix = _prefix_with(shapes, MINIMAX_H3_MARKER)
     if prefix is not None:
         return info("minimax_h3", "diffusion_model", {"diffusion_model"}, "minimax", prefix)

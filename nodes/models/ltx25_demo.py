@@ -159,16 +159,21 @@ def tiny_vae_state_dict(seed: int = SEED) -> dict[str, torch.Tensor]:
 
 
 def build_demo_ltx25(models_dir: Path, seed: int = SEED) -> list[Path]:
-    """Write the tiny LTX-2.5 video VAE, text encoder and transformer (nodes/models/ltx25_transformer_demo.py)
-    under a ComfyUI models folder; returns the paths written."""
-    from nodes.models import ltx25_transformer_demo
+    """Write the tiny LTX-2.5 video VAE, text encoder, transformer (nodes/models/ltx25_transformer_demo.py) and
+    audio VAE (nodes/models/ltx25_audio_demo.py) under a ComfyUI models folder; returns the paths written."""
+    from nodes.models import ltx25_audio_demo, ltx25_transformer_demo
 
     path = Path(models_dir) / VAE_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
     sd = tiny_vae_state_dict(seed)
     meta = {"config": json.dumps(CONFIG)}
     write_atomic(path, lambda tmp: save_file(sd, tmp, metadata=meta))
-    return [path, *build_demo_ltx25_text(models_dir, seed), ltx25_transformer_demo.build(models_dir)]
+    return [
+        path,
+        *build_demo_ltx25_text(models_dir, seed),
+        ltx25_transformer_demo.build(models_dir),
+        ltx25_audio_demo.build(models_dir),
+    ]
 
 
 def tiny_tokenizer_json() -> bytes:

@@ -65,3 +65,26 @@ def test_bad_inputs_are_named(audio_vae, demo_workspace):
         LTXVEmptyLatentAudio().execute(97, 25, 1, "vae")
     with pytest.raises(ValueError, match=r"samples: expected an audio latent .* got \(1, 128, 2, 2, 2\)"):
         asyncio.run(LTXVAudioVAEDecode().execute({"samples": torch.zeros(1, 128, 2, 2, 2)}, audio_vae))
+
+
+def test_an_audio_vae_file_through_vae_loader_decodes_as_comfyui(demo_workspace, record):
+    """LTX-2.5's templates load their audio VAE file with VAELoader (ComfyUI's VAE tells it by its vocoder): the
+    same file decodes to ComfyUI's waveform; an image VAE decoder refuses it with a pointer to the audio node."""
+    from nodes.library.vae_audio import VAEDecodeAudio
+    from nodes.loaders import VAELoader
+
+    torch.set_num_threads(1)
+    name = "ltx-2.5-audio-vae-tiny.safetensors"
+    path = demo_workspace.models_dir / "vae" / name
+    shutil.copy(FIXTURE, path)
+    try:
+        (vae,) = VAELoader().load_vae(name)
+        assert (vae.component, vae.arch) == ("vae", "ltx2_audio")
+        (latent,) = LTXVEmptyLatentAudio().execute(97, 25, 1, vae)
+        assert latent["samples"].shape[1:] == (8, int(record["empty_counts"][0]), 16)
+        (audio,) = asyncio.run(LTXVAudioVAEDecode().execute({"samples": record["latent"]}, vae))
+        torch.testing.assert_close(audio["waveform"], record["waveform"], atol=1e-6, rtol=0)
+        with pytest.raises(ValueError, match="LTXV Audio VAE Decode"):
+            asyncio.run(VAEDecodeAudio().execute({"samples": record["latent"]}, vae))
+    finally:
+        path.unlink()
