@@ -51,7 +51,6 @@ REASONS: dict[str, str] = {
     "comfy_extras.nodes_lora_extract": TRAINING,
     "comfy_extras.nodes_hidream": family("HiDream"),
     "comfy_extras.nodes_qwen": family("Qwen-Image"),
-    "comfy_extras.nodes_pixart": family("PixArt"),
     "comfy_extras.nodes_stable_cascade": family("Stable Cascade"),
     "comfy_extras.nodes_chroma_radiance": family("Chroma Radiance"),
     "comfy_extras.nodes_photomaker": family("PhotoMaker"),

@@ -197,6 +197,7 @@ _CLIP_TYPE_ARCH = {
     "qwen_image": "qwen_image",
     "wan": "wan21",
     "chroma": "chroma",
+    "pixart": "pixart_sigma",  # T5-XXL alone with PixArt's tokenizer settings (nodes.models.pixart)
     "hidream": "hidream",
 }
 
@@ -282,9 +283,9 @@ def _single_clip_arch(path: Path, clip_type: str) -> str:
             f"clip_name: {path.name} is a {file_arch} text encoder; CLIPLoader type wan loads "
             "umt5-xxl (umt5_xxl_fp8_e4m3fn_scaled.safetensors)"
         )
-    if clip_type == "chroma" and file_arch != "t5":
+    if clip_type in ("chroma", "pixart") and file_arch != "t5":
         raise ValueError(
-            f"clip_name: {path.name} is a {file_arch} text encoder; CLIPLoader type chroma loads "
+            f"clip_name: {path.name} is a {file_arch} text encoder; CLIPLoader type {clip_type} loads "
             "T5-XXL (t5xxl_fp16.safetensors or t5xxl_fp8_e4m3fn_scaled.safetensors)"
         )
     if clip_type == "flux2":

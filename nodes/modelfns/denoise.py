@@ -494,6 +494,9 @@ class GuidedDenoiser:
                 device=device,
             )
             cond["time_ids"] = ids.repeat_interleave(n, dim=0)
+        if self.latent_size is not None and self.model.arch == "pixart_alpha":  # its size micro-conditions
+            rows = [_pixart_size(e, self.latent_size) for e in entries]
+            cond["pixart_size"] = torch.tensor(rows, dtype=torch.float32, device=device).repeat_interleave(n, dim=0)
         if any(e.get("unclip") for e in entries):
             cond.update(self._unclip(entries, n, device))
         cond.update(self.av_shifts)
@@ -661,6 +664,15 @@ class ModalityCfg:
             self.audio_cfg
         )
         return out
+
+
+def _pixart_size(entry: dict, latent_size: tuple[int, int]) -> list[float]:
+    """PixArt-α's [height, width, aspect ratio]: CLIPTextEncodePixArtAlpha's size where it set both, else the
+    image's (ComfyUI's model falls back to the latent's size in pixels and its height over width)."""
+    size = entry.get("size", {})
+    if "width" in size and "height" in size:
+        return [size["height"], size["width"], size["height"] / size["width"]]
+    return [latent_size[0], latent_size[1], latent_size[0] / latent_size[1]]
 
 
 def _time_ids(entry: dict, latent_size: tuple[int, int], refiner: bool = False) -> list[float]:

@@ -337,6 +337,9 @@ def build_demo_models(models_dir: Path, include_flux: bool = True) -> list[Path]
         build_union = getattr(_optional("nodes.models.controlnet_union_demo"), "build_demo_controlnet_union", None)
         if build_union is not None:  # an SDXL union ControlNet in xinsir's ProMax layout
             written += build_union(models_dir)
+        build_pixart = getattr(_optional("nodes.models.pixart_demo"), "build_demo_pixart", None)
+        if build_pixart is not None:  # PixArt-α and PixArt-Σ (flux-tiny-t5 and sd1-tiny-vae serve them)
+            written += build_pixart(models_dir)
     return written
 
 

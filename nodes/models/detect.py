@@ -194,6 +194,11 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
     extra = ({"vae"} if has_vae else set()) | ({"text_encoder"} if has_te else set())
     if any(k.startswith("embedder.model.visual.") for k in keys):  # SD2.1 unCLIP's image encoder
         extra.add("clip_vision")
+    pixart = _prefix_with(shapes, "t_block.1.weight")  # PixArt (ComfyUI 0.3.64's model_detection rule)
+    if pixart is not None and pixart + "y_embedder.y_proj.fc1.weight" in shapes:
+        # the authors' single files (PixArt-alpha/PixArt-sigma): only α has the aspect-ratio embedder
+        arch = "pixart_alpha" if pixart + "ar_embedder.mlp.0.weight" in shapes else "pixart_sigma"
+        return info(arch, "diffusion_model", {"diffusion_model"}, "comfy", pixart)
     # PixelDiT: the newest ComfyUI's model_detection (`core.pixel_embedder.proj.weight`; PixDiT_T2I's names)
     pixeldit = _prefix_with(
         shapes, "pixel_embedder.proj.weight", [q + c for q in UNET_PREFIXES for c in ("core.", "net.", "")]

@@ -58,6 +58,8 @@ DIT_ARCHS = (
     "minimax_h3",
     "minimax_h3_audio",
     "ltx2",
+    "pixart_alpha",
+    "pixart_sigma",
 )
 __all__ = ["probe", "load_diffusion_model", "load_text_encoder", "load_vae", "load_controlnet", "CheckpointInfo"]
 
@@ -109,6 +111,8 @@ _ARCH_MODULES = {
     "minimax_h3": ("nodes.models.minimax_h3_engine",),
     "minimax_h3_audio": ("nodes.models.minimax_h3_audio",),
     "ltx2": ("nodes.models.ltx2", "nodes.models.ltx2_vae", "nodes.models.ltx2_text"),
+    "pixart_alpha": ("nodes.models.pixart",),
+    "pixart_sigma": ("nodes.models.pixart",),
 }
 
 
@@ -405,6 +409,9 @@ def load_text_encoder(ref: ModelRef) -> TextEncoder:
         _refuse_merges(ref, path, "these text encoders")
         arch = "flux2" if clip_type in ("flux", "flux2") else "zimage"
         return _dispatch("load_text_encoder", ref, [_sd(ref, i) for i in range(len(ref.sources))], arch)
+    if clip_type == "pixart":  # ComfyUI's CLIPLoader type pixart: the same T5 encoder as chroma's
+        _refuse_merges(ref, path, "these text encoders")
+        return _dispatch("load_text_encoder", ref, [_sd(ref, i) for i in range(len(ref.sources))], "pixart_sigma")
     if clip_type == "chroma":  # ComfyUI's CLIPLoader type chroma: T5-XXL alone, PixArt's tokenizer
         _refuse_merges(ref, path, "these text encoders")
         return _dispatch("load_text_encoder", ref, [_sd(ref, i) for i in range(len(ref.sources))], "chroma")

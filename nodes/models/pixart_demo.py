@@ -1,0 +1,62 @@
+"""Tiny PixArt-α and PixArt-Σ DiTs for `demo-models`, in the authors' single-file layout (nodes.models.pixart):
+diffusion_models/PixArt-XL-2-1024-MS_tiny.safetensors (α: size and aspect-ratio embedders, its stored 64x64-latent
+`pos_embed` table) and diffusion_models/PixArt-Sigma-XL-2-1024-MS_tiny.safetensors (Σ: no table, positions follow
+each image). Two 72-wide heads (the release has 16), one block, text states 32 wide: flux-tiny-t5's width, the T5
+that CLIPLoader type pixart loads for them; sd1-tiny-vae decodes both. Same seed -> same bytes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from safetensors.torch import save_file
+
+from nodes.models.flux_demo import randomize_constants
+from nodes.models.pixart import HEAD_WIDTH, PixArtNet, positions
+from nodes.output_claims import write_atomic
+
+SEED = 37
+ALPHA = "diffusion_models/PixArt-XL-2-1024-MS_tiny.safetensors"
+SIGMA = "diffusion_models/PixArt-Sigma-XL-2-1024-MS_tiny.safetensors"
+WIDTH, T5_WIDTH, TRAINED_LATENT = 2 * HEAD_WIDTH, 32, 64
+TOKENS = 120  # the release's caption length (y_embedder.y_embedding rows)
+
+
+def tiny_pixart_state_dict(alpha: bool, seed: int = SEED) -> dict[str, torch.Tensor]:
+    config = {
+        "width": WIDTH,
+        "in_channels": 4,
+        "patch": 2,
+        "depth": 1,
+        "mlp_width": 4 * WIDTH,
+        "caption_channels": T5_WIDTH,
+        "out_channels": 8,  # eps and the learned variance
+        "micro_condition": alpha,
+        "pe_interpolation": None,
+    }
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed + int(alpha))
+        net = PixArtNet(config)
+        gen = torch.Generator().manual_seed(seed + int(alpha))
+        with torch.no_grad():
+            for p in net.parameters():  # unit-scale draws keep the one block's outputs away from zero
+                p.copy_(torch.randn(p.shape, generator=gen) * (p[0].numel() if p.ndim > 1 else p.numel()) ** -0.5)
+        randomize_constants(net, gen)
+        sd = {k: v.contiguous() for k, v in net.state_dict().items()}
+        sd["y_embedder.y_embedding"] = torch.randn(TOKENS, T5_WIDTH, generator=gen) * T5_WIDTH**-0.5
+        if alpha:  # the authors' files keep the training size's table (ComfyUI reads its length)
+            side = TRAINED_LATENT // 2
+            sd["pos_embed"] = positions(WIDTH, side, side, 1.0, side, torch.float32, "cpu")[None]
+    return {k: v.to(torch.float16) for k, v in sd.items()}
+
+
+def build_demo_pixart(models_dir: Path, seed: int = SEED) -> list[Path]:
+    """Write the tiny PixArt-α and PixArt-Σ files under a ComfyUI models folder; returns the paths written."""
+    written = []
+    for name, alpha in ((ALPHA, True), (SIGMA, False)):
+        path = Path(models_dir) / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        sd = tiny_pixart_state_dict(alpha, seed)
+        write_atomic(path, lambda tmp, sd=sd: save_file(sd, tmp, metadata={"format": "pt"}))
+        written.append(path)
+    return written

@@ -1,0 +1,208 @@
+"""Record what ComfyUI 0.3.64 (commit a125cd84) computes for PixArt-α and PixArt-Σ on the tiny demo files, as the
+fixture tests/models/fixtures/comfyui_pixart.json.
+
+Run inside that ComfyUI's own environment (nothing of ComfyUI is copied here), after `comfy-cluster demo-models`:
+
+    cd <ComfyUI 0.3.64 source> && PYTHONPATH=<shim>:/work/main/scripts:. OMP_NUM_THREADS=1 <venv>/bin/python \\
+        /work/main/scripts/record_comfyui_pixart.py <fixture> <workspace>
+
+ComfyUI fixes the released sizes (PixArt's 1152 width, 16 heads and 4096-wide T5 states; T5-XXL's config); this
+script gives its classes the tiny sizes read from the files (width, heads of 72 as 1152/16, caption width; the
+tiny T5's config and its own vocabulary, as scripts/record_comfyui_chroma.py does) and changes nothing else (but
+--fp32-text-enc): model_detection's PixArt rule, PixArtMS, model_base.PixArt's size conditions, the PixArt T5
+tokenizer and encoder, CLIPTextEncodePixArtAlpha and the samplers are ComfyUI's. Recorded: each DiT's raw output on
+seeded inputs (with and without sizes for α), and a text-to-image workflow per model run node by node with 0.3.64's
+node classes (UNETLoader, CLIPLoader type pixart, CLIPTextEncodePixArtAlpha, CLIPTextEncode, KSampler): its sampled
+LATENT (ComfyUI builds SD VAEs at the released widths only, so the tiny VAE's decode is not part of it).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import torch
+from comfyui_recording import b64, comfyui_on_cpu, node_classes, run_node, sha256
+
+OUT, WORKSPACE = sys.argv[1:3]
+comfyui_on_cpu(flags=("--fp32-text-enc",))
+import comfy.cli_args
+
+comfy.cli_args.args.fp32_text_enc = True  # ours computes the tiny T5 in its file's float32
+import comfy.model_detection
+import comfy.sd
+import comfy.sd1_clip
+import comfy.text_encoders.pixart_t5
+import comfy.utils
+import folder_paths
+from transformers import T5Tokenizer
+
+COMMIT = "a125cd84"
+MODELS = {
+    "alpha": "diffusion_models/PixArt-XL-2-1024-MS_tiny.safetensors",
+    "sigma": "diffusion_models/PixArt-Sigma-XL-2-1024-MS_tiny.safetensors",
+}
+TEXT_ENCODER = "text_encoders/flux-tiny-t5.safetensors"
+HEAD_WIDTH = 72  # ComfyUI's 16 heads at 1152
+SIZE = (384, 320)  # width, height of the images (a 48x40 latent: ComfyUI's positions need a mean side over 32)
+VOCAB = "/work/main/nodes/models/configs/flux-tiny/t5_vocab.json"
+
+
+class TinyT5Tokenizer:
+    """The tiny T5's unigram vocabulary behind the interface ComfyUI's SDTokenizer calls (as in
+    scripts/record_comfyui_chroma.py)."""
+
+    @classmethod
+    def from_pretrained(cls, path, **kwargs):
+        return cls()
+
+    def __init__(self):
+        with open(VOCAB) as f:
+            self.tok = T5Tokenizer(vocab=[(p, float(s)) for p, s in json.load(f)], extra_ids=0)
+
+    def __call__(self, text):
+        return {"input_ids": self.tok(text)["input_ids"]}
+
+    def get_vocab(self):
+        return self.tok.get_vocab()
+
+
+def tiny_t5_config(te: dict) -> dict:
+    """T5-XXL's config at the tiny file's sizes (8-wide heads)."""
+    return {
+        "d_ff": te["encoder.block.0.layer.1.DenseReluDense.wo.weight"].shape[1],
+        "d_kv": 8,
+        "d_model": te["shared.weight"].shape[1],
+        "dense_act_fn": "gelu_pytorch_tanh",
+        "is_gated_act": True,
+        "layer_norm_epsilon": 1e-6,
+        "model_type": "t5",
+        "num_heads": te["encoder.block.0.layer.0.SelfAttention.q.weight"].shape[0] // 8,
+        "num_layers": len({k.split(".")[2] for k in te if k.startswith("encoder.block.")}),
+        "relative_attention_num_buckets": 32,
+        "vocab_size": te["shared.weight"].shape[0],
+    }
+
+
+def tiny_sizes() -> None:
+    t5 = tiny_t5_config(comfy.utils.load_torch_file(f"{WORKSPACE}/models/{TEXT_ENCODER}"))
+    clip_init = comfy.sd1_clip.SDClipModel.__init__
+
+    def clip_init_tiny(self, *args, textmodel_json_config=None, **kwargs):
+        if isinstance(textmodel_json_config, str) and "t5_config_" in textmodel_json_config:
+            textmodel_json_config = t5
+        clip_init(self, *args, textmodel_json_config=textmodel_json_config, **kwargs)
+
+    comfy.sd1_clip.SDClipModel.__init__ = clip_init_tiny
+    comfy.text_encoders.pixart_t5.T5TokenizerFast = TinyT5Tokenizer
+    detect_te = comfy.sd.detect_te_model
+
+    def detect_te_tiny(sd):  # ComfyUI tells T5-XXL by its 4096 width; the tiny one stands in for it
+        if sd.get("encoder.final_layer_norm.weight", torch.empty(0)).shape[0] == t5["d_model"]:
+            return comfy.sd.TEModel.T5_XXL
+        return detect_te(sd)
+
+    comfy.sd.detect_te_model = detect_te_tiny
+    detect = comfy.model_detection.detect_unet_config
+
+    def detect_tiny(state_dict, key_prefix, metadata=None):
+        cfg = detect(state_dict, key_prefix, metadata=metadata)
+        if cfg is not None and str(cfg.get("image_model", "")).startswith("pixart"):
+            width = state_dict[f"{key_prefix}x_embedder.proj.weight"].shape[0]
+            cfg["hidden_size"] = width
+            cfg["num_heads"] = width // HEAD_WIDTH
+            cfg["caption_channels"] = state_dict[f"{key_prefix}y_embedder.y_proj.fc1.weight"].shape[1]
+        return cfg
+
+    comfy.model_detection.detect_unet_config = detect_tiny
+
+
+def run_to_latent(prompt: dict, classes: dict) -> dict:
+    """The workflow's nodes in their numbered (dependency) order with 0.3.64's classes; the KSampler's LATENT."""
+    results: dict[str, tuple] = {}
+    for node_id in sorted(prompt, key=int):
+        node = prompt[node_id]
+        given = {k: results[v[0]][v[1]] if isinstance(v, list) else v for k, v in node["inputs"].items()}
+        results[node_id] = run_node(classes[node["class_type"]], given)
+    return results[max(prompt, key=int)][0]
+
+
+def workflow(model: str) -> dict:
+    """Text to image on a tiny PixArt: the positive prompt through CLIPTextEncodePixArtAlpha (a size other than the
+    image's, so α's micro-conditions show), the negative through CLIPTextEncode."""
+    width, height = SIZE
+    positive = {
+        "class_type": "CLIPTextEncodePixArtAlpha",
+        "inputs": {"width": 1024, "height": 768, "text": "a red fox in snow", "clip": ["2", 0]},
+    }
+    return {
+        "1": {"class_type": "UNETLoader", "inputs": {"unet_name": model.split("/", 1)[1], "weight_dtype": "default"}},
+        "2": {"class_type": "CLIPLoader", "inputs": {"clip_name": TEXT_ENCODER.split("/", 1)[1], "type": "pixart"}},
+        "3": positive,
+        "4": {"class_type": "CLIPTextEncode", "inputs": {"text": "blurry", "clip": ["2", 0]}},
+        "5": {"class_type": "EmptyLatentImage", "inputs": {"width": width, "height": height, "batch_size": 1}},
+        "6": {
+            "class_type": "KSampler",
+            "inputs": {
+                "model": ["1", 0],
+                "seed": 7,
+                "steps": 3,
+                "cfg": 4.5,
+                "sampler_name": "euler",
+                "scheduler": "normal",
+                "positive": ["3", 0],
+                "negative": ["4", 0],
+                "latent_image": ["5", 0],
+                "denoise": 0.6,
+            },
+        },
+    }
+
+
+def inputs(seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(x, context) drawn from one generator in this order (the test draws them alike): batch 2, a 48x40 latent,
+    7 text rows of the tiny T5's width."""
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(2, 4, 48, 40, generator=g), torch.randn(2, 7, 32, generator=g)
+
+
+def main() -> None:
+    torch.set_num_threads(1)
+    tiny_sizes()
+    from comfy_extras import nodes_pixart
+
+    out = {
+        "comfyui_commit": COMMIT,
+        "recorded_by": "scripts/record_comfyui_pixart.py",
+        "files": {p: sha256(f"{WORKSPACE}/models/{p}") for p in (*MODELS.values(), TEXT_ENCODER)},
+        "forward": {},
+        "workflows": {},
+    }
+    timesteps = torch.tensor([620.5, 140.0])
+    for name, path in MODELS.items():
+        net = comfy.sd.load_diffusion_model(f"{WORKSPACE}/models/{path}").model.diffusion_model
+        x, context = inputs(11)
+        with torch.no_grad():
+            out["forward"][name] = {"timesteps": timesteps.tolist(), "out": b64(net(x, timesteps, context))}
+            if name == "alpha":
+                size = torch.tensor([[768.0, 1024.0], [512.0, 512.0]])
+                ar = torch.tensor([[0.75], [1.0]])
+                out["forward"]["alpha_sized"] = {
+                    "timesteps": timesteps.tolist(),
+                    "c_size": size.tolist(),
+                    "c_ar": ar.tolist(),
+                    "out": b64(net(x, timesteps, context, c_size=size, c_ar=ar)),
+                }
+    for folder in ("diffusion_models", "text_encoders"):
+        folder_paths.add_model_folder_path(folder, f"{WORKSPACE}/models/{folder}", is_default=True)
+    classes = node_classes(nodes_pixart)
+    for name, path in MODELS.items():
+        prompt = workflow(path)
+        out["workflows"][name] = {"prompt": prompt, "latent": b64(run_to_latent(prompt, classes)["samples"])}
+    with open(OUT, "w") as f:
+        json.dump(out, f)
+    print("wrote", OUT)
+
+
+if __name__ == "__main__":
+    main()
