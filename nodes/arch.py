@@ -23,6 +23,9 @@ MINIMAX_H3_LATENT = LatentFormat(24, 1.0)
 CHROMA_RADIANCE_LATENT = LatentFormat(3, 1.0)
 # LTX-2's 128-channel video latents: its VAE normalises them itself (ComfyUI's LTXV/LTXAV formats scale by 1).
 LTX2_LATENT = LatentFormat(128, 1.0)
+# Stable Cascade (ComfyUI's latent_formats.SC_Prior and SC_B): stage C's 16 channels unscaled, stage B's 4 by 1/0.43.
+STABLE_CASCADE_C_LATENT = LatentFormat(16, 1.0)
+STABLE_CASCADE_B_LATENT = LatentFormat(4, 1.0 / 0.43)
 
 _EPS = {
     "kind": "discrete",
@@ -59,6 +62,8 @@ LATENT_FORMATS: dict[str, LatentFormat] = {
     "wan22_5b": WAN22_LATENT,
     "minimax_h3": MINIMAX_H3_LATENT,
     "ltx2": LTX2_LATENT,
+    "stable_cascade_c": STABLE_CASCADE_C_LATENT,
+    "stable_cascade_b": STABLE_CASCADE_B_LATENT,
     "pixart_alpha": SD1_LATENT,  # ComfyUI's supported_models.PixArtAlpha: latent format SD15
     "pixart_sigma": SDXL_LATENT,  # ComfyUI's supported_models.PixArtSigma: latent format SDXL
 }
@@ -111,6 +116,10 @@ SAMPLING_CONFIGS: dict[str, dict[str, Any]] = {
     "minimax_h3": {"kind": "flow", "shift": 12.0, "multiplier": 1000},
     # ComfyUI's supported_models.LTXAV (LTXV's sampling settings): ModelSamplingFlux at shift 2.37.
     "ltx2": {"kind": "flux", "shift": 2.37},
+    # ComfyUI's supported_models.Stable_Cascade_C / _B: ModelType.STABLE_CASCADE (the shifted cosine schedule, eps)
+    # at shift 2 for stage C and 1 for stage B.
+    "stable_cascade_c": {"kind": "stable_cascade", "shift": 2.0},
+    "stable_cascade_b": {"kind": "stable_cascade", "shift": 1.0},
     # ComfyUI's supported_models.PixArtAlpha (and Sigma): discrete eps, betas linear in beta (its "sqrt_linear")
     "pixart_alpha": {**_EPS, "beta_schedule": "sqrt_linear", "linear_start": 0.0001, "linear_end": 0.02},
     "pixart_sigma": {**_EPS, "beta_schedule": "sqrt_linear", "linear_start": 0.0001, "linear_end": 0.02},

@@ -199,6 +199,7 @@ _CLIP_TYPE_ARCH = {
     "chroma": "chroma",
     "pixart": "pixart_sigma",  # T5-XXL alone with PixArt's tokenizer settings (nodes.models.pixart)
     "hidream": "hidream",
+    "stable_cascade": "stable_cascade_c",
 }
 
 

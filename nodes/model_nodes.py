@@ -241,11 +241,18 @@ class VAEEncode:
 
     async def encode(self, vae, pixels):
         vae = require_component(vae, "vae", "vae")
-        multiple = 1 if vae.arch == "pixel_space" else 8  # ComfyUI crops to the VAE's downscale ratio
-        out = await call_model_fn(
-            "vae_encode", vae, "vae", {"pixels": crop_to_multiple(pixels[:, :, :, :3], multiple)}, {}
-        )
-        return ({"samples": out["latent"]},)
+        return ({"samples": await encode_pixels(vae, pixels[:, :, :, :3])},)
+
+
+# ComfyUI crops the pixels to the VAE's downscale ratio: 8 but for these (Stable Cascade's stage A: 4)
+DOWNSCALE_RATIO = {"pixel_space": 1, "stable_cascade_b": 4}
+
+
+async def encode_pixels(vae: ModelRef, pixels: torch.Tensor) -> torch.Tensor:
+    """The raw latent of an IMAGE [B,H,W,3] through the vae_encode ModelFn, centre-cropped as ComfyUI crops it."""
+    multiple = DOWNSCALE_RATIO.get(vae.arch, 8)
+    out = await call_model_fn("vae_encode", vae, "vae", {"pixels": crop_to_multiple(pixels, multiple)}, {})
+    return out["latent"]
 
 
 def crop_to_multiple(pixels: torch.Tensor, m: int) -> torch.Tensor:

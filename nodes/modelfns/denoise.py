@@ -481,6 +481,14 @@ class GuidedDenoiser:
         clip_fea = stacked("clip_fea")
         if clip_fea is not None:  # CLIP vision states of an image-to-video cond (Wan 2.1)
             cond["clip_fea"] = clip_fea
+        priors = [self.inputs.get(f"{e['key']}.stable_cascade_prior") for e in entries]
+        present = next((p for p in priors if p is not None), None)
+        if present is not None:  # Stable Cascade stage B: a cond without a prior has ComfyUI's zeros, which the
+            # network resizes to the latent's cells: zeros of the present prior's size are the same input
+            rows = [present[:1] * 0 if p is None else p for p in priors]
+            cond["stable_cascade_prior"] = torch.cat(
+                [p.expand(n, *p.shape[1:]) if p.shape[0] == 1 else p for p in rows]
+            )
         camera = stacked("camera_conditions")
         if camera is not None:  # Wan Fun Camera: its control adapter's input
             cond["camera_conditions"] = camera

@@ -169,6 +169,8 @@ class ClipSpec:
     default_layer: int | None = None  # None: the last layer's final-normed output
     layer_norm_hidden: bool = True
     projected_pooled: bool = False
+    # ComfyUI's enable_attention_masks: no token attends to the pads after the first end token
+    mask_after_end: bool = False
 
 
 class ClipSide:
@@ -187,7 +189,11 @@ class ClipSide:
         """(hidden states [N,T,D] of the chosen layer, pooled [N,P]) for token rows."""
         idx = self.spec.default_layer if layer is None else layer
         ids = ids.to(next(self.module.parameters()).device)  # token ids are made on the CPU
-        out = self.text_model(input_ids=ids, output_hidden_states=True)
+        mask = None
+        if self.spec.mask_after_end:
+            ends = (ids == self.tokenizer.end).int()
+            mask = ((ends.cumsum(-1) - ends) == 0).long()  # up to and including the first end token
+        out = self.text_model(input_ids=ids, attention_mask=mask, output_hidden_states=True)
         last = out.last_hidden_state
         if idx is None or abs(idx) > self.num_layers:
             z = last

@@ -255,6 +255,9 @@ def build_demo_models(models_dir: Path, include_flux: bool = True) -> list[Path]
         build_lumina2 = getattr(_optional("nodes.models.lumina2_demo"), "build_demo_lumina2", None)
         if build_lumina2 is not None:
             written += build_lumina2(models_dir)
+        build_cascade = getattr(_optional("nodes.models.stable_cascade_demo"), "build_demo_stable_cascade", None)
+        if build_cascade is not None:
+            written += build_cascade(models_dir)
         build_flux2 = getattr(_optional("nodes.models.flux2_demo"), "build_demo_flux2", None)
         if build_flux2 is not None:
             written += build_flux2(models_dir)

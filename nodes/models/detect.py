@@ -73,6 +73,12 @@ LOTUS_ADM_WIDTH = 4  # Lotus-D's task vector [sin, sin, cos, cos] (ComfyUI's mod
 UMT5_MARKER = "encoder.block.1.layer.0.SelfAttention.relative_attention_bias.weight"
 # Chroma: Flux's block layout with the approximator's norms (ComfyUI's model_detection, image_model "chroma").
 CHROMA_MARKER = "distilled_guidance_layer.norms.0.scale"
+# Stable Cascade's stage C coder (comfy/sd.py's keys): the EfficientNet encoder, the previewer, both together.
+STABLE_CASCADE_CODER_MARKERS = (
+    "backbone.1.0.block.0.1.num_batches_tracked",
+    "blocks.11.num_batches_tracked",
+    "encoder.backbone.1.0.block.0.1.num_batches_tracked",
+)
 _PIPELINES = {
     "StableDiffusionPipeline": "sd1",
     "StableDiffusionXLPipeline": "sdxl",
@@ -194,6 +200,18 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
     extra = ({"vae"} if has_vae else set()) | ({"text_encoder"} if has_te else set())
     if any(k.startswith("embedder.model.visual.") for k in keys):  # SD2.1 unCLIP's image encoder
         extra.add("clip_vision")
+    cascade = _prefix_with(shapes, "clf.1.weight")  # Stable Cascade (ComfyUI's model_detection keys)
+    if cascade is not None and any(cascade + m in shapes for m in ("clip_txt_mapper.weight", "clip_mapper.weight")):
+        arch = "stable_cascade_c" if cascade + "clip_txt_mapper.weight" in shapes else "stable_cascade_b"
+        parts = {"diffusion_model"}  # ComfyUI's supported_models.Stable_Cascade_C/_B prefixes: vae., text_encoder.
+        parts |= {
+            c for c, p in (("vae", "vae."), ("text_encoder", "text_encoder.")) if any(k.startswith(p) for k in keys)
+        }
+        return info(arch, "checkpoint" if len(parts) > 1 else "diffusion_model", parts, "stability", cascade)
+    if "vquantizer.codebook.weight" in shapes:  # Stable Cascade's stage A (comfy/sd.py's VQGAN key)
+        return info("stable_cascade_b", "vae", {"vae"}, "stability")
+    if any(m in shapes for m in STABLE_CASCADE_CODER_MARKERS):  # its stage C coder: effnet and/or previewer
+        return info("stable_cascade_c", "vae", {"vae"}, "stability")
     pixart = _prefix_with(shapes, "t_block.1.weight")  # PixArt (ComfyUI 0.3.64's model_detection rule)
     if pixart is not None and pixart + "y_embedder.y_proj.fc1.weight" in shapes:
         # the authors' single files (PixArt-alpha/PixArt-sigma): only α has the aspect-ratio embedder

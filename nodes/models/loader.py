@@ -60,6 +60,8 @@ DIT_ARCHS = (
     "ltx2",
     "pixart_alpha",
     "pixart_sigma",
+    "stable_cascade_c",
+    "stable_cascade_b",
 )
 __all__ = ["probe", "load_diffusion_model", "load_text_encoder", "load_vae", "load_controlnet", "CheckpointInfo"]
 
@@ -113,6 +115,8 @@ _ARCH_MODULES = {
     "ltx2": ("nodes.models.ltx2", "nodes.models.ltx2_vae", "nodes.models.ltx2_text"),
     "pixart_alpha": ("nodes.models.pixart",),
     "pixart_sigma": ("nodes.models.pixart",),
+    "stable_cascade_c": ("nodes.models.stable_cascade",),
+    "stable_cascade_b": ("nodes.models.stable_cascade",),
 }
 
 
@@ -423,6 +427,10 @@ def load_text_encoder(ref: ModelRef) -> TextEncoder:
         _refuse_merges(ref, path, "these text encoders")
         sds = [_sd(ref, i) for i in range(len(ref.sources))]
         return _dispatch("load_text_encoder", ref, sds if len(sds) > 1 else sds[0], "qwen_image")
+    if clip_type == "stable_cascade" or any(i.arch.startswith("stable_cascade") for i in infos):
+        # ComfyUI's CLIPType.STABLE_CASCADE / a stage C checkpoint's text_encoder.: CLIP-G alone, masked after end
+        _refuse_merges(ref, path, "these text encoders")
+        return _dispatch("load_text_encoder", ref, [_sd(ref, i) for i in range(len(ref.sources))], "stable_cascade_c")
     if clip_type in DIT_ARCHS or any(i.arch in DIT_ARCHS + ("t5",) for i in infos):
         _refuse_merges(ref, path, "these text encoders")
         sds = [_sd(ref, i) for i in range(len(ref.sources))]

@@ -1,0 +1,139 @@
+"""Stable Cascade (nodes/models/stable_cascade.py, stable_cascade_text.py, stable_cascade_vae.py): detection from the
+published key layout, CLIP-G as ComfyUI runs it for Stable Cascade, the stage C and stage B networks and stage A,
+equal to ComfyUI 0.3.64 on the tiny files within 1e-5 (tests/models/fixtures/comfyui_stable_cascade.json, recorded
+by scripts/record_comfyui_stable_cascade.py)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.node_calls import active_workspace
+from tests.recorded_tensors import tensor
+
+FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_stable_cascade.json").read_text())
+STAGE_C = "checkpoints/stable_cascade_stage_c-tiny.safetensors"
+STAGE_B = "checkpoints/stable_cascade_stage_b-tiny.safetensors"
+STAGE_C_UNET = "diffusion_models/stable_cascade_stage_c-tiny.safetensors"
+
+
+@pytest.fixture(scope="module")
+def ws(tmp_path_factory):
+    from nodes.models.stable_cascade_demo import build_demo_stable_cascade
+
+    yield from active_workspace(tmp_path_factory.mktemp("cascade"), build_demo_stable_cascade)
+
+
+def ref(ws, component: str, rel: str, arch: str = "stable_cascade_c"):
+    from nodes.loaders import make_ref
+
+    return make_ref(component, arch, [ws.models_dir / rel])
+
+
+def seeded(seed: int, *shape: int) -> torch.Tensor:
+    return torch.randn(shape, generator=torch.Generator().manual_seed(seed))
+
+
+def test_fixture_was_recorded_on_these_files(ws) -> None:
+    for rel, digest in FIXTURE["files"].items():
+        assert hashlib.sha256((ws.models_dir / rel).read_bytes()).hexdigest() == digest, rel
+
+
+def test_detection_follows_the_published_keys(ws) -> None:
+    from nodes.models.detect import probe
+
+    c = probe(ws.models_dir / STAGE_C)
+    assert (c.arch, c.kind, c.prefix) == ("stable_cascade_c", "checkpoint", "model.diffusion_model.")
+    assert c.components == {"diffusion_model", "text_encoder"}
+    b = probe(ws.models_dir / STAGE_B)
+    assert (b.arch, b.kind, b.components) == ("stable_cascade_b", "checkpoint", {"diffusion_model", "vae"})
+    bare = probe(ws.models_dir / STAGE_C_UNET)
+    assert (bare.arch, bare.kind, bare.prefix) == ("stable_cascade_c", "diffusion_model", "")
+
+
+def test_text_encoder_equals_comfyui(ws) -> None:
+    from nodes.models.loader import load_text_encoder
+
+    torch.set_num_threads(1)
+    te = load_text_encoder(ref(ws, "text_encoder", STAGE_C))
+    for rec in FIXTURE["text"]:
+        cond, pooled = te.encode(te.tokenize(rec["prompt"]))
+        torch.testing.assert_close(cond, tensor(rec["cond"]), rtol=0, atol=1e-5)
+        torch.testing.assert_close(pooled, tensor(rec["pooled"]), rtol=0, atol=1e-5)
+
+
+def _denoised(model, x: torch.Tensor, sigmas: list[float], cond: dict) -> torch.Tensor:
+    """ComfyUI's apply_model: the eps network on the scaled input at the schedule's timestep, as a denoised latent."""
+    from nodes.sampling.model_sampling import model_sampling_from_config
+
+    ms = model_sampling_from_config(model.sampling)
+    sigma = torch.tensor(sigmas)
+    s = sigma.reshape(-1, 1, 1, 1)
+    with torch.no_grad():
+        out = model.apply(ms.calculate_input(s, x), ms.timestep(sigma), cond)
+    return ms.calculate_denoised(s, out, x)
+
+
+@pytest.mark.parametrize("rel", [STAGE_C, STAGE_C_UNET])
+def test_stage_c_equals_comfyui(ws, rel) -> None:
+    from nodes.models.loader import load_diffusion_model
+
+    torch.set_num_threads(1)
+    model = load_diffusion_model(ref(ws, "diffusion_model", rel))
+    rec = FIXTURE["text"][0]
+    cond = {"context": tensor(rec["cond"]), "pooled": tensor(rec["pooled"])}
+    for case in FIXTURE["stage_c"].values():
+        ours = _denoised(model, seeded(case["seed"], *case["shape"]), case["sigmas"], cond)
+        torch.testing.assert_close(ours, tensor(case["denoised"]), rtol=0, atol=1e-5)
+
+
+def test_stage_b_equals_comfyui(ws) -> None:
+    from nodes.models.loader import load_diffusion_model
+
+    torch.set_num_threads(1)
+    model = load_diffusion_model(ref(ws, "diffusion_model", STAGE_B, "stable_cascade_b"))
+    pooled = tensor(FIXTURE["text"][0]["pooled"])
+    for case in FIXTURE["stage_b"].values():
+        cond = {"pooled": pooled, "stable_cascade_prior": seeded(case["seed"] + 100, 1, 16, 3, 4)}
+        ours = _denoised(model, seeded(case["seed"], *case["shape"]), case["sigmas"], cond)
+        torch.testing.assert_close(ours, tensor(case["denoised"]), rtol=0, atol=1e-5)
+
+
+def test_stage_a_decodes_as_comfyui(ws) -> None:
+    from nodes.models.loader import load_vae
+
+    torch.set_num_threads(1)
+    vae = load_vae(ref(ws, "vae", STAGE_B, "stable_cascade_b"))
+    rec = FIXTURE["stage_a"]
+    torch.testing.assert_close(vae.decode(seeded(rec["seed"], *rec["shape"])), tensor(rec["image"]), rtol=0, atol=1e-5)
+
+
+def test_stage_c_coder_is_refused_by_name(ws, tmp_path) -> None:
+    from safetensors.torch import save_file
+
+    from nodes.models.errors import ModelLoadError
+    from nodes.models.loader import load_vae
+
+    path = tmp_path / "effnet_encoder.safetensors"
+    save_file({"backbone.1.0.block.0.1.num_batches_tracked": torch.tensor(0), "w": torch.zeros(1)}, str(path))
+    with pytest.raises(ModelLoadError, match="stage C coder"):
+        load_vae(ref(ws, "vae", str(path)))
+
+
+def test_super_resolution_controlnet_inputs_equal_comfyuis(ws) -> None:
+    import asyncio
+
+    from tests.node_calls import call_node
+
+    torch.set_num_threads(1)
+    rec = FIXTURE["super_resolution"]
+    image = torch.rand(rec["shape"], generator=torch.Generator().manual_seed(rec["seed"]))
+    vae = ref(ws, "vae", STAGE_B, "stable_cascade_b")
+    cn, c, b = asyncio.run(call_node("StableCascade_SuperResolutionControlnet", image=image, vae=vae))
+    torch.testing.assert_close(cn, tensor(rec["controlnet_input"]), rtol=0, atol=1e-5)
+    assert (list(c["samples"].shape), list(b["samples"].shape)) == (rec["stage_c"], rec["stage_b"])
+    assert not c["samples"].any() and not b["samples"].any()
