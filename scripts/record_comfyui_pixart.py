@@ -8,10 +8,11 @@ Run inside that ComfyUI's own environment (nothing of ComfyUI is copied here), a
 
 ComfyUI fixes the released sizes (PixArt's 1152 width, 16 heads and 4096-wide T5 states; T5-XXL's config); this
 script gives its classes the tiny sizes read from the files (width, heads of 72 as 1152/16, caption width; the
-tiny T5's config and its own vocabulary, as scripts/record_comfyui_chroma.py does) and changes nothing else (but
---fp32-text-enc): model_detection's PixArt rule, PixArtMS, model_base.PixArt's size conditions, the PixArt T5
+tiny T5's config and its own vocabulary, as scripts/record_comfyui_chroma.py does; the file's width to the renaming of
+diffusers-layout files, which joins q/k/v at 1152) and changes nothing else (but --fp32-text-enc): model_detection's PixArt rule, PixArtMS, model_base.PixArt's size conditions, the PixArt T5
 tokenizer and encoder, CLIPTextEncodePixArtAlpha and the samplers are ComfyUI's. Recorded: each DiT's raw output on
-seeded inputs (with and without sizes for α), and a text-to-image workflow per model run node by node with 0.3.64's
+seeded inputs (with and without sizes for α; α also from a diffusers-layout file, which ComfyUI renames with its
+own pixart_to_diffusers map), and a text-to-image workflow per model run node by node with 0.3.64's
 node classes (UNETLoader, CLIPLoader type pixart, CLIPTextEncodePixArtAlpha, CLIPTextEncode, KSampler): its sampled
 LATENT (ComfyUI builds SD VAEs at the released widths only, so the tiny VAE's decode is not part of it).
 """
@@ -43,6 +44,8 @@ MODELS = {
     "sigma": "diffusion_models/PixArt-Sigma-XL-2-1024-MS_tiny.safetensors",
 }
 TEXT_ENCODER = "text_encoders/flux-tiny-t5.safetensors"
+# PixArt-α in diffusers' layout (nodes/models/pixart_demo.write_diffusers_pixart writes it; not a demo-models file)
+DIFFUSERS = "diffusion_models/PixArt-XL-2-1024-MS_diffusers_tiny.safetensors"
 HEAD_WIDTH = 72  # ComfyUI's 16 heads at 1152
 SIZE = (384, 320)  # width, height of the images (a 48x40 latent: ComfyUI's positions need a mean side over 32)
 VOCAB = "/work/main/nodes/models/configs/flux-tiny/t5_vocab.json"
@@ -193,6 +196,17 @@ def main() -> None:
                     "c_ar": ar.tolist(),
                     "out": b64(net(x, timesteps, context, c_size=size, c_ar=ar)),
                 }
+    out["diffusers_file"] = {"path": DIFFUSERS, "sha256": sha256(f"{WORKSPACE}/models/{DIFFUSERS}")}
+    # ComfyUI's diffusers renaming joins q/k/v at the released width (1152) unless told the file's
+    to_comfy = comfy.utils.pixart_to_diffusers
+    width = comfy.utils.load_torch_file(f"{WORKSPACE}/models/{DIFFUSERS}")["pos_embed.proj.weight"].shape[0]
+    comfy.utils.pixart_to_diffusers = lambda cfg, output_prefix="": to_comfy(
+        {**cfg, "hidden_size": width}, output_prefix
+    )
+    net = comfy.sd.load_diffusion_model(f"{WORKSPACE}/models/{DIFFUSERS}").model.diffusion_model
+    x, context = inputs(11)
+    with torch.no_grad():
+        out["forward"]["diffusers_alpha"] = {"timesteps": timesteps.tolist(), "out": b64(net(x, timesteps, context))}
     for folder in ("diffusion_models", "text_encoders"):
         folder_paths.add_model_folder_path(folder, f"{WORKSPACE}/models/{folder}", is_default=True)
     classes = node_classes(nodes_pixart)

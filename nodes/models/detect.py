@@ -217,6 +217,10 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
         # the authors' single files (PixArt-alpha/PixArt-sigma): only α has the aspect-ratio embedder
         arch = "pixart_alpha" if pixart + "ar_embedder.mlp.0.weight" in shapes else "pixart_sigma"
         return info(arch, "diffusion_model", {"diffusion_model"}, "comfy", pixart)
+    if all(m in shapes for m in ("adaln_single.emb.timestep_embedder.linear_1.bias", "pos_embed.proj.bias")):
+        # diffusers' PixArtTransformer2DModel (ComfyUI's model_detection rule for it); α's has the size embedders
+        arch = "pixart_alpha" if "adaln_single.emb.resolution_embedder.linear_1.weight" in shapes else "pixart_sigma"
+        return info(arch, "diffusion_model", {"diffusion_model"}, "diffusers")
     # PixelDiT: the newest ComfyUI's model_detection (`core.pixel_embedder.proj.weight`; PixDiT_T2I's names)
     pixeldit = _prefix_with(
         shapes, "pixel_embedder.proj.weight", [q + c for q in UNET_PREFIXES for c in ("core.", "net.", "")]

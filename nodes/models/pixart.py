@@ -1,7 +1,8 @@
 """PixArt-α and PixArt-Σ DiTs in their authors' single-file layout (PixArt-alpha/PixArt-sigma releases, the names
 ComfyUI 0.3.64's comfy/ldm/pixart/pixartms.py loads: `x_embedder.proj`, `t_embedder.mlp`, `t_block.1`,
 `y_embedder.y_proj`, `blocks.N.{attn.qkv, cross_attn.q_linear/kv_linear, mlp.fc1}`, `final_layer`), bare or under
-`model.diffusion_model.`; PixArt-α's also carry the size and aspect-ratio embedders (`csize_embedder`,
+`model.diffusion_model.`, or diffusers' PixArtTransformer2DModel names (the Hugging Face repos' transformer/ folder,
+renamed as ComfyUI's pixart_to_diffusers pairs them); PixArt-α's also carry the size and aspect-ratio embedders (`csize_embedder`,
 `ar_embedder`), which is how ComfyUI's model_detection tells the two apart.
 
 Our own module, as the network is small and ComfyUI's behaviour is the reference: 72-wide attention heads (ComfyUI's
@@ -34,9 +35,69 @@ HEAD_WIDTH = 72  # ComfyUI builds 16 heads for the 1152-wide release
 FREQUENCIES = 256
 
 
+DIFFUSERS_MARKERS = ("adaln_single.emb.timestep_embedder.linear_1.bias", "pos_embed.proj.bias")  # ComfyUI's rule
+# diffusers' PixArtTransformer2DModel names -> the authors' (what ComfyUI's pixart_to_diffusers pairs); q/k/v joined
+_RENAMES = {
+    "pos_embed.proj.": "x_embedder.proj.",
+    "adaln_single.emb.timestep_embedder.linear_1.": "t_embedder.mlp.0.",
+    "adaln_single.emb.timestep_embedder.linear_2.": "t_embedder.mlp.2.",
+    "adaln_single.emb.resolution_embedder.linear_1.": "csize_embedder.mlp.0.",
+    "adaln_single.emb.resolution_embedder.linear_2.": "csize_embedder.mlp.2.",
+    "adaln_single.emb.aspect_ratio_embedder.linear_1.": "ar_embedder.mlp.0.",
+    "adaln_single.emb.aspect_ratio_embedder.linear_2.": "ar_embedder.mlp.2.",
+    "adaln_single.linear.": "t_block.1.",
+    "caption_projection.linear_1.": "y_embedder.y_proj.fc1.",
+    "caption_projection.linear_2.": "y_embedder.y_proj.fc2.",
+    "proj_out.": "final_layer.linear.",
+    "scale_shift_table": "final_layer.scale_shift_table",
+}
+_BLOCK_RENAMES = {
+    "scale_shift_table": "scale_shift_table",
+    "attn1.to_out.0.": "attn.proj.",
+    "attn2.to_q.": "cross_attn.q_linear.",
+    "attn2.to_out.0.": "cross_attn.proj.",
+    "ff.net.0.proj.": "mlp.fc1.",
+    "ff.net.2.": "mlp.fc2.",
+}
+_JOINED = {
+    ("attn1.to_q.", "attn1.to_k.", "attn1.to_v."): "attn.qkv.",
+    ("attn2.to_k.", "attn2.to_v."): "cross_attn.kv_linear.",
+}
+
+
 def find_pixart_prefix(keys) -> str | None:
     keys = set(keys)
     return next((p for p in PREFIXES if p + MARKER in keys), None)
+
+
+def is_diffusers_pixart(keys) -> bool:
+    keys = set(keys)
+    return all(m in keys for m in DIFFUSERS_MARKERS)
+
+
+def from_diffusers(sd: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """A diffusers-layout PixArt transformer (the Hugging Face repos' transformer/ folder) in the authors' names."""
+    out: dict[str, torch.Tensor] = {}
+    for key, value in sd.items():
+        if key.startswith("transformer_blocks."):
+            _, n, rest = key.split(".", 2)
+            new = next((v + rest[len(k) :] for k, v in _BLOCK_RENAMES.items() if rest.startswith(k)), None)
+            if new is not None:
+                out[f"blocks.{n}.{new}"] = value
+            elif not any(rest.startswith(p) for parts in _JOINED for p in parts):
+                raise ValueError(f"unexpected diffusers PixArt tensor {key}")
+            continue
+        new = next((v + key[len(k) :] for k, v in _RENAMES.items() if key.startswith(k)), None)
+        if new is None:
+            raise ValueError(f"unexpected diffusers PixArt tensor {key}")
+        out[new] = value
+    for n in {k.split(".")[1] for k in sd if k.startswith("transformer_blocks.")}:
+        for parts, joined in _JOINED.items():
+            for suffix in ("weight", "bias"):
+                out[f"blocks.{n}.{joined}{suffix}"] = torch.cat(
+                    [sd[f"transformer_blocks.{n}.{p}{suffix}"] for p in parts]
+                )
+    return out
 
 
 def sinusoid(t: torch.Tensor, dim: int = FREQUENCIES) -> torch.Tensor:
@@ -237,10 +298,16 @@ def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) 
     from nodes.models.safetensors_io import build_module
 
     path = ref.sources[0] if ref.sources else None
-    prefix = find_pixart_prefix(state_dict.keys())
-    if prefix is None:
-        raise ModelLoadError(path, "not a PixArt DiT (no t_block.1.weight)")
-    sd = {k[len(prefix) :]: v for k, v in state_dict.items() if k.startswith(prefix)}
+    if is_diffusers_pixart(state_dict.keys()):
+        try:
+            sd = from_diffusers(state_dict)
+        except (KeyError, ValueError) as e:
+            raise ModelLoadError(path, f"not a usable diffusers PixArt transformer: {e}") from None
+    else:
+        prefix = find_pixart_prefix(state_dict.keys())
+        if prefix is None:
+            raise ModelLoadError(path, "not a PixArt DiT (no t_block.1.weight)")
+        sd = {k[len(prefix) :]: v for k, v in state_dict.items() if k.startswith(prefix)}
     pos = sd.pop("pos_embed", None)  # read for the config only: positions are computed for each size
     sd.pop("y_embedder.y_embedding", None)  # the training-time null caption, unused when sampling
     try:

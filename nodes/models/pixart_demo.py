@@ -60,3 +60,36 @@ def build_demo_pixart(models_dir: Path, seed: int = SEED) -> list[Path]:
         write_atomic(path, lambda tmp, sd=sd: save_file(sd, tmp, metadata={"format": "pt"}))
         written.append(path)
     return written
+
+
+def tiny_diffusers_pixart_state_dict(seed: int = SEED) -> dict[str, torch.Tensor]:
+    """A tiny PixArt-α in diffusers' PixArtTransformer2DModel layout (the Hugging Face repos' transformer/ file), for
+    the loader's diffusers branch: diffusers' own module and names, random weights, PixArt's sizes as above."""
+    from diffusers import PixArtTransformer2DModel
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed + 2)
+        net = PixArtTransformer2DModel(
+            num_attention_heads=WIDTH // HEAD_WIDTH,
+            attention_head_dim=HEAD_WIDTH,
+            in_channels=4,
+            out_channels=8,
+            num_layers=1,
+            cross_attention_dim=WIDTH,
+            caption_channels=T5_WIDTH,
+            sample_size=TRAINED_LATENT,
+            use_additional_conditions=True,
+            norm_type="ada_norm_single",
+        )
+        gen = torch.Generator().manual_seed(seed + 2)
+        with torch.no_grad():
+            for p in net.parameters():
+                p.copy_(torch.randn(p.shape, generator=gen) * (p[0].numel() if p.ndim > 1 else p.numel()) ** -0.5)
+        return {k: v.to(torch.float16).contiguous() for k, v in net.state_dict().items()}
+
+
+def write_diffusers_pixart(path: Path, seed: int = SEED) -> Path:
+    sd = tiny_diffusers_pixart_state_dict(seed)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, lambda tmp: save_file(sd, tmp, metadata={"format": "pt"}))
+    return path

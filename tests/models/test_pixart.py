@@ -1,5 +1,6 @@
 """PixArt-α and PixArt-Σ (nodes/models/pixart.py; issue 38): detection from the authors' single-file layout, the DiT
-equal to ComfyUI 0.3.64's PixArtMS within 1e-5 (α with and without its size conditions, Σ), and a text-to-image
+equal to ComfyUI 0.3.64's PixArtMS within 1e-5 (α with and without its size conditions, Σ, α from a diffusers-layout
+file), and a text-to-image
 workflow through UNETLoader, CLIPLoader type pixart, CLIPTextEncodePixArtAlpha and KSampler giving ComfyUI's
 sampled latent to 16 ulps of its largest value (tests/models/fixtures/comfyui_pixart.json, recorded by scripts/record_comfyui_pixart.py on the tiny
 demo files)."""
@@ -61,6 +62,25 @@ def test_dit_equals_comfyuis(demo_workspace, case: str) -> None:
         cond["pixart_size"] = torch.cat([torch.tensor(recorded["c_size"]), torch.tensor(recorded["c_ar"])], dim=1)
     with torch.no_grad():
         out = model.apply(x, torch.tensor(recorded["timesteps"]), cond)
+    torch.testing.assert_close(out, tensor(recorded["out"]), atol=1e-5, rtol=0)
+
+
+def test_diffusers_layout_equals_comfyuis(tmp_path) -> None:
+    from nodes.loaders import make_ref
+    from nodes.models.detect import probe
+    from nodes.models.loader import load_diffusion_model
+    from nodes.models.pixart_demo import write_diffusers_pixart
+
+    torch.set_num_threads(1)
+    path = write_diffusers_pixart(tmp_path / Path(FIXTURE["diffusers_file"]["path"]).name)
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == FIXTURE["diffusers_file"]["sha256"]
+    info = probe(path)
+    assert (info.arch, info.kind, info.layout) == ("pixart_alpha", "diffusion_model", "diffusers")
+    model = load_diffusion_model(make_ref("diffusion_model", info.arch, [path]))
+    recorded = FIXTURE["forward"]["diffusers_alpha"]
+    x, context = inputs(11)
+    with torch.no_grad():
+        out = model.apply(x, torch.tensor(recorded["timesteps"]), {"context": context})
     torch.testing.assert_close(out, tensor(recorded["out"]), atol=1e-5, rtol=0)
 
 
