@@ -62,7 +62,8 @@ def run_prompt(base: str, prompt: dict, timeout_s: float = 600) -> Frames:
             for im in outputs["900"]["images"]
         ]
     )
-    (saved,) = [o for key, o in outputs.items() if key != "900"]  # the template's SaveVideo
+    # the template's SaveVideo (a PreviewAny's text, as the LTX-2.5 templates preview their prompt, is no video)
+    (saved,) = [o for key, o in outputs.items() if key != "900" and "images" in o]
     (video,) = saved["images"]
     assert video["filename"].endswith(".mp4") and video["subfolder"] == "video"
     with av.open(io.BytesIO(_get(f"{base}/view?" + urllib.parse.urlencode(video)))) as container:

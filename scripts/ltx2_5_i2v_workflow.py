@@ -1,0 +1,43 @@
+"""Write workflows_json/ltx2_5_i2v.ui.json and .json: the web UI's "LTX-2.5 image to video" template
+(video_ltx2_5_i2v) through scripts/ltx2_3_i2v_workflow.py's rules: its node graph unpacked from its subgraph, the tiny
+LTX-2.5 files in place of the downloads (the transformer, the Gemma 4 text encoder with its projection and the
+prompt enhancer, the diffusion-decoder video VAE, the audio VAE, LTX-2's tiny latent upsampler), the picture the
+workspace's example.png (its longer side scaled to 128), the noise seeds fixed and the sizes shrunk as the renderer
+shrinks them (Duration 1 s at 24 fps: 25 frames; the Resolution Selector's 0.9 megapixels to 0.01, which it
+rounds up to 512x256). As shipped otherwise: the prompt enhancer switched off, LTXVImgToVideoInplace on both passes, the
+two-pass distilled schedule (ManualSigmas, Euler ancestral, LTXVDualCFGGuider at 1/1) with the x2 latent upsampler
+between them, VAE Decode (Tiled), LTXV Audio VAE Decode, CreateVideo and SaveVideo.
+
+    python scripts/ltx2_5_i2v_workflow.py <workspace with demo-models>
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+TEMPLATE = "video_ltx2_5_i2v"
+NAME = "ltx2_5_i2v"
+
+
+def tiny_template() -> dict:
+    from scripts.ltx2_3_i2v_workflow import tiny_template as tiny
+    from scripts.templates_render import SHRINK
+
+    flat = tiny(TEMPLATE)
+    for node in flat["nodes"]:
+        if node["type"] == "ResolutionSelector":  # the template's size comes from it, not from Width/Height
+            node["widgets_values"][1] = SHRINK["megapixels"](node["widgets_values"][1])
+    return flat
+
+
+def main() -> None:
+    from scripts.workflow_files import workspace_registry, write_workflow
+
+    write_workflow(NAME, tiny_template(), workspace_registry(sys.argv[1]))
+
+
+if __name__ == "__main__":
+    main()
