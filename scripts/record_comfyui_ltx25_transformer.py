@@ -43,13 +43,22 @@ FRAME_RATE = 24.0
 
 def cases() -> list[dict]:
     """Inputs: one sigma for all; image-to-video's per-token timesteps (the first frame kept, t = 0); a batch of
-    two with their own sigmas and prompts."""
+    two with their own sigmas and prompts; a guide frame appended (the first-last frame template's LTXVAddGuide)."""
     g = torch.Generator().manual_seed(5)
     video, audio = torch.randn(VIDEO, generator=g), torch.randn(AUDIO, generator=g)
     context = torch.randn(1, TOKENS, 32, generator=g)
     per_token = torch.full((1, 3 * 2 * 3), 0.6)
     per_token[:, :6] = 0.0
     pair_video, pair_audio = torch.randn((2, *VIDEO[1:]), generator=g), torch.randn((2, *AUDIO[1:]), generator=g)
+    # LTXVAddGuide's layout: one guide frame appended after three video frames, its six tokens placed where the
+    # first frame's are (pixel positions [B,3,K,2], start and end), its timestep 0 under the noise mask
+    guided = torch.randn((1, 128, 4, 2, 3), generator=g)
+    frame = torch.tensor([[0.0, 1.0]]).expand(6, 2)
+    rows = torch.tensor([[0.0, 32.0], [32.0, 64.0]]).repeat_interleave(3, dim=0)
+    cols = torch.tensor([[0.0, 32.0], [32.0, 64.0], [64.0, 96.0]]).repeat(2, 1)
+    keyframe_idxs = torch.stack([frame, rows, cols])[None]
+    guide_t = torch.full((1, 4 * 6), 0.6)
+    guide_t[:, -6:] = 0.0
     return [
         {
             "name": "one_sigma",
@@ -74,6 +83,16 @@ def cases() -> list[dict]:
             "context": torch.randn(2, TOKENS, 32, generator=g),
             "t_video": torch.tensor([0.9, 0.3]),
             "t_audio": torch.tensor([0.9, 0.3]),
+        },
+        {
+            "name": "guide_frame",
+            "video": guided,
+            "audio": audio,
+            "context": context,
+            "t_video": guide_t,
+            "t_audio": torch.full((1, AUDIO[2]), 0.6),
+            "keyframe_idxs": keyframe_idxs,
+            "denoise_mask": (guide_t > 0).float().reshape(1, 1, 4, 2, 3),
         },
     ]
 
@@ -118,6 +137,8 @@ def main(argv: list[str]) -> int:
                     None,
                     frame_rate=FRAME_RATE,
                     transformer_options={},
+                    keyframe_idxs=case.get("keyframe_idxs"),
+                    denoise_mask=case.get("denoise_mask"),
                 )
                 recorded.append(
                     {

@@ -1,7 +1,8 @@
 """LTX-2.5's audio-video transformer (nodes/models/ltx25_transformer.py, tiny file from
 nodes/models/ltx25_transformer_demo.py): told apart from LTX-2.0 by its metadata as ComfyUI's model_detection reads
 it, its text connectors and network equal to ComfyUI's own LTXAVModel run on the same file at development time
-(scripts/record_comfyui_ltx25_transformer.py; one sigma, image-to-video's kept first frame, a batch of two)."""
+(scripts/record_comfyui_ltx25_transformer.py; one sigma, image-to-video's kept first frame, a batch of two, a guide
+frame appended as LTXVAddGuide appends it)."""
 
 from __future__ import annotations
 
@@ -67,6 +68,7 @@ def test_equal_to_comfyuis_ltxav_model(tiny: Path, case: dict) -> None:
             given["t_audio"],
             given["context"],
             FIXTURE["frame_rate"],
+            given.get("keyframe_idxs"),  # LTXVAddGuide's guide tokens, last in the video (the noise mask is in t_video)
             unprocessed=True,
         )
     connected = torch.cat([video_ctx, audio_ctx], dim=-1)
