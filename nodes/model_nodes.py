@@ -244,8 +244,9 @@ class VAEEncode:
         return ({"samples": await encode_pixels(vae, pixels[:, :, :, :3])},)
 
 
-# ComfyUI crops the pixels to the VAE's downscale ratio: 8 but for these (Stable Cascade's stage A: 4)
-DOWNSCALE_RATIO = {"pixel_space": 1, "stable_cascade_b": 4}
+# ComfyUI crops the pixels to the VAE's downscale ratio: 8 but for these (Stable Cascade's stage A: 4, its stage C
+# coder: 32)
+DOWNSCALE_RATIO = {"pixel_space": 1, "stable_cascade_b": 4, "stable_cascade_c": 32}
 
 
 async def encode_pixels(vae: ModelRef, pixels: torch.Tensor) -> torch.Tensor:

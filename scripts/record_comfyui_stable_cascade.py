@@ -7,12 +7,14 @@ Run inside that ComfyUI's own environment (nothing of ComfyUI is copied here), a
         /work/main/scripts/record_comfyui_stable_cascade.py <fixture> <workspace> /work/main/workflows_json/stable_cascade.json
 
 ComfyUI 0.3.64 fixes the released sizes (stage C's 2048 or 1536 widths, stage B's four levels, stage A's 384-wide
-VQGAN, CLIP-G's clip_config_bigg.json); this script gives its classes the tiny sizes read from the files' shapes and
+VQGAN, the stage C coder's EfficientNetV2-S and 512-wide previewer, CLIP-G's clip_config_bigg.json); this script gives its classes the tiny sizes read from the files' shapes and
 changes nothing else: model detection's stage and prefixes, the checkpoint's CLIP-G (its tokenizer, attention mask,
 layer and pooled output), StageC / StageB / StageA, model_base's conditioning, the cosine schedule, the samplers
 and the nodes are ComfyUI's. Recorded: the conditioning of two prompts; the stage C and stage B networks' raw outputs
 on seeded inputs (comfy's apply_model: its timestep, input scaling and extra conditions); stage A's decoding of a
-seeded latent; StableCascade_SuperResolutionControlnet on a seeded image with stage A; and the shipped workflow run node by node with 0.3.64's node classes, SaveImage replaced by what it
+seeded latent; StableCascade_SuperResolutionControlnet on a seeded image with stage A; StableCascade_StageC_VAEEncode
+with the stage C coder (ComfyUI's EfficientNet is torchvision's, given the file's tiny stage widths) and the
+previewer's decoding of a seeded latent; and the shipped workflow run node by node with 0.3.64's node classes, SaveImage replaced by what it
 would write.
 """
 
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import json
 import sys
+from functools import partial
 
 import torch
 from comfyui_recording import b64, comfyui_on_cpu, node_classes, run_node, run_prompt, sha256
@@ -27,11 +30,13 @@ from comfyui_recording import b64, comfyui_on_cpu, node_classes, run_node, run_p
 OUT, WORKSPACE, WORKFLOW = sys.argv[1:4]
 comfyui_on_cpu()
 import comfy.ldm.cascade.stage_a as stage_a_mod  # noqa: E402
+import comfy.ldm.cascade.stage_c_coder as coder_mod  # noqa: E402
 import comfy.model_detection  # noqa: E402
 import comfy.sd  # noqa: E402
 import comfy.sd1_clip  # noqa: E402
 import comfy.utils  # noqa: E402
 import folder_paths  # noqa: E402
+from torchvision.models import efficientnet  # noqa: E402
 
 COMMIT = "a125cd84"
 FILES = {
@@ -136,6 +141,35 @@ def tiny_sizes() -> None:
         "codebook_size": vae["vquantizer.codebook.weight"].shape[0],
     }
     comfy.sd.StageA = lambda: stage_a_mod.StageA(**a_sizes)
+    coder = {k[4:]: v for k, v in ckpt_c.items() if k.startswith("vae.")}
+    effnet = tiny_effnet_settings({k[len("encoder.") :]: v for k, v in coder.items() if k.startswith("encoder.")})
+    coder_mod.torchvision.models.efficientnet_v2_s = lambda: efficientnet.EfficientNet(
+        effnet["settings"], dropout=0.2, last_channel=effnet["head"], norm_layer=partial(torch.nn.BatchNorm2d, eps=1e-3)
+    )
+    previewer = coder_mod.Previewer
+    hidden = coder["previewer.blocks.0.weight"].shape[0]
+    coder_mod.Previewer = lambda: previewer(c_hidden=hidden)
+
+
+def tiny_effnet_settings(sd: dict) -> dict:
+    """torchvision's EfficientNet settings of the file's backbone: EfficientNetV2-S's strides, the rest from shapes."""
+    settings = []
+    for s, stride in zip(range(1, 7), (1, 2, 2, 2, 1, 2)):
+        p = f"backbone.{s}.0.block."
+        layers = _count(sd, p)
+        fused = f"{p}2.fc1.weight" not in sd and f"{p}1.fc1.weight" not in sd
+        first = sd[f"{p}0.0.weight"]
+        cin, cout = first.shape[1], sd[f"{p}{layers - 1}.0.weight"].shape[0]
+        if fused:
+            expand, kernel = (first.shape[0] // cin if layers == 2 else 1), first.shape[-1]
+            cfg = efficientnet.FusedMBConvConfig
+        else:
+            has_expand = f"{p}2.fc1.weight" in sd
+            expand = first.shape[0] // cin if has_expand else 1
+            kernel = sd[f"{p}{1 if has_expand else 0}.0.weight"].shape[-1]
+            cfg = efficientnet.MBConvConfig
+        settings.append(cfg(expand, kernel, stride, cin, cout, _count(sd, f"backbone.{s}.")))
+    return {"settings": settings, "head": sd["backbone.7.0.weight"].shape[0]}
 
 
 def seeded(seed: int, *shape: int) -> torch.Tensor:
@@ -157,7 +191,7 @@ def main() -> None:
         "stage_c": {},
         "stage_b": {},
     }
-    model_c, clip, _, _ = comfy.sd.load_checkpoint_guess_config(f"{WORKSPACE}/models/{FILES['stage_c']}")
+    model_c, clip, vae_c, _ = comfy.sd.load_checkpoint_guess_config(f"{WORKSPACE}/models/{FILES['stage_c']}")
     model_b, _, vae_a, _ = comfy.sd.load_checkpoint_guess_config(f"{WORKSPACE}/models/{FILES['stage_b']}")
     conds = []
     for prompt in PROMPTS:
@@ -192,6 +226,16 @@ def main() -> None:
         "stage_c": list(c["samples"].shape),
         "stage_b": list(b["samples"].shape),
     }
+    image = torch.rand(1, 100, 90, 3, generator=torch.Generator().manual_seed(7))
+    c, b = run_node(classes["StableCascade_StageC_VAEEncode"], {"image": image, "vae": vae_c, "compression": 20})
+    out["stage_c_encode"] = {
+        "seed": 7,
+        "shape": [1, 100, 90, 3],
+        "compression": 20,
+        "stage_c": b64(c["samples"]),
+        "stage_b": list(b["samples"].shape),
+    }
+    out["previewer"] = {"seed": 8, "shape": [1, 16, 3, 4], "image": b64(vae_c.decode(seeded(8, 1, 16, 3, 4)))}
     prompt = json.load(open(WORKFLOW))
     out["workflow"] = run_prompt(prompt, classes)
     with open(OUT, "w") as f:

@@ -184,7 +184,9 @@ def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) 
         raise ModelLoadError(path, f"not a usable Stable Cascade UNet: {e}") from None
     # ComfyUI computes in float32 on the CPU (stage C allows bf16/fp32, stage B also fp16, on a GPU).
     sd = {k: v.float() for k, v in sd.items()}
-    module = build_module(lambda: StableCascadeUNet(**config), sd, path, f"Stable Cascade stage {stage[-1].upper()}")
+    module = build_module(
+        lambda: StableCascadeUNet(**config).requires_grad_(False), sd, path, f"Stable Cascade stage {stage[-1].upper()}"
+    )
     return StableCascadeDiffusionModel(
         arch=stage,
         module=module.eval(),

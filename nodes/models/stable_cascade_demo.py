@@ -3,7 +3,8 @@ CheckpointLoaderSimple, in the layout ComfyUI saves them in (comfy/sd.py save_ch
 supported_models.Stable_Cascade_C/_B's prefixes):
 
 - checkpoints/stable_cascade_stage_c-tiny.safetensors: the stage C prior under `model.diffusion_model.` (ComfyUI's
-  names: the attention's q/k/v split) and CLIP-G under `text_encoder.clip_g.transformer.` (transformers' names);
+  names: the attention's q/k/v split), CLIP-G under `text_encoder.clip_g.transformer.` (transformers' names) and
+  the stage C coder (EfficientNet encoder and previewer) under `vae.encoder.` / `vae.previewer.`;
 - checkpoints/stable_cascade_stage_b-tiny.safetensors: the stage B decoder under `model.diffusion_model.` and stage
   A under `vae.`;
 - diffusion_models/stable_cascade_stage_c-tiny.safetensors: the same stage C bare, in Stability's published names (fused
@@ -68,6 +69,32 @@ STAGE_B = {
     "timestep_conditioning_type": ("sca",),
 }
 STAGE_A = {"widths": (16, 32), "bottleneck": 2, "latent": 4, "codebook": 64}
+# The stage C coder: EfficientNetV2-S's six stages (fused, then squeeze-excite) at tiny widths, one or two blocks
+# each, its 1280-wide head (ComfyUI's mapper reads 1280 channels); the previewer 32 wide (512 in the release).
+# (fused, expansion, kernel, in, out, blocks) per stage
+CODER_STAGES = (
+    (True, 1, 3, 8, 8, 1),
+    (True, 4, 3, 8, 16, 1),
+    (True, 4, 3, 16, 16, 2),
+    (False, 4, 3, 16, 32, 1),
+    (False, 6, 3, 32, 32, 2),
+    (False, 6, 3, 32, 48, 1),
+)
+CODER_HEAD, PREVIEWER_HIDDEN = 1280, 32
+
+
+def tiny_coder():
+    """(EfficientNetEncoder, Previewer) at the tiny sizes, weights not yet drawn."""
+    from nodes.models.stable_cascade_coder import STAGE_STRIDES, BlockShape, EfficientNetEncoder, Previewer
+
+    stages = [
+        [
+            BlockShape(fused, cin if j == 0 else cout, (cin if j == 0 else cout) * e, cout, k, stride if j == 0 else 1)
+            for j in range(n)
+        ]
+        for (fused, e, k, cin, cout, n), stride in zip(CODER_STAGES, STAGE_STRIDES)
+    ]
+    return EfficientNetEncoder(CODER_STAGES[0][3], stages, CODER_HEAD, 16), Previewer(16, PREVIEWER_HIDDEN)
 
 
 def _randomize(module: torch.nn.Module, gen: torch.Generator, scale: float = 0.2) -> dict[str, torch.Tensor]:
@@ -135,11 +162,16 @@ def tiny_state_dicts(seed: int = SEED) -> dict[str, dict[str, torch.Tensor]]:
     clip = _randomize(CLIPTextModelWithProjection(cfg), gen, scale=0.1)
     # CLIP-G in float16, the dtype ComfyUI keeps text encoders in on the CPU (model_management.text_encoder_dtype)
     clip = {k: v.half() for k, v in clip.items() if not k.endswith("position_ids")}
+    encoder, previewer = tiny_coder()
+    coder = {f"encoder.{k}": v for k, v in _randomize(encoder, gen).items() if k not in ("mean", "std")}
+    coder.update({"encoder.mean": encoder.mean.detach().clone(), "encoder.std": encoder.std.detach().clone()})
+    coder.update({f"previewer.{k}": v for k, v in _randomize(previewer, gen).items()})
     te = "text_encoder.clip_g.transformer."
     return {
         "stage_c": {
             **{f"model.diffusion_model.{k}": v for k, v in stage_c.items()},
             **{te + k: v for k, v in clip.items()},
+            **{f"vae.{k}": v for k, v in coder.items()},
         },
         "stage_b": {
             **{f"model.diffusion_model.{k}": v for k, v in stage_b.items()},

@@ -6,7 +6,7 @@ As ComfyUI uses it: encoding stops before quantisation (the latent is the batch-
 skips the codebook, and the images go in and out in 0..1 without clamping. Sizes come from the shapes: the widths
 of its two levels, the number of bottleneck blocks at the inner level, the latent channels.
 
-The stage C checkpoint's `vae.` (the EfficientNet encoder and the previewer) is recognised and refused by name."""
+The stage C checkpoint's `vae.` (the EfficientNet encoder and the previewer) is nodes/models/stable_cascade_coder.py's."""
 
 from __future__ import annotations
 
@@ -115,24 +115,23 @@ class StageAVAE(VAEModel):
             return self.module.decode(z).float().movedim(1, -1)  # unclamped, as ComfyUI's stage A gives it
 
 
-def load_vae(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) -> StageAVAE:
-    """Stage A from a bare file or the stage B checkpoint's `vae.`; the stage C coder is refused by name."""
+def load_vae(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) -> VAEModel:
+    """Stage A from a bare file or the stage B checkpoint's `vae.`; the stage C coder from its files or the stage C
+    checkpoint's `vae.`."""
     from nodes.models.safetensors_io import build_module
 
     path = ref.sources[0] if ref.sources else None
     prefix = "vae." if any(k.startswith("vae.") for k in state_dict) else ""
     sd = {k[len(prefix) :]: v.float() for k, v in state_dict.items() if k.startswith(prefix)}
     if any(m in sd for m in STAGE_C_CODER_MARKERS):
-        raise ModelLoadError(
-            path,
-            "is Stable Cascade's stage C coder (EfficientNet encoder / previewer), which is not supported yet; "
-            "decode with stage A (the stage B checkpoint's VAE or stage_a.safetensors)",
-        )
+        from nodes.models.stable_cascade_coder import load_stage_c_coder
+
+        return load_stage_c_coder(path, sd)
     if CODEBOOK not in sd:
         raise ModelLoadError(path, "holds no Stable Cascade stage A (no vquantizer.codebook.weight)")
     try:
         sizes = stage_a_sizes(sd)
     except (KeyError, ValueError) as e:
         raise ModelLoadError(path, f"not a usable Stable Cascade stage A: {e}") from None
-    module = build_module(lambda: StageA(**sizes), sd, path, "Stable Cascade stage A")
+    module = build_module(lambda: StageA(**sizes).requires_grad_(False), sd, path, "Stable Cascade stage A")
     return StageAVAE(arch="stable_cascade_b", module=module.eval(), latent_channels=sizes["latent"], downscale=4)

@@ -48,7 +48,7 @@ def test_detection_follows_the_published_keys(ws) -> None:
 
     c = probe(ws.models_dir / STAGE_C)
     assert (c.arch, c.kind, c.prefix) == ("stable_cascade_c", "checkpoint", "model.diffusion_model.")
-    assert c.components == {"diffusion_model", "text_encoder"}
+    assert c.components == {"diffusion_model", "text_encoder", "vae"}
     b = probe(ws.models_dir / STAGE_B)
     assert (b.arch, b.kind, b.components) == ("stable_cascade_b", "checkpoint", {"diffusion_model", "vae"})
     bare = probe(ws.models_dir / STAGE_C_UNET)
@@ -112,16 +112,47 @@ def test_stage_a_decodes_as_comfyui(ws) -> None:
     torch.testing.assert_close(vae.decode(seeded(rec["seed"], *rec["shape"])), tensor(rec["image"]), rtol=0, atol=1e-5)
 
 
-def test_stage_c_coder_is_refused_by_name(ws, tmp_path) -> None:
-    from safetensors.torch import save_file
+def test_stage_c_encode_equals_comfyuis(ws) -> None:
+    import asyncio
 
-    from nodes.models.errors import ModelLoadError
+    from tests.node_calls import call_node
+
+    torch.set_num_threads(1)
+    rec = FIXTURE["stage_c_encode"]
+    image = torch.rand(rec["shape"], generator=torch.Generator().manual_seed(rec["seed"]))
+    vae = ref(ws, "vae", STAGE_C)
+    c, b = asyncio.run(
+        call_node("StableCascade_StageC_VAEEncode", image=image, vae=vae, compression=rec["compression"])
+    )
+    torch.testing.assert_close(c["samples"], tensor(rec["stage_c"]), rtol=0, atol=1e-5)
+    assert list(b["samples"].shape) == rec["stage_b"] and not b["samples"].any()
+
+
+def test_previewer_decodes_as_comfyui(ws) -> None:
     from nodes.models.loader import load_vae
 
-    path = tmp_path / "effnet_encoder.safetensors"
-    save_file({"backbone.1.0.block.0.1.num_batches_tracked": torch.tensor(0), "w": torch.zeros(1)}, str(path))
-    with pytest.raises(ModelLoadError, match="stage C coder"):
-        load_vae(ref(ws, "vae", str(path)))
+    torch.set_num_threads(1)
+    vae = load_vae(ref(ws, "vae", STAGE_C))
+    rec = FIXTURE["previewer"]
+    torch.testing.assert_close(vae.decode(seeded(rec["seed"], *rec["shape"])), tensor(rec["image"]), rtol=0, atol=1e-5)
+
+
+def test_stage_c_coder_files_alone(ws, tmp_path) -> None:
+    """The effnet and previewer files ComfyUI's comfy/sd.py reads beside the combined one: each holds its half."""
+    from safetensors.torch import load_file, save_file
+
+    from nodes.models.detect import probe
+    from nodes.models.loader import load_vae
+
+    sd = load_file(ws.models_dir / STAGE_C)
+    for half in ("encoder", "previewer"):
+        path = tmp_path / f"{half}.safetensors"
+        save_file({k[len(f"vae.{half}.") :]: v for k, v in sd.items() if k.startswith(f"vae.{half}.")}, str(path))
+        assert (probe(path).arch, probe(path).kind) == ("stable_cascade_c", "vae")
+        vae = load_vae(ref(ws, "vae", str(path)))
+        other = "decode" if half == "encoder" else "encode"
+        with pytest.raises(ValueError, match="lacks those weights"):
+            getattr(vae, other)(torch.zeros(1, 16, 2, 2) if other == "decode" else torch.zeros(1, 64, 64, 3))
 
 
 def test_super_resolution_controlnet_inputs_equal_comfyuis(ws) -> None:
