@@ -4,17 +4,20 @@ fixture tests/models/fixtures/comfyui_pixart.json.
 Run inside that ComfyUI's own environment (nothing of ComfyUI is copied here), after `comfy-cluster demo-models`:
 
     cd <ComfyUI 0.3.64 source> && PYTHONPATH=<shim>:/work/main/scripts:. OMP_NUM_THREADS=1 <venv>/bin/python \\
-        /work/main/scripts/record_comfyui_pixart.py <fixture> <workspace>
+        /work/main/scripts/record_comfyui_pixart.py <fixture> <workspace> \\
+        /work/main/workflows_json/pixart_sigma_text_to_image.json
 
-ComfyUI fixes the released sizes (PixArt's 1152 width, 16 heads and 4096-wide T5 states; T5-XXL's config); this
-script gives its classes the tiny sizes read from the files (width, heads of 72 as 1152/16, caption width; the
-tiny T5's config and its own vocabulary, as scripts/record_comfyui_chroma.py does; the file's width to the renaming of
-diffusers-layout files, which joins q/k/v at 1152) and changes nothing else (but --fp32-text-enc): model_detection's PixArt rule, PixArtMS, model_base.PixArt's size conditions, the PixArt T5
-tokenizer and encoder, CLIPTextEncodePixArtAlpha and the samplers are ComfyUI's. Recorded: each DiT's raw output on
-seeded inputs (with and without sizes for α; α also from a diffusers-layout file, which ComfyUI renames with its
-own pixart_to_diffusers map), and a text-to-image workflow per model run node by node with 0.3.64's
-node classes (UNETLoader, CLIPLoader type pixart, CLIPTextEncodePixArtAlpha, CLIPTextEncode, KSampler): its sampled
-LATENT (ComfyUI builds SD VAEs at the released widths only, so the tiny VAE's decode is not part of it).
+ComfyUI fixes the released sizes (PixArt's 1152 width, 16 heads and 4096-wide T5 states; T5-XXL's config; the SD
+VAE's widths and GroupNorm groups); this script gives its classes the tiny sizes read from the files (width, heads of
+72 as 1152/16, caption width; the tiny T5's config and its own vocabulary, as scripts/record_comfyui_chroma.py does;
+the file's width to the renaming of diffusers-layout files, which joins q/k/v at 1152; sd1-tiny-vae's widths, resnets
+per level and 8 groups) and changes nothing else (but --fp32-text-enc): model_detection's PixArt rule, PixArtMS,
+model_base.PixArt's size conditions, the PixArt T5 tokenizer and encoder, CLIPTextEncodePixArtAlpha, the samplers and
+the VAE are ComfyUI's. Recorded: each DiT's raw output on seeded inputs (with and without sizes for α; α also from a
+diffusers-layout file, which ComfyUI renames with its own pixart_to_diffusers map); a text-to-image workflow per
+model run node by node with 0.3.64's node classes (UNETLoader, CLIPLoader type pixart, CLIPTextEncodePixArtAlpha,
+CLIPTextEncode, KSampler): its sampled LATENT; and the shipped PixArt-Σ workflow through VAEDecode, SaveImage
+replaced by what it would write.
 """
 
 from __future__ import annotations
@@ -23,9 +26,9 @@ import json
 import sys
 
 import torch
-from comfyui_recording import b64, comfyui_on_cpu, node_classes, run_node, sha256
+from comfyui_recording import b64, comfyui_on_cpu, node_classes, run_node, run_prompt, sha256
 
-OUT, WORKSPACE = sys.argv[1:3]
+OUT, WORKSPACE, WORKFLOW = sys.argv[1:4]
 comfyui_on_cpu(flags=("--fp32-text-enc",))
 import comfy.cli_args
 
@@ -44,6 +47,8 @@ MODELS = {
     "sigma": "diffusion_models/PixArt-Sigma-XL-2-1024-MS_tiny.safetensors",
 }
 TEXT_ENCODER = "text_encoders/flux-tiny-t5.safetensors"
+VAE = "vae/sd1-tiny-vae.safetensors"
+VAE_GROUPS = 8
 # PixArt-α in diffusers' layout (nodes/models/pixart_demo.write_diffusers_pixart writes it; not a demo-models file)
 DIFFUSERS = "diffusion_models/PixArt-XL-2-1024-MS_diffusers_tiny.safetensors"
 HEAD_WIDTH = 72  # ComfyUI's 16 heads at 1152
@@ -120,6 +125,33 @@ def tiny_sizes() -> None:
     comfy.model_detection.detect_unet_config = detect_tiny
 
 
+def tiny_vae() -> None:
+    """ComfyUI builds SD VAEs 128 wide with 2 resnets per level and 32 GroupNorm groups; sd1-tiny-vae is 8 wide at
+    its first level, one resnet per level, 8 groups (group counts are not in the weights: its builder's choice)."""
+    import comfy.ldm.modules.diffusionmodules.model as ldm_vae
+
+    ae = comfy.utils.load_torch_file(f"{WORKSPACE}/models/{VAE}")
+    sizes = {
+        "ch": ae["encoder.conv_in.weight"].shape[0],
+        "ch_mult": [1, 2, 4, 4],
+        "num_res_blocks": len({k.split(".")[4] for k in ae if k.startswith("encoder.down.0.block.")}),
+    }
+    for name in ("Encoder", "Decoder"):
+        cls = getattr(ldm_vae, name)
+        setattr(ldm_vae, name, lambda cls=cls, **kw: cls(**{**kw, **sizes}))
+    ops = ldm_vae.ops
+
+    class TinyGroups:  # Normalize's GroupNorm with the tiny VAE's 8 groups; every other op as ComfyUI's
+        def __getattr__(self, name):
+            return getattr(ops, name)
+
+        @staticmethod
+        def GroupNorm(num_groups, num_channels, **kwargs):
+            return ops.GroupNorm(num_groups=VAE_GROUPS, num_channels=num_channels, **kwargs)
+
+    ldm_vae.ops = TinyGroups()
+
+
 def run_to_latent(prompt: dict, classes: dict) -> dict:
     """The workflow's nodes in their numbered (dependency) order with 0.3.64's classes; the KSampler's LATENT."""
     results: dict[str, tuple] = {}
@@ -177,7 +209,7 @@ def main() -> None:
     out = {
         "comfyui_commit": COMMIT,
         "recorded_by": "scripts/record_comfyui_pixart.py",
-        "files": {p: sha256(f"{WORKSPACE}/models/{p}") for p in (*MODELS.values(), TEXT_ENCODER)},
+        "files": {p: sha256(f"{WORKSPACE}/models/{p}") for p in (*MODELS.values(), TEXT_ENCODER, VAE)},
         "forward": {},
         "workflows": {},
     }
@@ -213,6 +245,10 @@ def main() -> None:
     for name, path in MODELS.items():
         prompt = workflow(path)
         out["workflows"][name] = {"prompt": prompt, "latent": b64(run_to_latent(prompt, classes)["samples"])}
+    tiny_vae()
+    folder_paths.add_model_folder_path("vae", f"{WORKSPACE}/models/vae", is_default=True)
+    with open(WORKFLOW) as f:
+        out["image_workflow"] = run_prompt(json.load(f), classes)
     with open(OUT, "w") as f:
         json.dump(out, f)
     print("wrote", OUT)
