@@ -298,6 +298,8 @@ def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) 
     from nodes.models.safetensors_io import build_module
 
     path = ref.sources[0] if ref.sources else None
+    if ref.patches:  # ComfyUI merges them (its own and diffusers' names); not written here yet: refused, not dropped
+        raise ModelLoadError(path, "LoRAs on PixArt models are not supported yet")
     if is_diffusers_pixart(state_dict.keys()):
         try:
             sd = from_diffusers(state_dict)

@@ -107,7 +107,15 @@ def test_workflow_samples_comfyuis_latent(demo_workspace, name: str) -> None:
     assert diff <= ulps_of_largest(expected, LATENT_ULPS), diff
 
 
-def test_small_latents_are_refused_by_name(demo_workspace) -> None:
+def test_small_latents_and_loras_are_refused_by_name(demo_workspace) -> None:
+    from cluster.refs import Patch
+    from nodes.loaders import make_ref
+    from nodes.models.errors import ModelLoadError
+    from nodes.models.loader import load_diffusion_model
+
     model = load(demo_workspace, "sigma")
     with pytest.raises(ValueError, match="mean side is at least 33"):
         model.apply(torch.randn(1, 4, 16, 16), torch.tensor([500.0]), {"context": torch.randn(1, 3, 32)})
+    ref = make_ref("diffusion_model", "pixart_sigma", [demo_workspace.models_dir / MODELS["sigma"]])
+    with pytest.raises(ModelLoadError, match="LoRAs on PixArt models are not supported yet"):
+        load_diffusion_model(ref.with_patch(Patch("any.safetensors", "0" * 64, 1.0)))
