@@ -7,8 +7,8 @@ diffusers 0.42's convert_ltx2_audio_vae_to_diffusers.
 
 The networks run on diffusers' AutoencoderKLLTX2Audio and LTX2Vocoder; decoding follows ComfyUI's AudioVAE.decode:
 the latent is de-normalised per (channel x frequency) feature, decoded to a stereo mel spectrogram of
-4 * frames - 3 frames (causal), and voiced. Only HiFi-GAN vocoders (LTX-2.0's) are read; LTX-2.3's vocoder with
-bandwidth extension is refused by name."""
+4 * frames - 3 frames (causal), and voiced: LTX-2.0's HiFi-GAN vocoder, or LTX-2.3 / 2.5's with bandwidth extension
+(nodes/models/ltx2_bwe_vocoder.py)."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from diffusers import AutoencoderKLLTX2Audio
 from diffusers.pipelines.ltx2.vocoder import LTX2Vocoder
 
 from nodes.models.errors import ModelLoadError
+from nodes.models.ltx2_bwe_vocoder import is_bwe, load_bwe_vocoder
 
 AUDIO_VAE_PREFIX, VOCODER_PREFIX = "audio_vae.", "vocoder."
 MARKER = "audio_vae.decoder.conv_in.conv.weight"
@@ -62,7 +63,7 @@ class LTX2AudioVAE(torch.nn.Module):
     def __init__(
         self,
         autoencoder: AutoencoderKLLTX2Audio,
-        vocoder: LTX2Vocoder,
+        vocoder: torch.nn.Module,
         mean: torch.Tensor,
         std: torch.Tensor,
         sample_rate: int,
@@ -168,11 +169,11 @@ def autoencoder_kwargs(config: dict, path: str | None) -> tuple[dict[str, Any], 
 
 
 def vocoder_kwargs(config: dict, mel_bins: int, path: str | None) -> dict[str, Any]:
-    if config.get("resblock", "1") != "1" or "bwe" in json.dumps(config).lower():
+    if config.get("resblock", "1") != "1":
         raise ModelLoadError(
             path,
-            "LTX-2 audio VAE: only LTX-2.0's HiFi-GAN vocoder (resblock '1') is supported; "
-            "this file's vocoder differs (LTX-2.3's bandwidth-extension vocoder is not written yet)",
+            "LTX-2 audio VAE: a vocoder without bandwidth extension is supported as LTX-2.0's HiFi-GAN (resblock "
+            f"'1') only; this file's has resblock {config.get('resblock')!r}",
         )
     stereo = config.get("stereo", True)
     return {
@@ -222,17 +223,16 @@ def load_audio_vae(
     if missing:
         raise ModelLoadError(path, f"LTX-2 audio VAE: missing {', '.join(missing)}")
     autoencoder = AutoencoderKLLTX2Audio(**ae_kwargs)
-    vocoder = LTX2Vocoder(**vocoder_kwargs(voc_config, mel_bins, path))
+    voc_sd = {k[len(VOCODER_PREFIX) :]: v for k, v in state_dict.items() if k.startswith(VOCODER_PREFIX)}
+    if is_bwe(voc_config):  # LTX-2.3 / 2.5's vocoder with bandwidth extension
+        vocoder = load_bwe_vocoder(voc_config, voc_sd, path)
+    else:
+        vocoder = LTX2Vocoder(**vocoder_kwargs(voc_config, mel_bins, path))
+        _load(vocoder, {_vocoder_key(k): v for k, v in voc_sd.items()}, "vocoder", path)
     # diffusers also keeps the statistics on the autoencoder (sized base_channels, for its pipelines); decoding here
     # applies the file's own (channels x frequency bins) statistics, so the autoencoder keeps its identity ones.
     ae_sd = {**ae_sd, "latents_mean": autoencoder.latents_mean, "latents_std": autoencoder.latents_std}
     _load(autoencoder, ae_sd, "autoencoder", path)
-    _load(
-        vocoder,
-        {_vocoder_key(k[len(VOCODER_PREFIX) :]): v for k, v in state_dict.items() if k.startswith(VOCODER_PREFIX)},
-        "vocoder",
-        path,
-    )
     mean, std = state_dict[STATS[0]].float(), state_dict[STATS[1]].float()
     return LTX2AudioVAE(
         autoencoder.float(),
@@ -276,6 +276,8 @@ def n_fft(config: dict) -> int:
 
 def _output_rate(vocoder_config: dict, sample_rate: int, hop: int) -> int:
     """The vocoder's declared output rate, else the mel rate times its upsampling (ComfyUI's fallback)."""
+    if is_bwe(vocoder_config):
+        return int(vocoder_config["bwe"]["output_sampling_rate"])
     declared = vocoder_config.get("output_sample_rate")
     if declared:
         return int(declared)

@@ -80,7 +80,7 @@ def test_bad_files_and_latents_are_named(vae, recorded):
         load_audio_vae({k: v for k, v in weights.items() if "std-of-means" not in k}, metadata)
     config = json.loads(metadata["config"])
     config["vocoder"]["resblock"] = "AMP1"
-    with pytest.raises(ModelLoadError, match="only LTX-2.0's HiFi-GAN vocoder"):
+    with pytest.raises(ModelLoadError, match="supported as LTX-2.0's HiFi-GAN .resblock '1'. only"):
         load_audio_vae(weights, {"config": json.dumps(config)})
     with pytest.raises(ModelLoadError, match="the vocoder does not match its config"):
         load_audio_vae({k: v for k, v in weights.items() if "conv_post" not in k}, metadata)
