@@ -5,7 +5,9 @@
 1. Layers: every Conv2d / Linear of the demo sd1-tiny and sdxl-tiny UNets is fed the inputs it gets in a
    batch-16 forward pass; for each, whether its plain forward gives every sample the bits it gets at batch 1,
    at batches 2..16, and whether the batch-invariant class does.
-2. Cost: one sd1-tiny forward of B samples (B/2 requests, cond + uncond each) against B/2 forwards of 2, the
+2. GEMM rows: for a plain Linear of widths 64 to 3072 fed [batch, rows, features], the row counts per sample at
+   which some sample's bits at batches 2, 3, 4 and 8 differ from its bits alone (batch_invariant.few_rows_bound).
+3. Cost: one sd1-tiny forward of B samples (B/2 requests, cond + uncond each) against B/2 forwards of 2, the
    unbatched executor's way, with the per-sample convolutions of before and with the pinned oneDNN ones.
    CPU seconds (the thread's with one torch thread, the process's with more: a shared machine's waiting is
    not counted), best of --repeats rounds, the variants interleaved; compare ratios from one run.
@@ -88,6 +90,24 @@ def layers(name: str, size: int) -> None:
         print(f"  {name} {size}px {kind:16s} {variant:16s}: {bad} of {n} layers round a sample differently in a batch")
 
 
+def gemm_rows() -> None:
+    """The rows per sample at which a plain Linear's samples round by the batch around them."""
+    for features, out_features in ((64, 384), (320, 320), (768, 3072), (3072, 3072)):
+        linear = nn.Linear(features, out_features)
+        differing = []
+        for rows in (*range(1, 33), 48, 64, 77, 256):
+            x = torch.randn(8, rows, features)
+            with torch.inference_mode():
+                alone = [linear(x[i : i + 1]) for i in range(8)]
+                if any(
+                    not torch.equal(linear(x[:batch])[i : i + 1], alone[i])
+                    for batch in (2, 3, 4, 8)
+                    for i in range(batch)
+                ):
+                    differing.append(rows)
+        print(f"Linear {features}->{out_features}: rows per sample that differ by batch: {differing}")
+
+
 def cost(size: int, repeats: int) -> None:
     model = _load("sd1-tiny.safetensors")
     x, t, cond = _inputs(model, 8, size)
@@ -139,6 +159,7 @@ def run(args: argparse.Namespace) -> None:
     for size in sizes:
         for name in ("sd1-tiny.safetensors", "sdxl-tiny.safetensors"):
             layers(name, size)
+    gemm_rows()
     for size in sizes:
         cost(size, args.repeats)
 

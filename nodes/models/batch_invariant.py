@@ -12,8 +12,11 @@ the UNet and Flux families (scripts/measure_batch_invariance.py):
   invariance at no cost, the unbatched bits unchanged, and batches faster than the per-sample loop this
   replaced. Elsewhere (CUDA, where cuDNN also picks algorithms by size; no oneDNN) a convolution runs one
   sample at a time.
-- [batch, features] projections (time embedding, modulation): the GEMM differs from batch 2 on, so a 2-D
-  linear input is multiplied row by row; these layers are a small share of a step.
+- projections of samples with few rows ([batch, features] time embeddings and modulations, PixelDiT's
+  [batch, 1, features] ones, the tokens of a small image's deepest levels): the GEMM differs from batch 2 on,
+  so such an input is multiplied a sample at a time (few_rows_bound); samples of more rows (the token-wise
+  projections) did not differ.
+- video patch embeddings (Conv3d): run a sample at a time.
 - norms, attention and the token-wise projections did not differ.
 """
 
@@ -22,6 +25,21 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+# CPU GEMMs of few rows run through kernels that round by the number of rows and by how the threads split them, so
+# a sample of few rows ([batch, features] time embeddings and modulations, PixelDiT's [batch, 1, features] ones)
+# rounds differently beside others. Measured with scripts/measure_batch_invariance.py (widths 64 to 3072, batches
+# 2 to 8): on one thread samples of 1-3 rows differ and every count from 4 on does not; on 2 threads counts up to
+# 11 differ, on 8 up to 11, on 16 up to 27. A sample of fewer rows than the bound is multiplied alone.
+ONE_THREAD_GEMM_ROWS = 4
+THREADED_GEMM_ROWS = 64
+
+
+def few_rows_bound() -> int:
+    """Samples with fewer rows than this are multiplied one at a time (see THREADED_GEMM_ROWS)."""
+    threads = torch.get_num_threads()
+    return ONE_THREAD_GEMM_ROWS if threads == 1 else max(THREADED_GEMM_ROWS, 4 * threads)
+
 
 # torch's own bound (ConvParams::use_mkldnn): a single sample of at most this many values, with a kernel up to
 # 3x3, runs through the native im2col + GEMM, which is faster than oneDNN there
@@ -65,16 +83,27 @@ class BatchInvariantConv2d(nn.Conv2d):
 
 
 class BatchInvariantLinear(nn.Linear):
-    """nn.Linear whose rows of a 2-D input are computed independently of one another."""
+    """nn.Linear whose samples (the first dimension) are computed independently of one another where their rows
+    are few: a sample of fewer rows than few_rows_bound() is multiplied alone."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dim() != 2 or x.shape[0] == 1:
+        if x.dim() < 2 or x.shape[0] == 1 or x[0].numel() >= few_rows_bound() * x.shape[-1]:
             return F.linear(x, self.weight, self.bias)
-        return torch.cat([F.linear(row, self.weight, self.bias) for row in x.split(1)])
+        return torch.cat([F.linear(sample, self.weight, self.bias) for sample in x.split(1)])
+
+
+class BatchInvariantConv3d(nn.Conv3d):
+    """nn.Conv3d one sample at a time: video patch embeddings (Wan's, a strided 1x2x2 kernel) round by the batch
+    around a sample on CPU, and are a small share of a step."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dim() != 5 or x.shape[0] == 1:
+            return self._conv_forward(x, self.weight, self.bias)
+        return torch.cat([self._conv_forward(sample, self.weight, self.bias) for sample in x.split(1)])
 
 
 def make_batch_invariant(module: nn.Module) -> nn.Module:
-    """Turn every plain nn.Linear and nn.Conv2d of `module` into its batch-invariant class, in place
+    """Turn every plain nn.Linear, nn.Conv2d and nn.Conv3d of `module` into its batch-invariant class, in place
     (same parameters, hooks and state-dict keys). Subclasses (LoRA wrappers, quantised layers) are
     left alone: their forward is their own."""
     for m in module.modules():
@@ -82,4 +111,6 @@ def make_batch_invariant(module: nn.Module) -> nn.Module:
             m.__class__ = BatchInvariantLinear
         elif type(m) is nn.Conv2d:
             m.__class__ = BatchInvariantConv2d
+        elif type(m) is nn.Conv3d:
+            m.__class__ = BatchInvariantConv3d
     return module

@@ -22,6 +22,7 @@ from torch import nn
 
 from cluster.refs import ModelRef
 
+from .batch_invariant import make_batch_invariant
 from .errors import ModelLoadError
 
 QWEN_DIFFSYNTH = "qwen_diffsynth"
@@ -100,7 +101,12 @@ def load_model_patch(ref: ModelRef) -> nn.Module:
 
 def build_model_patch(sd: Mapping[str, torch.Tensor], path: str | None = None) -> nn.Module:
     """The patch network of a model-patch state dict (float32, as ComfyUI computes it on a CPU; USO's projector in
-    its file's dtype, as ComfyUI runs it)."""
+    its file's dtype, as ComfyUI runs it), batch-invariant as the denoisers it patches: it runs inside their
+    batched steps, and a CFG split evaluates each side alone."""
+    return make_batch_invariant(_patch_network(sd, path))
+
+
+def _patch_network(sd: Mapping[str, torch.Tensor], path: str | None) -> nn.Module:
     from .safetensors_io import build_module
 
     kind = patch_kind(sd)

@@ -7,7 +7,11 @@ import pytest
 import torch
 from torch import nn
 
-from nodes.models.batch_invariant import BatchInvariantConv2d, BatchInvariantLinear, make_batch_invariant
+from nodes.models.batch_invariant import (
+    BatchInvariantConv2d,
+    BatchInvariantLinear,
+    make_batch_invariant,
+)
 
 # cuBLAS and cuDNN pick kernels by size as CPU GEMMs do: the same checks on a GPU where there is one
 DEVICES = [
@@ -26,6 +30,27 @@ def test_rows_of_a_2d_input_give_the_same_bits_at_any_batch_size(fixed_threads, 
         for batch in (2, 3, 4, 8):
             out = layer(x[:batch])
             assert all(torch.equal(out[i : i + 1], alone[i]) for i in range(batch)), batch
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("rows", [1, 2, 3, 4, 5, 11, 12, 16, 77])
+def test_samples_of_few_rows_give_the_same_bits_at_any_batch_size(threads, rows):
+    """[batch, rows, features] inputs: a plain Linear rounds a sample of few rows (PixelDiT's [batch, 1, features]
+    modulation; up to 11 rows on 2 threads) by the batch around it; the batch-invariant one multiplies those a
+    sample at a time."""
+    torch.set_num_threads(threads)
+    torch.manual_seed(rows)
+    plain = nn.Linear(64, 384)
+    layer = BatchInvariantLinear(64, 384)
+    layer.load_state_dict(plain.state_dict())
+    x = torch.randn(8, rows, 64)
+    with torch.inference_mode():
+        alone = [layer(x[i : i + 1]) for i in range(8)]
+        for batch in (2, 3, 4, 8):
+            out = layer(x[:batch])
+            assert all(torch.equal(out[i : i + 1], alone[i]) for i in range(batch)), batch
+        if rows == 1:  # what the class is for
+            assert any(not torch.equal(plain(x[:4])[i : i + 1], plain(x[i : i + 1])) for i in range(4))
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -73,7 +98,7 @@ def test_keeps_parameters_and_state_dict_and_token_inputs_use_one_gemm():
     patched = make_batch_invariant(nn.Sequential(nn.Linear(16, 32)))[0]
     patched.load_state_dict(plain.state_dict())
     assert type(patched) is BatchInvariantLinear and set(patched.state_dict()) == {"weight", "bias"}
-    tokens = torch.randn(2, 7, 16)
+    tokens = torch.randn(2, 128, 16)  # more rows per sample than few_rows_bound(): one GEMM
     assert torch.equal(patched(tokens), nn.functional.linear(tokens, plain.weight, plain.bias))
 
 
