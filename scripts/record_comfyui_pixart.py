@@ -14,7 +14,8 @@ the file's width to the renaming of diffusers-layout files, which joins q/k/v at
 per level and 8 groups) and changes nothing else (but --fp32-text-enc): model_detection's PixArt rule, PixArtMS,
 model_base.PixArt's size conditions, the PixArt T5 tokenizer and encoder, CLIPTextEncodePixArtAlpha, the samplers and
 the VAE are ComfyUI's. Recorded: each DiT's raw output on seeded inputs (with and without sizes for α; α also from a
-diffusers-layout file, which ComfyUI renames with its own pixart_to_diffusers map); a text-to-image workflow per
+diffusers-layout file, which ComfyUI renames with its own pixart_to_diffusers map; Σ with LoRAs in diffusers' and
+kohya's names, alone and chained, through comfy.sd.load_lora_for_models); a text-to-image workflow per
 model run node by node with 0.3.64's node classes (UNETLoader, CLIPLoader type pixart, CLIPTextEncodePixArtAlpha,
 CLIPTextEncode, KSampler): its sampled LATENT; and the shipped PixArt-Σ workflow through VAEDecode, SaveImage
 replaced by what it would write.
@@ -48,6 +49,11 @@ MODELS = {
 }
 TEXT_ENCODER = "text_encoders/flux-tiny-t5.safetensors"
 VAE = "vae/sd1-tiny-vae.safetensors"
+LORAS = {
+    "diffusers": "loras/pixart-sigma-tiny-lora-diffusers.safetensors",
+    "kohya": "loras/pixart-sigma-tiny-lora-kohya.safetensors",
+}
+LORA_STRENGTH = 0.8
 VAE_GROUPS = 8
 # PixArt-α in diffusers' layout (nodes/models/pixart_demo.write_diffusers_pixart writes it; not a demo-models file)
 DIFFUSERS = "diffusion_models/PixArt-XL-2-1024-MS_diffusers_tiny.safetensors"
@@ -239,6 +245,18 @@ def main() -> None:
     x, context = inputs(11)
     with torch.no_grad():
         out["forward"]["diffusers_alpha"] = {"timesteps": timesteps.tolist(), "out": b64(net(x, timesteps, context))}
+    # LoRAs on Σ (pixart_demo.write_tiny_pixart_loras), each alone and the two chained, strength 0.8
+    out["loras"] = {kind: {"path": p, "sha256": sha256(f"{WORKSPACE}/models/{p}")} for kind, p in LORAS.items()}
+    for case, kinds in (("diffusers", ["diffusers"]), ("kohya", ["kohya"]), ("both", ["diffusers", "kohya"])):
+        patcher = comfy.sd.load_diffusion_model(f"{WORKSPACE}/models/{MODELS['sigma']}")
+        for kind in kinds:
+            lora = comfy.utils.load_torch_file(f"{WORKSPACE}/models/{LORAS[kind]}")
+            patcher, _ = comfy.sd.load_lora_for_models(patcher, None, lora, LORA_STRENGTH, 0)
+        patcher.patch_model()
+        x, context = inputs(11)
+        with torch.no_grad():
+            result = patcher.model.diffusion_model(x, timesteps, context)
+        out["forward"][f"sigma_lora_{case}"] = {"timesteps": timesteps.tolist(), "loras": kinds, "out": b64(result)}
     for folder in ("diffusion_models", "text_encoders"):
         folder_paths.add_model_folder_path(folder, f"{WORKSPACE}/models/{folder}", is_default=True)
     classes = node_classes(nodes_pixart)

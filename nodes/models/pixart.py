@@ -27,6 +27,8 @@ from cluster.refs import ModelRef
 from nodes.arch import latent_format, sampling_config
 from nodes.models.components import DiffusionModel
 from nodes.models.errors import ModelLoadError
+from nodes.models.lora import LoraTargets, lora_modules, merge_loras
+from nodes.models.safetensors_io import load_state_dict
 
 MARKER = "t_block.1.weight"  # ComfyUI's model_detection rule for PixArt
 ALPHA_MARKER = "ar_embedder.mlp.0.weight"  # only PixArt-α has micro-conditions
@@ -63,6 +65,58 @@ _JOINED = {
     ("attn1.to_q.", "attn1.to_k.", "attn1.to_v."): "attn.qkv.",
     ("attn2.to_k.", "attn2.to_v."): "cross_attn.kv_linear.",
 }
+# the prefixes of LoRAs in diffusers' names (ComfyUI's lora.py: the default, diffusers' and the old peft scripts')
+DIFFUSERS_LORA_PREFIXES = ("transformer.", "base_model.model.", "unet.base_model.model.")
+
+
+def to_diffusers(sd: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The authors' names back to diffusers' (q/k/v split), for LoRAs trained on diffusers' module."""
+    renames = {v: k for k, v in _RENAMES.items()}
+    block_renames = {v: k for k, v in _BLOCK_RENAMES.items()}
+    out: dict[str, torch.Tensor] = {}
+    for key, value in sd.items():
+        if not key.startswith("blocks."):
+            out[next(v + key[len(k) :] for k, v in renames.items() if key.startswith(k))] = value
+            continue
+        _, n, rest = key.split(".", 2)
+        joined = next(((parts, j) for parts, j in _JOINED.items() if rest.startswith(j)), None)
+        if joined is None:
+            out[
+                f"transformer_blocks.{n}."
+                + next(v + rest[len(k) :] for k, v in block_renames.items() if rest.startswith(k))
+            ] = value
+            continue
+        parts, j = joined
+        for part, chunk in zip(parts, value.chunk(len(parts))):
+            out[f"transformer_blocks.{n}.{part}{rest[len(j) :]}"] = chunk
+    return out
+
+
+def _targets(sd: Mapping[str, torch.Tensor], family: tuple[str, ...], aliases) -> LoraTargets:
+    targets = LoraTargets(family, {})
+    for key, value in sd.items():
+        if key.endswith(".weight") and value.dim() >= 2:
+            targets.add(key, *aliases(key[: -len(".weight")]))
+    return targets
+
+
+def merge_pixart_loras(patches, sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """LoRAs merged as ComfyUI's lora.py addresses PixArt's layers: its own names (`lora_unet_blocks_0_attn_qkv`,
+    `diffusion_model.blocks.0.attn.qkv`) or diffusers' (`transformer.` / `base_model.model.` /
+    `unet.base_model.model.` + `transformer_blocks.0.attn1.to_q`, a third of the joined qkv)."""
+    for patch in patches:
+        names = lora_modules(load_state_dict(patch.path, patch.digest), patch.path)
+        if any(n.startswith(DIFFUSERS_LORA_PREFIXES) for n in names):
+            dsd = to_diffusers(sd)
+            targets = _targets(dsd, DIFFUSERS_LORA_PREFIXES, lambda base: [p + base for p in DIFFUSERS_LORA_PREFIXES])
+            sd = from_diffusers(merge_loras((patch,), targets, dsd)[0])
+        else:
+            native = ("lora_unet_", "diffusion_model.")
+            targets = _targets(
+                sd, native, lambda base: ["lora_unet_" + base.replace(".", "_"), "diffusion_model." + base]
+            )
+            sd = merge_loras((patch,), targets, sd)[0]
+    return sd
 
 
 def find_pixart_prefix(keys) -> str | None:
@@ -298,8 +352,6 @@ def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) 
     from nodes.models.safetensors_io import build_module
 
     path = ref.sources[0] if ref.sources else None
-    if ref.patches:  # ComfyUI merges them (its own and diffusers' names); not written here yet: refused, not dropped
-        raise ModelLoadError(path, "LoRAs on PixArt models are not supported yet")
     if is_diffusers_pixart(state_dict.keys()):
         try:
             sd = from_diffusers(state_dict)
@@ -312,6 +364,8 @@ def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) 
         sd = {k[len(prefix) :]: v for k, v in state_dict.items() if k.startswith(prefix)}
     pos = sd.pop("pos_embed", None)  # read for the config only: positions are computed for each size
     sd.pop("y_embedder.y_embedding", None)  # the training-time null caption, unused when sampling
+    if ref.patches:
+        sd = merge_pixart_loras(ref.patches, sd)
     try:
         config = infer_config({**sd, **({"pos_embed": pos} if pos is not None else {})}, path)
     except KeyError as e:

@@ -93,3 +93,49 @@ def write_diffusers_pixart(path: Path, seed: int = SEED) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, lambda tmp: save_file(sd, tmp, metadata={"format": "pt"}))
     return path
+
+
+LORA_RANK = 4
+# LoRAs for the tiny PixArt-Σ in the two kinds of names ComfyUI's lora.py reads for PixArt: diffusers' (peft's
+# lora_A / lora_B under `transformer.`, q/k/v apart) and its own (kohya's lora_down / lora_up / alpha on the joined
+# layers); (name, rows, columns).
+DIFFUSERS_LORA_LAYERS = (
+    ("transformer_blocks.0.attn1.to_q", WIDTH, WIDTH),
+    ("transformer_blocks.0.attn1.to_v", WIDTH, WIDTH),
+    ("transformer_blocks.0.attn2.to_k", WIDTH, WIDTH),
+    ("transformer_blocks.0.ff.net.0.proj", 4 * WIDTH, WIDTH),
+    ("proj_out", 32, WIDTH),
+)
+NATIVE_LORA_LAYERS = (
+    ("blocks.0.attn.qkv", 3 * WIDTH, WIDTH),
+    ("blocks.0.cross_attn.kv_linear", 2 * WIDTH, WIDTH),
+    ("t_block.1", 6 * WIDTH, WIDTH),
+)
+
+
+def write_tiny_pixart_loras(folder: Path, seed: int = SEED) -> dict[str, Path]:
+    """Write pixart-sigma-tiny-lora-diffusers.safetensors and pixart-sigma-tiny-lora-kohya.safetensors; returns them
+    by kind. Not demo-models files: the LoRA tests write them."""
+    gen = torch.Generator().manual_seed(seed + 3)
+
+    def pair(rows: int, cols: int) -> tuple[torch.Tensor, torch.Tensor]:
+        down = torch.randn(LORA_RANK, cols, generator=gen) * cols**-0.5
+        return down, torch.randn(rows, LORA_RANK, generator=gen) * 0.2
+
+    diffusers, native = {}, {}
+    for name, rows, cols in DIFFUSERS_LORA_LAYERS:
+        down, up = pair(rows, cols)
+        diffusers[f"transformer.{name}.lora_A.weight"], diffusers[f"transformer.{name}.lora_B.weight"] = down, up
+    for name, rows, cols in NATIVE_LORA_LAYERS:
+        down, up = pair(rows, cols)
+        key = "lora_unet_" + name.replace(".", "_")
+        native[f"{key}.lora_down.weight"], native[f"{key}.lora_up.weight"] = down, up
+        native[f"{key}.alpha"] = torch.tensor(2.0)
+    paths = {}
+    for kind, sd in (("diffusers", diffusers), ("kohya", native)):
+        path = Path(folder) / f"pixart-sigma-tiny-lora-{kind}.safetensors"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        half = {k: v.to(torch.float16).contiguous() for k, v in sd.items()}
+        write_atomic(path, lambda tmp, half=half: save_file(half, tmp))
+        paths[kind] = path
+    return paths

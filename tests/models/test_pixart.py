@@ -1,6 +1,6 @@
 """PixArt-α and PixArt-Σ (nodes/models/pixart.py; issue 38): detection from the authors' single-file layout, the DiT
 equal to ComfyUI 0.3.64's PixArtMS within 1e-5 (α with and without its size conditions, Σ, α from a diffusers-layout
-file), and a text-to-image
+file, Σ with LoRAs in diffusers' and kohya's names), and a text-to-image
 workflow through UNETLoader, CLIPLoader type pixart, CLIPTextEncodePixArtAlpha and KSampler giving ComfyUI's
 sampled latent to 16 ulps of its largest value (tests/models/fixtures/comfyui_pixart.json, recorded by scripts/record_comfyui_pixart.py on the tiny
 demo files)."""
@@ -107,15 +107,31 @@ def test_workflow_samples_comfyuis_latent(demo_workspace, name: str) -> None:
     assert diff <= ulps_of_largest(expected, LATENT_ULPS), diff
 
 
-def test_small_latents_and_loras_are_refused_by_name(demo_workspace) -> None:
-    from cluster.refs import Patch
-    from nodes.loaders import make_ref
-    from nodes.models.errors import ModelLoadError
-    from nodes.models.loader import load_diffusion_model
-
+def test_small_latents_are_refused_by_name(demo_workspace) -> None:
     model = load(demo_workspace, "sigma")
     with pytest.raises(ValueError, match="mean side is at least 33"):
         model.apply(torch.randn(1, 4, 16, 16), torch.tensor([500.0]), {"context": torch.randn(1, 3, 32)})
+
+
+@pytest.mark.parametrize("case", ["diffusers", "kohya", "both"])
+def test_loras_merge_as_comfyuis(demo_workspace, tmp_path, case: str) -> None:
+    from cluster.refs import Patch, file_digest
+    from nodes.loaders import make_ref
+    from nodes.models.loader import load_diffusion_model
+    from nodes.models.pixart_demo import write_tiny_pixart_loras
+
+    torch.set_num_threads(1)
+    paths = write_tiny_pixart_loras(tmp_path)
+    for kind, path in paths.items():
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == FIXTURE["loras"][kind]["sha256"], kind
+    recorded = FIXTURE["forward"][f"sigma_lora_{case}"]
     ref = make_ref("diffusion_model", "pixart_sigma", [demo_workspace.models_dir / MODELS["sigma"]])
-    with pytest.raises(ModelLoadError, match="LoRAs on PixArt models are not supported yet"):
-        load_diffusion_model(ref.with_patch(Patch("any.safetensors", "0" * 64, 1.0)))
+    for kind in recorded["loras"]:
+        ref = ref.with_patch(Patch(str(paths[kind]), file_digest(paths[kind]), 0.8))
+    model = load_diffusion_model(ref)
+    x, context = inputs(11)
+    with torch.no_grad():
+        out = model.apply(x, torch.tensor(recorded["timesteps"]), {"context": context})
+    unpatched = tensor(FIXTURE["forward"]["sigma"]["out"])
+    assert (out - unpatched).abs().max() > 0.01  # the LoRAs change the output
+    torch.testing.assert_close(out, tensor(recorded["out"]), atol=1e-5, rtol=0)
