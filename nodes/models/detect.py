@@ -212,6 +212,12 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
         return info("stable_cascade_b", "vae", {"vae"}, "stability")
     if any(m in shapes for m in STABLE_CASCADE_CODER_MARKERS):  # its stage C coder: effnet and/or previewer
         return info("stable_cascade_c", "vae", {"vae"}, "stability")
+    if _prefix_with(shapes, "mlp_t5.0.weight") is not None:  # HunyuanDiT (ComfyUI 0.3.64's model_detection rule)
+        raise ModelLoadError(
+            path,
+            "is a HunyuanDiT model, which is not supported yet (its Chinese CLIP tokenizer has no permissively "
+            "licensed source here)",
+        )
     pixart = _prefix_with(shapes, "t_block.1.weight")  # PixArt (ComfyUI 0.3.64's model_detection rule)
     if pixart is not None and pixart + "y_embedder.y_proj.fc1.weight" in shapes:
         # the authors' single files (PixArt-alpha/PixArt-sigma): only α has the aspect-ratio embedder
