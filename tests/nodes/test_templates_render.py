@@ -62,6 +62,21 @@ def test_files_inputs_and_sizes_are_substituted(registry, tmp_path):
     assert list(load_file(tmp_path / "some_style.safetensors")) == [templates_render.TRIPWIRE_KEY]
 
 
+def test_ltx25_files_are_substituted():
+    """LTX-2.5: the transformer (whose name also fits LTX-2's checkpoint rule) maps to the tiny LTX-2.5 transformer,
+    the audio VAE file to the tiny LTX-2.5 audio VAE, the latent upscaler to LTX-2's tiny one (the same layout)."""
+    asked = [
+        "ltx-2.5-22b-distilled-transformer-comfy-int8-convrot.safetensors",
+        "ltx-2.5-video-vae-bf16.safetensors",
+        "ltx-2.5-audio-vae-bf16.safetensors",
+    ]
+    assert templates_render.demo_file(asked[0], asked) == "ltx-2.5-22b-distilled-transformer_tiny.safetensors"
+    assert templates_render.demo_file(asked[2], asked) == "ltx-2.5-audio-vae_tiny.safetensors"
+    assert templates_render.demo_file("ltx-2.5-latent-spatial-upscaler-x2-bf16-1.0.safetensors", asked) == (
+        "ltx-2-spatial-upscaler-x2-1.0_tiny.safetensors"
+    )
+
+
 def test_ltx2_files_and_titled_sizes_are_substituted(registry, tmp_path):
     """LTX-2 / 2.3: the LoRAs (whose names start as the checkpoint's) map to the tiny LoRA, the checkpoint, Gemma and
     the upsampler to ltx2-tiny's files; primitives titled Width / Height / Duration (the LTX-2.3 templates feed
