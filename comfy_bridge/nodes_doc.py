@@ -52,7 +52,6 @@ REASONS: dict[str, str] = {
     "comfy_extras.nodes_hidream": family("HiDream"),
     "comfy_extras.nodes_qwen": family("Qwen-Image"),
     "comfy_extras.nodes_chroma_radiance": family("Chroma Radiance"),
-    "comfy_extras.nodes_photomaker": family("PhotoMaker"),
     "comfy_extras.nodes_sdupscale": family("SD x4 upscaler"),
 }
 

@@ -16,7 +16,8 @@ REPO = Path(__file__).resolve().parents[1]
 NAME = "stable_cascade"
 
 
-def main() -> None:
+def write_ui(name: str) -> None:
+    """workflows_json/<name>.ui.json from workflows_json/<name>.json, checked to convert back."""
     from comfy_bridge import compat
     from comfy_bridge.formats import ui_to_api
     from comfy_bridge.registry import NodeRegistry
@@ -26,14 +27,14 @@ def main() -> None:
 
     registry = NodeRegistry()
     registry.add_builtin(nodes.NODE_CLASS_MAPPINGS)
-    out = REPO / "workflows_json" / NAME
+    out = REPO / "workflows_json" / name
     api = json.loads(out.with_suffix(".json").read_text())
     ui = to_ui(api, registry)
     back = {k: {"class_type": v["class_type"], "inputs": v["inputs"]} for k, v in ui_to_api(ui, registry).items()}
     if back != api:
-        raise SystemExit(f"{NAME}: the UI file does not convert back to the API file: {back}")
+        raise SystemExit(f"{name}: the UI file does not convert back to the API file: {back}")
     out.with_suffix(".ui.json").write_text(json.dumps(ui, indent=2) + "\n")
 
 
 if __name__ == "__main__":
-    main()
+    write_ui(NAME)

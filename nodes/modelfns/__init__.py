@@ -10,6 +10,7 @@ from nodes.modelfns import (  # noqa: F401
     latent_upscale_model,
     ltx2_audio,
     minimax_h3_audio,
+    photomaker,
     style_model,
     text_encoder,
     text_generate,

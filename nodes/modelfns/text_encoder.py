@@ -20,6 +20,7 @@ class TextEncodeParams(Params):
     images: int = 0  # Qwen-Image-Edit, MiniMax H3 fl2va: how many IMAGE inputs image0.. the prompt reads
     template: str | None = None  # and its chat template
     keep_vision: bool = True  # Qwen-Image 2.1: False leaves the images' tokens out and returns their slots
+    drop_word: int = 0  # PhotoMakerEncode: the word id (1-based) whose tokens are left out of the prompt
 
 
 @register
@@ -65,6 +66,8 @@ class TextEncode(ModelFn):
                 out["token_tags"] = row_tags(tokens, images)
         else:
             tokens = tokens_for(model, params)
+            if params.drop_word:
+                tokens = _without_word(model, tokens, params)
             cond, pooled = model.encode(tokens)
             extras = getattr(model, "extras", None)
             if extras is not None:  # Anima: the T5 ids and weights its diffusion model's LLM adapter reads
@@ -95,3 +98,12 @@ def tokens_for(model: TextEncoder, params: TextEncodeParams) -> dict[str, list[l
             while len(tokens[sub]) < most:
                 tokens[sub] += empty[sub]
     return tokens
+
+
+def _without_word(model: TextEncoder, tokens: dict, params: TextEncodeParams) -> dict:
+    from nodes.models.photomaker import without_word
+
+    sides = getattr(model, "sides", None)
+    if not sides:
+        raise ValueError(f"clip: PhotoMakerEncode needs a CLIP text encoder (SDXL's), not a {model.arch} one")
+    return without_word(tokens, params.text, {name: side.tokenizer for name, side in sides.items()}, params.drop_word)

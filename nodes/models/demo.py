@@ -258,6 +258,9 @@ def build_demo_models(models_dir: Path, include_flux: bool = True) -> list[Path]
         build_cascade = getattr(_optional("nodes.models.stable_cascade_demo"), "build_demo_stable_cascade", None)
         if build_cascade is not None:
             written += build_cascade(models_dir)
+        build_photomaker = getattr(_optional("nodes.models.photomaker_demo"), "build_demo_photomaker", None)
+        if build_photomaker is not None:
+            written += build_photomaker(models_dir)
         build_flux2 = getattr(_optional("nodes.models.flux2_demo"), "build_demo_flux2", None)
         if build_flux2 is not None:
             written += build_flux2(models_dir)

@@ -56,6 +56,7 @@ FILE_COMBOS = {
     "conditioning_name",
     "font",
     "text_encoder",  # LTXAVTextEncoderLoader's text_encoders files
+    "photomaker_model_name",  # PhotoMakerLoader's photomaker files
 }
 NOT_COMPARED_OPTIONS = {"tooltip"}
 # The cluster's own nodes, which ComfyUI does not have.
