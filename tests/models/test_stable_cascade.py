@@ -168,3 +168,32 @@ def test_super_resolution_controlnet_inputs_equal_comfyuis(ws) -> None:
     torch.testing.assert_close(cn, tensor(rec["controlnet_input"]), rtol=0, atol=1e-5)
     assert (list(c["samples"].shape), list(b["samples"].shape)) == (rec["stage_c"], rec["stage_b"])
     assert not c["samples"].any() and not b["samples"].any()
+
+
+def test_separate_files_through_the_loader_nodes_equal_comfyui(ws, tmp_path) -> None:
+    """ComfyUI's other way to load Stable Cascade: CLIPLoader type stable_cascade on a bare CLIP-G file (transformers'
+    names, as the published text_encoder/model.safetensors) and VAELoader on a bare stage A file give the
+    checkpoints' numbers."""
+    import asyncio
+
+    from safetensors.torch import load_file, save_file
+
+    from nodes.models.loader import load_text_encoder, load_vae
+    from tests.node_calls import call_node
+
+    torch.set_num_threads(1)
+    c = load_file(ws.models_dir / STAGE_C)
+    te = "text_encoder.clip_g.transformer."
+    save_file({k[len(te) :]: v for k, v in c.items() if k.startswith(te)}, str(ws.models_dir / "text_encoders/g.sft"))
+    b = load_file(ws.models_dir / STAGE_B)
+    save_file({k[4:]: v for k, v in b.items() if k.startswith("vae.")}, str(ws.models_dir / "vae/stage_a.safetensors"))
+    (clip,) = asyncio.run(call_node("CLIPLoader", clip_name="g.sft", type="stable_cascade"))
+    encoder = load_text_encoder(clip)
+    for rec in FIXTURE["text"]:
+        cond, pooled = encoder.encode(encoder.tokenize(rec["prompt"]))
+        torch.testing.assert_close(cond, tensor(rec["cond"]), rtol=0, atol=1e-5)
+        torch.testing.assert_close(pooled, tensor(rec["pooled"]), rtol=0, atol=1e-5)
+    (vae,) = asyncio.run(call_node("VAELoader", vae_name="stage_a.safetensors"))
+    rec = FIXTURE["stage_a"]
+    decoded = load_vae(vae).decode(seeded(rec["seed"], *rec["shape"]))
+    torch.testing.assert_close(decoded, tensor(rec["image"]), rtol=0, atol=1e-5)
