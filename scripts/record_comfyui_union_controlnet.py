@@ -15,7 +15,9 @@ own convert_config. Everything else is ComfyUI's: load_controlnet_state_dict (ke
 SetUnionControlNetType node, set_cond_hint and get_control with SDXL's discrete EPS sampling (hint resize and crop,
 timestep, input scaling, strength), and the cldm ControlNet's forward. The fixture holds the inputs the test gives
 our ControlNet (the model input and timestep ComfyUI computed, the text states, pooled output and sizes, the hint
-IMAGE) and ComfyUI's residuals for each type tried.
+IMAGE) and ComfyUI's residuals for each type tried; and the latent KSampler samples on the union ControlNet's tiny
+SDXL UNet (diffusion_models/sdxl-union-base-tiny.safetensors, also from demo-models) with the ControlNet applied
+(sample_with_union says what ComfyUI is told of its sizes).
 """
 
 from __future__ import annotations
@@ -30,6 +32,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from comfyui_recording import b64, comfyui_on_cpu, sha256  # noqa: E402
 
 UNION_FILE = "controlnet/controlnet-union-sdxl-promax-tiny.safetensors"
+BASE_FILE = "diffusion_models/sdxl-union-base-tiny.safetensors"
+SAMPLING = {"size": [64, 48], "seed": 5, "steps": 3, "cfg": 2.0}  # width, height; euler, normal
+APPLY = (0.9, 0.0, 1.0)  # strength, start and end percent
 TYPES = ("auto", "depth", "repaint")
 STRENGTH = 0.8
 SIZES = [96.0, 128.0, 8.0, 0.0, 96.0, 128.0]  # height, width, crop top, crop left, target height, target width
@@ -63,6 +68,51 @@ def tiny_unet_config(sd: dict) -> dict:
         "use_temporal_attention": False,
         "use_temporal_resblock": False,
     }
+
+
+def sample_with_union(models: str, control_path: str, config: dict, hint: torch.Tensor) -> dict:
+    """KSampler on the union ControlNet's UNet (sdxl-union-base-tiny) with the ControlNet applied by
+    ControlNetApplyAdvanced after SetUnionControlNetType, for "auto" and "depth"; conditioning given as tensors (no
+    text encoder). ComfyUI tells SDXL UNets by the released widths only: its SDXL model config is told the tiny one's
+    (model channels 320, text 80 and ADM 1568 wide); the model, its ADM, the ControlNet and the sampler are ComfyUI's."""
+    import comfy.controlnet
+    import comfy.sd
+    import comfy.supported_models
+    from comfy_extras.nodes_controlnet import SetUnionControlNetType
+
+    import nodes
+
+    comfy.supported_models.SDXL.unet_config = {
+        "model_channels": config["model_channels"],
+        "context_dim": config["context_dim"],
+        "adm_in_channels": config["adm_in_channels"],
+        "use_linear_in_transformer": True,
+        "use_temporal_attention": False,
+    }
+    model = comfy.sd.load_diffusion_model(os.path.join(models, BASE_FILE))
+    control_net = comfy.controlnet.load_controlnet(control_path)
+    g = torch.Generator().manual_seed(60)
+    pooled = config["adm_in_channels"] - 6 * 256
+    positive = [
+        [torch.randn(1, 6, config["context_dim"], generator=g), {"pooled_output": torch.randn(1, pooled, generator=g)}]
+    ]
+    negative = [
+        [torch.randn(1, 4, config["context_dim"], generator=g), {"pooled_output": torch.randn(1, pooled, generator=g)}]
+    ]
+    out = {"file": BASE_FILE, "sha256": sha256(os.path.join(models, BASE_FILE)), "settings": SAMPLING, "latents": {}}
+    for name in ("auto", "depth"):
+        (typed,) = SetUnionControlNetType().set_controlnet_type(control_net, name)
+        pos, neg = nodes.ControlNetApplyAdvanced().apply_controlnet(positive, negative, typed, hint, *APPLY)
+        (latent,) = nodes.EmptyLatentImage().generate(*SAMPLING["size"], 1)
+        (samples,) = nodes.KSampler().sample(
+            model, SAMPLING["seed"], SAMPLING["steps"], SAMPLING["cfg"], "euler", "normal", pos, neg, latent, 1.0
+        )
+        out["latents"][name] = b64(samples["samples"])
+    out["conditioning"] = {
+        side: {"context": b64(c[0][0]), "pooled": b64(c[0][1]["pooled_output"])}
+        for side, c in (("positive", positive), ("negative", negative))
+    }
+    return out
 
 
 def main(models: str, out_path: str) -> None:
@@ -106,7 +156,9 @@ def main(models: str, out_path: str) -> None:
         residuals[name] = {"down": [b64(t) for t in out["output"]], "mid": b64(out["middle"][0])}
         run.cleanup()
 
+    fixture_sampling = sample_with_union(models, path, config, hint)
     fixture = {
+        "sampling": fixture_sampling,
         "file": UNION_FILE,
         "sha256": sha256(path),
         "strength": STRENGTH,
