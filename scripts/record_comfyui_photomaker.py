@@ -4,7 +4,7 @@ tests/nodes/fixtures/comfyui_photomaker.json.
 Run inside that ComfyUI's own environment (nothing of ComfyUI is copied here), after `comfy-cluster demo-models`:
 
     cd <ComfyUI 0.3.64 source> && PYTHONPATH=<shim>:.:/work/main/scripts OMP_NUM_THREADS=1 <venv>/bin/python \\
-        /work/main/scripts/record_comfyui_photomaker.py <fixture> <workspace>
+        /work/main/scripts/record_comfyui_photomaker.py <fixture> <workspace> /work/main/workflows_json/photomaker.json
 
 ComfyUI 0.3.64 fixes the released sizes (PhotoMaker's ViT-L tower, its 1024 -> 1280 second projection and
 2048-wide fuse module; CLIP-L's and CLIP-G's configs; CLIP-G told by its 31st layer); this script gives those the
@@ -12,7 +12,9 @@ tiny files' sizes and changes nothing else: PhotoMakerLoader, PhotoMakerEncode (
 filter and class-token mask), comfy.clip_vision's preprocessing, the CLIP vision tower, the fuse module and the SDXL
 text encoder (DualCLIPLoader type sdxl on the tiny real-vocabulary CLIP-L and CLIP-G) are ComfyUI's. Recorded:
 PhotoMakerEncode's conditioning and pooled output for prompts with and without the trigger word, one whose word ids
-make the filter drop tokens, on a seeded image.
+make the filter drop tokens, on a seeded image; and the shipped workflow (a tiny SDXL UNet, given SDXL's model config
+since its widths match none, with these text encoders and a tiny VAE whose sizes ComfyUI's autoencoder is given)
+run node by node with 0.3.64's node classes, SaveImage replaced by what it would write.
 """
 
 from __future__ import annotations
@@ -21,13 +23,16 @@ import json
 import sys
 
 import torch
-from comfyui_recording import b64, comfyui_on_cpu, node_classes, run_node, sha256
+from comfyui_recording import b64, comfyui_on_cpu, node_classes, run_node, run_prompt, sha256
 
-OUT, WORKSPACE = sys.argv[1:3]
+OUT, WORKSPACE, WORKFLOW = sys.argv[1:4]
 comfyui_on_cpu()
+import comfy.ldm.modules.diffusionmodules.model as ldm_vae  # noqa: E402
+import comfy.model_detection  # noqa: E402
 import comfy.ops  # noqa: E402
 import comfy.sd  # noqa: E402
 import comfy.sdxl_clip  # noqa: E402
+import comfy.supported_models  # noqa: E402
 import comfy.utils  # noqa: E402
 import folder_paths  # noqa: E402
 from comfy import sd1_clip  # noqa: E402
@@ -37,6 +42,8 @@ FILES = {
     "photomaker": "photomaker/photomaker-v1-tiny.bin",
     "clip_l": "text_encoders/photomaker-tiny-clip_l.safetensors",
     "clip_g": "text_encoders/photomaker-tiny-clip_g.safetensors",
+    "vae": "vae/photomaker-sdxl-vae-tiny.safetensors",
+    "unet": "diffusion_models/photomaker-sdxl-unet-tiny.safetensors",
 }
 PROMPTS = [
     "photograph of a man photomaker",
@@ -70,7 +77,7 @@ def clip_config(sd: dict, hidden_act: str) -> dict:
 def tiny_sizes() -> None:
     from comfy_extras import nodes_photomaker
 
-    sds = {k: comfy.utils.load_torch_file(f"{WORKSPACE}/models/{v}") for k, v in FILES.items() if k != "photomaker"}
+    sds = {k: comfy.utils.load_torch_file(f"{WORKSPACE}/models/{FILES[k]}") for k in ("clip_l", "clip_g", "vae")}
     configs = {
         "sd1_clip_config.json": clip_config(sds["clip_l"], "quick_gelu"),
         "clip_config_bigg.json": clip_config(sds["clip_g"], "gelu"),
@@ -124,13 +131,34 @@ def tiny_sizes() -> None:
 
     nodes_photomaker.PhotoMakerIDEncoder.__init__ = encoder_init_tiny
 
+    # the tiny SDXL UNet matches no shipped model config (ComfyUI asks SDXL's widths): SDXL's, on the detected config
+    match = comfy.model_detection.model_config_from_unet_config
+
+    def match_tiny(unet_config, state_dict=None):
+        found = match(unet_config, state_dict)
+        return found if found is not None else comfy.supported_models.SDXL(unet_config)
+
+    comfy.model_detection.model_config_from_unet_config = match_tiny
+    vae = sds["vae"]
+    vae_sizes = {
+        "ch": vae["encoder.conv_in.weight"].shape[0],
+        "ch_mult": [
+            vae[f"encoder.down.{i}.block.0.conv1.weight"].shape[0] // vae["encoder.conv_in.weight"].shape[0]
+            for i in range(_count(vae, "encoder.down."))
+        ],
+        "num_res_blocks": _count(vae, "encoder.down.0.block."),
+    }
+    for name in ("Encoder", "Decoder"):
+        cls = getattr(ldm_vae, name)
+        setattr(ldm_vae, name, lambda cls=cls, **kw: cls(**{**kw, **vae_sizes}))
+
 
 def main() -> None:
     torch.set_num_threads(1)
     tiny_sizes()
     from comfy_extras import nodes_photomaker
 
-    for folder in ("photomaker", "text_encoders"):
+    for folder in ("photomaker", "text_encoders", "vae", "diffusion_models"):
         folder_paths.add_model_folder_path(folder, f"{WORKSPACE}/models/{folder}", is_default=True)
     classes = node_classes(nodes_photomaker)
     (clip,) = run_node(
@@ -151,6 +179,8 @@ def main() -> None:
             classes["PhotoMakerEncode"], {"photomaker": photomaker, "image": image, "clip": clip, "text": text}
         )[0]
         out["encode"].append({"text": text, "cond": b64(cond), "pooled": b64(extra["pooled_output"])})
+    folder_paths.set_input_directory(f"{WORKSPACE}/input")
+    out["workflow"] = run_prompt(json.load(open(WORKFLOW)), classes)
     with open(OUT, "w") as f:
         json.dump(out, f)
 

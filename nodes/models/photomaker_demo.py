@@ -20,6 +20,12 @@ CLIP_FILES = {
     "l": "text_encoders/photomaker-tiny-clip_l.safetensors",
     "g": "text_encoders/photomaker-tiny-clip_g.safetensors",
 }
+# sdxl-tiny's UNet for these encoders (their 80-wide states, CLIP-G's 48-wide pooled output) and a 4-channel VAE
+# whose every width is 32, so that ComfyUI's autoencoder (GroupNorm of 32 groups) builds it too: the PhotoMaker
+# workflow then runs in ComfyUI as here.
+UNET_FILE = "diffusion_models/photomaker-sdxl-unet-tiny.safetensors"
+VAE_FILE = "vae/photomaker-sdxl-vae-tiny.safetensors"
+VAE_WIDTHS = (32, 32, 32, 32)
 SEED = 40
 PROJECTIONS = (32, 48)  # CLIP-L's and CLIP-G's widths in sdxl-tiny
 
@@ -48,7 +54,7 @@ def tiny_sdxl_clip(width: int, act: str) -> dict[str, torch.Tensor]:
         num_hidden_layers=3,  # SDXL reads the penultimate layer, which ComfyUI wants below the last
         num_attention_heads=width // 8,  # the tiny CLIPs' 8-wide heads (nodes/models/clip.py)
         max_position_embeddings=77,
-        projection_dim=width,
+        projection_dim=width,  # ComfyUI's CLIP text projection is square
         hidden_act=act,
         bos_token_id=49406,
         eos_token_id=49407,
@@ -64,7 +70,9 @@ def build_demo_photomaker(models_dir: Path, seed: int = SEED) -> list[Path]:
 
     with torch.random.fork_rng(devices=[]):
         data = {"id_encoder": tiny_id_encoder(seed), "lora_weights": {}}
-        clips = {"l": tiny_sdxl_clip(PROJECTIONS[0], "quick_gelu"), "g": tiny_sdxl_clip(PROJECTIONS[1], "gelu")}
+        clips = {"l": tiny_sdxl_clip(32, "quick_gelu"), "g": tiny_sdxl_clip(48, "gelu")}
+        vae = tiny_vae()
+        unet = tiny_unet()
     path = Path(models_dir) / FILE
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, lambda tmp: torch.save(data, tmp))
@@ -75,4 +83,41 @@ def build_demo_photomaker(models_dir: Path, seed: int = SEED) -> list[Path]:
         tensors = dict(sorted(clips[side].items()))
         write_atomic(out, lambda tmp, tensors=tensors: save_file(tensors, tmp, metadata={"format": "pt"}))
         written.append(out)
+    for rel, tensors in ((VAE_FILE, vae), (UNET_FILE, unet)):
+        out = Path(models_dir) / rel
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tensors = dict(sorted(tensors.items()))
+        write_atomic(out, lambda tmp, tensors=tensors: save_file(tensors, tmp, metadata={"format": "pt"}))
+        written.append(out)
     return written
+
+
+def tiny_unet() -> dict[str, torch.Tensor]:
+    """sdxl-tiny's UNet design for 80-wide states and a 48-wide pooled output, in ldm names, float16."""
+    from nodes.models.demo import tiny_sdxl_unet
+    from nodes.models.unet import UNetLayout, diffusers_to_ldm
+
+    unet = tiny_sdxl_unet(sum(PROJECTIONS), PROJECTIONS[1])
+    # sdxl-tiny's levels: 32 wide without attention, 64 wide with it
+    layout = UNetLayout(4, 4, 0, [32, 64], [[1], [1]], [[0, 0], [1, 1]], 1, sum(PROJECTIONS), True, None)
+    return {k: v.to(torch.float16).contiguous() for k, v in diffusers_to_ldm(unet.state_dict(), layout).items()}
+
+
+def tiny_vae() -> dict[str, torch.Tensor]:
+    """The VAE in ldm names (what ComfyUI's VAELoader and ours read), float32."""
+    from diffusers import AutoencoderKL
+
+    from nodes.models import vae as vae_mod
+
+    vae = AutoencoderKL(
+        in_channels=3,
+        out_channels=3,
+        latent_channels=4,
+        block_out_channels=VAE_WIDTHS,
+        down_block_types=("DownEncoderBlock2D",) * 4,
+        up_block_types=("UpDecoderBlock2D",) * 4,
+        layers_per_block=1,
+        norm_num_groups=32,
+        sample_size=64,
+    )
+    return {k: v.detach().contiguous() for k, v in vae_mod.diffusers_to_ldm(vae.state_dict()).items()}
