@@ -22,11 +22,13 @@ TEMPLATE = "video_ltx2_5_i2v"
 NAME = "ltx2_5_i2v"
 
 
-def tiny_template() -> dict:
+def tiny_template(template: str = TEMPLATE) -> dict:
+    """The template's graph with the tiny files (the LTX-2.5 text-to-video and first-last frame templates,
+    scripts/ltx2_5_t2v_workflow.py and ltx2_5_flf2v_workflow.py, go through the same rules)."""
     from scripts.ltx2_3_i2v_workflow import tiny_template as tiny
     from scripts.templates_render import SHRINK
 
-    flat = tiny(TEMPLATE)
+    flat = tiny(template)
     for node in flat["nodes"]:
         if node["type"] == "ResolutionSelector":  # the template's size comes from it, not from Width/Height
             node["widgets_values"][1] = SHRINK["megapixels"](node["widgets_values"][1])
