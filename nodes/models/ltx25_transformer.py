@@ -39,8 +39,9 @@ from torch import nn
 
 from cluster.refs import ModelRef
 from nodes.arch import latent_format, sampling_config
+from nodes.models import comfy_quant
 from nodes.models.errors import ModelLoadError
-from nodes.models.ltx2 import LTX2DiffusionModel, video_coords
+from nodes.models.ltx2 import LTX2DiffusionModel, diffusers_config, video_coords
 from nodes.models.safetensors_io import build_module
 
 AUDIO_CHANNELS, AUDIO_BINS = 8, 16
@@ -422,11 +423,11 @@ def load_diffusion_model(
         raise ModelLoadError(path, "LoRAs on LTX-2.5 transformers are not supported yet")
     try:
         config = full_config(config, sd)
-        from nodes.models.ltx2 import diffusers_config  # the settings LTX-2.0 refuses are refused here too
-
-        diffusers_config(config)
+        diffusers_config(config)  # the settings LTX-2.0 refuses are refused here too
     except (KeyError, ValueError) as e:
         raise ModelLoadError(path, f"not a usable LTX-2.5 audio-video model: {e}") from None
+    if comfy_quant.is_quantized(sd):  # the published *-comfy-int8-convrot files: float weights once, at load
+        sd = comfy_quant.dequantize(sd, path, torch.float32)
     converted = convert_state_dict({k: v.float() for k, v in sd.items()})
     module = build_module(lambda: LTX25Network(config), converted, path, "LTX-2.5 transformer")
     return LTX25DiffusionModel(

@@ -112,3 +112,32 @@ def test_a_file_whose_config_contradicts_its_tensors_is_refused(tiny: Path, tmp_
     )
     with pytest.raises(ModelLoadError, match="missing tensor"):
         load(path)
+
+
+def test_an_int8_convrot_file_loads_with_its_weights_dequantized(tiny: Path, tmp_path: Path) -> None:
+    """The template's file is ComfyUI's int8 ConvRot one (`*.comfy_quant` layers): its blocks' linear weights are
+    dequantized at load (comfy-kitchen's layout, as ComfyUI's ops hold them), so the network equals the float file
+    whose weights are those dequantized ones, and stays near the unquantized file."""
+    pytest.importorskip("comfy_kitchen")
+    from nodes.models.comfy_quant import dequantize
+    from nodes.models.marigold_demo import int8_convrot
+
+    torch.set_num_threads(1)
+    prefix = "model.diffusion_model."
+    with safe_open(str(tiny), "pt") as f:
+        metadata = f.metadata()
+    bare = {k[len(prefix) :]: v.float() for k, v in load_file(str(tiny)).items()}
+    quantized = int8_convrot(bare)
+    assert any(k.endswith(".comfy_quant") for k in quantized)
+    int8_path, float_path = tmp_path / "ltx-2.5-int8-convrot.safetensors", tmp_path / "dequantized.safetensors"
+    save_file({prefix + k: v.contiguous() for k, v in quantized.items()}, str(int8_path), metadata=metadata)
+    plain = dequantize(quantized, None, torch.float32)
+    save_file({prefix + k: v.contiguous() for k, v in plain.items()}, str(float_path), metadata=metadata)
+    case = FIXTURE["cases"][0]
+    given = {k: tensor(v) for k, v in case["inputs"].items()}
+    args = (given["video"], given["audio"], given["t_video"], given["t_audio"], given["context"], FIXTURE["frame_rate"])
+    with torch.no_grad():
+        from_int8 = load(int8_path).forward_av(*args, unprocessed=True)
+        from_float = load(float_path).forward_av(*args, unprocessed=True)
+    torch.testing.assert_close(from_int8, from_float, rtol=0, atol=0)
+    assert (from_int8[0] - tensor(case["video_out"])).abs().max() < 0.2  # int8's rounding, not another network
