@@ -41,6 +41,7 @@ from cluster.refs import ModelRef
 from nodes.arch import latent_format, sampling_config
 from nodes.models import comfy_quant
 from nodes.models.errors import ModelLoadError
+from nodes.models.lora import LoraTargets, merge_loras
 from nodes.models.ltx2 import LTX2DiffusionModel, diffusers_config, video_coords
 from nodes.models.safetensors_io import build_module
 
@@ -366,6 +367,21 @@ def _run_connector(side: LTX2ConnectorTransformer1d, x: torch.Tensor) -> torch.T
     return side.norm_out(x)
 
 
+def lora_targets(sd: Mapping[str, torch.Tensor]) -> LoraTargets:
+    """The names an LTX-2.5 LoRA may give a layer, as ComfyUI reads them: the file's own under `diffusion_model.`
+    (Lightricks' and ComfyUI's LoRAs, the connectors' too), kohya's `lora_unet_` with underscores, and diffusers'
+    under `transformer.` for the network's layers."""
+    targets = LoraTargets(("diffusion_model.", "lora_unet_", "transformer."), {})
+    for ours, name in convert_state_dict({k: k for k in sd}).items():  # our name -> the file's
+        if ours.endswith(".weight"):
+            n = name[: -len(".weight")]
+            aliases = ["diffusion_model." + n, "lora_unet_" + n.replace(".", "_")]
+            if ours.startswith("network."):
+                aliases.append("transformer." + ours[len("network.") : -len(".weight")])
+            targets.add(ours, *aliases)
+    return targets
+
+
 @dataclass
 class LTX25DiffusionModel(LTX2DiffusionModel):
     """LTX2DiffusionModel's step conventions (packed audio-video latents, per-token timesteps under a noise mask)
@@ -419,8 +435,6 @@ def load_diffusion_model(
     """The network of an LTX-2.3/2.5 transformer file (`sd` without its prefix, `config` ComfyUI's dit_config);
     float32 compute, as ComfyUI runs it on a CPU."""
     path = ref.sources[0] if ref.sources else None
-    if ref.patches:
-        raise ModelLoadError(path, "LoRAs on LTX-2.5 transformers are not supported yet")
     try:
         config = full_config(config, sd)
         diffusers_config(config)  # the settings LTX-2.0 refuses are refused here too
@@ -429,6 +443,8 @@ def load_diffusion_model(
     if comfy_quant.is_quantized(sd):  # the published *-comfy-int8-convrot files: float weights once, at load
         sd = comfy_quant.dequantize(sd, path, torch.float32)
     converted = convert_state_dict({k: v.float() for k, v in sd.items()})
+    if ref.patches:
+        converted, _ = merge_loras(ref.patches, lora_targets(sd), converted)
     module = build_module(lambda: LTX25Network(config), converted, path, "LTX-2.5 transformer")
     return LTX25DiffusionModel(
         arch="ltx2",

@@ -86,3 +86,30 @@ def build(models_dir: Path, seed: int = SEED) -> Path:
     meta = {"config": json.dumps({"transformer": CONFIG})}
     write_atomic(path, lambda tmp: save_file(sd, tmp, metadata=meta))
     return path
+
+
+# The layers the tiny LoRA adapts (the file's names): attention with its gates, the prompt modulation's embedder, the
+# bias-free feed-forward, the audio-to-video attention and a text connector's attention.
+LORA_LAYERS = [
+    "transformer_blocks.0.attn1.to_q",
+    "transformer_blocks.0.attn1.to_gate_logits",
+    "transformer_blocks.1.attn2.to_k",
+    "transformer_blocks.0.audio_attn2.to_v",
+    "transformer_blocks.1.ff.net.0.proj",
+    "transformer_blocks.0.audio_to_video_attn.to_out.0",
+    "prompt_adaln_single.linear",
+    "video_embeddings_connector.transformer_1d_blocks.0.attn1.to_q",
+]
+
+
+def tiny_lora_state_dict(seed: int = SEED, rank: int = 4) -> dict[str, torch.Tensor]:
+    """A rank-4 LoRA on LORA_LAYERS in ComfyUI's layout (`diffusion_model.<layer>.lora_A / lora_B / alpha`)."""
+    shapes = {k: v.shape for k, v in tiny_state_dict(seed).items()}
+    gen = torch.Generator().manual_seed(seed + 1)
+    sd = {}
+    for layer in LORA_LAYERS:
+        out_features, in_features = shapes[f"{PREFIX}{layer}.weight"]
+        sd[f"diffusion_model.{layer}.lora_A.weight"] = torch.randn(rank, in_features, generator=gen) / in_features**0.5
+        sd[f"diffusion_model.{layer}.lora_B.weight"] = torch.randn(out_features, rank, generator=gen) / rank**0.5
+        sd[f"diffusion_model.{layer}.alpha"] = torch.tensor(float(rank))
+    return {k: v.to(torch.bfloat16).contiguous() for k, v in sd.items()}

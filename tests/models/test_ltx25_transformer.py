@@ -141,3 +141,29 @@ def test_an_int8_convrot_file_loads_with_its_weights_dequantized(tiny: Path, tmp
         from_float = load(float_path).forward_av(*args, unprocessed=True)
     torch.testing.assert_close(from_int8, from_float, rtol=0, atol=0)
     assert (from_int8[0] - tensor(case["video_out"])).abs().max() < 0.2  # int8's rounding, not another network
+
+
+LORA_FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_ltx25_lora.json").read_text())
+
+
+@pytest.mark.parametrize("case", LORA_FIXTURE["cases"], ids=[str(c["strength"]) for c in LORA_FIXTURE["cases"]])
+def test_a_lora_gives_comfyuis_merged_network(tiny: Path, tmp_path: Path, case: dict) -> None:
+    """LoraLoaderModelOnly's patch on the LTX-2.5 transformer (ComfyUI's names under `diffusion_model.`, on gated
+    attention, the prompt modulation, the bias-free feed-forward and a text connector) equals ComfyUI 0.3.64's merge
+    run through ComfyUI's LTX-2.5 modules (scripts/record_comfyui_ltx25_lora.py) at strengths 0.5 and 1."""
+    from cluster.refs import Patch, file_digest
+    from nodes.models.ltx25_transformer_demo import LORA_LAYERS, tiny_lora_state_dict
+
+    torch.set_num_threads(1)
+    lora = tmp_path / "ltx-2.5-lora_tiny.safetensors"
+    save_file(tiny_lora_state_dict(), str(lora))
+    assert sha256(str(lora)) == LORA_FIXTURE["lora_sha256"] and case["patched_layers"] == len(LORA_LAYERS)
+    ref = make_ref("diffusion_model", "ltx2", [tiny]).with_patch(Patch(str(lora), file_digest(lora), case["strength"]))
+    given = {k: tensor(v) for k, v in LORA_FIXTURE["inputs"].items()}
+    args = (given["video"], given["audio"], given["t_video"], given["t_audio"], given["context"])
+    with torch.no_grad():
+        video, audio = loader.load_diffusion_model(ref).forward_av(*args, LORA_FIXTURE["frame_rate"], unprocessed=True)
+        plain, _ = load(tiny).forward_av(*args, LORA_FIXTURE["frame_rate"], unprocessed=True)
+    torch.testing.assert_close(video, tensor(case["video_out"]), rtol=0, atol=1e-5)
+    torch.testing.assert_close(audio, tensor(case["audio_out"]), rtol=0, atol=1e-5)
+    assert (plain - video).abs().max() > 1e-3  # the LoRA changed the network
