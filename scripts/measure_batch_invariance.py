@@ -92,7 +92,7 @@ def layers(name: str, size: int) -> None:
 
 def gemm_rows() -> None:
     """The rows per sample at which a plain Linear's samples round by the batch around them."""
-    for features, out_features in ((64, 384), (320, 320), (768, 3072), (3072, 3072)):
+    for features, out_features in ((64, 384), (320, 320), (768, 3072), (1280, 10240), (5120, 1280), (3072, 3072)):
         linear = nn.Linear(features, out_features)
         differing = []
         for rows in (*range(1, 33), 48, 64, 77, 256):

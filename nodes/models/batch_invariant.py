@@ -28,15 +28,18 @@ from torch import nn
 
 # CPU GEMMs of few rows run through kernels that round by the number of rows and by how the threads split them, so
 # a sample of few rows ([batch, features] time embeddings and modulations, PixelDiT's [batch, 1, features] ones)
-# rounds differently beside others. Measured with scripts/measure_batch_invariance.py (widths 64 to 3072, batches
-# 2 to 8): on one thread samples of 1-3 rows differ and every count from 4 on does not; on 2 threads counts up to
-# 11 differ, on 8 up to 11, on 16 up to 27. A sample of fewer rows than the bound is multiplied alone.
+# rounds differently beside others. Measured with scripts/measure_batch_invariance.py (widths 64 to 10240, batches
+# 2 to 8, MKL through torch 2.13): on one thread samples of 1-3 rows differ and no count from 4 on does; on 2
+# threads 1-3, 5-7 and 9-11 differ, and none from 12 on (up to 4096); on 8 threads up to 11, on 16 up to 27. A
+# sample of fewer rows than few_rows_bound() is multiplied alone. The bound is kept low on purpose: a small
+# image's deepest UNet levels have few tokens and the largest weights, which a batch reads once.
 ONE_THREAD_GEMM_ROWS = 4
-THREADED_GEMM_ROWS = 64
+THREADED_GEMM_ROWS = 12
 
 
 def few_rows_bound() -> int:
-    """Samples with fewer rows than this are multiplied one at a time (see THREADED_GEMM_ROWS)."""
+    """Samples with fewer rows than this are multiplied one at a time: 4 on one thread, else the larger of 12
+    and 4 per thread (16 threads: 64, above the 27 measured)."""
     threads = torch.get_num_threads()
     return ONE_THREAD_GEMM_ROWS if threads == 1 else max(THREADED_GEMM_ROWS, 4 * threads)
 

@@ -33,7 +33,7 @@ def test_rows_of_a_2d_input_give_the_same_bits_at_any_batch_size(fixed_threads, 
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-@pytest.mark.parametrize("rows", [1, 2, 3, 4, 5, 11, 12, 16, 77])
+@pytest.mark.parametrize("rows", [1, 2, 3, 4, 5, 8, 11, 12, 13, 16, 77])
 def test_samples_of_few_rows_give_the_same_bits_at_any_batch_size(threads, rows):
     """[batch, rows, features] inputs: a plain Linear rounds a sample of few rows (PixelDiT's [batch, 1, features]
     modulation; up to 11 rows on 2 threads) by the batch around it; the batch-invariant one multiplies those a
