@@ -11,7 +11,8 @@ VQGAN, the stage C coder's EfficientNetV2-S and 512-wide previewer, CLIP-G's cli
 changes nothing else: model detection's stage and prefixes, the checkpoint's CLIP-G (its tokenizer, attention mask,
 layer and pooled output), StageC / StageB / StageA, model_base's conditioning, the cosine schedule, the samplers
 and the nodes are ComfyUI's. Recorded: the conditioning of two prompts; the stage C and stage B networks' raw outputs
-on seeded inputs (comfy's apply_model: its timestep, input scaling and extra conditions); stage A's decoding of a
+on seeded inputs (comfy's apply_model: its timestep, input scaling and extra conditions), stage C's also with two
+unCLIP image embeds, given directly and through unCLIPConditioning and a KSampler; stage A's decoding of a
 seeded latent; StableCascade_SuperResolutionControlnet on a seeded image with stage A; StableCascade_StageC_VAEEncode
 with the stage C coder (ComfyUI's EfficientNet is torchvision's, given the file's tiny stage widths) and the
 previewer's decoding of a seeded latent; and the shipped workflow run node by node with 0.3.64's node classes, SaveImage replaced by what it
@@ -23,6 +24,7 @@ from __future__ import annotations
 import json
 import sys
 from functools import partial
+from types import SimpleNamespace
 
 import torch
 from comfyui_recording import b64, comfyui_on_cpu, node_classes, run_node, run_prompt, sha256
@@ -206,6 +208,51 @@ def main() -> None:
         with torch.no_grad():
             y = model_c.model.apply_model(x, sigma, **kwargs)
         out["stage_c"][name] = {"seed": seed, "shape": shape, "sigmas": sigmas, "denoised": b64(y)}
+    # unCLIPConditioning on stage C: two images' embeds with their strengths (ComfyUI's clip_img tokens)
+    images = [(seeded(11, 1, 768), 0.7), (seeded(12, 1, 768), 1.3)]
+    unclip = [{"strength": w, "clip_vision_output": SimpleNamespace(image_embeds=e)} for e, w in images]
+    x = seeded(13, 1, 16, 3, 4)
+    extra = model_c.model.extra_conds(pooled_output=pooled, cross_attn=cond, noise=x, unclip_conditioning=unclip)
+    kwargs = {k: v.process_cond(1, area=None).cond for k, v in extra.items()}
+    with torch.no_grad():
+        y = model_c.model.apply_model(x, torch.tensor([1.2]), **kwargs)
+    out["stage_c_unclip"] = {
+        "seed": 13,
+        "shape": [1, 16, 3, 4],
+        "sigmas": [1.2],
+        "images": [{"seed": 11 + i, "strength": w} for i, (_, w) in enumerate(images)],
+        "denoised": b64(y),
+    }
+    # the same through the nodes: unCLIPConditioning on the positive prompt, KSampler on stage C
+    classes = node_classes(nodes_stable_cascade)
+    positive = [[cond, {"pooled_output": pooled}]]
+    for e, w in images:
+        (positive,) = run_node(
+            classes["unCLIPConditioning"],
+            {
+                "conditioning": positive,
+                "clip_vision_output": SimpleNamespace(image_embeds=e),
+                "strength": w,
+                "noise_augmentation": 0.0,
+            },
+        )
+    negative = [[conds[1][0], {"pooled_output": conds[1][1]}]]
+    (sampled,) = run_node(
+        classes["KSampler"],
+        {
+            "model": model_c,
+            "seed": 4,
+            "steps": 2,
+            "cfg": 3.0,
+            "sampler_name": "euler",
+            "scheduler": "simple",
+            "positive": positive,
+            "negative": negative,
+            "latent_image": {"samples": torch.zeros(1, 16, 3, 4)},
+            "denoise": 1.0,
+        },
+    )
+    out["stage_c_unclip"]["ksampler"] = {"seed": 4, "steps": 2, "cfg": 3.0, "samples": b64(sampled["samples"])}
     for name, (seed, shape, sigmas) in STAGE_B_CASES.items():
         x, sigma = seeded(seed, *shape), torch.tensor(sigmas)
         prior = seeded(seed + 100, 1, 16, 3, 4)
@@ -216,7 +263,6 @@ def main() -> None:
         out["stage_b"][name] = {"seed": seed, "shape": shape, "sigmas": sigmas, "denoised": b64(y)}
     latent = seeded(5, 1, 4, 6, 8)
     out["stage_a"] = {"seed": 5, "shape": [1, 4, 6, 8], "image": b64(vae_a.decode(latent))}
-    classes = node_classes(nodes_stable_cascade)
     image = torch.rand(2, 42, 38, 3, generator=torch.Generator().manual_seed(6))
     cn, c, b = run_node(classes["StableCascade_SuperResolutionControlnet"], {"image": image, "vae": vae_a})
     out["super_resolution"] = {

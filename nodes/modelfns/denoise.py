@@ -346,6 +346,7 @@ class GuidedDenoiser:
                 f"{e['key']}.concat_latent_image" in self.inputs,
                 gligen.group_key(e),  # GLIGEN's layers run for its entries only
                 _animate2_key(self.inputs, e),  # Wan Animate 2: pose branch inputs and strengths
+                self._cascade_tokens(e),  # Stable Cascade stage C: entries with as many image tokens share a pass
             )
             groups.setdefault(gkey, []).append((side, e, area, mult))
         xc = self.ms.calculate_input(sigma, x)
@@ -556,8 +557,10 @@ class GuidedDenoiser:
 
     def _unclip(self, entries: list[dict], n: int, device: torch.device) -> dict[str, torch.Tensor]:
         """unCLIPConditioning's images as the UNet's ADM input, entry by entry from the sampling seed: SDXL's pooled
-        slot, SD2.1 unCLIP's class embedding input (zeros for an entry without images). Other models ignore them,
-        as ComfyUI's do."""
+        slot, SD2.1 unCLIP's class embedding input (zeros for an entry without images); Stable Cascade stage C's image
+        tokens. Other models ignore them, as ComfyUI's do."""
+        if self.model.arch == "stable_cascade_c":
+            return {"clip_img": self._cascade_clip_img(entries, n, device)}
         config = self.model.module.config
         unclip_sd2 = self.model.arch == "sd2" and getattr(config, "class_embed_type", None) == "projection"
         if self.model.arch != "sdxl" and not unclip_sd2:
@@ -578,6 +581,32 @@ class GuidedDenoiser:
             row = row.to(device)
             rows.append(row.expand(n, *row.shape[1:]) if row.shape[0] == 1 else row)
         return {"pooled" if not unclip_sd2 else "adm": torch.cat(rows)}
+
+    def _cascade_tokens(self, entry: dict) -> int | None:
+        """How many image tokens stage C reads for an entry (ComfyUI's clip_img conds of other lengths cannot
+        concat, so they run apart); None for other models."""
+        if self.model.arch != "stable_cascade_c":
+            return None
+        rows = [self.inputs[f"{entry['key']}.unclip.{i}"].shape[0] for i in range(len(entry.get("unclip", ())))]
+        return sum(rows) if rows else 1
+
+    def _cascade_clip_img(self, entries: list[dict], n: int, device: torch.device) -> torch.Tensor:
+        """Stable Cascade stage C's image tokens (ComfyUI's model_base.StableCascade_C): each unCLIPConditioning
+        image's embeds times its strength, one token per image (no noise augmentation); zeros for an entry without."""
+        width = self.model.config["clip_image_in_channels"]
+        rows = []
+        for e in entries:
+            embeds = [
+                self.inputs[f"{e['key']}.unclip.{i}"].to(device).float().unsqueeze(0) * strength
+                for i, (strength, _) in enumerate(e.get("unclip", ()))
+            ]
+            row = torch.cat(embeds, dim=1) if embeds else torch.zeros(1, 1, width, device=device)
+            rows.append(row.expand(n, *row.shape[1:]) if row.shape[0] == 1 else row)
+        if len({r.shape[1] for r in rows}) > 1:
+            raise ValueError(
+                "Stable Cascade: prompts with different numbers of unCLIP images cannot share a step here yet"
+            )
+        return torch.cat(rows)
 
     def _vace(self, entries: list[dict], x: torch.Tensor) -> torch.Tensor | None:
         """A VACE model's control context for this batch, each entry's own (or the model's default)."""

@@ -10,8 +10,8 @@ block counts, repeat mappers, which levels attend, the patch size (16 latent cha
 fixes them); heads are 64 wide (ComfyUI's configs: 2048/32, 1536/24, 1280/20).
 
 `apply` takes ComfyUI's view: the timestep is the cosine schedule's t in [0, 1] (ModelType.STABLE_CASCADE, eps);
-stage C reads the CLIP-G states as clip_text, the pooled output as clip_text_pooled and a zero image embedding
-(ComfyUI's model_base.StableCascade_C without unCLIP); stage B reads the pooled output and the stage C latent
+stage C reads the CLIP-G states as clip_text, the pooled output as clip_text_pooled and unCLIPConditioning's image
+embeds times their strengths as clip_img (zeros without: ComfyUI's model_base.StableCascade_C); stage B reads the pooled output and the stage C latent
 StableCascade_StageB_Conditioning put beside the prompt (zeros without it, as ComfyUI)."""
 
 from __future__ import annotations
@@ -155,8 +155,10 @@ class StableCascadeDiffusionModel(DiffusionModel):
         kwargs: dict[str, Any] = {"clip_text_pooled": pooled}
         if self.arch == STAGE_C:
             kwargs["clip_text"] = _batched(cond["context"].to(device, dtype), b)
-            width = self.config["clip_image_in_channels"]
-            kwargs["clip_img"] = torch.zeros(b, 1, width, device=device, dtype=dtype)  # no unCLIP image here
+            clip_img = cond.get("clip_img")  # unCLIPConditioning's image embeds; zeros without (ComfyUI's)
+            if clip_img is None:
+                clip_img = torch.zeros(1, 1, self.config["clip_image_in_channels"])
+            kwargs["clip_img"] = _batched(clip_img.to(device, dtype), b)
         else:
             prior = cond.get("stable_cascade_prior")
             if prior is None:  # ComfyUI's default: zeros, resized by the network anyway

@@ -197,3 +197,63 @@ def test_separate_files_through_the_loader_nodes_equal_comfyui(ws, tmp_path) -> 
     rec = FIXTURE["stage_a"]
     decoded = load_vae(vae).decode(seeded(rec["seed"], *rec["shape"]))
     torch.testing.assert_close(decoded, tensor(rec["image"]), rtol=0, atol=1e-5)
+
+
+def _unclip_images() -> list[tuple[torch.Tensor, float]]:
+    return [(seeded(i["seed"], 1, 768), i["strength"]) for i in FIXTURE["stage_c_unclip"]["images"]]
+
+
+def test_stage_c_reads_unclip_images_as_comfyui(ws) -> None:
+    from nodes.models.loader import load_diffusion_model
+
+    torch.set_num_threads(1)
+    model = load_diffusion_model(ref(ws, "diffusion_model", STAGE_C))
+    rec, text = FIXTURE["stage_c_unclip"], FIXTURE["text"][0]
+    clip_img = torch.cat([e.unsqueeze(0) * w for e, w in _unclip_images()], dim=1)
+    cond = {"context": tensor(text["cond"]), "pooled": tensor(text["pooled"]), "clip_img": clip_img}
+    ours = _denoised(model, seeded(rec["seed"], *rec["shape"]), rec["sigmas"], cond)
+    torch.testing.assert_close(ours, tensor(rec["denoised"]), rtol=0, atol=1e-5)
+
+
+def test_unclip_conditioning_through_the_ksampler_equals_comfyuis(ws) -> None:
+    """unCLIPConditioning's images reach stage C through the sampling loop (a negative prompt without images gets
+    ComfyUI's zero token)."""
+    import asyncio
+
+    from nodes.library.clip_vision import ClipVisionOutput
+    from tests.node_calls import call_node
+
+    torch.set_num_threads(1)
+    rec = FIXTURE["stage_c_unclip"]["ksampler"]
+    model = ref(ws, "diffusion_model", STAGE_C)
+    text, empty = FIXTURE["text"][0], FIXTURE["text"][1]
+    positive = [[tensor(text["cond"]), {"pooled_output": tensor(text["pooled"])}]]
+    for embeds, strength in _unclip_images():
+        vision = ClipVisionOutput(embeds, embeds, embeds)
+        (positive,) = asyncio.run(
+            call_node(
+                "unCLIPConditioning",
+                conditioning=positive,
+                clip_vision_output=vision,
+                strength=strength,
+                noise_augmentation=0.0,
+            )
+        )
+    negative = [[tensor(empty["cond"]), {"pooled_output": tensor(empty["pooled"])}]]
+    (out,) = asyncio.run(
+        call_node(
+            "KSampler",
+            model=model,
+            seed=rec["seed"],
+            steps=rec["steps"],
+            cfg=rec["cfg"],
+            sampler_name="euler",
+            scheduler="simple",
+            positive=positive,
+            negative=negative,
+            latent_image={"samples": torch.zeros(1, 16, 3, 4)},
+            denoise=1.0,
+        )
+    )
+    expected = tensor(rec["samples"])
+    torch.testing.assert_close(out["samples"], expected, rtol=0, atol=1e-5 * max(1.0, float(expected.abs().max())))
