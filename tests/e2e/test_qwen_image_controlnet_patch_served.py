@@ -7,7 +7,6 @@ inside the executors' denoise steps). The node-level numbers are tested in tests
 
 from __future__ import annotations
 
-import base64
 import json
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import numpy as np
 import pytest
 
 from tests.e2e.test_context_windows_served import _images
+from tests.recorded_tensors import pixels
 
 REPO = Path(__file__).resolve().parents[2]
 PROMPT = json.loads((REPO / "workflows_json" / "qwen_image_controlnet_patch.json").read_text())
@@ -50,7 +50,7 @@ def test_the_template_renders_the_same_in_both_modes(servers):
     assert images["default"].shape[0] == 1 and images["default"].std() > 0
     assert np.array_equal(images["default"], images["in-process"])
     rec = RECORDED["image_u8"]
-    theirs = np.frombuffer(base64.b64decode(rec["u8"]), dtype=np.uint8).reshape(rec["shape"])
+    theirs = pixels(rec)
     diff = np.abs(images["default"].astype(int) - theirs.astype(int))
     assert diff.max() <= 1, f"{int((diff > 1).sum())} values differ from ComfyUI's image by more than 1/255"
     plain = _images(servers["default"], _without_controlnet())

@@ -7,12 +7,10 @@ prompt, CLIP states and strengths; no CLIP vision) and without it."""
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 from safetensors.torch import save_file
@@ -23,13 +21,10 @@ from nodes.models.detect import probe
 from nodes.models.errors import ModelLoadError
 from nodes.models.wan_animate2 import WanAnimate2DiffusionModel, is_animate2, reading_pose_cache, stored_pose_input
 from nodes.models.wan_demo import FILES, METADATA, animate2_model
+from tests.recorded_tensors import tensor
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_wan_animate2.json").read_text())
 ATOL, RTOL = 1e-5, 1e-4
-
-
-def tensor(d: dict) -> torch.Tensor:
-    return torch.from_numpy(np.frombuffer(base64.b64decode(d["f32"]), dtype=np.float32).copy()).reshape(d["shape"])
 
 
 @pytest.fixture(scope="module")

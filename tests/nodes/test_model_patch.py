@@ -7,7 +7,6 @@ layout with and without a mask, two patches chained. Bad inputs are named."""
 from __future__ import annotations
 
 import asyncio
-import base64
 import hashlib
 import json
 from pathlib import Path
@@ -15,6 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+
+from tests.recorded_tensors import pixels, tensor
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_qwen_diffsynth.json").read_text())
 FOLDERS = {
@@ -24,10 +25,6 @@ FOLDERS = {
     "qwen_image_inpaint_diffsynth_tiny.safetensors": "model_patches",
     "qwen_2.5_vl_7b_tiny.safetensors": "text_encoders",
 }
-
-
-def tensor(rec: dict) -> torch.Tensor:
-    return torch.from_numpy(np.frombuffer(base64.b64decode(rec["f32"]), dtype=np.float32).copy()).reshape(rec["shape"])
 
 
 def inputs(image_hw: list[int]) -> dict[str, torch.Tensor]:
@@ -91,10 +88,10 @@ def test_sampling_equals_comfyui(demo_workspace, fixed_threads, name: str) -> No
     assert err <= 1e-5, f"latent differs from ComfyUI's by {err:.2e}"
     if case["patches"]:  # the patch acts: the result is not the unpatched one
         assert float((expected - tensor(FIXTURE["cases"]["no_patch"]["latent"])).abs().max()) > 1e-2
-    pixels = np.clip(255.0 * image.float().numpy(), 0, 255).astype(np.uint8)
+    ours = np.clip(255.0 * image.float().numpy(), 0, 255).astype(np.uint8)
     rec = case["image_u8"]
-    theirs = np.frombuffer(base64.b64decode(rec["u8"]), dtype=np.uint8).reshape(rec["shape"])
-    assert np.abs(pixels.astype(int) - theirs.astype(int)).max() <= 1
+    theirs = pixels(rec)
+    assert np.abs(ours.astype(int) - theirs.astype(int)).max() <= 1
 
 
 def test_bad_inputs_are_named(demo_workspace, tmp_path) -> None:

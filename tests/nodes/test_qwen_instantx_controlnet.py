@@ -7,7 +7,6 @@ with a soft mask of the image's size and of a smaller one, the two chained. The 
 from __future__ import annotations
 
 import asyncio
-import base64
 import hashlib
 import json
 from pathlib import Path
@@ -16,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.recorded_tensors import tensor
+from tests.recorded_tensors import pixels, tensor
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "comfyui_qwen_instantx.json").read_text())
 FOLDERS = {
@@ -91,10 +90,10 @@ def test_sampling_equals_comfyui(demo_workspace, fixed_threads, name: str) -> No
     assert err <= 1e-5, f"latent differs from ComfyUI's by {err:.2e}"
     if case["controls"]:  # the ControlNet acts: the result is not the uncontrolled one
         assert float((expected - tensor(FIXTURE["cases"]["no_control"]["latent"])).abs().max()) > 1e-2
-    pixels = np.clip(255.0 * image.float().numpy(), 0, 255).astype(np.uint8)
+    ours = np.clip(255.0 * image.float().numpy(), 0, 255).astype(np.uint8)
     rec = case["image_u8"]
-    theirs = np.frombuffer(base64.b64decode(rec["u8"]), dtype=np.uint8).reshape(rec["shape"])
-    assert np.abs(pixels.astype(int) - theirs.astype(int)).max() <= 1
+    theirs = pixels(rec)
+    assert np.abs(ours.astype(int) - theirs.astype(int)).max() <= 1
 
 
 def test_bad_uses_are_named(demo_workspace) -> None:
