@@ -208,6 +208,11 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
             c for c, p in (("vae", "vae."), ("text_encoder", "text_encoder.")) if any(k.startswith(p) for k in keys)
         }
         return info(arch, "checkpoint" if len(parts) > 1 else "diffusion_model", parts, "stability", cascade)
+    if "projections.0.0.weight" in shapes and any(k in shapes for k in ("backbone.0.0.weight", "backbone.0.weight")):
+        # Stable Cascade's ControlNets (ComfyUI's load_t2i_adapter keys): named, not run
+        raise ModelLoadError(
+            path, "is a Stable Cascade ControlNet (canny / inpainting / super-resolution), which is not supported yet"
+        )
     if "vquantizer.codebook.weight" in shapes:  # Stable Cascade's stage A (comfy/sd.py's VQGAN key)
         return info("stable_cascade_b", "vae", {"vae"}, "stability")
     if any(m in shapes for m in STABLE_CASCADE_CODER_MARKERS):  # its stage C coder: effnet and/or previewer

@@ -257,3 +257,21 @@ def test_unclip_conditioning_through_the_ksampler_equals_comfyuis(ws) -> None:
     )
     expected = tensor(rec["samples"])
     torch.testing.assert_close(out["samples"], expected, rtol=0, atol=1e-5 * max(1.0, float(expected.abs().max())))
+
+
+def test_a_stable_cascade_controlnet_is_refused_by_name(tmp_path) -> None:
+    """Its EfficientNet backbone has the stage C coder's keys; it is told apart by its projections, and refused."""
+    from safetensors.torch import save_file
+
+    from nodes.models.detect import probe
+    from nodes.models.errors import ModelLoadError
+
+    path = tmp_path / "super_resolution.safetensors"
+    tensors = {
+        "backbone.0.0.weight": torch.zeros(8, 3, 3, 3),
+        "backbone.1.0.block.0.1.num_batches_tracked": torch.tensor(0),
+        "projections.0.0.weight": torch.zeros(4, 4, 1, 1),
+    }
+    save_file(tensors, str(path))
+    with pytest.raises(ModelLoadError, match="Stable Cascade ControlNet"):
+        probe(path)
