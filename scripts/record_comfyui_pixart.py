@@ -27,7 +27,7 @@ import json
 import sys
 
 import torch
-from comfyui_recording import b64, comfyui_on_cpu, node_classes, run_node, run_prompt, sha256
+from comfyui_recording import MAX_RECORDED_VALUES, b64, comfyui_on_cpu, node_classes, run_node, run_prompt, sha256
 
 OUT, WORKSPACE, WORKFLOW = sys.argv[1:4]
 comfyui_on_cpu(flags=("--fp32-text-enc",))
@@ -266,7 +266,7 @@ def main() -> None:
     tiny_vae()
     folder_paths.add_model_folder_path("vae", f"{WORKSPACE}/models/vae", is_default=True)
     with open(WORKFLOW) as f:
-        out["image_workflow"] = run_prompt(json.load(f), classes)
+        out["image_workflow"] = run_prompt(json.load(f), classes, max_values=MAX_RECORDED_VALUES)
     with open(OUT, "w") as f:
         json.dump(out, f)
     print("wrote", OUT)

@@ -15,7 +15,7 @@ import numpy as np
 
 from tests.conftest import free_port
 from tests.e2e.test_samplers_on_executors import render_on_server
-from tests.recorded_tensors import pixels
+from tests.recorded_tensors import at_recorded, pixels
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -70,6 +70,11 @@ def render_in_both_modes(tmp_path: Path, prompt: dict, timeout_s: float = 1200) 
 def comfyui_images(recorded: dict) -> list[np.ndarray]:
     """The RGB images a recorder (scripts/record_comfyui_*.py) stored of ComfyUI's run."""
     return [pixels(png) for png in recorded["pngs_rgb"]]
+
+
+def assert_within_1_of_255_of_record(ours: np.ndarray, png: dict, what: str = "ComfyUI's image") -> None:
+    """assert_within_1_of_255 against a recorder's image ({"shape", "u8"}, thinned or whole)."""
+    assert_within_1_of_255(at_recorded(ours, png), pixels(png), what)
 
 
 def assert_within_1_of_255(ours: np.ndarray, theirs: np.ndarray, what: str = "ComfyUI's image") -> None:

@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.served import assert_within_1_of_255, render_in_both_modes
-from tests.recorded_tensors import at_recorded, pixels
+from tests.e2e.served import assert_within_1_of_255_of_record, render_in_both_modes
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "models" / "fixtures"
@@ -45,4 +44,4 @@ def test_template_in_both_executor_modes_equals_comfyuis(tmp_path, name: str) ->
     default = render_in_both_modes(tmp_path, workflow(name))
     assert default.shape == (1024, 1024, 3) and default.std() > 0
     (png,) = recorded(name)["pngs_rgb"]
-    assert_within_1_of_255(at_recorded(default, png), pixels(png))
+    assert_within_1_of_255_of_record(default, png)
