@@ -189,6 +189,8 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     # FLUX.1 Fill dev OneReward (bytedance-research/OneReward: FLUX.1-Fill-dev fine-tuned, run there as diffusers'
     # FluxTransformer2DModel): a Flux file by its keys and Fill by its input width, as ComfyUI's detection has it
     (None, r"^flux1-fill-dev|^flux\.1-fill-dev-OneReward", "flux-fill-tiny.safetensors"),
+    # FLUX.1 Canny / Depth dev: the control image's latent joins the input (128 wide), told apart by that width
+    (None, r"^flux1-(canny|depth)-dev", "flux-canny-tiny.safetensors"),
     # Flux Redux and its SigLIP image tower, sized for flux-tiny (nodes/models/redux_demo.py)
     (None, r"^flux1-redux-dev", "flux1-redux-dev-tiny.safetensors"),
     (None, r"^sigclip_vision_patch14_384", "sigclip-vision-tiny.safetensors"),

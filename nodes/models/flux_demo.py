@@ -1,7 +1,7 @@
 """Deterministic tiny Flux models, written the way Flux users have their files: the transformer in BFL layout
 (diffusion_models/), CLIP-L and T5 in HF layout (text_encoders/), the ldm-layout autoencoder (vae/), and an
-all-in-one checkpoint (checkpoints/) with ComfyUI's prefixes, and FLUX.1 Fill's transformer (the same sizes with
-Fill's input width). Same seed -> byte-identical files."""
+all-in-one checkpoint (checkpoints/) with ComfyUI's prefixes, and FLUX.1 Fill's and Canny / Depth's transformers
+(the same sizes with their input widths). Same seed -> byte-identical files."""
 
 from __future__ import annotations
 
@@ -23,6 +23,10 @@ CONFIG_NAME = "flux-tiny"
 # 2x2 patch the 16 latent channels, the 16 of the masked image's latent and 64 of the 8x8 pixel mask.
 FILL_IN_CHANNELS = (16 + 16 + 64) * 4
 FILL_SEED_OFFSET = 1000  # its own stream, so the other files keep their bytes
+# FLUX.1 Canny / Depth dev (black-forest-labs/flux src/flux/util.py, "flux-dev-canny" / "flux-dev-depth":
+# in_channels 128, out_channels 64): per 2x2 patch the 16 latent channels and the 16 of the control image's latent.
+CANNY_IN_CHANNELS = (16 + 16) * 4
+CANNY_SEED_OFFSET = 2000
 
 
 def randomize_constants(module: torch.nn.Module, gen: torch.Generator) -> None:
@@ -110,13 +114,14 @@ def tiny_flux_state_dicts(seed: int = 0) -> dict[str, dict[str, torch.Tensor]]:
     }
 
 
-def tiny_fill_transformer(seed: int = 0) -> dict[str, torch.Tensor]:
-    """The tiny FLUX.1 Fill transformer in BFL layout: flux-tiny's sizes, Fill's input width."""
-    torch.manual_seed(seed + FILL_SEED_OFFSET)
+def tiny_wide_transformer(in_channels: int, seed: int) -> dict[str, torch.Tensor]:
+    """A tiny FLUX.1 transformer in BFL layout with flux-tiny's sizes and a wider input (the latent plus what
+    concat_image joins to it), its weights drawn from `seed`."""
+    torch.manual_seed(seed)
     config = json.loads((CONFIGS_DIR / CONFIG_NAME / "flux.json").read_text())
     transformer = FluxTransformer2DModel(
         patch_size=1,
-        in_channels=FILL_IN_CHANNELS,
+        in_channels=in_channels,
         out_channels=64,
         num_layers=1,
         num_single_layers=2,
@@ -127,8 +132,18 @@ def tiny_fill_transformer(seed: int = 0) -> dict[str, torch.Tensor]:
         guidance_embeds=True,
         axes_dims_rope=tuple(config["axes_dim"]),
     )
-    randomize_constants(transformer, torch.Generator().manual_seed(seed + FILL_SEED_OFFSET))
+    randomize_constants(transformer, torch.Generator().manual_seed(seed))
     return diffusers_to_bfl(transformer.state_dict())
+
+
+def tiny_fill_transformer(seed: int = 0) -> dict[str, torch.Tensor]:
+    """The tiny FLUX.1 Fill transformer in BFL layout: flux-tiny's sizes, Fill's input width."""
+    return tiny_wide_transformer(FILL_IN_CHANNELS, seed + FILL_SEED_OFFSET)
+
+
+def tiny_canny_transformer(seed: int = 0) -> dict[str, torch.Tensor]:
+    """The tiny FLUX.1 Canny / Depth dev transformer in BFL layout: flux-tiny's sizes, their input width."""
+    return tiny_wide_transformer(CANNY_IN_CHANNELS, seed + CANNY_SEED_OFFSET)
 
 
 def build_demo_flux(models_dir: Path, seed: int = 0) -> list[Path]:
@@ -149,6 +164,7 @@ def build_demo_flux(models_dir: Path, seed: int = 0) -> list[Path]:
         "vae/flux-tiny-ae.safetensors": sds["vae"],
         "checkpoints/flux-tiny.safetensors": {prefixed[c] + k: v for c, sd in sds.items() for k, v in sd.items()},
         "diffusion_models/flux-fill-tiny.safetensors": tiny_fill_transformer(seed),
+        "diffusion_models/flux-canny-tiny.safetensors": tiny_canny_transformer(seed),
     }
     written = []
     for rel, sd in files.items():
