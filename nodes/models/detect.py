@@ -110,6 +110,26 @@ def _prefix_with(shapes: Shapes, marker: str, prefixes=UNET_PREFIXES) -> str | N
     return next((p for p in prefixes if p + marker in shapes), None)
 
 
+# SeedVR2's files as the newest ComfyUI tells them apart (Comfy-Org/ComfyUI comfy/model_detection.py at 0b61ce5b: the
+# 7B transformer with separate video/text MLPs, 3072 wide, or shared ones, and the 3B; comfy/sd.py: the VAE's
+# third upsampler)
+SEEDVR2_TRANSFORMER_MARKERS = (
+    ("blocks.35.mlp.vid.proj_out.weight", 3072, "7B transformer"),
+    ("blocks.35.mlp.all.proj_in_gate.weight", None, "7B transformer"),
+    ("blocks.31.mlp.all.proj_in_gate.weight", None, "3B transformer"),
+)
+SEEDVR2_VAE_MARKER = "decoder.up_blocks.2.upsamplers.0.upscale_conv.weight"
+
+
+def seedvr2_part(shapes: Shapes) -> str | None:
+    """Which SeedVR2 file this is ("7B transformer", "3B transformer", "VAE"), or None."""
+    for marker, width, part in SEEDVR2_TRANSFORMER_MARKERS:
+        prefix = _prefix_with(shapes, marker)
+        if prefix is not None and (width is None or shapes[prefix + marker][0] == width):
+            return part
+    return "VAE" if SEEDVR2_VAE_MARKER in shapes else None
+
+
 def is_qwen_image21_vae(shapes: Shapes, prefix: str = "") -> bool:
     """The newest ComfyUI's rule (comfy/sd.py) for Qwen-Image 2.1's VAE: the Wan 2.2 VAE's layout with a
     decoder head one frame deep (Wan 2.2's own kernels are three frames deep)."""
@@ -192,6 +212,9 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
         arch = "sdxl" if "add_embedding.linear_1.weight" in shapes else "sd1"
         return info(arch, "controlnet", {"controlnet"}, "diffusers")
 
+    seedvr2 = seedvr2_part(shapes)
+    if seedvr2 is not None:  # named, not run: before the VAE rules, which its VAE's encoder.conv_in would meet
+        raise ModelLoadError(path, f"is SeedVR2's {seedvr2}, which is not supported yet")
     has_vae = (
         any(k.endswith("encoder.conv_in.weight") and not k.startswith("model.") for k in keys)
         or f"vae.{WAN_VAE_MARKER}" in shapes
