@@ -1,5 +1,5 @@
 """The web UI's three LTX-2.5 templates as shipped workflows (workflows_json/ltx2_5_{i2v,t2v,flf2v}.json, written by
-scripts/ltx2_5_*_workflow.py: each template's node graph unpacked from its subgraph, the tiny LTX-2.5 files in place
+scripts/ltx2_5_workflows.py: each template's node graph unpacked from its subgraph, the tiny LTX-2.5 files in place
 of the downloads, example.png, fixed seeds, 25 frames at 24 fps) from a fresh, empty workspace: the LTX-2.5
 transformer reading the Gemma 4 encoder's unprocessed embeddings through its connectors, LTXVDualCFGGuider, the
 diffusion-decoder video VAE through VAE Decode (Tiled), the audio VAE file through VAELoader into LTXV Audio VAE
@@ -17,11 +17,10 @@ import json
 
 import pytest
 
-from scripts import ltx2_5_flf2v_workflow, ltx2_5_i2v_workflow, ltx2_5_t2v_workflow
+from scripts.ltx2_5_workflows import TEMPLATES, tiny_template
 from tests.e2e.served import REPO
 from tests.e2e.served_video import render_videos_in_both_modes
 
-SCRIPTS = {"ltx2_5_i2v": ltx2_5_i2v_workflow, "ltx2_5_t2v": ltx2_5_t2v_workflow, "ltx2_5_flf2v": ltx2_5_flf2v_workflow}
 # 25 frames (1 s at 24 fps: 4 latent frames): image- and text-to-video sized by the Resolution Selector at its
 # smallest (the second pass's x2 upsampled latent), first-last frame by its Width / Height primitives
 FRAMES = {"ltx2_5_i2v": (25, 256, 512, 3), "ltx2_5_t2v": (25, 256, 512, 3), "ltx2_5_flf2v": (25, 128, 128, 3)}
@@ -37,10 +36,10 @@ def _with_png_frames(prompt: dict) -> dict:
     return {**prompt, "900": frames}
 
 
-@pytest.mark.parametrize("name", SCRIPTS)
+@pytest.mark.parametrize("name", TEMPLATES)
 def test_shipped_ui_workflow_is_the_templates_graph(name: str) -> None:
     ui = json.loads((REPO / "workflows_json" / f"{name}.ui.json").read_text())
-    assert ui == SCRIPTS[name].tiny_template()
+    assert ui == tiny_template(TEMPLATES[name])
     classes = {n["type"] for n in ui["nodes"]}
     assert classes >= {"UNETLoader", "LTXVDualCFGGuider", "VAEDecodeTiled", "LTXVAudioVAEDecode"}
     files = {v for n in ui["nodes"] for v in n.get("widgets_values") or [] if isinstance(v, str)}
@@ -48,7 +47,7 @@ def test_shipped_ui_workflow_is_the_templates_graph(name: str) -> None:
 
 
 def test_templates_render_the_same_in_both_executor_modes(tmp_path) -> None:
-    rendered = render_videos_in_both_modes(tmp_path, {name: _with_png_frames(_workflow(name)) for name in SCRIPTS})
+    rendered = render_videos_in_both_modes(tmp_path, {name: _with_png_frames(_workflow(name)) for name in TEMPLATES})
     for name, (pngs, mp4) in rendered.items():
         assert pngs.shape == FRAMES[name] and len(mp4) == 25, name
         assert pngs.std() > 0, f"{name}: the frames are flat"
