@@ -95,6 +95,8 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     # Qwen-Image InstantX ControlNets (nodes/models/qwen_image_controlnet_demo.py): Union and Inpainting
     (None, r"^Qwen-Image-InstantX-ControlNet-Inpainting", "qwen_image_instantx_inpainting_tiny.safetensors"),
     (None, r"^Qwen-Image-InstantX-ControlNet-Union", "qwen_image_instantx_union_tiny.safetensors"),
+    # alibaba-pai's Qwen-Image-2512 Fun ControlNet Union (same file): five control blocks reading the main model
+    (None, r"^Qwen-Image-2512-Fun-Controlnet-Union", "qwen_image_2512_fun_controlnet_union_tiny.safetensors"),
     # Marigold V2 (nodes/models/marigold_demo.py): Qwen-Image-Edit 2509 as ComfyUI's int8 ConvRot file, the task's
     # conditioning, VAE (Qwen-Image's layout: its tiny one) and LoRA (a Qwen-Image LoRA: the family's tiny one)
     (None, r"^marigold_v2_.*_conditioning", "marigold_v2_conditioning_tiny.safetensors"),

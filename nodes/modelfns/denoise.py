@@ -634,11 +634,13 @@ class GuidedDenoiser:
             net = self.load_control(spec["ref"])
             net.module.to(xb.device)  # loaded beside the layer cache: it follows the step to its device
             extras = [self.inputs.get(f"{e['key']}.control.{k}.extra") for e in entries]
+            # Qwen-Image's Fun ControlNets run the main model's input layers (ComfyUI hands them its base model)
+            base = {"base": self.model.module} if getattr(net, "reads_base_model", False) else {}
             if extras[0] is None:
-                residuals = net.apply(xb, tb, cond, hint, spec["strength"])
+                residuals = net.apply(xb, tb, cond, hint, spec["strength"], **base)
             else:  # an inpainting ControlNet's mask (ComfyUI's extra_concat), batched like the hints
                 extra = torch.cat([x.expand(n, *x.shape[1:]) if x.shape[0] == 1 else x for x in extras])
-                residuals = net.apply(xb, tb, cond, hint, spec["strength"], extra=extra)
+                residuals = net.apply(xb, tb, cond, hint, spec["strength"], extra=extra, **base)
             total = residuals if total is None else total + residuals
         return total
 

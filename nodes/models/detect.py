@@ -201,8 +201,9 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
         # comfy/controlnet.py; before Qwen-Image's own rule, which their txt_norm and img_in would also meet
         return info("qwen_image", "controlnet", {"controlnet"}, "diffusers")
     if all(k in shapes for k in ("control_blocks.0.after_proj.weight", "control_img_in.weight")):
-        # alibaba-pai's Qwen-Image(-2512) Fun ControlNet Union (ComfyUI's load_controlnet_qwen_fun rule): named, not run
-        raise ModelLoadError(path, "is a Qwen-Image Fun ControlNet Union (alibaba-pai), which is not supported yet")
+        # alibaba-pai's Qwen-Image(-2512) Fun ControlNet Union (ComfyUI's load_controlnet_qwen_fun rule, comfy/controlnet.py
+        # at Comfy-Org/ComfyUI 03b1ca67): nodes.models.qwen_image_fun_controlnet runs it
+        return info("qwen_image", "controlnet", {"controlnet"}, "fun")
     if all(marker in shapes for marker in ("controlnet_blocks.0.weight", "pos_embed_input.proj.weight")):
         return info("sd3", "controlnet", {"controlnet"}, "diffusers")  # SD3 (diffusers-layout) ControlNets
     if "controlnet_cond_embedding.conv_in.weight" in shapes:

@@ -178,9 +178,14 @@ def infer_config(sd: Mapping[str, torch.Tensor]) -> dict[str, Any]:
 
 
 def load_controlnet(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) -> QwenImageControlNet:
-    """An InstantX Qwen-Image ControlNet; the VAE that encodes its hints comes as the ref's "vae" option (the apply
-    node's vae input), which ComfyUI also requires of it."""
+    """An InstantX Qwen-Image ControlNet (or a Fun ControlNet Union, nodes.models.qwen_image_fun_controlnet); the VAE
+    that encodes its hints comes as the ref's "vae" option (the apply node's vae input), which ComfyUI also requires
+    of it."""
+    from nodes.models import qwen_image_fun_controlnet
     from nodes.models.loader import load_vae
+
+    if qwen_image_fun_controlnet.is_fun(state_dict):
+        return qwen_image_fun_controlnet.load_controlnet(ref, state_dict)
     from nodes.models.qwen_image import ComfyRotaryPositions
 
     path = ref.sources[0] if ref.sources else None

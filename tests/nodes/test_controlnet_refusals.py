@@ -98,17 +98,3 @@ def test_a_template_render_fails_when_an_output_fails_validation(workspace, tmp_
     assert result["render_error"].startswith("SystemExit: node cn (ControlNetLoader): Value not in list")
     (image,) = asyncio.run(run_prompt(_prompt(), None, registry, show_progress=False))
     assert image.name.startswith("ok")
-
-
-def test_a_qwen_image_fun_controlnet_is_refused_by_name_at_validation(workspace):
-    """alibaba-pai's Qwen-Image-2512 Fun ControlNet Union (not run here yet) is named, not 'unknown architecture'."""
-    from nodes.model_checks import model_file_problem
-
-    fun = {
-        "control_img_in.weight": torch.zeros(8, 132),
-        "control_blocks.0.after_proj.weight": torch.zeros(8, 8),
-        "control_blocks.0.attn.to_q.weight": torch.zeros(8, 8),
-    }
-    save_file(fun, str(workspace.models_dir / "controlnet" / "fun.safetensors"))
-    problem = model_file_problem(ControlNetLoader, "control_net_name", "fun.safetensors")
-    assert problem is not None and "is a Qwen-Image Fun ControlNet Union (alibaba-pai)" in problem
