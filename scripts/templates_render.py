@@ -118,7 +118,9 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     (None, r"^wan2\.1_vace_", "wan2.1_vace_1.3B_tiny.safetensors"),
     (None, r"^wan2\.1_fun_camera_v1\.1_", "wan2.1_fun_camera_v1.1_1.3B_tiny.safetensors"),
     (None, r"^wan2\.1_fun_control_1\.3B", "wan2.1_fun_control_1.3B_tiny.safetensors"),
-    (None, r"^wan2\.1_fun_inp_1\.3B", "wan2.1_fun_inp_1.3B_tiny.safetensors"),
+    # Wan 2.2 14B Fun InP's two experts: Wan 2.1 Fun InP's layout (36 input channels: noise, mask, image latent; no
+    # CLIP image states), ComfyUI's same i2v detection; workflows_json/wan22_fun_inpaint.json runs that template on it
+    (None, r"^wan2\.1_fun_inp_1\.3B|^wan2\.2_fun_inpaint_(high|low)_noise_14B", "wan2.1_fun_inp_1.3B_tiny.safetensors"),
     (r"^wan2\.[12]_", r"^umt5_xxl", "umt5_xxl_tiny.safetensors"),
     (r"^wan2\.[12]_", r"^wan_2\.1_vae", "wan_2.1_vae_tiny.safetensors"),
     (r"^wan2\.2_ti2v_5B", r"^wan2\.2_vae", "wan2.2_vae_tiny.safetensors"),

@@ -4,6 +4,9 @@ a family without one is refused by name; sizes, steps and frames shrink, inputs 
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 from safetensors.torch import load_file
 
@@ -199,6 +202,24 @@ def test_fine_tunes_of_implemented_families_map_to_their_familys_tiny_files():
     ]
 
 
+def test_wan22_fun_inpaint_experts_map_to_the_file_its_workflow_runs_on():
+    """video_wan2_2_14B_fun_inpaint's two experts and LoRAs map to what workflows_json/wan22_fun_inpaint.json (that
+    template on the tiny files, tests/e2e/test_wan_fun_workflow.py) loads."""
+    workflow = json.loads((Path(__file__).parents[2] / "workflows_json" / "wan22_fun_inpaint.json").read_text())
+    loaded = [
+        n["inputs"].get("unet_name") or n["inputs"]["lora_name"]
+        for n in workflow.values()
+        if "Loader" in n["class_type"] and ("unet_name" in n["inputs"] or "lora_name" in n["inputs"])
+    ]
+    asked = [
+        "wan2.2_fun_inpaint_high_noise_14B_fp8_scaled.safetensors",
+        "wan2.2_fun_inpaint_low_noise_14B_fp8_scaled.safetensors",
+        "wan2.2_i2v_lightx2v_4steps_lora_v1_high_noise.safetensors",
+        "wan2.2_i2v_lightx2v_4steps_lora_v1_low_noise.safetensors",
+    ]
+    assert sorted(templates_render.demo_file(n, asked) for n in asked) == sorted(loaded)
+
+
 def test_wan22_text_to_video_experts_map_to_their_fp8_scaled_tiny_files():
     """video_wan2_2_14B_t2v's two experts (ComfyUI's fp8-scaled files) and the Wan companions beside them."""
     asked = [
@@ -217,14 +238,17 @@ def test_wan22_text_to_video_experts_map_to_their_fp8_scaled_tiny_files():
 
 def test_a_qwen_image_controlnet_is_not_given_the_familys_tiny_lora():
     """The Qwen-Image templates' LoRAs map to the tiny LoRA by name; their ControlNet files must not (a LoRA file
-    given to ControlNetLoader is no ControlNet): InstantX's map to the tiny InstantX ControlNets, the Fun Union's
-    (no tiny file yet) is refused by name."""
+    given to ControlNetLoader is no ControlNet): InstantX's map to the tiny InstantX ControlNets, the Fun Union's to
+    the tiny Fun ControlNet."""
     asked = ["qwen_image_fp8_e4m3fn.safetensors", "Qwen-Image-Lightning-4steps-V1.0.safetensors"]
     assert templates_render.demo_file(asked[1], asked) == "qwen_image_edit_tiny_lightning.safetensors"
     for controlnet, tiny in (
         ("Qwen-Image-InstantX-ControlNet-Inpainting.safetensors", "qwen_image_instantx_inpainting_tiny.safetensors"),
         ("Qwen-Image-InstantX-ControlNet-Union.safetensors", "qwen_image_instantx_union_tiny.safetensors"),
-        ("Qwen-Image-2512-Fun-Controlnet-Union-2602.safetensors", None),
+        (
+            "Qwen-Image-2512-Fun-Controlnet-Union-2602.safetensors",
+            "qwen_image_2512_fun_controlnet_union_tiny.safetensors",
+        ),
     ):
         assert templates_render.demo_file(controlnet, [*asked, controlnet]) == tiny
 
