@@ -170,6 +170,8 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     (r"^ltx-2\.5", r"^ltx-2\.5-audio-vae", "ltx-2.5-audio-vae_tiny.safetensors"),  # VAELoader's (ltx25_audio_demo)
     # its latent upscaler: LTX-2's layout, read by the same branch of ComfyUI's LatentUpscaleModelLoader
     (r"^ltx-2\.5", r"^ltx-2\.5-latent-spatial-upscaler", "ltx-2-spatial-upscaler-x2-1.0_tiny.safetensors"),
+    # SeedVR2's causal video VAE (nodes/models/seedvr2_demo.py); its transformers are not supported yet
+    (None, r"^seedvr2_ema_vae", "seedvr2_ema_vae_fp16_tiny.safetensors"),
     # HiDream-I1 (full, dev, fast) and E1 / E1.1: one tiny transformer (the same layout), its four text encoders
     # and Flux's VAE (nodes/models/hidream_demo.py)
     (None, r"^hidream_(i1|e1)", "hidream_i1_tiny.safetensors"),

@@ -49,6 +49,8 @@ class VAEDecodeFn(_VAEFn):
     def execute(self, model: VAEModel, inputs: dict[str, Any], params: VAEParams) -> dict[str, torch.Tensor]:
         latent = inputs["latent"]
         tile = params.tile
+        if tile and hasattr(model, "decode_tiled"):  # a VAE that tiles itself (SeedVR2's: in space only)
+            return {"image": model.decode_tiled(latent, tile, params.overlap)}
         if tile and latent.dim() == 5 and hasattr(model, "decode_raw"):
             return {"image": model.to_image(tiled_video(model, latent, params))}
         if tile:
@@ -80,6 +82,8 @@ class VAEEncodeFn(_VAEFn):
             if not hasattr(model, "encode_video"):
                 raise ValueError(f"the {model.arch} VAE does not encode videos")
             return {"latent": model.encode_video(inputs["pixels"])}
+        if tile and hasattr(model, "encode_tiled"):  # a VAE that tiles itself (SeedVR2's: in space only)
+            return {"latent": model.encode_tiled(inputs["pixels"], tile, params.overlap)}
         if tile:
             latent = tiled_encode(
                 model.encode, inputs["pixels"], tile, params.overlap, model.downscale, model.latent_channels

@@ -346,6 +346,9 @@ def build_demo_models(models_dir: Path, include_flux: bool = True) -> list[Path]
         build_pixart = getattr(_optional("nodes.models.pixart_demo"), "build_demo_pixart", None)
         if build_pixart is not None:  # PixArt-α and PixArt-Σ (flux-tiny-t5 and sd1-tiny-vae serve them)
             written += build_pixart(models_dir)
+        build_seedvr2 = getattr(_optional("nodes.models.seedvr2_demo"), "build_demo_seedvr2", None)
+        if build_seedvr2 is not None:  # SeedVR2's causal video VAE
+            written += build_seedvr2(models_dir)
     return written
 
 

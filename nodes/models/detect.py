@@ -213,8 +213,10 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
         arch = "sdxl" if "add_embedding.linear_1.weight" in shapes else "sd1"
         return info(arch, "controlnet", {"controlnet"}, "diffusers")
 
-    seedvr2 = seedvr2_part(shapes)
-    if seedvr2 is not None:  # named, not run: before the VAE rules, which its VAE's encoder.conv_in would meet
+    seedvr2 = seedvr2_part(shapes)  # before the VAE rules, which its VAE's encoder.conv_in would meet
+    if seedvr2 == "VAE":  # the causal video VAE (nodes/models/seedvr2_vae.py)
+        return info("seedvr2", "vae", {"vae"}, "comfy")
+    if seedvr2 is not None:  # the transformers: named, not run
         raise ModelLoadError(path, f"is SeedVR2's {seedvr2}, which is not supported yet")
     has_vae = (
         any(k.endswith("encoder.conv_in.weight") and not k.startswith("model.") for k in keys)

@@ -62,6 +62,7 @@ DIT_ARCHS = (
     "pixart_sigma",
     "stable_cascade_c",
     "stable_cascade_b",
+    "seedvr2",
 )
 __all__ = ["probe", "load_diffusion_model", "load_text_encoder", "load_vae", "load_controlnet", "CheckpointInfo"]
 
@@ -117,6 +118,7 @@ _ARCH_MODULES = {
     "pixart_sigma": ("nodes.models.pixart",),
     "stable_cascade_c": ("nodes.models.stable_cascade",),
     "stable_cascade_b": ("nodes.models.stable_cascade",),
+    "seedvr2": ("nodes.models.seedvr2_vae",),
 }
 
 
