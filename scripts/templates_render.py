@@ -117,6 +117,8 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     (None, r"^wan2\.1_i2v_480p_14B", "wan2.1_i2v_480p_14B_tiny.safetensors"),
     (None, r"^wan2\.1_vace_", "wan2.1_vace_1.3B_tiny.safetensors"),
     (None, r"^wan2\.1_fun_camera_v1\.1_", "wan2.1_fun_camera_v1.1_1.3B_tiny.safetensors"),
+    # Wan 2.2 14B Fun Camera's two experts (ComfyUI's WAN22_Camera: 36 input channels, no CLIP image states)
+    (None, r"^wan2\.2_fun_camera_(high|low)_noise_14B", "wan2.2_fun_camera_14B_tiny.safetensors"),
     (None, r"^wan2\.1_fun_control_1\.3B", "wan2.1_fun_control_1.3B_tiny.safetensors"),
     # Wan 2.2 14B Fun InP's two experts: Wan 2.1 Fun InP's layout (36 input channels: noise, mask, image latent; no
     # CLIP image states), ComfyUI's same i2v detection; workflows_json/wan22_fun_inpaint.json runs that template on it

@@ -13,7 +13,8 @@
   the names lightx2v's Wan LoRAs use (`diffusion_model.blocks.N.self_attn.q.lora_down.weight`, `.alpha`);
 - diffusion_models/wan2.1_fun_control_1.3B_tiny, wan2.1_fun_inp_1.3B_tiny and
   wan2.2_fun_control_low_noise_14B_tiny: the Fun models (48, 36 and 52 input channels; see _fun_models);
-- diffusion_models/wan2.1_fun_camera_v1.1_1.3B_tiny: Wan Fun Camera with its control adapter (_camera_model);
+- diffusion_models/wan2.1_fun_camera_v1.1_1.3B_tiny: Wan Fun Camera with its control adapter (_camera_model), and
+  wan2.2_fun_camera_14B_tiny: Wan 2.2 Fun Camera's (36 input channels, no CLIP image states);
 - diffusion_models/wan2.1_vace_1.3B_tiny: Wan 2.1 VACE, its vace_blocks and vace_patch_embedding (_vace_model),
   and loras/wan2.1_causvid_t2v_lora_rank32_tiny: a LoRA on its blocks, for the VACE templates' CausVid LoRA;
 - diffusion_models/wan2.2_t2v_{high,low}_noise_14B_fp8_scaled_tiny: Wan 2.2 14B text-to-video's two experts
@@ -59,6 +60,7 @@ FILES = {
     "fun_inp": "diffusion_models/wan2.1_fun_inp_1.3B_tiny.safetensors",
     "fun22_control": "diffusion_models/wan2.2_fun_control_low_noise_14B_tiny.safetensors",
     "fun_camera": "diffusion_models/wan2.1_fun_camera_v1.1_1.3B_tiny.safetensors",
+    "fun22_camera": "diffusion_models/wan2.2_fun_camera_14B_tiny.safetensors",
     "vace": "diffusion_models/wan2.1_vace_1.3B_tiny.safetensors",
     "vace_lora": "loras/wan2.1_causvid_t2v_lora_rank32_tiny.safetensors",
     "t2v_high": "diffusion_models/wan2.2_t2v_high_noise_14B_fp8_scaled_tiny.safetensors",
@@ -266,6 +268,7 @@ def tiny_wan_state_dicts(seed: int = SEED) -> dict[str, dict[str, torch.Tensor]]
     out["lora_high"], out["lora_low"] = (_lora(sds[name], lora_gen) for name in ("i2v_high", "i2v_low"))
     out.update(_fun_models(seed))
     out["fun_camera"] = _camera_model(seed)
+    out["fun22_camera"] = _camera_model(seed, 36, None, stream=7)
     out["vace"] = _vace_model(seed)
     out["vace_lora"] = _lora(out["vace"], torch.Generator().manual_seed(seed + 5))
     out.update(_t2v22_models(seed))
@@ -333,14 +336,17 @@ def _vace_model(seed: int) -> dict[str, torch.Tensor]:
     return {k: v.to(torch.bfloat16).contiguous() for k, v in sd.items()}
 
 
-def _camera_model(seed: int) -> dict[str, torch.Tensor]:
-    """Wan Fun Camera v1.1 (image-to-video, 32 input channels: noise and start latent, CLIP vision states in
-    img_emb) with its control adapter as ComfyUI's model_detection finds it (`control_adapter.conv.weight`
-    from 24 x 8 x 8 camera channels, one residual block), from a generator of its own."""
-    gen = torch.Generator().manual_seed(seed + 3)
+def _camera_model(
+    seed: int, in_channels: int = 32, image_dim: int | None = CLIP_VISION_WIDTH, stream: int = 3
+) -> dict[str, torch.Tensor]:
+    """Wan Fun Camera with its control adapter as ComfyUI's model_detection finds it (`control_adapter.conv.weight`
+    from 24 x 8 x 8 camera channels, one residual block), from a generator of its own (seed + stream). Wan 2.1's
+    v1.1 (the defaults): image-to-video with 32 input channels (noise and start latent) and CLIP vision states in
+    img_emb; Wan 2.2's (ComfyUI's WAN22_Camera, camera_2.2: no img_emb): 36 (noise, mask and start latent)."""
+    gen = torch.Generator().manual_seed(seed + stream)
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed + 3)
-        sd = _transformer(32, 16, gen, image_dim=CLIP_VISION_WIDTH)
+        torch.manual_seed(seed + stream)
+        sd = _transformer(in_channels, 16, gen, image_dim=image_dim)
     sd["control_adapter.conv.weight"] = torch.randn(HEAD_DIM, 24 * 64, 2, 2, generator=gen) * 0.02
     sd["control_adapter.conv.bias"] = torch.randn(HEAD_DIM, generator=gen) * 0.02
     for conv in ("conv1", "conv2"):
