@@ -245,8 +245,8 @@ class VAEEncode:
 
 
 # ComfyUI crops the pixels to the VAE's downscale ratio: 8 but for these (Stable Cascade's stage A: 4, its stage C
-# coder: 32)
-DOWNSCALE_RATIO = {"pixel_space": 1, "stable_cascade_b": 4, "stable_cascade_c": 32}
+# coder: 32; SeedVR2's VAE is not cropped, crop_input False: its encoder pads)
+DOWNSCALE_RATIO = {"pixel_space": 1, "stable_cascade_b": 4, "stable_cascade_c": 32, "seedvr2": 1}
 
 
 async def encode_pixels(vae: ModelRef, pixels: torch.Tensor) -> torch.Tensor:

@@ -42,6 +42,7 @@ ENCODES = [
     ("image", 1, 1, 32, 48, None, None),
     ("video", 2, 9, 32, 40, None, None),
     ("video_tiled", 3, 5, 80, 112, 64, 16),
+    ("uncropped", 7, 5, 36, 44, None, None),  # sides not multiples of 8: ComfyUI does not crop for this VAE
 ]
 # (name, seed, latent frames, height, width, tile, overlap): VAEDecode / VAEDecodeTiled inputs (pixels)
 DECODES = [

@@ -73,7 +73,8 @@ class VAEEncodeTiled:
             "vae_encode",
             vae,
             "vae",
-            {"pixels": crop_to_multiple(pixels[..., :3], 8)},
+            # SeedVR2's VAE is not cropped (ComfyUI's crop_input False)
+            {"pixels": crop_to_multiple(pixels[..., :3], 1 if vae.arch == "seedvr2" else 8)},
             {"tile": tile_size, "overlap": overlap},
         )
         return ({"samples": out["latent"]},)
