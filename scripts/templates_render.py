@@ -115,6 +115,7 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     (None, r"^wan2\.2_fun_control_(high|low)_noise_14B", "wan2.2_fun_control_low_noise_14B_tiny.safetensors"),
     (None, r"^wan2\.1_t2v_1\.3B", "wan2.1_t2v_1.3B_tiny.safetensors"),
     (None, r"^wan2\.1_i2v_480p_14B", "wan2.1_i2v_480p_14B_tiny.safetensors"),
+    (None, r"^wan2\.1_flf2v_720p_14B", "wan2.1_flf2v_720p_14B_tiny.safetensors"),
     (None, r"^wan2\.1_vace_", "wan2.1_vace_1.3B_tiny.safetensors"),
     (None, r"^wan2\.1_fun_camera_v1\.1_", "wan2.1_fun_camera_v1.1_1.3B_tiny.safetensors"),
     # Wan 2.2 14B Fun Camera's two experts (ComfyUI's WAN22_Camera: 36 input channels, no CLIP image states)

@@ -358,6 +358,15 @@ def to_wan_layout(state_dict: Mapping[str, torch.Tensor]) -> dict[str, torch.Ten
     return strip_prefix(dequantize_scaled_fp8(state_dict, round_bias=False), prefix)
 
 
+def flf_image_embedding(embedder: torch.nn.Module, states: torch.Tensor) -> torch.Tensor:
+    """A first-last-frame model's CLIP image states as ComfyUI's MLPProj reads them: cut to emb_pos's length (the
+    two frames' tokens side by side, or one frame's) plus as much of emb_pos, then the projection. diffusers' own
+    forward folds pairs of batch rows into one instead, which ComfyUI's WanFirstLastFrameToVideo never feeds."""
+    pos = embedder.pos_embed
+    states = states[:, : pos.shape[1]] + pos[:, : states.shape[1]].to(states)
+    return embedder.norm2(embedder.ff(embedder.norm1(states)))
+
+
 def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) -> WanDiffusionModel:
     """A Wan DiffusionModel from a bare or `model.diffusion_model.`-prefixed file; float32 compute, as ComfyUI
     runs Wan on a CPU."""
@@ -371,7 +380,10 @@ def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) 
     # Wan 2.2 Fun Control's reference-image patch embedding (ComfyUI's in_dim_ref_conv): a 2x2 patch conv
     ref_conv = {k[len(REF_CONV) :]: sd.pop(k) for k in [k for k in sd if k.startswith(REF_CONV)]}
     camera = {k[len(CAMERA) :]: sd.pop(k) for k in [k for k in sd if k.startswith(CAMERA)]}
+    emb_pos = sd.pop("img_emb.emb_pos", None)  # first-last-frame models; diffusers' converter has no name for it
     converted = convert_wan_transformer_to_diffusers(dict(sd))
+    if emb_pos is not None:
+        converted["condition_embedder.image_embedder.pos_embed"] = emb_pos
     if ref.patches:
         converted, _ = merge_loras(ref.patches, lora_targets(sd), converted)
     from nodes.models import wan_animate2  # it builds on this module
@@ -379,6 +391,9 @@ def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) 
     cls = WanVACETransformer3DModel if "vace_layers" in config else WanTransformer3DModel
     module = build_module(lambda: _with_rope(cls(**config)), converted, path, "Wan transformer")
     module.condition_embedder.timesteps_proj = ComfyTimesteps(FREQ_DIM)
+    embedder = module.condition_embedder.image_embedder
+    if embedder is not None and embedder.pos_embed is not None:  # Wan 2.1 first-last-frame: ComfyUI's MLPProj
+        embedder.forward = functools.partial(flf_image_embedding, embedder)
     if cls is WanVACETransformer3DModel:
         wan_vace.install_hooks(module)
     if camera:  # Wan Fun Camera (ComfyUI's camera / camera_2.2 model types)

@@ -15,6 +15,8 @@
   wan2.2_fun_control_low_noise_14B_tiny: the Fun models (48, 36 and 52 input channels; see _fun_models);
 - diffusion_models/wan2.1_fun_camera_v1.1_1.3B_tiny: Wan Fun Camera with its control adapter (_camera_model), and
   wan2.2_fun_camera_14B_tiny: Wan 2.2 Fun Camera's (36 input channels, no CLIP image states);
+- diffusion_models/wan2.1_flf2v_720p_14B_tiny: Wan 2.1 first-last-frame-to-video, image-to-video's layout with the
+  position embedding of the two frames' CLIP vision tokens (`img_emb.emb_pos`, _flf2v_model);
 - diffusion_models/wan2.1_vace_1.3B_tiny: Wan 2.1 VACE, its vace_blocks and vace_patch_embedding (_vace_model),
   and loras/wan2.1_causvid_t2v_lora_rank32_tiny: a LoRA on its blocks, for the VACE templates' CausVid LoRA;
 - diffusion_models/wan2.2_t2v_{high,low}_noise_14B_fp8_scaled_tiny: Wan 2.2 14B text-to-video's two experts
@@ -61,6 +63,7 @@ FILES = {
     "fun22_control": "diffusion_models/wan2.2_fun_control_low_noise_14B_tiny.safetensors",
     "fun_camera": "diffusion_models/wan2.1_fun_camera_v1.1_1.3B_tiny.safetensors",
     "fun22_camera": "diffusion_models/wan2.2_fun_camera_14B_tiny.safetensors",
+    "flf2v": "diffusion_models/wan2.1_flf2v_720p_14B_tiny.safetensors",
     "vace": "diffusion_models/wan2.1_vace_1.3B_tiny.safetensors",
     "vace_lora": "loras/wan2.1_causvid_t2v_lora_rank32_tiny.safetensors",
     "t2v_high": "diffusion_models/wan2.2_t2v_high_noise_14B_fp8_scaled_tiny.safetensors",
@@ -269,6 +272,7 @@ def tiny_wan_state_dicts(seed: int = SEED) -> dict[str, dict[str, torch.Tensor]]
     out.update(_fun_models(seed))
     out["fun_camera"] = _camera_model(seed)
     out["fun22_camera"] = _camera_model(seed, 36, None, stream=7)
+    out["flf2v"] = _flf2v_model(seed)
     out["vace"] = _vace_model(seed)
     out["vace_lora"] = _lora(out["vace"], torch.Generator().manual_seed(seed + 5))
     out.update(_t2v22_models(seed))
@@ -354,6 +358,20 @@ def _camera_model(
             torch.randn(HEAD_DIM, HEAD_DIM, 3, 3, generator=gen) * 0.02
         )
         sd[f"control_adapter.residual_blocks.0.{conv}.bias"] = torch.randn(HEAD_DIM, generator=gen) * 0.02
+    return {k: v.to(torch.bfloat16).contiguous() for k, v in sd.items()}
+
+
+CLIP_VISION_TOKENS = 257  # the demo CLIP vision model's: 16 x 16 patches and the class token
+
+
+def _flf2v_model(seed: int) -> dict[str, torch.Tensor]:
+    """Wan 2.1 FLF2V 14B's layout (ComfyUI's flf_pos_embed_token_number from img_emb.emb_pos: 514, two frames'
+    257 CLIP tokens) at the tiny widths, from a generator of its own."""
+    gen = torch.Generator().manual_seed(seed + 8)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed + 8)
+        sd = _transformer(36, 16, gen, image_dim=CLIP_VISION_WIDTH)
+    sd["img_emb.emb_pos"] = torch.randn(1, 2 * CLIP_VISION_TOKENS, CLIP_VISION_WIDTH, generator=gen) * 0.5
     return {k: v.to(torch.bfloat16).contiguous() for k, v in sd.items()}
 
 
