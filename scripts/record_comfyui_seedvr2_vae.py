@@ -18,7 +18,12 @@ pass them). Nothing of ComfyUI is committed. Given that folder:
         tests/models/fixtures/comfyui_seedvr2_vae.json
 
 Inputs are seeded torch.rand draws (the test draws them again and checks their sum); outputs are recorded whole or
-as a strided grid (MAX_RECORDED_VALUES)."""
+as a strided grid (MAX_RECORDED_VALUES).
+
+Also the upscale graph of tests/e2e/test_seedvr2_vae_workflow.py without its sampler (the workspace's example.png
+through SeedVR2Preprocess, VAEEncodeTiled, VAEDecodeTiled and SeedVR2PostProcessing lab), with the node bodies of
+comfy_extras/nodes_seedvr.py from the same folder (`nodes_seedvr_ref`, as scripts/record_comfyui_seedvr2_nodes.py
+uses them): the image SaveImage writes."""
 
 from __future__ import annotations
 
@@ -33,8 +38,9 @@ from safetensors.torch import load_file
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from comfyui_recording import MAX_RECORDED_VALUES, b64, sha256  # noqa: E402
+from comfyui_recording import MAX_RECORDED_VALUES, b64, png_rgb, sha256  # noqa: E402
 
+from comfy_bridge.cli.demo_models import write_example_image  # noqa: E402
 from nodes.models.seedvr2_demo import VAE_FILE, WIDTHS, build_demo_seedvr2  # noqa: E402
 
 # (name, seed, pixel frames, height, width, tile, overlap): VAEEncode / VAEEncodeTiled inputs
@@ -88,8 +94,34 @@ def main() -> None:
                 {"name": name, "seed": seed, "shape": [1, 16, frames, h, w], "sum": float(latent.double().sum()),
                  "tile": tile, "overlap": overlap, "image": b64(image, MAX_RECORDED_VALUES)}
             )  # fmt: skip
+        record["workflow"] = upscale_graph(vae, ref)
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     Path(out).write_text(json.dumps(record))
+
+
+WORKFLOW_TILE, WORKFLOW_OVERLAP = 64, 16
+
+
+def upscale_graph(vae, ref) -> dict:
+    """LoadImage(example.png) -> SeedVR2Preprocess -> VAEEncodeTiled -> VAEDecodeTiled -> SeedVR2PostProcessing (lab)
+    -> SaveImage, as ComfyUI runs it: the tiled nodes' tile and overlap (VAEDecodeTiled's in latent units)."""
+    import nodes_seedvr_ref as nodes_ref
+    import numpy as np
+    from PIL import Image
+
+    with tempfile.TemporaryDirectory() as tmp:
+        write_example_image(Path(tmp) / "example.png")
+        image = torch.from_numpy(np.array(Image.open(Path(tmp) / "example.png").convert("RGB"))).float()[None] / 255.0
+    padded = nodes_ref.preprocess(image)[0]  # one clip of frames [T,H,W,3]
+    x = (padded * 2.0 - 1.0).movedim(-1, 0)[None]
+    latent = vae.comfy_format_encoded(
+        vae.encode_tiled(x, tile_x=WORKFLOW_TILE, tile_y=WORKFLOW_TILE, overlap=WORKFLOW_OVERLAP)
+    )
+    t, o = WORKFLOW_TILE // 8, WORKFLOW_OVERLAP // 8
+    decoded = vae.decode_tiled(latent, tile_x=t, tile_y=t, overlap=o).add(1.0).div(2.0).clamp(0.0, 1.0).movedim(1, -1)
+    decoded = decoded.reshape(-1, *decoded.shape[2:])
+    out = nodes_ref.postprocess(decoded, image, "lab")
+    return {"tile": WORKFLOW_TILE, "overlap": WORKFLOW_OVERLAP, "image": png_rgb(out[0], MAX_RECORDED_VALUES)}
 
 
 if __name__ == "__main__":

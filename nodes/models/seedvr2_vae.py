@@ -281,15 +281,18 @@ class SeedVR2VAE(VAEModel):
     temporal_compression = TEMPORAL
 
     def _video(self, pixels: torch.Tensor) -> torch.Tensor:
-        if pixels.dim() != 4:
+        """IMAGE frames [T,H,W,C] (one video) or SeedVR2Preprocess's clips [B,T,H,W,C] -> [B,3,T,H,W] in -1..1."""
+        if pixels.dim() not in (4, 5):
             raise ValueError(
-                f"the SeedVR2 VAE encodes IMAGE frames [frames, height, width, 3], got {tuple(pixels.shape)}"
+                "the SeedVR2 VAE encodes IMAGE frames [frames, height, width, 3] or clips "
+                f"[clips, frames, height, width, 3], got {tuple(pixels.shape)}"
             )
-        return pixels[..., :3].movedim(-1, 0)[None].float() * 2.0 - 1.0
+        clips = pixels[None] if pixels.dim() == 4 else pixels
+        return clips[..., :3].movedim(-1, 1).float() * 2.0 - 1.0
 
     @torch.no_grad()
     def encode(self, pixels: torch.Tensor) -> torch.Tensor:
-        """IMAGE [T,H,W,3] -> [1,16,ceil(T/4),H/8,W/8] (4n+1 frames give n+1 latent frames)."""
+        """IMAGE [T,H,W,3] (or clips [B,T,H,W,3]) -> [B,16,n+1,H/8,W/8] for 4n+1 frames."""
         return self.module.encode_pixels(self._video(pixels))
 
     @torch.no_grad()

@@ -96,3 +96,10 @@ def test_the_tiled_nodes_modelfns_take_the_vaes_own_tiling(vae):
     params = VAEParams(tile=case["tile"], overlap=case["overlap"])
     out = VAEEncodeFn().execute(vae, {"pixels": _draw(case, normal=False)}, params)["latent"]
     assert torch.allclose(at_recorded(out, case["latent"]), tensor(case["latent"]), atol=1e-5, rtol=0)
+
+
+def test_seedvr2_preprocess_clips_encode_as_their_frames(vae):
+    """SeedVR2Preprocess hands the VAE 5-D clips [B,T,H,W,3] (ComfyUI's VAE takes each as a video)."""
+    case = next(c for c in RECORDED["encode"] if c["name"] == "video")
+    pixels = _draw(case, normal=False)
+    assert torch.equal(vae.encode(pixels[None]), vae.encode(pixels))
