@@ -62,6 +62,7 @@ LATENT_FORMATS: dict[str, LatentFormat] = {
     "wan22_5b": WAN22_LATENT,
     "minimax_h3": MINIMAX_H3_LATENT,
     "ltx2": LTX2_LATENT,
+    "ltxv": LTX2_LATENT,  # ComfyUI 0.3.64's latent_formats.LTXV: 128 channels, unscaled (LTX-2 kept it)
     "stable_cascade_c": STABLE_CASCADE_C_LATENT,
     "stable_cascade_b": STABLE_CASCADE_B_LATENT,
     "pixart_alpha": SD1_LATENT,  # ComfyUI's supported_models.PixArtAlpha: latent format SD15
@@ -116,6 +117,7 @@ SAMPLING_CONFIGS: dict[str, dict[str, Any]] = {
     "minimax_h3": {"kind": "flow", "shift": 12.0, "multiplier": 1000},
     # ComfyUI's supported_models.LTXAV (LTXV's sampling settings): ModelSamplingFlux at shift 2.37.
     "ltx2": {"kind": "flux", "shift": 2.37},
+    "ltxv": {"kind": "flux", "shift": 2.37},  # ComfyUI 0.3.64's supported_models.LTXV
     # ComfyUI's supported_models.Stable_Cascade_C / _B: ModelType.STABLE_CASCADE (the shifted cosine schedule, eps)
     # at shift 2 for stage C and 1 for stage B.
     "stable_cascade_c": {"kind": "stable_cascade", "shift": 2.0},

@@ -334,6 +334,9 @@ def build_demo_models(models_dir: Path, include_flux: bool = True) -> list[Path]
         build_ltx25 = getattr(_optional("nodes.models.ltx25_demo"), "build_demo_ltx25", None)
         if build_ltx25 is not None:  # LTX-2.5's video VAE and Gemma 4 text encoder
             written += build_ltx25(models_dir)
+        build_ltxv = getattr(_optional("nodes.models.ltxv_demo"), "build_demo_ltxv", None)
+        if build_ltxv is not None:  # LTX-Video 0.9's checkpoint (transformer and video VAE)
+            written += build_ltxv(models_dir)
         build_lotus = getattr(_optional("nodes.models.lotus_demo"), "build_demo_lotus", None)
         if build_lotus is not None:
             written += build_lotus(models_dir)
