@@ -1,0 +1,101 @@
+"""SeedVR2's transformer (nodes/models/seedvr2_dit.py), built from the tiny demo files in the published layouts
+(3B, 7B shared-weights SwiGLU, 7B separate-weights GELU), computes what today's ComfyUI's own NaDiT computes on the
+same weights and inputs, within 1e-5 (tests/models/fixtures/comfyui_seedvr2_dit.json, recorded by
+scripts/record_comfyui_seedvr2_dit.py from comfy/ldm/seedvr/model.py): one window, and latents large enough for
+3 x 2 x 2 windows and the same grid shifted by half a window, at several timesteps."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from nodes.models.seedvr2_demo import TRANSFORMER_FILES, build_demo_seedvr2_transformers, tiny_dit_state_dict
+from nodes.models.seedvr2_dit import load_seedvr2_dit, spec_from_state_dict, window_slices
+from tests.recorded_tensors import at_recorded, tensor
+
+RECORDED = json.loads((Path(__file__).parent / "fixtures" / "comfyui_seedvr2_dit.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def state_dicts(tmp_path_factory):
+    from scripts.comfyui_recording import sha256
+
+    paths = build_demo_seedvr2_transformers(tmp_path_factory.mktemp("seedvr2_dit"))
+    files = {}
+    for variant, path in zip(TRANSFORMER_FILES, paths, strict=True):
+        assert path.as_posix().endswith(TRANSFORMER_FILES[variant])
+        assert sha256(str(path)) == RECORDED["files"][variant]["sha256"], "the demo file is not the recorded one"
+        files[variant] = load_file(path)
+    files["7b_separate"] = tiny_dit_state_dict("7b_separate")
+    total = float(sum(v.double().sum() for v in files["7b_separate"].values()))
+    assert total == pytest.approx(RECORDED["separate_sum"], rel=1e-12)
+    return files
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_layouts_are_told_apart(state_dicts):
+    specs = {v: spec_from_state_dict(sd) for v, sd in state_dicts.items()}
+    assert (specs["3b"].blocks, specs["3b"].is_7b, specs["3b"].output_norm, specs["3b"].swiglu) == (
+        32,
+        False,
+        True,
+        True,
+    )
+    assert (specs["7b"].blocks, specs["7b"].is_7b, specs["7b"].output_norm) == (36, True, False)
+    assert sum(specs["7b"].separate) == 10 and specs["7b"].swiglu
+    assert all(specs["7b_separate"].separate) and not specs["7b_separate"].swiglu
+    assert [len(sd) for sd in state_dicts.values()] == [637, 694, 1130]  # the published key counts
+
+
+@pytest.mark.parametrize("case", RECORDED["cases"], ids=lambda c: f"{c['variant']}-{c['shape'][2]}x{c['shape'][3]}")
+def test_forward_equals_comfyui(state_dicts, case):
+    model = load_seedvr2_dit(state_dicts[case["variant"]])
+    gen = torch.Generator().manual_seed(case["seed"])
+    x = torch.randn(case["shape"], generator=gen)
+    latent = torch.randn(case["shape"], generator=gen)
+    assert float(x.double().sum() + latent.double().sum()) == pytest.approx(case["sum"], abs=1e-6)
+    condition = torch.cat((latent, torch.ones_like(latent[:, :1])), dim=1)
+    context = [model.positive_conditioning.float()]
+    with torch.no_grad():
+        out = model(x, torch.tensor([case["timestep"]]), context, condition)
+    expected = tensor(case["out"])
+    assert (at_recorded(out, case["out"]) - expected).abs().max() < 1e-5
+    assert expected.abs().max() > 0.5  # not a vanishing output
+
+
+def test_windows_and_shifted_windows_tile_the_grid():
+    for grid in [(1, 4, 6), (3, 24, 20), (2, 22, 18), (31, 30, 40)]:
+        for shifted in (False, True):
+            covered = torch.zeros(grid, dtype=torch.int64)
+            for sl in window_slices(grid, shifted):
+                covered[sl] += 1
+            assert bool((covered == 1).all()), (grid, shifted)
+    plain, shifted = window_slices((3, 24, 20), False), window_slices((3, 24, 20), True)
+    assert len(plain) == len(shifted) == 12  # 3 frames x 2 x 2: the shifted grid's edge windows are cut short
+    assert (plain[0][1], plain[0][2]) == (slice(0, 22), slice(0, 19))
+    assert (shifted[0][1], shifted[0][2]) == (slice(0, 11), slice(0, 9))
+
+
+def test_bad_inputs_are_named(state_dicts):
+    model = load_seedvr2_dit(state_dicts["3b"])
+    x = torch.zeros(1, 16, 1, 4, 6)
+    with pytest.raises(ValueError, match="condition"):
+        model(x, torch.tensor([1000.0]), [torch.zeros(58, 5120)], torch.zeros(1, 17, 1, 4, 8))
+    with pytest.raises(ValueError, match="even"):
+        model(torch.zeros(1, 16, 1, 5, 6), torch.tensor([1.0]), [torch.zeros(58, 5120)], torch.zeros(1, 17, 1, 5, 6))
+    wrong = dict(state_dicts["3b"])
+    del wrong["blocks.31.mlp.all.proj_in_gate.weight"], wrong["blocks.31.mlp.all.proj_in.weight"]
+    del wrong["blocks.31.mlp.all.proj_out.weight"]
+    with pytest.raises(RuntimeError, match="proj_in_gate"):
+        load_seedvr2_dit(wrong)
