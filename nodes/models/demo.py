@@ -275,6 +275,11 @@ def build_demo_models(models_dir: Path, include_flux: bool = True) -> list[Path]
         )
         if build_qwen_cn is not None:  # the InstantX Union and Inpainting ControlNets for qwen-image-tiny
             written += build_qwen_cn(models_dir)
+        build_qwen_layered = getattr(
+            _optional("nodes.models.qwen_image_layered_demo"), "build_demo_qwen_image_layered", None
+        )
+        if build_qwen_layered is not None:  # Qwen-Image-Layered's transformer and RGBA VAE
+            written += build_qwen_layered(models_dir)
         build_wan = getattr(_optional("nodes.models.wan_demo"), "build_demo_wan", None)
         if build_wan is not None:
             written += build_wan(models_dir)

@@ -22,6 +22,10 @@ _LORA_SUFFIXES = (
     ".lora_linear_layer.down.weight",
 )
 QWEN_IMAGE_MARKER = "txt_norm.weight"
+# Qwen-Image-Layered (Comfy-Org/Qwen-Image-Layered_ComfyUI's qwen_image_layered_*.safetensors): ComfyUI 0.10.0's
+# model_detection (upstream commit 79cdbc81) reads this key as use_additional_t_cond, default_ref_method
+# "negative_index"; the rest of the file is Qwen-Image's layout.
+QWEN_IMAGE_LAYERED_MARKER = "time_text_embed.addition_t_embedding.weight"
 # Qwen-Image 2.1: the newest ComfyUI source's model_detection needs all of these and one of the MLP names below
 # (img_mlp.gate_up in ComfyUI's own files, img_mlp.proj in split ones).
 QWEN_IMAGE21_KEYS = (

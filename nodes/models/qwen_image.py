@@ -11,6 +11,13 @@ ReferenceLatent's latents join the image tokens as ComfyUI places them. With the
 in today's ComfyUI) the reference tokens are modulated as at timestep 0. LoRAs merge under the names ComfyUI
 accepts. Qwen-Image samples as ComfyUI's ModelSamplingFlux with shift 1.15 unless a ModelSampling node says
 otherwise.
+
+Qwen-Image-Layered (its file carries `time_text_embed.addition_t_embedding.weight`, which ComfyUI 0.10.0's
+model_detection reads as use_additional_t_cond with the `negative_index` reference method) denoises several
+frames at once, [B,16,T,H,W] from EmptyQwenImageLayeredLatentImage: the composite then one frame per layer.
+Each frame's tokens follow the previous one's at frame index 0..T-1; the input image's reference latent sits
+at index -1; the timestep embedding gains the learned row 0 of addition_t_embedding (ComfyUI passes no
+other).
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ from cluster.refs import ModelRef
 from nodes.arch import sampling_config
 from nodes.models import comfy_quant
 from nodes.models.components import WAN21_LATENT, DiffusionModel
-from nodes.models.detect import QWEN_IMAGE_MARKER
+from nodes.models.detect import QWEN_IMAGE_LAYERED_MARKER, QWEN_IMAGE_MARKER
 from nodes.models.errors import ModelLoadError
 from nodes.models.flux import pack, patched, reference_placements, unpack
 from nodes.models.flux_keys import count_blocks, find_prefix, strip_prefix
@@ -37,6 +44,7 @@ from nodes.models.safetensors_io import build_module
 PATCH = 2
 TIMESTEP_ZERO = "index_timestep_zero"
 TIMESTEP_ZERO_MARKER = "__index_timestep_zero__"  # Qwen-Image-Edit 2511's files (today's ComfyUI saves it)
+NEGATIVE_INDEX = "negative_index"  # Qwen-Image-Layered's default: references at frame index -1, -2, ...
 ROPE_AXES = (16, 56, 56)  # ComfyUI's (and Qwen's) split of the 128-wide heads: frame, row, column
 ROPE_THETA = 10000
 
@@ -53,6 +61,8 @@ def to_diffusers_layout(state_dict: Mapping[str, torch.Tensor]) -> dict[str, tor
 
 
 def default_ref_method(state_dict: Mapping[str, torch.Tensor]) -> str:
+    if any(k.endswith(QWEN_IMAGE_LAYERED_MARKER) for k in state_dict):
+        return NEGATIVE_INDEX
     return TIMESTEP_ZERO if any(k.endswith(TIMESTEP_ZERO_MARKER) for k in state_dict) else "index"
 
 
@@ -76,6 +86,7 @@ def infer_config(sd: Mapping[str, torch.Tensor]) -> dict[str, Any]:
         "num_attention_heads": int(inner // head_dim),
         "joint_attention_dim": int(sd["txt_in.weight"].shape[1]),
         "axes_dims_rope": ROPE_AXES,
+        "use_additional_t_cond": QWEN_IMAGE_LAYERED_MARKER in sd,
     }
 
 
@@ -136,12 +147,13 @@ def reference_segments(
 ) -> tuple[list[torch.Tensor], list[Segment]]:
     """ReferenceLatent's latents (model space) as extra tokens and their position segments, as ComfyUI's
     Qwen-Image places them: method "index" (the default) gives the n-th reference frame index n; any other
-    gives all frame index 1, each beside or below the ones before it, whichever keeps the canvas squarer
+    gives all frame index 1 ("negative_index": -1, -2, ...), each beside or below the ones before it, whichever keeps the canvas squarer
     (offsets in latent cells, rounded half up to tokens)."""
     tokens, segments = [], []
     refs = [_one_frame(ref, "reference latent") for ref in refs]
-    placement = "index" if (method or "index") in ("index", TIMESTEP_ZERO) else "offset"
+    placement = "index" if (method or "index") in ("index", TIMESTEP_ZERO, NEGATIVE_INDEX) else "offset"
     for ref, (index, h_off, w_off) in zip(refs, reference_placements(refs, placement)):
+        index = -index if method == NEGATIVE_INDEX else index
         padded = patched(ref.to(dtype))
         tokens.append(pack(padded))
         segments.append(
@@ -165,13 +177,18 @@ class QwenImageDiffusionModel(DiffusionModel):
         if control is not None and not hasattr(control, "residuals"):
             raise ValueError("this ControlNet is not a Qwen-Image ControlNet")
         module: QwenImageTransformer2DModel = self.module
-        frames = x.dim() == 5  # ComfyUI's Qwen-Image latents carry one frame: [B,16,1,H,W]
-        x = _one_frame(x, "latent")
+        frames = x.dim() == 5  # ComfyUI's Qwen-Image latents: [B,16,T,H,W], one frame except Layered's
+        layered = module.config.use_additional_t_cond
+        if frames and not layered:
+            x = _one_frame(x, "latent")
         device, dtype = x.device, self.dtype
-        b, _, h, w = x.shape
-        x = patched(x)
-        h_len, w_len = x.shape[-2] // PATCH, x.shape[-1] // PATCH
-        tokens, segments = [pack(x.to(dtype))], [(0, h_len, w_len, 0, 0)]
+        video = x if x.dim() == 5 else x[:, :, None]
+        b, _, n_frames, h, w = video.shape
+        frame_tokens = [pack(patched(video[:, :, f]).to(dtype)) for f in range(n_frames)]
+        h_len, w_len = (h + PATCH - 1) // PATCH, (w + PATCH - 1) // PATCH
+        # frame f at index f: ComfyUI numbers a multi-frame latent's frames 0..T-1 (a single frame is 0)
+        tokens, segments = frame_tokens, [(f, h_len, w_len, 0, 0) for f in range(n_frames)]
+        n_image = n_frames * h_len * w_len
         method = cond.get("ref_latents_method") or self.default_ref_method
         if cond.get("ref_latents"):  # ReferenceLatent: references join the image tokens; only the image's are read
             ref_tokens, ref_segments = reference_segments(cond["ref_latents"], method, dtype)
@@ -181,10 +198,10 @@ class QwenImageDiffusionModel(DiffusionModel):
         t = torch.as_tensor(timestep, dtype=torch.float32, device=device).reshape(-1)
         t = t.expand(b) if t.numel() == 1 else t  # sigma: multiplier 1, as ComfyUI's
         hidden = torch.cat(tokens, dim=1)
-        if method == TIMESTEP_ZERO and len(segments) > 1:
+        if method == TIMESTEP_ZERO and len(segments) > n_frames:
             if control is not None:
                 raise ValueError("ControlNets on a Qwen-Image-Edit 2511 model with reference images are not supported")
-            out = timestep_zero_forward(module, hidden, context, t, [segments] * b, h_len * w_len)
+            out = timestep_zero_forward(module, hidden, context, t, [segments] * b, n_image)
         else:
             out = module(
                 hidden_states=hidden,
@@ -195,10 +212,13 @@ class QwenImageDiffusionModel(DiffusionModel):
                 controlnet_block_samples=None
                 if control is None
                 else control.residuals(len(module.transformer_blocks), hidden.shape[1], dtype),
+                # ComfyUI passes no additional_t_cond: row 0 of the learned embedding
+                additional_t_cond=torch.zeros(b, dtype=torch.long, device=device) if layered else None,
                 return_dict=False,
             )[0]
-        out = unpack(out[:, : h_len * w_len], h_len, w_len)[:, :, :h, :w].float()
-        return out[:, :, None] if frames else out
+        per_frame = out[:, :n_image].reshape(b * n_frames, h_len * w_len, -1)
+        out = unpack(per_frame, h_len, w_len)[:, :, :h, :w].float().reshape(b, n_frames, -1, h, w).transpose(1, 2)
+        return out if frames else out[:, :, 0]
 
 
 def timestep_zero_forward(

@@ -113,16 +113,31 @@ def infer_config(sd: Mapping[str, torch.Tensor]) -> dict[str, object]:
         "dim_mult": list(DIM_MULT),
         "num_res_blocks": RES_BLOCKS,
         "temperal_downsample": list(TIME_DOWN),
+        # 3 (RGB) or Qwen-Image-Layered's 4 (RGBA): ComfyUI reads it from encoder.conv1 as well
+        "input_channels": int(sd["encoder.conv1.weight"].shape[1]),
     }
 
 
 class WanVAE(VAEModel):
-    """ComfyUI's Wan 2.1 VAE conventions on AutoencoderKLQwenImage: each image one frame."""
+    """ComfyUI's Wan 2.1 VAE conventions on AutoencoderKLQwenImage: each image one frame. An RGBA VAE
+    (Qwen-Image-Layered's) takes IMAGE with 3 channels padded by an opaque alpha (1.0), as ComfyUI's
+    pad_channel_value has it, and decodes 4-channel IMAGE."""
+
+    @property
+    def image_channels(self) -> int:
+        return int(getattr(self.module.config, "input_channels", 3))
+
+    def channels_in(self, pixels: torch.Tensor) -> torch.Tensor:
+        """IMAGE [..., C] cut or padded (alpha 1.0) to the VAE's channels."""
+        n = self.image_channels
+        if pixels.shape[-1] >= n:
+            return pixels[..., :n]
+        return torch.nn.functional.pad(pixels, (0, n - pixels.shape[-1]), value=1.0)
 
     @torch.no_grad()
     def encode(self, pixels: torch.Tensor) -> torch.Tensor:
         pixels = crop_to_multiple(pixels, self.downscale)
-        x = pixels[..., :3].movedim(-1, 1).to(self.module.dtype) * 2.0 - 1.0
+        x = self.channels_in(pixels).movedim(-1, 1).to(self.module.dtype) * 2.0 - 1.0
         return self.module.encode(x[:, :, None]).latent_dist.mode()[:, :, 0].float()
 
     @torch.no_grad()
@@ -130,17 +145,17 @@ class WanVAE(VAEModel):
         """IMAGE [T,H,W,3] as ComfyUI's Wan VAE encodes a batch: the frames of one video -> [1,16,1+(T-1)//4,h,w]
         (the first frame alone, then four frames per latent frame)."""
         pixels = crop_to_multiple(pixels, self.downscale)
-        x = pixels[..., :3].movedim(-1, 0)[None].to(self.module.dtype) * 2.0 - 1.0
+        x = self.channels_in(pixels).movedim(-1, 0)[None].to(self.module.dtype) * 2.0 - 1.0
         return self.module.encode(x).latent_dist.mode().float()
 
     @torch.no_grad()
     def decode(self, latent: torch.Tensor) -> torch.Tensor:
-        """[B,16,h,w] or ComfyUI's [B,16,T,h,w] -> IMAGE [B*T,H,W,3]."""
+        """[B,16,h,w] or ComfyUI's [B,16,T,h,w] -> IMAGE [B*T,H,W,3] (4 for an RGBA VAE)."""
         if latent.shape[1] != self.latent_channels:
             raise ValueError(f"this VAE takes {self.latent_channels}-channel latents, got {latent.shape[1]}")
         z = latent if latent.dim() == 5 else latent[:, :, None]
         x = self.module.decode(z.to(self.module.dtype)).sample.float()
-        image = ((x + 1.0) / 2.0).clamp(0.0, 1.0).movedim(1, -1)  # [B,T,H,W,3]
+        image = ((x + 1.0) / 2.0).clamp(0.0, 1.0).movedim(1, -1)  # [B,T,H,W,C]
         return image.reshape(-1, *image.shape[2:])
 
 
