@@ -133,7 +133,7 @@ SAMPLING_CONFIGS: dict[str, dict[str, Any]] = {
 FRAME_AXIS_ARCHS = frozenset({"qwen_image", "anima", "wan21", "wan22_5b"})
 # The video families: their samplers denoise every frame at once (Qwen-Image's take one frame); MiniMax H3's
 # latents are always [B,C,T,H,W], so it needs no frame axis added.
-VIDEO_ARCHS = frozenset({"wan21", "wan22_5b", "minimax_h3"})
+VIDEO_ARCHS = frozenset({"wan21", "wan22_5b", "minimax_h3", "ltxv"})
 
 
 def has_frame_axis(arch: str) -> bool:

@@ -18,7 +18,7 @@ import torch
 
 from cluster.refs import ModelRef
 from nodes.modelfns.hooks import schedule
-from nodes.models.components import ANIMA_KEYS, HIDREAM_KEYS
+from nodes.models.components import ANIMA_KEYS, HIDREAM_KEYS, TEXT_MASK_KEYS
 
 # SDXL's size conditioning (CLIPTextEncodeSDXL and the refiner's encoder); unset values default to the
 # latent's size in pixels, no crop, as ComfyUI's SDXL model does.
@@ -138,7 +138,7 @@ def flatten(name: str, conditioning: list, percent_to_sigma) -> tuple[dict[str, 
         for anima_key in ANIMA_KEYS:  # not `name`: that is the conditioning's, every next entry's key uses it
             if opts.get(anima_key) is not None:  # 1-D as ComfyUI keeps them; a row per entry here
                 tensors[f"{key}.{anima_key}"] = opts[anima_key].reshape(1, -1)
-        for hidream_key in HIDREAM_KEYS:  # HiDream: the Llama's states, batched as the conditioning is
+        for hidream_key in HIDREAM_KEYS + TEXT_MASK_KEYS:  # HiDream's Llama states, LTX-Video's text mask: batched
             if opts.get(hidream_key) is not None:
                 tensors[f"{key}.{hidream_key}"] = opts[hidream_key]
         if opts.get("minimax_token_tags") is not None:  # MiniMax H3: which prompt rows are an image's (0) or text (1)

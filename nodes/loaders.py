@@ -200,6 +200,7 @@ _CLIP_TYPE_ARCH = {
     "pixart": "pixart_sigma",  # T5-XXL alone with PixArt's tokenizer settings (nodes.models.pixart)
     "hidream": "hidream",
     "stable_cascade": "stable_cascade_c",
+    "ltxv": "ltxv",  # T5-XXL for LTX-Video 0.9 (nodes.models.ltxv_text); LTX-2.5's Gemma 4 is told apart above
 }
 
 
@@ -284,7 +285,7 @@ def _single_clip_arch(path: Path, clip_type: str) -> str:
             f"clip_name: {path.name} is a {file_arch} text encoder; CLIPLoader type wan loads "
             "umt5-xxl (umt5_xxl_fp8_e4m3fn_scaled.safetensors)"
         )
-    if clip_type in ("chroma", "pixart") and file_arch != "t5":
+    if clip_type in ("chroma", "pixart", "ltxv") and file_arch != "t5":
         raise ValueError(
             f"clip_name: {path.name} is a {file_arch} text encoder; CLIPLoader type {clip_type} loads "
             "T5-XXL (t5xxl_fp16.safetensors or t5xxl_fp8_e4m3fn_scaled.safetensors)"

@@ -173,6 +173,10 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     (r"^ltx-2\.5", r"^ltx-2\.5-audio-vae", "ltx-2.5-audio-vae_tiny.safetensors"),  # VAELoader's (ltx25_audio_demo)
     # its latent upscaler: LTX-2's layout, read by the same branch of ComfyUI's LatentUpscaleModelLoader
     (r"^ltx-2\.5", r"^ltx-2\.5-latent-spatial-upscaler", "ltx-2-spatial-upscaler-x2-1.0_tiny.safetensors"),
+    # LTX-Video 0.9 (nodes/models/ltxv_demo.py): 0.9's and 0.9.5's checkpoints (the same transformer layout; the
+    # tiny VAE has 0.9.5's kind of block list, without its decoder's timestep conditioning), T5-XXL (type ltxv)
+    (None, r"^ltx-video-2b-v0\.9", "ltx-video-2b-v0.9_tiny.safetensors"),
+    (r"^ltx-video-2b-v0\.9", r"^t5xxl", "flux-tiny-t5.safetensors"),
     # SeedVR2's causal video VAE (nodes/models/seedvr2_demo.py); its transformers are not supported yet
     (None, r"^seedvr2_ema_vae", "seedvr2_ema_vae_fp16_tiny.safetensors"),
     # HiDream-I1 (full, dev, fast) and E1 / E1.1: one tiny transformer (the same layout), its four text encoders

@@ -405,6 +405,9 @@ class DiffusionModel:
 ANIMA_KEYS = ("t5xxl_ids", "t5xxl_weights")
 # HiDream's text encoder puts its Llama's 32 hidden states [1, 32, T, 4096] beside the conditioning (ComfyUI's key).
 HIDREAM_KEYS = ("conditioning_llama3",)
+# LTX-Video 0.9's T5 (CLIPLoader type ltxv) puts its token mask [1, T] beside the conditioning (ComfyUI's key); the
+# transformer masks the padding out of cross-attention with it.
+TEXT_MASK_KEYS = ("attention_mask",)
 
 
 @dataclass

@@ -115,7 +115,7 @@ _ARCH_MODULES = {
     "minimax_h3": ("nodes.models.minimax_h3_engine",),
     "minimax_h3_audio": ("nodes.models.minimax_h3_audio",),
     "ltx2": ("nodes.models.ltx2", "nodes.models.ltx2_vae", "nodes.models.ltx2_text"),
-    "ltxv": ("nodes.models.ltxv",),
+    "ltxv": ("nodes.models.ltxv", "nodes.models.ltxv_text"),
     "pixart_alpha": ("nodes.models.pixart",),
     "pixart_sigma": ("nodes.models.pixart",),
     "stable_cascade_c": ("nodes.models.stable_cascade",),
@@ -420,6 +420,9 @@ def load_text_encoder(ref: ModelRef) -> TextEncoder:
     if clip_type == "pixart":  # ComfyUI's CLIPLoader type pixart: the same T5 encoder as chroma's
         _refuse_merges(ref, path, "these text encoders")
         return _dispatch("load_text_encoder", ref, [_sd(ref, i) for i in range(len(ref.sources))], "pixart_sigma")
+    if clip_type == "ltxv":  # ComfyUI 0.3.64's CLIPLoader type ltxv: T5-XXL alone with its attention mask
+        _refuse_merges(ref, path, "these text encoders")
+        return _dispatch("load_text_encoder", ref, [_sd(ref, i) for i in range(len(ref.sources))], "ltxv")
     if clip_type == "chroma":  # ComfyUI's CLIPLoader type chroma: T5-XXL alone, PixArt's tokenizer
         _refuse_merges(ref, path, "these text encoders")
         return _dispatch("load_text_encoder", ref, [_sd(ref, i) for i in range(len(ref.sources))], "chroma")
