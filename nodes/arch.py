@@ -67,6 +67,8 @@ LATENT_FORMATS: dict[str, LatentFormat] = {
     "stable_cascade_b": STABLE_CASCADE_B_LATENT,
     "pixart_alpha": SD1_LATENT,  # ComfyUI's supported_models.PixArtAlpha: latent format SD15
     "pixart_sigma": SDXL_LATENT,  # ComfyUI's supported_models.PixArtSigma: latent format SDXL
+    # ComfyUI's latent_formats.SeedVR2: the causal VAE's 16 channels, already scaled by the VAE (its 0.9152)
+    "seedvr2": LatentFormat(16, 1.0),
 }
 
 SAMPLING_CONFIGS: dict[str, dict[str, Any]] = {
@@ -125,6 +127,8 @@ SAMPLING_CONFIGS: dict[str, dict[str, Any]] = {
     # ComfyUI's supported_models.PixArtAlpha (and Sigma): discrete eps, betas linear in beta (its "sqrt_linear")
     "pixart_alpha": {**_EPS, "beta_schedule": "sqrt_linear", "linear_start": 0.0001, "linear_end": 0.02},
     "pixart_sigma": {**_EPS, "beta_schedule": "sqrt_linear", "linear_start": 0.0001, "linear_end": 0.02},
+    # the newest ComfyUI's supported_models.SeedVR2: model type FLOW (ModelSamplingDiscreteFlow) at shift 1
+    "seedvr2": {"kind": "flow", "shift": 1.0, "multiplier": 1000},
 }
 
 
@@ -133,7 +137,7 @@ SAMPLING_CONFIGS: dict[str, dict[str, Any]] = {
 FRAME_AXIS_ARCHS = frozenset({"qwen_image", "anima", "wan21", "wan22_5b"})
 # The video families: their samplers denoise every frame at once (Qwen-Image's take one frame); MiniMax H3's
 # latents are always [B,C,T,H,W], so it needs no frame axis added.
-VIDEO_ARCHS = frozenset({"wan21", "wan22_5b", "minimax_h3", "ltxv"})
+VIDEO_ARCHS = frozenset({"wan21", "wan22_5b", "minimax_h3", "seedvr2", "ltxv"})
 
 
 def has_frame_axis(arch: str) -> bool:

@@ -177,8 +177,11 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     # tiny VAE has 0.9.5's kind of block list, without its decoder's timestep conditioning), T5-XXL (type ltxv)
     (None, r"^ltx-video-2b-v0\.9", "ltx-video-2b-v0.9_tiny.safetensors"),
     (r"^ltx-video-2b-v0\.9", r"^t5xxl", "flux-tiny-t5.safetensors"),
-    # SeedVR2's causal video VAE (nodes/models/seedvr2_demo.py); its transformers are not supported yet
+    # SeedVR2's causal video VAE and its 3B / 7B transformers (nodes/models/seedvr2_demo.py; the int8 ConvRot
+    # files' tiny stand-ins are float: the 3B / 7B layouts are what they share)
     (None, r"^seedvr2_ema_vae", "seedvr2_ema_vae_fp16_tiny.safetensors"),
+    (None, r"^seedvr2_3b", "seedvr2_3b_tiny.safetensors"),
+    (None, r"^seedvr2_7b", "seedvr2_7b_tiny.safetensors"),
     # HiDream-I1 (full, dev, fast) and E1 / E1.1: one tiny transformer (the same layout), its four text encoders
     # and Flux's VAE (nodes/models/hidream_demo.py)
     (None, r"^hidream_(i1|e1)", "hidream_i1_tiny.safetensors"),

@@ -8,7 +8,10 @@ that source's code run on the same inputs):
 - SeedVR2PostProcessing: the decoded frames cut back to the original resized frames' clip length and size, their
   colours matched to them (nodes.seedvr2_color), the original's alpha re-applied, even sides;
 - SeedVR2TemporalChunk / SeedVR2TemporalMerge: a long clip's latent split into overlapping chunks of 4n+1 pixel
-  frames that are sampled one by one (a list output), then joined with a cosine crossfade over each overlap."""
+  frames that are sampled one by one (a list output), then joined with a cosine crossfade over each overlap;
+- SeedVR2Conditioning: the transformer file's own text embeddings (positive 58 x 5120, negative 64 x 5120) as the
+  two conditionings, each carrying `condition`: the latent to upscale with a ones channel (17 channels), which the
+  model joins to its input (nodes.models.seedvr2_model)."""
 
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from nodes.dynamic_inputs import combo_inputs, dynamic_combo
+from nodes.inputs import require_component
 from nodes.seedvr2_color import TRANSFERS
 
 MODULE = "comfy_extras.nodes_seedvr"
@@ -278,13 +282,53 @@ class SeedVR2TemporalMerge:
         return (merge_chunks(latents, temporal_overlap[0]),)
 
 
+def seedvr2_condition(samples: torch.Tensor) -> torch.Tensor:
+    """[B,16,T,H,W] latent -> [B,17,T,H,W]: the latent and a channel of ones (ComfyUI's mask, all known)."""
+    if not isinstance(samples, torch.Tensor) or samples.ndim != 5 or samples.shape[1] != LATENT_CHANNELS:
+        shape = tuple(samples.shape) if isinstance(samples, torch.Tensor) else type(samples).__name__
+        raise ValueError(f"SeedVR2Conditioning: latent must be SeedVR2's [B, 16, T, H, W] latent, got {shape}")
+    return torch.cat((samples, torch.ones_like(samples[:, :1])), dim=1)
+
+
+class SeedVR2Conditioning:
+    RELATIVE_PYTHON_MODULE = MODULE
+    FUNCTION = "execute"
+    CATEGORY = "model/conditioning"
+    RETURN_TYPES = ("CONDITIONING", "CONDITIONING")
+    RETURN_NAMES = ("positive", "negative")
+    SEARCH_ALIASES = ["seedvr2", "upscale", "conditioning"]
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {
+            "required": {
+                "model": ("MODEL", {}),
+                "vae_conditioning": ("LATENT", {"display_name": "latent"}),
+            }
+        }
+
+    def execute(self, model, vae_conditioning: dict):
+        from nodes.models.seedvr2_model import read_text_embeddings
+
+        ref = require_component(model, "diffusion_model", "model")
+        if ref.arch != "seedvr2" or not ref.sources:
+            raise ValueError(f"SeedVR2Conditioning: model must be a SeedVR2 transformer, got a {ref.arch} model")
+        if not isinstance(vae_conditioning, dict) or "samples" not in vae_conditioning:
+            raise ValueError("SeedVR2Conditioning: latent must be a LATENT ({'samples': ...})")
+        condition = seedvr2_condition(vae_conditioning["samples"])
+        positive, negative = read_text_embeddings(ref.sources[0])
+        return [[positive[None], {"condition": condition}]], [[negative[None], {"condition": condition}]]
+
+
 NODE_CLASS_MAPPINGS = {
+    "SeedVR2Conditioning": SeedVR2Conditioning,
     "SeedVR2Preprocess": SeedVR2Preprocess,
     "SeedVR2PostProcessing": SeedVR2PostProcessing,
     "SeedVR2TemporalChunk": SeedVR2TemporalChunk,
     "SeedVR2TemporalMerge": SeedVR2TemporalMerge,
 }
 NODE_DISPLAY_NAME_MAPPINGS = {
+    "SeedVR2Conditioning": "Apply SeedVR2 Conditioning",
     "SeedVR2Preprocess": "Pre-Process SeedVR2 Input",
     "SeedVR2PostProcessing": "Post-Process SeedVR2 Output",
     "SeedVR2TemporalChunk": "Split SeedVR2 Latent",

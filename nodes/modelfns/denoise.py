@@ -541,6 +541,9 @@ class GuidedDenoiser:
             value = stacked(name)
             if value is not None:
                 cond[name] = value
+        seedvr2 = stacked("seedvr2_condition")
+        if seedvr2 is not None:  # SeedVR2Conditioning's condition, raw: the model joins it to its input
+            cond["condition"] = seedvr2.to(device)
         pose = stacked("pose_video_latent")
         if pose is not None:  # Wan Animate 2's pose branch, in model space (ComfyUI's process_latent_in)
             cond["pose_latents"] = self.model.latent_format.process_in(pose).to(device)

@@ -357,6 +357,9 @@ def build_demo_models(models_dir: Path, include_flux: bool = True) -> list[Path]
         build_seedvr2 = getattr(_optional("nodes.models.seedvr2_demo"), "build_demo_seedvr2", None)
         if build_seedvr2 is not None:  # SeedVR2's causal video VAE
             written += build_seedvr2(models_dir)
+        seedvr2_dits = getattr(_optional("nodes.models.seedvr2_demo"), "build_demo_seedvr2_transformers", None)
+        if seedvr2_dits is not None:  # SeedVR2's 3B and 7B transformers
+            written += seedvr2_dits(models_dir)
     return written
 
 

@@ -220,8 +220,9 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
     seedvr2 = seedvr2_part(shapes)  # before the VAE rules, which its VAE's encoder.conv_in would meet
     if seedvr2 == "VAE":  # the causal video VAE (nodes/models/seedvr2_vae.py)
         return info("seedvr2", "vae", {"vae"}, "comfy")
-    if seedvr2 is not None:  # the transformers: named, not run
-        raise ModelLoadError(path, f"is SeedVR2's {seedvr2}, which is not supported yet")
+    if seedvr2 is not None:  # the 3B / 7B transformers (nodes/models/seedvr2_model.py)
+        prefix = next(p for p in UNET_PREFIXES if p + "vid_in.proj.weight" in shapes)
+        return info("seedvr2", "diffusion_model", {"diffusion_model"}, "comfy", prefix)
     has_vae = (
         any(k.endswith("encoder.conv_in.weight") and not k.startswith("model.") for k in keys)
         or f"vae.{WAN_VAE_MARKER}" in shapes

@@ -120,7 +120,7 @@ _ARCH_MODULES = {
     "pixart_sigma": ("nodes.models.pixart",),
     "stable_cascade_c": ("nodes.models.stable_cascade",),
     "stable_cascade_b": ("nodes.models.stable_cascade",),
-    "seedvr2": ("nodes.models.seedvr2_vae",),
+    "seedvr2": ("nodes.models.seedvr2_vae", "nodes.models.seedvr2_model"),
 }
 
 

@@ -99,3 +99,35 @@ def test_bad_inputs_are_named(state_dicts):
     del wrong["blocks.31.mlp.all.proj_out.weight"]
     with pytest.raises(RuntimeError, match="proj_in_gate"):
         load_seedvr2_dit(wrong)
+
+
+def test_unet_loader_path_gives_the_recorded_step(tmp_path):
+    """The demo 3B file through detection and loader.load_diffusion_model (UNETLoader's path): a flow model at shift
+    1 whose step at sigma 1 (timestep 1000) with SeedVR2Conditioning's conditioning is ComfyUI's forward."""
+    from cluster.refs import ModelRef, file_digest
+    from nodes.library.seedvr2 import SeedVR2Conditioning
+    from nodes.models.detect import probe
+    from nodes.models.loader import load_diffusion_model
+
+    path = build_demo_seedvr2_transformers(tmp_path)[0]
+    info = probe(str(path))
+    assert (info.arch, info.kind) == ("seedvr2", "diffusion_model")
+    ref = ModelRef("diffusion_model", "seedvr2", (str(path),), (file_digest(path),))
+    model = load_diffusion_model(ref)
+    assert model.sampling == {"kind": "flow", "shift": 1.0, "multiplier": 1000}
+    assert (model.latent_format.channels, model.latent_format.scale_factor) == (16, 1.0)
+    case = next(c for c in RECORDED["cases"] if c["variant"] == "3b" and c["timestep"] == 1000.0)
+    gen = torch.Generator().manual_seed(case["seed"])
+    x = torch.randn(case["shape"], generator=gen)
+    latent = torch.randn(case["shape"], generator=gen)
+    positive, negative = SeedVR2Conditioning().execute(ref, {"samples": latent})
+    assert positive[0][0].shape == (1, 58, 5120) and negative[0][0].shape == (1, 64, 5120)
+    condition = positive[0][1]["condition"]
+    assert torch.equal(condition, torch.cat((latent, torch.ones_like(latent[:, :1])), dim=1))
+    with torch.no_grad():
+        out = model.apply(x, torch.tensor([1000.0]), {"context": positive[0][0], "condition": condition})
+    assert (at_recorded(out, case["out"]) - tensor(case["out"])).abs().max() < 1e-5
+    with pytest.raises(ValueError, match="SeedVR2Conditioning"):
+        model.apply(x, torch.tensor([1000.0]), {"context": positive[0][0]})
+    with pytest.raises(ValueError, match="16, T, H, W"):
+        SeedVR2Conditioning().execute(ref, {"samples": latent[:, :, 0]})

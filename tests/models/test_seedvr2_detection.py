@@ -1,13 +1,13 @@
-"""SeedVR2's transformers (issues 38 and 39) do not run here yet: their files, told apart by the newest ComfyUI's
-rules (comfy/model_detection.py's 7B and 3B keys), bare or in ComfyUI's diffusion_model layout, are refused by name
-rather than taken for another family or an unknown architecture. Its VAE (comfy/sd.py's key) is detected as its own."""
+"""SeedVR2's files (issues 38 and 39), told apart by the newest ComfyUI's rules (comfy/model_detection.py's 7B and 3B
+keys, comfy/sd.py's VAE key), bare or in ComfyUI's diffusion_model layout, are detected as SeedVR2's (its transformers
+as diffusion models nodes/models/seedvr2_model.py loads, its VAE as its own) rather than taken for another family or
+an unknown architecture."""
 
 from __future__ import annotations
 
 import pytest
 
 from nodes.models.detect import classify
-from nodes.models.errors import ModelLoadError
 
 SD_VAE = {"encoder.conv_in.weight": (128, 3, 3, 3), "decoder.conv_out.weight": (3, 128, 3, 3)}
 
@@ -21,10 +21,13 @@ SD_VAE = {"encoder.conv_in.weight": (128, 3, 3, 3), "decoder.conv_out.weight": (
         ("blocks.31.mlp.all.proj_in_gate.weight", (6912, 2560), "3B transformer"),
     ],
 )
-def test_seedvr2_transformers_are_refused_by_name(prefix: str, key: str, shape: tuple, part: str) -> None:
+def test_seedvr2_transformers_are_its_diffusion_models(prefix: str, key: str, shape: tuple, part: str) -> None:
+    from nodes.models.detect import seedvr2_part
+
     shapes = {f"{prefix}vid_in.proj.weight": (shape[1], 132), f"{prefix}{key}": shape}
-    with pytest.raises(ModelLoadError, match=f"is SeedVR2's {part}, which is not supported yet"):
-        classify(shapes, "seedvr2_ema.safetensors")
+    info = classify(shapes, "seedvr2_ema.safetensors")
+    assert (info.arch, info.kind, info.prefix) == ("seedvr2", "diffusion_model", prefix)
+    assert seedvr2_part(shapes) == part
 
 
 def test_the_seedvr2_vae_is_its_own_family_not_an_sd_vae() -> None:
