@@ -171,7 +171,23 @@ def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) 
 
 def load_vae(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) -> Any:
     """The checkpoint's video VAE: ComfyUI 0.3.64 builds the same CausalVideoAutoencoder from the metadata's
-    block lists as for LTX-2 (nodes/models/ltx2_vae.py), under this family's name."""
+    block lists as for LTX-2 (nodes/models/ltx2_vae.py), under this family's name. A file without those lists
+    (0.9.0's, whose layout ComfyUI guesses from its decoder's width) or with a timestep-conditioned decoder
+    (0.9.1's and 0.9.5's, which ComfyUI decodes with unseeded noise mixed in) is refused by name."""
     from nodes.models import ltx2_vae
 
+    path = ref.sources[0] if ref.sources else None
+    config = json.loads(file_metadata(path).get("config", "{}")).get("vae")
+    if config is None:
+        raise ModelLoadError(
+            path,
+            "an LTX-Video VAE without a 'vae' block list in its metadata (LTX-Video 0.9.0's layout, which ComfyUI "
+            "guesses from the decoder's width) is not supported yet",
+        )
+    if config.get("timestep_conditioning", False):
+        raise ModelLoadError(
+            path,
+            "an LTX-Video VAE whose decoder is timestep-conditioned (0.9.1 / 0.9.5: ComfyUI mixes unseeded noise "
+            "into the latent before decoding) is not supported yet",
+        )
     return replace(ltx2_vae.load_vae(ref, state_dict), arch="ltxv")

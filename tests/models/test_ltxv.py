@@ -86,3 +86,19 @@ def test_the_vae_decodes_as_comfyuis(workspace) -> None:
     latent = torch.randn(*rec["latent_shape"], generator=torch.Generator().manual_seed(rec["latent_seed"]))
     image = vae.decode(latent * rec["scale"]).unsqueeze(0)  # ComfyUI keeps the video axis: [1, frames, H, W, 3]
     torch.testing.assert_close(at_recorded(image, rec["image"]), tensor(rec["image"]), atol=ATOL, rtol=RTOL)
+
+
+@pytest.mark.parametrize(
+    ("vae_config", "named"), [(None, "0.9.0's layout"), ({"timestep_conditioning": True}, "timestep-conditioned")]
+)
+def test_a_vae_layout_not_handled_is_refused_by_name(workspace, tmp_path, vae_config, named) -> None:
+    from safetensors.torch import load_file, save_file
+
+    from nodes.models.errors import ModelLoadError
+    from nodes.models.ltxv_demo import TRANSFORMER_CONFIG
+
+    config = {"transformer": TRANSFORMER_CONFIG, **({"vae": vae_config} if vae_config is not None else {})}
+    path = tmp_path / "ltx-video-2b-v0.9.safetensors"  # the tiny tensors, other metadata
+    save_file(load_file(workspace.models_dir / CHECKPOINT), str(path), metadata={"config": json.dumps(config)})
+    with pytest.raises(ModelLoadError, match=named):
+        loader.load_vae(make_ref("vae", "ltxv", [path]))
