@@ -315,8 +315,10 @@ async def sample_guided(
     out["samples"] = full
     if len(sigmas) == 0:
         return out, out
-    # A video model denoises all frames at once; the image families' samplers work on [B,C,H,W].
-    samples = full if arch.is_video(model.arch) else single_frame(full)
+    # A video model denoises all frames at once; the image families' samplers work on [B,C,H,W]. Qwen-Image-Layered
+    # denoises its frames (composite and layers) at once too (a plain Qwen-Image model refuses them when applied).
+    layered = model.arch == "qwen_image" and full.dim() == 5 and full.shape[2] > 1
+    samples = full if arch.is_video(model.arch) or layered else single_frame(full)
 
     def shaped(t: torch.Tensor) -> torch.Tensor:  # the output has the input's frame axis, as ComfyUI's
         return t.unsqueeze(2) if full.dim() == 5 and t.dim() == 4 else t

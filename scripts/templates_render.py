@@ -73,6 +73,11 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     (r"^z_image", r"^ae\.safetensors$", "z-image-turbo-tiny-ae.safetensors"),
     # NetaYume Lumina (Lumina 2): the all-in-one checkpoint, NextDiT + Gemma 2 + Flux VAE (nodes/models/lumina2_demo.py)
     (None, r"^NetaYume", "netayume-lumina-tiny.safetensors"),
+    # Qwen-Image-Layered and its Control fine-tune (same layout: nodes/models/qwen_image_layered_demo.py), its
+    # RGBA VAE; the text encoder is Qwen-Image's
+    (None, r"^qwen_image_layered_vae", "qwen_image_layered_vae_tiny.safetensors"),
+    (None, r"^qwen_image_layered_(control_)?(bf16|fp8)", "qwen_image_layered_tiny.safetensors"),
+    (r"^qwen_image_layered", r"^qwen_2\.5_vl_7b", "qwen_2.5_vl_7b_tiny.safetensors"),
     # Qwen-Image and Qwen-Image-Edit (scripts/qwen_image_edit_workflow.py): 2511 has its own tiny transformer
     (None, r"^qwen_image_edit_2511", "qwen_image_edit_2511_tiny.safetensors"),
     # Marigold V2's base model, ComfyUI's int8 ConvRot file (nodes/models/marigold_demo.py)

@@ -273,6 +273,24 @@ def lora_targets(sd: Mapping[str, torch.Tensor]) -> LoraTargets:
     return targets
 
 
+# UNETLoader's weight_dtype choices that store the weights in 8 bits (the Qwen-Image-Layered Control template asks
+# fp8_e4m3fn); "_fast" differs only in the matmul kernels ComfyUI picks on GPUs.
+STORED_DTYPES = {
+    "fp8_e4m3fn": torch.float8_e4m3fn,
+    "fp8_e4m3fn_fast": torch.float8_e4m3fn,
+    "fp8_e5m2": torch.float8_e5m2,
+}
+
+
+def stored_as(sd: dict[str, torch.Tensor], weight_dtype: str) -> dict[str, torch.Tensor]:
+    """The weights as ComfyUI holds them for UNETLoader's `weight_dtype`: every tensor of its model's layers in
+    that 8-bit type (rounded to nearest) and cast back up when computing, in float32 on a CPU."""
+    dtype = STORED_DTYPES.get(weight_dtype)
+    if dtype is None:
+        return sd
+    return {k: v.to(dtype).to(v.dtype) if v.is_floating_point() else v for k, v in sd.items()}
+
+
 def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) -> QwenImageDiffusionModel:
     """A Qwen-Image DiffusionModel from a bare or `model.diffusion_model.`-prefixed transformer file, LoRAs
     merged. It computes in float32 whatever the file's dtype, as ComfyUI 0.3.64 runs Qwen-Image on a CPU."""
@@ -285,6 +303,7 @@ def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) 
         config = infer_config(sd)
     except (KeyError, ValueError) as e:
         raise ModelLoadError(path, f"not a usable Qwen-Image transformer: {e}") from None
+    sd = stored_as(sd, ref.option("weight_dtype", "default"))
     if ref.patches:
         sd, _ = merge_loras(ref.patches, lora_targets(sd), sd)
     module = build_module(lambda: QwenImageTransformer2DModel(**config), sd, path, "Qwen-Image transformer")

@@ -101,3 +101,25 @@ def test_rgba_vae_equals_comfyuis(vae, fixed_threads) -> None:
     decoded = vae.decode(tensor(rec["latent"]))
     want = tensor(rec["decoded"])
     torch.testing.assert_close(decoded, want.reshape(-1, *want.shape[-3:]), atol=ATOL, rtol=RTOL)
+
+
+def test_a_plain_qwen_image_refuses_layers(models) -> None:
+    """Only the layered model takes several frames; Qwen-Image says what it takes."""
+    from nodes.models.qwen_image_demo import FILES as QWEN_IMAGE_FILES
+
+    plain = loader.load_diffusion_model(
+        make_ref("diffusion_model", "qwen_image", [models / QWEN_IMAGE_FILES["transformer"]])
+    )
+    with pytest.raises(ValueError, match="single images; this latent has 3 frames"):
+        plain.apply(torch.zeros(1, 16, 3, 4, 4), torch.tensor([0.5]), {"context": torch.zeros(1, 7, 32)})
+
+
+def test_fp8_weight_dtype_rounds_the_stored_weights() -> None:
+    """UNETLoader's fp8 weight_dtype keeps each weight as its nearest fp8 value (the Control template asks it; the
+    e2e test compares that template's images with ComfyUI's)."""
+    from nodes.models.qwen_image import stored_as
+
+    sd = {"w": torch.tensor([0.1, 1.0, 300.0], dtype=torch.bfloat16)}
+    assert stored_as(sd, "default") is sd
+    assert stored_as(sd, "fp8_e4m3fn")["w"].tolist() == [0.1015625, 1.0, 288.0]
+    assert stored_as(sd, "fp8_e4m3fn")["w"].dtype == torch.bfloat16
