@@ -20,7 +20,16 @@ mm_layers 10 + SwiGLU or 36 + GELU), its 7B switch (vid_dim == 3072) passed expl
 The forward is called as comfy/model_base.py's SeedVR2 calls it at cfg 1 (one branch: cond_or_uncond [0]): the noisy
 latent [B,16,T,H,W], the timestep (sigma times 1000), the file's positive embeddings as the context [1, 58, 5120] and
 SeedVR2Conditioning's `condition` [B,17,T,H,W]. Inputs are seeded torch.randn draws (the test draws them again and
-checks their sum); outputs are recorded whole or as a strided grid (MAX_RECORDED_VALUES)."""
+checks their sum); outputs are recorded whole or as a strided grid (MAX_RECORDED_VALUES).
+
+Also the upscale graph of workflows_json/seedvr2_3b_upscale_image.json (scripts/seedvr2_workflow.py: the
+utility_seedvr2_3b_int8_upscale_image template on the tiny files; tests/e2e/test_seedvr2_workflow.py), as ComfyUI runs
+it with the same folder's nodes_seedvr_ref (nodes_seedvr.py) and seedvr_vae_ref (vae.py, as
+scripts/record_comfyui_seedvr2_vae.py uses them): the workspace's example.png, ResizeImageMaskNode by 1 with lanczos
+(comfy.utils' PIL round trip through 8-bit values), SeedVR2Preprocess, VAEEncodeTiled (512 tile, 128 overlap),
+SeedVR2Conditioning on the tiny 3B, KSampler (seed 42, 1 step, cfg 1, euler, simple, denoise 1: comfy.sample's noise
+for the seed, the flow model's sigmas [1, 0] at shift 1, so one evaluation at timestep 1000 and the denoised latent
+x - v), VAEDecodeTiled, SeedVR2PostProcessing (none): the image SaveImage writes."""
 
 from __future__ import annotations
 
@@ -35,7 +44,7 @@ from safetensors.torch import load_file
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from comfyui_recording import MAX_RECORDED_VALUES, b64, sha256  # noqa: E402
+from comfyui_recording import MAX_RECORDED_VALUES, b64, png_rgb, sha256  # noqa: E402
 
 from nodes.models.seedvr2_demo import (  # noqa: E402
     TRANSFORMER_FILES,
@@ -62,6 +71,57 @@ def reference_model(ref, variant: str, sd: dict) -> torch.nn.Module:
     model = ref.NaDiT(norm_eps=1e-5, vid_dim=32, heads=2, head_dim=16, rope_dim=12, **settings)
     model.load_state_dict(sd, strict=True)
     return model.eval()
+
+
+WORKFLOW_SEED = 42
+WORKFLOW_TILE, WORKFLOW_OVERLAP = 512, 128  # the template's VAEEncodeTiled / VAEDecodeTiled
+
+
+def upscale_graph(ref, sd_3b: dict) -> dict:
+    """LoadImage -> ResizeImageMaskNode (x1, lanczos) -> SeedVR2Preprocess -> VAEEncodeTiled -> SeedVR2Conditioning
+    + KSampler (3B) -> VAEDecodeTiled -> SeedVR2PostProcessing (none) -> SaveImage, as ComfyUI runs it."""
+    import nodes_seedvr_ref as nodes_ref
+    import numpy as np
+    import seedvr_vae_ref
+    from PIL import Image
+    from record_comfyui_seedvr2_vae import WIDTHS
+
+    from comfy_bridge.cli.demo_models import write_example_image
+    from nodes.models.seedvr2_demo import build_demo_seedvr2
+
+    with tempfile.TemporaryDirectory() as tmp:
+        write_example_image(Path(tmp) / "example.png")
+        image = torch.from_numpy(np.array(Image.open(Path(tmp) / "example.png").convert("RGB"))).float()[None] / 255.0
+        (vae_path,) = build_demo_seedvr2(Path(tmp))
+        vae = seedvr_vae_ref.VideoAutoencoderKLWrapper(WIDTHS)
+        vae.load_state_dict({k: v.float() for k, v in load_file(vae_path).items()}, strict=True)
+    vae.eval()
+    # lanczos at the same size: PIL's copy of the 8-bit values (comfy.utils.lanczos' round trip)
+    image = torch.from_numpy(np.clip(255.0 * image.numpy(), 0, 255).astype(np.uint8).astype(np.float32) / 255.0)
+    padded = nodes_ref.preprocess(image)[0]
+    x = (padded * 2.0 - 1.0).movedim(-1, 0)[None]
+    latent = vae.comfy_format_encoded(
+        vae.encode_tiled(x, tile_x=WORKFLOW_TILE, tile_y=WORKFLOW_TILE, overlap=WORKFLOW_OVERLAP)
+    )
+    positive, _ = nodes_ref.conditioning(sd_3b["positive_conditioning"], sd_3b["negative_conditioning"], latent)
+    model = reference_model(ref, "3b", sd_3b)
+    noise = torch.randn(latent.size(), dtype=latent.dtype, generator=torch.manual_seed(WORKFLOW_SEED))
+    sigma = 1.0  # ModelSamplingDiscreteFlow at shift 1: the last of its 1000 sigmas; the simple schedule's 1 step
+    x_t = sigma * noise + (1.0 - sigma) * latent
+    v = model(x_t, torch.tensor([sigma * 1000.0]), positive[0][0], condition=positive[0][1]["condition"],
+              transformer_options={"cond_or_uncond": [0]})  # fmt: skip
+    sampled = x_t - v * sigma  # euler to sigma 0 lands on the denoised latent
+    t, o = WORKFLOW_TILE // 8, WORKFLOW_OVERLAP // 8
+    decoded = vae.decode_tiled(sampled, tile_x=t, tile_y=t, overlap=o).add(1.0).div(2.0).clamp(0.0, 1.0).movedim(1, -1)
+    decoded = decoded.reshape(-1, *decoded.shape[2:])
+    out = nodes_ref.postprocess(decoded, image, "none")
+    return {
+        "tile": WORKFLOW_TILE,
+        "overlap": WORKFLOW_OVERLAP,
+        "seed": WORKFLOW_SEED,
+        "latent": b64(sampled, MAX_RECORDED_VALUES),
+        "image": png_rgb(out[0], MAX_RECORDED_VALUES),
+    }
 
 
 def main() -> None:
@@ -99,6 +159,7 @@ def main() -> None:
                  "sum": float(x.double().sum() + latent.double().sum()), "out": b64(result, MAX_RECORDED_VALUES)}
             )  # fmt: skip
             print(variant, frames, h, w, float(result.abs().max()))
+        record["workflow"] = upscale_graph(ref, files["3b"])
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     Path(out).write_text(json.dumps(record))
 
