@@ -22,12 +22,13 @@ latent [B,16,T,H,W], the timestep (sigma times 1000), the file's positive embedd
 SeedVR2Conditioning's `condition` [B,17,T,H,W]. Inputs are seeded torch.randn draws (the test draws them again and
 checks their sum); outputs are recorded whole or as a strided grid (MAX_RECORDED_VALUES).
 
-Also the upscale graph of workflows_json/seedvr2_3b_upscale_image.json (scripts/seedvr2_workflow.py: the
-utility_seedvr2_3b_int8_upscale_image template on the tiny files; tests/e2e/test_seedvr2_workflow.py), as ComfyUI runs
+Also the upscale graphs of workflows_json/seedvr2_3b_upscale_image.json and seedvr2_7b_upscale_image.json
+(scripts/seedvr2_workflow.py: the utility_seedvr2_{3b,7b}_int8_upscale_image templates on the tiny files;
+tests/e2e/test_seedvr2_workflow.py), as ComfyUI runs
 it with the same folder's nodes_seedvr_ref (nodes_seedvr.py) and seedvr_vae_ref (vae.py, as
 scripts/record_comfyui_seedvr2_vae.py uses them): the workspace's example.png, ResizeImageMaskNode by 1 with lanczos
 (comfy.utils' PIL round trip through 8-bit values), SeedVR2Preprocess, VAEEncodeTiled (512 tile, 128 overlap),
-SeedVR2Conditioning on the tiny 3B, KSampler (seed 42, 1 step, cfg 1, euler, simple, denoise 1: comfy.sample's noise
+SeedVR2Conditioning on the tiny 3B or 7B, KSampler (seed 42, 1 step, cfg 1, euler, simple, denoise 1: comfy.sample's noise
 for the seed, the flow model's sigmas [1, 0] at shift 1, so one evaluation at timestep 1000 and the denoised latent
 x - v), VAEDecodeTiled, SeedVR2PostProcessing (none): the image SaveImage writes."""
 
@@ -77,9 +78,9 @@ WORKFLOW_SEED = 42
 WORKFLOW_TILE, WORKFLOW_OVERLAP = 512, 128  # the template's VAEEncodeTiled / VAEDecodeTiled
 
 
-def upscale_graph(ref, sd_3b: dict) -> dict:
+def upscale_graph(ref, variant: str, sd: dict) -> dict:
     """LoadImage -> ResizeImageMaskNode (x1, lanczos) -> SeedVR2Preprocess -> VAEEncodeTiled -> SeedVR2Conditioning
-    + KSampler (3B) -> VAEDecodeTiled -> SeedVR2PostProcessing (none) -> SaveImage, as ComfyUI runs it."""
+    + KSampler (the variant's transformer) -> VAEDecodeTiled -> SeedVR2PostProcessing (none) -> SaveImage, as ComfyUI runs it."""
     import nodes_seedvr_ref as nodes_ref
     import numpy as np
     import seedvr_vae_ref
@@ -103,8 +104,8 @@ def upscale_graph(ref, sd_3b: dict) -> dict:
     latent = vae.comfy_format_encoded(
         vae.encode_tiled(x, tile_x=WORKFLOW_TILE, tile_y=WORKFLOW_TILE, overlap=WORKFLOW_OVERLAP)
     )
-    positive, _ = nodes_ref.conditioning(sd_3b["positive_conditioning"], sd_3b["negative_conditioning"], latent)
-    model = reference_model(ref, "3b", sd_3b)
+    positive, _ = nodes_ref.conditioning(sd["positive_conditioning"], sd["negative_conditioning"], latent)
+    model = reference_model(ref, variant, sd)
     noise = torch.randn(latent.size(), dtype=latent.dtype, generator=torch.manual_seed(WORKFLOW_SEED))
     sigma = 1.0  # ModelSamplingDiscreteFlow at shift 1: the last of its 1000 sigmas; the simple schedule's 1 step
     x_t = sigma * noise + (1.0 - sigma) * latent
@@ -159,7 +160,9 @@ def main() -> None:
                  "sum": float(x.double().sum() + latent.double().sum()), "out": b64(result, MAX_RECORDED_VALUES)}
             )  # fmt: skip
             print(variant, frames, h, w, float(result.abs().max()))
-        record["workflow"] = upscale_graph(ref, files["3b"])
+        record["workflows"] = {
+            f"seedvr2_{variant}_upscale_image": upscale_graph(ref, variant, files[variant]) for variant in ("3b", "7b")
+        }
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     Path(out).write_text(json.dumps(record))
 

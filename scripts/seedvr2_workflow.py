@@ -1,7 +1,8 @@
-"""Write workflows_json/seedvr2_3b_upscale_image.ui.json and .json: the web UI's "SeedVR2 3B upscale image" template
-(utility_seedvr2_3b_int8_upscale_image of the installed comfyui-workflow-templates-json package) with its subgraph
-unpacked in place (scripts/qwen_image_edit_workflow.py's unpacking), the tiny demo files substituted for the
-downloads (diffusion_models/seedvr2_3b_tiny, vae/seedvr2_ema_vae_fp16_tiny), the example input image, seed 42, and
+"""Write workflows_json/seedvr2_3b_upscale_image and seedvr2_7b_upscale_image (.ui.json and .json): the web UI's
+SeedVR2 3B and 7B image upscale templates (utility_seedvr2_3b_int8_upscale_image / utility_seedvr2_7b_int8_upscale_image
+of the installed comfyui-workflow-templates-json package) with their subgraph unpacked in place
+(scripts/qwen_image_edit_workflow.py's unpacking), the tiny demo files substituted for the downloads
+(diffusion_models/seedvr2_3b_tiny or seedvr2_7b_tiny, vae/seedvr2_ema_vae_fp16_tiny), the example input image, seed 42, and
 the resize multiplier 1 instead of 4 (the tiny files run on a CPU in tests). Its JoinImageWithAlpha (the input's
 alpha: example.png has none, so an opaque channel SeedVR2Preprocess drops again) and the ImageCompare preview are
 left out: LoadImage's image goes to the resize directly. The API format is our UI converter's output.
@@ -17,9 +18,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-NAME, TEMPLATE = "seedvr2_3b_upscale_image", "utility_seedvr2_3b_int8_upscale_image"
+WORKFLOWS = {  # name: (template, tiny transformer)
+    "seedvr2_3b_upscale_image": ("utility_seedvr2_3b_int8_upscale_image", "seedvr2_3b_tiny.safetensors"),
+    "seedvr2_7b_upscale_image": ("utility_seedvr2_7b_int8_upscale_image", "seedvr2_7b_tiny.safetensors"),
+}
 SUBSTITUTE = {
-    "UNETLoader": [(0, "seedvr2_3b_tiny.safetensors")],
     "VAELoader": [(0, "seedvr2_ema_vae_fp16_tiny.safetensors")],
     "LoadImage": [(0, "example.png")],
     "KSampler": [(0, 42)],
@@ -56,8 +59,11 @@ def main() -> None:
     from scripts.qwen_image_edit_workflow import unpacked
     from scripts.workflow_files import substituted, template_ui, workspace_registry, write_workflow
 
-    ui = without_alpha_join(substituted(unpacked(template_ui(TEMPLATE)), SUBSTITUTE))
-    write_workflow(NAME, ui, workspace_registry(sys.argv[1]))
+    registry = workspace_registry(sys.argv[1])
+    for name, (template, transformer) in WORKFLOWS.items():
+        substitute = {**SUBSTITUTE, "UNETLoader": [(0, transformer)]}
+        ui = without_alpha_join(substituted(unpacked(template_ui(template)), substitute))
+        write_workflow(name, ui, registry)
 
 
 if __name__ == "__main__":
