@@ -1,4 +1,4 @@
-"""SeedVR2's image path through the cluster without its sampler (the transformer is not supported yet): the
+"""SeedVR2's image path through the cluster without its sampler (tests/e2e/test_seedvr2_workflow.py has it): the
 workspace's example.png through SeedVR2Preprocess, VAELoader's tiny SeedVR2 VAE (demo-models writes it on a fresh
 workspace's first start), VAEEncodeTiled and VAEDecodeTiled (64-pixel tiles, several of them), SeedVR2PostProcessing
 (lab) and SaveImage. The image is the same with the default executors and with `--executors 0`, and within 1/255 of

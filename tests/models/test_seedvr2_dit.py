@@ -131,3 +131,46 @@ def test_unet_loader_path_gives_the_recorded_step(tmp_path):
         model.apply(x, torch.tensor([1000.0]), {"context": positive[0][0]})
     with pytest.raises(ValueError, match="16, T, H, W"):
         SeedVR2Conditioning().execute(ref, {"samples": latent[:, :, 0]})
+
+
+def test_an_int8_convrot_file_under_comfyuis_prefix_loads_its_dequantized_weights(tmp_path, state_dicts):
+    """The templates' seedvr2_*_int8_convrot layout: linear weights as comfy-kitchen's int8 ConvRot codes with a
+    `comfy_quant` config beside them, under model.diffusion_model.; the loader computes on the dequantized weights
+    (what ComfyUI's ops hand its NaDiT), every other tensor as stored."""
+    pytest.importorskip("comfy_kitchen")
+    import json as json_
+
+    from comfy_kitchen.tensor.int8 import TensorWiseINT8Layout
+    from safetensors.torch import save_file
+
+    from cluster.refs import ModelRef, file_digest
+    from nodes.models import comfy_quant
+    from nodes.models.detect import probe
+    from nodes.models.loader import load_diffusion_model
+
+    config = {"format": "int8_tensorwise", "convrot": True, "convrot_groupsize": 16}
+    marker = torch.tensor(list(json_.dumps(config).encode()), dtype=torch.uint8)
+    quantized, prefix = {}, "model.diffusion_model."
+    for key, value in state_dicts["3b"].items():
+        layer = key[: -len("weight")]
+        if key.endswith(".weight") and value.ndim == 2 and value.shape[1] % 16 == 0:
+            q, params = TensorWiseINT8Layout.quantize(
+                value.float(), is_weight=True, per_channel=True, convrot=True, convrot_groupsize=16
+            )
+            quantized |= {
+                prefix + key: q,
+                prefix + layer + "weight_scale": params.scale,
+                prefix + layer + "comfy_quant": marker.clone(),
+            }
+        else:
+            quantized[prefix + key] = value
+    path = tmp_path / "seedvr2_3b_int8_convrot.safetensors"
+    save_file(quantized, str(path))
+    assert (probe(str(path)).arch, probe(str(path)).kind) == ("seedvr2", "diffusion_model")
+    model = load_diffusion_model(ModelRef("diffusion_model", "seedvr2", (str(path),), (file_digest(path),)))
+    expected = comfy_quant.dequantize({k[len(prefix) :]: v for k, v in quantized.items()}, None, torch.float32)
+    weights = model.module.state_dict()
+    assert set(weights) == set(expected)
+    for key, value in expected.items():
+        assert torch.equal(weights[key], value.float()), key
+    assert sum(k.endswith("comfy_quant") for k in quantized) == 215  # every linear layer but vid_in (132 columns)
