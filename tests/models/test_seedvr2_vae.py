@@ -74,12 +74,13 @@ def test_bad_latents_are_named(vae):
         vae.decode(torch.zeros(1, 4, 2, 4, 4))
 
 
-def test_the_templates_vae_file_maps_to_the_tiny_one():
+def test_the_templates_files_map_to_the_tiny_ones():
     from scripts import templates_render
 
     asked = ["seedvr2_3b_int8_convrot.safetensors", "seedvr2_ema_vae_fp16.safetensors"]
     assert templates_render.demo_file(asked[1], asked) == Path(VAE_FILE).name
-    assert templates_render.demo_file(asked[0], asked) is None  # the transformers: not supported yet
+    assert templates_render.demo_file(asked[0], asked) == "seedvr2_3b_tiny.safetensors"
+    assert templates_render.demo_file("seedvr2_7b_int8_convrot.safetensors", asked) == "seedvr2_7b_tiny.safetensors"
 
 
 def test_the_tiled_nodes_modelfns_take_the_vaes_own_tiling(vae):
