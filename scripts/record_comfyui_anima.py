@@ -22,7 +22,7 @@ import json
 import sys
 
 import torch
-from comfyui_recording import b64, comfyui_on_cpu, node_classes, run_prompt, sha256
+from comfyui_recording import MAX_RECORDED_VALUES, b64, comfyui_on_cpu, node_classes, run_prompt, sha256
 
 OUT, WORKSPACE, WORKFLOW = sys.argv[1:4]
 comfyui_on_cpu()
@@ -116,7 +116,7 @@ def run_workflow(prompt: dict) -> dict:
             return RESOLUTION[(inputs["aspect_ratio"], inputs["megapixels"], inputs["multiple"])]
         return None
 
-    return run_prompt(prompt, node_classes(nodes_logic, nodes_primitive), newer)
+    return run_prompt(prompt, node_classes(nodes_logic, nodes_primitive), newer, max_values=MAX_RECORDED_VALUES)
 
 
 def inputs(seed: int, shape: list[int], rows: int, ids: int, width: int, weighted: bool):

@@ -30,7 +30,6 @@ shipped inputs, SaveImage replaced by what it would write.
 from __future__ import annotations
 
 import ast
-import base64
 import hashlib
 import importlib.util
 import json
@@ -38,8 +37,8 @@ import re
 import sys
 import types
 
-import numpy as np
 import torch
+from comfyui_recording import MAX_RECORDED_VALUES, b64, png_rgb
 
 OUT, WORKSPACE, UPSTREAM, WORKFLOW = sys.argv[1:5]
 sys.argv[1:] = ["--cpu"]
@@ -107,11 +106,6 @@ CASES = {
     "batch_two": (3, [2, 3, 32, 32], 300, [900.0, 200.0]),
     "odd_size": (4, [1, 3, 40, 23], 300, [500.0]),  # not whole patches: ComfyUI pads (circular) and crops
 }
-
-
-def b64(t: torch.Tensor) -> dict:
-    t = t.detach().to(torch.float32).contiguous()
-    return {"shape": list(t.shape), "f32": base64.b64encode(t.numpy().tobytes()).decode()}
 
 
 def sha256(path: str) -> str:
@@ -233,11 +227,7 @@ def run_workflow(prompt: dict, model, clip) -> dict:
         return results[node_id]
 
     (save,) = [k for k, v in prompt.items() if v["class_type"] == "SaveImage"]
-    pngs = []
-    for im in run(save)[0]:
-        png = np.clip(255.0 * im.detach().cpu().numpy(), 0, 255).astype(np.uint8)
-        pngs.append({"shape": list(png.shape), "u8": base64.b64encode(png.tobytes()).decode()})
-    return {"prompt": prompt, "pngs_rgb": pngs}
+    return {"prompt": prompt, "pngs_rgb": [png_rgb(im, MAX_RECORDED_VALUES) for im in run(save)[0]]}
 
 
 def main() -> None:

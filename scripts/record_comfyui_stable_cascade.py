@@ -27,7 +27,7 @@ from functools import partial
 from types import SimpleNamespace
 
 import torch
-from comfyui_recording import b64, comfyui_on_cpu, node_classes, run_node, run_prompt, sha256
+from comfyui_recording import MAX_RECORDED_VALUES, b64, comfyui_on_cpu, node_classes, run_node, run_prompt, sha256
 
 OUT, WORKSPACE, WORKFLOW = sys.argv[1:4]
 comfyui_on_cpu()
@@ -283,7 +283,7 @@ def main() -> None:
     }
     out["previewer"] = {"seed": 8, "shape": [1, 16, 3, 4], "image": b64(vae_c.decode(seeded(8, 1, 16, 3, 4)))}
     prompt = json.load(open(WORKFLOW))
-    out["workflow"] = run_prompt(prompt, classes)
+    out["workflow"] = run_prompt(prompt, classes, max_values=MAX_RECORDED_VALUES)
     with open(OUT, "w") as f:
         json.dump(out, f)
 

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 from scripts.anima_workflow import TEMPLATE, tiny_template
-from tests.e2e.served import assert_within_1_of_255, comfyui_images, render_in_both_modes
+from tests.e2e.served import assert_within_1_of_255_of_record, render_in_both_modes
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = REPO / "workflows_json" / "anima_base_v1"
@@ -36,5 +36,5 @@ def test_template_in_both_executor_modes_equals_comfyuis(tmp_path) -> None:
     prompt = json.loads(SHIPPED.with_suffix(".json").read_text())
     default = render_in_both_modes(tmp_path, prompt)
     assert default.shape == (320, 320, 3) and default.std() > 0
-    (theirs,) = comfyui_images(RECORDED)
-    assert_within_1_of_255(default, theirs)
+    (png,) = RECORDED["pngs_rgb"]
+    assert_within_1_of_255_of_record(default, png)
