@@ -1,6 +1,7 @@
 """scripts/templates_render.py on the LTX-2.5 templates: the video VAE, the Gemma 4 text encoder with its
 projection and the Gemma 4 E2B prompt enhancer become LTX-2.5's tiny files (nodes/models/ltx25_demo.py, written by
-demo-models), and what has no tiny file yet is named: the audio VAE file and the 2.5 latent upscaler."""
+demo-models), and every model file the templates ask for now has a tiny one (the transformer, the audio VAE file and
+the latent upscaler too, tests/nodes/test_templates_render.py)."""
 
 from __future__ import annotations
 
@@ -30,13 +31,16 @@ def registry():
     return build_registry(None, load_custom_nodes=False)
 
 
-@pytest.mark.parametrize("name", ["video_ltx2_5_i2v", "video_ltx2_5_t2v"])
-def test_the_templates_name_only_the_files_still_without_a_tiny_one(registry, name: str) -> None:
+@pytest.mark.parametrize("name", ["video_ltx2_5_i2v", "video_ltx2_5_t2v", "video_ltx2_5_flf2v"])
+def test_every_file_the_templates_ask_for_has_a_tiny_one(registry, name: str, tmp_path) -> None:
     workflow = json.loads((templates_coverage.templates_dir() / f"{name}.json").read_text())
-    with pytest.raises(ValueError, match="no tiny file of this family") as info:
-        templates_render.tiny_prompt(workflow, registry)
-    unmade = str(info.value)
-    for still in ("ltx-2.5-audio-vae", "ltx-2.5-latent-spatial-upscaler"):
-        assert still in unmade
-    for made in ("ltx-2.5-video-vae", "gemma4-12b-with-proj", "gemma4_e2b_it"):
-        assert made not in unmade
+    prompt, tripwires = templates_render.tiny_prompt(workflow, registry, tmp_path)
+    files = {
+        v
+        for node in prompt.values()
+        for v in node["inputs"].values()
+        if isinstance(v, str) and templates_render.MODEL_FILE.search(v)
+    }
+    assert not tripwires and files
+    assert all("_tiny." in f for f in files), sorted(files)  # each the tiny file of its family
+    assert ltx25_demo.VAE_FILE.split("/")[-1] in files and "ltx-2.5-audio-vae_tiny.safetensors" in files
