@@ -14,10 +14,9 @@ the UNet and Flux families (scripts/measure_batch_invariance.py):
   sample at a time.
 - projections of samples with few rows ([batch, features] time embeddings and modulations, PixelDiT's
   [batch, 1, features] ones, the tokens of a small image's deepest levels): the GEMM differs from batch 2 on,
-  so such an input is multiplied a sample at a time (few_rows_bound); samples of more rows (the token-wise
-  projections) did not differ.
+  so such an input is multiplied a sample at a time (few_rows_bound).
 - video patch embeddings (Conv3d): run a sample at a time.
-- norms, attention and the token-wise projections did not differ.
+- norms, attention and the token-wise projections (samples of more rows) did not differ.
 """
 
 from __future__ import annotations
@@ -28,10 +27,11 @@ from torch import nn
 
 # CPU GEMMs of few rows run through kernels that round by the number of rows and by how the threads split them, so
 # a sample of few rows ([batch, features] time embeddings and modulations, PixelDiT's [batch, 1, features] ones)
-# rounds differently beside others. Measured with scripts/measure_batch_invariance.py (widths 64 to 10240, batches
-# 2 to 8, MKL through torch 2.13): on one thread samples of 1-3 rows differ and no count from 4 on does; on 2
-# threads 1-3, 5-7 and 9-11 differ, and none from 12 on (up to 4096); on 8 threads up to 11, on 16 up to 27. A
-# sample of fewer rows than few_rows_bound() is multiplied alone. The bound is kept low on purpose: a small
+# rounds differently beside others. Measured with scripts/measure_batch_invariance.py's gemm_rows (widths 64 to
+# 10240, 1 to 256 rows, batches 2 to 8, MKL through torch 2.13): on one thread samples of 1-3 rows differ and no
+# count from 4 on does; on 2 threads 1-3, 5-7 and 9-11 differ, and none from 12 on. A probe of the same kind at
+# width 320 (not in the script) found none from 12 to 4096 rows on 2 threads, up to 11 on 8 threads and up to 27 on
+# 16. A sample of fewer rows than few_rows_bound() is multiplied alone. The bound is kept low on purpose: a small
 # image's deepest UNet levels have few tokens and the largest weights, which a batch reads once.
 ONE_THREAD_GEMM_ROWS = 4
 THREADED_GEMM_ROWS = 12
