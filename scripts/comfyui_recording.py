@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import sys
 from collections.abc import Callable
 from types import ModuleType
@@ -59,6 +60,68 @@ def b64(t: torch.Tensor, max_values: int | None = None) -> dict:
     it). An output may pass `max_values` (MAX_RECORDED_VALUES) to keep a strided grid of its positions."""
     array, meta = thinned(t.detach().to(torch.float32).cpu().numpy(), max_values)
     return {**meta, "f32": base64.b64encode(array.tobytes()).decode()}
+
+
+def tiny_t5_in_comfyui(text_encoder: str, vocab: str, tokenizer_module: ModuleType) -> dict:
+    """Give ComfyUI's T5-XXL the tiny T5 of `text_encoder`: its config at the file's sizes (8-wide heads), its
+    unigram vocabulary (`vocab`, nodes/models/configs/flux-tiny/t5_vocab.json) behind the tokenizer class
+    `tokenizer_module` (the ComfyUI text encoder module that names T5TokenizerFast) builds, and T5-XXL told by the
+    tiny width instead of 4096. Changes nothing else of ComfyUI; returns the config."""
+    import comfy.sd
+    import comfy.sd1_clip
+    import comfy.utils
+    from transformers import T5Tokenizer
+
+    te = comfy.utils.load_torch_file(text_encoder)
+    t5 = {
+        "d_ff": te["encoder.block.0.layer.1.DenseReluDense.wo.weight"].shape[1],
+        "d_kv": 8,
+        "d_model": te["shared.weight"].shape[1],
+        "dense_act_fn": "gelu_pytorch_tanh",
+        "is_gated_act": True,
+        "layer_norm_epsilon": 1e-6,
+        "model_type": "t5",
+        "num_heads": te["encoder.block.0.layer.0.SelfAttention.q.weight"].shape[0] // 8,
+        "num_layers": len({k.split(".")[2] for k in te if k.startswith("encoder.block.")}),
+        "relative_attention_num_buckets": 32,
+        "vocab_size": te["shared.weight"].shape[0],
+    }
+
+    class TinyT5Tokenizer:
+        """The tiny T5's unigram vocabulary behind the interface ComfyUI's SDTokenizer calls."""
+
+        @classmethod
+        def from_pretrained(cls, path, **kwargs):
+            return cls()
+
+        def __init__(self):
+            with open(vocab) as f:
+                self.tok = T5Tokenizer(vocab=[(p, float(s)) for p, s in json.load(f)], extra_ids=0)
+
+        def __call__(self, text):
+            return {"input_ids": self.tok(text)["input_ids"]}
+
+        def get_vocab(self):
+            return self.tok.get_vocab()
+
+    clip_init = comfy.sd1_clip.SDClipModel.__init__
+
+    def clip_init_tiny(self, *args, textmodel_json_config=None, **kwargs):
+        if isinstance(textmodel_json_config, str) and "t5_config_" in textmodel_json_config:
+            textmodel_json_config = t5
+        clip_init(self, *args, textmodel_json_config=textmodel_json_config, **kwargs)
+
+    comfy.sd1_clip.SDClipModel.__init__ = clip_init_tiny
+    tokenizer_module.T5TokenizerFast = TinyT5Tokenizer
+    detect_te = comfy.sd.detect_te_model
+
+    def detect_te_tiny(sd):  # ComfyUI tells T5-XXL by its 4096 width; the tiny one stands in for it
+        if sd.get("encoder.final_layer_norm.weight", torch.empty(0)).shape[0] == t5["d_model"]:
+            return comfy.sd.TEModel.T5_XXL
+        return detect_te(sd)
+
+    comfy.sd.detect_te_model = detect_te_tiny
+    return t5
 
 
 def sha256(path: str) -> str:

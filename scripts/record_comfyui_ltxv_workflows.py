@@ -22,7 +22,15 @@ import json
 import sys
 
 import torch
-from comfyui_recording import MAX_RECORDED_VALUES, b64, comfyui_on_cpu, node_classes, run_prompt, sha256
+from comfyui_recording import (
+    MAX_RECORDED_VALUES,
+    b64,
+    comfyui_on_cpu,
+    node_classes,
+    run_prompt,
+    sha256,
+    tiny_t5_in_comfyui,
+)
 
 OUT, WORKSPACE = sys.argv[1:3]
 comfyui_on_cpu(flags=("--fp32-text-enc",))
@@ -34,7 +42,6 @@ import comfy.sd1_clip  # noqa: E402
 import comfy.text_encoders.lt  # noqa: E402
 import comfy.utils  # noqa: E402
 import folder_paths  # noqa: E402
-from transformers import T5Tokenizer  # noqa: E402
 
 COMMIT = "a125cd84"
 REPO = "/work/main"
@@ -43,59 +50,6 @@ TEXT_ENCODER = "text_encoders/flux-tiny-t5.safetensors"
 VOCAB = f"{REPO}/nodes/models/configs/flux-tiny/t5_vocab.json"
 WORKFLOWS = ("ltxv_image_to_video", "ltxv_text_to_video")
 FRAMES_NODE = "900"  # the SaveImage added beside the template's SaveVideo
-
-
-class TinyT5Tokenizer:
-    """The tiny T5's unigram vocabulary behind the interface ComfyUI's SDTokenizer calls."""
-
-    @classmethod
-    def from_pretrained(cls, path, **kwargs):
-        return cls()
-
-    def __init__(self):
-        with open(VOCAB) as f:
-            self.tok = T5Tokenizer(vocab=[(p, float(s)) for p, s in json.load(f)], extra_ids=0)
-
-    def __call__(self, text):
-        return {"input_ids": self.tok(text)["input_ids"]}
-
-    def get_vocab(self):
-        return self.tok.get_vocab()
-
-
-def tiny_t5() -> None:
-    te = comfy.utils.load_torch_file(f"{WORKSPACE}/models/{TEXT_ENCODER}")
-    t5 = {
-        "d_ff": te["encoder.block.0.layer.1.DenseReluDense.wo.weight"].shape[1],
-        "d_kv": 8,
-        "d_model": te["shared.weight"].shape[1],
-        "dense_act_fn": "gelu_pytorch_tanh",
-        "is_gated_act": True,
-        "layer_norm_epsilon": 1e-6,
-        "model_type": "t5",
-        "num_heads": te["encoder.block.0.layer.0.SelfAttention.q.weight"].shape[0] // 8,
-        "num_layers": len({k.split(".")[2] for k in te if k.startswith("encoder.block.")}),
-        "relative_attention_num_buckets": 32,
-        "vocab_size": te["shared.weight"].shape[0],
-    }
-    clip_init = comfy.sd1_clip.SDClipModel.__init__
-
-    def clip_init_tiny(self, *args, textmodel_json_config=None, **kwargs):
-        if isinstance(textmodel_json_config, str) and "t5_config_" in textmodel_json_config:
-            textmodel_json_config = t5
-        clip_init(self, *args, textmodel_json_config=textmodel_json_config, **kwargs)
-
-    comfy.sd1_clip.SDClipModel.__init__ = clip_init_tiny
-    comfy.text_encoders.lt.T5TokenizerFast = TinyT5Tokenizer
-    detect_te = comfy.sd.detect_te_model
-    width = t5["d_model"]
-
-    def detect_te_tiny(sd):  # ComfyUI tells T5-XXL by its 4096 width; the tiny one stands in for it
-        if sd.get("encoder.final_layer_norm.weight", torch.empty(0)).shape[0] == width:
-            return comfy.sd.TEModel.T5_XXL
-        return detect_te(sd)
-
-    comfy.sd.detect_te_model = detect_te_tiny
 
 
 def with_frames(prompt: dict) -> dict:
@@ -108,7 +62,7 @@ def main() -> None:
     from comfy_extras import nodes_custom_sampler, nodes_lt
 
     torch.set_num_threads(1)
-    tiny_t5()
+    tiny_t5_in_comfyui(f"{WORKSPACE}/models/{TEXT_ENCODER}", VOCAB, comfy.text_encoders.lt)
     out = {
         "comfyui_commit": COMMIT,
         "recorded_by": "scripts/record_comfyui_ltxv_workflows.py",

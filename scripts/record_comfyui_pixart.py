@@ -27,7 +27,16 @@ import json
 import sys
 
 import torch
-from comfyui_recording import MAX_RECORDED_VALUES, b64, comfyui_on_cpu, node_classes, run_node, run_prompt, sha256
+from comfyui_recording import (
+    MAX_RECORDED_VALUES,
+    b64,
+    comfyui_on_cpu,
+    node_classes,
+    run_node,
+    run_prompt,
+    sha256,
+    tiny_t5_in_comfyui,
+)
 
 OUT, WORKSPACE, WORKFLOW = sys.argv[1:4]
 comfyui_on_cpu(flags=("--fp32-text-enc",))
@@ -40,7 +49,6 @@ import comfy.sd1_clip
 import comfy.text_encoders.pixart_t5
 import comfy.utils
 import folder_paths
-from transformers import T5Tokenizer
 
 COMMIT = "a125cd84"
 MODELS = {
@@ -62,61 +70,8 @@ SIZE = (384, 320)  # width, height of the images (a 48x40 latent: ComfyUI's posi
 VOCAB = "/work/main/nodes/models/configs/flux-tiny/t5_vocab.json"
 
 
-class TinyT5Tokenizer:
-    """The tiny T5's unigram vocabulary behind the interface ComfyUI's SDTokenizer calls (as in
-    scripts/record_comfyui_chroma.py)."""
-
-    @classmethod
-    def from_pretrained(cls, path, **kwargs):
-        return cls()
-
-    def __init__(self):
-        with open(VOCAB) as f:
-            self.tok = T5Tokenizer(vocab=[(p, float(s)) for p, s in json.load(f)], extra_ids=0)
-
-    def __call__(self, text):
-        return {"input_ids": self.tok(text)["input_ids"]}
-
-    def get_vocab(self):
-        return self.tok.get_vocab()
-
-
-def tiny_t5_config(te: dict) -> dict:
-    """T5-XXL's config at the tiny file's sizes (8-wide heads)."""
-    return {
-        "d_ff": te["encoder.block.0.layer.1.DenseReluDense.wo.weight"].shape[1],
-        "d_kv": 8,
-        "d_model": te["shared.weight"].shape[1],
-        "dense_act_fn": "gelu_pytorch_tanh",
-        "is_gated_act": True,
-        "layer_norm_epsilon": 1e-6,
-        "model_type": "t5",
-        "num_heads": te["encoder.block.0.layer.0.SelfAttention.q.weight"].shape[0] // 8,
-        "num_layers": len({k.split(".")[2] for k in te if k.startswith("encoder.block.")}),
-        "relative_attention_num_buckets": 32,
-        "vocab_size": te["shared.weight"].shape[0],
-    }
-
-
 def tiny_sizes() -> None:
-    t5 = tiny_t5_config(comfy.utils.load_torch_file(f"{WORKSPACE}/models/{TEXT_ENCODER}"))
-    clip_init = comfy.sd1_clip.SDClipModel.__init__
-
-    def clip_init_tiny(self, *args, textmodel_json_config=None, **kwargs):
-        if isinstance(textmodel_json_config, str) and "t5_config_" in textmodel_json_config:
-            textmodel_json_config = t5
-        clip_init(self, *args, textmodel_json_config=textmodel_json_config, **kwargs)
-
-    comfy.sd1_clip.SDClipModel.__init__ = clip_init_tiny
-    comfy.text_encoders.pixart_t5.T5TokenizerFast = TinyT5Tokenizer
-    detect_te = comfy.sd.detect_te_model
-
-    def detect_te_tiny(sd):  # ComfyUI tells T5-XXL by its 4096 width; the tiny one stands in for it
-        if sd.get("encoder.final_layer_norm.weight", torch.empty(0)).shape[0] == t5["d_model"]:
-            return comfy.sd.TEModel.T5_XXL
-        return detect_te(sd)
-
-    comfy.sd.detect_te_model = detect_te_tiny
+    tiny_t5_in_comfyui(f"{WORKSPACE}/models/{TEXT_ENCODER}", VOCAB, comfy.text_encoders.pixart_t5)
     detect = comfy.model_detection.detect_unet_config
 
     def detect_tiny(state_dict, key_prefix, metadata=None):
