@@ -97,30 +97,10 @@ def full_config(config: Mapping[str, Any], sd: Mapping[str, torch.Tensor]) -> di
 
 
 def diffusers_kwargs(config: Mapping[str, Any]) -> dict[str, Any]:
-    """LTX2VideoTransformer3DModel's arguments (the network without the connectors)."""
-    max_pos = config["positional_embedding_max_pos"]
+    """LTX2VideoTransformer3DModel's arguments (the network without the connectors): LTX-2.0's (ltx2.diffusers_config,
+    whose refusals hold here too) and the 2.3/2.5 additions."""
     return {
-        "in_channels": 128,
-        "out_channels": 128,
-        "audio_in_channels": AUDIO_CHANNELS * AUDIO_BINS,
-        "audio_out_channels": AUDIO_CHANNELS * AUDIO_BINS,
-        "num_attention_heads": config["num_attention_heads"],
-        "attention_head_dim": config["attention_head_dim"],
-        "cross_attention_dim": config["cross_attention_dim"],
-        "audio_num_attention_heads": config["audio_num_attention_heads"],
-        "audio_attention_head_dim": config["audio_attention_head_dim"],
-        "audio_cross_attention_dim": config["audio_cross_attention_dim"],
-        "caption_channels": config["caption_channels"],
-        "num_layers": config["num_layers"],
-        "rope_theta": config["positional_embedding_theta"],
-        "rope_type": str(config["rope_type"]),
-        "rope_double_precision": config["frequencies_precision"] == "float64",
-        "pos_embed_max_pos": max_pos[0],
-        "base_height": max_pos[1],
-        "base_width": max_pos[2],
-        "audio_pos_embed_max_pos": config["audio_positional_embedding_max_pos"][0],
-        "timestep_scale_multiplier": config["timestep_scale_multiplier"],
-        "cross_attn_timestep_scale_multiplier": config["av_ca_timestep_scale_multiplier"],
+        **diffusers_config(config),
         "gated_attn": bool(config["apply_gated_attention"]),
         "audio_gated_attn": bool(config["apply_gated_attention"]),
         "cross_attn_mod": bool(config["cross_attention_adaln"]),
@@ -437,7 +417,7 @@ def load_diffusion_model(
     path = ref.sources[0] if ref.sources else None
     try:
         config = full_config(config, sd)
-        diffusers_config(config)  # the settings LTX-2.0 refuses are refused here too
+        diffusers_kwargs(config)  # refused settings are named before the weights are read
     except (KeyError, ValueError) as e:
         raise ModelLoadError(path, f"not a usable LTX-2.5 audio-video model: {e}") from None
     if comfy_quant.is_quantized(sd):  # the published *-comfy-int8-convrot files: float weights once, at load
