@@ -69,7 +69,7 @@ done
 # What travels to the GPU machine (tracked and untracked-not-ignored files, and .whl/) is at most 64 MiB: the
 # wheels keep to their budget, and the whole keeps a margin under the limit (tests/test_gpu_travel_size.py
 # checks the repository against the budget in CI; large recorded outputs are thinned to stay small)
-WHEEL_BUDGET_MIB=14
+WHEEL_BUDGET_MIB=16
 TRAVEL_LIMIT_MIB=63
 wheel_bytes=0
 [ ${#wheel_files[@]} -gt 0 ] && wheel_bytes=$(du -cb "${wheel_files[@]}" | tail -1 | cut -f1)

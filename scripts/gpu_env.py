@@ -24,6 +24,9 @@ DISTRIBUTIONS = (
     "pytest-asyncio",
     "pyzmq",
     "msgspec",
+    "pydantic",
+    "pillow",
+    "aiohttp",
     "numpy",
 )
 
@@ -62,6 +65,11 @@ def main() -> None:
             )
     except Exception as e:  # recorded, not raised: the steps after this one report the failure
         print("torch:", type(e).__name__, e)
+    # the whole list, so that scripts/gpu_machine_packages.txt can be checked against the machine itself
+    installed = sorted(
+        {f"{d.metadata['Name']}=={d.version}" for d in importlib.metadata.distributions()}, key=str.lower
+    )
+    print(f"installed ({len(installed)}):", " ".join(installed))
     try:
         import nvshmem.core
 
