@@ -8,9 +8,12 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import lzma
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import numpy as np
 import torch
@@ -23,6 +26,37 @@ def comfyui_on_cpu(*before: str, flags: tuple[str, ...] = ()) -> None:
     import comfy.cli_args
 
     comfy.cli_args.args.cpu = True
+
+
+# Recorded fixtures are written xz-compressed (`<name>.json.xz`): their base64 float32 shrinks to about half and their
+# text to a tenth, and the repository travels whole to the GPU machine (64 MiB with the wheels). xz stores no time or
+# file name, so the same data gives the same bytes: a re-recording that changes nothing leaves git clean.
+XZ = {"format": lzma.FORMAT_XZ, "check": lzma.CHECK_CRC64, "preset": 9 | lzma.PRESET_EXTREME}
+
+
+def write_json(path: str | Path, data: Any) -> Path:
+    """Write a recorder's fixture as `<name>.json.xz` (a `path` ending in .json gets .xz appended); returns the path
+    written. tests/recorded_tensors.py's load_json reads it back."""
+    path = Path(path)
+    if path.name.endswith(".json"):
+        path = path.with_name(path.name + ".xz")
+    if not path.name.endswith(".json.xz"):
+        raise ValueError(f"a recorded fixture is named <name>.json.xz (or <name>.json), not {path.name}")
+    path.write_bytes(lzma.compress(json.dumps(data).encode(), **XZ))
+    return path
+
+
+def load_json(path: str | Path) -> Any:
+    """A recorded fixture: `path` as named, or `<path>.xz` where only the compressed one exists; a .xz file is
+    decompressed. Both at once is an error: one of them is stale."""
+    path = Path(path)
+    compressed = path.with_name(path.name + ".xz")
+    if path.suffix != ".xz" and compressed.exists():
+        if path.exists():
+            raise ValueError(f"{path} and {compressed.name} both exist: keep the one recorded last, delete the other")
+        path = compressed
+    data = path.read_bytes()
+    return json.loads(lzma.decompress(data) if path.suffix == ".xz" else data)
 
 
 # The most values one recorded output keeps: larger outputs keep a strided grid of their positions, so that the

@@ -1,6 +1,8 @@
 """Tensors and images recorded in the ComfyUI fixtures (scripts/comfyui_recording.py's b64 and png_rgb: float32 or
 uint8 bytes in base64 with the full shape). A large output is recorded at a strided grid of its positions
-("stride"): compare ours there, `at_recorded(ours, entry)` against `tensor(entry)` or `pixels(entry)`."""
+("stride"): compare ours there, `at_recorded(ours, entry)` against `tensor(entry)` or `pixels(entry)`. A fixture file
+is read with `load_json(path)`: the recorders write `<name>.json.xz` (scripts/comfyui_recording.py's write_json), and the
+one function that reads it is theirs."""
 
 from __future__ import annotations
 
@@ -9,6 +11,8 @@ from typing import TypeVar
 
 import numpy as np
 import torch
+
+from scripts.comfyui_recording import load_json as load_json  # re-exported: the tests' reader
 
 Array = TypeVar("Array", torch.Tensor, np.ndarray)
 
