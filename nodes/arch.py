@@ -23,6 +23,8 @@ MINIMAX_H3_LATENT = LatentFormat(24, 1.0)
 CHROMA_RADIANCE_LATENT = LatentFormat(3, 1.0)
 # LTX-2's 128-channel video latents: its VAE normalises them itself (ComfyUI's LTXV/LTXAV formats scale by 1).
 LTX2_LATENT = LatentFormat(128, 1.0)
+# Hunyuan Image 2.1 (ComfyUI 0.3.64's latent_formats.HunyuanImage21): 64 channels at 1/32, scaled by 0.75289.
+HUNYUAN_IMAGE_LATENT = LatentFormat(64, 0.75289)
 # Stable Cascade (ComfyUI's latent_formats.SC_Prior and SC_B): stage C's 16 channels unscaled, stage B's 4 by 1/0.43.
 STABLE_CASCADE_C_LATENT = LatentFormat(16, 1.0)
 STABLE_CASCADE_B_LATENT = LatentFormat(4, 1.0 / 0.43)
@@ -65,6 +67,7 @@ LATENT_FORMATS: dict[str, LatentFormat] = {
     "ltxv": LTX2_LATENT,  # ComfyUI 0.3.64's latent_formats.LTXV: 128 channels, unscaled (LTX-2 kept it)
     "stable_cascade_c": STABLE_CASCADE_C_LATENT,
     "stable_cascade_b": STABLE_CASCADE_B_LATENT,
+    "hunyuan_image": HUNYUAN_IMAGE_LATENT,
     "pixart_alpha": SD1_LATENT,  # ComfyUI's supported_models.PixArtAlpha: latent format SD15
     "pixart_sigma": SDXL_LATENT,  # ComfyUI's supported_models.PixArtSigma: latent format SDXL
     # ComfyUI's latent_formats.SeedVR2: the causal VAE's 16 channels, already scaled by the VAE (its 0.9152)
@@ -124,6 +127,8 @@ SAMPLING_CONFIGS: dict[str, dict[str, Any]] = {
     # at shift 2 for stage C and 1 for stage B.
     "stable_cascade_c": {"kind": "stable_cascade", "shift": 2.0},
     "stable_cascade_b": {"kind": "stable_cascade", "shift": 1.0},
+    # ComfyUI 0.3.64's supported_models.HunyuanImage21: model type FLOW (ModelSamplingDiscreteFlow) at shift 5
+    "hunyuan_image": {"kind": "flow", "shift": 5.0, "multiplier": 1000},
     # ComfyUI's supported_models.PixArtAlpha (and Sigma): discrete eps, betas linear in beta (its "sqrt_linear")
     "pixart_alpha": {**_EPS, "beta_schedule": "sqrt_linear", "linear_start": 0.0001, "linear_end": 0.02},
     "pixart_sigma": {**_EPS, "beta_schedule": "sqrt_linear", "linear_start": 0.0001, "linear_end": 0.02},

@@ -1,8 +1,8 @@
-"""Model-free nodes of model families Comfy Cluster does not run yet, as ComfyUI has them: the empty latents of
-Mochi (`comfy_extras.nodes_mochi`), Cosmos (`nodes_cosmos`), Stable Cascade (`nodes_stable_cascade`), Hunyuan
-Image (`nodes_hunyuan`) and Qwen-Image-Layered (`nodes_qwen`), Stable Cascade's stage B conditioning and the SD x4
-upscaler's conditioning (`nodes_sdupscale`). They only shape tensors and conditioning entries, so workflows of those families validate
-and their latents can be batched, cut or saved here; sampling them needs the family's model."""
+"""Model-free nodes of model families, as ComfyUI has them: the empty latents of Mochi (`comfy_extras.nodes_mochi`),
+Cosmos (`nodes_cosmos`), Stable Cascade (`nodes_stable_cascade`), Hunyuan Image 2.1 (`nodes_hunyuan`, with its
+refiner's latent node) and Qwen-Image-Layered (`nodes_qwen`), Stable Cascade's stage B conditioning and the SD x4
+upscaler's conditioning (`nodes_sdupscale`). They only shape tensors and conditioning entries, so workflows of those
+families validate and their latents can be batched, cut or saved here; sampling them needs the family's model."""
 
 from __future__ import annotations
 
@@ -125,6 +125,39 @@ def _with(conditioning: list, values: dict) -> list:
     return [[cond, {**opts, **values}] for cond, opts in conditioning]
 
 
+class HunyuanRefinerLatent:
+    RELATIVE_PYTHON_MODULE = "comfy_extras.nodes_hunyuan"
+    FUNCTION = "execute"
+    CATEGORY = "sd"  # ComfyUI 0.3.64 gives it none, so it lists under its default category
+    RETURN_TYPES = ("CONDITIONING", "CONDITIONING", "LATENT")
+    RETURN_NAMES = ("positive", "negative", "latent")
+    DESCRIPTION = (
+        "Gives the Hunyuan Image 2.1 refiner the latent it refines (each conditioning's concat_latent_image, with "
+        "noise_augmentation) and an all-zero 32-channel latent shaped by the latent's last three sizes."
+    )
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        augmentation = ("FLOAT", {"default": 0.10, "min": 0.0, "max": 1.0, "step": 0.01})
+        return {
+            "required": {
+                "positive": ("CONDITIONING", {}),
+                "negative": ("CONDITIONING", {}),
+                "latent": ("LATENT", {}),
+                "noise_augmentation": augmentation,
+            }
+        }
+
+    def execute(self, positive: list, negative: list, latent: dict, noise_augmentation: float):
+        samples = latent["samples"]
+        if samples.dim() < 3:
+            raise ValueError(f"HunyuanRefinerLatent: the latent must have at least 3 dimensions, got {samples.dim()}")
+        values = {"concat_latent_image": samples, "noise_augmentation": noise_augmentation}
+        # ComfyUI shapes the output from the last three sizes, whatever the latent's rank ([B,C,H,W] gives C,H,W)
+        empty = torch.zeros(samples.shape[0], 32, *samples.shape[-3:])
+        return (_with(positive, values), _with(negative, values), {"samples": empty})
+
+
 class StableCascade_StageB_Conditioning:
     RELATIVE_PYTHON_MODULE = "comfy_extras.nodes_stable_cascade"
     FUNCTION = "execute"
@@ -186,6 +219,7 @@ NODE_CLASS_MAPPINGS = {
         EmptyCosmosLatentVideo,
         EmptyHunyuanImageLatent,
         EmptyQwenImageLayeredLatentImage,
+        HunyuanRefinerLatent,
         StableCascade_EmptyLatentImage,
         StableCascade_StageB_Conditioning,
         SD_4XUpscale_Conditioning,

@@ -360,6 +360,9 @@ def build_demo_models(models_dir: Path, include_flux: bool = True) -> list[Path]
         seedvr2_dits = getattr(_optional("nodes.models.seedvr2_demo"), "build_demo_seedvr2_transformers", None)
         if seedvr2_dits is not None:  # SeedVR2's 3B and 7B transformers
             written += seedvr2_dits(models_dir)
+        build_hunyuan_image = getattr(_optional("nodes.models.hunyuan_image_demo"), "build_demo_hunyuan_image", None)
+        if build_hunyuan_image is not None:  # Hunyuan Image 2.1's DiT and 32x VAE
+            written += build_hunyuan_image(models_dir)
     return written
 
 

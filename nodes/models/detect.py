@@ -56,6 +56,10 @@ MOSS_IMAGE_MARKERS = ("shared_block_modulation.weight", "video_head_modulation.w
 QWEN3VL_MARKER = "model.visual.deepstack_merger_list.0.norm.weight"
 QWEN35_MARKER = "model.language_model.layers.0.linear_attn.A_log"  # ComfyUI's detect_te_model key
 QWEN_IMAGE21_MLP = ("transformer_blocks.0.img_mlp.gate_up.weight", "transformer_blocks.0.img_mlp.proj.weight")
+# HunyuanVideo-family DiTs (ComfyUI 0.3.64's model_detection: image_model "hunyuan_video"), Hunyuan Image 2.1's among
+# them; its 32x VAE is told by its decoder's input convolution (nodes/models/hunyuan_image*.py).
+HUNYUAN_IMAGE_MARKER = "txt_in.individual_token_refiner.blocks.0.norm1.weight"
+HUNYUAN_IMAGE_VAE_MARKER = "decoder.conv_in.weight"
 WAN_VAE_MARKER = "decoder.middle.0.residual.0.gamma"
 WAN22_VAE_MARKER = "decoder.upsamples.0.upsamples.0.residual.2.weight"
 QWEN_IMAGE21_VAE_HEAD = "decoder.head.2.weight"
@@ -123,6 +127,19 @@ SEEDVR2_TRANSFORMER_MARKERS = (
     ("blocks.31.mlp.all.proj_in_gate.weight", None, "3B transformer"),
 )
 SEEDVR2_VAE_MARKER = "decoder.up_blocks.2.upsamplers.0.upscale_conv.weight"
+
+
+def is_hunyuan_image_dit(shapes: Shapes, prefix: str) -> bool:
+    """A Hunyuan Image 2.1 DiT: ComfyUI's HunyuanVideo rule with a 2-D patch embedder and no vector_in
+    (supported_models.HunyuanImage21: vec_in_dim None); the refiner's and HunyuanVideo's embedders are 3-D."""
+    patch = shapes.get(prefix + "img_in.proj.weight")
+    return patch is not None and len(patch) == 4 and not any(k.startswith(prefix + "vector_in.") for k in shapes)
+
+
+def is_hunyuan_image_vae(shapes: Shapes, prefix: str = "") -> bool:
+    """The Hunyuan Image 2.1 VAE (ComfyUI 0.3.64's comfy/sd.py): a 2-D decoder.conv_in taking 64 latent channels."""
+    shape = shapes.get(prefix + HUNYUAN_IMAGE_VAE_MARKER)
+    return shape is not None and len(shape) == 4 and shape[1] == 64
 
 
 def seedvr2_part(shapes: Shapes) -> str | None:
@@ -320,6 +337,15 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
         return info(
             "qwen_image21", "checkpoint" if extra else "diffusion_model", {"diffusion_model"} | extra, layout, prefix
         )
+    prefix = _prefix_with(shapes, HUNYUAN_IMAGE_MARKER)
+    if prefix is not None and is_hunyuan_image_dit(shapes, prefix):  # ComfyUI 0.3.64's HunyuanVideo-family rule
+        return info("hunyuan_image", "diffusion_model", {"diffusion_model"}, "hunyuan", prefix)
+    if prefix is not None:
+        raise ModelLoadError(
+            path,
+            "is a HunyuanVideo-family model (HunyuanVideo, its image-to-video or the Hunyuan Image 2.1 refiner), "
+            "which is not supported yet",
+        )
     prefix = _prefix_with(shapes, QWEN_IMAGE_MARKER)
     if prefix is not None and prefix + "img_in.weight" in shapes:  # Qwen-Image (ComfyUI detects txt_norm)
         return info(
@@ -375,6 +401,8 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
         )
         return info(arch, "vae", {"vae"}, "wan", prefix)
     for prefix in ("first_stage_model.", "vae.", ""):
+        if is_hunyuan_image_vae(shapes, prefix):  # before the KL rule: ComfyUI tells it by 64 latent channels
+            return info("hunyuan_image", "vae", {"vae"}, "hunyuan", prefix)
         if prefix + "encoder.conv_in.weight" in shapes and prefix + "decoder.conv_in.weight" in shapes:
             latent = shapes[prefix + "decoder.conv_in.weight"][1]
             layout = "diffusers" if any(k.startswith(prefix + "encoder.down_blocks.") for k in keys) else "ldm"

@@ -64,6 +64,7 @@ DIT_ARCHS = (
     "stable_cascade_c",
     "stable_cascade_b",
     "seedvr2",
+    "hunyuan_image",
 )
 __all__ = ["probe", "load_diffusion_model", "load_text_encoder", "load_vae", "load_controlnet", "CheckpointInfo"]
 
@@ -121,6 +122,7 @@ _ARCH_MODULES = {
     "stable_cascade_c": ("nodes.models.stable_cascade",),
     "stable_cascade_b": ("nodes.models.stable_cascade",),
     "seedvr2": ("nodes.models.seedvr2_vae", "nodes.models.seedvr2_model"),
+    "hunyuan_image": ("nodes.models.hunyuan_image",),
 }
 
 

@@ -1,0 +1,205 @@
+"""hunyuan-image-2.1-tiny: a deterministic tiny Hunyuan Image 2.1 in the layouts its published files have, two files:
+- diffusion_models/hunyuanimage2.1_tiny.safetensors: the DiT in the authors' names (`double_blocks.N.img_attn_qkv`,
+  `single_blocks.N.linear1`, `txt_in.individual_token_refiner.blocks.N`, `final_layer.adaLN_modulation.1` as
+  (shift, scale)), 2 heads of ComfyUI's fixed 128, one dual- and one single-stream block, two token-refiner blocks,
+  taking the 32-wide states of the tiny Qwen2.5-VL (text_encoders/qwen_2.5_vl_7b_tiny.safetensors,
+  nodes.models.qwen_image_demo); without the ByT5 glyph mapper (its widths are fixed at 1472 -> 2048);
+- vae/hunyuan_image_2.1_vae_tiny.safetensors: the 32x VAE in the authors' names (`encoder.down.N.block.M`,
+  `.downsample.conv`, `decoder.up.N.upsample.conv`, `mid.attn_1.q`), six stages 32..128 wide, one resnet each.
+bfloat16 like the published files. Same seed -> byte-identical files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from diffusers import AutoencoderKLHunyuanImage, HunyuanImageTransformer2DModel
+from safetensors.torch import save_file
+
+from nodes.models.flux_demo import randomize_constants
+from nodes.models.hunyuan_image import to_diffusers_layout
+from nodes.models.hunyuan_image_vae import to_diffusers_layout as vae_to_diffusers
+from nodes.models.qwen_image_demo import TEXT_WIDTH
+from nodes.output_claims import write_atomic
+
+SEED = 2121
+FILES = {
+    "transformer": "diffusion_models/hunyuanimage2.1_tiny.safetensors",
+    "vae": "vae/hunyuan_image_2.1_vae_tiny.safetensors",
+}
+VAE_CONFIG = {
+    "in_channels": 3,
+    "out_channels": 3,
+    "latent_channels": 64,
+    "block_out_channels": (32, 32, 32, 32, 128, 128),
+    "layers_per_block": 1,
+    "spatial_compression_ratio": 32,
+    "sample_size": 512,
+}
+DIT_CONFIG = {
+    "in_channels": 64,
+    "out_channels": 64,
+    "num_attention_heads": 2,
+    "attention_head_dim": 128,
+    "num_layers": 1,
+    "num_single_layers": 1,
+    "num_refiner_layers": 2,
+    "mlp_ratio": 4.0,
+    "patch_size": (1, 1),
+    "text_embed_dim": TEXT_WIDTH,
+    "rope_axes_dim": (64, 64),
+}
+_REFINER_BACK = {
+    "norm1.": "norm1.",
+    "norm2.": "norm2.",
+    "attn.to_out.0.": "self_attn_proj.",
+    "ff.net.0.proj.": "mlp.fc1.",
+    "ff.net.2.": "mlp.fc2.",
+    "norm_out.linear.": "adaLN_modulation.1.",
+}
+_DOUBLE_BACK = {
+    "norm1.linear.": "img_mod.linear.",
+    "norm1_context.linear.": "txt_mod.linear.",
+    "attn.norm_q.": "img_attn_q_norm.",
+    "attn.norm_k.": "img_attn_k_norm.",
+    "attn.to_out.0.": "img_attn_proj.",
+    "ff.net.0.proj.": "img_mlp.fc1.",
+    "ff.net.2.": "img_mlp.fc2.",
+    "attn.norm_added_q.": "txt_attn_q_norm.",
+    "attn.norm_added_k.": "txt_attn_k_norm.",
+    "attn.to_add_out.": "txt_attn_proj.",
+    "ff_context.net.0.proj.": "txt_mlp.fc1.",
+    "ff_context.net.2.": "txt_mlp.fc2.",
+}
+_SINGLE_BACK = {
+    "norm.linear.": "modulation.linear.",
+    "attn.norm_q.": "q_norm.",
+    "attn.norm_k.": "k_norm.",
+    "proj_out.": "linear2.",
+}
+_TOP_BACK = {
+    "x_embedder.proj.": "img_in.proj.",
+    "context_embedder.proj_in.": "txt_in.input_embedder.",
+    "context_embedder.time_text_embed.timestep_embedder.linear_1.": "txt_in.t_embedder.mlp.0.",
+    "context_embedder.time_text_embed.timestep_embedder.linear_2.": "txt_in.t_embedder.mlp.2.",
+    "context_embedder.time_text_embed.text_embedder.linear_1.": "txt_in.c_embedder.linear_1.",
+    "context_embedder.time_text_embed.text_embedder.linear_2.": "txt_in.c_embedder.linear_2.",
+    "time_guidance_embed.timestep_embedder.linear_1.": "time_in.mlp.0.",
+    "time_guidance_embed.timestep_embedder.linear_2.": "time_in.mlp.2.",
+    "proj_out.": "final_layer.linear.",
+}
+
+
+def _back(rest: str, table: dict[str, str]) -> str:
+    for new, old in table.items():
+        if rest.startswith(new):
+            return old + rest[len(new) :]
+    raise KeyError(rest)
+
+
+def dit_to_authors(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """diffusers' HunyuanImageTransformer2DModel tensors -> the authors' names (q/k/v fused, the single blocks'
+    q/k/v/MLP input fused, the final modulation as (shift, scale)); nodes.models.hunyuan_image must map them back."""
+    out: dict[str, torch.Tensor] = {}
+    for key, value in sd.items():
+        parts = key.split(".")
+        if key.startswith("context_embedder.token_refiner.refiner_blocks."):
+            base, rest = f"txt_in.individual_token_refiner.blocks.{parts[3]}.", ".".join(parts[4:])
+            if rest.startswith("attn.to_q."):
+                qkv = [sd[key.replace("to_q", n)] for n in ("to_q", "to_k", "to_v")]
+                out[base + "self_attn_qkv." + parts[-1]] = torch.cat(qkv)
+            elif not rest.startswith(("attn.to_k.", "attn.to_v.")):
+                out[base + _back(rest, _REFINER_BACK)] = value
+        elif key.startswith("transformer_blocks."):
+            base, rest = f"double_blocks.{parts[1]}.", ".".join(parts[2:])
+            for first, names, fused in (
+                ("attn.to_q.", ("to_q", "to_k", "to_v"), "img_attn_qkv."),
+                ("attn.add_q_proj.", ("add_q_proj", "add_k_proj", "add_v_proj"), "txt_attn_qkv."),
+            ):
+                if rest.startswith(first):
+                    out[base + fused + parts[-1]] = torch.cat([sd[key.replace(names[0], n)] for n in names])
+                    break
+            else:
+                if not rest.startswith(("attn.to_k.", "attn.to_v.", "attn.add_k_proj.", "attn.add_v_proj.")):
+                    out[base + _back(rest, _DOUBLE_BACK)] = value
+        elif key.startswith("single_transformer_blocks."):
+            base, rest = f"single_blocks.{parts[1]}.", ".".join(parts[2:])
+            if rest.startswith("attn.to_q."):
+                prefix = f"single_transformer_blocks.{parts[1]}."
+                pieces = [sd[f"{prefix}{n}.{parts[-1]}"] for n in ("attn.to_q", "attn.to_k", "attn.to_v", "proj_mlp")]
+                out[base + "linear1." + parts[-1]] = torch.cat(pieces)
+            elif not rest.startswith(("attn.to_k.", "attn.to_v.", "proj_mlp.")):
+                out[base + _back(rest, _SINGLE_BACK)] = value
+        elif key.startswith("norm_out.linear."):
+            scale, shift = value.chunk(2)
+            out["final_layer.adaLN_modulation.1." + parts[-1]] = torch.cat([shift, scale])
+        else:
+            out[_back(key, _TOP_BACK)] = value
+    back = to_diffusers_layout(out)
+    if back.keys() != sd.keys() or any(not torch.equal(back[k], sd[k]) for k in sd):
+        raise AssertionError("the Hunyuan Image 2.1 transformer layout does not convert back")
+    return out
+
+
+def vae_to_authors(sd: dict[str, torch.Tensor], config: dict = VAE_CONFIG) -> dict[str, torch.Tensor]:
+    """AutoencoderKLHunyuanImage tensors -> the authors' names; nodes.models.hunyuan_image_vae must map them back."""
+    levels, blocks = len(config["block_out_channels"]), config["layers_per_block"]
+    resamplers = config["spatial_compression_ratio"].bit_length() - 1
+    names: dict[str, str] = {}
+    for part, stage, per_stage, sampler in (
+        ("encoder", "down", blocks, "downsample"),
+        ("decoder", "up", blocks + 1, "upsample"),
+    ):
+        index = 0
+        for i in range(levels):
+            for j in range(per_stage):
+                names[f"{part}.{stage}_blocks.{index}."] = f"{part}.{stage}.{i}.block.{j}."
+                index += 1
+            if i < resamplers:
+                names[f"{part}.{stage}_blocks.{index}."] = f"{part}.{stage}.{i}.{sampler}."
+                index += 1
+    mid = {"resnets.0.": "block_1.", "attentions.0.": "attn_1.", "resnets.1.": "block_2."}
+    attn = {"to_q.": "q.", "to_k.": "k.", "to_v.": "v.", "proj.": "proj_out."}
+    out = {}
+    for key, value in sd.items():
+        part = key.split(".")[0]
+        if ".mid_block." in key:
+            rest = key[len(part) + len(".mid_block.") :]
+            head = next(m for m in mid if rest.startswith(m))
+            tail = rest[len(head) :]
+            tail = next((a + tail[len(d) :] for d, a in attn.items() if tail.startswith(d)), tail)
+            new = f"{part}.mid.{mid[head]}{tail}"
+        else:
+            prefix = next((p for p in names if key.startswith(p)), None)
+            new = (
+                key if prefix is None else names[prefix] + key[len(prefix) :].replace("conv_shortcut.", "nin_shortcut.")
+            )
+        out[new] = value
+    back = vae_to_diffusers(out)
+    if back.keys() != sd.keys() or any(not torch.equal(back[k], sd[k]) for k in sd):
+        raise AssertionError("the Hunyuan Image 2.1 VAE layout does not convert back")
+    return out
+
+
+def tiny_hunyuan_image_state_dicts(seed: int = SEED) -> dict[str, dict[str, torch.Tensor]]:
+    """The two files' tensors, in the published layouts and bfloat16."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        gen = torch.Generator().manual_seed(seed)
+        transformer = HunyuanImageTransformer2DModel(**DIT_CONFIG)
+        vae = AutoencoderKLHunyuanImage(**VAE_CONFIG)
+        randomize_constants(transformer, gen)  # norm scales start at one: a skipped or swapped norm would not show
+        randomize_constants(vae, gen)
+    sds = {"transformer": dit_to_authors(transformer.state_dict()), "vae": vae_to_authors(vae.state_dict())}
+    return {name: {k: v.to(torch.bfloat16).contiguous() for k, v in sd.items()} for name, sd in sds.items()}
+
+
+def build_demo_hunyuan_image(models_dir: Path, seed: int = SEED) -> list[Path]:
+    """Write hunyuan-image-2.1-tiny under a ComfyUI models folder; returns the paths written."""
+    written = []
+    for name, sd in tiny_hunyuan_image_state_dicts(seed).items():
+        path = Path(models_dir) / FILES[name]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, lambda tmp, sd=sd: save_file(sd, tmp, metadata={"format": "pt"}))
+        written.append(path)
+    return written
