@@ -40,7 +40,7 @@ REASONS: dict[str, str] = {
     "comfy_extras.nodes_video_model": VIDEO,
     "comfy_extras.nodes_camera_trajectory": VIDEO,
     "comfy_extras.nodes_context_windows": VIDEO,
-    "comfy_extras.nodes_hunyuan": family("HunyuanVideo / HunyuanDiT / Hunyuan Image"),
+    "comfy_extras.nodes_hunyuan": family("HunyuanVideo / HunyuanDiT"),
     "comfy_extras.nodes_audio": AUDIO,
     "comfy_extras.nodes_ace": AUDIO,
     "comfy_extras.nodes_audio_encoder": AUDIO,
