@@ -48,9 +48,8 @@ RULES: list[tuple[str, str]] = [
     ),
     (
         r"^(Wan|Empty.*Wan|TrimVideoLatent|ContextWindows|SCAIL|GenerateTracks|NormalizeVideoLatent|"
-        r"ReplaceVideoLatentFrames|SVD_|ImageOnlyCheckpointLoader|ARVideo|SamplerARVideo|FrameInterpolat|VOID|"
-        r"Kandinsky5|HunyuanVideo|EmptyHunyuan)",
-        "video model families (Wan, Hunyuan Video, Kandinsky 5, SVD, ...) are not implemented",
+        r"ReplaceVideoLatentFrames|ARVideo|SamplerARVideo|FrameInterpolat|VOID|Kandinsky5|HunyuanVideo|EmptyHunyuan)",
+        "video model families (Wan, Hunyuan Video, Kandinsky 5, ...) are not implemented",
     ),
     (
         r"MiniMax",

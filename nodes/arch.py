@@ -69,6 +69,7 @@ LATENT_FORMATS: dict[str, LatentFormat] = {
     "stable_cascade_b": STABLE_CASCADE_B_LATENT,
     "hunyuan_image": HUNYUAN_IMAGE_LATENT,
     "pixart_alpha": SD1_LATENT,  # ComfyUI's supported_models.PixArtAlpha: latent format SD15
+    "svd": SD1_LATENT,  # ComfyUI 0.3.64's supported_models.SVD_img2vid: latent format SD15
     "pixart_sigma": SDXL_LATENT,  # ComfyUI's supported_models.PixArtSigma: latent format SDXL
     # ComfyUI's latent_formats.SeedVR2: the causal VAE's 16 channels, already scaled by the VAE (its 0.9152)
     "seedvr2": LatentFormat(16, 1.0),
@@ -134,6 +135,9 @@ SAMPLING_CONFIGS: dict[str, dict[str, Any]] = {
     "pixart_sigma": {**_EPS, "beta_schedule": "sqrt_linear", "linear_start": 0.0001, "linear_end": 0.02},
     # the newest ComfyUI's supported_models.SeedVR2: model type FLOW (ModelSamplingDiscreteFlow) at shift 1
     "seedvr2": {"kind": "flow", "shift": 1.0, "multiplier": 1000},
+    # ComfyUI 0.3.64's supported_models.SVD_img2vid: V_PREDICTION_EDM, i.e. v-prediction on
+    # ModelSamplingContinuousEDM (sigma_data 1) between its sampling_settings' sigma_min 0.002 and sigma_max 700
+    "svd": {"kind": "continuous_edm", "prediction": "v", "sigma_min": 0.002, "sigma_max": 700.0, "sigma_data": 1.0},
 }
 
 

@@ -5,7 +5,8 @@ A CONDITIONING value is `[[tensor, options], ...]`; options may hold "pooled_out
 "mask_strength" / "set_area_to_bounds" (nodes.conditioning_areas), SDXL's sizes (SIZE_KEYS), "concat_latent_image"
 (InstructPix2Pix, inpainting), "reference_latents" / "reference_latents_method" (Flux Kontext) and MiniMax H3's
 "minimax_keyframes" / "minimax_refs" / "minimax_token_tags", Anima's "t5xxl_ids" / "t5xxl_weights" and unCLIP's
-"unclip_conditioning" (image embeddings with their strength and noise augmentation) and GLIGEN's "gligen" (text boxes).
+"unclip_conditioning" (image embeddings with their strength and noise augmentation), GLIGEN's "gligen" (text boxes)
+and SVD's "fps" / "motion_bucket_id" / "augmentation_level".
 A denoising-step invocation receives the tensors by name and the rest as plain params.
 """
 
@@ -19,6 +20,10 @@ import torch
 from cluster.refs import ModelRef
 from nodes.modelfns.hooks import schedule
 from nodes.models.components import ANIMA_KEYS, HIDREAM_KEYS, TEXT_MASK_KEYS
+from nodes.models.svd import DEFAULT_ADM as SVD_DEFAULT_ADM
+
+# Stable Video Diffusion's ADM values on a cond (ComfyUI's option names), in the order its model embeds them
+SVD_ADM_KEYS = ("fps", "motion_bucket_id", "augmentation_level")
 
 # SDXL's size conditioning (CLIPTextEncodeSDXL and the refiner's encoder); unset values default to the
 # latent's size in pixels, no crop, as ComfyUI's SDXL model does.
@@ -119,6 +124,8 @@ def flatten(name: str, conditioning: list, percent_to_sigma) -> tuple[dict[str, 
         if opts.get("stable_cascade_prior") is not None:  # StableCascade_StageB_Conditioning: stage B's effnet
             tensors[f"{key}.stable_cascade_prior"] = opts["stable_cascade_prior"]
         _animate2(opts, key, tensors, entry)
+        if any(opts.get(k) is not None for k in SVD_ADM_KEYS):  # SVD_img2vid_Conditioning: the model's ADM values
+            entry["svd_adm"] = [float(opts.get(k, d)) for k, d in zip(SVD_ADM_KEYS, SVD_DEFAULT_ADM, strict=True)]
         if opts.get("frame_rate") is not None:  # LTXVConditioning: the frame rate LTX-2's positions are timed by
             entry["frame_rate"] = float(opts["frame_rate"])
         if opts.get("unprocessed_ltxav_embeds"):  # LTX-2.5's text encoder: the transformer's connectors still to run

@@ -2,8 +2,8 @@
 replacements (sampler_cfg_function, carried on the MODEL by nodes.modelfns.model_options) that give each batch
 entry, a video's frame, its own guidance scale between min_cfg and the sampler's cfg. The arithmetic works
 on any MODEL's batch. ConditioningSetAreaPercentageVideo: an area in fractions of a video latent's frames, height
-and width (nodes.conditioning_areas cuts it per latent dimension). The module's other classes (SVD's checkpoint
-loader and conditioning) need the SVD model family, which is not implemented (comfy_bridge.nodes_doc)."""
+and width (nodes.conditioning_areas cuts it per latent dimension). The module's other classes, SVD's checkpoint
+loader and conditioning, are in svd.py."""
 
 from __future__ import annotations
 

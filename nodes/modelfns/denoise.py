@@ -29,6 +29,7 @@ from nodes.modelfns.network_patches import CALC_COND, apply_model, wrap_forward,
 from nodes.modelfns.shared_forward import run_lanes
 from nodes.models import unclip
 from nodes.models.components import ANIMA_KEYS, HIDREAM_KEYS, TEXT_MASK_KEYS, DiffusionModel
+from nodes.models.svd import DEFAULT_ADM as SVD_DEFAULT_ADM
 from nodes.models.unet import REFINER_AESTHETIC
 from nodes.sampling import context_windows
 from nodes.sampling.model_sampling import ModelSampling, model_sampling_from_config
@@ -509,6 +510,10 @@ class GuidedDenoiser:
             cond["pixart_size"] = torch.tensor(rows, dtype=torch.float32, device=device).repeat_interleave(n, dim=0)
         if any(e.get("unclip") for e in entries):
             cond.update(self._unclip(entries, n, device))
+        if self.model.arch == "svd":  # its ADM values per entry (ComfyUI's defaults where unset) and frame count
+            rows = [e.get("svd_adm", SVD_DEFAULT_ADM) for e in entries]
+            cond["svd_adm"] = torch.tensor(rows, dtype=torch.float32, device=device).repeat_interleave(n, dim=0)
+            cond["num_video_frames"] = n
         cond.update(self.av_shifts)
         if entries[0].get("frame_rate") is not None:  # LTXVConditioning's frame rate (LTX-2's positions)
             cond["frame_rate"] = entries[0]["frame_rate"]

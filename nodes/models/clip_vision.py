@@ -25,6 +25,8 @@ STD = (0.26862954, 0.26130258, 0.27577711)
 HEADS = 16
 OPEN_CLIP_MARKER = "visual.transformer.resblocks.0.attn.in_proj_weight"
 UNCLIP_PREFIX = "embedder.model."  # where SD2.1 unCLIP checkpoints keep their image encoder (ComfyUI's prefix)
+SVD_PREFIX = "conditioner.embedders.0.open_clip.model."  # and Stable Video Diffusion checkpoints theirs
+CHECKPOINT_PREFIXES = (UNCLIP_PREFIX, SVD_PREFIX)
 _OPEN_CLIP_VISION = {
     "class_embedding": "embeddings.class_embedding",
     "conv1.weight": "embeddings.patch_embedding.weight",
@@ -56,10 +58,13 @@ def preprocess(
 
 
 def to_transformers_layout(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """An OpenCLIP visual tower (`visual.*`, or an SD2.1 unCLIP checkpoint's `embedder.model.visual.*`) renamed to
-    transformers' names; other files pass through."""
-    if UNCLIP_PREFIX + OPEN_CLIP_MARKER in sd:
-        sd = {k[len(UNCLIP_PREFIX) :]: v for k, v in sd.items() if k.startswith(UNCLIP_PREFIX)}
+    """An OpenCLIP visual tower (`visual.*`, or an SD2.1 unCLIP checkpoint's `embedder.model.visual.*`, or an SVD
+    checkpoint's `conditioner.embedders.0.open_clip.model.visual.*`) renamed to transformers' names; other files pass
+    through."""
+    for prefix in CHECKPOINT_PREFIXES:
+        if prefix + OPEN_CLIP_MARKER in sd:
+            sd = {k[len(prefix) :]: v for k, v in sd.items() if k.startswith(prefix)}
+            break
     if OPEN_CLIP_MARKER not in sd:
         return sd
     visual = {k[len("visual.") :]: v for k, v in sd.items() if k.startswith("visual.")}
@@ -141,6 +146,6 @@ def is_clip_vision(keys) -> bool:
     keys = set(keys)
     return (
         OPEN_CLIP_MARKER in keys
-        or UNCLIP_PREFIX + OPEN_CLIP_MARKER in keys
+        or any(prefix + OPEN_CLIP_MARKER in keys for prefix in CHECKPOINT_PREFIXES)
         or "vision_model.embeddings.class_embedding" in keys
     )

@@ -342,6 +342,9 @@ def build_demo_models(models_dir: Path, include_flux: bool = True) -> list[Path]
         build_ltxv = getattr(_optional("nodes.models.ltxv_demo"), "build_demo_ltxv", None)
         if build_ltxv is not None:  # LTX-Video 0.9's checkpoint (transformer and video VAE)
             written += build_ltxv(models_dir)
+        build_svd = getattr(_optional("nodes.models.svd_demo"), "build_demo_svd", None)
+        if build_svd is not None:  # Stable Video Diffusion's checkpoint (UNet, temporal VAE, CLIP image encoder)
+            written += build_svd(models_dir)
         build_lotus = getattr(_optional("nodes.models.lotus_demo"), "build_demo_lotus", None)
         if build_lotus is not None:
             written += build_lotus(models_dir)

@@ -142,6 +142,18 @@ def is_hunyuan_image_vae(shapes: Shapes, prefix: str = "") -> bool:
     return shape is not None and len(shape) == 4 and shape[1] == 64
 
 
+# Stable Video Diffusion (Stability's svd / svd_xt.safetensors): ComfyUI 0.3.64's model_detection tells its VideoUNet by
+# a temporal transformer block in an input block; the checkpoint keeps its CLIP image encoder under this prefix
+# (supported_models.SVD_img2vid.clip_vision_prefix, less `visual.`).
+SVD_TEMPORAL_MARKER = ".1.time_stack.0.attn1.to_q.weight"
+SVD_CLIP_VISION_PREFIX = "conditioner.embedders.0.open_clip.model."
+
+
+def is_svd_unet(shapes: Shapes, prefix: str) -> bool:
+    """An SVD VideoUNet under `prefix` (nodes/models/svd.py)."""
+    return any(k.startswith(prefix + "input_blocks.") and k.endswith(SVD_TEMPORAL_MARKER) for k in shapes)
+
+
 def seedvr2_part(shapes: Shapes) -> str | None:
     """Which SeedVR2 file this is ("7B transformer", "3B transformer", "VAE"), or None."""
     for marker, width, part in SEEDVR2_TRANSFORMER_MARKERS:
@@ -378,6 +390,13 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
     if all(k in shapes for k in DIFFUSERS_UNET_MARKERS):  # a bare UNet in diffusers' names (Lotus-D's published file)
         return info(diffusers_unet_arch(shapes), "diffusion_model", {"diffusion_model"}, "diffusers")
     prefix = _prefix_with(shapes, "input_blocks.0.0.weight")
+    if prefix is not None and is_svd_unet(shapes, prefix):
+        # Stable Video Diffusion (ComfyUI 0.3.64's model_detection: a temporal transformer in an input block):
+        # Stability's svd(_xt).safetensors keep the temporal VAE and the CLIP image encoder beside the UNet
+        parts = {"diffusion_model"} | ({"vae"} if any(k.startswith("first_stage_model.") for k in keys) else set())
+        if any(k.startswith(SVD_CLIP_VISION_PREFIX) for k in keys):
+            parts.add("clip_vision")
+        return info("svd", "checkpoint" if len(parts) > 1 else "diffusion_model", parts, "ldm", prefix)
     if prefix is not None:
         return info(
             unet_arch(shapes, prefix),
