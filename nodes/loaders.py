@@ -201,6 +201,7 @@ _CLIP_TYPE_ARCH = {
     "hidream": "hidream",
     "stable_cascade": "stable_cascade_c",
     "ltxv": "ltxv",  # T5-XXL for LTX-Video 0.9 (nodes.models.ltxv_text); LTX-2.5's Gemma 4 is told apart above
+    "hunyuan_image": "hunyuan_image",  # Qwen2.5-VL with Hunyuan Image 2.1's template (nodes.models.hunyuan_image_text)
 }
 
 
@@ -289,6 +290,11 @@ def _single_clip_arch(path: Path, clip_type: str) -> str:
         raise ValueError(
             f"clip_name: {path.name} is a {file_arch} text encoder; CLIPLoader type {clip_type} loads "
             "T5-XXL (t5xxl_fp16.safetensors or t5xxl_fp8_e4m3fn_scaled.safetensors)"
+        )
+    if clip_type == "hunyuan_image" and file_arch != "qwen25":
+        raise ValueError(
+            f"clip_name: {path.name} is a {file_arch} text encoder; CLIPLoader type hunyuan_image loads Qwen2.5-VL "
+            "(qwen_2.5_vl_7b.safetensors)"
         )
     if clip_type == "flux2":
         raise ValueError(

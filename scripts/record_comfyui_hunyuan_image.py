@@ -5,7 +5,8 @@ Run inside ComfyUI's own environment (it imports ComfyUI's modules; nothing of C
 `comfy-cluster demo-models` (or nodes.models.hunyuan_image_demo.build_demo_hunyuan_image) wrote the tiny files:
 
     cd <ComfyUI 0.3.64 source> && PYTHONPATH=<shim>:. OMP_NUM_THREADS=2 <ComfyUI venv>/bin/python \\
-        /work/main/scripts/record_comfyui_hunyuan_image.py tests/models/fixtures/comfyui_hunyuan_image.json <models>
+        /work/main/scripts/record_comfyui_hunyuan_image.py tests/models/fixtures/comfyui_hunyuan_image.json <models> \\
+        workflows_json/hunyuan_image_2_1_t2i.json
 
 ComfyUI 0.3.64 reads the transformer's widths from the file (its heads are 128 wide) but fixes the 32x VAE's
 (128..1024, two resnets per stage): so that its own classes load the tiny VAE, this script gives its Encoder and
@@ -13,32 +14,96 @@ Decoder the tiny file's stage widths and resnet count, and changes nothing else 
 the posterior's mode, (x+1)/2 clamped; model detection, model_base.HunyuanImage21, its FLOW sampling at shift 5
 and latent format are ComfyUI's).
 
-Recorded: the transformer's raw output on seeded inputs (two latent sizes, a batch of two timesteps); the whole
+Its Qwen2.5-VL config is given the tiny text encoder's sizes (and told by its width), as
+scripts/record_comfyui_qwen_image.py does; CLIPLoader type hunyuan_image's tokenizer, template, layer -3 and template
+cut are ComfyUI's.
+
+Recorded: the text encoder's tokens and conditioning (with CLIPSetLastLayer -2 too); the transformer's raw output on seeded inputs (two latent sizes, a batch of two timesteps); the whole
 model's denoised prediction with the latent format and model sampling; the VAE's decode and encode; and the
-HunyuanRefinerLatent node's outputs. Inputs are seeded draws the test makes again (their sums are stored);
+HunyuanRefinerLatent node's outputs; and the shipped workflow (workflows_json/hunyuan_image_2_1_t2i.json, the
+third argument) run node by node with ComfyUI's node classes: the image as SaveImage would write it. Inputs are seeded draws the test makes again (their sums are stored);
 outputs above MAX_RECORDED_VALUES are kept as strided grids.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 
 import torch
-from comfyui_recording import MAX_RECORDED_VALUES, b64, comfyui_on_cpu, sha256, write_json
+from comfyui_recording import MAX_RECORDED_VALUES, b64, comfyui_on_cpu, node_classes, run_prompt, sha256, write_json
 
-OUT, MODELS = sys.argv[1:3]
+OUT, MODELS, WORKFLOW = sys.argv[1:4]
 comfyui_on_cpu()
 import comfy.ldm.hunyuan_video.vae  # noqa: E402
 import comfy.sd  # noqa: E402
+import comfy.text_encoders.llama  # noqa: E402
 import comfy.utils  # noqa: E402
 import comfy_extras.nodes_hunyuan as nodes_hunyuan  # noqa: E402
+import folder_paths  # noqa: E402
 
 COMMIT = "a125cd84b054a57729b5eecab930ca9408719832"
 FILES = {
     "transformer": "diffusion_models/hunyuanimage2.1_tiny.safetensors",
     "vae": "vae/hunyuan_image_2.1_vae_tiny.safetensors",
+    "text_encoder": "text_encoders/qwen_2.5_vl_7b_hunyuan_image_tiny.safetensors",
 }
 TEXT_WIDTH = 32  # the tiny Qwen2.5-VL's (nodes.models.qwen_image_demo)
+HEAD = 128  # ComfyUI's Qwen2.5-VL head width
+PROMPTS = {
+    "plain": "a red cube on a wooden table",
+    "quoted": 'a sign that says "OPEN" and \u201cbienvenue\u201d',
+    "weights_syntax": "a (red:1.3) cube, \\(escaped\\)",
+    "refiner_chat": "<|start_header_id|>system<|end_header_id|>\n\nMake the image high quality, with sharp detail "
+    "and natural colour, keeping the composition as it is.<|eot_id|>a red cube",
+    "empty": "",
+}
+
+
+def tiny_text_sizes(te: dict) -> None:
+    """Give ComfyUI's Qwen2.5-VL-7B config the tiny file's sizes and tell it by the tiny width (as
+    scripts/record_comfyui_qwen_image.py does)."""
+    vocab, hidden = te["model.embed_tokens.weight"].shape
+    sizes = dict(
+        vocab_size=vocab,
+        hidden_size=hidden,
+        num_hidden_layers=len({k.split(".")[2] for k in te if k.startswith("model.layers.")}),
+        intermediate_size=te["model.layers.0.mlp.gate_proj.weight"].shape[0],
+        num_attention_heads=te["model.layers.0.self_attn.q_proj.weight"].shape[0] // HEAD,
+        num_key_value_heads=te["model.layers.0.self_attn.k_proj.weight"].shape[0] // HEAD,
+    )
+    config = comfy.text_encoders.llama.Qwen25_7BVLI_Config
+    comfy.text_encoders.llama.Qwen25_7BVLI_Config = lambda **kw: config(**{**sizes, **kw})
+    detect_te = comfy.sd.detect_te_model
+
+    def detect_te_tiny(sd):
+        if sd.get("model.layers.0.post_attention_layernorm.weight", torch.empty(0)).shape[0] == hidden:
+            return comfy.sd.TEModel.QWEN25_7B
+        return detect_te(sd)
+
+    comfy.sd.detect_te_model = detect_te_tiny
+
+
+def record_text(clip) -> dict:
+    out = {}
+    for name, text in PROMPTS.items():
+        for layer in (None, -2):
+            if layer is not None and name != "plain":
+                continue
+            c = clip.clone()
+            if layer is not None:
+                c.clip_layer(layer)
+            tokens = c.tokenize(text)
+            result = c.encode_from_tokens(tokens, return_pooled=True, return_dict=True)
+            out[name if layer is None else f"{name}_layer_{layer}"] = {
+                "prompt": text,
+                "layer": layer,
+                "ids": [t for t, *_ in tokens["qwen25_7b"][0]],
+                "byt5_ids": [t for t, *_ in tokens["byt5"][0]] if "byt5" in tokens else None,
+                "cond": b64(result["cond"]),
+                "extra_keys": sorted(k for k in result if k not in ("cond", "pooled_output")),
+            }
+    return out
 
 
 def tiny_vae_widths(vae_sd: dict) -> None:
@@ -151,6 +216,10 @@ def main() -> None:
     torch.set_num_threads(2)
     paths = {name: f"{MODELS}/{rel}" for name, rel in FILES.items()}
     tiny_vae_widths(comfy.utils.load_torch_file(paths["vae"]))
+    tiny_text_sizes(comfy.utils.load_torch_file(paths["text_encoder"]))
+    for folder in ("diffusion_models", "text_encoders", "vae"):
+        folder_paths.add_model_folder_path(folder, f"{MODELS}/{folder}", is_default=True)
+    clip = comfy.sd.load_clip(ckpt_paths=[paths["text_encoder"]], clip_type=comfy.sd.CLIPType.HUNYUAN_IMAGE)
     patcher = comfy.sd.load_diffusion_model(paths["transformer"])
     vae = comfy.sd.VAE(sd=comfy.utils.load_torch_file(paths["vae"]))
     record = {
@@ -166,6 +235,10 @@ def main() -> None:
         "denoised": record_denoised(patcher),
         "vae": record_vae(vae),
         "refiner_latent": record_refiner_latent(),
+        "text": record_text(clip),
+        "workflow": run_prompt(
+            json.loads(open(WORKFLOW).read()), node_classes(nodes_hunyuan), max_values=MAX_RECORDED_VALUES
+        ),
     }
     print(write_json(OUT, record))
 

@@ -187,9 +187,10 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     (None, r"^seedvr2_ema_vae", "seedvr2_ema_vae_fp16_tiny.safetensors"),
     (None, r"^seedvr2_3b", "seedvr2_3b_tiny.safetensors"),
     (None, r"^seedvr2_7b", "seedvr2_7b_tiny.safetensors"),
-    # Hunyuan Image 2.1 (nodes/models/hunyuan_image_demo.py): the DiT and its 32x VAE (its text encoders: not yet)
+    # Hunyuan Image 2.1 (nodes/models/hunyuan_image_demo.py): the DiT, its 32x VAE and a 4-layer Qwen2.5-VL (layer -3)
     (None, r"^hunyuan_?image_?2\.1.*vae", "hunyuan_image_2.1_vae_tiny.safetensors"),
     (None, r"^hunyuanimage2\.1(?!.*(refiner|distilled))", "hunyuanimage2.1_tiny.safetensors"),
+    (r"^hunyuanimage2\.1", r"^qwen_2\.5_vl_7b", "qwen_2.5_vl_7b_hunyuan_image_tiny.safetensors"),
     # HiDream-I1 (full, dev, fast) and E1 / E1.1: one tiny transformer (the same layout), its four text encoders
     # and Flux's VAE (nodes/models/hidream_demo.py)
     (None, r"^hidream_(i1|e1)", "hidream_i1_tiny.safetensors"),

@@ -1,11 +1,14 @@
-"""hunyuan-image-2.1-tiny: a deterministic tiny Hunyuan Image 2.1 in the layouts its published files have, two files:
+"""hunyuan-image-2.1-tiny: a deterministic tiny Hunyuan Image 2.1 in the layouts its published files have, three files:
 - diffusion_models/hunyuanimage2.1_tiny.safetensors: the DiT in the authors' names (`double_blocks.N.img_attn_qkv`,
   `single_blocks.N.linear1`, `txt_in.individual_token_refiner.blocks.N`, `final_layer.adaLN_modulation.1` as
   (shift, scale)), 2 heads of ComfyUI's fixed 128, one dual- and one single-stream block, two token-refiner blocks,
   taking the 32-wide states of the tiny Qwen2.5-VL (text_encoders/qwen_2.5_vl_7b_tiny.safetensors,
   nodes.models.qwen_image_demo); without the ByT5 glyph mapper (its widths are fixed at 1472 -> 2048);
 - vae/hunyuan_image_2.1_vae_tiny.safetensors: the 32x VAE in the authors' names (`encoder.down.N.block.M`,
-  `.downsample.conv`, `decoder.up.N.upsample.conv`, `mid.attn_1.q`), six stages 32..128 wide, one resnet each.
+  `.downsample.conv`, `decoder.up.N.upsample.conv`, `mid.attn_1.q`), six stages 32..128 wide, one resnet each;
+- text_encoders/qwen_2.5_vl_7b_hunyuan_image_tiny.safetensors: the tiny Qwen-Image Qwen2.5-VL's shape (`model.*`,
+  the real vocabulary, 32 wide, ComfyUI's 128-wide heads) four layers deep, so that Hunyuan Image's third block
+  from the end (ComfyUI's layer -3) exists; CLIPLoader type hunyuan_image reads it.
 bfloat16 like the published files. Same seed -> byte-identical files."""
 
 from __future__ import annotations
@@ -15,18 +18,22 @@ from pathlib import Path
 import torch
 from diffusers import AutoencoderKLHunyuanImage, HunyuanImageTransformer2DModel
 from safetensors.torch import save_file
+from transformers import Qwen2Config, Qwen2Model
 
 from nodes.models.flux_demo import randomize_constants
 from nodes.models.hunyuan_image import to_diffusers_layout
 from nodes.models.hunyuan_image_vae import to_diffusers_layout as vae_to_diffusers
-from nodes.models.qwen_image_demo import TEXT_WIDTH
+from nodes.models.qwen_image_demo import TEXT_WIDTH, VOCAB
+from nodes.models.qwen_image_text import HEAD_DIM, RMS_EPS, ROPE_THETA
 from nodes.output_claims import write_atomic
 
 SEED = 2121
 FILES = {
     "transformer": "diffusion_models/hunyuanimage2.1_tiny.safetensors",
     "vae": "vae/hunyuan_image_2.1_vae_tiny.safetensors",
+    "text_encoder": "text_encoders/qwen_2.5_vl_7b_hunyuan_image_tiny.safetensors",
 }
+TEXT_LAYERS = 4
 VAE_CONFIG = {
     "in_channels": 3,
     "out_channels": 3,
@@ -182,7 +189,7 @@ def vae_to_authors(sd: dict[str, torch.Tensor], config: dict = VAE_CONFIG) -> di
 
 
 def tiny_hunyuan_image_state_dicts(seed: int = SEED) -> dict[str, dict[str, torch.Tensor]]:
-    """The two files' tensors, in the published layouts and bfloat16."""
+    """The three files' tensors, in the published layouts and bfloat16."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         gen = torch.Generator().manual_seed(seed)
@@ -190,7 +197,25 @@ def tiny_hunyuan_image_state_dicts(seed: int = SEED) -> dict[str, dict[str, torc
         vae = AutoencoderKLHunyuanImage(**VAE_CONFIG)
         randomize_constants(transformer, gen)  # norm scales start at one: a skipped or swapped norm would not show
         randomize_constants(vae, gen)
-    sds = {"transformer": dit_to_authors(transformer.state_dict()), "vae": vae_to_authors(vae.state_dict())}
+        text = Qwen2Model(
+            Qwen2Config(
+                vocab_size=VOCAB,
+                hidden_size=TEXT_WIDTH,
+                intermediate_size=64,
+                num_hidden_layers=TEXT_LAYERS,
+                num_attention_heads=2,
+                num_key_value_heads=1,
+                head_dim=HEAD_DIM,
+                rope_theta=ROPE_THETA,
+                rms_norm_eps=RMS_EPS,
+            )
+        )
+        randomize_constants(text, gen)
+    sds = {
+        "transformer": dit_to_authors(transformer.state_dict()),
+        "vae": vae_to_authors(vae.state_dict()),
+        "text_encoder": {f"model.{k}": v for k, v in text.state_dict().items()},
+    }
     return {name: {k: v.to(torch.bfloat16).contiguous() for k, v in sd.items()} for name, sd in sds.items()}
 
 

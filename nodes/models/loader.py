@@ -433,6 +433,9 @@ def load_text_encoder(ref: ModelRef) -> TextEncoder:
     if clip_type == "wan" or any(i.arch == "umt5" for i in infos):  # ComfyUI's CLIPLoader type wan: umt5-xxl
         _refuse_merges(ref, path, "these text encoders")
         return _dispatch("load_text_encoder", ref, _sd(ref), "wan21")
+    if clip_type == "hunyuan_image":  # ComfyUI's type hunyuan_image: Qwen2.5-VL read with Hunyuan Image's template
+        _refuse_merges(ref, path, "these text encoders")
+        return _dispatch("load_text_encoder", ref, [_sd(ref, i) for i in range(len(ref.sources))], "hunyuan_image")
     if clip_type == "qwen_image" or any(i.arch in ("qwen25", "qwen_image") for i in infos):
         # ComfyUI: a Qwen2.5-VL-7B file is Qwen-Image's encoder (whatever the CLIPLoader type but hunyuan_image).
         _refuse_merges(ref, path, "these text encoders")

@@ -1,10 +1,11 @@
 """Hunyuan Image 2.1 against ComfyUI 0.3.64 run on the same tiny files (scripts/record_comfyui_hunyuan_image.py ->
 fixtures/comfyui_hunyuan_image.json.xz): detection of the published layouts, the transformer's raw output, the
-denoised prediction with the latent format and model sampling, the 32x VAE's decode and encode, and the
-HunyuanRefinerLatent node."""
+denoised prediction with the latent format and model sampling, the 32x VAE's decode and encode, the
+HunyuanRefinerLatent node, and CLIPLoader type hunyuan_image's tokens and conditioning."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from pathlib import Path
 
@@ -157,3 +158,29 @@ def test_refiner_latent_node_equals_comfyui(case):
     assert [pos[0][1]["noise_augmentation"], neg[0][1]["noise_augmentation"]] == case["augmentation_out"]
     assert list(out["samples"].shape) == case["latent_out_shape"]
     assert float(out["samples"].abs().sum()) == case["latent_out_abs_sum"]
+
+
+@pytest.fixture(scope="module")
+def text_encoder(files):
+    ref = make_ref("text_encoder", "hunyuan_image", [files["text_encoder"]], clip_type="hunyuan_image")
+    return loader.load_text_encoder(ref)
+
+
+@pytest.mark.parametrize("name", sorted(FIXTURE["text"]))
+def test_text_encoder_tokens_and_conditioning_equal_comfyui(text_encoder, name):
+    rec = FIXTURE["text"][name]
+    encoder = text_encoder if rec["layer"] is None else dataclasses.replace(text_encoder, layer=rec["layer"])
+    tokens = encoder.tokenize(rec["prompt"])
+    assert [t for t, _ in tokens["qwen25_7b"][0]] == rec["ids"]
+    cond, pooled = encoder.encode(tokens)
+    assert pooled is None and rec["extra_keys"] == []  # no masked token: ComfyUI drops the mask
+    assert cond.shape == tensor(rec["cond"]).shape
+    assert torch.allclose(cond, tensor(rec["cond"]), atol=TOL, rtol=0)
+
+
+def test_text_encoder_layer_choice_and_refiner_cut_matter():
+    text = FIXTURE["text"]
+    assert not torch.allclose(tensor(text["plain"]["cond"]), tensor(text["plain_layer_-2"]["cond"]), atol=1e-3)
+    refiner = text["refiner_chat"]
+    assert refiner["ids"][0] == 27 and len(refiner["ids"]) > 36  # the refiner rule: cut at 36
+    assert tensor(refiner["cond"]).shape[1] == len(refiner["ids"]) - 36
