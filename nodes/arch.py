@@ -57,6 +57,7 @@ LATENT_FORMATS: dict[str, LatentFormat] = {
     "pixeldit": CHROMA_RADIANCE_LATENT,  # pixel space (the newest ComfyUI's supported_models.PixelDiT)
     "hidream": FLUX_LATENT,  # ComfyUI's supported_models.HiDream: latent format Flux (Flux's VAE)
     "anima": WAN21_LATENT,  # ComfyUI's supported_models.Anima: latent format Wan21 (Qwen-Image's VAE)
+    "mage_flow": FLUX2_LATENT,  # ComfyUI's supported_models.MageFlow: latent_formats.Flux2, used raw
     "krea2": WAN21_LATENT,  # Qwen-Image's VAE, normalised by its latents_mean/std (diffusers' Krea2Pipeline)
     "flux3": FLUX2_LATENT,  # the template loads flux2-vae: FLUX.2's standardised 128-channel latents
     "moss_image": FLUX2_LATENT,  # FLUX.2's VAE (small decoder): the pipeline de-normalises by its batch norm
@@ -108,6 +109,9 @@ SAMPLING_CONFIGS: dict[str, dict[str, Any]] = {
     "hidream": {"kind": "flow", "shift": 1.0, "multiplier": 1000},
     # Krea 2: the exponential time shift at mu 1.15 (diffusers' Krea2Pipeline for the turbo model; the style
     # reference template sets ModelSamplingFlux to 1.15 at 1024x1024, the same value).
+    # Mage-Flow: ComfyUI's supported_models.MageFlow (model type FLOW: ModelSamplingDiscreteFlow, multiplier 1,
+    # shift 6), read from the newest source.
+    "mage_flow": {"kind": "flow", "shift": 6.0, "multiplier": 1.0},
     "krea2": {"kind": "flux", "shift": 1.15},
     # FLUX 3: a constant flow shift of 6.93 with sigma as the timestep (diffusers 0.42's Flux3SetTimestepsStep:
     # FlowMatchEulerDiscreteScheduler(shift=6.93) over linspace(1, 1/n, n), which 'simple' reproduces).

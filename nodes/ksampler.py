@@ -47,7 +47,7 @@ from nodes.sampling.schedules import SCHEDULER_NAMES, advanced_sigmas, ksampler_
 # The pixels per latent cell of the families whose VAE is not 8x (ComfyUI's latent formats'
 # spacial_downscale_ratio): an empty latent made for another ratio is resized to theirs.
 DOWNSCALE_KEY = "downscale_ratio_spacial"
-SPATIAL_DOWNSCALE = {"flux2": 16, "flux3": 16, "qwen_image21": 16, "wan22_5b": 16, "ltxv": 32}
+SPATIAL_DOWNSCALE = {"flux2": 16, "flux3": 16, "mage_flow": 16, "qwen_image21": 16, "wan22_5b": 16, "ltxv": 32}
 
 
 def fix_empty_latent_channels(model: ModelRef, latent: torch.Tensor, downscale: int | None = None) -> torch.Tensor:

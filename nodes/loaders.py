@@ -181,6 +181,7 @@ CLIP_TYPES = [
     "krea2",
     "minimax",
     "flux3",
+    "mage",
     "moss_image",
     "pixeldit",
 ]
@@ -244,6 +245,11 @@ def _single_clip_arch(path: Path, clip_type: str) -> str:
         return "ltx2"
     if file_arch == "mistral3":  # ComfyUI reads Mistral 3 (FLUX.2 dev's encoder) whatever the type
         return "flux2"
+    if clip_type == "mage" and file_arch != "qwen3vl":
+        raise ValueError(
+            f"clip_name: {path.name} is a {file_arch} file; CLIPLoader type mage loads Mage-Flow's Qwen3-VL-4B text "
+            "encoder (qwen3vl_4b*.safetensors)"
+        )
     if clip_type == "flux3" and file_arch != "qwen3vl":
         raise ValueError(
             f"clip_name: {path.name} is a {file_arch} file; CLIPLoader type flux3 loads FLUX 3's Qwen3-VL-4B text "
@@ -260,10 +266,13 @@ def _single_clip_arch(path: Path, clip_type: str) -> str:
             return "minimax_h3"
         if clip_type == "flux3":  # FLUX 3's Qwen3-VL-4B
             return "flux3"
+        if clip_type == "mage":  # Mage-Flow's Qwen3-VL-4B
+            return "mage_flow"
         if clip_type != "qwen_image":
             raise ValueError(
                 f"clip_name: {path.name} is a Qwen3-VL text encoder; it loads as Krea 2's with "
-                f"CLIPLoader type krea2, as FLUX 3's with type flux3, as MiniMax H3's with type minimax or as "
+                f"CLIPLoader type krea2, as FLUX 3's with type flux3, as Mage-Flow's with type mage, as MiniMax H3's "
+                f"with type minimax or as "
                 f"Qwen-Image 2.1's with type qwen_image, not {clip_type}"
             )
         return "qwen_image21"

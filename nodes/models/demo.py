@@ -300,6 +300,9 @@ def build_demo_models(models_dir: Path, include_flux: bool = True) -> list[Path]
         build_qwen_image21 = getattr(_optional("nodes.models.qwen_image21_demo"), "build_demo_qwen_image21", None)
         if build_qwen_image21 is not None:
             written += build_qwen_image21(models_dir)
+        build_mage_flow = getattr(_optional("nodes.models.mage_flow_demo"), "build_demo_mage_flow", None)
+        if build_mage_flow is not None:  # its text encoder is qwen-image-2.1-tiny's Qwen3-VL
+            written += build_mage_flow(models_dir)
         build_krea2 = getattr(_optional("nodes.models.krea2_demo"), "build_demo_krea2", None)
         if build_krea2 is not None:
             written += build_krea2(models_dir)

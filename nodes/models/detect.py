@@ -26,6 +26,12 @@ QWEN_IMAGE_MARKER = "txt_norm.weight"
 # model_detection (upstream commit 79cdbc81) reads this key as use_additional_t_cond, default_ref_method
 # "negative_index"; the rest of the file is Qwen-Image's layout.
 QWEN_IMAGE_LAYERED_MARKER = "time_text_embed.addition_t_embedding.weight"
+# Mage-Flow (Comfy-Org/Mage-Flow's mage_flow*_int8_convrot.safetensors): Qwen-Image's names and block layout with
+# patch size 1, so img_in reads the Mage-VAE latent's 128 channels unpacked where Qwen-Image's reads 2x2 patches of
+# 16 (64); read from the published files' headers.
+MAGE_FLOW_CHANNELS = 128
+# Mage-VAE (Comfy-Org/Mage-Flow's vae/mage_flow_vae_bf16.safetensors): the newest ComfyUI source's comfy/sd.py key
+MAGE_VAE_MARKER = "student.dconv_encoder.proj_out.weight"
 # Qwen-Image 2.1: the newest ComfyUI source's model_detection needs all of these and one of the MLP names below
 # (img_mlp.gate_up in ComfyUI's own files, img_mlp.proj in split ones).
 QWEN_IMAGE21_KEYS = (
@@ -99,7 +105,7 @@ _PIPELINES = {
 @dataclass(frozen=True)
 class CheckpointInfo:
     """What `probe` found. arch: sd1 | sd2 | sdxl | flux | flux2 | sd3 | zimage | qwen_image | wan21 | wan22_5b
-    (qwen_image21: Qwen-Image 2.1, krea2: Krea 2, anima: Anima, flux3: FLUX 3, minimax_h3: MiniMax H3, ltx2: LTX-2 audio-video) for models (and Qwen-Image's Wan VAE), clip | t5 | umt5 | qwen3 | qwen3_06b (Anima's Qwen3) | qwen3vl | qwen35 (Qwen3.5) | qwen25 (a Qwen2.5 language model) | gemma3 | mistral3 (FLUX.2 dev's) for bare
+    (qwen_image21: Qwen-Image 2.1, mage_flow: Mage-Flow, krea2: Krea 2, anima: Anima, flux3: FLUX 3, minimax_h3: MiniMax H3, ltx2: LTX-2 audio-video) for models (and Qwen-Image's Wan VAE), clip | t5 | umt5 | qwen3 | qwen3_06b (Anima's Qwen3) | qwen3vl | qwen35 (Qwen3.5) | qwen25 (a Qwen2.5 language model) | gemma3 | mistral3 (FLUX.2 dev's) for bare
     text encoders.
     kind: checkpoint | diffusion_model | vae | text_encoder | controlnet | lora | diffusers.
     components: which of diffusion_model, vae, text_encoder, controlnet the file can provide.
@@ -367,6 +373,8 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
     if prefix is not None and prefix + LTX2_TIME_MARKER in shapes:  # LTX-2 audio-video (ComfyUI's "ltxav")
         parts = {"diffusion_model"} | ({"vae"} if any(k.startswith("vae.") for k in keys) else set())
         return info("ltx2", "checkpoint" if len(parts) > 1 else "diffusion_model", parts, "ltx", prefix)
+    if prefix is not None and shapes.get(prefix + "img_in.weight", (0, 0))[1:] == (MAGE_FLOW_CHANNELS,):
+        return info("mage_flow", "diffusion_model", {"diffusion_model"}, "diffusers", prefix)
     prefix = _prefix_with(shapes, LTX2_TIME_MARKER)
     if prefix is not None and prefix + "patchify_proj.weight" in shapes:  # LTX-Video 0.9 (ComfyUI 0.3.64's "ltxv")
         parts = {"diffusion_model"} | ({"vae"} if any(k.startswith("vae.") for k in keys) else set())
@@ -414,6 +422,8 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
         arch = (
             "qwen_image21"
             if is_qwen_image21_vae(shapes, prefix)
+    if MAGE_VAE_MARKER in shapes:  # Mage-VAE: its encoder under `student.`, its decoder under `pipeline.`
+        return info("mage_flow", "vae", {"vae"}, "mage")
             else "wan22_5b"
             if prefix + WAN22_VAE_MARKER in shapes
             else "qwen_image"

@@ -45,6 +45,7 @@ DIT_ARCHS = (
     "lumina2",
     "qwen_image",
     "qwen_image21",
+    "mage_flow",
     "krea2",
     "anima",
     "chroma",
@@ -103,6 +104,7 @@ _ARCH_MODULES = {
     "qwen_image": ("nodes.models.qwen_image",),
     "qwen_image21": ("nodes.models.qwen_image21",),
     "krea2": ("nodes.models.krea2",),
+    "mage_flow": ("nodes.models.mage_flow",),
     "anima": ("nodes.models.anima",),
     "hidream": ("nodes.models.hidream",),
     "chroma": ("nodes.models.chroma",),
@@ -383,19 +385,21 @@ def load_text_encoder(ref: ModelRef) -> TextEncoder:
         # one with type krea2 Krea 2's.
         # With type minimax, MiniMax H3's Qwen3-VL-32B (truncated to 50 layers).
         # With type flux3, FLUX 3's Qwen3-VL-4B.
-        if clip_type in ("krea2", "minimax", "flux3"):
+        # With type mage, Mage-Flow's Qwen3-VL-4B.
+        if clip_type in ("krea2", "minimax", "flux3", "mage"):
             _refuse_merges(ref, path, "these text encoders")
             return _dispatch(
                 "load_text_encoder",
                 ref,
                 [_sd(ref, i) for i in range(len(ref.sources))],
-                {"minimax": "minimax_h3"}.get(clip_type, clip_type),
+                {"minimax": "minimax_h3", "mage": "mage_flow"}.get(clip_type, clip_type),
             )
         if clip_type not in (None, "qwen_image"):
             raise ModelLoadError(
                 path,
                 f"a Qwen3-VL text encoder is read here only as Qwen-Image 2.1's (CLIPLoader "
-                f"type qwen_image), Krea 2's (krea2), FLUX 3's (flux3) or MiniMax H3's (minimax), not as type "
+                f"type qwen_image), Krea 2's (krea2), FLUX 3's (flux3), Mage-Flow's (mage) or MiniMax H3's (minimax), "
+                f"not as type "
                 f"{clip_type}",
             )
         _refuse_merges(ref, path, "these text encoders")

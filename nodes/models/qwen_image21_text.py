@@ -142,13 +142,31 @@ class QwenImage21TextEncoder(TextEncoder):
         """(conditioning [1, T, D], image slots): without `keep_vision` the images' tokens are left out and the
         slots say where each image's tokens stood in the conditioning; with it there are no slots."""
         ids = [t for chunk in tokens[SUB] for t, _ in chunk]
+        states, placed = self.read_with_images(ids, images)
+        # The system turn: every token before the second <|im_start|>, counted after the images' expansion.
+        starts = [expanded_index(i, placed) for i, t in enumerate(ids) if t == IM_START]
+        keep = torch.ones(states.shape[1], dtype=torch.bool)
+        keep[: starts[1] if len(starts) > 1 else 0] = False
+        slots = []
+        if not keep_vision:
+            for at, n, _ in placed:
+                keep[at : at + n] = False
+                slots.append(int(keep[:at].sum()))
+        return states[:, keep.to(states.device)].float(), slots
+
+    def read_with_images(
+        self, ids: list[int], images: Sequence[torch.Tensor]
+    ) -> tuple[torch.Tensor, list[tuple[int, int, tuple[int, int, int]]]]:
+        """The last decoder layer's states for token `ids` with each of `images` read by the vision tower into
+        the next <|image_pad|> (extra pads stay text), and where each image's tokens were placed (start, count,
+        grid) in the expanded sequence."""
         model = self.modules[SUB]
         embeds = model.embed_tokens(torch.tensor([ids], device=model.embed_tokens.weight.device))
         pads = [i for i, t in enumerate(ids) if t == IMAGE_PAD_ID][: len(images)]
         if pads and VISION not in self.modules:
             raise ValueError(
                 "clip: this Qwen3-VL text encoder file has no vision tower (model.visual.* tensors), so it "
-                "cannot read reference images; use a qwen3vl_8b file that has one"
+                "cannot read reference images; use a Qwen3-VL file that has one"
             )
         placed: list[tuple[int, int, tuple[int, int, int]]] = []
         seen: list[VisionEmbeddings] = []
@@ -160,18 +178,7 @@ class QwenImage21TextEncoder(TextEncoder):
             placed.append((at, vision.tokens, vision.grid))
             seen.append(vision)
             shift += vision.tokens - 1
-        states = self._last_layer(model, embeds, placed, seen)
-        # The system turn: every token before the second <|im_start|>, counted after the images' expansion.
-        grown = [(pad, n - 1) for pad, (_, n, _) in zip(pads, placed)]
-        starts = [i + sum(g for pad, g in grown if pad < i) for i, t in enumerate(ids) if t == IM_START]
-        keep = torch.ones(states.shape[1], dtype=torch.bool)
-        keep[: starts[1] if len(starts) > 1 else 0] = False
-        slots = []
-        if not keep_vision:
-            for at, n, _ in placed:
-                keep[at : at + n] = False
-                slots.append(int(keep[:at].sum()))
-        return states[:, keep.to(states.device)].float(), slots
+        return self._last_layer(model, embeds, placed, seen), placed
 
     @staticmethod
     def _last_layer(model, embeds: torch.Tensor, placed, seen: Sequence[VisionEmbeddings]) -> torch.Tensor:
@@ -200,6 +207,16 @@ class QwenImage21TextEncoder(TextEncoder):
             states = states.clone()
             states[mask] = states[mask] + deepstack[last]
         return states
+
+
+def expanded_index(i: int, placed: Sequence[tuple[int, int, tuple[int, int, int]]]) -> int:
+    """Where token `i` of the unexpanded ids sits once each placed image's one pad became its tokens."""
+    shift = 0
+    for at, n, _ in placed:  # `at` is in the expanded sequence: its pad stood at at - shift
+        if at - shift >= i:
+            break
+        shift += n - 1
+    return i + shift
 
 
 def load_text_encoder(
