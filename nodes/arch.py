@@ -69,6 +69,8 @@ LATENT_FORMATS: dict[str, LatentFormat] = {
     "stable_cascade_c": STABLE_CASCADE_C_LATENT,
     "stable_cascade_b": STABLE_CASCADE_B_LATENT,
     "hunyuan_image": HUNYUAN_IMAGE_LATENT,
+    # ComfyUI 0.10.0's latent_formats.HunyuanVideo15: 32 channels at scale 1.03682, no shift
+    "hunyuan_video15": LatentFormat(32, 1.03682),
     "pixart_alpha": SD1_LATENT,  # ComfyUI's supported_models.PixArtAlpha: latent format SD15
     "svd": SD1_LATENT,  # ComfyUI 0.3.64's supported_models.SVD_img2vid: latent format SD15
     "pixart_sigma": SDXL_LATENT,  # ComfyUI's supported_models.PixArtSigma: latent format SDXL
@@ -134,6 +136,8 @@ SAMPLING_CONFIGS: dict[str, dict[str, Any]] = {
     "stable_cascade_b": {"kind": "stable_cascade", "shift": 1.0},
     # ComfyUI 0.3.64's supported_models.HunyuanImage21: model type FLOW (ModelSamplingDiscreteFlow) at shift 5
     "hunyuan_image": {"kind": "flow", "shift": 5.0, "multiplier": 1000},
+    # ComfyUI 0.10.0's supported_models.HunyuanVideo15: model type FLOW (ModelSamplingDiscreteFlow) at shift 7
+    "hunyuan_video15": {"kind": "flow", "shift": 7.0, "multiplier": 1000},
     # ComfyUI's supported_models.PixArtAlpha (and Sigma): discrete eps, betas linear in beta (its "sqrt_linear")
     "pixart_alpha": {**_EPS, "beta_schedule": "sqrt_linear", "linear_start": 0.0001, "linear_end": 0.02},
     "pixart_sigma": {**_EPS, "beta_schedule": "sqrt_linear", "linear_start": 0.0001, "linear_end": 0.02},
@@ -150,7 +154,7 @@ SAMPLING_CONFIGS: dict[str, dict[str, Any]] = {
 FRAME_AXIS_ARCHS = frozenset({"qwen_image", "anima", "wan21", "wan22_5b"})
 # The video families: their samplers denoise every frame at once (Qwen-Image's take one frame); MiniMax H3's
 # latents are always [B,C,T,H,W], so it needs no frame axis added.
-VIDEO_ARCHS = frozenset({"wan21", "wan22_5b", "minimax_h3", "seedvr2", "ltxv"})
+VIDEO_ARCHS = frozenset({"wan21", "wan22_5b", "minimax_h3", "seedvr2", "ltxv", "hunyuan_video15"})
 
 
 def has_frame_axis(arch: str) -> bool:

@@ -369,6 +369,11 @@ def build_demo_models(models_dir: Path, include_flux: bool = True) -> list[Path]
         build_hunyuan_image = getattr(_optional("nodes.models.hunyuan_image_demo"), "build_demo_hunyuan_image", None)
         if build_hunyuan_image is not None:  # Hunyuan Image 2.1's DiT and 32x VAE
             written += build_hunyuan_image(models_dir)
+        build_hunyuan_video15 = getattr(
+            _optional("nodes.models.hunyuan_video15_demo"), "build_demo_hunyuan_video15", None
+        )
+        if build_hunyuan_video15 is not None:  # HunyuanVideo 1.5's DiT and causal 16x VAE
+            written += build_hunyuan_video15(models_dir)
     return written
 
 

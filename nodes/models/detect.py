@@ -135,6 +135,12 @@ SEEDVR2_TRANSFORMER_MARKERS = (
 SEEDVR2_VAE_MARKER = "decoder.up_blocks.2.upsamplers.0.upscale_conv.weight"
 
 
+# HunyuanVideo 1.5 (Comfy-Org/HunyuanVideo_1.5_repackaged): HunyuanVideo's layout with a SigLIP image projection
+# (ComfyUI 0.10.0's model_detection reads vision_in_dim from it), and its causal 3-D VAE (nodes/models/hunyuan_video15*).
+HUNYUAN_VIDEO15_MARKER = "vision_in.proj.0.weight"
+HUNYUAN_VIDEO15_VAE_MARKER = "decoder.conv_in.conv.weight"
+
+
 def is_hunyuan_image_dit(shapes: Shapes, prefix: str) -> bool:
     """A Hunyuan Image 2.1 DiT: ComfyUI's HunyuanVideo rule with a 2-D patch embedder and no vector_in
     (supported_models.HunyuanImage21: vec_in_dim None); the refiner's and HunyuanVideo's embedders are 3-D."""
@@ -356,6 +362,8 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
             "qwen_image21", "checkpoint" if extra else "diffusion_model", {"diffusion_model"} | extra, layout, prefix
         )
     prefix = _prefix_with(shapes, HUNYUAN_IMAGE_MARKER)
+    if prefix is not None and prefix + HUNYUAN_VIDEO15_MARKER in shapes:  # ComfyUI 0.10.0: vision_in -> 1.5
+        return info("hunyuan_video15", "diffusion_model", {"diffusion_model"}, "hunyuan", prefix)
     if prefix is not None and is_hunyuan_image_dit(shapes, prefix):  # ComfyUI 0.3.64's HunyuanVideo-family rule
         return info("hunyuan_image", "diffusion_model", {"diffusion_model"}, "hunyuan", prefix)
     if prefix is not None:
@@ -430,6 +438,9 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
         )
         return info(arch, "vae", {"vae"}, "wan", prefix)
     for prefix in ("first_stage_model.", "vae.", ""):
+        shape = shapes.get(prefix + HUNYUAN_VIDEO15_VAE_MARKER, ())
+        if len(shape) == 5 and shape[1] == 32:  # ComfyUI 0.10.0's comfy/sd.py: a causal conv_in taking 32 channels
+            return info("hunyuan_video15", "vae", {"vae"}, "hunyuan", prefix)
         if is_hunyuan_image_vae(shapes, prefix):  # before the KL rule: ComfyUI tells it by 64 latent channels
             return info("hunyuan_image", "vae", {"vae"}, "hunyuan", prefix)
         if prefix + "encoder.conv_in.weight" in shapes and prefix + "decoder.conv_in.weight" in shapes:

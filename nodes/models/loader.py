@@ -67,6 +67,7 @@ DIT_ARCHS = (
     "stable_cascade_b",
     "seedvr2",
     "hunyuan_image",
+    "hunyuan_video15",
 )
 __all__ = ["probe", "load_diffusion_model", "load_text_encoder", "load_vae", "load_controlnet", "CheckpointInfo"]
 
@@ -127,6 +128,7 @@ _ARCH_MODULES = {
     "stable_cascade_b": ("nodes.models.stable_cascade",),
     "seedvr2": ("nodes.models.seedvr2_vae", "nodes.models.seedvr2_model"),
     "hunyuan_image": ("nodes.models.hunyuan_image",),
+    "hunyuan_video15": ("nodes.models.hunyuan_video15",),
 }
 
 

@@ -1,0 +1,204 @@
+"""Record what upstream ComfyUI 0.10.0 (commit 79cdbc81 of hiddenswitch/ComfyUI) computes with hunyuan-video-1.5-tiny,
+as the fixture our HunyuanVideo 1.5 support is tested on (tests/models/fixtures/comfyui_hunyuan_video15.json.xz).
+
+Run inside that ComfyUI's own environment (it imports ComfyUI's modules; nothing of ComfyUI is copied here), after
+`comfy-cluster demo-models` (or nodes.models.hunyuan_video15_demo.build_demo_hunyuan_video15) wrote the tiny files:
+
+    cd <ComfyUI 0.10.0 source> && PYTHONPATH=<shim>:. OMP_NUM_THREADS=1 <venv>/bin/python \\
+        /work/main/scripts/record_comfyui_hunyuan_video15.py tests/models/fixtures/comfyui_hunyuan_video15.json <models>
+
+ComfyUI reads the transformer's widths from the file but fixes the VAE's (128..1024, two resnets per stage): so
+that its own classes load the tiny VAE, this script gives its vae_refiner Encoder and Decoder the tiny file's stage
+widths and resnet count and changes nothing else (model detection, model_base.HunyuanVideo15 with its concat_cond
+and extra_conds, FLOW sampling at shift 7, the latent format, comfy/sd.py's VAE wrapper are ComfyUI's).
+
+Recorded: the transformer's raw output on seeded inputs (text only; text, ByT5 glyph states and SigLIP states in a
+batch of two timesteps); the whole model's denoised prediction from the conditioning an image-to-video node gives
+(image latent, mask, clip vision output); the VAE's decode of a 3-frame latent and encode of a 5-frame clip and of
+one image; EmptyHunyuanVideo15Latent and HunyuanVideo15ImageToVideo's outputs. Inputs are seeded draws the test
+makes again (their sums are stored); outputs above MAX_RECORDED_VALUES are kept as strided grids.
+"""
+
+from __future__ import annotations
+
+import sys
+from types import SimpleNamespace
+
+import torch
+from comfyui_recording import MAX_RECORDED_VALUES, b64, comfyui_on_cpu, sha256, write_json
+
+OUT, MODELS = sys.argv[1:3]
+comfyui_on_cpu()
+import comfy.ldm.hunyuan_video.vae_refiner  # noqa: E402
+import comfy.sd  # noqa: E402
+import comfy.utils  # noqa: E402
+import comfy_extras.nodes_hunyuan as nodes_hunyuan  # noqa: E402
+
+COMMIT = "79cdbc81"
+FILES = {
+    "transformer": "diffusion_models/hunyuanvideo1.5_tiny.safetensors",
+    "vae": "vae/hunyuanvideo15_vae_tiny.safetensors",
+}
+TEXT_WIDTH = 32  # the tiny Qwen2.5-VL's (nodes.models.qwen_image_demo)
+VISION_WIDTH = 1152  # SigLIP so400m's: ComfyUI detects HunyuanVideo 1.5 only at vision_in_dim 1152
+BYT5_WIDTH = 1472
+
+
+def tiny_vae_widths(vae_sd: dict) -> None:
+    """Give ComfyUI's 1.5 VAE classes the tiny file's stage widths and resnets per stage."""
+    stages = sorted({int(k.split(".")[2]) for k in vae_sd if k.startswith("encoder.down.")})
+    widths = [vae_sd[f"encoder.down.{i}.block.0.conv1.conv.weight"].shape[0] for i in stages]
+    blocks = len({k.split(".")[4] for k in vae_sd if k.startswith("encoder.down.0.block.")})
+    module = comfy.ldm.hunyuan_video.vae_refiner
+    for name in ("Encoder", "Decoder"):
+        cls = getattr(module, name)
+        setattr(
+            module,
+            name,
+            lambda cls=cls, **cfg: cls(**{**cfg, "block_out_channels": widths, "num_res_blocks": blocks}),
+        )
+
+
+def draws(seed: int, *shapes: list[int]) -> list[torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(s, generator=g) for s in shapes]
+
+
+def record_transformer(patcher) -> list[dict]:
+    net = patcher.model.diffusion_model
+    cases = []
+    for seed, shape, tokens, glyphs, vision, t in (
+        (1, [1, 65, 2, 3, 4], 7, 0, 0, [700.0]),
+        (2, [2, 65, 3, 2, 3], 5, 4, 6, [300.0, 900.0]),
+    ):
+        x, context, byt5, clip = draws(
+            seed,
+            shape,
+            [shape[0], tokens, TEXT_WIDTH],
+            [shape[0], glyphs, BYT5_WIDTH],
+            [shape[0], vision, VISION_WIDTH],
+        )
+        with torch.no_grad():
+            out = net(
+                x,
+                torch.tensor(t),
+                context,
+                txt_byt5=byt5 if glyphs else None,
+                clip_fea=clip if vision else None,
+            )
+        cases.append(
+            {
+                "seed": seed,
+                "shape": shape,
+                "tokens": tokens,
+                "glyphs": glyphs,
+                "vision": vision,
+                "timesteps": t,
+                "input_sum": float(x.sum() + context.sum() + byt5.sum() + clip.sum()),
+                "out": b64(out, MAX_RECORDED_VALUES),
+            }
+        )
+    return cases
+
+
+def record_denoised(patcher) -> dict:
+    model = patcher.model
+    x, context, image, clip = draws(3, [1, 32, 3, 2, 3], [1, 6, TEXT_WIDTH], [1, 32, 3, 2, 3], [1, 5, VISION_WIDTH])
+    mask = torch.ones(1, 1, 3, 2, 3)
+    mask[:, :, :1] = 0.0
+    conds = model.extra_conds(
+        noise=x,
+        device=torch.device("cpu"),
+        concat_latent_image=image,
+        concat_mask=mask,
+        clip_vision_output=SimpleNamespace(last_hidden_state=clip),
+        cross_attn=context,
+        pooled_output=None,
+    )
+    kwargs = {k: v.cond for k, v in conds.items()}
+    with torch.no_grad():
+        denoised = model.apply_model(x, torch.tensor([0.6]), **kwargs)
+    ms = patcher.get_model_object("model_sampling")
+    sigmas = torch.tensor([1.0, 0.75, 0.5, 0.1, 0.01])
+    return {
+        "seed": 3,
+        "input_sum": float(x.sum() + context.sum() + image.sum() + clip.sum()),
+        "sigma": 0.6,
+        "cond_keys": sorted(conds),
+        "c_concat": b64(kwargs["c_concat"]),
+        "denoised": b64(denoised),
+        "process_in": b64(model.process_latent_in(x)),
+        "sampling": {
+            "class": type(ms).__name__,
+            "sigmas": sigmas.tolist(),
+            "timesteps": ms.timestep(sigmas).tolist(),
+        },
+    }
+
+
+def record_vae(vae) -> dict:
+    g = torch.Generator().manual_seed(5)
+    latent = torch.randn([1, 32, 3, 2, 2], generator=g)
+    clip = torch.rand([5, 32, 48, 3], generator=g)
+    image = torch.rand([1, 48, 32, 3], generator=g)
+    return {
+        "seed": 5,
+        "input_sum": float(latent.sum() + clip.sum() + image.sum()),
+        "decoded": b64(vae.decode(latent), MAX_RECORDED_VALUES),
+        "encoded_clip": b64(vae.encode(clip)),
+        "encoded_image": b64(vae.encode(image)),
+    }
+
+
+def record_nodes(vae) -> dict:
+    g = torch.Generator().manual_seed(8)
+    start = torch.rand([2, 40, 56, 3], generator=g)
+    cond = torch.randn([1, 4, TEXT_WIDTH], generator=g)
+    clip_out = SimpleNamespace(last_hidden_state=torch.randn([1, 5, VISION_WIDTH], generator=g))
+    empty = nodes_hunyuan.EmptyHunyuanVideo15Latent.execute(48, 32, 9, 2)[0]["samples"]
+    pos, neg, latent = nodes_hunyuan.HunyuanVideo15ImageToVideo.execute(
+        [[cond, {}]], [[cond * 2, {}]], vae, 64, 32, 9, 1, start_image=start, clip_vision_output=clip_out
+    )
+    return {
+        "seed": 8,
+        "input_sum": float(start.sum() + cond.sum() + clip_out.last_hidden_state.sum()),
+        "empty_shape": list(empty.shape),
+        "latent_shape": list(latent["samples"].shape),
+        "positive_keys": sorted(pos[0][1]),
+        "concat_latent_image": b64(pos[0][1]["concat_latent_image"]),
+        "concat_mask": b64(pos[0][1]["concat_mask"]),
+        "negative_same_image": bool(torch.equal(neg[0][1]["concat_latent_image"], pos[0][1]["concat_latent_image"])),
+    }
+
+
+def main() -> None:
+    torch.set_num_threads(1)
+    paths = {name: f"{MODELS}/{rel}" for name, rel in FILES.items()}
+    dit_sd = comfy.utils.load_torch_file(paths["transformer"])
+    patcher = comfy.sd.load_diffusion_model_state_dict(dit_sd, model_options={"dtype": torch.float32})
+    vae_sd = comfy.utils.load_torch_file(paths["vae"])
+    tiny_vae_widths(vae_sd)
+    vae = comfy.sd.VAE(sd=vae_sd)
+    model = patcher.model
+    record = {
+        "comfyui": COMMIT,
+        "files": {name: sha256(path) for name, path in paths.items()},
+        "detected": {
+            "model_class": type(model).__name__,
+            "config_class": type(model.model_config).__name__,
+            "unet_config": {
+                k: v for k, v in model.model_config.unet_config.items() if isinstance(v, (int, float, str, bool, list))
+            },
+            "latent_format": type(model.latent_format).__name__,
+            "vae_latent_channels": vae.latent_channels,
+        },
+        "transformer": record_transformer(patcher),
+        "denoised": record_denoised(patcher),
+        "vae": record_vae(vae),
+        "nodes": record_nodes(vae),
+    }
+    print("wrote", write_json(OUT, record))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,158 @@
+"""HunyuanVideo 1.5 against upstream ComfyUI 0.10.0 run on the same tiny files (scripts/record_comfyui_hunyuan_video15.py
+-> fixtures/comfyui_hunyuan_video15.json.xz): detection of the published layouts, the transformer's raw output (text
+only; text, ByT5 and SigLIP tokens), the denoised prediction from an image-to-video conditioning (image latent and
+mask joined as channels), the causal VAE's decode and encode, and the two latent nodes."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from nodes.loaders import make_ref
+from nodes.models import loader
+from nodes.models.detect import probe
+from nodes.models.errors import ModelLoadError
+from nodes.models.hunyuan_video15_demo import FILES, build_demo_hunyuan_video15
+from nodes.sampling.model_sampling import model_sampling_from_config
+from tests.recorded_tensors import at_recorded, load_json, tensor
+
+FIXTURE = load_json(Path(__file__).parent / "fixtures" / "comfyui_hunyuan_video15.json")
+TOL = 1e-5
+TEXT_WIDTH, VISION_WIDTH, BYT5_WIDTH = 32, 1152, 1472
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("hunyuan_video15")
+    build_demo_hunyuan_video15(root)
+    return {name: root / rel for name, rel in FILES.items()}
+
+
+@pytest.fixture(scope="module")
+def model(files):
+    torch.set_num_threads(2)
+    return loader.load_diffusion_model(make_ref("diffusion_model", "hunyuan_video15", [files["transformer"]]))
+
+
+@pytest.fixture(scope="module")
+def vae(files):
+    return loader.load_vae(make_ref("vae", "hunyuan_video15", [files["vae"]]))
+
+
+def draws(seed: int, *shapes: list[int]) -> list[torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(s, generator=g) for s in shapes]
+
+
+def test_same_files_as_recorded(files):
+    for name, path in files.items():
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == FIXTURE["files"][name], name
+
+
+def test_published_layouts_are_detected(files, tmp_path):
+    names = set(load_file(files["transformer"]))
+    assert {
+        "double_blocks.0.img_attn_qkv.weight",
+        "txt_in.individual_token_refiner.blocks.0.self_attn_qkv.weight",
+        "vision_in.proj.0.weight",
+        "cond_type_embedding.weight",
+        "byt5_in.fc1.weight",
+        "final_layer.adaLN_modulation.1.weight",
+    } <= names
+    assert not any(k.startswith("single_blocks.") for k in names)
+    info = probe(files["transformer"])
+    assert (info.arch, info.kind, info.layout) == ("hunyuan_video15", "diffusion_model", "hunyuan")
+    assert FIXTURE["detected"]["model_class"] == "HunyuanVideo15"  # ComfyUI read the same file as 1.5
+    prefixed = tmp_path / "prefixed.safetensors"
+    save_file({f"model.diffusion_model.{k}": v for k, v in load_file(files["transformer"]).items()}, str(prefixed))
+    assert probe(prefixed).prefix == "model.diffusion_model."
+    assert {
+        "encoder.down.0.block.0.conv1.conv.weight",
+        "encoder.down.0.downsample.conv.conv.weight",
+        "decoder.up.0.upsample.conv.conv.weight",
+        "encoder.mid.attn_1.q.weight",
+        "decoder.norm_out.gamma",
+    } <= set(load_file(files["vae"]))
+    info = probe(files["vae"])
+    assert (info.arch, info.kind) == ("hunyuan_video15", "vae")
+    assert FIXTURE["detected"]["vae_latent_channels"] == 32
+
+
+def test_split_qkv_is_refused_by_name(files, tmp_path):
+    sd = load_file(files["transformer"])
+    qkv = sd.pop("double_blocks.0.img_attn_qkv.weight")
+    for name, chunk in zip("qkv", qkv.chunk(3), strict=True):
+        sd[f"double_blocks.0.img_attn_{name}.weight"] = chunk
+    path = tmp_path / "split.safetensors"
+    save_file(sd, str(path))
+    with pytest.raises(ModelLoadError, match="split q/k/v"):
+        loader.load_diffusion_model(make_ref("diffusion_model", "hunyuan_video15", [path]))
+
+
+@pytest.mark.parametrize("case", FIXTURE["transformer"], ids=lambda c: f"seed{c['seed']}")
+def test_transformer_matches_comfyui(model, case):
+    shape = case["shape"]
+    x, context, byt5, clip = draws(
+        case["seed"],
+        shape,
+        [shape[0], case["tokens"], TEXT_WIDTH],
+        [shape[0], case["glyphs"], BYT5_WIDTH],
+        [shape[0], case["vision"], VISION_WIDTH],
+    )
+    assert float(x.sum() + context.sum() + byt5.sum() + clip.sum()) == pytest.approx(case["input_sum"], rel=1e-6)
+    cond = {"context": context}
+    if case["glyphs"]:
+        cond["conditioning_byt5small"] = byt5
+    if case["vision"]:
+        cond["clip_vision_output"] = SimpleNamespace(last_hidden_state=clip)
+    with torch.no_grad():  # the network on its 65 input channels, as ComfyUI's diffusion_model was called
+        out = model.network(x, torch.tensor(case["timesteps"]), cond)
+    expected = tensor(case["out"])
+    got = at_recorded(out, case["out"])
+    assert got.shape == expected.shape
+    assert (got - expected).abs().max().item() < TOL
+
+
+def test_denoised_prediction_matches_comfyui(model):
+    rec = FIXTURE["denoised"]
+    x, context, image, clip = draws(3, [1, 32, 3, 2, 3], [1, 6, TEXT_WIDTH], [1, 32, 3, 2, 3], [1, 5, VISION_WIDTH])
+    assert float(x.sum() + context.sum() + image.sum() + clip.sum()) == pytest.approx(rec["input_sum"], rel=1e-6)
+    mask = torch.ones(1, 1, 3, 2, 3)
+    mask[:, :, :1] = 0.0
+    sampling = model_sampling_from_config(model.sampling)
+    sigmas = torch.tensor(rec["sampling"]["sigmas"])
+    assert torch.allclose(sampling.timestep(sigmas), torch.tensor(rec["sampling"]["timesteps"]), atol=1e-4)
+    assert torch.allclose(model.latent_format.process_in(x), tensor(rec["process_in"]), atol=1e-6)
+    cond = {
+        "context": context,
+        "concat_latent_image": image,
+        "concat_mask": mask,
+        "clip_vision_output": SimpleNamespace(last_hidden_state=clip),
+    }
+    sigma = torch.tensor([rec["sigma"]])
+    with torch.no_grad():
+        raw = model.apply(sampling.calculate_input(sigma, x), sampling.timestep(sigma), cond)
+    denoised = sampling.calculate_denoised(sigma, raw, x)
+    assert (denoised - tensor(rec["denoised"])).abs().max().item() < TOL
+
+
+def test_vae_matches_comfyui(vae):
+    rec = FIXTURE["vae"]
+    g = torch.Generator().manual_seed(5)
+    latent = torch.randn([1, 32, 3, 2, 2], generator=g)
+    clip = torch.rand([5, 32, 48, 3], generator=g)
+    image = torch.rand([1, 48, 32, 3], generator=g)
+    assert float(latent.sum() + clip.sum() + image.sum()) == pytest.approx(rec["input_sum"], rel=1e-6)
+    decoded = vae.decode(latent)
+    assert decoded.shape == (9, 32, 32, 3)
+    decoded = decoded[None]  # ComfyUI's VAE.decode keeps [B,T,H,W,3]; its VAEDecode node flattens it as ours does
+    assert (at_recorded(decoded, rec["decoded"]) - tensor(rec["decoded"])).abs().max().item() < TOL
+    for pixels, key in ((clip, "encoded_clip"), (image, "encoded_image")):
+        encoded = vae.encode(pixels)
+        assert encoded.shape == tensor(rec[key]).shape
+        assert (encoded - tensor(rec[key])).abs().max().item() < TOL, key
