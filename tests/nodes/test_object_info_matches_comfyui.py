@@ -28,6 +28,8 @@ MINIMAX_H3 = Path(__file__).resolve().parent / "fixtures" / "comfyui_minimax_h3_
 QWEN_IMAGE21 = Path(__file__).resolve().parent / "fixtures" / "comfyui_qwen_image21_object_info.json"
 # Wan Animate 2's nodes (newer than every ComfyUI that runs here), from the newest source; the file says which commit.
 WAN_ANIMATE2 = Path(__file__).resolve().parent / "fixtures" / "comfyui_wan_animate2_object_info.json"
+# TextEncodeMageFlowEdit (newer than every ComfyUI that runs here), from the newest source.
+MAGE_FLOW = Path(__file__).resolve().parent / "fixtures" / "comfyui_mage_flow_object_info.json"
 # SeedVR2's nodes (newer than every ComfyUI that runs here), from the newest source.
 SEEDVR2 = Path(__file__).resolve().parent / "fixtures" / "comfyui_seedvr2_object_info.json"
 # Inputs whose options are the files of a workspace folder (or of the input folder): only their type is compared.
@@ -100,6 +102,7 @@ def reference() -> dict[str, dict]:
         **json.loads(QWEN_IMAGE21.read_text())["classes"],
         **json.loads(WAN_ANIMATE2.read_text())["classes"],
         **json.loads(SEEDVR2.read_text())["classes"],
+        **json.loads(MAGE_FLOW.read_text())["classes"],
     }
 
 
