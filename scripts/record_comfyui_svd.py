@@ -25,9 +25,19 @@ import sys
 import tempfile
 
 import torch
-from comfyui_recording import MAX_RECORDED_VALUES, b64, comfyui_on_cpu, node_classes, run_node, sha256, write_json
+from comfyui_recording import (
+    MAX_RECORDED_VALUES,
+    b64,
+    comfyui_on_cpu,
+    node_classes,
+    run_node,
+    run_prompt,
+    sha256,
+    write_json,
+)
 
 OUT, WORKSPACE = sys.argv[1:3]
+INIT_IMAGE, WORKFLOW_OUT = (sys.argv[3:5] + [None, None])[:2]  # the template's run, when given
 comfyui_on_cpu()
 import comfy.clip_vision  # noqa: E402
 import comfy.ldm.modules.diffusionmodules.model as ldm_vae  # noqa: E402
@@ -61,6 +71,9 @@ STEP_CASES = [
 DECODE_CASES = [(1, 4, 6), (3, 4, 4), (6, 2, 4)]  # frames, latent h, w
 CONDITIONING = {"width": 64, "height": 48, "video_frames": 4, "motion_bucket_id": 100, "fps": 8}
 KEPT_VALUES = 8192  # what the fixture keeps of each decoded output (a strided grid): it stays small
+REPO = "/work/main"
+WORKFLOW = "txt_to_image_to_video"
+FRAMES_NODE = "900"  # the SaveImage added beside the template's SaveVideo
 SAMPLE = {"seed": 3, "steps": 3, "cfg": 2.5, "sampler_name": "euler", "scheduler": "karras", "min_cfg": 1.0}
 
 
@@ -202,6 +215,36 @@ def main() -> None:
     (frames,) = run_node(classes["VAEDecode"], {"samples": samples, "vae": vae})
     out["sampled"] = {"settings": SAMPLE, "latent": b64(samples["samples"]), "frames": b64(frames, KEPT_VALUES)}
     write_json(OUT, out)
+    if INIT_IMAGE is not None:
+        write_json(WORKFLOW_OUT, template_video_half(classes, torch.load(INIT_IMAGE)))
+
+
+def template_video_half(classes: dict, init_image: torch.Tensor) -> dict:
+    """The shipped txt_to_image_to_video workflow's video half run node by node with ComfyUI's classes from the
+    image its SDXL half made here (scripts/svd_workflow.py --init-image: sdxl-tiny's byte-vocabulary text encoders
+    have no ComfyUI counterpart), a SaveImage of the video's VAEDecode standing in for CreateVideo and SaveVideo."""
+    with open(f"{REPO}/workflows_json/{WORKFLOW}.json") as f:
+        prompt = json.load(f)
+    (conditioning,) = [k for k, v in prompt.items() if v["class_type"] == "SVD_img2vid_Conditioning"]
+    image_id = prompt[conditioning]["inputs"]["init_image"][0]
+    (decode,) = [  # the video's VAEDecode: its VAE is the SVD checkpoint's
+        k
+        for k, v in prompt.items()
+        if v["class_type"] == "VAEDecode" and prompt[v["inputs"]["vae"][0]]["class_type"] == "ImageOnlyCheckpointLoader"
+    ]
+    video_half = {"class_type": "SaveImage", "inputs": {"images": [decode, 0], "filename_prefix": "svd_frames"}}
+
+    def given_image(class_type: str, inputs: dict):
+        return (init_image,) if class_type == "RecordedImage" else None
+
+    prompt = {**prompt, image_id: {"class_type": "RecordedImage", "inputs": {}}, FRAMES_NODE: video_half}
+    return {
+        "comfyui_commit": COMMIT,
+        "recorded_by": "scripts/record_comfyui_svd.py",
+        "files": {CHECKPOINT: sha256(f"{WORKSPACE}/models/{CHECKPOINT}")},
+        "init_image": b64(init_image),
+        "workflow": run_prompt(prompt, classes, given_image, max_values=MAX_RECORDED_VALUES),
+    }
 
 
 if __name__ == "__main__":

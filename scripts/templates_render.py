@@ -182,6 +182,7 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     # tiny VAE has 0.9.5's kind of block list, without its decoder's timestep conditioning), T5-XXL (type ltxv)
     (None, r"^ltx-video-2b-v0\.9", "ltx-video-2b-v0.9_tiny.safetensors"),
     (r"^ltx-video-2b-v0\.9", r"^t5xxl", "flux-tiny-t5.safetensors"),
+    (None, r"^svd(_xt)?[._]", "svd_xt-tiny.safetensors"),  # Stable Video Diffusion (nodes/models/svd_demo.py)
     # SeedVR2's causal video VAE and its 3B / 7B transformers (nodes/models/seedvr2_demo.py; the int8 ConvRot
     # files' tiny stand-ins are float: the 3B / 7B layouts are what they share)
     (None, r"^seedvr2_ema_vae", "seedvr2_ema_vae_fp16_tiny.safetensors"),
@@ -246,6 +247,7 @@ SHRINK = {
     "steps": lambda v: min(v, 2),
     "batch_size": lambda v: 1,
     "length": lambda v: min(v, 9 if v % 8 == 1 else 5),
+    "video_frames": lambda v: min(v, 5),  # SVD_img2vid_Conditioning's
     "megapixels": lambda v: min(v, 0.01),
     "max_length": lambda v: min(v, 16),
     "max_new_tokens": lambda v: min(v, 16),
