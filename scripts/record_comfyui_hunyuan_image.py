@@ -20,7 +20,8 @@ cut are ComfyUI's.
 
 Recorded: the text encoder's tokens and conditioning (with CLIPSetLastLayer -2 too); the transformer's raw output on seeded inputs (two latent sizes, a batch of two timesteps); the whole
 model's denoised prediction with the latent format and model sampling; the VAE's decode and encode; and the
-HunyuanRefinerLatent node's outputs; and the shipped workflow (workflows_json/hunyuan_image_2_1_t2i.json, the
+HunyuanRefinerLatent node's outputs; the distilled DiT's raw output with guidance and the sampler's schedule; the
+shipped workflow on the distilled DiT; and the shipped workflow (workflows_json/hunyuan_image_2_1_t2i.json, the
 third argument) run node by node with ComfyUI's node classes: the image as SaveImage would write it. Inputs are seeded draws the test makes again (their sums are stored);
 outputs above MAX_RECORDED_VALUES are kept as strided grids.
 """
@@ -47,6 +48,7 @@ FILES = {
     "transformer": "diffusion_models/hunyuanimage2.1_tiny.safetensors",
     "vae": "vae/hunyuan_image_2.1_vae_tiny.safetensors",
     "text_encoder": "text_encoders/qwen_2.5_vl_7b_hunyuan_image_tiny.safetensors",
+    "distilled": "diffusion_models/hunyuanimage2.1_distilled_tiny.safetensors",
 }
 TEXT_WIDTH = 32  # the tiny Qwen2.5-VL's (nodes.models.qwen_image_demo)
 HEAD = 128  # ComfyUI's Qwen2.5-VL head width
@@ -149,6 +151,38 @@ def record_transformer(patcher) -> list[dict]:
     return cases
 
 
+def record_distilled(patcher) -> list[dict]:
+    """The distilled DiT's raw output with guidance and the sampler's schedule as ComfyUI's sampling loop passes
+    them (transformer_options sigmas / sample_sigmas): a step on the schedule, and one off it (no second time)."""
+    net = patcher.model.diffusion_model
+    schedule = torch.tensor([1.0, 0.7, 0.4, 0.0])
+    cases = []
+    for seed, shape, tokens, sigma, guidance in ((8, [1, 64, 3, 4], 6, 0.7, 6.0), (9, [2, 64, 2, 3], 5, 0.55, 3.5)):
+        x, context = draws(seed, shape, [shape[0], tokens, TEXT_WIDTH])
+        options = {"sigmas": torch.tensor([sigma]), "sample_sigmas": schedule}
+        with torch.no_grad():
+            out = net(
+                x,
+                torch.full((shape[0],), sigma * 1000.0),
+                context,
+                guidance=torch.tensor([guidance]),
+                transformer_options=options,
+            )
+        cases.append(
+            {
+                "seed": seed,
+                "shape": shape,
+                "tokens": tokens,
+                "sigma": sigma,
+                "guidance": guidance,
+                "schedule": schedule.tolist(),
+                "input_sum": float(x.sum() + context.sum()),
+                "out": b64(out, MAX_RECORDED_VALUES),
+            }
+        )
+    return cases
+
+
 def record_denoised(patcher) -> dict:
     model = patcher.model
     x, context = draws(3, [1, 64, 3, 3], [1, 6, TEXT_WIDTH])
@@ -212,6 +246,13 @@ def record_refiner_latent() -> list[dict]:
     return cases
 
 
+def distilled_variant(prompt: dict) -> dict:
+    """The shipped workflow on the distilled DiT (tests/e2e/test_hunyuan_image_workflow.py makes the same)."""
+    (loader,) = [n for n in prompt.values() if n["class_type"] == "UNETLoader"]
+    loader["inputs"]["unet_name"] = FILES["distilled"].split("/")[-1]
+    return prompt
+
+
 def main() -> None:
     torch.set_num_threads(2)
     paths = {name: f"{MODELS}/{rel}" for name, rel in FILES.items()}
@@ -238,6 +279,12 @@ def main() -> None:
         "text": record_text(clip),
         "workflow": run_prompt(
             json.loads(open(WORKFLOW).read()), node_classes(nodes_hunyuan), max_values=MAX_RECORDED_VALUES
+        ),
+        "distilled": record_distilled(comfy.sd.load_diffusion_model(paths["distilled"])),
+        "distilled_workflow": run_prompt(
+            distilled_variant(json.loads(open(WORKFLOW).read())),
+            node_classes(nodes_hunyuan),
+            max_values=MAX_RECORDED_VALUES,
         ),
     }
     print(write_json(OUT, record))

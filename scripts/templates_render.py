@@ -191,6 +191,7 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     # Hunyuan Image 2.1 (nodes/models/hunyuan_image_demo.py): the DiT, its 32x VAE and a 4-layer Qwen2.5-VL (layer -3)
     (None, r"^hunyuan_?image_?2\.1.*vae", "hunyuan_image_2.1_vae_tiny.safetensors"),
     (None, r"^hunyuanimage2\.1(?!.*(refiner|distilled))", "hunyuanimage2.1_tiny.safetensors"),
+    (None, r"^hunyuanimage2\.1.*distilled", "hunyuanimage2.1_distilled_tiny.safetensors"),
     (r"^hunyuanimage2\.1", r"^qwen_2\.5_vl_7b", "qwen_2.5_vl_7b_hunyuan_image_tiny.safetensors"),
     # HiDream-I1 (full, dev, fast) and E1 / E1.1: one tiny transformer (the same layout), its four text encoders
     # and Flux's VAE (nodes/models/hidream_demo.py)

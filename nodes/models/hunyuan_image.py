@@ -12,7 +12,10 @@ config read from the shapes with ComfyUI's fixed choices: 128-wide heads, rotary
 
 `apply` drives it with ComfyUI's model semantics (model_base.HunyuanImage21): a [B,64,H,W] latent, the timestep
 sigma x 1000 (ModelSamplingDiscreteFlow, shift 5), the text states unmasked unless the conditioning carries a mask.
-The guidance-distilled (meanflow) 2.1 and the refiner are refused by name: they are not supported yet.
+The guidance-distilled 2.1 (hunyuanimage2.1_distilled: `guidance_in` and the meanflow `time_r_in`) takes, as
+ComfyUI's does, the conditioning's guidance (6 unless FluxGuidance sets it) embedded at 1000x, and averages the
+step's time embedding with that of the next sigma of the sampler's schedule (x 1000) when the step's sigma is on it.
+The refiner (3-D patches) is refused by name: it is not supported yet.
 """
 
 from __future__ import annotations
@@ -195,6 +198,18 @@ def lora_targets(sd: Mapping[str, torch.Tensor]) -> LoraTargets:
     return targets
 
 
+def next_sigma(sigma: float, schedule: torch.Tensor | None) -> float | None:
+    """The sigma after `sigma` in the sampler's schedule, or None where `sigma` is not on it (ComfyUI's meanflow
+    models then add no second time embedding: outside a sampling loop, or a sigma the schedule lacks)."""
+    if schedule is None:
+        return None
+    values = schedule.reshape(-1).tolist()
+    for i, s in enumerate(values[:-1]):
+        if abs(s - sigma) <= 1e-6 * max(1.0, abs(sigma)):
+            return values[i + 1]
+    return None
+
+
 @dataclass
 class HunyuanImageDiffusionModel(DiffusionModel):
     def apply(self, x: torch.Tensor, timestep: torch.Tensor, cond: dict[str, Any]) -> torch.Tensor:
@@ -223,9 +238,15 @@ class HunyuanImageDiffusionModel(DiffusionModel):
             extra["encoder_hidden_states_2"] = byt5
             extra["encoder_attention_mask_2"] = torch.ones(byt5.shape[:2], dtype=torch.bool, device=x.device)
         if module.config.guidance_embeds:
+            if cond.get("guidance_disabled"):
+                raise NotImplementedError("FluxDisableGuidance is not supported for the distilled Hunyuan Image 2.1")
             # ComfyUI: the conditioning's guidance (6 unless set), embedded at 1000x as its timestep_embedding does
             guidance = torch.as_tensor(cond.get("guidance", 6.0), dtype=torch.float32, device=x.device).reshape(-1)
             extra["guidance"] = (guidance * 1000.0).expand(b)
+        if module.config.use_meanflow:  # the timestep is sigma x 1000 (FLOW sampling)
+            target = next_sigma(float(t[0]) / 1000.0, cond.get("sample_sigmas"))
+            if target is not None:
+                extra["timestep_r"] = torch.full((b,), target * 1000.0, device=x.device)
         out = module(
             hidden_states=x.to(self.dtype),
             timestep=t,
@@ -237,15 +258,18 @@ class HunyuanImageDiffusionModel(DiffusionModel):
         return out.float()
 
 
+@dataclass
+class HunyuanImageMeanflowModel(HunyuanImageDiffusionModel):
+    reads_schedule = True  # the distilled model's second time embedding is the next sigma's
+
+
 def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) -> HunyuanImageDiffusionModel:
-    """A Hunyuan Image 2.1 DiffusionModel from its published file, LoRAs merged in the file's names; computed in
-    float32. The distilled (meanflow) model and the refiner (3-D patches) are refused by name."""
+    """A Hunyuan Image 2.1 DiffusionModel (the distilled one too) from its published file, LoRAs merged in the file's
+    names; computed in float32. The refiner (3-D patches) is refused by name."""
     from diffusers import HunyuanImageTransformer2DModel
 
     def checked(sd: dict[str, torch.Tensor]) -> dict[str, Any]:
         config = infer_config(sd)
-        if config["use_meanflow"]:
-            raise ValueError("the distilled (meanflow) Hunyuan Image 2.1 is not supported yet")
         if len(config["patch_size"]) != 2:
             raise ValueError("the Hunyuan Image 2.1 refiner is not supported yet")
         return config
@@ -260,7 +284,8 @@ def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) 
         infer_config=checked,
         model_class=HunyuanImageTransformer2DModel,
     )
-    return HunyuanImageDiffusionModel(
+    model_class = HunyuanImageMeanflowModel if config["use_meanflow"] else HunyuanImageDiffusionModel
+    return model_class(
         arch="hunyuan_image",
         module=module,
         latent_format=latent_format("hunyuan_image"),
@@ -280,5 +305,6 @@ __all__ = [
     "load_text_encoder",
     "load_vae",
     "lora_targets",
+    "next_sigma",
     "to_diffusers_layout",
 ]

@@ -1,4 +1,4 @@
-"""hunyuan-image-2.1-tiny: a deterministic tiny Hunyuan Image 2.1 in the layouts its published files have, three files:
+"""hunyuan-image-2.1-tiny: a deterministic tiny Hunyuan Image 2.1 in the layouts its published files have, four files:
 - diffusion_models/hunyuanimage2.1_tiny.safetensors: the DiT in the authors' names (`double_blocks.N.img_attn_qkv`,
   `single_blocks.N.linear1`, `txt_in.individual_token_refiner.blocks.N`, `final_layer.adaLN_modulation.1` as
   (shift, scale)), 2 heads of ComfyUI's fixed 128, one dual- and one single-stream block, two token-refiner blocks,
@@ -9,6 +9,8 @@
 - text_encoders/qwen_2.5_vl_7b_hunyuan_image_tiny.safetensors: the tiny Qwen-Image Qwen2.5-VL's shape (`model.*`,
   the real vocabulary, 32 wide, ComfyUI's 128-wide heads) four layers deep, so that Hunyuan Image's third block
   from the end (ComfyUI's layer -3) exists; CLIPLoader type hunyuan_image reads it.
+- diffusion_models/hunyuanimage2.1_distilled_tiny.safetensors: the guidance-distilled DiT's layout (the above with
+  `guidance_in` and the meanflow `time_r_in`), its own weights.
 bfloat16 like the published files. Same seed -> byte-identical files."""
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ FILES = {
     "transformer": "diffusion_models/hunyuanimage2.1_tiny.safetensors",
     "vae": "vae/hunyuan_image_2.1_vae_tiny.safetensors",
     "text_encoder": "text_encoders/qwen_2.5_vl_7b_hunyuan_image_tiny.safetensors",
+    "distilled": "diffusion_models/hunyuanimage2.1_distilled_tiny.safetensors",
 }
 TEXT_LAYERS = 4
 VAE_CONFIG = {
@@ -93,6 +96,10 @@ _TOP_BACK = {
     "context_embedder.time_text_embed.text_embedder.linear_2.": "txt_in.c_embedder.linear_2.",
     "time_guidance_embed.timestep_embedder.linear_1.": "time_in.mlp.0.",
     "time_guidance_embed.timestep_embedder.linear_2.": "time_in.mlp.2.",
+    "time_guidance_embed.timestep_embedder_r.linear_1.": "time_r_in.mlp.0.",
+    "time_guidance_embed.timestep_embedder_r.linear_2.": "time_r_in.mlp.2.",
+    "time_guidance_embed.guidance_embedder.linear_1.": "guidance_in.mlp.0.",
+    "time_guidance_embed.guidance_embedder.linear_2.": "guidance_in.mlp.2.",
     "proj_out.": "final_layer.linear.",
 }
 
@@ -189,7 +196,7 @@ def vae_to_authors(sd: dict[str, torch.Tensor], config: dict = VAE_CONFIG) -> di
 
 
 def tiny_hunyuan_image_state_dicts(seed: int = SEED) -> dict[str, dict[str, torch.Tensor]]:
-    """The three files' tensors, in the published layouts and bfloat16."""
+    """The four files' tensors, in the published layouts and bfloat16."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         gen = torch.Generator().manual_seed(seed)
@@ -211,10 +218,13 @@ def tiny_hunyuan_image_state_dicts(seed: int = SEED) -> dict[str, dict[str, torc
             )
         )
         randomize_constants(text, gen)
+        distilled = HunyuanImageTransformer2DModel(**DIT_CONFIG, guidance_embeds=True, use_meanflow=True)
+        randomize_constants(distilled, gen)
     sds = {
         "transformer": dit_to_authors(transformer.state_dict()),
         "vae": vae_to_authors(vae.state_dict()),
         "text_encoder": {f"model.{k}": v for k, v in text.state_dict().items()},
+        "distilled": dit_to_authors(distilled.state_dict()),
     }
     return {name: {k: v.to(torch.bfloat16).contiguous() for k, v in sd.items()} for name, sd in sds.items()}
 

@@ -30,3 +30,15 @@ def test_workflow_in_both_executor_modes_equals_comfyuis(tmp_path) -> None:
     assert default.shape == (96, 128, 3) and default.std() > 0
     (png,) = RECORDED["pngs_rgb"]
     assert_within_1_of_255_of_record(default, png)
+
+
+def test_distilled_workflow_in_both_executor_modes_equals_comfyuis(tmp_path) -> None:
+    """The same graph on the guidance-distilled DiT: guidance 6 and the schedule's next sigma reach the model."""
+    prompt = json.loads(SHIPPED.with_suffix(".json").read_text())
+    prompt["1"]["inputs"]["unet_name"] = "hunyuanimage2.1_distilled_tiny.safetensors"
+    recorded = load_json(REPO / "tests" / "models" / "fixtures" / "comfyui_hunyuan_image.json")["distilled_workflow"]
+    assert recorded["prompt"] == prompt
+    default = render_in_both_modes(tmp_path, prompt)
+    assert default.shape == (96, 128, 3) and default.std() > 0
+    (png,) = recorded["pngs_rgb"]
+    assert_within_1_of_255_of_record(default, png)

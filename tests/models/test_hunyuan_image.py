@@ -184,3 +184,24 @@ def test_text_encoder_layer_choice_and_refiner_cut_matter():
     refiner = text["refiner_chat"]
     assert refiner["ids"][0] == 27 and len(refiner["ids"]) > 36  # the refiner rule: cut at 36
     assert tensor(refiner["cond"]).shape[1] == len(refiner["ids"]) - 36
+
+
+@pytest.fixture(scope="module")
+def distilled(files):
+    return loader.load_diffusion_model(make_ref("diffusion_model", "hunyuan_image", [files["distilled"]]))
+
+
+def test_distilled_model_reads_guidance_and_the_schedule(distilled):
+    assert distilled.config["guidance_embeds"] and distilled.config["use_meanflow"]
+    assert distilled.reads_schedule  # the denoise step hands it the sampler's sigmas
+
+
+@pytest.mark.parametrize("case", FIXTURE["distilled"], ids=lambda c: f"seed{c['seed']}")
+def test_distilled_output_equals_comfyui(distilled, case):
+    shape = case["shape"]
+    x, context = draws(case["seed"], shape, [shape[0], case["tokens"], 32])
+    assert float(x.sum() + context.sum()) == pytest.approx(case["input_sum"], rel=1e-6)
+    cond = {"context": context, "guidance": case["guidance"], "sample_sigmas": torch.tensor(case["schedule"])}
+    with torch.no_grad():
+        out = distilled.apply(x, torch.full((shape[0],), case["sigma"] * 1000.0), cond)
+    assert torch.allclose(at_recorded(out, case["out"]), tensor(case["out"]), atol=TOL, rtol=0)
