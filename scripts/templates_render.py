@@ -71,6 +71,8 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     (None, r"^z_image", "z-image-turbo-tiny.safetensors"),
     (None, r"^qwen_3_4b", "qwen_3_4b-tiny.safetensors"),  # Z-Image's and the LLM templates' Qwen3 4B
     (r"^z_image", r"^ae\.safetensors$", "z-image-turbo-tiny-ae.safetensors"),
+    # its LoRAs: the switch template's pixel-art LoRA is ai-toolkit's layout, as the tiny one (nodes/models/zimage_demo.py)
+    (r"^z_image", r"^pixel_art_style_z_image_turbo", "z_image_turbo_lora_tiny.safetensors"),
     # NetaYume Lumina (Lumina 2): the all-in-one checkpoint, NextDiT + Gemma 2 + Flux VAE (nodes/models/lumina2_demo.py)
     (None, r"^NetaYume", "netayume-lumina-tiny.safetensors"),
     # Qwen-Image-Layered and its Control fine-tune (same layout: nodes/models/qwen_image_layered_demo.py), its

@@ -28,15 +28,26 @@ UNET_FAMILY = ("lora_unet_", "unet.", "diffusion_model.", "model.diffusion_model
 TE_FAMILY = ("lora_te_", "lora_te1_", "lora_te2_", "text_encoder.", "text_encoder_2.")
 
 
+@dataclass(frozen=True)
+class WeightSlice:
+    """A LoRA target that is part of a fused weight: `length` entries from `start` along `dim` of `key` (ComfyUI's
+    (key, (dim, start, length)) offset targets, e.g. a separate to_q LoRA on a fused qkv)."""
+
+    key: str
+    dim: int
+    start: int
+    length: int
+
+
 @dataclass
 class LoraTargets:
-    """Names a LoRA may use for one component -> the weight key in our state dict. `family` are the name
-    prefixes that address this component, so keys for the other component are skipped, not refused."""
+    """Names a LoRA may use for one component -> the weight key in our state dict (or a slice of one). `family`
+    are the name prefixes that address this component, so keys for the other component are skipped, not refused."""
 
     family: tuple[str, ...]
-    names: dict[str, str]
+    names: dict[str, str | WeightSlice]
 
-    def add(self, weight_key: str, *aliases: str) -> None:
+    def add(self, weight_key: str | WeightSlice, *aliases: str) -> None:
         for a in aliases:
             self.names[a] = weight_key
 
@@ -127,10 +138,20 @@ def merge_loras(
             mod = mods[name]
             if "up" not in mod or "down" not in mod:
                 raise ModelLoadError(patch.path, f"LoRA weight {name} lacks its up or down matrix")
-            key = targets.names[name]
-            delta = lora_delta(mod, out[key], name, patch.path)
+            target = targets.names[name]
+            key = target.key if isinstance(target, WeightSlice) else target
+            weight = out[key]
+            if isinstance(target, WeightSlice):
+                weight = weight.narrow(target.dim, target.start, target.length)
+            delta = lora_delta(mod, weight, name, patch.path)
             if patch.strength != 0.0:
                 # Merged in float32: the module is built in float32 anyway, and fp16 sums lose the delta.
-                out[key] = out[key].float() + patch.strength * delta
+                if isinstance(target, WeightSlice):
+                    merged = out[key].float()  # a new tensor (or the input's float32 one: copied before writing)
+                    merged = merged.clone() if merged is sd.get(key) else merged
+                    merged.narrow(target.dim, target.start, target.length).add_(patch.strength * delta)
+                    out[key] = merged
+                else:
+                    out[key] = out[key].float() + patch.strength * delta
             count += 1
     return out, count

@@ -21,6 +21,7 @@ from nodes.arch import sampling_config
 from nodes.models.components import FLUX_LATENT, DiffusionModel
 from nodes.models.errors import ModelLoadError
 from nodes.models.flux_keys import find_prefix
+from nodes.models.lora import LoraTargets, WeightSlice, merge_loras
 from nodes.models.safetensors_io import build_module
 
 MARKER = "layers.0.adaLN_modulation.0.weight"  # Z-Image's modulation: a bare Linear (Lumina 2 has SiLU first)
@@ -48,6 +49,59 @@ def to_diffusers_layout(state_dict: Mapping[str, torch.Tensor]) -> dict[str, tor
     # The conversion pops what it converts: hand it a new dict of the transformer's tensors only.
     sd = {k[len(prefix) :]: v for k, v in state_dict.items() if k.startswith(prefix)}
     return convert_z_image_transformer_checkpoint_to_diffusers(sd)
+
+
+# diffusers' names of a block's layers -> ComfyUI's (the newest ComfyUI's comfy/utils.py z_image_to_diffusers; to_q,
+# to_k and to_v are rows of the fused qkv, handled apart).
+_DIFFUSERS_BLOCK_NAMES = {
+    "attention.norm_q": "attention.q_norm",
+    "attention.norm_k": "attention.k_norm",
+    "attention.to_out.0": "attention.out",
+    **{n: n for n in ("attention_norm1", "attention_norm2", "ffn_norm1", "ffn_norm2", "adaLN_modulation.0")},
+    **{f"feed_forward.w{i}": f"feed_forward.w{i}" for i in (1, 2, 3)},
+}
+_DIFFUSERS_TOP_NAMES = {
+    "all_final_layer.2-1.linear": "final_layer.linear",
+    "all_final_layer.2-1.adaLN_modulation.1": "final_layer.adaLN_modulation.1",
+    "all_x_embedder.2-1": "x_embedder",
+    **{n: n for n in ("cap_embedder.0", "cap_embedder.1", "t_embedder.mlp.0", "t_embedder.mlp.2")},
+}
+
+
+def _diffusers_names(sd: Mapping[str, torch.Tensor]) -> dict[str, str | WeightSlice]:
+    """diffusers' layer names -> the weight (or, for to_q / to_k / to_v, the rows of the fused qkv at the model's
+    width, as ComfyUI slices them) in ComfyUI's names."""
+    dim = sd["x_embedder.weight"].shape[0]
+    out: dict[str, str | WeightSlice] = {
+        d: f"{c}.weight" for d, c in _DIFFUSERS_TOP_NAMES.items() if f"{c}.weight" in sd
+    }
+    blocks = {".".join(k.split(".")[:2]) for k in sd if k.startswith(("layers.", "noise_refiner.", "context_refiner."))}
+    for block in sorted(blocks):
+        qkv = f"{block}.attention.qkv.weight"
+        if qkv in sd:
+            for i, part in enumerate(("to_q", "to_k", "to_v")):
+                out[f"{block}.attention.{part}"] = WeightSlice(qkv, 0, i * dim, dim)
+        for d, c in _DIFFUSERS_BLOCK_NAMES.items():
+            if f"{block}.{c}.weight" in sd:
+                out[f"{block}.{d}"] = f"{block}.{c}.weight"
+    return out
+
+
+def lora_targets(sd: Mapping[str, torch.Tensor]) -> LoraTargets:
+    """The names the newest ComfyUI gives a Z-Image LoRA's layers (comfy/lora.py's model_lora_keys_unet for its
+    Lumina2 model class), for a state dict in ComfyUI's unprefixed NextDiT names: ComfyUI's own names under
+    `diffusion_model.` or kohya's `lora_unet_` with underscores (ComfyUI's saved LoRAs), and diffusers' names
+    (ai-toolkit's `diffusion_model.layers.N.attention.to_q`, diffusers' `transformer.`, SimpleTuner's `lycoris_`,
+    bare) where to_q / to_k / to_v are their rows of the fused qkv."""
+    tops = tuple(sorted({k.split(".")[0] + "." for k in sd}))
+    targets = LoraTargets(("lora_unet_", "diffusion_model.", "transformer.", "lycoris_", "all_") + tops, {})
+    for key in sd:
+        if key.endswith(".weight"):
+            name = key[: -len(".weight")]
+            targets.add(key, "diffusion_model." + name, "lora_unet_" + name.replace(".", "_"))
+    for d, target in _diffusers_names(sd).items():
+        targets.add(target, "diffusion_model." + d, "transformer." + d, "lycoris_" + d.replace(".", "_"), d)
+    return targets
 
 
 def count_blocks(sd: Mapping[str, torch.Tensor], name: str) -> int:
@@ -140,8 +194,12 @@ class ZImageDiffusionModel(DiffusionModel):
 def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) -> ZImageDiffusionModel:
     """A Z-Image DiffusionModel from ComfyUI's single file (bare or `model.diffusion_model.`-prefixed)."""
     path = ref.sources[0] if ref.sources else None
-    if ref.patches:
-        raise ModelLoadError(path, "LoRAs on Z-Image diffusion models are not supported yet")
+    if ref.patches:  # merged in ComfyUI's names, the fused qkv before diffusers' conversion splits it
+        prefix = find_zimage_prefix(state_dict.keys())
+        if prefix is None:
+            raise ModelLoadError(path, "not a Z-Image transformer (no cap_embedder / layers.0.adaLN_modulation.0 keys)")
+        comfy_sd = {k[len(prefix) :]: v for k, v in state_dict.items() if k.startswith(prefix)}
+        state_dict, _ = merge_loras(ref.patches, lora_targets(comfy_sd), comfy_sd)
     try:
         sd = to_diffusers_layout(state_dict)
         config, widths = infer_config(sd)
@@ -163,4 +221,11 @@ def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) 
 from nodes.models.flux_vae import load_vae  # noqa: E402
 from nodes.models.zimage_text import load_text_encoder  # noqa: E402
 
-__all__ = ["infer_config", "load_diffusion_model", "load_text_encoder", "load_vae", "to_diffusers_layout"]
+__all__ = [
+    "infer_config",
+    "load_diffusion_model",
+    "load_text_encoder",
+    "load_vae",
+    "lora_targets",
+    "to_diffusers_layout",
+]

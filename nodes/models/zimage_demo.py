@@ -19,6 +19,17 @@ FILES = {
     "text_encoder": "text_encoders/qwen_3_4b-tiny.safetensors",
     "vae": "vae/z-image-turbo-tiny-ae.safetensors",
 }
+# Tiny LoRAs for the tiny transformer in the layouts Z-Image LoRAs are published in: ai-toolkit's (diffusers' names
+# under `diffusion_model.`, q/k/v apart, peft lora_A/lora_B, no alpha; the templates' pixel-art LoRA, and the
+# layout ComfyUI users' logs show: diffusion_model.layers.N.attention.to_k.lora_A.weight, ...to_out.0...),
+# ComfyUI's own saved layout (its NextDiT names, fused qkv, kohya `lora_unet_` or `diffusion_model.`,
+# lora_down/lora_up with alpha), and diffusers' `transformer.` / SimpleTuner's `lycoris_` with alphas.
+LORA_FILES = {
+    "ai_toolkit": "loras/z_image_turbo_lora_tiny.safetensors",
+    "comfyui": "loras/z_image_turbo_lora_tiny_comfyui.safetensors",
+    "diffusers": "loras/z_image_turbo_lora_tiny_diffusers.safetensors",
+}
+LORA_RANK = 4
 QWEN_VOCAB = 151936  # Qwen3's embedding rows (the tokenizer's 151,665 ids, padded)
 TE_HIDDEN = 32
 # A narrow Z-Image with the real 128-wide heads (so the real RoPE axes 32/48/48), sized by ComfyUI's rules for
@@ -113,13 +124,64 @@ def tiny_zimage_state_dicts(seed: int = 0) -> dict[str, dict[str, torch.Tensor]]
     }
 
 
+def _lora_pair(
+    out: dict[str, torch.Tensor], name: str, shape: torch.Size, gen: torch.Generator, parts: tuple[str, str], alpha=None
+) -> None:
+    rows, cols = shape
+    out[f"{name}.{parts[0]}.weight"] = 0.1 * torch.randn(LORA_RANK, cols, generator=gen)
+    out[f"{name}.{parts[1]}.weight"] = 0.1 * torch.randn(rows, LORA_RANK, generator=gen)
+    if alpha is not None:
+        out[f"{name}.alpha"] = torch.tensor(float(alpha))
+
+
+def tiny_lora_state_dicts(transformer: dict[str, torch.Tensor], seed: int = 0) -> dict[str, dict[str, torch.Tensor]]:
+    """The three tiny LoRAs (LORA_FILES' layouts) for the tiny transformer's ComfyUI-named state dict."""
+    gen = torch.Generator().manual_seed(seed + 40)
+    dim = transformer["x_embedder.weight"].shape[0]
+    peft, kohya = ("lora_A", "lora_B"), ("lora_down", "lora_up")
+    ai_toolkit: dict[str, torch.Tensor] = {}
+    for block in ("layers.0", "layers.1", "noise_refiner.0", "context_refiner.0"):
+        for part in ("to_q", "to_k", "to_v", "to_out.0"):
+            _lora_pair(ai_toolkit, f"diffusion_model.{block}.attention.{part}", (dim, dim), gen, peft)
+        for w in ("w1", "w2", "w3"):
+            shape = transformer[f"{block}.feed_forward.{w}.weight"].shape
+            _lora_pair(ai_toolkit, f"diffusion_model.{block}.feed_forward.{w}", shape, gen, peft)
+    comfyui: dict[str, torch.Tensor] = {}
+    for i, layer in enumerate(
+        (
+            "layers.0.attention.qkv",
+            "layers.1.attention.out",
+            "noise_refiner.0.attention.qkv",
+            "layers.0.adaLN_modulation.0",
+            "x_embedder",
+            "final_layer.linear",
+            "cap_embedder.1",
+        )
+    ):
+        name = "lora_unet_" + layer.replace(".", "_") if i % 2 == 0 else "diffusion_model." + layer
+        _lora_pair(comfyui, name, transformer[layer + ".weight"].shape, gen, kohya, alpha=2.0)
+    diffusers: dict[str, torch.Tensor] = {}
+    for name, shape in (
+        ("transformer.layers.1.attention.to_k", (dim, dim)),
+        ("transformer.all_x_embedder.2-1", transformer["x_embedder.weight"].shape),
+        ("lycoris_layers_0_attention_to_v", (dim, dim)),
+        ("lycoris_all_final_layer_2-1_adaLN_modulation_1", transformer["final_layer.adaLN_modulation.1.weight"].shape),
+        ("context_refiner.0.attention.to_q", (dim, dim)),
+    ):
+        _lora_pair(diffusers, name, shape, gen, peft if name.startswith("transformer.") else kohya, alpha=8.0)
+    return {"ai_toolkit": ai_toolkit, "comfyui": comfyui, "diffusers": diffusers}
+
+
 def build_demo_zimage(models_dir: Path, seed: int = 0) -> list[Path]:
-    """Write z-image-turbo-tiny's files under a ComfyUI models folder; returns the paths written."""
+    """Write z-image-turbo-tiny's files and its tiny LoRAs under a ComfyUI models folder; returns the paths written."""
     written = []
     with torch.random.fork_rng(devices=[]):  # the builders seed torch's global generator
         sds = tiny_zimage_state_dicts(seed)
+    files = dict(FILES)
+    for layout, lora in tiny_lora_state_dicts(sds["transformer"], seed).items():
+        sds[layout], files[layout] = lora, LORA_FILES[layout]
     for part, sd in sds.items():
-        path = Path(models_dir) / FILES[part]
+        path = Path(models_dir) / files[part]
         path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(path, lambda tmp, sd=sd: save_file(sd, tmp))
         written.append(path)
