@@ -373,6 +373,8 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
             "which is not supported yet",
         )
     prefix = _prefix_with(shapes, QWEN_IMAGE_MARKER)
+    if prefix is not None and shapes.get(prefix + "img_in.weight", (0, 0))[1:] == (MAGE_FLOW_CHANNELS,):
+        return info("mage_flow", "diffusion_model", {"diffusion_model"}, "diffusers", prefix)
     if prefix is not None and prefix + "img_in.weight" in shapes:  # Qwen-Image (ComfyUI detects txt_norm)
         return info(
             "qwen_image", "checkpoint" if extra else "diffusion_model", {"diffusion_model"} | extra, "diffusers", prefix
@@ -381,8 +383,6 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
     if prefix is not None and prefix + LTX2_TIME_MARKER in shapes:  # LTX-2 audio-video (ComfyUI's "ltxav")
         parts = {"diffusion_model"} | ({"vae"} if any(k.startswith("vae.") for k in keys) else set())
         return info("ltx2", "checkpoint" if len(parts) > 1 else "diffusion_model", parts, "ltx", prefix)
-    if prefix is not None and shapes.get(prefix + "img_in.weight", (0, 0))[1:] == (MAGE_FLOW_CHANNELS,):
-        return info("mage_flow", "diffusion_model", {"diffusion_model"}, "diffusers", prefix)
     prefix = _prefix_with(shapes, LTX2_TIME_MARKER)
     if prefix is not None and prefix + "patchify_proj.weight" in shapes:  # LTX-Video 0.9 (ComfyUI 0.3.64's "ltxv")
         parts = {"diffusion_model"} | ({"vae"} if any(k.startswith("vae.") for k in keys) else set())
@@ -422,6 +422,8 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
             prefix,
         )
 
+    if MAGE_VAE_MARKER in shapes:  # Mage-VAE: its encoder under `student.`, its decoder under `pipeline.`
+        return info("mage_flow", "vae", {"vae"}, "mage")
     prefix = _prefix_with(shapes, LTX25_VAE_MARKER, ("vae.", ""))
     if prefix is not None:  # LTX-2.5's video VAE: LTX-2's encoder and a diffusion decoder (nodes/models/ltx25_vae.py)
         return info("ltx2", "vae", {"vae"}, "ltx", prefix)
@@ -430,8 +432,6 @@ def classify(shapes: Shapes, path: str, metadata: dict[str, str] | None = None) 
         arch = (
             "qwen_image21"
             if is_qwen_image21_vae(shapes, prefix)
-    if MAGE_VAE_MARKER in shapes:  # Mage-VAE: its encoder under `student.`, its decoder under `pipeline.`
-        return info("mage_flow", "vae", {"vae"}, "mage")
             else "wan22_5b"
             if prefix + WAN22_VAE_MARKER in shapes
             else "qwen_image"
