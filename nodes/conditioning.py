@@ -119,6 +119,7 @@ def flatten(name: str, conditioning: list, percent_to_sigma) -> tuple[dict[str, 
         vision = opts.get("clip_vision_output")
         if vision is not None:  # Wan 2.1 image-to-video: the image's CLIP vision states join the text
             tensors[f"{key}.clip_fea"] = vision.penultimate_hidden_states
+            tensors[f"{key}.clip_fea_last"] = vision.last_hidden_state  # HunyuanVideo 1.5 reads the last layer's
         if opts.get("condition") is not None:  # SeedVR2Conditioning: the latent to upscale and its ones mask
             tensors[f"{key}.seedvr2_condition"] = opts["condition"]
         if opts.get("stable_cascade_prior") is not None:  # StableCascade_StageB_Conditioning: stage B's effnet

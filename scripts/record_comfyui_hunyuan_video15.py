@@ -7,9 +7,11 @@ Run inside that ComfyUI's own environment (it imports ComfyUI's modules; nothing
     cd <ComfyUI 0.10.0 source> && PYTHONPATH=<shim>:. OMP_NUM_THREADS=1 <venv>/bin/python \\
         /work/main/scripts/record_comfyui_hunyuan_video15.py tests/models/fixtures/comfyui_hunyuan_video15.json <models>
 
-ComfyUI reads the transformer's widths from the file but fixes the VAE's (128..1024, two resnets per stage): so
-that its own classes load the tiny VAE, this script gives its vae_refiner Encoder and Decoder the tiny file's stage
-widths and resnet count and changes nothing else (model detection, model_base.HunyuanVideo15 with its concat_cond
+ComfyUI reads the transformer's widths from the file but fixes two: supported_models.HunyuanVideo15 asks vision_in_dim
+1152 (SigLIP so400m's width; the tiny image projection takes sigclip-vision-tiny's 32) and the VAE is 128..1024 wide
+with two resnets per stage. So that its own classes take the tiny files, this script gives HunyuanVideo15's
+unet_config the file's vision width and its vae_refiner Encoder and Decoder the tiny file's stage widths and resnet
+count, and changes nothing else (model detection, model_base.HunyuanVideo15 with its concat_cond
 and extra_conds, FLOW sampling at shift 7, the latent format, comfy/sd.py's VAE wrapper are ComfyUI's).
 
 Recorded: the transformer's raw output on seeded inputs (text only; text, ByT5 glyph states and SigLIP states in a
@@ -40,7 +42,7 @@ FILES = {
     "vae": "vae/hunyuanvideo15_vae_tiny.safetensors",
 }
 TEXT_WIDTH = 32  # the tiny Qwen2.5-VL's (nodes.models.qwen_image_demo)
-VISION_WIDTH = 1152  # SigLIP so400m's: ComfyUI detects HunyuanVideo 1.5 only at vision_in_dim 1152
+VISION_WIDTH = 32  # sigclip-vision-tiny's (nodes.models.redux_demo)
 BYT5_WIDTH = 1472
 
 
@@ -57,6 +59,15 @@ def tiny_vae_widths(vae_sd: dict) -> None:
             name,
             lambda cls=cls, **cfg: cls(**{**cfg, "block_out_channels": widths, "num_res_blocks": blocks}),
         )
+
+
+def tiny_vision_width(dit_sd: dict) -> None:
+    """Let supported_models.HunyuanVideo15 (and its SR model) match the tiny file's image projection width."""
+    import comfy.supported_models
+
+    width = dit_sd["vision_in.proj.0.weight"].shape[0]
+    for cls in (comfy.supported_models.HunyuanVideo15, comfy.supported_models.HunyuanVideo15_SR_Distilled):
+        cls.unet_config = {**cls.unet_config, "vision_in_dim": width}
 
 
 def draws(seed: int, *shapes: list[int]) -> list[torch.Tensor]:
@@ -175,6 +186,7 @@ def main() -> None:
     torch.set_num_threads(1)
     paths = {name: f"{MODELS}/{rel}" for name, rel in FILES.items()}
     dit_sd = comfy.utils.load_torch_file(paths["transformer"])
+    tiny_vision_width(dit_sd)
     patcher = comfy.sd.load_diffusion_model_state_dict(dit_sd, model_options={"dtype": torch.float32})
     vae_sd = comfy.utils.load_torch_file(paths["vae"])
     tiny_vae_widths(vae_sd)

@@ -484,6 +484,8 @@ class GuidedDenoiser:
         clip_fea = stacked("clip_fea")
         if clip_fea is not None:  # CLIP vision states of an image-to-video cond (Wan 2.1)
             cond["clip_fea"] = clip_fea
+        if self.model.arch == "hunyuan_video15":  # HunyuanVideo 1.5 reads the vision output's last layer
+            cond["clip_fea_last"] = stacked("clip_fea_last")
         priors = [self.inputs.get(f"{e['key']}.stable_cascade_prior") for e in entries]
         present = next((p for p in priors if p is not None), None)
         if present is not None:  # Stable Cascade stage B: a cond without a prior has ComfyUI's zeros, which the

@@ -178,11 +178,20 @@ class HunyuanVideo15DiffusionModel(DiffusionModel):
                 raise NotImplementedError(f"{what} are not supported for HunyuanVideo 1.5 models")
         if x.dim() != 5:
             raise ValueError(f"HunyuanVideo 1.5 takes [B,32,T,H,W] latents; this one is {tuple(x.shape)}")
+        joined = cond.get("concat")  # the sampler's (concat_image below); else the conditioning's own keys
+        if joined is None:
+            joined = self.concat_image(cond.get("concat_latent_image"), x, cond.get("concat_mask"))
+        hidden = x if joined is None else torch.cat([x, joined.to(x.device, x.dtype)], dim=1)
+        return self.network(hidden, timestep, cond)
+
+    def concat_image(
+        self, image: torch.Tensor | None, x: torch.Tensor, mask: torch.Tensor | None = None, mask_index: int = 0
+    ) -> torch.Tensor | None:
+        """The image latent and 1 - mask joined after the noise (model_base.HunyuanVideo15.concat_cond)."""
         extra = self.module.config.in_channels - x.shape[1]
-        joined = concat_channels(x, extra, cond, self.latent_format.process_in, video_upscale)
-        return self.network(
-            x if joined is None else torch.cat([x, joined.to(x.device, x.dtype)], dim=1), timestep, cond
-        )
+        cond = {"concat_latent_image": image, "concat_mask": mask}
+        joined = concat_channels(x.cpu(), extra, cond, self.latent_format.process_in, video_upscale)
+        return None if joined is None else joined.to(x.device)
 
     def network(self, x: torch.Tensor, timestep: torch.Tensor, cond: dict[str, Any]) -> torch.Tensor:
         """The transformer on its full input channels (ComfyUI's diffusion_model call): text, then glyph and image
@@ -201,10 +210,11 @@ class HunyuanVideo15DiffusionModel(DiffusionModel):
             byt5 = torch.zeros(b, 0, module.config.text_embed_2_dim, device=x.device, dtype=self.dtype)
         byt5 = _batched(byt5.to(x.device, self.dtype), b)
         vision = cond.get("clip_vision_output")
+        vision = cond.get("clip_fea_last") if vision is None else vision.last_hidden_state
         if vision is None:  # likewise no image tokens
             image = torch.zeros(b, 0, module.config.image_embed_dim, device=x.device, dtype=self.dtype)
         else:
-            image = _batched(vision.last_hidden_state.to(x.device, self.dtype), b)
+            image = _batched(vision.to(x.device, self.dtype), b)
         t = torch.as_tensor(timestep, dtype=torch.float32, device=x.device).reshape(-1)
         out = module(
             hidden_states=x.to(self.dtype),

@@ -3,9 +3,9 @@
   fused, `txt_in.individual_token_refiner.blocks.N`, `final_layer.adaLN_modulation.1` as (shift, scale),
   `vision_in.proj.{0,1,3,4}`, `cond_type_embedding`, `byt5_in.fc1..3`), 2 heads of ComfyUI's fixed 128, two double
   blocks, two token-refiner blocks, 65 input channels (noise, image latent, mask) as the i2v and t2v files have;
-  taking the 32-wide states of the tiny Qwen2.5-VL (nodes.models.qwen_image_demo); the image projection at SigLIP
-  so400m's 1152 (ComfyUI detects the family only at that width) and the ByT5 mapper at ComfyUI's fixed
-  1472 -> 2048 -> 2048;
+  taking the 32-wide states of the tiny Qwen2.5-VL (nodes.models.qwen_image_demo) and of sigclip-vision-tiny
+  (nodes.models.redux_demo: ComfyUI fixes SigLIP so400m's 1152 there, which its recorder gives the tiny width); the
+  ByT5 mapper at ComfyUI's fixed 1472 -> 2048 -> 2048;
 - vae/hunyuanvideo15_vae_tiny.safetensors: the causal 16x / 4x VAE in the authors' names (`encoder.down.N.block.M`,
   `.downsample.conv.conv`, `decoder.up.N.upsample.conv.conv`, `mid.attn_1.q`, RMS `gamma`), five stages 32..64
   wide, one resnet each.
@@ -24,6 +24,7 @@ from nodes.models.hunyuan_image_demo import dit_to_authors as shared_to_authors
 from nodes.models.hunyuan_video15 import to_diffusers_layout
 from nodes.models.hunyuan_video15_vae import to_diffusers_layout as vae_to_diffusers
 from nodes.models.qwen_image_demo import TEXT_WIDTH
+from nodes.models.redux_demo import SIGLIP_SIZES
 from nodes.output_claims import write_atomic
 
 SEED = 1515
@@ -43,7 +44,7 @@ DIT_CONFIG = {
     "patch_size_t": 1,
     "text_embed_dim": TEXT_WIDTH,
     "text_embed_2_dim": 1472,  # ComfyUI's ByT5Mapper takes ByT5-small's 1472 whatever the file
-    "image_embed_dim": 1152,  # ComfyUI tells HunyuanVideo 1.5 by vision_in_dim 1152 (SigLIP so400m's width)
+    "image_embed_dim": SIGLIP_SIZES.width,
     "rope_axes_dim": (16, 56, 56),
 }
 VAE_CONFIG = {

@@ -5,6 +5,7 @@ mask joined as channels), the causal VAE's decode and encode, and the two latent
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from pathlib import Path
 from types import SimpleNamespace
@@ -23,7 +24,7 @@ from tests.recorded_tensors import at_recorded, load_json, tensor
 
 FIXTURE = load_json(Path(__file__).parent / "fixtures" / "comfyui_hunyuan_video15.json")
 TOL = 1e-5
-TEXT_WIDTH, VISION_WIDTH, BYT5_WIDTH = 32, 1152, 1472
+TEXT_WIDTH, VISION_WIDTH, BYT5_WIDTH = 32, 32, 1472
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +68,8 @@ def test_published_layouts_are_detected(files, tmp_path):
     assert not any(k.startswith("single_blocks.") for k in names)
     info = probe(files["transformer"])
     assert (info.arch, info.kind, info.layout) == ("hunyuan_video15", "diffusion_model", "hunyuan")
-    assert FIXTURE["detected"]["model_class"] == "HunyuanVideo15"  # ComfyUI read the same file as 1.5
+    # ComfyUI read the same file as 1.5 (its recorder gave the config the tiny SigLIP width in place of 1152)
+    assert FIXTURE["detected"]["model_class"] == "HunyuanVideo15"
     prefixed = tmp_path / "prefixed.safetensors"
     save_file({f"model.diffusion_model.{k}": v for k, v in load_file(files["transformer"]).items()}, str(prefixed))
     assert probe(prefixed).prefix == "model.diffusion_model."
@@ -156,3 +158,49 @@ def test_vae_matches_comfyui(vae):
         encoded = vae.encode(pixels)
         assert encoded.shape == tensor(rec[key]).shape
         assert (encoded - tensor(rec[key])).abs().max().item() < TOL, key
+
+
+@pytest.fixture(scope="module")
+def workspace(files, tmp_path_factory):
+    """An active workspace holding hunyuan-video-1.5-tiny, whose ModelFns run in-process."""
+    import shutil
+
+    from nodes import workspace as ws_module
+
+    previous = ws_module._active
+    ws = ws_module.activate(ws_module.Workspace(tmp_path_factory.mktemp("hv15-ws")).create())
+    root = files["vae"].parents[1]
+    for sub in root.iterdir():
+        shutil.copytree(sub, ws.models_dir / sub.name, dirs_exist_ok=True)
+    yield ws
+    ws_module._active = previous
+
+
+def test_latent_nodes_equal_comfyuis(workspace):
+    from nodes.library.hunyuan_video15 import EmptyHunyuanVideo15Latent, HunyuanVideo15ImageToVideo
+
+    rec = FIXTURE["nodes"]
+    g = torch.Generator().manual_seed(8)
+    start = torch.rand([2, 40, 56, 3], generator=g)
+    cond = torch.randn([1, 4, TEXT_WIDTH], generator=g)
+    clip_out = SimpleNamespace(last_hidden_state=torch.randn([1, 5, VISION_WIDTH], generator=g))
+    assert float(start.sum() + cond.sum() + clip_out.last_hidden_state.sum()) == pytest.approx(rec["input_sum"])
+    (empty,) = EmptyHunyuanVideo15Latent().execute(48, 32, 9, 2)
+    assert list(empty["samples"].shape) == rec["empty_shape"] and not empty["samples"].any()
+    vae_ref = make_ref("vae", "hunyuan_video15", [workspace.models_dir / FILES["vae"]])
+    pos, neg, latent = asyncio.run(
+        HunyuanVideo15ImageToVideo().execute(
+            [[cond, {}]], [[cond * 2, {}]], vae_ref, 64, 32, 9, 1, start_image=start, clip_vision_output=clip_out
+        )
+    )
+    assert list(latent["samples"].shape) == rec["latent_shape"]
+    assert sorted(pos[0][1]) == rec["positive_keys"]
+    for opts in (pos[0][1], neg[0][1]):
+        assert (opts["concat_latent_image"] - tensor(rec["concat_latent_image"])).abs().max().item() < TOL
+        assert torch.equal(opts["concat_mask"], tensor(rec["concat_mask"]))
+        assert opts["clip_vision_output"] is clip_out
+    wrong = make_ref("vae", "sd1", [workspace.models_dir / FILES["vae"]])
+    with pytest.raises(ValueError, match="HunyuanVideo 1.5 VAE"):
+        asyncio.run(
+            HunyuanVideo15ImageToVideo().execute([[cond, {}]], [[cond, {}]], wrong, 64, 32, 9, 1, start_image=start)
+        )

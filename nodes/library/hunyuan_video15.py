@@ -1,0 +1,125 @@
+"""HunyuanVideo 1.5's latent and image-to-video nodes (ComfyUI 0.10.0's comfy_extras.nodes_hunyuan):
+EmptyHunyuanVideo15Latent and HunyuanVideo15ImageToVideo.
+
+Latents are [B,32,1+(length-1)//4,H/16,W/16]. The image-to-video node encodes the start frames alone (resized as
+ComfyUI resizes them, bilinear with a centre crop) and hands the model a full-length image latent (zeros after the
+encoded frames) with a mask that is 0 on the latent frames the images fix; the model joins both to its input
+channels (nodes.models.hunyuan_video15). A CLIP vision output joins the conditioning for its image tokens."""
+
+from __future__ import annotations
+
+import torch
+
+from nodes import MAX_RESOLUTION
+from nodes.conditioning import require
+from nodes.conditioning_ops import set_values
+from nodes.inputs import require_component
+from nodes.ksampler import call_model_fn
+from nodes.library.wan import fit_frames, latent_frames
+
+LATENT_CHANNELS = 32
+DOWNSCALE = 16
+VAE_ARCH = "hunyuan_video15"
+
+
+def _size(default: int):
+    return ("INT", {"default": default, "min": 16, "max": MAX_RESOLUTION, "step": 16})
+
+
+def empty_latent(batch_size: int, length: int, width: int, height: int) -> torch.Tensor:
+    return torch.zeros(batch_size, LATENT_CHANNELS, latent_frames(length), height // DOWNSCALE, width // DOWNSCALE)
+
+
+class EmptyHunyuanVideo15Latent:
+    RELATIVE_PYTHON_MODULE = "comfy_extras.nodes_hunyuan"
+    FUNCTION = "execute"
+    CATEGORY = "latent/video"
+    RETURN_TYPES = ("LATENT",)
+    DESCRIPTION = (
+        "An all-zero HunyuanVideo 1.5 latent: 32 channels at 1/16 of the size, length frames give 1+(length-1)/4."
+    )
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {
+            "required": {
+                "width": _size(848),
+                "height": _size(480),
+                "length": ("INT", {"default": 25, "min": 1, "max": MAX_RESOLUTION, "step": 4}),
+                "batch_size": ("INT", {"default": 1, "min": 1, "max": 4096}),
+            }
+        }
+
+    def execute(self, width: int, height: int, length: int, batch_size: int = 1):
+        return ({"samples": empty_latent(batch_size, length, width, height)},)
+
+
+class HunyuanVideo15ImageToVideo:
+    RELATIVE_PYTHON_MODULE = "comfy_extras.nodes_hunyuan"
+    FUNCTION = "execute"
+    CATEGORY = "conditioning/video_models"
+    RETURN_TYPES = ("CONDITIONING", "CONDITIONING", "LATENT")
+    RETURN_NAMES = ("positive", "negative", "latent")
+    DESCRIPTION = "Conditions a HunyuanVideo 1.5 model on start frames (and optionally their CLIP vision output)."
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {
+            "required": {
+                "positive": ("CONDITIONING", {}),
+                "negative": ("CONDITIONING", {}),
+                "vae": ("VAE", {}),
+                "width": _size(848),
+                "height": _size(480),
+                "length": ("INT", {"default": 33, "min": 1, "max": MAX_RESOLUTION, "step": 4}),
+                "batch_size": ("INT", {"default": 1, "min": 1, "max": 4096}),
+            },
+            "optional": {"start_image": ("IMAGE", {}), "clip_vision_output": ("CLIP_VISION_OUTPUT", {})},
+        }
+
+    async def execute(
+        self,
+        positive,
+        negative,
+        vae,
+        width: int,
+        height: int,
+        length: int,
+        batch_size: int,
+        start_image: torch.Tensor | None = None,
+        clip_vision_output=None,
+    ):
+        positive, negative = require(positive, "positive"), require(negative, "negative")
+        latent = empty_latent(batch_size, length, width, height)
+        extra = {}
+        if start_image is not None:
+            start = fit_frames(start_image[:length], width, height)
+            encoded = await encode_start(vae, start[..., :3])
+            image = torch.zeros(latent.shape[0], LATENT_CHANNELS, *latent.shape[2:])
+            image[:, :, : encoded.shape[2]] = encoded
+            mask = torch.ones(1, 1, latent.shape[2], latent.shape[-2], latent.shape[-1])
+            mask[:, :, : latent_frames(start.shape[0])] = 0.0
+            extra = {"concat_latent_image": image, "concat_mask": mask}
+        if clip_vision_output is not None:
+            extra["clip_vision_output"] = clip_vision_output
+        if extra:
+            positive, negative = set_values(positive, extra), set_values(negative, extra)
+        return positive, negative, {"samples": latent}
+
+
+async def encode_start(vae, frames: torch.Tensor) -> torch.Tensor:
+    """IMAGE [T,H,W,3] -> the HunyuanVideo 1.5 VAE's latent of them as one clip, [1,32,1+(T-1)//4,H/16,W/16]."""
+    vae = require_component(vae, "vae", "vae")
+    if vae.arch != VAE_ARCH:
+        raise ValueError(
+            f"vae: the HunyuanVideo 1.5 VAE (hunyuanvideo15_vae_fp16.safetensors) is needed here, got a {vae.arch} VAE"
+        )
+    out = await call_model_fn("vae_encode", vae, "vae", {"pixels": frames.contiguous()}, {"video": True})
+    return out["latent"]
+
+
+NODE_CLASS_MAPPINGS = {
+    "EmptyHunyuanVideo15Latent": EmptyHunyuanVideo15Latent,
+    "HunyuanVideo15ImageToVideo": HunyuanVideo15ImageToVideo,
+}
+NODE_DISPLAY_NAME_MAPPINGS = {"EmptyHunyuanVideo15Latent": "Empty HunyuanVideo 1.5 Latent"}
