@@ -109,11 +109,11 @@ SAMPLING_CONFIGS: dict[str, dict[str, Any]] = {
     # HiDream: ComfyUI's supported_models.HiDream (model type FLOW; its sampling_settings are reassigned empty, so
     # shift 1 and multiplier 1000 until ModelSamplingSD3 sets the shift, as the templates do).
     "hidream": {"kind": "flow", "shift": 1.0, "multiplier": 1000},
-    # Krea 2: the exponential time shift at mu 1.15 (diffusers' Krea2Pipeline for the turbo model; the style
-    # reference template sets ModelSamplingFlux to 1.15 at 1024x1024, the same value).
     # Mage-Flow: ComfyUI's supported_models.MageFlow (model type FLOW: ModelSamplingDiscreteFlow, multiplier 1,
     # shift 6), read from the newest source.
     "mage_flow": {"kind": "flow", "shift": 6.0, "multiplier": 1.0},
+    # Krea 2: the exponential time shift at mu 1.15 (diffusers' Krea2Pipeline for the turbo model; the style
+    # reference template sets ModelSamplingFlux to 1.15 at 1024x1024, the same value).
     "krea2": {"kind": "flux", "shift": 1.15},
     # FLUX 3: a constant flow shift of 6.93 with sigma as the timestep (diffusers 0.42's Flux3SetTimestepsStep:
     # FlowMatchEulerDiscreteScheduler(shift=6.93) over linspace(1, 1/n, n), which 'simple' reproduces).
