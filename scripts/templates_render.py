@@ -41,6 +41,11 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     (None, r"^qwen_image_2\.1.*vae", "qwen_image_2.1_vae_tiny.safetensors"),
     (None, r"^qwen_image_2\.1", "qwen_image_2.1_tiny.safetensors"),
     (r"^qwen_image_2\.1", r"^qwen3\.5_9b_qwen_image_2\.1|^qwen3vl_8b_int8", "qwen3vl_8b_tiny.safetensors"),
+    # Mage-Flow: t2i and edit, base and turbo share one layout (nodes/models/mage_flow_demo.py); its Qwen3-VL-4B's
+    # stand-in is qwen-image-2.1-tiny's Qwen3-VL, whose vision tower reads the edit templates' pictures
+    (None, r"^mage_flow_vae", "mage_flow_vae_tiny.safetensors"),
+    (None, r"^mage_flow", "mage_flow_tiny.safetensors"),
+    (r"^mage_flow", r"^qwen3vl_4b", "qwen3vl_8b_tiny.safetensors"),
     # Krea 2 (scripts/krea2_workflow.py)
     (None, r"^krea2_turbo", "krea2_turbo_tiny.safetensors"),
     (None, r"^qwen3vl_4b_fp8", "qwen3vl_4b_tiny.safetensors"),  # Krea 2's, and the LLM templates' Qwen3-VL 4B
