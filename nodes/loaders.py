@@ -185,7 +185,7 @@ CLIP_TYPES = [
     "moss_image",
     "pixeldit",
 ]
-DUAL_CLIP_TYPES = ["sdxl", "sd3", "flux", "hunyuan_video", "hidream", "hunyuan_image"]
+DUAL_CLIP_TYPES = ["sdxl", "sd3", "flux", "hunyuan_video", "hidream", "hunyuan_image", "hunyuan_video_15"]
 # The CLIP types whose text encoders we can build; the others are refused with a clear error.
 # lumina2: the type the frontend's default Z-Image-Turbo graph uses.
 _CLIP_TYPE_ARCH = {
@@ -203,6 +203,7 @@ _CLIP_TYPE_ARCH = {
     "stable_cascade": "stable_cascade_c",
     "ltxv": "ltxv",  # T5-XXL for LTX-Video 0.9 (nodes.models.ltxv_text); LTX-2.5's Gemma 4 is told apart above
     "hunyuan_image": "hunyuan_image",  # Qwen2.5-VL with Hunyuan Image 2.1's template (nodes.models.hunyuan_image_text)
+    "hunyuan_video_15": "hunyuan_video15",  # Qwen2.5-VL (+ ByT5) for HunyuanVideo 1.5 (nodes.models.hunyuan_video15_text)
 }
 
 

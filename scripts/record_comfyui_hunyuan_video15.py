@@ -33,6 +33,7 @@ OUT, MODELS = sys.argv[1:3]
 comfyui_on_cpu()
 import comfy.ldm.hunyuan_video.vae_refiner  # noqa: E402
 import comfy.sd  # noqa: E402
+import comfy.text_encoders.llama  # noqa: E402
 import comfy.utils  # noqa: E402
 import comfy_extras.nodes_hunyuan as nodes_hunyuan  # noqa: E402
 
@@ -40,6 +41,15 @@ COMMIT = "79cdbc81"
 FILES = {
     "transformer": "diffusion_models/hunyuanvideo1.5_tiny.safetensors",
     "vae": "vae/hunyuanvideo15_vae_tiny.safetensors",
+    "text_encoder": "text_encoders/qwen_2.5_vl_7b_hunyuan_video15_tiny.safetensors",
+}
+HEAD = 128  # ComfyUI's Qwen2.5-VL head width
+PROMPTS = {
+    # the 720p image-to-video template's prompts (its parentheses are ComfyUI's weight syntax)
+    "template": "A feathered young dinosaur (with ruffled brown-and-white plumage, sharp claws, and a spiky crested "
+    "head) moves alertly through a sun-dappled, dense coniferous forest.",
+    "empty": "",
+    "plain": "a paper airplane gliding between skyscrapers",
 }
 TEXT_WIDTH = 32  # the tiny Qwen2.5-VL's (nodes.models.qwen_image_demo)
 VISION_WIDTH = 32  # sigclip-vision-tiny's (nodes.models.redux_demo)
@@ -59,6 +69,61 @@ def tiny_vae_widths(vae_sd: dict) -> None:
             name,
             lambda cls=cls, **cfg: cls(**{**cfg, "block_out_channels": widths, "num_res_blocks": blocks}),
         )
+
+
+def tiny_text_sizes(te: dict) -> None:
+    """Give ComfyUI's Qwen2.5-VL-7B config the tiny file's sizes and tell it by the tiny width (as
+    scripts/record_comfyui_hunyuan_image.py does)."""
+    vocab, hidden = te["model.embed_tokens.weight"].shape
+    sizes = dict(
+        vocab_size=vocab,
+        hidden_size=hidden,
+        num_hidden_layers=len({k.split(".")[2] for k in te if k.startswith("model.layers.")}),
+        intermediate_size=te["model.layers.0.mlp.gate_proj.weight"].shape[0],
+        num_attention_heads=te["model.layers.0.self_attn.q_proj.weight"].shape[0] // HEAD,
+        num_key_value_heads=te["model.layers.0.self_attn.k_proj.weight"].shape[0] // HEAD,
+    )
+    config = comfy.text_encoders.llama.Qwen25_7BVLI_Config
+    comfy.text_encoders.llama.Qwen25_7BVLI_Config = lambda **kw: config(**{**sizes, **kw})
+    detect_te = comfy.sd.detect_te_model
+
+    def detect_te_tiny(sd):
+        if sd.get("model.layers.0.post_attention_layernorm.weight", torch.empty(0)).shape[0] == hidden:
+            return comfy.sd.TEModel.QWEN25_7B
+        return detect_te(sd)
+
+    comfy.sd.detect_te_model = detect_te_tiny
+
+
+def dual_clip_hunyuan_video15(qwen_sd: dict):
+    """The CLIP DualCLIPLoader type hunyuan_video_15 builds (comfy/sd.py's two-file branch: hunyuan_image.te with
+    its ByT5, HunyuanVideo15Tokenizer), given the Qwen2.5-VL file alone: ComfyUI's ByT5 is fixed 1472 wide, and it
+    reads only a prompt's quoted text, which these prompts have none of (so it is built and left unloaded)."""
+    import comfy.supported_models_base
+    import comfy.text_encoders.hunyuan_image
+    import comfy.text_encoders.hunyuan_video
+
+    target = comfy.supported_models_base.ClipTarget(
+        comfy.text_encoders.hunyuan_video.HunyuanVideo15Tokenizer,
+        comfy.text_encoders.hunyuan_image.te(**comfy.sd.llama_detect([qwen_sd])),
+    )
+    return comfy.sd.CLIP(target, parameters=comfy.utils.calculate_parameters(qwen_sd), state_dict=[qwen_sd])
+
+
+def record_text(clip) -> dict:
+    """DualCLIPLoader type hunyuan_video_15's tokens and conditioning (its ByT5 is built but reads only quotes)."""
+    out = {}
+    for name, text in PROMPTS.items():
+        tokens = clip.tokenize(text)
+        result = clip.encode_from_tokens(tokens, return_pooled=True, return_dict=True)
+        out[name] = {
+            "prompt": text,
+            "ids": [t for t, *_ in tokens["qwen25_7b"][0]],
+            "byt5": "byt5" in tokens,
+            "cond": b64(result["cond"]),
+            "extra_keys": sorted(k for k in result if k not in ("cond", "pooled_output")),
+        }
+    return out
 
 
 def tiny_vision_width(dit_sd: dict) -> None:
@@ -191,6 +256,8 @@ def main() -> None:
     vae_sd = comfy.utils.load_torch_file(paths["vae"])
     tiny_vae_widths(vae_sd)
     vae = comfy.sd.VAE(sd=vae_sd)
+    tiny_text_sizes(comfy.utils.load_torch_file(paths["text_encoder"]))
+    clip = dual_clip_hunyuan_video15(comfy.utils.load_torch_file(paths["text_encoder"]))
     model = patcher.model
     record = {
         "comfyui": COMMIT,
@@ -208,6 +275,7 @@ def main() -> None:
         "denoised": record_denoised(patcher),
         "vae": record_vae(vae),
         "nodes": record_nodes(vae),
+        "text": record_text(clip),
     }
     print("wrote", write_json(OUT, record))
 

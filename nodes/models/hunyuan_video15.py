@@ -254,12 +254,14 @@ def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) 
 
 
 # The loader (nodes.models.loader) finds every HunyuanVideo 1.5 entry point on this module.
+from nodes.models.hunyuan_video15_text import load_text_encoder  # noqa: E402
 from nodes.models.hunyuan_video15_vae import load_vae  # noqa: E402
 
 __all__ = [
     "authors_layout",
     "infer_config",
     "load_diffusion_model",
+    "load_text_encoder",
     "load_vae",
     "lora_targets",
     "to_diffusers_layout",

@@ -1,4 +1,4 @@
-"""hunyuan-video-1.5-tiny: a deterministic tiny HunyuanVideo 1.5 in the layouts its published files have, two files:
+"""hunyuan-video-1.5-tiny: a deterministic tiny HunyuanVideo 1.5 in the layouts its published files have, three files:
 - diffusion_models/hunyuanvideo1.5_tiny.safetensors: the DiT in the names ComfyUI reads (`double_blocks.N.img_attn_qkv`
   fused, `txt_in.individual_token_refiner.blocks.N`, `final_layer.adaLN_modulation.1` as (shift, scale),
   `vision_in.proj.{0,1,3,4}`, `cond_type_embedding`, `byt5_in.fc1..3`), 2 heads of ComfyUI's fixed 128, two double
@@ -8,7 +8,10 @@
   ByT5 mapper at ComfyUI's fixed 1472 -> 2048 -> 2048;
 - vae/hunyuanvideo15_vae_tiny.safetensors: the causal 16x / 4x VAE in the authors' names (`encoder.down.N.block.M`,
   `.downsample.conv.conv`, `decoder.up.N.upsample.conv.conv`, `mid.attn_1.q`, RMS `gamma`), five stages 32..64
-  wide, one resnet each.
+  wide, one resnet each;
+- text_encoders/qwen_2.5_vl_7b_hunyuan_video15_tiny.safetensors: a Qwen2.5-VL language model in the published names
+  (`model.*`, the real vocabulary, 32 wide, ComfyUI's 128-wide heads), four layers so that ComfyUI's layer -3 exists
+  (the shape of Hunyuan Image 2.1's tiny one, its own seed).
 bfloat16 like the published files. Same seed -> byte-identical files."""
 
 from __future__ import annotations
@@ -18,12 +21,14 @@ from pathlib import Path
 import torch
 from diffusers import AutoencoderKLHunyuanVideo15, HunyuanVideo15Transformer3DModel
 from safetensors.torch import save_file
+from transformers import Qwen2Config, Qwen2Model
 
 from nodes.models.flux_demo import randomize_constants
 from nodes.models.hunyuan_image_demo import dit_to_authors as shared_to_authors
 from nodes.models.hunyuan_video15 import to_diffusers_layout
 from nodes.models.hunyuan_video15_vae import to_diffusers_layout as vae_to_diffusers
-from nodes.models.qwen_image_demo import TEXT_WIDTH
+from nodes.models.qwen_image_demo import TEXT_WIDTH, VOCAB
+from nodes.models.qwen_image_text import HEAD_DIM, RMS_EPS, ROPE_THETA
 from nodes.models.redux_demo import SIGLIP_SIZES
 from nodes.output_claims import write_atomic
 
@@ -31,7 +36,9 @@ SEED = 1515
 FILES = {
     "transformer": "diffusion_models/hunyuanvideo1.5_tiny.safetensors",
     "vae": "vae/hunyuanvideo15_vae_tiny.safetensors",
+    "text_encoder": "text_encoders/qwen_2.5_vl_7b_hunyuan_video15_tiny.safetensors",
 }
+TEXT_LAYERS = 4
 DIT_CONFIG = {
     "in_channels": 65,
     "out_channels": 32,
@@ -115,7 +122,7 @@ def vae_to_authors(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 
 def tiny_hunyuan_video15_state_dicts(seed: int = SEED) -> dict[str, dict[str, torch.Tensor]]:
-    """The two files' tensors, in the published layouts and bfloat16."""
+    """The three files' tensors, in the published layouts and bfloat16."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         gen = torch.Generator().manual_seed(seed)
@@ -123,7 +130,25 @@ def tiny_hunyuan_video15_state_dicts(seed: int = SEED) -> dict[str, dict[str, to
         vae = AutoencoderKLHunyuanVideo15(**VAE_CONFIG)
         randomize_constants(transformer, gen)  # norm scales start at one: a skipped or swapped norm would not show
         randomize_constants(vae, gen)
-    sds = {"transformer": dit_to_authors(transformer.state_dict()), "vae": vae_to_authors(vae.state_dict())}
+        text = Qwen2Model(
+            Qwen2Config(
+                vocab_size=VOCAB,
+                hidden_size=TEXT_WIDTH,
+                intermediate_size=64,
+                num_hidden_layers=TEXT_LAYERS,
+                num_attention_heads=2,
+                num_key_value_heads=1,
+                head_dim=HEAD_DIM,
+                rope_theta=ROPE_THETA,
+                rms_norm_eps=RMS_EPS,
+            )
+        )
+        randomize_constants(text, gen)
+    sds = {
+        "transformer": dit_to_authors(transformer.state_dict()),
+        "vae": vae_to_authors(vae.state_dict()),
+        "text_encoder": {f"model.{k}": v for k, v in text.state_dict().items()},
+    }
     return {name: {k: v.to(torch.bfloat16).contiguous() for k, v in sd.items()} for name, sd in sds.items()}
 
 

@@ -204,3 +204,27 @@ def test_latent_nodes_equal_comfyuis(workspace):
         asyncio.run(
             HunyuanVideo15ImageToVideo().execute([[cond, {}]], [[cond, {}]], wrong, 64, 32, 9, 1, start_image=start)
         )
+
+
+@pytest.fixture(scope="module")
+def text_encoder(files):
+    """DualCLIPLoader type hunyuan_video_15 on the tiny Qwen2.5-VL (ComfyUI's ByT5 reads only quoted text)."""
+    ref = make_ref("text_encoder", "hunyuan_video15", [files["text_encoder"]], clip_type="hunyuan_video_15")
+    return loader.load_text_encoder(ref)
+
+
+@pytest.mark.parametrize("name", sorted(FIXTURE["text"]))
+def test_text_encoder_tokens_and_conditioning_equal_comfyui(text_encoder, name):
+    rec = FIXTURE["text"][name]
+    tokens = text_encoder.tokenize(rec["prompt"])
+    assert [t for t, _ in tokens["qwen25_7b"][0]] == rec["ids"]
+    assert not rec["byt5"] and rec["extra_keys"] == []  # no quoted text: no glyph tokens; no masked token
+    cond, pooled = text_encoder.encode(tokens)
+    assert pooled is None
+    assert cond.shape == tensor(rec["cond"]).shape
+    assert (cond - tensor(rec["cond"])).abs().max().item() < TOL
+
+
+def test_quoted_text_is_refused_by_name(text_encoder):
+    with pytest.raises(ValueError, match="ByT5 glyph encoder"):
+        text_encoder.tokenize('a sign that says "OPEN"')
