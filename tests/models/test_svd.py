@@ -148,3 +148,37 @@ def test_sampling_through_video_linear_cfg_equals_comfyuis(workspace) -> None:
     torch.testing.assert_close(samples["samples"], tensor(rec["latent"]), atol=SAMPLED_ATOL, rtol=RTOL)
     (frames,) = asyncio.run(call_node("VAEDecode", samples=samples, vae=vae))
     torch.testing.assert_close(at_recorded(frames, rec["frames"]), tensor(rec["frames"]), atol=SAMPLED_ATOL, rtol=0)
+
+
+def test_an_sv3d_style_unet_is_refused_by_name(workspace, tmp_path) -> None:
+    """SV3D's VideoUNet has SVD's layout with a 256-wide ADM (the augmentation level alone): not this family."""
+    from safetensors.torch import load_file, save_file
+
+    from nodes.models.errors import ModelLoadError
+
+    sd = load_file(workspace.models_dir / CHECKPOINT)
+    sd["model.diffusion_model.label_emb.0.0.weight"] = sd["model.diffusion_model.label_emb.0.0.weight"][
+        :, :256
+    ].contiguous()
+    path = tmp_path / "sv3d_u.safetensors"
+    save_file(sd, str(path))
+    assert probe(path).arch == "svd"
+    with pytest.raises(ModelLoadError, match="SV3D"):
+        loader.load_diffusion_model(make_ref("diffusion_model", "svd", [path]))
+
+
+def test_img2vid_conditioning_names_a_bad_image(workspace) -> None:
+    from tests.node_calls import call_node
+
+    (_, clip_vision, vae) = asyncio.run(call_node("ImageOnlyCheckpointLoader", ckpt_name=FILE))
+    with pytest.raises(ValueError, match="init_image"):
+        asyncio.run(
+            call_node(
+                "SVD_img2vid_Conditioning",
+                clip_vision=clip_vision,
+                init_image=torch.zeros(64, 96, 3),
+                vae=vae,
+                augmentation_level=0.0,
+                **FIXTURE["conditioning"]["settings"],
+            )
+        )
