@@ -200,6 +200,14 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     (None, r"^hunyuanimage2\.1(?!.*(refiner|distilled))", "hunyuanimage2.1_tiny.safetensors"),
     (None, r"^hunyuanimage2\.1.*distilled", "hunyuanimage2.1_distilled_tiny.safetensors"),
     (r"^hunyuanimage2\.1", r"^qwen_2\.5_vl_7b", "qwen_2.5_vl_7b_hunyuan_image_tiny.safetensors"),
+    # HunyuanVideo 1.5 (nodes/models/hunyuan_video15_demo.py): the 480p/720p t2v/i2v DiTs and Capybara v0.1 (a
+    # HunyuanVideo 1.5 fine-tune in the same layout), the causal VAE, its Qwen2.5-VL; the ByT5 glyph encoder's
+    # stand-in is a tiny T5 encoder (T5's layout; it is read only for quoted text, which is refused for now)
+    (None, r"^hunyuanvideo1\.5_(480p|720p)_(i2v|t2v)(?!.*distilled)", "hunyuanvideo1.5_tiny.safetensors"),
+    (None, r"^capybara_v0\.1", "hunyuanvideo1.5_tiny.safetensors"),
+    (None, r"^hunyuanvideo15_vae", "hunyuanvideo15_vae_tiny.safetensors"),
+    (r"^hunyuanvideo1\.5|^capybara_v0", r"^qwen_2\.5_vl_7b", "qwen_2.5_vl_7b_hunyuan_video15_tiny.safetensors"),
+    (r"^hunyuanvideo1\.5|^capybara_v0", r"^byt5_small_glyphxl", "flux-tiny-t5.safetensors"),
     # HiDream-I1 (full, dev, fast) and E1 / E1.1: one tiny transformer (the same layout), its four text encoders
     # and Flux's VAE (nodes/models/hidream_demo.py)
     (None, r"^hidream_(i1|e1)", "hidream_i1_tiny.safetensors"),
