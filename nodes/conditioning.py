@@ -19,7 +19,7 @@ import torch
 
 from cluster.refs import ModelRef
 from nodes.modelfns.hooks import schedule
-from nodes.models.components import ANIMA_KEYS, HIDREAM_KEYS, TEXT_MASK_KEYS
+from nodes.models.components import ANIMA_KEYS, BYT5_KEYS, HIDREAM_KEYS, TEXT_MASK_KEYS
 from nodes.models.svd import DEFAULT_ADM as SVD_DEFAULT_ADM
 
 # Stable Video Diffusion's ADM values on a cond (ComfyUI's option names), in the order its model embeds them
@@ -148,7 +148,7 @@ def flatten(name: str, conditioning: list, percent_to_sigma) -> tuple[dict[str, 
         for anima_key in ANIMA_KEYS:  # not `name`: that is the conditioning's, every next entry's key uses it
             if opts.get(anima_key) is not None:  # 1-D as ComfyUI keeps them; a row per entry here
                 tensors[f"{key}.{anima_key}"] = opts[anima_key].reshape(1, -1)
-        for hidream_key in HIDREAM_KEYS + TEXT_MASK_KEYS:  # HiDream's Llama states, LTX-Video's text mask: batched
+        for hidream_key in HIDREAM_KEYS + TEXT_MASK_KEYS + BYT5_KEYS:  # HiDream's Llama, a text mask, ByT5: batched
             if opts.get(hidream_key) is not None:
                 tensors[f"{key}.{hidream_key}"] = opts[hidream_key]
         if opts.get("minimax_token_tags") is not None:  # MiniMax H3: which prompt rows are an image's (0) or text (1)

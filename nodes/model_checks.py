@@ -32,6 +32,9 @@ NEEDS_LABEL = {
     "lora": "a LoRA",
 }
 KNOWN_CLIP_VOCABS = (BYTE_VOCAB_SIZE, OPENAI_VOCAB_SIZE)
+# ByT5's token tables (the plain byte-level one, Hunyuan Image's glyph encoder's): its ids are the bytes, so it needs
+# no tokenizer file.
+BYT5_VOCABS = (384, 1510)
 KIND_LABEL = {
     "checkpoint": "a checkpoint",
     "diffusion_model": "a diffusion model",
@@ -78,7 +81,7 @@ def _file_facts(path: str, size: int, mtime_ns: int) -> tuple[Any, dict[str, int
     if any(k.endswith("encoder.final_layer_norm.weight") for k in shapes) and info.arch != "umt5":
         # (umT5 files carry their SentencePiece model: Wan's umt5_xxl, whose loader refuses one without it)
         t5 = next((s for k, s in shapes.items() if k.endswith(("encoder.embed_tokens.weight", "shared.weight"))), None)
-        if t5 is not None:
+        if t5 is not None and t5[0] not in BYT5_VOCABS:
             vocab["t5"] = t5[0]
     if "t5" in vocab:
         try:

@@ -10,7 +10,7 @@ from nodes.conditioning import ControlSpec, require
 from nodes.inputs import require_component
 from nodes.ksampler import call_model_fn, common_ksampler
 from nodes.modelfns.hooks import encodings
-from nodes.models.components import ANIMA_KEYS, HIDREAM_KEYS, TEXT_MASK_KEYS
+from nodes.models.components import ANIMA_KEYS, BYT5_KEYS, HIDREAM_KEYS, TEXT_MASK_KEYS
 from nodes.sampling.samplers import SAMPLER_NAMES
 from nodes.sampling.schedules import SCHEDULER_NAMES
 
@@ -60,7 +60,8 @@ class CLIPTextEncode:
         conditioning = []
         for ref, extra in encodings(clip):  # one, or one per keyframe range of a scheduled hooked CLIP
             out = await call_model_fn("text_encode", ref, "clip", {}, {"text": text})
-            anima = {k: out[k] for k in ANIMA_KEYS + HIDREAM_KEYS + TEXT_MASK_KEYS if k in out}  # T5 ids, Llama, mask
+            # Anima's T5 ids, HiDream's Llama, a text mask, Hunyuan Image's ByT5 states
+            anima = {k: out[k] for k in ANIMA_KEYS + HIDREAM_KEYS + TEXT_MASK_KEYS + BYT5_KEYS if k in out}
             if "unprocessed_ltxav_embeds" in out:  # LTX-2.5's encoder: its connectors are the transformer's
                 anima["unprocessed_ltxav_embeds"] = True
             conditioning.append([out["cond"], {"pooled_output": out.get("pooled"), **anima, **extra}])

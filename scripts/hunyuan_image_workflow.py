@@ -1,7 +1,7 @@
 """Write workflows_json/hunyuan_image_2_1_t2i.ui.json and .json: Hunyuan Image 2.1 text-to-image on the tiny files
-(nodes/models/hunyuan_image_demo.py), the graph of ComfyUI's Hunyuan Image 2.1 example without its ByT5 glyph
-encoder (not supported yet): UNETLoader, CLIPLoader type hunyuan_image on the Qwen2.5-VL, CLIPTextEncode for both
-prompts, EmptyHunyuanImageLatent 128x96, KSampler (seed 42, 4 steps, cfg 3.5, euler, simple), VAELoader with the
+(nodes/models/hunyuan_image_demo.py), the text-to-image graph of ComfyUI's Hunyuan Image 2.1 example: UNETLoader,
+DualCLIPLoader type hunyuan_image on the Qwen2.5-VL and the ByT5 glyph encoder, CLIPTextEncode for both prompts (the
+positive quotes a word, which the glyph encoder reads), EmptyHunyuanImageLatent 128x96, KSampler (seed 42, 4 steps, cfg 3.5, euler, simple), VAELoader with the
 32x VAE, VAEDecode, SaveImage. The templates package has no Hunyuan Image 2.1 template, so the UI graph is written
 here; the API format is our UI converter's output.
 
@@ -23,8 +23,13 @@ NODES = [
     (1, "UNETLoader", ["hunyuanimage2.1_tiny.safetensors", "default"], [], [("MODEL", "MODEL")]),
     (
         2,
-        "CLIPLoader",
-        ["qwen_2.5_vl_7b_hunyuan_image_tiny.safetensors", "hunyuan_image", "default"],
+        "DualCLIPLoader",
+        [
+            "qwen_2.5_vl_7b_hunyuan_image_tiny.safetensors",
+            "byt5_small_glyphxl_tiny.safetensors",
+            "hunyuan_image",
+            "default",
+        ],
         [],
         [("CLIP", "CLIP")],
     ),

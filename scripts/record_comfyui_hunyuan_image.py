@@ -15,10 +15,12 @@ the posterior's mode, (x+1)/2 clamped; model detection, model_base.HunyuanImage2
 and latent format are ComfyUI's).
 
 Its Qwen2.5-VL config is given the tiny text encoder's sizes (and told by its width), as
-scripts/record_comfyui_qwen_image.py does; CLIPLoader type hunyuan_image's tokenizer, template, layer -3 and template
-cut are ComfyUI's.
+scripts/record_comfyui_qwen_image.py does, its ByT5 glyph encoder the tiny file's config and the DiT's ByT5 mapper the
+tiny file's widths; CLIPLoader / DualCLIPLoader type hunyuan_image's tokenizers, template, layer -3, template cut and
+quoted-text rule are ComfyUI's.
 
-Recorded: the text encoder's tokens and conditioning (with CLIPSetLastLayer -2 too); the transformer's raw output on seeded inputs (two latent sizes, a batch of two timesteps); the whole
+Recorded: the text encoder's tokens and conditioning (with CLIPSetLastLayer -2 too), alone and with the ByT5 glyph
+encoder (its states of the quoted text); the transformer's raw output with ByT5 states; the transformer's raw output on seeded inputs (two latent sizes, a batch of two timesteps); the whole
 model's denoised prediction with the latent format and model sampling; the VAE's decode and encode; and the
 HunyuanRefinerLatent node's outputs; the distilled DiT's raw output with guidance and the sampler's schedule; the
 shipped workflow on the distilled DiT; and the shipped workflow (workflows_json/hunyuan_image_2_1_t2i.json, the
@@ -29,16 +31,22 @@ outputs above MAX_RECORDED_VALUES are kept as strided grids.
 from __future__ import annotations
 
 import json
+import os
 import sys
+import tempfile
 
 import torch
 from comfyui_recording import MAX_RECORDED_VALUES, b64, comfyui_on_cpu, node_classes, run_prompt, sha256, write_json
 
 OUT, MODELS, WORKFLOW = sys.argv[1:4]
 comfyui_on_cpu()
+import comfy.ldm.hunyuan_video.model  # noqa: E402
 import comfy.ldm.hunyuan_video.vae  # noqa: E402
 import comfy.sd  # noqa: E402
+import comfy.sd1_clip  # noqa: E402
+import comfy.text_encoders.hunyuan_image  # noqa: E402
 import comfy.text_encoders.llama  # noqa: E402
+import comfy.text_encoders.t5  # noqa: E402
 import comfy.utils  # noqa: E402
 import comfy_extras.nodes_hunyuan as nodes_hunyuan  # noqa: E402
 import folder_paths  # noqa: E402
@@ -49,6 +57,7 @@ FILES = {
     "vae": "vae/hunyuan_image_2.1_vae_tiny.safetensors",
     "text_encoder": "text_encoders/qwen_2.5_vl_7b_hunyuan_image_tiny.safetensors",
     "distilled": "diffusion_models/hunyuanimage2.1_distilled_tiny.safetensors",
+    "byt5": "text_encoders/byt5_small_glyphxl_tiny.safetensors",
 }
 TEXT_WIDTH = 32  # the tiny Qwen2.5-VL's (nodes.models.qwen_image_demo)
 HEAD = 128  # ComfyUI's Qwen2.5-VL head width
@@ -86,6 +95,50 @@ def tiny_text_sizes(te: dict) -> None:
     comfy.sd.detect_te_model = detect_te_tiny
 
 
+def tiny_byt5(byt5: dict, dit: dict) -> None:
+    """Give ComfyUI's ByT5 glyph encoder the tiny file's config (its byt5_config_small_glyph.json at the file's
+    sizes: 8-wide heads) and the DiT's ByT5 mapper the file's widths (ComfyUI fixes 1472 -> 2048)."""
+    width = byt5["shared.weight"].shape[1]
+    config = {
+        "d_ff": byt5["encoder.block.0.layer.1.DenseReluDense.wo.weight"].shape[1],
+        "d_kv": 8,
+        "d_model": width,
+        "dense_act_fn": "gelu_pytorch_tanh",
+        "is_gated_act": True,
+        "layer_norm_epsilon": 1e-6,
+        "model_type": "t5",
+        "num_heads": byt5["encoder.block.0.layer.0.SelfAttention.q.weight"].shape[0] // 8,
+        "num_layers": len({k.split(".")[2] for k in byt5 if k.startswith("encoder.block.")}),
+        "relative_attention_num_buckets": 32,
+        "vocab_size": byt5["shared.weight"].shape[0],
+    }
+    path = os.path.join(tempfile.mkdtemp(), "byt5_config_tiny.json")  # outside the repository
+    with open(path, "w") as f:
+        json.dump(config, f)
+
+    class TinyByT5(comfy.sd1_clip.SDClipModel):  # ComfyUI's ByT5SmallModel arguments, the tiny config
+        def __init__(self, device="cpu", layer="last", layer_idx=None, dtype=None, model_options=None):
+            super().__init__(
+                device=device,
+                layer=layer,
+                layer_idx=layer_idx,
+                textmodel_json_config=path,
+                dtype=dtype,
+                model_options=model_options or {},
+                special_tokens={"end": 1, "pad": 0},
+                model_class=comfy.text_encoders.t5.T5,
+                enable_attention_masks=True,
+                zero_out_masked=True,
+            )
+
+    comfy.text_encoders.hunyuan_image.ByT5SmallModel = TinyByT5
+    hidden, width_in = dit["byt5_in.fc1.weight"].shape
+    mapper = comfy.ldm.hunyuan_video.model.ByT5Mapper
+    comfy.ldm.hunyuan_video.model.ByT5Mapper = lambda in_dim, out_dim, hidden_dim, out_dim1, **kw: mapper(
+        width_in, hidden, hidden, out_dim1, **kw
+    )
+
+
 def record_text(clip) -> dict:
     out = {}
     for name, text in PROMPTS.items():
@@ -103,6 +156,7 @@ def record_text(clip) -> dict:
                 "ids": [t for t, *_ in tokens["qwen25_7b"][0]],
                 "byt5_ids": [t for t, *_ in tokens["byt5"][0]] if "byt5" in tokens else None,
                 "cond": b64(result["cond"]),
+                "byt5": b64(result["conditioning_byt5small"]) if "conditioning_byt5small" in result else None,
                 "extra_keys": sorted(k for k in result if k not in ("cond", "pooled_output")),
             }
     return out
@@ -149,6 +203,25 @@ def record_transformer(patcher) -> list[dict]:
             }
         )
     return cases
+
+
+def record_transformer_byt5(patcher) -> dict:
+    """The raw output with ByT5 states beside the text (ComfyUI's txt_byt5, mapped and joined to the text stream)."""
+    net = patcher.model.diffusion_model
+    width = net.byt5_in.fc1.weight.shape[1]
+    x, context, byt5 = draws(10, [1, 64, 3, 4], [1, 6, TEXT_WIDTH], [1, 9, width])
+    with torch.no_grad():
+        out = net(x, torch.tensor([600.0]), context, txt_byt5=byt5)
+    return {
+        "seed": 10,
+        "shape": [1, 64, 3, 4],
+        "tokens": 6,
+        "byt5_tokens": 9,
+        "byt5_width": width,
+        "timestep": 600.0,
+        "input_sum": float(x.sum() + context.sum() + byt5.sum()),
+        "out": b64(out, MAX_RECORDED_VALUES),
+    }
 
 
 def record_distilled(patcher) -> list[dict]:
@@ -258,9 +331,13 @@ def main() -> None:
     paths = {name: f"{MODELS}/{rel}" for name, rel in FILES.items()}
     tiny_vae_widths(comfy.utils.load_torch_file(paths["vae"]))
     tiny_text_sizes(comfy.utils.load_torch_file(paths["text_encoder"]))
+    tiny_byt5(comfy.utils.load_torch_file(paths["byt5"]), comfy.utils.load_torch_file(paths["transformer"]))
     for folder in ("diffusion_models", "text_encoders", "vae"):
         folder_paths.add_model_folder_path(folder, f"{MODELS}/{folder}", is_default=True)
     clip = comfy.sd.load_clip(ckpt_paths=[paths["text_encoder"]], clip_type=comfy.sd.CLIPType.HUNYUAN_IMAGE)
+    dual = comfy.sd.load_clip(
+        ckpt_paths=[paths["text_encoder"], paths["byt5"]], clip_type=comfy.sd.CLIPType.HUNYUAN_IMAGE
+    )
     patcher = comfy.sd.load_diffusion_model(paths["transformer"])
     vae = comfy.sd.VAE(sd=comfy.utils.load_torch_file(paths["vae"]))
     record = {
@@ -277,6 +354,8 @@ def main() -> None:
         "vae": record_vae(vae),
         "refiner_latent": record_refiner_latent(),
         "text": record_text(clip),
+        "text_with_byt5": record_text(dual),
+        "transformer_with_byt5": record_transformer_byt5(patcher),
         "workflow": run_prompt(
             json.loads(open(WORKFLOW).read()), node_classes(nodes_hunyuan), max_values=MAX_RECORDED_VALUES
         ),

@@ -200,6 +200,7 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     (None, r"^hunyuanimage2\.1(?!.*(refiner|distilled))", "hunyuanimage2.1_tiny.safetensors"),
     (None, r"^hunyuanimage2\.1.*distilled", "hunyuanimage2.1_distilled_tiny.safetensors"),
     (r"^hunyuanimage2\.1", r"^qwen_2\.5_vl_7b", "qwen_2.5_vl_7b_hunyuan_image_tiny.safetensors"),
+    (r"^hunyuanimage2\.1", r"^byt5_small_glyphxl", "byt5_small_glyphxl_tiny.safetensors"),
     # HunyuanVideo 1.5 (nodes/models/hunyuan_video15_demo.py): the 480p/720p t2v/i2v DiTs and Capybara v0.1 (a
     # HunyuanVideo 1.5 fine-tune in the same layout), the causal VAE, its Qwen2.5-VL; the ByT5 glyph encoder's
     # stand-in is a tiny T5 encoder (T5's layout; it is read only for quoted text, which is refused for now)

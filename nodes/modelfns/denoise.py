@@ -28,7 +28,7 @@ from nodes.modelfns.model_patches import combine, perp_neg, post_cfg, pre_cfg, s
 from nodes.modelfns.network_patches import CALC_COND, apply_model, wrap_forward, wrap_prediction
 from nodes.modelfns.shared_forward import run_lanes
 from nodes.models import unclip
-from nodes.models.components import ANIMA_KEYS, HIDREAM_KEYS, TEXT_MASK_KEYS, DiffusionModel
+from nodes.models.components import ANIMA_KEYS, BYT5_KEYS, HIDREAM_KEYS, TEXT_MASK_KEYS, DiffusionModel
 from nodes.models.svd import DEFAULT_ADM as SVD_DEFAULT_ADM
 from nodes.models.unet import REFINER_AESTHETIC
 from nodes.sampling import context_windows
@@ -344,6 +344,7 @@ class GuidedDenoiser:
                 _shape(self.inputs.get(f"{e['key']}.t5xxl_ids")),  # Anima: its adapter's T5 ids stack by length
                 _shape(self.inputs.get(f"{e['key']}.conditioning_llama3")),  # HiDream: its Llama states, by length
                 _shape(self.inputs.get(f"{e['key']}.attention_mask")),  # LTX-Video: its text mask, by length
+                _shape(self.inputs.get(f"{e['key']}.conditioning_byt5small")),  # Hunyuan Image: ByT5 states, by length
                 # an entry with an edit image and one without never share a pass (ComfyUI's conds cannot concat)
                 f"{e['key']}.concat_latent_image" in self.inputs,
                 gligen.group_key(e),  # GLIGEN's layers run for its entries only
@@ -544,7 +545,7 @@ class GuidedDenoiser:
         if entries[0].get("minimax_refs"):  # MiniMax H3 reference images: noised from the seed, as keyframes
             cond["minimax_refs"] = [stacked(f"minimax_ref.{i}") for i in range(entries[0]["minimax_refs"])]
             cond["keyframe_seed"] = self.seed
-        for name in ANIMA_KEYS + HIDREAM_KEYS + TEXT_MASK_KEYS:  # Anima's T5 ids, HiDream's Llama, LTX-Video's mask
+        for name in ANIMA_KEYS + HIDREAM_KEYS + TEXT_MASK_KEYS + BYT5_KEYS:  # T5 ids, Llama, a text mask, ByT5
             value = stacked(name)
             if value is not None:
                 cond[name] = value

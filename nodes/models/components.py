@@ -408,6 +408,9 @@ HIDREAM_KEYS = ("conditioning_llama3",)
 # LTX-Video 0.9's T5 (CLIPLoader type ltxv) puts its token mask [1, T] beside the conditioning (ComfyUI's key); the
 # transformer masks the padding out of cross-attention with it.
 TEXT_MASK_KEYS = ("attention_mask",)
+# Hunyuan Image 2.1's ByT5 glyph encoder puts the quoted text's states [1, T, D] beside the conditioning (ComfyUI's
+# key); the diffusion model maps them into its text stream.
+BYT5_KEYS = ("conditioning_byt5small",)
 
 
 @dataclass

@@ -267,12 +267,25 @@ def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) 
     """A Hunyuan Image 2.1 DiffusionModel (the distilled one too) from its published file, LoRAs merged in the file's
     names; computed in float32. The refiner (3-D patches) is refused by name."""
     from diffusers import HunyuanImageTransformer2DModel
+    from diffusers.models.transformers.transformer_hunyuanimage import HunyuanImageByT5TextProjection
+
+    byt5_hidden: list[int] = []  # the glyph mapper's width, read with the config (diffusers fixes it at 2048)
 
     def checked(sd: dict[str, torch.Tensor]) -> dict[str, Any]:
         config = infer_config(sd)
         if len(config["patch_size"]) != 2:
             raise ValueError("the Hunyuan Image 2.1 refiner is not supported yet")
+        if config["text_embed_2_dim"] is not None:
+            byt5_hidden.append(int(sd["context_embedder_2.linear_1.weight"].shape[0]))
         return config
+
+    def build(**config: Any) -> torch.nn.Module:
+        module = HunyuanImageTransformer2DModel(**config)
+        if byt5_hidden and byt5_hidden[0] != module.context_embedder_2.linear_2.in_features:
+            module.context_embedder_2 = HunyuanImageByT5TextProjection(
+                config["text_embed_2_dim"], byt5_hidden[0], module.config.num_attention_heads * HEAD
+            )
+        return module
 
     module, config = load_single_file_transformer(
         ref,
@@ -282,7 +295,7 @@ def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) 
         lora_targets=lora_targets,
         convert=to_diffusers_layout,
         infer_config=checked,
-        model_class=HunyuanImageTransformer2DModel,
+        model_class=build,
     )
     model_class = HunyuanImageMeanflowModel if config["use_meanflow"] else HunyuanImageDiffusionModel
     return model_class(

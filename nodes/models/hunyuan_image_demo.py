@@ -1,16 +1,18 @@
-"""hunyuan-image-2.1-tiny: a deterministic tiny Hunyuan Image 2.1 in the layouts its published files have, four files:
+"""hunyuan-image-2.1-tiny: a deterministic tiny Hunyuan Image 2.1 in the layouts its published files have, five files:
 - diffusion_models/hunyuanimage2.1_tiny.safetensors: the DiT in the authors' names (`double_blocks.N.img_attn_qkv`,
   `single_blocks.N.linear1`, `txt_in.individual_token_refiner.blocks.N`, `final_layer.adaLN_modulation.1` as
   (shift, scale)), 2 heads of ComfyUI's fixed 128, one dual- and one single-stream block, two token-refiner blocks,
-  taking the 32-wide states of the tiny Qwen2.5-VL (text_encoders/qwen_2.5_vl_7b_tiny.safetensors,
-  nodes.models.qwen_image_demo); without the ByT5 glyph mapper (its widths are fixed at 1472 -> 2048);
+  taking 32-wide Qwen2.5-VL states, with the ByT5 glyph mapper (`byt5_in`) from the tiny ByT5's 32 through 64 (the
+  published 1472 through 2048);
 - vae/hunyuan_image_2.1_vae_tiny.safetensors: the 32x VAE in the authors' names (`encoder.down.N.block.M`,
   `.downsample.conv`, `decoder.up.N.upsample.conv`, `mid.attn_1.q`), six stages 32..128 wide, one resnet each;
 - text_encoders/qwen_2.5_vl_7b_hunyuan_image_tiny.safetensors: the tiny Qwen-Image Qwen2.5-VL's shape (`model.*`,
   the real vocabulary, 32 wide, ComfyUI's 128-wide heads) four layers deep, so that Hunyuan Image's third block
-  from the end (ComfyUI's layer -3) exists; CLIPLoader type hunyuan_image reads it.
+  from the end (ComfyUI's layer -3) exists; CLIPLoader type hunyuan_image reads it;
 - diffusion_models/hunyuanimage2.1_distilled_tiny.safetensors: the guidance-distilled DiT's layout (the above with
-  `guidance_in` and the meanflow `time_r_in`), its own weights.
+  `guidance_in` and the meanflow `time_r_in`), its own weights;
+- text_encoders/byt5_small_glyphxl_tiny.safetensors: the glyph ByT5 encoder (T5's names, the 1510-token table),
+  32 wide, 2 layers of 4 heads; DualCLIPLoader type hunyuan_image reads it beside the Qwen2.5-VL.
 bfloat16 like the published files. Same seed -> byte-identical files."""
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from pathlib import Path
 
 import torch
 from diffusers import AutoencoderKLHunyuanImage, HunyuanImageTransformer2DModel
+from diffusers.models.transformers.transformer_hunyuanimage import HunyuanImageByT5TextProjection
 from safetensors.torch import save_file
-from transformers import Qwen2Config, Qwen2Model
+from transformers import Qwen2Config, Qwen2Model, T5Config, T5EncoderModel
 
 from nodes.models.flux_demo import randomize_constants
 from nodes.models.hunyuan_image import to_diffusers_layout
@@ -35,7 +38,24 @@ FILES = {
     "vae": "vae/hunyuan_image_2.1_vae_tiny.safetensors",
     "text_encoder": "text_encoders/qwen_2.5_vl_7b_hunyuan_image_tiny.safetensors",
     "distilled": "diffusion_models/hunyuanimage2.1_distilled_tiny.safetensors",
+    "byt5": "text_encoders/byt5_small_glyphxl_tiny.safetensors",
 }
+BYT5_WIDTH, BYT5_MAPPER_WIDTH = 32, 64
+# the glyph ByT5's config (ComfyUI's byt5_config_small_glyph.json: 1510 tokens, gated GELU, 32 buckets) narrowed
+BYT5_CONFIG = T5Config(
+    vocab_size=1510,
+    d_model=BYT5_WIDTH,
+    d_kv=8,
+    num_heads=4,
+    d_ff=64,
+    num_layers=2,
+    relative_attention_num_buckets=32,
+    feed_forward_proj="gated-gelu",
+    dense_act_fn="gelu_pytorch_tanh",
+    is_encoder_decoder=False,
+    use_cache=False,
+    tie_word_embeddings=False,
+)
 TEXT_LAYERS = 4
 VAE_CONFIG = {
     "in_channels": 3,
@@ -96,6 +116,10 @@ _TOP_BACK = {
     "context_embedder.time_text_embed.text_embedder.linear_2.": "txt_in.c_embedder.linear_2.",
     "time_guidance_embed.timestep_embedder.linear_1.": "time_in.mlp.0.",
     "time_guidance_embed.timestep_embedder.linear_2.": "time_in.mlp.2.",
+    "context_embedder_2.norm.": "byt5_in.layernorm.",
+    "context_embedder_2.linear_1.": "byt5_in.fc1.",
+    "context_embedder_2.linear_2.": "byt5_in.fc2.",
+    "context_embedder_2.linear_3.": "byt5_in.fc3.",
     "time_guidance_embed.timestep_embedder_r.linear_1.": "time_r_in.mlp.0.",
     "time_guidance_embed.timestep_embedder_r.linear_2.": "time_r_in.mlp.2.",
     "time_guidance_embed.guidance_embedder.linear_1.": "guidance_in.mlp.0.",
@@ -195,15 +219,23 @@ def vae_to_authors(sd: dict[str, torch.Tensor], config: dict = VAE_CONFIG) -> di
     return out
 
 
+def tiny_dit(**config) -> HunyuanImageTransformer2DModel:
+    """The tiny DiT with the ByT5 glyph mapper at tiny widths (diffusers builds it 2048 wide; the loader reads the
+    file's width)."""
+    dit = HunyuanImageTransformer2DModel(**DIT_CONFIG, **config)
+    dit.context_embedder_2 = HunyuanImageByT5TextProjection(
+        BYT5_WIDTH, BYT5_MAPPER_WIDTH, dit.config.num_attention_heads * 128
+    )
+    return dit
+
+
 def tiny_hunyuan_image_state_dicts(seed: int = SEED) -> dict[str, dict[str, torch.Tensor]]:
-    """The four files' tensors, in the published layouts and bfloat16."""
+    """The five files' tensors, in the published layouts and bfloat16."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         gen = torch.Generator().manual_seed(seed)
-        transformer = HunyuanImageTransformer2DModel(**DIT_CONFIG)
+        transformer = tiny_dit()
         vae = AutoencoderKLHunyuanImage(**VAE_CONFIG)
-        randomize_constants(transformer, gen)  # norm scales start at one: a skipped or swapped norm would not show
-        randomize_constants(vae, gen)
         text = Qwen2Model(
             Qwen2Config(
                 vocab_size=VOCAB,
@@ -217,14 +249,17 @@ def tiny_hunyuan_image_state_dicts(seed: int = SEED) -> dict[str, dict[str, torc
                 rms_norm_eps=RMS_EPS,
             )
         )
-        randomize_constants(text, gen)
-        distilled = HunyuanImageTransformer2DModel(**DIT_CONFIG, guidance_embeds=True, use_meanflow=True)
-        randomize_constants(distilled, gen)
+        distilled = tiny_dit(guidance_embeds=True, use_meanflow=True)
+        byt5 = T5EncoderModel(BYT5_CONFIG)
+        for module in (transformer, vae, text, distilled, byt5):
+            randomize_constants(module, gen)  # norm scales start at one: a skipped or swapped norm would not show
     sds = {
         "transformer": dit_to_authors(transformer.state_dict()),
         "vae": vae_to_authors(vae.state_dict()),
         "text_encoder": {f"model.{k}": v for k, v in text.state_dict().items()},
         "distilled": dit_to_authors(distilled.state_dict()),
+        # T5's names as the published file has them; the token table once (T5EncoderModel ties a second name to it)
+        "byt5": {k: v for k, v in byt5.state_dict().items() if k != "encoder.embed_tokens.weight"},
     }
     return {name: {k: v.to(torch.bfloat16).contiguous() for k, v in sd.items()} for name, sd in sds.items()}
 

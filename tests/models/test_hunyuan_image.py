@@ -63,6 +63,7 @@ def test_published_layouts_are_detected(files, tmp_path):
         "single_blocks.0.linear1.weight",
         "txt_in.individual_token_refiner.blocks.0.self_attn_qkv.weight",
         "final_layer.adaLN_modulation.1.weight",
+        "byt5_in.fc1.weight",
     } <= names
     info = probe(files["transformer"])
     assert (info.arch, info.kind, info.layout) == ("hunyuan_image", "diffusion_model", "hunyuan")
@@ -99,7 +100,8 @@ def test_config_from_shapes(model):
         list(model.config["patch_size"]) == unet["patch_size"]
         and list(model.config["rope_axes_dim"]) == unet["axes_dim"]
     )
-    assert model.config["text_embed_2_dim"] is None and not model.config["guidance_embeds"]
+    assert unet["byt5"] and model.config["text_embed_2_dim"] == 32 and not model.config["guidance_embeds"]
+    assert model.module.context_embedder_2.linear_1.out_features == 64  # the file's width, not diffusers' 2048
     assert model.sampling == sampling_config("hunyuan_image") == {"kind": "flow", "shift": 5.0, "multiplier": 1000}
 
 
@@ -205,3 +207,48 @@ def test_distilled_output_equals_comfyui(distilled, case):
     with torch.no_grad():
         out = distilled.apply(x, torch.full((shape[0],), case["sigma"] * 1000.0), cond)
     assert torch.allclose(at_recorded(out, case["out"]), tensor(case["out"]), atol=TOL, rtol=0)
+
+
+@pytest.fixture(scope="module")
+def dual_text_encoder(files):
+    paths = [files["byt5"], files["text_encoder"]]  # either order: the ByT5 file is told by its T5 names
+    return loader.load_text_encoder(make_ref("text_encoder", "hunyuan_image", paths, clip_type="hunyuan_image"))
+
+
+@pytest.mark.parametrize("name", sorted(FIXTURE["text_with_byt5"]))
+def test_text_with_glyph_encoder_equals_comfyui(dual_text_encoder, name):
+    rec = FIXTURE["text_with_byt5"][name]
+    encoder = dual_text_encoder if rec["layer"] is None else dataclasses.replace(dual_text_encoder, layer=rec["layer"])
+    tokens = encoder.tokenize(rec["prompt"])
+    assert [t for t, _ in tokens["qwen25_7b"][0]] == rec["ids"]
+    assert ([t for t, _ in tokens["byt5"][0]] if "byt5" in tokens else None) == rec["byt5_ids"]
+    cond, _ = encoder.encode(tokens)
+    assert torch.allclose(cond, tensor(rec["cond"]), atol=TOL, rtol=0)
+    extras = encoder.extras(tokens)
+    if rec["byt5"] is None:
+        assert extras == {} and rec["extra_keys"] == []
+    else:
+        assert rec["extra_keys"] == ["conditioning_byt5small"]
+        states = extras["conditioning_byt5small"]
+        assert states.shape == tensor(rec["byt5"]).shape
+        assert torch.allclose(states, tensor(rec["byt5"]), atol=TOL, rtol=0)
+
+
+def test_quoted_text_reaches_the_glyph_encoder():
+    quoted = FIXTURE["text_with_byt5"]["quoted"]
+    assert quoted["byt5_ids"][-1] == 1 and bytes(t - 3 for t in quoted["byt5_ids"][:-1]).decode() == (
+        'Text "OPEN". Text "bienvenue". '
+    )
+
+
+def test_transformer_with_byt5_states_equals_comfyui(model):
+    rec = FIXTURE["transformer_with_byt5"]
+    x, context, byt5 = draws(
+        rec["seed"], rec["shape"], [1, rec["tokens"], 32], [1, rec["byt5_tokens"], rec["byt5_width"]]
+    )
+    assert float(x.sum() + context.sum() + byt5.sum()) == pytest.approx(rec["input_sum"], rel=1e-6)
+    with torch.no_grad():
+        out = model.apply(x, torch.tensor([rec["timestep"]]), {"context": context, "conditioning_byt5small": byt5})
+        without = model.apply(x, torch.tensor([rec["timestep"]]), {"context": context})
+    assert torch.allclose(at_recorded(out, rec["out"]), tensor(rec["out"]), atol=TOL, rtol=0)
+    assert not torch.allclose(at_recorded(without, rec["out"]), tensor(rec["out"]), atol=1e-3)
