@@ -227,13 +227,17 @@ DEMO_FILES: list[tuple[str | None, str, str]] = [
     # PixelDiT (nodes/models/pixeldit_demo.py): pixel space (the pixel_space VAE), its Gemma 2 2B-it
     (None, r"^pixeldit_", "pixeldit_tiny.safetensors"),
     (r"^pixeldit_", r"^gemma_2_2b_it_elm", "gemma_2_2b_it_elm_tiny.safetensors"),
+    # USO (flux1_dev_uso_reference_image_gen): its DiT LoRA in the released layout, which ComfyUI recognises by the
+    # released depth's keys, so the checkpoint is flux-tiny at that depth (nodes/models/uso_demo.py)
+    (r"^uso-flux1", r"^flux1-dev", "flux1-dev-uso-tiny.safetensors"),
+    (r"^flux1-dev", r"^uso-flux1-dit-lora", "uso-flux1-dit-lora-v1-tiny.safetensors"),
     # Flux.1 dev / schnell / Krea / Kontext (same transformer layout; Fill and Canny have other input widths)
     (None, r"^flux1-(dev|schnell|krea-dev|dev-kontext)", "flux-tiny.safetensors"),
     # FLUX.1 Fill dev OneReward (bytedance-research/OneReward: FLUX.1-Fill-dev fine-tuned, run there as diffusers'
     # FluxTransformer2DModel): a Flux file by its keys and Fill by its input width, as ComfyUI's detection has it
     (None, r"^flux1-fill-dev|^flux\.1-fill-dev-OneReward", "flux-fill-tiny.safetensors"),
     # FLUX.1 Canny / Depth dev: the control image's latent joins the input (128 wide), told apart by that width
-    (None, r"^flux1-(canny|depth)-dev", "flux-canny-tiny.safetensors"),
+    (None, r"^flux1-(canny|depth)-dev(?!-lora)", "flux-canny-tiny.safetensors"),  # the transformers, not their LoRAs
     # Flux Redux and its SigLIP image tower, sized for flux-tiny (nodes/models/redux_demo.py)
     (None, r"^flux1-redux-dev", "flux1-redux-dev-tiny.safetensors"),
     (None, r"^sigclip_vision_patch14_384", "sigclip-vision-tiny.safetensors"),
@@ -295,6 +299,7 @@ def demo_file(name: str, asked: list[str]) -> str | None:
 
 
 SUBGRAPH_IN, SUBGRAPH_OUT = -10, -20  # the node ids a subgraph's links use for its input and output ends
+BYPASSED = 4  # a node's mode when bypassed (Ctrl+B)
 PASS_THROUGH = {"PreviewAny"}  # output nodes whose output the frontend wires on: their input's source instead
 
 
@@ -338,6 +343,14 @@ def flat_workflow(workflow: dict) -> dict:
         if node is None or (id(graph), node_id) in seen:
             return None
         seen = seen | {(id(graph), node_id)}
+        if node["type"] in defs and node.get("mode", 0) == BYPASSED:
+            # the frontend passes a bypassed instance's input of the output's type through (the same slot first)
+            outputs, inputs = node.get("outputs") or [], node.get("inputs") or []
+            want = outputs[slot].get("type") if slot < len(outputs) else None
+            for inp in ([inputs[slot]] if slot < len(inputs) else []) + inputs:
+                if inp.get("link") is not None and (want is None or inp.get("type") in (want, "*")):
+                    return origin(graph, inp["link"], seen)
+            return None
         if node["type"] in defs:
             sub = inner(graph, node)
             for link_id, (_, _, target, target_slot) in sub.links.items():

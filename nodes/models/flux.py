@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from diffusers import FluxTransformer2DModel
 
 from cluster.refs import ModelRef
+from nodes.models import flux_lora
 from nodes.models.components import FLUX_LATENT, DiffusionModel
 from nodes.models.errors import ModelLoadError
 from nodes.models.flux_configs import config_for_sources
@@ -29,7 +30,8 @@ from nodes.models.flux_keys import (
     find_prefix,
     strip_prefix,
 )
-from nodes.models.safetensors_io import build_module
+from nodes.models.lora import merge_loras
+from nodes.models.safetensors_io import build_module, load_state_dict
 from nodes.models.unet import resize_to_batch_size
 from nodes.upscale import common_upscale
 
@@ -358,12 +360,26 @@ def sampling_for(config: Mapping[str, Any]) -> dict[str, Any]:
     return {"kind": "flow", "shift": 1.0, "multiplier": 1.0}
 
 
+def with_loras(ref: ModelRef, state_dict: Mapping[str, torch.Tensor], path: str | None) -> dict[str, torch.Tensor]:
+    """The BFL-named transformer with the ref's LoRAs merged in ComfyUI's Flux names (nodes.models.flux_lora)."""
+    prefix = find_prefix(state_dict.keys(), BFL_MARKER)
+    if prefix is None or f"{prefix}img_in.weight" not in state_dict:
+        raise ModelLoadError(path, "LoRAs on Flux transformers in diffusers' layout are not supported yet")
+    for patch in ref.patches:
+        if flux_lora.is_control_lora(load_state_dict(patch.path, patch.digest)):
+            raise ModelLoadError(patch.path, "BFL's Flux control LoRAs (Canny / Depth dev LoRAs) are not supported yet")
+    bfl = strip_prefix(state_dict, prefix)
+    return merge_loras(ref.patches, flux_lora.lora_targets(bfl), bfl, flux_lora.convert)[0]
+
+
 def load_diffusion_model(
     ref: ModelRef, state_dict: Mapping[str, torch.Tensor], axes_dim: Iterable[int] | None = None
 ) -> FluxDiffusionModel:
     """A Flux DiffusionModel from a state dict in BFL (optionally `model.diffusion_model.`-prefixed) or
     diffusers layout. RoPE axes: `axes_dim`, else the config folder the file's metadata names, else Flux.1's."""
     path = ref.sources[0] if ref.sources else None
+    if ref.patches:
+        state_dict = with_loras(ref, state_dict, path)
     try:
         sd = to_diffusers_layout(state_dict)
         if axes_dim is None:

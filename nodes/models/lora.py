@@ -4,6 +4,7 @@ W += strength * alpha / rank * up @ down."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -110,15 +111,20 @@ def lora_delta(mod: dict[str, torch.Tensor], weight: torch.Tensor, name: str, pa
 
 
 def merge_loras(
-    patches: tuple[Patch, ...], targets: LoraTargets, sd: dict[str, torch.Tensor]
+    patches: tuple[Patch, ...],
+    targets: LoraTargets,
+    sd: dict[str, torch.Tensor],
+    convert: Callable[[dict[str, torch.Tensor]], dict[str, torch.Tensor]] | None = None,
 ) -> tuple[dict[str, torch.Tensor], int]:
     """Merge every patch's weights for this component into `sd` (a new dict; the input and its tensors are
     left untouched). Returns (state dict, number of weights patched). A LoRA whose names for this component
-    do not all resolve, or whose shapes disagree, is refused: it was made for another model."""
+    do not all resolve, or whose shapes disagree, is refused: it was made for another model. `convert` renames a
+    family's own LoRA layouts first (ComfyUI's lora_convert)."""
     out = dict(sd)
     count = 0
     for patch in patches:
-        mods = lora_modules(load_state_dict(patch.path, patch.digest), patch.path)
+        lora = load_state_dict(patch.path, patch.digest)
+        mods = lora_modules(convert(lora) if convert is not None else lora, patch.path)
         known = [n for n in mods if n.startswith(UNET_FAMILY + TE_FAMILY + targets.family)]
         if not known:
             raise ModelLoadError(
