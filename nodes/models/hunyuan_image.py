@@ -30,6 +30,7 @@ import torch
 from cluster.refs import ModelRef
 from nodes.arch import latent_format, sampling_config
 from nodes.models.components import DiffusionModel
+from nodes.models.errors import ModelLoadError
 from nodes.models.flux_keys import count_blocks, find_prefix, strip_prefix
 from nodes.models.lora import LoraTargets
 from nodes.models.single_file import load_single_file_transformer
@@ -264,10 +265,15 @@ class HunyuanImageMeanflowModel(HunyuanImageDiffusionModel):
 
 
 def load_diffusion_model(ref: ModelRef, state_dict: Mapping[str, torch.Tensor]) -> HunyuanImageDiffusionModel:
-    """A Hunyuan Image 2.1 DiffusionModel (the distilled one too) from its published file, LoRAs merged in the file's
-    names; computed in float32. The refiner (3-D patches) is refused by name."""
+    """A Hunyuan Image 2.1 DiffusionModel (the distilled one too) from its published file, computed in float32. The
+    refiner (3-D patches) and LoRAs are refused by name."""
     from diffusers import HunyuanImageTransformer2DModel
     from diffusers.models.transformers.transformer_hunyuanimage import HunyuanImageByT5TextProjection
+
+    if ref.patches:  # ComfyUI keys them by its own renamed layers (img_attn.qkv, ...): not mapped here yet
+        raise ModelLoadError(
+            ref.sources[0] if ref.sources else None, "LoRAs on Hunyuan Image 2.1 models are not supported yet"
+        )
 
     byt5_hidden: list[int] = []  # the glyph mapper's width, read with the config (diffusers fixes it at 2048)
 

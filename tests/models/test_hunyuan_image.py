@@ -252,3 +252,12 @@ def test_transformer_with_byt5_states_equals_comfyui(model):
         without = model.apply(x, torch.tensor([rec["timestep"]]), {"context": context})
     assert torch.allclose(at_recorded(out, rec["out"]), tensor(rec["out"]), atol=TOL, rtol=0)
     assert not torch.allclose(at_recorded(without, rec["out"]), tensor(rec["out"]), atol=1e-3)
+
+
+def test_loras_are_refused_by_name(files):
+    from cluster.refs import Patch
+
+    ref = make_ref("diffusion_model", "hunyuan_image", [files["transformer"]])
+    ref = dataclasses.replace(ref, patches=(Patch(str(files["transformer"]), "0" * 64, 1.0),))
+    with pytest.raises(ModelLoadError, match="LoRAs on Hunyuan Image 2.1"):
+        loader.load_diffusion_model(ref)
