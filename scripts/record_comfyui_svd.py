@@ -5,7 +5,11 @@
 Run inside that ComfyUI's own environment (nothing of ComfyUI is copied here), after `comfy-cluster demo-models`:
 
     cd <ComfyUI 0.3.64 source> && PYTHONPATH=<torchvision shim>:/work/main/scripts:. OMP_NUM_THREADS=1 \\
-        <venv>/bin/python /work/main/scripts/record_comfyui_svd.py <fixture> <workspace>
+        <venv>/bin/python /work/main/scripts/record_comfyui_svd.py <fixture> <workspace> [<image.pt> <workflow fixture>]
+
+With the last two arguments it also records the Text to Image to Video template's video half
+(tests/models/fixtures/comfyui_svd_workflow.json.xz, tests/e2e/test_svd_workflow.py) from the image its SDXL half
+makes here, which `python scripts/svd_workflow.py <workspace> --init-image <image.pt>` writes first.
 
 ComfyUI fixes the released sizes: supported_models.SVD_img2vid matches only SVD's widths (320 channels, 1024-wide
 context), comfy/sd.py builds the temporal VAE at SVD's (128 channels, [1, 2, 4, 4], two ResBlocks a level) and
